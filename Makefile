@@ -1,0 +1,35 @@
+# Two entry points for a newcomer: `make run` and `make test`. Both build .venv themselves.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: run test lint unit integration bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## run: a local demo (until brokers exist: the storage demo)
+run: $(STAMP)
+	$(BIN)/pykraft demo --data-dir data/demo
+
+## test: lint, type-check, then every test suite (unit, simulation, integration)
+test: $(STAMP) lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy .
+
+unit: $(STAMP)
+	$(BIN)/pytest -m "not integration and not clients and not chaos" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/storage.py
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""fetcher package."""

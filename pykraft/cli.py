@@ -1,0 +1,39 @@
+"""The ``pykraft`` command: one subcommand per module.
+
+Each subcommand module defines ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help). Modules are imported by name when the parser
+# is built, so a subcommand is one line here plus its own module.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("pykraft.demo", "append, crash, recover and read a partition log"),
+    "dump-log": ("pykraft.dump_log", "print the batches of segment files, like kafka-dump-log"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pykraft", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sub)
+        sub.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args._module.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
