@@ -143,7 +143,9 @@ def parse_header(buf: bytes | bytearray | memoryview, position: int = 0) -> Batc
         raise CorruptRecordError("magic", f"{header.magic} is not supported, need 2", position)
     if header.batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(
-            "batchLength", f"{header.batch_length} is below the minimum {MIN_BATCH_LENGTH}", position
+            "batchLength",
+            f"{header.batch_length} is below the minimum {MIN_BATCH_LENGTH}",
+            position,
         )
     if header.size_in_bytes > available:
         raise CorruptRecordError(
