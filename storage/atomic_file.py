@@ -1,0 +1,45 @@
+"""Crash-safe whole-file replacement.
+
+A reader must see either the old content or the new content, never a torn mix, even if the
+machine loses power mid-write. The recipe (Kafka's ``Utils.atomicMoveWithFallback`` with
+``needFlushParentDir``): write a temp file in the SAME directory (rename is only atomic within
+one file system), fsync it so its bytes are on disk before its name is, rename it over the
+target, then fsync the directory so the rename itself survives a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+TEMP_SUFFIX = ".tmp"
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably."""
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    os.close(fd)
+    os.replace(temp, path)
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the directory's entries (creates, renames, deletes) durable."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
