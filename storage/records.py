@@ -1,0 +1,436 @@
+"""Records inside a RecordBatch v2: build batches, iterate their records, (de)compress.
+
+The broker never re-encodes batches (DESIGN.md §3.3); this module is for the places that must
+look inside one: tools (``pykraft dump-log``), the Spark export, tests, and control batches.
+
+Record layout (KIP-98, ``org.apache.kafka.common.record.DefaultRecord``): ``length`` varint,
+``attributes`` int8, ``timestampDelta`` varlong, ``offsetDelta`` varint, ``keyLength`` varint
+(-1 = null), key, ``valueLength`` varint (-1 = null), value, ``headersCount`` varint, then per
+header ``keyLength`` varint, UTF-8 key, ``valueLength`` varint (-1 = null), value.
+
+Decoding has two paths that must agree: a fast one that trusts nothing but checks cheaply (any
+surprise makes it give up) and a careful one that checks every field and raises
+``CorruptRecordError`` naming the field and the byte position. The careful one only runs when the
+fast one gave up, so valid batches pay for the cheap checks alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator, Sequence
+
+import attrs
+import crc32c
+
+from storage.compression import compress, decompress
+from storage.record_batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    CONTROL_MASK,
+    CRC_POS,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    CompressionType,
+    CorruptRecordError,
+    TimestampType,
+    encode_header,
+    validate_batch,
+)
+from storage.varint import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+)
+
+__all__ = [
+    "ControlRecordType",
+    "Header",
+    "Record",
+    "SimpleRecord",
+    "build_batch",
+    "build_control_batch",
+    "decode_records",
+    "decompress",
+    "iter_records",
+]
+
+_UINT32 = struct.Struct(">I")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
+CONTROL_RECORD_KEY_VERSION = 0
+END_TXN_MARKER_VERSION = 0
+
+
+@attrs.frozen
+class Header:
+    key: str
+    value: bytes | None
+
+
+@attrs.frozen
+class SimpleRecord:
+    """A record to write: Kafka's ``SimpleRecord`` (no offset yet)."""
+
+    value: bytes | None
+    key: bytes | None = None
+    timestamp: int = 0
+    headers: tuple[Header, ...] = ()
+
+
+@attrs.frozen
+class Record:
+    """A record read from a batch, with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+class ControlRecordType(enum.IntEnum):
+    """Type field of a control record's key (``ControlRecordType.java``)."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+# ---------------------------------------------------------------------------------------- build
+
+
+def _encode_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out += b"\x01"  # zig-zag of -1
+        return
+    if len(data) > INT32_MAX:
+        raise ValueError(f"{len(data)} bytes do not fit a record field")
+    out += encode_varint(len(data))
+    out += data
+
+
+def _encode_record(record: SimpleRecord, offset_delta: int, base_timestamp: int) -> bytes:
+    body = bytearray(b"\x00")  # attributes: unused in v2
+    timestamp_delta = record.timestamp - base_timestamp
+    if not INT64_MIN <= timestamp_delta <= INT64_MAX:
+        raise ValueError(f"timestamp {record.timestamp} is too far from {base_timestamp}")
+    body += encode_varlong(timestamp_delta)
+    body += encode_varint(offset_delta)
+    _encode_bytes(body, record.key)
+    _encode_bytes(body, record.value)
+    body += encode_varint(len(record.headers))
+    for header in record.headers:
+        _encode_bytes(body, header.key.encode("utf-8"))
+        _encode_bytes(body, header.value)
+    return encode_varint(len(body)) + body
+
+
+def build_batch(
+    records: Sequence[SimpleRecord],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    compression: CompressionType = CompressionType.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+) -> bytes:
+    """Encode ``records`` as one v2 batch, offsets ``base_offset`` .. ``+ len(records) - 1``.
+
+    Like Kafka's ``MemoryRecordsBuilder``, ``baseTimestamp`` is the first record's timestamp and
+    ``maxTimestamp`` the largest one.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    base_timestamp = records[0].timestamp
+    body = b"".join(
+        _encode_record(record, delta, base_timestamp) for delta, record in enumerate(records)
+    )
+    attributes = int(compression) | (TRANSACTIONAL_MASK if is_transactional else 0)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    return _assemble(
+        compress(compression, body) if compression is not CompressionType.NONE else body,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max(record.timestamp for record in records),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
+    )
+
+
+def _assemble(payload: bytes, **fields: int) -> bytes:
+    """Prefix ``payload`` with a header and fill in the CRC32C over attributes..end."""
+    header = BatchHeader(
+        batch_length=BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        magic=CURRENT_MAGIC,
+        crc=0,
+        **fields,
+    )
+    batch = bytearray(encode_header(header))
+    batch += payload
+    _UINT32.pack_into(batch, CRC_POS, crc32c.crc32c(memoryview(batch)[ATTRIBUTES_POS:]))
+    return bytes(batch)
+
+
+def build_control_batch(
+    control_type: ControlRecordType,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    coordinator_epoch: int = 0,
+) -> bytes:
+    """An end-transaction marker batch (``MemoryRecords.withEndTransactionMarker``).
+
+    Control batches are always transactional; the single record's key is
+    ``(version=0, type)`` and its value ``EndTransactionMarker(version=0, coordinatorEpoch)``.
+    """
+    record = SimpleRecord(
+        key=_CONTROL_KEY.pack(CONTROL_RECORD_KEY_VERSION, int(control_type)),
+        value=_END_TXN_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch),
+        timestamp=timestamp,
+    )
+    return _assemble(
+        _encode_record(record, 0, timestamp),
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=CONTROL_MASK | TRANSACTIONAL_MASK,
+        last_offset_delta=0,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        records_count=1,
+    )
+
+
+# --------------------------------------------------------------------------------------- decode
+
+
+def iter_records(buf: bytes | bytearray | memoryview, position: int = 0) -> Iterator[Record]:
+    """Validate the batch at ``position`` (CRC included) and yield its records.
+
+    The whole batch is checked before the first record is returned, so a corrupt batch raises
+    ``CorruptRecordError`` here, not half way through the iteration.
+    """
+    header = validate_batch(buf, position)
+    start = position + BATCH_HEADER_SIZE
+    payload = memoryview(buf)[start : position + header.size_in_bytes]
+    return iter(decode_records(header, payload, position))
+
+
+def decode_records(
+    header: BatchHeader, payload: bytes | memoryview, position: int = 0
+) -> list[Record]:
+    """Decode the records section of a batch whose header is ``header``.
+
+    ``position`` is where the batch starts in its file, for error messages.
+    """
+    if header.compression is CompressionType.NONE:
+        data = bytes(payload)
+        records_position = position + BATCH_HEADER_SIZE
+    else:
+        try:
+            data = decompress(header.compression, payload)
+        except CorruptRecordError as error:
+            raise CorruptRecordError(error.field, error.message, position) from error
+        records_position = -1
+    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    args = (data, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
+    fast = _decode_fast(*args)
+    if fast is not None:
+        return fast
+    try:
+        return _decode_checked(*args)
+    except CorruptRecordError as error:
+        if records_position >= 0:
+            raise CorruptRecordError(
+                error.field, error.message, records_position + error.position
+            ) from error
+        raise CorruptRecordError(
+            error.field,
+            f"{error.message}, byte {error.position} of the decompressed records",
+            position,
+        ) from error
+
+
+def _decode_fast(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> list[Record] | None:
+    """Decode ``count`` records, or return None at the first surprise (never raises).
+
+    Single-byte varints are decoded inline because nearly all lengths and deltas are small.
+    """
+    records: list[Record] = []
+    append = records.append
+    end = len(data)
+    pos = 0
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = decode_varint(data, pos, "length")
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                return None
+            pos += 1  # attributes
+            b = data[pos]
+            if b < 0x80:
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                timestamp_delta, pos = decode_varlong(data, pos, "timestampDelta")
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = decode_varint(data, pos, "offsetDelta")
+            b = data[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = decode_varint(data, pos, "keyLength")
+            if size >= 0:
+                key: bytes | None = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                key = None
+            else:
+                return None
+            b = data[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = decode_varint(data, pos, "valueLength")
+            if size >= 0:
+                value: bytes | None = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                value = None
+            else:
+                return None
+            if data[pos] == 0:  # headersCount 0: the common case
+                headers: tuple[Header, ...] = ()
+                pos += 1
+            else:
+                headers, pos = _decode_headers(data, pos, record_end)
+            if pos != record_end:
+                return None
+            append(
+                Record(
+                    base_offset + offset_delta,
+                    log_append_time
+                    if log_append_time is not None
+                    else base_timestamp + timestamp_delta,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+    except (IndexError, CorruptRecordError, UnicodeDecodeError):
+        return None
+    if pos != end:
+        return None
+    return records
+
+
+def _decode_checked(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> list[Record]:
+    """Decode with every field checked; positions in errors are relative to ``data``."""
+    records: list[Record] = []
+    end = len(data)
+    pos = 0
+    for index in range(count):
+        if pos >= end:
+            raise CorruptRecordError(
+                "recordsCount", f"header declares {count} records but only {index} are present", pos
+            )
+        start = pos
+        length, pos = decode_varint(data, pos, "length")
+        if length < 1:
+            raise CorruptRecordError("length", f"record length {length} is below 1", start)
+        record_end = pos + length
+        if record_end > end:
+            raise CorruptRecordError(
+                "length", f"record of {length} bytes runs {record_end - end} past the end", start
+            )
+        pos += 1  # attributes
+        timestamp_delta, pos = decode_varlong(data, pos, "timestampDelta", record_end)
+        offset_delta, pos = decode_varint(data, pos, "offsetDelta", record_end)
+        key, pos = _read_bytes(data, pos, "key", record_end)
+        value, pos = _read_bytes(data, pos, "value", record_end)
+        headers, pos = _decode_headers(data, pos, record_end)
+        if pos != record_end:
+            raise CorruptRecordError(
+                "length", f"record declares {length} bytes but its fields use fewer", start
+            )
+        timestamp = base_timestamp + timestamp_delta
+        if log_append_time is not None:
+            timestamp = log_append_time
+        records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
+    if pos != end:
+        raise CorruptRecordError(
+            "records", f"{end - pos} bytes remain after the declared {count} records", pos
+        )
+    return records
+
+
+def _read_bytes(data: bytes, pos: int, field: str, end: int) -> tuple[bytes | None, int]:
+    """A length-prefixed byte string that must end by ``end`` (-1 = null)."""
+    start = pos
+    size, pos = decode_varint(data, pos, f"{field}Length", end)
+    if size == -1:
+        return None, pos
+    if size < -1:
+        raise CorruptRecordError(f"{field}Length", f"{size} is not a valid length", start)
+    if pos + size > end:
+        raise CorruptRecordError(
+            f"{field}Length", f"{size} bytes run {pos + size - end} past the record", start
+        )
+    return data[pos : pos + size], pos + size
+
+
+def _decode_headers(data: bytes, pos: int, record_end: int) -> tuple[tuple[Header, ...], int]:
+    start = pos
+    count, pos = decode_varint(data, pos, "headersCount", record_end)
+    # Every header takes at least two bytes, which bounds the count before we loop.
+    if count < 0 or count * 2 > record_end - pos:
+        raise CorruptRecordError("headersCount", f"{count} headers cannot fit the record", start)
+    headers: list[Header] = []
+    for _ in range(count):
+        key_start = pos
+        raw_key, pos = _read_bytes(data, pos, "headerKey", record_end)
+        if raw_key is None:
+            raise CorruptRecordError("headerKeyLength", "header key is null", key_start)
+        try:
+            key = raw_key.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CorruptRecordError("headerKey", f"not UTF-8: {error}", key_start) from error
+        value, pos = _read_bytes(data, pos, "headerValue", record_end)
+        headers.append(Header(key, value))
+    return tuple(headers), pos
