@@ -1,0 +1,266 @@
+"""The leader-epoch cache: which leader epoch started at which offset (KIP-101, KIP-279).
+
+Theory of operation
+-------------------
+Each partition keeps an ordered history of ``EpochEntry(epoch, start_offset)``: the first offset
+written in each leader epoch. Followers use it to find where their log diverged from the leader's
+(``end_offset_for`` answers OffsetsForLeaderEpoch and the Fetch ``DivergingEpoch`` check);
+consumers use it to validate positions after a leader change.
+
+The rules are Kafka's ``LeaderEpochFileCache`` (storage/src/main/java/org/apache/kafka/storage/
+internals/epoch/LeaderEpochFileCache.java), written here as pure functions over a tuple of entries:
+
+* ``assign_epoch``: re-assigning the latest epoch at the same or a later offset changes nothing.
+  Anything else is written, after removing from the tail every entry whose epoch is >= the new
+  epoch or whose start offset is >= the new start offset (those entries describe history the
+  new entry overrides, e.g. a follower that truncated and re-fetched). So a LOWER epoch is not
+  ignored: it replaces the newer entries it conflicts with.
+* ``end_offset_for``: see its docstring; ``truncate_from_end`` / ``truncate_from_start`` follow
+  log truncation and log-start-offset movement.
+
+Invariant: epochs and start offsets both strictly increase along the tuple.
+
+``LeaderEpochFileCache`` is the thin stateful wrapper: it holds the tuple, loads the
+``leader-epoch-checkpoint`` file through the same ``assign`` rule Kafka uses on load, and rewrites
+the file atomically after every change. (Kafka flushes truncations asynchronously to avoid fsync
+latency under a lock; we flush synchronously, which is simpler and never leaves stale entries.)
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from pathlib import Path
+
+import attrs
+
+from storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    CheckpointError,
+    read_leader_epoch_checkpoint,
+    write_leader_epoch_checkpoint,
+)
+
+# Kafka's OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET.
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@attrs.frozen(order=True)
+class EpochEntry:
+    epoch: int
+    start_offset: int
+
+
+@attrs.frozen
+class OffsetAndEpoch:
+    offset: int
+    leader_epoch: int
+
+
+UNDEFINED = OffsetAndEpoch(UNDEFINED_EPOCH_OFFSET, UNDEFINED_EPOCH)
+Entries = tuple[EpochEntry, ...]
+
+
+def _epoch_key(entry: EpochEntry) -> int:
+    return entry.epoch
+
+
+def is_valid_history(entries: Entries) -> bool:
+    """The invariant: epochs and start offsets strictly increase, none negative."""
+    if any(e.epoch < 0 or e.start_offset < 0 for e in entries):
+        return False
+    return all(
+        a.epoch < b.epoch and a.start_offset < b.start_offset
+        for a, b in itertools.pairwise(entries)
+    )
+
+
+def assign_epoch(entries: Entries, epoch: int, start_offset: int) -> Entries:
+    """Kafka's ``assign``: the history after recording that ``epoch`` starts at ``start_offset``.
+
+    Returns ``entries`` itself when nothing changes. Raises ValueError for a negative epoch or
+    offset (Kafka: IllegalArgumentException "Received invalid partition leader epoch entry").
+    """
+    if epoch < 0 or start_offset < 0:
+        raise ValueError(
+            f"invalid partition leader epoch entry (epoch={epoch}, start_offset={start_offset})"
+        )
+    if entries and entries[-1].epoch == epoch and start_offset >= entries[-1].start_offset:
+        return entries  # Kafka's isUpdateNeeded is false: the epoch is already recorded.
+    kept = len(entries)
+    # maybeTruncateNonMonotonicEntries: drop conflicting entries from the tail.
+    while kept and (
+        entries[kept - 1].epoch >= epoch or entries[kept - 1].start_offset >= start_offset
+    ):
+        kept -= 1
+    return (*entries[:kept], EpochEntry(epoch, start_offset))
+
+
+def end_offset_for(entries: Entries, requested_epoch: int, log_end_offset: int) -> OffsetAndEpoch:
+    """Kafka's ``endOffsetFor``: the end offset of the largest epoch <= ``requested_epoch``.
+
+    * requested UNDEFINED_EPOCH -> (UNDEFINED_EPOCH_OFFSET, UNDEFINED_EPOCH);
+    * requested == latest epoch -> (log_end_offset, requested): the epoch is still being written;
+    * no epoch above the requested one (including an empty cache) -> undefined;
+    * requested below every known epoch -> (start offset of the first epoch, requested): the
+      older data is gone, so the follower should start from the leader's start;
+    * otherwise -> (start offset of the next higher epoch, largest epoch <= requested).
+    """
+    if requested_epoch == UNDEFINED_EPOCH:
+        return UNDEFINED
+    if entries and entries[-1].epoch == requested_epoch:
+        return OffsetAndEpoch(log_end_offset, requested_epoch)
+    higher = bisect.bisect_right(entries, requested_epoch, key=_epoch_key)
+    if higher == len(entries):
+        return UNDEFINED
+    end_offset = entries[higher].start_offset
+    if higher == 0:
+        return OffsetAndEpoch(end_offset, requested_epoch)
+    return OffsetAndEpoch(end_offset, entries[higher - 1].epoch)
+
+
+def epoch_for_offset(entries: Entries, offset: int) -> int | None:
+    """Kafka's ``epochForOffset``: the epoch that wrote ``offset``; None below the first entry."""
+    index = bisect.bisect_right(entries, offset, key=lambda entry: entry.start_offset)
+    return entries[index - 1].epoch if index else None
+
+
+def truncate_from_end(entries: Entries, end_offset: int) -> Entries:
+    """Drop entries starting at or after ``end_offset`` (the log was truncated to it).
+
+    A negative ``end_offset`` (UNDEFINED_EPOCH_OFFSET) changes nothing, as in Kafka.
+    """
+    if end_offset < 0:
+        return entries
+    kept = len(entries)
+    while kept and entries[kept - 1].start_offset >= end_offset:
+        kept -= 1
+    return entries if kept == len(entries) else entries[:kept]
+
+
+def truncate_from_start(entries: Entries, start_offset: int) -> Entries:
+    """Drop history below a new log start offset, keeping the epoch that covers it.
+
+    Entries starting at or below ``start_offset`` go, except the last of them, which moves up to
+    start exactly at ``start_offset`` (so ``truncate_from_start(6)`` keeps an entry at 6).
+    """
+    covered = bisect.bisect_right(entries, start_offset, key=lambda entry: entry.start_offset)
+    if covered == 0:
+        return entries
+    first = EpochEntry(entries[covered - 1].epoch, start_offset)
+    return (first, *entries[covered:])
+
+
+def previous_epoch(entries: Entries, epoch: int) -> int | None:
+    """The largest recorded epoch below ``epoch`` (Kafka ``previousEpoch(epoch)``)."""
+    entry = previous_entry(entries, epoch)
+    return entry.epoch if entry else None
+
+
+def previous_entry(entries: Entries, epoch: int) -> EpochEntry | None:
+    index = bisect.bisect_left(entries, epoch, key=_epoch_key)
+    return entries[index - 1] if index else None
+
+
+def next_epoch(entries: Entries, epoch: int) -> int | None:
+    """The smallest recorded epoch above ``epoch`` (Kafka ``nextEpoch``)."""
+    index = bisect.bisect_right(entries, epoch, key=_epoch_key)
+    return entries[index].epoch if index < len(entries) else None
+
+
+def epoch_entry(entries: Entries, epoch: int) -> EpochEntry | None:
+    index = bisect.bisect_left(entries, epoch, key=_epoch_key)
+    if index < len(entries) and entries[index].epoch == epoch:
+        return entries[index]
+    return None
+
+
+def epoch_entries_in_range(entries: Entries, start_offset: int, end_offset: int) -> Entries:
+    """Entries covering ``[start_offset, end_offset)`` (Kafka ``epochEntriesInRange``)."""
+    if start_offset >= 0:
+        entries = truncate_from_start(entries, start_offset)
+    return truncate_from_end(entries, end_offset)
+
+
+def load_entries(path: Path) -> Entries:
+    """Read a leader-epoch-checkpoint, folding its lines through ``assign_epoch`` as Kafka does."""
+    entries: Entries = ()
+    for line, (epoch, start_offset) in enumerate(read_leader_epoch_checkpoint(path), start=3):
+        try:
+            entries = assign_epoch(entries, epoch, start_offset)
+        except ValueError as error:
+            raise CheckpointError(path, line, str(error)) from None
+    return entries
+
+
+class LeaderEpochFileCache:
+    """A partition's epoch history, persisted to ``leader-epoch-checkpoint`` on every change."""
+
+    def __init__(self, path: Path) -> None:
+        """``path`` is the checkpoint file, or the partition directory that holds it."""
+        self.path = path / LEADER_EPOCH_CHECKPOINT if path.is_dir() else path
+        self._entries: Entries = load_entries(self.path)
+
+    @property
+    def entries(self) -> Entries:
+        return self._entries
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return self._entries[-1] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    @property
+    def previous_epoch(self) -> int | None:
+        """The epoch before the latest one (Kafka ``previousEpoch()``)."""
+        latest = self.latest_entry
+        return previous_epoch(self._entries, latest.epoch) if latest else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record ``epoch`` starting at ``start_offset``; True if the history changed."""
+        return self._replace(assign_epoch(self._entries, epoch, start_offset))
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> OffsetAndEpoch:
+        return end_offset_for(self._entries, requested_epoch, log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        return epoch_for_offset(self._entries, offset)
+
+    def epoch_entry(self, epoch: int) -> EpochEntry | None:
+        return epoch_entry(self._entries, epoch)
+
+    def previous_entry(self, epoch: int) -> EpochEntry | None:
+        return previous_entry(self._entries, epoch)
+
+    def next_epoch(self, epoch: int) -> int | None:
+        return next_epoch(self._entries, epoch)
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        self._replace(truncate_from_end(self._entries, end_offset))
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        self._replace(truncate_from_start(self._entries, start_offset))
+
+    def clear(self) -> None:
+        """Forget all history and persist the empty file (Kafka ``clearAndFlush``)."""
+        self._entries = ()
+        self._write()
+
+    def _replace(self, entries: Entries) -> bool:
+        if entries == self._entries:
+            return False
+        assert is_valid_history(entries), f"epoch history broke its invariant: {entries}"
+        self._entries = entries
+        self._write()
+        return True
+
+    def _write(self) -> None:
+        write_leader_epoch_checkpoint(self.path, ((e.epoch, e.start_offset) for e in self._entries))
