@@ -1,0 +1,156 @@
+"""Configuration of one controller: Kafka's property names, Kafka's defaults where Kafka has one.
+
+``ControllerConfig`` is a value; ``pykraft/controller_cmd.py`` builds it from a ``.properties``
+file (quorum/ never reads files of its own). Properties that Kafka does not have carry a
+``pykraft``-flavoured but Kafka-shaped name and are documented on their field.
+
+Addresses:
+  controller.quorum.voters       ``1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095`` — the Raft
+                                 (pysyncobj) ports, exactly Kafka's format.
+  listeners                      ``CONTROLLER://127.0.0.1:19093`` — this controller's HTTP API
+                                 (JSON under /v1). The listener named by
+                                 ``controller.listener.names`` (default CONTROLLER) is used.
+  controller.quorum.http.voters  ``1@127.0.0.1:19093,2@127.0.0.1:19094,...`` — every controller's
+                                 HTTP listener, so a follower can name the leader's URL in a
+                                 NOT_CONTROLLER answer. Optional; without it only this node's own
+                                 URL is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+
+class ControllerConfigError(ValueError):
+    """A controller property is missing or malformed; the message names the property."""
+
+
+@attrs.frozen(kw_only=True)
+class HostPort:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@attrs.frozen(kw_only=True)
+class ControllerConfig:
+    node_id: int
+    # Raft addresses of every voter, this node included (controller.quorum.voters).
+    voters: Mapping[int, HostPort]
+    # This node's HTTP listener (listeners=CONTROLLER://host:port).
+    http_listener: HostPort
+    # Every voter's HTTP listener (controller.quorum.http.voters); may lack other nodes.
+    http_voters: Mapping[int, HostPort]
+    metadata_log_dir: Path
+    # pysyncobj encrypts and authenticates every frame with it (DESIGN.md §3.1).
+    quorum_password: str
+    # controller.quorum.election.timeout.ms: pysyncobj draws its election timeout from
+    # [election_timeout_ms, 2 * election_timeout_ms).
+    election_timeout_ms: int = 1000
+    # controller.quorum.fetch.timeout.ms: a peer silent this long is considered disconnected.
+    fetch_timeout_ms: int = 2000
+    # controller.quorum.append.linger.ms (Kafka default 25): how long the leader lets entries
+    # accumulate before sending AppendEntries. pykraft defaults lower to meet a 10 ms p50 commit.
+    append_linger_ms: int = 5
+    # pykraft.raft.tick.ms: the Raft thread's poll timeout; bounds how late a proposal is noticed.
+    raft_tick_ms: int = 2
+    # broker.session.timeout.ms: a broker without heartbeat this long is fenced.
+    broker_session_timeout_ms: int = 9000
+    # broker.heartbeat.interval.ms: told to brokers in the registration answer.
+    broker_heartbeat_interval_ms: int = 2000
+    # metadata.max.idle.interval.ms: the active controller appends a NoOpRecord this often.
+    metadata_max_idle_interval_ms: int = 500
+    # metadata.log.max.records.between.snapshots (pykraft; Kafka counts bytes instead): each
+    # controller writes a snapshot and compacts its Raft journal after this many new records.
+    snapshot_interval_records: int = 20_000
+    # metadata.log.max.snapshot.interval.ms (Kafka default 1 hour).
+    snapshot_interval_ms: int = 3_600_000
+    # metadata.log.retained.snapshots (pykraft): checkpoint files kept on disk.
+    retained_snapshots: int = 3
+    # metadata.log.window.records (pykraft): committed records kept in memory for brokers'
+    # GET /v1/metadata/records; older offsets are served by a snapshot.
+    window_records: int = 100_000
+    # metadata.fetch.max.wait.ms (pykraft): the upper bound of a broker's long poll.
+    fetch_max_wait_ms: int = 30_000
+    # num.partitions / default.replication.factor: topic creation defaults.
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    # unclean.leader.election.enable
+    unclean_leader_election_enable: bool = False
+    # controller.quorum.request.timeout.ms (Kafka default 2000): how long a write waits to commit.
+    request_timeout_ms: int = 5000
+
+    def __attrs_post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise ControllerConfigError(
+                f"node.id={self.node_id} is not one of controller.quorum.voters "
+                f"({', '.join(str(n) for n in sorted(self.voters))})"
+            )
+        if not self.quorum_password:
+            raise ControllerConfigError("controller.quorum.password must not be empty")
+        if self.append_linger_ms * 3 >= self.election_timeout_ms:
+            raise ControllerConfigError(
+                "controller.quorum.append.linger.ms must be under a third of "
+                "controller.quorum.election.timeout.ms"
+            )
+
+    @property
+    def self_raft_address(self) -> HostPort:
+        return self.voters[self.node_id]
+
+    def http_url(self, node_id: int) -> str | None:
+        if node_id == self.node_id:
+            return self.http_listener.url
+        address = self.http_voters.get(node_id)
+        return address.url if address is not None else None
+
+    def node_id_for_raft_address(self, address: str) -> int | None:
+        for node_id, host_port in self.voters.items():
+            if str(host_port) == address:
+                return node_id
+        return None
+
+
+def parse_host_port(text: str, what: str) -> HostPort:
+    host, separator, port = text.strip().rpartition(":")
+    if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ControllerConfigError(f"{what}: expected host:port, got {text!r}")
+    return HostPort(host=host.strip("[]"), port=int(port))
+
+
+def parse_voters(items: list[str], what: str) -> dict[int, HostPort]:
+    """Parse Kafka's ``id@host:port`` list (controller.quorum.voters)."""
+    voters: dict[int, HostPort] = {}
+    for item in items:
+        node, separator, address = item.partition("@")
+        if not separator or not node.strip().lstrip("-").isdigit():
+            raise ControllerConfigError(f"{what}: expected id@host:port, got {item!r}")
+        node_id = int(node)
+        if node_id in voters:
+            raise ControllerConfigError(f"{what}: node {node_id} is listed twice")
+        voters[node_id] = parse_host_port(address, what)
+    if not voters:
+        raise ControllerConfigError(f"{what}: no voters listed")
+    return voters
+
+
+def parse_listener(items: list[str], listener_name: str) -> HostPort:
+    """Pick ``NAME://host:port`` out of Kafka's ``listeners`` list."""
+    for item in items:
+        name, separator, address = item.partition("://")
+        if not separator:
+            raise ControllerConfigError(f"listeners: expected NAME://host:port, got {item!r}")
+        if name.strip().upper() == listener_name.upper():
+            return parse_host_port(address, "listeners")
+    raise ControllerConfigError(
+        f"listeners: no listener named {listener_name} (controller.listener.names)"
+    )

@@ -1,0 +1,93 @@
+"""The retained window of committed batches that brokers long-poll (KIP-630 style answers)."""
+
+import pytest
+
+from quorum.log_window import CommittedBatch, LogWindow, LogWindowError, ReadStatus
+
+
+def committed(base_offset: int, count: int, epoch: int = 1) -> CommittedBatch:
+    return CommittedBatch(
+        base_offset=base_offset, epoch=epoch, append_time_ms=0,
+        records=tuple(b"r%d" % (base_offset + i) for i in range(count)),
+    )
+
+
+def window_with(max_records: int, *sizes: int) -> LogWindow:
+    window = LogWindow(max_records)
+    for size in sizes:
+        window.append(committed(window.next_offset, size))
+    return window
+
+
+def offsets(window: LogWindow, from_offset: int, max_records: int = 1000) -> list[int]:
+    read = window.read(from_offset, max_records)
+    assert read.status is ReadStatus.OK
+    return [b.base_offset + i for b in read.batches for i in range(len(b.records))]
+
+
+def test_empty_window_reads_nothing_at_its_end() -> None:
+    read = LogWindow(10).read(0, 100)
+    assert (read.status, read.batches, read.next_offset) == (ReadStatus.OK, (), 0)
+
+
+def test_reads_whole_batches_from_a_boundary() -> None:
+    window = window_with(100, 3, 2, 4)
+    assert offsets(window, 0) == list(range(9))
+    assert offsets(window, 3) == [3, 4, 5, 6, 7, 8]
+    assert window.read(0, 1000).next_offset == 9
+
+
+def test_a_read_inside_a_batch_gets_its_tail() -> None:
+    window = window_with(100, 3, 2, 4)
+    read = window.read(6, 1000)
+    assert read.batches[0].base_offset == 6
+    assert read.batches[0].records == (b"r6", b"r7", b"r8")
+
+
+def test_max_records_stops_at_a_batch_boundary_but_returns_at_least_one_batch() -> None:
+    window = window_with(100, 3, 2, 4)
+    assert offsets(window, 0, max_records=4) == [0, 1, 2]
+    assert offsets(window, 0, max_records=5) == [0, 1, 2, 3, 4]
+    assert offsets(window, 5, max_records=1) == [5, 6, 7, 8]
+
+
+def test_old_batches_are_evicted_whole_and_answer_snapshot_required() -> None:
+    window = window_with(5, 3, 2, 4)
+    assert window.start_offset == 5
+    assert window.record_count == 4
+    assert window.read(4, 10).status is ReadStatus.SNAPSHOT_REQUIRED
+    assert offsets(window, 5) == [5, 6, 7, 8]
+
+
+def test_a_batch_larger_than_the_window_is_still_kept() -> None:
+    window = window_with(2, 1, 10)
+    assert (window.start_offset, window.next_offset) == (1, 11)
+    assert offsets(window, 1) == list(range(1, 11))
+
+
+def test_beyond_the_end_is_out_of_range() -> None:
+    window = window_with(10, 2)
+    assert window.read(3, 10).status is ReadStatus.OFFSET_OUT_OF_RANGE
+
+
+def test_append_must_continue_the_log() -> None:
+    window = window_with(10, 2)
+    with pytest.raises(LogWindowError, match="does not continue"):
+        window.append(committed(5, 1))
+
+
+def test_reset_after_loading_a_snapshot() -> None:
+    window = window_with(10, 2)
+    window.reset(1000)
+    assert window.read(999, 10).status is ReadStatus.SNAPSHOT_REQUIRED
+    window.append(committed(1000, 2))
+    assert offsets(window, 1000) == [1000, 1001]
+
+
+def test_long_logs_compact_their_index() -> None:
+    window = LogWindow(50)
+    for _ in range(5000):
+        window.append(committed(window.next_offset, 1))
+    assert window.record_count == 50
+    assert offsets(window, 4950) == list(range(4950, 5000))
+    assert window.read(4949, 1).status is ReadStatus.SNAPSHOT_REQUIRED
