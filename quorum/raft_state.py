@@ -1,0 +1,149 @@
+"""The replicated state machine of the metadata quorum, as a pure function.
+
+Theory of operation
+-------------------
+pysyncobj delivers committed Raft entries, in Raft-index order, to ``MetadataRaft.apply_batch``
+on its own thread. That method calls ``apply_entry(state, raft_index, blob)`` here, which returns
+the next state and an ``ApplyResult``; nothing in this module reads a clock, draws a random
+number, iterates a set, or raises (DESIGN.md §3.1: an exception inside apply wedges pysyncobj
+forever; a non-deterministic apply makes replicas diverge).
+
+Rules, checked in this order:
+  1. ``raft_index <= state.last_raft_index``: the entry was applied before (pysyncobj replays
+     its journal after a restart) -> DUPLICATE, state unchanged.
+  2. The blob does not decode (``quorum.raft_batch``) or a record does not decode
+     (``metadata.codec``) -> INVALID.
+  3. ``expected_last_offset`` differs from the state's last offset: the proposer computed the
+     records against an image that is no longer current -> STALE; the proposer recomputes
+     against the new image and proposes again.
+  4. Replaying the records onto the image fails -> INVALID (nothing of the batch is kept).
+  5. Otherwise APPLIED: the records get offsets ``next_offset .. next_offset + n - 1``.
+Every outcome records ``raft_index`` as applied, so each entry has exactly one outcome no matter
+how often it is delivered. Metadata offsets are counted here, never taken from the Raft index:
+pysyncobj's own no-op and rejected entries leave gaps in Raft indexes, not in metadata offsets.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from metadata.codec import MetadataCodecError, decode_record
+from metadata.delta import apply_records
+from metadata.image import MetadataImage
+from metadata.records import MetadataRecord
+from quorum.log_window import CommittedBatch
+from quorum.raft_batch import BatchCodecError, ProposedBatch, decode_batch
+
+
+class ApplyStatus(enum.Enum):
+    APPLIED = "APPLIED"
+    STALE = "STALE"
+    INVALID = "INVALID"
+    DUPLICATE = "DUPLICATE"
+
+
+@attrs.frozen(kw_only=True)
+class ApplyResult:
+    status: ApplyStatus
+    # For APPLIED: the offsets the records got. Otherwise -1.
+    base_offset: int = -1
+    last_offset: int = -1
+    # The state's last offset after this entry (the offset a retry must expect).
+    log_last_offset: int = -1
+    message: str = ""
+
+    @property
+    def applied(self) -> bool:
+        return self.status is ApplyStatus.APPLIED
+
+
+@attrs.frozen(kw_only=True)
+class MetadataState:
+    """Everything the replicated state machine holds (and a snapshot must carry)."""
+
+    image: MetadataImage = MetadataImage.EMPTY
+    # Invariant: next_offset == image.offset + 1.
+    next_offset: int = 0
+    # The Raft index of the last entry given an outcome (0: none yet; pysyncobj starts at 1).
+    last_raft_index: int = 0
+    # Records applied since the last snapshot (drives snapshot-every-N-records).
+    records_since_snapshot: int = 0
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+
+@attrs.frozen(kw_only=True)
+class Applied:
+    state: MetadataState
+    result: ApplyResult
+    # Set only for APPLIED: what the retained window and long polls receive.
+    batch: CommittedBatch | None = None
+    decoded: tuple[MetadataRecord, ...] = ()
+
+
+def apply_entry(state: MetadataState, raft_index: int, blob: object) -> Applied:
+    """Give the Raft entry at ``raft_index`` its one outcome. Never raises."""
+    if raft_index <= state.last_raft_index:
+        return Applied(state=state, result=_result(state, ApplyStatus.DUPLICATE,
+                                                   f"raft index {raft_index} already applied"))
+    consumed = attrs.evolve(state, last_raft_index=raft_index)
+    try:
+        if not isinstance(blob, bytes):
+            raise BatchCodecError(f"a batch is bytes, got {type(blob).__name__}")
+        batch = decode_batch(blob)
+    except BatchCodecError as error:
+        return Applied(state=consumed, result=_result(consumed, ApplyStatus.INVALID, str(error)))
+    if batch.expected_last_offset != state.last_offset:
+        message = (
+            f"proposal expected the log to end at offset {batch.expected_last_offset}, "
+            f"it ends at {state.last_offset}"
+        )
+        return Applied(state=consumed, result=_result(consumed, ApplyStatus.STALE, message))
+    try:
+        return _replay(consumed, batch)
+    except Exception as error:  # apply must never raise (DESIGN.md §3.1): reject instead
+        message = f"batch rejected: {type(error).__name__}: {error}"
+        return Applied(state=consumed, result=_result(consumed, ApplyStatus.INVALID, message))
+
+
+def _replay(state: MetadataState, batch: ProposedBatch) -> Applied:
+    try:
+        records = tuple(decode_record(raw) for raw in batch.records)
+    except MetadataCodecError as error:
+        return Applied(state=state, result=_result(state, ApplyStatus.INVALID, str(error)))
+    base_offset = state.next_offset
+    image = replay_records(state.image, records, base_offset, batch.epoch)
+    next_state = MetadataState(
+        image=image,
+        next_offset=base_offset + len(records),
+        last_raft_index=state.last_raft_index,
+        records_since_snapshot=state.records_since_snapshot + len(records),
+    )
+    committed = CommittedBatch(
+        base_offset=base_offset,
+        epoch=batch.epoch,
+        append_time_ms=batch.append_time_ms,
+        records=batch.records,
+    )
+    result = ApplyResult(
+        status=ApplyStatus.APPLIED,
+        base_offset=base_offset,
+        last_offset=committed.last_offset,
+        log_last_offset=committed.last_offset,
+    )
+    return Applied(state=next_state, result=result, batch=committed, decoded=records)
+
+
+def replay_records(
+    image: MetadataImage, records: tuple[MetadataRecord, ...], base_offset: int, epoch: int
+) -> MetadataImage:
+    """The image after ``records`` (at offsets from ``base_offset``); raises if one is invalid."""
+    return apply_records(image, records, offset=base_offset + len(records) - 1, epoch=epoch)
+
+
+def _result(state: MetadataState, status: ApplyStatus, message: str) -> ApplyResult:
+    return ApplyResult(status=status, log_last_offset=state.last_offset, message=message)

@@ -1,0 +1,106 @@
+"""apply_entry: the pure replicated state machine behind MetadataRaft (DESIGN.md §3.1 rules)."""
+
+from metadata.codec import encode_record
+from metadata.records import (
+    NoOpRecord,
+    PartitionRecord,
+    TopicRecord,
+    uuid_to_kafka_string,
+)
+from quorum.raft_batch import ProposedBatch, encode_batch
+from quorum.raft_state import ApplyStatus, MetadataState, apply_entry
+
+TOPIC_ID = uuid_to_kafka_string(bytes(range(1, 17)))
+
+
+def blob(*records, expected: int, epoch: int = 2) -> bytes:
+    return encode_batch(ProposedBatch(
+        expected_last_offset=expected, epoch=epoch, append_time_ms=123,
+        records=tuple(encode_record(r).encode() for r in records),
+    ))
+
+
+def topic_records(name: str = "pets", partitions: int = 2):
+    return [TopicRecord(name=name, topic_id=TOPIC_ID)] + [
+        PartitionRecord(partition_id=p, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1)
+        for p in range(partitions)
+    ]
+
+
+def test_offsets_are_counted_per_record_not_taken_from_the_raft_index() -> None:
+    first = apply_entry(MetadataState(), 2, blob(*topic_records(), expected=-1))
+    assert first.result.status is ApplyStatus.APPLIED
+    assert (first.result.base_offset, first.result.last_offset) == (0, 2)
+    # Raft index 9: pysyncobj no-ops and rejected entries leave gaps in Raft indexes.
+    second = apply_entry(first.state, 9, blob(NoOpRecord(), expected=2, epoch=3))
+    assert (second.result.base_offset, second.result.last_offset) == (3, 3)
+    assert second.state.next_offset == 4
+    assert second.state.last_raft_index == 9
+    assert (second.state.image.offset, second.state.image.epoch) == (3, 3)
+    assert second.batch is not None and second.batch.epoch == 3
+
+
+def test_the_image_holds_the_records() -> None:
+    applied = apply_entry(MetadataState(), 2, blob(*topic_records(partitions=3), expected=-1))
+    topic = applied.state.image.topics.by_name["pets"]
+    assert sorted(topic.partitions) == [0, 1, 2]
+    assert applied.batch is not None and len(applied.batch.records) == 4
+
+
+def test_reapplying_an_entry_after_a_restart_is_a_no_op() -> None:
+    entry = blob(*topic_records(), expected=-1)
+    first = apply_entry(MetadataState(), 5, entry)
+    again = apply_entry(first.state, 5, entry)
+    older = apply_entry(first.state, 4, blob(NoOpRecord(), expected=2))
+    assert again.result.status is ApplyStatus.DUPLICATE
+    assert older.result.status is ApplyStatus.DUPLICATE
+    assert again.state == first.state == older.state
+    assert again.batch is None
+
+
+def test_a_stale_proposal_is_rejected_with_the_current_end() -> None:
+    state = apply_entry(MetadataState(), 2, blob(NoOpRecord(), expected=-1)).state
+    stale = apply_entry(state, 3, blob(NoOpRecord(), expected=-1))
+    assert stale.result.status is ApplyStatus.STALE
+    assert stale.result.log_last_offset == 0
+    assert "expected the log to end at offset -1, it ends at 0" in stale.result.message
+    assert stale.state.next_offset == 1
+    assert stale.state.last_raft_index == 3  # the entry has had its one outcome
+
+
+def test_garbage_is_rejected_never_raised() -> None:
+    for garbage in (b"", b"\x80\x04K\x01.", "text", None, 42, blob(NoOpRecord(), expected=-1)[:-2]):
+        applied = apply_entry(MetadataState(), 2, garbage)
+        assert applied.result.status is ApplyStatus.INVALID, garbage
+        assert applied.state == MetadataState(last_raft_index=2)
+
+
+def test_an_undecodable_record_rejects_the_whole_batch() -> None:
+    entry = encode_batch(ProposedBatch(
+        expected_last_offset=-1, epoch=1, append_time_ms=0,
+        records=(encode_record(NoOpRecord()).encode(), b'{"type":"Nope","version":0}'),
+    ))
+    applied = apply_entry(MetadataState(), 2, entry)
+    assert applied.result.status is ApplyStatus.INVALID
+    assert "Nope" in applied.result.message
+    assert applied.state.next_offset == 0
+
+
+def test_a_record_that_does_not_replay_rejects_the_whole_batch() -> None:
+    # A partition of a topic that does not exist: nothing of the batch may be kept.
+    orphan = PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1)
+    applied = apply_entry(MetadataState(), 2, blob(NoOpRecord(), orphan, expected=-1))
+    assert applied.result.status is ApplyStatus.INVALID
+    assert applied.state.next_offset == 0
+    assert applied.state.image.offset == -1
+
+
+def test_apply_is_deterministic() -> None:
+    entries = [blob(*topic_records(), expected=-1), blob(NoOpRecord(), expected=2)]
+    runs = []
+    for _ in range(2):
+        state = MetadataState()
+        for index, entry in enumerate(entries, start=2):
+            state = apply_entry(state, index, entry).state
+        runs.append(state)
+    assert runs[0] == runs[1]
