@@ -1,0 +1,482 @@
+"""Idempotent-producer state per partition: epochs, sequences, duplicates, snapshots.
+
+Theory of operation
+-------------------
+Every idempotent batch carries ``producerId``, ``producerEpoch`` and ``baseSequence``. The leader
+remembers, per producer id, its epoch and the metadata of its last five batches
+(``ProducerStateEntry``, Kafka's NUM_BATCHES_TO_RETAIN). Before appending a client batch it runs
+``check_append`` (Kafka: ``UnifiedLog.analyzeAndValidateProducerState`` then
+``ProducerAppendInfo.checkProducerEpoch`` / ``checkSequence``), in this order:
+
+1. no producer id -> NEW (plain batches are never deduplicated);
+2. same epoch and the exact sequence range of one of the last five batches -> DUPLICATE, carrying
+   that batch's original offsets so the broker answers the retry with them and appends nothing;
+3. an epoch below the producer's current one -> INVALID_PRODUCER_EPOCH (a fenced zombie);
+4. a higher epoch must start at sequence 0, unless the producer is unknown (no epoch yet);
+5. the same epoch must continue at last sequence + 1 (Int32.MAX wraps to 0); an unknown producer
+   may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE.
+
+``apply_batch`` folds an appended batch into the entry, on leaders and followers alike (followers
+do not validate, as with Kafka's REPLICATION origin). Both are pure. ``ProducerStateManager`` holds
+the map, the map end offset (the log offset the state is valid up to) and the snapshot files.
+
+Snapshots are ``<offset, 20 digits>.snapshot`` files in Kafka's version-1 layout
+(``ProducerStateManager.writeSnapshot``): int16 version, uint32 CRC32C of everything after it,
+int32 count, then per producer ``producer_id int64, epoch int16, last_sequence int32,
+last_offset int64, offset_delta int32, timestamp int64, coordinator_epoch int32,
+current_txn_first_offset int64``. Like Kafka, a snapshot keeps only each producer's LAST batch, so
+after a reload only a retry of that batch is recognised as a duplicate. ``load`` takes the newest
+readable snapshot in (log start, log end]; a corrupt one is deleted (as Kafka does) and the reason
+kept in ``load_problems``; the caller replays the log from the returned offset via ``update``.
+
+Transactions are tracked only as far as the snapshot needs (``current_txn_first_offset`` is set by
+the first transactional batch and cleared by a control batch); coordinator epochs are taken from
+the caller, which is the one that decodes the end-transaction marker.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+import struct
+import types
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import attrs
+import crc32c
+
+from storage.atomic_file import write_atomically
+from storage.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5  # Kafka ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default (1 day)
+NO_TIMESTAMP = -1
+SEQUENCE_MODULUS = 2**31  # sequences wrap from Int32.MAX to 0
+SNAPSHOT_SUFFIX = ".snapshot"
+PRODUCER_SNAPSHOT_VERSION = 1
+_SNAPSHOT_NAME = re.compile(r"([0-9]{20})\.snapshot")
+_HEADER = struct.Struct(">hIi")  # version, crc, entry count
+_CRC_START = 6  # the CRC covers everything after version (int16) and crc (uint32)
+_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class AppendCheckKind(enum.Enum):
+    NEW = "NEW"
+    DUPLICATE = "DUPLICATE"
+    OUT_OF_ORDER_SEQUENCE = "OUT_OF_ORDER_SEQUENCE"
+    INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"
+
+
+@attrs.frozen
+class AppendCheck:
+    kind: AppendCheckKind
+    # For DUPLICATE: the offsets the original batch was written at; -1 otherwise.
+    first_offset: int = -1
+    last_offset: int = -1
+    message: str = ""
+
+    @property
+    def is_new(self) -> bool:
+        return self.kind is AppendCheckKind.NEW
+
+
+NEW = AppendCheck(AppendCheckKind.NEW)
+
+
+def in_sequence(last_sequence: int, next_sequence: int) -> bool:
+    """Kafka ``ProducerAppendInfo.inSequence``: next follows last, wrapping at Int32.MAX."""
+    return next_sequence == last_sequence + 1 or (
+        next_sequence == 0 and last_sequence == SEQUENCE_MODULUS - 1
+    )
+
+
+@attrs.frozen
+class BatchMetadata:
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+    @property
+    def offset_delta(self) -> int:
+        return self.last_offset - self.first_offset
+
+
+@attrs.frozen
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    # Invariant: oldest first, at most NUM_BATCHES_TO_RETAIN, all written in producer_epoch.
+    batches: tuple[BatchMetadata, ...] = ()
+    coordinator_epoch: int = -1
+    last_timestamp: int = NO_TIMESTAMP
+    current_txn_first_offset: int | None = None
+
+    @property
+    def first_sequence(self) -> int:
+        return self.batches[0].first_sequence if self.batches else NO_SEQUENCE
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+    @property
+    def first_data_offset(self) -> int:
+        return self.batches[0].first_offset if self.batches else -1
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        """Kafka ``findDuplicateBatch``: a retained batch with this epoch and sequence range."""
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if (batch.first_sequence, batch.last_sequence) == (
+                header.base_sequence,
+                header.last_sequence,
+            ):
+                return batch
+        return None
+
+
+def _out_of_order(message: str) -> AppendCheck:
+    return AppendCheck(AppendCheckKind.OUT_OF_ORDER_SEQUENCE, message=message)
+
+
+def check_append(entry: ProducerStateEntry | None, header: BatchHeader) -> AppendCheck:
+    """Classify a client batch against the producer's current state (no state change)."""
+    if not header.has_producer_id:
+        return NEW
+    current = entry or ProducerStateEntry(header.producer_id)
+    duplicate = current.find_duplicate(header)
+    if duplicate is not None:
+        return AppendCheck(
+            AppendCheckKind.DUPLICATE,
+            duplicate.first_offset,
+            duplicate.last_offset,
+            f"sequences {header.base_sequence}..{header.last_sequence} of producer "
+            f"{header.producer_id} were already written at offset {duplicate.first_offset}",
+        )
+    if header.producer_epoch < current.producer_epoch:
+        return AppendCheck(
+            AppendCheckKind.INVALID_PRODUCER_EPOCH,
+            message=f"epoch of producer {header.producer_id} is {header.producer_epoch}, "
+            f"which is smaller than the last seen epoch {current.producer_epoch}",
+        )
+    if header.is_control:
+        return NEW  # end-transaction markers carry no sequence
+    first_sequence = header.base_sequence
+    if header.producer_epoch != current.producer_epoch:
+        if first_sequence != 0 and current.producer_epoch != NO_PRODUCER_EPOCH:
+            return _out_of_order(
+                f"invalid sequence number for new epoch of producer {header.producer_id}: "
+                f"{header.producer_epoch} (request epoch), {first_sequence} (seq. number), "
+                f"{current.producer_epoch} (current producer epoch)"
+            )
+        return NEW
+    # No known epoch: state was lost (retention, DeleteRecords), so accept any sequence.
+    if current.producer_epoch == NO_PRODUCER_EPOCH:
+        return NEW
+    if not in_sequence(current.last_sequence, first_sequence):
+        return _out_of_order(
+            f"out of order sequence number for producer {header.producer_id}: "
+            f"{first_sequence} (incoming seq. number), {current.last_sequence} "
+            "(current end sequence number)"
+        )
+    return NEW
+
+
+def apply_batch(
+    entry: ProducerStateEntry | None,
+    header: BatchHeader,
+    first_offset: int,
+    last_offset: int,
+    timestamp: int,
+    coordinator_epoch: int | None = None,
+) -> ProducerStateEntry:
+    """The producer's entry after ``header`` was appended at ``first_offset..last_offset``."""
+    assert header.has_producer_id, "apply_batch needs an idempotent batch"
+    current = entry or ProducerStateEntry(header.producer_id)
+    # Kafka maybeUpdateProducerEpoch: a new epoch (even a lower one, via replication) forgets
+    # the batches of the old one.
+    same_epoch = current.producer_epoch == header.producer_epoch
+    batches = current.batches if same_epoch else ()
+    if header.is_control:
+        return attrs.evolve(
+            current,
+            producer_epoch=header.producer_epoch,
+            batches=batches,
+            coordinator_epoch=current.coordinator_epoch
+            if coordinator_epoch is None
+            else coordinator_epoch,
+            last_timestamp=timestamp,
+            current_txn_first_offset=None,
+        )
+    batch = BatchMetadata(
+        header.base_sequence, header.last_sequence, first_offset, last_offset, timestamp
+    )
+    txn_first_offset = current.current_txn_first_offset
+    if header.is_transactional and txn_first_offset is None:
+        txn_first_offset = first_offset
+    return attrs.evolve(
+        current,
+        producer_epoch=header.producer_epoch,
+        batches=(*batches, batch)[-NUM_BATCHES_TO_RETAIN:],
+        last_timestamp=timestamp,
+        current_txn_first_offset=txn_first_offset,
+    )
+
+
+def is_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:
+    """Kafka ``isProducerExpired``: idle too long and not inside a transaction."""
+    return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= expiration_ms
+
+
+# --- snapshot codec (pure) ---------------------------------------------------------------
+
+
+class CorruptSnapshotError(ValueError):
+    """A producer snapshot cannot be trusted; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """Kafka's version-1 snapshot bytes (only each producer's last batch is kept)."""
+    ordered = sorted(entries, key=lambda e: e.producer_id)
+    body = bytearray(struct.pack(">i", len(ordered)))
+    for e in ordered:
+        last = e.batches[-1] if e.batches else None
+        body += _ENTRY.pack(
+            e.producer_id,
+            e.producer_epoch,
+            last.last_sequence if last else NO_SEQUENCE,
+            last.last_offset if last else -1,
+            last.offset_delta if last else 0,
+            e.last_timestamp,
+            e.coordinator_epoch,
+            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
+        )
+    crc = crc32c.crc32c(bytes(body))
+    return struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc) + bytes(body)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """Parse snapshot bytes; raise CorruptSnapshotError saying what is wrong."""
+    if len(data) < _HEADER.size:
+        raise CorruptSnapshotError(f"truncated: {len(data)} bytes, the header needs {_HEADER.size}")
+    version, stored_crc, count = _HEADER.unpack_from(data)
+    if version != PRODUCER_SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"unknown snapshot version {version}, expected 1")
+    computed_crc = crc32c.crc32c(data[_CRC_START:])
+    if computed_crc != stored_crc:
+        raise CorruptSnapshotError(
+            f"CRC mismatch: stored {stored_crc:#010x}, computed {computed_crc:#010x}"
+        )
+    expected_size = _HEADER.size + count * _ENTRY.size
+    if count < 0 or len(data) != expected_size:
+        raise CorruptSnapshotError(
+            f"{count} entries need {expected_size} bytes but the file has {len(data)}"
+        )
+    return [_entry_from_fields(*f) for f in _ENTRY.iter_unpack(data[_HEADER.size :])]
+
+
+def _entry_from_fields(
+    producer_id: int,
+    epoch: int,
+    last_sequence: int,
+    last_offset: int,
+    offset_delta: int,
+    timestamp: int,
+    coordinator_epoch: int,
+    txn_first_offset: int,
+) -> ProducerStateEntry:
+    batches: tuple[BatchMetadata, ...] = ()
+    if last_offset >= 0:  # Kafka: no batch metadata when the last offset is -1
+        first_sequence = (last_sequence - offset_delta) % SEQUENCE_MODULUS
+        batches = (
+            BatchMetadata(
+                first_sequence, last_sequence, last_offset - offset_delta, last_offset, timestamp
+            ),
+        )
+    return ProducerStateEntry(
+        producer_id,
+        epoch,
+        batches,
+        coordinator_epoch,
+        timestamp,
+        txn_first_offset if txn_first_offset >= 0 else None,
+    )
+
+
+# --- snapshot files (small I/O helpers) -----------------------------------------------------
+
+
+def snapshot_file(directory: Path, offset: int) -> Path:
+    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def list_snapshot_offsets(directory: Path) -> list[int]:
+    """Offsets of the ``<20 digits>.snapshot`` files in ``directory``, ascending."""
+    try:
+        names = [path.name for path in directory.iterdir()]
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for name in names if (m := _SNAPSHOT_NAME.fullmatch(name)))
+
+
+def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+    return decode_snapshot(path.read_bytes())
+
+
+def _delete_snapshot(directory: Path, offset: int) -> None:
+    snapshot_file(directory, offset).unlink(missing_ok=True)
+
+
+class ProducerStateManager:
+    """The producer map of one partition plus its snapshot files (Kafka ProducerStateManager)."""
+
+    def __init__(
+        self, directory: Path, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+    ) -> None:
+        self.directory = directory
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, ProducerStateEntry] = {}
+        # Invariant: the map reflects exactly the log's batches below map_end_offset.
+        self._map_end_offset = 0
+        self.load_problems: tuple[str, ...] = ()
+
+    @property
+    def producers(self) -> Mapping[int, ProducerStateEntry]:
+        return types.MappingProxyType(self._producers)
+
+    @property
+    def map_end_offset(self) -> int:
+        return self._map_end_offset
+
+    @property
+    def last_snapshot_offset(self) -> int | None:
+        offsets = list_snapshot_offsets(self.directory)
+        return offsets[-1] if offsets else None
+
+    @property
+    def oldest_snapshot_offset(self) -> int | None:
+        offsets = list_snapshot_offsets(self.directory)
+        return offsets[0] if offsets else None
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    def check(self, header: BatchHeader) -> AppendCheck:
+        """Classify a client batch; changes nothing."""
+        return check_append(self._producers.get(header.producer_id), header)
+
+    def update(
+        self,
+        header: BatchHeader,
+        first_offset: int,
+        last_offset: int,
+        timestamp: int,
+        *,
+        coordinator_epoch: int | None = None,
+    ) -> None:
+        """Record an appended batch (any batch: plain ones only advance the map end offset)."""
+        if header.has_producer_id:
+            entry = self._producers.get(header.producer_id)
+            self._producers[header.producer_id] = apply_batch(
+                entry, header, first_offset, last_offset, timestamp, coordinator_epoch
+            )
+        self._map_end_offset = max(self._map_end_offset, last_offset + 1)
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self._map_end_offset = offset
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        expired = [
+            producer_id
+            for producer_id, entry in self._producers.items()
+            if is_expired(entry, now_ms, self.producer_id_expiration_ms)
+        ]
+        for producer_id in expired:
+            del self._producers[producer_id]
+
+    def take_snapshot(self, offset: int) -> None:
+        """Write the state as of ``offset`` (the log end when called) to its snapshot file."""
+        if offset < self._map_end_offset:
+            raise ValueError(
+                f"snapshot offset {offset} is below the map end offset {self._map_end_offset}: "
+                "the state already includes batches at or after it"
+            )
+        self._map_end_offset = offset
+        if offset == self.last_snapshot_offset:
+            return  # Kafka testSkipSnapshotIfOffsetUnchanged: nothing new since that snapshot
+        write_atomically(
+            snapshot_file(self.directory, offset), encode_snapshot(self._producers.values())
+        )
+
+    def load(self, log_end_offset: int, log_start_offset: int = 0) -> int:
+        """Rebuild from the newest good snapshot in (log start, log end]; return the replay offset.
+
+        The caller re-applies every batch from the returned offset up to ``log_end_offset``
+        through ``update``. Pass the real ``log_start_offset``: snapshots at or below it are
+        deleted, and with none left the state starts empty at the log start.
+        """
+        self._delete_snapshots_out_of_range(log_start_offset, log_end_offset)
+        self._producers.clear()
+        problems: list[str] = []
+        for offset in reversed(list_snapshot_offsets(self.directory)):
+            path = snapshot_file(self.directory, offset)
+            try:
+                entries = read_snapshot(path)
+            except CorruptSnapshotError as error:
+                problems.append(f"{path.name}: {error.reason}")
+                log.warning("ignoring corrupt producer snapshot %s: %s", path, error.reason)
+                _delete_snapshot(self.directory, offset)
+                continue
+            self._producers.update((entry.producer_id, entry) for entry in entries)
+            self._map_end_offset = offset
+            break
+        else:
+            self._map_end_offset = log_start_offset
+        self.load_problems = tuple(problems)
+        return self._map_end_offset
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Kafka ``truncateAndReload``; returns the offset the caller must replay from."""
+        if log_end_offset != self._map_end_offset:
+            return self.load(log_end_offset, log_start_offset)
+        self._delete_snapshots_out_of_range(log_start_offset, log_end_offset)
+        self.on_log_start_offset_incremented(log_start_offset)
+        return self._map_end_offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._map_end_offset = max(self._map_end_offset, log_start_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything (the log was emptied and restarts at ``offset``)."""
+        self._producers.clear()
+        for snapshot_offset in list_snapshot_offsets(self.directory):
+            _delete_snapshot(self.directory, snapshot_offset)
+        self._map_end_offset = offset
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        """Kafka ``deleteSnapshotsBefore``: drop snapshot files for offsets < ``offset``."""
+        for snapshot_offset in list_snapshot_offsets(self.directory):
+            if snapshot_offset < offset:
+                _delete_snapshot(self.directory, snapshot_offset)
+
+    def _delete_snapshots_out_of_range(self, log_start_offset: int, log_end_offset: int) -> None:
+        # Kafka truncateAndReload: snapshots past the log end describe truncated history, and
+        # those at or below the log start are superseded by replaying from the log start.
+        for offset in list_snapshot_offsets(self.directory):
+            if offset > log_end_offset or offset <= log_start_offset:
+                _delete_snapshot(self.directory, offset)
