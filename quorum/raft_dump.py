@@ -24,7 +24,7 @@ import binascii
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
@@ -63,7 +63,8 @@ class DumpHeader:
     last_entry: RaftEntry
     prev_entry: RaftEntry
     voters: tuple[str, ...]
-    checkpoint_name: str
+    # None while nothing has been applied (an empty image has no checkpoint).
+    checkpoint_name: str | None
     checkpoint_size: int
 
 
@@ -81,8 +82,8 @@ def _entry_from_json(value: Any, path: Path) -> RaftEntry:
         raise DumpError(f"{path}: malformed Raft entry in dump header: {error}") from None
 
 
-def write_dump(path: Path, header: DumpHeader, checkpoint: Path) -> None:
-    """Write header + checkpoint bytes to ``path`` and fsync it."""
+def write_dump(path: Path, header: DumpHeader, checkpoint: Path | None) -> None:
+    """Write header + checkpoint bytes (if any) to ``path`` and fsync it."""
     document = {
         "format": DUMP_FORMAT,
         "version": DUMP_VERSION,
@@ -96,16 +97,22 @@ def write_dump(path: Path, header: DumpHeader, checkpoint: Path) -> None:
         "checkpointSize": header.checkpoint_size,
     }
     line = json.dumps(document, separators=(",", ":")).encode("ascii") + b"\n"
-    with open(path, "wb") as out, open(checkpoint, "rb") as source:
+    with open(path, "wb") as out:
         out.write(line)
-        copied = 0
-        while chunk := source.read(1 << 20):
-            out.write(chunk)
-            copied += len(chunk)
+        copied = 0 if checkpoint is None else _copy(checkpoint, out)
         if copied != header.checkpoint_size:
             raise DumpError(f"{checkpoint}: size changed while copying ({copied} bytes)")
         out.flush()
         os.fsync(out.fileno())
+
+
+def _copy(source_path: Path, out: BinaryIO) -> int:
+    copied = 0
+    with open(source_path, "rb") as source:
+        while chunk := source.read(1 << 20):
+            out.write(chunk)
+            copied += len(chunk)
+    return copied
 
 
 def read_dump(path: Path) -> tuple[DumpHeader, bytes]:
@@ -145,7 +152,9 @@ def _header_from_json(document: Any, path: Path) -> DumpHeader:
         raise DumpError(f"{path}: dump header lacks {missing}") from None
     if any(type(value) is not int for value in integers.values()):
         raise DumpError(f"{path}: dump header counters must be integers: {integers}")
-    if type(name) is not str or "/" in name or not name.endswith(".checkpoint"):
+    if name is not None and (
+        type(name) is not str or "/" in name or not name.endswith(".checkpoint")
+    ):
         raise DumpError(f"{path}: bad checkpoint name {name!r}")
     if type(voters) is not list or not all(type(voter) is str for voter in voters):
         raise DumpError(f"{path}: voters must be a list of host:port strings")

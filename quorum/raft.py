@@ -1,0 +1,265 @@
+"""MetadataRaft: the replicated, ordered metadata log on pysyncobj (DESIGN.md §3.1).
+
+Theory of operation
+-------------------
+One ``MetadataRaft`` per controller process. pysyncobj runs Raft on its own thread (the "Raft
+thread"): elections, AppendEntries, the journal, and the calls of ``apply_batch`` for committed
+entries, in Raft-index order. The asyncio thread talks to it three ways only:
+
+* ``propose(blob, on_result)`` enqueues one atomic batch (``quorum.raft_batch`` bytes). Its
+  outcome (an ``ApplyResult``, or a pysyncobj failure code) comes back on the Raft thread;
+  the caller hands it to its event loop with ``call_soon_threadsafe``.
+* ``RaftListener`` callbacks, on the Raft thread, for every applied batch and every state loaded
+  from a dump, in order; the service forwards them to the loop the same way.
+* ``call_in_raft_thread(fn)`` runs ``fn`` between two ticks (pysyncobj's status dicts are not
+  safe to read from another thread).
+
+Sharp edges of pysyncobj and what we do about each:
+* ``apply_batch`` never raises and is deterministic: all the logic is ``raft_state.apply_entry``
+  (pure); listener errors are logged, never propagated.
+* pickle only wraps ``bytes``: the blob is our own format. Every frame between controllers is
+  encrypted and authenticated with ``password`` (Fernet); a frame that fails authentication is
+  dropped before it is unpickled.
+* ``journalFile`` and ``fullDumpFile`` are always set; the dump is our own format
+  (``quorum.raft_dump``) via ``serializer``/``deserializer``; ``serializeChecker`` fsyncs the
+  directory after pysyncobj's rename and only then lets pysyncobj truncate the journal.
+* Durability: pysyncobj writes the journal through ``mmap`` and never msyncs it, so a committed
+  entry survives the process being killed (``kill -9``: the page cache stays) but not a power
+  loss or kernel crash of a majority. The dump and checkpoints are fsync'd.
+* Writes are proposed only on the leader; the service checks ``is_leader`` and answers
+  NOT_CONTROLLER otherwise (pysyncobj would silently forward a follower's proposal).
+* Latency: ``appendEntriesUseBatch=True`` (the mode that never showed "truncating
+  already-applied log entries") with ``appendEntriesPeriod`` = controller.quorum.append.linger.ms
+  and ``autoTickPeriod`` = pykraft.raft.tick.ms; see bench/quorum.py for what that gives.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, replicated
+
+from metadata.image import MetadataImage
+from metadata.snapshot import load_snapshot
+from quorum.config import ControllerConfig
+from quorum.metadata_view import ResultCallback
+from quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
+from quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
+from quorum.snapshots import SnapshotStore
+
+logger = logging.getLogger(__name__)
+
+# Bounds (STYLE.md §7).
+MAX_PENDING_PROPOSALS = 10_000
+MAX_PENDING_CALLS = 1_000
+
+
+class RaftListener(Protocol):
+    """Receives, on the Raft thread and in order, everything that changes the state machine."""
+
+    def handle_applied(self, applied: Applied) -> None: ...
+
+    def handle_state_loaded(self, state: MetadataState) -> None: ...
+
+
+class SerializeState(enum.Enum):
+    IDLE = "IDLE"
+    WRITTEN = "WRITTEN"
+    FAILED = "FAILED"
+
+
+def describe_failure(code: int) -> str:
+    names = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
+    return str(names.get(code, f"FAIL_REASON {code}"))
+
+
+class MetadataRaft(SyncObj):  # type: ignore[misc]
+    def __init__(self, config: ControllerConfig, listener: RaftListener) -> None:
+        raft_dir = config.metadata_log_dir / "raft"
+        raft_dir.mkdir(parents=True, exist_ok=True)
+        self._config = config
+        self._listener = listener
+        self._raft_dir = raft_dir
+        self.snapshots = SnapshotStore(config.metadata_log_dir / "snapshots",
+                                       config.retained_snapshots)
+        # Set before SyncObj.__init__: its Raft thread may apply entries right away.
+        self._state = MetadataState()
+        self._serialize_state = SerializeState.IDLE
+        self._calls: list[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = []
+        self._calls_lock = threading.Lock()
+        self.fatal_error: str | None = None
+        self_address = str(config.self_raft_address)
+        others = [str(address) for node, address in sorted(config.voters.items())
+                  if node != config.node_id]
+        super().__init__(self_address, others, self._sync_obj_conf(config))
+        self.addOnTickCallback(self._drain_calls)
+
+    def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
+        election_s = config.election_timeout_ms / 1000
+        return SyncObjConf(
+            password=config.quorum_password,
+            journalFile=str(self._raft_dir / "journal.bin"),
+            fullDumpFile=str(self._raft_dir / "dump.bin"),
+            serializer=self._serialize,
+            deserializer=self._deserialize,
+            serializeChecker=self._check_serialize,
+            appendEntriesUseBatch=True,
+            appendEntriesPeriod=config.append_linger_ms / 1000,
+            autoTickPeriod=config.raft_tick_ms / 1000,
+            raftMinTimeout=election_s,
+            raftMaxTimeout=2 * election_s,
+            connectionTimeout=max(config.fetch_timeout_ms / 1000, 2 * election_s),
+            connectionRetryTime=min(0.5, election_s / 2),
+            leaderFallbackTimeout=max(config.fetch_timeout_ms / 1000, 2 * election_s),
+            commandsQueueSize=MAX_PENDING_PROPOSALS,
+            # Proposals are made on the leader only; never park them waiting for one.
+            commandsWaitLeader=False,
+            # Snapshots are forced every snapshot_interval_records records (_maybe_snapshot);
+            # pysyncobj's own trigger counts Raft entries, which may hold thousands of records.
+            logCompactionMinEntries=max(2, config.snapshot_interval_records),
+            logCompactionMinTime=max(1, config.snapshot_interval_ms // 1000),
+            appendEntriesBatchSizeBytes=1 << 20,
+            logCompactionBatchSize=1 << 20,
+            dynamicMembershipChange=False,
+            bindRetryTime=0.2,
+        )
+
+    # ---- the replicated state machine (Raft thread) ----
+
+    @replicated  # type: ignore[untyped-decorator]
+    def apply_batch(self, blob: bytes) -> ApplyResult:
+        raft_index = self.raftLastApplied + 1
+        try:
+            applied = apply_entry(self._state, raft_index, blob)
+        except Exception as error:  # apply_entry never raises; belt and braces for pysyncobj
+            logger.critical("apply_entry raised at raft index %d: %r", raft_index, error)
+            return ApplyResult(status=ApplyStatus.INVALID, message=f"internal error: {error}")
+        self._state = applied.state
+        try:
+            self._listener.handle_applied(applied)
+        except Exception:
+            logger.exception("metadata listener failed on raft index %d", raft_index)
+        if applied.state.records_since_snapshot >= self._config.snapshot_interval_records:
+            self.forceLogCompaction()
+        return applied.result
+
+    @property
+    def state(self) -> MetadataState:
+        """The latest applied state (an immutable value; safe to read from any thread)."""
+        return self._state
+
+    # ---- proposals and queries (any thread) ----
+
+    def propose(self, blob: bytes, on_result: ResultCallback) -> None:
+        """Enqueue ``blob``; ``on_result(result, fail_reason)`` runs on the Raft thread."""
+        self.apply_batch(blob, callback=on_result)
+
+    def is_leader(self) -> bool:
+        return bool(self._isLeader())
+
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else str(leader.address)
+
+    def call_in_raft_thread(self, function: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._calls_lock:
+            if len(self._calls) >= MAX_PENDING_CALLS:
+                future.set_exception(RuntimeError("too many pending calls to the Raft thread"))
+                return future
+            self._calls.append((function, future))
+        return future
+
+    def _drain_calls(self) -> None:
+        with self._calls_lock:
+            calls, self._calls = self._calls, []
+        for function, future in calls:
+            try:
+                future.set_result(function())
+            except Exception as error:
+                future.set_exception(error)
+
+    # ---- snapshots: pysyncobj's serializer hooks (Raft thread) ----
+
+    def _serialize(self, temp_file: str, data: Any) -> None:
+        """Write the dump for the state as of the entries in ``data`` (last, previous, nodes)."""
+        try:
+            last_entry, prev_entry, nodes = data
+            state = self._state
+            checkpoint = None
+            if state.image.offset >= 0:
+                checkpoint = self.snapshots.write(state.image, int(time.time() * 1000))
+            header = DumpHeader(
+                next_offset=state.next_offset,
+                last_raft_index=state.last_raft_index,
+                epoch=state.image.epoch,
+                last_entry=RaftEntry.from_tuple(last_entry),
+                prev_entry=RaftEntry.from_tuple(prev_entry),
+                voters=tuple(sorted(str(getattr(node, "address", node)) for node in nodes)),
+                checkpoint_name=None if checkpoint is None else checkpoint.name,
+                checkpoint_size=0 if checkpoint is None else checkpoint.stat().st_size,
+            )
+            write_dump(Path(temp_file), header, checkpoint)
+            self._state = MetadataState(image=state.image, next_offset=state.next_offset,
+                                        last_raft_index=state.last_raft_index)
+        except Exception:
+            logger.exception("writing the metadata snapshot failed")
+            self._serialize_state = SerializeState.FAILED
+            raise
+        self._serialize_state = SerializeState.WRITTEN
+
+    def _check_serialize(self) -> int:
+        state = self._serialize_state
+        if state is SerializeState.IDLE:
+            return int(SERIALIZER_STATE.NOT_SERIALIZING)
+        self._serialize_state = SerializeState.IDLE
+        if state is SerializeState.FAILED:
+            return int(SERIALIZER_STATE.FAILED)
+        # pysyncobj renamed the temp file into place; make the rename durable before it
+        # truncates the journal.
+        _fsync_directory(self._raft_dir)
+        self.snapshots.prune()
+        return int(SERIALIZER_STATE.SUCCESS)
+
+    def _deserialize(self, file_name: str) -> tuple[Any, Any, Any]:
+        try:
+            header, checkpoint_bytes = read_dump(Path(file_name))
+            image = MetadataImage.EMPTY
+            if header.checkpoint_name is not None:
+                path = self.snapshots.ensure(header.checkpoint_name, checkpoint_bytes)
+                image = load_snapshot(path)
+            if image.offset != header.next_offset - 1:
+                raise ValueError(f"checkpoint ends at offset {image.offset}, the dump at "
+                                 f"{header.next_offset - 1}")
+        except Exception as error:
+            # pysyncobj would log and carry on from a journal that no longer starts at 1, which
+            # wedges the node silently; record the error so the process exits loudly instead.
+            self.fatal_error = f"cannot load the metadata dump {file_name}: {error}"
+            logger.critical(self.fatal_error)
+            raise
+        self._state = MetadataState(image=image, next_offset=header.next_offset,
+                                    last_raft_index=header.last_raft_index)
+        try:
+            self._listener.handle_state_loaded(self._state)
+        except Exception:
+            logger.exception("metadata listener failed on a loaded snapshot")
+        return (header.last_entry.as_tuple(), header.prev_entry.as_tuple(), list(header.voters))
+
+    def image(self) -> MetadataImage:
+        return self._state.image
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
