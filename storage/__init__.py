@@ -1,0 +1,1 @@
+"""Kafka's on-disk partition log: batches, segments, indexes, checkpoints, recovery."""
