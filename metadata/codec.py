@@ -256,8 +256,12 @@ def record_to_json(record: MetadataRecord) -> dict[str, Any]:
 
 
 def encode_record(record: MetadataRecord) -> str:
-    """One JSON line (without the newline)."""
-    return json.dumps(record_to_json(record), ensure_ascii=False, separators=(",", ":"))
+    """One JSON line (without the newline).
+
+    ASCII-only output (non-ASCII as ``\\uXXXX`` escapes): every Python string, even one with a lone
+    surrogate from a JSON request body, round-trips and the line is always valid UTF-8.
+    """
+    return json.dumps(record_to_json(record), separators=(",", ":"))
 
 
 def record_from_json(obj: Any) -> MetadataRecord:
