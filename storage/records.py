@@ -44,6 +44,8 @@ from storage.varint import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
+    MAX_VARINT_BYTES,
+    MAX_VARLONG_BYTES,
     decode_varint,
     decode_varlong,
     encode_varint,
@@ -272,90 +274,114 @@ def decode_records(
         ) from error
 
 
+def _varint_rest(
+    data: bytes, pos: int, unsigned: int, bits: int = 32, max_shift: int = 7 * MAX_VARINT_BYTES
+) -> tuple[int, int]:
+    """Finish a varint (``bits`` 32) or varlong (64) whose first byte had the continue bit.
+
+    Enforces the same limits as ``storage.varint`` (at most 5 or 10 bytes, value fits) so
+    the fast and checked decoders accept exactly the same input; raises IndexError otherwise.
+    """
+    shift = 7
+    while True:
+        b = data[pos]
+        pos += 1
+        unsigned |= (b & 0x7F) << shift
+        if b < 0x80:
+            if unsigned >> bits:
+                raise IndexError("varint overflows")
+            return (unsigned >> 1) ^ -(unsigned & 1), pos
+        shift += 7
+        if shift >= max_shift:
+            raise IndexError("varint too long")
+
+
 def _decode_fast(
     data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
 ) -> list[Record] | None:
     """Decode ``count`` records, or return None at the first surprise (never raises).
 
-    Single-byte varints are decoded inline because nearly all lengths and deltas are small.
+    This is the hot loop of every tool and export, hence one long function: single-byte
+    varints (nearly all lengths, deltas and counts) are decoded inline and longer ones by
+    ``_varint_rest``; surprises are only detected, the checked decoder explains them.
     """
     records: list[Record] = []
     append = records.append
+    make = Record
     end = len(data)
     pos = 0
     try:
         for _ in range(count):
             b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                length, pos = decode_varint(data, pos, "length")
+            length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+                data, pos + 1, b & 0x7F)
             record_end = pos + length
-            if length < 0 or record_end > end:
+            if length <= 0 or record_end > end:
                 return None
-            pos += 1  # attributes
+            b = data[pos + 1]  # skip attributes
+            timestamp_delta, pos = ((b >> 1) ^ -(b & 1), pos + 2) if b < 0x80 else _varint_rest(
+                data, pos + 2, b & 0x7F, 64, 7 * MAX_VARLONG_BYTES)
             b = data[pos]
-            if b < 0x80:
-                timestamp_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                timestamp_delta, pos = decode_varlong(data, pos, "timestampDelta")
+            offset_delta, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+                data, pos + 1, b & 0x7F)
             b = data[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                offset_delta, pos = decode_varint(data, pos, "offsetDelta")
-            b = data[pos]
-            if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                size, pos = decode_varint(data, pos, "keyLength")
-            if size >= 0:
-                key: bytes | None = data[pos : pos + size]
-                pos += size
-            elif size == -1:
-                key = None
-            else:
+            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+                data, pos + 1, b & 0x7F)
+            key = data[pos : pos + size] if size >= 0 else None
+            pos += size if size > 0 else 0
+            if size < -1:
                 return None
             b = data[pos]
-            if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                size, pos = decode_varint(data, pos, "valueLength")
-            if size >= 0:
-                value: bytes | None = data[pos : pos + size]
-                pos += size
-            elif size == -1:
-                value = None
-            else:
+            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+                data, pos + 1, b & 0x7F)
+            value = data[pos : pos + size] if size >= 0 else None
+            pos += size if size > 0 else 0
+            if size < -1:
                 return None
             if data[pos] == 0:  # headersCount 0: the common case
                 headers: tuple[Header, ...] = ()
                 pos += 1
             else:
-                headers, pos = _decode_headers(data, pos, record_end)
+                headers, pos = _decode_headers_fast(data, pos, record_end)
             if pos != record_end:
                 return None
-            append(
-                Record(
-                    base_offset + offset_delta,
-                    log_append_time
-                    if log_append_time is not None
-                    else base_timestamp + timestamp_delta,
-                    key,
-                    value,
-                    headers,
-                )
-            )
-    except (IndexError, CorruptRecordError, UnicodeDecodeError):
+            timestamp = base_timestamp + timestamp_delta
+            append(make(base_offset + offset_delta,
+                        timestamp if log_append_time is None else log_append_time,
+                        key, value, headers))
+    except (IndexError, UnicodeDecodeError):
         return None
     if pos != end:
         return None
     return records
+
+
+def _decode_headers_fast(
+    data: bytes, pos: int, record_end: int
+) -> tuple[tuple[Header, ...], int]:
+    """Headers for ``_decode_fast``: raises IndexError/UnicodeDecodeError at any surprise."""
+    b = data[pos]
+    count, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+        data, pos + 1, b & 0x7F)
+    if count < 0 or count * 2 > record_end - pos:
+        raise IndexError("headersCount")
+    headers = []
+    for _ in range(count):
+        b = data[pos]
+        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+            data, pos + 1, b & 0x7F)
+        if size < 0 or pos + size > record_end:
+            raise IndexError("headerKeyLength")
+        key = data[pos : pos + size].decode("utf-8")
+        pos += size
+        b = data[pos]
+        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+            data, pos + 1, b & 0x7F)
+        if size < -1 or pos + size > record_end:
+            raise IndexError("headerValueLength")
+        headers.append(Header(key, data[pos : pos + size] if size >= 0 else None))
+        pos += size if size > 0 else 0
+    return tuple(headers), pos
 
 
 def _decode_checked(

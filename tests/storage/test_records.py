@@ -10,9 +10,13 @@ import struct
 
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from storage import records as records_module
 from storage.compression import XERIAL_MAGIC, compress
 from storage.record_batch import (
+    ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     BatchHeader,
     CompressionType,
@@ -28,6 +32,7 @@ from storage.records import (
     SimpleRecord,
     build_batch,
     build_control_batch,
+    decode_records,
     decompress,
     iter_records,
 )
@@ -248,3 +253,89 @@ def test_bad_crc_is_reported_before_any_record() -> None:
     with pytest.raises(CorruptRecordError) as caught:
         iter_records(batch)
     assert caught.value.field == "crc"
+
+
+# ---------------------------------------------------------------------------------- properties
+
+records_strategy = st.lists(
+    st.builds(
+        SimpleRecord,
+        value=st.none() | st.binary(max_size=300),
+        key=st.none() | st.binary(max_size=40),
+        timestamp=st.integers(min_value=-(2**62), max_value=2**62),
+        headers=st.lists(
+            st.builds(Header, st.text(max_size=10), st.none() | st.binary(max_size=20)),
+            max_size=4,
+        ).map(tuple),
+    ),
+    min_size=1,
+    max_size=15,
+)
+
+
+@pytest.mark.parametrize("compression", list(CompressionType))
+@settings(max_examples=60, deadline=None)
+@given(records=records_strategy, base_offset=st.integers(0, 2**62))
+def test_property_build_then_iterate_round_trips(
+    compression: CompressionType, records: list[SimpleRecord], base_offset: int
+) -> None:
+    batch = build_batch(records, base_offset=base_offset, compression=compression)
+    assert list(iter_records(batch)) == [
+        Record(base_offset + i, r.timestamp, r.key, r.value, r.headers)
+        for i, r in enumerate(records)
+    ]
+
+
+# Fields parse_header checks before the CRC: damage there may be reported under their name.
+HEADER_FIELDS = {"crc", "attributes", "lastOffsetDelta", "recordsCount"}
+
+
+@pytest.mark.parametrize("compression", list(CompressionType))
+@settings(max_examples=60, deadline=None)
+@given(records=records_strategy, data=st.data())
+def test_property_any_damage_inside_the_crc_range_is_caught(
+    compression: CompressionType, records: list[SimpleRecord], data: st.DataObject
+) -> None:
+    batch = bytearray(build_batch(records, compression=compression))
+    index = data.draw(st.integers(ATTRIBUTES_POS, len(batch) - 1), label="index")
+    batch[index] ^= data.draw(st.integers(1, 255), label="xor")
+    with pytest.raises(CorruptRecordError) as caught:
+        validate_batch(batch)
+    assert caught.value.field in HEADER_FIELDS
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=records_strategy, data=st.data())
+def test_property_damaged_records_raise_only_corrupt_record_error(
+    records: list[SimpleRecord], data: st.DataObject
+) -> None:
+    """Fast and checked decoders agree on damaged record bytes (with a fixed-up CRC)."""
+    body = bytearray(build_batch(records)[BATCH_HEADER_SIZE:])
+    for _ in range(data.draw(st.integers(1, 3), label="damages")):
+        index = data.draw(st.integers(0, len(body) - 1), label="index")
+        body[index] = data.draw(st.integers(0, 255), label="byte")
+    cut = data.draw(st.integers(0, len(body)), label="cut")
+    count = data.draw(st.sampled_from([len(records), len(records) + 1, max(len(records) - 1, 0)]))
+    batch = raw_batch(bytes(body[:cut] + body[cut + data.draw(st.integers(0, 2)):]), count)
+    header = validate_batch(batch)
+    args = (batch[BATCH_HEADER_SIZE:], count, 0, T0, None)
+    fast = records_module._decode_fast(*args)
+    try:
+        checked = records_module._decode_checked(*args)
+    except CorruptRecordError:
+        assert fast is None
+        with pytest.raises(CorruptRecordError):
+            decode_records(header, batch[BATCH_HEADER_SIZE:])
+    else:
+        assert fast is None or fast == checked
+        assert decode_records(header, batch[BATCH_HEADER_SIZE:]) == checked
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=st.binary(max_size=64), count=st.integers(0, 4))
+def test_property_random_bytes_never_crash_the_decoder(payload: bytes, count: int) -> None:
+    header = validate_batch(raw_batch(payload, count))
+    try:
+        decode_records(header, payload)
+    except CorruptRecordError as error:
+        assert error.field
