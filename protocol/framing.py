@@ -1,0 +1,108 @@
+"""Kafka's length-prefixed framing: an incremental, I/O-free frame decoder and response framing.
+
+Every request and response on a Kafka connection is ``int32 size`` followed by ``size`` bytes.
+``FrameDecoder`` follows h11's shape: the caller feeds whatever bytes arrived
+(``receive_data``) and pulls complete frames (``next_frame``) until it gets ``None``; the
+decoder owns no socket, clock or thread, so it is tested by splitting byte streams at arbitrary
+points.
+
+Theory of operation — the decoder has one state per frame, decided by what is buffered:
+
+* fewer than 4 bytes buffered: waiting for a size prefix;
+* a size prefix is buffered: it is checked at once, like Kafka's ``NetworkReceive.readFrom``: a
+  negative size or one above ``socket.request.max.bytes`` (100 MiB by default) raises
+  ``FrameError``. The decoder then stays failed — every later call raises the same error —
+  and the network layer closes only this connection;
+* ``4 + size`` bytes buffered: the payload is cut out as a fresh ``bytearray`` the caller owns
+  (decoders hand out memoryview slices of it; the broker may patch record batches in place).
+
+The buffer never holds more than one incomplete frame plus one ``receive_data`` chunk, so
+memory per connection is bounded by ``max_frame_bytes`` plus the read size.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import FrameError
+from protocol.headers import encode_response_header
+from protocol.segments import Buffer, Segments
+from protocol.wire import INT32
+
+# socket.request.max.bytes default (KafkaConfig: 100 * 1024 * 1024).
+DEFAULT_SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024
+SIZE_PREFIX_BYTES = 4
+# Compact the input buffer once this many consumed bytes sit at its front.
+_COMPACT_THRESHOLD = 64 * 1024
+
+
+class FrameDecoder:
+    """Splits a byte stream into Kafka frames (the payloads, without their size prefix)."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES) -> None:
+        assert max_frame_bytes >= 0
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        # Invariant: 0 <= _start <= len(_buffer); bytes before _start are consumed.
+        self._start = 0
+        self._error: FrameError | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet returned as part of a frame."""
+        return len(self._buffer) - self._start
+
+    def receive_data(self, data: Buffer) -> None:
+        """Append bytes read from the connection; raises ``FrameError`` on a bad size prefix."""
+        self._raise_if_failed()
+        if self._start and (self._start >= _COMPACT_THRESHOLD or self._start == len(self._buffer)):
+            del self._buffer[: self._start]
+            self._start = 0
+        self._buffer += data
+        self._pending_size()
+
+    def next_frame(self) -> bytearray | None:
+        """The next complete frame's payload, or None until more bytes arrive."""
+        self._raise_if_failed()
+        size = self._pending_size()
+        if size is None:
+            return None
+        begin = self._start + SIZE_PREFIX_BYTES
+        end = begin + size
+        if end > len(self._buffer):
+            return None
+        frame = self._buffer[begin:end]
+        self._start = end
+        return frame
+
+    def _pending_size(self) -> int | None:
+        """The size prefix of the frame at the front of the buffer, validated; None if partial."""
+        if len(self._buffer) - self._start < SIZE_PREFIX_BYTES:
+            return None
+        size: int = INT32.unpack_from(self._buffer, self._start)[0]
+        if size < 0 or size > self.max_frame_bytes:
+            self._error = FrameError(size, self.max_frame_bytes)
+            raise self._error
+        return size
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
+def encode_frame(payload: Buffer) -> bytes:
+    """``int32 size`` + payload, as a client writes a request (tests and tools)."""
+    return INT32.pack(memoryview(payload).nbytes) + bytes(payload)
+
+
+def frame_response(correlation_id: int, header_version: int, body: Segments | Buffer) -> Segments:
+    """Size prefix + response header + body, ready for the socket.
+
+    ``header_version`` comes from ``headers.response_header_version`` (0, or 1 for flexible
+    versions — never 1 for ApiVersions). The body is not copied.
+    """
+    header = encode_response_header(correlation_id, header_version)
+    if isinstance(body, Segments):
+        parts, body_length = body.parts, body.length
+    else:
+        parts, body_length = (body,), memoryview(body).nbytes
+    prefix = INT32.pack(len(header) + body_length) + header
+    return Segments((prefix, *parts), len(prefix) + body_length)
