@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import strategies as st
 
 from metadata.records import (
@@ -39,19 +40,21 @@ FEATURES = st.builds(
     BrokerFeature, name=TEXT, min_supported_version=INT16, max_supported_version=INT16
 )
 
+REGISTER_BROKER_RECORDS = st.builds(
+    RegisterBrokerRecord,
+    broker_id=INT32,
+    incarnation_id=TEXT,
+    broker_epoch=INT64,
+    end_points=st.lists(ENDPOINTS, max_size=3).map(tuple),
+    features=st.lists(FEATURES, max_size=3).map(tuple),
+    rack=st.none() | TEXT,
+    fenced=st.booleans(),
+    in_controlled_shutdown=st.booleans(),
+)
+
 # One strategy per record type, covering each field's whole legal range.
 RECORD_STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
-    RegisterBrokerRecord: st.builds(
-        RegisterBrokerRecord,
-        broker_id=INT32,
-        incarnation_id=TEXT,
-        broker_epoch=INT64,
-        end_points=st.lists(ENDPOINTS, max_size=3).map(tuple),
-        features=st.lists(FEATURES, max_size=3).map(tuple),
-        rack=st.none() | TEXT,
-        fenced=st.booleans(),
-        in_controlled_shutdown=st.booleans(),
-    ),
+    RegisterBrokerRecord: REGISTER_BROKER_RECORDS,
     UnregisterBrokerRecord: st.builds(UnregisterBrokerRecord, broker_id=INT32, broker_epoch=INT64),
     TopicRecord: st.builds(TopicRecord, name=TEXT, topic_id=UUIDS),
     PartitionRecord: st.builds(
@@ -99,3 +102,118 @@ RECORD_STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
 }
 
 ANY_RECORD = st.one_of(*RECORD_STRATEGIES.values())
+
+
+BROKER_IDS = st.integers(0, 4)
+REPLICA_LISTS = st.lists(BROKER_IDS, min_size=1, max_size=3, unique=True).map(tuple)
+TOPIC_NAMES = st.sampled_from(["pet", "food", "toy", "pet.v2"])
+
+
+class _Model:
+    """Just enough of the cluster to propose only records the controller could."""
+
+    def __init__(self) -> None:
+        self.broker_epochs: dict[int, int] = {}
+        self.topics: dict[str, tuple[str, set[int]]] = {}  # topic id -> (name, partition ids)
+        self.used_topic_ids: set[str] = set()
+
+    def live_names(self) -> set[str]:
+        return {name for name, _ in self.topics.values()}
+
+
+def _partition(draw: st.DrawFn, topic_id: str, partition_id: int) -> PartitionRecord:
+    replicas = draw(REPLICA_LISTS)
+    return PartitionRecord(
+        partition_id=partition_id, topic_id=topic_id, replicas=replicas,
+        isr=draw(st.lists(st.sampled_from(replicas), unique=True).map(tuple)),
+        leader=draw(st.sampled_from((-1, *replicas))),
+        leader_recovery_state=draw(st.sampled_from([0, 1])),
+        leader_epoch=draw(st.integers(0, 5)), partition_epoch=draw(st.integers(0, 5)),
+    )
+
+
+def _change(draw: st.DrawFn, topic_id: str, partition_id: int) -> PartitionChangeRecord:
+    maybe_replicas = st.none() | REPLICA_LISTS
+    return PartitionChangeRecord(
+        partition_id=partition_id, topic_id=topic_id, isr=draw(maybe_replicas),
+        leader=draw(st.sampled_from([-2, -2, -1, 0, 1, 2, 3, 4])), replicas=draw(maybe_replicas),
+        removing_replicas=draw(st.none() | st.just(())),
+        adding_replicas=draw(st.none() | st.just(())),
+        leader_recovery_state=draw(st.sampled_from([-1, -1, 0, 1])),
+    )
+
+
+def _broker_record(draw: st.DrawFn, model: _Model) -> MetadataRecord:
+    if bool(model.broker_epochs) and draw(st.booleans()):
+        broker_id = draw(st.sampled_from(sorted(model.broker_epochs)))
+        epoch = model.broker_epochs[broker_id]
+        kind = draw(st.sampled_from(["fence", "unfence", "change", "unregister"]))
+        if kind == "unregister":
+            del model.broker_epochs[broker_id]
+            return UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch)
+        if kind == "fence":
+            return FenceBrokerRecord(id=broker_id, epoch=epoch)
+        if kind == "unfence":
+            return UnfenceBrokerRecord(id=broker_id, epoch=epoch)
+        return BrokerRegistrationChangeRecord(
+            broker_id=broker_id, broker_epoch=epoch, fenced=draw(st.sampled_from([-1, 0, 1])),
+            in_controlled_shutdown=draw(st.sampled_from([0, 1])),
+        )
+    record = draw(REGISTER_BROKER_RECORDS)
+    broker_id = draw(BROKER_IDS)
+    model.broker_epochs[broker_id] = record.broker_epoch
+    return attrs.evolve(record, broker_id=broker_id)
+
+
+def _topic_record(draw: st.DrawFn, model: _Model) -> MetadataRecord | None:
+    kind = draw(st.sampled_from(["topic", "partition", "change", "remove"]))
+    if kind == "topic" or not model.topics:
+        name = draw(TOPIC_NAMES)
+        topic_id = draw(UUIDS)
+        if name in model.live_names() or topic_id in model.used_topic_ids:
+            return None
+        model.topics[topic_id] = (name, set())
+        model.used_topic_ids.add(topic_id)
+        return TopicRecord(name=name, topic_id=topic_id)
+    topic_id = draw(st.sampled_from(sorted(model.topics)))
+    name, partitions = model.topics[topic_id]
+    if kind == "remove":
+        del model.topics[topic_id]
+        return RemoveTopicRecord(topic_id=topic_id)
+    if kind == "change" and partitions:
+        return _change(draw, topic_id, draw(st.sampled_from(sorted(partitions))))
+    partition_id = draw(st.integers(0, 3))
+    partitions.add(partition_id)
+    return _partition(draw, topic_id, partition_id)
+
+
+def _other_record(draw: st.DrawFn) -> MetadataRecord:
+    return draw(st.one_of(
+        st.builds(ConfigRecord, resource_type=st.sampled_from([2, 4]),
+                  resource_name=st.sampled_from(["pet", "food", "", "1"]),
+                  name=st.sampled_from(["retention.ms", "cleanup.policy"]),
+                  value=st.none() | st.sampled_from(["1", "compact"])),
+        st.builds(FeatureLevelRecord, name=st.sampled_from(["metadata.version", "kraft.version"]),
+                  feature_level=st.integers(0, 3)),
+        st.builds(ProducerIdsRecord, broker_id=BROKER_IDS, broker_epoch=st.integers(0, 9),
+                  next_producer_id=st.integers(0, 10_000)),
+        st.just(NoOpRecord()),
+    ))
+
+
+@st.composite
+def record_sequences(draw: st.DrawFn, max_records: int = 40) -> list[MetadataRecord]:
+    """A sequence of records a controller could have written: every replay succeeds."""
+    model = _Model()
+    records: list[MetadataRecord] = []
+    for _ in range(draw(st.integers(0, max_records))):
+        area = draw(st.sampled_from(["broker", "topic", "topic", "other"]))
+        if area == "broker":
+            record: MetadataRecord | None = _broker_record(draw, model)
+        elif area == "topic":
+            record = _topic_record(draw, model)
+        else:
+            record = _other_record(draw)
+        if record is not None:
+            records.append(record)
+    return records
