@@ -1,0 +1,299 @@
+"""QuorumController: the active controller's decisions, as pure functions of the image.
+
+Theory of operation. The controller never owns the metadata image and never does I/O: every
+entry point takes the current committed ``MetadataImage``, a request and ``now_ms``, and returns
+a ``ControllerResult(records, response)``. The records are one atomic batch to propose to the
+Raft log; the response is to be sent once that batch commits (or at once when there are no
+records). A request that fails validation returns its error and no records. Randomness (topic
+ids, the placement start) comes from the ``RandomSource`` given at construction — a seeded
+``random.Random`` in tests and simulations.
+
+The only state kept here is soft state of the active controller, never written to the log
+(KIP-631): broker sessions (last heartbeat, reported metadata offset, controlled-shutdown
+offset) and the time of the last write. A new active controller makes a new ``QuorumController``
+after failover: every broker then gets a full ``broker.session.timeout.ms`` of grace.
+
+Contract with the Raft shell (quorum/service.py):
+
+* Compute against the latest committed image and propose with ``expected_last_offset =
+  image.offset``. Two results computed from the same image may conflict (both registering
+  offset ``image.offset + 1``, both creating one topic): propose one, wait for it to commit (or
+  be rejected), then compute the next against the new image. Broker epochs depend on this: a
+  registration's epoch is the offset its ``RegisterBrokerRecord`` gets,
+  ``image.offset + 1 + its index in the batch``.
+* Call ``fence_stale_brokers(image, now_ms)`` and ``maybe_noop(image, now_ms)`` from the
+  timer; ``next_deadline_ms(image)`` says when next to call them. Each fencing batch covers one
+  broker, so call again after it commits while it returns records.
+
+API (requests and responses are attrs frozen classes, re-exported here):
+
+    QuorumController(*, rng: RandomSource, now_ms: int,
+                     settings: ControllerSettings = ControllerSettings())
+    handle(image, request, now_ms) -> ControllerResult[response]   # dispatch on request type
+    register_broker(image, BrokerRegistrationRequest, now_ms)
+        -> ControllerResult[BrokerRegistrationResponse(error, broker_epoch)]
+    broker_heartbeat(image, BrokerHeartbeatRequest, now_ms)
+        -> ControllerResult[BrokerHeartbeatResponse(error, is_caught_up, is_fenced,
+                                                    in_controlled_shutdown, should_shut_down)]
+    unregister_broker(image, UnregisterBrokerRequest, now_ms)
+        -> ControllerResult[UnregisterBrokerResponse(error)]
+    create_topics(image, CreateTopicsRequest, now_ms) -> ControllerResult[CreateTopicsResponse]
+    delete_topics(image, DeleteTopicsRequest, now_ms) -> ControllerResult[DeleteTopicsResponse]
+    create_partitions(image, CreatePartitionsRequest, now_ms)
+        -> ControllerResult[CreatePartitionsResponse]
+    alter_partition(image, AlterPartitionRequest, now_ms)
+        -> ControllerResult[AlterPartitionResponse]
+    elect_leaders(image, ElectLeadersRequest, now_ms) -> ControllerResult[ElectLeadersResponse]
+    incremental_alter_configs(image, IncrementalAlterConfigsRequest, now_ms)
+        -> ControllerResult[IncrementalAlterConfigsResponse]
+    allocate_producer_ids(image, AllocateProducerIdsRequest, now_ms)
+        -> ControllerResult[AllocateProducerIdsResponse(error, producer_id_start,
+                                                        producer_id_len)]
+    fence_stale_brokers(image, now_ms) -> ControllerResult[tuple[int, ...]]  # fenced ids
+    maybe_noop(image, now_ms) -> ControllerResult[None] | None               # NoOpRecord
+    next_deadline_ms(image) -> int
+
+Errors are ``quorum.errors.ApiError(error: Errors, message)`` with Kafka's codes and names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias, TypeVar
+
+from metadata.image import MetadataImage
+from metadata.records import NoOpRecord
+from quorum.errors import SUCCESS, ApiError, Errors
+from quorum.managers import cluster, configs, leadership, producer_ids, replication
+from quorum.managers.cluster import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+)
+from quorum.managers.configs import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    AlterConfigsResourceResult,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from quorum.managers.leadership import (
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerState,
+    ElectionType,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+    TopicPartitions,
+)
+from quorum.managers.producer_ids import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+)
+from quorum.managers.replication import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from quorum.managers.result import ControllerResult
+from quorum.managers.sessions import BrokerSessions
+from quorum.managers.settings import ControllerSettings
+from quorum.placement import RandomSource
+
+__all__ = [
+    "SUCCESS",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
+    "AlterConfigOp",
+    "AlterConfigsResource",
+    "AlterConfigsResourceResult",
+    "AlterPartitionData",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "AlterPartitionResult",
+    "AlterableConfig",
+    "ApiError",
+    "BrokerHeartbeatRequest",
+    "BrokerHeartbeatResponse",
+    "BrokerRegistrationRequest",
+    "BrokerRegistrationResponse",
+    "BrokerState",
+    "ControllerRequest",
+    "ControllerResult",
+    "ControllerSettings",
+    "CreatableReplicaAssignment",
+    "CreatableTopic",
+    "CreatableTopicConfig",
+    "CreatableTopicResult",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreatePartitionsTopic",
+    "CreatePartitionsTopicResult",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DeletableTopicResult",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
+    "ElectionType",
+    "Errors",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
+    "PartitionResult",
+    "QuorumController",
+    "RandomSource",
+    "ReplicaElectionResult",
+    "TopicPartitions",
+    "UnregisterBrokerRequest",
+    "UnregisterBrokerResponse",
+]
+
+ControllerRequest: TypeAlias = (
+    BrokerRegistrationRequest
+    | BrokerHeartbeatRequest
+    | UnregisterBrokerRequest
+    | CreateTopicsRequest
+    | DeleteTopicsRequest
+    | CreatePartitionsRequest
+    | AlterPartitionRequest
+    | ElectLeadersRequest
+    | IncrementalAlterConfigsRequest
+    | AllocateProducerIdsRequest
+)
+
+R = TypeVar("R")
+
+
+class QuorumController:
+    """The active controller's logic; see the module docstring for the contract."""
+
+    def __init__(self, *, rng: RandomSource, now_ms: int,
+                 settings: ControllerSettings | None = None) -> None:
+        self.settings = settings if settings is not None else ControllerSettings()
+        self._rng = rng
+        self.sessions = BrokerSessions(self.settings.broker_session_timeout_ms, now_ms)
+        self._last_write_ms = now_ms
+
+    def _unclean(self, image: MetadataImage) -> cluster.UncleanPolicy:
+        default = self.settings.unclean_leader_election_enable
+        return lambda topic: configs.unclean_leader_election_enabled(image, topic, default)
+
+    def _wrote(self, result: ControllerResult[R], now_ms: int) -> ControllerResult[R]:
+        if result.records:
+            self._last_write_ms = max(self._last_write_ms, now_ms)
+        return result
+
+    def handle(self, image: MetadataImage, request: ControllerRequest,
+               now_ms: int) -> ControllerResult[Any]:
+        """Dispatch ``request`` to its entry point."""
+        match request:
+            case BrokerRegistrationRequest():
+                return self.register_broker(image, request, now_ms)
+            case BrokerHeartbeatRequest():
+                return self.broker_heartbeat(image, request, now_ms)
+            case UnregisterBrokerRequest():
+                return self.unregister_broker(image, request, now_ms)
+            case CreateTopicsRequest():
+                return self.create_topics(image, request, now_ms)
+            case DeleteTopicsRequest():
+                return self.delete_topics(image, request, now_ms)
+            case CreatePartitionsRequest():
+                return self.create_partitions(image, request, now_ms)
+            case AlterPartitionRequest():
+                return self.alter_partition(image, request, now_ms)
+            case ElectLeadersRequest():
+                return self.elect_leaders(image, request, now_ms)
+            case IncrementalAlterConfigsRequest():
+                return self.incremental_alter_configs(image, request, now_ms)
+            case AllocateProducerIdsRequest():
+                return self.allocate_producer_ids(image, request, now_ms)
+        raise TypeError(f"not a controller request: {type(request).__name__}")
+
+    def register_broker(self, image: MetadataImage, request: BrokerRegistrationRequest,
+                        now_ms: int) -> ControllerResult[BrokerRegistrationResponse]:
+        return self._wrote(cluster.register_broker(image, request, self.sessions, now_ms,
+                                                   self._unclean(image)), now_ms)
+
+    def broker_heartbeat(self, image: MetadataImage, request: BrokerHeartbeatRequest,
+                         now_ms: int) -> ControllerResult[BrokerHeartbeatResponse]:
+        return self._wrote(cluster.broker_heartbeat(image, request, self.sessions, now_ms,
+                                                    self._unclean(image)), now_ms)
+
+    def unregister_broker(self, image: MetadataImage, request: UnregisterBrokerRequest,
+                          now_ms: int) -> ControllerResult[UnregisterBrokerResponse]:
+        return self._wrote(cluster.unregister_broker(image, request, self.sessions,
+                                                     self._unclean(image)), now_ms)
+
+    def create_topics(self, image: MetadataImage, request: CreateTopicsRequest,
+                      now_ms: int) -> ControllerResult[CreateTopicsResponse]:
+        return self._wrote(replication.create_topics(image, request, self.settings, self._rng),
+                           now_ms)
+
+    def delete_topics(self, image: MetadataImage, request: DeleteTopicsRequest,
+                      now_ms: int) -> ControllerResult[DeleteTopicsResponse]:
+        return self._wrote(replication.delete_topics(image, request), now_ms)
+
+    def create_partitions(self, image: MetadataImage, request: CreatePartitionsRequest,
+                          now_ms: int) -> ControllerResult[CreatePartitionsResponse]:
+        return self._wrote(replication.create_partitions(image, request, self.settings,
+                                                         self._rng), now_ms)
+
+    def alter_partition(self, image: MetadataImage, request: AlterPartitionRequest,
+                        now_ms: int) -> ControllerResult[AlterPartitionResponse]:
+        return self._wrote(leadership.alter_partition(image, request, self._unclean(image)),
+                           now_ms)
+
+    def elect_leaders(self, image: MetadataImage, request: ElectLeadersRequest,
+                      now_ms: int) -> ControllerResult[ElectLeadersResponse]:
+        return self._wrote(leadership.elect_leaders(image, request), now_ms)
+
+    def incremental_alter_configs(
+        self, image: MetadataImage, request: IncrementalAlterConfigsRequest, now_ms: int
+    ) -> ControllerResult[IncrementalAlterConfigsResponse]:
+        return self._wrote(configs.incremental_alter_configs(image, request), now_ms)
+
+    def allocate_producer_ids(self, image: MetadataImage, request: AllocateProducerIdsRequest,
+                              now_ms: int) -> ControllerResult[AllocateProducerIdsResponse]:
+        return self._wrote(producer_ids.allocate_producer_ids(image, request), now_ms)
+
+    def fence_stale_brokers(self, image: MetadataImage,
+                            now_ms: int) -> ControllerResult[tuple[int, ...]]:
+        """Fence the longest-silent broker whose session expired (one per batch)."""
+        return self._wrote(cluster.fence_stale_broker(image, self.sessions, now_ms,
+                                                      self._unclean(image)), now_ms)
+
+    def maybe_noop(self, image: MetadataImage, now_ms: int) -> ControllerResult[None] | None:
+        """A ``NoOpRecord`` when nothing was written for metadata.max.idle.interval.ms, so
+        brokers see the log advance (and the leader's term confirmed) while the cluster idles."""
+        if now_ms - self._last_write_ms < self.settings.metadata_max_idle_interval_ms:
+            return None
+        return self._wrote(ControllerResult((NoOpRecord(),), None), now_ms)
+
+    def next_deadline_ms(self, image: MetadataImage) -> int:
+        """When to call ``fence_stale_brokers`` / ``maybe_noop`` next."""
+        noop_at = self._last_write_ms + self.settings.metadata_max_idle_interval_ms
+        expiry = self.sessions.next_expiry_ms(image)
+        return noop_at if expiry is None else min(noop_at, expiry)
+
+
+def not_controller(message: str | None = None) -> ApiError:
+    """The error a standby controller answers with (the shell adds the leader's address)."""
+    return ApiError.of(Errors.NOT_CONTROLLER, message)

@@ -1,0 +1,243 @@
+"""Broker lifecycle: registration, heartbeats, fencing, controlled shutdown, unregistration.
+
+Theory of operation (KIP-631, Kafka's ``ClusterControlManager`` and the broker parts of
+``ReplicationControlManager``). A broker registers with an incarnation id and gets a broker
+epoch: the metadata offset its ``RegisterBrokerRecord`` will have (``image.offset + 1 + its index
+in the batch``). It starts fenced. It heartbeats with the metadata offset it has applied; once
+that reaches its registration offset it is unfenced and may lead. A broker whose session expires
+(``broker.session.timeout.ms`` without a heartbeat) is fenced by ``fence_stale_broker``. Fencing,
+controlled shutdown and unregistration all first move the broker's leaderships away and remove it
+from every ISR (``generate_leader_and_isr_updates``), in the same atomic batch as the broker's
+own record, so the image never shows a fenced broker leading.
+
+A new incarnation of a registered broker id replaces the old one unless the old one's session is
+still alive (``DUPLICATE_BROKER_REGISTRATION``); the old incarnation's leaderships and ISR
+memberships are dropped in the same batch because the new registration starts fenced.
+
+Heartbeat state transitions are listed in ``quorum.managers.sessions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from metadata.image import BrokerRegistration, MetadataImage
+from metadata.records import (
+    BrokerEndpoint,
+    BrokerFeature,
+    BrokerRegistrationChangeRecord,
+    BrokerRegistrationFencingChange,
+    BrokerRegistrationInControlledShutdownChange,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+    kafka_string_to_uuid,
+)
+from quorum.errors import SUCCESS, ApiError, Errors
+from quorum.managers.cluster_checks import check_broker_epoch
+from quorum.managers.partition_change import (
+    generate_leader_and_isr_updates,
+    leads_any,
+    partitions_with_broker_in_isr,
+    partitions_without_leader,
+)
+from quorum.managers.result import ControllerResult
+from quorum.managers.sessions import (
+    BrokerControlState,
+    BrokerSessions,
+    HeartbeatInput,
+    current_broker_state,
+    next_broker_state,
+)
+
+UncleanPolicy = Callable[[str], bool]
+
+
+@attrs.frozen
+class BrokerRegistrationRequest:
+    broker_id: int
+    # Kafka Uuid text (22 characters of URL-safe base64), new for every broker process start.
+    incarnation_id: str
+    listeners: tuple[BrokerEndpoint, ...] = ()
+    rack: str | None = None
+    features: tuple[BrokerFeature, ...] = ()
+
+
+@attrs.frozen
+class BrokerRegistrationResponse:
+    error: ApiError
+    broker_epoch: int = -1
+
+
+@attrs.frozen
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool = False
+    want_shut_down: bool = False
+
+
+@attrs.frozen
+class BrokerHeartbeatResponse:
+    error: ApiError
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    in_controlled_shutdown: bool = False
+    should_shut_down: bool = False
+
+
+@attrs.frozen
+class UnregisterBrokerRequest:
+    broker_id: int
+
+
+@attrs.frozen
+class UnregisterBrokerResponse:
+    error: ApiError
+
+
+def _validate_registration(request: BrokerRegistrationRequest) -> ApiError:
+    if request.broker_id < 0:
+        return ApiError.of(Errors.INVALID_REQUEST,
+                           f"Invalid broker id {request.broker_id}: it must be non-negative.")
+    try:
+        kafka_string_to_uuid(request.incarnation_id)
+    except ValueError as error:
+        return ApiError.of(Errors.INVALID_REQUEST, f"Invalid incarnation id: {error}")
+    names = [listener.name for listener in request.listeners]
+    if len(set(names)) != len(names):
+        return ApiError.of(Errors.INVALID_REQUEST, "Listener names must be unique.")
+    for listener in request.listeners:
+        if not 0 < listener.port < 65536:
+            return ApiError.of(Errors.INVALID_REQUEST,
+                               f"Invalid port {listener.port} for listener {listener.name}.")
+    return SUCCESS
+
+
+def fence_records(image: MetadataImage, registration: BrokerRegistration,
+                  unclean: UncleanPolicy) -> list[MetadataRecord]:
+    """Kafka's ``handleBrokerFenced``: leave every ISR and leadership, then fence."""
+    records: list[MetadataRecord] = list(generate_leader_and_isr_updates(
+        image, partitions_with_broker_in_isr(image, registration.id),
+        unclean_enabled=unclean, broker_to_remove=registration.id))
+    records.append(BrokerRegistrationChangeRecord(
+        broker_id=registration.id, broker_epoch=registration.epoch,
+        fenced=BrokerRegistrationFencingChange.FENCE.value))
+    return records
+
+
+def register_broker(image: MetadataImage, request: BrokerRegistrationRequest,
+                    sessions: BrokerSessions, now_ms: int,
+                    unclean: UncleanPolicy) -> ControllerResult[BrokerRegistrationResponse]:
+    error = _validate_registration(request)
+    if error.is_failure():
+        return ControllerResult((), BrokerRegistrationResponse(error))
+    existing = image.cluster.brokers.get(request.broker_id)
+    records: list[MetadataRecord] = []
+    if existing is not None:
+        if (sessions.has_valid_session(existing, now_ms)
+                and existing.incarnation_id != request.incarnation_id):
+            return ControllerResult((), BrokerRegistrationResponse(ApiError.of(
+                Errors.DUPLICATE_BROKER_REGISTRATION,
+                "Another broker is registered with that broker id.")))
+        # The new registration starts fenced: the old one must not keep leading.
+        records.extend(generate_leader_and_isr_updates(
+            image, partitions_with_broker_in_isr(image, existing.id),
+            unclean_enabled=unclean, broker_to_remove=existing.id))
+    broker_epoch = image.offset + 1 + len(records)
+    records.append(RegisterBrokerRecord(
+        broker_id=request.broker_id, incarnation_id=request.incarnation_id,
+        broker_epoch=broker_epoch, end_points=request.listeners, features=request.features,
+        rack=request.rack, fenced=True, in_controlled_shutdown=False))
+    sessions.register(request.broker_id, broker_epoch, now_ms)
+    return ControllerResult(tuple(records), BrokerRegistrationResponse(SUCCESS, broker_epoch))
+
+
+def _transition_records(image: MetadataImage, registration: BrokerRegistration,
+                        next_state: BrokerControlState, sessions: BrokerSessions,
+                        unclean: UncleanPolicy) -> list[MetadataRecord]:
+    broker_id = registration.id
+    if next_state in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
+        return fence_records(image, registration, unclean)
+    if next_state is BrokerControlState.UNFENCED:
+        records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(
+            broker_id=broker_id, broker_epoch=registration.epoch,
+            fenced=BrokerRegistrationFencingChange.UNFENCE.value)]
+        records.extend(generate_leader_and_isr_updates(
+            image, partitions_without_leader(image), unclean_enabled=unclean,
+            broker_to_add=broker_id))
+        return records
+    # CONTROLLED_SHUTDOWN: Kafka's handleBrokerInControlledShutdown.
+    records = [BrokerRegistrationChangeRecord(
+        broker_id=broker_id, broker_epoch=registration.epoch,
+        in_controlled_shutdown=BrokerRegistrationInControlledShutdownChange
+        .IN_CONTROLLED_SHUTDOWN.value)]
+    records.extend(generate_leader_and_isr_updates(
+        image, partitions_with_broker_in_isr(image, broker_id), unclean_enabled=unclean,
+        broker_to_remove=broker_id))
+    sessions.begin_controlled_shutdown(registration, image.offset + len(records))
+    return records
+
+
+def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
+                     sessions: BrokerSessions, now_ms: int,
+                     unclean: UncleanPolicy) -> ControllerResult[BrokerHeartbeatResponse]:
+    """Kafka's ``ReplicationControlManager.processBrokerHeartbeat``."""
+    error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error.is_failure():
+        return ControllerResult((), BrokerHeartbeatResponse(error))
+    registration = image.cluster.brokers[request.broker_id]
+    current = current_broker_state(registration)
+    heartbeat = HeartbeatInput(
+        current=current, want_fence=request.want_fence, want_shut_down=request.want_shut_down,
+        current_metadata_offset=request.current_metadata_offset,
+        registration_offset=registration.epoch,
+        controlled_shutdown_offset=sessions.controlled_shutdown_offset(registration, image.offset),
+        lowest_active_offset=sessions.lowest_active_offset(image),
+        in_controlled_shutdown_in_image=registration.in_controlled_shutdown)
+    next_state = next_broker_state(heartbeat, lambda: leads_any(image, request.broker_id))
+    records: list[MetadataRecord] = []
+    if next_state is not current:
+        records = _transition_records(image, registration, next_state, sessions, unclean)
+    sessions.touch(registration, now_ms, request.current_metadata_offset)
+    return ControllerResult(tuple(records), BrokerHeartbeatResponse(
+        SUCCESS,
+        is_caught_up=request.current_metadata_offset >= registration.epoch,
+        is_fenced=next_state.fenced,
+        in_controlled_shutdown=next_state.in_controlled_shutdown,
+        should_shut_down=next_state.should_shut_down))
+
+
+def unregister_broker(image: MetadataImage, request: UnregisterBrokerRequest,
+                      sessions: BrokerSessions,
+                      unclean: UncleanPolicy) -> ControllerResult[UnregisterBrokerResponse]:
+    """Kafka's ``ReplicationControlManager.unregisterBroker``."""
+    registration = image.cluster.brokers.get(request.broker_id)
+    if registration is None:
+        return ControllerResult((), UnregisterBrokerResponse(ApiError.of(
+            Errors.BROKER_ID_NOT_REGISTERED,
+            f"Broker ID {request.broker_id} is not currently registered")))
+    records: list[MetadataRecord] = list(generate_leader_and_isr_updates(
+        image, partitions_with_broker_in_isr(image, registration.id),
+        unclean_enabled=unclean, broker_to_remove=registration.id))
+    records.append(UnregisterBrokerRecord(broker_id=registration.id,
+                                          broker_epoch=registration.epoch))
+    sessions.remove(registration.id)
+    return ControllerResult(tuple(records), UnregisterBrokerResponse(SUCCESS))
+
+
+def fence_stale_broker(image: MetadataImage, sessions: BrokerSessions, now_ms: int,
+                       unclean: UncleanPolicy) -> ControllerResult[tuple[int, ...]]:
+    """Fence the longest-silent stale broker, if any (Kafka's ``maybeFenceOneStaleBroker``).
+
+    One broker per batch, as Kafka does, so each fencing's leader moves are computed against an
+    image that already shows the previous one; call again after the batch commits.
+    """
+    stale = sessions.stale_brokers(image, now_ms)
+    if not stale:
+        return ControllerResult((), ())
+    registration = image.cluster.brokers[stale[0]]
+    return ControllerResult(tuple(fence_records(image, registration, unclean)), (stale[0],))

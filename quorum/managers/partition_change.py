@@ -1,0 +1,193 @@
+"""Leader election and ISR changes for one partition (Kafka's ``PartitionChangeBuilder``).
+
+Theory of operation. ``build_partition_change`` takes a partition as the image has it, the ISR
+the caller wants (``target_isr``), an election type and a predicate saying which brokers may lead,
+and returns the ``PartitionChangeRecord`` that gets there — or ``None`` when nothing changes.
+
+* A valid leader is in the target ISR and acceptable (registered, unfenced, not shutting down).
+* ``ONLINE``: keep the current leader if valid, else the first valid replica in replica order,
+  else no leader (-1).
+* ``PREFERRED``: the first replica if valid, else as ``ONLINE`` (current leader, then the rest).
+* ``UNCLEAN``: as ``ONLINE``, then — only if no ISR member can lead — the first acceptable
+  replica outside the ISR; the ISR becomes just that leader and the leader recovery state
+  ``RECOVERING`` (KIP-704), because the new leader may lack acknowledged data.
+* The ISR never shrinks to empty: without eligible leader replicas (KIP-966 ELR, which pykraft
+  does not implement) Kafka keeps the last ISR member when the target ISR is empty, and the
+  partition goes leaderless (-1) until that replica comes back.
+
+Epochs are not set here: replaying the record bumps the partition epoch, and the leader epoch
+whenever ``leader`` is set (``PartitionRegistration.merge``). Since metadata version 3.6 an ISR
+shrink no longer bumps the leader epoch (KAFKA-15021), so only leader changes do.
+
+``partitions_with_broker_in_isr`` / ``partitions_without_leader`` / ``leads_any`` scan the image;
+``generate_leader_and_isr_updates`` is Kafka's ``ReplicationControlManager`` helper of the same
+name: remove a broker from every ISR it is in and move its leaderships (fencing, controlled
+shutdown, unregistration), or let a newly unfenced broker lead leaderless partitions.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Iterator
+
+import attrs
+
+from metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from metadata.records import (
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    NO_LEADER_RECOVERY_STATE_CHANGE,
+    LeaderRecoveryState,
+    PartitionChangeRecord,
+)
+
+LeaderAcceptor = Callable[[int], bool]
+
+
+class Election(enum.Enum):
+    """Kafka's ``PartitionChangeBuilder.Election``."""
+
+    # Elect the preferred (first) replica if it is in the ISR and acceptable.
+    PREFERRED = "PREFERRED"
+    # Keep the partition online with a leader from the ISR.
+    ONLINE = "ONLINE"
+    # Prefer the ISR, but pick any acceptable replica rather than stay offline.
+    UNCLEAN = "UNCLEAN"
+
+
+@attrs.frozen
+class ElectionResult:
+    node: int
+    unclean: bool
+
+
+@attrs.frozen
+class TopicPartitionRef:
+    """A partition found in the image, with the topic it belongs to."""
+
+    topic: TopicImage
+    partition_id: int
+    partition: PartitionRegistration
+
+
+def is_active(image: MetadataImage, broker_id: int) -> bool:
+    """Kafka's ``ClusterControlManager.isActive``: registered, unfenced, not shutting down."""
+    registration = image.cluster.brokers.get(broker_id)
+    return (registration is not None and not registration.fenced
+            and not registration.in_controlled_shutdown)
+
+
+def elect_leader(partition: PartitionRegistration, target_isr: tuple[int, ...],
+                 election: Election, acceptable: LeaderAcceptor) -> ElectionResult:
+    """Pick the leader ``election`` asks for; ``NO_LEADER`` when there is none."""
+
+    def valid(replica: int) -> bool:
+        return replica in target_isr and acceptable(replica)
+
+    replicas = partition.replicas
+    if election is Election.PREFERRED:
+        if replicas and valid(replicas[0]):
+            return ElectionResult(replicas[0], unclean=False)
+        if valid(partition.leader):
+            return ElectionResult(partition.leader, unclean=False)
+        candidates: Iterable[int] = replicas[1:]
+    else:
+        if valid(partition.leader):
+            return ElectionResult(partition.leader, unclean=False)
+        candidates = replicas
+    for replica in candidates:
+        if valid(replica):
+            return ElectionResult(replica, unclean=False)
+    if election is Election.UNCLEAN:
+        for replica in replicas:
+            if acceptable(replica):
+                return ElectionResult(replica, unclean=True)
+    return ElectionResult(NO_LEADER, unclean=False)
+
+
+def build_partition_change(
+    partition: PartitionRegistration,
+    *,
+    topic_id: str,
+    partition_id: int,
+    acceptable: LeaderAcceptor,
+    target_isr: tuple[int, ...] | None = None,
+    election: Election = Election.ONLINE,
+    target_leader_recovery_state: LeaderRecoveryState | None = None,
+) -> PartitionChangeRecord | None:
+    """The record moving ``partition`` to ``target_isr`` with a fresh election, or None."""
+    isr_goal = partition.isr if target_isr is None else target_isr
+    result = elect_leader(partition, isr_goal, election, acceptable)
+    leader = NO_LEADER_CHANGE
+    isr: tuple[int, ...] | None = None
+    recovery = NO_LEADER_RECOVERY_STATE_CHANGE
+    if result.node != partition.leader:
+        leader = result.node
+        if result.unclean:
+            # The new leader is outside the ISR: it alone is in sync now, and it must recover.
+            isr = (result.node,)
+            if partition.leader_recovery_state is not LeaderRecoveryState.RECOVERING:
+                recovery = LeaderRecoveryState.RECOVERING.value
+    if isr is None and isr_goal and isr_goal != partition.isr:
+        isr = isr_goal
+    if (target_leader_recovery_state is not None
+            and target_leader_recovery_state is not partition.leader_recovery_state):
+        recovery = target_leader_recovery_state.value
+    if leader == NO_LEADER_CHANGE and isr is None and recovery == NO_LEADER_RECOVERY_STATE_CHANGE:
+        return None
+    return PartitionChangeRecord(partition_id=partition_id, topic_id=topic_id, isr=isr,
+                                 leader=leader, leader_recovery_state=recovery)
+
+
+def all_partitions(image: MetadataImage) -> Iterator[TopicPartitionRef]:
+    # Sorted by topic name, then partition id, so the records of one request come out in a
+    # deterministic order whatever the HAMT iteration order is.
+    for name in sorted(image.topics.by_name):
+        topic = image.topics.by_name[name]
+        for partition_id in sorted(topic.partitions):
+            yield TopicPartitionRef(topic, partition_id, topic.partitions[partition_id])
+
+
+def partitions_with_broker_in_isr(image: MetadataImage,
+                                  broker_id: int) -> Iterator[TopicPartitionRef]:
+    return (ref for ref in all_partitions(image) if broker_id in ref.partition.isr)
+
+
+def partitions_without_leader(image: MetadataImage) -> Iterator[TopicPartitionRef]:
+    return (ref for ref in all_partitions(image) if ref.partition.leader == NO_LEADER)
+
+
+def leads_any(image: MetadataImage, broker_id: int) -> bool:
+    """Kafka's ``BrokersToIsrs.hasLeaderships``."""
+    return any(ref.partition.leader == broker_id for ref in all_partitions(image))
+
+
+def generate_leader_and_isr_updates(
+    image: MetadataImage,
+    partitions: Iterable[TopicPartitionRef],
+    *,
+    unclean_enabled: Callable[[str], bool],
+    broker_to_remove: int = NO_LEADER,
+    broker_to_add: int = NO_LEADER,
+) -> list[PartitionChangeRecord]:
+    """Remove ``broker_to_remove`` from ISRs and leadership; let ``broker_to_add`` lead.
+
+    ``broker_to_add`` counts as acceptable even though the image still shows it fenced (the
+    unfencing record is in the same batch); ``broker_to_remove`` never does, even for an unclean
+    election, although the image still shows it active.
+    """
+
+    def acceptable(replica: int) -> bool:
+        return replica != broker_to_remove and (replica == broker_to_add
+                                                or is_active(image, replica))
+
+    records: list[PartitionChangeRecord] = []
+    for ref in partitions:
+        election = Election.UNCLEAN if unclean_enabled(ref.topic.name) else Election.ONLINE
+        target_isr = tuple(r for r in ref.partition.isr if r != broker_to_remove)
+        record = build_partition_change(ref.partition, topic_id=ref.topic.topic_id,
+                                        partition_id=ref.partition_id, acceptable=acceptable,
+                                        target_isr=target_isr, election=election)
+        if record is not None:
+            records.append(record)
+    return records

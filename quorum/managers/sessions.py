@@ -1,0 +1,187 @@
+"""Broker sessions: the active controller's soft state about heartbeats (KIP-631).
+
+Theory of operation. Heartbeats are not written to the metadata log (that would flood it), so
+only the active controller knows when each broker last called in. ``BrokerSessions`` holds, per
+broker incarnation (broker id + broker epoch): the time of the last contact, the metadata offset
+the broker last reported, and the offset at which its controlled shutdown will be complete. A
+new active controller starts with no history: every registered broker is treated as having just
+called in at activation time, so it gets a full ``broker.session.timeout.ms`` of grace before it
+can be fenced (Kafka's ``BrokerHeartbeatManager`` is likewise rebuilt on failover).
+
+A session is valid while ``now_ms <= last_contact_ms + session_timeout_ms`` and the broker is
+unfenced; an unfenced broker without a valid session is stale and gets fenced.
+
+Broker states (Kafka's ``BrokerControlState``) and the heartbeat transitions
+(``next_broker_state``, Kafka's ``BrokerHeartbeatManager.calculateNextBrokerState``):
+
+    FENCED              -> SHUTDOWN_NOW         wants shutdown
+                        -> UNFENCED             caught up to its registration offset
+                                                (and not asking to stay fenced)
+    UNFENCED            -> SHUTDOWN_NOW         wants fence and shutdown; or wants shutdown and
+                                                leads nothing
+                        -> FENCED               wants fence
+                        -> CONTROLLED_SHUTDOWN  wants shutdown and still leads partitions
+    CONTROLLED_SHUTDOWN -> SHUTDOWN_NOW         leads nothing and every active broker has caught
+                                                up to the offset of the shutdown's records
+    SHUTDOWN_NOW        (terminal: the broker is fenced and told to exit)
+
+A broker fenced after a controlled shutdown (fenced and in controlled shutdown in the image)
+stays FENCED: it must come back as a new incarnation.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import attrs
+
+from metadata.image import BrokerRegistration, MetadataImage
+
+# Kafka's Long.MAX_VALUE answer of lowestActiveOffset() when no broker is active.
+_NO_ACTIVE_OFFSET = 2**63 - 1
+
+
+class BrokerControlState(enum.Enum):
+    FENCED = "FENCED"
+    UNFENCED = "UNFENCED"
+    CONTROLLED_SHUTDOWN = "CONTROLLED_SHUTDOWN"
+    SHUTDOWN_NOW = "SHUTDOWN_NOW"
+
+    @property
+    def fenced(self) -> bool:
+        return self in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW)
+
+    @property
+    def in_controlled_shutdown(self) -> bool:
+        return self is BrokerControlState.CONTROLLED_SHUTDOWN
+
+    @property
+    def should_shut_down(self) -> bool:
+        return self is BrokerControlState.SHUTDOWN_NOW
+
+
+def current_broker_state(registration: BrokerRegistration) -> BrokerControlState:
+    if registration.fenced:
+        return BrokerControlState.FENCED
+    if registration.in_controlled_shutdown:
+        return BrokerControlState.CONTROLLED_SHUTDOWN
+    return BrokerControlState.UNFENCED
+
+
+@attrs.define
+class BrokerSession:
+    broker_epoch: int
+    last_contact_ms: int
+    # The metadata offset the broker last reported; -1 until its first heartbeat.
+    metadata_offset: int = -1
+    # Offset of the last record of the batch that started its controlled shutdown, -1 if none.
+    controlled_shutdown_offset: int = -1
+
+
+@attrs.frozen
+class HeartbeatInput:
+    """What ``next_broker_state`` needs from a heartbeat and the controller's view."""
+
+    current: BrokerControlState
+    want_fence: bool
+    want_shut_down: bool
+    current_metadata_offset: int
+    # Kafka: the offset of the broker's RegisterBrokerRecord — its broker epoch.
+    registration_offset: int
+    controlled_shutdown_offset: int
+    lowest_active_offset: int
+    in_controlled_shutdown_in_image: bool
+
+
+def next_broker_state(heartbeat: HeartbeatInput,
+                      has_leaderships: Callable[[], bool]) -> BrokerControlState:
+    """Kafka's ``BrokerHeartbeatManager.calculateNextBrokerState``."""
+    state = BrokerControlState
+    if heartbeat.current is state.FENCED:
+        if heartbeat.want_shut_down:
+            return state.SHUTDOWN_NOW
+        if (not heartbeat.want_fence and not heartbeat.in_controlled_shutdown_in_image
+                and heartbeat.current_metadata_offset >= heartbeat.registration_offset):
+            return state.UNFENCED
+        return state.FENCED
+    if heartbeat.current is state.UNFENCED:
+        if heartbeat.want_fence:
+            return state.SHUTDOWN_NOW if heartbeat.want_shut_down else state.FENCED
+        if heartbeat.want_shut_down:
+            return state.CONTROLLED_SHUTDOWN if has_leaderships() else state.SHUTDOWN_NOW
+        return state.UNFENCED
+    if heartbeat.current is state.CONTROLLED_SHUTDOWN:
+        if has_leaderships():
+            return state.CONTROLLED_SHUTDOWN
+        if heartbeat.controlled_shutdown_offset <= heartbeat.lowest_active_offset:
+            return state.SHUTDOWN_NOW
+        return state.CONTROLLED_SHUTDOWN
+    return state.SHUTDOWN_NOW
+
+
+class BrokerSessions:
+    """Heartbeat soft state of the active controller; see the module docstring."""
+
+    def __init__(self, session_timeout_ms: int, activated_ms: int) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.activated_ms = activated_ms
+        self._sessions: dict[int, BrokerSession] = {}
+
+    def session(self, registration: BrokerRegistration) -> BrokerSession:
+        """The session of this incarnation; one that began at activation if none is known."""
+        session = self._sessions.get(registration.id)
+        if session is None or session.broker_epoch != registration.epoch:
+            last_contact = self.activated_ms
+            if session is not None:
+                last_contact = max(last_contact, session.last_contact_ms)
+            session = BrokerSession(broker_epoch=registration.epoch, last_contact_ms=last_contact)
+            self._sessions[registration.id] = session
+        return session
+
+    def register(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A (re-)registration starts a new session for the new broker epoch."""
+        self._sessions[broker_id] = BrokerSession(broker_epoch=broker_epoch, last_contact_ms=now_ms)
+
+    def touch(self, registration: BrokerRegistration, now_ms: int, metadata_offset: int) -> None:
+        session = self.session(registration)
+        session.last_contact_ms = max(session.last_contact_ms, now_ms)
+        session.metadata_offset = metadata_offset
+
+    def remove(self, broker_id: int) -> None:
+        self._sessions.pop(broker_id, None)
+
+    def has_valid_session(self, registration: BrokerRegistration, now_ms: int) -> bool:
+        """Kafka: a fenced broker has no valid session; otherwise the timeout decides."""
+        if registration.fenced:
+            return False
+        return now_ms <= self.session(registration).last_contact_ms + self.session_timeout_ms
+
+    def stale_brokers(self, image: MetadataImage, now_ms: int) -> list[int]:
+        """Unfenced brokers whose session expired, longest silent first."""
+        stale = [registration for registration in image.cluster.brokers.values()
+                 if not registration.fenced and not self.has_valid_session(registration, now_ms)]
+        stale.sort(key=lambda r: (self.session(r).last_contact_ms, r.id))
+        return [registration.id for registration in stale]
+
+    def next_expiry_ms(self, image: MetadataImage) -> int | None:
+        """The earliest time an unfenced broker becomes stale, if any broker is unfenced."""
+        deadlines = [self.session(r).last_contact_ms + self.session_timeout_ms + 1
+                     for r in image.cluster.brokers.values() if not r.fenced]
+        return min(deadlines) if deadlines else None
+
+    def lowest_active_offset(self, image: MetadataImage) -> int:
+        """Lowest metadata offset reported by an active (unfenced, not shutting down) broker."""
+        offsets = [self.session(r).metadata_offset for r in image.cluster.brokers.values()
+                   if not r.fenced and not r.in_controlled_shutdown]
+        return min(offsets) if offsets else _NO_ACTIVE_OFFSET
+
+    def begin_controlled_shutdown(self, registration: BrokerRegistration, offset: int) -> None:
+        self.session(registration).controlled_shutdown_offset = offset
+
+    def controlled_shutdown_offset(self, registration: BrokerRegistration,
+                                   image_offset: int) -> int:
+        """Where this broker's shutdown completes; the image's end if this controller did
+        not start it (failover: every record so far must be seen by active brokers)."""
+        offset = self.session(registration).controlled_shutdown_offset
+        return offset if offset >= 0 else image_offset

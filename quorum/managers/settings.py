@@ -1,0 +1,35 @@
+"""``ControllerSettings``: the Kafka properties the controller's decisions depend on."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class ControllerSettings:
+    """Kafka's property names and defaults (the controller process builds this from its config).
+
+    ``quorum.config.ControllerConfig`` is the process configuration (addresses, Raft tuning);
+    this is only what the pure core reads.
+    """
+
+    # broker.session.timeout.ms: an unfenced broker silent this long is fenced.
+    broker_session_timeout_ms: int = 9000
+    # metadata.max.idle.interval.ms: append a NoOpRecord when nothing was written this long.
+    metadata_max_idle_interval_ms: int = 500
+    # num.partitions / default.replication.factor: used when CreateTopics says -1.
+    default_num_partitions: int = 1
+    default_replication_factor: int = 1
+    # unclean.leader.election.enable: the static default when neither the topic nor the
+    # cluster-wide broker config sets it.
+    unclean_leader_election_enable: bool = False
+    # pykraft bound (STYLE.md §7): partitions one CreateTopics / CreatePartitions request may
+    # create. Kafka bounds records per user operation the same way (MAX_RECORDS_PER_USER_OP).
+    max_partitions_per_request: int = 100_000
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("broker_session_timeout_ms", "metadata_max_idle_interval_ms",
+                     "default_num_partitions", "default_replication_factor",
+                     "max_partitions_per_request"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
