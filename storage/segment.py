@@ -1,0 +1,471 @@
+"""One log segment: ``<base offset>.log`` of batches plus its ``.index`` and ``.timeindex``.
+
+Theory of operation (Kafka's ``LogSegment``): batches are appended byte-for-byte at the end of
+the ``.log`` file. After more than ``index.interval.bytes`` of log since the last index entry,
+the next batch gets an offset-index entry ``(its last offset, its position)`` and the time index
+records the largest timestamp so far. Finding an offset takes the index's floor entry and scans
+batch headers forward from its position (only headers are read; bodies stay on disk). Reads
+return a ``FileSlice`` of whole batches. ``recover`` re-validates every batch (CRC included),
+rebuilds both indexes and cuts the file at the first invalid batch.
+
+The segment does no policy: ``should_roll`` (a pure function) decides when the log rolls, and
+``PartitionLog`` decides what to append, read, truncate and delete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import attrs
+
+from storage.file_slice import FileSlice
+from storage.index import (
+    MAX_RELATIVE_OFFSET,
+    NO_TIMESTAMP,
+    OFFSET_INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    OffsetIndex,
+    TimeIndex,
+    TimestampOffset,
+)
+from storage.log_config import LogConfig
+from storage.record_batch import (
+    BATCH_HEADER_SIZE,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    CorruptRecordError,
+    validate_batch,
+)
+from storage.records import iter_records
+
+LOG_SUFFIX = ".log"
+# The header layout of storage.record_batch, read here from a 61-byte pread: parse_header wants
+# the whole batch in memory, and scanning a segment must not read batch bodies.
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_base_offset(name: str, suffix: str) -> int | None:
+    """The base offset of a ``<20 digits><suffix>`` file name, else None."""
+    stem = name.removesuffix(suffix)
+    if stem == name or len(stem) != 20 or not stem.isascii() or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def should_roll(
+    *,
+    segment_size: int,
+    messages_size: int,
+    config: LogConfig,
+    time_waited_ms: int,
+    indexes_full: bool,
+    relative_offset: int,
+) -> bool:
+    """Kafka's ``LogSegment.shouldRoll``: roll before appending ``messages_size`` bytes?
+
+    An empty segment never rolls: a batch bigger than ``segment.bytes`` goes into it alone.
+    """
+    if segment_size == 0:
+        return False
+    return (
+        segment_size > config.segment_bytes - messages_size
+        or time_waited_ms > config.segment_ms
+        or indexes_full
+        or not 0 <= relative_offset <= MAX_RELATIVE_OFFSET
+    )
+
+
+@attrs.frozen
+class AppendedBatch:
+    """A batch about to be written: where it is in the append buffer and what it holds."""
+
+    position: int  # within the buffer passed to ``LogSegment.append``
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+@attrs.frozen
+class BatchLocation:
+    position: int
+    header: BatchHeader
+
+
+@attrs.frozen
+class SegmentRead:
+    """Whole batches ``[first batch containing the offset, next_offset)`` of one segment."""
+
+    slice: FileSlice
+    start_position: int
+    next_offset: int
+
+
+@attrs.frozen
+class RecoverResult:
+    truncated_bytes: int
+    next_offset: int
+    error: str | None  # why the scan stopped early, if it did
+
+
+class LogSegment:
+    # Invariant: batches in the file are contiguous: the first starts at base_offset and
+    # each starts at the previous one's next offset. size == bytes of whole batches.
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self.base_offset = base_offset
+        self.config = config
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index_path = directory / segment_file_name(base_offset, OFFSET_INDEX_SUFFIX)
+        self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.created_ms = now_ms
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._max_timestamp: TimestampOffset | None = None  # loaded lazily from the time index
+        self._rolling_timestamp: int | None = None  # first batch's max timestamp
+        self._bytes_since_last_index_entry = 0
+
+    # ------------------------------------------------------------------ indexes
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._offset_index = OffsetIndex(
+                self.offset_index_path, self.base_offset, self.config.segment_index_bytes
+            )
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._time_index = TimeIndex(
+                self.time_index_path, self.base_offset, self.config.segment_index_bytes
+            )
+        return self._time_index
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError (or FileNotFoundError) when the indexes need rebuilding."""
+        for path in (self.offset_index_path, self.time_index_path):
+            if not path.exists():
+                raise FileNotFoundError(f"index file {path} is missing")
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check(self.size)
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        if self._max_timestamp is None:
+            self._max_timestamp = self.time_index.last_entry
+        return self._max_timestamp
+
+    def largest_timestamp_ms(self) -> int:
+        """What time retention compares (Kafka ``largestTimestamp``): mtime without records."""
+        timestamp = self.max_timestamp_so_far.timestamp
+        return timestamp if timestamp >= 0 else int(os.stat(self.log_path).st_mtime * 1000)
+
+    def time_waited_for_roll_ms(self, now_ms: int, max_timestamp_in_messages: int) -> int:
+        """Kafka ``timeWaitedForRoll``: by record time once the segment has a batch."""
+        if self._rolling_timestamp is None and self.size > 0:
+            self._rolling_timestamp = self._read_header(0).max_timestamp
+        if self._rolling_timestamp is not None and self._rolling_timestamp >= 0:
+            return max_timestamp_in_messages - self._rolling_timestamp
+        return now_ms - self.created_ms
+
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    # ------------------------------------------------------------------ append
+
+    def append(
+        self, buffer: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch]
+    ) -> None:
+        """Write ``buffer`` (whole batches, offsets already assigned) at the end of the file."""
+        physical_position = self.size
+        if physical_position == 0 and batches:
+            self._rolling_timestamp = batches[0].max_timestamp
+        _write_fully(self._fd, memoryview(buffer), physical_position)
+        self.size += len(buffer)
+        for batch in batches:
+            self._after_batch(
+                batch.last_offset,
+                batch.max_timestamp,
+                physical_position + batch.position,
+                batch.size,
+            )
+
+    def _after_batch(self, last_offset: int, max_timestamp: int, position: int, size: int) -> None:
+        """Track the max timestamp and add index entries every index.interval.bytes."""
+        if max_timestamp > self.max_timestamp_so_far.timestamp:
+            self._max_timestamp = TimestampOffset(max_timestamp, last_offset)
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            if not self.offset_index.is_full:
+                self.offset_index.append(last_offset, position)
+            if not self.time_index.is_full:
+                latest = self.max_timestamp_so_far
+                self.time_index.maybe_append(latest.timestamp, latest.offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    # ------------------------------------------------------------------ read
+
+    def _read_header(self, position: int) -> BatchHeader:
+        data = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+        if len(data) < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(
+                "header", f"only {len(data)} bytes left, a v2 header needs 61", position
+            )
+        header = BatchHeader(*_HEADER.unpack(data))
+        if header.magic != CURRENT_MAGIC:
+            raise CorruptRecordError("magic", f"{header.magic} is not supported", position)
+        if header.batch_length < MIN_BATCH_LENGTH or position + header.size_in_bytes > self.size:
+            raise CorruptRecordError(
+                "batchLength", f"{header.batch_length} does not fit the segment", position
+            )
+        return header
+
+    def iter_headers(
+        self, start_position: int = 0, end_position: int | None = None
+    ) -> Iterator[BatchLocation]:
+        """Headers of the batches from ``start_position`` (a batch boundary) on."""
+        end = self.size if end_position is None else end_position
+        position = start_position
+        while position < end:
+            header = self._read_header(position)
+            yield BatchLocation(position, header)
+            position += header.size_in_bytes
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
+        """The first batch whose last offset >= ``offset`` (Kafka ``translateOffset``)."""
+        floor = self.offset_index.lookup(offset)
+        for location in self.iter_headers(max(floor.position, starting_position)):
+            if location.header.last_offset >= offset:
+                return location
+        return None
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_position: int, min_one_batch: bool
+    ) -> SegmentRead | None:
+        """Whole batches from the one holding ``start_offset``, ending at or before
+        ``max_position`` and within ``max_bytes`` (the first batch regardless of
+        ``max_bytes`` when ``min_one_batch``). None when no batch holds an offset >= start."""
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        start = first.position
+        limit = min(max_position, start + max_bytes)
+        if min_one_batch:
+            limit = max(limit, min(max_position, start + first.header.size_in_bytes))
+        end, next_offset = self._whole_batches_end(first, limit)
+        return SegmentRead(FileSlice(self.log_path, start, end - start), start, next_offset)
+
+    def _whole_batches_end(self, first: BatchLocation, limit: int) -> tuple[int, int]:
+        """Extend from ``first`` over whole batches ending at or before ``limit``."""
+        end, next_offset = first.position, first.header.base_offset
+        # Jump over most batches with the index: an entry's position starts a whole batch.
+        jump = self.offset_index.lookup_by_position(limit)
+        if jump is not None and jump.position > end:
+            end = jump.position
+            next_offset = self._read_header(end).base_offset
+        for location in self.iter_headers(end, self.size):
+            batch_end = location.position + location.header.size_in_bytes
+            if batch_end > limit:
+                break
+            end, next_offset = batch_end, location.header.next_offset
+        return end, next_offset
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch, or the base offset when empty."""
+        next_offset = self.base_offset
+        floor = self.offset_index.lookup(self.offset_index.last_offset)
+        for location in self.iter_headers(floor.position):
+            next_offset = location.header.next_offset
+        return next_offset
+
+    def read_batch(self, location: BatchLocation) -> bytes:
+        return os.pread(self._fd, location.header.size_in_bytes, location.position)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or after ``timestamp`` whose offset
+        >= ``starting_offset`` (Kafka ``findOffsetByTimestamp``; decodes one batch)."""
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for location in self.iter_headers(position):
+            header = location.header
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for record in iter_records(self.read_batch(location)):
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    # ------------------------------------------------------------------ recovery and truncation
+
+    def recover(self, on_batch: Callable[[BatchHeader], None]) -> RecoverResult:
+        """Re-validate every batch, rebuild both indexes, cut the file at the first bad batch.
+
+        ``on_batch`` sees each valid batch in order (epoch cache and producer state replay).
+        """
+        self.resize_indexes(self.config.segment_index_bytes)
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._max_timestamp = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        self._bytes_since_last_index_entry = 0
+        valid_bytes, next_offset, error = 0, self.base_offset, None
+        try:
+            for position, header in _iter_valid_batches(self._fd, self.size):
+                if header.base_offset != next_offset:
+                    raise CorruptRecordError(
+                        "baseOffset", f"{header.base_offset}, expected {next_offset}", position
+                    )
+                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    raise CorruptRecordError("lastOffsetDelta", "overflows the segment", position)
+                self._after_batch(
+                    header.last_offset, header.max_timestamp, position, header.size_in_bytes
+                )
+                on_batch(header)
+                valid_bytes, next_offset = position + header.size_in_bytes, header.next_offset
+        except CorruptRecordError as corrupt:
+            error = str(corrupt)
+        truncated = self.size - valid_bytes
+        if truncated:
+            self._truncate_file(valid_bytes)
+        self._rolling_timestamp = None
+        # Like a clean roll, end with the segment's largest timestamp, then trim (Kafka).
+        self.on_become_inactive()
+        return RecoverResult(truncated, next_offset, error)
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch holding an offset >= ``offset``; returns the bytes removed.
+
+        A batch that straddles ``offset`` goes whole, so the segment may end below it.
+        """
+        location = self.translate_offset(offset)
+        # The (possibly trimmed) indexes of a segment that becomes active get room again.
+        self.resize_indexes(self.config.segment_index_bytes)
+        if location is None:
+            return 0
+        self.offset_index.truncate_to(location.header.base_offset)
+        self.time_index.truncate_to(location.header.base_offset)
+        truncated = self.size - location.position
+        self._truncate_file(location.position)
+        self._bytes_since_last_index_entry = 0
+        self._rolling_timestamp = None
+        self._max_timestamp = self._largest_timestamp_after_index()
+        return truncated
+
+    def _largest_timestamp_after_index(self) -> TimestampOffset:
+        """Kafka ``loadLargestTimestamp``: the time index's last entry, then scan past it."""
+        best = self.time_index.last_entry
+        position = self.offset_index.lookup(best.offset).position
+        for location in self.iter_headers(position):
+            if location.header.max_timestamp > best.timestamp:
+                best = TimestampOffset(location.header.max_timestamp, location.header.last_offset)
+        return best
+
+    def _truncate_file(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+        self.size = size
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_become_inactive(self) -> None:
+        """On roll: record the final max timestamp and trim the indexes to their entries."""
+        latest = self.max_timestamp_so_far
+        self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Clean close: final time-index entry, trimmed indexes, fd released."""
+        latest = self.max_timestamp_so_far
+        if latest.timestamp >= 0:
+            self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self._fd)
+
+    def close_handler(self) -> None:
+        """Release fds and maps without writing anything (crash simulation, dir offline)."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_handler()
+        os.close(self._fd)
+
+    def delete(self) -> None:
+        """Close and remove all three files."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        os.close(self._fd)
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
+
+
+def _write_fully(fd: int, data: memoryview, position: int) -> None:
+    while data:
+        written = os.pwrite(fd, data, position)
+        data = data[written:]
+        position += written
+
+
+def _iter_valid_batches(fd: int, file_size: int) -> Iterator[tuple[int, BatchHeader]]:
+    """``(position, header)`` of CRC-valid batches from the start of the file, reading in
+    chunks; raises CorruptRecordError at the first torn or corrupt batch."""
+    position = 0
+    while position < file_size:
+        chunk = os.pread(fd, min(RECOVERY_CHUNK_BYTES, file_size - position), position)
+        offset = 0
+        while position + offset < file_size:
+            if file_size - position - offset < LOG_OVERHEAD:
+                raise CorruptRecordError(
+                    "batchLength", "torn batch at the end of the log", position + offset
+                )
+            if len(chunk) - offset < LOG_OVERHEAD:
+                break  # refill from here
+            size = _batch_size_at(chunk, offset, position + offset, file_size)
+            if offset + size > len(chunk):
+                if offset:
+                    break  # refill from here
+                chunk = os.pread(fd, size, position)  # one batch bigger than a chunk
+            yield position + offset, _validate(chunk, offset, position)
+            offset += size
+        position += offset
+
+
+def _batch_size_at(chunk: bytes, offset: int, position: int, file_size: int) -> int:
+    """Size of the batch at ``offset`` in ``chunk`` (file ``position``); it must fit the file."""
+    batch_length = int.from_bytes(chunk[offset + 8 : offset + 12], "big", signed=True)
+    size = batch_length + LOG_OVERHEAD
+    if batch_length < MIN_BATCH_LENGTH or position + size > file_size:
+        raise CorruptRecordError(
+            "batchLength", f"batch of {size} bytes does not fit the log", position
+        )
+    return size
+
+
+def _validate(buffer: bytes, offset: int, buffer_position: int) -> BatchHeader:
+    try:
+        return validate_batch(buffer, offset)
+    except CorruptRecordError as error:
+        raise CorruptRecordError(error.field, error.message, buffer_position + offset) from None
