@@ -1,0 +1,256 @@
+"""Checks on batches before they reach a log, and what an append reports (pure, no file I/O).
+
+Kafka's ``LogValidator`` / ``UnifiedLog.analyzeAndValidateRecords``: every batch of a client
+(leader) append must be a CRC-valid v2 batch whose offset range matches its record count, no
+bigger than ``max.message.bytes``; clients may not write control batches; a transactional batch
+needs a producer id. The whole append must fit in one segment. Any failure rejects the whole
+append before a byte is written. Follower appends keep the leader's offsets, which must
+continue the log exactly (``UnexpectedAppendOffsetError`` / ``OffsetsOutOfOrderError``); like
+Kafka's ``MemoryRecords.batches``, an incomplete batch at the very end of fetched data is
+ignored (a fetch response may end mid-batch).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from storage.producer_state import (
+    AppendCheckKind,
+    ProducerStateEntry,
+    ProducerStateManager,
+    apply_batch,
+    check_append,
+)
+from storage.record_batch import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    validate_batch,
+)
+
+
+class AppendOrigin(enum.Enum):
+    CLIENT = "client"
+    COORDINATOR = "coordinator"  # transaction markers, group/txn coordinator records
+    REPLICATION = "replication"
+
+
+class LogError(Exception):
+    """Base of the expected, typed failures of a partition log."""
+
+
+class OffsetOutOfRangeError(LogError):
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is outside the log's range [{log_start_offset}, {log_end_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class RecordTooLargeError(LogError):
+    """A batch exceeds max.message.bytes (Kafka MESSAGE_TOO_LARGE)."""
+
+
+class RecordBatchTooLargeError(LogError):
+    """An append exceeds segment.bytes (Kafka RECORD_LIST_TOO_LARGE)."""
+
+
+class InvalidRecordError(LogError):
+    """A well-formed batch that breaks a rule (Kafka INVALID_RECORD)."""
+
+
+class UnexpectedAppendOffsetError(LogError):
+    def __init__(self, first_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"follower append starts at offset {first_offset} but the log ends at {log_end_offset}"
+        )
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
+
+
+class OffsetsOutOfOrderError(LogError):
+    """Follower batches whose offsets do not continue one another."""
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent batch with a sequence gap (Kafka OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class InvalidProducerEpochError(LogError):
+    """A batch from a fenced producer epoch (Kafka INVALID_PRODUCER_EPOCH)."""
+
+
+class StaleLeaderEpochError(LogError):
+    """An append stamped with a leader epoch below the log's latest epoch."""
+
+
+@attrs.frozen
+class ValidatedBatch:
+    position: int  # within the append buffer
+    header: BatchHeader
+
+
+@attrs.frozen
+class LogAppendInfo:
+    """What an append did (Kafka ``LogAppendInfo``); for a duplicate, the original offsets."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int
+    log_start_offset: int
+    records_count: int
+    valid_bytes: int
+    duplicate: bool = False
+
+
+def validate_leader_batches(
+    buffer: bytes | bytearray | memoryview,
+    *,
+    max_message_bytes: int,
+    segment_bytes: int,
+    origin: AppendOrigin,
+) -> list[ValidatedBatch]:
+    """Every batch of a leader append, checked; raises a typed error on the first problem."""
+    if len(buffer) == 0:
+        raise InvalidRecordError("an append needs at least one record batch")
+    if len(buffer) > segment_bytes:
+        raise RecordBatchTooLargeError(
+            f"append of {len(buffer)} bytes exceeds segment.bytes ({segment_bytes})"
+        )
+    batches: list[ValidatedBatch] = []
+    position = 0
+    while position < len(buffer):
+        header = validate_batch(buffer, position)
+        _check_leader_batch(header, position, max_message_bytes, origin)
+        batches.append(ValidatedBatch(position, header))
+        position += header.size_in_bytes
+    return batches
+
+
+def _check_leader_batch(
+    header: BatchHeader, position: int, max_message_bytes: int, origin: AppendOrigin
+) -> None:
+    if header.size_in_bytes > max_message_bytes:
+        raise RecordTooLargeError(
+            f"batch of {header.size_in_bytes} bytes at byte {position} exceeds "
+            f"max.message.bytes ({max_message_bytes})"
+        )
+    if header.records_count <= 0:
+        raise InvalidRecordError(f"batch at byte {position} has {header.records_count} records")
+    if header.last_offset_delta + 1 != header.records_count:
+        raise InvalidRecordError(
+            f"batch at byte {position}: offset range of {header.last_offset_delta + 1} does not "
+            f"match its {header.records_count} records"
+        )
+    if header.is_control and origin is AppendOrigin.CLIENT:
+        raise InvalidRecordError("clients may not write control batches")
+    if header.is_transactional and not header.has_producer_id:
+        raise InvalidRecordError(f"transactional batch at byte {position} has no producer id")
+
+
+def validate_follower_batches(
+    buffer: bytes | bytearray | memoryview, *, log_end_offset: int
+) -> list[ValidatedBatch]:
+    """The complete batches of fetched data, which must continue the log at its end."""
+    batches: list[ValidatedBatch] = []
+    position = 0
+    expected = log_end_offset
+    while _holds_complete_batch(buffer, position):
+        header = validate_batch(buffer, position)
+        if not batches and header.base_offset != log_end_offset:
+            raise UnexpectedAppendOffsetError(header.base_offset, log_end_offset)
+        if header.base_offset != expected:
+            raise OffsetsOutOfOrderError(
+                f"batch at byte {position} starts at offset {header.base_offset}, "
+                f"expected {expected}"
+            )
+        batches.append(ValidatedBatch(position, header))
+        expected = header.next_offset
+        position += header.size_in_bytes
+    return batches
+
+
+def _holds_complete_batch(buffer: bytes | bytearray | memoryview, position: int) -> bool:
+    """False at the end of the data or before a batch the data ends in the middle of."""
+    remaining = len(buffer) - position
+    if remaining < LOG_OVERHEAD:
+        return False
+    batch_length = int.from_bytes(buffer[position + 8 : position + 12], "big", signed=True)
+    if batch_length < 0:
+        raise CorruptRecordError("batchLength", f"{batch_length} is negative", position)
+    return remaining >= batch_length + LOG_OVERHEAD
+
+
+def append_info(
+    batches: list[ValidatedBatch],
+    first_offset: int,
+    *,
+    log_start_offset: int,
+    valid_bytes: int,
+) -> LogAppendInfo:
+    """Summarise batches whose offsets start at ``first_offset`` (already assigned)."""
+    max_timestamp, offset_of_max, next_offset, records = -1, first_offset, first_offset, 0
+    for batch in batches:
+        header = batch.header
+        last_offset = next_offset + header.last_offset_delta
+        if header.max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max = header.max_timestamp, last_offset
+        records += header.records_count
+        next_offset = last_offset + 1
+    return LogAppendInfo(
+        first_offset=first_offset,
+        last_offset=next_offset - 1,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max,
+        log_append_time_ms=-1,
+        log_start_offset=log_start_offset,
+        records_count=records,
+        valid_bytes=valid_bytes,
+    )
+
+
+def check_producers(
+    producer_state: ProducerStateManager, batches: list[ValidatedBatch], first_offset: int
+) -> LogAppendInfo | None:
+    """Check idempotent batches against producer state (Kafka analyzeAndValidateProducerState).
+
+    Batches of one append are folded in order, so two batches of the same producer in one
+    append are checked against each other. Returns the original offsets of a duplicate (the
+    append must then write nothing); raises on a sequence gap or a fenced producer epoch.
+    """
+    pending: dict[int, ProducerStateEntry | None] = {}
+    next_offset = first_offset
+    for item in batches:
+        header = item.header
+        last_offset = next_offset + header.last_offset_delta
+        if header.has_producer_id:
+            producer_id = header.producer_id
+            entry = pending.get(producer_id, producer_state.last_entry(producer_id))
+            check = check_append(entry, header)
+            if check.kind is AppendCheckKind.DUPLICATE:
+                return LogAppendInfo(
+                    first_offset=check.first_offset,
+                    last_offset=check.last_offset,
+                    max_timestamp=header.max_timestamp,
+                    offset_of_max_timestamp=check.last_offset,
+                    log_append_time_ms=-1,
+                    log_start_offset=-1,
+                    records_count=header.records_count,
+                    valid_bytes=0,
+                    duplicate=True,
+                )
+            if check.kind is AppendCheckKind.OUT_OF_ORDER_SEQUENCE:
+                raise OutOfOrderSequenceError(check.message)
+            if check.kind is AppendCheckKind.INVALID_PRODUCER_EPOCH:
+                raise InvalidProducerEpochError(check.message)
+            pending[producer_id] = apply_batch(
+                entry, header, next_offset, last_offset, header.max_timestamp
+            )
+        next_offset = last_offset + 1
+    return None

@@ -1,0 +1,541 @@
+"""A partition's log: an ordered list of segments plus its offsets (Kafka's ``UnifiedLog``).
+
+Theory of operation
+-------------------
+Offsets: ``log_start_offset <= high_watermark <= log_end_offset`` and
+``recovery_point <= log_end_offset``. Data below the log start is unreadable (it waits for
+retention to delete its segment); data at or above the high watermark is not yet committed and
+only followers read it; everything below the recovery point has been fsync'd.
+
+Appends go to the last ("active") segment. A leader append validates every batch, checks
+idempotent producers (a retry of a recent batch returns the original offsets and writes
+nothing), records a new leader epoch in the epoch cache at the log end, then assigns offsets
+and stamps the epoch by patching the two header fields outside the CRC — the client's bytes are
+written as they came. A follower append keeps the leader's offsets, which must continue the log.
+Before writing, the log rolls to a new segment when the active one would pass
+``segment.bytes``, is older than ``segment.ms`` (by record time), or its indexes are full.
+
+Reads return ``FileSlice``s of whole batches (never bytes), bounded by an upper offset (high
+watermark for consumers, log end for followers). ``truncate_to`` (a follower diverged) cuts whole
+batches from the end; ``delete_records`` and retention move the log start forward and delete
+segments that lie wholly below it. Opening a log runs recovery (``storage.recovery``) and then
+rebuilds producer state from its latest snapshot plus a replay of the batches after it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+
+from storage.atomic_file import fsync_directory
+from storage.file_slice import FetchDataInfo, LogOffsetMetadata
+from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
+from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.log_config import LogConfig
+from storage.log_reader import fetch_offset_for_timestamp, read_segments
+from storage.log_validator import (
+    AppendOrigin,
+    LogAppendInfo,
+    OffsetOutOfRangeError,
+    StaleLeaderEpochError,
+    ValidatedBatch,
+    append_info,
+    check_producers,
+    validate_follower_batches,
+    validate_leader_batches,
+)
+from storage.producer_state import ProducerStateManager
+from storage.record_batch import BatchHeader, patch_base_offset, patch_partition_leader_epoch
+from storage.recovery import RecoveryReport, open_segments, recover_segments, remove_stray_files
+from storage.retention import RetentionDecision, SegmentInfo, decide_retention
+from storage.segment import AppendedBatch, LogSegment, segment_file_name, should_roll
+
+__all__ = ["OffsetAndTimestamp", "PartitionLog"]
+
+
+@attrs.frozen
+class OffsetAndTimestamp:
+    """A ListOffsets answer: an offset, its record's timestamp (-1 if none), its epoch."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
+
+
+def _recovered_epoch_assigner(cache: LeaderEpochFileCache) -> Callable[[BatchHeader], None]:
+    """Kafka ``LogSegment.recover``: record epochs above the cache's latest as they appear."""
+
+    def on_batch(header: BatchHeader) -> None:
+        latest = cache.latest_epoch
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            cache.assign(epoch, header.base_offset)
+
+    return on_batch
+
+
+class PartitionLog:
+    # Invariant: segments are ordered by base offset, contiguous, never empty; the last one
+    # is active. log_start_offset <= high_watermark <= log_end_offset.
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        leader_epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateManager,
+        load_report: RecoveryReport,
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        self.directory = directory
+        self.config = config
+        self._segments = segments
+        self._log_end_offset = segments[-1].read_next_offset()
+        self._log_start_offset = log_start_offset
+        self._high_watermark = log_start_offset
+        self._recovery_point = recovery_point
+        self.leader_epoch_cache = leader_epoch_cache
+        self.producer_state = producer_state
+        self.load_report = load_report
+        self._directory_dirty = False  # a segment file was created since the last flush
+        self._pending_flush_offset = recovery_point  # rolled segments await a flush up to here
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        recovery_point: int = 0,
+        now_ms: int = 0,
+        *,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> PartitionLog:
+        """Load (and if needed recover) the log in ``directory``, creating it when absent."""
+        directory.mkdir(parents=True, exist_ok=True)
+        removed = remove_stray_files(directory)
+        cache = LeaderEpochFileCache(directory)
+        segments, report = recover_segments(
+            open_segments(directory, config, now_ms),
+            recovery_point=recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+            on_batch=_recovered_epoch_assigner(cache),
+            removed_files=removed,
+        )
+        start = max(log_start_offset, segments[0].base_offset if segments else 0)
+        if segments and start > segments[-1].read_next_offset():
+            # Kafka deleteSegmentsIfLogStartGreaterThanLogEnd: nothing left is readable.
+            for segment in segments:
+                segment.delete()
+            segments = []
+        if not segments:
+            segments = [LogSegment(directory, start, config, now_ms)]
+        segments[-1].resize_indexes(config.segment_index_bytes)
+        log_end = segments[-1].read_next_offset()
+        point = log_end if had_clean_shutdown else min(recovery_point, log_end)
+        cache.truncate_from_end(log_end)
+        cache.truncate_from_start(start)
+        log = cls(
+            directory,
+            config,
+            segments,
+            log_start_offset=start,
+            recovery_point=max(point, start),
+            leader_epoch_cache=cache,
+            producer_state=ProducerStateManager(directory),
+            load_report=report,
+        )
+        log._rebuild_producer_state()
+        return log
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start, log end] (Kafka's rule)."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        return self._high_watermark
+
+    def _floor_segment(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(
+        self,
+        batch: bytearray | memoryview,
+        leader_epoch: int,
+        now_ms: int,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Validate, assign offsets from the log end, stamp ``leader_epoch``, write.
+
+        Raises a ``LogError`` subclass (or ``CorruptRecordError``) and writes nothing when
+        any batch is bad; returns the original offsets for a duplicate producer retry.
+        """
+        latest = self.leader_epoch_cache.latest_epoch
+        if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
+            raise StaleLeaderEpochError(
+                f"leader epoch {leader_epoch} is below the log's latest epoch {latest}"
+            )
+        batches = validate_leader_batches(
+            batch,
+            max_message_bytes=self.config.max_message_bytes,
+            segment_bytes=self.config.segment_bytes,
+            origin=origin,
+        )
+        first_offset = self._log_end_offset
+        duplicate = check_producers(self.producer_state, batches, first_offset)
+        if duplicate is not None:
+            return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
+        if latest != leader_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        next_offset = first_offset
+        for validated in batches:
+            patch_base_offset(batch, validated.position, next_offset)
+            patch_partition_leader_epoch(batch, validated.position, leader_epoch)
+            next_offset += validated.header.last_offset_delta + 1
+        return self._append(batch, batches, first_offset, now_ms)
+
+    def append_as_follower(
+        self, batches: bytes | bytearray | memoryview, now_ms: int | None = None
+    ) -> LogAppendInfo:
+        """Append replicated batches with the leader's offsets and epochs.
+
+        The data must continue the log exactly; an incomplete last batch is ignored (see
+        ``storage.log_validator``). Batches are split across segments as rolls require.
+        """
+        validated = validate_follower_batches(batches, log_end_offset=self._log_end_offset)
+        first_offset = self._log_end_offset
+        if not validated:
+            return append_info(
+                [], first_offset, log_start_offset=self._log_start_offset, valid_bytes=0
+            )
+        for item in validated:
+            epoch = item.header.partition_leader_epoch
+            if epoch >= 0 and epoch != self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(epoch, item.header.base_offset)
+        view = memoryview(batches)
+        for chunk in _segment_sized_chunks(validated, self.config.segment_bytes):
+            start = chunk[0].position
+            end = chunk[-1].position + chunk[-1].header.size_in_bytes
+            rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
+            self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
+        valid_bytes = validated[-1].position + validated[-1].header.size_in_bytes
+        return append_info(
+            validated,
+            first_offset,
+            log_start_offset=self._log_start_offset,
+            valid_bytes=valid_bytes,
+        )
+
+    def _append(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        batches: list[ValidatedBatch],
+        first_offset: int,
+        now_ms: int | None,
+    ) -> LogAppendInfo:
+        info = append_info(
+            batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
+        )
+        segment = self._maybe_roll(len(buffer), info, now_ms)
+        appended: list[AppendedBatch] = []
+        next_offset = first_offset
+        for item in batches:
+            last_offset = next_offset + item.header.last_offset_delta
+            appended.append(
+                AppendedBatch(
+                    item.position, item.header.size_in_bytes, last_offset, item.header.max_timestamp
+                )
+            )
+            self.producer_state.update(
+                item.header, next_offset, last_offset, item.header.max_timestamp
+            )
+            next_offset = last_offset + 1
+        segment.append(buffer, appended)
+        self._log_end_offset = next_offset
+        if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return info
+
+    def _maybe_roll(
+        self, messages_size: int, info: LogAppendInfo, now_ms: int | None
+    ) -> LogSegment:
+        segment = self.active_segment
+        clock = segment.created_ms if now_ms is None else now_ms
+        if should_roll(
+            segment_size=segment.size,
+            messages_size=messages_size,
+            config=self.config,
+            time_waited_ms=segment.time_waited_for_roll_ms(clock, info.max_timestamp),
+            indexes_full=segment.indexes_full(),
+            relative_offset=info.last_offset - segment.base_offset,
+        ):
+            self.roll(clock)
+        return self.active_segment
+
+    def roll(self, now_ms: int) -> None:
+        """Start a new active segment at the log end (no-op while the active one is empty)."""
+        active = self.active_segment
+        if active.size == 0:
+            return
+        base = self._log_end_offset
+        self.producer_state.take_snapshot(base)
+        active.on_become_inactive()
+        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            # Leftovers of an earlier life of this offset would be read as entries.
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / segment_file_name(base, suffix)).unlink()
+        self._segments.append(LogSegment(self.directory, base, self.config, now_ms))
+        self._directory_dirty = True
+        # Kafka flushes the rolled segment asynchronously; LogManager calls flush_rolled().
+        self._pending_flush_offset = base
+
+    # ------------------------------------------------------------------ read
+
+    def read(
+        self, offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool = True
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``offset``, all below ``upper_bound``.
+
+        At most ``max_bytes`` — except that with ``min_one_batch`` the first batch comes
+        whole even when larger (Kafka's minOneMessage). Raises OffsetOutOfRangeError outside
+        [log start, log end]; at or above ``upper_bound`` returns nothing.
+        """
+        if not self._log_start_offset <= offset <= self._log_end_offset:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes {max_bytes} is negative")
+        upper = min(upper_bound, self._log_end_offset)
+        if offset >= upper:
+            return FetchDataInfo(LogOffsetMetadata(offset), (), offset)
+        first = self._floor_segment(offset)
+        return read_segments(self._segments[first:], offset, max_bytes, upper, min_one_batch)
+
+    def fetch_offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets: the first offset whose record timestamp >= ``timestamp``; also
+        EARLIEST (-2), LATEST (-1) and MAX_TIMESTAMP (-3). None when no record qualifies."""
+        found = fetch_offset_for_timestamp(
+            self._segments, timestamp, self._log_start_offset, self._log_end_offset
+        )
+        if found is None:
+            return None
+        offset, record_timestamp = found
+        if offset == self._log_end_offset:
+            epoch = self.leader_epoch_cache.latest_epoch
+        else:
+            epoch = self.leader_epoch_cache.epoch_for_offset(offset)
+        return OffsetAndTimestamp(offset, record_timestamp, epoch)
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= ``offset``, in order."""
+        for segment in self._segments[self._floor_segment(offset) :]:
+            location = segment.translate_offset(offset)
+            if location is None:
+                continue
+            for item in segment.iter_headers(location.position):
+                yield item.header
+
+    def _rebuild_producer_state(self) -> None:
+        """Latest snapshot, then replay the batches after it (Kafka rebuildProducerState)."""
+        replay_from = self.producer_state.truncate_and_reload(
+            self._log_start_offset, self._log_end_offset
+        )
+        for header in self._headers_from(replay_from):
+            self.producer_state.update(
+                header, header.base_offset, header.last_offset, header.max_timestamp
+            )
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+
+    # ------------------------------------------------------------------ truncation and deletion
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding an offset >= ``offset``; True if anything went.
+
+        A batch straddling ``offset`` goes whole, so the log may end below ``offset``.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._log_end_offset:
+            return False
+        if self._segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        keep = self._floor_segment(offset) + 1
+        for segment in reversed(self._segments[keep:]):
+            segment.delete()
+        del self._segments[keep:]
+        self.active_segment.truncate_to(offset)
+        self._log_end_offset = self.active_segment.read_next_offset()
+        self._after_truncation()
+        self._rebuild_producer_state()
+        return True
+
+    def _after_truncation(self) -> None:
+        end = self._log_end_offset
+        self.leader_epoch_cache.truncate_from_end(end)
+        self._log_start_offset = min(self._log_start_offset, end)
+        self._recovery_point = min(self._recovery_point, end)
+        self._pending_flush_offset = min(self._pending_flush_offset, end)
+        self._high_watermark = min(self._high_watermark, end)
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Delete everything; the log restarts empty at ``offset`` (a follower far behind)."""
+        if offset < 0:
+            raise ValueError(f"cannot start the log at negative offset {offset}")
+        created_ms = self.active_segment.created_ms if now_ms is None else now_ms
+        for segment in reversed(self._segments):
+            segment.delete()
+        self._segments = [LogSegment(self.directory, offset, self.config, created_ms)]
+        self._directory_dirty = True
+        self._log_end_offset = self._log_start_offset = self._high_watermark = offset
+        self._recovery_point = self._pending_flush_offset = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: advance the log start to ``offset`` (at most the high watermark)
+        and delete the segments wholly below it. Returns the log start offset."""
+        if offset > self._high_watermark or offset < 0:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
+        self._maybe_increment_log_start_offset(offset)
+        decision = decide_retention(
+            self._segment_infos(),
+            log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
+            now_ms=0,
+            retention_ms=-1,
+            retention_bytes=-1,
+        )
+        self._delete_segments(decision)
+        return self._log_start_offset
+
+    def delete_old_segments(self, now_ms: int) -> RetentionDecision:
+        """Retention by log start, ``retention.bytes`` and ``retention.ms``."""
+        decision = decide_retention(
+            self._segment_infos(),
+            log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
+            now_ms=now_ms,
+            retention_ms=self.config.retention_ms,
+            retention_bytes=self.config.retention_bytes,
+        )
+        self._delete_segments(decision)
+        self._maybe_increment_log_start_offset(decision.log_start_offset)
+        return decision
+
+    def _segment_infos(self) -> list[SegmentInfo]:
+        return [
+            SegmentInfo(segment.base_offset, segment.size, segment.largest_timestamp_ms())
+            for segment in self._segments
+        ]
+
+    def _delete_segments(self, decision: RetentionDecision) -> None:
+        doomed = set(decision.base_offsets)
+        assert self.active_segment.base_offset not in doomed, "never delete the active segment"
+        for segment in [s for s in self._segments if s.base_offset in doomed]:
+            segment.delete()
+        self._segments = [s for s in self._segments if s.base_offset not in doomed]
+
+    def _maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self._high_watermark = max(self._high_watermark, offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+        self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
+
+    # ------------------------------------------------------------------ durability and lifecycle
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync the segments holding [recovery point, ``up_to_offset``) (default: the log
+        end) and move the recovery point there."""
+        end = self._log_end_offset
+        target = end if up_to_offset is None else min(up_to_offset, end)
+        if target > self._recovery_point:
+            for segment in self._segments[self._floor_segment(self._recovery_point) :]:
+                if segment.base_offset >= target:
+                    break
+                segment.flush()
+        if self._directory_dirty:
+            fsync_directory(self.directory)
+            self._directory_dirty = False
+        self._recovery_point = max(self._recovery_point, target)
+
+    def flush_rolled(self) -> bool:
+        """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
+        if self._pending_flush_offset <= self._recovery_point:
+            return False
+        self.flush(self._pending_flush_offset)
+        return True
+
+    def close(self) -> None:
+        """Snapshot producer state, flush, trim indexes and release files (clean shutdown)."""
+        self.producer_state.take_snapshot(self._log_end_offset)
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+
+    def close_handlers(self) -> None:
+        """Release files without writing anything (log dir failed, or a simulated crash)."""
+        for segment in self._segments:
+            segment.close_handler()
+
+
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset
+
+
+def _segment_sized_chunks(
+    batches: list[ValidatedBatch], segment_bytes: int
+) -> Iterator[list[ValidatedBatch]]:
+    """Consecutive runs of batches of at most ``segment_bytes`` (at least one batch each)."""
+    chunk: list[ValidatedBatch] = []
+    size = 0
+    for item in batches:
+        if chunk and size + item.header.size_in_bytes > segment_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item.header.size_in_bytes
+    if chunk:
+        yield chunk
