@@ -1,0 +1,320 @@
+"""The APIs the broker serves: advertised versions, what to do with each request, and codecs.
+
+The ApiVersions table (``SUPPORTED_API_VERSIONS``) reads like one real release, chosen so every
+client negotiates a version we implement:
+
+* maximum versions are Apache Kafka 3.7's (the ranges a 3.7 broker returns, as recorded in
+  kafka-python's ``broker_version_data.BROKER_API_VERSIONS[(3, 7)]``). kafka-python infers the
+  broker release from these ranges; its first matching probe is "Fetch v16 → 3.7"
+  (``infer_broker_version_from_api_versions``), so it reports 3.7 — nothing of 3.8+ matches
+  (Produce 11, Fetch 17, ListOffsets 10/11 are not advertised).
+* minimum versions are Kafka 4.1's: the KIP-896 baseline (Fetch 4+, ListOffsets 1+,
+  OffsetCommit 2+, CreateTopics 2+, ...) with the two exceptions Kafka itself makes for
+  librdkafka < 2.11: Produce is advertised from v0 (KAFKA-18659: librdkafka checks Produce v0 is
+  in range before it compresses), JoinGroup from v0 (KAFKA-19444).
+
+librdkafka enables a feature when its required range *overlaps* ours
+(``rd_kafka_ApiVersion_check``): MsgVer2 needs Produce 3 and Fetch 4, the balanced consumer
+FindCoordinator 0, OffsetCommit 1-2, OffsetFetch 1, JoinGroup/SyncGroup/Heartbeat/LeaveGroup 0,
+OffsetTime ListOffsets 1, the idempotent producer InitProducerId 0, ZSTD Produce 7 and Fetch 10 —
+all overlap. aiokafka sends ApiVersions v0 and InitProducerId v0: both in range.
+
+What happens to a request (``request_disposition``), following Kafka's ``SocketServer`` /
+``KafkaApis``:
+
+* a served API at an advertised version: ``SERVE``;
+* ApiVersions at a version above ours: ``ANSWER_UNSUPPORTED_API_VERSIONS`` — a v0 response with
+  UNSUPPORTED_VERSION (35) listing the ApiVersions range, so the client retries with our maximum
+  (``ApiVersionsRequest.getErrorResponse``, KIP-511);
+* Produce v0-2: ``ANSWER_UNSUPPORTED_PRODUCE`` — advertised only for librdkafka's check, answered
+  with UNSUPPORTED_VERSION on every partition (``produce.unsupported_version_response``), as
+  DESIGN.md §3.5 asks. Kafka 4.0 itself closes the connection here (its
+  ``parseRequestHeader`` throws "unsupported version"); a per-partition error tells an old
+  client why instead of leaving it in a reconnect loop. Switch the branch below to
+  ``CLOSE_CONNECTION`` to match Kafka byte for byte;
+* anything else — an unknown key, an API we do not serve, a version outside the range: Kafka's
+  ``Processor.parseRequestHeader`` throws (``UnsupportedVersionException`` /
+  ``InvalidRequestException``) and the processor closes the connection without a response:
+  ``CLOSE_CONNECTION``.
+
+Produce and Fetch bodies use the hand-written ``protocol.produce`` / ``protocol.fetch``; every
+other body goes through kafka-python 3.0's classes generated from Kafka's JSON schemas
+(``decode_request``, ``encode_response``; build responses with ``response_class(key)(version=v,
+field=value, ...)`` — field names are the schema's in snake_case).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
+from protocol.segments import Buffer
+
+KAFKA_RELEASE = "3.7"
+
+
+@attrs.frozen
+class ApiVersionRange:
+    api_key: ApiKey
+    min_version: int
+    max_version: int
+
+    def __contains__(self, api_version: object) -> bool:
+        return isinstance(api_version, int) and self.min_version <= api_version <= self.max_version
+
+
+def _table(*rows: tuple[ApiKey, int, int]) -> Mapping[ApiKey, ApiVersionRange]:
+    return MappingProxyType({key: ApiVersionRange(key, low, high) for key, low, high in rows})
+
+
+# (api, min = Kafka 4.1, max = Kafka 3.7); see the module docstring.
+SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
+    (ApiKey.PRODUCE, 0, 10),  # v0-2 advertised, answered UNSUPPORTED_VERSION (KAFKA-18659)
+    (ApiKey.FETCH, 4, 16),
+    (ApiKey.LIST_OFFSETS, 1, 8),
+    (ApiKey.METADATA, 0, 12),
+    (ApiKey.OFFSET_COMMIT, 2, 9),
+    (ApiKey.OFFSET_FETCH, 1, 9),
+    (ApiKey.FIND_COORDINATOR, 0, 4),
+    (ApiKey.JOIN_GROUP, 0, 9),  # v0-1 kept for librdkafka < 2.11 (KAFKA-19444)
+    (ApiKey.HEARTBEAT, 0, 4),
+    (ApiKey.LEAVE_GROUP, 0, 5),
+    (ApiKey.SYNC_GROUP, 0, 5),
+    (ApiKey.DESCRIBE_GROUPS, 0, 5),
+    (ApiKey.LIST_GROUPS, 0, 4),
+    (ApiKey.API_VERSIONS, 0, 3),
+    (ApiKey.CREATE_TOPICS, 2, 7),
+    (ApiKey.DELETE_TOPICS, 1, 6),
+    (ApiKey.INIT_PRODUCER_ID, 0, 4),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
+    (ApiKey.DESCRIBE_CONFIGS, 1, 4),
+    (ApiKey.CREATE_PARTITIONS, 0, 3),
+    (ApiKey.DESCRIBE_CLUSTER, 0, 1),
+)
+
+# Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
+LEGACY_PRODUCE_VERSIONS = range(0, 3)
+HAND_WRITTEN_APIS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+
+
+class RequestDisposition(enum.Enum):
+    SERVE = "serve"
+    ANSWER_UNSUPPORTED_API_VERSIONS = "answer_unsupported_api_versions"
+    ANSWER_UNSUPPORTED_PRODUCE = "answer_unsupported_produce"
+    CLOSE_CONNECTION = "close_connection"
+
+
+def request_disposition(api_key: int, api_version: int) -> RequestDisposition:
+    """What the broker does with a request, decided from its header alone."""
+    try:
+        supported = SUPPORTED_API_VERSIONS[ApiKey(api_key)]
+    except (ValueError, KeyError):
+        return RequestDisposition.CLOSE_CONNECTION
+    if supported.api_key == ApiKey.API_VERSIONS and api_version > supported.max_version:
+        return RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS
+    if api_version not in supported:
+        return RequestDisposition.CLOSE_CONNECTION
+    if supported.api_key == ApiKey.PRODUCE and api_version in LEGACY_PRODUCE_VERSIONS:
+        return RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE
+    return RequestDisposition.SERVE
+
+
+_CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
+    {
+        ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
+        ApiKey.METADATA: (MetadataRequest, MetadataResponse),
+        ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+        ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+        ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+        ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+        ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+        ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+        ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+        ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+        ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+        ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
+        ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+        ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
+        ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+        ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+        ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    }
+)
+
+
+def _codec(api_key: int, api_version: int) -> tuple[Any, Any]:
+    try:
+        classes = _CODEC_CLASSES[ApiKey(api_key)]
+    except (ValueError, KeyError):
+        reason = "hand-written codec" if api_key in HAND_WRITTEN_APIS else "not served"
+        raise UnsupportedRequestError(api_key, api_version, reason) from None
+    if api_version not in SUPPORTED_API_VERSIONS[ApiKey(api_key)]:
+        raise UnsupportedRequestError(api_key, api_version, "version not advertised")
+    return classes
+
+
+def request_class(api_key: ApiKey) -> Any:
+    """kafka-python's request class (tests, tools and the replica fetcher build requests)."""
+    return _CODEC_CLASSES[api_key][0]
+
+
+def response_class(api_key: ApiKey) -> Any:
+    """kafka-python's response class; nested structs are attributes of it."""
+    return _CODEC_CLASSES[api_key][1]
+
+
+def decode_request(api_key: int, api_version: int, body: Buffer) -> Any:
+    """Decode a request body with kafka-python's generated class for this version.
+
+    Raises ``UnsupportedRequestError`` for Produce/Fetch or unadvertised versions and
+    ``MalformedRequestError`` when the bytes do not decode or run short.
+    """
+    request_cls, _ = _codec(api_key, api_version)
+    return _decode(request_cls, api_version, body)
+
+
+def decode_response(api_key: int, api_version: int, body: Buffer) -> Any:
+    """Client side of ``encode_response`` (replica fetcher, tests)."""
+    _, response_cls = _codec(api_key, api_version)
+    return _decode(response_cls, api_version, body)
+
+
+def _decode(message_cls: Any, api_version: int, body: Buffer) -> Any:
+    view = memoryview(body)
+    flexible = message_cls.flexible_version_q(api_version)
+    # The compiled decoder reports the end position; kafka-python's decode() hides it and
+    # slices past the end without complaint, so a truncated body would decode silently.
+    decode_from = message_cls._struct.compiled_decode_from(
+        api_version, compact=flexible, tagged=flexible, data_class=message_cls[None]
+    )
+    try:
+        message, end = decode_from(view, 0)
+    except Exception as error:  # generated code raises struct.error, IndexError, ...
+        raise MalformedRequestError(
+            message_cls.__name__, f"v{api_version} does not decode ({error})", 0
+        ) from None
+    if end > view.nbytes:
+        raise MalformedRequestError(
+            message_cls.__name__, f"v{api_version} body needs {end} bytes, has {view.nbytes}", 0
+        )
+    return message
+
+
+def encode_response(api_key: int, api_version: int, response: Any) -> bytes:
+    """Encode a response body (no size, no header) for ``api_version``."""
+    _codec(api_key, api_version)
+    # kafka-python hands back its pooled bytearray; freeze it so callers may keep it.
+    return bytes(response.encode(version=api_version))
+
+
+# ---------------------------------------------------------------------------- ApiVersions
+
+# ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN (KIP-511).
+_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def api_versions_request_is_valid(request: Any) -> bool:
+    """``ApiVersionsRequest.isValid``: v3+ client software name/version must match KIP-511."""
+    if request.version < 3:
+        return True
+    return all(
+        _SOFTWARE_NAME_VERSION.fullmatch(value or "") is not None
+        for value in (request.client_software_name, request.client_software_version)
+    )
+
+
+def _api_version_entries(keys: list[ApiKey]) -> list[Any]:
+    entry = ApiVersionsResponse.ApiVersion
+    return [
+        entry(
+            api_key=int(key),
+            min_version=SUPPORTED_API_VERSIONS[key].min_version,
+            max_version=SUPPORTED_API_VERSIONS[key].max_version,
+        )
+        for key in keys
+    ]
+
+
+def encode_api_versions_response(
+    api_version: int, *, throttle_time_ms: int = 0, error_code: Errors = Errors.NONE
+) -> bytes:
+    """The ApiVersions answer at the version the client asked for.
+
+    With ``Errors.NONE`` it lists every supported API; with another error (INVALID_REQUEST for a
+    request failing ``api_versions_request_is_valid``) it lists none, like Kafka.
+    """
+    keys = sorted(SUPPORTED_API_VERSIONS) if error_code == Errors.NONE else []
+    response = ApiVersionsResponse(
+        version=api_version,
+        error_code=int(error_code),
+        api_keys=_api_version_entries(keys),
+        throttle_time_ms=throttle_time_ms,
+    )
+    return encode_response(ApiKey.API_VERSIONS, api_version, response)
+
+
+def encode_unsupported_api_versions_response() -> bytes:
+    """Answer to ApiVersions above our maximum: always v0, UNSUPPORTED_VERSION, our range.
+
+    Kafka's ``ApiVersionsRequest.getErrorResponse`` lists only the ApiVersions key, and
+    ``RequestContext.apiVersion()`` serializes an unsupported ApiVersions answer as v0 — every
+    client can parse v0, then retries with the maximum found there.
+    """
+    response = ApiVersionsResponse(
+        version=0,
+        error_code=int(Errors.UNSUPPORTED_VERSION),
+        api_keys=_api_version_entries([ApiKey.API_VERSIONS]),
+    )
+    return encode_response(ApiKey.API_VERSIONS, 0, response)
