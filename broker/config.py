@@ -1,0 +1,445 @@
+"""Configuration of one broker: Kafka's property names, Kafka's defaults.
+
+``BrokerConfig.from_properties`` takes the plain ``Mapping[str, str]`` that ``pykraft/`` parsed
+from a ``.properties`` file (broker/ never reads the file itself). Unknown properties are ignored,
+as Kafka ignores (and logs) unused ones, so one file can hold controller and broker settings.
+Every bad value raises ``BrokerConfigError`` naming the property.
+
+Properties pykraft adds (Kafka has no equivalent; each is documented on its field):
+
+  controller.quorum.bootstrap.servers  ``127.0.0.1:19093,127.0.0.1:19094`` — the controllers'
+                                 HTTP listeners (Kafka 3.9's name, KIP-853; Kafka lists the
+                                 controllers' Kafka-protocol endpoints there, pykraft lists their
+                                 HTTP API endpoints). If absent, the addresses of
+                                 ``controller.quorum.http.voters`` (``id@host:port``, the
+                                 controllers' own property) are used.
+  http.listener                  ``127.0.0.1:8092`` — the broker's local HTTP API (/healthz,
+                                 /metrics, /v1/partitions, /v1/broker). Port 0 picks a free port.
+  http.bearer.token              required when ``http.listener`` is not a loopback address
+                                 (DESIGN.md §3.6).
+
+Log settings (``log.segment.bytes``, ``log.roll.ms``/``.hours``, ``log.retention.ms``/
+``.minutes``/``.hours``, ``log.retention.bytes``, ``log.index.interval.bytes``, …) become the
+broker-wide default ``storage.log_config.LogConfig`` in ``log_config``, with Kafka's precedence
+between the unit variants.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from storage.log_config import LogConfig, LogConfigError
+
+LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT = (
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+)
+# The only security protocol pykraft speaks.
+SUPPORTED_SECURITY_PROTOCOL = "PLAINTEXT"
+# Broker-level names of the settings that form LogConfig (KafkaConfig's log.* properties).
+BROKER_LOG_PROPERTIES = (
+    "log.segment.bytes",
+    "log.roll.ms",
+    "log.roll.hours",
+    "log.index.interval.bytes",
+    "log.index.size.max.bytes",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.retention.bytes",
+    "log.flush.interval.ms",
+    "log.flush.interval.messages",
+    "message.max.bytes",
+)
+# LogConfig's validators name topic-level properties; a broker file sets the broker-level ones.
+_TOPIC_TO_BROKER_NAME = {
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "flush.ms": "log.flush.interval.ms",
+    "flush.messages": "log.flush.interval.messages",
+}
+
+
+class BrokerConfigError(ValueError):
+    """A broker property is missing or invalid; ``property_name`` names it."""
+
+    def __init__(self, property_name: str, message: str) -> None:
+        super().__init__(f"invalid value for {property_name}: {message}")
+        self.property_name = property_name
+
+
+@attrs.frozen
+class Endpoint:
+    """One entry of ``listeners`` / ``advertised.listeners``: ``NAME://host:port``."""
+
+    listener_name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+
+@attrs.frozen
+class HostPort:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+@attrs.frozen(kw_only=True)
+class BrokerConfig:
+    # node.id (KRaft) — broker.id is accepted as an alias when node.id is absent.
+    node_id: int
+    # controller.quorum.bootstrap.servers: the controllers' HTTP listeners (see module docstring).
+    controller_bootstrap_servers: tuple[HostPort, ...]
+    # listeners: where the Kafka protocol is served.
+    listeners: tuple[Endpoint, ...] = (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
+    # advertised.listeners: what clients and other brokers are told; defaults to listeners
+    # (a listener on port 0 is then advertised with the port it bound).
+    advertised_listeners: tuple[Endpoint, ...] = (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
+    # inter.broker.listener.name: the advertised listener followers fetch from.
+    inter_broker_listener_name: str = "PLAINTEXT"
+    # log.dirs (falls back to log.dir, Kafka's default /tmp/kafka-logs).
+    log_dirs: tuple[Path, ...] = (Path("/tmp/kafka-logs"),)
+    # broker.rack: rack-aware replica placement (KIP-36); None when unset.
+    rack: str | None = None
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    # Kafka's default is true. pykraft defaults to false: issue #4 (and DESIGN.md's broker
+    # behaviour) require that a Metadata or Produce request for a missing topic does not create
+    # it unless an operator enables auto.create.topics.enable=true.
+    auto_create_topics_enable: bool = False
+    socket_request_max_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
+    broker_heartbeat_interval_ms: int = 2000
+    broker_session_timeout_ms: int = 9000
+    num_replica_fetchers: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+    # fetch.max.bytes: the broker's cap on one consumer Fetch response (55 MiB).
+    fetch_max_bytes: int = 57_671_680
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    # http.listener (pykraft): the local HTTP API; loopback by default (DESIGN.md §3.6).
+    http_listener: HostPort = HostPort("127.0.0.1", 8092)
+    # http.bearer.token (pykraft): required when http.listener is not loopback.
+    http_bearer_token: str | None = None
+    # The log.* properties, as the default LogConfig of every partition.
+    log_config: LogConfig = attrs.field(factory=LogConfig)
+
+    @property
+    def inter_broker_endpoint(self) -> Endpoint:
+        for endpoint in self.advertised_listeners:
+            if endpoint.listener_name == self.inter_broker_listener_name:
+                return endpoint
+        raise AssertionError("validated in from_properties")
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
+        """Build and validate a config; raises ``BrokerConfigError`` naming the property."""
+        listeners = _listeners(values)
+        advertised = _advertised_listeners(values, listeners)
+        fields: dict[str, object] = {
+            "node_id": _node_id(values),
+            "controller_bootstrap_servers": _controller_bootstrap(values),
+            "listeners": listeners,
+            "advertised_listeners": advertised,
+            "inter_broker_listener_name": _inter_broker_listener(values, advertised),
+            "log_dirs": _log_dirs(values),
+            "rack": _optional_str(values, "broker.rack"),
+            "http_listener": _http_listener(values),
+            "http_bearer_token": _optional_str(values, "http.bearer.token"),
+            "log_config": _log_config(values),
+            "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", False),
+        }
+        for field_name, name, minimum in _INT_PROPERTIES:
+            default = attrs.fields_dict(cls)[field_name].default
+            assert isinstance(default, int)
+            fields[field_name] = _int(values, name, default, minimum)
+        config = cls(**fields)  # type: ignore[arg-type]
+        _check_relations(config)
+        return config
+
+
+# field, Kafka property, smallest accepted value (KafkaConfig's validators, or 1 for counts
+# and intervals Kafka leaves unchecked but that make no sense below 1).
+_INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
+    ("num_partitions", "num.partitions", 1),
+    ("default_replication_factor", "default.replication.factor", 1),
+    ("min_insync_replicas", "min.insync.replicas", 1),
+    ("socket_request_max_bytes", "socket.request.max.bytes", 1),
+    ("connections_max_idle_ms", "connections.max.idle.ms", 1),
+    ("broker_heartbeat_interval_ms", "broker.heartbeat.interval.ms", 1),
+    ("broker_session_timeout_ms", "broker.session.timeout.ms", 1),
+    ("num_replica_fetchers", "num.replica.fetchers", 1),
+    ("replica_lag_time_max_ms", "replica.lag.time.max.ms", 1),
+    ("replica_fetch_wait_max_ms", "replica.fetch.wait.max.ms", 0),
+    ("replica_fetch_max_bytes", "replica.fetch.max.bytes", 0),
+    ("replica_fetch_min_bytes", "replica.fetch.min.bytes", 1),
+    ("replica_fetch_response_max_bytes", "replica.fetch.response.max.bytes", 0),
+    ("replica_fetch_backoff_ms", "replica.fetch.backoff.ms", 0),
+    ("replica_socket_timeout_ms", "replica.socket.timeout.ms", 1),
+    (
+        "replica_high_watermark_checkpoint_interval_ms",
+        "replica.high.watermark.checkpoint.interval.ms",
+        1,
+    ),
+    ("fetch_max_bytes", "fetch.max.bytes", 1024),
+    ("offsets_topic_num_partitions", "offsets.topic.num.partitions", 1),
+    ("offsets_topic_replication_factor", "offsets.topic.replication.factor", 1),
+    ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", 0),
+    ("group_min_session_timeout_ms", "group.min.session.timeout.ms", 0),
+    ("group_max_session_timeout_ms", "group.max.session.timeout.ms", 0),
+)
+_INT32_MAX = 2**31 - 1
+
+
+def _check_relations(config: BrokerConfig) -> None:
+    """Cross-property rules (KafkaConfig.validateValues and KIP-631's timing)."""
+    if config.replica_fetch_wait_max_ms > config.replica_lag_time_max_ms:
+        raise BrokerConfigError(
+            "replica.fetch.wait.max.ms",
+            "must not exceed replica.lag.time.max.ms, or followers drop out of the ISR "
+            "while their fetch waits",
+        )
+    if config.replica_fetch_wait_max_ms > config.replica_socket_timeout_ms:
+        raise BrokerConfigError(
+            "replica.fetch.wait.max.ms", "must not exceed replica.socket.timeout.ms"
+        )
+    if config.broker_heartbeat_interval_ms >= config.broker_session_timeout_ms:
+        raise BrokerConfigError(
+            "broker.heartbeat.interval.ms",
+            "must be below broker.session.timeout.ms, or the broker is fenced between beats",
+        )
+    if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
+        raise BrokerConfigError(
+            "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"
+        )
+    if not _is_loopback(config.http_listener.host) and not config.http_bearer_token:
+        raise BrokerConfigError(
+            "http.bearer.token",
+            f"required because http.listener binds {config.http_listener.host}, "
+            "which is not a loopback address",
+        )
+
+
+def _int(values: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = values.get(name)
+    if raw is None:
+        return default
+    text = raw.strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isascii() or not digits.isdigit():
+        raise BrokerConfigError(name, f"{raw!r} is not an integer")
+    value = int(text)
+    if value < minimum:
+        raise BrokerConfigError(name, f"{value} is below the minimum {minimum}")
+    if value > _INT32_MAX and not name.endswith(".ms"):
+        raise BrokerConfigError(name, f"{value} does not fit a 32-bit integer")
+    return value
+
+
+def _bool(values: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = values.get(name)
+    if raw is None:
+        return default
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise BrokerConfigError(name, f"{raw!r} must be true or false")
+    return lowered == "true"
+
+
+def _optional_str(values: Mapping[str, str], name: str) -> str | None:
+    raw = values.get(name)
+    return raw.strip() or None if raw is not None else None
+
+
+def _list(values: Mapping[str, str], name: str) -> list[str] | None:
+    raw = values.get(name)
+    if raw is None:
+        return None
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _node_id(values: Mapping[str, str]) -> int:
+    if "node.id" not in values and "broker.id" not in values:
+        raise BrokerConfigError("node.id", "missing; every KRaft broker needs a node.id")
+    node_id = _int(values, "node.id", -1, 0) if "node.id" in values else -1
+    broker_id = _int(values, "broker.id", node_id, 0)
+    if node_id >= 0 and broker_id != node_id:
+        raise BrokerConfigError("broker.id", f"{broker_id} differs from node.id={node_id}")
+    return broker_id
+
+
+def _parse_host_port(text: str, name: str) -> HostPort:
+    host, separator, port = text.strip().rpartition(":")
+    if not separator or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise BrokerConfigError(name, f"expected host:port, got {text!r}")
+    return HostPort(host.strip("[]"), int(port))
+
+
+def _parse_endpoint(text: str, name: str) -> Endpoint:
+    listener_name, separator, address = text.partition("://")
+    listener_name = listener_name.strip().upper()
+    if not separator or not listener_name:
+        raise BrokerConfigError(name, f"expected NAME://host:port, got {text!r}")
+    host_port = _parse_host_port(address, name)
+    return Endpoint(listener_name, host_port.host, host_port.port)
+
+
+def _security_protocols(values: Mapping[str, str]) -> dict[str, str]:
+    name = "listener.security.protocol.map"
+    protocols: dict[str, str] = {}
+    for item in _list(values, name) or LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT.split(","):
+        listener, separator, protocol = item.partition(":")
+        if not separator or not listener.strip() or not protocol.strip():
+            raise BrokerConfigError(name, f"expected LISTENER:PROTOCOL, got {item!r}")
+        protocols[listener.strip().upper()] = protocol.strip().upper()
+    return protocols
+
+
+def _endpoints(values: Mapping[str, str], name: str, items: list[str]) -> tuple[Endpoint, ...]:
+    if not items:
+        raise BrokerConfigError(name, "no listener given")
+    protocols = _security_protocols(values)
+    endpoints = tuple(_parse_endpoint(item, name) for item in items)
+    seen: set[str] = set()
+    for endpoint in endpoints:
+        if endpoint.listener_name in seen:
+            raise BrokerConfigError(name, f"listener {endpoint.listener_name} is listed twice")
+        seen.add(endpoint.listener_name)
+        protocol = protocols.get(endpoint.listener_name)
+        if protocol is None:
+            raise BrokerConfigError(
+                name,
+                f"listener {endpoint.listener_name} has no entry in listener.security.protocol.map",
+            )
+        if protocol != SUPPORTED_SECURITY_PROTOCOL:
+            raise BrokerConfigError(
+                name,
+                f"listener {endpoint.listener_name} uses {protocol}; pykraft supports only "
+                f"{SUPPORTED_SECURITY_PROTOCOL}",
+            )
+    return endpoints
+
+
+def _listeners(values: Mapping[str, str]) -> tuple[Endpoint, ...]:
+    items = _list(values, "listeners")
+    return _endpoints(
+        values, "listeners", items if items is not None else ["PLAINTEXT://127.0.0.1:9092"]
+    )
+
+
+def _advertised_listeners(
+    values: Mapping[str, str], listeners: tuple[Endpoint, ...]
+) -> tuple[Endpoint, ...]:
+    items = _list(values, "advertised.listeners")
+    name = "advertised.listeners" if items is not None else "listeners"
+    advertised = listeners if items is None else _endpoints(values, name, items)
+    for endpoint in advertised:
+        # Kafka refuses to advertise the meta-address; pykraft also cannot look up a hostname
+        # to advertise for an empty host, so it asks for advertised.listeners instead.
+        if endpoint.host in ("", "0.0.0.0", "::"):
+            raise BrokerConfigError(
+                "advertised.listeners",
+                f"cannot advertise {endpoint}: set advertised.listeners to an address clients "
+                "can reach",
+            )
+        # Port 0 in listeners means "any free port"; the process advertises the bound port.
+        if endpoint.port == 0 and items is not None:
+            raise BrokerConfigError("advertised.listeners", f"cannot advertise port 0 ({endpoint})")
+    return advertised
+
+
+def _inter_broker_listener(values: Mapping[str, str], advertised: tuple[Endpoint, ...]) -> str:
+    name = (values.get("inter.broker.listener.name") or "PLAINTEXT").strip().upper()
+    if all(endpoint.listener_name != name for endpoint in advertised):
+        raise BrokerConfigError(
+            "inter.broker.listener.name",
+            f"{name} is not one of advertised.listeners "
+            f"({', '.join(e.listener_name for e in advertised)})",
+        )
+    return name
+
+
+def _log_dirs(values: Mapping[str, str]) -> tuple[Path, ...]:
+    items = _list(values, "log.dirs")
+    name = "log.dirs"
+    if items is None:
+        items, name = _list(values, "log.dir") or ["/tmp/kafka-logs"], "log.dir"
+    if not items:
+        raise BrokerConfigError(name, "no directory given")
+    if len(set(items)) != len(items):
+        raise BrokerConfigError(name, "a directory is listed twice")
+    return tuple(Path(item) for item in items)
+
+
+def _controller_bootstrap(values: Mapping[str, str]) -> tuple[HostPort, ...]:
+    name = "controller.quorum.bootstrap.servers"
+    items = _list(values, name)
+    if items is None:
+        voters = _list(values, "controller.quorum.http.voters")
+        if voters is None:
+            raise BrokerConfigError(
+                name, "missing; list the controllers' HTTP listeners as host:port,..."
+            )
+        name = "controller.quorum.http.voters"
+        items = [_voter_address(item, name) for item in voters]
+    if not items:
+        raise BrokerConfigError(name, "no controller given")
+    return tuple(_parse_host_port(item, name) for item in items)
+
+
+def _voter_address(item: str, name: str) -> str:
+    node, separator, address = item.partition("@")
+    if not separator or not node.strip().isdigit():
+        raise BrokerConfigError(name, f"expected id@host:port, got {item!r}")
+    return address
+
+
+def _http_listener(values: Mapping[str, str]) -> HostPort:
+    raw = values.get("http.listener")
+    return HostPort("127.0.0.1", 8092) if raw is None else _parse_host_port(raw, "http.listener")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _log_config(values: Mapping[str, str]) -> LogConfig:
+    broker_level = {name: values[name] for name in BROKER_LOG_PROPERTIES if name in values}
+    try:
+        return LogConfig.from_properties(broker_level)
+    except LogConfigError as error:
+        name = _TOPIC_TO_BROKER_NAME.get(error.name, error.name)
+        message = str(error).split(": ", 1)[-1]
+        raise BrokerConfigError(name, message) from None
