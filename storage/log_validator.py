@@ -13,6 +13,7 @@ ignored (a fetch response may end mid-batch).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 
 import attrs
 
@@ -254,3 +255,19 @@ def check_producers(
             )
         next_offset = last_offset + 1
     return None
+
+
+def segment_sized_chunks(
+    batches: list[ValidatedBatch], segment_bytes: int
+) -> Iterator[list[ValidatedBatch]]:
+    """Consecutive runs of batches of at most ``segment_bytes`` (at least one batch each)."""
+    chunk: list[ValidatedBatch] = []
+    size = 0
+    for item in batches:
+        if chunk and size + item.header.size_in_bytes > segment_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item.header.size_in_bytes
+    if chunk:
+        yield chunk

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -45,12 +45,13 @@ from storage.log_validator import (
     ValidatedBatch,
     append_info,
     check_producers,
+    segment_sized_chunks,
     validate_follower_batches,
     validate_leader_batches,
 )
 from storage.producer_state import ProducerStateManager
 from storage.record_batch import BatchHeader, patch_base_offset, patch_partition_leader_epoch
-from storage.recovery import RecoveryReport, open_segments, recover_segments, remove_stray_files
+from storage.recovery import RecoveryReport, load_log
 from storage.retention import RetentionDecision, SegmentInfo, decide_retention
 from storage.segment import AppendedBatch, LogSegment, segment_file_name, should_roll
 
@@ -64,18 +65,6 @@ class OffsetAndTimestamp:
     offset: int
     timestamp: int
     leader_epoch: int | None
-
-
-def _recovered_epoch_assigner(cache: LeaderEpochFileCache) -> Callable[[BatchHeader], None]:
-    """Kafka ``LogSegment.recover``: record epochs above the cache's latest as they appear."""
-
-    def on_batch(header: BatchHeader) -> None:
-        latest = cache.latest_epoch
-        epoch = header.partition_leader_epoch
-        if epoch >= 0 and (latest is None or epoch > latest):
-            cache.assign(epoch, header.base_offset)
-
-    return on_batch
 
 
 class PartitionLog:
@@ -120,38 +109,23 @@ class PartitionLog:
         had_clean_shutdown: bool = False,
     ) -> PartitionLog:
         """Load (and if needed recover) the log in ``directory``, creating it when absent."""
-        directory.mkdir(parents=True, exist_ok=True)
-        removed = remove_stray_files(directory)
-        cache = LeaderEpochFileCache(directory)
-        segments, report = recover_segments(
-            open_segments(directory, config, now_ms),
+        loaded = load_log(
+            directory,
+            config,
             recovery_point=recovery_point,
+            now_ms=now_ms,
+            log_start_offset=log_start_offset,
             had_clean_shutdown=had_clean_shutdown,
-            on_batch=_recovered_epoch_assigner(cache),
-            removed_files=removed,
         )
-        start = max(log_start_offset, segments[0].base_offset if segments else 0)
-        if segments and start > segments[-1].read_next_offset():
-            # Kafka deleteSegmentsIfLogStartGreaterThanLogEnd: nothing left is readable.
-            for segment in segments:
-                segment.delete()
-            segments = []
-        if not segments:
-            segments = [LogSegment(directory, start, config, now_ms)]
-        segments[-1].resize_indexes(config.segment_index_bytes)
-        log_end = segments[-1].read_next_offset()
-        point = log_end if had_clean_shutdown else min(recovery_point, log_end)
-        cache.truncate_from_end(log_end)
-        cache.truncate_from_start(start)
         log = cls(
             directory,
             config,
-            segments,
-            log_start_offset=start,
-            recovery_point=max(point, start),
-            leader_epoch_cache=cache,
+            loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            leader_epoch_cache=loaded.leader_epoch_cache,
             producer_state=ProducerStateManager(directory),
-            load_report=report,
+            load_report=loaded.report,
         )
         log._rebuild_producer_state()
         return log
@@ -252,7 +226,7 @@ class PartitionLog:
             if epoch >= 0 and epoch != self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(epoch, item.header.base_offset)
         view = memoryview(batches)
-        for chunk in _segment_sized_chunks(validated, self.config.segment_bytes):
+        for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
             start = chunk[0].position
             end = chunk[-1].position + chunk[-1].header.size_in_bytes
             rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
@@ -523,19 +497,3 @@ class PartitionLog:
 
 def _base_offset(segment: LogSegment) -> int:
     return segment.base_offset
-
-
-def _segment_sized_chunks(
-    batches: list[ValidatedBatch], segment_bytes: int
-) -> Iterator[list[ValidatedBatch]]:
-    """Consecutive runs of batches of at most ``segment_bytes`` (at least one batch each)."""
-    chunk: list[ValidatedBatch] = []
-    size = 0
-    for item in batches:
-        if chunk and size + item.header.size_in_bytes > segment_bytes:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(item)
-        size += item.header.size_in_bytes
-    if chunk:
-        yield chunk

@@ -29,6 +29,7 @@ from pathlib import Path
 import attrs
 
 from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
+from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import LogConfig
 from storage.record_batch import BatchHeader
 from storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
@@ -145,3 +146,62 @@ def recover_segments(
         problems=tuple(problems),
     )
     return segments, report
+
+
+def _recovered_epoch_assigner(cache: LeaderEpochFileCache) -> Callable[[BatchHeader], None]:
+    """Kafka ``LogSegment.recover``: record epochs above the cache's latest as they appear."""
+
+    def on_batch(header: BatchHeader) -> None:
+        latest = cache.latest_epoch
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            cache.assign(epoch, header.base_offset)
+
+    return on_batch
+
+
+@attrs.define
+class LoadedLog:
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    leader_epoch_cache: LeaderEpochFileCache
+    report: RecoveryReport
+
+
+def load_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    now_ms: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+) -> LoadedLog:
+    """Open, clean up and recover a partition directory (creating it when absent)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    removed = remove_stray_files(directory)
+    cache = LeaderEpochFileCache(directory)
+    segments, report = recover_segments(
+        open_segments(directory, config, now_ms),
+        recovery_point=recovery_point,
+        had_clean_shutdown=had_clean_shutdown,
+        on_batch=_recovered_epoch_assigner(cache),
+        removed_files=removed,
+    )
+    start = max(log_start_offset, segments[0].base_offset if segments else 0)
+    if segments and start > segments[-1].read_next_offset():
+        # Kafka deleteSegmentsIfLogStartGreaterThanLogEnd: nothing left is readable.
+        for segment in segments:
+            segment.delete()
+        segments = []
+    if not segments:
+        segments = [LogSegment(directory, start, config, now_ms)]
+    segments[-1].resize_indexes(config.segment_index_bytes)
+    log_end = segments[-1].read_next_offset()
+    # Kafka: only a clean shutdown moves the recovery point to the log end; otherwise it only
+    # advances when the log is flushed.
+    point = log_end if had_clean_shutdown else min(recovery_point, log_end)
+    cache.truncate_from_end(log_end)
+    cache.truncate_from_start(start)
+    return LoadedLog(segments, start, max(point, start), cache, report)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
 
+from storage.batch_scan import iter_valid_batches, read_batch_header
 from storage.file_slice import FileSlice
 from storage.index import (
     MAX_RELATIVE_OFFSET,
@@ -33,22 +33,10 @@ from storage.index import (
     TimestampOffset,
 )
 from storage.log_config import LogConfig
-from storage.record_batch import (
-    BATCH_HEADER_SIZE,
-    CURRENT_MAGIC,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-    CorruptRecordError,
-    validate_batch,
-)
+from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.records import iter_records
 
 LOG_SUFFIX = ".log"
-# The header layout of storage.record_batch, read here from a 61-byte pread: parse_header wants
-# the whole batch in memory, and scanning a segment must not read batch bodies.
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -224,19 +212,7 @@ class LogSegment:
     # ------------------------------------------------------------------ read
 
     def _read_header(self, position: int) -> BatchHeader:
-        data = os.pread(self._fd, BATCH_HEADER_SIZE, position)
-        if len(data) < BATCH_HEADER_SIZE:
-            raise CorruptRecordError(
-                "header", f"only {len(data)} bytes left, a v2 header needs 61", position
-            )
-        header = BatchHeader(*_HEADER.unpack(data))
-        if header.magic != CURRENT_MAGIC:
-            raise CorruptRecordError("magic", f"{header.magic} is not supported", position)
-        if header.batch_length < MIN_BATCH_LENGTH or position + header.size_in_bytes > self.size:
-            raise CorruptRecordError(
-                "batchLength", f"{header.batch_length} does not fit the segment", position
-            )
-        return header
+        return read_batch_header(self._fd, position, self.size)
 
     def iter_headers(
         self, start_position: int = 0, end_position: int | None = None
@@ -329,7 +305,7 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         valid_bytes, next_offset, error = 0, self.base_offset, None
         try:
-            for position, header in _iter_valid_batches(self._fd, self.size):
+            for position, header in iter_valid_batches(self._fd, self.size):
                 if header.base_offset != next_offset:
                     raise CorruptRecordError(
                         "baseOffset", f"{header.base_offset}, expected {next_offset}", position
@@ -427,45 +403,3 @@ def _write_fully(fd: int, data: memoryview, position: int) -> None:
         written = os.pwrite(fd, data, position)
         data = data[written:]
         position += written
-
-
-def _iter_valid_batches(fd: int, file_size: int) -> Iterator[tuple[int, BatchHeader]]:
-    """``(position, header)`` of CRC-valid batches from the start of the file, reading in
-    chunks; raises CorruptRecordError at the first torn or corrupt batch."""
-    position = 0
-    while position < file_size:
-        chunk = os.pread(fd, min(RECOVERY_CHUNK_BYTES, file_size - position), position)
-        offset = 0
-        while position + offset < file_size:
-            if file_size - position - offset < LOG_OVERHEAD:
-                raise CorruptRecordError(
-                    "batchLength", "torn batch at the end of the log", position + offset
-                )
-            if len(chunk) - offset < LOG_OVERHEAD:
-                break  # refill from here
-            size = _batch_size_at(chunk, offset, position + offset, file_size)
-            if offset + size > len(chunk):
-                if offset:
-                    break  # refill from here
-                chunk = os.pread(fd, size, position)  # one batch bigger than a chunk
-            yield position + offset, _validate(chunk, offset, position)
-            offset += size
-        position += offset
-
-
-def _batch_size_at(chunk: bytes, offset: int, position: int, file_size: int) -> int:
-    """Size of the batch at ``offset`` in ``chunk`` (file ``position``); it must fit the file."""
-    batch_length = int.from_bytes(chunk[offset + 8 : offset + 12], "big", signed=True)
-    size = batch_length + LOG_OVERHEAD
-    if batch_length < MIN_BATCH_LENGTH or position + size > file_size:
-        raise CorruptRecordError(
-            "batchLength", f"batch of {size} bytes does not fit the log", position
-        )
-    return size
-
-
-def _validate(buffer: bytes, offset: int, buffer_position: int) -> BatchHeader:
-    try:
-        return validate_batch(buffer, offset)
-    except CorruptRecordError as error:
-        raise CorruptRecordError(error.field, error.message, buffer_position + offset) from None

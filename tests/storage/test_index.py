@@ -1,0 +1,210 @@
+"""Offset and time indexes (Kafka's OffsetIndexTest / TimeIndexTest behaviour)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storage.index import (
+    NO_TIMESTAMP,
+    CorruptIndexError,
+    OffsetIndex,
+    OffsetPosition,
+    TimeIndex,
+    TimestampOffset,
+)
+
+MAX_SIZE = 80  # ten offset entries
+
+
+def offset_index(tmp_path: Path, base: int = 1034, size: int = MAX_SIZE) -> OffsetIndex:
+    return OffsetIndex(tmp_path / f"{base:020d}.index", base, size)
+
+
+def time_index(tmp_path: Path, base: int = 0, size: int = 12 * 5) -> TimeIndex:
+    return TimeIndex(tmp_path / f"{base:020d}.timeindex", base, size)
+
+
+# ------------------------------------------------------------------ offset index
+
+
+def test_new_index_is_preallocated_and_empty(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    assert index.entries == 0
+    assert index.file_size() == MAX_SIZE
+    assert index.max_entries == 10
+
+
+def test_lookup_returns_the_floor_entry(tmp_path: Path) -> None:
+    # Kafka's documentation example: offset 1041 of segment 1034 is found via the entry for
+    # 1039 at position 1000, then a scan of the log from there.
+    index = offset_index(tmp_path)
+    index.append(1036, 500)
+    index.append(1039, 1000)
+    index.append(1045, 2000)
+    assert index.lookup(1041) == OffsetPosition(1039, 1000)
+    assert index.lookup(1039) == OffsetPosition(1039, 1000)
+    assert index.lookup(1045) == OffsetPosition(1045, 2000)
+    assert index.lookup(9999) == OffsetPosition(1045, 2000)
+
+
+def test_lookup_below_the_first_entry_is_the_segment_start(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    assert index.lookup(1040) == OffsetPosition(1034, 0)
+    index.append(1039, 1000)
+    assert index.lookup(1035) == OffsetPosition(1034, 0)
+
+
+def test_lookup_by_position_finds_a_batch_boundary(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    index.append(1036, 500)
+    index.append(1039, 1000)
+    assert index.lookup_by_position(999) == OffsetPosition(1036, 500)
+    assert index.lookup_by_position(1000) == OffsetPosition(1039, 1000)
+    assert index.lookup_by_position(499) is None
+
+
+def test_append_must_increase_the_offset(tmp_path: Path) -> None:
+    # Kafka OffsetIndex.append throws InvalidOffsetException for offset <= last offset.
+    index = offset_index(tmp_path)
+    index.append(1040, 100)
+    with pytest.raises(ValueError, match="at or below"):
+        index.append(1040, 200)
+
+
+def test_append_to_a_full_index_fails(tmp_path: Path) -> None:
+    index = offset_index(tmp_path, size=16)
+    index.append(1035, 10)
+    index.append(1036, 20)
+    assert index.is_full
+    with pytest.raises(ValueError, match="full"):
+        index.append(1037, 30)
+
+
+def test_truncate_to_removes_entries_at_and_above(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    for offset, position in [(1036, 100), (1040, 200), (1044, 300)]:
+        index.append(offset, position)
+    index.truncate_to(1040)
+    assert index.entries == 1
+    assert index.last_offset == 1036
+    index.truncate_to(1041)  # nothing at or above 1041 is left
+    assert index.entries == 1
+    index.truncate_to(1000)
+    assert index.entries == 0
+    assert index.last_offset == 1034
+
+
+def test_close_trims_and_reopen_keeps_entries(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    index.append(1036, 100)
+    index.append(1040, 200)
+    index.close()
+    assert (tmp_path / f"{1034:020d}.index").stat().st_size == 16
+    again = offset_index(tmp_path)
+    assert again.entries == 2
+    assert again.lookup(1041) == OffsetPosition(1040, 200)
+    again.resize(MAX_SIZE)  # made active again: room for more
+    again.append(1050, 300)
+    assert again.entries == 3
+
+
+def test_sanity_check_accepts_a_good_index(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    index.append(1036, 100)
+    index.append(1040, 200)
+    index.sanity_check(log_size=300)
+
+
+def test_sanity_check_rejects_a_size_that_is_not_a_multiple(tmp_path: Path) -> None:
+    path = tmp_path / f"{1034:020d}.index"
+    path.write_bytes(b"\x00\x00\x00\x02\x00\x00\x00\x10\x00\x00")
+    with pytest.raises(CorruptIndexError, match="not a multiple"):
+        OffsetIndex(path, 1034, MAX_SIZE).sanity_check(log_size=1000)
+
+
+def test_sanity_check_rejects_entries_out_of_order(tmp_path: Path) -> None:
+    path = tmp_path / f"{1034:020d}.index"
+    path.write_bytes((5).to_bytes(4, "big") + (100).to_bytes(4, "big") + bytes(8))
+    with pytest.raises(CorruptIndexError, match="strictly increasing"):
+        OffsetIndex(path, 1034, MAX_SIZE).sanity_check(log_size=1000)
+
+
+def test_sanity_check_rejects_a_position_past_the_log(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    index.append(1036, 100)
+    index.append(1040, 900)
+    with pytest.raises(CorruptIndexError, match="past the log"):
+        index.sanity_check(log_size=900)
+
+
+def test_untrimmed_index_after_a_crash_fails_the_sanity_check(tmp_path: Path) -> None:
+    # Kafka counts file size / entry size as entries: a preallocated file left by a crash has
+    # a zero tail, which breaks the ordering.
+    index = offset_index(tmp_path)
+    index.append(1036, 100)
+    index.close_handler()
+    reopened = offset_index(tmp_path)
+    assert reopened.entries == 10
+    with pytest.raises(CorruptIndexError):
+        reopened.sanity_check(log_size=1000)
+
+
+# ------------------------------------------------------------------ time index
+
+
+def test_time_index_only_appends_larger_timestamps(tmp_path: Path) -> None:
+    index = time_index(tmp_path)
+    index.maybe_append(100, 3)
+    index.maybe_append(100, 5)  # same timestamp: skipped
+    index.maybe_append(90, 6)  # smaller: skipped
+    index.maybe_append(120, 8)
+    assert index.entries == 2
+    assert index.last_entry == TimestampOffset(120, 8)
+
+
+def test_time_index_lookup(tmp_path: Path) -> None:
+    index = time_index(tmp_path, base=10)
+    index.maybe_append(100, 13)
+    index.maybe_append(200, 20)
+    assert index.lookup(50) == TimestampOffset(NO_TIMESTAMP, 10)
+    assert index.lookup(100) == TimestampOffset(100, 13)
+    assert index.lookup(199) == TimestampOffset(100, 13)
+    assert index.lookup(500) == TimestampOffset(200, 20)
+
+
+def test_time_index_reserves_its_last_slot_for_the_roll(tmp_path: Path) -> None:
+    # Kafka TimeIndex.isFull: entries >= maxEntries - 1.
+    index = time_index(tmp_path, size=36)  # three slots
+    index.maybe_append(1, 1)
+    index.maybe_append(2, 2)
+    assert index.is_full
+    with pytest.raises(ValueError, match="full"):
+        index.maybe_append(3, 3)
+    index.maybe_append(3, 3, skip_full_check=True)
+    assert index.entries == 3
+
+
+def test_time_index_truncate_to(tmp_path: Path) -> None:
+    index = time_index(tmp_path)
+    index.maybe_append(100, 3)
+    index.maybe_append(200, 7)
+    index.truncate_to(7)
+    assert index.last_entry == TimestampOffset(100, 3)
+
+
+def test_time_index_sanity_check_rejects_decreasing_timestamps(tmp_path: Path) -> None:
+    path = tmp_path / f"{0:020d}.timeindex"
+    entry = (200).to_bytes(8, "big") + (1).to_bytes(4, "big")
+    older = (100).to_bytes(8, "big") + (2).to_bytes(4, "big")
+    path.write_bytes(entry + older)
+    with pytest.raises(CorruptIndexError, match="timestamps"):
+        TimeIndex(path, 0, 120).sanity_check(log_size=1000)
+
+
+def test_time_index_sanity_check_rejects_a_wrong_size(tmp_path: Path) -> None:
+    path = tmp_path / f"{0:020d}.timeindex"
+    path.write_bytes(bytes(13))
+    with pytest.raises(CorruptIndexError, match="not a multiple"):
+        TimeIndex(path, 0, 120).sanity_check(log_size=1000)
