@@ -9,6 +9,10 @@ from memory: the broker must load a snapshot and continue from its end offset
 
 Whole batches are evicted, and the newest batch is always kept, so a batch larger than
 ``max_records`` is still served. A read that starts inside a batch gets that batch's tail.
+Nothing at or after the eviction floor (``retain_from``: the end offset of the latest snapshot
+this controller can serve) is ever evicted, so a broker that loads that snapshot can always go on
+from its end offset — the same invariant as Kafka's "log start offset <= latest snapshot end".
+Until the first snapshot everything is kept.
 
 Pure data structure: no threads, no clock. The controller's asyncio thread owns one.
 """
@@ -79,6 +83,8 @@ class LogWindow:
         self._record_count = 0
         self._start_offset = start_offset
         self._next_offset = start_offset
+        # Invariant: batches ending after _floor are never evicted.
+        self._floor = start_offset
 
     @property
     def start_offset(self) -> int:
@@ -98,7 +104,12 @@ class LogWindow:
         """Drop everything; the log continues at ``start_offset`` (after loading a snapshot)."""
         self._batches, self._bases, self._first = [], [], 0
         self._record_count = 0
-        self._start_offset = self._next_offset = start_offset
+        self._start_offset = self._next_offset = self._floor = start_offset
+
+    def retain_from(self, offset: int) -> None:
+        """A snapshot ending at ``offset`` can be served: records before it may be evicted."""
+        self._floor = max(self._floor, offset)
+        self._evict()
 
     def append(self, batch: CommittedBatch) -> None:
         if batch.base_offset != self._next_offset:
@@ -117,6 +128,8 @@ class LogWindow:
     def _evict(self) -> None:
         while self._record_count > self._max_records and len(self._batches) - self._first > 1:
             evicted = self._batches[self._first]
+            if evicted.next_offset > self._floor:
+                break
             self._first += 1
             self._record_count -= len(evicted.records)
             self._start_offset = evicted.next_offset

@@ -63,6 +63,9 @@ class MetadataView:
         self.window.reset(state.next_offset)
         self._notify(None)
 
+    def on_snapshot_written(self, end_offset: int) -> None:
+        self.window.retain_from(end_offset)
+
     def _notify(self, applied: Applied | None) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
@@ -99,6 +102,9 @@ class RaftBridge:
 
     def handle_state_loaded(self, state: MetadataState) -> None:
         self._loop.call_soon_threadsafe(self._view.on_state_loaded, state)
+
+    def handle_snapshot_written(self, end_offset: int) -> None:
+        self._loop.call_soon_threadsafe(self._view.on_snapshot_written, end_offset)
 
     def result_callback(
         self, future: asyncio.Future[tuple[ApplyResult | None, int]]

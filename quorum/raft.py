@@ -60,6 +60,13 @@ logger = logging.getLogger(__name__)
 # Bounds (STYLE.md §7).
 MAX_PENDING_PROPOSALS = 10_000
 MAX_PENDING_CALLS = 1_000
+# A restarted controller may find its port in TIME_WAIT briefly: retry for about 5 s.
+BIND_RETRY_S = 0.25
+MAX_BIND_RETRIES = 20
+
+
+class RaftBindError(RuntimeError):
+    """The Raft port could not be bound."""
 
 
 class RaftListener(Protocol):
@@ -68,6 +75,8 @@ class RaftListener(Protocol):
     def handle_applied(self, applied: Applied) -> None: ...
 
     def handle_state_loaded(self, state: MetadataState) -> None: ...
+
+    def handle_snapshot_written(self, end_offset: int) -> None: ...
 
 
 class SerializeState(enum.Enum):
@@ -101,6 +110,14 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
                   if node != config.node_id]
         super().__init__(self_address, others, self._sync_obj_conf(config))
         self.addOnTickCallback(self._drain_calls)
+        try:
+            self.waitBinded()
+        except Exception:
+            self.destroy_synchronous()
+            raise RaftBindError(
+                f"cannot listen on the Raft address {self_address} (controller.quorum.voters "
+                f"entry of node {config.node_id}): is another process using the port?"
+            ) from None
 
     def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
         election_s = config.election_timeout_ms / 1000
@@ -129,7 +146,10 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             appendEntriesBatchSizeBytes=1 << 20,
             logCompactionBatchSize=1 << 20,
             dynamicMembershipChange=False,
-            bindRetryTime=0.2,
+            # Bind exactly the configured host (pysyncobj would bind 0.0.0.0).
+            bindAddress=str(config.self_raft_address),
+            bindRetryTime=BIND_RETRY_S,
+            maxBindRetries=MAX_BIND_RETRIES,
         )
 
     # ---- the replicated state machine (Raft thread) ----
@@ -197,6 +217,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             checkpoint = None
             if state.image.offset >= 0:
                 checkpoint = self.snapshots.write(state.image, int(time.time() * 1000))
+                self._listener.handle_snapshot_written(state.next_offset)
             header = DumpHeader(
                 next_offset=state.next_offset,
                 last_raft_index=state.last_raft_index,

@@ -12,10 +12,12 @@ def committed(base_offset: int, count: int, epoch: int = 1) -> CommittedBatch:
     )
 
 
-def window_with(max_records: int, *sizes: int) -> LogWindow:
+def window_with(max_records: int, *sizes: int, snapshot_at: int | None = None) -> LogWindow:
+    """A window holding batches of ``sizes``; by default a snapshot covers all of them."""
     window = LogWindow(max_records)
     for size in sizes:
         window.append(committed(window.next_offset, size))
+    window.retain_from(window.next_offset if snapshot_at is None else snapshot_at)
     return window
 
 
@@ -84,10 +86,27 @@ def test_reset_after_loading_a_snapshot() -> None:
     assert offsets(window, 1000) == [1000, 1001]
 
 
+def test_nothing_after_the_latest_snapshot_is_evicted() -> None:
+    window = window_with(2, 3, 2, 4, snapshot_at=3)
+    # Over the bound, but a broker loading the snapshot at 3 must be able to read from 3.
+    assert (window.start_offset, window.record_count) == (3, 6)
+    assert offsets(window, 3) == list(range(3, 9))
+    window.retain_from(9)
+    assert (window.start_offset, window.record_count) == (5, 4)
+
+
+def test_without_any_snapshot_everything_is_kept() -> None:
+    window = LogWindow(2)
+    for size in (3, 2, 4):
+        window.append(committed(window.next_offset, size))
+    assert offsets(window, 0) == list(range(9))
+
+
 def test_long_logs_compact_their_index() -> None:
     window = LogWindow(50)
     for _ in range(5000):
         window.append(committed(window.next_offset, 1))
+        window.retain_from(window.next_offset)
     assert window.record_count == 50
     assert offsets(window, 4950) == list(range(4950, 5000))
     assert window.read(4949, 1).status is ReadStatus.SNAPSHOT_REQUIRED

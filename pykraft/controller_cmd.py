@@ -1,0 +1,124 @@
+"""``pykraft controller --config FILE``: run one controller of the metadata quorum.
+
+The file is a Kafka ``.properties`` file. Example for node 1 of three::
+
+    node.id=1
+    process.roles=controller
+    controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095
+    controller.quorum.http.voters=1@127.0.0.1:19093,2@127.0.0.1:19094,3@127.0.0.1:19095
+    listeners=CONTROLLER://127.0.0.1:19093
+    controller.listener.names=CONTROLLER
+    metadata.log.dir=/var/lib/pykraft/controller-1
+    controller.quorum.password.file=/var/lib/pykraft/quorum.password
+
+``controller.quorum.voters`` are the Raft (pysyncobj) ports; ``listeners`` is this controller's
+HTTP API; ``controller.quorum.http.voters`` lets a follower point clients at the leader. The
+password (``controller.quorum.password`` or ``controller.quorum.password.file``) is required:
+every Raft frame is encrypted and authenticated with it. SIGTERM stops the controller cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pykraft.properties import ConfigError, Properties
+from quorum.config import (
+    ControllerConfig,
+    ControllerConfigError,
+    parse_listener,
+    parse_voters,
+)
+from quorum.runner import run_controller
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, type=Path,
+                        help="the controller's .properties file")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_controller_config(Properties.load(args.config))
+    except (ConfigError, ControllerConfigError) as error:
+        print(f"pykraft controller: {error}", file=sys.stderr)
+        return 2
+    return run_controller(config)
+
+
+def _password(props: Properties) -> str:
+    inline = props.values.get("controller.quorum.password")
+    path = props.values.get("controller.quorum.password.file")
+    if inline and path:
+        raise ConfigError(f"{props.source}: set controller.quorum.password or "
+                          "controller.quorum.password.file, not both")
+    if path:
+        try:
+            password = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise ConfigError(f"{props.source}: controller.quorum.password.file={path}: "
+                              f"{error.strerror}") from None
+        if not password:
+            raise ConfigError(f"{props.source}: the password file {path} is empty")
+        return password
+    if not inline:
+        raise ConfigError(f"{props.source}: controller.quorum.password or "
+                          "controller.quorum.password.file is required (pysyncobj runs "
+                          "whatever a peer sends unless frames are authenticated)")
+    return inline
+
+
+def load_controller_config(props: Properties) -> ControllerConfig:
+    roles = props.get_list("process.roles", "controller")
+    if "controller" not in roles:
+        raise ConfigError(f"{props.source}: process.roles={','.join(roles)} lacks controller")
+    listener_name = props.get_str("controller.listener.names", "CONTROLLER").split(",")[0]
+    http_voters = {}
+    if "controller.quorum.http.voters" in props.values:
+        http_voters = parse_voters(props.get_list("controller.quorum.http.voters"),
+                                   "controller.quorum.http.voters")
+    log_dir = props.values.get("metadata.log.dir") or props.get_list("log.dirs")[0]
+    return ControllerConfig(
+        node_id=props.get_int("node.id"),
+        voters=parse_voters(props.get_list("controller.quorum.voters"),
+                            "controller.quorum.voters"),
+        http_listener=parse_listener(props.get_list("listeners"), listener_name.strip()),
+        http_voters=http_voters,
+        metadata_log_dir=Path(log_dir),
+        quorum_password=_password(props),
+        election_timeout_ms=props.get_int("controller.quorum.election.timeout.ms", 1000),
+        fetch_timeout_ms=props.get_int("controller.quorum.fetch.timeout.ms", 2000),
+        append_linger_ms=props.get_int("controller.quorum.append.linger.ms", 5),
+        raft_tick_ms=props.get_int("pykraft.raft.tick.ms", 2),
+        broker_session_timeout_ms=props.get_int("broker.session.timeout.ms", 9000),
+        broker_heartbeat_interval_ms=props.get_int("broker.heartbeat.interval.ms", 2000),
+        metadata_max_idle_interval_ms=props.get_int("metadata.max.idle.interval.ms", 500),
+        snapshot_interval_records=props.get_int(
+            "metadata.log.max.records.between.snapshots", 20_000),
+        snapshot_interval_ms=props.get_int("metadata.log.max.snapshot.interval.ms", 3_600_000),
+        retained_snapshots=props.get_int("metadata.log.retained.snapshots", 3),
+        window_records=props.get_int("metadata.log.window.records", 100_000),
+        fetch_max_wait_ms=props.get_int("metadata.fetch.max.wait.ms", 30_000),
+        num_partitions=props.get_int("num.partitions", 1),
+        default_replication_factor=props.get_int("default.replication.factor", 1),
+        unclean_leader_election_enable=props.get_bool("unclean.leader.election.enable", False),
+        request_timeout_ms=props.get_int("controller.quorum.request.timeout.ms", 5000),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pykraft.controller_cmd --config FILE`` (what ``pykraft controller`` runs)."""
+    parser = argparse.ArgumentParser(prog="pykraft controller", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

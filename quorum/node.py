@@ -1,0 +1,188 @@
+"""ControllerNode: one controller process's Raft node, metadata view and write path.
+
+Theory of operation
+-------------------
+Writes go only through ``ControllerNode.write(operation)``, on the asyncio thread:
+
+  1. ``require_leader()``: a follower answers NOT_CONTROLLER with the leader's URL (the client
+     retries there; pysyncobj's own forwarding is never relied on).
+  2. Under one lock (the active controller handles one write at a time, like Kafka's
+     single-threaded QuorumController), ``operation(image, now_ms)`` computes the records and
+     response against the current image (pure, quorum/controller.py).
+  3. The records are proposed as one atomic batch with ``expected_last_offset = image.offset``;
+     ``apply`` rejects the batch as STALE if the log moved meanwhile (a new leader still
+     applying the previous term's entries). Then the operation is recomputed against the new
+     image, at most ``MAX_WRITE_ATTEMPTS`` times.
+  4. The response is returned once the batch is committed and applied to the view.
+
+A write whose outcome is unknown (timeout, leadership lost after proposing) answers
+REQUEST_TIMED_OUT / NOT_CONTROLLER; writes are idempotent at the request level where Kafka's are
+(register with the same incarnation id, heartbeat), and otherwise safe to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from pysyncobj import FAIL_REASON
+
+from metadata.codec import encode_record
+from metadata.image import MetadataImage
+from metadata.records import MetadataRecord
+from quorum.config import ControllerConfig
+from quorum.controller import ControllerResult, ControllerSettings, QuorumController
+from quorum.metadata_view import MetadataView, RaftBridge
+from quorum.raft import MetadataRaft, describe_failure
+from quorum.raft_batch import ProposedBatch, encode_batch
+from quorum.raft_state import ApplyResult, ApplyStatus
+
+logger = logging.getLogger(__name__)
+
+# Bounds (STYLE.md §7).
+MAX_WRITE_ATTEMPTS = 8
+STALE_CATCH_UP_WAIT_S = 1.0
+
+T = TypeVar("T")
+# (controller, image, now_ms) -> records to commit atomically + the response once they commit
+Operation = Callable[[QuorumController, MetadataImage, int], ControllerResult[T]]
+
+
+class ServiceError(Exception):
+    """An expected failure answered as ``{"error": code, "message": ...}`` with ``status``."""
+
+    def __init__(self, status: int, code: str, message: str, leader: str | None = None,
+                 extra: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.leader = leader
+        self.extra = extra or {}
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ControllerNode:
+    def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop) -> None:
+        self.config = config
+        self.view = MetadataView(config.window_records)
+        self.bridge = RaftBridge(loop, self.view)
+        self.raft = MetadataRaft(config, self.bridge)
+        self._write_lock = asyncio.Lock()
+        self._settings = ControllerSettings(
+            broker_session_timeout_ms=config.broker_session_timeout_ms,
+            metadata_max_idle_interval_ms=config.metadata_max_idle_interval_ms,
+            default_num_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+        )
+        self._controller: QuorumController | None = None
+        self._controller_term = -1
+
+    # ---- leadership ----
+
+    def is_leader(self) -> bool:
+        return self.raft.is_leader()
+
+    def leader_id(self) -> int | None:
+        if self.raft.is_leader():
+            return self.config.node_id
+        address = self.raft.leader_address()
+        return None if address is None else self.config.node_id_for_raft_address(address)
+
+    def leader_url(self) -> str | None:
+        leader = self.leader_id()
+        return None if leader is None else self.config.http_url(leader)
+
+    def require_leader(self) -> None:
+        if self.raft.is_leader():
+            return
+        leader = self.leader_id()
+        if leader is None:
+            raise ServiceError(503, "NOT_CONTROLLER",
+                               "No controller is active right now (an election is in progress); "
+                               "retry shortly.", leader=None)
+        url = self.config.http_url(leader)
+        raise ServiceError(421, "NOT_CONTROLLER",
+                           f"This controller is not the active controller; controller {leader} "
+                           f"is, at {url or 'an address this controller does not know'}.",
+                           leader=url, extra={"leader_id": leader})
+
+    def active_controller(self) -> QuorumController:
+        """The QuorumController of this leadership term: a new one (empty broker sessions, a
+        full session timeout of grace) on every activation, as in Kafka (KIP-631)."""
+        term = self.raft.raftCurrentTerm
+        if self._controller is None or self._controller_term != term:
+            self._controller = QuorumController(rng=random.Random(), now_ms=wall_clock_ms(),
+                                                settings=self._settings)
+            self._controller_term = term
+        return self._controller
+
+    # ---- the write path ----
+
+    async def write(self, operation: Operation[T]) -> T:
+        self.require_leader()
+        async with self._write_lock:
+            for _ in range(MAX_WRITE_ATTEMPTS):
+                self.require_leader()
+                image = self.view.image
+                outcome = operation(self.active_controller(), image, wall_clock_ms())
+                if not outcome.records:
+                    return outcome.response
+                result = await self._commit(image, outcome.records)
+                if result.applied:
+                    return outcome.response
+                if result.status is ApplyStatus.STALE:
+                    await self.view.wait_beyond(result.log_last_offset - 1, STALE_CATCH_UP_WAIT_S)
+                    continue
+                raise ServiceError(500, "UNKNOWN_SERVER_ERROR",
+                                   f"The metadata batch was rejected: {result.message}")
+        raise ServiceError(503, "REQUEST_TIMED_OUT",
+                           "The metadata log kept moving while this request was retried; "
+                           "retry it.")
+
+    async def _commit(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> ApplyResult:
+        blob = encode_batch(ProposedBatch(
+            expected_last_offset=image.offset,
+            epoch=self.raft.raftCurrentTerm,
+            append_time_ms=wall_clock_ms(),
+            records=tuple(encode_record(record).encode("utf-8") for record in records),
+        ))
+        return await self.commit_blob(blob)
+
+    async def commit_blob(self, blob: bytes) -> ApplyResult:
+        """Propose ``blob`` and wait for its outcome (used by the write path and benchmarks)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[ApplyResult | None, int]] = loop.create_future()
+        self.raft.propose(blob, self.bridge.result_callback(future))
+        try:
+            result, fail_reason = await asyncio.wait_for(
+                future, self.config.request_timeout_ms / 1000)
+        except TimeoutError:
+            raise ServiceError(503, "REQUEST_TIMED_OUT",
+                               "The metadata write was not committed in time; its outcome is "
+                               "unknown. Retry the request.") from None
+        if fail_reason != FAIL_REASON.SUCCESS or result is None:
+            self._raise_for_failure(fail_reason)
+        assert result is not None
+        return result
+
+    def _raise_for_failure(self, fail_reason: int) -> None:
+        if fail_reason == FAIL_REASON.QUEUE_FULL:
+            raise ServiceError(503, "REQUEST_TIMED_OUT",
+                               "Too many metadata writes are pending; retry shortly.")
+        leader = self.leader_url()
+        raise ServiceError(421 if leader else 503, "NOT_CONTROLLER",
+                           f"Leadership changed before the write committed "
+                           f"({describe_failure(fail_reason)}); retry with the active "
+                           f"controller.", leader=leader)
+
+    def stop(self) -> None:
+        self.raft.destroy_synchronous()
