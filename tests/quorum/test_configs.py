@@ -1,0 +1,207 @@
+"""Topic/broker config validation and IncrementalAlterConfigs.
+
+Messages follow Kafka's ``ConfigDef`` (``ConfigException``: "Invalid value X for configuration
+Y: reason"; ``Range.atLeast``; ``ValidString``/``ValidList``; ``parseType``), ``LogConfig``'s
+definitions and ``ConfigurationControlManagerTest.testIncrementalAlterConfigs``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from metadata.records import ConfigRecord
+from quorum.controller import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    Errors,
+    IncrementalAlterConfigsRequest,
+)
+from quorum.managers.configs import (
+    TOPIC_CONFIGS,
+    ConfigError,
+    effective_topic_configs,
+    unclean_leader_election_enabled,
+)
+from tests.quorum.helpers import Harness, image_with
+
+TOPIC, BROKER = 2, 4
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("min.insync.replicas", "2", None),
+        ("min.insync.replicas", "0",
+         "Invalid value 0 for configuration min.insync.replicas: "
+         "Value must be at least 1"),
+        ("min.insync.replicas", "abc",
+         "Invalid value abc for configuration min.insync.replicas: "
+         "Not a number of type INT"),
+        ("min.insync.replicas", "2147483648",
+         "Invalid value 2147483648 for configuration min.insync.replicas: "
+         "Not a number of type INT"),
+        ("min.insync.replicas", "1.5",
+         "Invalid value 1.5 for configuration min.insync.replicas: "
+         "Not a number of type INT"),
+        ("retention.ms", "-1", None),
+        ("retention.ms", "-2",
+         "Invalid value -2 for configuration retention.ms: "
+         "Value must be at least -1"),
+        ("retention.ms", "9223372036854775807", None),
+        ("retention.ms", "9223372036854775808",
+         "Invalid value 9223372036854775808 for configuration retention.ms: "
+         "Not a number of type LONG"),
+        ("retention.bytes", "-5", None),
+        ("cleanup.policy", "compact,delete", None),
+        ("cleanup.policy", "compact, delete", None),
+        ("cleanup.policy", "foo",
+         "Invalid value foo for configuration cleanup.policy: "
+         "String must be one of: compact, delete"),
+        ("unclean.leader.election.enable", "TRUE", None),
+        ("unclean.leader.election.enable", "yes",
+         "Invalid value yes for configuration unclean.leader.election.enable: "
+         "Expected value to be either true or false"),
+        ("segment.bytes", "14", None),
+        ("segment.bytes", "13",
+         "Invalid value 13 for configuration segment.bytes: "
+         "Value must be at least 14"),
+        ("max.message.bytes", " 1000 ", None),
+        ("max.message.bytes", "-1",
+         "Invalid value -1 for configuration max.message.bytes: "
+         "Value must be at least 0"),
+        ("min.cleanable.dirty.ratio", "0.25", None),
+        ("min.cleanable.dirty.ratio", "1.5",
+         "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: "
+         "Value must be no more than 1"),
+        ("min.cleanable.dirty.ratio", "x",
+         "Invalid value x for configuration min.cleanable.dirty.ratio: "
+         "Not a number of type DOUBLE"),
+        ("compression.type", "brotli",
+         "Invalid value brotli for configuration compression.type: "
+         "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+        ("message.timestamp.type", "LogAppendTime", None),
+    ],
+)
+def test_topic_config_values(name: str, value: str, message: str | None) -> None:
+    definition = TOPIC_CONFIGS[name]
+    if message is None:
+        definition.parse(value)
+        return
+    with pytest.raises(ConfigError) as error:
+        definition.parse(value)
+    assert str(error.value) == message
+
+
+def alter(h: Harness, *resources: AlterConfigsResource, validate_only: bool = False):
+    result = h.controller.incremental_alter_configs(
+        h.image, IncrementalAlterConfigsRequest(resources, validate_only), 0)
+    h.commit(result)
+    return result
+
+
+def topic(name: str, *configs: AlterableConfig) -> AlterConfigsResource:
+    return AlterConfigsResource(TOPIC, name, configs)
+
+
+SET, DELETE = AlterConfigOp.SET, AlterConfigOp.DELETE
+APPEND, SUBTRACT = AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT
+
+
+def test_set_and_delete_topic_configs() -> None:
+    h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]},
+                           {(TOPIC, "t"): {"retention.ms": "5"}}))
+    result = alter(h, topic("t", AlterableConfig("min.insync.replicas", SET, "2"),
+                            AlterableConfig("retention.ms", DELETE),
+                            AlterableConfig("segment.ms", DELETE)))
+    assert result.response.results[0].error.is_success()
+    assert result.records == (
+        ConfigRecord(resource_type=TOPIC, resource_name="t", name="min.insync.replicas",
+                     value="2"),
+        ConfigRecord(resource_type=TOPIC, resource_name="t", name="retention.ms", value=None),
+    )
+    assert dict(h.image.configs.config(TOPIC, "t")) == {"min.insync.replicas": "2"}
+    # Setting a key to the value it has writes nothing.
+    again = alter(h, topic("t", AlterableConfig("min.insync.replicas", SET, "2")))
+    assert again.records == ()
+
+
+@pytest.mark.parametrize(
+    ("resource", "error", "message"),
+    [
+        (topic("nope", AlterableConfig("retention.ms", SET, "1")),
+         Errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist."),
+        (topic("t", AlterableConfig("retention.ms", SET, "x")), Errors.INVALID_CONFIG,
+         "Invalid value x for configuration retention.ms: Not a number of type LONG"),
+        (topic("t", AlterableConfig("foo", SET, "1")), Errors.INVALID_CONFIG,
+         "Unknown topic config name: foo"),
+        (topic("t", AlterableConfig("retention.ms", SET, None)), Errors.INVALID_REQUEST,
+         "Null value not supported for retention.ms with op SET."),
+        (topic("t", AlterableConfig("retention.ms", APPEND, "1")), Errors.INVALID_CONFIG,
+         "Can't APPEND to key retention.ms because its type is not LIST."),
+        (AlterConfigsResource(BROKER, "abc", (AlterableConfig("min.insync.replicas", SET, "2"),)),
+         Errors.INVALID_REQUEST, "Illegal non-integral BROKER resource type name."),
+        (AlterConfigsResource(BROKER, "", (AlterableConfig("num.io.threads", SET, "2"),)),
+         Errors.INVALID_CONFIG, "Unknown broker config name: num.io.threads"),
+        (AlterConfigsResource(99, "x", ()), Errors.INVALID_REQUEST,
+         "Unsupported resource type 99."),
+    ],
+)
+def test_alter_config_errors(resource, error, message) -> None:
+    h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)], "u": [((1,), (1,), 1)]}))
+    result = alter(h, resource, topic("u", AlterableConfig("segment.ms", SET, "1000")))
+    first, second = result.response.results
+    assert (first.error.error, first.error.message) == (error, message)
+    # Each resource stands alone: the valid one is still written.
+    assert second.error.is_success()
+    assert result.records == (ConfigRecord(resource_type=TOPIC, resource_name="u",
+                                           name="segment.ms", value="1000"),)
+
+
+def test_append_and_subtract_list_values() -> None:
+    h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]}))
+    alter(h, topic("t", AlterableConfig("cleanup.policy", APPEND, "compact")))
+    assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "compact"
+    alter(h, topic("t", AlterableConfig("cleanup.policy", APPEND, "delete,compact")))
+    assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "compact,delete"
+    alter(h, topic("t", AlterableConfig("cleanup.policy", SUBTRACT, "compact")))
+    assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "delete"
+
+
+def test_cluster_default_and_broker_configs() -> None:
+    h = Harness(image_with({1: "unfenced"}))
+    result = alter(h, AlterConfigsResource(BROKER, "", (
+        AlterableConfig("unclean.leader.election.enable", SET, "true"),)),
+        AlterConfigsResource(BROKER, "1", (AlterableConfig("log.retention.ms", SET, "10"),)))
+    assert [r.error.error for r in result.response.results] == [Errors.NONE, Errors.NONE]
+    assert unclean_leader_election_enabled(h.image, "any", cluster_default=False)
+
+
+def test_validate_only_and_duplicates() -> None:
+    h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]}))
+    change = topic("t", AlterableConfig("retention.ms", SET, "7"))
+    assert alter(h, change, validate_only=True).records == ()
+    result = alter(h, change, change)
+    assert [r.error.error for r in result.response.results] == [Errors.NONE,
+                                                               Errors.INVALID_REQUEST]
+    assert len(result.records) == 1
+
+
+def test_unclean_precedence_topic_then_cluster_then_static() -> None:
+    image = image_with({1: "unfenced"}, {"a": [((1,), (1,), 1)], "b": [((1,), (1,), 1)]},
+                       {(TOPIC, "a"): {"unclean.leader.election.enable": "false"},
+                        (BROKER, ""): {"unclean.leader.election.enable": "true"}})
+    assert not unclean_leader_election_enabled(image, "a", cluster_default=True)
+    assert unclean_leader_election_enabled(image, "b", cluster_default=False)
+    bare = image_with({1: "unfenced"})
+    assert unclean_leader_election_enabled(bare, "b", cluster_default=True)
+    assert not unclean_leader_election_enabled(bare, "b", cluster_default=False)
+
+
+def test_effective_topic_configs() -> None:
+    image = image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]},
+                       {(TOPIC, "t"): {"retention.ms": "5"}})
+    effective = effective_topic_configs(image, "t")
+    assert effective["retention.ms"] == "5"
+    assert effective["min.insync.replicas"] == "1"
+    assert effective["segment.bytes"] == "1073741824"
