@@ -1,0 +1,216 @@
+"""Prometheus text exposition (format 0.0.4), checked by parsing the output back strictly."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pytest
+
+from broker.lifecycle import BrokerState
+from broker.metrics import (
+    BrokerMetrics,
+    CloseReason,
+    Counter,
+    Gauge,
+    Histogram,
+    MetricsRegistry,
+    api_name,
+    format_value,
+)
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL_VALUE = r'"(?:[^"\\\n]|\\\\|\\"|\\n)*"'
+LABEL = rf"([a-zA-Z_][a-zA-Z0-9_]*)=({LABEL_VALUE})"
+ANY_LABEL = rf"[a-zA-Z_][a-zA-Z0-9_]*={LABEL_VALUE}"
+SAMPLE = re.compile(
+    rf"^(?P<name>{NAME})(?:\{{(?P<labels>{ANY_LABEL}(?:,{ANY_LABEL})*)\}})? (?P<value>\S+)$"
+)
+VALUE = re.compile(r"^(?:[+-]?Inf|NaN|[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)$")
+
+
+def unescape(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), value)
+
+
+def parse(text: str) -> dict[str, Any]:
+    """Parse exposition text into families; assert every line is well-formed."""
+    assert text.endswith("\n")
+    families: dict[str, Any] = {}
+    current: Any = None
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name, _, help_text = line[7:].partition(" ")
+            assert re.fullmatch(NAME, name) and name not in families, line
+            current = {"help": help_text, "type": None, "samples": []}
+            families[name] = current
+        elif line.startswith("# TYPE "):
+            name, _, kind = line[7:].partition(" ")
+            assert name in families and current is families[name], line
+            assert current["type"] is None, line
+            assert kind in ("counter", "gauge", "histogram"), line
+            current["type"] = kind
+        else:
+            match = SAMPLE.match(line)
+            assert match, f"malformed sample line {line!r}"
+            assert current is not None and current["type"] is not None, line
+            labels = {
+                m.group(1): unescape(m.group(2)[1:-1])
+                for m in re.finditer(LABEL, match.group("labels") or "")
+            }
+            assert VALUE.match(match.group("value")), line
+            current["samples"].append((match.group("name"), labels, float(match.group("value"))))
+    for name, family in families.items():
+        check_family(name, family)
+    return families
+
+
+def check_family(name: str, family: Any) -> None:
+    if family["type"] == "counter":
+        assert name.endswith("_total")
+        assert all(
+            sample_name == name and value >= 0 for sample_name, _, value in family["samples"]
+        )
+    elif family["type"] == "gauge":
+        assert all(sample_name == name for sample_name, _, _ in family["samples"])
+    else:
+        check_histogram(name, family["samples"])
+
+
+def check_histogram(name: str, samples: Any) -> None:
+    series: dict[Any, Any] = {}
+    for sample_name, labels, value in samples:
+        key = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+        entry = series.setdefault(key, {"buckets": [], "sum": None, "count": None})
+        if sample_name == f"{name}_bucket":
+            entry["buckets"].append((float(labels["le"]), value))
+        elif sample_name == f"{name}_sum":
+            assert "le" not in labels
+            entry["sum"] = value
+        else:
+            assert sample_name == f"{name}_count" and "le" not in labels
+            entry["count"] = value
+    for entry in series.values():
+        bounds = [bound for bound, _ in entry["buckets"]]
+        counts = [count for _, count in entry["buckets"]]
+        assert bounds == sorted(bounds) and bounds[-1] == math.inf
+        assert counts == sorted(counts), "buckets must be cumulative"
+        assert counts[-1] == entry["count"] and entry["sum"] is not None
+
+
+def test_broker_metrics_render_and_parse_back() -> None:
+    metrics = BrokerMetrics()
+    metrics.record_request(18, 0.0002)
+    metrics.record_request(18, 0.003)
+    metrics.record_request(0, 0.7)
+    metrics.record_request(0, 42.0)  # beyond the last bucket: only +Inf counts it
+    metrics.record_bytes_in(300)
+    metrics.record_bytes_out(120)
+    metrics.record_connection_opened()
+    metrics.record_connection_opened()
+    metrics.record_connection_closed(CloseReason.MALFORMED_REQUEST)
+    metrics.set_broker_state(BrokerState.RUNNING)
+    metrics.set_partition_counts(led=5, under_replicated=2)
+    metrics.set_metadata_progress(applied_offset=99, committed_end_offset=110)
+
+    families = parse(metrics.render())
+
+    def value(name: str, family: str | None = None, **labels: str) -> float:
+        samples = families[family or name]["samples"]
+        [found] = [v for n, lab, v in samples if n == name and lab == labels]
+        return float(found)
+
+    assert value("pykraft_requests_total", api="ApiVersions") == 2
+    assert value("pykraft_requests_total", api="Produce") == 2
+    hist = {
+        (labels["api"], labels["le"]): v
+        for n, labels, v in families["pykraft_request_duration_seconds"]["samples"]
+        if n.endswith("_bucket")
+    }
+    assert hist[("ApiVersions", "0.0005")] == 1
+    assert hist[("ApiVersions", "0.005")] == 2
+    assert hist[("Produce", "1.0")] == 1
+    assert hist[("Produce", "10.0")] == 1
+    assert hist[("Produce", "+Inf")] == 2
+    assert value(
+        "pykraft_request_duration_seconds_sum", "pykraft_request_duration_seconds", api="Produce"
+    ) == pytest.approx(42.7)
+    assert value("pykraft_network_bytes_in_total") == 300
+    assert value("pykraft_network_bytes_out_total") == 120
+    assert value("pykraft_connections") == 1
+    assert value("pykraft_connections_closed_total", reason="malformed_request") == 1
+    assert value("pykraft_broker_state") == 3
+    assert value("pykraft_partitions_led") == 5
+    assert value("pykraft_under_replicated_partitions") == 2
+    assert value("pykraft_metadata_offset") == 99
+    assert value("pykraft_metadata_lag_records") == 10
+    assert {f["type"] for f in families.values()} == {"counter", "gauge", "histogram"}
+
+
+def test_fresh_metrics_parse_and_metadata_offset_starts_before_zero() -> None:
+    families = parse(BrokerMetrics().render())
+    assert families["pykraft_metadata_offset"]["samples"] == [("pykraft_metadata_offset", {}, -1)]
+    # A labelled family with no observations yet has HELP and TYPE but no samples.
+    assert families["pykraft_requests_total"]["samples"] == []
+
+
+def test_label_values_and_help_are_escaped() -> None:
+    registry = MetricsRegistry()
+    counter = Counter("odd_total", "help with \\ and\nnewline", ["name"])
+    registry.register(counter)
+    weird = 'quote " backslash \\ newline \n end'
+    counter.inc(weird, amount=3)
+    text = registry.render()
+    assert "# HELP odd_total help with \\\\ and\\nnewline" in text
+    families = parse(text)
+    assert families["odd_total"]["samples"] == [("odd_total", {"name": weird}, 3.0)]
+
+
+def test_histogram_with_custom_buckets() -> None:
+    registry = MetricsRegistry()
+    histogram = Histogram("size_bytes", "sizes", buckets=[10, 100])
+    registry.register(histogram)
+    for observed in (10, 11, 100, 1000):
+        histogram.observe(observed)
+    samples = parse(registry.render())["size_bytes"]["samples"]
+    assert [(n, lab.get("le"), v) for n, lab, v in samples] == [
+        ("size_bytes_bucket", "10.0", 1),
+        ("size_bytes_bucket", "100.0", 3),
+        ("size_bytes_bucket", "+Inf", 4),
+        ("size_bytes_sum", None, 1121),
+        ("size_bytes_count", None, 4),
+    ]
+
+
+def test_gauges_go_both_ways() -> None:
+    gauge = Gauge("inflight", "in flight")
+    gauge.add(3)
+    gauge.add(-1)
+    assert gauge.value() == 2
+    gauge.set(-0.5)
+    assert list(gauge.samples()) == ["inflight -0.5"]
+
+
+def test_values_format_like_go() -> None:
+    assert [format_value(v) for v in (3, 0.25, 1e-05, math.inf, -math.inf, math.nan)] == [
+        "3", "0.25", "1e-05", "+Inf", "-Inf", "NaN",
+    ]  # fmt: skip
+
+
+def test_api_names_are_kafkas_request_names() -> None:
+    assert [api_name(k) for k in (0, 1, 18, 22, 23, 999)] == [
+        "Produce", "Fetch", "ApiVersions", "InitProducerId", "OffsetForLeaderEpoch", "Unknown",
+    ]  # fmt: skip
+
+
+def test_misuse_is_a_bug() -> None:
+    counter = Counter("c_total", "c")
+    with pytest.raises(AssertionError):
+        counter.inc(amount=-1)
+    with pytest.raises(AssertionError):
+        Counter("no_suffix", "counters end in _total")
+    registry = MetricsRegistry()
+    registry.register(counter)
+    with pytest.raises(AssertionError):
+        registry.register(Counter("c_total", "twice"))
