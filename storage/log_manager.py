@@ -1,0 +1,320 @@
+"""Every partition log under ``log.dirs`` (Kafka's ``LogManager``).
+
+Theory of operation
+-------------------
+Start-up (``LogManager.open``): for each log dir, note whether ``.kafka_cleanshutdown`` is
+there, read the three offset checkpoints (``recovery-point-offset-checkpoint``,
+``replication-offset-checkpoint`` = high watermarks, ``log-start-offset-checkpoint``), finish
+deleting ``*-delete`` directories, and open every ``topic-partition`` directory as a
+``PartitionLog`` — on a thread pool (``num.recovery.threads.per.data.dir``), since opening is
+mostly file I/O and CRC checks, both of which release the GIL. Only then is the marker removed,
+so a crash from here on is seen as unclean.
+
+Running: ``maybe_run_periodic(now_ms)`` does whatever is due and returns the next deadline; the
+caller owns the clock and the loop (no threads, no sleeping). Due work: flushing segments that
+rolled, flushing logs past ``flush.ms`` (Kafka default: never — rely on the OS and replication),
+retention every ``log.retention.check.interval.ms``, high watermarks every
+``replica.high.watermark.checkpoint.interval.ms``, recovery points and log start offsets every
+``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``.
+
+Shutdown: close every log (flush, producer snapshot, trim indexes), write all checkpoints with
+recovery point = log end, then write the clean-shutdown marker.
+
+Deleting a partition renames its directory to ``<topic>-<partition>.<uuid>-delete`` (atomic, so
+a crash mid-delete never leaves a half-deleted live partition), then removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import attrs
+
+from storage.atomic_file import fsync_directory, write_atomically
+from storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    CheckpointError,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from storage.log_config import LONG_MAX, LogConfig
+from storage.partition_log import PartitionLog
+from storage.recovery import CLEAN_SHUTDOWN_FILE, RecoveryReport
+from storage.topic_partition import (
+    TopicPartition,
+    delete_dir_name,
+    is_deleted_dir,
+    is_future_dir,
+)
+
+
+class LogDirError(Exception):
+    """A log dir cannot be loaded (duplicate partition, unreadable directory, ...)."""
+
+
+@attrs.frozen
+class LogManagerSettings:
+    """Broker-level settings with Kafka's names and defaults."""
+
+    num_recovery_threads_per_data_dir: int = 1
+    log_flush_scheduler_interval_ms: int = LONG_MAX
+    log_retention_check_interval_ms: int = 300_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5_000
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_start_offset_checkpoint_interval_ms: int = 60_000
+
+
+@attrs.frozen
+class _DirCheckpoints:
+    recovery_points: dict[TopicPartition, int]
+    high_watermarks: dict[TopicPartition, int]
+    log_start_offsets: dict[TopicPartition, int]
+
+
+def _read_checkpoint(path: Path, problems: list[str]) -> dict[TopicPartition, int]:
+    """A malformed checkpoint reads as empty (recover everything), as Kafka does."""
+    try:
+        return read_offset_checkpoint(path)
+    except CheckpointError as error:
+        problems.append(str(error))
+        return {}
+
+
+def _read_dir_checkpoints(log_dir: Path, problems: list[str]) -> _DirCheckpoints:
+    return _DirCheckpoints(
+        _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, problems),
+        _read_checkpoint(log_dir / REPLICATION_CHECKPOINT, problems),
+        _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, problems),
+    )
+
+
+def _partition_dirs(log_dir: Path, problems: list[str]) -> list[tuple[TopicPartition, Path]]:
+    """Live partition directories; finishes deletions, leaves ``-future`` dirs alone."""
+    found: list[tuple[TopicPartition, Path]] = []
+    for path in sorted(log_dir.iterdir()):
+        if not path.is_dir() or is_future_dir(path.name):
+            continue
+        if is_deleted_dir(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        try:
+            found.append((TopicPartition.parse_dir_name(path.name), path))
+        except ValueError as error:
+            problems.append(f"skipping {path}: {error}")
+    return found
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        default_config: LogConfig,
+        settings: LogManagerSettings,
+        topic_configs: Mapping[str, LogConfig],
+        now_ms: int,
+    ) -> None:
+        assert log_dirs, "at least one log dir"
+        self.log_dirs = tuple(log_dirs)
+        self.default_config = default_config
+        self.settings = settings
+        self.topic_configs = dict(topic_configs)
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._last_flush_ms: dict[TopicPartition, int] = {}
+        self.load_reports: dict[TopicPartition, RecoveryReport] = {}
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        self.problems: list[str] = []
+        self._next_due: dict[str, int] = {
+            name: now_ms + interval for name, interval, _ in self._tasks()
+        }
+
+    @classmethod
+    def open(
+        cls,
+        log_dirs: Sequence[Path],
+        default_config: LogConfig,
+        now_ms: int,
+        *,
+        settings: LogManagerSettings | None = None,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+    ) -> LogManager:
+        """Load every partition under ``log_dirs`` (creating the dirs when absent)."""
+        manager = cls(
+            log_dirs, default_config, settings or LogManagerSettings(), topic_configs or {}, now_ms
+        )
+        for log_dir in manager.log_dirs:
+            manager._load_dir(log_dir, now_ms)
+        return manager
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    # ------------------------------------------------------------------ loading
+
+    def _load_dir(self, log_dir: Path, now_ms: int) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[log_dir] = clean
+        checkpoints = _read_dir_checkpoints(log_dir, self.problems)
+        partitions = _partition_dirs(log_dir, self.problems)
+        for tp, path in partitions:
+            if tp in self._logs:
+                raise LogDirError(
+                    f"duplicate log directories for {tp}: {self._dir_of[tp]} and {path}"
+                )
+
+        def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, PartitionLog]:
+            tp, path = item
+            log = PartitionLog.open(
+                path,
+                self.config_for(tp.topic),
+                recovery_point=checkpoints.recovery_points.get(tp, 0),
+                now_ms=now_ms,
+                log_start_offset=checkpoints.log_start_offsets.get(tp, 0),
+                had_clean_shutdown=clean,
+            )
+            log.update_high_watermark(checkpoints.high_watermarks.get(tp, 0))
+            return tp, log
+
+        threads = max(1, self.settings.num_recovery_threads_per_data_dir)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
+            for tp, log in pool.map(load, partitions):
+                self._register(tp, log, log_dir, now_ms)
+                self.load_reports[tp] = log.load_report
+        # Only now: a crash after this point must be recovered on the next start.
+        with contextlib.suppress(FileNotFoundError):
+            marker.unlink()
+            fsync_directory(log_dir)
+
+    def _register(self, tp: TopicPartition, log: PartitionLog, log_dir: Path, now_ms: int) -> None:
+        self._logs[tp] = log
+        self._dir_of[tp] = log_dir
+        self._last_flush_ms[tp] = now_ms
+
+    # ------------------------------------------------------------------ partitions
+
+    @property
+    def logs(self) -> Mapping[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        return self._logs.get(tp)
+
+    def get_or_create_log(
+        self, tp: TopicPartition, now_ms: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """The partition's log, created in the log dir holding the fewest partitions."""
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        TopicPartition.parse_dir_name(tp.dir_name())  # a clear ValueError for a bad name
+        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        for log_dir in self._dir_of.values():
+            counts[log_dir] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        if config is not None:
+            self.topic_configs[tp.topic] = config
+        log = PartitionLog.open(log_dir / tp.dir_name(), self.config_for(tp.topic), now_ms=now_ms)
+        fsync_directory(log_dir)
+        self._register(tp, log, log_dir, now_ms)
+        return log
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Rename the partition's directory to ``...-delete``, then remove it."""
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return False
+        log_dir = self._dir_of.pop(tp)
+        self._last_flush_ms.pop(tp, None)
+        log.close_handlers()
+        doomed = log_dir / delete_dir_name(tp, uuid.uuid4().hex)
+        log.directory.rename(doomed)
+        fsync_directory(log_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint_all()
+        return True
+
+    # ------------------------------------------------------------------ periodic work
+
+    def _tasks(self) -> list[tuple[str, int, Callable[[int], None]]]:
+        s = self.settings
+        return [
+            ("flush", s.log_flush_scheduler_interval_ms, self._flush_due_logs),
+            ("retention", s.log_retention_check_interval_ms, self._run_retention),
+            (
+                "high-watermark",
+                s.replica_high_watermark_checkpoint_interval_ms,
+                lambda now_ms: self.checkpoint_high_watermarks(),
+            ),
+            (
+                "recovery-point",
+                s.log_flush_offset_checkpoint_interval_ms,
+                lambda now_ms: self.checkpoint_recovery_points(),
+            ),
+            (
+                "log-start-offset",
+                s.log_flush_start_offset_checkpoint_interval_ms,
+                lambda now_ms: self.checkpoint_log_start_offsets(),
+            ),
+        ]
+
+    def maybe_run_periodic(self, now_ms: int) -> int:
+        """Run the work that is due at ``now_ms``; returns when something is next due."""
+        for log in self._logs.values():
+            log.flush_rolled()  # Kafka flushes rolled segments asynchronously, right away
+        for name, interval, run in self._tasks():
+            if now_ms >= self._next_due[name]:
+                run(now_ms)
+                self._next_due[name] = now_ms + interval
+        return min(self._next_due.values())
+
+    def _flush_due_logs(self, now_ms: int) -> None:
+        for tp, log in self._logs.items():
+            if now_ms - self._last_flush_ms[tp] >= log.config.flush_ms:
+                log.flush()
+                self._last_flush_ms[tp] = now_ms
+
+    def _run_retention(self, now_ms: int) -> None:
+        for log in self._logs.values():
+            log.delete_old_segments(now_ms)
+
+    def _checkpoint(self, file_name: str, offset_of: Callable[[PartitionLog], int]) -> None:
+        for log_dir in self.log_dirs:
+            offsets = {
+                tp: offset_of(log) for tp, log in self._logs.items() if self._dir_of[tp] == log_dir
+            }
+            write_offset_checkpoint(log_dir / file_name, offsets)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._checkpoint(REPLICATION_CHECKPOINT, lambda log: log.high_watermark)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def checkpoint_all(self) -> None:
+        self.checkpoint_high_watermarks()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+
+    # ------------------------------------------------------------------ shutdown
+
+    def shutdown(self) -> None:
+        """Close every log durably, checkpoint, then mark each log dir cleanly shut down."""
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint_all()
+        for log_dir in self.log_dirs:
+            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._logs.clear()
+        self._dir_of.clear()

@@ -1,0 +1,200 @@
+"""LogManager: loading log dirs, checkpoints, the clean-shutdown marker, partition creation and
+deletion, and periodic work on a caller-driven clock (Kafka's LogManagerTest behaviour)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    read_offset_checkpoint,
+)
+from storage.log_config import LogConfig
+from storage.log_manager import LogDirError, LogManager, LogManagerSettings
+from storage.partition_log import PartitionLog
+from storage.records import SimpleRecord, build_batch
+from storage.recovery import CLEAN_SHUTDOWN_FILE
+from storage.topic_partition import TopicPartition
+
+CONFIG = LogConfig(segment_bytes=1024)
+ORDERS_0 = TopicPartition("orders", 0)
+ORDERS_1 = TopicPartition("orders", 1)
+AUDIT_0 = TopicPartition("audit-log", 0)
+
+
+def append(log: PartitionLog, count: int, timestamp: int = 1000) -> None:
+    for n in range(count):
+        data = build_batch([SimpleRecord(value=b"x" * 100, timestamp=timestamp + n)])
+        log.append_as_leader(bytearray(data), leader_epoch=0, now_ms=0)
+
+
+def open_manager(dirs: list[Path], now_ms: int = 0, **settings: int) -> LogManager:
+    return LogManager.open(dirs, CONFIG, now_ms, settings=LogManagerSettings(**settings))
+
+
+def test_new_partitions_go_to_the_emptiest_log_dir(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = open_manager(dirs)
+    for tp in (ORDERS_0, ORDERS_1, AUDIT_0):
+        manager.get_or_create_log(tp, now_ms=0)
+    assert (dirs[0] / "orders-0").is_dir()
+    assert (dirs[1] / "orders-1").is_dir()
+    assert (dirs[0] / "audit-log-0").is_dir()
+    assert manager.get_or_create_log(ORDERS_0, now_ms=0) is manager.get_log(ORDERS_0)
+
+
+def test_a_bad_topic_name_is_refused(tmp_path: Path) -> None:
+    manager = open_manager([tmp_path])
+    with pytest.raises(ValueError, match="topic"):
+        manager.get_or_create_log(TopicPartition("bad/name", 0), now_ms=0)
+
+
+def test_clean_shutdown_and_restart(tmp_path: Path) -> None:
+    manager = open_manager([tmp_path])
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 30)
+    log.update_high_watermark(25)
+    log.delete_records(12)
+    manager.shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {ORDERS_0: 30}
+    assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == {ORDERS_0: 25}
+    assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {ORDERS_0: 12}
+
+    again = open_manager([tmp_path])
+    assert again.had_clean_shutdown == {tmp_path: True}
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()  # a crash from now on is unclean
+    reloaded = again.get_log(ORDERS_0)
+    assert reloaded is not None
+    assert (reloaded.log_start_offset, reloaded.high_watermark, reloaded.log_end_offset) == (
+        12,
+        25,
+        30,
+    )
+    assert again.load_reports[ORDERS_0].recovered_segments == ()
+
+
+def test_restart_after_a_crash_recovers_from_the_checkpointed_recovery_point(
+    tmp_path: Path,
+) -> None:
+    manager = open_manager([tmp_path])
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 30)
+    manager.maybe_run_periodic(now_ms=60_000)  # flushes rolled segments, checkpoints
+    point = read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT)[ORDERS_0]
+    assert point == log.active_segment.base_offset
+    log.close_handlers()  # the process dies
+
+    again = open_manager([tmp_path])
+    assert again.had_clean_shutdown == {tmp_path: False}
+    report = again.load_reports[ORDERS_0]
+    assert report.recovery_point == point
+    assert report.recovered_segments == (point,)
+    reloaded = again.get_log(ORDERS_0)
+    assert reloaded is not None and reloaded.log_end_offset == 30
+
+
+def test_periodic_work_follows_the_callers_clock(tmp_path: Path) -> None:
+    manager = open_manager([tmp_path], now_ms=1_000)
+    log = manager.get_or_create_log(ORDERS_0, now_ms=1_000)
+    append(log, 3)
+    log.update_high_watermark(3)
+    assert manager.maybe_run_periodic(now_ms=1_000) == 6_000  # the high-watermark checkpoint
+    assert not (tmp_path / REPLICATION_CHECKPOINT).exists()
+    assert manager.maybe_run_periodic(now_ms=5_999) == 6_000
+    assert manager.maybe_run_periodic(now_ms=6_000) == 11_000
+    assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == {ORDERS_0: 3}
+    assert not (tmp_path / RECOVERY_POINT_CHECKPOINT).exists()
+    manager.maybe_run_periodic(now_ms=61_000)
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {ORDERS_0: 0}
+
+
+def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
+    manager = LogManager.open(
+        [tmp_path], LogConfig(segment_bytes=1024, retention_ms=1_000), now_ms=0
+    )
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 30, timestamp=0)
+    log.update_high_watermark(30)
+    segments = len(log.segments)
+    manager.maybe_run_periodic(now_ms=299_999)
+    assert len(log.segments) == segments
+    manager.maybe_run_periodic(now_ms=300_000)
+    assert len(log.segments) == 1
+    assert log.log_start_offset == log.active_segment.base_offset
+
+
+def test_flush_ms_flushes_on_schedule(tmp_path: Path) -> None:
+    manager = LogManager.open(
+        [tmp_path],
+        LogConfig(flush_ms=1_000),
+        now_ms=0,
+        settings=LogManagerSettings(log_flush_scheduler_interval_ms=500),
+    )
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 2)
+    manager.maybe_run_periodic(now_ms=500)
+    assert log.recovery_point == 0
+    manager.maybe_run_periodic(now_ms=1_000)
+    assert log.recovery_point == 2
+
+
+def test_delete_log_renames_then_removes(tmp_path: Path) -> None:
+    manager = open_manager([tmp_path])
+    append(manager.get_or_create_log(ORDERS_0, now_ms=0), 2)
+    manager.get_or_create_log(ORDERS_1, now_ms=0)
+    assert manager.delete_log(ORDERS_0)
+    assert not manager.delete_log(ORDERS_0)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["orders-1"]
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {ORDERS_1: 0}
+
+
+def test_leftover_delete_dirs_are_removed_at_start_up(tmp_path: Path) -> None:
+    leftover = tmp_path / "orders-0.0123456789abcdef0123456789abcdef-delete"
+    leftover.mkdir(parents=True)
+    (leftover / "00000000000000000000.log").write_bytes(b"")
+    manager = open_manager([tmp_path])
+    assert not leftover.exists()
+    assert manager.logs == {}
+
+
+def test_unparseable_directories_are_reported_and_skipped(tmp_path: Path) -> None:
+    (tmp_path / "no_partition_number").mkdir()
+    manager = open_manager([tmp_path])
+    assert manager.logs == {}
+    assert any("no_partition_number" in problem for problem in manager.problems)
+
+
+def test_a_malformed_checkpoint_means_full_recovery(tmp_path: Path) -> None:
+    manager = open_manager([tmp_path])
+    append(manager.get_or_create_log(ORDERS_0, now_ms=0), 30)
+    manager.shutdown()
+    (tmp_path / RECOVERY_POINT_CHECKPOINT).write_text("0\n1\norders zero 5\n")
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
+    again = open_manager([tmp_path])
+    assert any(RECOVERY_POINT_CHECKPOINT in problem for problem in again.problems)
+    report = again.load_reports[ORDERS_0]
+    assert report.recovered_segments[0] == 0  # from the very start
+
+
+def test_the_same_partition_in_two_dirs_is_an_error(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for log_dir in dirs:
+        (log_dir / "orders-0").mkdir(parents=True)
+    with pytest.raises(LogDirError, match="duplicate"):
+        open_manager(dirs)
+
+
+def test_parallel_loading_gives_the_same_logs(tmp_path: Path) -> None:
+    manager = open_manager([tmp_path])
+    for partition in range(6):
+        append(manager.get_or_create_log(TopicPartition("t", partition), now_ms=0), partition + 1)
+    manager.shutdown()
+    loaded = open_manager([tmp_path], num_recovery_threads_per_data_dir=3)
+    assert {tp.partition: log.log_end_offset for tp, log in loaded.logs.items()} == {
+        partition: partition + 1 for partition in range(6)
+    }
