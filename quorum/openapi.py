@@ -122,6 +122,10 @@ def _paths() -> dict[str, Any]:
             "Elect leaders (preferred or unclean) for partitions",
             _object({"election_type": "string", "partitions": "array"}), write=True)},
         "/v1/brokers": {"get": _op("List registered brokers")},
+        "/v1/brokers/{broker_id}": {"delete": {**_op(
+            "Unregister a broker (Kafka UnregisterBroker)", write=True,
+            extra_errors={"404": "BROKER_ID_NOT_REGISTERED"}),
+            "parameters": [_path("broker_id")]}},
         "/v1/configs/{resource_type}/{resource_name}": {
             "get": {**_op("Describe configs of a topic or broker"),
                     "parameters": [_path("resource_type"), _path("resource_name")]},

@@ -68,6 +68,8 @@ def raise_for(error: ApiError, context: str = "") -> None:
     if error.is_success():
         return
     message = error.message or error.name
+    if not message.endswith((".", "!", "?")):
+        message += "."  # Kafka's messages are sentences without the full stop
     raise ServiceError(_STATUS.get(error.error, 400), error.name,
                        f"{context}{message}" if context else message)
 

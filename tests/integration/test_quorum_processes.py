@@ -2,6 +2,7 @@
 full restart (DESIGN.md §3.1). Clients follow NOT_CONTROLLER to the leader as brokers do."""
 
 import time
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def wait_for_topics(controller: Controller, names: set[str], timeout_s: float = 
                          f"{controller.log_tail()}")
 
 
-def create_topic(cluster: Cluster, name: str, partitions: int = 1, **kwargs) -> dict:
+def create_topic(cluster: Cluster, name: str, partitions: int = 1, **kwargs) -> Any:
     return cluster.request("POST", "/v1/topics", {"name": name, "partitions": partitions},
                            **kwargs)
 
