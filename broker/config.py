@@ -239,7 +239,7 @@ def _check_relations(config: BrokerConfig) -> None:
         raise BrokerConfigError(
             "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"
         )
-    if not _is_loopback(config.http_listener.host) and not config.http_bearer_token:
+    if not is_loopback(config.http_listener.host) and not config.http_bearer_token:
         raise BrokerConfigError(
             "http.bearer.token",
             f"required because http.listener binds {config.http_listener.host}, "
@@ -426,7 +426,8 @@ def _http_listener(values: Mapping[str, str]) -> HostPort:
     return HostPort("127.0.0.1", 8092) if raw is None else _parse_host_port(raw, "http.listener")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
     if host == "localhost":
         return True
     try:
