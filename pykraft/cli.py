@@ -15,6 +15,7 @@ from collections.abc import Sequence
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pykraft.demo", "append, crash, recover and read a partition log"),
     "dump-log": ("pykraft.dump_log", "print the batches of segment files, like kafka-dump-log"),
+    "controller": ("pykraft.controller_cmd", "run one controller of the metadata quorum"),
 }
 
 
