@@ -1,0 +1,338 @@
+"""Hand-written Fetch codec (``FetchRequest.json`` / ``FetchResponse.json``, v4-v16).
+
+The response encoder never touches record bytes: each partition's records are a tuple of chunks
+(in-memory buffers or file slices) and the encoder returns ``Segments`` — its own small byte
+runs interleaved with those chunks — so the network layer can ``sendfile`` straight from
+segment files (DESIGN.md §3.3).
+
+Version history that matters here (KIP numbers in brackets):
+
+* v4 baseline (KIP-896): ``isolation_level``, ``last_stable_offset``, ``aborted_transactions``;
+  v5 ``log_start_offset``; v7 fetch sessions (``session_id``, ``session_epoch``,
+  ``forgotten_topics_data``, top-level ``error_code``) [KIP-227]; v9 ``current_leader_epoch``
+  [KIP-320]; v11 ``rack_id`` and ``preferred_read_replica`` [KIP-392];
+* v12 first flexible version: ``last_fetched_epoch`` in the request, tagged ``DivergingEpoch``
+  (0), ``CurrentLeader`` (1), ``SnapshotId`` (2) per partition and ``ClusterId`` (0) in the
+  request [KIP-595, KIP-320];
+* v13 topic ids replace topic names [KIP-516]; v15 ``replica_id`` moves into the tagged
+  ``ReplicaState`` (1) with the follower's broker epoch [KIP-903]; v16 ``NodeEndpoints`` (0) in
+  the response [KIP-951].
+
+Tagged struct fields are written only when they differ from their defaults, as Kafka's
+generated code does, so our bytes equal Kafka's (and kafka-python's, and kio's).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import attrs
+
+from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint, encode_node_endpoints
+from protocol.errors import Errors, UnsupportedRequestError
+from protocol.segments import Buffer, Segment, Segments, segment_length
+from protocol.wire import (
+    INT32,
+    INT64,
+    ZERO_UUID,
+    Reader,
+    encode_array_length,
+    encode_bytes_length,
+    encode_string,
+    encode_tagged_fields,
+)
+
+FETCH_API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 16
+FIRST_FLEXIBLE_VERSION = 12
+# FetchRequest.MaxBytes default (Integer.MAX_VALUE).
+DEFAULT_MAX_BYTES = 0x7FFFFFFF
+
+
+def _check_version(api_version: int) -> None:
+    if not MIN_VERSION <= api_version <= MAX_VERSION:
+        raise UnsupportedRequestError(FETCH_API_KEY, api_version, "fetch codec handles 4-16")
+
+
+# ------------------------------------------------------------------------------------ request
+
+
+@attrs.frozen
+class FetchPartition:
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@attrs.frozen
+class FetchTopic:
+    partitions: tuple[FetchPartition, ...]
+    topic: str = ""  # v4-v12
+    topic_id: uuid.UUID = ZERO_UUID  # v13+
+
+
+@attrs.frozen
+class ForgottenTopic:
+    partitions: tuple[int, ...]
+    topic: str = ""  # v7-v12
+    topic_id: uuid.UUID = ZERO_UUID  # v13+
+
+
+@attrs.frozen
+class ReplicaState:
+    replica_id: int = -1
+    replica_epoch: int = -1
+
+
+NO_REPLICA_STATE = ReplicaState()
+
+
+@attrs.frozen
+class FetchRequest:
+    # Who fetches: -1 for a consumer, else the follower's broker id. The body field up to v14,
+    # ReplicaState.replica_id from v15 — Kafka's FetchRequest.replicaId().
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    topics: tuple[FetchTopic, ...]
+    max_bytes: int = DEFAULT_MAX_BYTES
+    isolation_level: int = 0
+    session_id: int = 0
+    session_epoch: int = -1
+    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
+    rack_id: str = ""
+    cluster_id: str | None = None
+    replica_state: ReplicaState = NO_REPLICA_STATE
+
+
+def decode_fetch_request(body: Buffer, api_version: int) -> FetchRequest:
+    """Decode a Fetch request body; raises ``MalformedRequestError`` on bad bytes."""
+    _check_version(api_version)
+    flexible = api_version >= FIRST_FLEXIBLE_VERSION
+    reader = Reader(body)
+    replica_id = reader.int32("replica_id") if api_version <= 14 else -1
+    max_wait_ms = reader.int32("max_wait_ms")
+    min_bytes = reader.int32("min_bytes")
+    max_bytes = reader.int32("max_bytes")
+    isolation_level = reader.int8("isolation_level")
+    session_id, session_epoch = 0, -1
+    if api_version >= 7:
+        session_id = reader.int32("session_id")
+        session_epoch = reader.int32("session_epoch")
+    topics = tuple(
+        _decode_fetch_topic(reader, api_version, flexible)
+        for _ in range(reader.array_length("topics", compact=flexible))
+    )
+    forgotten: tuple[ForgottenTopic, ...] = ()
+    if api_version >= 7:
+        forgotten = tuple(
+            _decode_forgotten_topic(reader, api_version, flexible)
+            for _ in range(reader.array_length("forgotten_topics_data", compact=flexible))
+        )
+    rack_id = reader.string("rack_id", compact=flexible) if api_version >= 11 else ""
+    cluster_id, replica_state = None, NO_REPLICA_STATE
+    if flexible:
+        tags = reader.tagged_fields("FetchRequest tagged fields")
+        if 0 in tags:
+            cluster_id = Reader(tags[0]).nullable_string("cluster_id", compact=True)
+        if 1 in tags and api_version >= 15:
+            replica_state = _decode_replica_state(Reader(tags[1]))
+            replica_id = replica_state.replica_id
+    return FetchRequest(
+        replica_id, max_wait_ms, min_bytes, topics, max_bytes, isolation_level, session_id,
+        session_epoch, forgotten, rack_id, cluster_id, replica_state,
+    )
+
+
+def _decode_fetch_topic(reader: Reader, api_version: int, flexible: bool) -> FetchTopic:
+    topic, topic_id = "", ZERO_UUID
+    if api_version >= 13:
+        topic_id = reader.uuid("topic_id")
+    else:
+        topic = reader.string("topic", compact=flexible)
+    partitions = []
+    for _ in range(reader.array_length("partitions", compact=flexible)):
+        partition = reader.int32("partition")
+        current_leader_epoch = reader.int32("current_leader_epoch") if api_version >= 9 else -1
+        fetch_offset = reader.int64("fetch_offset")
+        last_fetched_epoch = reader.int32("last_fetched_epoch") if api_version >= 12 else -1
+        log_start_offset = reader.int64("log_start_offset") if api_version >= 5 else -1
+        partition_max_bytes = reader.int32("partition_max_bytes")
+        if flexible:
+            reader.skip_tagged_fields("FetchPartition tagged fields")
+        partitions.append(FetchPartition(
+            partition, fetch_offset, partition_max_bytes, current_leader_epoch,
+            last_fetched_epoch, log_start_offset,
+        ))
+    if flexible:
+        reader.skip_tagged_fields("FetchTopic tagged fields")
+    return FetchTopic(tuple(partitions), topic, topic_id)
+
+
+def _decode_forgotten_topic(reader: Reader, api_version: int, flexible: bool) -> ForgottenTopic:
+    topic, topic_id = "", ZERO_UUID
+    if api_version >= 13:
+        topic_id = reader.uuid("topic_id")
+    else:
+        topic = reader.string("topic", compact=flexible)
+    count = reader.array_length("partitions", compact=flexible)
+    partitions = tuple(reader.int32("partitions") for _ in range(count))
+    if flexible:
+        reader.skip_tagged_fields("ForgottenTopic tagged fields")
+    return ForgottenTopic(partitions, topic, topic_id)
+
+
+def _decode_replica_state(reader: Reader) -> ReplicaState:
+    state = ReplicaState(reader.int32("replica_id"), reader.int64("replica_epoch"))
+    reader.skip_tagged_fields("ReplicaState tagged fields")
+    return state
+
+
+# ----------------------------------------------------------------------------------- response
+
+
+@attrs.frozen
+class EpochEndOffset:
+    epoch: int = -1
+    end_offset: int = -1
+
+
+@attrs.frozen
+class SnapshotId:
+    end_offset: int = -1
+    epoch: int = -1
+
+
+NO_DIVERGING_EPOCH = EpochEndOffset()
+NO_SNAPSHOT_ID = SnapshotId()
+
+
+@attrs.frozen
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+
+
+@attrs.frozen
+class PartitionData:
+    partition_index: int
+    error_code: int = Errors.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    diverging_epoch: EpochEndOffset = NO_DIVERGING_EPOCH
+    current_leader: LeaderIdAndEpoch = UNKNOWN_LEADER
+    snapshot_id: SnapshotId = NO_SNAPSHOT_ID
+    # None = null: Kafka sends null unless the fetch is READ_COMMITTED.
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
+    preferred_read_replica: int = -1
+    # Record chunks sent back to back (buffers or file slices); None = null records.
+    records: tuple[Segment, ...] | None = ()
+
+
+@attrs.frozen
+class FetchableTopicResponse:
+    partitions: tuple[PartitionData, ...]
+    topic: str = ""  # v4-v12
+    topic_id: uuid.UUID = ZERO_UUID  # v13+
+
+
+@attrs.frozen
+class FetchResponse:
+    responses: tuple[FetchableTopicResponse, ...]
+    throttle_time_ms: int = 0
+    error_code: int = Errors.NONE
+    session_id: int = 0
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+
+
+_PARTITION_HEAD = struct.Struct(">ihqq")  # partition_index, error_code, hw, last_stable_offset
+_TOP_LEVEL_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
+_ABORTED = struct.Struct(">qq")
+_EPOCH_END_OFFSET = struct.Struct(">iqb")  # epoch, end_offset, empty tagged fields
+_SNAPSHOT_ID = struct.Struct(">qib")  # end_offset, epoch, empty tagged fields
+
+
+def encode_fetch_response(response: FetchResponse, api_version: int) -> Segments:
+    """Encode a Fetch response body as segments; record chunks are passed through, not read."""
+    _check_version(api_version)
+    flexible = api_version >= FIRST_FLEXIBLE_VERSION
+    parts: list[Segment] = []
+    out = bytearray()
+    if api_version >= 7:
+        out += _TOP_LEVEL_V7.pack(
+            response.throttle_time_ms, response.error_code, response.session_id
+        )
+    else:
+        out += INT32.pack(response.throttle_time_ms)
+    out += encode_array_length(len(response.responses), compact=flexible)
+    for topic in response.responses:
+        if api_version >= 13:
+            out += topic.topic_id.bytes
+        else:
+            out += encode_string(topic.topic, compact=flexible)
+        out += encode_array_length(len(topic.partitions), compact=flexible)
+        for partition in topic.partitions:
+            out = _encode_partition(out, parts, partition, api_version, flexible)
+        if flexible:
+            out += b"\x00"
+    if flexible:
+        tagged = []
+        if api_version >= 16 and response.node_endpoints:
+            tagged.append((0, encode_node_endpoints(response.node_endpoints)))
+        out += encode_tagged_fields(tagged)
+    parts.append(out)
+    return Segments.of(parts)
+
+
+def _encode_partition(
+    out: bytearray, parts: list[Segment], partition: PartitionData, api_version: int, flexible: bool
+) -> bytearray:
+    """Append one partition; returns the buffer to continue in (a new one after records)."""
+    out += _PARTITION_HEAD.pack(
+        partition.partition_index, partition.error_code, partition.high_watermark,
+        partition.last_stable_offset,
+    )
+    if api_version >= 5:
+        out += INT64.pack(partition.log_start_offset)
+    aborted = partition.aborted_transactions
+    if aborted is None:
+        out += encode_array_length(-1, compact=flexible)
+    else:
+        out += encode_array_length(len(aborted), compact=flexible)
+        for transaction in aborted:
+            out += _ABORTED.pack(transaction.producer_id, transaction.first_offset)
+            if flexible:
+                out += b"\x00"
+    if api_version >= 11:
+        out += INT32.pack(partition.preferred_read_replica)
+    records = partition.records
+    if records is None:
+        out += encode_bytes_length(-1, compact=flexible)
+    else:
+        out += encode_bytes_length(sum(segment_length(c) for c in records), compact=flexible)
+        if records:
+            parts.append(out)
+            parts.extend(chunk for chunk in records if segment_length(chunk))
+            out = bytearray()
+    if flexible:
+        out += encode_tagged_fields(_partition_tags(partition))
+    return out
+
+
+def _partition_tags(partition: PartitionData) -> list[tuple[int, bytes]]:
+    tagged = []
+    diverging = partition.diverging_epoch
+    if diverging != NO_DIVERGING_EPOCH:
+        tagged.append((0, _EPOCH_END_OFFSET.pack(diverging.epoch, diverging.end_offset, 0)))
+    if not partition.current_leader.is_default():
+        tagged.append((1, partition.current_leader.encode()))
+    snapshot = partition.snapshot_id
+    if snapshot != NO_SNAPSHOT_ID:
+        tagged.append((2, _SNAPSHOT_ID.pack(snapshot.end_offset, snapshot.epoch, 0)))
+    return tagged
