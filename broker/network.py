@@ -1,0 +1,466 @@
+"""The Kafka listener: asyncio TCP connections that frame, order and write; no API knowledge.
+
+Theory of operation. Per connection two tasks cooperate through one bounded queue:
+
+* the **reader** feeds socket bytes to ``protocol.framing.FrameDecoder`` (bounded by
+  ``socket.request.max.bytes``), parses each frame's request header, and calls
+  ``dispatch(context, body)``. The returned awaitable is started at once as a task, so handlers
+  run concurrently, and queued in arrival order. ``None`` (acks=0 Produce) means no response
+  and queues nothing. Handlers start in arrival order, so the part of a handler before its first
+  ``await`` (Produce's append) runs in request order too.
+* the **writer** takes queue entries in order, awaits each response, and writes it: responses
+  leave in request order even when handlers finish out of order (Kafka clients match responses
+  by position as well as correlation id).
+
+At most ``MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION`` dispatched requests wait for their response
+per connection; at the bound the reader stops reading (TCP backpressure) until one is written.
+
+Failures close only their own connection, after the responses to every earlier request were
+written (Kafka reads the next request only after answering the previous one, so its clients
+see the same): a bad size prefix (negative or above ``socket.request.max.bytes``), a header that
+does not parse, a request ``dispatch`` rejects with ``ProtocolError`` (unknown API key,
+unsupported version: Kafka's ``SocketServer.parseRequestHeader`` throws
+``InvalidRequestException`` and the processor closes the channel), a handler that raises
+(logged with its traceback; Kafka's ``processChannelException``). The dispatcher never sees a
+frame whose header failed to parse.
+
+A response is ``protocol.segments.Segments``: buffers go out with ``writelines``, file slices
+(``storage.file_slice.FileSlice``: path, position, length) with ``loop.sendfile`` — Kafka's
+zero-copy fetch — or, where sendfile is unavailable, by reading the file in chunks. Open files
+are shared across connections in a bounded cache keyed by path (re-opened when the path names a
+new file, closed on shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+import attrs
+
+from broker.metrics import BrokerMetrics, CloseReason
+from protocol.errors import ProtocolError
+from protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
+from protocol.headers import RequestHeader, parse_request_header
+from protocol.segments import FileSliceLike, Segments
+
+logger = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
+READ_CHUNK_BYTES = 64 * 1024
+# Fallback path (no sendfile): bytes read from a file per write.
+FILE_CHUNK_BYTES = 256 * 1024
+# Segment files kept open for sendfile across all connections.
+MAX_CACHED_FILES = 256
+
+
+@attrs.frozen
+class RequestContext:
+    """What a handler knows about a request besides its body (Kafka's ``RequestContext``)."""
+
+    header: RequestHeader
+    # Kafka's connection id: "localHost:localPort-remoteHost:remotePort-index".
+    connection_id: str
+    listener_name: str
+    client_host: str
+    client_port: int
+
+
+ResponseFuture = Awaitable[Segments | None]
+# Returns the framed response (size prefix and response header included) or None for none.
+Dispatch = Callable[[RequestContext, memoryview], ResponseFuture | None]
+
+
+class NetworkMetrics(Protocol):
+    """The hooks the listener calls; ``broker.metrics.BrokerMetrics`` implements them."""
+
+    def record_request(self, api_key: int, latency_seconds: float) -> None: ...
+
+    def record_bytes_in(self, count: int) -> None: ...
+
+    def record_bytes_out(self, count: int) -> None: ...
+
+    def record_connection_opened(self) -> None: ...
+
+    def record_connection_closed(self, reason: CloseReason) -> None: ...
+
+
+class ShortFileSliceError(Exception):
+    """A file ended before the slice did: the response is already partly written."""
+
+
+class _Entry(enum.Enum):
+    END_OF_INPUT = "end_of_input"
+
+
+@attrs.frozen
+class _Pending:
+    context: RequestContext
+    response: asyncio.Future[Segments | None]
+    started_ns: int
+
+
+@attrs.frozen
+class _Failure:
+    reason: CloseReason
+    message: str
+
+
+_QueueItem = _Pending | _Failure | _Entry
+
+
+class _OpenFile:
+    def __init__(self, file: BinaryIO, identity: tuple[int, int]) -> None:
+        self.file = file
+        # (st_dev, st_ino): a path re-created after truncation or deletion is a new file.
+        self.identity = identity
+        self.users = 0
+        self.evicted = False
+
+
+class OpenFileCache:
+    """Open segment files by path, shared by all connections, at most ``max_files`` of them.
+
+    An evicted or replaced file stays open until its last user releases it, so eviction never
+    breaks a sendfile in progress. A path that no longer exists (a deleted segment) is still
+    served from the cached file: the slice was cut from that file.
+    """
+
+    def __init__(self, max_files: int = MAX_CACHED_FILES) -> None:
+        assert max_files >= 1
+        self._max_files = max_files
+        self._files: OrderedDict[Path, _OpenFile] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    @contextlib.contextmanager
+    def open(self, path: Path) -> Iterator[BinaryIO]:
+        entry = self._acquire(path)
+        try:
+            yield entry.file
+        finally:
+            entry.users -= 1
+            if entry.evicted and entry.users == 0:
+                entry.file.close()
+
+    def _acquire(self, path: Path) -> _OpenFile:
+        entry = self._files.get(path)
+        identity = _identity(path)
+        if entry is not None and identity is not None and identity != entry.identity:
+            self._evict(path)
+            entry = None
+        if entry is None:
+            file = open(path, "rb")  # noqa: SIM115 - closed by the cache
+            entry = _OpenFile(file, _identity_of(file))
+            self._files[path] = entry
+            while len(self._files) > self._max_files:
+                self._evict(next(iter(self._files)))
+        self._files.move_to_end(path)
+        entry.users += 1
+        return entry
+
+    def _evict(self, path: Path) -> None:
+        entry = self._files.pop(path)
+        entry.evicted = True
+        if entry.users == 0:
+            entry.file.close()
+
+    def close(self) -> None:
+        for path in list(self._files):
+            self._evict(path)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _identity_of(file: BinaryIO) -> tuple[int, int]:
+    stat = os.fstat(file.fileno())
+    return stat.st_dev, stat.st_ino
+
+
+class KafkaListener:
+    """Accepts Kafka connections on one address and serves them with ``dispatch``."""
+
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        listener_name: str = "PLAINTEXT",
+        max_request_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES,
+        max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
+        metrics: NetworkMetrics | None = None,
+        use_sendfile: bool = True,
+    ) -> None:
+        assert max_in_flight_requests >= 1 and max_request_bytes >= 0
+        self.dispatch = dispatch
+        self.listener_name = listener_name
+        self.max_request_bytes = max_request_bytes
+        self.max_in_flight_requests = max_in_flight_requests
+        self.metrics: NetworkMetrics = metrics or BrokerMetrics()
+        self.use_sendfile = use_sendfile
+        self.files = OpenFileCache()
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._next_connection_index = 0
+
+    @property
+    def port(self) -> int:
+        """The bound port (the requested one, or the one the OS picked for port 0)."""
+        assert self._server is not None, "start() first"
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self.serve_connection, self._host, self._port)
+        logger.info("Kafka listener %s on %s:%d", self.listener_name, self._host, self.port)
+
+    async def close(self) -> None:
+        """Stop accepting, drop every connection and its pending requests, close files."""
+        if self._server is not None:
+            self._server.close()
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        self.files.close()
+
+    def _connection_id(self, writer: asyncio.StreamWriter) -> tuple[str, str, int]:
+        local = writer.get_extra_info("sockname") or ("?", 0)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        index = self._next_connection_index
+        self._next_connection_index = (index + 1) % 2**31
+        connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{index}"
+        return connection_id, str(peer[0]), int(peer[1])
+
+    async def serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Serve one accepted connection until it closes (the server's callback; tests call it
+        with a socketpair's streams)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            connection_id, host, port = self._connection_id(writer)
+            await _Connection(self, reader, writer, connection_id, host, port).run()
+        finally:
+            self._connections.discard(task)
+
+
+def _describe(header: RequestHeader) -> str:
+    return (
+        f"api_key {header.api_key} v{header.api_version} correlation_id {header.correlation_id}"
+        f" client_id {header.client_id!r}"
+    )
+
+
+class _Connection:
+    def __init__(
+        self,
+        listener: KafkaListener,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        connection_id: str,
+        client_host: str,
+        client_port: int,
+    ) -> None:
+        self._listener = listener
+        self._metrics = listener.metrics
+        self._reader = reader
+        self._writer = writer
+        self._id = connection_id
+        self._client = (client_host, client_port)
+        # Invariant: at most max_in_flight_requests dispatched requests are not yet answered;
+        # the queue holds those plus at most one end/failure marker.
+        self._in_flight = asyncio.Semaphore(listener.max_in_flight_requests)
+        self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
+
+    async def run(self) -> None:
+        self._metrics.record_connection_opened()
+        reason = CloseReason.SHUTDOWN
+        reader_task = asyncio.create_task(self._read_requests())
+        try:
+            reason = await self._write_responses()
+        finally:
+            reader_task.cancel()
+            await asyncio.gather(reader_task, return_exceptions=True)
+            self._cancel_queued()
+            self._writer.close()
+            self._metrics.record_connection_closed(reason)
+            logger.debug("connection %s closed: %s", self._id, reason.value)
+
+    # --- reading ---
+
+    async def _read_requests(self) -> None:
+        decoder = FrameDecoder(self._listener.max_request_bytes)
+        try:
+            while True:
+                data = await self._reader.read(READ_CHUNK_BYTES)
+                if not data:
+                    self._queue.put_nowait(_Entry.END_OF_INPUT)
+                    return
+                self._metrics.record_bytes_in(len(data))
+                decoder.receive_data(data)
+                while (frame := decoder.next_frame()) is not None:
+                    if not await self._handle_frame(frame):
+                        return
+        except ProtocolError as error:
+            self._queue.put_nowait(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
+        except ConnectionError as error:
+            self._queue.put_nowait(_Failure(CloseReason.CLIENT_CLOSED, str(error)))
+        except Exception as error:
+            logger.exception("reading from connection %s failed", self._id)
+            self._queue.put_nowait(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+
+    async def _handle_frame(self, frame: bytearray) -> bool:
+        """Dispatch one request; False when the connection must stop reading."""
+        await self._in_flight.acquire()
+        started_ns = time.monotonic_ns()
+        view = memoryview(frame)
+        try:
+            header, body_start = parse_request_header(view)
+        except ProtocolError as error:
+            self._queue.put_nowait(
+                _Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}")
+            )
+            return False
+        context = RequestContext(header, self._id, self._listener.listener_name, *self._client)
+        try:
+            response = self._listener.dispatch(context, view[body_start:])
+        except ProtocolError as error:
+            message = f"{_describe(header)}: {error}"
+            self._queue.put_nowait(_Failure(CloseReason.REQUEST_REJECTED, message))
+            return False
+        except Exception as error:
+            logger.exception("dispatch of %s on %s failed", _describe(header), self._id)
+            self._queue.put_nowait(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+            return False
+        if response is None:
+            self._record(header, started_ns)
+            self._in_flight.release()
+            return True
+        self._queue.put_nowait(_Pending(context, asyncio.ensure_future(response), started_ns))
+        return True
+
+    # --- writing ---
+
+    async def _write_responses(self) -> CloseReason:
+        while True:
+            item = await self._queue.get()
+            if item is _Entry.END_OF_INPUT:
+                return CloseReason.CLIENT_CLOSED
+            if isinstance(item, _Failure):
+                logger.warning("closing connection %s: %s", self._id, item.message)
+                return item.reason
+            assert isinstance(item, _Pending)
+            reason = await self._complete(item)
+            if reason is not None:
+                return reason
+            self._in_flight.release()
+
+    async def _complete(self, item: _Pending) -> CloseReason | None:
+        """Await one response and write it; a close reason if the connection must end."""
+        header = item.context.header
+        try:
+            response = await item.response
+        except ProtocolError as error:
+            logger.warning("closing connection %s: %s: %s", self._id, _describe(header), error)
+            return CloseReason.REQUEST_REJECTED
+        except Exception:
+            logger.exception("handler for %s failed; closing %s", _describe(header), self._id)
+            return CloseReason.HANDLER_FAILED
+        if response is not None:
+            try:
+                await self._send(response)
+            except (ConnectionError, ShortFileSliceError, OSError) as error:
+                logger.warning("sending to %s failed: %s", self._id, error)
+                return CloseReason.SEND_FAILED
+        self._record(header, item.started_ns)
+        return None
+
+    def _record(self, header: RequestHeader, started_ns: int) -> None:
+        elapsed = (time.monotonic_ns() - started_ns) / 1e9
+        self._metrics.record_request(header.api_key, elapsed)
+
+    async def _send(self, segments: Segments) -> None:
+        buffers: list[bytes | bytearray | memoryview] = []
+        for part in segments.parts:
+            if isinstance(part, bytes | bytearray | memoryview):
+                buffers.append(part)
+                continue
+            if buffers:
+                self._writer.writelines(buffers)
+                buffers = []
+            await self._send_file_slice(part)
+        if buffers:
+            self._writer.writelines(buffers)
+        await self._writer.drain()
+        self._metrics.record_bytes_out(segments.length)
+
+    async def _send_file_slice(self, part: FileSliceLike) -> None:
+        if part.length == 0:
+            return
+        with self._listener.files.open(Path(part.path)) as file:
+            sent = None
+            if self._listener.use_sendfile:
+                sent = await self._sendfile(file, part)
+            if sent is None:
+                sent = await self._copy_file(file, part)
+        if sent != part.length:
+            raise ShortFileSliceError(
+                f"{part.path} ended after {sent} of {part.length} bytes from {part.position}"
+            )
+
+    async def _sendfile(self, file: BinaryIO, part: FileSliceLike) -> int | None:
+        """Zero-copy send; None when this platform or transport cannot sendfile."""
+        try:
+            return await asyncio.get_running_loop().sendfile(
+                self._writer.transport, file, part.position, part.length, fallback=False
+            )
+        except (asyncio.SendfileNotAvailableError, NotImplementedError):
+            logger.info("sendfile unavailable; reading segment files instead")
+            self._listener.use_sendfile = False
+            return None
+
+    async def _copy_file(self, file: BinaryIO, part: FileSliceLike) -> int:
+        sent = 0
+        while sent < part.length:
+            size = min(FILE_CHUNK_BYTES, part.length - sent)
+            chunk = os.pread(file.fileno(), size, part.position + sent)
+            if not chunk:
+                break
+            self._writer.write(chunk)
+            sent += len(chunk)
+            await self._writer.drain()
+        return sent
+
+    def _cancel_queued(self) -> None:
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, _Pending):
+                item.response.cancel()

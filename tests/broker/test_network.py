@@ -1,0 +1,410 @@
+"""The Kafka listener's connection handling, driven over a socketpair (no ports, no sleeps).
+
+Behaviour follows Kafka's SocketServer: responses in request order, a bad frame or rejected
+request closes only its own connection (after earlier responses), handler failures are logged
+and close the connection, file slices are written with sendfile or by reading the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.metrics import BrokerMetrics, CloseReason
+from broker.network import KafkaListener, OpenFileCache, RequestContext
+from protocol.errors import MalformedRequestError, UnsupportedRequestError
+from protocol.framing import frame_response
+from protocol.segments import Segments
+from storage.file_slice import FileSlice
+from tests.broker.wire_client import correlation_id, read_frame, request_frame
+
+METADATA = 3
+Dispatch = Callable[[RequestContext, memoryview], Awaitable[Segments | None] | None]
+
+
+def echo_response(context: RequestContext, body: memoryview) -> Segments:
+    return frame_response(context.header.correlation_id, 0, bytes(body))
+
+
+class Harness:
+    """One listener plus socketpair connections to it."""
+
+    def __init__(self, dispatch: Dispatch, **options: Any) -> None:
+        self.metrics = BrokerMetrics()
+        self.listener = KafkaListener(dispatch, metrics=self.metrics, **options)
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        server_side, client_side = socket.socketpair()
+        reader, writer = await asyncio.open_connection(sock=server_side)
+        self.tasks.append(asyncio.create_task(self.listener.serve_connection(reader, writer)))
+        return await asyncio.open_connection(sock=client_side)
+
+    def closed(self, reason: CloseReason) -> float:
+        return self.metrics.connections_closed.value(reason.value)
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), timeout=10))
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    """Yield to the event loop until ``predicate`` holds (no wall-clock waiting)."""
+    for _ in range(10_000):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never became true")
+
+
+def test_responses_leave_in_request_order_when_handlers_finish_out_of_order() -> None:
+    async def scenario() -> None:
+        gates: dict[int, asyncio.Event] = {}
+
+        async def slow(context: RequestContext, body: memoryview) -> Segments:
+            await gates[context.header.correlation_id].wait()
+            return echo_response(context, body)
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            gates[context.header.correlation_id] = asyncio.Event()
+            return slow(context, body)
+
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        writer.write(b"".join(request_frame(METADATA, 0, cid, b"req%d" % cid) for cid in (1, 2, 3)))
+        await until(lambda: len(gates) == 3)
+        # Finish 3, then 2: neither may overtake 1. Then 1 releases all three, in order.
+        gates[3].set()
+        gates[2].set()
+        gates[1].set()
+        frames = [await read_frame(reader) for _ in range(3)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2, 3]
+        assert [f[4:] for f in frames if f] == [b"req1", b"req2", b"req3"]
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_no_response_for_a_request_dispatch_answers_with_none() -> None:
+    async def scenario() -> None:
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments] | None:
+            if context.header.correlation_id == 1:  # like acks=0 Produce
+                return None
+            return asyncio.sleep(0, echo_response(context, body))
+
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(0, 9, 1, b"fire-and-forget") + request_frame(METADATA, 0, 2))
+        frame = await read_frame(reader)
+        assert frame is not None and correlation_id(frame) == 2
+        assert harness.metrics.requests.value("Produce") == 1
+        assert harness.metrics.requests.value("Metadata") == 1
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_an_oversized_frame_closes_only_its_connection_after_earlier_responses() -> None:
+    async def scenario() -> None:
+        seen: list[int] = []
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            seen.append(context.header.correlation_id)
+            return asyncio.sleep(0, echo_response(context, body))
+
+        harness = Harness(dispatch, max_request_bytes=100)
+        reader, writer = await harness.connect()
+        oversized = (101).to_bytes(4, "big") + b"x" * 101
+        writer.write(request_frame(METADATA, 0, 1) + oversized + request_frame(METADATA, 0, 3))
+        first = await read_frame(reader)
+        assert first is not None and correlation_id(first) == 1
+        assert await read_frame(reader) is None  # closed, request 3 never read
+        assert seen == [1]
+        assert harness.closed(CloseReason.MALFORMED_REQUEST) == 1
+        # The listener still serves other connections.
+        other_reader, other_writer = await harness.connect()
+        other_writer.write(request_frame(METADATA, 0, 7))
+        frame = await read_frame(other_reader)
+        assert frame is not None and correlation_id(frame) == 7
+        await harness.listener.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x00\x03",  # too short for api key, version and correlation id
+        b"\x00\x03\x00\x00\x00\x00\x00\x01\x00\x05ab",  # client id runs past the frame
+        b"\x00\x03\x00\x00\x00\x00\x00\x01\x00\x02\xff\xfe",  # client id not UTF-8
+        (-1).to_bytes(4, "big", signed=True),  # negative size prefix (the frame itself)
+    ],
+)
+def test_a_malformed_request_never_reaches_the_dispatcher(payload: bytes) -> None:
+    async def scenario() -> None:
+        seen: list[int] = []
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            seen.append(context.header.correlation_id)
+            return asyncio.sleep(0, echo_response(context, body))
+
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        if payload.startswith(b"\xff\xff"):
+            writer.write(payload)
+        else:
+            writer.write(len(payload).to_bytes(4, "big") + payload)
+        assert await read_frame(reader) is None
+        assert seen == []
+        assert harness.closed(CloseReason.MALFORMED_REQUEST) == 1
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_a_rejected_request_closes_the_connection_after_earlier_responses() -> None:
+    async def scenario() -> None:
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            if context.header.api_key == 99:
+                raise UnsupportedRequestError(99, 0, "unknown API")
+            return asyncio.sleep(0, echo_response(context, body))
+
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(METADATA, 0, 1) + request_frame(99, 0, 2))
+        first = await read_frame(reader)
+        assert first is not None and correlation_id(first) == 1
+        assert await read_frame(reader) is None
+        assert harness.closed(CloseReason.REQUEST_REJECTED) == 1
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_handler_failures_close_the_connection_and_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            if context.header.correlation_id == 2:
+                raise RuntimeError("handler bug")
+            if context.header.correlation_id == 3:
+                raise MalformedRequestError("topics", "truncated", 4)
+            return echo_response(context, body)
+
+        harness = Harness(handler)
+        for bad in (2, 3):
+            reader, writer = await harness.connect()
+            writer.write(request_frame(METADATA, 0, 1) + request_frame(METADATA, 0, bad))
+            first = await read_frame(reader)
+            assert first is not None and correlation_id(first) == 1
+            assert await read_frame(reader) is None
+        assert harness.closed(CloseReason.HANDLER_FAILED) == 1
+        assert harness.closed(CloseReason.REQUEST_REJECTED) == 1
+        await harness.listener.close()
+
+    with caplog.at_level(logging.WARNING, logger="broker.network"):
+        run(scenario)
+    assert any("handler bug" in (r.exc_text or "") for r in caplog.records)
+    assert any("truncated" in r.getMessage() for r in caplog.records)
+
+
+def test_in_flight_requests_per_connection_are_bounded() -> None:
+    async def scenario() -> None:
+        gates: list[asyncio.Event] = []
+
+        async def wait_for_gate(context: RequestContext, gate: asyncio.Event) -> Segments:
+            await gate.wait()
+            return echo_response(context, memoryview(b""))
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            gates.append(asyncio.Event())
+            return wait_for_gate(context, gates[-1])
+
+        harness = Harness(dispatch, max_in_flight_requests=2)
+        reader, writer = await harness.connect()
+        writer.write(b"".join(request_frame(METADATA, 0, cid) for cid in range(5)))
+        await until(lambda: len(gates) == 2)
+        for _ in range(200):
+            await asyncio.sleep(0)
+        assert len(gates) == 2  # the third request waits until one is answered
+        gates[0].set()
+        await until(lambda: len(gates) == 3)
+        for gate in gates[1:]:
+            gate.set()
+        await until(lambda: len(gates) == 5)
+        for gate in gates:
+            gate.set()
+        cids = [correlation_id(await read_frame(reader) or b"") for _ in range(5)]
+        assert cids == [0, 1, 2, 3, 4]
+        await harness.listener.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("use_sendfile", [True, False])
+def test_file_slices_are_written_between_buffers(tmp_path: Path, use_sendfile: bool) -> None:
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(bytes(range(256)) * 4096)  # 1 MiB: several fallback chunks
+
+    async def scenario() -> None:
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            parts = Segments.of(
+                [b"head", FileSlice(segment, 10, 700_000), b"mid", FileSlice(segment, 0, 3)]
+            )
+            return frame_response(context.header.correlation_id, 0, parts)
+
+        harness = Harness(handler, use_sendfile=use_sendfile)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 42))
+        frame = await read_frame(reader)
+        data = segment.read_bytes()
+        assert frame == (42).to_bytes(4, "big") + b"head" + data[10:700_010] + b"mid" + data[:3]
+        await until(lambda: harness.metrics.bytes_out.value() == 4 + len(frame or b""))
+        assert len(harness.listener.files) == 1  # one open file, reused for both slices
+        assert harness.listener.use_sendfile is use_sendfile  # sendfile worked when enabled
+        await harness.listener.close()
+        assert len(harness.listener.files) == 0
+
+    run(scenario)
+
+
+def test_a_slice_beyond_the_end_of_its_file_closes_the_connection(tmp_path: Path) -> None:
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"x" * 100)
+
+    async def scenario() -> None:
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            return frame_response(context.header.correlation_id, 0, Segments.of(
+                [FileSlice(segment, 50, 100)]
+            ))  # fmt: skip
+
+        harness = Harness(handler)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 1))
+        received = await reader.read()  # until EOF: a cut-short frame, then the close
+        assert len(received) < 4 + 4 + 100
+        assert harness.closed(CloseReason.SEND_FAILED) == 1
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_closing_the_listener_cancels_pending_handlers() -> None:
+    async def scenario() -> None:
+        started = asyncio.Event()
+        never = asyncio.get_running_loop().create_future()
+        tasks: list[asyncio.Future[Segments]] = []
+
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            started.set()
+            result: Segments = await never
+            return result
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            task = asyncio.ensure_future(handler(context, body))
+            tasks.append(task)
+            return task
+
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(METADATA, 0, 1))
+        await started.wait()
+        assert harness.listener.connection_count == 1
+        await harness.listener.close()
+        assert tasks[0].cancelled()
+        assert harness.listener.connection_count == 0
+        assert harness.closed(CloseReason.SHUTDOWN) == 1
+        assert await read_frame(reader) is None
+
+    run(scenario)
+
+
+def test_byte_and_connection_metrics() -> None:
+    async def scenario() -> None:
+        harness = Harness(lambda c, b: asyncio.sleep(0, echo_response(c, b)))
+        reader, writer = await harness.connect()
+        request = request_frame(METADATA, 0, 5, b"abc")
+        writer.write(request)
+        frame = await read_frame(reader)
+        assert frame is not None
+        assert harness.metrics.bytes_in.value() == len(request)
+        await until(lambda: harness.metrics.request_duration.count("Metadata") == 1)
+        assert harness.metrics.bytes_out.value() == 4 + len(frame)
+        assert harness.metrics.connections.value() == 1
+        writer.close()
+        await until(lambda: harness.closed(CloseReason.CLIENT_CLOSED) == 1)
+        assert harness.metrics.connections.value() == 0
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_a_client_that_half_closes_still_gets_its_answers() -> None:
+    async def scenario() -> None:
+        harness = Harness(lambda c, b: asyncio.sleep(0, echo_response(c, b)))
+        reader, writer = await harness.connect()
+        writer.write(request_frame(METADATA, 0, 1) + request_frame(METADATA, 0, 2))
+        writer.write_eof()
+        frames = [await read_frame(reader) for _ in range(3)]
+        assert [correlation_id(f) for f in frames[:2] if f] == [1, 2] and frames[2] is None
+        await harness.listener.close()
+
+    run(scenario)
+
+
+class TestOpenFileCache:
+    def test_reuses_an_open_file_per_path(self, tmp_path: Path) -> None:
+        path = tmp_path / "a.log"
+        path.write_bytes(b"abc")
+        cache = OpenFileCache()
+        with cache.open(path) as first, cache.open(path) as second:
+            assert first is second
+        cache.close()
+        assert first.closed
+
+    def test_a_recreated_path_is_reopened(self, tmp_path: Path) -> None:
+        path = tmp_path / "a.log"
+        path.write_bytes(b"old")
+        cache = OpenFileCache()
+        with cache.open(path) as old:
+            path.unlink()
+            path.write_bytes(b"new")  # e.g. truncate_fully_and_start_at recreated the segment
+            with cache.open(path) as new:
+                assert new.read() == b"new"
+            assert not old.closed  # still in use by the first sender
+        assert old.closed
+        cache.close()
+
+    def test_a_deleted_path_is_still_served_from_the_open_file(self, tmp_path: Path) -> None:
+        path = tmp_path / "a.log"
+        path.write_bytes(b"kept")
+        cache = OpenFileCache()
+        with cache.open(path):
+            pass
+        path.unlink()  # retention deleted the segment after the slice was cut
+        with cache.open(path) as file:
+            assert file.read() == b"kept"
+        cache.close()
+
+    def test_least_recently_used_files_are_closed_beyond_the_bound(self, tmp_path: Path) -> None:
+        paths = [tmp_path / f"{i}.log" for i in range(3)]
+        for path in paths:
+            path.write_bytes(b"x")
+        cache = OpenFileCache(max_files=2)
+        with cache.open(paths[0]) as busy:
+            with cache.open(paths[1]) as idle:
+                pass
+            with cache.open(paths[2]):
+                pass
+            # paths[0] was evicted while in use: it stays open until released.
+            assert len(cache) == 2 and not busy.closed and not idle.closed
+        assert busy.closed
+        cache.close()
+        assert idle.closed
