@@ -1,0 +1,146 @@
+"""KafkaApis: route each request to the handler registered for its API key, frame the answer.
+
+``KafkaApis.dispatch`` is the ``broker.network.Dispatch`` the listener calls. It decides from the
+header alone (``protocol.apis.request_disposition``, Kafka's ``SocketServer`` and ``KafkaApis``
+rules) what happens:
+
+* an unknown API key, an API pykraft does not serve, or a version outside the advertised range:
+  ``UnsupportedRequestError`` is raised and the listener closes the connection without an
+  answer — what Kafka does: ``Processor.parseRequestHeader`` throws ``InvalidRequestException``
+  ("Unknown API key" / "Received request api key … with version … which is not enabled") and
+  ``processChannelException`` closes the channel. Clients learn the valid ranges from
+  ApiVersions first, so only broken clients get here;
+* ApiVersions above our maximum: the v0 UNSUPPORTED_VERSION answer listing the ApiVersions range
+  (KIP-511; ``ApiKeys.isVersionEnabled`` accepts every ApiVersions version for this reason);
+* otherwise the registered handler runs — including Produce v0-2, which is advertised only for
+  librdkafka's compression check and which the Produce handler must answer with
+  UNSUPPORTED_VERSION per partition (``protocol.apis`` docstring).
+
+Handlers are registered per ``ApiKey`` (``register`` / ``register_all``); each group of handlers
+lives in its own module exposing a ``Mapping[ApiKey, ApiHandler]``. A handler receives the
+``RequestContext`` and the body bytes after the request header, and returns the response body
+(``bytes`` or ``Segments`` with file slices) or None for no response (acks=0 Produce). The
+response header is added here. A handler raising ``ProtocolError`` (malformed body) or anything
+else makes the listener close that connection, after the earlier responses.
+
+The ApiVersions handler lives here: it advertises ``protocol.apis.SUPPORTED_API_VERSIONS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from broker.network import RequestContext
+from protocol.api_keys import ApiKey
+from protocol.apis import (
+    SUPPORTED_API_VERSIONS,
+    RequestDisposition,
+    api_versions_request_is_valid,
+    decode_request,
+    encode_api_versions_response,
+    encode_response,
+    encode_unsupported_api_versions_response,
+    request_disposition,
+)
+from protocol.errors import Errors, UnsupportedRequestError
+from protocol.framing import frame_response
+from protocol.headers import response_header_version
+from protocol.segments import Segments
+
+logger = logging.getLogger(__name__)
+
+ResponseBody = bytes | Segments
+ApiHandler = Callable[[RequestContext, memoryview], Awaitable[ResponseBody | None]]
+
+
+class KafkaApis:
+    """The ApiKey → handler table and the dispatch the network listener calls."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[ApiKey, ApiHandler] = {ApiKey.API_VERSIONS: handle_api_versions}
+
+    @property
+    def registered(self) -> frozenset[ApiKey]:
+        return frozenset(self._handlers)
+
+    def register(self, api_key: ApiKey, handler: ApiHandler) -> None:
+        """Serve ``api_key`` with ``handler``; an API may be registered once."""
+        if api_key not in SUPPORTED_API_VERSIONS:
+            raise ValueError(f"{api_key.name} is not in the ApiVersions table; it cannot be served")
+        if api_key in self._handlers:
+            raise ValueError(f"{api_key.name} already has a handler")
+        self._handlers[api_key] = handler
+
+    def register_all(self, handlers: Mapping[ApiKey, ApiHandler]) -> None:
+        for api_key, handler in handlers.items():
+            self.register(api_key, handler)
+
+    def dispatch(self, context: RequestContext, body: memoryview) -> Awaitable[Segments | None]:
+        """Route one request; raises ``UnsupportedRequestError`` when Kafka would disconnect."""
+        header = context.header
+        disposition = request_disposition(header.api_key, header.api_version)
+        if disposition is RequestDisposition.CLOSE_CONNECTION:
+            raise UnsupportedRequestError(
+                header.api_key, header.api_version, "unknown API or version not advertised"
+            )
+        if disposition is RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS:
+            return self._respond(context, body, _answer_unsupported_api_versions)
+        handler = self._handlers.get(ApiKey(header.api_key))
+        if handler is None:
+            # Advertised but nothing registered: a wiring bug in the broker's start-up.
+            logger.error("no handler registered for advertised API %s", ApiKey(header.api_key))
+            raise UnsupportedRequestError(header.api_key, header.api_version, "no handler")
+        return self._respond(context, body, handler)
+
+    async def _respond(
+        self, context: RequestContext, body: memoryview, handler: ApiHandler
+    ) -> Segments | None:
+        response = await handler(context, body)
+        if response is None:
+            return None
+        header = context.header
+        header_version = response_header_version(header.api_key, header.api_version)
+        return frame_response(header.correlation_id, header_version, response)
+
+
+def kafka_python_handler(
+    handle: Callable[[RequestContext, Any], Awaitable[Any]],
+) -> ApiHandler:
+    """Adapt a handler of decoded kafka-python request objects to an ``ApiHandler``.
+
+    The body is decoded with ``protocol.apis.decode_request`` (a malformed body raises
+    ``MalformedRequestError``: the connection closes) and the returned response object is
+    encoded at the request's version; returning None sends nothing.
+    """
+
+    async def handler(context: RequestContext, body: memoryview) -> ResponseBody | None:
+        header = context.header
+        request = decode_request(header.api_key, header.api_version, body)
+        response = await handle(context, request)
+        if response is None:
+            return None
+        return encode_response(header.api_key, header.api_version, response)
+
+    return handler
+
+
+async def handle_api_versions(context: RequestContext, body: memoryview) -> ResponseBody:
+    """ApiVersions v0-v3 (``KafkaApis.handleApiVersionsRequest``).
+
+    A v3 request whose client software name or version breaks KIP-511's pattern gets
+    INVALID_REQUEST and an empty list, at the version it asked for.
+    """
+    version = context.header.api_version
+    request = decode_request(ApiKey.API_VERSIONS, version, body)
+    if not api_versions_request_is_valid(request):
+        return encode_api_versions_response(version, error_code=Errors.INVALID_REQUEST)
+    return encode_api_versions_response(version)
+
+
+async def _answer_unsupported_api_versions(
+    context: RequestContext, body: memoryview
+) -> ResponseBody:
+    # The body of a version we do not know is not parsed, as in Kafka.
+    return encode_unsupported_api_versions_response()

@@ -1,0 +1,186 @@
+"""KafkaApis dispatch and the ApiVersions handler (KafkaApis.handleApiVersionsRequest, KIP-511).
+
+Responses are decoded with kafka-python's classes generated from Kafka's JSON schemas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
+
+from broker.kafka_apis import KafkaApis, kafka_python_handler
+from broker.network import RequestContext
+from protocol.api_keys import ApiKey
+from protocol.apis import SUPPORTED_API_VERSIONS
+from protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
+from protocol.headers import RequestHeader, request_header_version
+from protocol.segments import Segments
+from tests.broker.wire_client import api_versions_body, decode_api_versions
+
+
+def context(api_key: int, api_version: int, correlation_id: int = 7) -> RequestContext:
+    header = RequestHeader(
+        api_key, api_version, correlation_id, "client", request_header_version(api_key, api_version)
+    )
+    return RequestContext(header, "local-remote-0", "PLAINTEXT", "127.0.0.1", 50000)
+
+
+def dispatch(apis: KafkaApis, api_key: int, api_version: int, body: bytes) -> Segments | None:
+    async def call() -> Segments | None:
+        return await apis.dispatch(context(api_key, api_version), memoryview(body))
+
+    return asyncio.run(call())
+
+
+def response_frame(segments: Segments | None) -> bytes:
+    """The framed response without its size prefix (no file slices in these tests)."""
+    assert segments is not None
+    data = segments.to_bytes(lambda part: b"")
+    assert int.from_bytes(data[:4], "big") == len(data) - 4
+    return data[4:]
+
+
+def advertised(response: Any) -> dict[int, tuple[int, int]]:
+    return {entry.api_key: (entry.min_version, entry.max_version) for entry in response.api_keys}
+
+
+TABLE = {int(k): (v.min_version, v.max_version) for k, v in SUPPORTED_API_VERSIONS.items()}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_api_versions_lists_the_table_at_every_version(version: int) -> None:
+    frame = response_frame(
+        dispatch(KafkaApis(), ApiKey.API_VERSIONS, version, api_versions_body(version))
+    )
+    assert int.from_bytes(frame[:4], "big") == 7  # response header v0, even for v3 (KIP-511)
+    response = decode_api_versions(frame, version)
+    assert response.error_code == Errors.NONE
+    assert advertised(response) == TABLE
+    assert advertised(response)[ApiKey.API_VERSIONS] == (0, 3)
+
+
+@pytest.mark.parametrize("version", [4, 5, 127])
+def test_a_too_new_api_versions_gets_the_v0_unsupported_answer(version: int) -> None:
+    # The body of an unknown version is not parsed: garbage is fine.
+    frame = response_frame(dispatch(KafkaApis(), ApiKey.API_VERSIONS, version, b"\xff\x00junk"))
+    response = decode_api_versions(frame, 0)
+    assert response.error_code == Errors.UNSUPPORTED_VERSION
+    assert advertised(response) == {ApiKey.API_VERSIONS: (0, 3)}
+
+
+def test_invalid_client_software_name_gets_invalid_request() -> None:
+    body = bytes(
+        ApiVersionsRequest(
+            version=3, client_software_name="bad name!", client_software_version="1.0"
+        ).encode(version=3)
+    )
+    frame = response_frame(dispatch(KafkaApis(), ApiKey.API_VERSIONS, 3, body))
+    response = decode_api_versions(frame, 3)
+    assert (response.error_code, response.api_keys) == (Errors.INVALID_REQUEST, [])
+
+
+def test_a_truncated_api_versions_body_is_a_protocol_error() -> None:
+    with pytest.raises(MalformedRequestError):
+        dispatch(KafkaApis(), ApiKey.API_VERSIONS, 3, api_versions_body(3)[:2])
+
+
+@pytest.mark.parametrize(
+    ("api_key", "api_version"),
+    [
+        (999, 0),  # unknown API key: Kafka closes the connection
+        (ApiKey.LEADER_AND_ISR, 0),  # a real API pykraft does not serve
+        (ApiKey.FETCH, 3),  # below the advertised minimum (KIP-896)
+        (ApiKey.METADATA, 13),  # above the advertised maximum
+    ],
+)
+def test_requests_kafka_would_disconnect_raise_before_any_handler(
+    api_key: int, api_version: int
+) -> None:
+    apis = KafkaApis()
+    with pytest.raises(UnsupportedRequestError):
+        apis.dispatch(context(api_key, api_version), memoryview(b""))
+
+
+def test_an_advertised_api_without_a_handler_is_rejected() -> None:
+    with pytest.raises(UnsupportedRequestError, match="no handler"):
+        KafkaApis().dispatch(context(ApiKey.METADATA, 1), memoryview(b""))
+
+
+def test_registered_handlers_get_the_body_and_their_answer_is_framed() -> None:
+    apis = KafkaApis()
+    seen: list[bytes] = []
+
+    async def metadata(context: RequestContext, body: memoryview) -> bytes:
+        seen.append(bytes(body))
+        return b"BODY"
+
+    apis.register(ApiKey.METADATA, metadata)
+    # Metadata v9+ is flexible: response header v1 adds an empty tagged-field section.
+    assert (
+        response_frame(dispatch(apis, ApiKey.METADATA, 9, b"req"))
+        == (7).to_bytes(4, "big") + b"\x00BODY"
+    )
+    assert (
+        response_frame(dispatch(apis, ApiKey.METADATA, 8, b"req"))
+        == (7).to_bytes(4, "big") + b"BODY"
+    )
+    assert seen == [b"req", b"req"]
+
+
+def test_a_handler_answering_none_sends_nothing() -> None:
+    apis = KafkaApis()
+
+    async def produce(context: RequestContext, body: memoryview) -> None:
+        return None
+
+    apis.register(ApiKey.PRODUCE, produce)
+    assert dispatch(apis, ApiKey.PRODUCE, 9, b"") is None
+
+
+def test_legacy_produce_versions_reach_the_produce_handler() -> None:
+    # Produce v0-2 is advertised for librdkafka; its handler answers UNSUPPORTED_VERSION.
+    apis = KafkaApis()
+    versions: list[int] = []
+
+    async def produce(context: RequestContext, body: memoryview) -> bytes:
+        versions.append(context.header.api_version)
+        return b""
+
+    apis.register(ApiKey.PRODUCE, produce)
+    dispatch(apis, ApiKey.PRODUCE, 0, b"")
+    assert versions == [0]
+
+
+def test_registration_rules() -> None:
+    apis = KafkaApis()
+
+    async def handler(context: RequestContext, body: memoryview) -> bytes:
+        return b""
+
+    apis.register_all({ApiKey.METADATA: handler, ApiKey.FETCH: handler})
+    assert apis.registered == {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.FETCH}
+    with pytest.raises(ValueError, match="already has a handler"):
+        apis.register(ApiKey.METADATA, handler)
+    with pytest.raises(ValueError, match="not in the ApiVersions table"):
+        apis.register(ApiKey.LEADER_AND_ISR, handler)
+    with pytest.raises(ValueError, match="already has a handler"):
+        apis.register(ApiKey.API_VERSIONS, handler)
+
+
+def test_kafka_python_handler_decodes_and_encodes_at_the_request_version() -> None:
+    apis = KafkaApis()
+    requests: list[Any] = []
+
+    async def metadata(context: RequestContext, request: Any) -> Any:
+        requests.append(request)
+        return MetadataResponse(version=context.header.api_version, brokers=[], topics=[])
+
+    apis.register(ApiKey.METADATA, kafka_python_handler(metadata))
+    body = bytes(MetadataRequest(version=4, topics=None).encode(version=4))
+    frame = response_frame(dispatch(apis, ApiKey.METADATA, 4, body))
+    assert requests[0].topics is None
+    response = MetadataResponse.decode(frame[4:], version=4)
+    assert (response.brokers, response.topics) == ([], [])
