@@ -1,6 +1,7 @@
 """The broker's local HTTP API (DESIGN.md §3.6): health, metrics and replica state.
 
-Endpoints (JSON unless noted; errors are ``{"error": "CODE", "message": "sentence"}``):
+Endpoints (JSON unless noted; errors are ``{"error": "CODE", "message": "Sentence."}`` as on
+the controller):
 
   GET /healthz           200 ``{"status": "ok", "state": "RUNNING"}`` while RUNNING, else 503
                          with error BROKER_NOT_RUNNING and the current state — a load balancer or
@@ -116,12 +117,17 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         if error.status < 400:
             raise
         code = _STATUS_ERRORS.get(error.status, "HTTP_ERROR")
-        message = f"{request.method} {request.path}: {error.reason}"
+        if error.status in (404, 405):
+            message = f"No route {request.method} {request.path}; see /v1/openapi.json."
+        else:
+            message = f"{request.method} {request.path}: {error.reason}."
         return error_response(error.status, code, message)
     except Exception:
         logger.exception("HTTP %s %s failed", request.method, request.path)
         return error_response(
-            500, "INTERNAL_SERVER_ERROR", "the broker failed to answer; see its log"
+            500,
+            "UNKNOWN_SERVER_ERROR",
+            "The broker hit an unexpected error; it is logged on the broker.",
         )
 
 
@@ -134,7 +140,7 @@ def bearer_auth(token: str) -> Middleware:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return error_response(
-                    401, "UNAUTHORIZED", "send Authorization: Bearer <http.bearer.token>"
+                    401, "UNAUTHORIZED", "Send Authorization: Bearer <http.bearer.token>."
                 )
         return await handler(request)
 
@@ -162,7 +168,7 @@ class BrokerHttpApi:
         return error_response(
             503,
             "BROKER_NOT_RUNNING",
-            f"broker {status.node_id} is {status.state.name}, not RUNNING",
+            f"Broker {status.node_id} is {status.state.name}, not RUNNING.",
             state=status.state.name,
         )
 

@@ -267,7 +267,10 @@ class KafkaListener:
         self._connections.add(task)
         try:
             connection_id, host, port = self._connection_id(writer)
-            await _Connection(self, reader, writer, connection_id, host, port).run()
+            # Only close() cancels a connection: end quietly, because Python 3.11's
+            # StreamReaderProtocol reports a cancelled connection task as an error.
+            with contextlib.suppress(asyncio.CancelledError):
+                await _Connection(self, reader, writer, connection_id, host, port).run()
         finally:
             self._connections.discard(task)
 

@@ -87,7 +87,7 @@ def test_healthz_is_200_only_while_running() -> None:
         assert down.status == 503
         assert body(down) == {
             "error": "BROKER_NOT_RUNNING",
-            "message": f"broker 1 is {state.name}, not RUNNING",
+            "message": f"Broker 1 is {state.name}, not RUNNING.",
             "state": state.name,
         }
 
@@ -130,7 +130,10 @@ def test_errors_are_json() -> None:
     app = FakeBroker().app()
     missing = call(app, "/v1/nothing")
     assert missing.status == 404
-    assert body(missing)["error"] == "NOT_FOUND" and "/v1/nothing" in body(missing)["message"]
+    assert body(missing) == {
+        "error": "NOT_FOUND",
+        "message": "No route GET /v1/nothing; see /v1/openapi.json.",
+    }
     wrong_method = call(app, "/v1/broker", method="POST")
     assert (wrong_method.status, body(wrong_method)["error"]) == (405, "METHOD_NOT_ALLOWED")
 
@@ -141,8 +144,8 @@ def test_a_failing_source_is_a_json_500_not_a_traceback() -> None:
     response = call(broker.app(), "/v1/broker")
     assert response.status == 500
     assert body(response) == {
-        "error": "INTERNAL_SERVER_ERROR",
-        "message": "the broker failed to answer; see its log",
+        "error": "UNKNOWN_SERVER_ERROR",
+        "message": "The broker hit an unexpected error; it is logged on the broker.",
     }
 
 
