@@ -355,6 +355,9 @@ def _new_partitions(image: MetadataImage, request: CreatePartitionsTopic,
     if additional > settings.max_partitions_per_request:
         raise _Rejected(Errors.INVALID_PARTITIONS, "Excessively large number of partitions per "
                         f"request: at most {settings.max_partitions_per_request}.")
+    if not topic.partitions:
+        raise _Rejected(Errors.UNKNOWN_SERVER_ERROR,
+                        f"Invalid state: topic {request.name} appears to have no partitions.")
     replication_factor = len(topic.partitions[min(topic.partitions)].replicas)
     if request.assignments is None:
         placements = _place(image, rng, additional, replication_factor)

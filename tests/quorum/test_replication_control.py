@@ -309,11 +309,13 @@ def test_delete_topics() -> None:
          "or in controlled shutdown."),
         (CreatePartitionsTopic("wide", 2), Errors.INVALID_REPLICATION_FACTOR,
          "Replication factor: 4 larger than available brokers: 3."),
+        (CreatePartitionsTopic("empty", 2), Errors.UNKNOWN_SERVER_ERROR,
+         "Invalid state: topic empty appears to have no partitions."),
     ],
 )
 def test_create_partitions_errors(request_topic, error, message) -> None:
     image = image_with(THREE, {"t": [((1, 2), (1, 2), 1)] * 3,
-                               "wide": [((1, 2, 3, 4), (1, 2, 3), 1)]})
+                               "wide": [((1, 2, 3, 4), (1, 2, 3), 1)], "empty": []})
     h = Harness(image)
     result = h.controller.create_partitions(h.image,
                                             CreatePartitionsRequest((request_topic,)), 0)
