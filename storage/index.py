@@ -191,8 +191,8 @@ class _IndexFile:
             self._mmap.flush()
 
     def _release_map(self) -> None:
+        # No msync here: unmapping keeps dirty pages in the page cache. Durability is flush().
         if self._mmap is not None:
-            self._mmap.flush()
             self._mmap.close()
             self._mmap = None
 

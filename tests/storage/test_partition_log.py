@@ -24,7 +24,13 @@ from storage.log_validator import (
 )
 from storage.partition_log import OffsetAndTimestamp, PartitionLog
 from storage.record_batch import CorruptRecordError, iter_batches
-from storage.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch, iter_records
+from storage.records import (
+    ControlRecordType,
+    SimpleRecord,
+    build_batch,
+    build_control_batch,
+    iter_records,
+)
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
 
@@ -39,7 +45,11 @@ def open_log(tmp_path: Path, config: LogConfig = CONFIG, **kwargs: int | bool) -
 
 
 def records(data: bytes) -> list[tuple[int, bytes | None]]:
-    return [(r.offset, r.value) for position, _ in iter_batches(data) for r in iter_records(data, position)]
+    return [
+        (r.offset, r.value)
+        for position, _ in iter_batches(data)
+        for r in iter_records(data, position)
+    ]
 
 
 def read_all(log: PartitionLog, start: int = 0) -> list[tuple[int, bytes | None]]:
@@ -83,7 +93,7 @@ def test_an_append_below_the_latest_epoch_is_refused(tmp_path: Path) -> None:
 
 def test_a_batch_over_max_message_bytes_is_refused(tmp_path: Path) -> None:
     log = open_log(tmp_path, attrs.evolve(CONFIG, max_message_bytes=100))
-    with pytest.raises(RecordTooLargeError, match="max.message.bytes"):
+    with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes"):
         log.append_as_leader(batch(b"x" * 200), leader_epoch=0, now_ms=0)
     assert log.log_end_offset == 0
     assert log.active_segment.size == 0
@@ -91,7 +101,7 @@ def test_a_batch_over_max_message_bytes_is_refused(tmp_path: Path) -> None:
 
 def test_an_append_over_segment_bytes_is_refused(tmp_path: Path) -> None:
     log = open_log(tmp_path)
-    with pytest.raises(RecordBatchTooLargeError, match="segment.bytes"):
+    with pytest.raises(RecordBatchTooLargeError, match=r"segment\.bytes"):
         log.append_as_leader(batch(b"x" * 2000), leader_epoch=0, now_ms=0)
 
 
@@ -302,7 +312,9 @@ def test_roll_on_segment_ms_uses_record_time(tmp_path: Path) -> None:
 
 
 def test_roll_when_the_index_is_full(tmp_path: Path) -> None:
-    config = attrs.evolve(CONFIG, segment_bytes=10**6, index_interval_bytes=0, segment_index_bytes=24)
+    config = attrs.evolve(
+        CONFIG, segment_bytes=10**6, index_interval_bytes=0, segment_index_bytes=24
+    )
     log = open_log(tmp_path, config)
     fill(log, 6)
     assert len(log.segments) > 1
@@ -406,7 +418,9 @@ def test_flush_messages_forces_a_flush(tmp_path: Path) -> None:
 def test_fetch_offset_for_timestamp(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     for n in range(20):
-        log.append_as_leader(batch(b"x" * 100, b"y", timestamp=1000 + 10 * n), leader_epoch=1, now_ms=0)
+        log.append_as_leader(
+            batch(b"x" * 100, b"y", timestamp=1000 + 10 * n), leader_epoch=1, now_ms=0
+        )
     assert len(log.segments) > 1
     assert log.fetch_offset_for_timestamp(1000) == OffsetAndTimestamp(0, 1000, 1)
     assert log.fetch_offset_for_timestamp(1001) == OffsetAndTimestamp(1, 1001, 1)

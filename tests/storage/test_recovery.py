@@ -3,6 +3,7 @@ last valid batch, missing or corrupt indexes are rebuilt, and reads come back id
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ CONFIG = LogConfig(segment_bytes=2048, index_interval_bytes=128, segment_index_b
 
 
 def batch(value: bytes, count: int = 2, timestamp: int = 1000, **fields: int) -> bytearray:
-    records = [SimpleRecord(value=value + bytes([i]), timestamp=timestamp + i) for i in range(count)]
+    records = [
+        SimpleRecord(value=value + bytes([i]), timestamp=timestamp + i) for i in range(count)
+    ]
     return bytearray(build_batch(records, **fields))  # type: ignore[arg-type]
 
 
@@ -30,10 +33,16 @@ def open_log(directory: Path, recovery_point: int = 0, clean: bool = False) -> P
 
 def contents(log: PartitionLog) -> list[tuple[int, bytes | None]]:
     data = log.read(log.log_start_offset, 10**8, log.log_end_offset).read_bytes()
-    return [(r.offset, r.value) for position, _ in iter_batches(data) for r in iter_records(data, position)]
+    return [
+        (r.offset, r.value)
+        for position, _ in iter_batches(data)
+        for r in iter_records(data, position)
+    ]
 
 
-def written_log(directory: Path, batches: int = 40, epoch: int = 0) -> tuple[PartitionLog, list[int]]:
+def written_log(
+    directory: Path, batches: int = 40, epoch: int = 0
+) -> tuple[PartitionLog, list[int]]:
     """A log of ``batches`` two-record batches; returns it and each batch's size."""
     log = open_log(directory)
     sizes = []
@@ -124,7 +133,7 @@ def test_a_clean_shutdown_skips_recovery(tmp_path: Path) -> None:
 
 def test_recovery_truncates_the_epoch_cache(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    log, sizes = written_log(directory, batches=3, epoch=1)
+    log, _ = written_log(directory, batches=3, epoch=1)
     log.append_as_leader(batch(b"late"), leader_epoch=2, now_ms=0)
     assert log.leader_epoch_cache.entries == (EpochEntry(1, 0), EpochEntry(2, 6))
     active = log.active_segment.log_path
@@ -157,7 +166,9 @@ def index_files(log: PartitionLog) -> dict[str, bytes]:
     }
 
 
-def closed_log(directory: Path) -> tuple[list[tuple[int, bytes | None]], dict[str, bytes], list[int]]:
+def closed_log(
+    directory: Path,
+) -> tuple[list[tuple[int, bytes | None]], dict[str, bytes], list[int]]:
     log, _ = written_log(directory)
     expected = contents(log)
     log.close()
@@ -169,7 +180,9 @@ def closed_log(directory: Path) -> tuple[list[tuple[int, bytes | None]], dict[st
 
 
 @pytest.mark.parametrize("suffix", [".index", ".timeindex"])
-def test_a_deleted_index_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path, suffix: str) -> None:
+def test_a_deleted_index_is_rebuilt_even_after_a_clean_shutdown(
+    tmp_path: Path, suffix: str
+) -> None:
     directory = tmp_path / "t-0"
     expected, indexes, bases = closed_log(directory)
     (directory / f"{bases[1]:020d}{suffix}").unlink()
@@ -188,12 +201,12 @@ def test_a_deleted_index_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path, 
         pytest.param(lambda data: b"\x7f\xff\xff\xff" * 4, id="points-past-the-log"),
     ],
 )
-def test_a_corrupt_index_is_rebuilt(tmp_path: Path, damage: object) -> None:
+def test_a_corrupt_index_is_rebuilt(tmp_path: Path, damage: Callable[[bytes], bytes]) -> None:
     directory = tmp_path / "t-0"
     expected, indexes, bases = closed_log(directory)
     path = directory / f"{bases[0]:020d}.index"
     assert len(path.read_bytes()) >= 16  # the segment has entries to damage
-    path.write_bytes(damage(path.read_bytes()))  # type: ignore[operator]
+    path.write_bytes(damage(path.read_bytes()))
     reopened = open_log(directory, clean=True)
     assert [base for base, _ in reopened.load_report.rebuilt_indexes] == [bases[0]]
     assert contents(reopened) == expected
@@ -217,9 +230,13 @@ def test_stray_files_are_removed(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log, _ = written_log(directory, batches=2)
     log.close()
-    for name in ["00000000000000000000.log.cleaned", "00000000000000000000.log.swap",
-                 "00000000000000000099.index", "00000000000000000099.timeindex",
-                 "00000000000000000000.log.deleted"]:
+    for name in [
+        "00000000000000000000.log.cleaned",
+        "00000000000000000000.log.swap",
+        "00000000000000000099.index",
+        "00000000000000000099.timeindex",
+        "00000000000000000000.log.deleted",
+    ]:
         (directory / name).write_bytes(b"junk")
     reopened = open_log(directory, clean=True)
     assert len(reopened.load_report.removed_files) == 5
@@ -255,5 +272,7 @@ def test_log_start_offset_beyond_the_data_empties_the_log(tmp_path: Path) -> Non
         ([], 0, False, 0),
     ],
 )
-def test_first_unflushed_segment(bases: list[int], recovery_point: int, clean: bool, expected: int) -> None:
+def test_first_unflushed_segment(
+    bases: list[int], recovery_point: int, clean: bool, expected: int
+) -> None:
     assert first_unflushed_segment(bases, recovery_point, clean) == expected

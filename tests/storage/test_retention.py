@@ -119,7 +119,9 @@ def test_retention_ms_deletes_old_segments_and_moves_the_log_start(tmp_path: Pat
     assert log.log_start_offset == after[0]
     # Every remaining segment except the active one has a record newer than now - retention.
     assert all(s.largest_timestamp_ms() >= 20_000 for s in log.segments[:-1])
-    assert not any((tmp_path / "t-0" / f"{base:020d}.log").exists() for base in decision.base_offsets)
+    assert not any(
+        (tmp_path / "t-0" / f"{base:020d}.log").exists() for base in decision.base_offsets
+    )
 
 
 def test_retention_bytes_keeps_the_log_under_the_limit(tmp_path: Path) -> None:
