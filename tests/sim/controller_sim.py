@@ -131,6 +131,8 @@ class ControllerSimulation:
     def commit(self, what: str, result: ControllerResult[Any]) -> Any:
         self.events.append(f"t={self.now_ms} {what}: {len(result.records)} record(s) "
                            f"-> {_summary(result.response)}")
+        assert not (result.records and _failed(result.response)), \
+            f"{what} failed validation yet wrote records"
         if result.records:
             before = self.image
             after = apply_records(before, result.records,
@@ -353,6 +355,20 @@ def _summary(response: Any) -> str:
         if items:
             return ",".join(_item_errors(item) for item in items)
     return "NONE" if error is not None else repr(response)[:60]
+
+
+def _failed(response: Any) -> bool:
+    """True when the whole request failed: a top-level error, or every item failed."""
+    error = getattr(response, "error", None)
+    if error is not None and error.is_failure():
+        return True
+    for field in ("topics", "partitions", "results"):
+        items = getattr(response, field, None)
+        if items:
+            errors = [getattr(item, "error", None) for item in items]
+            errors += [r.error for item in items for r in getattr(item, "partition_results", ())]
+            return all(e is None or e.is_failure() for e in errors)
+    return False
 
 
 def _item_errors(item: Any) -> str:
