@@ -12,9 +12,11 @@ rules) what happens:
   ApiVersions first, so only broken clients get here;
 * ApiVersions above our maximum: the v0 UNSUPPORTED_VERSION answer listing the ApiVersions range
   (KIP-511; ``ApiKeys.isVersionEnabled`` accepts every ApiVersions version for this reason);
-* otherwise the registered handler runs — including Produce v0-2, which is advertised only for
-  librdkafka's compression check and which the Produce handler must answer with
-  UNSUPPORTED_VERSION per partition (``protocol.apis`` docstring).
+* Produce v0-2, advertised only for librdkafka's compression check (KAFKA-18659): answered here
+  with UNSUPPORTED_VERSION on every partition (``protocol.produce.unsupported_version_response``)
+  so the Produce handler never sees them; with acks=0 the client reads no answer, so the
+  connection is closed instead — how Kafka reports any acks=0 Produce failure;
+* otherwise the registered handler runs.
 
 Handlers are registered per ``ApiKey`` (``register`` / ``register_all``); each group of handlers
 lives in its own module exposing a ``Mapping[ApiKey, ApiHandler]``. A handler receives the
@@ -47,6 +49,11 @@ from protocol.apis import (
 from protocol.errors import Errors, UnsupportedRequestError
 from protocol.framing import frame_response
 from protocol.headers import response_header_version
+from protocol.produce import (
+    decode_produce_request,
+    encode_produce_response,
+    unsupported_version_response,
+)
 from protocol.segments import Segments
 
 logger = logging.getLogger(__name__)
@@ -87,6 +94,8 @@ class KafkaApis:
             )
         if disposition is RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS:
             return self._respond(context, body, _answer_unsupported_api_versions)
+        if disposition is RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE:
+            return self._respond(context, body, _answer_legacy_produce)
         handler = self._handlers.get(ApiKey(header.api_key))
         if handler is None:
             # Advertised but nothing registered: a wiring bug in the broker's start-up.
@@ -144,3 +153,11 @@ async def _answer_unsupported_api_versions(
 ) -> ResponseBody:
     # The body of a version we do not know is not parsed, as in Kafka.
     return encode_unsupported_api_versions_response()
+
+
+async def _answer_legacy_produce(context: RequestContext, body: memoryview) -> ResponseBody:
+    version = context.header.api_version
+    request = decode_produce_request(body, version)
+    if request.acks == 0:
+        raise UnsupportedRequestError(ApiKey.PRODUCE, version, "acks=0 Produce below v3")
+    return encode_produce_response(unsupported_version_response(request), version)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from broker.kafka_apis import KafkaApis, kafka_python_handler
 from broker.network import RequestContext
@@ -140,18 +141,43 @@ def test_a_handler_answering_none_sends_nothing() -> None:
     assert dispatch(apis, ApiKey.PRODUCE, 9, b"") is None
 
 
-def test_legacy_produce_versions_reach_the_produce_handler() -> None:
-    # Produce v0-2 is advertised for librdkafka; its handler answers UNSUPPORTED_VERSION.
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_legacy_produce_gets_unsupported_version_per_partition(version: int) -> None:
+    # Advertised from v0 for librdkafka (KAFKA-18659), answered before any handler runs.
     apis = KafkaApis()
-    versions: list[int] = []
+    handled: list[int] = []
 
     async def produce(context: RequestContext, body: memoryview) -> bytes:
-        versions.append(context.header.api_version)
+        handled.append(context.header.api_version)
         return b""
 
     apis.register(ApiKey.PRODUCE, produce)
-    dispatch(apis, ApiKey.PRODUCE, 0, b"")
-    assert versions == [0]
+    frame = response_frame(dispatch(apis, ApiKey.PRODUCE, version, produce_body(version, acks=1)))
+    response = ProduceResponse.decode(frame[4:], version=version)
+    assert [
+        (topic.name, [(p.index, p.error_code) for p in topic.partition_responses])
+        for topic in response.responses
+    ] == [("pets", [(0, Errors.UNSUPPORTED_VERSION), (3, Errors.UNSUPPORTED_VERSION)])]
+    assert handled == []
+
+
+def test_legacy_produce_with_acks_0_closes_the_connection() -> None:
+    with pytest.raises(UnsupportedRequestError, match="acks=0"):
+        dispatch(KafkaApis(), ApiKey.PRODUCE, 2, produce_body(2, acks=0))
+
+
+def produce_body(version: int, acks: int) -> bytes:
+    partitions = [
+        ProduceRequest.TopicProduceData.PartitionProduceData(index=index, records=b"")
+        for index in (0, 3)
+    ]
+    request = ProduceRequest(
+        version=version,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[ProduceRequest.TopicProduceData(name="pets", partition_data=partitions)],
+    )
+    return bytes(request.encode(version=version))
 
 
 def test_registration_rules() -> None:
