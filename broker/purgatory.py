@@ -1,0 +1,232 @@
+"""Delayed fetches: a Fetch waits for ``min_bytes`` or ``max_wait_ms`` (Kafka's DelayedFetch).
+
+Theory of operation
+-------------------
+A fetch that found fewer than ``min_bytes`` readable bytes (and no error, no diverging epoch)
+waits instead of answering at once (``ReplicaManager.fetchMessages``). ``FetchPurgatory`` is the
+pure bookkeeping: each waiter watches its partitions, starts with the bytes it already found,
+and has a deadline ``now_ms + max_wait_ms``. A waiter completes
+
+* ``ENOUGH_BYTES`` when bytes appended to its partitions bring it to ``min_bytes``
+  (Kafka ``DelayedFetch.tryComplete`` case F),
+* ``PARTITION_CHANGED`` when one of its partitions changes leadership or is deleted (cases B-E:
+  the response must tell the client now),
+* ``DEADLINE`` when its deadline passes (``onExpiration``).
+
+Completion removes the waiter everywhere; the caller then reads again and answers. At most
+``max_waiters`` wait at once: a fetch that finds the purgatory full answers immediately with
+what it has (a smaller response, never an unbounded queue).
+
+``DelayedFetches`` is the asyncio shell: one future per waiter and one timer for the earliest
+deadline. It owns the clock (monotonic milliseconds, injectable for tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import heapq
+import time
+from collections.abc import Callable, Collection
+
+import attrs
+
+from storage.topic_partition import TopicPartition
+
+# Upper bound on concurrently waiting fetches (STYLE.md §7).
+MAX_DELAYED_FETCHES = 10_000
+
+
+class FetchCompletion(enum.Enum):
+    ENOUGH_BYTES = "enough_bytes"
+    PARTITION_CHANGED = "partition_changed"
+    DEADLINE = "deadline"
+    # Not a wait at all: the purgatory was full, answer with what was read.
+    PURGATORY_FULL = "purgatory_full"
+
+
+@attrs.define
+class _Waiter:
+    waiter_id: int
+    partitions: frozenset[TopicPartition]
+    min_bytes: int
+    accumulated_bytes: int
+    deadline_ms: int
+
+
+class FetchPurgatory:
+    """Pure bookkeeping of waiting fetches, keyed by partition; no clock, no I/O."""
+
+    def __init__(self, max_waiters: int = MAX_DELAYED_FETCHES) -> None:
+        assert max_waiters > 0
+        self.max_waiters = max_waiters
+        self._waiters: dict[int, _Waiter] = {}
+        self._by_partition: dict[TopicPartition, set[int]] = {}
+        # (deadline_ms, waiter_id); entries of completed waiters are skipped lazily.
+        self._deadlines: list[tuple[int, int]] = []
+        self._next_id = 0
+
+    def __len__(self) -> int:
+        return len(self._waiters)
+
+    def watching(self, topic_partition: TopicPartition) -> int:
+        return len(self._by_partition.get(topic_partition, ()))
+
+    def try_watch(
+        self,
+        partitions: Collection[TopicPartition],
+        *,
+        min_bytes: int,
+        accumulated_bytes: int,
+        deadline_ms: int,
+    ) -> int | None:
+        """Add a waiter; returns its id, or None when ``max_waiters`` already wait."""
+        if len(self._waiters) >= self.max_waiters:
+            return None
+        waiter_id = self._next_id
+        self._next_id += 1
+        waiter = _Waiter(
+            waiter_id, frozenset(partitions), min_bytes, accumulated_bytes, deadline_ms
+        )
+        self._waiters[waiter_id] = waiter
+        for topic_partition in waiter.partitions:
+            self._by_partition.setdefault(topic_partition, set()).add(waiter_id)
+        heapq.heappush(self._deadlines, (deadline_ms, waiter_id))
+        return waiter_id
+
+    def on_bytes_appended(self, topic_partition: TopicPartition, byte_count: int) -> list[int]:
+        """Count newly readable bytes; returns the waiters that now have enough (removed)."""
+        completed = []
+        for waiter_id in sorted(self._by_partition.get(topic_partition, ())):
+            waiter = self._waiters[waiter_id]
+            waiter.accumulated_bytes += byte_count
+            if waiter.accumulated_bytes >= waiter.min_bytes:
+                completed.append(waiter_id)
+        for waiter_id in completed:
+            self.remove(waiter_id)
+        return completed
+
+    def on_partition_changed(self, topic_partition: TopicPartition) -> list[int]:
+        """Leadership moved or the partition went away: its waiters answer now (removed)."""
+        completed = sorted(self._by_partition.get(topic_partition, ()))
+        for waiter_id in completed:
+            self.remove(waiter_id)
+        return completed
+
+    def expire(self, now_ms: int) -> list[int]:
+        """Waiters whose deadline is at or before ``now_ms`` (removed), oldest first."""
+        expired = []
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            _, waiter_id = heapq.heappop(self._deadlines)
+            if waiter_id in self._waiters:
+                self.remove(waiter_id)
+                expired.append(waiter_id)
+        return expired
+
+    def next_deadline_ms(self) -> int | None:
+        while self._deadlines and self._deadlines[0][1] not in self._waiters:
+            heapq.heappop(self._deadlines)
+        return self._deadlines[0][0] if self._deadlines else None
+
+    def remove(self, waiter_id: int) -> None:
+        waiter = self._waiters.pop(waiter_id, None)
+        if waiter is None:
+            return
+        for topic_partition in waiter.partitions:
+            watchers = self._by_partition[topic_partition]
+            watchers.discard(waiter_id)
+            if not watchers:
+                del self._by_partition[topic_partition]
+        if not self._waiters:
+            self._deadlines.clear()  # nothing left to skip lazily
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class DelayedFetches:
+    """The asyncio shell: futures for waiters, one timer for the earliest deadline."""
+
+    def __init__(
+        self,
+        max_waiters: int = MAX_DELAYED_FETCHES,
+        clock_ms: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.purgatory = FetchPurgatory(max_waiters)
+        self._clock_ms = clock_ms
+        self._futures: dict[int, asyncio.Future[FetchCompletion]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline_ms: int | None = None
+
+    async def wait(
+        self,
+        partitions: Collection[TopicPartition],
+        *,
+        min_bytes: int,
+        accumulated_bytes: int,
+        max_wait_ms: int,
+    ) -> FetchCompletion:
+        """Wait until enough bytes, a partition change, or the deadline; says which."""
+        deadline_ms = self._clock_ms() + max(0, max_wait_ms)
+        waiter_id = self.purgatory.try_watch(
+            partitions,
+            min_bytes=min_bytes,
+            accumulated_bytes=accumulated_bytes,
+            deadline_ms=deadline_ms,
+        )
+        if waiter_id is None:
+            return FetchCompletion.PURGATORY_FULL
+        future: asyncio.Future[FetchCompletion] = asyncio.get_running_loop().create_future()
+        self._futures[waiter_id] = future
+        self._schedule()
+        try:
+            return await future
+        finally:
+            # Cancelled (the connection closed): forget the waiter.
+            self._futures.pop(waiter_id, None)
+            self.purgatory.remove(waiter_id)
+
+    def on_bytes_appended(self, topic_partition: TopicPartition, byte_count: int) -> None:
+        if self.purgatory.watching(topic_partition):
+            completed = self.purgatory.on_bytes_appended(topic_partition, byte_count)
+            self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
+
+    def on_partition_changed(self, topic_partition: TopicPartition) -> None:
+        if self.purgatory.watching(topic_partition):
+            completed = self.purgatory.on_partition_changed(topic_partition)
+            self._resolve(completed, FetchCompletion.PARTITION_CHANGED)
+
+    def expire_due(self) -> int:
+        """Complete every waiter whose deadline has passed; returns how many."""
+        expired = self.purgatory.expire(self._clock_ms())
+        self._resolve(expired, FetchCompletion.DEADLINE)
+        self._timer, self._timer_deadline_ms = None, None
+        self._schedule()
+        return len(expired)
+
+    def close(self) -> None:
+        """Answer every waiter now (shutdown) and stop the timer."""
+        for waiter_id in list(self._futures):
+            self.purgatory.remove(waiter_id)
+        self._resolve(list(self._futures), FetchCompletion.DEADLINE)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._timer_deadline_ms = None, None
+
+    def _resolve(self, waiter_ids: list[int], completion: FetchCompletion) -> None:
+        for waiter_id in waiter_ids:
+            future = self._futures.pop(waiter_id, None)
+            if future is not None and not future.done():
+                future.set_result(completion)
+
+    def _schedule(self) -> None:
+        """Keep one timer armed for the earliest deadline."""
+        deadline_ms = self.purgatory.next_deadline_ms()
+        if deadline_ms is None or deadline_ms == self._timer_deadline_ms:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = max(0, deadline_ms - self._clock_ms()) / 1000
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self.expire_due)
+        self._timer_deadline_ms = deadline_ms

@@ -1,0 +1,190 @@
+"""Delayed fetches: completion by bytes, by partition change and by deadline (Kafka's
+DelayedFetchTest / DelayedOperationTest behaviour), with a fake clock — nothing sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+
+from broker.purgatory import DelayedFetches, FetchCompletion, FetchPurgatory
+from storage.topic_partition import TopicPartition
+
+A = TopicPartition("a", 0)
+B = TopicPartition("b", 0)
+
+
+def watch(
+    purgatory: FetchPurgatory,
+    *partitions: TopicPartition,
+    min_bytes: int = 100,
+    accumulated: int = 0,
+    deadline_ms: int = 1000,
+) -> int:
+    waiter_id = purgatory.try_watch(
+        partitions, min_bytes=min_bytes, accumulated_bytes=accumulated, deadline_ms=deadline_ms
+    )
+    assert waiter_id is not None
+    return waiter_id
+
+
+# ------------------------------------------------------------------ the pure core
+
+
+def test_completes_when_appended_bytes_reach_min_bytes() -> None:
+    purgatory = FetchPurgatory()
+    waiter = watch(purgatory, A, B, min_bytes=100, accumulated=10)
+    assert purgatory.on_bytes_appended(A, 50) == []
+    assert purgatory.on_bytes_appended(TopicPartition("other", 0), 500) == []
+    assert purgatory.on_bytes_appended(B, 40) == [waiter]  # 10 + 50 + 40
+    assert len(purgatory) == 0
+    assert purgatory.watching(A) == purgatory.watching(B) == 0
+    assert purgatory.on_bytes_appended(A, 1000) == []  # completed once only
+
+
+def test_each_waiter_counts_its_own_bytes() -> None:
+    purgatory = FetchPurgatory()
+    small = watch(purgatory, A, min_bytes=1)
+    large = watch(purgatory, A, min_bytes=100)
+    assert purgatory.on_bytes_appended(A, 60) == [small]
+    assert purgatory.on_bytes_appended(A, 60) == [large]
+
+
+def test_deadlines_expire_oldest_first_and_only_when_due() -> None:
+    purgatory = FetchPurgatory()
+    late = watch(purgatory, A, deadline_ms=2000)
+    early = watch(purgatory, B, deadline_ms=1000)
+    assert purgatory.next_deadline_ms() == 1000
+    assert purgatory.expire(999) == []
+    assert purgatory.expire(1000) == [early]
+    assert purgatory.next_deadline_ms() == 2000
+    assert purgatory.expire(5000) == [late]
+    assert purgatory.next_deadline_ms() is None
+
+
+def test_a_completed_waiter_never_expires() -> None:
+    purgatory = FetchPurgatory()
+    waiter = watch(purgatory, A, min_bytes=1, deadline_ms=1000)
+    other = watch(purgatory, B, deadline_ms=3000)
+    assert purgatory.on_bytes_appended(A, 1) == [waiter]
+    assert purgatory.next_deadline_ms() == 3000  # the completed waiter's deadline is skipped
+    assert purgatory.expire(2000) == []
+    assert purgatory.expire(3000) == [other]
+
+
+def test_partition_change_completes_its_waiters() -> None:
+    # Kafka DelayedFetch.tryComplete cases B/C: the partition moved or is gone -> answer now.
+    purgatory = FetchPurgatory()
+    on_a = watch(purgatory, A)
+    on_both = watch(purgatory, A, B)
+    on_b = watch(purgatory, B)
+    assert purgatory.on_partition_changed(A) == [on_a, on_both]
+    assert purgatory.watching(B) == 1
+    assert purgatory.on_partition_changed(B) == [on_b]
+
+
+def test_the_purgatory_is_bounded() -> None:
+    purgatory = FetchPurgatory(max_waiters=2)
+    first = watch(purgatory, A)
+    watch(purgatory, A)
+    assert purgatory.try_watch([A], min_bytes=1, accumulated_bytes=0, deadline_ms=1) is None
+    purgatory.remove(first)
+    assert purgatory.try_watch([A], min_bytes=1, accumulated_bytes=0, deadline_ms=1) is not None
+
+
+# ------------------------------------------------------------------ the asyncio shell
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 10_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+async def started(
+    coroutine: Coroutine[Any, Any, FetchCompletion],
+) -> asyncio.Task[FetchCompletion]:
+    task = asyncio.ensure_future(coroutine)
+    await asyncio.sleep(0)  # let it register (a yield to the loop, not a wait)
+    return task
+
+
+def test_shell_wakes_a_waiter_on_enough_bytes() -> None:
+    asyncio.run(_test_shell_wakes_a_waiter_on_enough_bytes())
+
+
+async def _test_shell_wakes_a_waiter_on_enough_bytes() -> None:
+    clock = FakeClock()
+    fetches = DelayedFetches(clock_ms=clock)
+    task = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
+    fetches.on_bytes_appended(A, 4)
+    await asyncio.sleep(0)
+    assert not task.done()
+    fetches.on_bytes_appended(A, 6)
+    assert await task is FetchCompletion.ENOUGH_BYTES
+    fetches.close()
+
+
+def test_shell_expires_waiters_by_the_fake_clock() -> None:
+    asyncio.run(_test_shell_expires_waiters_by_the_fake_clock())
+
+
+async def _test_shell_expires_waiters_by_the_fake_clock() -> None:
+    clock = FakeClock()
+    fetches = DelayedFetches(clock_ms=clock)
+    first = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
+    second = await started(fetches.wait([B], min_bytes=10, accumulated_bytes=0, max_wait_ms=900))
+    clock.now_ms += 499
+    assert fetches.expire_due() == 0
+    clock.now_ms += 1
+    assert fetches.expire_due() == 1
+    assert await first is FetchCompletion.DEADLINE
+    assert not second.done()
+    clock.now_ms += 400
+    assert fetches.expire_due() == 1
+    assert await second is FetchCompletion.DEADLINE
+    fetches.close()
+
+
+def test_shell_answers_partition_changes_and_full_purgatory() -> None:
+    asyncio.run(_test_shell_answers_partition_changes_and_full_purgatory())
+
+
+async def _test_shell_answers_partition_changes_and_full_purgatory() -> None:
+    fetches = DelayedFetches(max_waiters=1, clock_ms=FakeClock())
+    task = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
+    full = await fetches.wait([B], min_bytes=10, accumulated_bytes=0, max_wait_ms=500)
+    assert full is FetchCompletion.PURGATORY_FULL
+    fetches.on_partition_changed(A)
+    assert await task is FetchCompletion.PARTITION_CHANGED
+    fetches.close()
+
+
+def test_a_cancelled_wait_leaves_no_waiter() -> None:
+    asyncio.run(_test_a_cancelled_wait_leaves_no_waiter())
+
+
+async def _test_a_cancelled_wait_leaves_no_waiter() -> None:
+    fetches = DelayedFetches(clock_ms=FakeClock())
+    task = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(fetches.purgatory) == 0
+    fetches.close()
+
+
+def test_the_timer_fires_on_the_loop_for_a_zero_wait() -> None:
+    asyncio.run(_test_the_timer_fires_on_the_loop_for_a_zero_wait())
+
+
+async def _test_the_timer_fires_on_the_loop_for_a_zero_wait() -> None:
+    # max_wait_ms=0 arms a timer due now; the loop runs it without any sleep in the test.
+    fetches = DelayedFetches(clock_ms=FakeClock())
+    completion = await fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=0)
+    assert completion is FetchCompletion.DEADLINE
+    fetches.close()
