@@ -1,0 +1,585 @@
+"""ReplicaManager on real PartitionLogs and MetadataDeltas replayed from real records: leader,
+follower and delete transitions (Kafka's ReplicaManager.applyDelta), produce and fetch with
+Kafka's error codes, idempotent duplicates, and delayed fetches.
+
+``Cluster`` is also the harness of the handler tests (tests/broker/test_handlers_*.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from broker.partition import PartitionRole
+from broker.purgatory import DelayedFetches
+from broker.replica_manager import (
+    AppendResult,
+    FetchParams,
+    InitialFetchState,
+    LogReadResult,
+    PartitionFetch,
+    RecordedFetcherManager,
+    ReplicaManager,
+)
+from metadata.delta import MetadataDelta
+from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges, local_changes
+from metadata.records import (
+    BrokerEndpoint,
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from protocol.errors import Errors
+from storage.leader_epoch_cache import EpochEntry
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch
+from storage.topic_partition import TopicPartition
+
+LOCAL = 1
+OTHER = 2
+PETS_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
+BIRDS_ID = "f62ptyETTjet8SL5ZeREiw"
+NEW_PETS_ID = "b66ybsWIQoygs01vdjH07A"
+PETS0 = TopicPartition("pets", 0)
+PETS1 = TopicPartition("pets", 1)
+NOW_MS = 1_700_000_000_000
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 50_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def endpoint(broker_id: int) -> BrokerEndpoint:
+    return BrokerEndpoint(name="PLAINTEXT", host=f"broker{broker_id}.local", port=9090 + broker_id)
+
+
+def broker(broker_id: int, fenced: bool = False) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(
+        broker_id=broker_id,
+        incarnation_id=f"incarnation-{broker_id}",
+        broker_epoch=100 + broker_id,
+        end_points=(endpoint(broker_id),),
+        rack=None if broker_id == LOCAL else "rack-b",
+        fenced=fenced,
+    )
+
+
+def partition_record(
+    topic_id: str,
+    partition_id: int,
+    replicas: tuple[int, ...],
+    *,
+    leader: int | None = None,
+    isr: tuple[int, ...] | None = None,
+    leader_epoch: int = 0,
+    partition_epoch: int = 0,
+) -> PartitionRecord:
+    return PartitionRecord(
+        topic_id=topic_id,
+        partition_id=partition_id,
+        replicas=replicas,
+        isr=replicas if isr is None else isr,
+        leader=replicas[0] if leader is None else leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=partition_epoch,
+    )
+
+
+def batch(*values: bytes, timestamp: int = 1000, **fields: int) -> bytearray:
+    records = [SimpleRecord(value=v, timestamp=timestamp + i) for i, v in enumerate(values)]
+    return bytearray(build_batch(records, **fields))  # type: ignore[arg-type]
+
+
+class Cluster:
+    """One broker (id LOCAL) with a real LogManager, fed metadata records like the loader."""
+
+    def __init__(self, tmp_path: Path, config: LogConfig | None = None) -> None:
+        self.log_dir = tmp_path / "logs"
+        self.log_manager = LogManager.open([self.log_dir], config or LogConfig(), now_ms=0)
+        self.fetchers = RecordedFetcherManager()
+        self.clock = FakeClock()
+        self.replica_manager = ReplicaManager(
+            broker_id=LOCAL,
+            log_manager=self.log_manager,
+            fetcher_manager=self.fetchers,
+            delayed_fetches=DelayedFetches(clock_ms=self.clock),
+        )
+        self.image = MetadataImage.EMPTY
+
+    def publish(self, *records: MetadataRecord) -> LocalReplicaChanges:
+        delta = MetadataDelta(self.image)
+        for record in records:
+            delta.replay(record)
+        self.image = delta.apply()
+        changes = local_changes(delta, LOCAL)
+        self.replica_manager.apply_delta(changes, self.image, NOW_MS)
+        return changes
+
+    def start(self, *topic_records: MetadataRecord) -> None:
+        """Brokers LOCAL and OTHER registered, then ``topic_records``."""
+        self.publish(broker(LOCAL), broker(OTHER), *topic_records)
+
+    def produce(
+        self, topic_partition: TopicPartition, data: bytearray | None, acks: int = 1
+    ) -> AppendResult:
+        results = self.replica_manager.append_records(
+            {topic_partition: data}, required_acks=acks, timeout_ms=1000, now_ms=NOW_MS
+        )
+        return results[topic_partition]
+
+    def fetch(
+        self, *fetches: PartitionFetch, replica_id: int = -1, max_bytes: int = 1 << 20
+    ) -> list[LogReadResult]:
+        params = FetchParams(
+            replica_id=replica_id,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            partitions=fetches,
+        )
+        return self.replica_manager.read_from_log(params)
+
+    def close(self) -> None:
+        self.replica_manager.delayed_fetches.close()
+        self.log_manager.shutdown()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    harness = Cluster(tmp_path)
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+def at(topic_partition: TopicPartition, offset: int, **fields: int) -> PartitionFetch:
+    return PartitionFetch(
+        topic_partition=topic_partition,
+        fetch_offset=offset,
+        partition_max_bytes=1 << 20,
+        **fields,
+    )
+
+
+def pets_led_here(
+    *,
+    replicas: tuple[int, ...] = (LOCAL,),
+    isr: tuple[int, ...] | None = None,
+    leader_epoch: int = 0,
+    partition_epoch: int = 0,
+) -> list[MetadataRecord]:
+    return [
+        TopicRecord(name="pets", topic_id=PETS_ID),
+        partition_record(
+            PETS_ID,
+            0,
+            replicas,
+            leader=LOCAL,
+            isr=isr,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+        ),
+    ]
+
+
+# ------------------------------------------------------------------ metadata transitions
+
+
+def test_a_new_partition_led_here_gets_a_log_and_leads(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here(leader_epoch=3, partition_epoch=7))
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.role is PartitionRole.LEADER
+    assert (partition.leader_epoch, partition.state.partition_epoch) == (3, 7)
+    assert (cluster.log_dir / "pets-0").is_dir()
+    assert partition.log.leader_epoch_cache.entries == (EpochEntry(3, 0),)
+    assert cluster.fetchers.assignments == {}
+
+
+def test_a_new_partition_followed_here_is_handed_to_the_fetchers(cluster: Cluster) -> None:
+    # Kafka ReplicaManager.applyLocalFollowersDelta: makeFollower, then addFetcherForPartitions
+    # with the leader's endpoint and the log end as the initial offset.
+    cluster.start(
+        TopicRecord(name="pets", topic_id=PETS_ID),
+        partition_record(PETS_ID, 0, (OTHER, LOCAL), leader_epoch=4),
+    )
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.role is PartitionRole.FOLLOWER
+    assert cluster.fetchers.assignments == {
+        PETS0: InitialFetchState(
+            topic_id=PETS_ID,
+            leader_id=OTHER,
+            leader_endpoint=endpoint(OTHER),
+            current_leader_epoch=4,
+            init_offset=0,
+        )
+    }
+
+
+def test_leader_to_follower_and_back(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here(replicas=(LOCAL, OTHER)))
+    assert cluster.produce(PETS0, batch(b"a", b"b")).base_offset == 0
+    # The controller elects OTHER: leader epoch 0 -> 1.
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=OTHER))
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.role is PartitionRole.FOLLOWER
+    handoff = cluster.fetchers.assignments[PETS0]
+    assert (handoff.leader_id, handoff.current_leader_epoch, handoff.init_offset) == (OTHER, 1, 2)
+    assert cluster.produce(PETS0, batch(b"c")).error is Errors.NOT_LEADER_OR_FOLLOWER
+    # Back to LOCAL: leader epoch 2, fetching stops, epoch 2 starts at the log end.
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=LOCAL))
+    assert partition.is_leader and partition.leader_epoch == 2
+    assert cluster.fetchers.assignments == {}
+    assert partition.log.leader_epoch_cache.entries == (EpochEntry(0, 0), EpochEntry(2, 2))
+    assert cluster.produce(PETS0, batch(b"c")).base_offset == 2
+
+
+def test_a_new_leader_epoch_of_the_same_leader_restarts_the_fetcher(cluster: Cluster) -> None:
+    cluster.start(
+        TopicRecord(name="pets", topic_id=PETS_ID),
+        partition_record(PETS_ID, 0, (OTHER, LOCAL)),
+    )
+    assert cluster.fetchers.assignments[PETS0].current_leader_epoch == 0
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=OTHER))
+    assert cluster.fetchers.assignments[PETS0].current_leader_epoch == 1
+    # An ISR change alone (partition epoch only) leaves the fetcher as it is.
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, isr=(OTHER,)))
+    assert cluster.fetchers.assignments[PETS0].current_leader_epoch == 1
+
+
+def test_deleting_the_topic_deletes_the_log(cluster: Cluster) -> None:
+    cluster.start(
+        *pets_led_here(),
+        partition_record(PETS_ID, 1, (OTHER, LOCAL)),
+    )
+    cluster.produce(PETS0, batch(b"a"))
+    assert PETS1 in cluster.fetchers.assignments
+    changes = cluster.publish(RemoveTopicRecord(topic_id=PETS_ID))
+    assert changes.deletes == {("pets", 0), ("pets", 1)}
+    assert cluster.replica_manager.partitions == {}
+    assert cluster.fetchers.assignments == {}
+    assert not (cluster.log_dir / "pets-0").exists()
+    assert not (cluster.log_dir / "pets-1").exists()
+    assert cluster.produce(PETS0, batch(b"b")).error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_replica_moved_away_is_deleted(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here(replicas=(LOCAL, OTHER)))
+    cluster.publish(
+        PartitionChangeRecord(
+            topic_id=PETS_ID, partition_id=0, leader=OTHER, replicas=(OTHER,), isr=(OTHER,)
+        )
+    )
+    assert cluster.replica_manager.get_partition(PETS0) is None
+    assert not (cluster.log_dir / "pets-0").exists()
+    # The topic still exists, this broker just does not host it (getPartitionOrException).
+    assert cluster.produce(PETS0, batch(b"a")).error is Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_recreated_topic_starts_from_an_empty_log(cluster: Cluster) -> None:
+    # One delta deletes "pets" and creates it again under a new id: deletes first.
+    cluster.start(*pets_led_here())
+    cluster.produce(PETS0, batch(b"old", b"old"))
+    cluster.publish(
+        RemoveTopicRecord(topic_id=PETS_ID),
+        TopicRecord(name="pets", topic_id=NEW_PETS_ID),
+        partition_record(NEW_PETS_ID, 0, (LOCAL,)),
+    )
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.topic_id == NEW_PETS_ID
+    assert partition.log_end_offset == 0
+    assert cluster.produce(PETS0, batch(b"new")).base_offset == 0
+
+
+def test_a_missed_delete_is_caught_by_the_topic_id(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    cluster.produce(PETS0, batch(b"old"))
+    # The broker learns the new incarnation from a snapshot-like delta that never saw the
+    # RemoveTopicRecord: same name, another topic id.
+    stale = cluster.replica_manager.get_partition(PETS0)
+    assert stale is not None
+    fresh = MetadataDelta(MetadataImage.EMPTY)
+    for record in (
+        broker(LOCAL),
+        broker(OTHER),
+        TopicRecord(name="pets", topic_id=NEW_PETS_ID),
+        partition_record(NEW_PETS_ID, 0, (LOCAL,)),
+    ):
+        fresh.replay(record)
+    image = fresh.apply()
+    cluster.replica_manager.apply_delta(local_changes(fresh, LOCAL), image, NOW_MS)
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition is not stale
+    assert partition.topic_id == NEW_PETS_ID and partition.log_end_offset == 0
+
+
+def test_a_redelivered_older_delta_is_ignored(cluster: Cluster) -> None:
+    # Kafka Partition.makeLeader/makeFollower skip a partition epoch below the current one.
+    old_changes = cluster.publish(
+        broker(LOCAL), broker(OTHER), *pets_led_here(replicas=(LOCAL, OTHER))
+    )
+    old_image = cluster.image
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=OTHER))
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None
+    before = partition.state
+    cluster.replica_manager.apply_delta(old_changes, old_image, NOW_MS)
+    assert partition.state == before
+    assert partition.role is PartitionRole.FOLLOWER
+
+
+def test_topic_configs_become_the_log_config(cluster: Cluster) -> None:
+    cluster.start(
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="pets",
+            name="segment.bytes",
+            value="2048",
+        ),
+        *pets_led_here(),
+    )
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.log.config.segment_bytes == 2048
+
+
+# ------------------------------------------------------------------ produce and fetch
+
+
+def test_produce_then_fetch_returns_the_exact_bytes(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here(leader_epoch=5, partition_epoch=5))
+    first, second = batch(b"a", b"b"), batch(b"c")
+    sent = [bytes(first), bytes(second)]
+    assert cluster.produce(PETS0, first).base_offset == 0
+    assert cluster.produce(PETS0, second).base_offset == 2
+    [result] = cluster.fetch(at(PETS0, 0))
+    assert result.error is Errors.NONE
+    assert (result.high_watermark, result.log_start_offset, result.log_end_offset) == (3, 0, 3)
+    data = b"".join(piece.read_bytes() for piece in result.slices)
+    # The stored bytes are the client's, with only base offset and leader epoch stamped.
+    expected = bytearray(sent[0] + sent[1])
+    expected[0:8] = (0).to_bytes(8, "big")
+    expected[12:16] = (5).to_bytes(4, "big")
+    second_at = len(sent[0])
+    expected[second_at : second_at + 8] = (2).to_bytes(8, "big")
+    expected[second_at + 12 : second_at + 16] = (5).to_bytes(4, "big")
+    assert data == bytes(expected)
+
+
+def test_read_only_request_buffers_are_copied_before_stamping(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    data = bytes(batch(b"a"))
+    results = cluster.replica_manager.append_records(
+        {PETS0: memoryview(data)}, required_acks=1, timeout_ms=0, now_ms=NOW_MS
+    )
+    assert results[PETS0].error is Errors.NONE
+
+
+def test_fetch_size_rules(cluster: Cluster) -> None:
+    # Kafka ReplicaManager.readFromLog: the first non-empty partition may exceed the limits
+    # with one whole batch; later partitions get min(partition_max_bytes, bytes left).
+    cluster.start(*pets_led_here(), partition_record(PETS_ID, 1, (LOCAL,)))
+    big = batch(b"x" * 300)
+    cluster.produce(PETS0, big)
+    cluster.produce(PETS1, batch(b"y" * 300))
+    small = PartitionFetch(topic_partition=PETS0, fetch_offset=0, partition_max_bytes=10)
+    other = PartitionFetch(topic_partition=PETS1, fetch_offset=0, partition_max_bytes=1 << 20)
+    first, second = cluster.fetch(small, other, max_bytes=len(big) + 5)
+    assert first.size_in_bytes == len(big)  # whole batch despite partition_max_bytes=10
+    assert second.size_in_bytes == 0  # only 5 bytes were left: no whole batch fits
+
+
+def test_acks_must_be_minus_one_zero_or_one(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    result = cluster.produce(PETS0, batch(b"a"), acks=2)
+    assert result.error is Errors.INVALID_REQUIRED_ACKS
+    assert cluster.replica_manager.get_partition(PETS0).log_end_offset == 0  # type: ignore[union-attr]
+
+
+def test_acks_all_with_rf1_completes_at_once(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    assert cluster.produce(PETS0, batch(b"a"), acks=-1) == AppendResult(
+        base_offset=0, log_start_offset=0, appended_bytes=len(batch(b"a"))
+    )
+
+
+def test_not_enough_replicas_uses_the_topic_min_insync_replicas(cluster: Cluster) -> None:
+    cluster.start(
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="pets",
+            name="min.insync.replicas",
+            value="2",
+        ),
+        *pets_led_here(replicas=(LOCAL, OTHER), isr=(LOCAL,)),
+    )
+    assert cluster.produce(PETS0, batch(b"a"), acks=-1).error is Errors.NOT_ENOUGH_REPLICAS
+    assert cluster.produce(PETS0, batch(b"a"), acks=1).error is Errors.NONE
+
+
+def corrupt(data: bytearray) -> bytearray:
+    data[-1] ^= 0xFF  # inside the CRC-covered records
+    return data
+
+
+def control_batch() -> bytearray:
+    return bytearray(
+        build_control_batch(ControlRecordType.COMMIT, producer_id=5, producer_epoch=0, timestamp=0)
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        (lambda: corrupt(batch(b"a")), Errors.CORRUPT_MESSAGE),
+        (lambda: batch(b"a")[:40], Errors.CORRUPT_MESSAGE),  # a torn header
+        (lambda: None, Errors.INVALID_RECORD),  # null records
+        (lambda: bytearray(), Errors.INVALID_RECORD),
+        (control_batch, Errors.INVALID_RECORD),  # clients may not write control batches
+        (lambda: batch(b"x" * 2000), Errors.MESSAGE_TOO_LARGE),  # max.message.bytes=1000
+    ],
+)
+def test_produce_errors(tmp_path: Path, records: object, expected: Errors) -> None:
+    cluster = Cluster(tmp_path, LogConfig(max_message_bytes=1000))
+    try:
+        cluster.start(*pets_led_here())
+        result = cluster.produce(PETS0, records())  # type: ignore[operator]
+        assert result.error is expected
+        assert result.error_message
+        assert result.base_offset == -1
+        assert cluster.replica_manager.get_partition(PETS0).log_end_offset == 0  # type: ignore[union-attr]
+    finally:
+        cluster.close()
+
+
+def test_unknown_and_internal_topics(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    assert cluster.produce(TopicPartition("nope", 0), batch(b"a")).error is (
+        Errors.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    assert cluster.produce(PETS1, batch(b"a")).error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert cluster.produce(TopicPartition("__consumer_offsets", 0), batch(b"a")).error is (
+        Errors.INVALID_TOPIC_EXCEPTION
+    )
+
+
+def test_duplicate_idempotent_batch_gets_the_original_offsets(cluster: Cluster) -> None:
+    # Kafka ProducerStateManager: a retry of one of the last five batches is a duplicate.
+    cluster.start(*pets_led_here())
+    cluster.produce(PETS0, batch(b"first"))
+
+    def idempotent(sequence: int, *values: bytes) -> bytearray:
+        return batch(*values, producer_id=7, producer_epoch=0, base_sequence=sequence)
+
+    original = cluster.produce(PETS0, idempotent(0, b"a", b"b"))
+    assert original.base_offset == 1
+    retry = cluster.produce(PETS0, idempotent(0, b"a", b"b"))
+    assert retry.error is Errors.NONE and retry.base_offset == 1 and retry.appended_bytes == 0
+    assert cluster.replica_manager.get_partition(PETS0).log_end_offset == 3  # type: ignore[union-attr]
+    gap = cluster.produce(PETS0, idempotent(5, b"c"))
+    assert gap.error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_fetch_errors(cluster: Cluster) -> None:
+    cluster.start(
+        *pets_led_here(leader_epoch=4, partition_epoch=4),
+        partition_record(PETS_ID, 1, (OTHER, LOCAL)),
+    )
+    cluster.produce(PETS0, batch(b"a"))
+
+    def error(fetch: PartitionFetch, replica_id: int = -1) -> Errors:
+        [result] = cluster.fetch(fetch, replica_id=replica_id)
+        if result.error is not Errors.NONE:
+            # Kafka's createLogReadResult(e): unknown offsets on an error.
+            assert (result.high_watermark, result.log_start_offset) == (-1, -1)
+        return result.error
+
+    assert error(at(TopicPartition("nope", 0), 0)) is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert error(at(PETS1, 0)) is Errors.NOT_LEADER_OR_FOLLOWER  # a follower here
+    assert error(at(PETS0, 0, current_leader_epoch=3)) is Errors.FENCED_LEADER_EPOCH
+    assert error(at(PETS0, 0, current_leader_epoch=5)) is Errors.UNKNOWN_LEADER_EPOCH
+    assert error(at(PETS0, 2)) is Errors.OFFSET_OUT_OF_RANGE
+    assert error(at(PETS0, 0), replica_id=OTHER) is Errors.NOT_LEADER_OR_FOLLOWER  # not a replica
+    assert error(at(PETS0, 1, current_leader_epoch=4)) is Errors.NONE
+
+
+# ------------------------------------------------------------------ delayed fetch
+
+
+def fetch_params(min_bytes: int, max_wait_ms: int = 500) -> FetchParams:
+    return FetchParams(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        partitions=(at(PETS0, 0),),
+    )
+
+
+def test_a_waiting_fetch_is_woken_by_an_append(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+
+    async def scenario() -> list[LogReadResult]:
+        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(fetch_params(1)))
+        await asyncio.sleep(0)
+        assert not task.done()  # nothing to read yet: it waits in the purgatory
+        cluster.produce(PETS0, batch(b"a"))
+        return await task
+
+    [result] = asyncio.run(scenario())
+    assert result.size_in_bytes == len(batch(b"a"))
+
+
+def test_a_waiting_fetch_answers_empty_at_its_deadline(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+
+    async def scenario() -> list[LogReadResult]:
+        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(fetch_params(1)))
+        await asyncio.sleep(0)
+        cluster.clock.now_ms += 500
+        assert cluster.replica_manager.delayed_fetches.expire_due() == 1
+        return await task
+
+    [result] = asyncio.run(scenario())
+    assert result.error is Errors.NONE and result.size_in_bytes == 0
+
+
+def test_a_leadership_change_answers_waiting_fetches(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here(replicas=(LOCAL, OTHER)))
+
+    async def scenario() -> list[LogReadResult]:
+        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(fetch_params(1)))
+        await asyncio.sleep(0)
+        cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=OTHER))
+        return await task
+
+    [result] = asyncio.run(scenario())
+    assert result.error is Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_fetches_that_need_not_wait_answer_at_once(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    cluster.produce(PETS0, batch(b"a"))
+
+    async def fetch(params: FetchParams) -> list[LogReadResult]:
+        return await cluster.replica_manager.fetch_messages(params)
+
+    assert asyncio.run(fetch(fetch_params(1)))[0].size_in_bytes > 0  # min_bytes reached
+    assert asyncio.run(fetch(fetch_params(10**6, max_wait_ms=0)))[0].size_in_bytes > 0
+    errored = attrs.evolve(fetch_params(10**6), partitions=(at(PETS0, 9),))
+    assert asyncio.run(fetch(errored))[0].error is Errors.OFFSET_OUT_OF_RANGE
+    assert len(cluster.replica_manager.delayed_fetches.purgatory) == 0
