@@ -89,6 +89,7 @@ class _IndexFile:
                 self.entries = length // self._entry_size
             self._length = length
             self._mmap = mmap.mmap(fd, length) if length else None
+            self._last: tuple[int, int] | None = None  # the last entry, cached (hot path)
         finally:
             os.close(fd)
 
@@ -120,6 +121,12 @@ class _IndexFile:
         assert self._mmap is not None and self.entries < self.max_entries
         self.ENTRY.pack_into(self._mmap, self.entries * self._entry_size, first, second)
         self.entries += 1
+        self._last = (first, second)
+
+    def _last_raw(self) -> tuple[int, int] | None:
+        if self._last is None and self.entries:
+            self._last = self._unpack(self.entries - 1)
+        return self._last
 
     def _floor_slot(self, target: int, key: Callable[[int], int]) -> int:
         """The largest slot whose key <= target, or -1 (keys ascend along the slots)."""
@@ -185,6 +192,7 @@ class _IndexFile:
 
     def _truncate_to_entries(self, entries: int) -> None:
         self.entries = min(self.entries, entries)
+        self._last = None
 
     def flush(self) -> None:
         if self._mmap is not None:
@@ -226,7 +234,8 @@ class OffsetIndex(_IndexFile):
 
     @property
     def last_offset(self) -> int:
-        return self._entry(self.entries - 1).offset if self.entries else self.base_offset
+        last = self._last_raw()
+        return self.base_offset + last[0] if last else self.base_offset
 
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
@@ -293,9 +302,10 @@ class TimeIndex(_IndexFile):
 
     @property
     def last_entry(self) -> TimestampOffset:
-        if self.entries == 0:
+        last = self._last_raw()
+        if last is None:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return self._entry(self.entries - 1)
+        return TimestampOffset(last[0], self.base_offset + last[1])
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append when ``timestamp`` exceeds the last entry's (Kafka ``maybeAppend``)."""
