@@ -52,13 +52,14 @@ class CloseReason(enum.Enum):
     SHUTDOWN = "shutdown"
 
 
+# Kafka's request names (``ApiKeys.name``): API_VERSIONS → ApiVersions; looked up per request.
+_API_NAMES = {
+    int(key): "".join(part.capitalize() for part in key.name.split("_")) for key in ApiKey
+}
+
+
 def api_name(api_key: int) -> str:
-    """Kafka's request name (``ApiKeys.name``): API_VERSIONS → ApiVersions."""
-    try:
-        key = ApiKey(api_key)
-    except ValueError:
-        return "Unknown"
-    return "".join(part.capitalize() for part in key.name.split("_"))
+    return _API_NAMES.get(api_key, "Unknown")
 
 
 def format_value(value: float) -> str:

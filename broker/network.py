@@ -24,11 +24,12 @@ unsupported version: Kafka's ``SocketServer.parseRequestHeader`` throws
 (logged with its traceback; Kafka's ``processChannelException``). The dispatcher never sees a
 frame whose header failed to parse.
 
-A response is ``protocol.segments.Segments``: buffers go out with ``writelines``, file slices
-(``storage.file_slice.FileSlice``: path, position, length) with ``loop.sendfile`` — Kafka's
-zero-copy fetch — or, where sendfile is unavailable, by reading the file in chunks. Open files
-are shared across connections in a bounded cache keyed by path (re-opened when the path names a
-new file, closed on shutdown).
+A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
+(``storage.file_slice.FileSlice``: path, position, length) of at least ``SENDFILE_MIN_BYTES`` go
+out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller ones, or all of them where
+sendfile is unavailable, by reading the file in chunks (``SENDFILE_MIN_BYTES`` says why). Open
+files are shared across connections in a bounded cache keyed by path (re-opened when the path
+names a new file, closed on shutdown).
 """
 
 from __future__ import annotations
@@ -56,8 +57,13 @@ logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
 READ_CHUNK_BYTES = 64 * 1024
-# Fallback path (no sendfile): bytes read from a file per write.
+# Reading path: bytes read from a file per write.
 FILE_CHUNK_BYTES = 256 * 1024
+# Smaller file slices are read and written rather than sent with loop.sendfile: asyncio's
+# sendfile waits for an empty write buffer and pauses reading around every call, which costs
+# more than the copy it saves. Measured on loopback (2 cores): 16 KiB slices 480 MiB/s read vs
+# 110 MiB/s sendfile at 4x the CPU; 256 KiB slices 1000 vs 630 MiB/s; 1 MiB slices even.
+SENDFILE_MIN_BYTES = 1024 * 1024
 # Segment files kept open for sendfile across all connections.
 MAX_CACHED_FILES = 256
 
@@ -411,26 +417,18 @@ class _Connection:
         self._metrics.record_request(header.api_key, elapsed)
 
     async def _send(self, segments: Segments) -> None:
-        buffers: list[bytes | bytearray | memoryview] = []
         for part in segments.parts:
             if isinstance(part, bytes | bytearray | memoryview):
-                buffers.append(part)
-                continue
-            if buffers:
-                self._writer.writelines(buffers)
-                buffers = []
-            await self._send_file_slice(part)
-        if buffers:
-            self._writer.writelines(buffers)
+                self._writer.write(part)
+            elif part.length:
+                await self._send_file_slice(part)
         await self._writer.drain()
         self._metrics.record_bytes_out(segments.length)
 
     async def _send_file_slice(self, part: FileSliceLike) -> None:
-        if part.length == 0:
-            return
         with self._listener.files.open(Path(part.path)) as file:
             sent = None
-            if self._listener.use_sendfile:
+            if self._listener.use_sendfile and part.length >= SENDFILE_MIN_BYTES:
                 sent = await self._sendfile(file, part)
             if sent is None:
                 sent = await self._copy_file(file, part)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from broker.metrics import BrokerMetrics, CloseReason
-from broker.network import KafkaListener, OpenFileCache, RequestContext
+from broker.network import SENDFILE_MIN_BYTES, KafkaListener, OpenFileCache, RequestContext
 from protocol.errors import MalformedRequestError, UnsupportedRequestError
 from protocol.framing import frame_response
 from protocol.segments import Segments
@@ -251,12 +251,13 @@ def test_in_flight_requests_per_connection_are_bounded() -> None:
 @pytest.mark.parametrize("use_sendfile", [True, False])
 def test_file_slices_are_written_between_buffers(tmp_path: Path, use_sendfile: bool) -> None:
     segment = tmp_path / "00000000000000000000.log"
-    segment.write_bytes(bytes(range(256)) * 4096)  # 1 MiB: several fallback chunks
+    segment.write_bytes(bytes(range(256)) * 8192)  # 2 MiB
 
     async def scenario() -> None:
         async def handler(context: RequestContext, body: memoryview) -> Segments:
             parts = Segments.of(
-                [b"head", FileSlice(segment, 10, 700_000), b"mid", FileSlice(segment, 0, 3)]
+                # A slice large enough for sendfile, then a small one that is read.
+                [b"head", FileSlice(segment, 10, 1_500_000), b"mid", FileSlice(segment, 0, 3)]
             )
             return frame_response(context.header.correlation_id, 0, parts)
 
@@ -265,7 +266,7 @@ def test_file_slices_are_written_between_buffers(tmp_path: Path, use_sendfile: b
         writer.write(request_frame(1, 4, 42))
         frame = await read_frame(reader)
         data = segment.read_bytes()
-        assert frame == (42).to_bytes(4, "big") + b"head" + data[10:700_010] + b"mid" + data[:3]
+        assert frame == (42).to_bytes(4, "big") + b"head" + data[10:1_500_010] + b"mid" + data[:3]
         await until(lambda: harness.metrics.bytes_out.value() == 4 + len(frame or b""))
         assert len(harness.listener.files) == 1  # one open file, reused for both slices
         assert harness.listener.use_sendfile is use_sendfile  # sendfile worked when enabled
@@ -275,21 +276,24 @@ def test_file_slices_are_written_between_buffers(tmp_path: Path, use_sendfile: b
     run(scenario)
 
 
-def test_a_slice_beyond_the_end_of_its_file_closes_the_connection(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [100, 2 * SENDFILE_MIN_BYTES])
+def test_a_slice_beyond_the_end_of_its_file_closes_the_connection(
+    tmp_path: Path, size: int
+) -> None:
     segment = tmp_path / "00000000000000000000.log"
-    segment.write_bytes(b"x" * 100)
+    segment.write_bytes(b"x" * size)  # a follower truncated the log after the read
 
     async def scenario() -> None:
         async def handler(context: RequestContext, body: memoryview) -> Segments:
             return frame_response(context.header.correlation_id, 0, Segments.of(
-                [FileSlice(segment, 50, 100)]
+                [FileSlice(segment, size // 2, size)]
             ))  # fmt: skip
 
         harness = Harness(handler)
         reader, writer = await harness.connect()
         writer.write(request_frame(1, 4, 1))
         received = await reader.read()  # until EOF: a cut-short frame, then the close
-        assert len(received) < 4 + 4 + 100
+        assert len(received) < 4 + 4 + size
         assert harness.closed(CloseReason.SEND_FAILED) == 1
         await harness.listener.close()
 
