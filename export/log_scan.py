@@ -1,0 +1,287 @@
+"""Planning a ``pykraft-log`` scan: which segments of which partitions, and which offsets.
+
+Theory of operation: a broker's ``log.dirs`` hold one directory per partition replica
+(``topic-partition``) with segments ``<base offset, 20 digits>.log``; each log dir also holds
+``replication-offset-checkpoint`` (high watermarks) and ``log-start-offset-checkpoint``
+(DESIGN.md §3.3). ``discover_partitions`` finds the partitions and their readable range
+``[log_start_offset, high_watermark)``; ``plan_splits`` turns them, a ``LogFilter`` and optional
+per-partition offset ranges into one ``SegmentSplit`` per segment that can hold wanted offsets.
+
+By default nothing at or above the checkpointed high watermark is read: those records are not
+committed (Kafka consumers never see them) and may still be truncated. A partition with no
+checkpoint entry has a high watermark of 0 (Kafka initialises it so, ``Log.highWatermark``),
+so nothing is read. ``ignore_high_watermark`` reads to the end of the log. Records below the
+log start offset (after DeleteRecords) are never read, as Kafka never serves them.
+
+``LogFilter.push`` is the pushdown decision: a predicate on ``topic``, ``partition`` or
+``offset`` that can be applied exactly while planning and reading is absorbed (returns the
+narrowed filter); anything else returns None and Spark evaluates it. Pure: no pyspark here.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from export.segment_reader import SegmentSplit
+from storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    read_offset_checkpoint,
+)
+from storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
+
+LOG_SUFFIX = ".log"
+
+
+class LogScanError(ValueError):
+    """The log dirs or the scan options cannot be used; the message names the path or option."""
+
+
+@attrs.frozen(order=True)
+class PartitionLocation:
+    """A partition replica found in a log dir and the offsets a scan may read from it."""
+
+    topic_partition: TopicPartition
+    directory: Path
+    log_start_offset: int
+    high_watermark: int
+
+
+class Op(enum.Enum):
+    EQ = "="
+    IN = "in"
+    GT = ">"
+    GE = ">="
+    LT = "<"
+    LE = "<="
+
+
+@attrs.frozen
+class Predicate:
+    """``column op values`` (one value except for IN), as Spark hands filters down."""
+
+    column: str
+    op: Op
+    values: tuple[Any, ...]
+
+
+@attrs.frozen
+class LogFilter:
+    """The conjunction of absorbed predicates: topics, partitions, offsets in [min, max)."""
+
+    topics: frozenset[str] | None = None
+    partitions: frozenset[int] | None = None
+    min_offset: int = 0
+    max_offset: int | None = None  # exclusive
+
+    def push(self, predicate: Predicate) -> LogFilter | None:
+        """The filter narrowed by ``predicate``, or None when it cannot be applied exactly."""
+        if predicate.column in ("topic", "partition") and predicate.op in (Op.EQ, Op.IN):
+            return self._push_set(predicate)
+        if predicate.column == "offset" and len(predicate.values) == 1:
+            value = predicate.values[0]
+            if type(value) is not int:
+                return None
+            return self._push_offset(predicate.op, value)
+        return None
+
+    def _push_set(self, predicate: Predicate) -> LogFilter | None:
+        kind = str if predicate.column == "topic" else int
+        if not all(type(value) is kind for value in predicate.values):
+            return None
+        wanted = frozenset(predicate.values)
+        if predicate.column == "topic":
+            topics = wanted if self.topics is None else self.topics & wanted
+            return attrs.evolve(self, topics=topics)
+        partitions = wanted if self.partitions is None else self.partitions & wanted
+        return attrs.evolve(self, partitions=partitions)
+
+    def _push_offset(self, op: Op, value: int) -> LogFilter | None:
+        low, high = {
+            Op.EQ: (value, value + 1),
+            Op.GT: (value + 1, None),
+            Op.GE: (value, None),
+            Op.LT: (None, value),
+            Op.LE: (None, value + 1),
+        }.get(op, (None, None))
+        if low is None and high is None:
+            return None
+        min_offset = self.min_offset if low is None else max(self.min_offset, low)
+        max_offset = self.max_offset
+        if high is not None:
+            max_offset = high if max_offset is None else min(max_offset, high)
+        return attrs.evolve(self, min_offset=min_offset, max_offset=max_offset)
+
+    def admits(self, tp: TopicPartition) -> bool:
+        return (self.topics is None or tp.topic in self.topics) and (
+            self.partitions is None or tp.partition in self.partitions
+        )
+
+
+def parse_log_dirs(text: str) -> list[Path]:
+    """``log.dirs`` syntax: comma-separated paths (Kafka's property), blanks ignored."""
+    dirs = [Path(part.strip()) for part in text.split(",") if part.strip()]
+    if not dirs:
+        raise LogScanError("no log dirs given: pass a comma-separated list of log.dirs paths")
+    return dirs
+
+
+def discover_partitions(log_dirs: Sequence[Path]) -> list[PartitionLocation]:
+    """Every live partition directory under ``log_dirs`` with its readable offset range.
+
+    ``-delete`` and ``-future`` directories are skipped (being deleted / a replica being moved:
+    the live directory is authoritative) and so are names that are not ``topic-partition``, as
+    Kafka's LogManager does. The same partition live in two log dirs is an error, as in Kafka.
+    """
+    found: dict[TopicPartition, PartitionLocation] = {}
+    for log_dir in log_dirs:
+        if not log_dir.is_dir():
+            raise LogScanError(f"log dir {log_dir} does not exist or is not a directory")
+        high_watermarks = read_offset_checkpoint(log_dir / REPLICATION_CHECKPOINT)
+        log_starts = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for path in sorted(log_dir.iterdir()):
+            tp = _topic_partition(path)
+            if tp is None:
+                continue
+            if tp in found:
+                raise LogScanError(
+                    f"partition {tp} is in two log dirs: {found[tp].directory} and {path}"
+                )
+            found[tp] = PartitionLocation(
+                tp, path, log_starts.get(tp, 0), high_watermarks.get(tp, 0)
+            )
+    return sorted(found.values())
+
+
+def _topic_partition(path: Path) -> TopicPartition | None:
+    if not path.is_dir() or is_deleted_dir(path.name) or is_future_dir(path.name):
+        return None
+    try:
+        return TopicPartition.parse_dir_name(path.name)
+    except ValueError:
+        return None
+
+
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    """``(base offset, path)`` of the ``.log`` segments in a partition directory, in order."""
+    segments = []
+    for path in directory.iterdir():
+        stem = path.name.removesuffix(LOG_SUFFIX)
+        if stem != path.name and len(stem) == 20 and stem.isascii() and stem.isdigit():
+            segments.append((int(stem), path))
+    return sorted(segments)
+
+
+def plan_splits(
+    partitions: Iterable[PartitionLocation],
+    log_filter: LogFilter,
+    *,
+    ignore_high_watermark: bool = False,
+    offset_ranges: Mapping[TopicPartition, tuple[int, int | None]] | None = None,
+) -> list[SegmentSplit]:
+    """One split per segment that may hold offsets the scan wants, in partition/offset order.
+
+    ``offset_ranges`` (Kafka source's startingOffsets/endingOffsets) narrows each partition to
+    ``[start, end)``; partitions missing from a given mapping are not read.
+    """
+    splits: list[SegmentSplit] = []
+    for location in partitions:
+        tp = location.topic_partition
+        if not log_filter.admits(tp):
+            continue
+        bounds = _partition_bounds(location, log_filter, ignore_high_watermark, offset_ranges)
+        if bounds is None:
+            continue
+        splits.extend(_segment_splits(location, *bounds))
+    return splits
+
+
+def _partition_bounds(
+    location: PartitionLocation,
+    log_filter: LogFilter,
+    ignore_high_watermark: bool,
+    offset_ranges: Mapping[TopicPartition, tuple[int, int | None]] | None,
+) -> tuple[int, int | None] | None:
+    """The ``[start, end)`` to read from a partition, or None when it is empty."""
+    start = max(location.log_start_offset, log_filter.min_offset)
+    ends = [log_filter.max_offset]
+    if not ignore_high_watermark:
+        ends.append(location.high_watermark)
+    if offset_ranges is not None:
+        if location.topic_partition not in offset_ranges:
+            return None
+        range_start, range_end = offset_ranges[location.topic_partition]
+        start = max(start, range_start)
+        ends.append(range_end)
+    bounded = [end for end in ends if end is not None]
+    end = min(bounded) if bounded else None
+    if end is not None and start >= end:
+        return None
+    return start, end
+
+
+def _segment_splits(
+    location: PartitionLocation, start: int, end: int | None
+) -> Iterator[SegmentSplit]:
+    segments = list_segments(location.directory)
+    tp = location.topic_partition
+    for index, (base_offset, path) in enumerate(segments):
+        next_base = segments[index + 1][0] if index + 1 < len(segments) else None
+        if next_base is not None and next_base <= start:
+            continue  # every offset of this segment is below the range
+        if end is not None and base_offset >= end:
+            break
+        yield SegmentSplit(str(path), tp.topic, tp.partition, base_offset, start, end)
+
+
+def parse_offset_ranges(
+    starting: str | None, ending: str | None
+) -> dict[TopicPartition, tuple[int, int | None]] | None:
+    """Kafka Spark source's ``startingOffsets``/``endingOffsets`` JSON, per partition.
+
+    ``{"topic": {"0": 23, "1": -2}}``: -2 means earliest, -1 latest (here: no bound). Only
+    partitions named in ``startingOffsets`` are read when it is given; ``endingOffsets``
+    bounds those it names. None when neither option is given.
+    """
+    if starting is None and ending is None:
+        return None
+    starts = _offsets_json("startingOffsets", starting) if starting is not None else None
+    ends = _offsets_json("endingOffsets", ending) if ending is not None else {}
+    keys = starts.keys() if starts is not None else ends.keys()
+    ranges: dict[TopicPartition, tuple[int, int | None]] = {}
+    for tp in keys:
+        start = starts[tp] if starts is not None else -2
+        end = ends.get(tp, -1)
+        ranges[tp] = (0 if start == -2 else start, None if end == -1 else end)
+        if start == -1:
+            raise LogScanError(f"startingOffsets for {tp}: -1 (latest) reads nothing in a batch")
+    return ranges
+
+
+def _offsets_json(option: str, text: str) -> dict[TopicPartition, int]:
+    try:
+        document = json.loads(text)
+    except ValueError:
+        raise LogScanError(f"{option} is not JSON: {text!r:.80}") from None
+    if type(document) is not dict:
+        raise LogScanError(
+            f'{option} must be {{"topic": {{"partition": offset}}}}, got {text!r:.80}'
+        )
+    offsets: dict[TopicPartition, int] = {}
+    for topic, partitions in document.items():
+        if type(partitions) is not dict:
+            raise LogScanError(f"{option}: topic {topic!r} must map partitions to offsets")
+        for partition, offset in partitions.items():
+            if not str(partition).isdigit() or type(offset) is not int or offset < -2:
+                raise LogScanError(
+                    f"{option}: {topic}/{partition} needs a partition number and an offset "
+                    f">= -2, got {offset!r}"
+                )
+            offsets[TopicPartition(topic, int(partition))] = offset
+    return offsets

@@ -1,0 +1,178 @@
+"""Reading one segment file (``<base offset>.log``) into columns of records.
+
+This is the body of one ``pykraft-log`` input split and of the plain-Python baseline in
+bench/spark_export.py. It reads the file once, walks its RecordBatch v2 batches, and for each
+batch that overlaps the split's offset range checks the CRC32C and decodes its records
+(``storage.records.decode_records``: all four Kafka codecs). Batches wholly below the range are
+skipped by header alone; the walk stops at the first batch at or past the range's end, so bytes
+above the high watermark (possibly a torn tail the broker has not recovered yet) are never read.
+
+Control batches (transaction markers) are skipped, as a Kafka consumer skips them: they are not
+records of the topic. Any malformed batch that must be read raises ``SegmentReadError`` naming
+the file and the byte position.
+
+Columns come out in ``LOG_COLUMNS`` order, in chunks of at most ``MAX_CHUNK_RECORDS`` so one
+split never holds a whole 1 GiB segment's records in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from storage.record_batch import (
+    BATCH_HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    CorruptRecordError,
+    parse_header,
+    validate_batch,
+)
+from storage.records import decode_records
+
+# Records per chunk handed to Spark (bounds a split's memory; Arrow batches of this size).
+MAX_CHUNK_RECORDS = 8192
+
+# Spark DDL of the pykraft-log rows, in column order (shared with the Spark schema).
+LOG_SCHEMA_DDL = (
+    "topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, "
+    "timestamp TIMESTAMP NOT NULL, timestamp_type INT NOT NULL, key BINARY, value BINARY, "
+    "headers ARRAY<STRUCT<key: STRING, value: BINARY>> NOT NULL, leader_epoch INT NOT NULL, "
+    "producer_id BIGINT NOT NULL, producer_epoch INT NOT NULL, is_transactional BOOLEAN NOT NULL"
+)
+LOG_COLUMNS = (
+    "topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
+    "leader_epoch", "producer_id", "producer_epoch", "is_transactional",
+)
+
+
+class SegmentReadError(ValueError):
+    """A segment file is unreadable or holds a corrupt batch; names the file and the byte."""
+
+    def __init__(self, path: str, position: int, message: str) -> None:
+        super().__init__(f"segment {path} at byte {position}: {message}")
+        self.path = path
+        self.position = position
+        self.message = message
+
+
+@attrs.frozen(order=True)
+class SegmentSplit:
+    """One input split: the records of one segment with offsets in [start_offset, end_offset).
+
+    ``end_offset`` None means "to the end of the segment". Plain fields only: Spark pickles it.
+    """
+
+    path: str
+    topic: str
+    partition: int
+    base_offset: int
+    start_offset: int
+    end_offset: int | None
+
+
+@attrs.frozen
+class LogRow:
+    """One record as a row (the tests' and the baseline's view of ``LOG_COLUMNS``)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # milliseconds since the epoch, as Kafka stores it
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    is_transactional: bool
+
+
+@attrs.define
+class SegmentChunk:
+    """Columns of up to MAX_CHUNK_RECORDS records of one split (topic/partition are constant)."""
+
+    topic: str
+    partition: int
+    offset: list[int] = attrs.Factory(list)
+    timestamp: list[int] = attrs.Factory(list)
+    timestamp_type: list[int] = attrs.Factory(list)
+    key: list[bytes | None] = attrs.Factory(list)
+    value: list[bytes | None] = attrs.Factory(list)
+    headers: list[list[tuple[str, bytes | None]]] = attrs.Factory(list)
+    leader_epoch: list[int] = attrs.Factory(list)
+    producer_id: list[int] = attrs.Factory(list)
+    producer_epoch: list[int] = attrs.Factory(list)
+    is_transactional: list[bool] = attrs.Factory(list)
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def rows(self) -> Iterator[LogRow]:
+        for i in range(len(self.offset)):
+            yield LogRow(
+                self.topic, self.partition, self.offset[i], self.timestamp[i],
+                self.timestamp_type[i], self.key[i], self.value[i], tuple(self.headers[i]),
+                self.leader_epoch[i], self.producer_id[i], self.producer_epoch[i],
+                self.is_transactional[i],
+            )
+
+
+def read_segment_chunks(split: SegmentSplit) -> Iterator[SegmentChunk]:
+    """The split's records as column chunks; raises SegmentReadError on a corrupt batch."""
+    try:
+        data = Path(split.path).read_bytes()
+    except OSError as error:
+        raise SegmentReadError(split.path, 0, f"cannot read: {error.strerror}") from None
+    chunk = SegmentChunk(split.topic, split.partition)
+    position = 0
+    while position < len(data):
+        try:
+            header = parse_header(data, position)
+        except CorruptRecordError as error:
+            raise SegmentReadError(split.path, error.position, str(error)) from None
+        if split.end_offset is not None and header.base_offset >= split.end_offset:
+            break
+        if header.last_offset >= split.start_offset and not header.is_control:
+            _append_batch(chunk, data, position, split)
+            if len(chunk) >= MAX_CHUNK_RECORDS:
+                yield chunk
+                chunk = SegmentChunk(split.topic, split.partition)
+        position += header.size_in_bytes
+    if len(chunk):
+        yield chunk
+
+
+def _append_batch(chunk: SegmentChunk, data: bytes, position: int, split: SegmentSplit) -> None:
+    """Validate (CRC included) and decode the batch at ``position`` into ``chunk``."""
+    try:
+        header = validate_batch(data, position)
+        payload = memoryview(data)[position + BATCH_HEADER_SIZE : position + header.size_in_bytes]
+        records = decode_records(header, payload, position)
+    except CorruptRecordError as error:
+        raise SegmentReadError(split.path, error.position, str(error)) from None
+    timestamp_type = 1 if header.attributes & TIMESTAMP_TYPE_MASK else 0
+    epoch, producer_id = header.partition_leader_epoch, header.producer_id
+    producer_epoch, transactional = header.producer_epoch, header.is_transactional
+    start, end = split.start_offset, split.end_offset
+    for record in records:
+        if record.offset < start or (end is not None and record.offset >= end):
+            continue
+        chunk.offset.append(record.offset)
+        chunk.timestamp.append(record.timestamp)
+        chunk.timestamp_type.append(timestamp_type)
+        chunk.key.append(record.key)
+        chunk.value.append(record.value)
+        chunk.headers.append([(h.key, h.value) for h in record.headers])
+        chunk.leader_epoch.append(epoch)
+        chunk.producer_id.append(producer_id)
+        chunk.producer_epoch.append(producer_epoch)
+        chunk.is_transactional.append(transactional)
+
+
+def read_segment_rows(split: SegmentSplit) -> Iterator[LogRow]:
+    """The split's records one row at a time (tests, the plain-Python baseline)."""
+    for chunk in read_segment_chunks(split):
+        yield from chunk.rows()

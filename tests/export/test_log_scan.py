@@ -1,0 +1,123 @@
+"""Split planning and filter pushdown for pykraft-log (pure; no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+
+from export.log_scan import (
+    LogFilter,
+    LogScanError,
+    Op,
+    Predicate,
+    discover_partitions,
+    parse_log_dirs,
+    parse_offset_ranges,
+    plan_splits,
+)
+from export.segment_reader import LogRow, read_segment_rows
+from storage.topic_partition import TopicPartition
+from tests.export.fixtures import LogFixture, build_log_dirs, expected_log_rows
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> LogFixture:
+    return build_log_dirs(tmp_path_factory.mktemp("logs"))
+
+
+def check(predicates: list[Predicate], expected: LogFilter | None) -> None:
+    log_filter: LogFilter | None = LogFilter()
+    for predicate in predicates:
+        assert log_filter is not None
+        log_filter = log_filter.push(predicate)
+    assert log_filter == expected
+
+
+def test_pushdown_decisions() -> None:
+    check([Predicate("topic", Op.EQ, ("a",))], LogFilter(topics=frozenset({"a"})))
+    check([Predicate("topic", Op.IN, ("a", "b")), Predicate("topic", Op.EQ, ("b",))],
+          LogFilter(topics=frozenset({"b"})))
+    check([Predicate("partition", Op.IN, (0, 2))], LogFilter(partitions=frozenset({0, 2})))
+    check([Predicate("offset", Op.GE, (5,)), Predicate("offset", Op.LT, (9,))],
+          LogFilter(min_offset=5, max_offset=9))
+    check([Predicate("offset", Op.GT, (5,)), Predicate("offset", Op.LE, (9,))],
+          LogFilter(min_offset=6, max_offset=10))
+    check([Predicate("offset", Op.EQ, (7,)), Predicate("offset", Op.GE, (3,))],
+          LogFilter(min_offset=7, max_offset=8))
+    # Not exact here: Spark must evaluate these itself.
+    check([Predicate("value", Op.EQ, (b"x",))], None)
+    check([Predicate("offset", Op.IN, (1, 2))], None)
+    check([Predicate("topic", Op.GT, ("a",))], None)
+    check([Predicate("partition", Op.EQ, ("0",))], None)
+
+
+def test_log_dirs_syntax() -> None:
+    assert parse_log_dirs(" /a , /b,") == [Path("/a"), Path("/b")]
+    with pytest.raises(LogScanError, match="no log dirs"):
+        parse_log_dirs(" , ")
+
+
+def test_discovery_reads_checkpoints_and_skips_deleted_dirs(logs: LogFixture) -> None:
+    found = {p.topic_partition: (p.directory, p.log_start_offset, p.high_watermark)
+             for p in discover_partitions(logs.log_dirs)}
+    assert found == {tp: (d, start, hw) for tp, (d, start, hw, _) in logs.partitions.items()}
+
+
+def test_missing_log_dir_and_duplicate_partition(tmp_path: Path, logs: LogFixture) -> None:
+    with pytest.raises(LogScanError, match="does not exist"):
+        discover_partitions([tmp_path / "nope"])
+    with pytest.raises(LogScanError, match="orders-0 is in two log dirs"):
+        discover_partitions([logs.log_dirs[0], logs.log_dirs[0]])
+
+
+def test_one_split_per_segment_and_rows_match_storage_reader(logs: LogFixture) -> None:
+    splits = plan_splits(discover_partitions(logs.log_dirs), LogFilter())
+    # orders-0 has many segments: one split each, except those wholly above the high watermark.
+    directory, _, hw, _ = logs.partitions[TopicPartition("orders", 0)]
+    orders0 = [s.path for s in splits if (s.topic, s.partition) == ("orders", 0)]
+    below_hw = sorted(str(p) for p in directory.glob("*.log") if int(p.stem) < hw)
+    assert orders0 == below_hw and len(orders0) > 2
+    rows = [row for split in splits for row in read_segment_rows(split)]
+    assert [_tuple(r) for r in rows] == expected_log_rows(logs)
+
+
+def test_default_stops_at_high_watermark_and_option_reads_to_end(logs: LogFixture) -> None:
+    partitions = discover_partitions(logs.log_dirs)
+    everything = plan_splits(partitions, LogFilter(), ignore_high_watermark=True)
+    rows = [_tuple(r) for split in everything for r in read_segment_rows(split)]
+    assert rows == expected_log_rows(logs, ignore_high_watermark=True)
+    # audit-log-0 has no checkpoint entry: high watermark 0, so nothing by default.
+    default = plan_splits(partitions, LogFilter())
+    assert not [s for s in default if s.topic == "audit-log"]
+
+
+def test_pruning_by_topic_partition_and_offsets(logs: LogFixture) -> None:
+    partitions = discover_partitions(logs.log_dirs)
+    log_filter = LogFilter(topics=frozenset({"orders"}), partitions=frozenset({0}),
+                           min_offset=10, max_offset=14)
+    splits = plan_splits(partitions, log_filter)
+    assert {(s.topic, s.partition) for s in splits} == {("orders", 0)}
+    all_segments = plan_splits(partitions, LogFilter(topics=frozenset({"orders"}),
+                                                     partitions=frozenset({0})))
+    assert len(splits) < len(all_segments)
+    offsets = [r.offset for s in splits for r in read_segment_rows(s)]
+    assert offsets == list(range(10, 14))
+
+
+def test_kafka_style_offset_ranges(logs: LogFixture) -> None:
+    ranges = parse_offset_ranges('{"orders": {"1": -2, "2": 4}}', '{"orders": {"2": 6}}')
+    assert ranges == {TopicPartition("orders", 1): (0, None), TopicPartition("orders", 2): (4, 6)}
+    splits = plan_splits(discover_partitions(logs.log_dirs), LogFilter(), offset_ranges=ranges)
+    got = sorted((r.partition, r.offset) for s in splits for r in read_segment_rows(s))
+    expected = sorted((row[1], row[2]) for row in expected_log_rows(logs)
+                      if row[0] == "orders" and (row[1] == 1 or (row[1] == 2 and 4 <= row[2] < 6)))
+    assert got == expected
+    for bad in ('{"t": {"x": 1}}', "[1]", "nope", '{"t": {"0": -1}}'):
+        with pytest.raises(LogScanError):
+            parse_offset_ranges(bad, None)
+
+
+def _tuple(row: LogRow) -> tuple[object, ...]:
+    return attrs.astuple(row, recurse=False)
