@@ -1,4 +1,4 @@
-"""A partition's log: an ordered list of segments plus its offsets (Kafka's ``UnifiedLog``).
+"""A partition's log: the rules on top of its segments (Kafka's ``UnifiedLog``).
 
 Theory of operation
 -------------------
@@ -20,23 +20,21 @@ watermark for consumers, log end for followers). ``truncate_to`` (a follower div
 batches from the end; ``delete_records`` and retention move the log start forward and delete
 segments that lie wholly below it. Opening a log runs recovery (``storage.recovery``) and then
 rebuilds producer state from its latest snapshot plus a replay of the batches after it.
+
+The files themselves (segments, log end, recovery point, rolls, flushes) are ``LocalLog``'s.
 """
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 
-from storage.atomic_file import fsync_directory
 from storage.file_slice import FetchDataInfo, LogOffsetMetadata
-from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.local_log import LocalLog
 from storage.log_config import LogConfig
-from storage.log_reader import fetch_offset_for_timestamp, read_segments
+from storage.log_reader import fetch_offset_for_timestamp
 from storage.log_validator import (
     AppendOrigin,
     LogAppendInfo,
@@ -50,12 +48,10 @@ from storage.log_validator import (
     validate_leader_batches,
 )
 from storage.producer_state import ProducerStateManager
-from storage.record_batch import BatchHeader, patch_base_offset, patch_partition_leader_epoch
+from storage.record_batch import patch_base_offset, patch_partition_leader_epoch
 from storage.recovery import RecoveryReport, load_log
 from storage.retention import RetentionDecision, SegmentInfo, decide_retention
-from storage.segment import AppendedBatch, LogSegment, segment_file_name, should_roll
-
-__all__ = ["OffsetAndTimestamp", "PartitionLog"]
+from storage.segment import AppendedBatch, LogSegment
 
 
 @attrs.frozen
@@ -68,34 +64,23 @@ class OffsetAndTimestamp:
 
 
 class PartitionLog:
-    # Invariant: segments are ordered by base offset, contiguous, never empty; the last one
-    # is active. log_start_offset <= high_watermark <= log_end_offset.
+    # Invariant: log_start_offset <= high_watermark <= log_end_offset.
 
     def __init__(
         self,
-        directory: Path,
-        config: LogConfig,
-        segments: list[LogSegment],
+        local_log: LocalLog,
         *,
         log_start_offset: int,
-        recovery_point: int,
         leader_epoch_cache: LeaderEpochFileCache,
         producer_state: ProducerStateManager,
         load_report: RecoveryReport,
     ) -> None:
-        assert segments, "a log always has an active segment"
-        self.directory = directory
-        self.config = config
-        self._segments = segments
-        self._log_end_offset = segments[-1].read_next_offset()
+        self.local_log = local_log
         self._log_start_offset = log_start_offset
         self._high_watermark = log_start_offset
-        self._recovery_point = recovery_point
         self.leader_epoch_cache = leader_epoch_cache
         self.producer_state = producer_state
         self.load_report = load_report
-        self._directory_dirty = False  # a segment file was created since the last flush
-        self._pending_flush_offset = recovery_point  # rolled segments await a flush up to here
 
     @classmethod
     def open(
@@ -118,11 +103,8 @@ class PartitionLog:
             had_clean_shutdown=had_clean_shutdown,
         )
         log = cls(
-            directory,
-            config,
-            loaded.segments,
+            LocalLog(directory, config, loaded.segments, loaded.recovery_point),
             log_start_offset=loaded.log_start_offset,
-            recovery_point=loaded.recovery_point,
             leader_epoch_cache=loaded.leader_epoch_cache,
             producer_state=ProducerStateManager(directory),
             load_report=loaded.report,
@@ -133,8 +115,16 @@ class PartitionLog:
     # ------------------------------------------------------------------ offsets
 
     @property
+    def directory(self) -> Path:
+        return self.local_log.directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local_log.config
+
+    @property
     def log_end_offset(self) -> int:
-        return self._log_end_offset
+        return self.local_log.log_end_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -146,27 +136,24 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self.local_log.recovery_point
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return self.local_log.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self.local_log.active_segment
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
+        return self.local_log.size_in_bytes
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start, log end] (Kafka's rule)."""
-        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
         return self._high_watermark
-
-    def _floor_segment(self, offset: int) -> int:
-        return max(bisect.bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
 
     # ------------------------------------------------------------------ append
 
@@ -194,7 +181,7 @@ class PartitionLog:
             segment_bytes=self.config.segment_bytes,
             origin=origin,
         )
-        first_offset = self._log_end_offset
+        first_offset = self.log_end_offset
         duplicate = check_producers(self.producer_state, batches, first_offset)
         if duplicate is not None:
             return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
@@ -215,8 +202,8 @@ class PartitionLog:
         The data must continue the log exactly; an incomplete last batch is ignored (see
         ``storage.log_validator``). Batches are split across segments as rolls require.
         """
-        validated = validate_follower_batches(batches, log_end_offset=self._log_end_offset)
-        first_offset = self._log_end_offset
+        validated = validate_follower_batches(batches, log_end_offset=self.log_end_offset)
+        first_offset = self.log_end_offset
         if not validated:
             return append_info(
                 [], first_offset, log_start_offset=self._log_start_offset, valid_bytes=0
@@ -249,58 +236,30 @@ class PartitionLog:
         info = append_info(
             batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
         )
-        segment = self._maybe_roll(len(buffer), info, now_ms)
+        clock = self.active_segment.created_ms if now_ms is None else now_ms
+        if self.local_log.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
+            self.roll(clock)
         appended: list[AppendedBatch] = []
         next_offset = first_offset
         for item in batches:
-            last_offset = next_offset + item.header.last_offset_delta
+            header = item.header
+            last_offset = next_offset + header.last_offset_delta
             appended.append(
                 AppendedBatch(
-                    item.position, item.header.size_in_bytes, last_offset, item.header.max_timestamp
+                    item.position, header.size_in_bytes, last_offset, header.max_timestamp
                 )
             )
-            self.producer_state.update(
-                item.header, next_offset, last_offset, item.header.max_timestamp
-            )
+            self.producer_state.update(header, next_offset, last_offset, header.max_timestamp)
             next_offset = last_offset + 1
-        segment.append(buffer, appended)
-        self._log_end_offset = next_offset
-        if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
-            self.flush()
+        self.local_log.append(buffer, appended)
         return info
 
-    def _maybe_roll(
-        self, messages_size: int, info: LogAppendInfo, now_ms: int | None
-    ) -> LogSegment:
-        segment = self.active_segment
-        clock = segment.created_ms if now_ms is None else now_ms
-        if should_roll(
-            segment_size=segment.size,
-            messages_size=messages_size,
-            config=self.config,
-            time_waited_ms=segment.time_waited_for_roll_ms(clock, info.max_timestamp),
-            indexes_full=segment.indexes_full(),
-            relative_offset=info.last_offset - segment.base_offset,
-        ):
-            self.roll(clock)
-        return self.active_segment
-
     def roll(self, now_ms: int) -> None:
-        """Start a new active segment at the log end (no-op while the active one is empty)."""
-        active = self.active_segment
-        if active.size == 0:
-            return
-        base = self._log_end_offset
-        self.producer_state.take_snapshot(base)
-        active.on_become_inactive()
-        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            # Leftovers of an earlier life of this offset would be read as entries.
-            with contextlib.suppress(FileNotFoundError):
-                (self.directory / segment_file_name(base, suffix)).unlink()
-        self._segments.append(LogSegment(self.directory, base, self.config, now_ms))
-        self._directory_dirty = True
-        # Kafka flushes the rolled segment asynchronously; LogManager calls flush_rolled().
-        self._pending_flush_offset = base
+        """Start a new active segment at the log end (no-op while the active one is empty);
+        producer state is snapshotted at the new base offset, as Kafka does."""
+        if self.active_segment.size:
+            self.producer_state.take_snapshot(self.log_end_offset)
+            self.local_log.roll(now_ms)
 
     # ------------------------------------------------------------------ read
 
@@ -313,50 +272,41 @@ class PartitionLog:
         whole even when larger (Kafka's minOneMessage). Raises OffsetOutOfRangeError outside
         [log start, log end]; at or above ``upper_bound`` returns nothing.
         """
-        if not self._log_start_offset <= offset <= self._log_end_offset:
-            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
+        end = self.log_end_offset
+        if not self._log_start_offset <= offset <= end:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, end)
         if max_bytes < 0:
             raise ValueError(f"max_bytes {max_bytes} is negative")
-        upper = min(upper_bound, self._log_end_offset)
+        upper = min(upper_bound, end)
         if offset >= upper:
             return FetchDataInfo(LogOffsetMetadata(offset), (), offset)
-        first = self._floor_segment(offset)
-        return read_segments(self._segments[first:], offset, max_bytes, upper, min_one_batch)
+        return self.local_log.read(offset, max_bytes, upper, min_one_batch)
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets: the first offset whose record timestamp >= ``timestamp``; also
         EARLIEST (-2), LATEST (-1) and MAX_TIMESTAMP (-3). None when no record qualifies."""
         found = fetch_offset_for_timestamp(
-            self._segments, timestamp, self._log_start_offset, self._log_end_offset
+            self.local_log.segments, timestamp, self._log_start_offset, self.log_end_offset
         )
         if found is None:
             return None
         offset, record_timestamp = found
-        if offset == self._log_end_offset:
+        if offset == self.log_end_offset:
             epoch = self.leader_epoch_cache.latest_epoch
         else:
             epoch = self.leader_epoch_cache.epoch_for_offset(offset)
         return OffsetAndTimestamp(offset, record_timestamp, epoch)
 
-    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets >= ``offset``, in order."""
-        for segment in self._segments[self._floor_segment(offset) :]:
-            location = segment.translate_offset(offset)
-            if location is None:
-                continue
-            for item in segment.iter_headers(location.position):
-                yield item.header
-
     def _rebuild_producer_state(self) -> None:
         """Latest snapshot, then replay the batches after it (Kafka rebuildProducerState)."""
         replay_from = self.producer_state.truncate_and_reload(
-            self._log_start_offset, self._log_end_offset
+            self._log_start_offset, self.log_end_offset
         )
-        for header in self._headers_from(replay_from):
+        for header in self.local_log.headers_from(replay_from):
             self.producer_state.update(
                 header, header.base_offset, header.last_offset, header.max_timestamp
             )
-        self.producer_state.update_map_end_offset(self._log_end_offset)
+        self.producer_state.update_map_end_offset(self.log_end_offset)
 
     # ------------------------------------------------------------------ truncation and deletion
 
@@ -367,40 +317,26 @@ class PartitionLog:
         """
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
-        if offset >= self._log_end_offset:
+        if offset >= self.log_end_offset:
             return False
-        if self._segments[0].base_offset > offset:
+        if self.segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        keep = self._floor_segment(offset) + 1
-        for segment in reversed(self._segments[keep:]):
-            segment.delete()
-        del self._segments[keep:]
-        self.active_segment.truncate_to(offset)
-        self._log_end_offset = self.active_segment.read_next_offset()
-        self._after_truncation()
-        self._rebuild_producer_state()
-        return True
-
-    def _after_truncation(self) -> None:
-        end = self._log_end_offset
+        self.local_log.truncate_to(offset)
+        end = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(end)
         self._log_start_offset = min(self._log_start_offset, end)
-        self._recovery_point = min(self._recovery_point, end)
-        self._pending_flush_offset = min(self._pending_flush_offset, end)
         self._high_watermark = min(self._high_watermark, end)
+        self._rebuild_producer_state()
+        return True
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Delete everything; the log restarts empty at ``offset`` (a follower far behind)."""
         if offset < 0:
             raise ValueError(f"cannot start the log at negative offset {offset}")
         created_ms = self.active_segment.created_ms if now_ms is None else now_ms
-        for segment in reversed(self._segments):
-            segment.delete()
-        self._segments = [LogSegment(self.directory, offset, self.config, created_ms)]
-        self._directory_dirty = True
-        self._log_end_offset = self._log_start_offset = self._high_watermark = offset
-        self._recovery_point = self._pending_flush_offset = offset
+        self.local_log.truncate_fully_and_start_at(offset, created_ms)
+        self._log_start_offset = self._high_watermark = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
 
@@ -410,90 +346,58 @@ class PartitionLog:
         if offset > self._high_watermark or offset < 0:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
         self._maybe_increment_log_start_offset(offset)
-        decision = decide_retention(
-            self._segment_infos(),
-            log_start_offset=self._log_start_offset,
-            high_watermark=self._high_watermark,
-            now_ms=0,
-            retention_ms=-1,
-            retention_bytes=-1,
-        )
-        self._delete_segments(decision)
+        self._apply_retention(now_ms=0, retention_ms=-1, retention_bytes=-1)
         return self._log_start_offset
 
     def delete_old_segments(self, now_ms: int) -> RetentionDecision:
         """Retention by log start, ``retention.bytes`` and ``retention.ms``."""
+        return self._apply_retention(now_ms, self.config.retention_ms, self.config.retention_bytes)
+
+    def _apply_retention(
+        self, now_ms: int, retention_ms: int, retention_bytes: int
+    ) -> RetentionDecision:
+        infos = [
+            SegmentInfo(segment.base_offset, segment.size, segment.largest_timestamp_ms())
+            for segment in self.segments
+        ]
         decision = decide_retention(
-            self._segment_infos(),
+            infos,
             log_start_offset=self._log_start_offset,
             high_watermark=self._high_watermark,
             now_ms=now_ms,
-            retention_ms=self.config.retention_ms,
-            retention_bytes=self.config.retention_bytes,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
         )
-        self._delete_segments(decision)
-        self._maybe_increment_log_start_offset(decision.log_start_offset)
+        if decision.deletions:
+            self.local_log.delete_segments(decision.base_offsets)
+            self._maybe_increment_log_start_offset(decision.log_start_offset)
         return decision
-
-    def _segment_infos(self) -> list[SegmentInfo]:
-        return [
-            SegmentInfo(segment.base_offset, segment.size, segment.largest_timestamp_ms())
-            for segment in self._segments
-        ]
-
-    def _delete_segments(self, decision: RetentionDecision) -> None:
-        doomed = set(decision.base_offsets)
-        assert self.active_segment.base_offset not in doomed, "never delete the active segment"
-        for segment in [s for s in self._segments if s.base_offset in doomed]:
-            segment.delete()
-        self._segments = [s for s in self._segments if s.base_offset not in doomed]
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset <= self._log_start_offset:
             return
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
-        self._recovery_point = max(self._recovery_point, offset)
+        self.local_log.advance_recovery_point(offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         self.producer_state.on_log_start_offset_incremented(offset)
-        self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
 
     # ------------------------------------------------------------------ durability and lifecycle
 
     def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync the segments holding [recovery point, ``up_to_offset``) (default: the log
-        end) and move the recovery point there."""
-        end = self._log_end_offset
-        target = end if up_to_offset is None else min(up_to_offset, end)
-        if target > self._recovery_point:
-            for segment in self._segments[self._floor_segment(self._recovery_point) :]:
-                if segment.base_offset >= target:
-                    break
-                segment.flush()
-        if self._directory_dirty:
-            fsync_directory(self.directory)
-            self._directory_dirty = False
-        self._recovery_point = max(self._recovery_point, target)
+        """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""
+        self.local_log.flush(up_to_offset)
 
     def flush_rolled(self) -> bool:
         """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
-        if self._pending_flush_offset <= self._recovery_point:
-            return False
-        self.flush(self._pending_flush_offset)
-        return True
+        return self.local_log.flush_rolled()
 
     def close(self) -> None:
         """Snapshot producer state, flush, trim indexes and release files (clean shutdown)."""
-        self.producer_state.take_snapshot(self._log_end_offset)
-        self.flush()
-        for segment in self._segments:
-            segment.close()
+        self.producer_state.take_snapshot(self.log_end_offset)
+        self.local_log.close()
 
     def close_handlers(self) -> None:
         """Release files without writing anything (log dir failed, or a simulated crash)."""
-        for segment in self._segments:
-            segment.close_handler()
-
-
-def _base_offset(segment: LogSegment) -> int:
-    return segment.base_offset
+        self.local_log.close_handlers()

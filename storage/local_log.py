@@ -1,0 +1,186 @@
+"""The segments of one partition directory and the offsets they define (Kafka's ``LocalLog``).
+
+``LocalLog`` knows files, not rules: it appends already-validated batches to the active
+segment, rolls, reads, truncates, deletes segments and flushes, keeping ``log_end_offset`` and
+``recovery_point`` (everything below it is fsync'd) in step. ``PartitionLog`` on top decides
+what may be appended and owns the log start offset, the high watermark, the leader-epoch cache
+and producer state.
+
+Flushing follows Kafka: a rolled segment is not fsync'd on the append path but marked pending
+(``flush_rolled``, which ``LogManager`` calls on its periodic tick, is Kafka's asynchronous
+``flushUptoOffsetExclusive``); ``flush.messages`` forces a flush inline.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from storage.atomic_file import fsync_directory
+from storage.file_slice import FetchDataInfo
+from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
+from storage.log_config import LogConfig
+from storage.log_reader import read_segments
+from storage.record_batch import BatchHeader
+from storage.segment import AppendedBatch, LogSegment, segment_file_name, should_roll
+
+
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset
+
+
+class LocalLog:
+    # Invariant: segments are ordered by base offset and contiguous, never empty; the last
+    # one is active. recovery_point <= pending_flush_offset-or-less <= log_end_offset.
+
+    def __init__(
+        self, directory: Path, config: LogConfig, segments: list[LogSegment], recovery_point: int
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        self.directory = directory
+        self.config = config
+        self._segments = segments
+        self.log_end_offset = segments[-1].read_next_offset()
+        self.recovery_point = recovery_point
+        self._directory_dirty = False  # a segment file was created since the last flush
+        self._pending_flush_offset = recovery_point  # rolled segments await a flush up to here
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def floor_segment(self, offset: int) -> int:
+        """Index of the segment that holds ``offset`` (the first one for offsets below it)."""
+        return max(bisect.bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
+
+    # ------------------------------------------------------------------ append and roll
+
+    def should_roll(
+        self, messages_size: int, max_timestamp: int, last_offset: int, now_ms: int
+    ) -> bool:
+        segment = self.active_segment
+        return should_roll(
+            segment_size=segment.size,
+            messages_size=messages_size,
+            config=self.config,
+            time_waited_ms=segment.time_waited_for_roll_ms(now_ms, max_timestamp),
+            indexes_full=segment.indexes_full(),
+            relative_offset=last_offset - segment.base_offset,
+        )
+
+    def roll(self, now_ms: int) -> bool:
+        """Start a new active segment at the log end; False while the active one is empty."""
+        active = self.active_segment
+        if active.size == 0:
+            return False
+        base = self.log_end_offset
+        active.on_become_inactive()
+        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            # Leftovers of an earlier life of this offset would be read as entries.
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / segment_file_name(base, suffix)).unlink()
+        self._segments.append(LogSegment(self.directory, base, self.config, now_ms))
+        self._directory_dirty = True
+        self._pending_flush_offset = base
+        return True
+
+    def append(
+        self, buffer: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch]
+    ) -> None:
+        """Write whole batches with assigned offsets continuing the log end."""
+        self.active_segment.append(buffer, batches)
+        self.log_end_offset = batches[-1].last_offset + 1
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    # ------------------------------------------------------------------ read
+
+    def read(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> FetchDataInfo:
+        """Whole batches from the one holding ``offset`` (which must be below ``upper``)."""
+        segments = self._segments[self.floor_segment(offset) :]
+        return read_segments(segments, offset, max_bytes, upper, min_one_batch)
+
+    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= ``offset``, in order."""
+        for segment in self._segments[self.floor_segment(offset) :]:
+            location = segment.translate_offset(offset)
+            if location is None:
+                continue
+            for item in segment.iter_headers(location.position):
+                yield item.header
+
+    # ------------------------------------------------------------------ truncation and deletion
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= ``offset`` (``offset`` >= the first base)."""
+        keep = self.floor_segment(offset) + 1
+        for segment in reversed(self._segments[keep:]):
+            segment.delete()
+        del self._segments[keep:]
+        self.active_segment.truncate_to(offset)
+        self.log_end_offset = self.active_segment.read_next_offset()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._pending_flush_offset = min(self._pending_flush_offset, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        for segment in reversed(self._segments):
+            segment.delete()
+        self._segments = [LogSegment(self.directory, offset, self.config, now_ms)]
+        self._directory_dirty = True
+        self.log_end_offset = self.recovery_point = self._pending_flush_offset = offset
+
+    def delete_segments(self, base_offsets: Sequence[int]) -> None:
+        """Delete inactive segments (retention, DeleteRecords)."""
+        doomed = set(base_offsets)
+        assert self.active_segment.base_offset not in doomed, "never delete the active segment"
+        for segment in self._segments:
+            if segment.base_offset in doomed:
+                segment.delete()
+        self._segments = [s for s in self._segments if s.base_offset not in doomed]
+
+    def advance_recovery_point(self, offset: int) -> None:
+        """Data below a new log start no longer needs recovery."""
+        self.recovery_point = min(max(self.recovery_point, offset), self.log_end_offset)
+
+    # ------------------------------------------------------------------ durability and lifecycle
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync the segments holding [recovery point, ``up_to_offset``) (default: the log
+        end) and move the recovery point there."""
+        end = self.log_end_offset
+        target = end if up_to_offset is None else min(up_to_offset, end)
+        if target > self.recovery_point:
+            for segment in self._segments[self.floor_segment(self.recovery_point) :]:
+                if segment.base_offset >= target:
+                    break
+                segment.flush()
+        if self._directory_dirty:
+            fsync_directory(self.directory)
+            self._directory_dirty = False
+        self.recovery_point = max(self.recovery_point, target)
+
+    def flush_rolled(self) -> bool:
+        """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
+        if self._pending_flush_offset <= self.recovery_point:
+            return False
+        self.flush(self._pending_flush_offset)
+        return True
+
+    def close(self) -> None:
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+
+    def close_handlers(self) -> None:
+        for segment in self._segments:
+            segment.close_handler()
