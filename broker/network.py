@@ -464,4 +464,6 @@ class _Connection:
         while not self._queue.empty():
             item = self._queue.get_nowait()
             if isinstance(item, _Pending):
+                # On a finished handler this also marks its failure as seen (Future.cancel
+                # clears the "exception was never retrieved" flag): the connection is gone.
                 item.response.cancel()

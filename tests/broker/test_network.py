@@ -8,6 +8,7 @@ and close the connection, file slices are written with sendfile or by reading th
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
@@ -412,3 +413,30 @@ class TestOpenFileCache:
         assert busy.closed
         cache.close()
         assert idle.closed
+
+
+def test_failures_of_requests_behind_a_closed_connection_are_not_reported_as_lost() -> None:
+    async def scenario() -> None:
+        reported: list[str] = []
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda loop, context: reported.append(context["message"]))
+        first_may_fail = asyncio.Event()
+
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            if context.header.correlation_id == 1:
+                await first_may_fail.wait()
+            raise RuntimeError(f"handler {context.header.correlation_id} failed")
+
+        harness = Harness(handler)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(METADATA, 0, 1) + request_frame(METADATA, 0, 2))
+        await until(lambda: harness.metrics.connections.value() == 1)
+        for _ in range(100):  # let request 2 fail while request 1 still holds the line
+            await asyncio.sleep(0)
+        first_may_fail.set()
+        assert await read_frame(reader) is None
+        await harness.listener.close()
+        gc.collect()
+        assert reported == []
+
+    run(scenario)
