@@ -235,7 +235,7 @@ class MetadataFixture:
 
 def _command(blob: bytes) -> bytes:
     # pysyncobj journals a replicated call as byte 0 + pickle((function id, [args])).
-    return b"\x00" + pysyncobj_dumps((0, [blob]))
+    return b"\x00" + bytes(pysyncobj_dumps((0, [blob])))
 
 
 def build_metadata_dir(root: Path, partitions_per_topic: int = 4) -> MetadataFixture:
