@@ -207,10 +207,25 @@ def build_app(api: BrokerHttpApi, *, bearer_token: str | None = None) -> web.App
 
 
 class BrokerHttpServer:
-    """Runs the app on one address; ``port`` is the bound port once started (0 picks one)."""
+    """Serves ``api`` on one address; ``port`` is the bound port once started (0 picks one).
 
-    def __init__(self, app: web.Application, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._app = app
+    Raises ``HttpBindError`` for a non-loopback host without a bearer token (DESIGN.md §3.6).
+    """
+
+    def __init__(
+        self,
+        api: BrokerHttpApi,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        bearer_token: str | None = None,
+    ) -> None:
+        if not is_loopback(host) and not bearer_token:
+            raise HttpBindError(
+                f"refusing to serve the broker HTTP API on {host} without http.bearer.token "
+                "(only loopback addresses are open)"
+            )
+        self.app = build_app(api, bearer_token=bearer_token)
         self._host = host
         self._requested_port = port
         self._runner: web.AppRunner | None = None
@@ -221,13 +236,8 @@ class BrokerHttpServer:
         assert self._port is not None, "start() first"
         return self._port
 
-    async def start(self, *, bearer_token: str | None = None) -> None:
-        if not is_loopback(self._host) and not bearer_token:
-            raise HttpBindError(
-                f"refusing to serve the broker HTTP API on {self._host} without "
-                "http.bearer.token (only loopback addresses are open)"
-            )
-        runner = web.AppRunner(self._app, access_log=None)
+    async def start(self) -> None:
+        runner = web.AppRunner(self.app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._requested_port)
         try:

@@ -14,7 +14,6 @@ from broker.http import (
     BrokerStatus,
     PartitionRow,
     ReplicaRole,
-    build_app,
 )
 from broker.lifecycle import BrokerLifecycle, BrokerState
 from broker.metrics import BrokerMetrics
@@ -36,8 +35,8 @@ def test_serves_health_metrics_and_replicas_on_loopback() -> None:
             metrics_text=metrics.render,
             partitions=lambda: [ROW],
         )
-        server = BrokerHttpServer(build_app(api, bearer_token="t0ken"), "127.0.0.1", 0)
-        await server.start(bearer_token="t0ken")
+        server = BrokerHttpServer(api, host="127.0.0.1", port=0, bearer_token="t0ken")
+        await server.start()
         base = f"http://127.0.0.1:{server.port}"
         auth = {"Authorization": "Bearer t0ken"}
         try:
