@@ -2,7 +2,7 @@
 follower and delete transitions (Kafka's ReplicaManager.applyDelta), produce and fetch with
 Kafka's error codes, idempotent duplicates, and delayed fetches.
 
-``Cluster`` is also the harness of the handler tests (tests/broker/test_handlers_*.py).
+The harness (``Cluster``) lives in tests/broker/replica_harness.py, shared with the handler tests.
 """
 
 from __future__ import annotations
@@ -15,148 +15,44 @@ import attrs
 import pytest
 
 from broker.partition import PartitionRole
-from broker.purgatory import DelayedFetches
 from broker.replica_manager import (
     AppendResult,
     FetchParams,
     InitialFetchState,
     LogReadResult,
     PartitionFetch,
-    RecordedFetcherManager,
-    ReplicaManager,
 )
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, local_changes
+from metadata.local_changes import local_changes
 from metadata.records import (
-    BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
-    MetadataRecord,
     PartitionChangeRecord,
-    PartitionRecord,
-    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
 from protocol.errors import Errors
 from storage.leader_epoch_cache import EpochEntry
 from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch
+from storage.records import ControlRecordType, build_control_batch
 from storage.topic_partition import TopicPartition
-
-LOCAL = 1
-OTHER = 2
-PETS_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
-BIRDS_ID = "f62ptyETTjet8SL5ZeREiw"
-NEW_PETS_ID = "b66ybsWIQoygs01vdjH07A"
-PETS0 = TopicPartition("pets", 0)
-PETS1 = TopicPartition("pets", 1)
-NOW_MS = 1_700_000_000_000
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = 50_000
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
-def endpoint(broker_id: int) -> BrokerEndpoint:
-    return BrokerEndpoint(name="PLAINTEXT", host=f"broker{broker_id}.local", port=9090 + broker_id)
-
-
-def broker(broker_id: int, fenced: bool = False) -> RegisterBrokerRecord:
-    return RegisterBrokerRecord(
-        broker_id=broker_id,
-        incarnation_id=f"incarnation-{broker_id}",
-        broker_epoch=100 + broker_id,
-        end_points=(endpoint(broker_id),),
-        rack=None if broker_id == LOCAL else "rack-b",
-        fenced=fenced,
-    )
-
-
-def partition_record(
-    topic_id: str,
-    partition_id: int,
-    replicas: tuple[int, ...],
-    *,
-    leader: int | None = None,
-    isr: tuple[int, ...] | None = None,
-    leader_epoch: int = 0,
-    partition_epoch: int = 0,
-) -> PartitionRecord:
-    return PartitionRecord(
-        topic_id=topic_id,
-        partition_id=partition_id,
-        replicas=replicas,
-        isr=replicas if isr is None else isr,
-        leader=replicas[0] if leader is None else leader,
-        leader_epoch=leader_epoch,
-        partition_epoch=partition_epoch,
-    )
-
-
-def batch(*values: bytes, timestamp: int = 1000, **fields: int) -> bytearray:
-    records = [SimpleRecord(value=v, timestamp=timestamp + i) for i, v in enumerate(values)]
-    return bytearray(build_batch(records, **fields))  # type: ignore[arg-type]
-
-
-class Cluster:
-    """One broker (id LOCAL) with a real LogManager, fed metadata records like the loader."""
-
-    def __init__(self, tmp_path: Path, config: LogConfig | None = None) -> None:
-        self.log_dir = tmp_path / "logs"
-        self.log_manager = LogManager.open([self.log_dir], config or LogConfig(), now_ms=0)
-        self.fetchers = RecordedFetcherManager()
-        self.clock = FakeClock()
-        self.replica_manager = ReplicaManager(
-            broker_id=LOCAL,
-            log_manager=self.log_manager,
-            fetcher_manager=self.fetchers,
-            delayed_fetches=DelayedFetches(clock_ms=self.clock),
-        )
-        self.image = MetadataImage.EMPTY
-
-    def publish(self, *records: MetadataRecord) -> LocalReplicaChanges:
-        delta = MetadataDelta(self.image)
-        for record in records:
-            delta.replay(record)
-        self.image = delta.apply()
-        changes = local_changes(delta, LOCAL)
-        self.replica_manager.apply_delta(changes, self.image, NOW_MS)
-        return changes
-
-    def start(self, *topic_records: MetadataRecord) -> None:
-        """Brokers LOCAL and OTHER registered, then ``topic_records``."""
-        self.publish(broker(LOCAL), broker(OTHER), *topic_records)
-
-    def produce(
-        self, topic_partition: TopicPartition, data: bytearray | None, acks: int = 1
-    ) -> AppendResult:
-        results = self.replica_manager.append_records(
-            {topic_partition: data}, required_acks=acks, timeout_ms=1000, now_ms=NOW_MS
-        )
-        return results[topic_partition]
-
-    def fetch(
-        self, *fetches: PartitionFetch, replica_id: int = -1, max_bytes: int = 1 << 20
-    ) -> list[LogReadResult]:
-        params = FetchParams(
-            replica_id=replica_id,
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=max_bytes,
-            partitions=fetches,
-        )
-        return self.replica_manager.read_from_log(params)
-
-    def close(self) -> None:
-        self.replica_manager.delayed_fetches.close()
-        self.log_manager.shutdown()
+from tests.broker.replica_harness import (
+    LOCAL,
+    NEW_PETS_ID,
+    NOW_MS,
+    OTHER,
+    PETS0,
+    PETS1,
+    PETS_ID,
+    Cluster,
+    at,
+    batch,
+    broker,
+    endpoint,
+    partition_record,
+    pets_led_here,
+)
 
 
 @pytest.fixture
@@ -166,36 +62,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield harness
     finally:
         harness.close()
-
-
-def at(topic_partition: TopicPartition, offset: int, **fields: int) -> PartitionFetch:
-    return PartitionFetch(
-        topic_partition=topic_partition,
-        fetch_offset=offset,
-        partition_max_bytes=1 << 20,
-        **fields,
-    )
-
-
-def pets_led_here(
-    *,
-    replicas: tuple[int, ...] = (LOCAL,),
-    isr: tuple[int, ...] | None = None,
-    leader_epoch: int = 0,
-    partition_epoch: int = 0,
-) -> list[MetadataRecord]:
-    return [
-        TopicRecord(name="pets", topic_id=PETS_ID),
-        partition_record(
-            PETS_ID,
-            0,
-            replicas,
-            leader=LOCAL,
-            isr=isr,
-            leader_epoch=leader_epoch,
-            partition_epoch=partition_epoch,
-        ),
-    ]
 
 
 # ------------------------------------------------------------------ metadata transitions

@@ -1,0 +1,55 @@
+"""The broker's Kafka API handlers, one module per API group, registered with ``KafkaApis``.
+
+  produce.py       Produce v3-v10 (v0-v2 are answered by KafkaApis itself)
+  fetch.py         Fetch v4-v16, FileSlices straight from the segments, no fetch sessions
+  list_offsets.py  ListOffsets v1-v8
+  metadata.py      Metadata v0-v12 from the metadata image (optional auto-create)
+  admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
+                   controller through ``ControllerClient``; DescribeCluster from the image
+
+Wiring (the composition root)::
+
+    services = BrokerServices(broker_id=..., cluster_id=..., replica_manager=...,
+                              metadata=loader_image, controller=controller_client)
+    kafka_apis.register_all(broker_handlers(services))
+"""
+
+from __future__ import annotations
+
+from broker.handlers.admin import admin_handlers
+from broker.handlers.controller_client import (
+    ControllerClient,
+    ControllerError,
+    CreatedTopic,
+    DeletedTopic,
+    NewTopic,
+)
+from broker.handlers.fetch import fetch_handler
+from broker.handlers.list_offsets import list_offsets_handler
+from broker.handlers.metadata import metadata_handler
+from broker.handlers.produce import produce_handler
+from broker.handlers.services import BrokerServices
+from broker.kafka_apis import ApiHandler
+from protocol.api_keys import ApiKey
+
+
+def broker_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
+    """Every handler of this package, by API key, for ``KafkaApis.register_all``."""
+    return {
+        ApiKey.PRODUCE: produce_handler(services),
+        ApiKey.FETCH: fetch_handler(services),
+        ApiKey.LIST_OFFSETS: list_offsets_handler(services),
+        ApiKey.METADATA: metadata_handler(services),
+        **admin_handlers(services),
+    }
+
+
+__all__ = [
+    "BrokerServices",
+    "ControllerClient",
+    "ControllerError",
+    "CreatedTopic",
+    "DeletedTopic",
+    "NewTopic",
+    "broker_handlers",
+]

@@ -1,0 +1,161 @@
+"""Fetch (v4-v16) — Kafka's ``KafkaApis.handleFetchRequest`` without fetch sessions.
+
+Consumers (``replica_id`` -1) read up to the high watermark, followers (their broker id) up to
+the log end (``ReplicaManager.fetch_messages``, which also waits for ``min_bytes`` /
+``max_wait_ms``). Stored batches go out as the ``FileSlice``s the log returned — never read,
+never re-encoded — with each partition's high watermark, last stable offset (= high watermark:
+no transactions) and log start offset.
+
+Fetch sessions (KIP-227) are not kept: every fetch is a full fetch answered with session id 0,
+which tells the client no session was created, so it keeps sending full fetches (Kafka does the
+same when its session cache is full). A request naming a session (an incremental fetch) gets the
+top-level FETCH_SESSION_ID_NOT_FOUND, after which clients fall back to a full fetch.
+``forgotten_topics_data`` only matters inside a session and is ignored.
+
+v13+ names topics by id; an id this broker does not know gets UNKNOWN_TOPIC_ID. Partitions that
+failed with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the current leader (v12+) and
+its endpoint (v16) so the client can retry without a Metadata round trip (KIP-951).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from broker.handlers.services import BrokerServices, current_leader, topic_id_string
+from broker.kafka_apis import ApiHandler, ResponseBody
+from broker.network import RequestContext
+from broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
+from metadata.image import MetadataImage
+from protocol.common import UNKNOWN_LEADER, NodeEndpoint
+from protocol.errors import Errors
+from protocol.fetch import (
+    NO_DIVERGING_EPOCH,
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+    decode_fetch_request,
+    encode_fetch_response,
+)
+from protocol.wire import ZERO_UUID
+from storage.topic_partition import TopicPartition
+
+FIRST_TOPIC_ID_VERSION = 13
+# Kafka's FetchMetadata epochs: a full fetch opens (0) or needs no (-1) session.
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+READ_COMMITTED = 1
+_LEADER_HINT_ERRORS = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH})
+
+# A partition as the request named it: (topic name or "", topic id or None, partition).
+_Key = tuple[str, uuid.UUID | None, int]
+
+
+def fetch_handler(services: BrokerServices) -> ApiHandler:
+    async def handle(request: RequestContext, body: memoryview) -> ResponseBody:
+        version = request.header.api_version
+        fetch = decode_fetch_request(body, version)
+        response = await handle_fetch(services, fetch, version, request.listener_name)
+        return encode_fetch_response(response, version)
+
+    return handle
+
+
+async def handle_fetch(
+    services: BrokerServices, fetch: FetchRequest, api_version: int, listener_name: str
+) -> FetchResponse:
+    if fetch.session_id != 0 or fetch.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+        return FetchResponse((), error_code=Errors.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    image = services.metadata()
+    by_topic_id = api_version >= FIRST_TOPIC_ID_VERSION
+    keys: list[_Key] = []
+    fetches: list[PartitionFetch] = []
+    unknown: set[_Key] = set()
+    for topic in fetch.topics:
+        name = _topic_name(image, topic.topic_id) if by_topic_id else topic.topic
+        for partition in topic.partitions:
+            key = (topic.topic, topic.topic_id if by_topic_id else None, partition.partition)
+            keys.append(key)
+            if name is None:
+                unknown.add(key)
+                continue
+            fetches.append(
+                PartitionFetch(
+                    topic_partition=TopicPartition(name, partition.partition),
+                    fetch_offset=partition.fetch_offset,
+                    partition_max_bytes=partition.partition_max_bytes,
+                    current_leader_epoch=partition.current_leader_epoch,
+                    last_fetched_epoch=partition.last_fetched_epoch,
+                    log_start_offset=partition.log_start_offset,
+                )
+            )
+    params = FetchParams(
+        replica_id=fetch.replica_id,
+        max_wait_ms=fetch.max_wait_ms,
+        min_bytes=fetch.min_bytes,
+        max_bytes=fetch.max_bytes,
+        isolation_level=fetch.isolation_level,
+        partitions=tuple(fetches),
+    )
+    results = iter(await services.replica_manager.fetch_messages(params))
+    builder = _ResponseBuilder(services.metadata(), listener_name, fetch.isolation_level)
+    for key in keys:
+        if key in unknown:
+            builder.add(key, PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID))
+        else:
+            builder.add(key, builder.partition_data(next(results)))
+    return builder.response()
+
+
+def _topic_name(image: MetadataImage, topic_id: uuid.UUID) -> str | None:
+    topic = image.topics.by_id.get(topic_id_string(topic_id))
+    return None if topic is None else topic.name
+
+
+class _ResponseBuilder:
+    """Groups partitions by topic in request order and collects KIP-951 endpoints."""
+
+    def __init__(self, image: MetadataImage, listener_name: str, isolation_level: int) -> None:
+        self._image = image
+        self._listener_name = listener_name
+        self._isolation_level = isolation_level
+        self._topics: dict[tuple[str, uuid.UUID | None], list[PartitionData]] = {}
+        self._endpoints: dict[int, NodeEndpoint] = {}
+
+    def add(self, key: _Key, data: PartitionData) -> None:
+        self._topics.setdefault((key[0], key[1]), []).append(data)
+
+    def partition_data(self, result: LogReadResult) -> PartitionData:
+        leader = UNKNOWN_LEADER
+        if result.error in _LEADER_HINT_ERRORS:
+            leader, endpoint = current_leader(
+                self._image, result.topic_partition, self._listener_name
+            )
+            if endpoint is not None:
+                self._endpoints[endpoint.node_id] = endpoint
+        diverging = NO_DIVERGING_EPOCH
+        if result.diverging_epoch is not None:
+            epoch = result.diverging_epoch
+            diverging = EpochEndOffset(epoch.leader_epoch, epoch.offset)
+        # Kafka sends null aborted transactions unless READ_COMMITTED; none are tracked.
+        aborted = () if self._isolation_level == READ_COMMITTED else None
+        return PartitionData(
+            result.topic_partition.partition,
+            error_code=result.error,
+            high_watermark=result.high_watermark,
+            last_stable_offset=result.last_stable_offset,
+            log_start_offset=result.log_start_offset,
+            diverging_epoch=diverging,
+            current_leader=leader,
+            aborted_transactions=aborted if result.error is Errors.NONE else None,
+            records=result.slices,
+        )
+
+    def response(self) -> FetchResponse:
+        topics = tuple(
+            FetchableTopicResponse(tuple(partitions), topic=name, topic_id=topic_id or ZERO_UUID)
+            for (name, topic_id), partitions in self._topics.items()
+        )
+        endpoints = tuple(self._endpoints[node_id] for node_id in sorted(self._endpoints))
+        return FetchResponse(topics, session_id=0, node_endpoints=endpoints)

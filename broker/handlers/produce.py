@@ -1,0 +1,162 @@
+"""Produce (v3-v10; KafkaApis answers v0-v2 itself) — Kafka's ``KafkaApis.handleProduceRequest``.
+
+Each partition's records are checked the way Kafka's ``ProduceRequest.validateRecords`` does:
+at least one batch, magic 2, exactly one batch (INVALID_RECORD otherwise), zstd only from v7
+(UNSUPPORTED_COMPRESSION_TYPE); bytes that do not even hold a batch header are CORRUPT_MESSAGE.
+The rest (CRC, sizes, record counts, idempotence) is the log's (``ReplicaManager``), with the
+error codes it maps. The append happens before the handler's first ``await`` — there is none —
+so appends on one connection keep request order.
+
+acks=0 gets no response at all. When such a request failed, Kafka closes the connection so the
+client notices (``sendResponseCallback``: "closing connection due to error during produce
+request with correlation id ... acks=0"); we raise a ``ProtocolError`` to the same effect.
+A NOT_LEADER_OR_FOLLOWER partition carries the current leader and its endpoint (KIP-951, v10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from broker.handlers.services import BrokerServices, current_leader
+from broker.kafka_apis import ApiHandler, ResponseBody
+from broker.network import RequestContext
+from broker.replica_manager import AppendResult
+from protocol.common import UNKNOWN_LEADER, NodeEndpoint
+from protocol.errors import Errors, ProtocolError
+from protocol.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+    decode_produce_request,
+    encode_produce_response,
+    unsupported_version_response,
+)
+from storage.record_batch import (
+    ATTRIBUTES_POS,
+    COMPRESSION_MASK,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_POS,
+    CompressionType,
+)
+from storage.topic_partition import TopicPartition
+
+FIRST_SERVED_VERSION = 3
+FIRST_ZSTD_VERSION = 7
+
+
+class ProduceFailedWithoutAcks(ProtocolError):
+    """An acks=0 produce failed: closing the connection is the only way to say so."""
+
+
+def validate_records(records: memoryview | None, api_version: int) -> tuple[Errors, str] | None:
+    """Kafka's ``ProduceRequest.validateRecords`` for v3+; None when the records may go on."""
+    prefix = f"Produce requests with version {api_version}"
+    if records is None or len(records) == 0:
+        return Errors.INVALID_RECORD, f"{prefix} must have at least one record batch"
+    if len(records) <= MAGIC_POS:
+        return Errors.CORRUPT_MESSAGE, f"{len(records)} bytes cannot hold a record batch"
+    if records[MAGIC_POS] != CURRENT_MAGIC:
+        return (
+            Errors.INVALID_RECORD,
+            f"{prefix} are only allowed to contain record batches with magic version 2",
+        )
+    batch_length = int.from_bytes(records[LOG_OVERHEAD - 4 : LOG_OVERHEAD], "big", signed=True)
+    if batch_length >= 0 and LOG_OVERHEAD + batch_length < len(records):
+        return (
+            Errors.INVALID_RECORD,
+            f"{prefix} are only allowed to contain exactly one record batch",
+        )
+    if len(records) > ATTRIBUTES_POS + 1 and api_version < FIRST_ZSTD_VERSION:
+        compression = records[ATTRIBUTES_POS + 1] & COMPRESSION_MASK
+        if compression == CompressionType.ZSTD:
+            return (
+                Errors.UNSUPPORTED_COMPRESSION_TYPE,
+                f"{prefix} cannot carry zstd-compressed batches (needs version 7)",
+            )
+    return None
+
+
+def produce_handler(services: BrokerServices) -> ApiHandler:
+    async def handle(request: RequestContext, body: memoryview) -> ResponseBody | None:
+        version = request.header.api_version
+        produce = decode_produce_request(body, version)
+        if version < FIRST_SERVED_VERSION:
+            response = unsupported_version_response(produce)
+        else:
+            response = append(services, produce, version, request.listener_name)
+        if produce.acks == 0:
+            _close_if_failed(response, request)
+            return None
+        return encode_produce_response(response, version)
+
+    return handle
+
+
+def append(
+    services: BrokerServices, produce: ProduceRequest, api_version: int, listener_name: str
+) -> ProduceResponse:
+    """Validate and append every partition; the response lists them in request order."""
+    entries: dict[TopicPartition, memoryview | None] = {}
+    results: dict[TopicPartition, AppendResult] = {}
+    for topic in produce.topic_data:
+        for partition in topic.partition_data:
+            topic_partition = TopicPartition(topic.name, partition.index)
+            problem = validate_records(partition.records, api_version)
+            if problem is None:
+                entries[topic_partition] = partition.records
+            else:
+                results[topic_partition] = AppendResult(error=problem[0], error_message=problem[1])
+    results.update(
+        services.replica_manager.append_records(
+            entries,
+            required_acks=produce.acks,
+            timeout_ms=produce.timeout_ms,
+            now_ms=services.time_ms(),
+        )
+    )
+    return _response(services, results, listener_name)
+
+
+def _response(
+    services: BrokerServices, results: Mapping[TopicPartition, AppendResult], listener_name: str
+) -> ProduceResponse:
+    image = services.metadata()
+    topics: dict[str, list[PartitionProduceResponse]] = {}
+    endpoints: dict[int, NodeEndpoint] = {}
+    for topic_partition, result in results.items():
+        leader = UNKNOWN_LEADER
+        if result.error is Errors.NOT_LEADER_OR_FOLLOWER:
+            leader, endpoint = current_leader(image, topic_partition, listener_name)
+            if endpoint is not None:
+                endpoints[endpoint.node_id] = endpoint
+        topics.setdefault(topic_partition.topic, []).append(
+            PartitionProduceResponse(
+                index=topic_partition.partition,
+                error_code=result.error,
+                base_offset=result.base_offset,
+                log_append_time_ms=result.log_append_time_ms,
+                log_start_offset=result.log_start_offset,
+                error_message=result.error_message,
+                current_leader=leader,
+            )
+        )
+    return ProduceResponse(
+        tuple(TopicProduceResponse(name, tuple(parts)) for name, parts in topics.items()),
+        node_endpoints=tuple(endpoints[node_id] for node_id in sorted(endpoints)),
+    )
+
+
+def _close_if_failed(response: ProduceResponse, request: RequestContext) -> None:
+    failed = [
+        f"{topic.name}-{partition.index}: {Errors(partition.error_code).name}"
+        for topic in response.responses
+        for partition in topic.partition_responses
+        if partition.error_code != Errors.NONE
+    ]
+    if failed:
+        raise ProduceFailedWithoutAcks(
+            f"acks=0 produce with correlation id {request.header.correlation_id} failed "
+            f"({', '.join(failed)}); closing the connection so the client notices"
+        )

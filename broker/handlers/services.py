@@ -1,0 +1,96 @@
+"""What every handler reads: the broker's id, its metadata image, its ReplicaManager, its clock.
+
+``BrokerServices`` is built once by the composition root and handed to each handler factory.
+Helpers here answer the questions several handlers share: which brokers a client on a given
+listener can reach (Kafka's ``getAliveBrokerNodes``), which id to name as controller, and who
+leads a partition (KIP-951's ``CurrentLeader`` / ``NodeEndpoints`` hints).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import attrs
+
+from broker.handlers.controller_client import ControllerClient
+from broker.replica_manager import ReplicaManager
+from metadata.image import BrokerRegistration, MetadataImage
+from metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
+from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from storage.topic_partition import TopicPartition
+
+
+def wall_clock_ms() -> int:
+    """Kafka's ``time.milliseconds()``: record timestamps and segment ages are wall time."""
+    return time.time_ns() // 1_000_000
+
+
+@attrs.frozen(kw_only=True)
+class BrokerServices:
+    broker_id: int
+    # meta.properties' cluster.id, as the broker was formatted with it.
+    cluster_id: str
+    replica_manager: ReplicaManager
+    # The broker's current metadata image (the metadata loader's latest publish).
+    metadata: Callable[[], MetadataImage]
+    controller: ControllerClient
+    time_ms: Callable[[], int] = wall_clock_ms
+    # auto.create.topics.enable and the defaults it creates topics with.
+    auto_create_topics_enable: bool = False
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """A Kafka uuid string (metadata) as the wire's 16 bytes."""
+    return uuid.UUID(bytes=kafka_string_to_uuid(topic_id))
+
+
+def topic_id_string(value: uuid.UUID) -> str:
+    return uuid_to_kafka_string(value.bytes)
+
+
+def node_endpoint(broker: BrokerRegistration, listener_name: str) -> NodeEndpoint | None:
+    endpoint = broker.endpoint(listener_name)
+    if endpoint is None:
+        return None
+    return NodeEndpoint(broker.id, endpoint.host, endpoint.port, broker.rack)
+
+
+def alive_brokers(image: MetadataImage, listener_name: str) -> list[NodeEndpoint]:
+    """Unfenced brokers reachable on ``listener_name``, by id (``getAliveBrokerNodes``)."""
+    nodes = []
+    for _, broker in sorted(image.cluster.brokers.items()):
+        node = None if broker.fenced else node_endpoint(broker, listener_name)
+        if node is not None:
+            nodes.append(node)
+    return nodes
+
+
+def controller_id(broker_id: int, alive: list[NodeEndpoint]) -> int:
+    """The id Metadata and DescribeCluster name as controller.
+
+    Clients send admin requests there; any broker forwards them to the active controller, whose
+    own id is not a broker a client can reach. Kafka (KRaft) names a random alive broker; we
+    name this broker when it is alive (deterministic, and the client is already connected
+    here), else the lowest alive broker id, else -1.
+    """
+    ids = [node.node_id for node in alive]
+    if broker_id in ids:
+        return broker_id
+    return ids[0] if ids else -1
+
+
+def current_leader(
+    image: MetadataImage, topic_partition: TopicPartition, listener_name: str
+) -> tuple[LeaderIdAndEpoch, NodeEndpoint | None]:
+    """Who leads ``topic_partition`` per the image, and how to reach it (KIP-951)."""
+    topic = image.topics.by_name.get(topic_partition.topic)
+    registration = None if topic is None else topic.partitions.get(topic_partition.partition)
+    if registration is None or not registration.has_leader():
+        return UNKNOWN_LEADER, None
+    hint = LeaderIdAndEpoch(registration.leader, registration.leader_epoch)
+    broker = image.cluster.broker(registration.leader)
+    return hint, None if broker is None else node_endpoint(broker, listener_name)

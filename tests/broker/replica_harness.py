@@ -1,0 +1,335 @@
+"""The test harness of the broker's data path: one broker (id LOCAL) on a real LogManager fed
+metadata records like the metadata loader, an in-process controller backed by the real
+``QuorumController`` (so admin requests meet the controller's own validation and error messages),
+and helpers to call a Kafka API handler with kafka-python-encoded bytes — no sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from broker.handlers import BrokerServices, ControllerError, CreatedTopic, DeletedTopic, NewTopic
+from broker.kafka_apis import ApiHandler
+from broker.network import RequestContext
+from broker.purgatory import DelayedFetches
+from broker.replica_manager import (
+    AppendResult,
+    FetchParams,
+    LogReadResult,
+    PartitionFetch,
+    RecordedFetcherManager,
+    ReplicaManager,
+)
+from metadata.delta import MetadataDelta
+from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges, local_changes
+from metadata.records import (
+    BrokerEndpoint,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from protocol.headers import RequestHeader, request_header_version
+from protocol.segments import Segments
+from quorum.controller import (
+    ApiError,
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    QuorumController,
+)
+from quorum.managers.configs import effective_topic_configs
+from storage.file_slice import FileSlice
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
+
+CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
+
+
+LOCAL = 1
+OTHER = 2
+PETS_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
+BIRDS_ID = "f62ptyETTjet8SL5ZeREiw"
+NEW_PETS_ID = "b66ybsWIQoygs01vdjH07A"
+PETS0 = TopicPartition("pets", 0)
+PETS1 = TopicPartition("pets", 1)
+NOW_MS = 1_700_000_000_000
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 50_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def endpoint(broker_id: int) -> BrokerEndpoint:
+    return BrokerEndpoint(name="PLAINTEXT", host=f"broker{broker_id}.local", port=9090 + broker_id)
+
+
+def broker(broker_id: int, fenced: bool = False) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(
+        broker_id=broker_id,
+        incarnation_id=f"incarnation-{broker_id}",
+        broker_epoch=100 + broker_id,
+        end_points=(endpoint(broker_id),),
+        rack=None if broker_id == LOCAL else "rack-b",
+        fenced=fenced,
+    )
+
+
+def partition_record(
+    topic_id: str,
+    partition_id: int,
+    replicas: tuple[int, ...],
+    *,
+    leader: int | None = None,
+    isr: tuple[int, ...] | None = None,
+    leader_epoch: int = 0,
+    partition_epoch: int = 0,
+) -> PartitionRecord:
+    return PartitionRecord(
+        topic_id=topic_id,
+        partition_id=partition_id,
+        replicas=replicas,
+        isr=replicas if isr is None else isr,
+        leader=replicas[0] if leader is None else leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=partition_epoch,
+    )
+
+
+def batch(*values: bytes, timestamp: int = 1000, **fields: int) -> bytearray:
+    records = [SimpleRecord(value=v, timestamp=timestamp + i) for i, v in enumerate(values)]
+    return bytearray(build_batch(records, **fields))  # type: ignore[arg-type]
+
+
+class Cluster:
+    """One broker (id LOCAL) with a real LogManager, fed metadata records like the loader."""
+
+    def __init__(self, tmp_path: Path, config: LogConfig | None = None) -> None:
+        self.log_dir = tmp_path / "logs"
+        self.log_manager = LogManager.open([self.log_dir], config or LogConfig(), now_ms=0)
+        self.fetchers = RecordedFetcherManager()
+        self.clock = FakeClock()
+        self.replica_manager = ReplicaManager(
+            broker_id=LOCAL,
+            log_manager=self.log_manager,
+            fetcher_manager=self.fetchers,
+            delayed_fetches=DelayedFetches(clock_ms=self.clock),
+        )
+        self.image = MetadataImage.EMPTY
+
+    def publish(self, *records: MetadataRecord) -> LocalReplicaChanges:
+        delta = MetadataDelta(self.image)
+        for record in records:
+            delta.replay(record)
+        self.image = delta.apply()
+        changes = local_changes(delta, LOCAL)
+        self.replica_manager.apply_delta(changes, self.image, NOW_MS)
+        return changes
+
+    def start(self, *topic_records: MetadataRecord) -> None:
+        """Brokers LOCAL and OTHER registered, then ``topic_records``."""
+        self.publish(broker(LOCAL), broker(OTHER), *topic_records)
+
+    def produce(
+        self, topic_partition: TopicPartition, data: bytearray | None, acks: int = 1
+    ) -> AppendResult:
+        results = self.replica_manager.append_records(
+            {topic_partition: data}, required_acks=acks, timeout_ms=1000, now_ms=NOW_MS
+        )
+        return results[topic_partition]
+
+    def fetch(
+        self, *fetches: PartitionFetch, replica_id: int = -1, max_bytes: int = 1 << 20
+    ) -> list[LogReadResult]:
+        params = FetchParams(
+            replica_id=replica_id,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            partitions=fetches,
+        )
+        return self.replica_manager.read_from_log(params)
+
+    def close(self) -> None:
+        self.replica_manager.delayed_fetches.close()
+        self.log_manager.shutdown()
+
+
+def at(topic_partition: TopicPartition, offset: int, **fields: int) -> PartitionFetch:
+    return PartitionFetch(
+        topic_partition=topic_partition,
+        fetch_offset=offset,
+        partition_max_bytes=1 << 20,
+        **fields,
+    )
+
+
+def pets_led_here(
+    *,
+    replicas: tuple[int, ...] = (LOCAL,),
+    isr: tuple[int, ...] | None = None,
+    leader_epoch: int = 0,
+    partition_epoch: int = 0,
+) -> list[MetadataRecord]:
+    return [
+        TopicRecord(name="pets", topic_id=PETS_ID),
+        partition_record(
+            PETS_ID,
+            0,
+            replicas,
+            leader=LOCAL,
+            isr=isr,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+        ),
+    ]
+
+
+# ------------------------------------------------------------------ the controller, in process
+
+
+class InProcessController:
+    """A ``ControllerClient`` over the real ``QuorumController``: each call computes records
+    against the cluster's image, publishes them to the broker, and raises ``ControllerError``
+    with the controller's error name and message, as the HTTP routes do."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.controller = QuorumController(rng=random.Random(7), now_ms=NOW_MS)
+        self.calls: list[tuple[str, object]] = []
+
+    def _commit(self, records: Sequence[MetadataRecord], error: ApiError) -> None:
+        if error.is_failure():
+            raise ControllerError(error.name, error.message or error.name)
+        if records:
+            self.cluster.publish(*records)
+
+    async def create_topic(self, topic: NewTopic, *, validate_only: bool) -> CreatedTopic:
+        self.calls.append(("create_topic", topic))
+        request = CreateTopicsRequest(
+            topics=(
+                CreatableTopic(
+                    name=topic.name,
+                    num_partitions=topic.num_partitions,
+                    replication_factor=topic.replication_factor,
+                    assignments=tuple(
+                        CreatableReplicaAssignment(index, tuple(brokers))
+                        for index, brokers in sorted(topic.assignments.items())
+                    ),
+                    configs=tuple(CreatableTopicConfig(k, v) for k, v in topic.configs.items()),
+                ),
+            ),
+            validate_only=validate_only,
+        )
+        result = self.controller.create_topics(self.cluster.image, request, NOW_MS)
+        created = result.response.topics[0]
+        self._commit(result.records, created.error)
+        return CreatedTopic(
+            name=created.name,
+            topic_id=created.topic_id or "",
+            num_partitions=created.num_partitions,
+            replication_factor=created.replication_factor,
+        )
+
+    async def delete_topic(self, name: str) -> DeletedTopic:
+        self.calls.append(("delete_topic", name))
+        result = self.controller.delete_topics(
+            self.cluster.image, DeleteTopicsRequest(names=(name,)), NOW_MS
+        )
+        deleted = result.response.topics[0]
+        self._commit(result.records, deleted.error)
+        return DeletedTopic(name=name, topic_id=deleted.topic_id or "")
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool,
+    ) -> None:
+        self.calls.append(("create_partitions", (name, count, assignments)))
+        topic = CreatePartitionsTopic(
+            name=name,
+            count=count,
+            assignments=None if assignments is None else tuple(tuple(a) for a in assignments),
+        )
+        result = self.controller.create_partitions(
+            self.cluster.image, CreatePartitionsRequest((topic,), validate_only), NOW_MS
+        )
+        self._commit(result.records, result.response.topics[0].error)
+
+    async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
+        self.calls.append(("describe_configs", (resource_type, resource_name)))
+        image = self.cluster.image
+        if resource_type == "topic":
+            if resource_name not in image.topics.by_name:
+                raise ControllerError(
+                    "UNKNOWN_TOPIC_OR_PARTITION", f"Topic {resource_name!r} does not exist."
+                )
+            return effective_topic_configs(image, resource_name)
+        return dict(image.configs.config(ConfigResourceType.BROKER, resource_name))
+
+
+# ------------------------------------------------------------------ calling handlers
+
+
+def services(cluster: Cluster, **overrides: Any) -> BrokerServices:
+    arguments: dict[str, Any] = {
+        "broker_id": LOCAL,
+        "cluster_id": CLUSTER_ID,
+        "replica_manager": cluster.replica_manager,
+        "metadata": lambda: cluster.image,
+        "controller": InProcessController(cluster),
+        "time_ms": lambda: NOW_MS,
+    }
+    arguments.update(overrides)
+    return BrokerServices(**arguments)
+
+
+def request_context(api_key: int, api_version: int, listener: str = "PLAINTEXT") -> RequestContext:
+    header = RequestHeader(
+        api_key, api_version, 11, "harness", request_header_version(api_key, api_version)
+    )
+    return RequestContext(header, "local-remote-0", listener, "127.0.0.1", 50000)
+
+
+def encode(message: Any, version: int) -> bytes:
+    """A kafka-python request body at ``version``."""
+    return bytes(message.encode(version=version))
+
+
+def flatten(body: bytes | Segments | None) -> bytes | None:
+    if body is None or isinstance(body, bytes):
+        return body
+    return body.to_bytes(lambda part: FileSlice(part.path, part.position, part.length).read_bytes())
+
+
+async def call_async(
+    handler: ApiHandler, api_key: int, version: int, body: bytes, listener: str = "PLAINTEXT"
+) -> bytes | None:
+    """The response body (no header) the handler produced, or None for no response."""
+    context = request_context(api_key, version, listener)
+    return flatten(await handler(context, memoryview(bytearray(body))))
+
+
+def call(
+    handler: ApiHandler, api_key: int, version: int, body: bytes, listener: str = "PLAINTEXT"
+) -> bytes | None:
+    return asyncio.run(call_async(handler, api_key, version, body, listener))
