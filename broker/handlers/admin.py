@@ -1,0 +1,347 @@
+"""Admin APIs: CreateTopics, DeleteTopics, CreatePartitions and DescribeConfigs are forwarded to
+the controller (``ControllerClient``, KIP-590 forwarding); DescribeCluster is answered here.
+
+Forwarded requests go out one topic (or resource) per controller call, concurrently, and each
+answer keeps its own Kafka error code and message: the controller's error names map back to
+codes (``ControllerError.code``), so a client sees TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+POLICY_VIOLATION, REQUEST_TIMED_OUT, NOT_CONTROLLER, ... exactly as from Kafka. A topic named
+twice in one request is INVALID_REQUEST ("Duplicate topic name", Kafka's ControllerApis);
+DeleteTopics v6 may name topics by id, resolved through this broker's image (UNKNOWN_TOPIC_ID).
+CreateTopics v5+ returns the new topic's configs, read back from the controller; if that read
+fails the topic is still created and ``topic_config_error_code`` says why.
+
+DescribeConfigs marks a value as a dynamic topic/broker config when the metadata image holds it
+explicitly and as a default otherwise. A broker resource must name this broker or be empty
+(the cluster default), as in Kafka's ``ConfigHelper``.
+
+DescribeCluster (v0-v1) is served from the local image, as a Kafka broker does from its
+metadata cache: the unfenced brokers on the request's listener, the cluster id, and the
+controller id of ``services.controller_id``. Asking a broker for controller endpoints
+(endpoint_type 2) is UNSUPPORTED_ENDPOINT_TYPE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from broker.handlers.controller_client import ControllerError, NewTopic
+from broker.handlers.services import (
+    BrokerServices,
+    alive_brokers,
+    controller_id,
+    topic_id_string,
+    topic_uuid,
+)
+from broker.kafka_apis import ApiHandler, kafka_python_handler
+from broker.network import RequestContext
+from metadata.records import ConfigResourceType
+from protocol.api_keys import ApiKey
+from protocol.apis import response_class
+from protocol.errors import Errors
+from protocol.wire import ZERO_UUID
+
+# Kafka's DescribeConfigsResponse.ConfigSource ids.
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DEFAULT_CONFIG = 5
+BROKER_ENDPOINT_TYPE = 1
+_RESOURCE_KINDS = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"}
+
+
+def admin_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
+    def adapt(handle: Callable[[BrokerServices, Any], Awaitable[Any]]) -> ApiHandler:
+        async def call(request: RequestContext, message: Any) -> Any:
+            return await handle(services, message)
+
+        return kafka_python_handler(call)
+
+    async def describe_cluster_here(request: RequestContext, message: Any) -> Any:
+        return describe_cluster(services, message, request.listener_name)
+
+    return {
+        ApiKey.CREATE_TOPICS: adapt(create_topics),
+        ApiKey.DELETE_TOPICS: adapt(delete_topics),
+        ApiKey.CREATE_PARTITIONS: adapt(create_partitions),
+        ApiKey.DESCRIBE_CONFIGS: adapt(describe_configs),
+        ApiKey.DESCRIBE_CLUSTER: kafka_python_handler(describe_cluster_here),
+    }
+
+
+def _duplicates(names: list[str]) -> set[str]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+# ------------------------------------------------------------------ CreateTopics
+
+
+_CreateTopics: Any = response_class(ApiKey.CREATE_TOPICS)
+_CreatedTopic: Any = _CreateTopics.CreatableTopicResult
+_CreatedConfig: Any = _CreatedTopic.CreatableTopicConfigs
+
+
+async def create_topics(services: BrokerServices, request: Any) -> Any:
+    duplicates = _duplicates([topic.name for topic in request.topics])
+
+    async def one(topic: Any) -> Any:
+        if topic.name in duplicates:
+            return _created_error(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+        new_topic = NewTopic(
+            name=topic.name,
+            num_partitions=topic.num_partitions,
+            replication_factor=topic.replication_factor,
+            assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
+            configs={config.name: config.value for config in topic.configs},
+        )
+        try:
+            created = await services.controller.create_topic(
+                new_topic, validate_only=request.validate_only
+            )
+        except ControllerError as error:
+            return _created_error(topic.name, error.code, error.message)
+        result = _CreatedTopic(
+            name=topic.name,
+            topic_id=topic_uuid(created.topic_id) if created.topic_id else ZERO_UUID,
+            error_code=Errors.NONE,
+            error_message=None,
+            topic_config_error_code=Errors.NONE,
+            num_partitions=created.num_partitions,
+            replication_factor=created.replication_factor,
+            configs=None,
+        )
+        if request.version >= 5 and not request.validate_only:
+            await _read_back_configs(services, topic.name, result)
+        return result
+
+    results = await asyncio.gather(*(one(topic) for topic in request.topics))
+    return _CreateTopics(version=request.version, throttle_time_ms=0, topics=list(results))
+
+
+def _created_error(name: str, error: Errors, message: str | None) -> Any:
+    return _CreatedTopic(
+        name=name,
+        topic_id=ZERO_UUID,
+        error_code=error,
+        error_message=message,
+        topic_config_error_code=Errors.NONE,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
+
+
+async def _read_back_configs(services: BrokerServices, name: str, result: Any) -> None:
+    try:
+        configs = await services.controller.describe_configs("topic", name)
+    except ControllerError as error:
+        result.topic_config_error_code = error.code
+        return
+    explicit = services.metadata().configs.config(ConfigResourceType.TOPIC, name)
+    result.configs = [
+        _CreatedConfig(
+            name=key,
+            value=value,
+            read_only=False,
+            is_sensitive=False,
+            config_source=DYNAMIC_TOPIC_CONFIG if key in explicit else DEFAULT_CONFIG,
+        )
+        for key, value in sorted(configs.items())
+    ]
+
+
+# ------------------------------------------------------------------ DeleteTopics
+
+
+_DeleteTopics: Any = response_class(ApiKey.DELETE_TOPICS)
+_DeletedTopic: Any = _DeleteTopics.DeletableTopicResult
+
+
+async def delete_topics(services: BrokerServices, request: Any) -> Any:
+    if request.version >= 6:
+        named = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        named = [(name, None) for name in request.topic_names]
+    image = services.metadata()
+    resolved: list[tuple[str | None, Any, Errors]] = []
+    for name, topic_id in named:
+        if name is None and topic_id not in (None, ZERO_UUID):
+            topic = image.topics.by_id.get(topic_id_string(topic_id))
+            error = Errors.NONE if topic is not None else Errors.UNKNOWN_TOPIC_ID
+            resolved.append((None if topic is None else topic.name, topic_id, error))
+        else:
+            resolved.append((name, topic_id, Errors.NONE))
+    duplicates = _duplicates([name for name, _, _ in resolved if name is not None])
+
+    async def one(name: str | None, topic_id: Any, error: Errors) -> Any:
+        if name is None or error is not Errors.NONE:
+            return _deleted(name, topic_id, Errors.UNKNOWN_TOPIC_ID, "The topic id is unknown.")
+        if name in duplicates:
+            return _deleted(name, topic_id, Errors.INVALID_REQUEST, "Duplicate topic name.")
+        try:
+            deleted = await services.controller.delete_topic(name)
+        except ControllerError as failure:
+            return _deleted(name, topic_id, failure.code, failure.message)
+        return _deleted(name, topic_uuid(deleted.topic_id), Errors.NONE, None)
+
+    results = await asyncio.gather(*(one(*item) for item in resolved))
+    return _DeleteTopics(version=request.version, throttle_time_ms=0, responses=list(results))
+
+
+def _deleted(name: str | None, topic_id: Any, error: Errors, message: str | None) -> Any:
+    return _DeletedTopic(
+        name=name, topic_id=topic_id or ZERO_UUID, error_code=error, error_message=message
+    )
+
+
+# ------------------------------------------------------------------ CreatePartitions
+
+
+_CreatePartitions: Any = response_class(ApiKey.CREATE_PARTITIONS)
+_PartitionsResult: Any = _CreatePartitions.CreatePartitionsTopicResult
+
+
+async def create_partitions(services: BrokerServices, request: Any) -> Any:
+    duplicates = _duplicates([topic.name for topic in request.topics])
+
+    async def one(topic: Any) -> Any:
+        if topic.name in duplicates:
+            return _partitions_result(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+        assignments = None
+        if topic.assignments is not None:
+            assignments = [tuple(a.broker_ids) for a in topic.assignments]
+        try:
+            await services.controller.create_partitions(
+                topic.name, topic.count, assignments, validate_only=request.validate_only
+            )
+        except ControllerError as error:
+            return _partitions_result(topic.name, error.code, error.message)
+        return _partitions_result(topic.name, Errors.NONE, None)
+
+    results = await asyncio.gather(*(one(topic) for topic in request.topics))
+    return _CreatePartitions(version=request.version, throttle_time_ms=0, results=list(results))
+
+
+def _partitions_result(name: str, error: Errors, message: str | None) -> Any:
+    return _PartitionsResult(name=name, error_code=error, error_message=message)
+
+
+# ------------------------------------------------------------------ DescribeConfigs
+
+
+_DescribeConfigs: Any = response_class(ApiKey.DESCRIBE_CONFIGS)
+_ConfigsResult: Any = _DescribeConfigs.DescribeConfigsResult
+_ConfigEntry: Any = _ConfigsResult.DescribeConfigsResourceResult
+_Synonym: Any = _ConfigEntry.DescribeConfigsSynonym
+
+
+async def describe_configs(services: BrokerServices, request: Any) -> Any:
+    async def one(resource: Any) -> Any:
+        kind = _RESOURCE_KINDS.get(resource.resource_type)
+        problem = _resource_problem(services, resource, kind)
+        if problem is not None:
+            return _configs_result(resource, problem[0], problem[1], [])
+        assert kind is not None
+        try:
+            configs = await services.controller.describe_configs(kind, resource.resource_name)
+        except ControllerError as error:
+            return _configs_result(resource, error.code, error.message, [])
+        wanted = resource.configuration_keys
+        explicit = services.metadata().configs.config(
+            resource.resource_type, resource.resource_name
+        )
+        dynamic = DYNAMIC_TOPIC_CONFIG if kind == "topic" else DYNAMIC_BROKER_CONFIG
+        entries = [
+            _config_entry(
+                key, value, dynamic if key in explicit else DEFAULT_CONFIG, request.include_synonyms
+            )
+            for key, value in sorted(configs.items())
+            if wanted is None or key in wanted
+        ]
+        return _configs_result(resource, Errors.NONE, None, entries)
+
+    results = await asyncio.gather(*(one(resource) for resource in request.resources))
+    return _DescribeConfigs(version=request.version, throttle_time_ms=0, results=list(results))
+
+
+def _resource_problem(
+    services: BrokerServices, resource: Any, kind: str | None
+) -> tuple[Errors, str] | None:
+    if kind is None:
+        return Errors.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}"
+    name = resource.resource_name
+    if kind == "broker" and name not in ("", str(services.broker_id)):
+        return (
+            Errors.INVALID_REQUEST,
+            f"Unexpected broker id, expected {services.broker_id} or empty string, "
+            f"but received {name}",
+        )
+    return None
+
+
+def _config_entry(name: str, value: str, source: int, include_synonyms: bool) -> Any:
+    synonyms = [_Synonym(name=name, value=value, source=source)] if include_synonyms else []
+    return _ConfigEntry(
+        name=name,
+        value=value,
+        read_only=False,
+        config_source=source,
+        is_default=source == DEFAULT_CONFIG,
+        is_sensitive=False,
+        synonyms=synonyms,
+        config_type=0,
+        documentation=None,
+    )
+
+
+def _configs_result(resource: Any, error: Errors, message: str | None, entries: list[Any]) -> Any:
+    return _ConfigsResult(
+        error_code=error,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=entries,
+    )
+
+
+# ------------------------------------------------------------------ DescribeCluster
+
+
+_DescribeCluster: Any = response_class(ApiKey.DESCRIBE_CLUSTER)
+_ClusterBroker: Any = _DescribeCluster.DescribeClusterBroker
+
+
+def describe_cluster(services: BrokerServices, request: Any, listener_name: str) -> Any:
+    endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT_TYPE)
+    if endpoint_type != BROKER_ENDPOINT_TYPE:
+        return _DescribeCluster(
+            version=request.version,
+            throttle_time_ms=0,
+            error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted "
+            f"an endpoint of type {_endpoint_type_name(endpoint_type)}",
+            endpoint_type=endpoint_type,
+            cluster_id=services.cluster_id,
+            controller_id=-1,
+            brokers=[],
+        )
+    alive = alive_brokers(services.metadata(), listener_name)
+    return _DescribeCluster(
+        version=request.version,
+        throttle_time_ms=0,
+        error_code=Errors.NONE,
+        error_message=None,
+        endpoint_type=BROKER_ENDPOINT_TYPE,
+        cluster_id=services.cluster_id,
+        controller_id=controller_id(services.broker_id, alive),
+        brokers=[
+            _ClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+            for n in alive
+        ],
+    )
+
+
+def _endpoint_type_name(endpoint_type: int) -> str:
+    names: Mapping[int, str] = {1: "BROKER", 2: "CONTROLLER"}
+    return names.get(endpoint_type, f"UNKNOWN({endpoint_type})")

@@ -1,0 +1,103 @@
+"""ListOffsets (v1-v8) — Kafka's ``KafkaApis.handleListOffsetRequestV1AndAbove``.
+
+Per partition: ``timestamp`` -2 (earliest) answers the log start offset, -1 (latest) the last
+offset a consumer may read (the high watermark; the log end for a replica), -3 the first offset
+holding the largest timestamp (KIP-734), -4 the earliest local offset (= earliest: no tiered
+storage), and a real timestamp the first offset whose record timestamp is at or after it,
+found through the time index. No such offset answers offset -1 and timestamp -1 with no error.
+
+``replica_id`` -1 is a consumer: only the leader answers, within its ``isolation_level``;
+-2 (a debugging tool) may ask any replica and sees up to the log end. Errors per partition:
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+(``current_leader_epoch``, v4+), OFFSET_NOT_AVAILABLE (a new leader whose high watermark has not
+reached its epoch start), INVALID_REQUEST for a partition named twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from broker.handlers.services import BrokerServices
+from broker.kafka_apis import ApiHandler, kafka_python_handler
+from broker.network import RequestContext
+from broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
+from protocol.api_keys import ApiKey
+from protocol.apis import response_class
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
+
+CONSUMER_REPLICA_ID = -1
+
+_Response: Any = response_class(ApiKey.LIST_OFFSETS)
+_TopicResponse: Any = _Response.ListOffsetsTopicResponse
+_PartitionResponse: Any = _TopicResponse.ListOffsetsPartitionResponse
+
+
+def list_offsets_handler(services: BrokerServices) -> ApiHandler:
+    async def handle(request: RequestContext, message: Any) -> Any:
+        return list_offsets(services, message)
+
+    return kafka_python_handler(handle)
+
+
+def list_offsets(services: BrokerServices, request: Any) -> Any:
+    is_consumer = request.replica_id == CONSUMER_REPLICA_ID
+    isolation = FetchIsolation.of(-1, request.isolation_level) if is_consumer else None
+    named = Counter(
+        TopicPartition(topic.name, p.partition_index)
+        for topic in request.topics
+        for p in topic.partitions
+    )
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            topic_partition = TopicPartition(topic.name, partition.partition_index)
+            if named[topic_partition] > 1:
+                partitions.append(_error(partition.partition_index, Errors.INVALID_REQUEST))
+                continue
+            partitions.append(
+                _lookup(services, topic_partition, partition, isolation, request.replica_id)
+            )
+        topics.append(_TopicResponse(name=topic.name, partitions=partitions))
+    return _Response(version=request.version, throttle_time_ms=0, topics=topics)
+
+
+def _lookup(
+    services: BrokerServices,
+    topic_partition: TopicPartition,
+    partition: Any,
+    isolation: FetchIsolation | None,
+    replica_id: int,
+) -> Any:
+    try:
+        found = services.replica_manager.fetch_offset_for_timestamp(
+            topic_partition,
+            partition.timestamp,
+            isolation=isolation,
+            current_leader_epoch=partition.current_leader_epoch,
+            fetch_only_from_leader=replica_id != DEBUGGING_REPLICA_ID,
+        )
+    except PartitionError as error:
+        return _error(partition.partition_index, error.error)
+    if found is None:
+        return _error(partition.partition_index, Errors.NONE)
+    return _PartitionResponse(
+        partition_index=partition.partition_index,
+        error_code=Errors.NONE,
+        timestamp=found.timestamp,
+        offset=found.offset,
+        leader_epoch=-1 if found.leader_epoch is None else found.leader_epoch,
+    )
+
+
+def _error(partition_index: int, error: Errors) -> Any:
+    """Kafka's ``buildErrorResponse``: unknown timestamp, offset and epoch."""
+    return _PartitionResponse(
+        partition_index=partition_index,
+        error_code=error,
+        timestamp=-1,
+        offset=-1,
+        leader_epoch=-1,
+    )

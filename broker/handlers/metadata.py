@@ -1,0 +1,194 @@
+"""Metadata (v0-v12) from the broker's metadata image — Kafka's ``handleTopicMetadataRequest``
+over ``KRaftMetadataCache``.
+
+Brokers: the unfenced brokers with an endpoint on the listener the request came in on, with
+their rack. ``controller_id``: see ``services.controller_id`` (this broker when alive). Topics:
+all of them for a null list (v0: an empty list), else those named — by name, or by topic id
+(v10+; an unknown id is UNKNOWN_TOPIC_ID). Partitions, by index: leader and leader epoch,
+replicas, ISR, and offline replicas (not registered, fenced, or without this listener). A
+partition without a reachable leader answers leader -1 with LEADER_NOT_AVAILABLE (a leader with
+no endpoint on this listener: LISTENER_NOT_FOUND from v6). v0 clients get only live replicas and
+REPLICA_NOT_AVAILABLE when some are missing (``errorUnavailableEndpoints``).
+
+An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless ``auto.create.topics.enable`` is set and
+the request allows it (always before v4): the broker then asks the controller to create it with
+``num.partitions`` and ``default.replication.factor`` and answers LEADER_NOT_AVAILABLE, so the
+client retries until the leader is known (Kafka's ``AutoTopicCreationManager``). An illegal
+name is INVALID_TOPIC_EXCEPTION.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from broker.handlers.controller_client import ControllerError, NewTopic
+from broker.handlers.services import (
+    BrokerServices,
+    alive_brokers,
+    controller_id,
+    topic_id_string,
+    topic_uuid,
+)
+from broker.kafka_apis import ApiHandler, kafka_python_handler
+from broker.network import RequestContext
+from broker.replica_manager import INTERNAL_TOPICS
+from metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from protocol.api_keys import ApiKey
+from protocol.apis import response_class
+from protocol.errors import Errors
+from protocol.wire import ZERO_UUID
+from storage.topic_partition import validate_topic_name
+
+logger = logging.getLogger(__name__)
+
+FIRST_TOPIC_ID_VERSION = 10
+FIRST_LISTENER_NOT_FOUND_VERSION = 6
+FIRST_AUTO_CREATE_FLAG_VERSION = 4
+
+_Response: Any = response_class(ApiKey.METADATA)
+_Broker: Any = _Response.MetadataResponseBroker
+_Topic: Any = _Response.MetadataResponseTopic
+_Partition: Any = _Topic.MetadataResponsePartition
+
+
+def metadata_handler(services: BrokerServices) -> ApiHandler:
+    async def handle(request: RequestContext, message: Any) -> Any:
+        return await handle_metadata(services, message, request.listener_name)
+
+    return kafka_python_handler(handle)
+
+
+async def handle_metadata(services: BrokerServices, request: Any, listener_name: str) -> Any:
+    version = request.version
+    image = services.metadata()
+    alive = alive_brokers(image, listener_name)
+    topics = [
+        _topic(image, topic, version, listener_name) for topic in _requested_topics(image, request)
+    ]
+    missing = [t for t in topics if t.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION]
+    if missing and _may_auto_create(services, request):
+        await asyncio.gather(*(_auto_create(services, topic) for topic in missing))
+    return _Response(
+        version=version,
+        throttle_time_ms=0,
+        brokers=[_Broker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack) for n in alive],
+        cluster_id=services.cluster_id,
+        controller_id=controller_id(services.broker_id, alive),
+        topics=topics,
+    )
+
+
+def _requested_topics(image: MetadataImage, request: Any) -> list[TopicImage | Any]:
+    """Topic images to describe, or the request's entry itself when the topic is unknown."""
+    if request.topics is None or (request.version == 0 and not request.topics):
+        return [topic for _, topic in sorted(image.topics.by_name.items())]
+    found: list[TopicImage | Any] = []
+    for entry in request.topics:
+        topic = None
+        if entry.name is not None:
+            topic = image.topics.by_name.get(entry.name)
+        elif getattr(entry, "topic_id", None) not in (None, ZERO_UUID):
+            topic = image.topics.by_id.get(topic_id_string(entry.topic_id))
+        found.append(entry if topic is None else topic)
+    return found
+
+
+def _topic(image: MetadataImage, topic: TopicImage | Any, version: int, listener: str) -> Any:
+    if not isinstance(topic, TopicImage):
+        error = (
+            Errors.UNKNOWN_TOPIC_OR_PARTITION
+            if topic.name is not None
+            else (Errors.UNKNOWN_TOPIC_ID)
+        )
+        return _Topic(
+            error_code=error,
+            name=topic.name,
+            topic_id=getattr(topic, "topic_id", ZERO_UUID),
+            is_internal=False,
+            partitions=[],
+        )
+    return _Topic(
+        error_code=Errors.NONE,
+        name=topic.name,
+        topic_id=topic_uuid(topic.topic_id) if version >= FIRST_TOPIC_ID_VERSION else ZERO_UUID,
+        is_internal=topic.name in INTERNAL_TOPICS,
+        partitions=[
+            _partition(image, index, registration, version, listener)
+            for index, registration in sorted(topic.partitions.items())
+        ],
+    )
+
+
+def _partition(
+    image: MetadataImage,
+    index: int,
+    partition: PartitionRegistration,
+    version: int,
+    listener: str,
+) -> Any:
+    """Kafka ``KRaftMetadataCache.partitionMetadata``."""
+    offline = [r for r in partition.replicas if not _reachable(image, r, listener)]
+    replicas, isr = list(partition.replicas), list(partition.isr)
+    if version == 0:
+        replicas = [r for r in replicas if r not in offline]
+        isr = [r for r in isr if r not in offline]
+    error = Errors.NONE
+    leader = image.cluster.broker(partition.leader) if partition.has_leader() else None
+    leader_id = partition.leader
+    if leader is None:
+        error, leader_id = Errors.LEADER_NOT_AVAILABLE, -1
+    elif leader.endpoint(listener) is None:
+        error = (
+            Errors.LISTENER_NOT_FOUND
+            if version >= FIRST_LISTENER_NOT_FOUND_VERSION
+            else (Errors.LEADER_NOT_AVAILABLE)
+        )
+        leader_id = -1
+    elif len(replicas) < len(partition.replicas) or len(isr) < len(partition.isr):
+        error = Errors.REPLICA_NOT_AVAILABLE
+    return _Partition(
+        error_code=error,
+        partition_index=index,
+        leader_id=leader_id,
+        leader_epoch=partition.leader_epoch,
+        replica_nodes=replicas,
+        isr_nodes=isr,
+        offline_replicas=offline,
+    )
+
+
+def _reachable(image: MetadataImage, broker_id: int, listener: str) -> bool:
+    broker = image.cluster.broker(broker_id)
+    return broker is not None and not broker.fenced and broker.endpoint(listener) is not None
+
+
+def _may_auto_create(services: BrokerServices, request: Any) -> bool:
+    if not services.auto_create_topics_enable:
+        return False
+    if request.version < FIRST_AUTO_CREATE_FLAG_VERSION:
+        return True
+    return bool(request.allow_auto_topic_creation)
+
+
+async def _auto_create(services: BrokerServices, topic: Any) -> None:
+    """Ask the controller for the topic; rewrites ``topic.error_code`` with the outcome."""
+    try:
+        validate_topic_name(topic.name)
+    except ValueError:
+        topic.error_code = Errors.INVALID_TOPIC_EXCEPTION
+        return
+    new_topic = NewTopic(
+        name=topic.name,
+        num_partitions=services.num_partitions,
+        replication_factor=services.default_replication_factor,
+    )
+    try:
+        await services.controller.create_topic(new_topic, validate_only=False)
+    except ControllerError as error:
+        if error.code is not Errors.TOPIC_ALREADY_EXISTS:
+            logger.info("auto-creating topic %s failed: %s", topic.name, error)
+            topic.error_code = error.code
+            return
+    topic.error_code = Errors.LEADER_NOT_AVAILABLE
