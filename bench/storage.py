@@ -41,7 +41,7 @@ KIB = 1024
 MIB = 1024 * KIB
 RECORD_BYTES = 1 * KIB
 FETCH_BYTES = 1 * MIB
-REPEATS = 2  # plain-write and 1 MiB-append measurements, alternated; best of each
+REPEATS = 3  # plain-write and 1 MiB-append measurements, alternated; best of each
 
 
 def make_batch(batch_bytes: int) -> bytearray:
