@@ -202,6 +202,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         with self._calls_lock:
             calls, self._calls = self._calls, []
         for function, future in calls:
+            # A caller that gave up cancelled its future: skip it (set_result would raise).
+            if not future.set_running_or_notify_cancel():
+                continue
             try:
                 future.set_result(function())
             except Exception as error:

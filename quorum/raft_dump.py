@@ -5,9 +5,11 @@ last two applied Raft entries; it loads the dump on restart and ships it to a fo
 behind the journal (install snapshot). We plug our own ``serializer``/``deserializer`` in, so the
 dump is:
 
-    line 1      a JSON header: format, version, the state machine's counters, the two Raft
-                entries pysyncobj needs back (command bytes in base64), the voter list, and the
-                name and size of the embedded checkpoint
+    line 1      a small JSON header: format, version, the state machine's counters, the index,
+                term and size of the two Raft entries pysyncobj needs back, the voter list, and
+                the name and size of the embedded checkpoint
+    then        the last entry's command bytes, the previous entry's command bytes (an entry
+                holds a whole batch: megabytes for a big topic, so never inside the JSON line)
     the rest    the metadata checkpoint file (metadata/snapshot.py format) byte for byte
 
 Embedding the checkpoint makes the dump self-contained for pysyncobj's transfer; the same
@@ -19,8 +21,6 @@ the directory before pysyncobj truncates the journal (``serializeChecker``).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 from pathlib import Path
@@ -30,8 +30,8 @@ import attrs
 
 DUMP_FORMAT = "pykraft-raft-dump"
 DUMP_VERSION = 1
-# A header line longer than this is not ours (bounds the read before parsing).
-MAX_HEADER_BYTES = 1 << 20
+# A header line longer than this is not ours (bounds the search before parsing).
+MAX_HEADER_BYTES = 64 * 1024
 
 
 class DumpError(ValueError):
@@ -68,18 +68,15 @@ class DumpHeader:
     checkpoint_size: int
 
 
-def _entry_json(entry: RaftEntry) -> list[Any]:
-    return [base64.b64encode(entry.command).decode("ascii"), entry.index, entry.term]
+def _entry_json(entry: RaftEntry) -> dict[str, int]:
+    return {"index": entry.index, "term": entry.term, "size": len(entry.command)}
 
 
-def _entry_from_json(value: Any, path: Path) -> RaftEntry:
-    try:
-        command, index, term = value
-        if type(index) is not int or type(term) is not int:
-            raise TypeError("index and term must be integers")
-        return RaftEntry(command=base64.b64decode(command, validate=True), index=index, term=term)
-    except (TypeError, ValueError, binascii.Error) as error:
-        raise DumpError(f"{path}: malformed Raft entry in dump header: {error}") from None
+def _entry_fields(value: Any, path: Path) -> tuple[int, int, int]:
+    if type(value) is not dict or any(type(value.get(k)) is not int or value[k] < 0
+                                      for k in ("index", "term", "size")):
+        raise DumpError(f"{path}: malformed Raft entry in dump header: {value!r:.80}")
+    return value["index"], value["term"], value["size"]
 
 
 def write_dump(path: Path, header: DumpHeader, checkpoint: Path | None) -> None:
@@ -99,6 +96,8 @@ def write_dump(path: Path, header: DumpHeader, checkpoint: Path | None) -> None:
     line = json.dumps(document, separators=(",", ":")).encode("ascii") + b"\n"
     with open(path, "wb") as out:
         out.write(line)
+        out.write(header.last_entry.command)
+        out.write(header.prev_entry.command)
         copied = 0 if checkpoint is None else _copy(checkpoint, out)
         if copied != header.checkpoint_size:
             raise DumpError(f"{checkpoint}: size changed while copying ({copied} bytes)")
@@ -128,28 +127,42 @@ def read_dump(path: Path) -> tuple[DumpHeader, bytes]:
         document = json.loads(data[:end])
     except ValueError as error:
         raise DumpError(f"{path}: header is not JSON: {error}") from None
-    header = _header_from_json(document, path)
-    checkpoint = data[end + 1 :]
-    if len(checkpoint) != header.checkpoint_size:
-        raise DumpError(
-            f"{path}: embedded checkpoint is {len(checkpoint)} bytes, header says "
-            f"{header.checkpoint_size} (truncated file)"
-        )
-    return header, checkpoint
+    fields = _header_fields(document, path)
+    last_index, last_term, last_size = _entry_fields(document["lastEntry"], path)
+    prev_index, prev_term, prev_size = _entry_fields(document["prevEntry"], path)
+    position = end + 1
+    expected = position + last_size + prev_size + fields["checkpointSize"]
+    if len(data) != expected:
+        raise DumpError(f"{path}: the dump is {len(data)} bytes, its header says {expected} "
+                        f"(truncated file)")
+    last = RaftEntry(command=data[position : position + last_size], index=last_index,
+                     term=last_term)
+    position += last_size
+    prev = RaftEntry(command=data[position : position + prev_size], index=prev_index,
+                     term=prev_term)
+    position += prev_size
+    header = DumpHeader(
+        next_offset=fields["nextOffset"], last_raft_index=fields["lastRaftIndex"],
+        epoch=fields["epoch"], last_entry=last, prev_entry=prev, voters=fields["voters"],
+        checkpoint_name=fields["checkpoint"], checkpoint_size=fields["checkpointSize"])
+    return header, data[position:]
 
 
-def _header_from_json(document: Any, path: Path) -> DumpHeader:
+_REQUIRED = ("nextOffset", "lastRaftIndex", "epoch", "checkpointSize", "voters", "checkpoint",
+             "lastEntry", "prevEntry")
+
+
+def _header_fields(document: Any, path: Path) -> dict[str, Any]:
     if type(document) is not dict or document.get("format") != DUMP_FORMAT:
         raise DumpError(f"{path}: not a {DUMP_FORMAT} file")
     if document.get("version") != DUMP_VERSION:
         raise DumpError(f"{path}: unsupported dump version {document.get('version')!r}")
-    try:
-        integers = {key: document[key] for key in
-                    ("nextOffset", "lastRaftIndex", "epoch", "checkpointSize")}
-        voters, name = document["voters"], document["checkpoint"]
-        last_entry, prev_entry = document["lastEntry"], document["prevEntry"]
-    except KeyError as missing:
-        raise DumpError(f"{path}: dump header lacks {missing}") from None
+    missing = [key for key in _REQUIRED if key not in document]
+    if missing:
+        raise DumpError(f"{path}: dump header lacks {', '.join(missing)}")
+    integers = {key: document[key] for key in
+                ("nextOffset", "lastRaftIndex", "epoch", "checkpointSize")}
+    voters, name = document["voters"], document["checkpoint"]
     if any(type(value) is not int for value in integers.values()):
         raise DumpError(f"{path}: dump header counters must be integers: {integers}")
     if name is not None and (
@@ -158,13 +171,4 @@ def _header_from_json(document: Any, path: Path) -> DumpHeader:
         raise DumpError(f"{path}: bad checkpoint name {name!r}")
     if type(voters) is not list or not all(type(voter) is str for voter in voters):
         raise DumpError(f"{path}: voters must be a list of host:port strings")
-    return DumpHeader(
-        next_offset=integers["nextOffset"],
-        last_raft_index=integers["lastRaftIndex"],
-        epoch=integers["epoch"],
-        last_entry=_entry_from_json(last_entry, path),
-        prev_entry=_entry_from_json(prev_entry, path),
-        voters=tuple(voters),
-        checkpoint_name=name,
-        checkpoint_size=integers["checkpointSize"],
-    )
+    return {**integers, "voters": tuple(voters), "checkpoint": name}

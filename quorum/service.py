@@ -32,6 +32,7 @@ NODE_KEY = web.AppKey("node", ControllerNode)
 # Bounds on a metadata read (STYLE.md §7).
 DEFAULT_FETCH_RECORDS = 10_000
 MAX_FETCH_RECORDS = 100_000
+STATUS_TIMEOUT_S = 2.0
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -207,7 +208,13 @@ async def get_quorum(request: web.Request) -> web.Response:
 
 async def _raft_status(node: ControllerNode) -> dict[str, Any]:
     future = node.raft.call_in_raft_thread(node.raft.getStatus)
-    status: dict[str, Any] = await asyncio.wait_for(asyncio.wrap_future(future), 2.0)
+    try:
+        status: dict[str, Any] = await asyncio.wait_for(asyncio.wrap_future(future),
+                                                        STATUS_TIMEOUT_S)
+    except TimeoutError:
+        raise ServiceError(503, "REQUEST_TIMED_OUT",
+                           "The Raft thread is busy (applying or snapshotting a large batch); "
+                           "retry shortly.") from None
     return status
 
 

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from quorum.raft_dump import DumpError, DumpHeader, RaftEntry, read_dump, write_dump
@@ -16,6 +17,14 @@ def header(checkpoint: Path | None) -> DumpHeader:
         checkpoint_name=None if checkpoint is None else checkpoint.name,
         checkpoint_size=0 if checkpoint is None else checkpoint.stat().st_size,
     )
+
+
+def test_entries_of_megabytes_stay_out_of_the_header(tmp_path: Path) -> None:
+    # A 10,000-partition topic is one Raft entry of megabytes.
+    big = attrs.evolve(header(None), last_entry=RaftEntry(command=b"\n{" * 2_000_000,
+                                                          index=9, term=2))
+    write_dump(tmp_path / "dump.bin", big, None)
+    assert read_dump(tmp_path / "dump.bin")[0] == big
 
 
 def test_round_trip_with_an_embedded_checkpoint(tmp_path: Path) -> None:
@@ -64,8 +73,8 @@ def test_a_truncated_checkpoint_is_detected(tmp_path: Path) -> None:
 
 def test_a_checkpoint_name_cannot_escape_the_directory(tmp_path: Path) -> None:
     write_dump(tmp_path / "dump.bin", header(None), None)
-    text = (tmp_path / "dump.bin").read_text().replace('"checkpoint":null',
-                                                        '"checkpoint":"../x.checkpoint"')
-    (tmp_path / "dump.bin").write_text(text)
+    data = (tmp_path / "dump.bin").read_bytes().replace(b'"checkpoint":null',
+                                                         b'"checkpoint":"../x.checkpoint"')
+    (tmp_path / "dump.bin").write_bytes(data)
     with pytest.raises(DumpError, match="bad checkpoint name"):
         read_dump(tmp_path / "dump.bin")

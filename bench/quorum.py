@@ -1,0 +1,292 @@
+"""Benchmark the metadata quorum: commit latency, batched throughput, failover, big topics,
+snapshots. Real controller processes on 127.0.0.1; ends with one JSON line of figures.
+
+    .venv/bin/python bench/quorum.py [--quick]
+
+Latency and throughput are measured as a client sees them: an HTTP write (aiohttp + JSON) that
+returns once its batch is committed by a Raft majority and applied. Single-record writes are
+``POST /v1/producer-ids`` (one ProducerIdsRecord per batch); batched writes are topic
+creations (1 TopicRecord + N PartitionRecords in one atomic batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from metadata.delta import apply_records  # noqa: E402
+from metadata.image import MetadataImage  # noqa: E402
+from metadata.records import (  # noqa: E402
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    uuid_to_kafka_string,
+)
+from metadata.snapshot import load_snapshot, write_snapshot  # noqa: E402
+
+TARGETS = {"p50_commit_ms_3": 10.0, "batched_records_per_s": 50_000.0,
+           "failover_median_s": 1.0, "create_10k_partitions_s": 2.0,
+           "snapshot_reload_100k_s": 10.0}
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+class Quorum:
+    """N controller processes; always stopped by ``close``."""
+
+    def __init__(self, root: Path, size: int) -> None:
+        root.mkdir(parents=True)
+        ports = free_ports(2 * size)
+        self.raft_ports, self.http_ports = ports[:size], ports[size:]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.raft_ports))
+        http_voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.http_ports))
+        self.configs = []
+        for index in range(size):
+            path = root / f"c{index + 1}.properties"
+            path.write_text(
+                f"node.id={index + 1}\ncontroller.quorum.voters={voters}\n"
+                f"controller.quorum.http.voters={http_voters}\n"
+                f"listeners=CONTROLLER://127.0.0.1:{self.http_ports[index]}\n"
+                f"metadata.log.dir={root / f'c{index + 1}'}\n"
+                "controller.quorum.password=bench\nbroker.session.timeout.ms=600000\n")
+            self.configs.append(path)
+        self.processes: list[subprocess.Popen[bytes] | None] = [None] * size
+        self.logs = root
+        for index in range(size):
+            self.start(index)
+
+    def start(self, index: int) -> None:
+        log = open(self.logs / f"c{index + 1}.log", "ab")  # noqa: SIM115
+        self.processes[index] = subprocess.Popen(
+            [sys.executable, "-m", "pykraft.controller_cmd", "--config", str(self.configs[index]),
+             "--log-level", "WARNING"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        log.close()
+
+    def kill(self, index: int) -> None:
+        process = self.processes[index]
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+
+    def close(self) -> None:
+        for index in range(len(self.processes)):
+            self.kill(index)
+
+    def alive(self, index: int) -> bool:
+        process = self.processes[index]
+        return process is not None and process.poll() is None
+
+    def leader(self, timeout_s: float = 30.0, exclude: int | None = None) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for index, port in enumerate(self.http_ports):
+                if index == exclude or not self.alive(index):
+                    continue
+                try:
+                    status, body = call(port, "GET", "/v1/quorum", timeout=1.0)
+                except OSError:
+                    continue
+                if status == 200 and body["state"] == "leader":
+                    return index
+            time.sleep(0.01)
+        raise RuntimeError("no leader")
+
+
+def call(port: int, method: str, path: str, body: Any = None, timeout: float = 10.0,
+         connection: http.client.HTTPConnection | None = None) -> tuple[int, Any]:
+    conn = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, None if body is None else json.dumps(body),
+                     {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        if connection is None:
+            conn.close()
+
+
+def register_brokers(port: int, count: int) -> dict[int, int]:
+    epochs = {}
+    for broker_id in range(1, count + 1):
+        status, body = call(port, "POST", "/v1/brokers/register", {
+            "broker_id": broker_id, "incarnation_id": uuid_to_kafka_string(os.urandom(16)),
+            "endpoints": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092}]})
+        assert status == 200, body
+        epochs[broker_id] = body["broker_epoch"]
+        status, body = call(port, "POST", "/v1/brokers/heartbeat", {
+            "broker_id": broker_id, "broker_epoch": epochs[broker_id],
+            "current_metadata_offset": 2**62})
+        assert status == 200 and not body["is_fenced"], body
+    return epochs
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def bench_latency(quorum: Quorum, epochs: dict[int, int], writes: int) -> dict[str, float]:
+    port = quorum.http_ports[quorum.leader()]
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    latencies = []
+    for _ in range(writes):
+        started = time.perf_counter()
+        status, body = call(port, "POST", "/v1/producer-ids",
+                            {"broker_id": 1, "broker_epoch": epochs[1]}, connection=connection)
+        latencies.append((time.perf_counter() - started) * 1000)
+        assert status == 200, body
+    connection.close()
+    return {"p50_ms": round(percentile(latencies, 0.5), 2),
+            "p99_ms": round(percentile(latencies, 0.99), 2),
+            "single_records_per_s": round(writes / (sum(latencies) / 1000), 1)}
+
+
+def bench_batched(quorum: Quorum, topics: int, partitions: int) -> dict[str, float]:
+    port = quorum.http_ports[quorum.leader()]
+    records = 0
+    started = time.perf_counter()
+    for index in range(topics):
+        status, body = call(port, "POST", "/v1/topics", {
+            "name": f"batched-{index}", "partitions": partitions, "replication_factor": 1},
+            timeout=60)
+        assert status == 201, body
+        records += partitions + 1
+    elapsed = time.perf_counter() - started
+    return {"batched_records_per_s": round(records / elapsed), "batch_records": partitions + 1}
+
+
+def bench_big_topic(quorum: Quorum, partitions: int) -> float:
+    port = quorum.http_ports[quorum.leader()]
+    started = time.perf_counter()
+    status, body = call(port, "POST", "/v1/topics", {
+        "name": f"big-{partitions}", "partitions": partitions, "replication_factor": 1},
+        timeout=120)
+    assert status == 201, body
+    return round(time.perf_counter() - started, 3)
+
+
+def bench_failover(quorum: Quorum, epochs: dict[int, int], trials: int) -> list[float]:
+    times = []
+    for _ in range(trials):
+        leader = quorum.leader()
+        killed_at = time.perf_counter()
+        quorum.kill(leader)
+        while True:
+            done = False
+            for index, port in enumerate(quorum.http_ports):
+                if not quorum.alive(index):
+                    continue
+                try:
+                    status, _ = call(port, "POST", "/v1/producer-ids",
+                                     {"broker_id": 1, "broker_epoch": epochs[1]}, timeout=2)
+                except OSError:
+                    continue
+                if status == 200:
+                    done = True
+                    break
+            if done:
+                break
+            time.sleep(0.005)
+        times.append(round(time.perf_counter() - killed_at, 3))
+        quorum.start(leader)
+        time.sleep(1.0)  # let it rejoin before the next trial
+    return times
+
+
+def build_image(partitions: int, per_topic: int = 1000) -> MetadataImage:
+    records: list[Any] = []
+    for broker_id in (1, 2, 3):
+        records.append(RegisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_id,
+                                            incarnation_id=uuid_to_kafka_string(bytes(16))))
+        records.append(UnfenceBrokerRecord(id=broker_id, epoch=broker_id))
+    for topic in range(partitions // per_topic):
+        topic_id = uuid_to_kafka_string(topic.to_bytes(16, "big"))
+        records.append(TopicRecord(name=f"topic-{topic}", topic_id=topic_id))
+        for partition in range(per_topic):
+            replicas = (1 + partition % 3, 1 + (partition + 1) % 3, 1 + (partition + 2) % 3)
+            records.append(PartitionRecord(partition_id=partition, topic_id=topic_id,
+                                           replicas=replicas, isr=replicas, leader=replicas[0]))
+    return apply_records(MetadataImage.EMPTY, records, offset=len(records) - 1, epoch=1)
+
+
+def bench_snapshot(directory: Path, partitions: int) -> dict[str, float]:
+    image = build_image(partitions)
+    started = time.perf_counter()
+    path = write_snapshot(directory, image, 0)
+    written = time.perf_counter() - started
+    started = time.perf_counter()
+    loaded = load_snapshot(path)
+    reloaded = time.perf_counter() - started
+    assert loaded.topics.partition_count() == partitions
+    return {"snapshot_write_s": round(written, 2), "snapshot_reload_s": round(reloaded, 2),
+            "snapshot_bytes": path.stat().st_size}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    args = parser.parse_args()
+    writes, trials = (100, 3) if args.quick else (400, 10)
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="pykraft-bench-") as temp:
+        root = Path(temp)
+        for size in (1, 3):
+            quorum = Quorum(root / f"quorum-{size}", size)
+            try:
+                epochs = register_brokers(quorum.http_ports[quorum.leader()], 3)
+                latency = bench_latency(quorum, epochs, writes)
+                batched = bench_batched(quorum, 10, 2000)
+                figures[f"controllers_{size}"] = {**latency, **batched}
+                print(f"{size} controller(s): {latency} {batched}", flush=True)
+                if size == 3:
+                    figures["create_10k_partitions_s"] = bench_big_topic(quorum, 10_000)
+                    print(f"10,000-partition topic: {figures['create_10k_partitions_s']} s")
+                    failovers = bench_failover(quorum, epochs, trials)
+                    figures["failover_s"] = failovers
+                    figures["failover_median_s"] = statistics.median(failovers)
+                    print(f"failover (kill -9 -> next commit): {failovers}", flush=True)
+            finally:
+                quorum.close()
+        (root / "snapshots").mkdir()
+        figures["snapshot_100k"] = bench_snapshot(root / "snapshots", 100_000)
+        print(f"100,000-partition snapshot: {figures['snapshot_100k']}", flush=True)
+    measured = {
+        "p50_commit_ms_3": figures["controllers_3"]["p50_ms"],
+        "batched_records_per_s": figures["controllers_3"]["batched_records_per_s"],
+        "failover_median_s": figures["failover_median_s"],
+        "create_10k_partitions_s": figures["create_10k_partitions_s"],
+        "snapshot_reload_100k_s": figures["snapshot_100k"]["snapshot_reload_s"],
+    }
+    figures["targets_met"] = {
+        name: (value >= TARGETS[name] if name == "batched_records_per_s"
+               else value <= TARGETS[name]) for name, value in measured.items()}
+    print(json.dumps(figures, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
