@@ -255,6 +255,12 @@ def test_bad_crc_is_reported_before_any_record() -> None:
     assert caught.value.field == "crc"
 
 
+def test_build_batch_rejects_a_timestamp_delta_beyond_int64() -> None:
+    records = [SimpleRecord(b"a", timestamp=-(2**62)), SimpleRecord(b"b", timestamp=2**62)]
+    with pytest.raises(ValueError, match="too far from"):
+        build_batch(records)
+
+
 # ---------------------------------------------------------------------------------- properties
 
 records_strategy = st.lists(
@@ -262,7 +268,9 @@ records_strategy = st.lists(
         SimpleRecord,
         value=st.none() | st.binary(max_size=300),
         key=st.none() | st.binary(max_size=40),
-        timestamp=st.integers(min_value=-(2**62), max_value=2**62),
+        # Any two timestamps in this range differ by at most INT64_MAX, so every timestampDelta
+        # fits its varlong; wider spreads are rejected by build_batch (tested below).
+        timestamp=st.integers(min_value=-(2**62), max_value=2**62 - 1),
         headers=st.lists(
             st.builds(Header, st.text(max_size=10), st.none() | st.binary(max_size=20)),
             max_size=4,
