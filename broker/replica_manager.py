@@ -261,9 +261,11 @@ class ReplicaManager:
         for key in keys:
             topic_partition, info = TopicPartition(*key), leaders[key]
             partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
-            if not partition.make_leader(LeaderAndIsr.from_registration(info.partition)):
-                logger.info("ignored stale leader change for %s: %s", topic_partition, info)
-            self.delayed_fetches.on_partition_changed(topic_partition)
+            epoch_before = partition.leader_epoch
+            partition.make_leader(LeaderAndIsr.from_registration(info.partition))
+            if partition.leader_epoch != epoch_before:
+                # Waiting fetches carry the old epoch: they must hear about the new one now.
+                self.delayed_fetches.on_partition_changed(topic_partition)
 
     def _apply_followers(
         self, followers: Mapping[PartitionKey, PartitionInfo], now_ms: int
@@ -280,7 +282,7 @@ class ReplicaManager:
                     current_leader_epoch=info.leader_epoch,
                     init_offset=partition.log_end_offset,
                 )
-            self.delayed_fetches.on_partition_changed(topic_partition)
+                self.delayed_fetches.on_partition_changed(topic_partition)
         if to_fetch:
             # Kafka restarts the fetcher whenever the leader epoch moved, even for the same
             # leader: the old one may be fetching with a fenced epoch.

@@ -449,3 +449,19 @@ def test_fetches_that_need_not_wait_answer_at_once(cluster: Cluster) -> None:
     errored = attrs.evolve(fetch_params(10**6), partitions=(at(PETS0, 9),))
     assert asyncio.run(fetch(errored))[0].error is Errors.OFFSET_OUT_OF_RANGE
     assert len(cluster.replica_manager.delayed_fetches.purgatory) == 0
+
+
+def test_an_isr_only_change_does_not_wake_waiting_fetches(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here(replicas=(LOCAL, OTHER)))
+
+    async def scenario() -> list[LogReadResult]:
+        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(fetch_params(1)))
+        await asyncio.sleep(0)
+        cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, isr=(LOCAL,)))
+        await asyncio.sleep(0)
+        assert not task.done()  # same leader epoch: nothing for the fetch to learn
+        cluster.produce(PETS0, batch(b"a"))
+        return await task
+
+    [result] = asyncio.run(scenario())
+    assert result.error is Errors.NONE and result.size_in_bytes > 0
