@@ -53,6 +53,7 @@ from storage.log_validator import (
     InvalidProducerEpochError,
     InvalidRecordError,
     LogAppendInfo,
+    LogError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
@@ -105,35 +106,28 @@ class PartitionError(Exception):
         self.message = message
 
 
+# Storage failures and their Kafka error codes (Kafka's ReplicaManager.appendToLocalLog).
+_ERROR_CODES: tuple[tuple[type[Exception], Errors], ...] = (
+    (RecordTooLargeError, Errors.MESSAGE_TOO_LARGE),
+    (RecordBatchTooLargeError, Errors.RECORD_LIST_TOO_LARGE),
+    (InvalidRecordError, Errors.INVALID_RECORD),
+    (OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
+    (StaleLeaderEpochError, Errors.NOT_LEADER_OR_FOLLOWER),
+    (OffsetOutOfRangeError, Errors.OFFSET_OUT_OF_RANGE),
+    (OSError, Errors.KAFKA_STORAGE_ERROR),
+)
+
+
 def error_for(exception: Exception) -> Errors:
-    """The Kafka error code for a storage failure (``ReplicaManager.appendToLocalLog``)."""
+    """The Kafka error code for a storage failure."""
     if isinstance(exception, CorruptRecordError):
         # A v0/v1 batch is not corrupt, just not allowed (ProduceRequest.validateRecords).
         return Errors.INVALID_RECORD if exception.field == "magic" else Errors.CORRUPT_MESSAGE
-    mapping: list[tuple[type[Exception], Errors]] = [
-        (RecordTooLargeError, Errors.MESSAGE_TOO_LARGE),
-        (RecordBatchTooLargeError, Errors.RECORD_LIST_TOO_LARGE),
-        (InvalidRecordError, Errors.INVALID_RECORD),
-        (OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
-        (InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
-        (StaleLeaderEpochError, Errors.NOT_LEADER_OR_FOLLOWER),
-        (OffsetOutOfRangeError, Errors.OFFSET_OUT_OF_RANGE),
-        (OSError, Errors.KAFKA_STORAGE_ERROR),
-    ]
-    for kind, error in mapping:
+    for kind, error in _ERROR_CODES:
         if isinstance(exception, kind):
             return error
     return Errors.UNKNOWN_SERVER_ERROR
-
-
-_LOG_ERRORS = (
-    RecordTooLargeError,
-    RecordBatchTooLargeError,
-    InvalidRecordError,
-    OutOfOrderSequenceError,
-    InvalidProducerEpochError,
-    StaleLeaderEpochError,
-)
 
 
 # ---------------------------------------------------------------------------- the pure core
@@ -398,7 +392,7 @@ class Partition:
             )
         try:
             info = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
-        except (CorruptRecordError, OSError, *_LOG_ERRORS) as error:
+        except (CorruptRecordError, OSError, LogError) as error:
             raise PartitionError(error_for(error), str(error)) from error
         self.maybe_increment_high_watermark()
         return info
