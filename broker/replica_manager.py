@@ -43,7 +43,7 @@ from broker.partition import (
 from broker.purgatory import DelayedFetches, FetchCompletion
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
-from metadata.records import BrokerEndpoint, ConfigResourceType
+from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
 from protocol.errors import Errors
 from storage.file_slice import FileSlice
 from storage.leader_epoch_cache import OffsetAndEpoch
@@ -270,11 +270,16 @@ class ReplicaManager:
     def _apply_followers(
         self, followers: Mapping[PartitionKey, PartitionInfo], now_ms: int
     ) -> None:
+        restarted: list[TopicPartition] = []
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         for key in sorted(followers):
             topic_partition, info = TopicPartition(*key), followers[key]
             partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
-            if partition.make_follower(LeaderAndIsr.from_registration(info.partition)):
+            if not partition.make_follower(LeaderAndIsr.from_registration(info.partition)):
+                continue
+            self.delayed_fetches.on_partition_changed(topic_partition)
+            restarted.append(topic_partition)
+            if info.leader != NO_LEADER:  # without a leader there is nobody to fetch from
                 to_fetch[topic_partition] = InitialFetchState(
                     topic_id=info.topic_id,
                     leader_id=info.leader,
@@ -282,11 +287,11 @@ class ReplicaManager:
                     current_leader_epoch=info.leader_epoch,
                     init_offset=partition.log_end_offset,
                 )
-                self.delayed_fetches.on_partition_changed(topic_partition)
-        if to_fetch:
+        if restarted:
             # Kafka restarts the fetcher whenever the leader epoch moved, even for the same
             # leader: the old one may be fetching with a fenced epoch.
-            self.fetcher_manager.remove_fetcher_for_partitions(list(to_fetch))
+            self.fetcher_manager.remove_fetcher_for_partitions(restarted)
+        if to_fetch:
             self.fetcher_manager.add_fetcher_for_partitions(to_fetch)
 
     def _leader_endpoint(self, leader_id: int) -> BrokerEndpoint | None:

@@ -465,3 +465,17 @@ def test_an_isr_only_change_does_not_wake_waiting_fetches(cluster: Cluster) -> N
 
     [result] = asyncio.run(scenario())
     assert result.error is Errors.NONE and result.size_in_bytes > 0
+
+
+def test_a_follower_without_a_leader_stops_fetching(cluster: Cluster) -> None:
+    # The leader's broker went away and no ISR member could take over: leader -1.
+    cluster.start(
+        TopicRecord(name="pets", topic_id=PETS_ID),
+        partition_record(PETS_ID, 0, (OTHER, LOCAL), isr=(OTHER,)),
+    )
+    assert PETS0 in cluster.fetchers.assignments
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=-1))
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.role is PartitionRole.FOLLOWER
+    assert partition.state.leader_id == -1
+    assert cluster.fetchers.assignments == {}
