@@ -22,7 +22,10 @@ Fetch: ``read_from_log`` reads every partition in request order with Kafka's siz
 max_bytes)``, and the first non-empty partition may exceed both with one whole batch.
 ``fetch_messages`` answers at once when Kafka would (``max_wait_ms <= 0``, no partitions,
 ``min_bytes`` reached, an error, a diverging epoch), otherwise waits in ``DelayedFetches`` and
-reads again.
+reads again. Appended bytes wake waiters at once: right for followers and, with replication
+factor 1, for consumers. With more replicas a waiting consumer may wake before the high
+watermark covers the new bytes and then answers with what it can read (possibly nothing, never
+uncommitted data); replication should feed high-watermark moves to the purgatory instead.
 """
 
 from __future__ import annotations
