@@ -84,13 +84,14 @@ class RecordPosition:
 
 
 def record_fields(record: MetadataRecord) -> tuple[Any, ...]:
-    """The record's fields in attrs order, nested values as tuples (a Spark struct value)."""
+    """The record's fields in attrs order: a Spark struct value (arrays as lists)."""
     return tuple(_struct_value(getattr(record, field.name)) for field in attrs.fields(type(record)))
 
 
 def _struct_value(value: Any) -> Any:
-    if type(value) is tuple and value and attrs.has(type(value[0])):
-        return tuple(attrs.astuple(item) for item in value)  # endpoints, features
+    """Arrays as lists (Spark's row converter insists), structs as tuples."""
+    if type(value) is tuple:
+        return [attrs.astuple(item) if attrs.has(type(item)) else item for item in value]
     return value
 
 
@@ -118,7 +119,7 @@ def broker_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any, .
     end_offset = image.offset + 1
     for broker_id in sorted(image.cluster.brokers):
         broker = image.cluster.brokers[broker_id]
-        endpoints = tuple(attrs.astuple(endpoint) for endpoint in broker.endpoints)
+        endpoints = [attrs.astuple(endpoint) for endpoint in broker.endpoints]
         yield (snapshot_id, end_offset, broker.id, broker.epoch, broker.incarnation_id,
                broker.rack, broker.fenced, broker.in_controlled_shutdown, endpoints)
 
@@ -140,8 +141,8 @@ def partition_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any
         topic = image.topics.by_name[name]
         for partition_id in sorted(topic.partitions):
             p = topic.partitions[partition_id]
-            yield (snapshot_id, end_offset, name, topic.topic_id, partition_id, p.replicas,
-                   p.isr, p.removing_replicas, p.adding_replicas, p.leader,
+            yield (snapshot_id, end_offset, name, topic.topic_id, partition_id, list(p.replicas),
+                   list(p.isr), list(p.removing_replicas), list(p.adding_replicas), p.leader,
                    int(p.leader_recovery_state), p.leader_epoch, p.partition_epoch)
 
 

@@ -54,7 +54,7 @@ def test_rows_carry_position_and_one_struct(meta: MetadataFixture) -> None:
         assert structs == [record_fields(record)]
     partition = next(r for r in records if isinstance(r, PartitionRecord))
     assert record_fields(partition)[:4] == (partition.partition_id, partition.topic_id,
-                                            partition.replicas, partition.isr)
+                                            list(partition.replicas), list(partition.isr))
 
 
 def test_selecting_snapshots(meta: MetadataFixture) -> None:
