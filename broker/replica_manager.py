@@ -301,6 +301,26 @@ class ReplicaManager:
         broker = self.image.cluster.broker(leader_id)
         return None if broker is None else broker.endpoint(self.inter_broker_listener_name)
 
+    def delete_stray_logs(self, image: MetadataImage) -> list[TopicPartition]:
+        """Delete local logs ``image`` does not place on this broker; call once at start-up.
+
+        Kafka deletes such stray replicas on its first metadata publish (KAFKA-14616): logs of
+        topics deleted, or of replicas moved away, while this broker was down. Without a topic
+        id on disk, a topic re-created under the same name is not recognised as stray here.
+        """
+        stray = []
+        for topic_partition in sorted(self.log_manager.logs):
+            topic = image.topics.by_name.get(topic_partition.topic)
+            registration = (
+                None if topic is None else topic.partitions.get(topic_partition.partition)
+            )
+            if registration is None or self.broker_id not in registration.replicas:
+                stray.append(topic_partition)
+        for topic_partition in stray:
+            logger.info("deleting stray replica %s: not assigned to this broker", topic_partition)
+            self._delete_partition(topic_partition)
+        return stray
+
     def _get_or_create_partition(
         self, topic_partition: TopicPartition, topic_id: str, now_ms: int
     ) -> Partition:

@@ -28,6 +28,7 @@ from metadata.local_changes import local_changes
 from metadata.records import (
     ConfigRecord,
     ConfigResourceType,
+    MetadataRecord,
     PartitionChangeRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -479,3 +480,30 @@ def test_a_follower_without_a_leader_stops_fetching(cluster: Cluster) -> None:
     assert partition is not None and partition.role is PartitionRole.FOLLOWER
     assert partition.state.leader_id == -1
     assert cluster.fetchers.assignments == {}
+
+
+def test_stray_logs_are_deleted_at_start_up(tmp_path: Path) -> None:
+    # KAFKA-14616: replicas deleted or moved away while the broker was down.
+    first = Cluster(tmp_path)
+    first.start(*pets_led_here(), partition_record(PETS_ID, 1, (LOCAL,)))
+    first.produce(PETS0, batch(b"a"))
+    first.close()
+    restarted = Cluster(tmp_path)  # reopens the same log dir
+    try:
+        assert set(restarted.log_manager.logs) == {PETS0, PETS1}
+        image_records: list[MetadataRecord] = [
+            broker(LOCAL),
+            broker(OTHER),
+            TopicRecord(name="pets", topic_id=PETS_ID),
+            partition_record(PETS_ID, 0, (LOCAL,)),
+            partition_record(PETS_ID, 1, (OTHER,)),
+        ]
+        delta = MetadataDelta(MetadataImage.EMPTY)
+        for record in image_records:
+            delta.replay(record)
+        image = delta.apply()
+        assert restarted.replica_manager.delete_stray_logs(image) == [PETS1]
+        assert set(restarted.log_manager.logs) == {PETS0}
+        assert not (restarted.log_dir / "pets-1").exists()
+    finally:
+        restarted.close()
