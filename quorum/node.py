@@ -155,13 +155,14 @@ class ControllerNode:
             append_time_ms=wall_clock_ms(),
             records=tuple(encode_record(record).encode("utf-8") for record in records),
         ))
-        return await self.commit_blob(blob)
+        return await self.commit_blob(blob, tuple(records))
 
-    async def commit_blob(self, blob: bytes) -> ApplyResult:
+    async def commit_blob(self, blob: bytes,
+                          records: tuple[MetadataRecord, ...] | None = None) -> ApplyResult:
         """Propose ``blob`` and wait for its outcome (used by the write path and benchmarks)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[ApplyResult | None, int]] = loop.create_future()
-        self.raft.propose(blob, self.bridge.result_callback(future))
+        self.raft.propose(blob, self.bridge.result_callback(future), records)
         try:
             result, fail_reason = await asyncio.wait_for(
                 future, self.config.request_timeout_ms / 1000)

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, replicated
 
 from metadata.image import MetadataImage
+from metadata.records import MetadataRecord
 from metadata.snapshot import load_snapshot
 from quorum.config import ControllerConfig
 from quorum.metadata_view import ResultCallback
@@ -60,6 +61,8 @@ logger = logging.getLogger(__name__)
 # Bounds (STYLE.md §7).
 MAX_PENDING_PROPOSALS = 10_000
 MAX_PENDING_CALLS = 1_000
+# Decoded records of this node's own recent proposals, so the leader skips decoding them.
+MAX_REMEMBERED_PROPOSALS = 64
 # A restarted controller may find its port in TIME_WAIT briefly: retry for about 5 s.
 BIND_RETRY_S = 0.25
 MAX_BIND_RETRIES = 20
@@ -104,6 +107,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         self._serialize_state = SerializeState.IDLE
         self._calls: list[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = []
         self._calls_lock = threading.Lock()
+        self._proposed: dict[bytes, tuple[MetadataRecord, ...]] = {}
         self.fatal_error: str | None = None
         self_address = str(config.self_raft_address)
         others = [str(address) for node, address in sorted(config.voters.items())
@@ -158,7 +162,8 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
     def apply_batch(self, blob: bytes) -> ApplyResult:
         raft_index = self.raftLastApplied + 1
         try:
-            applied = apply_entry(self._state, raft_index, blob)
+            decoded = self._proposed.pop(blob, None) if isinstance(blob, bytes) else None
+            applied = apply_entry(self._state, raft_index, blob, decoded)
         except Exception as error:  # apply_entry never raises; belt and braces for pysyncobj
             logger.critical("apply_entry raised at raft index %d: %r", raft_index, error)
             return ApplyResult(status=ApplyStatus.INVALID, message=f"internal error: {error}")
@@ -178,8 +183,16 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
 
     # ---- proposals and queries (any thread) ----
 
-    def propose(self, blob: bytes, on_result: ResultCallback) -> None:
-        """Enqueue ``blob``; ``on_result(result, fail_reason)`` runs on the Raft thread."""
+    def propose(self, blob: bytes, on_result: ResultCallback,
+                records: tuple[MetadataRecord, ...] | None = None) -> None:
+        """Enqueue ``blob``; ``on_result(result, fail_reason)`` runs on the Raft thread.
+
+        ``records``: the records encoded in ``blob``, kept so applying it skips decoding.
+        """
+        if records is not None:
+            while len(self._proposed) >= MAX_REMEMBERED_PROPOSALS:
+                self._proposed.pop(next(iter(self._proposed)), None)
+            self._proposed[blob] = records
         self.apply_batch(blob, callback=on_result)
 
     def is_leader(self) -> bool:

@@ -104,3 +104,21 @@ def test_apply_is_deterministic() -> None:
             state = apply_entry(state, index, entry).state
         runs.append(state)
     assert runs[0] == runs[1]
+
+
+def test_the_proposers_decoded_records_give_the_same_state() -> None:
+    records = tuple(topic_records())
+    entry = blob(*records, expected=-1)
+    decoded = apply_entry(MetadataState(), 2, entry)
+    hinted = apply_entry(MetadataState(), 2, entry, decoded=records)
+    assert hinted.state == decoded.state
+    assert hinted.decoded == records
+
+
+def test_a_record_that_is_not_exactly_one_json_value_is_rejected() -> None:
+    noop = encode_record(NoOpRecord()).encode()
+    for raw in (noop + b"," + noop, b"", b"[", noop + b" garbage"):
+        entry = encode_batch(ProposedBatch(expected_last_offset=-1, epoch=1, append_time_ms=0,
+                                           records=(noop, raw)))
+        applied = apply_entry(MetadataState(), 2, entry)
+        assert applied.result.status is ApplyStatus.INVALID, raw
