@@ -1,0 +1,401 @@
+"""BrokerServer: one broker process — storage, metadata, replicas, the Kafka and HTTP listeners.
+
+Theory of operation (Kafka's ``BrokerServer.startup``/``shutdown``; lifecycle in
+``broker.lifecycle``)
+-------------------------------------------------------------------------------------------
+Start-up, in ``STARTING``:
+  1. the local HTTP API starts first, so the state is visible while everything else happens;
+  2. ``log.dirs`` are loaded (log recovery, off the event loop) into a ``LogManager``;
+  3. ``ReplicaManager``, ``KafkaApis`` with every handler, and the Kafka listeners are built. The
+     listeners bind now (a listener on port 0 must be advertised with its real port), but hold
+     requests until the broker has caught up with the metadata log, as Kafka enables request
+     processing only then;
+  4. the ``MetadataLoader`` long-polls the metadata log;
+  5. ``BrokerLifecycleManager`` registers (fresh incarnation id) and heartbeats with the loader's
+     offset. Caught up -> ``RECOVERY``: from now on each published image goes through
+     ``local_changes`` into ``ReplicaManager.apply_delta`` (become leader / follower / delete),
+     starting with the whole current image; requests flow and the broker asks to be unfenced.
+     Unfenced -> ``RUNNING``.
+
+Shutdown (SIGTERM): from ``RUNNING`` a controlled shutdown first — heartbeats say
+want_shut_down while the loader keeps applying the leadership moves the controller makes — until
+the controller answers should_shut_down (or ``controlled_shutdown_timeout_s`` passes). Then, in
+``SHUTTING_DOWN``: heartbeats and the loader stop, the Kafka listeners close, every log is
+closed and checkpointed with the clean-shutdown marker, and the HTTP API closes last
+(``NOT_RUNNING``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from broker.config import BrokerConfig, Endpoint
+from broker.controller_client import ControllerClient
+from broker.handlers import BrokerServices, broker_handlers
+from broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
+from broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow, ReplicaRole
+from broker.kafka_apis import KafkaApis
+from broker.lifecycle import BrokerLifecycle, BrokerState
+from broker.metadata_loader import MetadataLoader
+from broker.metrics import BrokerMetrics
+from broker.network import KafkaListener, RequestContext
+from broker.partition import PartitionRole
+from broker.replica_manager import RecordedFetcherManager, ReplicaManager
+from metadata.delta import MetadataDelta
+from metadata.image import MetadataImage
+from metadata.local_changes import local_changes
+from metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from protocol.segments import Segments
+from storage.log_manager import LogManager, LogManagerSettings
+
+logger = logging.getLogger(__name__)
+
+# Bounds (STYLE.md §7).
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+PERIODIC_INTERVAL_MAX_S = 1.0
+META_PROPERTIES = "meta.properties"
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start (bad log dir, port in use, mismatched meta.properties...)."""
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig, *, cluster_id: str,
+                 controlled_shutdown_timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.controlled_shutdown_timeout_s = controlled_shutdown_timeout_s
+        self.incarnation_id = uuid_to_kafka_string(uuid.uuid4().bytes)
+        self.lifecycle = BrokerLifecycle()
+        self.metrics = BrokerMetrics()
+        self.client = ControllerClient([hp.url for hp in config.controller_bootstrap_servers])
+        self.loader = MetadataLoader(self.client)
+        self.http = BrokerHttpServer(
+            BrokerHttpApi(status=self.status, metrics_text=self._metrics_text,
+                          partitions=self.partition_rows),
+            host=config.http_listener.host, port=config.http_listener.port,
+            bearer_token=config.http_bearer_token)
+        self.kafka_apis = KafkaApis()
+        self.listeners: list[KafkaListener] = []
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.heartbeats: BrokerLifecycleManager | None = None
+        self._serving = asyncio.Event()
+        self._stop_loader = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ views
+
+    def status(self) -> BrokerStatus:
+        epoch = self.heartbeats.broker_epoch if self.heartbeats is not None else -1
+        return BrokerStatus(node_id=self.config.node_id, state=self.lifecycle.state,
+                            metadata_offset=self.loader.image.offset, broker_epoch=epoch,
+                            rack=self.config.rack)
+
+    def partition_rows(self) -> list[PartitionRow]:
+        if self.replica_manager is None:
+            return []
+        rows = []
+        for topic_partition, partition in self.replica_manager.partitions.items():
+            if partition.role is PartitionRole.NONE:
+                continue
+            rows.append(PartitionRow(
+                topic=topic_partition.topic, partition=topic_partition.partition,
+                role=ReplicaRole(partition.role.value), leader_epoch=partition.leader_epoch,
+                log_start_offset=partition.log_start_offset,
+                log_end_offset=partition.log_end_offset,
+                high_watermark=partition.high_watermark, isr=partition.state.isr))
+        return rows
+
+    def _metrics_text(self) -> str:
+        self.metrics.set_broker_state(self.lifecycle.state)
+        self.metrics.set_metadata_progress(applied_offset=self.loader.image.offset,
+                                           committed_end_offset=self.loader.log_end_offset)
+        rows = self.partition_rows()
+        leaders = [row for row in rows if row.role is ReplicaRole.LEADER]
+        self.metrics.set_partition_counts(
+            led=len(leaders),
+            under_replicated=sum(1 for row in leaders if len(row.isr) < self._replica_count(row)))
+        return self.metrics.render()
+
+    def _replica_count(self, row: PartitionRow) -> int:
+        topic = self.loader.image.topics.by_name.get(row.topic)
+        registration = None if topic is None else topic.partitions.get(row.partition)
+        return len(registration.replicas) if registration is not None else len(row.isr)
+
+    # ------------------------------------------------------------------ start-up
+
+    async def startup(self) -> None:
+        """Run the start-up sequence up to RUNNING (raises ``BrokerStartupError``)."""
+        self.lifecycle.become(BrokerState.STARTING)
+        await self._start_http()
+        now_ms = wall_clock_ms()
+        self.log_manager = await asyncio.to_thread(self._open_logs, now_ms)
+        self.replica_manager = ReplicaManager(
+            broker_id=self.config.node_id, log_manager=self.log_manager,
+            fetcher_manager=RecordedFetcherManager(),
+            inter_broker_listener_name=self.config.inter_broker_listener_name,
+            min_insync_replicas=self.config.min_insync_replicas)
+        self.kafka_apis.register_all(broker_handlers(BrokerServices(
+            broker_id=self.config.node_id, cluster_id=self.cluster_id,
+            replica_manager=self.replica_manager, metadata=lambda: self.loader.image,
+            controller=self.client,
+            auto_create_topics_enable=self.config.auto_create_topics_enable,
+            num_partitions=self.config.num_partitions,
+            default_replication_factor=self.config.default_replication_factor)))
+        endpoints = await self._start_listeners()
+        self.heartbeats = BrokerLifecycleManager(
+            self.client, BrokerIdentity(broker_id=self.config.node_id,
+                                        incarnation_id=self.incarnation_id,
+                                        endpoints=endpoints, rack=self.config.rack),
+            self.lifecycle, lambda: self.loader.image.offset,
+            heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms)
+        self._spawn(self.heartbeats.run(), "heartbeats")
+        self._spawn(self.loader.run(self._stop_loader), "metadata loader")
+        self._spawn(self._run_periodic(), "log manager")
+        await self._wait_until_running(self.heartbeats)
+
+    async def _start_http(self) -> None:
+        try:
+            await self.http.start()
+        except OSError as error:
+            raise BrokerStartupError(f"cannot listen on {self.config.http_listener.url} "
+                                     f"(http.listener): {error.strerror}") from None
+
+    def _open_logs(self, now_ms: int) -> LogManager:
+        settings = LogManagerSettings(
+            replica_high_watermark_checkpoint_interval_ms=(
+                self.config.replica_high_watermark_checkpoint_interval_ms))
+        try:
+            manager = LogManager.open(self.config.log_dirs, self.config.log_config, now_ms,
+                                      settings=settings)
+        except OSError as error:
+            raise BrokerStartupError(f"cannot load log.dirs: {error}") from None
+        for problem in manager.problems:
+            logger.warning("log dir: %s", problem)
+        unclean = [str(d) for d, clean in manager.had_clean_shutdown.items() if not clean]
+        logger.info("loaded %d partition logs%s", len(manager.logs),
+                    f" (recovered after an unclean shutdown: {', '.join(unclean)})"
+                    if unclean and manager.logs else "")
+        return manager
+
+    async def _start_listeners(self) -> tuple[BrokerEndpoint, ...]:
+        bound: dict[str, int] = {}
+        for endpoint in self.config.listeners:
+            listener = KafkaListener(
+                self._dispatch, host=endpoint.host, port=endpoint.port,
+                listener_name=endpoint.listener_name,
+                max_request_bytes=self.config.socket_request_max_bytes, metrics=self.metrics)
+            try:
+                await listener.start()
+            except OSError as error:
+                raise BrokerStartupError(f"cannot listen on {endpoint} (listeners): "
+                                         f"{error.strerror}") from None
+            self.listeners.append(listener)
+            bound[endpoint.listener_name] = listener.port
+        return tuple(_advertised(e, bound) for e in self.config.advertised_listeners)
+
+    def _dispatch(self, context: RequestContext,
+                  body: memoryview) -> Awaitable[Segments | None] | None:
+        """KafkaApis once caught up; until then requests wait (Kafka has not yet enabled
+        request processing)."""
+        if self._serving.is_set():
+            return self.kafka_apis.dispatch(context, body)
+        return self._dispatch_when_serving(context, bytes(body))
+
+    async def _dispatch_when_serving(self, context: RequestContext,
+                                     body: bytes) -> Segments | None:
+        await self._serving.wait()
+        return await self.kafka_apis.dispatch(context, memoryview(body))
+
+    def _install_publisher(self) -> None:
+        """Hand the image to ReplicaManager from now on, starting with all of it.
+
+        Only now, as Kafka's BrokerServer installs its metadata publishers after the initial
+        catch-up: the controller has registered this incarnation, in the same batch that took
+        the previous incarnation's leaderships away, so the broker never acts on an image that
+        still shows it leading from before a crash.
+        """
+        image = self.loader.image
+        self._on_metadata(MetadataDelta.between(MetadataImage.EMPTY, image), image)
+        self.loader.add_listener(self._on_metadata)
+
+    def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        assert self.replica_manager is not None
+        changes = local_changes(delta, self.config.node_id)
+        self.replica_manager.apply_delta(changes, image, wall_clock_ms())
+
+    async def _wait_until_running(self, heartbeats: BrokerLifecycleManager) -> None:
+        await self._first_of(heartbeats.caught_up.wait())
+        if self.lifecycle.state is BrokerState.RECOVERY:
+            logger.info("broker %d caught up with the metadata log at offset %d",
+                        self.config.node_id, self.loader.image.offset)
+            self._install_publisher()
+            self._serving.set()
+            heartbeats.set_ready_to_unfence()
+            await self._first_of(heartbeats.unfenced.wait())
+        if self.lifecycle.state is BrokerState.RUNNING:
+            logger.info("broker %d is RUNNING (broker epoch %d)", self.config.node_id,
+                        heartbeats.broker_epoch)
+
+    async def _first_of(self, awaitable: Awaitable[bool]) -> None:
+        """Wait for ``awaitable`` unless a background task ends first (shutdown or a bug)."""
+        waiter = asyncio.ensure_future(awaitable)
+        await asyncio.wait([waiter, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        if not waiter.done():
+            waiter.cancel()
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise BrokerStartupError(f"{task.get_name()} failed: {task.exception()}")
+
+    @property
+    def background_tasks(self) -> tuple[asyncio.Task[None], ...]:
+        return tuple(self._tasks)
+
+    def _spawn(self, coroutine: Awaitable[None], name: str) -> None:
+        self._tasks.append(asyncio.ensure_future(coroutine))
+        self._tasks[-1].set_name(name)
+
+    async def _run_periodic(self) -> None:
+        """The log manager's flushes, retention and checkpoints, on the wall clock."""
+        while True:
+            assert self.log_manager is not None
+            now_ms = wall_clock_ms()
+            next_due_ms = self.log_manager.maybe_run_periodic(now_ms)
+            await asyncio.sleep(min(PERIODIC_INTERVAL_MAX_S,
+                                    max(0.0, (next_due_ms - now_ms) / 1000)))
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def shutdown(self) -> None:
+        """Controlled shutdown (if RUNNING), then stop everything; ends NOT_RUNNING."""
+        if self.heartbeats is not None:
+            allowed = await self.heartbeats.controlled_shutdown(
+                self.controlled_shutdown_timeout_s)
+            logger.info("broker %d: controlled shutdown %s", self.config.node_id,
+                        "complete" if allowed else "timed out")
+            self.heartbeats.stop()
+        else:
+            self.lifecycle.maybe_begin_shutdown()
+        if self.lifecycle.state is not BrokerState.SHUTTING_DOWN:
+            self.lifecycle.become(BrokerState.SHUTTING_DOWN)
+        self._stop_loader.set()
+        self._serving.set()  # let held requests fail fast against closing listeners
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for listener in self.listeners:
+            await listener.close()
+        if self.replica_manager is not None:
+            self.replica_manager.delayed_fetches.close()
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.shutdown)
+        await self.client.close()
+        self.lifecycle.become(BrokerState.NOT_RUNNING)
+        await self.http.close()
+        logger.info("broker %d stopped", self.config.node_id)
+
+
+def _advertised(endpoint: Endpoint, bound: dict[str, int]) -> BrokerEndpoint:
+    port = endpoint.port or bound.get(endpoint.listener_name, 0)
+    return BrokerEndpoint(name=endpoint.listener_name, host=endpoint.host, port=port,
+                          security_protocol=0)
+
+
+# ---------------------------------------------------------------------------- meta.properties
+
+
+def ensure_meta_properties(log_dirs: tuple[Path, ...], node_id: int,
+                           cluster_id: str | None, new_cluster_id: Callable[[], str]) -> str:
+    """The cluster id this broker's log dirs belong to (Kafka's ``meta.properties``).
+
+    Every log dir that has a ``meta.properties`` must agree on cluster.id and name this
+    node.id (Kafka refuses to start otherwise); dirs without one get it written. The id comes
+    from the existing files, else ``cluster_id`` (the ``cluster.id`` property), else
+    ``new_cluster_id()``.
+    """
+    found: dict[Path, dict[str, str]] = {}
+    for log_dir in log_dirs:
+        path = log_dir / META_PROPERTIES
+        if path.exists():
+            found[path] = _read_properties(path)
+    ids = {props.get("cluster.id", "") for props in found.values()}
+    if len(ids) > 1:
+        raise BrokerStartupError(f"log.dirs disagree on cluster.id: {sorted(ids)}")
+    stored = ids.pop() if ids else None
+    if stored is not None and cluster_id is not None and stored != cluster_id:
+        raise BrokerStartupError(f"cluster.id={cluster_id} but the log dirs belong to cluster "
+                                 f"{stored} ({', '.join(str(p) for p in found)})")
+    for path, props in found.items():
+        if props.get("node.id") != str(node_id):
+            raise BrokerStartupError(f"{path} says node.id={props.get('node.id')}, but this "
+                                     f"broker's node.id is {node_id}")
+    chosen = stored or cluster_id or new_cluster_id()
+    for log_dir in log_dirs:
+        path = log_dir / META_PROPERTIES
+        if path not in found:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"#\n#Written by pykraft\nversion=1\ncluster.id={chosen}\n"
+                            f"node.id={node_id}\n", encoding="utf-8")
+    return chosen
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    props = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise BrokerStartupError(f"cannot read {path}: {error.strerror}") from None
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
+
+
+async def run_broker(server: BrokerServer, stop: asyncio.Event) -> int:
+    """Start ``server``, serve until ``stop`` is set (or a background task dies), shut down;
+    returns the exit code."""
+    code = 0
+    startup = asyncio.ensure_future(server.startup())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([startup, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if startup.done():
+            startup.result()  # raises BrokerStartupError
+            code = await _serve(server, stopping)
+        else:
+            startup.cancel()
+            with contextlib.suppress(asyncio.CancelledError, BrokerStartupError):
+                await startup
+    except BrokerStartupError as error:
+        logger.error("broker %d cannot start: %s", server.config.node_id, error)
+        code = 1
+    finally:
+        stopping.cancel()
+        await server.shutdown()
+    return code
+
+
+async def _serve(server: BrokerServer, stopping: asyncio.Future[Any]) -> int:
+    watched: list[asyncio.Future[Any]] = [stopping, *server.background_tasks]
+    await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+    for task in server.background_tasks:
+        if task.done() and not task.cancelled():
+            logger.error("broker %d: %s stopped unexpectedly: %r", server.config.node_id,
+                         task.get_name(), task.exception())
+            return 1
+    return 0
