@@ -13,7 +13,7 @@ shortcuts:
   then real RecordBatch v2 bytes (one batch per record) from the fetch offset;
 * ``Follower`` is the shell the asyncio ``ReplicaFetcher`` will be: one ``do_work`` is Kafka's
   ``doWork`` (truncate if TRUNCATING, then fetch if FETCHING), every decision comes from
-  ``fetcher.state`` and every action is carried out on the mock log.
+  ``fetcher.state`` and ``fetcher.responses`` and every action is carried out on the mock log.
 
 After every completed truncation the follower checks that its log is a prefix of the leader's,
 and that the truncation did not raise its high watermark.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import attrs
 
-from fetcher.state import (
+from fetcher.responses import (
     Append,
     BackOff,
     FailureReason,
@@ -36,14 +36,11 @@ from fetcher.state import (
     LeaderOffsets,
     LocalError,
     MarkFailed,
-    PartitionFetchState,
     ResetOffset,
     ResolveOutOfRange,
     SendOffsetsForLeaderEpoch,
     Truncate,
-    fetch_partition,
     follower_high_watermark,
-    initial_fetch_state,
     on_epoch_end_offset,
     on_fetch_response,
     on_leader_offsets,
@@ -51,6 +48,7 @@ from fetcher.state import (
     on_records_appended,
     plan_truncation,
 )
+from fetcher.state import PartitionFetchState, fetch_partition, initial_fetch_state
 from fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
@@ -230,7 +228,7 @@ def is_prefix(follower: MockLog, leader: MockLog) -> bool:
 
 @dataclass
 class Follower:
-    """The fetcher shell for one partition: decisions from ``fetcher.state``, I/O on ``log``."""
+    """The fetcher shell for one partition: decisions from ``fetcher.responses``, I/O on ``log``."""
 
     log: MockLog
     truncate_on_fetch: bool = True

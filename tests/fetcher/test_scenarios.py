@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.state import Append, BackOff, FailureReason, FetchState, Truncate
+from fetcher.responses import Append, BackOff, FailureReason, Truncate
+from fetcher.state import FetchState
 from fetcher.truncation import Truncation, truncation_offset, truncation_request
 from protocol.errors import Errors
 from storage.leader_epoch_cache import UNDEFINED_EPOCH

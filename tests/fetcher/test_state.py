@@ -8,25 +8,20 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.state import (
+from fetcher.responses import (
     Append,
     BackOff,
     FailureReason,
     FetchOutcome,
-    FetchState,
     Ignore,
-    IllegalFetchStateTransition,
     LeaderOffsets,
     LocalError,
     MarkFailed,
-    PartitionFetchState,
     ResetOffset,
     ResolveOutOfRange,
     SendOffsetsForLeaderEpoch,
     Truncate,
-    fetch_partition,
     follower_high_watermark,
-    initial_fetch_state,
     on_epoch_end_offset,
     on_fetch_response,
     on_leader_offsets,
@@ -34,6 +29,13 @@ from fetcher.state import (
     on_records_appended,
     on_request_failed,
     plan_truncation,
+)
+from fetcher.state import (
+    FetchState,
+    IllegalFetchStateTransition,
+    PartitionFetchState,
+    fetch_partition,
+    initial_fetch_state,
 )
 from fetcher.truncation import (
     FollowerLog,
