@@ -226,9 +226,12 @@ class BrokerServer:
         Only now, as Kafka's BrokerServer installs its metadata publishers after the initial
         catch-up: the controller has registered this incarnation, in the same batch that took
         the previous incarnation's leaderships away, so the broker never acts on an image that
-        still shows it leading from before a crash.
+        still shows it leading from before a crash. The first, complete image also names the
+        stray logs to delete (topics deleted or moved away while the broker was down).
         """
+        assert self.replica_manager is not None
         image = self.loader.image
+        self.replica_manager.delete_stray_logs(image)
         self._on_metadata(MetadataDelta.between(MetadataImage.EMPTY, image), image)
         self.loader.add_listener(self._on_metadata)
 
