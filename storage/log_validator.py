@@ -17,9 +17,9 @@ from collections.abc import Iterator
 
 import attrs
 
+from storage.producer_entry import ProducerStateEntry
 from storage.producer_state import (
     AppendCheckKind,
-    ProducerStateEntry,
     ProducerStateManager,
     apply_batch,
     check_append,

@@ -20,14 +20,10 @@ remembers, per producer id, its epoch and the metadata of its last five batches
 do not validate, as with Kafka's REPLICATION origin). Both are pure. ``ProducerStateManager`` holds
 the map, the map end offset (the log offset the state is valid up to) and the snapshot files.
 
-Snapshots are ``<offset, 20 digits>.snapshot`` files in Kafka's version-1 layout
-(``ProducerStateManager.writeSnapshot``): int16 version, uint32 CRC32C of everything after it,
-int32 count, then per producer ``producer_id int64, epoch int16, last_sequence int32,
-last_offset int64, offset_delta int32, timestamp int64, coordinator_epoch int32,
-current_txn_first_offset int64``. Like Kafka, a snapshot keeps only each producer's LAST batch, so
-after a reload only a retry of that batch is recognised as a duplicate. ``load`` takes the newest
-readable snapshot in (log start, log end]; a corrupt one is deleted (as Kafka does) and the reason
-kept in ``load_problems``; the caller replays the log from the returned offset via ``update``.
+Snapshots (``storage.producer_snapshot``) keep only each producer's LAST batch, so after a reload
+only a retry of that batch is recognised as a duplicate. ``load`` takes the newest readable
+snapshot in (log start, log end]; a corrupt one is deleted (as Kafka does) and the reason kept in
+``load_problems``; the caller replays the log from the returned offset via ``update``.
 
 Transactions are tracked only as far as the snapshot needs (``current_txn_first_offset`` is set by
 the first transactional batch and cleared by a control batch); coordinator epochs are taken from
@@ -38,30 +34,32 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
-import struct
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
-import crc32c
 
 from storage.atomic_file import write_atomically
-from storage.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from storage.producer_entry import (
+    NUM_BATCHES_TO_RETAIN,
+    SEQUENCE_MODULUS,
+    BatchMetadata,
+    ProducerStateEntry,
+)
+from storage.producer_snapshot import (
+    CorruptSnapshotError,
+    delete_snapshot,
+    encode_snapshot,
+    list_snapshot_offsets,
+    read_snapshot,
+    snapshot_file,
+)
+from storage.record_batch import NO_PRODUCER_EPOCH, BatchHeader
 
 log = logging.getLogger(__name__)
 
-NUM_BATCHES_TO_RETAIN = 5  # Kafka ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default (1 day)
-NO_TIMESTAMP = -1
-SEQUENCE_MODULUS = 2**31  # sequences wrap from Int32.MAX to 0
-SNAPSHOT_SUFFIX = ".snapshot"
-PRODUCER_SNAPSHOT_VERSION = 1
-_SNAPSHOT_NAME = re.compile(r"([0-9]{20})\.snapshot")
-_HEADER = struct.Struct(">hIi")  # version, crc, entry count
-_CRC_START = 6  # the CRC covers everything after version (int16) and crc (uint32)
-_ENTRY = struct.Struct(">qhiqiqiq")
 
 
 class AppendCheckKind(enum.Enum):
@@ -92,58 +90,6 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (
         next_sequence == 0 and last_sequence == SEQUENCE_MODULUS - 1
     )
-
-
-@attrs.frozen
-class BatchMetadata:
-    first_sequence: int
-    last_sequence: int
-    first_offset: int
-    last_offset: int
-    timestamp: int
-
-    @property
-    def offset_delta(self) -> int:
-        return self.last_offset - self.first_offset
-
-
-@attrs.frozen
-class ProducerStateEntry:
-    producer_id: int
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    # Invariant: oldest first, at most NUM_BATCHES_TO_RETAIN, all written in producer_epoch.
-    batches: tuple[BatchMetadata, ...] = ()
-    coordinator_epoch: int = -1
-    last_timestamp: int = NO_TIMESTAMP
-    current_txn_first_offset: int | None = None
-
-    @property
-    def first_sequence(self) -> int:
-        return self.batches[0].first_sequence if self.batches else NO_SEQUENCE
-
-    @property
-    def last_sequence(self) -> int:
-        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
-
-    @property
-    def first_data_offset(self) -> int:
-        return self.batches[0].first_offset if self.batches else -1
-
-    @property
-    def last_data_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
-
-    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
-        """Kafka ``findDuplicateBatch``: a retained batch with this epoch and sequence range."""
-        if header.producer_epoch != self.producer_epoch:
-            return None
-        for batch in self.batches:
-            if (batch.first_sequence, batch.last_sequence) == (
-                header.base_sequence,
-                header.last_sequence,
-            ):
-                return batch
-        return None
 
 
 def _out_of_order(message: str) -> AppendCheck:
@@ -237,109 +183,6 @@ def apply_batch(
 def is_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:
     """Kafka ``isProducerExpired``: idle too long and not inside a transaction."""
     return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= expiration_ms
-
-
-# --- snapshot codec (pure) ---------------------------------------------------------------
-
-
-class CorruptSnapshotError(ValueError):
-    """A producer snapshot cannot be trusted; ``reason`` says why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
-    """Kafka's version-1 snapshot bytes (only each producer's last batch is kept)."""
-    ordered = sorted(entries, key=lambda e: e.producer_id)
-    body = bytearray(struct.pack(">i", len(ordered)))
-    for e in ordered:
-        last = e.batches[-1] if e.batches else None
-        body += _ENTRY.pack(
-            e.producer_id,
-            e.producer_epoch,
-            last.last_sequence if last else NO_SEQUENCE,
-            last.last_offset if last else -1,
-            last.offset_delta if last else 0,
-            e.last_timestamp,
-            e.coordinator_epoch,
-            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
-        )
-    crc = crc32c.crc32c(bytes(body))
-    return struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc) + bytes(body)
-
-
-def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
-    """Parse snapshot bytes; raise CorruptSnapshotError saying what is wrong."""
-    if len(data) < _HEADER.size:
-        raise CorruptSnapshotError(f"truncated: {len(data)} bytes, the header needs {_HEADER.size}")
-    version, stored_crc, count = _HEADER.unpack_from(data)
-    if version != PRODUCER_SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"unknown snapshot version {version}, expected 1")
-    computed_crc = crc32c.crc32c(data[_CRC_START:])
-    if computed_crc != stored_crc:
-        raise CorruptSnapshotError(
-            f"CRC mismatch: stored {stored_crc:#010x}, computed {computed_crc:#010x}"
-        )
-    expected_size = _HEADER.size + count * _ENTRY.size
-    if count < 0 or len(data) != expected_size:
-        raise CorruptSnapshotError(
-            f"{count} entries need {expected_size} bytes but the file has {len(data)}"
-        )
-    return [_entry_from_fields(*f) for f in _ENTRY.iter_unpack(data[_HEADER.size :])]
-
-
-def _entry_from_fields(
-    producer_id: int,
-    epoch: int,
-    last_sequence: int,
-    last_offset: int,
-    offset_delta: int,
-    timestamp: int,
-    coordinator_epoch: int,
-    txn_first_offset: int,
-) -> ProducerStateEntry:
-    batches: tuple[BatchMetadata, ...] = ()
-    if last_offset >= 0:  # Kafka: no batch metadata when the last offset is -1
-        first_sequence = (last_sequence - offset_delta) % SEQUENCE_MODULUS
-        batches = (
-            BatchMetadata(
-                first_sequence, last_sequence, last_offset - offset_delta, last_offset, timestamp
-            ),
-        )
-    return ProducerStateEntry(
-        producer_id,
-        epoch,
-        batches,
-        coordinator_epoch,
-        timestamp,
-        txn_first_offset if txn_first_offset >= 0 else None,
-    )
-
-
-# --- snapshot files (small I/O helpers) -----------------------------------------------------
-
-
-def snapshot_file(directory: Path, offset: int) -> Path:
-    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def list_snapshot_offsets(directory: Path) -> list[int]:
-    """Offsets of the ``<20 digits>.snapshot`` files in ``directory``, ascending."""
-    try:
-        names = [path.name for path in directory.iterdir()]
-    except FileNotFoundError:
-        return []
-    return sorted(int(m.group(1)) for name in names if (m := _SNAPSHOT_NAME.fullmatch(name)))
-
-
-def read_snapshot(path: Path) -> list[ProducerStateEntry]:
-    return decode_snapshot(path.read_bytes())
-
-
-def _delete_snapshot(directory: Path, offset: int) -> None:
-    snapshot_file(directory, offset).unlink(missing_ok=True)
 
 
 class ProducerStateManager:
@@ -440,7 +283,7 @@ class ProducerStateManager:
             except CorruptSnapshotError as error:
                 problems.append(f"{path.name}: {error.reason}")
                 log.warning("ignoring corrupt producer snapshot %s: %s", path, error.reason)
-                _delete_snapshot(self.directory, offset)
+                delete_snapshot(self.directory, offset)
                 continue
             self._producers.update((entry.producer_id, entry) for entry in entries)
             self._map_end_offset = offset
@@ -465,18 +308,18 @@ class ProducerStateManager:
         """Forget everything (the log was emptied and restarts at ``offset``)."""
         self._producers.clear()
         for snapshot_offset in list_snapshot_offsets(self.directory):
-            _delete_snapshot(self.directory, snapshot_offset)
+            delete_snapshot(self.directory, snapshot_offset)
         self._map_end_offset = offset
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Kafka ``deleteSnapshotsBefore``: drop snapshot files for offsets < ``offset``."""
         for snapshot_offset in list_snapshot_offsets(self.directory):
             if snapshot_offset < offset:
-                _delete_snapshot(self.directory, snapshot_offset)
+                delete_snapshot(self.directory, snapshot_offset)
 
     def _delete_snapshots_out_of_range(self, log_start_offset: int, log_end_offset: int) -> None:
         # Kafka truncateAndReload: snapshots past the log end describe truncated history, and
         # those at or below the log start are superseded by replaying from the log start.
         for offset in list_snapshot_offsets(self.directory):
             if offset > log_end_offset or offset <= log_start_offset:
-                _delete_snapshot(self.directory, offset)
+                delete_snapshot(self.directory, offset)

@@ -13,18 +13,19 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from storage.producer_state import (
-    AppendCheck,
-    AppendCheckKind,
-    BatchMetadata,
+from storage.producer_entry import BatchMetadata, ProducerStateEntry
+from storage.producer_snapshot import (
     CorruptSnapshotError,
-    ProducerStateEntry,
-    ProducerStateManager,
-    apply_batch,
-    check_append,
     decode_snapshot,
     encode_snapshot,
     snapshot_file,
+)
+from storage.producer_state import (
+    AppendCheck,
+    AppendCheckKind,
+    ProducerStateManager,
+    apply_batch,
+    check_append,
 )
 from storage.record_batch import BatchHeader, parse_header
 from storage.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch
