@@ -1,0 +1,31 @@
+"""Command-line arguments of the Spark jobs, kept free of pyspark.
+
+``pykraft`` builds its whole parser at start-up; importing pyspark there would slow every
+command and break them all where the ``spark`` extra is not installed. The job modules and
+``pykraft spark`` share these definitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+MASTER_HELP = "Spark master URL (default local[*]; under spark-submit, spark-submit's own)"
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("snapshot_dir", type=Path, metavar="SNAPSHOT_DIR",
+                        help="a controller's metadata.log.dir, or a directory of snapshots")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--snapshot", default="latest",
+                        help="snapshot id or end offset (default: the latest)")
+    parser.add_argument("--master", default=None, help=MASTER_HELP)
+
+
+def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-dirs", required=True,
+                        help="comma-separated broker log.dirs holding the topic's partitions")
+    parser.add_argument("--topic", required=True, help="the topic to export")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="output directory (Parquet files and the manifest)")
+    parser.add_argument("--master", default=None, help=MASTER_HELP)

@@ -1,0 +1,183 @@
+"""The export manifest: which offsets of a topic are already in the Parquet output.
+
+Theory of operation. ``export-topic`` writes a topic's records below the high watermark to
+``OUT/partition=N/`` and records every run in ``OUT/_pykraft_manifest.json``. A run goes through
+two states, and only the manifest says which:
+
+    (none) --plan+write to OUT/_staging/run-K/--> PENDING --files moved into place--> COMMITTED
+
+1. ``plan_export`` asks, per partition, for ``[next offset, high watermark)``, where the next
+   offset is the end of the committed ranges (or the log start offset, if retention or
+   DeleteRecords has removed records that were never exported: the skipped range is reported).
+2. Spark writes the run to ``_staging/run-K`` (Spark and Parquet readers ignore ``_`` paths).
+3. ``begin_run`` records the run as PENDING with its ranges and record counts; the manifest is
+   replaced atomically (``storage.atomic_file``).
+4. The staged files are renamed into ``partition=N/`` with a ``run-K-`` prefix.
+5. ``commit_run`` marks the run COMMITTED.
+
+A crash before 3 leaves only staging files, deleted by the next run; a crash between 3 and 5 is
+rolled forward by the next run (the staged files are complete: Spark finished writing them
+before 3). So a rerun exports exactly the offsets that are new, never one twice. Pure: the
+moves and Spark live in ``export.export_topic_job``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+MANIFEST_FILE = "_pykraft_manifest.json"
+STAGING_DIR = "_staging"
+FORMAT_VERSION = 1
+
+
+class ManifestError(ValueError):
+    """The manifest is unreadable, malformed, or for another topic; names the file."""
+
+
+class RunState(enum.Enum):
+    PENDING = "PENDING"
+    COMMITTED = "COMMITTED"
+
+
+@attrs.frozen(order=True)
+class ExportedRange:
+    """Offsets ``[start_offset, end_offset)`` of one partition; ``records`` is how many rows
+    that range held (fewer than its width when offsets were skipped: control records)."""
+
+    partition: int
+    start_offset: int
+    end_offset: int
+    records: int = 0
+
+
+@attrs.frozen
+class ExportRun:
+    run_id: int
+    state: RunState
+    created_ms: int
+    ranges: tuple[ExportedRange, ...]
+
+
+@attrs.frozen
+class Manifest:
+    topic: str
+    runs: tuple[ExportRun, ...] = ()
+
+    def next_offsets(self) -> dict[int, int]:
+        """Per partition, the end of what committed runs exported."""
+        offsets: dict[int, int] = {}
+        for run in self.runs:
+            if run.state is RunState.COMMITTED:
+                for r in run.ranges:
+                    offsets[r.partition] = max(offsets.get(r.partition, 0), r.end_offset)
+        return offsets
+
+    def pending_run(self) -> ExportRun | None:
+        pending = [run for run in self.runs if run.state is RunState.PENDING]
+        # Invariant: at most one run is pending (begin_run refuses a second).
+        assert len(pending) <= 1, pending
+        return pending[0] if pending else None
+
+    def next_run_id(self) -> int:
+        return max((run.run_id for run in self.runs), default=0) + 1
+
+
+@attrs.frozen
+class ExportPlan:
+    ranges: tuple[ExportedRange, ...]
+    # Offsets removed from the log (retention, DeleteRecords) before they were ever exported.
+    skipped: tuple[ExportedRange, ...] = ()
+
+
+def plan_export(manifest: Manifest, available: Mapping[int, tuple[int, int]]) -> ExportPlan:
+    """What to export now, given each partition's ``(log start offset, high watermark)``."""
+    done = manifest.next_offsets()
+    ranges, skipped = [], []
+    for partition in sorted(available):
+        log_start, high_watermark = available[partition]
+        exported_to = done.get(partition, 0)
+        # A partition exported before lost records it never exported; a new one just starts
+        # at its log start.
+        if partition in done and log_start > exported_to:
+            skipped.append(ExportedRange(partition, exported_to, log_start))
+        start = max(exported_to, log_start)
+        if start < high_watermark:
+            ranges.append(ExportedRange(partition, start, high_watermark))
+    return ExportPlan(tuple(ranges), tuple(skipped))
+
+
+def begin_run(manifest: Manifest, run_id: int, ranges: tuple[ExportedRange, ...],
+              created_ms: int) -> Manifest:
+    if manifest.pending_run() is not None:
+        raise ManifestError(f"run {manifest.pending_run()} is still pending; recover it first")
+    run = ExportRun(run_id, RunState.PENDING, created_ms, ranges)
+    return attrs.evolve(manifest, runs=(*manifest.runs, run))
+
+
+def commit_run(manifest: Manifest, run_id: int) -> Manifest:
+    runs = tuple(
+        attrs.evolve(run, state=RunState.COMMITTED) if run.run_id == run_id else run
+        for run in manifest.runs
+    )
+    return attrs.evolve(manifest, runs=runs)
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    document = {
+        "version": FORMAT_VERSION,
+        "topic": manifest.topic,
+        "runs": [
+            {"runId": run.run_id, "state": run.state.value, "createdMs": run.created_ms,
+             "ranges": [{"partition": r.partition, "startOffset": r.start_offset,
+                         "endOffset": r.end_offset, "records": r.records} for r in run.ranges]}
+            for run in manifest.runs
+        ],
+    }
+    return (json.dumps(document, indent=1) + "\n").encode("utf-8")
+
+
+def decode_manifest(data: bytes, source: str) -> Manifest:
+    try:
+        document = json.loads(data)
+        if document["version"] != FORMAT_VERSION:
+            raise ManifestError(f"manifest {source}: version {document['version']!r} is not "
+                                f"supported (this build reads {FORMAT_VERSION})")
+        runs = tuple(_run(run) for run in document["runs"])
+        return Manifest(str(document["topic"]), runs)
+    except (ValueError, KeyError, TypeError) as error:
+        if isinstance(error, ManifestError):
+            raise
+        raise ManifestError(f"manifest {source} is malformed: {error!r}") from None
+
+
+def _run(obj: Any) -> ExportRun:
+    ranges = tuple(
+        ExportedRange(int(r["partition"]), int(r["startOffset"]), int(r["endOffset"]),
+                      int(r["records"]))
+        for r in obj["ranges"]
+    )
+    return ExportRun(int(obj["runId"]), RunState(obj["state"]), int(obj["createdMs"]), ranges)
+
+
+def load_manifest(out_dir: Path, topic: str) -> Manifest:
+    """The manifest in ``out_dir`` (an empty one if absent); refuses another topic's."""
+    path = out_dir / MANIFEST_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Manifest(topic)
+    except OSError as error:
+        raise ManifestError(f"manifest {path}: cannot read: {error.strerror}") from None
+    manifest = decode_manifest(data, str(path))
+    if manifest.topic != topic:
+        raise ManifestError(
+            f"{out_dir} holds an export of topic {manifest.topic!r}, not {topic!r}: "
+            "use another --out directory"
+        )
+    return manifest

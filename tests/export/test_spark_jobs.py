@@ -1,0 +1,134 @@
+"""The report and export-topic jobs, checked against the project's own readers."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from export.export_topic_job import export_topic
+from export.manifest import MANIFEST_FILE, RunState, load_manifest
+from export.report_job import CHART_FILE, TABLES, run_report
+from metadata.snapshot import load_snapshot
+from storage.checkpoints import (
+    REPLICATION_CHECKPOINT,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from storage.log_config import LogConfig
+from storage.partition_log import PartitionLog
+from storage.record_batch import CompressionType
+from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
+from tests.export.fixtures import (
+    BASE_MS,
+    build_log_dirs,
+    build_metadata_dir,
+    expected_log_records,
+    expected_log_rows,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_report_matches_the_image(spark: Any, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    meta = build_metadata_dir(tmp_path / "meta")
+    out = tmp_path / "report"
+    collected = run_report(spark, meta.metadata_dir, out)
+    image = load_snapshot(meta.snapshot_paths[-1])
+    partitions = {(t.name, p): reg for t in image.topics.by_name.values()
+                  for p, reg in t.partitions.items()}
+    live = {b.id for b in image.cluster.brokers.values() if not b.fenced}
+    leaders = Counter(r.leader for r in partitions.values() if r.leader >= 0)
+    replicas = Counter(b for r in partitions.values() for b in r.replicas)
+    load = {row["broker_id"]: (row["leaders"], row["replicas"], row["fenced"])
+            for row in collected["broker_load"]}
+    assert load == {b: (leaders[b], replicas[b], image.cluster.brokers[b].fenced)
+                    for b in image.cluster.brokers}
+    offline = {k for k, r in partitions.items() if r.leader not in live}
+    under = {k for k, r in partitions.items()
+             if r.leader in live and len(r.isr) < len(r.replicas)}
+    assert {(r["topic"], r["partition"]) for r in collected["offline"]} == offline
+    assert {(r["topic"], r["partition"]) for r in collected["under_replicated"]} == under
+    assert offline == {("payments", 2)} and under == {("payments", 1)}
+    changes = [(o, line) for o, _, _, line in expected_log_records(meta)
+               if '"type":"PartitionChangeRecord"' in line]
+    assert [r["offset"] for r in collected["isr_changes"]] == [o for o, _ in changes]
+    assert all(r["topic"] == "orders" for r in collected["isr_changes"])
+    for name in TABLES:
+        assert list((out / name).glob("*.parquet")), name
+    assert (out / CHART_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert "under-replicated partitions: 1   offline partitions: 1" in printed
+
+
+def parquet_rows(spark: Any, out: Path) -> list[tuple[Any, ...]]:
+    df = spark.read.parquet(str(out))
+    rows = df.selectExpr("topic", "partition", "offset", "value").collect()
+    return sorted((r[0], r[1], r[2], None if r[3] is None else bytes(r[3])) for r in rows)
+
+
+def expected_rows(logs: Any, topic: str) -> list[tuple[Any, ...]]:
+    return sorted((r[0], r[1], r[2], r[6]) for r in expected_log_rows(logs) if r[0] == topic)
+
+
+def append_and_commit(logs: Any, tp: TopicPartition, count: int) -> None:
+    """More records on ``tp`` and a high watermark at the new log end, as a broker would."""
+    directory = logs.partitions[tp][0]
+    log = PartitionLog.open(directory, LogConfig(segment_bytes=600))
+    for n in range(count):
+        batch = build_batch([SimpleRecord(value=f"new {n}".encode(), timestamp=BASE_MS + n)],
+                            compression=CompressionType.LZ4)
+        log.append_as_leader(bytearray(batch), 4, BASE_MS + n)
+    log.update_high_watermark(log.log_end_offset)
+    hw = log.high_watermark
+    log.flush()
+    log.close()
+    checkpoint = directory.parent / REPLICATION_CHECKPOINT
+    offsets = read_offset_checkpoint(checkpoint)
+    offsets[tp] = hw
+    write_offset_checkpoint(checkpoint, offsets)
+    logs.partitions[tp] = (directory, logs.partitions[tp][1], hw, hw)
+
+
+def test_export_topic_rerun_exports_only_new_offsets(spark: Any, tmp_path: Path) -> None:
+    logs = build_log_dirs(tmp_path / "logs")
+    out = tmp_path / "out"
+    first = export_topic(spark, logs.log_dirs_option, "orders", out)
+    assert first.run_id == 1
+    assert parquet_rows(spark, out) == expected_rows(logs, "orders")
+    assert first.records == len(expected_rows(logs, "orders"))
+    # Nothing new: no run, no Spark job.
+    assert export_topic(spark, logs.log_dirs_option, "orders", out).run_id is None
+    orders0 = TopicPartition("orders", 0)
+    old_hw = logs.partitions[orders0][2]
+    append_and_commit(logs, orders0, 5)
+    second = export_topic(spark, logs.log_dirs_option, "orders", out)
+    assert second.run_id == 2
+    assert [(r.partition, r.start_offset, r.records) for r in second.ranges] == [(0, old_hw, 8)]
+    rows = parquet_rows(spark, out)
+    assert rows == expected_rows(logs, "orders")  # the 3 held back + 5 new, nothing twice
+    manifest = load_manifest(out, "orders")
+    assert [run.state for run in manifest.runs] == [RunState.COMMITTED] * 2
+
+
+def test_export_topic_finishes_an_interrupted_run(spark: Any, tmp_path: Path) -> None:
+    logs = build_log_dirs(tmp_path / "logs")
+    out = tmp_path / "out"
+    export_topic(spark, logs.log_dirs_option, "orders", out)
+    # Replay the crash window: the manifest says PENDING and the files are still staged.
+    text = (out / MANIFEST_FILE).read_text().replace('"COMMITTED"', '"PENDING"')
+    (out / MANIFEST_FILE).write_text(text)
+    staged = out / "_staging" / "run-1"
+    for published in out.glob("partition=*/run-1-*.parquet"):
+        target = staged / published.parent.name / published.name.removeprefix("run-1-")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(published, target)
+    result = export_topic(spark, logs.log_dirs_option, "orders", out)
+    assert result.recovered_run == 1 and result.run_id is None
+    assert parquet_rows(spark, out) == expected_rows(logs, "orders")
+    assert not (out / "_staging").exists()
