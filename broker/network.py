@@ -28,8 +28,9 @@ A response is ``protocol.segments.Segments``: buffers are written as they are; f
 (``storage.file_slice.FileSlice``: path, position, length) of at least ``SENDFILE_MIN_BYTES`` go
 out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller ones, or all of them where
 sendfile is unavailable, by reading the file in chunks (``SENDFILE_MIN_BYTES`` says why). Open
-files are shared across connections in a bounded cache keyed by path (re-opened when the path
-names a new file, closed on shutdown).
+files are shared across connections in a bounded cache keyed by path
+(``broker.file_cache.OpenFileCache``: re-opened when the path names a new file, closed on
+shutdown).
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ import enum
 import logging
 import os
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import attrs
 
+from broker.file_cache import OpenFileCache
 from broker.metrics import BrokerMetrics, CloseReason
 from protocol.errors import ProtocolError
 from protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
@@ -64,8 +65,6 @@ FILE_CHUNK_BYTES = 256 * 1024
 # more than the copy it saves. Measured on loopback (2 cores): 16 KiB slices 480 MiB/s read vs
 # 110 MiB/s sendfile at 4x the CPU; 256 KiB slices 1000 vs 630 MiB/s; 1 MiB slices even.
 SENDFILE_MIN_BYTES = 1024 * 1024
-# Segment files kept open for sendfile across all connections.
-MAX_CACHED_FILES = 256
 
 
 @attrs.frozen
@@ -121,81 +120,6 @@ class _Failure:
 
 
 _QueueItem = _Pending | _Failure | _Entry
-
-
-class _OpenFile:
-    def __init__(self, file: BinaryIO, identity: tuple[int, int]) -> None:
-        self.file = file
-        # (st_dev, st_ino): a path re-created after truncation or deletion is a new file.
-        self.identity = identity
-        self.users = 0
-        self.evicted = False
-
-
-class OpenFileCache:
-    """Open segment files by path, shared by all connections, at most ``max_files`` of them.
-
-    An evicted or replaced file stays open until its last user releases it, so eviction never
-    breaks a sendfile in progress. A path that no longer exists (a deleted segment) is still
-    served from the cached file: the slice was cut from that file.
-    """
-
-    def __init__(self, max_files: int = MAX_CACHED_FILES) -> None:
-        assert max_files >= 1
-        self._max_files = max_files
-        self._files: OrderedDict[Path, _OpenFile] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._files)
-
-    @contextlib.contextmanager
-    def open(self, path: Path) -> Iterator[BinaryIO]:
-        entry = self._acquire(path)
-        try:
-            yield entry.file
-        finally:
-            entry.users -= 1
-            if entry.evicted and entry.users == 0:
-                entry.file.close()
-
-    def _acquire(self, path: Path) -> _OpenFile:
-        entry = self._files.get(path)
-        identity = _identity(path)
-        if entry is not None and identity is not None and identity != entry.identity:
-            self._evict(path)
-            entry = None
-        if entry is None:
-            file = open(path, "rb")  # noqa: SIM115 - closed by the cache
-            entry = _OpenFile(file, _identity_of(file))
-            self._files[path] = entry
-            while len(self._files) > self._max_files:
-                self._evict(next(iter(self._files)))
-        self._files.move_to_end(path)
-        entry.users += 1
-        return entry
-
-    def _evict(self, path: Path) -> None:
-        entry = self._files.pop(path)
-        entry.evicted = True
-        if entry.users == 0:
-            entry.file.close()
-
-    def close(self) -> None:
-        for path in list(self._files):
-            self._evict(path)
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return stat.st_dev, stat.st_ino
-
-
-def _identity_of(file: BinaryIO) -> tuple[int, int]:
-    stat = os.fstat(file.fileno())
-    return stat.st_dev, stat.st_ino
 
 
 class KafkaListener:

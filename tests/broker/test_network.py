@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from broker.file_cache import OpenFileCache
 from broker.metrics import BrokerMetrics, CloseReason
-from broker.network import SENDFILE_MIN_BYTES, KafkaListener, OpenFileCache, RequestContext
+from broker.network import SENDFILE_MIN_BYTES, KafkaListener, RequestContext
 from protocol.errors import MalformedRequestError, UnsupportedRequestError
 from protocol.framing import frame_response
 from protocol.segments import Segments
