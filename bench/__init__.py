@@ -1,0 +1,1 @@
+"""Benchmarks; each ends by printing one JSON line of its figures. Never run by the tests."""
