@@ -173,6 +173,11 @@ def encode_uvarint(value: int) -> bytes:
     """``ByteUtils.writeUnsignedVarint`` for 0 <= value < 2**32."""
     if value < 0x80:
         return _SMALL_UVARINTS[value]
+    # Unrolled for the sizes Fetch responses write for every partition's records.
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x20_0000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
