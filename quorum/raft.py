@@ -21,8 +21,9 @@ Sharp edges of pysyncobj and what we do about each:
   encrypted and authenticated with ``password`` (Fernet); a frame that fails authentication is
   dropped before it is unpickled.
 * ``journalFile`` and ``fullDumpFile`` are always set; the dump is our own format
-  (``quorum.raft_dump``) via ``serializer``/``deserializer``; ``serializeChecker`` fsyncs the
-  directory after pysyncobj's rename and only then lets pysyncobj truncate the journal.
+  (``quorum.raft_dump``) via ``serializer``/``deserializer``, written off the Raft thread by
+  ``quorum.raft_serializer.BackgroundSerializer``, fsync'd (file and directory) before pysyncobj
+  may truncate the journal.
 * Durability: pysyncobj writes the journal through ``mmap`` and never msyncs it, so a committed
   entry survives the process being killed (``kill -9``: the page cache stays) but not a power
   loss or kernel crash of a majority. The dump and checkpoints are fsync'd.
@@ -36,16 +37,15 @@ Sharp edges of pysyncobj and what we do about each:
 from __future__ import annotations
 
 import concurrent.futures
-import enum
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, replicated
+import attrs
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord
@@ -53,6 +53,7 @@ from metadata.snapshot import load_snapshot
 from quorum.config import ControllerConfig
 from quorum.metadata_view import ResultCallback
 from quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
+from quorum.raft_serializer import BackgroundSerializer
 from quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 from quorum.snapshots import SnapshotStore
 
@@ -66,6 +67,9 @@ MAX_REMEMBERED_PROPOSALS = 64
 # A restarted controller may find its port in TIME_WAIT briefly: retry for about 5 s.
 BIND_RETRY_S = 0.25
 MAX_BIND_RETRIES = 20
+DUMP_FILE_NAME = "dump.bin"
+# Chunk size of a dump sent to a follower that fell behind the leader's journal.
+LOG_COMPACTION_BATCH_BYTES = 1 << 20
 
 
 class RaftBindError(RuntimeError):
@@ -80,12 +84,6 @@ class RaftListener(Protocol):
     def handle_state_loaded(self, state: MetadataState) -> None: ...
 
     def handle_snapshot_written(self, end_offset: int) -> None: ...
-
-
-class SerializeState(enum.Enum):
-    IDLE = "IDLE"
-    WRITTEN = "WRITTEN"
-    FAILED = "FAILED"
 
 
 def describe_failure(code: int) -> str:
@@ -104,7 +102,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
                                        config.retained_snapshots)
         # Set before SyncObj.__init__: its Raft thread may apply entries right away.
         self._state = MetadataState()
-        self._serialize_state = SerializeState.IDLE
+        self._dumped_state = self._state
+        # next_offset of the last snapshot taken or loaded (drives snapshot-every-N-records).
+        self._snapshot_offset = 0
         self._calls: list[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = []
         self._calls_lock = threading.Lock()
         self._proposed: dict[bytes, tuple[MetadataRecord, ...]] = {}
@@ -113,6 +113,12 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         others = [str(address) for node, address in sorted(config.voters.items())
                   if node != config.node_id]
         super().__init__(self_address, others, self._sync_obj_conf(config))
+        # The one reach into pysyncobj's internals: write dumps off the Raft thread (see
+        # quorum/raft_serializer.py). Assigning an attribute is atomic; until it happens the
+        # synchronous hooks below do the same work.
+        self._SyncObj__serializer = BackgroundSerializer(
+            str(raft_dir / DUMP_FILE_NAME), LOG_COMPACTION_BATCH_BYTES,
+            self._prepare_dump, self._write_dump, self._deserialize)
         self.addOnTickCallback(self._drain_calls)
         try:
             self.waitBinded()
@@ -128,10 +134,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         return SyncObjConf(
             password=config.quorum_password,
             journalFile=str(self._raft_dir / "journal.bin"),
-            fullDumpFile=str(self._raft_dir / "dump.bin"),
-            serializer=self._serialize,
+            fullDumpFile=str(self._raft_dir / DUMP_FILE_NAME),
+            serializer=self._serialize_in_raft_thread,
             deserializer=self._deserialize,
-            serializeChecker=self._check_serialize,
             appendEntriesUseBatch=True,
             appendEntriesPeriod=config.append_linger_ms / 1000,
             autoTickPeriod=config.raft_tick_ms / 1000,
@@ -148,7 +153,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             logCompactionMinEntries=max(2, config.snapshot_interval_records),
             logCompactionMinTime=max(1, config.snapshot_interval_ms // 1000),
             appendEntriesBatchSizeBytes=1 << 20,
-            logCompactionBatchSize=1 << 20,
+            logCompactionBatchSize=LOG_COMPACTION_BATCH_BYTES,
             dynamicMembershipChange=False,
             # Bind exactly the configured host (pysyncobj would bind 0.0.0.0).
             bindAddress=str(config.self_raft_address),
@@ -172,7 +177,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self._listener.handle_applied(applied)
         except Exception:
             logger.exception("metadata listener failed on raft index %d", raft_index)
-        if applied.state.records_since_snapshot >= self._config.snapshot_interval_records:
+        if applied.state.next_offset - self._snapshot_offset >= \
+                self._config.snapshot_interval_records:
+            self._snapshot_offset = applied.state.next_offset  # ask once per interval
             self.forceLogCompaction()
         return applied.result
 
@@ -223,48 +230,42 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             except Exception as error:
                 future.set_exception(error)
 
-    # ---- snapshots: pysyncobj's serializer hooks (Raft thread) ----
+    # ---- snapshots: pysyncobj's serializer hooks ----
 
-    def _serialize(self, temp_file: str, data: Any) -> None:
-        """Write the dump for the state as of the entries in ``data`` (last, previous, nodes)."""
-        try:
-            last_entry, prev_entry, nodes = data
-            state = self._state
-            checkpoint = None
-            if state.image.offset >= 0:
-                checkpoint = self.snapshots.write(state.image, int(time.time() * 1000))
-                self._listener.handle_snapshot_written(state.next_offset)
-            header = DumpHeader(
-                next_offset=state.next_offset,
-                last_raft_index=state.last_raft_index,
-                epoch=state.image.epoch,
-                last_entry=RaftEntry.from_tuple(last_entry),
-                prev_entry=RaftEntry.from_tuple(prev_entry),
-                voters=tuple(sorted(str(getattr(node, "address", node)) for node in nodes)),
-                checkpoint_name=None if checkpoint is None else checkpoint.name,
-                checkpoint_size=0 if checkpoint is None else checkpoint.stat().st_size,
-            )
-            write_dump(Path(temp_file), header, checkpoint)
-            self._state = MetadataState(image=state.image, next_offset=state.next_offset,
-                                        last_raft_index=state.last_raft_index)
-        except Exception:
-            logger.exception("writing the metadata snapshot failed")
-            self._serialize_state = SerializeState.FAILED
-            raise
-        self._serialize_state = SerializeState.WRITTEN
+    def _prepare_dump(self, data: Any) -> DumpHeader:
+        """Raft thread: capture the state as of the entries in ``data`` (last, previous,
+        nodes). The image is immutable, so the background writer sees exactly this state."""
+        last_entry, prev_entry, nodes = data
+        state = self._state
+        self._dumped_state = state
+        self._snapshot_offset = state.next_offset
+        return DumpHeader(
+            next_offset=state.next_offset,
+            last_raft_index=state.last_raft_index,
+            epoch=state.image.epoch,
+            last_entry=RaftEntry.from_tuple(last_entry),
+            prev_entry=RaftEntry.from_tuple(prev_entry),
+            voters=tuple(sorted(str(getattr(node, "address", node)) for node in nodes)),
+            checkpoint_name=None,
+            checkpoint_size=0,
+        )
 
-    def _check_serialize(self) -> int:
-        state = self._serialize_state
-        if state is SerializeState.IDLE:
-            return int(SERIALIZER_STATE.NOT_SERIALIZING)
-        self._serialize_state = SerializeState.IDLE
-        if state is SerializeState.FAILED:
-            return int(SERIALIZER_STATE.FAILED)
-        # pysyncobj renamed the temp file into place; make the rename durable before it
-        # truncates the journal.
-        _fsync_directory(self._raft_dir)
+    def _write_dump(self, path: Path, header: DumpHeader) -> None:
+        """Dump-writer thread: the checkpoint for brokers, then the dump that embeds it."""
+        image = self._dumped_state.image
+        checkpoint = None
+        if image.offset >= 0:
+            checkpoint = self.snapshots.write(image, int(time.time() * 1000))
+            header = attrs.evolve(header, checkpoint_name=checkpoint.name,
+                                  checkpoint_size=checkpoint.stat().st_size)
+        write_dump(path, header, checkpoint)
+        if checkpoint is not None:
+            self._listener.handle_snapshot_written(header.next_offset)
         self.snapshots.prune()
-        return int(SERIALIZER_STATE.SUCCESS)
+
+    def _serialize_in_raft_thread(self, temp_file: str, data: Any) -> None:
+        """pysyncobj's synchronous hook, used only until BackgroundSerializer is installed."""
+        self._write_dump(Path(temp_file), self._prepare_dump(data))
 
     def _deserialize(self, file_name: str) -> tuple[Any, Any, Any]:
         try:
@@ -284,6 +285,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             raise
         self._state = MetadataState(image=image, next_offset=header.next_offset,
                                     last_raft_index=header.last_raft_index)
+        self._snapshot_offset = header.next_offset
         try:
             self._listener.handle_state_loaded(self._state)
         except Exception:
@@ -293,10 +295,3 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
     def image(self) -> MetadataImage:
         return self._state.image
 
-
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -69,8 +69,6 @@ class MetadataState:
     next_offset: int = 0
     # The Raft index of the last entry given an outcome (0: none yet; pysyncobj starts at 1).
     last_raft_index: int = 0
-    # Records applied since the last snapshot (drives snapshot-every-N-records).
-    records_since_snapshot: int = 0
 
     @property
     def last_offset(self) -> int:
@@ -130,7 +128,6 @@ def _replay(state: MetadataState, batch: ProposedBatch,
         image=image,
         next_offset=base_offset + len(records),
         last_raft_index=state.last_raft_index,
-        records_since_snapshot=state.records_since_snapshot + len(records),
     )
     committed = CommittedBatch(
         base_offset=base_offset,

@@ -92,9 +92,14 @@ def test_restarted_controller_catches_up_from_a_snapshot(cluster_factory) -> Non
     names = {f"topic-{i}" for i in range(15)}
     for name in sorted(names):
         create_topic(cluster, name, 1, via=leader)
-    # The leader compacted its journal behind a snapshot, and its window no longer reaches 0.
-    listing = leader.get("/v1/metadata/snapshots")
-    assert listing["latest"] is not None
+    # The leader compacted its journal behind a snapshot (written in the background), and its
+    # window no longer reaches offset 0.
+    deadline = time.monotonic() + 15
+    while leader.get("/v1/metadata/snapshots")["latest"] is None:
+        assert time.monotonic() < deadline, leader.log_tail()
+        time.sleep(0.1)
+    create_topic(cluster, "after-snapshot", 1, via=leader)
+    names.add("after-snapshot")
     with pytest.raises(HttpError) as below:
         leader.get("/v1/metadata/records?from=0")
     assert below.value.status == 409
