@@ -44,7 +44,9 @@ from metadata.snapshot import SnapshotError, decode_snapshot, snapshot_to_image
 logger = logging.getLogger(__name__)
 
 # Bounds (STYLE.md §7).
-DEFAULT_MAX_WAIT_MS = 5_000
+# Kafka's KafkaRaftClient fetches with a 500 ms max wait; the controller's NoOpRecord every
+# metadata.max.idle.interval.ms (500) ends idle polls about as often anyway.
+DEFAULT_MAX_WAIT_MS = 500
 DEFAULT_MAX_RECORDS = 10_000
 MAX_LISTENERS = 16
 BACKOFF_INITIAL_S = 0.05
