@@ -50,7 +50,7 @@ FIRST_FLEXIBLE_VERSION = 12
 DEFAULT_MAX_BYTES = 0x7FFFFFFF
 
 
-def _check_version(api_version: int) -> None:
+def check_version(api_version: int) -> None:
     if not MIN_VERSION <= api_version <= MAX_VERSION:
         raise UnsupportedRequestError(FETCH_API_KEY, api_version, "fetch codec handles 4-16")
 
@@ -111,7 +111,7 @@ class FetchRequest:
 
 def decode_fetch_request(body: Buffer, api_version: int) -> FetchRequest:
     """Decode a Fetch request body; raises ``MalformedRequestError`` on bad bytes."""
-    _check_version(api_version)
+    check_version(api_version)
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
     reader = Reader(body)
     replica_id = reader.int32("replica_id") if api_version <= 14 else -1
@@ -276,7 +276,7 @@ def encode_fetch_response(response: FetchResponse, api_version: int) -> Segments
     This is the broker's hottest encoder: one pass, no intermediate objects, record lengths
     summed as they are passed through.
     """
-    _check_version(api_version)
+    check_version(api_version)
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
     parts: list[Segment] = []
     out = bytearray()
