@@ -31,6 +31,7 @@ class MetadataView:
         self._state = MetadataState()
         self.window = LogWindow(window_records)
         self._changed = asyncio.Event()
+        self._closing = False
         # Callbacks run after every change (the periodic task uses one to note activity).
         self.observers: list[Callable[[Applied | None], None]] = []
 
@@ -75,11 +76,16 @@ class MetadataView:
     def read(self, from_offset: int, max_records: int) -> WindowRead:
         return self.window.read(from_offset, max_records)
 
+    def close(self) -> None:
+        """Release every long poll now (the controller is stopping)."""
+        self._closing = True
+        self._changed.set()
+
     async def wait_beyond(self, offset: int, timeout_s: float) -> bool:
         """Wait until the log holds ``offset`` + 1 or more records (True), or time out."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while self.window.next_offset <= offset:
+        while self.window.next_offset <= offset and not self._closing:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
@@ -87,7 +93,7 @@ class MetadataView:
                 await asyncio.wait_for(self._changed.wait(), remaining)
             except TimeoutError:
                 return False
-        return True
+        return self.window.next_offset > offset
 
 
 class RaftBridge:

@@ -28,6 +28,8 @@ from quorum.service import build_app
 logger = logging.getLogger(__name__)
 
 HEALTH_CHECK_INTERVAL_S = 0.2
+# In-flight requests get this long to finish on SIGTERM (long polls are released at once).
+SHUTDOWN_TIMEOUT_S = 5.0
 
 
 # Fencing writes one broker per batch (Kafka's maybeFenceOneStaleBroker); bound one round.
@@ -78,7 +80,7 @@ async def serve(config: ControllerConfig, stop: asyncio.Event) -> int:
     try:
         await runner.setup()
         site = web.TCPSite(runner, config.http_listener.host, config.http_listener.port,
-                           reuse_address=True)
+                           reuse_address=True, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         try:
             await site.start()
         except OSError as error:
@@ -94,6 +96,7 @@ async def serve(config: ControllerConfig, stop: asyncio.Event) -> int:
             periodic.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await periodic
+        node.view.close()
         await runner.cleanup()
         node.stop()
 

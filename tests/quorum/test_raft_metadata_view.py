@@ -81,3 +81,14 @@ def test_proposal_results_resolve_on_the_loop_after_their_batch() -> None:
     last_offset, result, reason = asyncio.run(scenario())
     assert last_offset == 0 and reason == 0
     assert result is not None and result.applied
+
+
+def test_closing_releases_long_polls() -> None:
+    async def scenario() -> bool:
+        view = MetadataView(window_records=100)
+        waiter = asyncio.create_task(view.wait_beyond(0, 30.0))
+        await asyncio.sleep(0)
+        view.close()
+        return await asyncio.wait_for(waiter, 5.0)
+
+    assert asyncio.run(scenario()) is False
