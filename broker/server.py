@@ -285,10 +285,12 @@ class BrokerServer:
     async def shutdown(self) -> None:
         """Controlled shutdown (if RUNNING), then stop everything; ends NOT_RUNNING."""
         if self.heartbeats is not None:
+            was_running = self.lifecycle.state is BrokerState.RUNNING
             allowed = await self.heartbeats.controlled_shutdown(
                 self.controlled_shutdown_timeout_s)
-            logger.info("broker %d: controlled shutdown %s", self.config.node_id,
-                        "complete" if allowed else "timed out")
+            if was_running:
+                logger.info("broker %d: controlled shutdown %s", self.config.node_id,
+                            "complete" if allowed else "timed out")
             self.heartbeats.stop()
         else:
             self.lifecycle.maybe_begin_shutdown()
