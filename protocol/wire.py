@@ -140,15 +140,14 @@ class Reader:
         return count
 
     def tagged_fields(self, field: str) -> dict[int, memoryview]:
-        """A tagged-field section: ``{tag: raw bytes}``; tags must be strictly increasing."""
+        """A tagged-field section: ``{tag: raw bytes}``.
+
+        Writers emit tags in increasing order (KIP-482); like Kafka's generated readers we do
+        not insist on it, and a repeated tag keeps its last value.
+        """
         tags: dict[int, memoryview] = {}
-        previous = -1
         for _ in range(self._tag_count(field)):
-            start = self.position
             tag = self.uvarint(field)
-            if tag <= previous:
-                raise MalformedRequestError(field, f"tag {tag} out of order", start)
-            previous = tag
             tags[tag] = self.bytes_view(self.uvarint(field), field)
         return tags
 
