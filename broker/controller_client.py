@@ -259,8 +259,13 @@ class ControllerClient:
             async with self._session.request(
                     method, url + path, json=body, params=params,
                     timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+                if (response.content_length or 0) > MAX_RESPONSE_BYTES:
+                    raise ControllerError("UNKNOWN_SERVER_ERROR",
+                                          f"{url} answered {response.content_length} bytes, "
+                                          "over the limit")
                 payload = await response.read()
                 status = response.status
+                is_json = response.content_type == "application/json"
         except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError,
                 aiohttp.ClientOSError, TimeoutError) as error:
             self._forget(url)
@@ -271,17 +276,14 @@ class ControllerClient:
             if sent and not idempotent:
                 raise failure from None
             raise _Retry(failure) from None
+        if status < 400 and not is_json:
+            return payload  # a snapshot download (NDJSON), not a JSON document
         return self._classify(url, status, payload, idempotent)
 
     def _classify(self, url: str, status: int, payload: bytes, idempotent: bool) -> Any:
-        if len(payload) > MAX_RESPONSE_BYTES:
-            raise ControllerError("UNKNOWN_SERVER_ERROR",
-                                  f"{url} answered {len(payload)} bytes, over the limit")
         try:
             answer = json.loads(payload) if payload else {}
         except ValueError:
-            if status < 400:
-                return payload  # a snapshot download (NDJSON), not a JSON document
             raise ControllerError("UNKNOWN_SERVER_ERROR",
                                   f"{url} answered HTTP {status} without a JSON body") from None
         if status < 400:
@@ -457,16 +459,6 @@ class ControllerClient:
     async def list_brokers(self) -> list[dict[str, Any]]:
         answer = await self._call("GET", "/v1/brokers")
         return list(answer["brokers"])
-
-    async def quorum(self, url: str | None = None) -> dict[str, Any]:
-        """GET /v1/quorum from ``url`` (or the preferred controller), without retries."""
-        target = normalize_url(url) if url else self._target()
-        if self._session is None:
-            self._session = aiohttp.ClientSession(headers=self._headers)
-        async with self._session.get(target + "/v1/quorum",
-                                     timeout=aiohttp.ClientTimeout(total=5)) as response:
-            answer: dict[str, Any] = await response.json()
-            return answer
 
 
 def _quote(segment: str) -> str:
