@@ -389,6 +389,9 @@ async def run_broker(server: BrokerServer, stop: asyncio.Event) -> int:
     except BrokerStartupError as error:
         logger.error("broker %d cannot start: %s", server.config.node_id, error)
         code = 1
+    except Exception:
+        logger.exception("broker %d failed", server.config.node_id)  # a bug: keep the trace
+        code = 1
     finally:
         stopping.cancel()
         await server.shutdown()
