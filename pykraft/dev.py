@@ -192,11 +192,13 @@ class DevCluster:
     def exited(self) -> list[str]:
         return [name for name, p in self.processes.items() if p.poll() is not None]
 
-    def wait_until_ready(self, timeout_s: float) -> None:
-        """Until every broker reports RUNNING over its HTTP API."""
+    def wait_until_ready(self, timeout_s: float, stop: threading.Event) -> None:
+        """Until every broker reports RUNNING over its HTTP API (or ``stop`` is set)."""
         deadline = time.monotonic() + timeout_s
         pending = list(self.layout.brokers)
         while pending:
+            if stop.is_set():
+                raise DevClusterError("interrupted during start-up")
             dead = self.exited()
             if dead:
                 raise DevClusterError(f"{', '.join(dead)} exited during start-up\n"
@@ -206,7 +208,7 @@ class DevCluster:
                 raise DevClusterError(f"{', '.join(names)} not RUNNING after {timeout_s:.0f}s\n"
                                       + self.log_tails(names))
             pending = [b for b in pending if broker_state(b) != "RUNNING"]
-            time.sleep(POLL_INTERVAL_S)
+            stop.wait(POLL_INTERVAL_S)
 
     def log_tails(self, names: list[str], lines: int = 15) -> str:
         tails = []
@@ -308,7 +310,7 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
         cluster.start(node)
     cluster.write_cluster_json("starting")
     try:
-        cluster.wait_until_ready(args.startup_timeout)
+        cluster.wait_until_ready(args.startup_timeout, stop)
     except DevClusterError as error:
         print(f"pykraft dev: {error}", file=sys.stderr)
         return 1
