@@ -33,6 +33,9 @@ from export.spark_sources import METADATA_FORMAT
 
 TABLES = ("broker_load", "broker_skew", "partitions", "under_replicated", "offline", "topics",
           "isr_changes")
+# Tables small enough to collect (one row per broker, topic, unhealthy partition or change).
+SMALL_TABLES = ("broker_load", "broker_skew", "topics", "under_replicated", "offline",
+                "isr_changes")
 CHART_FILE = "broker_load.png"
 
 
@@ -104,7 +107,7 @@ def _skew(load: DataFrame) -> DataFrame:
 def _topics(spark: SparkSession, root: Path, snapshot: str, partitions: DataFrame,
             under: DataFrame, offline: DataFrame) -> DataFrame:
     topics = _view(spark, root, "topics", snapshot).select(
-        "topic", "topic_id", "partitions", "replication_factor")
+        "topic", "topic_id", "partitions", "replication_factor").cache()
     configs = (_view(spark, root, "configs", snapshot).where("resource_type_name = 'topic'")
                .groupBy(F.col("resource_name").alias("topic"))
                .agg(F.count("*").alias("config_overrides")))
@@ -129,9 +132,14 @@ def _isr_changes(spark: SparkSession, root: Path, snapshot: str) -> DataFrame:
             .join(names, "topic_id", "left").orderBy("offset"))
 
 
-def write_tables(tables: dict[str, DataFrame], out_dir: Path) -> None:
+def write_tables(spark: SparkSession, tables: dict[str, DataFrame],
+                 collected: dict[str, list[Any]], out_dir: Path) -> None:
+    """Write every table; the small ones from their collected rows (no second computation)."""
     for name in TABLES:
-        tables[name].write.mode("overwrite").parquet(str(out_dir / name))
+        frame = tables[name]
+        if name in collected:
+            frame = spark.createDataFrame(collected[name], frame.schema)
+        frame.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -181,10 +189,8 @@ def run_report(spark: SparkSession, root: Path, out_dir: Path, snapshot: str = "
     """Compute, write and summarise; returns the small tables as collected rows."""
     tables = compute(spark, root, snapshot)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_tables(tables, out_dir)
-    collected = {name: tables[name].collect()
-                 for name in ("broker_load", "broker_skew", "topics", "under_replicated",
-                              "offline", "isr_changes")}
+    collected = {name: tables[name].collect() for name in SMALL_TABLES}
+    write_tables(spark, tables, collected, out_dir)
     draw_chart(collected["broker_load"], out_dir / CHART_FILE)
     print(summary(tables["partitions"].select("snapshot_id", "end_offset").first(), collected,
                   out_dir))

@@ -12,8 +12,9 @@ import pytest
 def spark() -> Iterator[Any]:
     from export.session import build_session
 
-    # Two cores: the machine's; the data is small, a wider pool only adds overhead.
-    session = build_session("local[2]", "pykraft-tests")
+    # Two cores: the machine's. Tiny data: two shuffle partitions are plenty.
+    session = build_session("local[2]", "pykraft-tests",
+                            extra_conf={"spark.sql.shuffle.partitions": "2"})
     try:
         yield session
     finally:
