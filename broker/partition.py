@@ -2,251 +2,127 @@
 
 Theory of operation
 -------------------
-The metadata log decides who leads each partition. The broker learns it as ``LeaderAndIsr``
-values (the partition's registration in the metadata image) and applies them with
-``make_leader`` / ``make_follower``. The leader state is one immutable ``PartitionState`` that
-only ``_become`` replaces; the decisions are pure functions of (state, change).
+The decisions live in ``broker.partition_state`` and ``broker.isr`` (pure); this shell holds the
+log and one ``PartitionState``, which only ``_become`` replaces (checking the role and ISR
+transitions the pure modules list), and carries out what the decisions call for: appends and
+reads on the log, high-watermark moves, AlterPartition submissions.
 
-Roles (``PartitionRole``) and their legal transitions, all driven by metadata:
+Metadata: ``make_leader`` / ``make_follower`` apply a ``LeaderAndIsr``; a change whose partition
+epoch is below the one applied is stale and ignored (both return False), an equal one is applied
+again, as in Kafka (an AlterPartition answer can teach the epoch before the metadata log does). A
+new leader epoch is recorded in the leader-epoch cache at the log end
+(``maybeAssignEpochStartOffset``) and resets follower progress (unknown log ends; ISR members
+caught up as of now).
 
-  NONE     -> LEADER | FOLLOWER     the first registration naming this broker
-  LEADER   -> LEADER | FOLLOWER     ISR/replicas changed, re-election, or another leader elected
-  FOLLOWER -> LEADER | FOLLOWER     elected, or the leader / its epoch changed
-  LEADER | FOLLOWER -> NONE         the broker stops hosting the partition (``stop``)
+Leader: every follower fetch (replica id >= 0, v15's ReplicaState included) updates that
+follower's progress, may propose adding it to the ISR, and may move the high watermark; the
+periodic ``maybe_shrink_isr`` proposes dropping followers that stayed behind. A proposal goes to
+``PartitionContext.alter_partition`` and its answer comes back to ``_on_alter_partition_result``.
+Each high-watermark move is reported to ``PartitionContext.on_high_watermark_moved`` (delayed
+produces and consumer fetches wait on it). ``check_enough_replicas_reach_offset`` answers a
+waiting acks=all produce.
 
-A change whose partition epoch is below the one already applied is stale and ignored: both
-``make_*`` return False and change nothing (Kafka's ``Partition.makeLeader`` / ``makeFollower``:
-"Skipped the become-leader state change ... since the leader is already at a newer partition
-epoch"). An equal partition epoch is applied again, as in Kafka (an AlterPartition response can
-teach the epoch before the metadata log does).
-
-A leader that sees a new leader epoch records it in the leader-epoch cache at its log end offset
-(``maybeAssignEpochStartOffset``), so followers of later epochs can find where to truncate.
-
-High watermark (leader only): the minimum log end offset over the ISR, counting the leader's
-own log end and each follower's last fetch offset (``follower_log_end_offsets``); a follower of
-the ISR whose offset is not known yet holds it back. It only moves forward. With replication
-factor 1 the ISR is the leader alone, so the high watermark follows the log end after every
-append. ISR shrink/expand comes with replication (DESIGN.md §3.4).
-
-Reads (``fetch_records``): consumers read up to the high watermark (there are no transactions,
-so the last stable offset equals it), followers up to the log end. ``current_leader_epoch``
-(KIP-320) is checked first: older than ours is FENCED_LEADER_EPOCH, newer is
-UNKNOWN_LEADER_EPOCH (Kafka ``checkCurrentLeaderEpoch``); a ``last_fetched_epoch`` whose epoch
-ended before the fetch offset answers a diverging epoch instead of data (KIP-595/KIP-320).
+Reads (``fetch_records``): consumers read up to the high watermark (no transactions, so the last
+stable offset equals it), followers up to the log end. ``current_leader_epoch`` (KIP-320) is
+checked first: older than ours is FENCED_LEADER_EPOCH, newer is UNKNOWN_LEADER_EPOCH; a
+``last_fetched_epoch`` whose epoch ended before the fetch offset answers a diverging epoch
+instead of data. Only the leader serves reads (no KIP-392 follower fetching).
 """
 
 from __future__ import annotations
 
-import enum
+import logging
+from collections.abc import Callable
 
 import attrs
-from immutables import Map
 
-from metadata.image import PartitionRegistration
-from metadata.records import NO_LEADER
+from broker.alter_partition import (
+    AlterPartitionItem,
+    AlterPartitionSubmitter,
+    RecordedAlterPartitions,
+)
+from broker.isr import (
+    LEGAL_ISR_TRANSITIONS,
+    NO_BROKER_EPOCH,
+    AlterPartitionOutcome,
+    AlterPartitionResult,
+    PendingIsrChange,
+    is_stale_broker_epoch,
+    update_fetch_state,
+)
+from broker.partition_state import (
+    DEBUGGING_REPLICA_ID,
+    LEGAL_TRANSITIONS,
+    NO_PARTITION_LEADER_EPOCH,
+    BrokerLookup,
+    EpochEndOffset,
+    FetchIsolation,
+    LeaderAndIsr,
+    LogReadInfo,
+    PartitionError,
+    PartitionRole,
+    PartitionState,
+    check_current_leader_epoch,
+    check_enough_replicas_reach_offset,
+    effective_min_isr,
+    error_for,
+    follower_state,
+    handle_alter_partition_result,
+    high_watermark_candidate,
+    is_stale,
+    leader_state,
+    needs_expand_isr,
+    out_of_sync_replicas,
+    prepare_isr_expand,
+    prepare_isr_shrink,
+)
+from broker.purgatory import monotonic_ms
 from protocol.errors import Errors
 from storage.file_slice import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from storage.log_validator import (
-    InvalidProducerEpochError,
-    InvalidRecordError,
-    LogAppendInfo,
-    LogError,
-    OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-    StaleLeaderEpochError,
-)
+from storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError
 from storage.partition_log import OffsetAndTimestamp, PartitionLog
 from storage.record_batch import CorruptRecordError
 from storage.topic_partition import TopicPartition
 
-# A request's current_leader_epoch / last_fetched_epoch when the client sent none.
-NO_PARTITION_LEADER_EPOCH = -1
-# Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID: may read from any replica.
-DEBUGGING_REPLICA_ID = -2
+__all__ = [
+    "DEBUGGING_REPLICA_ID",
+    "NO_PARTITION_LEADER_EPOCH",
+    "EpochEndOffset",
+    "FetchIsolation",
+    "LeaderAndIsr",
+    "LogReadInfo",
+    "Partition",
+    "PartitionContext",
+    "PartitionError",
+    "PartitionRole",
+    "PartitionState",
+    "error_for",
+]
 
+logger = logging.getLogger(__name__)
 
-class PartitionRole(enum.Enum):
-    NONE = "none"
-    LEADER = "leader"
-    FOLLOWER = "follower"
-
-
-_LEGAL_TRANSITIONS: dict[PartitionRole, frozenset[PartitionRole]] = {
-    PartitionRole.NONE: frozenset({PartitionRole.LEADER, PartitionRole.FOLLOWER}),
-    PartitionRole.LEADER: frozenset(PartitionRole),
-    PartitionRole.FOLLOWER: frozenset(PartitionRole),
-}
-
-
-class FetchIsolation(enum.Enum):
-    """How far a read may go (Kafka's ``FetchIsolation``)."""
-
-    LOG_END = "log_end"  # followers
-    HIGH_WATERMARK = "high_watermark"  # consumers, READ_UNCOMMITTED
-    TXN_COMMITTED = "txn_committed"  # consumers, READ_COMMITTED (last stable offset)
-
-    @classmethod
-    def of(cls, replica_id: int, isolation_level: int) -> FetchIsolation:
-        if replica_id >= 0:
-            return cls.LOG_END
-        return cls.TXN_COMMITTED if isolation_level == 1 else cls.HIGH_WATERMARK
-
-
-class PartitionError(Exception):
-    """An expected per-partition failure, carrying the Kafka error code a response needs."""
-
-    def __init__(self, error: Errors, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-# Storage failures and their Kafka error codes (Kafka's ReplicaManager.appendToLocalLog).
-_ERROR_CODES: tuple[tuple[type[Exception], Errors], ...] = (
-    (RecordTooLargeError, Errors.MESSAGE_TOO_LARGE),
-    (RecordBatchTooLargeError, Errors.RECORD_LIST_TOO_LARGE),
-    (InvalidRecordError, Errors.INVALID_RECORD),
-    (OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
-    (InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
-    (StaleLeaderEpochError, Errors.NOT_LEADER_OR_FOLLOWER),
-    (OffsetOutOfRangeError, Errors.OFFSET_OUT_OF_RANGE),
-    (OSError, Errors.KAFKA_STORAGE_ERROR),
-)
-
-
-def error_for(exception: Exception) -> Errors:
-    """The Kafka error code for a storage failure."""
-    if isinstance(exception, CorruptRecordError):
-        # A v0/v1 batch is not corrupt, just not allowed (ProduceRequest.validateRecords).
-        return Errors.INVALID_RECORD if exception.field == "magic" else Errors.CORRUPT_MESSAGE
-    for kind, error in _ERROR_CODES:
-        if isinstance(exception, kind):
-            return error
-    return Errors.UNKNOWN_SERVER_ERROR
-
-
-# ---------------------------------------------------------------------------- the pure core
+REPLICA_LAG_TIME_MAX_MS = 30_000
+# (topic partition, old high watermark, new high watermark)
+HighWatermarkListener = Callable[[TopicPartition, int, int], None]
 
 
 @attrs.frozen(kw_only=True)
-class LeaderAndIsr:
-    """A partition's registration as the metadata log states it (LeaderAndIsrPartitionState)."""
+class PartitionContext:
+    """What every Partition needs from its broker; ReplicaManager builds one for all."""
 
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-    @classmethod
-    def from_registration(cls, registration: PartitionRegistration) -> LeaderAndIsr:
-        return cls(
-            leader=registration.leader,
-            leader_epoch=registration.leader_epoch,
-            partition_epoch=registration.partition_epoch,
-            replicas=registration.replicas,
-            isr=registration.isr,
-        )
-
-
-@attrs.frozen(kw_only=True)
-class PartitionState:
-    role: PartitionRole = PartitionRole.NONE
-    leader_id: int = NO_LEADER
-    # Invariant: leader_epoch and partition_epoch never decrease.
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    replicas: tuple[int, ...] = ()
-    isr: tuple[int, ...] = ()
-    # Leader only: the log end offset at which this leader epoch started.
-    leader_epoch_start_offset: int | None = None
-    # Leader only: follower broker id -> log end offset of its last fetch (Kafka's Replica).
-    # Invariant: keys are replicas other than the leader.
-    follower_log_end_offsets: Map[int, int] = attrs.field(factory=Map)
-
-
-def is_stale(state: PartitionState, change: LeaderAndIsr) -> bool:
-    return change.partition_epoch < state.partition_epoch
-
-
-def leader_state(
-    state: PartitionState, change: LeaderAndIsr, log_end_offset: int
-) -> PartitionState:
-    """The state after ``make_leader`` (the change is not stale)."""
-    new_epoch = change.leader_epoch > state.leader_epoch
-    was_leader = state.role is PartitionRole.LEADER
-    followers = state.follower_log_end_offsets if was_leader else Map()
-    kept = Map({r: o for r, o in followers.items() if r in change.replicas and r != change.leader})
-    return PartitionState(
-        role=PartitionRole.LEADER,
-        leader_id=change.leader,
-        leader_epoch=max(change.leader_epoch, state.leader_epoch),
-        partition_epoch=change.partition_epoch,
-        replicas=change.replicas,
-        isr=change.isr,
-        leader_epoch_start_offset=(
-            log_end_offset if new_epoch or not was_leader else state.leader_epoch_start_offset
-        ),
-        follower_log_end_offsets=kept,
-    )
-
-
-def follower_state(state: PartitionState, change: LeaderAndIsr) -> PartitionState:
-    """The state after ``make_follower``: followers keep no ISR (Kafka clears it)."""
-    return PartitionState(
-        role=PartitionRole.FOLLOWER,
-        leader_id=change.leader,
-        leader_epoch=change.leader_epoch,
-        partition_epoch=change.partition_epoch,
-        replicas=change.replicas,
-        isr=(),
-    )
-
-
-def high_watermark_candidate(
-    state: PartitionState, local_broker_id: int, log_end_offset: int
-) -> int | None:
-    """Min log end offset over the ISR; None while an ISR follower's offset is unknown."""
-    candidate = log_end_offset
-    for replica in state.isr:
-        if replica == local_broker_id:
-            continue
-        follower_offset = state.follower_log_end_offsets.get(replica)
-        if follower_offset is None:
-            return None
-        candidate = min(candidate, follower_offset)
-    return candidate
-
-
-def check_current_leader_epoch(local_leader_epoch: int, requested: int) -> Errors:
-    """Kafka's ``Partition.checkCurrentLeaderEpoch`` (KIP-320)."""
-    if requested == NO_PARTITION_LEADER_EPOCH:
-        return Errors.NONE
-    if local_leader_epoch > requested:
-        return Errors.FENCED_LEADER_EPOCH
-    if local_leader_epoch < requested:
-        return Errors.UNKNOWN_LEADER_EPOCH
-    return Errors.NONE
-
-
-# ---------------------------------------------------------------------------- the partition
-
-
-@attrs.frozen
-class LogReadInfo:
-    """What ``fetch_records`` read, with the offsets sampled before the read (Kafka's)."""
-
-    fetched_data: FetchDataInfo
-    diverging_epoch: OffsetAndEpoch | None
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    last_stable_offset: int
+    # Milliseconds for follower progress (only differences matter: monotonic in production).
+    clock_ms: Callable[[], int] = monotonic_ms
+    replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS
+    # The topic's effective min.insync.replicas, read at each use (configs change).
+    min_insync_replicas: Callable[[str], int] = lambda topic: 1
+    # A broker's registration in the current metadata image (None = unknown).
+    broker: BrokerLookup = lambda broker_id: None
+    # This broker's epoch, sent with its own entry of a proposed ISR.
+    local_broker_epoch: Callable[[], int] = lambda: NO_BROKER_EPOCH
+    alter_partition: AlterPartitionSubmitter = attrs.field(factory=RecordedAlterPartitions)
+    on_high_watermark_moved: HighWatermarkListener = lambda tp, old, new: None
 
 
 class Partition:
@@ -256,11 +132,13 @@ class Partition:
         topic_id: str,
         log: PartitionLog,
         local_broker_id: int,
+        context: PartitionContext | None = None,
     ) -> None:
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
+        self.context = context or PartitionContext()
         self.state = PartitionState()
 
     def __repr__(self) -> str:
@@ -292,12 +170,22 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.context.min_insync_replicas(self.topic_partition.topic)
+
     def _become(self, new_state: PartitionState) -> None:
-        """The one place the state changes; checks the role transition."""
-        old_role, new_role = self.state.role, new_state.role
-        if new_role not in _LEGAL_TRANSITIONS[old_role]:
+        """The one place the state changes; checks the role and ISR transitions."""
+        old = self.state
+        if new_state.role not in LEGAL_TRANSITIONS[old.role]:
             raise AssertionError(
-                f"{self.topic_partition}: illegal transition {old_role.name} -> {new_role.name}"
+                f"{self.topic_partition}: illegal transition {old.role.name} -> "
+                f"{new_state.role.name}"
+            )
+        if new_state.isr_state not in LEGAL_ISR_TRANSITIONS[old.isr_state]:
+            raise AssertionError(
+                f"{self.topic_partition}: illegal ISR transition {old.isr_state.name} -> "
+                f"{new_state.isr_state.name}"
             )
         self.state = new_state
 
@@ -310,9 +198,11 @@ class Partition:
         if is_stale(self.state, change):
             return False
         was_leader = self.is_leader
+        log_end_offset = self.log.log_end_offset
         if change.leader_epoch > self.state.leader_epoch:
-            self.log.leader_epoch_cache.assign(change.leader_epoch, self.log.log_end_offset)
-        self._become(leader_state(self.state, change, self.log.log_end_offset))
+            self.log.leader_epoch_cache.assign(change.leader_epoch, log_end_offset)
+        now_ms = self.context.clock_ms()
+        self._become(leader_state(self.state, change, log_end_offset, now_ms))
         self.maybe_increment_high_watermark()
         return not was_leader
 
@@ -331,25 +221,150 @@ class Partition:
     def stop(self) -> None:
         """Stop serving (the partition is being deleted or moved away from this broker)."""
         if self.state.role is not PartitionRole.NONE:
-            self._become(attrs.evolve(self.state, role=PartitionRole.NONE, isr=()))
+            self._become(
+                PartitionState(
+                    partition_epoch=self.state.partition_epoch, leader_epoch=self.state.leader_epoch
+                )
+            )
+
+    # ------------------------------------------------------------------ high watermark
 
     def maybe_increment_high_watermark(self) -> bool:
-        """Move the high watermark up to the ISR's minimum log end; True if it moved."""
-        if not self.is_leader:
-            return False
+        """Move the high watermark up as far as the ISR allows; True if it moved."""
         candidate = high_watermark_candidate(
-            self.state, self.local_broker_id, self.log.log_end_offset
+            self.state,
+            log_end_offset=self.log.log_end_offset,
+            now_ms=self.context.clock_ms(),
+            replica_lag_time_max_ms=self.context.replica_lag_time_max_ms,
+            min_insync_replicas=self.min_insync_replicas,
+            brokers=self.context.broker,
         )
-        if candidate is None or candidate <= self.log.high_watermark:
+        old = self.log.high_watermark
+        if candidate is None or candidate <= old:
             return False
-        self.log.update_high_watermark(candidate)
+        new = self.log.update_high_watermark(candidate)
+        self.context.on_high_watermark_moved(self.topic_partition, old, new)
         return True
 
-    def update_follower_fetch_state(self, replica_id: int, log_end_offset: int) -> bool:
-        """Record a follower's fetch offset (its log end); True if the high watermark moved."""
-        followers = self.state.follower_log_end_offsets.set(replica_id, log_end_offset)
-        self._become(attrs.evolve(self.state, follower_log_end_offsets=followers))
-        return self.maybe_increment_high_watermark()
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
+        """Whether a waiting acks=all produce ending before ``required_offset`` is done."""
+        return check_enough_replicas_reach_offset(
+            self.state, self.log.high_watermark, required_offset, self.min_insync_replicas
+        )
+
+    # ------------------------------------------------------------------ ISR
+
+    def _update_follower_fetch_state(
+        self,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        log_start_offset: int,
+        leader_end_offset: int,
+        broker_epoch: int,
+    ) -> None:
+        """Kafka ``updateFollowerFetchState``: progress, maybe ISR expansion, maybe HW."""
+        if is_stale_broker_epoch(self.context.broker(replica_id), broker_epoch):
+            raise PartitionError(
+                Errors.NOT_LEADER_OR_FOLLOWER,
+                f"{self.topic_partition}: stale fetch from broker {replica_id} with broker "
+                f"epoch {broker_epoch}",
+            )
+        previous = self.state.followers[replica_id]
+        updated = update_fetch_state(
+            previous,
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            fetch_time_ms=self.context.clock_ms(),
+            leader_end_offset=leader_end_offset,
+            broker_epoch=broker_epoch,
+        )
+        self._become(
+            attrs.evolve(self.state, followers=self.state.followers.set(replica_id, updated))
+        )
+        if needs_expand_isr(
+            self.state, replica_id, self.log.high_watermark, self.context.broker(replica_id)
+        ):
+            logger.info(
+                "%s: expanding the ISR %s with %d",
+                self.topic_partition,
+                list(self.state.isr),
+                replica_id,
+            )
+            self._propose(prepare_isr_expand(self.state, replica_id, self._local_broker_epoch()))
+        if updated.log_end_offset != previous.log_end_offset:
+            self.maybe_increment_high_watermark()
+
+    def maybe_shrink_isr(self) -> bool:
+        """Propose dropping ISR followers that stayed behind (Kafka ``maybeShrinkIsr``)."""
+        if not self.is_leader:
+            return False
+        out_of_sync = out_of_sync_replicas(
+            self.state,
+            self.log.log_end_offset,
+            self.context.clock_ms(),
+            self.context.replica_lag_time_max_ms,
+        )
+        if not out_of_sync:
+            return False
+        logger.info(
+            "%s: shrinking the ISR %s by %s (high watermark %d, log end %d)",
+            self.topic_partition,
+            list(self.state.isr),
+            sorted(out_of_sync),
+            self.log.high_watermark,
+            self.log.log_end_offset,
+        )
+        self._propose(prepare_isr_shrink(self.state, out_of_sync, self._local_broker_epoch()))
+        return True
+
+    def _local_broker_epoch(self) -> int:
+        return self.context.local_broker_epoch()
+
+    def _propose(self, proposed: PartitionState) -> None:
+        self._become(proposed)
+        change = proposed.pending_isr_change
+        assert change is not None
+        self._submit(change)
+
+    def _submit(self, change: PendingIsrChange) -> None:
+        item = AlterPartitionItem(
+            topic_id=self.topic_id,
+            partition_index=self.topic_partition.partition,
+            leader_id=self.local_broker_id,
+            change=change,
+        )
+        self.context.alter_partition.submit(
+            item, lambda result: self._on_alter_partition_result(change, result)
+        )
+
+    def _on_alter_partition_result(
+        self, sent: PendingIsrChange, result: AlterPartitionResult
+    ) -> None:
+        new_state, outcome = handle_alter_partition_result(self.state, sent, result)
+        if outcome is AlterPartitionOutcome.RETRY:
+            logger.warning(
+                "%s: ISR change failed with %s; retrying", self.topic_partition, result.error.name
+            )
+            self._submit(sent)
+            return
+        if outcome in (AlterPartitionOutcome.IGNORED, AlterPartitionOutcome.WAIT_FOR_METADATA):
+            logger.info(
+                "%s: ISR change answered %s (%s); waiting for metadata",
+                self.topic_partition,
+                result.error.name,
+                outcome.value,
+            )
+            return
+        self._become(new_state)
+        if outcome is AlterPartitionOutcome.COMMITTED:
+            logger.info(
+                "%s: ISR is now %s at partition epoch %d",
+                self.topic_partition,
+                list(new_state.isr),
+                new_state.partition_epoch,
+            )
+            self.maybe_increment_high_watermark()
 
     # ------------------------------------------------------------------ checks
 
@@ -371,24 +386,19 @@ class Partition:
     # ------------------------------------------------------------------ append
 
     def append_records_to_leader(
-        self,
-        records: bytearray | memoryview,
-        *,
-        required_acks: int,
-        min_insync_replicas: int,
-        now_ms: int,
+        self, records: bytearray | memoryview, *, required_acks: int, now_ms: int
     ) -> LogAppendInfo:
         """Append a client's batches as leader (Kafka ``appendRecordsToLeader``).
 
         Raises ``PartitionError`` with the Kafka error code; writes nothing then.
         """
         self._check_leader_epoch(NO_PARTITION_LEADER_EPOCH, require_leader=True)
-        if required_acks == -1 and len(self.state.isr) < min_insync_replicas:
+        min_isr = effective_min_isr(self.state, self.min_insync_replicas)
+        if required_acks == -1 and len(self.state.isr) < min_isr:
             raise PartitionError(
                 Errors.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {list(self.state.isr)} is insufficient to satisfy "
-                f"the min.isr requirement of {min_insync_replicas} for partition "
-                f"{self.topic_partition}",
+                f"the min.isr requirement of {min_isr} for partition {self.topic_partition}",
             )
         try:
             info = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
@@ -409,18 +419,52 @@ class Partition:
         min_one_batch: bool,
         current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
         last_fetched_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        replica_epoch: int = NO_BROKER_EPOCH,
+        follower_log_start_offset: int = -1,
+        update_fetch_state: bool = True,
     ) -> LogReadInfo:
-        """Read for a consumer (``replica_id`` -1) or a follower (its broker id).
-
-        Only the leader serves reads (no KIP-392 follower fetching). Raises ``PartitionError``.
-        """
+        """Read for a consumer (``replica_id`` -1) or a follower (its broker id); a follower's
+        read also records its progress unless ``update_fetch_state`` is False (the re-read of a
+        delayed fetch). Raises ``PartitionError`` (Kafka ``Partition.fetchRecords``)."""
         self._check_leader_epoch(current_leader_epoch, require_leader=True)
-        if replica_id >= 0 and replica_id not in self.state.replicas:
-            raise PartitionError(
-                Errors.NOT_LEADER_OR_FOLLOWER,
-                f"broker {replica_id} is not a replica of {self.topic_partition} "
-                f"(replicas {list(self.state.replicas)})",
+        if replica_id >= 0 and replica_id not in self.state.followers:
+            # Kafka followerReplicaOrThrow: with an epoch the (replica, epoch) pair may just not
+            # be known yet (a reassignment), so the follower retries.
+            error = (
+                Errors.NOT_LEADER_OR_FOLLOWER
+                if current_leader_epoch == NO_PARTITION_LEADER_EPOCH
+                else Errors.UNKNOWN_LEADER_EPOCH
             )
+            raise PartitionError(
+                error,
+                f"broker {replica_id} is not a replica of {self.topic_partition} in leader "
+                f"epoch {self.state.leader_epoch} (replicas {list(self.state.replicas)})",
+            )
+        info = self._read_records(
+            fetch_offset, max_bytes, isolation, min_one_batch, last_fetched_epoch
+        )
+        if replica_id >= 0 and update_fetch_state and info.diverging_epoch is None:
+            # Like Kafka, the answer carries the high watermark sampled before this update;
+            # the follower learns the new one on its next fetch.
+            self._update_follower_fetch_state(
+                replica_id,
+                fetch_offset=fetch_offset,
+                log_start_offset=follower_log_start_offset,
+                leader_end_offset=info.log_end_offset,
+                broker_epoch=replica_epoch,
+            )
+        return info
+
+    def _read_records(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+        min_one_batch: bool,
+        last_fetched_epoch: int,
+    ) -> LogReadInfo:
+        """Kafka ``readRecords``: offsets sampled first, so appends after the read cannot keep
+        a follower from counting as caught up."""
         log = self.log
         high_watermark, log_end_offset = log.high_watermark, log.log_end_offset
         log_start_offset = log.log_start_offset
@@ -433,10 +477,6 @@ class Partition:
                 fetched = log.read(fetch_offset, max_bytes, upper, min_one_batch)
             except (OffsetOutOfRangeError, OSError) as error:
                 raise PartitionError(error_for(error), str(error)) from error
-            if replica_id >= 0:
-                # Like Kafka, the response carries the high watermark sampled before this
-                # update; the follower learns the new one on its next fetch.
-                self.update_follower_fetch_state(replica_id, fetch_offset)
         return LogReadInfo(
             fetched, diverging, high_watermark, log_start_offset, log_end_offset, high_watermark
         )
@@ -463,6 +503,20 @@ class Partition:
         if end.leader_epoch < last_fetched_epoch or end.offset < fetch_offset:
             return end
         return None
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int, *, fetch_only_from_leader: bool
+    ) -> EpochEndOffset:
+        """OffsetsForLeaderEpoch (Kafka ``lastOffsetForLeaderEpoch``): the end offset of the
+        largest epoch <= ``leader_epoch``; errors are answered, not raised."""
+        try:
+            self._check_leader_epoch(current_leader_epoch, require_leader=fetch_only_from_leader)
+        except PartitionError as error:
+            return EpochEndOffset(error=error.error)
+        end = self.log.leader_epoch_cache.end_offset_for(leader_epoch, self.log.log_end_offset)
+        if end.offset == UNDEFINED_EPOCH_OFFSET:
+            return EpochEndOffset()
+        return EpochEndOffset(leader_epoch=end.leader_epoch, end_offset=end.offset)
 
     def fetch_offset_for_timestamp(
         self,

@@ -54,6 +54,18 @@ from broker.isr import (
 from metadata.image import BrokerRegistration, PartitionRegistration
 from metadata.records import NO_LEADER
 from protocol.errors import Errors
+from storage.file_slice import FetchDataInfo
+from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
+from storage.log_validator import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    StaleLeaderEpochError,
+)
+from storage.record_batch import CorruptRecordError
 
 # A request's current_leader_epoch / last_fetched_epoch when the client sent none.
 NO_PARTITION_LEADER_EPOCH = -1
@@ -404,3 +416,60 @@ def handle_alter_partition_result(
         pending_isr_change=None,
     )
     return committed, AlterPartitionOutcome.COMMITTED
+
+
+# ---------------------------------------------------------------------------- answers
+
+
+class PartitionError(Exception):
+    """An expected per-partition failure, carrying the Kafka error code a response needs."""
+
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+# Storage failures and their Kafka error codes (Kafka's ReplicaManager.appendToLocalLog).
+_ERROR_CODES: tuple[tuple[type[Exception], Errors], ...] = (
+    (RecordTooLargeError, Errors.MESSAGE_TOO_LARGE),
+    (RecordBatchTooLargeError, Errors.RECORD_LIST_TOO_LARGE),
+    (InvalidRecordError, Errors.INVALID_RECORD),
+    (OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
+    (StaleLeaderEpochError, Errors.NOT_LEADER_OR_FOLLOWER),
+    (OffsetOutOfRangeError, Errors.OFFSET_OUT_OF_RANGE),
+    (OSError, Errors.KAFKA_STORAGE_ERROR),
+)
+
+
+def error_for(exception: Exception) -> Errors:
+    """The Kafka error code for a storage failure."""
+    if isinstance(exception, CorruptRecordError):
+        # A v0/v1 batch is not corrupt, just not allowed (ProduceRequest.validateRecords).
+        return Errors.INVALID_RECORD if exception.field == "magic" else Errors.CORRUPT_MESSAGE
+    for kind, error in _ERROR_CODES:
+        if isinstance(exception, kind):
+            return error
+    return Errors.UNKNOWN_SERVER_ERROR
+
+
+@attrs.frozen
+class LogReadInfo:
+    """What ``fetch_records`` read, with the offsets sampled before the read (Kafka's)."""
+
+    fetched_data: FetchDataInfo
+    diverging_epoch: OffsetAndEpoch | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+
+
+@attrs.frozen(kw_only=True)
+class EpochEndOffset:
+    """One partition's OffsetsForLeaderEpoch answer; -1/-1 when the epoch is unknown."""
+
+    error: Errors = Errors.NONE
+    leader_epoch: int = UNDEFINED_EPOCH
+    end_offset: int = UNDEFINED_EPOCH_OFFSET

@@ -7,8 +7,11 @@ waits instead of answering at once (``ReplicaManager.fetchMessages``). ``FetchPu
 pure bookkeeping: each waiter watches its partitions, starts with the bytes it already found,
 and has a deadline ``now_ms + max_wait_ms``. A waiter completes
 
-* ``ENOUGH_BYTES`` when bytes appended to its partitions bring it to ``min_bytes``
-  (Kafka ``DelayedFetch.tryComplete`` case F),
+* ``ENOUGH_BYTES`` when newly readable bytes on its partitions bring it to ``min_bytes``
+  (Kafka ``DelayedFetch.tryComplete`` case F). What is readable depends on who reads: a
+  follower (``FetchIsolation.LOG_END``) counts bytes appended to the log
+  (``on_bytes_appended``), a consumer counts bytes the high watermark moved past
+  (``on_high_watermark_moved``) — with replicas, an append alone is not yet readable,
 * ``PARTITION_CHANGED`` when one of its partitions changes leadership or is deleted (cases B-E:
   the response must tell the client now),
 * ``DEADLINE`` when its deadline passes (``onExpiration``).
@@ -31,6 +34,7 @@ from collections.abc import Callable, Collection
 
 import attrs
 
+from broker.partition_state import FetchIsolation
 from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting fetches (STYLE.md §7).
@@ -52,6 +56,8 @@ class _Waiter:
     min_bytes: int
     accumulated_bytes: int
     deadline_ms: int
+    # LOG_END waiters count appended bytes; the others bytes below the high watermark.
+    isolation: FetchIsolation = FetchIsolation.LOG_END
 
 
 class FetchPurgatory:
@@ -69,8 +75,14 @@ class FetchPurgatory:
     def __len__(self) -> int:
         return len(self._waiters)
 
-    def watching(self, topic_partition: TopicPartition) -> int:
-        return len(self._by_partition.get(topic_partition, ()))
+    def watching(
+        self, topic_partition: TopicPartition, isolation: FetchIsolation | None = None
+    ) -> int:
+        """Waiters on ``topic_partition``; with ``isolation``, only those that read so far."""
+        waiters = self._by_partition.get(topic_partition, ())
+        if isolation is None:
+            return len(waiters)
+        return sum(1 for waiter_id in waiters if self._waiters[waiter_id].isolation is isolation)
 
     def try_watch(
         self,
@@ -79,6 +91,7 @@ class FetchPurgatory:
         min_bytes: int,
         accumulated_bytes: int,
         deadline_ms: int,
+        isolation: FetchIsolation = FetchIsolation.LOG_END,
     ) -> int | None:
         """Add a waiter; returns its id, or None when ``max_waiters`` already wait."""
         if len(self._waiters) >= self.max_waiters:
@@ -86,7 +99,7 @@ class FetchPurgatory:
         waiter_id = self._next_id
         self._next_id += 1
         waiter = _Waiter(
-            waiter_id, frozenset(partitions), min_bytes, accumulated_bytes, deadline_ms
+            waiter_id, frozenset(partitions), min_bytes, accumulated_bytes, deadline_ms, isolation
         )
         self._waiters[waiter_id] = waiter
         for topic_partition in waiter.partitions:
@@ -95,10 +108,29 @@ class FetchPurgatory:
         return waiter_id
 
     def on_bytes_appended(self, topic_partition: TopicPartition, byte_count: int) -> list[int]:
-        """Count newly readable bytes; returns the waiters that now have enough (removed)."""
+        """Count appended bytes for followers; returns the waiters that now have enough."""
+        return self._count(topic_partition, byte_count, lambda iso: iso is FetchIsolation.LOG_END)
+
+    def on_high_watermark_moved(
+        self, topic_partition: TopicPartition, byte_count: int
+    ) -> list[int]:
+        """Count bytes the high watermark moved past for consumers; returns the waiters that
+        now have enough (removed)."""
+        return self._count(
+            topic_partition, byte_count, lambda iso: iso is not FetchIsolation.LOG_END
+        )
+
+    def _count(
+        self,
+        topic_partition: TopicPartition,
+        byte_count: int,
+        counts: Callable[[FetchIsolation], bool],
+    ) -> list[int]:
         completed = []
         for waiter_id in sorted(self._by_partition.get(topic_partition, ())):
             waiter = self._waiters[waiter_id]
+            if not counts(waiter.isolation):
+                continue
             waiter.accumulated_bytes += byte_count
             if waiter.accumulated_bytes >= waiter.min_bytes:
                 completed.append(waiter_id)
@@ -166,6 +198,7 @@ class DelayedFetches:
         min_bytes: int,
         accumulated_bytes: int,
         max_wait_ms: int,
+        isolation: FetchIsolation = FetchIsolation.LOG_END,
     ) -> FetchCompletion:
         """Wait until enough bytes, a partition change, or the deadline; says which."""
         deadline_ms = self._clock_ms() + max(0, max_wait_ms)
@@ -174,6 +207,7 @@ class DelayedFetches:
             min_bytes=min_bytes,
             accumulated_bytes=accumulated_bytes,
             deadline_ms=deadline_ms,
+            isolation=isolation,
         )
         if waiter_id is None:
             return FetchCompletion.PURGATORY_FULL
@@ -190,6 +224,11 @@ class DelayedFetches:
     def on_bytes_appended(self, topic_partition: TopicPartition, byte_count: int) -> None:
         if self.purgatory.watching(topic_partition):
             completed = self.purgatory.on_bytes_appended(topic_partition, byte_count)
+            self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
+
+    def on_high_watermark_moved(self, topic_partition: TopicPartition, byte_count: int) -> None:
+        if self.purgatory.watching(topic_partition):
+            completed = self.purgatory.on_high_watermark_moved(topic_partition, byte_count)
             self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
 
     def on_partition_changed(self, topic_partition: TopicPartition) -> None:

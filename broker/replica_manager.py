@@ -10,50 +10,79 @@ leader epoch moved, hand the partition to the fetcher manager starting at the lo
 partition whose topic id changed under the same name (a topic deleted and re-created while this
 broker was away) loses its old log first. Delayed fetches on every changed partition answer now.
 
-Produce: ``append_records`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
+Produce: ``append_to_local_log`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
 partition, ``isValidRequiredAcks``), refuses internal topics to clients, and appends each
 partition through ``Partition.append_records_to_leader``; every failure becomes that partition's
-Kafka error code. acks=-1 is answered as soon as the local append is done: with replication
-factor 1 the high watermark is already past the batch. Waiting for followers (delayed produce)
-comes with replication; until then ``min.insync.replicas`` is enforced before the append.
+Kafka error code (NOT_ENOUGH_REPLICAS when acks=-1 finds the ISR below min.insync.replicas).
+``append_records`` then answers acks 0/1 at once, and acks=-1 with at least one partition
+appended after ``DelayedProduces`` says each appended partition's high watermark passed its
+batch (or the ISR shrank, leadership moved, or ``timeout_ms`` passed: Kafka's DelayedProduce).
 
 Fetch: ``read_from_log`` reads every partition in request order with Kafka's size rules
 (``readFromLog``): each partition gets at most ``min(partition_max_bytes, bytes left of
-max_bytes)``, and the first non-empty partition may exceed both with one whole batch.
+max_bytes)``, and the first non-empty partition may exceed both with one whole batch. A
+follower's read records its progress (the leader's ISR and high watermark follow from it).
 ``fetch_messages`` answers at once when Kafka would (``max_wait_ms <= 0``, no partitions,
 ``min_bytes`` reached, an error, a diverging epoch), otherwise waits in ``DelayedFetches`` and
-reads again. Appended bytes wake waiters at once: right for followers and, with replication
-factor 1, for consumers. With more replicas a waiting consumer may wake before the high
-watermark covers the new bytes and then answers with what it can read (possibly nothing, never
-uncommitted data); replication should feed high-watermark moves to the purgatory instead.
+reads again (without recording follower progress twice). Followers wake on appended bytes,
+consumers on bytes the high watermark moved past: every high-watermark move of a hosted
+partition (``Partition`` reports it) feeds both purgatories.
+
+ISR: ``maybe_shrink_isr`` (run every ``replica.lag.time.max.ms`` / 2 by ``run_isr_expiration``,
+Kafka's isr-expiration task) lets every led partition drop lagging followers; expansions happen
+on follower fetches. Both go to the controller through the ``AlterPartitionSubmitter``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Collection, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
 
+from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
+from broker.delayed_produce import DelayedProduces
+from broker.isr import NO_BROKER_EPOCH
 from broker.partition import (
+    EpochEndOffset,
     FetchIsolation,
     LeaderAndIsr,
-    LogReadInfo,
     Partition,
+    PartitionContext,
     PartitionError,
 )
-from broker.purgatory import DelayedFetches, FetchCompletion
+from broker.purgatory import DelayedFetches, FetchCompletion, monotonic_ms
+from broker.replica_api import (
+    AppendResult,
+    FetcherManager,
+    FetchParams,
+    InitialFetchState,
+    LogReadResult,
+    PartitionFetch,
+    RecordedFetcherManager,
+)
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
 from protocol.errors import Errors
-from storage.file_slice import FileSlice
-from storage.leader_epoch_cache import OffsetAndEpoch
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
+from storage.log_validator import LogError
 from storage.partition_log import OffsetAndTimestamp
 from storage.topic_partition import TopicPartition
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "AppendResult",
+    "FetchParams",
+    "FetcherManager",
+    "InitialFetchState",
+    "LogReadResult",
+    "PartitionFetch",
+    "RecordedFetcherManager",
+    "ReplicaManager",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,127 +90,9 @@ logger = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 VALID_REQUIRED_ACKS = (-1, 0, 1)
-UNKNOWN_OFFSET = -1
-
-
-# ---------------------------------------------------------------------------- fetcher hand-off
-
-
-@attrs.frozen
-class InitialFetchState:
-    """Where a follower starts fetching (Kafka's ``InitialFetchState``)."""
-
-    topic_id: str
-    leader_id: int
-    # The leader's inter-broker endpoint; None when the image does not know it (yet).
-    leader_endpoint: BrokerEndpoint | None
-    current_leader_epoch: int
-    init_offset: int
-
-
-class FetcherManager(Protocol):
-    """What ReplicaManager needs from replication (Kafka's ``ReplicaFetcherManager``)."""
-
-    def add_fetcher_for_partitions(
-        self, partitions: Mapping[TopicPartition, InitialFetchState]
-    ) -> None: ...
-
-    def remove_fetcher_for_partitions(self, partitions: Collection[TopicPartition]) -> None: ...
-
-
-class RecordedFetcherManager:
-    """The hand-off to replication, recorded: the partitions to follow, their leader and epoch.
-
-    It stands where ``fetcher.ReplicaFetcherManager`` will (the replication issue); it fetches
-    nothing, and its ``assignments`` are what the fetchers would be running.
-    """
-
-    def __init__(self) -> None:
-        self.assignments: dict[TopicPartition, InitialFetchState] = {}
-
-    def add_fetcher_for_partitions(
-        self, partitions: Mapping[TopicPartition, InitialFetchState]
-    ) -> None:
-        self.assignments.update(partitions)
-
-    def remove_fetcher_for_partitions(self, partitions: Collection[TopicPartition]) -> None:
-        for topic_partition in partitions:
-            self.assignments.pop(topic_partition, None)
-
-
-# ---------------------------------------------------------------------------- results
-
-
-@attrs.frozen(kw_only=True)
-class AppendResult:
-    """One partition's produce outcome (Kafka's ``PartitionResponse``)."""
-
-    error: Errors = Errors.NONE
-    base_offset: int = UNKNOWN_OFFSET
-    log_append_time_ms: int = -1
-    log_start_offset: int = UNKNOWN_OFFSET
-    error_message: str | None = None
-    # The bytes appended (0 for a duplicate retry or an error).
-    appended_bytes: int = 0
-
-
-@attrs.frozen(kw_only=True)
-class PartitionFetch:
-    """One partition of a Fetch request (Kafka's ``FetchRequest.PartitionData``)."""
-
-    topic_partition: TopicPartition
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1
-    log_start_offset: int = -1
-
-
-@attrs.frozen(kw_only=True)
-class FetchParams:
-    """A Fetch request's shared parameters (Kafka's ``FetchParams``)."""
-
-    replica_id: int  # -1 for consumers, else the follower's broker id
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int = 0  # 0 READ_UNCOMMITTED, 1 READ_COMMITTED
-    partitions: tuple[PartitionFetch, ...]
-
-    @property
-    def isolation(self) -> FetchIsolation:
-        return FetchIsolation.of(self.replica_id, self.isolation_level)
-
-
-@attrs.frozen(kw_only=True)
-class LogReadResult:
-    """One partition's read (Kafka's ``LogReadResult``); offsets are -1 on an error."""
-
-    topic_partition: TopicPartition
-    error: Errors = Errors.NONE
-    error_message: str | None = None
-    slices: tuple[FileSlice, ...] = ()
-    high_watermark: int = UNKNOWN_OFFSET
-    log_start_offset: int = UNKNOWN_OFFSET
-    log_end_offset: int = UNKNOWN_OFFSET
-    last_stable_offset: int = UNKNOWN_OFFSET
-    diverging_epoch: OffsetAndEpoch | None = None
-
-    @property
-    def size_in_bytes(self) -> int:
-        return sum(piece.length for piece in self.slices)
-
-    @classmethod
-    def of(cls, topic_partition: TopicPartition, info: LogReadInfo) -> LogReadResult:
-        return cls(
-            topic_partition=topic_partition,
-            slices=info.fetched_data.slices,
-            high_watermark=info.high_watermark,
-            log_start_offset=info.log_start_offset,
-            log_end_offset=info.log_end_offset,
-            last_stable_offset=info.last_stable_offset,
-            diverging_epoch=info.diverging_epoch,
-        )
+REPLICA_LAG_TIME_MAX_MS = 30_000
+# A consumer's min_bytes is an int32: sizing a high-watermark move never needs to read more.
+MAX_HIGH_WATERMARK_READ_BYTES = 2**31 - 1
 
 
 # ---------------------------------------------------------------------------- the manager
@@ -195,17 +106,34 @@ class ReplicaManager:
         log_manager: LogManager,
         fetcher_manager: FetcherManager,
         delayed_fetches: DelayedFetches | None = None,
+        delayed_produces: DelayedProduces | None = None,
+        alter_partition: AlterPartitionSubmitter | None = None,
         inter_broker_listener_name: str = "PLAINTEXT",
         min_insync_replicas: int = 1,
+        replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        clock_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.fetcher_manager = fetcher_manager
-        self.delayed_fetches = delayed_fetches or DelayedFetches()
+        self.delayed_fetches = delayed_fetches or DelayedFetches(clock_ms=clock_ms)
+        self.delayed_produces = delayed_produces or DelayedProduces(clock_ms=clock_ms)
+        # Without a controller channel ISR changes are only recorded (they stay pending).
+        self.alter_partition = alter_partition or RecordedAlterPartitions()
         self.inter_broker_listener_name = inter_broker_listener_name
         self.min_insync_replicas = min_insync_replicas
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.image = MetadataImage.EMPTY
         self._partitions: dict[TopicPartition, Partition] = {}
+        self.partition_context = PartitionContext(
+            clock_ms=clock_ms,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            min_insync_replicas=self._min_insync_replicas,
+            broker=lambda broker_id: self.image.cluster.broker(broker_id),
+            local_broker_epoch=self._local_broker_epoch,
+            alter_partition=self.alter_partition,
+            on_high_watermark_moved=self._on_high_watermark_moved,
+        )
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:
@@ -252,7 +180,7 @@ class ReplicaManager:
         partition = self._partitions.pop(topic_partition, None)
         if partition is not None:
             partition.stop()
-        self.delayed_fetches.on_partition_changed(topic_partition)
+        self._on_partition_changed(topic_partition)
         if self.log_manager.delete_log(topic_partition):
             logger.info("deleted the log of %s", topic_partition)
 
@@ -268,7 +196,7 @@ class ReplicaManager:
             partition.make_leader(LeaderAndIsr.from_registration(info.partition))
             if partition.leader_epoch != epoch_before:
                 # Waiting fetches carry the old epoch: they must hear about the new one now.
-                self.delayed_fetches.on_partition_changed(topic_partition)
+                self._on_partition_changed(topic_partition)
 
     def _apply_followers(
         self, followers: Mapping[PartitionKey, PartitionInfo], now_ms: int
@@ -280,7 +208,9 @@ class ReplicaManager:
             partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
             if not partition.make_follower(LeaderAndIsr.from_registration(info.partition)):
                 continue
-            self.delayed_fetches.on_partition_changed(topic_partition)
+            # Kafka completeDelayedOperationsWhenNotPartitionLeader: waiting produces answer
+            # NOT_LEADER_OR_FOLLOWER, waiting fetches answer with the new epoch.
+            self._on_partition_changed(topic_partition)
             restarted.append(topic_partition)
             if info.leader != NO_LEADER:  # without a leader there is nobody to fetch from
                 to_fetch[topic_partition] = InitialFetchState(
@@ -335,7 +265,9 @@ class ReplicaManager:
         if partition is None:
             config = self._log_config(topic_partition.topic)
             log = self.log_manager.get_or_create_log(topic_partition, now_ms, config)
-            partition = Partition(topic_partition, topic_id, log, self.broker_id)
+            partition = Partition(
+                topic_partition, topic_id, log, self.broker_id, self.partition_context
+            )
             self._partitions[topic_partition] = partition
         return partition
 
@@ -360,7 +292,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
 
-    def append_records(
+    async def append_records(
         self,
         entries: Mapping[TopicPartition, bytearray | memoryview | None],
         *,
@@ -369,11 +301,42 @@ class ReplicaManager:
         now_ms: int,
         internal_topics_allowed: bool = False,
     ) -> dict[TopicPartition, AppendResult]:
-        """Append each partition's records as leader; every partition gets a result.
+        """Append, then for acks=-1 wait for the ISR (Kafka ``appendRecords``).
 
-        ``timeout_ms`` will bound the wait for followers once acks=-1 waits for replication.
+        The appends happen before the first ``await``, so requests on one connection append
+        in order.
         """
-        del timeout_ms  # acks=-1 completes with the local append until replication lands
+        results = self.append_to_local_log(
+            entries,
+            required_acks=required_acks,
+            now_ms=now_ms,
+            internal_topics_allowed=internal_topics_allowed,
+        )
+        required_offsets = {
+            tp: result.last_offset + 1
+            for tp, result in results.items()
+            if result.error is Errors.NONE
+        }
+        # Kafka delayedProduceRequestRequired: acks=-1 and at least one partition appended.
+        if required_acks != -1 or not required_offsets:
+            return results
+        errors = await self.delayed_produces.wait(
+            required_offsets, timeout_ms=timeout_ms, checker=self._check_enough_replicas
+        )
+        for topic_partition, error in errors.items():
+            if error is not Errors.NONE:
+                results[topic_partition] = attrs.evolve(results[topic_partition], error=error)
+        return results
+
+    def append_to_local_log(
+        self,
+        entries: Mapping[TopicPartition, bytearray | memoryview | None],
+        *,
+        required_acks: int,
+        now_ms: int,
+        internal_topics_allowed: bool = False,
+    ) -> dict[TopicPartition, AppendResult]:
+        """Append each partition's records as leader; every partition gets a result."""
         if required_acks not in VALID_REQUIRED_ACKS:
             message = f"acks must be -1, 0 or 1, not {required_acks}"
             return {
@@ -386,6 +349,16 @@ class ReplicaManager:
                 topic_partition, records, required_acks, now_ms, internal_topics_allowed
             )
         return results
+
+    def _check_enough_replicas(
+        self, topic_partition: TopicPartition, required_offset: int
+    ) -> tuple[bool, Errors]:
+        """DelayedProduce's check: case A (not hosted any more) or the partition's answer."""
+        try:
+            partition = self.partition_or_error(topic_partition)
+        except PartitionError as error:
+            return False, error.error
+        return partition.check_enough_replicas_reach_offset(required_offset)
 
     def _append_one(
         self,
@@ -408,10 +381,7 @@ class ReplicaManager:
         try:
             partition = self.partition_or_error(topic_partition)
             info = partition.append_records_to_leader(
-                _writable(records),
-                required_acks=required_acks,
-                min_insync_replicas=self._min_insync_replicas(topic_partition.topic),
-                now_ms=now_ms,
+                _writable(records), required_acks=required_acks, now_ms=now_ms
             )
         except PartitionError as error:
             return AppendResult(error=error.error, error_message=error.message)
@@ -423,19 +393,21 @@ class ReplicaManager:
             log_append_time_ms=info.log_append_time_ms,
             log_start_offset=partition.log_start_offset,
             appended_bytes=appended,
+            last_offset=info.last_offset,
         )
 
     # ------------------------------------------------------------------ fetch
 
-    def read_from_log(self, params: FetchParams) -> list[LogReadResult]:
+    def read_from_log(
+        self, params: FetchParams, *, update_fetch_state: bool = True
+    ) -> list[LogReadResult]:
         """Read every partition in request order (Kafka's ``readFromLog`` size rules)."""
         results = []
         bytes_left = params.max_bytes
         min_one_batch = True  # Fetch v3+: hardMaxBytesLimit is false
         for fetch in params.partitions:
-            result = self._read_one(
-                params, fetch, min(fetch.partition_max_bytes, bytes_left), min_one_batch
-            )
+            max_bytes = min(fetch.partition_max_bytes, bytes_left)
+            result = self._read_one(params, fetch, max_bytes, min_one_batch, update_fetch_state)
             if result.size_in_bytes > 0:
                 min_one_batch = False
             bytes_left = max(0, bytes_left - result.size_in_bytes)
@@ -443,7 +415,12 @@ class ReplicaManager:
         return results
 
     def _read_one(
-        self, params: FetchParams, fetch: PartitionFetch, max_bytes: int, min_one_batch: bool
+        self,
+        params: FetchParams,
+        fetch: PartitionFetch,
+        max_bytes: int,
+        min_one_batch: bool,
+        update_fetch_state: bool,
     ) -> LogReadResult:
         try:
             partition = self.partition_or_error(fetch.topic_partition)
@@ -455,6 +432,9 @@ class ReplicaManager:
                 min_one_batch=min_one_batch,
                 current_leader_epoch=fetch.current_leader_epoch,
                 last_fetched_epoch=fetch.last_fetched_epoch,
+                replica_epoch=params.replica_epoch,
+                follower_log_start_offset=fetch.log_start_offset,
+                update_fetch_state=update_fetch_state,
             )
         except PartitionError as error:
             return LogReadResult(
@@ -474,10 +454,63 @@ class ReplicaManager:
             min_bytes=params.min_bytes,
             accumulated_bytes=sum(result.size_in_bytes for result in results),
             max_wait_ms=params.max_wait_ms,
+            isolation=params.isolation,
         )
         if completion is FetchCompletion.PURGATORY_FULL:
             return results
-        return self.read_from_log(params)
+        # Kafka reads from the purgatory without updating follower state again.
+        return self.read_from_log(params, update_fetch_state=False)
+
+    # ------------------------------------------------------------------ replication
+
+    def last_offset_for_leader_epoch(
+        self, topic_partition: TopicPartition, current_leader_epoch: int, leader_epoch: int
+    ) -> EpochEndOffset:
+        """OffsetsForLeaderEpoch for one partition (Kafka ``lastOffsetForLeaderEpoch``: only
+        the leader answers; a partition not hosted here is NOT_LEADER_OR_FOLLOWER when the
+        metadata knows it, else UNKNOWN_TOPIC_OR_PARTITION)."""
+        try:
+            partition = self.partition_or_error(topic_partition)
+        except PartitionError as error:
+            return EpochEndOffset(error=error.error)
+        return partition.last_offset_for_leader_epoch(
+            current_leader_epoch, leader_epoch, fetch_only_from_leader=True
+        )
+
+    def maybe_shrink_isr(self) -> int:
+        """Let every led partition drop lagging followers; how many proposed a shrink."""
+        return sum(partition.maybe_shrink_isr() for partition in list(self._partitions.values()))
+
+    async def run_isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: ``maybe_shrink_isr`` every replica.lag.time.max.ms / 2,
+        until cancelled."""
+        interval_s = self.replica_lag_time_max_ms / 2 / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            self.maybe_shrink_isr()
+
+    def shutdown(self) -> None:
+        """Answer every waiting fetch and produce now."""
+        self.delayed_fetches.close()
+        self.delayed_produces.close()
+
+    def _on_high_watermark_moved(self, topic_partition: TopicPartition, old: int, new: int) -> None:
+        """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
+        ``tryCompleteDelayedRequests``): consumers may read more, produces may be done."""
+        if self.delayed_fetches.purgatory.watching(topic_partition, FetchIsolation.HIGH_WATERMARK):
+            partition = self._partitions[topic_partition]
+            byte_count = _bytes_between(partition, old, new)
+            if byte_count:
+                self.delayed_fetches.on_high_watermark_moved(topic_partition, byte_count)
+        self.delayed_produces.check_and_complete(topic_partition, self._check_enough_replicas)
+
+    def _on_partition_changed(self, topic_partition: TopicPartition) -> None:
+        self.delayed_fetches.on_partition_changed(topic_partition)
+        self.delayed_produces.check_and_complete(topic_partition, self._check_enough_replicas)
+
+    def _local_broker_epoch(self) -> int:
+        registration = self.image.cluster.broker(self.broker_id)
+        return NO_BROKER_EPOCH if registration is None else registration.epoch
 
     # ------------------------------------------------------------------ list offsets
 
@@ -508,6 +541,16 @@ def _respond_now(params: FetchParams, results: Sequence[LogReadResult]) -> bool:
         or any(result.error is not Errors.NONE for result in results)
         or any(result.diverging_epoch is not None for result in results)
     )
+
+
+def _bytes_between(partition: Partition, start: int, end: int) -> int:
+    """The bytes of the batches in [start, end): what a consumer may newly read."""
+    try:
+        data = partition.log.read(start, MAX_HIGH_WATERMARK_READ_BYTES, end, True)
+    except (OSError, ValueError, LogError) as error:
+        logger.warning("%s: cannot size [%d, %d): %s", partition.topic_partition, start, end, error)
+        return 0
+    return data.size_in_bytes
 
 
 def _writable(records: bytearray | memoryview) -> bytearray | memoryview:

@@ -3,6 +3,7 @@
   produce.py       Produce v3-v10 (v0-v2 are answered by KafkaApis itself)
   fetch.py         Fetch v4-v16, FileSlices straight from the segments, no fetch sessions
   list_offsets.py  ListOffsets v1-v8
+  offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v2-v4 from the leader-epoch cache
   metadata.py      Metadata v0-v12 from the metadata image (optional auto-create)
   admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
@@ -27,6 +28,7 @@ from broker.handlers.controller_client import (
 from broker.handlers.fetch import fetch_handler
 from broker.handlers.list_offsets import list_offsets_handler
 from broker.handlers.metadata import metadata_handler
+from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
 from broker.handlers.produce import produce_handler
 from broker.handlers.services import BrokerServices
 from broker.kafka_apis import ApiHandler
@@ -40,6 +42,7 @@ def broker_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
         ApiKey.FETCH: fetch_handler(services),
         ApiKey.LIST_OFFSETS: list_offsets_handler(services),
         ApiKey.METADATA: metadata_handler(services),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
     }
 

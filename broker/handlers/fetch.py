@@ -1,10 +1,10 @@
 """Fetch (v4-v16) — Kafka's ``KafkaApis.handleFetchRequest`` without fetch sessions.
 
-Consumers (``replica_id`` -1) read up to the high watermark, followers (their broker id) up to
-the log end (``ReplicaManager.fetch_messages``, which also waits for ``min_bytes`` /
-``max_wait_ms``). Stored batches go out as the ``FileSlice``s the log returned — never read,
-never re-encoded — with each partition's high watermark, last stable offset (= high watermark:
-no transactions) and log start offset.
+Consumers (``replica_id`` -1) read up to the high watermark, followers (their broker id, with
+their broker epoch from v15's ReplicaState) up to the log end (``ReplicaManager.fetch_messages``,
+which also waits for ``min_bytes`` / ``max_wait_ms``). Stored batches go out as the
+``FileSlice``s the log returned — never read, never re-encoded — with each partition's high
+watermark, last stable offset (= high watermark: no transactions) and log start offset.
 
 Fetch sessions (KIP-227) are not kept: every fetch is a full fetch answered with session id 0,
 which tells the client no session was created, so it keeps sending full fetches (Kafka does the
@@ -92,6 +92,7 @@ async def handle_fetch(
             )
     params = FetchParams(
         replica_id=fetch.replica_id,
+        replica_epoch=fetch.replica_state.replica_epoch,
         max_wait_ms=fetch.max_wait_ms,
         min_bytes=fetch.min_bytes,
         max_bytes=fetch.max_bytes,

@@ -4,8 +4,10 @@ Each partition's records are checked the way Kafka's ``ProduceRequest.validateRe
 at least one batch, magic 2, exactly one batch (INVALID_RECORD otherwise), zstd only from v7
 (UNSUPPORTED_COMPRESSION_TYPE); bytes that do not even hold a batch header are CORRUPT_MESSAGE.
 The rest (CRC, sizes, record counts, idempotence) is the log's (``ReplicaManager``), with the
-error codes it maps. The append happens before the handler's first ``await`` — there is none —
-so appends on one connection keep request order.
+error codes it maps. The appends happen before the handler's first ``await`` — acks=-1 then
+waits for the ISR (``ReplicaManager.append_records``, Kafka's DelayedProduce: NONE,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT after
+``timeout_ms``) — so appends on one connection keep request order.
 
 acks=0 gets no response at all. When such a request failed, Kafka closes the connection so the
 client notices (``sendResponseCallback``: "closing connection due to error during produce
@@ -85,7 +87,7 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
         if version < FIRST_SERVED_VERSION:
             response = unsupported_version_response(produce)
         else:
-            response = append(services, produce, version, request.listener_name)
+            response = await append(services, produce, version, request.listener_name)
         if produce.acks == 0:
             _close_if_failed(response, request)
             return None
@@ -94,7 +96,7 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
     return handle
 
 
-def append(
+async def append(
     services: BrokerServices, produce: ProduceRequest, api_version: int, listener_name: str
 ) -> ProduceResponse:
     """Validate and append every partition; the response lists them in request order."""
@@ -109,7 +111,7 @@ def append(
             else:
                 results[topic_partition] = AppendResult(error=problem[0], error_message=problem[1])
     results.update(
-        services.replica_manager.append_records(
+        await services.replica_manager.append_records(
             entries,
             required_acks=produce.acks,
             timeout_ms=produce.timeout_ms,

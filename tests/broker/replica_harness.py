@@ -149,8 +149,9 @@ class Cluster:
     def produce(
         self, topic_partition: TopicPartition, data: bytearray | None, acks: int = 1
     ) -> AppendResult:
-        results = self.replica_manager.append_records(
-            {topic_partition: data}, required_acks=acks, timeout_ms=1000, now_ms=NOW_MS
+        """Append only (acks=-1 does not wait here: ``produce_and_wait`` does)."""
+        results = self.replica_manager.append_to_local_log(
+            {topic_partition: data}, required_acks=acks, now_ms=NOW_MS
         )
         return results[topic_partition]
 

@@ -64,6 +64,7 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.FETCH,
         ApiKey.LIST_OFFSETS,
         ApiKey.METADATA,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
         ApiKey.CREATE_TOPICS,
         ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS,

@@ -1,174 +1,60 @@
-"""Partition: leader state transitions, stale epochs, appends, reads and ListOffsets, on real
-PartitionLogs (Kafka's PartitionTest behaviour, cited per test)."""
+"""Partition: leader/follower transitions, stale epochs, appends, reads, ListOffsets and
+OffsetsForLeaderEpoch on real PartitionLogs (Kafka's PartitionTest behaviour, cited per test).
+ISR and high-watermark behaviour is in test_partition_isr.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from immutables import Map
 
 from broker.partition import (
+    EpochEndOffset,
     FetchIsolation,
-    LeaderAndIsr,
     Partition,
     PartitionError,
     PartitionRole,
     PartitionState,
-    check_current_leader_epoch,
-    error_for,
-    high_watermark_candidate,
-    is_stale,
 )
 from protocol.errors import Errors
 from storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
-from storage.log_config import LogConfig
-from storage.log_validator import (
-    InvalidProducerEpochError,
-    InvalidRecordError,
-    OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-    StaleLeaderEpochError,
-)
-from storage.partition_log import OffsetAndTimestamp, PartitionLog
-from storage.record_batch import CorruptRecordError
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
-
-LOCAL = 1
-TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
-TP = TopicPartition("pets", 0)
-
-
-def batch(*values: bytes, timestamp: int = 1000, **fields: int) -> bytearray:
-    records = [SimpleRecord(value=v, timestamp=timestamp + i) for i, v in enumerate(values)]
-    return bytearray(build_batch(records, **fields))  # type: ignore[arg-type]
-
-
-def change(
-    leader: int = LOCAL,
-    leader_epoch: int = 1,
-    partition_epoch: int = 1,
-    replicas: tuple[int, ...] = (LOCAL,),
-    isr: tuple[int, ...] | None = None,
-) -> LeaderAndIsr:
-    return LeaderAndIsr(
-        leader=leader,
-        leader_epoch=leader_epoch,
-        partition_epoch=partition_epoch,
-        replicas=replicas,
-        isr=replicas if isr is None else isr,
-    )
+from storage.partition_log import OffsetAndTimestamp
+from tests.broker.partition_fixtures import F2, LOCAL, Env, batch, change
 
 
 @pytest.fixture
-def partition(tmp_path: Path) -> Partition:
-    log = PartitionLog.open(tmp_path / TP.dir_name(), LogConfig(segment_bytes=4096))
-    return Partition(TP, TOPIC_ID, log, LOCAL)
+def env(tmp_path: Path) -> Iterator[Env]:
+    harness = Env(tmp_path)
+    try:
+        yield harness
+    finally:
+        harness.close()
 
 
-def append(partition: Partition, *values: bytes, acks: int = 1, min_isr: int = 1) -> int:
-    info = partition.append_records_to_leader(
-        batch(*values), required_acks=acks, min_insync_replicas=min_isr, now_ms=5000
-    )
-    return info.first_offset
-
-
-def read(partition: Partition, offset: int, **kwargs: object) -> bytes:
-    arguments: dict[str, object] = {
-        "replica_id": -1,
-        "fetch_offset": offset,
-        "max_bytes": 1 << 20,
-        "isolation": FetchIsolation.HIGH_WATERMARK,
-        "min_one_batch": True,
-    }
-    arguments.update(kwargs)
-    return partition.fetch_records(**arguments).fetched_data.read_bytes()  # type: ignore[arg-type]
-
-
-# ------------------------------------------------------------------ the pure core
-
-
-def test_a_lower_partition_epoch_is_stale_an_equal_one_is_not() -> None:
-    # Kafka Partition.makeLeader/makeFollower: partitionEpoch < current -> skip.
-    state = PartitionState(partition_epoch=5)
-    assert is_stale(state, change(partition_epoch=4))
-    assert not is_stale(state, change(partition_epoch=5))
-    assert not is_stale(state, change(partition_epoch=6))
-
-
-@pytest.mark.parametrize(
-    ("local", "requested", "expected"),
-    [
-        (5, -1, Errors.NONE),  # no epoch in the request: no check
-        (5, 5, Errors.NONE),
-        (5, 4, Errors.FENCED_LEADER_EPOCH),  # the client is behind
-        (5, 6, Errors.UNKNOWN_LEADER_EPOCH),  # this broker is behind
-    ],
-)
-def test_check_current_leader_epoch(local: int, requested: int, expected: Errors) -> None:
-    # Kafka Partition.checkCurrentLeaderEpoch (KIP-320).
-    assert check_current_leader_epoch(local, requested) is expected
-
-
-@pytest.mark.parametrize(
-    ("isr", "followers", "expected"),
-    [
-        ((LOCAL,), {}, 10),  # RF=1: the leader's own log end
-        ((LOCAL, 2), {2: 7}, 7),  # the slowest ISR member
-        ((LOCAL, 2), {2: 12}, 10),  # never past the leader's log end
-        ((LOCAL, 2), {}, None),  # an ISR follower not heard from yet holds it back
-        ((LOCAL,), {2: 3}, 10),  # followers outside the ISR do not count
-    ],
-)
-def test_high_watermark_candidate(
-    isr: tuple[int, ...], followers: dict[int, int], expected: int | None
-) -> None:
-    state = PartitionState(
-        role=PartitionRole.LEADER, isr=isr, follower_log_end_offsets=Map(followers)
-    )
-    assert high_watermark_candidate(state, LOCAL, 10) == expected
-
-
-@pytest.mark.parametrize(
-    ("exception", "expected"),
-    [
-        (CorruptRecordError("crc", "bad"), Errors.CORRUPT_MESSAGE),
-        (CorruptRecordError("magic", "1 is not supported"), Errors.INVALID_RECORD),
-        (RecordTooLargeError("big"), Errors.MESSAGE_TOO_LARGE),
-        (RecordBatchTooLargeError("big"), Errors.RECORD_LIST_TOO_LARGE),
-        (InvalidRecordError("bad"), Errors.INVALID_RECORD),
-        (OutOfOrderSequenceError("gap"), Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
-        (InvalidProducerEpochError("old"), Errors.INVALID_PRODUCER_EPOCH),
-        (StaleLeaderEpochError("old"), Errors.NOT_LEADER_OR_FOLLOWER),
-        (OffsetOutOfRangeError(9, 0, 3), Errors.OFFSET_OUT_OF_RANGE),
-        (OSError("disk"), Errors.KAFKA_STORAGE_ERROR),
-    ],
-)
-def test_storage_errors_map_to_kafka_codes(exception: Exception, expected: Errors) -> None:
-    assert error_for(exception) is expected
+@pytest.fixture
+def partition(env: Env) -> Partition:
+    return env.partition
 
 
 # ------------------------------------------------------------------ transitions
 
 
-def test_make_leader_records_the_epoch_at_the_log_end(partition: Partition) -> None:
-    # Kafka Partition.makeLeader -> maybeAssignEpochStartOffset(leaderEpoch, logEndOffset).
+def test_make_leader_records_the_epoch_at_the_log_end(env: Env, partition: Partition) -> None:
+    # Kafka Partition.makeLeader -> assignEpochStartOffset(leaderEpoch, logEndOffset).
     assert partition.make_leader(change(leader_epoch=3, partition_epoch=3))
-    append(partition, b"a", b"b")
+    env.append(b"a", b"b")
     assert partition.make_leader(change(leader_epoch=4, partition_epoch=4)) is False  # still
     assert partition.log.leader_epoch_cache.entries == (EpochEntry(3, 0), EpochEntry(4, 2))
     assert partition.state.leader_epoch == 4
     assert partition.state.leader_epoch_start_offset == 2
 
 
-def test_an_isr_only_change_keeps_the_leader_epoch(partition: Partition) -> None:
-    partition.make_leader(change(leader_epoch=1, partition_epoch=1, replicas=(LOCAL, 2)))
-    append(partition, b"a")
+def test_an_isr_only_change_keeps_the_leader_epoch(env: Env, partition: Partition) -> None:
+    partition.make_leader(change(leader_epoch=1, partition_epoch=1, replicas=(LOCAL, F2)))
+    env.append(b"a")
     partition.make_leader(
-        change(leader_epoch=1, partition_epoch=2, replicas=(LOCAL, 2), isr=(LOCAL,))
+        change(leader_epoch=1, partition_epoch=2, replicas=(LOCAL, F2), isr=(LOCAL,))
     )
     assert partition.log.leader_epoch_cache.entries == (EpochEntry(1, 0),)
     assert partition.state.isr == (LOCAL,)
@@ -187,41 +73,50 @@ def test_stale_leader_change_is_ignored(partition: Partition) -> None:
 def test_stale_follower_change_is_ignored(partition: Partition) -> None:
     partition.make_leader(change(leader_epoch=2, partition_epoch=5))
     before = partition.state
-    assert partition.make_follower(change(leader=2, leader_epoch=3, partition_epoch=4)) is False
+    assert partition.make_follower(change(leader=F2, leader_epoch=3, partition_epoch=4)) is False
     assert partition.state == before
     assert partition.is_leader
 
 
-def test_make_follower_stops_serving_and_reports_new_epochs(partition: Partition) -> None:
-    partition.make_leader(change(leader_epoch=1, partition_epoch=1, replicas=(LOCAL, 2)))
-    append(partition, b"a")
-    # Kafka makeFollower returns isNewLeaderEpoch: the fetcher restarts on a new epoch.
+def test_make_follower_stops_serving_and_reports_new_epochs(
+    env: Env, partition: Partition
+) -> None:
+    # Kafka testMakeFollowerWithNoLeaderIdChange / testReplicaFetchToFollower.
+    partition.make_leader(change(leader_epoch=1, partition_epoch=1, replicas=(LOCAL, F2)))
+    env.append(b"a")
+    # makeFollower returns isNewLeaderEpoch: the fetcher restarts on a new epoch.
     assert partition.make_follower(
-        change(leader=2, leader_epoch=2, partition_epoch=2, replicas=(LOCAL, 2))
+        change(leader=F2, leader_epoch=2, partition_epoch=2, replicas=(LOCAL, F2))
     )
     assert partition.role is PartitionRole.FOLLOWER
-    assert partition.state.isr == ()  # followers keep no ISR
+    assert partition.state.isr == () and len(partition.state.followers) == 0
     assert (
         partition.make_follower(
-            change(leader=2, leader_epoch=2, partition_epoch=3, replicas=(LOCAL, 2))
+            change(leader=F2, leader_epoch=2, partition_epoch=3, replicas=(LOCAL, F2))
         )
         is False
     )
     with pytest.raises(PartitionError) as raised:
-        append(partition, b"b")
+        env.append(b"b")
     assert raised.value.error is Errors.NOT_LEADER_OR_FOLLOWER
-    with pytest.raises(PartitionError) as raised:
-        read(partition, 0)
-    assert raised.value.error is Errors.NOT_LEADER_OR_FOLLOWER
+    for epoch, expected in [
+        (-1, Errors.NOT_LEADER_OR_FOLLOWER),
+        (2, Errors.NOT_LEADER_OR_FOLLOWER),
+        (3, Errors.UNKNOWN_LEADER_EPOCH),
+        (1, Errors.FENCED_LEADER_EPOCH),
+    ]:
+        with pytest.raises(PartitionError) as raised:
+            env.fetch_follower(F2, 0, current_leader_epoch=epoch)
+        assert raised.value.error is expected
 
 
-def test_stop_takes_the_partition_offline(partition: Partition) -> None:
+def test_stop_takes_the_partition_offline(env: Env, partition: Partition) -> None:
     partition.make_leader(change())
     partition.stop()
     assert partition.role is PartitionRole.NONE
     partition.stop()  # idempotent
     with pytest.raises(PartitionError) as raised:
-        append(partition, b"a")
+        env.append(b"a")
     assert raised.value.error is Errors.NOT_LEADER_OR_FOLLOWER
 
 
@@ -233,51 +128,76 @@ def test_illegal_transition_names_both_roles(partition: Partition) -> None:
 # ------------------------------------------------------------------ append and read
 
 
-def test_rf1_high_watermark_follows_every_append(partition: Partition) -> None:
+def test_rf1_high_watermark_follows_every_append(env: Env, partition: Partition) -> None:
     partition.make_leader(change())
-    assert append(partition, b"a", b"b") == 0
+    assert env.append(b"a", b"b") == 0
     assert partition.high_watermark == partition.log_end_offset == 2
-    assert append(partition, b"c") == 2
+    assert env.append(b"c") == 2
     assert partition.high_watermark == 3
+    assert env.high_watermark_moves == [(0, 2), (2, 3)]
 
 
-def test_acks_all_needs_min_insync_replicas(partition: Partition) -> None:
+def test_acks_all_needs_min_insync_replicas(env: Env, partition: Partition) -> None:
     # Kafka Partition.appendRecordsToLeader: NotEnoughReplicasException when
     # |ISR| < min.insync.replicas and acks=-1; acks=1 is not affected.
-    partition.make_leader(change(replicas=(LOCAL, 2), isr=(LOCAL,)))
+    env.min_isr = 2
+    partition.make_leader(change(replicas=(LOCAL, F2), isr=(LOCAL,)))
     with pytest.raises(PartitionError) as raised:
-        append(partition, b"a", acks=-1, min_isr=2)
+        env.append(b"a", acks=-1)
     assert raised.value.error is Errors.NOT_ENOUGH_REPLICAS
     assert "min.isr requirement of 2" in raised.value.message
     assert partition.log_end_offset == 0
-    assert append(partition, b"a", acks=1, min_isr=2) == 0
-    assert append(partition, b"b", acks=-1, min_isr=1) == 1
+    assert env.append(b"a", acks=1) == 0
+    env.min_isr = 1
+    assert env.append(b"b", acks=-1) == 1
+
+
+def test_min_insync_replicas_is_capped_at_the_replication_factor(
+    env: Env, partition: Partition
+) -> None:
+    # Kafka effectiveMinIsr: min(min.insync.replicas, replication factor).
+    env.min_isr = 3
+    partition.make_leader(change())
+    assert env.append(b"a", acks=-1) == 0
+    assert partition.high_watermark == 1
 
 
 def test_consumers_read_to_the_high_watermark_followers_to_the_log_end(
-    partition: Partition,
+    env: Env, partition: Partition
 ) -> None:
-    partition.make_leader(change(replicas=(LOCAL, 2)))
+    partition.make_leader(change(replicas=(LOCAL, F2)))
     first, second = batch(b"a"), batch(b"b")
     for data in (first, second):
-        partition.append_records_to_leader(data, required_acks=1, min_insync_replicas=1, now_ms=0)
+        partition.append_records_to_leader(data, required_acks=1, now_ms=0)
     # Follower 2 has not fetched: the high watermark stays at 0.
     assert partition.high_watermark == 0
-    assert read(partition, 0) == b""
-    follower_bytes = read(partition, 0, replica_id=2, isolation=FetchIsolation.LOG_END)
+    assert env.consumer_read(0) == b""
+    follower_bytes = env.fetch_follower(F2, 0).fetched_data.read_bytes()
     assert follower_bytes == bytes(first) + bytes(second)  # stamped in place: offsets 0, 1
     # Its next fetch at offset 2 says it has everything: the high watermark moves.
-    read(partition, 2, replica_id=2, isolation=FetchIsolation.LOG_END)
+    env.fetch_follower(F2, 2)
     assert partition.high_watermark == 2
-    assert read(partition, 1) == bytes(second)
+    assert env.consumer_read(1) == bytes(second)
 
 
-def test_fetch_from_a_broker_that_is_not_a_replica(partition: Partition) -> None:
-    # Kafka Partition.followerReplicaOrThrow: NotLeaderOrFollowerException.
-    partition.make_leader(change())
+def test_fetch_from_an_unknown_replica(env: Env, partition: Partition) -> None:
+    # Kafka testFetchFromUnrecognizedFollower: with a leader epoch the (replica, epoch) pair
+    # may not be known yet -> UNKNOWN_LEADER_EPOCH (the follower retries); without one ->
+    # NOT_LEADER_OR_FOLLOWER. Nothing is recorded for it.
+    partition.make_leader(change(leader_epoch=8, partition_epoch=1, replicas=(LOCAL, F2)))
     with pytest.raises(PartitionError) as raised:
-        read(partition, 0, replica_id=7, isolation=FetchIsolation.LOG_END)
+        env.fetch_follower(7, 0, current_leader_epoch=8)
+    assert raised.value.error is Errors.UNKNOWN_LEADER_EPOCH
+    with pytest.raises(PartitionError) as raised:
+        env.fetch_follower(7, 0)
     assert raised.value.error is Errors.NOT_LEADER_OR_FOLLOWER
+    assert 7 not in partition.state.followers
+    # Added to the replicas (a reassignment): now it may fetch.
+    partition.make_leader(
+        change(leader_epoch=8, partition_epoch=2, replicas=(LOCAL, F2, 7), isr=(LOCAL, F2))
+    )
+    assert env.fetch_follower(7, 0, current_leader_epoch=8).log_end_offset == 0
+    assert partition.state.followers[7].log_end_offset == 0
 
 
 @pytest.mark.parametrize(
@@ -285,63 +205,69 @@ def test_fetch_from_a_broker_that_is_not_a_replica(partition: Partition) -> None
     [(3, Errors.FENCED_LEADER_EPOCH), (5, Errors.UNKNOWN_LEADER_EPOCH)],
 )
 def test_fetch_checks_the_current_leader_epoch(
-    partition: Partition, current_leader_epoch: int, expected: Errors
+    env: Env, partition: Partition, current_leader_epoch: int, expected: Errors
 ) -> None:
+    # Kafka testLeaderEpochValidationOnLeader.
     partition.make_leader(change(leader_epoch=4, partition_epoch=4))
     with pytest.raises(PartitionError) as raised:
-        read(partition, 0, current_leader_epoch=current_leader_epoch)
+        env.consumer_read(0, current_leader_epoch=current_leader_epoch)
     assert raised.value.error is expected
-    assert read(partition, 0, current_leader_epoch=4) == b""
+    assert env.consumer_read(0, current_leader_epoch=4) == b""
 
 
-def test_fetch_out_of_range(partition: Partition) -> None:
+def test_fetch_out_of_range(env: Env, partition: Partition) -> None:
     partition.make_leader(change())
-    append(partition, b"a")
+    env.append(b"a")
     with pytest.raises(PartitionError) as raised:
-        read(partition, 2)
+        env.consumer_read(2)
     assert raised.value.error is Errors.OFFSET_OUT_OF_RANGE
-    assert read(partition, 1) == b""  # the log end itself is in range
+    assert env.consumer_read(1) == b""  # the log end itself is in range
 
 
-def test_diverging_epoch_instead_of_data(partition: Partition) -> None:
-    # Kafka PartitionTest.testFetchRecordsDivergingEpoch-style: epoch 1 wrote offsets 0-1,
-    # epoch 2 starts at 2. A follower that last fetched epoch 1 at offset 3 has diverged:
-    # epoch 1 ended at 2.
-    partition.make_leader(change(leader_epoch=1, partition_epoch=1, replicas=(LOCAL, 2)))
-    append(partition, b"a", b"b")
-    partition.make_leader(change(leader_epoch=2, partition_epoch=2, replicas=(LOCAL, 2)))
-    append(partition, b"c")
-    info = partition.fetch_records(
-        replica_id=2,
-        fetch_offset=3,
-        max_bytes=1000,
-        isolation=FetchIsolation.LOG_END,
-        min_one_batch=True,
-        last_fetched_epoch=1,
-    )
+def test_last_fetched_offset_validation(env: Env, partition: Partition) -> None:
+    # Kafka PartitionTest.testLastFetchedOffsetValidation, same epochs and offsets.
+    for epoch, count in [(0, 2), (3, 3), (3, 3), (4, 5), (7, 1), (9, 3)]:
+        env.log.append_as_leader(batch(*[b"x"] * count), epoch, 0)
+    assert env.log.log_end_offset == 17
+    partition.make_leader(change(leader_epoch=10, partition_epoch=1, replicas=(LOCAL, F2)))
+
+    def read(last_fetched_epoch: int, fetch_offset: int) -> OffsetAndEpoch | None:
+        info = env.fetch_follower(
+            F2, fetch_offset, current_leader_epoch=10, last_fetched_epoch=last_fetched_epoch
+        )
+        assert info.diverging_epoch is None or info.fetched_data.is_empty
+        return info.diverging_epoch
+
+    assert read(2, 5) == OffsetAndEpoch(2, 0)
+    assert read(0, 4) == OffsetAndEpoch(2, 0)
+    assert read(6, 6) == OffsetAndEpoch(13, 4)
+    assert read(5, 9) == OffsetAndEpoch(13, 4)
+    assert read(10, 18) == OffsetAndEpoch(17, 10)
+    assert read(0, 2) is None
+    assert read(7, 14) is None
+    assert read(9, 17) is None
+    assert read(10, 17) is None
+    # Epochs larger than any known: OFFSET_OUT_OF_RANGE.
+    with pytest.raises(PartitionError) as raised:
+        read(11, 5)
+    assert raised.value.error is Errors.OFFSET_OUT_OF_RANGE
+
+
+def test_a_diverging_fetch_records_no_progress(env: Env, partition: Partition) -> None:
+    # Kafka fetchRecords: updateFollowerFetchState only when there is no diverging epoch.
+    partition.make_leader(change(leader_epoch=1, partition_epoch=1, replicas=(LOCAL, F2)))
+    env.append(b"a", b"b")
+    partition.make_leader(change(leader_epoch=2, partition_epoch=2, replicas=(LOCAL, F2)))
+    env.append(b"c")
+    info = env.fetch_follower(F2, 3, last_fetched_epoch=1)
     assert info.diverging_epoch == OffsetAndEpoch(2, 1)
-    assert info.fetched_data.is_empty
-    # Consistent history: offset 2 with epoch 1 reads normally.
-    info = partition.fetch_records(
-        replica_id=2,
-        fetch_offset=2,
-        max_bytes=1000,
-        isolation=FetchIsolation.LOG_END,
-        min_one_batch=True,
-        last_fetched_epoch=1,
-    )
-    assert info.diverging_epoch is None
-    assert not info.fetched_data.is_empty
+    assert partition.state.followers[F2].log_end_offset == -1
 
 
 def test_list_offsets(partition: Partition) -> None:
     partition.make_leader(change(leader_epoch=3, partition_epoch=3))
-    partition.append_records_to_leader(
-        batch(b"a", b"b", timestamp=100), required_acks=1, min_insync_replicas=1, now_ms=0
-    )
-    partition.append_records_to_leader(
-        batch(b"c", timestamp=500), required_acks=1, min_insync_replicas=1, now_ms=0
-    )
+    partition.append_records_to_leader(batch(b"a", b"b", timestamp=100), required_acks=1, now_ms=0)
+    partition.append_records_to_leader(batch(b"c", timestamp=500), required_acks=1, now_ms=0)
 
     def lookup(timestamp: int) -> OffsetAndTimestamp | None:
         return partition.fetch_offset_for_timestamp(
@@ -357,3 +283,54 @@ def test_list_offsets(partition: Partition) -> None:
     assert lookup(400) == OffsetAndTimestamp(2, 500, 3)
     assert lookup(501) is None  # nothing that late
     assert lookup(-3) == OffsetAndTimestamp(2, 500, 3)  # max timestamp (KIP-734)
+
+
+# ------------------------------------------------------------------ OffsetsForLeaderEpoch
+
+
+def test_make_leader_updates_the_epoch_cache_for_offsets_for_leader_epoch(env: Env) -> None:
+    # Kafka testMakeLeaderUpdatesEpochCache: epochs 0 and 5 wrote 4 records; leader epoch 8
+    # answers its own end as the log end.
+    env.log.append_as_leader(batch(b"k1", b"k2"), 0, 0)
+    env.log.append_as_leader(batch(b"k3", b"k4"), 5, 0)
+    env.partition.make_leader(change(leader_epoch=8, partition_epoch=1))
+    answer = env.partition.last_offset_for_leader_epoch(8, 8, fetch_only_from_leader=True)
+    assert answer == EpochEndOffset(leader_epoch=8, end_offset=4)
+    assert env.partition.last_offset_for_leader_epoch(
+        -1, 3, fetch_only_from_leader=True
+    ) == EpochEndOffset(leader_epoch=0, end_offset=2)
+    # An epoch above every known one: undefined, no error (UnifiedLog.endOffsetForEpoch).
+    assert env.partition.last_offset_for_leader_epoch(
+        -1, 9, fetch_only_from_leader=True
+    ) == EpochEndOffset()
+
+
+@pytest.mark.parametrize(
+    ("is_leader", "current", "only_leader", "expected"),
+    [
+        # Kafka testOffsetForLeaderEpochValidationForLeader
+        (True, -1, True, Errors.NONE),
+        (True, 5, True, Errors.NONE),
+        (True, 4, True, Errors.FENCED_LEADER_EPOCH),
+        (True, 6, True, Errors.UNKNOWN_LEADER_EPOCH),
+        # Kafka testOffsetForLeaderEpochValidationForFollower
+        (False, -1, False, Errors.NONE),
+        (False, 5, False, Errors.NONE),
+        (False, 4, False, Errors.FENCED_LEADER_EPOCH),
+        (False, 6, False, Errors.UNKNOWN_LEADER_EPOCH),
+        (False, -1, True, Errors.NOT_LEADER_OR_FOLLOWER),
+        (False, 5, True, Errors.NOT_LEADER_OR_FOLLOWER),
+        (False, 4, True, Errors.FENCED_LEADER_EPOCH),
+        (False, 6, True, Errors.UNKNOWN_LEADER_EPOCH),
+    ],
+)
+def test_offsets_for_leader_epoch_validation(
+    partition: Partition, is_leader: bool, current: int, only_leader: bool, expected: Errors
+) -> None:
+    leader = LOCAL if is_leader else F2
+    if is_leader:
+        partition.make_leader(change(leader=leader, leader_epoch=5, replicas=(LOCAL, F2)))
+    else:
+        partition.make_follower(change(leader=leader, leader_epoch=5, replicas=(LOCAL, F2)))
+    answer = partition.last_offset_for_leader_epoch(current, 0, fetch_only_from_leader=only_leader)
+    assert answer.error is expected

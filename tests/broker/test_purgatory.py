@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from broker.partition_state import FetchIsolation
 from broker.purgatory import DelayedFetches, FetchCompletion, FetchPurgatory
 from storage.topic_partition import TopicPartition
 
@@ -83,6 +84,25 @@ def test_partition_change_completes_its_waiters() -> None:
     assert purgatory.on_partition_changed(A) == [on_a, on_both]
     assert purgatory.watching(B) == 1
     assert purgatory.on_partition_changed(B) == [on_b]
+
+
+def test_followers_count_appends_consumers_count_high_watermark_moves() -> None:
+    # Kafka DelayedFetch.tryComplete measures up to the log end for followers and up to the
+    # high watermark for consumers: with replicas an append is not yet readable by consumers.
+    purgatory = FetchPurgatory()
+    follower = watch(purgatory, A, min_bytes=10)
+    consumer = purgatory.try_watch(
+        [A],
+        min_bytes=10,
+        accumulated_bytes=0,
+        deadline_ms=1000,
+        isolation=FetchIsolation.HIGH_WATERMARK,
+    )
+    assert purgatory.watching(A, FetchIsolation.HIGH_WATERMARK) == 1
+    assert purgatory.watching(A, FetchIsolation.LOG_END) == 1
+    assert purgatory.on_high_watermark_moved(A, 5) == []
+    assert purgatory.on_bytes_appended(A, 10) == [follower]
+    assert purgatory.on_high_watermark_moved(A, 5) == [consumer]
 
 
 def test_the_purgatory_is_bounded() -> None:

@@ -250,8 +250,10 @@ def test_produce_then_fetch_returns_the_exact_bytes(cluster: Cluster) -> None:
 def test_read_only_request_buffers_are_copied_before_stamping(cluster: Cluster) -> None:
     cluster.start(*pets_led_here())
     data = bytes(batch(b"a"))
-    results = cluster.replica_manager.append_records(
-        {PETS0: memoryview(data)}, required_acks=1, timeout_ms=0, now_ms=NOW_MS
+    results = asyncio.run(
+        cluster.replica_manager.append_records(
+            {PETS0: memoryview(data)}, required_acks=1, timeout_ms=0, now_ms=NOW_MS
+        )
     )
     assert results[PETS0].error is Errors.NONE
 
@@ -278,9 +280,16 @@ def test_acks_must_be_minus_one_zero_or_one(cluster: Cluster) -> None:
 
 
 def test_acks_all_with_rf1_completes_at_once(cluster: Cluster) -> None:
+    # Kafka DelayedProduce.tryCompleteElseWatch: the first check already finds the high
+    # watermark past the batch, so the produce never waits.
     cluster.start(*pets_led_here())
-    assert cluster.produce(PETS0, batch(b"a"), acks=-1) == AppendResult(
-        base_offset=0, log_start_offset=0, appended_bytes=len(batch(b"a"))
+    results = asyncio.run(
+        cluster.replica_manager.append_records(
+            {PETS0: batch(b"a", b"b")}, required_acks=-1, timeout_ms=0, now_ms=NOW_MS
+        )
+    )
+    assert results[PETS0] == AppendResult(
+        base_offset=0, log_start_offset=0, appended_bytes=len(batch(b"a", b"b")), last_offset=1
     )
 
 

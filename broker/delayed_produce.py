@@ -1,0 +1,258 @@
+"""Delayed produces: an acks=all produce waits for the ISR (Kafka's ``DelayedProduce``).
+
+Theory of operation
+-------------------
+After the local append, an acks=-1 produce with at least one partition appended waits here
+(``ReplicaManager.appendRecords``' ``delayedProduceRequestRequired``). Each such partition waits
+for its *required offset* (the batch's last offset + 1); partitions whose append failed do not
+wait and keep their error. ``ProducePurgatory`` is the pure bookkeeping; a check asks a
+``checker(partition, required_offset) -> (done, error)`` — ``Partition.
+check_enough_replicas_reach_offset``, or the error of a partition no longer hosted — and, like
+Kafka's ``DelayedProduce.tryComplete``, marks a partition done when it answers done or any error:
+
+* (True, NONE): the high watermark reached the required offset with enough ISR members;
+* (True, NOT_ENOUGH_REPLICAS_AFTER_APPEND): it did, but the ISR had shrunk below
+  min.insync.replicas;
+* (False, NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION ...): leadership moved away.
+
+A waiter completes when none of its partitions waits any more; partitions still waiting at its
+deadline (``timeout_ms`` of the request) answer REQUEST_TIMED_OUT (``onExpiration``). Checks run
+once when the produce starts waiting, and again for every waiter on a partition whenever its
+high watermark moves or it changes leadership (``check_and_complete``). At most ``max_waiters``
+wait at once; a produce that finds the purgatory full answers at once, its unfinished partitions
+with REQUEST_TIMED_OUT (bounded, never an unbounded queue).
+
+``DelayedProduces`` is the asyncio shell: one future per waiter and one timer for the earliest
+deadline, on an injectable clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from broker.purgatory import monotonic_ms
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
+
+# Upper bound on concurrently waiting produces (STYLE.md §7).
+MAX_DELAYED_PRODUCES = 10_000
+
+# (partition, required offset) -> (done, error): Kafka's checkEnoughReplicasReachOffset.
+ReplicaChecker = Callable[[TopicPartition, int], tuple[bool, Errors]]
+
+
+@attrs.define
+class _PartitionStatus:
+    required_offset: int
+    acks_pending: bool = True
+    # Kafka starts every waiting partition at REQUEST_TIMED_OUT: what it answers if nothing
+    # completes it before the deadline.
+    error: Errors = Errors.REQUEST_TIMED_OUT
+
+
+@attrs.define
+class _Waiter:
+    waiter_id: int
+    statuses: dict[TopicPartition, _PartitionStatus]
+    deadline_ms: int
+
+    def errors(self) -> dict[TopicPartition, Errors]:
+        return {tp: status.error for tp, status in self.statuses.items()}
+
+
+class ProducePurgatory:
+    """Pure bookkeeping of waiting produces, keyed by partition; no clock, no I/O."""
+
+    def __init__(self, max_waiters: int = MAX_DELAYED_PRODUCES) -> None:
+        assert max_waiters > 0
+        self.max_waiters = max_waiters
+        self._waiters: dict[int, _Waiter] = {}
+        self._by_partition: dict[TopicPartition, set[int]] = {}
+        self._deadlines: list[tuple[int, int]] = []
+        self._next_id = 0
+
+    def __len__(self) -> int:
+        return len(self._waiters)
+
+    def watching(self, topic_partition: TopicPartition) -> int:
+        return len(self._by_partition.get(topic_partition, ()))
+
+    def try_watch(
+        self, required_offsets: Mapping[TopicPartition, int], deadline_ms: int
+    ) -> int | None:
+        """Add a waiter for ``required_offsets``; None when ``max_waiters`` already wait."""
+        assert required_offsets, "a delayed produce waits on at least one partition"
+        if len(self._waiters) >= self.max_waiters:
+            return None
+        waiter_id = self._next_id
+        self._next_id += 1
+        statuses = {tp: _PartitionStatus(offset) for tp, offset in required_offsets.items()}
+        self._waiters[waiter_id] = _Waiter(waiter_id, statuses, deadline_ms)
+        for topic_partition in statuses:
+            self._by_partition.setdefault(topic_partition, set()).add(waiter_id)
+        heapq.heappush(self._deadlines, (deadline_ms, waiter_id))
+        return waiter_id
+
+    def try_complete(
+        self, waiter_id: int, checker: ReplicaChecker
+    ) -> dict[TopicPartition, Errors] | None:
+        """Check every waiting partition of one waiter; its errors (removed) when done."""
+        waiter = self._waiters[waiter_id]
+        for topic_partition, status in waiter.statuses.items():
+            if status.acks_pending:
+                _check(topic_partition, status, checker)
+        if any(status.acks_pending for status in waiter.statuses.values()):
+            return None
+        self.remove(waiter_id)
+        return waiter.errors()
+
+    def check(
+        self, topic_partition: TopicPartition, checker: ReplicaChecker
+    ) -> dict[int, dict[TopicPartition, Errors]]:
+        """Check the waiters on ``topic_partition``; the completed ones' errors (removed)."""
+        completed = {}
+        for waiter_id in sorted(self._by_partition.get(topic_partition, ())):
+            errors = self.try_complete(waiter_id, checker)
+            if errors is not None:
+                completed[waiter_id] = errors
+        return completed
+
+    def expire(self, now_ms: int) -> dict[int, dict[TopicPartition, Errors]]:
+        """Waiters whose deadline is at or before ``now_ms`` (removed): partitions still
+        waiting answer REQUEST_TIMED_OUT."""
+        expired = {}
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            _, waiter_id = heapq.heappop(self._deadlines)
+            waiter = self._waiters.get(waiter_id)
+            if waiter is not None:
+                self.remove(waiter_id)
+                expired[waiter_id] = waiter.errors()
+        return expired
+
+    def next_deadline_ms(self) -> int | None:
+        while self._deadlines and self._deadlines[0][1] not in self._waiters:
+            heapq.heappop(self._deadlines)
+        return self._deadlines[0][0] if self._deadlines else None
+
+    def remove(self, waiter_id: int) -> dict[TopicPartition, Errors] | None:
+        """Forget a waiter; its errors as they stand (REQUEST_TIMED_OUT where still waiting)."""
+        waiter = self._waiters.pop(waiter_id, None)
+        if waiter is None:
+            return None
+        for topic_partition in waiter.statuses:
+            watchers = self._by_partition[topic_partition]
+            watchers.discard(waiter_id)
+            if not watchers:
+                del self._by_partition[topic_partition]
+        if not self._waiters:
+            self._deadlines.clear()
+        return waiter.errors()
+
+
+def _check(
+    topic_partition: TopicPartition, status: _PartitionStatus, checker: ReplicaChecker
+) -> None:
+    """Kafka ``DelayedProduce.tryComplete`` for one partition: done on success or any error."""
+    done, error = checker(topic_partition, status.required_offset)
+    if error is not Errors.NONE or done:
+        status.acks_pending = False
+        status.error = error
+
+
+class DelayedProduces:
+    """The asyncio shell: futures for waiters, one timer for the earliest deadline."""
+
+    def __init__(
+        self,
+        max_waiters: int = MAX_DELAYED_PRODUCES,
+        clock_ms: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.purgatory = ProducePurgatory(max_waiters)
+        self._clock_ms = clock_ms
+        self._futures: dict[int, asyncio.Future[dict[TopicPartition, Errors]]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline_ms: int | None = None
+
+    async def wait(
+        self,
+        required_offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int,
+        checker: ReplicaChecker,
+    ) -> dict[TopicPartition, Errors]:
+        """Each partition's final error once none waits any more, or at the deadline."""
+        deadline_ms = self._clock_ms() + max(0, timeout_ms)
+        waiter_id = self.purgatory.try_watch(required_offsets, deadline_ms)
+        if waiter_id is None:
+            return _full_purgatory_errors(required_offsets, checker)
+        errors = self.purgatory.try_complete(waiter_id, checker)
+        if errors is not None:
+            return errors
+        future: asyncio.Future[dict[TopicPartition, Errors]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._futures[waiter_id] = future
+        self._schedule()
+        try:
+            return await future
+        finally:
+            # Cancelled (the connection closed): forget the waiter.
+            self._futures.pop(waiter_id, None)
+            self.purgatory.remove(waiter_id)
+
+    def check_and_complete(self, topic_partition: TopicPartition, checker: ReplicaChecker) -> None:
+        """The high watermark moved or leadership changed: re-check its waiters."""
+        if self.purgatory.watching(topic_partition):
+            self._resolve(self.purgatory.check(topic_partition, checker))
+
+    def expire_due(self) -> int:
+        """Complete every waiter whose deadline has passed; returns how many."""
+        expired = self.purgatory.expire(self._clock_ms())
+        self._resolve(expired)
+        self._timer, self._timer_deadline_ms = None, None
+        self._schedule()
+        return len(expired)
+
+    def close(self) -> None:
+        """Answer every waiter now (shutdown): unfinished partitions REQUEST_TIMED_OUT."""
+        answers = {}
+        for waiter_id in list(self._futures):
+            errors = self.purgatory.remove(waiter_id)
+            if errors is not None:
+                answers[waiter_id] = errors
+        self._resolve(answers)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._timer_deadline_ms = None, None
+
+    def _resolve(self, completed: Mapping[int, dict[TopicPartition, Errors]]) -> None:
+        for waiter_id, errors in completed.items():
+            future = self._futures.pop(waiter_id, None)
+            if future is not None and not future.done():
+                future.set_result(errors)
+
+    def _schedule(self) -> None:
+        deadline_ms = self.purgatory.next_deadline_ms()
+        if deadline_ms is None or deadline_ms == self._timer_deadline_ms:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = max(0, deadline_ms - self._clock_ms()) / 1000
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self.expire_due)
+        self._timer_deadline_ms = deadline_ms
+
+
+def _full_purgatory_errors(
+    required_offsets: Mapping[TopicPartition, int], checker: ReplicaChecker
+) -> dict[TopicPartition, Errors]:
+    """No room to wait: one check now; what is not done yet answers REQUEST_TIMED_OUT."""
+    errors = {}
+    for topic_partition, required_offset in required_offsets.items():
+        status = _PartitionStatus(required_offset)
+        _check(topic_partition, status, checker)
+        errors[topic_partition] = status.error
+    return errors

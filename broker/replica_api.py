@@ -1,0 +1,150 @@
+"""The values ReplicaManager takes and returns, and its hand-off to replication.
+
+``InitialFetchState`` / ``FetcherManager`` are what ``ReplicaManager`` hands a follower partition
+to (Kafka's ``ReplicaFetcherManager``; ``fetcher/`` implements it, ``RecordedFetcherManager``
+stands in where no fetchers run). ``AppendResult``, ``PartitionFetch``, ``FetchParams`` and
+``LogReadResult`` are Kafka's ``PartitionResponse``, ``FetchRequest.PartitionData``,
+``FetchParams`` and ``LogReadResult``. All are re-exported by ``broker.replica_manager``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Protocol
+
+import attrs
+
+from broker.isr import NO_BROKER_EPOCH
+from broker.partition import FetchIsolation, LogReadInfo
+from metadata.records import BrokerEndpoint
+from protocol.errors import Errors
+from storage.file_slice import FileSlice
+from storage.leader_epoch_cache import OffsetAndEpoch
+from storage.topic_partition import TopicPartition
+
+UNKNOWN_OFFSET = -1
+
+
+# ---------------------------------------------------------------------------- fetcher hand-off
+
+
+@attrs.frozen
+class InitialFetchState:
+    """Where a follower starts fetching (Kafka's ``InitialFetchState``)."""
+
+    topic_id: str
+    leader_id: int
+    # The leader's inter-broker endpoint; None when the image does not know it (yet).
+    leader_endpoint: BrokerEndpoint | None
+    current_leader_epoch: int
+    init_offset: int
+
+
+class FetcherManager(Protocol):
+    """What ReplicaManager needs from replication (Kafka's ``ReplicaFetcherManager``)."""
+
+    def add_fetcher_for_partitions(
+        self, partitions: Mapping[TopicPartition, InitialFetchState]
+    ) -> None: ...
+
+    def remove_fetcher_for_partitions(self, partitions: Collection[TopicPartition]) -> None: ...
+
+
+class RecordedFetcherManager:
+    """The hand-off to replication, recorded: the partitions to follow, their leader and epoch.
+
+    It stands where ``fetcher.ReplicaFetcherManager`` will (the replication issue); it fetches
+    nothing, and its ``assignments`` are what the fetchers would be running.
+    """
+
+    def __init__(self) -> None:
+        self.assignments: dict[TopicPartition, InitialFetchState] = {}
+
+    def add_fetcher_for_partitions(
+        self, partitions: Mapping[TopicPartition, InitialFetchState]
+    ) -> None:
+        self.assignments.update(partitions)
+
+    def remove_fetcher_for_partitions(self, partitions: Collection[TopicPartition]) -> None:
+        for topic_partition in partitions:
+            self.assignments.pop(topic_partition, None)
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@attrs.frozen(kw_only=True)
+class AppendResult:
+    """One partition's produce outcome (Kafka's ``PartitionResponse``)."""
+
+    error: Errors = Errors.NONE
+    base_offset: int = UNKNOWN_OFFSET
+    log_append_time_ms: int = -1
+    log_start_offset: int = UNKNOWN_OFFSET
+    error_message: str | None = None
+    # The bytes appended (0 for a duplicate retry or an error).
+    appended_bytes: int = 0
+    # The last offset of the batch (the original one for a duplicate); acks=-1 waits for the
+    # high watermark to pass it.
+    last_offset: int = UNKNOWN_OFFSET
+
+
+@attrs.frozen(kw_only=True)
+class PartitionFetch:
+    """One partition of a Fetch request (Kafka's ``FetchRequest.PartitionData``)."""
+
+    topic_partition: TopicPartition
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@attrs.frozen(kw_only=True)
+class FetchParams:
+    """A Fetch request's shared parameters (Kafka's ``FetchParams``)."""
+
+    replica_id: int  # -1 for consumers, else the follower's broker id
+    # The follower's broker epoch (v15 ReplicaState, KIP-903); -1 when not sent.
+    replica_epoch: int = NO_BROKER_EPOCH
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int = 0  # 0 READ_UNCOMMITTED, 1 READ_COMMITTED
+    partitions: tuple[PartitionFetch, ...]
+
+    @property
+    def isolation(self) -> FetchIsolation:
+        return FetchIsolation.of(self.replica_id, self.isolation_level)
+
+
+@attrs.frozen(kw_only=True)
+class LogReadResult:
+    """One partition's read (Kafka's ``LogReadResult``); offsets are -1 on an error."""
+
+    topic_partition: TopicPartition
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    slices: tuple[FileSlice, ...] = ()
+    high_watermark: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_stable_offset: int = UNKNOWN_OFFSET
+    diverging_epoch: OffsetAndEpoch | None = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(piece.length for piece in self.slices)
+
+    @classmethod
+    def of(cls, topic_partition: TopicPartition, info: LogReadInfo) -> LogReadResult:
+        return cls(
+            topic_partition=topic_partition,
+            slices=info.fetched_data.slices,
+            high_watermark=info.high_watermark,
+            log_start_offset=info.log_start_offset,
+            log_end_offset=info.log_end_offset,
+            last_stable_offset=info.last_stable_offset,
+            diverging_epoch=info.diverging_epoch,
+        )
