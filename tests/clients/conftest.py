@@ -1,18 +1,17 @@
 """One real pykraft cluster for the whole client test session: ``pykraft dev`` with three
 controllers and three brokers on free 127.0.0.1 ports, started once, always stopped.
 
-The cluster is a subprocess (``python -m pykraft.cli dev``) in its own session, so stopping it
-reaches every controller and broker it started: SIGTERM first (controlled shutdown), SIGKILL to
-its process group if it does not exit in time — also when start-up itself failed.
+``pykraft dev`` (``python -m pykraft.dev``) runs the nodes and writes ``cluster.json`` (state,
+bootstrap servers, admin URLs, node pids). Stopping sends it SIGTERM, so brokers shut down under
+control before the controllers; if it does not exit in time it is killed, and so is every node
+it listed that still runs — also when start-up itself failed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,46 +24,24 @@ import pytest
 from tests.clients.support import NONE, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
-STARTUP_TIMEOUT_S = 90.0
-STOP_TIMEOUT_S = 60.0
-PORT_SPAN = 40  # ports from --base-port that `pykraft dev` may use for 3 + 3 nodes
+STARTUP_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 90.0  # pykraft dev: brokers' controlled shutdowns (45 s), then controllers
 CONTROLLERS = 3
 BROKERS = 3
 
 
-def free_base_port(span: int = PORT_SPAN, attempts: int = 50) -> int:
-    """A port P such that P .. P+span-1 were all free a moment ago (kernel's range start)."""
-    for _ in range(attempts):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base: int = probe.getsockname()[1]
-        if base + span >= 65535:
-            continue
-        if all(_port_is_free(port) for port in range(base, base + span)):
-            return base
-    raise AssertionError(f"no run of {span} free ports found in {attempts} attempts")
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 class DevCluster:
-    """A ``pykraft dev`` cluster: its Kafka listeners, data directory and log."""
+    """A ``pykraft dev`` cluster: its Kafka listeners, admin URLs, data directory and logs."""
 
     def __init__(self, data_dir: Path, controllers: int = CONTROLLERS,
                  brokers: int = BROKERS) -> None:
         self.data_dir = data_dir
         self.controllers = controllers
         self.broker_count = brokers
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self.output_path = data_dir.parent / f"{data_dir.name}.out"
         self.process: subprocess.Popen[bytes] | None = None
         self.brokers: dict[int, tuple[str, int]] = {}  # node id -> Kafka listener
+        self.admin_urls: list[str] = []
 
     @property
     def bootstrap_servers(self) -> str:
@@ -76,24 +53,28 @@ class DevCluster:
 
     def start(self) -> None:
         command = [
-            sys.executable, "-m", "pykraft.cli", "dev",
+            sys.executable, "-m", "pykraft.dev",
             "--controllers", str(self.controllers), "--brokers", str(self.broker_count),
-            "--data-dir", str(self.data_dir), "--base-port", str(free_base_port()),
+            "--data-dir", str(self.data_dir), "--base-port", "0",  # 0: free ports
+            "--startup-timeout", str(STARTUP_TIMEOUT_S),
         ]  # fmt: skip
-        with open(self.log_path, "ab") as log:
+        with open(self.output_path, "ab") as output:
             self.process = subprocess.Popen(
-                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
+                command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
-    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
-        """cluster.json written, and every broker's Metadata lists every broker."""
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S + 10) -> None:
+        """cluster.json says running, and every broker's Metadata lists every broker."""
         deadline = time.monotonic() + timeout_s
-        cluster_json = self.data_dir / "cluster.json"
-        while not cluster_json.exists():
-            self._check_alive_before(deadline, f"{cluster_json} never appeared")
+        while (info := self.info()).get("state") != "running":
+            self._check_alive_before(deadline, f"cluster.json state {info.get('state')!r}")
             time.sleep(0.1)
-        self.brokers = read_brokers(cluster_json)
-        assert len(self.brokers) == self.broker_count, f"{cluster_json}: {self.brokers}"
+        self.brokers = {}
+        for broker in info["brokers"]:
+            host, port = broker["bootstrap_server"].rsplit(":", 1)
+            self.brokers[int(broker["node_id"])] = (host, int(port))
+        self.admin_urls = list(info["admin_urls"])
+        assert len(self.brokers) == self.broker_count, info
         last: Any = None
         pending = set(self.brokers)
         while pending:
@@ -108,6 +89,14 @@ class DevCluster:
                 if {b.node_id for b in answer.brokers} == set(self.brokers):
                     pending.discard(node_id)
             time.sleep(0.1)
+
+    def info(self) -> dict[str, Any]:
+        """``cluster.json`` as ``pykraft dev`` last wrote it ({} before it exists)."""
+        try:
+            info: dict[str, Any] = json.loads((self.data_dir / "cluster.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return info
 
     def _check_alive_before(self, deadline: float, what: str) -> None:
         assert self.process is not None
@@ -132,30 +121,42 @@ class DevCluster:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        """SIGTERM, wait; then SIGKILL the whole process group. Never raises on a dead cluster."""
+        """SIGTERM to ``pykraft dev`` (it stops brokers, then controllers); after a timeout,
+        SIGKILL to it and to every process it listed in cluster.json that still runs."""
         process = self.process
         if process is None:
             return
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
                 process.wait(STOP_TIMEOUT_S)
-        # The children of `pykraft dev` share its process group (start_new_session above).
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        # Its children run in sessions of their own: a killed `pykraft dev` leaves them behind.
+        info = self.info()
+        for node in info.get("controllers", []) + info.get("brokers", []):
+            if node.get("pid") and _runs_config(node["pid"], node["config"]):
+                os.kill(node["pid"], signal.SIGKILL)
 
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+    def log_tail(self, lines: int = 30) -> str:
+        tails = []
+        for path in [self.output_path, *sorted((self.data_dir / "logs").glob("*.log"))]:
+            try:
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            tails.append(f"--- {path}\n" + "\n".join(text))
+        return "\n".join(tails)
 
 
-def read_brokers(cluster_json: Path) -> dict[int, tuple[str, int]]:
-    """Node id -> (host, port) of each broker's Kafka listener, from ``pykraft dev``'s file."""
-    document = json.loads(cluster_json.read_text())
-    return {int(b["node_id"]): (b["host"], int(b["port"])) for b in document["brokers"]}
+def _runs_config(pid: int, config: str) -> bool:
+    """Whether ``pid`` is still the node started with ``config`` (not a reused pid)."""
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return config.encode() in command_line.split(b"\0")
 
 
 @pytest.fixture(scope="session")
