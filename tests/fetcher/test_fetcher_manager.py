@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from broker.replica_manager import FetcherManager, InitialFetchState
+from broker.replica_api import FetcherManager, InitialFetchState
 from fetcher.fetcher_config import FetcherConfig
 from fetcher.fetcher_id import fetcher_id
 from fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager, parse_topic_id
@@ -249,7 +249,7 @@ def test_running_fetchers_replicate_from_several_leaders(tmp_path: Path) -> None
 
 
 def test_the_manager_is_the_broker_fetcher_manager(tmp_path: Path) -> None:
-    # broker.replica_manager.FetcherManager is the contract ReplicaManager calls.
+    # broker.replica_api.FetcherManager is the contract ReplicaManager calls.
     manager: FetcherManager = ReplicaFetcherManager(FetcherConfig(replica_id=1), lambda tp: None)
     assert manager is not None
 
