@@ -146,9 +146,18 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain aligned text table (what the summary prints)."""
     cells = [[_cell(value) for value in row] for row in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(lines)
+    # Numbers align right, text left (decided by the first row's values).
+    right = [bool(rows) and _is_number(rows[0][i]) for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if r else v.ljust(w)
+                         for v, w, r in zip(values, widths, right, strict=True)).rstrip()
+
+    return "\n".join([line(columns), *(line(row) for row in cells)])
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _cell(value: Any) -> str:
@@ -178,7 +187,9 @@ def draw_chart(load: Sequence[Any], path: Path) -> None:
     axes.set_xlabel("broker")
     axes.set_ylabel("partitions")
     axes.set_title("Leaders and replicas per broker")
-    axes.legend()
+    tallest = max([row["replicas"] for row in load] + [1])
+    axes.set_ylim(0, tallest * 1.3)  # room for the legend above the bars
+    axes.legend(loc="upper center", ncols=2)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

@@ -46,3 +46,15 @@ def test_user_message_finds_our_error_inside_a_spark_traceback() -> None:
     plain = "SnapshotError: snapshot /s/x.checkpoint, line 8: checksum mismatch"
     assert spark_cmd.user_message(RuntimeError(plain)) == plain
     assert spark_cmd.user_message(RuntimeError("boom\nmore")) == "boom"
+
+
+def test_summary_table_alignment() -> None:
+    from export.report_job import format_table
+
+    table = format_table(("topic", "partitions", "imbalance", "fenced"),
+                         [["clicks", 3, 0.5, False], ["orders", 16, None, True]])
+    assert table.splitlines() == [
+        "topic   partitions  imbalance  fenced",
+        "clicks           3       0.50  no",
+        "orders          16          -  yes",
+    ]
