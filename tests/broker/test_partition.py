@@ -78,9 +78,7 @@ def test_stale_follower_change_is_ignored(partition: Partition) -> None:
     assert partition.is_leader
 
 
-def test_make_follower_stops_serving_and_reports_new_epochs(
-    env: Env, partition: Partition
-) -> None:
+def test_make_follower_stops_serving_and_reports_new_epochs(env: Env, partition: Partition) -> None:
     # Kafka testMakeFollowerWithNoLeaderIdChange / testReplicaFetchToFollower.
     partition.make_leader(change(leader_epoch=1, partition_epoch=1, replicas=(LOCAL, F2)))
     env.append(b"a")
@@ -300,9 +298,10 @@ def test_make_leader_updates_the_epoch_cache_for_offsets_for_leader_epoch(env: E
         -1, 3, fetch_only_from_leader=True
     ) == EpochEndOffset(leader_epoch=0, end_offset=2)
     # An epoch above every known one: undefined, no error (UnifiedLog.endOffsetForEpoch).
-    assert env.partition.last_offset_for_leader_epoch(
-        -1, 9, fetch_only_from_leader=True
-    ) == EpochEndOffset()
+    assert (
+        env.partition.last_offset_for_leader_epoch(-1, 9, fetch_only_from_leader=True)
+        == EpochEndOffset()
+    )
 
 
 @pytest.mark.parametrize(
