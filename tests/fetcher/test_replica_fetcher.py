@@ -9,12 +9,14 @@ where the path matters: ``MODERN`` (Fetch v16, KIP-320 DivergingEpoch) and ``PRE
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import attrs
 import pytest
+from hypothesis import given, settings
 
 from fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
 from fetcher.follower_log import ReplicaLog
@@ -37,6 +39,7 @@ from tests.fetcher.fake_leader import (
     records_of,
 )
 from tests.fetcher.harness import MockLeader, MockLog
+from tests.fetcher.test_random_histories import History, common_prefix, histories, leader_log
 
 BACKOFF_MS = 1000
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -349,3 +352,57 @@ def test_config_rejects_what_kafka_rejects() -> None:
         FetcherConfig(replica_id=1, num_replica_fetchers=0)
     with pytest.raises(FetcherConfigError, match=r"replica\.socket\.timeout\.ms"):
         FetcherConfig(replica_id=1, fetch_wait_max_ms=600, socket_timeout_ms=500)
+
+
+class RecordingLog:
+    """A real log that remembers every offset it was truncated to."""
+
+    def __init__(self, log: PartitionLog) -> None:
+        self.log = log
+        self.truncated_to: list[int] = []
+
+    def truncate_to(self, offset: int) -> bool:
+        self.truncated_to.append(offset)
+        return self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        self.truncated_to.append(offset)
+        self.log.truncate_fully_and_start_at(offset, now_ms)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.log, name)
+
+
+@pytest.mark.parametrize("features", PATHS)
+@settings(max_examples=60, deadline=None)
+@given(history=histories())
+def test_a_real_log_converges_to_any_leader(features: LeaderFeatures, history: History) -> None:
+    # tests/fetcher/test_random_histories.py's leadership histories, through the asyncio shell
+    # into a real PartitionLog: the follower reaches the leader's log exactly and never cuts
+    # below what the two logs agreed on.
+    leader_records, epoch, follower_records, high_watermark = history
+    leader = MockLeader(leader_log(leader_records, epoch), epoch, max_records=3)
+    with tempfile.TemporaryDirectory() as directory:
+        log = RecordingLog(
+            open_log(Path(directory), [e for _, e in follower_records], high_watermark)
+        )
+        clock = FakeClock()
+        fetcher = ReplicaFetcher(
+            0, FakeLeaderEndpoint(1, {T0: leader}, features), lambda tp: cast(ReplicaLog, log),
+            FetcherConfig(replica_id=2), clock=clock,
+        )
+        fetcher.add_partitions({T0: PartitionStart(None, epoch)})
+
+        async def converge() -> None:
+            for _ in range(60):
+                await fetcher.do_work()
+                clock.now += BACKOFF_MS
+                if records_of(log.log) == leader_records:
+                    return
+            raise AssertionError(f"not in sync: {records_of(log.log)} vs {leader_records}")
+
+        asyncio.run(converge())
+        agreed = common_prefix(follower_records, leader_records)
+        assert all(offset >= agreed for offset in log.truncated_to), log.truncated_to
+        assert fetcher.partition_count == 1
+        log.log.close()
