@@ -130,6 +130,7 @@ class Cluster:
             log_manager=self.log_manager,
             fetcher_manager=self.fetchers,
             delayed_fetches=DelayedFetches(clock_ms=self.clock),
+            clock_ms=self.clock,
         )
         self.image = MetadataImage.EMPTY
 
@@ -168,7 +169,7 @@ class Cluster:
         return self.replica_manager.read_from_log(params)
 
     def close(self) -> None:
-        self.replica_manager.delayed_fetches.close()
+        self.replica_manager.shutdown()
         self.log_manager.shutdown()
 
 

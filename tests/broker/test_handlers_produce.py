@@ -3,6 +3,7 @@ appends on a real log (Kafka's KafkaApis.handleProduceRequest / ProduceRequest.v
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,10 @@ from tests.broker.replica_harness import (
     PETS0,
     PETS_ID,
     Cluster,
+    at,
     batch,
     call,
+    call_async,
     encode,
     partition_record,
     pets_led_here,
@@ -182,9 +185,38 @@ def test_invalid_acks(cluster: Cluster) -> None:
     assert outcome(response) == {("pets", 0): (Errors.INVALID_REQUIRED_ACKS, -1)}
 
 
-def test_acks_all_is_answered_after_the_local_append(cluster: Cluster) -> None:
+def test_acks_all_with_one_replica_is_answered_after_the_local_append(cluster: Cluster) -> None:
     response = produce(cluster, {("pets", 1): bytes(batch(b"a"))}, acks=-1)
     assert outcome(response) == {("pets", 1): (Errors.NONE, 0)}
+
+
+def test_acks_all_is_answered_once_the_follower_has_the_batch(cluster: Cluster) -> None:
+    # Kafka DelayedProduce: pets-0's ISR is (LOCAL, OTHER); the answer waits for OTHER.
+    async def scenario() -> Any:
+        request = ProduceRequest(
+            version=9,
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=30_000,
+            topic_data=[
+                _Topic(
+                    name="pets", partition_data=[_Partition(index=0, records=bytes(batch(b"a")))]
+                )
+            ],
+        )
+        handler = produce_handler(services(cluster))
+        answer = asyncio.ensure_future(call_async(handler, ApiKey.PRODUCE, 9, encode(request, 9)))
+        for _ in range(3):
+            await asyncio.sleep(0)  # yields: the append runs, then the produce waits
+        assert not answer.done()
+        assert cluster.fetch(at(PETS0, 0), replica_id=OTHER)[0].size_in_bytes > 0
+        await asyncio.sleep(0)
+        assert not answer.done()  # OTHER fetched the batch but has not said it has it
+        cluster.fetch(at(PETS0, 1), replica_id=OTHER)
+        body = await answer
+        return ProduceResponse.decode(body, version=9)
+
+    assert outcome(asyncio.run(scenario())) == {("pets", 0): (Errors.NONE, 0)}
 
 
 def test_acks_zero_sends_no_response(cluster: Cluster) -> None:
