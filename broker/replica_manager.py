@@ -498,8 +498,8 @@ class ReplicaManager:
         """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
         ``tryCompleteDelayedRequests``): consumers may read more, produces may be done."""
         if self.delayed_fetches.purgatory.watching(topic_partition, FetchIsolation.HIGH_WATERMARK):
-            partition = self._partitions[topic_partition]
-            byte_count = _bytes_between(partition, old, new)
+            partition = self._partitions.get(topic_partition)
+            byte_count = 0 if partition is None else _bytes_between(partition, old, new)
             if byte_count:
                 self.delayed_fetches.on_high_watermark_moved(topic_partition, byte_count)
         self.delayed_produces.check_and_complete(topic_partition, self._check_enough_replicas)
