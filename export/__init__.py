@@ -1,1 +1,18 @@
-"""export package."""
+"""Spark data sources and jobs over pykraft's files (DESIGN.md §1, §3.2-3.3).
+
+Reads files only — metadata snapshots, the controller's Raft journal, partition segments and
+checkpoints — never a live process; imports ``storage`` and ``metadata``, never ``broker`` or
+``quorum``. Pure modules (no pyspark, testable alone):
+
+* ``segment_reader``  one segment file -> record columns (CRC-checked, all four codecs)
+* ``log_scan``        log dirs -> partitions, high watermarks, pushdown, one split per segment
+* ``snapshot_scan``   snapshot files -> verified line-range splits -> record rows
+* ``metadata_journal``the retained metadata log: Raft journal -> committed records + offsets
+* ``metadata_rows``   records and images as rows (``records``, ``brokers``, ``topics``, …)
+* ``manifest``        export-topic's record of exported offset ranges and run states
+* ``job_args``        the jobs' command-line arguments
+
+Spark side (thin): ``spark_schemas`` (explicit schemas), ``spark_sources`` (the
+``pykraft-log`` and ``pykraft-metadata`` data sources, ``register(spark)``), ``session``
+(``build_session``), ``report_job`` and ``export_topic_job`` (also ``spark-submit`` scripts).
+"""

@@ -3,8 +3,8 @@
 Thin by design: planning, pushdown decisions and decoding live in the pure modules
 (``log_scan``, ``segment_reader``, ``snapshot_scan``, ``metadata_journal``,
 ``metadata_rows``); these classes only translate Spark's options and filters, return one
-``InputPartition`` per split, and turn rows into what Spark takes (Arrow batches for log
-records; tuples for metadata rows). Workers import this module from the installed package.
+``InputPartition`` per split, and turn rows into Arrow batches, which Spark takes without
+converting row by row. Workers import this module from the installed package.
 
 ``register(spark)`` registers both. Options (case-insensitive, all optional):
 
@@ -21,7 +21,6 @@ pykraft-metadata, ``load(DIR)`` (a ``metadata.log.dir`` or a snapshot directory)
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,12 @@ from export.log_scan import (
 )
 from export.metadata_journal import read_retained_log
 from export.metadata_rows import SOURCE_LOG, RecordPosition, record_row
-from export.segment_reader import SegmentChunk, SegmentSplit, read_segment_chunks
+from export.segment_reader import (
+    MAX_CHUNK_RECORDS,
+    SegmentChunk,
+    SegmentSplit,
+    read_segment_chunks,
+)
 from export.snapshot_scan import (
     DEFAULT_RECORDS_PER_SPLIT,
     MetadataScanError,
@@ -199,7 +203,7 @@ class PykraftMetadataDataSource(DataSource):
         return VIEW_SCHEMAS[view]
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return MetadataReader(_options(self.options))
+        return MetadataReader(_options(self.options), schema)
 
 
 @attrs.frozen
@@ -220,7 +224,8 @@ class _LogTask:
 
 
 class MetadataReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.schema = schema
         root = Path(_path(options, METADATA_FORMAT))
         self.view = options.get("view", "records")
         self.snapshot_dir = snapshot_directory(root)
@@ -244,7 +249,7 @@ class MetadataReader(DataSourceReader):
             tasks.append(_LogTask(str(self.metadata_dir), str(self.snapshot_dir), end_offset))
         return [InputPartition(task) for task in tasks] or [InputPartition(None)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         task = partition.value
         if isinstance(task, SnapshotSplit):
             rows: Iterator[tuple[Any, ...]] = snapshot_split_rows(task)
@@ -254,7 +259,29 @@ class MetadataReader(DataSourceReader):
             rows = _view_rows(task)
         else:
             return
-        yield from _with_timestamps(rows, task)
+        import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        chunk: list[tuple[Any, ...]] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= MAX_CHUNK_RECORDS:
+                yield _rows_to_arrow(pa, arrow_schema, chunk)
+                chunk = []
+        if chunk:
+            yield _rows_to_arrow(pa, arrow_schema, chunk)
+
+
+def _rows_to_arrow(pa: Any, schema: Any, rows: list[tuple[Any, ...]]) -> Any:
+    """Row tuples as one Arrow batch; TIMESTAMP columns arrive as milliseconds."""
+    columns = []
+    for field, values in zip(schema, zip(*rows, strict=True), strict=True):
+        if pa.types.is_timestamp(field.type):  # Spark's Arrow timestamps are microseconds
+            columns.append(pa.array([ms * 1000 for ms in values], type=field.type))
+        else:
+            columns.append(pa.array(values, type=field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _log_rows(task: _LogTask) -> Iterator[tuple[Any, ...]]:
@@ -278,25 +305,6 @@ def _view_rows(task: _ViewTask) -> Iterator[tuple[Any, ...]]:
     path = Path(task.path)
     image = load_snapshot(path)
     yield from _VIEW_ROWS[task.view](image, path.name.removesuffix(".checkpoint"))
-
-
-_TIMESTAMP_INDEX = metadata_rows.RECORD_COLUMNS.index("timestamp")
-
-
-def _with_timestamps(rows: Iterator[tuple[Any, ...]], task: object
-                     ) -> Iterator[tuple[Any, ...]]:
-    """Records rows carry milliseconds; Spark's TIMESTAMP wants datetimes."""
-    if isinstance(task, _ViewTask):
-        yield from rows
-        return
-    cache: dict[int, datetime.datetime] = {}
-    for row in rows:
-        ms = row[_TIMESTAMP_INDEX]
-        moment = cache.get(ms)
-        if moment is None:
-            moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-            cache[ms] = moment
-        yield (*row[:_TIMESTAMP_INDEX], moment, *row[_TIMESTAMP_INDEX + 1 :])
 
 
 __all__ = ["LOG_FORMAT", "METADATA_FORMAT", "LogScanError", "MetadataScanError", "register"]
