@@ -26,7 +26,8 @@ ALLOWED: dict[str, set[str]] = {
 IO_MODULES = {"asyncio", "socket", "threading", "time", "random", "os", "aiohttp", "pysyncobj"}
 PURE_CORES = ["metadata/records.py", "metadata/image.py", "metadata/delta.py",
               "metadata/local_changes.py", "quorum/controller.py", "quorum/managers",
-              "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py"]
+              "fetcher/truncation.py", "fetcher/state.py", "broker/partition_state.py",
+              "broker/isr.py", "fetcher/responses.py"]
 
 
 def imported_roots(path: Path) -> set[str]:
