@@ -9,12 +9,14 @@ overwriting them with its own clock would be caught.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import struct
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,32 @@ def check_read_back(produced: Sequence[Placed], consumed: Sequence[Placed]) -> N
         assert seen[position] == message, (
             f"partition {position[0]} offset {position[1]}:\n read {seen[position]}\n"
             f" sent {message}")
+
+
+@contextlib.contextmanager
+def client_failure_context(logger_name: str, what: str) -> Iterator[None]:
+    """Re-raise a failure of ``what`` with the client's last warnings and errors attached.
+
+    A client that retries forever (say, InitProducerId on a connection the broker keeps closing)
+    ends in a bare timeout; its log says why.
+    """
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+    handler = Collect(logging.WARNING)
+    logger = logging.getLogger(logger_name)
+    logger.addHandler(handler)
+    try:
+        yield
+    except Exception as error:
+        distinct = list(dict.fromkeys(lines))[-12:]
+        raise AssertionError(f"{what} failed: {error!r}\n{logger_name} logged:\n"
+                             + "\n".join(distinct)) from error
+    finally:
+        logger.removeHandler(handler)
 
 
 def stored_batches(data_dir: Path, topic: str, partition: int) -> list[BatchHeader]:

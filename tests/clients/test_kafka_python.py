@@ -27,6 +27,7 @@ from tests.clients.support import (
     by_partition,
     check_produced,
     check_read_back,
+    client_failure_context,
     keyed_messages,
     metadata,
     now_ms,
@@ -67,17 +68,19 @@ def produce(cluster: DevCluster, topic: str, messages: Sequence[Message],
             **config: Any) -> list[Placed]:
     producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), **{"linger_ms": 5, **config})
     try:
-        futures = [
-            (message, producer.send(topic, key=message.key, value=message.value,
-                                    headers=list(message.headers),
-                                    timestamp_ms=message.timestamp_ms))
-            for message in messages
-        ]
-        producer.flush(TIMEOUT_S)
-        return [Placed(future.get(TIMEOUT_S).partition, future.get(TIMEOUT_S).offset, message)
-                for message, future in futures]
+        with client_failure_context("kafka", f"producing {len(messages)} messages"):
+            futures = [
+                (message, producer.send(topic, key=message.key, value=message.value,
+                                        headers=list(message.headers),
+                                        timestamp_ms=message.timestamp_ms))
+                for message in messages
+            ]
+            producer.flush(TIMEOUT_S)
+            return [Placed(future.get(0).partition, future.get(0).offset, message)
+                    for message, future in futures]
     finally:
-        producer.close(timeout=TIMEOUT_S)
+        # Closing waits for nothing: a failed producer has nothing left worth sending.
+        producer.close(timeout=0)
 
 
 def new_consumer(cluster: DevCluster) -> KafkaConsumer:
