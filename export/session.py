@@ -28,8 +28,13 @@ def is_local(master: str | None) -> bool:
 
 
 def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "pykraft",
-                  extra_conf: dict[str, str] | None = None) -> SparkSession:
-    """A session with both pykraft data sources registered."""
+                  extra_conf: dict[str, str] | None = None,
+                  log_level: str = "ERROR") -> SparkSession:
+    """A session with both pykraft data sources registered.
+
+    ``log_level`` is Spark's (``OFF`` for the CLI, which prints its own one-line errors
+    instead of the executors' stack traces).
+    """
     if master is not None and is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -48,6 +53,6 @@ def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "pykraft"
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(log_level)
     register(spark)
     return spark

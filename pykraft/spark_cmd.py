@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_FAILED
     try:
-        spark = build_session(args.master or DEFAULT_MASTER, f"pykraft {args.spark_job}")
+        spark = build_session(args.master or DEFAULT_MASTER, f"pykraft {args.spark_job}",
+                              log_level="OFF")
     except Exception as error:  # no Java, bad master URL: say so, no traceback
         print(f"pykraft spark: cannot start Spark: {user_message(error)}", file=sys.stderr)
         return EXIT_FAILED
