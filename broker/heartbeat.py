@@ -162,9 +162,12 @@ class BrokerLifecycleManager:
                                                          BrokerState.NOT_RUNNING)
 
     async def _wait_or_wake(self, seconds: float) -> None:
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a cancellation that
+        # arrives as the wake-up does.
         if seconds > 0 and not self._wake.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), seconds)
+                async with asyncio.timeout(seconds):
+                    await self._wake.wait()
         self._wake.clear()
 
     def _deadline_s(self) -> float:
@@ -236,7 +239,8 @@ class BrokerLifecycleManager:
             return True
         self.begin_controlled_shutdown()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.shutdown_allowed.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self.shutdown_allowed.wait()
         if self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
             logger.warning("broker %d: controlled shutdown not confirmed within %.1fs; "
                            "shutting down anyway", self.identity.broker_id, timeout_s)

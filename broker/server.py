@@ -6,7 +6,8 @@ Theory of operation (Kafka's ``BrokerServer.startup``/``shutdown``; lifecycle in
 Start-up, in ``STARTING``:
   1. the local HTTP API starts first, so the state is visible while everything else happens;
   2. ``log.dirs`` are loaded (log recovery, off the event loop) into a ``LogManager``;
-  3. ``ReplicaManager``, ``KafkaApis`` with every handler, and the Kafka listeners are built. The
+  3. ``ReplicaManager`` (with the replica fetchers, the AlterPartition channel and the ISR
+     expiration task), ``KafkaApis`` with every handler, and the Kafka listeners are built. The
      listeners bind now (a listener on port 0 must be advertised with its real port), but hold
      requests until the broker has caught up with the metadata log, as Kafka enables request
      processing only then;
@@ -20,9 +21,9 @@ Start-up, in ``STARTING``:
 Shutdown (SIGTERM): from ``RUNNING`` a controlled shutdown first — heartbeats say
 want_shut_down while the loader keeps applying the leadership moves the controller makes — until
 the controller answers should_shut_down (or ``controlled_shutdown_timeout_s`` passes). Then, in
-``SHUTTING_DOWN``: heartbeats and the loader stop, the Kafka listeners close, every log is
-closed and checkpointed with the clean-shutdown marker, and the HTTP API closes last
-(``NOT_RUNNING``).
+``SHUTTING_DOWN``: heartbeats and the loader stop, the Kafka listeners close, the fetchers stop,
+waiting requests are answered, every log is closed and checkpointed with the clean-shutdown
+marker, and the HTTP API closes last (``NOT_RUNNING``).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable
 from typing import Any
 
+from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig, Endpoint
 from broker.controller_client import ControllerClient
 from broker.handlers import BrokerServices, broker_handlers
@@ -47,7 +48,8 @@ from broker.metadata_loader import MetadataLoader
 from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
-from broker.replica_manager import RecordedFetcherManager, ReplicaManager
+from broker.replica_manager import ReplicaManager
+from fetcher import FetcherConfig, ReplicaFetcherManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -60,7 +62,7 @@ logger = logging.getLogger(__name__)
 # Bounds (STYLE.md §7).
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 PERIODIC_INTERVAL_MAX_S = 1.0
-META_PROPERTIES = "meta.properties"
+SHUTDOWN_STEP_TIMEOUT_S = 5.0
 
 
 class BrokerStartupError(Exception):
@@ -91,6 +93,9 @@ class BrokerServer:
         self.listeners: list[KafkaListener] = []
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.alter_partition = AlterPartitionManager(self.client, broker_id=config.node_id,
+                                                     broker_epoch=self._broker_epoch)
         self.heartbeats: BrokerLifecycleManager | None = None
         self._serving = asyncio.Event()
         self._stop_loader = asyncio.Event()
@@ -108,15 +113,22 @@ class BrokerServer:
         if self.replica_manager is None:
             return []
         rows = []
+        image = self.replica_manager.image
         for topic_partition, partition in self.replica_manager.partitions.items():
             if partition.role is PartitionRole.NONE:
                 continue
+            # A leader knows its committed ISR; a follower shows the metadata's.
+            isr = partition.state.isr
+            if not partition.is_leader:
+                registration = image.topics.get_partition(partition.topic_id,
+                                                          topic_partition.partition)
+                isr = registration.isr if registration is not None else ()
             rows.append(PartitionRow(
                 topic=topic_partition.topic, partition=topic_partition.partition,
                 role=ReplicaRole(partition.role.value), leader_epoch=partition.leader_epoch,
                 log_start_offset=partition.log_start_offset,
                 log_end_offset=partition.log_end_offset,
-                high_watermark=partition.high_watermark, isr=partition.state.isr))
+                high_watermark=partition.high_watermark, isr=isr))
         return rows
 
     def _metrics_text(self) -> str:
@@ -143,11 +155,14 @@ class BrokerServer:
         await self._start_http()
         now_ms = wall_clock_ms()
         self.log_manager = await asyncio.to_thread(self._open_logs, now_ms)
+        self.fetcher_manager = ReplicaFetcherManager(
+            self._fetcher_config(), self.log_manager.get_log, broker_epoch=self._broker_epoch)
         self.replica_manager = ReplicaManager(
             broker_id=self.config.node_id, log_manager=self.log_manager,
-            fetcher_manager=RecordedFetcherManager(),
+            fetcher_manager=self.fetcher_manager, alter_partition=self.alter_partition,
             inter_broker_listener_name=self.config.inter_broker_listener_name,
-            min_insync_replicas=self.config.min_insync_replicas)
+            min_insync_replicas=self.config.min_insync_replicas,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
         self.kafka_apis.register_all(broker_handlers(BrokerServices(
             broker_id=self.config.node_id, cluster_id=self.cluster_id,
             replica_manager=self.replica_manager, metadata=lambda: self.loader.image,
@@ -165,6 +180,7 @@ class BrokerServer:
         self._spawn(self.heartbeats.run(), "heartbeats")
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
         self._spawn(self._run_periodic(), "log manager")
+        self._spawn(self.replica_manager.run_isr_expiration(), "isr expiration")
         await self._wait_until_running(self.heartbeats)
 
     async def _start_http(self) -> None:
@@ -173,6 +189,20 @@ class BrokerServer:
         except OSError as error:
             raise BrokerStartupError(f"cannot listen on {self.config.http_listener.url} "
                                      f"(http.listener): {error.strerror}") from None
+
+    def _broker_epoch(self) -> int:
+        return self.heartbeats.broker_epoch if self.heartbeats is not None else -1
+
+    def _fetcher_config(self) -> FetcherConfig:
+        config = self.config
+        return FetcherConfig(
+            replica_id=config.node_id, num_replica_fetchers=config.num_replica_fetchers,
+            fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+            fetch_min_bytes=config.replica_fetch_min_bytes,
+            fetch_max_bytes=config.replica_fetch_max_bytes,
+            fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+            fetch_backoff_ms=config.replica_fetch_backoff_ms,
+            socket_timeout_ms=config.replica_socket_timeout_ms)
 
     def _open_logs(self, now_ms: int) -> LogManager:
         settings = LogManagerSettings(
@@ -300,11 +330,16 @@ class BrokerServer:
         self._serving.set()  # let held requests fail fast against closing listeners
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._bounded(asyncio.gather(*self._tasks, return_exceptions=True),
+                            "stopping the background tasks")
         for listener in self.listeners:
-            await listener.close()
+            await self._bounded(listener.close(), f"closing listener {listener.listener_name}")
+        # Kafka's order: fetchers stop before the logs they append to close.
+        if self.fetcher_manager is not None:
+            await self._bounded(self.fetcher_manager.shutdown(), "stopping the replica fetchers")
         if self.replica_manager is not None:
-            self.replica_manager.delayed_fetches.close()
+            self.replica_manager.shutdown()
+        await self._bounded(self.alter_partition.close(), "stopping AlterPartition requests")
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         await self.client.close()
@@ -312,63 +347,21 @@ class BrokerServer:
         await self.http.close()
         logger.info("broker %d stopped", self.config.node_id)
 
+    async def _bounded(self, awaitable: Awaitable[Any], what: str) -> None:
+        """Await a shutdown step for at most ``SHUTDOWN_STEP_TIMEOUT_S``: a step that hangs
+        must not keep the process (and its clean-shutdown marker) from finishing."""
+        step = asyncio.ensure_future(awaitable)
+        done, _ = await asyncio.wait({step}, timeout=SHUTDOWN_STEP_TIMEOUT_S)
+        if not done:
+            logger.warning("broker %d: %s took over %.0fs; going on without it",
+                           self.config.node_id, what, SHUTDOWN_STEP_TIMEOUT_S)
+            step.cancel()
+
 
 def _advertised(endpoint: Endpoint, bound: dict[str, int]) -> BrokerEndpoint:
     port = endpoint.port or bound.get(endpoint.listener_name, 0)
     return BrokerEndpoint(name=endpoint.listener_name, host=endpoint.host, port=port,
                           security_protocol=0)
-
-
-# ---------------------------------------------------------------------------- meta.properties
-
-
-def ensure_meta_properties(log_dirs: tuple[Path, ...], node_id: int,
-                           cluster_id: str | None, new_cluster_id: Callable[[], str]) -> str:
-    """The cluster id this broker's log dirs belong to (Kafka's ``meta.properties``).
-
-    Every log dir that has a ``meta.properties`` must agree on cluster.id and name this
-    node.id (Kafka refuses to start otherwise); dirs without one get it written. The id comes
-    from the existing files, else ``cluster_id`` (the ``cluster.id`` property), else
-    ``new_cluster_id()``.
-    """
-    found: dict[Path, dict[str, str]] = {}
-    for log_dir in log_dirs:
-        path = log_dir / META_PROPERTIES
-        if path.exists():
-            found[path] = _read_properties(path)
-    ids = {props.get("cluster.id", "") for props in found.values()}
-    if len(ids) > 1:
-        raise BrokerStartupError(f"log.dirs disagree on cluster.id: {sorted(ids)}")
-    stored = ids.pop() if ids else None
-    if stored is not None and cluster_id is not None and stored != cluster_id:
-        raise BrokerStartupError(f"cluster.id={cluster_id} but the log dirs belong to cluster "
-                                 f"{stored} ({', '.join(str(p) for p in found)})")
-    for path, props in found.items():
-        if props.get("node.id") != str(node_id):
-            raise BrokerStartupError(f"{path} says node.id={props.get('node.id')}, but this "
-                                     f"broker's node.id is {node_id}")
-    chosen = stored or cluster_id or new_cluster_id()
-    for log_dir in log_dirs:
-        path = log_dir / META_PROPERTIES
-        if path not in found:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"#\n#Written by pykraft\nversion=1\ncluster.id={chosen}\n"
-                            f"node.id={node_id}\n", encoding="utf-8")
-    return chosen
-
-
-def _read_properties(path: Path) -> dict[str, str]:
-    props = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise BrokerStartupError(f"cannot read {path}: {error.strerror}") from None
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")) and "=" in line:
-            key, _, value = line.partition("=")
-            props[key.strip()] = value.strip()
-    return props
 
 
 async def run_broker(server: BrokerServer, stop: asyncio.Event) -> int:

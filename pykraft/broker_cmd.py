@@ -30,12 +30,15 @@ import logging
 import signal
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.config import BrokerConfig, BrokerConfigError
-from broker.server import BrokerServer, BrokerStartupError, ensure_meta_properties, run_broker
+from broker.server import BrokerServer, run_broker
 from metadata.records import uuid_to_kafka_string
 from pykraft.properties import ConfigError, Properties
+
+META_PROPERTIES = "meta.properties"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +51,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def new_cluster_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()`` form (what ``kafka-storage random-uuid`` prints)."""
     return uuid_to_kafka_string(uuid.uuid4().bytes)
+
+
+def ensure_meta_properties(log_dirs: tuple[Path, ...], node_id: int, cluster_id: str | None,
+                           new_cluster_id: Callable[[], str] = new_cluster_id) -> str:
+    """The cluster id this broker's log dirs belong to (Kafka's ``meta.properties``).
+
+    Every log dir that has a ``meta.properties`` must agree on cluster.id and name this
+    node.id (Kafka refuses to start otherwise); dirs without one get it written. The id comes
+    from the existing files, else ``cluster_id`` (the ``cluster.id`` property), else
+    ``new_cluster_id()``.
+    """
+    found = {path: Properties.load(path).values for path in
+             (log_dir / META_PROPERTIES for log_dir in log_dirs) if path.exists()}
+    ids = {props.get("cluster.id", "") for props in found.values()}
+    if len(ids) > 1:
+        raise ConfigError(f"log.dirs disagree on cluster.id: {', '.join(sorted(ids))}")
+    stored = ids.pop() if ids else None
+    if stored is not None and cluster_id is not None and stored != cluster_id:
+        raise ConfigError(f"cluster.id={cluster_id} but the log dirs belong to cluster "
+                          f"{stored} ({', '.join(str(p) for p in found)})")
+    for path, props in found.items():
+        if props.get("node.id") != str(node_id):
+            raise ConfigError(f"{path} says node.id={props.get('node.id')}, but this "
+                              f"broker's node.id is {node_id}")
+    chosen = stored or cluster_id or new_cluster_id()
+    for log_dir in log_dirs:
+        if log_dir / META_PROPERTIES not in found:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            (log_dir / META_PROPERTIES).write_text(
+                f"#\n#Written by pykraft\nversion=1\ncluster.id={chosen}\nnode.id={node_id}\n",
+                encoding="utf-8")
+    return chosen
 
 
 def load_broker_config(props: Properties) -> BrokerConfig:
@@ -69,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
         props = Properties.load(args.config)
         config = load_broker_config(props)
         cluster_id = ensure_meta_properties(config.log_dirs, config.node_id,
-                                            props.values.get("cluster.id"), new_cluster_id)
-    except (ConfigError, BrokerStartupError) as error:
+                                            props.values.get("cluster.id"))
+    except ConfigError as error:
         print(f"pykraft broker: {error}", file=sys.stderr)
         return 2
     except OSError as error:
