@@ -1,6 +1,7 @@
 """Real broker processes (``python -m pykraft.broker_cmd``) against a real controller on free
 127.0.0.1 ports: kill -9 and restart with a real Kafka client (kafka-python), and SIGTERM's
-controlled shutdown moving leadership away first (KIP-631). Every process is always stopped."""
+controlled shutdown moving leadership away first (KIP-631) while the new leaders serve every
+acknowledged record. Every process is always stopped."""
 
 from __future__ import annotations
 
@@ -151,6 +152,12 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(
     topic = wait_for(lambda: cluster.request("GET", "/v1/topics/pets"))
     victim = next(b for b in brokers
                   if any(p["leader"] == b.node_id for p in topic["partitions"]))
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False)
+    futures = [producer.send("pets", value=b"pet-%d" % i) for i in range(200)]
+    producer.flush(timeout=30)
+    acknowledged = {(f.get(timeout=1).partition, f.get(timeout=1).offset) for f in futures}
+    producer.close()
     start = cluster.request("GET", "/v1/cluster")["metadata_offset"]
 
     assert victim.terminate() == 0
@@ -173,6 +180,14 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(
         if broker is not victim:
             status = broker.status()
             assert status is not None and status["state"] == "RUNNING"
+    # The new leaders serve every record acknowledged with acks=all (RF=3, replicated).
+    survivors = ",".join(b.bootstrap for b in brokers if b is not victim)
+    consumer = KafkaConsumer(bootstrap_servers=survivors, group_id=None,
+                             auto_offset_reset="earliest", consumer_timeout_ms=5000,
+                             enable_auto_commit=False)
+    consumer.assign([TopicPartition("pets", p) for p in range(3)])
+    assert {(m.partition, m.offset) for m in consumer} == acknowledged
+    consumer.close()
 
 
 def wait_for(read: Any, timeout_s: float = 10.0) -> Any:
