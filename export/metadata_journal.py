@@ -6,7 +6,8 @@ of the checkpoint in ``snapshots/``), ``journal.bin`` (pysyncobj's journal of th
 since) and ``journal.bin.meta`` (pysyncobj's commit index). Each journal record is
 ``size uint32le, index uint64le, term uint64le, command, size uint32le``; a regular command is
 byte 0 then pysyncobj's pickle (protocol 2) of ``(function id, [blob])``, where ``blob`` is one
-atomic metadata batch in ``quorum/raft_batch.py``'s format (magic ``PKMB``).
+atomic metadata batch in ``quorum/raft_batch.py``'s format (magic ``PKMB``; format 1: JSON lines
+of ``metadata.codec``, format 2: one ``metadata.compact_codec`` payload).
 
 Pickle is never trusted: ``_RestrictedUnpickler`` resolves no global but ``_codecs.encode``
 (how protocol 2 spells ``bytes``), so a hostile journal cannot run code (the Python docs'
@@ -53,7 +54,8 @@ _INDEX_TERM = struct.Struct("<QQ")
 _REGULAR_COMMAND = 0
 # quorum/raft_batch.py's entry layout.
 _BATCH_MAGIC = b"PKMB"
-_BATCH_FORMAT_VERSION = 1
+_JSON_LINES_FORMAT = 1
+_COMPACT_FORMAT = 2
 _BATCH_HEADER = struct.Struct(">4sbqiqi")
 _INT32 = struct.Struct(">i")
 _CRC = struct.Struct(">I")
@@ -77,10 +79,16 @@ class LogRecord:
 
 @attrs.frozen
 class ProposedBatch:
+    """A decoded entry: format 1 carries one JSON line per record (``records``), format 2 one
+    compact payload (``metadata.compact_codec``) of ``record_count`` records."""
+
+    format_version: int
     expected_last_offset: int
     epoch: int
     append_time_ms: int
-    records: tuple[bytes, ...]
+    record_count: int
+    records: tuple[bytes, ...] = ()
+    payload: bytes = b""
 
 
 @attrs.frozen
@@ -149,7 +157,14 @@ def decode_proposed_batch(blob: bytes) -> ProposedBatch | None:
     if crc32c.crc32c(body) != _CRC.unpack_from(blob, len(body))[0]:
         return None
     magic, version, expected, epoch, append_time_ms, count = _BATCH_HEADER.unpack_from(body)
-    if magic != _BATCH_MAGIC or version != _BATCH_FORMAT_VERSION or count <= 0:
+    if magic != _BATCH_MAGIC or count <= 0:
+        return None
+    if version == _COMPACT_FORMAT:
+        payload = bytes(body[_BATCH_HEADER.size :])
+        if not payload:
+            return None
+        return ProposedBatch(version, expected, epoch, append_time_ms, count, payload=payload)
+    if version != _JSON_LINES_FORMAT:
         return None
     records, position = [], _BATCH_HEADER.size
     for _ in range(count):
@@ -163,7 +178,17 @@ def decode_proposed_batch(blob: bytes) -> ProposedBatch | None:
         position += length
     if position != len(body):
         return None
-    return ProposedBatch(expected, epoch, append_time_ms, tuple(records))
+    return ProposedBatch(version, expected, epoch, append_time_ms, count, tuple(records))
+
+
+def decode_batch_records(batch: ProposedBatch) -> tuple[MetadataRecord, ...]:
+    """The batch's records; MetadataCodecError when one does not decode."""
+    if batch.format_version == _COMPACT_FORMAT:
+        # Imported here: only journals written by format-2 controllers need it.
+        from metadata.compact_codec import decode_records
+
+        return decode_records(batch.payload, batch.record_count)
+    return tuple(decode_record(raw) for raw in batch.records)
 
 
 @attrs.frozen
@@ -229,7 +254,7 @@ def replay(entries: Iterator[JournalEntry], state: DumpState, commit_index: int
         if batch is None or batch.expected_last_offset != next_offset - 1:
             continue  # pysyncobj's own entry, a rejected blob, or a stale proposal
         try:
-            records = tuple(decode_record(raw) for raw in batch.records)
+            records = decode_batch_records(batch)
             image = apply_records(image, records, offset=next_offset + len(records) - 1,
                                   epoch=batch.epoch)
         except (MetadataCodecError, MetadataReplayError):

@@ -36,6 +36,7 @@ from metadata.records import (
     uuid_to_kafka_string,
 )
 from metadata.snapshot import read_snapshot, write_snapshot
+from quorum import raft_batch
 from quorum.raft_batch import ProposedBatch, encode_batch
 from quorum.raft_dump import DumpHeader, RaftEntry, write_dump
 from quorum.raft_state import MetadataState, apply_entry
@@ -258,6 +259,21 @@ def build_metadata_dir(root: Path, partitions_per_topic: int = 4) -> MetadataFix
     return MetadataFixture(root, (path_a, path_b), commit_index)
 
 
+def _blob(records: list[MetadataRecord], last_offset: int, append_time_ms: int, *,
+          compact: bool) -> bytes:
+    """A Raft entry as the controller proposes it: format 2 (compact payload) where this
+    tree's quorum code has it, else format 1 (JSON lines)."""
+    if compact and hasattr(raft_batch, "CompactBatch"):
+        from metadata import compact_codec  # type: ignore[attr-defined, unused-ignore]
+
+        return raft_batch.encode_batch(raft_batch.CompactBatch(
+            expected_last_offset=last_offset, epoch=3, append_time_ms=append_time_ms,
+            record_count=len(records), payload=compact_codec.encode_records(records)))
+    return encode_batch(ProposedBatch(
+        expected_last_offset=last_offset, epoch=3, append_time_ms=append_time_ms,
+        records=tuple(encode_record(r).encode() for r in records)))
+
+
 def _write_journal(path: Path, last_offset: int) -> int:
     """Entries 4..: already-applied, no-op, good, stale, invalid and uncommitted batches."""
     journal = FileJournal(str(path))
@@ -267,9 +283,7 @@ def _write_journal(path: Path, last_offset: int) -> int:
                                        records=(encode_record(batches[3][0]).encode(),)))
     entries: list[bytes] = [_command(stale), b"\x01"]  # indexes 4, 5: before the dump
     for number, batch in enumerate(batches):
-        blob = encode_batch(ProposedBatch(
-            expected_last_offset=last_offset, epoch=3, append_time_ms=BASE_MS + 1000 * number,
-            records=tuple(encode_record(r).encode() for r in batch)))
+        blob = _blob(batch, last_offset, BASE_MS + 1000 * number, compact=number == 1)
         entries.append(_command(blob))
         if number == 0:
             entries.append(b"\x01")  # a pysyncobj no-op
@@ -307,7 +321,9 @@ def expected_log_records(fixture: MetadataFixture) -> list[tuple[int, int, int, 
         state = applied.state
         if applied.batch is not None:
             for n, raw in enumerate(applied.batch.records):
+                # Older quorum code keeps the JSON lines, newer the decoded records.
+                line = raw.decode() if isinstance(raw, bytes) else encode_record(raw)
                 out.append((applied.batch.base_offset + n, applied.batch.epoch,
-                            applied.batch.append_time_ms, raw.decode()))
+                            applied.batch.append_time_ms, line))
     journal._destroy()
     return out
