@@ -13,9 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-## run: a local demo (until brokers exist: the storage demo)
+## run: a local cluster (3 controllers, 3 brokers) on 127.0.0.1 until Ctrl-C
 run: $(STAMP)
-	$(BIN)/pykraft demo --data-dir data/demo
+	$(BIN)/pykraft dev --data-dir data/dev
 
 ## test: lint, type-check, then every test suite (unit, simulation, integration)
 test: $(STAMP) lint

@@ -16,6 +16,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pykraft.demo", "append, crash, recover and read a partition log"),
     "dump-log": ("pykraft.dump_log", "print the batches of segment files, like kafka-dump-log"),
     "controller": ("pykraft.controller_cmd", "run one controller of the metadata quorum"),
+    "broker": ("pykraft.broker_cmd", "run one broker"),
+    "dev": ("pykraft.dev", "run a local cluster of controller and broker processes"),
+    "topics": ("pykraft.topics_cmd", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
 }
 
 
