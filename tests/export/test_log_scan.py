@@ -18,6 +18,7 @@ from export.log_scan import (
     plan_splits,
 )
 from export.segment_reader import LogRow, read_segment_rows
+from storage.record_batch import CompressionType
 from storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, build_log_dirs, expected_log_rows
 
@@ -122,3 +123,17 @@ def test_kafka_style_offset_ranges(logs: LogFixture) -> None:
 
 def _tuple(row: LogRow) -> tuple[object, ...]:
     return attrs.astuple(row, recurse=False)
+
+
+def test_fixture_holds_every_codec_and_a_transaction(logs: LogFixture) -> None:
+    # So the row-equality tests above cover gzip, snappy, lz4 and zstd decoding and the
+    # skipping of control batches (KIP-98 commit markers).
+    from storage.record_batch import iter_batches
+
+    codecs, control = set(), 0
+    for directory, *_ in logs.partitions.values():
+        for segment in directory.glob("*.log"):
+            for _, header in iter_batches(segment.read_bytes()):
+                codecs.add(header.compression)
+                control += header.is_control
+    assert codecs == set(CompressionType) and control == 1
