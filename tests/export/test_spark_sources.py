@@ -12,16 +12,17 @@ from export.metadata_rows import (
     CONFIG_COLUMNS,
     PARTITION_COLUMNS,
     RECORD_COLUMNS,
+    STRUCT_RECORD_CLASSES,
     TOPIC_COLUMNS,
     broker_rows,
     config_rows,
     partition_rows,
     record_fields,
+    struct_column_name,
     topic_rows,
 )
 from export.segment_reader import LOG_COLUMNS
 from export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
-from metadata.codec import encode_record
 from metadata.snapshot import load_snapshot, read_snapshot
 from tests.export.fixtures import (
     LogFixture,
@@ -108,9 +109,10 @@ def test_metadata_records_equal_read_snapshot_and_the_retained_log(
     df = (spark.read.format("pykraft-metadata").option("includeLog", "true")
           .option("recordsPerSplit", "5").load(str(meta.metadata_dir)))
     got = df.selectExpr("*", "unix_millis(timestamp) AS ms").collect()
+    struct_of = {cls.__name__: struct_column_name(cls) for cls in STRUCT_RECORD_CLASSES}
     snapshot_rows = sorted((r.snapshot_id, r.record_index, r.record_type, r.end_offset, r.ms,
-                            plain(r[r.record_type_struct]) if r.record_type_struct else None)
-                           for r in _with_struct_name(got) if r.source == "snapshot")
+                            plain(r[struct_of[r.record_type]]))
+                           for r in got if r.source == "snapshot")
     expected = []
     for path in meta.snapshot_paths:
         header, records = read_snapshot(path)
@@ -147,27 +149,3 @@ def test_corrupt_snapshot_names_file_and_line(
 
 def _type_of(line: str) -> str:
     return line.split('"type":"', 1)[1].split('"', 1)[0]
-
-
-def _with_struct_name(rows: list[Any]) -> list[Any]:
-    from export.metadata_rows import STRUCT_RECORD_CLASSES, struct_column_name
-
-    names = {cls.__name__: struct_column_name(cls) for cls in STRUCT_RECORD_CLASSES}
-
-    class Wrapped:
-        def __init__(self, row: Any) -> None:
-            self.row = row
-            self.record_type_struct = names.get(row.record_type)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.row, name)
-
-        def __getitem__(self, name: str) -> Any:
-            return self.row[name]
-
-    return [Wrapped(row) for row in rows]
-
-
-def test_encode_record_is_used_consistently() -> None:
-    # The reference lines in expected_log_records are the codec's own encoding.
-    assert encode_record.__module__ == "metadata.codec"
