@@ -14,6 +14,10 @@ this controller can serve) is ever evicted, so a broker that loads that snapshot
 from its end offset — the same invariant as Kafka's "log start offset <= latest snapshot end".
 Until the first snapshot everything is kept.
 
+Batches hold the decoded records; their JSON lines (``metadata.codec``, what the records
+endpoint serves) are encoded on the first read and kept with the batch, so a batch no broker
+reads is never encoded and one many brokers read is encoded once.
+
 Pure data structure: no threads, no clock. The controller's asyncio thread owns one.
 """
 
@@ -24,6 +28,9 @@ import enum
 
 import attrs
 
+from metadata.codec import encode_record
+from metadata.records import MetadataRecord
+
 
 @attrs.frozen(kw_only=True)
 class CommittedBatch:
@@ -32,8 +39,17 @@ class CommittedBatch:
     base_offset: int
     epoch: int
     append_time_ms: int
-    # Encoded records (metadata/codec.py), opaque here.
-    records: tuple[bytes, ...]
+    records: tuple[MetadataRecord, ...]
+    # The records' JSON lines once encoded (at most one element). Read and filled on one thread.
+    _json_lines: list[tuple[bytes, ...]] = attrs.field(factory=list, init=False, eq=False,
+                                                        repr=False)
+
+    def json_lines(self) -> tuple[bytes, ...]:
+        """The records as JSON lines (``metadata.codec.encode_record``), encoded once."""
+        if not self._json_lines:
+            self._json_lines.append(
+                tuple(encode_record(record).encode("ascii") for record in self.records))
+        return self._json_lines[0]
 
     @property
     def last_offset(self) -> int:

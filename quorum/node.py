@@ -31,14 +31,15 @@ from typing import TypeVar
 
 from pysyncobj import FAIL_REASON
 
-from metadata.codec import encode_record
+from metadata.codec import MetadataCodecError
+from metadata.compact_codec import encode_records
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord
 from quorum.config import ControllerConfig
 from quorum.controller import ControllerResult, ControllerSettings, QuorumController
 from quorum.metadata_view import MetadataView, RaftBridge
 from quorum.raft import MetadataRaft, describe_failure
-from quorum.raft_batch import ProposedBatch, encode_batch
+from quorum.raft_batch import CompactBatch, encode_batch
 from quorum.raft_state import ApplyResult, ApplyStatus
 
 logger = logging.getLogger(__name__)
@@ -149,11 +150,19 @@ class ControllerNode:
                            "retry it.")
 
     async def _commit(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> ApplyResult:
-        blob = encode_batch(ProposedBatch(
+        try:
+            payload = encode_records(records)
+        except MetadataCodecError as error:
+            # A value outside its Kafka type reached a record: refuse it here, before it is in
+            # the log (a follower, a snapshot or a broker would refuse it later).
+            raise ServiceError(400, "INVALID_REQUEST", f"A metadata record would be invalid: "
+                               f"{error}") from None
+        blob = encode_batch(CompactBatch(
             expected_last_offset=image.offset,
             epoch=self.raft.raftCurrentTerm,
             append_time_ms=wall_clock_ms(),
-            records=tuple(encode_record(record).encode("utf-8") for record in records),
+            record_count=len(records),
+            payload=payload,
         ))
         return await self.commit_blob(blob, tuple(records))
 

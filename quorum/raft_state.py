@@ -12,7 +12,7 @@ Rules, checked in this order:
   1. ``raft_index <= state.last_raft_index``: the entry was applied before (pysyncobj replays
      its journal after a restart) -> DUPLICATE, state unchanged.
   2. The blob does not decode (``quorum.raft_batch``) or a record does not decode
-     (``metadata.codec``) -> INVALID.
+     (``metadata.compact_codec``; ``metadata.codec`` for format-1 entries) -> INVALID.
   3. ``expected_last_offset`` differs from the state's last offset: the proposer computed the
      records against an image that is no longer current -> STALE; the proposer recomputes
      against the new image and proposes again.
@@ -30,12 +30,13 @@ import json
 
 import attrs
 
+from metadata import compact_codec
 from metadata.codec import MetadataCodecError, decode_record, record_from_json
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord
 from quorum.log_window import CommittedBatch
-from quorum.raft_batch import BatchCodecError, ProposedBatch, decode_batch
+from quorum.raft_batch import AnyBatch, BatchCodecError, CompactBatch, decode_batch
 
 
 class ApplyStatus(enum.Enum):
@@ -81,7 +82,6 @@ class Applied:
     result: ApplyResult
     # Set only for APPLIED: what the retained window and long polls receive.
     batch: CommittedBatch | None = None
-    decoded: tuple[MetadataRecord, ...] = ()
 
 
 def apply_entry(state: MetadataState, raft_index: int, blob: object,
@@ -115,11 +115,12 @@ def apply_entry(state: MetadataState, raft_index: int, blob: object,
         return Applied(state=consumed, result=_result(consumed, ApplyStatus.INVALID, message))
 
 
-def _replay(state: MetadataState, batch: ProposedBatch,
+def _replay(state: MetadataState, batch: AnyBatch,
             decoded: tuple[MetadataRecord, ...] | None) -> Applied:
+    count = batch.record_count if isinstance(batch, CompactBatch) else len(batch.records)
     try:
-        records = decoded if decoded is not None and len(decoded) == len(batch.records) \
-            else decode_records(batch.records)
+        records = decoded if decoded is not None and len(decoded) == count \
+            else decode_records(batch)
     except MetadataCodecError as error:
         return Applied(state=state, result=_result(state, ApplyStatus.INVALID, str(error)))
     base_offset = state.next_offset
@@ -133,7 +134,7 @@ def _replay(state: MetadataState, batch: ProposedBatch,
         base_offset=base_offset,
         epoch=batch.epoch,
         append_time_ms=batch.append_time_ms,
-        records=batch.records,
+        records=records,
     )
     result = ApplyResult(
         status=ApplyStatus.APPLIED,
@@ -141,11 +142,18 @@ def _replay(state: MetadataState, batch: ProposedBatch,
         last_offset=committed.last_offset,
         log_last_offset=committed.last_offset,
     )
-    return Applied(state=next_state, result=result, batch=committed, decoded=records)
+    return Applied(state=next_state, result=result, batch=committed)
 
 
-def decode_records(raw_records: tuple[bytes, ...]) -> tuple[MetadataRecord, ...]:
-    """Decode a batch's records with one JSON parse (strict validation per record)."""
+def decode_records(batch: AnyBatch) -> tuple[MetadataRecord, ...]:
+    """The batch's records, strictly validated; MetadataCodecError if one is malformed."""
+    if isinstance(batch, CompactBatch):
+        return compact_codec.decode_records(batch.payload, batch.record_count)
+    return _decode_json_lines(batch.records)
+
+
+def _decode_json_lines(raw_records: tuple[bytes, ...]) -> tuple[MetadataRecord, ...]:
+    """Format 1: one JSON line per record, parsed with one JSON parse."""
     try:
         objects = json.loads(b"[" + b",".join(raw_records) + b"]")
     except (ValueError, RecursionError):

@@ -21,6 +21,8 @@ from metadata.codec import (
 from metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
+    ConfigRecord,
+    ConfigResourceType,
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -55,6 +57,56 @@ def test_round_trip_every_record_type(record_class, data) -> None:
 @given(ANY_RECORD)
 def test_round_trip_through_bytes(record) -> None:
     assert decode_record(encode_record(record).encode("utf-8")) == record
+
+
+@settings(max_examples=300)
+@given(ANY_RECORD)
+def test_lines_are_exactly_json_dumps_of_the_object(record) -> None:
+    # encode_record formats lines from a per-type template; the reference is the plain
+    # json.dumps of the flat object, byte for byte (ensure_ascii, no spaces, schema order).
+    reference = json.dumps(record_to_json(record), separators=(",", ":"))
+    assert encode_record(record) == reference
+
+
+def test_int_enum_values_are_written_as_plain_ints() -> None:
+    # The controller builds some records from IntEnum members (ConfigResourceType.TOPIC).
+    record = ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name="pets",
+                          name="retention.ms", value="1")
+    line = encode_record(record)
+    assert '"resourceType":2,' in line
+    decoded = decode_record(line)
+    assert decoded == record and type(decoded.resource_type) is int
+
+
+# (a record whose values its Kafka schema does not allow, a fragment of the error)
+UNENCODABLE = [
+    (PartitionRecord(partition_id=2**31, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1),
+     "field 'partitionId' must fit in int32"),
+    (PartitionRecord(partition_id=0, topic_id="pets", replicas=(1,), isr=(1,), leader=1),
+     "field 'topicId' must be a Kafka uuid string"),
+    (PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1.5,),  # type: ignore[arg-type]
+                     isr=(1,), leader=1),
+     "field 'replicas' must be an integer (int32), got 1.5"),
+    (PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=True),
+     "field 'leader' must be an integer (int32), got True"),
+    (ConfigRecord(resource_type=2, resource_name="t", name=None, value="1"),  # type: ignore
+     "field 'name' must be a string, got None"),
+    (RegisterBrokerRecord(broker_id=1, incarnation_id="i", broker_epoch=1, end_points=(
+        BrokerEndpoint(name="PLAINTEXT", host="h", port=70_000),)),
+     "field 'endPoints' must fit in uint16"),
+]
+
+
+@pytest.mark.parametrize(("record", "fragment"), UNENCODABLE)
+def test_a_record_outside_its_schema_is_never_written(record, fragment: str) -> None:
+    with pytest.raises(MetadataCodecError) as error:
+        encode_record(record)
+    assert fragment in str(error.value)
+
+
+def test_only_metadata_records_are_encoded() -> None:
+    with pytest.raises(MetadataCodecError, match="not a metadata record"):
+        encode_record("NoOpRecord")  # type: ignore[arg-type]
 
 
 def test_json_shape_is_flat_with_kafka_camel_case_names() -> None:

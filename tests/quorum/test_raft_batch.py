@@ -4,8 +4,11 @@ import crc32c
 import pytest
 
 from quorum.raft_batch import (
+    COMPACT_FORMAT,
+    JSON_LINES_FORMAT,
     MAGIC,
     BatchCodecError,
+    CompactBatch,
     ProposedBatch,
     decode_batch,
     encode_batch,
@@ -36,8 +39,29 @@ def test_round_trip(value: ProposedBatch) -> None:
     assert decode_batch(encode_batch(value)) == value
 
 
-def test_header_starts_with_magic() -> None:
-    assert encode_batch(batch(b"x")).startswith(MAGIC)
+def compact(payload: bytes = b"[[20,0]]", count: int = 1) -> CompactBatch:
+    return CompactBatch(expected_last_offset=7, epoch=2, append_time_ms=5, record_count=count,
+                        payload=payload)
+
+
+@pytest.mark.parametrize("value", [compact(), compact(b"x" * 300_000, 10_000), compact(b"[")])
+def test_compact_round_trip(value: CompactBatch) -> None:
+    # The payload is opaque here (metadata.compact_codec checks it), even when it is garbage.
+    assert decode_batch(encode_batch(value)) == value
+
+
+def test_header_starts_with_magic_and_names_the_format() -> None:
+    assert encode_batch(batch(b"x"))[:5] == MAGIC + bytes([JSON_LINES_FORMAT])
+    assert encode_batch(compact())[:5] == MAGIC + bytes([COMPACT_FORMAT])
+
+
+def test_a_compact_batch_needs_records_and_a_payload() -> None:
+    with pytest.raises(BatchCodecError, match="at least one record"):
+        encode_batch(compact(count=0))
+    with pytest.raises(BatchCodecError, match="payload must not be empty"):
+        encode_batch(compact(b""))
+    header_only = encode_batch(compact(b"x"))[:-5]
+    check_rejected(reseal(header_only), "has no payload")
 
 
 def test_an_empty_batch_is_refused() -> None:

@@ -2,13 +2,20 @@
 
 import pytest
 
+from metadata.codec import encode_record
+from metadata.records import ProducerIdsRecord
 from quorum.log_window import CommittedBatch, LogWindow, LogWindowError, ReadStatus
+
+
+def record(offset: int) -> ProducerIdsRecord:
+    """A record that says which offset it was committed at."""
+    return ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=offset)
 
 
 def committed(base_offset: int, count: int, epoch: int = 1) -> CommittedBatch:
     return CommittedBatch(
         base_offset=base_offset, epoch=epoch, append_time_ms=0,
-        records=tuple(b"r%d" % (base_offset + i) for i in range(count)),
+        records=tuple(record(base_offset + i) for i in range(count)),
     )
 
 
@@ -43,7 +50,18 @@ def test_a_read_inside_a_batch_gets_its_tail() -> None:
     window = window_with(100, 3, 2, 4)
     read = window.read(6, 1000)
     assert read.batches[0].base_offset == 6
-    assert read.batches[0].records == (b"r6", b"r7", b"r8")
+    assert read.batches[0].records == (record(6), record(7), record(8))
+    assert read.batches[0].json_lines() == tuple(
+        encode_record(record(offset)).encode() for offset in (6, 7, 8))
+
+
+def test_json_lines_are_encoded_once_per_batch() -> None:
+    batch = committed(0, 3)
+    lines = batch.json_lines()
+    assert lines == tuple(encode_record(record(offset)).encode() for offset in range(3))
+    assert batch.json_lines() is lines
+    # The cache is not part of the value.
+    assert batch == committed(0, 3)
 
 
 def test_max_records_stops_at_a_batch_boundary_but_returns_at_least_one_batch() -> None:

@@ -2,20 +2,22 @@
 
 import asyncio
 
-from metadata.codec import encode_record
+from metadata.compact_codec import encode_records
 from metadata.records import NoOpRecord
 from quorum.log_window import ReadStatus
 from quorum.metadata_view import MetadataView, RaftBridge
-from quorum.raft_batch import ProposedBatch, encode_batch
+from quorum.raft_batch import CompactBatch, encode_batch
 from quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 
-NOOP = encode_record(NoOpRecord()).encode()
+
+def noops_blob(expected_last_offset: int, count: int) -> bytes:
+    return encode_batch(CompactBatch(expected_last_offset=expected_last_offset, epoch=1,
+                                     append_time_ms=0, record_count=count,
+                                     payload=encode_records([NoOpRecord()] * count)))
 
 
 def applied_noops(state: MetadataState, raft_index: int, count: int) -> Applied:
-    blob = encode_batch(ProposedBatch(expected_last_offset=state.last_offset, epoch=1,
-                                      append_time_ms=0, records=(NOOP,) * count))
-    return apply_entry(state, raft_index, blob)
+    return apply_entry(state, raft_index, noops_blob(state.last_offset, count))
 
 
 def test_applied_batches_feed_the_window_and_the_image() -> None:
@@ -32,8 +34,7 @@ def test_rejected_entries_change_nothing_but_the_state() -> None:
     view = MetadataView(window_records=100)
     first = applied_noops(MetadataState(), 2, 1)
     view.on_applied(first)
-    stale = apply_entry(first.state, 3, encode_batch(ProposedBatch(
-        expected_last_offset=-1, epoch=1, append_time_ms=0, records=(NOOP,))))
+    stale = apply_entry(first.state, 3, noops_blob(-1, 1))
     assert stale.result.status is ApplyStatus.STALE
     view.on_applied(stale)
     assert view.window.next_offset == 1

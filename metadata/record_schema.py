@@ -1,0 +1,379 @@
+"""The field schema of every metadata record, shared by the JSON and the compact codec.
+
+One table (``SCHEMAS``) says, per record type, each field's Kafka camelCase JSON name, its
+attribute name and its ``FieldType`` (the Kafka type and range). Both codecs move a record as
+its *values* — the attribute values in schema order — and both validate those values here, so
+the JSON lines of snapshots and the compact rows of Raft entries accept exactly the same records:
+
+    record --values_of--> values --check_values--> canonical values --build--> record
+
+``check_values`` is strict (every type, range, enum value and uuid spelling, as Kafka's schema
+says) and canonicalizes: lists become tuples and ``IntEnum`` members plain ints. It runs a fast
+pass first — fields grouped by kind, one tight loop per group, no call per field — and only when
+that pass finds something to fix or reject does it walk the fields one by one for the message.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from metadata.records import (
+    RECORD_CLASSES,
+    BrokerEndpoint,
+    BrokerFeature,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    kafka_string_to_uuid,
+)
+
+
+class MetadataCodecError(ValueError):
+    """A record or batch could not be encoded or decoded; the message says why."""
+
+
+class FieldError(Exception):
+    """A field's complaint; the codec turns it into a MetadataCodecError naming the field."""
+
+
+class Kind(enum.Enum):
+    INTEGER = "integer"
+    STRING = "string"
+    UUID = "uuid"  # a string in Kafka's Uuid.toString() form
+    BOOLEAN = "boolean"
+    INTEGER_LIST = "integer list"
+    STRUCT_LIST = "struct list"  # endpoints, features
+
+
+@attrs.frozen
+class FieldType:
+    kind: Kind
+    label: str = ""  # the Kafka type, for messages ("int32")
+    nullable: bool = False
+    low: int = 0
+    high: int = 0
+    # INTEGER: the only legal values (Kafka enum fields), instead of a range.
+    allowed: tuple[int, ...] = ()
+    struct: StructSchema | None = None
+
+    def check(self, value: Any) -> Any:
+        """The canonical value, or FieldError saying what is wrong."""
+        if value is None and self.nullable:
+            return None
+        if self.kind is Kind.INTEGER:
+            return self._integer(value)
+        if self.kind is Kind.INTEGER_LIST:
+            return tuple(self._integer(item) for item in _sequence(value))
+        if self.kind is Kind.STRUCT_LIST:
+            assert self.struct is not None
+            return tuple(self.struct.check(item) for item in _sequence(value))
+        if self.kind is Kind.BOOLEAN:
+            if type(value) is not bool:
+                raise FieldError(f"must be true or false, got {value!r}")
+            return value
+        if type(value) is not str:
+            raise FieldError(f"must be a string, got {value!r}")
+        if self.kind is Kind.UUID and uuid_problem(value):
+            raise FieldError("must be a Kafka uuid string (22 chars URL-safe base64): "
+                             f"{uuid_problem(value)}")
+        return value
+
+    def _integer(self, value: Any) -> int:
+        # bool is an int in Python but never a number in a record; an IntEnum member (records
+        # built by the controller) is written as its int.
+        is_int = isinstance(value, int) and type(value) is not bool
+        if self.allowed:
+            if not is_int or value not in self.allowed:
+                raise FieldError(f"must be one of {list(self.allowed)}, got {value!r}")
+        elif not is_int:
+            raise FieldError(f"must be an integer ({self.label}), got {value!r}")
+        elif not self.low <= value <= self.high:
+            raise FieldError(f"must fit in {self.label} [{self.low}, {self.high}], got {value}")
+        return int(value)
+
+
+def _sequence(value: Any) -> list[Any] | tuple[Any, ...]:
+    if type(value) is not list and type(value) is not tuple:
+        raise FieldError(f"must be a list, got {value!r}")
+    return value
+
+
+# A snapshot repeats each topic id once per partition; validate each spelling once.
+@functools.lru_cache(maxsize=4096)
+def uuid_problem(text: str) -> str:
+    try:
+        kafka_string_to_uuid(text)
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+# Uuid strings already found valid: a set lookup is cheaper than even the cached check above.
+_VALID_UUIDS: set[str] = set()
+MAX_VALID_UUIDS = 100_000
+
+
+def _remember_uuid(value: str) -> bool:
+    if uuid_problem(value):
+        return False
+    if len(_VALID_UUIDS) >= MAX_VALID_UUIDS:
+        _VALID_UUIDS.clear()
+    _VALID_UUIDS.add(value)
+    return True
+
+
+def _integer(bits: int, *, signed: bool = True) -> FieldType:
+    low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+    return FieldType(Kind.INTEGER, f"{'int' if signed else 'uint'}{bits}", low=low, high=high)
+
+
+def _one_of(*allowed: int) -> FieldType:
+    return FieldType(Kind.INTEGER, "enum", allowed=allowed)
+
+
+def _nullable(field_type: FieldType) -> FieldType:
+    return attrs.evolve(field_type, nullable=True)
+
+
+INT8, INT16, INT32, INT64 = _integer(8), _integer(16), _integer(32), _integer(64)
+UINT16 = _integer(16, signed=False)
+STRING = FieldType(Kind.STRING)
+UUID = FieldType(Kind.UUID)
+BOOLEAN = FieldType(Kind.BOOLEAN)
+INT32_LIST = FieldType(Kind.INTEGER_LIST, "int32", low=INT32.low, high=INT32.high)
+
+
+@attrs.frozen
+class Field:
+    json_name: str  # Kafka's camelCase name
+    attr: str  # the attrs attribute: its snake_case
+    type: FieldType
+
+
+def _fields(spec: dict[str, FieldType]) -> tuple[Field, ...]:
+    def snake(camel: str) -> str:
+        return "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+
+    return tuple(Field(key, snake(key), field_type) for key, field_type in spec.items())
+
+
+@attrs.frozen
+class StructSchema:
+    """A nested object (an endpoint, a feature)."""
+
+    cls: type[Any]
+    fields: tuple[Field, ...]
+
+    def check(self, item: Any) -> Any:
+        if type(item) is not self.cls:
+            raise FieldError(f"must hold {self.cls.__name__} values, got {item!r}")
+        values = [f.type.check(getattr(item, f.attr)) for f in self.fields]
+        return self.cls(**{f.attr: value for f, value in zip(self.fields, values, strict=True)})
+
+
+ENDPOINT = StructSchema(BrokerEndpoint, _fields(
+    {"name": STRING, "host": STRING, "port": UINT16, "securityProtocol": INT16}))
+FEATURE = StructSchema(BrokerFeature, _fields(
+    {"name": STRING, "minSupportedVersion": INT16, "maxSupportedVersion": INT16}))
+
+# Per record type: JSON name -> type, in schema order (Kafka's metadata schemas' types).
+_SPECS: dict[str, dict[str, FieldType]] = {
+    "RegisterBrokerRecord": {
+        "brokerId": INT32, "incarnationId": STRING, "brokerEpoch": INT64,
+        "endPoints": FieldType(Kind.STRUCT_LIST, struct=ENDPOINT),
+        "features": FieldType(Kind.STRUCT_LIST, struct=FEATURE),
+        "rack": _nullable(STRING), "fenced": BOOLEAN, "inControlledShutdown": BOOLEAN,
+    },
+    "UnregisterBrokerRecord": {"brokerId": INT32, "brokerEpoch": INT64},
+    "TopicRecord": {"name": STRING, "topicId": UUID},
+    "PartitionRecord": {
+        "partitionId": INT32, "topicId": UUID, "replicas": INT32_LIST, "isr": INT32_LIST,
+        "removingReplicas": INT32_LIST, "addingReplicas": INT32_LIST, "leader": INT32,
+        "leaderRecoveryState": _one_of(0, 1), "leaderEpoch": INT32, "partitionEpoch": INT32,
+    },
+    "ConfigRecord": {
+        "resourceType": INT8, "resourceName": STRING, "name": STRING, "value": _nullable(STRING),
+    },
+    "PartitionChangeRecord": {
+        "partitionId": INT32, "topicId": UUID, "isr": _nullable(INT32_LIST), "leader": INT32,
+        "replicas": _nullable(INT32_LIST), "removingReplicas": _nullable(INT32_LIST),
+        "addingReplicas": _nullable(INT32_LIST), "leaderRecoveryState": _one_of(-1, 0, 1),
+    },
+    "FenceBrokerRecord": {"id": INT32, "epoch": INT64},
+    "UnfenceBrokerRecord": {"id": INT32, "epoch": INT64},
+    "RemoveTopicRecord": {"topicId": UUID},
+    "FeatureLevelRecord": {"name": STRING, "featureLevel": INT16},
+    "ProducerIdsRecord": {"brokerId": INT32, "brokerEpoch": INT64, "nextProducerId": INT64},
+    "BrokerRegistrationChangeRecord": {
+        "brokerId": INT32, "brokerEpoch": INT64, "fenced": _one_of(-1, 0, 1),
+        "inControlledShutdown": _one_of(0, 1),
+    },
+    "NoOpRecord": {},
+}
+
+
+@attrs.frozen
+class _FastChecks:
+    """A record type's fields grouped by kind, as positions in its values."""
+
+    integers: tuple[tuple[int, int, int], ...]  # (position, low, high)
+    enums: tuple[tuple[int, frozenset[int]], ...]
+    strings: tuple[tuple[int, bool], ...]  # (position, nullable)
+    uuids: tuple[int, ...]
+    booleans: tuple[int, ...]
+    integer_lists: tuple[tuple[int, bool, int, int], ...]  # (position, nullable, low, high)
+    # Struct lists are rare (broker registrations): always the careful path.
+    has_structs: bool
+
+    @classmethod
+    def of(cls, fields: tuple[Field, ...]) -> _FastChecks:
+        def where(kind: Kind) -> list[tuple[int, FieldType]]:
+            return [(i, f.type) for i, f in enumerate(fields) if f.type.kind is kind]
+
+        integers = where(Kind.INTEGER)
+        # Invariant: integers are never nullable (the fast loops below assume it).
+        assert not any(t.nullable for _, t in integers)
+        return cls(
+            integers=tuple((i, t.low, t.high) for i, t in integers if not t.allowed),
+            enums=tuple((i, frozenset(t.allowed)) for i, t in integers if t.allowed),
+            strings=tuple((i, t.nullable) for i, t in where(Kind.STRING)),
+            uuids=tuple(i for i, _ in where(Kind.UUID)),
+            booleans=tuple(i for i, _ in where(Kind.BOOLEAN)),
+            integer_lists=tuple((i, t.nullable, t.low, t.high)
+                                for i, t in where(Kind.INTEGER_LIST)),
+            has_structs=bool(where(Kind.STRUCT_LIST)),
+        )
+
+    def passes(self, values: list[Any]) -> bool:
+        """True when every value is valid and canonical; turns lists into tuples on the way."""
+        if self.has_structs:
+            return False
+        for i, low, high in self.integers:
+            value = values[i]
+            if type(value) is not int or not low <= value <= high:
+                return False
+        for i, allowed in self.enums:
+            value = values[i]
+            if type(value) is not int or value not in allowed:
+                return False
+        for i, nullable in self.strings:
+            value = values[i]
+            if type(value) is not str and not (nullable and value is None):
+                return False
+        for i in self.uuids:
+            value = values[i]
+            # type() first: a list from JSON is not hashable.
+            if type(value) is not str or (value not in _VALID_UUIDS
+                                          and not _remember_uuid(value)):
+                return False
+        for i in self.booleans:
+            if type(values[i]) is not bool:
+                return False
+        return self._lists_pass(values)
+
+    def _lists_pass(self, values: list[Any]) -> bool:
+        for i, nullable, low, high in self.integer_lists:
+            value = values[i]
+            if type(value) is not tuple:
+                if value is None and nullable:
+                    continue
+                if type(value) is not list:
+                    return False
+                value = values[i] = tuple(value)
+            for item in value:
+                if type(item) is not int or not low <= item <= high:
+                    return False
+        return True
+
+
+@attrs.frozen
+class RecordSchema:
+    cls: type[MetadataRecord]
+    fields: tuple[Field, ...]
+    checks: _FastChecks
+    # values -> record; the attrs classes are keyword-only.
+    build: Callable[[list[Any]], MetadataRecord]
+    # record -> its values, in schema order.
+    values_of: Callable[[MetadataRecord], tuple[Any, ...]]
+
+    @property
+    def name(self) -> str:
+        return self.cls.__name__
+
+    def check_values(self, values: list[Any]) -> list[Any]:
+        """``values`` made canonical (in place when they already are), or MetadataCodecError
+        naming the record type and the first bad field."""
+        if len(values) != len(self.fields):
+            raise MetadataCodecError(
+                f"{self.name} has {len(self.fields)} fields, got {len(values)} values")
+        if self.checks.passes(values):
+            return values
+        checked = []
+        for field, value in zip(self.fields, values, strict=True):
+            try:
+                checked.append(field.type.check(value))
+            except FieldError as exc:
+                raise MetadataCodecError(f"{self.name} field {field.json_name!r} {exc}") from None
+        return checked
+
+
+def _generic_builder(cls: type[MetadataRecord],
+                     fields: tuple[Field, ...]) -> Callable[[list[Any]], MetadataRecord]:
+    names = tuple(field.attr for field in fields)
+    return lambda values: cls(**dict(zip(names, values, strict=True)))
+
+
+def _build_partition(v: list[Any]) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=v[0], topic_id=v[1], replicas=v[2], isr=v[3], removing_replicas=v[4],
+        adding_replicas=v[5], leader=v[6], leader_recovery_state=v[7], leader_epoch=v[8],
+        partition_epoch=v[9])
+
+
+def _build_partition_change(v: list[Any]) -> PartitionChangeRecord:
+    return PartitionChangeRecord(
+        partition_id=v[0], topic_id=v[1], isr=v[2], leader=v[3], replicas=v[4],
+        removing_replicas=v[5], adding_replicas=v[6], leader_recovery_state=v[7])
+
+
+# The bulk types (a topic's partitions, a snapshot, an election) get explicit keyword calls:
+# half the cost of building the keyword dict. The round-trip tests cover both paths.
+_FAST_BUILDERS: dict[type[MetadataRecord], Callable[[list[Any]], MetadataRecord]] = {
+    PartitionRecord: _build_partition,
+    PartitionChangeRecord: _build_partition_change,
+}
+
+
+def _values_getter(names: tuple[str, ...]) -> Callable[[MetadataRecord], tuple[Any, ...]]:
+    if not names:
+        return lambda record: ()
+    if len(names) == 1:
+        getter = operator.attrgetter(names[0])
+        return lambda record: (getter(record),)
+    return operator.attrgetter(*names)
+
+
+def _build_schemas() -> dict[type[MetadataRecord], RecordSchema]:
+    schemas = {}
+    for cls in RECORD_CLASSES:
+        fields = _fields(_SPECS[cls.__name__])
+        names = tuple(field.attr for field in fields)
+        # Invariant: the schema names exactly the attrs fields of the class, in order.
+        assert list(names) == [a.name for a in attrs.fields(cls)], cls
+        schemas[cls] = RecordSchema(
+            cls=cls, fields=fields, checks=_FastChecks.of(fields),
+            build=_FAST_BUILDERS.get(cls) or _generic_builder(cls, fields),
+            values_of=_values_getter(names),
+        )
+    return schemas
+
+
+SCHEMAS: dict[type[MetadataRecord], RecordSchema] = _build_schemas()
+SCHEMAS_BY_NAME: dict[str, RecordSchema] = {s.name: s for s in SCHEMAS.values()}
+SCHEMAS_BY_TYPE_ID: dict[int, RecordSchema] = {s.cls.TYPE_ID: s for s in SCHEMAS.values()}
