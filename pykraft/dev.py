@@ -14,6 +14,11 @@ The data directory holds one ``.properties`` file per process (``config/``), the
 bootstrap servers, the admin URL and every process id, rewritten with ``"state": "stopped"`` at
 exit. Running it again on the same directory restarts the same cluster with its data.
 
+``--controller-property KEY=VALUE`` / ``--broker-property KEY=VALUE`` (repeatable) add a property
+to every controller's / broker's file, e.g. ``metadata.log.max.records.between.snapshots=50`` for
+frequent snapshots; the properties that wire the layout together (ids, listeners, quorum
+addresses, data directories) are refused.
+
 Ctrl-C or SIGTERM stops the brokers first (each runs a controlled shutdown), then the
 controllers. Child processes run in their own session so a terminal's Ctrl-C reaches only
 ``pykraft dev``, which stops them in that order.
@@ -45,6 +50,8 @@ FIRST_BROKER_ID = 10
 BROKER_STOP_TIMEOUT_S = 45.0  # above the broker's 30 s controlled-shutdown bound
 CONTROLLER_STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.2
+# node_properties() defaults a user may override; every other key it writes wires the layout.
+OVERRIDABLE_PROPERTIES = frozenset({"offsets.topic.replication.factor"})
 
 
 class DevClusterError(Exception):
@@ -141,6 +148,26 @@ def node_properties(node: Node, layout: ClusterLayout, data_dir: Path,
     }
 
 
+def parse_property(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--controller-property`` / ``--broker-property``."""
+    key, separator, value = text.partition("=")
+    if not separator or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def check_overrides(layout: ClusterLayout, role: str,
+                    pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """The extra properties of every ``role`` node; refuses the keys that wire the layout."""
+    node = layout.controllers[0] if role == "controller" else layout.brokers[0]
+    managed = set(node_properties(node, layout, Path("."), "-")) - OVERRIDABLE_PROPERTIES
+    for key, _ in pairs:
+        if key in managed:
+            raise DevClusterError(f"--{role}-property {key}: pykraft dev sets {key} itself "
+                                  f"(from the layout and --data-dir)")
+    return dict(pairs)  # a key given twice: the last one wins, as in a .properties file
+
+
 def ensure_secret_file(path: Path, make: Any) -> str:
     """The file's content, written once (mode 0600) with ``make()`` when absent."""
     try:
@@ -157,9 +184,11 @@ def ensure_secret_file(path: Path, make: Any) -> str:
 class DevCluster:
     """Starts, watches and stops the processes of one layout."""
 
-    def __init__(self, layout: ClusterLayout, data_dir: Path) -> None:
+    def __init__(self, layout: ClusterLayout, data_dir: Path,
+                 overrides: dict[str, dict[str, str]] | None = None) -> None:
         self.layout = layout
         self.data_dir = data_dir
+        self.overrides = overrides or {}  # role -> extra properties (check_overrides)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.cluster_id = ""
 
@@ -169,7 +198,8 @@ class DevCluster:
         ensure_secret_file(self.data_dir / "quorum.password", lambda: secrets.token_urlsafe(32))
         self.cluster_id = ensure_secret_file(self.data_dir / "cluster.id", new_cluster_id)
         for node in (*self.layout.controllers, *self.layout.brokers):
-            props = node_properties(node, self.layout, self.data_dir, self.cluster_id)
+            props = {**node_properties(node, self.layout, self.data_dir, self.cluster_id),
+                     **self.overrides.get(node.role, {})}
             self.config_path(node).write_text("".join(f"{k}={v}\n" for k, v in props.items()),
                                               encoding="utf-8")
 
@@ -277,6 +307,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--startup-timeout", type=float, default=90.0, metavar="SECONDS")
     parser.add_argument("--exit-after-ready", action="store_true",
                         help="stop everything as soon as the cluster is ready (smoke checks)")
+    for role in ("controller", "broker"):
+        parser.add_argument(f"--{role}-property", type=parse_property, action="append",
+                            default=[], metavar="KEY=VALUE",
+                            help=f"add a property to every {role}'s file (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -287,10 +321,12 @@ def run(args: argparse.Namespace) -> int:
         count = 2 * (args.controllers + args.brokers)
         free = pick_free_ports(count) if args.base_port == 0 else None
         layout = plan_layout(args.controllers, args.brokers, args.base_port, free)
+        overrides = {role: check_overrides(layout, role, getattr(args, f"{role}_property"))
+                     for role in ("controller", "broker")}
     except DevClusterError as error:
         print(f"pykraft dev: {error}", file=sys.stderr)
         return 2
-    cluster = DevCluster(layout, args.data_dir.resolve())
+    cluster = DevCluster(layout, args.data_dir.resolve(), overrides)
     try:
         return _run_cluster(cluster, args, stop)
     finally:
