@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from typing import Protocol
@@ -29,11 +30,18 @@ class MonotonicClock:
         return time.monotonic_ns() // 1_000_000
 
     async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
-        timeout_s = None if timeout_ms is None else max(0, timeout_ms) / 1000
-        try:
-            await asyncio.wait_for(event.wait(), timeout_s)
-        except TimeoutError:
+        if timeout_ms is None:
+            await event.wait()
             return
+        # asyncio.timeout, not asyncio.wait_for: Python 3.11's wait_for awaits the event in a
+        # task of its own and, when a cancellation reaches the caller in the loop turn after
+        # that task finished (the event was set just before), returns normally instead of
+        # raising CancelledError (CPython gh-86296, bpo-42130; 3.12 rebuilt wait_for on
+        # asyncio.timeout). A retired ReplicaFetcher idling here would keep running, and the
+        # broker's shutdown would wait out its 5 s bound for it.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0, timeout_ms) / 1000):
+                await event.wait()
 
 
 @attrs.frozen

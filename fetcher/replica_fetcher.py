@@ -26,9 +26,16 @@ the partition set (the broker removes and re-adds partitions on the same event l
 answer is matched against the partition's current state after the await and stale answers are
 dropped — the same checks Kafka makes under its partition-map lock.
 
-``run`` repeats rounds until cancelled; with nothing ready it waits for the earliest back-off to
-end or for a partition to be added. The leader's ``replica.fetch.wait.max.ms`` long poll paces
-rounds that find no new data.
+``run`` repeats rounds until ``shutdown``; with nothing ready it waits for the earliest back-off
+to end or for a partition to be added. The leader's ``replica.fetch.wait.max.ms`` long poll paces
+rounds that find no new data. ``shutdown`` raises a stop flag, wakes the task and cancels it: the
+cancellation ends an in-flight request at once, and the flag, checked before every round,
+between its requests and before every wait, ends the loop even when a cancellation is lost on
+the way (Python 3.11's ``asyncio.wait_for`` can swallow one that races a completion, CPython
+gh-86296) — Kafka's ``ShutdownableThread.initiateShutdown`` / ``isRunning`` pair. In a broker the
+lost cancellation came from the leader endpoint's request timeouts: the leader answering a Fetch
+and the retiring fetcher's cancel follow the same leadership change, so they often land in the
+same loop turn.
 """
 
 from __future__ import annotations
@@ -102,6 +109,8 @@ class ReplicaFetcher:
         self._truncate_on_fetch = True
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Set once by ``shutdown``; ``run`` returns at its next check.
+        self._stopping = False
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher-{self.fetcher_id}-{self.endpoint.leader_id}"
@@ -165,6 +174,8 @@ class ReplicaFetcher:
 
     async def shutdown(self) -> None:
         """Stop the task (an in-flight request is abandoned) and close the connection."""
+        self._stopping = True
+        self._wakeup.set()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -172,7 +183,7 @@ class ReplicaFetcher:
         await self.endpoint.close()
 
     async def run(self) -> None:
-        while True:
+        while not self._stopping:
             self._wakeup.clear()
             try:
                 await self.do_work()
@@ -180,7 +191,7 @@ class ReplicaFetcher:
                 # A bug in one round must not stop replication: log it, back everything off.
                 logger.exception("%s: round failed", self)
                 self._back_off(list(self._states))
-            if not self._has_ready_partition():
+            if not self._stopping and not self._has_ready_partition():
                 await self._clock.wait(self._wakeup, self._idle_timeout_ms())
 
     def _has_ready_partition(self) -> bool:
@@ -205,10 +216,15 @@ class ReplicaFetcher:
             logger.info("%s: %s", self, error)
             self._back_off(list(self._states))
             return
+        # After each request: a shutdown whose cancellation the request lost (it completed in
+        # the same loop turn) ends the round here, not one long poll later.
+        if self._stopping:
+            return
         if features.truncation_on_fetch_supported != self._truncate_on_fetch:
             self._restart_all(features.truncation_on_fetch_supported)
         await self.maybe_truncate(features.offsets_for_leader_epoch_supported)
-        await self.maybe_fetch()
+        if not self._stopping:
+            await self.maybe_fetch()
 
     def _restart_all(self, truncate_on_fetch: bool) -> None:
         logger.info("%s: leader DivergingEpoch support is now %s", self, truncate_on_fetch)
