@@ -1,0 +1,371 @@
+"""One broker process of the replication sim: lifecycle, metadata, partitions, produce.
+
+A ``SimBroker`` is one incarnation (process start) of a broker id; its ``BrokerDisk`` outlives
+it. It does what ``broker.server.BrokerServer`` and ``ReplicaManager`` do, on simulated time:
+
+* registers with a fresh incarnation id and heartbeats (``broker.heartbeat.heartbeat_decision``
+  drives the ``broker.lifecycle`` states), asking to stay fenced until it serves;
+* long-polls the metadata log and replays it into a ``MetadataDelta``; once a heartbeat says it
+  caught up with its own registration (RECOVERY) it publishes the whole image and from then on
+  every new batch: ``local_changes`` -> become leader (``Partition.make_leader``) / follower
+  (``Partition.make_follower``, then a fresh ``PartitionFollower`` when the leader epoch moved),
+  in ReplicaManager's order (leaders, then followers, sorted);
+* hosts ``broker.partition.Partition`` objects — the real leader shell on the pure core — over
+  the disk's ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
+* shrinks ISRs every replica.lag.time.max.ms / 2, flushes logs on a seeded schedule, writes the
+  high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
+* takes acks=all produce requests and completes them as ``DelayedProduce`` does, when
+  ``check_enough_replicas_reach_offset`` says so; an ack counts when the broker decides it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
+
+import attrs
+
+from broker.controller_client import HeartbeatReply
+from broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
+from broker.lifecycle import BrokerLifecycle, BrokerState
+from broker.partition import LeaderAndIsr, Partition, PartitionContext, PartitionError
+from metadata.delta import MetadataDelta
+from metadata.image import MetadataImage
+from metadata.local_changes import PartitionInfo, local_changes
+from metadata.records import NO_LEADER, MetadataRecord, uuid_to_kafka_string
+from protocol.errors import Errors
+from quorum.controller import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from storage.partition_log import PartitionLog
+from storage.topic_partition import TopicPartition
+from tests.sim.replication_checks import Checker, PartitionKey
+from tests.sim.replication_follower import PartitionFollower
+from tests.sim.replication_leader import SimAlterPartitionManager
+from tests.sim.replication_log import BrokerDisk, client_batch
+from tests.sim.replication_net import SimSettings
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class MetadataFetch:
+    """``GET /v1/metadata/records?from=``: the records from ``from_offset`` on."""
+
+    from_offset: int
+
+
+@attrs.frozen
+class MetadataPage:
+    records: tuple[tuple[int, MetadataRecord], ...]
+
+
+@attrs.frozen
+class PendingProduce:
+    key: PartitionKey
+    base_offset: int
+    required_offset: int
+    values: tuple[str, ...]
+    deadline_ms: int
+
+
+class BrokerEnv(Protocol):
+    """What a broker needs from the simulation around it."""
+
+    rng: random.Random
+    settings: SimSettings
+    checker: Checker
+
+    @property
+    def now_ms(self) -> int: ...
+
+    def schedule(self, broker: SimBroker, delay_ms: int, what: str,
+                 action: Callable[[], None]) -> None: ...
+
+    def call_controller(self, broker: SimBroker, what: str, request: Any,
+                        on_answer: Callable[[Any], None]) -> None: ...
+
+    def call_broker(self, broker: SimBroker, target: int, what: str,
+                    handle: Callable[[SimBroker], T], on_answer: Callable[[T], None]) -> None: ...
+
+    def on_clean_shutdown(self, broker: SimBroker) -> None: ...
+
+
+def incarnation_id(broker_id: int, incarnation: int) -> str:
+    return uuid_to_kafka_string(((broker_id + 1) << 64 | incarnation).to_bytes(16, "big"))
+
+
+class SimBroker:
+    def __init__(self, env: BrokerEnv, broker_id: int, incarnation: int,
+                 disk: BrokerDisk) -> None:
+        self.env = env
+        self.broker_id = broker_id
+        self.incarnation = incarnation
+        self.disk = disk
+        self.lifecycle = BrokerLifecycle()
+        self.lifecycle.become(BrokerState.STARTING)
+        self.broker_epoch = -1
+        # The metadata read so far, and the image published to the partitions (once serving).
+        self.loaded = MetadataImage.EMPTY
+        self.image = MetadataImage.EMPTY
+        self.serving = False
+        self.partitions: dict[PartitionKey, Partition] = {}
+        self.followers: dict[PartitionKey, PartitionFollower] = {}
+        self.alter_partitions = SimAlterPartitionManager(self)
+        self.produces: list[PendingProduce] = []
+        self._heartbeat = 0
+        self._had_shutdown_reply = False
+        self._metadata_poll = 0
+        settings = env.settings
+        self.context = PartitionContext(
+            clock_ms=lambda: self.env.now_ms,
+            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            min_insync_replicas=lambda topic: settings.min_insync_replicas,
+            broker=lambda broker: self.image.cluster.broker(broker),
+            local_broker_epoch=lambda: self.broker_epoch,
+            alter_partition=self.alter_partitions,
+            on_high_watermark_moved=lambda tp, old, new: self.complete_produces(
+                (tp.topic, tp.partition)),
+        )
+        self.schedule(0, "heartbeat", self._heartbeat_now)
+        self.schedule(0, "metadata poll", self._poll_metadata)
+        self.schedule(settings.replica_lag_time_max_ms // 2, "isr expiration", self._expire_isr)
+        self._flush_interval_ms = env.rng.randint(200, 4000)
+        self.schedule(self._flush_interval_ms, "flush", self._flush)
+        self.schedule(settings.high_watermark_checkpoint_interval_ms, "hw checkpoint",
+                      self._checkpoint)
+
+    def __repr__(self) -> str:
+        return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
+                f"epoch {self.broker_epoch}, metadata {self.loaded.offset})")
+
+    # ------------------------------------------------------------------ the environment
+
+    def schedule(self, delay_ms: int, what: str, action: Callable[[], None]) -> None:
+        self.env.schedule(self, delay_ms, what, action)
+
+    def call_controller(self, what: str, request: Any, on_answer: Callable[[Any], None]) -> None:
+        self.env.call_controller(self, what, request, on_answer)
+
+    def call_broker(self, target: int, what: str, handle: Callable[[SimBroker], T],
+                    on_answer: Callable[[T], None]) -> None:
+        self.env.call_broker(self, target, what, handle, on_answer)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _heartbeat_now(self) -> None:
+        """Register, or heartbeat; a lost request or answer is retried after the interval."""
+        self._heartbeat += 1
+        number = self._heartbeat
+        if self.broker_epoch < 0:
+            self.call_controller(
+                "BrokerRegistration",
+                BrokerRegistrationRequest(self.broker_id,
+                                          incarnation_id(self.broker_id, self.incarnation)),
+                lambda answer: self._on_registration(number, answer))
+        else:
+            self.call_controller(
+                "BrokerHeartbeat",
+                BrokerHeartbeatRequest(
+                    self.broker_id, self.broker_epoch, self.loaded.offset,
+                    want_fence=not self.serving,
+                    want_shut_down=self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN),
+                lambda answer: self._on_heartbeat(number, answer))
+        self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, number)
+
+    def _next_heartbeat(self, delay_ms: int, number: int) -> None:
+        def send() -> None:
+            if number == self._heartbeat:
+                self._heartbeat_now()
+        self.schedule(delay_ms, "heartbeat", send)
+
+    def _on_registration(self, number: int, answer: BrokerRegistrationResponse) -> None:
+        if number != self._heartbeat:
+            return
+        self._heartbeat += 1
+        if answer.error.is_success():
+            self.broker_epoch = answer.broker_epoch
+            self._next_heartbeat(STARTING_HEARTBEAT_DELAY_MS, self._heartbeat)
+        else:  # DUPLICATE_BROKER_REGISTRATION while the last incarnation's session lives
+            self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, self._heartbeat)
+
+    def _on_heartbeat(self, number: int, answer: BrokerHeartbeatResponse) -> None:
+        if number != self._heartbeat:
+            return
+        self._heartbeat += 1
+        interval_ms = self.env.settings.broker_heartbeat_interval_ms
+        if answer.error.is_failure():
+            self._next_heartbeat(interval_ms, self._heartbeat)
+            return
+        state = self.lifecycle.state
+        reply = HeartbeatReply(is_caught_up=answer.is_caught_up, is_fenced=answer.is_fenced,
+                               in_controlled_shutdown=answer.in_controlled_shutdown,
+                               should_shut_down=answer.should_shut_down)
+        decision = heartbeat_decision(state, reply, interval_ms, self._had_shutdown_reply)
+        if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            self._had_shutdown_reply = True
+        if decision.target is not None:
+            self.lifecycle.become(decision.target)
+        if decision.target is BrokerState.RECOVERY:
+            self._install_publisher()
+        if decision.target is BrokerState.SHUTTING_DOWN:
+            self.env.on_clean_shutdown(self)
+            return
+        self._next_heartbeat(decision.next_heartbeat_ms, self._heartbeat)
+
+    def begin_controlled_shutdown(self) -> None:
+        """SIGTERM: a controlled shutdown from RUNNING, else stop at once."""
+        if not self.lifecycle.maybe_begin_shutdown():
+            return
+        if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
+            self.env.on_clean_shutdown(self)
+            return
+        self._heartbeat += 1
+        self._heartbeat_now()
+
+    def close(self) -> None:
+        """Clean shutdown's storage half: flush every log, checkpoint high watermarks."""
+        self.disk.flush()
+        self.disk.checkpoint_high_watermarks()
+
+    # ------------------------------------------------------------------ metadata
+
+    def _poll_metadata(self) -> None:
+        self._metadata_poll += 1
+        number = self._metadata_poll
+        self.call_controller("MetadataFetch", MetadataFetch(self.loaded.offset + 1),
+                             lambda page: self._on_metadata(number, page))
+
+        def again() -> None:
+            if number == self._metadata_poll:
+                self._poll_metadata()
+        self.schedule(self.env.settings.request_timeout_ms, "metadata poll timeout", again)
+
+    def _on_metadata(self, number: int, page: MetadataPage) -> None:
+        if number != self._metadata_poll:
+            return
+        new = [(offset, record) for offset, record in page.records if offset > self.loaded.offset]
+        if new:
+            delta = MetadataDelta(self.loaded)
+            for offset, record in new:
+                delta.replay(record, offset, 1)
+            self.loaded = delta.apply()
+            if self.serving:
+                self._publish(delta, self.loaded)
+        self._metadata_poll += 1
+        number = self._metadata_poll
+
+        def again() -> None:
+            if number == self._metadata_poll:
+                self._poll_metadata()
+        interval = self.env.settings.metadata_poll_interval_ms
+        self.schedule(self.env.rng.randint(interval // 4, interval), "metadata poll", again)
+
+    def _install_publisher(self) -> None:
+        """``BrokerServer._install_publisher``: the whole image first, then every batch."""
+        self.serving = True
+        self._publish(MetadataDelta.between(MetadataImage.EMPTY, self.loaded), self.loaded)
+
+    def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """``ReplicaManager.apply_delta`` (the sim never deletes topics)."""
+        changes = local_changes(delta, self.broker_id)
+        assert not changes.deletes, f"unexpected deletes {changes.deletes}"
+        self.image = image
+        for key in sorted(changes.leaders):
+            self._become_leader((key.topic, key.partition), changes.leaders[key])
+        for key in sorted(changes.followers):
+            self._become_follower((key.topic, key.partition), changes.followers[key])
+
+    def _partition(self, key: PartitionKey, topic_id: str) -> Partition:
+        partition = self.partitions.get(key)
+        if partition is None:
+            # Partition is typed against PartitionLog; MemoryLog keeps the contract of the
+            # members it uses (see replication_log).
+            log = cast(PartitionLog, self.disk.log(key))
+            partition = Partition(TopicPartition(*key), topic_id, log, self.broker_id,
+                                  self.context)
+            self.partitions[key] = partition
+        return partition
+
+    def _stop_follower(self, key: PartitionKey) -> None:
+        follower = self.followers.pop(key, None)
+        if follower is not None:
+            follower.stop()
+
+    def _become_leader(self, key: PartitionKey, info: PartitionInfo) -> None:
+        self._stop_follower(key)
+        partition = self._partition(key, info.topic_id)
+        epoch_before = partition.leader_epoch
+        partition.make_leader(LeaderAndIsr.from_registration(info.partition))
+        if partition.leader_epoch != epoch_before:
+            self.env.checker.on_become_leader(key, self.broker_id, partition.leader_epoch)
+
+    def _become_follower(self, key: PartitionKey, info: PartitionInfo) -> None:
+        partition = self._partition(key, info.topic_id)
+        if not partition.make_follower(LeaderAndIsr.from_registration(info.partition)):
+            return
+        self._stop_follower(key)
+        if info.leader != NO_LEADER:
+            self.followers[key] = PartitionFollower(self, key, info.leader, info.leader_epoch)
+
+    # ------------------------------------------------------------------ timers
+
+    def _expire_isr(self) -> None:
+        for key in sorted(self.partitions):
+            self.partitions[key].maybe_shrink_isr()
+        self.schedule(self.env.settings.replica_lag_time_max_ms // 2, "isr expiration",
+                      self._expire_isr)
+
+    def _flush(self) -> None:
+        for key in sorted(self.disk.logs):
+            if self.env.rng.random() < 0.5:
+                self.disk.logs[key].flush()
+        self.schedule(self._flush_interval_ms, "flush", self._flush)
+
+    def _checkpoint(self) -> None:
+        self.disk.checkpoint_high_watermarks()
+        self.schedule(self.env.settings.high_watermark_checkpoint_interval_ms, "hw checkpoint",
+                      self._checkpoint)
+
+    # ------------------------------------------------------------------ produce
+
+    def handle_produce(self, key: PartitionKey, values: tuple[str, ...]) -> None:
+        """An acks=all produce: append as leader, then wait like ``DelayedProduce``."""
+        partition = self.partitions.get(key) if self.serving else None
+        if partition is None:
+            return  # NOT_LEADER_OR_FOLLOWER
+        log = self.disk.log(key)
+        now_ms = self.env.now_ms
+        try:
+            info = partition.append_records_to_leader(client_batch(values), required_acks=-1,
+                                                      now_ms=now_ms)
+        except PartitionError:
+            return  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
+        self.env.checker.on_leader_append(key, log.batches[-1])
+        self.produces.append(PendingProduce(
+            key, info.first_offset, info.last_offset + 1, values,
+            now_ms + self.env.settings.produce_timeout_ms))
+        self.complete_produces(key)
+
+    def complete_produces(self, key: PartitionKey | None = None) -> None:
+        """``DelayedProduce.tryComplete`` for the waiting produces (of ``key``, or all)."""
+        waiting = []
+        for produce in self.produces:
+            partition = self.partitions.get(produce.key)
+            if key is not None and produce.key != key:
+                waiting.append(produce)
+                continue
+            if partition is None:
+                continue
+            done, error = partition.check_enough_replicas_reach_offset(produce.required_offset)
+            if done and error is Errors.NONE:
+                self.env.checker.on_ack(produce.key, produce.base_offset, produce.values)
+            if done or error is not Errors.NONE:
+                continue  # acknowledged, or answered with the error (no longer the leader)
+            if self.env.now_ms < produce.deadline_ms:
+                waiting.append(produce)
+        self.produces = waiting

@@ -1,0 +1,251 @@
+"""Faults for the replication sim, the crash rule, and the final heal-and-converge phase.
+
+Every few simulated seconds ``FaultInjector`` picks a fault and a broker with the seeded
+random source, and injects it if the rules allow (else it skips this turn):
+
+* kill -9 (``KILL``): the process dies, the page cache survives; restart later;
+* power loss (``POWER_LOSS``): the process dies and unflushed batches are gone; only under the
+  crash rule of ``replication_sim`` (unless ``crash_rule=False``);
+* ``PAUSE`` (SIGSTOP): the broker runs nothing until resumed, then catches up on what waited;
+* ``ISOLATE``: a network partition of one broker from every other node;
+* ``CUT_LINK``: one broker-to-broker link down (both still reach the controller);
+* ``CONTROLLED_SHUTDOWN``: SIGTERM — leadership moves away, the logs are flushed and the high
+  watermarks checkpointed, then the broker restarts;
+* ``ELECT_PREFERRED``: an operator's preferred leader election.
+
+At most ``MAX_FAULTY`` brokers are unhealthy at once. ``quiesce`` heals everything, stops the
+producer, and runs until every replica has every record and all three are in the ISR.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from broker.lifecycle import BrokerState
+from quorum.controller import ElectionType, ElectLeadersRequest
+from tests.sim.replication_broker import SimBroker
+from tests.sim.replication_checks import fail
+
+if TYPE_CHECKING:
+    from tests.sim.replication_sim import ReplicationSimulation
+
+MAX_FAULTY = 2
+QUIESCE_LIMIT_MS = 120_000
+CONVERGENCE_CHECK_EVERY = 200
+
+
+class FaultKind(enum.Enum):
+    KILL = "kill -9"
+    POWER_LOSS = "power loss"
+    PAUSE = "pause"
+    ISOLATE = "isolate"
+    CUT_LINK = "cut link"
+    CONTROLLED_SHUTDOWN = "controlled shutdown"
+    ELECT_PREFERRED = "preferred election"
+
+
+WEIGHTS = {
+    FaultKind.KILL: 3,
+    FaultKind.POWER_LOSS: 4,
+    FaultKind.PAUSE: 2,
+    FaultKind.ISOLATE: 2,
+    FaultKind.CUT_LINK: 2,
+    FaultKind.CONTROLLED_SHUTDOWN: 2,
+    FaultKind.ELECT_PREFERRED: 2,
+}
+# Faults that take a broker out (the crash rule forbids them while a broker is suspect).
+TAKE_OUT = frozenset({FaultKind.KILL, FaultKind.PAUSE, FaultKind.ISOLATE,
+                      FaultKind.CONTROLLED_SHUTDOWN})
+
+
+class FaultInjector:
+    def __init__(self, sim: ReplicationSimulation, *, crash_rule: bool) -> None:
+        self.sim = sim
+        self.crash_rule = crash_rule
+        self.active = True
+        # Brokers that lost unflushed data -> the broker epoch of the registration that may
+        # still be in an ISR (until the controller fences it or a new one replaces it).
+        self.suspect: dict[int, int] = {}
+        self.injected: Counter[FaultKind] = Counter()
+
+    def start(self) -> None:
+        self.sim.queue.after(self.sim.rng.randint(3000, 6000), "fault", self._fault)
+
+    # ------------------------------------------------------------------ rules
+
+    def healthy(self, broker_id: int) -> bool:
+        """Running, not paused, reachable, not shutting down, registered and unfenced."""
+        sim = self.sim
+        broker = sim.brokers[broker_id]
+        if broker is None or sim.paused_until[broker_id] > sim.now_ms:
+            return False
+        if sim.network.isolated == broker_id or broker.lifecycle.state not in (
+                BrokerState.STARTING, BrokerState.RECOVERY, BrokerState.RUNNING):
+            return False
+        registration = sim.image.cluster.brokers.get(broker_id)
+        return (registration is not None and registration.epoch == broker.broker_epoch
+                and not registration.fenced)
+
+    def _may_lose_unflushed(self, broker: SimBroker) -> bool:
+        """The crash rule (see ``replication_sim``)."""
+        if not self.crash_rule:
+            return True
+        sim = self.sim
+        if self.suspect or not broker.alter_partitions.idle:
+            return False
+        if not all(self.healthy(b) for b in sim.brokers if b != broker.broker_id):
+            return False
+        for key in sim.partition_keys():
+            registration = sim.registration(key)
+            if registration is not None and broker.broker_id in registration.isr \
+                    and len(registration.isr) < 2:
+                return False
+        return True
+
+    def _allowed(self, kind: FaultKind, broker_id: int) -> bool:
+        sim = self.sim
+        broker = sim.brokers[broker_id]
+        if kind is FaultKind.ELECT_PREFERRED or kind is FaultKind.CUT_LINK:
+            return True
+        if broker is None:
+            return False
+        if kind is FaultKind.POWER_LOSS:
+            return self._may_lose_unflushed(broker)
+        unhealthy = sum(not self.healthy(b) for b in sim.brokers)
+        if not self.healthy(broker_id) or unhealthy >= MAX_FAULTY:
+            return False
+        if self.crash_rule and self.suspect:
+            return False
+        return kind is not FaultKind.ISOLATE or sim.network.isolated is None
+
+    # ------------------------------------------------------------------ injecting
+
+    def _fault(self) -> None:
+        if not self.active:
+            return
+        sim, rng = self.sim, self.sim.rng
+        sim.queue.after(rng.randint(500, 5000), "fault", self._fault)
+        kind = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
+        broker_id = rng.randrange(len(sim.brokers))
+        if not self._allowed(kind, broker_id):
+            return
+        self.injected[kind] += 1
+        sim.queue.note(f"FAULT {kind.value} broker {broker_id}")
+        if kind is FaultKind.KILL or kind is FaultKind.POWER_LOSS:
+            self.crash(broker_id, lose_unflushed=kind is FaultKind.POWER_LOSS)
+        elif kind is FaultKind.PAUSE:
+            sim.paused_until[broker_id] = sim.now_ms + rng.randint(100, 12_000)
+        elif kind is FaultKind.ISOLATE:
+            self._isolate(broker_id, rng.randint(500, 15_000))
+        elif kind is FaultKind.CUT_LINK:
+            self._cut(broker_id, rng.randint(500, 20_000))
+        elif kind is FaultKind.CONTROLLED_SHUTDOWN:
+            broker = sim.brokers[broker_id]
+            assert broker is not None
+            broker.begin_controlled_shutdown()
+        else:
+            sim.commit(sim.controller.handle(
+                sim.image, ElectLeadersRequest(ElectionType.PREFERRED, None), sim.now_ms))
+
+    def crash(self, broker_id: int, *, lose_unflushed: bool) -> None:
+        sim = self.sim
+        registration = sim.image.cluster.brokers.get(broker_id)
+        sim.brokers[broker_id] = None
+        sim.disks[broker_id].recover(lose_unflushed=lose_unflushed)
+        if lose_unflushed and registration is not None:
+            self.suspect[broker_id] = registration.epoch
+        self._restart_later(broker_id, sim.rng.randint(200, 15_000))
+
+    def _restart_later(self, broker_id: int, delay_ms: int) -> None:
+        self.sim.queue.after(delay_ms, f"restart broker {broker_id}",
+                             lambda: self.sim.start_broker(broker_id))
+
+    def _isolate(self, broker_id: int, duration_ms: int) -> None:
+        network = self.sim.network
+        network.isolated = broker_id
+
+        def heal() -> None:
+            if network.isolated == broker_id:
+                network.isolated = None
+        self.sim.queue.after(duration_ms, f"heal isolation of {broker_id}", heal)
+
+    def _cut(self, broker_id: int, duration_ms: int) -> None:
+        sim = self.sim
+        other = sim.rng.choice([b for b in sim.brokers if b != broker_id])
+        link = frozenset((broker_id, other))
+        sim.network.cut_links.add(link)
+        sim.queue.after(duration_ms, f"heal link {broker_id}-{other}",
+                        lambda: sim.network.cut_links.discard(link))
+
+    def on_clean_shutdown(self, broker: SimBroker) -> None:
+        """The process exits after a clean shutdown: nothing is lost."""
+        broker.close()
+        self.sim.brokers[broker.broker_id] = None
+        self.sim.disks[broker.broker_id].recover(lose_unflushed=False)
+        self._restart_later(broker.broker_id, self.sim.rng.randint(200, 5000))
+
+    def on_commit(self) -> None:
+        """A suspect broker is safe again once its old registration is fenced or replaced:
+        the controller dropped it from every ISR in the same batch."""
+        brokers = self.sim.image.cluster.brokers
+        for broker_id, epoch in list(self.suspect.items()):
+            registration = brokers.get(broker_id)
+            if registration is None or registration.epoch != epoch or registration.fenced:
+                del self.suspect[broker_id]
+
+    # ------------------------------------------------------------------ the end
+
+    def quiesce(self) -> None:
+        """Heal everything, stop producing, and wait for the replicas to converge."""
+        sim = self.sim
+        self.active = False
+        sim.producing = False
+        sim.queue.note("quiesce: heal the network, resume and restart every broker")
+        sim.network.heal()
+        sim.network.drop_probability = 0.0
+        for broker_id in sim.brokers:
+            sim.paused_until[broker_id] = min(sim.paused_until[broker_id], sim.now_ms)
+            sim.start_broker(broker_id)
+        deadline = sim.now_ms + QUIESCE_LIMIT_MS
+        while not self.converged():
+            if sim.now_ms > deadline:
+                fail(f"replicas did not converge within {QUIESCE_LIMIT_MS} ms of healing: "
+                     f"{self.describe()}")
+            for _ in range(CONVERGENCE_CHECK_EVERY):
+                sim.queue.run_next()
+                sim.check()
+        for key in sim.partition_keys():
+            sim.checker.check_converged(key, {b: sim.disks[b].log(key) for b in sim.brokers})
+
+    def converged(self) -> bool:
+        sim = self.sim
+        if any(b is None or b.lifecycle.state is not BrokerState.RUNNING
+               for b in sim.brokers.values()):
+            return False
+        for key in sim.partition_keys():
+            registration = sim.registration(key)
+            if registration is None or registration.leader < 0 \
+                    or len(registration.isr) != len(sim.brokers):
+                return False
+            leader = sim.brokers[registration.leader]
+            partition = None if leader is None else leader.partitions.get(key)
+            if partition is None or partition.leader_epoch != registration.leader_epoch:
+                return False
+            logs = [sim.disks[b].log(key) for b in sim.brokers]
+            leader_log = sim.disks[registration.leader].log(key)
+            if any(log.high_watermark != leader_log.log_end_offset
+                   or log.log_end_offset != leader_log.log_end_offset for log in logs):
+                return False
+            if any(log.records() != leader_log.records() for log in logs):
+                return False
+        return True
+
+    def describe(self) -> str:
+        sim = self.sim
+        parts = [repr(b) for b in sim.brokers.values()]
+        for key in sim.partition_keys():
+            parts.append(f"{key}: {sim.registration(key)}")
+            parts.extend(f"  b{b}: {sim.disks[b].log(key)}" for b in sim.brokers)
+        return "\n".join(parts)

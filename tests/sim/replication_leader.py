@@ -1,0 +1,195 @@
+"""The leader side of the replication sim: answers to followers, and AlterPartition.
+
+The answers are ``ReplicaManager``'s: find the hosted ``broker.partition.Partition`` (the real
+leader shell over the pure ``partition_state``/``isr`` core, on a ``MemoryLog``) and call
+``fetch_records`` (follower progress, ISR expansion, high watermark), ``last_offset_for_leader_
+epoch`` or ``fetch_offset_for_timestamp``; a ``PartitionError`` becomes the error code of the
+answer, as ``KafkaApis`` does. A broker that has not caught up with the metadata log yet answers
+NOT_LEADER_OR_FOLLOWER (Kafka holds the request until then; the follower backs off either way).
+
+``SimAlterPartitionManager`` is ``broker.alter_partition.AlterPartitionManager`` on simulated
+time: one change per partition queued (a second is refused with OPERATION_NOT_ATTEMPTED), one
+request in flight carrying every queued change, per-partition answers to the partitions'
+callbacks, and a retry after 50 ms on a request-level failure or a lost answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from broker.alter_partition import ALTER_PARTITION_RETRY_BACKOFF_MS, AlterPartitionItem
+from broker.isr import AlterPartitionResult
+from broker.partition import FetchIsolation, Partition, PartitionError
+from fetcher.responses import LeaderOffsets
+from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from protocol.errors import Errors
+from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
+from quorum.controller import (
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerState,
+)
+from quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
+from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from tests.sim.replication_checks import PartitionKey
+from tests.sim.replication_log import MemoryLog
+
+if TYPE_CHECKING:
+    from tests.sim.replication_broker import SimBroker
+
+LeaderRecords = tuple[tuple[int, int, str], ...]
+AlterPartitionCallback = Callable[[AlterPartitionResult], None]
+
+
+@attrs.frozen
+class FetchAnswer:
+    data: PartitionData
+    # The leader's records when it answered a diverging epoch (for the prefix check).
+    leader_records: LeaderRecords | None = None
+
+
+@attrs.frozen
+class EpochAnswer:
+    data: LeaderEpochEndOffset
+    leader_records: LeaderRecords
+
+
+def _leader_partition(broker: SimBroker, key: PartitionKey) -> Partition:
+    partition = broker.partitions.get(key) if broker.serving else None
+    if partition is None:
+        raise PartitionError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {broker.broker_id} does not host {key}")
+    return partition
+
+
+def _records(partition: Partition) -> LeaderRecords:
+    log = partition.log
+    assert isinstance(log, MemoryLog)
+    return tuple(log.records())
+
+
+def answer_fetch(broker: SimBroker, replica_id: int, replica_epoch: int, key: PartitionKey,
+                 request: FetchPartition) -> FetchAnswer:
+    """``ReplicaManager.read_from_log`` for one follower partition, and the answer's fields
+    as ``broker.handlers.fetch`` fills them."""
+    try:
+        partition = _leader_partition(broker, key)
+        info = partition.fetch_records(
+            replica_id=replica_id, fetch_offset=request.fetch_offset,
+            max_bytes=request.partition_max_bytes, isolation=FetchIsolation.LOG_END,
+            min_one_batch=True, current_leader_epoch=request.current_leader_epoch,
+            last_fetched_epoch=request.last_fetched_epoch, replica_epoch=replica_epoch,
+            follower_log_start_offset=request.log_start_offset)
+    except PartitionError as error:
+        return FetchAnswer(PartitionData(key[1], error_code=error.error))
+    diverging = info.diverging_epoch
+    data = info.fetched_data.read_bytes()
+    answer = PartitionData(
+        key[1], high_watermark=info.high_watermark, last_stable_offset=info.last_stable_offset,
+        log_start_offset=info.log_start_offset,
+        diverging_epoch=(EpochEndOffset() if diverging is None
+                         else EpochEndOffset(diverging.leader_epoch, diverging.offset)),
+        records=(data,) if data else ())
+    return FetchAnswer(answer, None if diverging is None else _records(partition))
+
+
+def answer_epoch_end_offset(broker: SimBroker, key: PartitionKey,
+                            request: LeaderEpochRequest) -> EpochAnswer:
+    """``ReplicaManager.last_offset_for_leader_epoch``."""
+    try:
+        partition = _leader_partition(broker, key)
+    except PartitionError as error:
+        return EpochAnswer(LeaderEpochEndOffset(error.error), ())
+    found = partition.last_offset_for_leader_epoch(
+        request.current_leader_epoch, request.leader_epoch, fetch_only_from_leader=True)
+    return EpochAnswer(LeaderEpochEndOffset(found.error, found.leader_epoch, found.end_offset),
+                       _records(partition))
+
+
+def answer_leader_offsets(broker: SimBroker, key: PartitionKey,
+                          current_leader_epoch: int) -> LeaderOffsets:
+    """ListOffsets latest then earliest from a replica (``KafkaLeaderEndpoint``)."""
+    try:
+        partition = _leader_partition(broker, key)
+        offsets = []
+        for timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+            found = partition.fetch_offset_for_timestamp(
+                timestamp, isolation=None, current_leader_epoch=current_leader_epoch,
+                fetch_only_from_leader=True)
+            assert found is not None
+            offsets.append(found.offset)
+    except PartitionError as error:
+        return LeaderOffsets(error.error)
+    return LeaderOffsets(Errors.NONE, log_start_offset=offsets[1], log_end_offset=offsets[0])
+
+
+# ---------------------------------------------------------------------------- AlterPartition
+
+
+def _request_data(item: AlterPartitionItem) -> AlterPartitionData:
+    change = item.change
+    return AlterPartitionData(
+        item.topic_id, item.partition_index, change.leader_epoch, change.partition_epoch,
+        tuple(BrokerState(m.broker_id, m.broker_epoch) for m in change.new_isr))
+
+
+def _result(raw: ControllerAlterPartitionResult) -> AlterPartitionResult:
+    """What ``broker.alter_partition.parse_result`` makes of the controller's answer."""
+    return AlterPartitionResult(
+        error=Errors[raw.error.error.name], leader_id=raw.leader_id,
+        leader_epoch=raw.leader_epoch, isr=raw.isr, partition_epoch=raw.partition_epoch)
+
+
+class SimAlterPartitionManager:
+    def __init__(self, broker: SimBroker) -> None:
+        self.broker = broker
+        # Invariant: at most one change per partition (Kafka's unsentIsrUpdates).
+        self.unsent: dict[tuple[str, int], tuple[AlterPartitionItem, AlterPartitionCallback]] = {}
+        self._request = 0
+        self.in_flight = False
+
+    @property
+    def idle(self) -> bool:
+        return not self.unsent and not self.in_flight
+
+    def submit(self, item: AlterPartitionItem, callback: AlterPartitionCallback) -> None:
+        if item.key in self.unsent:
+            callback(AlterPartitionResult(error=Errors.OPERATION_NOT_ATTEMPTED))
+            return
+        self.unsent[item.key] = (item, callback)
+        self._maybe_send()
+
+    def _maybe_send(self) -> None:
+        if not self.unsent or self.in_flight:
+            return
+        self._request += 1
+        number, items = self._request, list(self.unsent.values())
+        self.in_flight = True
+        request = AlterPartitionRequest(self.broker.broker_id, self.broker.broker_epoch,
+                                        tuple(_request_data(item) for item, _ in items))
+        self.broker.call_controller("AlterPartition", request,
+                                    lambda answer: self._on_answer(number, items, answer))
+        self.broker.schedule(self.broker.env.settings.request_timeout_ms,
+                             "AlterPartition timeout", lambda: self._on_answer(number, items, None))
+
+    def _on_answer(self, number: int,
+                   items: list[tuple[AlterPartitionItem, AlterPartitionCallback]],
+                   answer: AlterPartitionResponse | None) -> None:
+        if number != self._request or not self.in_flight:
+            return
+        self.in_flight = False
+        if answer is None or answer.error.is_failure():
+            self.broker.schedule(ALTER_PARTITION_RETRY_BACKOFF_MS, "AlterPartition retry",
+                                 self._maybe_send)
+            return
+        results = {(r.topic_id, r.partition_index): _result(r) for r in answer.partitions}
+        for item, callback in items:
+            result = results.get(item.key)
+            if result is not None:
+                del self.unsent[item.key]
+                callback(result)
+        self._maybe_send()

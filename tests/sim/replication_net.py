@@ -1,0 +1,124 @@
+"""Simulated time and network for the replication sim: one event queue, seeded faults.
+
+``EventQueue`` is the clock: events run in (time, sequence) order, so a run is a function of
+the seed alone. ``Network`` carries every message between the controller, the brokers and the
+producer: each one is delayed by a seeded amount, dropped with a seeded probability, and lost
+when its link is cut — when it is sent or when it arrives. Faults are one broker isolated from
+every other node (a network partition of one node) and single links cut between two brokers.
+
+``SimSettings`` holds the timings (Kafka's defaults where the sim can afford them; the rest are
+scaled down so that a few simulated minutes see many elections and ISR changes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Callable
+
+import attrs
+
+CONTROLLER = -1
+PRODUCER = -2
+MAX_TRACE = 40
+
+
+@attrs.frozen(kw_only=True)
+class SimSettings:
+    partitions: int = 2
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    # broker.session.timeout.ms / broker.heartbeat.interval.ms (Kafka's defaults).
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    # replica.lag.time.max.ms, scaled down from 30000 so ISR shrinks happen within a run.
+    replica_lag_time_max_ms: int = 10_000
+    # replica.fetch.wait.max.ms: an empty fetch answer is followed by a wait up to this.
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1000
+    # How long a request waits for its answer before the sender gives up on it.
+    request_timeout_ms: int = 3000
+    # replica.high.watermark.checkpoint.interval.ms (Kafka's default).
+    high_watermark_checkpoint_interval_ms: int = 5000
+    # The metadata long poll: brokers ask for new records this often.
+    metadata_poll_interval_ms: int = 300
+    # acks=all produce requests fail with REQUEST_TIMED_OUT after this (request.timeout.ms).
+    produce_timeout_ms: int = 30_000
+    # Network delay bounds and loss.
+    min_delay_ms: int = 1
+    max_delay_ms: int = 40
+    drop_probability: float = 0.01
+    # KIP-320 DivergingEpoch (True) or the KIP-101/279 OffsetsForLeaderEpoch path (False).
+    truncate_on_fetch: bool = True
+
+
+@attrs.frozen(order=True)
+class Event:
+    time_ms: int
+    sequence: int
+    what: str = attrs.field(order=False)
+    action: Callable[[], None] = attrs.field(order=False)
+
+
+class EventQueue:
+    """The simulated clock: ``now_ms`` is the time of the event being run."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0
+        self._heap: list[Event] = []
+        self._sequence = 0
+        self.trace: deque[str] = deque(maxlen=MAX_TRACE)
+
+    def at(self, time_ms: int, what: str, action: Callable[[], None]) -> None:
+        assert time_ms >= self.now_ms, f"{what} scheduled in the past ({time_ms} < {self.now_ms})"
+        self._sequence += 1
+        heapq.heappush(self._heap, Event(time_ms, self._sequence, what, action))
+
+    def after(self, delay_ms: int, what: str, action: Callable[[], None]) -> None:
+        self.at(self.now_ms + max(0, delay_ms), what, action)
+
+    def run_next(self) -> bool:
+        """Run the earliest event; False when none is left."""
+        if not self._heap:
+            return False
+        event = heapq.heappop(self._heap)
+        self.now_ms = event.time_ms
+        self.note(event.what)
+        event.action()
+        return True
+
+    def note(self, what: str) -> None:
+        self.trace.append(f"t={self.now_ms} {what}")
+
+
+class Network:
+    def __init__(self, rng: random.Random, queue: EventQueue, settings: SimSettings) -> None:
+        self.rng = rng
+        self.queue = queue
+        self.settings = settings
+        # A broker cut from every other node, if any.
+        self.isolated: int | None = None
+        self.cut_links: set[frozenset[int]] = set()
+        self.drop_probability = settings.drop_probability
+
+    def connected(self, source: int, target: int) -> bool:
+        if self.isolated is not None and self.isolated in (source, target):
+            return False
+        return frozenset((source, target)) not in self.cut_links
+
+    def send(self, source: int, target: int, what: str, deliver: Callable[[], None]) -> None:
+        """Deliver later unless the link is down now or then, or the message is dropped."""
+        if not self.connected(source, target) or self.rng.random() < self.drop_probability:
+            return
+        delay = self.rng.randint(self.settings.min_delay_ms, self.settings.max_delay_ms)
+
+        def arrive() -> None:
+            if self.connected(source, target):
+                deliver()
+
+        self.queue.after(delay, f"{source}->{target} {what}", arrive)
+
+    def heal(self) -> None:
+        self.isolated = None
+        self.cut_links.clear()

@@ -1,0 +1,282 @@
+"""A deterministic simulation of partition replication: three brokers and a controller.
+
+What runs is the real decision code: ``QuorumController`` (one active controller; Raft itself
+is not simulated: a batch commits when the controller returns it) with ``MetadataDelta`` and
+``local_changes``; on each broker the ``broker.partition.Partition`` leader shell over the pure
+``partition_state``/``isr`` core, and the pure follower core (``fetcher.state``,
+``fetcher.responses``, ``fetcher.truncation``) with the real ``fetcher.follower_log`` actions.
+Around it, simulated: the clock and event queue, the network (seeded delay and drops, one broker
+isolated, broker-to-broker links cut — ``replication_net``), the disks (``MemoryLog``: a power
+loss drops unflushed batches — ``replication_log``), the broker processes (``SimBroker``), an
+acks=all producer, and faults (``replication_faults``). One seeded ``random.Random`` drives
+everything; the controller has its own, so runs are a function of the seed.
+
+After every event ``check`` asserts the invariants listed in ``replication_checks``. After the
+fault phase every fault is healed and the cluster must converge (every replica equal and in
+the ISR) with every acknowledged value on every replica.
+
+The crash rule. Kafka's acks=all guarantee rests on replication, not fsync (Kafka never fsyncs
+by default): an acknowledged record is on every member of the ISR, and survives as long as one
+of them keeps it. A power loss that takes unflushed data from a broker still in an ISR breaks
+that for its partitions until the controller drops the old incarnation from every ISR (on
+fencing or re-registration). So a power loss is only scheduled when it cannot take the last
+copy: every other broker is healthy (running, registered, unfenced, reachable), every ISR the
+broker is in has another member, it has no AlterPartition in flight (which could leave it alone
+in an ISR), and while its old incarnation may still be in an ISR (``suspect``) no other broker
+is crashed, paused, isolated or shut down. Without the rule Kafka itself loses acknowledged
+writes (two replicas losing unflushed data at once; or the last ISR member losing it — the
+case KIP-966's eligible leader replicas address), and so does the sim:
+``crash_rule=False`` shows it. kill -9 keeps the page cache and is allowed any time.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from metadata.delta import apply_records
+from metadata.image import MetadataImage, PartitionRegistration
+from metadata.records import MetadataRecord
+from quorum.controller import (
+    ControllerResult,
+    ControllerSettings,
+    CreatableTopic,
+    CreateTopicsRequest,
+    QuorumController,
+)
+from tests.sim.controller_sim import SimulationFailure, check_invariants
+from tests.sim.replication_broker import MetadataFetch, MetadataPage, SimBroker
+from tests.sim.replication_checks import Checker, PartitionKey, Tenure
+from tests.sim.replication_faults import FaultInjector
+from tests.sim.replication_log import BrokerDisk
+from tests.sim.replication_net import CONTROLLER, PRODUCER, EventQueue, Network, SimSettings
+
+__all__ = ["BROKERS", "TOPIC", "ReplicationSimulation", "SimulationFailure"]
+
+BROKERS = 3
+TOPIC = "t"
+CONTROLLER_TICK_MS = 250
+REPLAY = "PYKRAFT_SIM_SEED={seed} .venv/bin/pytest -q tests/sim/test_replication_sim.py"
+T = TypeVar("T")
+
+
+class ReplicationSimulation:
+    def __init__(self, seed: int, settings: SimSettings | None = None, *,
+                 crash_rule: bool = True) -> None:
+        self.seed = seed
+        self.settings = settings or SimSettings()
+        self.rng = random.Random(seed)
+        self.queue = EventQueue()
+        self.network = Network(self.rng, self.queue, self.settings)
+        self.checker = Checker()
+        self.controller = QuorumController(
+            rng=random.Random(seed * 7919 + 1), now_ms=0,
+            settings=ControllerSettings(
+                broker_session_timeout_ms=self.settings.broker_session_timeout_ms))
+        self.image = MetadataImage.EMPTY
+        # Record i has metadata offset i.
+        self.metadata_log: list[MetadataRecord] = []
+        self.disks = {broker_id: BrokerDisk() for broker_id in range(BROKERS)}
+        self.brokers: dict[int, SimBroker | None] = dict.fromkeys(range(BROKERS))
+        self.incarnations = dict.fromkeys(range(BROKERS), 0)
+        self.paused_until = dict.fromkeys(range(BROKERS), 0)
+        self.faults = FaultInjector(self, crash_rule=crash_rule)
+        self.producing = True
+        self.produced = 0
+        self.step = 0
+
+    @property
+    def now_ms(self) -> int:
+        return self.queue.now_ms
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, steps: int) -> None:
+        """``steps`` events with faults and produces, then heal and converge."""
+        try:
+            self._start()
+            for self.step in range(steps):
+                if not self.queue.run_next():
+                    break
+                self.check()
+            self.faults.quiesce()
+        except Exception as error:
+            trace = "\n  ".join(self.queue.trace)
+            raise SimulationFailure(
+                f"replication simulation failed: seed={self.seed} step={self.step} "
+                f"t={self.now_ms}: {type(error).__name__}: {error}\n"
+                f"replay with: {REPLAY.format(seed=self.seed)}\n"
+                f"last events:\n  {trace}") from error
+
+    def _start(self) -> None:
+        for broker_id in range(BROKERS):
+            self.start_broker(broker_id)
+        self.queue.after(0, "controller tick", self._controller_tick)
+        self.queue.after(1000, "produce", self._produce)
+        self.faults.start()
+
+    def start_broker(self, broker_id: int) -> None:
+        if self.brokers[broker_id] is not None:
+            return
+        self.incarnations[broker_id] += 1
+        self.paused_until[broker_id] = self.now_ms
+        self.brokers[broker_id] = SimBroker(self, broker_id, self.incarnations[broker_id],
+                                            self.disks[broker_id])
+
+    def alive(self) -> list[SimBroker]:
+        return [broker for broker in self.brokers.values() if broker is not None]
+
+    def registration(self, key: PartitionKey) -> PartitionRegistration | None:
+        topic = self.image.topics.by_name.get(key[0])
+        return None if topic is None else topic.partitions.get(key[1])
+
+    def partition_keys(self) -> list[PartitionKey]:
+        return [(TOPIC, index) for index in range(self.settings.partitions)]
+
+    # ------------------------------------------------------------------ invariants
+
+    def check(self) -> None:
+        """Every invariant of ``replication_checks``, after every event."""
+        checker = self.checker
+        for broker in self.alive():
+            for key, log in broker.disk.logs.items():
+                checker.check_replica(key, broker.broker_id, log)
+        for broker in self.alive():
+            for key, partition in broker.partitions.items():
+                if not partition.is_leader:
+                    continue
+                registration = self.registration(key)
+                legitimate = (registration is not None
+                              and registration.leader == broker.broker_id
+                              and registration.leader_epoch == partition.leader_epoch)
+                tenure = Tenure(key, broker.broker_id, broker.incarnation,
+                                partition.leader_epoch)
+                checker.check_leader(tenure, broker.disk.log(key), legitimate=legitimate)
+            broker.complete_produces()
+        checker.check_acks()
+
+    # ------------------------------------------------------------------ BrokerEnv
+
+    def schedule(self, broker: SimBroker, delay_ms: int, what: str,
+                 action: Callable[[], None]) -> None:
+        broker_id, incarnation = broker.broker_id, broker.incarnation
+        self.queue.after(delay_ms, f"b{broker_id} {what}",
+                         lambda: self.run_on(broker_id, incarnation, what, action))
+
+    def run_on(self, broker_id: int, incarnation: int, what: str,
+               action: Callable[[], None]) -> None:
+        """Run ``action`` on that incarnation if it still runs; a paused one runs it later."""
+        broker = self.brokers[broker_id]
+        if broker is None or broker.incarnation != incarnation:
+            return
+        until = self.paused_until[broker_id]
+        if until > self.now_ms:
+            self.queue.at(until, f"b{broker_id} {what} (after pause)",
+                          lambda: self.run_on(broker_id, incarnation, what, action))
+            return
+        action()
+
+    def call_controller(self, broker: SimBroker, what: str, request: Any,
+                        on_answer: Callable[[Any], None]) -> None:
+        broker_id, incarnation = broker.broker_id, broker.incarnation
+
+        def at_controller() -> None:
+            answer = self._controller_answer(request)
+            self.network.send(CONTROLLER, broker_id, f"{what} answer", lambda: self.run_on(
+                broker_id, incarnation, f"{what} answer", lambda: on_answer(answer)))
+
+        self.network.send(broker_id, CONTROLLER, what, at_controller)
+
+    def call_broker(self, broker: SimBroker, target: int, what: str,
+                    handle: Callable[[SimBroker], T], on_answer: Callable[[T], None]) -> None:
+        source, incarnation = broker.broker_id, broker.incarnation
+        receiver = self.brokers[target]
+        if receiver is None:
+            return  # connection refused
+        target_incarnation = receiver.incarnation
+
+        def answer() -> None:
+            leader = self.brokers[target]
+            assert leader is not None
+            result = handle(leader)
+            self.network.send(target, source, f"{what} answer", lambda: self.run_on(
+                source, incarnation, f"{what} answer", lambda: on_answer(result)))
+
+        self.network.send(source, target, what,
+                          lambda: self.run_on(target, target_incarnation, what, answer))
+
+    def on_clean_shutdown(self, broker: SimBroker) -> None:
+        self.faults.on_clean_shutdown(broker)
+
+    # ------------------------------------------------------------------ the controller
+
+    def _controller_answer(self, request: Any) -> Any:
+        if isinstance(request, MetadataFetch):
+            return MetadataPage(tuple(
+                (offset, self.metadata_log[offset])
+                for offset in range(max(0, request.from_offset), len(self.metadata_log))))
+        result = self.controller.handle(self.image, request, self.now_ms)
+        self.commit(result)
+        return result.response
+
+    def commit(self, result: ControllerResult[Any]) -> None:
+        """Commit a batch (Raft is not simulated) with the controller sim's image checks."""
+        if not result.records:
+            return
+        before = self.image
+        after = apply_records(before, result.records,
+                              offset=before.offset + len(result.records), epoch=1)
+        check_invariants(before, after, result.records)
+        self.metadata_log.extend(result.records)
+        self.image = after
+        self.faults.on_commit()
+
+    def _controller_tick(self) -> None:
+        """The active controller's timer: fence stale brokers, NoOp, create the topic."""
+        while True:
+            result = self.controller.fence_stale_brokers(self.image, self.now_ms)
+            if not result.records:
+                break
+            self.queue.note(f"controller fences {result.response}")
+            self.commit(result)
+        noop = self.controller.maybe_noop(self.image, self.now_ms)
+        if noop is not None:
+            self.commit(noop)
+        unfenced = [b for b in self.image.cluster.brokers.values() if not b.fenced]
+        if TOPIC not in self.image.topics.by_name and len(unfenced) == BROKERS:
+            topic = CreatableTopic(TOPIC, self.settings.partitions,
+                                   self.settings.replication_factor)
+            self.commit(self.controller.handle(self.image, CreateTopicsRequest((topic,)),
+                                               self.now_ms))
+        self.queue.after(CONTROLLER_TICK_MS, "controller tick", self._controller_tick)
+
+    # ------------------------------------------------------------------ the producer
+
+    def _produce(self) -> None:
+        """An acks=all producer sends unique values to the leader the controller names."""
+        if not self.producing:
+            return
+        self.queue.after(self.rng.randint(10, 150), "produce", self._produce)
+        key = self.rng.choice(self.partition_keys())
+        registration = self.registration(key)
+        if registration is None or registration.leader < 0:
+            return
+        leader = self.brokers[registration.leader]
+        if leader is None:
+            return
+        count = self.rng.choice((1, 1, 1, 2, 3))
+        values = tuple(f"{key[1]}:{self.produced + i}" for i in range(count))
+        self.produced += count
+        leader_id, incarnation = leader.broker_id, leader.incarnation
+
+        def deliver() -> None:
+            self.run_on(leader_id, incarnation, "Produce", lambda: self._leader(
+                leader_id).handle_produce(key, values))
+
+        self.network.send(PRODUCER, leader_id, f"Produce {key} {values}", deliver)
+
+    def _leader(self, broker_id: int) -> SimBroker:
+        broker = self.brokers[broker_id]
+        assert broker is not None
+        return broker
