@@ -1,0 +1,222 @@
+"""Jepsen-style chaos (DESIGN.md §5): with ``acks=all``, RF=3 and ``min.insync.replicas=2``, no
+acknowledged write is lost and no replica diverges while brokers — partition leaders among them —
+are killed with SIGKILL and restarted, and one is paused with SIGSTOP for longer than
+``broker.session.timeout.ms`` (so the controller fences it and moves its leaderships while it
+still believes it leads).
+
+The fault schedule is drawn from a seed, printed at the start; ``CHAOS_SEED=<seed>`` replays the
+same schedule (which broker is hit is chosen among the leaders of the moment, so timing can still
+differ). The checker's own behaviour is pinned first, on hand-made histories.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import random
+import time
+
+import attrs
+import pytest
+
+from tests.chaos.checker import (
+    Batch,
+    Placed,
+    ReplicaDivergence,
+    batch_values,
+    check_history,
+    compare_replicas,
+    encode_value,
+    format_report,
+    replica_divergence,
+    segment_batches,
+)
+from tests.chaos.harness import SESSION_TIMEOUT_MS, ChaosCluster, Workload, read_to_end
+
+pytestmark = pytest.mark.chaos
+
+TOPIC = "chaos"
+PARTITIONS = 3
+FAULTS = 4
+WARM_UP_ACKNOWLEDGED = 50
+
+
+class FaultKind(enum.Enum):
+    KILL_LEADER = "kill -9 a partition leader, restart it"
+    KILL_ANY = "kill -9 any broker, restart it"
+    PAUSE_LEADER = "SIGSTOP a partition leader beyond the session timeout, SIGCONT it"
+
+
+@attrs.frozen
+class Fault:
+    kind: FaultKind
+    hold_s: float  # how long the broker stays dead or paused
+    settle_s: float  # how long the workload runs undisturbed once the ISR is full again
+    pick: float  # which candidate broker, in [0, 1)
+
+
+def fault_schedule(seed: int, count: int) -> list[Fault]:
+    """``count`` faults; at least one of each kind."""
+    rng = random.Random(seed)
+    kinds = [*FaultKind, *(rng.choice(list(FaultKind)) for _ in range(count - len(FaultKind)))]
+    rng.shuffle(kinds)
+    faults = []
+    for kind in kinds:
+        if kind is FaultKind.PAUSE_LEADER:
+            hold_s = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 2.0)
+        else:
+            hold_s = rng.uniform(0.2, 2.0)
+        faults.append(Fault(kind, round(hold_s, 2), round(rng.uniform(0.5, 2.0), 2),
+                            rng.random()))
+    return faults
+
+
+def inject(cluster: ChaosCluster, fault: Fault) -> str:
+    """Apply one fault and undo it; returns what happened, for the log."""
+    leaders = sorted(set(cluster.leaders(TOPIC).values()) - {-1})
+    candidates = leaders if fault.kind is not FaultKind.KILL_ANY else [
+        b.node_id for b in cluster.brokers]
+    victim = cluster.broker(candidates[int(fault.pick * len(candidates))])
+    if fault.kind is FaultKind.PAUSE_LEADER:
+        victim.pause()
+        time.sleep(fault.hold_s)
+        victim.resume()
+    else:
+        victim.kill()
+        time.sleep(fault.hold_s)
+        cluster.restart(victim)
+    took = cluster.eventually(lambda: all(sorted(p["isr"]) == sorted(p["replicas"])
+                                          for p in cluster.topic(TOPIC)),
+                              f"broker {victim.node_id} back in every ISR")
+    time.sleep(fault.settle_s)
+    return (f"{fault.kind.value}: broker {victim.node_id} (leaders were {leaders}), "
+            f"{fault.hold_s}s, back in the ISR {took:.1f}s later")
+
+
+def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> None:
+    seed = int(os.environ.get("CHAOS_SEED", random.SystemRandom().randrange(2**32)))
+    print(f"\nchaos seed: {seed} (replay with CHAOS_SEED={seed})")
+    started = time.monotonic()
+    cluster.create_topic(TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    workload = Workload(cluster.bootstrap_servers, TOPIC, PARTITIONS)
+    workload.start()
+    try:
+        cluster.eventually(lambda: workload.acknowledged_count() >= WARM_UP_ACKNOWLEDGED,
+                           "the producer gets going")
+        for fault in fault_schedule(seed, FAULTS):
+            print(f"{time.monotonic() - started:6.1f}s {inject(cluster, fault)}")
+    finally:
+        workload.stop()
+    try:
+        cluster.eventually(lambda: cluster.in_sync(TOPIC), "replicas converge")
+        converged = True
+    except AssertionError as error:
+        print(error)
+        converged = False
+
+    final_log = read_to_end(cluster.bootstrap_servers, TOPIC, PARTITIONS)
+    history = check_history(sent=workload.sent, acknowledged=workload.acknowledged,
+                            final_log=final_log, consumed=workload.consumed)
+    divergences = replica_divergences(cluster, final_log)
+    print(format_report(history, divergences, converged))
+    print(f"send failures (never acknowledged; may be lost): {len(workload.failures)}; "
+          f"run time {time.monotonic() - started:.1f}s")
+    assert history.lost == () and history.consumer_mismatches == ()
+    assert divergences == [] and converged
+    assert history.acknowledged >= WARM_UP_ACKNOWLEDGED
+
+
+def replica_divergences(cluster: ChaosCluster,
+                        final_log: dict[int, list[Placed]]) -> list[ReplicaDivergence]:
+    """Every replica's segment files against the leader's, below each one's high watermark;
+    and the leader's files against what a consumer read from it."""
+    out = []
+    for partition in cluster.topic(TOPIC):
+        index, leader_id = partition["partition"], partition["leader"]
+        logs = {b.node_id: segment_batches(b.data_dir / f"{TOPIC}-{index}")
+                for b in cluster.brokers if b.node_id in partition["replicas"]}
+        high_watermarks = {b.node_id: b.partitions(TOPIC)[index]["high_watermark"]
+                           for b in cluster.brokers if b.node_id in partition["replicas"]}
+        out += compare_replicas(partition=index, leader_id=leader_id, logs=logs,
+                                high_watermarks=high_watermarks)
+        on_disk = [p for p in batch_values(index, logs[leader_id])
+                   if p.offset < high_watermarks[leader_id]]
+        if on_disk != final_log[index]:
+            out.append(ReplicaDivergence(partition=index, broker_id=leader_id,
+                                         detail="a consumer read other records than the "
+                                                "leader's segment files hold"))
+    return out
+
+
+# ---------------------------------------------------------------- the checker itself
+
+def placed(partition: int, offset: int, sequence: int) -> Placed:
+    return Placed(partition, offset, encode_value(sequence))
+
+
+def test_checker_counts_lost_absent_duplicated_reordered_and_mismatched() -> None:
+    acknowledged = [placed(0, 0, 0), placed(0, 1, 1), placed(0, 2, 2), placed(1, 0, 3)]
+    final_log = {
+        0: [placed(0, 0, 0), placed(0, 1, 2), placed(0, 2, 1), placed(0, 3, 1)],
+        1: [],
+    }
+    consumed = [placed(0, 0, 0), placed(1, 0, 3), placed(1, 1, 9)]
+    report = check_history(sent=5, acknowledged=acknowledged, final_log=final_log,
+                           consumed=consumed)
+    # 1 and 2 swapped places (both lost: not at their acknowledged offsets); 3 vanished.
+    assert report.lost == (placed(0, 1, 1), placed(0, 2, 2), placed(1, 0, 3))
+    assert report.absent == (placed(1, 0, 3),)
+    assert report.duplicated == (encode_value(1),)
+    assert report.reordered == (placed(0, 2, 1),)  # its copy at offset 3 is a duplicate
+    assert report.consumer_mismatches == (placed(1, 0, 3), placed(1, 1, 9))
+    assert report.in_log == 4 and report.unacknowledged_in_log == 0
+
+
+def test_checker_accepts_a_clean_history_with_unacknowledged_extras() -> None:
+    final_log = {0: [placed(0, 0, 0), placed(0, 1, 1)], 1: [placed(1, 0, 2)]}
+    report = check_history(sent=3, acknowledged=[placed(0, 0, 0), placed(1, 0, 2)],
+                           final_log=final_log, consumed=[placed(0, 1, 1)])
+    assert (report.lost, report.duplicated, report.reordered, report.consumer_mismatches) == \
+        ((), (), (), ())
+    assert report.unacknowledged_in_log == 1
+
+
+def batch(base: int, last: int, tag: bytes = b"") -> Batch:
+    return Batch(base, last, b"%d-%d" % (base, last) + tag)
+
+
+LEADER = [batch(0, 2), batch(3, 3), batch(4, 7), batch(8, 9)]
+
+
+@pytest.mark.parametrize(("replica", "high_watermark", "expected"), [
+    (LEADER, 10, None),
+    (LEADER, 8, None),  # the tail above the high watermark is not compared
+    (LEADER[:3], 8, None),
+    ([*LEADER[:2], batch(4, 7, b"other")], 8, "batch 2 (4-7) differs from the leader's (4-7)"),
+    (LEADER[:2], 8, "log ends at 4, below the high watermark 8"),
+    ([LEADER[0], LEADER[2]], 8, "hole or overlap: batch at 4, expected 3"),
+    (LEADER, 6, "batch 4-7 straddles 6"),
+    ([], 0, None),
+    ([], 3, "log ends at 0, below the high watermark 3"),
+])
+def test_replica_divergence(replica: list[Batch], high_watermark: int,
+                            expected: str | None) -> None:
+    assert replica_divergence(LEADER, replica, high_watermark) == expected
+
+
+def test_compare_replicas_names_the_divergent_broker() -> None:
+    logs = {10: LEADER, 11: LEADER[:3], 12: [batch(0, 2, b"x")]}
+    assert compare_replicas(partition=1, leader_id=10, logs=logs,
+                            high_watermarks={10: 10, 11: 8, 12: 3}) == [
+        ReplicaDivergence(partition=1, broker_id=12,
+                          detail="batch 0 (0-2) differs from the leader's (0-2)")]
+
+
+def test_fault_schedules_repeat_from_a_seed_and_hold_every_kind() -> None:
+    assert fault_schedule(7, FAULTS) == fault_schedule(7, FAULTS)
+    assert fault_schedule(7, FAULTS) != fault_schedule(8, FAULTS)
+    for seed in range(20):
+        faults = fault_schedule(seed, FAULTS)
+        assert {f.kind for f in faults} == set(FaultKind)
+        assert all(f.hold_s > SESSION_TIMEOUT_MS / 1000 for f in faults
+                   if f.kind is FaultKind.PAUSE_LEADER)
