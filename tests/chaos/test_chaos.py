@@ -31,13 +31,19 @@ from tests.chaos.checker import (
     replica_divergence,
     segment_batches,
 )
-from tests.chaos.harness import SESSION_TIMEOUT_MS, ChaosCluster, Workload, read_to_end
+from tests.chaos.harness import (
+    SESSION_TIMEOUT_MS,
+    ChaosBroker,
+    ChaosCluster,
+    Workload,
+    read_to_end,
+)
 
 pytestmark = pytest.mark.chaos
 
 TOPIC = "chaos"
 PARTITIONS = 3
-FAULTS = 4
+FAULTS = 6
 WARM_UP_ACKNOWLEDGED = 50
 
 
@@ -45,6 +51,9 @@ class FaultKind(enum.Enum):
     KILL_LEADER = "kill -9 a partition leader, restart it"
     KILL_ANY = "kill -9 any broker, restart it"
     PAUSE_LEADER = "SIGSTOP a partition leader beyond the session timeout, SIGCONT it"
+    # KIP-101 / KIP-279: a restarted replica rejoins the ISR, then its partition's leader dies
+    # at once, so the newcomer may be elected straight after truncating and catching up.
+    BACK_TO_BACK = "kill -9 a leader, restart it, kill -9 the next leader once it rejoins"
 
 
 @attrs.frozen
@@ -65,7 +74,7 @@ def fault_schedule(seed: int, count: int) -> list[Fault]:
         if kind is FaultKind.PAUSE_LEADER:
             hold_s = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 2.0)
         else:
-            hold_s = rng.uniform(0.2, 2.0)
+            hold_s = rng.uniform(0.2, 4.0)
         faults.append(Fault(kind, round(hold_s, 2), round(rng.uniform(0.5, 2.0), 2),
                             rng.random()))
     return faults
@@ -73,24 +82,40 @@ def fault_schedule(seed: int, count: int) -> list[Fault]:
 
 def inject(cluster: ChaosCluster, fault: Fault) -> str:
     """Apply one fault and undo it; returns what happened, for the log."""
-    leaders = sorted(set(cluster.leaders(TOPIC).values()) - {-1})
-    candidates = leaders if fault.kind is not FaultKind.KILL_ANY else [
-        b.node_id for b in cluster.brokers]
+    leaders = cluster.leaders(TOPIC)
+    if fault.kind is FaultKind.KILL_ANY:
+        candidates = [b.node_id for b in cluster.brokers]
+    else:
+        candidates = sorted(set(leaders.values()) - {-1})
     victim = cluster.broker(candidates[int(fault.pick * len(candidates))])
+    what = f"{fault.kind.value}: broker {victim.node_id} (leaders {leaders}), {fault.hold_s}s"
     if fault.kind is FaultKind.PAUSE_LEADER:
         victim.pause()
         time.sleep(fault.hold_s)
         victim.resume()
     else:
-        victim.kill()
-        time.sleep(fault.hold_s)
-        cluster.restart(victim)
-    took = cluster.eventually(lambda: all(sorted(p["isr"]) == sorted(p["replicas"])
-                                          for p in cluster.topic(TOPIC)),
-                              f"broker {victim.node_id} back in every ISR")
+        kill_and_restart(cluster, victim, fault.hold_s)
+    took = wait_full_isr(cluster, victim.node_id)
+    if fault.kind is FaultKind.BACK_TO_BACK:
+        partition = next(p for p, leader in leaders.items() if leader == victim.node_id)
+        successor = cluster.broker(cluster.leaders(TOPIC)[partition])
+        what += f"; then broker {successor.node_id}, next leader of partition {partition}"
+        kill_and_restart(cluster, successor, fault.hold_s)
+        took = wait_full_isr(cluster, successor.node_id)
     time.sleep(fault.settle_s)
-    return (f"{fault.kind.value}: broker {victim.node_id} (leaders were {leaders}), "
-            f"{fault.hold_s}s, back in the ISR {took:.1f}s later")
+    return f"{what}; full ISR again {took:.1f}s after the restart"
+
+
+def kill_and_restart(cluster: ChaosCluster, victim: ChaosBroker, hold_s: float) -> None:
+    victim.kill()
+    time.sleep(hold_s)
+    cluster.restart(victim)
+
+
+def wait_full_isr(cluster: ChaosCluster, node_id: int) -> float:
+    return cluster.eventually(
+        lambda: all(sorted(p["isr"]) == sorted(p["replicas"]) for p in cluster.topic(TOPIC)),
+        f"broker {node_id} back in every ISR")
 
 
 def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> None:
