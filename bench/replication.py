@@ -1,0 +1,366 @@
+"""Replication costs and failover times through real brokers (1 controller, 3 brokers).
+
+    .venv/bin/python bench/replication.py            # 128 MB per throughput run, 1 GiB catch-up
+    .venv/bin/python bench/replication.py --quick    # 16 MB per run, 64 MiB catch-up: a smoke run
+
+Measures, in one run of one ``pykraft dev`` cluster with Kafka's default timeouts
+(``broker.session.timeout.ms`` 9000, ``replica.fetch.max.bytes`` 1 MiB):
+
+* throughput (MB/s of 1 KiB record values, 64 KiB batches, linger 5 ms, 3 partitions, one led
+  by each broker) and the p50/p99 latency of one record at a time (send, wait for the ack) for
+  acks=all on RF=3 (``min.insync.replicas=2``), acks=1 on RF=3, and RF=1;
+* catch-up: a follower stopped (SIGTERM) while its leader takes 1 GiB, restarted; MB/s from its
+  first fetched byte to its log end offset matching the leader's;
+* failover: time from kill -9 of a partition's leader to the next acks=all produce acknowledged
+  (target <= broker.session.timeout.ms + 1 s), and the same after a SIGTERM's controlled
+  shutdown (target <= 1 s); a producer sends a record every 5 ms throughout.
+
+Uses confluent-kafka when installed, else kafka-python. Prints a table, then one JSON line;
+``ratio = acks_all_rf3_mb_s / rf1_mb_s``, target >= 0.5. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pykraft.dev import DevCluster, Node, pick_free_ports, plan_layout
+
+try:
+    import confluent_kafka
+
+    CLIENT = "confluent-kafka"
+except ImportError:  # kafka-python is a pykraft dependency
+    CLIENT = "kafka-python"
+
+KIB, MB = 1024, 1_000_000
+RECORD_BYTES = 1 * KIB
+BATCH_BYTES = 64 * KIB
+LINGER_MS = 5
+PARTITIONS = 3
+SESSION_TIMEOUT_S = 9.0  # Kafka's default broker.session.timeout.ms, which pykraft dev keeps
+FAILOVER_SEND_INTERVAL_S = 0.005
+STARTUP_TIMEOUT_S = 90.0
+TIMEOUT_S = 600.0  # any single measurement
+Done = Callable[[str | None], None]  # a delivery callback: error text or None
+
+
+# ------------------------------------------------------------------ the two clients
+
+
+class Producer:
+    """The little of a producer this bench needs, over confluent-kafka or kafka-python."""
+
+    def __init__(self, bootstrap_servers: str, acks: str, linger_ms: int = LINGER_MS) -> None:
+        if CLIENT == "confluent-kafka":
+            self._producer: Any = confluent_kafka.Producer({
+                "bootstrap.servers": bootstrap_servers, "acks": acks, "linger.ms": linger_ms,
+                "batch.size": BATCH_BYTES, "queue.buffering.max.kbytes": 256 * KIB,
+                "enable.idempotence": False, "retry.backoff.ms": 50,
+                "topic.metadata.refresh.fast.interval.ms": 50,
+                "log_level": 2})  # librdkafka logs every refused connection of a failover
+        else:
+            from kafka import KafkaProducer
+            self._producer = KafkaProducer(
+                bootstrap_servers=bootstrap_servers.split(","), linger_ms=linger_ms,
+                acks="all" if acks == "all" else int(acks), batch_size=BATCH_BYTES,
+                enable_idempotence=False, retry_backoff_ms=50, buffer_memory=256 * KIB * KIB)
+
+    def send(self, topic: str, partition: int, value: bytes, done: Done) -> None:
+        if CLIENT == "confluent-kafka":
+            def report(error: Any, _message: Any) -> None:
+                done(None if error is None else str(error))
+            while True:
+                try:
+                    self._producer.produce(topic, value, partition=partition, on_delivery=report)
+                    return
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    self._producer.poll(0.05)
+        future = self._producer.send(topic, value=value, partition=partition)
+        future.add_callback(lambda _metadata: done(None))
+        future.add_errback(lambda error: done(str(error)))
+
+    def poll(self, timeout_s: float = 0.0) -> None:
+        if CLIENT == "confluent-kafka":
+            self._producer.poll(timeout_s)
+        elif timeout_s:
+            time.sleep(timeout_s)  # kafka-python delivers from its own I/O thread
+
+    def flush(self, timeout_s: float = TIMEOUT_S) -> None:
+        self._producer.flush(timeout_s)
+
+    def close(self) -> None:
+        if CLIENT != "confluent-kafka":
+            self._producer.close(timeout=10)
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+def http(method: str, url: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+class Cluster:
+    """``pykraft dev``'s own API: one controller, three brokers (node ids 10-12)."""
+
+    def __init__(self, root: Path) -> None:
+        layout = plan_layout(1, 3, 0, pick_free_ports(8))
+        self.dev = DevCluster(layout, root / "cluster")
+        self.bootstrap_servers = layout.bootstrap_servers
+        self.admin_url = layout.admin_url
+
+    def __enter__(self) -> Cluster:
+        try:
+            self.dev.prepare()
+            for node in (*self.dev.layout.controllers, *self.dev.layout.brokers):
+                self.dev.start(node)
+            self.dev.wait_until_ready(STARTUP_TIMEOUT_S, threading.Event())
+        except BaseException:
+            self.dev.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.dev.stop()
+
+    def broker(self, node_id: int) -> Node:
+        return next(b for b in self.dev.layout.brokers if b.node_id == node_id)
+
+    def signal(self, node_id: int, signum: signal.Signals) -> None:
+        self.dev.processes[self.broker(node_id).name].send_signal(signum)
+
+    def restart(self, node_id: int) -> None:
+        process = self.dev.processes[self.broker(node_id).name]
+        process.wait(60)
+        self.dev.start(self.broker(node_id))
+        wait_for(lambda: broker_state(self.broker(node_id)) == "RUNNING",
+                 f"broker {node_id} RUNNING")
+
+    def create_topic(self, name: str, replicas: list[list[int]], **configs: str) -> None:
+        http("POST", self.admin_url + "/v1/topics", {
+            "name": name, "assignments": {str(p): r for p, r in enumerate(replicas)},
+            "configs": configs})
+        wait_for(lambda: all(p["leader"] >= 0 and len(p["isr"]) == len(p["replicas"])
+                             for p in self.partitions(name)), f"{name} ready")
+        time.sleep(1.0)  # brokers apply the new leaderships from the metadata log
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = http("GET", self.admin_url + f"/v1/topics/{topic}")[
+            "partitions"]
+        return rows
+
+    def log_end_offset(self, node_id: int, topic: str, partition: int) -> int | None:
+        try:
+            rows = http("GET", self.broker(node_id).http_url + f"/v1/partitions?topic={topic}")
+        except OSError:
+            return None
+        return next((r["log_end_offset"] for r in rows["partitions"]
+                     if r["partition"] == partition), None)
+
+
+def broker_state(node: Node) -> str | None:
+    try:
+        state: str = http("GET", node.http_url + "/v1/broker")["state"]
+        return state
+    except OSError:
+        return None
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {timeout_s}s")
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ measurements
+
+
+def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> float:
+    producer = Producer(cluster.bootstrap_servers, acks)
+    value = os.urandom(RECORD_BYTES)
+    failures: list[str] = []
+
+    def done(error: str | None) -> None:
+        if error is not None:
+            failures.append(error)
+
+    started = time.perf_counter()
+    for index in range(records):
+        producer.send(topic, index % PARTITIONS, value, done)
+        if index % 1000 == 0:
+            producer.poll()
+    producer.flush()
+    elapsed = time.perf_counter() - started
+    producer.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} deliveries failed, e.g. {failures[0]}")
+    return records * RECORD_BYTES / MB / elapsed
+
+
+def latency_ms(cluster: Cluster, topic: str, acks: str, count: int) -> tuple[float, float]:
+    """p50 and p99 of one record at a time, sent only once the previous one is acknowledged."""
+    producer = Producer(cluster.bootstrap_servers, acks, linger_ms=0)
+    value = os.urandom(RECORD_BYTES)
+    samples = []
+    for index in range(count):
+        acknowledged = threading.Event()
+        errors: list[str] = []
+
+        def done(error: str | None, acknowledged: threading.Event = acknowledged,
+                 errors: list[str] = errors) -> None:
+            if error is not None:
+                errors.append(error)
+            acknowledged.set()
+
+        started = time.perf_counter()
+        producer.send(topic, index % PARTITIONS, value, done)
+        while not acknowledged.is_set():
+            producer.poll(0.0005)
+        if errors:
+            raise RuntimeError(f"send failed: {errors[0]}")
+        samples.append((time.perf_counter() - started) * 1000)
+    producer.close()
+    percentiles = statistics.quantiles(samples, n=100)
+    return percentiles[49], percentiles[98]
+
+
+def catch_up_mb_s(cluster: Cluster, size_bytes: int) -> tuple[float, int]:
+    """A follower 1 GiB (``size_bytes``) behind: MB/s while it catches up, and the bytes."""
+    topic = "catch-up"
+    cluster.create_topic(topic, [[10, 11, 12]])
+    cluster.signal(12, signal.SIGTERM)  # a controlled shutdown takes it out of the ISR at once
+    cluster.dev.processes[cluster.broker(12).name].wait(60)
+    producer = Producer(cluster.bootstrap_servers, "1")
+    value = os.urandom(RECORD_BYTES)
+    for _ in range(size_bytes // RECORD_BYTES):
+        producer.send(topic, 0, value, lambda error: None)
+    producer.flush()
+    producer.close()
+    target = cluster.log_end_offset(10, topic, 0)
+    assert target is not None
+    log_bytes = sum(f.stat().st_size for f in (cluster.dev.data_dir / "broker-10" /
+                                               f"{topic}-0").glob("*.log"))
+    cluster.dev.start(cluster.broker(12))
+    wait_for(lambda: (cluster.log_end_offset(12, topic, 0) or 0) > 0, "the follower fetches")
+    started = time.perf_counter()
+    wait_for(lambda: cluster.log_end_offset(12, topic, 0) == target, "the follower catches up")
+    elapsed = time.perf_counter() - started
+    wait_for(lambda: broker_state(cluster.broker(12)) == "RUNNING", "broker 12 RUNNING")
+    return log_bytes / MB / elapsed, log_bytes
+
+
+def failover_s(cluster: Cluster, topic: str, signum: signal.Signals) -> float:
+    """Seconds from ``signum`` to the leader of ``topic``-0 until a record sent after the signal
+    is acknowledged with acks=all; then the old leader is restarted."""
+    producer = Producer(cluster.bootstrap_servers, "all", linger_ms=0)
+    signalled: list[float] = []
+    acknowledged_at: list[float] = []
+    stop = threading.Event()
+
+    def counted(error: str | None) -> None:
+        if error is None:
+            acknowledged_at.append(time.monotonic())
+
+    def sender() -> None:
+        while not stop.is_set():
+            producer.send(topic, 0, b"failover", counted if signalled else lambda error: None)
+            producer.poll(FAILOVER_SEND_INTERVAL_S)
+
+    leader = cluster.partitions(topic)[0]["leader"]
+    thread = threading.Thread(target=sender)
+    thread.start()
+    try:
+        time.sleep(1.0)  # a second of normal traffic first
+        cluster.signal(leader, signum)
+        signalled.append(time.monotonic())
+        wait_for(lambda: bool(acknowledged_at), "an acknowledgement after the failover", 120)
+    finally:
+        stop.set()
+        thread.join(30)
+    producer.flush(30)
+    producer.close()
+    cluster.restart(leader)
+    return acknowledged_at[0] - signalled[0]
+
+
+# ------------------------------------------------------------------ the run
+
+
+def measure(cluster: Cluster, megabytes: int, catch_up_bytes: int,
+            latency_samples: int) -> dict[str, Any]:
+    records = megabytes * MB // RECORD_BYTES
+    figures: dict[str, Any] = {"client": CLIENT,
+                               "record_bytes": RECORD_BYTES, "records": records}
+    every_broker = [[10, 11, 12], [11, 12, 10], [12, 10, 11]]
+    cluster.create_topic("rf3", every_broker, **{"min.insync.replicas": "2"})
+    cluster.create_topic("rf1", [[10], [11], [12]])
+    for name, topic, acks in (("acks_all_rf3", "rf3", "all"), ("acks_1_rf3", "rf3", "1"),
+                              ("rf1", "rf1", "all")):
+        figures[f"{name}_mb_s"] = round(throughput_mb_s(cluster, topic, acks, records), 1)
+        p50, p99 = latency_ms(cluster, topic, acks, latency_samples)
+        figures[f"{name}_p50_ms"], figures[f"{name}_p99_ms"] = round(p50, 2), round(p99, 2)
+    rate, log_bytes = catch_up_mb_s(cluster, catch_up_bytes)
+    figures["catch_up_mb_s"], figures["catch_up_bytes"] = round(rate, 1), log_bytes
+    cluster.create_topic("failover", [[10, 11, 12]], **{"min.insync.replicas": "2"})
+    figures["failover_controlled_shutdown_s"] = round(
+        failover_s(cluster, "failover", signal.SIGTERM), 3)
+    cluster.create_topic("failover-kill", [[11, 12, 10]], **{"min.insync.replicas": "2"})
+    figures["failover_kill9_s"] = round(failover_s(cluster, "failover-kill", signal.SIGKILL), 3)
+    figures["failover_kill9_target_s"] = SESSION_TIMEOUT_S + 1
+    figures["ratio"] = round(figures["acks_all_rf3_mb_s"] / figures["rf1_mb_s"], 3)
+    figures["target_met"] = int(figures["ratio"] >= 0.5
+                                and figures["failover_kill9_s"] <= SESSION_TIMEOUT_S + 1
+                                and figures["failover_controlled_shutdown_s"] <= 1.0)
+    return figures
+
+
+def print_table(figures: dict[str, Any]) -> None:
+    width = max(len(name) for name in figures)
+    for name, value in figures.items():
+        print(f"{name.ljust(width)}  {value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--megabytes", type=int, default=128, help="MB per throughput run")
+    parser.add_argument("--catch-up-mib", type=int, default=1024,
+                        help="how far behind the follower starts (MiB)")
+    parser.add_argument("--quick", action="store_true",
+                        help="16 MB per run, 64 MiB catch-up, fewer latency samples")
+    args = parser.parse_args(argv)
+    megabytes = 16 if args.quick else args.megabytes
+    catch_up_bytes = (64 if args.quick else args.catch_up_mib) * KIB * KIB
+    root = Path(tempfile.mkdtemp(prefix="pykraft-bench-replication-"))
+    try:
+        with Cluster(root) as cluster:
+            figures = measure(cluster, megabytes, catch_up_bytes, 300 if args.quick else 2000)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print_table(figures)
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
