@@ -49,6 +49,7 @@ __all__ = [
     "decode_record",
     "decode_records",
     "encode_batch",
+    "encode_checked_values",
     "encode_record",
     "record_from_json",
     "record_to_json",
@@ -105,10 +106,31 @@ class _JsonShape:
             values[i] = "true" if values[i] else "false"
         for i in self.integer_lists:
             value = values[i]
-            values[i] = "null" if value is None else "[" + ",".join(map(str, value)) + "]"
+            if value is None:
+                values[i] = "null"
+                continue
+            if type(value) is list:  # transcoding rows: lists stand for tuples
+                value = tuple(value)
+            # Checked values hold exact ints, so equal tuples have the same text.
+            text = _LIST_TEXTS.get(value)
+            values[i] = text if text is not None else _list_text(value)
         for i, struct in self.structs:
             values[i] = _ENCODER.encode([_struct_to_json(struct, item) for item in values[i]])
         return self.template % tuple(values)
+
+
+# Replica lists repeat (a few brokers, a few combinations): remember their JSON text.
+_LIST_TEXTS: dict[tuple[int, ...], str] = {}
+MAX_LIST_TEXTS = 10_000
+
+
+def _list_text(value: tuple[int, ...]) -> str:
+    text = "[" + ",".join(map(str, value)) + "]"
+    if len(value) <= 8:
+        if len(_LIST_TEXTS) >= MAX_LIST_TEXTS:
+            _LIST_TEXTS.clear()
+        _LIST_TEXTS[value] = text
+    return text
 
 
 def _struct_to_json(struct: StructSchema, item: Any) -> dict[str, Any]:
@@ -157,6 +179,12 @@ def encode_record(record: MetadataRecord) -> str:
     Raises MetadataCodecError for a record whose values its Kafka schema does not allow.
     """
     schema, values = _checked_values(record)
+    return _SHAPES[schema.name].line(values)
+
+
+def encode_checked_values(schema: RecordSchema, values: list[Any]) -> str:
+    """The JSON line of a record given as values that already passed ``check_values`` (lists
+    may stand for tuples); ``values`` is consumed. For transcoding without building records."""
     return _SHAPES[schema.name].line(values)
 
 

@@ -27,6 +27,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from metadata.codec import encode_checked_values
 from metadata.record_schema import (
     SCHEMAS,
     SCHEMAS_BY_TYPE_ID,
@@ -83,6 +84,25 @@ def decode_records(payload: bytes, count: int) -> tuple[MetadataRecord, ...]:
         except MetadataCodecError as error:
             raise MetadataCodecError(f"record {index}: {error}") from None
     return tuple(records)
+
+
+def json_lines(payload: bytes) -> tuple[bytes, ...]:
+    """The records of a payload that ``decode_records`` accepted, as the JSON lines of
+    ``metadata.codec`` — transcoded row by row, without building (or re-validating) records."""
+    try:
+        rows = json.loads(payload)
+    except (ValueError, RecursionError) as error:
+        raise MetadataCodecError(f"the records are not valid JSON: {error}") from None
+    lines = []
+    for row in rows:
+        schema = SCHEMAS_BY_TYPE_ID.get(row[0]) if type(row[0]) is int else None
+        if schema is None:
+            raise MetadataCodecError(f"unknown metadata record type id {row[0]!r:.40}")
+        values = row[2:]
+        for i, struct in _STRUCTS[schema.cls]:
+            values[i] = _structs_from_rows(schema, i, struct, values[i])
+        lines.append(encode_checked_values(schema, values).encode("ascii"))
+    return tuple(lines)
 
 
 def _record(row: Any) -> MetadataRecord:

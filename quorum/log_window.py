@@ -14,9 +14,11 @@ this controller can serve) is ever evicted, so a broker that loads that snapshot
 from its end offset — the same invariant as Kafka's "log start offset <= latest snapshot end".
 Until the first snapshot everything is kept.
 
-Batches hold the decoded records; their JSON lines (``metadata.codec``, what the records
-endpoint serves) are encoded on the first read and kept with the batch, so a batch no broker
-reads is never encoded and one many brokers read is encoded once.
+Batches hold their records as the Raft entry carried them (``metadata.compact_codec`` rows: one
+bytes object per batch, nothing for the garbage collector to walk); their JSON lines
+(``metadata.codec``, what the records endpoint serves) are transcoded on the first read and kept
+with the batch, so a batch no broker reads is never transcoded and one many brokers read is
+transcoded once.
 
 Pure data structure: no threads, no clock. The controller's asyncio thread owns one.
 """
@@ -28,45 +30,51 @@ import enum
 
 import attrs
 
-from metadata.codec import encode_record
-from metadata.records import MetadataRecord
+from metadata.compact_codec import json_lines
 
 
 @attrs.frozen(kw_only=True)
 class CommittedBatch:
-    """One atomic batch as committed: offsets ``base_offset .. base_offset + len(records) - 1``."""
+    """One atomic batch as committed: offsets ``base_offset .. base_offset + record_count - 1``
+    (the tail of the committed batch from ``base_offset`` when ``skip`` > 0)."""
 
     base_offset: int
     epoch: int
     append_time_ms: int
-    records: tuple[MetadataRecord, ...]
-    # The records' JSON lines once encoded (at most one element). Read and filled on one thread.
-    _json_lines: list[tuple[bytes, ...]] = attrs.field(factory=list, init=False, eq=False,
-                                                        repr=False)
-
-    def json_lines(self) -> tuple[bytes, ...]:
-        """The records as JSON lines (``metadata.codec.encode_record``), encoded once."""
-        if not self._json_lines:
-            self._json_lines.append(
-                tuple(encode_record(record).encode("ascii") for record in self.records))
-        return self._json_lines[0]
+    record_count: int
+    # All the committed batch's records (``metadata.compact_codec.encode_records``), including
+    # the ``skip`` records before ``base_offset``.
+    payload: bytes
+    skip: int = 0
+    # The payload's JSON lines once transcoded (at most one element), shared with tails.
+    # Read and filled on one thread (the window's owner).
+    json_cache: list[tuple[bytes, ...]] = attrs.field(factory=list, eq=False, repr=False)
 
     @property
     def last_offset(self) -> int:
-        return self.base_offset + len(self.records) - 1
+        return self.base_offset + self.record_count - 1
 
     @property
     def next_offset(self) -> int:
-        return self.base_offset + len(self.records)
+        return self.base_offset + self.record_count
+
+    def json_lines(self) -> tuple[bytes, ...]:
+        """This batch's records as JSON lines (``metadata.codec``), transcoded once."""
+        if not self.json_cache:
+            self.json_cache.append(json_lines(self.payload))
+        lines = self.json_cache[0]
+        if self.skip == 0 and self.record_count == len(lines):
+            return lines
+        return lines[self.skip : self.skip + self.record_count]
 
     def tail_from(self, offset: int) -> CommittedBatch:
         """The records at ``offset`` and after (``offset`` lies within this batch)."""
         assert self.base_offset <= offset <= self.last_offset, (offset, self.base_offset)
         if offset == self.base_offset:
             return self
-        return attrs.evolve(
-            self, base_offset=offset, records=self.records[offset - self.base_offset :]
-        )
+        skipped = offset - self.base_offset
+        return attrs.evolve(self, base_offset=offset, record_count=self.record_count - skipped,
+                            skip=self.skip + skipped)
 
 
 class ReadStatus(enum.Enum):
@@ -133,11 +141,11 @@ class LogWindow:
                 f"batch at offset {batch.base_offset} does not continue the window, "
                 f"which ends before offset {self._next_offset}"
             )
-        if not batch.records:
+        if batch.record_count < 1:
             raise LogWindowError(f"batch at offset {batch.base_offset} has no records")
         self._batches.append(batch)
         self._bases.append(batch.base_offset)
-        self._record_count += len(batch.records)
+        self._record_count += batch.record_count
         self._next_offset = batch.next_offset
         self._evict()
 
@@ -147,7 +155,7 @@ class LogWindow:
             if evicted.next_offset > self._floor:
                 break
             self._first += 1
-            self._record_count -= len(evicted.records)
+            self._record_count -= evicted.record_count
             self._start_offset = evicted.next_offset
         if self._first > 1024 and self._first * 2 > len(self._batches):
             del self._batches[: self._first]
@@ -165,14 +173,14 @@ class LogWindow:
             return WindowRead(status=ReadStatus.OK, next_offset=from_offset)
         index = bisect.bisect_right(self._bases, from_offset, lo=self._first) - 1
         batches = [self._batches[index].tail_from(from_offset)]
-        count = len(batches[0].records)
+        count = batches[0].record_count
         index += 1
         while index < len(self._batches):
             batch = self._batches[index]
-            if count + len(batch.records) > max_records:
+            if count + batch.record_count > max_records:
                 break
             batches.append(batch)
-            count += len(batch.records)
+            count += batch.record_count
             index += 1
         return WindowRead(
             status=ReadStatus.OK, batches=tuple(batches), next_offset=batches[-1].next_offset

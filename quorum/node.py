@@ -23,6 +23,7 @@ REQUEST_TIMED_OUT / NOT_CONTROLLER; writes are idempotent at the request level w
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import time
@@ -47,6 +48,13 @@ logger = logging.getLogger(__name__)
 # Bounds (STYLE.md §7).
 MAX_WRITE_ATTEMPTS = 8
 STALE_CATCH_UP_WAIT_S = 1.0
+# CPython's collector runs a young collection every 700 net allocations; replaying a batch of
+# records allocates ~10 container objects per record, so a 2,001-record topic triggered ~30
+# young and several full collections (each walking the whole image). Measured in-process over
+# 40 topics of 2,000 partitions (leader + follower work): GC 26 ms per batch with the defaults,
+# 6 ms with these; longest pauses 0.2/0.9/137 ms (gen 0/1/2) -> 1.7/11/106 ms, full
+# collections 14 -> 1.
+GC_THRESHOLDS = (10_000, 10, 10)
 
 T = TypeVar("T")
 # (controller, image, now_ms) -> records to commit atomically + the response once they commit
@@ -72,6 +80,8 @@ def wall_clock_ms() -> int:
 
 class ControllerNode:
     def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop) -> None:
+        # One ControllerNode per controller process: it sets the process's collector policy.
+        gc.set_threshold(*GC_THRESHOLDS)
         self.config = config
         self.view = MetadataView(config.window_records)
         self.bridge = RaftBridge(loop, self.view)

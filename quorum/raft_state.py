@@ -134,7 +134,11 @@ def _replay(state: MetadataState, batch: AnyBatch,
         base_offset=base_offset,
         epoch=batch.epoch,
         append_time_ms=batch.append_time_ms,
-        records=records,
+        record_count=len(records),
+        # A format-1 entry (replayed from an old journal) is re-encoded once, so the window
+        # holds one format.
+        payload=batch.payload if isinstance(batch, CompactBatch)
+        else compact_codec.encode_records(records),
     )
     result = ApplyResult(
         status=ApplyStatus.APPLIED,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metadata.codec import MetadataCodecError, encode_record, record_to_json
-from metadata.compact_codec import decode_records, encode_records
+from metadata.compact_codec import decode_records, encode_records, json_lines
 from metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
@@ -52,6 +52,13 @@ def test_round_trip_every_record_type(record_class, data) -> None:
 @given(st.lists(ANY_RECORD, min_size=1, max_size=20))
 def test_batches_round_trip_in_order(records) -> None:
     assert round_trip(records) == tuple(records)
+
+
+@given(st.lists(ANY_RECORD, min_size=1, max_size=20))
+def test_transcoded_json_lines_are_the_json_codecs_lines(records) -> None:
+    # What the records endpoint serves from a committed entry, without building records.
+    assert json_lines(encode_records(records)) == tuple(
+        encode_record(record).encode() for record in records)
 
 
 def test_the_shape_is_one_array_of_positional_rows() -> None:

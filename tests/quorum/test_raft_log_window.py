@@ -3,6 +3,7 @@
 import pytest
 
 from metadata.codec import encode_record
+from metadata.compact_codec import encode_records
 from metadata.records import ProducerIdsRecord
 from quorum.log_window import CommittedBatch, LogWindow, LogWindowError, ReadStatus
 
@@ -14,9 +15,13 @@ def record(offset: int) -> ProducerIdsRecord:
 
 def committed(base_offset: int, count: int, epoch: int = 1) -> CommittedBatch:
     return CommittedBatch(
-        base_offset=base_offset, epoch=epoch, append_time_ms=0,
-        records=tuple(record(base_offset + i) for i in range(count)),
+        base_offset=base_offset, epoch=epoch, append_time_ms=0, record_count=count,
+        payload=encode_records([record(base_offset + i) for i in range(count)]),
     )
+
+
+def lines(*offsets: int) -> tuple[bytes, ...]:
+    return tuple(encode_record(record(offset)).encode() for offset in offsets)
 
 
 def window_with(max_records: int, *sizes: int, snapshot_at: int | None = None) -> LogWindow:
@@ -31,7 +36,7 @@ def window_with(max_records: int, *sizes: int, snapshot_at: int | None = None) -
 def offsets(window: LogWindow, from_offset: int, max_records: int = 1000) -> list[int]:
     read = window.read(from_offset, max_records)
     assert read.status is ReadStatus.OK
-    return [b.base_offset + i for b in read.batches for i in range(len(b.records))]
+    return [b.base_offset + i for b in read.batches for i in range(b.record_count)]
 
 
 def test_empty_window_reads_nothing_at_its_end() -> None:
@@ -50,16 +55,19 @@ def test_a_read_inside_a_batch_gets_its_tail() -> None:
     window = window_with(100, 3, 2, 4)
     read = window.read(6, 1000)
     assert read.batches[0].base_offset == 6
-    assert read.batches[0].records == (record(6), record(7), record(8))
-    assert read.batches[0].json_lines() == tuple(
-        encode_record(record(offset)).encode() for offset in (6, 7, 8))
+    assert (read.batches[0].record_count, read.batches[0].last_offset) == (3, 8)
+    assert read.batches[0].json_lines() == lines(6, 7, 8)
+    assert window.read(7, 1000).batches[0].tail_from(8).json_lines() == lines(8)
 
 
-def test_json_lines_are_encoded_once_per_batch() -> None:
+def test_json_lines_are_transcoded_once_per_batch_and_shared_with_tails() -> None:
     batch = committed(0, 3)
-    lines = batch.json_lines()
-    assert lines == tuple(encode_record(record(offset)).encode() for offset in range(3))
-    assert batch.json_lines() is lines
+    first = batch.json_lines()
+    assert first == lines(0, 1, 2)
+    assert batch.json_lines() is first
+    tail = batch.tail_from(1)
+    assert tail.json_lines() == lines(1, 2)
+    assert tail.json_cache is batch.json_cache
     # The cache is not part of the value.
     assert batch == committed(0, 3)
 
