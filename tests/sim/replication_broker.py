@@ -191,6 +191,7 @@ class SimBroker:
             self.broker_epoch = answer.broker_epoch
             self._next_heartbeat(STARTING_HEARTBEAT_DELAY_MS, self._heartbeat)
         else:  # DUPLICATE_BROKER_REGISTRATION while the last incarnation's session lives
+            self.env.checker.stats[f"registrations refused ({answer.error.error.name})"] += 1
             self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, self._heartbeat)
 
     def _on_heartbeat(self, number: int, answer: BrokerHeartbeatResponse) -> None:

@@ -29,6 +29,7 @@ clean elections only, and no fsync (replication is the durability; see the crash
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 import attrs
@@ -69,10 +70,13 @@ def records_from(log: MemoryLog, offset: int) -> Iterator[tuple[int, int, str]]:
 
 class Checker:
     def __init__(self) -> None:
+        # What happened, for tests that the faults reach the interesting cases.
+        self.stats: Counter[str] = Counter()
         # Invariant 1: the committed log, (leader_epoch, value) per offset from 0.
         self.reference: dict[PartitionKey, list[tuple[int, str]]] = {}
         # How far each replica's log has been compared with the reference.
         self._verified: dict[tuple[PartitionKey, int], int] = {}
+        self._replica_high_watermark: dict[tuple[PartitionKey, int], int] = {}
         # Invariant 2: how much of the reference each tenure's log was checked to hold.
         self._leader_checked: dict[Tenure, int] = {}
         # Invariant 3.
@@ -90,8 +94,16 @@ class Checker:
 
     def on_become_leader(self, key: PartitionKey, broker_id: int, leader_epoch: int) -> None:
         leader = self._epoch_leader.setdefault((key, leader_epoch), broker_id)
+        self.stats["leader elections"] += 1
+        reference = self.reference.get(key, [])
+        if len(reference) > 0 and self._leader_high_watermark(key, broker_id) < len(reference):
+            # KIP-207: the new leader's HW starts below what the old leader had committed.
+            self.stats["new leader's HW below the committed offset"] += 1
         if leader != broker_id:
             fail(f"{key}: brokers {leader} and {broker_id} both led leader epoch {leader_epoch}")
+
+    def _leader_high_watermark(self, key: PartitionKey, broker_id: int) -> int:
+        return self._replica_high_watermark.get((key, broker_id), 0)
 
     def on_leader_append(self, key: PartitionKey, batch: StoredBatch) -> None:
         slot = (key, batch.leader_epoch, batch.base_offset)
@@ -110,13 +122,18 @@ class Checker:
                      f"epoch's leader wrote {None if written is None else written.values}")
 
     def on_truncation(self, key: PartitionKey, broker_id: int, offset: int,
-                      high_watermark_before: int) -> None:
+                      log: MemoryLog) -> None:
+        """Before a follower cuts its log at ``offset``."""
+        high_watermark_before = log.high_watermark
+        if offset < log.log_end_offset:
+            self.stats["truncations that removed records"] += 1
         if offset < high_watermark_before:
             fail(f"{key}: broker {broker_id} truncates to {offset}, below its high watermark "
                  f"{high_watermark_before}")
 
     def on_truncation_complete(self, key: PartitionKey, broker_id: int, follower: MemoryLog,
                                leader_records: tuple[tuple[int, int, str], ...]) -> None:
+        self.stats["completed truncations checked"] += 1
         mine = follower.records()
         if list(leader_records[:len(mine)]) != mine:
             fail(f"{key}: after a completed truncation broker {broker_id}'s log "
@@ -152,6 +169,7 @@ class Checker:
                     assert offset == len(reference), (offset, len(reference))
                     reference.append((epoch, value))
         self._verified[slot] = high_watermark
+        self._replica_high_watermark[slot] = high_watermark
 
     def check_leader(self, tenure: Tenure, log: MemoryLog, *, legitimate: bool) -> None:
         """Invariants 2, 3, 5 for a broker that acts as leader."""

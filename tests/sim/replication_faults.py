@@ -20,10 +20,13 @@ producer, and runs until every replica has every record and all three are in the
 from __future__ import annotations
 
 import enum
+import functools
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from broker.lifecycle import BrokerState
+from metadata.records import MetadataRecord, PartitionChangeRecord
 from quorum.controller import ElectionType, ElectLeadersRequest
 from tests.sim.replication_broker import SimBroker
 from tests.sim.replication_checks import fail
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
 MAX_FAULTY = 2
 QUIESCE_LIMIT_MS = 120_000
 CONVERGENCE_CHECK_EVERY = 200
+# How often a committed leader or ISR change draws a targeted fault at the partition's leader.
+REACT_PROBABILITY = 0.15
 
 
 class FaultKind(enum.Enum):
@@ -55,9 +60,6 @@ WEIGHTS = {
     FaultKind.CONTROLLED_SHUTDOWN: 2,
     FaultKind.ELECT_PREFERRED: 2,
 }
-# Faults that take a broker out (the crash rule forbids them while a broker is suspect).
-TAKE_OUT = frozenset({FaultKind.KILL, FaultKind.PAUSE, FaultKind.ISOLATE,
-                      FaultKind.CONTROLLED_SHUTDOWN})
 
 
 class FaultInjector:
@@ -128,8 +130,29 @@ class FaultInjector:
         sim, rng = self.sim, self.sim.rng
         sim.queue.after(rng.randint(500, 5000), "fault", self._fault)
         kind = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
-        broker_id = rng.randrange(len(sim.brokers))
-        if not self._allowed(kind, broker_id):
+        self._inject(kind, rng.randrange(len(sim.brokers)))
+
+    def react(self, records: Sequence[MetadataRecord]) -> None:
+        """Jepsen-style targeted faults: sometimes crash a partition's leader right after an
+        ISR change or its election (back-to-back leader failures, KIP-279; a follower that
+        just joined the ISR becoming leader)."""
+        sim, rng = self.sim, self.sim.rng
+        for record in records:
+            if not self.active or not isinstance(record, PartitionChangeRecord):
+                continue
+            topic = sim.image.topics.by_id.get(record.topic_id)
+            partition = None if topic is None else topic.partitions.get(record.partition_id)
+            if partition is None or partition.leader < 0 or rng.random() >= REACT_PROBABILITY:
+                continue
+            kind = rng.choice((FaultKind.KILL, FaultKind.KILL, FaultKind.POWER_LOSS,
+                               FaultKind.CONTROLLED_SHUTDOWN, FaultKind.ISOLATE))
+            leader = partition.leader
+            sim.queue.after(rng.randint(0, 100), f"react: {kind.value} leader {leader}",
+                            functools.partial(self._inject, kind, leader))
+
+    def _inject(self, kind: FaultKind, broker_id: int) -> None:
+        sim, rng = self.sim, self.sim.rng
+        if not self.active or not self._allowed(kind, broker_id):
             return
         self.injected[kind] += 1
         sim.queue.note(f"FAULT {kind.value} broker {broker_id}")
@@ -153,10 +176,22 @@ class FaultInjector:
         sim = self.sim
         registration = sim.image.cluster.brokers.get(broker_id)
         sim.brokers[broker_id] = None
+        if lose_unflushed:
+            self._count_losses(broker_id)
         sim.disks[broker_id].recover(lose_unflushed=lose_unflushed)
         if lose_unflushed and registration is not None:
             self.suspect[broker_id] = registration.epoch
         self._restart_later(broker_id, sim.rng.randint(200, 15_000))
+
+    def _count_losses(self, broker_id: int) -> None:
+        checker = self.sim.checker
+        for key, log in self.sim.disks[broker_id].logs.items():
+            lost = [batch for batch in log.batches if batch.last_offset >= log.flushed_end]
+            acked = checker.acked.get(key, {})
+            checker.stats["power loss: batches lost"] += len(lost)
+            checker.stats["power loss: acknowledged records lost on one replica"] += sum(
+                offset in acked for batch in lost
+                for offset in range(batch.base_offset, batch.last_offset + 1))
 
     def _restart_later(self, broker_id: int, delay_ms: int) -> None:
         self.sim.queue.after(delay_ms, f"restart broker {broker_id}",
@@ -186,7 +221,7 @@ class FaultInjector:
         self.sim.disks[broker.broker_id].recover(lose_unflushed=False)
         self._restart_later(broker.broker_id, self.sim.rng.randint(200, 5000))
 
-    def on_commit(self) -> None:
+    def on_commit(self, records: Sequence[MetadataRecord]) -> None:
         """A suspect broker is safe again once its old registration is fenced or replaced:
         the controller dropped it from every ISR in the same batch."""
         brokers = self.sim.image.cluster.brokers
@@ -194,6 +229,7 @@ class FaultInjector:
             registration = brokers.get(broker_id)
             if registration is None or registration.epoch != epoch or registration.fenced:
                 del self.suspect[broker_id]
+        self.react(records)
 
     # ------------------------------------------------------------------ the end
 

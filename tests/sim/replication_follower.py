@@ -133,6 +133,7 @@ class PartitionFollower:
             return
         request = outcome.action.request
         key = self.key
+        self.broker.env.checker.stats["OffsetsForLeaderEpoch requests"] += 1
         self._send("OffsetsForLeaderEpoch",
                    lambda leader: answer_epoch_end_offset(leader, key, request),
                    lambda number, answer: self._on_epoch_answer(number, request, answer))
@@ -177,6 +178,8 @@ class PartitionFollower:
         if isinstance(outcome.action, ResolveOutOfRange):
             self._resolve_out_of_range(outcome.action.current_leader_epoch)
             return
+        if isinstance(outcome.action, Truncate):
+            self.broker.env.checker.stats["diverging epochs answered"] += 1
         self._apply(outcome, answer.leader_records)
 
     def _resolve_out_of_range(self, epoch: int) -> None:
@@ -213,7 +216,7 @@ class PartitionFollower:
         new_state = outcome.state
         if isinstance(action, Truncate):
             checker.on_truncation(self.key, self.broker.broker_id, action.truncation.offset,
-                                  self.log.high_watermark)
+                                  self.log)
             self.log.truncate_to(action.truncation.offset)
             new_state = after_truncation(new_state, self.log)
             if action.truncation.truncation_completed and leader_records is not None:
@@ -222,7 +225,8 @@ class PartitionFollower:
         elif isinstance(action, ResetOffset):
             if action.reset.kind is OffsetResetKind.TRUNCATE_TO_LEADER_END:
                 checker.on_truncation(self.key, self.broker.broker_id,
-                                      action.reset.fetch_offset, self.log.high_watermark)
+                                      action.reset.fetch_offset, self.log)
+            checker.stats[f"out-of-range resets ({action.reset.kind.value})"] += 1
             reset_offset(self.log, action)
             new_state = after_truncation(new_state, self.log)
         self.state = new_state

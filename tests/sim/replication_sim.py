@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from metadata.delta import apply_records
 from metadata.image import MetadataImage, PartitionRegistration
-from metadata.records import MetadataRecord
+from metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
 from quorum.controller import (
     ControllerResult,
     ControllerSettings,
@@ -228,9 +228,15 @@ class ReplicationSimulation:
         after = apply_records(before, result.records,
                               offset=before.offset + len(result.records), epoch=1)
         check_invariants(before, after, result.records)
+        for record in result.records:
+            if isinstance(record, PartitionChangeRecord):
+                if record.isr is not None:
+                    self.checker.stats["ISR changes committed"] += 1
+                if record.leader != NO_LEADER_CHANGE:
+                    self.checker.stats["leader changes committed"] += 1
         self.metadata_log.extend(result.records)
         self.image = after
-        self.faults.on_commit()
+        self.faults.on_commit(result.records)
 
     def _controller_tick(self) -> None:
         """The active controller's timer: fence stale brokers, NoOp, create the topic."""

@@ -15,6 +15,7 @@ import os
 
 import pytest
 
+from tests.sim.replication_log import MemoryLog, client_batch
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
 
@@ -71,3 +72,91 @@ def test_failure_names_seed_and_replay_command() -> None:
     assert "seed=5 step=0" in message and "boom" in message
     assert "PYKRAFT_SIM_SEED=5" in message
     assert "last events:" in message
+
+
+def test_faults_reach_the_interesting_cases() -> None:
+    """One CI seed, counted: power losses destroy acknowledged copies (replication keeps
+    them), followers truncate diverged tails, leaders change, ISRs shrink and expand, a new
+    leader starts with a high watermark below the committed offset, restarted brokers wait
+    out the old session."""
+    sim = simulation(0)
+    sim.run(DEFAULT_STEPS)
+    stats = sim.checker.stats
+    for counted in ("power loss: acknowledged records lost on one replica",
+                    "truncations that removed records", "completed truncations checked",
+                    "leader changes committed", "ISR changes committed",
+                    "new leader's HW below the committed offset",
+                    "registrations refused (DUPLICATE_BROKER_REGISTRATION)"):
+        assert stats[counted] > 0, f"no {counted!r} in {dict(stats)}"
+    assert len(sim.checker.acked) == sim.settings.partitions
+
+
+def test_the_offsets_for_leader_epoch_path_runs() -> None:
+    sim = simulation(3)
+    sim.run(DEFAULT_STEPS)
+    assert not sim.settings.truncate_on_fetch
+    assert sim.checker.stats["OffsetsForLeaderEpoch requests"] > 0
+    assert sim.checker.stats["completed truncations checked"] > 0
+
+
+def test_power_loss_on_every_replica_at_once_loses_acknowledged_writes() -> None:
+    """Why the crash rule exists: Kafka does not fsync, so acks=all survives the loss of
+    unflushed data on one replica, not on all of them at once. The sim must see the loss."""
+    sim = ReplicationSimulation(1, crash_rule=False)
+
+    def power_loss_everywhere() -> None:
+        for broker_id in sim.brokers:
+            if sim.brokers[broker_id] is not None:
+                sim.faults.crash(broker_id, lose_unflushed=True)
+
+    sim.queue.at(20_000, "power loss on every broker", power_loss_everywhere)
+    with pytest.raises(SimulationFailure, match="lacks committed record"):
+        sim.run(DEFAULT_STEPS)
+
+
+# ---------------------------------------------------------------------------- the disk model
+
+
+def _log_with(values_per_epoch: dict[int, int]) -> MemoryLog:
+    log = MemoryLog()
+    for epoch, count in values_per_epoch.items():
+        for index in range(count):
+            log.append_as_leader(client_batch([f"{epoch}.{index}"]), epoch, now_ms=0)
+    return log
+
+
+def epochs(log: MemoryLog) -> list[tuple[int, int]]:
+    return [(entry.epoch, entry.start_offset) for entry in log.leader_epoch_cache.entries]
+
+
+def test_power_loss_keeps_only_the_flushed_prefix() -> None:
+    log = _log_with({0: 3})
+    log.flush()
+    log.append_as_leader(client_batch(["late"]), 2, now_ms=0)
+    log.update_high_watermark(4)
+    assert epochs(log) == [(0, 0), (2, 3)]
+    log.recover(lose_unflushed=True, high_watermark_checkpoint=4)
+    assert [value for _, _, value in log.records()] == ["0.0", "0.1", "0.2"]
+    # The durable epoch history is cut back to the recovered log (storage.recovery.load_log),
+    # and the checkpointed high watermark is clamped to it.
+    assert epochs(log) == [(0, 0)]
+    assert log.high_watermark == 3
+
+
+def test_kill_keeps_the_page_cache() -> None:
+    log = _log_with({0: 2, 1: 2})
+    log.recover(lose_unflushed=False, high_watermark_checkpoint=1)
+    assert log.log_end_offset == 4 and log.flushed_end == 0
+    assert log.high_watermark == 1
+    assert epochs(log) == [(0, 0), (1, 2)]
+
+
+def test_follower_append_and_read_round_trip() -> None:
+    leader = _log_with({0: 2, 3: 1})
+    follower = MemoryLog()
+    info = leader.read(0, 1 << 20, leader.log_end_offset)
+    follower.append_as_follower(info.read_bytes())
+    assert follower.records() == leader.records()
+    assert epochs(follower) == epochs(leader) == [(0, 0), (3, 2)]
+    assert follower.truncate_to(2)
+    assert epochs(follower) == [(0, 0)]
