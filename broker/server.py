@@ -48,6 +48,7 @@ from broker.metadata_loader import MetadataLoader
 from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
+from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from fetcher import FetcherConfig, ReplicaFetcherManager
 from metadata.delta import MetadataDelta
@@ -97,6 +98,8 @@ class BrokerServer:
         self.alter_partition = AlterPartitionManager(self.client, broker_id=config.node_id,
                                                      broker_epoch=self._broker_epoch)
         self.heartbeats: BrokerLifecycleManager | None = None
+        self.producer_ids = ProducerIdManager(self.client, broker_id=config.node_id,
+                                              broker_epoch=self._broker_epoch)
         self._serving = asyncio.Event()
         self._stop_loader = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -169,7 +172,8 @@ class BrokerServer:
             controller=self.client,
             auto_create_topics_enable=self.config.auto_create_topics_enable,
             num_partitions=self.config.num_partitions,
-            default_replication_factor=self.config.default_replication_factor)))
+            default_replication_factor=self.config.default_replication_factor),
+            producer_ids=self.producer_ids))
         endpoints = await self._start_listeners()
         self.heartbeats = BrokerLifecycleManager(
             self.client, BrokerIdentity(broker_id=self.config.node_id,
@@ -342,6 +346,7 @@ class BrokerServer:
         await self._bounded(self.alter_partition.close(), "stopping AlterPartition requests")
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
+        await self.producer_ids.close()
         await self.client.close()
         self.lifecycle.become(BrokerState.NOT_RUNNING)
         await self.http.close()

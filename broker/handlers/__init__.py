@@ -5,6 +5,8 @@
   list_offsets.py  ListOffsets v1-v8
   offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v2-v4 from the leader-epoch cache
   metadata.py      Metadata v0-v12 from the metadata image (optional auto-create)
+  init_producer_id.py  InitProducerId v0-v4: producer ids for idempotent producers from the
+                   broker's ``broker.producer_ids.ProducerIdManager``; no transactional ids
   admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
 
@@ -12,7 +14,7 @@ Wiring (the composition root)::
 
     services = BrokerServices(broker_id=..., cluster_id=..., replica_manager=...,
                               metadata=loader_image, controller=controller_client)
-    kafka_apis.register_all(broker_handlers(services))
+    kafka_apis.register_all(broker_handlers(services, producer_ids=producer_id_manager))
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from broker.handlers.controller_client import (
     NewTopic,
 )
 from broker.handlers.fetch import fetch_handler
+from broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
 from broker.handlers.list_offsets import list_offsets_handler
 from broker.handlers.metadata import metadata_handler
 from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
@@ -35,9 +38,15 @@ from broker.kafka_apis import ApiHandler
 from protocol.api_keys import ApiKey
 
 
-def broker_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
-    """Every handler of this package, by API key, for ``KafkaApis.register_all``."""
-    return {
+def broker_handlers(
+    services: BrokerServices, producer_ids: ProducerIdSource | None = None
+) -> dict[ApiKey, ApiHandler]:
+    """Every handler of this package, by API key, for ``KafkaApis.register_all``.
+
+    InitProducerId is served only with ``producer_ids`` (a broker always passes its
+    ``ProducerIdManager``; harnesses that produce no idempotent batches may leave it out).
+    """
+    handlers = {
         ApiKey.PRODUCE: produce_handler(services),
         ApiKey.FETCH: fetch_handler(services),
         ApiKey.LIST_OFFSETS: list_offsets_handler(services),
@@ -45,6 +54,9 @@ def broker_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
     }
+    if producer_ids is not None:
+        handlers[ApiKey.INIT_PRODUCER_ID] = init_producer_id_handler(producer_ids)
+    return handlers
 
 
 __all__ = [
@@ -54,5 +66,6 @@ __all__ = [
     "CreatedTopic",
     "DeletedTopic",
     "NewTopic",
+    "ProducerIdSource",
     "broker_handlers",
 ]

@@ -1,0 +1,81 @@
+"""InitProducerId (v0-v4) for idempotent producers: Kafka's ``handleInitProducerIdRequest``
+(``KafkaApis``) and ``TransactionCoordinator.handleInitProducerId``, without transactions.
+
+kafka-python 3.x (by default), confluent-kafka with ``enable.idempotence=true`` and aiokafka with
+``enable_idempotence`` send it before their first Produce. Any broker answers it:
+
+* no transactional id: a producer id never handed out before, epoch 0 — "if the transactional id
+  is null, then always blindly accept the request and return a new producerId", also when a v3+
+  request names the client's current id and epoch (KIP-360's epoch bump is for transactional
+  ids; an idempotent producer simply starts over under a new id);
+* no id at hand (the broker's block is used up and the next one is still on its way from the
+  controller, see ``broker.producer_ids``): COORDINATOR_LOAD_IN_PROGRESS, which every client
+  retries — Kafka's ``RPCProducerIdManager`` answers it "rather than REQUEST_TIMED_OUT since
+  older clients treat the error as fatal";
+* v3+ with only one of producer id and producer epoch set: INVALID_REQUEST (``KafkaApis``,
+  KIP-360: both are -1 or both name the producer);
+* an empty transactional id: INVALID_REQUEST (``TransactionCoordinator``);
+* any other transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED. pykraft has no transaction
+  coordinator, so no client may use a transactional id; this is the error Kafka's
+  ``handleInitProducerIdRequest`` gives a client not allowed to (WRITE on the TransactionalId
+  resource), and clients treat it as fatal (Java's and kafka-python's ``InitProducerIdHandler``),
+  so ``init_transactions()`` fails at once with a clear error. The alternatives Kafka uses for a
+  coordinator that is missing or moving (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) are
+  retriable: the client would look for a coordinator until ``max.block.ms`` ran out.
+
+An error answer carries producer id -1 and epoch -1 (Kafka's ``initTransactionError``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from broker.kafka_apis import ApiHandler, kafka_python_handler
+from broker.network import RequestContext
+from protocol.api_keys import ApiKey
+from protocol.apis import response_class
+from protocol.errors import Errors
+from storage.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+
+_Response: Any = response_class(ApiKey.INIT_PRODUCER_ID)
+
+
+class ProducerIdSource(Protocol):
+    """``broker.producer_ids.ProducerIdManager``."""
+
+    async def generate_producer_id(self) -> int | None:
+        """A producer id never handed out before, or None while none is at hand."""
+        ...
+
+
+def init_producer_id_handler(producer_ids: ProducerIdSource) -> ApiHandler:
+    async def handle(request: RequestContext, message: Any) -> Any:
+        return await init_producer_id(producer_ids, message)
+
+    return kafka_python_handler(handle)
+
+
+def request_error(request: Any) -> Errors | None:
+    """Why the request gets no producer id whatever the broker holds, or None."""
+    if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
+        return Errors.INVALID_REQUEST
+    if request.transactional_id == "":
+        return Errors.INVALID_REQUEST
+    if request.transactional_id is not None:
+        return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None
+
+
+async def init_producer_id(producer_ids: ProducerIdSource, request: Any) -> Any:
+    error = request_error(request)
+    if error is None:
+        producer_id = await producer_ids.generate_producer_id()
+        if producer_id is not None:
+            return response(request.version, Errors.NONE, producer_id, producer_epoch=0)
+        error = Errors.COORDINATOR_LOAD_IN_PROGRESS
+    return response(request.version, error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+
+
+def response(version: int, error: Errors, producer_id: int, producer_epoch: int) -> Any:
+    return _Response(version=version, throttle_time_ms=0, error_code=error,
+                     producer_id=producer_id, producer_epoch=producer_epoch)
