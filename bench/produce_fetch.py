@@ -13,6 +13,8 @@ Measures, in one run on this machine:
   broker (``batch.size`` 64 KiB, ``linger.ms`` 5, ``acks=all``, no compression) until every
   delivery report is in, then a consumer reading every record back by ``assign`` from offset 0.
 
+Each figure is the best of ``--repeats`` runs (3; each produce goes to a fresh topic): the
+machine is shared, and a slow run measures the neighbours, not pykraft.
 MB means 10^6 bytes of record values. Prints a table, then one JSON line;
 ``ratio = produce_mb_s_1_broker / tcp_mb_s``. Target: produce_mb_s_1_broker >= 100.
 Never run by the tests.
@@ -139,6 +141,8 @@ def produce(bootstrap_servers: str, topic: str, partitions: int, records: int) -
         "bootstrap.servers": bootstrap_servers, "batch.size": BATCH_BYTES,
         "linger.ms": LINGER_MS, "acks": "all", "compression.type": "none",
         "queue.buffering.max.kbytes": 256 * KIB,
+        # A Python callback per record would measure the interpreter; failures still report.
+        "delivery.report.only.error": True,
     })  # fmt: skip
     value = os.urandom(RECORD_BYTES)
     failures: list[KafkaError] = []
@@ -190,12 +194,16 @@ def consume(bootstrap_servers: str, topic: str, partitions: int, records: int) -
         consumer.close()
 
 
-def measure_cluster(brokers: int, records: int, root: Path) -> dict[str, float]:
+def measure_cluster(brokers: int, records: int, root: Path, repeats: int) -> dict[str, float]:
     partitions = PARTITIONS_PER_BROKER * brokers
+    produce_s = consume_s = float("inf")
     with Cluster(brokers, root) as cluster:
-        topic = cluster.create_topic(partitions)
-        produce_s = produce(cluster.bootstrap_servers, topic, partitions, records)
-        consume_s = consume(cluster.bootstrap_servers, topic, partitions, records)
+        for _ in range(repeats):
+            topic = cluster.create_topic(partitions)
+            produce_s = min(produce_s,
+                            produce(cluster.bootstrap_servers, topic, partitions, records))
+            consume_s = min(consume_s,
+                            consume(cluster.bootstrap_servers, topic, partitions, records))
     payload_mb = records * RECORD_BYTES / MB
     suffix = f"{brokers}_broker" + ("s" if brokers > 1 else "")
     return {
@@ -219,15 +227,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=256, help="record bytes per run (MB)")
     parser.add_argument("--quick", action="store_true", help="32 MB per run: a smoke run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per figure; best kept")
     args = parser.parse_args(argv)
     total_bytes = (32 if args.quick else args.megabytes) * MB
     records = total_bytes // RECORD_BYTES
     root = Path(tempfile.mkdtemp(prefix="pykraft-bench-produce-"))
     try:
         figures: dict[str, float | int] = {"records": records, "record_bytes": RECORD_BYTES,
-                                           "tcp_mb_s": round(tcp_copy_mb_s(total_bytes), 1)}
+                                           "repeats": args.repeats}
+        figures["tcp_mb_s"] = round(max(tcp_copy_mb_s(total_bytes)
+                                        for _ in range(args.repeats)), 1)
         for brokers in (1, 3):
-            figures.update(measure_cluster(brokers, records, root))
+            figures.update(measure_cluster(brokers, records, root, args.repeats))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     figures["ratio"] = round(figures["produce_mb_s_1_broker"] / figures["tcp_mb_s"], 3)
