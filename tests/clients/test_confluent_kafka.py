@@ -189,6 +189,7 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
     messages = keyed_messages(12)
     produced = produce(cluster, topic, messages)
     counts = {p: len(items) for p, items in by_partition(produced).items()}
+    assert set(counts) == {0, 1}, counts
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     partitions = [TopicPartition(topic, p) for p in range(2)]
     earliest, latest = OffsetSpec.earliest(), OffsetSpec.latest()  # type: ignore[no-untyped-call]
@@ -198,6 +199,15 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
                                      request_timeout=TIMEOUT_S)
         offsets = {tp.partition: f.result(timeout=TIMEOUT_S).offset for tp, f in answers.items()}
         assert offsets == expected
+    # KIP-734 (ListOffsets v7): the offset and timestamp of the record with the largest
+    # timestamp — here the last one of each partition, as timestamps grow with the index.
+    max_timestamp = OffsetSpec.max_timestamp()  # type: ignore[no-untyped-call]
+    answers = admin.list_offsets({tp: max_timestamp for tp in partitions},
+                                 request_timeout=TIMEOUT_S)
+    for tp, future in answers.items():
+        last = by_partition(produced)[tp.partition][-1]
+        answer = future.result(timeout=TIMEOUT_S)
+        assert (answer.offset, answer.timestamp) == (last.offset, last.message.timestamp_ms)
     consumer = new_consumer(cluster)
     try:
         for tp in partitions:
