@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/pykraft dev --data-dir data/dev
 
-## test: lint, type-check, then every test suite (unit, simulation, integration)
+## test: lint, type-check, then every test suite (unit, simulation, integration, clients, chaos)
 test: $(STAMP) lint
+	bash .ci/install-kcat.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
