@@ -14,8 +14,8 @@ that a rerun exports only the new offsets. The same jobs from the command line:
     pykraft spark report DATA/metadata --out DATA/report
     pykraft spark export-topic --log-dirs DATA/logs --topic clicks --out DATA/clicks
 
-A live-cluster version of this example (snapshots and segments from running controllers and
-brokers) comes once the broker process exists.
+No process runs here: the files are written directly. ``examples/spark_live_cluster.py`` runs
+the same jobs over the files of a real cluster (``pykraft dev``) it starts, produces to and stops.
 
 Run: ``.venv/bin/python examples/spark_report.py [--data-dir DIR] [--master URL]``
 """
