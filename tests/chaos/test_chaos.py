@@ -1,12 +1,13 @@
 """Jepsen-style chaos (DESIGN.md §5): with ``acks=all``, RF=3 and ``min.insync.replicas=2``, no
 acknowledged write is lost and no replica diverges while brokers — partition leaders among them —
-are killed with SIGKILL and restarted, and one is paused with SIGSTOP for longer than
+are killed with SIGKILL and restarted, one is paused with SIGSTOP for longer than
 ``broker.session.timeout.ms`` (so the controller fences it and moves its leaderships while it
-still believes it leads).
+still believes it leads), a leader dies straight after a restarted replica rejoins or while a
+follower is stopped, and the active controller is killed (``FaultKind`` lists them all).
 
 The fault schedule is drawn from a seed, printed at the start; ``CHAOS_SEED=<seed>`` replays the
 same schedule (which broker is hit is chosen among the leaders of the moment, so timing can still
-differ). The checker's own behaviour is pinned first, on hand-made histories.
+differ). The checker's own behaviour is pinned at the end, on hand-made histories.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import enum
 import os
 import random
 import time
+from collections.abc import Callable, Iterable
 
 import attrs
 import pytest
@@ -43,7 +45,7 @@ pytestmark = pytest.mark.chaos
 
 TOPIC = "chaos"
 PARTITIONS = 3
-FAULTS = 6
+FAULTS = 7
 WARM_UP_ACKNOWLEDGED = 50
 
 
@@ -54,14 +56,22 @@ class FaultKind(enum.Enum):
     # KIP-101 / KIP-279: a restarted replica rejoins the ISR, then its partition's leader dies
     # at once, so the newcomer may be elected straight after truncating and catching up.
     BACK_TO_BACK = "kill -9 a leader, restart it, kill -9 the next leader once it rejoins"
+    # The stopped follower may or may not have left the ISR (fenced after the session timeout)
+    # when the leader dies; only an ISR member may take over.
+    PAUSE_FOLLOWER_KILL_LEADER = "SIGSTOP a follower, kill -9 its leader, SIGCONT, restart"
+    KILL_CONTROLLER = "kill -9 the active controller, restart it"
 
 
 @attrs.frozen
 class Fault:
     kind: FaultKind
-    hold_s: float  # how long the broker stays dead or paused
+    hold_s: float  # how long the process stays dead or paused
     settle_s: float  # how long the workload runs undisturbed once the ISR is full again
-    pick: float  # which candidate broker, in [0, 1)
+    pick: float  # which candidate, in [0, 1)
+
+    def choose(self, candidates: Iterable[int]) -> int:
+        ordered = sorted(candidates)
+        return ordered[int(self.pick * len(ordered))]
 
 
 def fault_schedule(seed: int, count: int) -> list[Fault]:
@@ -73,6 +83,8 @@ def fault_schedule(seed: int, count: int) -> list[Fault]:
     for kind in kinds:
         if kind is FaultKind.PAUSE_LEADER:
             hold_s = SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 2.0)
+        elif kind is FaultKind.PAUSE_FOLLOWER_KILL_LEADER:  # on either side of the session
+            hold_s = rng.uniform(0.5, SESSION_TIMEOUT_MS / 1000 + 1.5)
         else:
             hold_s = rng.uniform(0.2, 4.0)
         faults.append(Fault(kind, round(hold_s, 2), round(rng.uniform(0.5, 2.0), 2),
@@ -80,30 +92,78 @@ def fault_schedule(seed: int, count: int) -> list[Fault]:
     return faults
 
 
+Leaders = dict[int, int]  # partition -> leader broker id
+
+
 def inject(cluster: ChaosCluster, fault: Fault) -> str:
     """Apply one fault and undo it; returns what happened, for the log."""
     leaders = cluster.leaders(TOPIC)
-    if fault.kind is FaultKind.KILL_ANY:
-        candidates = [b.node_id for b in cluster.brokers]
-    else:
-        candidates = sorted(set(leaders.values()) - {-1})
-    victim = cluster.broker(candidates[int(fault.pick * len(candidates))])
-    what = f"{fault.kind.value}: broker {victim.node_id} (leaders {leaders}), {fault.hold_s}s"
-    if fault.kind is FaultKind.PAUSE_LEADER:
-        victim.pause()
-        time.sleep(fault.hold_s)
-        victim.resume()
-    else:
-        kill_and_restart(cluster, victim, fault.hold_s)
-    took = wait_full_isr(cluster, victim.node_id)
-    if fault.kind is FaultKind.BACK_TO_BACK:
-        partition = next(p for p, leader in leaders.items() if leader == victim.node_id)
-        successor = cluster.broker(cluster.leaders(TOPIC)[partition])
-        what += f"; then broker {successor.node_id}, next leader of partition {partition}"
-        kill_and_restart(cluster, successor, fault.hold_s)
-        took = wait_full_isr(cluster, successor.node_id)
+    what = f"{fault.kind.value} ({fault.hold_s}s; leaders {leaders}): "
+    what += ACTIONS[fault.kind](cluster, fault, leaders)
+    took = wait_full_isr(cluster)
     time.sleep(fault.settle_s)
-    return f"{what}; full ISR again {took:.1f}s after the restart"
+    return f"{what}; full ISRs {took:.1f}s later"
+
+
+def kill_leader(cluster: ChaosCluster, fault: Fault, leaders: Leaders) -> str:
+    victim = cluster.broker(fault.choose(set(leaders.values())))
+    kill_and_restart(cluster, victim, fault.hold_s)
+    return f"broker {victim.node_id}"
+
+
+def kill_any(cluster: ChaosCluster, fault: Fault, leaders: Leaders) -> str:
+    victim = cluster.broker(fault.choose(b.node_id for b in cluster.brokers))
+    kill_and_restart(cluster, victim, fault.hold_s)
+    return f"broker {victim.node_id}"
+
+
+def pause_leader(cluster: ChaosCluster, fault: Fault, leaders: Leaders) -> str:
+    victim = cluster.broker(fault.choose(set(leaders.values())))
+    victim.pause()
+    time.sleep(fault.hold_s)
+    victim.resume()
+    return f"broker {victim.node_id}"
+
+
+def back_to_back(cluster: ChaosCluster, fault: Fault, leaders: Leaders) -> str:
+    partition = fault.choose(leaders)
+    first = cluster.broker(leaders[partition])
+    kill_and_restart(cluster, first, fault.hold_s)
+    wait_full_isr(cluster)
+    successor = cluster.broker(cluster.leaders(TOPIC)[partition])
+    kill_and_restart(cluster, successor, fault.hold_s)
+    return f"partition {partition}: broker {first.node_id}, then {successor.node_id}"
+
+
+def pause_follower_kill_leader(cluster: ChaosCluster, fault: Fault, leaders: Leaders) -> str:
+    partition = fault.choose(leaders)
+    leader = cluster.broker(leaders[partition])
+    [replicas] = [p["replicas"] for p in cluster.topic(TOPIC) if p["partition"] == partition]
+    follower = cluster.broker(fault.choose(r for r in replicas if r != leader.node_id))
+    follower.pause()
+    time.sleep(fault.hold_s)
+    leader.kill()
+    follower.resume()
+    cluster.restart(leader)
+    return f"partition {partition}: follower {follower.node_id}, leader {leader.node_id}"
+
+
+def kill_controller(cluster: ChaosCluster, fault: Fault, leaders: Leaders) -> str:
+    victim = cluster.controllers.wait_for_leader()
+    victim.kill()
+    time.sleep(fault.hold_s)
+    victim.start()
+    return f"controller {victim.node_id}"
+
+
+ACTIONS: dict[FaultKind, Callable[[ChaosCluster, Fault, Leaders], str]] = {
+    FaultKind.KILL_LEADER: kill_leader,
+    FaultKind.KILL_ANY: kill_any,
+    FaultKind.PAUSE_LEADER: pause_leader,
+    FaultKind.BACK_TO_BACK: back_to_back,
+    FaultKind.PAUSE_FOLLOWER_KILL_LEADER: pause_follower_kill_leader,
+    FaultKind.KILL_CONTROLLER: kill_controller,
+}
 
 
 def kill_and_restart(cluster: ChaosCluster, victim: ChaosBroker, hold_s: float) -> None:
@@ -112,10 +172,10 @@ def kill_and_restart(cluster: ChaosCluster, victim: ChaosBroker, hold_s: float) 
     cluster.restart(victim)
 
 
-def wait_full_isr(cluster: ChaosCluster, node_id: int) -> float:
+def wait_full_isr(cluster: ChaosCluster) -> float:
     return cluster.eventually(
         lambda: all(sorted(p["isr"]) == sorted(p["replicas"]) for p in cluster.topic(TOPIC)),
-        f"broker {node_id} back in every ISR")
+        "every replica back in the ISR")
 
 
 def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> None:
