@@ -165,8 +165,28 @@ def bench_latency(quorum: Quorum, epochs: dict[int, int], writes: int) -> dict[s
             "single_records_per_s": round(writes / (sum(latencies) / 1000), 1)}
 
 
-def bench_batched(quorum: Quorum, topics: int, partitions: int) -> dict[str, float]:
-    port = quorum.http_ports[quorum.leader()]
+def cpu_seconds(process: subprocess.Popen[bytes] | None) -> float | None:
+    """User + system CPU time of a live process (Linux /proc), else None."""
+    if process is None:
+        return None
+    try:
+        with open(f"/proc/{process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _per_batch_ms(before: float | None, after: float | None, batches: int) -> float | None:
+    if before is None or after is None:
+        return None
+    return round((after - before) * 1000 / batches, 1)
+
+
+def bench_batched(quorum: Quorum, topics: int, partitions: int) -> dict[str, Any]:
+    leader = quorum.leader()
+    port = quorum.http_ports[leader]
+    cpu_before = [cpu_seconds(process) for process in quorum.processes]
     records = 0
     started = time.perf_counter()
     for index in range(topics):
@@ -176,7 +196,13 @@ def bench_batched(quorum: Quorum, topics: int, partitions: int) -> dict[str, flo
         assert status == 201, body
         records += partitions + 1
     elapsed = time.perf_counter() - started
-    return {"batched_records_per_s": round(records / elapsed), "batch_records": partitions + 1}
+    # CPU each controller spent per batch (leader first): what the 2 cores of a small box
+    # must share; unlike records/s it barely moves when other work loads the machine.
+    cpu_after = [cpu_seconds(process) for process in quorum.processes]
+    order = [leader] + [index for index in range(len(quorum.processes)) if index != leader]
+    cpu_ms = [_per_batch_ms(cpu_before[i], cpu_after[i], topics) for i in order]
+    return {"batched_records_per_s": round(records / elapsed), "batch_records": partitions + 1,
+            "batch_cpu_ms_leader_first": cpu_ms}
 
 
 def bench_big_topic(quorum: Quorum, partitions: int) -> float:

@@ -153,6 +153,7 @@ def _struct_from_json(struct: StructSchema, value: Any) -> Any:
 
 
 _SHAPES: dict[str, _JsonShape] = {name: _JsonShape.of(s) for name, s in SCHEMAS_BY_NAME.items()}
+_SHAPES_BY_CLASS: dict[type[Any], _JsonShape] = {s.schema.cls: s for s in _SHAPES.values()}
 
 
 def _checked_values(record: MetadataRecord) -> tuple[RecordSchema, list[Any]]:
@@ -178,8 +179,11 @@ def encode_record(record: MetadataRecord) -> str:
 
     Raises MetadataCodecError for a record whose values its Kafka schema does not allow.
     """
-    schema, values = _checked_values(record)
-    return _SHAPES[schema.name].line(values)
+    shape = _SHAPES_BY_CLASS.get(type(record))
+    if shape is None:
+        raise MetadataCodecError(f"not a metadata record: {record!r:.80}")
+    schema = shape.schema
+    return shape.line(schema.check_values(list(schema.values_of(record))))
 
 
 def encode_checked_values(schema: RecordSchema, values: list[Any]) -> str:

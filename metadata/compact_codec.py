@@ -47,6 +47,10 @@ def _struct_positions(schema: RecordSchema) -> tuple[tuple[int, StructSchema], .
 
 
 _STRUCTS = {schema.cls: _struct_positions(schema) for schema in SCHEMAS.values()}
+# Types whose rows decode on the inline path: version 0, no nested structs.
+_FAST_SCHEMAS = {type_id: schema for type_id, schema in SCHEMAS_BY_TYPE_ID.items()
+                 if schema.cls.VERSION == 0 and not _STRUCTS[schema.cls]}
+_FAST_CLASSES = {schema.cls: schema for schema in _FAST_SCHEMAS.values()}
 
 
 def encode_records(records: Sequence[MetadataRecord]) -> bytes:
@@ -54,6 +58,12 @@ def encode_records(records: Sequence[MetadataRecord]) -> bytes:
     its Kafka schema does not allow."""
     rows = []
     for index, record in enumerate(records):
+        fast = _FAST_CLASSES.get(type(record))
+        if fast is not None:  # the common case inline, as in decode_records
+            values = list(fast.values_of(record))
+            if fast.checks.passes(values):
+                rows.append([fast.cls.TYPE_ID, 0, *values])
+                continue
         schema = SCHEMAS.get(type(record))
         if schema is None:
             raise MetadataCodecError(f"record {index}: not a metadata record: {record!r:.80}")
@@ -78,11 +88,20 @@ def decode_records(payload: bytes, count: int) -> tuple[MetadataRecord, ...]:
     if len(rows) != count:
         raise MetadataCodecError(f"expected {count} records, found {len(rows)}")
     records = []
-    for index, row in enumerate(rows):
+    for row in rows:
+        # The common case inline (a list opening with a known type id and its version, values
+        # that pass the fast checks); anything else takes _record's careful path.
+        schema = _FAST_SCHEMAS.get(row[0]) if type(row) is list and len(row) > 1 \
+            and type(row[0]) is int and row[1] == 0 and type(row[1]) is int else None
+        if schema is not None and len(row) == len(schema.fields) + 2:
+            values = row[2:]
+            if schema.checks.passes(values):
+                records.append(schema.build(values))
+                continue
         try:
             records.append(_record(row))
         except MetadataCodecError as error:
-            raise MetadataCodecError(f"record {index}: {error}") from None
+            raise MetadataCodecError(f"record {len(records)}: {error}") from None
     return tuple(records)
 
 

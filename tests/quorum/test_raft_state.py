@@ -179,6 +179,8 @@ MALFORMED_COMPACT = [
     (b"[[20,1]]", 1, "NoOpRecord version 1 is not supported"),
     (b"[[20,0,1]]", 1, "NoOpRecord has 0 fields, got 1 values"),
     (b"[[3,0,0]]", 1, "PartitionRecord has 10 fields, got 1 values"),
+    (PARTITION.replace(",0,0,0]", ",0,0,0,0]").encode(), 1,
+     "PartitionRecord has 10 fields, got 11 values"),
     (PARTITION.replace("[1],[1]", "[1],[\"1\"]").encode(), 1,
      "PartitionRecord field 'isr' must be an integer (int32)"),
     (PARTITION.replace("[1],[1]", "[1],null").encode(), 1,
