@@ -4,8 +4,8 @@
   processes of ``tests.integration.test_broker_process`` on free 127.0.0.1 ports, and adds what
   fault injection needs: kill -9, SIGSTOP/SIGCONT, SIGTERM, restart, and waits on the admin API
   (leaders, ISR) and each broker's ``/v1/partitions`` (log end offsets, high watermarks).
-* ``Workload`` runs a kafka-python producer (``acks=all``, unique values, one request in flight
-  so a retry cannot overtake) and a consumer in two threads, recording what the producer sent,
+* ``Workload`` runs an idempotent kafka-python producer (``acks=all``, unique values) and a
+  consumer in two threads, recording what the producer sent,
   every acknowledgement with its partition and offset, and every record the consumer read.
 
 Timeouts are lowered to keep runs short, and said so here: the controllers fence a broker after
@@ -237,8 +237,9 @@ class Workload:
     def _produce(self) -> None:
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap_servers, acks="all",
-            # kafka-python 3 defaults to idempotence; the broker lacks InitProducerId for now.
-            enable_idempotence=False, max_in_flight_requests_per_connection=1,
+            # Idempotent (kafka-python 3's default): up to 5 requests in flight, kept in order
+            # and free of retry duplicates by the brokers' producer state (KIP-98).
+            enable_idempotence=True, max_in_flight_requests_per_connection=5,
             linger_ms=5, request_timeout_ms=4000, delivery_timeout_ms=30_000,
             retry_backoff_ms=100, reconnect_backoff_max_ms=1000, max_block_ms=2000,
             metadata_max_age_ms=5000)
@@ -319,7 +320,8 @@ def produce(bootstrap_servers: list[str], topic: str, values: list[bytes], *,
             acks: int | str = "all", partition: int | None = None) -> list[Placed]:
     """Send ``values`` and wait for every acknowledgement; returns where each landed."""
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=acks,
-                             enable_idempotence=False, max_in_flight_requests_per_connection=1,
+                             # kafka-python requires acks=all for idempotence.
+                             enable_idempotence=acks == "all",
                              linger_ms=2, request_timeout_ms=4000, delivery_timeout_ms=20_000)
     try:
         futures = [producer.send(topic, value=value, partition=partition) for value in values]

@@ -208,6 +208,8 @@ def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> 
           f"run time {time.monotonic() - started:.1f}s")
     assert history.lost == () and history.consumer_mismatches == ()
     assert divergences == [] and converged
+    # The producer is idempotent: no retry duplicates, no reordering in a partition (KIP-98).
+    assert history.duplicated == () and history.reordered == ()
     assert history.acknowledged >= WARM_UP_ACKNOWLEDGED
 
 
