@@ -4,7 +4,7 @@
    ``metadata.log.max.records.between.snapshots`` set low so the controller snapshots its
    metadata every few seconds (its NoOpRecords alone count 2 records a second);
 2. the topic ``clicks`` (6 partitions, replication factor 1) is created through the admin API
-   and kafka-python produces keyed records with ``acks=all``;
+   and kafka-python's idempotent producer writes keyed records with ``acks=all``;
 3. the example waits for a controller snapshot that contains everything committed so far, then
    stops the cluster (SIGTERM: brokers shut down under control and checkpoint their high
    watermarks) — the jobs read files, never a live process;
@@ -221,12 +221,11 @@ def wait_for_snapshot(admin_url: str) -> str:
 
 def produce(bootstrap_servers: str, count: int, first: int) -> dict[int, int]:
     """``count`` keyed records with acks=all; returns acknowledged records per partition."""
+    # kafka-python's default idempotent producer (InitProducerId first): a batch retried after
+    # a lost answer is not written twice, so acknowledged records are exactly the log's records.
     producer = KafkaProducer(
         bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5,
-        # The brokers do not answer InitProducerId yet: a plain, non-idempotent producer. One
-        # request in flight per broker so a retried batch cannot overtake the next one.
-        enable_idempotence=False, max_in_flight_requests_per_connection=1,
-        delivery_timeout_ms=int(PRODUCE_TIMEOUT_S * 1000))
+        enable_idempotence=True, delivery_timeout_ms=int(PRODUCE_TIMEOUT_S * 1000))
     try:
         futures = [producer.send(TOPIC, key=f"user-{n % 100}".encode(),
                                  value=json.dumps({"n": n, "page": f"/p/{n % 37}"}).encode(),

@@ -77,6 +77,9 @@ def test_live_cluster_example(tmp_path: Path) -> None:
                for row in table)
     assert all(row["headers"] == [{"key": "source", "value": b"spark_live_cluster"}]
                for row in table)
+    # Written by an idempotent producer: one producer id per round, sequence-checked batches.
+    assert len({row["producer_id"] for row in table}) == 2
+    assert all(row["producer_id"] >= 0 and row["producer_epoch"] == 0 for row in table)
 
     # The report read the snapshot taken while the cluster ran: brokers up, topic whole.
     snapshots = tmp_path / "cluster" / "controller-1" / "snapshots"
