@@ -1,0 +1,363 @@
+"""The groups this broker coordinates, where they live, and what is written about them.
+
+Theory of operation (Kafka's ``GroupMetadataManager`` and the placement half of
+``GroupCoordinator``)
+-------------------------------------------------------------------------------------------
+A group belongs to partition ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`` of
+``__consumer_offsets``; the broker leading that partition coordinates it. Per partition this
+manager is in one ``PartitionStatus``:
+
+* not owned (absent): requests for its groups get NOT_COORDINATOR (clients look up the
+  coordinator again). -> LOADING when this broker is elected leader (``begin_loading``).
+* ``LOADING``: the shell replays the partition's log; requests get COORDINATOR_LOAD_IN_PROGRESS
+  (SyncGroup: REBALANCE_IN_PROGRESS, Heartbeat: NONE, as Kafka answers older clients).
+  -> ACTIVE with the loaded groups (``complete_loading``); -> absent when leadership moves on.
+* ``ACTIVE``: requests are served. -> absent when leadership moves away (``unload``: every group
+  of the partition goes DEAD and each parked JoinGroup/SyncGroup is answered NOT_COORDINATOR).
+
+Writes: a group record or a batch of offset commits becomes an ``Append`` with a write id; the
+shell appends it with acks=-1 and reports back through ``on_append_done``, which completes the
+SyncGroup or OffsetCommit waiting for it. ``poll`` acts on passed deadlines (sessions, joins,
+syncs) and ``next_deadline_ms`` says when to call it next. Nothing here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
+
+from broker.group import rebalance
+from broker.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
+from broker.group.offsets import (
+    LogRecord,
+    fetch_offsets,
+    group_append_error,
+    group_record,
+    load_groups,
+    metadata_too_large,
+    offset_append_error,
+    offset_commit_records,
+)
+from broker.group.rebalance import GroupConfig, Step
+from broker.group.records import OffsetAndMetadata
+from broker.group.state import CommittedOffset, GroupMetadata, GroupState
+from fetcher.fetcher_id import java_string_hash, kafka_abs
+from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
+
+# APIs that accept an empty group id (Kafka's isValidGroupId: old offset tools use it).
+_EMPTY_GROUP_ID_APIS = frozenset(
+    {ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS}
+)
+
+
+class PartitionStatus(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+@attrs.frozen
+class OwnedPartition:
+    status: PartitionStatus
+    # The partition's leader epoch when this broker became its leader (coordinator epoch).
+    epoch: int
+
+
+@attrs.frozen
+class MemberSummary:
+    member_id: str
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@attrs.frozen
+class GroupSummary:
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberSummary, ...] = ()
+
+
+@attrs.frozen
+class GroupOverview:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "")
+NO_GROUP = GroupSummary("", "", "")
+
+
+@attrs.frozen
+class _PendingGroupStore:
+    group: GroupMetadata
+    generation_id: int
+    # None: the record of a generation that became EMPTY (nobody waits for it).
+    assignment: Mapping[str, bytes] | None
+
+
+@attrs.frozen
+class _PendingOffsetCommit:
+    group: GroupMetadata
+    request_id: int
+    offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    # Partitions already decided (OFFSET_METADATA_TOO_LARGE) before the append.
+    decided: Mapping[TopicPartition, Errors]
+
+
+class GroupMetadataManager:
+    def __init__(self, config: GroupConfig, new_member_suffix: Callable[[], str]) -> None:
+        self.config = config
+        # Makes member ids unique: "<client id>-<suffix>" (Kafka: a random UUID).
+        self._new_member_suffix = new_member_suffix
+        self.num_partitions = config.offsets_topic_num_partitions
+        self.groups: dict[str, GroupMetadata] = {}
+        self.partitions: dict[int, OwnedPartition] = {}
+        self.active = True
+        self._writes: dict[int, _PendingGroupStore | _PendingOffsetCommit] = {}
+        self._next_write_id = 0
+
+    # ------------------------------------------------------------------ placement
+
+    def partition_for(self, group_id: str) -> int:
+        return kafka_abs(java_string_hash(group_id)) % self.num_partitions
+
+    def validate_group_status(self, group_id: str | None, api: ApiKey) -> Errors | None:
+        """``validateGroupStatus``: valid id, coordinator running, partition loaded here."""
+        if group_id is None or (group_id == "" and api not in _EMPTY_GROUP_ID_APIS):
+            return Errors.INVALID_GROUP_ID
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        owned = self.partitions.get(self.partition_for(group_id))
+        if owned is None:
+            return Errors.NOT_COORDINATOR
+        if owned.status is PartitionStatus.LOADING:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def _step(self, now_ms: int) -> Step:
+        step = Step(now_ms, self.config, store_group=lambda group, assignment: None)
+        step.store_group = lambda group, assignment: self._store_group(group, assignment, step)
+        return step
+
+    def _new_write(self, pending: _PendingGroupStore | _PendingOffsetCommit) -> int:
+        self._next_write_id += 1
+        self._writes[self._next_write_id] = pending
+        return self._next_write_id
+
+    def _store_group(
+        self, group: GroupMetadata, assignment: Mapping[str, bytes] | None, step: Step
+    ) -> None:
+        write_id = self._new_write(_PendingGroupStore(group, group.generation_id, assignment))
+        record = group_record(group, assignment)
+        partition = self.partition_for(group.group_id)
+        step.effects.appends.append(Append(write_id, partition, (record,), step.now_ms))
+
+    # ------------------------------------------------------------------ offsets
+
+    def _store_offsets(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        request_id: int,
+        step: Step,
+    ) -> None:
+        max_bytes = self.config.offset_metadata_max_bytes
+        decided = {
+            tp: Errors.OFFSET_METADATA_TOO_LARGE
+            for tp, offset in offsets.items()
+            if metadata_too_large(offset, max_bytes)
+        }
+        valid = {tp: offset for tp, offset in offsets.items() if tp not in decided}
+        if not valid:
+            step.effects.answer(request_id, OffsetCommitResult(decided))
+            return
+        write_id = self._new_write(_PendingOffsetCommit(group, request_id, valid, decided))
+        group.pending_offset_commits += 1
+        records = offset_commit_records(group.group_id, valid)
+        partition = self.partition_for(group.group_id)
+        step.effects.appends.append(Append(write_id, partition, records, step.now_ms))
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> tuple[Errors, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
+        """OffsetFetch for one group (``partitions`` None: every committed partition)."""
+        error = self.validate_group_status(group_id, ApiKey.OFFSET_FETCH)
+        if error is not None:
+            return error, []
+        return Errors.NONE, fetch_offsets(self.groups.get(group_id), partitions)
+
+    # ------------------------------------------------------------------ appends
+
+    def on_append_done(
+        self, write_id: int, error: Errors, base_offset: int, now_ms: int
+    ) -> Effects:
+        """The shell's report on an ``Append``: NONE once committed, else the append error."""
+        step = self._step(now_ms)
+        pending = self._writes.pop(write_id)
+        if isinstance(pending, _PendingOffsetCommit):
+            self._offsets_stored(pending, offset_append_error(error), base_offset, step)
+        else:
+            self._group_stored(pending, group_append_error(error), step)
+        return step.effects
+
+    def _offsets_stored(
+        self, pending: _PendingOffsetCommit, error: Errors, base_offset: int, step: Step
+    ) -> None:
+        group = pending.group
+        group.pending_offset_commits = max(0, group.pending_offset_commits - 1)
+        live = self.groups.get(group.group_id) is group and not group.is_(GroupState.DEAD)
+        if error is Errors.NONE and live:
+            for tp, offset in pending.offsets.items():
+                group.on_offset_commit_append(tp, CommittedOffset(base_offset, offset))
+        errors = {tp: error for tp in pending.offsets}
+        errors.update(pending.decided)
+        step.effects.answer(pending.request_id, OffsetCommitResult(errors))
+
+    def _group_stored(self, pending: _PendingGroupStore, error: Errors, step: Step) -> None:
+        group = pending.group
+        if pending.assignment is None or self.groups.get(group.group_id) is not group:
+            return  # an EMPTY generation's record: nobody waits; or the group moved away
+        # Another member may have joined meanwhile: only this generation's sync completes.
+        if not group.is_(GroupState.COMPLETING_REBALANCE):
+            return
+        if group.generation_id != pending.generation_id:
+            return
+        if error is not Errors.NONE:
+            rebalance.reset_and_propagate_assignment_error(group, error, step)
+            rebalance.maybe_prepare_rebalance(group, step)
+            return
+        rebalance.set_and_propagate_assignment(group, pending.assignment, step)
+        group.transition_to(GroupState.STABLE, step.now_ms)
+
+    # ------------------------------------------------------------------ describe, list
+
+    def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
+        error = self.validate_group_status(group_id, ApiKey.DESCRIBE_GROUPS)
+        if error is not None:
+            return error, NO_GROUP
+        group = self.groups.get(group_id)
+        return Errors.NONE, DEAD_GROUP if group is None else _summary(group)
+
+    def list_groups(self, states: frozenset[str]) -> tuple[Errors, list[GroupOverview]]:
+        """ListGroups: every group here, those in ``states`` when it is not empty."""
+        if not self.active:
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        loading = any(p.status is PartitionStatus.LOADING for p in self.partitions.values())
+        overviews = [
+            GroupOverview(group.group_id, group.protocol_type or "", group.state.value)
+            for group in sorted(self.groups.values(), key=lambda g: g.group_id)
+            if not states or group.state.value in states
+        ]
+        return (Errors.COORDINATOR_LOAD_IN_PROGRESS if loading else Errors.NONE), overviews
+
+    # ------------------------------------------------------------------ time
+
+    def poll(self, now_ms: int) -> Effects:
+        """Act on every deadline that has passed: sessions, joins, syncs, pending members."""
+        step = self._step(now_ms)
+        for group in list(self.groups.values()):
+            rebalance.expire(group, step)
+            self._maybe_forget(group)
+        return step.effects
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [rebalance.next_deadline_ms(group) for group in self.groups.values()]
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def _maybe_forget(self, group: GroupMetadata) -> None:
+        """Drop a group that never had a generation and holds nothing (its first member only
+        got a member id, then went away): nothing of it was ever written."""
+        if (
+            group.is_(GroupState.EMPTY)
+            and group.generation_id == 0
+            and not group.pending_members
+            and not group.has_offsets()
+            and self.groups.get(group.group_id) is group
+        ):
+            del self.groups[group.group_id]
+
+    # ------------------------------------------------------------------ loading
+
+    def begin_loading(self, partition: int, epoch: int, now_ms: int) -> tuple[bool, Effects]:
+        """This broker now leads ``partition`` in leader epoch ``epoch``; True when its log
+        must be replayed (not already loaded or loading in this epoch)."""
+        owned = self.partitions.get(partition)
+        if owned is not None and owned.epoch == epoch:
+            return False, Effects()
+        effects = self.unload(partition, now_ms) if owned is not None else Effects()
+        self.partitions[partition] = OwnedPartition(PartitionStatus.LOADING, epoch)
+        return True, effects
+
+    def complete_loading(
+        self, partition: int, epoch: int, records: Iterable[LogRecord], now_ms: int
+    ) -> tuple[Effects, tuple[str, ...]]:
+        """Install the groups replayed from ``partition``; ignored when the partition moved on
+        meanwhile. Returns the effects and the problems met in the log."""
+        owned = self.partitions.get(partition)
+        if owned != OwnedPartition(PartitionStatus.LOADING, epoch):
+            return Effects(), ()
+        step = self._step(now_ms)
+        loaded = load_groups(records, now_ms)
+        problems = list(loaded.problems)
+        for group in loaded.groups:
+            if self.partition_for(group.group_id) != partition:
+                problems.append(
+                    f"group {group.group_id!r} does not belong to partition {partition}"
+                )
+                continue
+            self.groups[group.group_id] = group
+            for member in group.members.values():
+                rebalance.schedule_heartbeat(member, step)
+            if len(group.members) > self.config.group_max_size:
+                rebalance.prepare_rebalance(group, step)
+        self.partitions[partition] = OwnedPartition(PartitionStatus.ACTIVE, epoch)
+        return step.effects, tuple(problems)
+
+    def unload(self, partition: int, now_ms: int) -> Effects:
+        """Leadership of ``partition`` moved away: its groups go DEAD, waiters re-find."""
+        step = self._step(now_ms)
+        self.partitions.pop(partition, None)
+        for group in [
+            g for g in self.groups.values() if self.partition_for(g.group_id) == partition
+        ]:
+            group.transition_to(GroupState.DEAD, now_ms)
+            for member in group.members.values():
+                rebalance.answer_join(
+                    member, rebalance.join_error(member.member_id, Errors.NOT_COORDINATOR), step
+                )
+                rebalance.answer_sync(member, SyncGroupResult(error=Errors.NOT_COORDINATOR), step)
+            del self.groups[group.group_id]
+        return step.effects
+
+    def shutdown(self, now_ms: int) -> Effects:
+        effects = Effects()
+        for partition in sorted(self.partitions):
+            effects.merge(self.unload(partition, now_ms))
+        self.active = False
+        return effects
+
+
+def _summary(group: GroupMetadata) -> GroupSummary:
+    """``GroupMetadata.summary``: member metadata and assignments only when STABLE."""
+    protocol_type = group.protocol_type or ""
+    if group.is_(GroupState.STABLE):
+        protocol = group.protocol_name or ""
+        members = tuple(
+            MemberSummary(
+                m.member_id, m.client_id, m.client_host, m.metadata(protocol), m.assignment
+            )
+            for m in group.members.values()
+        )
+        return GroupSummary(group.state.value, protocol_type, protocol, members)
+    members = tuple(
+        MemberSummary(m.member_id, m.client_id, m.client_host, b"", b"")
+        for m in group.members.values()
+    )
+    return GroupSummary(group.state.value, protocol_type, "", members)

@@ -1,0 +1,245 @@
+"""Committed offsets and the group records: validation, records to write, replay of a partition.
+
+Kafka's ``GroupMetadataManager`` (``storeOffsets``, ``storeGroup``, ``getOffsets``,
+``doLoadGroupsAndOffsets``) without transactions:
+
+* an OffsetCommit is checked (``validate_offset_commit``): a commit from a member must name a
+  current member and generation; a commit with generation -1 and no member id (the "simple"
+  consumer that only stores offsets) is allowed while the group has no members. Each partition's
+  metadata must fit ``offset.metadata.max.bytes`` (else OFFSET_METADATA_TOO_LARGE); the others
+  become OffsetCommit records appended as one batch, and only once the append is acknowledged
+  (acks=-1) do the offsets enter the cache and the client get NONE;
+* the group is stored (a GroupMetadata record) when a generation becomes EMPTY and when the
+  leader's SyncGroup brings the assignment;
+* append errors are mapped as Kafka maps them, so clients see coordinator errors they retry;
+* ``load_groups`` replays a ``__consumer_offsets`` partition in log order: the last record of a
+  key wins, a tombstone deletes. Groups with members load STABLE, others EMPTY; offsets of a
+  group without a group record make an EMPTY group that only stores offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from broker.group.effects import CoordinatorRecord
+from broker.group.records import (
+    CoordinatorRecordError,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberRecord,
+    OffsetAndMetadata,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_key,
+    offset_commit_value,
+)
+from broker.group.state import (
+    CommittedOffset,
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    Protocol,
+)
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
+
+OFFSETS_TOPIC = "__consumer_offsets"
+NO_GENERATION = -1
+UNKNOWN_MEMBER_ID = ""
+
+
+@attrs.frozen
+class LogRecord:
+    """A record read back from ``__consumer_offsets``, with its batch's base offset."""
+
+    batch_offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@attrs.frozen
+class LoadedGroups:
+    groups: tuple[GroupMetadata, ...]
+    # Why records were skipped (malformed or of an unknown version): one line each.
+    problems: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------ commits
+
+
+def validate_offset_commit(
+    group: GroupMetadata, generation_id: int, member_id: str
+) -> Errors | None:
+    """``validateOffsetCommit`` for a non-transactional commit by a dynamic member."""
+    if group.is_(GroupState.DEAD):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID:
+        if not group.has(member_id):
+            return Errors.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        return None
+    if not group.is_(GroupState.EMPTY):
+        # Only members may commit to a group that has members.
+        return Errors.UNKNOWN_MEMBER_ID
+    return None
+
+
+def metadata_too_large(offset: OffsetAndMetadata, max_bytes: int) -> bool:
+    """``validateOffsetMetadataLength`` (Kafka counts the metadata string's characters)."""
+    return len(offset.metadata) > max_bytes
+
+
+def offset_commit_records(
+    group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+) -> tuple[CoordinatorRecord, ...]:
+    return tuple(
+        CoordinatorRecord(offset_commit_key(group_id, tp), offset_commit_value(offset))
+        for tp, offset in offsets.items()
+    )
+
+
+def offset_append_error(error: Errors) -> Errors:
+    """``storeOffsets``' mapping of an append error to what the committing client sees."""
+    if error in (
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.NOT_ENOUGH_REPLICAS,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR):
+        return Errors.NOT_COORDINATOR
+    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
+        return Errors.INVALID_COMMIT_OFFSET_SIZE
+    return error
+
+
+def group_append_error(error: Errors) -> Errors:
+    """``storeGroup``'s mapping: a timed-out store asks the members to rejoin."""
+    if error is Errors.REQUEST_TIMED_OUT:
+        return Errors.REBALANCE_IN_PROGRESS
+    if error in (Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE):
+        return Errors.UNKNOWN_SERVER_ERROR
+    return offset_append_error(error)
+
+
+def group_record(group: GroupMetadata, assignment: Mapping[str, bytes] | None) -> CoordinatorRecord:
+    """The GroupMetadata record of ``group`` with ``assignment`` (``groupMetadataValue``)."""
+    assignment = assignment or {}
+    protocol = group.protocol_name
+    members = tuple(
+        MemberRecord(
+            member_id=member.member_id,
+            client_id=member.client_id,
+            client_host=member.client_host,
+            rebalance_timeout_ms=member.rebalance_timeout_ms,
+            session_timeout_ms=member.session_timeout_ms,
+            subscription=member.metadata(protocol) if protocol is not None else b"",
+            assignment=assignment.get(member.member_id, b""),
+        )
+        for member in group.members.values()
+    )
+    value = GroupMetadataValue(
+        protocol_type=group.protocol_type or "",
+        generation=group.generation_id,
+        protocol=protocol,
+        leader=group.leader_id,
+        current_state_timestamp_ms=group.state_timestamp_ms,
+        members=members,
+    )
+    return CoordinatorRecord(group_metadata_key(group.group_id), group_metadata_value(value))
+
+
+def fetch_offsets(
+    group: GroupMetadata | None, partitions: Iterable[TopicPartition] | None
+) -> list[tuple[TopicPartition, OffsetAndMetadata | None]]:
+    """``getOffsets``: the asked partitions (None: all the group has), None where nothing is
+    committed — whatever the group's state, since simple consumers commit without one."""
+    if partitions is None:
+        if group is None:
+            return []
+        return [(tp, group.offset(tp)) for tp in sorted(group.offsets, key=_partition_order)]
+    return [(tp, None if group is None else group.offset(tp)) for tp in partitions]
+
+
+def _partition_order(topic_partition: TopicPartition) -> tuple[str, int]:
+    return topic_partition.topic, topic_partition.partition
+
+
+# ------------------------------------------------------------------ loading
+
+
+def load_groups(records: Iterable[LogRecord], now_ms: int) -> LoadedGroups:
+    """Replay one partition's records, in log order, into groups with their offsets."""
+    offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+    values: dict[str, GroupMetadataValue | None] = {}
+    problems: list[str] = []
+    for record in records:
+        try:
+            _replay(record, offsets, values)
+        except CoordinatorRecordError as error:
+            problems.append(f"record in the batch at offset {record.batch_offset}: {error}")
+    groups = []
+    for group_id in sorted(set(offsets) | {g for g, v in values.items() if v is not None}):
+        value = values.get(group_id)
+        group = _group_from(group_id, value, now_ms)
+        group.offsets.update(offsets.get(group_id, {}))
+        groups.append(group)
+    return LoadedGroups(tuple(groups), tuple(problems))
+
+
+def _replay(
+    record: LogRecord,
+    offsets: dict[str, dict[TopicPartition, CommittedOffset]],
+    values: dict[str, GroupMetadataValue | None],
+) -> None:
+    if record.key is None:
+        raise CoordinatorRecordError("a record without a key")
+    key = decode_key(record.key)
+    if isinstance(key, GroupMetadataKey):
+        value = None if record.value is None else decode_group_metadata_value(record.value)
+        values[key.group] = value
+        return
+    group_offsets = offsets.setdefault(key.group, {})
+    if record.value is None:
+        group_offsets.pop(key.topic_partition, None)
+        if not group_offsets:
+            del offsets[key.group]
+        return
+    offset = decode_offset_commit_value(record.value)
+    group_offsets[key.topic_partition] = CommittedOffset(record.batch_offset, offset)
+
+
+def _group_from(group_id: str, value: GroupMetadataValue | None, now_ms: int) -> GroupMetadata:
+    """``GroupMetadata.loadGroup``: STABLE with members, else EMPTY."""
+    if value is None:
+        return GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+    state = GroupState.STABLE if value.members else GroupState.EMPTY
+    timestamp_ms = value.current_state_timestamp_ms
+    group = GroupMetadata(group_id, state, timestamp_ms if timestamp_ms >= 0 else now_ms)
+    group.generation_id = value.generation
+    group.protocol_name = value.protocol
+    for record in value.members:
+        protocols = (Protocol(value.protocol or "", record.subscription),)
+        group.add(
+            MemberMetadata(
+                member_id=record.member_id,
+                client_id=record.client_id,
+                client_host=record.client_host,
+                rebalance_timeout_ms=record.rebalance_timeout_ms,
+                session_timeout_ms=record.session_timeout_ms,
+                protocol_type=value.protocol_type,
+                protocols=protocols,
+                assignment=record.assignment,
+            )
+        )
+    group.protocol_type = value.protocol_type or None
+    # add() made the first member leader; the record names the real one.
+    if value.leader is not None and value.leader in group.members:
+        group.leader_id = value.leader
+    return group
