@@ -45,6 +45,7 @@ from tests.chaos.harness import (
 pytestmark = pytest.mark.chaos
 
 NOT_LEADER_OR_FOLLOWER = 6  # org.apache.kafka.common.protocol.Errors
+RECOVERED, RECOVERING = 0, 1  # org.apache.kafka.metadata.LeaderRecoveryState
 # Between the fencing deadline and the admin API showing the new leader: the controller's
 # timer, committing the PartitionChange records, and this test's 100 ms polling.
 FENCE_SLACK_S = 1.0
@@ -258,6 +259,9 @@ def test_unclean_leader_election_is_off_by_default_and_works_when_enabled(
     cluster.eventually(lambda: cluster.topic(unclean)[0]["leader"] == 11, "unclean election")
     time.sleep(1.0)
     assert cluster.topic(clean)[0]["leader"] == -1
+    # KIP-704: an unclean leader starts RECOVERING, alone in the ISR.
+    [elected] = cluster.topic(unclean)
+    assert (elected["isr"], elected["leader_recovery_state"]) == ([11], RECOVERING)
     # The unclean leader's history wins: what only 10 had is gone.
     assert read_to_end(cluster.bootstrap_servers, unclean, 1)[0] == early[unclean]
 
@@ -266,5 +270,7 @@ def test_unclean_leader_election_is_off_by_default_and_works_when_enabled(
     cluster.eventually(lambda: all(cluster.in_sync(t) for t in both), "replicas converge")
     assert read_to_end(cluster.bootstrap_servers, clean, 1)[0] == early[clean] + late[clean]
     assert read_to_end(cluster.bootstrap_servers, unclean, 1)[0] == early[unclean]
+    # The ISR expansion that let 10 back in marked the recovery done.
+    assert cluster.topic(unclean)[0]["leader_recovery_state"] == RECOVERED
     for topic in both:
         assert_replicas_agree(cluster, topic)
