@@ -35,8 +35,9 @@ SESSION_TIMEOUT_MS = 3000
 HEARTBEAT_INTERVAL_MS = 500
 CONTROLLER_PROPERTIES = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                          "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)}
-BROKER_PROPERTIES = {"replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "200",
-                     "replica.fetch.backoff.ms": "200"}
+# The controllers enforce the session; the brokers' copies (last line wins) say the same.
+BROKER_PROPERTIES = {**CONTROLLER_PROPERTIES, "replica.lag.time.max.ms": "3000",
+                     "replica.fetch.wait.max.ms": "200", "replica.fetch.backoff.ms": "200"}
 BROKER_IDS = (10, 11, 12)
 CONVERGE_TIMEOUT_S = 45.0
 POLL_S = 0.1
