@@ -58,8 +58,10 @@ class CommittedBatch:
     def next_offset(self) -> int:
         return self.base_offset + self.record_count
 
-    def json_lines(self) -> tuple[bytes, ...]:
-        """This batch's records as JSON lines (``metadata.codec``), transcoded once."""
+    @property
+    def records(self) -> tuple[bytes, ...]:
+        """This batch's records as JSON lines (``metadata.codec``): what the records endpoint
+        splices into its answer. Transcoded from the payload on first access, then kept."""
         if not self.json_cache:
             self.json_cache.append(json_lines(self.payload))
         lines = self.json_cache[0]

@@ -165,7 +165,7 @@ def _records_json(from_offset: int, next_offset: int, log_end_offset: int,
         parts.append(b'{"base_offset":%d,"last_offset":%d,"epoch":%d,"append_time_ms":%d,'
                      b'"records":[' % (batch.base_offset, batch.last_offset, batch.epoch,
                                        batch.append_time_ms))
-        parts.append(b",".join(batch.json_lines()))
+        parts.append(b",".join(batch.records))
         parts.append(b"]}")
     parts.append(b"]}")
     return b"".join(parts)

@@ -56,17 +56,17 @@ def test_a_read_inside_a_batch_gets_its_tail() -> None:
     read = window.read(6, 1000)
     assert read.batches[0].base_offset == 6
     assert (read.batches[0].record_count, read.batches[0].last_offset) == (3, 8)
-    assert read.batches[0].json_lines() == lines(6, 7, 8)
-    assert window.read(7, 1000).batches[0].tail_from(8).json_lines() == lines(8)
+    assert read.batches[0].records == lines(6, 7, 8)
+    assert window.read(7, 1000).batches[0].tail_from(8).records == lines(8)
 
 
 def test_json_lines_are_transcoded_once_per_batch_and_shared_with_tails() -> None:
     batch = committed(0, 3)
-    first = batch.json_lines()
+    first = batch.records
     assert first == lines(0, 1, 2)
-    assert batch.json_lines() is first
+    assert batch.records is first
     tail = batch.tail_from(1)
-    assert tail.json_lines() == lines(1, 2)
+    assert tail.records == lines(1, 2)
     assert tail.json_cache is batch.json_cache
     # The cache is not part of the value.
     assert batch == committed(0, 3)

@@ -63,7 +63,7 @@ def test_the_image_holds_the_records() -> None:
     assert sorted(topic.partitions) == [0, 1, 2]
     assert applied.batch is not None and applied.batch.record_count == 4
     # The window gets the entry's own payload: nothing re-encoded, nothing decoded kept.
-    assert applied.batch.json_lines() == tuple(
+    assert applied.batch.records == tuple(
         encode_record(r).encode() for r in topic_records(partitions=3))
 
 
