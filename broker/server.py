@@ -39,6 +39,7 @@ from typing import Any
 from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig, Endpoint
 from broker.controller_client import ControllerClient
+from broker.group.shell import GroupCoordinatorShell, group_config
 from broker.handlers import BrokerServices, broker_handlers
 from broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
 from broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow, ReplicaRole
@@ -95,6 +96,7 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.group_coordinator: GroupCoordinatorShell | None = None
         self.alter_partition = AlterPartitionManager(self.client, broker_id=config.node_id,
                                                      broker_epoch=self._broker_epoch)
         self.heartbeats: BrokerLifecycleManager | None = None
@@ -166,6 +168,8 @@ class BrokerServer:
             inter_broker_listener_name=self.config.inter_broker_listener_name,
             min_insync_replicas=self.config.min_insync_replicas,
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
+        self.group_coordinator = GroupCoordinatorShell(self.replica_manager,
+                                                       group_config(self.config))
         self.kafka_apis.register_all(broker_handlers(BrokerServices(
             broker_id=self.config.node_id, cluster_id=self.cluster_id,
             replica_manager=self.replica_manager, metadata=lambda: self.loader.image,
@@ -173,7 +177,7 @@ class BrokerServer:
             auto_create_topics_enable=self.config.auto_create_topics_enable,
             num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor),
-            producer_ids=self.producer_ids))
+            producer_ids=self.producer_ids, group_coordinator=self.group_coordinator))
         endpoints = await self._start_listeners()
         self.heartbeats = BrokerLifecycleManager(
             self.client, BrokerIdentity(broker_id=self.config.node_id,
@@ -273,6 +277,8 @@ class BrokerServer:
         assert self.replica_manager is not None
         changes = local_changes(delta, self.config.node_id)
         self.replica_manager.apply_delta(changes, image, wall_clock_ms())
+        if self.group_coordinator is not None:  # loads / unloads __consumer_offsets groups
+            self.group_coordinator.on_metadata(changes, image)
 
     async def _wait_until_running(self, heartbeats: BrokerLifecycleManager) -> None:
         await self._first_of(heartbeats.caught_up.wait())
@@ -336,6 +342,8 @@ class BrokerServer:
             task.cancel()
         await self._bounded(asyncio.gather(*self._tasks, return_exceptions=True),
                             "stopping the background tasks")
+        if self.group_coordinator is not None:  # waiting members learn to look elsewhere
+            await self._bounded(self.group_coordinator.shutdown(), "stopping the group coordinator")
         for listener in self.listeners:
             await self._bounded(listener.close(), f"closing listener {listener.listener_name}")
         # Kafka's order: fetchers stop before the logs they append to close.

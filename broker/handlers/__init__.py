@@ -9,16 +9,20 @@
                    broker's ``broker.producer_ids.ProducerIdManager``; no transactional ids
   admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
+  groups.py        FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+                   OffsetFetch, DescribeGroups, ListGroups over ``broker.group``'s coordinator
 
 Wiring (the composition root)::
 
     services = BrokerServices(broker_id=..., cluster_id=..., replica_manager=...,
                               metadata=loader_image, controller=controller_client)
-    kafka_apis.register_all(broker_handlers(services, producer_ids=producer_id_manager))
+    kafka_apis.register_all(broker_handlers(services, producer_ids=producer_id_manager,
+                                            group_coordinator=group_coordinator_shell))
 """
 
 from __future__ import annotations
 
+from broker.group.shell import GroupCoordinatorShell
 from broker.handlers.admin import admin_handlers
 from broker.handlers.controller_client import (
     ControllerClient,
@@ -28,6 +32,7 @@ from broker.handlers.controller_client import (
     NewTopic,
 )
 from broker.handlers.fetch import fetch_handler
+from broker.handlers.groups import group_handlers
 from broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
 from broker.handlers.list_offsets import list_offsets_handler
 from broker.handlers.metadata import metadata_handler
@@ -39,12 +44,15 @@ from protocol.api_keys import ApiKey
 
 
 def broker_handlers(
-    services: BrokerServices, producer_ids: ProducerIdSource | None = None
+    services: BrokerServices,
+    producer_ids: ProducerIdSource | None = None,
+    group_coordinator: GroupCoordinatorShell | None = None,
 ) -> dict[ApiKey, ApiHandler]:
     """Every handler of this package, by API key, for ``KafkaApis.register_all``.
 
     InitProducerId is served only with ``producer_ids`` (a broker always passes its
-    ``ProducerIdManager``; harnesses that produce no idempotent batches may leave it out).
+    ``ProducerIdManager``; harnesses that produce no idempotent batches may leave it out), the
+    group APIs only with ``group_coordinator`` (likewise).
     """
     handlers = {
         ApiKey.PRODUCE: produce_handler(services),
@@ -56,6 +64,8 @@ def broker_handlers(
     }
     if producer_ids is not None:
         handlers[ApiKey.INIT_PRODUCER_ID] = init_producer_id_handler(producer_ids)
+    if group_coordinator is not None:
+        handlers.update(group_handlers(services, group_coordinator))
     return handlers
 
 

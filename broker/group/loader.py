@@ -1,0 +1,57 @@
+"""Read a ``__consumer_offsets`` partition's log back as records (Kafka's
+``GroupMetadataManager.doLoadGroupsAndOffsets`` read loop).
+
+The log is read from its start to the log end offset it had when loading began, in chunks of
+``offsets.load.buffer.size`` (5 MiB), yielding to the event loop between chunks so a long log
+does not stall the broker. Control batches are skipped (no transactions write here). Records
+come back with the base offset of their batch, which orders commits the way Kafka's
+``CommitRecordMetadataAndOffset`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.group.offsets import LogRecord
+from storage.log_validator import LogError
+from storage.partition_log import PartitionLog
+from storage.record_batch import CorruptRecordError, iter_batches
+from storage.records import iter_records
+
+# offsets.load.buffer.size
+LOAD_BUFFER_BYTES = 5 * 1024 * 1024
+
+
+class LoadError(Exception):
+    """The partition's log could not be read back."""
+
+
+async def read_partition_records(
+    log: PartitionLog, *, chunk_bytes: int = LOAD_BUFFER_BYTES
+) -> list[LogRecord]:
+    end_offset = log.log_end_offset
+    offset = log.log_start_offset
+    records: list[LogRecord] = []
+    while offset < end_offset:
+        try:
+            fetched = log.read(offset, chunk_bytes, end_offset, min_one_batch=True)
+            data = b"".join(part.read_bytes() for part in fetched.slices)
+            records.extend(_records_of(data))
+        except (OSError, EOFError, CorruptRecordError, LogError) as error:
+            # LogError: retention moved the log start past ``offset`` meanwhile, for one.
+            raise LoadError(f"{log.directory.name} at offset {offset}: {error}") from error
+        if fetched.next_offset <= offset:
+            break
+        offset = fetched.next_offset
+        await asyncio.sleep(0)
+    return records
+
+
+def _records_of(data: bytes) -> list[LogRecord]:
+    records = []
+    for position, header in iter_batches(data):
+        if header.is_control:
+            continue
+        for record in iter_records(data, position):
+            records.append(LogRecord(header.base_offset, record.key, record.value))
+    return records

@@ -1,0 +1,339 @@
+"""The asyncio shell around the pure group coordinator: futures, the timer, appends, loading.
+
+Theory of operation
+-------------------
+Requests: each call picks a request id, parks a future under it, and hands the request to the
+pure ``GroupCoordinator`` with the wall clock's ``now_ms``. The ``Effects`` that come back are
+applied at once: answers resolve their futures (maybe this request's, maybe other members'
+parked JoinGroups), appends start, and the one timer is moved to ``next_deadline_ms``. When the
+timer fires, ``poll`` runs and its effects are applied the same way.
+
+Appends: each ``Append`` becomes one RecordBatch v2 appended to its ``__consumer_offsets``
+partition through ``ReplicaManager.append_records`` with acks=-1 (``offsets.commit.required.acks``
+-1) and ``offsets.commit.timeout.ms``; the outcome goes back to the core with
+``on_append_done``. Appends start in the order the core asked for them (tasks start FIFO and the
+local append happens before the task's first ``await``).
+
+Leadership (``on_metadata``, called after ``ReplicaManager.apply_delta``): a partition of
+``__consumer_offsets`` this broker was elected to lead is loaded (its log replayed by
+``broker.group.loader``); one it stopped leading or no longer hosts is unloaded, and waiting
+members are told NOT_COORDINATOR so they find the new coordinator.
+
+Shutdown answers whatever still waits (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE) and stops
+the shell's tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.group.coordinator import GroupCoordinator, JoinGroupRequest
+from broker.group.effects import (
+    Append,
+    Effects,
+    HeartbeatResult,
+    JoinGroupResult,
+    LeaveGroupResult,
+    OffsetCommitResult,
+    Result,
+    SyncGroupResult,
+)
+from broker.group.loader import LoadError, read_partition_records
+from broker.group.manager import GroupOverview, GroupSummary
+from broker.group.offsets import OFFSETS_TOPIC
+from broker.group.rebalance import GroupConfig
+from broker.group.records import OffsetAndMetadata
+from broker.replica_manager import ReplicaManager
+from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges
+from protocol.errors import Errors
+from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+# offsets.commit.timeout.ms: how long an append waits for the ISR.
+OFFSET_COMMIT_TIMEOUT_MS = 5000
+MAX_LOGGED_PROBLEMS = 5
+
+
+def wall_clock_ms() -> int:
+    """Kafka's ``time.milliseconds()``: commit timestamps are wall time, so deadlines are too."""
+    return time.time_ns() // 1_000_000
+
+
+def random_member_suffix() -> str:
+    return str(uuid.uuid4())
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    """The coordinator's settings from the broker's properties."""
+    return GroupConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        offsets_topic_replication_factor=config.offsets_topic_replication_factor,
+    )
+
+
+class GroupCoordinatorShell:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        config: GroupConfig,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        member_suffix: Callable[[], str] = random_member_suffix,
+        offset_commit_timeout_ms: int = OFFSET_COMMIT_TIMEOUT_MS,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.config = config
+        self.core = GroupCoordinator(config, member_suffix)
+        self.clock_ms = clock_ms
+        self.offset_commit_timeout_ms = offset_commit_timeout_ms
+        self._request_ids = itertools.count(1)
+        # request id -> (future, what to answer if the coordinator stops first)
+        self._waiters: dict[int, tuple[asyncio.Future[Result], Result]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline_ms: int | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ requests
+
+    async def join_group(self, request: JoinGroupRequest) -> JoinGroupResult:
+        fallback = JoinGroupResult(member_id=request.member_id, error=Errors.NOT_COORDINATOR)
+        result = await self._call(
+            lambda rid, now: self.core.handle_join_group(request, rid, now), fallback
+        )
+        assert isinstance(result, JoinGroupResult)
+        return result
+
+    async def sync_group(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+    ) -> SyncGroupResult:
+        result = await self._call(
+            lambda rid, now: self.core.handle_sync_group(
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                assignments=assignments,
+                request_id=rid,
+                now_ms=now,
+            ),
+            SyncGroupResult(error=Errors.NOT_COORDINATOR),
+        )
+        assert isinstance(result, SyncGroupResult)
+        return result
+
+    async def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> Errors:
+        result = await self._call(
+            lambda rid, now: self.core.handle_heartbeat(
+                group_id, member_id, generation_id, rid, now
+            ),
+            HeartbeatResult(Errors.NOT_COORDINATOR),
+        )
+        assert isinstance(result, HeartbeatResult)
+        return result.error
+
+    async def leave_group(
+        self, group_id: str, members: Iterable[tuple[str, str | None]]
+    ) -> LeaveGroupResult:
+        leaving = tuple(members)
+        result = await self._call(
+            lambda rid, now: self.core.handle_leave_group(group_id, leaving, rid, now),
+            LeaveGroupResult(Errors.NOT_COORDINATOR),
+        )
+        assert isinstance(result, LeaveGroupResult)
+        return result
+
+    async def commit_offsets(
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> Mapping[TopicPartition, Errors]:
+        result = await self._call(
+            lambda rid, now: self.core.handle_commit_offsets(
+                group_id=group_id,
+                member_id=member_id,
+                generation_id=generation_id,
+                offsets=offsets,
+                request_id=rid,
+                now_ms=now,
+            ),
+            OffsetCommitResult({tp: Errors.NOT_COORDINATOR for tp in offsets}),
+        )
+        assert isinstance(result, OffsetCommitResult)
+        return result.errors
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> tuple[Errors, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
+        return self.core.fetch_offsets(group_id, partitions)
+
+    def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
+        return self.core.describe_group(group_id)
+
+    def list_groups(self, states: frozenset[str]) -> tuple[Errors, list[GroupOverview]]:
+        return self.core.list_groups(states)
+
+    def partition_for(self, group_id: str) -> int:
+        return self.core.partition_for(group_id)
+
+    async def _call(self, handle: Callable[[int, int], Effects], fallback: Result) -> Result:
+        request_id = next(self._request_ids)
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = (future, fallback)
+        try:
+            self._apply(handle(request_id, self.clock_ms()))
+            return await future
+        finally:
+            self._waiters.pop(request_id, None)
+
+    # ------------------------------------------------------------------ effects
+
+    def _apply(self, effects: Effects) -> None:
+        for answer in effects.answers:
+            waiter = self._waiters.pop(answer.request_id, None)
+            if waiter is not None and not waiter[0].done():
+                waiter[0].set_result(answer.result)
+        for append in effects.appends:
+            self._spawn(self._append(append), f"append to {OFFSETS_TOPIC}-{append.partition}")
+        self._reschedule()
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.ensure_future(coroutine)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _append(self, append: Append) -> None:
+        topic_partition = TopicPartition(OFFSETS_TOPIC, append.partition)
+        records = [
+            SimpleRecord(key=r.key, value=r.value, timestamp=append.timestamp_ms)
+            for r in append.records
+        ]
+        results = await self.replica_manager.append_records(
+            {topic_partition: bytearray(build_batch(records))},
+            required_acks=-1,
+            timeout_ms=self.offset_commit_timeout_ms,
+            now_ms=self.clock_ms(),
+            internal_topics_allowed=True,
+        )
+        result = results[topic_partition]
+        if result.error is not Errors.NONE:
+            logger.info(
+                "appending to %s failed: %s %s",
+                topic_partition,
+                result.error.name,
+                result.error_message or "",
+            )
+        effects = self.core.on_append_done(
+            append.write_id, result.error, result.base_offset, self.clock_ms()
+        )
+        self._apply(effects)
+
+    def _reschedule(self) -> None:
+        deadline = self.core.next_deadline_ms()
+        if deadline == self._timer_deadline_ms:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline_ms = deadline
+        if deadline is not None:
+            delay_s = max(0, deadline - self.clock_ms()) / 1000
+            self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline_ms = None
+        self._apply(self.core.poll(self.clock_ms()))
+
+    # ------------------------------------------------------------------ leadership
+
+    def on_metadata(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
+        """React to this broker's new leaderships of ``__consumer_offsets`` partitions."""
+        topic = image.topics.by_name.get(OFFSETS_TOPIC)
+        if topic is not None and topic.partitions and not self.core.partitions:
+            # Kafka reads the partition count of an existing topic, not the config.
+            self.core.num_partitions = len(topic.partitions)
+        now_ms = self.clock_ms()
+        gone = [key for key in changes.deletes if key.topic == OFFSETS_TOPIC]
+        gone += [key for key in changes.followers if key.topic == OFFSETS_TOPIC]
+        for key in sorted(gone):
+            if key.partition in self.core.partitions:
+                logger.info("no longer the group coordinator of %s-%d", *key)
+                self._apply(self.core.unload(key.partition, now_ms))
+        for key, info in sorted(changes.elected_leaders.items()):
+            if key.topic != OFFSETS_TOPIC:
+                continue
+            needed, effects = self.core.begin_loading(key.partition, info.leader_epoch, now_ms)
+            self._apply(effects)
+            if needed:
+                name = f"load {OFFSETS_TOPIC}-{key.partition}"
+                self._spawn(self._load(key.partition, info.leader_epoch), name)
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        topic_partition = TopicPartition(OFFSETS_TOPIC, partition)
+        hosted = self.replica_manager.get_partition(topic_partition)
+        if hosted is None or not hosted.is_leader or hosted.leader_epoch != epoch:
+            return  # leadership moved on already; the next metadata change says where
+        started_ms = self.clock_ms()
+        try:
+            records = await read_partition_records(hosted.log)
+        except LoadError as error:
+            logger.error("cannot load the groups of %s: %s", topic_partition, error)
+            self._apply(self.core.unload(partition, self.clock_ms()))
+            return
+        effects, problems = self.core.complete_loading(partition, epoch, records, self.clock_ms())
+        for problem in problems[:MAX_LOGGED_PROBLEMS]:
+            logger.warning("%s: skipped a %s", topic_partition, problem)
+        logger.info(
+            "loaded %s (epoch %d): %d records in %d ms",
+            topic_partition,
+            epoch,
+            len(records),
+            self.clock_ms() - started_ms,
+        )
+        self._apply(effects)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def shutdown(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline_ms = None
+        effects = self.core.shutdown(self.clock_ms())
+        for answer in effects.answers:
+            waiter = self._waiters.pop(answer.request_id, None)
+            if waiter is not None and not waiter[0].done():
+                waiter[0].set_result(answer.result)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for future, fallback in list(self._waiters.values()):
+            if not future.done():
+                future.set_result(fallback)
+        self._waiters.clear()
