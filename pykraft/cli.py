@@ -18,8 +18,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("pykraft.controller_cmd", "run one controller of the metadata quorum"),
     "broker": ("pykraft.broker_cmd", "run one broker"),
     "dev": ("pykraft.dev", "run a local cluster of controller and broker processes"),
-    "spark": ("pykraft.spark_cmd", "Spark jobs over snapshots and segment files (report, export-topic)"),
-    "topics": ("pykraft.topics_cmd", "create, list, describe, alter and delete topics (kafka-topics.sh)"),
+    "spark": ("pykraft.spark_cmd", "Spark jobs over snapshots and segment files"),
+    "topics": ("pykraft.topics_cmd", "create, list, describe, alter and delete topics"),
 }
 
 
