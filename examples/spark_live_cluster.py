@@ -187,7 +187,9 @@ def ensure_topic(admin_url: str) -> None:
         "name": TOPIC, "partitions": PARTITIONS, "replication_factor": 1})
     if status == 201:
         print(f"created topic {TOPIC!r}: {PARTITIONS} partitions, replication factor 1")
-    elif answer.get("error") != "TOPIC_ALREADY_EXISTS":
+    elif answer.get("error") == "TOPIC_ALREADY_EXISTS":
+        print(f"topic {TOPIC!r} already exists (a rerun on the same data)")
+    else:
         raise ExampleError(f"creating {TOPIC!r} failed: {status} {answer}")
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
