@@ -267,6 +267,10 @@ class GroupCoordinatorShell:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_deadline_ms = None
+        self.poll()
+
+    def poll(self) -> None:
+        """Act on every deadline passed by now (the timer calls it; so may a simulated clock)."""
         self._apply(self.core.poll(self.clock_ms()))
 
     # ------------------------------------------------------------------ leadership
