@@ -78,6 +78,24 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+def proposal_blob(expected_last_offset: int, epoch: int, append_time_ms: int,
+                  records: Sequence[MetadataRecord]) -> bytes:
+    """The Raft entry proposing ``records`` (``quorum.raft_batch`` format 2).
+
+    A record holding a value outside its Kafka type (an HTTP field that was an integer but not
+    an int32, say) is refused here, before it is in the log — a follower, a snapshot load or a
+    broker would refuse it later — as INVALID_REQUEST naming the record and the field.
+    """
+    try:
+        payload = encode_records(records)
+    except MetadataCodecError as error:
+        raise ServiceError(400, "INVALID_REQUEST",
+                           f"A metadata record would be invalid: {error}") from None
+    return encode_batch(CompactBatch(expected_last_offset=expected_last_offset, epoch=epoch,
+                                     append_time_ms=append_time_ms, record_count=len(records),
+                                     payload=payload))
+
+
 class ControllerNode:
     def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop) -> None:
         # One ControllerNode per controller process: it sets the process's collector policy.
@@ -160,20 +178,7 @@ class ControllerNode:
                            "retry it.")
 
     async def _commit(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> ApplyResult:
-        try:
-            payload = encode_records(records)
-        except MetadataCodecError as error:
-            # A value outside its Kafka type reached a record: refuse it here, before it is in
-            # the log (a follower, a snapshot or a broker would refuse it later).
-            raise ServiceError(400, "INVALID_REQUEST", f"A metadata record would be invalid: "
-                               f"{error}") from None
-        blob = encode_batch(CompactBatch(
-            expected_last_offset=image.offset,
-            epoch=self.raft.raftCurrentTerm,
-            append_time_ms=wall_clock_ms(),
-            record_count=len(records),
-            payload=payload,
-        ))
+        blob = proposal_blob(image.offset, self.raft.raftCurrentTerm, wall_clock_ms(), records)
         return await self.commit_blob(blob, tuple(records))
 
     async def commit_blob(self, blob: bytes,
