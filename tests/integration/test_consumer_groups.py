@@ -1,0 +1,266 @@
+"""Consumer groups end to end against a real ``pykraft dev --controllers 1 --brokers 1`` cluster.
+
+kafka-python's KafkaConsumer and confluent-kafka's Consumer with a ``group.id`` find the
+coordinator (the broker creates ``__consumer_offsets`` on the first FindCoordinator), join,
+read every record produced, and commit. A second consumer in the group triggers a rebalance and
+the partitions are split between the two. A consumer started again in the group resumes from
+the committed offsets, and so does one after the whole cluster restarted: the offsets were
+loaded back from ``__consumer_offsets``. The cluster always stops.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import TopicPartition as ConfluentPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPartition
+
+from tests.integration.conftest import http
+from tests.integration.test_dev_cluster import kill_everything, start_dev
+
+pytestmark = pytest.mark.integration
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 60
+GROUP_TIMEOUT_S = 45.0
+PARTITIONS = 4
+# Small and quick: 3 offsets partitions, a short initial rebalance delay.
+BROKER_PROPERTIES = (
+    "offsets.topic.num.partitions=3",
+    "group.initial.rebalance.delay.ms=200",
+)
+
+
+class DevCluster:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.process = self._start()
+
+    def _start(self) -> Any:
+        extra = [arg for prop in BROKER_PROPERTIES for arg in ("--broker-property", prop)]
+        return start_dev(self.data_dir, *extra)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        info: dict[str, Any] = json.loads((self.data_dir / "cluster.json").read_text())
+        return info
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.info["bootstrap_servers"])
+
+    def output(self) -> str:
+        return (self.data_dir.parent / "dev.out").read_text()
+
+    def wait_ready(self, runs: int = 1) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while self.output().count("Press Ctrl-C to stop.") < runs:
+            assert self.process.poll() is None, self.output()
+            assert time.monotonic() < deadline, self.output()
+            time.sleep(0.1)
+
+    def restart(self) -> None:
+        """SIGTERM (controlled shutdown), then the same data directory again."""
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(STOP_TIMEOUT_S) == 0
+        self.process = self._start()
+        self.wait_ready(runs=2)
+
+    def create_topic(self, name: str) -> None:
+        http(
+            "POST",
+            self.info["admin_url"] + "/v1/topics",
+            {"name": name, "partitions": PARTITIONS, "replication_factor": 1},
+        )
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    cluster = DevCluster(tmp_path_factory.mktemp("groups") / "cluster")
+    try:
+        cluster.wait_ready()
+        yield cluster
+    finally:
+        kill_everything(cluster.data_dir, cluster.process)
+
+
+def produce(dev: DevCluster, topic: str, values: range) -> None:
+    producer = KafkaProducer(bootstrap_servers=dev.bootstrap, linger_ms=5)
+    try:
+        for i in values:
+            producer.send(topic, key=b"k%d" % i, value=b"v%d" % i)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=10)
+
+
+def expected(values: range) -> list[bytes]:
+    return sorted(b"v%d" % i for i in values)
+
+
+# ------------------------------------------------------------------ kafka-python
+
+
+def kafka_python_consumer(dev: DevCluster, topic: str, group: str) -> KafkaConsumer:
+    consumer = KafkaConsumer(
+        bootstrap_servers=dev.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=1000,
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def read_kafka_python(consumer: KafkaConsumer, count: int) -> list[bytes]:
+    values: list[bytes] = []
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
+    while len(values) < count and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            values.extend(record.value for record in records)
+    return values
+
+
+def test_kafka_python_group_reads_commits_rebalances_and_resumes(dev: DevCluster) -> None:
+    topic, group = "kp-events", "kp-readers"
+    dev.create_topic(topic)
+    produce(dev, topic, range(200))
+    first = kafka_python_consumer(dev, topic, group)
+    second: KafkaConsumer | None = None
+    try:
+        assert sorted(read_kafka_python(first, 200)) == expected(range(200))
+        first.commit()
+        all_partitions = {KafkaPartition(topic, p) for p in range(PARTITIONS)}
+        assert first.assignment() == all_partitions
+        # A second member: the group rebalances and splits the partitions.
+        second = kafka_python_consumer(dev, topic, group)
+        deadline = time.monotonic() + GROUP_TIMEOUT_S
+        while time.monotonic() < deadline and not (
+            first.assignment()
+            and second.assignment()
+            and first.assignment().isdisjoint(second.assignment())
+        ):
+            first.poll(timeout_ms=200)
+            second.poll(timeout_ms=200)
+        assert first.assignment() and second.assignment()
+        assert first.assignment() | second.assignment() == all_partitions
+        assert first.assignment().isdisjoint(second.assignment())
+        # Nothing was read twice: the second consumer started from the committed offsets.
+        assert second.poll(timeout_ms=500) == {}
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    produce(dev, topic, range(200, 250))
+    resumed = kafka_python_consumer(dev, topic, group)
+    try:
+        assert sorted(read_kafka_python(resumed, 50)) == expected(range(200, 250))
+        committed = {p: resumed.committed(KafkaPartition(topic, p)) for p in range(PARTITIONS)}
+        assert sum(committed.values()) == 200
+    finally:
+        resumed.close()
+
+
+# ------------------------------------------------------------------ confluent-kafka
+
+
+def confluent_consumer(dev: DevCluster, topic: str, group: str) -> ConfluentConsumer:
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": dev.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10_000,
+        }
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def read_confluent(consumer: ConfluentConsumer, count: int) -> list[bytes]:
+    values: list[bytes] = []
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        assert message.error() is None, message.error()
+        value = message.value()
+        assert value is not None
+        values.append(value)
+    return values
+
+
+def assigned(consumer: ConfluentConsumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+def test_confluent_group_reads_commits_rebalances_and_resumes(dev: DevCluster) -> None:
+    topic, group = "ck-events", "ck-readers"
+    dev.create_topic(topic)
+    produce(dev, topic, range(100))
+    first = confluent_consumer(dev, topic, group)
+    second: ConfluentConsumer | None = None
+    try:
+        assert sorted(read_confluent(first, 100)) == expected(range(100))
+        first.commit(asynchronous=False)
+        second = confluent_consumer(dev, topic, group)
+        deadline = time.monotonic() + GROUP_TIMEOUT_S
+        while time.monotonic() < deadline and not (
+            assigned(first) and assigned(second) and not assigned(first) & assigned(second)
+        ):
+            assert first.poll(0.2) is None  # nothing left to read: all was committed
+            assert second.poll(0.2) is None
+        assert assigned(first) | assigned(second) == set(range(PARTITIONS))
+        assert assigned(first) and assigned(second)
+        assert not assigned(first) & assigned(second)
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    produce(dev, topic, range(100, 130))
+    resumed = confluent_consumer(dev, topic, group)
+    try:
+        assert sorted(read_confluent(resumed, 30)) == expected(range(100, 130))
+    finally:
+        resumed.close()
+
+
+# ------------------------------------------------------------------ persistence
+
+
+def test_committed_offsets_survive_a_cluster_restart(dev: DevCluster) -> None:
+    topic, group = "restart-events", "restart-readers"
+    dev.create_topic(topic)
+    produce(dev, topic, range(40))
+    consumer = kafka_python_consumer(dev, topic, group)
+    try:
+        assert len(read_kafka_python(consumer, 40)) == 40
+        consumer.commit()
+    finally:
+        consumer.close()
+    dev.restart()
+    checker = ConfluentConsumer({"bootstrap.servers": dev.bootstrap, "group.id": group})
+    try:
+        partitions = [ConfluentPartition(topic, p) for p in range(PARTITIONS)]
+        committed = checker.committed(partitions, timeout=GROUP_TIMEOUT_S)
+        assert sum(tp.offset for tp in committed) == 40
+    finally:
+        checker.close()
+    produce(dev, topic, range(40, 45))
+    resumed = kafka_python_consumer(dev, topic, group)
+    try:
+        assert sorted(read_kafka_python(resumed, 5)) == expected(range(40, 45))
+    finally:
+        resumed.close()
