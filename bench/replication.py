@@ -7,8 +7,9 @@ Measures, in one run of one ``pykraft dev`` cluster with Kafka's default timeout
 (``broker.session.timeout.ms`` 9000, ``replica.fetch.max.bytes`` 1 MiB):
 
 * throughput (MB/s of 1 KiB record values, 64 KiB batches, linger 5 ms, 3 partitions, one led
-  by each broker) and the p50/p99 latency of one record at a time (send, wait for the ack) for
-  acks=all on RF=3 (``min.insync.replicas=2``), acks=1 on RF=3, and RF=1;
+  by each broker; best of ``--repeats`` runs, the configurations taking turns) and the p50/p99
+  latency of one record at a time (send, wait for the ack) for acks=all on RF=3
+  (``min.insync.replicas=2``), acks=1 on RF=3, and RF=1;
 * catch-up: a follower stopped (SIGTERM) while its leader takes 1 GiB, restarted; MB/s from its
   first fetched byte to its log end offset matching the leader's;
 * failover: time from kill -9 of a partition's leader to the next acks=all produce acknowledged
@@ -307,17 +308,26 @@ def failover_s(cluster: Cluster, topic: str, signum: signal.Signals) -> float:
 # ------------------------------------------------------------------ the run
 
 
-def measure(cluster: Cluster, megabytes: int, catch_up_bytes: int,
-            latency_samples: int) -> dict[str, Any]:
+CONFIGURATIONS = (("acks_all_rf3", "rf3", "all"), ("acks_1_rf3", "rf3", "1"), ("rf1", "rf1", "all"))
+
+
+def measure(cluster: Cluster, megabytes: int, catch_up_bytes: int, latency_samples: int,
+            repeats: int) -> dict[str, Any]:
     records = megabytes * MB // RECORD_BYTES
-    figures: dict[str, Any] = {"client": CLIENT,
-                               "record_bytes": RECORD_BYTES, "records": records}
+    figures: dict[str, Any] = {"client": CLIENT, "record_bytes": RECORD_BYTES,
+                               "records": records, "repeats": repeats}
     every_broker = [[10, 11, 12], [11, 12, 10], [12, 10, 11]]
     cluster.create_topic("rf3", every_broker, **{"min.insync.replicas": "2"})
     cluster.create_topic("rf1", [[10], [11], [12]])
-    for name, topic, acks in (("acks_all_rf3", "rf3", "all"), ("acks_1_rf3", "rf3", "1"),
-                              ("rf1", "rf1", "all")):
-        figures[f"{name}_mb_s"] = round(throughput_mb_s(cluster, topic, acks, records), 1)
+    # Best of ``repeats``, the configurations taking turns: the machine is shared, and a busy
+    # moment should not land on one configuration only.
+    best: dict[str, float] = {}
+    for _ in range(repeats):
+        for name, topic, acks in CONFIGURATIONS:
+            rate = throughput_mb_s(cluster, topic, acks, records)
+            best[name] = max(best.get(name, 0.0), rate)
+    for name, topic, acks in CONFIGURATIONS:
+        figures[f"{name}_mb_s"] = round(best[name], 1)
         p50, p99 = latency_ms(cluster, topic, acks, latency_samples)
         figures[f"{name}_p50_ms"], figures[f"{name}_p99_ms"] = round(p50, 2), round(p99, 2)
     rate, log_bytes = catch_up_mb_s(cluster, catch_up_bytes)
@@ -346,15 +356,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--megabytes", type=int, default=128, help="MB per throughput run")
     parser.add_argument("--catch-up-mib", type=int, default=1024,
                         help="how far behind the follower starts (MiB)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="throughput runs per configuration; the best counts")
     parser.add_argument("--quick", action="store_true",
-                        help="16 MB per run, 64 MiB catch-up, fewer latency samples")
+                        help="16 MB per run, 64 MiB catch-up, fewer latency samples, 1 repeat")
     args = parser.parse_args(argv)
     megabytes = 16 if args.quick else args.megabytes
     catch_up_bytes = (64 if args.quick else args.catch_up_mib) * KIB * KIB
     root = Path(tempfile.mkdtemp(prefix="pykraft-bench-replication-"))
     try:
         with Cluster(root) as cluster:
-            figures = measure(cluster, megabytes, catch_up_bytes, 300 if args.quick else 2000)
+            figures = measure(cluster, megabytes, catch_up_bytes, 300 if args.quick else 2000,
+                              1 if args.quick else args.repeats)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_table(figures)
