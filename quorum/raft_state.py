@@ -26,12 +26,12 @@ pysyncobj's own no-op and rejected entries leave gaps in Raft indexes, not in me
 from __future__ import annotations
 
 import enum
-import json
 
 import attrs
 
 from metadata import compact_codec
-from metadata.codec import MetadataCodecError, decode_record, record_from_json
+from metadata.codec import MetadataCodecError
+from metadata.codec import decode_records as decode_json_lines
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord
@@ -153,19 +153,7 @@ def decode_records(batch: AnyBatch) -> tuple[MetadataRecord, ...]:
     """The batch's records, strictly validated; MetadataCodecError if one is malformed."""
     if isinstance(batch, CompactBatch):
         return compact_codec.decode_records(batch.payload, batch.record_count)
-    return _decode_json_lines(batch.records)
-
-
-def _decode_json_lines(raw_records: tuple[bytes, ...]) -> tuple[MetadataRecord, ...]:
-    """Format 1: one JSON line per record, parsed with one JSON parse."""
-    try:
-        objects = json.loads(b"[" + b",".join(raw_records) + b"]")
-    except (ValueError, RecursionError):
-        # Find the culprit for the message.
-        return tuple(decode_record(raw) for raw in raw_records)
-    if len(objects) != len(raw_records):  # a record smuggling a "," into the array
-        raise MetadataCodecError("a record is not exactly one JSON value")
-    return tuple(record_from_json(obj) for obj in objects)
+    return tuple(decode_json_lines(batch.records))  # format 1: one JSON line per record
 
 
 def replay_records(

@@ -14,6 +14,7 @@ from metadata.codec import (
     MetadataCodecError,
     decode_batch,
     decode_record,
+    decode_records,
     encode_batch,
     encode_record,
     record_to_json,
@@ -214,6 +215,24 @@ def test_kafka_uuid_strings_match_kafkas_form() -> None:
     assert uuid_to_kafka_string(raw) == "tgHBnRglT5W_RlENnuG5vg"
     with pytest.raises(ValueError):
         uuid_to_kafka_string(b"short")
+
+
+@given(st.lists(ANY_RECORD, max_size=8))
+def test_many_lines_decode_with_one_parse(records) -> None:
+    lines = [encode_record(record).encode() for record in records]
+    assert decode_records(lines) == records
+
+
+@pytest.mark.parametrize(("bad", "fragment"), [
+    (b'{"type":"NoOpRecord","version":0},{"type":"NoOpRecord","version":0}', "not valid JSON"),
+    (b"", "not valid JSON"),
+    (b'{"type":"NoOpRecord","version":1}', "NoOpRecord version 1 is not supported"),
+    ('{"type":"NoOpRecord","version":0}'.encode("utf-16"), "not valid JSON together"),
+])
+def test_one_bad_line_among_many_is_named(bad: bytes, fragment: str) -> None:
+    noop = encode_record(NoOpRecord()).encode()
+    with pytest.raises(MetadataCodecError, match=fragment):
+        decode_records([noop, bad, noop])
 
 
 @given(st.lists(ANY_RECORD, max_size=8))
