@@ -11,7 +11,10 @@ loaded back from ``__consumer_offsets``. The cluster always stops.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +26,8 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 
-from tests.integration.conftest import http
+from fetcher.fetcher_id import java_string_hash, kafka_abs
+from tests.integration.conftest import ROOT, http
 from tests.integration.test_dev_cluster import kill_everything, start_dev
 
 pytestmark = pytest.mark.integration
@@ -40,13 +44,39 @@ BROKER_PROPERTIES = (
 
 
 class DevCluster:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, brokers: int = 1) -> None:
         self.data_dir = data_dir
+        self.brokers = brokers
         self.process = self._start()
 
-    def _start(self) -> Any:
+    def _start(self) -> subprocess.Popen[str]:
         extra = [arg for prop in BROKER_PROPERTIES for arg in ("--broker-property", prop)]
-        return start_dev(self.data_dir, *extra)
+        if self.brokers == 1:
+            return start_dev(self.data_dir, *extra)
+        out = open(self.data_dir.parent / "dev.out", "a")  # noqa: SIM115 - handed to the child
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pykraft.dev",
+                "--controllers",
+                "1",
+                "--brokers",
+                str(self.brokers),
+                "--base-port",
+                "0",
+                "--data-dir",
+                str(self.data_dir),
+                *extra,
+            ],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+        out.close()
+        return process
 
     @property
     def info(self) -> dict[str, Any]:
@@ -74,12 +104,17 @@ class DevCluster:
         self.process = self._start()
         self.wait_ready(runs=2)
 
-    def create_topic(self, name: str) -> None:
+    def create_topic(self, name: str, replication_factor: int = 1) -> None:
         http(
             "POST",
             self.info["admin_url"] + "/v1/topics",
-            {"name": name, "partitions": PARTITIONS, "replication_factor": 1},
+            {"name": name, "partitions": PARTITIONS, "replication_factor": replication_factor},
         )
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        described = http("GET", self.info["admin_url"] + f"/v1/topics/{topic}")
+        leaders = {p["partition"]: p["leader"] for p in described["partitions"]}
+        return int(leaders[partition])
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +127,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
         kill_everything(cluster.data_dir, cluster.process)
 
 
-def produce(dev: DevCluster, topic: str, values: range) -> None:
-    producer = KafkaProducer(bootstrap_servers=dev.bootstrap, linger_ms=5)
+def produce(dev: DevCluster, topic: str, values: range, bootstrap: str | None = None) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap or dev.bootstrap, linger_ms=5, acks="all")
     try:
         for i in values:
             producer.send(topic, key=b"k%d" % i, value=b"v%d" % i)
@@ -174,10 +209,12 @@ def test_kafka_python_group_reads_commits_rebalances_and_resumes(dev: DevCluster
 # ------------------------------------------------------------------ confluent-kafka
 
 
-def confluent_consumer(dev: DevCluster, topic: str, group: str) -> ConfluentConsumer:
+def confluent_consumer(
+    dev: DevCluster, topic: str, group: str, bootstrap: str | None = None
+) -> ConfluentConsumer:
     consumer = ConfluentConsumer(
         {
-            "bootstrap.servers": dev.bootstrap,
+            "bootstrap.servers": bootstrap or dev.bootstrap,
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -264,3 +301,46 @@ def test_committed_offsets_survive_a_cluster_restart(dev: DevCluster) -> None:
         assert sorted(read_kafka_python(resumed, 5)) == expected(range(40, 45))
     finally:
         resumed.close()
+
+
+# ------------------------------------------------------------------ coordinator failover
+
+
+@pytest.fixture
+def three_brokers(tmp_path: Path) -> Iterator[DevCluster]:
+    cluster = DevCluster(tmp_path / "cluster", brokers=3)
+    try:
+        cluster.wait_ready()
+        yield cluster
+    finally:
+        kill_everything(cluster.data_dir, cluster.process)
+
+
+def test_group_moves_to_a_new_coordinator_when_its_broker_dies(
+    three_brokers: DevCluster,
+) -> None:
+    """kill -9 of the coordinator: the new leader of the group's ``__consumer_offsets``
+    partition (RF 3) loads the committed offsets and the group resumes there."""
+    dev, topic, group = three_brokers, "failover-events", "failover-readers"
+    dev.create_topic(topic, replication_factor=3)
+    produce(dev, topic, range(60))
+    consumer = confluent_consumer(dev, topic, group)
+    try:
+        assert sorted(read_confluent(consumer, 60)) == expected(range(60))
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    offsets_partition = kafka_abs(java_string_hash(group)) % 3
+    coordinator = dev.leader_of("__consumer_offsets", offsets_partition)
+    victim = next(b for b in dev.info["brokers"] if b["node_id"] == coordinator)
+    os.kill(victim["pid"], signal.SIGKILL)
+    survivors = ",".join(
+        b["bootstrap_server"] for b in dev.info["brokers"] if b["node_id"] != coordinator
+    )
+    produce(dev, topic, range(60, 70), bootstrap=survivors)
+    resumed = confluent_consumer(dev, topic, group, bootstrap=survivors)
+    try:
+        assert sorted(read_confluent(resumed, 10)) == expected(range(60, 70))
+    finally:
+        resumed.close()
+    assert dev.leader_of("__consumer_offsets", offsets_partition) != coordinator
