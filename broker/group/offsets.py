@@ -203,6 +203,8 @@ def _replay(
     key = decode_key(record.key)
     if isinstance(key, GroupMetadataKey):
         value = None if record.value is None else decode_group_metadata_value(record.value)
+        if value is not None and value.members and value.protocol is None:
+            raise CoordinatorRecordError(f"group {key.group!r} has members but no protocol")
         values[key.group] = value
         return
     group_offsets = offsets.setdefault(key.group, {})

@@ -46,7 +46,7 @@ from broker.group.effects import (
     SyncGroupResult,
 )
 from broker.group.loader import LoadError, read_partition_records
-from broker.group.manager import GroupOverview, GroupSummary
+from broker.group.manager import GroupOverview, GroupSummary, OwnedPartition, PartitionStatus
 from broker.group.offsets import OFFSETS_TOPIC
 from broker.group.rebalance import GroupConfig
 from broker.group.records import OffsetAndMetadata
@@ -224,7 +224,12 @@ class GroupCoordinatorShell:
         task = asyncio.ensure_future(coroutine)
         task.set_name(name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s failed", task.get_name(), exc_info=task.exception())
 
     async def _append(self, append: Append) -> None:
         topic_partition = TopicPartition(OFFSETS_TOPIC, append.partition)
@@ -232,25 +237,25 @@ class GroupCoordinatorShell:
             SimpleRecord(key=r.key, value=r.value, timestamp=append.timestamp_ms)
             for r in append.records
         ]
-        results = await self.replica_manager.append_records(
-            {topic_partition: bytearray(build_batch(records))},
-            required_acks=-1,
-            timeout_ms=self.offset_commit_timeout_ms,
-            now_ms=self.clock_ms(),
-            internal_topics_allowed=True,
-        )
-        result = results[topic_partition]
-        if result.error is not Errors.NONE:
-            logger.info(
-                "appending to %s failed: %s %s",
-                topic_partition,
-                result.error.name,
-                result.error_message or "",
+        try:
+            results = await self.replica_manager.append_records(
+                {topic_partition: bytearray(build_batch(records))},
+                required_acks=-1,
+                timeout_ms=self.offset_commit_timeout_ms,
+                now_ms=self.clock_ms(),
+                internal_topics_allowed=True,
             )
-        effects = self.core.on_append_done(
-            append.write_id, result.error, result.base_offset, self.clock_ms()
-        )
-        self._apply(effects)
+            error, base_offset = (
+                results[topic_partition].error,
+                results[topic_partition].base_offset,
+            )
+        except Exception:
+            # A bug below: log it, and still answer whoever waits for this write.
+            logger.exception("appending to %s failed", topic_partition)
+            error, base_offset = Errors.UNKNOWN_SERVER_ERROR, -1
+        if error is not Errors.NONE:
+            logger.info("appending to %s failed: %s", topic_partition, error.name)
+        self._apply(self.core.on_append_done(append.write_id, error, base_offset, self.clock_ms()))
 
     def _reschedule(self) -> None:
         deadline = self.core.next_deadline_ms()
@@ -301,13 +306,15 @@ class GroupCoordinatorShell:
         topic_partition = TopicPartition(OFFSETS_TOPIC, partition)
         hosted = self.replica_manager.get_partition(topic_partition)
         if hosted is None or not hosted.is_leader or hosted.leader_epoch != epoch:
-            return  # leadership moved on already; the next metadata change says where
+            logger.info("%s is not led here in epoch %d: not loading it", topic_partition, epoch)
+            self._abort_load(partition, epoch)
+            return
         started_ms = self.clock_ms()
         try:
             records = await read_partition_records(hosted.log)
         except LoadError as error:
             logger.error("cannot load the groups of %s: %s", topic_partition, error)
-            self._apply(self.core.unload(partition, self.clock_ms()))
+            self._abort_load(partition, epoch)
             return
         effects, problems = self.core.complete_loading(partition, epoch, records, self.clock_ms())
         for problem in problems[:MAX_LOGGED_PROBLEMS]:
@@ -320,6 +327,11 @@ class GroupCoordinatorShell:
             self.clock_ms() - started_ms,
         )
         self._apply(effects)
+
+    def _abort_load(self, partition: int, epoch: int) -> None:
+        """Give the partition up (clients get NOT_COORDINATOR) unless it moved on already."""
+        if self.core.partitions.get(partition) == OwnedPartition(PartitionStatus.LOADING, epoch):
+            self._apply(self.core.unload(partition, self.clock_ms()))
 
     # ------------------------------------------------------------------ shutdown
 

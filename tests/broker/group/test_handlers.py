@@ -32,7 +32,13 @@ from broker.handlers.controller_client import NewTopic
 from broker.handlers.groups import group_handlers
 from broker.kafka_apis import ApiHandler
 from metadata.local_changes import LocalReplicaChanges
-from metadata.records import MetadataRecord, PartitionChangeRecord, TopicRecord
+from metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionChangeRecord,
+    TopicRecord,
+)
 from protocol.api_keys import ApiKey
 from protocol.apis import decode_response
 from protocol.errors import Errors
@@ -508,5 +514,28 @@ def test_session_expiry_through_the_shell_timer(cluster: GroupCluster) -> None:
             Errors.UNKNOWN_MEMBER_ID
         )
         await broker.shell.shutdown()
+
+    run(scenario)
+
+
+def test_commit_without_enough_replicas_is_coordinator_not_available(
+    cluster: GroupCluster,
+) -> None:
+    # acks=-1 appends: min.insync.replicas 2 with an ISR of 1 fails with NOT_ENOUGH_REPLICAS,
+    # which storeOffsets maps to COORDINATOR_NOT_AVAILABLE (the client retries)
+    async def scenario() -> None:
+        broker = Broker(cluster)
+        config = ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name=OFFSETS_TOPIC,
+            name="min.insync.replicas",
+            value="2",
+        )
+        cluster.publish(*offsets_led_here(), config)
+        await settle()
+        response = await broker.send(ApiKey.OFFSET_COMMIT, 8, commit(8, 5))
+        assert response.topics[0].partitions[0].error_code == Errors.COORDINATOR_NOT_AVAILABLE
+        fetched = await broker.send(ApiKey.OFFSET_FETCH, 7, fetch_v7(["pets"]))
+        assert fetched.topics[0].partitions[0].committed_offset == -1
 
     run(scenario)

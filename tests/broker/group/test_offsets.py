@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from broker.group.effects import Append, OffsetCommitResult
 from broker.group.offsets import LogRecord, load_groups
-from broker.group.records import OffsetAndMetadata, group_metadata_key, offset_commit_key
+from broker.group.records import (
+    GroupMetadataValue,
+    MemberRecord,
+    OffsetAndMetadata,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_key,
+)
 from broker.group.state import GroupState
 from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
@@ -222,15 +229,29 @@ def test_load_replays_what_the_coordinator_wrote() -> None:
 
 
 def test_load_applies_tombstones_and_reports_bad_records() -> None:
+    member = MemberRecord(
+        member_id="m",
+        client_id="c",
+        client_host="/h",
+        rebalance_timeout_ms=1,
+        session_timeout_ms=1,
+        subscription=b"",
+        assignment=b"",
+    )
+    no_protocol = GroupMetadataValue(
+        protocol_type="consumer", generation=1, protocol=None, leader="m", members=(member,)
+    )
     records = [
         LogRecord(0, offset_commit_key("g", TOPIC0), None),  # deleting nothing is fine
         LogRecord(1, group_metadata_key("gone"), None),
         LogRecord(2, b"\x00\x09junk", b""),
         LogRecord(3, None, b"x"),
+        LogRecord(4, group_metadata_key("odd"), group_metadata_value(no_protocol)),
     ]
     loaded = load_groups(records, now_ms=0)
     assert loaded.groups == ()
-    assert len(loaded.problems) == 2 and "batch at offset 2" in loaded.problems[0]
+    assert len(loaded.problems) == 3 and "batch at offset 2" in loaded.problems[0]
+    assert "has members but no protocol" in loaded.problems[2]
 
 
 def test_load_of_a_partition_that_moved_on_is_ignored() -> None:
