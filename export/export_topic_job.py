@@ -20,7 +20,8 @@ from typing import Any
 import attrs
 
 from export.job_args import add_export_topic_arguments
-from export.log_scan import LogFilter, discover_partitions, parse_log_dirs
+from export.log_dirs import parse_log_dirs
+from export.log_scan import LogFilter, discover_partitions
 from export.manifest import (
     MANIFEST_FILE,
     STAGING_DIR,
@@ -86,7 +87,8 @@ def _publish(out_dir: Path, run_id: int) -> None:
 
 
 def available_offsets(log_dirs: str, topic: str) -> dict[int, tuple[int, int]]:
-    """``partition -> (log start offset, high watermark)`` of the topic's replicas."""
+    """``partition -> (log start offset, high watermark)`` of the replica each partition is
+    read from (the highest high watermark among every broker's copy, as the scan chooses)."""
     partitions = discover_partitions(parse_log_dirs(log_dirs))
     wanted = LogFilter(topics=frozenset({topic}))
     return {p.topic_partition.partition: (p.log_start_offset, p.high_watermark)

@@ -24,7 +24,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-dirs", required=True,
-                        help="comma-separated broker log.dirs holding the topic's partitions")
+                        help="comma-separated log.dirs of every broker holding the topic "
+                             "(each partition is read from its replica with the highest "
+                             "high watermark)")
     parser.add_argument("--topic", required=True, help="the topic to export")
     parser.add_argument("--out", required=True, type=Path,
                         help="output directory (Parquet files and the manifest)")

@@ -7,11 +7,16 @@ Theory of operation: a broker's ``log.dirs`` hold one directory per partition re
 ``[log_start_offset, high_watermark)``; ``plan_splits`` turns them, a ``LogFilter`` and optional
 per-partition offset ranges into one ``SegmentSplit`` per segment that can hold wanted offsets.
 
+Given every broker's log dirs, a partition is found once per replica and one replica is read:
+the one with the highest high watermark (``export.replica_choice`` has the rule and why it is
+safe; ``export.log_dirs`` tells brokers apart by their ``meta.properties``).
+
 By default nothing at or above the checkpointed high watermark is read: those records are not
 committed (Kafka consumers never see them) and may still be truncated. A partition with no
 checkpoint entry has a high watermark of 0 (Kafka initialises it so, ``Log.highWatermark``),
-so nothing is read. ``ignore_high_watermark`` reads to the end of the log. Records below the
-log start offset (after DeleteRecords) are never read, as Kafka never serves them.
+so nothing is read. ``ignore_high_watermark`` reads to the end of the log (of the replica with
+the largest log end offset, when there are several). Records below the log start offset
+(after DeleteRecords) are never read, as Kafka never serves them.
 
 ``LogFilter.push`` is the pushdown decision: a predicate on ``topic``, ``partition`` or
 ``offset`` that can be applied exactly while planning and reading is absorbed (returns the
@@ -28,6 +33,8 @@ from typing import Any
 
 import attrs
 
+from export.log_dirs import LogScanError, check_log_dirs, list_segments, measure_log_end_offset
+from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
 from export.segment_reader import SegmentSplit
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -35,12 +42,6 @@ from storage.checkpoints import (
     read_offset_checkpoint,
 )
 from storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
-
-LOG_SUFFIX = ".log"
-
-
-class LogScanError(ValueError):
-    """The log dirs or the scan options cannot be used; the message names the path or option."""
 
 
 @attrs.frozen(order=True)
@@ -124,39 +125,73 @@ class LogFilter:
         )
 
 
-def parse_log_dirs(text: str) -> list[Path]:
-    """``log.dirs`` syntax: comma-separated paths (Kafka's property), blanks ignored."""
-    dirs = [Path(part.strip()) for part in text.split(",") if part.strip()]
-    if not dirs:
-        raise LogScanError("no log dirs given: pass a comma-separated list of log.dirs paths")
-    return dirs
-
-
-def discover_partitions(log_dirs: Sequence[Path]) -> list[PartitionLocation]:
-    """Every live partition directory under ``log_dirs`` with its readable offset range.
+def discover_partitions(
+    log_dirs: Sequence[Path], *, ignore_high_watermark: bool = False
+) -> list[PartitionLocation]:
+    """Every live partition under ``log_dirs``, one replica each, with its readable range.
 
     ``-delete`` and ``-future`` directories are skipped (being deleted / a replica being moved:
     the live directory is authoritative) and so are names that are not ``topic-partition``, as
-    Kafka's LogManager does. The same partition live in two log dirs is an error, as in Kafka.
+    Kafka's LogManager does. A partition found in several log dirs (every broker's log dirs
+    given: replication factor > 1) is read from one replica, chosen by
+    ``export.replica_choice`` (highest high watermark, or largest log end offset when
+    ``ignore_high_watermark``); found twice on one broker (same ``node.id``), it is an error,
+    as in Kafka. So are a log dir given twice and log dirs of different clusters.
     """
-    found: dict[TopicPartition, PartitionLocation] = {}
-    for log_dir in log_dirs:
-        if not log_dir.is_dir():
-            raise LogScanError(f"log dir {log_dir} does not exist or is not a directory")
-        high_watermarks = read_offset_checkpoint(log_dir / REPLICATION_CHECKPOINT)
-        log_starts = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        for path in sorted(log_dir.iterdir()):
-            tp = _topic_partition(path)
-            if tp is None:
-                continue
-            if tp in found:
-                raise LogScanError(
-                    f"partition {tp} is in two log dirs: {found[tp].directory} and {path}"
-                )
-            found[tp] = PartitionLocation(
-                tp, path, log_starts.get(tp, 0), high_watermarks.get(tp, 0)
+    identities = check_log_dirs(log_dirs)
+    found: dict[TopicPartition, list[_Replica]] = {}
+    for index, log_dir in enumerate(log_dirs):
+        for replica in _scan_log_dir(log_dir, index, identities[index].node_id):
+            found.setdefault(replica.topic_partition, []).append(replica)
+    return sorted(_choose(replicas, ignore_high_watermark) for replicas in found.values())
+
+
+@attrs.frozen
+class _Replica:
+    """A partition directory found in a log dir, before the log end offset is measured."""
+
+    topic_partition: TopicPartition
+    directory: Path
+    log_dir_index: int
+    node_id: int | None
+    log_start_offset: int
+    high_watermark: int
+
+
+def _scan_log_dir(log_dir: Path, index: int, node_id: int | None) -> Iterator[_Replica]:
+    high_watermarks = read_offset_checkpoint(log_dir / REPLICATION_CHECKPOINT)
+    log_starts = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+    for path in sorted(log_dir.iterdir()):
+        tp = _topic_partition(path)
+        if tp is not None:
+            yield _Replica(tp, path, index, node_id, log_starts.get(tp, 0),
+                           high_watermarks.get(tp, 0))
+
+
+def _choose(replicas: list[_Replica], ignore_high_watermark: bool) -> PartitionLocation:
+    """The one replica of a partition to read; measures log end offsets only when there is
+    a choice to make (it walks the last segment's batch headers)."""
+    if len(replicas) > 1:
+        candidates = [
+            ReplicaCandidate(r.topic_partition, r.directory, r.log_dir_index, r.node_id,
+                             r.log_start_offset, r.high_watermark,
+                             measure_log_end_offset(r.directory, r.log_start_offset))
+            for r in replicas
+        ]
+        duplicate = same_broker_duplicate(candidates)
+        if duplicate is not None:
+            first, second = duplicate
+            raise LogScanError(
+                f"partition {first.topic_partition} is in two log dirs of broker "
+                f"{first.node_id}: {first.directory} and {second.directory} (Kafka refuses to "
+                "start so; remove the copy in the log dir that failed)"
             )
-    return sorted(found.values())
+        chosen = choose_replica(candidates, ignore_high_watermark=ignore_high_watermark)
+        return PartitionLocation(chosen.topic_partition, chosen.directory,
+                                 chosen.log_start_offset, chosen.high_watermark)
+    only, = replicas
+    return PartitionLocation(only.topic_partition, only.directory, only.log_start_offset,
+                             only.high_watermark)
 
 
 def _topic_partition(path: Path) -> TopicPartition | None:
@@ -166,16 +201,6 @@ def _topic_partition(path: Path) -> TopicPartition | None:
         return TopicPartition.parse_dir_name(path.name)
     except ValueError:
         return None
-
-
-def list_segments(directory: Path) -> list[tuple[int, Path]]:
-    """``(base offset, path)`` of the ``.log`` segments in a partition directory, in order."""
-    segments = []
-    for path in directory.iterdir():
-        stem = path.name.removesuffix(LOG_SUFFIX)
-        if stem != path.name and len(stem) == 20 and stem.isascii() and stem.isdigit():
-            segments.append((int(stem), path))
-    return sorted(segments)
 
 
 def plan_splits(

@@ -8,10 +8,13 @@ converting row by row. Workers import this module from the installed package.
 
 ``register(spark)`` registers both. Options (case-insensitive, all optional):
 
-pykraft-log, ``load("dir1,dir2")`` (``log.dirs`` syntax):
+pykraft-log, ``load("dir1,dir2")`` (``log.dirs`` syntax; every broker's log dirs may be given:
+a partition with several replicas is read from the one with the highest high watermark, see
+``export.replica_choice``):
   ``topic``                   comma-separated topics to read (same as a topic filter)
   ``startingOffsets`` / ``endingOffsets``  the Kafka source's JSON ``{"t": {"0": 5}}``
-  ``ignoreHighWatermark``     ``true`` also reads records at or above the high watermark
+  ``ignoreHighWatermark``     ``true`` also reads records at or above the high watermark (from
+                              the replica with the largest log end offset)
 pykraft-metadata, ``load(DIR)`` (a ``metadata.log.dir`` or a snapshot directory):
   ``view``       ``records`` (default), ``brokers``, ``topics``, ``partitions``, ``configs``
   ``snapshot``   ``all`` (records default), ``latest`` (views default), an id or end offset
@@ -42,13 +45,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from export import metadata_rows
+from export.log_dirs import LogScanError, parse_log_dirs
 from export.log_scan import (
     LogFilter,
-    LogScanError,
     Op,
     Predicate,
     discover_partitions,
-    parse_log_dirs,
     parse_offset_ranges,
     plan_splits,
 )
@@ -147,7 +149,7 @@ class LogReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         splits = plan_splits(
-            discover_partitions(self.log_dirs),
+            discover_partitions(self.log_dirs, ignore_high_watermark=self.ignore_high_watermark),
             self.log_filter,
             ignore_high_watermark=self.ignore_high_watermark,
             offset_ranges=self.offset_ranges,
