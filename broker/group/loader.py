@@ -4,13 +4,15 @@
 The log is read from its start to the log end offset it had when loading began, in chunks of
 ``offsets.load.buffer.size`` (5 MiB), yielding to the event loop between chunks so a long log
 does not stall the broker. Control batches are skipped (no transactions write here). Records
-come back with the base offset of their batch, which orders commits the way Kafka's
+are handed over chunk by chunk (``offsets.OffsetsReplay`` keeps only the latest value per key)
+with the base offset of their batch, which orders commits the way Kafka's
 ``CommitRecordMetadataAndOffset`` does.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from broker.group.offsets import LogRecord
 from storage.log_validator import LogError
@@ -27,24 +29,27 @@ class LoadError(Exception):
 
 
 async def read_partition_records(
-    log: PartitionLog, *, chunk_bytes: int = LOAD_BUFFER_BYTES
-) -> list[LogRecord]:
+    log: PartitionLog,
+    replay: Callable[[list[LogRecord]], None],
+    *,
+    chunk_bytes: int = LOAD_BUFFER_BYTES,
+) -> None:
+    """Hand every record of ``log`` to ``replay``, one chunk at a time, in log order."""
     end_offset = log.log_end_offset
     offset = log.log_start_offset
-    records: list[LogRecord] = []
     while offset < end_offset:
         try:
             fetched = log.read(offset, chunk_bytes, end_offset, min_one_batch=True)
             data = b"".join(part.read_bytes() for part in fetched.slices)
-            records.extend(_records_of(data))
+            records = _records_of(data)
         except (OSError, EOFError, CorruptRecordError, LogError) as error:
             # LogError: retention moved the log start past ``offset`` meanwhile, for one.
             raise LoadError(f"{log.directory.name} at offset {offset}: {error}") from error
+        replay(records)
         if fetched.next_offset <= offset:
             break
         offset = fetched.next_offset
         await asyncio.sleep(0)
-    return records
 
 
 def _records_of(data: bytes) -> list[LogRecord]:

@@ -31,11 +31,10 @@ import attrs
 from broker.group import rebalance
 from broker.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
 from broker.group.offsets import (
-    LogRecord,
+    LoadedGroups,
     fetch_offsets,
     group_append_error,
     group_record,
-    load_groups,
     metadata_too_large,
     offset_append_error,
     offset_commit_records,
@@ -296,15 +295,14 @@ class GroupMetadataManager:
         return True, effects
 
     def complete_loading(
-        self, partition: int, epoch: int, records: Iterable[LogRecord], now_ms: int
+        self, partition: int, epoch: int, loaded: LoadedGroups, now_ms: int
     ) -> tuple[Effects, tuple[str, ...]]:
-        """Install the groups replayed from ``partition``; ignored when the partition moved on
-        meanwhile. Returns the effects and the problems met in the log."""
+        """Install the groups replayed from ``partition`` (``offsets.OffsetsReplay``); ignored
+        when the partition moved on meanwhile. Returns the effects and the problems met."""
         owned = self.partitions.get(partition)
         if owned != OwnedPartition(PartitionStatus.LOADING, epoch):
             return Effects(), ()
         step = self._step(now_ms)
-        loaded = load_groups(records, now_ms)
         problems = list(loaded.problems)
         for group in loaded.groups:
             if self.partition_for(group.group_id) != partition:

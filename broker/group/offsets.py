@@ -12,7 +12,7 @@ Kafka's ``GroupMetadataManager`` (``storeOffsets``, ``storeGroup``, ``getOffsets
 * the group is stored (a GroupMetadata record) when a generation becomes EMPTY and when the
   leader's SyncGroup brings the assignment;
 * append errors are mapped as Kafka maps them, so clients see coordinator errors they retry;
-* ``load_groups`` replays a ``__consumer_offsets`` partition in log order: the last record of a
+* ``OffsetsReplay`` replays a ``__consumer_offsets`` partition in log order: the last record of a
   key wins, a tombstone deletes. Groups with members load STABLE, others EMPTY; offsets of a
   group without a group record make an EMPTY group that only stores offsets.
 """
@@ -174,47 +174,61 @@ def _partition_order(topic_partition: TopicPartition) -> tuple[str, int]:
 # ------------------------------------------------------------------ loading
 
 
+class OffsetsReplay:
+    """Replays one partition's records, chunk by chunk in log order, keeping only the latest
+    value of each key (a log without compaction holds every commit ever made)."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        self.values: dict[str, GroupMetadataValue | None] = {}
+        self.problems: list[str] = []
+        self.records = 0
+
+    def replay(self, records: Iterable[LogRecord]) -> None:
+        for record in records:
+            self.records += 1
+            try:
+                self._replay(record)
+            except CoordinatorRecordError as error:
+                self.problems.append(
+                    f"record in the batch at offset {record.batch_offset}: {error}"
+                )
+
+    def _replay(self, record: LogRecord) -> None:
+        if record.key is None:
+            raise CoordinatorRecordError("a record without a key")
+        key = decode_key(record.key)
+        if isinstance(key, GroupMetadataKey):
+            value = None if record.value is None else decode_group_metadata_value(record.value)
+            if value is not None and value.members and value.protocol is None:
+                raise CoordinatorRecordError(f"group {key.group!r} has members but no protocol")
+            self.values[key.group] = value
+            return
+        group_offsets = self.offsets.setdefault(key.group, {})
+        if record.value is None:
+            group_offsets.pop(key.topic_partition, None)
+            if not group_offsets:
+                del self.offsets[key.group]
+            return
+        offset = decode_offset_commit_value(record.value)
+        group_offsets[key.topic_partition] = CommittedOffset(record.batch_offset, offset)
+
+    def loaded(self, now_ms: int) -> LoadedGroups:
+        """The groups the records describe: with a live group record, or with offsets."""
+        live = {group_id for group_id, value in self.values.items() if value is not None}
+        groups = []
+        for group_id in sorted(set(self.offsets) | live):
+            group = _group_from(group_id, self.values.get(group_id), now_ms)
+            group.offsets.update(self.offsets.get(group_id, {}))
+            groups.append(group)
+        return LoadedGroups(tuple(groups), tuple(self.problems))
+
+
 def load_groups(records: Iterable[LogRecord], now_ms: int) -> LoadedGroups:
     """Replay one partition's records, in log order, into groups with their offsets."""
-    offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-    values: dict[str, GroupMetadataValue | None] = {}
-    problems: list[str] = []
-    for record in records:
-        try:
-            _replay(record, offsets, values)
-        except CoordinatorRecordError as error:
-            problems.append(f"record in the batch at offset {record.batch_offset}: {error}")
-    groups = []
-    for group_id in sorted(set(offsets) | {g for g, v in values.items() if v is not None}):
-        value = values.get(group_id)
-        group = _group_from(group_id, value, now_ms)
-        group.offsets.update(offsets.get(group_id, {}))
-        groups.append(group)
-    return LoadedGroups(tuple(groups), tuple(problems))
-
-
-def _replay(
-    record: LogRecord,
-    offsets: dict[str, dict[TopicPartition, CommittedOffset]],
-    values: dict[str, GroupMetadataValue | None],
-) -> None:
-    if record.key is None:
-        raise CoordinatorRecordError("a record without a key")
-    key = decode_key(record.key)
-    if isinstance(key, GroupMetadataKey):
-        value = None if record.value is None else decode_group_metadata_value(record.value)
-        if value is not None and value.members and value.protocol is None:
-            raise CoordinatorRecordError(f"group {key.group!r} has members but no protocol")
-        values[key.group] = value
-        return
-    group_offsets = offsets.setdefault(key.group, {})
-    if record.value is None:
-        group_offsets.pop(key.topic_partition, None)
-        if not group_offsets:
-            del offsets[key.group]
-        return
-    offset = decode_offset_commit_value(record.value)
-    group_offsets[key.topic_partition] = CommittedOffset(record.batch_offset, offset)
+    replay = OffsetsReplay()
+    replay.replay(records)
+    return replay.loaded(now_ms)
 
 
 def _group_from(group_id: str, value: GroupMetadataValue | None, now_ms: int) -> GroupMetadata:

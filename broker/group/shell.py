@@ -47,7 +47,7 @@ from broker.group.effects import (
 )
 from broker.group.loader import LoadError, read_partition_records
 from broker.group.manager import GroupOverview, GroupSummary, OwnedPartition, PartitionStatus
-from broker.group.offsets import OFFSETS_TOPIC
+from broker.group.offsets import OFFSETS_TOPIC, OffsetsReplay
 from broker.group.rebalance import GroupConfig
 from broker.group.records import OffsetAndMetadata
 from broker.replica_manager import ReplicaManager
@@ -310,20 +310,22 @@ class GroupCoordinatorShell:
             self._abort_load(partition, epoch)
             return
         started_ms = self.clock_ms()
+        replay = OffsetsReplay()
         try:
-            records = await read_partition_records(hosted.log)
+            await read_partition_records(hosted.log, replay.replay)
         except LoadError as error:
             logger.error("cannot load the groups of %s: %s", topic_partition, error)
             self._abort_load(partition, epoch)
             return
-        effects, problems = self.core.complete_loading(partition, epoch, records, self.clock_ms())
+        loaded = replay.loaded(self.clock_ms())
+        effects, problems = self.core.complete_loading(partition, epoch, loaded, self.clock_ms())
         for problem in problems[:MAX_LOGGED_PROBLEMS]:
             logger.warning("%s: skipped a %s", topic_partition, problem)
         logger.info(
             "loaded %s (epoch %d): %d records in %d ms",
             topic_partition,
             epoch,
-            len(records),
+            replay.records,
             self.clock_ms() - started_ms,
         )
         self._apply(effects)

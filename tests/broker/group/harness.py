@@ -17,6 +17,7 @@ from broker.group.effects import (
     Result,
     SyncGroupResult,
 )
+from broker.group.offsets import load_groups
 from broker.group.rebalance import GroupConfig
 from broker.group.records import OffsetAndMetadata
 from broker.group.state import GroupMetadata, Protocol
@@ -101,7 +102,8 @@ class Harness:
         needed, effects = self.coordinator.begin_loading(partition, epoch, self.now_ms)
         assert needed
         self.take(effects)
-        loaded, problems = self.coordinator.complete_loading(partition, epoch, records, self.now_ms)
+        groups = load_groups(records, self.now_ms)
+        loaded, problems = self.coordinator.complete_loading(partition, epoch, groups, self.now_ms)
         self.take(loaded)
         return problems
 

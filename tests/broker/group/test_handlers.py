@@ -25,7 +25,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.group.loader import read_partition_records
-from broker.group.offsets import OFFSETS_TOPIC, load_groups
+from broker.group.offsets import OFFSETS_TOPIC, OffsetsReplay
 from broker.group.rebalance import GroupConfig
 from broker.group.shell import GroupCoordinatorShell
 from broker.handlers.controller_client import NewTopic
@@ -457,8 +457,10 @@ def test_commits_are_kafka_records_a_new_coordinator_loads(cluster: GroupCluster
         await broker.send(ApiKey.OFFSET_COMMIT, 8, commit(8, 99, member, generation))
         hosted = cluster.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, 0))
         assert hosted is not None
-        records = await read_partition_records(hosted.log)
-        loaded = load_groups(records, now_ms=0)
+        replay = OffsetsReplay()
+        await read_partition_records(hosted.log, replay.replay, chunk_bytes=100)
+        assert replay.records == 2  # the group record with its assignment, the commit
+        loaded = replay.loaded(now_ms=0)
         [group] = loaded.groups
         assert (group.group_id, group.generation_id, list(group.members)) == (
             GROUP,

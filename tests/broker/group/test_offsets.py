@@ -258,7 +258,7 @@ def test_load_of_a_partition_that_moved_on_is_ignored() -> None:
     h = Harness(load=False)
     h.take(h.coordinator.begin_loading(0, 1, h.now_ms)[1])
     h.take(h.coordinator.unload(0, h.now_ms))
-    effects, _ = h.coordinator.complete_loading(0, 1, [], h.now_ms)
+    effects, _ = h.coordinator.complete_loading(0, 1, load_groups([], 0), h.now_ms)
     assert effects.answers == [] and 0 not in h.coordinator.partitions
     assert h.join_result(h.send_join()).error is Errors.NOT_COORDINATOR
 
