@@ -55,9 +55,7 @@ def test_offset_commit_value_v3() -> None:
 
 def test_offset_commit_value_with_expire_timestamp_is_v1() -> None:
     # GroupMetadataManager.offsetCommitValue: an explicit expire timestamp needs v1.
-    value = OffsetAndMetadata(
-        offset=7, metadata="", commit_timestamp_ms=10, expire_timestamp_ms=99
-    )
+    value = OffsetAndMetadata(offset=7, metadata="", commit_timestamp_ms=10, expire_timestamp_ms=99)
     data = offset_commit_value(value)
     assert data == struct.pack(">hq", 1, 7) + s("") + struct.pack(">qq", 10, 99)
     assert decode_offset_commit_value(data) == value

@@ -94,7 +94,9 @@ def test_every_pair_is_decided_by_the_table() -> None:
                     group.transition_to(target, now_ms=1)
 
 
-@pytest.mark.parametrize(("state", "can"), [(E, True), (S, True), (CR, True), (PR, False), (D, False)])
+@pytest.mark.parametrize(
+    ("state", "can"), [(E, True), (S, True), (CR, True), (PR, False), (D, False)]
+)
 def test_can_rebalance(state: GroupState, can: bool) -> None:
     # testCanRebalanceWhenStable, ...WhenAwaitingSync, testCannotRebalanceWhenPreparingRebalance,
     # testCannotRebalanceWhenDead
