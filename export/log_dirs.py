@@ -8,13 +8,14 @@ one replica per broker (``export.replica_choice``); and never log dirs of two cl
 same-named topics are different data. A log dir without ``meta.properties`` (copied without
 it, or written by a tool) is still readable: it just cannot be placed on a broker.
 
-``measure_log_end_offset`` reads only batch headers of the last segment: a replica's log end
-offset is the next offset after its last whole batch (a torn tail ends the log there, as
-recovery would truncate it).
+``measure_log_end_offset`` reads only batch headers of the last segment, from its last offset
+index entry on: a replica's log end offset is the next offset after its last whole batch (a
+torn tail ends the log there, as recovery would truncate it).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from storage.record_batch import CorruptRecordError
 
 META_PROPERTIES = "meta.properties"
 LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position (KAFKA_FORMATS.md)
 # meta.properties is a handful of lines; anything larger is not one.
 META_PROPERTIES_BYTES_MAX = 64 * 1024
 
@@ -130,7 +133,8 @@ def measure_log_end_offset(directory: Path, log_start_offset: int) -> int:
     end = base_offset
     try:
         with path.open("rb") as file:
-            fd, size, position = file.fileno(), path.stat().st_size, 0
+            fd, size = file.fileno(), path.stat().st_size
+            position = _last_indexed_position(path, base_offset, fd, size)
             while position < size:
                 header = read_batch_header(fd, position, size)
                 end = header.next_offset
@@ -140,3 +144,29 @@ def measure_log_end_offset(directory: Path, log_start_offset: int) -> int:
     except OSError as error:
         raise LogScanError(f"segment {path}: cannot read: {error.strerror}") from None
     return end
+
+
+def _last_indexed_position(path: Path, base_offset: int, fd: int, size: int) -> int:
+    """Where to start walking headers: the batch of the segment's last ``.index`` entry
+    (``relative last offset, position``, written every index.interval.bytes), so a 1 GiB
+    segment costs a few header reads, not one per batch. The index is only a hint: 0 (walk
+    the whole segment) when it is missing or does not name a batch ending at its offset."""
+    try:
+        # Preallocated indexes end in zeros; no entry is all zeros (position 0 is never
+        # indexed: an entry follows index.interval.bytes of batches).
+        entries = path.with_suffix(INDEX_SUFFIX).read_bytes().rstrip(b"\0")
+    except OSError:
+        return 0
+    if not entries:
+        return 0
+    # The stripped zeros may include the last entry's own trailing zero bytes: pad them back.
+    start = (len(entries) - 1) // _INDEX_ENTRY.size * _INDEX_ENTRY.size
+    entry = entries[start:].ljust(_INDEX_ENTRY.size, b"\0")
+    relative_offset, position = _INDEX_ENTRY.unpack(entry)
+    if not 0 < position < size:
+        return 0
+    try:
+        header = read_batch_header(fd, position, size)
+    except CorruptRecordError:
+        return 0
+    return position if header.last_offset == base_offset + relative_offset else 0

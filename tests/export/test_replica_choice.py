@@ -9,6 +9,7 @@ With ignoreHighWatermark: the largest log end offset; ties to the higher high wa
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,13 @@ from export.log_scan import LogFilter, discover_partitions, plan_splits
 from export.manifest import ExportedRange, Manifest, begin_run, commit_run, plan_export
 from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
 from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from storage.log_config import LogConfig
+from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
 from tests.export.replica_fixtures import (
     Replicas,
     ReplicaSpec,
+    append_history,
     build_replicas,
     catch_up,
     three_brokers,
@@ -141,6 +145,33 @@ def test_log_end_offset_is_measured_from_batch_headers(tmp_path: Path) -> None:
     empty.mkdir()
     assert measure_log_end_offset(empty, 42) == 42
 
+
+
+def test_log_end_offset_walks_from_the_last_index_entry_and_survives_a_bad_index(
+        tmp_path: Path) -> None:
+    directory = tmp_path / "clicks-0"
+    log = PartitionLog.open(directory, LogConfig(index_interval_bytes=200))
+    append_history(log, TP, 0, 40)
+    leo = log.log_end_offset
+    log.flush()
+    log.close()
+    (segment,) = directory.glob("*.log")
+    index = segment.with_suffix(".index")
+    entries = index.read_bytes().rstrip(b"\0")
+    assert len(entries) > 8 * 5  # several entries, then the preallocated zeros
+    assert measure_log_end_offset(directory, 0) == leo
+    # The walk starts at the last indexed batch: a damaged first batch is never read.
+    original = segment.read_bytes()
+    segment.write_bytes(original[:16] + b"\x07" + original[17:])  # magic 7
+    assert measure_log_end_offset(directory, 0) == leo
+    segment.write_bytes(original)
+    # An index that names no batch boundary (stale after a crash, or damaged) is only a
+    # hint: the walk starts over from the segment's first batch.
+    for bad in (struct.pack(">ii", 3, 7), struct.pack(">ii", 999, 5_000_000), b"\xff" * 8):
+        index.write_bytes(entries + bad)
+        assert measure_log_end_offset(directory, 0) == leo, bad
+    index.unlink()
+    assert measure_log_end_offset(directory, 0) == leo
 
 def test_same_broker_twice_is_refused_unknown_brokers_use_the_rule(tmp_path: Path) -> None:
     replicas = three_brokers(tmp_path)
