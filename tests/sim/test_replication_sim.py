@@ -11,15 +11,23 @@ min.insync.replicas 2, kill -9, pauses, partitions), KIP-101 / KIP-279 / KIP-320
 
 from __future__ import annotations
 
+import functools
 import os
+import random
+from typing import Any
 
 import pytest
 
+import broker.partition as broker_partition
+import fetcher.responses as responses
+from broker.partition_state import PartitionRole, PartitionState, high_watermark_candidate
+from fetcher.truncation import FollowerLog, Truncation
+from protocol.errors import Errors
 from tests.sim.replication_log import MemoryLog, client_batch
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
 
-DEFAULT_SEEDS = 10
+DEFAULT_SEEDS = 8
 DEFAULT_STEPS = 8000
 
 
@@ -33,18 +41,33 @@ STEPS = int(os.environ.get("PYKRAFT_SIM_STEPS", DEFAULT_STEPS))
 
 
 def settings_for(seed: int) -> SimSettings:
-    """Every fourth seed truncates through OffsetsForLeaderEpoch (a pre-KIP-320 leader)."""
-    return SimSettings(truncate_on_fetch=seed % 4 != 3)
+    """Timings vary with the seed; every fourth seed truncates through OffsetsForLeaderEpoch
+    (a leader before KIP-320's DivergingEpoch)."""
+    rng = random.Random(-1 - seed)
+    return SimSettings(
+        truncate_on_fetch=seed % 4 != 3,
+        max_delay_ms=rng.choice((10, 40, 150)),
+        drop_probability=rng.choice((0.0, 0.01, 0.05)),
+        replica_lag_time_max_ms=rng.choice((3000, 10_000, 30_000)),
+        partitions=rng.choice((1, 2, 3)),
+    )
 
 
 def simulation(seed: int) -> ReplicationSimulation:
     return ReplicationSimulation(seed, settings_for(seed))
 
 
+@functools.cache
+def finished(seed: int, steps: int) -> ReplicationSimulation:
+    """A completed run, shared by the tests that read it (each seed runs once per session)."""
+    sim = simulation(seed)
+    sim.run(steps)
+    return sim
+
+
 @pytest.mark.parametrize("seed", _seeds())
 def test_replication_simulation(seed: int) -> None:
-    sim = simulation(seed)
-    sim.run(STEPS)
+    sim = finished(seed, STEPS)
     assert sim.checker.acked, "nothing was acknowledged: the run tested nothing"
 
 
@@ -79,8 +102,7 @@ def test_faults_reach_the_interesting_cases() -> None:
     them), followers truncate diverged tails, leaders change, ISRs shrink and expand, a new
     leader starts with a high watermark below the committed offset, restarted brokers wait
     out the old session."""
-    sim = simulation(0)
-    sim.run(DEFAULT_STEPS)
+    sim = finished(0, DEFAULT_STEPS)
     stats = sim.checker.stats
     for counted in ("power loss: acknowledged records lost on one replica",
                     "truncations that removed records", "completed truncations checked",
@@ -92,8 +114,7 @@ def test_faults_reach_the_interesting_cases() -> None:
 
 
 def test_the_offsets_for_leader_epoch_path_runs() -> None:
-    sim = simulation(3)
-    sim.run(DEFAULT_STEPS)
+    sim = finished(3, DEFAULT_STEPS)
     assert not sim.settings.truncate_on_fetch
     assert sim.checker.stats["OffsetsForLeaderEpoch requests"] > 0
     assert sim.checker.stats["completed truncations checked"] > 0
@@ -112,6 +133,61 @@ def test_power_loss_on_every_replica_at_once_loses_acknowledged_writes() -> None
     sim.queue.at(20_000, "power loss on every broker", power_loss_everywhere)
     with pytest.raises(SimulationFailure, match="lacks committed record"):
         sim.run(DEFAULT_STEPS)
+
+
+
+# ---------------------------------------------------------------------------- the checks can fail
+# Each test breaks one rule of the real code for the length of the test (monkeypatch, never an
+# edit) and requires a CI seed to catch it, so a weakened check cannot pass unnoticed.
+
+
+def _caught(expected: str, first_seed: int = 0) -> str:
+    """The failure of the first CI seed, from ``first_seed`` on (the one known to catch the
+    bug, to keep the test quick), that catches the injected bug."""
+    for seed in (*range(first_seed, DEFAULT_SEEDS), *range(first_seed)):
+        try:
+            simulation(seed).run(DEFAULT_STEPS)
+        except SimulationFailure as failure:
+            message = str(failure)
+            assert expected in message, message
+            return message
+    raise AssertionError(f"no seed below {DEFAULT_SEEDS} caught the injected bug")
+
+
+def test_an_ack_before_the_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    def ack_at_once(state: PartitionState, high_watermark: int, required_offset: int,
+                    min_insync_replicas: int) -> tuple[bool, Errors]:
+        return state.role is PartitionRole.LEADER, Errors.NONE
+
+    monkeypatch.setattr(broker_partition, "check_enough_replicas_reach_offset", ack_at_once)
+    _caught("acknowledged at offset")
+
+
+def test_a_follower_that_never_truncates_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    def keep_everything(*args: object) -> Truncation:
+        follower = args[1]
+        assert isinstance(follower, FollowerLog)
+        return Truncation(follower.log_end_offset, truncation_completed=True)
+
+    monkeypatch.setattr(responses, "truncation_for_diverging_epoch", keep_everything)
+    monkeypatch.setattr(responses, "truncation_for_epoch_end_offset", keep_everything)
+    _caught("is not a prefix of the leader's")
+
+
+def test_a_majority_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raft's commit rule instead of Kafka's (every ISR member): a lagging ISR member can be
+    elected and the committed tail is gone."""
+
+    def majority(state: PartitionState, **kwargs: Any) -> int | None:
+        if high_watermark_candidate(state, **kwargs) is None:
+            return None
+        ends = sorted((kwargs["log_end_offset"], *(replica.log_end_offset for broker, replica
+                                                   in state.followers.items()
+                                                   if broker in state.isr)), reverse=True)
+        return int(ends[len(ends) // 2])
+
+    monkeypatch.setattr(broker_partition, "high_watermark_candidate", majority)
+    _caught("lacks committed record", first_seed=3)
 
 
 # ---------------------------------------------------------------------------- the disk model
