@@ -13,8 +13,14 @@ random source, and injects it if the rules allow (else it skips this turn):
   watermarks checkpointed, then the broker restarts;
 * ``ELECT_PREFERRED``: an operator's preferred leader election.
 
-At most ``MAX_FAULTY`` brokers are unhealthy at once. ``quiesce`` heals everything, stops the
-producer, and runs until every replica has every record and all three are in the ISR.
+Besides, a committed leader or ISR change sometimes draws a fault at the partition's leader
+within 100 ms (``react``): back-to-back leader failures (KIP-279), and a follower that just
+joined the ISR becoming leader — timings random faults every few seconds almost never hit.
+
+At most ``MAX_FAULTY`` brokers are unhealthy at once, and a kill, pause, isolation or shutdown
+waits while a broker is ``suspect`` (the crash rule). ``quiesce`` heals everything, stops the
+producer, and runs until every replica has every record and all three are in the ISR; within
+``QUIESCE_LIMIT_MS`` of simulated time, or the run fails (liveness).
 """
 
 from __future__ import annotations

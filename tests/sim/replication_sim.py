@@ -15,18 +15,19 @@ After every event ``check`` asserts the invariants listed in ``replication_check
 fault phase every fault is healed and the cluster must converge (every replica equal and in
 the ISR) with every acknowledged value on every replica.
 
-The crash rule. Kafka's acks=all guarantee rests on replication, not fsync (Kafka never fsyncs
-by default): an acknowledged record is on every member of the ISR, and survives as long as one
-of them keeps it. A power loss that takes unflushed data from a broker still in an ISR breaks
-that for its partitions until the controller drops the old incarnation from every ISR (on
-fencing or re-registration). So a power loss is only scheduled when it cannot take the last
-copy: every other broker is healthy (running, registered, unfenced, reachable), every ISR the
-broker is in has another member, it has no AlterPartition in flight (which could leave it alone
-in an ISR), and while its old incarnation may still be in an ISR (``suspect``) no other broker
-is crashed, paused, isolated or shut down. Without the rule Kafka itself loses acknowledged
-writes (two replicas losing unflushed data at once; or the last ISR member losing it — the
-case KIP-966's eligible leader replicas address), and so does the sim:
-``crash_rule=False`` shows it. kill -9 keeps the page cache and is allowed any time.
+The crash rule. Kafka's acks=all guarantee rests on replication, not fsync (by default Kafka
+leaves flushing to the operating system: flush.messages and flush.ms are off). An acknowledged
+record is on every member of the ISR and survives as long as one of them keeps it. A power
+loss that takes unflushed data from a broker still in an ISR breaks that for its partitions
+until the controller drops the old incarnation from every ISR (on fencing or re-registration).
+So a power loss is only scheduled when it cannot take the last copy: every other broker is
+healthy (running, registered, unfenced, reachable), every ISR the broker is in has another
+member, it has no AlterPartition in flight (which could leave it alone in an ISR), and while
+its old incarnation may still be in an ISR (``suspect``) no other broker is crashed, paused,
+isolated or shut down. Without the rule Kafka itself loses acknowledged writes (two replicas
+losing unflushed data at once; or the last ISR member losing it — the case KIP-966's eligible
+leader replicas address), and so does the sim: ``crash_rule=False`` shows it. A kill -9 keeps
+the page cache, so it loses nothing; it only counts as a broker taken out.
 """
 
 from __future__ import annotations
