@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 MAX_FAULTY = 2
 QUIESCE_LIMIT_MS = 120_000
 CONVERGENCE_CHECK_EVERY = 200
+MAX_HISTORY = 12
 # How often a committed leader or ISR change draws a targeted fault at the partition's leader.
 REACT_PROBABILITY = 0.15
 
@@ -77,6 +78,8 @@ class FaultInjector:
         # still be in an ISR (until the controller fences it or a new one replaces it).
         self.suspect: dict[int, int] = {}
         self.injected: Counter[FaultKind] = Counter()
+        # The latest faults and restarts, for the failure message.
+        self.history: deque[str] = deque(maxlen=MAX_HISTORY)
 
     def start(self) -> None:
         self.sim.queue.after(self.sim.rng.randint(3000, 6000), "fault", self._fault)
@@ -161,7 +164,7 @@ class FaultInjector:
         if not self.active or not self._allowed(kind, broker_id):
             return
         self.injected[kind] += 1
-        sim.queue.note(f"FAULT {kind.value} broker {broker_id}")
+        self._note(f"FAULT {kind.value} broker {broker_id}")
         if kind is FaultKind.KILL or kind is FaultKind.POWER_LOSS:
             self.crash(broker_id, lose_unflushed=kind is FaultKind.POWER_LOSS)
         elif kind is FaultKind.PAUSE:
@@ -199,9 +202,16 @@ class FaultInjector:
                 offset in acked for batch in lost
                 for offset in range(batch.base_offset, batch.last_offset + 1))
 
+    def _note(self, what: str) -> None:
+        self.sim.queue.note(what)
+        self.history.append(f"t={self.sim.now_ms} {what}")
+
     def _restart_later(self, broker_id: int, delay_ms: int) -> None:
-        self.sim.queue.after(delay_ms, f"restart broker {broker_id}",
-                             lambda: self.sim.start_broker(broker_id))
+        def restart() -> None:
+            if self.sim.brokers[broker_id] is None:
+                self._note(f"restart broker {broker_id}")
+                self.sim.start_broker(broker_id)
+        self.sim.queue.after(delay_ms, f"restart broker {broker_id}", restart)
 
     def _isolate(self, broker_id: int, duration_ms: int) -> None:
         network = self.sim.network
@@ -244,7 +254,7 @@ class FaultInjector:
         sim = self.sim
         self.active = False
         sim.producing = False
-        sim.queue.note("quiesce: heal the network, resume and restart every broker")
+        self._note("quiesce: heal the network, resume and restart every broker")
         sim.network.heal()
         sim.network.drop_probability = 0.0
         for broker_id in sim.brokers:

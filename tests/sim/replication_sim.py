@@ -104,11 +104,12 @@ class ReplicationSimulation:
             self.faults.quiesce()
         except Exception as error:
             trace = "\n  ".join(self.queue.trace)
+            faults = "\n  ".join(self.faults.history)
             raise SimulationFailure(
                 f"replication simulation failed: seed={self.seed} step={self.step} "
                 f"t={self.now_ms}: {type(error).__name__}: {error}\n"
                 f"replay with: {REPLAY.format(seed=self.seed)}\n"
-                f"last events:\n  {trace}") from error
+                f"last faults:\n  {faults}\nlast events:\n  {trace}") from error
 
     def _start(self) -> None:
         for broker_id in range(BROKERS):
