@@ -25,9 +25,8 @@ hand (cluster.json names the admin URL, the bootstrap servers and the data direc
     pykraft spark export-topic --topic clicks --out DATA/clicks \\
         --log-dirs DATA/cluster/broker-10,DATA/cluster/broker-11,DATA/cluster/broker-12
 
-Replication factor 1: each partition lives in exactly one broker's log dir; ``export-topic``
-refuses a partition found in two of the log dirs it is given (as Kafka's LogManager refuses one
-partition in two of a broker's log dirs), so with RF > 1 it must be pointed at one replica each.
+The example uses replication factor 1. With RF > 1, ``export-topic`` reads each partition from
+one replica: the one with the highest checkpointed high watermark (``export/replica_choice.py``).
 
 Run: ``.venv/bin/python examples/spark_live_cluster.py [--data-dir DIR] [--records N]``
 """

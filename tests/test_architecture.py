@@ -24,13 +24,16 @@ ALLOWED: dict[str, set[str]] = {
 
 # Pure cores: no I/O, clock or randomness (STYLE.md §1-2).
 IO_MODULES = {"asyncio", "socket", "threading", "time", "random", "os", "aiohttp", "pysyncobj"}
-PURE_CORES = ["metadata/records.py", "metadata/image.py", "metadata/delta.py",
-              "metadata/local_changes.py", "quorum/controller.py", "quorum/managers",
-              "fetcher/truncation.py", "fetcher/state.py", "broker/partition_state.py",
-              "broker/isr.py", "fetcher/responses.py", "broker/group/state.py",
-              "broker/group/rebalance.py", "broker/group/manager.py",
-              "broker/group/coordinator.py", "broker/group/offsets.py",
-              "broker/group/records.py", "broker/group/effects.py"]
+PURE_CORES = [
+    "metadata/records.py", "metadata/image.py", "metadata/delta.py", "metadata/local_changes.py",
+    "quorum/controller.py", "quorum/managers",
+    "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py",
+    "broker/partition_state.py", "broker/isr.py",
+    "broker/group/state.py", "broker/group/rebalance.py", "broker/group/manager.py",
+    "broker/group/coordinator.py", "broker/group/offsets.py", "broker/group/records.py",
+    "broker/group/effects.py",
+    "export/replica_choice.py",
+]
 
 
 def imported_roots(path: Path) -> set[str]:
