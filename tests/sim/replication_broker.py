@@ -136,8 +136,9 @@ class SimBroker:
         self.schedule(settings.replica_lag_time_max_ms // 2, "isr expiration", self._expire_isr)
         self._flush_interval_ms = env.rng.randint(200, 4000)
         self.schedule(self._flush_interval_ms, "flush", self._flush)
-        self.schedule(settings.high_watermark_checkpoint_interval_ms, "hw checkpoint",
-                      self._checkpoint)
+        # Out of phase between brokers and restarts, as the timers of separate processes are.
+        self.schedule(env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms),
+                      "hw checkpoint", self._checkpoint)
 
     def __repr__(self) -> str:
         return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
