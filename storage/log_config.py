@@ -3,11 +3,20 @@
 Topic-level names (``segment.bytes``) and broker-level defaults (``log.segment.bytes``) map to
 the same fields; ``LogConfig.from_properties`` accepts either, topic names winning. Bad values
 raise ``LogConfigError`` naming the property.
+
+``cleanup.policy`` (broker default ``log.cleanup.policy``) is Kafka's comma-separated list of
+``delete`` and ``compact``, default ``delete``. Retention by time and size runs only when it
+contains ``delete`` (Kafka's ``LogConfig.delete``); ``compact`` alone keeps every segment until
+DeleteRecords moves the log start past it. pykraft has no log cleaner, so ``compact`` is
+recorded but compacts nothing.
 """
 
 from __future__ import annotations
 
+import enum
+import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -30,6 +39,31 @@ class LogConfigError(ValueError):
 
 
 _Validator = Callable[[object, "attrs.Attribute[int]", int], None]
+
+
+class CleanupPolicy(enum.Enum):
+    """One element of ``cleanup.policy`` (Kafka's TopicConfig.CLEANUP_POLICY_*)."""
+
+    COMPACT = "compact"
+    DELETE = "delete"
+
+
+DEFAULT_CLEANUP_POLICY = frozenset({CleanupPolicy.DELETE})
+# Kafka's ValidList.in(compact, delete) names the legal values in this order.
+_CLEANUP_POLICY_VALUES = ", ".join(policy.value for policy in CleanupPolicy)
+# Kafka's ConfigDef parses a LIST by splitting the trimmed text on commas with any spaces around.
+_LIST_SEPARATOR = re.compile(r"\s*,\s*")
+
+
+def _cleanup_policy_set(
+    instance: object, attribute: attrs.Attribute[frozenset[CleanupPolicy]], value: object
+) -> None:
+    if not isinstance(value, frozenset) or not all(
+        isinstance(policy, CleanupPolicy) for policy in value
+    ):
+        raise LogConfigError(
+            "cleanup.policy", f"{value!r} is not a set of CleanupPolicy ({_CLEANUP_POLICY_VALUES})"
+        )
 
 
 def _at_least(minimum: int, name: str) -> _Validator:
@@ -74,6 +108,20 @@ class LogConfig:
     # Kafka's flush.ms / flush.messages default to Long.MAX: rely on the OS and replication.
     flush_ms: int = attrs.field(default=LONG_MAX, validator=_at_least(0, "flush.ms"))
     flush_messages: int = attrs.field(default=LONG_MAX, validator=_at_least(1, "flush.messages"))
+    # Empty is legal in Kafka (ValidList.in allows an empty list): neither delete nor compact.
+    cleanup_policy: frozenset[CleanupPolicy] = attrs.field(
+        default=DEFAULT_CLEANUP_POLICY, validator=_cleanup_policy_set
+    )
+
+    @property
+    def delete(self) -> bool:
+        """Kafka's ``LogConfig.delete``: retention by ``retention.ms``/``retention.bytes``."""
+        return CleanupPolicy.DELETE in self.cleanup_policy
+
+    @property
+    def compact(self) -> bool:
+        """Kafka's ``LogConfig.compact`` (no cleaner here: nothing acts on it yet)."""
+        return CleanupPolicy.COMPACT in self.cleanup_policy
 
     @classmethod
     def from_properties(
@@ -81,7 +129,8 @@ class LogConfig:
     ) -> LogConfig:
         """Build from topic (``segment.bytes``) or broker (``log.segment.bytes``) properties."""
         base = defaults or cls()
-        values: dict[str, int] = {}
+        # Any: mypy checks a ** dict against every field; the validators check each value.
+        values: dict[str, Any] = {}
         for field_name, names in _PROPERTY_NAMES.items():
             for name, scale in names:
                 if name in properties:
@@ -89,6 +138,10 @@ class LogConfig:
                     # -1 means "unlimited" whatever the unit (log.retention.hours=-1).
                     values[field_name] = value * scale if value >= 0 else value
                     break
+        for name in _CLEANUP_POLICY_NAMES:
+            if name in properties:
+                values["cleanup_policy"] = parse_cleanup_policy(name, properties[name])
+                break
         return attrs.evolve(base, **values)
 
 
@@ -100,7 +153,29 @@ def _parse_long(name: str, text: str) -> int:
     return int(stripped)
 
 
+def parse_cleanup_policy(name: str, text: str) -> frozenset[CleanupPolicy]:
+    """Kafka's LIST parse of ``cleanup.policy`` checked by ``ValidList.in(compact, delete)``.
+
+    Values are case-sensitive as in Kafka; a repeated value is accepted (as Kafka did before
+    4.2, and as the controller's config validation still does).
+    """
+    stripped = text.strip()
+    if not stripped:
+        return frozenset()
+    policies: set[CleanupPolicy] = set()
+    for item in _LIST_SEPARATOR.split(stripped):
+        try:
+            policies.add(CleanupPolicy(item))
+        except ValueError:
+            raise LogConfigError(
+                name, f"{item!r} is invalid: String must be one of: {_CLEANUP_POLICY_VALUES}"
+            ) from None
+    return frozenset(policies)
+
+
 _HOUR_MS = 60 * 60 * 1000
+# Topic name first: a topic's own setting beats the broker default.
+_CLEANUP_POLICY_NAMES = ("cleanup.policy", "log.cleanup.policy")
 # field -> accepted property names, most specific first, with a unit scale. Kafka resolves
 # log.retention.ms before .minutes before .hours and log.roll.ms before log.roll.hours.
 _PROPERTY_NAMES: dict[str, tuple[tuple[str, int], ...]] = {

@@ -33,7 +33,7 @@ import attrs
 from storage.file_slice import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.local_log import LocalLog
-from storage.log_config import LogConfig
+from storage.log_config import CleanupPolicy, LogConfig
 from storage.log_reader import fetch_offset_for_timestamp
 from storage.log_validator import (
     AppendOrigin,
@@ -346,15 +346,24 @@ class PartitionLog:
         if offset > self._high_watermark or offset < 0:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
         self._maybe_increment_log_start_offset(offset)
-        self._apply_retention(now_ms=0, retention_ms=-1, retention_bytes=-1)
+        # No cleanup policy: only the segments below the new log start go.
+        self._apply_retention(now_ms=0, cleanup_policy=frozenset())
         return self._log_start_offset
 
     def delete_old_segments(self, now_ms: int) -> RetentionDecision:
-        """Retention by log start, ``retention.bytes`` and ``retention.ms``."""
-        return self._apply_retention(now_ms, self.config.retention_ms, self.config.retention_bytes)
+        """Retention by log start, then — only when ``cleanup.policy`` contains ``delete`` —
+        by ``retention.bytes`` and ``retention.ms`` (Kafka ``UnifiedLog.deleteOldSegments``)."""
+        return self._apply_retention(now_ms, self.config.cleanup_policy)
+
+    def update_config(self, config: LogConfig) -> LogConfig:
+        """A topic config changed (Kafka ``UnifiedLog.updateConfig``): retention, rolls and
+        appends use ``config`` now, existing segments keep their index settings. Returns the
+        old config."""
+        old, self.local_log.config = self.local_log.config, config
+        return old
 
     def _apply_retention(
-        self, now_ms: int, retention_ms: int, retention_bytes: int
+        self, now_ms: int, cleanup_policy: frozenset[CleanupPolicy]
     ) -> RetentionDecision:
         infos = [
             SegmentInfo(segment.base_offset, segment.size, segment.largest_timestamp_ms())
@@ -365,8 +374,9 @@ class PartitionLog:
             log_start_offset=self._log_start_offset,
             high_watermark=self._high_watermark,
             now_ms=now_ms,
-            retention_ms=retention_ms,
-            retention_bytes=retention_bytes,
+            cleanup_policy=cleanup_policy,
+            retention_ms=self.config.retention_ms,
+            retention_bytes=self.config.retention_bytes,
         )
         if decision.deletions:
             self.local_log.delete_segments(decision.base_offsets)

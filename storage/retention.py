@@ -8,6 +8,10 @@ previous one kept, each deleting a prefix of the log:
 2. ``retention.bytes``: while the log minus the segment is still at least the limit;
 3. ``retention.ms``: while ``now - segment.largest_timestamp > retention.ms``.
 
+Passes 2 and 3 run only when ``cleanup.policy`` contains ``delete`` (Kafka's ``config.delete``);
+otherwise (``compact`` alone, or an empty policy) only pass 1 runs, whatever ``retention.ms`` and
+``retention.bytes`` say. pykraft has no log cleaner, so a compact topic keeps all its data.
+
 A segment is only deletable when every offset in it is below the high watermark (consumers may
 still need the rest) and never when it is the active (last) segment — unlike Kafka, which rolls
 a fresh active segment to delete the old one, we keep it; it goes on the next roll.
@@ -20,6 +24,8 @@ import itertools
 from collections.abc import Callable, Sequence
 
 import attrs
+
+from storage.log_config import CleanupPolicy
 
 
 class RetentionReason(enum.Enum):
@@ -85,17 +91,31 @@ def _retention_ms_breached(now_ms: int, retention_ms: int) -> Predicate:
     return lambda segment, next_base: now_ms - segment.largest_timestamp_ms > retention_ms
 
 
+def retention_limits(
+    cleanup_policy: frozenset[CleanupPolicy], retention_ms: int, retention_bytes: int
+) -> tuple[int, int]:
+    """The ``(retention_ms, retention_bytes)`` that apply under ``cleanup_policy``: as given
+    when it contains ``delete``, else -1/-1 (unlimited). Kafka ``UnifiedLog.deleteOldSegments``
+    runs the time and size passes only ``if (config.delete)``."""
+    if CleanupPolicy.DELETE in cleanup_policy:
+        return retention_ms, retention_bytes
+    return -1, -1
+
+
 def decide_retention(
     segments: Sequence[SegmentInfo],
     *,
     log_start_offset: int,
     high_watermark: int,
     now_ms: int,
+    cleanup_policy: frozenset[CleanupPolicy],
     retention_ms: int,
     retention_bytes: int,
 ) -> RetentionDecision:
     """The segments to delete (a prefix of ``segments``, ordered by base offset) and the log
-    start offset afterwards. ``retention_ms``/``retention_bytes`` < 0 mean unlimited."""
+    start offset afterwards. ``retention_ms``/``retention_bytes`` < 0 mean unlimited; both are
+    ignored unless ``cleanup_policy`` contains ``delete``."""
+    retention_ms, retention_bytes = retention_limits(cleanup_policy, retention_ms, retention_bytes)
     remaining = list(segments)
     deletions: list[tuple[int, RetentionReason]] = []
     passes: list[tuple[RetentionReason, Callable[[], Predicate] | None]] = [

@@ -1,20 +1,26 @@
 """Retention decisions (Kafka UnifiedLog.deleteOldSegments: log-start breach, retention.bytes,
-retention.ms; never the active segment, never data at or above the high watermark)."""
+retention.ms — the last two only when cleanup.policy contains delete; never the active segment,
+never data at or above the high watermark)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
-from storage.log_config import LogConfig
+from storage.log_config import CleanupPolicy, LogConfig
 from storage.partition_log import PartitionLog
 from storage.records import SimpleRecord, build_batch
-from storage.retention import RetentionReason, SegmentInfo, decide_retention
+from storage.retention import RetentionReason, SegmentInfo, decide_retention, retention_limits
 
 START = RetentionReason.LOG_START_OFFSET_BREACH
 BYTES = RetentionReason.RETENTION_BYTES
 TIME = RetentionReason.RETENTION_MS
+DELETE = frozenset({CleanupPolicy.DELETE})
+COMPACT = frozenset({CleanupPolicy.COMPACT})
+COMPACT_DELETE = frozenset({CleanupPolicy.COMPACT, CleanupPolicy.DELETE})
+NO_POLICY: frozenset[CleanupPolicy] = frozenset()
 
 # Four segments of 100 offsets and 1000 bytes; the last one is active.
 SEGMENTS = [
@@ -35,12 +41,14 @@ def check(
     retention_ms: int = -1,
     retention_bytes: int = -1,
     segments: list[SegmentInfo] = SEGMENTS,
+    cleanup_policy: frozenset[CleanupPolicy] = DELETE,
 ) -> None:
     decision = decide_retention(
         segments,
         log_start_offset=log_start,
         high_watermark=high_watermark,
         now_ms=now_ms,
+        cleanup_policy=cleanup_policy,
         retention_ms=retention_ms,
         retention_bytes=retention_bytes,
     )
@@ -97,11 +105,79 @@ def test_a_single_segment_log_keeps_its_active_segment() -> None:
     check([], 0, retention_ms=0, retention_bytes=0, segments=[SEGMENTS[0]], high_watermark=100)
 
 
+# ------------------------------------------------------------------ cleanup.policy
+# Kafka UnifiedLog.deleteOldSegments: `if (config.delete)` all three passes, else only
+# deleteLogStartOffsetBreachedSegments. retention.ms and retention.bytes are ignored without
+# delete, however small.
+
+
+@pytest.mark.parametrize(
+    ("cleanup_policy", "limits"),
+    [
+        (DELETE, (7_500, 1500)),
+        (COMPACT_DELETE, (7_500, 1500)),
+        (COMPACT, (-1, -1)),
+        (NO_POLICY, (-1, -1)),
+    ],
+)
+def test_retention_limits_follow_the_delete_policy(
+    cleanup_policy: frozenset[CleanupPolicy], limits: tuple[int, int]
+) -> None:
+    assert retention_limits(cleanup_policy, 7_500, 1500) == limits
+
+
+def test_delete_policy_applies_time_and_size() -> None:
+    check([(0, BYTES), (100, TIME)], 200, retention_bytes=2500, retention_ms=7_500)
+    check(
+        [(0, BYTES), (100, TIME)],
+        200,
+        retention_bytes=2500,
+        retention_ms=7_500,
+        cleanup_policy=COMPACT_DELETE,
+    )
+
+
+@pytest.mark.parametrize("cleanup_policy", [COMPACT, NO_POLICY])
+def test_without_delete_time_and_size_never_delete(
+    cleanup_policy: frozenset[CleanupPolicy],
+) -> None:
+    check([], 0, retention_ms=0, retention_bytes=0, cleanup_policy=cleanup_policy)
+    check([], 0, retention_ms=0, cleanup_policy=cleanup_policy)
+    check([], 0, retention_bytes=0, cleanup_policy=cleanup_policy)
+
+
+@pytest.mark.parametrize("cleanup_policy", [COMPACT, NO_POLICY])
+def test_without_delete_the_log_start_breach_still_deletes(
+    cleanup_policy: frozenset[CleanupPolicy],
+) -> None:
+    # DeleteRecords moved the log start: those segments are unreadable whatever the policy.
+    check([(0, START)], 150, log_start=150, retention_ms=0, cleanup_policy=cleanup_policy)
+    check(
+        [(0, START), (100, START)],
+        200,
+        log_start=200,
+        retention_bytes=0,
+        cleanup_policy=cleanup_policy,
+    )
+
+
 # ------------------------------------------------------------------ applied to a log
 
 
-def make_log(tmp_path: Path, **config: int) -> PartitionLog:
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_bytes=1024, **config))
+def make_log(
+    tmp_path: Path,
+    *,
+    retention_ms: int = -1,
+    retention_bytes: int = -1,
+    cleanup_policy: frozenset[CleanupPolicy] = DELETE,
+) -> PartitionLog:
+    config = LogConfig(
+        segment_bytes=1024,
+        retention_ms=retention_ms,
+        retention_bytes=retention_bytes,
+        cleanup_policy=cleanup_policy,
+    )
+    log = PartitionLog.open(tmp_path / "t-0", config)
     for n in range(30):
         data = build_batch([SimpleRecord(value=b"x" * 100, timestamp=1000 * n)])
         log.append_as_leader(bytearray(data), leader_epoch=0, now_ms=0)
@@ -143,3 +219,38 @@ def test_retention_waits_for_the_high_watermark(tmp_path: Path) -> None:
 def test_long_retention_keeps_everything(tmp_path: Path, retention_ms: int) -> None:
     log = make_log(tmp_path, retention_ms=retention_ms)
     assert log.delete_old_segments(now_ms=30_000).deletions == ()
+
+
+def test_compact_topic_keeps_every_segment_past_retention(tmp_path: Path) -> None:
+    log = make_log(tmp_path, retention_ms=0, retention_bytes=0, cleanup_policy=COMPACT)
+    before = [segment.base_offset for segment in log.segments]
+    assert len(before) > 2
+    assert log.delete_old_segments(now_ms=10**12).deletions == ()
+    assert [segment.base_offset for segment in log.segments] == before
+    assert log.log_start_offset == 0
+
+
+def test_compact_topic_still_loses_segments_below_deleted_records(tmp_path: Path) -> None:
+    log = make_log(tmp_path, retention_ms=0, cleanup_policy=COMPACT)
+    third = log.segments[2].base_offset
+    assert log.delete_records(third) == third
+    assert log.segments[0].base_offset == third
+    # The retention thread finds nothing more to do: time retention is off for compact.
+    assert log.delete_old_segments(now_ms=10**12).deletions == ()
+
+
+def test_compact_delete_topic_applies_retention(tmp_path: Path) -> None:
+    log = make_log(tmp_path, retention_ms=10_000, cleanup_policy=COMPACT_DELETE)
+    decision = log.delete_old_segments(now_ms=30_000)
+    assert decision.deletions
+    assert {reason for _, reason in decision.deletions} == {TIME}
+
+
+def test_update_config_switches_the_policy(tmp_path: Path) -> None:
+    """Kafka UnifiedLog.updateConfig: the next retention run uses the new topic config."""
+    log = make_log(tmp_path, retention_ms=10_000, cleanup_policy=COMPACT)
+    assert log.delete_old_segments(now_ms=30_000).deletions == ()
+    old = log.update_config(attrs.evolve(log.config, cleanup_policy=DELETE))
+    assert old.cleanup_policy == COMPACT
+    assert log.config.delete
+    assert log.delete_old_segments(now_ms=30_000).deletions
