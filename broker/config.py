@@ -19,9 +19,10 @@ Properties pykraft adds (Kafka has no equivalent; each is documented on its fiel
                                  (DESIGN.md §3.6).
 
 Log settings (``log.segment.bytes``, ``log.roll.ms``/``.hours``, ``log.retention.ms``/
-``.minutes``/``.hours``, ``log.retention.bytes``, ``log.index.interval.bytes``, …) become the
-broker-wide default ``storage.log_config.LogConfig`` in ``log_config``, with Kafka's precedence
-between the unit variants.
+``.minutes``/``.hours``, ``log.retention.bytes``, ``log.index.interval.bytes``,
+``log.cleanup.policy``, …) become the broker-wide default ``storage.log_config.LogConfig`` in
+``log_config``, with Kafka's precedence between the unit variants; a topic's own overrides
+(``retention.ms``, ``cleanup.policy``, …) win over them partition by partition.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ BROKER_LOG_PROPERTIES = (
     "log.flush.interval.ms",
     "log.flush.interval.messages",
     "message.max.bytes",
+    "log.cleanup.policy",
 )
 # LogConfig's validators name topic-level properties; a broker file sets the broker-level ones.
 _TOPIC_TO_BROKER_NAME = {
@@ -65,6 +67,7 @@ _TOPIC_TO_BROKER_NAME = {
     "max.message.bytes": "message.max.bytes",
     "flush.ms": "log.flush.interval.ms",
     "flush.messages": "log.flush.interval.messages",
+    "cleanup.policy": "log.cleanup.policy",
 }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, BrokerConfigError, Endpoint, HostPort
+from storage.log_config import CleanupPolicy, LogConfig
 
 BASE = {"node.id": "1", "controller.quorum.bootstrap.servers": "127.0.0.1:19093"}
 
@@ -83,6 +84,27 @@ def test_values_are_read_with_kafkas_names() -> None:
     assert c.http_listener == HostPort("127.0.0.1", 0)
 
 
+def test_log_cleanup_policy_is_the_broker_wide_default() -> None:
+    # KafkaConfig log.cleanup.policy (LIST, default delete, ValidList.in(compact, delete)) is
+    # the default of every topic's cleanup.policy (ServerTopicConfigSynonyms).
+    assert config().log_config.cleanup_policy == {CleanupPolicy.DELETE}
+    compact = config(**{"log.cleanup.policy": "compact"}).log_config
+    assert compact.cleanup_policy == {CleanupPolicy.COMPACT}
+    assert compact.compact and not compact.delete
+    both = config(**{"log.cleanup.policy": "compact, delete"}).log_config
+    assert both.cleanup_policy == {CleanupPolicy.COMPACT, CleanupPolicy.DELETE}
+    # A topic's own cleanup.policy still wins over the broker default.
+    topic = LogConfig.from_properties({"cleanup.policy": "delete"}, defaults=compact)
+    assert topic.cleanup_policy == {CleanupPolicy.DELETE}
+
+
+def test_a_topic_level_name_in_the_broker_file_is_not_a_broker_default() -> None:
+    # Kafka reads log.cleanup.policy from server.properties; cleanup.policy there is unused.
+    assert config(**{"cleanup.policy": "compact"}).log_config.cleanup_policy == {
+        CleanupPolicy.DELETE
+    }
+
+
 def test_retention_ms_wins_over_hours() -> None:
     # KafkaConfig: log.retention.ms, then .minutes, then .hours.
     c = config(**{"log.retention.ms": "1000", "log.retention.hours": "5"})
@@ -137,6 +159,7 @@ def test_a_listener_on_port_zero_is_advertised_with_its_bound_port_later() -> No
         ({"log.dirs": " , "}, "log.dirs", "no directory"),
         ({"log.segment.bytes": "5"}, "log.segment.bytes", "[14, 2147483647]"),
         ({"log.retention.hours": "soon"}, "log.retention.hours", "not an integer"),
+        ({"log.cleanup.policy": "compact,forever"}, "log.cleanup.policy", "one of: compact"),
         ({"replica.fetch.wait.max.ms": "40000"}, "replica.fetch.wait.max.ms", "lag.time"),
         ({"broker.heartbeat.interval.ms": "9000"}, "broker.heartbeat.interval.ms", "session"),
         ({"http.listener": "0.0.0.0:8092"}, "http.bearer.token", "not a loopback"),
