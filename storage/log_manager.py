@@ -17,6 +17,11 @@ retention every ``log.retention.check.interval.ms``, high watermarks every
 ``replica.high.watermark.checkpoint.interval.ms``, recovery points and log start offsets every
 ``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``.
 
+Topic configs: a log opens with its topic's ``LogConfig`` when ``topic_configs`` names one,
+else the broker default. The broker learns topic overrides from the metadata only after the logs
+have loaded, so ``get_or_create_log(tp, now_ms, config)`` and ``update_topic_config`` hand a
+topic's config to its open logs (Kafka's ``LogManager.updateTopicConfig``).
+
 Shutdown: close every log (flush, producer snapshot, trim indexes), write all checkpoints with
 recovery point = log end, then write the clean-shutdown marker.
 
@@ -211,9 +216,16 @@ class LogManager:
     def get_or_create_log(
         self, tp: TopicPartition, now_ms: int, config: LogConfig | None = None
     ) -> PartitionLog:
-        """The partition's log, created in the log dir holding the fewest partitions."""
+        """The partition's log, created in the log dir holding the fewest partitions.
+
+        A ``config`` given becomes the topic's (``update_topic_config``), for an existing log
+        too: logs load at start-up before the metadata names their topics' overrides, so the
+        first caller that knows them (ReplicaManager, on the first image) hands them over here.
+        """
         existing = self._logs.get(tp)
         if existing is not None:
+            if config is not None:
+                self.update_topic_config(tp.topic, config)
             return existing
         TopicPartition.parse_dir_name(tp.dir_name())  # a clear ValueError for a bad name
         counts = {log_dir: 0 for log_dir in self.log_dirs}
@@ -221,11 +233,23 @@ class LogManager:
             counts[log_dir] += 1
         log_dir = min(self.log_dirs, key=lambda d: counts[d])
         if config is not None:
-            self.topic_configs[tp.topic] = config
+            self.update_topic_config(tp.topic, config)
         log = PartitionLog.open(log_dir / tp.dir_name(), self.config_for(tp.topic), now_ms=now_ms)
         fsync_directory(log_dir)
         self._register(tp, log, log_dir, now_ms)
         return log
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> list[TopicPartition]:
+        """``config`` is ``topic``'s from now on (Kafka ``LogManager.updateTopicConfig``): every
+        open log of the topic takes it (``PartitionLog.update_config``), and so does any log of
+        the topic created later. Returns the partitions whose config changed."""
+        self.topic_configs[topic] = config
+        changed = []
+        for tp, log in self._logs.items():
+            if tp.topic == topic and log.config != config:
+                log.update_config(config)
+                changed.append(tp)
+        return changed
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Rename the partition's directory to ``...-delete``, then remove it."""

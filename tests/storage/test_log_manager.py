@@ -198,3 +198,36 @@ def test_parallel_loading_gives_the_same_logs(tmp_path: Path) -> None:
     assert {tp.partition: log.log_end_offset for tp, log in loaded.logs.items()} == {
         partition: partition + 1 for partition in range(6)
     }
+
+
+# ------------------------------------------------------------------ topic configs
+# Kafka's LogManager.updateTopicConfig: the topic's open logs take the new config
+# (UnifiedLog.updateConfig); logs created later open with it.
+
+COMPACT = LogConfig.from_properties({"cleanup.policy": "compact"}, defaults=CONFIG)
+
+
+def test_update_topic_config_reaches_every_open_log_of_the_topic_only(tmp_path: Path) -> None:
+    manager = open_manager([tmp_path])
+    for tp in (ORDERS_0, ORDERS_1, AUDIT_0):
+        manager.get_or_create_log(tp, now_ms=0)
+    assert manager.update_topic_config("orders", COMPACT) == [ORDERS_0, ORDERS_1]
+    assert manager.logs[ORDERS_0].config == manager.logs[ORDERS_1].config == COMPACT
+    assert manager.logs[AUDIT_0].config == CONFIG
+    assert manager.update_topic_config("orders", COMPACT) == []  # nothing changed this time
+    assert manager.get_or_create_log(TopicPartition("orders", 2), now_ms=0).config == COMPACT
+
+
+def test_a_config_given_for_an_existing_log_replaces_the_one_it_loaded_with(
+    tmp_path: Path,
+) -> None:
+    manager = open_manager([tmp_path])
+    manager.get_or_create_log(ORDERS_0, now_ms=0, config=COMPACT)
+    manager.shutdown()
+    # Reopened without topic configs (the broker loads logs before it reads the metadata).
+    reopened = open_manager([tmp_path])
+    assert reopened.logs[ORDERS_0].config == CONFIG
+    log = reopened.get_or_create_log(ORDERS_0, now_ms=0, config=COMPACT)
+    assert log is reopened.get_log(ORDERS_0)
+    assert log.config == COMPACT and log.config.compact and not log.config.delete
+    assert reopened.config_for("orders") == COMPACT
