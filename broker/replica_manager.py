@@ -9,6 +9,9 @@ the log with the topic's configs, ``make_leader``), then followers (``make_follo
 leader epoch moved, hand the partition to the fetcher manager starting at the log end). A
 partition whose topic id changed under the same name (a topic deleted and re-created while this
 broker was away) loses its old log first. Delayed fetches on every changed partition answer now.
+Then ``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the open
+logs of every topic whose overrides changed their new ``LogConfig`` (Kafka's
+``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``).
 
 Produce: ``append_to_local_log`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
 partition, ``isValidRequiredAcks``), refuses internal topics to clients, and appends each
@@ -62,6 +65,7 @@ from broker.replica_api import (
     PartitionFetch,
     RecordedFetcherManager,
 )
+from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
@@ -82,6 +86,7 @@ __all__ = [
     "PartitionFetch",
     "RecordedFetcherManager",
     "ReplicaManager",
+    "changed_topic_configs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -167,6 +172,22 @@ class ReplicaManager:
         self._apply_deletes(changes.deletes)
         self._apply_leaders(changes.leaders, now_ms)
         self._apply_followers(changes.followers, now_ms)
+
+    def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:
+        """Give the local logs of ``topics`` their config in ``new_image`` (Kafka's
+        ``DynamicConfigPublisher``): a changed or removed override (retention.ms,
+        cleanup.policy, segment.bytes, ...) reaches open logs without a restart."""
+        hosted = {topic_partition.topic for topic_partition in self.log_manager.logs}
+        for topic in sorted(set(topics) & hosted):
+            config = self._log_config(topic, new_image)
+            changed = self.log_manager.update_topic_config(topic, config)
+            if changed:
+                logger.info(
+                    "topic %s: log config of %d partitions updated to %s",
+                    topic,
+                    len(changed),
+                    config,
+                )
 
     def _apply_deletes(self, deletes: Collection[PartitionKey]) -> None:
         doomed = [TopicPartition(*key) for key in sorted(deletes)]
@@ -263,7 +284,8 @@ class ReplicaManager:
             self._delete_partition(topic_partition)
             partition = None
         if partition is None:
-            config = self._log_config(topic_partition.topic)
+            # An existing log (loaded at start-up with the broker defaults) takes it too.
+            config = self._log_config(topic_partition.topic, self.image)
             log = self.log_manager.get_or_create_log(topic_partition, now_ms, config)
             partition = Partition(
                 topic_partition, topic_id, log, self.broker_id, self.partition_context
@@ -274,10 +296,11 @@ class ReplicaManager:
     def _topic_config(self, topic: str) -> Mapping[str, str]:
         return self.image.configs.config(ConfigResourceType.TOPIC, topic)
 
-    def _log_config(self, topic: str) -> LogConfig:
+    def _log_config(self, topic: str, image: MetadataImage) -> LogConfig:
         try:
             return LogConfig.from_properties(
-                self._topic_config(topic), defaults=self.log_manager.default_config
+                image.configs.config(ConfigResourceType.TOPIC, topic),
+                defaults=self.log_manager.default_config,
             )
         except LogConfigError as error:
             # The controller validated it; a value it accepts but storage does not is logged.
@@ -530,6 +553,21 @@ class ReplicaManager:
             current_leader_epoch=current_leader_epoch,
             fetch_only_from_leader=fetch_only_from_leader,
         )
+
+
+def changed_topic_configs(delta: MetadataDelta, new_image: MetadataImage) -> frozenset[str]:
+    """Topics whose config overrides differ between ``delta``'s base image and ``new_image``
+    (the TOPIC resources of Kafka's ``ConfigurationsDelta``). The images are compared, not the
+    delta's replayed records: a snapshot delta (``MetadataDelta.between``) replays none."""
+    before, after = delta.image.configs.resources, new_image.configs.resources
+    if before is after:  # ConfigsDelta.apply keeps the image when no config changed
+        return frozenset()
+    return frozenset(
+        name
+        for resource_type, name in {*before.keys(), *after.keys()}
+        if resource_type == ConfigResourceType.TOPIC
+        and before.get((resource_type, name)) != after.get((resource_type, name))
+    )
 
 
 def _respond_now(params: FetchParams, results: Sequence[LogReadResult]) -> bool:

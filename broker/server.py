@@ -16,7 +16,9 @@ Start-up, in ``STARTING``:
      offset. Caught up -> ``RECOVERY``: from now on each published image goes through
      ``local_changes`` into ``ReplicaManager.apply_delta`` (become leader / follower / delete),
      starting with the whole current image; requests flow and the broker asks to be unfenced.
-     Unfenced -> ``RUNNING``.
+     Unfenced -> ``RUNNING``. Logs load with the broker's log defaults; each topic's overrides
+     reach its logs when ``ReplicaManager`` first opens the partition, and every later change
+     of them through ``ReplicaManager.update_topic_configs``.
 
 Shutdown (SIGTERM): from ``RUNNING`` a controlled shutdown first — heartbeats say
 want_shut_down while the loader keeps applying the leadership moves the controller makes — until
@@ -50,7 +52,7 @@ from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import ReplicaManager, changed_topic_configs
 from fetcher import FetcherConfig, ReplicaFetcherManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -277,6 +279,9 @@ class BrokerServer:
         assert self.replica_manager is not None
         changes = local_changes(delta, self.config.node_id)
         self.replica_manager.apply_delta(changes, image, wall_clock_ms())
+        # After the partitions, as Kafka's BrokerMetadataPublisher runs its
+        # DynamicConfigPublisher after ReplicaManager.applyDelta.
+        self.replica_manager.update_topic_configs(changed_topic_configs(delta, image), image)
         if self.group_coordinator is not None:  # loads / unloads __consumer_offsets groups
             self.group_coordinator.on_metadata(changes, image)
 
