@@ -189,7 +189,7 @@ def test_a_majority_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) ->
         return int(ends[len(ends) // 2])
 
     monkeypatch.setattr(broker_partition, "high_watermark_candidate", majority)
-    _caught("lacks committed record", first_seed=3)
+    _caught("lacks committed record", first_seed=2)
 
 
 # ---------------------------------------------------------------------------- the disk model
