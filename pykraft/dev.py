@@ -112,6 +112,7 @@ def plan_layout(controllers: int, brokers: int, base_port: int,
 
 
 def pick_free_ports(count: int) -> list[int]:
+    """Distinct ports the kernel just handed out (bound together so they differ)."""
     sockets = []
     try:
         for _ in range(count):

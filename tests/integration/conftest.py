@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,25 +17,12 @@ from typing import Any
 import pytest
 
 from metadata.records import uuid_to_kafka_string
+from pykraft.dev import pick_free_ports as free_ports  # shared with `pykraft dev`
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "integration-test-password"
 STARTUP_TIMEOUT_S = 20.0
 REQUEST_TIMEOUT_S = 10.0
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct ports the kernel just handed out (bound together so they differ)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 class HttpError(Exception):
