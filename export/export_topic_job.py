@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from export.job_args import add_export_topic_arguments
+from export.job_args import add_export_topic_arguments, run_job
 from export.log_dirs import parse_log_dirs
 from export.log_scan import LogFilter, discover_partitions
 from export.manifest import (
@@ -153,16 +153,8 @@ def run(spark: Any, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point."""
-    from export.session import build_session
-
-    parser = argparse.ArgumentParser(prog="export_topic_job", description=__doc__)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    spark = build_session(args.master, "pykraft export-topic")
-    try:
-        return run(spark, args)
-    finally:
-        spark.stop()
+    return run_job(argv, prog="export_topic_job", description=__doc__, add_arguments=add_arguments,
+                   app_name="pykraft export-topic", run=run)
 
 
 if __name__ == "__main__":

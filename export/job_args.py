@@ -8,7 +8,9 @@ command and break them all where the ``spark`` extra is not installed. The job m
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 MASTER_HELP = "Spark master URL (default local[*]; under spark-submit, spark-submit's own)"
 
@@ -31,3 +33,20 @@ def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path,
                         help="output directory (Parquet files and the manifest)")
     parser.add_argument("--master", default=None, help=MASTER_HELP)
+
+
+def run_job(argv: list[str] | None, *, prog: str, description: str | None,
+            add_arguments: Callable[[argparse.ArgumentParser], None], app_name: str,
+            run: Callable[[Any, argparse.Namespace], int]) -> int:
+    """A job's spark-submit entry: parse ``argv``, run on a fresh session, always stop it."""
+    # Imported here: this module stays free of pyspark (see the module docstring).
+    from export.session import build_session
+
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    spark = build_session(args.master, app_name)
+    try:
+        return run(spark, args)
+    finally:
+        spark.stop()

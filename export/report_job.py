@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from export.job_args import add_report_arguments
+from export.job_args import add_report_arguments, run_job
 from export.spark_sources import METADATA_FORMAT
 
 TABLES = ("broker_load", "broker_skew", "partitions", "under_replicated", "offline", "topics",
@@ -239,16 +239,8 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point."""
-    from export.session import build_session
-
-    parser = argparse.ArgumentParser(prog="report_job", description=__doc__)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    spark = build_session(args.master, "pykraft report")
-    try:
-        return run(spark, args)
-    finally:
-        spark.stop()
+    return run_job(argv, prog="report_job", description=__doc__, add_arguments=add_arguments,
+                   app_name="pykraft report", run=run)
 
 
 if __name__ == "__main__":
