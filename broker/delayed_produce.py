@@ -29,12 +29,12 @@ deadline, on an injectable clock.
 from __future__ import annotations
 
 import asyncio
-import heapq
 from collections.abc import Callable, Mapping
 
 import attrs
 
-from broker.purgatory import monotonic_ms
+from broker.purgatory import DeadlineTimer, monotonic_ms
+from broker.waiters import WaiterIndex
 from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
 
@@ -56,9 +56,7 @@ class _PartitionStatus:
 
 @attrs.define
 class _Waiter:
-    waiter_id: int
     statuses: dict[TopicPartition, _PartitionStatus]
-    deadline_ms: int
 
     def errors(self) -> dict[TopicPartition, Errors]:
         return {tp: status.error for tp, status in self.statuses.items()}
@@ -68,40 +66,36 @@ class ProducePurgatory:
     """Pure bookkeeping of waiting produces, keyed by partition; no clock, no I/O."""
 
     def __init__(self, max_waiters: int = MAX_DELAYED_PRODUCES) -> None:
-        assert max_waiters > 0
-        self.max_waiters = max_waiters
-        self._waiters: dict[int, _Waiter] = {}
-        self._by_partition: dict[TopicPartition, set[int]] = {}
-        self._deadlines: list[tuple[int, int]] = []
-        self._next_id = 0
+        self._index: WaiterIndex[_Waiter] = WaiterIndex(max_waiters)
+
+    @property
+    def max_waiters(self) -> int:
+        return self._index.max_waiters
 
     def __len__(self) -> int:
-        return len(self._waiters)
+        return len(self._index)
 
     def watching(self, topic_partition: TopicPartition) -> int:
-        return len(self._by_partition.get(topic_partition, ()))
+        return self._index.watching(topic_partition)
 
     def try_watch(
         self, required_offsets: Mapping[TopicPartition, int], deadline_ms: int
     ) -> int | None:
         """Add a waiter for ``required_offsets``; None when ``max_waiters`` already wait."""
         assert required_offsets, "a delayed produce waits on at least one partition"
-        if len(self._waiters) >= self.max_waiters:
-            return None
-        waiter_id = self._next_id
-        self._next_id += 1
-        statuses = {tp: _PartitionStatus(offset) for tp, offset in required_offsets.items()}
-        self._waiters[waiter_id] = _Waiter(waiter_id, statuses, deadline_ms)
-        for topic_partition in statuses:
-            self._by_partition.setdefault(topic_partition, set()).add(waiter_id)
-        heapq.heappush(self._deadlines, (deadline_ms, waiter_id))
-        return waiter_id
+        return self._index.try_add(
+            required_offsets,
+            deadline_ms,
+            lambda _waiter_id: _Waiter(
+                {tp: _PartitionStatus(offset) for tp, offset in required_offsets.items()}
+            ),
+        )
 
     def try_complete(
         self, waiter_id: int, checker: ReplicaChecker
     ) -> dict[TopicPartition, Errors] | None:
         """Check every waiting partition of one waiter; its errors (removed) when done."""
-        waiter = self._waiters[waiter_id]
+        waiter = self._index[waiter_id]
         for topic_partition, status in waiter.statuses.items():
             if status.acks_pending:
                 _check(topic_partition, status, checker)
@@ -115,7 +109,7 @@ class ProducePurgatory:
     ) -> dict[int, dict[TopicPartition, Errors]]:
         """Check the waiters on ``topic_partition``; the completed ones' errors (removed)."""
         completed = {}
-        for waiter_id in sorted(self._by_partition.get(topic_partition, ())):
+        for waiter_id in self._index.watchers(topic_partition):
             errors = self.try_complete(waiter_id, checker)
             if errors is not None:
                 completed[waiter_id] = errors
@@ -124,33 +118,15 @@ class ProducePurgatory:
     def expire(self, now_ms: int) -> dict[int, dict[TopicPartition, Errors]]:
         """Waiters whose deadline is at or before ``now_ms`` (removed): partitions still
         waiting answer REQUEST_TIMED_OUT."""
-        expired = {}
-        while self._deadlines and self._deadlines[0][0] <= now_ms:
-            _, waiter_id = heapq.heappop(self._deadlines)
-            waiter = self._waiters.get(waiter_id)
-            if waiter is not None:
-                self.remove(waiter_id)
-                expired[waiter_id] = waiter.errors()
-        return expired
+        return {waiter_id: waiter.errors() for waiter_id, waiter in self._index.pop_expired(now_ms)}
 
     def next_deadline_ms(self) -> int | None:
-        while self._deadlines and self._deadlines[0][1] not in self._waiters:
-            heapq.heappop(self._deadlines)
-        return self._deadlines[0][0] if self._deadlines else None
+        return self._index.next_deadline_ms()
 
     def remove(self, waiter_id: int) -> dict[TopicPartition, Errors] | None:
         """Forget a waiter; its errors as they stand (REQUEST_TIMED_OUT where still waiting)."""
-        waiter = self._waiters.pop(waiter_id, None)
-        if waiter is None:
-            return None
-        for topic_partition in waiter.statuses:
-            watchers = self._by_partition[topic_partition]
-            watchers.discard(waiter_id)
-            if not watchers:
-                del self._by_partition[topic_partition]
-        if not self._waiters:
-            self._deadlines.clear()
-        return waiter.errors()
+        waiter = self._index.pop(waiter_id)
+        return None if waiter is None else waiter.errors()
 
 
 def _check(
@@ -174,8 +150,7 @@ class DelayedProduces:
         self.purgatory = ProducePurgatory(max_waiters)
         self._clock_ms = clock_ms
         self._futures: dict[int, asyncio.Future[dict[TopicPartition, Errors]]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline_ms: int | None = None
+        self._timer = DeadlineTimer(clock_ms, self.expire_due)
 
     async def wait(
         self,
@@ -213,7 +188,7 @@ class DelayedProduces:
         """Complete every waiter whose deadline has passed; returns how many."""
         expired = self.purgatory.expire(self._clock_ms())
         self._resolve(expired)
-        self._timer, self._timer_deadline_ms = None, None
+        self._timer.fired()
         self._schedule()
         return len(expired)
 
@@ -225,9 +200,7 @@ class DelayedProduces:
             if errors is not None:
                 answers[waiter_id] = errors
         self._resolve(answers)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer, self._timer_deadline_ms = None, None
+        self._timer.cancel()
 
     def _resolve(self, completed: Mapping[int, dict[TopicPartition, Errors]]) -> None:
         for waiter_id, errors in completed.items():
@@ -236,14 +209,7 @@ class DelayedProduces:
                 future.set_result(errors)
 
     def _schedule(self) -> None:
-        deadline_ms = self.purgatory.next_deadline_ms()
-        if deadline_ms is None or deadline_ms == self._timer_deadline_ms:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        delay_s = max(0, deadline_ms - self._clock_ms()) / 1000
-        self._timer = asyncio.get_running_loop().call_later(delay_s, self.expire_due)
-        self._timer_deadline_ms = deadline_ms
+        self._timer.arm(self.purgatory.next_deadline_ms())
 
 
 def _full_purgatory_errors(

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import heapq
 import time
 from collections.abc import Callable, Collection
 
 import attrs
 
 from broker.partition_state import FetchIsolation
+from broker.waiters import WaiterIndex
 from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting fetches (STYLE.md §7).
@@ -51,11 +51,8 @@ class FetchCompletion(enum.Enum):
 
 @attrs.define
 class _Waiter:
-    waiter_id: int
-    partitions: frozenset[TopicPartition]
     min_bytes: int
     accumulated_bytes: int
-    deadline_ms: int
     # LOG_END waiters count appended bytes; the others bytes below the high watermark.
     isolation: FetchIsolation = FetchIsolation.LOG_END
 
@@ -64,25 +61,26 @@ class FetchPurgatory:
     """Pure bookkeeping of waiting fetches, keyed by partition; no clock, no I/O."""
 
     def __init__(self, max_waiters: int = MAX_DELAYED_FETCHES) -> None:
-        assert max_waiters > 0
-        self.max_waiters = max_waiters
-        self._waiters: dict[int, _Waiter] = {}
-        self._by_partition: dict[TopicPartition, set[int]] = {}
-        # (deadline_ms, waiter_id); entries of completed waiters are skipped lazily.
-        self._deadlines: list[tuple[int, int]] = []
-        self._next_id = 0
+        self._index: WaiterIndex[_Waiter] = WaiterIndex(max_waiters)
+
+    @property
+    def max_waiters(self) -> int:
+        return self._index.max_waiters
 
     def __len__(self) -> int:
-        return len(self._waiters)
+        return len(self._index)
 
     def watching(
         self, topic_partition: TopicPartition, isolation: FetchIsolation | None = None
     ) -> int:
         """Waiters on ``topic_partition``; with ``isolation``, only those that read so far."""
-        waiters = self._by_partition.get(topic_partition, ())
         if isolation is None:
-            return len(waiters)
-        return sum(1 for waiter_id in waiters if self._waiters[waiter_id].isolation is isolation)
+            return self._index.watching(topic_partition)
+        return sum(
+            1
+            for waiter_id in self._index.watchers(topic_partition)
+            if self._index[waiter_id].isolation is isolation
+        )
 
     def try_watch(
         self,
@@ -94,18 +92,11 @@ class FetchPurgatory:
         isolation: FetchIsolation = FetchIsolation.LOG_END,
     ) -> int | None:
         """Add a waiter; returns its id, or None when ``max_waiters`` already wait."""
-        if len(self._waiters) >= self.max_waiters:
-            return None
-        waiter_id = self._next_id
-        self._next_id += 1
-        waiter = _Waiter(
-            waiter_id, frozenset(partitions), min_bytes, accumulated_bytes, deadline_ms, isolation
+        return self._index.try_add(
+            partitions,
+            deadline_ms,
+            lambda _waiter_id: _Waiter(min_bytes, accumulated_bytes, isolation),
         )
-        self._waiters[waiter_id] = waiter
-        for topic_partition in waiter.partitions:
-            self._by_partition.setdefault(topic_partition, set()).add(waiter_id)
-        heapq.heappush(self._deadlines, (deadline_ms, waiter_id))
-        return waiter_id
 
     def on_bytes_appended(self, topic_partition: TopicPartition, byte_count: int) -> list[int]:
         """Count appended bytes for followers; returns the waiters that now have enough."""
@@ -127,8 +118,8 @@ class FetchPurgatory:
         counts: Callable[[FetchIsolation], bool],
     ) -> list[int]:
         completed = []
-        for waiter_id in sorted(self._by_partition.get(topic_partition, ())):
-            waiter = self._waiters[waiter_id]
+        for waiter_id in self._index.watchers(topic_partition):
+            waiter = self._index[waiter_id]
             if not counts(waiter.isolation):
                 continue
             waiter.accumulated_bytes += byte_count
@@ -140,41 +131,53 @@ class FetchPurgatory:
 
     def on_partition_changed(self, topic_partition: TopicPartition) -> list[int]:
         """Leadership moved or the partition went away: its waiters answer now (removed)."""
-        completed = sorted(self._by_partition.get(topic_partition, ()))
+        completed = self._index.watchers(topic_partition)
         for waiter_id in completed:
             self.remove(waiter_id)
         return completed
 
     def expire(self, now_ms: int) -> list[int]:
         """Waiters whose deadline is at or before ``now_ms`` (removed), oldest first."""
-        expired = []
-        while self._deadlines and self._deadlines[0][0] <= now_ms:
-            _, waiter_id = heapq.heappop(self._deadlines)
-            if waiter_id in self._waiters:
-                self.remove(waiter_id)
-                expired.append(waiter_id)
-        return expired
+        return [waiter_id for waiter_id, _ in self._index.pop_expired(now_ms)]
 
     def next_deadline_ms(self) -> int | None:
-        while self._deadlines and self._deadlines[0][1] not in self._waiters:
-            heapq.heappop(self._deadlines)
-        return self._deadlines[0][0] if self._deadlines else None
+        return self._index.next_deadline_ms()
 
     def remove(self, waiter_id: int) -> None:
-        waiter = self._waiters.pop(waiter_id, None)
-        if waiter is None:
-            return
-        for topic_partition in waiter.partitions:
-            watchers = self._by_partition[topic_partition]
-            watchers.discard(waiter_id)
-            if not watchers:
-                del self._by_partition[topic_partition]
-        if not self._waiters:
-            self._deadlines.clear()  # nothing left to skip lazily
+        self._index.pop(waiter_id)
 
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+class DeadlineTimer:
+    """One asyncio timer kept armed for a purgatory's earliest deadline (both shells use it)."""
+
+    def __init__(self, clock_ms: Callable[[], int], on_due: Callable[[], object]) -> None:
+        self._clock_ms = clock_ms
+        self._on_due = on_due
+        self._handle: asyncio.TimerHandle | None = None
+        self._deadline_ms: int | None = None
+
+    def arm(self, deadline_ms: int | None) -> None:
+        """Fire ``on_due`` at ``deadline_ms``; re-arms only when the earliest deadline moved."""
+        if deadline_ms is None or deadline_ms == self._deadline_ms:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        delay_s = max(0, deadline_ms - self._clock_ms()) / 1000
+        self._handle = asyncio.get_running_loop().call_later(delay_s, self._on_due)
+        self._deadline_ms = deadline_ms
+
+    def fired(self) -> None:
+        """``on_due`` ran: the next ``arm`` arms afresh."""
+        self._handle, self._deadline_ms = None, None
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle, self._deadline_ms = None, None
 
 
 class DelayedFetches:
@@ -188,8 +191,7 @@ class DelayedFetches:
         self.purgatory = FetchPurgatory(max_waiters)
         self._clock_ms = clock_ms
         self._futures: dict[int, asyncio.Future[FetchCompletion]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline_ms: int | None = None
+        self._timer = DeadlineTimer(clock_ms, self.expire_due)
 
     async def wait(
         self,
@@ -240,7 +242,7 @@ class DelayedFetches:
         """Complete every waiter whose deadline has passed; returns how many."""
         expired = self.purgatory.expire(self._clock_ms())
         self._resolve(expired, FetchCompletion.DEADLINE)
-        self._timer, self._timer_deadline_ms = None, None
+        self._timer.fired()
         self._schedule()
         return len(expired)
 
@@ -249,9 +251,7 @@ class DelayedFetches:
         for waiter_id in list(self._futures):
             self.purgatory.remove(waiter_id)
         self._resolve(list(self._futures), FetchCompletion.DEADLINE)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer, self._timer_deadline_ms = None, None
+        self._timer.cancel()
 
     def _resolve(self, waiter_ids: list[int], completion: FetchCompletion) -> None:
         for waiter_id in waiter_ids:
@@ -261,11 +261,4 @@ class DelayedFetches:
 
     def _schedule(self) -> None:
         """Keep one timer armed for the earliest deadline."""
-        deadline_ms = self.purgatory.next_deadline_ms()
-        if deadline_ms is None or deadline_ms == self._timer_deadline_ms:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        delay_s = max(0, deadline_ms - self._clock_ms()) / 1000
-        self._timer = asyncio.get_running_loop().call_later(delay_s, self.expire_due)
-        self._timer_deadline_ms = deadline_ms
+        self._timer.arm(self.purgatory.next_deadline_ms())
