@@ -30,7 +30,6 @@ import shutil
 import socket
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -41,14 +40,14 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from pykraft.dev import DevCluster, pick_free_ports, plan_layout
+from bench.common import RunningCluster
+from pykraft.dev import pick_free_ports, plan_layout
 
 KIB = 1024
 RECORD_BYTES = 1 * KIB
 BATCH_BYTES = 64 * KIB
 LINGER_MS = 5
 PARTITIONS_PER_BROKER = 4
-STARTUP_TIMEOUT_S = 90.0
 TIMEOUT_S = 300.0  # any single measurement
 MB = 1_000_000
 
@@ -94,27 +93,12 @@ def tcp_copy_mb_s(total_bytes: int) -> float:
 # ------------------------------------------------------------------ the cluster
 
 
-class Cluster:
-    """``pykraft dev``'s own API: 1 controller and ``brokers`` brokers on free ports."""
+class Cluster(RunningCluster):
+    """1 controller and ``brokers`` brokers on free ports."""
 
     def __init__(self, brokers: int, root: Path) -> None:
         layout = plan_layout(1, brokers, 0, pick_free_ports(2 * (1 + brokers)))
-        self.dev = DevCluster(layout, root / f"cluster-{brokers}")
-        self.bootstrap_servers = layout.bootstrap_servers
-
-    def __enter__(self) -> Cluster:
-        try:
-            self.dev.prepare()
-            for node in (*self.dev.layout.controllers, *self.dev.layout.brokers):
-                self.dev.start(node)
-            self.dev.wait_until_ready(STARTUP_TIMEOUT_S, threading.Event())
-        except BaseException:
-            self.dev.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.dev.stop()
+        super().__init__(layout, root / f"cluster-{brokers}")
 
     def create_topic(self, partitions: int) -> str:
         topic = f"bench-{uuid.uuid4().hex[:8]}"

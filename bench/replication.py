@@ -39,7 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pykraft.dev import DevCluster, Node, pick_free_ports, plan_layout
+from bench.common import RunningCluster
+from pykraft.dev import Node, pick_free_ports, plan_layout
 
 try:
     import confluent_kafka
@@ -55,7 +56,6 @@ LINGER_MS = 5
 PARTITIONS = 3
 SESSION_TIMEOUT_S = 9.0  # Kafka's default broker.session.timeout.ms, which pykraft dev keeps
 FAILOVER_SEND_INTERVAL_S = 0.005
-STARTUP_TIMEOUT_S = 90.0
 TIMEOUT_S = 600.0  # any single measurement
 Done = Callable[[str | None], None]  # a delivery callback: error text or None
 
@@ -120,28 +120,13 @@ def http(method: str, url: str, body: Any = None) -> Any:
         return json.loads(response.read())
 
 
-class Cluster:
-    """``pykraft dev``'s own API: one controller, three brokers (node ids 10-12)."""
+class Cluster(RunningCluster):
+    """One controller, three brokers (node ids 10-12)."""
 
     def __init__(self, root: Path) -> None:
         layout = plan_layout(1, 3, 0, pick_free_ports(8))
-        self.dev = DevCluster(layout, root / "cluster")
-        self.bootstrap_servers = layout.bootstrap_servers
+        super().__init__(layout, root / "cluster")
         self.admin_url = layout.admin_url
-
-    def __enter__(self) -> Cluster:
-        try:
-            self.dev.prepare()
-            for node in (*self.dev.layout.controllers, *self.dev.layout.brokers):
-                self.dev.start(node)
-            self.dev.wait_until_ready(STARTUP_TIMEOUT_S, threading.Event())
-        except BaseException:
-            self.dev.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.dev.stop()
 
     def broker(self, node_id: int) -> Node:
         return next(b for b in self.dev.layout.brokers if b.node_id == node_id)

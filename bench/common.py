@@ -1,0 +1,37 @@
+"""What the benchmarks that start a ``pykraft dev`` cluster share.
+
+A benchmark's numbers mean nothing if a half-started cluster keeps running after it: every
+cluster here is started inside ``with`` and stopped on the way out, also when startup fails.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Self
+
+from pykraft.dev import ClusterLayout, DevCluster
+
+STARTUP_TIMEOUT_S = 90.0
+
+
+class RunningCluster:
+    """``pykraft dev``'s own API: the nodes of ``layout``, started on enter, always stopped."""
+
+    def __init__(self, layout: ClusterLayout, data_dir: Path) -> None:
+        self.dev = DevCluster(layout, data_dir)
+        self.bootstrap_servers = layout.bootstrap_servers
+
+    def __enter__(self) -> Self:
+        try:
+            self.dev.prepare()
+            for node in (*self.dev.layout.controllers, *self.dev.layout.brokers):
+                self.dev.start(node)
+            self.dev.wait_until_ready(STARTUP_TIMEOUT_S, threading.Event())
+        except BaseException:
+            self.dev.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.dev.stop()
