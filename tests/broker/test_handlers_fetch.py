@@ -14,12 +14,13 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from broker.handlers.fetch import fetch_handler
 from broker.handlers.services import topic_uuid
-from metadata.records import PartitionChangeRecord, TopicRecord
+from metadata.records import PartitionChangeRecord
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from protocol.segments import Segments
 from storage.file_slice import FileSlice
 from storage.topic_partition import TopicPartition
+from tests.broker.handler_support import by_topic, pets_and_birds
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,
@@ -31,8 +32,6 @@ from tests.broker.replica_harness import (
     call,
     call_async,
     encode,
-    partition_record,
-    pets_led_here,
     request_context,
     services,
 )
@@ -45,12 +44,7 @@ _Partition = _Topic.FetchPartition
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     harness = Cluster(tmp_path)
     try:
-        harness.start(
-            *pets_led_here(leader_epoch=3, partition_epoch=3),
-            partition_record(PETS_ID, 1, (LOCAL, OTHER), leader_epoch=1),
-            TopicRecord(name="birds", topic_id=BIRDS_ID),
-            partition_record(BIRDS_ID, 0, (OTHER, LOCAL), leader_epoch=6),
-        )
+        harness.start(*pets_and_birds(pets0_leader_epoch=3))
         yield harness
     finally:
         harness.close()
@@ -71,9 +65,9 @@ def fetch_request(
     current_leader_epoch: int = -1,
     last_fetched_epoch: int = -1,
 ) -> bytes:
-    topics: dict[str, list[Any]] = {}
-    for (topic, index), offset in partitions.items():
-        topics.setdefault(topic, []).append(
+    topics = by_topic(
+        (
+            topic,
             _Partition(
                 partition=index,
                 current_leader_epoch=current_leader_epoch,
@@ -81,8 +75,10 @@ def fetch_request(
                 last_fetched_epoch=last_fetched_epoch,
                 log_start_offset=-1,
                 partition_max_bytes=partition_max_bytes,
-            )
+            ),
         )
+        for (topic, index), offset in partitions.items()
+    )
     by_id = version >= 13
     message = FetchRequest(
         version=version,

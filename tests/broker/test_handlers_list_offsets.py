@@ -5,28 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from broker.handlers.list_offsets import list_offsets_handler
-from metadata.records import TopicRecord
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
+from tests.broker.handler_support import by_topic, pets_and_birds
 from tests.broker.replica_harness import (
-    BIRDS_ID,
-    LOCAL,
-    OTHER,
     PETS0,
-    PETS_ID,
     Cluster,
     batch,
     call,
     encode,
-    partition_record,
-    pets_led_here,
     services,
 )
 
@@ -39,12 +32,7 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     harness = Cluster(tmp_path)
     try:
-        harness.start(
-            *pets_led_here(leader_epoch=4, partition_epoch=4),
-            partition_record(PETS_ID, 1, (LOCAL, OTHER), leader_epoch=1),
-            TopicRecord(name="birds", topic_id=BIRDS_ID),
-            partition_record(BIRDS_ID, 0, (OTHER, LOCAL), leader_epoch=6),
-        )
+        harness.start(*pets_and_birds(pets0_leader_epoch=4))
         harness.produce(PETS0, batch(b"a", b"b", timestamp=1000))  # offsets 0-1: 1000, 1001
         harness.produce(PETS0, batch(b"c", timestamp=5000))  # offset 2: 5000
         yield harness
@@ -61,15 +49,17 @@ def list_offsets(
     current_leader_epoch: int = -1,
 ) -> list[tuple[int, int, int, int]]:
     """[(error, timestamp, offset, leader epoch)] for (topic, partition, timestamp) queries."""
-    topics: dict[str, list[Any]] = {}
-    for topic, index, timestamp in queries:
-        topics.setdefault(topic, []).append(
+    topics = by_topic(
+        (
+            topic,
             _Partition(
                 partition_index=index,
                 current_leader_epoch=current_leader_epoch,
                 timestamp=timestamp,
-            )
+            ),
         )
+        for topic, index, timestamp in queries
+    )
     request = ListOffsetsRequest(
         version=version,
         replica_id=replica_id,

@@ -14,6 +14,7 @@ from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_ha
 from metadata.records import PartitionChangeRecord, TopicRecord
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
+from tests.broker.handler_support import by_topic
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,
@@ -58,11 +59,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def ask(
     cluster: Cluster, queries: list[tuple[str, int, int, int]], version: int = 4
 ) -> list[tuple[str, int, Answer]]:
-    topics: dict[str, list[object]] = {}
-    for topic, partition, current, epoch in queries:
-        topics.setdefault(topic, []).append(
-            _Partition(partition=partition, current_leader_epoch=current, leader_epoch=epoch)
-        )
+    topics = by_topic(
+        (topic, _Partition(partition=partition, current_leader_epoch=current, leader_epoch=epoch))
+        for topic, partition, current, epoch in queries
+    )
     request = OffsetForLeaderEpochRequest(
         version=version,
         replica_id=OTHER,

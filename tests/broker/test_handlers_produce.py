@@ -19,6 +19,7 @@ from protocol.errors import Errors, ProtocolError
 from storage.log_config import LogConfig
 from storage.record_batch import CompressionType
 from storage.records import SimpleRecord, build_batch
+from tests.broker.handler_support import by_topic
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,
@@ -62,9 +63,10 @@ def produce(
     version: int = 9,
     acks: int = 1,
 ) -> Any:
-    topics: dict[str, list[Any]] = {}
-    for (topic, index), records in data.items():
-        topics.setdefault(topic, []).append(_Partition(index=index, records=records))
+    topics = by_topic(
+        (topic, _Partition(index=index, records=records))
+        for (topic, index), records in data.items()
+    )
     request = ProduceRequest(
         version=version,
         transactional_id=None,
