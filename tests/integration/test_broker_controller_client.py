@@ -14,7 +14,8 @@ from broker.controller_client import ControllerClient, ControllerRequestError, S
 from broker.handlers.controller_client import ControllerError, NewTopic
 from broker.metadata_loader import MetadataLoader
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
-from tests.integration.conftest import Cluster, free_ports
+from pykraft.dev import pick_free_ports as free_ports
+from tests.integration.conftest import Cluster
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from tests.integration.conftest import ROOT, Cluster, HttpError, free_ports, http
+from pykraft.dev import pick_free_ports as free_ports
+from tests.integration.conftest import ROOT, Cluster, HttpError, http
 
 pytestmark = pytest.mark.integration
 
