@@ -29,8 +29,10 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration and not clients and not chaos" $(PYTEST_ARGS)
 
+## bench: every benchmark (minutes each; each ends with one JSON line of figures)
+BENCHES := storage quorum produce_fetch replication spark_export
 bench: $(STAMP)
-	$(BIN)/python bench/storage.py
+	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
