@@ -58,6 +58,7 @@ from kafka.errors import KafkaError
 from export.export_topic_job import ExportResult, export_topic, print_result
 from export.report_job import run_report
 from export.session import DEFAULT_MASTER, build_session
+from pykraft.dev import read_cluster_json, stop_dev_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -116,11 +117,7 @@ class DevProcess:
         return info
 
     def info(self) -> dict[str, Any]:
-        try:
-            info: dict[str, Any] = json.loads((self.data_dir / "cluster.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return info
+        return read_cluster_json(self.data_dir)
 
     def output_tail(self, lines: int = 20) -> str:
         try:
@@ -132,30 +129,9 @@ class DevProcess:
         """SIGTERM (brokers stop under control, then the controller); SIGKILL after the
         timeout, and to any node still running afterwards: pykraft dev starts each node in a
         session of its own, so a killed pykraft dev would leave them behind."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        info = self.info()
-        for node in info.get("controllers", []) + info.get("brokers", []):
-            if node.get("pid") and _runs_config(node["pid"], node["config"]):
-                os.kill(node["pid"], signal.SIGKILL)
+        if self.process is not None:
+            stop_dev_process(self.process, self.data_dir, STOP_TIMEOUT_S)
         self.process = None
-
-
-def _runs_config(pid: int, config: str) -> bool:
-    """Whether ``pid`` is still the node started with ``config`` (not a reused pid)."""
-    try:
-        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return config.encode() in command_line.split(b"\0")
 
 
 @contextmanager

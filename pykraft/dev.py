@@ -290,6 +290,44 @@ class DevCluster:
         return path
 
 
+def read_cluster_json(data_dir: Path) -> dict[str, Any]:
+    """``cluster.json`` as ``pykraft dev`` last wrote it in ``data_dir`` ({} before it exists)."""
+    try:
+        info: dict[str, Any] = json.loads((data_dir / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return info
+
+
+def stop_dev_process(process: subprocess.Popen[Any], data_dir: Path, timeout_s: float) -> None:
+    """Stop a ``pykraft dev`` run started as a subprocess, and every node it started.
+
+    SIGTERM first (brokers stop under control, then controllers); SIGKILL after ``timeout_s``.
+    Its nodes run in sessions of their own, so a killed ``pykraft dev`` leaves them behind:
+    every node in ``cluster.json`` still running its own config file is killed too.
+    """
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    info = read_cluster_json(data_dir)
+    for node in info.get("controllers", []) + info.get("brokers", []):
+        if node.get("pid") and runs_config(node["pid"], node["config"]):
+            os.kill(node["pid"], signal.SIGKILL)
+
+
+def runs_config(pid: int, config: str) -> bool:
+    """Whether ``pid`` is still the node started with ``config`` (not a reused pid)."""
+    try:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return config.encode() in command_line.split(b"\0")
+
+
 def broker_state(broker: Node) -> str | None:
     try:
         with urllib.request.urlopen(broker.http_url + "/v1/broker", timeout=2) as response:

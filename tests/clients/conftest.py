@@ -9,9 +9,7 @@ it listed that still runs — also when start-up itself failed.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pykraft.dev import read_cluster_json, stop_dev_process
 from tests.clients.support import NONE, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,11 +91,7 @@ class DevCluster:
 
     def info(self) -> dict[str, Any]:
         """``cluster.json`` as ``pykraft dev`` last wrote it ({} before it exists)."""
-        try:
-            info: dict[str, Any] = json.loads((self.data_dir / "cluster.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return info
+        return read_cluster_json(self.data_dir)
 
     def _check_alive_before(self, deadline: float, what: str) -> None:
         assert self.process is not None
@@ -123,21 +118,8 @@ class DevCluster:
     def stop(self) -> None:
         """SIGTERM to ``pykraft dev`` (it stops brokers, then controllers); after a timeout,
         SIGKILL to it and to every process it listed in cluster.json that still runs."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        # Its children run in sessions of their own: a killed `pykraft dev` leaves them behind.
-        info = self.info()
-        for node in info.get("controllers", []) + info.get("brokers", []):
-            if node.get("pid") and _runs_config(node["pid"], node["config"]):
-                os.kill(node["pid"], signal.SIGKILL)
+        if self.process is not None:
+            stop_dev_process(self.process, self.data_dir, STOP_TIMEOUT_S)
 
     def log_tail(self, lines: int = 30) -> str:
         tails = []
@@ -148,15 +130,6 @@ class DevCluster:
                 continue
             tails.append(f"--- {path}\n" + "\n".join(text))
         return "\n".join(tails)
-
-
-def _runs_config(pid: int, config: str) -> bool:
-    """Whether ``pid`` is still the node started with ``config`` (not a reused pid)."""
-    try:
-        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return config.encode() in command_line.split(b"\0")
 
 
 @pytest.fixture(scope="session")

@@ -241,3 +241,14 @@ def cluster_factory(tmp_path: Path) -> Iterator[Any]:
         for cluster in clusters:
             for controller in cluster.controllers:
                 controller.kill()
+
+
+@pytest.fixture
+def brokers() -> Iterator[list[Any]]:
+    """Broker processes a test starts (``test_broker_process.BrokerProcess``), always killed."""
+    started: list[Any] = []
+    try:
+        yield started
+    finally:
+        for broker in started:
+            broker.kill()

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,22 +86,16 @@ class BrokerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
-@pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[list[BrokerProcess]]:
-    started: list[BrokerProcess] = []
-    try:
-        yield started
-    finally:
-        for broker in started:
-            broker.kill()
-
-
 def start_cluster(cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path,
-                  count: int) -> Cluster:
+                  count: int, broker_properties: dict[str, str] | None = None) -> Cluster:
+    """One controller and ``count`` running brokers; ``broker_properties`` go into each file."""
     cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
     cluster.wait_for_leader()
     for index in range(count):
         broker = BrokerProcess(tmp_path, 10 + index, cluster.controllers[0].url)
+        with broker.config_path.open("a") as config:
+            config.writelines(f"{key}={value}\n" for key, value in
+                              (broker_properties or {}).items())
         brokers.append(broker)
         broker.start()
     for broker in brokers:

@@ -11,7 +11,7 @@ beyond the leader, fetching the rest (DESIGN.md §3.4, §5). Every process is al
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from kafka import KafkaProducer
 
 from storage.record_batch import LOG_OVERHEAD, validate_batch
 from tests.integration.conftest import Cluster, HttpError, http
-from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
+from tests.integration.test_broker_process import BrokerProcess, start_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -34,29 +34,9 @@ CATCH_UP_TIMEOUT_S = 40.0
 Batch = tuple[int, int, bytes]  # base offset, last offset, the batch's bytes
 
 
-@pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[list[BrokerProcess]]:
-    started: list[BrokerProcess] = []
-    try:
-        yield started
-    finally:
-        for broker in started:
-            broker.kill()
-
-
 def start_brokers(cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path,
                   count: int) -> Cluster:
-    cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
-    cluster.wait_for_leader()
-    for index in range(count):
-        broker = BrokerProcess(tmp_path, 10 + index, cluster.controllers[0].url)
-        with broker.config_path.open("a") as config:
-            config.writelines(f"{key}={value}\n" for key, value in BROKER_PROPERTIES.items())
-        brokers.append(broker)
-        broker.start()
-    for broker in brokers:
-        broker.wait_running()
-    return cluster
+    return start_cluster(cluster_factory, brokers, tmp_path, count, BROKER_PROPERTIES)
 
 
 def partitions_of(broker: BrokerProcess) -> dict[int, dict[str, Any]]:

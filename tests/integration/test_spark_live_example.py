@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from pykraft.dev import runs_config
 from tests.integration.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -49,7 +50,7 @@ def started_nodes(cluster_dir: Path) -> list[dict[str, Any]]:
 
 def assert_all_stopped(cluster_dir: Path) -> None:
     for node in started_nodes(cluster_dir):
-        assert node["pid"] and not example._runs_config(node["pid"], node["config"]), node
+        assert node["pid"] and not runs_config(node["pid"], node["config"]), node
 
 
 def test_live_cluster_example(tmp_path: Path) -> None:
