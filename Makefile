@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/mypy .
 
 unit: $(STAMP)
-	$(BIN)/pytest -m "not integration and not clients and not chaos" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not integration and not clients and not chaos and not hostile" $(PYTEST_ARGS)
 
 ## bench: every benchmark (minutes each; each ends with one JSON line of figures)
 BENCHES := storage quorum produce_fetch replication spark_export

@@ -1,0 +1,109 @@
+"""The hostile-input suite: one real controller and one real broker on free 127.0.0.1 ports,
+attacked with malformed frames, lying batches, bombs, floods and damaged files.
+
+Every case asserts three things: the exact Kafka error code (or HTTP status) of the answer,
+that nothing was written (log end offset and segment files unchanged), and that a well-behaved
+client (kafka-python) can still read Metadata and produce afterwards (``assert_still_serves``).
+Processes are always killed, even when a test fails (the integration fixtures do it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+
+from tests.integration.conftest import Cluster, brokers, cluster_factory  # noqa: F401 (fixtures)
+from tests.integration.test_broker_process import BrokerProcess, start_cluster, wait_for
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/hostile/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.hostile)
+
+
+class SingleBroker:
+    """A running controller + broker, and the few things every hostile case needs."""
+
+    def __init__(self, cluster: Cluster, broker: BrokerProcess, root: Path) -> None:
+        self.cluster = cluster
+        self.broker = broker
+        self.root = root
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        return "127.0.0.1", self.broker.kafka_port
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / f"broker-{self.broker.node_id}"
+
+    def create_topic(self, name: str, partitions: int = 1, **configs: str) -> None:
+        body: dict[str, Any] = {"name": name, "partitions": partitions, "replication_factor": 1}
+        if configs:
+            body["configs"] = configs
+        self.cluster.request("POST", "/v1/topics", body)
+        wait_for(lambda: self.cluster.request("GET", f"/v1/topics/{name}"))
+
+    def partition_files(self, topic: str, partition: int = 0) -> dict[str, str]:
+        """name -> sha256 of every file in the partition directory (``nothing was written``)."""
+        directory = self.log_dir / f"{topic}-{partition}"
+        return {
+            path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(directory.iterdir())
+            if path.is_file()
+        }
+
+    def log_end_offset(self, topic: str, partition: int = 0) -> int:
+        """The partition's log end offset as the broker reports it (``/v1/partitions``)."""
+        from tests.integration.conftest import http
+
+        for row in http("GET", self.broker.http_url + "/v1/partitions")["partitions"]:
+            if row["topic"] == topic and row["partition"] == partition:
+                return int(row["log_end_offset"])
+        raise AssertionError(f"{topic}-{partition} is not hosted by broker {self.broker.node_id}")
+
+    def assert_still_serves(self) -> None:
+        """A well-behaved client still gets Metadata and an acknowledged produce."""
+        assert self.broker.process is not None and self.broker.process.poll() is None, (
+            self.broker.log_tail()
+        )
+        topic = f"canary-{uuid.uuid4().hex[:8]}"
+        self.create_topic(topic)
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
+        try:
+            assert topic in admin.list_topics()
+        finally:
+            admin.close()
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=False,
+            request_timeout_ms=10_000, max_block_ms=10_000,
+        )  # fmt: skip
+        try:
+            metadata = producer.send(topic, b"still here").get(timeout=15)
+        finally:
+            producer.close()
+        assert metadata.offset == 0
+
+
+@pytest.fixture
+def single_broker(
+    cluster_factory: Any,  # noqa: F811 - the integration fixture, re-exported above
+    brokers: list[BrokerProcess],  # noqa: F811
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> SingleBroker:
+    """One controller and one broker; ``@pytest.mark.broker_properties({...})`` adds lines."""
+    marker = request.node.get_closest_marker("broker_properties")
+    properties: dict[str, str] = dict(marker.args[0]) if marker else {}
+    cluster = start_cluster(cluster_factory, brokers, tmp_path, 1, properties)
+    return SingleBroker(cluster, brokers[0], tmp_path)
