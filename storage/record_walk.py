@@ -108,8 +108,11 @@ def walk_records(
             b = data[pos]
             if b < 0x80:
                 length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                length, pos = (u >> 1) ^ -(u & 1), pos + 2
             else:
-                length, pos = varint_rest(data, pos + 1, b & 0x7F, 32, _INT_SHIFT)
+                length, pos = varint_rest(data, pos + 1, b & 0x7F)
         except IndexError:
             if end - start < MAX_VARINT_BYTES:
                 return WalkStatus.NEED_MORE, index, start
@@ -122,28 +125,48 @@ def walk_records(
         if record_end > end:
             return WalkStatus.NEED_MORE, index, start
         try:
-            b = data[pos + 1]  # after attributes (unused in v2): timestampDelta
+            # attributes (unused in v2), then timestampDelta: only its shape matters here.
+            b = data[pos + 1]
             if b < 0x80:
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                pos += 3
             else:
                 _, pos = varint_rest(data, pos + 2, b & 0x7F, 64, _LONG_SHIFT)
             b = data[pos]
             if b < 0x80:
                 offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                offset_delta, pos = (u >> 1) ^ -(u & 1), pos + 2
             else:
-                offset_delta, pos = varint_rest(data, pos + 1, b & 0x7F, 32, _INT_SHIFT)
+                offset_delta, pos = varint_rest(data, pos + 1, b & 0x7F)
             if offset_delta != index:
                 return WalkStatus.CORRUPT, index, start
-            for _ in range(2):  # key, value
-                b = data[pos]
-                if b < 0x80:
-                    size, pos = (b >> 1) ^ -(b & 1), pos + 1
-                else:
-                    size, pos = varint_rest(data, pos + 1, b & 0x7F, 32, _INT_SHIFT)
-                if size < -1:
-                    return WalkStatus.CORRUPT, index, start
-                if size > 0:
-                    pos += size
+            b = data[pos]  # keyLength
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                size, pos = (u >> 1) ^ -(u & 1), pos + 2
+            else:
+                size, pos = varint_rest(data, pos + 1, b & 0x7F)
+            if size > 0:
+                pos += size
+            elif size < -1:
+                return WalkStatus.CORRUPT, index, start
+            b = data[pos]  # valueLength
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif (c := data[pos + 1]) < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                size, pos = (u >> 1) ^ -(u & 1), pos + 2
+            else:
+                size, pos = varint_rest(data, pos + 1, b & 0x7F)
+            if size > 0:
+                pos += size
+            elif size < -1:
+                return WalkStatus.CORRUPT, index, start
             if data[pos] == 0:  # headersCount 0: the common case
                 pos += 1
             else:
