@@ -41,6 +41,7 @@ def raw_batch(
     compression: CompressionType = CompressionType.NONE,
     *,
     last_offset_delta: int | None = None,
+    timestamp: int = TIMESTAMP,
 ) -> bytes:
     """A v2 batch with a valid header and CRC around ``records`` (already compressed)."""
     header = BatchHeader(
@@ -51,8 +52,8 @@ def raw_batch(
         crc=0,
         attributes=int(compression),
         last_offset_delta=count - 1 if last_offset_delta is None else last_offset_delta,
-        base_timestamp=TIMESTAMP,
-        max_timestamp=TIMESTAMP,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
         producer_id=-1,
         producer_epoch=-1,
         base_sequence=-1,
@@ -157,6 +158,15 @@ def fetch(broker: SingleBroker, topic: str, offset: int) -> tuple[int, int, floa
     response: Any = FetchResponse.decode(body, version=FETCH_VERSION)
     partition = response.responses[0].partitions[0]
     return int(partition.error_code), len(partition.records or b""), elapsed
+
+
+def wait_for_partition(broker: SingleBroker, topic: str, timeout_s: float = 10.0) -> None:
+    """Until the broker hosts ``topic``-0 (its directory exists), so files can be compared."""
+    directory = broker.log_dir / f"{topic}-0"
+    deadline = time.monotonic() + timeout_s
+    while not directory.is_dir():
+        assert time.monotonic() < deadline, f"{directory} never appeared"
+        time.sleep(0.05)
 
 
 def peak_rss_bytes(broker: SingleBroker) -> int:
