@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import struct
 
 import pytest
 
@@ -35,9 +34,9 @@ from tests.hostile.raw_records import (
     raw_batch,
     wait_for_partition,
 )
+from tests.storage.bombs import ZSTD_BLOCK_BYTES, zstd_zeros_frame
 
 GIB = 1 << 30
-ZSTD_BLOCK_BYTES = 128 * 1024
 GZIP_MEMBER_ZEROS = 64 << 20
 GZIP_TOPIC_MAX_MESSAGE_BYTES = 8 << 20  # the 4 GiB gzip bomb is about 4.2 MB compressed
 
@@ -51,16 +50,8 @@ def record_prefix(inflated_bytes: int) -> bytes:
 
 
 def zstd_bomb(inflated_bytes: int) -> bytes:
-    """One zstd frame: a raw block with the record prefix, then RLE blocks of zeros."""
-    prefix = record_prefix(inflated_bytes)
-    frame = bytearray(struct.pack("<I", 0xFD2FB528))
-    frame += b"\x00\x38"  # no content size, no checksum; window 128 KiB (exponent 7)
-    frame += (len(prefix) << 3).to_bytes(3, "little") + prefix  # raw block
-    blocks = (inflated_bytes - len(prefix)) // ZSTD_BLOCK_BYTES
-    rle = ((ZSTD_BLOCK_BYTES << 3) | (1 << 1)).to_bytes(3, "little") + b"\x00"
-    frame += rle * (blocks - 1)
-    frame += ((ZSTD_BLOCK_BYTES << 3) | (1 << 1) | 1).to_bytes(3, "little") + b"\x00"
-    return bytes(frame)
+    """One zstd frame: the record prefix, then zeros."""
+    return zstd_zeros_frame(record_prefix(inflated_bytes), inflated_bytes)
 
 
 @functools.cache
@@ -100,7 +91,9 @@ def test_bombs_are_cheap_to_build_and_really_inflate_that_far() -> None:
 def test_produced_bombs_are_refused_within_a_second_in_bounded_memory(
     single_broker: SingleBroker,
 ) -> None:
-    single_broker.create_topic("bombs", **{"max.message.bytes": str(GZIP_TOPIC_MAX_MESSAGE_BYTES)})
+    single_broker.create_topic(
+        "bombs", 1, **{"max.message.bytes": str(GZIP_TOPIC_MAX_MESSAGE_BYTES)}
+    )
     wait_for_partition(single_broker, "bombs")
     files_before = single_broker.partition_files("bombs")
     answers = {}
