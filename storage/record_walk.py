@@ -89,6 +89,7 @@ def varint_rest(
 
 _INT_SHIFT = 7 * MAX_VARINT_BYTES
 _LONG_SHIFT = 7 * MAX_VARLONG_BYTES
+_KEY_AND_VALUE = (0, 1)
 
 
 def walk_records(
@@ -143,30 +144,19 @@ def walk_records(
                 offset_delta, pos = varint_rest(data, pos + 1, b & 0x7F)
             if offset_delta != index:
                 return WalkStatus.CORRUPT, index, start
-            b = data[pos]  # keyLength
-            if b < 0x80:
-                size, pos = (b >> 1) ^ -(b & 1), pos + 1
-            elif (c := data[pos + 1]) < 0x80:
-                u = (b & 0x7F) | (c << 7)
-                size, pos = (u >> 1) ^ -(u & 1), pos + 2
-            else:
-                size, pos = varint_rest(data, pos + 1, b & 0x7F)
-            if size > 0:
-                pos += size
-            elif size < -1:
-                return WalkStatus.CORRUPT, index, start
-            b = data[pos]  # valueLength
-            if b < 0x80:
-                size, pos = (b >> 1) ^ -(b & 1), pos + 1
-            elif (c := data[pos + 1]) < 0x80:
-                u = (b & 0x7F) | (c << 7)
-                size, pos = (u >> 1) ^ -(u & 1), pos + 2
-            else:
-                size, pos = varint_rest(data, pos + 1, b & 0x7F)
-            if size > 0:
-                pos += size
-            elif size < -1:
-                return WalkStatus.CORRUPT, index, start
+            for _ in _KEY_AND_VALUE:  # keyLength + key, valueLength + value
+                b = data[pos]
+                if b < 0x80:
+                    size, pos = (b >> 1) ^ -(b & 1), pos + 1
+                elif (c := data[pos + 1]) < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    size, pos = (u >> 1) ^ -(u & 1), pos + 2
+                else:
+                    size, pos = varint_rest(data, pos + 1, b & 0x7F)
+                if size > 0:
+                    pos += size
+                elif size < -1:
+                    return WalkStatus.CORRUPT, index, start
             if data[pos] == 0:  # headersCount 0: the common case
                 pos += 1
             else:
