@@ -160,15 +160,6 @@ def fetch(broker: SingleBroker, topic: str, offset: int) -> tuple[int, int, floa
     return int(partition.error_code), len(partition.records or b""), elapsed
 
 
-def wait_for_partition(broker: SingleBroker, topic: str, timeout_s: float = 10.0) -> None:
-    """Until the broker hosts ``topic``-0 (its directory exists), so files can be compared."""
-    directory = broker.log_dir / f"{topic}-0"
-    deadline = time.monotonic() + timeout_s
-    while not directory.is_dir():
-        assert time.monotonic() < deadline, f"{directory} never appeared"
-        time.sleep(0.05)
-
-
 def peak_rss_bytes(broker: SingleBroker) -> int:
     """The broker process's peak resident set (VmHWM of /proc/<pid>/status)."""
     assert broker.broker.process is not None
