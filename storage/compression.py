@@ -184,10 +184,11 @@ def _gzip_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
         pending = remaining
         while not inflater.eof:
             chunk = inflater.decompress(pending, DECOMPRESS_CHUNK_BYTES)
+            stalled = not chunk and len(inflater.unconsumed_tail) == len(pending)
             pending = inflater.unconsumed_tail
             if chunk:
                 yield chunk
-            elif not pending:
+            elif not pending or stalled:  # no input left, or none consumed: never loop idle
                 raise EOFError("gzip stream is truncated")
         remaining = inflater.unused_data
         if not remaining.strip(b"\x00"):
