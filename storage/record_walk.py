@@ -105,21 +105,24 @@ def walk_records(
     end = len(data)
     while index < stop:
         start = pos
+        # Varints are read raw: a zig-zag value is negative exactly when its low bit is set,
+        # so lengths and sizes are checked and skipped without decoding the sign.
         try:
             b = data[pos]
             if b < 0x80:
-                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+                u, pos = b, pos + 1
             elif (c := data[pos + 1]) < 0x80:
-                u = (b & 0x7F) | (c << 7)
-                length, pos = (u >> 1) ^ -(u & 1), pos + 2
+                u, pos = (b & 0x7F) | (c << 7), pos + 2
             else:
                 length, pos = varint_rest(data, pos + 1, b & 0x7F)
+                u = length << 1 if length >= 0 else 1
         except IndexError:
             if end - start < MAX_VARINT_BYTES:
                 return WalkStatus.NEED_MORE, index, start
             return WalkStatus.CORRUPT, index, start
-        if length <= 0:
+        if u & 1 or u == 0:  # a length below 1
             return WalkStatus.CORRUPT, index, start
+        length = u >> 1
         if length > max_record_bytes:
             return WalkStatus.TOO_LARGE, index, start
         record_end = pos + length
@@ -134,29 +137,36 @@ def walk_records(
                 pos += 3
             else:
                 _, pos = varint_rest(data, pos + 2, b & 0x7F, 64, _LONG_SHIFT)
-            b = data[pos]
+            b = data[pos]  # offsetDelta, which must be the record's index: zig-zag 2 * index
             if b < 0x80:
-                offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                if b != index << 1:
+                    return WalkStatus.CORRUPT, index, start
+                pos += 1
             elif (c := data[pos + 1]) < 0x80:
-                u = (b & 0x7F) | (c << 7)
-                offset_delta, pos = (u >> 1) ^ -(u & 1), pos + 2
+                if (b & 0x7F) | (c << 7) != index << 1:
+                    return WalkStatus.CORRUPT, index, start
+                pos += 2
             else:
                 offset_delta, pos = varint_rest(data, pos + 1, b & 0x7F)
-            if offset_delta != index:
-                return WalkStatus.CORRUPT, index, start
-            for _ in _KEY_AND_VALUE:  # keyLength + key, valueLength + value
+                if offset_delta != index:
+                    return WalkStatus.CORRUPT, index, start
+            for _ in _KEY_AND_VALUE:  # keyLength + key, valueLength + value; -1 is null
                 b = data[pos]
                 if b < 0x80:
-                    size, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    if b & 1 and b != 1:
+                        return WalkStatus.CORRUPT, index, start
+                    pos += 1 + (b >> 1 if not b & 1 else 0)
                 elif (c := data[pos + 1]) < 0x80:
                     u = (b & 0x7F) | (c << 7)
-                    size, pos = (u >> 1) ^ -(u & 1), pos + 2
+                    if u & 1 and u != 1:  # u == 1: -1 (null) written in two bytes
+                        return WalkStatus.CORRUPT, index, start
+                    pos += 2 + (u >> 1 if not u & 1 else 0)
                 else:
                     size, pos = varint_rest(data, pos + 1, b & 0x7F)
-                if size > 0:
-                    pos += size
-                elif size < -1:
-                    return WalkStatus.CORRUPT, index, start
+                    if size < -1:
+                        return WalkStatus.CORRUPT, index, start
+                    if size > 0:
+                        pos += size
             if data[pos] == 0:  # headersCount 0: the common case
                 pos += 1
             else:

@@ -30,6 +30,7 @@ from storage.record_batch import (
     CompressionType,
     CorruptRecordError,
     encode_header,
+    validate_batch,
 )
 from storage.record_walk import MIN_RECORD_BYTES, max_inflated_bytes
 from storage.records import SimpleRecord, build_batch, decode_records, validate_records
@@ -205,3 +206,21 @@ def test_property_mutated_batches_are_rejected_or_decode_to_the_declared_records
     compression: CompressionType, records: list[SimpleRecord], data: st.DataObject
 ) -> None:
     check_property(mutated(build_batch(records, compression=compression), data))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x00\x00\x80\x00\x01\x02v\x00",  # offsetDelta 0 in two bytes
+        b"\x00\x00\x00\x81\x00\x02v\x00",  # null key (-1) in two bytes
+        b"\x00\x00\x00\x01\x82\x00v\x00",  # value length 1 in two bytes
+        b"\x00\x80\x80\x00\x00\x01\x02v\x00",  # timestampDelta 0 in three bytes
+    ],
+)
+def test_over_long_varints_are_read_like_kafka_and_the_checked_decoder(body: bytes) -> None:
+    """Kafka's ``ByteUtils.readVarint`` accepts any encoding of at most 5 bytes; so must the
+    walk, or valid batches would be refused (and the walk would disagree with the decoder)."""
+    batch = batch_of(record(body), 1)
+    validate(batch)
+    [decoded] = decode_records(validate_batch(batch), batch[BATCH_HEADER_SIZE:])
+    assert (decoded.offset, decoded.key, decoded.value) == (0, None, b"v")
