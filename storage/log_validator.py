@@ -18,7 +18,6 @@ from collections.abc import Iterator
 
 import attrs
 
-from storage.compression import CompressionError
 from storage.producer_entry import ProducerStateEntry
 from storage.producer_state import (
     AppendCheckKind,
@@ -148,22 +147,23 @@ def _check_records(
     ``max_inflated_bytes`` of its size, which max.message.bytes caps (see
     ``storage.record_walk``).
 
-    A records section that is not data of its codec stays a ``CorruptRecordError``
-    (CORRUPT_MESSAGE: the bytes are damaged; Kafka itself answers UNKNOWN_SERVER_ERROR there,
-    from the ``KafkaException`` "Failed to decompress record stream" of
-    ``DefaultRecordBatch.compressedIterator``). Records that contradict the header are
-    ``InvalidRecordError`` (INVALID_RECORD), as Kafka's ``InvalidRecordException`` from
-    ``DefaultRecord.readFrom`` and the batch's ``RecordIterator`` ("Incorrect declared batch
-    size, premature EOF reached", "... records still remaining in file", "Found invalid record
-    structure"); so is a batch that inflates past the limit.
+    Any failure is ``InvalidRecordError`` (INVALID_RECORD), as Kafka's
+    ``InvalidRecordException`` from ``DefaultRecord.readFrom`` and the batch's
+    ``RecordIterator`` ("Incorrect declared batch size, premature EOF reached", "... records
+    still remaining in file", "Found invalid record structure"). That includes a records
+    section that is not data of its codec: Kafka fails there with a plain ``KafkaException``
+    ("Failed to decompress record stream", ``DefaultRecordBatch.compressedIterator``), which
+    clients see as UNKNOWN_SERVER_ERROR and do not retry; INVALID_RECORD says what is wrong
+    and is not retried either, whereas CORRUPT_MESSAGE (``CorruptRecordException``, a
+    ``RetriableException``) would have clients resend a batch that can never succeed. The
+    CRC already held, so the bytes are what the producer meant to send. A batch that inflates
+    past the limit is INVALID_RECORD too.
     """
     payload = memoryview(buffer)[position + BATCH_HEADER_SIZE : position + header.size_in_bytes]
     try:
         validate_records(
             header, payload, position, max_bytes=max_inflated_bytes(header.size_in_bytes)
         )
-    except CompressionError:
-        raise
     except CorruptRecordError as error:
         raise InvalidRecordError(f"batch at byte {position}: {error}") from error
 

@@ -3,9 +3,9 @@
 Before record validation such batches were stored and replicated: a record count of 1000 (or
 2^31-1) over 2 real records moved the log end by up to 2^31 and stopped every consumer. Kafka's
 ``LogValidator`` walks every record: structural lies are ``InvalidRecordException``
-(INVALID_RECORD, 87); bytes that are not the flagged codec fail to decompress (Kafka: a
-``KafkaException``, UNKNOWN_SERVER_ERROR; pykraft answers CORRUPT_MESSAGE, 2, as for any other
-damaged batch — see ``storage/log_validator.py``). Nothing may be written either way.
+(INVALID_RECORD, 87). Bytes that are not the flagged codec fail to decompress (Kafka: a plain
+``KafkaException``, UNKNOWN_SERVER_ERROR, not retried); pykraft answers INVALID_RECORD, also not
+retried (why: ``storage/log_validator.py``). Nothing may be written either way.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ CASES: dict[str, tuple[bytes, Errors]] = {
     ),
     **{
         f"{codec.name.lower()} flag on plain records": (
-            raw_batch(TWO, 2, codec), Errors.CORRUPT_MESSAGE
+            raw_batch(TWO, 2, codec), Errors.INVALID_RECORD
         )
         for codec in (CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4,
                       CompressionType.ZSTD)
