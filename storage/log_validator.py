@@ -68,6 +68,11 @@ class InvalidRecordError(LogError):
     """A well-formed batch that breaks a rule (Kafka INVALID_RECORD)."""
 
 
+class CorruptLogError(LogError):
+    """Stored records that cannot be read: a damaged batch, or one that inflates past its
+    bound (Kafka CORRUPT_MESSAGE). Not a ValueError, so no caller mistakes it for bad input."""
+
+
 class UnexpectedAppendOffsetError(LogError):
     def __init__(self, first_offset: int, log_end_offset: int) -> None:
         super().__init__(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import time
 import tracemalloc
+from pathlib import Path
 
 import pytest
 import snappy
@@ -17,11 +18,14 @@ from storage.compression import (
     decompress,
     iter_inflated,
 )
+from storage.log_reader import MAX_TIMESTAMP
+from storage.log_validator import CorruptLogError
 from storage.record_batch import BATCH_HEADER_SIZE, CompressionType, validate_batch
 from storage.record_walk import MAX_INFLATION_RATIO, max_inflated_bytes
 from storage.records import iter_records, validate_records
 from storage.varint import encode_varint
 from tests.storage.bombs import zstd_zeros_frame
+from tests.storage.test_partition_log import open_log
 from tests.storage.test_record_validation import batch_of
 
 GIB = 1 << 30
@@ -106,3 +110,14 @@ def test_readers_of_stored_batches_use_the_same_bound() -> None:
     batch = batch_of(zstd_zeros_frame(huge_record_prefix(GIB), GIB), 1, CompressionType.ZSTD)
     with pytest.raises(InflatedSizeLimitError):
         iter_records(batch)
+
+
+def test_a_timestamp_lookup_over_a_stored_bomb_is_a_corrupt_log_error(tmp_path: Path) -> None:
+    """Followers store what the leader sent; a bomb that got in is never inflated to answer."""
+    log = open_log(tmp_path)
+    bomb = batch_of(zstd_zeros_frame(huge_record_prefix(GIB), GIB), 1, CompressionType.ZSTD)
+    log.append_as_follower(bomb)
+    with pytest.raises(CorruptLogError, match="longer than the limit"):
+        log.fetch_offset_for_timestamp(0)
+    with pytest.raises(CorruptLogError, match="longer than the limit"):
+        log.fetch_offset_for_timestamp(MAX_TIMESTAMP)
