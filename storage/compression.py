@@ -41,6 +41,7 @@ XERIAL_BLOCK_SIZE = 32 * 1024
 _INT32 = struct.Struct(">i")
 # Chunks of inflated bytes: the memory a bounded reader holds besides the record it is on.
 DECOMPRESS_CHUNK_BYTES = 256 * 1024
+SNAPPY_MAX_EXPANSION = 32
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # a gzip header and trailer around deflate
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MAGIC_MASK = 0xFFFFFFF0
@@ -157,9 +158,13 @@ def _snappy_block(block: bytes, max_bytes: int) -> bytes:
     """One raw snappy block, refused before inflating when it declares more than ``max_bytes``.
 
     A raw snappy block opens with its uncompressed length as a little-endian base-128 varint
-    (snappy's format_description.txt), so the limit is checked before any memory is taken.
+    (snappy's format_description.txt), so the limit is checked before any memory is taken,
+    and so is what snappy can express at all: its densest element, a 3-byte copy, yields 64
+    bytes, so no block inflates more than about 21x (``SNAPPY_MAX_EXPANSION`` has slack).
     """
     declared = _snappy_declared_length(block)
+    if declared > SNAPPY_MAX_EXPANSION * len(block):
+        raise ValueError(f"a snappy block of {len(block)} bytes cannot hold {declared} bytes")
     if declared > max_bytes:
         raise InflatedSizeLimitError(
             "records", f"a snappy block declares {declared} bytes, past the limit of {max_bytes}"

@@ -121,3 +121,12 @@ def test_a_timestamp_lookup_over_a_stored_bomb_is_a_corrupt_log_error(tmp_path: 
         log.fetch_offset_for_timestamp(0)
     with pytest.raises(CorruptLogError, match="longer than the limit"):
         log.fetch_offset_for_timestamp(MAX_TIMESTAMP)
+
+
+def test_a_snappy_block_declaring_more_than_snappy_can_express_is_corrupt() -> None:
+    # varint 2^30, then a 2-byte literal: snappy cannot make 1 GiB out of 7 bytes.
+    block = bytes([0x80, 0x80, 0x80, 0x80, 0x04]) + b"\x04ab"
+    with pytest.raises(CompressionError, match="cannot hold 1073741824 bytes"):
+        decompress(CompressionType.SNAPPY, block, max_bytes=2 * GIB)
+    dense = snappy.compress(bytes(1 << 20))  # zeros: snappy's best ratio
+    assert decompress(CompressionType.SNAPPY, dense, max_bytes=1 << 20) == bytes(1 << 20)
