@@ -12,6 +12,11 @@ Decoding has two paths that must agree: a fast one that trusts nothing but check
 surprise makes it give up) and a careful one that checks every field and raises
 ``CorruptRecordError`` naming the field and the byte position. The careful one only runs when the
 fast one gave up, so valid batches pay for the cheap checks alone.
+
+``validate_records`` checks a batch without building records (the leader's append path;
+``storage.record_walk``), and every compressed batch, read or checked, inflates in bounded
+chunks to at most ``max_inflated_bytes`` of its size: no reader of this module can be made to
+hold a decompression bomb.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import NoReturn
 import attrs
 import crc32c
 
-from storage.compression import compress, decompress
+from storage.compression import CompressionError, compress, decompress
 from storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -327,7 +332,7 @@ def _at_batch(error: CorruptRecordError, header: BatchHeader, position: int) -> 
     kind = type(error)
     if header.compression is CompressionType.NONE:
         return kind(error.field, error.message, position + BATCH_HEADER_SIZE + error.position)
-    if error.field == "records" and "data is corrupt" in error.message:
+    if isinstance(error, CompressionError):
         return kind(error.field, error.message, position)
     return kind(
         error.field,
