@@ -20,9 +20,14 @@ from storage.compression import (
 )
 from storage.log_reader import MAX_TIMESTAMP
 from storage.log_validator import CorruptLogError
-from storage.record_batch import BATCH_HEADER_SIZE, CompressionType, validate_batch
+from storage.record_batch import (
+    BATCH_HEADER_SIZE,
+    CompressionType,
+    CorruptRecordError,
+    validate_batch,
+)
 from storage.record_walk import MAX_INFLATION_RATIO, max_inflated_bytes
-from storage.records import iter_records, validate_records
+from storage.records import SimpleRecord, build_batch, iter_records, validate_records
 from storage.varint import encode_varint
 from tests.storage.bombs import zstd_zeros_frame
 from tests.storage.test_partition_log import open_log
@@ -81,29 +86,46 @@ def huge_record_prefix(value_bytes: int) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("prefix", "message"),
+    ("prefix", "expected", "message"),
     [
-        (huge_record_prefix(2**31 - 64), "longer than the limit"),  # one 2 GiB record
-        # an honest 1 KiB record, then zeros: inflating stops at the limit
-        (huge_record_prefix(1024 - 8) + bytes(1024 - 8) + b"\x00", "past the limit"),
+        # one 2 GiB record: refused on reading its length
+        (huge_record_prefix(2**31 - 64), InflatedSizeLimitError, "longer than the limit"),
+        # an honest 1 KiB record, then zeros: one chunk more shows bytes follow it
+        (huge_record_prefix(1024 - 8) + bytes(1024 - 8) + b"\x00", CorruptRecordError,
+         "or more bytes remain after the declared 1 records"),
     ],
-)
+)  # fmt: skip
 def test_a_4_gib_zstd_bomb_costs_a_chunk_of_memory_and_well_under_a_second(
-    prefix: bytes, message: str
+    prefix: bytes, expected: type[CorruptRecordError], message: str
 ) -> None:
     batch = batch_of(zstd_zeros_frame(prefix, 4 * GIB), 1, CompressionType.ZSTD)
     header = validate_batch(batch)
     tracemalloc.start()
     started = time.monotonic()
     try:
-        with pytest.raises(InflatedSizeLimitError, match=message):
+        with pytest.raises(CorruptRecordError, match=message) as caught:
             validate_records(header, batch[BATCH_HEADER_SIZE:], max_bytes=16 << 20)
         elapsed = time.monotonic() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    assert type(caught.value) is expected
     assert peak < 8 * DECOMPRESS_CHUNK_BYTES  # a few chunks, not the 16 MiB limit
     assert elapsed < 1.0
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_honest_records_past_the_limit_are_refused_at_the_limit(
+    compression: CompressionType,
+) -> None:
+    records = [SimpleRecord(b"x" * 100, timestamp=i) for i in range(200)]
+    batch = build_batch(records, compression=compression)
+    header = validate_batch(batch)
+    payload = batch[BATCH_HEADER_SIZE:]
+    inflated = len(decompress(compression, payload, max_bytes=GIB))
+    validate_records(header, payload, max_bytes=inflated)
+    with pytest.raises(InflatedSizeLimitError, match="past the limit"):
+        validate_records(header, payload, max_bytes=inflated - 1)
 
 
 def test_readers_of_stored_batches_use_the_same_bound() -> None:
