@@ -20,6 +20,7 @@ import gzip
 import pytest
 
 from protocol.errors import Errors
+from storage.log_reader import MAX_TIMESTAMP
 from storage.record_batch import CompressionType, patch_base_offset
 from storage.varint import encode_varint
 from tests.hostile.conftest import SingleBroker
@@ -122,8 +123,11 @@ def test_a_bomb_already_on_disk_is_never_inflated_to_answer(single_broker: Singl
     single_broker.broker.start()
     single_broker.broker.wait_running()
 
-    error, _, elapsed = list_offsets(single_broker, "stored", TIMESTAMP + 500)
-    assert (Errors(error), elapsed < ANSWER_LIMIT_S) == (Errors.CORRUPT_MESSAGE, True)
+    for timestamp in (TIMESTAMP + 500, MAX_TIMESTAMP):  # offsetsForTimes, and KIP-734's -3
+        error, _, elapsed = list_offsets(single_broker, "stored", timestamp)
+        assert (Errors(error), elapsed < ANSWER_LIMIT_S) == (Errors.CORRUPT_MESSAGE, True)
+    error, offset, _ = list_offsets(single_broker, "stored", TIMESTAMP)  # before the bomb
+    assert (Errors(error), offset) == (Errors.NONE, 0)
     error, size, elapsed = fetch(single_broker, "stored", 1)
     assert (Errors(error), size, elapsed < ANSWER_LIMIT_S) == (Errors.NONE, len(bomb), True)
     assert peak_rss_bytes(single_broker) < RSS_LIMIT_BYTES
