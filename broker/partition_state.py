@@ -57,6 +57,7 @@ from protocol.errors import Errors
 from storage.file_slice import FetchDataInfo
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_validator import (
+    CorruptLogError,
     InvalidProducerEpochError,
     InvalidRecordError,
     OffsetOutOfRangeError,
@@ -435,6 +436,7 @@ _ERROR_CODES: tuple[tuple[type[Exception], Errors], ...] = (
     (RecordTooLargeError, Errors.MESSAGE_TOO_LARGE),
     (RecordBatchTooLargeError, Errors.RECORD_LIST_TOO_LARGE),
     (InvalidRecordError, Errors.INVALID_RECORD),
+    (CorruptLogError, Errors.CORRUPT_MESSAGE),  # stored data that cannot be read
     (OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
     (StaleLeaderEpochError, Errors.NOT_LEADER_OR_FOLLOWER),

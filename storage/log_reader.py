@@ -3,7 +3,9 @@
 Kept apart from ``PartitionLog`` so the append/truncate state stays in one place and the read
 side (which never changes the log) reads on its own. A read starts in the segment holding the
 fetch offset and continues into later segments while ``max_bytes`` allows, always in whole
-batches and never past the batch holding ``upper_bound``.
+batches and never past the batch holding ``upper_bound``. Only a timestamp lookup looks inside a
+batch; a stored batch it cannot read (damaged, or a decompression bomb stopped by the bound)
+raises ``CorruptLogError`` for the request to answer CORRUPT_MESSAGE.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Sequence
 
 from storage.file_slice import FetchDataInfo, FileSlice, LogOffsetMetadata
 from storage.index import NO_TIMESTAMP
+from storage.log_validator import CorruptLogError
+from storage.record_batch import CorruptRecordError
 from storage.segment import LogSegment
 
 # Kafka's ListOffsetsRequest special timestamps.
@@ -75,12 +79,23 @@ def fetch_offset_for_timestamp(
         largest = newest.max_timestamp_so_far.timestamp
         if largest < 0:
             return None
-        return newest.find_offset_by_timestamp(largest, log_start_offset)
+        return _find_offset_by_timestamp(newest, largest, log_start_offset)
     if timestamp < 0:
         raise ValueError(f"unsupported ListOffsets timestamp {timestamp}")
     for segment in segments:
         if segment.max_timestamp_so_far.timestamp >= timestamp:
-            found = segment.find_offset_by_timestamp(timestamp, log_start_offset)
+            found = _find_offset_by_timestamp(segment, timestamp, log_start_offset)
             if found is not None:
                 return found
     return None
+
+
+def _find_offset_by_timestamp(
+    segment: LogSegment, timestamp: int, log_start_offset: int
+) -> tuple[int, int] | None:
+    """The segment's lookup, which reads (and inflates, within the bound of
+    ``storage.record_walk``) one batch; a batch it cannot read is a ``CorruptLogError``."""
+    try:
+        return segment.find_offset_by_timestamp(timestamp, log_start_offset)
+    except CorruptRecordError as error:
+        raise CorruptLogError(f"{segment.log_path.name}: {error}") from error

@@ -3,7 +3,8 @@
 Kafka's ``LogValidator`` / ``UnifiedLog.analyzeAndValidateRecords``: every batch of a client
 (leader) append must be a CRC-valid v2 batch whose offset range matches its record count, no
 bigger than ``max.message.bytes``; clients may not write control batches; a transactional batch
-needs a producer id. The whole append must fit in one segment. Any failure rejects the whole
+needs a producer id; every record must agree with the header (``_check_records``). The whole
+append must fit in one segment. Any failure rejects the whole
 append before a byte is written. Follower appends keep the leader's offsets, which must
 continue the log exactly (``UnexpectedAppendOffsetError`` / ``OffsetsOutOfOrderError``); like
 Kafka's ``MemoryRecords.batches``, an incomplete batch at the very end of fetched data is
@@ -25,11 +26,14 @@ from storage.producer_state import (
     check_append,
 )
 from storage.record_batch import (
+    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
     validate_batch,
 )
+from storage.record_walk import max_inflated_bytes
+from storage.records import validate_records
 
 
 class AppendOrigin(enum.Enum):
@@ -62,6 +66,11 @@ class RecordBatchTooLargeError(LogError):
 
 class InvalidRecordError(LogError):
     """A well-formed batch that breaks a rule (Kafka INVALID_RECORD)."""
+
+
+class CorruptLogError(LogError):
+    """Stored records that cannot be read: a damaged batch, or one that inflates past its
+    bound (Kafka CORRUPT_MESSAGE). Not a ValueError, so no caller mistakes it for bad input."""
 
 
 class UnexpectedAppendOffsetError(LogError):
@@ -129,9 +138,39 @@ def validate_leader_batches(
     while position < len(buffer):
         header = validate_batch(buffer, position)
         _check_leader_batch(header, position, max_message_bytes, origin)
+        _check_records(buffer, position, header)
         batches.append(ValidatedBatch(position, header))
         position += header.size_in_bytes
     return batches
+
+
+def _check_records(
+    buffer: bytes | bytearray | memoryview, position: int, header: BatchHeader
+) -> None:
+    """Every record of the batch agrees with its header (Kafka's ``LogValidator`` iterates
+    them all); a compressed batch inflates, in bounded chunks, to at most
+    ``max_inflated_bytes`` of its size, which max.message.bytes caps (see
+    ``storage.record_walk``).
+
+    Any failure is ``InvalidRecordError`` (INVALID_RECORD), as Kafka's
+    ``InvalidRecordException`` from ``DefaultRecord.readFrom`` and the batch's
+    ``RecordIterator`` ("Incorrect declared batch size, premature EOF reached", "... records
+    still remaining in file", "Found invalid record structure"). That includes a records
+    section that is not data of its codec: Kafka fails there with a plain ``KafkaException``
+    ("Failed to decompress record stream", ``DefaultRecordBatch.compressedIterator``), which
+    clients see as UNKNOWN_SERVER_ERROR and do not retry; INVALID_RECORD says what is wrong
+    and is not retried either, whereas CORRUPT_MESSAGE (``CorruptRecordException``, a
+    ``RetriableException``) would have clients resend a batch that can never succeed. The
+    CRC already held, so the bytes are what the producer meant to send. A batch that inflates
+    past the limit is INVALID_RECORD too.
+    """
+    payload = memoryview(buffer)[position + BATCH_HEADER_SIZE : position + header.size_in_bytes]
+    try:
+        validate_records(
+            header, payload, position, max_bytes=max_inflated_bytes(header.size_in_bytes)
+        )
+    except CorruptRecordError as error:
+        raise InvalidRecordError(f"batch at byte {position}: {error}") from error
 
 
 def _check_leader_batch(

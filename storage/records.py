@@ -12,6 +12,11 @@ Decoding has two paths that must agree: a fast one that trusts nothing but check
 surprise makes it give up) and a careful one that checks every field and raises
 ``CorruptRecordError`` naming the field and the byte position. The careful one only runs when the
 fast one gave up, so valid batches pay for the cheap checks alone.
+
+``validate_records`` checks a batch without building records (the leader's append path;
+``storage.record_walk``), and every compressed batch, read or checked, inflates in bounded
+chunks to at most ``max_inflated_bytes`` of its size: no reader of this module can be made to
+hold a decompression bomb.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 import attrs
 import crc32c
 
-from storage.compression import compress, decompress
+from storage.compression import CompressionError, compress, decompress
 from storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -40,11 +46,16 @@ from storage.record_batch import (
     encode_header,
     validate_batch,
 )
+from storage.record_walk import (
+    check_uncompressed_records,
+    iter_record_runs,
+    max_inflated_bytes,
+    varint_rest,
+)
 from storage.varint import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
-    MAX_VARINT_BYTES,
     MAX_VARLONG_BYTES,
     decode_varint,
     decode_varlong,
@@ -227,73 +238,107 @@ def build_control_batch(
 # --------------------------------------------------------------------------------------- decode
 
 
-def iter_records(buf: bytes | bytearray | memoryview, position: int = 0) -> Iterator[Record]:
-    """Validate the batch at ``position`` (CRC included) and yield its records.
+def iter_records(
+    buf: bytes | bytearray | memoryview, position: int = 0, *, max_bytes: int | None = None
+) -> Iterator[Record]:
+    """Validate the batch at ``position`` (CRC and every record) and yield its records.
 
     The whole batch is checked before the first record is returned, so a corrupt batch raises
-    ``CorruptRecordError`` here, not half way through the iteration.
+    ``CorruptRecordError`` here, not half way through the iteration. A compressed batch is
+    inflated twice (to check, then to decode) in bounded chunks, never whole; ``max_bytes``
+    defaults to ``max_inflated_bytes`` of the batch's size.
     """
     header = validate_batch(buf, position)
     start = position + BATCH_HEADER_SIZE
     payload = memoryview(buf)[start : position + header.size_in_bytes]
-    return iter(decode_records(header, payload, position))
+    if header.compression is CompressionType.NONE:
+        return iter(decode_records(header, payload, position))
+    limit = max_inflated_bytes(header.size_in_bytes) if max_bytes is None else max_bytes
+    validate_records(header, payload, position, max_bytes=limit)
+    return _iter_compressed(header, payload, position, limit)
+
+
+def _iter_compressed(
+    header: BatchHeader, payload: memoryview, position: int, limit: int
+) -> Iterator[Record]:
+    log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    try:
+        for data, count in iter_record_runs(header, payload, explain_record, max_bytes=limit):
+            yield from _decode_data(
+                data, count, header.base_offset, header.base_timestamp, log_append_time
+            )
+    except CorruptRecordError as error:
+        raise _at_batch(error, header, position) from error
+
+
+def validate_records(
+    header: BatchHeader, payload: bytes | memoryview, position: int = 0, *, max_bytes: int
+) -> None:
+    """Check that the records section holds exactly the header's records, without building
+    them (Kafka's ``LogValidator`` record walk); a compressed one may inflate to at most
+    ``max_bytes``. Raises ``CorruptRecordError`` (``CompressionError``,
+    ``InflatedSizeLimitError``) naming the field."""
+    try:
+        if header.compression is CompressionType.NONE:
+            check_uncompressed_records(header, bytes(payload), explain_record)
+            return
+        for _ in iter_record_runs(
+            header, payload, explain_record, max_bytes=max_bytes, keep_runs=False
+        ):
+            pass
+    except CorruptRecordError as error:
+        raise _at_batch(error, header, position) from error
 
 
 def decode_records(
-    header: BatchHeader, payload: bytes | memoryview, position: int = 0
+    header: BatchHeader,
+    payload: bytes | memoryview,
+    position: int = 0,
+    *,
+    max_bytes: int | None = None,
 ) -> list[Record]:
     """Decode the records section of a batch whose header is ``header``.
 
-    ``position`` is where the batch starts in its file, for error messages.
+    ``position`` is where the batch starts in its file, for error messages. A compressed
+    section inflates to at most ``max_bytes`` (default: ``max_inflated_bytes`` of the batch).
     """
-    if header.compression is CompressionType.NONE:
-        data = bytes(payload)
-        records_position = position + BATCH_HEADER_SIZE
-    else:
-        try:
-            data = decompress(header.compression, payload)
-        except CorruptRecordError as error:
-            raise CorruptRecordError(error.field, error.message, position) from error
-        records_position = -1
+    if header.compression is not CompressionType.NONE:
+        limit = max_inflated_bytes(header.size_in_bytes) if max_bytes is None else max_bytes
+        return list(_iter_compressed(header, memoryview(payload), position, limit))
     log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
-    args = (data, header.records_count, header.base_offset, header.base_timestamp, log_append_time)
+    try:
+        return _decode_data(
+            bytes(payload), header.records_count, header.base_offset, header.base_timestamp,
+            log_append_time,
+        )
+    except CorruptRecordError as error:
+        raise _at_batch(error, header, position) from error
+
+
+def _decode_data(
+    data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> list[Record]:
+    """Exactly ``count`` records filling ``data``: the fast decoder, or the checked one to
+    explain why not (positions relative to ``data``)."""
+    args = (data, count, base_offset, base_timestamp, log_append_time)
     fast = _decode_fast(*args)
     if fast is not None:
         return fast
-    try:
-        return _decode_checked(*args)
-    except CorruptRecordError as error:
-        if records_position >= 0:
-            raise CorruptRecordError(
-                error.field, error.message, records_position + error.position
-            ) from error
-        raise CorruptRecordError(
-            error.field,
-            f"{error.message}, byte {error.position} of the decompressed records",
-            position,
-        ) from error
+    return _decode_checked(*args)
 
 
-def _varint_rest(
-    data: bytes, pos: int, unsigned: int, bits: int = 32, max_shift: int = 7 * MAX_VARINT_BYTES
-) -> tuple[int, int]:
-    """Finish a varint (``bits`` 32) or varlong (64) whose first byte had the continue bit.
-
-    Enforces the same limits as ``storage.varint`` (at most 5 or 10 bytes, value fits) so
-    the fast and checked decoders accept exactly the same input; raises IndexError otherwise.
-    """
-    shift = 7
-    while True:
-        b = data[pos]
-        pos += 1
-        unsigned |= (b & 0x7F) << shift
-        if b < 0x80:
-            if unsigned >> bits:
-                raise IndexError("varint overflows")
-            return (unsigned >> 1) ^ -(unsigned & 1), pos
-        shift += 7
-        if shift >= max_shift:
-            raise IndexError("varint too long")
+def _at_batch(error: CorruptRecordError, header: BatchHeader, position: int) -> CorruptRecordError:
+    """``error`` (positions relative to the records section) placed in the batch's file."""
+    kind = type(error)
+    if header.compression is CompressionType.NONE:
+        return kind(error.field, error.message, position + BATCH_HEADER_SIZE + error.position)
+    if isinstance(error, CompressionError):
+        return kind(error.field, error.message, position)
+    return kind(
+        error.field,
+        f"{error.message}, byte {error.position} of the decompressed records",
+        position,
+    )
 
 
 def _decode_fast(
@@ -313,26 +358,26 @@ def _decode_fast(
     try:
         for _ in range(count):
             b = data[pos]
-            length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+            length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
                 data, pos + 1, b & 0x7F)
             record_end = pos + length
             if length <= 0 or record_end > end:
                 return None
             b = data[pos + 1]  # skip attributes
-            timestamp_delta, pos = ((b >> 1) ^ -(b & 1), pos + 2) if b < 0x80 else _varint_rest(
+            timestamp_delta, pos = ((b >> 1) ^ -(b & 1), pos + 2) if b < 0x80 else varint_rest(
                 data, pos + 2, b & 0x7F, 64, 7 * MAX_VARLONG_BYTES)
             b = data[pos]
-            offset_delta, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+            offset_delta, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
                 data, pos + 1, b & 0x7F)
             b = data[pos]
-            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
                 data, pos + 1, b & 0x7F)
             key = data[pos : pos + size] if size >= 0 else None
             pos += size if size > 0 else 0
             if size < -1:
                 return None
             b = data[pos]
-            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
                 data, pos + 1, b & 0x7F)
             value = data[pos : pos + size] if size >= 0 else None
             pos += size if size > 0 else 0
@@ -361,21 +406,21 @@ def _decode_headers_fast(
 ) -> tuple[tuple[Header, ...], int]:
     """Headers for ``_decode_fast``: raises IndexError/UnicodeDecodeError at any surprise."""
     b = data[pos]
-    count, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+    count, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
         data, pos + 1, b & 0x7F)
     if count < 0 or count * 2 > record_end - pos:
         raise IndexError("headersCount")
     headers = []
     for _ in range(count):
         b = data[pos]
-        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
             data, pos + 1, b & 0x7F)
         if size < 0 or pos + size > record_end:
             raise IndexError("headerKeyLength")
         key = data[pos : pos + size].decode("utf-8")
         pos += size
         b = data[pos]
-        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint_rest(
+        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
             data, pos + 1, b & 0x7F)
         if size < -1 or pos + size > record_end:
             raise IndexError("headerValueLength")
@@ -392,29 +437,9 @@ def _decode_checked(
     end = len(data)
     pos = 0
     for index in range(count):
-        if pos >= end:
-            raise CorruptRecordError(
-                "recordsCount", f"header declares {count} records but only {index} are present", pos
-            )
-        start = pos
-        length, pos = decode_varint(data, pos, "length")
-        if length < 1:
-            raise CorruptRecordError("length", f"record length {length} is below 1", start)
-        record_end = pos + length
-        if record_end > end:
-            raise CorruptRecordError(
-                "length", f"record of {length} bytes runs {record_end - end} past the end", start
-            )
-        pos += 1  # attributes
-        timestamp_delta, pos = decode_varlong(data, pos, "timestampDelta", record_end)
-        offset_delta, pos = decode_varint(data, pos, "offsetDelta", record_end)
-        key, pos = _read_bytes(data, pos, "key", record_end)
-        value, pos = _read_bytes(data, pos, "value", record_end)
-        headers, pos = _decode_headers(data, pos, record_end)
-        if pos != record_end:
-            raise CorruptRecordError(
-                "length", f"record declares {length} bytes but its fields use fewer", start
-            )
+        timestamp_delta, offset_delta, key, value, headers, pos = _read_record_checked(
+            data, pos, index
+        )
         timestamp = base_timestamp + timestamp_delta
         if log_append_time is not None:
             timestamp = log_append_time
@@ -426,7 +451,52 @@ def _decode_checked(
     return records
 
 
-def _read_bytes(data: bytes, pos: int, field: str, end: int) -> tuple[bytes | None, int]:
+def _read_record_checked(
+    data: bytes | bytearray, pos: int, index: int
+) -> tuple[int, int, bytes | None, bytes | None, tuple[Header, ...], int]:
+    """Record ``index`` at ``pos``, every field checked: ``(timestampDelta, offsetDelta, key,
+    value, headers, next position)``."""
+    end = len(data)
+    if pos >= end:
+        raise CorruptRecordError(
+            "recordsCount", f"the header declares more records than the {index} present", pos
+        )
+    start = pos
+    length, pos = decode_varint(data, pos, "length")
+    if length < 1:
+        raise CorruptRecordError("length", f"record length {length} is below 1", start)
+    record_end = pos + length
+    if record_end > end:
+        raise CorruptRecordError(
+            "length", f"record of {length} bytes runs {record_end - end} past the end", start
+        )
+    pos += 1  # attributes
+    timestamp_delta, pos = decode_varlong(data, pos, "timestampDelta", record_end)
+    offset_delta, pos = decode_varint(data, pos, "offsetDelta", record_end)
+    key, pos = _read_bytes(data, pos, "key", record_end)
+    value, pos = _read_bytes(data, pos, "value", record_end)
+    headers, pos = _decode_headers(data, pos, record_end)
+    if pos != record_end:
+        raise CorruptRecordError(
+            "length", f"record declares {length} bytes but its fields use fewer", start
+        )
+    return timestamp_delta, offset_delta, key, value, headers, pos
+
+
+def explain_record(data: bytes | bytearray, pos: int, index: int) -> NoReturn:
+    """Raise the ``CorruptRecordError`` for record ``index`` at ``pos``, which a fast walk
+    found malformed (``storage.record_walk.Explain``)."""
+    _, offset_delta, _, _, _, _ = _read_record_checked(data, pos, index)
+    if offset_delta != index:
+        raise CorruptRecordError(
+            "offsetDelta", f"record {index} has offsetDelta {offset_delta}", pos
+        )
+    raise AssertionError(f"the fast walk and the checked decoder disagree at byte {pos}")
+
+
+def _read_bytes(
+    data: bytes | bytearray, pos: int, field: str, end: int
+) -> tuple[bytes | None, int]:
     """A length-prefixed byte string that must end by ``end`` (-1 = null)."""
     start = pos
     size, pos = decode_varint(data, pos, f"{field}Length", end)
@@ -438,10 +508,12 @@ def _read_bytes(data: bytes, pos: int, field: str, end: int) -> tuple[bytes | No
         raise CorruptRecordError(
             f"{field}Length", f"{size} bytes run {pos + size - end} past the record", start
         )
-    return data[pos : pos + size], pos + size
+    return bytes(data[pos : pos + size]), pos + size
 
 
-def _decode_headers(data: bytes, pos: int, record_end: int) -> tuple[tuple[Header, ...], int]:
+def _decode_headers(
+    data: bytes | bytearray, pos: int, record_end: int
+) -> tuple[tuple[Header, ...], int]:
     start = pos
     count, pos = decode_varint(data, pos, "headersCount", record_end)
     # Every header takes at least two bytes, which bounds the count before we loop.

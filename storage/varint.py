@@ -58,7 +58,7 @@ def encode_varlong(value: int) -> bytes:
 
 
 def decode_varint(
-    data: bytes, position: int, field: str, end: int | None = None
+    data: bytes | bytearray, position: int, field: str, end: int | None = None
 ) -> tuple[int, int]:
     """Decode a signed int32 at ``position``; return ``(value, next_position)``.
 
@@ -68,14 +68,14 @@ def decode_varint(
 
 
 def decode_varlong(
-    data: bytes, position: int, field: str, end: int | None = None
+    data: bytes | bytearray, position: int, field: str, end: int | None = None
 ) -> tuple[int, int]:
     """Decode a signed int64 at ``position``; return ``(value, next_position)``."""
     return _decode(data, position, field, MAX_VARLONG_BYTES, 64, end)
 
 
 def _decode(
-    data: bytes, position: int, field: str, max_bytes: int, bits: int, end: int | None
+    data: bytes | bytearray, position: int, field: str, max_bytes: int, bits: int, end: int | None
 ) -> tuple[int, int]:
     unsigned = 0
     shift = 0

@@ -10,7 +10,9 @@ found through the time index. No such offset answers offset -1 and timestamp -1 
 -2 (a debugging tool) may ask any replica and sees up to the log end. Errors per partition:
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
 (``current_leader_epoch``, v4+), OFFSET_NOT_AVAILABLE (a new leader whose high watermark has not
-reached its epoch start), INVALID_REQUEST for a partition named twice.
+reached its epoch start), INVALID_REQUEST for a partition named twice, CORRUPT_MESSAGE when the
+batch a timestamp lookup must read is damaged or inflates past its bound (Kafka answers
+``Errors.forException`` of what reading it threw; the bound is pykraft's, issue 9).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from broker.handlers.services import BrokerServices
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
 from broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
+from broker.partition_state import error_for
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
 from protocol.errors import Errors
+from storage.log_validator import CorruptLogError
 from storage.topic_partition import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
@@ -81,6 +85,8 @@ def _lookup(
         )
     except PartitionError as error:
         return _error(partition.partition_index, error.error)
+    except CorruptLogError as error:
+        return _error(partition.partition_index, error_for(error))
     if found is None:
         return _error(partition.partition_index, Errors.NONE)
     return _PartitionResponse(

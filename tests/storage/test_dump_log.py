@@ -255,3 +255,19 @@ def test_directory_and_no_arguments(dump, tmp_path: Path) -> None:
     assert code == 1 and "is not a regular file" in err
     code, _, err = dump()
     assert code == 1 and "at least one file" in err
+
+
+def test_a_decompression_bomb_is_reported_not_inflated(dump, tmp_path: Path) -> None:
+    from storage.varint import encode_varint
+    from tests.storage.bombs import zstd_zeros_frame
+    from tests.storage.test_record_validation import batch_of
+
+    # One record claiming a 1 GiB value, inside 32 KB of zstd: the bound stops it at once.
+    body = b"\x00\x00\x00\x01" + encode_varint(1 << 30)
+    prefix = encode_varint(len(body) + (1 << 30) + 1) + body
+    bomb = batch_of(zstd_zeros_frame(prefix, 1 << 30), 1, CompressionType.ZSTD)
+    log = write(tmp_path, f"{SEGMENT}.log", BATCH_1 + bomb)
+    code, out, _ = dump("--deep-iteration", log)
+    assert code == 1
+    assert out[-2].startswith(f"Found corrupt batch at position {len(BATCH_1)}: length: record 0 "
+                              "is longer than the limit of 67109632")
