@@ -18,6 +18,9 @@ fails if the internals named here change shape. ``GuardedTransport`` is handed t
   and then the peer's address wrapped with the key we sent (what moves it out of
   ``_unknownConnections``), which a replayed frame cannot fake.
 * ``_onTick``: closes connections not authenticated within ``AUTHENTICATION_TIMEOUT_S``.
+* ``_createServer``: the server becomes a ``GuardedTcpServer``, whose ``bind`` deepens the listen
+  backlog and whose ``__onNewConnection`` accepts up to ``MAX_ACCEPTS_PER_EVENT`` per poll event,
+  so a flood does not keep a real peer's reconnect waiting in a full backlog.
 
 and of ``pysyncobj.tcp_connection.TcpConnection`` (name-mangled private methods):
 
@@ -42,6 +45,7 @@ from typing import Any
 
 from pysyncobj.monotonic import monotonic as monotonic_time
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
+from pysyncobj.tcp_server import TcpServer
 from pysyncobj.transport import TCPTransport
 
 PYSYNCOBJ_VERSION = "0.3.17"
@@ -56,6 +60,10 @@ MAX_UNAUTHENTICATED_CONNECTIONS = 32
 # (base64: 4/3). Above this the peer is not one of ours, password or not.
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 MAX_READ_BYTES_PER_EVENT = 1024 * 1024
+# pysyncobj listens with a backlog of 5 and accepts one connection per poll round: under a flood,
+# a real peer's reconnect waited for SYN retransmits (seconds). Accept several per round instead.
+ACCEPT_BACKLOG = 128
+MAX_ACCEPTS_PER_EVENT = 16
 LENGTH_PREFIX = struct.Struct("i")  # pysyncobj's: native byte order, signed
 
 
@@ -181,6 +189,22 @@ class GuardedTcpConnection(TcpConnection):  # type: ignore[misc]
         return len(self._inbox)
 
 
+class GuardedTcpServer(TcpServer):  # type: ignore[misc]
+    """pysyncobj's listening socket with a deeper backlog, accepting up to
+    ``MAX_ACCEPTS_PER_EVENT`` connections per poll event (installed by class swap)."""
+
+    def bind(self) -> None:
+        super().bind()
+        self._TcpServer__socket.listen(ACCEPT_BACKLOG)  # raises the backlog of the bound socket
+
+    def _TcpServer__onNewConnection(self, descr: int, event: int) -> None:
+        # pysyncobj's handler accepts one connection and treats EAGAIN as "nothing pending".
+        for _ in range(MAX_ACCEPTS_PER_EVENT):
+            TcpServer._TcpServer__onNewConnection(self, descr, event)
+            if self._TcpServer__fileno is None:  # it unbound on an error
+                return
+
+
 class GuardedTransport(TCPTransport):  # type: ignore[misc]
     """pysyncobj's TCP transport with every connection guarded; see the module docstring."""
 
@@ -189,6 +213,10 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         if syncObj.encryptor is None:
             raise ValueError("the Raft transport needs a password (controller.quorum.password)")
         super().__init__(syncObj, selfNode, otherNodes)
+
+    def _createServer(self) -> None:
+        super()._createServer()
+        self._server.__class__ = GuardedTcpServer
 
     def addNode(self, node: Any) -> None:
         super().addNode(node)

@@ -17,8 +17,10 @@ from typing import Any
 import pysyncobj
 import pytest
 from pysyncobj.encryptor import getEncryptor
+from pysyncobj.node import TCPNode
 from pysyncobj.poller import createPoller
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
+from pysyncobj.tcp_server import TcpServer
 from pysyncobj.transport import TCPTransport
 from pysyncobj.version import VERSION
 
@@ -32,6 +34,7 @@ from quorum.raft_transport import (
     PYSYNCOBJ_VERSION,
     FrameVerdict,
     GuardedTcpConnection,
+    GuardedTcpServer,
     GuardedTransport,
     judge_frame,
 )
@@ -70,6 +73,15 @@ def test_tcp_connection_still_reads_through_the_methods_we_override() -> None:
         connection.disconnect()
     finally:
         right.close()
+
+
+def test_tcp_server_still_accepts_through_the_method_we_override() -> None:
+    assert "_TcpServer__onNewConnection" in TcpServer.bind.__code__.co_names
+    assert "listen" in TcpServer.bind.__code__.co_names
+    accept = TcpServer._TcpServer__onNewConnection.__code__.co_names
+    assert "accept" in accept and "unbind" in accept
+    assert "_TcpServer__fileno" in TcpServer.unbind.__code__.co_names
+    assert "TcpServer" in TCPTransport._createServer.__code__.co_names
 
 
 def test_tcp_transport_still_has_the_hooks_we_override() -> None:
@@ -272,6 +284,15 @@ def incoming(transport: GuardedTransport, peers: list[socket.socket]) -> TcpConn
 def test_a_transport_without_a_password_is_refused() -> None:
     with pytest.raises(ValueError, match="password"):
         GuardedTransport(FakeSyncObj(None), None, [])
+
+
+def test_the_server_is_guarded_before_it_binds() -> None:
+    transport = GuardedTransport(FakeSyncObj(ENCRYPTOR), TCPNode("127.0.0.1:1"), [])
+    try:
+        assert isinstance(transport._server, GuardedTcpServer)
+        assert not transport.ready  # no port was opened
+    finally:
+        transport.destroy()
 
 
 def test_connections_that_do_not_authenticate_in_time_are_closed() -> None:
