@@ -7,6 +7,7 @@ pickle, zlib: pysyncobj's own framing) through a real poller, without opening a 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import socket
@@ -178,11 +179,8 @@ class Pair:
 
 @pytest.fixture
 def pair() -> Iterator[Pair]:
-    made = Pair()
-    try:
+    with contextlib.closing(Pair()) as made:
         yield made
-    finally:
-        made.close()
 
 
 def sent_frame_bytes(message: Any, send_rand_key: bytes | None = None) -> int:
@@ -272,13 +270,32 @@ class FakeSyncObj:
         self.ticks.append(callback)
 
 
-def incoming(transport: GuardedTransport, peers: list[socket.socket]) -> TcpConnection:
-    mine, theirs = socket.socketpair()
-    mine.setblocking(False)
-    peers.append(theirs)
-    connection = TcpConnection(transport._syncObj._poller, socket=mine)
-    transport._onNewIncomingConnection(connection)
-    return connection
+class ReadOnlyTransport:
+    """A GuardedTransport of a read-only node, and the far ends of the connections it accepted."""
+
+    def __init__(self) -> None:
+        self.transport = GuardedTransport(FakeSyncObj(ENCRYPTOR), None, [])
+        self.peers: list[socket.socket] = []
+
+    def incoming(self) -> TcpConnection:
+        """A connection as pysyncobj's server hands it over, accepted by the transport."""
+        mine, theirs = socket.socketpair()
+        mine.setblocking(False)
+        self.peers.append(theirs)
+        connection = TcpConnection(self.transport._syncObj._poller, socket=mine)
+        self.transport._onNewIncomingConnection(connection)
+        return connection
+
+    def close(self) -> None:
+        self.transport.destroy()
+        for peer in self.peers:
+            peer.close()
+
+
+@pytest.fixture
+def read_only() -> Iterator[ReadOnlyTransport]:
+    with contextlib.closing(ReadOnlyTransport()) as made:
+        yield made
 
 
 def test_a_transport_without_a_password_is_refused() -> None:
@@ -295,48 +312,33 @@ def test_the_server_is_guarded_before_it_binds() -> None:
         transport.destroy()
 
 
-def test_connections_that_do_not_authenticate_in_time_are_closed() -> None:
-    transport = GuardedTransport(FakeSyncObj(ENCRYPTOR), None, [])
-    peers: list[socket.socket] = []
-    try:
-        connection = incoming(transport, peers)
-        assert isinstance(connection, GuardedTcpConnection)
-        opened = connection.opened_at
-        assert transport.close_unauthenticated(opened + AUTHENTICATION_TIMEOUT_S) == 0
-        assert transport.close_unauthenticated(opened + AUTHENTICATION_TIMEOUT_S + 0.01) == 1
-        assert connection.state == CONNECTION_STATE.DISCONNECTED
-        assert transport._unknownConnections == set()
-    finally:
-        transport.destroy()
-        for peer in peers:
-            peer.close()
+def test_connections_that_do_not_authenticate_in_time_are_closed(
+    read_only: ReadOnlyTransport,
+) -> None:
+    connection = read_only.incoming()
+    assert isinstance(connection, GuardedTcpConnection)
+    transport, opened = read_only.transport, connection.opened_at
+    assert transport.close_unauthenticated(opened + AUTHENTICATION_TIMEOUT_S) == 0
+    assert transport.close_unauthenticated(opened + AUTHENTICATION_TIMEOUT_S + 0.01) == 1
+    assert connection.state == CONNECTION_STATE.DISCONNECTED
+    assert transport._unknownConnections == set()
 
 
-def test_a_flood_of_unauthenticated_connections_keeps_only_the_newest() -> None:
-    transport = GuardedTransport(FakeSyncObj(ENCRYPTOR), None, [])
-    peers: list[socket.socket] = []
-    try:
-        first = incoming(transport, peers)
-        others = [incoming(transport, peers) for _ in range(MAX_UNAUTHENTICATED_CONNECTIONS)]
-        assert len(transport._unknownConnections) == MAX_UNAUTHENTICATED_CONNECTIONS
-        assert first.state == CONNECTION_STATE.DISCONNECTED
-        assert all(c.state == CONNECTION_STATE.CONNECTED for c in others)
-    finally:
-        transport.destroy()
-        for peer in peers:
-            peer.close()
+def test_a_flood_of_unauthenticated_connections_keeps_only_the_newest(
+    read_only: ReadOnlyTransport,
+) -> None:
+    first = read_only.incoming()
+    others = [read_only.incoming() for _ in range(MAX_UNAUTHENTICATED_CONNECTIONS)]
+    assert len(read_only.transport._unknownConnections) == MAX_UNAUTHENTICATED_CONNECTIONS
+    assert first.state == CONNECTION_STATE.DISCONNECTED
+    assert all(c.state == CONNECTION_STATE.CONNECTED for c in others)
 
 
-def test_a_completed_handshake_authenticates_the_connection() -> None:
-    transport = GuardedTransport(FakeSyncObj(ENCRYPTOR), None, [])
-    peers: list[socket.socket] = []
-    try:
-        connection = incoming(transport, peers)
-        transport._onIncomingMessageReceived(connection, os.urandom(32))  # the peer's key
-        assert not connection.authenticated and connection in transport._unknownConnections
-        transport._onIncomingMessageReceived(connection, "readonly")  # who it is
-        assert connection.authenticated and connection not in transport._unknownConnections
-    finally:
-        transport.destroy()
-        for peer in peers:
-            peer.close()
+def test_a_completed_handshake_authenticates_the_connection(
+    read_only: ReadOnlyTransport,
+) -> None:
+    transport, connection = read_only.transport, read_only.incoming()
+    transport._onIncomingMessageReceived(connection, os.urandom(32))  # the peer's key
+    assert not connection.authenticated and connection in transport._unknownConnections
+    transport._onIncomingMessageReceived(connection, "readonly")  # who it is
+    assert connection.authenticated and connection not in transport._unknownConnections
