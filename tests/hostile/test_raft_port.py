@@ -87,12 +87,12 @@ class Attacker(threading.Thread):
         self.pause_s = pause_s
         self.stop_after_s = stop_after_s
         self.sent = 0
+        # From the connect: the controller's authentication deadline counts from its accept.
         self.started_at = time.monotonic()
         self.closed_at: float | None = None
         self.stop = threading.Event()
 
     def run(self) -> None:
-        self.started_at = time.monotonic()
         deadline = self.started_at + self.stop_after_s
         self.sock.settimeout(0.2)
         try:
