@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from quorum.service_json import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
+
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["error", "message"],
@@ -46,6 +48,11 @@ def _op(summary: str, body: dict[str, Any] | None = None, write: bool = False,
         responses[status] = {"description": description}
     operation: dict[str, Any] = {"summary": summary, "responses": responses}
     if body is not None:
+        responses["400"]["description"] = (
+            f"INVALID_REQUEST: not one UTF-8 JSON object nested at most {MAX_JSON_DEPTH} deep, "
+            "or an invalid field")
+        responses["413"] = {"description": f"REQUEST_TOO_LARGE: a body over "
+                                           f"{MAX_REQUEST_BODY_BYTES} bytes", "content": error}
         operation["requestBody"] = {"required": True,
                                     "content": {"application/json": {"schema": body}}}
     if parameters:

@@ -19,7 +19,9 @@ Sharp edges of pysyncobj and what we do about each:
   (pure); listener errors are logged, never propagated.
 * pickle only wraps ``bytes``: the blob is our own format. Every frame between controllers is
   encrypted and authenticated with ``password`` (Fernet); a frame that fails authentication is
-  dropped before it is unpickled.
+  dropped before it is unpickled. pysyncobj buffered any frame before that check (a 2 GiB
+  length prefix was honoured): ``quorum.raft_transport.GuardedTransport`` bounds frame size,
+  buffered bytes and time to authenticate, and makes large authenticated frames linear to read.
 * ``journalFile`` and ``fullDumpFile`` are always set; the dump is our own format
   (``quorum.raft_dump``) via ``serializer``/``deserializer``, written off the Raft thread by
   ``quorum.raft_serializer.BackgroundSerializer``, fsync'd (file and directory) before pysyncobj
@@ -55,6 +57,7 @@ from quorum.metadata_view import ResultCallback
 from quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
 from quorum.raft_serializer import BackgroundSerializer
 from quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
+from quorum.raft_transport import GuardedTransport
 from quorum.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
@@ -112,7 +115,8 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         self_address = str(config.self_raft_address)
         others = [str(address) for node, address in sorted(config.voters.items())
                   if node != config.node_id]
-        super().__init__(self_address, others, self._sync_obj_conf(config))
+        super().__init__(self_address, others, self._sync_obj_conf(config),
+                         transportClass=GuardedTransport)
         # The one reach into pysyncobj's internals: write dumps off the Raft thread (see
         # quorum/raft_serializer.py). Assigning an attribute is atomic; until it happens the
         # synchronous hooks below do the same work.

@@ -1,7 +1,9 @@
 """The controller's HTTP service (aiohttp): JSON under /v1 (DESIGN.md §3.6).
 
 Errors are ``{"error": "CODE", "message": "human sentence"}`` with the status that fits:
-400 INVALID_REQUEST (bad JSON, a missing or ill-typed field), 404 for unknown resources,
+400 INVALID_REQUEST (a body that is not one UTF-8 JSON object nested at most
+``MAX_JSON_DEPTH`` deep, a missing or ill-typed field), 413 REQUEST_TOO_LARGE (a body over
+``MAX_REQUEST_BODY_BYTES``), 404 for unknown resources,
 409 SNAPSHOT_REQUIRED (a metadata read below the retained window; carries ``snapshot``),
 421 NOT_CONTROLLER (a write sent to a follower; carries ``leader``, the active controller's URL)
 or 503 NOT_CONTROLLER (no leader known), 503 REQUEST_TIMED_OUT, and Kafka's error names for
@@ -25,6 +27,7 @@ from aiohttp import web
 from quorum.log_window import CommittedBatch, ReadStatus
 from quorum.node import ControllerNode, ServiceError
 from quorum.openapi import openapi_document
+from quorum.service_json import MAX_REQUEST_BODY_BYTES, JsonBodyError, parse_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +74,16 @@ def node_of(request: web.Request) -> ControllerNode:
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object; the one parser behind every route that reads a body."""
     try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError):
-        raise ServiceError(400, "INVALID_REQUEST", "The request body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise ServiceError(400, "INVALID_REQUEST", "The request body must be a JSON object.")
-    return body
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ServiceError(413, "REQUEST_TOO_LARGE", "The request body is larger than "
+                           f"{MAX_REQUEST_BODY_BYTES} bytes.") from None
+    try:
+        return parse_json_object(raw)
+    except JsonBodyError as error:
+        raise ServiceError(400, "INVALID_REQUEST", str(error)) from None
 
 
 def field(body: dict[str, Any], name: str, kind: type, default: Any = ..., *,
@@ -259,7 +265,7 @@ def build_app(node: ControllerNode) -> web.Application:
     from quorum.service_admin import add_admin_routes
     from quorum.service_brokers import add_broker_routes
 
-    app = web.Application(middlewares=[error_middleware], client_max_size=16 * 1024 * 1024)
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[NODE_KEY] = node
     app.router.add_get("/v1/metadata/records", get_records)
     app.router.add_get("/v1/metadata/snapshots", list_snapshots)
