@@ -26,6 +26,7 @@ The files themselves (segments, log end, recovery point, rolls, flushes) are ``L
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import attrs
@@ -185,14 +186,17 @@ class PartitionLog:
         duplicate = check_producers(self.producer_state, batches, first_offset)
         if duplicate is not None:
             return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
-        if latest != leader_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
         next_offset = first_offset
         for validated in batches:
             patch_base_offset(batch, validated.position, next_offset)
             patch_partition_leader_epoch(batch, validated.position, leader_epoch)
             next_offset += validated.header.last_offset_delta + 1
-        return self._append(batch, batches, first_offset, now_ms)
+        info = self._append(batch, batches, first_offset, now_ms)
+        # Only once the batches are written: a failed write leaves no epoch at the log end.
+        # (Recovery re-derives epochs from the batches, so a crash in between loses nothing.)
+        if latest != leader_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        return info
 
     def append_as_follower(
         self, batches: bytes | bytearray | memoryview, now_ms: int | None = None
@@ -213,11 +217,17 @@ class PartitionLog:
             if epoch >= 0 and epoch != self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(epoch, item.header.base_offset)
         view = memoryview(batches)
-        for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
-            start = chunk[0].position
-            end = chunk[-1].position + chunk[-1].header.size_in_bytes
-            rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
-            self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
+        try:
+            for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
+                start = chunk[0].position
+                end = chunk[-1].position + chunk[-1].header.size_in_bytes
+                rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
+                self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
+        except OSError:
+            # Epochs were recorded for batches that are not all written: keep only the log's.
+            with contextlib.suppress(OSError):
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            raise
         valid_bytes = validated[-1].position + validated[-1].header.size_in_bytes
         return append_info(
             validated,
@@ -249,9 +259,14 @@ class PartitionLog:
                     item.position, header.size_in_bytes, last_offset, header.max_timestamp
                 )
             )
-            self.producer_state.update(header, next_offset, last_offset, header.max_timestamp)
             next_offset = last_offset + 1
-        self.local_log.append(buffer, appended)
+        self.local_log.append(buffer, appended)  # an OSError here has changed nothing
+        # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
+        # it, a failed write would answer the producer's retry as a duplicate (issue 9).
+        for item, written in zip(batches, appended, strict=True):
+            header = item.header
+            first = written.last_offset - header.last_offset_delta
+            self.producer_state.update(header, first, written.last_offset, header.max_timestamp)
         return info
 
     def roll(self, now_ms: int) -> None:

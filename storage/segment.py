@@ -182,11 +182,20 @@ class LogSegment:
     def append(
         self, buffer: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch]
     ) -> None:
-        """Write ``buffer`` (whole batches, offsets already assigned) at the end of the file."""
+        """Write ``buffer`` (whole batches, offsets already assigned) at the end of the file.
+
+        A failed write (``OSError``) is cut back off the file and changes nothing else.
+        """
         physical_position = self.size
+        try:
+            _write_fully(self._fd, memoryview(buffer), physical_position)
+        except OSError:
+            # ENOSPC or EIO part-way: cut what was written so no torn batch stays behind.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, physical_position)
+            raise
         if physical_position == 0 and batches:
             self._rolling_timestamp = batches[0].max_timestamp
-        _write_fully(self._fd, memoryview(buffer), physical_position)
         self.size += len(buffer)
         for batch in batches:
             self._after_batch(

@@ -19,7 +19,7 @@ import pytest
 from storage import segment as segment_module
 from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches
+from storage.record_batch import iter_batches, patch_partition_leader_epoch
 from storage.records import SimpleRecord, build_batch, iter_records
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=64, segment_index_bytes=4096)
@@ -110,7 +110,7 @@ def test_a_failed_flush_takes_the_written_batch_back(
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     with monkeypatch.context() as patch:
-        patch.setattr(segment_module.os, "fsync", fail_fsync)
+        patch.setattr(os, "fsync", fail_fsync)
         with pytest.raises(OSError):
             log.append_as_leader(idempotent(b"second", 1), leader_epoch=0, now_ms=0)
     assert (log.log_end_offset, log.active_segment.size) == (1, size)
@@ -134,3 +134,21 @@ def test_a_failed_write_of_a_plain_batch_leaves_no_trace(
     assert log.log_end_offset == 20
     log.append_as_leader(plain(b"later"), leader_epoch=0, now_ms=0)
     assert values(log)[-2:] == [b"v19", b"later"]
+
+
+def test_a_failed_follower_write_records_no_epoch(
+    log: PartitionLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader_data = plain(b"from the leader")
+    with monkeypatch.context() as patch:
+        patch.setattr(segment_module, "_write_fully", FailingDisk(errno.EIO, 5).write)
+        with pytest.raises(OSError):
+            log.append_as_follower(bytes(_stamped(leader_data, epoch=3)))
+    assert (log.log_end_offset, log.leader_epoch_cache.latest_epoch) == (0, None)
+    log.append_as_follower(bytes(_stamped(leader_data, epoch=3)))
+    assert (log.log_end_offset, log.leader_epoch_cache.latest_epoch) == (1, 3)
+
+
+def _stamped(data: bytearray, epoch: int) -> bytearray:
+    patch_partition_leader_epoch(data, 0, epoch)
+    return data
