@@ -284,10 +284,24 @@ class BrokerMetrics:
             "pykraft_metadata_lag_records",
             "Committed metadata records not yet applied to the image.",
         )
+        self.offline_replicas = Gauge(
+            "pykraft_offline_replicas",
+            "Replicas on this broker whose log could not be loaded or whose log dir failed "
+            "(ReplicaManager OfflineReplicaCount).",
+        )
+        self.offline_log_dirs = Gauge(
+            "pykraft_offline_log_dirs",
+            "Log dirs taken offline by an I/O error (LogManager OfflineLogDirectoryCount).",
+        )
+        self.corrupt_batches_served = Counter(
+            "pykraft_corrupt_batches_served_total",
+            "Stored batches whose CRC failed when read for a fetch; they were not served.",
+        )
         for family in (
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,
             self.connections, self.connections_closed, self.broker_state, self.partitions_led,
             self.under_replicated_partitions, self.metadata_offset, self.metadata_lag,
+            self.offline_replicas, self.offline_log_dirs, self.corrupt_batches_served,
         ):  # fmt: skip
             self.registry.register(family)
         self.metadata_offset.set(-1)
@@ -321,6 +335,11 @@ class BrokerMetrics:
         assert 0 <= under_replicated <= led
         self.partitions_led.set(led)
         self.under_replicated_partitions.set(under_replicated)
+
+    def set_offline_storage(self, *, replicas: int, log_dirs: int) -> None:
+        assert replicas >= 0 and log_dirs >= 0
+        self.offline_replicas.set(replicas)
+        self.offline_log_dirs.set(log_dirs)
 
     def set_metadata_progress(self, *, applied_offset: int, committed_end_offset: int) -> None:
         """``applied_offset``: the last applied record's offset (-1 before any);

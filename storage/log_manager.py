@@ -82,6 +82,8 @@ class KafkaStorageError(OSError):
     """The partition or its log dir is offline (Kafka's ``KafkaStorageException``)."""
 
 
+STRAY_DIR_SUFFIX = "-stray"  # Kafka's LocalLog.StrayDirSuffix
+
 # What loading one damaged partition may raise; anything else is a bug and propagates.
 PARTITION_LOAD_ERRORS = (OSError, ValueError, CorruptIndexError)
 
@@ -128,7 +130,7 @@ def _partition_dirs(log_dir: Path, problems: list[str]) -> list[tuple[TopicParti
     """Live partition directories; finishes deletions, leaves ``-future`` dirs alone."""
     found: list[tuple[TopicPartition, Path]] = []
     for path in sorted(log_dir.iterdir()):
-        if not path.is_dir() or is_future_dir(path.name):
+        if not path.is_dir() or is_future_dir(path.name) or path.name.endswith(STRAY_DIR_SUFFIX):
             continue
         if is_deleted_dir(path.name):
             shutil.rmtree(path, ignore_errors=True)
@@ -327,6 +329,23 @@ class LogManager:
             self._last_flush_ms.pop(tp, None)
             self.offline_partitions[tp] = f"its log dir {log_dir} is offline: {reason}"
         return gone
+
+    def set_aside_offline_partition(self, tp: TopicPartition) -> bool:
+        """Rename an unloadable partition's directory to ``<dir>.<uuid>-stray`` (Kafka's
+        stray-log name, ``LocalLog.logStrayDirName``) and forget it is offline, so a replica
+        can be re-created empty and re-fetched from the leader; the damaged files stay for an
+        operator to look at. False when ``tp`` is not offline by itself (its dir is)."""
+        log_dir = self._dir_of.get(tp)
+        if tp not in self.offline_partitions or tp in self._logs or log_dir is None:
+            return False
+        if log_dir in self.offline_dirs:
+            return False
+        stray = log_dir / f"{tp.dir_name()}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        (log_dir / tp.dir_name()).rename(stray)
+        fsync_directory(log_dir)
+        logger.warning("set aside the damaged log of %s as %s", tp, stray)
+        del self.offline_partitions[tp], self._dir_of[tp]
+        return True
 
     def _on_io_error(self, tp: TopicPartition, error: OSError) -> None:
         log_dir = self._dir_of.get(tp)

@@ -1,0 +1,155 @@
+"""ReplicaManager when storage fails (issue 9; Kafka's ``ReplicaManager.handleLogDirFailure``):
+an I/O error on append answers KAFKA_STORAGE_ERROR and takes that log dir offline — its
+partitions answer KAFKA_STORAGE_ERROR from then on, partitions on other dirs keep serving, and
+the broker is asked to halt once no dir is left. A partition that could not be loaded is never
+recreated over its damage while led here; followed from another leader, it is set aside and
+re-fetched."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.partition import PartitionRole
+from broker.purgatory import DelayedFetches
+from broker.replica_manager import RecordedFetcherManager, ReplicaManager
+from metadata.image import MetadataImage
+from metadata.records import TopicRecord
+from protocol.errors import Errors
+from storage import segment as segment_module
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.recovery import CLEAN_SHUTDOWN_FILE
+from tests.broker.replica_harness import (
+    LOCAL,
+    OTHER,
+    PETS0,
+    PETS1,
+    PETS_ID,
+    Cluster,
+    FakeClock,
+    at,
+    batch,
+    partition_record,
+)
+
+
+class TwoDirCluster(Cluster):
+    """The harness's broker with two log dirs: pets-0 lands on ``a``, pets-1 on ``b``."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.log_dirs = [tmp_path / "a", tmp_path / "b"]
+        self.log_dir = self.log_dirs[0]
+        self.log_manager = LogManager.open(self.log_dirs, LogConfig(), now_ms=0)
+        self.fetchers = RecordedFetcherManager()
+        self.clock = FakeClock()
+        self.replica_manager = ReplicaManager(
+            broker_id=LOCAL,
+            log_manager=self.log_manager,
+            fetcher_manager=self.fetchers,
+            delayed_fetches=DelayedFetches(clock_ms=self.clock),
+            clock_ms=self.clock,
+        )
+        self.halts: list[str] = []
+        offline_storage = self.replica_manager.offline_storage
+        offline_storage.on_all_log_dirs_offline = lambda: self.halts.append("halt")
+        self.image = MetadataImage.EMPTY
+
+    def start_pets_led_here(self) -> None:
+        self.start(
+            TopicRecord(name="pets", topic_id=PETS_ID),
+            partition_record(PETS_ID, 0, (LOCAL,), leader=LOCAL),
+            partition_record(PETS_ID, 1, (LOCAL,), leader=LOCAL),
+        )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[TwoDirCluster]:
+    harness = TwoDirCluster(tmp_path)
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+def failing_write(fd: int, data: memoryview, position: int) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_failed_append_answers_storage_error_and_takes_its_dir_offline(
+    cluster: TwoDirCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.start_pets_led_here()
+    assert cluster.log_manager.log_dir_of(PETS0) == cluster.log_dirs[0]
+    assert cluster.produce(PETS0, batch(b"kept")).error is Errors.NONE
+    with monkeypatch.context() as patch:
+        patch.setattr(segment_module, "_write_fully", failing_write)
+        failed = cluster.produce(PETS0, batch(b"lost"))
+    assert failed.error is Errors.KAFKA_STORAGE_ERROR
+    assert list(cluster.log_manager.offline_dirs) == [cluster.log_dirs[0]]
+    assert cluster.replica_manager.get_partition(PETS0) is None
+    # From now on the partition is offline (Kafka's HostedPartition.Offline) ...
+    assert cluster.produce(PETS0, batch(b"later")).error is Errors.KAFKA_STORAGE_ERROR
+    [read] = cluster.fetch(at(PETS0, 0))
+    assert read.error is Errors.KAFKA_STORAGE_ERROR
+    # ... and the other dir serves on.
+    assert cluster.produce(PETS1, batch(b"other dir")).error is Errors.NONE
+    [other] = cluster.fetch(at(PETS1, 0))
+    assert (other.error, other.log_end_offset) == (Errors.NONE, 1)
+    assert cluster.halts == []
+    with monkeypatch.context() as patch:
+        patch.setattr(segment_module, "_write_fully", failing_write)
+        assert cluster.produce(PETS1, batch(b"lost")).error is Errors.KAFKA_STORAGE_ERROR
+    assert cluster.halts == ["halt"]  # every dir is offline: Kafka halts the broker
+
+
+def damage_and_reopen(tmp_path: Path) -> TwoDirCluster:
+    """pets-1 (on dir b) written, cleanly shut down, then made unloadable."""
+    first = TwoDirCluster(tmp_path)
+    first.start_pets_led_here()
+    assert first.produce(PETS1, batch(b"old")).error is Errors.NONE
+    first.close()
+    segment = tmp_path / "b" / "pets-1" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
+    assert (tmp_path / "b" / CLEAN_SHUTDOWN_FILE).exists()
+    return TwoDirCluster(tmp_path)
+
+
+def test_an_unloadable_partition_led_here_stays_offline(tmp_path: Path) -> None:
+    cluster = damage_and_reopen(tmp_path)
+    try:
+        cluster.start_pets_led_here()
+        assert cluster.replica_manager.get_partition(PETS1) is None
+        assert cluster.produce(PETS1, batch(b"x")).error is Errors.KAFKA_STORAGE_ERROR
+        assert (tmp_path / "b" / "pets-1" / "00000000000000000000.log").is_dir()  # untouched
+        assert cluster.produce(PETS0, batch(b"y")).error is Errors.NONE
+        assert cluster.log_manager.offline_dirs == {}
+    finally:
+        cluster.close()
+
+
+def test_an_unloadable_partition_followed_here_is_set_aside_and_refetched(
+    tmp_path: Path,
+) -> None:
+    cluster = damage_and_reopen(tmp_path)
+    try:
+        cluster.start(
+            TopicRecord(name="pets", topic_id=PETS_ID),
+            partition_record(PETS_ID, 0, (LOCAL,), leader=LOCAL),
+            partition_record(PETS_ID, 1, (OTHER, LOCAL), leader=OTHER, leader_epoch=2),
+        )
+        partition = cluster.replica_manager.get_partition(PETS1)
+        assert partition is not None and partition.role is PartitionRole.FOLLOWER
+        assert partition.log_end_offset == 0
+        assert cluster.fetchers.assignments[PETS1].init_offset == 0
+        assert PETS1 not in cluster.log_manager.offline_partitions
+        [stray] = [p.name for p in (tmp_path / "b").iterdir() if p.name.endswith("-stray")]
+        assert stray.startswith("pets-1.")
+        assert (tmp_path / "b" / stray / "00000000000000000000.log").is_dir()  # kept to inspect
+    finally:
+        cluster.close()
