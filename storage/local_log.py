@@ -89,7 +89,13 @@ class LocalLog:
             # Leftovers of an earlier life of this offset would be read as entries.
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / segment_file_name(base, suffix)).unlink()
-        self._segments.append(LogSegment(self.directory, base, self.config, now_ms))
+        segment = LogSegment(self.directory, base, self.config, now_ms)
+        try:
+            segment.open_indexes()
+        except OSError:
+            segment.discard()  # the old segment stays active; the next append tries again
+            raise
+        self._segments.append(segment)
         self._directory_dirty = True
         self._pending_flush_offset = base
         return True

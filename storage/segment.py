@@ -143,6 +143,21 @@ class LogSegment:
             )
         return self._time_index
 
+    def open_indexes(self) -> None:
+        """Create (and reserve room for) both index files now, so that ENOSPC fails here —
+        an open or a roll — rather than after a batch was written."""
+        _ = self.offset_index, self.time_index
+
+    def discard(self) -> None:
+        """Remove a segment that never held data (a roll that failed): best effort."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_handler()
+        os.close(self._fd)
+        for path in (self.log_path, self.offset_index_path, self.time_index_path):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     def sanity_check(self) -> None:
         """Raise CorruptIndexError (or FileNotFoundError) when the indexes need rebuilding."""
         for path in (self.offset_index_path, self.time_index_path):
@@ -187,6 +202,7 @@ class LogSegment:
         A failed write (``OSError``) is cut back off the file and changes nothing else.
         """
         physical_position = self.size
+        self.open_indexes()  # before the write: a failure must leave no batch behind
         try:
             _write_fully(self._fd, memoryview(buffer), physical_position)
         except OSError:

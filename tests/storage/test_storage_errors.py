@@ -152,3 +152,29 @@ def test_a_failed_follower_write_records_no_epoch(
 def _stamped(data: bytearray, epoch: int) -> bytearray:
     patch_partition_leader_epoch(data, 0, epoch)
     return data
+
+
+def test_an_index_without_room_fails_with_oserror_before_any_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a full file system a sparse, memory-mapped index would die of SIGBUS on its first
+    # entry; its blocks are reserved when it is created, so ENOSPC is an OSError there.
+    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+    for n in range(40):
+        log.append_as_leader(plain(b"v%02d" % n), leader_epoch=0, now_ms=0)  # fills a segment
+
+    def no_room(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    end, segments = log.log_end_offset, len(log.segments)
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "posix_fallocate", no_room)
+        with pytest.raises(OSError):
+            for n in range(40):  # until the roll needs a new index
+                log.append_as_leader(plain(b"w%02d" % n), leader_epoch=0, now_ms=0)
+                end, segments = log.log_end_offset, len(log.segments)
+    assert (log.log_end_offset, len(log.segments)) == (end, segments)
+    assert len(list(log.directory.glob("*.log"))) == segments  # the failed roll left nothing
+    log.append_as_leader(plain(b"after"), leader_epoch=0, now_ms=0)
+    assert values(log)[-1] == b"after"
+    log.close_handlers()
