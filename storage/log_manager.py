@@ -282,8 +282,14 @@ class LogManager:
         log_dir = min(online, key=lambda d: counts[d])
         if config is not None:
             self.update_topic_config(tp.topic, config)
-        log = PartitionLog.open(log_dir / tp.dir_name(), self.config_for(tp.topic), now_ms=now_ms)
-        fsync_directory(log_dir)
+        try:
+            log = PartitionLog.open(
+                log_dir / tp.dir_name(), self.config_for(tp.topic), now_ms=now_ms
+            )
+            fsync_directory(log_dir)
+        except OSError as error:  # Kafka: an IOException in getOrCreateLog fails the dir
+            self.handle_log_dir_failure(log_dir, f"creating {tp}: {error}")
+            raise KafkaStorageError(f"cannot create {tp} in {log_dir}: {error}") from error
         self._register(tp, log, log_dir, now_ms)
         return log
 

@@ -111,3 +111,20 @@ def test_an_unreadable_log_dir_at_start_up_is_offline(tmp_path: Path) -> None:
     manager = LogManager.open([not_a_dir, tmp_path / "b"], CONFIG, 0)
     assert list(manager.offline_dirs) == [not_a_dir]
     assert manager.get_or_create_log(ORDERS_0, now_ms=0).directory.parent == tmp_path / "b"
+
+
+def test_a_partition_that_cannot_be_created_fails_its_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager.open(dirs, CONFIG, 0)
+
+    def no_room(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "posix_fallocate", no_room)
+        with pytest.raises(KafkaStorageError, match="cannot create orders-0"):
+            manager.get_or_create_log(ORDERS_0, now_ms=0)
+    assert list(manager.offline_dirs) == [dirs[0]]
+    assert manager.get_or_create_log(ORDERS_1, now_ms=0).directory.parent == dirs[1]
