@@ -293,15 +293,16 @@ class BrokerMetrics:
             "pykraft_offline_log_dirs",
             "Log dirs taken offline by an I/O error (LogManager OfflineLogDirectoryCount).",
         )
-        self.corrupt_batches_served = Counter(
-            "pykraft_corrupt_batches_served_total",
-            "Stored batches whose CRC failed when read for a fetch; they were not served.",
+        self.corrupt_batch_reads = Gauge(
+            "pykraft_corrupt_batch_reads",
+            "Fetch reads since start that met a stored batch failing its CRC below the "
+            "recovery point; it was not served (storage.read_verification).",
         )
         for family in (
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,
             self.connections, self.connections_closed, self.broker_state, self.partitions_led,
             self.under_replicated_partitions, self.metadata_offset, self.metadata_lag,
-            self.offline_replicas, self.offline_log_dirs, self.corrupt_batches_served,
+            self.offline_replicas, self.offline_log_dirs, self.corrupt_batch_reads,
         ):  # fmt: skip
             self.registry.register(family)
         self.metadata_offset.set(-1)
@@ -336,10 +337,12 @@ class BrokerMetrics:
         self.partitions_led.set(led)
         self.under_replicated_partitions.set(under_replicated)
 
-    def set_offline_storage(self, *, replicas: int, log_dirs: int) -> None:
-        assert replicas >= 0 and log_dirs >= 0
-        self.offline_replicas.set(replicas)
-        self.offline_log_dirs.set(log_dirs)
+    def set_storage_health(self, *, offline_replicas: int, offline_log_dirs: int,
+                           corrupt_batch_reads: int) -> None:
+        assert min(offline_replicas, offline_log_dirs, corrupt_batch_reads) >= 0
+        self.offline_replicas.set(offline_replicas)
+        self.offline_log_dirs.set(offline_log_dirs)
+        self.corrupt_batch_reads.set(corrupt_batch_reads)
 
     def set_metadata_progress(self, *, applied_offset: int, committed_end_offset: int) -> None:
         """``applied_offset``: the last applied record's offset (-1 before any);

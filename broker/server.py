@@ -157,9 +157,11 @@ class BrokerServer:
         self.metrics.set_metadata_progress(applied_offset=self.loader.image.offset,
                                            committed_end_offset=self.loader.log_end_offset)
         if self.log_manager is not None:
-            self.metrics.set_offline_storage(
-                replicas=len(self.log_manager.offline_partitions),
-                log_dirs=len(self.log_manager.offline_dirs))
+            manager = self.log_manager
+            self.metrics.set_storage_health(
+                offline_replicas=len(manager.offline_partitions),
+                offline_log_dirs=len(manager.offline_dirs),
+                corrupt_batch_reads=sum(log.corruptions.count for log in manager.logs.values()))
         rows = self.partition_rows()
         leaders = [row for row in rows if row.role is ReplicaRole.LEADER]
         self.metrics.set_partition_counts(

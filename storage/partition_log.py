@@ -16,10 +16,12 @@ Before writing, the log rolls to a new segment when the active one would pass
 ``segment.bytes``, is older than ``segment.ms`` (by record time), or its indexes are full.
 
 Reads return ``FileSlice``s of whole batches (never bytes), bounded by an upper offset (high
-watermark for consumers, log end for followers). ``truncate_to`` (a follower diverged) cuts whole
-batches from the end; ``delete_records`` and retention move the log start forward and delete
-segments that lie wholly below it. Opening a log runs recovery (``storage.recovery``) and then
-rebuilds producer state from its latest snapshot plus a replay of the batches after it.
+watermark for consumers, log end for followers); batches below the recovery point are
+CRC-checked first and a corrupt one is never served (``storage.read_verification``).
+``truncate_to`` (a follower diverged) cuts whole batches from the end; ``delete_records`` and
+retention move the log start forward and delete segments that lie wholly below it. Opening a
+log runs recovery (``storage.recovery``) and then rebuilds producer state from its latest
+snapshot plus a replay of the batches after it.
 
 The files themselves (segments, log end, recovery point, rolls, flushes) are ``LocalLog``'s.
 """
@@ -49,7 +51,12 @@ from storage.log_validator import (
     validate_leader_batches,
 )
 from storage.producer_state import ProducerStateManager
-from storage.record_batch import patch_base_offset, patch_partition_leader_epoch
+from storage.read_verification import CorruptionReports, verified
+from storage.record_batch import (
+    CorruptRecordError,
+    patch_base_offset,
+    patch_partition_leader_epoch,
+)
 from storage.recovery import RecoveryReport, load_log
 from storage.retention import RetentionDecision, SegmentInfo, decide_retention
 from storage.segment import AppendedBatch, LogSegment
@@ -82,6 +89,7 @@ class PartitionLog:
         self.leader_epoch_cache = leader_epoch_cache
         self.producer_state = producer_state
         self.load_report = load_report
+        self.corruptions = CorruptionReports()
 
     @classmethod
     def open(
@@ -295,7 +303,16 @@ class PartitionLog:
         upper = min(upper_bound, end)
         if offset >= upper:
             return FetchDataInfo(LogOffsetMetadata(offset), (), offset)
-        return self.local_log.read(offset, max_bytes, upper, min_one_batch)
+        info = self.local_log.read(offset, max_bytes, upper, min_one_batch)
+        if offset >= self.recovery_point:
+            return info  # checked on append; recovery re-checks it after a crash
+        checked, corrupt = verified(info, offset, self.recovery_point)
+        if corrupt is None:
+            return checked
+        self.corruptions.report(corrupt)
+        if checked.is_empty:
+            raise CorruptRecordError("crc", f"{corrupt.path}: {corrupt.reason}", corrupt.position)
+        return checked
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets: the first offset whose record timestamp >= ``timestamp``; also

@@ -153,3 +153,28 @@ def test_an_unloadable_partition_followed_here_is_set_aside_and_refetched(
         assert (tmp_path / "b" / stray / "00000000000000000000.log").is_dir()  # kept to inspect
     finally:
         cluster.close()
+
+
+def test_a_corrupt_stored_batch_answers_storage_error_and_the_dir_stays_online(
+    cluster: TwoDirCluster,
+) -> None:
+    cluster.start_pets_led_here()
+    for n in range(3):
+        assert cluster.produce(PETS0, batch(b"v%d" % n)).error is Errors.NONE
+    log = cluster.log_manager.get_log(PETS0)
+    assert log is not None
+    log.flush()
+    location = log.active_segment.translate_offset(1)
+    assert location is not None
+    with log.active_segment.log_path.open("r+b") as file:  # a bit flips on disk
+        file.seek(location.position + location.header.size_in_bytes - 2)
+        file.write(b"\xff")
+    [read] = cluster.fetch(at(PETS0, 0))
+    assert (read.error, b"".join(p.read_bytes() for p in read.slices).count(b"v0")) == (
+        Errors.NONE,
+        1,
+    )
+    [bad] = cluster.fetch(at(PETS0, 1))
+    assert bad.error is Errors.KAFKA_STORAGE_ERROR  # a disk fault, never served
+    assert cluster.log_manager.offline_dirs == {}  # the disk answers: only the data is bad
+    assert log.corruptions.count == 2
