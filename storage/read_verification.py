@@ -33,6 +33,7 @@ import attrs
 from storage.file_slice import FetchDataInfo, FileSlice
 from storage.record_batch import (
     BATCH_HEADER_SIZE,
+    BatchHeader,
     CorruptRecordError,
     compute_crc,
     parse_header,
@@ -63,43 +64,54 @@ class _SliceCheck:
     done: bool  # a batch at or past the stop offset was reached: nothing more to check
 
 
-def _check_slice(fd: int, piece: FileSlice, next_offset: int, stop_offset: int) -> _SliceCheck:
+def _offsets_problem(
+    header: BatchHeader, next_offset: int, first: bool
+) -> CorruptRecordError | None:
+    """``baseOffset`` lies outside the CRC, so offsets are checked too: each batch continues
+    the one before, and the read's first batch holds the fetch offset."""
+    if first and not header.base_offset <= next_offset <= header.last_offset:
+        return CorruptRecordError("baseOffset", f"{header.base_offset} does not hold {next_offset}")
+    if not first and header.base_offset != next_offset:
+        return CorruptRecordError("baseOffset", f"{header.base_offset}, expected {next_offset}")
+    return None
+
+
+def _check_slice(
+    fd: int, piece: FileSlice, next_offset: int, stop_offset: int, first: bool
+) -> _SliceCheck:
     position = 0
     while position < piece.length:
         want = min(VERIFY_CHUNK_BYTES, piece.length - position)
         chunk = os.pread(fd, want, piece.position + position)
         offset = 0
         while len(chunk) - offset >= BATCH_HEADER_SIZE:
+            where = piece.position + position + offset
             try:
                 header = parse_header(chunk, offset)
             except CorruptRecordError as bad_header:
-                where = piece.position + position + offset
-                return _SliceCheck(
-                    position + offset,
-                    next_offset,
-                    _bad(piece, where, next_offset, bad_header),
-                    True,
-                )
-            if header.base_offset >= stop_offset:
+                corrupt = _bad(piece, where, next_offset, bad_header)
+                return _SliceCheck(position + offset, next_offset, corrupt, True)
+            problem = _offsets_problem(header, next_offset, first)
+            if problem is not None:
+                corrupt = _bad(piece, where, next_offset, problem)
+                return _SliceCheck(position + offset, next_offset, corrupt, True)
+            if header.base_offset >= stop_offset:  # at or past the recovery point: as is
                 return _SliceCheck(position + offset, next_offset, None, True)
             end = offset + header.size_in_bytes
+            if end > len(chunk) and offset == 0:  # one batch larger than a chunk: read it alone
+                chunk = os.pread(fd, header.size_in_bytes, piece.position + position)
+                end = len(chunk)
             if end > len(chunk):
-                if offset == 0:  # one batch larger than a chunk: read it alone
-                    chunk = os.pread(fd, header.size_in_bytes, piece.position + position)
-                    end = len(chunk)
-                if end > len(chunk):
-                    break
+                break
             if compute_crc(chunk, offset, header) != header.crc:
-                where = piece.position + position + offset
                 bad_crc = CorruptRecordError("crc", f"stored {header.crc:#010x} does not match")
-                return _SliceCheck(
-                    position + offset, next_offset, _bad(piece, where, next_offset, bad_crc), True
-                )
-            next_offset, offset = header.next_offset, end
+                corrupt = _bad(piece, where, next_offset, bad_crc)
+                return _SliceCheck(position + offset, next_offset, corrupt, True)
+            next_offset, offset, first = header.next_offset, end, False
         if offset == 0:
-            where = piece.position + position
             torn = CorruptRecordError("batchLength", "the slice ends inside a batch")
-            return _SliceCheck(position, next_offset, _bad(piece, where, next_offset, torn), True)
+            corrupt = _bad(piece, piece.position + position, next_offset, torn)
+            return _SliceCheck(position, next_offset, corrupt, True)
         position += offset
     return _SliceCheck(position, next_offset, None, False)
 
@@ -121,7 +133,7 @@ def verified(
     for piece in info.slices:
         fd = os.open(piece.path, os.O_RDONLY)
         try:
-            check = _check_slice(fd, piece, next_offset, stop_offset)
+            check = _check_slice(fd, piece, next_offset, stop_offset, first=not kept)
         finally:
             os.close(fd)
         if check.corrupt is None and not check.done:

@@ -84,3 +84,18 @@ def test_batches_above_the_recovery_point_are_not_rechecked(tmp_path: Path) -> N
     assert log.read(0, 10**8, 30).next_offset == 30
     assert log.corruptions.count == 0
     log.close_handlers()
+
+
+def test_a_flipped_base_offset_outside_the_crc_is_caught_by_the_offsets(tmp_path: Path) -> None:
+    log = written(tmp_path)
+    log.flush()
+    location = log.segments[0].translate_offset(5)
+    assert location is not None
+    with log.segments[0].log_path.open("r+b") as file:
+        file.seek(location.position)  # baseOffset's most significant byte
+        file.write(b"\x04")
+    info = log.read(0, 10**8, 30)
+    assert (offsets(info.read_bytes()), info.next_offset) == (list(range(5)), 5)
+    with pytest.raises(CorruptRecordError, match="baseOffset"):
+        log.read(5, 10**8, 30)
+    log.close_handlers()
