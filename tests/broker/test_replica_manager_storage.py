@@ -15,14 +15,9 @@ from pathlib import Path
 import pytest
 
 from broker.partition import PartitionRole
-from broker.purgatory import DelayedFetches
-from broker.replica_manager import RecordedFetcherManager, ReplicaManager
-from metadata.image import MetadataImage
 from metadata.records import TopicRecord
 from protocol.errors import Errors
 from storage import segment as segment_module
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
 from storage.recovery import CLEAN_SHUTDOWN_FILE
 from tests.broker.replica_harness import (
     LOCAL,
@@ -31,7 +26,6 @@ from tests.broker.replica_harness import (
     PETS1,
     PETS_ID,
     Cluster,
-    FakeClock,
     at,
     batch,
     partition_record,
@@ -42,22 +36,10 @@ class TwoDirCluster(Cluster):
     """The harness's broker with two log dirs: pets-0 lands on ``a``, pets-1 on ``b``."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.log_dirs = [tmp_path / "a", tmp_path / "b"]
-        self.log_dir = self.log_dirs[0]
-        self.log_manager = LogManager.open(self.log_dirs, LogConfig(), now_ms=0)
-        self.fetchers = RecordedFetcherManager()
-        self.clock = FakeClock()
-        self.replica_manager = ReplicaManager(
-            broker_id=LOCAL,
-            log_manager=self.log_manager,
-            fetcher_manager=self.fetchers,
-            delayed_fetches=DelayedFetches(clock_ms=self.clock),
-            clock_ms=self.clock,
-        )
+        super().__init__(tmp_path, log_dirs=[tmp_path / "a", tmp_path / "b"])
         self.halts: list[str] = []
         offline_storage = self.replica_manager.offline_storage
         offline_storage.on_all_log_dirs_offline = lambda: self.halts.append("halt")
-        self.image = MetadataImage.EMPTY
 
     def start_pets_led_here(self) -> None:
         self.start(

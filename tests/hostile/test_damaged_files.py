@@ -48,7 +48,8 @@ def produce(single: SingleBroker, topic: str, count: int) -> list[int]:
         producer.close()
 
 
-def consume(single: SingleBroker, topic: str, end: int) -> list[bytes]:
+def consume(single: SingleBroker, topic: str, end: int | None = None) -> list[bytes]:
+    """Values of partition 0 from offset 0 up to ``end`` (default: until 5 s pass idle)."""
     consumer = KafkaConsumer(
         bootstrap_servers=single.bootstrap, enable_auto_commit=False,
         consumer_timeout_ms=5_000, request_timeout_ms=10_000,
@@ -60,7 +61,7 @@ def consume(single: SingleBroker, topic: str, end: int) -> list[bytes]:
         values: list[bytes] = []
         for message in consumer:
             values.append(message.value)
-            if message.offset + 1 >= end:
+            if end is not None and message.offset + 1 >= end:
                 break
         return values
     finally:

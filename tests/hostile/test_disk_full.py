@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.producer.future import FutureRecordMetadata
 
 from tests.hostile.conftest import SingleBroker
+from tests.hostile.test_damaged_files import consume
 from tests.integration.conftest import http
 
 SMALL_DISK = Path(f"/tmp/pykraft-hostile-disk-{os.getpid()}")
@@ -72,20 +73,6 @@ def wait_until(predicate: object, timeout_s: float = 30.0) -> None:
     raise AssertionError("timed out")
 
 
-def consume_all(single: SingleBroker, topic: str) -> list[bytes]:
-    consumer = KafkaConsumer(
-        bootstrap_servers=single.bootstrap, enable_auto_commit=False,
-        consumer_timeout_ms=5_000, request_timeout_ms=10_000,
-    )  # fmt: skip
-    try:
-        partition = TopicPartition(topic, 0)
-        consumer.assign([partition])
-        consumer.seek(partition, 0)
-        return [message.value for message in consumer]
-    finally:
-        consumer.close()
-
-
 def value(n: int) -> bytes:
     return b"%06d-" % n + b"x" * (RECORD_BYTES - 7)
 
@@ -127,7 +114,7 @@ def test_disk_full_mid_stream_then_freed_loses_and_duplicates_nothing(
 
     acknowledged = {value(n) for n, f in enumerate(futures) if f.succeeded()}
     assert len(acknowledged) == RECORDS, [f.exception for f in futures if f.failed()][:3]
-    stored = consume_all(single, "stream")
+    stored = consume(single, "stream")
     counts = collections.Counter(stored)
     assert [v[:6] for v, c in counts.items() if c > 1] == []  # nothing twice
     assert acknowledged <= set(counts)  # nothing acknowledged lost
