@@ -67,7 +67,6 @@ from broker.replica_api import (
     PartitionFetch,
     RecordedFetcherManager,
 )
-from broker.topic_configs import changed_topic_configs
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
@@ -88,7 +87,6 @@ __all__ = [
     "PartitionFetch",
     "RecordedFetcherManager",
     "ReplicaManager",
-    "changed_topic_configs",
 ]
 
 logger = logging.getLogger(__name__)

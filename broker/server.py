@@ -52,7 +52,8 @@ from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import ReplicaManager, changed_topic_configs
+from broker.replica_manager import ReplicaManager
+from broker.topic_configs import changed_topic_configs
 from fetcher import FetcherConfig, ReplicaFetcherManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
