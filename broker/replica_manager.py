@@ -264,8 +264,8 @@ class ReplicaManager:
         topics deleted, or of replicas moved away, while this broker was down. Without a topic
         id on disk, a topic re-created under the same name is not recognised as stray here.
         """
-        stray = []
-        for topic_partition in sorted(self.log_manager.logs):
+        stray, manager = [], self.log_manager
+        for topic_partition in sorted({*manager.logs, *manager.offline_partitions}):
             topic = image.topics.by_name.get(topic_partition.topic)
             registration = (
                 None if topic is None else topic.partitions.get(topic_partition.partition)

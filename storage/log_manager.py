@@ -361,15 +361,20 @@ class LogManager:
     # ------------------------------------------------------------------ deletion
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        """Rename the partition's directory to ``...-delete``, then remove it."""
+        """Rename the partition's directory to ``...-delete``, then remove it. An offline
+        partition on an online dir (it could not be loaded) is deleted the same way."""
         log = self._logs.pop(tp, None)
-        if log is None:
+        log_dir = self._dir_of.get(tp)
+        if log is None and (tp not in self.offline_partitions or log_dir in self.offline_dirs):
             return False
-        log_dir = self._dir_of.pop(tp)
+        assert log_dir is not None
+        del self._dir_of[tp]
+        self.offline_partitions.pop(tp, None)
         self._last_flush_ms.pop(tp, None)
-        log.close_handlers()
+        if log is not None:
+            log.close_handlers()
         doomed = log_dir / delete_dir_name(tp, uuid.uuid4().hex)
-        log.directory.rename(doomed)
+        (log_dir / tp.dir_name()).rename(doomed)
         fsync_directory(log_dir)
         shutil.rmtree(doomed, ignore_errors=True)
         self.checkpoint_all()

@@ -28,6 +28,7 @@ from tests.broker.replica_harness import (
     Cluster,
     at,
     batch,
+    broker,
     partition_record,
 )
 
@@ -160,3 +161,14 @@ def test_a_corrupt_stored_batch_answers_storage_error_and_the_dir_stays_online(
     assert bad.error is Errors.KAFKA_STORAGE_ERROR  # a disk fault, never served
     assert cluster.log_manager.offline_dirs == {}  # the disk answers: only the data is bad
     assert log.corruptions.count == 2
+
+
+def test_an_unloadable_partition_of_a_deleted_topic_is_deleted_as_stray(tmp_path: Path) -> None:
+    cluster = damage_and_reopen(tmp_path)
+    try:
+        cluster.publish(broker(LOCAL), broker(OTHER))  # pets was deleted while we were down
+        assert cluster.replica_manager.delete_stray_logs(cluster.image) == [PETS0, PETS1]
+        assert cluster.log_manager.offline_partitions == {}
+        assert not (tmp_path / "b" / "pets-1").exists()
+    finally:
+        cluster.close()

@@ -128,3 +128,15 @@ def test_a_partition_that_cannot_be_created_fails_its_dir(
             manager.get_or_create_log(ORDERS_0, now_ms=0)
     assert list(manager.offline_dirs) == [dirs[0]]
     assert manager.get_or_create_log(ORDERS_1, now_ms=0).directory.parent == dirs[1]
+
+
+def test_an_unloadable_partition_can_still_be_deleted(tmp_path: Path) -> None:
+    two_partitions(tmp_path)
+    segment = tmp_path / "orders-1" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
+    manager = LogManager.open([tmp_path], CONFIG, 0)
+    assert manager.delete_log(ORDERS_1)  # its topic was deleted while it was unreadable
+    assert manager.offline_partitions == {}
+    assert not (tmp_path / "orders-1").exists()
+    assert manager.get_or_create_log(ORDERS_1, now_ms=0).log_end_offset == 0
