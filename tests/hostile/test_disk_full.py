@@ -121,3 +121,29 @@ def test_disk_full_mid_stream_then_freed_loses_and_duplicates_nothing(
     assert set(counts) <= {value(n) for n in range(RECORDS)}  # nothing invented
     assert single.log_end_offset("stream") == len(stored)
     single.assert_still_serves()
+
+
+@pytest.mark.broker_properties({"log.dirs": str(SMALL_DISK), **SMALL_LOGS})
+def test_a_broker_whose_only_log_dir_fails_stops(
+    small_disk: Path, single_broker: SingleBroker
+) -> None:
+    # Kafka halts a broker once every log dir is offline (ReplicaManager.handleLogDirFailure):
+    # it can serve nothing, and its leaderships must move.
+    single = single_broker
+    single.create_topic("doomed", 1)
+    wait_until(lambda: (small_disk / "doomed-0").is_dir())
+    fill(small_disk, 8 * 1024)
+    producer = KafkaProducer(
+        bootstrap_servers=single.bootstrap, acks=1, enable_idempotence=False, retries=0,
+        request_timeout_ms=10_000, max_block_ms=10_000,
+    )  # fmt: skip
+    try:
+        outcomes = [producer.send("doomed", value(n), partition=0) for n in range(40)]
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    failed = [f.exception for f in outcomes if f.failed()]
+    assert failed and type(failed[0]).__name__ == "KafkaStorageError"  # error code 56
+    assert single.broker.process is not None
+    assert single.broker.process.wait(30) == 1
+    assert "every log dir is offline" in single.broker.log_tail(100)
