@@ -37,6 +37,7 @@ from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.records import iter_records
 
 LOG_SUFFIX = ".log"
+CLOSED_FD = -1  # os calls on it fail with EBADF
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -143,6 +144,13 @@ class LogSegment:
             )
         return self._time_index
 
+    def _close_fd(self) -> None:
+        """Close the ``.log`` fd once; later use fails with EBADF instead of reaching
+        whatever file reuses the descriptor number (a log dir that went offline)."""
+        if self._fd != CLOSED_FD:
+            fd, self._fd = self._fd, CLOSED_FD
+            os.close(fd)
+
     def open_indexes(self) -> None:
         """Create (and reserve room for) both index files now, so that ENOSPC fails here —
         an open or a roll — rather than after a batch was written."""
@@ -153,7 +161,7 @@ class LogSegment:
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close_handler()
-        os.close(self._fd)
+        self._close_fd()
         for path in (self.log_path, self.offset_index_path, self.time_index_path):
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -405,20 +413,20 @@ class LogSegment:
             self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
+        self._close_fd()
 
     def close_handler(self) -> None:
         """Release fds and maps without writing anything (crash simulation, dir offline)."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close_handler()
-        os.close(self._fd)
+        self._close_fd()
 
     def delete(self) -> None:
         """Close and remove all three files."""
         self.offset_index.delete()
         self.time_index.delete()
-        os.close(self._fd)
+        self._close_fd()
         with contextlib.suppress(FileNotFoundError):
             self.log_path.unlink()
 

@@ -178,3 +178,22 @@ def test_an_index_without_room_fails_with_oserror_before_any_write(
     log.append_as_leader(plain(b"after"), leader_epoch=0, now_ms=0)
     assert values(log)[-1] == b"after"
     log.close_handlers()
+
+
+def test_a_log_whose_files_were_released_fails_with_ebadf_and_touches_no_other_file(
+    tmp_path: Path,
+) -> None:
+    # A log dir taken offline releases its logs' files while others may still hold the log:
+    # the freed descriptor number must not lead a late write into whatever reuses it.
+    log = PartitionLog.open(tmp_path / "t-0", CONFIG)
+    log.append_as_leader(plain(b"kept"), leader_epoch=0, now_ms=0)
+    log.close_handlers()
+    bystander = tmp_path / "bystander"
+    fd = os.open(bystander, os.O_RDWR | os.O_CREAT)  # likely gets the freed number
+    try:
+        with pytest.raises(OSError) as raised:
+            log.append_as_leader(plain(b"late"), leader_epoch=0, now_ms=0)
+        assert raised.value.errno == errno.EBADF
+        assert bystander.read_bytes() == b""
+    finally:
+        os.close(fd)
