@@ -31,18 +31,21 @@ def append(log: PartitionLog, count: int) -> None:
         log.append_as_leader(bytearray(data), leader_epoch=0, now_ms=0)
 
 
-def two_partitions(log_dir: Path) -> None:
+def two_partitions_one_unloadable(log_dir: Path) -> Path:
+    """orders-0 and orders-1 with 5 records each, cleanly shut down; then orders-1's segment
+    is made unopenable. Returns that segment's path."""
     manager = LogManager.open([log_dir], CONFIG, 0)
     for tp in (ORDERS_0, ORDERS_1):
         append(manager.get_or_create_log(tp, now_ms=0), 5)
     manager.shutdown()
+    segment = log_dir / "orders-1" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
+    return segment
 
 
 def test_an_unloadable_partition_is_offline_and_the_others_load(tmp_path: Path) -> None:
-    two_partitions(tmp_path)
-    segment = tmp_path / "orders-1" / "00000000000000000000.log"
-    segment.unlink()
-    segment.mkdir()
+    segment = two_partitions_one_unloadable(tmp_path)
     manager = LogManager.open([tmp_path], CONFIG, 0)
     assert list(manager.logs) == [ORDERS_0]
     assert manager.get_log(ORDERS_0) is not None
@@ -131,10 +134,7 @@ def test_a_partition_that_cannot_be_created_fails_its_dir(
 
 
 def test_an_unloadable_partition_can_still_be_deleted(tmp_path: Path) -> None:
-    two_partitions(tmp_path)
-    segment = tmp_path / "orders-1" / "00000000000000000000.log"
-    segment.unlink()
-    segment.mkdir()
+    two_partitions_one_unloadable(tmp_path)
     manager = LogManager.open([tmp_path], CONFIG, 0)
     assert manager.delete_log(ORDERS_1)  # its topic was deleted while it was unreadable
     assert manager.offline_partitions == {}
