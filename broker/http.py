@@ -5,11 +5,15 @@ the controller):
 
   GET /healthz           200 ``{"status": "ok", "state": "RUNNING"}`` while RUNNING, else 503
                          with error BROKER_NOT_RUNNING and the current state — a load balancer or
-                         orchestrator sends clients only to a serving broker.
+                         orchestrator sends clients only to a serving broker. A RUNNING broker
+                         with offline storage (issue 9: a partition that could not be loaded, a
+                         failed log dir) still serves the rest: 200 with status ``degraded`` and
+                         ``offline_log_dirs`` / ``offline_partitions`` naming what is missing.
   GET /metrics           Prometheus text exposition (``broker.metrics``).
   GET /v1/broker         node id, state, metadata offset, broker epoch, rack.
   GET /v1/partitions     one row per local replica (``?topic=`` filters): topic, partition,
-                         role, leader_epoch, log_start_offset, log_end_offset, high_watermark, isr.
+                         role, leader_epoch, log_start_offset, log_end_offset, high_watermark, isr;
+                         an offline replica has role ``offline``, offsets -1 and its reason.
   GET /v1/openapi.json   the OpenAPI 3 description of the above.
 
 The app reads the broker through three callables (status, metrics text, partition rows), so it
@@ -43,6 +47,7 @@ CLIENT_MAX_SIZE_BYTES = 64 * 1024
 class ReplicaRole(enum.Enum):
     LEADER = "leader"
     FOLLOWER = "follower"
+    OFFLINE = "offline"  # its log could not be loaded, or its log dir failed
 
 
 @attrs.frozen(kw_only=True)
@@ -57,9 +62,18 @@ class PartitionRow:
     log_end_offset: int
     high_watermark: int
     isr: tuple[int, ...]
+    offline_reason: str | None = None
+
+    @classmethod
+    def offline(cls, topic: str, partition: int, reason: str) -> PartitionRow:
+        return cls(
+            topic=topic, partition=partition, role=ReplicaRole.OFFLINE, leader_epoch=-1,
+            log_start_offset=-1, log_end_offset=-1, high_watermark=-1, isr=(),
+            offline_reason=reason,
+        )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        row = {
             "topic": self.topic,
             "partition": self.partition,
             "role": self.role.value,
@@ -69,6 +83,9 @@ class PartitionRow:
             "high_watermark": self.high_watermark,
             "isr": list(self.isr),
         }
+        if self.offline_reason is not None:
+            row["offline_reason"] = self.offline_reason
+        return row
 
 
 @attrs.frozen(kw_only=True)
@@ -80,6 +97,8 @@ class BrokerStatus:
     # Assigned by the controller at registration (KIP-631); -1 until registered.
     broker_epoch: int = -1
     rack: str | None = None
+    offline_log_dirs: tuple[str, ...] = ()
+    offline_partitions: tuple[str, ...] = ()  # "topic-partition"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +107,8 @@ class BrokerStatus:
             "metadata_offset": self.metadata_offset,
             "broker_epoch": self.broker_epoch,
             "rack": self.rack,
+            "offline_log_dirs": list(self.offline_log_dirs),
+            "offline_partitions": list(self.offline_partitions),
         }
 
 
@@ -164,6 +185,12 @@ class BrokerHttpApi:
     async def healthz(self, request: web.Request) -> web.Response:
         status = self._status()
         if status.state is BrokerState.RUNNING:
+            if status.offline_log_dirs or status.offline_partitions:
+                return web.json_response({
+                    "status": "degraded", "state": status.state.name,
+                    "offline_log_dirs": list(status.offline_log_dirs),
+                    "offline_partitions": list(status.offline_partitions),
+                })  # fmt: skip
             return web.json_response({"status": "ok", "state": status.state.name})
         return error_response(
             503,
@@ -273,7 +300,8 @@ OPENAPI_DOCUMENT: dict[str, Any] = {
     "paths": {
         "/healthz": {
             "get": {
-                "summary": "200 while the broker is RUNNING, 503 otherwise",
+                "summary": "200 while the broker is RUNNING (status degraded with offline "
+                "storage), 503 otherwise",
                 "responses": {
                     "200": {"description": "RUNNING"},
                     "503": {"description": "not RUNNING; the body names the state"},

@@ -284,10 +284,25 @@ class BrokerMetrics:
             "pykraft_metadata_lag_records",
             "Committed metadata records not yet applied to the image.",
         )
+        self.offline_replicas = Gauge(
+            "pykraft_offline_replicas",
+            "Replicas on this broker whose log could not be loaded or whose log dir failed "
+            "(ReplicaManager OfflineReplicaCount).",
+        )
+        self.offline_log_dirs = Gauge(
+            "pykraft_offline_log_dirs",
+            "Log dirs taken offline by an I/O error (LogManager OfflineLogDirectoryCount).",
+        )
+        self.corrupt_batch_reads = Gauge(
+            "pykraft_corrupt_batch_reads",
+            "Fetch reads since start that met a stored batch failing its CRC below the "
+            "recovery point; it was not served (storage.read_verification).",
+        )
         for family in (
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,
             self.connections, self.connections_closed, self.broker_state, self.partitions_led,
             self.under_replicated_partitions, self.metadata_offset, self.metadata_lag,
+            self.offline_replicas, self.offline_log_dirs, self.corrupt_batch_reads,
         ):  # fmt: skip
             self.registry.register(family)
         self.metadata_offset.set(-1)
@@ -321,6 +336,13 @@ class BrokerMetrics:
         assert 0 <= under_replicated <= led
         self.partitions_led.set(led)
         self.under_replicated_partitions.set(under_replicated)
+
+    def set_storage_health(self, *, offline_replicas: int, offline_log_dirs: int,
+                           corrupt_batch_reads: int) -> None:
+        assert min(offline_replicas, offline_log_dirs, corrupt_batch_reads) >= 0
+        self.offline_replicas.set(offline_replicas)
+        self.offline_log_dirs.set(offline_log_dirs)
+        self.corrupt_batch_reads.set(corrupt_batch_reads)
 
     def set_metadata_progress(self, *, applied_offset: int, committed_end_offset: int) -> None:
         """``applied_offset``: the last applied record's offset (-1 before any);

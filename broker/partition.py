@@ -477,6 +477,10 @@ class Partition:
                 fetched = log.read(fetch_offset, max_bytes, upper, min_one_batch)
             except (OffsetOutOfRangeError, OSError) as error:
                 raise PartitionError(error_for(error), str(error)) from error
+            except CorruptRecordError as error:
+                # A stored batch failed its CRC (storage.read_verification): a disk fault,
+                # answered as one, not as the client's CORRUPT_MESSAGE.
+                raise PartitionError(Errors.KAFKA_STORAGE_ERROR, str(error)) from error
         return LogReadInfo(
             fetched, diverging, high_watermark, log_start_offset, log_end_offset, high_watermark
         )

@@ -34,6 +34,7 @@ partition (``Partition`` reports it) feeds both purgatories.
 ISR: ``maybe_shrink_isr`` (run every ``replica.lag.time.max.ms`` / 2 by ``run_isr_expiration``,
 Kafka's isr-expiration task) lets every led partition drop lagging followers; expansions happen
 on follower fetches. Both go to the controller through the ``AlterPartitionSubmitter``.
+Storage failures (offline partitions, failed log dirs): ``broker.offline_storage``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import attrs
 from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from broker.delayed_produce import DelayedProduces
 from broker.isr import NO_BROKER_EPOCH
+from broker.offline_storage import OfflineStorage
 from broker.partition import (
     EpochEndOffset,
     FetchIsolation,
@@ -65,7 +67,6 @@ from broker.replica_api import (
     PartitionFetch,
     RecordedFetcherManager,
 )
-from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
@@ -86,7 +87,6 @@ __all__ = [
     "PartitionFetch",
     "RecordedFetcherManager",
     "ReplicaManager",
-    "changed_topic_configs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -139,6 +139,9 @@ class ReplicaManager:
             alter_partition=self.alter_partition,
             on_high_watermark_moved=self._on_high_watermark_moved,
         )
+        self.offline_storage = OfflineStorage(
+            broker_id, log_manager, fetcher_manager, forget_partition=self._forget_partition
+        )
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:
@@ -152,6 +155,7 @@ class ReplicaManager:
         partition = self._partitions.get(topic_partition)
         if partition is not None:
             return partition
+        self.offline_storage.check_online(topic_partition)  # Kafka's HostedPartition.Offline
         topic = self.image.topics.by_name.get(topic_partition.topic)
         if topic is not None and topic_partition.partition in topic.partitions:
             raise PartitionError(
@@ -198,10 +202,7 @@ class ReplicaManager:
             self._delete_partition(topic_partition)
 
     def _delete_partition(self, topic_partition: TopicPartition) -> None:
-        partition = self._partitions.pop(topic_partition, None)
-        if partition is not None:
-            partition.stop()
-        self._on_partition_changed(topic_partition)
+        self._forget_partition(topic_partition)
         if self.log_manager.delete_log(topic_partition):
             logger.info("deleted the log of %s", topic_partition)
 
@@ -213,6 +214,8 @@ class ReplicaManager:
         for key in keys:
             topic_partition, info = TopicPartition(*key), leaders[key]
             partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
+            if partition is None:
+                continue
             epoch_before = partition.leader_epoch
             partition.make_leader(LeaderAndIsr.from_registration(info.partition))
             if partition.leader_epoch != epoch_before:
@@ -226,8 +229,10 @@ class ReplicaManager:
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         for key in sorted(followers):
             topic_partition, info = TopicPartition(*key), followers[key]
+            self.offline_storage.maybe_set_aside(topic_partition, leader_id=info.leader)
             partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
-            if not partition.make_follower(LeaderAndIsr.from_registration(info.partition)):
+            leader_and_isr = LeaderAndIsr.from_registration(info.partition)
+            if partition is None or not partition.make_follower(leader_and_isr):
                 continue
             # Kafka completeDelayedOperationsWhenNotPartitionLeader: waiting produces answer
             # NOT_LEADER_OR_FOLLOWER, waiting fetches answer with the new epoch.
@@ -259,8 +264,8 @@ class ReplicaManager:
         topics deleted, or of replicas moved away, while this broker was down. Without a topic
         id on disk, a topic re-created under the same name is not recognised as stray here.
         """
-        stray = []
-        for topic_partition in sorted(self.log_manager.logs):
+        stray, manager = [], self.log_manager
+        for topic_partition in sorted({*manager.logs, *manager.offline_partitions}):
             topic = image.topics.by_name.get(topic_partition.topic)
             registration = (
                 None if topic is None else topic.partitions.get(topic_partition.partition)
@@ -274,7 +279,8 @@ class ReplicaManager:
 
     def _get_or_create_partition(
         self, topic_partition: TopicPartition, topic_id: str, now_ms: int
-    ) -> Partition:
+    ) -> Partition | None:
+        """The partition to make leader or follower; None while its log is offline."""
         partition = self._partitions.get(topic_partition)
         if partition is not None and partition.topic_id != topic_id:
             # The topic was deleted and re-created while this broker missed the delete.
@@ -286,12 +292,21 @@ class ReplicaManager:
         if partition is None:
             # An existing log (loaded at start-up with the broker defaults) takes it too.
             config = self._log_config(topic_partition.topic, self.image)
-            log = self.log_manager.get_or_create_log(topic_partition, now_ms, config)
+            log = self.offline_storage.get_or_create_log(topic_partition, now_ms, config)
+            if log is None:
+                return None
             partition = Partition(
                 topic_partition, topic_id, log, self.broker_id, self.partition_context
             )
             self._partitions[topic_partition] = partition
         return partition
+
+    def _forget_partition(self, topic_partition: TopicPartition) -> None:
+        """Stop serving it (deleted, or its log dir failed); answer whatever waits on it."""
+        partition = self._partitions.pop(topic_partition, None)
+        if partition is not None:
+            partition.stop()
+        self._on_partition_changed(topic_partition)
 
     def _topic_config(self, topic: str) -> Mapping[str, str]:
         return self.image.configs.config(ConfigResourceType.TOPIC, topic)
@@ -407,6 +422,7 @@ class ReplicaManager:
                 _writable(records), required_acks=required_acks, now_ms=now_ms
             )
         except PartitionError as error:
+            self.offline_storage.maybe_fail_log_dir(topic_partition, error)
             return AppendResult(error=error.error, error_message=error.message)
         appended = 0 if info.duplicate else info.valid_bytes
         if appended:
@@ -460,6 +476,7 @@ class ReplicaManager:
                 update_fetch_state=update_fetch_state,
             )
         except PartitionError as error:
+            self.offline_storage.maybe_fail_log_dir(fetch.topic_partition, error)
             return LogReadResult(
                 topic_partition=fetch.topic_partition,
                 error=error.error,
@@ -553,21 +570,6 @@ class ReplicaManager:
             current_leader_epoch=current_leader_epoch,
             fetch_only_from_leader=fetch_only_from_leader,
         )
-
-
-def changed_topic_configs(delta: MetadataDelta, new_image: MetadataImage) -> frozenset[str]:
-    """Topics whose config overrides differ between ``delta``'s base image and ``new_image``
-    (the TOPIC resources of Kafka's ``ConfigurationsDelta``). The images are compared, not the
-    delta's replayed records: a snapshot delta (``MetadataDelta.between``) replays none."""
-    before, after = delta.image.configs.resources, new_image.configs.resources
-    if before is after:  # ConfigsDelta.apply keeps the image when no config changed
-        return frozenset()
-    return frozenset(
-        name
-        for resource_type, name in {*before.keys(), *after.keys()}
-        if resource_type == ConfigResourceType.TOPIC
-        and before.get((resource_type, name)) != after.get((resource_type, name))
-    )
 
 
 def _respond_now(params: FetchParams, results: Sequence[LogReadResult]) -> bool:

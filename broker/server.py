@@ -52,7 +52,8 @@ from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import ReplicaManager, changed_topic_configs
+from broker.replica_manager import ReplicaManager
+from broker.topic_configs import changed_topic_configs
 from fetcher import FetcherConfig, ReplicaFetcherManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -71,6 +72,10 @@ SHUTDOWN_STEP_TIMEOUT_S = 5.0
 
 class BrokerStartupError(Exception):
     """The broker cannot start (bad log dir, port in use, mismatched meta.properties...)."""
+
+
+class LogDirsOfflineError(Exception):
+    """Every log dir failed: the broker stops (Kafka halts it)."""
 
 
 def wall_clock_ms() -> int:
@@ -106,15 +111,22 @@ class BrokerServer:
                                               broker_epoch=self._broker_epoch)
         self._serving = asyncio.Event()
         self._stop_loader = asyncio.Event()
+        self._all_log_dirs_offline = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------ views
 
     def status(self) -> BrokerStatus:
         epoch = self.heartbeats.broker_epoch if self.heartbeats is not None else -1
+        dirs: tuple[str, ...] = ()
+        partitions: tuple[str, ...] = ()
+        if self.log_manager is not None:
+            dirs = tuple(str(d) for d in self.log_manager.offline_dirs)
+            partitions = tuple(sorted(map(str, self.log_manager.offline_partitions)))
         return BrokerStatus(node_id=self.config.node_id, state=self.lifecycle.state,
                             metadata_offset=self.loader.image.offset, broker_epoch=epoch,
-                            rack=self.config.rack)
+                            rack=self.config.rack, offline_log_dirs=dirs,
+                            offline_partitions=partitions)
 
     def partition_rows(self) -> list[PartitionRow]:
         if self.replica_manager is None:
@@ -136,12 +148,21 @@ class BrokerServer:
                 log_start_offset=partition.log_start_offset,
                 log_end_offset=partition.log_end_offset,
                 high_watermark=partition.high_watermark, isr=isr))
+        offline = self.log_manager.offline_partitions if self.log_manager is not None else {}
+        rows.extend(PartitionRow.offline(tp.topic, tp.partition, reason)
+                    for tp, reason in offline.items())
         return rows
 
     def _metrics_text(self) -> str:
         self.metrics.set_broker_state(self.lifecycle.state)
         self.metrics.set_metadata_progress(applied_offset=self.loader.image.offset,
                                            committed_end_offset=self.loader.log_end_offset)
+        if self.log_manager is not None:
+            manager = self.log_manager
+            self.metrics.set_storage_health(
+                offline_replicas=len(manager.offline_partitions),
+                offline_log_dirs=len(manager.offline_dirs),
+                corrupt_batch_reads=sum(log.corruptions.count for log in manager.logs.values()))
         rows = self.partition_rows()
         leaders = [row for row in rows if row.role is ReplicaRole.LEADER]
         self.metrics.set_partition_counts(
@@ -170,6 +191,9 @@ class BrokerServer:
             inter_broker_listener_name=self.config.inter_broker_listener_name,
             min_insync_replicas=self.config.min_insync_replicas,
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
+        offline_storage = self.replica_manager.offline_storage
+        self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
+        offline_storage.on_all_log_dirs_offline = self._all_log_dirs_offline.set
         self.group_coordinator = GroupCoordinatorShell(self.replica_manager,
                                                        group_config(self.config))
         self.kafka_apis.register_all(broker_handlers(BrokerServices(
@@ -191,6 +215,7 @@ class BrokerServer:
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
         self._spawn(self._run_periodic(), "log manager")
         self._spawn(self.replica_manager.run_isr_expiration(), "isr expiration")
+        self._spawn(self._halt_when_log_dirs_fail(), "log dirs")
         await self._wait_until_running(self.heartbeats)
 
     async def _start_http(self) -> None:
@@ -225,6 +250,8 @@ class BrokerServer:
             raise BrokerStartupError(f"cannot load log.dirs: {error}") from None
         for problem in manager.problems:
             logger.warning("log dir: %s", problem)
+        if not manager.online_dirs:
+            raise BrokerStartupError(f"every log dir is offline: {manager.offline_dirs}")
         unclean = [str(d) for d, clean in manager.had_clean_shutdown.items() if not clean]
         logger.info("loaded %d partition logs%s", len(manager.logs),
                     f" (recovered after an unclean shutdown: {', '.join(unclean)})"
@@ -315,6 +342,12 @@ class BrokerServer:
     def _spawn(self, coroutine: Awaitable[None], name: str) -> None:
         self._tasks.append(asyncio.ensure_future(coroutine))
         self._tasks[-1].set_name(name)
+
+    async def _halt_when_log_dirs_fail(self) -> None:
+        """Kafka halts a broker whose every log dir failed (``handleLogDirFailure``): this
+        task then ends with an error, which stops the broker (``_serve``)."""
+        await self._all_log_dirs_offline.wait()
+        raise LogDirsOfflineError(f"every log dir is offline: {self.config.log_dirs}")
 
     async def _run_periodic(self) -> None:
         """The log manager's flushes, retention and checkpoints, on the wall clock."""

@@ -119,6 +119,9 @@ class ReplicaFetcherManager:
         self._failed: dict[TopicPartition, FailureReason] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._idle_check_scheduled = False
+        # Told when a follower's local log fails (KafkaStorageException): the broker takes
+        # the log dir offline (Kafka's LogDirFailureChannel).
+        self.on_storage_error: Callable[[TopicPartition], None] | None = None
 
     def _kafka_endpoint(self, leader_id: int, host: str, port: int, fetcher: int) -> LeaderEndpoint:
         settings = EndpointSettings(
@@ -215,6 +218,8 @@ class ReplicaFetcherManager:
         self._where.pop(topic_partition, None)
         self._failed[topic_partition] = reason
         self._schedule_idle_check()
+        if reason is FailureReason.STORAGE_ERROR and self.on_storage_error is not None:
+            self.on_storage_error(topic_partition)
 
     def _schedule_idle_check(self) -> None:
         if not self._idle_check_scheduled:

@@ -22,6 +22,7 @@ past the end of the log. Recovery then rebuilds the index from the log.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import operator
 import os
@@ -68,6 +69,28 @@ def _non_decreasing(values: list[int]) -> bool:
     return all(map(operator.le, values, values[1:]))
 
 
+def _reserve(fd: int, old_size: int, new_size: int) -> None:
+    """Grow the file to ``new_size`` with its blocks allocated (``posix_fallocate``).
+
+    Entries are written through the memory map, and a write to a page of a sparse file that
+    the file system has no room for kills the process with SIGBUS — no ``OSError`` to answer
+    KAFKA_STORAGE_ERROR with (measured on a full 1 MiB tmpfs: exit -7). Reserving the blocks
+    up front moves ENOSPC here, where a roll or an open fails cleanly before anything is
+    written. (Kafka preallocates sparse and gets an ``InternalError`` from the JVM instead.)
+    On ext4 this is an extent update, not a write of zeros: opening a new 10 MiB index took
+    1.5 ms against 0.9 ms sparse (200 opens, this machine) — twice per roll.
+    """
+    try:
+        os.posix_fallocate(fd, old_size, new_size - old_size)
+    except OSError as error:
+        if error.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+            os.ftruncate(fd, new_size)  # the file system cannot reserve: stay sparse
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, old_size)
+        raise
+
+
 class _IndexFile:
     """A memory-mapped file of fixed-size entries; subclasses give the entries meaning."""
 
@@ -83,7 +106,7 @@ class _IndexFile:
             if length == 0:
                 # A new (or empty) file: preallocate. Kafka: AbstractIndex's constructor.
                 length = self._round_down(max_index_size)
-                os.ftruncate(fd, length)
+                _reserve(fd, 0, length)
                 self.entries = 0
             else:
                 self.entries = length // self._entry_size
@@ -177,7 +200,10 @@ class _IndexFile:
         self._release_map()
         fd = os.open(self.path, os.O_RDWR)
         try:
-            os.ftruncate(fd, rounded)
+            if rounded > self._length:
+                _reserve(fd, self._length, rounded)
+            else:
+                os.ftruncate(fd, rounded)
             self._mmap = mmap.mmap(fd, rounded) if rounded else None
         finally:
             os.close(fd)

@@ -89,7 +89,13 @@ class LocalLog:
             # Leftovers of an earlier life of this offset would be read as entries.
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / segment_file_name(base, suffix)).unlink()
-        self._segments.append(LogSegment(self.directory, base, self.config, now_ms))
+        segment = LogSegment(self.directory, base, self.config, now_ms)
+        try:
+            segment.open_indexes()
+        except OSError:
+            segment.discard()  # the old segment stays active; the next append tries again
+            raise
+        self._segments.append(segment)
         self._directory_dirty = True
         self._pending_flush_offset = base
         return True
@@ -97,11 +103,29 @@ class LocalLog:
     def append(
         self, buffer: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch]
     ) -> None:
-        """Write whole batches with assigned offsets continuing the log end."""
-        self.active_segment.append(buffer, batches)
+        """Write whole batches with assigned offsets continuing the log end.
+
+        On an ``OSError`` (the write, or the ``flush.messages`` flush) the batches are taken
+        back — file, indexes and log end as before — and the error propagates: nothing of a
+        failed append is ever visible (issue 9; Kafka then takes the log dir offline).
+        """
+        segment = self.active_segment
+        first_offset, size_before = self.log_end_offset, segment.size
+        segment.append(buffer, batches)
         self.log_end_offset = batches[-1].last_offset + 1
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
-            self.flush()
+            try:
+                self.flush()
+            except OSError:
+                self._take_back(segment, first_offset, size_before)
+                raise
+
+    def _take_back(self, segment: LogSegment, first_offset: int, size_before: int) -> None:
+        """Undo an append whose flush failed (best effort: the disk is already failing)."""
+        with contextlib.suppress(OSError):
+            segment.truncate_to(first_offset)
+        assert segment.size == size_before, "an append is taken back whole"
+        self.log_end_offset = first_offset
 
     # ------------------------------------------------------------------ read
 

@@ -22,6 +22,16 @@ else the broker default. The broker learns topic overrides from the metadata onl
 have loaded, so ``get_or_create_log(tp, now_ms, config)`` and ``update_topic_config`` hand a
 topic's config to its open logs (Kafka's ``LogManager.updateTopicConfig``).
 
+Failures (issue 9; Kafka's ``LogDirFailureChannel``): a partition that cannot be loaded at
+all (an unreadable file or directory, damage recovery cannot handle) is left out and listed in
+``offline_partitions`` with the reason — one bad partition never stops the broker. A log dir
+that cannot be read at start-up, or whose I/O fails later (``handle_log_dir_failure``: an
+``OSError`` on append, flush or checkpoint), goes offline: its logs' files are released, its
+partitions become offline, nothing more is written there, and ``on_log_dir_failure`` tells the
+broker (``ReplicaManager.handleLogDirFailure``). ``get_or_create_log`` never recreates an
+offline partition and places new ones only on online dirs; ``KafkaStorageError`` (an
+``OSError``, so callers answer KAFKA_STORAGE_ERROR) says why it cannot.
+
 Shutdown: close every log (flush, producer snapshot, trim indexes), write all checkpoints with
 recovery point = log end, then write the clean-shutdown marker.
 
@@ -32,6 +42,7 @@ a crash mid-delete never leaves a half-deleted live partition), then removes it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +60,7 @@ from storage.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from storage.index import CorruptIndexError
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_log import PartitionLog
 from storage.recovery import CLEAN_SHUTDOWN_FILE, RecoveryReport
@@ -59,9 +71,23 @@ from storage.topic_partition import (
     is_future_dir,
 )
 
+logger = logging.getLogger(__name__)
+
 
 class LogDirError(Exception):
     """A log dir cannot be loaded (duplicate partition, unreadable directory, ...)."""
+
+
+class KafkaStorageError(OSError):
+    """The partition or its log dir is offline (Kafka's ``KafkaStorageException``)."""
+
+
+STRAY_DIR_SUFFIX = "-stray"  # Kafka's LocalLog.StrayDirSuffix
+
+# What loading one damaged partition may raise; anything else is a bug and propagates.
+PARTITION_LOAD_ERRORS = (OSError, ValueError, CorruptIndexError)
+
+LogDirFailureListener = Callable[[Path, Sequence[TopicPartition]], None]
 
 
 @attrs.frozen
@@ -104,7 +130,7 @@ def _partition_dirs(log_dir: Path, problems: list[str]) -> list[tuple[TopicParti
     """Live partition directories; finishes deletions, leaves ``-future`` dirs alone."""
     found: list[tuple[TopicPartition, Path]] = []
     for path in sorted(log_dir.iterdir()):
-        if not path.is_dir() or is_future_dir(path.name):
+        if not path.is_dir() or is_future_dir(path.name) or path.name.endswith(STRAY_DIR_SUFFIX):
             continue
         if is_deleted_dir(path.name):
             shutil.rmtree(path, ignore_errors=True)
@@ -136,6 +162,9 @@ class LogManager:
         self.load_reports: dict[TopicPartition, RecoveryReport] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.problems: list[str] = []
+        self.offline_partitions: dict[TopicPartition, str] = {}  # partition -> why
+        self.offline_dirs: dict[Path, str] = {}  # log dir -> why
+        self.on_log_dir_failure: LogDirFailureListener | None = None
         self._next_due: dict[str, int] = {
             name: now_ms + interval for name, interval, _ in self._tasks()
         }
@@ -164,36 +193,49 @@ class LogManager:
     # ------------------------------------------------------------------ loading
 
     def _load_dir(self, log_dir: Path, now_ms: int) -> None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        marker = log_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            checkpoints = _read_dir_checkpoints(log_dir, self.problems)
+            partitions = _partition_dirs(log_dir, self.problems)
+        except OSError as error:
+            # Kafka: a dir that cannot be read at start-up is offline; the others load.
+            self._mark_dir_offline(log_dir, f"cannot be read: {error}")
+            return
         self.had_clean_shutdown[log_dir] = clean
-        checkpoints = _read_dir_checkpoints(log_dir, self.problems)
-        partitions = _partition_dirs(log_dir, self.problems)
         for tp, path in partitions:
             if tp in self._logs:
                 raise LogDirError(
                     f"duplicate log directories for {tp}: {self._dir_of[tp]} and {path}"
                 )
 
-        def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, PartitionLog]:
+        def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, PartitionLog | str]:
             tp, path = item
-            log = PartitionLog.open(
-                path,
-                self.config_for(tp.topic),
-                recovery_point=checkpoints.recovery_points.get(tp, 0),
-                now_ms=now_ms,
-                log_start_offset=checkpoints.log_start_offsets.get(tp, 0),
-                had_clean_shutdown=clean,
-            )
+            try:
+                log = PartitionLog.open(
+                    path,
+                    self.config_for(tp.topic),
+                    recovery_point=checkpoints.recovery_points.get(tp, 0),
+                    now_ms=now_ms,
+                    log_start_offset=checkpoints.log_start_offsets.get(tp, 0),
+                    had_clean_shutdown=clean,
+                )
+            except PARTITION_LOAD_ERRORS as error:
+                return tp, f"cannot be loaded from {path}: {type(error).__name__}: {error}"
             log.update_high_watermark(checkpoints.high_watermarks.get(tp, 0))
             return tp, log
 
         threads = max(1, self.settings.num_recovery_threads_per_data_dir)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
-            for tp, log in pool.map(load, partitions):
-                self._register(tp, log, log_dir, now_ms)
-                self.load_reports[tp] = log.load_report
+            for tp, loaded in pool.map(load, partitions):
+                if isinstance(loaded, str):
+                    logger.error("partition %s is offline: it %s", tp, loaded)
+                    self.offline_partitions[tp] = loaded
+                    self._dir_of[tp] = log_dir
+                    continue
+                self._register(tp, loaded, log_dir, now_ms)
+                self.load_reports[tp] = loaded.load_report
         # Only now: a crash after this point must be recovered on the next start.
         with contextlib.suppress(FileNotFoundError):
             marker.unlink()
@@ -227,15 +269,27 @@ class LogManager:
             if config is not None:
                 self.update_topic_config(tp.topic, config)
             return existing
+        if tp in self.offline_partitions:
+            raise KafkaStorageError(f"partition {tp} is offline: {self.offline_partitions[tp]}")
         TopicPartition.parse_dir_name(tp.dir_name())  # a clear ValueError for a bad name
-        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        online = self.online_dirs
+        if not online:
+            raise KafkaStorageError(f"every log dir is offline: cannot create {tp}")
+        counts = {log_dir: 0 for log_dir in online}
         for log_dir in self._dir_of.values():
-            counts[log_dir] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            if log_dir in counts:
+                counts[log_dir] += 1
+        log_dir = min(online, key=lambda d: counts[d])
         if config is not None:
             self.update_topic_config(tp.topic, config)
-        log = PartitionLog.open(log_dir / tp.dir_name(), self.config_for(tp.topic), now_ms=now_ms)
-        fsync_directory(log_dir)
+        try:
+            log = PartitionLog.open(
+                log_dir / tp.dir_name(), self.config_for(tp.topic), now_ms=now_ms
+            )
+            fsync_directory(log_dir)
+        except OSError as error:  # Kafka: an IOException in getOrCreateLog fails the dir
+            self.handle_log_dir_failure(log_dir, f"creating {tp}: {error}")
+            raise KafkaStorageError(f"cannot create {tp} in {log_dir}: {error}") from error
         self._register(tp, log, log_dir, now_ms)
         return log
 
@@ -251,16 +305,76 @@ class LogManager:
                 changed.append(tp)
         return changed
 
-    def delete_log(self, tp: TopicPartition) -> bool:
-        """Rename the partition's directory to ``...-delete``, then remove it."""
-        log = self._logs.pop(tp, None)
-        if log is None:
+    # ------------------------------------------------------------------ failures
+
+    @property
+    def online_dirs(self) -> tuple[Path, ...]:
+        return tuple(d for d in self.log_dirs if d not in self.offline_dirs)
+
+    def log_dir_of(self, tp: TopicPartition) -> Path | None:
+        return self._dir_of.get(tp)
+
+    def handle_log_dir_failure(self, log_dir: Path, reason: str) -> list[TopicPartition]:
+        """Take ``log_dir`` offline (Kafka ``LogManager.handleLogDirFailure``): release its
+        logs' files, make its partitions offline, tell ``on_log_dir_failure``. Returns the
+        partitions that went offline now (none when the dir already was)."""
+        if log_dir in self.offline_dirs:
+            return []
+        gone = self._mark_dir_offline(log_dir, reason)
+        if self.on_log_dir_failure is not None:
+            self.on_log_dir_failure(log_dir, gone)
+        return gone
+
+    def _mark_dir_offline(self, log_dir: Path, reason: str) -> list[TopicPartition]:
+        logger.error("log dir %s is offline: %s", log_dir, reason)
+        self.offline_dirs[log_dir] = reason
+        gone = sorted(tp for tp, d in self._dir_of.items() if d == log_dir and tp in self._logs)
+        for tp in gone:
+            with contextlib.suppress(OSError):
+                self._logs.pop(tp).close_handlers()
+            self._last_flush_ms.pop(tp, None)
+            self.offline_partitions[tp] = f"its log dir {log_dir} is offline: {reason}"
+        return gone
+
+    def set_aside_offline_partition(self, tp: TopicPartition) -> bool:
+        """Rename an unloadable partition's directory to ``<dir>.<uuid>-stray`` (Kafka's
+        stray-log name, ``LocalLog.logStrayDirName``) and forget it is offline, so a replica
+        can be re-created empty and re-fetched from the leader; the damaged files stay for an
+        operator to look at. False when ``tp`` is not offline by itself (its dir is)."""
+        log_dir = self._dir_of.get(tp)
+        if tp not in self.offline_partitions or tp in self._logs or log_dir is None:
             return False
-        log_dir = self._dir_of.pop(tp)
+        if log_dir in self.offline_dirs:
+            return False
+        stray = log_dir / f"{tp.dir_name()}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        (log_dir / tp.dir_name()).rename(stray)
+        fsync_directory(log_dir)
+        logger.warning("set aside the damaged log of %s as %s", tp, stray)
+        del self.offline_partitions[tp], self._dir_of[tp]
+        return True
+
+    def _on_io_error(self, tp: TopicPartition, error: OSError) -> None:
+        log_dir = self._dir_of.get(tp)
+        if log_dir is not None:
+            self.handle_log_dir_failure(log_dir, f"{tp}: {error}")
+
+    # ------------------------------------------------------------------ deletion
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Rename the partition's directory to ``...-delete``, then remove it. An offline
+        partition on an online dir (it could not be loaded) is deleted the same way."""
+        log = self._logs.pop(tp, None)
+        log_dir = self._dir_of.get(tp)
+        if log is None and (tp not in self.offline_partitions or log_dir in self.offline_dirs):
+            return False
+        assert log_dir is not None
+        del self._dir_of[tp]
+        self.offline_partitions.pop(tp, None)
         self._last_flush_ms.pop(tp, None)
-        log.close_handlers()
+        if log is not None:
+            log.close_handlers()
         doomed = log_dir / delete_dir_name(tp, uuid.uuid4().hex)
-        log.directory.rename(doomed)
+        (log_dir / tp.dir_name()).rename(doomed)
         fsync_directory(log_dir)
         shutil.rmtree(doomed, ignore_errors=True)
         self.checkpoint_all()
@@ -291,31 +405,47 @@ class LogManager:
         ]
 
     def maybe_run_periodic(self, now_ms: int) -> int:
-        """Run the work that is due at ``now_ms``; returns when something is next due."""
-        for log in self._logs.values():
-            log.flush_rolled()  # Kafka flushes rolled segments asynchronously, right away
+        """Run the work that is due at ``now_ms``; returns when something is next due.
+
+        An ``OSError`` of one log takes its log dir offline; the rest of the work goes on.
+        """
+        # Kafka flushes rolled segments asynchronously, right away.
+        self._for_each_log(lambda tp, log: log.flush_rolled())
         for name, interval, run in self._tasks():
             if now_ms >= self._next_due[name]:
                 run(now_ms)
                 self._next_due[name] = now_ms + interval
         return min(self._next_due.values())
 
+    def _for_each_log(self, work: Callable[[TopicPartition, PartitionLog], object]) -> None:
+        for tp, log in list(self._logs.items()):
+            if tp not in self._logs:
+                continue  # its dir went offline during this pass
+            try:
+                work(tp, log)
+            except OSError as error:
+                self._on_io_error(tp, error)
+
     def _flush_due_logs(self, now_ms: int) -> None:
-        for tp, log in self._logs.items():
+        def flush(tp: TopicPartition, log: PartitionLog) -> None:
             if now_ms - self._last_flush_ms[tp] >= log.config.flush_ms:
                 log.flush()
                 self._last_flush_ms[tp] = now_ms
 
+        self._for_each_log(flush)
+
     def _run_retention(self, now_ms: int) -> None:
-        for log in self._logs.values():
-            log.delete_old_segments(now_ms)
+        self._for_each_log(lambda tp, log: log.delete_old_segments(now_ms))
 
     def _checkpoint(self, file_name: str, offset_of: Callable[[PartitionLog], int]) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs:
             offsets = {
                 tp: offset_of(log) for tp, log in self._logs.items() if self._dir_of[tp] == log_dir
             }
-            write_offset_checkpoint(log_dir / file_name, offsets)
+            try:
+                write_offset_checkpoint(log_dir / file_name, offsets)
+            except OSError as error:
+                self.handle_log_dir_failure(log_dir, f"writing {file_name}: {error}")
 
     def checkpoint_high_watermarks(self) -> None:
         self._checkpoint(REPLICATION_CHECKPOINT, lambda log: log.high_watermark)
@@ -335,10 +465,13 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Close every log durably, checkpoint, then mark each log dir cleanly shut down."""
-        for log in self._logs.values():
-            log.close()
+        self._for_each_log(lambda tp, log: log.close())
         self.checkpoint_all()
-        for log_dir in self.log_dirs:
-            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        # An offline dir gets no marker: its logs were not closed cleanly.
+        for log_dir in self.online_dirs:
+            try:
+                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            except OSError as error:
+                logger.error("log dir %s: cannot mark a clean shutdown: %s", log_dir, error)
         self._logs.clear()
         self._dir_of.clear()

@@ -16,16 +16,19 @@ Before writing, the log rolls to a new segment when the active one would pass
 ``segment.bytes``, is older than ``segment.ms`` (by record time), or its indexes are full.
 
 Reads return ``FileSlice``s of whole batches (never bytes), bounded by an upper offset (high
-watermark for consumers, log end for followers). ``truncate_to`` (a follower diverged) cuts whole
-batches from the end; ``delete_records`` and retention move the log start forward and delete
-segments that lie wholly below it. Opening a log runs recovery (``storage.recovery``) and then
-rebuilds producer state from its latest snapshot plus a replay of the batches after it.
+watermark for consumers, log end for followers); batches below the recovery point are
+CRC-checked first and a corrupt one is never served (``storage.read_verification``).
+``truncate_to`` (a follower diverged) cuts whole batches from the end; ``delete_records`` and
+retention move the log start forward and delete segments that lie wholly below it. Opening a
+log runs recovery (``storage.recovery``) and then rebuilds producer state from its latest
+snapshot plus a replay of the batches after it.
 
 The files themselves (segments, log end, recovery point, rolls, flushes) are ``LocalLog``'s.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import attrs
@@ -48,7 +51,12 @@ from storage.log_validator import (
     validate_leader_batches,
 )
 from storage.producer_state import ProducerStateManager
-from storage.record_batch import patch_base_offset, patch_partition_leader_epoch
+from storage.read_verification import CorruptionReports, verified
+from storage.record_batch import (
+    CorruptRecordError,
+    patch_base_offset,
+    patch_partition_leader_epoch,
+)
 from storage.recovery import RecoveryReport, load_log
 from storage.retention import RetentionDecision, SegmentInfo, decide_retention
 from storage.segment import AppendedBatch, LogSegment
@@ -81,6 +89,7 @@ class PartitionLog:
         self.leader_epoch_cache = leader_epoch_cache
         self.producer_state = producer_state
         self.load_report = load_report
+        self.corruptions = CorruptionReports()
 
     @classmethod
     def open(
@@ -185,14 +194,17 @@ class PartitionLog:
         duplicate = check_producers(self.producer_state, batches, first_offset)
         if duplicate is not None:
             return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
-        if latest != leader_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
         next_offset = first_offset
         for validated in batches:
             patch_base_offset(batch, validated.position, next_offset)
             patch_partition_leader_epoch(batch, validated.position, leader_epoch)
             next_offset += validated.header.last_offset_delta + 1
-        return self._append(batch, batches, first_offset, now_ms)
+        info = self._append(batch, batches, first_offset, now_ms)
+        # Only once the batches are written: a failed write leaves no epoch at the log end.
+        # (Recovery re-derives epochs from the batches, so a crash in between loses nothing.)
+        if latest != leader_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        return info
 
     def append_as_follower(
         self, batches: bytes | bytearray | memoryview, now_ms: int | None = None
@@ -213,11 +225,17 @@ class PartitionLog:
             if epoch >= 0 and epoch != self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(epoch, item.header.base_offset)
         view = memoryview(batches)
-        for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
-            start = chunk[0].position
-            end = chunk[-1].position + chunk[-1].header.size_in_bytes
-            rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
-            self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
+        try:
+            for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
+                start = chunk[0].position
+                end = chunk[-1].position + chunk[-1].header.size_in_bytes
+                rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
+                self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
+        except OSError:
+            # Epochs were recorded for batches that are not all written: keep only the log's.
+            with contextlib.suppress(OSError):
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            raise
         valid_bytes = validated[-1].position + validated[-1].header.size_in_bytes
         return append_info(
             validated,
@@ -249,9 +267,14 @@ class PartitionLog:
                     item.position, header.size_in_bytes, last_offset, header.max_timestamp
                 )
             )
-            self.producer_state.update(header, next_offset, last_offset, header.max_timestamp)
             next_offset = last_offset + 1
-        self.local_log.append(buffer, appended)
+        self.local_log.append(buffer, appended)  # an OSError here has changed nothing
+        # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
+        # it, a failed write would answer the producer's retry as a duplicate (issue 9).
+        for item, written in zip(batches, appended, strict=True):
+            header = item.header
+            first = written.last_offset - header.last_offset_delta
+            self.producer_state.update(header, first, written.last_offset, header.max_timestamp)
         return info
 
     def roll(self, now_ms: int) -> None:
@@ -280,7 +303,16 @@ class PartitionLog:
         upper = min(upper_bound, end)
         if offset >= upper:
             return FetchDataInfo(LogOffsetMetadata(offset), (), offset)
-        return self.local_log.read(offset, max_bytes, upper, min_one_batch)
+        info = self.local_log.read(offset, max_bytes, upper, min_one_batch)
+        if offset >= self.recovery_point:
+            return info  # checked on append; recovery re-checks it after a crash
+        checked, corrupt = verified(info, offset, self.recovery_point)
+        if corrupt is None:
+            return checked
+        self.corruptions.report(corrupt)
+        if checked.is_empty:
+            raise CorruptRecordError("crc", f"{corrupt.path}: {corrupt.reason}", corrupt.position)
+        return checked
 
     def fetch_offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets: the first offset whose record timestamp >= ``timestamp``; also

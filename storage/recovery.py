@@ -9,9 +9,14 @@ Theory of operation (Kafka's ``LogLoader``):
   batch and everything after it is cut off; if that happens in a segment that is not the last,
   the later segments are deleted too (their data no longer continues the log). Nothing before
   the damage is lost.
-* Independently of the marker, any segment whose ``.index``/``.timeindex`` is missing or fails
-  its sanity check (size not a multiple of the entry size, entries out of order, a position
-  past the log) is recovered the same way, which rebuilds both indexes from the log.
+* Independently of the marker, any inconsistency is treated as an unclean shutdown of this
+  partition (issue 9: one torn file must not stop the broker): a segment whose
+  ``.index``/``.timeindex`` is missing or fails its sanity check (size not a multiple of the
+  entry size, entries out of order, a position past the log), whose last batch is torn, or
+  that ends short of the next segment's base offset is recovered the same way — which
+  rebuilds both indexes and cuts the log at the last valid batch. A corrupt
+  ``leader-epoch-checkpoint`` is deleted and rebuilt by re-reading every segment. Kafka only
+  sanity-checks the indexes here; it would read a torn tail as the log end.
 * Temporary files (``.cleaned``, ``.swap``, ``.deleted``, ``.tmp``) and index files without a
   ``.log`` are removed first.
 
@@ -23,19 +28,23 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 
+from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError
 from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
 from storage.leader_epoch_cache import LeaderEpochFileCache
 from storage.log_config import LogConfig
-from storage.record_batch import BatchHeader
+from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's LogLoader.CleanShutdownFile
 TEMP_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
+
+logger = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -99,6 +108,28 @@ def _index_problem(segment: LogSegment) -> str | None:
     return None
 
 
+def _tail_problem(segments: Sequence[LogSegment], number: int) -> str | None:
+    """Why segment ``number`` does not end where the log continues (None when it does).
+
+    Cheap — the offset index's last entry, then the few headers after it — so every segment
+    is checked at every start, clean or not: a file cut short after a clean shutdown (issue 9)
+    is torn at its tail, or, cut at a batch boundary, ends before the next segment begins.
+    """
+    segment = segments[number]
+    try:
+        end = segment.read_next_offset()
+    except CorruptRecordError as error:
+        return f"{segment.log_path.name}: {error}"
+    if number + 1 < len(segments) and end != segments[number + 1].base_offset:
+        later = segments[number + 1].base_offset
+        return f"{segment.log_path.name} ends at offset {end}, the next segment starts at {later}"
+    return None
+
+
+def _inconsistency(segments: Sequence[LogSegment], number: int) -> str | None:
+    return _index_problem(segments[number]) or _tail_problem(segments, number)
+
+
 def recover_segments(
     segments: list[LogSegment],
     *,
@@ -107,7 +138,11 @@ def recover_segments(
     on_batch: Callable[[BatchHeader], None],
     removed_files: Sequence[str] = (),
 ) -> tuple[list[LogSegment], RecoveryReport]:
-    """Recover what needs it (see the module docstring); returns the surviving segments."""
+    """Recover what needs it (see the module docstring); returns the surviving segments.
+
+    A segment below the unflushed ones that fails ``_inconsistency`` is recovered as if the
+    shutdown had been unclean: any inconsistency is a crash of this partition.
+    """
     unflushed = first_unflushed_segment(
         [segment.base_offset for segment in segments], recovery_point, had_clean_shutdown
     )
@@ -115,8 +150,9 @@ def recover_segments(
     rebuilt: list[tuple[int, str]] = []
     problems: list[str] = []
     truncated_total = 0
+    report_deleted: tuple[int, ...] = ()
     for number, segment in enumerate(segments):
-        reason = None if number >= unflushed else _index_problem(segment)
+        reason = None if number >= unflushed else _inconsistency(segments, number)
         if number < unflushed and reason is None:
             continue
         if reason is not None:
@@ -126,15 +162,14 @@ def recover_segments(
         if result.error is not None and result.truncated_bytes:
             problems.append(f"{segment.log_path.name}: {result.error}")
         truncated_total += result.truncated_bytes
-        if result.truncated_bytes and number + 1 < len(segments):
-            deleted = segments[number + 1 :]
-            for later in deleted:
-                later.delete()
+        later = segments[number + 1 :]
+        if later and (result.truncated_bytes or result.next_offset != later[0].base_offset):
+            # The later segments no longer continue the log (Kafka deletes them too).
+            for doomed in later:
+                doomed.delete()
             segments = segments[: number + 1]
-            report_deleted = tuple(later.base_offset for later in deleted)
+            report_deleted = tuple(doomed.base_offset for doomed in later)
             break
-    else:
-        report_deleted = ()
     report = RecoveryReport(
         had_clean_shutdown=had_clean_shutdown,
         recovery_point=recovery_point,
@@ -181,7 +216,15 @@ def load_log(
     """Open, clean up and recover a partition directory (creating it when absent)."""
     directory.mkdir(parents=True, exist_ok=True)
     removed = remove_stray_files(directory)
-    cache = LeaderEpochFileCache(directory)
+    try:
+        cache = LeaderEpochFileCache(directory)
+    except CheckpointError as error:
+        # A corrupt epoch history is rebuilt from the batches: every segment is re-read.
+        logger.warning("%s; rebuilding it from the log", error)
+        (directory / LEADER_EPOCH_CHECKPOINT).unlink()
+        removed.append(f"{LEADER_EPOCH_CHECKPOINT} ({error})")
+        cache = LeaderEpochFileCache(directory)
+        recovery_point, had_clean_shutdown = 0, False
     segments, report = recover_segments(
         open_segments(directory, config, now_ms),
         recovery_point=recovery_point,

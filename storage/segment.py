@@ -37,6 +37,7 @@ from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.records import iter_records
 
 LOG_SUFFIX = ".log"
+CLOSED_FD = -1  # os calls on it fail with EBADF
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -143,6 +144,28 @@ class LogSegment:
             )
         return self._time_index
 
+    def _close_fd(self) -> None:
+        """Close the ``.log`` fd once; later use fails with EBADF instead of reaching
+        whatever file reuses the descriptor number (a log dir that went offline)."""
+        if self._fd != CLOSED_FD:
+            fd, self._fd = self._fd, CLOSED_FD
+            os.close(fd)
+
+    def open_indexes(self) -> None:
+        """Create (and reserve room for) both index files now, so that ENOSPC fails here —
+        an open or a roll — rather than after a batch was written."""
+        _ = self.offset_index, self.time_index
+
+    def discard(self) -> None:
+        """Remove a segment that never held data (a roll that failed): best effort."""
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close_handler()
+        self._close_fd()
+        for path in (self.log_path, self.offset_index_path, self.time_index_path):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     def sanity_check(self) -> None:
         """Raise CorruptIndexError (or FileNotFoundError) when the indexes need rebuilding."""
         for path in (self.offset_index_path, self.time_index_path):
@@ -182,11 +205,21 @@ class LogSegment:
     def append(
         self, buffer: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch]
     ) -> None:
-        """Write ``buffer`` (whole batches, offsets already assigned) at the end of the file."""
+        """Write ``buffer`` (whole batches, offsets already assigned) at the end of the file.
+
+        A failed write (``OSError``) is cut back off the file and changes nothing else.
+        """
         physical_position = self.size
+        self.open_indexes()  # before the write: a failure must leave no batch behind
+        try:
+            _write_fully(self._fd, memoryview(buffer), physical_position)
+        except OSError:
+            # ENOSPC or EIO part-way: cut what was written so no torn batch stays behind.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, physical_position)
+            raise
         if physical_position == 0 and batches:
             self._rolling_timestamp = batches[0].max_timestamp
-        _write_fully(self._fd, memoryview(buffer), physical_position)
         self.size += len(buffer)
         for batch in batches:
             self._after_batch(
@@ -380,20 +413,20 @@ class LogSegment:
             self.time_index.maybe_append(latest.timestamp, latest.offset, skip_full_check=True)
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
+        self._close_fd()
 
     def close_handler(self) -> None:
         """Release fds and maps without writing anything (crash simulation, dir offline)."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close_handler()
-        os.close(self._fd)
+        self._close_fd()
 
     def delete(self) -> None:
         """Close and remove all three files."""
         self.offset_index.delete()
         self.time_index.delete()
-        os.close(self._fd)
+        self._close_fd()
         with contextlib.suppress(FileNotFoundError):
             self.log_path.unlink()
 

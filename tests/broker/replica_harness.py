@@ -120,9 +120,12 @@ def batch(*values: bytes, timestamp: int = 1000, **fields: int) -> bytearray:
 class Cluster:
     """One broker (id LOCAL) with a real LogManager, fed metadata records like the loader."""
 
-    def __init__(self, tmp_path: Path, config: LogConfig | None = None) -> None:
-        self.log_dir = tmp_path / "logs"
-        self.log_manager = LogManager.open([self.log_dir], config or LogConfig(), now_ms=0)
+    def __init__(
+        self, tmp_path: Path, config: LogConfig | None = None, log_dirs: Sequence[Path] = ()
+    ) -> None:
+        self.log_dirs = list(log_dirs) or [tmp_path / "logs"]
+        self.log_dir = self.log_dirs[0]
+        self.log_manager = LogManager.open(self.log_dirs, config or LogConfig(), now_ms=0)
         self.fetchers = RecordedFetcherManager()
         self.clock = FakeClock()
         self.replica_manager = ReplicaManager(

@@ -104,7 +104,31 @@ def test_metrics_is_prometheus_text() -> None:
 def test_broker_endpoint() -> None:
     assert body(call(FakeBroker().app(), "/v1/broker")) == {
         "node_id": 1, "state": "RUNNING", "metadata_offset": 41, "broker_epoch": 7, "rack": None,
+        "offline_log_dirs": [], "offline_partitions": [],
     }  # fmt: skip
+
+
+def test_offline_storage_makes_a_running_broker_degraded_not_down() -> None:
+    broker = FakeBroker()
+    offline = BrokerStatus(
+        node_id=1, state=BrokerState.RUNNING, metadata_offset=41,
+        offline_log_dirs=("/data/b",), offline_partitions=("pets-2",),
+    )  # fmt: skip
+    api = BrokerHttpApi(
+        status=lambda: offline,
+        metrics_text=broker.metrics.render,
+        partitions=lambda: [PartitionRow.offline("pets", 2, "IsADirectoryError")],
+    )
+    health = call(build_app(api), "/healthz")
+    assert (health.status, body(health)) == (200, {
+        "status": "degraded", "state": "RUNNING",
+        "offline_log_dirs": ["/data/b"], "offline_partitions": ["pets-2"],
+    })  # fmt: skip
+    assert body(call(build_app(api), "/v1/partitions"))["partitions"] == [{
+        "topic": "pets", "partition": 2, "role": "offline", "leader_epoch": -1,
+        "log_start_offset": -1, "log_end_offset": -1, "high_watermark": -1, "isr": [],
+        "offline_reason": "IsADirectoryError",
+    }]  # fmt: skip
 
 
 def test_partitions_sorted_and_filtered() -> None:

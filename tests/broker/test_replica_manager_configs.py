@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
-from broker.replica_manager import RecordedFetcherManager, ReplicaManager, changed_topic_configs
+from broker.replica_manager import RecordedFetcherManager, ReplicaManager
 from broker.server import BrokerServer
+from broker.topic_configs import changed_topic_configs
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes

@@ -266,3 +266,22 @@ def test_the_manager_is_the_broker_fetcher_manager(tmp_path: Path) -> None:
 )
 def test_parse_topic_id(text: str, expected: uuid.UUID | None) -> None:
     assert parse_topic_id(text) == expected
+
+
+def test_a_follower_log_that_fails_on_disk_is_reported_for_its_log_dir(tmp_path: Path) -> None:
+    # Kafka: a KafkaStorageException while appending fetched data marks the partition failed
+    # and goes to the LogDirFailureChannel; here the broker's on_storage_error hook.
+    async def test() -> None:
+        cluster = Cluster(tmp_path)
+        reported: list[TopicPartition] = []
+        cluster.manager.on_storage_error = reported.append
+        (t0,) = tps("t", 1)
+        cluster.leaders[1] = {t0: leader_of([0, 0], 0, hw=2)}
+        cluster.add(t0)
+        cluster.logs[t0].close_handlers()  # its files are gone: appends raise OSError
+        await until(lambda: t0 in cluster.manager.failed_partitions)
+        assert cluster.manager.failed_partitions[t0] is FailureReason.STORAGE_ERROR
+        assert reported == [t0]
+        await cluster.manager.shutdown()
+
+    run(test)

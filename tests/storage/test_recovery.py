@@ -276,3 +276,57 @@ def test_first_unflushed_segment(
     bases: list[int], recovery_point: int, clean: bool, expected: int
 ) -> None:
     assert first_unflushed_segment(bases, recovery_point, clean) == expected
+
+
+# ------------------------------------------------------------------ damage after a clean shutdown
+# Issue 9: any inconsistency found while loading is an unclean shutdown of that partition.
+
+
+def cut(path: Path, size: int) -> None:
+    with path.open("r+b") as file:
+        file.truncate(size)
+
+
+def test_a_torn_active_segment_after_a_clean_shutdown_is_recovered(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log, _ = written_log(directory)
+    expected = contents(log)
+    active = log.active_segment.log_path
+    log.close()
+    cut(active, active.stat().st_size - 30)  # the issue's reproduction: 30 bytes off
+    reopened = open_log(directory, recovery_point=80, clean=True)
+    assert reopened.log_end_offset == 78  # only the torn last batch is gone
+    assert contents(reopened) == expected[:78]
+    assert reopened.load_report.recovered_segments == (reopened.active_segment.base_offset,)
+    assert reopened.load_report.rebuilt_indexes[0][1].startswith(active.name)
+
+
+@pytest.mark.parametrize("bytes_off", [30, 0], ids=["mid-batch", "at-a-batch-boundary"])
+def test_a_torn_older_segment_after_a_clean_shutdown_cuts_the_log_there(
+    tmp_path: Path, bytes_off: int
+) -> None:
+    directory = tmp_path / "t-0"
+    log, sizes = written_log(directory)
+    expected = contents(log)
+    first = log.segments[0]
+    first_end = log.segments[1].base_offset
+    log.close()
+    cut(first.log_path, first.log_path.stat().st_size - (bytes_off or sizes[0]))
+    reopened = open_log(directory, recovery_point=80, clean=True)
+    assert len(reopened.segments) == 1
+    assert reopened.log_end_offset == first_end - 2  # the last batch of segment 0 went
+    assert contents(reopened) == expected[: first_end - 2]
+    assert reopened.load_report.deleted_segments  # they no longer continued the log
+    reopened.append_as_leader(batch(b"next"), leader_epoch=0, now_ms=0)
+    assert reopened.log_end_offset == first_end
+
+
+def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log, _ = written_log(directory, epoch=3)
+    expected = contents(log)
+    log.close()
+    (directory / "leader-epoch-checkpoint").write_bytes(b"0\n1\nnot an epoch\n")
+    reopened = open_log(directory, recovery_point=80, clean=True)
+    assert reopened.leader_epoch_cache.entries == (EpochEntry(3, 0),)
+    assert contents(reopened) == expected
