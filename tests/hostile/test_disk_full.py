@@ -12,6 +12,7 @@ exactly once, none is duplicated, and the log holds nothing the producer never s
 from __future__ import annotations
 
 import collections
+import errno
 import os
 import subprocess
 import time
@@ -54,14 +55,31 @@ def small_disk() -> Iterator[Path]:
         subprocess.run(["rm", "-rf", str(SMALL_DISK), str(OTHER_DIR)], check=False)
 
 
-def fill(disk: Path, leave_bytes: int) -> Path:
-    """A file taking all but ``leave_bytes`` of the disk."""
+def free_bytes(disk: Path) -> int:
     stats = os.statvfs(disk)
-    free = stats.f_bavail * stats.f_frsize
+    return stats.f_bavail * stats.f_frsize
+
+
+def fill(disk: Path, leave_bytes: int) -> Path:
+    """A file taking all but about ``leave_bytes`` of the disk, written in chunks that re-read
+    the free space, so files the broker creates meanwhile cannot make the filler overrun."""
     filler = disk / "filler"
     with filler.open("wb") as file:
-        file.write(b"\0" * (free - leave_bytes))
+        while (room := free_bytes(disk) - leave_bytes) > 0:
+            try:
+                file.write(b"\0" * min(room, 256 * 1024))
+                file.flush()
+            except OSError as error:  # the broker took the last of the room meanwhile
+                if error.errno != errno.ENOSPC:
+                    raise
+                break
     return filler
+
+
+def wait_for_partition_files(disk: Path, partition_dir: str) -> None:
+    """The partition's first segment and its (space-reserving) indexes exist."""
+    first = disk / partition_dir / "00000000000000000000"
+    wait_until(lambda: all(first.with_suffix(s).exists() for s in (".log", ".index", ".timeindex")))
 
 
 def wait_until(predicate: object, timeout_s: float = 30.0) -> None:
@@ -83,7 +101,7 @@ def test_disk_full_mid_stream_then_freed_loses_and_duplicates_nothing(
 ) -> None:
     single = single_broker
     single.create_topic("stream", 1)
-    wait_until(lambda: (small_disk / "stream-0").is_dir())  # the first, emptiest dir
+    wait_for_partition_files(small_disk, "stream-0")  # the first, emptiest dir
     filler = fill(small_disk, ROOM_BYTES)
     producer = KafkaProducer(
         bootstrap_servers=single.bootstrap, acks="all", enable_idempotence=True,
@@ -131,7 +149,7 @@ def test_a_broker_whose_only_log_dir_fails_stops(
     # it can serve nothing, and its leaderships must move.
     single = single_broker
     single.create_topic("doomed", 1)
-    wait_until(lambda: (small_disk / "doomed-0").is_dir())
+    wait_for_partition_files(small_disk, "doomed-0")
     fill(small_disk, 8 * 1024)
     producer = KafkaProducer(
         bootstrap_servers=single.bootstrap, acks=1, enable_idempotence=False, retries=0,
