@@ -64,11 +64,10 @@ def fill(disk: Path, leave_bytes: int) -> Path:
     """A file taking all but about ``leave_bytes`` of the disk, written in chunks that re-read
     the free space, so files the broker creates meanwhile cannot make the filler overrun."""
     filler = disk / "filler"
-    with filler.open("wb") as file:
+    with filler.open("wb", buffering=0) as file:
         while (room := free_bytes(disk) - leave_bytes) > 0:
             try:
                 file.write(b"\0" * min(room, 256 * 1024))
-                file.flush()
             except OSError as error:  # the broker took the last of the room meanwhile
                 if error.errno != errno.ENOSPC:
                     raise
