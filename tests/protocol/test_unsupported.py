@@ -1,0 +1,89 @@
+"""Error answers to requests the broker does not serve (``protocol.unsupported``).
+
+Every API version a schema defines but the broker does not serve must get a response that
+decodes at the request's own version and carries UNSUPPORTED_VERSION in every error code it
+has — Kafka's ``AbstractRequest.getErrorResponse`` shape — or, where no answer can be built,
+None (the connection closes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from protocol.api_keys import ApiKey
+from protocol.apis import SUPPORTED_API_VERSIONS
+from protocol.errors import Errors
+from protocol.unsupported import MESSAGE_CLASSES, can_answer, error_response
+
+
+def unserved_versions() -> list[tuple[int, int]]:
+    cases = []
+    for api_key, (request_cls, _) in sorted(MESSAGE_CLASSES.items()):
+        if api_key == ApiKey.API_VERSIONS:
+            continue  # KIP-511's v0 answer, apis.encode_unsupported_api_versions_response
+        low, high = request_cls.valid_versions
+        served = SUPPORTED_API_VERSIONS.get(ApiKey(api_key))
+        cases += [(api_key, v) for v in range(low, high + 1) if served is None or v not in served]
+    return cases
+
+
+def error_codes(fields: Any, value: Any, version: int) -> list[int]:
+    """Every error_code the schema puts in this version of a decoded message, depth first."""
+    found = []
+    for name, field in fields.items():
+        if not field.for_version_q(version):
+            continue
+        if name == "error_code":
+            found.append(getattr(value, name))
+        elif field.is_struct_array():
+            for item in getattr(value, name) or []:
+                found += error_codes(field.fields, item, version)
+    return found
+
+
+@pytest.mark.parametrize(("api_key", "api_version"), unserved_versions())
+def test_every_unserved_version_gets_a_decodable_unsupported_version_answer(
+    api_key: int, api_version: int
+) -> None:
+    request_cls, response_cls = MESSAGE_CLASSES[api_key]
+    request = request_cls(version=api_version)
+    if api_key == ApiKey.PRODUCE:
+        request.acks = -1
+    body = error_response(api_key, api_version, bytes(request.encode(version=api_version)))
+    assert body is not None
+    response = response_cls.decode(body, version=api_version)
+    codes = error_codes(response_cls._struct.fields, response, api_version)
+    assert set(codes) <= {Errors.UNSUPPORTED_VERSION}
+
+
+def test_the_mirror_names_every_partition_of_the_request() -> None:
+    request_cls, response_cls = MESSAGE_CLASSES[ApiKey.OFFSET_DELETE]
+    topic = request_cls.OffsetDeleteRequestTopic
+    partition = topic.OffsetDeleteRequestPartition(partition_index=2)
+    topics = [topic(name="pets", partitions=[partition])]
+    request = request_cls(version=0, group_id="g", topics=topics)
+    body = error_response(ApiKey.OFFSET_DELETE, 0, bytes(request.encode(version=0)))
+    assert body is not None
+    response = response_cls.decode(body, version=0)
+    assert response.error_code == Errors.UNSUPPORTED_VERSION
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in response.topics] == [("pets", [(2, Errors.UNSUPPORTED_VERSION)])]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("api_key", "api_version", "reason"),
+    [
+        (999, 0, "no schema knows the key"),
+        (ApiKey.VOTE, 0, "no schema here for a controller API"),
+        (ApiKey.METADATA, 99, "no schema defines the version"),
+    ],
+)
+def test_no_answer_without_a_schema(api_key: int, api_version: int, reason: str) -> None:
+    assert not can_answer(api_key, api_version), reason
+    assert error_response(api_key, api_version, b"") is None, reason
+
+
+def test_no_answer_to_a_body_that_does_not_decode() -> None:
+    assert error_response(ApiKey.DELETE_RECORDS, 0, b"\x00\x00\x00\x05") is None
