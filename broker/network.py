@@ -24,6 +24,14 @@ unsupported version: Kafka's ``SocketServer.parseRequestHeader`` throws
 (logged with its traceback; Kafka's ``processChannelException``). The dispatcher never sees a
 frame whose header failed to parse.
 
+Connection limits (``broker.connection_quotas``, Kafka's ``ConnectionQuotas``): the listener
+runs its own accept loop so that at ``max.connections`` it stops accepting until a connection
+closes (Kafka's blocking acceptor; newcomers wait in the listen backlog of
+``socket.listen.backlog.size``); an address over ``max.connections.per.ip`` has its new
+connection closed at once; every ``scan_interval_ms`` the connections idle for longer than
+``connections.max.idle.ms`` are closed. Open connections, refusals and acceptor stalls are
+counted in ``broker.metrics``.
+
 A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
 (``storage.file_slice.FileSlice``: path, position, length) of at least ``SENDFILE_MIN_BYTES`` go
 out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller ones, or all of them where
@@ -38,15 +46,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import ipaddress
 import logging
 import os
+import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import BinaryIO, Protocol
 
 import attrs
 
+from broker.connection_quotas import (
+    DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+    Admission,
+    ConnectionLimits,
+    ConnectionQuotas,
+    idle_connections,
+    is_ip_literal,
+    scan_interval_ms,
+)
 from broker.file_cache import OpenFileCache
 from broker.metrics import BrokerMetrics, CloseReason
 from protocol.errors import ProtocolError
@@ -65,6 +85,13 @@ FILE_CHUNK_BYTES = 256 * 1024
 # more than the copy it saves. Measured on loopback (2 cores): 16 KiB slices 480 MiB/s read vs
 # 110 MiB/s sendfile at 4x the CPU; 256 KiB slices 1000 vs 630 MiB/s; 1 MiB slices even.
 SENDFILE_MIN_BYTES = 1024 * 1024
+# socket.listen.backlog.size (KIP-764): Kafka's default.
+DEFAULT_LISTEN_BACKLOG = 50
+# How long the acceptor waits at max.connections before re-checking: a connection closed on
+# another listener frees a slot without waking this one.
+SLOT_RECHECK_S = 0.1
+# Pause after accept() itself fails (EMFILE, ENFILE, ENOBUFS) so the loop does not spin.
+ACCEPT_ERROR_BACKOFF_S = 0.1
 
 
 @attrs.frozen
@@ -96,6 +123,10 @@ class NetworkMetrics(Protocol):
     def record_connection_opened(self) -> None: ...
 
     def record_connection_closed(self, reason: CloseReason) -> None: ...
+
+    def record_connection_refused(self, reason: str) -> None: ...
+
+    def record_acceptor_blocked(self) -> None: ...
 
 
 class ShortFileSliceError(Exception):
@@ -136,8 +167,12 @@ class KafkaListener:
         max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
         metrics: NetworkMetrics | None = None,
         use_sendfile: bool = True,
+        quotas: ConnectionQuotas | None = None,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+        listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
     ) -> None:
         assert max_in_flight_requests >= 1 and max_request_bytes >= 0
+        assert connections_max_idle_ms >= 1 and listen_backlog >= 1
         self.dispatch = dispatch
         self.listener_name = listener_name
         self.max_request_bytes = max_request_bytes
@@ -145,17 +180,29 @@ class KafkaListener:
         self.metrics: NetworkMetrics = metrics or BrokerMetrics()
         self.use_sendfile = use_sendfile
         self.files = OpenFileCache()
+        # Shared by every listener of a broker (max.connections is broker-wide).
+        self.quotas = quotas or ConnectionQuotas(ConnectionLimits())
+        self.quotas.add_listener(listener_name)
+        self.connections_max_idle_ms = connections_max_idle_ms
+        # The broker's other listeners; a protected listener makes them close excess ones.
+        self.peers: list[KafkaListener] = []
         self._host = host
         self._port = port
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._listen_backlog = listen_backlog
+        self._socket: socket.socket | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self._slot_freed = asyncio.Event()
+        # Invariant: one entry per connection being served (serve_connection is running).
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
+        # Tasks of accepted sockets, from before serve_connection until the quota is released.
+        self._accepted: set[asyncio.Task[None]] = set()
         self._next_connection_index = 0
 
     @property
     def port(self) -> int:
         """The bound port (the requested one, or the one the OS picked for port 0)."""
-        assert self._server is not None, "start() first"
-        port: int = self._server.sockets[0].getsockname()[1]
+        assert self._socket is not None, "start() first"
+        port: int = self._socket.getsockname()[1]
         return port
 
     @property
@@ -163,21 +210,113 @@ class KafkaListener:
         return len(self._connections)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self.serve_connection, self._host, self._port)
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        self._socket = socket.create_server(
+            (self._host, self._port), family=family, backlog=self._listen_backlog
+        )
+        self._socket.setblocking(False)
+        self._background = [
+            asyncio.create_task(self._accept_connections()),
+            asyncio.create_task(self._expire_idle_connections()),
+        ]
         logger.info("Kafka listener %s on %s:%d", self.listener_name, self._host, self.port)
 
     async def close(self) -> None:
         """Stop accepting, drop every connection and its pending requests, close files."""
-        if self._server is not None:
-            self._server.close()
-        tasks = list(self._connections)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background = []
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        tasks = list(self._accepted | set(self._connections))
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
         self.files.close()
+
+    # --- accepting (Kafka's Acceptor and ConnectionQuotas.inc) ---
+
+    async def _accept_connections(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._socket is not None
+        while True:
+            await self._wait_for_connection_slot()
+            try:
+                accepted, address = await loop.sock_accept(self._socket)
+            except OSError as error:
+                logger.warning("accept on %s failed: %s", self.listener_name, error)
+                await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
+                continue
+            ip = str(address[0])
+            if self.quotas.open(self.listener_name, ip) is Admission.REFUSED_PER_IP:
+                accepted.close()
+                self.metrics.record_connection_refused(Admission.REFUSED_PER_IP.value)
+                logger.debug("refused a connection from %s: max.connections.per.ip", ip)
+                continue
+            task = asyncio.create_task(self._serve_accepted(accepted, ip))
+            self._accepted.add(task)
+            task.add_done_callback(self._accepted.discard)
+            for peer in self.peers:
+                peer.close_excess_connections()
+
+    async def _wait_for_connection_slot(self) -> None:
+        if self.quotas.slot_available(self.listener_name):
+            return
+        self.metrics.record_acceptor_blocked()
+        logger.warning(
+            "max.connections (%d) reached: listener %s accepts again once one closes",
+            self.quotas.limits.max_connections, self.listener_name,
+        )  # fmt: skip
+        while not self.quotas.slot_available(self.listener_name):
+            self._slot_freed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._slot_freed.wait(), SLOT_RECHECK_S)
+
+    async def _serve_accepted(self, accepted: socket.socket, ip: str) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, accepted)
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            await self.serve_connection(reader, writer)
+        except OSError as error:  # the client left before the transport was set up
+            logger.debug("connection from %s failed at set-up: %s", ip, error)
+            accepted.close()
+        finally:
+            self.quotas.close(self.listener_name, ip)
+            self._slot_freed.set()
+
+    def close_excess_connections(self) -> None:
+        """Kafka's ``Processor.closeExcessConnections``: above max.connections (a protected
+        listener let one more in), close this listener's least recently active connections."""
+        excess = self.quotas.excess_connections(self.listener_name)
+        expiring = sum(1 for c in self._connections.values() if c.expiring)
+        candidates = sorted(
+            (c for c in self._connections.values() if not c.expiring),
+            key=lambda c: c.last_active_ms,
+        )
+        for connection in candidates[: max(0, excess - expiring)]:
+            connection.expire(CloseReason.MAX_CONNECTIONS)
+
+    async def _expire_idle_connections(self) -> None:
+        """Close connections idle for longer than connections.max.idle.ms (Kafka's Selector)."""
+        interval_s = scan_interval_ms(self.connections_max_idle_ms) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            candidates = (
+                (c, c.last_active_ms, c.busy)
+                for c in self._connections.values()
+                if not c.expiring
+            )
+            for connection in idle_connections(
+                candidates, _now_ms(), self.connections_max_idle_ms
+            ):
+                connection.expire(CloseReason.IDLE)
+
+    # --- serving ---
 
     def _connection_id(self, writer: asyncio.StreamWriter) -> tuple[str, str, int]:
         local = writer.get_extra_info("sockname") or ("?", 0)
@@ -190,19 +329,38 @@ class KafkaListener:
     async def serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """Serve one accepted connection until it closes (the server's callback; tests call it
+        """Serve one accepted connection until it closes (the accept loop's; tests call it
         with a socketpair's streams)."""
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        connection_id, host, port = self._connection_id(writer)
+        connection = _Connection(self, reader, writer, connection_id, host, port)
+        self._connections[task] = connection
         try:
-            connection_id, host, port = self._connection_id(writer)
             # Only close() cancels a connection: end quietly, because Python 3.11's
             # StreamReaderProtocol reports a cancelled connection task as an error.
             with contextlib.suppress(asyncio.CancelledError):
-                await _Connection(self, reader, writer, connection_id, host, port).run()
+                await connection.run()
         finally:
-            self._connections.discard(task)
+            del self._connections[task]
+
+
+async def resolve_per_ip_overrides(overrides: Mapping[str, int]) -> Mapping[str, int]:
+    """``max.connections.per.ip.overrides`` keyed by address: host names are resolved once, at
+    start-up (Kafka's ``InetAddress.getByName``); a name that does not resolve is an error."""
+    loop = asyncio.get_running_loop()
+    resolved: dict[str, int] = {}
+    for host, count in overrides.items():
+        if is_ip_literal(host):
+            resolved[str(ipaddress.ip_address(host))] = count
+            continue
+        for *_, address in await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM):
+            resolved[str(address[0])] = count
+    return MappingProxyType(resolved)
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 def _describe(header: RequestHeader) -> str:
@@ -232,6 +390,21 @@ class _Connection:
         # the queue holds those plus at most one end/failure marker.
         self._in_flight = asyncio.Semaphore(listener.max_in_flight_requests)
         self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
+        # Requests dispatched and not yet answered (a connection serving one is not idle).
+        self._unanswered = 0
+        # When bytes were last read or written (connections.max.idle.ms).
+        self.last_active_ms = _now_ms()
+        # Set once the broker decided to close this connection (idle, or over max.connections).
+        self.expiring = False
+
+    @property
+    def busy(self) -> bool:
+        return self._unanswered > 0
+
+    def expire(self, reason: CloseReason) -> None:
+        """Close this connection once the responses already queued are written."""
+        self.expiring = True
+        self._queue.put_nowait(_Failure(reason, f"closed by the broker: {reason.value}"))
 
     async def run(self) -> None:
         self._metrics.record_connection_opened()
@@ -258,6 +431,7 @@ class _Connection:
                     self._queue.put_nowait(_Entry.END_OF_INPUT)
                     return
                 self._metrics.record_bytes_in(len(data))
+                self.last_active_ms = _now_ms()
                 decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not None:
                     if not await self._handle_frame(frame):
@@ -297,6 +471,7 @@ class _Connection:
             self._record(header, started_ns)
             self._in_flight.release()
             return True
+        self._unanswered += 1
         self._queue.put_nowait(_Pending(context, asyncio.ensure_future(response), started_ns))
         return True
 
@@ -308,12 +483,15 @@ class _Connection:
             if item is _Entry.END_OF_INPUT:
                 return CloseReason.CLIENT_CLOSED
             if isinstance(item, _Failure):
-                logger.warning("closing connection %s: %s", self._id, item.message)
+                log = logger.debug if self.expiring else logger.warning
+                log("closing connection %s: %s", self._id, item.message)
                 return item.reason
             assert isinstance(item, _Pending)
             reason = await self._complete(item)
             if reason is not None:
                 return reason
+            self._unanswered -= 1
+            self.last_active_ms = _now_ms()
             self._in_flight.release()
 
     async def _complete(self, item: _Pending) -> CloseReason | None:

@@ -13,10 +13,11 @@ group the request named.
 
 ``error_response`` builds it generically from the message schemas kafka-python ships (Kafka's
 JSON schemas): each response field takes, by name, the value of the request field of the same
-name (``name``, ``partition_index``, ``topic_id``, ``group_id``, …), arrays of structs are
-mirrored element by element, ``error_code`` is set, everything else keeps its schema default.
-Kafka writes each ``getErrorResponse`` by hand; the mirror gives the same shape for the APIs
-checked in ``tests/protocol/test_unsupported.py``.
+name (``name``, ``partition_index``, ``topic_id``, ``group_id``, …; Produce and Fetch rename
+theirs, ``_REQUEST_NAMES``), arrays of structs are mirrored element by element,
+``error_code`` is set, everything else keeps its schema default. Kafka writes each
+``getErrorResponse`` by hand; the mirror gives the same shape for the APIs checked in
+``tests/protocol/test_unsupported.py``.
 
 Where no answer can be built the connection is still closed, as in Kafka (``error_response``
 returns None): an API key no schema here knows (its response layout is unknown), a version
@@ -43,6 +44,15 @@ from protocol.errors import Errors, MalformedRequestError
 from protocol.segments import Buffer
 
 _ERROR_CODE_FIELD = "error_code"
+# Response fields whose request counterpart has another name (Produce and Fetch):
+# response field -> request fields to mirror it from, tried in order.
+_REQUEST_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "responses": ("topic_data", "topics"),
+        "partition_responses": ("partition_data",),
+        "partition_index": ("partition",),
+    }
+)
 
 
 def _message_classes() -> Mapping[int, tuple[Any, Any]]:
@@ -114,7 +124,7 @@ def _mirror(fields: Mapping[str, Any], source: Any, version: int, error: Errors)
         if name == _ERROR_CODE_FIELD:
             values[name] = int(error)
             continue
-        requested = getattr(source, name, None)
+        requested = _requested(source, name)
         if field.is_struct_array():
             if isinstance(requested, list):
                 values[name] = [
@@ -123,3 +133,12 @@ def _mirror(fields: Mapping[str, Any], source: Any, version: int, error: Errors)
         elif not field.is_struct() and not field.is_array() and requested is not None:
             values[name] = requested
     return values
+
+
+def _requested(source: Any, name: str) -> Any:
+    """The request's value for response field ``name``: same name first, then its aliases."""
+    for request_name in (name, *_REQUEST_NAMES.get(name, ())):
+        value = getattr(source, request_name, None)
+        if value is not None:
+            return value
+    return None

@@ -87,3 +87,34 @@ def test_no_answer_without_a_schema(api_key: int, api_version: int, reason: str)
 
 def test_no_answer_to_a_body_that_does_not_decode() -> None:
     assert error_response(ApiKey.DELETE_RECORDS, 0, b"\x00\x00\x00\x05") is None
+
+
+def test_produce_and_fetch_answers_name_every_partition_despite_renamed_fields() -> None:
+    # Kafka's ProduceRequest/FetchRequest.getErrorResponse list every partition requested.
+    produce_cls, produce_response_cls = MESSAGE_CLASSES[ApiKey.PRODUCE]
+    data = produce_cls.TopicProduceData
+    request = produce_cls(
+        version=11, acks=-1, timeout_ms=1000,
+        topic_data=[data(name="pets", partition_data=[data.PartitionProduceData(index=4)])],
+    )  # fmt: skip
+    body = error_response(ApiKey.PRODUCE, 11, bytes(request.encode(version=11)))
+    assert body is not None
+    produced = produce_response_cls.decode(body, version=11)
+    answered = [
+        (t.name, [(p.index, p.error_code) for p in t.partition_responses])
+        for t in produced.responses
+    ]
+    assert answered == [("pets", [(4, Errors.UNSUPPORTED_VERSION)])]
+
+    fetch_cls, fetch_response_cls = MESSAGE_CLASSES[ApiKey.FETCH]
+    topic = fetch_cls.FetchTopic
+    fetch = fetch_cls(
+        version=17, topics=[topic(topic_id="00000000-0000-0000-0000-000000000001",
+                                  partitions=[topic.FetchPartition(partition=6)])],
+    )  # fmt: skip
+    body = error_response(ApiKey.FETCH, 17, bytes(fetch.encode(version=17)))
+    assert body is not None
+    fetched = fetch_response_cls.decode(body, version=17)
+    assert fetched.error_code == Errors.UNSUPPORTED_VERSION
+    assert [[(p.partition_index, p.error_code) for p in t.partitions]
+            for t in fetched.responses] == [[(6, Errors.UNSUPPORTED_VERSION)]]  # fmt: skip
