@@ -18,19 +18,17 @@ per connection; at the bound the reader stops reading (TCP backpressure) until o
 Failures close only their own connection, after the responses to every earlier request were
 written (Kafka reads the next request only after answering the previous one, so its clients
 see the same): a bad size prefix (negative or above ``socket.request.max.bytes``), a header that
-does not parse, a request ``dispatch`` rejects with ``ProtocolError`` (unknown API key,
-unsupported version: Kafka's ``SocketServer.parseRequestHeader`` throws
-``InvalidRequestException`` and the processor closes the channel), a handler that raises
+does not parse, a request ``dispatch`` rejects with ``ProtocolError`` (an API key or version no
+schema defines, so not even an error can be answered: Kafka's ``SocketServer.parseRequestHeader``
+throws ``InvalidRequestException`` and the processor closes the channel), a handler that raises
 (logged with its traceback; Kafka's ``processChannelException``). The dispatcher never sees a
 frame whose header failed to parse.
 
-Connection limits (``broker.connection_quotas``, Kafka's ``ConnectionQuotas``): the listener
-runs its own accept loop so that at ``max.connections`` it stops accepting until a connection
-closes (Kafka's blocking acceptor; newcomers wait in the listen backlog of
-``socket.listen.backlog.size``); an address over ``max.connections.per.ip`` has its new
-connection closed at once; every ``scan_interval_ms`` the connections idle for longer than
-``connections.max.idle.ms`` are closed. Open connections, refusals and acceptor stalls are
-counted in ``broker.metrics``.
+Connections are accepted by ``broker.acceptor.Acceptor`` within Kafka's limits
+(``max.connections``: stop accepting until one closes; ``max.connections.per.ip``: close the new
+one; ``connections.max.idle.ms``: close idle ones — ``broker.connection_quotas``). Each
+connection tells it when it was last active and whether a request is in flight, and closes
+when expired, after the responses already queued.
 
 A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
 (``storage.file_slice.FileSlice``: path, position, length) of at least ``SENDFILE_MIN_BYTES`` go
@@ -46,26 +44,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import ipaddress
 import logging
 import os
-import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import MappingProxyType
 from typing import BinaryIO, Protocol
 
 import attrs
 
+from broker.acceptor import DEFAULT_LISTEN_BACKLOG, Acceptor, AcceptorMetrics, Clock, monotonic_ms
 from broker.connection_quotas import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
-    Admission,
     ConnectionLimits,
     ConnectionQuotas,
-    idle_connections,
-    is_ip_literal,
-    scan_interval_ms,
 )
 from broker.file_cache import OpenFileCache
 from broker.metrics import BrokerMetrics, CloseReason
@@ -85,13 +77,6 @@ FILE_CHUNK_BYTES = 256 * 1024
 # more than the copy it saves. Measured on loopback (2 cores): 16 KiB slices 480 MiB/s read vs
 # 110 MiB/s sendfile at 4x the CPU; 256 KiB slices 1000 vs 630 MiB/s; 1 MiB slices even.
 SENDFILE_MIN_BYTES = 1024 * 1024
-# socket.listen.backlog.size (KIP-764): Kafka's default.
-DEFAULT_LISTEN_BACKLOG = 50
-# How long the acceptor waits at max.connections before re-checking: a connection closed on
-# another listener frees a slot without waking this one.
-SLOT_RECHECK_S = 0.1
-# Pause after accept() itself fails (EMFILE, ENFILE, ENOBUFS) so the loop does not spin.
-ACCEPT_ERROR_BACKOFF_S = 0.1
 
 
 @attrs.frozen
@@ -111,7 +96,7 @@ ResponseFuture = Awaitable[Segments | None]
 Dispatch = Callable[[RequestContext, memoryview], ResponseFuture | None]
 
 
-class NetworkMetrics(Protocol):
+class NetworkMetrics(AcceptorMetrics, Protocol):
     """The hooks the listener calls; ``broker.metrics.BrokerMetrics`` implements them."""
 
     def record_request(self, api_key: int, latency_seconds: float) -> None: ...
@@ -123,10 +108,6 @@ class NetworkMetrics(Protocol):
     def record_connection_opened(self) -> None: ...
 
     def record_connection_closed(self, reason: CloseReason) -> None: ...
-
-    def record_connection_refused(self, reason: str) -> None: ...
-
-    def record_acceptor_blocked(self) -> None: ...
 
 
 class ShortFileSliceError(Exception):
@@ -170,9 +151,11 @@ class KafkaListener:
         quotas: ConnectionQuotas | None = None,
         connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
         listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
+        clock: Clock = monotonic_ms,
     ) -> None:
         assert max_in_flight_requests >= 1 and max_request_bytes >= 0
-        assert connections_max_idle_ms >= 1 and listen_backlog >= 1
+        # Milliseconds, for connections.max.idle.ms (tests pass a simulated one).
+        self.clock = clock
         self.dispatch = dispatch
         self.listener_name = listener_name
         self.max_request_bytes = max_request_bytes
@@ -180,141 +163,45 @@ class KafkaListener:
         self.metrics: NetworkMetrics = metrics or BrokerMetrics()
         self.use_sendfile = use_sendfile
         self.files = OpenFileCache()
-        # Shared by every listener of a broker (max.connections is broker-wide).
-        self.quotas = quotas or ConnectionQuotas(ConnectionLimits())
-        self.quotas.add_listener(listener_name)
-        self.connections_max_idle_ms = connections_max_idle_ms
-        # The broker's other listeners; a protected listener makes them close excess ones.
-        self.peers: list[KafkaListener] = []
+        # quotas: shared by every listener of a broker (max.connections is broker-wide).
+        self.acceptor = Acceptor(
+            self.serve_connection, lambda: self._connections.values(),
+            host=host, port=port, listener_name=listener_name,
+            quotas=quotas or ConnectionQuotas(ConnectionLimits()), metrics=self.metrics,
+            connections_max_idle_ms=connections_max_idle_ms, listen_backlog=listen_backlog,
+            clock=clock,
+        )  # fmt: skip
         self._host = host
-        self._port = port
-        self._listen_backlog = listen_backlog
-        self._socket: socket.socket | None = None
-        self._background: list[asyncio.Task[None]] = []
-        self._slot_freed = asyncio.Event()
         # Invariant: one entry per connection being served (serve_connection is running).
         self._connections: dict[asyncio.Task[None], _Connection] = {}
-        # Tasks of accepted sockets, from before serve_connection until the quota is released.
-        self._accepted: set[asyncio.Task[None]] = set()
         self._next_connection_index = 0
 
     @property
     def port(self) -> int:
         """The bound port (the requested one, or the one the OS picked for port 0)."""
-        assert self._socket is not None, "start() first"
-        port: int = self._socket.getsockname()[1]
-        return port
+        return self.acceptor.port
 
     @property
     def connection_count(self) -> int:
         return len(self._connections)
 
+    def set_peers(self, listeners: list[KafkaListener]) -> None:
+        """The broker's other listeners (max.connections' protected inter-broker listener)."""
+        self.acceptor.peers = [other.acceptor for other in listeners if other is not self]
+
     async def start(self) -> None:
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        self._socket = socket.create_server(
-            (self._host, self._port), family=family, backlog=self._listen_backlog
-        )
-        self._socket.setblocking(False)
-        self._background = [
-            asyncio.create_task(self._accept_connections()),
-            asyncio.create_task(self._expire_idle_connections()),
-        ]
+        await self.acceptor.start()
         logger.info("Kafka listener %s on %s:%d", self.listener_name, self._host, self.port)
 
     async def close(self) -> None:
         """Stop accepting, drop every connection and its pending requests, close files."""
-        for task in self._background:
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
-        self._background = []
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        tasks = list(self._accepted | set(self._connections))
+        await self.acceptor.close()
+        # Connections tests serve directly (serve_connection) have no acceptor task.
+        tasks = list(self._connections)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.files.close()
-
-    # --- accepting (Kafka's Acceptor and ConnectionQuotas.inc) ---
-
-    async def _accept_connections(self) -> None:
-        loop = asyncio.get_running_loop()
-        assert self._socket is not None
-        while True:
-            await self._wait_for_connection_slot()
-            try:
-                accepted, address = await loop.sock_accept(self._socket)
-            except OSError as error:
-                logger.warning("accept on %s failed: %s", self.listener_name, error)
-                await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
-                continue
-            ip = str(address[0])
-            if self.quotas.open(self.listener_name, ip) is Admission.REFUSED_PER_IP:
-                accepted.close()
-                self.metrics.record_connection_refused(Admission.REFUSED_PER_IP.value)
-                logger.debug("refused a connection from %s: max.connections.per.ip", ip)
-                continue
-            task = asyncio.create_task(self._serve_accepted(accepted, ip))
-            self._accepted.add(task)
-            task.add_done_callback(self._accepted.discard)
-            for peer in self.peers:
-                peer.close_excess_connections()
-
-    async def _wait_for_connection_slot(self) -> None:
-        if self.quotas.slot_available(self.listener_name):
-            return
-        self.metrics.record_acceptor_blocked()
-        logger.warning(
-            "max.connections (%d) reached: listener %s accepts again once one closes",
-            self.quotas.limits.max_connections, self.listener_name,
-        )  # fmt: skip
-        while not self.quotas.slot_available(self.listener_name):
-            self._slot_freed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._slot_freed.wait(), SLOT_RECHECK_S)
-
-    async def _serve_accepted(self, accepted: socket.socket, ip: str) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-            reader = asyncio.StreamReader(loop=loop)
-            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-            transport, _ = await loop.connect_accepted_socket(lambda: protocol, accepted)
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-            await self.serve_connection(reader, writer)
-        except OSError as error:  # the client left before the transport was set up
-            logger.debug("connection from %s failed at set-up: %s", ip, error)
-            accepted.close()
-        finally:
-            self.quotas.close(self.listener_name, ip)
-            self._slot_freed.set()
-
-    def close_excess_connections(self) -> None:
-        """Kafka's ``Processor.closeExcessConnections``: above max.connections (a protected
-        listener let one more in), close this listener's least recently active connections."""
-        excess = self.quotas.excess_connections(self.listener_name)
-        expiring = sum(1 for c in self._connections.values() if c.expiring)
-        candidates = sorted(
-            (c for c in self._connections.values() if not c.expiring),
-            key=lambda c: c.last_active_ms,
-        )
-        for connection in candidates[: max(0, excess - expiring)]:
-            connection.expire(CloseReason.MAX_CONNECTIONS)
-
-    async def _expire_idle_connections(self) -> None:
-        """Close connections idle for longer than connections.max.idle.ms (Kafka's Selector)."""
-        interval_s = scan_interval_ms(self.connections_max_idle_ms) / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            candidates = (
-                (c, c.last_active_ms, c.busy)
-                for c in self._connections.values()
-                if not c.expiring
-            )
-            for connection in idle_connections(
-                candidates, _now_ms(), self.connections_max_idle_ms
-            ):
-                connection.expire(CloseReason.IDLE)
 
     # --- serving ---
 
@@ -343,24 +230,6 @@ class KafkaListener:
                 await connection.run()
         finally:
             del self._connections[task]
-
-
-async def resolve_per_ip_overrides(overrides: Mapping[str, int]) -> Mapping[str, int]:
-    """``max.connections.per.ip.overrides`` keyed by address: host names are resolved once, at
-    start-up (Kafka's ``InetAddress.getByName``); a name that does not resolve is an error."""
-    loop = asyncio.get_running_loop()
-    resolved: dict[str, int] = {}
-    for host, count in overrides.items():
-        if is_ip_literal(host):
-            resolved[str(ipaddress.ip_address(host))] = count
-            continue
-        for *_, address in await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM):
-            resolved[str(address[0])] = count
-    return MappingProxyType(resolved)
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def _describe(header: RequestHeader) -> str:
@@ -393,7 +262,7 @@ class _Connection:
         # Requests dispatched and not yet answered (a connection serving one is not idle).
         self._unanswered = 0
         # When bytes were last read or written (connections.max.idle.ms).
-        self.last_active_ms = _now_ms()
+        self.last_active_ms = self._listener.clock()
         # Set once the broker decided to close this connection (idle, or over max.connections).
         self.expiring = False
 
@@ -431,7 +300,7 @@ class _Connection:
                     self._queue.put_nowait(_Entry.END_OF_INPUT)
                     return
                 self._metrics.record_bytes_in(len(data))
-                self.last_active_ms = _now_ms()
+                self.last_active_ms = self._listener.clock()
                 decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not None:
                     if not await self._handle_frame(frame):
@@ -491,7 +360,7 @@ class _Connection:
             if reason is not None:
                 return reason
             self._unanswered -= 1
-            self.last_active_ms = _now_ms()
+            self.last_active_ms = self._listener.clock()
             self._in_flight.release()
 
     async def _complete(self, item: _Pending) -> CloseReason | None:

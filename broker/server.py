@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
+from broker.acceptor import resolve_per_ip_overrides
 from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig, Endpoint
 from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
@@ -50,7 +51,7 @@ from broker.kafka_apis import KafkaApis
 from broker.lifecycle import BrokerLifecycle, BrokerState
 from broker.metadata_loader import MetadataLoader
 from broker.metrics import BrokerMetrics
-from broker.network import KafkaListener, RequestContext, resolve_per_ip_overrides
+from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager, changed_topic_configs
@@ -257,7 +258,7 @@ class BrokerServer:
             self.listeners.append(listener)
             bound[endpoint.listener_name] = listener.port
         for listener in self.listeners:
-            listener.peers = [other for other in self.listeners if other is not listener]
+            listener.set_peers(self.listeners)
         return tuple(_advertised(e, bound) for e in self.config.advertised_listeners)
 
     def _dispatch(self, context: RequestContext,
