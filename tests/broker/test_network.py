@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from broker.acceptor import resolve_per_ip_overrides
 from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.file_cache import OpenFileCache
 from broker.metrics import BrokerMetrics, CloseReason
@@ -514,3 +515,11 @@ def test_over_max_connections_a_listener_closes_its_least_recently_active_connec
         await harness.listener.close()
 
     run(scenario)
+
+
+def test_per_ip_overrides_are_keyed_by_address_with_host_names_resolved() -> None:
+    # Kafka resolves override host names with InetAddress.getByName; localhost is in /etc/hosts.
+    resolved = asyncio.run(resolve_per_ip_overrides({"localhost": 7, "0:0::1": 3, "10.0.0.1": 0}))
+    assert resolved["127.0.0.1"] == 7
+    assert resolved["::1"] == 3  # normalised; written after localhost, so it wins
+    assert resolved["10.0.0.1"] == 0
