@@ -97,7 +97,8 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 
 from protocol import unsupported
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
+from protocol.errors import Errors, UnsupportedRequestError
+from protocol.kafka_messages import decode_message
 from protocol.segments import Buffer
 
 KAFKA_RELEASE = "3.7"
@@ -226,34 +227,13 @@ def decode_request(api_key: int, api_version: int, body: Buffer) -> Any:
     ``MalformedRequestError`` when the bytes do not decode or run short.
     """
     request_cls, _ = _codec(api_key, api_version)
-    return _decode(request_cls, api_version, body)
+    return decode_message(request_cls, api_version, body)
 
 
 def decode_response(api_key: int, api_version: int, body: Buffer) -> Any:
     """Client side of ``encode_response`` (replica fetcher, tests)."""
     _, response_cls = _codec(api_key, api_version)
-    return _decode(response_cls, api_version, body)
-
-
-def _decode(message_cls: Any, api_version: int, body: Buffer) -> Any:
-    view = memoryview(body)
-    flexible = message_cls.flexible_version_q(api_version)
-    # The compiled decoder reports the end position; kafka-python's decode() hides it and
-    # slices past the end without complaint, so a truncated body would decode silently.
-    decode_from = message_cls._struct.compiled_decode_from(
-        api_version, compact=flexible, tagged=flexible, data_class=message_cls[None]
-    )
-    try:
-        message, end = decode_from(view, 0)
-    except Exception as error:  # generated code raises struct.error, IndexError, ...
-        raise MalformedRequestError(
-            message_cls.__name__, f"v{api_version} does not decode ({error})", 0
-        ) from None
-    if end > view.nbytes:
-        raise MalformedRequestError(
-            message_cls.__name__, f"v{api_version} body needs {end} bytes, has {view.nbytes}", 0
-        )
-    return message
+    return decode_message(response_cls, api_version, body)
 
 
 def encode_response(api_key: int, api_version: int, response: Any) -> bytes:

@@ -31,16 +31,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-# Importing these packages registers every request/response class kafka-python defines.
-import kafka.protocol.admin
-import kafka.protocol.consumer
-import kafka.protocol.metadata
-import kafka.protocol.producer
-import kafka.protocol.sasl  # noqa: F401
-from kafka.protocol.api_message import ApiMessage
-
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors, MalformedRequestError
+from protocol.kafka_messages import MESSAGE_CLASSES, decode_message
 from protocol.segments import Buffer
 
 _ERROR_CODE_FIELD = "error_code"
@@ -53,23 +46,6 @@ _REQUEST_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "partition_index": ("partition",),
     }
 )
-
-
-def _message_classes() -> Mapping[int, tuple[Any, Any]]:
-    """api key -> (request class, response class) for every API kafka-python has a schema for."""
-    found: dict[int, dict[bool, Any]] = {}
-    pending = list(ApiMessage.__subclasses__())
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if getattr(cls, "_class_version", None) is None:  # the primary class, not a v-wrapper
-            found.setdefault(cls.API_KEY, {})[cls.is_request()] = cls
-    return MappingProxyType(
-        {key: (pair[True], pair[False]) for key, pair in found.items() if len(pair) == 2}
-    )
-
-
-MESSAGE_CLASSES = _message_classes()
 
 
 def can_answer(api_key: int, api_version: int) -> bool:
@@ -90,7 +66,7 @@ def error_response(
         return None
     request_cls, response_cls = MESSAGE_CLASSES[api_key]
     try:
-        request = _decode(request_cls, api_version, body)
+        request = decode_message(request_cls, api_version, body)
     except MalformedRequestError:
         return None
     if api_key == ApiKey.PRODUCE and request.acks == 0:
@@ -98,21 +74,6 @@ def error_response(
     fields = _mirror(response_cls._struct.fields, request, api_version, error)
     response = response_cls(version=api_version, **fields)
     return bytes(response.encode(version=api_version))
-
-
-def _decode(request_cls: Any, api_version: int, body: Buffer) -> Any:
-    view = memoryview(body)
-    flexible = request_cls.flexible_version_q(api_version)
-    decode_from = request_cls._struct.compiled_decode_from(
-        api_version, compact=flexible, tagged=flexible, data_class=request_cls[None]
-    )
-    try:
-        request, end = decode_from(view, 0)
-    except Exception as failure:  # generated code raises struct.error, IndexError, ...
-        raise MalformedRequestError(request_cls.__name__, str(failure), 0) from None
-    if end > view.nbytes:
-        raise MalformedRequestError(request_cls.__name__, "body too short", view.nbytes)
-    return request
 
 
 def _mirror(fields: Mapping[str, Any], source: Any, version: int, error: Errors) -> dict[str, Any]:

@@ -29,8 +29,8 @@ from tests.broker.wire_client import (
     request_frame,
 )
 from tests.hostile.conftest import SingleBroker
+from tests.hostile.support import VICTIM, nothing_written
 
-VICTIM = "victim"
 TIMEOUT_S = 10.0
 
 
@@ -80,12 +80,10 @@ def raw(broker: SingleBroker) -> Iterator[RawConnection]:
 
 
 @contextmanager
-def nothing_written(broker: SingleBroker) -> Iterator[None]:
-    """The victim partition's log end offset and files are the same after the block."""
-    broker.create_topic(VICTIM)
-    before = (broker.log_end_offset(VICTIM), broker.partition_files(VICTIM))
-    yield
-    assert (broker.log_end_offset(VICTIM), broker.partition_files(VICTIM)) == before
+def harmless(broker: SingleBroker) -> Iterator[None]:
+    """Nothing written to the victim partition, and a well-behaved client served after."""
+    with nothing_written(broker):
+        yield
     broker.assert_still_serves()
 
 
@@ -119,7 +117,7 @@ def v1_layout_frame(api_key: int, api_version: int, correlation: int, body: byte
 def test_api_versions_v99_gets_the_v0_unsupported_answer_and_the_connection_stays(
     single_broker: SingleBroker, frame: bytes
 ) -> None:
-    with nothing_written(single_broker), raw(single_broker) as connection:
+    with harmless(single_broker), raw(single_broker) as connection:
         connection.send(frame)
         answer = connection.frame()
         # KIP-511: response header v0 (correlation id only), body v0: error 35 and the
@@ -143,7 +141,7 @@ def test_an_unknown_api_key_closes_the_connection_after_earlier_answers(
 ) -> None:
     # No schema knows key 999, so no error response can be encoded: Kafka's
     # RequestHeader.parse throws "Unknown API key" and the connection closes.
-    with nothing_written(single_broker), raw(single_broker) as connection:
+    with harmless(single_broker), raw(single_broker) as connection:
         connection.send(api_versions_frame(1, 3) + request_frame(999, 0, 2, b"\x00" * 8))
         assert correlation_id(connection.frame()) == 1
         assert connection.closed_without_answer()
@@ -158,7 +156,7 @@ def test_an_api_not_served_gets_unsupported_version_per_partition(
         topics=[topic(name=VICTIM, partitions=[topic.DeleteRecordsPartition(
             partition_index=0, offset=0)])],
     )  # fmt: skip
-    with nothing_written(single_broker), raw(single_broker) as connection:
+    with harmless(single_broker), raw(single_broker) as connection:
         connection.send(request_frame(ApiKey.DELETE_RECORDS, 1, 7, request.encode(version=1)))
         answer = connection.frame()
         assert correlation_id(answer) == 7
@@ -193,7 +191,7 @@ def produce_v11(records: bytes) -> bytes:
 def test_a_known_api_at_an_unsupported_version_gets_unsupported_version(
     single_broker: SingleBroker, api_key: int, api_version: int, body: bytes, check: str
 ) -> None:
-    with nothing_written(single_broker), raw(single_broker) as connection:
+    with harmless(single_broker), raw(single_broker) as connection:
         connection.send(request_frame(api_key, api_version, 9, body))
         answer = connection.frame()
         assert correlation_id(answer) == 9
@@ -228,7 +226,7 @@ def test_a_header_that_does_not_parse_closes_the_connection(
     single_broker: SingleBroker, payload: bytes
 ) -> None:
     # Kafka: RequestHeader.parse throws InvalidRequestException, the channel is closed.
-    with nothing_written(single_broker), raw(single_broker) as connection:
+    with harmless(single_broker), raw(single_broker) as connection:
         connection.send(api_versions_frame(1, 3) + struct.pack(">i", len(payload)) + payload)
         assert correlation_id(connection.frame()) == 1
         assert connection.closed_without_answer()
@@ -240,7 +238,7 @@ def test_a_size_prefix_over_socket_request_max_bytes_closes_the_connection(
     single_broker: SingleBroker, size: int
 ) -> None:
     # Kafka's NetworkReceive.readFrom: "Invalid receive (size = N larger than M)", closed.
-    with nothing_written(single_broker), raw(single_broker) as connection:
+    with harmless(single_broker), raw(single_broker) as connection:
         connection.send(api_versions_frame(1, 3) + struct.pack(">i", size) + b"\x00" * 64)
         assert correlation_id(connection.frame()) == 1
         assert connection.closed_without_answer()

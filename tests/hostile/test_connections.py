@@ -19,6 +19,7 @@ import pytest
 
 from tests.broker.wire_client import api_versions_frame, correlation_id
 from tests.hostile.conftest import SingleBroker
+from tests.hostile.support import nothing_written
 from tests.integration.conftest import http
 
 FLOOD_ADDRESS = "127.0.0.2"
@@ -32,7 +33,6 @@ RSS_BOUND_MB = 150
 # touched; gc.collect() and malloc_trim(0) recover 3 MB of 11 in a measurement.)
 RSS_REUSE_MB = 3
 WAIT_S = 30.0
-VICTIM = "victim"
 
 
 def rss_mb(broker: SingleBroker) -> float:
@@ -82,14 +82,6 @@ def flood(broker: SingleBroker, count: int) -> Iterator[list[socket.socket]]:
     finally:
         for sock in sockets:
             sock.close()
-
-
-@contextmanager
-def nothing_written(broker: SingleBroker) -> Iterator[None]:
-    broker.create_topic(VICTIM)
-    before = (broker.log_end_offset(VICTIM), broker.partition_files(VICTIM))
-    yield
-    assert (broker.log_end_offset(VICTIM), broker.partition_files(VICTIM)) == before
 
 
 def served_by_raw_client(broker: SingleBroker) -> bool:

@@ -15,7 +15,8 @@ import pytest
 from protocol.api_keys import ApiKey
 from protocol.apis import SUPPORTED_API_VERSIONS
 from protocol.errors import Errors
-from protocol.unsupported import MESSAGE_CLASSES, can_answer, error_response
+from protocol.kafka_messages import MESSAGE_CLASSES
+from protocol.unsupported import can_answer, error_response
 
 
 def unserved_versions() -> list[tuple[int, int]]:
