@@ -88,7 +88,8 @@ class KafkaApis:
             self.register(api_key, handler)
 
     def dispatch(self, context: RequestContext, body: memoryview) -> Awaitable[Segments | None]:
-        """Route one request; raises ``UnsupportedRequestError`` when Kafka would disconnect."""
+        """Route one request; raises ``UnsupportedRequestError`` where no answer can be encoded
+        (the listener then closes the connection, as Kafka does)."""
         header = context.header
         disposition = request_disposition(header.api_key, header.api_version)
         if disposition is RequestDisposition.CLOSE_CONNECTION:

@@ -256,7 +256,8 @@ class _Connection:
         self._id = connection_id
         self._client = (client_host, client_port)
         # Invariant: at most max_in_flight_requests dispatched requests are not yet answered;
-        # the queue holds those plus at most one end/failure marker.
+        # the queue holds those plus at most two end/failure markers (the reader's, and the
+        # broker's one ``expire``).
         self._in_flight = asyncio.Semaphore(listener.max_in_flight_requests)
         self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
         # Requests dispatched and not yet answered (a connection serving one is not idle).
@@ -271,7 +272,9 @@ class _Connection:
         return self._unanswered > 0
 
     def expire(self, reason: CloseReason) -> None:
-        """Close this connection once the responses already queued are written."""
+        """Close this connection once the responses already queued are written (once)."""
+        if self.expiring:
+            return
         self.expiring = True
         self._queue.put_nowait(_Failure(reason, f"closed by the broker: {reason.value}"))
 
