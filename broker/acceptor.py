@@ -123,9 +123,16 @@ class Acceptor:
         return port
 
     async def start(self) -> None:
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        # One address, as Kafka binds ``new InetSocketAddress(host, port)``: the first the name
+        # resolves to; an empty host is the wildcard.
+        loop = asyncio.get_running_loop()
+        family, *_, address = (
+            await loop.getaddrinfo(
+                self._host or None, self._port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        )[0]
         self._socket = socket.create_server(
-            (self._host, self._port), family=family, backlog=self._listen_backlog
+            address[:2], family=family, backlog=self._listen_backlog
         )
         self._socket.setblocking(False)
         self._loops = [
