@@ -30,9 +30,16 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import attrs
 
+from broker.connection_quotas import (
+    DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_IP,
+    parse_per_ip_overrides,
+)
 from storage.log_config import LogConfig, LogConfigError
 
 LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT = (
@@ -128,7 +135,17 @@ class BrokerConfig:
     # it unless an operator enables auto.create.topics.enable=true.
     auto_create_topics_enable: bool = False
     socket_request_max_bytes: int = 104_857_600
-    connections_max_idle_ms: int = 600_000
+    # connections.max.idle.ms, max.connections, max.connections.per.ip(.overrides): Kafka's
+    # connection limits and defaults (broker.connection_quotas says what each does).
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+    max_connections_per_ip_overrides: Mapping[str, int] = attrs.field(
+        factory=lambda: MappingProxyType({})
+    )
+    # socket.listen.backlog.size (KIP-764): connections the kernel queues while the acceptor
+    # waits at max.connections.
+    socket_listen_backlog_size: int = 50
     broker_heartbeat_interval_ms: int = 2000
     broker_session_timeout_ms: int = 9000
     num_replica_fetchers: int = 1
@@ -178,6 +195,7 @@ class BrokerConfig:
             "http_bearer_token": _optional_str(values, "http.bearer.token"),
             "log_config": _log_config(values),
             "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", False),
+            "max_connections_per_ip_overrides": _per_ip_overrides(values),
         }
         for field_name, name, minimum in _INT_PROPERTIES:
             default = attrs.fields_dict(cls)[field_name].default
@@ -196,6 +214,9 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("min_insync_replicas", "min.insync.replicas", 1),
     ("socket_request_max_bytes", "socket.request.max.bytes", 1),
     ("connections_max_idle_ms", "connections.max.idle.ms", 1),
+    ("max_connections", "max.connections", 0),
+    ("max_connections_per_ip", "max.connections.per.ip", 0),
+    ("socket_listen_backlog_size", "socket.listen.backlog.size", 1),
     ("broker_heartbeat_interval_ms", "broker.heartbeat.interval.ms", 1),
     ("broker_session_timeout_ms", "broker.session.timeout.ms", 1),
     ("num_replica_fetchers", "num.replica.fetchers", 1),
@@ -242,6 +263,13 @@ def _check_relations(config: BrokerConfig) -> None:
         raise BrokerConfigError(
             "group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms"
         )
+    if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
+        # KafkaConfig: "max.connections.per.ip can be set to zero only if
+        # max.connections.per.ip.overrides property is set".
+        raise BrokerConfigError(
+            "max.connections.per.ip",
+            "can be 0 only when max.connections.per.ip.overrides lets some address in",
+        )
     if not is_loopback(config.http_listener.host) and not config.http_bearer_token:
         raise BrokerConfigError(
             "http.bearer.token",
@@ -264,6 +292,14 @@ def _int(values: Mapping[str, str], name: str, default: int, minimum: int) -> in
     if value > _INT32_MAX and not name.endswith(".ms"):
         raise BrokerConfigError(name, f"{value} does not fit a 32-bit integer")
     return value
+
+
+def _per_ip_overrides(values: Mapping[str, str]) -> Mapping[str, int]:
+    name = "max.connections.per.ip.overrides"
+    try:
+        return parse_per_ip_overrides(values.get(name, ""))
+    except ValueError as error:
+        raise BrokerConfigError(name, str(error)) from None
 
 
 def _bool(values: Mapping[str, str], name: str, default: bool) -> bool:

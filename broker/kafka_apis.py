@@ -4,13 +4,15 @@
 header alone (``protocol.apis.request_disposition``, Kafka's ``SocketServer`` and ``KafkaApis``
 rules) what happens:
 
-* an unknown API key, an API pykraft does not serve, or a version outside the advertised range:
-  ``UnsupportedRequestError`` is raised and the listener closes the connection without an
-  answer — what Kafka does: ``Processor.parseRequestHeader`` throws ``InvalidRequestException``
-  ("Unknown API key" / "Received request api key … with version … which is not enabled") and
-  ``processChannelException`` closes the channel. Clients learn the valid ranges from
-  ApiVersions first, so only broken clients get here;
-* ApiVersions above our maximum: the v0 UNSUPPORTED_VERSION answer listing the ApiVersions range
+* an API key no schema here knows, or a version no schema defines: ``UnsupportedRequestError``
+  is raised and the listener closes the connection without an answer — what Kafka does for
+  every unsupported request: ``Processor.parseRequestHeader`` throws ``InvalidRequestException``
+  / ``UnsupportedVersionException`` and ``processChannelException`` closes the channel;
+* a known API pykraft does not serve, or a served API at a version outside the advertised
+  range: the error response at the request's version, UNSUPPORTED_VERSION in every error code
+  (``protocol.unsupported``; issue 9 asks for an answer where Kafka would close). When the
+  body does not decode at that version, or it is an acks=0 Produce, the connection closes;
+* ApiVersions outside our range: the v0 UNSUPPORTED_VERSION answer listing the ApiVersions range
   (KIP-511; ``ApiKeys.isVersionEnabled`` accepts every ApiVersions version for this reason);
 * Produce v0-2, advertised only for librdkafka's compression check (KAFKA-18659): answered here
   with UNSUPPORTED_VERSION on every partition (``protocol.produce.unsupported_version_response``)
@@ -35,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from broker.network import RequestContext
+from protocol import unsupported
 from protocol.api_keys import ApiKey
 from protocol.apis import (
     SUPPORTED_API_VERSIONS,
@@ -85,7 +88,8 @@ class KafkaApis:
             self.register(api_key, handler)
 
     def dispatch(self, context: RequestContext, body: memoryview) -> Awaitable[Segments | None]:
-        """Route one request; raises ``UnsupportedRequestError`` when Kafka would disconnect."""
+        """Route one request; raises ``UnsupportedRequestError`` where no answer can be encoded
+        (the listener then closes the connection, as Kafka does)."""
         header = context.header
         disposition = request_disposition(header.api_key, header.api_version)
         if disposition is RequestDisposition.CLOSE_CONNECTION:
@@ -96,6 +100,8 @@ class KafkaApis:
             return self._respond(context, body, _answer_unsupported_api_versions)
         if disposition is RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE:
             return self._respond(context, body, _answer_legacy_produce)
+        if disposition is RequestDisposition.ANSWER_UNSUPPORTED:
+            return self._respond(context, body, _answer_unsupported)
         handler = self._handlers.get(ApiKey(header.api_key))
         if handler is None:
             # Advertised but nothing registered: a wiring bug in the broker's start-up.
@@ -153,6 +159,16 @@ async def _answer_unsupported_api_versions(
 ) -> ResponseBody:
     # The body of a version we do not know is not parsed, as in Kafka.
     return encode_unsupported_api_versions_response()
+
+
+async def _answer_unsupported(context: RequestContext, body: memoryview) -> ResponseBody:
+    header = context.header
+    response = unsupported.error_response(header.api_key, header.api_version, body)
+    if response is None:
+        raise UnsupportedRequestError(
+            header.api_key, header.api_version, "not served, and no error answer can be built"
+        )
+    return response
 
 
 async def _answer_legacy_produce(context: RequestContext, body: memoryview) -> ResponseBody:

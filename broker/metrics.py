@@ -50,6 +50,10 @@ class CloseReason(enum.Enum):
     HANDLER_FAILED = "handler_failed"
     SEND_FAILED = "send_failed"
     SHUTDOWN = "shutdown"
+    # connections.max.idle.ms passed with no bytes read or written.
+    IDLE = "idle"
+    # Evicted because a protected (inter-broker) listener went over max.connections.
+    MAX_CONNECTIONS = "max_connections"
 
 
 # Kafka's request names (``ApiKeys.name``): API_VERSIONS → ApiVersions; looked up per request.
@@ -264,6 +268,17 @@ class BrokerMetrics:
             "Kafka client connections closed, by reason.",
             ["reason"],
         )
+        self.connections_refused = Counter(
+            "pykraft_connections_refused_total",
+            "Kafka connections closed as soon as accepted, by reason "
+            "(max_connections_per_ip: Kafka's TooManyConnectionsException).",
+            ["reason"],
+        )
+        self.acceptor_blocked = Counter(
+            "pykraft_acceptor_blocked_total",
+            "Times a listener stopped accepting at max.connections until a connection closed "
+            "(Kafka's AcceptorBlockedPercent).",
+        )
         self.broker_state = Gauge(
             "pykraft_broker_state",
             "Kafka BrokerState value: 1 STARTING, 2 RECOVERY, 3 RUNNING, 6 "
@@ -300,7 +315,8 @@ class BrokerMetrics:
         )
         for family in (
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,
-            self.connections, self.connections_closed, self.broker_state, self.partitions_led,
+            self.connections, self.connections_closed, self.connections_refused,
+            self.acceptor_blocked, self.broker_state, self.partitions_led,
             self.under_replicated_partitions, self.metadata_offset, self.metadata_lag,
             self.offline_replicas, self.offline_log_dirs, self.corrupt_batch_reads,
         ):  # fmt: skip
@@ -326,6 +342,12 @@ class BrokerMetrics:
     def record_connection_closed(self, reason: CloseReason) -> None:
         self.connections.add(-1)
         self.connections_closed.inc(reason.value)
+
+    def record_connection_refused(self, reason: str) -> None:
+        self.connections_refused.inc(reason)
+
+    def record_acceptor_blocked(self) -> None:
+        self.acceptor_blocked.inc()
 
     # --- gauges owned by other components ---
 

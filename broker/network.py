@@ -18,11 +18,17 @@ per connection; at the bound the reader stops reading (TCP backpressure) until o
 Failures close only their own connection, after the responses to every earlier request were
 written (Kafka reads the next request only after answering the previous one, so its clients
 see the same): a bad size prefix (negative or above ``socket.request.max.bytes``), a header that
-does not parse, a request ``dispatch`` rejects with ``ProtocolError`` (unknown API key,
-unsupported version: Kafka's ``SocketServer.parseRequestHeader`` throws
-``InvalidRequestException`` and the processor closes the channel), a handler that raises
+does not parse, a request ``dispatch`` rejects with ``ProtocolError`` (an API key or version no
+schema defines, so not even an error can be answered: Kafka's ``SocketServer.parseRequestHeader``
+throws ``InvalidRequestException`` and the processor closes the channel), a handler that raises
 (logged with its traceback; Kafka's ``processChannelException``). The dispatcher never sees a
 frame whose header failed to parse.
+
+Connections are accepted by ``broker.acceptor.Acceptor`` within Kafka's limits
+(``max.connections``: stop accepting until one closes; ``max.connections.per.ip``: close the new
+one; ``connections.max.idle.ms``: close idle ones — ``broker.connection_quotas``). Each
+connection tells it when it was last active and whether a request is in flight, and closes
+when expired, after the responses already queued.
 
 A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
 (``storage.file_slice.FileSlice``: path, position, length) of at least ``SENDFILE_MIN_BYTES`` go
@@ -47,6 +53,12 @@ from typing import BinaryIO, Protocol
 
 import attrs
 
+from broker.acceptor import DEFAULT_LISTEN_BACKLOG, Acceptor, AcceptorMetrics, Clock, monotonic_ms
+from broker.connection_quotas import (
+    DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+    ConnectionLimits,
+    ConnectionQuotas,
+)
 from broker.file_cache import OpenFileCache
 from broker.metrics import BrokerMetrics, CloseReason
 from protocol.errors import ProtocolError
@@ -84,7 +96,7 @@ ResponseFuture = Awaitable[Segments | None]
 Dispatch = Callable[[RequestContext, memoryview], ResponseFuture | None]
 
 
-class NetworkMetrics(Protocol):
+class NetworkMetrics(AcceptorMetrics, Protocol):
     """The hooks the listener calls; ``broker.metrics.BrokerMetrics`` implements them."""
 
     def record_request(self, api_key: int, latency_seconds: float) -> None: ...
@@ -136,8 +148,14 @@ class KafkaListener:
         max_in_flight_requests: int = MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION,
         metrics: NetworkMetrics | None = None,
         use_sendfile: bool = True,
+        quotas: ConnectionQuotas | None = None,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+        listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
+        clock: Clock = monotonic_ms,
     ) -> None:
         assert max_in_flight_requests >= 1 and max_request_bytes >= 0
+        # Milliseconds, for connections.max.idle.ms (tests pass a simulated one).
+        self.clock = clock
         self.dispatch = dispatch
         self.listener_name = listener_name
         self.max_request_bytes = max_request_bytes
@@ -145,39 +163,47 @@ class KafkaListener:
         self.metrics: NetworkMetrics = metrics or BrokerMetrics()
         self.use_sendfile = use_sendfile
         self.files = OpenFileCache()
+        # quotas: shared by every listener of a broker (max.connections is broker-wide).
+        self.acceptor = Acceptor(
+            self.serve_connection, lambda: self._connections.values(),
+            host=host, port=port, listener_name=listener_name,
+            quotas=quotas or ConnectionQuotas(ConnectionLimits()), metrics=self.metrics,
+            connections_max_idle_ms=connections_max_idle_ms, listen_backlog=listen_backlog,
+            clock=clock,
+        )  # fmt: skip
         self._host = host
-        self._port = port
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        # Invariant: one entry per connection being served (serve_connection is running).
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._next_connection_index = 0
 
     @property
     def port(self) -> int:
         """The bound port (the requested one, or the one the OS picked for port 0)."""
-        assert self._server is not None, "start() first"
-        port: int = self._server.sockets[0].getsockname()[1]
-        return port
+        return self.acceptor.port
 
     @property
     def connection_count(self) -> int:
         return len(self._connections)
 
+    def set_peers(self, listeners: list[KafkaListener]) -> None:
+        """The broker's other listeners (max.connections' protected inter-broker listener)."""
+        self.acceptor.peers = [other.acceptor for other in listeners if other is not self]
+
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self.serve_connection, self._host, self._port)
+        await self.acceptor.start()
         logger.info("Kafka listener %s on %s:%d", self.listener_name, self._host, self.port)
 
     async def close(self) -> None:
         """Stop accepting, drop every connection and its pending requests, close files."""
-        if self._server is not None:
-            self._server.close()
+        await self.acceptor.close()
+        # Connections tests serve directly (serve_connection) have no acceptor task.
         tasks = list(self._connections)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
         self.files.close()
+
+    # --- serving ---
 
     def _connection_id(self, writer: asyncio.StreamWriter) -> tuple[str, str, int]:
         local = writer.get_extra_info("sockname") or ("?", 0)
@@ -190,19 +216,20 @@ class KafkaListener:
     async def serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        """Serve one accepted connection until it closes (the server's callback; tests call it
+        """Serve one accepted connection until it closes (the accept loop's; tests call it
         with a socketpair's streams)."""
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        connection_id, host, port = self._connection_id(writer)
+        connection = _Connection(self, reader, writer, connection_id, host, port)
+        self._connections[task] = connection
         try:
-            connection_id, host, port = self._connection_id(writer)
             # Only close() cancels a connection: end quietly, because Python 3.11's
             # StreamReaderProtocol reports a cancelled connection task as an error.
             with contextlib.suppress(asyncio.CancelledError):
-                await _Connection(self, reader, writer, connection_id, host, port).run()
+                await connection.run()
         finally:
-            self._connections.discard(task)
+            del self._connections[task]
 
 
 def _describe(header: RequestHeader) -> str:
@@ -229,9 +256,27 @@ class _Connection:
         self._id = connection_id
         self._client = (client_host, client_port)
         # Invariant: at most max_in_flight_requests dispatched requests are not yet answered;
-        # the queue holds those plus at most one end/failure marker.
+        # the queue holds those plus at most two end/failure markers (the reader's, and the
+        # broker's one ``expire``).
         self._in_flight = asyncio.Semaphore(listener.max_in_flight_requests)
         self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
+        # Requests dispatched and not yet answered (a connection serving one is not idle).
+        self._unanswered = 0
+        # When bytes were last read or written (connections.max.idle.ms).
+        self.last_active_ms = self._listener.clock()
+        # Set once the broker decided to close this connection (idle, or over max.connections).
+        self.expiring = False
+
+    @property
+    def busy(self) -> bool:
+        return self._unanswered > 0
+
+    def expire(self, reason: CloseReason) -> None:
+        """Close this connection once the responses already queued are written (once)."""
+        if self.expiring:
+            return
+        self.expiring = True
+        self._queue.put_nowait(_Failure(reason, f"closed by the broker: {reason.value}"))
 
     async def run(self) -> None:
         self._metrics.record_connection_opened()
@@ -258,6 +303,7 @@ class _Connection:
                     self._queue.put_nowait(_Entry.END_OF_INPUT)
                     return
                 self._metrics.record_bytes_in(len(data))
+                self.last_active_ms = self._listener.clock()
                 decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not None:
                     if not await self._handle_frame(frame):
@@ -297,6 +343,7 @@ class _Connection:
             self._record(header, started_ns)
             self._in_flight.release()
             return True
+        self._unanswered += 1
         self._queue.put_nowait(_Pending(context, asyncio.ensure_future(response), started_ns))
         return True
 
@@ -308,12 +355,15 @@ class _Connection:
             if item is _Entry.END_OF_INPUT:
                 return CloseReason.CLIENT_CLOSED
             if isinstance(item, _Failure):
-                logger.warning("closing connection %s: %s", self._id, item.message)
+                log = logger.debug if self.expiring else logger.warning
+                log("closing connection %s: %s", self._id, item.message)
                 return item.reason
             assert isinstance(item, _Pending)
             reason = await self._complete(item)
             if reason is not None:
                 return reason
+            self._unanswered -= 1
+            self.last_active_ms = self._listener.clock()
             self._in_flight.release()
 
     async def _complete(self, item: _Pending) -> CloseReason | None:

@@ -38,8 +38,10 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
+from broker.acceptor import resolve_per_ip_overrides
 from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig, Endpoint
+from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.controller_client import ControllerClient
 from broker.group.shell import GroupCoordinatorShell, group_config
 from broker.handlers import BrokerServices, broker_handlers
@@ -260,11 +262,21 @@ class BrokerServer:
 
     async def _start_listeners(self) -> tuple[BrokerEndpoint, ...]:
         bound: dict[str, int] = {}
-        for endpoint in self.config.listeners:
+        config = self.config
+        limits = ConnectionLimits(
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
+            max_connections_per_ip_overrides=await resolve_per_ip_overrides(
+                config.max_connections_per_ip_overrides))
+        # One count for every listener: max.connections is broker-wide.
+        quotas = ConnectionQuotas(limits, inter_broker_listener=config.inter_broker_listener_name)
+        for endpoint in config.listeners:
             listener = KafkaListener(
                 self._dispatch, host=endpoint.host, port=endpoint.port,
                 listener_name=endpoint.listener_name,
-                max_request_bytes=self.config.socket_request_max_bytes, metrics=self.metrics)
+                max_request_bytes=config.socket_request_max_bytes, metrics=self.metrics,
+                quotas=quotas, connections_max_idle_ms=config.connections_max_idle_ms,
+                listen_backlog=config.socket_listen_backlog_size)
             try:
                 await listener.start()
             except OSError as error:
@@ -272,6 +284,8 @@ class BrokerServer:
                                          f"{error.strerror}") from None
             self.listeners.append(listener)
             bound[endpoint.listener_name] = listener.port
+        for listener in self.listeners:
+            listener.set_peers(self.listeners)
         return tuple(_advertised(e, bound) for e in self.config.advertised_listeners)
 
     def _dispatch(self, context: RequestContext,

@@ -4,7 +4,8 @@ A request travels through it in this order (the broker's network layer drives it
 
 * ``framing.FrameDecoder`` cuts the byte stream into frames (``socket.request.max.bytes``);
 * ``headers.parse_request_header`` reads api key, version, correlation id, client id;
-* ``apis.request_disposition`` decides: serve, answer an unsupported version, or close;
+* ``apis.request_disposition`` decides: serve, answer UNSUPPORTED_VERSION (``unsupported``), or
+  close where no answer can be encoded;
 * the body codec: ``produce`` and ``fetch`` (hand-written, zero-copy records), everything else
   through ``apis.decode_request`` / ``apis.encode_response`` (kafka-python's generated classes);
 * ``framing.frame_response`` puts size and response header in front of the body ``Segments``.

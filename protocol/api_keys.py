@@ -1,9 +1,11 @@
 """Kafka's API keys (``org.apache.kafka.common.protocol.ApiKeys``) and their flexible versions.
 
 Names and numbers are Kafka's. ``FIRST_FLEXIBLE_VERSION`` records, for every API the broker
-serves, the first version that uses compact types and tagged fields (KIP-482); it decides the
-request header version (2 when flexible) and the response header version (1 when flexible,
-except ApiVersions, whose response header is always 0 so any client can read the error).
+serves and every other API kafka-python has a schema for (the broker answers those with an
+error: ``protocol.unsupported``), the first version that uses compact types and tagged fields
+(KIP-482); it decides the request header version (2 when flexible) and the response header
+version (1 when flexible, except ApiVersions, whose response header is always 0 so any client
+can read the error).
 The numbers are the ``flexibleVersions`` of Kafka's message JSON schemas, checked in the tests
 against the schemas kafka-python generates its classes from.
 """
@@ -113,6 +115,9 @@ class ApiKey(enum.IntEnum):
     DELETE_SHARE_GROUP_OFFSETS = 92
 
 
+# A first flexible version no version reaches: the API's schema says "flexibleVersions": "none".
+NEVER_FLEXIBLE = 2**15
+
 FIRST_FLEXIBLE_VERSION: Mapping[ApiKey, int] = MappingProxyType(
     {
         ApiKey.PRODUCE: 9,
@@ -128,14 +133,45 @@ FIRST_FLEXIBLE_VERSION: Mapping[ApiKey, int] = MappingProxyType(
         ApiKey.SYNC_GROUP: 4,
         ApiKey.DESCRIBE_GROUPS: 5,
         ApiKey.LIST_GROUPS: 3,
+        ApiKey.SASL_HANDSHAKE: NEVER_FLEXIBLE,
         ApiKey.API_VERSIONS: 3,
         ApiKey.CREATE_TOPICS: 5,
         ApiKey.DELETE_TOPICS: 4,
+        ApiKey.DELETE_RECORDS: 2,
         ApiKey.INIT_PRODUCER_ID: 2,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: 4,
+        ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+        ApiKey.ADD_OFFSETS_TO_TXN: 3,
+        ApiKey.END_TXN: 3,
+        ApiKey.WRITE_TXN_MARKERS: 1,
+        ApiKey.TXN_OFFSET_COMMIT: 3,
+        ApiKey.DESCRIBE_ACLS: 2,
+        ApiKey.CREATE_ACLS: 2,
+        ApiKey.DELETE_ACLS: 2,
         ApiKey.DESCRIBE_CONFIGS: 4,
+        ApiKey.ALTER_CONFIGS: 2,
+        ApiKey.ALTER_REPLICA_LOG_DIRS: 2,
+        ApiKey.DESCRIBE_LOG_DIRS: 2,
+        ApiKey.SASL_AUTHENTICATE: 2,
         ApiKey.CREATE_PARTITIONS: 2,
+        ApiKey.DELETE_GROUPS: 2,
+        ApiKey.ELECT_LEADERS: 2,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+        ApiKey.OFFSET_DELETE: NEVER_FLEXIBLE,
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+        ApiKey.ALTER_CLIENT_QUOTAS: 1,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+        ApiKey.DESCRIBE_QUORUM: 0,
+        ApiKey.UPDATE_FEATURES: 0,
         ApiKey.DESCRIBE_CLUSTER: 0,
+        ApiKey.DESCRIBE_PRODUCERS: 0,
+        ApiKey.DESCRIBE_TRANSACTIONS: 0,
+        ApiKey.LIST_TRANSACTIONS: 0,
+        ApiKey.LIST_CONFIG_RESOURCES: 0,
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
     }
 )
 

@@ -23,19 +23,18 @@ What happens to a request (``request_disposition``), following Kafka's ``SocketS
 ``KafkaApis``:
 
 * a served API at an advertised version: ``SERVE``;
-* ApiVersions at a version above ours: ``ANSWER_UNSUPPORTED_API_VERSIONS`` — a v0 response with
+* ApiVersions at a version outside ours: ``ANSWER_UNSUPPORTED_API_VERSIONS`` — a v0 response with
   UNSUPPORTED_VERSION (35) listing the ApiVersions range, so the client retries with our maximum
-  (``ApiVersionsRequest.getErrorResponse``, KIP-511);
+  (``ApiVersionsRequest.getErrorResponse``, ``RequestContext.apiVersion()``, KIP-511);
 * Produce v0-2: ``ANSWER_UNSUPPORTED_PRODUCE`` — advertised only for librdkafka's check, answered
   with UNSUPPORTED_VERSION on every partition (``produce.unsupported_version_response``), as
-  DESIGN.md §3.5 asks. Kafka 4.0 itself closes the connection here (its
-  ``parseRequestHeader`` throws "unsupported version"); a per-partition error tells an old
-  client why instead of leaving it in a reconnect loop. Switch the branch below to
-  ``CLOSE_CONNECTION`` to match Kafka byte for byte;
-* anything else — an unknown key, an API we do not serve, a version outside the range: Kafka's
-  ``Processor.parseRequestHeader`` throws (``UnsupportedVersionException`` /
-  ``InvalidRequestException``) and the processor closes the connection without a response:
-  ``CLOSE_CONNECTION``.
+  DESIGN.md §3.5 asks;
+* a known API we do not serve, or a served API at a version outside its range, whose schema
+  defines that version: ``ANSWER_UNSUPPORTED`` — the response at the request's version with
+  UNSUPPORTED_VERSION in every error code (``protocol.unsupported``, which says why this differs
+  from Kafka: Kafka 4.x's ``Processor.parseRequestHeader`` throws and closes the connection);
+* anything else — an API key no schema here knows, a version no schema defines:
+  ``CLOSE_CONNECTION``, as Kafka does; no response can be encoded for them.
 
 Produce and Fetch bodies use the hand-written ``protocol.produce`` / ``protocol.fetch``; every
 other body goes through kafka-python 3.0's classes generated from Kafka's JSON schemas
@@ -96,8 +95,10 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
+from protocol import unsupported
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
+from protocol.errors import Errors, UnsupportedRequestError
+from protocol.kafka_messages import decode_message
 from protocol.segments import Buffer
 
 KAFKA_RELEASE = "3.7"
@@ -151,20 +152,24 @@ class RequestDisposition(enum.Enum):
     SERVE = "serve"
     ANSWER_UNSUPPORTED_API_VERSIONS = "answer_unsupported_api_versions"
     ANSWER_UNSUPPORTED_PRODUCE = "answer_unsupported_produce"
+    ANSWER_UNSUPPORTED = "answer_unsupported"
     CLOSE_CONNECTION = "close_connection"
 
 
 def request_disposition(api_key: int, api_version: int) -> RequestDisposition:
     """What the broker does with a request, decided from its header alone."""
     try:
-        supported = SUPPORTED_API_VERSIONS[ApiKey(api_key)]
-    except (ValueError, KeyError):
+        key = ApiKey(api_key)
+    except ValueError:
         return RequestDisposition.CLOSE_CONNECTION
-    if supported.api_key == ApiKey.API_VERSIONS and api_version > supported.max_version:
+    supported = SUPPORTED_API_VERSIONS.get(key)
+    if key == ApiKey.API_VERSIONS and api_version not in SUPPORTED_API_VERSIONS[key]:
         return RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS
-    if api_version not in supported:
+    if supported is None or api_version not in supported:
+        if unsupported.can_answer(api_key, api_version):
+            return RequestDisposition.ANSWER_UNSUPPORTED
         return RequestDisposition.CLOSE_CONNECTION
-    if supported.api_key == ApiKey.PRODUCE and api_version in LEGACY_PRODUCE_VERSIONS:
+    if key == ApiKey.PRODUCE and api_version in LEGACY_PRODUCE_VERSIONS:
         return RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE
     return RequestDisposition.SERVE
 
@@ -222,34 +227,13 @@ def decode_request(api_key: int, api_version: int, body: Buffer) -> Any:
     ``MalformedRequestError`` when the bytes do not decode or run short.
     """
     request_cls, _ = _codec(api_key, api_version)
-    return _decode(request_cls, api_version, body)
+    return decode_message(request_cls, api_version, body)
 
 
 def decode_response(api_key: int, api_version: int, body: Buffer) -> Any:
     """Client side of ``encode_response`` (replica fetcher, tests)."""
     _, response_cls = _codec(api_key, api_version)
-    return _decode(response_cls, api_version, body)
-
-
-def _decode(message_cls: Any, api_version: int, body: Buffer) -> Any:
-    view = memoryview(body)
-    flexible = message_cls.flexible_version_q(api_version)
-    # The compiled decoder reports the end position; kafka-python's decode() hides it and
-    # slices past the end without complaint, so a truncated body would decode silently.
-    decode_from = message_cls._struct.compiled_decode_from(
-        api_version, compact=flexible, tagged=flexible, data_class=message_cls[None]
-    )
-    try:
-        message, end = decode_from(view, 0)
-    except Exception as error:  # generated code raises struct.error, IndexError, ...
-        raise MalformedRequestError(
-            message_cls.__name__, f"v{api_version} does not decode ({error})", 0
-        ) from None
-    if end > view.nbytes:
-        raise MalformedRequestError(
-            message_cls.__name__, f"v{api_version} body needs {end} bytes, has {view.nbytes}", 0
-        )
-    return message
+    return decode_message(response_cls, api_version, body)
 
 
 def encode_response(api_key: int, api_version: int, response: Any) -> bytes:

@@ -12,9 +12,16 @@ Response header v0 is ``correlation_id int32``; v1 adds a tagged-field section a
 flexible versions — except ApiVersions, whose response header is always v0 (KIP-511) so a client
 that sent a too-new version can still parse the UNSUPPORTED_VERSION answer.
 
-For API keys the broker does not serve, the header is read as v1: api key, version and
-correlation id sit at fixed offsets in every version, which is all the broker needs before it
-closes such a connection.
+For API keys no schema here knows, the header is read as v1: api key, version and correlation
+id sit at fixed offsets in every version, which is all the broker needs before it closes such a
+connection.
+
+ApiVersions at a version outside ours is read leniently (KIP-511): a client newer than the
+broker may frame its header in a way the broker cannot know, and the v0 UNSUPPORTED_VERSION
+answer needs only the correlation id, at its fixed offset. So when the client id or the tagged
+section after it does not parse, the header is returned with ``client_id`` None and the body
+empty instead of failing. Kafka's ``RequestHeader.parse`` would fail and close the connection
+there; answering is what lets such a client fall back.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from __future__ import annotations
 import attrs
 
 from protocol.api_keys import ApiKey, is_flexible
+from protocol.apis import SUPPORTED_API_VERSIONS
+from protocol.errors import MalformedRequestError
 from protocol.segments import Buffer
 from protocol.wire import (
     EMPTY_TAGGED_FIELDS,
@@ -67,12 +76,25 @@ def parse_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
     correlation_id = reader.int32("correlation_id")
     header_version = request_header_version(api_key, api_version)
     client_id = None
-    if header_version >= 1:
-        client_id = reader.nullable_string("client_id", compact=False)
-    if header_version >= 2:
-        reader.skip_tagged_fields("request header tagged fields")
+    try:
+        if header_version >= 1:
+            client_id = reader.nullable_string("client_id", compact=False)
+        if header_version >= 2:
+            reader.skip_tagged_fields("request header tagged fields")
+    except MalformedRequestError:
+        if not _is_unsupported_api_versions(api_key, api_version):
+            raise
+        header = RequestHeader(api_key, api_version, correlation_id, None, header_version)
+        return header, memoryview(frame).nbytes
     header = RequestHeader(api_key, api_version, correlation_id, client_id, header_version)
     return header, reader.position
+
+
+def _is_unsupported_api_versions(api_key: int, api_version: int) -> bool:
+    return (
+        api_key == ApiKey.API_VERSIONS
+        and api_version not in SUPPORTED_API_VERSIONS[ApiKey.API_VERSIONS]
+    )
 
 
 def encode_request_header(header: RequestHeader) -> bytes:

@@ -28,7 +28,7 @@ PURE_CORES = [
     "metadata/records.py", "metadata/image.py", "metadata/delta.py", "metadata/local_changes.py",
     "quorum/controller.py", "quorum/managers",
     "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py",
-    "broker/partition_state.py", "broker/isr.py",
+    "broker/partition_state.py", "broker/isr.py", "broker/connection_quotas.py",
     "broker/group/state.py", "broker/group/rebalance.py", "broker/group/manager.py",
     "broker/group/coordinator.py", "broker/group/offsets.py", "broker/group/records.py",
     "broker/group/effects.py",

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -93,8 +94,8 @@ def test_a_truncated_api_versions_body_is_a_protocol_error() -> None:
     [
         (999, 0),  # unknown API key: Kafka closes the connection
         (ApiKey.LEADER_AND_ISR, 0),  # a real API pykraft does not serve
-        (ApiKey.FETCH, 3),  # below the advertised minimum (KIP-896)
-        (ApiKey.METADATA, 13),  # above the advertised maximum
+        (ApiKey.FETCH, 3),  # below the advertised minimum (KIP-896), and no schema has it
+        (ApiKey.METADATA, 99),  # above every version a schema defines
     ],
 )
 def test_requests_kafka_would_disconnect_raise_before_any_handler(
@@ -103,6 +104,53 @@ def test_requests_kafka_would_disconnect_raise_before_any_handler(
     apis = KafkaApis()
     with pytest.raises(UnsupportedRequestError):
         apis.dispatch(context(api_key, api_version), memoryview(b""))
+
+
+def test_a_served_api_above_its_range_gets_unsupported_version_at_its_own_version() -> None:
+    # Issue 9: answered where the header parses and a schema defines the version (Kafka closes).
+    body = MetadataRequest(version=13, topics=None, allow_auto_topic_creation=False)
+    frame = response_frame(
+        dispatch(KafkaApis(), ApiKey.METADATA, 13, bytes(body.encode(version=13)))
+    )
+    assert frame[:5] == (7).to_bytes(4, "big") + b"\x00"  # flexible: response header v1
+    response = MetadataResponse.decode(frame[5:], version=13)
+    assert (response.error_code, response.topics, response.brokers) == (35, [], [])
+
+
+def test_an_api_not_served_answers_unsupported_version_for_every_partition_it_named() -> None:
+    topic = DeleteRecordsRequest.DeleteRecordsTopic
+    request = DeleteRecordsRequest(
+        version=0,
+        timeout_ms=1000,
+        topics=[
+            topic(name="pets", partitions=[
+                topic.DeleteRecordsPartition(partition_index=index, offset=5) for index in (0, 3)
+            ])
+        ],
+    )  # fmt: skip
+    frame = response_frame(
+        dispatch(KafkaApis(), ApiKey.DELETE_RECORDS, 0, bytes(request.encode(version=0)))
+    )
+    assert frame[:4] == (7).to_bytes(4, "big")
+    response = DeleteRecordsResponse.decode(frame[4:], version=0)
+    assert [
+        (t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in response.topics
+    ] == [("pets", [(0, Errors.UNSUPPORTED_VERSION), (3, Errors.UNSUPPORTED_VERSION)])]
+
+
+@pytest.mark.parametrize(
+    ("api_key", "api_version", "body"),
+    [
+        (ApiKey.DELETE_RECORDS, 0, b"\x00\x00"),  # does not decode at the version it claims
+        (ApiKey.PRODUCE, 11, None),  # acks=0: the client reads no answer
+    ],
+)
+def test_an_unsupported_request_that_cannot_be_answered_closes(
+    api_key: int, api_version: int, body: bytes | None
+) -> None:
+    data = produce_body(api_version, acks=0) if body is None else body
+    with pytest.raises(UnsupportedRequestError, match="no error answer"):
+        dispatch(KafkaApis(), api_key, api_version, data)
 
 
 def test_an_advertised_api_without_a_handler_is_rejected() -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from broker.acceptor import resolve_per_ip_overrides
+from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.file_cache import OpenFileCache
 from broker.metrics import BrokerMetrics, CloseReason
 from broker.network import SENDFILE_MIN_BYTES, KafkaListener, RequestContext
@@ -441,3 +443,83 @@ def test_failures_of_requests_behind_a_closed_connection_are_not_reported_as_los
         assert reported == []
 
     run(scenario)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 0
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def test_idle_connections_close_after_connections_max_idle_ms_and_busy_ones_stay() -> None:
+    async def scenario() -> None:
+        clock = FakeClock()
+        gate = asyncio.Event()
+
+        async def held(context: RequestContext, body: memoryview) -> Segments:
+            await gate.wait()
+            return echo_response(context, body)
+
+        harness = Harness(held, connections_max_idle_ms=1000, clock=clock)
+        quiet_reader, quiet_writer = await harness.connect()
+        busy_reader, busy_writer = await harness.connect()
+        talking_reader, talking_writer = await harness.connect()
+        await until(lambda: harness.listener.connection_count == 3)
+        request_bytes = len(request_frame(METADATA, 0, 1))
+        busy_writer.write(request_frame(METADATA, 0, 1))  # its answer is held back
+        await until(lambda: harness.metrics.bytes_in.value() == request_bytes)
+        clock.now_ms = 900
+        talking_writer.write(request_frame(METADATA, 0, 2))
+        await until(lambda: harness.metrics.bytes_in.value() == 2 * request_bytes)
+        clock.now_ms = 1000  # exactly the limit: not yet idle
+        assert harness.listener.acceptor.expire_idle_connections(clock.now_ms) == 0
+        clock.now_ms = 1001
+        # Only the quiet one: the busy one waits for an answer, the talking one read at 900.
+        assert harness.listener.acceptor.expire_idle_connections(clock.now_ms) == 1
+        assert await read_frame(quiet_reader) is None
+        await until(lambda: harness.closed(CloseReason.IDLE) == 1)
+        gate.set()
+        assert correlation_id(await read_frame(busy_reader) or b"") == 1
+        assert correlation_id(await read_frame(talking_reader) or b"") == 2
+        assert not quiet_writer.is_closing()  # the broker closed it, not the client
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_over_max_connections_a_listener_closes_its_least_recently_active_connection() -> None:
+    # Kafka's Processor.closeExcessConnections after a protected listener let one more in.
+    async def scenario() -> None:
+        clock = FakeClock()
+        quotas = ConnectionQuotas(
+            ConnectionLimits(max_connections=2), inter_broker_listener="REPLICATION"
+        )
+        quotas.add_listener("REPLICATION")
+        harness = Harness(lambda c, b: asyncio.sleep(0, echo_response(c, b)), quotas=quotas,
+                          clock=clock)  # fmt: skip
+        connections = []
+        for count, at_ms in enumerate((30, 10, 20), start=1):  # the second is the least recent
+            clock.now_ms = at_ms
+            connections.append(await harness.connect())
+            await until(lambda: harness.listener.connection_count == count)  # noqa: B023
+        for ip in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+            quotas.open("PLAINTEXT", ip)
+        harness.listener.acceptor.close_excess_connections()
+        assert await read_frame(connections[1][0]) is None
+        await until(lambda: harness.closed(CloseReason.MAX_CONNECTIONS) == 1)
+        harness.listener.acceptor.close_excess_connections()  # already closing: no second one
+        await until(lambda: harness.listener.connection_count == 2)
+        assert harness.closed(CloseReason.MAX_CONNECTIONS) == 1
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_per_ip_overrides_are_keyed_by_address_with_host_names_resolved() -> None:
+    # Kafka resolves override host names with InetAddress.getByName; localhost is in /etc/hosts.
+    resolved = asyncio.run(resolve_per_ip_overrides({"localhost": 7, "0:0::1": 3, "10.0.0.1": 0}))
+    assert resolved["127.0.0.1"] == 7
+    assert resolved["::1"] == 3  # normalised; written after localhost, so it wins
+    assert resolved["10.0.0.1"] == 0

@@ -11,6 +11,7 @@ import pytest
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
+from broker.acceptor import configure_accepted_socket
 from broker.kafka_apis import KafkaApis
 from broker.metrics import CloseReason
 from protocol.api_keys import ApiKey
@@ -152,3 +153,17 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
         assert chunk, "connection closed early"
         data += chunk
     return bytes(data)
+
+
+def test_accepted_sockets_get_tcp_nodelay_and_keepalive_as_in_kafka() -> None:
+    # Acceptor.configureAcceptedSocketChannel: setTcpNoDelay(true), setKeepAlive(true). asyncio
+    # sets TCP_NODELAY itself only when sock.proto is IPPROTO_TCP, and accepted sockets from
+    # socket.create_server have proto 0 — without this, acks=all Produce lost 25-30%.
+    server = socket.create_server(("127.0.0.1", 0))
+    with server, socket.create_connection(server.getsockname(), timeout=5):
+        accepted, _ = server.accept()
+        with accepted:
+            assert accepted.proto == 0
+            configure_accepted_socket(accepted)
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+            assert accepted.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1

@@ -20,7 +20,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as KioApiVer
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as KioApiVersionsV3
 from kio.serial import entity_reader
 
-from protocol.api_keys import FIRST_FLEXIBLE_VERSION, ApiKey
+from protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, ApiKey
 from protocol.apis import (
     _CODEC_CLASSES,
     HAND_WRITTEN_APIS,
@@ -137,13 +137,20 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
         (ApiKey.API_VERSIONS, 4, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
         (ApiKey.API_VERSIONS, 300, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
         (ApiKey.PRODUCE, 2, RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE),
-        (ApiKey.PRODUCE, 11, RequestDisposition.CLOSE_CONNECTION),
+        # Issue 9: an error answer wherever a schema defines the version (Kafka closes).
+        (ApiKey.PRODUCE, 11, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.FETCH, 17, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.METADATA, 13, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.SASL_HANDSHAKE, 1, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.DELETE_RECORDS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
+        # No schema defines these versions or keys: nothing can be encoded, the connection closes.
+        (ApiKey.PRODUCE, 14, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.FETCH, 3, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.FETCH, 17, RequestDisposition.CLOSE_CONNECTION),
+        (ApiKey.METADATA, 99, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.OFFSET_COMMIT, 1, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.SASL_HANDSHAKE, 1, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.LEADER_AND_ISR, 7, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.API_VERSIONS, -1, RequestDisposition.CLOSE_CONNECTION),
+        # ApiKeys.isVersionEnabled accepts every ApiVersions version, negative ones too.
+        (ApiKey.API_VERSIONS, -1, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
         (999, 0, RequestDisposition.CLOSE_CONNECTION),
         (-1, 0, RequestDisposition.CLOSE_CONNECTION),
     ],
@@ -179,6 +186,14 @@ def test_flexible_versions_match_kafkas_schemas(api_key: ApiKey) -> None:
         advertised = SUPPORTED_API_VERSIONS[api_key]
         assert advertised.max_version <= high
         assert advertised.min_version >= low or api_key == ApiKey.PRODUCE
+
+
+@pytest.mark.parametrize("api_key", sorted(FIRST_FLEXIBLE_VERSION))
+def test_every_first_flexible_version_matches_kafkas_schema(api_key: ApiKey) -> None:
+    name = "".join(word.title() for word in api_key.name.split("_")) + "Request"
+    spec = schema_json(name)["flexibleVersions"]
+    expected = NEVER_FLEXIBLE if spec == "none" else version_range(spec)[0]
+    assert FIRST_FLEXIBLE_VERSION[api_key] == expected
 
 
 # ------------------------------------------------------------------ kafka-python-backed codecs

@@ -46,7 +46,8 @@ from protocol.headers import (
         (ApiKey.INIT_PRODUCER_ID, 1, 1, 0),
         (ApiKey.INIT_PRODUCER_ID, 2, 2, 1),
         (ApiKey.CONTROLLED_SHUTDOWN, 0, 0, 0),
-        (ApiKey.SASL_HANDSHAKE, 1, 1, 0),  # not served: read as v1, connection closed
+        (ApiKey.SASL_HANDSHAKE, 1, 1, 0),  # never flexible ("flexibleVersions": "none")
+        (ApiKey.DELETE_RECORDS, 2, 2, 1),  # not served, answered UNSUPPORTED_VERSION
         (999, 0, 1, 0),  # unknown key
     ],
 )
@@ -118,6 +119,26 @@ def test_malformed_headers_raise_typed_errors(frame: bytes, field: str) -> None:
     with pytest.raises(MalformedRequestError) as raised:
         parse_request_header(frame)
     assert raised.value.field == field
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        bytes.fromhex("0012 0063 0000002a 0001"),  # v1 layout, client id cut short
+        bytes.fromhex("0012 0063 0000002a 0001 78"),  # v1 layout: no tagged section
+        bytes.fromhex("0012 ffff 0000002a 0005 6162"),  # version -1, client id cut short
+    ],
+)
+def test_an_unsupported_api_versions_header_needs_only_its_correlation_id(frame: bytes) -> None:
+    # KIP-511: a newer client's header may not parse; the v0 answer needs only the id.
+    header, body_offset = parse_request_header(frame)
+    assert (header.api_key, header.correlation_id, header.client_id) == (18, 42, None)
+    assert body_offset == len(frame)
+
+
+def test_a_supported_api_versions_header_must_parse() -> None:
+    with pytest.raises(MalformedRequestError):
+        parse_request_header(bytes.fromhex("0012 0003 0000002a 0001 78"))
 
 
 @pytest.mark.parametrize("header_version", [0, 1])
