@@ -14,7 +14,9 @@ A new incarnation of a registered broker id replaces the old one unless the old 
 still alive (``DUPLICATE_BROKER_REGISTRATION``); the old incarnation's leaderships and ISR
 memberships are dropped in the same batch because the new registration starts fenced.
 
-Heartbeat state transitions are listed in ``quorum.managers.sessions``.
+Heartbeat state transitions are listed in ``quorum.managers.sessions``. A heartbeat may also
+report failed log dirs (KIP-858 ``OfflineLogDirs``): an active broker then leaves the ISR and
+leadership of its replicas there (``quorum.managers.directories``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ from metadata.records import (
 )
 from quorum.errors import SUCCESS, ApiError, Errors
 from quorum.managers.cluster_checks import check_broker_epoch
+from quorum.managers.directories import (
+    OfflineReplica,
+    handle_directories_offline,
+    validate_offline_dirs,
+)
 from quorum.managers.partition_change import (
     generate_leader_and_isr_updates,
     leads_any,
@@ -78,6 +85,11 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int
     want_fence: bool = False
     want_shut_down: bool = False
+    # KIP-858 ``OfflineLogDirs``: the directory ids of the broker's failed log dirs.
+    offline_log_dirs: tuple[str, ...] = ()
+    # pykraft: the broker's replicas on those dirs (Kafka reads them from the partitions'
+    # ``Directories``; see quorum.managers.directories).
+    offline_replicas: tuple[OfflineReplica, ...] = ()
 
 
 @attrs.frozen
@@ -187,6 +199,8 @@ def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
                      unclean: UncleanPolicy) -> ControllerResult[BrokerHeartbeatResponse]:
     """Kafka's ``ReplicationControlManager.processBrokerHeartbeat``."""
     error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error.is_success():
+        error = validate_offline_dirs(request.offline_log_dirs, request.offline_replicas)
     if error.is_failure():
         return ControllerResult((), BrokerHeartbeatResponse(error))
     registration = image.cluster.brokers[request.broker_id]
@@ -202,6 +216,11 @@ def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
     records: list[MetadataRecord] = []
     if next_state is not current:
         records = _transition_records(image, registration, next_state, sessions, unclean)
+    elif not next_state.fenced:
+        # Kafka's processBrokerHeartbeat: handleDirectoriesOffline unless the broker is fenced
+        # (a fenced broker is in no ISR). A state change above already moved every leadership.
+        records = list(handle_directories_offline(image, request.broker_id,
+                                                  request.offline_replicas, unclean))
     sessions.touch(registration, now_ms, request.current_metadata_offset)
     return ControllerResult(tuple(records), BrokerHeartbeatResponse(
         SUCCESS,
