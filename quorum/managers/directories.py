@@ -17,12 +17,14 @@ records' ``Directories`` field, which the controller fills from each broker's re
 assignment in its metadata yet, so the heartbeat carries the broker's replicas on its offline
 dirs along with the dir ids (``offline_replicas``), and the controller acts on those. The
 outcome is the same records: a ``PartitionChangeRecord`` per affected partition where the broker
-is in the ISR. What Kafka also does and pykraft does not (yet): a
-``BrokerRegistrationChangeRecord`` with the remaining online ``LogDirs``, so that later
-elections (``isAcceptableLeader`` checks the replica's dir is online) never pick a replica on an
-offline dir. Here the broker is out of those ISRs, so only an election that may choose from
-outside the ISR — or a broker that is the last ISR member — could pick it; its next heartbeat
-moves that leadership away again.
+is in the ISR. Kafka also writes a ``BrokerRegistrationChangeRecord`` with the remaining online
+``LogDirs``, so that later elections (``isActive(brokerId, directoryId)``) never pick a replica
+on an offline dir. pykraft keeps that knowledge as soft state of the active controller instead
+(``BrokerSessions.replica_offline``, from the latest heartbeat): the elections that fencing,
+unfencing, controlled shutdown and unregistration run skip those replicas — an unclean
+election, or the last ISR member when another broker unfences. After a controller failover it
+is known again from each broker's next heartbeat; ``ElectLeaders`` and ``AlterPartition`` do not
+consult it.
 
 The answer is idempotent: once the records are applied the broker is in none of those ISRs and
 a repeated heartbeat writes nothing.
@@ -37,7 +39,12 @@ import attrs
 from metadata.image import MetadataImage
 from metadata.records import PartitionChangeRecord, kafka_string_to_uuid
 from quorum.errors import SUCCESS, ApiError, Errors
-from quorum.managers.partition_change import TopicPartitionRef, generate_leader_and_isr_updates
+from quorum.managers.partition_change import (
+    ReplicaOffline,
+    TopicPartitionRef,
+    generate_leader_and_isr_updates,
+    no_offline_replicas,
+)
 
 # A heartbeat names at most this many replicas on offline dirs; a broker hosting more is
 # beyond what one request should carry (Kafka bounds requests by socket.request.max.bytes).
@@ -100,12 +107,14 @@ def handle_directories_offline(
     broker_id: int,
     offline_replicas: tuple[OfflineReplica, ...],
     unclean_enabled: Callable[[str], bool],
+    replica_offline: ReplicaOffline = no_offline_replicas,
 ) -> list[PartitionChangeRecord]:
     """Kafka's ``handleDirectoriesOffline``: out of the ISR and leadership of every replica the
-    broker reported on an offline dir."""
+    broker reported on an offline dir; no replica another broker reported offline leads."""
     return generate_leader_and_isr_updates(
         image,
         _offline_partitions_in_isr(image, broker_id, offline_replicas),
         unclean_enabled=unclean_enabled,
         broker_to_remove=broker_id,
+        replica_offline=replica_offline,
     )

@@ -187,3 +187,62 @@ def test_malformed_offline_dirs_are_rejected(
     assert result.records == ()
     assert result.response.error.error is Errors.INVALID_REQUEST
     assert message in (result.response.error.message or "")
+
+
+def test_the_last_isr_member_on_an_offline_dir_is_not_re_elected_when_another_unfences() -> None:
+    # Kafka's isActive(brokerId, directoryId): a replica on an offline dir never leads. Broker 1
+    # is the last ISR member of t-0, so it stays in the ISR, leaderless; broker 3 unfencing
+    # elects leaders for leaderless partitions and must still skip it.
+    h = Harness(image_with({1: "unfenced", 2: "unfenced", 3: "fenced"}, {"t": [((1, 2), (1,), 1)]}))
+    h.commit(heartbeat(h, 1, (offline("t", 0),)))
+    assert (partition(h.image, "t", 0).leader, partition(h.image, "t", 0).isr) == (-1, (1,))
+    unfenced = h.controller.broker_heartbeat(
+        h.image,
+        BrokerHeartbeatRequest(
+            broker_id=3,
+            broker_epoch=h.image.cluster.brokers[3].epoch,
+            current_metadata_offset=h.image.offset,
+        ),
+        h.now_ms,
+    )
+    assert unfenced.response.is_fenced is False
+    h.commit(unfenced)
+    assert partition(h.image, "t", 0).leader == -1
+
+
+def test_an_unclean_election_skips_replicas_reported_offline() -> None:
+    # Broker 1 (out of the ISR) reported t-0 offline; the leader 2 is fenced: unclean election
+    # would take the first acceptable replica outside the ISR, 1, but its dir is offline: 3.
+    h = Harness(
+        image_with(
+            {1: "unfenced", 2: "unfenced", 3: "unfenced"},
+            {"t": [((1, 2, 3), (2,), 2)]},
+            configs={(2, "t"): {"unclean.leader.election.enable": "true"}},
+        )
+    )
+    assert heartbeat(h, 1, (offline("t", 0),)).records == ()  # in no ISR: nothing to write
+    registration = h.image.cluster.brokers[2]
+    h.commit(
+        h.controller.broker_heartbeat(
+            h.image,
+            BrokerHeartbeatRequest(
+                broker_id=2,
+                broker_epoch=registration.epoch,
+                current_metadata_offset=h.image.offset,
+                want_fence=True,
+            ),
+            h.now_ms,
+        )
+    )
+    assert (partition(h.image, "t", 0).leader, partition(h.image, "t", 0).isr) == (3, (3,))
+
+
+def test_a_heartbeat_without_offline_dirs_clears_the_report() -> None:
+    # The report is the broker's latest word: a dir that is back (after a restart the broker
+    # registers anew) no longer counts as offline.
+    h = Harness(image_with({1: "unfenced", 2: "unfenced"}, {"t": [((1, 2), (1, 2), 2)]}))
+    heartbeat(h, 1, (offline("t", 0),))
+    replica_offline = h.controller.sessions.replica_offline(h.image)
+    assert replica_offline(1, topic_id("t"), 0) and not replica_offline(2, topic_id("t"), 0)
+    heartbeat(h, 1, (), dirs=())
+    assert not h.controller.sessions.replica_offline(h.image)(1, topic_id("t"), 0)
