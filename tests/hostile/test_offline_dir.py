@@ -163,3 +163,13 @@ def test_a_failed_leader_dir_moves_leadership_and_loses_nothing(
     first.wait_running()
     wait_until(lambda: sorted(partition_state(cluster)["isr"]) == [10, 11], timeout_s=30)
     assert partition_state(cluster)["leader"] == 11
+    # A well-behaved client bootstrapped from broker 10 alone still gets an acks=all produce
+    # through (to the leader 11, with both replicas in sync), right after the last record.
+    late = KafkaProducer(
+        bootstrap_servers=first.bootstrap, acks="all", enable_idempotence=False,
+        request_timeout_ms=10_000, max_block_ms=10_000,
+    )  # fmt: skip
+    try:
+        assert late.send(TOPIC, b"after", partition=0).get(timeout=15).offset == len(stored)
+    finally:
+        late.close()
