@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,29 +23,24 @@ from storage.directory_id import META_PROPERTIES
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from tests.broker.replica_harness import LOCAL, OTHER, PETS0, PETS_ID, batch
-from tests.broker.test_replica_manager_storage import TwoDirCluster
+from tests.broker.test_replica_manager_storage import (  # noqa: F401 (cluster: fixture)
+    TwoDirCluster,
+    cluster,
+)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[TwoDirCluster]:
-    harness = TwoDirCluster(tmp_path)
-    try:
-        yield harness
-    finally:
-        harness.close()
-
-
-def fail_dir_a(cluster: TwoDirCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def fail_dir_a(harness: TwoDirCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_space(fd: int, data: memoryview, position: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with monkeypatch.context() as patch:
         patch.setattr(segment_module, "_write_fully", no_space)
-        assert cluster.produce(PETS0, batch(b"lost")).error is Errors.KAFKA_STORAGE_ERROR
+        assert harness.produce(PETS0, batch(b"lost")).error is Errors.KAFKA_STORAGE_ERROR
 
 
 def test_the_heartbeat_reports_the_failed_dir_and_its_replicas(
-    cluster: TwoDirCluster, monkeypatch: pytest.MonkeyPatch
+    cluster: TwoDirCluster,  # noqa: F811 - the fixture of test_replica_manager_storage
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     offline_storage = cluster.replica_manager.offline_storage
     calls: list[str] = []
@@ -63,7 +57,8 @@ def test_the_heartbeat_reports_the_failed_dir_and_its_replicas(
 
 
 def test_a_leadership_moved_away_from_the_failed_dir_is_not_recreated(
-    cluster: TwoDirCluster, monkeypatch: pytest.MonkeyPatch
+    cluster: TwoDirCluster,  # noqa: F811 - the fixture of test_replica_manager_storage
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cluster.start_pets_led_here()
     fail_dir_a(cluster, monkeypatch)

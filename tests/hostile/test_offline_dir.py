@@ -1,37 +1,33 @@
 """A leader's log dir fails (issue 9, KIP-858): leadership moves to the other in-sync replica.
 
-One controller and two brokers. Broker 10 has two log dirs, the first a 4 MiB tmpfs (as in
-test_disk_full; without mount rights the case is skipped); broker 11 one ordinary dir. A topic
-with replicas [10, 11] (RF=2, ``min.insync.replicas=1``) is led by 10 on the tmpfs. The tmpfs is
-filled while an idempotent acks=all producer streams: broker 10 answers KAFKA_STORAGE_ERROR,
-takes the dir offline, keeps running on its other dir, and its next heartbeat (sent at once)
-reports the dir and its replica there. The controller moves the leadership to 11 and removes 10
-from the ISR within ``LEADERSHIP_MOVE_BOUND_S``; the producer carries on against 11. Every
-acknowledged record is then read back once, none duplicated, none invented; broker 10 never
-re-creates the partition on its healthy dir. Freed and restarted, broker 10 re-joins the ISR
-through normal catch-up.
+One controller and two brokers. Broker 10 has two log dirs, the first a 4 MiB tmpfs
+(test_disk_full's ``small_disk``; without mount rights the case is skipped); broker 11 one
+ordinary dir. A topic with replicas [10, 11] (RF=2, ``min.insync.replicas=1``) is led by 10 on
+the tmpfs. The tmpfs is filled while an idempotent acks=all producer streams: broker 10 answers
+KAFKA_STORAGE_ERROR, takes the dir offline, keeps running on its other dir, and its next
+heartbeat (sent at once) reports the dir and its replica there. The controller moves the
+leadership to 11 and removes 10 from the ISR within ``LEADERSHIP_MOVE_BOUND_S``; the producer
+carries on against 11. Every acknowledged record is then read back once, none duplicated, none
+invented; broker 10 never re-creates the partition on its healthy dir. Freed and restarted,
+broker 10 re-joins the ISR through normal catch-up.
 """
 
 from __future__ import annotations
 
 import collections
-import os
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.producer.future import FutureRecordMetadata
 
-from tests.hostile.test_disk_full import (
-    DISK_BYTES,
+from tests.hostile.test_disk_full import (  # noqa: F401 (small_disk is a fixture)
     RECORD_BYTES,
     ROOM_BYTES,
     SMALL_LOGS,
     fill,
+    small_disk,
     value,
     wait_for_partition_files,
     wait_until,
@@ -39,7 +35,6 @@ from tests.hostile.test_disk_full import (
 from tests.integration.conftest import Cluster, http
 from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
 
-SMALL_DISK = Path(f"/tmp/pykraft-offline-disk-{os.getpid()}")
 TOPIC = "moves"
 RECORDS = 600  # about 250 fit on the small disk; the rest must land on broker 11
 # From the moment broker 10 reports its dir offline to the controller's metadata naming 11 as
@@ -48,24 +43,8 @@ LEADERSHIP_MOVE_BOUND_S = 5.0
 assert RECORDS * RECORD_BYTES > ROOM_BYTES
 
 
-@pytest.fixture
-def small_disk() -> Iterator[Path]:
-    SMALL_DISK.mkdir(exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(SMALL_DISK)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield SMALL_DISK
-    finally:
-        subprocess.run(["umount", "-l", str(SMALL_DISK)], check=False)
-        subprocess.run(["rm", "-rf", str(SMALL_DISK)], check=False)
-
-
 def start_two_brokers(
-    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path, small_disk: Path
+    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path, disk: Path
 ) -> tuple[Cluster, BrokerProcess, BrokerProcess]:
     """Controller, broker 10 (tmpfs first, then a healthy dir) and broker 11."""
     cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
@@ -73,7 +52,7 @@ def start_two_brokers(
     url = cluster.controllers[0].url
     first, second = BrokerProcess(tmp_path, 10, url), BrokerProcess(tmp_path, 11, url)
     with first.config_path.open("a") as config:
-        lines = {"log.dirs": f"{small_disk},{tmp_path / 'broker-10-other'}", **SMALL_LOGS}
+        lines = {"log.dirs": f"{disk},{tmp_path / 'broker-10-other'}", **SMALL_LOGS}
         config.writelines(f"{key}={v}\n" for key, v in lines.items())
     for broker in (first, second):
         brokers.append(broker)
@@ -104,7 +83,10 @@ def consume(bootstrap: str) -> list[bytes]:
 
 
 def test_a_failed_leader_dir_moves_leadership_and_loses_nothing(
-    small_disk: Path, cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
+    small_disk: Path,  # noqa: F811 - test_disk_full's fixture, imported above
+    cluster_factory: Any,
+    brokers: list[BrokerProcess],
+    tmp_path: Path,
 ) -> None:
     cluster, first, second = start_two_brokers(cluster_factory, brokers, tmp_path, small_disk)
     cluster.request("POST", "/v1/topics", {

@@ -128,13 +128,14 @@ def test_a_heartbeat_reporting_an_offline_log_dir_moves_its_leaderships(single: 
     url = single.controllers[0].url + "/v1/brokers/heartbeat"
     beat = {"broker_id": 1, "broker_epoch": epochs[1], "current_metadata_offset": 2**62}
     failed_dir = "AAAAAAAAAAAAAAAAAAAD6A"  # directory id 1000
-    for body, message in [
+    malformed: list[tuple[dict[str, Any], str]] = [
         ({"offline_log_dirs": failed_dir}, "array"),
         ({"offline_log_dirs": [7]}, "directory id"),
         ({"offline_log_dirs": ["AAAAAAAAAAAAAAAAAAAAAQ"]}, "reserved directory id"),
         ({"offline_log_dirs": [failed_dir], "offline_replicas": [{"topic_id": topic_id}]},
          "'partition'"),
-    ]:
+    ]
+    for body, message in malformed:
         bad = error_of("POST", url, {**beat, **body})
         assert (bad.status, bad.body["error"]) == (400, "INVALID_REQUEST")
         assert message in bad.body["message"]

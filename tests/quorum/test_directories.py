@@ -26,21 +26,20 @@ def offline(name: str, index: int) -> OfflineReplica:
 def heartbeat(
     h: Harness,
     broker_id: int,
-    replicas: tuple[OfflineReplica, ...],
-    dirs: tuple[str, ...] = (DIR_A,),
+    replicas: tuple[OfflineReplica, ...] = (),
+    dirs: tuple[str, ...] | None = None,
+    **fields: Any,
 ) -> Any:
-    registration = h.image.cluster.brokers[broker_id]
-    return h.controller.broker_heartbeat(
-        h.image,
-        BrokerHeartbeatRequest(
-            broker_id=broker_id,
-            broker_epoch=registration.epoch,
-            current_metadata_offset=h.image.offset,
-            offline_log_dirs=dirs,
-            offline_replicas=replicas,
-        ),
-        h.now_ms,
+    """A heartbeat caught up to the image; ``dirs`` default to DIR_A when replicas are given."""
+    request = BrokerHeartbeatRequest(
+        broker_id=broker_id,
+        broker_epoch=h.image.cluster.brokers[broker_id].epoch,
+        current_metadata_offset=fields.pop("current_metadata_offset", h.image.offset),
+        offline_log_dirs=(DIR_A,) if dirs is None and replicas else dirs or (),
+        offline_replicas=replicas,
+        **fields,
     )
+    return h.controller.broker_heartbeat(h.image, request, h.now_ms)
 
 
 # name -> (replicas, isr, leader) of partition 0, the broker reporting, the replica it reports,
@@ -131,17 +130,7 @@ def test_a_fenced_broker_reporting_offline_dirs_writes_nothing() -> None:
     # A fenced broker is in no ISR to leave (Kafka skips handleDirectoriesOffline then).
     # Not caught up to its registration yet, so it stays fenced.
     h = Harness(image_with({1: "fenced", 2: "unfenced"}, {"t": [((1, 2), (1, 2), 2)]}))
-    result = h.controller.broker_heartbeat(
-        h.image,
-        BrokerHeartbeatRequest(
-            broker_id=1,
-            broker_epoch=h.image.cluster.brokers[1].epoch,
-            current_metadata_offset=-1,
-            offline_log_dirs=(DIR_A,),
-            offline_replicas=(offline("t", 0),),
-        ),
-        h.now_ms,
-    )
+    result = heartbeat(h, 1, (offline("t", 0),), current_metadata_offset=-1)
     assert result.response.is_fenced
     assert result.records == ()
 
@@ -150,19 +139,7 @@ def test_a_shutdown_request_moves_everything_once() -> None:
     # want_shut_down and offline dirs together: the controlled shutdown already moves every
     # leadership; no second record for the same partition in the batch.
     h = Harness(image_with({1: "unfenced", 2: "unfenced"}, {"t": [((1, 2), (1, 2), 1)]}))
-    registration = h.image.cluster.brokers[1]
-    result = h.controller.broker_heartbeat(
-        h.image,
-        BrokerHeartbeatRequest(
-            broker_id=1,
-            broker_epoch=registration.epoch,
-            current_metadata_offset=h.image.offset,
-            want_shut_down=True,
-            offline_log_dirs=(DIR_A,),
-            offline_replicas=(offline("t", 0),),
-        ),
-        h.now_ms,
-    )
+    result = heartbeat(h, 1, (offline("t", 0),), want_shut_down=True)
     changes = [r for r in result.records if isinstance(r, PartitionChangeRecord)]
     assert len(changes) == 1
     h.commit(result)
@@ -196,15 +173,7 @@ def test_the_last_isr_member_on_an_offline_dir_is_not_re_elected_when_another_un
     h = Harness(image_with({1: "unfenced", 2: "unfenced", 3: "fenced"}, {"t": [((1, 2), (1,), 1)]}))
     h.commit(heartbeat(h, 1, (offline("t", 0),)))
     assert (partition(h.image, "t", 0).leader, partition(h.image, "t", 0).isr) == (-1, (1,))
-    unfenced = h.controller.broker_heartbeat(
-        h.image,
-        BrokerHeartbeatRequest(
-            broker_id=3,
-            broker_epoch=h.image.cluster.brokers[3].epoch,
-            current_metadata_offset=h.image.offset,
-        ),
-        h.now_ms,
-    )
+    unfenced = heartbeat(h, 3)
     assert unfenced.response.is_fenced is False
     h.commit(unfenced)
     assert partition(h.image, "t", 0).leader == -1
@@ -221,19 +190,7 @@ def test_an_unclean_election_skips_replicas_reported_offline() -> None:
         )
     )
     assert heartbeat(h, 1, (offline("t", 0),)).records == ()  # in no ISR: nothing to write
-    registration = h.image.cluster.brokers[2]
-    h.commit(
-        h.controller.broker_heartbeat(
-            h.image,
-            BrokerHeartbeatRequest(
-                broker_id=2,
-                broker_epoch=registration.epoch,
-                current_metadata_offset=h.image.offset,
-                want_fence=True,
-            ),
-            h.now_ms,
-        )
-    )
+    h.commit(heartbeat(h, 2, want_fence=True))
     assert (partition(h.image, "t", 0).leader, partition(h.image, "t", 0).isr) == (3, (3,))
 
 
