@@ -43,6 +43,7 @@ from broker.handlers.controller_client import (
     DeletedTopic,
     NewTopic,
 )
+from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
 from metadata.codec import MetadataCodecError, record_from_json
 from metadata.records import BrokerEndpoint, BrokerFeature, MetadataRecord
 
@@ -341,12 +342,19 @@ class ControllerClient:
 
     async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
                         want_fence: bool, want_shut_down: bool,
+                        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
                         deadline_s: float | None = None) -> HeartbeatReply:
-        answer = await self._write("POST", "/v1/brokers/heartbeat", {
+        body: dict[str, Any] = {
             "broker_id": broker_id, "broker_epoch": broker_epoch,
             "current_metadata_offset": current_metadata_offset,
             "want_fence": want_fence, "want_shut_down": want_shut_down,
-        }, idempotent=True, deadline_s=deadline_s)
+        }
+        if offline_log_dirs.directory_ids:
+            body["offline_log_dirs"] = list(offline_log_dirs.directory_ids)
+            body["offline_replicas"] = [{"topic_id": topic_id, "partition": partition}
+                                        for topic_id, partition in offline_log_dirs.replicas]
+        answer = await self._write("POST", "/v1/brokers/heartbeat", body, idempotent=True,
+                                   deadline_s=deadline_s)
         return HeartbeatReply(
             is_caught_up=bool(answer["is_caught_up"]), is_fenced=bool(answer["is_fenced"]),
             in_controlled_shutdown=bool(answer["in_controlled_shutdown"]),

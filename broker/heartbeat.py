@@ -20,6 +20,14 @@ otherwise ``broker.heartbeat.interval.ms``; after a failure, the interval. A hea
 stay fenced (``want_fence``) until the broker is ready to serve (``set_ready_to_unfence``).
 Events that want an answer sooner (ready to unfence, shutdown) wake the loop at once.
 
+Failed log dirs (KIP-858): every heartbeat carries the broker's offline log dirs (directory ids)
+and its replicas on them (``offline_log_dirs``, read from the broker when the heartbeat is
+sent), so the controller moves those leaderships away and takes the broker out of those ISRs.
+``propagate_directory_failure`` wakes the loop so the news goes out at once, as Kafka's
+``BrokerLifecycleManager.propagateDirectoryFailure`` does. Kafka also halts a broker whose
+offline dir the controller has not acknowledged within ``log.dir.failure.timeout.ms``; pykraft
+does not (the report repeats in every heartbeat until the controller acts on it).
+
 Registration failures (a controller election, or DUPLICATE_BROKER_REGISTRATION while the
 previous incarnation's session is still alive after a kill -9) are retried every heartbeat
 interval, as Kafka does. Heartbeat errors are logged and retried; none is fatal.
@@ -38,6 +46,7 @@ import attrs
 from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
 from broker.handlers.controller_client import ControllerError
 from broker.lifecycle import BrokerLifecycle, BrokerState
+from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
 from metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
@@ -59,6 +68,7 @@ class HeartbeatClient(Protocol):
 
     async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
                         want_fence: bool, want_shut_down: bool,
+                        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
                         deadline_s: float | None = None) -> HeartbeatReply: ...
 
 
@@ -101,8 +111,11 @@ class BrokerLifecycleManager:
 
     def __init__(self, client: HeartbeatClient, identity: BrokerIdentity,
                  lifecycle: BrokerLifecycle, metadata_offset: Callable[[], int], *,
-                 heartbeat_interval_ms: int, wait: Wait | None = None) -> None:
+                 heartbeat_interval_ms: int, wait: Wait | None = None,
+                 offline_log_dirs: Callable[[], OfflineLogDirs] = lambda: NO_OFFLINE_LOG_DIRS,
+                 ) -> None:
         self._client = client
+        self._offline_log_dirs = offline_log_dirs
         self.identity = identity
         self.lifecycle = lifecycle
         self._metadata_offset = metadata_offset
@@ -141,6 +154,10 @@ class BrokerLifecycleManager:
         logger.info("broker %d: beginning controlled shutdown", self.identity.broker_id)
         self._wake.set()
         return True
+
+    def propagate_directory_failure(self) -> None:
+        """A log dir failed: heartbeat now, so the controller moves its leaderships away."""
+        self._wake.set()
 
     def stop(self) -> None:
         self._stopped = True
@@ -203,7 +220,7 @@ class BrokerLifecycleManager:
                 current_metadata_offset=self._metadata_offset(),
                 want_fence=not self.ready_to_unfence,
                 want_shut_down=state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
-                deadline_s=self._deadline_s())
+                offline_log_dirs=self._offline_log_dirs(), deadline_s=self._deadline_s())
         except ControllerError as error:
             logger.warning("broker %d: heartbeat failed: %s", self.identity.broker_id, error)
             return self.heartbeat_interval_ms

@@ -13,10 +13,14 @@ Issue 9: one bad partition or one failing disk never takes the rest of the broke
   replica manager forget them (waiting requests are answered). Once no log dir is left,
   ``on_all_log_dirs_offline`` asks the broker to halt.
 
-Not done: Kafka brokers report offline dirs to the controller in their heartbeats (KIP-858
-``OfflineLogDirs``) so leadership moves away. Our registrations carry no log-dir ids and
-partition records no directory assignment, so the controller could not map a dir to its
-partitions; a led partition on a failed dir stays offline until the broker restarts.
+* The controller is told (KIP-858): ``offline_log_dirs`` is what every heartbeat reports — the
+  failed dirs' ``directory.id``s and this broker's replicas on them (topic id, partition) — and
+  ``on_directory_failure`` sends a heartbeat at once. The controller takes the broker out of
+  those ISRs and moves their leadership to another in-sync replica
+  (``quorum.managers.directories``, which says how this differs from Kafka's replica→dir
+  assignment). The metadata then makes this broker a follower of those partitions; it cannot
+  host them (``get_or_create_log`` answers None), so it fetches nothing for them. A restart
+  with the dir healthy again loads them, and they re-join the ISR through normal catch-up.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from broker.offline_log_dirs import OfflineLogDirs
 from broker.partition import PartitionError
 from broker.replica_api import FetcherManager
+from metadata.image import MetadataImage
 from metadata.records import NO_LEADER
 from protocol.errors import Errors
 from storage.log_config import LogConfig
@@ -52,6 +58,8 @@ class OfflineStorage:
         self._forget_partition = forget_partition
         # Called once every log dir is offline: Kafka halts the broker then.
         self.on_all_log_dirs_offline: Callable[[], None] | None = None
+        # Called when a log dir fails, to heartbeat at once (KIP-858).
+        self.on_directory_failure: Callable[[], None] | None = None
         log_manager.on_log_dir_failure = self.on_log_dir_failure
 
     def check_online(self, topic_partition: TopicPartition) -> None:
@@ -94,6 +102,19 @@ class OfflineStorage:
         if not self.log_manager.online_dirs and self.on_all_log_dirs_offline is not None:
             logger.error("every log dir is offline")
             self.on_all_log_dirs_offline()
+        elif self.on_directory_failure is not None:
+            self.on_directory_failure()
+
+    def offline_log_dirs(self, image: MetadataImage) -> OfflineLogDirs:
+        """What the next heartbeat reports: the offline dirs' ids and this broker's replicas on
+        them, by topic id (a topic the image no longer has is left out)."""
+        found = self.log_manager.offline_replicas()
+        replicas = []
+        for topic_partition in sorted(tp for partitions in found.values() for tp in partitions):
+            topic = image.topics.by_name.get(topic_partition.topic)
+            if topic is not None:
+                replicas.append((topic.topic_id, topic_partition.partition))
+        return OfflineLogDirs(directory_ids=tuple(sorted(found)), replicas=tuple(replicas))
 
     def maybe_fail_log_dir(self, topic_partition: TopicPartition, error: PartitionError) -> None:
         """An I/O error (not an already offline partition) takes the log dir offline."""

@@ -212,7 +212,9 @@ class BrokerServer:
                                         incarnation_id=self.incarnation_id,
                                         endpoints=endpoints, rack=self.config.rack),
             self.lifecycle, lambda: self.loader.image.offset,
-            heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms)
+            heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms,
+            offline_log_dirs=lambda: offline_storage.offline_log_dirs(self.loader.image))
+        offline_storage.on_directory_failure = self.heartbeats.propagate_directory_failure
         self._spawn(self.heartbeats.run(), "heartbeats")
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
         self._spawn(self._run_periodic(), "log manager")

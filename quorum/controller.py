@@ -35,6 +35,7 @@ API (requests and responses are attrs frozen classes, re-exported here):
     broker_heartbeat(image, BrokerHeartbeatRequest, now_ms)
         -> ControllerResult[BrokerHeartbeatResponse(error, is_caught_up, is_fenced,
                                                     in_controlled_shutdown, should_shut_down)]
+        # offline_log_dirs / offline_replicas (KIP-858) move leadership off failed log dirs
     unregister_broker(image, UnregisterBrokerRequest, now_ms)
         -> ControllerResult[UnregisterBrokerResponse(error)]
     create_topics(image, CreateTopicsRequest, now_ms) -> ControllerResult[CreateTopicsResponse]
@@ -80,6 +81,7 @@ from quorum.managers.configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from quorum.managers.directories import OfflineReplica
 from quorum.managers.leadership import (
     AlterPartitionData,
     AlterPartitionRequest,
@@ -157,6 +159,7 @@ __all__ = [
     "Errors",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
+    "OfflineReplica",
     "PartitionResult",
     "QuorumController",
     "RandomSource",

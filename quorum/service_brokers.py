@@ -12,7 +12,9 @@ POST /v1/brokers/register
         "session_timeout_ms": 9000}
 POST /v1/brokers/heartbeat
     {"broker_id": 1, "broker_epoch": 17, "current_metadata_offset": 42,
-     "want_fence": false, "want_shut_down": false}
+     "want_fence": false, "want_shut_down": false,
+     "offline_log_dirs": ["<directory id>"],                         (KIP-858; optional)
+     "offline_replicas": [{"topic_id": "<topic id>", "partition": 0}]}  (optional)
     -> {"is_caught_up": true, "is_fenced": false, "in_controlled_shutdown": false,
         "should_shut_down": false}
 DELETE /v1/brokers/{broker_id}        (UnregisterBroker) -> {"broker_id": 1}
@@ -42,6 +44,7 @@ from quorum.controller import (
     BrokerRegistrationRequest,
     BrokerState,
     Errors,
+    OfflineReplica,
     UnregisterBrokerRequest,
 )
 from quorum.node import ServiceError
@@ -127,7 +130,10 @@ async def broker_heartbeat(request: web.Request) -> web.Response:
         broker_epoch=field(body, "broker_epoch", int),
         current_metadata_offset=field(body, "current_metadata_offset", int, -1),
         want_fence=field(body, "want_fence", bool, False),
-        want_shut_down=field(body, "want_shut_down", bool, False))
+        want_shut_down=field(body, "want_shut_down", bool, False),
+        offline_log_dirs=_offline_log_dirs(body),
+        offline_replicas=tuple(_offline_replica(item)
+                               for item in field(body, "offline_replicas", list, [])))
     response = await node_of(request).write(lambda controller, image, now_ms:
                                             controller.broker_heartbeat(image, heartbeat, now_ms))
     raise_for(response.error)
@@ -135,6 +141,20 @@ async def broker_heartbeat(request: web.Request) -> web.Response:
         "is_caught_up": response.is_caught_up, "is_fenced": response.is_fenced,
         "in_controlled_shutdown": response.in_controlled_shutdown,
         "should_shut_down": response.should_shut_down})
+
+
+def _offline_log_dirs(body: dict[str, Any]) -> tuple[str, ...]:
+    directory_ids = field(body, "offline_log_dirs", list, [])
+    if not all(isinstance(directory_id, str) for directory_id in directory_ids):
+        raise ServiceError(400, "INVALID_REQUEST", "Each offline log dir is a directory id.")
+    return tuple(directory_ids)
+
+
+def _offline_replica(item: Any) -> OfflineReplica:
+    if not isinstance(item, dict):
+        raise ServiceError(400, "INVALID_REQUEST", "Each offline replica must be a JSON object.")
+    return OfflineReplica(topic_id=field(item, "topic_id", str),
+                          partition_id=field(item, "partition", int))
 
 
 async def unregister_broker(request: web.Request) -> web.Response:

@@ -32,6 +32,12 @@ broker (``ReplicaManager.handleLogDirFailure``). ``get_or_create_log`` never rec
 offline partition and places new ones only on online dirs; ``KafkaStorageError`` (an
 ``OSError``, so callers answer KAFKA_STORAGE_ERROR) says why it cannot.
 
+Directory ids (KIP-858): every log dir has a ``directory.id`` in its ``meta.properties``, a
+Kafka uuid that names the dir to the controller when it fails (heartbeat ``OfflineLogDirs``).
+``open`` reads it, or adds one to a ``meta.properties`` that has none, as Kafka's
+``MetaPropertiesEnsemble`` does on start-up; a dir without ``meta.properties`` (tests, tools)
+or that cannot be read gets an id for this process only.
+
 Shutdown: close every log (flush, producer snapshot, trim indexes), write all checkpoints with
 recovery point = log end, then write the clean-shutdown marker.
 
@@ -60,6 +66,7 @@ from storage.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from storage.directory_id import ensure_directory_id, new_directory_id
 from storage.index import CorruptIndexError
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_log import PartitionLog
@@ -164,6 +171,8 @@ class LogManager:
         self.problems: list[str] = []
         self.offline_partitions: dict[TopicPartition, str] = {}  # partition -> why
         self.offline_dirs: dict[Path, str] = {}  # log dir -> why
+        # Invariant: every log dir has an id once ``open`` returns.
+        self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
         self._next_due: dict[str, int] = {
             name: now_ms + interval for name, interval, _ in self._tasks()
@@ -193,8 +202,10 @@ class LogManager:
     # ------------------------------------------------------------------ loading
 
     def _load_dir(self, log_dir: Path, now_ms: int) -> None:
+        self.directory_ids[log_dir] = new_directory_id()  # until meta.properties names one
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
+            self.directory_ids[log_dir] = ensure_directory_id(log_dir)
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             checkpoints = _read_dir_checkpoints(log_dir, self.problems)
@@ -313,6 +324,16 @@ class LogManager:
 
     def log_dir_of(self, tp: TopicPartition) -> Path | None:
         return self._dir_of.get(tp)
+
+    def offline_replicas(self) -> dict[str, list[TopicPartition]]:
+        """Directory id of each offline log dir -> the partitions that were on it."""
+        found: dict[str, list[TopicPartition]] = {
+            self.directory_ids[log_dir]: [] for log_dir in self.offline_dirs
+        }
+        for tp, log_dir in sorted(self._dir_of.items()):
+            if log_dir in self.offline_dirs:
+                found[self.directory_ids[log_dir]].append(tp)
+        return found
 
     def handle_log_dir_failure(self, log_dir: Path, reason: str) -> list[TopicPartition]:
         """Take ``log_dir`` offline (Kafka ``LogManager.handleLogDirFailure``): release its

@@ -14,7 +14,9 @@ A new incarnation of a registered broker id replaces the old one unless the old 
 still alive (``DUPLICATE_BROKER_REGISTRATION``); the old incarnation's leaderships and ISR
 memberships are dropped in the same batch because the new registration starts fenced.
 
-Heartbeat state transitions are listed in ``quorum.managers.sessions``.
+Heartbeat state transitions are listed in ``quorum.managers.sessions``. A heartbeat may also
+report failed log dirs (KIP-858 ``OfflineLogDirs``): an active broker then leaves the ISR and
+leadership of its replicas there (``quorum.managers.directories``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ from metadata.records import (
 )
 from quorum.errors import SUCCESS, ApiError, Errors
 from quorum.managers.cluster_checks import check_broker_epoch
+from quorum.managers.directories import (
+    OfflineReplica,
+    handle_directories_offline,
+    validate_offline_dirs,
+)
 from quorum.managers.partition_change import (
     generate_leader_and_isr_updates,
     leads_any,
@@ -78,6 +85,11 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int
     want_fence: bool = False
     want_shut_down: bool = False
+    # KIP-858 ``OfflineLogDirs``: the directory ids of the broker's failed log dirs.
+    offline_log_dirs: tuple[str, ...] = ()
+    # pykraft: the broker's replicas on those dirs (Kafka reads them from the partitions'
+    # ``Directories``; see quorum.managers.directories).
+    offline_replicas: tuple[OfflineReplica, ...] = ()
 
 
 @attrs.frozen
@@ -118,11 +130,12 @@ def _validate_registration(request: BrokerRegistrationRequest) -> ApiError:
 
 
 def fence_records(image: MetadataImage, registration: BrokerRegistration,
-                  unclean: UncleanPolicy) -> list[MetadataRecord]:
+                  unclean: UncleanPolicy, sessions: BrokerSessions) -> list[MetadataRecord]:
     """Kafka's ``handleBrokerFenced``: leave every ISR and leadership, then fence."""
     records: list[MetadataRecord] = list(generate_leader_and_isr_updates(
         image, partitions_with_broker_in_isr(image, registration.id),
-        unclean_enabled=unclean, broker_to_remove=registration.id))
+        unclean_enabled=unclean, broker_to_remove=registration.id,
+        replica_offline=sessions.replica_offline(image)))
     records.append(BrokerRegistrationChangeRecord(
         broker_id=registration.id, broker_epoch=registration.epoch,
         fenced=BrokerRegistrationFencingChange.FENCE.value))
@@ -146,7 +159,8 @@ def register_broker(image: MetadataImage, request: BrokerRegistrationRequest,
         # The new registration starts fenced: the old one must not keep leading.
         records.extend(generate_leader_and_isr_updates(
             image, partitions_with_broker_in_isr(image, existing.id),
-            unclean_enabled=unclean, broker_to_remove=existing.id))
+            unclean_enabled=unclean, broker_to_remove=existing.id,
+            replica_offline=sessions.replica_offline(image)))
     broker_epoch = image.offset + 1 + len(records)
     records.append(RegisterBrokerRecord(
         broker_id=request.broker_id, incarnation_id=request.incarnation_id,
@@ -161,14 +175,14 @@ def _transition_records(image: MetadataImage, registration: BrokerRegistration,
                         unclean: UncleanPolicy) -> list[MetadataRecord]:
     broker_id = registration.id
     if next_state in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
-        return fence_records(image, registration, unclean)
+        return fence_records(image, registration, unclean, sessions)
     if next_state is BrokerControlState.UNFENCED:
         records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(
             broker_id=broker_id, broker_epoch=registration.epoch,
             fenced=BrokerRegistrationFencingChange.UNFENCE.value)]
         records.extend(generate_leader_and_isr_updates(
             image, partitions_without_leader(image), unclean_enabled=unclean,
-            broker_to_add=broker_id))
+            broker_to_add=broker_id, replica_offline=sessions.replica_offline(image)))
         return records
     # CONTROLLED_SHUTDOWN: Kafka's handleBrokerInControlledShutdown.
     records = [BrokerRegistrationChangeRecord(
@@ -177,7 +191,7 @@ def _transition_records(image: MetadataImage, registration: BrokerRegistration,
         .IN_CONTROLLED_SHUTDOWN.value)]
     records.extend(generate_leader_and_isr_updates(
         image, partitions_with_broker_in_isr(image, broker_id), unclean_enabled=unclean,
-        broker_to_remove=broker_id))
+        broker_to_remove=broker_id, replica_offline=sessions.replica_offline(image)))
     sessions.begin_controlled_shutdown(registration, image.offset + len(records))
     return records
 
@@ -187,9 +201,13 @@ def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
                      unclean: UncleanPolicy) -> ControllerResult[BrokerHeartbeatResponse]:
     """Kafka's ``ReplicationControlManager.processBrokerHeartbeat``."""
     error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error.is_success():
+        error = validate_offline_dirs(request.offline_log_dirs, request.offline_replicas)
     if error.is_failure():
         return ControllerResult((), BrokerHeartbeatResponse(error))
     registration = image.cluster.brokers[request.broker_id]
+    sessions.report_offline_replicas(registration, frozenset(
+        (replica.topic_id, replica.partition_id) for replica in request.offline_replicas))
     current = current_broker_state(registration)
     heartbeat = HeartbeatInput(
         current=current, want_fence=request.want_fence, want_shut_down=request.want_shut_down,
@@ -202,6 +220,12 @@ def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
     records: list[MetadataRecord] = []
     if next_state is not current:
         records = _transition_records(image, registration, next_state, sessions, unclean)
+    elif not next_state.fenced:
+        # Kafka's processBrokerHeartbeat: handleDirectoriesOffline unless the broker is fenced
+        # (a fenced broker is in no ISR). A state change above already moved every leadership.
+        records = list(handle_directories_offline(image, request.broker_id,
+                                                  request.offline_replicas, unclean,
+                                                  sessions.replica_offline(image)))
     sessions.touch(registration, now_ms, request.current_metadata_offset)
     return ControllerResult(tuple(records), BrokerHeartbeatResponse(
         SUCCESS,
@@ -222,7 +246,8 @@ def unregister_broker(image: MetadataImage, request: UnregisterBrokerRequest,
             f"Broker ID {request.broker_id} is not currently registered")))
     records: list[MetadataRecord] = list(generate_leader_and_isr_updates(
         image, partitions_with_broker_in_isr(image, registration.id),
-        unclean_enabled=unclean, broker_to_remove=registration.id))
+        unclean_enabled=unclean, broker_to_remove=registration.id,
+        replica_offline=sessions.replica_offline(image)))
     records.append(UnregisterBrokerRecord(broker_id=registration.id,
                                           broker_epoch=registration.epoch))
     sessions.remove(registration.id)
@@ -240,4 +265,5 @@ def fence_stale_broker(image: MetadataImage, sessions: BrokerSessions, now_ms: i
     if not stale:
         return ControllerResult((), ())
     registration = image.cluster.brokers[stale[0]]
-    return ControllerResult(tuple(fence_records(image, registration, unclean)), (stale[0],))
+    return ControllerResult(tuple(fence_records(image, registration, unclean, sessions)),
+                            (stale[0],))

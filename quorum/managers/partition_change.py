@@ -28,6 +28,7 @@ shutdown, unregistration), or let a newly unfenced broker lead leaderless partit
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Iterable, Iterator
 
 import attrs
@@ -42,6 +43,12 @@ from metadata.records import (
 )
 
 LeaderAcceptor = Callable[[int], bool]
+# (broker id, topic id, partition id) -> the broker reported that replica on an offline log dir.
+ReplicaOffline = Callable[[int, str, int], bool]
+
+
+def no_offline_replicas(broker_id: int, topic_id: str, partition_id: int) -> bool:
+    return False
 
 
 class Election(enum.Enum):
@@ -169,24 +176,28 @@ def generate_leader_and_isr_updates(
     unclean_enabled: Callable[[str], bool],
     broker_to_remove: int = NO_LEADER,
     broker_to_add: int = NO_LEADER,
+    replica_offline: ReplicaOffline = no_offline_replicas,
 ) -> list[PartitionChangeRecord]:
     """Remove ``broker_to_remove`` from ISRs and leadership; let ``broker_to_add`` lead.
 
     ``broker_to_add`` counts as acceptable even though the image still shows it fenced (the
     unfencing record is in the same batch); ``broker_to_remove`` never does, even for an unclean
-    election, although the image still shows it active.
+    election, although the image still shows it active. Nor does a replica its broker reported
+    on an offline log dir (``replica_offline``; Kafka's ``isActive(brokerId, directoryId)``).
     """
 
-    def acceptable(replica: int) -> bool:
-        return replica != broker_to_remove and (replica == broker_to_add
-                                                or is_active(image, replica))
+    def acceptable(replica: int, ref: TopicPartitionRef) -> bool:
+        return (replica != broker_to_remove
+                and (replica == broker_to_add or is_active(image, replica))
+                and not replica_offline(replica, ref.topic.topic_id, ref.partition_id))
 
     records: list[PartitionChangeRecord] = []
     for ref in partitions:
         election = Election.UNCLEAN if unclean_enabled(ref.topic.name) else Election.ONLINE
         target_isr = tuple(r for r in ref.partition.isr if r != broker_to_remove)
         record = build_partition_change(ref.partition, topic_id=ref.topic.topic_id,
-                                        partition_id=ref.partition_id, acceptable=acceptable,
+                                        partition_id=ref.partition_id,
+                                        acceptable=functools.partial(acceptable, ref=ref),
                                         target_isr=target_isr, election=election)
         if record is not None:
             records.append(record)

@@ -27,6 +27,12 @@ Broker states (Kafka's ``BrokerControlState``) and the heartbeat transitions
 
 A broker fenced after a controlled shutdown (fenced and in controlled shutdown in the image)
 stays FENCED: it must come back as a new incarnation.
+
+Each session also remembers the replicas the broker last reported on offline log dirs
+(KIP-858); elections skip them (``replica_offline``). Kafka keeps this in the metadata (the
+registration's online ``LogDirs`` and each partition's ``Directories``); here it is soft state,
+re-learnt from the next heartbeat after a failover and forgotten when the broker re-registers
+(a restarted broker reads its dirs afresh).
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ class BrokerSession:
     metadata_offset: int = -1
     # Offset of the last record of the batch that started its controlled shutdown, -1 if none.
     controlled_shutdown_offset: int = -1
+    # (topic id, partition id) of the replicas on offline log dirs, as last reported.
+    offline_replicas: frozenset[tuple[str, int]] = frozenset()
 
 
 @attrs.frozen
@@ -147,6 +155,22 @@ class BrokerSessions:
         session = self.session(registration)
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
         session.metadata_offset = metadata_offset
+
+    def report_offline_replicas(self, registration: BrokerRegistration,
+                                replicas: frozenset[tuple[str, int]]) -> None:
+        self.session(registration).offline_replicas = replicas
+
+    def replica_offline(self, image: MetadataImage) -> Callable[[int, str, int], bool]:
+        """Whether a broker (its registered incarnation) reported the replica offline."""
+
+        def offline(broker_id: int, topic_id: str, partition_id: int) -> bool:
+            registration = image.cluster.brokers.get(broker_id)
+            session = self._sessions.get(broker_id)
+            return (registration is not None and session is not None
+                    and session.broker_epoch == registration.epoch
+                    and (topic_id, partition_id) in session.offline_replicas)
+
+        return offline
 
     def remove(self, broker_id: int) -> None:
         self._sessions.pop(broker_id, None)

@@ -21,6 +21,7 @@ from broker.heartbeat import (
     heartbeat_decision,
 )
 from broker.lifecycle import BrokerLifecycle, BrokerState
+from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
 from metadata.records import BrokerEndpoint, BrokerFeature
 
 INTERVAL_MS = 2000
@@ -63,6 +64,7 @@ class Sent:
     want_fence: bool
     want_shut_down: bool
     broker_epoch: int
+    offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS
 
 
 class FakeController:
@@ -87,8 +89,10 @@ class FakeController:
 
     async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
                         want_fence: bool, want_shut_down: bool,
+                        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
                         deadline_s: float | None = None) -> HeartbeatReply:
-        self.sent.append(Sent(current_metadata_offset, want_fence, want_shut_down, broker_epoch))
+        self.sent.append(Sent(current_metadata_offset, want_fence, want_shut_down, broker_epoch,
+                              offline_log_dirs))
         answer = self.heartbeats.pop(0)
         if isinstance(answer, ControllerError):
             raise answer
@@ -217,3 +221,44 @@ def test_a_second_shutdown_request_returns_at_once(state: BrokerState) -> None:
     harness.lifecycle = BrokerLifecycle(state)
     harness.manager.lifecycle = harness.lifecycle
     assert asyncio.run(harness.manager.controlled_shutdown(timeout_s=60)) is True
+
+
+FAILED_DIR = OfflineLogDirs(directory_ids=("AAAAAAAAAAAAAAAAAAAD6A",),
+                            replicas=(("AAAAAAAAAAAAAAAAAAAAAg", 0),))
+
+
+def test_every_heartbeat_reports_the_offline_log_dirs_of_its_time() -> None:
+    # KIP-858: BrokerHeartbeat v1 OfflineLogDirs, read when each heartbeat is sent.
+    controller = FakeController([REGISTERED], [reply(fenced=False)] * 3)
+    harness = Harness(controller)
+    harness.lifecycle = BrokerLifecycle(BrokerState.RUNNING)
+    harness.manager.lifecycle = harness.lifecycle
+    reports = iter([NO_OFFLINE_LOG_DIRS, FAILED_DIR, FAILED_DIR])
+    harness.manager = BrokerLifecycleManager(
+        controller, IDENTITY, harness.lifecycle, lambda: 41, heartbeat_interval_ms=INTERVAL_MS,
+        wait=harness.wait, offline_log_dirs=lambda: next(reports))
+    harness.run()
+    assert [s.offline_log_dirs for s in controller.sent] == [
+        NO_OFFLINE_LOG_DIRS, FAILED_DIR, FAILED_DIR]
+
+
+def test_a_directory_failure_heartbeats_at_once() -> None:
+    # Kafka's BrokerLifecycleManager.propagateDirectoryFailure: no waiting for the interval.
+    controller = FakeController([REGISTERED], [reply(fenced=False)] * 2)
+    lifecycle = BrokerLifecycle(BrokerState.RUNNING)
+    manager = BrokerLifecycleManager(controller, IDENTITY, lifecycle, lambda: 41,
+                                     heartbeat_interval_ms=60_000,
+                                     offline_log_dirs=lambda: FAILED_DIR)
+
+    async def scenario() -> None:
+        runner = asyncio.ensure_future(manager.run())
+        while len(controller.sent) < 1:  # the first heartbeat goes at once after registering
+            await asyncio.sleep(0)
+        manager.propagate_directory_failure()  # the 60 s interval is not waited for
+        while len(controller.sent) < 2:
+            await asyncio.sleep(0)
+        manager.stop()
+        await runner
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=5))
+    assert [s.offline_log_dirs for s in controller.sent] == [FAILED_DIR, FAILED_DIR]

@@ -118,3 +118,32 @@ def test_a_long_poll_returns_as_soon_as_a_batch_commits(single: Cluster) -> None
     finally:
         timer.cancel()
         timer.join()
+
+
+def test_a_heartbeat_reporting_an_offline_log_dir_moves_its_leaderships(single: Cluster) -> None:
+    # KIP-858 over /v1/brokers/heartbeat: broker 1 leads pets-0 on a dir that failed.
+    epochs = single.register_brokers([1, 2])
+    created = single.request("POST", "/v1/topics", {"name": "pets", "assignments": {"0": [1, 2]}})
+    topic_id = created["topic_id"]
+    url = single.controllers[0].url + "/v1/brokers/heartbeat"
+    beat = {"broker_id": 1, "broker_epoch": epochs[1], "current_metadata_offset": 2**62}
+    failed_dir = "AAAAAAAAAAAAAAAAAAAD6A"  # directory id 1000
+    malformed: list[tuple[dict[str, Any], str]] = [
+        ({"offline_log_dirs": failed_dir}, "array"),
+        ({"offline_log_dirs": [7]}, "directory id"),
+        ({"offline_log_dirs": ["AAAAAAAAAAAAAAAAAAAAAQ"]}, "reserved directory id"),
+        ({"offline_log_dirs": [failed_dir], "offline_replicas": [{"topic_id": topic_id}]},
+         "'partition'"),
+    ]
+    for body, message in malformed:
+        bad = error_of("POST", url, {**beat, **body})
+        assert (bad.status, bad.body["error"]) == (400, "INVALID_REQUEST")
+        assert message in bad.body["message"]
+    assert single.request("GET", "/v1/topics/pets")["partitions"][0]["leader"] == 1  # unchanged
+
+    answer = single.request("POST", "/v1/brokers/heartbeat", {
+        **beat, "offline_log_dirs": [failed_dir],
+        "offline_replicas": [{"topic_id": topic_id, "partition": 0}]})
+    assert answer["is_fenced"] is False  # the broker keeps serving its other dirs
+    partition = single.request("GET", "/v1/topics/pets")["partitions"][0]
+    assert (partition["leader"], partition["isr"], partition["leader_epoch"]) == (2, [2], 1)
