@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from storage.atomic_file import fsync_directory
-from storage.file_slice import FetchDataInfo
+from storage.fetch_data import FetchDataInfo
 from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from storage.log_config import LogConfig
 from storage.log_reader import read_segments

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from storage.file_slice import FetchDataInfo, FileSlice, LogOffsetMetadata
+from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
+from storage.file_slice import FileSlice
 from storage.index import NO_TIMESTAMP
 from storage.log_validator import CorruptLogError
 from storage.record_batch import CorruptRecordError

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import attrs
 
-from storage.file_slice import FetchDataInfo, LogOffsetMetadata
-from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
+from storage.leader_epoch_file import LeaderEpochFileCache
 from storage.local_log import LocalLog
 from storage.log_config import CleanupPolicy, LogConfig
 from storage.log_reader import fetch_offset_for_timestamp
@@ -191,7 +191,7 @@ class PartitionLog:
             origin=origin,
         )
         first_offset = self.log_end_offset
-        duplicate = check_producers(self.producer_state, batches, first_offset)
+        duplicate = check_producers(self.producer_state.last_entry, batches, first_offset)
         if duplicate is not None:
             return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
         next_offset = first_offset

@@ -30,7 +30,8 @@ import os
 
 import attrs
 
-from storage.file_slice import FetchDataInfo, FileSlice
+from storage.fetch_data import FetchDataInfo
+from storage.file_slice import FileSlice
 from storage.record_batch import (
     BATCH_HEADER_SIZE,
     BatchHeader,

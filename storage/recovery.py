@@ -36,7 +36,7 @@ import attrs
 
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError
 from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
-from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.leader_epoch_file import LeaderEpochFileCache
 from storage.log_config import LogConfig
 from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset

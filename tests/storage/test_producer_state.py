@@ -13,6 +13,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from storage.producer_append import AppendCheck, AppendCheckKind, apply_batch, check_append
 from storage.producer_entry import BatchMetadata, ProducerStateEntry
 from storage.producer_snapshot import (
     CorruptSnapshotError,
@@ -20,13 +21,7 @@ from storage.producer_snapshot import (
     encode_snapshot,
     snapshot_file,
 )
-from storage.producer_state import (
-    AppendCheck,
-    AppendCheckKind,
-    ProducerStateManager,
-    apply_batch,
-    check_append,
-)
+from storage.producer_state import ProducerStateManager
 from storage.record_batch import BatchHeader, parse_header
 from storage.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch
 
