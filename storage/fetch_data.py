@@ -3,16 +3,35 @@
 Pure data, so that the partition state and other cores can hold reads without reaching the
 disk: the slices themselves (``storage.file_slice.FileSlice``, a byte range of a segment file)
 are only named for the type checker here, and reading them is their own business.
+
+A read from the in-memory segment store (``storage.memory_store``) returns ``MemorySlice``s
+instead: a ``bytes`` copy of whole batches. Being ``bytes``, it is what
+``protocol.segments.Segments`` already treats as a buffer, so the network writes it with
+``writelines`` while file slices keep the zero-copy ``sendfile`` path untouched.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import attrs
 
 if TYPE_CHECKING:
     from storage.file_slice import FileSlice
+
+
+class MemorySlice(bytes):
+    """Whole batches held in memory; the same ``length`` and ``read_bytes`` as a FileSlice."""
+
+    @property
+    def length(self) -> int:
+        return len(self)
+
+    def read_bytes(self) -> bytes:
+        return bytes(self)
+
+
+RecordSlice: TypeAlias = "FileSlice | MemorySlice"
 
 
 @attrs.frozen
@@ -26,10 +45,10 @@ class LogOffsetMetadata:
 
 @attrs.frozen
 class FetchDataInfo:
-    """What ``PartitionLog.read`` returns: whole batches as file slices, in offset order."""
+    """What ``PartitionLog.read`` returns: whole batches as slices, in offset order."""
 
     fetch_offset_metadata: LogOffsetMetadata
-    slices: tuple[FileSlice, ...]
+    slices: tuple[RecordSlice, ...]
     # The offset after the last batch returned; the fetch offset when nothing was returned.
     next_offset: int
 

@@ -11,6 +11,7 @@ under a lock; we flush synchronously, which is simpler and never leaves stale en
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
@@ -46,13 +47,38 @@ def load_entries(path: Path) -> Entries:
     return entries
 
 
+class EpochCheckpoint(Protocol):
+    """Where the history is persisted: the checkpoint file, or memory (the simulation)."""
+
+    def read(self) -> Entries: ...
+
+    def write(self, entries: Entries) -> None:
+        """Replace the stored history durably and atomically."""
+        ...
+
+
+class EpochCheckpointFile:
+    """The ``leader-epoch-checkpoint`` file, rewritten atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> Entries:
+        return load_entries(self.path)
+
+    def write(self, entries: Entries) -> None:
+        write_leader_epoch_checkpoint(self.path, ((e.epoch, e.start_offset) for e in entries))
+
+
 class LeaderEpochFileCache:
     """A partition's epoch history, persisted to ``leader-epoch-checkpoint`` on every change."""
 
-    def __init__(self, path: Path) -> None:
-        """``path`` is the checkpoint file, or the partition directory that holds it."""
+    def __init__(self, path: Path, *, checkpoint: EpochCheckpoint | None = None) -> None:
+        """``path`` is the checkpoint file, or the partition directory that holds it;
+        ``checkpoint`` stores the history elsewhere (default: that file)."""
         self.path = path / LEADER_EPOCH_CHECKPOINT if path.is_dir() else path
-        self._entries: Entries = load_entries(self.path)
+        self.checkpoint = EpochCheckpointFile(self.path) if checkpoint is None else checkpoint
+        self._entries: Entries = self.checkpoint.read()
 
     @property
     def entries(self) -> Entries:
@@ -115,4 +141,4 @@ class LeaderEpochFileCache:
         return True
 
     def _write(self) -> None:
-        write_leader_epoch_checkpoint(self.path, ((e.epoch, e.start_offset) for e in self._entries))
+        self.checkpoint.write(self._entries)

@@ -23,7 +23,10 @@ retention move the log start forward and delete segments that lie wholly below i
 log runs recovery (``storage.recovery``) and then rebuilds producer state from its latest
 snapshot plus a replay of the batches after it.
 
-The files themselves (segments, log end, recovery point, rolls, flushes) are ``LocalLog``'s.
+The bytes themselves (segments, log end, recovery point, rolls, flushes) are the segment
+store's (``storage.segment_store``): ``LocalLog``'s files in production (``open``), or
+``MemorySegmentStore``'s memory with injected faults and crashes in tests and the simulation
+(``open_in_memory``). The log's rules run unchanged on either.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_file import LeaderEpochFileCache
 from storage.local_log import LocalLog
 from storage.log_config import CleanupPolicy, LogConfig
-from storage.log_reader import fetch_offset_for_timestamp
 from storage.log_validator import (
     AppendOrigin,
     LogAppendInfo,
@@ -50,8 +52,9 @@ from storage.log_validator import (
     validate_follower_batches,
     validate_leader_batches,
 )
+from storage.memory_store import MemoryDisk, load_memory_log
 from storage.producer_state import ProducerStateManager
-from storage.read_verification import CorruptionReports, verified
+from storage.read_verification import CorruptionReports
 from storage.record_batch import (
     CorruptRecordError,
     patch_base_offset,
@@ -59,7 +62,7 @@ from storage.record_batch import (
 )
 from storage.recovery import RecoveryReport, load_log
 from storage.retention import RetentionDecision, SegmentInfo, decide_retention
-from storage.segment import AppendedBatch, LogSegment
+from storage.segment_store import AppendedBatch, SegmentStore, SegmentView
 
 
 @attrs.frozen
@@ -76,14 +79,14 @@ class PartitionLog:
 
     def __init__(
         self,
-        local_log: LocalLog,
+        store: SegmentStore,
         *,
         log_start_offset: int,
         leader_epoch_cache: LeaderEpochFileCache,
         producer_state: ProducerStateManager,
         load_report: RecoveryReport,
     ) -> None:
-        self.local_log = local_log
+        self.store = store
         self._log_start_offset = log_start_offset
         self._high_watermark = log_start_offset
         self.leader_epoch_cache = leader_epoch_cache
@@ -121,19 +124,55 @@ class PartitionLog:
         log._rebuild_producer_state()
         return log
 
+    @classmethod
+    def open_in_memory(
+        cls,
+        disk: MemoryDisk,
+        config: LogConfig,
+        recovery_point: int = 0,
+        now_ms: int = 0,
+        *,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> PartitionLog:
+        """``open`` on a simulated disk: the same rules over ``MemorySegmentStore``."""
+        loaded = load_memory_log(
+            disk,
+            config,
+            recovery_point=recovery_point,
+            now_ms=now_ms,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+        )
+        log = cls(
+            loaded.store,
+            log_start_offset=loaded.log_start_offset,
+            leader_epoch_cache=loaded.leader_epoch_cache,
+            producer_state=ProducerStateManager(disk.directory, snapshots=disk.snapshots),
+            load_report=loaded.report,
+        )
+        log._rebuild_producer_state()
+        return log
+
     # ------------------------------------------------------------------ offsets
 
     @property
+    def local_log(self) -> LocalLog:
+        """The segment files (production's store), for tools and tests that look at them."""
+        assert isinstance(self.store, LocalLog), f"{self.directory} is not on segment files"
+        return self.store
+
+    @property
     def directory(self) -> Path:
-        return self.local_log.directory
+        return self.store.directory
 
     @property
     def config(self) -> LogConfig:
-        return self.local_log.config
+        return self.store.config
 
     @property
     def log_end_offset(self) -> int:
-        return self.local_log.log_end_offset
+        return self.store.log_end_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -145,19 +184,19 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
-        return self.local_log.recovery_point
+        return self.store.recovery_point
 
     @property
-    def segments(self) -> tuple[LogSegment, ...]:
-        return self.local_log.segments
+    def segments(self) -> tuple[SegmentView, ...]:
+        return tuple(self.store.segments)
 
     @property
-    def active_segment(self) -> LogSegment:
-        return self.local_log.active_segment
+    def active_segment(self) -> SegmentView:
+        return self.store.active_segment
 
     @property
     def size_in_bytes(self) -> int:
-        return self.local_log.size_in_bytes
+        return self.store.size_in_bytes
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start, log end] (Kafka's rule)."""
@@ -255,7 +294,7 @@ class PartitionLog:
             batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
         )
         clock = self.active_segment.created_ms if now_ms is None else now_ms
-        if self.local_log.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
+        if self.store.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
             self.roll(clock)
         appended: list[AppendedBatch] = []
         next_offset = first_offset
@@ -268,7 +307,7 @@ class PartitionLog:
                 )
             )
             next_offset = last_offset + 1
-        self.local_log.append(buffer, appended)  # an OSError here has changed nothing
+        self.store.append(buffer, appended)  # an OSError here has changed nothing
         # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
         # it, a failed write would answer the producer's retry as a duplicate (issue 9).
         for item, written in zip(batches, appended, strict=True):
@@ -282,7 +321,7 @@ class PartitionLog:
         producer state is snapshotted at the new base offset, as Kafka does."""
         if self.active_segment.size:
             self.producer_state.take_snapshot(self.log_end_offset)
-            self.local_log.roll(now_ms)
+            self.store.roll(now_ms)
 
     # ------------------------------------------------------------------ read
 
@@ -303,10 +342,10 @@ class PartitionLog:
         upper = min(upper_bound, end)
         if offset >= upper:
             return FetchDataInfo(LogOffsetMetadata(offset), (), offset)
-        info = self.local_log.read(offset, max_bytes, upper, min_one_batch)
+        info = self.store.read(offset, max_bytes, upper, min_one_batch)
         if offset >= self.recovery_point:
             return info  # checked on append; recovery re-checks it after a crash
-        checked, corrupt = verified(info, offset, self.recovery_point)
+        checked, corrupt = self.store.verify(info, offset, self.recovery_point)
         if corrupt is None:
             return checked
         self.corruptions.report(corrupt)
@@ -317,8 +356,8 @@ class PartitionLog:
     def fetch_offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """ListOffsets: the first offset whose record timestamp >= ``timestamp``; also
         EARLIEST (-2), LATEST (-1) and MAX_TIMESTAMP (-3). None when no record qualifies."""
-        found = fetch_offset_for_timestamp(
-            self.local_log.segments, timestamp, self._log_start_offset, self.log_end_offset
+        found = self.store.offset_for_timestamp(
+            timestamp, self._log_start_offset, self.log_end_offset
         )
         if found is None:
             return None
@@ -334,7 +373,7 @@ class PartitionLog:
         replay_from = self.producer_state.truncate_and_reload(
             self._log_start_offset, self.log_end_offset
         )
-        for header in self.local_log.headers_from(replay_from):
+        for header in self.store.headers_from(replay_from):
             self.producer_state.update(
                 header, header.base_offset, header.last_offset, header.max_timestamp
             )
@@ -354,7 +393,7 @@ class PartitionLog:
         if self.segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        self.local_log.truncate_to(offset)
+        self.store.truncate_to(offset)
         end = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(end)
         self._log_start_offset = min(self._log_start_offset, end)
@@ -367,7 +406,7 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot start the log at negative offset {offset}")
         created_ms = self.active_segment.created_ms if now_ms is None else now_ms
-        self.local_log.truncate_fully_and_start_at(offset, created_ms)
+        self.store.truncate_fully_and_start_at(offset, created_ms)
         self._log_start_offset = self._high_watermark = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -391,7 +430,7 @@ class PartitionLog:
         """A topic config changed (Kafka ``UnifiedLog.updateConfig``): retention, rolls and
         appends use ``config`` now, existing segments keep their index settings. Returns the
         old config."""
-        old, self.local_log.config = self.local_log.config, config
+        old, self.store.config = self.store.config, config
         return old
 
     def _apply_retention(
@@ -411,7 +450,7 @@ class PartitionLog:
             retention_bytes=self.config.retention_bytes,
         )
         if decision.deletions:
-            self.local_log.delete_segments(decision.base_offsets)
+            self.store.delete_segments(decision.base_offsets)
             self._maybe_increment_log_start_offset(decision.log_start_offset)
         return decision
 
@@ -420,7 +459,7 @@ class PartitionLog:
             return
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
-        self.local_log.advance_recovery_point(offset)
+        self.store.advance_recovery_point(offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         self.producer_state.on_log_start_offset_incremented(offset)
         self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
@@ -429,17 +468,17 @@ class PartitionLog:
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""
-        self.local_log.flush(up_to_offset)
+        self.store.flush(up_to_offset)
 
     def flush_rolled(self) -> bool:
         """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
-        return self.local_log.flush_rolled()
+        return self.store.flush_rolled()
 
     def close(self) -> None:
         """Snapshot producer state, flush, trim indexes and release files (clean shutdown)."""
         self.producer_state.take_snapshot(self.log_end_offset)
-        self.local_log.close()
+        self.store.close()
 
     def close_handlers(self) -> None:
         """Release files without writing anything (log dir failed, or a simulated crash)."""
-        self.local_log.close_handlers()
+        self.store.close_handlers()

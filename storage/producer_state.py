@@ -37,6 +37,7 @@ import logging
 import types
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 from storage.atomic_file import write_atomically
 from storage.producer_append import (
@@ -61,13 +62,55 @@ from storage.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 
+class SnapshotStore(Protocol):
+    """Where producer snapshots live: files in the partition directory, or memory."""
+
+    def offsets(self) -> list[int]:
+        """The offsets of the stored snapshots, ascending."""
+        ...
+
+    def read(self, offset: int) -> list[ProducerStateEntry]:
+        """The snapshot at ``offset``; raises ``CorruptSnapshotError``."""
+        ...
+
+    def write(self, offset: int, data: bytes) -> None:
+        """Store a snapshot durably and atomically."""
+        ...
+
+    def delete(self, offset: int) -> None: ...
+
+
+class SnapshotDirectory:
+    """Snapshots as ``<offset>.snapshot`` files (Kafka's ``ProducerStateManager`` layout)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def offsets(self) -> list[int]:
+        return list_snapshot_offsets(self.directory)
+
+    def read(self, offset: int) -> list[ProducerStateEntry]:
+        return read_snapshot(snapshot_file(self.directory, offset))
+
+    def write(self, offset: int, data: bytes) -> None:
+        write_atomically(snapshot_file(self.directory, offset), data)
+
+    def delete(self, offset: int) -> None:
+        delete_snapshot(self.directory, offset)
+
+
 class ProducerStateManager:
-    """The producer map of one partition plus its snapshot files (Kafka ProducerStateManager)."""
+    """The producer map of one partition plus its snapshots (Kafka ProducerStateManager)."""
 
     def __init__(
-        self, directory: Path, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+        self,
+        directory: Path,
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+        *,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.directory = directory
+        self.snapshots = SnapshotDirectory(directory) if snapshots is None else snapshots
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         # Invariant: the map reflects exactly the log's batches below map_end_offset.
@@ -84,12 +127,12 @@ class ProducerStateManager:
 
     @property
     def last_snapshot_offset(self) -> int | None:
-        offsets = list_snapshot_offsets(self.directory)
+        offsets = self.snapshots.offsets()
         return offsets[-1] if offsets else None
 
     @property
     def oldest_snapshot_offset(self) -> int | None:
-        offsets = list_snapshot_offsets(self.directory)
+        offsets = self.snapshots.offsets()
         return offsets[0] if offsets else None
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
@@ -138,9 +181,7 @@ class ProducerStateManager:
         self._map_end_offset = offset
         if offset == self.last_snapshot_offset:
             return  # Kafka testSkipSnapshotIfOffsetUnchanged: nothing new since that snapshot
-        write_atomically(
-            snapshot_file(self.directory, offset), encode_snapshot(self._producers.values())
-        )
+        self.snapshots.write(offset, encode_snapshot(self._producers.values()))
 
     def load(self, log_end_offset: int, log_start_offset: int = 0) -> int:
         """Rebuild from the newest good snapshot in (log start, log end]; return the replay offset.
@@ -152,14 +193,14 @@ class ProducerStateManager:
         self._delete_snapshots_out_of_range(log_start_offset, log_end_offset)
         self._producers.clear()
         problems: list[str] = []
-        for offset in reversed(list_snapshot_offsets(self.directory)):
+        for offset in reversed(self.snapshots.offsets()):
             path = snapshot_file(self.directory, offset)
             try:
-                entries = read_snapshot(path)
+                entries = self.snapshots.read(offset)
             except CorruptSnapshotError as error:
                 problems.append(f"{path.name}: {error.reason}")
                 log.warning("ignoring corrupt producer snapshot %s: %s", path, error.reason)
-                delete_snapshot(self.directory, offset)
+                self.snapshots.delete(offset)
                 continue
             self._producers.update((entry.producer_id, entry) for entry in entries)
             self._map_end_offset = offset
@@ -183,19 +224,19 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything (the log was emptied and restarts at ``offset``)."""
         self._producers.clear()
-        for snapshot_offset in list_snapshot_offsets(self.directory):
-            delete_snapshot(self.directory, snapshot_offset)
+        for snapshot_offset in self.snapshots.offsets():
+            self.snapshots.delete(snapshot_offset)
         self._map_end_offset = offset
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Kafka ``deleteSnapshotsBefore``: drop snapshot files for offsets < ``offset``."""
-        for snapshot_offset in list_snapshot_offsets(self.directory):
+        for snapshot_offset in self.snapshots.offsets():
             if snapshot_offset < offset:
-                delete_snapshot(self.directory, snapshot_offset)
+                self.snapshots.delete(snapshot_offset)
 
     def _delete_snapshots_out_of_range(self, log_start_offset: int, log_end_offset: int) -> None:
         # Kafka truncateAndReload: snapshots past the log end describe truncated history, and
         # those at or below the log start are superseded by replaying from the log start.
-        for offset in list_snapshot_offsets(self.directory):
+        for offset in self.snapshots.offsets():
             if offset > log_end_offset or offset <= log_start_offset:
-                delete_snapshot(self.directory, offset)
+                self.snapshots.delete(offset)

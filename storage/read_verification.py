@@ -132,6 +132,7 @@ def verified(
     kept: list[FileSlice] = []
     next_offset = first_offset
     for piece in info.slices:
+        assert isinstance(piece, FileSlice), "only the file store's reads are verified"
         fd = os.open(piece.path, os.O_RDONLY)
         try:
             check = _check_slice(fd, piece, next_offset, stop_offset, first=not kept)

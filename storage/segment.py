@@ -35,6 +35,7 @@ from storage.index import (
 from storage.log_config import LogConfig
 from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.records import iter_records
+from storage.segment_store import AppendedBatch
 
 LOG_SUFFIX = ".log"
 CLOSED_FD = -1  # os calls on it fail with EBADF
@@ -73,16 +74,6 @@ def should_roll(
         or indexes_full
         or not 0 <= relative_offset <= MAX_RELATIVE_OFFSET
     )
-
-
-@attrs.frozen
-class AppendedBatch:
-    """A batch about to be written: where it is in the append buffer and what it holds."""
-
-    position: int  # within the buffer passed to ``LogSegment.append``
-    size: int
-    last_offset: int
-    max_timestamp: int
 
 
 @attrs.frozen

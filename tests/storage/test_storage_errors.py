@@ -91,7 +91,7 @@ def test_a_failed_write_then_the_retry_stores_the_batch_exactly_once(
             log.append_as_leader(idempotent(b"second", 1), leader_epoch=1, now_ms=0)
     assert raised.value.errno == code and disk.failures == 1
     assert log.log_end_offset == 1
-    assert log.active_segment.size == log.active_segment.log_path.stat().st_size
+    assert log.local_log.active_segment.size == log.local_log.active_segment.log_path.stat().st_size
     assert directory_state(log) == before  # file, indexes and epoch checkpoint as they were
     assert log.leader_epoch_cache.latest_epoch == 0
     retry = log.append_as_leader(idempotent(b"second", 1), leader_epoch=1, now_ms=0)
@@ -104,7 +104,7 @@ def test_a_failed_flush_takes_the_written_batch_back(
 ) -> None:
     log = PartitionLog.open(tmp_path / "t-0", LogConfig(flush_messages=1))
     log.append_as_leader(idempotent(b"first", 0), leader_epoch=0, now_ms=0)
-    size = log.active_segment.size
+    size = log.local_log.active_segment.size
 
     def fail_fsync(fd: int) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
@@ -113,8 +113,8 @@ def test_a_failed_flush_takes_the_written_batch_back(
         patch.setattr(os, "fsync", fail_fsync)
         with pytest.raises(OSError):
             log.append_as_leader(idempotent(b"second", 1), leader_epoch=0, now_ms=0)
-    assert (log.log_end_offset, log.active_segment.size) == (1, size)
-    assert log.active_segment.log_path.stat().st_size == size
+    assert (log.log_end_offset, log.local_log.active_segment.size) == (1, size)
+    assert log.local_log.active_segment.log_path.stat().st_size == size
     assert not log.append_as_leader(idempotent(b"second", 1), leader_epoch=0, now_ms=0).duplicate
     assert values(log) == [b"first", b"second"]
     log.close_handlers()
@@ -166,14 +166,14 @@ def test_an_index_without_room_fails_with_oserror_before_any_write(
     def no_room(fd: int, offset: int, length: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    end, segments = log.log_end_offset, len(log.segments)
+    end, segments = log.log_end_offset, len(log.local_log.segments)
     with monkeypatch.context() as patch:
         patch.setattr(os, "posix_fallocate", no_room)
         with pytest.raises(OSError):
             for n in range(40):  # until the roll needs a new index
                 log.append_as_leader(plain(b"w%02d" % n), leader_epoch=0, now_ms=0)
-                end, segments = log.log_end_offset, len(log.segments)
-    assert (log.log_end_offset, len(log.segments)) == (end, segments)
+                end, segments = log.log_end_offset, len(log.local_log.segments)
+    assert (log.log_end_offset, len(log.local_log.segments)) == (end, segments)
     assert len(list(log.directory.glob("*.log"))) == segments  # the failed roll left nothing
     log.append_as_leader(plain(b"after"), leader_epoch=0, now_ms=0)
     assert values(log)[-1] == b"after"
