@@ -64,6 +64,10 @@ class MemoryFaults:
         assert len(self._pending) + times <= MAX_PENDING_FAULTS, "too many armed faults"
         self._pending.extend([(operation, code)] * times)
 
+    def clear(self) -> None:
+        """Disarm every fault not fired yet."""
+        self._pending.clear()
+
     def check(self, operation: str) -> None:
         for index, (armed, code) in enumerate(self._pending):
             if armed == operation:
