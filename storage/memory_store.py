@@ -37,10 +37,11 @@ from storage.log_reader import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
 )
+from storage.log_validator import CorruptLogError
 from storage.producer_entry import ProducerStateEntry
 from storage.producer_snapshot import decode_snapshot
 from storage.read_verification import CorruptBatch
-from storage.record_batch import BatchHeader, parse_header
+from storage.record_batch import BatchHeader, CorruptRecordError, parse_header
 from storage.records import iter_records
 from storage.recovery import RecoveryReport
 from storage.segment import should_roll
@@ -315,9 +316,12 @@ class MemorySegmentStore:
             if header.max_timestamp < timestamp:
                 continue
             batch = bytes(segment.data[position : position + header.size_in_bytes])
-            for record in iter_records(batch):
-                if record.timestamp >= timestamp and record.offset >= log_start_offset:
-                    return record.offset, record.timestamp
+            try:
+                for record in iter_records(batch):
+                    if record.timestamp >= timestamp and record.offset >= log_start_offset:
+                        return record.offset, record.timestamp
+            except CorruptRecordError as error:  # as storage.log_reader: CORRUPT_MESSAGE
+                raise CorruptLogError(f"segment {segment.base_offset}: {error}") from error
         return None
 
     def headers_from(self, offset: int) -> Iterator[BatchHeader]:

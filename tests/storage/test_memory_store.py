@@ -13,10 +13,14 @@ from storage.fetch_data import MemorySlice
 from storage.file_slice import FileSlice
 from storage.log_config import LogConfig
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from storage.log_validator import CorruptLogError
 from storage.memory_store import MemoryDisk
 from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches
+from storage.record_batch import CompressionType, iter_batches
 from storage.records import SimpleRecord, build_batch, iter_records
+from tests.storage.bombs import zstd_zeros_frame
+from tests.storage.test_bounded_decompression import GIB, huge_record_prefix
+from tests.storage.test_record_validation import batch_of
 
 CONFIG = LogConfig(segment_bytes=300, index_interval_bytes=64, segment_index_bytes=96)
 
@@ -123,3 +127,12 @@ def test_faults_fire_in_order_and_only_for_their_operation() -> None:
     assert (raised.value.errno, log.recovery_point, disk.faults.fired) == (5, 0, 1)
     log.flush()
     assert log.recovery_point == 1
+
+
+def test_a_timestamp_lookup_over_a_stored_bomb_is_a_corrupt_log_error_in_memory_too() -> None:
+    log = PartitionLog.open_in_memory(MemoryDisk(Path("memory/t-0")), CONFIG)
+    bomb = batch_of(zstd_zeros_frame(huge_record_prefix(GIB), GIB), 1, CompressionType.ZSTD)
+    log.append_as_follower(bomb)
+    for timestamp in (0, MAX_TIMESTAMP):
+        with pytest.raises(CorruptLogError, match="longer than the limit"):
+            log.fetch_offset_for_timestamp(timestamp)
