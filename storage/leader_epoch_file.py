@@ -75,9 +75,12 @@ class LeaderEpochFileCache:
 
     def __init__(self, path: Path, *, checkpoint: EpochCheckpoint | None = None) -> None:
         """``path`` is the checkpoint file, or the partition directory that holds it;
-        ``checkpoint`` stores the history elsewhere (default: that file)."""
-        self.path = path / LEADER_EPOCH_CHECKPOINT if path.is_dir() else path
-        self.checkpoint = EpochCheckpointFile(self.path) if checkpoint is None else checkpoint
+        ``checkpoint`` stores the history elsewhere (``path`` then only names it)."""
+        if checkpoint is not None:
+            self.path, self.checkpoint = path, checkpoint
+        else:
+            self.path = path / LEADER_EPOCH_CHECKPOINT if path.is_dir() else path
+            self.checkpoint = EpochCheckpointFile(self.path)
         self._entries: Entries = self.checkpoint.read()
 
     @property

@@ -52,7 +52,8 @@ from storage.log_validator import (
     validate_follower_batches,
     validate_leader_batches,
 )
-from storage.memory_store import MemoryDisk, load_memory_log
+from storage.memory_disk import MemoryDisk
+from storage.memory_store import load_memory_log
 from storage.producer_state import ProducerStateManager
 from storage.read_verification import CorruptionReports
 from storage.record_batch import (

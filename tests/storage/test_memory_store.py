@@ -14,7 +14,7 @@ from storage.file_slice import FileSlice
 from storage.log_config import LogConfig
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from storage.log_validator import CorruptLogError
-from storage.memory_store import MemoryDisk
+from storage.memory_disk import MemoryDisk
 from storage.partition_log import PartitionLog
 from storage.record_batch import CompressionType, iter_batches
 from storage.records import SimpleRecord, build_batch, iter_records

@@ -25,7 +25,7 @@ from storage.log_validator import (
     StaleLeaderEpochError,
     UnexpectedAppendOffsetError,
 )
-from storage.memory_store import MemoryDisk
+from storage.memory_disk import MemoryDisk
 from storage.partition_log import OffsetAndTimestamp, PartitionLog
 from storage.record_batch import CorruptRecordError, iter_batches
 from storage.records import (

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from storage.log_config import LogConfig
 from storage.log_validator import OffsetOutOfRangeError
-from storage.memory_store import MemoryDisk
+from storage.memory_disk import MemoryDisk
 from storage.partition_log import PartitionLog
 from storage.record_batch import iter_batches
 from storage.records import SimpleRecord, build_batch, iter_records

@@ -24,7 +24,7 @@ import pytest
 
 from storage import segment as segment_module
 from storage.log_config import LogConfig
-from storage.memory_store import MemoryDisk
+from storage.memory_disk import MemoryDisk
 from storage.partition_log import PartitionLog
 from storage.record_batch import iter_batches, patch_partition_leader_epoch
 from storage.records import SimpleRecord, build_batch, iter_records
