@@ -1,9 +1,9 @@
 """An in-memory segment store: the simulation's disk, with injectable faults and crashes.
 
 ``MemorySegmentStore`` obeys ``storage.segment_store.SegmentStore`` like ``LocalLog`` does, so
-``PartitionLog`` runs unchanged on it (``PartitionLog.open_in_memory``). It keeps the real
-RecordBatch v2 bytes of each segment in a ``bytearray`` with their parsed headers (the headers
-are its index), and reads return ``MemorySlice`` copies of whole batches.
+``PartitionLog`` runs unchanged on it (``PartitionLog.open`` on a ``MemoryDisk``). It keeps
+the real RecordBatch v2 bytes of each segment in a ``bytearray`` with their parsed headers (the
+headers are its index), and reads return ``MemorySlice`` copies of whole batches.
 
 The disk itself — segments, epoch history, producer snapshots, armed faults and the crash
 rule — is ``storage.memory_disk.MemoryDisk``, which outlives the stores opened on it.

@@ -24,9 +24,9 @@ log runs recovery (``storage.recovery``) and then rebuilds producer state from i
 snapshot plus a replay of the batches after it.
 
 The bytes themselves (segments, log end, recovery point, rolls, flushes) are the segment
-store's (``storage.segment_store``): ``LocalLog``'s files in production (``open``), or
-``MemorySegmentStore``'s memory with injected faults and crashes in tests and the simulation
-(``open_in_memory``). The log's rules run unchanged on either.
+store's (``storage.segment_store``): ``LocalLog``'s files in production (``open`` on a
+directory), or ``MemorySegmentStore``'s memory with injected faults and crashes in tests and
+the simulation (``open`` on a ``MemoryDisk``). The log's rules run unchanged on either.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class PartitionLog:
     @classmethod
     def open(
         cls,
-        directory: Path,
+        directory: Path | MemoryDisk,
         config: LogConfig,
         recovery_point: int = 0,
         now_ms: int = 0,
@@ -106,7 +106,29 @@ class PartitionLog:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
     ) -> PartitionLog:
-        """Load (and if needed recover) the log in ``directory``, creating it when absent."""
+        """Load (and if needed recover) the log in ``directory``, creating it when absent.
+
+        ``directory`` is a partition directory (segment files, production) or a ``MemoryDisk``
+        (the in-memory store: tests and the simulation); the log's rules are the same.
+        """
+        if isinstance(directory, MemoryDisk):
+            memory = load_memory_log(
+                directory,
+                config,
+                recovery_point=recovery_point,
+                now_ms=now_ms,
+                log_start_offset=log_start_offset,
+                had_clean_shutdown=had_clean_shutdown,
+            )
+            snapshots = directory.snapshots
+            producer_state = ProducerStateManager(directory.directory, snapshots=snapshots)
+            return cls._loaded(
+                memory.store,
+                memory.log_start_offset,
+                memory.leader_epoch_cache,
+                producer_state,
+                memory.report,
+            )
         loaded = load_log(
             directory,
             config,
@@ -115,42 +137,31 @@ class PartitionLog:
             log_start_offset=log_start_offset,
             had_clean_shutdown=had_clean_shutdown,
         )
-        log = cls(
-            LocalLog(directory, config, loaded.segments, loaded.recovery_point),
-            log_start_offset=loaded.log_start_offset,
-            leader_epoch_cache=loaded.leader_epoch_cache,
-            producer_state=ProducerStateManager(directory),
-            load_report=loaded.report,
+        store = LocalLog(directory, config, loaded.segments, loaded.recovery_point)
+        return cls._loaded(
+            store,
+            loaded.log_start_offset,
+            loaded.leader_epoch_cache,
+            ProducerStateManager(directory),
+            loaded.report,
         )
-        log._rebuild_producer_state()
-        return log
 
     @classmethod
-    def open_in_memory(
+    def _loaded(
         cls,
-        disk: MemoryDisk,
-        config: LogConfig,
-        recovery_point: int = 0,
-        now_ms: int = 0,
-        *,
-        log_start_offset: int = 0,
-        had_clean_shutdown: bool = False,
+        store: SegmentStore,
+        log_start_offset: int,
+        leader_epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateManager,
+        load_report: RecoveryReport,
     ) -> PartitionLog:
-        """``open`` on a simulated disk: the same rules over ``MemorySegmentStore``."""
-        loaded = load_memory_log(
-            disk,
-            config,
-            recovery_point=recovery_point,
-            now_ms=now_ms,
-            log_start_offset=log_start_offset,
-            had_clean_shutdown=had_clean_shutdown,
-        )
+        """A loaded store's log, its producer state rebuilt from snapshot plus replay."""
         log = cls(
-            loaded.store,
-            log_start_offset=loaded.log_start_offset,
-            leader_epoch_cache=loaded.leader_epoch_cache,
-            producer_state=ProducerStateManager(disk.directory, snapshots=disk.snapshots),
-            load_report=loaded.report,
+            store,
+            log_start_offset=log_start_offset,
+            leader_epoch_cache=leader_epoch_cache,
+            producer_state=producer_state,
+            load_report=load_report,
         )
         log._rebuild_producer_state()
         return log

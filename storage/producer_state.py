@@ -62,6 +62,7 @@ from storage.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 
+
 class SnapshotStore(Protocol):
     """Where producer snapshots live: files in the partition directory, or memory."""
 

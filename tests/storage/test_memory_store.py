@@ -42,7 +42,7 @@ def no_file_reads(part: FileSliceLike) -> bytes:
 @pytest.fixture
 def both(tmp_path: Path) -> Iterator[tuple[PartitionLog, PartitionLog]]:
     on_files = PartitionLog.open(tmp_path / "t-0", CONFIG)
-    in_memory = PartitionLog.open_in_memory(MemoryDisk(Path("memory/t-0")), CONFIG)
+    in_memory = PartitionLog.open(MemoryDisk(Path("memory/t-0")), CONFIG)
     for n in range(12):
         data = batch(100 + 10 * n, 95 + 10 * n, 500 if n == 7 else 101 + 10 * n)
         for log in (on_files, in_memory):
@@ -89,7 +89,7 @@ def test_a_memory_read_is_a_buffer_the_network_writes_and_file_slices_stay_file_
 
 def test_a_crash_keeps_the_flushed_batches_only() -> None:
     disk = MemoryDisk(Path("memory/t-0"))
-    log = PartitionLog.open_in_memory(disk, CONFIG)
+    log = PartitionLog.open(disk, CONFIG)
     for n in range(6):
         log.append_as_leader(batch(n), leader_epoch=0, now_ms=0)
     log.flush()
@@ -99,7 +99,7 @@ def test_a_crash_keeps_the_flushed_batches_only() -> None:
     recovery_point = log.recovery_point
     log.close_handlers()
     disk.crash()
-    reopened = PartitionLog.open_in_memory(disk, CONFIG, recovery_point=recovery_point)
+    reopened = PartitionLog.open(disk, CONFIG, recovery_point=recovery_point)
     assert reopened.log_end_offset == 6
     assert [offset for offset, _ in values(reopened)] == list(range(6))
     assert reopened.leader_epoch_cache.latest_epoch == 0  # epoch 1's entry went with its data
@@ -108,18 +108,18 @@ def test_a_crash_keeps_the_flushed_batches_only() -> None:
 
 def test_a_kill_without_power_loss_keeps_everything() -> None:
     disk = MemoryDisk(Path("memory/t-0"))
-    log = PartitionLog.open_in_memory(disk, CONFIG)
+    log = PartitionLog.open(disk, CONFIG)
     for n in range(10):
         log.append_as_leader(batch(n), leader_epoch=0, now_ms=0)
     log.close_handlers()  # the process dies; the disk (page cache) does not
-    reopened = PartitionLog.open_in_memory(disk, CONFIG)
+    reopened = PartitionLog.open(disk, CONFIG)
     assert [offset for offset, _ in values(reopened)] == list(range(10))
     assert reopened.load_report.recovered_segments  # unclean: recovered from the start
 
 
 def test_faults_fire_in_order_and_only_for_their_operation() -> None:
     disk = MemoryDisk(Path("memory/t-0"))
-    log = PartitionLog.open_in_memory(disk, CONFIG)
+    log = PartitionLog.open(disk, CONFIG)
     disk.faults.fail("flush", 5)
     log.append_as_leader(batch(1), leader_epoch=0, now_ms=0)  # a write: not armed
     with pytest.raises(OSError) as raised:
@@ -130,7 +130,7 @@ def test_faults_fire_in_order_and_only_for_their_operation() -> None:
 
 
 def test_a_timestamp_lookup_over_a_stored_bomb_is_a_corrupt_log_error_in_memory_too() -> None:
-    log = PartitionLog.open_in_memory(MemoryDisk(Path("memory/t-0")), CONFIG)
+    log = PartitionLog.open(MemoryDisk(Path("memory/t-0")), CONFIG)
     bomb = batch_of(zstd_zeros_frame(huge_record_prefix(GIB), GIB), 1, CompressionType.ZSTD)
     log.append_as_follower(bomb)
     for timestamp in (0, MAX_TIMESTAMP):

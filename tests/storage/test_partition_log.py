@@ -56,7 +56,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[str]:
 
     def in_memory(directory: Path, config: LogConfig, **kwargs: int | bool) -> PartitionLog:
         disk = disks.setdefault(directory, MemoryDisk(directory))
-        return PartitionLog.open_in_memory(disk, config, **kwargs)  # type: ignore[arg-type]
+        return PartitionLog.open(disk, config, **kwargs)  # type: ignore[arg-type]
 
     OPENERS["current"] = PartitionLog.open if request.param == "files" else in_memory
     yield str(request.param)

@@ -246,7 +246,7 @@ class MemoryLogMachine(PartitionLogMachine):
         super().__init__()
 
     def open_log(self, *, recovery_point: int, had_clean_shutdown: bool) -> PartitionLog:
-        return PartitionLog.open_in_memory(
+        return PartitionLog.open(
             self.disk,
             CONFIG,
             recovery_point=recovery_point,

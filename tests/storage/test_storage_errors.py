@@ -139,7 +139,7 @@ class InMemoryDisk:
         self.disk = MemoryDisk(Path("memory/t-0"))
 
     def open(self, config: LogConfig = CONFIG) -> PartitionLog:
-        return PartitionLog.open_in_memory(self.disk, config)
+        return PartitionLog.open(self.disk, config)
 
     @property
     def write_failures(self) -> int:
