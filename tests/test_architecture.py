@@ -46,6 +46,8 @@ STORAGE_RULES = [
     "storage/fetch_data.py",
     "storage/record_batch.py",
     "storage/record_walk.py",
+    "storage/segment_store.py",
+    "storage/memory_disk.py",
 ]
 
 
