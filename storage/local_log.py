@@ -20,11 +20,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from storage.atomic_file import fsync_directory
+from storage.corruption import CorruptBatch
 from storage.fetch_data import FetchDataInfo
 from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from storage.log_config import LogConfig
 from storage.log_reader import fetch_offset_for_timestamp, read_segments
-from storage.read_verification import CorruptBatch, verified
+from storage.read_verification import verified
 from storage.record_batch import BatchHeader
 from storage.segment import LogSegment, segment_file_name, should_roll
 from storage.segment_store import AppendedBatch

@@ -20,6 +20,7 @@ from pathlib import Path
 import attrs
 
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT
+from storage.corruption import CorruptBatch
 from storage.fetch_data import FetchDataInfo, LogOffsetMetadata, MemorySlice, RecordSlice
 from storage.leader_epoch_file import LeaderEpochFileCache
 from storage.log_config import LogConfig
@@ -31,12 +32,10 @@ from storage.log_reader import (
 )
 from storage.log_validator import CorruptLogError
 from storage.memory_disk import MemoryDisk, MemoryEpochCheckpoint, MemorySegment
-from storage.read_verification import CorruptBatch
 from storage.record_batch import BatchHeader, CorruptRecordError, parse_header
 from storage.records import iter_records
-from storage.recovery import RecoveryReport
 from storage.segment import should_roll
-from storage.segment_store import AppendedBatch
+from storage.segment_store import AppendedBatch, RecoveryReport
 
 NO_TIMESTAMP = -1
 

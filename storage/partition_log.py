@@ -36,6 +36,7 @@ from pathlib import Path
 
 import attrs
 
+from storage.corruption import CorruptionReports
 from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_file import LeaderEpochFileCache
 from storage.local_log import LocalLog
@@ -55,15 +56,14 @@ from storage.log_validator import (
 from storage.memory_disk import MemoryDisk
 from storage.memory_store import load_memory_log
 from storage.producer_state import ProducerStateManager
-from storage.read_verification import CorruptionReports
 from storage.record_batch import (
     CorruptRecordError,
     patch_base_offset,
     patch_partition_leader_epoch,
 )
-from storage.recovery import RecoveryReport, load_log
+from storage.recovery import load_log
 from storage.retention import RetentionDecision, SegmentInfo, decide_retention
-from storage.segment_store import AppendedBatch, SegmentStore, SegmentView
+from storage.segment_store import AppendedBatch, RecoveryReport, SegmentStore, SegmentView
 
 
 @attrs.frozen

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 if TYPE_CHECKING:
+    from storage.corruption import CorruptBatch
     from storage.fetch_data import FetchDataInfo
     from storage.log_config import LogConfig
-    from storage.read_verification import CorruptBatch
     from storage.record_batch import BatchHeader
 
 
@@ -42,6 +42,20 @@ class AppendedBatch:
     size: int
     last_offset: int
     max_timestamp: int
+
+
+@attrs.frozen
+class RecoveryReport:
+    """What opening a store found and did (``storage.recovery`` for files)."""
+
+    had_clean_shutdown: bool
+    recovery_point: int  # the checkpointed recovery point recovery started from
+    recovered_segments: tuple[int, ...]  # base offsets re-validated
+    rebuilt_indexes: tuple[tuple[int, str], ...]  # (base offset, why) outside normal recovery
+    truncated_bytes: int
+    deleted_segments: tuple[int, ...]  # segments after a damaged one
+    removed_files: tuple[str, ...]  # temporary and orphaned files
+    problems: tuple[str, ...]  # what stopped a scan, per damaged segment
 
 
 class SegmentView(Protocol):
