@@ -20,14 +20,16 @@ internals/epoch/LeaderEpochFileCache.java), written here as pure functions over 
 
 Invariant: epochs and start offsets both strictly increase along the tuple.
 
-This module is pure (no files: fetchers and the partition state import it); the stateful
-wrapper over the ``leader-epoch-checkpoint`` file is ``storage.leader_epoch_file``.
+This module is pure (no files: fetchers and the partition state import it). ``LeaderEpochCache``
+is the stateful wrapper: it holds the tuple and writes it to an ``EpochCheckpoint`` after every
+change; ``storage.leader_epoch_file`` supplies the ``leader-epoch-checkpoint`` file.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+from typing import Protocol
 
 import attrs
 
@@ -171,3 +173,85 @@ def epoch_entries_in_range(entries: Entries, start_offset: int, end_offset: int)
     if start_offset >= 0:
         entries = truncate_from_start(entries, start_offset)
     return truncate_from_end(entries, end_offset)
+
+
+class EpochCheckpoint(Protocol):
+    """Where the history is persisted: the checkpoint file, or memory (the simulation)."""
+
+    def read(self) -> Entries: ...
+
+    def write(self, entries: Entries) -> None:
+        """Replace the stored history durably and atomically."""
+        ...
+
+
+class LeaderEpochCache:
+    """A partition's epoch history, written to its checkpoint on every change (Kafka's
+    ``LeaderEpochFileCache``; ``storage.leader_epoch_file`` puts the checkpoint in a file)."""
+
+    def __init__(self, checkpoint: EpochCheckpoint) -> None:
+        self.checkpoint = checkpoint
+        self._entries: Entries = checkpoint.read()
+
+    @property
+    def entries(self) -> Entries:
+        return self._entries
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return self._entries[-1] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    @property
+    def previous_epoch(self) -> int | None:
+        """The epoch before the latest one (Kafka ``previousEpoch()``)."""
+        latest = self.latest_entry
+        return previous_epoch(self._entries, latest.epoch) if latest else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record ``epoch`` starting at ``start_offset``; True if the history changed."""
+        return self._replace(assign_epoch(self._entries, epoch, start_offset))
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> OffsetAndEpoch:
+        return end_offset_for(self._entries, requested_epoch, log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        return epoch_for_offset(self._entries, offset)
+
+    def epoch_entry(self, epoch: int) -> EpochEntry | None:
+        return epoch_entry(self._entries, epoch)
+
+    def previous_entry(self, epoch: int) -> EpochEntry | None:
+        return previous_entry(self._entries, epoch)
+
+    def next_epoch(self, epoch: int) -> int | None:
+        return next_epoch(self._entries, epoch)
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        self._replace(truncate_from_end(self._entries, end_offset))
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        self._replace(truncate_from_start(self._entries, start_offset))
+
+    def clear(self) -> None:
+        """Forget all history and persist the empty file (Kafka ``clearAndFlush``)."""
+        self._entries = ()
+        self._write()
+
+    def _replace(self, entries: Entries) -> bool:
+        if entries == self._entries:
+            return False
+        assert is_valid_history(entries), f"epoch history broke its invariant: {entries}"
+        self._entries = entries
+        self._write()
+        return True
+
+    def _write(self) -> None:
+        self.checkpoint.write(self._entries)

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import attrs
 
-from storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from storage.corruption import CorruptBatch
 from storage.fetch_data import FetchDataInfo, LogOffsetMetadata, MemorySlice, RecordSlice
-from storage.leader_epoch_file import LeaderEpochFileCache
+from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.log_reader import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -268,7 +267,7 @@ class MemorySegmentStore:
 class LoadedMemoryLog:
     store: MemorySegmentStore
     log_start_offset: int
-    leader_epoch_cache: LeaderEpochFileCache
+    leader_epoch_cache: LeaderEpochCache
     report: RecoveryReport
 
 
@@ -284,9 +283,7 @@ def load_memory_log(
     """``storage.recovery.load_log`` for a memory disk: nothing tears in memory (a crash cuts
     at a flushed batch boundary), so recovery re-derives the epochs of the batches above the
     recovery point and fixes the log start and recovery point as the file loader does."""
-    cache = LeaderEpochFileCache(
-        disk.directory / LEADER_EPOCH_CHECKPOINT, checkpoint=MemoryEpochCheckpoint(disk)
-    )
+    cache = LeaderEpochCache(MemoryEpochCheckpoint(disk))
     recovered: list[int] = []
     if not had_clean_shutdown:
         for segment in disk.segments:

@@ -38,7 +38,7 @@ import attrs
 
 from storage.corruption import CorruptionReports
 from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
-from storage.leader_epoch_file import LeaderEpochFileCache
+from storage.leader_epoch_cache import LeaderEpochCache
 from storage.local_log import LocalLog
 from storage.log_config import CleanupPolicy, LogConfig
 from storage.log_validator import (
@@ -83,7 +83,7 @@ class PartitionLog:
         store: SegmentStore,
         *,
         log_start_offset: int,
-        leader_epoch_cache: LeaderEpochFileCache,
+        leader_epoch_cache: LeaderEpochCache,
         producer_state: ProducerStateManager,
         load_report: RecoveryReport,
     ) -> None:
@@ -151,7 +151,7 @@ class PartitionLog:
         cls,
         store: SegmentStore,
         log_start_offset: int,
-        leader_epoch_cache: LeaderEpochFileCache,
+        leader_epoch_cache: LeaderEpochCache,
         producer_state: ProducerStateManager,
         load_report: RecoveryReport,
     ) -> PartitionLog:
