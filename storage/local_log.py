@@ -27,8 +27,8 @@ from storage.log_config import LogConfig
 from storage.log_reader import fetch_offset_for_timestamp, read_segments
 from storage.read_verification import verified
 from storage.record_batch import BatchHeader
-from storage.segment import LogSegment, segment_file_name, should_roll
-from storage.segment_store import AppendedBatch
+from storage.segment import LogSegment, segment_file_name
+from storage.segment_store import AppendedBatch, should_roll
 
 
 def _base_offset(segment: LogSegment) -> int:

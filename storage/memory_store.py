@@ -31,12 +31,10 @@ from storage.log_reader import (
 )
 from storage.log_validator import CorruptLogError
 from storage.memory_disk import MemoryDisk, MemoryEpochCheckpoint, MemorySegment
+from storage.producer_entry import NO_TIMESTAMP
 from storage.record_batch import BatchHeader, CorruptRecordError, parse_header
 from storage.records import iter_records
-from storage.segment import should_roll
-from storage.segment_store import AppendedBatch, RecoveryReport
-
-NO_TIMESTAMP = -1
+from storage.segment_store import AppendedBatch, RecoveryReport, should_roll
 
 
 class MemorySegmentStore:

@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+# Kafka ``LogSegment``: offsets in a segment are stored relative to its base, in 32 bits.
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
 if TYPE_CHECKING:
     from storage.corruption import CorruptBatch
     from storage.fetch_data import FetchDataInfo
@@ -56,6 +59,29 @@ class RecoveryReport:
     deleted_segments: tuple[int, ...]  # segments after a damaged one
     removed_files: tuple[str, ...]  # temporary and orphaned files
     problems: tuple[str, ...]  # what stopped a scan, per damaged segment
+
+
+def should_roll(
+    *,
+    segment_size: int,
+    messages_size: int,
+    config: LogConfig,
+    time_waited_ms: int,
+    indexes_full: bool,
+    relative_offset: int,
+) -> bool:
+    """Kafka's ``LogSegment.shouldRoll``: roll before appending ``messages_size`` bytes?
+
+    An empty segment never rolls: a batch bigger than ``segment.bytes`` goes into it alone.
+    """
+    if segment_size == 0:
+        return False
+    return (
+        segment_size > config.segment_bytes - messages_size
+        or time_waited_ms > config.segment_ms
+        or indexes_full
+        or not 0 <= relative_offset <= MAX_RELATIVE_OFFSET
+    )
 
 
 class SegmentView(Protocol):

@@ -48,6 +48,9 @@ STORAGE_RULES = [
     "storage/record_walk.py",
     "storage/segment_store.py",
     "storage/memory_disk.py",
+    "storage/memory_store.py",
+    "storage/log_reader.py",
+    "storage/corruption.py",
 ]
 
 

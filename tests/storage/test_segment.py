@@ -16,9 +16,8 @@ from storage.segment import (
     LogSegment,
     parse_base_offset,
     segment_file_name,
-    should_roll,
 )
-from storage.segment_store import AppendedBatch
+from storage.segment_store import AppendedBatch, should_roll
 
 CONFIG = LogConfig(index_interval_bytes=100, segment_index_bytes=1024)
 
