@@ -56,6 +56,7 @@ from storage.log_validator import (
 from storage.memory_disk import MemoryDisk
 from storage.memory_store import load_memory_log
 from storage.producer_state import ProducerStateManager
+from storage.producer_state_file import ProducerStateFileManager
 from storage.record_batch import (
     CorruptRecordError,
     patch_base_offset,
@@ -142,7 +143,7 @@ class PartitionLog:
             store,
             loaded.log_start_offset,
             loaded.leader_epoch_cache,
-            ProducerStateManager(directory),
+            ProducerStateFileManager(directory),
             loaded.report,
         )
 

@@ -39,7 +39,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from storage.atomic_file import write_atomically
 from storage.producer_append import (
     PRODUCER_ID_EXPIRATION_MS,
     AppendCheck,
@@ -52,10 +51,7 @@ from storage.producer_entry import (
 )
 from storage.producer_snapshot import (
     CorruptSnapshotError,
-    delete_snapshot,
     encode_snapshot,
-    list_snapshot_offsets,
-    read_snapshot,
     snapshot_file,
 )
 from storage.record_batch import BatchHeader
@@ -81,37 +77,22 @@ class SnapshotStore(Protocol):
     def delete(self, offset: int) -> None: ...
 
 
-class SnapshotDirectory:
-    """Snapshots as ``<offset>.snapshot`` files (Kafka's ``ProducerStateManager`` layout)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def offsets(self) -> list[int]:
-        return list_snapshot_offsets(self.directory)
-
-    def read(self, offset: int) -> list[ProducerStateEntry]:
-        return read_snapshot(snapshot_file(self.directory, offset))
-
-    def write(self, offset: int, data: bytes) -> None:
-        write_atomically(snapshot_file(self.directory, offset), data)
-
-    def delete(self, offset: int) -> None:
-        delete_snapshot(self.directory, offset)
-
-
 class ProducerStateManager:
-    """The producer map of one partition plus its snapshots (Kafka ProducerStateManager)."""
+    """The producer map of one partition plus its snapshots (Kafka ProducerStateManager).
+
+    Pure: the snapshots are kept by the ``SnapshotStore`` it is given."""
 
     def __init__(
         self,
         directory: Path,
         producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
         *,
-        snapshots: SnapshotStore | None = None,
+        snapshots: SnapshotStore,
     ) -> None:
+        """``directory`` names the partition (in messages); ``snapshots`` stores the
+        snapshots (``storage.producer_state_file``: its snapshot files)."""
         self.directory = directory
-        self.snapshots = SnapshotDirectory(directory) if snapshots is None else snapshots
+        self.snapshots = snapshots
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         # Invariant: the map reflects exactly the log's batches below map_end_offset.
