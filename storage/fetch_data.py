@@ -62,3 +62,12 @@ class FetchDataInfo:
 
     def read_bytes(self) -> bytes:
         return b"".join(piece.read_bytes() for piece in self.slices)
+
+
+@attrs.frozen
+class OffsetAndTimestamp:
+    """A ListOffsets answer: an offset, its record's timestamp (-1 if none), its epoch."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None

@@ -35,8 +35,9 @@ PURE_CORES = [
     "export/replica_choice.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
-# with (leader_epoch_cache from leader_epoch_file, producer_append from producer_state,
-# fetch_data from file_slice), so that importing a rule never reaches the disk.
+# with (leader_epoch_cache from leader_epoch_file, producer_append and producer_state from
+# producer_state_file, fetch_data from file_slice, unified_log — PartitionLog's decisions — from
+# partition_log, which opens it on files), so that importing a rule never reaches the disk.
 STORAGE_RULES = [
     "storage/leader_epoch_cache.py",
     "storage/producer_append.py",
@@ -51,6 +52,8 @@ STORAGE_RULES = [
     "storage/memory_store.py",
     "storage/log_reader.py",
     "storage/corruption.py",
+    "storage/unified_log.py",
+    "storage/producer_state.py",
 ]
 
 
