@@ -78,7 +78,7 @@ from broker.partition_state import (
 )
 from broker.purgatory import monotonic_ms
 from protocol.errors import Errors
-from storage.file_slice import FetchDataInfo, LogOffsetMetadata
+from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError

@@ -54,7 +54,7 @@ from broker.isr import (
 from metadata.image import BrokerRegistration, PartitionRegistration
 from metadata.records import NO_LEADER
 from protocol.errors import Errors
-from storage.file_slice import FetchDataInfo
+from storage.fetch_data import FetchDataInfo
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_validator import (
     CorruptLogError,

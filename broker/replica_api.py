@@ -18,7 +18,7 @@ from broker.isr import NO_BROKER_EPOCH
 from broker.partition import FetchIsolation, LogReadInfo
 from metadata.records import BrokerEndpoint
 from protocol.errors import Errors
-from storage.file_slice import FileSlice
+from storage.fetch_data import RecordSlice
 from storage.leader_epoch_cache import OffsetAndEpoch
 from storage.topic_partition import TopicPartition
 
@@ -126,7 +126,7 @@ class LogReadResult:
     topic_partition: TopicPartition
     error: Errors = Errors.NONE
     error_message: str | None = None
-    slices: tuple[FileSlice, ...] = ()
+    slices: tuple[RecordSlice, ...] = ()
     high_watermark: int = UNKNOWN_OFFSET
     log_start_offset: int = UNKNOWN_OFFSET
     log_end_offset: int = UNKNOWN_OFFSET

@@ -104,8 +104,8 @@ def _append(log: PartitionLog, batches: int, records_per_batch: int) -> list[Rec
         )
         appended.extend(_decode(bytes(batch)))
     print(
-        f"Log end offset {log.log_end_offset}, {len(log.segments)} segments: "
-        + ", ".join(segment.log_path.name for segment in log.segments)
+        f"Log end offset {log.log_end_offset}, {len(log.local_log.segments)} segments: "
+        + ", ".join(segment.log_path.name for segment in log.local_log.segments)
     )
     return appended
 
@@ -129,8 +129,8 @@ def _read_back(log: PartitionLog, appended: list[Record]) -> None:
 
 def _crash(manager: LogManager, log: PartitionLog, log_dir: Path) -> int:
     """Kill the log without a clean shutdown and tear its last batch; returns records lost."""
-    active = log.active_segment
-    older = log.segments[0]
+    active = log.local_log.active_segment
+    older = log.local_log.segments[0]
     last_batch = list(active.iter_headers())[-1]
     log.close_handlers()
     (log_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)

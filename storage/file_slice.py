@@ -2,7 +2,7 @@
 
 The network layer writes a ``FileSlice`` straight from the page cache to the socket
 (``loop.sendfile`` / ``os.sendfile``), Kafka's zero-copy fetch path (``FileRecords.slice``).
-A slice always covers whole batches; a ``FetchDataInfo`` is a read's slices plus where it started.
+A slice always covers whole batches; a read returns them in ``storage.fetch_data.FetchDataInfo``.
 """
 
 from __future__ import annotations
@@ -38,33 +38,3 @@ class FileSlice:
             return b"".join(chunks)
         finally:
             os.close(fd)
-
-
-@attrs.frozen
-class LogOffsetMetadata:
-    """Where an offset lives: its segment and the position of its batch (Kafka's name)."""
-
-    message_offset: int
-    segment_base_offset: int = -1
-    relative_position_in_segment: int = -1
-
-
-@attrs.frozen
-class FetchDataInfo:
-    """What ``PartitionLog.read`` returns: whole batches as file slices, in offset order."""
-
-    fetch_offset_metadata: LogOffsetMetadata
-    slices: tuple[FileSlice, ...]
-    # The offset after the last batch returned; the fetch offset when nothing was returned.
-    next_offset: int
-
-    @property
-    def size_in_bytes(self) -> int:
-        return sum(piece.length for piece in self.slices)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.slices
-
-    def read_bytes(self) -> bytes:
-        return b"".join(piece.read_bytes() for piece in self.slices)

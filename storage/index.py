@@ -32,12 +32,13 @@ from pathlib import Path
 
 import attrs
 
+from storage.segment_store import MAX_RELATIVE_OFFSET
+
 OFFSET_INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
 class CorruptIndexError(Exception):

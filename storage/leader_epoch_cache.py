@@ -20,26 +20,18 @@ internals/epoch/LeaderEpochFileCache.java), written here as pure functions over 
 
 Invariant: epochs and start offsets both strictly increase along the tuple.
 
-``LeaderEpochFileCache`` is the thin stateful wrapper: it holds the tuple, loads the
-``leader-epoch-checkpoint`` file through the same ``assign`` rule Kafka uses on load, and rewrites
-the file atomically after every change. (Kafka flushes truncations asynchronously to avoid fsync
-latency under a lock; we flush synchronously, which is simpler and never leaves stale entries.)
+This module is pure (no files: fetchers and the partition state import it). ``LeaderEpochCache``
+is the stateful wrapper: it holds the tuple and writes it to an ``EpochCheckpoint`` after every
+change; ``storage.leader_epoch_file`` supplies the ``leader-epoch-checkpoint`` file.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from pathlib import Path
+from typing import Protocol
 
 import attrs
-
-from storage.checkpoints import (
-    LEADER_EPOCH_CHECKPOINT,
-    CheckpointError,
-    read_leader_epoch_checkpoint,
-    write_leader_epoch_checkpoint,
-)
 
 # Kafka's OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET.
 UNDEFINED_EPOCH = -1
@@ -183,24 +175,23 @@ def epoch_entries_in_range(entries: Entries, start_offset: int, end_offset: int)
     return truncate_from_end(entries, end_offset)
 
 
-def load_entries(path: Path) -> Entries:
-    """Read a leader-epoch-checkpoint, folding its lines through ``assign_epoch`` as Kafka does."""
-    entries: Entries = ()
-    for line, (epoch, start_offset) in enumerate(read_leader_epoch_checkpoint(path), start=3):
-        try:
-            entries = assign_epoch(entries, epoch, start_offset)
-        except ValueError as error:
-            raise CheckpointError(path, line, str(error)) from None
-    return entries
+class EpochCheckpoint(Protocol):
+    """Where the history is persisted: the checkpoint file, or memory (the simulation)."""
+
+    def read(self) -> Entries: ...
+
+    def write(self, entries: Entries) -> None:
+        """Replace the stored history durably and atomically."""
+        ...
 
 
-class LeaderEpochFileCache:
-    """A partition's epoch history, persisted to ``leader-epoch-checkpoint`` on every change."""
+class LeaderEpochCache:
+    """A partition's epoch history, written to its checkpoint on every change (Kafka's
+    ``LeaderEpochFileCache``; ``storage.leader_epoch_file`` puts the checkpoint in a file)."""
 
-    def __init__(self, path: Path) -> None:
-        """``path`` is the checkpoint file, or the partition directory that holds it."""
-        self.path = path / LEADER_EPOCH_CHECKPOINT if path.is_dir() else path
-        self._entries: Entries = load_entries(self.path)
+    def __init__(self, checkpoint: EpochCheckpoint) -> None:
+        self.checkpoint = checkpoint
+        self._entries: Entries = checkpoint.read()
 
     @property
     def entries(self) -> Entries:
@@ -263,4 +254,4 @@ class LeaderEpochFileCache:
         return True
 
     def _write(self) -> None:
-        write_leader_epoch_checkpoint(self.path, ((e.epoch, e.start_offset) for e in self._entries))
+        self.checkpoint.write(self._entries)

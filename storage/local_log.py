@@ -1,8 +1,9 @@
 """The segments of one partition directory and the offsets they define (Kafka's ``LocalLog``).
 
-``LocalLog`` knows files, not rules: it appends already-validated batches to the active
-segment, rolls, reads, truncates, deletes segments and flushes, keeping ``log_end_offset`` and
-``recovery_point`` (everything below it is fsync'd) in step. ``PartitionLog`` on top decides
+``LocalLog`` is production's ``storage.segment_store.SegmentStore``. It knows files, not
+rules: it appends already-validated batches to the active segment, rolls, reads, truncates,
+deletes segments and flushes, keeping ``log_end_offset`` and ``recovery_point`` (everything
+below it is fsync'd) in step. ``PartitionLog`` on top decides
 what may be appended and owns the log start offset, the high watermark, the leader-epoch cache
 and producer state.
 
@@ -19,12 +20,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from storage.atomic_file import fsync_directory
-from storage.file_slice import FetchDataInfo
+from storage.corruption import CorruptBatch
+from storage.fetch_data import FetchDataInfo
 from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from storage.log_config import LogConfig
-from storage.log_reader import read_segments
+from storage.log_reader import fetch_offset_for_timestamp, read_segments
+from storage.read_verification import verified
 from storage.record_batch import BatchHeader
-from storage.segment import AppendedBatch, LogSegment, segment_file_name, should_roll
+from storage.segment import LogSegment, segment_file_name
+from storage.segment_store import AppendedBatch, should_roll
 
 
 def _base_offset(segment: LogSegment) -> int:
@@ -133,6 +137,19 @@ class LocalLog:
         """Whole batches from the one holding ``offset`` (which must be below ``upper``)."""
         segments = self._segments[self.floor_segment(offset) :]
         return read_segments(segments, offset, max_bytes, upper, min_one_batch)
+
+    def verify(
+        self, info: FetchDataInfo, first_offset: int, stop_offset: int
+    ) -> tuple[FetchDataInfo, CorruptBatch | None]:
+        """CRC-check what a read returned below ``stop_offset`` (bits rot at rest on disk)."""
+        return verified(info, first_offset, stop_offset)
+
+    def offset_for_timestamp(
+        self, timestamp: int, log_start_offset: int, log_end_offset: int
+    ) -> tuple[int, int] | None:
+        return fetch_offset_for_timestamp(
+            self._segments, timestamp, log_start_offset, log_end_offset
+        )
 
     def headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of the batches holding offsets >= ``offset``, in order."""

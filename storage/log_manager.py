@@ -70,7 +70,8 @@ from storage.directory_id import ensure_directory_id, new_directory_id
 from storage.index import CorruptIndexError
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_log import PartitionLog
-from storage.recovery import CLEAN_SHUTDOWN_FILE, RecoveryReport
+from storage.recovery import CLEAN_SHUTDOWN_FILE
+from storage.segment_store import RecoveryReport
 from storage.topic_partition import (
     TopicPartition,
     delete_dir_name,

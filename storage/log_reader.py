@@ -11,12 +11,16 @@ raises ``CorruptLogError`` for the request to answer CORRUPT_MESSAGE.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from storage.file_slice import FetchDataInfo, FileSlice, LogOffsetMetadata
-from storage.index import NO_TIMESTAMP
+from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
 from storage.log_validator import CorruptLogError
+from storage.producer_entry import NO_TIMESTAMP
 from storage.record_batch import CorruptRecordError
-from storage.segment import LogSegment
+
+if TYPE_CHECKING:
+    from storage.file_slice import FileSlice
+    from storage.segment import LogSegment
 
 # Kafka's ListOffsetsRequest special timestamps.
 LATEST_TIMESTAMP = -1

@@ -14,17 +14,12 @@ ignored (a fetch response may end mid-batch).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import attrs
 
+from storage.producer_append import AppendCheckKind, apply_batch, check_append
 from storage.producer_entry import ProducerStateEntry
-from storage.producer_state import (
-    AppendCheckKind,
-    ProducerStateManager,
-    apply_batch,
-    check_append,
-)
 from storage.record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -256,9 +251,14 @@ def append_info(
 
 
 def check_producers(
-    producer_state: ProducerStateManager, batches: list[ValidatedBatch], first_offset: int
+    last_entry: Callable[[int], ProducerStateEntry | None],
+    batches: list[ValidatedBatch],
+    first_offset: int,
 ) -> LogAppendInfo | None:
     """Check idempotent batches against producer state (Kafka analyzeAndValidateProducerState).
+
+    ``last_entry`` looks a producer id up in the partition's producer state (the manager's
+    ``last_entry``, passed as a function so this module stays clear of its snapshot files).
 
     Batches of one append are folded in order, so two batches of the same producer in one
     append are checked against each other. Returns the original offsets of a duplicate (the
@@ -271,7 +271,7 @@ def check_producers(
         last_offset = next_offset + header.last_offset_delta
         if header.has_producer_id:
             producer_id = header.producer_id
-            entry = pending.get(producer_id, producer_state.last_entry(producer_id))
+            entry = pending.get(producer_id, last_entry(producer_id))
             check = check_append(entry, header)
             if check.kind is AppendCheckKind.DUPLICATE:
                 return LogAppendInfo(

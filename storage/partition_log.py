@@ -1,100 +1,36 @@
-"""A partition's log: the rules on top of its segments (Kafka's ``UnifiedLog``).
+"""A partition's log opened on its files or on a simulated disk: ``UnifiedLog`` plus ``open``.
 
-Theory of operation
--------------------
-Offsets: ``log_start_offset <= high_watermark <= log_end_offset`` and
-``recovery_point <= log_end_offset``. Data below the log start is unreadable (it waits for
-retention to delete its segment); data at or above the high watermark is not yet committed and
-only followers read it; everything below the recovery point has been fsync'd.
-
-Appends go to the last ("active") segment. A leader append validates every batch, checks
-idempotent producers (a retry of a recent batch returns the original offsets and writes
-nothing), records a new leader epoch in the epoch cache at the log end, then assigns offsets
-and stamps the epoch by patching the two header fields outside the CRC — the client's bytes are
-written as they came. A follower append keeps the leader's offsets, which must continue the log.
-Before writing, the log rolls to a new segment when the active one would pass
-``segment.bytes``, is older than ``segment.ms`` (by record time), or its indexes are full.
-
-Reads return ``FileSlice``s of whole batches (never bytes), bounded by an upper offset (high
-watermark for consumers, log end for followers); batches below the recovery point are
-CRC-checked first and a corrupt one is never served (``storage.read_verification``).
-``truncate_to`` (a follower diverged) cuts whole batches from the end; ``delete_records`` and
-retention move the log start forward and delete segments that lie wholly below it. Opening a
-log runs recovery (``storage.recovery``) and then rebuilds producer state from its latest
-snapshot plus a replay of the batches after it.
-
-The files themselves (segments, log end, recovery point, rolls, flushes) are ``LocalLog``'s.
+``storage.unified_log.UnifiedLog`` makes every decision (offsets, producer state, epoch entries)
+over an injected segment store; this module only opens one. On a partition directory, ``open``
+runs Kafka's recovery (``storage.recovery``) and puts the log on ``LocalLog``'s segment files,
+the epoch checkpoint file and producer snapshot files — production. On a ``MemoryDisk`` it puts
+the same rules on ``MemorySegmentStore`` (faults, and a crash that drops unflushed bytes) — tests
+and the simulation.
 """
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
-import attrs
-
-from storage.file_slice import FetchDataInfo, LogOffsetMetadata
-from storage.leader_epoch_cache import LeaderEpochFileCache
+# ListOffsets answers moved to storage.fetch_data; their importers still find them here.
+from storage.fetch_data import OffsetAndTimestamp as OffsetAndTimestamp
 from storage.local_log import LocalLog
-from storage.log_config import CleanupPolicy, LogConfig
-from storage.log_reader import fetch_offset_for_timestamp
-from storage.log_validator import (
-    AppendOrigin,
-    LogAppendInfo,
-    OffsetOutOfRangeError,
-    StaleLeaderEpochError,
-    ValidatedBatch,
-    append_info,
-    check_producers,
-    segment_sized_chunks,
-    validate_follower_batches,
-    validate_leader_batches,
-)
+from storage.log_config import LogConfig
+from storage.memory_disk import MemoryDisk
+from storage.memory_store import load_memory_log
 from storage.producer_state import ProducerStateManager
-from storage.read_verification import CorruptionReports, verified
-from storage.record_batch import (
-    CorruptRecordError,
-    patch_base_offset,
-    patch_partition_leader_epoch,
-)
-from storage.recovery import RecoveryReport, load_log
-from storage.retention import RetentionDecision, SegmentInfo, decide_retention
-from storage.segment import AppendedBatch, LogSegment
+from storage.producer_state_file import ProducerStateFileManager
+from storage.recovery import load_log
+from storage.unified_log import UnifiedLog
 
 
-@attrs.frozen
-class OffsetAndTimestamp:
-    """A ListOffsets answer: an offset, its record's timestamp (-1 if none), its epoch."""
-
-    offset: int
-    timestamp: int
-    leader_epoch: int | None
-
-
-class PartitionLog:
-    # Invariant: log_start_offset <= high_watermark <= log_end_offset.
-
-    def __init__(
-        self,
-        local_log: LocalLog,
-        *,
-        log_start_offset: int,
-        leader_epoch_cache: LeaderEpochFileCache,
-        producer_state: ProducerStateManager,
-        load_report: RecoveryReport,
-    ) -> None:
-        self.local_log = local_log
-        self._log_start_offset = log_start_offset
-        self._high_watermark = log_start_offset
-        self.leader_epoch_cache = leader_epoch_cache
-        self.producer_state = producer_state
-        self.load_report = load_report
-        self.corruptions = CorruptionReports()
+class PartitionLog(UnifiedLog):
+    """``UnifiedLog`` on segment files or a ``MemoryDisk``."""
 
     @classmethod
     def open(
         cls,
-        directory: Path,
+        directory: Path | MemoryDisk,
         config: LogConfig,
         recovery_point: int = 0,
         now_ms: int = 0,
@@ -102,7 +38,29 @@ class PartitionLog:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
     ) -> PartitionLog:
-        """Load (and if needed recover) the log in ``directory``, creating it when absent."""
+        """Load (and if needed recover) the log in ``directory``, creating it when absent.
+
+        ``directory`` is a partition directory (segment files, production) or a ``MemoryDisk``
+        (the in-memory store: tests and the simulation); the log's rules are the same.
+        """
+        if isinstance(directory, MemoryDisk):
+            memory = load_memory_log(
+                directory,
+                config,
+                recovery_point=recovery_point,
+                now_ms=now_ms,
+                log_start_offset=log_start_offset,
+                had_clean_shutdown=had_clean_shutdown,
+            )
+            snapshots = directory.snapshots
+            producer_state = ProducerStateManager(directory.directory, snapshots=snapshots)
+            return cls.loaded(
+                memory.store,
+                memory.log_start_offset,
+                memory.leader_epoch_cache,
+                producer_state,
+                memory.report,
+            )
         loaded = load_log(
             directory,
             config,
@@ -111,335 +69,17 @@ class PartitionLog:
             log_start_offset=log_start_offset,
             had_clean_shutdown=had_clean_shutdown,
         )
-        log = cls(
-            LocalLog(directory, config, loaded.segments, loaded.recovery_point),
-            log_start_offset=loaded.log_start_offset,
-            leader_epoch_cache=loaded.leader_epoch_cache,
-            producer_state=ProducerStateManager(directory),
-            load_report=loaded.report,
-        )
-        log._rebuild_producer_state()
-        return log
-
-    # ------------------------------------------------------------------ offsets
-
-    @property
-    def directory(self) -> Path:
-        return self.local_log.directory
-
-    @property
-    def config(self) -> LogConfig:
-        return self.local_log.config
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.local_log.log_end_offset
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
-
-    @property
-    def high_watermark(self) -> int:
-        return self._high_watermark
-
-    @property
-    def recovery_point(self) -> int:
-        return self.local_log.recovery_point
-
-    @property
-    def segments(self) -> tuple[LogSegment, ...]:
-        return self.local_log.segments
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self.local_log.active_segment
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self.local_log.size_in_bytes
-
-    def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark, clamped to [log start, log end] (Kafka's rule)."""
-        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
-        return self._high_watermark
-
-    # ------------------------------------------------------------------ append
-
-    def append_as_leader(
-        self,
-        batch: bytearray | memoryview,
-        leader_epoch: int,
-        now_ms: int,
-        *,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
-    ) -> LogAppendInfo:
-        """Validate, assign offsets from the log end, stamp ``leader_epoch``, write.
-
-        Raises a ``LogError`` subclass (or ``CorruptRecordError``) and writes nothing when
-        any batch is bad; returns the original offsets for a duplicate producer retry.
-        """
-        latest = self.leader_epoch_cache.latest_epoch
-        if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
-            raise StaleLeaderEpochError(
-                f"leader epoch {leader_epoch} is below the log's latest epoch {latest}"
-            )
-        batches = validate_leader_batches(
-            batch,
-            max_message_bytes=self.config.max_message_bytes,
-            segment_bytes=self.config.segment_bytes,
-            origin=origin,
-        )
-        first_offset = self.log_end_offset
-        duplicate = check_producers(self.producer_state, batches, first_offset)
-        if duplicate is not None:
-            return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
-        next_offset = first_offset
-        for validated in batches:
-            patch_base_offset(batch, validated.position, next_offset)
-            patch_partition_leader_epoch(batch, validated.position, leader_epoch)
-            next_offset += validated.header.last_offset_delta + 1
-        info = self._append(batch, batches, first_offset, now_ms)
-        # Only once the batches are written: a failed write leaves no epoch at the log end.
-        # (Recovery re-derives epochs from the batches, so a crash in between loses nothing.)
-        if latest != leader_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        return info
-
-    def append_as_follower(
-        self, batches: bytes | bytearray | memoryview, now_ms: int | None = None
-    ) -> LogAppendInfo:
-        """Append replicated batches with the leader's offsets and epochs.
-
-        The data must continue the log exactly; an incomplete last batch is ignored (see
-        ``storage.log_validator``). Batches are split across segments as rolls require.
-        """
-        validated = validate_follower_batches(batches, log_end_offset=self.log_end_offset)
-        first_offset = self.log_end_offset
-        if not validated:
-            return append_info(
-                [], first_offset, log_start_offset=self._log_start_offset, valid_bytes=0
-            )
-        for item in validated:
-            epoch = item.header.partition_leader_epoch
-            if epoch >= 0 and epoch != self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(epoch, item.header.base_offset)
-        view = memoryview(batches)
-        try:
-            for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
-                start = chunk[0].position
-                end = chunk[-1].position + chunk[-1].header.size_in_bytes
-                rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
-                self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
-        except OSError:
-            # Epochs were recorded for batches that are not all written: keep only the log's.
-            with contextlib.suppress(OSError):
-                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-            raise
-        valid_bytes = validated[-1].position + validated[-1].header.size_in_bytes
-        return append_info(
-            validated,
-            first_offset,
-            log_start_offset=self._log_start_offset,
-            valid_bytes=valid_bytes,
+        store = LocalLog(directory, config, loaded.segments, loaded.recovery_point)
+        return cls.loaded(
+            store,
+            loaded.log_start_offset,
+            loaded.leader_epoch_cache,
+            ProducerStateFileManager(directory),
+            loaded.report,
         )
 
-    def _append(
-        self,
-        buffer: bytes | bytearray | memoryview,
-        batches: list[ValidatedBatch],
-        first_offset: int,
-        now_ms: int | None,
-    ) -> LogAppendInfo:
-        info = append_info(
-            batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
-        )
-        clock = self.active_segment.created_ms if now_ms is None else now_ms
-        if self.local_log.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
-            self.roll(clock)
-        appended: list[AppendedBatch] = []
-        next_offset = first_offset
-        for item in batches:
-            header = item.header
-            last_offset = next_offset + header.last_offset_delta
-            appended.append(
-                AppendedBatch(
-                    item.position, header.size_in_bytes, last_offset, header.max_timestamp
-                )
-            )
-            next_offset = last_offset + 1
-        self.local_log.append(buffer, appended)  # an OSError here has changed nothing
-        # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
-        # it, a failed write would answer the producer's retry as a duplicate (issue 9).
-        for item, written in zip(batches, appended, strict=True):
-            header = item.header
-            first = written.last_offset - header.last_offset_delta
-            self.producer_state.update(header, first, written.last_offset, header.max_timestamp)
-        return info
-
-    def roll(self, now_ms: int) -> None:
-        """Start a new active segment at the log end (no-op while the active one is empty);
-        producer state is snapshotted at the new base offset, as Kafka does."""
-        if self.active_segment.size:
-            self.producer_state.take_snapshot(self.log_end_offset)
-            self.local_log.roll(now_ms)
-
-    # ------------------------------------------------------------------ read
-
-    def read(
-        self, offset: int, max_bytes: int, upper_bound: int, min_one_batch: bool = True
-    ) -> FetchDataInfo:
-        """Whole batches from the one holding ``offset``, all below ``upper_bound``.
-
-        At most ``max_bytes`` — except that with ``min_one_batch`` the first batch comes
-        whole even when larger (Kafka's minOneMessage). Raises OffsetOutOfRangeError outside
-        [log start, log end]; at or above ``upper_bound`` returns nothing.
-        """
-        end = self.log_end_offset
-        if not self._log_start_offset <= offset <= end:
-            raise OffsetOutOfRangeError(offset, self._log_start_offset, end)
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes {max_bytes} is negative")
-        upper = min(upper_bound, end)
-        if offset >= upper:
-            return FetchDataInfo(LogOffsetMetadata(offset), (), offset)
-        info = self.local_log.read(offset, max_bytes, upper, min_one_batch)
-        if offset >= self.recovery_point:
-            return info  # checked on append; recovery re-checks it after a crash
-        checked, corrupt = verified(info, offset, self.recovery_point)
-        if corrupt is None:
-            return checked
-        self.corruptions.report(corrupt)
-        if checked.is_empty:
-            raise CorruptRecordError("crc", f"{corrupt.path}: {corrupt.reason}", corrupt.position)
-        return checked
-
-    def fetch_offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
-        """ListOffsets: the first offset whose record timestamp >= ``timestamp``; also
-        EARLIEST (-2), LATEST (-1) and MAX_TIMESTAMP (-3). None when no record qualifies."""
-        found = fetch_offset_for_timestamp(
-            self.local_log.segments, timestamp, self._log_start_offset, self.log_end_offset
-        )
-        if found is None:
-            return None
-        offset, record_timestamp = found
-        if offset == self.log_end_offset:
-            epoch = self.leader_epoch_cache.latest_epoch
-        else:
-            epoch = self.leader_epoch_cache.epoch_for_offset(offset)
-        return OffsetAndTimestamp(offset, record_timestamp, epoch)
-
-    def _rebuild_producer_state(self) -> None:
-        """Latest snapshot, then replay the batches after it (Kafka rebuildProducerState)."""
-        replay_from = self.producer_state.truncate_and_reload(
-            self._log_start_offset, self.log_end_offset
-        )
-        for header in self.local_log.headers_from(replay_from):
-            self.producer_state.update(
-                header, header.base_offset, header.last_offset, header.max_timestamp
-            )
-        self.producer_state.update_map_end_offset(self.log_end_offset)
-
-    # ------------------------------------------------------------------ truncation and deletion
-
-    def truncate_to(self, offset: int) -> bool:
-        """Remove every batch holding an offset >= ``offset``; True if anything went.
-
-        A batch straddling ``offset`` goes whole, so the log may end below ``offset``.
-        """
-        if offset < 0:
-            raise ValueError(f"cannot truncate to negative offset {offset}")
-        if offset >= self.log_end_offset:
-            return False
-        if self.segments[0].base_offset > offset:
-            self.truncate_fully_and_start_at(offset)
-            return True
-        self.local_log.truncate_to(offset)
-        end = self.log_end_offset
-        self.leader_epoch_cache.truncate_from_end(end)
-        self._log_start_offset = min(self._log_start_offset, end)
-        self._high_watermark = min(self._high_watermark, end)
-        self._rebuild_producer_state()
-        return True
-
-    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
-        """Delete everything; the log restarts empty at ``offset`` (a follower far behind)."""
-        if offset < 0:
-            raise ValueError(f"cannot start the log at negative offset {offset}")
-        created_ms = self.active_segment.created_ms if now_ms is None else now_ms
-        self.local_log.truncate_fully_and_start_at(offset, created_ms)
-        self._log_start_offset = self._high_watermark = offset
-        self.leader_epoch_cache.clear()
-        self.producer_state.truncate_fully_and_start_at(offset)
-
-    def delete_records(self, offset: int) -> int:
-        """DeleteRecords: advance the log start to ``offset`` (at most the high watermark)
-        and delete the segments wholly below it. Returns the log start offset."""
-        if offset > self._high_watermark or offset < 0:
-            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
-        self._maybe_increment_log_start_offset(offset)
-        # No cleanup policy: only the segments below the new log start go.
-        self._apply_retention(now_ms=0, cleanup_policy=frozenset())
-        return self._log_start_offset
-
-    def delete_old_segments(self, now_ms: int) -> RetentionDecision:
-        """Retention by log start, then — only when ``cleanup.policy`` contains ``delete`` —
-        by ``retention.bytes`` and ``retention.ms`` (Kafka ``UnifiedLog.deleteOldSegments``)."""
-        return self._apply_retention(now_ms, self.config.cleanup_policy)
-
-    def update_config(self, config: LogConfig) -> LogConfig:
-        """A topic config changed (Kafka ``UnifiedLog.updateConfig``): retention, rolls and
-        appends use ``config`` now, existing segments keep their index settings. Returns the
-        old config."""
-        old, self.local_log.config = self.local_log.config, config
-        return old
-
-    def _apply_retention(
-        self, now_ms: int, cleanup_policy: frozenset[CleanupPolicy]
-    ) -> RetentionDecision:
-        infos = [
-            SegmentInfo(segment.base_offset, segment.size, segment.largest_timestamp_ms())
-            for segment in self.segments
-        ]
-        decision = decide_retention(
-            infos,
-            log_start_offset=self._log_start_offset,
-            high_watermark=self._high_watermark,
-            now_ms=now_ms,
-            cleanup_policy=cleanup_policy,
-            retention_ms=self.config.retention_ms,
-            retention_bytes=self.config.retention_bytes,
-        )
-        if decision.deletions:
-            self.local_log.delete_segments(decision.base_offsets)
-            self._maybe_increment_log_start_offset(decision.log_start_offset)
-        return decision
-
-    def _maybe_increment_log_start_offset(self, offset: int) -> None:
-        if offset <= self._log_start_offset:
-            return
-        self._log_start_offset = offset
-        self._high_watermark = max(self._high_watermark, offset)
-        self.local_log.advance_recovery_point(offset)
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self.producer_state.on_log_start_offset_incremented(offset)
-        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
-
-    # ------------------------------------------------------------------ durability and lifecycle
-
-    def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""
-        self.local_log.flush(up_to_offset)
-
-    def flush_rolled(self) -> bool:
-        """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
-        return self.local_log.flush_rolled()
-
-    def close(self) -> None:
-        """Snapshot producer state, flush, trim indexes and release files (clean shutdown)."""
-        self.producer_state.take_snapshot(self.log_end_offset)
-        self.local_log.close()
-
-    def close_handlers(self) -> None:
-        """Release files without writing anything (log dir failed, or a simulated crash)."""
-        self.local_log.close_handlers()
+    @property
+    def local_log(self) -> LocalLog:
+        """The segment files (production's store), for tools and tests that look at them."""
+        assert isinstance(self.store, LocalLog), f"{self.directory} is not on segment files"
+        return self.store

@@ -11,7 +11,6 @@ and when to write or delete one, is ``storage.producer_state.ProducerStateManage
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,7 +22,6 @@ from storage.record_batch import NO_SEQUENCE
 
 SNAPSHOT_SUFFIX = ".snapshot"
 PRODUCER_SNAPSHOT_VERSION = 1
-_SNAPSHOT_NAME = re.compile(r"([0-9]{20})\.snapshot")
 _HEADER = struct.Struct(">hIi")  # version, crc, entry count
 _CRC_START = 6  # the CRC covers everything after version (int16) and crc (uint32)
 _ENTRY = struct.Struct(">qhiqiqiq")
@@ -108,26 +106,8 @@ def _entry_from_fields(
     )
 
 
-# --- snapshot files (small I/O helpers) -----------------------------------------------------
+# --- snapshot file names ---------------------------------------------------------------------
 
 
 def snapshot_file(directory: Path, offset: int) -> Path:
     return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def list_snapshot_offsets(directory: Path) -> list[int]:
-    """Offsets of the ``<20 digits>.snapshot`` files in ``directory``, ascending."""
-    try:
-        names = [path.name for path in directory.iterdir()]
-    except FileNotFoundError:
-        return []
-    return sorted(int(m.group(1)) for name in names if (m := _SNAPSHOT_NAME.fullmatch(name)))
-
-
-def read_snapshot(path: Path) -> list[ProducerStateEntry]:
-    return decode_snapshot(path.read_bytes())
-
-
-def delete_snapshot(directory: Path, offset: int) -> None:
-    snapshot_file(directory, offset).unlink(missing_ok=True)
-

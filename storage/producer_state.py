@@ -17,8 +17,9 @@ remembers, per producer id, its epoch and the metadata of its last five batches
    may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE.
 
 ``apply_batch`` folds an appended batch into the entry, on leaders and followers alike (followers
-do not validate, as with Kafka's REPLICATION origin). Both are pure. ``ProducerStateManager`` holds
-the map, the map end offset (the log offset the state is valid up to) and the snapshot files.
+do not validate, as with Kafka's REPLICATION origin). Both are pure and live in
+``storage.producer_append``. ``ProducerStateManager`` holds the map, the map end offset (the log
+offset the state is valid up to) and the snapshot files.
 
 Snapshots (``storage.producer_snapshot``) keep only each producer's LAST batch, so after a reload
 only a retry of that batch is recognised as a duplicate. ``load`` takes the newest readable
@@ -32,166 +33,66 @@ the caller, which is the one that decodes the end-transaction marker.
 
 from __future__ import annotations
 
-import enum
 import logging
 import types
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
-import attrs
-
-from storage.atomic_file import write_atomically
+from storage.producer_append import (
+    PRODUCER_ID_EXPIRATION_MS,
+    AppendCheck,
+    apply_batch,
+    check_append,
+    is_expired,
+)
 from storage.producer_entry import (
-    NUM_BATCHES_TO_RETAIN,
-    SEQUENCE_MODULUS,
-    BatchMetadata,
     ProducerStateEntry,
 )
 from storage.producer_snapshot import (
     CorruptSnapshotError,
-    delete_snapshot,
     encode_snapshot,
-    list_snapshot_offsets,
-    read_snapshot,
     snapshot_file,
 )
-from storage.record_batch import NO_PRODUCER_EPOCH, BatchHeader
+from storage.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default (1 day)
 
+class SnapshotStore(Protocol):
+    """Where producer snapshots live: files in the partition directory, or memory."""
 
-class AppendCheckKind(enum.Enum):
-    NEW = "NEW"
-    DUPLICATE = "DUPLICATE"
-    OUT_OF_ORDER_SEQUENCE = "OUT_OF_ORDER_SEQUENCE"
-    INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"
+    def offsets(self) -> list[int]:
+        """The offsets of the stored snapshots, ascending."""
+        ...
 
+    def read(self, offset: int) -> list[ProducerStateEntry]:
+        """The snapshot at ``offset``; raises ``CorruptSnapshotError``."""
+        ...
 
-@attrs.frozen
-class AppendCheck:
-    kind: AppendCheckKind
-    # For DUPLICATE: the offsets the original batch was written at; -1 otherwise.
-    first_offset: int = -1
-    last_offset: int = -1
-    message: str = ""
+    def write(self, offset: int, data: bytes) -> None:
+        """Store a snapshot durably and atomically."""
+        ...
 
-    @property
-    def is_new(self) -> bool:
-        return self.kind is AppendCheckKind.NEW
-
-
-NEW = AppendCheck(AppendCheckKind.NEW)
-
-
-def in_sequence(last_sequence: int, next_sequence: int) -> bool:
-    """Kafka ``ProducerAppendInfo.inSequence``: next follows last, wrapping at Int32.MAX."""
-    return next_sequence == last_sequence + 1 or (
-        next_sequence == 0 and last_sequence == SEQUENCE_MODULUS - 1
-    )
-
-
-def _out_of_order(message: str) -> AppendCheck:
-    return AppendCheck(AppendCheckKind.OUT_OF_ORDER_SEQUENCE, message=message)
-
-
-def check_append(entry: ProducerStateEntry | None, header: BatchHeader) -> AppendCheck:
-    """Classify a client batch against the producer's current state (no state change)."""
-    if not header.has_producer_id:
-        return NEW
-    current = entry or ProducerStateEntry(header.producer_id)
-    duplicate = current.find_duplicate(header)
-    if duplicate is not None:
-        return AppendCheck(
-            AppendCheckKind.DUPLICATE,
-            duplicate.first_offset,
-            duplicate.last_offset,
-            f"sequences {header.base_sequence}..{header.last_sequence} of producer "
-            f"{header.producer_id} were already written at offset {duplicate.first_offset}",
-        )
-    if header.producer_epoch < current.producer_epoch:
-        return AppendCheck(
-            AppendCheckKind.INVALID_PRODUCER_EPOCH,
-            message=f"epoch of producer {header.producer_id} is {header.producer_epoch}, "
-            f"which is smaller than the last seen epoch {current.producer_epoch}",
-        )
-    if header.is_control:
-        return NEW  # end-transaction markers carry no sequence
-    first_sequence = header.base_sequence
-    if header.producer_epoch != current.producer_epoch:
-        if first_sequence != 0 and current.producer_epoch != NO_PRODUCER_EPOCH:
-            return _out_of_order(
-                f"invalid sequence number for new epoch of producer {header.producer_id}: "
-                f"{header.producer_epoch} (request epoch), {first_sequence} (seq. number), "
-                f"{current.producer_epoch} (current producer epoch)"
-            )
-        return NEW
-    # No known epoch: state was lost (retention, DeleteRecords), so accept any sequence.
-    if current.producer_epoch == NO_PRODUCER_EPOCH:
-        return NEW
-    if not in_sequence(current.last_sequence, first_sequence):
-        return _out_of_order(
-            f"out of order sequence number for producer {header.producer_id}: "
-            f"{first_sequence} (incoming seq. number), {current.last_sequence} "
-            "(current end sequence number)"
-        )
-    return NEW
-
-
-def apply_batch(
-    entry: ProducerStateEntry | None,
-    header: BatchHeader,
-    first_offset: int,
-    last_offset: int,
-    timestamp: int,
-    coordinator_epoch: int | None = None,
-) -> ProducerStateEntry:
-    """The producer's entry after ``header`` was appended at ``first_offset..last_offset``."""
-    assert header.has_producer_id, "apply_batch needs an idempotent batch"
-    current = entry or ProducerStateEntry(header.producer_id)
-    # Kafka maybeUpdateProducerEpoch: a new epoch (even a lower one, via replication) forgets
-    # the batches of the old one.
-    same_epoch = current.producer_epoch == header.producer_epoch
-    batches = current.batches if same_epoch else ()
-    if header.is_control:
-        return attrs.evolve(
-            current,
-            producer_epoch=header.producer_epoch,
-            batches=batches,
-            coordinator_epoch=current.coordinator_epoch
-            if coordinator_epoch is None
-            else coordinator_epoch,
-            last_timestamp=timestamp,
-            current_txn_first_offset=None,
-        )
-    batch = BatchMetadata(
-        header.base_sequence, header.last_sequence, first_offset, last_offset, timestamp
-    )
-    txn_first_offset = current.current_txn_first_offset
-    if header.is_transactional and txn_first_offset is None:
-        txn_first_offset = first_offset
-    return attrs.evolve(
-        current,
-        producer_epoch=header.producer_epoch,
-        batches=(*batches, batch)[-NUM_BATCHES_TO_RETAIN:],
-        last_timestamp=timestamp,
-        current_txn_first_offset=txn_first_offset,
-    )
-
-
-def is_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:
-    """Kafka ``isProducerExpired``: idle too long and not inside a transaction."""
-    return entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= expiration_ms
+    def delete(self, offset: int) -> None: ...
 
 
 class ProducerStateManager:
-    """The producer map of one partition plus its snapshot files (Kafka ProducerStateManager)."""
+    """The producer map of one partition plus its snapshots (Kafka ProducerStateManager).
+
+    Pure: the snapshots are kept by the ``SnapshotStore`` it is given."""
 
     def __init__(
-        self, directory: Path, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
+        self,
+        directory: Path,
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+        *,
+        snapshots: SnapshotStore,
     ) -> None:
+        """``directory`` names the partition (in messages); ``snapshots`` stores the
+        snapshots (``storage.producer_state_file``: its snapshot files)."""
         self.directory = directory
+        self.snapshots = snapshots
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         # Invariant: the map reflects exactly the log's batches below map_end_offset.
@@ -208,12 +109,12 @@ class ProducerStateManager:
 
     @property
     def last_snapshot_offset(self) -> int | None:
-        offsets = list_snapshot_offsets(self.directory)
+        offsets = self.snapshots.offsets()
         return offsets[-1] if offsets else None
 
     @property
     def oldest_snapshot_offset(self) -> int | None:
-        offsets = list_snapshot_offsets(self.directory)
+        offsets = self.snapshots.offsets()
         return offsets[0] if offsets else None
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
@@ -262,9 +163,7 @@ class ProducerStateManager:
         self._map_end_offset = offset
         if offset == self.last_snapshot_offset:
             return  # Kafka testSkipSnapshotIfOffsetUnchanged: nothing new since that snapshot
-        write_atomically(
-            snapshot_file(self.directory, offset), encode_snapshot(self._producers.values())
-        )
+        self.snapshots.write(offset, encode_snapshot(self._producers.values()))
 
     def load(self, log_end_offset: int, log_start_offset: int = 0) -> int:
         """Rebuild from the newest good snapshot in (log start, log end]; return the replay offset.
@@ -276,14 +175,14 @@ class ProducerStateManager:
         self._delete_snapshots_out_of_range(log_start_offset, log_end_offset)
         self._producers.clear()
         problems: list[str] = []
-        for offset in reversed(list_snapshot_offsets(self.directory)):
+        for offset in reversed(self.snapshots.offsets()):
             path = snapshot_file(self.directory, offset)
             try:
-                entries = read_snapshot(path)
+                entries = self.snapshots.read(offset)
             except CorruptSnapshotError as error:
                 problems.append(f"{path.name}: {error.reason}")
                 log.warning("ignoring corrupt producer snapshot %s: %s", path, error.reason)
-                delete_snapshot(self.directory, offset)
+                self.snapshots.delete(offset)
                 continue
             self._producers.update((entry.producer_id, entry) for entry in entries)
             self._map_end_offset = offset
@@ -307,19 +206,19 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything (the log was emptied and restarts at ``offset``)."""
         self._producers.clear()
-        for snapshot_offset in list_snapshot_offsets(self.directory):
-            delete_snapshot(self.directory, snapshot_offset)
+        for snapshot_offset in self.snapshots.offsets():
+            self.snapshots.delete(snapshot_offset)
         self._map_end_offset = offset
 
     def delete_snapshots_below(self, offset: int) -> None:
         """Kafka ``deleteSnapshotsBefore``: drop snapshot files for offsets < ``offset``."""
-        for snapshot_offset in list_snapshot_offsets(self.directory):
+        for snapshot_offset in self.snapshots.offsets():
             if snapshot_offset < offset:
-                delete_snapshot(self.directory, snapshot_offset)
+                self.snapshots.delete(snapshot_offset)
 
     def _delete_snapshots_out_of_range(self, log_start_offset: int, log_end_offset: int) -> None:
         # Kafka truncateAndReload: snapshots past the log end describe truncated history, and
         # those at or below the log start are superseded by replaying from the log start.
-        for offset in list_snapshot_offsets(self.directory):
+        for offset in self.snapshots.offsets():
             if offset > log_end_offset or offset <= log_start_offset:
-                delete_snapshot(self.directory, offset)
+                self.snapshots.delete(offset)

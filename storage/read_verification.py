@@ -25,12 +25,13 @@ alone, and batches are bounded by ``max.message.bytes``).
 
 from __future__ import annotations
 
-import logging
 import os
 
 import attrs
 
-from storage.file_slice import FetchDataInfo, FileSlice
+from storage.corruption import CorruptBatch
+from storage.fetch_data import FetchDataInfo
+from storage.file_slice import FileSlice
 from storage.record_batch import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -40,20 +41,6 @@ from storage.record_batch import (
 )
 
 VERIFY_CHUNK_BYTES = 1 << 20
-# Distinct corrupt batches logged per log; more are counted but not logged again.
-MAX_REPORTED_CORRUPTIONS = 1024
-
-logger = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class CorruptBatch:
-    """The first bad batch of a read: where it is, the offset it should start at, why."""
-
-    path: str
-    position: int  # in the file
-    offset: int  # the offset after the last good batch: where the bad one starts
-    reason: str
 
 
 @attrs.frozen
@@ -131,6 +118,7 @@ def verified(
     kept: list[FileSlice] = []
     next_offset = first_offset
     for piece in info.slices:
+        assert isinstance(piece, FileSlice), "only the file store's reads are verified"
         fd = os.open(piece.path, os.O_RDONLY)
         try:
             check = _check_slice(fd, piece, next_offset, stop_offset, first=not kept)
@@ -147,27 +135,3 @@ def verified(
         shortened = FetchDataInfo(info.fetch_offset_metadata, tuple(kept), check.next_offset)
         return shortened, check.corrupt
     return info, None
-
-
-class CorruptionReports:
-    """A log's corrupt batches met by reads: counted, and each logged once (a follower
-    retries the same batch every backoff)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._logged: set[tuple[str, int]] = set()
-
-    def report(self, corrupt: CorruptBatch) -> None:
-        self.count += 1
-        key = (corrupt.path, corrupt.position)
-        if key in self._logged:
-            return
-        if len(self._logged) < MAX_REPORTED_CORRUPTIONS:
-            self._logged.add(key)
-        logger.error(
-            "%s: the batch at offset %d (byte %d) is corrupt and is not served: %s",
-            corrupt.path,
-            corrupt.offset,
-            corrupt.position,
-            corrupt.reason,
-        )

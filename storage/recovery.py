@@ -36,27 +36,16 @@ import attrs
 
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError
 from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
-from storage.leader_epoch_cache import LeaderEpochFileCache
+from storage.leader_epoch_file import LeaderEpochFileCache
 from storage.log_config import LogConfig
 from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
+from storage.segment_store import RecoveryReport
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's LogLoader.CleanShutdownFile
 TEMP_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
 
 logger = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class RecoveryReport:
-    had_clean_shutdown: bool
-    recovery_point: int  # the checkpointed recovery point recovery started from
-    recovered_segments: tuple[int, ...]  # base offsets re-validated
-    rebuilt_indexes: tuple[tuple[int, str], ...]  # (base offset, why) outside normal recovery
-    truncated_bytes: int
-    deleted_segments: tuple[int, ...]  # segments after a damaged one
-    removed_files: tuple[str, ...]  # temporary and orphaned files
-    problems: tuple[str, ...]  # what stopped a scan, per damaged segment
 
 
 def first_unflushed_segment(

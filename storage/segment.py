@@ -24,7 +24,6 @@ import attrs
 from storage.batch_scan import iter_valid_batches, read_batch_header
 from storage.file_slice import FileSlice
 from storage.index import (
-    MAX_RELATIVE_OFFSET,
     NO_TIMESTAMP,
     OFFSET_INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -35,6 +34,7 @@ from storage.index import (
 from storage.log_config import LogConfig
 from storage.record_batch import BatchHeader, CorruptRecordError
 from storage.records import iter_records
+from storage.segment_store import MAX_RELATIVE_OFFSET, AppendedBatch
 
 LOG_SUFFIX = ".log"
 CLOSED_FD = -1  # os calls on it fail with EBADF
@@ -50,39 +50,6 @@ def parse_base_offset(name: str, suffix: str) -> int | None:
     if stem == name or len(stem) != 20 or not stem.isascii() or not stem.isdigit():
         return None
     return int(stem)
-
-
-def should_roll(
-    *,
-    segment_size: int,
-    messages_size: int,
-    config: LogConfig,
-    time_waited_ms: int,
-    indexes_full: bool,
-    relative_offset: int,
-) -> bool:
-    """Kafka's ``LogSegment.shouldRoll``: roll before appending ``messages_size`` bytes?
-
-    An empty segment never rolls: a batch bigger than ``segment.bytes`` goes into it alone.
-    """
-    if segment_size == 0:
-        return False
-    return (
-        segment_size > config.segment_bytes - messages_size
-        or time_waited_ms > config.segment_ms
-        or indexes_full
-        or not 0 <= relative_offset <= MAX_RELATIVE_OFFSET
-    )
-
-
-@attrs.frozen
-class AppendedBatch:
-    """A batch about to be written: where it is in the append buffer and what it holds."""
-
-    position: int  # within the buffer passed to ``LogSegment.append``
-    size: int
-    last_offset: int
-    max_timestamp: int
 
 
 @attrs.frozen

@@ -147,9 +147,9 @@ def test_a_corrupt_stored_batch_answers_storage_error_and_the_dir_stays_online(
     log = cluster.log_manager.get_log(PETS0)
     assert log is not None
     log.flush()
-    location = log.active_segment.translate_offset(1)
+    location = log.local_log.active_segment.translate_offset(1)
     assert location is not None
-    with log.active_segment.log_path.open("r+b") as file:  # a bit flips on disk
+    with log.local_log.active_segment.log_path.open("r+b") as file:  # a bit flips on disk
         file.seek(location.position + location.header.size_in_bytes - 2)
         file.write(b"\xff")
     [read] = cluster.fetch(at(PETS0, 0))

@@ -161,9 +161,7 @@ def records_of(log: PartitionLog) -> list[Rec]:
     info = log.read(log.log_start_offset, 1 << 30, log.log_end_offset)
     out: list[Rec] = []
     for piece in info.slices:
-        with open(piece.path, "rb") as file:
-            file.seek(piece.position)
-            data = file.read(piece.length)
+        data = piece.read_bytes()
         for _, header in iter_batches(data):
             epoch = header.partition_leader_epoch
             out.extend((offset, epoch) for offset in range(header.base_offset, header.next_offset))

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import attrs
 
-from storage.file_slice import FetchDataInfo, FileSlice, LogOffsetMetadata
+from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
+from storage.file_slice import FileSlice
 from storage.leader_epoch_cache import (
     Entries,
     OffsetAndEpoch,

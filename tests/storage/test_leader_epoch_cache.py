@@ -18,7 +18,6 @@ from storage.leader_epoch_cache import (
     UNDEFINED_EPOCH_OFFSET,
     Entries,
     EpochEntry,
-    LeaderEpochFileCache,
     OffsetAndEpoch,
     assign_epoch,
     end_offset_for,
@@ -32,6 +31,7 @@ from storage.leader_epoch_cache import (
     truncate_from_end,
     truncate_from_start,
 )
+from storage.leader_epoch_file import LeaderEpochFileCache
 
 Op = tuple[str, int] | tuple[str, int, int]
 E = EpochEntry

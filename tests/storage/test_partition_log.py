@@ -1,8 +1,11 @@
 """PartitionLog: appends as leader and follower, reads, rolls, truncation, DeleteRecords,
-idempotent producers and ListOffsets (Kafka's UnifiedLogTest / LogSegmentTest behaviour)."""
+idempotent producers and ListOffsets (Kafka's UnifiedLogTest / LogSegmentTest behaviour).
+
+Every case runs on both segment stores (``storage.segment_store``): segment files and memory."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -22,6 +25,7 @@ from storage.log_validator import (
     StaleLeaderEpochError,
     UnexpectedAppendOffsetError,
 )
+from storage.memory_disk import MemoryDisk
 from storage.partition_log import OffsetAndTimestamp, PartitionLog
 from storage.record_batch import CorruptRecordError, iter_batches
 from storage.records import (
@@ -40,8 +44,27 @@ def batch(*values: bytes, timestamp: int = 1000, base_offset: int = 0, **fields:
     return bytearray(build_batch(records, base_offset=base_offset, **fields))  # type: ignore[arg-type]
 
 
+Opener = Callable[..., PartitionLog]
+# Modules that import ``open_log`` without the ``store`` fixture get files.
+OPENERS: dict[str, Opener] = {"current": PartitionLog.open}
+
+
+@pytest.fixture(autouse=True, params=["files", "memory"])
+def store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Which store ``open_log`` opens: a test's reopen finds the same directory or disk."""
+    disks: dict[Path, MemoryDisk] = {}
+
+    def in_memory(directory: Path, config: LogConfig, **kwargs: int | bool) -> PartitionLog:
+        disk = disks.setdefault(directory, MemoryDisk(directory))
+        return PartitionLog.open(disk, config, **kwargs)  # type: ignore[arg-type]
+
+    OPENERS["current"] = PartitionLog.open if request.param == "files" else in_memory
+    yield str(request.param)
+    OPENERS["current"] = PartitionLog.open
+
+
 def open_log(tmp_path: Path, config: LogConfig = CONFIG, **kwargs: int | bool) -> PartitionLog:
-    return PartitionLog.open(tmp_path / "topic-0", config, **kwargs)  # type: ignore[arg-type]
+    return OPENERS["current"](tmp_path / "topic-0", config, **kwargs)
 
 
 def records(data: bytes) -> list[tuple[int, bytes | None]]:
@@ -311,7 +334,9 @@ def test_roll_on_segment_ms_uses_record_time(tmp_path: Path) -> None:
     assert [segment.base_offset for segment in log.segments] == [0, 2]
 
 
-def test_roll_when_the_index_is_full(tmp_path: Path) -> None:
+def test_roll_when_the_index_is_full(tmp_path: Path, store: str) -> None:
+    if store == "memory":
+        pytest.skip("the in-memory store's index (its header list) never fills")
     config = attrs.evolve(
         CONFIG, segment_bytes=10**6, index_interval_bytes=0, segment_index_bytes=24
     )

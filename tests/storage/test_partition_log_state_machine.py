@@ -7,6 +7,11 @@ flushes, DeleteRecords, clean close and reopen, and crashes — with or without 
 active file cut mid-batch, reopened without the clean-shutdown marker; the model then drops only
 the torn batch, which must lie above the recovery point, as only unflushed data can tear).
 After every step, everything readable must equal the model.
+
+The machine runs on both segment stores (``storage.segment_store``): on files, a crash is a
+kill -9 (the page cache survives) that may tear the unflushed tail; in memory, a crash is a
+power loss (``MemoryDisk.crash``): every batch not yet flushed is gone, and the model keeps only
+the batches below the last flush.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from storage.log_config import LogConfig
 from storage.log_validator import OffsetOutOfRangeError
+from storage.memory_disk import MemoryDisk
 from storage.partition_log import PartitionLog
 from storage.record_batch import iter_batches
 from storage.records import SimpleRecord, build_batch, iter_records
@@ -45,18 +51,26 @@ def decode(data: bytes) -> list[tuple[int, bytes | None]]:
 
 
 class PartitionLogMachine(RuleBasedStateMachine):
+    """The rules and the model; the subclasses say how the store opens and crashes."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.root = Path(tempfile.mkdtemp(prefix="pykraft-sm-"))
-        self.directory = self.root / "topic-0"
-        self.log = PartitionLog.open(self.directory, CONFIG)
         self.batches: list[ModelBatch] = []
         self.log_start_offset = 0
         self.counter = 0
+        # Every batch below this offset has been flushed (the memory store's crash keeps them).
+        self.durable_end = 0
+        self.log = self.open_log(recovery_point=0, had_clean_shutdown=False)
+
+    def open_log(self, *, recovery_point: int, had_clean_shutdown: bool) -> PartitionLog:
+        raise NotImplementedError
+
+    def crash_store(self, tear: bool, cut: float) -> bool:
+        """Crash; True when the model's last batch was torn off (and must be dropped)."""
+        raise NotImplementedError
 
     def teardown(self) -> None:
         self.log.close_handlers()
-        shutil.rmtree(self.root, ignore_errors=True)
 
     @property
     def log_end_offset(self) -> int:
@@ -121,6 +135,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self.batches = [batch for batch in self.batches if batch.last_offset < target]
         if removed:
             self.log_start_offset = min(self.log_start_offset, removed[0].base_offset)
+        self.durable_end = min(self.durable_end, self.log_end_offset)
 
     @rule()
     def roll(self) -> None:
@@ -130,6 +145,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
     def flush(self) -> None:
         self.log.flush()
         assert self.log.recovery_point == self.log_end_offset
+        self.durable_end = self.log_end_offset
 
     @precondition(lambda self: self.batches)
     @rule(data=st.data())
@@ -145,40 +161,18 @@ class PartitionLogMachine(RuleBasedStateMachine):
     @rule()
     def clean_close_and_reopen(self) -> None:
         self.log.close()
-        self.log = PartitionLog.open(
-            self.directory,
-            CONFIG,
-            recovery_point=self.log.recovery_point,
-            log_start_offset=self.log_start_offset,
-            had_clean_shutdown=True,
-        )
+        self.durable_end = self.log_end_offset
+        self.log = self.open_log(recovery_point=self.log.recovery_point, had_clean_shutdown=True)
         assert self.log.load_report.recovered_segments == ()
 
     @rule(tear=st.booleans(), cut=st.floats(0.01, 0.99))
     def crash(self, tear: bool, cut: float) -> None:
         recovery_point = self.log.recovery_point
-        torn = self._tear_last_batch(cut) if tear and self._last_batch_unflushed() else False
-        self.log.close_handlers()
+        torn = self.crash_store(tear, cut)
         if torn:
             self.batches.pop()
-        self.log = PartitionLog.open(
-            self.directory,
-            CONFIG,
-            recovery_point=recovery_point,
-            log_start_offset=self.log_start_offset,
-        )
+        self.log = self.open_log(recovery_point=recovery_point, had_clean_shutdown=False)
         assert (self.log.load_report.truncated_bytes > 0) is torn
-
-    def _last_batch_unflushed(self) -> bool:
-        return bool(self.batches) and self.batches[-1].base_offset >= self.log.recovery_point
-
-    def _tear_last_batch(self, cut: float) -> bool:
-        last = self.batches[-1]
-        segment = next(s for s in reversed(self.log.segments) if s.base_offset <= last.base_offset)
-        keep = segment.size - last.size + max(1, int(last.size * cut))
-        with segment.log_path.open("r+b") as file:
-            file.truncate(keep)
-        return True
 
     # ------------------------------------------------------------------ invariants
 
@@ -205,7 +199,70 @@ class PartitionLogMachine(RuleBasedStateMachine):
             assert segment.size <= CONFIG.segment_bytes
 
 
-PartitionLogMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None
-)
-TestPartitionLog = PartitionLogMachine.TestCase
+class FileLogMachine(PartitionLogMachine):
+    """Segment files; a crash is kill -9, which may tear the unflushed last batch."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="pykraft-sm-"))
+        self.directory = self.root / "topic-0"
+        super().__init__()
+
+    def open_log(self, *, recovery_point: int, had_clean_shutdown: bool) -> PartitionLog:
+        return PartitionLog.open(
+            self.directory,
+            CONFIG,
+            recovery_point=recovery_point,
+            log_start_offset=self.log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+        )
+
+    def crash_store(self, tear: bool, cut: float) -> bool:
+        torn = self._tear_last_batch(cut) if tear and self._last_batch_unflushed() else False
+        self.log.close_handlers()
+        return torn
+
+    def teardown(self) -> None:
+        super().teardown()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _last_batch_unflushed(self) -> bool:
+        return bool(self.batches) and self.batches[-1].base_offset >= self.log.recovery_point
+
+    def _tear_last_batch(self, cut: float) -> bool:
+        last = self.batches[-1]
+        segments = self.log.local_log.segments
+        segment = next(s for s in reversed(segments) if s.base_offset <= last.base_offset)
+        keep = segment.size - last.size + max(1, int(last.size * cut))
+        with segment.log_path.open("r+b") as file:
+            file.truncate(keep)
+        return True
+
+
+class MemoryLogMachine(PartitionLogMachine):
+    """The in-memory store; a crash is a power loss that drops every unflushed batch."""
+
+    def __init__(self) -> None:
+        self.disk = MemoryDisk(Path("memory/topic-0"))
+        super().__init__()
+
+    def open_log(self, *, recovery_point: int, had_clean_shutdown: bool) -> PartitionLog:
+        return PartitionLog.open(
+            self.disk,
+            CONFIG,
+            recovery_point=recovery_point,
+            log_start_offset=self.log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+        )
+
+    def crash_store(self, tear: bool, cut: float) -> bool:
+        self.log.close_handlers()
+        self.disk.crash()
+        self.batches = [batch for batch in self.batches if batch.last_offset < self.durable_end]
+        return False  # memory never tears a batch: the crash cuts at a flushed boundary
+
+
+SETTINGS = settings(max_examples=60, stateful_step_count=40, deadline=None)
+FileLogMachine.TestCase.settings = SETTINGS
+MemoryLogMachine.TestCase.settings = SETTINGS
+TestPartitionLogOnFiles = FileLogMachine.TestCase
+TestPartitionLogInMemory = MemoryLogMachine.TestCase

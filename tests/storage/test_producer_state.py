@@ -13,6 +13,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from storage.producer_append import AppendCheck, AppendCheckKind, apply_batch, check_append
 from storage.producer_entry import BatchMetadata, ProducerStateEntry
 from storage.producer_snapshot import (
     CorruptSnapshotError,
@@ -20,13 +21,8 @@ from storage.producer_snapshot import (
     encode_snapshot,
     snapshot_file,
 )
-from storage.producer_state import (
-    AppendCheck,
-    AppendCheckKind,
-    ProducerStateManager,
-    apply_batch,
-    check_append,
-)
+from storage.producer_state import ProducerStateManager
+from storage.producer_state_file import ProducerStateFileManager
 from storage.record_batch import BatchHeader, parse_header
 from storage.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch
 
@@ -139,7 +135,7 @@ def test_duplicate_detection() -> None:
 def test_batches_without_producer_id_are_always_new() -> None:
     plain = header(pid=-1, epoch=-1, seq=-1)
     assert check_append(None, plain).kind is NEW
-    manager = ProducerStateManager(Path("/nonexistent"))
+    manager = ProducerStateFileManager(Path("/nonexistent"))
     for offset in range(3):
         assert manager.check(plain).kind is NEW
         manager.update(plain, offset, offset, timestamp=0)
@@ -200,7 +196,7 @@ def test_check_reads_real_batch_headers() -> None:
     records = [SimpleRecord(b"a"), SimpleRecord(b"b")]
     batch = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=0)
     h = parse_header(batch)
-    manager = ProducerStateManager(Path("/nonexistent"))
+    manager = ProducerStateFileManager(Path("/nonexistent"))
     assert manager.check(h).kind is NEW
     manager.update(h, 10, 11, timestamp=5)
     assert manager.check(h) == AppendCheck(DUP, 10, 11, manager.check(h).message)
@@ -214,7 +210,7 @@ def test_check_reads_real_batch_headers() -> None:
 
 def test_check_does_not_mutate(tmp_path: Path) -> None:
     # testPrepareUpdateDoesNotMutate
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     manager.check(header(seq=0, count=6))
     assert manager.last_entry(PID) is None
     manager.update(header(seq=0, count=6), 15, 20, timestamp=0)
@@ -236,7 +232,7 @@ def snapshot_offsets(directory: Path) -> list[int]:
 
 def test_take_snapshot(tmp_path: Path) -> None:
     # testTakeSnapshot / testSkipSnapshotIfOffsetUnchanged
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     appended(manager, PID, 0, 0, 0)
     appended(manager, PID, 0, 1, 1)
     manager.take_snapshot(2)
@@ -250,7 +246,7 @@ def test_take_snapshot(tmp_path: Path) -> None:
 
 def test_delete_snapshots_below_and_truncate_fully(tmp_path: Path) -> None:
     # testDeleteSnapshotsBefore
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     appended(manager, PID, 0, 0, 0)
     appended(manager, PID, 0, 1, 1)
     manager.take_snapshot(2)
@@ -272,7 +268,7 @@ def test_delete_snapshots_below_and_truncate_fully(tmp_path: Path) -> None:
 
 def test_truncate_and_reload_removes_out_of_range_snapshots(tmp_path: Path) -> None:
     # testTruncateAndReloadRemovesOutOfRangeSnapshots
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     for seq in range(5):
         appended(manager, PID, 0, seq, seq)
         manager.take_snapshot(seq + 1)
@@ -284,11 +280,11 @@ def test_truncate_and_reload_removes_out_of_range_snapshots(tmp_path: Path) -> N
 
 def test_recover_from_snapshot(tmp_path: Path) -> None:
     # testRecoverFromSnapshotUnfinishedTransaction: only the last batch is persisted
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     appended(manager, PID, 0, 0, 0, transactional=True)
     appended(manager, PID, 0, 1, 1, transactional=True)
     manager.take_snapshot(2)
-    recovered = ProducerStateManager(tmp_path)
+    recovered = ProducerStateFileManager(tmp_path)
     assert recovered.truncate_and_reload(0, 3) == 2  # replay offsets 2.. from the log
     entry = recovered.last_entry(PID)
     assert entry and (entry.first_data_offset, entry.first_sequence) == (1, 1)
@@ -303,12 +299,12 @@ def test_recover_from_snapshot(tmp_path: Path) -> None:
 
 def test_recover_from_snapshot_finished_and_empty_transactions(tmp_path: Path) -> None:
     # testRecoverFromSnapshotFinishedTransaction
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     appended(manager, PID, 0, 0, 0, transactional=True)
     appended(manager, PID, 0, 1, 1, transactional=True)
     manager.update(header(control=True), 2, 2, timestamp=77)
     manager.take_snapshot(3)
-    recovered = ProducerStateManager(tmp_path)
+    recovered = ProducerStateFileManager(tmp_path)
     recovered.load(3)
     entry = recovered.last_entry(PID)
     assert entry and (entry.last_sequence, entry.current_txn_first_offset) == (1, None)
@@ -323,7 +319,7 @@ def test_recover_from_snapshot_finished_and_empty_transactions(tmp_path: Path) -
 
 def test_load_from_snapshot_retains_producers(tmp_path: Path) -> None:
     # testLoadFromSnapshotRetainsNonExpiredProducers
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     appended(manager, 1, 0, 0, 0)
     appended(manager, 2, 0, 0, 1)
     manager.take_snapshot(2)
@@ -333,7 +329,7 @@ def test_load_from_snapshot_retains_producers(tmp_path: Path) -> None:
 
 
 def test_load_without_snapshots_starts_at_log_start(tmp_path: Path) -> None:
-    manager = ProducerStateManager(tmp_path / "missing-dir")
+    manager = ProducerStateFileManager(tmp_path / "missing-dir")
     assert manager.load(100, log_start_offset=40) == 40
     assert manager.producers == {}
 
@@ -348,14 +344,14 @@ def test_load_without_snapshots_starts_at_log_start(tmp_path: Path) -> None:
     ],
 )
 def test_load_skips_corrupt_snapshot(tmp_path: Path, kafka_test: str, corrupt, reason: str) -> None:
-    manager = ProducerStateManager(tmp_path)
+    manager = ProducerStateFileManager(tmp_path)
     appended(manager, PID, 0, 0, 0)
     manager.take_snapshot(1)
     appended(manager, PID, 0, 1, 1)
     manager.take_snapshot(2)
     latest = snapshot_file(tmp_path, 2)
     latest.write_bytes(corrupt(latest.read_bytes()))
-    reloaded = ProducerStateManager(tmp_path)
+    reloaded = ProducerStateFileManager(tmp_path)
     assert reloaded.load(20) == 1  # fell back to the earlier snapshot; replay from offset 1
     assert not latest.exists()
     entry = reloaded.last_entry(PID)
@@ -395,7 +391,7 @@ def test_decode_rejects_bad_snapshots() -> None:
 
 
 def test_expiration(tmp_path: Path) -> None:
-    manager = ProducerStateManager(tmp_path, producer_id_expiration_ms=1000)
+    manager = ProducerStateFileManager(tmp_path, producer_id_expiration_ms=1000)
     # testPidExpirationTimeout: after expiry the producer may continue at any sequence
     appended(manager, PID, 5, 0, 1, timestamp=0)
     manager.remove_expired_producers(now_ms=1001)

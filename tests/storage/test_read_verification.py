@@ -31,7 +31,7 @@ def offsets(data: bytes) -> list[int]:
 
 def flip_a_bit_in_batch(log: PartitionLog, offset: int) -> None:
     """Flip one bit inside the record data of the batch holding ``offset``."""
-    segment = next(s for s in reversed(log.segments) if s.base_offset <= offset)
+    segment = next(s for s in reversed(log.local_log.segments) if s.base_offset <= offset)
     location = segment.translate_offset(offset)
     assert location is not None
     position = location.position + location.header.size_in_bytes - 3
@@ -47,7 +47,7 @@ def test_a_read_stops_before_a_corrupt_batch_below_the_recovery_point(
 ) -> None:
     log = written(tmp_path)
     log.flush()
-    assert log.recovery_point == 30 and len(log.segments) > 2
+    assert log.recovery_point == 30 and len(log.local_log.segments) > 2
     flip_a_bit_in_batch(log, 17)
     with caplog.at_level(logging.ERROR):
         info = log.read(0, 10**8, 30)
@@ -67,7 +67,7 @@ def test_a_corrupt_first_batch_of_a_later_segment_ends_the_read_at_the_segment_b
 ) -> None:
     log = written(tmp_path)
     log.flush()
-    second = log.segments[1].base_offset
+    second = log.local_log.segments[1].base_offset
     flip_a_bit_in_batch(log, second)
     info = log.read(0, 10**8, 30)
     assert offsets(info.read_bytes()) == list(range(second))
@@ -89,9 +89,9 @@ def test_batches_above_the_recovery_point_are_not_rechecked(tmp_path: Path) -> N
 def test_a_flipped_base_offset_outside_the_crc_is_caught_by_the_offsets(tmp_path: Path) -> None:
     log = written(tmp_path)
     log.flush()
-    location = log.segments[0].translate_offset(5)
+    location = log.local_log.segments[0].translate_offset(5)
     assert location is not None
-    with log.segments[0].log_path.open("r+b") as file:
+    with log.local_log.segments[0].log_path.open("r+b") as file:
         file.seek(location.position)  # baseOffset's most significant byte
         file.write(b"\x04")
     info = log.read(0, 10**8, 30)

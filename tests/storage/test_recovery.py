@@ -65,7 +65,7 @@ def test_a_truncated_last_batch_is_cut_and_nothing_else_is_lost(tmp_path: Path) 
     directory = tmp_path / "t-0"
     log, sizes = written_log(directory)
     expected = contents(log)
-    active = log.active_segment.log_path
+    active = log.local_log.active_segment.log_path
     crash(log)
     with active.open("r+b") as file:
         file.truncate(active.stat().st_size - sizes[-1] // 2)
@@ -81,7 +81,7 @@ def test_a_bit_flipped_last_batch_is_cut(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log, sizes = written_log(directory)
     expected = contents(log)
-    active = log.active_segment.log_path
+    active = log.local_log.active_segment.log_path
     crash(log)
     data = bytearray(active.read_bytes())
     data[-5] ^= 0x10
@@ -95,7 +95,7 @@ def test_a_bit_flipped_last_batch_is_cut(tmp_path: Path) -> None:
 def test_damage_in_an_older_unflushed_segment_drops_the_later_segments(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log, _ = written_log(directory, batches=80)
-    segments = log.segments
+    segments = log.local_log.segments
     assert len(segments) >= 3
     damaged, later = segments[1], [segment.base_offset for segment in segments[2:]]
     crash(log)
@@ -104,7 +104,7 @@ def test_damage_in_an_older_unflushed_segment_drops_the_later_segments(tmp_path:
     damaged.log_path.write_bytes(bytes(data))
     recovered = open_log(directory)
     assert recovered.load_report.deleted_segments == tuple(later)
-    assert [s.base_offset for s in recovered.segments] == [0, damaged.base_offset]
+    assert [s.base_offset for s in recovered.local_log.segments] == [0, damaged.base_offset]
     assert not any((directory / f"{base:020d}.log").exists() for base in later)
     assert recovered.log_end_offset < later[0]
 
@@ -136,7 +136,7 @@ def test_recovery_truncates_the_epoch_cache(tmp_path: Path) -> None:
     log, _ = written_log(directory, batches=3, epoch=1)
     log.append_as_leader(batch(b"late"), leader_epoch=2, now_ms=0)
     assert log.leader_epoch_cache.entries == (EpochEntry(1, 0), EpochEntry(2, 6))
-    active = log.active_segment.log_path
+    active = log.local_log.active_segment.log_path
     crash(log)
     with active.open("r+b") as file:
         file.truncate(active.stat().st_size - 10)
@@ -161,7 +161,7 @@ def test_producer_state_is_rebuilt_by_replay_after_a_crash(tmp_path: Path) -> No
 def index_files(log: PartitionLog) -> dict[str, bytes]:
     return {
         path.name: path.read_bytes()
-        for segment in log.segments
+        for segment in log.local_log.segments
         for path in (segment.offset_index_path, segment.time_index_path)
     }
 
@@ -174,7 +174,7 @@ def closed_log(
     log.close()
     reopened = open_log(directory, clean=True)
     indexes = index_files(reopened)
-    bases = [segment.base_offset for segment in reopened.segments]
+    bases = [segment.base_offset for segment in reopened.local_log.segments]
     reopened.close()
     return expected, indexes, bases
 
@@ -218,12 +218,12 @@ def test_an_untrimmed_index_left_by_a_crash_is_rebuilt(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log, _ = written_log(directory)
     expected = contents(log)
-    active = log.active_segment
+    active = log.local_log.active_segment
     crash(log)
     assert active.offset_index_path.stat().st_size == CONFIG.segment_index_bytes
     recovered = open_log(directory)
     assert contents(recovered) == expected
-    assert recovered.active_segment.offset_index.entries > 0
+    assert recovered.local_log.active_segment.offset_index.entries > 0
 
 
 def test_stray_files_are_removed(tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_log_start_offset_beyond_the_data_empties_the_log(tmp_path: Path) -> Non
     log.close()
     reopened = PartitionLog.open(directory, CONFIG, log_start_offset=100, had_clean_shutdown=True)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 100)
-    assert [segment.base_offset for segment in reopened.segments] == [100]
+    assert [segment.base_offset for segment in reopened.local_log.segments] == [100]
 
 
 # ------------------------------------------------------------------ the pure decision
@@ -291,7 +291,7 @@ def test_a_torn_active_segment_after_a_clean_shutdown_is_recovered(tmp_path: Pat
     directory = tmp_path / "t-0"
     log, _ = written_log(directory)
     expected = contents(log)
-    active = log.active_segment.log_path
+    active = log.local_log.active_segment.log_path
     log.close()
     cut(active, active.stat().st_size - 30)  # the reproduction: 30 bytes off
     reopened = open_log(directory, recovery_point=80, clean=True)
@@ -308,12 +308,12 @@ def test_a_torn_older_segment_after_a_clean_shutdown_cuts_the_log_there(
     directory = tmp_path / "t-0"
     log, sizes = written_log(directory)
     expected = contents(log)
-    first = log.segments[0]
-    first_end = log.segments[1].base_offset
+    first = log.local_log.segments[0]
+    first_end = log.local_log.segments[1].base_offset
     log.close()
     cut(first.log_path, first.log_path.stat().st_size - (bytes_off or sizes[0]))
     reopened = open_log(directory, recovery_point=80, clean=True)
-    assert len(reopened.segments) == 1
+    assert len(reopened.local_log.segments) == 1
     assert reopened.log_end_offset == first_end - 2  # the last batch of segment 0 went
     assert contents(reopened) == expected[: first_end - 2]
     assert reopened.load_report.deleted_segments  # they no longer continued the log

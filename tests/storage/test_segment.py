@@ -13,12 +13,11 @@ from storage.log_config import LogConfig
 from storage.record_batch import iter_batches
 from storage.records import SimpleRecord, build_batch
 from storage.segment import (
-    AppendedBatch,
     LogSegment,
     parse_base_offset,
     segment_file_name,
-    should_roll,
 )
+from storage.segment_store import AppendedBatch, should_roll
 
 CONFIG = LogConfig(index_interval_bytes=100, segment_index_bytes=1024)
 

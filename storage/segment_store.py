@@ -1,0 +1,191 @@
+"""The segment store: what ``PartitionLog`` needs from the files under a partition.
+
+``PartitionLog`` makes the decisions — offsets, producer state, epoch entries, what may be
+appended, read, truncated or deleted — and a ``SegmentStore`` keeps the bytes: it appends
+already-validated batches with their offsets assigned (and indexes them), reads whole batches as
+slices, rolls, truncates, deletes segments, flushes and reports the log end offset and the
+recovery point (everything below it is durable). Two stores obey it:
+
+* ``storage.local_log.LocalLog``: real segment files (``.log``, ``.index``, ``.timeindex``), as in
+  Kafka, in production. Its reads are ``FileSlice``s the network sends with ``sendfile``.
+* ``storage.memory_store.MemorySegmentStore``: bytes in memory with injectable ``OSError`` faults
+  and a crash that drops unflushed bytes (the simulation's disk). Its reads are
+  ``MemorySlice``s, which the network writes as buffers.
+
+Contract, for both: an append or roll that raises ``OSError`` has changed nothing; a truncation
+cuts whole batches; the recovery point never passes the log end; after a crash only flushed
+bytes are left. Recovery — what opening a store does — is the store's own (``storage.recovery``
+for files, ``MemorySegmentStore.recover`` in memory), as is the CRC check of reads below the
+recovery point (bytes at rest can rot on disk, not in memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+# Kafka ``LogSegment``: offsets in a segment are stored relative to its base, in 32 bits.
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+if TYPE_CHECKING:
+    from storage.corruption import CorruptBatch
+    from storage.fetch_data import FetchDataInfo
+    from storage.log_config import LogConfig
+    from storage.record_batch import BatchHeader
+
+
+@attrs.frozen
+class AppendedBatch:
+    """A batch about to be written: where it is in the append buffer and what it holds."""
+
+    position: int  # within the buffer passed to ``append``
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+@attrs.frozen
+class RecoveryReport:
+    """What opening a store found and did (``storage.recovery`` for files)."""
+
+    had_clean_shutdown: bool
+    recovery_point: int  # the checkpointed recovery point recovery started from
+    recovered_segments: tuple[int, ...]  # base offsets re-validated
+    rebuilt_indexes: tuple[tuple[int, str], ...]  # (base offset, why) outside normal recovery
+    truncated_bytes: int
+    deleted_segments: tuple[int, ...]  # segments after a damaged one
+    removed_files: tuple[str, ...]  # temporary and orphaned files
+    problems: tuple[str, ...]  # what stopped a scan, per damaged segment
+
+
+def should_roll(
+    *,
+    segment_size: int,
+    messages_size: int,
+    config: LogConfig,
+    time_waited_ms: int,
+    indexes_full: bool,
+    relative_offset: int,
+) -> bool:
+    """Kafka's ``LogSegment.shouldRoll``: roll before appending ``messages_size`` bytes?
+
+    An empty segment never rolls: a batch bigger than ``segment.bytes`` goes into it alone.
+    """
+    if segment_size == 0:
+        return False
+    return (
+        segment_size > config.segment_bytes - messages_size
+        or time_waited_ms > config.segment_ms
+        or indexes_full
+        or not 0 <= relative_offset <= MAX_RELATIVE_OFFSET
+    )
+
+
+class SegmentView(Protocol):
+    """What the log's rules read of one segment (retention, rolls, tests)."""
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def created_ms(self) -> int: ...
+
+    def largest_timestamp_ms(self) -> int:
+        """Kafka ``largestTimestamp``: the largest record timestamp (retention.ms)."""
+        ...
+
+
+class SegmentStore(Protocol):
+    """The segments of one partition; see the module docstring for the contract."""
+
+    config: LogConfig
+
+    @property
+    def directory(self) -> Path:
+        """The partition directory (for an in-memory store, the name it stands for)."""
+        ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def recovery_point(self) -> int: ...
+
+    @property
+    def segments(self) -> Sequence[SegmentView]:
+        """Ordered by base offset, contiguous, never empty; the last one is active."""
+        ...
+
+    @property
+    def active_segment(self) -> SegmentView: ...
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    def should_roll(
+        self, messages_size: int, max_timestamp: int, last_offset: int, now_ms: int
+    ) -> bool: ...
+
+    def roll(self, now_ms: int) -> bool:
+        """A new active segment at the log end; False while the active one is empty."""
+        ...
+
+    def append(
+        self, buffer: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch]
+    ) -> None:
+        """Write whole batches continuing the log end; on ``OSError`` nothing changed."""
+        ...
+
+    def read(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> FetchDataInfo:
+        """Whole batches from the one holding ``offset`` (which is below ``upper``)."""
+        ...
+
+    def verify(
+        self, info: FetchDataInfo, first_offset: int, stop_offset: int
+    ) -> tuple[FetchDataInfo, CorruptBatch | None]:
+        """``info`` up to its first corrupt batch below ``stop_offset``, and that batch."""
+        ...
+
+    def offset_for_timestamp(
+        self, timestamp: int, log_start_offset: int, log_end_offset: int
+    ) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, record timestamp)`` (see ``storage.log_reader``)."""
+        ...
+
+    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches holding offsets >= ``offset``, in order."""
+        ...
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= ``offset`` (>= the first base offset)."""
+        ...
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None: ...
+
+    def delete_segments(self, base_offsets: Sequence[int]) -> None:
+        """Delete inactive segments (retention, DeleteRecords)."""
+        ...
+
+    def advance_recovery_point(self, offset: int) -> None: ...
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """Make [recovery point, ``up_to_offset``) durable; moves the recovery point."""
+        ...
+
+    def flush_rolled(self) -> bool:
+        """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
+        ...
+
+    def close(self) -> None:
+        """Clean shutdown: flush and release."""
+        ...
+
+    def close_handlers(self) -> None:
+        """Release without writing anything (log dir offline, simulated crash)."""
+        ...
