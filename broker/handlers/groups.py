@@ -1,6 +1,6 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, DescribeGroups, ListGroups — Kafka's ``KafkaApis`` handlers in front of the group
-coordinator (``broker.group.shell.GroupCoordinatorShell``).
+coordinator (``coordinator.group.shell.GroupCoordinatorShell``).
 
 FindCoordinator (v0-v4; v4 batches keys, KIP-699): a group's coordinator is the leader of
 partition ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`` of
@@ -30,16 +30,16 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from broker.group.coordinator import JoinGroupRequest
-from broker.group.effects import JoinGroupResult, LeaveGroupResult
-from broker.group.offsets import OFFSETS_TOPIC
-from broker.group.records import OffsetAndMetadata
-from broker.group.shell import GroupCoordinatorShell
-from broker.group.state import Protocol
 from broker.handlers.controller_client import ControllerError, NewTopic
 from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
+from coordinator.group.coordinator import JoinGroupRequest
+from coordinator.group.effects import JoinGroupResult, LeaveGroupResult
+from coordinator.group.offsets import OFFSETS_TOPIC
+from coordinator.group.records import OffsetAndMetadata
+from coordinator.group.shell import GroupCoordinatorShell
+from coordinator.group.state import Protocol
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
 from protocol.errors import Errors

@@ -1,6 +1,6 @@
 """What the pure group coordinator asks its shell to do: answer requests, append records.
 
-Every call into ``broker.group.coordinator.GroupCoordinator`` returns one ``Effects``:
+Every call into ``coordinator.group.coordinator.GroupCoordinator`` returns one ``Effects``:
 
 * ``answers``: (request id, result) pairs. A request is answered in the ``Effects`` of the call
   that carried it (a Heartbeat, an error) or of a later call: a JoinGroup when the rebalance

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from broker.group.effects import CoordinatorRecord
-from broker.group.records import (
+from coordinator.group.effects import CoordinatorRecord
+from coordinator.group.records import (
     CoordinatorRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -38,7 +38,7 @@ from broker.group.records import (
     offset_commit_key,
     offset_commit_value,
 )
-from broker.group.state import (
+from coordinator.group.state import (
     CommittedOffset,
     GroupMetadata,
     GroupState,

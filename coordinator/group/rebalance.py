@@ -32,14 +32,14 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from broker.group.effects import (
+from coordinator.group.effects import (
     NO_MEMBER_ID,
     Effects,
     JoinedMember,
     JoinGroupResult,
     SyncGroupResult,
 )
-from broker.group.state import GroupMetadata, GroupState, InitialJoin, MemberMetadata, Protocol
+from coordinator.group.state import GroupMetadata, GroupState, InitialJoin, MemberMetadata, Protocol
 from protocol.errors import Errors
 
 # GroupCoordinator.NewMemberJoinTimeoutMs: a new member's JoinGroup may wait this long.

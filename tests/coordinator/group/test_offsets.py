@@ -3,9 +3,9 @@ the records it wrote — Kafka's ``GroupCoordinatorTest`` / ``GroupMetadataManag
 
 from __future__ import annotations
 
-from broker.group.effects import Append, OffsetCommitResult
-from broker.group.offsets import LogRecord, load_groups
-from broker.group.records import (
+from coordinator.group.effects import Append, OffsetCommitResult
+from coordinator.group.offsets import LogRecord, load_groups
+from coordinator.group.records import (
     GroupMetadataValue,
     MemberRecord,
     OffsetAndMetadata,
@@ -13,10 +13,10 @@ from broker.group.records import (
     group_metadata_value,
     offset_commit_key,
 )
-from broker.group.state import GroupState
+from coordinator.group.state import GroupState
 from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
-from tests.broker.group.harness import GROUP, SESSION_TIMEOUT_MS, TOPIC0, TOPIC1, Harness
+from tests.coordinator.group.harness import GROUP, SESSION_TIMEOUT_MS, TOPIC0, TOPIC1, Harness
 
 
 def fetched(
