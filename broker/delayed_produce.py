@@ -35,7 +35,7 @@ import attrs
 
 from broker.purgatory import DeadlineTimer, monotonic_ms
 from broker.waiters import WaiterIndex
-from protocol.errors import Errors
+from common.errors import Errors
 from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting produces (STYLE.md §7).

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from broker.partition import PartitionError
 from broker.replica_api import FetcherManager
+from common.errors import Errors
 from metadata.records import NO_LEADER
-from protocol.errors import Errors
 from storage.log_config import LogConfig
 from storage.log_manager import KafkaStorageError, LogManager
 from storage.partition_log import PartitionLog

@@ -77,7 +77,7 @@ from broker.partition_state import (
     prepare_isr_shrink,
 )
 from broker.purgatory import monotonic_ms
-from protocol.errors import Errors
+from common.errors import Errors
 from storage.file_slice import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP

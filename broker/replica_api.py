@@ -16,8 +16,8 @@ import attrs
 
 from broker.isr import NO_BROKER_EPOCH
 from broker.partition import FetchIsolation, LogReadInfo
+from common.errors import Errors
 from metadata.records import BrokerEndpoint
-from protocol.errors import Errors
 from storage.file_slice import FileSlice
 from storage.leader_epoch_cache import OffsetAndEpoch
 from storage.topic_partition import TopicPartition

@@ -67,10 +67,10 @@ from broker.replica_api import (
     PartitionFetch,
     RecordedFetcherManager,
 )
+from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
-from protocol.errors import Errors
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
 from storage.log_validator import LogError

@@ -24,10 +24,11 @@ from typing import Any
 import attrs
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from common.errors import Errors
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from protocol.api_keys import ApiKey
 from protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
-from protocol.errors import Errors, ProtocolError
+from protocol.errors import ProtocolError
 from protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset, FetchPartition, PartitionData
 from storage.topic_partition import TopicPartition
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
+from common.errors import Errors
 from metadata.records import BrokerEndpoint, BrokerFeature
 from quorum.controller import (
     AllocateProducerIdsRequest,
@@ -41,7 +42,6 @@ from quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     BrokerState,
-    Errors,
     UnregisterBrokerRequest,
 )
 from quorum.node import ServiceError

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import attrs
 
-from protocol.errors import Errors
+from common.errors import Errors
 
 
 class ControllerError(Exception):

@@ -25,9 +25,9 @@ from broker.handlers.services import BrokerServices, current_leader, topic_id_st
 from broker.kafka_apis import ApiHandler, ResponseBody
 from broker.network import RequestContext
 from broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
+from common.errors import Errors
 from metadata.image import MetadataImage
 from protocol.common import UNKNOWN_LEADER, NodeEndpoint
-from protocol.errors import Errors
 from protocol.fetch import (
     NO_DIVERGING_EPOCH,
     EpochEndOffset,

@@ -34,6 +34,7 @@ from broker.handlers.controller_client import ControllerError, NewTopic
 from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
+from common.errors import Errors
 from coordinator.group.coordinator import JoinGroupRequest
 from coordinator.group.effects import JoinGroupResult, LeaveGroupResult
 from coordinator.group.offsets import OFFSETS_TOPIC
@@ -42,7 +43,6 @@ from coordinator.group.shell import GroupCoordinatorShell
 from coordinator.group.state import Protocol
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
-from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)

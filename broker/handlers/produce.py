@@ -23,8 +23,9 @@ from broker.handlers.services import BrokerServices, current_leader
 from broker.kafka_apis import ApiHandler, ResponseBody
 from broker.network import RequestContext
 from broker.replica_manager import AppendResult
+from common.errors import Errors
 from protocol.common import UNKNOWN_LEADER, NodeEndpoint
-from protocol.errors import Errors, ProtocolError
+from protocol.errors import ProtocolError
 from protocol.produce import (
     PartitionProduceResponse,
     ProduceRequest,

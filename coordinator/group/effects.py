@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from protocol.errors import Errors
+from common.errors import Errors
 from storage.topic_partition import TopicPartition
 
 NO_GENERATION = -1

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
+from common.errors import Errors
 from common.java_hash import java_string_hash, kafka_abs
 from coordinator.group import rebalance
 from coordinator.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
@@ -44,7 +45,6 @@ from coordinator.group.rebalance import GroupConfig, Step
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.state import CommittedOffset, GroupMetadata, GroupState
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
 
 # APIs that accept an empty group id (Kafka's isValidGroupId: old offset tools use it).

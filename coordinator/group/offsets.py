@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from common.errors import Errors
 from coordinator.group.effects import CoordinatorRecord
 from coordinator.group.records import (
     CoordinatorRecordError,
@@ -45,7 +46,6 @@ from coordinator.group.state import (
     MemberMetadata,
     Protocol,
 )
-from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from protocol.errors import Errors
+from common.errors import Errors
 from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
 

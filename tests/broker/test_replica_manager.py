@@ -22,6 +22,7 @@ from broker.replica_manager import (
     LogReadResult,
     PartitionFetch,
 )
+from common.errors import Errors
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -33,7 +34,6 @@ from metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from protocol.errors import Errors
 from storage.leader_epoch_cache import EpochEntry
 from storage.log_config import LogConfig
 from storage.records import ControlRecordType, build_control_batch

@@ -26,6 +26,7 @@ from broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from common.errors import Errors
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -36,7 +37,6 @@ from metadata.records import (
     PartitionChangeRecord,
     TopicRecord,
 )
-from protocol.errors import Errors
 from quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,

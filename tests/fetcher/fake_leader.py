@@ -16,11 +16,11 @@ from pathlib import Path
 
 import attrs
 
+from common.errors import Errors
 from fetcher.leader_codecs import LeaderFeatures
 from fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.errors import Errors
 from protocol.fetch import PartitionData
 from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog

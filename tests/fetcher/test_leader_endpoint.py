@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from common.errors import Errors
 from fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
@@ -38,7 +39,6 @@ from protocol.apis import (
     encode_unsupported_api_versions_response,
     response_class,
 )
-from protocol.errors import Errors
 from protocol.fetch import (
     EpochEndOffset,
     FetchableTopicResponse,

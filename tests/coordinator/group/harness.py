@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from common.errors import Errors
 from coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
 from coordinator.group.effects import (
     Append,
@@ -21,7 +22,6 @@ from coordinator.group.offsets import load_groups
 from coordinator.group.rebalance import GroupConfig
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.state import GroupMetadata, Protocol
-from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
 
 GROUP = "group"
