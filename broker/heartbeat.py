@@ -35,8 +35,8 @@ from typing import Protocol
 
 import attrs
 
+from broker.controller_api import ControllerError
 from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
-from broker.handlers.controller_client import ControllerError
 from broker.lifecycle import BrokerLifecycle, BrokerState
 from metadata.records import BrokerEndpoint, BrokerFeature
 

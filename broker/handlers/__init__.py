@@ -22,14 +22,14 @@ Wiring (the composition root)::
 
 from __future__ import annotations
 
-from broker.handlers.admin import admin_handlers
-from broker.handlers.controller_client import (
+from broker.controller_api import (
     ControllerClient,
     ControllerError,
     CreatedTopic,
     DeletedTopic,
     NewTopic,
 )
+from broker.handlers.admin import admin_handlers
 from broker.handlers.fetch import fetch_handler
 from broker.handlers.groups import group_handlers
 from broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler

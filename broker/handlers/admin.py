@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from broker.handlers.controller_client import ControllerError, NewTopic
+from broker.controller_api import ControllerError, NewTopic
 from broker.handlers.services import (
     BrokerServices,
     alive_brokers,

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from broker.handlers.controller_client import ControllerError, NewTopic
+from broker.controller_api import ControllerError, NewTopic
 from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from typing import Any
 
-from broker.handlers.controller_client import ControllerError, NewTopic
+from broker.controller_api import ControllerError, NewTopic
 from broker.handlers.services import (
     BrokerServices,
     alive_brokers,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import attrs
 
-from broker.handlers.controller_client import ControllerClient
+from broker.controller_api import ControllerClient
 from broker.replica_manager import ReplicaManager
 from metadata.image import BrokerRegistration, MetadataImage
 from metadata.records import kafka_string_to_uuid, uuid_to_kafka_string

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from broker.alter_partition import AlterPartitionItem, AlterPartitionManager, parse_result
-from broker.handlers.controller_client import ControllerError
+from broker.controller_api import ControllerError
 from broker.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 from common.errors import Errors
 

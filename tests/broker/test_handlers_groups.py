@@ -24,7 +24,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from broker.handlers.controller_client import NewTopic
+from broker.controller_api import NewTopic
 from broker.handlers.groups import group_handlers
 from broker.kafka_apis import ApiHandler
 from common.errors import Errors

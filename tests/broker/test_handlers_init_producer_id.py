@@ -20,8 +20,8 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
+from broker.controller_api import ControllerError
 from broker.handlers import broker_handlers
-from broker.handlers.controller_client import ControllerError
 from broker.handlers.init_producer_id import init_producer_id_handler
 from broker.kafka_apis import KafkaApis
 from broker.producer_ids import ProducerIdManager

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import pytest
 
+from broker.controller_api import ControllerError
 from broker.controller_client import (
     MetadataBatch,
     RecordsPage,
     SnapshotRequiredError,
 )
-from broker.handlers.controller_client import ControllerError
 from broker.metadata_loader import MetadataLoader, MetadataLoadError
 from metadata.delta import MetadataDelta, apply_records
 from metadata.image import MetadataImage
