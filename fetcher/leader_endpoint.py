@@ -34,6 +34,7 @@ import attrs
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from common.errors import Errors
+from common.topic_partition import TopicPartition
 from fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
@@ -61,7 +62,6 @@ from protocol.headers import (
     response_header_version,
 )
 from protocol.wire import INT32
-from storage.topic_partition import TopicPartition
 
 __all__ = [
     "FetchTarget",

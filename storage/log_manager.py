@@ -51,6 +51,12 @@ from pathlib import Path
 
 import attrs
 
+from common.topic_partition import (
+    TopicPartition,
+    delete_dir_name,
+    is_deleted_dir,
+    is_future_dir,
+)
 from storage.atomic_file import fsync_directory, write_atomically
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -64,12 +70,6 @@ from storage.index import CorruptIndexError
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_log import PartitionLog
 from storage.recovery import CLEAN_SHUTDOWN_FILE, RecoveryReport
-from storage.topic_partition import (
-    TopicPartition,
-    delete_dir_name,
-    is_deleted_dir,
-    is_future_dir,
-)
 
 logger = logging.getLogger(__name__)
 

@@ -35,6 +35,7 @@ from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
 from common.errors import Errors
+from common.topic_partition import TopicPartition
 from coordinator.group.coordinator import JoinGroupRequest
 from coordinator.group.effects import JoinGroupResult, LeaveGroupResult
 from coordinator.group.offsets import OFFSETS_TOPIC
@@ -43,7 +44,6 @@ from coordinator.group.shell import GroupCoordinatorShell
 from coordinator.group.state import Protocol
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
-from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

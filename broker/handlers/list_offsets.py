@@ -26,10 +26,10 @@ from broker.network import RequestContext
 from broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
 from broker.partition_state import error_for
 from common.errors import Errors
+from common.topic_partition import TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
 from storage.log_validator import CorruptLogError
-from storage.topic_partition import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from common.errors import Errors
+from common.topic_partition import TopicPartition
 from coordinator.group.effects import CoordinatorRecord
 from coordinator.group.records import (
     CoordinatorRecordError,
@@ -46,7 +47,6 @@ from coordinator.group.state import (
     MemberMetadata,
     Protocol,
 )
-from storage.topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_GENERATION = -1

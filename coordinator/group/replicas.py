@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from common.errors import Errors
+from common.topic_partition import TopicPartition
 from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
 
 
 class AppendOutcome(Protocol):
