@@ -279,7 +279,7 @@ class GroupCoordinatorShell:
         gone += [key for key in changes.followers if key.topic == OFFSETS_TOPIC]
         for key in sorted(gone):
             if key.partition in self.core.partitions:
-                logger.info("no longer the group coordinator of %s-%d", *key)
+                logger.info("no longer the group coordinator of %s", key)
                 self._apply(self.core.unload(key.partition, now_ms))
         for key, info in sorted(changes.elected_leaders.items()):
             if key.topic != OFFSETS_TOPIC:

@@ -137,7 +137,7 @@ def test_deleting_the_topic_deletes_the_log(cluster: Cluster) -> None:
     cluster.produce(PETS0, batch(b"a"))
     assert PETS1 in cluster.fetchers.assignments
     changes = cluster.publish(RemoveTopicRecord(topic_id=PETS_ID))
-    assert changes.deletes == {("pets", 0), ("pets", 1)}
+    assert changes.deletes == {PETS0, PETS1}
     assert cluster.replica_manager.partitions == {}
     assert cluster.fetchers.assignments == {}
     assert not (cluster.log_dir / "pets-0").exists()
