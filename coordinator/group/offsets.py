@@ -163,12 +163,8 @@ def fetch_offsets(
     if partitions is None:
         if group is None:
             return []
-        return [(tp, group.offset(tp)) for tp in sorted(group.offsets, key=_partition_order)]
+        return [(tp, group.offset(tp)) for tp in sorted(group.offsets)]
     return [(tp, None if group is None else group.offset(tp)) for tp in partitions]
-
-
-def _partition_order(topic_partition: TopicPartition) -> tuple[str, int]:
-    return topic_partition.topic, topic_partition.partition
 
 
 # ------------------------------------------------------------------ loading
