@@ -21,16 +21,44 @@ OffsetCommit: partitions of topics the metadata does not know are UNKNOWN_TOPIC_
 ``retention_time_ms`` (v2-v4) sets the offset's expire timestamp (pykraft does not expire
 offsets yet). OffsetFetch v8+ answers several groups per request; v1 reports a group error on
 every partition asked for, v2+ once for the group, as Kafka does.
+
+Requests reach the handlers as typed values (``group_requests.py`` reads kafka-python's objects
+and applies the version rules); the responses are still built as kafka-python objects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from broker.controller_api import ControllerError, NewTopic
+from broker.handlers.group_requests import (
+    GROUP_KEY_TYPE,
+    NO_EPOCH,
+    NO_RETENTION,
+    DescribeGroupsRequestData,
+    FindCoordinatorRequestData,
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    LeaveGroupRequestData,
+    ListGroupsRequestData,
+    OffsetCommitPartition,
+    OffsetCommitRequestData,
+    OffsetFetchGroup,
+    OffsetFetchRequestData,
+    SyncGroupRequestData,
+    describe_groups_request,
+    find_coordinator_request,
+    heartbeat_request,
+    join_group_request,
+    leave_group_request,
+    list_groups_request,
+    offset_commit_request,
+    offset_fetch_request,
+    sync_group_request,
+)
 from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
@@ -41,13 +69,11 @@ from coordinator.group.effects import JoinGroupResult, LeaveGroupResult
 from coordinator.group.offsets import OFFSETS_TOPIC
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.shell import GroupCoordinatorShell
-from coordinator.group.state import Protocol
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
 
 logger = logging.getLogger(__name__)
 
-GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 # Kafka's GroupCoordinator.offsetsTopicConfigs, plus retention.ms=-1: pykraft has no log
 # cleaner yet, so nothing may delete the segments compaction would have kept.
@@ -58,7 +84,6 @@ OFFSETS_TOPIC_CONFIGS = {
     "retention.ms": "-1",
 }
 NO_OFFSET = -1
-NO_EPOCH = -1
 
 _FindCoordinator: Any = response_class(ApiKey.FIND_COORDINATOR)
 _JoinGroup: Any = response_class(ApiKey.JOIN_GROUP)
@@ -69,6 +94,7 @@ _OffsetCommit: Any = response_class(ApiKey.OFFSET_COMMIT)
 _OffsetFetch: Any = response_class(ApiKey.OFFSET_FETCH)
 _DescribeGroups: Any = response_class(ApiKey.DESCRIBE_GROUPS)
 _ListGroups: Any = response_class(ApiKey.LIST_GROUPS)
+Request = TypeVar("Request")
 
 
 def group_handlers(
@@ -79,25 +105,36 @@ def group_handlers(
         services, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
     )
 
-    def bind(handle: Callable[[GroupCoordinatorShell, RequestContext, Any], Any]) -> ApiHandler:
+    def bind(
+        read: Callable[[Any], Request],
+        handle: Callable[[GroupCoordinatorShell, RequestContext, Request], Awaitable[Any]],
+    ) -> ApiHandler:
+        """kafka-python's request object is read into its typed value before ``handle``."""
+
         async def call(context: RequestContext, message: Any) -> Any:
-            return await handle(coordinator, context, message)
+            return await handle(coordinator, context, read(message))
 
         return kafka_python_handler(call)
 
     async def find(context: RequestContext, message: Any) -> Any:
-        return find_coordinator(services, coordinator, creator, context, message)
+        request = find_coordinator_request(message)
+        return find_coordinator(services, coordinator, creator, context, request)
+
+    async def commit(
+        shell: GroupCoordinatorShell, context: RequestContext, request: OffsetCommitRequestData
+    ) -> Any:
+        return await offset_commit(services, shell, request)
 
     return {
         ApiKey.FIND_COORDINATOR: kafka_python_handler(find),
-        ApiKey.JOIN_GROUP: bind(join_group),
-        ApiKey.SYNC_GROUP: bind(sync_group),
-        ApiKey.HEARTBEAT: bind(heartbeat),
-        ApiKey.LEAVE_GROUP: bind(leave_group),
-        ApiKey.OFFSET_COMMIT: bind(_offset_commit_with(services)),
-        ApiKey.OFFSET_FETCH: bind(offset_fetch),
-        ApiKey.DESCRIBE_GROUPS: bind(describe_groups),
-        ApiKey.LIST_GROUPS: bind(list_groups),
+        ApiKey.JOIN_GROUP: bind(join_group_request, join_group),
+        ApiKey.SYNC_GROUP: bind(sync_group_request, sync_group),
+        ApiKey.HEARTBEAT: bind(heartbeat_request, heartbeat),
+        ApiKey.LEAVE_GROUP: bind(leave_group_request, leave_group),
+        ApiKey.OFFSET_COMMIT: bind(offset_commit_request, commit),
+        ApiKey.OFFSET_FETCH: bind(offset_fetch_request, offset_fetch),
+        ApiKey.DESCRIBE_GROUPS: bind(describe_groups_request, describe_groups),
+        ApiKey.LIST_GROUPS: bind(list_groups_request, list_groups),
     }
 
 
@@ -144,11 +181,9 @@ def find_coordinator(
     coordinator: GroupCoordinatorShell,
     creator: OffsetsTopicCreator,
     context: RequestContext,
-    request: Any,
+    request: FindCoordinatorRequestData,
 ) -> Any:
-    version = request.version
-    keys = list(request.coordinator_keys) if version >= 4 else [request.key]
-    key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+    version, keys, key_type = request.version, request.keys, request.key_type
     found = [
         _coordinator_for(services, coordinator, creator, context, key, key_type) for key in keys
     ]
@@ -219,10 +254,10 @@ def _no_node(error: Errors, message: str) -> tuple[Errors, str | None, int, str,
 
 
 async def join_group(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: JoinGroupRequestData
 ) -> Any:
     version = request.version
-    if version >= 5 and request.group_instance_id is not None:
+    if request.group_instance_id is not None:
         result = JoinGroupResult(member_id=request.member_id, error=Errors.UNSUPPORTED_VERSION)
         return _join_response(version, result)
     join = JoinGroupRequest(
@@ -230,13 +265,10 @@ async def join_group(
         member_id=request.member_id,
         client_id=context.header.client_id or "",
         client_host=f"/{context.client_host}",
-        # v0 has no rebalance timeout: the session timeout serves as one (Kafka's default).
-        rebalance_timeout_ms=(
-            request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
-        ),
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
         session_timeout_ms=request.session_timeout_ms,
         protocol_type=request.protocol_type,
-        protocols=tuple(Protocol(p.name, bytes(p.metadata)) for p in request.protocols),
+        protocols=request.protocols,
         require_known_member_id=version >= 4,
     )
     return _join_response(version, await coordinator.join_group(join))
@@ -265,18 +297,18 @@ def _join_response(version: int, result: JoinGroupResult) -> Any:
 
 
 async def sync_group(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: SyncGroupRequestData
 ) -> Any:
     version = request.version
-    if version >= 3 and request.group_instance_id is not None:
+    if request.group_instance_id is not None:
         return _SyncGroup(version=version, error_code=Errors.UNSUPPORTED_VERSION, assignment=b"")
     result = await coordinator.sync_group(
         group_id=request.group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,
-        protocol_type=request.protocol_type if version >= 5 else None,
-        protocol_name=request.protocol_name if version >= 5 else None,
-        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name,
+        assignments=request.assignments,
     )
     return _SyncGroup(
         version=version,
@@ -289,9 +321,9 @@ async def sync_group(
 
 
 async def heartbeat(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: HeartbeatRequestData
 ) -> Any:
-    if request.version >= 3 and request.group_instance_id is not None:
+    if request.group_instance_id is not None:
         error = Errors.UNSUPPORTED_VERSION
     else:
         error = await coordinator.heartbeat(
@@ -301,14 +333,10 @@ async def heartbeat(
 
 
 async def leave_group(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: LeaveGroupRequestData
 ) -> Any:
     version = request.version
-    if version >= 3:
-        members = [(m.member_id, m.group_instance_id) for m in request.members]
-    else:
-        members = [(request.member_id, None)]
-    result = await coordinator.leave_group(request.group_id, members)
+    result = await coordinator.leave_group(request.group_id, list(request.members))
     if version < 3:
         return _LeaveGroup(version=version, throttle_time_ms=0, error_code=_leave_error(result))
     return _LeaveGroup(
@@ -334,24 +362,13 @@ def _leave_error(result: LeaveGroupResult) -> Errors:
 # ------------------------------------------------------------------ offsets
 
 
-def _offset_commit_with(
-    services: BrokerServices,
-) -> Callable[[GroupCoordinatorShell, RequestContext, Any], Any]:
-    async def handle(
-        coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
-    ) -> Any:
-        return await offset_commit(services, coordinator, request)
-
-    return handle
-
-
 async def offset_commit(
-    services: BrokerServices, coordinator: GroupCoordinatorShell, request: Any
+    services: BrokerServices, coordinator: GroupCoordinatorShell, request: OffsetCommitRequestData
 ) -> Any:
     version = request.version
     named = [(t.name, p) for t in request.topics for p in t.partitions]
     errors: dict[TopicPartition, Errors] = {}
-    if version >= 7 and request.group_instance_id is not None:
+    if request.group_instance_id is not None:
         errors = {
             TopicPartition(name, p.partition_index): Errors.UNSUPPORTED_VERSION for name, p in named
         }
@@ -379,11 +396,11 @@ async def offset_commit(
 async def _commit(
     services: BrokerServices,
     coordinator: GroupCoordinatorShell,
-    request: Any,
-    named: list[tuple[str, Any]],
+    request: OffsetCommitRequestData,
+    named: list[tuple[str, OffsetCommitPartition]],
 ) -> dict[TopicPartition, Errors]:
     now_ms = services.time_ms()
-    retention_ms = request.retention_time_ms if 2 <= request.version <= 4 else -1
+    retention_ms = request.retention_time_ms
     image = services.metadata()
     errors: dict[TopicPartition, Errors] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -395,17 +412,17 @@ async def _commit(
             continue
         offsets[tp] = OffsetAndMetadata(
             offset=partition.committed_offset,
-            leader_epoch=partition.committed_leader_epoch if request.version >= 6 else NO_EPOCH,
+            leader_epoch=partition.committed_leader_epoch,
             metadata=partition.committed_metadata or "",
             commit_timestamp_ms=now_ms,
-            expire_timestamp_ms=None if retention_ms == -1 else now_ms + retention_ms,
+            expire_timestamp_ms=None if retention_ms == NO_RETENTION else now_ms + retention_ms,
         )
     if offsets:
         errors.update(
             await coordinator.commit_offsets(
                 group_id=request.group_id,
                 member_id=request.member_id,
-                generation_id=request.generation_id_or_member_epoch,
+                generation_id=request.generation_id,
                 offsets=offsets,
             )
         )
@@ -413,14 +430,15 @@ async def _commit(
 
 
 async def offset_fetch(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: OffsetFetchRequestData
 ) -> Any:
     version = request.version
     if version >= 8:
-        groups = [_fetch_group(coordinator, g.group_id, _wanted(g.topics)) for g in request.groups]
+        groups = [_fetch_group(coordinator, g.group_id, _wanted(g)) for g in request.groups]
         return _OffsetFetch(version=version, throttle_time_ms=0, groups=groups)
-    wanted = _wanted(request.topics)
-    error, offsets = coordinator.fetch_offsets(request.group_id, wanted)
+    (group,) = request.groups
+    wanted = _wanted(group)
+    error, offsets = coordinator.fetch_offsets(group.group_id, wanted)
     if error is not Errors.NONE and version < 2:
         # v1 has no group error: every partition asked for carries it.
         offsets = [(tp, None) for tp in wanted or []]
@@ -443,10 +461,8 @@ async def offset_fetch(
     )
 
 
-def _wanted(topics: Iterable[Any] | None) -> list[TopicPartition] | None:
-    if topics is None:
-        return None
-    return [TopicPartition(t.name, index) for t in topics for index in t.partition_indexes]
+def _wanted(group: OffsetFetchGroup) -> list[TopicPartition] | None:
+    return None if group.partitions is None else list(group.partitions)
 
 
 def _committed(value: OffsetAndMetadata | None) -> dict[str, Any]:
@@ -483,7 +499,7 @@ def _fetch_group(
 
 
 async def describe_groups(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: DescribeGroupsRequestData
 ) -> Any:
     described = []
     for group_id in request.groups:
@@ -512,11 +528,10 @@ async def describe_groups(
 
 
 async def list_groups(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: ListGroupsRequestData
 ) -> Any:
     version = request.version
-    states = frozenset(request.states_filter or ()) if version >= 4 else frozenset()
-    error, overviews = coordinator.list_groups(states)
+    error, overviews = coordinator.list_groups(request.states_filter)
     return _ListGroups(
         version=version,
         throttle_time_ms=0,
