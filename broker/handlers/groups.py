@@ -36,7 +36,6 @@ from typing import Any, TypeVar
 from broker.controller_api import ControllerError, NewTopic
 from broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
-    NO_EPOCH,
     NO_RETENTION,
     DescribeGroupsRequestData,
     FindCoordinatorRequestData,
@@ -46,7 +45,6 @@ from broker.handlers.group_requests import (
     ListGroupsRequestData,
     OffsetCommitPartition,
     OffsetCommitRequestData,
-    OffsetFetchGroup,
     OffsetFetchRequestData,
     SyncGroupRequestData,
     describe_groups_request,
@@ -59,18 +57,30 @@ from broker.handlers.group_requests import (
     offset_fetch_request,
     sync_group_request,
 )
+from broker.handlers.group_responses import (
+    FetchedGroup,
+    FoundCoordinator,
+    describe_groups_response,
+    find_coordinator_response,
+    heartbeat_response,
+    join_group_response,
+    leave_group_response,
+    list_groups_response,
+    offset_commit_response,
+    offset_fetch_response,
+    sync_group_response,
+)
 from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
 from common.errors import Errors
 from common.topic_partition import TopicPartition
 from coordinator.group.coordinator import JoinGroupRequest
-from coordinator.group.effects import JoinGroupResult, LeaveGroupResult
+from coordinator.group.effects import JoinGroupResult, SyncGroupResult
 from coordinator.group.offsets import OFFSETS_TOPIC
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.shell import GroupCoordinatorShell
 from protocol.api_keys import ApiKey
-from protocol.apis import response_class
 
 logger = logging.getLogger(__name__)
 
@@ -83,17 +93,7 @@ OFFSETS_TOPIC_CONFIGS = {
     "segment.bytes": str(100 * 1024 * 1024),
     "retention.ms": "-1",
 }
-NO_OFFSET = -1
 
-_FindCoordinator: Any = response_class(ApiKey.FIND_COORDINATOR)
-_JoinGroup: Any = response_class(ApiKey.JOIN_GROUP)
-_SyncGroup: Any = response_class(ApiKey.SYNC_GROUP)
-_Heartbeat: Any = response_class(ApiKey.HEARTBEAT)
-_LeaveGroup: Any = response_class(ApiKey.LEAVE_GROUP)
-_OffsetCommit: Any = response_class(ApiKey.OFFSET_COMMIT)
-_OffsetFetch: Any = response_class(ApiKey.OFFSET_FETCH)
-_DescribeGroups: Any = response_class(ApiKey.DESCRIBE_GROUPS)
-_ListGroups: Any = response_class(ApiKey.LIST_GROUPS)
 Request = TypeVar("Request")
 
 
@@ -183,36 +183,11 @@ def find_coordinator(
     context: RequestContext,
     request: FindCoordinatorRequestData,
 ) -> Any:
-    version, keys, key_type = request.version, request.keys, request.key_type
     found = [
-        _coordinator_for(services, coordinator, creator, context, key, key_type) for key in keys
+        _coordinator_for(services, coordinator, creator, context, key, request.key_type)
+        for key in request.keys
     ]
-    if version >= 4:
-        return _FindCoordinator(
-            version=version,
-            throttle_time_ms=0,
-            coordinators=[
-                _FindCoordinator.Coordinator(
-                    key=key,
-                    node_id=node_id,
-                    host=host,
-                    port=port,
-                    error_code=error,
-                    error_message=message,
-                )
-                for key, (error, message, node_id, host, port) in zip(keys, found, strict=True)
-            ],
-        )
-    error, message, node_id, host, port = found[0]
-    return _FindCoordinator(
-        version=version,
-        throttle_time_ms=0,
-        error_code=error,
-        error_message=message,
-        node_id=node_id,
-        host=host,
-        port=port,
-    )
+    return find_coordinator_response(request.version, found)
 
 
 def _coordinator_for(
@@ -222,18 +197,21 @@ def _coordinator_for(
     context: RequestContext,
     key: str,
     key_type: int,
-) -> tuple[Errors, str | None, int, str, int]:
-    """(error, message, node id, host, port) — Kafka's ``getCoordinator``."""
+) -> FoundCoordinator:
+    """Kafka's ``getCoordinator`` for one key."""
     if key_type == TRANSACTION_KEY_TYPE:
-        return _no_node(Errors.COORDINATOR_NOT_AVAILABLE, "pykraft has no transaction coordinator")
+        message = "pykraft has no transaction coordinator"
+        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
     if key_type != GROUP_KEY_TYPE:
-        return _no_node(Errors.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
+        message = f"Unknown coordinator type {key_type}"
+        return FoundCoordinator(key=key, error=Errors.INVALID_REQUEST, message=message)
     image = services.metadata()
     topic = image.topics.by_name.get(OFFSETS_TOPIC)
     if topic is None:
         alive = sum(1 for broker in image.cluster.brokers.values() if not broker.fenced)
         creator.maybe_create(alive)
-        return _no_node(Errors.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+        message = f"{OFFSETS_TOPIC} is being created"
+        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
     registration = topic.partitions.get(coordinator.partition_for(key))
     leader = None
     if registration is not None and registration.has_leader():
@@ -242,12 +220,16 @@ def _coordinator_for(
     if leader is not None and not leader.fenced:
         node = node_endpoint(leader, context.listener_name)
     if node is None:
-        return _no_node(Errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    return Errors.NONE, None, node.node_id, node.host, node.port
-
-
-def _no_node(error: Errors, message: str) -> tuple[Errors, str | None, int, str, int]:
-    return error, message, -1, "", -1
+        message = "The coordinator is not available."
+        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
+    return FoundCoordinator(
+        key=key,
+        error=Errors.NONE,
+        message=None,
+        node_id=node.node_id,
+        host=node.host,
+        port=node.port,
+    )
 
 
 # ------------------------------------------------------------------ JoinGroup and friends
@@ -259,7 +241,7 @@ async def join_group(
     version = request.version
     if request.group_instance_id is not None:
         result = JoinGroupResult(member_id=request.member_id, error=Errors.UNSUPPORTED_VERSION)
-        return _join_response(version, result)
+        return join_group_response(version, result)
     join = JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -271,53 +253,24 @@ async def join_group(
         protocols=request.protocols,
         require_known_member_id=version >= 4,
     )
-    return _join_response(version, await coordinator.join_group(join))
-
-
-def _join_response(version: int, result: JoinGroupResult) -> Any:
-    # Before v7 the protocol name is a non-null string (GroupCoordinator.NoProtocol).
-    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
-    return _JoinGroup(
-        version=version,
-        throttle_time_ms=0,
-        error_code=result.error,
-        generation_id=result.generation_id,
-        protocol_type=result.protocol_type,
-        protocol_name=protocol_name,
-        leader=result.leader_id,
-        skip_assignment=result.skip_assignment,
-        member_id=result.member_id,
-        members=[
-            _JoinGroup.JoinGroupResponseMember(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
-            )
-            for m in result.members
-        ],
-    )
+    return join_group_response(version, await coordinator.join_group(join))
 
 
 async def sync_group(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: SyncGroupRequestData
 ) -> Any:
-    version = request.version
     if request.group_instance_id is not None:
-        return _SyncGroup(version=version, error_code=Errors.UNSUPPORTED_VERSION, assignment=b"")
-    result = await coordinator.sync_group(
-        group_id=request.group_id,
-        generation_id=request.generation_id,
-        member_id=request.member_id,
-        protocol_type=request.protocol_type,
-        protocol_name=request.protocol_name,
-        assignments=request.assignments,
-    )
-    return _SyncGroup(
-        version=version,
-        throttle_time_ms=0,
-        error_code=result.error,
-        protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name,
-        assignment=result.assignment,
-    )
+        result = SyncGroupResult(error=Errors.UNSUPPORTED_VERSION)
+    else:
+        result = await coordinator.sync_group(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            protocol_type=request.protocol_type,
+            protocol_name=request.protocol_name,
+            assignments=request.assignments,
+        )
+    return sync_group_response(request.version, result)
 
 
 async def heartbeat(
@@ -329,34 +282,14 @@ async def heartbeat(
         error = await coordinator.heartbeat(
             request.group_id, request.member_id, request.generation_id
         )
-    return _Heartbeat(version=request.version, throttle_time_ms=0, error_code=error)
+    return heartbeat_response(request.version, error)
 
 
 async def leave_group(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: LeaveGroupRequestData
 ) -> Any:
-    version = request.version
     result = await coordinator.leave_group(request.group_id, list(request.members))
-    if version < 3:
-        return _LeaveGroup(version=version, throttle_time_ms=0, error_code=_leave_error(result))
-    return _LeaveGroup(
-        version=version,
-        throttle_time_ms=0,
-        error_code=result.error,
-        members=[
-            _LeaveGroup.MemberResponse(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
-            )
-            for m in result.members
-        ],
-    )
-
-
-def _leave_error(result: LeaveGroupResult) -> Errors:
-    """Before v3 one error: the group's, else the member's (``LeaveGroupResponse.getError``)."""
-    if result.error is not Errors.NONE:
-        return result.error
-    return next((m.error for m in result.members if m.error is not Errors.NONE), Errors.NONE)
+    return leave_group_response(request.version, result)
 
 
 # ------------------------------------------------------------------ offsets
@@ -365,7 +298,6 @@ def _leave_error(result: LeaveGroupResult) -> Errors:
 async def offset_commit(
     services: BrokerServices, coordinator: GroupCoordinatorShell, request: OffsetCommitRequestData
 ) -> Any:
-    version = request.version
     named = [(t.name, p) for t in request.topics for p in t.partitions]
     errors: dict[TopicPartition, Errors] = {}
     if request.group_instance_id is not None:
@@ -374,23 +306,7 @@ async def offset_commit(
         }
     else:
         errors = await _commit(services, coordinator, request, named)
-    return _OffsetCommit(
-        version=version,
-        throttle_time_ms=0,
-        topics=[
-            _OffsetCommit.OffsetCommitResponseTopic(
-                name=topic.name,
-                partitions=[
-                    _OffsetCommit.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
-    )
+    return offset_commit_response(request, errors)
 
 
 async def _commit(
@@ -432,67 +348,12 @@ async def _commit(
 async def offset_fetch(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: OffsetFetchRequestData
 ) -> Any:
-    version = request.version
-    if version >= 8:
-        groups = [_fetch_group(coordinator, g.group_id, _wanted(g)) for g in request.groups]
-        return _OffsetFetch(version=version, throttle_time_ms=0, groups=groups)
-    (group,) = request.groups
-    wanted = _wanted(group)
-    error, offsets = coordinator.fetch_offsets(group.group_id, wanted)
-    if error is not Errors.NONE and version < 2:
-        # v1 has no group error: every partition asked for carries it.
-        offsets = [(tp, None) for tp in wanted or []]
-    partition_error = error if version < 2 else Errors.NONE
-    topics: dict[str, list[Any]] = {}
-    for tp, value in offsets:
-        topics.setdefault(tp.topic, []).append(
-            _OffsetFetch.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
-                partition_index=tp.partition, error_code=partition_error, **_committed(value)
-            )
-        )
-    return _OffsetFetch(
-        version=version,
-        throttle_time_ms=0,
-        error_code=error,
-        topics=[
-            _OffsetFetch.OffsetFetchResponseTopic(name=name, partitions=parts)
-            for name, parts in topics.items()
-        ],
-    )
-
-
-def _wanted(group: OffsetFetchGroup) -> list[TopicPartition] | None:
-    return None if group.partitions is None else list(group.partitions)
-
-
-def _committed(value: OffsetAndMetadata | None) -> dict[str, Any]:
-    if value is None:
-        return {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_EPOCH, "metadata": ""}
-    return {
-        "committed_offset": value.offset,
-        "committed_leader_epoch": value.leader_epoch,
-        "metadata": value.metadata,
-    }
-
-
-def _fetch_group(
-    coordinator: GroupCoordinatorShell, group_id: str, wanted: list[TopicPartition] | None
-) -> Any:
-    group_class = _OffsetFetch.OffsetFetchResponseGroup
-    topic_class = group_class.OffsetFetchResponseTopics
-    error, offsets = coordinator.fetch_offsets(group_id, wanted)
-    topics: dict[str, list[Any]] = {}
-    for tp, value in offsets:
-        topics.setdefault(tp.topic, []).append(
-            topic_class.OffsetFetchResponsePartitions(
-                partition_index=tp.partition, error_code=Errors.NONE, **_committed(value)
-            )
-        )
-    return group_class(
-        group_id=group_id,
-        error_code=error,
-        topics=[topic_class(name=name, partitions=parts) for name, parts in topics.items()],
-    )
+    fetched = []
+    for group in request.groups:
+        wanted = None if group.partitions is None else list(group.partitions)
+        error, offsets = coordinator.fetch_offsets(group.group_id, wanted)
+        fetched.append(FetchedGroup(group=group, error=error, offsets=offsets))
+    return offset_fetch_response(request.version, fetched)
 
 
 # ------------------------------------------------------------------ describe and list
@@ -501,45 +362,12 @@ def _fetch_group(
 async def describe_groups(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: DescribeGroupsRequestData
 ) -> Any:
-    described = []
-    for group_id in request.groups:
-        error, summary = coordinator.describe_group(group_id)
-        described.append(
-            _DescribeGroups.DescribedGroup(
-                error_code=error,
-                group_id=group_id,
-                group_state=summary.state,
-                protocol_type=summary.protocol_type,
-                protocol_data=summary.protocol,
-                members=[
-                    _DescribeGroups.DescribedGroup.DescribedGroupMember(
-                        member_id=m.member_id,
-                        group_instance_id=None,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        member_metadata=m.metadata,
-                        member_assignment=m.assignment,
-                    )
-                    for m in summary.members
-                ],
-            )
-        )
-    return _DescribeGroups(version=request.version, throttle_time_ms=0, groups=described)
+    described = [(group_id, *coordinator.describe_group(group_id)) for group_id in request.groups]
+    return describe_groups_response(request.version, described)
 
 
 async def list_groups(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: ListGroupsRequestData
 ) -> Any:
-    version = request.version
     error, overviews = coordinator.list_groups(request.states_filter)
-    return _ListGroups(
-        version=version,
-        throttle_time_ms=0,
-        error_code=error,
-        groups=[
-            _ListGroups.ListedGroup(
-                group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state
-            )
-            for g in overviews
-        ],
-    )
+    return list_groups_response(request.version, error, overviews)
