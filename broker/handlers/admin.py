@@ -18,6 +18,10 @@ DescribeCluster (v0-v1) is served from the local image, as a Kafka broker does f
 metadata cache: the unfenced brokers on the request's listener, the cluster id, and the
 controller id of ``services.controller_id``. Asking a broker for controller endpoints
 (endpoint_type 2) is UNSUPPORTED_ENDPOINT_TYPE.
+
+CreateTopics, CreatePartitions and DescribeConfigs reach their handlers as typed values
+(``admin_requests.py``); DeleteTopics and DescribeCluster still read kafka-python's objects, and
+every answer is still built as a kafka-python object.
 """
 
 from __future__ import annotations
@@ -25,9 +29,19 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.controller_api import ControllerError, NewTopic
+from broker.handlers.admin_requests import (
+    CreatePartitionsRequestData,
+    CreatePartitionsTopic,
+    CreateTopicsRequestData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResource,
+    create_partitions_request,
+    create_topics_request,
+    describe_configs_request,
+)
 from broker.handlers.services import (
     BrokerServices,
     alive_brokers,
@@ -48,24 +62,39 @@ DYNAMIC_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
 DEFAULT_CONFIG = 5
 BROKER_ENDPOINT_TYPE = 1
-_RESOURCE_KINDS = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"}
+# Keyed by the wire's int: an unknown resource type is not a ConfigResourceType.
+_RESOURCE_KINDS: dict[int, str] = {
+    ConfigResourceType.TOPIC: "topic",
+    ConfigResourceType.BROKER: "broker",
+}
+
+
+Request = TypeVar("Request")
 
 
 def admin_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
-    def adapt(handle: Callable[[BrokerServices, Any], Awaitable[Any]]) -> ApiHandler:
+    def adapt(
+        read: Callable[[Any], Request],
+        handle: Callable[[BrokerServices, Request], Awaitable[Any]],
+    ) -> ApiHandler:
+        """kafka-python's request object is read by ``read`` before ``handle`` sees it."""
+
         async def call(request: RequestContext, message: Any) -> Any:
-            return await handle(services, message)
+            return await handle(services, read(message))
 
         return kafka_python_handler(call)
+
+    def as_is(message: Any) -> Any:
+        return message
 
     async def describe_cluster_here(request: RequestContext, message: Any) -> Any:
         return describe_cluster(services, message, request.listener_name)
 
     return {
-        ApiKey.CREATE_TOPICS: adapt(create_topics),
-        ApiKey.DELETE_TOPICS: adapt(delete_topics),
-        ApiKey.CREATE_PARTITIONS: adapt(create_partitions),
-        ApiKey.DESCRIBE_CONFIGS: adapt(describe_configs),
+        ApiKey.CREATE_TOPICS: adapt(create_topics_request, create_topics),
+        ApiKey.DELETE_TOPICS: adapt(as_is, delete_topics),
+        ApiKey.CREATE_PARTITIONS: adapt(create_partitions_request, create_partitions),
+        ApiKey.DESCRIBE_CONFIGS: adapt(describe_configs_request, describe_configs),
         ApiKey.DESCRIBE_CLUSTER: kafka_python_handler(describe_cluster_here),
     }
 
@@ -82,22 +111,15 @@ _CreatedTopic: Any = _CreateTopics.CreatableTopicResult
 _CreatedConfig: Any = _CreatedTopic.CreatableTopicConfigs
 
 
-async def create_topics(services: BrokerServices, request: Any) -> Any:
+async def create_topics(services: BrokerServices, request: CreateTopicsRequestData) -> Any:
     duplicates = _duplicates([topic.name for topic in request.topics])
 
-    async def one(topic: Any) -> Any:
+    async def one(topic: NewTopic) -> Any:
         if topic.name in duplicates:
             return _created_error(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
-        new_topic = NewTopic(
-            name=topic.name,
-            num_partitions=topic.num_partitions,
-            replication_factor=topic.replication_factor,
-            assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
-            configs={config.name: config.value for config in topic.configs},
-        )
         try:
             created = await services.controller.create_topic(
-                new_topic, validate_only=request.validate_only
+                topic, validate_only=request.validate_only
             )
         except ControllerError as error:
             return _created_error(topic.name, error.code, error.message)
@@ -202,18 +224,15 @@ _CreatePartitions: Any = response_class(ApiKey.CREATE_PARTITIONS)
 _PartitionsResult: Any = _CreatePartitions.CreatePartitionsTopicResult
 
 
-async def create_partitions(services: BrokerServices, request: Any) -> Any:
+async def create_partitions(services: BrokerServices, request: CreatePartitionsRequestData) -> Any:
     duplicates = _duplicates([topic.name for topic in request.topics])
 
-    async def one(topic: Any) -> Any:
+    async def one(topic: CreatePartitionsTopic) -> Any:
         if topic.name in duplicates:
             return _partitions_result(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
-        assignments = None
-        if topic.assignments is not None:
-            assignments = [tuple(a.broker_ids) for a in topic.assignments]
         try:
             await services.controller.create_partitions(
-                topic.name, topic.count, assignments, validate_only=request.validate_only
+                topic.name, topic.count, topic.assignments, validate_only=request.validate_only
             )
         except ControllerError as error:
             return _partitions_result(topic.name, error.code, error.message)
@@ -236,8 +255,8 @@ _ConfigEntry: Any = _ConfigsResult.DescribeConfigsResourceResult
 _Synonym: Any = _ConfigEntry.DescribeConfigsSynonym
 
 
-async def describe_configs(services: BrokerServices, request: Any) -> Any:
-    async def one(resource: Any) -> Any:
+async def describe_configs(services: BrokerServices, request: DescribeConfigsRequestData) -> Any:
+    async def one(resource: DescribeConfigsResource) -> Any:
         kind = _RESOURCE_KINDS.get(resource.resource_type)
         problem = _resource_problem(services, resource, kind)
         if problem is not None:
@@ -266,7 +285,7 @@ async def describe_configs(services: BrokerServices, request: Any) -> Any:
 
 
 def _resource_problem(
-    services: BrokerServices, resource: Any, kind: str | None
+    services: BrokerServices, resource: DescribeConfigsResource, kind: str | None
 ) -> tuple[Errors, str] | None:
     if kind is None:
         return Errors.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}"
@@ -295,7 +314,9 @@ def _config_entry(name: str, value: str, source: int, include_synonyms: bool) ->
     )
 
 
-def _configs_result(resource: Any, error: Errors, message: str | None, entries: list[Any]) -> Any:
+def _configs_result(
+    resource: DescribeConfigsResource, error: Errors, message: str | None, entries: list[Any]
+) -> Any:
     return _ConfigsResult(
         error_code=error,
         error_message=message,

@@ -1,0 +1,103 @@
+"""The forwarded admin requests as small typed values, read once from kafka-python's objects.
+
+The counterpart of ``group_requests.py`` for CreateTopics, CreatePartitions and DescribeConfigs:
+the handlers work on these values, not on kafka-python's version-dependent objects. A CreateTopics
+entry is already the controller call's ``NewTopic``. DeleteTopics (names or v6 topic ids) and
+DescribeCluster still read kafka-python's objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from broker.controller_api import NewTopic
+
+
+@attrs.frozen(kw_only=True)
+class CreateTopicsRequestData:
+    version: int
+    validate_only: bool
+    topics: tuple[NewTopic, ...]
+
+
+@attrs.frozen(kw_only=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int
+    # One broker-id list per new partition, or None: the controller places them.
+    assignments: tuple[tuple[int, ...], ...] | None
+
+
+@attrs.frozen(kw_only=True)
+class CreatePartitionsRequestData:
+    version: int
+    validate_only: bool
+    topics: tuple[CreatePartitionsTopic, ...]
+
+
+@attrs.frozen(kw_only=True)
+class DescribeConfigsResource:
+    resource_type: int
+    resource_name: str
+    # None: every config.
+    configuration_keys: frozenset[str] | None
+
+
+@attrs.frozen(kw_only=True)
+class DescribeConfigsRequestData:
+    version: int
+    include_synonyms: bool
+    resources: tuple[DescribeConfigsResource, ...]
+
+
+def create_topics_request(message: Any) -> CreateTopicsRequestData:
+    return CreateTopicsRequestData(
+        version=message.version,
+        validate_only=bool(message.validate_only),
+        topics=tuple(
+            NewTopic(
+                name=topic.name,
+                num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+                assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
+                configs={config.name: config.value for config in topic.configs},
+            )
+            for topic in message.topics
+        ),
+    )
+
+
+def create_partitions_request(message: Any) -> CreatePartitionsRequestData:
+    return CreatePartitionsRequestData(
+        version=message.version,
+        validate_only=bool(message.validate_only),
+        topics=tuple(
+            CreatePartitionsTopic(
+                name=topic.name,
+                count=topic.count,
+                assignments=None
+                if topic.assignments is None
+                else tuple(tuple(a.broker_ids) for a in topic.assignments),
+            )
+            for topic in message.topics
+        ),
+    )
+
+
+def describe_configs_request(message: Any) -> DescribeConfigsRequestData:
+    return DescribeConfigsRequestData(
+        version=message.version,
+        include_synonyms=bool(message.include_synonyms),
+        resources=tuple(
+            DescribeConfigsResource(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configuration_keys=None
+                if resource.configuration_keys is None
+                else frozenset(resource.configuration_keys),
+            )
+            for resource in message.resources
+        ),
+    )

@@ -1,0 +1,96 @@
+"""The forwarded admin requests read from kafka-python's objects into typed values."""
+
+from __future__ import annotations
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DescribeConfigsRequest,
+)
+
+from broker.controller_api import NewTopic
+from broker.handlers.admin_requests import (
+    CreatePartitionsRequestData,
+    CreatePartitionsTopic,
+    CreateTopicsRequestData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResource,
+    create_partitions_request,
+    create_topics_request,
+    describe_configs_request,
+)
+
+_New = CreateTopicsRequest.CreatableTopic
+
+
+def test_create_topics_entries_are_the_controller_calls_new_topics() -> None:
+    placed = _New(
+        name="placed",
+        num_partitions=-1,
+        replication_factor=-1,
+        assignments=[_New.CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2])],
+        configs=[_New.CreatableTopicConfig(name="cleanup.policy", value="compact")],
+    )
+    defaults = _New(
+        name="plain", num_partitions=3, replication_factor=1, assignments=[], configs=[]
+    )
+    message = CreateTopicsRequest(
+        version=5, topics=[placed, defaults], timeout_ms=5000, validate_only=True
+    )
+    assert create_topics_request(message) == CreateTopicsRequestData(
+        version=5,
+        validate_only=True,
+        topics=(
+            NewTopic(
+                name="placed",
+                assignments={0: (1, 2)},
+                configs={"cleanup.policy": "compact"},
+            ),
+            NewTopic(name="plain", num_partitions=3, replication_factor=1),
+        ),
+    )
+
+
+def test_create_partitions_with_and_without_assignments() -> None:
+    topic = CreatePartitionsRequest.CreatePartitionsTopic
+    assignment = topic.CreatePartitionsAssignment
+    message = CreatePartitionsRequest(
+        version=1,
+        timeout_ms=5000,
+        validate_only=False,
+        topics=[
+            topic(name="a", count=4, assignments=None),
+            topic(name="b", count=3, assignments=[assignment(broker_ids=[2, 1])]),
+        ],
+    )
+    assert create_partitions_request(message) == CreatePartitionsRequestData(
+        version=1,
+        validate_only=False,
+        topics=(
+            CreatePartitionsTopic(name="a", count=4, assignments=None),
+            CreatePartitionsTopic(name="b", count=3, assignments=((2, 1),)),
+        ),
+    )
+
+
+def test_describe_configs_keys_none_means_every_config() -> None:
+    resource = DescribeConfigsRequest.DescribeConfigsResource
+    message = DescribeConfigsRequest(
+        version=1,
+        include_synonyms=True,
+        include_documentation=False,
+        resources=[
+            resource(resource_type=2, resource_name="pets", configuration_keys=None),
+            resource(resource_type=4, resource_name="", configuration_keys=["a", "b"]),
+        ],
+    )
+    assert describe_configs_request(message) == DescribeConfigsRequestData(
+        version=1,
+        include_synonyms=True,
+        resources=(
+            DescribeConfigsResource(resource_type=2, resource_name="pets", configuration_keys=None),
+            DescribeConfigsResource(
+                resource_type=4, resource_name="", configuration_keys=frozenset({"a", "b"})
+            ),
+        ),
+    )
