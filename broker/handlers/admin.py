@@ -19,27 +19,32 @@ metadata cache: the unfenced brokers on the request's listener, the cluster id, 
 controller id of ``services.controller_id``. Asking a broker for controller endpoints
 (endpoint_type 2) is UNSUPPORTED_ENDPOINT_TYPE.
 
-CreateTopics, CreatePartitions and DescribeConfigs reach their handlers as typed values
-(``admin_requests.py``); DeleteTopics and DescribeCluster still read kafka-python's objects, and
-every answer is still built as a kafka-python object.
+Requests reach the handlers as typed values (``admin_requests.py``); the answers are still
+built as kafka-python objects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from broker.controller_api import ControllerError, NewTopic
 from broker.handlers.admin_requests import (
+    BROKER_ENDPOINT_TYPE,
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
     CreateTopicsRequestData,
+    DeleteTopicsRequestData,
+    DescribeClusterRequestData,
     DescribeConfigsRequestData,
     DescribeConfigsResource,
     create_partitions_request,
     create_topics_request,
+    delete_topics_request,
+    describe_cluster_request,
     describe_configs_request,
 )
 from broker.handlers.services import (
@@ -61,7 +66,6 @@ from protocol.wire import ZERO_UUID
 DYNAMIC_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
 DEFAULT_CONFIG = 5
-BROKER_ENDPOINT_TYPE = 1
 # Keyed by the wire's int: an unknown resource type is not a ConfigResourceType.
 _RESOURCE_KINDS: dict[int, str] = {
     ConfigResourceType.TOPIC: "topic",
@@ -84,15 +88,12 @@ def admin_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
 
         return kafka_python_handler(call)
 
-    def as_is(message: Any) -> Any:
-        return message
-
     async def describe_cluster_here(request: RequestContext, message: Any) -> Any:
-        return describe_cluster(services, message, request.listener_name)
+        return describe_cluster(services, describe_cluster_request(message), request.listener_name)
 
     return {
         ApiKey.CREATE_TOPICS: adapt(create_topics_request, create_topics),
-        ApiKey.DELETE_TOPICS: adapt(as_is, delete_topics),
+        ApiKey.DELETE_TOPICS: adapt(delete_topics_request, delete_topics),
         ApiKey.CREATE_PARTITIONS: adapt(create_partitions_request, create_partitions),
         ApiKey.DESCRIBE_CONFIGS: adapt(describe_configs_request, describe_configs),
         ApiKey.DESCRIBE_CLUSTER: kafka_python_handler(describe_cluster_here),
@@ -180,14 +181,10 @@ _DeleteTopics: Any = response_class(ApiKey.DELETE_TOPICS)
 _DeletedTopic: Any = _DeleteTopics.DeletableTopicResult
 
 
-async def delete_topics(services: BrokerServices, request: Any) -> Any:
-    if request.version >= 6:
-        named = [(t.name, t.topic_id) for t in request.topics]
-    else:
-        named = [(name, None) for name in request.topic_names]
+async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestData) -> Any:
     image = services.metadata()
-    resolved: list[tuple[str | None, Any, Errors]] = []
-    for name, topic_id in named:
+    resolved: list[tuple[str | None, uuid.UUID | None, Errors]] = []
+    for name, topic_id in request.topics:
         if name is None and topic_id not in (None, ZERO_UUID):
             topic = image.topics.by_id.get(topic_id_string(topic_id))
             error = Errors.NONE if topic is not None else Errors.UNKNOWN_TOPIC_ID
@@ -196,7 +193,7 @@ async def delete_topics(services: BrokerServices, request: Any) -> Any:
             resolved.append((name, topic_id, Errors.NONE))
     duplicates = _duplicates([name for name, _, _ in resolved if name is not None])
 
-    async def one(name: str | None, topic_id: Any, error: Errors) -> Any:
+    async def one(name: str | None, topic_id: uuid.UUID | None, error: Errors) -> Any:
         if name is None or error is not Errors.NONE:
             return _deleted(name, topic_id, Errors.UNKNOWN_TOPIC_ID, "The topic id is unknown.")
         if name in duplicates:
@@ -211,7 +208,9 @@ async def delete_topics(services: BrokerServices, request: Any) -> Any:
     return _DeleteTopics(version=request.version, throttle_time_ms=0, responses=list(results))
 
 
-def _deleted(name: str | None, topic_id: Any, error: Errors, message: str | None) -> Any:
+def _deleted(
+    name: str | None, topic_id: uuid.UUID | None, error: Errors, message: str | None
+) -> Any:
     return _DeletedTopic(
         name=name, topic_id=topic_id or ZERO_UUID, error_code=error, error_message=message
     )
@@ -333,8 +332,10 @@ _DescribeCluster: Any = response_class(ApiKey.DESCRIBE_CLUSTER)
 _ClusterBroker: Any = _DescribeCluster.DescribeClusterBroker
 
 
-def describe_cluster(services: BrokerServices, request: Any, listener_name: str) -> Any:
-    endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT_TYPE)
+def describe_cluster(
+    services: BrokerServices, request: DescribeClusterRequestData, listener_name: str
+) -> Any:
+    endpoint_type = request.endpoint_type
     if endpoint_type != BROKER_ENDPOINT_TYPE:
         return _DescribeCluster(
             version=request.version,

@@ -1,13 +1,15 @@
-"""The forwarded admin requests as small typed values, read once from kafka-python's objects.
+"""The admin requests as small typed values, read once from kafka-python's objects.
 
-The counterpart of ``group_requests.py`` for CreateTopics, CreatePartitions and DescribeConfigs:
-the handlers work on these values, not on kafka-python's version-dependent objects. A CreateTopics
-entry is already the controller call's ``NewTopic``. DeleteTopics (names or v6 topic ids) and
-DescribeCluster still read kafka-python's objects.
+The counterpart of ``group_requests.py`` for CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs and DescribeCluster: the handlers work on these values, not on kafka-python's
+version-dependent objects. A CreateTopics entry is already the controller call's ``NewTopic``.
+Version rules applied here: DeleteTopics v6+ names each topic by name or by id, earlier versions
+by name only; DescribeCluster v1 carries an endpoint type, v0 asks for brokers (KIP-919).
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import attrs
@@ -20,6 +22,13 @@ class CreateTopicsRequestData:
     version: int
     validate_only: bool
     topics: tuple[NewTopic, ...]
+
+
+@attrs.frozen(kw_only=True)
+class DeleteTopicsRequestData:
+    version: int
+    # (name, topic id) per topic: v6+ may give the id alone (name None); earlier, names only.
+    topics: tuple[tuple[str | None, uuid.UUID | None], ...]
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +59,15 @@ class DescribeConfigsRequestData:
     version: int
     include_synonyms: bool
     resources: tuple[DescribeConfigsResource, ...]
+
+
+BROKER_ENDPOINT_TYPE = 1
+
+
+@attrs.frozen(kw_only=True)
+class DescribeClusterRequestData:
+    version: int
+    endpoint_type: int
 
 
 def create_topics_request(message: Any) -> CreateTopicsRequestData:
@@ -101,3 +119,18 @@ def describe_configs_request(message: Any) -> DescribeConfigsRequestData:
             for resource in message.resources
         ),
     )
+
+
+def delete_topics_request(message: Any) -> DeleteTopicsRequestData:
+    version = message.version
+    if version >= 6:
+        topics = tuple((t.name, t.topic_id) for t in message.topics)
+    else:
+        topics = tuple((name, None) for name in message.topic_names)
+    return DeleteTopicsRequestData(version=version, topics=topics)
+
+
+def describe_cluster_request(message: Any) -> DescribeClusterRequestData:
+    version = message.version
+    endpoint_type = message.endpoint_type if version >= 1 else BROKER_ENDPOINT_TYPE
+    return DescribeClusterRequestData(version=version, endpoint_type=endpoint_type)

@@ -1,10 +1,14 @@
-"""The forwarded admin requests read from kafka-python's objects into typed values."""
+"""The admin requests read from kafka-python's objects into typed values."""
 
 from __future__ import annotations
+
+import uuid
 
 from kafka.protocol.admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
 )
 
@@ -13,10 +17,14 @@ from broker.handlers.admin_requests import (
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
     CreateTopicsRequestData,
+    DeleteTopicsRequestData,
+    DescribeClusterRequestData,
     DescribeConfigsRequestData,
     DescribeConfigsResource,
     create_partitions_request,
     create_topics_request,
+    delete_topics_request,
+    describe_cluster_request,
     describe_configs_request,
 )
 
@@ -94,3 +102,27 @@ def test_describe_configs_keys_none_means_every_config() -> None:
             ),
         ),
     )
+
+
+def test_delete_topics_by_name_before_v6_by_name_or_id_from_v6() -> None:
+    old = DeleteTopicsRequest(version=5, timeout_ms=5000, topic_names=["a", "b"])
+    assert delete_topics_request(old) == DeleteTopicsRequestData(
+        version=5, topics=(("a", None), ("b", None))
+    )
+    topic_id = uuid.UUID(int=7)
+    state = DeleteTopicsRequest.DeleteTopicState
+    new = DeleteTopicsRequest(
+        version=6,
+        timeout_ms=5000,
+        topics=[state(name=None, topic_id=topic_id), state(name="a", topic_id=uuid.UUID(int=0))],
+    )
+    assert delete_topics_request(new).topics == ((None, topic_id), ("a", uuid.UUID(int=0)))
+
+
+def test_describe_cluster_v0_asks_for_brokers() -> None:
+    v0 = DescribeClusterRequest(version=0, include_cluster_authorized_operations=False)
+    assert describe_cluster_request(v0) == DescribeClusterRequestData(version=0, endpoint_type=1)
+    v1 = DescribeClusterRequest(
+        version=1, include_cluster_authorized_operations=False, endpoint_type=2
+    )
+    assert describe_cluster_request(v1).endpoint_type == 2
