@@ -16,7 +16,7 @@ request with aiohttp and classifies the answer (quorum/service.py documents the 
 * any other error: raised at once as ``ControllerRequestError`` (a ``ControllerError`` whose
   ``error`` is the controller's Kafka error name, e.g. TOPIC_ALREADY_EXISTS).
 
-Every failure surfaces as ``broker.handlers.controller_client.ControllerError``, so this class
+Every failure surfaces as ``broker.controller_api.ControllerError``, so this class
 satisfies the admin handlers' ``ControllerClient`` protocol. The loop is bounded by the call's
 deadline and ``MAX_ATTEMPTS`` (STYLE.md §7).
 
@@ -37,7 +37,7 @@ import attrs
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity import stop_after_delay as tenacity_stop_after_delay
 
-from broker.handlers.controller_client import (
+from broker.controller_api import (
     ControllerError,
     CreatedTopic,
     DeletedTopic,

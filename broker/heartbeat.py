@@ -43,8 +43,8 @@ from typing import Protocol
 
 import attrs
 
+from broker.controller_api import ControllerError
 from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
-from broker.handlers.controller_client import ControllerError
 from broker.lifecycle import BrokerLifecycle, BrokerState
 from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
 from metadata.records import BrokerEndpoint, BrokerFeature

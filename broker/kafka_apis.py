@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from broker.network import RequestContext
+from common.errors import Errors
 from protocol import unsupported
 from protocol.api_keys import ApiKey
 from protocol.apis import (
@@ -49,7 +50,7 @@ from protocol.apis import (
     encode_unsupported_api_versions_response,
     request_disposition,
 )
-from protocol.errors import Errors, UnsupportedRequestError
+from protocol.errors import UnsupportedRequestError
 from protocol.framing import frame_response
 from protocol.headers import response_header_version
 from protocol.produce import (

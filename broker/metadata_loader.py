@@ -34,8 +34,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from broker.controller_api import ControllerError
 from broker.controller_client import RecordsPage, SnapshotRef, SnapshotRequiredError
-from broker.handlers.controller_client import ControllerError
 from metadata.delta import MetadataDelta
 from metadata.errors import MetadataReplayError
 from metadata.image import MetadataImage

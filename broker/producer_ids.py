@@ -42,7 +42,7 @@ from typing import Protocol
 
 import attrs
 
-from broker.handlers.controller_client import ControllerError
+from broker.controller_api import ControllerError
 
 logger = logging.getLogger(__name__)
 

@@ -67,15 +67,15 @@ from broker.replica_api import (
     PartitionFetch,
     RecordedFetcherManager,
 )
+from common.errors import Errors
+from common.topic_partition import TopicPartition
 from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
+from metadata.local_changes import LocalReplicaChanges, PartitionInfo
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
-from protocol.errors import Errors
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
 from storage.log_validator import LogError
 from storage.partition_log import OffsetAndTimestamp
-from storage.topic_partition import TopicPartition
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -193,8 +193,8 @@ class ReplicaManager:
                     config,
                 )
 
-    def _apply_deletes(self, deletes: Collection[PartitionKey]) -> None:
-        doomed = [TopicPartition(*key) for key in sorted(deletes)]
+    def _apply_deletes(self, deletes: Collection[TopicPartition]) -> None:
+        doomed = sorted(deletes)
         if not doomed:
             return
         self.fetcher_manager.remove_fetcher_for_partitions(doomed)
@@ -206,13 +206,13 @@ class ReplicaManager:
         if self.log_manager.delete_log(topic_partition):
             logger.info("deleted the log of %s", topic_partition)
 
-    def _apply_leaders(self, leaders: Mapping[PartitionKey, PartitionInfo], now_ms: int) -> None:
+    def _apply_leaders(self, leaders: Mapping[TopicPartition, PartitionInfo], now_ms: int) -> None:
         if not leaders:
             return
         keys = sorted(leaders)
-        self.fetcher_manager.remove_fetcher_for_partitions([TopicPartition(*k) for k in keys])
+        self.fetcher_manager.remove_fetcher_for_partitions(keys)
         for key in keys:
-            topic_partition, info = TopicPartition(*key), leaders[key]
+            topic_partition, info = key, leaders[key]
             partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
             if partition is None:
                 continue
@@ -223,12 +223,12 @@ class ReplicaManager:
                 self._on_partition_changed(topic_partition)
 
     def _apply_followers(
-        self, followers: Mapping[PartitionKey, PartitionInfo], now_ms: int
+        self, followers: Mapping[TopicPartition, PartitionInfo], now_ms: int
     ) -> None:
         restarted: list[TopicPartition] = []
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         for key in sorted(followers):
-            topic_partition, info = TopicPartition(*key), followers[key]
+            topic_partition, info = key, followers[key]
             self.offline_storage.maybe_set_aside(topic_partition, leader_id=info.leader)
             partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
             leader_and_isr = LeaderAndIsr.from_registration(info.partition)

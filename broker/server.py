@@ -43,7 +43,6 @@ from broker.alter_partition import AlterPartitionManager
 from broker.config import BrokerConfig, Endpoint
 from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from broker.controller_client import ControllerClient
-from broker.group.shell import GroupCoordinatorShell, group_config
 from broker.handlers import BrokerServices, broker_handlers
 from broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
 from broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow, ReplicaRole
@@ -56,6 +55,8 @@ from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from broker.topic_configs import changed_topic_configs
+from coordinator.group.rebalance import GroupConfig
+from coordinator.group.shell import GroupCoordinatorShell
 from fetcher import FetcherConfig, ReplicaFetcherManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -70,6 +71,17 @@ logger = logging.getLogger(__name__)
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 PERIODIC_INTERVAL_MAX_S = 1.0
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    """The group coordinator's settings from the broker's properties."""
+    return GroupConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        offsets_topic_replication_factor=config.offsets_topic_replication_factor,
+    )
 
 
 class BrokerStartupError(Exception):

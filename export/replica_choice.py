@@ -38,7 +38,7 @@ from pathlib import Path
 
 import attrs
 
-from storage.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
 
 
 @attrs.frozen

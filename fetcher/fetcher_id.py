@@ -1,42 +1,14 @@
 """Which replica fetcher serves a partition: Kafka's ``AbstractFetcherManager.getFetcherId``.
 
 A follower broker runs ``num.replica.fetchers`` fetchers per leader broker and spreads its
-partitions over them with ``Utils.abs(31 * topic.hashCode() + partition) % num.replica.fetchers``.
-Every value in that formula is a Java ``int``: ``String.hashCode`` sums UTF-16 code units with
-signed 32-bit overflow, ``31 * h + partition`` overflows the same way, and ``Utils.abs`` maps
-``Integer.MIN_VALUE`` to 0 (Java's ``Math.abs`` would return it unchanged, negative). Python's
-own ``hash`` of a string is salted per process, so it could never match Kafka's assignment.
+partitions over them with ``Utils.abs(31 * topic.hashCode() + partition) % num.replica.fetchers``,
+in Java ``int`` arithmetic (``common/java_hash.py``), so a partition lands on the same fetcher
+as in Kafka.
 """
 
 from __future__ import annotations
 
-_INT_MIN = -(2**31)
-_UINT_MASK = 2**32 - 1
-
-
-def to_int32(n: int) -> int:
-    """Wrap an integer to a signed 32-bit value, as Java ``int`` arithmetic does."""
-    n &= _UINT_MASK
-    return n - 2**32 if n > 2**31 - 1 else n
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: ``h = 31 * h + unit`` over UTF-16 code units, signed 32-bit.
-
-    A character outside the Basic Multilingual Plane counts as its two surrogate units.
-    """
-    h = 0
-    # surrogatepass: a lone surrogate is a valid Java char, so hash it instead of failing.
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & _UINT_MASK
-    return to_int32(h)
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's ``Utils.abs`` for an ``int``: 0 for ``Integer.MIN_VALUE``, else ``abs(n)``."""
-    n = to_int32(n)
-    return 0 if n == _INT_MIN else abs(n)
+from common.java_hash import java_string_hash, kafka_abs
 
 
 def fetcher_id(topic: str, partition: int, num_replica_fetchers: int) -> int:

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import attrs
 
+from common.errors import Errors
 from fetcher.state import FetchState, PartitionFetchState
 from fetcher.truncation import (
     FollowerLog,
@@ -32,7 +33,6 @@ from fetcher.truncation import (
     truncation_for_epoch_end_offset,
     truncation_request,
 )
-from protocol.errors import Errors
 from protocol.fetch import FetchPartition, PartitionData
 from protocol.segments import Segment
 

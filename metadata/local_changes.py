@@ -17,19 +17,12 @@ topic deleted and re-created under the same name within one delta shows up in ``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import attrs
 
+from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta, TopicDelta
 from metadata.image import PartitionRegistration
-
-
-class PartitionKey(NamedTuple):
-    """A partition by topic name and partition id (``storage.TopicPartition(*key)``)."""
-
-    topic: str
-    partition: int
 
 
 @attrs.frozen
@@ -62,11 +55,11 @@ class PartitionInfo:
 
 @attrs.frozen
 class LocalReplicaChanges:
-    deletes: frozenset[PartitionKey]
+    deletes: frozenset[TopicPartition]
     # Invariant: elected_leaders is a subset of leaders.
-    elected_leaders: Mapping[PartitionKey, PartitionInfo]
-    leaders: Mapping[PartitionKey, PartitionInfo]
-    followers: Mapping[PartitionKey, PartitionInfo]
+    elected_leaders: Mapping[TopicPartition, PartitionInfo]
+    leaders: Mapping[TopicPartition, PartitionInfo]
+    followers: Mapping[TopicPartition, PartitionInfo]
     # topic name -> topic id, for every topic in leaders or followers.
     topic_ids: Mapping[str, str]
 
@@ -75,10 +68,10 @@ class LocalReplicaChanges:
 
 
 def local_changes(delta: MetadataDelta, broker_id: int) -> LocalReplicaChanges:
-    deletes: set[PartitionKey] = set()
-    elected: dict[PartitionKey, PartitionInfo] = {}
-    leaders: dict[PartitionKey, PartitionInfo] = {}
-    followers: dict[PartitionKey, PartitionInfo] = {}
+    deletes: set[TopicPartition] = set()
+    elected: dict[TopicPartition, PartitionInfo] = {}
+    leaders: dict[TopicPartition, PartitionInfo] = {}
+    followers: dict[TopicPartition, PartitionInfo] = {}
     topic_ids: dict[str, str] = {}
     for topic_delta in delta.topics.changed_topics.values():
         if _topic_changes(topic_delta, broker_id, deletes, elected, leaders, followers):
@@ -87,22 +80,22 @@ def local_changes(delta: MetadataDelta, broker_id: int) -> LocalReplicaChanges:
         topic = delta.image.topics.by_id[topic_id]
         for partition_id, partition in topic.partitions.items():
             if broker_id in partition.replicas:
-                deletes.add(PartitionKey(topic.name, partition_id))
+                deletes.add(TopicPartition(topic.name, partition_id))
     return LocalReplicaChanges(frozenset(deletes), elected, leaders, followers, topic_ids)
 
 
 def _topic_changes(
     topic_delta: TopicDelta,
     broker_id: int,
-    deletes: set[PartitionKey],
-    elected: dict[PartitionKey, PartitionInfo],
-    leaders: dict[PartitionKey, PartitionInfo],
-    followers: dict[PartitionKey, PartitionInfo],
+    deletes: set[TopicPartition],
+    elected: dict[TopicPartition, PartitionInfo],
+    leaders: dict[TopicPartition, PartitionInfo],
+    followers: dict[TopicPartition, PartitionInfo],
 ) -> bool:
     """Sort one topic's changed partitions; True if any became a leader or follower here."""
     hosted = False
     for partition_id, partition in topic_delta.partition_changes.items():
-        key = PartitionKey(topic_delta.name, partition_id)
+        key = TopicPartition(topic_delta.name, partition_id)
         previous = topic_delta.image.partitions.get(partition_id)
         if broker_id not in partition.replicas:
             if previous is not None and broker_id in previous.replicas:

@@ -31,8 +31,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from common.errors import Errors
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors, MalformedRequestError
+from protocol.errors import MalformedRequestError
 from protocol.kafka_messages import MESSAGE_CLASSES, decode_message
 from protocol.segments import Buffer
 

@@ -25,8 +25,8 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from broker.controller_api import ControllerError, NewTopic
 from broker.controller_client import ControllerClient, PartitionDescription, TopicDescription
-from broker.handlers.controller_client import ControllerError, NewTopic
 from quorum.managers.configs import TOPIC_CONFIGS
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})

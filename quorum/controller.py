@@ -61,9 +61,10 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias, TypeVar
 
+from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import NoOpRecord
-from quorum.errors import SUCCESS, ApiError, Errors
+from quorum.errors import SUCCESS, ApiError
 from quorum.managers import cluster, configs, leadership, producer_ids, replication
 from quorum.managers.cluster import (
     BrokerHeartbeatRequest,
@@ -156,7 +157,6 @@ __all__ = [
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "ElectionType",
-    "Errors",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
     "OfflineReplica",

@@ -1,49 +1,16 @@
-"""Kafka error codes the controller answers with, and the ``ApiError`` value that carries one.
+"""The ``ApiError`` value the controller answers with: a Kafka error code and a sentence.
 
-Names and numeric codes are Kafka's (``org.apache.kafka.common.protocol.Errors``), so a response
-can be copied onto the Kafka wire or into the HTTP admin API's ``{"error": NAME, "message": ...}``
-unchanged. Only the errors the controller produces are listed.
+The codes are ``common.errors.Errors`` (Kafka's ``org.apache.kafka.common.protocol.Errors``), so
+a response can be copied onto the Kafka wire or into the HTTP admin API's
+``{"error": NAME, "message": ...}`` unchanged. Kafka's default messages are listed for the errors
+the controller produces.
 """
 
 from __future__ import annotations
 
-import enum
-
 import attrs
 
-
-class Errors(enum.IntEnum):
-    """Kafka's error codes (``Errors.java``), value = the wire code."""
-
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    NOT_LEADER_OR_FOLLOWER = 6
-    INVALID_TOPIC_EXCEPTION = 17
-    UNSUPPORTED_VERSION = 35
-    TOPIC_ALREADY_EXISTS = 36
-    INVALID_PARTITIONS = 37
-    INVALID_REPLICATION_FACTOR = 38
-    INVALID_REPLICA_ASSIGNMENT = 39
-    INVALID_CONFIG = 40
-    NOT_CONTROLLER = 41
-    INVALID_REQUEST = 42
-    FENCED_LEADER_EPOCH = 74
-    STALE_BROKER_EPOCH = 77
-    PREFERRED_LEADER_NOT_AVAILABLE = 80
-    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
-    ELECTION_NOT_NEEDED = 84
-    INVALID_UPDATE_VERSION = 95
-    UNKNOWN_TOPIC_ID = 100
-    DUPLICATE_BROKER_REGISTRATION = 101
-    BROKER_ID_NOT_REGISTERED = 102
-    INELIGIBLE_REPLICA = 107
-    NEW_LEADER_ELECTED = 108
-
-    @property
-    def code(self) -> int:
-        return int(self.value)
-
+from common.errors import Errors
 
 # Kafka's default message for each error (the exception's message when none is given).
 _DEFAULT_MESSAGES: dict[Errors, str] = {

@@ -11,15 +11,17 @@ rejected operations. Nothing escapes as a traceback: unexpected exceptions answe
 UNKNOWN_SERVER_ERROR and are logged.
 
 Routes live in three modules: this one (metadata log for brokers, quorum status, snapshots,
-OpenAPI), ``service_brokers`` (broker RPCs) and ``service_admin`` (topics, configs, elections).
+OpenAPI, and ``build_app``), ``service_brokers`` (broker RPCs) and ``service_admin`` (topics,
+configs, elections). What they share — the error middleware, body and field parsing, Kafka error
+to HTTP status — is ``service_http``, which imports none of them, so the route modules form no
+import cycle: ``service`` imports ``service_admin`` and ``service_brokers``, both import
+``service_http``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -27,107 +29,15 @@ from aiohttp import web
 from quorum.log_window import CommittedBatch, ReadStatus
 from quorum.node import ControllerNode, ServiceError
 from quorum.openapi import openapi_document
-from quorum.service_json import MAX_REQUEST_BODY_BYTES, JsonBodyError, parse_json_object
+from quorum.service_admin import add_admin_routes
+from quorum.service_brokers import add_broker_routes
+from quorum.service_http import NODE_KEY, error_middleware, node_of, query_int
+from quorum.service_json import MAX_REQUEST_BODY_BYTES
 
-logger = logging.getLogger(__name__)
-
-NODE_KEY = web.AppKey("node", ControllerNode)
 # Bounds on a metadata read (STYLE.md §7).
 DEFAULT_FETCH_RECORDS = 10_000
 MAX_FETCH_RECORDS = 100_000
 STATUS_TIMEOUT_S = 2.0
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def error_response(error: ServiceError) -> web.Response:
-    body: dict[str, Any] = {"error": error.code, "message": error.message}
-    if error.leader is not None or error.code == "NOT_CONTROLLER":
-        body["leader"] = error.leader
-    body.update(error.extra)
-    return web.json_response(body, status=error.status)
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ServiceError as error:
-        return error_response(error)
-    except web.HTTPException as http_error:
-        if http_error.status in (404, 405):
-            reason = "NOT_FOUND" if http_error.status == 404 else "METHOD_NOT_ALLOWED"
-            return error_response(ServiceError(
-                http_error.status, reason,
-                f"No route {request.method} {request.path}; see /v1/openapi.json."))
-        raise
-    except Exception:
-        logger.exception("unexpected error serving %s %s", request.method, request.path)
-        return error_response(ServiceError(
-            500, "UNKNOWN_SERVER_ERROR",
-            "The controller hit an unexpected error; it is logged on the controller."))
-
-
-# ---- request helpers shared by the route modules ----
-
-def node_of(request: web.Request) -> ControllerNode:
-    return request.app[NODE_KEY]
-
-
-async def json_body(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object; the one parser behind every route that reads a body."""
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise ServiceError(413, "REQUEST_TOO_LARGE", "The request body is larger than "
-                           f"{MAX_REQUEST_BODY_BYTES} bytes.") from None
-    try:
-        return parse_json_object(raw)
-    except JsonBodyError as error:
-        raise ServiceError(400, "INVALID_REQUEST", str(error)) from None
-
-
-def field(body: dict[str, Any], name: str, kind: type, default: Any = ..., *,
-          nullable: bool = False) -> Any:
-    """``body[name]`` checked to be a ``kind``; a missing required field is a 400."""
-    if name not in body:
-        if default is ...:
-            raise ServiceError(400, "INVALID_REQUEST", f"The field {name!r} is required.")
-        return default
-    value = body[name]
-    if value is None and nullable:
-        return None
-    if kind is int and (type(value) is not int):
-        raise ServiceError(400, "INVALID_REQUEST", f"The field {name!r} must be an integer.")
-    if kind is not int and not isinstance(value, kind):
-        raise ServiceError(400, "INVALID_REQUEST",
-                           f"The field {name!r} must be of JSON type {_json_type(kind)}.")
-    return value
-
-
-_JSON_TYPES: dict[type, str] = {str: "string", bool: "boolean", list: "array",
-                                 dict: "object", int: "integer"}
-
-
-def _json_type(kind: type) -> str:
-    return _JSON_TYPES.get(kind, kind.__name__)
-
-
-def query_int(request: web.Request, name: str, default: int | None = None,
-              minimum: int | None = None) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        if default is None:
-            raise ServiceError(400, "INVALID_REQUEST", f"The query parameter {name!r} is required.")
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ServiceError(400, "INVALID_REQUEST", f"The query parameter {name!r} must be an "
-                           f"integer, got {raw!r}.") from None
-    if minimum is not None and value < minimum:
-        raise ServiceError(400, "INVALID_REQUEST",
-                           f"The query parameter {name!r} must be at least {minimum}.")
-    return value
 
 
 # ---- metadata log for brokers ----
@@ -262,9 +172,6 @@ async def get_openapi(request: web.Request) -> web.Response:
 
 
 def build_app(node: ControllerNode) -> web.Application:
-    from quorum.service_admin import add_admin_routes
-    from quorum.service_brokers import add_broker_routes
-
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[NODE_KEY] = node
     app.router.add_get("/v1/metadata/records", get_records)

@@ -54,8 +54,7 @@ from quorum.controller import (
 )
 from quorum.managers.configs import effective_topic_configs
 from quorum.node import ServiceError
-from quorum.service import field, json_body, node_of
-from quorum.service_brokers import error_json, raise_for
+from quorum.service_http import error_json, field, json_body, node_of, raise_for
 
 _RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER}
 

@@ -39,46 +39,14 @@ from quorum.controller import (
     AllocateProducerIdsRequest,
     AlterPartitionData,
     AlterPartitionRequest,
-    ApiError,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     BrokerState,
-    Errors,
     OfflineReplica,
     UnregisterBrokerRequest,
 )
 from quorum.node import ServiceError
-from quorum.service import field, json_body, node_of
-
-# HTTP status for each Kafka error a request can be rejected with as a whole.
-_STATUS: dict[Errors, int] = {
-    Errors.UNKNOWN_SERVER_ERROR: 500,
-    Errors.NOT_CONTROLLER: 421,
-    Errors.UNKNOWN_TOPIC_OR_PARTITION: 404,
-    Errors.UNKNOWN_TOPIC_ID: 404,
-    Errors.BROKER_ID_NOT_REGISTERED: 404,
-    Errors.TOPIC_ALREADY_EXISTS: 409,
-    Errors.STALE_BROKER_EPOCH: 409,
-    Errors.DUPLICATE_BROKER_REGISTRATION: 409,
-    Errors.FENCED_LEADER_EPOCH: 409,
-    Errors.INVALID_UPDATE_VERSION: 409,
-    Errors.ELECTION_NOT_NEEDED: 409,
-}
-
-
-def raise_for(error: ApiError, context: str = "") -> None:
-    """Turn a failed ``ApiError`` into the HTTP error answer."""
-    if error.is_success():
-        return
-    message = error.message or error.name
-    if not message.endswith((".", "!", "?")):
-        message += "."  # Kafka's messages are sentences without the full stop
-    raise ServiceError(_STATUS.get(error.error, 400), error.name,
-                       f"{context}{message}" if context else message)
-
-
-def error_json(error: ApiError) -> dict[str, Any]:
-    return {"error": error.name, "message": error.message}
+from quorum.service_http import error_json, field, json_body, node_of, raise_for
 
 
 def _endpoints(body: dict[str, Any]) -> tuple[BrokerEndpoint, ...]:

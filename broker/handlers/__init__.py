@@ -10,7 +10,7 @@
   admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
   groups.py        FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-                   OffsetFetch, DescribeGroups, ListGroups over ``broker.group``'s coordinator
+                   OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
 
 Wiring (the composition root)::
 
@@ -22,15 +22,14 @@ Wiring (the composition root)::
 
 from __future__ import annotations
 
-from broker.group.shell import GroupCoordinatorShell
-from broker.handlers.admin import admin_handlers
-from broker.handlers.controller_client import (
+from broker.controller_api import (
     ControllerClient,
     ControllerError,
     CreatedTopic,
     DeletedTopic,
     NewTopic,
 )
+from broker.handlers.admin import admin_handlers
 from broker.handlers.fetch import fetch_handler
 from broker.handlers.groups import group_handlers
 from broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
@@ -40,6 +39,7 @@ from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_ha
 from broker.handlers.produce import produce_handler
 from broker.handlers.services import BrokerServices
 from broker.kafka_apis import ApiHandler
+from coordinator.group.shell import GroupCoordinatorShell
 from protocol.api_keys import ApiKey
 
 

@@ -18,16 +18,35 @@ DescribeCluster (v0-v1) is served from the local image, as a Kafka broker does f
 metadata cache: the unfenced brokers on the request's listener, the cluster id, and the
 controller id of ``services.controller_id``. Asking a broker for controller endpoints
 (endpoint_type 2) is UNSUPPORTED_ENDPOINT_TYPE.
+
+Requests reach the handlers as typed values (``admin_requests.py``); the answers are still
+built as kafka-python objects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from broker.handlers.controller_client import ControllerError, NewTopic
+from broker.controller_api import ControllerError, NewTopic
+from broker.handlers.admin_requests import (
+    BROKER_ENDPOINT_TYPE,
+    CreatePartitionsRequestData,
+    CreatePartitionsTopic,
+    CreateTopicsRequestData,
+    DeleteTopicsRequestData,
+    DescribeClusterRequestData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResource,
+    create_partitions_request,
+    create_topics_request,
+    delete_topics_request,
+    describe_cluster_request,
+    describe_configs_request,
+)
 from broker.handlers.services import (
     BrokerServices,
     alive_brokers,
@@ -37,35 +56,46 @@ from broker.handlers.services import (
 )
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
+from common.errors import Errors
 from metadata.records import ConfigResourceType
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
-from protocol.errors import Errors
 from protocol.wire import ZERO_UUID
 
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
 DEFAULT_CONFIG = 5
-BROKER_ENDPOINT_TYPE = 1
-_RESOURCE_KINDS = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"}
+# Keyed by the wire's int: an unknown resource type is not a ConfigResourceType.
+_RESOURCE_KINDS: dict[int, str] = {
+    ConfigResourceType.TOPIC: "topic",
+    ConfigResourceType.BROKER: "broker",
+}
+
+
+Request = TypeVar("Request")
 
 
 def admin_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
-    def adapt(handle: Callable[[BrokerServices, Any], Awaitable[Any]]) -> ApiHandler:
+    def adapt(
+        read: Callable[[Any], Request],
+        handle: Callable[[BrokerServices, Request], Awaitable[Any]],
+    ) -> ApiHandler:
+        """kafka-python's request object is read by ``read`` before ``handle`` sees it."""
+
         async def call(request: RequestContext, message: Any) -> Any:
-            return await handle(services, message)
+            return await handle(services, read(message))
 
         return kafka_python_handler(call)
 
     async def describe_cluster_here(request: RequestContext, message: Any) -> Any:
-        return describe_cluster(services, message, request.listener_name)
+        return describe_cluster(services, describe_cluster_request(message), request.listener_name)
 
     return {
-        ApiKey.CREATE_TOPICS: adapt(create_topics),
-        ApiKey.DELETE_TOPICS: adapt(delete_topics),
-        ApiKey.CREATE_PARTITIONS: adapt(create_partitions),
-        ApiKey.DESCRIBE_CONFIGS: adapt(describe_configs),
+        ApiKey.CREATE_TOPICS: adapt(create_topics_request, create_topics),
+        ApiKey.DELETE_TOPICS: adapt(delete_topics_request, delete_topics),
+        ApiKey.CREATE_PARTITIONS: adapt(create_partitions_request, create_partitions),
+        ApiKey.DESCRIBE_CONFIGS: adapt(describe_configs_request, describe_configs),
         ApiKey.DESCRIBE_CLUSTER: kafka_python_handler(describe_cluster_here),
     }
 
@@ -82,22 +112,15 @@ _CreatedTopic: Any = _CreateTopics.CreatableTopicResult
 _CreatedConfig: Any = _CreatedTopic.CreatableTopicConfigs
 
 
-async def create_topics(services: BrokerServices, request: Any) -> Any:
+async def create_topics(services: BrokerServices, request: CreateTopicsRequestData) -> Any:
     duplicates = _duplicates([topic.name for topic in request.topics])
 
-    async def one(topic: Any) -> Any:
+    async def one(topic: NewTopic) -> Any:
         if topic.name in duplicates:
             return _created_error(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
-        new_topic = NewTopic(
-            name=topic.name,
-            num_partitions=topic.num_partitions,
-            replication_factor=topic.replication_factor,
-            assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
-            configs={config.name: config.value for config in topic.configs},
-        )
         try:
             created = await services.controller.create_topic(
-                new_topic, validate_only=request.validate_only
+                topic, validate_only=request.validate_only
             )
         except ControllerError as error:
             return _created_error(topic.name, error.code, error.message)
@@ -158,14 +181,10 @@ _DeleteTopics: Any = response_class(ApiKey.DELETE_TOPICS)
 _DeletedTopic: Any = _DeleteTopics.DeletableTopicResult
 
 
-async def delete_topics(services: BrokerServices, request: Any) -> Any:
-    if request.version >= 6:
-        named = [(t.name, t.topic_id) for t in request.topics]
-    else:
-        named = [(name, None) for name in request.topic_names]
+async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestData) -> Any:
     image = services.metadata()
-    resolved: list[tuple[str | None, Any, Errors]] = []
-    for name, topic_id in named:
+    resolved: list[tuple[str | None, uuid.UUID | None, Errors]] = []
+    for name, topic_id in request.topics:
         if name is None and topic_id not in (None, ZERO_UUID):
             topic = image.topics.by_id.get(topic_id_string(topic_id))
             error = Errors.NONE if topic is not None else Errors.UNKNOWN_TOPIC_ID
@@ -174,7 +193,7 @@ async def delete_topics(services: BrokerServices, request: Any) -> Any:
             resolved.append((name, topic_id, Errors.NONE))
     duplicates = _duplicates([name for name, _, _ in resolved if name is not None])
 
-    async def one(name: str | None, topic_id: Any, error: Errors) -> Any:
+    async def one(name: str | None, topic_id: uuid.UUID | None, error: Errors) -> Any:
         if name is None or error is not Errors.NONE:
             return _deleted(name, topic_id, Errors.UNKNOWN_TOPIC_ID, "The topic id is unknown.")
         if name in duplicates:
@@ -189,7 +208,9 @@ async def delete_topics(services: BrokerServices, request: Any) -> Any:
     return _DeleteTopics(version=request.version, throttle_time_ms=0, responses=list(results))
 
 
-def _deleted(name: str | None, topic_id: Any, error: Errors, message: str | None) -> Any:
+def _deleted(
+    name: str | None, topic_id: uuid.UUID | None, error: Errors, message: str | None
+) -> Any:
     return _DeletedTopic(
         name=name, topic_id=topic_id or ZERO_UUID, error_code=error, error_message=message
     )
@@ -202,18 +223,15 @@ _CreatePartitions: Any = response_class(ApiKey.CREATE_PARTITIONS)
 _PartitionsResult: Any = _CreatePartitions.CreatePartitionsTopicResult
 
 
-async def create_partitions(services: BrokerServices, request: Any) -> Any:
+async def create_partitions(services: BrokerServices, request: CreatePartitionsRequestData) -> Any:
     duplicates = _duplicates([topic.name for topic in request.topics])
 
-    async def one(topic: Any) -> Any:
+    async def one(topic: CreatePartitionsTopic) -> Any:
         if topic.name in duplicates:
             return _partitions_result(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
-        assignments = None
-        if topic.assignments is not None:
-            assignments = [tuple(a.broker_ids) for a in topic.assignments]
         try:
             await services.controller.create_partitions(
-                topic.name, topic.count, assignments, validate_only=request.validate_only
+                topic.name, topic.count, topic.assignments, validate_only=request.validate_only
             )
         except ControllerError as error:
             return _partitions_result(topic.name, error.code, error.message)
@@ -236,8 +254,8 @@ _ConfigEntry: Any = _ConfigsResult.DescribeConfigsResourceResult
 _Synonym: Any = _ConfigEntry.DescribeConfigsSynonym
 
 
-async def describe_configs(services: BrokerServices, request: Any) -> Any:
-    async def one(resource: Any) -> Any:
+async def describe_configs(services: BrokerServices, request: DescribeConfigsRequestData) -> Any:
+    async def one(resource: DescribeConfigsResource) -> Any:
         kind = _RESOURCE_KINDS.get(resource.resource_type)
         problem = _resource_problem(services, resource, kind)
         if problem is not None:
@@ -266,7 +284,7 @@ async def describe_configs(services: BrokerServices, request: Any) -> Any:
 
 
 def _resource_problem(
-    services: BrokerServices, resource: Any, kind: str | None
+    services: BrokerServices, resource: DescribeConfigsResource, kind: str | None
 ) -> tuple[Errors, str] | None:
     if kind is None:
         return Errors.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}"
@@ -295,7 +313,9 @@ def _config_entry(name: str, value: str, source: int, include_synonyms: bool) ->
     )
 
 
-def _configs_result(resource: Any, error: Errors, message: str | None, entries: list[Any]) -> Any:
+def _configs_result(
+    resource: DescribeConfigsResource, error: Errors, message: str | None, entries: list[Any]
+) -> Any:
     return _ConfigsResult(
         error_code=error,
         error_message=message,
@@ -312,8 +332,10 @@ _DescribeCluster: Any = response_class(ApiKey.DESCRIBE_CLUSTER)
 _ClusterBroker: Any = _DescribeCluster.DescribeClusterBroker
 
 
-def describe_cluster(services: BrokerServices, request: Any, listener_name: str) -> Any:
-    endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT_TYPE)
+def describe_cluster(
+    services: BrokerServices, request: DescribeClusterRequestData, listener_name: str
+) -> Any:
+    endpoint_type = request.endpoint_type
     if endpoint_type != BROKER_ENDPOINT_TYPE:
         return _DescribeCluster(
             version=request.version,

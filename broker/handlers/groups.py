@@ -1,6 +1,6 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, DescribeGroups, ListGroups — Kafka's ``KafkaApis`` handlers in front of the group
-coordinator (``broker.group.shell.GroupCoordinatorShell``).
+coordinator (``coordinator.group.shell.GroupCoordinatorShell``).
 
 FindCoordinator (v0-v4; v4 batches keys, KIP-699): a group's coordinator is the leader of
 partition ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`` of
@@ -21,33 +21,69 @@ OffsetCommit: partitions of topics the metadata does not know are UNKNOWN_TOPIC_
 ``retention_time_ms`` (v2-v4) sets the offset's expire timestamp (pykraft does not expire
 offsets yet). OffsetFetch v8+ answers several groups per request; v1 reports a group error on
 every partition asked for, v2+ once for the group, as Kafka does.
+
+Requests reach the handlers as typed values (``group_requests.py`` reads kafka-python's objects
+and applies the version rules); the responses are still built as kafka-python objects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from broker.group.coordinator import JoinGroupRequest
-from broker.group.effects import JoinGroupResult, LeaveGroupResult
-from broker.group.offsets import OFFSETS_TOPIC
-from broker.group.records import OffsetAndMetadata
-from broker.group.shell import GroupCoordinatorShell
-from broker.group.state import Protocol
-from broker.handlers.controller_client import ControllerError, NewTopic
+from broker.controller_api import ControllerError, NewTopic
+from broker.handlers.group_requests import (
+    GROUP_KEY_TYPE,
+    NO_RETENTION,
+    DescribeGroupsRequestData,
+    FindCoordinatorRequestData,
+    HeartbeatRequestData,
+    JoinGroupRequestData,
+    LeaveGroupRequestData,
+    ListGroupsRequestData,
+    OffsetCommitPartition,
+    OffsetCommitRequestData,
+    OffsetFetchRequestData,
+    SyncGroupRequestData,
+    describe_groups_request,
+    find_coordinator_request,
+    heartbeat_request,
+    join_group_request,
+    leave_group_request,
+    list_groups_request,
+    offset_commit_request,
+    offset_fetch_request,
+    sync_group_request,
+)
+from broker.handlers.group_responses import (
+    FetchedGroup,
+    FoundCoordinator,
+    describe_groups_response,
+    find_coordinator_response,
+    heartbeat_response,
+    join_group_response,
+    leave_group_response,
+    list_groups_response,
+    offset_commit_response,
+    offset_fetch_response,
+    sync_group_response,
+)
 from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
+from common.errors import Errors
+from common.topic_partition import TopicPartition
+from coordinator.group.coordinator import JoinGroupRequest
+from coordinator.group.effects import JoinGroupResult, SyncGroupResult
+from coordinator.group.offsets import OFFSETS_TOPIC
+from coordinator.group.records import OffsetAndMetadata
+from coordinator.group.shell import GroupCoordinatorShell
 from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 # Kafka's GroupCoordinator.offsetsTopicConfigs, plus retention.ms=-1: pykraft has no log
 # cleaner yet, so nothing may delete the segments compaction would have kept.
@@ -57,18 +93,8 @@ OFFSETS_TOPIC_CONFIGS = {
     "segment.bytes": str(100 * 1024 * 1024),
     "retention.ms": "-1",
 }
-NO_OFFSET = -1
-NO_EPOCH = -1
 
-_FindCoordinator: Any = response_class(ApiKey.FIND_COORDINATOR)
-_JoinGroup: Any = response_class(ApiKey.JOIN_GROUP)
-_SyncGroup: Any = response_class(ApiKey.SYNC_GROUP)
-_Heartbeat: Any = response_class(ApiKey.HEARTBEAT)
-_LeaveGroup: Any = response_class(ApiKey.LEAVE_GROUP)
-_OffsetCommit: Any = response_class(ApiKey.OFFSET_COMMIT)
-_OffsetFetch: Any = response_class(ApiKey.OFFSET_FETCH)
-_DescribeGroups: Any = response_class(ApiKey.DESCRIBE_GROUPS)
-_ListGroups: Any = response_class(ApiKey.LIST_GROUPS)
+Request = TypeVar("Request")
 
 
 def group_handlers(
@@ -79,25 +105,36 @@ def group_handlers(
         services, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
     )
 
-    def bind(handle: Callable[[GroupCoordinatorShell, RequestContext, Any], Any]) -> ApiHandler:
+    def bind(
+        read: Callable[[Any], Request],
+        handle: Callable[[GroupCoordinatorShell, RequestContext, Request], Awaitable[Any]],
+    ) -> ApiHandler:
+        """kafka-python's request object is read into its typed value before ``handle``."""
+
         async def call(context: RequestContext, message: Any) -> Any:
-            return await handle(coordinator, context, message)
+            return await handle(coordinator, context, read(message))
 
         return kafka_python_handler(call)
 
     async def find(context: RequestContext, message: Any) -> Any:
-        return find_coordinator(services, coordinator, creator, context, message)
+        request = find_coordinator_request(message)
+        return find_coordinator(services, coordinator, creator, context, request)
+
+    async def commit(
+        shell: GroupCoordinatorShell, context: RequestContext, request: OffsetCommitRequestData
+    ) -> Any:
+        return await offset_commit(services, shell, request)
 
     return {
         ApiKey.FIND_COORDINATOR: kafka_python_handler(find),
-        ApiKey.JOIN_GROUP: bind(join_group),
-        ApiKey.SYNC_GROUP: bind(sync_group),
-        ApiKey.HEARTBEAT: bind(heartbeat),
-        ApiKey.LEAVE_GROUP: bind(leave_group),
-        ApiKey.OFFSET_COMMIT: bind(_offset_commit_with(services)),
-        ApiKey.OFFSET_FETCH: bind(offset_fetch),
-        ApiKey.DESCRIBE_GROUPS: bind(describe_groups),
-        ApiKey.LIST_GROUPS: bind(list_groups),
+        ApiKey.JOIN_GROUP: bind(join_group_request, join_group),
+        ApiKey.SYNC_GROUP: bind(sync_group_request, sync_group),
+        ApiKey.HEARTBEAT: bind(heartbeat_request, heartbeat),
+        ApiKey.LEAVE_GROUP: bind(leave_group_request, leave_group),
+        ApiKey.OFFSET_COMMIT: bind(offset_commit_request, commit),
+        ApiKey.OFFSET_FETCH: bind(offset_fetch_request, offset_fetch),
+        ApiKey.DESCRIBE_GROUPS: bind(describe_groups_request, describe_groups),
+        ApiKey.LIST_GROUPS: bind(list_groups_request, list_groups),
     }
 
 
@@ -144,40 +181,13 @@ def find_coordinator(
     coordinator: GroupCoordinatorShell,
     creator: OffsetsTopicCreator,
     context: RequestContext,
-    request: Any,
+    request: FindCoordinatorRequestData,
 ) -> Any:
-    version = request.version
-    keys = list(request.coordinator_keys) if version >= 4 else [request.key]
-    key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     found = [
-        _coordinator_for(services, coordinator, creator, context, key, key_type) for key in keys
+        _coordinator_for(services, coordinator, creator, context, key, request.key_type)
+        for key in request.keys
     ]
-    if version >= 4:
-        return _FindCoordinator(
-            version=version,
-            throttle_time_ms=0,
-            coordinators=[
-                _FindCoordinator.Coordinator(
-                    key=key,
-                    node_id=node_id,
-                    host=host,
-                    port=port,
-                    error_code=error,
-                    error_message=message,
-                )
-                for key, (error, message, node_id, host, port) in zip(keys, found, strict=True)
-            ],
-        )
-    error, message, node_id, host, port = found[0]
-    return _FindCoordinator(
-        version=version,
-        throttle_time_ms=0,
-        error_code=error,
-        error_message=message,
-        node_id=node_id,
-        host=host,
-        port=port,
-    )
+    return find_coordinator_response(request.version, found)
 
 
 def _coordinator_for(
@@ -187,18 +197,21 @@ def _coordinator_for(
     context: RequestContext,
     key: str,
     key_type: int,
-) -> tuple[Errors, str | None, int, str, int]:
-    """(error, message, node id, host, port) — Kafka's ``getCoordinator``."""
+) -> FoundCoordinator:
+    """Kafka's ``getCoordinator`` for one key."""
     if key_type == TRANSACTION_KEY_TYPE:
-        return _no_node(Errors.COORDINATOR_NOT_AVAILABLE, "pykraft has no transaction coordinator")
+        message = "pykraft has no transaction coordinator"
+        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
     if key_type != GROUP_KEY_TYPE:
-        return _no_node(Errors.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
+        message = f"Unknown coordinator type {key_type}"
+        return FoundCoordinator(key=key, error=Errors.INVALID_REQUEST, message=message)
     image = services.metadata()
     topic = image.topics.by_name.get(OFFSETS_TOPIC)
     if topic is None:
         alive = sum(1 for broker in image.cluster.brokers.values() if not broker.fenced)
         creator.maybe_create(alive)
-        return _no_node(Errors.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
+        message = f"{OFFSETS_TOPIC} is being created"
+        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
     registration = topic.partitions.get(coordinator.partition_for(key))
     leader = None
     if registration is not None and registration.has_leader():
@@ -207,183 +220,103 @@ def _coordinator_for(
     if leader is not None and not leader.fenced:
         node = node_endpoint(leader, context.listener_name)
     if node is None:
-        return _no_node(Errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    return Errors.NONE, None, node.node_id, node.host, node.port
-
-
-def _no_node(error: Errors, message: str) -> tuple[Errors, str | None, int, str, int]:
-    return error, message, -1, "", -1
+        message = "The coordinator is not available."
+        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
+    return FoundCoordinator(
+        key=key,
+        error=Errors.NONE,
+        message=None,
+        node_id=node.node_id,
+        host=node.host,
+        port=node.port,
+    )
 
 
 # ------------------------------------------------------------------ JoinGroup and friends
 
 
 async def join_group(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: JoinGroupRequestData
 ) -> Any:
     version = request.version
-    if version >= 5 and request.group_instance_id is not None:
+    if request.group_instance_id is not None:
         result = JoinGroupResult(member_id=request.member_id, error=Errors.UNSUPPORTED_VERSION)
-        return _join_response(version, result)
+        return join_group_response(version, result)
     join = JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         client_id=context.header.client_id or "",
         client_host=f"/{context.client_host}",
-        # v0 has no rebalance timeout: the session timeout serves as one (Kafka's default).
-        rebalance_timeout_ms=(
-            request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms
-        ),
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
         session_timeout_ms=request.session_timeout_ms,
         protocol_type=request.protocol_type,
-        protocols=tuple(Protocol(p.name, bytes(p.metadata)) for p in request.protocols),
+        protocols=request.protocols,
         require_known_member_id=version >= 4,
     )
-    return _join_response(version, await coordinator.join_group(join))
-
-
-def _join_response(version: int, result: JoinGroupResult) -> Any:
-    # Before v7 the protocol name is a non-null string (GroupCoordinator.NoProtocol).
-    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
-    return _JoinGroup(
-        version=version,
-        throttle_time_ms=0,
-        error_code=result.error,
-        generation_id=result.generation_id,
-        protocol_type=result.protocol_type,
-        protocol_name=protocol_name,
-        leader=result.leader_id,
-        skip_assignment=result.skip_assignment,
-        member_id=result.member_id,
-        members=[
-            _JoinGroup.JoinGroupResponseMember(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
-            )
-            for m in result.members
-        ],
-    )
+    return join_group_response(version, await coordinator.join_group(join))
 
 
 async def sync_group(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: SyncGroupRequestData
 ) -> Any:
-    version = request.version
-    if version >= 3 and request.group_instance_id is not None:
-        return _SyncGroup(version=version, error_code=Errors.UNSUPPORTED_VERSION, assignment=b"")
-    result = await coordinator.sync_group(
-        group_id=request.group_id,
-        generation_id=request.generation_id,
-        member_id=request.member_id,
-        protocol_type=request.protocol_type if version >= 5 else None,
-        protocol_name=request.protocol_name if version >= 5 else None,
-        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
-    )
-    return _SyncGroup(
-        version=version,
-        throttle_time_ms=0,
-        error_code=result.error,
-        protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name,
-        assignment=result.assignment,
-    )
+    if request.group_instance_id is not None:
+        result = SyncGroupResult(error=Errors.UNSUPPORTED_VERSION)
+    else:
+        result = await coordinator.sync_group(
+            group_id=request.group_id,
+            generation_id=request.generation_id,
+            member_id=request.member_id,
+            protocol_type=request.protocol_type,
+            protocol_name=request.protocol_name,
+            assignments=request.assignments,
+        )
+    return sync_group_response(request.version, result)
 
 
 async def heartbeat(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: HeartbeatRequestData
 ) -> Any:
-    if request.version >= 3 and request.group_instance_id is not None:
+    if request.group_instance_id is not None:
         error = Errors.UNSUPPORTED_VERSION
     else:
         error = await coordinator.heartbeat(
             request.group_id, request.member_id, request.generation_id
         )
-    return _Heartbeat(version=request.version, throttle_time_ms=0, error_code=error)
+    return heartbeat_response(request.version, error)
 
 
 async def leave_group(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: LeaveGroupRequestData
 ) -> Any:
-    version = request.version
-    if version >= 3:
-        members = [(m.member_id, m.group_instance_id) for m in request.members]
-    else:
-        members = [(request.member_id, None)]
-    result = await coordinator.leave_group(request.group_id, members)
-    if version < 3:
-        return _LeaveGroup(version=version, throttle_time_ms=0, error_code=_leave_error(result))
-    return _LeaveGroup(
-        version=version,
-        throttle_time_ms=0,
-        error_code=result.error,
-        members=[
-            _LeaveGroup.MemberResponse(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
-            )
-            for m in result.members
-        ],
-    )
-
-
-def _leave_error(result: LeaveGroupResult) -> Errors:
-    """Before v3 one error: the group's, else the member's (``LeaveGroupResponse.getError``)."""
-    if result.error is not Errors.NONE:
-        return result.error
-    return next((m.error for m in result.members if m.error is not Errors.NONE), Errors.NONE)
+    result = await coordinator.leave_group(request.group_id, list(request.members))
+    return leave_group_response(request.version, result)
 
 
 # ------------------------------------------------------------------ offsets
 
 
-def _offset_commit_with(
-    services: BrokerServices,
-) -> Callable[[GroupCoordinatorShell, RequestContext, Any], Any]:
-    async def handle(
-        coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
-    ) -> Any:
-        return await offset_commit(services, coordinator, request)
-
-    return handle
-
-
 async def offset_commit(
-    services: BrokerServices, coordinator: GroupCoordinatorShell, request: Any
+    services: BrokerServices, coordinator: GroupCoordinatorShell, request: OffsetCommitRequestData
 ) -> Any:
-    version = request.version
     named = [(t.name, p) for t in request.topics for p in t.partitions]
     errors: dict[TopicPartition, Errors] = {}
-    if version >= 7 and request.group_instance_id is not None:
+    if request.group_instance_id is not None:
         errors = {
             TopicPartition(name, p.partition_index): Errors.UNSUPPORTED_VERSION for name, p in named
         }
     else:
         errors = await _commit(services, coordinator, request, named)
-    return _OffsetCommit(
-        version=version,
-        throttle_time_ms=0,
-        topics=[
-            _OffsetCommit.OffsetCommitResponseTopic(
-                name=topic.name,
-                partitions=[
-                    _OffsetCommit.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
-    )
+    return offset_commit_response(request, errors)
 
 
 async def _commit(
     services: BrokerServices,
     coordinator: GroupCoordinatorShell,
-    request: Any,
-    named: list[tuple[str, Any]],
+    request: OffsetCommitRequestData,
+    named: list[tuple[str, OffsetCommitPartition]],
 ) -> dict[TopicPartition, Errors]:
     now_ms = services.time_ms()
-    retention_ms = request.retention_time_ms if 2 <= request.version <= 4 else -1
+    retention_ms = request.retention_time_ms
     image = services.metadata()
     errors: dict[TopicPartition, Errors] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -395,17 +328,17 @@ async def _commit(
             continue
         offsets[tp] = OffsetAndMetadata(
             offset=partition.committed_offset,
-            leader_epoch=partition.committed_leader_epoch if request.version >= 6 else NO_EPOCH,
+            leader_epoch=partition.committed_leader_epoch,
             metadata=partition.committed_metadata or "",
             commit_timestamp_ms=now_ms,
-            expire_timestamp_ms=None if retention_ms == -1 else now_ms + retention_ms,
+            expire_timestamp_ms=None if retention_ms == NO_RETENTION else now_ms + retention_ms,
         )
     if offsets:
         errors.update(
             await coordinator.commit_offsets(
                 group_id=request.group_id,
                 member_id=request.member_id,
-                generation_id=request.generation_id_or_member_epoch,
+                generation_id=request.generation_id,
                 offsets=offsets,
             )
         )
@@ -413,118 +346,28 @@ async def _commit(
 
 
 async def offset_fetch(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: OffsetFetchRequestData
 ) -> Any:
-    version = request.version
-    if version >= 8:
-        groups = [_fetch_group(coordinator, g.group_id, _wanted(g.topics)) for g in request.groups]
-        return _OffsetFetch(version=version, throttle_time_ms=0, groups=groups)
-    wanted = _wanted(request.topics)
-    error, offsets = coordinator.fetch_offsets(request.group_id, wanted)
-    if error is not Errors.NONE and version < 2:
-        # v1 has no group error: every partition asked for carries it.
-        offsets = [(tp, None) for tp in wanted or []]
-    partition_error = error if version < 2 else Errors.NONE
-    topics: dict[str, list[Any]] = {}
-    for tp, value in offsets:
-        topics.setdefault(tp.topic, []).append(
-            _OffsetFetch.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
-                partition_index=tp.partition, error_code=partition_error, **_committed(value)
-            )
-        )
-    return _OffsetFetch(
-        version=version,
-        throttle_time_ms=0,
-        error_code=error,
-        topics=[
-            _OffsetFetch.OffsetFetchResponseTopic(name=name, partitions=parts)
-            for name, parts in topics.items()
-        ],
-    )
-
-
-def _wanted(topics: Iterable[Any] | None) -> list[TopicPartition] | None:
-    if topics is None:
-        return None
-    return [TopicPartition(t.name, index) for t in topics for index in t.partition_indexes]
-
-
-def _committed(value: OffsetAndMetadata | None) -> dict[str, Any]:
-    if value is None:
-        return {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_EPOCH, "metadata": ""}
-    return {
-        "committed_offset": value.offset,
-        "committed_leader_epoch": value.leader_epoch,
-        "metadata": value.metadata,
-    }
-
-
-def _fetch_group(
-    coordinator: GroupCoordinatorShell, group_id: str, wanted: list[TopicPartition] | None
-) -> Any:
-    group_class = _OffsetFetch.OffsetFetchResponseGroup
-    topic_class = group_class.OffsetFetchResponseTopics
-    error, offsets = coordinator.fetch_offsets(group_id, wanted)
-    topics: dict[str, list[Any]] = {}
-    for tp, value in offsets:
-        topics.setdefault(tp.topic, []).append(
-            topic_class.OffsetFetchResponsePartitions(
-                partition_index=tp.partition, error_code=Errors.NONE, **_committed(value)
-            )
-        )
-    return group_class(
-        group_id=group_id,
-        error_code=error,
-        topics=[topic_class(name=name, partitions=parts) for name, parts in topics.items()],
-    )
+    fetched = []
+    for group in request.groups:
+        wanted = None if group.partitions is None else list(group.partitions)
+        error, offsets = coordinator.fetch_offsets(group.group_id, wanted)
+        fetched.append(FetchedGroup(group=group, error=error, offsets=offsets))
+    return offset_fetch_response(request.version, fetched)
 
 
 # ------------------------------------------------------------------ describe and list
 
 
 async def describe_groups(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: DescribeGroupsRequestData
 ) -> Any:
-    described = []
-    for group_id in request.groups:
-        error, summary = coordinator.describe_group(group_id)
-        described.append(
-            _DescribeGroups.DescribedGroup(
-                error_code=error,
-                group_id=group_id,
-                group_state=summary.state,
-                protocol_type=summary.protocol_type,
-                protocol_data=summary.protocol,
-                members=[
-                    _DescribeGroups.DescribedGroup.DescribedGroupMember(
-                        member_id=m.member_id,
-                        group_instance_id=None,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        member_metadata=m.metadata,
-                        member_assignment=m.assignment,
-                    )
-                    for m in summary.members
-                ],
-            )
-        )
-    return _DescribeGroups(version=request.version, throttle_time_ms=0, groups=described)
+    described = [(group_id, *coordinator.describe_group(group_id)) for group_id in request.groups]
+    return describe_groups_response(request.version, described)
 
 
 async def list_groups(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: Any
+    coordinator: GroupCoordinatorShell, context: RequestContext, request: ListGroupsRequestData
 ) -> Any:
-    version = request.version
-    states = frozenset(request.states_filter or ()) if version >= 4 else frozenset()
-    error, overviews = coordinator.list_groups(states)
-    return _ListGroups(
-        version=version,
-        throttle_time_ms=0,
-        error_code=error,
-        groups=[
-            _ListGroups.ListedGroup(
-                group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state
-            )
-            for g in overviews
-        ],
-    )
+    error, overviews = coordinator.list_groups(request.states_filter)
+    return list_groups_response(request.version, error, overviews)

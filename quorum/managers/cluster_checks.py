@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from common.errors import Errors
 from metadata.image import MetadataImage
-from quorum.errors import SUCCESS, ApiError, Errors
+from quorum.errors import SUCCESS, ApiError
 
 
 def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError:

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 
 import attrs
 
+from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import ConfigRecord, ConfigResourceType
-from quorum.errors import SUCCESS, ApiError, Errors
+from quorum.errors import SUCCESS, ApiError
 from quorum.managers.result import ControllerResult
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from broker.alter_partition import AlterPartitionItem, AlterPartitionManager, parse_result
-from broker.handlers.controller_client import ControllerError
+from broker.controller_api import ControllerError
 from broker.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
-from protocol.errors import Errors
+from common.errors import Errors
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 

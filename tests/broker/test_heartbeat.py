@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import attrs
 import pytest
 
+from broker.controller_api import ControllerError
 from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
-from broker.handlers.controller_client import ControllerError
 from broker.heartbeat import (
     FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS,
     STARTING_HEARTBEAT_DELAY_MS,

@@ -13,16 +13,17 @@ from collections.abc import Sequence
 
 import pytest
 
+from broker.controller_api import ControllerError
 from broker.controller_client import (
     MetadataBatch,
     RecordsPage,
     SnapshotRequiredError,
 )
-from broker.handlers.controller_client import ControllerError
 from broker.metadata_loader import MetadataLoader, MetadataLoadError
+from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta, apply_records
 from metadata.image import MetadataImage
-from metadata.local_changes import PartitionKey, local_changes
+from metadata.local_changes import local_changes
 from metadata.records import (
     BrokerEndpoint,
     MetadataRecord,
@@ -145,8 +146,8 @@ def test_nothing_is_published_until_the_initial_catch_up() -> None:
     (delta, image), = recorder.calls
     assert image.offset == 6 and image.epoch == 1
     assert set(delta.topics.created_topic_ids) == {PETS, BIRDS}
-    assert set(local_changes(delta, LOCAL).leaders) == {PartitionKey("pets", 0),
-                                                        PartitionKey("pets", 1)}
+    assert set(local_changes(delta, LOCAL).leaders) == {TopicPartition("pets", 0),
+                                                        TopicPartition("pets", 1)}
     # While behind, the loader never waits on the long poll.
     assert [wait for _, wait in controller.requests] == [500, 0, 0, 0]
 
@@ -193,8 +194,8 @@ def test_below_the_window_the_snapshot_is_loaded_then_the_log_after_it() -> None
     assert image.offset == 6
     assert set(image.topics.by_name) == {"pets", "birds"}
     assert delta.image is MetadataImage.EMPTY
-    assert set(local_changes(delta, LOCAL).leaders) == {PartitionKey("pets", 0),
-                                                        PartitionKey("birds", 0)}
+    assert set(local_changes(delta, LOCAL).leaders) == {TopicPartition("pets", 0),
+                                                        TopicPartition("birds", 0)}
     assert controller.requests == [(0, 500), (5, 0)]
 
 
@@ -211,7 +212,7 @@ def test_a_snapshot_for_a_broker_far_behind_describes_what_changed() -> None:
     assert poll(loader, 2) == [False, True]
     (delta, image), = recorder.calls
     assert delta.image is base and image.offset == 9
-    assert set(local_changes(delta, LOCAL).leaders) == {PartitionKey("birds", 0)}
+    assert set(local_changes(delta, LOCAL).leaders) == {TopicPartition("birds", 0)}
 
 
 def test_a_record_that_cannot_be_replayed_is_counted_and_skipped() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from broker.handlers.controller_client import ControllerError
+from broker.controller_api import ControllerError
 from broker.producer_ids import (
     LONG_MAX,
     RETRY_BACKOFF_MS,

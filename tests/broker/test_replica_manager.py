@@ -22,6 +22,8 @@ from broker.replica_manager import (
     LogReadResult,
     PartitionFetch,
 )
+from common.errors import Errors
+from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -33,11 +35,9 @@ from metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from protocol.errors import Errors
 from storage.leader_epoch_cache import EpochEntry
 from storage.log_config import LogConfig
 from storage.records import ControlRecordType, build_control_batch
-from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     LOCAL,
     NEW_PETS_ID,
@@ -137,7 +137,7 @@ def test_deleting_the_topic_deletes_the_log(cluster: Cluster) -> None:
     cluster.produce(PETS0, batch(b"a"))
     assert PETS1 in cluster.fetchers.assignments
     changes = cluster.publish(RemoveTopicRecord(topic_id=PETS_ID))
-    assert changes.deletes == {("pets", 0), ("pets", 1)}
+    assert changes.deletes == {PETS0, PETS1}
     assert cluster.replica_manager.partitions == {}
     assert cluster.fetchers.assignments == {}
     assert not (cluster.log_dir / "pets-0").exists()

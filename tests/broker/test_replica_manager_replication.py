@@ -26,6 +26,8 @@ from broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from common.errors import Errors
+from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -36,7 +38,6 @@ from metadata.records import (
     PartitionChangeRecord,
     TopicRecord,
 )
-from protocol.errors import Errors
 from quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
@@ -45,7 +46,6 @@ from quorum.controller import (
 )
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
-from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     NOW_MS,
     PETS0,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import attrs
 
+from common.errors import Errors
 from fetcher.responses import (
     Append,
     BackOff,
@@ -56,7 +57,6 @@ from fetcher.truncation import (
     OffsetResetKind,
     Truncation,
 )
-from protocol.errors import Errors
 from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
 from storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from broker.controller_api import ControllerError, NewTopic
 from broker.controller_client import ControllerClient, ControllerRequestError, SnapshotRequiredError
-from broker.handlers.controller_client import ControllerError, NewTopic
 from broker.metadata_loader import MetadataLoader
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from pykraft.dev import pick_free_ports as free_ports

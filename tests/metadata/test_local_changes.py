@@ -3,9 +3,10 @@ testDeleteAfterChanges, testUpdatedLeaders, testLocalReassignmentChanges)."""
 
 from __future__ import annotations
 
+from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta, apply_records
 from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, PartitionKey, local_changes
+from metadata.local_changes import LocalReplicaChanges, local_changes
 from metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
@@ -61,8 +62,8 @@ def changes_for(image: MetadataImage, records: list[MetadataRecord]) -> LocalRep
     return local_changes(delta, LOCAL)
 
 
-def keys(topic: str, *partitions: int) -> set[PartitionKey]:
-    return {PartitionKey(topic, p) for p in partitions}
+def keys(topic: str, *partitions: int) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in partitions}
 
 
 def test_basic_local_changes() -> None:
@@ -81,9 +82,9 @@ def test_basic_local_changes() -> None:
     assert set(changes.leaders) == keys("baz", 0)
     assert set(changes.followers) == keys("baz", 1) | keys("bar", 0) | keys("foo", 1)
     # The re-created foo's partitions carry the new id, so the broker can tell them apart.
-    assert changes.followers[PartitionKey("foo", 1)].topic_id == NEW_FOO
+    assert changes.followers[TopicPartition("foo", 1)].topic_id == NEW_FOO
     assert changes.topic_ids == {"foo": NEW_FOO, "bar": BAR, "baz": BAZ}
-    bar = changes.followers[PartitionKey("bar", 0)]
+    bar = changes.followers[TopicPartition("bar", 0)]
     assert (bar.leader, bar.leader_epoch, bar.partition_epoch) == (1, 2, 346)
     assert (bar.replicas, bar.isr) == ((0, 1, 2, 3, 4), (0, 1, 2, 3))
 
@@ -111,7 +112,7 @@ def test_updated_leaders() -> None:
     assert changes.deletes == frozenset()
     assert changes.elected_leaders == {}
     assert set(changes.leaders) == keys("zoo", 0)
-    assert changes.leaders[PartitionKey("zoo", 0)].isr == (LOCAL, 1)
+    assert changes.leaders[TopicPartition("zoo", 0)].isr == (LOCAL, 1)
     assert changes.followers == {}
 
 
@@ -143,7 +144,7 @@ def test_local_reassignment_changes() -> None:
     assert set(changes.elected_leaders) == keys("zoo", 0, 4)
     assert set(changes.leaders) == keys("zoo", 0, 4)
     assert set(changes.followers) == keys("zoo", 1, 5)
-    assert changes.followers[PartitionKey("zoo", 1)].leader == 1
+    assert changes.followers[TopicPartition("zoo", 1)].leader == 1
 
 
 def test_untouched_partitions_and_other_brokers_partitions_are_not_local_changes() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -18,7 +19,6 @@ from metadata.records import (
 from quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
-    Errors,
     UnregisterBrokerRequest,
 )
 from quorum.managers.sessions import BrokerControlState, HeartbeatInput, next_broker_state

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import Errors
 from metadata.records import ConfigRecord
 from quorum.controller import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
-    Errors,
     IncrementalAlterConfigsRequest,
 )
 from quorum.managers.configs import (

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import NoOpRecord
 from quorum.controller import (
@@ -13,7 +14,6 @@ from quorum.controller import (
     ControllerSettings,
     CreatableTopic,
     CreateTopicsRequest,
-    Errors,
     QuorumController,
     not_controller,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import PartitionChangeRecord
 from quorum.controller import (
@@ -16,7 +17,6 @@ from quorum.controller import (
     BrokerState,
     ElectionType,
     ElectLeadersRequest,
-    Errors,
     TopicPartitions,
 )
 from tests.quorum.helpers import Harness, apply, image_with, partition, topic_id

@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from common.errors import Errors
 from metadata.records import (
     ConfigRecord,
     PartitionRecord,
@@ -27,7 +28,6 @@ from quorum.controller import (
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
-    Errors,
 )
 from quorum.managers.replication import create_topics, new_topic_id
 from tests.quorum.helpers import Harness, image_with, partition, topic_id

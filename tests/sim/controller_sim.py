@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from common.errors import Errors
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
@@ -42,7 +43,6 @@ from quorum.controller import (
     DeleteTopicsRequest,
     ElectionType,
     ElectLeadersRequest,
-    Errors,
     IncrementalAlterConfigsRequest,
     QuorumController,
     TopicPartitions,

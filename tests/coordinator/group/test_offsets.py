@@ -3,9 +3,11 @@ the records it wrote — Kafka's ``GroupCoordinatorTest`` / ``GroupMetadataManag
 
 from __future__ import annotations
 
-from broker.group.effects import Append, OffsetCommitResult
-from broker.group.offsets import LogRecord, load_groups
-from broker.group.records import (
+from common.errors import Errors
+from common.topic_partition import TopicPartition
+from coordinator.group.effects import Append, OffsetCommitResult
+from coordinator.group.offsets import LogRecord, load_groups
+from coordinator.group.records import (
     GroupMetadataValue,
     MemberRecord,
     OffsetAndMetadata,
@@ -13,10 +15,8 @@ from broker.group.records import (
     group_metadata_value,
     offset_commit_key,
 )
-from broker.group.state import GroupState
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
-from tests.broker.group.harness import GROUP, SESSION_TIMEOUT_MS, TOPIC0, TOPIC1, Harness
+from coordinator.group.state import GroupState
+from tests.coordinator.group.harness import GROUP, SESSION_TIMEOUT_MS, TOPIC0, TOPIC1, Harness
 
 
 def fetched(

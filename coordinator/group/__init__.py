@@ -17,5 +17,6 @@ Shells (asyncio):
 
   loader.py       reads a ``__consumer_offsets`` partition's log back as records
   shell.py        ``GroupCoordinatorShell``: request futures, the timer, appends through
-                  ``ReplicaManager`` (acks=-1), loading/unloading on leadership changes
+                  the broker's replica layer (acks=-1), loading/unloading on leadership changes
+  replicas.py     ``Replicas``: the part of the broker's ``ReplicaManager`` the shell is handed
 """

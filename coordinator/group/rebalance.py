@@ -32,15 +32,15 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from broker.group.effects import (
+from common.errors import Errors
+from coordinator.group.effects import (
     NO_MEMBER_ID,
     Effects,
     JoinedMember,
     JoinGroupResult,
     SyncGroupResult,
 )
-from broker.group.state import GroupMetadata, GroupState, InitialJoin, MemberMetadata, Protocol
-from protocol.errors import Errors
+from coordinator.group.state import GroupMetadata, GroupState, InitialJoin, MemberMetadata, Protocol
 
 # GroupCoordinator.NewMemberJoinTimeoutMs: a new member's JoinGroup may wait this long.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.group.state import (
+from coordinator.group.state import (
     VALID_PREVIOUS_STATES,
     GroupMetadata,
     GroupState,

@@ -23,8 +23,9 @@ A group is in one ``GroupState`` (Kafka's classic group states, ``GroupMetadata.
 STABLE (Kafka's ``GroupMetadata.loadGroup``).
 
 Waiting requests are not callbacks here: a member records the id of the JoinGroup
-(``join_request``) or SyncGroup (``sync_request``) it waits on, and ``broker.group.coordinator``
-answers those ids through its ``Effects``. Time is only ever a parameter (``now_ms``).
+(``join_request``) or SyncGroup (``sync_request``) it waits on, and
+``coordinator.group.coordinator`` answers those ids through its ``Effects``. Time is only ever a
+parameter (``now_ms``).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from broker.group.records import OffsetAndMetadata
-from storage.topic_partition import TopicPartition
+from common.topic_partition import TopicPartition
+from coordinator.group.records import OffsetAndMetadata
 
 
 class GroupState(enum.Enum):

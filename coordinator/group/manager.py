@@ -28,9 +28,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
-from broker.group import rebalance
-from broker.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
-from broker.group.offsets import (
+from common.errors import Errors
+from common.java_hash import java_string_hash, kafka_abs
+from common.topic_partition import TopicPartition
+from coordinator.group import rebalance
+from coordinator.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
+from coordinator.group.offsets import (
     LoadedGroups,
     fetch_offsets,
     group_append_error,
@@ -39,13 +42,10 @@ from broker.group.offsets import (
     offset_append_error,
     offset_commit_records,
 )
-from broker.group.rebalance import GroupConfig, Step
-from broker.group.records import OffsetAndMetadata
-from broker.group.state import CommittedOffset, GroupMetadata, GroupState
-from fetcher.fetcher_id import java_string_hash, kafka_abs
+from coordinator.group.rebalance import GroupConfig, Step
+from coordinator.group.records import OffsetAndMetadata
+from coordinator.group.state import CommittedOffset, GroupMetadata, GroupState
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
 
 # APIs that accept an empty group id (Kafka's isValidGroupId: old offset tools use it).
 _EMPTY_GROUP_ID_APIS = frozenset(

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from broker.group.effects import HeartbeatResult, MemberLeaveResult
-from broker.group.rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
-from broker.group.records import group_metadata_key
-from broker.group.state import GroupState, Protocol
-from protocol.errors import Errors
-from tests.broker.group.harness import (
+from common.errors import Errors
+from coordinator.group.effects import HeartbeatResult, MemberLeaveResult
+from coordinator.group.rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
+from coordinator.group.records import group_metadata_key
+from coordinator.group.state import GroupState, Protocol
+from tests.coordinator.group.harness import (
     GROUP,
     RANGE,
     REBALANCE_TIMEOUT_MS,

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.group.records import (
+from common.topic_partition import TopicPartition
+from coordinator.group.records import (
     CoordinatorRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -24,7 +25,6 @@ from broker.group.records import (
     offset_commit_key,
     offset_commit_value,
 )
-from storage.topic_partition import TopicPartition
 
 
 def s(text: str) -> bytes:

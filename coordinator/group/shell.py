@@ -9,14 +9,14 @@ parked JoinGroups), appends start, and the one timer is moved to ``next_deadline
 timer fires, ``poll`` runs and its effects are applied the same way.
 
 Appends: each ``Append`` becomes one RecordBatch v2 appended to its ``__consumer_offsets``
-partition through ``ReplicaManager.append_records`` with acks=-1 (``offsets.commit.required.acks``
--1) and ``offsets.commit.timeout.ms``; the outcome goes back to the core with
-``on_append_done``. Appends start in the order the core asked for them (tasks start FIFO and the
-local append happens before the task's first ``await``).
+partition through ``Replicas.append_records`` (the broker's ``ReplicaManager``) with acks=-1
+(``offsets.commit.required.acks`` -1) and ``offsets.commit.timeout.ms``; the outcome goes back to
+the core with ``on_append_done``. Appends start in the order the core asked for them (tasks start
+FIFO and the local append happens before the task's first ``await``).
 
 Leadership (``on_metadata``, called after ``ReplicaManager.apply_delta``): a partition of
 ``__consumer_offsets`` this broker was elected to lead is loaded (its log replayed by
-``broker.group.loader``); one it stopped leading or no longer hosts is unloaded, and waiting
+``coordinator.group.loader``); one it stopped leading or no longer hosts is unloaded, and waiting
 members are told NOT_COORDINATOR so they find the new coordinator.
 
 Shutdown answers whatever still waits (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE) and stops
@@ -33,9 +33,10 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
-from broker.config import BrokerConfig
-from broker.group.coordinator import GroupCoordinator, JoinGroupRequest
-from broker.group.effects import (
+from common.errors import Errors
+from common.topic_partition import TopicPartition
+from coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
+from coordinator.group.effects import (
     Append,
     Effects,
     HeartbeatResult,
@@ -45,17 +46,15 @@ from broker.group.effects import (
     Result,
     SyncGroupResult,
 )
-from broker.group.loader import LoadError, read_partition_records
-from broker.group.manager import GroupOverview, GroupSummary, OwnedPartition, PartitionStatus
-from broker.group.offsets import OFFSETS_TOPIC, OffsetsReplay
-from broker.group.rebalance import GroupConfig
-from broker.group.records import OffsetAndMetadata
-from broker.replica_manager import ReplicaManager
+from coordinator.group.loader import LoadError, read_partition_records
+from coordinator.group.manager import GroupOverview, GroupSummary, OwnedPartition, PartitionStatus
+from coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
+from coordinator.group.rebalance import GroupConfig
+from coordinator.group.records import OffsetAndMetadata
+from coordinator.group.replicas import Replicas
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges
-from protocol.errors import Errors
 from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -73,21 +72,10 @@ def random_member_suffix() -> str:
     return str(uuid.uuid4())
 
 
-def group_config(config: BrokerConfig) -> GroupConfig:
-    """The coordinator's settings from the broker's properties."""
-    return GroupConfig(
-        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
-        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
-        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
-        offsets_topic_replication_factor=config.offsets_topic_replication_factor,
-    )
-
-
 class GroupCoordinatorShell:
     def __init__(
         self,
-        replica_manager: ReplicaManager,
+        replica_manager: Replicas,
         config: GroupConfig,
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
@@ -291,7 +279,7 @@ class GroupCoordinatorShell:
         gone += [key for key in changes.followers if key.topic == OFFSETS_TOPIC]
         for key in sorted(gone):
             if key.partition in self.core.partitions:
-                logger.info("no longer the group coordinator of %s-%d", *key)
+                logger.info("no longer the group coordinator of %s", key)
                 self._apply(self.core.unload(key.partition, now_ms))
         for key, info in sorted(changes.elected_leaders.items()):
             if key.topic != OFFSETS_TOPIC:

@@ -1,4 +1,9 @@
-"""What the admin handlers need from the active controller, named after its HTTP routes.
+"""What the broker needs from the active controller: its failures and the admin calls' types.
+
+Everything in the broker that talks to the controller — the admin and group handlers, the
+metadata loader, heartbeats, producer-id blocks, ``controller_client.py`` which implements it
+all over HTTP, and ``pykraft topics`` — raises and catches ``ControllerError``; the handlers are
+given a ``ControllerClient`` typed by the protocol below, named after the controller's routes.
 
 Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the active controller
 (KIP-590 forwarding); pykraft's controller serves them over HTTP (``quorum/service_admin.py``):
@@ -22,7 +27,7 @@ from typing import Protocol
 
 import attrs
 
-from protocol.errors import Errors
+from common.errors import Errors
 
 
 class ControllerError(Exception):

@@ -23,8 +23,10 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from broker.group.effects import CoordinatorRecord
-from broker.group.records import (
+from common.errors import Errors
+from common.topic_partition import TopicPartition
+from coordinator.group.effects import CoordinatorRecord
+from coordinator.group.records import (
     CoordinatorRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -38,15 +40,13 @@ from broker.group.records import (
     offset_commit_key,
     offset_commit_value,
 )
-from broker.group.state import (
+from coordinator.group.state import (
     CommittedOffset,
     GroupMetadata,
     GroupState,
     MemberMetadata,
     Protocol,
 )
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_GENERATION = -1
@@ -163,12 +163,8 @@ def fetch_offsets(
     if partitions is None:
         if group is None:
             return []
-        return [(tp, group.offset(tp)) for tp in sorted(group.offsets, key=_partition_order)]
+        return [(tp, group.offset(tp)) for tp in sorted(group.offsets)]
     return [(tp, None if group is None else group.offset(tp)) for tp in partitions]
-
-
-def _partition_order(topic_partition: TopicPartition) -> tuple[str, int]:
-    return topic_partition.topic, topic_partition.partition
 
 
 # ------------------------------------------------------------------ loading

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.group.coordinator import GroupCoordinator, JoinGroupRequest
-from broker.group.effects import (
+from common.errors import Errors
+from common.topic_partition import TopicPartition
+from coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
+from coordinator.group.effects import (
     Append,
     Effects,
     HeartbeatResult,
@@ -17,12 +19,10 @@ from broker.group.effects import (
     Result,
     SyncGroupResult,
 )
-from broker.group.offsets import load_groups
-from broker.group.rebalance import GroupConfig
-from broker.group.records import OffsetAndMetadata
-from broker.group.state import GroupMetadata, Protocol
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from coordinator.group.offsets import load_groups
+from coordinator.group.rebalance import GroupConfig
+from coordinator.group.records import OffsetAndMetadata
+from coordinator.group.state import GroupMetadata, Protocol
 
 GROUP = "group"
 CLIENT = "consumer"

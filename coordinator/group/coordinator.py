@@ -8,7 +8,7 @@ writes, timers). Every handler takes the request's fields, the request id the sh
 ``now_ms``, and returns ``Effects``: the answer to this request may be among them, or come with
 a later call (a JoinGroup parked until the rebalance completes, a SyncGroup until the leader's
 assignment is stored, an OffsetCommit until its records are). Group membership follows
-``broker.group.rebalance``; offsets follow ``broker.group.offsets``.
+``coordinator.group.rebalance``; offsets follow ``coordinator.group.offsets``.
 
 Only dynamic members exist: the handlers answer a ``group.instance.id`` (static membership,
 KIP-345) with UNSUPPORTED_VERSION, which is what Kafka answers when it may not use static
@@ -22,8 +22,10 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from broker.group import rebalance
-from broker.group.effects import (
+from common.errors import Errors
+from common.topic_partition import TopicPartition
+from coordinator.group import rebalance
+from coordinator.group.effects import (
     NO_MEMBER_ID,
     Effects,
     HeartbeatResult,
@@ -32,14 +34,12 @@ from broker.group.effects import (
     OffsetCommitResult,
     SyncGroupResult,
 )
-from broker.group.manager import GroupMetadataManager
-from broker.group.offsets import validate_offset_commit
-from broker.group.rebalance import Step
-from broker.group.records import OffsetAndMetadata
-from broker.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
+from coordinator.group.manager import GroupMetadataManager
+from coordinator.group.offsets import validate_offset_commit
+from coordinator.group.rebalance import Step
+from coordinator.group.records import OffsetAndMetadata
+from coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
 from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
 
 
 @attrs.frozen(kw_only=True)

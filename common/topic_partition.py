@@ -1,4 +1,9 @@
-"""TopicPartition and the names of partition directories in a log dir.
+"""TopicPartition, the one name of a partition in every package, and its directory names.
+
+Kafka's ``org.apache.kafka.common.TopicPartition``: every layer — the log dirs, the wire
+codecs, the replica layer, the fetchers, the coordinators, the metadata's local changes — keys a
+partition by this one frozen, ordered value, never by a ``(topic, partition)`` tuple of its own.
+Topic name rules are Kafka's ``org.apache.kafka.common.internals.Topic``.
 
 A partition lives in ``<log.dir>/<topic>-<partition>``. Topic names may themselves contain
 ``-`` (and ``.``, ``_``), so the partition number is whatever follows the LAST ``-``

@@ -1,6 +1,6 @@
 """What the pure group coordinator asks its shell to do: answer requests, append records.
 
-Every call into ``broker.group.coordinator.GroupCoordinator`` returns one ``Effects``:
+Every call into ``coordinator.group.coordinator.GroupCoordinator`` returns one ``Effects``:
 
 * ``answers``: (request id, result) pairs. A request is answered in the ``Effects`` of the call
   that carried it (a Heartbeat, an error) or of a later call: a JoinGroup when the rebalance
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from common.errors import Errors
+from common.topic_partition import TopicPartition
 
 NO_GENERATION = -1
 NO_MEMBER_ID = ""

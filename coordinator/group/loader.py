@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from broker.group.offsets import LogRecord
+from coordinator.group.offsets import LogRecord
 from storage.log_validator import LogError
 from storage.partition_log import PartitionLog
 from storage.record_batch import CorruptRecordError, iter_batches

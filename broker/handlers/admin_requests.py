@@ -1,0 +1,136 @@
+"""The admin requests as small typed values, read once from kafka-python's objects.
+
+The counterpart of ``group_requests.py`` for CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs and DescribeCluster: the handlers work on these values, not on kafka-python's
+version-dependent objects. A CreateTopics entry is already the controller call's ``NewTopic``.
+Version rules applied here: DeleteTopics v6+ names each topic by name or by id, earlier versions
+by name only; DescribeCluster v1 carries an endpoint type, v0 asks for brokers (KIP-919).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import attrs
+
+from broker.controller_api import NewTopic
+
+
+@attrs.frozen(kw_only=True)
+class CreateTopicsRequestData:
+    version: int
+    validate_only: bool
+    topics: tuple[NewTopic, ...]
+
+
+@attrs.frozen(kw_only=True)
+class DeleteTopicsRequestData:
+    version: int
+    # (name, topic id) per topic: v6+ may give the id alone (name None); earlier, names only.
+    topics: tuple[tuple[str | None, uuid.UUID | None], ...]
+
+
+@attrs.frozen(kw_only=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int
+    # One broker-id list per new partition, or None: the controller places them.
+    assignments: tuple[tuple[int, ...], ...] | None
+
+
+@attrs.frozen(kw_only=True)
+class CreatePartitionsRequestData:
+    version: int
+    validate_only: bool
+    topics: tuple[CreatePartitionsTopic, ...]
+
+
+@attrs.frozen(kw_only=True)
+class DescribeConfigsResource:
+    resource_type: int
+    resource_name: str
+    # None: every config.
+    configuration_keys: frozenset[str] | None
+
+
+@attrs.frozen(kw_only=True)
+class DescribeConfigsRequestData:
+    version: int
+    include_synonyms: bool
+    resources: tuple[DescribeConfigsResource, ...]
+
+
+BROKER_ENDPOINT_TYPE = 1
+
+
+@attrs.frozen(kw_only=True)
+class DescribeClusterRequestData:
+    version: int
+    endpoint_type: int
+
+
+def create_topics_request(message: Any) -> CreateTopicsRequestData:
+    return CreateTopicsRequestData(
+        version=message.version,
+        validate_only=bool(message.validate_only),
+        topics=tuple(
+            NewTopic(
+                name=topic.name,
+                num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+                assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
+                configs={config.name: config.value for config in topic.configs},
+            )
+            for topic in message.topics
+        ),
+    )
+
+
+def create_partitions_request(message: Any) -> CreatePartitionsRequestData:
+    return CreatePartitionsRequestData(
+        version=message.version,
+        validate_only=bool(message.validate_only),
+        topics=tuple(
+            CreatePartitionsTopic(
+                name=topic.name,
+                count=topic.count,
+                assignments=None
+                if topic.assignments is None
+                else tuple(tuple(a.broker_ids) for a in topic.assignments),
+            )
+            for topic in message.topics
+        ),
+    )
+
+
+def describe_configs_request(message: Any) -> DescribeConfigsRequestData:
+    return DescribeConfigsRequestData(
+        version=message.version,
+        include_synonyms=bool(message.include_synonyms),
+        resources=tuple(
+            DescribeConfigsResource(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configuration_keys=None
+                if resource.configuration_keys is None
+                else frozenset(resource.configuration_keys),
+            )
+            for resource in message.resources
+        ),
+    )
+
+
+def delete_topics_request(message: Any) -> DeleteTopicsRequestData:
+    version = message.version
+    if version >= 6:
+        topics = tuple((t.name, t.topic_id) for t in message.topics)
+    else:
+        topics = tuple((name, None) for name in message.topic_names)
+    return DeleteTopicsRequestData(version=version, topics=topics)
+
+
+def describe_cluster_request(message: Any) -> DescribeClusterRequestData:
+    version = message.version
+    endpoint_type = message.endpoint_type if version >= 1 else BROKER_ENDPOINT_TYPE
+    return DescribeClusterRequestData(version=version, endpoint_type=endpoint_type)
