@@ -11,11 +11,13 @@ loader reads the partition's log (``CoordinatorLoaderImpl``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from common.errors import Errors
 from common.topic_partition import TopicPartition
-from storage.partition_log import PartitionLog
+
+if TYPE_CHECKING:  # a type only: the protocol itself stays pure
+    from storage.partition_log import PartitionLog
 
 
 class AppendOutcome(Protocol):
