@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.topic_partition import TopicPartition
 from export.session import build_session
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
@@ -37,6 +36,7 @@ from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
 from storage.record_batch import BATCH_HEADER_SIZE, CompressionType, iter_batches
 from storage.records import SimpleRecord, build_batch, decode_records
+from storage.topic_partition import TopicPartition
 
 TOPIC = "bench"
 LOG_PARTITIONS = 4

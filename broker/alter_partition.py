@@ -33,8 +33,8 @@ from typing import Any, Protocol
 import attrs
 
 from broker.isr import AlterPartitionResult, PendingIsrChange
-from common.errors import Errors
 from metadata.records import NO_LEADER
+from protocol.errors import Errors
 
 logger = logging.getLogger(__name__)
 

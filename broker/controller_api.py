@@ -27,7 +27,7 @@ from typing import Protocol
 
 import attrs
 
-from common.errors import Errors
+from protocol.errors import Errors
 
 
 class ControllerError(Exception):

@@ -35,8 +35,8 @@ import attrs
 
 from broker.purgatory import DeadlineTimer, monotonic_ms
 from broker.waiters import WaiterIndex
-from common.errors import Errors
-from common.topic_partition import TopicPartition
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting produces (STYLE.md §7).
 MAX_DELAYED_PRODUCES = 10_000

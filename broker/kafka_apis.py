@@ -37,7 +37,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from broker.network import RequestContext
-from common.errors import Errors
 from protocol import unsupported
 from protocol.api_keys import ApiKey
 from protocol.apis import (
@@ -50,7 +49,7 @@ from protocol.apis import (
     encode_unsupported_api_versions_response,
     request_disposition,
 )
-from protocol.errors import UnsupportedRequestError
+from protocol.errors import Errors, UnsupportedRequestError
 from protocol.framing import frame_response
 from protocol.headers import response_header_version
 from protocol.produce import (

@@ -32,13 +32,13 @@ from pathlib import Path
 from broker.offline_log_dirs import OfflineLogDirs
 from broker.partition import PartitionError
 from broker.replica_api import FetcherManager
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.image import MetadataImage
 from metadata.records import NO_LEADER
+from protocol.errors import Errors
 from storage.log_config import LogConfig
 from storage.log_manager import KafkaStorageError, LogManager
 from storage.partition_log import PartitionLog
+from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -77,14 +77,14 @@ from broker.partition_state import (
     prepare_isr_shrink,
 )
 from broker.purgatory import monotonic_ms
-from common.errors import Errors
-from common.topic_partition import TopicPartition
+from protocol.errors import Errors
 from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError
 from storage.partition_log import OffsetAndTimestamp, PartitionLog
 from storage.record_batch import CorruptRecordError
+from storage.topic_partition import TopicPartition
 
 __all__ = [
     "DEBUGGING_REPLICA_ID",

@@ -51,9 +51,9 @@ from broker.isr import (
     is_replica_isr_eligible,
     reset_replica_state,
 )
-from common.errors import Errors
 from metadata.image import BrokerRegistration, PartitionRegistration
 from metadata.records import NO_LEADER
+from protocol.errors import Errors
 from storage.fetch_data import FetchDataInfo
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_validator import (

@@ -35,7 +35,7 @@ import attrs
 
 from broker.partition_state import FetchIsolation
 from broker.waiters import WaiterIndex
-from common.topic_partition import TopicPartition
+from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting fetches (STYLE.md §7).
 MAX_DELAYED_FETCHES = 10_000

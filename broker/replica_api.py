@@ -16,11 +16,11 @@ import attrs
 
 from broker.isr import NO_BROKER_EPOCH
 from broker.partition import FetchIsolation, LogReadInfo
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.records import BrokerEndpoint
+from protocol.errors import Errors
 from storage.fetch_data import RecordSlice
 from storage.leader_epoch_cache import OffsetAndEpoch
+from storage.topic_partition import TopicPartition
 
 UNKNOWN_OFFSET = -1
 

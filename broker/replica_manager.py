@@ -67,15 +67,15 @@ from broker.replica_api import (
     PartitionFetch,
     RecordedFetcherManager,
 )
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
+from protocol.errors import Errors
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
 from storage.log_validator import LogError
 from storage.partition_log import OffsetAndTimestamp
+from storage.topic_partition import TopicPartition
 
 __all__ = [
     "INTERNAL_TOPICS",

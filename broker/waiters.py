@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Callable, Collection
 from typing import Generic, TypeVar
 
-from common.topic_partition import TopicPartition
+from storage.topic_partition import TopicPartition
 
 W = TypeVar("W")
 

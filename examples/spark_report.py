@@ -27,7 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.topic_partition import TopicPartition
 from export.export_topic_job import export_topic, print_result
 from export.report_job import run_report
 from export.session import DEFAULT_MASTER, build_session
@@ -49,6 +48,7 @@ from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
 from storage.record_batch import CompressionType
 from storage.records import Header, SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 
 TOPIC = "clicks"
 PARTITIONS = 3

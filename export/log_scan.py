@@ -33,7 +33,6 @@ from typing import Any
 
 import attrs
 
-from common.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
 from export.log_dirs import LogScanError, check_log_dirs, list_segments, measure_log_end_offset
 from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
 from export.segment_reader import SegmentSplit
@@ -42,6 +41,7 @@ from storage.checkpoints import (
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
 )
+from storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
 
 
 @attrs.frozen(order=True)

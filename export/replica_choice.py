@@ -38,7 +38,7 @@ from pathlib import Path
 
 import attrs
 
-from common.topic_partition import TopicPartition
+from storage.topic_partition import TopicPartition
 
 
 @attrs.frozen

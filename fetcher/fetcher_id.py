@@ -2,13 +2,13 @@
 
 A follower broker runs ``num.replica.fetchers`` fetchers per leader broker and spreads its
 partitions over them with ``Utils.abs(31 * topic.hashCode() + partition) % num.replica.fetchers``,
-in Java ``int`` arithmetic (``common/java_hash.py``), so a partition lands on the same fetcher
+in Java ``int`` arithmetic (``protocol/java_hash.py``), so a partition lands on the same fetcher
 as in Kafka.
 """
 
 from __future__ import annotations
 
-from common.java_hash import java_string_hash, kafka_abs
+from protocol.java_hash import java_string_hash, kafka_abs
 
 
 def fetcher_id(topic: str, partition: int, num_replica_fetchers: int) -> int:

@@ -39,13 +39,13 @@ from typing import Protocol
 
 import attrs
 
-from common.topic_partition import TopicPartition
 from fetcher.fetcher_config import FetcherClock, FetcherConfig, PartitionStart
 from fetcher.fetcher_id import fetcher_id
 from fetcher.follower_log import LogLookup
 from fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
 from fetcher.replica_fetcher import ReplicaFetcher
 from fetcher.responses import FailureReason
+from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from typing import Protocol
 
 import attrs
 
-from common.topic_partition import TopicPartition
 from fetcher.responses import Append, LocalError, ResetOffset, follower_high_watermark
 from fetcher.state import PartitionFetchState
 from fetcher.truncation import FollowerLog, OffsetResetKind
@@ -24,6 +23,7 @@ from protocol.segments import Segment
 from storage.leader_epoch_cache import Entries
 from storage.log_validator import InvalidRecordError, LogAppendInfo, UnexpectedAppendOffsetError
 from storage.record_batch import CorruptRecordError, parse_header
+from storage.topic_partition import TopicPartition
 
 
 class EpochHistory(Protocol):

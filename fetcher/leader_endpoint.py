@@ -33,8 +33,6 @@ from typing import NoReturn, Protocol, TypeVar
 import attrs
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
@@ -51,7 +49,7 @@ from fetcher.leader_codecs import (
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from protocol.api_keys import ApiKey
-from protocol.errors import FrameError, ProtocolError
+from protocol.errors import Errors, FrameError, ProtocolError
 from protocol.fetch import PartitionData
 from protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, SIZE_PREFIX_BYTES, encode_frame
 from protocol.headers import (
@@ -62,6 +60,7 @@ from protocol.headers import (
     response_header_version,
 )
 from protocol.wire import INT32
+from storage.topic_partition import TopicPartition
 
 __all__ = [
     "FetchTarget",

@@ -44,8 +44,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from fetcher.fetcher_config import FetcherClock, FetcherConfig, MonotonicClock, PartitionStart
 from fetcher.follower_log import (
     LogLookup,
@@ -76,7 +74,9 @@ from fetcher.responses import (
 )
 from fetcher.state import FetchState, PartitionFetchState, fetch_partition, initial_fetch_state
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from protocol.errors import Errors
 from protocol.fetch import PartitionData
+from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ from typing import NamedTuple
 
 import attrs
 
-from common.errors import Errors
 from fetcher.state import FetchState, PartitionFetchState
 from fetcher.truncation import (
     FollowerLog,
@@ -33,6 +32,7 @@ from fetcher.truncation import (
     truncation_for_epoch_end_offset,
     truncation_request,
 )
+from protocol.errors import Errors
 from protocol.fetch import FetchPartition, PartitionData
 from protocol.segments import Segment
 

@@ -41,7 +41,7 @@ import enum
 
 import attrs
 
-from common.errors import Errors
+from protocol.errors import Errors
 from protocol.fetch import EpochEndOffset
 from storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 import attrs
 
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta, TopicDelta
 from metadata.image import PartitionRegistration
+from storage.topic_partition import TopicPartition
 
 
 @attrs.frozen

@@ -95,10 +95,9 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from common.errors import Errors
 from protocol import unsupported
 from protocol.api_keys import ApiKey
-from protocol.errors import UnsupportedRequestError
+from protocol.errors import Errors, UnsupportedRequestError
 from protocol.kafka_messages import decode_message
 from protocol.segments import Buffer
 

@@ -29,9 +29,8 @@ import uuid
 
 import attrs
 
-from common.errors import Errors
 from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint, encode_node_endpoints
-from protocol.errors import UnsupportedRequestError
+from protocol.errors import Errors, UnsupportedRequestError
 from protocol.segments import Buffer, Segment, Segments
 from protocol.wire import (
     INT32,

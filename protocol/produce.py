@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import attrs
 
-from common.errors import Errors
 from protocol.common import (
     UNKNOWN_LEADER,
     LeaderIdAndEpoch,
     NodeEndpoint,
     encode_node_endpoints,
 )
-from protocol.errors import UnsupportedRequestError
+from protocol.errors import Errors, UnsupportedRequestError
 from protocol.segments import Buffer
 from protocol.wire import (
     INT16,

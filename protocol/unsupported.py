@@ -31,9 +31,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from common.errors import Errors
 from protocol.api_keys import ApiKey
-from protocol.errors import MalformedRequestError
+from protocol.errors import Errors, MalformedRequestError
 from protocol.kafka_messages import MESSAGE_CLASSES, decode_message
 from protocol.segments import Buffer
 

@@ -16,13 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from common.topic_partition import TopicPartition
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_log import PartitionLog
 from storage.record_batch import iter_batches
 from storage.records import Record, SimpleRecord, build_batch, iter_records
 from storage.recovery import CLEAN_SHUTDOWN_FILE
+from storage.topic_partition import TopicPartition
 
 DEMO_SUBDIR = "demo-logs"
 TOPIC_PARTITION = TopicPartition("demo-orders", 0)

@@ -61,9 +61,9 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias, TypeVar
 
-from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import NoOpRecord
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 from quorum.managers import cluster, configs, leadership, producer_ids, replication
 from quorum.managers.cluster import (

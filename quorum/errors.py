@@ -1,6 +1,6 @@
 """The ``ApiError`` value the controller answers with: a Kafka error code and a sentence.
 
-The codes are ``common.errors.Errors`` (Kafka's ``org.apache.kafka.common.protocol.Errors``), so
+The codes are ``protocol.errors.Errors`` (Kafka's ``org.apache.kafka.common.protocol.Errors``), so
 a response can be copied onto the Kafka wire or into the HTTP admin API's
 ``{"error": NAME, "message": ...}`` unchanged. Kafka's default messages are listed for the errors
 the controller produces.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from common.errors import Errors
+from protocol.errors import Errors
 
 # Kafka's default message for each error (the exception's message when none is given).
 _DEFAULT_MESSAGES: dict[Errors, str] = {

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from common.errors import Errors
+from protocol.errors import Errors
 from quorum.errors import ApiError
 from quorum.node import ControllerNode, ServiceError
 from quorum.service_json import MAX_REQUEST_BODY_BYTES, JsonBodyError, parse_json_object

@@ -57,12 +57,6 @@ from pathlib import Path
 
 import attrs
 
-from common.topic_partition import (
-    TopicPartition,
-    delete_dir_name,
-    is_deleted_dir,
-    is_future_dir,
-)
 from storage.atomic_file import fsync_directory, write_atomically
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -78,6 +72,12 @@ from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_log import PartitionLog
 from storage.recovery import CLEAN_SHUTDOWN_FILE
 from storage.segment_store import RecoveryReport
+from storage.topic_partition import (
+    TopicPartition,
+    delete_dir_name,
+    is_deleted_dir,
+    is_future_dir,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -56,10 +56,10 @@ from broker.handlers.services import (
 )
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
-from common.errors import Errors
 from metadata.records import ConfigResourceType
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
+from protocol.errors import Errors
 from protocol.wire import ZERO_UUID
 
 # Kafka's DescribeConfigsResponse.ConfigSource ids.

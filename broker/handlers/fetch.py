@@ -25,10 +25,9 @@ from broker.handlers.services import BrokerServices, current_leader, topic_id_st
 from broker.kafka_apis import ApiHandler, ResponseBody
 from broker.network import RequestContext
 from broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.image import MetadataImage
 from protocol.common import UNKNOWN_LEADER, NodeEndpoint
+from protocol.errors import Errors
 from protocol.fetch import (
     NO_DIVERGING_EPOCH,
     EpochEndOffset,
@@ -40,6 +39,7 @@ from protocol.fetch import (
     encode_fetch_response,
 )
 from protocol.wire import ZERO_UUID
+from storage.topic_partition import TopicPartition
 
 FIRST_TOPIC_ID_VERSION = 13
 # Kafka's FetchMetadata epochs: a full fetch opens (0) or needs no (-1) session.

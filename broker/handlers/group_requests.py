@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 
-from common.topic_partition import TopicPartition
 from coordinator.group.state import Protocol
+from storage.topic_partition import TopicPartition
 
 GROUP_KEY_TYPE = 0
 NO_EPOCH = -1

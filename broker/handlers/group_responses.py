@@ -20,13 +20,13 @@ from typing import Any
 import attrs
 
 from broker.handlers.group_requests import OffsetCommitRequestData, OffsetFetchGroup
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.effects import JoinGroupResult, LeaveGroupResult, SyncGroupResult
 from coordinator.group.manager import GroupOverview, GroupSummary
 from coordinator.group.records import OffsetAndMetadata
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 NO_OFFSET = -1
 NO_EPOCH = -1

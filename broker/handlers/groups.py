@@ -73,14 +73,14 @@ from broker.handlers.group_responses import (
 from broker.handlers.services import BrokerServices, node_endpoint
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.coordinator import JoinGroupRequest
 from coordinator.group.effects import JoinGroupResult, SyncGroupResult
 from coordinator.group.offsets import OFFSETS_TOPIC
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.shell import GroupCoordinatorShell
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

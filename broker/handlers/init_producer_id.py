@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
-from common.errors import Errors
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
+from protocol.errors import Errors
 from storage.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 _Response: Any = response_class(ApiKey.INIT_PRODUCER_ID)

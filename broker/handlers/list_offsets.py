@@ -25,11 +25,11 @@ from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
 from broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
 from broker.partition_state import error_for
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
+from protocol.errors import Errors
 from storage.log_validator import CorruptLogError
+from storage.topic_partition import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
 

@@ -34,12 +34,12 @@ from broker.handlers.services import (
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
 from broker.replica_manager import INTERNAL_TOPICS
-from common.errors import Errors
-from common.topic_partition import validate_topic_name
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
+from protocol.errors import Errors
 from protocol.wire import ZERO_UUID
+from storage.topic_partition import validate_topic_name
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any
 from broker.handlers.services import BrokerServices
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
-from common.topic_partition import TopicPartition
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
+from storage.topic_partition import TopicPartition
 
 _Response: Any = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 _TopicResult: Any = _Response.OffsetForLeaderTopicResult

@@ -23,10 +23,8 @@ from broker.handlers.services import BrokerServices, current_leader
 from broker.kafka_apis import ApiHandler, ResponseBody
 from broker.network import RequestContext
 from broker.replica_manager import AppendResult
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from protocol.common import UNKNOWN_LEADER, NodeEndpoint
-from protocol.errors import ProtocolError
+from protocol.errors import Errors, ProtocolError
 from protocol.produce import (
     PartitionProduceResponse,
     ProduceRequest,
@@ -44,6 +42,7 @@ from storage.record_batch import (
     MAGIC_POS,
     CompressionType,
 )
+from storage.topic_partition import TopicPartition
 
 FIRST_SERVED_VERSION = 3
 FIRST_ZSTD_VERSION = 7

@@ -16,10 +16,10 @@ import attrs
 
 from broker.controller_api import ControllerClient
 from broker.replica_manager import ReplicaManager
-from common.topic_partition import TopicPartition
 from metadata.image import BrokerRegistration, MetadataImage
 from metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
 from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from storage.topic_partition import TopicPartition
 
 
 def wall_clock_ms() -> int:

@@ -22,8 +22,6 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group import rebalance
 from coordinator.group.effects import (
     NO_MEMBER_ID,
@@ -40,6 +38,8 @@ from coordinator.group.rebalance import Step
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 
 @attrs.frozen(kw_only=True)

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 NO_GENERATION = -1
 NO_MEMBER_ID = ""

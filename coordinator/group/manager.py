@@ -28,9 +28,6 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
-from common.errors import Errors
-from common.java_hash import java_string_hash, kafka_abs
-from common.topic_partition import TopicPartition
 from coordinator.group import rebalance
 from coordinator.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
 from coordinator.group.offsets import (
@@ -46,6 +43,9 @@ from coordinator.group.rebalance import GroupConfig, Step
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.state import CommittedOffset, GroupMetadata, GroupState
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from protocol.java_hash import java_string_hash, kafka_abs
+from storage.topic_partition import TopicPartition
 
 # APIs that accept an empty group id (Kafka's isValidGroupId: old offset tools use it).
 _EMPTY_GROUP_ID_APIS = frozenset(

@@ -23,8 +23,6 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.effects import CoordinatorRecord
 from coordinator.group.records import (
     CoordinatorRecordError,
@@ -47,6 +45,8 @@ from coordinator.group.state import (
     MemberMetadata,
     Protocol,
 )
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_GENERATION = -1

@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from common.errors import Errors
 from coordinator.group.effects import (
     NO_MEMBER_ID,
     Effects,
@@ -41,6 +40,7 @@ from coordinator.group.effects import (
     SyncGroupResult,
 )
 from coordinator.group.state import GroupMetadata, GroupState, InitialJoin, MemberMetadata, Protocol
+from protocol.errors import Errors
 
 # GroupCoordinator.NewMemberJoinTimeoutMs: a new member's JoinGroup may wait this long.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # a type only: the protocol itself stays pure
     from storage.partition_log import PartitionLog

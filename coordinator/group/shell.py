@@ -33,8 +33,6 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
 from coordinator.group.effects import (
     Append,
@@ -54,7 +52,9 @@ from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.replicas import Replicas
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges
+from protocol.errors import Errors
 from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

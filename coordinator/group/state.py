@@ -35,8 +35,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from common.topic_partition import TopicPartition
 from coordinator.group.records import OffsetAndMetadata
+from storage.topic_partition import TopicPartition
 
 
 class GroupState(enum.Enum):

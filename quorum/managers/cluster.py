@@ -25,7 +25,6 @@ from collections.abc import Callable
 
 import attrs
 
-from common.errors import Errors
 from metadata.image import BrokerRegistration, MetadataImage
 from metadata.records import (
     BrokerEndpoint,
@@ -38,6 +37,7 @@ from metadata.records import (
     UnregisterBrokerRecord,
     kafka_string_to_uuid,
 )
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 from quorum.managers.cluster_checks import check_broker_epoch
 from quorum.managers.directories import (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from common.errors import Errors
 from metadata.image import MetadataImage
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 
 

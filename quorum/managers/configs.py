@@ -21,9 +21,9 @@ from collections.abc import Mapping
 
 import attrs
 
-from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import ConfigRecord, ConfigResourceType
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 from quorum.managers.result import ControllerResult
 

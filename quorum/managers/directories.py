@@ -36,9 +36,9 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import PartitionChangeRecord, kafka_string_to_uuid
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 from quorum.managers.partition_change import (
     ReplicaOffline,

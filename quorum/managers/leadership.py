@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from common.errors import Errors
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 from quorum.managers.cluster_checks import check_broker_epoch
 from quorum.managers.partition_change import (

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import attrs
 
-from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import ProducerIdsRecord
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 from quorum.managers.cluster_checks import check_broker_epoch
 from quorum.managers.result import ControllerResult

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import attrs
 
-from common.errors import Errors
 from metadata.image import MetadataImage, TopicImage
 from metadata.records import (
     ConfigRecord,
@@ -30,6 +29,7 @@ from metadata.records import (
     TopicRecord,
     uuid_to_kafka_string,
 )
+from protocol.errors import Errors
 from quorum.errors import SUCCESS, ApiError
 from quorum.managers.configs import validate_config_map
 from quorum.managers.partition_change import is_active

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from broker.alter_partition import RecordedAlterPartitions
 from broker.partition import FetchIsolation, LeaderAndIsr, LogReadInfo, Partition, PartitionContext
-from common.topic_partition import TopicPartition
 from metadata.image import BrokerRegistration
 from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
 from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 
 LOCAL = 1
 F2 = 2

@@ -24,7 +24,6 @@ from broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, local_changes
@@ -54,6 +53,7 @@ from storage.file_slice import FileSlice
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
 

@@ -11,7 +11,7 @@ from typing import Any
 from broker.alter_partition import AlterPartitionItem, AlterPartitionManager, parse_result
 from broker.controller_api import ControllerError
 from broker.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
-from common.errors import Errors
+from protocol.errors import Errors
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 

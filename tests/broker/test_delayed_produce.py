@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from broker.delayed_produce import DelayedProduces, ProducePurgatory
-from common.errors import Errors
-from common.topic_partition import TopicPartition
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 A = TopicPartition("a", 0)
 B = TopicPartition("b", 0)

@@ -42,8 +42,8 @@ from broker.handlers.group_requests import (
     offset_fetch_request,
     sync_group_request,
 )
-from common.topic_partition import TopicPartition
 from coordinator.group.state import Protocol
+from storage.topic_partition import TopicPartition
 
 GROUP = "group"
 

@@ -11,10 +11,10 @@ from broker.handlers.group_responses import (
     leave_group_response,
     offset_fetch_response,
 )
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.effects import JoinGroupResult, LeaveGroupResult, MemberLeaveResult
 from coordinator.group.records import OffsetAndMetadata
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 PETS0 = TopicPartition("pets", 0)
 PETS1 = TopicPartition("pets", 1)

@@ -25,10 +25,10 @@ from kafka.protocol.admin import (
 from broker.handlers import ControllerError, CreatedTopic, NewTopic
 from broker.handlers.admin import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, admin_handlers
 from broker.handlers.services import topic_uuid
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.records import ConfigRecord, ConfigResourceType
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     CLUSTER_ID,
     LOCAL,

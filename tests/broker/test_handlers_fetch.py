@@ -14,12 +14,12 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from broker.handlers.fetch import fetch_handler
 from broker.handlers.services import topic_uuid
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.records import PartitionChangeRecord
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
 from protocol.segments import Segments
 from storage.file_slice import FileSlice
+from storage.topic_partition import TopicPartition
 from tests.broker.handler_support import by_topic, pets_and_birds
 from tests.broker.replica_harness import (
     BIRDS_ID,

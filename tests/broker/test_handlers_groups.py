@@ -27,8 +27,6 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from broker.controller_api import NewTopic
 from broker.handlers.groups import group_handlers
 from broker.kafka_apis import ApiHandler
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.loader import read_partition_records
 from coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
 from coordinator.group.rebalance import GroupConfig
@@ -43,6 +41,8 @@ from metadata.records import (
 )
 from protocol.api_keys import ApiKey
 from protocol.apis import decode_response
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     LOCAL,
     OTHER,

@@ -25,9 +25,9 @@ from broker.handlers import broker_handlers
 from broker.handlers.init_producer_id import init_producer_id_handler
 from broker.kafka_apis import KafkaApis
 from broker.producer_ids import ProducerIdManager
-from common.errors import Errors
 from metadata.records import ProducerIdsRecord
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
 from protocol.headers import parse_response_header, response_header_version
 from quorum.controller import AllocateProducerIdsRequest, QuorumController
 from tests.broker.replica_harness import (

@@ -14,10 +14,10 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from broker.handlers.metadata import metadata_handler
 from broker.handlers.services import topic_uuid
 from broker.partition import PartitionRole
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.records import TopicRecord
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     BIRDS_ID,
     CLUSTER_ID,

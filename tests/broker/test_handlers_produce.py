@@ -13,10 +13,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from broker.handlers.produce import ProduceFailedWithoutAcks, produce_handler, validate_records
-from common.errors import Errors
 from metadata.records import PartitionChangeRecord, TopicRecord
 from protocol.api_keys import ApiKey
-from protocol.errors import ProtocolError
+from protocol.errors import Errors, ProtocolError
 from storage.log_config import LogConfig
 from storage.record_batch import CompressionType
 from storage.records import SimpleRecord, build_batch

@@ -13,8 +13,8 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from broker.handlers import broker_handlers
 from broker.kafka_apis import KafkaApis
-from common.errors import Errors
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
 from protocol.headers import parse_response_header, response_header_version
 from protocol.segments import Segments
 from storage.file_slice import FileSlice

@@ -15,10 +15,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from broker.kafka_apis import KafkaApis, kafka_python_handler
 from broker.network import RequestContext
-from common.errors import Errors
 from protocol.api_keys import ApiKey
 from protocol.apis import SUPPORTED_API_VERSIONS
-from protocol.errors import MalformedRequestError, UnsupportedRequestError
+from protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
 from protocol.headers import RequestHeader, request_header_version
 from protocol.segments import Segments
 from tests.broker.wire_client import api_versions_body, decode_api_versions

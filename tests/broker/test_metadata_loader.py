@@ -20,7 +20,6 @@ from broker.controller_client import (
     SnapshotRequiredError,
 )
 from broker.metadata_loader import MetadataLoader, MetadataLoadError
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta, apply_records
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -34,6 +33,7 @@ from metadata.records import (
     TopicRecord,
 )
 from metadata.snapshot import encode_snapshot
+from storage.topic_partition import TopicPartition
 
 LOCAL = 1
 PETS = "ThIaNwRnSM2Nt9Mx1v0RvA"

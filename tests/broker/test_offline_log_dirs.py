@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from common.errors import Errors
 from metadata.records import PartitionChangeRecord
+from protocol.errors import Errors
 from storage import segment as segment_module
 from storage.directory_id import META_PROPERTIES
 from storage.log_config import LogConfig

@@ -17,7 +17,7 @@ from broker.partition import (
     PartitionRole,
     PartitionState,
 )
-from common.errors import Errors
+from protocol.errors import Errors
 from storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
 from storage.partition_log import OffsetAndTimestamp
 from tests.broker.partition_fixtures import F2, LOCAL, Env, batch, change

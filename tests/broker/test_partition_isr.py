@@ -11,7 +11,7 @@ import pytest
 
 from broker.isr import IsrState
 from broker.partition import PartitionError
-from common.errors import Errors
+from protocol.errors import Errors
 from tests.broker.partition_fixtures import (
     F2,
     F3,

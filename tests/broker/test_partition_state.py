@@ -36,8 +36,8 @@ from broker.partition_state import (
     prepare_isr_expand,
     prepare_isr_shrink,
 )
-from common.errors import Errors
 from metadata.image import BrokerRegistration
+from protocol.errors import Errors
 
 LOCAL, F2, F3 = 1, 2, 3
 LAG = 30_000

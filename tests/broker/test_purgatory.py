@@ -11,7 +11,7 @@ import pytest
 
 from broker.partition_state import FetchIsolation
 from broker.purgatory import DelayedFetches, FetchCompletion, FetchPurgatory
-from common.topic_partition import TopicPartition
+from storage.topic_partition import TopicPartition
 
 A = TopicPartition("a", 0)
 B = TopicPartition("b", 0)

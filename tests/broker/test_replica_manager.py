@@ -22,8 +22,6 @@ from broker.replica_manager import (
     LogReadResult,
     PartitionFetch,
 )
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -35,9 +33,11 @@ from metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from protocol.errors import Errors
 from storage.leader_epoch_cache import EpochEntry
 from storage.log_config import LogConfig
 from storage.records import ControlRecordType, build_control_batch
+from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     LOCAL,
     NEW_PETS_ID,

@@ -16,7 +16,6 @@ from broker.config import BrokerConfig
 from broker.replica_manager import RecordedFetcherManager, ReplicaManager
 from broker.server import BrokerServer
 from broker.topic_configs import changed_topic_configs
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -30,6 +29,7 @@ from metadata.records import (
 from storage.log_config import CleanupPolicy, LogConfig
 from storage.log_manager import LogManager
 from storage.partition_log import PartitionLog
+from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,

@@ -26,8 +26,6 @@ from broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -38,6 +36,7 @@ from metadata.records import (
     PartitionChangeRecord,
     TopicRecord,
 )
+from protocol.errors import Errors
 from quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
@@ -46,6 +45,7 @@ from quorum.controller import (
 )
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     NOW_MS,
     PETS0,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from broker.partition import PartitionRole
-from common.errors import Errors
 from metadata.records import TopicRecord
+from protocol.errors import Errors
 from storage import segment as segment_module
 from storage.recovery import CLEAN_SHUTDOWN_FILE
 from tests.broker.replica_harness import (

@@ -18,7 +18,6 @@ import attrs
 from pysyncobj.journal import FileJournal
 from pysyncobj.pickle import dumps as pysyncobj_dumps
 
-from common.topic_partition import TopicPartition
 from metadata.codec import encode_record
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
@@ -58,6 +57,7 @@ from storage.records import (
     build_control_batch,
     iter_records,
 )
+from storage.topic_partition import TopicPartition
 
 BASE_MS = 1_700_000_000_000
 CODECS = tuple(CompressionType)

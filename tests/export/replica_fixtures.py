@@ -14,7 +14,6 @@ from pathlib import Path
 
 import attrs
 
-from common.topic_partition import TopicPartition
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
@@ -25,6 +24,7 @@ from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
 from storage.record_batch import CompressionType
 from storage.records import Header, SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 from tests.export.fixtures import BASE_MS, LogFixture
 
 CLUSTER_ID = "pykraft-replicas-test-cluster"

@@ -7,7 +7,6 @@ from pathlib import Path
 import attrs
 import pytest
 
-from common.topic_partition import TopicPartition
 from export.log_dirs import LogScanError, parse_log_dirs
 from export.log_scan import (
     LogFilter,
@@ -19,6 +18,7 @@ from export.log_scan import (
 )
 from export.segment_reader import LogRow, read_segment_rows
 from storage.record_batch import CompressionType
+from storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, build_log_dirs, expected_log_rows
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from common.topic_partition import TopicPartition
 from export.export_topic_job import available_offsets
 from export.log_dirs import LogScanError, measure_log_end_offset
 from export.log_scan import LogFilter, discover_partitions, plan_splits
@@ -23,6 +22,7 @@ from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_
 from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
 from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
+from storage.topic_partition import TopicPartition
 from tests.export.replica_fixtures import (
     Replicas,
     ReplicaSpec,

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from common.topic_partition import TopicPartition
 from export.export_topic_job import export_topic
 from export.manifest import MANIFEST_FILE, RunState, load_manifest
 from export.report_job import CHART_FILE, TABLES, run_report
@@ -23,6 +22,7 @@ from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
 from storage.record_batch import CompressionType
 from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 from tests.export.fixtures import (
     BASE_MS,
     build_log_dirs,

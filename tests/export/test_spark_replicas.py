@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from common.topic_partition import TopicPartition
 from export.export_topic_job import export_topic
 from export.manifest import ExportedRange
 from export.segment_reader import LOG_COLUMNS
+from storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, expected_log_rows
 from tests.export.replica_fixtures import Replicas, catch_up, three_brokers
 

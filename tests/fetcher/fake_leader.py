@@ -16,17 +16,17 @@ from pathlib import Path
 
 import attrs
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from fetcher.leader_codecs import LeaderFeatures
 from fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from protocol.errors import Errors
 from protocol.fetch import PartitionData
 from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
 from storage.record_batch import iter_batches
 from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 from tests.fetcher.harness import MockLeader, MockLog, Rec
 
 # Kafka 3.7 against Kafka 3.7: DivergingEpoch, topic ids, ReplicaState.

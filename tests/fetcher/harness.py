@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import attrs
 
-from common.errors import Errors
 from fetcher.responses import (
     Append,
     BackOff,
@@ -57,6 +56,7 @@ from fetcher.truncation import (
     OffsetResetKind,
     Truncation,
 )
+from protocol.errors import Errors
 from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
 from storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,

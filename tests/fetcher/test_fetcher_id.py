@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.java_hash import to_int32
 from fetcher.fetcher_id import fetcher_id
+from protocol.java_hash import to_int32
 
 INT_MAX = 2**31 - 1
 

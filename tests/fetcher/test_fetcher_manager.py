@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from broker.replica_api import FetcherManager, InitialFetchState
-from common.topic_partition import TopicPartition
 from fetcher.fetcher_config import FetcherConfig
 from fetcher.fetcher_id import fetcher_id
 from fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager, parse_topic_id
@@ -25,6 +24,7 @@ from fetcher.leader_endpoint import LeaderEndpoint
 from fetcher.responses import FailureReason
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from storage.partition_log import PartitionLog
+from storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import FakeClock, FakeLeaderEndpoint, leader_of, open_log, records_of
 from tests.fetcher.harness import MockLeader
 

@@ -18,7 +18,6 @@ import asyncio
 from pathlib import Path
 from typing import Any, cast
 
-from common.topic_partition import TopicPartition
 from fetcher.fetcher_config import FetcherClock, FetcherConfig, MonotonicClock, PartitionStart
 from fetcher.follower_log import ReplicaLog
 from fetcher.leader_codecs import LeaderFeatures
@@ -27,6 +26,7 @@ from fetcher.replica_fetcher import ReplicaFetcher
 from fetcher.state import FetchState
 from protocol.fetch import PartitionData
 from storage.partition_log import PartitionLog
+from storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import MODERN, FakeLeaderEndpoint, open_log
 
 T0 = TopicPartition("t", 0)

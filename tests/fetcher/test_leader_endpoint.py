@@ -13,8 +13,6 @@ import uuid
 
 import pytest
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
@@ -40,6 +38,7 @@ from protocol.apis import (
     encode_unsupported_api_versions_response,
     response_class,
 )
+from protocol.errors import Errors
 from protocol.fetch import (
     EpochEndOffset,
     FetchableTopicResponse,
@@ -50,6 +49,7 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
+from storage.topic_partition import TopicPartition
 
 ORDERS, PAYMENTS = uuid.UUID(int=1), uuid.UUID(int=2)
 O0, O1, P0 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 0)

@@ -18,7 +18,6 @@ import attrs
 import pytest
 from hypothesis import given, settings
 
-from common.topic_partition import TopicPartition
 from fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
 from fetcher.follower_log import ReplicaLog
 from fetcher.leader_codecs import LeaderFeatures
@@ -28,6 +27,7 @@ from fetcher.state import FetchState
 from protocol.fetch import PartitionData
 from storage.partition_log import PartitionLog
 from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import (
     MODERN,
     PRE_KIP_320,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import Errors
 from fetcher.responses import Append, BackOff, FailureReason, Truncate
 from fetcher.state import FetchState
 from fetcher.truncation import Truncation, truncation_offset, truncation_request
+from protocol.errors import Errors
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from tests.fetcher.harness import BACKOFF_MS, Follower, MockLeader, MockLog
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import Errors
 from fetcher.responses import (
     Append,
     BackOff,
@@ -46,6 +45,7 @@ from fetcher.truncation import (
     OffsetResetKind,
     Truncation,
 )
+from protocol.errors import Errors
 from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
 from storage.leader_epoch_cache import EpochEntry
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import Errors
 from fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
@@ -26,6 +25,7 @@ from fetcher.truncation import (
     truncation_offset,
     truncation_request,
 )
+from protocol.errors import Errors
 from protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
 

@@ -20,8 +20,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaStorageError
 
-from common.errors import Errors
 from protocol.api_keys import ApiKey
+from protocol.errors import Errors
 from protocol.fetch import FetchPartition, FetchRequest, FetchTopic
 from protocol.fetch_client import decode_fetch_response, encode_fetch_request
 from tests.broker.wire_client import blocking_exchange, request_frame

@@ -19,7 +19,7 @@ import gzip
 
 import pytest
 
-from common.errors import Errors
+from protocol.errors import Errors
 from storage.log_reader import MAX_TIMESTAMP
 from storage.record_batch import CompressionType, patch_base_offset
 from storage.varint import encode_varint

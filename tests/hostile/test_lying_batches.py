@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from common.errors import Errors
+from protocol.errors import Errors
 from storage.compression import compress
 from storage.record_batch import BATCH_HEADER_SIZE, CompressionType
 from storage.records import SimpleRecord, build_batch

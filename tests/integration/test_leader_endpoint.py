@@ -23,8 +23,6 @@ from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener
 from broker.replica_api import RecordedFetcherManager
 from broker.replica_manager import ReplicaManager
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from fetcher.fetcher_config import FetcherConfig
 from fetcher.fetcher_manager import ReplicaFetcherManager
 from fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpointError
@@ -42,11 +40,13 @@ from metadata.records import (
 )
 from protocol.api_keys import ApiKey
 from protocol.apis import encode_api_versions_response, encode_unsupported_api_versions_response
+from protocol.errors import Errors
 from protocol.headers import encode_response_header, parse_request_header
 from protocol.wire import INT32
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import records_of
 
 pytestmark = pytest.mark.integration

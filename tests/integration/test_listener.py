@@ -14,9 +14,9 @@ from kafka.net.selector import NetworkSelector
 from broker.acceptor import configure_accepted_socket
 from broker.kafka_apis import KafkaApis
 from broker.metrics import CloseReason
-from common.errors import Errors
 from protocol.api_keys import ApiKey
 from protocol.apis import SUPPORTED_API_VERSIONS
+from protocol.errors import Errors
 from tests.broker.wire_client import (
     api_versions_frame,
     blocking_exchange,

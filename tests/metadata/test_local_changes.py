@@ -3,7 +3,6 @@ testDeleteAfterChanges, testUpdatedLeaders, testLocalReassignmentChanges)."""
 
 from __future__ import annotations
 
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta, apply_records
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, local_changes
@@ -14,6 +13,7 @@ from metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from storage.topic_partition import TopicPartition
 
 LOCAL = 3
 FOO = "ThIaNwRnSM2Nt9Mx1v0RvA"

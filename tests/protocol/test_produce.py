@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceRequest as KafkaPythonProduceRequest
 from kafka.protocol.producer import ProduceResponse as KafkaPythonProduceResponse
 
-from common.errors import Errors
 from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from protocol.errors import MalformedRequestError, ProtocolError, UnsupportedRequestError
+from protocol.errors import Errors, MalformedRequestError, ProtocolError, UnsupportedRequestError
 from protocol.produce import (
     BatchIndexAndErrorMessage,
     PartitionProduceData,

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from common.errors import Errors
 from protocol.api_keys import ApiKey
 from protocol.apis import SUPPORTED_API_VERSIONS
+from protocol.errors import Errors
 from protocol.kafka_messages import MESSAGE_CLASSES
 from protocol.unsupported import can_answer, error_response
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -16,6 +15,7 @@ from metadata.records import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
+from protocol.errors import Errors
 from quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import Errors
 from metadata.records import ConfigRecord
+from protocol.errors import Errors
 from quorum.controller import (
     AlterableConfig,
     AlterConfigOp,

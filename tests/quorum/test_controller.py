@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import NoOpRecord
+from protocol.errors import Errors
 from quorum.controller import (
     BrokerHeartbeatRequest,
     ControllerSettings,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from common.errors import Errors
 from metadata.records import PartitionChangeRecord, uuid_to_kafka_string
+from protocol.errors import Errors
 from quorum.controller import BrokerHeartbeatRequest, OfflineReplica
 from quorum.managers.directories import MAX_OFFLINE_REPLICAS
 from tests.quorum.helpers import Harness, image_with, partition, topic_id

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from common.errors import Errors
 from metadata.image import MetadataImage
 from metadata.records import PartitionChangeRecord
+from protocol.errors import Errors
 from quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from common.errors import Errors
 from metadata.records import ProducerIdsRecord
+from protocol.errors import Errors
 from quorum.controller import AllocateProducerIdsRequest
 from quorum.managers.producer_ids import allocate_producer_ids
 from tests.quorum.helpers import Harness, apply, image_with

@@ -11,7 +11,6 @@ import random
 
 import pytest
 
-from common.errors import Errors
 from metadata.records import (
     ConfigRecord,
     PartitionRecord,
@@ -19,6 +18,7 @@ from metadata.records import (
     TopicRecord,
     uuid_to_kafka_string,
 )
+from protocol.errors import Errors
 from quorum.controller import (
     ControllerSettings,
     CreatableReplicaAssignment,

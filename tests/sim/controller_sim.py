@@ -22,10 +22,10 @@ from typing import Any
 
 import attrs
 
-from common.errors import Errors
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
+from protocol.errors import Errors
 from quorum.controller import (
     AlterableConfig,
     AlterConfigOp,

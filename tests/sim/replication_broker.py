@@ -30,12 +30,11 @@ from broker.controller_client import HeartbeatReply
 from broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
 from broker.lifecycle import BrokerLifecycle, BrokerState
 from broker.partition import LeaderAndIsr, Partition, PartitionContext, PartitionError
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import PartitionInfo, local_changes
 from metadata.records import NO_LEADER, MetadataRecord, uuid_to_kafka_string
+from protocol.errors import Errors
 from quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -43,6 +42,7 @@ from quorum.controller import (
     BrokerRegistrationResponse,
 )
 from storage.partition_log import PartitionLog
+from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_follower import PartitionFollower
 from tests.sim.replication_leader import SimAlterPartitionManager

@@ -23,9 +23,9 @@ import attrs
 from broker.alter_partition import ALTER_PARTITION_RETRY_BACKOFF_MS, AlterPartitionItem
 from broker.isr import AlterPartitionResult
 from broker.partition import FetchIsolation, Partition, PartitionError
-from common.errors import Errors
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from protocol.errors import Errors
 from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
 from quorum.controller import (
     AlterPartitionData,

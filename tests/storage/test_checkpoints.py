@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from common.topic_partition import TopicPartition
 from storage.atomic_file import write_atomically
 from storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
@@ -20,6 +19,7 @@ from storage.checkpoints import (
     write_leader_epoch_checkpoint,
     write_offset_checkpoint,
 )
+from storage.topic_partition import TopicPartition
 
 PET0, PET1, PET2 = (TopicPartition("pet", n) for n in range(3))
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from common.topic_partition import TopicPartition
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -19,6 +18,7 @@ from storage.log_manager import LogDirError, LogManager, LogManagerSettings
 from storage.partition_log import PartitionLog
 from storage.records import SimpleRecord, build_batch
 from storage.recovery import CLEAN_SHUTDOWN_FILE
+from storage.topic_partition import TopicPartition
 
 CONFIG = LogConfig(segment_bytes=1024)
 ORDERS_0 = TopicPartition("orders", 0)

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
 from coordinator.group.effects import (
     Append,
@@ -23,6 +21,8 @@ from coordinator.group.offsets import load_groups
 from coordinator.group.rebalance import GroupConfig
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.state import GroupMetadata, Protocol
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 
 GROUP = "group"
 CLIENT = "consumer"

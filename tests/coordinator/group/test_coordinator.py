@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from common.errors import Errors
 from coordinator.group.effects import HeartbeatResult, MemberLeaveResult
 from coordinator.group.rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
 from coordinator.group.records import group_metadata_key
 from coordinator.group.state import GroupState, Protocol
+from protocol.errors import Errors
 from tests.coordinator.group.harness import (
     GROUP,
     RANGE,

@@ -3,8 +3,6 @@ the records it wrote — Kafka's ``GroupCoordinatorTest`` / ``GroupMetadataManag
 
 from __future__ import annotations
 
-from common.errors import Errors
-from common.topic_partition import TopicPartition
 from coordinator.group.effects import Append, OffsetCommitResult
 from coordinator.group.offsets import LogRecord, load_groups
 from coordinator.group.records import (
@@ -16,6 +14,8 @@ from coordinator.group.records import (
     offset_commit_key,
 )
 from coordinator.group.state import GroupState
+from protocol.errors import Errors
+from storage.topic_partition import TopicPartition
 from tests.coordinator.group.harness import GROUP, SESSION_TIMEOUT_MS, TOPIC0, TOPIC1, Harness
 
 

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.topic_partition import TopicPartition
 from coordinator.group.records import (
     CoordinatorRecordError,
     GroupMetadataKey,
@@ -25,6 +24,7 @@ from coordinator.group.records import (
     offset_commit_key,
     offset_commit_value,
 )
+from storage.topic_partition import TopicPartition
 
 
 def s(text: str) -> bytes:

@@ -7,7 +7,7 @@ that would change an HTTP answer fails here.
 
 from __future__ import annotations
 
-from common.errors import Errors
+from protocol.errors import Errors
 from quorum.errors import ApiError
 
 
