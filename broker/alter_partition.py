@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 import attrs
 
-from broker.isr import AlterPartitionResult, PendingIsrChange
 from metadata.records import NO_LEADER
 from protocol.errors import Errors
+from replica.isr import AlterPartitionResult, PendingIsrChange
 
 logger = logging.getLogger(__name__)
 

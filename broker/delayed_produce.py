@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from broker.purgatory import DeadlineTimer, monotonic_ms
-from broker.waiters import WaiterIndex
 from protocol.errors import Errors
+from replica.waiters import WaiterIndex
 from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting produces (STYLE.md §7).

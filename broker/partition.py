@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The decisions live in ``broker.partition_state`` and ``broker.isr`` (pure); this shell holds the
+The decisions live in ``replica.partition_state`` and ``replica.isr`` (pure); this shell holds the
 log and one ``PartitionState``, which only ``_become`` replaces (checking the role and ISR
 transitions the pure modules list), and carries out what the decisions call for: appends and
 reads on the log, high-watermark moves, AlterPartition submissions.
@@ -41,7 +41,9 @@ from broker.alter_partition import (
     AlterPartitionSubmitter,
     RecordedAlterPartitions,
 )
-from broker.isr import (
+from broker.purgatory import monotonic_ms
+from protocol.errors import Errors
+from replica.isr import (
     LEGAL_ISR_TRANSITIONS,
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,
@@ -50,7 +52,7 @@ from broker.isr import (
     is_stale_broker_epoch,
     update_fetch_state,
 )
-from broker.partition_state import (
+from replica.partition_state import (
     DEBUGGING_REPLICA_ID,
     LEGAL_TRANSITIONS,
     NO_PARTITION_LEADER_EPOCH,
@@ -76,8 +78,6 @@ from broker.partition_state import (
     prepare_isr_expand,
     prepare_isr_shrink,
 )
-from broker.purgatory import monotonic_ms
-from protocol.errors import Errors
 from storage.file_slice import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP

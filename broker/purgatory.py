@@ -33,8 +33,8 @@ from collections.abc import Callable, Collection
 
 import attrs
 
-from broker.partition_state import FetchIsolation
-from broker.waiters import WaiterIndex
+from replica.partition_state import FetchIsolation
+from replica.waiters import WaiterIndex
 from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting fetches (STYLE.md §7).

@@ -14,10 +14,10 @@ from typing import Protocol
 
 import attrs
 
-from broker.isr import NO_BROKER_EPOCH
 from broker.partition import FetchIsolation, LogReadInfo
 from metadata.records import BrokerEndpoint
 from protocol.errors import Errors
+from replica.isr import NO_BROKER_EPOCH
 from storage.file_slice import FileSlice
 from storage.leader_epoch_cache import OffsetAndEpoch
 from storage.topic_partition import TopicPartition

@@ -47,7 +47,6 @@ import attrs
 
 from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from broker.delayed_produce import DelayedProduces
-from broker.isr import NO_BROKER_EPOCH
 from broker.offline_storage import OfflineStorage
 from broker.partition import (
     EpochEndOffset,
@@ -71,6 +70,7 @@ from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
 from protocol.errors import Errors
+from replica.isr import NO_BROKER_EPOCH
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
 from storage.log_validator import LogError

@@ -10,8 +10,8 @@ from typing import Any
 
 from broker.alter_partition import AlterPartitionItem, AlterPartitionManager, parse_result
 from broker.handlers.controller_client import ControllerError
-from broker.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 from protocol.errors import Errors
+from replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 

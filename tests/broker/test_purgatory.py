@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from broker.partition_state import FetchIsolation
 from broker.purgatory import DelayedFetches, FetchCompletion, FetchPurgatory
+from replica.partition_state import FetchIsolation
 from storage.topic_partition import TopicPartition
 
 A = TopicPartition("a", 0)

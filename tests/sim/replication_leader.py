@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from broker.alter_partition import ALTER_PARTITION_RETRY_BACKOFF_MS, AlterPartitionItem
-from broker.isr import AlterPartitionResult
 from broker.partition import FetchIsolation, Partition, PartitionError
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
@@ -34,6 +33,7 @@ from quorum.controller import (
     BrokerState,
 )
 from quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
+from replica.isr import AlterPartitionResult
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.sim.replication_checks import PartitionKey
 from tests.sim.replication_log import MemoryLog

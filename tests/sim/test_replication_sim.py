@@ -21,9 +21,9 @@ import pytest
 
 import broker.partition as broker_partition
 import fetcher.responses as responses
-from broker.partition_state import PartitionRole, PartitionState, high_watermark_candidate
 from fetcher.truncation import FollowerLog, Truncation
 from protocol.errors import Errors
+from replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
 from tests.sim.replication_log import MemoryLog, client_batch
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
