@@ -131,7 +131,7 @@ class ReplicaManager:
         self.image = MetadataImage.EMPTY
         self._partitions: dict[TopicPartition, Partition] = {}
         self.partition_context = PartitionContext(
-            clock_ms=clock_ms,
+            monotonic_ms=clock_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             min_insync_replicas=self._min_insync_replicas,
             broker=lambda broker_id: self.image.cluster.broker(broker_id),

@@ -122,7 +122,7 @@ class SimBroker:
         self._metadata_poll = 0
         settings = env.settings
         self.context = PartitionContext(
-            clock_ms=lambda: self.env.now_ms,
+            monotonic_ms=lambda: self.env.now_ms,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
             min_insync_replicas=lambda topic: settings.min_insync_replicas,
             broker=lambda broker: self.image.cluster.broker(broker),

@@ -21,6 +21,7 @@ import pytest
 
 import broker.partition as broker_partition
 import fetcher.responses as responses
+import replica.partition_core as partition_core
 from fetcher.truncation import FollowerLog, Truncation
 from protocol.errors import Errors
 from replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
@@ -188,7 +189,7 @@ def test_a_majority_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) ->
                                                    if broker in state.isr)), reverse=True)
         return int(ends[len(ends) // 2])
 
-    monkeypatch.setattr(broker_partition, "high_watermark_candidate", majority)
+    monkeypatch.setattr(partition_core, "high_watermark_candidate", majority)
     _caught("lacks committed record", first_seed=2)
 
 
