@@ -36,13 +36,10 @@ from collections.abc import Callable
 
 import attrs
 
-from broker.alter_partition import (
-    AlterPartitionItem,
-    AlterPartitionSubmitter,
-    RecordedAlterPartitions,
-)
+from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from broker.purgatory import monotonic_ms
 from protocol.errors import Errors
+from replica.alter_partition_queue import AlterPartitionItem
 from replica.isr import (
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,

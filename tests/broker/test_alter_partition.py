@@ -8,9 +8,10 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from broker.alter_partition import AlterPartitionItem, AlterPartitionManager, parse_result
+from broker.alter_partition import AlterPartitionManager, parse_result
 from broker.handlers.controller_client import ControllerError
 from protocol.errors import Errors
+from replica.alter_partition_queue import AlterPartitionItem
 from replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"

@@ -15,12 +15,10 @@ callbacks, and a retry after 50 ms on a request-level failure or a lost answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
 
-from broker.alter_partition import ALTER_PARTITION_RETRY_BACKOFF_MS, AlterPartitionItem
 from broker.partition import FetchIsolation, Partition, PartitionError
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
@@ -33,6 +31,13 @@ from quorum.controller import (
     BrokerState,
 )
 from quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
+from replica.alter_partition_queue import (
+    ALTER_PARTITION_RETRY_BACKOFF_MS,
+    AlterPartitionCallback,
+    AlterPartitionItem,
+    AlterPartitionQueue,
+    AlterPartitionRequestBatch,
+)
 from replica.isr import AlterPartitionResult
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.sim.replication_checks import PartitionKey
@@ -42,7 +47,6 @@ if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker
 
 LeaderRecords = tuple[tuple[int, int, str], ...]
-AlterPartitionCallback = Callable[[AlterPartitionResult], None]
 
 
 @attrs.frozen
@@ -145,51 +149,46 @@ def _result(raw: ControllerAlterPartitionResult) -> AlterPartitionResult:
 
 
 class SimAlterPartitionManager:
+    """The transport of the shipped ``AlterPartitionQueue`` on simulated time: the request goes
+    through the simulated network to the controller, a lost answer times out, a failure retries
+    after ``ALTER_PARTITION_RETRY_BACKOFF_MS`` (what ``AlterPartitionManager`` does with asyncio
+    and HTTP)."""
+
     def __init__(self, broker: SimBroker) -> None:
         self.broker = broker
-        # Invariant: at most one change per partition (Kafka's unsentIsrUpdates).
-        self.unsent: dict[tuple[str, int], tuple[AlterPartitionItem, AlterPartitionCallback]] = {}
-        self._request = 0
-        self.in_flight = False
+        self.queue = AlterPartitionQueue()
 
     @property
     def idle(self) -> bool:
-        return not self.unsent and not self.in_flight
+        return self.queue.idle
 
     def submit(self, item: AlterPartitionItem, callback: AlterPartitionCallback) -> None:
-        if item.key in self.unsent:
+        if not self.queue.submit(item, callback):
             callback(AlterPartitionResult(error=Errors.OPERATION_NOT_ATTEMPTED))
             return
-        self.unsent[item.key] = (item, callback)
         self._maybe_send()
 
     def _maybe_send(self) -> None:
-        if not self.unsent or self.in_flight:
+        batch = self.queue.next_request()
+        if batch is None:
             return
-        self._request += 1
-        number, items = self._request, list(self.unsent.values())
-        self.in_flight = True
         request = AlterPartitionRequest(self.broker.broker_id, self.broker.broker_epoch,
-                                        tuple(_request_data(item) for item, _ in items))
+                                        tuple(_request_data(item) for item in batch.items))
         self.broker.call_controller("AlterPartition", request,
-                                    lambda answer: self._on_answer(number, items, answer))
+                                    lambda answer: self._on_answer(batch, answer))
         self.broker.schedule(self.broker.env.settings.request_timeout_ms,
-                             "AlterPartition timeout", lambda: self._on_answer(number, items, None))
+                             "AlterPartition timeout", lambda: self._on_answer(batch, None))
 
-    def _on_answer(self, number: int,
-                   items: list[tuple[AlterPartitionItem, AlterPartitionCallback]],
+    def _on_answer(self, batch: AlterPartitionRequestBatch,
                    answer: AlterPartitionResponse | None) -> None:
-        if number != self._request or not self.in_flight:
+        if batch.number != self.queue.in_flight:
             return
-        self.in_flight = False
         if answer is None or answer.error.is_failure():
+            self.queue.on_answer(batch, None)
             self.broker.schedule(ALTER_PARTITION_RETRY_BACKOFF_MS, "AlterPartition retry",
                                  self._maybe_send)
             return
         results = {(r.topic_id, r.partition_index): _result(r) for r in answer.partitions}
-        for item, callback in items:
-            result = results.get(item.key)
-            if result is not None:
-                del self.unsent[item.key]
-                callback(result)
+        for callback, result in self.queue.on_answer(batch, results):
+            callback(result)
         self._maybe_send()
