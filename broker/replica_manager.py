@@ -2,15 +2,15 @@
 
 Theory of operation
 -------------------
-Metadata: ``apply_delta(changes, new_image, now_ms)`` acts on ``local_changes(delta, broker_id)``
-in Kafka's order (``ReplicaManager.applyDelta``): first deletes (stop the fetcher, stop the
-partition, delete the log through ``LogManager``), then leaders (stop fetching, open or create
-the log with the topic's configs, ``make_leader``), then followers (``make_follower``; when the
-leader epoch moved, hand the partition to the fetcher manager starting at the log end). A
-partition whose topic id changed under the same name (a topic deleted and re-created while this
-broker was away) loses its old log first. Delayed fetches on every changed partition answer now.
-Then ``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the open
-logs of every topic whose overrides changed their new ``LogConfig`` (Kafka's
+Metadata: ``apply_delta(changes, new_image, wall_clock_ms)`` acts on ``local_changes(delta,
+broker_id)`` in Kafka's order (``ReplicaManager.applyDelta``): first deletes (stop the fetcher,
+stop the partition, delete the log through ``LogManager``), then leaders (stop fetching, open or
+create the log with the topic's configs, ``make_leader``), then followers (``make_follower``;
+when the leader epoch moved, hand the partition to the fetcher manager starting at the log end).
+A partition whose topic id changed under the same name (a topic deleted and re-created while
+this broker was away) loses its old log first. Delayed fetches on every changed partition answer
+now. Then ``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the
+open logs of every topic whose overrides changed their new ``LogConfig`` (Kafka's
 ``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``).
 
 Produce: ``append_to_local_log`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
@@ -116,13 +116,15 @@ class ReplicaManager:
         inter_broker_listener_name: str = "PLAINTEXT",
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
-        clock_ms: Callable[[], int] = monotonic_ms,
+        monotonic_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.fetcher_manager = fetcher_manager
-        self.delayed_fetches = delayed_fetches or DelayedFetches(clock_ms=clock_ms)
-        self.delayed_produces = delayed_produces or DelayedProduces(clock_ms=clock_ms)
+        # Two clocks, never mixed: ``monotonic_ms`` for deadlines and follower lag, wall time
+        # (``wall_clock_ms`` arguments) for what lands on disk (segment creation times).
+        self.delayed_fetches = delayed_fetches or DelayedFetches(clock_ms=monotonic_ms)
+        self.delayed_produces = delayed_produces or DelayedProduces(clock_ms=monotonic_ms)
         # Without a controller channel ISR changes are only recorded (they stay pending).
         self.alter_partition = alter_partition or RecordedAlterPartitions()
         self.inter_broker_listener_name = inter_broker_listener_name
@@ -131,7 +133,7 @@ class ReplicaManager:
         self.image = MetadataImage.EMPTY
         self._partitions: dict[TopicPartition, Partition] = {}
         self.partition_context = PartitionContext(
-            monotonic_ms=clock_ms,
+            monotonic_ms=monotonic_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             min_insync_replicas=self._min_insync_replicas,
             broker=lambda broker_id: self.image.cluster.broker(broker_id),
@@ -169,13 +171,14 @@ class ReplicaManager:
     # ------------------------------------------------------------------ metadata
 
     def apply_delta(
-        self, changes: LocalReplicaChanges, new_image: MetadataImage, now_ms: int
+        self, changes: LocalReplicaChanges, new_image: MetadataImage, wall_clock_ms: int
     ) -> None:
-        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order)."""
+        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order).
+        ``wall_clock_ms`` dates the logs it creates; follower lag runs on the monotonic clock."""
         self.image = new_image
         self._apply_deletes(changes.deletes)
-        self._apply_leaders(changes.leaders, now_ms)
-        self._apply_followers(changes.followers, now_ms)
+        self._apply_leaders(changes.leaders, wall_clock_ms)
+        self._apply_followers(changes.followers, wall_clock_ms)
 
     def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:
         """Give the local logs of ``topics`` their config in ``new_image`` (Kafka's
@@ -206,14 +209,16 @@ class ReplicaManager:
         if self.log_manager.delete_log(topic_partition):
             logger.info("deleted the log of %s", topic_partition)
 
-    def _apply_leaders(self, leaders: Mapping[PartitionKey, PartitionInfo], now_ms: int) -> None:
+    def _apply_leaders(
+        self, leaders: Mapping[PartitionKey, PartitionInfo], wall_clock_ms: int
+    ) -> None:
         if not leaders:
             return
         keys = sorted(leaders)
         self.fetcher_manager.remove_fetcher_for_partitions([TopicPartition(*k) for k in keys])
         for key in keys:
             topic_partition, info = TopicPartition(*key), leaders[key]
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
+            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
             if partition is None:
                 continue
             epoch_before = partition.leader_epoch
@@ -223,14 +228,14 @@ class ReplicaManager:
                 self._on_partition_changed(topic_partition)
 
     def _apply_followers(
-        self, followers: Mapping[PartitionKey, PartitionInfo], now_ms: int
+        self, followers: Mapping[PartitionKey, PartitionInfo], wall_clock_ms: int
     ) -> None:
         restarted: list[TopicPartition] = []
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         for key in sorted(followers):
             topic_partition, info = TopicPartition(*key), followers[key]
             self.offline_storage.maybe_set_aside(topic_partition, leader_id=info.leader)
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
+            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
             leader_and_isr = LeaderAndIsr.from_registration(info.partition)
             if partition is None or not partition.make_follower(leader_and_isr):
                 continue
@@ -278,7 +283,7 @@ class ReplicaManager:
         return stray
 
     def _get_or_create_partition(
-        self, topic_partition: TopicPartition, topic_id: str, now_ms: int
+        self, topic_partition: TopicPartition, topic_id: str, wall_clock_ms: int
     ) -> Partition | None:
         """The partition to make leader or follower; None while its log is offline."""
         partition = self._partitions.get(topic_partition)
@@ -292,7 +297,7 @@ class ReplicaManager:
         if partition is None:
             # An existing log (loaded at start-up with the broker defaults) takes it too.
             config = self._log_config(topic_partition.topic, self.image)
-            log = self.offline_storage.get_or_create_log(topic_partition, now_ms, config)
+            log = self.offline_storage.get_or_create_log(topic_partition, wall_clock_ms, config)
             if log is None:
                 return None
             partition = Partition(
