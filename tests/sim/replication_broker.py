@@ -14,8 +14,9 @@ it. It does what ``broker.server.BrokerServer`` and ``ReplicaManager`` do, on si
   the disk's ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
 * shrinks ISRs every replica.lag.time.max.ms / 2, flushes logs on a seeded schedule, writes the
   high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
-* takes acks=all produce requests and completes them as ``DelayedProduce`` does, when
-  ``check_enough_replicas_reach_offset`` says so; an ack counts when the broker decides it.
+* takes acks=all produce requests and waits for them in the shipped ``ProducePurgatory``
+  (``replica.produce_waiters``, what ``DelayedProduces`` drives in production), checked with
+  ``check_enough_replicas_reach_offset``; an ack counts when the broker decides it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from quorum.controller import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from replica.produce_waiters import ProducePurgatory
 from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
@@ -116,7 +118,9 @@ class SimBroker:
         self.partitions: dict[PartitionKey, Partition] = {}
         self.followers: dict[PartitionKey, PartitionFollower] = {}
         self.alter_partitions = SimAlterPartitionManager(self)
-        self.produces: list[PendingProduce] = []
+        # The waiting acks=all produces, by their waiter id in ``produce_waiters``.
+        self.produce_waiters = ProducePurgatory()
+        self.produces: dict[int, PendingProduce] = {}
         self._heartbeat = 0
         self._had_shutdown_reply = False
         self._metadata_poll = 0
@@ -348,26 +352,37 @@ class SimBroker:
         except PartitionError:
             return  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
         self.env.checker.on_leader_append(key, log.batches[-1])
-        self.produces.append(PendingProduce(
-            key, info.first_offset, info.last_offset + 1, values,
-            now_ms + self.env.settings.produce_timeout_ms))
-        self.complete_produces(key)
+        produce = PendingProduce(key, info.first_offset, info.last_offset + 1, values,
+                                 now_ms + self.env.settings.produce_timeout_ms)
+        waiter_id = self.produce_waiters.try_watch(
+            {TopicPartition(*key): produce.required_offset}, produce.deadline_ms)
+        if waiter_id is None:
+            return  # the purgatory is full: REQUEST_TIMED_OUT
+        self.produces[waiter_id] = produce
+        errors = self.produce_waiters.try_complete(waiter_id, self._check_produce)
+        if errors is not None:
+            self._answer_produce(waiter_id, errors)
 
     def complete_produces(self, key: PartitionKey | None = None) -> None:
-        """``DelayedProduce.tryComplete`` for the waiting produces (of ``key``, or all)."""
-        waiting = []
-        for produce in self.produces:
-            partition = self.partitions.get(produce.key)
-            if key is not None and produce.key != key:
-                waiting.append(produce)
-                continue
-            if partition is None:
-                continue
-            done, error = partition.check_enough_replicas_reach_offset(produce.required_offset)
-            if done and error is Errors.NONE:
-                self.env.checker.on_ack(produce.key, produce.base_offset, produce.values)
-            if done or error is not Errors.NONE:
-                continue  # acknowledged, or answered with the error (no longer the leader)
-            if self.env.now_ms < produce.deadline_ms:
-                waiting.append(produce)
-        self.produces = waiting
+        """``DelayedProduces``: expire what is past its deadline, then check the waiters (of
+        ``key``, or all) as a high-watermark move does."""
+        for waiter_id, errors in self.produce_waiters.expire(self.env.now_ms).items():
+            self._answer_produce(waiter_id, errors)
+        keys = {produce.key for produce in self.produces.values()} if key is None else {key}
+        for waiting in sorted(keys):
+            completed = self.produce_waiters.check(TopicPartition(*waiting), self._check_produce)
+            for waiter_id, errors in completed.items():
+                self._answer_produce(waiter_id, errors)
+
+    def _check_produce(self, topic_partition: TopicPartition,
+                       required_offset: int) -> tuple[bool, Errors]:
+        """``ReplicaManager._check_enough_replicas``."""
+        partition = self.partitions.get((topic_partition.topic, topic_partition.partition))
+        if partition is None:
+            return False, Errors.NOT_LEADER_OR_FOLLOWER
+        return partition.check_enough_replicas_reach_offset(required_offset)
+
+    def _answer_produce(self, waiter_id: int, errors: dict[TopicPartition, Errors]) -> None:
+        produce = self.produces.pop(waiter_id)
+        if all(error is Errors.NONE for error in errors.values()):
+            self.env.checker.on_ack(produce.key, produce.base_offset, produce.values)
