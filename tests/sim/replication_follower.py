@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from fetcher.follower_log import after_truncation, append_fetched, follower_view, reset_offset
+from fetcher.follower_log import CarriedOut, carry_out, follower_view
 from fetcher.responses import (
     Append,
     FetchOutcome,
@@ -31,7 +31,6 @@ from fetcher.responses import (
     on_epoch_end_offset,
     on_fetch_response,
     on_leader_offsets,
-    on_records_appended,
     on_request_failed,
     plan_truncation,
 )
@@ -202,47 +201,36 @@ class PartitionFollower:
     # ------------------------------------------------------------------ actions
 
     def _apply(self, outcome: FetchOutcome, leader_records: LeaderRecords | None) -> None:
-        """``ReplicaFetcher._apply``: carry the action out on the log, then go on."""
+        """``ReplicaFetcher._apply``: the shipped ``carry_out`` on the log, the checker's
+        hooks around it, then go on."""
         action = outcome.action
         checker = self.broker.env.checker
         if isinstance(action, MarkFailed):
             self.state = None  # Kafka markPartitionFailed: wait for new metadata
             return
-        assert outcome.state is not None
-        delay_ms = 0
-        if isinstance(action, Append):
-            delay_ms = self._append(action)
-            return self._next(delay_ms)
-        new_state = outcome.state
         if isinstance(action, Truncate):
             checker.on_truncation(self.key, self.broker.broker_id, action.truncation.offset,
                                   self.log)
-            self.log.truncate_to(action.truncation.offset)
-            new_state = after_truncation(new_state, self.log)
-            if action.truncation.truncation_completed and leader_records is not None:
-                checker.on_truncation_complete(self.key, self.broker.broker_id, self.log,
-                                               leader_records)
         elif isinstance(action, ResetOffset):
             if action.reset.kind is OffsetResetKind.TRUNCATE_TO_LEADER_END:
                 checker.on_truncation(self.key, self.broker.broker_id,
                                       action.reset.fetch_offset, self.log)
             checker.stats[f"out-of-range resets ({action.reset.kind.value})"] += 1
-            reset_offset(self.log, action)
-            new_state = after_truncation(new_state, self.log)
-        self.state = new_state
-        self._next(delay_ms)
+        batches_before = len(self.log.batches)
+        carried = carry_out(self.log, outcome)
+        self.state = carried.state
+        if isinstance(action, Append):
+            checker.on_follower_append(self.key, self.broker.broker_id,
+                                       self.log.batches[batches_before:])
+        elif (isinstance(action, Truncate) and action.truncation.truncation_completed
+              and leader_records is not None):
+            checker.on_truncation_complete(self.key, self.broker.broker_id, self.log,
+                                           leader_records)
+        self._next(self._delay_after(carried))
 
-    def _append(self, action: Append) -> int:
-        """Append and follow the leader's HW; returns how long to wait before fetching again
-        (an empty answer: as long as the leader would have held the fetch)."""
-        assert self.state is not None
-        before = len(self.log.batches)
-        appended = append_fetched(self.log, action)
-        self.broker.env.checker.on_follower_append(self.key, self.broker.broker_id,
-                                                   self.log.batches[before:])
-        self.state = on_records_appended(self.state, last_offset=appended.last_offset,
-                                         last_leader_epoch=appended.last_leader_epoch,
-                                         leader_high_watermark=action.high_watermark)
-        if appended.last_offset is not None:
+    def _delay_after(self, carried: CarriedOut) -> int:
+        """How long to wait before fetching again: after an empty answer, as long as the
+        leader would have held the fetch."""
+        if carried.appended is None or carried.appended.last_offset is not None:
             return 0
         return self.broker.env.rng.randint(0, self.settings.replica_fetch_wait_max_ms)
