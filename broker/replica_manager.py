@@ -364,7 +364,7 @@ class ReplicaManager:
         if required_acks != -1 or not required_offsets:
             return results
         errors = await self.delayed_produces.wait(
-            required_offsets, timeout_ms=timeout_ms, checker=self._check_enough_replicas
+            required_offsets, timeout_ms=timeout_ms, checker=self.check_enough_replicas
         )
         for topic_partition, error in errors.items():
             if error is not Errors.NONE:
@@ -393,7 +393,7 @@ class ReplicaManager:
             )
         return results
 
-    def _check_enough_replicas(
+    def check_enough_replicas(
         self, topic_partition: TopicPartition, required_offset: int
     ) -> tuple[bool, Errors]:
         """DelayedProduce's check: case A (not hosted any more) or the partition's answer."""
@@ -547,11 +547,11 @@ class ReplicaManager:
             byte_count = 0 if partition is None else _bytes_between(partition, old, new)
             if byte_count:
                 self.delayed_fetches.on_high_watermark_moved(topic_partition, byte_count)
-        self.delayed_produces.check_and_complete(topic_partition, self._check_enough_replicas)
+        self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
 
     def _on_partition_changed(self, topic_partition: TopicPartition) -> None:
         self.delayed_fetches.on_partition_changed(topic_partition)
-        self.delayed_produces.check_and_complete(topic_partition, self._check_enough_replicas)
+        self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
 
     def _local_broker_epoch(self) -> int:
         registration = self.image.cluster.broker(self.broker_id)
