@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from broker.partition import PartitionError
-from broker.replica_api import FetcherManager
 from metadata.records import NO_LEADER
 from protocol.errors import Errors
+from replica.data_path import FetcherManager
 from storage.log_config import LogConfig
 from storage.log_manager import KafkaStorageError, LogManager
 from storage.partition_log import PartitionLog

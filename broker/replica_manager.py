@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 
 import attrs
 
@@ -57,7 +57,12 @@ from broker.partition import (
     PartitionError,
 )
 from broker.purgatory import DelayedFetches, FetchCompletion, monotonic_ms
-from broker.replica_api import (
+from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
+from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
+from protocol.errors import Errors
+from replica.data_path import (
+    INTERNAL_TOPICS,
     AppendResult,
     FetcherManager,
     FetchParams,
@@ -65,11 +70,10 @@ from broker.replica_api import (
     LogReadResult,
     PartitionFetch,
     RecordedFetcherManager,
+    append_refusal,
+    invalid_acks,
+    respond_now,
 )
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, PartitionInfo, PartitionKey
-from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
-from protocol.errors import Errors
 from replica.isr import NO_BROKER_EPOCH
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
@@ -91,10 +95,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Kafka's Topic.INTERNAL_TOPICS: clients may not produce to them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
-VALID_REQUIRED_ACKS = (-1, 0, 1)
 REPLICA_LAG_TIME_MAX_MS = 30_000
 # A consumer's min_bytes is an int32: sizing a high-watermark move never needs to read more.
 MAX_HIGH_WATERMARK_READ_BYTES = 2**31 - 1
@@ -380,12 +381,9 @@ class ReplicaManager:
         internal_topics_allowed: bool = False,
     ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's records as leader; every partition gets a result."""
-        if required_acks not in VALID_REQUIRED_ACKS:
-            message = f"acks must be -1, 0 or 1, not {required_acks}"
-            return {
-                tp: AppendResult(error=Errors.INVALID_REQUIRED_ACKS, error_message=message)
-                for tp in entries
-            }
+        refused = invalid_acks(list(entries), required_acks)
+        if refused is not None:
+            return refused
         results = {}
         for topic_partition, records in entries.items():
             results[topic_partition] = self._append_one(
@@ -411,16 +409,10 @@ class ReplicaManager:
         now_ms: int,
         internal_topics_allowed: bool,
     ) -> AppendResult:
-        if topic_partition.topic in INTERNAL_TOPICS and not internal_topics_allowed:
-            return AppendResult(
-                error=Errors.INVALID_TOPIC_EXCEPTION,
-                error_message=f"Cannot append to internal topic {topic_partition.topic}",
-            )
-        if not records:
-            return AppendResult(
-                error=Errors.INVALID_RECORD,
-                error_message=f"the append to {topic_partition} has no record batch",
-            )
+        refused = append_refusal(topic_partition, bool(records), internal_topics_allowed)
+        if refused is not None:
+            return refused
+        assert records, "append_refusal answers an append without a batch"
         try:
             partition = self.partition_or_error(topic_partition)
             info = partition.append_records_to_leader(
@@ -492,7 +484,7 @@ class ReplicaManager:
     async def fetch_messages(self, params: FetchParams) -> list[LogReadResult]:
         """Read now, or wait for ``min_bytes`` / ``max_wait_ms`` and read again."""
         results = self.read_from_log(params)
-        if _respond_now(params, results):
+        if respond_now(params, results):
             return results
         completion = await self.delayed_fetches.wait(
             [fetch.topic_partition for fetch in params.partitions],
@@ -575,17 +567,6 @@ class ReplicaManager:
             current_leader_epoch=current_leader_epoch,
             fetch_only_from_leader=fetch_only_from_leader,
         )
-
-
-def _respond_now(params: FetchParams, results: Sequence[LogReadResult]) -> bool:
-    """Kafka's ``fetchMessages`` conditions for answering without waiting."""
-    return (
-        params.max_wait_ms <= 0
-        or not params.partitions
-        or sum(result.size_in_bytes for result in results) >= params.min_bytes
-        or any(result.error is not Errors.NONE for result in results)
-        or any(result.diverging_epoch is not None for result in results)
-    )
 
 
 def _bytes_between(partition: Partition, start: int, end: int) -> int:

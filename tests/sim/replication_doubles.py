@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from broker.replica_api import InitialFetchState
 from protocol.errors import Errors
+from replica.data_path import InitialFetchState
 from replica.produce_waiters import ProducePurgatory, ReplicaChecker
 from storage.log_config import LogConfig
 from storage.topic_partition import TopicPartition

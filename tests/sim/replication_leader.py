@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from broker.partition import PartitionError
-from broker.replica_api import FetchParams, PartitionFetch
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from protocol.errors import Errors
@@ -37,6 +36,7 @@ from replica.alter_partition_queue import (
     AlterPartitionQueue,
     AlterPartitionRequestBatch,
 )
+from replica.data_path import FetchParams, PartitionFetch
 from replica.isr import AlterPartitionResult
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.topic_partition import TopicPartition
