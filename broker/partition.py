@@ -187,7 +187,17 @@ class Partition:
             new = self.log.update_high_watermark(ready.high_watermark)
             self.context.on_high_watermark_moved(self.topic_partition, old, new)
         if ready.alter_partition is not None:
-            self._submit(ready.alter_partition)
+            change = ready.alter_partition
+            logger.info(
+                "%s: proposing the ISR %s (%s %s; high watermark %d, log end %d)",
+                self.topic_partition,
+                list(change.new_isr_ids),
+                change.kind.name,
+                sorted(change.changed),
+                self.log.high_watermark,
+                self.log.log_end_offset,
+            )
+            self._submit(change)
 
     def make_leader(self, change: LeaderAndIsr) -> bool:
         """Become (or stay) leader; True when this broker was not leading before.
@@ -232,49 +242,11 @@ class Partition:
 
     # ------------------------------------------------------------------ ISR
 
-    def _update_follower_fetch_state(
-        self,
-        replica_id: int,
-        *,
-        fetch_offset: int,
-        log_start_offset: int,
-        leader_end_offset: int,
-        broker_epoch: int,
-    ) -> None:
-        """Kafka ``updateFollowerFetchState``: progress, maybe ISR expansion, maybe HW."""
-        ready = self.core.on_follower_fetch(
-            replica_id,
-            fetch_offset=fetch_offset,
-            log_start_offset=log_start_offset,
-            leader_end_offset=leader_end_offset,
-            broker_epoch=broker_epoch,
-            view=self._view(),
-        )
-        if ready.alter_partition is not None:
-            logger.info(
-                "%s: expanding the ISR %s with %d",
-                self.topic_partition,
-                list(self.state.isr),
-                replica_id,
-            )
-        self._carry_out(ready)
-
     def maybe_shrink_isr(self) -> bool:
         """Propose dropping ISR followers that stayed behind (Kafka ``maybeShrinkIsr``)."""
         ready = self.core.maybe_shrink_isr(self._view())
-        change = ready.alter_partition
-        if change is None:
-            return False
-        logger.info(
-            "%s: shrinking the ISR %s by %s (high watermark %d, log end %d)",
-            self.topic_partition,
-            list(self.state.isr),
-            sorted(change.changed),
-            self.log.high_watermark,
-            self.log.log_end_offset,
-        )
         self._carry_out(ready)
-        return True
+        return ready.alter_partition is not None
 
     def _submit(self, change: PendingIsrChange) -> None:
         item = AlterPartitionItem(
@@ -377,13 +349,15 @@ class Partition:
         if replica_id >= 0 and update_fetch_state and info.diverging_epoch is None:
             # Like Kafka, the answer carries the high watermark sampled before this update;
             # the follower learns the new one on its next fetch.
-            self._update_follower_fetch_state(
+            ready = self.core.on_follower_fetch(
                 replica_id,
                 fetch_offset=fetch_offset,
                 log_start_offset=follower_log_start_offset,
                 leader_end_offset=info.log_end_offset,
                 broker_epoch=replica_epoch,
+                view=self._view(),
             )
+            self._carry_out(ready)
         return info
 
     def _read_records(

@@ -9,13 +9,13 @@ from metadata.image import BrokerRegistration
 from protocol.errors import Errors
 from replica.isr import AlterPartitionOutcome, AlterPartitionResult, IsrState
 from replica.partition_core import LogView, PartitionCore, check_transition
-from replica.partition_state import LeaderAndIsr, PartitionError, PartitionRole, PartitionState
+from replica.partition_state import PartitionError, PartitionRole, PartitionState
 from replica.ready import Ready
 from storage.leader_epoch_cache import OffsetAndEpoch
 from storage.topic_partition import TopicPartition
+from tests.broker.partition_fixtures import F2, LOCAL, change
 
 TP = TopicPartition("pets", 0)
-LOCAL, F2 = 1, 2
 LAG_MS = 30_000
 NOW = 1_000_000
 BROKERS = {
@@ -36,22 +36,6 @@ def view(log_end_offset: int, high_watermark: int = 0, now_ms: int = NOW) -> Log
     )
 
 
-def change(
-    leader: int = LOCAL,
-    leader_epoch: int = 3,
-    partition_epoch: int = 3,
-    replicas: tuple[int, ...] = (LOCAL,),
-    isr: tuple[int, ...] | None = None,
-) -> LeaderAndIsr:
-    return LeaderAndIsr(
-        leader=leader,
-        leader_epoch=leader_epoch,
-        partition_epoch=partition_epoch,
-        replicas=replicas,
-        isr=replicas if isr is None else isr,
-    )
-
-
 def advanced(core: PartitionCore, ready: Ready | None) -> Ready:
     assert ready is not None
     core.advance(ready)
@@ -62,7 +46,7 @@ def test_make_leader_asks_to_persist_the_epoch_then_move_the_high_watermark() ->
     core = PartitionCore(TP, LOCAL, LAG_MS)
     ready = core.make_leader(change(), view(log_end_offset=5))
     assert ready is not None
-    assert ready.epoch_start == OffsetAndEpoch(5, 3)
+    assert ready.epoch_start == OffsetAndEpoch(5, 1)
     assert ready.state.role is PartitionRole.LEADER
     assert ready.high_watermark == 5  # one replica: the log end is committed
     assert ready.partition_changed
@@ -160,7 +144,7 @@ def test_a_committed_shrink_lets_the_high_watermark_move() -> None:
     sent = advanced(core, core.maybe_shrink_isr(view(4, now_ms=NOW + LAG_MS + 1))).alter_partition
     assert sent is not None
     answer = AlterPartitionResult(
-        error=Errors.NONE, leader_id=LOCAL, leader_epoch=3, isr=(LOCAL,), partition_epoch=4
+        error=Errors.NONE, leader_id=LOCAL, leader_epoch=1, isr=(LOCAL,), partition_epoch=4
     )
     ready, outcome = core.on_alter_partition_result(sent, answer, view(4))
     assert outcome is AlterPartitionOutcome.COMMITTED
