@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection
 import attrs
 
 from replica.partition_state import FetchIsolation
-from replica.waiters import WaiterIndex
+from replica.waiters import Purgatory
 from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting fetches (STYLE.md §7).
@@ -54,18 +54,11 @@ class _Waiter:
     isolation: FetchIsolation = FetchIsolation.LOG_END
 
 
-class FetchPurgatory:
+class FetchPurgatory(Purgatory[_Waiter]):
     """Pure bookkeeping of waiting fetches, keyed by partition; no clock, no I/O."""
 
     def __init__(self, max_waiters: int = MAX_DELAYED_FETCHES) -> None:
-        self._index: WaiterIndex[_Waiter] = WaiterIndex(max_waiters)
-
-    @property
-    def max_waiters(self) -> int:
-        return self._index.max_waiters
-
-    def __len__(self) -> int:
-        return len(self._index)
+        super().__init__(max_waiters)
 
     def watching(
         self, topic_partition: TopicPartition, isolation: FetchIsolation | None = None
@@ -136,9 +129,6 @@ class FetchPurgatory:
     def expire(self, now_ms: int) -> list[int]:
         """Waiters whose deadline is at or before ``now_ms`` (removed), oldest first."""
         return [waiter_id for waiter_id, _ in self._index.pop_expired(now_ms)]
-
-    def next_deadline_ms(self) -> int | None:
-        return self._index.next_deadline_ms()
 
     def remove(self, waiter_id: int) -> None:
         self._index.pop(waiter_id)

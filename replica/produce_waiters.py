@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from protocol.errors import Errors
-from replica.waiters import WaiterIndex
+from replica.waiters import Purgatory
 from storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting produces (STYLE.md §7).
@@ -61,18 +61,11 @@ class _Waiter:
         return {tp: status.error for tp, status in self.statuses.items()}
 
 
-class ProducePurgatory:
+class ProducePurgatory(Purgatory[_Waiter]):
     """Pure bookkeeping of waiting produces, keyed by partition; no clock, no I/O."""
 
     def __init__(self, max_waiters: int = MAX_DELAYED_PRODUCES) -> None:
-        self._index: WaiterIndex[_Waiter] = WaiterIndex(max_waiters)
-
-    @property
-    def max_waiters(self) -> int:
-        return self._index.max_waiters
-
-    def __len__(self) -> int:
-        return len(self._index)
+        super().__init__(max_waiters)
 
     def watching(self, topic_partition: TopicPartition) -> int:
         return self._index.watching(topic_partition)
@@ -118,9 +111,6 @@ class ProducePurgatory:
         """Waiters whose deadline is at or before ``now_ms`` (removed): partitions still
         waiting answer REQUEST_TIMED_OUT."""
         return {waiter_id: waiter.errors() for waiter_id, waiter in self._index.pop_expired(now_ms)}
-
-    def next_deadline_ms(self) -> int | None:
-        return self._index.next_deadline_ms()
 
     def remove(self, waiter_id: int) -> dict[TopicPartition, Errors] | None:
         """Forget a waiter; its errors as they stand (REQUEST_TIMED_OUT where still waiting)."""
