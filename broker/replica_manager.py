@@ -223,7 +223,14 @@ class ReplicaManager:
             if partition is None:
                 continue
             epoch_before = partition.leader_epoch
-            partition.make_leader(LeaderAndIsr.from_registration(info.partition))
+            try:
+                partition.make_leader(LeaderAndIsr.from_registration(info.partition))
+            except OSError as error:
+                # Kafka applyLocalLeadersDelta: a disk error skips this partition's change (the
+                # core, never advanced, stays as it was) and its log dir goes offline.
+                logger.error("cannot lead %s: writing its leader epoch failed: %s", key, error)
+                self.offline_storage.handle_storage_error(topic_partition, str(error))
+                continue
             if partition.leader_epoch != epoch_before:
                 # Waiting fetches carry the old epoch: they must hear about the new one now.
                 self._on_partition_changed(topic_partition)
