@@ -46,7 +46,12 @@ from replica.isr import (
     AlterPartitionResult,
     PendingIsrChange,
 )
-from replica.partition_core import REPLICA_LAG_TIME_MAX_MS, LogView, PartitionCore
+from replica.partition_core import (
+    REPLICA_LAG_TIME_MAX_MS,
+    LogView,
+    PartitionCore,
+    diverging_epoch,
+)
 from replica.partition_state import (
     DEBUGGING_REPLICA_ID,
     NO_PARTITION_LEADER_EPOCH,
@@ -63,7 +68,7 @@ from replica.partition_state import (
 )
 from replica.ready import Ready
 from storage.file_slice import FetchDataInfo, LogOffsetMetadata
-from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
+from storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET
 from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError
 from storage.partition_log import OffsetAndTimestamp, PartitionLog
@@ -329,20 +334,9 @@ class Partition:
         """Read for a consumer (``replica_id`` -1) or a follower (its broker id); a follower's
         read also records its progress unless ``update_fetch_state`` is False (the re-read of a
         delayed fetch). Raises ``PartitionError`` (Kafka ``Partition.fetchRecords``)."""
-        self._check_leader_epoch(current_leader_epoch, require_leader=True)
-        if replica_id >= 0 and replica_id not in self.state.followers:
-            # Kafka followerReplicaOrThrow: with an epoch the (replica, epoch) pair may just not
-            # be known yet (a reassignment), so the follower retries.
-            error = (
-                Errors.NOT_LEADER_OR_FOLLOWER
-                if current_leader_epoch == NO_PARTITION_LEADER_EPOCH
-                else Errors.UNKNOWN_LEADER_EPOCH
-            )
-            raise PartitionError(
-                error,
-                f"broker {replica_id} is not a replica of {self.topic_partition} in leader "
-                f"epoch {self.state.leader_epoch} (replicas {list(self.state.replicas)})",
-            )
+        refused = self.core.fetch_error(replica_id, current_leader_epoch)
+        if refused is not None:
+            raise refused
         info = self._read_records(
             fetch_offset, max_bytes, isolation, min_one_batch, last_fetched_epoch
         )
@@ -373,7 +367,14 @@ class Partition:
         log = self.log
         high_watermark, log_end_offset = log.high_watermark, log.log_end_offset
         log_start_offset = log.log_start_offset
-        diverging = self._diverging_epoch(last_fetched_epoch, fetch_offset, log_end_offset)
+        diverging = diverging_epoch(
+            self.topic_partition,
+            log.leader_epoch_cache.entries,
+            last_fetched_epoch=last_fetched_epoch,
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+        )
         if diverging is not None:
             fetched = FetchDataInfo(LogOffsetMetadata(fetch_offset), (), fetch_offset)
         else:
@@ -389,29 +390,6 @@ class Partition:
         return LogReadInfo(
             fetched, diverging, high_watermark, log_start_offset, log_end_offset, high_watermark
         )
-
-    def _diverging_epoch(
-        self, last_fetched_epoch: int, fetch_offset: int, log_end_offset: int
-    ) -> OffsetAndEpoch | None:
-        """Kafka ``Partition.readRecords``' last-fetched-epoch check (KIP-320)."""
-        if last_fetched_epoch < 0:
-            return None
-        end = self.log.leader_epoch_cache.end_offset_for(last_fetched_epoch, log_end_offset)
-        if end.offset == UNDEFINED_EPOCH_OFFSET or end.leader_epoch == UNDEFINED_EPOCH:
-            raise PartitionError(
-                Errors.OFFSET_OUT_OF_RANGE,
-                f"{self.topic_partition}: could not determine the end offset of the last "
-                f"fetched epoch {last_fetched_epoch}",
-            )
-        if fetch_offset < self.log.log_start_offset:
-            raise PartitionError(
-                Errors.OFFSET_OUT_OF_RANGE,
-                f"{self.topic_partition}: fetch offset {fetch_offset} is below the log start "
-                f"offset {self.log.log_start_offset}",
-            )
-        if end.leader_epoch < last_fetched_epoch or end.offset < fetch_offset:
-            return end
-        return None
 
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int, *, fetch_only_from_leader: bool

@@ -53,7 +53,13 @@ from replica.partition_state import (
     prepare_isr_shrink,
 )
 from replica.ready import Ready
-from storage.leader_epoch_cache import OffsetAndEpoch
+from storage.leader_epoch_cache import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    Entries,
+    OffsetAndEpoch,
+    end_offset_for,
+)
 from storage.topic_partition import TopicPartition
 
 # Kafka's replica.lag.time.max.ms default.
@@ -272,6 +278,24 @@ class PartitionCore:
             )
         return None
 
+    def fetch_error(self, replica_id: int, current_leader_epoch: int) -> PartitionError | None:
+        """Kafka ``fetchRecords``' checks: the leader epoch, leadership, and for a follower
+        that it is a replica (``followerReplicaOrThrow``: with an epoch the pair may just not be
+        known yet, a reassignment, so the follower retries on UNKNOWN_LEADER_EPOCH)."""
+        error = self.leader_epoch_error(current_leader_epoch, require_leader=True)
+        if error is not None or replica_id < 0 or replica_id in self.state.followers:
+            return error
+        code = (
+            Errors.NOT_LEADER_OR_FOLLOWER
+            if current_leader_epoch == NO_PARTITION_LEADER_EPOCH
+            else Errors.UNKNOWN_LEADER_EPOCH
+        )
+        return PartitionError(
+            code,
+            f"broker {replica_id} is not a replica of {self.topic_partition} in leader "
+            f"epoch {self.state.leader_epoch} (replicas {list(self.state.replicas)})",
+        )
+
     def append_error(self, required_acks: int, min_insync_replicas: int) -> PartitionError | None:
         """Kafka ``appendRecordsToLeader``'s checks before the log is touched."""
         error = self.leader_epoch_error(NO_PARTITION_LEADER_EPOCH, require_leader=True)
@@ -285,3 +309,34 @@ class PartitionCore:
                 f"the min.isr requirement of {min_isr} for partition {self.topic_partition}",
             )
         return None
+
+
+def diverging_epoch(
+    topic_partition: TopicPartition,
+    entries: Entries,
+    *,
+    last_fetched_epoch: int,
+    fetch_offset: int,
+    log_start_offset: int,
+    log_end_offset: int,
+) -> OffsetAndEpoch | None:
+    """Kafka ``Partition.readRecords``' last-fetched-epoch check (KIP-320): where the
+    follower's log diverges from this leader's epoch history, or None to read on."""
+    if last_fetched_epoch < 0:
+        return None
+    end = end_offset_for(entries, last_fetched_epoch, log_end_offset)
+    if end.offset == UNDEFINED_EPOCH_OFFSET or end.leader_epoch == UNDEFINED_EPOCH:
+        raise PartitionError(
+            Errors.OFFSET_OUT_OF_RANGE,
+            f"{topic_partition}: could not determine the end offset of the last "
+            f"fetched epoch {last_fetched_epoch}",
+        )
+    if fetch_offset < log_start_offset:
+        raise PartitionError(
+            Errors.OFFSET_OUT_OF_RANGE,
+            f"{topic_partition}: fetch offset {fetch_offset} is below the log start "
+            f"offset {log_start_offset}",
+        )
+    if end.leader_epoch < last_fetched_epoch or end.offset < fetch_offset:
+        return end
+    return None

@@ -8,10 +8,10 @@ import pytest
 from metadata.image import BrokerRegistration
 from protocol.errors import Errors
 from replica.isr import AlterPartitionOutcome, AlterPartitionResult, IsrState
-from replica.partition_core import LogView, PartitionCore, check_transition
+from replica.partition_core import LogView, PartitionCore, check_transition, diverging_epoch
 from replica.partition_state import PartitionError, PartitionRole, PartitionState
 from replica.ready import Ready
-from storage.leader_epoch_cache import OffsetAndEpoch
+from storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
 from storage.topic_partition import TopicPartition
 from tests.broker.partition_fixtures import F2, LOCAL, change
 
@@ -165,3 +165,64 @@ def test_appends_are_refused_before_the_log_is_touched() -> None:
 def test_an_illegal_transition_names_both_roles() -> None:
     with pytest.raises(AssertionError, match="NONE -> NONE"):
         check_transition(TP, PartitionState(), PartitionState())
+
+
+# ------------------------------------------------------------------ reads (KIP-320)
+
+HISTORY = (EpochEntry(0, 0), EpochEntry(2, 5))  # epoch 0 at 0, epoch 2 at 5; log end 8
+
+
+@pytest.mark.parametrize(
+    ("last_fetched_epoch", "fetch_offset", "expected"),
+    [
+        (-1, 3, None),  # no epoch sent: nothing to check
+        (2, 8, None),  # the current epoch, at the log end
+        (0, 5, None),  # epoch 0 ended at 5: the follower is exactly there
+        (0, 6, OffsetAndEpoch(5, 0)),  # ... past it: diverged
+        (1, 6, OffsetAndEpoch(5, 0)),  # an epoch this leader never had: the one before it
+    ],
+)
+def test_diverging_epoch(
+    last_fetched_epoch: int, fetch_offset: int, expected: OffsetAndEpoch | None
+) -> None:
+    found = diverging_epoch(
+        TP,
+        HISTORY,
+        last_fetched_epoch=last_fetched_epoch,
+        fetch_offset=fetch_offset,
+        log_start_offset=0,
+        log_end_offset=8,
+    )
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("entries", "fetch_offset", "log_start_offset"),
+    [((), 0, 0), (HISTORY, 2, 3)],  # no history to answer from; below the log start
+)
+def test_an_unanswerable_last_fetched_epoch_is_out_of_range(
+    entries: tuple[EpochEntry, ...], fetch_offset: int, log_start_offset: int
+) -> None:
+    with pytest.raises(PartitionError) as raised:
+        diverging_epoch(
+            TP,
+            entries,
+            last_fetched_epoch=0,
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            log_end_offset=8,
+        )
+    assert raised.value.error is Errors.OFFSET_OUT_OF_RANGE
+
+
+def test_a_fetch_from_a_broker_that_is_not_a_replica() -> None:
+    core = PartitionCore(TP, LOCAL, LAG_MS)
+    advanced(core, core.make_leader(change(replicas=(LOCAL, F2)), view(0)))
+    assert core.fetch_error(F2, current_leader_epoch=1) is None
+    assert core.fetch_error(-1, current_leader_epoch=-1) is None  # a consumer
+    unknown = core.fetch_error(7, current_leader_epoch=-1)
+    assert unknown is not None and unknown.error is Errors.NOT_LEADER_OR_FOLLOWER
+    reassigned = core.fetch_error(7, current_leader_epoch=1)
+    assert reassigned is not None and reassigned.error is Errors.UNKNOWN_LEADER_EPOCH
+    fenced = core.fetch_error(F2, current_leader_epoch=0)
+    assert fenced is not None and fenced.error is Errors.FENCED_LEADER_EPOCH
