@@ -175,7 +175,7 @@ class Partition:
             log_end_offset=self.log.log_end_offset,
             high_watermark=self.log.high_watermark,
             now_ms=self.context.monotonic_ms(),
-            min_insync_replicas=self.min_insync_replicas,
+            min_insync_replicas=self.context.min_insync_replicas(self.topic_partition.topic),
             brokers=self.context.broker,
             local_broker_epoch=self.context.local_broker_epoch(),
         )

@@ -20,6 +20,8 @@ small an ISR for acks=all) are ``PartitionError`` values carrying Kafka's error 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import attrs
 
 from protocol.errors import Errors
@@ -70,9 +72,9 @@ def _no_broker(broker_id: int) -> None:
     return None
 
 
-@attrs.frozen(kw_only=True)
-class LogView:
-    """What the core reads of the world at one input, sampled by the shell just before."""
+class LogView(NamedTuple):
+    """What the core reads of the world at one input, sampled by the shell just before (an
+    immutable NamedTuple: one is built for every append and follower fetch)."""
 
     log_end_offset: int
     high_watermark: int

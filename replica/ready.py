@@ -18,24 +18,27 @@ can be offered again. A ``Ready`` holds no I/O handle and no time; it is an immu
 
 from __future__ import annotations
 
-import attrs
+from typing import NamedTuple
 
 from replica.isr import PendingIsrChange
 from replica.partition_state import PartitionState
 from storage.leader_epoch_cache import OffsetAndEpoch
 
 
-@attrs.frozen(kw_only=True)
-class Ready:
-    # The state the core was in when it decided; ``advance`` refuses a Ready built on another.
+class Ready(NamedTuple):
+    """An immutable value (a NamedTuple: one is built for every append and follower fetch)."""
+
+    # The state the core decided from; ``advance`` refuses a Ready built on another.
     base: PartitionState
-    # 1. persist
-    epoch_start: OffsetAndEpoch | None = None
-    # 2. apply. Invariant: high_watermark, when set, is above the log's current one.
+    # 2. apply: the core's next state (the same object when nothing changes).
     state: PartitionState
+    # 1. persist: the leader-epoch file records this epoch's start.
+    epoch_start: OffsetAndEpoch | None = None
+    # 2. apply: the log's new high watermark. Invariant: above the log's current one.
     high_watermark: int | None = None
-    # 3. answer
+    # 3. answer: the partition's waiters answer now (its leader epoch or role moved).
     partition_changed: bool = False
+    # 3. answer: the ISR change to send to the controller.
     alter_partition: PendingIsrChange | None = None
 
     @property
