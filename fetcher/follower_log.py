@@ -143,38 +143,28 @@ def after_truncation(state: PartitionFetchState, log: ReplicaLog) -> PartitionFe
     )
 
 
-@attrs.frozen
-class CarriedOut:
-    """The partition's fetch state after ``carry_out``, and what an append wrote."""
-
-    state: PartitionFetchState
-    appended: Appended | None = None
-
-
-def carry_out(log: ReplicaLog, outcome: FetchOutcome) -> CarriedOut:
+def carry_out(log: ReplicaLog, outcome: FetchOutcome) -> PartitionFetchState:
     """Carry one decided action out on the local log (Kafka ``ReplicaFetcherThread``): append
-    then follow the leader, truncate, or reset; the fetch state that follows. The one place
-    both the asyncio ``ReplicaFetcher`` and the simulation apply an outcome. A failure of the
-    log raises, for the caller to classify (``local_error_kind``)."""
+    then follow the leader, truncate, or reset; returns the fetch state that follows. A failure
+    of the log raises, for the caller to classify (``local_error_kind``)."""
     action, state = outcome.action, outcome.state
     assert not isinstance(action, MarkFailed), "a failed partition has nothing to carry out"
     assert state is not None, f"only MarkFailed removes a partition: {outcome}"
     if isinstance(action, Append):
         appended = append_fetched(log, action)
-        state = on_records_appended(
+        return on_records_appended(
             state,
             last_offset=appended.last_offset,
             last_leader_epoch=appended.last_leader_epoch,
             leader_high_watermark=action.high_watermark,
         )
-        return CarriedOut(state, appended)
     if isinstance(action, Truncate):
         log.truncate_to(action.truncation.offset)
         state = after_truncation(state, log)
     elif isinstance(action, ResetOffset):
         reset_offset(log, action)
         state = after_truncation(state, log)
-    return CarriedOut(state)
+    return state
 
 
 def local_error_kind(error: Exception) -> LocalError:

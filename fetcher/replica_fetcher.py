@@ -364,11 +364,11 @@ class ReplicaFetcher:
             self._fail_partition(topic_partition, FailureReason.UNEXPECTED_ERROR)
             return
         try:
-            carried = carry_out(log, outcome)
+            new_state = carry_out(log, outcome)
         except Exception as error:  # the log's failure is this partition's alone
             self._on_local_error(topic_partition, error)
             return
-        self._states[topic_partition] = carried.state
+        self._states[topic_partition] = new_state
 
     def _on_local_error(self, topic_partition: TopicPartition, error: Exception) -> None:
         kind = local_error_kind(error)

@@ -9,8 +9,8 @@ by the I/O doubles of ``replication_doubles``):
   drives the ``broker.lifecycle`` states), asking to stay fenced until it serves;
 * long-polls the metadata log and replays it into a ``MetadataDelta``; once a heartbeat says it
   caught up with its own registration (RECOVERY) it publishes the whole image and from then on
-  every new batch: ``ReplicaManager.apply_delta(local_changes(...))`` (leaders, followers, a
-  fresh ``PartitionFollower`` when the leader epoch moved);
+  every new batch: ``ReplicaManager.apply_delta(local_changes(...))`` (leaders, followers, and
+  their hand-off to the shipped ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
   ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
 * shrinks ISRs every replica.lag.time.max.ms / 2, flushes logs on a seeded schedule, writes the

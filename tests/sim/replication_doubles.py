@@ -7,8 +7,8 @@ Each class here replaces one piece of the broker's I/O, and nothing else:
   (whose page cache a power loss empties) where ``storage.log_manager.LogManager`` opens
   segment files. It has no offline dirs: the sim injects no disk errors.
 * ``SimFetcherManager`` stands where ``fetcher.ReplicaFetcherManager`` starts asyncio fetcher
-  tasks: it starts one ``PartitionFollower`` (the fetch loop on the simulated network) per
-  followed partition, replacing it whenever ``ReplicaManager`` re-adds the partition.
+  tasks: one shipped ``ReplicaFetcher`` per leader, stepped by the simulation over the simulated
+  network (``replication_fetcher``).
 * ``SimDelayedProduces`` is ``broker.delayed_produce.DelayedProduces`` without asyncio: the same
   shipped ``ProducePurgatory``, its answers recorded as acknowledgements instead of resolving
   futures, its deadlines expired by the simulation's clock.
@@ -21,13 +21,19 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from fetcher.fetcher_config import PartitionStart
 from protocol.errors import Errors
 from replica.data_path import InitialFetchState
 from replica.produce_waiters import ProducePurgatory, ReplicaChecker
 from storage.log_config import LogConfig
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
-from tests.sim.replication_follower import PartitionFollower
+from tests.sim.replication_fetcher import (
+    ObservedReplicaFetcher,
+    SimFetcherClock,
+    SimTask,
+    start_fetcher,
+)
 from tests.sim.replication_log import BrokerDisk, MemoryLog
 
 if TYPE_CHECKING:
@@ -67,30 +73,34 @@ class SimLogManager:
 
 
 class SimFetcherManager:
-    """``ReplicaFetcherManager.add/remove_fetcher_for_partitions`` on the simulated network."""
+    """``ReplicaFetcherManager.add/remove_fetcher_for_partitions``: one shipped
+    ``ReplicaFetcher`` per leader, stepped on the simulated network (``replication_fetcher``)."""
 
     def __init__(self, broker: SimBroker) -> None:
         self.broker = broker
-        self.followers: dict[PartitionKey, PartitionFollower] = {}
+        self.fetchers: dict[int, tuple[ObservedReplicaFetcher, SimTask, SimFetcherClock]] = {}
 
     def add_fetcher_for_partitions(
         self, partitions: Mapping[TopicPartition, InitialFetchState]
     ) -> None:
+        by_leader: dict[int, dict[TopicPartition, PartitionStart]] = {}
         for topic_partition, start in partitions.items():
-            key = key_of(topic_partition)
-            self._stop(key)
-            self.followers[key] = PartitionFollower(
-                self.broker, key, start.leader_id, start.current_leader_epoch
+            by_leader.setdefault(start.leader_id, {})[topic_partition] = PartitionStart(
+                None, start.current_leader_epoch
             )
+        for leader_id, starts in sorted(by_leader.items()):
+            if leader_id not in self.fetchers:
+                self.fetchers[leader_id] = start_fetcher(self.broker, leader_id)
+            fetcher, _, clock = self.fetchers[leader_id]
+            fetcher.add_partitions(starts)
+            clock.wake()
 
     def remove_fetcher_for_partitions(self, partitions: Collection[TopicPartition]) -> None:
-        for topic_partition in partitions:
-            self._stop(key_of(topic_partition))
-
-    def _stop(self, key: PartitionKey) -> None:
-        follower = self.followers.pop(key, None)
-        if follower is not None:
-            follower.stop()
+        for leader_id, (fetcher, task, _) in list(self.fetchers.items()):
+            fetcher.remove_partitions(partitions)
+            if fetcher.partition_count == 0:
+                task.stop()
+                del self.fetchers[leader_id]
 
 
 @attrs.frozen

@@ -133,7 +133,7 @@ def test_power_loss_on_every_replica_at_once_loses_acknowledged_writes() -> None
             if sim.brokers[broker_id] is not None:
                 sim.faults.crash(broker_id, lose_unflushed=True)
 
-    sim.queue.at(20_000, "power loss on every broker", power_loss_everywhere)
+    sim.queue.at(30_000, "power loss on every broker", power_loss_everywhere)
     with pytest.raises(SimulationFailure, match="lacks committed record"):
         sim.run(DEFAULT_STEPS)
 
