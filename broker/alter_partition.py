@@ -1,20 +1,6 @@
-"""ISR changes to the active controller, one request in flight (Kafka's ``AlterPartitionManager``).
-
-Theory of operation
--------------------
-A leader ``Partition`` proposes an ISR change with ``submit(item, callback)``. Like Kafka's
-``DefaultAlterPartitionManager``:
-
-* at most one change per partition waits here: a second one for the same partition is refused at
-  once with OPERATION_NOT_ATTEMPTED (the partition then returns to its committed ISR);
-* at most one request is in flight: every waiting change goes out in it, and changes submitted
-  meanwhile wait for the next;
-* the answer's per-partition results go to the callbacks (success or a partition-level error);
-  a partition missing from the answer stays queued and is sent again;
-* a request-level failure (STALE_BROKER_EPOCH, NOT_CONTROLLER, the controller unreachable) keeps
-  every change queued and retries after ``ALTER_PARTITION_RETRY_BACKOFF_MS`` (50, Kafka's), with
-  no deadline: Kafka retries "until a response is received, or a new LeaderAndIsr overwrites the
-  existing isrState which causes the response for those partitions to be ignored".
+"""ISR changes to the active controller: the asyncio shell over ``replica.alter_partition_queue``
+(Kafka's ``AlterPartitionManager``; the queue's rules — one change per partition, one request in
+flight, retry after 50 ms without deadline — are described there).
 
 The transport is the controller's ``POST /v1/alter-partition`` (``quorum/service_brokers.py``),
 reached through anything with ``ControllerClient.alter_partition``'s signature.
@@ -30,49 +16,19 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import attrs
-
-from broker.isr import AlterPartitionResult, PendingIsrChange
 from metadata.records import NO_LEADER
 from protocol.errors import Errors
+from replica.alter_partition_queue import (
+    ALTER_PARTITION_RETRY_BACKOFF_MS,
+    AlterPartitionCallback,
+    AlterPartitionItem,
+    AlterPartitionKey,
+    AlterPartitionQueue,
+    AlterPartitionRequestBatch,
+)
+from replica.isr import AlterPartitionResult
 
 logger = logging.getLogger(__name__)
-
-ALTER_PARTITION_RETRY_BACKOFF_MS = 50
-# Kafka's LeaderRecoveryState.RECOVERED: a leader that sends AlterPartition has recovered.
-RECOVERED = 0
-
-AlterPartitionCallback = Callable[[AlterPartitionResult], None]
-_Key = tuple[str, int]
-
-
-@attrs.frozen(kw_only=True)
-class AlterPartitionItem:
-    """One partition's proposed ISR, as sent (Kafka's ``AlterPartitionItem``)."""
-
-    topic_id: str
-    partition_index: int
-    # The proposing leader (this broker).
-    leader_id: int
-    change: PendingIsrChange
-
-    @property
-    def key(self) -> _Key:
-        return (self.topic_id, self.partition_index)
-
-    def to_json(self) -> dict[str, Any]:
-        """The partition entry of ``POST /v1/alter-partition``."""
-        return {
-            "topic_id": self.topic_id,
-            "partition_index": self.partition_index,
-            "leader_epoch": self.change.leader_epoch,
-            "partition_epoch": self.change.partition_epoch,
-            "new_isr": [
-                {"broker_id": member.broker_id, "broker_epoch": member.broker_epoch}
-                for member in self.change.new_isr
-            ],
-            "leader_recovery_state": RECOVERED,
-        }
 
 
 class AlterPartitionSubmitter(Protocol):
@@ -108,7 +64,7 @@ def parse_result(raw: Mapping[str, Any]) -> AlterPartitionResult:
         )
 
 
-def _key_of(raw: Mapping[str, Any]) -> _Key | None:
+def _key_of(raw: Mapping[str, Any]) -> AlterPartitionKey | None:
     try:
         return (str(raw["topic_id"]), int(raw["partition_index"]))
     except (KeyError, TypeError, ValueError):
@@ -116,7 +72,7 @@ def _key_of(raw: Mapping[str, Any]) -> _Key | None:
 
 
 class AlterPartitionManager:
-    """The asyncio shell: one request in flight, every queued change in it, retry on failure."""
+    """The asyncio shell: sends the queue's requests, retries failures after a backoff."""
 
     def __init__(
         self,
@@ -130,18 +86,16 @@ class AlterPartitionManager:
         self._broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._retry_backoff_s = retry_backoff_ms / 1000
-        # Invariant: at most one change per partition (Kafka's unsentIsrUpdates).
-        self._unsent: dict[_Key, tuple[AlterPartitionItem, AlterPartitionCallback]] = {}
+        self._queue = AlterPartitionQueue()
         self._inflight: asyncio.Task[None] | None = None
         self._retry: asyncio.TimerHandle | None = None
-        self._closed = False
 
     @property
     def queued(self) -> int:
-        return len(self._unsent)
+        return self._queue.queued
 
     def submit(self, item: AlterPartitionItem, callback: AlterPartitionCallback) -> None:
-        if item.key in self._unsent or self._closed:
+        if not self._queue.submit(item, callback):
             callback(
                 AlterPartitionResult(
                     error=Errors.OPERATION_NOT_ATTEMPTED,
@@ -149,66 +103,54 @@ class AlterPartitionManager:
                 )
             )
             return
-        self._unsent[item.key] = (item, callback)
         self._maybe_propagate()
 
     def _maybe_propagate(self) -> None:
         self._retry = None
-        if self._unsent and self._inflight is None and not self._closed:
-            items = list(self._unsent.values())
-            self._inflight = asyncio.get_running_loop().create_task(self._send(items))
+        batch = self._queue.next_request()
+        if batch is not None:
+            self._inflight = asyncio.get_running_loop().create_task(self._send(batch))
 
-    async def _send(self, items: list[tuple[AlterPartitionItem, AlterPartitionCallback]]) -> None:
+    async def _send(self, batch: AlterPartitionRequestBatch) -> None:
         try:
             answer = await self._channel.alter_partition(
                 broker_id=self._broker_id,
                 broker_epoch=self._broker_epoch(),
-                partitions=[item.to_json() for item, _ in items],
+                partitions=[item.to_json() for item in batch.items],
             )
         except Exception as error:
             # The client raises ControllerError for refusals and unreachable controllers alike;
             # whatever the transport's failure, Kafka keeps the changes and retries.
             logger.warning("AlterPartition failed (%s); retrying", error)
             self._inflight = None
+            self._queue.on_answer(batch, None)
             self._schedule_retry()
             return
         self._inflight = None
-        self._deliver(items, answer)
-        self._maybe_propagate()
-
-    def _deliver(
-        self,
-        items: list[tuple[AlterPartitionItem, AlterPartitionCallback]],
-        answer: Sequence[Mapping[str, Any]],
-    ) -> None:
         results = {
             key: parse_result(raw)
             for raw in answer
             if isinstance(raw, Mapping) and (key := _key_of(raw)) is not None
         }
-        for item, callback in items:
-            result = results.get(item.key)
-            if result is None:
-                logger.warning("%s was sent but is not in the AlterPartition answer", item.key)
-                continue
-            # Cleared first, so the callback may submit the next change for this partition.
-            del self._unsent[item.key]
+        for key in self._queue.missing(batch, results):
+            logger.warning("%s was sent but is not in the AlterPartition answer", key)
+        for callback, result in self._queue.on_answer(batch, results):
             callback(result)
+        self._maybe_propagate()
 
     def _schedule_retry(self) -> None:
-        if self._retry is None and not self._closed:
+        if self._retry is None and not self._queue.closed:
             loop = asyncio.get_running_loop()
             self._retry = loop.call_later(self._retry_backoff_s, self._maybe_propagate)
 
     async def close(self) -> None:
         """Stop sending; queued changes are dropped (new metadata will supersede them)."""
-        self._closed = True
+        self._queue.close()
         if self._retry is not None:
             self._retry.cancel()
         if self._inflight is not None:
             self._inflight.cancel()
             await asyncio.gather(self._inflight, return_exceptions=True)
-        self._unsent.clear()
 
 
 class RecordedAlterPartitions:

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from broker.offline_log_dirs import OfflineLogDirs
 from broker.partition import PartitionError
-from broker.replica_api import FetcherManager
 from metadata.image import MetadataImage
 from metadata.records import NO_LEADER
 from protocol.errors import Errors
+from replica.data_path import FetcherManager
 from storage.log_config import LogConfig
 from storage.log_manager import KafkaStorageError, LogManager
 from storage.partition_log import PartitionLog

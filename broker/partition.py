@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The decisions live in ``broker.partition_state`` and ``broker.isr`` (pure); this shell holds the
+The decisions live in ``replica.partition_state`` and ``replica.isr`` (pure); this shell holds the
 log and one ``PartitionState``, which only ``_become`` replaces (checking the role and ISR
 transitions the pure modules list), and carries out what the decisions call for: appends and
 reads on the log, high-watermark moves, AlterPartition submissions.
@@ -36,23 +36,24 @@ from collections.abc import Callable
 
 import attrs
 
-from broker.alter_partition import (
-    AlterPartitionItem,
-    AlterPartitionSubmitter,
-    RecordedAlterPartitions,
-)
-from broker.isr import (
-    LEGAL_ISR_TRANSITIONS,
+from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
+from broker.purgatory import monotonic_ms
+from protocol.errors import Errors
+from replica.alter_partition_queue import AlterPartitionItem
+from replica.isr import (
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,
     AlterPartitionResult,
     PendingIsrChange,
-    is_stale_broker_epoch,
-    update_fetch_state,
 )
-from broker.partition_state import (
+from replica.partition_core import (
+    REPLICA_LAG_TIME_MAX_MS,
+    LogView,
+    PartitionCore,
+    diverging_epoch,
+)
+from replica.partition_state import (
     DEBUGGING_REPLICA_ID,
-    LEGAL_TRANSITIONS,
     NO_PARTITION_LEADER_EPOCH,
     BrokerLookup,
     EpochEndOffset,
@@ -62,24 +63,12 @@ from broker.partition_state import (
     PartitionError,
     PartitionRole,
     PartitionState,
-    check_current_leader_epoch,
     check_enough_replicas_reach_offset,
-    effective_min_isr,
     error_for,
-    follower_state,
-    handle_alter_partition_result,
-    high_watermark_candidate,
-    is_stale,
-    leader_state,
-    needs_expand_isr,
-    out_of_sync_replicas,
-    prepare_isr_expand,
-    prepare_isr_shrink,
 )
-from broker.purgatory import monotonic_ms
-from protocol.errors import Errors
+from replica.ready import Ready
 from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
-from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
+from storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET
 from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError
 from storage.partition_log import OffsetAndTimestamp, PartitionLog
@@ -103,7 +92,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-REPLICA_LAG_TIME_MAX_MS = 30_000
 # (topic partition, old high watermark, new high watermark)
 HighWatermarkListener = Callable[[TopicPartition, int, int], None]
 
@@ -112,8 +100,9 @@ HighWatermarkListener = Callable[[TopicPartition, int, int], None]
 class PartitionContext:
     """What every Partition needs from its broker; ReplicaManager builds one for all."""
 
-    # Milliseconds for follower progress (only differences matter: monotonic in production).
-    clock_ms: Callable[[], int] = monotonic_ms
+    # Monotonic milliseconds, sampled for each input to the core (follower progress and lag:
+    # only differences matter). Record timestamps come from wall time, passed as ``now_ms``.
+    monotonic_ms: Callable[[], int] = monotonic_ms
     replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS
     # The topic's effective min.insync.replicas, read at each use (configs change).
     min_insync_replicas: Callable[[str], int] = lambda topic: 1
@@ -139,12 +128,18 @@ class Partition:
         self.log = log
         self.local_broker_id = local_broker_id
         self.context = context or PartitionContext()
-        self.state = PartitionState()
+        self.core = PartitionCore(
+            topic_partition, local_broker_id, self.context.replica_lag_time_max_ms
+        )
 
     def __repr__(self) -> str:
         return f"Partition({self.topic_partition}, {self.state.role.name}, {self.state})"
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> PartitionState:
+        return self.core.state
 
     @property
     def role(self) -> PartitionRole:
@@ -174,77 +169,75 @@ class Partition:
     def min_insync_replicas(self) -> int:
         return self.context.min_insync_replicas(self.topic_partition.topic)
 
-    def _become(self, new_state: PartitionState) -> None:
-        """The one place the state changes; checks the role and ISR transitions."""
-        old = self.state
-        if new_state.role not in LEGAL_TRANSITIONS[old.role]:
-            raise AssertionError(
-                f"{self.topic_partition}: illegal transition {old.role.name} -> "
-                f"{new_state.role.name}"
+    def _view(self) -> LogView:
+        """What the core reads for one input: the log's offsets, metadata facts, the time."""
+        return LogView(
+            log_end_offset=self.log.log_end_offset,
+            high_watermark=self.log.high_watermark,
+            now_ms=self.context.monotonic_ms(),
+            min_insync_replicas=self.context.min_insync_replicas(self.topic_partition.topic),
+            brokers=self.context.broker,
+            local_broker_epoch=self.context.local_broker_epoch(),
+        )
+
+    def _carry_out(self, ready: Ready) -> None:
+        """The one order (``replica.ready``): persist, then apply, then answer."""
+        if ready.epoch_start is not None:
+            self.log.leader_epoch_cache.assign(
+                ready.epoch_start.leader_epoch, ready.epoch_start.offset
             )
-        if new_state.isr_state not in LEGAL_ISR_TRANSITIONS[old.isr_state]:
-            raise AssertionError(
-                f"{self.topic_partition}: illegal ISR transition {old.isr_state.name} -> "
-                f"{new_state.isr_state.name}"
+        self.core.advance(ready)
+        if ready.high_watermark is not None:
+            old = self.log.high_watermark
+            new = self.log.update_high_watermark(ready.high_watermark)
+            self.context.on_high_watermark_moved(self.topic_partition, old, new)
+        if ready.alter_partition is not None:
+            change = ready.alter_partition
+            logger.info(
+                "%s: proposing the ISR %s (%s %s; high watermark %d, log end %d)",
+                self.topic_partition,
+                list(change.new_isr_ids),
+                change.kind.name,
+                sorted(change.changed),
+                self.log.high_watermark,
+                self.log.log_end_offset,
             )
-        self.state = new_state
+            self._submit(change)
 
     def make_leader(self, change: LeaderAndIsr) -> bool:
         """Become (or stay) leader; True when this broker was not leading before.
 
-        Returns False and changes nothing for a stale partition epoch.
+        Returns False and changes nothing for a stale partition epoch. The transition is
+        checked before the new epoch is written to the leader-epoch file.
         """
-        assert change.leader == self.local_broker_id, "make_leader names another leader"
-        if is_stale(self.state, change):
+        ready = self.core.make_leader(change, self._view())
+        if ready is None:
             return False
-        was_leader = self.is_leader
-        log_end_offset = self.log.log_end_offset
-        if change.leader_epoch > self.state.leader_epoch:
-            self.log.leader_epoch_cache.assign(change.leader_epoch, log_end_offset)
-        now_ms = self.context.clock_ms()
-        self._become(leader_state(self.state, change, log_end_offset, now_ms))
-        self.maybe_increment_high_watermark()
-        return not was_leader
+        self._carry_out(ready)
+        return ready.base.role is not PartitionRole.LEADER
 
     def make_follower(self, change: LeaderAndIsr) -> bool:
         """Follow ``change.leader``; True when the leader epoch moved (restart the fetcher).
 
         Returns False and changes nothing for a stale partition epoch.
         """
-        assert change.leader != self.local_broker_id, "make_follower names this broker leader"
-        if is_stale(self.state, change):
+        ready = self.core.make_follower(change)
+        if ready is None:
             return False
-        new_leader_epoch = change.leader_epoch > self.state.leader_epoch
-        self._become(follower_state(self.state, change))
-        return new_leader_epoch
+        self._carry_out(ready)
+        return ready.partition_changed
 
     def stop(self) -> None:
         """Stop serving (the partition is being deleted or moved away from this broker)."""
-        if self.state.role is not PartitionRole.NONE:
-            self._become(
-                PartitionState(
-                    partition_epoch=self.state.partition_epoch, leader_epoch=self.state.leader_epoch
-                )
-            )
+        self._carry_out(self.core.stop())
 
     # ------------------------------------------------------------------ high watermark
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up as far as the ISR allows; True if it moved."""
-        candidate = high_watermark_candidate(
-            self.state,
-            log_end_offset=self.log.log_end_offset,
-            now_ms=self.context.clock_ms(),
-            replica_lag_time_max_ms=self.context.replica_lag_time_max_ms,
-            min_insync_replicas=self.min_insync_replicas,
-            brokers=self.context.broker,
-        )
-        old = self.log.high_watermark
-        if candidate is None or candidate <= old:
-            return False
-        new = self.log.update_high_watermark(candidate)
-        self.context.on_high_watermark_moved(self.topic_partition, old, new)
-        return True
+        ready = self.core.maybe_increment_high_watermark(self._view())
+        self._carry_out(ready)
+        return ready.high_watermark is not None
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
         """Whether a waiting acks=all produce ending before ``required_offset`` is done."""
@@ -254,78 +247,11 @@ class Partition:
 
     # ------------------------------------------------------------------ ISR
 
-    def _update_follower_fetch_state(
-        self,
-        replica_id: int,
-        *,
-        fetch_offset: int,
-        log_start_offset: int,
-        leader_end_offset: int,
-        broker_epoch: int,
-    ) -> None:
-        """Kafka ``updateFollowerFetchState``: progress, maybe ISR expansion, maybe HW."""
-        if is_stale_broker_epoch(self.context.broker(replica_id), broker_epoch):
-            raise PartitionError(
-                Errors.NOT_LEADER_OR_FOLLOWER,
-                f"{self.topic_partition}: stale fetch from broker {replica_id} with broker "
-                f"epoch {broker_epoch}",
-            )
-        previous = self.state.followers[replica_id]
-        updated = update_fetch_state(
-            previous,
-            fetch_offset=fetch_offset,
-            log_start_offset=log_start_offset,
-            fetch_time_ms=self.context.clock_ms(),
-            leader_end_offset=leader_end_offset,
-            broker_epoch=broker_epoch,
-        )
-        self._become(
-            attrs.evolve(self.state, followers=self.state.followers.set(replica_id, updated))
-        )
-        if needs_expand_isr(
-            self.state, replica_id, self.log.high_watermark, self.context.broker(replica_id)
-        ):
-            logger.info(
-                "%s: expanding the ISR %s with %d",
-                self.topic_partition,
-                list(self.state.isr),
-                replica_id,
-            )
-            self._propose(prepare_isr_expand(self.state, replica_id, self._local_broker_epoch()))
-        if updated.log_end_offset != previous.log_end_offset:
-            self.maybe_increment_high_watermark()
-
     def maybe_shrink_isr(self) -> bool:
         """Propose dropping ISR followers that stayed behind (Kafka ``maybeShrinkIsr``)."""
-        if not self.is_leader:
-            return False
-        out_of_sync = out_of_sync_replicas(
-            self.state,
-            self.log.log_end_offset,
-            self.context.clock_ms(),
-            self.context.replica_lag_time_max_ms,
-        )
-        if not out_of_sync:
-            return False
-        logger.info(
-            "%s: shrinking the ISR %s by %s (high watermark %d, log end %d)",
-            self.topic_partition,
-            list(self.state.isr),
-            sorted(out_of_sync),
-            self.log.high_watermark,
-            self.log.log_end_offset,
-        )
-        self._propose(prepare_isr_shrink(self.state, out_of_sync, self._local_broker_epoch()))
-        return True
-
-    def _local_broker_epoch(self) -> int:
-        return self.context.local_broker_epoch()
-
-    def _propose(self, proposed: PartitionState) -> None:
-        self._become(proposed)
-        change = proposed.pending_isr_change
-        assert change is not None
-        self._submit(change)
+        ready = self.core.maybe_shrink_isr(self._view())
+        self._carry_out(ready)
+        return ready.alter_partition is not None
 
     def _submit(self, change: PendingIsrChange) -> None:
         item = AlterPartitionItem(
@@ -341,69 +267,51 @@ class Partition:
     def _on_alter_partition_result(
         self, sent: PendingIsrChange, result: AlterPartitionResult
     ) -> None:
-        new_state, outcome = handle_alter_partition_result(self.state, sent, result)
+        ready, outcome = self.core.on_alter_partition_result(sent, result, self._view())
         if outcome is AlterPartitionOutcome.RETRY:
             logger.warning(
                 "%s: ISR change failed with %s; retrying", self.topic_partition, result.error.name
             )
-            self._submit(sent)
-            return
-        if outcome in (AlterPartitionOutcome.IGNORED, AlterPartitionOutcome.WAIT_FOR_METADATA):
+        elif outcome in (AlterPartitionOutcome.IGNORED, AlterPartitionOutcome.WAIT_FOR_METADATA):
             logger.info(
                 "%s: ISR change answered %s (%s); waiting for metadata",
                 self.topic_partition,
                 result.error.name,
                 outcome.value,
             )
-            return
-        self._become(new_state)
-        if outcome is AlterPartitionOutcome.COMMITTED:
+        elif outcome is AlterPartitionOutcome.COMMITTED:
             logger.info(
                 "%s: ISR is now %s at partition epoch %d",
                 self.topic_partition,
-                list(new_state.isr),
-                new_state.partition_epoch,
+                list(ready.state.isr),
+                ready.state.partition_epoch,
             )
-            self.maybe_increment_high_watermark()
+        self._carry_out(ready)
 
     # ------------------------------------------------------------------ checks
 
     def _check_leader_epoch(self, current_leader_epoch: int, require_leader: bool) -> None:
-        error = check_current_leader_epoch(self.state.leader_epoch, current_leader_epoch)
-        if error is not Errors.NONE:
-            raise PartitionError(
-                error,
-                f"{self.topic_partition}: request leader epoch {current_leader_epoch}, "
-                f"broker {self.local_broker_id} has {self.state.leader_epoch}",
-            )
-        if require_leader and not self.is_leader:
-            raise PartitionError(
-                Errors.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.local_broker_id} is not the leader of {self.topic_partition} "
-                f"(leader {self.state.leader_id}, epoch {self.state.leader_epoch})",
-            )
+        error = self.core.leader_epoch_error(current_leader_epoch, require_leader=require_leader)
+        if error is not None:
+            raise error
 
     # ------------------------------------------------------------------ append
 
     def append_records_to_leader(
         self, records: bytearray | memoryview, *, required_acks: int, now_ms: int
     ) -> LogAppendInfo:
-        """Append a client's batches as leader (Kafka ``appendRecordsToLeader``).
+        """Append a client's batches as leader (Kafka ``appendRecordsToLeader``); ``now_ms``
+        is wall time, for the records' LogAppendTime.
 
         Raises ``PartitionError`` with the Kafka error code; writes nothing then.
         """
-        self._check_leader_epoch(NO_PARTITION_LEADER_EPOCH, require_leader=True)
-        min_isr = effective_min_isr(self.state, self.min_insync_replicas)
-        if required_acks == -1 and len(self.state.isr) < min_isr:
-            raise PartitionError(
-                Errors.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {list(self.state.isr)} is insufficient to satisfy "
-                f"the min.isr requirement of {min_isr} for partition {self.topic_partition}",
-            )
+        error = self.core.append_error(required_acks, self.min_insync_replicas)
+        if error is not None:
+            raise error
         try:
             info = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
-        except (CorruptRecordError, OSError, LogError) as error:
-            raise PartitionError(error_for(error), str(error)) from error
+        except (CorruptRecordError, OSError, LogError) as failure:
+            raise PartitionError(error_for(failure), str(failure)) from failure
         self.maybe_increment_high_watermark()
         return info
 
@@ -426,33 +334,24 @@ class Partition:
         """Read for a consumer (``replica_id`` -1) or a follower (its broker id); a follower's
         read also records its progress unless ``update_fetch_state`` is False (the re-read of a
         delayed fetch). Raises ``PartitionError`` (Kafka ``Partition.fetchRecords``)."""
-        self._check_leader_epoch(current_leader_epoch, require_leader=True)
-        if replica_id >= 0 and replica_id not in self.state.followers:
-            # Kafka followerReplicaOrThrow: with an epoch the (replica, epoch) pair may just not
-            # be known yet (a reassignment), so the follower retries.
-            error = (
-                Errors.NOT_LEADER_OR_FOLLOWER
-                if current_leader_epoch == NO_PARTITION_LEADER_EPOCH
-                else Errors.UNKNOWN_LEADER_EPOCH
-            )
-            raise PartitionError(
-                error,
-                f"broker {replica_id} is not a replica of {self.topic_partition} in leader "
-                f"epoch {self.state.leader_epoch} (replicas {list(self.state.replicas)})",
-            )
+        refused = self.core.fetch_error(replica_id, current_leader_epoch)
+        if refused is not None:
+            raise refused
         info = self._read_records(
             fetch_offset, max_bytes, isolation, min_one_batch, last_fetched_epoch
         )
         if replica_id >= 0 and update_fetch_state and info.diverging_epoch is None:
             # Like Kafka, the answer carries the high watermark sampled before this update;
             # the follower learns the new one on its next fetch.
-            self._update_follower_fetch_state(
+            ready = self.core.on_follower_fetch(
                 replica_id,
                 fetch_offset=fetch_offset,
                 log_start_offset=follower_log_start_offset,
                 leader_end_offset=info.log_end_offset,
                 broker_epoch=replica_epoch,
+                view=self._view(),
             )
+            self._carry_out(ready)
         return info
 
     def _read_records(
@@ -468,7 +367,14 @@ class Partition:
         log = self.log
         high_watermark, log_end_offset = log.high_watermark, log.log_end_offset
         log_start_offset = log.log_start_offset
-        diverging = self._diverging_epoch(last_fetched_epoch, fetch_offset, log_end_offset)
+        diverging = diverging_epoch(
+            self.topic_partition,
+            log.leader_epoch_cache.entries,
+            last_fetched_epoch=last_fetched_epoch,
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+        )
         if diverging is not None:
             fetched = FetchDataInfo(LogOffsetMetadata(fetch_offset), (), fetch_offset)
         else:
@@ -484,29 +390,6 @@ class Partition:
         return LogReadInfo(
             fetched, diverging, high_watermark, log_start_offset, log_end_offset, high_watermark
         )
-
-    def _diverging_epoch(
-        self, last_fetched_epoch: int, fetch_offset: int, log_end_offset: int
-    ) -> OffsetAndEpoch | None:
-        """Kafka ``Partition.readRecords``' last-fetched-epoch check (KIP-320)."""
-        if last_fetched_epoch < 0:
-            return None
-        end = self.log.leader_epoch_cache.end_offset_for(last_fetched_epoch, log_end_offset)
-        if end.offset == UNDEFINED_EPOCH_OFFSET or end.leader_epoch == UNDEFINED_EPOCH:
-            raise PartitionError(
-                Errors.OFFSET_OUT_OF_RANGE,
-                f"{self.topic_partition}: could not determine the end offset of the last "
-                f"fetched epoch {last_fetched_epoch}",
-            )
-        if fetch_offset < self.log.log_start_offset:
-            raise PartitionError(
-                Errors.OFFSET_OUT_OF_RANGE,
-                f"{self.topic_partition}: fetch offset {fetch_offset} is below the log start "
-                f"offset {self.log.log_start_offset}",
-            )
-        if end.leader_epoch < last_fetched_epoch or end.offset < fetch_offset:
-            return end
-        return None
 
     def last_offset_for_leader_epoch(
         self, current_leader_epoch: int, leader_epoch: int, *, fetch_only_from_leader: bool

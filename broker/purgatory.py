@@ -1,150 +1,19 @@
-"""Delayed fetches: a Fetch waits for ``min_bytes`` or ``max_wait_ms`` (Kafka's DelayedFetch).
-
-Theory of operation
--------------------
-A fetch that found fewer than ``min_bytes`` readable bytes (and no error, no diverging epoch)
-waits instead of answering at once (``ReplicaManager.fetchMessages``). ``FetchPurgatory`` is the
-pure bookkeeping: each waiter watches its partitions, starts with the bytes it already found,
-and has a deadline ``now_ms + max_wait_ms``. A waiter completes
-
-* ``ENOUGH_BYTES`` when newly readable bytes on its partitions bring it to ``min_bytes``
-  (Kafka ``DelayedFetch.tryComplete`` case F). What is readable depends on who reads: a
-  follower (``FetchIsolation.LOG_END``) counts bytes appended to the log
-  (``on_bytes_appended``), a consumer counts bytes the high watermark moved past
-  (``on_high_watermark_moved``) — with replicas, an append alone is not yet readable,
-* ``PARTITION_CHANGED`` when one of its partitions changes leadership or is deleted (cases B-E:
-  the response must tell the client now),
-* ``DEADLINE`` when its deadline passes (``onExpiration``).
-
-Completion removes the waiter everywhere; the caller then reads again and answers. At most
-``max_waiters`` wait at once: a fetch that finds the purgatory full answers immediately with
-what it has (a smaller response, never an unbounded queue).
-
-``DelayedFetches`` is the asyncio shell: one future per waiter and one timer for the earliest
-deadline. It owns the clock (monotonic milliseconds, injectable for tests).
+"""Delayed fetches' asyncio shell: one future per waiting fetch and one timer for the earliest
+deadline over the pure ``replica.fetch_waiters.FetchPurgatory`` (Kafka's ``DelayedFetch``; the
+rules are described there). It owns the clock (monotonic milliseconds, injectable for tests).
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import time
 from collections.abc import Callable, Collection
 
-import attrs
-
-from broker.partition_state import FetchIsolation
-from broker.waiters import WaiterIndex
+from replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
+from replica.partition_state import FetchIsolation
 from storage.topic_partition import TopicPartition
 
-# Upper bound on concurrently waiting fetches (STYLE.md §7).
-MAX_DELAYED_FETCHES = 10_000
-
-
-class FetchCompletion(enum.Enum):
-    ENOUGH_BYTES = "enough_bytes"
-    PARTITION_CHANGED = "partition_changed"
-    DEADLINE = "deadline"
-    # Not a wait at all: the purgatory was full, answer with what was read.
-    PURGATORY_FULL = "purgatory_full"
-
-
-@attrs.define
-class _Waiter:
-    min_bytes: int
-    accumulated_bytes: int
-    # LOG_END waiters count appended bytes; the others bytes below the high watermark.
-    isolation: FetchIsolation = FetchIsolation.LOG_END
-
-
-class FetchPurgatory:
-    """Pure bookkeeping of waiting fetches, keyed by partition; no clock, no I/O."""
-
-    def __init__(self, max_waiters: int = MAX_DELAYED_FETCHES) -> None:
-        self._index: WaiterIndex[_Waiter] = WaiterIndex(max_waiters)
-
-    @property
-    def max_waiters(self) -> int:
-        return self._index.max_waiters
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def watching(
-        self, topic_partition: TopicPartition, isolation: FetchIsolation | None = None
-    ) -> int:
-        """Waiters on ``topic_partition``; with ``isolation``, only those that read so far."""
-        if isolation is None:
-            return self._index.watching(topic_partition)
-        return sum(
-            1
-            for waiter_id in self._index.watchers(topic_partition)
-            if self._index[waiter_id].isolation is isolation
-        )
-
-    def try_watch(
-        self,
-        partitions: Collection[TopicPartition],
-        *,
-        min_bytes: int,
-        accumulated_bytes: int,
-        deadline_ms: int,
-        isolation: FetchIsolation = FetchIsolation.LOG_END,
-    ) -> int | None:
-        """Add a waiter; returns its id, or None when ``max_waiters`` already wait."""
-        return self._index.try_add(
-            partitions,
-            deadline_ms,
-            lambda _waiter_id: _Waiter(min_bytes, accumulated_bytes, isolation),
-        )
-
-    def on_bytes_appended(self, topic_partition: TopicPartition, byte_count: int) -> list[int]:
-        """Count appended bytes for followers; returns the waiters that now have enough."""
-        return self._count(topic_partition, byte_count, lambda iso: iso is FetchIsolation.LOG_END)
-
-    def on_high_watermark_moved(
-        self, topic_partition: TopicPartition, byte_count: int
-    ) -> list[int]:
-        """Count bytes the high watermark moved past for consumers; returns the waiters that
-        now have enough (removed)."""
-        return self._count(
-            topic_partition, byte_count, lambda iso: iso is not FetchIsolation.LOG_END
-        )
-
-    def _count(
-        self,
-        topic_partition: TopicPartition,
-        byte_count: int,
-        counts: Callable[[FetchIsolation], bool],
-    ) -> list[int]:
-        completed = []
-        for waiter_id in self._index.watchers(topic_partition):
-            waiter = self._index[waiter_id]
-            if not counts(waiter.isolation):
-                continue
-            waiter.accumulated_bytes += byte_count
-            if waiter.accumulated_bytes >= waiter.min_bytes:
-                completed.append(waiter_id)
-        for waiter_id in completed:
-            self.remove(waiter_id)
-        return completed
-
-    def on_partition_changed(self, topic_partition: TopicPartition) -> list[int]:
-        """Leadership moved or the partition went away: its waiters answer now (removed)."""
-        completed = self._index.watchers(topic_partition)
-        for waiter_id in completed:
-            self.remove(waiter_id)
-        return completed
-
-    def expire(self, now_ms: int) -> list[int]:
-        """Waiters whose deadline is at or before ``now_ms`` (removed), oldest first."""
-        return [waiter_id for waiter_id, _ in self._index.pop_expired(now_ms)]
-
-    def next_deadline_ms(self) -> int | None:
-        return self._index.next_deadline_ms()
-
-    def remove(self, waiter_id: int) -> None:
-        self._index.pop(waiter_id)
+__all__ = ["DeadlineTimer", "DelayedFetches", "FetchCompletion", "monotonic_ms"]
 
 
 def monotonic_ms() -> int:

@@ -2,15 +2,15 @@
 
 Theory of operation
 -------------------
-Metadata: ``apply_delta(changes, new_image, now_ms)`` acts on ``local_changes(delta, broker_id)``
-in Kafka's order (``ReplicaManager.applyDelta``): first deletes (stop the fetcher, stop the
-partition, delete the log through ``LogManager``), then leaders (stop fetching, open or create
-the log with the topic's configs, ``make_leader``), then followers (``make_follower``; when the
-leader epoch moved, hand the partition to the fetcher manager starting at the log end). A
-partition whose topic id changed under the same name (a topic deleted and re-created while this
-broker was away) loses its old log first. Delayed fetches on every changed partition answer now.
-Then ``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the open
-logs of every topic whose overrides changed their new ``LogConfig`` (Kafka's
+Metadata: ``apply_delta(changes, new_image, wall_clock_ms)`` acts on ``local_changes(delta,
+broker_id)`` in Kafka's order (``ReplicaManager.applyDelta``): first deletes (stop the fetcher,
+stop the partition, delete the log through ``LogManager``), then leaders (stop fetching, open or
+create the log with the topic's configs, ``make_leader``), then followers (``make_follower``;
+when the leader epoch moved, hand the partition to the fetcher manager starting at the log end).
+A partition whose topic id changed under the same name (a topic deleted and re-created while
+this broker was away) loses its old log first. Delayed fetches on every changed partition answer
+now. Then ``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the
+open logs of every topic whose overrides changed their new ``LogConfig`` (Kafka's
 ``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``).
 
 Produce: ``append_to_local_log`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
@@ -41,13 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 
 import attrs
 
 from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from broker.delayed_produce import DelayedProduces
-from broker.isr import NO_BROKER_EPOCH
 from broker.offline_storage import OfflineStorage
 from broker.partition import (
     EpochEndOffset,
@@ -58,7 +57,12 @@ from broker.partition import (
     PartitionError,
 )
 from broker.purgatory import DelayedFetches, FetchCompletion, monotonic_ms
-from broker.replica_api import (
+from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges, PartitionInfo
+from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
+from protocol.errors import Errors
+from replica.data_path import (
+    INTERNAL_TOPICS,
     AppendResult,
     FetcherManager,
     FetchParams,
@@ -66,11 +70,11 @@ from broker.replica_api import (
     LogReadResult,
     PartitionFetch,
     RecordedFetcherManager,
+    append_refusal,
+    invalid_acks,
+    respond_now,
 )
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, PartitionInfo
-from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
-from protocol.errors import Errors
+from replica.isr import NO_BROKER_EPOCH
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
 from storage.log_validator import LogError
@@ -91,10 +95,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Kafka's Topic.INTERNAL_TOPICS: clients may not produce to them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
-VALID_REQUIRED_ACKS = (-1, 0, 1)
 REPLICA_LAG_TIME_MAX_MS = 30_000
 # A consumer's min_bytes is an int32: sizing a high-watermark move never needs to read more.
 MAX_HIGH_WATERMARK_READ_BYTES = 2**31 - 1
@@ -116,13 +117,15 @@ class ReplicaManager:
         inter_broker_listener_name: str = "PLAINTEXT",
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
-        clock_ms: Callable[[], int] = monotonic_ms,
+        monotonic_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.fetcher_manager = fetcher_manager
-        self.delayed_fetches = delayed_fetches or DelayedFetches(clock_ms=clock_ms)
-        self.delayed_produces = delayed_produces or DelayedProduces(clock_ms=clock_ms)
+        # Two clocks, never mixed: ``monotonic_ms`` for deadlines and follower lag, wall time
+        # (``wall_clock_ms`` arguments) for what lands on disk (segment creation times).
+        self.delayed_fetches = delayed_fetches or DelayedFetches(clock_ms=monotonic_ms)
+        self.delayed_produces = delayed_produces or DelayedProduces(clock_ms=monotonic_ms)
         # Without a controller channel ISR changes are only recorded (they stay pending).
         self.alter_partition = alter_partition or RecordedAlterPartitions()
         self.inter_broker_listener_name = inter_broker_listener_name
@@ -131,7 +134,7 @@ class ReplicaManager:
         self.image = MetadataImage.EMPTY
         self._partitions: dict[TopicPartition, Partition] = {}
         self.partition_context = PartitionContext(
-            clock_ms=clock_ms,
+            monotonic_ms=monotonic_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             min_insync_replicas=self._min_insync_replicas,
             broker=lambda broker_id: self.image.cluster.broker(broker_id),
@@ -169,13 +172,14 @@ class ReplicaManager:
     # ------------------------------------------------------------------ metadata
 
     def apply_delta(
-        self, changes: LocalReplicaChanges, new_image: MetadataImage, now_ms: int
+        self, changes: LocalReplicaChanges, new_image: MetadataImage, wall_clock_ms: int
     ) -> None:
-        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order)."""
+        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order).
+        ``wall_clock_ms`` dates the logs it creates; follower lag runs on the monotonic clock."""
         self.image = new_image
         self._apply_deletes(changes.deletes)
-        self._apply_leaders(changes.leaders, now_ms)
-        self._apply_followers(changes.followers, now_ms)
+        self._apply_leaders(changes.leaders, wall_clock_ms)
+        self._apply_followers(changes.followers, wall_clock_ms)
 
     def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:
         """Give the local logs of ``topics`` their config in ``new_image`` (Kafka's
@@ -206,31 +210,40 @@ class ReplicaManager:
         if self.log_manager.delete_log(topic_partition):
             logger.info("deleted the log of %s", topic_partition)
 
-    def _apply_leaders(self, leaders: Mapping[TopicPartition, PartitionInfo], now_ms: int) -> None:
+    def _apply_leaders(
+        self, leaders: Mapping[TopicPartition, PartitionInfo], wall_clock_ms: int
+    ) -> None:
         if not leaders:
             return
         keys = sorted(leaders)
         self.fetcher_manager.remove_fetcher_for_partitions(keys)
         for key in keys:
             topic_partition, info = key, leaders[key]
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
+            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
             if partition is None:
                 continue
             epoch_before = partition.leader_epoch
-            partition.make_leader(LeaderAndIsr.from_registration(info.partition))
+            try:
+                partition.make_leader(LeaderAndIsr.from_registration(info.partition))
+            except OSError as error:
+                # Kafka applyLocalLeadersDelta: a disk error skips this partition's change (the
+                # core, never advanced, stays as it was) and its log dir goes offline.
+                logger.error("cannot lead %s: writing its leader epoch failed: %s", key, error)
+                self.offline_storage.handle_storage_error(topic_partition, str(error))
+                continue
             if partition.leader_epoch != epoch_before:
                 # Waiting fetches carry the old epoch: they must hear about the new one now.
                 self._on_partition_changed(topic_partition)
 
     def _apply_followers(
-        self, followers: Mapping[TopicPartition, PartitionInfo], now_ms: int
+        self, followers: Mapping[TopicPartition, PartitionInfo], wall_clock_ms: int
     ) -> None:
         restarted: list[TopicPartition] = []
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         for key in sorted(followers):
             topic_partition, info = key, followers[key]
             self.offline_storage.maybe_set_aside(topic_partition, leader_id=info.leader)
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, now_ms)
+            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
             leader_and_isr = LeaderAndIsr.from_registration(info.partition)
             if partition is None or not partition.make_follower(leader_and_isr):
                 continue
@@ -278,7 +291,7 @@ class ReplicaManager:
         return stray
 
     def _get_or_create_partition(
-        self, topic_partition: TopicPartition, topic_id: str, now_ms: int
+        self, topic_partition: TopicPartition, topic_id: str, wall_clock_ms: int
     ) -> Partition | None:
         """The partition to make leader or follower; None while its log is offline."""
         partition = self._partitions.get(topic_partition)
@@ -292,7 +305,7 @@ class ReplicaManager:
         if partition is None:
             # An existing log (loaded at start-up with the broker defaults) takes it too.
             config = self._log_config(topic_partition.topic, self.image)
-            log = self.offline_storage.get_or_create_log(topic_partition, now_ms, config)
+            log = self.offline_storage.get_or_create_log(topic_partition, wall_clock_ms, config)
             if log is None:
                 return None
             partition = Partition(
@@ -359,7 +372,7 @@ class ReplicaManager:
         if required_acks != -1 or not required_offsets:
             return results
         errors = await self.delayed_produces.wait(
-            required_offsets, timeout_ms=timeout_ms, checker=self._check_enough_replicas
+            required_offsets, timeout_ms=timeout_ms, checker=self.check_enough_replicas
         )
         for topic_partition, error in errors.items():
             if error is not Errors.NONE:
@@ -375,12 +388,9 @@ class ReplicaManager:
         internal_topics_allowed: bool = False,
     ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's records as leader; every partition gets a result."""
-        if required_acks not in VALID_REQUIRED_ACKS:
-            message = f"acks must be -1, 0 or 1, not {required_acks}"
-            return {
-                tp: AppendResult(error=Errors.INVALID_REQUIRED_ACKS, error_message=message)
-                for tp in entries
-            }
+        refused = invalid_acks(list(entries), required_acks)
+        if refused is not None:
+            return refused
         results = {}
         for topic_partition, records in entries.items():
             results[topic_partition] = self._append_one(
@@ -388,7 +398,7 @@ class ReplicaManager:
             )
         return results
 
-    def _check_enough_replicas(
+    def check_enough_replicas(
         self, topic_partition: TopicPartition, required_offset: int
     ) -> tuple[bool, Errors]:
         """DelayedProduce's check: case A (not hosted any more) or the partition's answer."""
@@ -406,16 +416,10 @@ class ReplicaManager:
         now_ms: int,
         internal_topics_allowed: bool,
     ) -> AppendResult:
-        if topic_partition.topic in INTERNAL_TOPICS and not internal_topics_allowed:
-            return AppendResult(
-                error=Errors.INVALID_TOPIC_EXCEPTION,
-                error_message=f"Cannot append to internal topic {topic_partition.topic}",
-            )
-        if not records:
-            return AppendResult(
-                error=Errors.INVALID_RECORD,
-                error_message=f"the append to {topic_partition} has no record batch",
-            )
+        refused = append_refusal(topic_partition, bool(records), internal_topics_allowed)
+        if refused is not None:
+            return refused
+        assert records, "append_refusal answers an append without a batch"
         try:
             partition = self.partition_or_error(topic_partition)
             info = partition.append_records_to_leader(
@@ -487,7 +491,7 @@ class ReplicaManager:
     async def fetch_messages(self, params: FetchParams) -> list[LogReadResult]:
         """Read now, or wait for ``min_bytes`` / ``max_wait_ms`` and read again."""
         results = self.read_from_log(params)
-        if _respond_now(params, results):
+        if respond_now(params, results):
             return results
         completion = await self.delayed_fetches.wait(
             [fetch.topic_partition for fetch in params.partitions],
@@ -542,11 +546,11 @@ class ReplicaManager:
             byte_count = 0 if partition is None else _bytes_between(partition, old, new)
             if byte_count:
                 self.delayed_fetches.on_high_watermark_moved(topic_partition, byte_count)
-        self.delayed_produces.check_and_complete(topic_partition, self._check_enough_replicas)
+        self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
 
     def _on_partition_changed(self, topic_partition: TopicPartition) -> None:
         self.delayed_fetches.on_partition_changed(topic_partition)
-        self.delayed_produces.check_and_complete(topic_partition, self._check_enough_replicas)
+        self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
 
     def _local_broker_epoch(self) -> int:
         registration = self.image.cluster.broker(self.broker_id)
@@ -570,17 +574,6 @@ class ReplicaManager:
             current_leader_epoch=current_leader_epoch,
             fetch_only_from_leader=fetch_only_from_leader,
         )
-
-
-def _respond_now(params: FetchParams, results: Sequence[LogReadResult]) -> bool:
-    """Kafka's ``fetchMessages`` conditions for answering without waiting."""
-    return (
-        params.max_wait_ms <= 0
-        or not params.partitions
-        or sum(result.size_in_bytes for result in results) >= params.min_bytes
-        or any(result.error is not Errors.NONE for result in results)
-        or any(result.diverging_epoch is not None for result in results)
-    )
 
 
 def _bytes_between(partition: Partition, start: int, end: int) -> int:

@@ -22,7 +22,7 @@ of the failed set. A fetcher left without partitions is shut down on the next ev
 removes and re-adds a partition in one delta when its leader epoch moves, and the fetcher and its
 connection should survive that.
 
-The two methods are synchronous (``broker.replica_api.FetcherManager``), as ReplicaManager
+The two methods are synchronous (``replica.data_path.FetcherManager``), as ReplicaManager
 calls them while applying metadata on the event loop; fetchers start and stop as tasks on the
 running loop and ``shutdown`` awaits them all.
 """
@@ -60,7 +60,7 @@ class LeaderAddress(Protocol):
 
 
 class FetchStart(Protocol):
-    """Where a follower starts (``broker.replica_api.InitialFetchState``)."""
+    """Where a follower starts (``replica.data_path.InitialFetchState``)."""
 
     @property
     def topic_id(self) -> str: ...

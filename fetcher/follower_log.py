@@ -16,7 +16,16 @@ from typing import Protocol
 
 import attrs
 
-from fetcher.responses import Append, LocalError, ResetOffset, follower_high_watermark
+from fetcher.responses import (
+    Append,
+    FetchOutcome,
+    LocalError,
+    MarkFailed,
+    ResetOffset,
+    Truncate,
+    follower_high_watermark,
+    on_records_appended,
+)
 from fetcher.state import PartitionFetchState
 from fetcher.truncation import FollowerLog, OffsetResetKind
 from protocol.segments import Segment
@@ -132,6 +141,30 @@ def after_truncation(state: PartitionFetchState, log: ReplicaLog) -> PartitionFe
     return state.transition(
         state.state, fetch_offset=log.log_end_offset, last_fetched_epoch=latest_epoch(log)
     )
+
+
+def carry_out(log: ReplicaLog, outcome: FetchOutcome) -> PartitionFetchState:
+    """Carry one decided action out on the local log (Kafka ``ReplicaFetcherThread``): append
+    then follow the leader, truncate, or reset; returns the fetch state that follows. A failure
+    of the log raises, for the caller to classify (``local_error_kind``)."""
+    action, state = outcome.action, outcome.state
+    assert not isinstance(action, MarkFailed), "a failed partition has nothing to carry out"
+    assert state is not None, f"only MarkFailed removes a partition: {outcome}"
+    if isinstance(action, Append):
+        appended = append_fetched(log, action)
+        return on_records_appended(
+            state,
+            last_offset=appended.last_offset,
+            last_leader_epoch=appended.last_leader_epoch,
+            leader_high_watermark=action.high_watermark,
+        )
+    if isinstance(action, Truncate):
+        log.truncate_to(action.truncation.offset)
+        state = after_truncation(state, log)
+    elif isinstance(action, ResetOffset):
+        reset_offset(log, action)
+        state = after_truncation(state, log)
+    return state
 
 
 def local_error_kind(error: Exception) -> LocalError:

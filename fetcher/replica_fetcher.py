@@ -47,28 +47,21 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from fetcher.fetcher_config import FetcherClock, FetcherConfig, MonotonicClock, PartitionStart
 from fetcher.follower_log import (
     LogLookup,
-    ReplicaLog,
-    after_truncation,
-    append_fetched,
+    carry_out,
     follower_view,
     local_error_kind,
-    reset_offset,
 )
 from fetcher.leader_endpoint import FetchTarget, LeaderEndpoint, LeaderEndpointError, ReplicaFetch
 from fetcher.responses import (
-    Append,
     FailureReason,
     FetchOutcome,
     MarkFailed,
-    ResetOffset,
     ResolveOutOfRange,
     SendOffsetsForLeaderEpoch,
-    Truncate,
     on_epoch_end_offset,
     on_fetch_response,
     on_leader_offsets,
     on_local_error,
-    on_records_appended,
     on_request_failed,
     plan_truncation,
 )
@@ -362,9 +355,8 @@ class ReplicaFetcher:
 
     def _apply(self, topic_partition: TopicPartition, outcome: FetchOutcome) -> None:
         """Carry one outcome out on the local log; a local failure goes back to the core."""
-        action = outcome.action
-        if isinstance(action, MarkFailed):
-            self._fail_partition(topic_partition, action.reason)
+        if isinstance(outcome.action, MarkFailed):
+            self._fail_partition(topic_partition, outcome.action.reason)
             return
         assert outcome.state is not None, f"only MarkFailed removes a partition: {outcome}"
         log = self._log_for(topic_partition)
@@ -372,29 +364,11 @@ class ReplicaFetcher:
             self._fail_partition(topic_partition, FailureReason.UNEXPECTED_ERROR)
             return
         try:
-            if isinstance(action, Append):
-                self._append(topic_partition, log, action)
-                return
-            new_state = outcome.state
-            if isinstance(action, Truncate):
-                log.truncate_to(action.truncation.offset)
-                new_state = after_truncation(new_state, log)
-            elif isinstance(action, ResetOffset):
-                reset_offset(log, action)
-                new_state = after_truncation(new_state, log)
+            new_state = carry_out(log, outcome)
         except Exception as error:  # the log's failure is this partition's alone
             self._on_local_error(topic_partition, error)
             return
         self._states[topic_partition] = new_state
-
-    def _append(self, topic_partition: TopicPartition, log: ReplicaLog, action: Append) -> None:
-        appended = append_fetched(log, action)
-        self._states[topic_partition] = on_records_appended(
-            self._states[topic_partition],
-            last_offset=appended.last_offset,
-            last_leader_epoch=appended.last_leader_epoch,
-            leader_high_watermark=action.high_watermark,
-        )
 
     def _on_local_error(self, topic_partition: TopicPartition, error: Exception) -> None:
         kind = local_error_kind(error)

@@ -9,8 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = [
-    "storage", "protocol", "fetcher", "coordinator", "broker", "metadata", "quorum", "export",
-    "pykraft",
+    "storage", "protocol", "fetcher", "replica", "coordinator", "broker", "metadata", "quorum",
+    "export", "pykraft",
 ]
 
 # Which of our packages each package may import (DESIGN.md §2).
@@ -18,9 +18,10 @@ ALLOWED: dict[str, set[str]] = {
     "storage": set(),
     "protocol": {"storage"},
     "fetcher": {"storage", "protocol"},
+    "replica": {"storage", "protocol", "fetcher", "metadata"},
     # The coordinators are handed the broker's replica layer; they never import broker.
     "coordinator": {"storage", "protocol", "metadata"},
-    "broker": {"storage", "protocol", "fetcher", "coordinator", "metadata"},
+    "broker": {"storage", "protocol", "fetcher", "replica", "coordinator", "metadata"},
     "metadata": set(),
     "quorum": {"metadata"},
     "export": {"storage", "metadata"},
@@ -39,7 +40,8 @@ PURE_CORES = [
     "metadata/records.py", "metadata/image.py", "metadata/delta.py", "metadata/local_changes.py",
     "quorum/controller.py", "quorum/managers",
     "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py",
-    "broker/partition_state.py", "broker/isr.py", "broker/connection_quotas.py",
+    "replica",
+    "broker/connection_quotas.py",
     "coordinator/group/state.py", "coordinator/group/rebalance.py",
     "coordinator/group/manager.py", "coordinator/group/coordinator.py",
     "coordinator/group/offsets.py", "coordinator/group/records.py", "coordinator/group/effects.py",

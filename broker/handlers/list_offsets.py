@@ -24,10 +24,10 @@ from broker.handlers.services import BrokerServices
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
 from broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
-from broker.partition_state import error_for
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
 from protocol.errors import Errors
+from replica.partition_state import error_for
 from storage.log_validator import CorruptLogError
 from storage.topic_partition import TopicPartition
 

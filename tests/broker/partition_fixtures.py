@@ -67,7 +67,7 @@ class Env:
         self.high_watermark_moves: list[tuple[int, int]] = []
         self.log = PartitionLog.open(tmp_path / TP.dir_name(), LogConfig(segment_bytes=1 << 20))
         context = PartitionContext(
-            clock_ms=lambda: self.now_ms,
+            monotonic_ms=lambda: self.now_ms,
             replica_lag_time_max_ms=LAG_MS,
             min_insync_replicas=lambda topic: self.min_isr,
             broker=self.brokers.get,

@@ -133,7 +133,7 @@ class Cluster:
             log_manager=self.log_manager,
             fetcher_manager=self.fetchers,
             delayed_fetches=DelayedFetches(clock_ms=self.clock),
-            clock_ms=self.clock,
+            monotonic_ms=self.clock,
         )
         self.image = MetadataImage.EMPTY
 

@@ -8,10 +8,11 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from broker.alter_partition import AlterPartitionItem, AlterPartitionManager, parse_result
+from broker.alter_partition import AlterPartitionManager, parse_result
 from broker.controller_api import ControllerError
-from broker.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 from protocol.errors import Errors
+from replica.alter_partition_queue import AlterPartitionItem
+from replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 

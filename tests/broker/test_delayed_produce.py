@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from broker.delayed_produce import DelayedProduces, ProducePurgatory
+from broker.delayed_produce import DelayedProduces
 from protocol.errors import Errors
+from replica.produce_waiters import ProducePurgatory
 from storage.topic_partition import TopicPartition
 
 A = TopicPartition("a", 0)

@@ -18,6 +18,7 @@ from broker.partition import (
     PartitionState,
 )
 from protocol.errors import Errors
+from replica import partition_core
 from storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
 from storage.partition_log import OffsetAndTimestamp
 from tests.broker.partition_fixtures import F2, LOCAL, Env, batch, change
@@ -118,9 +119,37 @@ def test_stop_takes_the_partition_offline(env: Env, partition: Partition) -> Non
     assert raised.value.error is Errors.NOT_LEADER_OR_FOLLOWER
 
 
-def test_illegal_transition_names_both_roles(partition: Partition) -> None:
+def test_an_illegal_transition_writes_no_leader_epoch(
+    partition: Partition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The core checks the transition before the shell persists the new epoch (issue 10)."""
+    monkeypatch.setattr(partition_core, "leader_state", lambda *args: PartitionState())
     with pytest.raises(AssertionError, match="NONE -> NONE"):
-        partition._become(PartitionState())
+        partition.make_leader(change(leader_epoch=3, partition_epoch=3))
+    assert partition.log.leader_epoch_cache.entries == ()
+    assert partition.state == PartitionState()
+
+
+def test_a_failed_leader_epoch_write_leaves_the_partition_as_it_was(
+    env: Env, partition: Partition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Persist before apply: a new leader whose epoch is not on disk does not lead, and the
+    same metadata applies cleanly once the disk recovers."""
+    env.seed(2, leader_epoch=0)
+
+    def refuse(epoch: int, start_offset: int) -> bool:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(partition.log.leader_epoch_cache, "assign", refuse)
+    with pytest.raises(OSError):
+        partition.make_leader(change(leader_epoch=3, partition_epoch=3))
+    assert partition.role is PartitionRole.NONE
+    assert partition.leader_epoch == -1
+    assert env.high_watermark_moves == []
+    monkeypatch.undo()
+    assert partition.make_leader(change(leader_epoch=3, partition_epoch=3))
+    assert partition.log.leader_epoch_cache.entries == (EpochEntry(0, 0), EpochEntry(3, 2))
+    assert env.high_watermark_moves == [(0, 2)]
 
 
 # ------------------------------------------------------------------ append and read

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from broker.partition_state import FetchIsolation
-from broker.purgatory import DelayedFetches, FetchCompletion, FetchPurgatory
+from broker.purgatory import DelayedFetches
+from replica.fetch_waiters import FetchCompletion, FetchPurgatory
+from replica.partition_state import FetchIsolation
 from storage.topic_partition import TopicPartition
 
 A = TopicPartition("a", 0)

@@ -129,7 +129,7 @@ class ReplicatedCluster:
                 fetcher_manager=RecordedFetcherManager(),
                 alter_partition=alter,
                 replica_lag_time_max_ms=LAG_MS,
-                clock_ms=self.clock,
+                monotonic_ms=self.clock,
             )
 
     def publish(self, *records: MetadataRecord) -> None:

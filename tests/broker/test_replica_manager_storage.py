@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,9 @@ import pytest
 from broker.partition import PartitionRole
 from metadata.records import TopicRecord
 from protocol.errors import Errors
+from storage import leader_epoch_file as leader_epoch_file_module
 from storage import segment as segment_module
+from storage.checkpoints import write_leader_epoch_checkpoint
 from storage.recovery import CLEAN_SHUTDOWN_FILE
 from tests.broker.replica_harness import (
     LOCAL,
@@ -88,6 +90,35 @@ def test_a_failed_append_answers_storage_error_and_takes_its_dir_offline(
         patch.setattr(segment_module, "_write_fully", failing_write)
         assert cluster.produce(PETS1, batch(b"lost")).error is Errors.KAFKA_STORAGE_ERROR
     assert cluster.halts == ["halt"]  # every dir is offline: Kafka halts the broker
+
+
+def test_a_failed_leader_epoch_write_takes_its_dir_offline_and_the_others_lead_on(
+    cluster: TwoDirCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Persist, then apply (issue 10): a new leader epoch that cannot be written leaves the
+    partition unled and its dir offline (Kafka's applyLocalLeadersDelta skips it on a
+    KafkaStorageException); the metadata change applies to every other partition."""
+    cluster.start_pets_led_here()
+
+    def failing_on_dir_a(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+        if cluster.log_dirs[0] in path.parents:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        write_leader_epoch_checkpoint(path, entries)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(leader_epoch_file_module, "write_leader_epoch_checkpoint", failing_on_dir_a)
+        cluster.publish(
+            partition_record(PETS_ID, 0, (LOCAL,), leader=LOCAL, leader_epoch=1, partition_epoch=1),
+            partition_record(PETS_ID, 1, (LOCAL,), leader=LOCAL, leader_epoch=1, partition_epoch=1),
+        )
+    assert list(cluster.log_manager.offline_dirs) == [cluster.log_dirs[0]]
+    assert cluster.replica_manager.get_partition(PETS0) is None
+    assert cluster.produce(PETS0, batch(b"x")).error is Errors.KAFKA_STORAGE_ERROR
+    pets1 = cluster.replica_manager.get_partition(PETS1)
+    assert pets1 is not None and pets1.is_leader and pets1.leader_epoch == 1
+    assert pets1.log.leader_epoch_cache.latest_epoch == 1
+    assert cluster.produce(PETS1, batch(b"y")).error is Errors.NONE
+    assert cluster.halts == []
 
 
 def damage_and_reopen(tmp_path: Path) -> TwoDirCluster:

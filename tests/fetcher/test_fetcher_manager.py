@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from broker.replica_api import FetcherManager, InitialFetchState
 from fetcher.fetcher_config import FetcherConfig
 from fetcher.fetcher_id import fetcher_id
 from fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager, parse_topic_id
 from fetcher.leader_endpoint import LeaderEndpoint
 from fetcher.responses import FailureReason
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from replica.data_path import FetcherManager, InitialFetchState
 from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import FakeClock, FakeLeaderEndpoint, leader_of, open_log, records_of
@@ -249,7 +249,7 @@ def test_running_fetchers_replicate_from_several_leaders(tmp_path: Path) -> None
 
 
 def test_the_manager_is_the_broker_fetcher_manager(tmp_path: Path) -> None:
-    # broker.replica_api.FetcherManager is the contract ReplicaManager calls.
+    # replica.data_path.FetcherManager is the contract ReplicaManager calls.
     manager: FetcherManager = ReplicaFetcherManager(FetcherConfig(replica_id=1), lambda tp: None)
     assert manager is not None
 

@@ -21,7 +21,6 @@ from broker.handlers import BrokerServices, broker_handlers
 from broker.kafka_apis import KafkaApis
 from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener
-from broker.replica_api import RecordedFetcherManager
 from broker.replica_manager import ReplicaManager
 from fetcher.fetcher_config import FetcherConfig
 from fetcher.fetcher_manager import ReplicaFetcherManager
@@ -43,6 +42,7 @@ from protocol.apis import encode_api_versions_response, encode_unsupported_api_v
 from protocol.errors import Errors
 from protocol.headers import encode_response_header, parse_request_header
 from protocol.wire import INT32
+from replica.data_path import RecordedFetcherManager
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records import SimpleRecord, build_batch

@@ -1,21 +1,23 @@
 """One broker process of the replication sim: lifecycle, metadata, partitions, produce.
 
 A ``SimBroker`` is one incarnation (process start) of a broker id; its ``BrokerDisk`` outlives
-it. It does what ``broker.server.BrokerServer`` and ``ReplicaManager`` do, on simulated time:
+it. It does what ``broker.server.BrokerServer`` does, on simulated time, around the shipped
+``broker.replica_manager.ReplicaManager`` (its disk, fetcher threads and produce futures replaced
+by the I/O doubles of ``replication_doubles``):
 
 * registers with a fresh incarnation id and heartbeats (``broker.heartbeat.heartbeat_decision``
   drives the ``broker.lifecycle`` states), asking to stay fenced until it serves;
 * long-polls the metadata log and replays it into a ``MetadataDelta``; once a heartbeat says it
   caught up with its own registration (RECOVERY) it publishes the whole image and from then on
-  every new batch: ``local_changes`` -> become leader (``Partition.make_leader``) / follower
-  (``Partition.make_follower``, then a fresh ``PartitionFollower`` when the leader epoch moved),
-  in ReplicaManager's order (leaders, then followers, sorted);
-* hosts ``broker.partition.Partition`` objects — the real leader shell on the pure core — over
-  the disk's ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
+  every new batch: ``ReplicaManager.apply_delta(local_changes(...))`` (leaders, followers, and
+  their hand-off to the shipped ``ReplicaFetcher``s);
+* hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
+  ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
 * shrinks ISRs every replica.lag.time.max.ms / 2, flushes logs on a seeded schedule, writes the
   high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
-* takes acks=all produce requests and completes them as ``DelayedProduce`` does, when
-  ``check_enough_replicas_reach_offset`` says so; an ack counts when the broker decides it.
+* takes acks=all produce requests through ``ReplicaManager.append_to_local_log`` and waits for
+  them in the shipped ``ProducePurgatory`` (``SimDelayedProduces``), which ``ReplicaManager``
+  re-checks on every high-watermark move; an ack counts when the broker decides it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ from typing import Any, Protocol, TypeVar, cast
 import attrs
 
 from broker.controller_client import HeartbeatReply
+from broker.delayed_produce import DelayedProduces
 from broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
 from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.partition import LeaderAndIsr, Partition, PartitionContext, PartitionError
+from broker.partition import Partition
+from broker.replica_manager import ReplicaManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.local_changes import PartitionInfo, local_changes
-from metadata.records import NO_LEADER, MetadataRecord, uuid_to_kafka_string
+from metadata.local_changes import local_changes
+from metadata.records import MetadataRecord, uuid_to_kafka_string
 from protocol.errors import Errors
 from quorum.controller import (
     BrokerHeartbeatRequest,
@@ -41,10 +45,16 @@ from quorum.controller import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
-from storage.partition_log import PartitionLog
+from storage.log_manager import LogManager
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
-from tests.sim.replication_follower import PartitionFollower
+from tests.sim.replication_doubles import (
+    PendingProduce,
+    SimDelayedProduces,
+    SimFetcherManager,
+    SimLogManager,
+    key_of,
+)
 from tests.sim.replication_leader import SimAlterPartitionManager
 from tests.sim.replication_log import BrokerDisk, client_batch
 from tests.sim.replication_net import SimSettings
@@ -62,15 +72,6 @@ class MetadataFetch:
 @attrs.frozen
 class MetadataPage:
     records: tuple[tuple[int, MetadataRecord], ...]
-
-
-@attrs.frozen
-class PendingProduce:
-    key: PartitionKey
-    base_offset: int
-    required_offset: int
-    values: tuple[str, ...]
-    deadline_ms: int
 
 
 class BrokerEnv(Protocol):
@@ -109,27 +110,25 @@ class SimBroker:
         self.lifecycle = BrokerLifecycle()
         self.lifecycle.become(BrokerState.STARTING)
         self.broker_epoch = -1
-        # The metadata read so far, and the image published to the partitions (once serving).
+        # The metadata read so far (published to ReplicaManager once serving).
         self.loaded = MetadataImage.EMPTY
-        self.image = MetadataImage.EMPTY
         self.serving = False
-        self.partitions: dict[PartitionKey, Partition] = {}
-        self.followers: dict[PartitionKey, PartitionFollower] = {}
         self.alter_partitions = SimAlterPartitionManager(self)
-        self.produces: list[PendingProduce] = []
+        self.fetcher_manager = SimFetcherManager(self)
+        self.delayed_produces = SimDelayedProduces(env.checker)
         self._heartbeat = 0
         self._had_shutdown_reply = False
         self._metadata_poll = 0
         settings = env.settings
-        self.context = PartitionContext(
-            clock_ms=lambda: self.env.now_ms,
-            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
-            min_insync_replicas=lambda topic: settings.min_insync_replicas,
-            broker=lambda broker: self.image.cluster.broker(broker),
-            local_broker_epoch=lambda: self.broker_epoch,
+        self.replica_manager = ReplicaManager(
+            broker_id=broker_id,
+            log_manager=cast(LogManager, SimLogManager(disk)),
+            fetcher_manager=self.fetcher_manager,
+            delayed_produces=cast(DelayedProduces, self.delayed_produces),
             alter_partition=self.alter_partitions,
-            on_high_watermark_moved=lambda tp, old, new: self.complete_produces(
-                (tp.topic, tp.partition)),
+            min_insync_replicas=settings.min_insync_replicas,
+            replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            monotonic_ms=lambda: self.env.now_ms,
         )
         self.schedule(0, "heartbeat", self._heartbeat_now)
         self.schedule(0, "metadata poll", self._poll_metadata)
@@ -143,6 +142,11 @@ class SimBroker:
     def __repr__(self) -> str:
         return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
                 f"epoch {self.broker_epoch}, metadata {self.loaded.offset})")
+
+    @property
+    def partitions(self) -> dict[PartitionKey, Partition]:
+        """The partitions ``ReplicaManager`` hosts, by the sim's key."""
+        return {key_of(tp): partition for tp, partition in self.replica_manager.partitions.items()}
 
     # ------------------------------------------------------------------ the environment
 
@@ -273,52 +277,24 @@ class SimBroker:
         self._publish(MetadataDelta.between(MetadataImage.EMPTY, self.loaded), self.loaded)
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        """``ReplicaManager.apply_delta`` (the sim never deletes topics)."""
+        """``BrokerServer``'s publisher: ``ReplicaManager.apply_delta`` (the sim never deletes
+        topics); each new leader epoch taken here is reported to the checker."""
         changes = local_changes(delta, self.broker_id)
         assert not changes.deletes, f"unexpected deletes {changes.deletes}"
-        self.image = image
+        before = {key: p.leader_epoch for key, p in self.partitions.items()}
+        self.replica_manager.apply_delta(changes, image, self.env.now_ms)
         for key in sorted(changes.leaders):
-            self._become_leader((key.topic, key.partition), changes.leaders[key])
-        for key in sorted(changes.followers):
-            self._become_follower((key.topic, key.partition), changes.followers[key])
-
-    def _partition(self, key: PartitionKey, topic_id: str) -> Partition:
-        partition = self.partitions.get(key)
-        if partition is None:
-            # Partition is typed against PartitionLog; MemoryLog keeps the contract of the
-            # members it uses (see replication_log).
-            log = cast(PartitionLog, self.disk.log(key))
-            partition = Partition(TopicPartition(*key), topic_id, log, self.broker_id,
-                                  self.context)
-            self.partitions[key] = partition
-        return partition
-
-    def _stop_follower(self, key: PartitionKey) -> None:
-        follower = self.followers.pop(key, None)
-        if follower is not None:
-            follower.stop()
-
-    def _become_leader(self, key: PartitionKey, info: PartitionInfo) -> None:
-        self._stop_follower(key)
-        partition = self._partition(key, info.topic_id)
-        epoch_before = partition.leader_epoch
-        partition.make_leader(LeaderAndIsr.from_registration(info.partition))
-        if partition.leader_epoch != epoch_before:
-            self.env.checker.on_become_leader(key, self.broker_id, partition.leader_epoch)
-
-    def _become_follower(self, key: PartitionKey, info: PartitionInfo) -> None:
-        partition = self._partition(key, info.topic_id)
-        if not partition.make_follower(LeaderAndIsr.from_registration(info.partition)):
-            return
-        self._stop_follower(key)
-        if info.leader != NO_LEADER:
-            self.followers[key] = PartitionFollower(self, key, info.leader, info.leader_epoch)
+            partition = self.partitions.get((key.topic, key.partition))
+            if partition is None or not partition.is_leader:
+                continue
+            if partition.leader_epoch != before.get((key.topic, key.partition)):
+                self.env.checker.on_become_leader((key.topic, key.partition), self.broker_id,
+                                                  partition.leader_epoch)
 
     # ------------------------------------------------------------------ timers
 
     def _expire_isr(self) -> None:
-        for key in sorted(self.partitions):
-            self.partitions[key].maybe_shrink_isr()
+        self.replica_manager.maybe_shrink_isr()
         self.schedule(self.env.settings.replica_lag_time_max_ms // 2, "isr expiration",
                       self._expire_isr)
 
@@ -336,38 +312,21 @@ class SimBroker:
     # ------------------------------------------------------------------ produce
 
     def handle_produce(self, key: PartitionKey, values: tuple[str, ...]) -> None:
-        """An acks=all produce: append as leader, then wait like ``DelayedProduce``."""
-        partition = self.partitions.get(key) if self.serving else None
-        if partition is None:
-            return  # NOT_LEADER_OR_FOLLOWER
-        log = self.disk.log(key)
-        now_ms = self.env.now_ms
-        try:
-            info = partition.append_records_to_leader(client_batch(values), required_acks=-1,
-                                                      now_ms=now_ms)
-        except PartitionError:
+        """An acks=all produce: ``ReplicaManager.append_to_local_log``, then wait as
+        ``ReplicaManager.append_records`` does."""
+        if not self.serving:
+            return  # NOT_LEADER_OR_FOLLOWER until the metadata is published
+        topic_partition, now_ms = TopicPartition(*key), self.env.now_ms
+        result = self.replica_manager.append_to_local_log(
+            {topic_partition: client_batch(values)}, required_acks=-1, now_ms=now_ms
+        )[topic_partition]
+        if result.error is not Errors.NONE:
             return  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
-        self.env.checker.on_leader_append(key, log.batches[-1])
-        self.produces.append(PendingProduce(
-            key, info.first_offset, info.last_offset + 1, values,
-            now_ms + self.env.settings.produce_timeout_ms))
-        self.complete_produces(key)
+        self.env.checker.on_leader_append(key, self.disk.log(key).batches[-1])
+        produce = PendingProduce(key, result.base_offset, result.last_offset + 1, values,
+                                 now_ms + self.env.settings.produce_timeout_ms)
+        self.delayed_produces.watch(produce, self.replica_manager.check_enough_replicas)
 
-    def complete_produces(self, key: PartitionKey | None = None) -> None:
-        """``DelayedProduce.tryComplete`` for the waiting produces (of ``key``, or all)."""
-        waiting = []
-        for produce in self.produces:
-            partition = self.partitions.get(produce.key)
-            if key is not None and produce.key != key:
-                waiting.append(produce)
-                continue
-            if partition is None:
-                continue
-            done, error = partition.check_enough_replicas_reach_offset(produce.required_offset)
-            if done and error is Errors.NONE:
-                self.env.checker.on_ack(produce.key, produce.base_offset, produce.values)
-            if done or error is not Errors.NONE:
-                continue  # acknowledged, or answered with the error (no longer the leader)
-            if self.env.now_ms < produce.deadline_ms:
-                waiting.append(produce)
-        self.produces = waiting
+    def complete_produces(self) -> None:
+        """``DelayedProduces``' timer: waiting produces past their deadline time out."""
+        self.delayed_produces.expire_due(self.env.now_ms)

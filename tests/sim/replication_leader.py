@@ -1,28 +1,23 @@
 """The leader side of the replication sim: answers to followers, and AlterPartition.
 
-The answers are ``ReplicaManager``'s: find the hosted ``broker.partition.Partition`` (the real
-leader shell over the pure ``partition_state``/``isr`` core, on a ``MemoryLog``) and call
-``fetch_records`` (follower progress, ISR expansion, high watermark), ``last_offset_for_leader_
-epoch`` or ``fetch_offset_for_timestamp``; a ``PartitionError`` becomes the error code of the
-answer, as ``KafkaApis`` does. A broker that has not caught up with the metadata log yet answers
+The answers come from the broker's shipped ``ReplicaManager``: ``read_from_log`` (follower
+progress, ISR expansion, high watermark), ``last_offset_for_leader_epoch`` and
+``fetch_offset_for_timestamp``; an error becomes the error code of the answer, as the handlers
+do. A broker that has not caught up with the metadata log yet answers
 NOT_LEADER_OR_FOLLOWER (Kafka holds the request until then; the follower backs off either way).
 
-``SimAlterPartitionManager`` is ``broker.alter_partition.AlterPartitionManager`` on simulated
-time: one change per partition queued (a second is refused with OPERATION_NOT_ATTEMPTED), one
-request in flight carrying every queued change, per-partition answers to the partitions'
-callbacks, and a retry after 50 ms on a request-level failure or a lost answer.
+``SimAlterPartitionManager`` is the transport of the shipped ``replica.alter_partition_queue``
+on the simulated network (what ``broker.alter_partition.AlterPartitionManager`` does with
+asyncio and HTTP): a lost answer times out, a failure retries after 50 ms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
 
-from broker.alter_partition import ALTER_PARTITION_RETRY_BACKOFF_MS, AlterPartitionItem
-from broker.isr import AlterPartitionResult
-from broker.partition import FetchIsolation, Partition, PartitionError
+from broker.partition import PartitionError
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from protocol.errors import Errors
@@ -34,7 +29,17 @@ from quorum.controller import (
     BrokerState,
 )
 from quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
+from replica.alter_partition_queue import (
+    ALTER_PARTITION_RETRY_BACKOFF_MS,
+    AlterPartitionCallback,
+    AlterPartitionItem,
+    AlterPartitionQueue,
+    AlterPartitionRequestBatch,
+)
+from replica.data_path import FetchParams, PartitionFetch
+from replica.isr import AlterPartitionResult
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import PartitionKey
 from tests.sim.replication_log import MemoryLog
 
@@ -42,7 +47,6 @@ if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker
 
 LeaderRecords = tuple[tuple[int, int, str], ...]
-AlterPartitionCallback = Callable[[AlterPartitionResult], None]
 
 
 @attrs.frozen
@@ -58,15 +62,18 @@ class EpochAnswer:
     leader_records: LeaderRecords
 
 
-def _leader_partition(broker: SimBroker, key: PartitionKey) -> Partition:
-    partition = broker.partitions.get(key) if broker.serving else None
+def _not_serving(broker: SimBroker) -> PartitionError | None:
+    """Before its metadata is published a broker hosts nothing yet (Kafka holds the request)."""
+    if broker.serving:
+        return None
+    return PartitionError(Errors.NOT_LEADER_OR_FOLLOWER,
+                          f"broker {broker.broker_id} has not caught up with the metadata")
+
+
+def _records(broker: SimBroker, key: PartitionKey) -> LeaderRecords:
+    partition = broker.partitions.get(key)
     if partition is None:
-        raise PartitionError(Errors.NOT_LEADER_OR_FOLLOWER,
-                             f"broker {broker.broker_id} does not host {key}")
-    return partition
-
-
-def _records(partition: Partition) -> LeaderRecords:
+        return ()
     log = partition.log
     assert isinstance(log, MemoryLog)
     return tuple(log.records())
@@ -76,50 +83,55 @@ def answer_fetch(broker: SimBroker, replica_id: int, replica_epoch: int, key: Pa
                  request: FetchPartition) -> FetchAnswer:
     """``ReplicaManager.read_from_log`` for one follower partition, and the answer's fields
     as ``broker.handlers.fetch`` fills them."""
-    try:
-        partition = _leader_partition(broker, key)
-        info = partition.fetch_records(
-            replica_id=replica_id, fetch_offset=request.fetch_offset,
-            max_bytes=request.partition_max_bytes, isolation=FetchIsolation.LOG_END,
-            min_one_batch=True, current_leader_epoch=request.current_leader_epoch,
-            last_fetched_epoch=request.last_fetched_epoch, replica_epoch=replica_epoch,
-            follower_log_start_offset=request.log_start_offset)
-    except PartitionError as error:
-        return FetchAnswer(PartitionData(key[1], error_code=error.error))
-    diverging = info.diverging_epoch
-    data = info.fetched_data.read_bytes()
+    refused = _not_serving(broker)
+    if refused is not None:
+        return FetchAnswer(PartitionData(key[1], error_code=refused.error))
+    fetch = PartitionFetch(
+        topic_partition=TopicPartition(*key), fetch_offset=request.fetch_offset,
+        partition_max_bytes=request.partition_max_bytes,
+        current_leader_epoch=request.current_leader_epoch,
+        last_fetched_epoch=request.last_fetched_epoch, log_start_offset=request.log_start_offset)
+    params = FetchParams(replica_id=replica_id, replica_epoch=replica_epoch, max_wait_ms=0,
+                         min_bytes=1, max_bytes=request.partition_max_bytes, partitions=(fetch,))
+    [result] = broker.replica_manager.read_from_log(params)
+    if result.error is not Errors.NONE:
+        return FetchAnswer(PartitionData(key[1], error_code=result.error))
+    diverging = result.diverging_epoch
+    data = b"".join(piece.read_bytes() for piece in result.slices)
     answer = PartitionData(
-        key[1], high_watermark=info.high_watermark, last_stable_offset=info.last_stable_offset,
-        log_start_offset=info.log_start_offset,
+        key[1], high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
         diverging_epoch=(EpochEndOffset() if diverging is None
                          else EpochEndOffset(diverging.leader_epoch, diverging.offset)),
         records=(data,) if data else ())
-    return FetchAnswer(answer, None if diverging is None else _records(partition))
+    return FetchAnswer(answer, None if diverging is None else _records(broker, key))
 
 
 def answer_epoch_end_offset(broker: SimBroker, key: PartitionKey,
                             request: LeaderEpochRequest) -> EpochAnswer:
     """``ReplicaManager.last_offset_for_leader_epoch``."""
-    try:
-        partition = _leader_partition(broker, key)
-    except PartitionError as error:
-        return EpochAnswer(LeaderEpochEndOffset(error.error), ())
-    found = partition.last_offset_for_leader_epoch(
-        request.current_leader_epoch, request.leader_epoch, fetch_only_from_leader=True)
+    refused = _not_serving(broker)
+    if refused is not None:
+        return EpochAnswer(LeaderEpochEndOffset(refused.error), ())
+    found = broker.replica_manager.last_offset_for_leader_epoch(
+        TopicPartition(*key), request.current_leader_epoch, request.leader_epoch)
     return EpochAnswer(LeaderEpochEndOffset(found.error, found.leader_epoch, found.end_offset),
-                       _records(partition))
+                       _records(broker, key))
 
 
 def answer_leader_offsets(broker: SimBroker, key: PartitionKey,
                           current_leader_epoch: int) -> LeaderOffsets:
-    """ListOffsets latest then earliest from a replica (``KafkaLeaderEndpoint``)."""
+    """ListOffsets latest then earliest from a replica (``KafkaLeaderEndpoint``), answered by
+    ``ReplicaManager.fetch_offset_for_timestamp``."""
     try:
-        partition = _leader_partition(broker, key)
+        refused = _not_serving(broker)
+        if refused is not None:
+            raise refused
         offsets = []
         for timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
-            found = partition.fetch_offset_for_timestamp(
-                timestamp, isolation=None, current_leader_epoch=current_leader_epoch,
-                fetch_only_from_leader=True)
+            found = broker.replica_manager.fetch_offset_for_timestamp(
+                TopicPartition(*key), timestamp, isolation=None,
+                current_leader_epoch=current_leader_epoch, fetch_only_from_leader=True)
             assert found is not None
             offsets.append(found.offset)
     except PartitionError as error:
@@ -145,51 +157,46 @@ def _result(raw: ControllerAlterPartitionResult) -> AlterPartitionResult:
 
 
 class SimAlterPartitionManager:
+    """The transport of the shipped ``AlterPartitionQueue`` on simulated time: the request goes
+    through the simulated network to the controller, a lost answer times out, a failure retries
+    after ``ALTER_PARTITION_RETRY_BACKOFF_MS`` (what ``AlterPartitionManager`` does with asyncio
+    and HTTP)."""
+
     def __init__(self, broker: SimBroker) -> None:
         self.broker = broker
-        # Invariant: at most one change per partition (Kafka's unsentIsrUpdates).
-        self.unsent: dict[tuple[str, int], tuple[AlterPartitionItem, AlterPartitionCallback]] = {}
-        self._request = 0
-        self.in_flight = False
+        self.queue = AlterPartitionQueue()
 
     @property
     def idle(self) -> bool:
-        return not self.unsent and not self.in_flight
+        return self.queue.idle
 
     def submit(self, item: AlterPartitionItem, callback: AlterPartitionCallback) -> None:
-        if item.key in self.unsent:
+        if not self.queue.submit(item, callback):
             callback(AlterPartitionResult(error=Errors.OPERATION_NOT_ATTEMPTED))
             return
-        self.unsent[item.key] = (item, callback)
         self._maybe_send()
 
     def _maybe_send(self) -> None:
-        if not self.unsent or self.in_flight:
+        batch = self.queue.next_request()
+        if batch is None:
             return
-        self._request += 1
-        number, items = self._request, list(self.unsent.values())
-        self.in_flight = True
         request = AlterPartitionRequest(self.broker.broker_id, self.broker.broker_epoch,
-                                        tuple(_request_data(item) for item, _ in items))
+                                        tuple(_request_data(item) for item in batch.items))
         self.broker.call_controller("AlterPartition", request,
-                                    lambda answer: self._on_answer(number, items, answer))
+                                    lambda answer: self._on_answer(batch, answer))
         self.broker.schedule(self.broker.env.settings.request_timeout_ms,
-                             "AlterPartition timeout", lambda: self._on_answer(number, items, None))
+                             "AlterPartition timeout", lambda: self._on_answer(batch, None))
 
-    def _on_answer(self, number: int,
-                   items: list[tuple[AlterPartitionItem, AlterPartitionCallback]],
+    def _on_answer(self, batch: AlterPartitionRequestBatch,
                    answer: AlterPartitionResponse | None) -> None:
-        if number != self._request or not self.in_flight:
+        if batch.number != self.queue.in_flight:
             return
-        self.in_flight = False
         if answer is None or answer.error.is_failure():
+            self.queue.on_answer(batch, None)
             self.broker.schedule(ALTER_PARTITION_RETRY_BACKOFF_MS, "AlterPartition retry",
                                  self._maybe_send)
             return
         results = {(r.topic_id, r.partition_index): _result(r) for r in answer.partitions}
-        for item, callback in items:
-            result = results.get(item.key)
-            if result is not None:
-                del self.unsent[item.key]
-                callback(result)
+        for callback, result in self.queue.on_answer(batch, results):
+            callback(result)
         self._maybe_send()

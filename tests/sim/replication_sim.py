@@ -1,15 +1,18 @@
 """A deterministic simulation of partition replication: three brokers and a controller.
 
-What runs is the real decision code: ``QuorumController`` (one active controller; Raft itself
-is not simulated: a batch commits when the controller returns it) with ``MetadataDelta`` and
-``local_changes``; on each broker the ``broker.partition.Partition`` leader shell over the pure
-``partition_state``/``isr`` core, and the pure follower core (``fetcher.state``,
-``fetcher.responses``, ``fetcher.truncation``) with the real ``fetcher.follower_log`` actions.
-Around it, simulated: the clock and event queue, the network (seeded delay and drops, one broker
-isolated, broker-to-broker links cut — ``replication_net``), the disks (``MemoryLog``: a power
-loss drops unflushed batches — ``replication_log``), the broker processes (``SimBroker``), an
-acks=all producer, and faults (``replication_faults``). One seeded ``random.Random`` drives
-everything; the controller has its own, so runs are a function of the seed.
+What runs is the real decision code: ``QuorumController`` (one active controller; Raft itself is
+not simulated: a batch commits when the controller returns it) with ``MetadataDelta`` and
+``local_changes``; on each broker the shipped ``broker.replica_manager.ReplicaManager`` with its
+``Partition`` shells over the ``replica/`` cores (``PartitionCore``, ``AlterPartitionQueue``,
+``ProducePurgatory``), and the shipped ``fetcher.ReplicaFetcher`` (one per leader) over the
+follower cores (``fetcher.state``, ``fetcher.responses``, ``fetcher.truncation``). Around it,
+simulated: the clock and event queue, the network (seeded delay and drops, one broker isolated,
+broker-to-broker links cut — ``replication_net``), the disks (``MemoryLog``: a power loss drops
+unflushed batches — ``replication_log``), the I/O doubles around ``ReplicaManager``
+(``replication_doubles``; the fetchers' clock and leader endpoint in ``replication_fetcher``),
+the broker processes (``SimBroker``), an acks=all producer, and faults (``replication_faults``).
+One seeded ``random.Random`` drives everything; the controller has its own, so runs are a
+function of the seed.
 
 After every event ``check`` asserts the invariants listed in ``replication_checks``. After the
 fault phase every fault is healed and the cluster must converge (every replica equal and in

@@ -21,9 +21,10 @@ import pytest
 
 import broker.partition as broker_partition
 import fetcher.responses as responses
-from broker.partition_state import PartitionRole, PartitionState, high_watermark_candidate
+import replica.partition_core as partition_core
 from fetcher.truncation import FollowerLog, Truncation
 from protocol.errors import Errors
+from replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
 from tests.sim.replication_log import MemoryLog, client_batch
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
@@ -132,7 +133,7 @@ def test_power_loss_on_every_replica_at_once_loses_acknowledged_writes() -> None
             if sim.brokers[broker_id] is not None:
                 sim.faults.crash(broker_id, lose_unflushed=True)
 
-    sim.queue.at(20_000, "power loss on every broker", power_loss_everywhere)
+    sim.queue.at(30_000, "power loss on every broker", power_loss_everywhere)
     with pytest.raises(SimulationFailure, match="lacks committed record"):
         sim.run(DEFAULT_STEPS)
 
@@ -188,7 +189,7 @@ def test_a_majority_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) ->
                                                    if broker in state.isr)), reverse=True)
         return int(ends[len(ends) // 2])
 
-    monkeypatch.setattr(broker_partition, "high_watermark_candidate", majority)
+    monkeypatch.setattr(partition_core, "high_watermark_candidate", majority)
     _caught("lacks committed record", first_seed=2)
 
 

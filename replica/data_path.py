@@ -1,23 +1,27 @@
-"""The values ReplicaManager takes and returns, and its hand-off to replication.
+"""The values ReplicaManager takes and returns, its hand-off to replication, and the pure rules
+of its produce and fetch paths.
 
 ``InitialFetchState`` / ``FetcherManager`` are what ``ReplicaManager`` hands a follower partition
 to (Kafka's ``ReplicaFetcherManager``; ``fetcher/`` implements it, ``RecordedFetcherManager``
 stands in where no fetchers run). ``AppendResult``, ``PartitionFetch``, ``FetchParams`` and
 ``LogReadResult`` are Kafka's ``PartitionResponse``, ``FetchRequest.PartitionData``,
-``FetchParams`` and ``LogReadResult``. All are re-exported by ``broker.replica_manager``.
+``FetchParams`` and ``LogReadResult``; the values are re-exported by ``broker.replica_manager``.
+The rules: which acks are valid and who may append where (``append_refusal``,
+``isValidRequiredAcks``), and when a Fetch answers without waiting (``respond_now``, Kafka's
+``fetchMessages``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 import attrs
 
-from broker.isr import NO_BROKER_EPOCH
-from broker.partition import FetchIsolation, LogReadInfo
 from metadata.records import BrokerEndpoint
 from protocol.errors import Errors
+from replica.isr import NO_BROKER_EPOCH
+from replica.partition_state import FetchIsolation, LogReadInfo
 from storage.fetch_data import RecordSlice
 from storage.leader_epoch_cache import OffsetAndEpoch
 from storage.topic_partition import TopicPartition
@@ -148,3 +152,52 @@ class LogReadResult:
             last_stable_offset=info.last_stable_offset,
             diverging_epoch=info.diverging_epoch,
         )
+
+
+# ---------------------------------------------------------------------------- rules
+
+# Kafka's Topic.INTERNAL_TOPICS: clients may not produce to them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+VALID_REQUIRED_ACKS = (-1, 0, 1)
+
+
+def invalid_acks(
+    partitions: Collection[TopicPartition], required_acks: int
+) -> dict[TopicPartition, AppendResult] | None:
+    """Kafka ``isValidRequiredAcks``: acks other than -1, 0, 1 fail every partition."""
+    if required_acks in VALID_REQUIRED_ACKS:
+        return None
+    message = f"acks must be -1, 0 or 1, not {required_acks}"
+    return {
+        tp: AppendResult(error=Errors.INVALID_REQUIRED_ACKS, error_message=message)
+        for tp in partitions
+    }
+
+
+def append_refusal(
+    topic_partition: TopicPartition, has_records: bool, internal_topics_allowed: bool
+) -> AppendResult | None:
+    """The checks before a partition's append is tried: internal topics are not for clients,
+    and an append needs a batch."""
+    if topic_partition.topic in INTERNAL_TOPICS and not internal_topics_allowed:
+        return AppendResult(
+            error=Errors.INVALID_TOPIC_EXCEPTION,
+            error_message=f"Cannot append to internal topic {topic_partition.topic}",
+        )
+    if not has_records:
+        return AppendResult(
+            error=Errors.INVALID_RECORD,
+            error_message=f"the append to {topic_partition} has no record batch",
+        )
+    return None
+
+
+def respond_now(params: FetchParams, results: Sequence[LogReadResult]) -> bool:
+    """Kafka's ``fetchMessages`` conditions for answering without waiting."""
+    return (
+        params.max_wait_ms <= 0
+        or not params.partitions
+        or sum(result.size_in_bytes for result in results) >= params.min_bytes
+        or any(result.error is not Errors.NONE for result in results)
+        or any(result.diverging_epoch is not None for result in results)
+    )

@@ -13,8 +13,8 @@ Roles (``PartitionRole``), all driven by metadata:
   FOLLOWER -> LEADER | FOLLOWER     elected, or the leader / its epoch changed
   LEADER | FOLLOWER -> NONE         the broker stops hosting the partition
 
-A leader keeps each follower's progress (``broker.isr.ReplicaState``) and the ISR, committed
-or with one change pending at the controller (``broker.isr.IsrState``). The high watermark and
+A leader keeps each follower's progress (``replica.isr.ReplicaState``) and the ISR, committed
+or with one change pending at the controller (``replica.isr.IsrState``). The high watermark and
 acks=all use the *maximal* ISR (KIP-497): the committed ISR plus a replica being added, never
 minus the ones being removed — the more restrictive set is always safe. A follower joins the ISR
 (``needs_expand_isr``) once its log end reaches the high watermark *and* the start of the
@@ -38,7 +38,10 @@ from collections.abc import Callable, Collection
 import attrs
 from immutables import Map
 
-from broker.isr import (
+from metadata.image import BrokerRegistration, PartitionRegistration
+from metadata.records import NO_LEADER
+from protocol.errors import Errors
+from replica.isr import (
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,
     AlterPartitionResult,
@@ -51,9 +54,6 @@ from broker.isr import (
     is_replica_isr_eligible,
     reset_replica_state,
 )
-from metadata.image import BrokerRegistration, PartitionRegistration
-from metadata.records import NO_LEADER
-from protocol.errors import Errors
 from storage.fetch_data import FetchDataInfo
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from storage.log_validator import (

@@ -8,7 +8,9 @@ import attrs
 import pytest
 from immutables import Map
 
-from broker.isr import (
+from metadata.image import BrokerRegistration
+from protocol.errors import Errors
+from replica.isr import (
     AlterPartitionOutcome,
     AlterPartitionResult,
     BrokerState,
@@ -21,7 +23,7 @@ from broker.isr import (
     reset_replica_state,
     update_fetch_state,
 )
-from broker.partition_state import (
+from replica.partition_state import (
     LeaderAndIsr,
     PartitionRole,
     PartitionState,
@@ -36,8 +38,6 @@ from broker.partition_state import (
     prepare_isr_expand,
     prepare_isr_shrink,
 )
-from metadata.image import BrokerRegistration
-from protocol.errors import Errors
 
 LOCAL, F2, F3 = 1, 2, 3
 LAG = 30_000

@@ -6,7 +6,8 @@ what a waiter holds: ``FetchPurgatory`` (bytes counted towards ``min_bytes``) an
 ``ProducePurgatory`` (offsets the ISR must reach) keep only the rule that completes a waiter.
 
 A waiter is added with the partitions it watches and its deadline, and leaves through ``pop``
-(completed or cancelled) or ``pop_expired`` (deadline passed). Deadlines sit in a heap whose
+(completed or cancelled) or ``pop_expired`` (deadline passed). ``Purgatory`` is the part of a
+purgatory around its index that both kinds share. Deadlines sit in a heap whose
 entries for waiters already gone are skipped lazily. At most ``max_waiters`` wait at once
 (STYLE.md §7): ``try_add`` answers None instead of queueing. No clock, no I/O.
 """
@@ -94,3 +95,21 @@ class WaiterIndex(Generic[W]):
         while self._deadlines and self._deadlines[0][1] not in self._waiters:
             heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else None
+
+
+class Purgatory(Generic[W]):
+    """What every purgatory shares over its ``WaiterIndex``: the bound, the count and the next
+    deadline; subclasses add the rule that completes a waiter."""
+
+    def __init__(self, max_waiters: int) -> None:
+        self._index: WaiterIndex[W] = WaiterIndex(max_waiters)
+
+    @property
+    def max_waiters(self) -> int:
+        return self._index.max_waiters
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def next_deadline_ms(self) -> int | None:
+        return self._index.next_deadline_ms()

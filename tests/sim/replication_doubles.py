@@ -1,0 +1,150 @@
+"""The I/O boundaries around the shipped ``ReplicaManager`` in the replication sim.
+
+STYLE.md §10: a test double may stand in for an I/O boundary, never for a class that decides.
+Each class here replaces one piece of the broker's I/O, and nothing else:
+
+* ``SimLogManager`` is the log directory: it hands out the ``BrokerDisk``'s ``MemoryLog``s
+  (whose page cache a power loss empties) where ``storage.log_manager.LogManager`` opens
+  segment files. It has no offline dirs: the sim injects no disk errors.
+* ``SimFetcherManager`` stands where ``fetcher.ReplicaFetcherManager`` starts asyncio fetcher
+  tasks: one shipped ``ReplicaFetcher`` per leader, stepped by the simulation over the simulated
+  network (``replication_fetcher``).
+* ``SimDelayedProduces`` is ``broker.delayed_produce.DelayedProduces`` without asyncio: the same
+  shipped ``ProducePurgatory``, its answers recorded as acknowledgements instead of resolving
+  futures, its deadlines expired by the simulation's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fetcher.fetcher_config import PartitionStart
+from protocol.errors import Errors
+from replica.data_path import InitialFetchState
+from replica.produce_waiters import ProducePurgatory, ReplicaChecker
+from storage.log_config import LogConfig
+from storage.topic_partition import TopicPartition
+from tests.sim.replication_checks import Checker, PartitionKey
+from tests.sim.replication_fetcher import (
+    ObservedReplicaFetcher,
+    SimFetcherClock,
+    SimTask,
+    start_fetcher,
+)
+from tests.sim.replication_log import BrokerDisk, MemoryLog
+
+if TYPE_CHECKING:
+    from tests.sim.replication_broker import SimBroker
+
+
+def key_of(topic_partition: TopicPartition) -> PartitionKey:
+    return (topic_partition.topic, topic_partition.partition)
+
+
+class SimLogManager:
+    """The members of ``LogManager`` that ``ReplicaManager`` and ``OfflineStorage`` use."""
+
+    def __init__(self, disk: BrokerDisk) -> None:
+        self.disk = disk
+        self.default_config = LogConfig()
+        self.offline_partitions: dict[TopicPartition, str] = {}
+        self.on_log_dir_failure: Callable[..., Any] | None = None
+
+    @property
+    def logs(self) -> dict[TopicPartition, MemoryLog]:
+        return {TopicPartition(*key): log for key, log in self.disk.logs.items()}
+
+    def get_or_create_log(
+        self, topic_partition: TopicPartition, now_ms: int, config: LogConfig | None = None
+    ) -> MemoryLog:
+        return self.disk.log(key_of(topic_partition))
+
+    def delete_log(self, topic_partition: TopicPartition) -> bool:
+        return self.disk.logs.pop(key_of(topic_partition), None) is not None
+
+    def set_aside_offline_partition(self, topic_partition: TopicPartition) -> None:
+        assert topic_partition not in self.offline_partitions, "the sim has no offline logs"
+
+    def log_dir_of(self, topic_partition: TopicPartition) -> None:
+        return None  # one disk that never fails: no log dir goes offline
+
+
+class SimFetcherManager:
+    """``ReplicaFetcherManager.add/remove_fetcher_for_partitions``: one shipped
+    ``ReplicaFetcher`` per leader, stepped on the simulated network (``replication_fetcher``)."""
+
+    def __init__(self, broker: SimBroker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, tuple[ObservedReplicaFetcher, SimTask, SimFetcherClock]] = {}
+
+    def add_fetcher_for_partitions(
+        self, partitions: Mapping[TopicPartition, InitialFetchState]
+    ) -> None:
+        by_leader: dict[int, dict[TopicPartition, PartitionStart]] = {}
+        for topic_partition, start in partitions.items():
+            by_leader.setdefault(start.leader_id, {})[topic_partition] = PartitionStart(
+                None, start.current_leader_epoch
+            )
+        for leader_id, starts in sorted(by_leader.items()):
+            if leader_id not in self.fetchers:
+                self.fetchers[leader_id] = start_fetcher(self.broker, leader_id)
+            fetcher, _, clock = self.fetchers[leader_id]
+            fetcher.add_partitions(starts)
+            clock.wake()
+
+    def remove_fetcher_for_partitions(self, partitions: Collection[TopicPartition]) -> None:
+        for leader_id, (fetcher, task, _) in list(self.fetchers.items()):
+            fetcher.remove_partitions(partitions)
+            if fetcher.partition_count == 0:
+                task.stop()
+                del self.fetchers[leader_id]
+
+
+@attrs.frozen
+class PendingProduce:
+    key: PartitionKey
+    base_offset: int
+    required_offset: int
+    values: tuple[str, ...]
+    deadline_ms: int
+
+
+class SimDelayedProduces:
+    """``DelayedProduces`` on simulated time: an answer with no error is an acknowledgement."""
+
+    def __init__(self, checker: Checker) -> None:
+        self.purgatory = ProducePurgatory()
+        self.checker = checker
+        self.produces: dict[int, PendingProduce] = {}
+
+    def watch(self, produce: PendingProduce, checker: ReplicaChecker) -> None:
+        """``DelayedProduces.wait`` up to its first await: watch, then check once."""
+        waiter_id = self.purgatory.try_watch(
+            {TopicPartition(*produce.key): produce.required_offset}, produce.deadline_ms
+        )
+        if waiter_id is None:
+            return  # the purgatory is full: REQUEST_TIMED_OUT
+        self.produces[waiter_id] = produce
+        errors = self.purgatory.try_complete(waiter_id, checker)
+        if errors is not None:
+            self._answer(waiter_id, errors)
+
+    def check_and_complete(self, topic_partition: TopicPartition, checker: ReplicaChecker) -> None:
+        if self.purgatory.watching(topic_partition):
+            for waiter_id, errors in self.purgatory.check(topic_partition, checker).items():
+                self._answer(waiter_id, errors)
+
+    def expire_due(self, now_ms: int) -> None:
+        for waiter_id, errors in self.purgatory.expire(now_ms).items():
+            self._answer(waiter_id, errors)
+
+    def close(self) -> None:
+        self.produces.clear()
+
+    def _answer(self, waiter_id: int, errors: Mapping[TopicPartition, Errors]) -> None:
+        produce = self.produces.pop(waiter_id)
+        if all(error is Errors.NONE for error in errors.values()):
+            self.checker.on_ack(produce.key, produce.base_offset, produce.values)
