@@ -4,7 +4,8 @@
 as a directory outlives a process: it holds the segments, the leader-epoch history and the
 producer snapshots. Its crash rule is the simulation's (``tests/sim``): bytes reach the disk on
 append but are only durable once flushed; ``crash`` drops every unflushed byte, and with them
-every later segment (a segment cut short is the log's end). The epoch history and producer
+every later segment (a segment cut short is the log's end) — except behind a segment the log
+start moved past unflushed (see ``MemoryDisk.crash``). The epoch history and producer
 snapshots are written atomically with fsync in production, so they survive a crash whole;
 truncation is durable at once, as is a roll.
 
@@ -130,11 +131,18 @@ class MemoryDisk:
         self.crashes = 0
 
     def crash(self) -> None:
-        """Power loss: only flushed bytes remain, and nothing after the first cut."""
+        """Power loss: only flushed bytes remain, and nothing after the first cut at or past the
+        last segment holding flushed bytes. Flushes run in offset order from the recovery point,
+        so an earlier segment is short only when the log start moved past it unflushed
+        (DeleteRecords or retention advance the recovery point with the log start, as Kafka
+        does): its bytes are below the log start, and the flushed segments after it stay."""
         self.crashes += 1
+        durable = [index for index, segment in enumerate(self.segments) if segment.flushed_size]
+        last_durable = durable[-1] if durable else 0
         for index, segment in enumerate(self.segments):
             if segment.flushed_size < segment.size:
                 kept = sum(1 for position, _ in segment.headers if position < segment.flushed_size)
                 segment.truncate_at_batch(kept)
-                del self.segments[index + 1 :]
-                return
+                if index >= last_durable:
+                    del self.segments[index + 1 :]
+                    return

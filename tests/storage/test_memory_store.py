@@ -106,6 +106,23 @@ def test_a_crash_keeps_the_flushed_batches_only() -> None:
     assert reopened.append_as_leader(batch(99), leader_epoch=2, now_ms=0).first_offset == 6
 
 
+def test_a_crash_keeps_flushed_segments_behind_one_the_log_start_passed_unflushed() -> None:
+    # Found by the Hypothesis machine: DeleteRecords moves the recovery point with the log start
+    # (as Kafka does) past a segment never flushed; the flushed segment after it must survive.
+    disk = MemoryDisk(Path("memory/t-0"))
+    log = PartitionLog.open(disk, CONFIG)
+    for n in range(4):  # one segment of 280 bytes, never flushed
+        log.append_as_leader(batch(n), leader_epoch=0, now_ms=0)
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_records(4)  # the active segment stays, unflushed, below the log start
+    log.append_as_leader(batch(7), leader_epoch=0, now_ms=0)  # rolls: offset 4, a new segment
+    assert [segment.base_offset for segment in log.segments] == [0, 4]
+    log.close()  # flushes from the recovery point (4) on: the new segment only
+    disk.crash()
+    reopened = PartitionLog.open(disk, CONFIG, log_start_offset=4, recovery_point=5)
+    assert values(reopened) == [(4, b"t7")]
+
+
 def test_a_kill_without_power_loss_keeps_everything() -> None:
     disk = MemoryDisk(Path("memory/t-0"))
     log = PartitionLog.open(disk, CONFIG)
