@@ -17,7 +17,7 @@ from storage import record_walk
 from storage.record_batch import BATCH_HEADER_SIZE, CompressionType
 from storage.record_walk import WalkStatus, c_walk_records, py_walk_records
 from storage.records import SimpleRecord, build_batch
-from tests.storage.test_record_validation import TWO, mutated, record
+from tests.storage.test_record_validation import TWO, mutated
 from tests.storage.test_records import records_strategy
 
 
@@ -54,37 +54,74 @@ def test_any_contiguous_buffer_is_walked_and_other_objects_are_refused() -> None
 # --------------------------------------------------------------------------------- properties
 
 
+def padded(unsigned: int, padding: int) -> bytes:
+    """``unsigned`` as a varint, with ``padding`` extra zero groups (an over-long encoding)."""
+    groups = []
+    while True:
+        groups.append(unsigned & 0x7F)
+        unsigned >>= 7
+        if not unsigned:
+            break
+    groups += [0] * padding
+    return bytes([g | 0x80 for g in groups[:-1]] + [groups[-1]])
+
+
+EDGE_UNSIGNED = [0, 1, 2, 3, 127, 128, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**64 - 1, 2**64]
+
+
 @st.composite
 def raw_varint(draw: st.DrawFn) -> bytes:
     """A varint as a lying producer might write it: any value up to 71 bits, canonical or
     padded with continuation bytes, up to 11 bytes (past both the varint and varlong caps)."""
-    value = draw(
-        st.sampled_from([0, 1, 2, 3, 127, 128, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**64 - 1])
-        | st.integers(0, 2**71 - 1)
-    )
-    groups = []
-    while True:
-        groups.append(value & 0x7F)
-        value >>= 7
-        if not value:
-            break
-    groups += [0] * draw(st.integers(0, max(0, 11 - len(groups))))
-    return bytes([g | 0x80 for g in groups[:-1]] + [groups[-1]])
+    unsigned = draw(st.sampled_from(EDGE_UNSIGNED) | st.integers(0, 2**71 - 1))
+    return padded(unsigned, draw(st.integers(0, max(0, 11 - unsigned.bit_length() // 7))))
 
 
 @st.composite
-def field_built_record(draw: st.DrawFn) -> bytes:
-    """A record whose every field is an edge-case varint or stray bytes, headers included
-    (with keys that may not be UTF-8), and whose length prefix may or may not be right."""
-    field = raw_varint() | st.binary(max_size=3)
-    body = b"\x00" + draw(field) + draw(field)  # attributes, timestampDelta, offsetDelta
-    for _ in range(2):  # key, value
-        body += draw(field) + draw(st.binary(max_size=6))
-    body += draw(field)  # headersCount
-    for _ in range(draw(st.integers(0, 3))):
-        body += draw(field) + draw(st.binary(max_size=6) | st.just("k\u00e9".encode()))
-        body += draw(field) + draw(st.binary(max_size=4))
-    return draw(st.sampled_from([record(body), draw(raw_varint()) + body]))
+def varint_field(draw: st.DrawFn, value: int) -> bytes:
+    """Mostly ``value`` (zig-zag, sometimes over-long), sometimes a neighbour of it (off by
+    one, zero, negative), any varint or stray bytes."""
+    kind = draw(st.sampled_from(["exact"] * 6 + ["near"] * 2 + ["padded", "raw", "bytes"]))
+    if kind == "near":
+        value = draw(st.sampled_from([value - 2, value - 1, value + 1, 0, -1, -2]))
+    unsigned = (value << 1) ^ (value >> 63) if value >= 0 else (-value << 1) - 1
+    if kind in ("exact", "near"):
+        return padded(unsigned, 0)
+    if kind == "padded":
+        return padded(unsigned, draw(st.integers(1, 6)))
+    if kind == "raw":
+        return draw(raw_varint())
+    return draw(st.binary(max_size=3))
+
+
+@st.composite
+def sized(draw: st.DrawFn, low: int, utf8: bool = False) -> bytes:
+    """A length (from ``low``, so negative ones too) and that many bytes, give or take one."""
+    size = draw(st.sampled_from(range(low, 1)) | st.integers(0, 6))
+    data = draw(st.text(max_size=3).map(str.encode) if utf8 and size >= 0 else st.binary())
+    data = data[: max(size, 0)].ljust(max(size, 0), b"k")
+    data += draw(st.sampled_from([b"", b"", b"", b"x"]))
+    return draw(varint_field(size)) + data
+
+
+@st.composite
+def field_built_record(draw: st.DrawFn, index: int) -> bytes:
+    """Record ``index`` built field by field, each field mostly right and sometimes an edge
+    case (over-long or overflowing varints, negative sizes, non-UTF-8 header keys, a wrong
+    length prefix), so that one wrong field in an otherwise valid record is common."""
+    timestamp = draw(st.sampled_from([0, -1, 2**63 - 1, -(2**63)]) | st.integers(-300, 300))
+    body = b"\x00" + draw(varint_field(timestamp)) + draw(varint_field(index))
+    body += draw(sized(-3)) + draw(sized(-3))  # key, value
+    headers = draw(st.sampled_from([0, 1, 2]) | st.integers(-1, 3))
+    body += draw(varint_field(headers))
+    for _ in range(max(headers, 0)):
+        body += draw(sized(-2, utf8=draw(st.booleans()))) + draw(sized(-3))
+    return draw(varint_field(len(body))) + body
+
+
+@st.composite
+def field_built_section(draw: st.DrawFn) -> bytes:
+    return b"".join(draw(field_built_record(i)) for i in range(draw(st.integers(1, 4))))
 
 
 @settings(max_examples=1500, deadline=None)
@@ -102,12 +139,11 @@ def test_property_c_and_python_walks_agree_on_any_bytes(
     assert_same_walk(data, pos, index, stop, max_record_bytes)
 
 
-@settings(max_examples=600, deadline=None)
-@given(records=st.lists(field_built_record(), min_size=1, max_size=4), stop=st.integers(0, 6))
-def test_property_c_and_python_walks_agree_on_records_built_from_edge_varints(
-    records: list[bytes], stop: int
+@settings(max_examples=1500, deadline=None)
+@given(data=field_built_section(), stop=st.integers(0, 5))
+def test_property_c_and_python_walks_agree_on_records_built_field_by_field(
+    data: bytes, stop: int
 ) -> None:
-    data = b"".join(records)
     assert_same_walk(data, 0, 0, stop, len(data))
     assert_same_walk(data, 0, 0, stop, 8)  # TOO_LARGE against NEED_MORE and CORRUPT
 
