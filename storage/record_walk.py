@@ -199,8 +199,8 @@ def c_walk_records(
     return _STATUSES[code], index, pos
 
 
-# The C walk is about 10x faster: 1.2 us against 12 us-ish per 64-record batch plus call
-# overhead; without it (a checkout never built) the Python walk is the same check, slower.
+# Per 64-record 64 KiB batch the C walk takes about 0.8 us, the Python one about 48 us (a
+# quarter of one broker's produce throughput); a checkout never built walks in Python.
 ACCELERATED = _c_walk is not None
 walk_records = c_walk_records if ACCELERATED else py_walk_records
 
