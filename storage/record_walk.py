@@ -67,7 +67,7 @@ def max_inflated_bytes(batch_size_in_bytes: int) -> int:
 
 
 def varint_rest(
-    data: bytes | bytearray,
+    data: bytes | bytearray | memoryview,
     pos: int,
     unsigned: int,
     bits: int = 32,
@@ -98,7 +98,7 @@ _KEY_AND_VALUE = (0, 1)
 
 
 def py_walk_records(
-    data: bytes | bytearray, pos: int, index: int, stop: int, max_record_bytes: int
+    data: bytes | bytearray | memoryview, pos: int, index: int, stop: int, max_record_bytes: int
 ) -> tuple[WalkStatus, int, int]:
     """Walk records ``index`` .. ``stop - 1`` from ``pos``; return ``(status, index, pos)`` of
     where the walk ended (the first unwalked record). ``pos`` and ``index`` are >= 0.
@@ -205,7 +205,7 @@ ACCELERATED = _c_walk is not None
 walk_records = c_walk_records if ACCELERATED else py_walk_records
 
 
-def _walk_headers(data: bytes | bytearray, pos: int, record_end: int) -> int:
+def _walk_headers(data: bytes | bytearray | memoryview, pos: int, record_end: int) -> int:
     """Past the headers at ``pos``; IndexError/UnicodeDecodeError at any surprise. Header keys
     must be UTF-8 because every reader decodes them (``storage.records.Header``)."""
     b = data[pos]
@@ -237,8 +237,11 @@ def _walk_headers(data: bytes | bytearray, pos: int, record_end: int) -> int:
     return pos
 
 
-def check_uncompressed_records(header: BatchHeader, data: bytes, explain: Explain) -> None:
-    """Raise ``CorruptRecordError`` unless ``data`` holds exactly the header's records."""
+def check_uncompressed_records(
+    header: BatchHeader, data: bytes | bytearray | memoryview, explain: Explain
+) -> None:
+    """Raise ``CorruptRecordError`` unless ``data`` holds exactly the header's records. ``data``
+    may be a view of the request: the walk copies nothing, only an explanation does."""
     count = header.records_count
     if count * MIN_RECORD_BYTES > len(data):
         raise CorruptRecordError(
@@ -247,7 +250,7 @@ def check_uncompressed_records(header: BatchHeader, data: bytes, explain: Explai
         )
     status, index, pos = walk_records(data, 0, 0, count, len(data))
     if status is not WalkStatus.DONE:
-        explain(data, pos, index)
+        explain(bytes(data), pos, index)
     if pos != len(data):
         raise CorruptRecordError(
             "records", f"{len(data) - pos} bytes remain after the declared {count} records", pos

@@ -280,7 +280,7 @@ def validate_records(
     ``InflatedSizeLimitError``) naming the field."""
     try:
         if header.compression is CompressionType.NONE:
-            check_uncompressed_records(header, bytes(payload), explain_record)
+            check_uncompressed_records(header, payload, explain_record)
             return
         for _ in iter_record_runs(
             header, payload, explain_record, max_bytes=max_bytes, keep_runs=False
