@@ -36,6 +36,8 @@ from metadata.records import MetadataRecord, PartitionChangeRecord
 from quorum.controller import ElectionType, ElectLeadersRequest
 from tests.sim.replication_broker import SimBroker
 from tests.sim.replication_checks import fail
+from tests.sim.replication_log import describe
+from tests.sim.replication_log import records as log_records
 
 if TYPE_CHECKING:
     from tests.sim.replication_sim import ReplicationSimulation
@@ -187,20 +189,21 @@ class FaultInjector:
         sim.brokers[broker_id] = None
         if lose_unflushed:
             self._count_losses(broker_id)
-        sim.disks[broker_id].recover(lose_unflushed=lose_unflushed)
+        sim.disks[broker_id].crash(lose_unflushed=lose_unflushed, now_ms=sim.now_ms)
         if lose_unflushed and registration is not None:
             self.suspect[broker_id] = registration.epoch
         self._restart_later(broker_id, sim.rng.randint(200, 15_000))
 
     def _count_losses(self, broker_id: int) -> None:
         checker = self.sim.checker
-        for key, log in self.sim.disks[broker_id].logs.items():
-            lost = [batch for batch in log.batches if batch.last_offset >= log.flushed_end]
+        disk = self.sim.disks[broker_id]
+        for key in disk.logs:
+            lost = disk.unflushed(key)
             acked = checker.acked.get(key, {})
             checker.stats["power loss: batches lost"] += len(lost)
             checker.stats["power loss: acknowledged records lost on one replica"] += sum(
-                offset in acked for batch in lost
-                for offset in range(batch.base_offset, batch.last_offset + 1))
+                offset in acked for base_offset, last_offset in lost
+                for offset in range(base_offset, last_offset + 1))
 
     def _note(self, what: str) -> None:
         self.sim.queue.note(what)
@@ -234,7 +237,7 @@ class FaultInjector:
         """The process exits after a clean shutdown: nothing is lost."""
         broker.close()
         self.sim.brokers[broker.broker_id] = None
-        self.sim.disks[broker.broker_id].recover(lose_unflushed=False)
+        self.sim.disks[broker.broker_id].shutdown(self.sim.now_ms)
         self._restart_later(broker.broker_id, self.sim.rng.randint(200, 5000))
 
     def on_commit(self, records: Sequence[MetadataRecord]) -> None:
@@ -290,7 +293,7 @@ class FaultInjector:
             if any(log.high_watermark != leader_log.log_end_offset
                    or log.log_end_offset != leader_log.log_end_offset for log in logs):
                 return False
-            if any(log.records() != leader_log.records() for log in logs):
+            if any(log_records(log) != log_records(leader_log) for log in logs):
                 return False
         return True
 
@@ -299,5 +302,5 @@ class FaultInjector:
         parts = [repr(b) for b in sim.brokers.values()]
         for key in sim.partition_keys():
             parts.append(f"{key}: {sim.registration(key)}")
-            parts.extend(f"  b{b}: {sim.disks[b].log(key)}" for b in sim.brokers)
+            parts.extend(f"  b{b}: {describe(sim.disks[b].log(key))}" for b in sim.brokers)
         return "\n".join(parts)

@@ -34,6 +34,7 @@ from fetcher.responses import (
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest, OffsetResetKind
 from protocol.errors import Errors
 from protocol.fetch import PartitionData
+from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import InvariantViolation, PartitionKey
 from tests.sim.replication_leader import (
@@ -42,7 +43,7 @@ from tests.sim.replication_leader import (
     answer_fetch,
     answer_leader_offsets,
 )
-from tests.sim.replication_log import MemoryLog
+from tests.sim.replication_log import stored_batches
 
 if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker
@@ -276,10 +277,11 @@ class ObservedReplicaFetcher(ReplicaFetcher):
             if action.reset.kind is OffsetResetKind.TRUNCATE_TO_LEADER_END:
                 checker.on_truncation(key, broker.broker_id, action.reset.fetch_offset, log)
             checker.stats[f"out-of-range resets ({action.reset.kind.value})"] += 1
-        batches_before = len(log.batches)
+        end_before = log.log_end_offset
         super()._apply(topic_partition, outcome)
         if isinstance(action, Append):
-            checker.on_follower_append(key, broker.broker_id, log.batches[batches_before:])
+            checker.on_follower_append(key, broker.broker_id,
+                                       list(stored_batches(log, end_before)))
         elif isinstance(action, Truncate) and action.truncation.truncation_completed:
             endpoint = cast(SimLeaderEndpoint, self.endpoint)
             leader_records = endpoint.leader_records.get(topic_partition)
@@ -300,7 +302,7 @@ def start_fetcher(
     )
     clock = SimFetcherClock(broker)
 
-    def log_for(topic_partition: TopicPartition) -> MemoryLog:
+    def log_for(topic_partition: TopicPartition) -> PartitionLog:
         return broker.disk.log(key_of(topic_partition))
 
     fetcher = ObservedReplicaFetcher(

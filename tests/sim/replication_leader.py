@@ -41,7 +41,7 @@ from replica.isr import AlterPartitionResult
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import PartitionKey
-from tests.sim.replication_log import MemoryLog
+from tests.sim.replication_log import records
 
 if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker
@@ -74,9 +74,7 @@ def _records(broker: SimBroker, key: PartitionKey) -> LeaderRecords:
     partition = broker.partitions.get(key)
     if partition is None:
         return ()
-    log = partition.log
-    assert isinstance(log, MemoryLog)
-    return tuple(log.records())
+    return tuple(records(partition.log))
 
 
 def answer_fetch(broker: SimBroker, replica_id: int, replica_epoch: int, key: PartitionKey,

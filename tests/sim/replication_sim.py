@@ -7,10 +7,11 @@ not simulated: a batch commits when the controller returns it) with ``MetadataDe
 ``ProducePurgatory``), and the shipped ``fetcher.ReplicaFetcher`` (one per leader) over the
 follower cores (``fetcher.state``, ``fetcher.responses``, ``fetcher.truncation``). Around it,
 simulated: the clock and event queue, the network (seeded delay and drops, one broker isolated,
-broker-to-broker links cut — ``replication_net``), the disks (``MemoryLog``: a power loss drops
-unflushed batches — ``replication_log``), the I/O doubles around ``ReplicaManager``
-(``replication_doubles``; the fetchers' clock and leader endpoint in ``replication_fetcher``),
-the broker processes (``SimBroker``), an acks=all producer, and faults (``replication_faults``).
+broker-to-broker links cut — ``replication_net``), the disks (the shipped ``PartitionLog`` on
+``MemoryDisk``s: a power loss drops unflushed batches — ``replication_log``), the I/O doubles
+around ``ReplicaManager`` (``replication_doubles``; the fetchers' clock and leader endpoint in
+``replication_fetcher``), the broker processes (``SimBroker``), an acks=all producer, and faults
+(``replication_faults``).
 One seeded ``random.Random`` drives everything; the controller has its own, so runs are a
 function of the seed.
 
