@@ -33,10 +33,10 @@ from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_fetcher import (
     ObservedReplicaFetcher,
     SimFetcherClock,
-    SimTask,
     start_fetcher,
 )
 from tests.sim.replication_log import BrokerDisk
+from tests.sim.replication_net import SimTask
 
 if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker

@@ -9,6 +9,9 @@ random source, and injects it if the rules allow (else it skips this turn):
 * ``PAUSE`` (SIGSTOP): the broker runs nothing until resumed, then catches up on what waited;
 * ``ISOLATE``: a network partition of one broker from every other node;
 * ``CUT_LINK``: one broker-to-broker link down (both still reach the controller);
+* ``SLOW_LINK``: one broker-to-broker link slow (``SLOW_LINK_EXTRA_MS``), a follower lagging
+  while it stays in the ISR — what tells a high watermark over every ISR member from one over
+  a majority, now that a follower's fetch is answered as soon as the leader appends;
 * ``CONTROLLED_SHUTDOWN``: SIGTERM — leadership moves away, the logs are flushed and the high
   watermarks checkpointed, then the broker restarts;
 * ``ELECT_PREFERRED``: an operator's preferred leader election.
@@ -46,6 +49,8 @@ MAX_FAULTY = 2
 QUIESCE_LIMIT_MS = 120_000
 CONVERGENCE_CHECK_EVERY = 200
 MAX_HISTORY = 12
+# Extra latency of a slow link: below request.timeout.ms, so fetches over it still complete.
+SLOW_LINK_EXTRA_MS = (100, 1500)
 # How often a committed leader or ISR change draws a targeted fault at the partition's leader.
 REACT_PROBABILITY = 0.15
 
@@ -56,6 +61,7 @@ class FaultKind(enum.Enum):
     PAUSE = "pause"
     ISOLATE = "isolate"
     CUT_LINK = "cut link"
+    SLOW_LINK = "slow link"
     CONTROLLED_SHUTDOWN = "controlled shutdown"
     ELECT_PREFERRED = "preferred election"
 
@@ -66,6 +72,7 @@ WEIGHTS = {
     FaultKind.PAUSE: 2,
     FaultKind.ISOLATE: 2,
     FaultKind.CUT_LINK: 2,
+    FaultKind.SLOW_LINK: 3,
     FaultKind.CONTROLLED_SHUTDOWN: 2,
     FaultKind.ELECT_PREFERRED: 2,
 }
@@ -120,7 +127,7 @@ class FaultInjector:
     def _allowed(self, kind: FaultKind, broker_id: int) -> bool:
         sim = self.sim
         broker = sim.brokers[broker_id]
-        if kind is FaultKind.ELECT_PREFERRED or kind is FaultKind.CUT_LINK:
+        if kind in (FaultKind.ELECT_PREFERRED, FaultKind.CUT_LINK, FaultKind.SLOW_LINK):
             return True
         if broker is None:
             return False
@@ -175,6 +182,8 @@ class FaultInjector:
             self._isolate(broker_id, rng.randint(500, 15_000))
         elif kind is FaultKind.CUT_LINK:
             self._cut(broker_id, rng.randint(500, 20_000))
+        elif kind is FaultKind.SLOW_LINK:
+            self._slow(broker_id, rng.randint(*SLOW_LINK_EXTRA_MS), rng.randint(2000, 30_000))
         elif kind is FaultKind.CONTROLLED_SHUTDOWN:
             broker = sim.brokers[broker_id]
             assert broker is not None
@@ -232,6 +241,16 @@ class FaultInjector:
         sim.network.cut_links.add(link)
         sim.queue.after(duration_ms, f"heal link {broker_id}-{other}",
                         lambda: sim.network.cut_links.discard(link))
+
+    def _slow(self, broker_id: int, extra_ms: int, duration_ms: int) -> None:
+        sim = self.sim
+        other = sim.rng.choice([b for b in sim.brokers if b != broker_id])
+        link = frozenset((broker_id, other))
+        sim.network.slow_links[link] = extra_ms
+
+        def heal() -> None:
+            sim.network.slow_links.pop(link, None)
+        sim.queue.after(duration_ms, f"heal slow link {broker_id}-{other}", heal)
 
     def on_clean_shutdown(self, broker: SimBroker) -> None:
         """The process exits after a clean shutdown: nothing is lost."""

@@ -55,7 +55,14 @@ from tests.sim.replication_broker import MetadataFetch, MetadataPage, SimBroker
 from tests.sim.replication_checks import Checker, PartitionKey, Tenure
 from tests.sim.replication_faults import FaultInjector
 from tests.sim.replication_log import BrokerDisk
-from tests.sim.replication_net import CONTROLLER, PRODUCER, EventQueue, Network, SimSettings
+from tests.sim.replication_net import (
+    CONTROLLER,
+    PRODUCER,
+    EventQueue,
+    Network,
+    SimFuture,
+    SimSettings,
+)
 
 __all__ = ["BROKERS", "TOPIC", "ReplicationSimulation", "SimulationFailure"]
 
@@ -202,12 +209,18 @@ class ReplicationSimulation:
             return  # connection refused
         target_incarnation = receiver.incarnation
 
+        def reply(result: T) -> None:
+            self.network.send(target, source, f"{what} answer", lambda: self.run_on(
+                source, incarnation, f"{what} answer", lambda: on_answer(result)))
+
         def answer() -> None:
             leader = self.brokers[target]
             assert leader is not None
             result = handle(leader)
-            self.network.send(target, source, f"{what} answer", lambda: self.run_on(
-                source, incarnation, f"{what} answer", lambda: on_answer(result)))
+            if isinstance(result, SimFuture):  # an async handler answers when it returns
+                result.on_done(lambda done: reply(done.value))
+            else:
+                reply(result)
 
         self.network.send(source, target, what,
                           lambda: self.run_on(target, target_incarnation, what, answer))
