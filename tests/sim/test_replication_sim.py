@@ -17,6 +17,7 @@ import random
 from collections import Counter
 from typing import Any
 
+import attrs
 import pytest
 
 import broker.partition as broker_partition
@@ -192,6 +193,42 @@ def test_a_majority_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(partition_core, "high_watermark_candidate", majority)
     _caught("lacks committed record", first_seed=2)
+
+
+def test_a_high_watermark_at_the_leaders_log_end_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The high watermark moved to the leader's log end, ignoring the ISR (whenever Kafka's
+    rule would move it at all): records count as committed on one replica, and a leader
+    change loses them."""
+
+    def leader_log_end(state: PartitionState, **kwargs: Any) -> int | None:
+        if high_watermark_candidate(state, **kwargs) is None:
+            return None
+        return int(kwargs["log_end_offset"])
+
+    monkeypatch.setattr(partition_core, "high_watermark_candidate", leader_log_end)
+    _caught("lacks committed record")
+
+
+def test_a_follower_truncating_one_offset_too_few_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KIP-320: after a DivergingEpoch the follower keeps the first offset it should have cut
+    (an off-by-one in the truncation offset), so a batch of the old epoch stays below records
+    of the new one."""
+    original = responses.truncation_for_diverging_epoch
+
+    def one_too_few(*args: Any, **kwargs: Any) -> Truncation:
+        truncation = original(*args, **kwargs)
+        follower = args[1] if len(args) > 1 else kwargs["follower"]
+        assert isinstance(follower, FollowerLog)
+        if truncation.offset < follower.log_end_offset:
+            return attrs.evolve(truncation, offset=truncation.offset + 1)
+        return truncation
+
+    monkeypatch.setattr(responses, "truncation_for_diverging_epoch", one_too_few)
+    _caught("is not a prefix of the leader's")
 
 
 # ---------------------------------------------------------------------------- the disk model
