@@ -22,6 +22,7 @@ import pytest
 
 import broker.partition as broker_partition
 import fetcher.responses as responses
+import fetcher.truncation as truncation
 import replica.partition_core as partition_core
 from fetcher.truncation import FollowerLog, Truncation
 from protocol.errors import Errors
@@ -217,15 +218,15 @@ def test_a_follower_truncating_one_offset_too_few_is_caught(
     """KIP-320: after a DivergingEpoch the follower keeps the first offset it should have cut
     (an off-by-one in the truncation offset), so a batch of the old epoch stays below records
     of the new one."""
-    original = responses.truncation_for_diverging_epoch
+    original = truncation.truncation_for_diverging_epoch
 
     def one_too_few(*args: Any, **kwargs: Any) -> Truncation:
-        truncation = original(*args, **kwargs)
+        found = original(*args, **kwargs)
         follower = args[1] if len(args) > 1 else kwargs["follower"]
         assert isinstance(follower, FollowerLog)
-        if truncation.offset < follower.log_end_offset:
-            return attrs.evolve(truncation, offset=truncation.offset + 1)
-        return truncation
+        if found.offset < follower.log_end_offset:
+            return attrs.evolve(found, offset=found.offset + 1)
+        return found
 
     monkeypatch.setattr(responses, "truncation_for_diverging_epoch", one_too_few)
     _caught("is not a prefix of the leader's")
