@@ -33,7 +33,6 @@ from broker.delayed_produce import DelayedProduces
 from broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
 from broker.lifecycle import BrokerLifecycle, BrokerState
 from broker.partition import Partition
-from broker.purgatory import DelayedFetches
 from broker.replica_manager import ReplicaManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
@@ -125,7 +124,7 @@ class SimBroker:
             broker_id=broker_id,
             log_manager=cast(LogManager, SimLogManager(disk)),
             fetcher_manager=self.fetcher_manager,
-            delayed_fetches=cast(DelayedFetches, SimDelayedFetches(self)),
+            delayed_fetches=SimDelayedFetches(self),
             delayed_produces=cast(DelayedProduces, self.delayed_produces),
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,

@@ -18,10 +18,10 @@ follower's decoders.
 A broker that has not published its metadata yet answers NOT_LEADER_OR_FOLLOWER (Kafka holds
 the request until then; the follower backs off either way).
 
-``SimDelayedFetches`` is ``broker.purgatory.DelayedFetches`` on simulated time: the same shipped
-``FetchPurgatory``, a ``SimFuture`` per waiter instead of an asyncio future, and each deadline
-an event instead of a timer. A waiter is resumed by an event of its own, as asyncio's
-``call_soon`` resumes it after the appending code has returned.
+``SimDelayedFetches`` is the shipped ``broker.purgatory.DelayedFetches`` on simulated time: its
+wake-ups over its ``FetchPurgatory`` are inherited; a ``SimFuture`` per waiter replaces the
+asyncio future, and each deadline is an event instead of a timer. A waiter is resumed by an
+event of its own, as asyncio's ``call_soon`` resumes it after the appending code has returned.
 
 ``SimAlterPartitionManager`` is the transport of the shipped ``replica.alter_partition_queue``
 on the simulated network (what ``broker.alter_partition.AlterPartitionManager`` does with
@@ -41,6 +41,7 @@ from broker.handlers.fetch import handle_fetch
 from broker.handlers.list_offsets import list_offsets
 from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch
 from broker.handlers.services import BrokerServices
+from broker.purgatory import DelayedFetches
 from fetcher.leader_codecs import (
     ReplicaFetch,
     decode_list_offsets_response,
@@ -75,7 +76,7 @@ from replica.alter_partition_queue import (
     AlterPartitionQueue,
     AlterPartitionRequestBatch,
 )
-from replica.fetch_waiters import FetchCompletion, FetchPurgatory
+from replica.fetch_waiters import FetchCompletion
 from replica.isr import AlterPartitionResult
 from replica.partition_state import FetchIsolation
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -173,13 +174,15 @@ def _buffer(piece: Segment) -> bytes:
     return bytes(piece)
 
 
-class SimDelayedFetches:
-    """``DelayedFetches`` on simulated time (see the module docstring)."""
+class SimDelayedFetches(DelayedFetches):
+    """``DelayedFetches`` on simulated time: its own wake-ups (bytes appended, high watermark
+    moved, partition changed, deadline) over its ``FetchPurgatory``, with ``SimFuture``s for
+    its asyncio futures and an event per deadline for its timer."""
 
     def __init__(self, broker: SimBroker) -> None:
+        super().__init__(clock_ms=lambda: broker.env.now_ms)
         self.broker = broker
-        self.purgatory = FetchPurgatory()
-        self._futures: dict[int, SimFuture] = {}
+        self._waiting: dict[int, SimFuture] = {}
 
     async def wait(self, partitions: Collection[TopicPartition], *, min_bytes: int,
                    accumulated_bytes: int, max_wait_ms: int,
@@ -190,43 +193,31 @@ class SimDelayedFetches:
             deadline_ms=self.broker.env.now_ms + delay_ms, isolation=isolation)
         if waiter_id is None:
             return FetchCompletion.PURGATORY_FULL
-        future = self._futures[waiter_id] = SimFuture()
-        self.broker.schedule(delay_ms, "delayed fetch deadline", self._expire_due)
+        future = self._waiting[waiter_id] = SimFuture()
+        self.broker.schedule(delay_ms, "delayed fetch deadline", self._expire)
         try:
             return cast(FetchCompletion, await future)
         finally:
-            self._futures.pop(waiter_id, None)
+            self._waiting.pop(waiter_id, None)
             self.purgatory.remove(waiter_id)
-
-    def on_bytes_appended(self, topic_partition: TopicPartition, byte_count: int) -> None:
-        if self.purgatory.watching(topic_partition):
-            completed = self.purgatory.on_bytes_appended(topic_partition, byte_count)
-            self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
-
-    def on_high_watermark_moved(self, topic_partition: TopicPartition, byte_count: int) -> None:
-        if self.purgatory.watching(topic_partition):
-            completed = self.purgatory.on_high_watermark_moved(topic_partition, byte_count)
-            self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
-
-    def on_partition_changed(self, topic_partition: TopicPartition) -> None:
-        if self.purgatory.watching(topic_partition):
-            completed = self.purgatory.on_partition_changed(topic_partition)
-            self._resolve(completed, FetchCompletion.PARTITION_CHANGED)
-
-    def _expire_due(self) -> None:
-        self._resolve(self.purgatory.expire(self.broker.env.now_ms), FetchCompletion.DEADLINE)
 
     def close(self) -> None:
-        for waiter_id in list(self._futures):
+        for waiter_id in list(self._waiting):
             self.purgatory.remove(waiter_id)
-        self._resolve(list(self._futures), FetchCompletion.DEADLINE)
+        self._resolve(list(self._waiting), FetchCompletion.DEADLINE)
+
+    def _expire(self) -> None:
+        self.expire_due()
 
     def _resolve(self, waiter_ids: list[int], completion: FetchCompletion) -> None:
         for waiter_id in waiter_ids:
-            future = self._futures.pop(waiter_id, None)
+            future = self._waiting.pop(waiter_id, None)
             if future is not None:
                 self.broker.schedule(0, "delayed fetch completes",
                                      functools.partial(future.resolve, completion))
+
+    def _schedule(self) -> None:
+        """No timer to arm: every waiter's deadline is an event of its own."""
 
 
 # ---------------------------------------------------------------------------- the other two
