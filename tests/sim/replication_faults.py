@@ -173,6 +173,7 @@ class FaultInjector:
         if not self.active or not self._allowed(kind, broker_id):
             return
         self.injected[kind] += 1
+        sim.checker.stats[f"faults: {kind.value}"] += 1
         self._note(f"FAULT {kind.value} broker {broker_id}")
         if kind is FaultKind.KILL or kind is FaultKind.POWER_LOSS:
             self.crash(broker_id, lose_unflushed=kind is FaultKind.POWER_LOSS)

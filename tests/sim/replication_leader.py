@@ -213,6 +213,7 @@ class SimDelayedFetches(DelayedFetches):
         for waiter_id in waiter_ids:
             future = self._waiting.pop(waiter_id, None)
             if future is not None:
+                self.broker.env.checker.stats[f"delayed fetches ({completion.name})"] += 1
                 self.broker.schedule(0, "delayed fetch completes",
                                      functools.partial(future.resolve, completion))
 

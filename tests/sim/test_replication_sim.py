@@ -113,9 +113,12 @@ def test_faults_reach_the_interesting_cases() -> None:
     """Counted over the CI seeds: power losses destroy acknowledged copies (replication keeps
     them), followers truncate diverged tails, leaders change, ISRs shrink and expand, a new
     leader starts with a high watermark below the committed offset, restarted brokers wait
-    out the old session, and the OffsetsForLeaderEpoch path truncates too."""
+    out the old session, the OffsetsForLeaderEpoch path truncates too, links slow down, and
+    the leader's delayed fetch both waits out its deadline and is woken by an append."""
     stats = _ci_stats(range(DEFAULT_SEEDS))
     for counted in ("power loss: acknowledged records lost on one replica",
+                    "faults: slow link", "delayed fetches (ENOUGH_BYTES)",
+                    "delayed fetches (DEADLINE)",
                     "truncations that removed records", "completed truncations checked",
                     "leader changes committed", "ISR changes committed",
                     "new leader's HW below the committed offset",
