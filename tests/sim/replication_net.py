@@ -58,12 +58,12 @@ class SimSettings:
     truncate_on_fetch: bool = True
 
 
-@attrs.frozen(order=True)
+@attrs.frozen
 class Event:
     time_ms: int
     sequence: int
-    what: str = attrs.field(order=False)
-    action: Callable[[], None] = attrs.field(order=False)
+    what: str
+    action: Callable[[], None]
 
 
 class EventQueue:
@@ -71,14 +71,17 @@ class EventQueue:
 
     def __init__(self) -> None:
         self.now_ms = 0
-        self._heap: list[Event] = []
+        # Ordered by (time, sequence) as plain tuples: attrs' generated comparisons cost a
+        # quarter of a run's time.
+        self._heap: list[tuple[int, int, Event]] = []
         self._sequence = 0
         self.trace: deque[str] = deque(maxlen=MAX_TRACE)
 
     def at(self, time_ms: int, what: str, action: Callable[[], None]) -> None:
         assert time_ms >= self.now_ms, f"{what} scheduled in the past ({time_ms} < {self.now_ms})"
         self._sequence += 1
-        heapq.heappush(self._heap, Event(time_ms, self._sequence, what, action))
+        heapq.heappush(self._heap, (time_ms, self._sequence,
+                                    Event(time_ms, self._sequence, what, action)))
 
     def after(self, delay_ms: int, what: str, action: Callable[[], None]) -> None:
         self.at(self.now_ms + max(0, delay_ms), what, action)
@@ -87,7 +90,7 @@ class EventQueue:
         """Run the earliest event; False when none is left."""
         if not self._heap:
             return False
-        event = heapq.heappop(self._heap)
+        _, _, event = heapq.heappop(self._heap)
         self.now_ms = event.time_ms
         self.note(event.what)
         event.action()
