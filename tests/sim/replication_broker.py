@@ -12,7 +12,7 @@ by the I/O doubles of ``replication_doubles``):
   every new batch: ``ReplicaManager.apply_delta(local_changes(...))`` (leaders, followers, and
   their hand-off to the shipped ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
-  ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
+  ``PartitionLog``s, with AlterPartition through ``SimAlterPartitionManager``;
 * shrinks ISRs every replica.lag.time.max.ms / 2, flushes logs on a seeded schedule, writes the
   high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
 * takes acks=all produce requests through ``ReplicaManager.append_to_local_log`` and waits for
@@ -55,8 +55,8 @@ from tests.sim.replication_doubles import (
     SimLogManager,
     key_of,
 )
-from tests.sim.replication_leader import SimAlterPartitionManager
-from tests.sim.replication_log import BrokerDisk, client_batch
+from tests.sim.replication_leader import SimAlterPartitionManager, SimDelayedFetches
+from tests.sim.replication_log import BrokerDisk, batch_at, client_batch
 from tests.sim.replication_net import SimSettings
 
 T = TypeVar("T")
@@ -124,6 +124,7 @@ class SimBroker:
             broker_id=broker_id,
             log_manager=cast(LogManager, SimLogManager(disk)),
             fetcher_manager=self.fetcher_manager,
+            delayed_fetches=SimDelayedFetches(self),
             delayed_produces=cast(DelayedProduces, self.delayed_produces),
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,
@@ -322,7 +323,7 @@ class SimBroker:
         )[topic_partition]
         if result.error is not Errors.NONE:
             return  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
-        self.env.checker.on_leader_append(key, self.disk.log(key).batches[-1])
+        self.env.checker.on_leader_append(key, batch_at(self.disk.log(key), result.base_offset))
         produce = PendingProduce(key, result.base_offset, result.last_offset + 1, values,
                                  now_ms + self.env.settings.produce_timeout_ms)
         self.delayed_produces.watch(produce, self.replica_manager.check_enough_replicas)
