@@ -1,0 +1,131 @@
+"""The shipped LogManager on in-memory log dirs (the simulation's): the same decisions and the
+same checkpoints as on files, and MemoryDisk's crash rule — a power loss keeps the flushed bytes,
+the checkpoints and the marker, so recovery starts at the checkpointed recovery point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+)
+from storage.file_log_dir import FileLogDir
+from storage.log_config import LogConfig
+from storage.log_dir_store import LogDirStore
+from storage.log_manager import LogManager
+from storage.memory_log_dir import MemoryLogDir
+from storage.partition_log import PartitionLog
+from storage.records import SimpleRecord, build_batch
+from storage.topic_partition import TopicPartition
+
+CONFIG = LogConfig(segment_bytes=1024)
+ORDERS_0 = TopicPartition("orders", 0)
+ORDERS_1 = TopicPartition("orders", 1)
+CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
+
+
+def append(log: PartitionLog, count: int) -> None:
+    for n in range(count):
+        data = build_batch([SimpleRecord(value=b"x" * 100, timestamp=1000 + n)])
+        log.append_as_leader(bytearray(data), leader_epoch=0, now_ms=0)
+
+
+def memory_dir() -> MemoryLogDir:
+    return MemoryLogDir(Path("/sim/broker-0"), directory_id="dir-0")
+
+
+def open_on(store: LogDirStore) -> LogManager:
+    return LogManager.open_stores([store], CONFIG, now_ms=0)
+
+
+def exercise(manager: LogManager) -> None:
+    """Two partitions, one flushed, one deleted-records, one deleted; then a clean shutdown."""
+    orders = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(orders, 30)
+    orders.update_high_watermark(25)
+    orders.flush()
+    orders.delete_records(5)
+    doomed = manager.get_or_create_log(ORDERS_1, now_ms=0)
+    append(doomed, 3)
+    manager.checkpoint_all()
+    assert manager.delete_log(ORDERS_1)
+    manager.shutdown()
+
+
+def test_memory_and_file_log_dirs_end_with_the_same_checkpoints(tmp_path: Path) -> None:
+    files, memory = FileLogDir(tmp_path), memory_dir()
+    for store in (files, memory):
+        exercise(open_on(store))
+        assert store.has_clean_shutdown_marker()
+    for name in CHECKPOINTS:
+        assert memory.read_checkpoint(name) == files.read_checkpoint(name)
+    assert memory.read_checkpoint(REPLICATION_CHECKPOINT) == {ORDERS_0: 25}
+    assert memory.read_checkpoint(LOG_START_OFFSET_CHECKPOINT) == {ORDERS_0: 5}
+    assert memory.directory_names() == files.directory_names() == ["orders-0"]
+
+
+def test_a_clean_restart_recovers_nothing_and_removes_the_marker() -> None:
+    store = memory_dir()
+    exercise(open_on(store))
+    manager = open_on(store)
+    assert manager.had_clean_shutdown == {store.path: True}
+    assert not store.has_clean_shutdown_marker()  # a crash from now on is unclean
+    log = manager.get_log(ORDERS_0)
+    assert log is not None
+    assert (log.log_end_offset, log.high_watermark, log.log_start_offset) == (30, 25, 5)
+    assert manager.load_reports[ORDERS_0].recovered_segments == ()
+    assert manager.directory_ids == {store.path: "dir-0"}
+
+
+def test_power_loss_recovers_from_the_checkpointed_recovery_point() -> None:
+    store = memory_dir()
+    manager = open_on(store)
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 20)  # ~170-byte batches: several 1 KiB segments
+    log.flush()
+    manager.checkpoint_recovery_points()
+    append(log, 5)
+    log.flush()  # durable, but the checkpoint still says 20
+    append(log, 3)
+    assert log.recovery_point == 25 and len(store.disks["orders-0"].segments) > 3
+    log.close_handlers()  # the process dies: nothing more is written
+    store.crash()
+
+    log = open_on(store).get_log(ORDERS_0)
+    assert log is not None
+    assert log.log_end_offset == 25  # the unflushed batches are gone
+    report = log.load_report
+    assert not report.had_clean_shutdown and report.recovery_point == 20
+    # Only the segments holding offsets from the checkpointed recovery point on are
+    # re-validated, not every one.
+    segments = store.disks["orders-0"].segments
+    assert report.recovered_segments == tuple(
+        segment.base_offset for segment in segments if segment.next_offset > 20
+    )
+    assert 0 < len(report.recovered_segments) < len(segments)
+
+
+def test_without_a_recovery_point_checkpoint_every_segment_is_recovered() -> None:
+    store = memory_dir()
+    log = open_on(store).get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 20)
+    log.flush()
+    log.close_handlers()
+    store.crash()
+    report = open_on(store).load_reports[ORDERS_0]
+    bases = tuple(segment.base_offset for segment in store.disks["orders-0"].segments)
+    assert len(bases) > 2 and report.recovered_segments == bases
+
+
+def test_a_deleted_partition_is_gone_after_a_crash_and_restart() -> None:
+    store = memory_dir()
+    manager = open_on(store)
+    append(manager.get_or_create_log(ORDERS_1, now_ms=0), 2)
+    manager.checkpoint_all()
+    assert manager.delete_log(ORDERS_1)
+    assert store.directory_names() == []
+    assert store.read_checkpoint(REPLICATION_CHECKPOINT) == {}
+    store.crash()
+    assert open_on(store).logs == {}
