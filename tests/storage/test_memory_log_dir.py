@@ -93,10 +93,10 @@ def test_power_loss_recovers_from_the_checkpointed_recovery_point() -> None:
     log.close_handlers()  # the process dies: nothing more is written
     store.crash()
 
-    log = open_on(store).get_log(ORDERS_0)
-    assert log is not None
-    assert log.log_end_offset == 25  # the unflushed batches are gone
-    report = log.load_report
+    reopened = open_on(store).get_log(ORDERS_0)
+    assert reopened is not None
+    assert reopened.log_end_offset == 25  # the unflushed batches are gone
+    report = reopened.load_report
     assert not report.had_clean_shutdown and report.recovery_point == 20
     # Only the segments holding offsets from the checkpointed recovery point on are
     # re-validated, not every one.
