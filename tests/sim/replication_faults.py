@@ -257,7 +257,7 @@ class FaultInjector:
         """The process exits after a clean shutdown: nothing is lost."""
         broker.close()
         self.sim.brokers[broker.broker_id] = None
-        self.sim.disks[broker.broker_id].shutdown(self.sim.now_ms)
+        self.sim.disks[broker.broker_id].restart(self.sim.now_ms)
         self._restart_later(broker.broker_id, self.sim.rng.randint(200, 5000))
 
     def on_commit(self, records: Sequence[MetadataRecord]) -> None:

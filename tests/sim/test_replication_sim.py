@@ -260,7 +260,7 @@ def test_power_loss_keeps_only_the_flushed_prefix() -> None:
     disk.logs[KEY].flush()
     disk.logs[KEY].append_as_leader(client_batch(["late"]), 2, now_ms=0)
     disk.logs[KEY].update_high_watermark(4)
-    disk.checkpoint_high_watermarks()
+    disk.log_manager.checkpoint_high_watermarks()
     assert epochs(disk.logs[KEY]) == [(0, 0), (2, 3)]
     assert disk.unflushed(KEY) == [(3, 3)]
     disk.crash(lose_unflushed=True, now_ms=0)
@@ -275,7 +275,7 @@ def test_power_loss_keeps_only_the_flushed_prefix() -> None:
 def test_kill_keeps_the_page_cache() -> None:
     disk = _disk_with({0: 2, 1: 2})
     disk.logs[KEY].update_high_watermark(1)
-    disk.checkpoint_high_watermarks()
+    disk.log_manager.checkpoint_high_watermarks()
     disk.logs[KEY].update_high_watermark(4)
     disk.crash(lose_unflushed=False, now_ms=0)
     log = disk.logs[KEY]
@@ -290,7 +290,8 @@ def test_kill_keeps_the_page_cache() -> None:
 def test_clean_shutdown_flushes_and_checkpoints() -> None:
     disk = _disk_with({0: 2, 1: 2})
     disk.logs[KEY].update_high_watermark(3)
-    disk.shutdown(now_ms=0)
+    disk.log_manager.shutdown()
+    disk.restart(now_ms=0)
     log = disk.logs[KEY]
     assert log.recovery_point == log.log_end_offset == 4 and log.high_watermark == 3
     disk.crash(lose_unflushed=True, now_ms=0)
