@@ -113,8 +113,9 @@ def test_faults_reach_the_interesting_cases() -> None:
     """Counted over the CI seeds: power losses destroy acknowledged copies (replication keeps
     them), followers truncate diverged tails, leaders change, ISRs shrink and expand, a new
     leader starts with a high watermark below the committed offset, restarted brokers wait
-    out the old session, the OffsetsForLeaderEpoch path truncates too, links slow down, and
-    the leader's delayed fetch both waits out its deadline and is woken by an append."""
+    out the old session, the OffsetsForLeaderEpoch path truncates too, links slow down, the
+    leader's delayed fetch both waits out its deadline and is woken by an append, and a crashed
+    broker's logs recover from the recovery-point checkpoint, not from offset 0."""
     stats = _ci_stats(range(DEFAULT_SEEDS))
     for counted in ("power loss: acknowledged records lost on one replica",
                     "faults: slow link", "delayed fetches (ENOUGH_BYTES)",
@@ -122,7 +123,8 @@ def test_faults_reach_the_interesting_cases() -> None:
                     "truncations that removed records", "completed truncations checked",
                     "leader changes committed", "ISR changes committed",
                     "new leader's HW below the committed offset",
-                    "registrations refused (DUPLICATE_BROKER_REGISTRATION)"):
+                    "registrations refused (DUPLICATE_BROKER_REGISTRATION)",
+                    "crash restarts: logs recovered from a checkpointed recovery point"):
         assert stats[counted] > 0, f"no {counted!r} in {dict(stats)}"
     old_path = _ci_stats([s for s in range(DEFAULT_SEEDS) if not settings_for(s).truncate_on_fetch])
     assert old_path["OffsetsForLeaderEpoch requests"] > 0, dict(old_path)
