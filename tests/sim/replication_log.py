@@ -20,6 +20,7 @@ so what it finds is what a later start would find. A clean exit is the shipped
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -101,6 +102,11 @@ def _unflushed(disk: MemoryDisk) -> list[tuple[int, int]]:
             for position, header in segment.headers if position >= segment.flushed_size]
 
 
+@functools.cache
+def _topic_partition(key: PartitionKey) -> TopicPartition:
+    return TopicPartition(*key)
+
+
 class BrokerDisk:
     """One broker's log dir and its current process's ``LogManager`` (see the module
     docstring)."""
@@ -118,7 +124,9 @@ class BrokerDisk:
 
     def log(self, key: PartitionKey, now_ms: int = 0) -> PartitionLog:
         """The partition's log, created empty when absent."""
-        return self.log_manager.get_or_create_log(TopicPartition(*key), now_ms)
+        topic_partition = _topic_partition(key)
+        log = self.log_manager.get_log(topic_partition)  # the checks ask after every event
+        return log or self.log_manager.get_or_create_log(topic_partition, now_ms)
 
     def unflushed(self, key: PartitionKey) -> list[tuple[int, int]]:
         disk = self.store.disks.get(TopicPartition(*key).dir_name())
