@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 Every file beside the partitions is read and written through a log-dir store
 (``storage.log_dir_store.LogDirStore``): ``storage.file_log_dir.FileLogDir`` in production
-(``LogManager.open`` on paths), ``storage.memory_log_dir.MemoryLogDir`` in the simulation
-(``LogManager.open_stores``). This module decides; it does no I/O of its own.
+(``LogManager.open`` on paths), ``storage.memory_log_dir.MemoryLogDir`` in the simulation.
+This module decides; it does no I/O of its own.
 
 Start-up (``LogManager.open``): for each log dir, note whether ``.kafka_cleanshutdown`` is
 there, read the three offset checkpoints (``recovery-point-offset-checkpoint``,
@@ -183,31 +183,16 @@ class LogManager:
     @classmethod
     def open(
         cls,
-        log_dirs: Sequence[Path],
+        log_dirs: Sequence[Path | LogDirStore],
         default_config: LogConfig,
         now_ms: int,
         *,
         settings: LogManagerSettings | None = None,
         topic_configs: Mapping[str, LogConfig] | None = None,
     ) -> LogManager:
-        """Load every partition under ``log_dirs`` (creating the dirs when absent)."""
-        stores = [FileLogDir(log_dir) for log_dir in log_dirs]
-        return cls.open_stores(
-            stores, default_config, now_ms, settings=settings, topic_configs=topic_configs
-        )
-
-    @classmethod
-    def open_stores(
-        cls,
-        stores: Sequence[LogDirStore],
-        default_config: LogConfig,
-        now_ms: int,
-        *,
-        settings: LogManagerSettings | None = None,
-        topic_configs: Mapping[str, LogConfig] | None = None,
-    ) -> LogManager:
-        """``open`` on log-dir stores (``storage.memory_log_dir.MemoryLogDir`` in the
-        simulation)."""
+        """Load every partition under ``log_dirs`` (creating the dirs when absent). A path is
+        a directory (``FileLogDir``); the simulation passes ``MemoryLogDir``s."""
+        stores = [FileLogDir(d) if isinstance(d, Path) else d for d in log_dirs]
         manager = cls(
             stores, default_config, settings or LogManagerSettings(), topic_configs or {}, now_ms
         )

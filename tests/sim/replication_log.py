@@ -2,7 +2,7 @@
 
 Every broker's log dir is a ``storage.memory_log_dir.MemoryLogDir`` holding a ``MemoryDisk``
 per partition, and each process of the broker opens it with the shipped
-``storage.log_manager.LogManager.open_stores``: the same start-up (clean-shutdown marker, the
+``storage.log_manager.LogManager.open``: the same start-up (clean-shutdown marker, the
 recovery-point, replication and log-start-offset checkpoints, the shipped recovery of
 ``PartitionLog.open`` on a ``MemoryDisk``), partition creation and deletion, checkpoints and
 clean shutdown as in production. Every replica is the shipped ``PartitionLog`` (``UnifiedLog``
@@ -116,7 +116,7 @@ class BrokerDisk:
         self.log_manager = self._open(now_ms=0)
 
     def _open(self, now_ms: int) -> LogManager:
-        return LogManager.open_stores([self.store], SIM_LOG_CONFIG, now_ms)
+        return LogManager.open([self.store], SIM_LOG_CONFIG, now_ms)
 
     @property
     def logs(self) -> dict[PartitionKey, PartitionLog]:

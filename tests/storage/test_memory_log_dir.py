@@ -12,24 +12,12 @@ from storage.checkpoints import (
     REPLICATION_CHECKPOINT,
 )
 from storage.file_log_dir import FileLogDir
-from storage.log_config import LogConfig
 from storage.log_dir_store import LogDirStore
 from storage.log_manager import LogManager
 from storage.memory_log_dir import MemoryLogDir
-from storage.partition_log import PartitionLog
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from tests.storage.test_log_manager import CONFIG, ORDERS_0, ORDERS_1, append
 
-CONFIG = LogConfig(segment_bytes=1024)
-ORDERS_0 = TopicPartition("orders", 0)
-ORDERS_1 = TopicPartition("orders", 1)
 CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
-
-
-def append(log: PartitionLog, count: int) -> None:
-    for n in range(count):
-        data = build_batch([SimpleRecord(value=b"x" * 100, timestamp=1000 + n)])
-        log.append_as_leader(bytearray(data), leader_epoch=0, now_ms=0)
 
 
 def memory_dir() -> MemoryLogDir:
@@ -37,7 +25,7 @@ def memory_dir() -> MemoryLogDir:
 
 
 def open_on(store: LogDirStore) -> LogManager:
-    return LogManager.open_stores([store], CONFIG, now_ms=0)
+    return LogManager.open([store], CONFIG, now_ms=0)
 
 
 def exercise(manager: LogManager) -> None:
