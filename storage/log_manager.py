@@ -12,8 +12,8 @@ there, read the three offset checkpoints (``recovery-point-offset-checkpoint``,
 ``replication-offset-checkpoint`` = high watermarks, ``log-start-offset-checkpoint``), finish
 deleting ``*-delete`` directories, and open every ``topic-partition`` directory as a
 ``PartitionLog`` — on the store's threads (``num.recovery.threads.per.data.dir``), since opening
-is mostly file I/O and CRC checks, both of which release the GIL. Only then is the marker
-removed, so a crash from here on is seen as unclean.
+is mostly file I/O and CRC checks, both of which release the GIL (``storage.log_dir_load``).
+Only then is the marker removed, so a crash from here on is seen as unclean.
 
 Running: ``maybe_run_periodic(now_ms)`` does whatever is due and returns the next deadline; the
 caller owns the clock and the loop (no threads, no sleeping). Due work: flushing segments that
@@ -66,17 +66,12 @@ from storage.checkpoints import (
 )
 from storage.directory_id import new_directory_id
 from storage.file_log_dir import FileLogDir
-from storage.index import CorruptIndexError
 from storage.log_config import LONG_MAX, LogConfig
+from storage.log_dir_load import load_partitions, read_log_dir
 from storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
 from storage.partition_log import PartitionLog
 from storage.segment_store import RecoveryReport
-from storage.topic_partition import (
-    TopicPartition,
-    delete_dir_name,
-    is_deleted_dir,
-    is_future_dir,
-)
+from storage.topic_partition import TopicPartition, delete_dir_name
 
 logger = logging.getLogger(__name__)
 
@@ -88,9 +83,6 @@ class LogDirError(Exception):
 class KafkaStorageError(OSError):
     """The partition or its log dir is offline (Kafka's ``KafkaStorageException``)."""
 
-
-# What loading one damaged partition may raise; anything else is a bug and propagates.
-PARTITION_LOAD_ERRORS = (OSError, ValueError, CorruptIndexError)
 
 LogDirFailureListener = Callable[[Path, Sequence[TopicPartition]], None]
 
@@ -105,48 +97,6 @@ class LogManagerSettings:
     replica_high_watermark_checkpoint_interval_ms: int = 5_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_flush_start_offset_checkpoint_interval_ms: int = 60_000
-
-
-@attrs.frozen
-class _DirCheckpoints:
-    recovery_points: dict[TopicPartition, int]
-    high_watermarks: dict[TopicPartition, int]
-    log_start_offsets: dict[TopicPartition, int]
-
-
-def _read_checkpoint(
-    store: LogDirStore, name: str, problems: list[str]
-) -> dict[TopicPartition, int]:
-    """A malformed checkpoint reads as empty (recover everything), as Kafka does."""
-    try:
-        return store.read_checkpoint(name)
-    except ValueError as error:  # storage.checkpoints.CheckpointError
-        problems.append(str(error))
-        return {}
-
-
-def _read_dir_checkpoints(store: LogDirStore, problems: list[str]) -> _DirCheckpoints:
-    return _DirCheckpoints(
-        _read_checkpoint(store, RECOVERY_POINT_CHECKPOINT, problems),
-        _read_checkpoint(store, REPLICATION_CHECKPOINT, problems),
-        _read_checkpoint(store, LOG_START_OFFSET_CHECKPOINT, problems),
-    )
-
-
-def _partition_dirs(store: LogDirStore, problems: list[str]) -> list[tuple[TopicPartition, str]]:
-    """Live partition directories; finishes deletions, leaves ``-future`` dirs alone."""
-    found: list[tuple[TopicPartition, str]] = []
-    for name in store.directory_names():
-        if is_future_dir(name) or name.endswith(STRAY_DIR_SUFFIX):
-            continue
-        if is_deleted_dir(name):
-            store.remove(name)
-            continue
-        try:
-            found.append((TopicPartition.parse_dir_name(name), name))
-        except ValueError as error:
-            problems.append(f"skipping {store.path / name}: {error}")
-    return found
 
 
 class LogManager:
@@ -211,39 +161,19 @@ class LogManager:
         try:
             store.create()
             self.directory_ids[log_dir] = store.directory_id()
-            clean = store.has_clean_shutdown_marker()
-            checkpoints = _read_dir_checkpoints(store, self.problems)
-            partitions = _partition_dirs(store, self.problems)
+            contents = read_log_dir(store, self.problems)
         except OSError as error:
             # Kafka: a dir that cannot be read at start-up is offline; the others load.
             self._mark_dir_offline(log_dir, f"cannot be read: {error}")
             return
-        self.had_clean_shutdown[log_dir] = clean
-        for tp, name in partitions:
+        self.had_clean_shutdown[log_dir] = contents.had_clean_shutdown
+        for tp, name in contents.partitions:
             if tp in self._logs:
                 raise LogDirError(
                     f"duplicate log directories for {tp}: {self._dir_of[tp]} and {log_dir / name}"
                 )
-
-        def load(item: tuple[TopicPartition, str]) -> tuple[TopicPartition, PartitionLog | str]:
-            tp, name = item
-            try:
-                log = PartitionLog.open(
-                    store.partition_store(name),
-                    self.config_for(tp.topic),
-                    recovery_point=checkpoints.recovery_points.get(tp, 0),
-                    now_ms=now_ms,
-                    log_start_offset=checkpoints.log_start_offsets.get(tp, 0),
-                    had_clean_shutdown=clean,
-                )
-            except PARTITION_LOAD_ERRORS as error:
-                where = log_dir / name
-                return tp, f"cannot be loaded from {where}: {type(error).__name__}: {error}"
-            log.update_high_watermark(checkpoints.high_watermarks.get(tp, 0))
-            return tp, log
-
-        threads = max(1, self.settings.num_recovery_threads_per_data_dir)
-        for tp, loaded in store.load_all(load, partitions, threads):
+        threads = self.settings.num_recovery_threads_per_data_dir
+        for tp, loaded in load_partitions(store, contents, self.config_for, threads, now_ms):
             if isinstance(loaded, str):
                 logger.error("partition %s is offline: it %s", tp, loaded)
                 self.offline_partitions[tp] = loaded
