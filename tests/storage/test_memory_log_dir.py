@@ -12,9 +12,10 @@ from storage.checkpoints import (
     REPLICATION_CHECKPOINT,
 )
 from storage.file_log_dir import FileLogDir
-from storage.log_dir_store import LogDirStore
+from storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
 from storage.log_manager import LogManager
 from storage.memory_log_dir import MemoryLogDir
+from storage.topic_partition import delete_dir_name
 from tests.storage.test_log_manager import CONFIG, ORDERS_0, ORDERS_1, append
 
 CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
@@ -117,3 +118,18 @@ def test_a_deleted_partition_is_gone_after_a_crash_and_restart() -> None:
     assert store.read_checkpoint(REPLICATION_CHECKPOINT) == {}
     store.crash()
     assert open_on(store).logs == {}
+
+
+def test_start_up_finishes_an_interrupted_deletion_and_skips_stray_dirs() -> None:
+    store = memory_dir()
+    manager = open_on(store)
+    for tp in (ORDERS_0, ORDERS_1):
+        append(manager.get_or_create_log(tp, now_ms=0), 2)
+    manager.shutdown()
+    # A crash between the rename and the removal of a deletion; an operator's stray copy.
+    store.rename("orders-1", delete_dir_name(ORDERS_1, store.unique_id()))
+    store.rename("orders-0", f"orders-0.{store.unique_id()}{STRAY_DIR_SUFFIX}")
+    store.partition_store("orders-0")  # re-created empty, as after set_aside_offline_partition
+    manager = open_on(store)
+    assert list(manager.logs) == [ORDERS_0] and manager.offline_partitions == {}
+    assert [name.endswith(STRAY_DIR_SUFFIX) for name in store.directory_names()] == [False, True]
