@@ -24,6 +24,7 @@ import logging
 import sys
 from pathlib import Path
 
+from pykraft.clock import SystemClock
 from pykraft.properties import ConfigError, Properties
 from quorum.config import (
     ControllerConfig,
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ControllerConfigError) as error:
         print(f"pykraft controller: {error}", file=sys.stderr)
         return 2
-    return run_controller(config)
+    return run_controller(config, SystemClock())
 
 
 def _password(props: Properties) -> str:
