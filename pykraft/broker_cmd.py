@@ -36,8 +36,8 @@ from pathlib import Path
 from broker.config import BrokerConfig, BrokerConfigError
 from broker.server import BrokerServer, run_broker
 from metadata.records import uuid_to_kafka_string
-from pykraft.clock import SystemClock
 from pykraft.properties import ConfigError, Properties
+from storage.system_clock import SystemClock
 
 META_PROPERTIES = "meta.properties"
 

@@ -24,7 +24,6 @@ import logging
 import sys
 from pathlib import Path
 
-from pykraft.clock import SystemClock
 from pykraft.properties import ConfigError, Properties
 from quorum.config import (
     ControllerConfig,
@@ -33,6 +32,7 @@ from quorum.config import (
     parse_voters,
 )
 from quorum.runner import run_controller
+from storage.system_clock import SystemClock
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

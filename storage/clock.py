@@ -12,8 +12,8 @@ deadlines, ``milliseconds()`` for what is dated):
 ``wait(event, timeout_ms)`` is Kafka's ``Time.waitObject``: the one way a shell waits with a
 deadline, so a simulated clock can move time instead of sleeping.
 
-The real clock is built once at each process's composition root (``pykraft.clock``) and
-passed down; tests use ``tests.fake_clock.FakeClock``. Cores never see a clock: they take
+The real clock (``storage.system_clock``) is built once at each process's composition root
+and passed down; tests use ``tests.fake_clock.FakeClock``. Cores never see a clock: they take
 ``now_ms: int``. This module imports nothing of ours, so every package may depend on it
 (tests/test_architecture.py).
 """

@@ -3,9 +3,9 @@
 Python 3.11's ``asyncio.wait_for`` awaits in a task of its own; when the caller is cancelled in
 the loop turn after that task finished (the awaited event was set just before), it returns the
 result instead of raising CancelledError (CPython gh-86296 / bpo-42130). The fetchers' clock
-wait (``MonotonicClock.wait``, now ``pykraft.clock.SystemClock.wait``) was built on it, and so
-are the leader endpoint's request timeouts: a fetcher retired as its leader answered (both
-follow the same leadership change) kept running,
+wait (``MonotonicClock.wait``, now ``storage.system_clock.SystemClock.wait``) was built on it,
+and so are the leader endpoint's request timeouts: a fetcher retired as its leader answered
+(both follow the same leadership change) kept running,
 ``ReplicaFetcherManager.shutdown`` never returned, and most broker shutdowns waited out
 ``broker.server.SHUTDOWN_STEP_TIMEOUT_S`` (5 s) for it.
 
@@ -26,9 +26,9 @@ from fetcher.leader_endpoint import ReplicaFetch
 from fetcher.replica_fetcher import ReplicaFetcher
 from fetcher.state import FetchState
 from protocol.fetch import PartitionData
-from pykraft.clock import SystemClock
 from storage.clock import Clock
 from storage.partition_log import PartitionLog
+from storage.system_clock import SystemClock
 from storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import MODERN, FakeLeaderEndpoint, open_log

@@ -13,7 +13,7 @@ from broker.kafka_apis import KafkaApis
 from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from protocol.segments import Segments
-from pykraft.clock import SystemClock
+from storage.system_clock import SystemClock
 
 STARTUP_TIMEOUT_S = 10.0
 

@@ -42,11 +42,11 @@ from protocol.apis import encode_api_versions_response, encode_unsupported_api_v
 from protocol.errors import Errors
 from protocol.headers import encode_response_header, parse_request_header
 from protocol.wire import INT32
-from pykraft.clock import SystemClock
 from replica.data_path import RecordedFetcherManager
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records import SimpleRecord, build_batch
+from storage.system_clock import SystemClock
 from storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import records_of
 

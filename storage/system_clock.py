@@ -1,8 +1,11 @@
-"""The real clock (``storage.clock.Clock`` on ``time`` and asyncio), built once per process
-at its composition root — ``pykraft.broker_cmd``, ``pykraft.controller_cmd`` and the other
-commands — and passed down. It lives here, in the composition root's package, so that no
-other package can build one of its own (the import test allows only ``pykraft`` to import
-``pykraft``)."""
+"""The real clock: ``storage.clock.Clock`` on ``time`` and asyncio.
+
+Built once per process, at its composition root — ``pykraft.broker_cmd``,
+``pykraft.controller_cmd``, the other ``pykraft`` commands, and the Spark jobs' entry points
+(``spark-submit`` runs them as processes of their own) — and passed down from there. No other
+module may import it (``COMPOSITION_ROOTS`` in tests/test_architecture.py), and no other
+module reads ``time`` for a timestamp or a deadline.
+"""
 
 from __future__ import annotations
 
