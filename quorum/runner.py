@@ -9,10 +9,12 @@ QuorumController schedules the same events on activation):
 It is armed from ``QuorumController.next_deadline_ms`` — the pure controller says when its
 timed operations are next due, as the simulations drive it — and re-armed whenever the
 metadata log moves, since only a write brings a deadline closer (a broker unfenced, whose
-session now counts). Kafka re-schedules its ``maybeFenceStaleBroker`` event on the earliest
-session expiry the same way. Snapshots are not timed work here: every controller writes its
-own from the Raft thread after ``metadata.log.max.records.between.snapshots`` records, as
-every KRaft node does.
+session now counts). Kafka's QuorumController likewise re-schedules its ``maybeFenceReplicas``
+event at the heartbeat manager's ``nextCheckTimeNs`` after each registration and heartbeat
+(``rescheduleMaybeFenceStaleBrokers``).
+
+Snapshots are not timed work here: every controller writes its own from the Raft thread after
+``metadata.log.max.records.between.snapshots`` records, as every KRaft node does.
 
 The process's one clock is built by its composition root (``pykraft.controller_cmd``) and
 handed to ``run_controller``.
@@ -95,7 +97,11 @@ async def run_timer(node: TimedNode, clock: Clock) -> None:
     while True:  # until cancelled; every turn waits at least TIMER_MIN_DELAY_MS
         delay_ms = TIMER_MAX_DELAY_MS
         if node.is_leader():
-            await run_timed_operations(node)
+            # The operations run when the timer fired (at the deadline, or after the longest
+            # wait) or are due; a wake-up by the log only re-arms, so a busy log does not
+            # queue them behind every write.
+            if not log_moved.is_set() or clock.monotonic_ms() >= node.next_deadline_ms():
+                await run_timed_operations(node)
             delay_ms = timer_delay_ms(node.next_deadline_ms(), clock.monotonic_ms())
         log_moved.clear()
         await clock.wait(log_moved, delay_ms)

@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
-from metadata.records import BrokerRegistrationChangeRecord, MetadataRecord, NoOpRecord
+from metadata.records import (
+    BrokerRegistrationChangeRecord,
+    MetadataRecord,
+    NoOpRecord,
+    RegisterBrokerRecord,
+)
 from quorum.controller import ControllerSettings, QuorumController
 from quorum.metadata_view import MetadataView
 from quorum.node import Operation
 from quorum.runner import TIMER_MAX_DELAY_MS, TIMER_MIN_DELAY_MS, run_timer, timer_delay_ms
 from tests.fake_clock import FakeClock
-from tests.quorum.helpers import apply, image_with
+from tests.quorum.helpers import apply, endpoint, image_with, incarnation
 
 T = TypeVar("T")
 
@@ -34,10 +40,11 @@ def test_timer_delay(deadline_ms: int, now_ms: int, expected_ms: int) -> None:
 class TimedNode:
     """The active controller with its committed image, writing at the fake clock's time."""
 
-    def __init__(self, clock: FakeClock, settings: ControllerSettings) -> None:
+    def __init__(self, clock: FakeClock, settings: ControllerSettings,
+                 brokers: dict[int, str] | None = None) -> None:
         self.clock = clock
         self.view = MetadataView(window_records=100)
-        self.image = image_with({1: "unfenced", 2: "unfenced"})
+        self.image = image_with({1: "unfenced", 2: "unfenced"} if brokers is None else brokers)
         self.controller = QuorumController(rng=random.Random(1), now_ms=clock.now_ms,
                                            settings=settings)
         self.leader = True
@@ -54,6 +61,17 @@ class TimedNode:
         self.image = apply(self.image, outcome.records)
         self.written.extend((self.clock.now_ms, record) for record in outcome.records)
         return outcome.response
+
+    def unfence_new_broker(self, broker_id: int) -> None:
+        """A broker registers and is unfenced by its first heartbeat: the log moves."""
+        epoch = self.image.offset + 1
+        self.image = apply(self.image, [
+            RegisterBrokerRecord(broker_id=broker_id, incarnation_id=incarnation(broker_id),
+                                 broker_epoch=epoch, end_points=(endpoint(broker_id),)),
+            BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, fenced=-1)])
+        self.controller.sessions.register(broker_id, epoch, self.clock.now_ms)
+        for observer in self.view.observers:
+            observer(None)
 
     def heartbeat(self, broker_id: int) -> None:
         self.controller.sessions.touch(self.image.cluster.brokers[broker_id], self.clock.now_ms,
@@ -109,3 +127,35 @@ def test_a_standby_writes_nothing_and_looks_again_within_the_bound() -> None:
     asyncio.run(run_until(node, clock, 5_000))
     assert node.written == []
     assert clock.now_ms <= 5_000 + TIMER_MAX_DELAY_MS
+
+
+class ArrivalClock(FakeClock):
+    """A fake clock on which something happens once, at ``arrive_at_ms``, during a wait."""
+
+    def __init__(self, arrive_at_ms: int, arrive: Callable[[], None]) -> None:
+        super().__init__(now_ms=0)
+        self.arrive_at_ms = arrive_at_ms
+        self.arrive: Callable[[], None] | None = arrive
+
+    async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
+        arrive = self.arrive
+        if arrive is not None and timeout_ms is not None \
+                and self.now_ms + timeout_ms >= self.arrive_at_ms:
+            self.now_ms, self.arrive = self.arrive_at_ms, None
+            arrive()
+        await super().wait(event, timeout_ms)
+
+
+def test_a_session_that_starts_during_a_long_wait_re_arms_the_timer() -> None:
+    # broker.session.timeout.ms under the timer's longest wait: the unfencing write wakes the
+    # timer, which waits for the new session's expiry (1,500 + 300 + 1) instead of 2,000.
+    def arrive() -> None:
+        node.unfence_new_broker(1)
+
+    clock = ArrivalClock(1_500, arrive)
+    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=300,
+                                               metadata_max_idle_interval_ms=60_000), {})
+    asyncio.run(run_until(node, clock, 3_000))
+    [(fenced_ms, broker)] = fencings(node)
+    assert broker == 1
+    assert 1_801 <= fenced_ms <= 1_801 + TIMER_MIN_DELAY_MS
