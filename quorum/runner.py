@@ -50,9 +50,10 @@ MAX_FENCINGS_PER_ROUND = 100
 # The timer's bounds (STYLE.md §7): it never waits less than the minimum, so a deadline that
 # stays in the past (a write that keeps failing) cannot make it spin, and never more than the
 # maximum, so a deadline too far off cannot stall fencing or the NoOp — nor a standby, which
-# has no deadline, notice late that it became the active controller.
+# has no deadline and no word from pysyncobj, notice late that it became the active controller
+# (the maximum is the old fixed period at Kafka's default metadata.max.idle.interval.ms).
 TIMER_MIN_DELAY_MS = 10
-TIMER_MAX_DELAY_MS = 1000
+TIMER_MAX_DELAY_MS = 250
 _NOTHING: ControllerResult[None] = ControllerResult((), None)
 
 T = TypeVar("T")

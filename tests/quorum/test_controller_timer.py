@@ -28,10 +28,11 @@ T = TypeVar("T")
 
 
 @pytest.mark.parametrize(("deadline_ms", "now_ms", "expected_ms"), [
-    (1_500, 1_000, 500),  # due later: wait for it
+    (1_200, 1_000, 200),  # due later: wait for it
     (1_003, 1_000, TIMER_MIN_DELAY_MS),  # too close to wait for exactly: never spin
     (900, 1_000, TIMER_MIN_DELAY_MS),  # already past (a write that failed): never spin
     (61_000, 1_000, TIMER_MAX_DELAY_MS),  # far off: look again, never stall
+    (1_000 + TIMER_MAX_DELAY_MS, 1_000, TIMER_MAX_DELAY_MS),
 ])
 def test_timer_delay(deadline_ms: int, now_ms: int, expected_ms: int) -> None:
     assert timer_delay_ms(deadline_ms, now_ms) == expected_ms
@@ -148,14 +149,14 @@ class ArrivalClock(FakeClock):
 
 def test_a_session_that_starts_during_a_long_wait_re_arms_the_timer() -> None:
     # broker.session.timeout.ms under the timer's longest wait: the unfencing write wakes the
-    # timer, which waits for the new session's expiry (1,500 + 300 + 1) instead of 2,000.
+    # timer, which waits for the new session's expiry (1,500 + 100 + 1), not the wait's end.
     def arrive() -> None:
         node.unfence_new_broker(1)
 
     clock = ArrivalClock(1_500, arrive)
-    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=300,
+    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=100,
                                                metadata_max_idle_interval_ms=60_000), {})
     asyncio.run(run_until(node, clock, 3_000))
     [(fenced_ms, broker)] = fencings(node)
     assert broker == 1
-    assert 1_801 <= fenced_ms <= 1_801 + TIMER_MIN_DELAY_MS
+    assert 1_601 <= fenced_ms <= 1_601 + TIMER_MIN_DELAY_MS
