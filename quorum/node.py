@@ -26,7 +26,6 @@ import asyncio
 import gc
 import logging
 import random
-import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -42,6 +41,7 @@ from quorum.metadata_view import MetadataView, RaftBridge
 from quorum.raft import MetadataRaft, describe_failure
 from quorum.raft_batch import CompactBatch, encode_batch
 from quorum.raft_state import ApplyResult, ApplyStatus
+from storage.clock import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +74,6 @@ class ServiceError(Exception):
         self.extra = extra or {}
 
 
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def proposal_blob(expected_last_offset: int, epoch: int, append_time_ms: int,
                   records: Sequence[MetadataRecord]) -> bytes:
     """The Raft entry proposing ``records`` (``quorum.raft_batch`` format 2).
@@ -97,13 +93,18 @@ def proposal_blob(expected_last_offset: int, epoch: int, append_time_ms: int,
 
 
 class ControllerNode:
-    def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop,
+                 clock: Clock) -> None:
         # One ControllerNode per controller process: it sets the process's collector policy.
         gc.set_threshold(*GC_THRESHOLDS)
         self.config = config
+        # The controller's now_ms is monotonic: it times broker sessions and the NoOp interval
+        # only (Kafka's BrokerHeartbeatManager keeps lastContactNs on time.nanoseconds()); wall
+        # time dates what is written (the batch's append time, snapshots).
+        self.clock = clock
         self.view = MetadataView(config.window_records)
         self.bridge = RaftBridge(loop, self.view)
-        self.raft = MetadataRaft(config, self.bridge)
+        self.raft = MetadataRaft(config, self.bridge, wall_clock_ms=clock.wall_clock_ms)
         self._write_lock = asyncio.Lock()
         self._settings = ControllerSettings(
             broker_session_timeout_ms=config.broker_session_timeout_ms,
@@ -149,10 +150,15 @@ class ControllerNode:
         full session timeout of grace) on every activation, as in Kafka (KIP-631)."""
         term = self.raft.raftCurrentTerm
         if self._controller is None or self._controller_term != term:
-            self._controller = QuorumController(rng=random.Random(), now_ms=wall_clock_ms(),
+            self._controller = QuorumController(rng=random.Random(),
+                                                now_ms=self.clock.monotonic_ms(),
                                                 settings=self._settings)
             self._controller_term = term
         return self._controller
+
+    def next_deadline_ms(self) -> int:
+        """When the active controller's timed operations are next due (monotonic)."""
+        return self.active_controller().next_deadline_ms(self.view.image)
 
     # ---- the write path ----
 
@@ -162,7 +168,7 @@ class ControllerNode:
             for _ in range(MAX_WRITE_ATTEMPTS):
                 self.require_leader()
                 image = self.view.image
-                outcome = operation(self.active_controller(), image, wall_clock_ms())
+                outcome = operation(self.active_controller(), image, self.clock.monotonic_ms())
                 if not outcome.records:
                     return outcome.response
                 result = await self._commit(image, outcome.records)
@@ -178,7 +184,8 @@ class ControllerNode:
                            "retry it.")
 
     async def _commit(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> ApplyResult:
-        blob = proposal_blob(image.offset, self.raft.raftCurrentTerm, wall_clock_ms(), records)
+        blob = proposal_blob(image.offset, self.raft.raftCurrentTerm, self.clock.wall_clock_ms(),
+                             records)
         return await self.commit_blob(blob, tuple(records))
 
     async def commit_blob(self, blob: bytes,

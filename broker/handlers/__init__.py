@@ -15,7 +15,8 @@
 Wiring (the composition root)::
 
     services = BrokerServices(broker_id=..., cluster_id=..., replica_manager=...,
-                              metadata=loader_image, controller=controller_client)
+                              metadata=loader_image, controller=controller_client,
+                              wall_clock_ms=clock.wall_clock_ms)
     kafka_apis.register_all(broker_handlers(services, producer_ids=producer_id_manager,
                                             group_coordinator=group_coordinator_shell))
 """

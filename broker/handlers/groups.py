@@ -315,7 +315,7 @@ async def _commit(
     request: OffsetCommitRequestData,
     named: list[tuple[str, OffsetCommitPartition]],
 ) -> dict[TopicPartition, Errors]:
-    now_ms = services.time_ms()
+    now_ms = services.wall_clock_ms()
     retention_ms = request.retention_time_ms
     image = services.metadata()
     errors: dict[TopicPartition, Errors] = {}

@@ -54,6 +54,7 @@ from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records import SimpleRecord, build_batch
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
 
@@ -66,14 +67,6 @@ NEW_PETS_ID = "b66ybsWIQoygs01vdjH07A"
 PETS0 = TopicPartition("pets", 0)
 PETS1 = TopicPartition("pets", 1)
 NOW_MS = 1_700_000_000_000
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = 50_000
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def endpoint(broker_id: int) -> BrokerEndpoint:
@@ -127,13 +120,13 @@ class Cluster:
         self.log_dir = self.log_dirs[0]
         self.log_manager = LogManager.open(self.log_dirs, config or LogConfig(), now_ms=0)
         self.fetchers = RecordedFetcherManager()
-        self.clock = FakeClock()
+        self.clock = FakeClock(50_000, wall_clock_start_ms=NOW_MS)
         self.replica_manager = ReplicaManager(
             broker_id=LOCAL,
             log_manager=self.log_manager,
             fetcher_manager=self.fetchers,
-            delayed_fetches=DelayedFetches(clock_ms=self.clock),
-            monotonic_ms=self.clock,
+            delayed_fetches=DelayedFetches(monotonic_ms=self.clock.monotonic_ms),
+            monotonic_ms=self.clock.monotonic_ms,
         )
         self.image = MetadataImage.EMPTY
 
@@ -302,7 +295,7 @@ def services(cluster: Cluster, **overrides: Any) -> BrokerServices:
         "replica_manager": cluster.replica_manager,
         "metadata": lambda: cluster.image,
         "controller": InProcessController(cluster),
-        "time_ms": lambda: NOW_MS,
+        "wall_clock_ms": cluster.clock.wall_clock_ms,
     }
     arguments.update(overrides)
     return BrokerServices(**arguments)

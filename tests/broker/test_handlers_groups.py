@@ -54,6 +54,7 @@ from tests.broker.replica_harness import (
     pets_led_here,
     services,
 )
+from tests.fake_clock import FakeClock
 
 OFFSETS_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 GROUP = "readers"
@@ -74,14 +75,6 @@ class GroupCluster(Cluster):
         return changes
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = START_MS
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 class Broker:
     """Handlers by API key and a way to call them with kafka-python requests."""
 
@@ -89,13 +82,13 @@ class Broker:
         config.setdefault("offsets_topic_num_partitions", 1)
         config.setdefault("group_initial_rebalance_delay_ms", 0)
         self.cluster = cluster
-        self.clock = Clock()
+        self.clock = FakeClock(wall_clock_start_ms=START_MS)
         self.controller = InProcessController(cluster)
         self.shell = GroupCoordinatorShell(
-            cluster.replica_manager, GroupConfig(**config), clock_ms=self.clock
+            cluster.replica_manager, GroupConfig(**config), wall_clock_ms=self.clock.wall_clock_ms
         )
         cluster.shell = self.shell
-        svc = services(cluster, controller=self.controller, time_ms=self.clock)
+        svc = services(cluster, controller=self.controller, wall_clock_ms=self.clock.wall_clock_ms)
         self.handlers: dict[ApiKey, ApiHandler] = group_handlers(svc, self.shell)
 
     async def send(self, api_key: ApiKey, version: int, request: Any) -> Any:

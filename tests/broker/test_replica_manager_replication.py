@@ -50,11 +50,11 @@ from tests.broker.replica_harness import (
     NOW_MS,
     PETS0,
     PETS_ID,
-    FakeClock,
     batch,
     broker,
     partition_record,
 )
+from tests.fake_clock import FakeClock
 
 BROKERS = (1, 2, 3)
 LEADER, F2, F3 = BROKERS
@@ -112,7 +112,7 @@ class InProcessControllerChannel:
 
 class ReplicatedCluster:
     def __init__(self, tmp_path: Path) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeClock(50_000)
         self.image = MetadataImage.EMPTY
         self.channel = InProcessControllerChannel(self)
         self.managers: dict[int, ReplicaManager] = {}
@@ -129,7 +129,7 @@ class ReplicatedCluster:
                 fetcher_manager=RecordedFetcherManager(),
                 alter_partition=alter,
                 replica_lag_time_max_ms=LAG_MS,
-                monotonic_ms=self.clock,
+                monotonic_ms=self.clock.monotonic_ms,
             )
 
     def publish(self, *records: MetadataRecord) -> None:

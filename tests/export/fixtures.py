@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import attrs
 from pysyncobj.journal import FileJournal
 from pysyncobj.pickle import dumps as pysyncobj_dumps
 
+from export.export_topic_job import ExportResult, export_topic
 from metadata.codec import encode_record
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
@@ -58,6 +60,7 @@ from storage.records import (
     iter_records,
 )
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 
 BASE_MS = 1_700_000_000_000
 CODECS = tuple(CompressionType)
@@ -75,6 +78,11 @@ class LogFixture:
     @property
     def log_dirs_option(self) -> str:
         return ",".join(str(d) for d in self.log_dirs)
+
+
+def export_now(spark: Any, log_dirs: str, topic: str, out: Path) -> ExportResult:
+    """``export_topic`` with its runs dated on a fake clock."""
+    return export_topic(spark, log_dirs, topic, out, wall_clock_ms=FakeClock().wall_clock_ms)
 
 
 def _records(tp: TopicPartition, batch: int, count: int) -> list[SimpleRecord]:
