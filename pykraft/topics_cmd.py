@@ -26,7 +26,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from broker.controller_api import ControllerError, NewTopic
-from broker.controller_client import ControllerClient, PartitionDescription, TopicDescription
+from broker.controller_client import ControllerClient
+from metadata.api.topics import PartitionDescription, TopicDescription
 from quorum.managers.configs import TOPIC_CONFIGS
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -229,7 +230,7 @@ async def _delete(client: ControllerClient, args: argparse.Namespace) -> None:
 async def _describe(client: ControllerClient, args: argparse.Namespace,
                     out: Callable[[str], None]) -> None:
     topics = await _existing_topics(client, args)
-    live = {int(b["broker_id"]) for b in await client.list_brokers() if not b["fenced"]}
+    live = {broker.broker_id for broker in await client.list_brokers() if not broker.fenced}
     reports = args.under_replicated_partitions or args.unavailable_partitions
     for name in topics:
         description = await client.describe_topic(name)

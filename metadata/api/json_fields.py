@@ -18,8 +18,6 @@ from typing import Any
 # Bounds (STYLE.md §7). Every body the API takes is an object holding lists of objects (depth 3).
 MAX_REQUEST_BODY_BYTES = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 16
-# An answer may be deeper than a request (a records page: page, batches, record, its lists).
-MAX_ANSWER_DEPTH = 32
 
 JsonObject = dict[str, Any]
 
@@ -28,8 +26,12 @@ class JsonBodyError(ValueError):
     """The document is not what the contract says; the message is a sentence."""
 
 
-def parse_json_object(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> JsonObject:
-    """``raw`` as a JSON object (RFC 8259: UTF-8, no NaN/Infinity), at most ``max_depth`` deep."""
+def parse_json_object(raw: bytes, max_depth: int | None = MAX_JSON_DEPTH) -> JsonObject:
+    """``raw`` as a JSON object (RFC 8259: UTF-8, no NaN/Infinity), at most ``max_depth`` deep.
+
+    ``None`` skips the depth walk (a broker reading its controller's answer: a records page of
+    100,000 records would be walked value by value); ``json.loads``'s own recursion limit still
+    answers a hostile depth with this error rather than a crash."""
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError:
@@ -40,7 +42,7 @@ def parse_json_object(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> JsonObject
         raise JsonBodyError("The request body is not valid JSON.") from None
     if not isinstance(body, dict):
         raise JsonBodyError("The request body must be a JSON object.")
-    if json_depth(body) > max_depth:
+    if max_depth is not None and json_depth(body) > max_depth:
         raise _too_deep(max_depth)
     return body
 
@@ -49,7 +51,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _too_deep(max_depth: int) -> JsonBodyError:
+def _too_deep(max_depth: int | None) -> JsonBodyError:
+    if max_depth is None:
+        return JsonBodyError("The request body nests JSON deeper than Python can read.")
     return JsonBodyError(f"The request body nests JSON deeper than {max_depth} levels.")
 
 
