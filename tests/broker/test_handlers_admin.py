@@ -23,7 +23,8 @@ from kafka.protocol.admin import (
 )
 
 from broker.handlers import ControllerError, CreatedTopic, NewTopic
-from broker.handlers.admin import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, admin_handlers
+from broker.handlers.admin import admin_handlers
+from broker.handlers.admin_responses import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from broker.handlers.services import topic_uuid
 from metadata.records import ConfigRecord, ConfigResourceType
 from protocol.api_keys import ApiKey
