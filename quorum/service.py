@@ -42,7 +42,14 @@ from quorum.node import ControllerNode, ServiceError
 from quorum.openapi import openapi_document
 from quorum.service_admin import add_admin_routes
 from quorum.service_brokers import add_broker_routes
-from quorum.service_http import NODE_KEY, ErrorAnswer, error_middleware, json_response, node_of
+from quorum.service_http import (
+    NODE_KEY,
+    ErrorAnswer,
+    add_routes,
+    error_middleware,
+    json_response,
+    node_of,
+)
 
 STATUS_TIMEOUT_S = 2.0
 
@@ -169,14 +176,13 @@ async def get_openapi(request: web.Request) -> web.Response:
 def build_app(node: ControllerNode) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[NODE_KEY] = node
-    for route, handler in (
+    add_routes(app, [
         (routes.METADATA_RECORDS, get_records),
         (routes.LIST_SNAPSHOTS, list_snapshots),
         (routes.GET_SNAPSHOT, get_snapshot),
         (routes.QUORUM, get_quorum),
         (routes.OPENAPI, get_openapi),
-    ):
-        app.router.add_route(route.method, route.template, handler)
+    ])
     add_broker_routes(app)
     add_admin_routes(app)
     return app

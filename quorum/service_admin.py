@@ -42,7 +42,14 @@ from metadata.api.topics import (
 from metadata.image import MetadataImage, TopicImage
 from metadata.records import ConfigResourceType
 from quorum.managers.configs import effective_topic_configs
-from quorum.service_http import ErrorAnswer, json_response, node_of, raise_for, read_body
+from quorum.service_http import (
+    ErrorAnswer,
+    add_routes,
+    json_response,
+    node_of,
+    raise_for,
+    read_body,
+)
 
 
 def _topic_or_404(image: MetadataImage, name: str) -> TopicImage:
@@ -169,7 +176,7 @@ async def alter_configs(request: web.Request) -> web.Response:
 
 
 def add_admin_routes(app: web.Application) -> None:
-    for route, handler in (
+    add_routes(app, [
         (routes.CLUSTER, get_cluster),
         (routes.LIST_BROKERS, list_brokers),
         (routes.LIST_TOPICS, list_topics),
@@ -180,5 +187,4 @@ def add_admin_routes(app: web.Application) -> None:
         (routes.ELECT_LEADERS, elect_leaders),
         (routes.DESCRIBE_CONFIGS, describe_configs),
         (routes.ALTER_CONFIGS, alter_configs),
-    ):
-        app.router.add_route(route.method, route.template, handler)
+    ])

@@ -23,7 +23,7 @@ from metadata.api.brokers import (
     unregister_answer_to_json,
     unregister_request_from_path,
 )
-from quorum.service_http import json_response, node_of, raise_for, read_body
+from quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
 
 
 async def register_broker(request: web.Request) -> web.Response:
@@ -73,11 +73,10 @@ async def allocate_producer_ids(request: web.Request) -> web.Response:
 
 
 def add_broker_routes(app: web.Application) -> None:
-    for route, handler in (
+    add_routes(app, [
         (routes.REGISTER_BROKER, register_broker),
         (routes.BROKER_HEARTBEAT, broker_heartbeat),
         (routes.UNREGISTER_BROKER, unregister_broker),
         (routes.ALTER_PARTITION, alter_partition),
         (routes.ALLOCATE_PRODUCER_IDS, allocate_producer_ids),
-    ):
-        app.router.add_route(route.method, route.template, handler)
+    ])

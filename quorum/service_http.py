@@ -13,7 +13,7 @@ them, so they form no import cycle.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from aiohttp import web
@@ -35,6 +35,7 @@ from metadata.api.json_fields import (
     dumps,
     parse_json_object,
 )
+from metadata.api.routes import Route
 from quorum.node import ControllerNode, ServiceError
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(500, ErrorBody(
             error="UNKNOWN_SERVER_ERROR",
             message="The controller hit an unexpected error; it is logged on the controller."))
+
+
+def add_routes(app: web.Application, handlers: Sequence[tuple[Route, Handler]]) -> None:
+    """Serve each route of the contract (``metadata.api.routes``) with its handler."""
+    for route, handler in handlers:
+        app.router.add_route(route.method, route.template, handler)
 
 
 def node_of(request: web.Request) -> ControllerNode:

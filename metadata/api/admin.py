@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from metadata.api.brokers import endpoint_from_json, endpoint_to_json
 from metadata.api.errors import SUCCESS, ApiError, error_field_from_json, error_field_to_json
 from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, one_of
 from metadata.records import BrokerEndpoint, ConfigResourceType
@@ -88,8 +89,7 @@ def brokers_to_json(brokers: tuple[BrokerDescription, ...]) -> JsonObject:
     return {"brokers": [{
         "broker_id": b.broker_id, "broker_epoch": b.broker_epoch,
         "incarnation_id": b.incarnation_id,
-        "endpoints": [{"name": e.name, "host": e.host, "port": e.port,
-                       "security_protocol": e.security_protocol} for e in b.endpoints],
+        "endpoints": [endpoint_to_json(e) for e in b.endpoints],
         "rack": b.rack, "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
     } for b in brokers]}
 
@@ -98,10 +98,7 @@ def brokers_from_json(fields: Fields) -> tuple[BrokerDescription, ...]:
     return tuple(BrokerDescription(
         broker_id=b.integer("broker_id"), broker_epoch=b.integer("broker_epoch"),
         incarnation_id=b.string("incarnation_id"),
-        endpoints=tuple(BrokerEndpoint(name=e.string("name"), host=e.string("host"),
-                                       port=e.integer("port"),
-                                       security_protocol=e.integer("security_protocol"))
-                        for e in b.objects("endpoints")),
+        endpoints=tuple(endpoint_from_json(e) for e in b.objects("endpoints")),
         rack=b.optional_string("rack"), fenced=b.boolean("fenced"),
         in_controlled_shutdown=b.boolean("in_controlled_shutdown"),
     ) for b in fields.objects("brokers"))

@@ -70,12 +70,22 @@ class BrokerRegistrationReply:
     session_timeout_ms: int
 
 
+def endpoint_to_json(endpoint: BrokerEndpoint) -> JsonObject:
+    return {"name": endpoint.name, "host": endpoint.host, "port": endpoint.port,
+            "security_protocol": endpoint.security_protocol}
+
+
+def endpoint_from_json(fields: Fields) -> BrokerEndpoint:
+    return BrokerEndpoint(name=fields.string("name"), host=fields.string("host"),
+                          port=fields.integer("port"),
+                          security_protocol=fields.integer("security_protocol", 0))
+
+
 def registration_request_to_json(request: BrokerRegistrationRequest) -> JsonObject:
     return {
         "broker_id": request.broker_id, "incarnation_id": request.incarnation_id,
         "rack": request.rack,
-        "endpoints": [{"name": e.name, "host": e.host, "port": e.port,
-                       "security_protocol": e.security_protocol} for e in request.listeners],
+        "endpoints": [endpoint_to_json(e) for e in request.listeners],
         "features": [{"name": f.name, "min_supported_version": f.min_supported_version,
                       "max_supported_version": f.max_supported_version}
                      for f in request.features],
@@ -86,10 +96,7 @@ def registration_request_from_json(fields: Fields) -> BrokerRegistrationRequest:
     return BrokerRegistrationRequest(
         broker_id=fields.integer("broker_id"),
         incarnation_id=fields.string("incarnation_id"),
-        listeners=tuple(
-            BrokerEndpoint(name=e.string("name"), host=e.string("host"), port=e.integer("port"),
-                           security_protocol=e.integer("security_protocol", 0))
-            for e in fields.objects("endpoints")),
+        listeners=tuple(endpoint_from_json(e) for e in fields.objects("endpoints")),
         rack=fields.optional_string("rack"),
         features=tuple(BrokerFeature(
             name=f.string("name"), min_supported_version=f.integer("min_supported_version"),

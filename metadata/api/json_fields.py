@@ -12,7 +12,7 @@ failure.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 # Bounds (STYLE.md §7). Every body the API takes is an object holding lists of objects (depth 3).
@@ -78,6 +78,27 @@ def dumps(value: Any) -> bytes:
 _REQUIRED: Any = object()
 
 
+# JSON's types as Python's ``json`` reads them; ``bool`` is an ``int`` to Python, not to JSON.
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list)
+
+
+def _nullable(accept: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or accept(value)
+
+
 class Fields:
     """Typed reads of one JSON object; ``where`` names it in messages ("partitions[2]").
 
@@ -113,52 +134,45 @@ class Fields:
     def _wrong(self, name: str, kind: str) -> JsonBodyError:
         return JsonBodyError(f"The field {self._name(name)} must be {kind}.")
 
-    def integer(self, name: str, default: Any = _REQUIRED) -> int:
+    def _typed(self, name: str, default: Any, accept: Callable[[Any], bool], kind: str) -> Any:
         value = self._get(name, default)
-        if type(value) is not int:
-            raise self._wrong(name, "an integer")
+        if not accept(value):
+            raise self._wrong(name, kind)
+        return value
+
+    def integer(self, name: str, default: Any = _REQUIRED) -> int:
+        value: int = self._typed(name, default, _is_int, "an integer")
         return value
 
     def optional_integer(self, name: str) -> int | None:
-        value = self._get(name, None)
-        if value is not None and type(value) is not int:
-            raise self._wrong(name, "an integer or null")
+        value: int | None = self._typed(name, None, _nullable(_is_int), "an integer or null")
         return value
 
     def boolean(self, name: str, default: Any = _REQUIRED) -> bool:
-        value = self._get(name, default)
-        if type(value) is not bool:
-            raise self._wrong(name, "of JSON type boolean")
+        value: bool = self._typed(name, default, _is_bool, "of JSON type boolean")
         return value
 
     def optional_boolean(self, name: str) -> bool | None:
-        value = self._get(name, None)
-        if value is not None and type(value) is not bool:
-            raise self._wrong(name, "of JSON type boolean or null")
+        value: bool | None = self._typed(name, None, _nullable(_is_bool),
+                                         "of JSON type boolean or null")
         return value
 
     def string(self, name: str, default: Any = _REQUIRED) -> str:
-        value = self._get(name, default)
-        if not isinstance(value, str):
-            raise self._wrong(name, "of JSON type string")
+        value: str = self._typed(name, default, _is_str, "of JSON type string")
         return value
 
     def optional_string(self, name: str) -> str | None:
-        value = self._get(name, None)
-        if value is not None and not isinstance(value, str):
-            raise self._wrong(name, "of JSON type string or null")
+        value: str | None = self._typed(name, None, _nullable(_is_str),
+                                        "of JSON type string or null")
         return value
 
     def array(self, name: str, default: Any = _REQUIRED) -> Sequence[Any]:
-        value = self._get(name, default)
-        if not isinstance(value, list):
-            raise self._wrong(name, "of JSON type array")
+        value: Sequence[Any] = self._typed(name, default, _is_list, "of JSON type array")
         return value
 
     def optional_array(self, name: str) -> Sequence[Any] | None:
-        value = self._get(name, None)
-        if value is not None and not isinstance(value, list):
-            raise self._wrong(name, "of JSON type array or null")
+        value: Sequence[Any] | None = self._typed(name, None, _nullable(_is_list),
+                                                  "of JSON type array or null")
         return value
 
     def json_object(self, name: str, default: Any = _REQUIRED) -> Mapping[str, Any]:
