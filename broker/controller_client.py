@@ -38,12 +38,7 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity import stop_after_delay as tenacity_stop_after_delay
 
-from broker.controller_api import (
-    ControllerError,
-    CreatedTopic,
-    DeletedTopic,
-    NewTopic,
-)
+from broker.controller_api import ControllerError
 from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
 from metadata.api import routes
 from metadata.api.admin import (
@@ -96,12 +91,12 @@ from metadata.api.records import (
     records_query_to_params,
 )
 from metadata.api.topics import (
-    CreatableReplicaAssignment,
     CreatableTopic,
-    CreatableTopicConfig,
+    CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
+    DeletableTopicResult,
     PartitionDescription,
     TopicDescription,
     TopicListing,
@@ -397,27 +392,17 @@ class ControllerClient:
 
     # ------------------------------------------------------------------ admin
 
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool) -> CreatedTopic:
-        request = CreateTopicsRequest(topics=(CreatableTopic(
-            name=topic.name, num_partitions=topic.num_partitions,
-            replication_factor=topic.replication_factor,
-            assignments=tuple(CreatableReplicaAssignment(index, tuple(replicas))
-                              for index, replicas in sorted(topic.assignments.items())),
-            configs=tuple(CreatableTopicConfig(name, value)
-                          for name, value in topic.configs.items())),),
-            validate_only=validate_only)
+    async def create_topic(self, topic: CreatableTopic, *,
+                           validate_only: bool) -> CreatableTopicResult:
+        request = CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
         route = routes.CREATE_TOPIC
         # Resent only when it writes nothing: a second create would answer TOPIC_ALREADY_EXISTS.
-        result = await self._write(route, route.path(), create_topic_request_to_json(request),
-                                   created_topic_from_json, idempotent=validate_only)
-        return CreatedTopic(name=result.name, topic_id=result.topic_id or "",
-                            num_partitions=result.num_partitions,
-                            replication_factor=result.replication_factor)
+        return await self._write(route, route.path(), create_topic_request_to_json(request),
+                                 created_topic_from_json, idempotent=validate_only)
 
-    async def delete_topic(self, name: str) -> DeletedTopic:
+    async def delete_topic(self, name: str) -> DeletableTopicResult:
         route = routes.DELETE_TOPIC
-        result = await self._write(route, route.path(name=name), None, deleted_topic_from_json)
-        return DeletedTopic(name=result.name or name, topic_id=result.topic_id or "")
+        return await self._write(route, route.path(name=name), None, deleted_topic_from_json)
 
     async def create_partitions(self, name: str, count: int,
                                 assignments: Sequence[Sequence[int]] | None, *,

@@ -25,9 +25,15 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from broker.controller_api import ControllerError, NewTopic
+from broker.controller_api import ControllerError
 from broker.controller_client import ControllerClient
-from metadata.api.topics import PartitionDescription, TopicDescription
+from metadata.api.topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    PartitionDescription,
+    TopicDescription,
+)
 from quorum.managers.configs import TOPIC_CONFIGS
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -167,9 +173,13 @@ async def _create(client: ControllerClient, args: argparse.Namespace,
         out("WARNING: Due to limitations in metric names, topics with a period ('.') or "
             "underscore ('_') could collide. To avoid issues it is best to use either, but "
             "not both.")
-    topic = NewTopic(name=name, num_partitions=-1 if partitions is None else partitions,
-                     replication_factor=-1 if rf is None else rf, assignments=assignment,
-                     configs=_parse_configs(args.config))
+    topic = CreatableTopic(
+        name=name, num_partitions=-1 if partitions is None else partitions,
+        replication_factor=-1 if rf is None else rf,
+        assignments=tuple(CreatableReplicaAssignment(index, tuple(brokers))
+                          for index, brokers in sorted(assignment.items())),
+        configs=tuple(CreatableTopicConfig(key, value)
+                      for key, value in _parse_configs(args.config).items()))
     try:
         await client.create_topic(topic, validate_only=False)
     except ControllerError as error:

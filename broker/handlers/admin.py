@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from broker.controller_api import ControllerError, NewTopic
+from broker.controller_api import ControllerError
 from broker.handlers.admin_requests import (
     BROKER_ENDPOINT_TYPE,
     CreatePartitionsRequestData,
@@ -76,6 +76,7 @@ from broker.handlers.services import (
 )
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
+from metadata.api.topics import CreatableTopic
 from metadata.records import ConfigResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -125,7 +126,7 @@ def _duplicates(names: list[str]) -> set[str]:
 async def create_topics(services: BrokerServices, request: CreateTopicsRequestData) -> Any:
     duplicates = _duplicates([topic.name for topic in request.topics])
 
-    async def one(topic: NewTopic) -> CreatedTopicResult:
+    async def one(topic: CreatableTopic) -> CreatedTopicResult:
         if topic.name in duplicates:
             return CreatedTopicResult(name=topic.name, error=Errors.INVALID_REQUEST,
                                       message="Duplicate topic name.")
@@ -194,8 +195,8 @@ async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestDa
         except ControllerError as failure:
             return DeletedTopicResult(name=name, topic_id=topic_id, error=failure.code,
                                       message=failure.message)
-        return DeletedTopicResult(name=name, topic_id=topic_uuid(deleted.topic_id),
-                                  error=Errors.NONE)
+        deleted_id = topic_uuid(deleted.topic_id) if deleted.topic_id else topic_id
+        return DeletedTopicResult(name=name, topic_id=deleted_id, error=Errors.NONE)
 
     results = await asyncio.gather(*(one(*item) for item in resolved))
     return delete_topics_response(request.version, results)
