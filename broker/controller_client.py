@@ -40,74 +40,13 @@ from tenacity import stop_after_delay as tenacity_stop_after_delay
 
 from broker.controller_api import ControllerError
 from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.api import routes
-from metadata.api.admin import (
-    AlterableConfig,
-    AlterConfigOp,
-    AlterConfigsResource,
-    BrokerDescription,
-    ClusterDescription,
-    IncrementalAlterConfigsRequest,
-    alter_configs_request_to_json,
-    brokers_from_json,
-    cluster_from_json,
-    config_resource_from_path,
-    configs_from_json,
-)
-from metadata.api.brokers import (
-    AllocateProducerIdsRequest,
-    AlterPartitionData,
-    AlterPartitionRequest,
-    AlterPartitionResult,
-    BrokerHeartbeatRequest,
-    BrokerRegistrationReply,
-    BrokerRegistrationRequest,
-    OfflineReplica,
-    alter_partition_request_to_json,
-    alter_partition_response_from_json,
-    heartbeat_request_to_json,
-    heartbeat_response_from_json,
-    producer_ids_request_to_json,
-    producer_ids_response_from_json,
-    registration_reply_from_json,
-    registration_request_to_json,
-    unregister_answer_from_json,
-)
+from metadata.api import admin, brokers, errors, records, routes, topics
 from metadata.api.brokers import BrokerHeartbeatResponse as HeartbeatReply
-from metadata.api.errors import (
-    SNAPSHOT_REQUIRED,
-    ErrorBody,
-    SnapshotRef,
-    error_body_from_json,
-    error_body_to_json,
-    redirect_of,
-)
+from metadata.api.brokers import BrokerRegistrationReply
+from metadata.api.errors import ErrorBody, SnapshotRef
 from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
-from metadata.api.records import (
-    MetadataBatch,
-    RecordsPage,
-    RecordsQuery,
-    records_page_from_json,
-    records_query_to_params,
-)
-from metadata.api.topics import (
-    CreatableTopic,
-    CreatableTopicResult,
-    CreatePartitionsRequest,
-    CreatePartitionsTopic,
-    CreateTopicsRequest,
-    DeletableTopicResult,
-    PartitionDescription,
-    TopicDescription,
-    TopicListing,
-    create_partitions_request_to_json,
-    create_topic_request_to_json,
-    created_topic_from_json,
-    deleted_topic_from_json,
-    partition_count_from_json,
-    topic_description_from_json,
-    topic_listings_from_json,
-)
+from metadata.api.records import MetadataBatch, RecordsPage
+from metadata.api.topics import PartitionDescription, TopicDescription, TopicListing
 from metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
@@ -157,7 +96,7 @@ class SnapshotRequiredError(ControllerRequestError):
     @property
     def snapshot(self) -> SnapshotRef | None:
         try:
-            return error_body_from_json(Fields({"error": self.error, "message": self.message,
+            return errors.error_body_from_json(Fields({"error": self.error, "message": self.message,
                                                 **self.body})).snapshot
         except JsonBodyError:
             return None
@@ -282,10 +221,10 @@ class ControllerClient:
         return self._raise_error(url, status, _error_body(status, payload), idempotent)
 
     def _raise_error(self, url: str, status: int, body: ErrorBody, idempotent: bool) -> bytes:
-        failure_class = SnapshotRequiredError if body.error == SNAPSHOT_REQUIRED else \
+        failure_class = SnapshotRequiredError if body.error == errors.SNAPSHOT_REQUIRED else \
             ControllerRequestError
-        failure = failure_class(status, body.error, body.message, error_body_to_json(body))
-        leader = redirect_of(body)
+        failure = failure_class(status, body.error, body.message, errors.error_body_to_json(body))
+        leader = errors.redirect_of(body)
         if leader is not None and normalize_url(leader) != url:
             self._leader_url = normalize_url(leader)
             raise _Retry(failure, immediately=True)
@@ -322,38 +261,41 @@ class ControllerClient:
                               features: Sequence[BrokerFeature] = (),
                               deadline_s: float | None = None) -> BrokerRegistrationReply:
         """POST /v1/brokers/register (KIP-631); idempotent for one incarnation id."""
-        request = BrokerRegistrationRequest(broker_id=broker_id, incarnation_id=incarnation_id,
+        request = brokers.BrokerRegistrationRequest(broker_id=broker_id,
+                                                    incarnation_id=incarnation_id,
                                             listeners=tuple(endpoints), rack=rack,
                                             features=tuple(features))
         route = routes.REGISTER_BROKER
-        return await self._write(route, route.path(), registration_request_to_json(request),
-                                 registration_reply_from_json, deadline_s=deadline_s)
+        return await self._write(route, route.path(), brokers.registration_request_to_json(request),
+                                 brokers.registration_reply_from_json, deadline_s=deadline_s)
 
     async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
                         want_fence: bool, want_shut_down: bool,
                         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
                         deadline_s: float | None = None) -> HeartbeatReply:
-        request = BrokerHeartbeatRequest(
+        request = brokers.BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=broker_epoch,
             current_metadata_offset=current_metadata_offset, want_fence=want_fence,
             want_shut_down=want_shut_down, offline_log_dirs=offline_log_dirs.directory_ids,
-            offline_replicas=tuple(OfflineReplica(topic_id, partition)
+            offline_replicas=tuple(brokers.OfflineReplica(topic_id, partition)
                                    for topic_id, partition in offline_log_dirs.replicas))
         route = routes.BROKER_HEARTBEAT
-        return await self._write(route, route.path(), heartbeat_request_to_json(request),
-                                 heartbeat_response_from_json, deadline_s=deadline_s)
+        return await self._write(route, route.path(), brokers.heartbeat_request_to_json(request),
+                                 brokers.heartbeat_response_from_json, deadline_s=deadline_s)
 
     async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
                             max_records: int) -> RecordsPage:
         """GET /v1/metadata/records (long poll); raises ``SnapshotRequiredError`` below the
         controller's window and ``ControllerError`` for an undecodable record."""
-        query = RecordsQuery(from_offset=from_offset, max_wait_ms=max_wait_ms,
+        query = records.RecordsQuery(from_offset=from_offset, max_wait_ms=max_wait_ms,
                              max_records=max_records)
         route = routes.METADATA_RECORDS
-        payload = await self._call(route, route.path(), params=records_query_to_params(query),
+        payload = await self._call(route, route.path(),
+                                   params=records.records_query_to_params(query),
                                    timeout_s=REQUEST_TIMEOUT_S + max_wait_ms / 1000)
         try:
-            return records_page_from_json(Fields(parse_json_object(payload, max_depth=None)))
+            page = parse_json_object(payload, max_depth=None)
+            return records.records_page_from_json(Fields(page))
         except JsonBodyError as error:
             raise ControllerError("CORRUPT_MESSAGE",
                                   f"undecodable metadata from offset {from_offset}: {error}") \
@@ -366,94 +308,98 @@ class ControllerClient:
                                 timeout_s=REQUEST_TIMEOUT_S * 4)
 
     async def alter_partition(self, *, broker_id: int, broker_epoch: int,
-                              partitions: Sequence[AlterPartitionData],
-                              ) -> tuple[AlterPartitionResult, ...]:
+                              partitions: Sequence[brokers.AlterPartitionData],
+                              ) -> tuple[brokers.AlterPartitionResult, ...]:
         """POST /v1/alter-partition; one result per partition (its ``error`` may be set)."""
-        request = AlterPartitionRequest(broker_id=broker_id, broker_epoch=broker_epoch,
+        request = brokers.AlterPartitionRequest(broker_id=broker_id, broker_epoch=broker_epoch,
                                         partitions=tuple(partitions))
         route = routes.ALTER_PARTITION
-        answer = await self._write(route, route.path(), alter_partition_request_to_json(request),
-                                   alter_partition_response_from_json)
+        answer = await self._write(route, route.path(),
+                                   brokers.alter_partition_request_to_json(request),
+                                   brokers.alter_partition_response_from_json)
         return answer.partitions
 
     async def allocate_producer_ids(self, *, broker_id: int,
                                     broker_epoch: int) -> tuple[int, int]:
         """POST /v1/producer-ids (KIP-730): (first producer id, block length)."""
-        request = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+        request = brokers.AllocateProducerIdsRequest(broker_id, broker_epoch)
         route = routes.ALLOCATE_PRODUCER_IDS
-        answer = await self._write(route, route.path(), producer_ids_request_to_json(request),
-                                   producer_ids_response_from_json)
+        answer = await self._write(route, route.path(),
+                                   brokers.producer_ids_request_to_json(request),
+                                   brokers.producer_ids_response_from_json)
         return answer.producer_id_start, answer.producer_id_len
 
     async def unregister_broker(self, broker_id: int) -> None:
         route = routes.UNREGISTER_BROKER
         await self._write(route, route.path(broker_id=broker_id), None,
-                          unregister_answer_from_json)
+                          brokers.unregister_answer_from_json)
 
     # ------------------------------------------------------------------ admin
 
-    async def create_topic(self, topic: CreatableTopic, *,
-                           validate_only: bool) -> CreatableTopicResult:
-        request = CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
+    async def create_topic(self, topic: topics.CreatableTopic, *,
+                           validate_only: bool) -> topics.CreatableTopicResult:
+        request = topics.CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
         route = routes.CREATE_TOPIC
         # Resent only when it writes nothing: a second create would answer TOPIC_ALREADY_EXISTS.
-        return await self._write(route, route.path(), create_topic_request_to_json(request),
-                                 created_topic_from_json, idempotent=validate_only)
+        return await self._write(route, route.path(), topics.create_topic_request_to_json(request),
+                                 topics.created_topic_from_json, idempotent=validate_only)
 
-    async def delete_topic(self, name: str) -> DeletableTopicResult:
+    async def delete_topic(self, name: str) -> topics.DeletableTopicResult:
         route = routes.DELETE_TOPIC
-        return await self._write(route, route.path(name=name), None, deleted_topic_from_json)
+        return await self._write(route, route.path(name=name), None, topics.deleted_topic_from_json)
 
     async def create_partitions(self, name: str, count: int,
                                 assignments: Sequence[Sequence[int]] | None, *,
                                 validate_only: bool) -> None:
-        request = CreatePartitionsRequest(topics=(CreatePartitionsTopic(
+        request = topics.CreatePartitionsRequest(topics=(topics.CreatePartitionsTopic(
             name=name, count=count,
             assignments=None if assignments is None else tuple(tuple(a) for a in assignments)),),
             validate_only=validate_only)
         route = routes.CREATE_PARTITIONS
         await self._write(route, route.path(name=name),
-                          create_partitions_request_to_json(request), partition_count_from_json,
+                          topics.create_partitions_request_to_json(request),
+                          topics.partition_count_from_json,
                           idempotent=validate_only)
 
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
         route = routes.DESCRIBE_CONFIGS
         answer = await self._read(route, route.path(resource_type=resource_type,
                                                     resource_name=resource_name),
-                                  configs_from_json)
+                                  admin.configs_from_json)
         return answer.configs
 
     async def alter_configs(self, resource_type: str, resource_name: str, *,
                             set_configs: Mapping[str, str], delete: Sequence[str] = (),
                             validate_only: bool = False) -> Mapping[str, str]:
-        changes = [AlterableConfig(k, AlterConfigOp.SET, v) for k, v in set_configs.items()]
-        changes += [AlterableConfig(k, AlterConfigOp.DELETE) for k in delete]
-        kind = config_resource_from_path(resource_type)
-        request = IncrementalAlterConfigsRequest(
-            resources=(AlterConfigsResource(kind.value, resource_name, tuple(changes)),),
+        changes = [admin.AlterableConfig(k, admin.AlterConfigOp.SET, v)
+                   for k, v in set_configs.items()]
+        changes += [admin.AlterableConfig(k, admin.AlterConfigOp.DELETE) for k in delete]
+        kind = admin.config_resource_from_path(resource_type)
+        request = admin.IncrementalAlterConfigsRequest(
+            resources=(admin.AlterConfigsResource(kind.value, resource_name, tuple(changes)),),
             validate_only=validate_only)
         route = routes.ALTER_CONFIGS
         answer = await self._write(
             route, route.path(resource_type=resource_type, resource_name=resource_name),
-            alter_configs_request_to_json(request), configs_from_json)
+            admin.alter_configs_request_to_json(request), admin.configs_from_json)
         return answer.configs
 
     async def list_topics(self) -> tuple[TopicListing, ...]:
         route = routes.LIST_TOPICS
-        return await self._read(route, route.path(), topic_listings_from_json)
+        return await self._read(route, route.path(), topics.topic_listings_from_json)
 
     async def describe_topic(self, name: str) -> TopicDescription:
         route = routes.DESCRIBE_TOPIC
-        return await self._read(route, route.path(name=name), topic_description_from_json)
+        return await self._read(route, route.path(name=name), topics.topic_description_from_json)
 
-    async def cluster(self) -> ClusterDescription:
+    async def cluster(self) -> admin.ClusterDescription:
         """GET /v1/cluster: controller id, controllers, metadata offset, counts."""
         route = routes.CLUSTER
-        return await self._read(route, route.path(), cluster_from_json)
+        return await self._read(route, route.path(), admin.cluster_from_json)
 
-    async def list_brokers(self) -> tuple[BrokerDescription, ...]:
+    async def list_brokers(self) -> tuple[admin.BrokerDescription, ...]:
         route = routes.LIST_BROKERS
-        return await self._read(route, route.path(), brokers_from_json)
+        return await self._read(route, route.path(), admin.brokers_from_json)
 
 
 def _decode(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) -> T:
@@ -470,7 +416,7 @@ def _decode(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) 
 def _error_body(status: int, payload: bytes) -> ErrorBody:
     """A failed answer's body; one that does not read still fails, with its HTTP status."""
     try:
-        return error_body_from_json(Fields(parse_json_object(payload, max_depth=None)))
+        return errors.error_body_from_json(Fields(parse_json_object(payload, max_depth=None)))
     except JsonBodyError:
         return ErrorBody(error="UNKNOWN_SERVER_ERROR",
                          message=f"HTTP {status} without the controller's error body")
