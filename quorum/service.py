@@ -27,7 +27,13 @@ from aiohttp import web
 
 from metadata.api import routes
 from metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus, quorum_to_json
-from metadata.api.errors import SNAPSHOT_NOT_FOUND, SNAPSHOT_REQUIRED, ErrorBody, SnapshotRef
+from metadata.api.errors import (
+    SNAPSHOT_NOT_FOUND,
+    SNAPSHOT_REQUIRED,
+    ErrorBody,
+    SnapshotRef,
+    status_of,
+)
 from metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
 from metadata.api.records import (
     MAX_FETCH_RECORDS,
@@ -37,8 +43,9 @@ from metadata.api.records import (
     records_query_from_params,
     snapshots_to_json,
 )
+from protocol.errors import Errors
 from quorum.log_window import ReadStatus
-from quorum.node import ControllerNode, ServiceError
+from quorum.node import ControllerNode
 from quorum.openapi import openapi_document
 from quorum.service_admin import add_admin_routes
 from quorum.service_brokers import add_broker_routes
@@ -126,9 +133,10 @@ async def _raft_status(node: ControllerNode) -> dict[str, Any]:
         status: dict[str, Any] = await asyncio.wait_for(asyncio.wrap_future(future),
                                                         STATUS_TIMEOUT_S)
     except TimeoutError:
-        raise ServiceError(503, "REQUEST_TIMED_OUT",
-                           "The Raft thread is busy (applying or snapshotting a large batch); "
-                           "retry shortly.") from None
+        raise ErrorAnswer(status_of(Errors.REQUEST_TIMED_OUT), ErrorBody(
+            error=Errors.REQUEST_TIMED_OUT.name,
+            message="The Raft thread is busy (applying or snapshotting a large batch); "
+                    "retry shortly.")) from None
     return status
 
 

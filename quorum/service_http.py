@@ -54,10 +54,6 @@ class ErrorAnswer(Exception):
         self.body = body
 
 
-def invalid_request(message: str) -> ErrorAnswer:
-    return ErrorAnswer(400, ErrorBody(error="INVALID_REQUEST", message=message))
-
-
 def json_response(answer: JsonObject, status: int = 200) -> web.Response:
     return web.Response(body=dumps(answer), status=status, content_type="application/json")
 

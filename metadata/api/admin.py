@@ -239,11 +239,6 @@ def config_resource_from_path(resource_type: str) -> ConfigResourceType:
     return _RESOURCE_TYPES[kind]
 
 
-def config_resource_path_name(resource_type: int) -> str:
-    """The path segment of a ``ConfigResourceType`` value ("topic", "broker")."""
-    return ConfigResourceType(resource_type).name.lower()
-
-
 def alter_configs_request_to_json(request: IncrementalAlterConfigsRequest) -> JsonObject:
     """The body; the resource is the path's ``{resource_type}/{resource_name}``. Over HTTP a
     request alters one resource by SET and DELETE."""

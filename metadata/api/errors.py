@@ -76,7 +76,8 @@ SUCCESS = ApiError(Errors.NONE)
 
 
 # The HTTP status of each Kafka error a request can be refused with as a whole; any other error
-# is a 400. NOT_CONTROLLER is 421 when the leader is known and 503 during an election.
+# is a 400. NOT_CONTROLLER is 421 when the leader is known and 503 (NO_LEADER_STATUS) during an
+# election, when the client must try another controller rather than be redirected.
 _STATUS: dict[Errors, int] = {
     Errors.UNKNOWN_SERVER_ERROR: 500,
     Errors.NOT_CONTROLLER: 421,
@@ -100,7 +101,9 @@ SNAPSHOT_REQUIRED = "SNAPSHOT_REQUIRED"
 SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"
 
 
-def status_of(error: Errors) -> int:
+def status_of(error: Errors, leader_known: bool = True) -> int:
+    if error is Errors.NOT_CONTROLLER and not leader_known:
+        return NO_LEADER_STATUS
     return _STATUS.get(error, 400)
 
 

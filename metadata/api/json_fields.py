@@ -117,9 +117,6 @@ class Fields:
             raise JsonBodyError(f"{where[0].upper()}{where[1:]} must be a JSON object.")
         return cls(value, where)
 
-    def has(self, name: str) -> bool:
-        return name in self._body
-
     def _name(self, name: str) -> str:
         """``'name'``, with the object it is in: ``'partition' of an item of 'partitions'``."""
         return f"{name!r} of {self._where}" if self._where else repr(name)

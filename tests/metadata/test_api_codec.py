@@ -246,7 +246,7 @@ def alter_configs_requests(draw: st.DrawFn) -> admin.IncrementalAlterConfigsRequ
 @given(alter_configs_requests())
 def test_alter_configs_request(value: admin.IncrementalAlterConfigsRequest) -> None:
     (resource,) = value.resources
-    kind = admin.config_resource_from_path(admin.config_resource_path_name(resource.resource_type))
+    kind = ConfigResourceType(resource.resource_type)
     round_trip(admin.alter_configs_request_to_json,
                lambda fields: admin.alter_configs_request_from_json(
                    kind, resource.resource_name, fields), value)
@@ -343,6 +343,10 @@ def test_the_redirect_names_the_leader_only_on_not_controller() -> None:
 ])  # fmt: skip
 def test_status_of(error: Errors, status: int) -> None:
     assert errors.status_of(error) == status
+
+
+def test_not_controller_without_a_leader_is_503() -> None:
+    assert errors.status_of(Errors.NOT_CONTROLLER, leader_known=False) == 503
 
 
 def test_an_error_name_this_side_does_not_know_reads_as_unknown_server_error() -> None:
