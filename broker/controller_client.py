@@ -218,7 +218,7 @@ class ControllerClient:
             raise _Retry(failure) from None
         if status < 400:
             return payload
-        return self._raise_error(url, status, _error_body(status, payload), idempotent)
+        return self._raise_error(url, status, error_body_of(status, payload), idempotent)
 
     def _raise_error(self, url: str, status: int, body: ErrorBody, idempotent: bool) -> bytes:
         failure_class = SnapshotRequiredError if body.error == errors.SNAPSHOT_REQUIRED else \
@@ -244,7 +244,7 @@ class ControllerClient:
                     timeout_s: float = REQUEST_TIMEOUT_S) -> T:
         """A GET answered by any controller, decoded by the contract."""
         payload = await self._call(route, path, params=params, timeout_s=timeout_s)
-        return _decode(route, payload, decode)
+        return decode_answer(route, payload, decode)
 
     async def _write(self, route: routes.Route, path: str, body: JsonObject | None,
                      decode: Callable[[Fields], T], *, idempotent: bool | None = None,
@@ -252,7 +252,7 @@ class ControllerClient:
         payload = await self._call(route, path, body=body, idempotent=idempotent,
                                    deadline_s=deadline_s)
         self._remember_leader()
-        return _decode(route, payload, decode)
+        return decode_answer(route, payload, decode)
 
     # ------------------------------------------------------------------ broker RPCs
 
@@ -402,7 +402,7 @@ class ControllerClient:
         return await self._read(route, route.path(), admin.brokers_from_json)
 
 
-def _decode(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) -> T:
+def decode_answer(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) -> T:
     """A successful answer read by the contract; one it cannot read is the controller's
     failure (UNKNOWN_SERVER_ERROR), never a KeyError in the caller."""
     try:
@@ -413,7 +413,7 @@ def _decode(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) 
                               f"{error}") from None
 
 
-def _error_body(status: int, payload: bytes) -> ErrorBody:
+def error_body_of(status: int, payload: bytes) -> ErrorBody:
     """A failed answer's body; one that does not read still fails, with its HTTP status."""
     try:
         return errors.error_body_from_json(Fields(parse_json_object(payload, max_depth=None)))
