@@ -38,6 +38,8 @@ IO_MODULES = {"asyncio", "socket", "threading", "time", "random", "os", "aiohttp
 PURE_CORES = [
     "protocol/errors.py", "storage/topic_partition.py", "storage/clock.py",
     "metadata/records.py", "metadata/image.py", "metadata/delta.py", "metadata/local_changes.py",
+    # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
+    "metadata/api",
     "quorum/controller.py", "quorum/managers",
     "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py",
     "replica",

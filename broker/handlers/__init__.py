@@ -26,9 +26,6 @@ from __future__ import annotations
 from broker.controller_api import (
     ControllerClient,
     ControllerError,
-    CreatedTopic,
-    DeletedTopic,
-    NewTopic,
 )
 from broker.handlers.admin import admin_handlers
 from broker.handlers.fetch import fetch_handler
@@ -74,9 +71,6 @@ __all__ = [
     "BrokerServices",
     "ControllerClient",
     "ControllerError",
-    "CreatedTopic",
-    "DeletedTopic",
-    "NewTopic",
     "ProducerIdSource",
     "broker_handlers",
 ]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from broker.handlers import BrokerServices, ControllerError, CreatedTopic, DeletedTopic, NewTopic
+from broker.handlers import BrokerServices, ControllerError
 from broker.kafka_apis import ApiHandler
 from broker.network import RequestContext
 from broker.purgatory import DelayedFetches
@@ -39,12 +39,12 @@ from protocol.headers import RequestHeader, request_header_version
 from protocol.segments import Segments
 from quorum.controller import (
     ApiError,
-    CreatableReplicaAssignment,
     CreatableTopic,
-    CreatableTopicConfig,
+    CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
+    DeletableTopicResult,
     DeleteTopicsRequest,
     QuorumController,
 )
@@ -218,41 +218,24 @@ class InProcessController:
         if records:
             self.cluster.publish(*records)
 
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool) -> CreatedTopic:
+    async def create_topic(
+        self, topic: CreatableTopic, *, validate_only: bool
+    ) -> CreatableTopicResult:
         self.calls.append(("create_topic", topic))
-        request = CreateTopicsRequest(
-            topics=(
-                CreatableTopic(
-                    name=topic.name,
-                    num_partitions=topic.num_partitions,
-                    replication_factor=topic.replication_factor,
-                    assignments=tuple(
-                        CreatableReplicaAssignment(index, tuple(brokers))
-                        for index, brokers in sorted(topic.assignments.items())
-                    ),
-                    configs=tuple(CreatableTopicConfig(k, v) for k, v in topic.configs.items()),
-                ),
-            ),
-            validate_only=validate_only,
-        )
+        request = CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
         result = self.controller.create_topics(self.cluster.image, request, NOW_MS)
         created = result.response.topics[0]
         self._commit(result.records, created.error)
-        return CreatedTopic(
-            name=created.name,
-            topic_id=created.topic_id or "",
-            num_partitions=created.num_partitions,
-            replication_factor=created.replication_factor,
-        )
+        return created
 
-    async def delete_topic(self, name: str) -> DeletedTopic:
+    async def delete_topic(self, name: str) -> DeletableTopicResult:
         self.calls.append(("delete_topic", name))
         result = self.controller.delete_topics(
             self.cluster.image, DeleteTopicsRequest(names=(name,)), NOW_MS
         )
         deleted = result.response.topics[0]
         self._commit(result.records, deleted.error)
-        return DeletedTopic(name=name, topic_id=deleted.topic_id or "")
+        return deleted
 
     async def create_partitions(
         self,

@@ -24,13 +24,13 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from broker.controller_api import NewTopic
 from broker.handlers.groups import group_handlers
 from broker.kafka_apis import ApiHandler
 from coordinator.group.loader import read_partition_records
 from coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
 from coordinator.group.rebalance import GroupConfig
 from coordinator.group.shell import GroupCoordinatorShell
+from metadata.api.topics import CreatableTopic
 from metadata.local_changes import LocalReplicaChanges
 from metadata.records import (
     ConfigRecord,
@@ -207,10 +207,10 @@ def test_find_coordinator_creates_the_offsets_topic(cluster: GroupCluster) -> No
         assert (first.error_code, first.node_id) == (Errors.COORDINATOR_NOT_AVAILABLE, -1)
         await settle()
         [(call, topic)] = broker.controller.calls
-        assert call == "create_topic" and isinstance(topic, NewTopic)
+        assert call == "create_topic" and isinstance(topic, CreatableTopic)
         assert topic.name == OFFSETS_TOPIC
         assert (topic.num_partitions, topic.replication_factor) == (3, 2)  # 2 brokers alive
-        assert topic.configs["cleanup.policy"] == "compact"
+        assert ("cleanup.policy", "compact") in [(c.name, c.value) for c in topic.configs]
         offsets = cluster.image.topics.by_name[OFFSETS_TOPIC]
         leader = offsets.partitions[broker.shell.partition_for(GROUP)].leader
         found = await broker.send(ApiKey.FIND_COORDINATOR, 0, request)
