@@ -31,10 +31,12 @@ from typing import TypeVar
 
 from pysyncobj import FAIL_REASON
 
+from metadata.api.errors import status_of
 from metadata.codec import MetadataCodecError
 from metadata.compact_codec import encode_records
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord
+from protocol.errors import Errors
 from quorum.config import ControllerConfig
 from quorum.controller import ControllerResult, ControllerSettings, QuorumController
 from quorum.metadata_view import MetadataView, RaftBridge
@@ -136,11 +138,12 @@ class ControllerNode:
             return
         leader = self.leader_id()
         if leader is None:
-            raise ServiceError(503, "NOT_CONTROLLER",
-                               "No controller is active right now (an election is in progress); "
-                               "retry shortly.", leader=None)
+            raise ServiceError(status_of(Errors.NOT_CONTROLLER, leader_known=False),
+                               "NOT_CONTROLLER",
+                               "No controller is active right now (an election is in "
+                               "progress); retry shortly.", leader=None)
         url = self.config.http_url(leader)
-        raise ServiceError(421, "NOT_CONTROLLER",
+        raise ServiceError(status_of(Errors.NOT_CONTROLLER), "NOT_CONTROLLER",
                            f"This controller is not the active controller; controller {leader} "
                            f"is, at {url or 'an address this controller does not know'}.",
                            leader=url, extra={"leader_id": leader})
@@ -177,9 +180,9 @@ class ControllerNode:
                 if result.status is ApplyStatus.STALE:
                     await self.view.wait_beyond(result.log_last_offset - 1, STALE_CATCH_UP_WAIT_S)
                     continue
-                raise ServiceError(500, "UNKNOWN_SERVER_ERROR",
+                raise ServiceError(status_of(Errors.UNKNOWN_SERVER_ERROR), "UNKNOWN_SERVER_ERROR",
                                    f"The metadata batch was rejected: {result.message}")
-        raise ServiceError(503, "REQUEST_TIMED_OUT",
+        raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
                            "The metadata log kept moving while this request was retried; "
                            "retry it.")
 
@@ -198,7 +201,7 @@ class ControllerNode:
             result, fail_reason = await asyncio.wait_for(
                 future, self.config.request_timeout_ms / 1000)
         except TimeoutError:
-            raise ServiceError(503, "REQUEST_TIMED_OUT",
+            raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
                                "The metadata write was not committed in time; its outcome is "
                                "unknown. Retry the request.") from None
         if fail_reason != FAIL_REASON.SUCCESS or result is None:
@@ -208,10 +211,11 @@ class ControllerNode:
 
     def _raise_for_failure(self, fail_reason: int) -> None:
         if fail_reason == FAIL_REASON.QUEUE_FULL:
-            raise ServiceError(503, "REQUEST_TIMED_OUT",
+            raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
                                "Too many metadata writes are pending; retry shortly.")
         leader = self.leader_url()
-        raise ServiceError(421 if leader else 503, "NOT_CONTROLLER",
+        raise ServiceError(status_of(Errors.NOT_CONTROLLER, leader_known=leader is not None),
+                           "NOT_CONTROLLER",
                            f"Leadership changed before the write committed "
                            f"({describe_failure(fail_reason)}); retry with the active "
                            f"controller.", leader=leader)
