@@ -50,10 +50,11 @@ from storage.checkpoints import (
 from storage.log_config import LogConfig
 from storage.log_validator import AppendOrigin
 from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType, iter_batches
+from storage.record_batch import BatchHeader, CompressionType, iter_batches
 from storage.records import (
     ControlRecordType,
     Header,
+    Record,
     SimpleRecord,
     build_batch,
     build_control_batch,
@@ -169,14 +170,12 @@ def expected_log_rows(fixture: LogFixture, *, ignore_high_watermark: bool = Fals
     return rows
 
 
-def log_row(tp: TopicPartition, record: object, header: object) -> tuple[object, ...]:
+def log_row(tp: TopicPartition, record: Record, header: BatchHeader) -> tuple[object, ...]:
     return (
-        tp.topic, tp.partition, record.offset, record.timestamp,  # type: ignore[attr-defined]
-        header.timestamp_type.value,  # type: ignore[attr-defined]
-        record.key, record.value,  # type: ignore[attr-defined]
-        tuple((h.key, h.value) for h in record.headers),  # type: ignore[attr-defined]
-        header.partition_leader_epoch, header.producer_id,  # type: ignore[attr-defined]
-        header.producer_epoch, header.is_transactional,  # type: ignore[attr-defined]
+        tp.topic, tp.partition, record.offset, record.timestamp, header.timestamp_type.value,
+        record.key, record.value, tuple((h.key, h.value) for h in record.headers),
+        header.partition_leader_epoch, header.producer_id, header.producer_epoch,
+        header.is_transactional,
     )
 
 
