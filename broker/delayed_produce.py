@@ -1,6 +1,6 @@
 """Delayed produces' asyncio shell: one future per waiting acks=all produce and one timer for
 the earliest deadline over the pure ``replica.produce_waiters.ProducePurgatory`` (Kafka's
-``DelayedProduce``; the rules are described there), on an injectable monotonic clock.
+``DelayedProduce``; the rules are described there), on the monotonic clock it is given.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 
-from broker.purgatory import DeadlineTimer, monotonic_ms
+from broker.purgatory import DeadlineTimer
 from protocol.errors import Errors
 from replica.produce_waiters import (
     MAX_DELAYED_PRODUCES,
@@ -26,13 +26,14 @@ class DelayedProduces:
 
     def __init__(
         self,
+        *,
+        monotonic_ms: Callable[[], int],
         max_waiters: int = MAX_DELAYED_PRODUCES,
-        clock_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.purgatory = ProducePurgatory(max_waiters)
-        self._clock_ms = clock_ms
+        self._monotonic_ms = monotonic_ms
         self._futures: dict[int, asyncio.Future[dict[TopicPartition, Errors]]] = {}
-        self._timer = DeadlineTimer(clock_ms, self.expire_due)
+        self._timer = DeadlineTimer(monotonic_ms, self.expire_due)
 
     async def wait(
         self,
@@ -42,7 +43,7 @@ class DelayedProduces:
         checker: ReplicaChecker,
     ) -> dict[TopicPartition, Errors]:
         """Each partition's final error once none waits any more, or at the deadline."""
-        deadline_ms = self._clock_ms() + max(0, timeout_ms)
+        deadline_ms = self._monotonic_ms() + max(0, timeout_ms)
         waiter_id = self.purgatory.try_watch(required_offsets, deadline_ms)
         if waiter_id is None:
             return full_purgatory_errors(required_offsets, checker)
@@ -68,7 +69,7 @@ class DelayedProduces:
 
     def expire_due(self) -> int:
         """Complete every waiter whose deadline has passed; returns how many."""
-        expired = self.purgatory.expire(self._clock_ms())
+        expired = self.purgatory.expire(self._monotonic_ms())
         self._resolve(expired)
         self._timer.fired()
         self._schedule()

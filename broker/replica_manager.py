@@ -56,7 +56,7 @@ from broker.partition import (
     PartitionContext,
     PartitionError,
 )
-from broker.purgatory import DelayedFetches, FetchCompletion, monotonic_ms
+from broker.purgatory import DelayedFetches, FetchCompletion
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, PartitionInfo
 from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
@@ -117,15 +117,15 @@ class ReplicaManager:
         inter_broker_listener_name: str = "PLAINTEXT",
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
-        monotonic_ms: Callable[[], int] = monotonic_ms,
+        monotonic_ms: Callable[[], int],
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.fetcher_manager = fetcher_manager
         # Two clocks, never mixed: ``monotonic_ms`` for deadlines and follower lag, wall time
         # (``wall_clock_ms`` arguments) for what lands on disk (segment creation times).
-        self.delayed_fetches = delayed_fetches or DelayedFetches(clock_ms=monotonic_ms)
-        self.delayed_produces = delayed_produces or DelayedProduces(clock_ms=monotonic_ms)
+        self.delayed_fetches = delayed_fetches or DelayedFetches(monotonic_ms=monotonic_ms)
+        self.delayed_produces = delayed_produces or DelayedProduces(monotonic_ms=monotonic_ms)
         # Without a controller channel ISR changes are only recorded (they stay pending).
         self.alter_partition = alter_partition or RecordedAlterPartitions()
         self.inter_broker_listener_name = inter_broker_listener_name

@@ -61,13 +61,17 @@ def key_of(topic_partition: TopicPartition) -> PartitionKey:
 
 
 class SimFetcherClock:
-    """``FetcherClock`` on simulated time; ``wake`` ends an idle wait (``add_partitions``)."""
+    """``storage.clock.Clock`` on simulated time (one time serves as both); ``wait`` yields
+    to the simulation's scheduler and ``wake`` ends an idle wait (``add_partitions``)."""
 
     def __init__(self, broker: SimBroker) -> None:
         self.broker = broker
         self._idle: SimFuture | None = None
 
-    def now_ms(self) -> int:
+    def monotonic_ms(self) -> int:
+        return self.broker.env.now_ms
+
+    def wall_clock_ms(self) -> int:
         return self.broker.env.now_ms
 
     async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:

@@ -112,6 +112,8 @@ def services(broker: SimBroker) -> BrokerServices:
         replica_manager=broker.replica_manager,
         metadata=lambda: broker.replica_manager.image,
         controller=cast(ControllerClient, None),
+        # The simulation has one clock: record timestamps are simulated time too.
+        wall_clock_ms=lambda: broker.env.now_ms,
     )
 
 
@@ -180,7 +182,7 @@ class SimDelayedFetches(DelayedFetches):
     its asyncio futures and an event per deadline for its timer."""
 
     def __init__(self, broker: SimBroker) -> None:
-        super().__init__(clock_ms=lambda: broker.env.now_ms)
+        super().__init__(monotonic_ms=lambda: broker.env.now_ms)
         self.broker = broker
         self._waiting: dict[int, SimFuture] = {}
 
