@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from storage.atomic_file import fsync_directory, write_atomically
-from storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from storage.directory_id import ensure_directory_id
-from storage.log_dir_store import Item, Loaded
-from storage.recovery import CLEAN_SHUTDOWN_FILE
-from storage.topic_partition import TopicPartition
+from pykraft.storage.atomic_file import fsync_directory, write_atomically
+from pykraft.storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from pykraft.storage.directory_id import ensure_directory_id
+from pykraft.storage.log_dir_store import Item, Loaded
+from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.storage.topic_partition import TopicPartition
 
 
 class FileLogDir:

@@ -16,16 +16,16 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from storage.checkpoints import (
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
 )
-from storage.index import CorruptIndexError
-from storage.log_config import LogConfig
-from storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
+from pykraft.storage.index import CorruptIndexError
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
 
 # What loading one damaged partition may raise; anything else is a bug and propagates.
 PARTITION_LOAD_ERRORS = (OSError, ValueError, CorruptIndexError)

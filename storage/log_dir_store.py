@@ -29,10 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from storage.memory_disk import MemoryDisk
+    from pykraft.storage.memory_disk import MemoryDisk
 
 STRAY_DIR_SUFFIX = "-stray"  # Kafka's LocalLog.StrayDirSuffix
 

@@ -59,19 +59,19 @@ from pathlib import Path
 
 import attrs
 
-from storage.checkpoints import (
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
 )
-from storage.directory_id import new_directory_id
-from storage.file_log_dir import FileLogDir
-from storage.log_config import LONG_MAX, LogConfig
-from storage.log_dir_load import load_partitions, read_log_dir
-from storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
-from storage.partition_log import PartitionLog
-from storage.segment_store import RecoveryReport
-from storage.topic_partition import TopicPartition, delete_dir_name
+from pykraft.storage.directory_id import new_directory_id
+from pykraft.storage.file_log_dir import FileLogDir
+from pykraft.storage.log_config import LONG_MAX, LogConfig
+from pykraft.storage.log_dir_load import load_partitions, read_log_dir
+from pykraft.storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.segment_store import RecoveryReport
+from pykraft.storage.topic_partition import TopicPartition, delete_dir_name
 
 logger = logging.getLogger(__name__)
 

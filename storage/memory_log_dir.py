@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from storage.log_dir_store import Item, Loaded
-from storage.memory_disk import MemoryDisk
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_dir_store import Item, Loaded
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.topic_partition import TopicPartition
 
 
 class MemoryLogDir:

@@ -26,14 +26,14 @@ from pathlib import Path
 
 import attrs
 
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.memory_disk import MemoryDisk
-from storage.memory_log_dir import MemoryLogDir
-from storage.partition_log import PartitionLog
-from storage.record_batch import parse_header
-from storage.records import SimpleRecord, build_batch, iter_records
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.memory_log_dir import MemoryLogDir
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import parse_header
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.topic_partition import TopicPartition
 
 PartitionKey = tuple[str, int]
 # Small segments, so that rolls, several segments per log and the crash rule's cut across
@@ -66,8 +66,9 @@ def stored_batches(log: PartitionLog, from_offset: int = 0) -> Iterator[StoredBa
     while position < len(data):
         header = parse_header(data, position)
         values = tuple((record.value or b"").decode() for record in iter_records(data, position))
-        yield StoredBatch(header.base_offset, header.last_offset, header.partition_leader_epoch,
-                          values)
+        yield StoredBatch(
+            header.base_offset, header.last_offset, header.partition_leader_epoch, values
+        )
         position += header.size_in_bytes
 
 
@@ -92,14 +93,20 @@ def batch_at(log: PartitionLog, offset: int) -> StoredBatch:
 
 def describe(log: PartitionLog) -> str:
     epochs = [(entry.epoch, entry.start_offset) for entry in log.leader_epoch_cache.entries]
-    return (f"log(end={log.log_end_offset}, hw={log.high_watermark}, "
-            f"recovery point={log.recovery_point}, epochs={epochs})")
+    return (
+        f"log(end={log.log_end_offset}, hw={log.high_watermark}, "
+        f"recovery point={log.recovery_point}, epochs={epochs})"
+    )
 
 
 def _unflushed(disk: MemoryDisk) -> list[tuple[int, int]]:
     """``(base offset, last offset)`` of every batch a power loss would take now."""
-    return [(header.base_offset, header.last_offset) for segment in disk.segments
-            for position, header in segment.headers if position >= segment.flushed_size]
+    return [
+        (header.base_offset, header.last_offset)
+        for segment in disk.segments
+        for position, header in segment.headers
+        if position >= segment.flushed_size
+    ]
 
 
 @functools.cache

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage.checkpoints import (
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
 )
-from storage.file_log_dir import FileLogDir
-from storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
-from storage.log_manager import LogManager
-from storage.memory_log_dir import MemoryLogDir
-from storage.topic_partition import delete_dir_name
+from pykraft.storage.file_log_dir import FileLogDir
+from pykraft.storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.memory_log_dir import MemoryLogDir
+from pykraft.storage.topic_partition import delete_dir_name
 from tests.storage.test_log_manager import CONFIG, ORDERS_0, ORDERS_1, append
 
 CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT)
