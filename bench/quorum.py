@@ -29,16 +29,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from metadata.delta import apply_records  # noqa: E402
-from metadata.image import MetadataImage  # noqa: E402
-from metadata.records import (  # noqa: E402
+from pykraft.metadata.delta import apply_records  # noqa: E402
+from pykraft.metadata.image import MetadataImage  # noqa: E402
+from pykraft.metadata.records import (  # noqa: E402
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import load_snapshot, write_snapshot  # noqa: E402
+from pykraft.metadata.snapshot import load_snapshot, write_snapshot  # noqa: E402
 
 TARGETS = {"p50_commit_ms_3": 10.0, "batched_records_per_s": 50_000.0,
            "failover_median_s": 1.0, "create_10k_partitions_s": 2.0,

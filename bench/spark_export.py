@@ -20,23 +20,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from export.session import build_session
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.export.session import build_session
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import write_snapshot
-from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import BATCH_HEADER_SIZE, CompressionType, iter_batches
-from storage.records import SimpleRecord, build_batch, decode_records
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.snapshot import write_snapshot
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import BATCH_HEADER_SIZE, CompressionType, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch, decode_records
+from pykraft.storage.topic_partition import TopicPartition
 
 TOPIC = "bench"
 LOG_PARTITIONS = 4

@@ -38,16 +38,16 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity import stop_after_delay as tenacity_stop_after_delay
 
-from broker.controller_api import ControllerError
-from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.api import admin, brokers, errors, records, routes, topics
-from metadata.api.brokers import BrokerHeartbeatResponse as HeartbeatReply
-from metadata.api.brokers import BrokerRegistrationReply
-from metadata.api.errors import ErrorBody, SnapshotRef
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
-from metadata.api.records import MetadataBatch, RecordsPage
-from metadata.api.topics import PartitionDescription, TopicDescription, TopicListing
-from metadata.records import BrokerEndpoint, BrokerFeature
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.api import admin, brokers, errors, records, routes, topics
+from pykraft.metadata.api.brokers import BrokerHeartbeatResponse as HeartbeatReply
+from pykraft.metadata.api.brokers import BrokerRegistrationReply
+from pykraft.metadata.api.errors import ErrorBody, SnapshotRef
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
+from pykraft.metadata.api.records import MetadataBatch, RecordsPage
+from pykraft.metadata.api.topics import PartitionDescription, TopicDescription, TopicListing
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
 

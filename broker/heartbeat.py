@@ -43,11 +43,11 @@ from typing import Protocol
 
 import attrs
 
-from broker.controller_api import ControllerError
-from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.records import BrokerEndpoint, BrokerFeature
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import BrokerRegistrationReply, HeartbeatReply
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
 

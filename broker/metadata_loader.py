@@ -34,12 +34,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from broker.controller_api import ControllerError
-from broker.controller_client import RecordsPage, SnapshotRef, SnapshotRequiredError
-from metadata.delta import MetadataDelta
-from metadata.errors import MetadataReplayError
-from metadata.image import MetadataImage
-from metadata.snapshot import SnapshotError, decode_snapshot, snapshot_to_image
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import RecordsPage, SnapshotRef, SnapshotRequiredError
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.snapshot import SnapshotError, decode_snapshot, snapshot_to_image
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import enum
 import math
 from collections.abc import Iterator, Mapping, Sequence
 
-from broker.lifecycle import BrokerState
-from protocol.api_keys import ApiKey
+from pykraft.broker.lifecycle import BrokerState
+from pykraft.protocol.api_keys import ApiKey
 
 MAX_SERIES_PER_FAMILY = 512
 # Request latency buckets in seconds: 0.5 ms to 10 s, covering a local Metadata call up to a

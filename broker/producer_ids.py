@@ -41,7 +41,7 @@ from typing import Protocol
 
 import attrs
 
-from broker.controller_api import ControllerError
+from pykraft.broker.controller_api import ControllerError
 
 logger = logging.getLogger(__name__)
 

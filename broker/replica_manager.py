@@ -45,10 +45,10 @@ from collections.abc import Callable, Collection, Mapping
 
 import attrs
 
-from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
-from broker.delayed_produce import DelayedProduces
-from broker.offline_storage import OfflineStorage
-from broker.partition import (
+from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
+from pykraft.broker.delayed_produce import DelayedProduces
+from pykraft.broker.offline_storage import OfflineStorage
+from pykraft.broker.partition import (
     EpochEndOffset,
     FetchIsolation,
     LeaderAndIsr,
@@ -56,12 +56,12 @@ from broker.partition import (
     PartitionContext,
     PartitionError,
 )
-from broker.purgatory import DelayedFetches, FetchCompletion
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, PartitionInfo
-from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
-from protocol.errors import Errors
-from replica.data_path import (
+from pykraft.broker.purgatory import DelayedFetches, FetchCompletion
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges, PartitionInfo
+from pykraft.metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
+from pykraft.protocol.errors import Errors
+from pykraft.replica.data_path import (
     INTERNAL_TOPICS,
     AppendResult,
     FetcherManager,
@@ -74,12 +74,12 @@ from replica.data_path import (
     invalid_acks,
     respond_now,
 )
-from replica.isr import NO_BROKER_EPOCH
-from storage.log_config import LogConfig, LogConfigError
-from storage.log_manager import LogManager
-from storage.log_validator import LogError
-from storage.partition_log import OffsetAndTimestamp
-from storage.topic_partition import TopicPartition
+from pykraft.replica.isr import NO_BROKER_EPOCH
+from pykraft.storage.log_config import LogConfig, LogConfigError
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.log_validator import LogError
+from pykraft.storage.partition_log import OffsetAndTimestamp
+from pykraft.storage.topic_partition import TopicPartition
 
 __all__ = [
     "INTERNAL_TOPICS",

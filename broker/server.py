@@ -37,33 +37,39 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
-from broker.acceptor import resolve_per_ip_overrides
-from broker.alter_partition import AlterPartitionManager
-from broker.config import BrokerConfig, Endpoint
-from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
-from broker.controller_client import ControllerClient
-from broker.handlers import BrokerServices, broker_handlers
-from broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
-from broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow, ReplicaRole
-from broker.kafka_apis import KafkaApis
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.metadata_loader import MetadataLoader
-from broker.metrics import BrokerMetrics
-from broker.network import KafkaListener, RequestContext
-from broker.partition import PartitionRole
-from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import ReplicaManager
-from broker.topic_configs import changed_topic_configs
-from coordinator.group.rebalance import GroupConfig
-from coordinator.group.shell import GroupCoordinatorShell
-from fetcher import FetcherConfig, ReplicaFetcherManager
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import BrokerEndpoint, uuid_to_kafka_string
-from protocol.segments import Segments
-from storage.clock import Clock
-from storage.log_manager import LogManager, LogManagerSettings
+from pykraft.broker.acceptor import resolve_per_ip_overrides
+from pykraft.broker.alter_partition import AlterPartitionManager
+from pykraft.broker.config import BrokerConfig, Endpoint
+from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
+from pykraft.broker.controller_client import ControllerClient
+from pykraft.broker.handlers import BrokerServices, broker_handlers
+from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
+from pykraft.broker.http import (
+    BrokerHttpApi,
+    BrokerHttpServer,
+    BrokerStatus,
+    PartitionRow,
+    ReplicaRole,
+)
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.metadata_loader import MetadataLoader
+from pykraft.broker.metrics import BrokerMetrics
+from pykraft.broker.network import KafkaListener, RequestContext
+from pykraft.broker.partition import PartitionRole
+from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.topic_configs import changed_topic_configs
+from pykraft.coordinator.group.rebalance import GroupConfig
+from pykraft.coordinator.group.shell import GroupCoordinatorShell
+from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from pykraft.protocol.segments import Segments
+from pykraft.storage.clock import Clock
+from pykraft.storage.log_manager import LogManager, LogManagerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -55,11 +55,11 @@ import attrs
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from export.export_topic_job import ExportResult, export_topic, print_result
-from export.report_job import run_report
-from export.session import DEFAULT_MASTER, build_session
 from pykraft.dev import read_cluster_json, stop_dev_process
-from storage.system_clock import SystemClock
+from pykraft.export.export_topic_job import ExportResult, export_topic, print_result
+from pykraft.export.report_job import run_report
+from pykraft.export.session import DEFAULT_MASTER, build_session
+from pykraft.storage.system_clock import SystemClock
 
 ROOT = Path(__file__).resolve().parents[1]
 

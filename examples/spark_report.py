@@ -27,12 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from export.export_topic_job import export_topic, print_result
-from export.report_job import run_report
-from export.session import DEFAULT_MASTER, build_session
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.export.export_topic_job import export_topic, print_result
+from pykraft.export.report_job import run_report
+from pykraft.export.session import DEFAULT_MASTER, build_session
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -42,14 +42,14 @@ from metadata.records import (
     TopicRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import write_snapshot
-from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType
-from storage.records import Header, SimpleRecord, build_batch
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.snapshot import write_snapshot
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import Header, SimpleRecord, build_batch
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 
 TOPIC = "clicks"
 PARTITIONS = 3

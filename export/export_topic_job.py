@@ -19,10 +19,10 @@ from typing import Any
 
 import attrs
 
-from export.job_args import add_export_topic_arguments, run_job
-from export.log_dirs import parse_log_dirs
-from export.log_scan import LogFilter, discover_partitions
-from export.manifest import (
+from pykraft.export.job_args import add_export_topic_arguments, run_job
+from pykraft.export.log_dirs import parse_log_dirs
+from pykraft.export.log_scan import LogFilter, discover_partitions
+from pykraft.export.manifest import (
     MANIFEST_FILE,
     STAGING_DIR,
     ExportedRange,
@@ -34,8 +34,8 @@ from export.manifest import (
     load_manifest,
     plan_export,
 )
-from storage.atomic_file import write_atomically
-from storage.system_clock import SystemClock
+from pykraft.storage.atomic_file import write_atomically
+from pykraft.storage.system_clock import SystemClock
 
 
 @attrs.frozen
@@ -118,7 +118,7 @@ def export_topic(spark: Any, log_dirs: str, topic: str, out_dir: Path, *,
 def _write_run(spark: Any, log_dirs: str, topic: str, plan: ExportPlan, run_dir: Path
                ) -> dict[int, int]:
     """Spark reads exactly the planned ranges and writes them; returns rows per partition."""
-    from export.spark_sources import LOG_FORMAT
+    from pykraft.export.spark_sources import LOG_FORMAT
 
     starting = {topic: {str(r.partition): r.start_offset for r in plan.ranges}}
     ending = {topic: {str(r.partition): r.end_offset for r in plan.ranges}}

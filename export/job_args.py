@@ -40,7 +40,7 @@ def run_job(argv: list[str] | None, *, prog: str, description: str | None,
             run: Callable[[Any, argparse.Namespace], int]) -> int:
     """A job's spark-submit entry: parse ``argv``, run on a fresh session, always stop it."""
     # Imported here: this module stays free of pyspark (see the module docstring).
-    from export.session import build_session
+    from pykraft.export.session import build_session
 
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_arguments(parser)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import attrs
 
-from storage.batch_scan import read_batch_header
-from storage.record_batch import CorruptRecordError
+from pykraft.storage.batch_scan import read_batch_header
+from pykraft.storage.record_batch import CorruptRecordError
 
 META_PROPERTIES = "meta.properties"
 LOG_SUFFIX = ".log"

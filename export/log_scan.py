@@ -33,15 +33,20 @@ from typing import Any
 
 import attrs
 
-from export.log_dirs import LogScanError, check_log_dirs, list_segments, measure_log_end_offset
-from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
-from export.segment_reader import SegmentSplit
-from storage.checkpoints import (
+from pykraft.export.log_dirs import (
+    LogScanError,
+    check_log_dirs,
+    list_segments,
+    measure_log_end_offset,
+)
+from pykraft.export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
+from pykraft.export.segment_reader import SegmentSplit
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
 )
-from storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
+from pykraft.storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
 
 
 @attrs.frozen(order=True)

@@ -36,12 +36,12 @@ from typing import Any
 import attrs
 import crc32c
 
-from metadata.codec import MetadataCodecError, decode_record
-from metadata.delta import apply_records
-from metadata.errors import MetadataReplayError
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from metadata.snapshot import SnapshotError, load_snapshot
+from pykraft.metadata.codec import MetadataCodecError, decode_record
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.metadata.snapshot import SnapshotError, load_snapshot
 
 RAFT_SUBDIR = "raft"
 JOURNAL_FILE = "journal.bin"
@@ -185,7 +185,7 @@ def decode_batch_records(batch: ProposedBatch) -> tuple[MetadataRecord, ...]:
     """The batch's records; MetadataCodecError when one does not decode."""
     if batch.format_version == _COMPACT_FORMAT:
         # Imported here: only journals written by format-2 controllers need it.
-        from metadata.compact_codec import decode_records
+        from pykraft.metadata.compact_codec import decode_records
 
         return decode_records(batch.payload, batch.record_count)
     return tuple(decode_record(raw) for raw in batch.records)

@@ -26,8 +26,8 @@ from typing import Any
 
 import attrs
 
-from metadata.image import MetadataImage
-from metadata.records import RECORD_CLASSES, ConfigResourceType, MetadataRecord, NoOpRecord
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import RECORD_CLASSES, ConfigResourceType, MetadataRecord, NoOpRecord
 
 SOURCE_SNAPSHOT = "snapshot"
 SOURCE_LOG = "log"

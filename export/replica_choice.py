@@ -38,7 +38,7 @@ from pathlib import Path
 
 import attrs
 
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 
 @attrs.frozen

@@ -28,8 +28,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from export.job_args import add_report_arguments, run_job
-from export.spark_sources import METADATA_FORMAT
+from pykraft.export.job_args import add_report_arguments, run_job
+from pykraft.export.spark_sources import METADATA_FORMAT
 
 TABLES = ("broker_load", "broker_skew", "partitions", "under_replicated", "offline", "topics",
           "isr_changes")

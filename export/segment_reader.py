@@ -22,14 +22,14 @@ from pathlib import Path
 
 import attrs
 
-from storage.record_batch import (
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     CorruptRecordError,
     parse_header,
     validate_batch,
 )
-from storage.records import decode_records
+from pykraft.storage.records import decode_records
 
 # Records per chunk handed to Spark (bounds a split's memory; Arrow batches of this size).
 MAX_CHUNK_RECORDS = 8192

@@ -16,7 +16,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from export.spark_sources import register
+from pykraft.export.spark_sources import register
 
 DEFAULT_MASTER = "local[*]"
 # Small jobs on small machines: Spark's default of 200 shuffle partitions is mostly overhead.

@@ -21,10 +21,10 @@ from pathlib import Path
 import attrs
 import crc32c
 
-from export.metadata_rows import SOURCE_SNAPSHOT, RecordPosition, record_row
-from metadata.codec import MetadataCodecError, decode_record
-from metadata.records import MetadataRecord
-from metadata.snapshot import SnapshotError, SnapshotId, list_snapshots, read_snapshot
+from pykraft.export.metadata_rows import SOURCE_SNAPSHOT, RecordPosition, record_row
+from pykraft.metadata.codec import MetadataCodecError, decode_record
+from pykraft.metadata.records import MetadataRecord
+from pykraft.metadata.snapshot import SnapshotError, SnapshotId, list_snapshots, read_snapshot
 
 DEFAULT_RECORDS_PER_SPLIT = 50_000
 SNAPSHOTS_SUBDIR = "snapshots"  # <metadata.log.dir>/snapshots/ (quorum/snapshots.py)

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from export.metadata_rows import STRUCT_RECORD_CLASSES, struct_column_name
+from pykraft.export.metadata_rows import STRUCT_RECORD_CLASSES, struct_column_name
 
 _INT, _LONG, _STRING, _BOOL = IntegerType(), LongType(), StringType(), BooleanType()
 _INT_ARRAY = ArrayType(_INT, containsNull=False)

@@ -44,9 +44,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from export import metadata_rows
-from export.log_dirs import LogScanError, parse_log_dirs
-from export.log_scan import (
+from pykraft.export import metadata_rows
+from pykraft.export.log_dirs import LogScanError, parse_log_dirs
+from pykraft.export.log_scan import (
     LogFilter,
     Op,
     Predicate,
@@ -54,15 +54,15 @@ from export.log_scan import (
     parse_offset_ranges,
     plan_splits,
 )
-from export.metadata_journal import read_retained_log
-from export.metadata_rows import SOURCE_LOG, RecordPosition, record_row
-from export.segment_reader import (
+from pykraft.export.metadata_journal import read_retained_log
+from pykraft.export.metadata_rows import SOURCE_LOG, RecordPosition, record_row
+from pykraft.export.segment_reader import (
     MAX_CHUNK_RECORDS,
     SegmentChunk,
     SegmentSplit,
     read_segment_chunks,
 )
-from export.snapshot_scan import (
+from pykraft.export.snapshot_scan import (
     DEFAULT_RECORDS_PER_SPLIT,
     MetadataScanError,
     SnapshotSplit,
@@ -71,8 +71,8 @@ from export.snapshot_scan import (
     snapshot_directory,
     snapshot_split_rows,
 )
-from export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
-from metadata.snapshot import load_snapshot
+from pykraft.export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
+from pykraft.metadata.snapshot import load_snapshot
 
 LOG_FORMAT = "pykraft-log"
 METADATA_FORMAT = "pykraft-metadata"

@@ -39,14 +39,14 @@ from typing import Protocol
 
 import attrs
 
-from fetcher.fetcher_config import FetcherConfig, PartitionStart
-from fetcher.fetcher_id import fetcher_id
-from fetcher.follower_log import LogLookup
-from fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.responses import FailureReason
-from storage.clock import Clock
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
+from pykraft.fetcher.fetcher_id import fetcher_id
+from pykraft.fetcher.follower_log import LogLookup
+from pykraft.fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.responses import FailureReason
+from pykraft.storage.clock import Clock
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ from typing import Any
 import attrs
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.api_keys import ApiKey
-from protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
-from protocol.errors import Errors, ProtocolError
-from protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset, FetchPartition, PartitionData
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
+from pykraft.protocol.errors import Errors, ProtocolError
+from pykraft.protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset, FetchPartition, PartitionData
+from pykraft.storage.topic_partition import TopicPartition
 
 FIRST_TRUNCATION_ON_FETCH_VERSION = 12
 FIRST_TOPIC_ID_FETCH_VERSION = 13

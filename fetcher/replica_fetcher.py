@@ -44,15 +44,20 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from fetcher.fetcher_config import FetcherConfig, PartitionStart
-from fetcher.follower_log import (
+from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
+from pykraft.fetcher.follower_log import (
     LogLookup,
     carry_out,
     follower_view,
     local_error_kind,
 )
-from fetcher.leader_endpoint import FetchTarget, LeaderEndpoint, LeaderEndpointError, ReplicaFetch
-from fetcher.responses import (
+from pykraft.fetcher.leader_endpoint import (
+    FetchTarget,
+    LeaderEndpoint,
+    LeaderEndpointError,
+    ReplicaFetch,
+)
+from pykraft.fetcher.responses import (
     FailureReason,
     FetchOutcome,
     MarkFailed,
@@ -65,12 +70,17 @@ from fetcher.responses import (
     on_request_failed,
     plan_truncation,
 )
-from fetcher.state import FetchState, PartitionFetchState, fetch_partition, initial_fetch_state
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.errors import Errors
-from protocol.fetch import PartitionData
-from storage.clock import Clock
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.state import (
+    FetchState,
+    PartitionFetchState,
+    fetch_partition,
+    initial_fetch_state,
+)
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.clock import Clock
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from metadata.record_schema import (
+from pykraft.metadata.record_schema import (
     SCHEMAS,
     SCHEMAS_BY_NAME,
     FieldError,
@@ -39,7 +39,7 @@ from metadata.record_schema import (
     RecordSchema,
     StructSchema,
 )
-from metadata.records import MetadataRecord
+from pykraft.metadata.records import MetadataRecord
 
 __all__ = [
     "MAX_BATCH_RECORDS",

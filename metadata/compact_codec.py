@@ -29,15 +29,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from metadata.codec import encode_checked_values
-from metadata.record_schema import (
+from pykraft.metadata.codec import encode_checked_values
+from pykraft.metadata.record_schema import (
     SCHEMAS,
     SCHEMAS_BY_TYPE_ID,
     MetadataCodecError,
     RecordSchema,
     StructSchema,
 )
-from metadata.records import MetadataRecord
+from pykraft.metadata.records import MetadataRecord
 
 # ensure_ascii: lone surrogates from JSON request bodies survive and the payload is ASCII.
 _ENCODER = json.JSONEncoder(separators=(",", ":"))

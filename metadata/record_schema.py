@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from metadata.records import (
+from pykraft.metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
     BrokerFeature,

@@ -29,10 +29,15 @@ import uuid
 
 import attrs
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint, encode_node_endpoints
-from protocol.errors import Errors, UnsupportedRequestError
-from protocol.segments import Buffer, Segment, Segments
-from protocol.wire import (
+from pykraft.protocol.common import (
+    UNKNOWN_LEADER,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    encode_node_endpoints,
+)
+from pykraft.protocol.errors import Errors, UnsupportedRequestError
+from pykraft.protocol.segments import Buffer, Segment, Segments
+from pykraft.protocol.wire import (
     INT32,
     ZERO_UUID,
     Reader,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import attrs
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, decode_node_endpoints
-from protocol.fetch import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, decode_node_endpoints
+from pykraft.protocol.fetch import (
     FIRST_FLEXIBLE_VERSION,
     NO_DIVERGING_EPOCH,
     NO_REPLICA_STATE,
@@ -26,8 +26,8 @@ from protocol.fetch import (
     SnapshotId,
     check_version,
 )
-from protocol.segments import Buffer
-from protocol.wire import (
+from pykraft.protocol.segments import Buffer
+from pykraft.protocol.wire import (
     INT8,
     INT32,
     INT64,

@@ -33,11 +33,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.config import BrokerConfig, BrokerConfigError
-from broker.server import BrokerServer, run_broker
-from metadata.records import uuid_to_kafka_string
+from pykraft.broker.config import BrokerConfig, BrokerConfigError
+from pykraft.broker.server import BrokerServer, run_broker
+from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.properties import ConfigError, Properties
-from storage.system_clock import SystemClock
+from pykraft.storage.system_clock import SystemClock
 
 META_PROPERTIES = "meta.properties"
 

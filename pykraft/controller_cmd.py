@@ -25,14 +25,14 @@ import sys
 from pathlib import Path
 
 from pykraft.properties import ConfigError, Properties
-from quorum.config import (
+from pykraft.quorum.config import (
     ControllerConfig,
     ControllerConfigError,
     parse_listener,
     parse_voters,
 )
-from quorum.runner import run_controller
-from storage.system_clock import SystemClock
+from pykraft.quorum.runner import run_controller
+from pykraft.storage.system_clock import SystemClock
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,14 +16,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches
-from storage.records import Record, SimpleRecord, build_batch, iter_records
-from storage.recovery import CLEAN_SHUTDOWN_FILE
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import iter_batches
+from pykraft.storage.records import Record, SimpleRecord, build_batch, iter_records
+from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 
 DEMO_SUBDIR = "demo-logs"
 TOPIC_PARTITION = TopicPartition("demo-orders", 0)

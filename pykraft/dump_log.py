@@ -22,7 +22,7 @@ from typing import TextIO
 
 import attrs
 
-from storage.record_batch import (
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     DELETE_HORIZON_MASK,
     BatchHeader,
@@ -30,7 +30,7 @@ from storage.record_batch import (
     compute_crc,
     parse_header,
 )
-from storage.records import ControlRecordType, Record, decode_records
+from pykraft.storage.records import ControlRecordType, Record, decode_records
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

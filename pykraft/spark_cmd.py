@@ -17,7 +17,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
-from export.job_args import add_export_topic_arguments, add_report_arguments
+from pykraft.export.job_args import add_export_topic_arguments, add_report_arguments
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,10 +28,10 @@ _ERROR_NAMES = ("SnapshotError", "SegmentReadError", "LogScanError", "MetadataSc
 
 # job -> (module run lazily: it imports pyspark, arguments, one-line help)
 _JOBS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
-    "report": ("export.report_job", add_report_arguments,
+    "report": ("pykraft.export.report_job", add_report_arguments,
                "leaders, replicas, skew, under-replicated and offline partitions and ISR "
                "history from a metadata snapshot"),
-    "export-topic": ("export.export_topic_job", add_export_topic_arguments,
+    "export-topic": ("pykraft.export.export_topic_job", add_export_topic_arguments,
                      "a topic's committed records as Parquet, incrementally"),
 }
 
@@ -57,7 +57,7 @@ def user_message(error: BaseException) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from export.session import DEFAULT_MASTER, build_session
+        from pykraft.export.session import DEFAULT_MASTER, build_session
 
         module = importlib.import_module(args._spark_module)
     except ImportError as error:

@@ -25,16 +25,16 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from broker.controller_api import ControllerError
-from broker.controller_client import ControllerClient
-from metadata.api.topics import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import ControllerClient
+from pykraft.metadata.api.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
     PartitionDescription,
     TopicDescription,
 )
-from quorum.managers.configs import TOPIC_CONFIGS
+from pykraft.quorum.managers.configs import TOPIC_CONFIGS
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ACTIONS = ("list", "describe", "create", "alter", "delete")

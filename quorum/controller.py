@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias, TypeVar
 
-from metadata.api.admin import (
+from pykraft.metadata.api.admin import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -77,7 +77,7 @@ from metadata.api.admin import (
     ReplicaElectionResult,
     TopicPartitions,
 )
-from metadata.api.brokers import (
+from pykraft.metadata.api.brokers import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterPartitionData,
@@ -93,8 +93,8 @@ from metadata.api.brokers import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.api.topics import (
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
@@ -109,14 +109,14 @@ from metadata.api.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from metadata.image import MetadataImage
-from metadata.records import NoOpRecord
-from protocol.errors import Errors
-from quorum.managers import cluster, configs, leadership, producer_ids, replication
-from quorum.managers.result import ControllerResult
-from quorum.managers.sessions import BrokerSessions
-from quorum.managers.settings import ControllerSettings
-from quorum.placement import RandomSource
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import NoOpRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers import cluster, configs, leadership, producer_ids, replication
+from pykraft.quorum.managers.result import ControllerResult
+from pykraft.quorum.managers.sessions import BrokerSessions
+from pykraft.quorum.managers.settings import ControllerSettings
+from pykraft.quorum.placement import RandomSource
 
 __all__ = [
     "SUCCESS",

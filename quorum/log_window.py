@@ -30,7 +30,7 @@ import enum
 
 import attrs
 
-from metadata.compact_codec import json_lines
+from pykraft.metadata.compact_codec import json_lines
 
 
 @attrs.frozen(kw_only=True)

@@ -16,9 +16,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from metadata.image import MetadataImage
-from quorum.log_window import LogWindow, WindowRead
-from quorum.raft_state import Applied, ApplyResult, MetadataState
+from pykraft.metadata.image import MetadataImage
+from pykraft.quorum.log_window import LogWindow, WindowRead
+from pykraft.quorum.raft_state import Applied, ApplyResult, MetadataState
 
 logger = logging.getLogger(__name__)
 

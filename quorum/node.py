@@ -31,19 +31,19 @@ from typing import TypeVar
 
 from pysyncobj import FAIL_REASON
 
-from metadata.api.errors import status_of
-from metadata.codec import MetadataCodecError
-from metadata.compact_codec import encode_records
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from protocol.errors import Errors
-from quorum.config import ControllerConfig
-from quorum.controller import ControllerResult, ControllerSettings, QuorumController
-from quorum.metadata_view import MetadataView, RaftBridge
-from quorum.raft import MetadataRaft, describe_failure
-from quorum.raft_batch import CompactBatch, encode_batch
-from quorum.raft_state import ApplyResult, ApplyStatus
-from storage.clock import Clock
+from pykraft.metadata.api.errors import status_of
+from pykraft.metadata.codec import MetadataCodecError
+from pykraft.metadata.compact_codec import encode_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
+from pykraft.quorum.metadata_view import MetadataView, RaftBridge
+from pykraft.quorum.raft import MetadataRaft, describe_failure
+from pykraft.quorum.raft_batch import CompactBatch, encode_batch
+from pykraft.quorum.raft_state import ApplyResult, ApplyStatus
+from pykraft.storage.clock import Clock
 
 logger = logging.getLogger(__name__)
 

@@ -48,16 +48,16 @@ from typing import Any, Protocol
 import attrs
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from metadata.snapshot import load_snapshot
-from quorum.config import ControllerConfig
-from quorum.metadata_view import ResultCallback
-from quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
-from quorum.raft_serializer import BackgroundSerializer
-from quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
-from quorum.raft_transport import GuardedTransport
-from quorum.snapshots import SnapshotStore
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.metadata.snapshot import load_snapshot
+from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.metadata_view import ResultCallback
+from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
+from pykraft.quorum.raft_serializer import BackgroundSerializer
+from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
+from pykraft.quorum.raft_transport import GuardedTransport
+from pykraft.quorum.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
 

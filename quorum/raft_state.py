@@ -29,14 +29,14 @@ import enum
 
 import attrs
 
-from metadata import compact_codec
-from metadata.codec import MetadataCodecError
-from metadata.codec import decode_records as decode_json_lines
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from quorum.log_window import CommittedBatch
-from quorum.raft_batch import AnyBatch, BatchCodecError, CompactBatch, decode_batch
+from pykraft.metadata import compact_codec
+from pykraft.metadata.codec import MetadataCodecError
+from pykraft.metadata.codec import decode_records as decode_json_lines
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.quorum.log_window import CommittedBatch
+from pykraft.quorum.raft_batch import AnyBatch, BatchCodecError, CompactBatch, decode_batch
 
 
 class ApplyStatus(enum.Enum):

@@ -30,13 +30,13 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
-from quorum.config import ControllerConfig
-from quorum.controller import ControllerResult
-from quorum.metadata_view import MetadataView
-from quorum.node import ControllerNode, Operation, ServiceError
-from quorum.raft import RaftBindError
-from quorum.service import build_app
-from storage.clock import Clock
+from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.controller import ControllerResult
+from pykraft.quorum.metadata_view import MetadataView
+from pykraft.quorum.node import ControllerNode, Operation, ServiceError
+from pykraft.quorum.raft import RaftBindError
+from pykraft.quorum.service import build_app
+from pykraft.storage.clock import Clock
 
 logger = logging.getLogger(__name__)
 

@@ -25,17 +25,17 @@ from typing import Any
 
 from aiohttp import web
 
-from metadata.api import routes
-from metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus, quorum_to_json
-from metadata.api.errors import (
+from pykraft.metadata.api import routes
+from pykraft.metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus, quorum_to_json
+from pykraft.metadata.api.errors import (
     SNAPSHOT_NOT_FOUND,
     SNAPSHOT_REQUIRED,
     ErrorBody,
     SnapshotRef,
     status_of,
 )
-from metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
-from metadata.api.records import (
+from pykraft.metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
+from pykraft.metadata.api.records import (
     MAX_FETCH_RECORDS,
     EncodedBatch,
     SnapshotListing,
@@ -43,13 +43,13 @@ from metadata.api.records import (
     records_query_from_params,
     snapshots_to_json,
 )
-from protocol.errors import Errors
-from quorum.log_window import ReadStatus
-from quorum.node import ControllerNode
-from quorum.openapi import openapi_document
-from quorum.service_admin import add_admin_routes
-from quorum.service_brokers import add_broker_routes
-from quorum.service_http import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.log_window import ReadStatus
+from pykraft.quorum.node import ControllerNode
+from pykraft.quorum.openapi import openapi_document
+from pykraft.quorum.service_admin import add_admin_routes
+from pykraft.quorum.service_brokers import add_broker_routes
+from pykraft.quorum.service_http import (
     NODE_KEY,
     ErrorAnswer,
     add_routes,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metadata.api import routes
-from metadata.api.admin import (
+from pykraft.metadata.api import routes
+from pykraft.metadata.api.admin import (
     BrokerDescription,
     ClusterDescription,
     ConfigsDescription,
@@ -24,8 +24,8 @@ from metadata.api.admin import (
     elect_leaders_request_from_json,
     elect_leaders_response_to_json,
 )
-from metadata.api.errors import ErrorBody
-from metadata.api.topics import (
+from pykraft.metadata.api.errors import ErrorBody
+from pykraft.metadata.api.topics import (
     DeleteTopicsRequest,
     PartitionCount,
     PartitionDescription,
@@ -39,10 +39,10 @@ from metadata.api.topics import (
     topic_description_to_json,
     topic_listings_to_json,
 )
-from metadata.image import MetadataImage, TopicImage
-from metadata.records import ConfigResourceType
-from quorum.managers.configs import effective_topic_configs
-from quorum.service_http import (
+from pykraft.metadata.image import MetadataImage, TopicImage
+from pykraft.metadata.records import ConfigResourceType
+from pykraft.quorum.managers.configs import effective_topic_configs
+from pykraft.quorum.service_http import (
     ErrorAnswer,
     add_routes,
     json_response,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metadata.api import routes
-from metadata.api.brokers import (
+from pykraft.metadata.api import routes
+from pykraft.metadata.api.brokers import (
     BrokerRegistrationReply,
     alter_partition_request_from_json,
     alter_partition_response_to_json,
@@ -23,7 +23,7 @@ from metadata.api.brokers import (
     unregister_answer_to_json,
     unregister_request_from_path,
 )
-from quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
+from pykraft.quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
 
 
 async def register_broker(request: web.Request) -> web.Response:

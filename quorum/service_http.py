@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from metadata.api.errors import (
+from pykraft.metadata.api.errors import (
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
     REQUEST_TOO_LARGE,
@@ -27,7 +27,7 @@ from metadata.api.errors import (
     error_body_to_json,
     status_of,
 )
-from metadata.api.json_fields import (
+from pykraft.metadata.api.json_fields import (
     MAX_REQUEST_BODY_BYTES,
     Fields,
     JsonBodyError,
@@ -35,8 +35,8 @@ from metadata.api.json_fields import (
     dumps,
     parse_json_object,
 )
-from metadata.api.routes import Route
-from quorum.node import ControllerNode, ServiceError
+from pykraft.metadata.api.routes import Route
+from pykraft.quorum.node import ControllerNode, ServiceError
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import attrs
 
-from metadata.image import MetadataImage
-from metadata.snapshot import SNAPSHOT_SUFFIX, SnapshotId, write_snapshot
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.snapshot import SNAPSHOT_SUFFIX, SnapshotId, write_snapshot
 
 SUFFIX = SNAPSHOT_SUFFIX
 

@@ -31,7 +31,7 @@ import lz4.frame
 import snappy
 import zstandard
 
-from storage.record_batch import CompressionType, CorruptRecordError
+from pykraft.storage.record_batch import CompressionType, CorruptRecordError
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")

@@ -29,8 +29,8 @@ from typing import NoReturn
 import attrs
 import crc32c
 
-from storage.compression import CompressionError, compress, decompress
-from storage.record_batch import (
+from pykraft.storage.compression import CompressionError, compress, decompress
+from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
@@ -46,13 +46,13 @@ from storage.record_batch import (
     encode_header,
     validate_batch,
 )
-from storage.record_walk import (
+from pykraft.storage.record_walk import (
     check_uncompressed_records,
     iter_record_runs,
     max_inflated_bytes,
     varint_rest,
 )
-from storage.varint import (
+from pykraft.storage.varint import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,

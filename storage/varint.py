@@ -11,7 +11,7 @@ fit the type, otherwise ``CorruptRecordError`` names the field and the byte posi
 
 from __future__ import annotations
 
-from storage.record_batch import CorruptRecordError
+from pykraft.storage.record_batch import CorruptRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10

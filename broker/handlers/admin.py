@@ -34,8 +34,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from broker.controller_api import ControllerError
-from broker.handlers.admin_requests import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.admin_requests import (
     BROKER_ENDPOINT_TYPE,
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
@@ -50,7 +50,7 @@ from broker.handlers.admin_requests import (
     describe_cluster_request,
     describe_configs_request,
 )
-from broker.handlers.admin_responses import (
+from pykraft.broker.handlers.admin_responses import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
@@ -67,20 +67,20 @@ from broker.handlers.admin_responses import (
     describe_cluster_response,
     describe_configs_response,
 )
-from broker.handlers.services import (
+from pykraft.broker.handlers.services import (
     BrokerServices,
     alive_brokers,
     controller_id,
     topic_id_string,
     topic_uuid,
 )
-from broker.kafka_apis import ApiHandler, kafka_python_handler
-from broker.network import RequestContext
-from metadata.api.topics import CreatableTopic
-from metadata.records import ConfigResourceType
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.wire import ZERO_UUID
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.records import ConfigResourceType
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.wire import ZERO_UUID
 
 # Keyed by the wire's int: an unknown resource type is not a ConfigResourceType.
 _RESOURCE_KINDS: dict[int, str] = {

@@ -15,10 +15,10 @@ from typing import Any
 
 import attrs
 
-from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from protocol.errors import Errors
-from protocol.wire import ZERO_UUID
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.wire import ZERO_UUID
 
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG = 1

@@ -24,10 +24,15 @@ from collections.abc import Mapping
 
 import attrs
 
-from metadata.api.brokers import endpoint_from_json, endpoint_to_json
-from metadata.api.errors import SUCCESS, ApiError, error_field_from_json, error_field_to_json
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, one_of
-from metadata.records import BrokerEndpoint, ConfigResourceType
+from pykraft.metadata.api.brokers import endpoint_from_json, endpoint_to_json
+from pykraft.metadata.api.errors import (
+    SUCCESS,
+    ApiError,
+    error_field_from_json,
+    error_field_to_json,
+)
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject, one_of
+from pykraft.metadata.records import BrokerEndpoint, ConfigResourceType
 
 # ---------------------------------------------------------------------------- cluster, brokers
 

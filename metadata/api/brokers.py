@@ -34,9 +34,14 @@ from __future__ import annotations
 
 import attrs
 
-from metadata.api.errors import SUCCESS, ApiError, error_field_from_json, error_field_to_json
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject
-from metadata.records import BrokerEndpoint, BrokerFeature, LeaderRecoveryState
+from pykraft.metadata.api.errors import (
+    SUCCESS,
+    ApiError,
+    error_field_from_json,
+    error_field_to_json,
+)
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature, LeaderRecoveryState
 
 _RECOVERED = LeaderRecoveryState.RECOVERED.value
 

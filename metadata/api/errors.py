@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import attrs
 
-from metadata.api.json_fields import Fields, JsonObject
-from protocol.errors import Errors
+from pykraft.metadata.api.json_fields import Fields, JsonObject
+from pykraft.protocol.errors import Errors
 
 # Kafka's default message for each error (the exception's message when none is given).
 _DEFAULT_MESSAGES: dict[Errors, str] = {

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject
-from metadata.codec import record_from_json
-from metadata.record_schema import MetadataCodecError
-from metadata.records import MetadataRecord
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject
+from pykraft.metadata.codec import record_from_json
+from pykraft.metadata.record_schema import MetadataCodecError
+from pykraft.metadata.records import MetadataRecord
 
 # Bounds on one read (STYLE.md §7).
 DEFAULT_FETCH_RECORDS = 10_000

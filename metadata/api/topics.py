@@ -24,8 +24,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject
 
 # ---------------------------------------------------------------------------- create
 

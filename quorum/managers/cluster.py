@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from metadata.api.brokers import (
+from pykraft.metadata.api.brokers import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -31,9 +31,9 @@ from metadata.api.brokers import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import BrokerRegistration, MetadataImage
-from metadata.records import (
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import BrokerRegistration, MetadataImage
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
     BrokerRegistrationInControlledShutdownChange,
@@ -42,20 +42,20 @@ from metadata.records import (
     UnregisterBrokerRecord,
     kafka_string_to_uuid,
 )
-from protocol.errors import Errors
-from quorum.managers.cluster_checks import check_broker_epoch
-from quorum.managers.directories import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.cluster_checks import check_broker_epoch
+from pykraft.quorum.managers.directories import (
     handle_directories_offline,
     validate_offline_dirs,
 )
-from quorum.managers.partition_change import (
+from pykraft.quorum.managers.partition_change import (
     generate_leader_and_isr_updates,
     leads_any,
     partitions_with_broker_in_isr,
     partitions_without_leader,
 )
-from quorum.managers.result import ControllerResult
-from quorum.managers.sessions import (
+from pykraft.quorum.managers.result import ControllerResult
+from pykraft.quorum.managers.sessions import (
     BrokerControlState,
     BrokerSessions,
     HeartbeatInput,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import MetadataImage
-from protocol.errors import Errors
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import MetadataImage
+from pykraft.protocol.errors import Errors
 
 
 def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError:

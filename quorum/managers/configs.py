@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from metadata.api.admin import (
+from pykraft.metadata.api.admin import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -29,11 +29,11 @@ from metadata.api.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import MetadataImage
-from metadata.records import ConfigRecord, ConfigResourceType
-from protocol.errors import Errors
-from quorum.managers.result import ControllerResult
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import ConfigRecord, ConfigResourceType
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.result import ControllerResult
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1

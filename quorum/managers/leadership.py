@@ -25,31 +25,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from metadata.api.admin import (
+from pykraft.metadata.api.admin import (
     ElectionType,
     ElectLeadersRequest,
     ElectLeadersResponse,
     PartitionResult,
     ReplicaElectionResult,
 )
-from metadata.api.brokers import (
+from pykraft.metadata.api.brokers import (
     AlterPartitionData,
     AlterPartitionRequest,
     AlterPartitionResponse,
     AlterPartitionResult,
     BrokerState,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
-from protocol.errors import Errors
-from quorum.managers.cluster_checks import check_broker_epoch
-from quorum.managers.partition_change import (
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.cluster_checks import check_broker_epoch
+from pykraft.quorum.managers.partition_change import (
     Election,
     build_partition_change,
     is_active,
 )
-from quorum.managers.result import ControllerResult
+from pykraft.quorum.managers.result import ControllerResult
 
 _RECOVERED = LeaderRecoveryState.RECOVERED.value
 _RECOVERING = LeaderRecoveryState.RECOVERING.value

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
-from metadata.image import MetadataImage, PartitionRegistration, TopicImage
-from metadata.records import (
+from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from pykraft.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     NO_LEADER_RECOVERY_STATE_CHANGE,

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import attrs
 
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.api.topics import (
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.topics import (
     CreatableTopic,
     CreatableTopicResult,
     CreatePartitionsRequest,
@@ -33,8 +33,8 @@ from metadata.api.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from metadata.image import MetadataImage, TopicImage
-from metadata.records import (
+from pykraft.metadata.image import MetadataImage, TopicImage
+from pykraft.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
@@ -43,12 +43,12 @@ from metadata.records import (
     TopicRecord,
     uuid_to_kafka_string,
 )
-from protocol.errors import Errors
-from quorum.managers.configs import validate_config_map
-from quorum.managers.partition_change import is_active
-from quorum.managers.result import ControllerResult
-from quorum.managers.settings import ControllerSettings
-from quorum.placement import PlacementError, RandomSource, UsableBroker, place_replicas
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.configs import validate_config_map
+from pykraft.quorum.managers.partition_change import is_active
+from pykraft.quorum.managers.result import ControllerResult
+from pykraft.quorum.managers.settings import ControllerSettings
+from pykraft.quorum.placement import PlacementError, RandomSource, UsableBroker, place_replicas
 
 # Kafka's Topic.MAX_NAME_LENGTH and legal characters [a-zA-Z0-9._-].
 MAX_TOPIC_NAME_LENGTH = 249

@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 import attrs
 
-from metadata.image import BrokerRegistration, MetadataImage
+from pykraft.metadata.image import BrokerRegistration, MetadataImage
 
 # Kafka's Long.MAX_VALUE answer of lowestActiveOffset() when no broker is active.
 _NO_ACTIVE_OFFSET = 2**63 - 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.handlers.admin_responses import (
+from pykraft.broker.handlers.admin_responses import (
     DEFAULT_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
     ClusterBroker,
@@ -21,8 +21,8 @@ from broker.handlers.admin_responses import (
     describe_cluster_response,
     describe_configs_response,
 )
-from protocol.errors import Errors
-from protocol.wire import ZERO_UUID
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.wire import ZERO_UUID
 
 TOPIC_ID = uuid.UUID(int=7)
 RETENTION = ConfigEntry(name="retention.ms", value="1", source=DYNAMIC_TOPIC_CONFIG)

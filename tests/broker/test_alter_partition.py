@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from broker.alter_partition import AlterPartitionManager, parse_result, request_of
-from broker.controller_api import ControllerError
-from metadata.api import brokers as api
-from metadata.api.brokers import AlterPartitionData
-from metadata.api.errors import ApiError
-from protocol.errors import Errors
-from replica.alter_partition_queue import AlterPartitionItem
-from replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
+from pykraft.broker.alter_partition import AlterPartitionManager, parse_result, request_of
+from pykraft.broker.controller_api import ControllerError
+from pykraft.metadata.api import brokers as api
+from pykraft.metadata.api.brokers import AlterPartitionData
+from pykraft.metadata.api.errors import ApiError
+from pykraft.protocol.errors import Errors
+from pykraft.replica.alter_partition_queue import AlterPartitionItem
+from pykraft.replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 

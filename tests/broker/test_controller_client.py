@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.controller_client import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import (
     ControllerRequestError,
     SnapshotRequiredError,
     decode_answer,
     error_body_of,
 )
-from metadata.api import brokers, routes
-from metadata.api.errors import ErrorBody, SnapshotRef, error_body_to_json
-from protocol.errors import Errors
+from pykraft.metadata.api import brokers, routes
+from pykraft.metadata.api.errors import ErrorBody, SnapshotRef, error_body_to_json
+from pykraft.protocol.errors import Errors
 
 
 def test_an_answer_read_by_the_contract() -> None:

@@ -20,16 +20,16 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from broker.controller_api import ControllerError
-from broker.handlers import broker_handlers
-from broker.handlers.init_producer_id import init_producer_id_handler
-from broker.kafka_apis import KafkaApis
-from broker.producer_ids import ProducerIdManager
-from metadata.records import ProducerIdsRecord
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.headers import parse_response_header, response_header_version
-from quorum.controller import AllocateProducerIdsRequest, QuorumController
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.handlers.init_producer_id import init_producer_id_handler
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.metadata.records import ProducerIdsRecord
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.headers import parse_response_header, response_header_version
+from pykraft.quorum.controller import AllocateProducerIdsRequest, QuorumController
 from tests.broker.replica_harness import (
     LOCAL,
     NOW_MS,

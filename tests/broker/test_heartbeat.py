@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import attrs
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
-from broker.heartbeat import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import BrokerRegistrationReply, HeartbeatReply
+from pykraft.broker.heartbeat import (
     FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS,
     STARTING_HEARTBEAT_DELAY_MS,
     BrokerIdentity,
@@ -20,9 +20,9 @@ from broker.heartbeat import (
     HeartbeatDecision,
     heartbeat_decision,
 )
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.records import BrokerEndpoint, BrokerFeature
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 INTERVAL_MS = 2000
 S = BrokerState

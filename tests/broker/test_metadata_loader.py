@@ -13,17 +13,17 @@ from collections.abc import Sequence
 
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.controller_client import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import (
     MetadataBatch,
     RecordsPage,
     SnapshotRequiredError,
 )
-from broker.metadata_loader import MetadataLoader, MetadataLoadError
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.broker.metadata_loader import MetadataLoader, MetadataLoadError
+from pykraft.metadata.delta import MetadataDelta, apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     BrokerEndpoint,
     MetadataRecord,
     NoOpRecord,
@@ -32,8 +32,8 @@ from metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from metadata.snapshot import encode_snapshot
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.snapshot import encode_snapshot
+from pykraft.storage.topic_partition import TopicPartition
 
 LOCAL = 1
 PETS = "ThIaNwRnSM2Nt9Mx1v0RvA"

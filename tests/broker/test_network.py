@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from broker.acceptor import resolve_per_ip_overrides
-from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
-from broker.file_cache import OpenFileCache
-from broker.metrics import BrokerMetrics, CloseReason
-from broker.network import SENDFILE_MIN_BYTES, KafkaListener, RequestContext
-from protocol.errors import MalformedRequestError, UnsupportedRequestError
-from protocol.framing import frame_response
-from protocol.segments import Segments
-from storage.file_slice import FileSlice
+from pykraft.broker.acceptor import resolve_per_ip_overrides
+from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
+from pykraft.broker.file_cache import OpenFileCache
+from pykraft.broker.metrics import BrokerMetrics, CloseReason
+from pykraft.broker.network import SENDFILE_MIN_BYTES, KafkaListener, RequestContext
+from pykraft.protocol.errors import MalformedRequestError, UnsupportedRequestError
+from pykraft.protocol.framing import frame_response
+from pykraft.protocol.segments import Segments
+from pykraft.storage.file_slice import FileSlice
 from tests.broker.wire_client import correlation_id, read_frame, request_frame
 from tests.fake_clock import FakeClock
 
@@ -216,7 +216,7 @@ def test_handler_failures_close_the_connection_and_are_logged(
         assert harness.closed(CloseReason.REQUEST_REJECTED) == 1
         await harness.listener.close()
 
-    with caplog.at_level(logging.WARNING, logger="broker.network"):
+    with caplog.at_level(logging.WARNING, logger="pykraft.broker.network"):
         run(scenario)
     assert any("handler bug" in (r.exc_text or "") for r in caplog.records)
     assert any("truncated" in r.getMessage() for r in caplog.records)

@@ -12,24 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.replica_manager import RecordedFetcherManager, ReplicaManager
-from broker.server import BrokerServer
-from broker.topic_configs import changed_topic_configs
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.broker.config import BrokerConfig
+from pykraft.broker.replica_manager import RecordedFetcherManager, ReplicaManager
+from pykraft.broker.server import BrokerServer
+from pykraft.broker.topic_configs import changed_topic_configs
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
-from storage.log_config import CleanupPolicy, LogConfig
-from storage.log_manager import LogManager
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import CleanupPolicy, LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,

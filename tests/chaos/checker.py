@@ -24,8 +24,8 @@ from pathlib import Path
 
 import attrs
 
-from storage.record_batch import LOG_OVERHEAD, validate_batch
-from storage.records import iter_records
+from pykraft.storage.record_batch import LOG_OVERHEAD, validate_batch
+from pykraft.storage.records import iter_records
 
 VALUE_PREFIX = b"chaos-"
 EXAMPLES_MAX = 5  # how many of each kind of anomaly the report spells out

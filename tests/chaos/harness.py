@@ -25,7 +25,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
-from protocol.api_keys import ApiKey
+from pykraft.protocol.api_keys import ApiKey
 from tests.broker.wire_client import blocking_exchange, request_frame
 from tests.chaos.checker import Placed, encode_value
 from tests.integration.conftest import Cluster, HttpError, http

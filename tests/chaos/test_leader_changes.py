@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from storage.records import SimpleRecord, build_batch
+from pykraft.storage.records import SimpleRecord, build_batch
 from tests.chaos.checker import (
     check_history,
     compare_replicas,

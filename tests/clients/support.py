@@ -23,9 +23,9 @@ from typing import Any
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
-from protocol.api_keys import ApiKey
-from protocol.apis import decode_response
-from storage.record_batch import BatchHeader, iter_batches
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_response
+from pykraft.storage.record_batch import BatchHeader, iter_batches
 from tests.broker.wire_client import blocking_exchange, request_frame
 
 HOUR_MS = 3_600_000

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import UnknownTopicOrPartitionError
 
-from storage.record_batch import CompressionType
+from pykraft.storage.record_batch import CompressionType
 from tests.clients.conftest import DevCluster
 from tests.clients.support import (
     Message,

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
-from storage.record_batch import CompressionType
+from pykraft.storage.record_batch import CompressionType
 from tests.clients.conftest import DevCluster
 from tests.clients.support import (
     Message,

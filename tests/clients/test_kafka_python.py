@@ -17,8 +17,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaTimeoutError
 
-from storage.record_batch import CompressionType
-from storage.records import Header, SimpleRecord, build_batch
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import Header, SimpleRecord, build_batch
 from tests.clients.conftest import DevCluster
 from tests.clients.support import (
     UNKNOWN_TOPIC_OR_PARTITION,

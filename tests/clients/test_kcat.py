@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from storage.record_batch import CompressionType
+from pykraft.storage.record_batch import CompressionType
 from tests.clients.conftest import ROOT, DevCluster
 from tests.clients.support import (
     Message,

@@ -19,11 +19,11 @@ import attrs
 from pysyncobj.journal import FileJournal
 from pysyncobj.pickle import dumps as pysyncobj_dumps
 
-from export.export_topic_job import ExportResult, export_topic
-from metadata.codec import encode_record
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.export.export_topic_job import ExportResult, export_topic
+from pykraft.metadata.codec import encode_record
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -37,21 +37,21 @@ from metadata.records import (
     UnfenceBrokerRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import read_snapshot, write_snapshot
-from quorum import raft_batch
-from quorum.raft_batch import ProposedBatch, encode_batch
-from quorum.raft_dump import DumpHeader, RaftEntry, write_dump
-from quorum.raft_state import MetadataState, apply_entry
-from storage.checkpoints import (
+from pykraft.metadata.snapshot import read_snapshot, write_snapshot
+from pykraft.quorum import raft_batch
+from pykraft.quorum.raft_batch import ProposedBatch, encode_batch
+from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, write_dump
+from pykraft.quorum.raft_state import MetadataState, apply_entry
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     write_offset_checkpoint,
 )
-from storage.log_config import LogConfig
-from storage.log_validator import AppendOrigin
-from storage.partition_log import PartitionLog
-from storage.record_batch import BatchHeader, CompressionType, iter_batches
-from storage.records import (
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_validator import AppendOrigin
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import BatchHeader, CompressionType, iter_batches
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     Record,
@@ -60,7 +60,7 @@ from storage.records import (
     build_control_batch,
     iter_records,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 
 BASE_MS = 1_700_000_000_000
@@ -271,7 +271,7 @@ def _blob(records: list[MetadataRecord], last_offset: int, append_time_ms: int, 
     """A Raft entry as the controller proposes it: format 2 (compact payload) where this
     tree's quorum code has it, else format 1 (JSON lines)."""
     if compact and hasattr(raft_batch, "CompactBatch"):
-        from metadata import compact_codec  # type: ignore[attr-defined, unused-ignore]
+        from pykraft.metadata import compact_codec  # type: ignore[attr-defined, unused-ignore]
 
         return raft_batch.encode_batch(raft_batch.CompactBatch(
             expected_last_offset=last_offset, epoch=3, append_time_ms=append_time_ms,

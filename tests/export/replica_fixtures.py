@@ -14,17 +14,17 @@ from pathlib import Path
 
 import attrs
 
-from storage.checkpoints import (
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType
-from storage.records import Header, SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import Header, SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import BASE_MS, LogFixture
 
 CLUSTER_ID = "pykraft-replicas-test-cluster"

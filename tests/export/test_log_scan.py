@@ -7,8 +7,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from export.log_dirs import LogScanError, parse_log_dirs
-from export.log_scan import (
+from pykraft.export.log_dirs import LogScanError, parse_log_dirs
+from pykraft.export.log_scan import (
     LogFilter,
     Op,
     Predicate,
@@ -16,9 +16,9 @@ from export.log_scan import (
     parse_offset_ranges,
     plan_splits,
 )
-from export.segment_reader import LogRow, read_segment_rows
-from storage.record_batch import CompressionType
-from storage.topic_partition import TopicPartition
+from pykraft.export.segment_reader import LogRow, read_segment_rows
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, build_log_dirs, expected_log_rows
 
 
@@ -129,7 +129,7 @@ def _tuple(row: LogRow) -> tuple[object, ...]:
 def test_fixture_holds_every_codec_and_a_transaction(logs: LogFixture) -> None:
     # So the row-equality tests above cover gzip, snappy, lz4 and zstd decoding and the
     # skipping of control batches (KIP-98 commit markers).
-    from storage.record_batch import iter_batches
+    from pykraft.storage.record_batch import iter_batches
 
     codecs, control = set(), 0
     for directory, *_ in logs.partitions.values():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from export.manifest import (
+from pykraft.export.manifest import (
     MANIFEST_FILE,
     ExportedRange,
     ExportPlan,

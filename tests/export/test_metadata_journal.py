@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from export.metadata_journal import (
+from pykraft.export.metadata_journal import (
     JournalError,
     batch_blob,
     read_journal,
     read_retained_log,
 )
-from metadata.codec import encode_record
+from pykraft.metadata.codec import encode_record
 from tests.export.fixtures import (
     MetadataFixture,
     build_metadata_dir,

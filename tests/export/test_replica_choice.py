@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from export.export_topic_job import available_offsets
-from export.log_dirs import LogScanError, measure_log_end_offset
-from export.log_scan import LogFilter, discover_partitions, plan_splits
-from export.manifest import ExportedRange, Manifest, begin_run, commit_run, plan_export
-from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
-from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.export.export_topic_job import available_offsets
+from pykraft.export.log_dirs import LogScanError, measure_log_end_offset
+from pykraft.export.log_scan import LogFilter, discover_partitions, plan_splits
+from pykraft.export.manifest import ExportedRange, Manifest, begin_run, commit_run, plan_export
+from pykraft.export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.replica_fixtures import (
     Replicas,
     ReplicaSpec,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from export.metadata_rows import RECORD_COLUMNS, SOURCE_SNAPSHOT, record_fields
-from export.snapshot_scan import (
+from pykraft.export.metadata_rows import RECORD_COLUMNS, SOURCE_SNAPSHOT, record_fields
+from pykraft.export.snapshot_scan import (
     MetadataScanError,
     plan_snapshot_splits,
     read_snapshot_split,
@@ -15,8 +15,8 @@ from export.snapshot_scan import (
     snapshot_directory,
     snapshot_split_rows,
 )
-from metadata.records import PartitionRecord
-from metadata.snapshot import SnapshotError, read_snapshot
+from pykraft.metadata.records import PartitionRecord
+from pykraft.metadata.snapshot import SnapshotError, read_snapshot
 from tests.export.fixtures import MetadataFixture, build_metadata_dir
 
 

@@ -49,7 +49,7 @@ def test_user_message_finds_our_error_inside_a_spark_traceback() -> None:
 
 
 def test_summary_table_alignment() -> None:
-    from export.report_job import format_table
+    from pykraft.export.report_job import format_table
 
     table = format_table(("topic", "partitions", "imbalance", "fenced"),
                          [["clicks", 3, 0.5, False], ["orders", 16, None, True]])

@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from export.manifest import MANIFEST_FILE, RunState, load_manifest
-from export.report_job import CHART_FILE, TABLES, run_report
-from metadata.snapshot import load_snapshot
-from storage.checkpoints import (
+from pykraft.export.manifest import MANIFEST_FILE, RunState, load_manifest
+from pykraft.export.report_job import CHART_FILE, TABLES, run_report
+from pykraft.metadata.snapshot import load_snapshot
+from pykraft.storage.checkpoints import (
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import (
     BASE_MS,
     build_log_dirs,

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from export.manifest import ExportedRange
-from export.segment_reader import LOG_COLUMNS
-from storage.topic_partition import TopicPartition
+from pykraft.export.manifest import ExportedRange
+from pykraft.export.segment_reader import LOG_COLUMNS
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, expected_log_rows, export_now
 from tests.export.replica_fixtures import Replicas, catch_up, three_brokers
 

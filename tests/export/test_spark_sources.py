@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from export.metadata_rows import (
+from pykraft.export.metadata_rows import (
     BROKER_COLUMNS,
     CONFIG_COLUMNS,
     PARTITION_COLUMNS,
@@ -21,9 +21,9 @@ from export.metadata_rows import (
     struct_column_name,
     topic_rows,
 )
-from export.segment_reader import LOG_COLUMNS
-from export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
-from metadata.snapshot import load_snapshot, read_snapshot
+from pykraft.export.segment_reader import LOG_COLUMNS
+from pykraft.export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
+from pykraft.metadata.snapshot import load_snapshot, read_snapshot
 from tests.export.fixtures import (
     LogFixture,
     MetadataFixture,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import attrs
 
-from fetcher.responses import (
+from pykraft.fetcher.responses import (
     Append,
     BackOff,
     FailureReason,
@@ -48,17 +48,17 @@ from fetcher.responses import (
     on_records_appended,
     plan_truncation,
 )
-from fetcher.state import PartitionFetchState, fetch_partition, initial_fetch_state
-from fetcher.truncation import (
+from pykraft.fetcher.state import PartitionFetchState, fetch_partition, initial_fetch_state
+from pykraft.fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
     LeaderEpochRequest,
     OffsetResetKind,
     Truncation,
 )
-from protocol.errors import Errors
-from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
-from storage.leader_epoch_cache import (
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
+from pykraft.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     Entries,
@@ -66,8 +66,8 @@ from storage.leader_epoch_cache import (
     end_offset_for,
     truncate_from_end,
 )
-from storage.record_batch import CorruptRecordError, iter_batches
-from storage.records import SimpleRecord, build_batch
+from pykraft.storage.record_batch import CorruptRecordError, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch
 
 Rec = tuple[int, int]  # (offset, epoch)
 BACKOFF_MS = 100

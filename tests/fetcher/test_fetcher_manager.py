@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from fetcher.fetcher_config import FetcherConfig
-from fetcher.fetcher_id import fetcher_id
-from fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager, parse_topic_id
-from fetcher.leader_endpoint import LeaderEndpoint
-from fetcher.responses import FailureReason
-from metadata.records import BrokerEndpoint, uuid_to_kafka_string
-from replica.data_path import FetcherManager, InitialFetchState
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig
+from pykraft.fetcher.fetcher_id import fetcher_id
+from pykraft.fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager, parse_topic_id
+from pykraft.fetcher.leader_endpoint import LeaderEndpoint
+from pykraft.fetcher.responses import FailureReason
+from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from pykraft.replica.data_path import FetcherManager, InitialFetchState
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import FakeLeaderEndpoint, leader_of, open_log, records_of
 from tests.fetcher.harness import MockLeader

@@ -19,17 +19,17 @@ import asyncio
 from pathlib import Path
 from typing import Any, cast
 
-from fetcher.fetcher_config import FetcherConfig, PartitionStart
-from fetcher.follower_log import ReplicaLog
-from fetcher.leader_codecs import LeaderFeatures
-from fetcher.leader_endpoint import ReplicaFetch
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.state import FetchState
-from protocol.fetch import PartitionData
-from storage.clock import Clock
-from storage.partition_log import PartitionLog
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
+from pykraft.fetcher.follower_log import ReplicaLog
+from pykraft.fetcher.leader_codecs import LeaderFeatures
+from pykraft.fetcher.leader_endpoint import ReplicaFetch
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.state import FetchState
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.clock import Clock
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import MODERN, FakeLeaderEndpoint, open_log
 

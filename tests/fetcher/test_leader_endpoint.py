@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from fetcher.leader_codecs import (
+from pykraft.fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
     LeaderProtocolError,
@@ -28,9 +28,9 @@ from fetcher.leader_codecs import (
     fetch_version_for,
     negotiate,
 )
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.api_keys import ApiKey
-from protocol.apis import (
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import (
     SUPPORTED_API_VERSIONS,
     decode_request,
     encode_api_versions_response,
@@ -38,8 +38,8 @@ from protocol.apis import (
     encode_unsupported_api_versions_response,
     response_class,
 )
-from protocol.errors import Errors
-from protocol.fetch import (
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import (
     EpochEndOffset,
     FetchableTopicResponse,
     FetchPartition,
@@ -49,7 +49,7 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 ORDERS, PAYMENTS = uuid.UUID(int=1), uuid.UUID(int=2)
 O0, O1, P0 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 0)

@@ -18,16 +18,16 @@ import attrs
 import pytest
 from hypothesis import given, settings
 
-from fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
-from fetcher.follower_log import ReplicaLog
-from fetcher.leader_codecs import LeaderFeatures
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.responses import FailureReason
-from fetcher.state import FetchState
-from protocol.fetch import PartitionData
-from storage.partition_log import PartitionLog
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
+from pykraft.fetcher.follower_log import ReplicaLog
+from pykraft.fetcher.leader_codecs import LeaderFeatures
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.responses import FailureReason
+from pykraft.fetcher.state import FetchState
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import (
     MODERN,

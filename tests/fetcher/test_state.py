@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.responses import (
+from pykraft.fetcher.responses import (
     Append,
     BackOff,
     FailureReason,
@@ -30,14 +30,14 @@ from fetcher.responses import (
     on_request_failed,
     plan_truncation,
 )
-from fetcher.state import (
+from pykraft.fetcher.state import (
     FetchState,
     IllegalFetchStateTransition,
     PartitionFetchState,
     fetch_partition,
     initial_fetch_state,
 )
-from fetcher.truncation import (
+from pykraft.fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
     LeaderEpochRequest,
@@ -45,9 +45,9 @@ from fetcher.truncation import (
     OffsetResetKind,
     Truncation,
 )
-from protocol.errors import Errors
-from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
-from storage.leader_epoch_cache import EpochEntry
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
+from pykraft.storage.leader_epoch_cache import EpochEntry
 
 T, F, D = FetchState.TRUNCATING, FetchState.FETCHING, FetchState.DELAYED
 BACKOFF = 1000

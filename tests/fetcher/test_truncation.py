@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.truncation import (
+from pykraft.fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
     LeaderEpochRequest,
@@ -25,9 +25,9 @@ from fetcher.truncation import (
     truncation_offset,
     truncation_request,
 )
-from protocol.errors import Errors
-from protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset
-from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset
+from pykraft.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
 
 U, UO = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 

@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.controller_client import ControllerClient, ControllerRequestError, SnapshotRequiredError
-from broker.metadata_loader import MetadataLoader
-from metadata.api.topics import CreatableTopic
-from metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import (
+    ControllerClient,
+    ControllerRequestError,
+    SnapshotRequiredError,
+)
+from pykraft.broker.metadata_loader import MetadataLoader
 from pykraft.dev import pick_free_ports as free_ports
+from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from tests.integration.conftest import Cluster
 
 pytestmark = pytest.mark.integration

@@ -28,10 +28,10 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from protocol.api_keys import ApiKey
-from protocol.headers import parse_response_header, response_header_version
-from storage.record_batch import BatchHeader, iter_batches
-from storage.records import SimpleRecord, build_batch
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.headers import parse_response_header, response_header_version
+from pykraft.storage.record_batch import BatchHeader, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch
 from tests.broker.wire_client import request_frame
 from tests.integration.conftest import http
 from tests.integration.test_dev_cluster import kill_everything, start_dev

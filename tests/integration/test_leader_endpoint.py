@@ -17,37 +17,44 @@ from typing import Any, cast
 
 import pytest
 
-from broker.handlers import BrokerServices, broker_handlers
-from broker.kafka_apis import KafkaApis
-from broker.metrics import BrokerMetrics
-from broker.network import KafkaListener
-from broker.replica_manager import ReplicaManager
-from fetcher.fetcher_config import FetcherConfig
-from fetcher.fetcher_manager import ReplicaFetcherManager
-from fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpointError
-from fetcher.responses import LeaderOffsets
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.broker.handlers import BrokerServices, broker_handlers
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.metrics import BrokerMetrics
+from pykraft.broker.network import KafkaListener
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.fetcher.fetcher_config import FetcherConfig
+from pykraft.fetcher.fetcher_manager import ReplicaFetcherManager
+from pykraft.fetcher.leader_endpoint import (
+    EndpointSettings,
+    KafkaLeaderEndpoint,
+    LeaderEndpointError,
+)
+from pykraft.fetcher.responses import LeaderOffsets
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     BrokerEndpoint,
     MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
 )
-from protocol.api_keys import ApiKey
-from protocol.apis import encode_api_versions_response, encode_unsupported_api_versions_response
-from protocol.errors import Errors
-from protocol.headers import encode_response_header, parse_request_header
-from protocol.wire import INT32
-from replica.data_path import RecordedFetcherManager
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.records import SimpleRecord, build_batch
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import (
+    encode_api_versions_response,
+    encode_unsupported_api_versions_response,
+)
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.headers import encode_response_header, parse_request_header
+from pykraft.protocol.wire import INT32
+from pykraft.replica.data_path import RecordedFetcherManager
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import records_of
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from storage.record_batch import LOG_OVERHEAD, validate_batch
+from pykraft.storage.record_batch import LOG_OVERHEAD, validate_batch
 from tests.integration.conftest import Cluster, HttpError, http
 from tests.integration.test_broker_process import BrokerProcess, start_cluster
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 from hypothesis import strategies as st
 
-from metadata.records import (
+from pykraft.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.api import admin, brokers, errors, records, routes, topics
-from metadata.api.errors import SUCCESS, ApiError, ErrorBody, SnapshotRef
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
-from metadata.records import BrokerEndpoint, BrokerFeature, ConfigResourceType
-from protocol.errors import Errors
+from pykraft.metadata.api import admin, brokers, errors, records, routes, topics
+from pykraft.metadata.api.errors import SUCCESS, ApiError, ErrorBody, SnapshotRef
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature, ConfigResourceType
+from pykraft.protocol.errors import Errors
 from tests.metadata.strategies import record_sequences
 
 ints = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -283,7 +283,7 @@ def test_quorum(value: admin.QuorumDescription) -> None:
 @given(st.lists(record_sequences(max_records=6), max_size=3), ints, ints)
 def test_records_page(groups: list[list[Any]], from_offset: int, log_end_offset: int) -> None:
     """The controller splices stored record JSON; the broker decodes every record strictly."""
-    from metadata.codec import encode_record
+    from pykraft.metadata.codec import encode_record
 
     base = max(0, from_offset)
     batches, encoded = [], []

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.codec import (
+from pykraft.metadata.codec import (
     MAX_BATCH_RECORDS,
     MetadataCodecError,
     decode_batch,
@@ -19,7 +19,7 @@ from metadata.codec import (
     encode_record,
     record_to_json,
 )
-from metadata.records import (
+from pykraft.metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
     ConfigRecord,

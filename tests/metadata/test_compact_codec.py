@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.codec import MetadataCodecError, encode_record, record_to_json
-from metadata.compact_codec import decode_records, encode_records, json_lines
-from metadata.records import (
+from pykraft.metadata.codec import MetadataCodecError, encode_record, record_to_json
+from pykraft.metadata.compact_codec import decode_records, encode_records, json_lines
+from pykraft.metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
     BrokerFeature,

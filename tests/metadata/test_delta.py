@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.delta import MetadataDelta, apply_records
-from metadata.errors import MetadataReplayError
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.metadata.delta import MetadataDelta, apply_records
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,

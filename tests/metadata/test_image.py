@@ -6,15 +6,15 @@ import tracemalloc
 
 from immutables import Map
 
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import (
+from pykraft.metadata.delta import MetadataDelta, apply_records
+from pykraft.metadata.image import (
     ClusterImage,
     MetadataImage,
     PartitionRegistration,
     TopicImage,
     TopicsImage,
 )
-from metadata.records import (
+from pykraft.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,

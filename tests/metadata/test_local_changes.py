@@ -3,17 +3,17 @@ testDeleteAfterChanges, testUpdatedLeaders, testLocalReassignmentChanges)."""
 
 from __future__ import annotations
 
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, local_changes
-from metadata.records import (
+from pykraft.metadata.delta import MetadataDelta, apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges, local_changes
+from pykraft.metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 LOCAL = 3
 FOO = "ThIaNwRnSM2Nt9Mx1v0RvA"

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     FeatureLevelRecord,
@@ -23,7 +23,7 @@ from metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from metadata.snapshot import (
+from pykraft.metadata.snapshot import (
     SnapshotError,
     SnapshotId,
     decode_snapshot,

@@ -20,8 +20,8 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as KioApiVer
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as KioApiVersionsV3
 from kio.serial import entity_reader
 
-from protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, ApiKey
-from protocol.apis import (
+from pykraft.protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, ApiKey
+from pykraft.protocol.apis import (
     _CODEC_CLASSES,
     HAND_WRITTEN_APIS,
     SUPPORTED_API_VERSIONS,
@@ -36,7 +36,12 @@ from protocol.apis import (
     request_disposition,
     response_class,
 )
-from protocol.errors import Errors, MalformedRequestError, ProtocolError, UnsupportedRequestError
+from pykraft.protocol.errors import (
+    Errors,
+    MalformedRequestError,
+    ProtocolError,
+    UnsupportedRequestError,
+)
 from tests.protocol.schema_values import random_message
 
 ADVERTISED = {int(key): (r.min_version, r.max_version) for key, r in SUPPORTED_API_VERSIONS.items()}

@@ -18,8 +18,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import ProduceRequest as KafkaPythonProduceRequest
 from kafka.protocol.producer import ProduceResponse as KafkaPythonProduceResponse
 
-from protocol.api_keys import ApiKey
-from protocol.apis import (
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import (
     SUPPORTED_API_VERSIONS,
     RequestDisposition,
     decode_request,
@@ -29,23 +29,23 @@ from protocol.apis import (
     request_disposition,
     response_class,
 )
-from protocol.fetch import (
+from pykraft.protocol.fetch import (
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
     decode_fetch_request,
     encode_fetch_response,
 )
-from protocol.framing import FrameDecoder, frame_response
-from protocol.headers import parse_request_header, response_header_version
-from protocol.produce import (
+from pykraft.protocol.framing import FrameDecoder, frame_response
+from pykraft.protocol.headers import parse_request_header, response_header_version
+from pykraft.protocol.produce import (
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
     decode_produce_request,
     encode_produce_response,
 )
-from protocol.segments import Segments
+from pykraft.protocol.segments import Segments
 
 
 def client_frame(request: Any, correlation_id: int) -> bytes:

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest as KafkaPythonFetchRequest
 from kafka.protocol.consumer import FetchResponse as KafkaPythonFetchResponse
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from protocol.errors import MalformedRequestError, ProtocolError, UnsupportedRequestError
-from protocol.fetch import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.protocol.errors import MalformedRequestError, ProtocolError, UnsupportedRequestError
+from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     NO_REPLICA_STATE,
     NO_SNAPSHOT_ID,
@@ -39,8 +39,8 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from protocol.segments import FileSliceLike, Segment, Segments
-from protocol.wire import ZERO_UUID
+from pykraft.protocol.segments import FileSliceLike, Segment, Segments
+from pykraft.protocol.wire import ZERO_UUID
 from tests.protocol.kio_helpers import error_code, kio_decode, kio_encode, kio_module, milliseconds
 
 VERSIONS = range(4, 17)

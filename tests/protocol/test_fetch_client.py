@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from protocol.errors import MalformedRequestError
-from protocol.fetch import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.protocol.errors import MalformedRequestError
+from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     NO_SNAPSHOT_ID,
     EpochEndOffset,
@@ -27,8 +27,8 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from protocol.fetch_client import decode_fetch_response, encode_fetch_request
-from protocol.wire import ZERO_UUID
+from pykraft.protocol.fetch_client import decode_fetch_response, encode_fetch_request
+from pykraft.protocol.wire import ZERO_UUID
 from tests.protocol.test_fetch import (
     VERSIONS,
     fetch_requests,

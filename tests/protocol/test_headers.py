@@ -17,9 +17,9 @@ from kio.schema.response_header.v1.header import ResponseHeader as KioResponseHe
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
-from protocol.api_keys import ApiKey
-from protocol.errors import MalformedRequestError
-from protocol.headers import (
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import MalformedRequestError
+from pykraft.protocol.headers import (
     RequestHeader,
     encode_request_header,
     encode_response_header,

@@ -16,9 +16,14 @@ from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceRequest as KafkaPythonProduceRequest
 from kafka.protocol.producer import ProduceResponse as KafkaPythonProduceResponse
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from protocol.errors import Errors, MalformedRequestError, ProtocolError, UnsupportedRequestError
-from protocol.produce import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.protocol.errors import (
+    Errors,
+    MalformedRequestError,
+    ProtocolError,
+    UnsupportedRequestError,
+)
+from pykraft.protocol.produce import (
     BatchIndexAndErrorMessage,
     PartitionProduceData,
     PartitionProduceResponse,

@@ -6,9 +6,9 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.records import (
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -18,7 +18,7 @@ from metadata.records import (
     TopicRecord,
     uuid_to_kafka_string,
 )
-from quorum.controller import ControllerResult, ControllerSettings, QuorumController
+from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
 
 
 def incarnation(n: int) -> str:

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     UnregisterBrokerRequest,
 )
-from quorum.managers.sessions import BrokerControlState, HeartbeatInput, next_broker_state
+from pykraft.quorum.managers.sessions import BrokerControlState, HeartbeatInput, next_broker_state
 from tests.quorum.helpers import (
     Harness,
     apply,

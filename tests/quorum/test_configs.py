@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.records import ConfigRecord
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.metadata.records import ConfigRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from quorum.managers.configs import (
+from pykraft.quorum.managers.configs import (
     TOPIC_CONFIGS,
     ConfigError,
     effective_topic_configs,

@@ -11,16 +11,16 @@ from typing import TypeVar
 
 import pytest
 
-from metadata.records import (
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     MetadataRecord,
     NoOpRecord,
     RegisterBrokerRecord,
 )
-from quorum.controller import ControllerSettings, QuorumController
-from quorum.metadata_view import MetadataView
-from quorum.node import Operation
-from quorum.runner import TIMER_MAX_DELAY_MS, TIMER_MIN_DELAY_MS, run_timer, timer_delay_ms
+from pykraft.quorum.controller import ControllerSettings, QuorumController
+from pykraft.quorum.metadata_view import MetadataView
+from pykraft.quorum.node import Operation
+from pykraft.quorum.runner import TIMER_MAX_DELAY_MS, TIMER_MIN_DELAY_MS, run_timer, timer_delay_ms
 from tests.fake_clock import FakeClock
 from tests.quorum.helpers import apply, endpoint, image_with, incarnation
 

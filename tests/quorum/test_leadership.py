@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.image import MetadataImage
-from metadata.records import PartitionChangeRecord
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import PartitionChangeRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
     BrokerState,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.image import PartitionRegistration
-from metadata.records import LeaderRecoveryState, PartitionChangeRecord
-from quorum.managers.partition_change import (
+from pykraft.metadata.image import PartitionRegistration
+from pykraft.metadata.records import LeaderRecoveryState, PartitionChangeRecord
+from pykraft.quorum.managers.partition_change import (
     Election,
     ElectionResult,
     build_partition_change,

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from quorum.placement import (
+from pykraft.quorum.placement import (
     PlacementError,
     RackList,
     UsableBroker,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from metadata.records import ProducerIdsRecord
-from protocol.errors import Errors
-from quorum.controller import AllocateProducerIdsRequest
-from quorum.managers.producer_ids import allocate_producer_ids
+from pykraft.metadata.records import ProducerIdsRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import AllocateProducerIdsRequest
+from pykraft.quorum.managers.producer_ids import allocate_producer_ids
 from tests.quorum.helpers import Harness, apply, image_with
 
 

@@ -3,7 +3,7 @@
 import crc32c
 import pytest
 
-from quorum.raft_batch import (
+from pykraft.quorum.raft_batch import (
     COMPACT_FORMAT,
     JSON_LINES_FORMAT,
     MAGIC,

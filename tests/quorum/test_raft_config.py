@@ -6,7 +6,7 @@ import pytest
 
 from pykraft.controller_cmd import load_controller_config
 from pykraft.properties import ConfigError, Properties
-from quorum.config import ControllerConfigError, HostPort
+from pykraft.quorum.config import ControllerConfigError, HostPort
 
 BASE = """
 node.id=2

@@ -5,7 +5,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from quorum.raft_dump import DumpError, DumpHeader, RaftEntry, read_dump, write_dump
+from pykraft.quorum.raft_dump import DumpError, DumpHeader, RaftEntry, read_dump, write_dump
 
 
 def header(checkpoint: Path | None) -> DumpHeader:

@@ -2,10 +2,10 @@
 
 import pytest
 
-from metadata.codec import encode_record
-from metadata.compact_codec import encode_records
-from metadata.records import ProducerIdsRecord
-from quorum.log_window import CommittedBatch, LogWindow, LogWindowError, ReadStatus
+from pykraft.metadata.codec import encode_record
+from pykraft.metadata.compact_codec import encode_records
+from pykraft.metadata.records import ProducerIdsRecord
+from pykraft.quorum.log_window import CommittedBatch, LogWindow, LogWindowError, ReadStatus
 
 
 def record(offset: int) -> ProducerIdsRecord:

@@ -3,9 +3,9 @@ the controller serves exactly the routes of the contract (``metadata/api/routes.
 
 from typing import Any, cast
 
-from metadata.api.routes import ROUTES
-from quorum.openapi import openapi_document
-from quorum.service import build_app
+from pykraft.metadata.api.routes import ROUTES
+from pykraft.quorum.openapi import openapi_document
+from pykraft.quorum.service import build_app
 
 
 def test_the_controller_serves_every_route_of_the_contract() -> None:

@@ -2,16 +2,16 @@
 
 import pytest
 
-from metadata.records import (
+from pykraft.metadata.records import (
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     TopicRecord,
     uuid_to_kafka_string,
 )
-from quorum.node import ServiceError, proposal_blob
-from quorum.raft_batch import CompactBatch, decode_batch
-from quorum.raft_state import ApplyStatus, MetadataState, apply_entry
+from pykraft.quorum.node import ServiceError, proposal_blob
+from pykraft.quorum.raft_batch import CompactBatch, decode_batch
+from pykraft.quorum.raft_state import ApplyStatus, MetadataState, apply_entry
 
 TOPIC_ID = uuid_to_kafka_string(bytes(range(1, 17)))
 

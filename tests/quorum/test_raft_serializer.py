@@ -6,7 +6,7 @@ from typing import Any
 
 from pysyncobj import SERIALIZER_STATE
 
-from quorum.raft_serializer import BackgroundSerializer
+from pykraft.quorum.raft_serializer import BackgroundSerializer
 
 DEADLINE_S = 10.0
 

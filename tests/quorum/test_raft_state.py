@@ -2,16 +2,16 @@
 
 import pytest
 
-from metadata.codec import encode_record
-from metadata.compact_codec import encode_records
-from metadata.records import (
+from pykraft.metadata.codec import encode_record
+from pykraft.metadata.compact_codec import encode_records
+from pykraft.metadata.records import (
     NoOpRecord,
     PartitionRecord,
     TopicRecord,
     uuid_to_kafka_string,
 )
-from quorum.raft_batch import CompactBatch, ProposedBatch, encode_batch
-from quorum.raft_state import ApplyStatus, MetadataState, apply_entry
+from pykraft.quorum.raft_batch import CompactBatch, ProposedBatch, encode_batch
+from pykraft.quorum.raft_state import ApplyStatus, MetadataState, apply_entry
 
 TOPIC_ID = uuid_to_kafka_string(bytes(range(1, 17)))
 

@@ -11,15 +11,15 @@ import random
 
 import pytest
 
-from metadata.records import (
+from pykraft.metadata.records import (
     ConfigRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
     uuid_to_kafka_string,
 )
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     ControllerSettings,
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -29,7 +29,7 @@ from quorum.controller import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
 )
-from quorum.managers.replication import create_topics, new_topic_id
+from pykraft.quorum.managers.replication import create_topics, new_topic_id
 from tests.quorum.helpers import Harness, image_with, partition, topic_id
 
 THREE = {1: "unfenced", 2: "unfenced", 3: "unfenced", 4: "fenced", 5: "shutdown"}

@@ -22,11 +22,11 @@ from typing import Any
 
 import attrs
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -48,7 +48,7 @@ from quorum.controller import (
     TopicPartitions,
     UnregisterBrokerRequest,
 )
-from quorum.managers.partition_change import all_partitions, is_active
+from pykraft.quorum.managers.partition_change import all_partitions, is_active
 
 MAX_EVENTS_SHOWN = 25
 

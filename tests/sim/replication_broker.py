@@ -28,25 +28,25 @@ from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 
-from broker.controller_client import HeartbeatReply
-from broker.delayed_produce import DelayedProduces
-from broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import MetadataRecord, uuid_to_kafka_string
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.broker.controller_client import HeartbeatReply
+from pykraft.broker.delayed_produce import DelayedProduces
+from pykraft.broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.partition import Partition
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import MetadataRecord, uuid_to_kafka_string
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
-from storage.log_manager import LogManager
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_doubles import (
     PendingProduce,

@@ -33,7 +33,7 @@ from collections import Counter
 
 import attrs
 
-from storage.partition_log import PartitionLog
+from pykraft.storage.partition_log import PartitionLog
 from tests.sim.replication_log import PartitionKey, StoredBatch, records, records_from
 
 __all__ = ["Checker", "InvariantViolation", "PartitionKey", "Tenure", "fail"]

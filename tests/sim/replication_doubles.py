@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fetcher.fetcher_config import PartitionStart
-from protocol.errors import Errors
-from replica.data_path import InitialFetchState
-from replica.produce_waiters import ProducePurgatory, ReplicaChecker
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import PartitionStart
+from pykraft.protocol.errors import Errors
+from pykraft.replica.data_path import InitialFetchState
+from pykraft.replica.produce_waiters import ProducePurgatory, ReplicaChecker
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_fetcher import (
     ObservedReplicaFetcher,

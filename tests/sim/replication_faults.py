@@ -34,9 +34,9 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from broker.lifecycle import BrokerState
-from metadata.records import MetadataRecord, PartitionChangeRecord
-from quorum.controller import ElectionType, ElectLeadersRequest
+from pykraft.broker.lifecycle import BrokerState
+from pykraft.metadata.records import MetadataRecord, PartitionChangeRecord
+from pykraft.quorum.controller import ElectionType, ElectLeadersRequest
 from tests.sim.replication_broker import SimBroker
 from tests.sim.replication_checks import fail
 from tests.sim.replication_log import describe

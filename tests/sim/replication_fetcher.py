@@ -19,21 +19,21 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from fetcher.fetcher_config import FetcherConfig
-from fetcher.leader_codecs import FIRST_TRUNCATION_ON_FETCH_VERSION, LeaderFeatures
-from fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.responses import (
+from pykraft.fetcher.fetcher_config import FetcherConfig
+from pykraft.fetcher.leader_codecs import FIRST_TRUNCATION_ON_FETCH_VERSION, LeaderFeatures
+from pykraft.fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.responses import (
     Append,
     FetchOutcome,
     LeaderOffsets,
     ResetOffset,
     Truncate,
 )
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest, OffsetResetKind
-from protocol.fetch import PartitionData
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest, OffsetResetKind
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import InvariantViolation, PartitionKey
 from tests.sim.replication_leader import (
     EpochAnswer,

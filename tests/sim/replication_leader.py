@@ -36,51 +36,51 @@ from typing import TYPE_CHECKING, cast
 
 import attrs
 
-from broker.controller_api import ControllerClient
-from broker.handlers.fetch import handle_fetch
-from broker.handlers.list_offsets import list_offsets
-from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch
-from broker.handlers.services import BrokerServices
-from broker.purgatory import DelayedFetches
-from fetcher.leader_codecs import (
+from pykraft.broker.controller_api import ControllerClient
+from pykraft.broker.handlers.fetch import handle_fetch
+from pykraft.broker.handlers.list_offsets import list_offsets
+from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch
+from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.purgatory import DelayedFetches
+from pykraft.fetcher.leader_codecs import (
     ReplicaFetch,
     decode_list_offsets_response,
     decode_offset_for_leader_epoch_response,
     encode_list_offsets_request,
     encode_offset_for_leader_epoch_request,
 )
-from fetcher.responses import LeaderOffsets
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.api_keys import ApiKey
-from protocol.apis import decode_request, encode_response
-from protocol.errors import Errors
-from protocol.fetch import (
+from pykraft.fetcher.responses import LeaderOffsets
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_request, encode_response
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     FetchRequest,
     FetchTopic,
     PartitionData,
     ReplicaState,
 )
-from protocol.segments import Segment
-from quorum.controller import (
+from pykraft.protocol.segments import Segment
+from pykraft.quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerState,
 )
-from quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
-from replica.alter_partition_queue import (
+from pykraft.quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
+from pykraft.replica.alter_partition_queue import (
     ALTER_PARTITION_RETRY_BACKOFF_MS,
     AlterPartitionCallback,
     AlterPartitionItem,
     AlterPartitionQueue,
     AlterPartitionRequestBatch,
 )
-from replica.fetch_waiters import FetchCompletion
-from replica.isr import AlterPartitionResult
-from replica.partition_state import FetchIsolation
-from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from storage.topic_partition import TopicPartition
+from pykraft.replica.fetch_waiters import FetchCompletion
+from pykraft.replica.isr import AlterPartitionResult
+from pykraft.replica.partition_state import FetchIsolation
+from pykraft.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_log import records
 from tests.sim.replication_net import SimFuture, SimTask
 

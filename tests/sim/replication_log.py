@@ -30,11 +30,11 @@ from pathlib import Path
 
 import attrs
 
-from storage.log_config import LogConfig
-from storage.memory_disk import MemoryDisk
-from storage.partition_log import PartitionLog
-from storage.record_batch import parse_header
-from storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import parse_header
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 
 PartitionKey = tuple[str, int]
 # Small segments, so that rolls, several segments per log and the crash rule's cut across

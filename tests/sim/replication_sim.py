@@ -40,10 +40,10 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
-from quorum.controller import (
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
+from pykraft.quorum.controller import (
     ControllerResult,
     ControllerSettings,
     CreatableTopic,

@@ -20,14 +20,14 @@ from typing import Any
 import attrs
 import pytest
 
-import broker.partition as broker_partition
-import fetcher.responses as responses
-import fetcher.truncation as truncation
-import replica.partition_core as partition_core
-from fetcher.truncation import FollowerLog, Truncation
-from protocol.errors import Errors
-from replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
-from storage.partition_log import PartitionLog
+import pykraft.broker.partition as broker_partition
+import pykraft.fetcher.responses as responses
+import pykraft.fetcher.truncation as truncation
+import pykraft.replica.partition_core as partition_core
+from pykraft.fetcher.truncation import FollowerLog, Truncation
+from pykraft.protocol.errors import Errors
+from pykraft.replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
+from pykraft.storage.partition_log import PartitionLog
 from tests.sim.replication_log import BrokerDisk, client_batch, records
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure

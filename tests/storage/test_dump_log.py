@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pykraft import cli
-from storage.record_batch import CompressionType, validate_batch
-from storage.records import (
+from pykraft.storage.record_batch import CompressionType, validate_batch
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     SimpleRecord,
@@ -258,7 +258,7 @@ def test_directory_and_no_arguments(dump, tmp_path: Path) -> None:
 
 
 def test_a_decompression_bomb_is_reported_not_inflated(dump, tmp_path: Path) -> None:
-    from storage.varint import encode_varint
+    from pykraft.storage.varint import encode_varint
     from tests.storage.bombs import zstd_zeros_frame
     from tests.storage.test_record_validation import batch_of
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from storage.record_batch import CompressionType, iter_batches, validate_batch
-from storage.records import (
+from pykraft.storage.record_batch import CompressionType, iter_batches, validate_batch
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     Record,

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import records as records_module
-from storage.compression import XERIAL_MAGIC, compress
-from storage.record_batch import (
+from pykraft.storage import records as records_module
+from pykraft.storage.compression import XERIAL_MAGIC, compress
+from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -25,7 +25,7 @@ from storage.record_batch import (
     encode_header,
     validate_batch,
 )
-from storage.records import (
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     Record,
@@ -36,7 +36,7 @@ from storage.records import (
     decompress,
     iter_records,
 )
-from storage.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+from pykraft.storage.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 T0 = 1_700_000_000_000
 
