@@ -61,15 +61,28 @@ Wait = Callable[[float], Awaitable[None]]
 
 
 class HeartbeatClient(Protocol):
-    async def register_broker(self, *, broker_id: int, incarnation_id: str,
-                              endpoints: Sequence[BrokerEndpoint], rack: str | None,
-                              features: Sequence[BrokerFeature] = (),
-                              deadline_s: float | None = None) -> BrokerRegistrationReply: ...
+    async def register_broker(
+        self,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: Sequence[BrokerEndpoint],
+        rack: str | None,
+        features: Sequence[BrokerFeature] = (),
+        deadline_s: float | None = None,
+    ) -> BrokerRegistrationReply: ...
 
-    async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                        want_fence: bool, want_shut_down: bool,
-                        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
-                        deadline_s: float | None = None) -> HeartbeatReply: ...
+    async def heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
+        deadline_s: float | None = None,
+    ) -> HeartbeatReply: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -90,8 +103,9 @@ class HeartbeatDecision:
     next_heartbeat_ms: int
 
 
-def heartbeat_decision(state: BrokerState, reply: HeartbeatReply, interval_ms: int,
-                       had_shutdown_reply: bool) -> HeartbeatDecision:
+def heartbeat_decision(
+    state: BrokerState, reply: HeartbeatReply, interval_ms: int, had_shutdown_reply: bool
+) -> HeartbeatDecision:
     """Kafka's ``BrokerHeartbeatResponseEvent``: what a successful answer means in ``state``."""
     if state is BrokerState.STARTING:
         target = BrokerState.RECOVERY if reply.is_caught_up else None
@@ -109,11 +123,17 @@ def heartbeat_decision(state: BrokerState, reply: HeartbeatReply, interval_ms: i
 class BrokerLifecycleManager:
     """Registers, then heartbeats until the broker is SHUTTING_DOWN or ``stop`` is called."""
 
-    def __init__(self, client: HeartbeatClient, identity: BrokerIdentity,
-                 lifecycle: BrokerLifecycle, metadata_offset: Callable[[], int], *,
-                 heartbeat_interval_ms: int, wait: Wait | None = None,
-                 offline_log_dirs: Callable[[], OfflineLogDirs] = lambda: NO_OFFLINE_LOG_DIRS,
-                 ) -> None:
+    def __init__(
+        self,
+        client: HeartbeatClient,
+        identity: BrokerIdentity,
+        lifecycle: BrokerLifecycle,
+        metadata_offset: Callable[[], int],
+        *,
+        heartbeat_interval_ms: int,
+        wait: Wait | None = None,
+        offline_log_dirs: Callable[[], OfflineLogDirs] = lambda: NO_OFFLINE_LOG_DIRS,
+    ) -> None:
         self._client = client
         self._offline_log_dirs = offline_log_dirs
         self.identity = identity
@@ -175,8 +195,10 @@ class BrokerLifecycleManager:
             delay_ms = await self._heartbeat_once()
 
     def _done(self) -> bool:
-        return self._stopped or self.lifecycle.state in (BrokerState.SHUTTING_DOWN,
-                                                         BrokerState.NOT_RUNNING)
+        return self._stopped or self.lifecycle.state in (
+            BrokerState.SHUTTING_DOWN,
+            BrokerState.NOT_RUNNING,
+        )
 
     async def _wait_or_wake(self, seconds: float) -> None:
         # asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a cancellation that
@@ -196,19 +218,31 @@ class BrokerLifecycleManager:
         while not self._done():
             try:
                 reply = await self._client.register_broker(
-                    broker_id=identity.broker_id, incarnation_id=identity.incarnation_id,
-                    endpoints=identity.endpoints, rack=identity.rack,
-                    features=identity.features, deadline_s=self._deadline_s())
+                    broker_id=identity.broker_id,
+                    incarnation_id=identity.incarnation_id,
+                    endpoints=identity.endpoints,
+                    rack=identity.rack,
+                    features=identity.features,
+                    deadline_s=self._deadline_s(),
+                )
             except ControllerError as error:
                 failures += 1
                 if failures == 1 or failures % LOG_EVERY_FAILURES == 0:
-                    logger.info("broker %d: registration failed (%d so far), retrying: %s",
-                                identity.broker_id, failures, error)
+                    logger.info(
+                        "broker %d: registration failed (%d so far), retrying: %s",
+                        identity.broker_id,
+                        failures,
+                        error,
+                    )
                 await self._wait(self.heartbeat_interval_ms / 1000)
                 continue
             self.broker_epoch = reply.broker_epoch
-            logger.info("broker %d registered with broker epoch %d (incarnation %s)",
-                        identity.broker_id, reply.broker_epoch, identity.incarnation_id)
+            logger.info(
+                "broker %d registered with broker epoch %d (incarnation %s)",
+                identity.broker_id,
+                reply.broker_epoch,
+                identity.incarnation_id,
+            )
             return
 
     async def _heartbeat_once(self) -> int:
@@ -216,19 +250,23 @@ class BrokerLifecycleManager:
         state = self.lifecycle.state
         try:
             reply = await self._client.heartbeat(
-                broker_id=self.identity.broker_id, broker_epoch=self.broker_epoch,
+                broker_id=self.identity.broker_id,
+                broker_epoch=self.broker_epoch,
                 current_metadata_offset=self._metadata_offset(),
                 want_fence=not self.ready_to_unfence,
                 want_shut_down=state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
-                offline_log_dirs=self._offline_log_dirs(), deadline_s=self._deadline_s())
+                offline_log_dirs=self._offline_log_dirs(),
+                deadline_s=self._deadline_s(),
+            )
         except ControllerError as error:
             logger.warning("broker %d: heartbeat failed: %s", self.identity.broker_id, error)
             return self.heartbeat_interval_ms
         self.last_reply = reply
         # The state may have moved while the request was in flight (a shutdown request).
         state = self.lifecycle.state
-        decision = heartbeat_decision(state, reply, self.heartbeat_interval_ms,
-                                      self._had_shutdown_reply)
+        decision = heartbeat_decision(
+            state, reply, self.heartbeat_interval_ms, self._had_shutdown_reply
+        )
         if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
             self._had_shutdown_reply = True
         if decision.target is not None:
@@ -236,8 +274,9 @@ class BrokerLifecycleManager:
         return decision.next_heartbeat_ms
 
     def _become(self, target: BrokerState) -> None:
-        logger.info("broker %d: %s -> %s", self.identity.broker_id, self.lifecycle.state.name,
-                    target.name)
+        logger.info(
+            "broker %d: %s -> %s", self.identity.broker_id, self.lifecycle.state.name, target.name
+        )
         self.lifecycle.become(target)
         if target is BrokerState.RECOVERY:
             self.caught_up.set()
@@ -259,8 +298,11 @@ class BrokerLifecycleManager:
             async with asyncio.timeout(timeout_s):
                 await self.shutdown_allowed.wait()
         if self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            logger.warning("broker %d: controlled shutdown not confirmed within %.1fs; "
-                           "shutting down anyway", self.identity.broker_id, timeout_s)
+            logger.warning(
+                "broker %d: controlled shutdown not confirmed within %.1fs; shutting down anyway",
+                self.identity.broker_id,
+                timeout_s,
+            )
             self.lifecycle.become(BrokerState.SHUTTING_DOWN)
             return False
         return True

@@ -121,14 +121,18 @@ def read_journal(path: Path) -> Iterator[JournalEntry]:
     _, _, _, last_record_end = _JOURNAL_HEADER.unpack_from(data)
     position = _JOURNAL_HEADER.size
     if last_record_end > len(data):
-        raise JournalError(f"journal {path}: header says records end at byte "
-                           f"{last_record_end}, the file has {len(data)} bytes")
+        raise JournalError(
+            f"journal {path}: header says records end at byte "
+            f"{last_record_end}, the file has {len(data)} bytes"
+        )
     while position < last_record_end:
         (size,) = _RECORD_SIZE.unpack_from(data, position)
         end = position + 4 + size
         if size < _INDEX_TERM.size or end + 4 > last_record_end:
-            raise JournalError(f"journal {path} at byte {position}: record of {size} bytes "
-                               "runs past the end of the journal")
+            raise JournalError(
+                f"journal {path} at byte {position}: record of {size} bytes "
+                "runs past the end of the journal"
+            )
         index, term = _INDEX_TERM.unpack_from(data, position + 4)
         yield JournalEntry(index, term, data[position + 4 + _INDEX_TERM.size : end], position)
         position = end + 4
@@ -240,8 +244,9 @@ def read_commit_index(journal_path: Path) -> int:
     return index
 
 
-def replay(entries: Iterator[JournalEntry], state: DumpState, commit_index: int
-           ) -> Iterator[LogRecord]:
+def replay(
+    entries: Iterator[JournalEntry], state: DumpState, commit_index: int
+) -> Iterator[LogRecord]:
     """Committed records after the dump, with the offsets the controller gave them."""
     image, next_offset = state.image, state.next_offset
     for entry in entries:
@@ -255,13 +260,13 @@ def replay(entries: Iterator[JournalEntry], state: DumpState, commit_index: int
             continue  # pysyncobj's own entry, a rejected blob, or a stale proposal
         try:
             records = decode_batch_records(batch)
-            image = apply_records(image, records, offset=next_offset + len(records) - 1,
-                                  epoch=batch.epoch)
+            image = apply_records(
+                image, records, offset=next_offset + len(records) - 1, epoch=batch.epoch
+            )
         except (MetadataCodecError, MetadataReplayError):
             continue  # the controller rejects the whole batch (INVALID)
         for i, record in enumerate(records):
-            yield LogRecord(next_offset + i, batch.epoch, batch.append_time_ms, entry.index,
-                            record)
+            yield LogRecord(next_offset + i, batch.epoch, batch.append_time_ms, entry.index, record)
         next_offset += len(records)
 
 

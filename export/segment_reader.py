@@ -42,8 +42,18 @@ LOG_SCHEMA_DDL = (
     "producer_id BIGINT NOT NULL, producer_epoch INT NOT NULL, is_transactional BOOLEAN NOT NULL"
 )
 LOG_COLUMNS = (
-    "topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
-    "leader_epoch", "producer_id", "producer_epoch", "is_transactional",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestamp_type",
+    "key",
+    "value",
+    "headers",
+    "leader_epoch",
+    "producer_id",
+    "producer_epoch",
+    "is_transactional",
 )
 
 
@@ -113,9 +123,17 @@ class SegmentChunk:
     def rows(self) -> Iterator[LogRow]:
         for i in range(len(self.offset)):
             yield LogRow(
-                self.topic, self.partition, self.offset[i], self.timestamp[i],
-                self.timestamp_type[i], self.key[i], self.value[i], tuple(self.headers[i]),
-                self.leader_epoch[i], self.producer_id[i], self.producer_epoch[i],
+                self.topic,
+                self.partition,
+                self.offset[i],
+                self.timestamp[i],
+                self.timestamp_type[i],
+                self.key[i],
+                self.value[i],
+                tuple(self.headers[i]),
+                self.leader_epoch[i],
+                self.producer_id[i],
+                self.producer_epoch[i],
                 self.is_transactional[i],
             )
 

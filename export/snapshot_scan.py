@@ -113,9 +113,18 @@ def plan_snapshot_splits(
             end = data.index(b"\n", end, body_end) + 1
             if end >= body_end:
                 break
-        splits.append(SnapshotSplit(str(path), path.name.removesuffix(".checkpoint"),
-                                    header["endOffset"], header["epoch"], header["createdMs"],
-                                    index, position, end))
+        splits.append(
+            SnapshotSplit(
+                str(path),
+                path.name.removesuffix(".checkpoint"),
+                header["endOffset"],
+                header["epoch"],
+                header["createdMs"],
+                index,
+                position,
+                end,
+            )
+        )
         index += data.count(b"\n", position, end)
         position = end
     return splits
@@ -173,6 +182,13 @@ def read_snapshot_split(split: SnapshotSplit) -> Iterator[tuple[int, MetadataRec
 def snapshot_split_rows(split: SnapshotSplit) -> Iterator[tuple[object, ...]]:
     """``records`` view rows of one split (timestamps in milliseconds)."""
     for index, record in read_snapshot_split(split):
-        position = RecordPosition(SOURCE_SNAPSHOT, split.snapshot_id, split.end_offset, None,
-                                  split.epoch, split.created_ms, index)
+        position = RecordPosition(
+            SOURCE_SNAPSHOT,
+            split.snapshot_id,
+            split.end_offset,
+            None,
+            split.epoch,
+            split.created_ms,
+            index,
+        )
         yield record_row(record, position)

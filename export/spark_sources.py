@@ -76,8 +76,14 @@ from pykraft.metadata.snapshot import load_snapshot
 
 LOG_FORMAT = "pykraft-log"
 METADATA_FORMAT = "pykraft-metadata"
-_OPS = {EqualTo: Op.EQ, In: Op.IN, GreaterThan: Op.GT, GreaterThanOrEqual: Op.GE,
-        LessThan: Op.LT, LessThanOrEqual: Op.LE}
+_OPS = {
+    EqualTo: Op.EQ,
+    In: Op.IN,
+    GreaterThan: Op.GT,
+    GreaterThanOrEqual: Op.GE,
+    LessThan: Op.LT,
+    LessThanOrEqual: Op.LE,
+}
 
 
 def register(spark: SparkSession) -> None:
@@ -290,8 +296,15 @@ def _log_rows(task: _LogTask) -> Iterator[tuple[Any, ...]]:
     for log_record in read_retained_log(Path(task.metadata_dir), Path(task.snapshot_dir)):
         if log_record.offset + 1 <= task.min_end_offset:
             continue
-        position = RecordPosition(SOURCE_LOG, None, log_record.offset + 1, log_record.offset,
-                                  log_record.epoch, log_record.append_time_ms, 0)
+        position = RecordPosition(
+            SOURCE_LOG,
+            None,
+            log_record.offset + 1,
+            log_record.offset,
+            log_record.epoch,
+            log_record.append_time_ms,
+            0,
+        )
         yield record_row(log_record.record, position)
 
 

@@ -72,7 +72,9 @@ LogLookup = Callable[[TopicPartition], ReplicaLog | None]
 def follower_view(log: ReplicaLog) -> FollowerLog:
     """The immutable snapshot the pure core decides from."""
     return FollowerLog(
-        log.log_start_offset, log.log_end_offset, log.high_watermark,
+        log.log_start_offset,
+        log.log_end_offset,
+        log.high_watermark,
         log.leader_epoch_cache.entries,
     )
 

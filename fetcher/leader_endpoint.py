@@ -220,7 +220,10 @@ class KafkaLeaderEndpoint:
         def build(features: LeaderFeatures) -> tuple[int, bytes]:
             version = features.list_offsets_version
             body = encode_list_offsets_request(
-                topic_partition, current_leader_epoch, timestamp, version,
+                topic_partition,
+                current_leader_epoch,
+                timestamp,
+                version,
                 self.settings.replica_id,
             )
             return version, body
@@ -298,7 +301,10 @@ class KafkaLeaderEndpoint:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id
         header = RequestHeader(
-            api_key, version, correlation_id, self.settings.client_id,
+            api_key,
+            version,
+            correlation_id,
+            self.settings.client_id,
             request_header_version(api_key, version),
         )
         writer.write(encode_frame(encode_request_header(header) + body))

@@ -112,8 +112,14 @@ class MarkFailed:
 
 
 FetchAction = (
-    Ignore | Append | Truncate | SendOffsetsForLeaderEpoch | ResolveOutOfRange | ResetOffset
-    | BackOff | MarkFailed
+    Ignore
+    | Append
+    | Truncate
+    | SendOffsetsForLeaderEpoch
+    | ResolveOutOfRange
+    | ResetOffset
+    | BackOff
+    | MarkFailed
 )
 
 
@@ -188,7 +194,9 @@ def on_epoch_end_offset(
 
 
 def _truncated(
-    state: PartitionFetchState, truncation: Truncation, follower: FollowerLog,
+    state: PartitionFetchState,
+    truncation: Truncation,
+    follower: FollowerLog,
     truncate_on_fetch: bool,
 ) -> FetchOutcome:
     """Kafka ``updateFetchOffsetAndMaybeMarkTruncationComplete``: fetch from the truncation

@@ -75,8 +75,12 @@ class CommittedBatch:
         if offset == self.base_offset:
             return self
         skipped = offset - self.base_offset
-        return attrs.evolve(self, base_offset=offset, record_count=self.record_count - skipped,
-                            skip=self.skip + skipped)
+        return attrs.evolve(
+            self,
+            base_offset=offset,
+            record_count=self.record_count - skipped,
+            skip=self.skip + skipped,
+        )
 
 
 class ReadStatus(enum.Enum):

@@ -68,8 +68,14 @@ class SnapshotStore:
                 size = path.stat().st_size
             except FileNotFoundError:
                 continue
-            infos.append(SnapshotInfo(snapshot_id=path.name.removesuffix(SUFFIX),
-                                      end_offset=parsed[0], epoch=parsed[1], size_bytes=size))
+            infos.append(
+                SnapshotInfo(
+                    snapshot_id=path.name.removesuffix(SUFFIX),
+                    end_offset=parsed[0],
+                    epoch=parsed[1],
+                    size_bytes=size,
+                )
+            )
         return sorted(infos, key=lambda info: (info.end_offset, info.epoch))
 
     def latest(self) -> SnapshotInfo | None:

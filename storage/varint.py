@@ -21,9 +21,7 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 # Single-byte varints are by far the most common (small lengths, deltas, counts): precompute them.
-_SMALL: tuple[bytes, ...] = tuple(
-    bytes([((n << 1) ^ (n >> 63)) & 0x7F]) for n in range(-64, 64)
-)
+_SMALL: tuple[bytes, ...] = tuple(bytes([((n << 1) ^ (n >> 63)) & 0x7F]) for n in range(-64, 64))
 
 
 def zigzag_encode(value: int) -> int:

@@ -77,5 +77,10 @@ async def init_producer_id(producer_ids: ProducerIdSource, request: Any) -> Any:
 
 
 def response(version: int, error: Errors, producer_id: int, producer_epoch: int) -> Any:
-    return _Response(version=version, throttle_time_ms=0, error_code=error,
-                     producer_id=producer_id, producer_epoch=producer_epoch)
+    return _Response(
+        version=version,
+        throttle_time_ms=0,
+        error_code=error,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )

@@ -243,8 +243,9 @@ class GroupCoordinatorShell:
             error, base_offset = Errors.UNKNOWN_SERVER_ERROR, -1
         if error is not Errors.NONE:
             logger.info("appending to %s failed: %s", topic_partition, error.name)
-        self._apply(self.core.on_append_done(append.write_id, error, base_offset,
-                                             self.wall_clock_ms()))
+        self._apply(
+            self.core.on_append_done(append.write_id, error, base_offset, self.wall_clock_ms())
+        )
 
     def _reschedule(self) -> None:
         deadline = self.core.next_deadline_ms()

@@ -11,9 +11,12 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     """Kafka's ``ClusterControlManager.checkBrokerEpoch``: STALE_BROKER_EPOCH on mismatch."""
     registration = image.cluster.brokers.get(broker_id)
     if registration is None:
-        return ApiError.of(Errors.STALE_BROKER_EPOCH,
-                           f"No broker registration found for broker id {broker_id}")
+        return ApiError.of(
+            Errors.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}"
+        )
     if registration.epoch != broker_epoch:
-        return ApiError.of(Errors.STALE_BROKER_EPOCH, f"Expected broker epoch "
-                           f"{registration.epoch}, but got broker epoch {broker_epoch}")
+        return ApiError.of(
+            Errors.STALE_BROKER_EPOCH,
+            f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}",
+        )
     return SUCCESS

@@ -29,9 +29,20 @@ def allocate_producer_ids(
     # An image that never allocated says -1: the first block starts at 0.
     first = max(image.producer_ids.next_producer_id, 0)
     if first > _LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
-        return ControllerResult((), AllocateProducerIdsResponse(
-            ApiError.of(Errors.UNKNOWN_SERVER_ERROR, "Exhausted all producerIds.")))
-    record = ProducerIdsRecord(broker_id=request.broker_id, broker_epoch=request.broker_epoch,
-                               next_producer_id=first + PRODUCER_ID_BLOCK_SIZE)
-    return ControllerResult((record,), AllocateProducerIdsResponse(
-        SUCCESS, producer_id_start=first, producer_id_len=PRODUCER_ID_BLOCK_SIZE))
+        return ControllerResult(
+            (),
+            AllocateProducerIdsResponse(
+                ApiError.of(Errors.UNKNOWN_SERVER_ERROR, "Exhausted all producerIds.")
+            ),
+        )
+    record = ProducerIdsRecord(
+        broker_id=request.broker_id,
+        broker_epoch=request.broker_epoch,
+        next_producer_id=first + PRODUCER_ID_BLOCK_SIZE,
+    )
+    return ControllerResult(
+        (record,),
+        AllocateProducerIdsResponse(
+            SUCCESS, producer_id_start=first, producer_id_len=PRODUCER_ID_BLOCK_SIZE
+        ),
+    )

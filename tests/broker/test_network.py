@@ -40,11 +40,16 @@ def echo_response(context: RequestContext, body: memoryview) -> Segments:
 class Harness:
     """One listener plus socketpair connections to it."""
 
-    def __init__(self, dispatch: Dispatch, *, clock: FakeClock | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self, dispatch: Dispatch, *, clock: FakeClock | None = None, **options: Any
+    ) -> None:
         self.metrics = BrokerMetrics()
-        self.listener = KafkaListener(dispatch, metrics=self.metrics,
-                                      monotonic_ms=(clock or FakeClock()).monotonic_ms, **options)
+        self.listener = KafkaListener(
+            dispatch,
+            metrics=self.metrics,
+            monotonic_ms=(clock or FakeClock()).monotonic_ms,
+            **options,
+        )
         self.tasks: list[asyncio.Task[None]] = []
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

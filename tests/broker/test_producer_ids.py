@@ -155,8 +155,7 @@ class ScriptedController:
         self.script = list(script)
         self.calls: list[tuple[int, int]] = []
 
-    async def allocate_producer_ids(self, *, broker_id: int,
-                                    broker_epoch: int) -> tuple[int, int]:
+    async def allocate_producer_ids(self, *, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         self.calls.append((broker_id, broker_epoch))
         answer = self.script.pop(0)
         if answer is None:
@@ -167,11 +166,16 @@ class ScriptedController:
         return answer
 
 
-def manager(controller: ScriptedController, clock: FakeClock | None = None,
-            max_wait_ms: int = 1000) -> ProducerIdManager:
-    return ProducerIdManager(controller, broker_id=3, broker_epoch=lambda: 17,
-                             monotonic_ms=(clock or FakeClock(T0)).monotonic_ms,
-                             max_wait_ms=max_wait_ms)
+def manager(
+    controller: ScriptedController, clock: FakeClock | None = None, max_wait_ms: int = 1000
+) -> ProducerIdManager:
+    return ProducerIdManager(
+        controller,
+        broker_id=3,
+        broker_epoch=lambda: 17,
+        monotonic_ms=(clock or FakeClock(T0)).monotonic_ms,
+        max_wait_ms=max_wait_ms,
+    )
 
 
 def run(body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:

@@ -82,7 +82,9 @@ class Broker:
     def __init__(self, log_dir: Path, defaults: LogConfig = BROKER_DEFAULTS) -> None:
         self.log_manager = LogManager.open([log_dir], defaults, now_ms=0)
         self.replica_manager = ReplicaManager(
-            broker_id=LOCAL, log_manager=self.log_manager, fetcher_manager=RecordedFetcherManager(),
+            broker_id=LOCAL,
+            log_manager=self.log_manager,
+            fetcher_manager=RecordedFetcherManager(),
             monotonic_ms=FakeClock().monotonic_ms,
         )
         self.image = MetadataImage.EMPTY
@@ -278,7 +280,9 @@ def test_the_broker_applies_the_file_default_and_topic_config_changes(tmp_path: 
     log_manager = server._open_logs(NOW_MS)
     server.log_manager = log_manager
     server.replica_manager = ReplicaManager(
-        broker_id=LOCAL, log_manager=log_manager, fetcher_manager=RecordedFetcherManager(),
+        broker_id=LOCAL,
+        log_manager=log_manager,
+        fetcher_manager=RecordedFetcherManager(),
         monotonic_ms=server.clock.monotonic_ms,
     )
     delta = replay(MetadataImage.EMPTY, hosted_topics())

@@ -100,7 +100,8 @@ class FakeLeaderEndpoint:
         self._maybe_fail("OffsetForLeaderEpoch")
         return {
             tp: self.leaders[tp].offset_for_leader_epoch(request)
-            if tp in self.leaders else LeaderEpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER)
+            if tp in self.leaders
+            else LeaderEpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER)
             for tp, request in requests.items()
         }
 

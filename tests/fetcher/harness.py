@@ -244,7 +244,9 @@ class Follower:
 
     def add_partition(self, current_leader_epoch: int) -> None:
         self.state = initial_fetch_state(
-            self.state, current_leader_epoch, self.log.view(),
+            self.state,
+            current_leader_epoch,
+            self.log.view(),
             truncate_on_fetch=self.truncate_on_fetch,
         )
         self.failed = None
@@ -283,8 +285,12 @@ class Follower:
             self.epoch_requests += 1
             request = outcome.action.request
             outcome = on_epoch_end_offset(
-                self.state, request, leader.offset_for_leader_epoch(request), self.log.view(),
-                self.now_ms, fetch_backoff_ms=BACKOFF_MS,
+                self.state,
+                request,
+                leader.offset_for_leader_epoch(request),
+                self.log.view(),
+                self.now_ms,
+                fetch_backoff_ms=BACKOFF_MS,
                 truncate_on_fetch=self.truncate_on_fetch,
             )
         self._apply(outcome, leader)
@@ -293,19 +299,31 @@ class Follower:
         assert self.state is not None
         self.fetches += 1
         request = fetch_partition(
-            self.state, 0, self.log.log_start_offset, 1 << 20,
+            self.state,
+            0,
+            self.log.log_start_offset,
+            1 << 20,
             truncate_on_fetch=self.truncate_on_fetch,
         )
         response = leader.fetch(request)
         outcome = on_fetch_response(
-            self.state, request, response, self.log.view(), self.now_ms,
-            fetch_backoff_ms=BACKOFF_MS, truncate_on_fetch=self.truncate_on_fetch,
+            self.state,
+            request,
+            response,
+            self.log.view(),
+            self.now_ms,
+            fetch_backoff_ms=BACKOFF_MS,
+            truncate_on_fetch=self.truncate_on_fetch,
         )
         if isinstance(outcome.action, ResolveOutOfRange):
             self.actions.append(outcome.action)
             epoch = outcome.action.current_leader_epoch
             outcome = on_leader_offsets(
-                self.state, epoch, leader.list_offsets(epoch), self.log.view(), self.now_ms,
+                self.state,
+                epoch,
+                leader.list_offsets(epoch),
+                self.log.view(),
+                self.now_ms,
                 fetch_backoff_ms=BACKOFF_MS,
             )
         self._apply(outcome, leader)

@@ -100,8 +100,11 @@ def backed_off_fetcher(tmp_path: Path, clock: Clock) -> tuple[ReplicaFetcher, Pa
     log = open_log(tmp_path / T0.dir_name())
     endpoint = FakeLeaderEndpoint(1, {}, failures=1)
     fetcher = ReplicaFetcher(
-        0, endpoint, lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
-        FetcherConfig(replica_id=2, fetch_backoff_ms=BACKOFF_MS), clock=clock,
+        0,
+        endpoint,
+        lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
+        FetcherConfig(replica_id=2, fetch_backoff_ms=BACKOFF_MS),
+        clock=clock,
     )
     fetcher.add_partitions({T0: PartitionStart(None, 1)})
     return fetcher, log
@@ -198,8 +201,11 @@ def test_a_cancellation_lost_inside_a_request_ends_the_round_before_the_next_one
     log = open_log(tmp_path / T0.dir_name())
     endpoint = CancelSwallowingEndpoint(1, {})
     fetcher = ReplicaFetcher(
-        0, endpoint, lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
-        FetcherConfig(replica_id=2), clock=SystemClock(),
+        0,
+        endpoint,
+        lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
+        FetcherConfig(replica_id=2),
+        clock=SystemClock(),
     )
     fetcher.add_partitions({T0: PartitionStart(None, 1)})
 

@@ -64,9 +64,7 @@ class Rig:
         return None if state is None else state.state
 
     def add(self, epoch: int, *partitions: TopicPartition) -> None:
-        self.fetcher.add_partitions(
-            {tp: PartitionStart(None, epoch) for tp in partitions or (T0,)}
-        )
+        self.fetcher.add_partitions({tp: PartitionStart(None, epoch) for tp in partitions or (T0,)})
 
     async def rounds(self, count: int) -> None:
         for _ in range(count):
@@ -102,9 +100,12 @@ def rig(
         logs[tp] = FailingLog(log) if failing else log
     failed: list[tuple[TopicPartition, FailureReason]] = []
     fetcher = ReplicaFetcher(
-        0, endpoint, lambda tp: cast(ReplicaLog | None, logs.get(tp)),
+        0,
+        endpoint,
+        lambda tp: cast(ReplicaLog | None, logs.get(tp)),
         FetcherConfig(replica_id=2, fetch_backoff_ms=BACKOFF_MS),
-        on_partition_failed=lambda tp, reason: failed.append((tp, reason)), clock=clock,
+        on_partition_failed=lambda tp, reason: failed.append((tp, reason)),
+        clock=clock,
     )
     result = Rig(fetcher, endpoint, logs, clock, failed)
     result.add(epoch, *followers)
@@ -388,8 +389,11 @@ def test_a_real_log_converges_to_any_leader(features: LeaderFeatures, history: H
         )
         clock = FakeClock()
         fetcher = ReplicaFetcher(
-            0, FakeLeaderEndpoint(1, {T0: leader}, features), lambda tp: cast(ReplicaLog, log),
-            FetcherConfig(replica_id=2), clock=clock,
+            0,
+            FakeLeaderEndpoint(1, {T0: leader}, features),
+            lambda tp: cast(ReplicaLog, log),
+            FetcherConfig(replica_id=2),
+            clock=clock,
         )
         fetcher.add_partitions({T0: PartitionStart(None, epoch)})
 

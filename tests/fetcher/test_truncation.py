@@ -129,9 +129,7 @@ def test_invalid_leader_answers_are_typed_errors() -> None:
     with pytest.raises(TruncationError, match="no diverging epoch"):
         truncation_for_diverging_epoch(NO_DIVERGING_EPOCH, log, 0)
     with pytest.raises(TruncationError, match="handle errors first"):
-        truncation_for_epoch_end_offset(
-            LeaderEpochEndOffset(Errors.FENCED_LEADER_EPOCH), log, 0
-        )
+        truncation_for_epoch_end_offset(LeaderEpochEndOffset(Errors.FENCED_LEADER_EPOCH), log, 0)
 
 
 def test_follower_log_rejects_inconsistent_offsets() -> None:

@@ -70,7 +70,9 @@ def test_the_cycle_finder_sees_a_deferred_cycle() -> None:
         "pykraft.quorum.node": set(),
     }
     assert find_cycle(graph) == [
-        "pykraft.quorum.service", "pykraft.quorum.service_admin", "pykraft.quorum.service"
+        "pykraft.quorum.service",
+        "pykraft.quorum.service_admin",
+        "pykraft.quorum.service",
     ]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 

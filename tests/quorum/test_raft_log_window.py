@@ -15,7 +15,10 @@ def record(offset: int) -> ProducerIdsRecord:
 
 def committed(base_offset: int, count: int, epoch: int = 1) -> CommittedBatch:
     return CommittedBatch(
-        base_offset=base_offset, epoch=epoch, append_time_ms=0, record_count=count,
+        base_offset=base_offset,
+        epoch=epoch,
+        append_time_ms=0,
+        record_count=count,
         payload=encode_records([record(base_offset + i) for i in range(count)]),
     )
 

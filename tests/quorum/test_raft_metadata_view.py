@@ -11,9 +11,15 @@ from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, Metadat
 
 
 def noops_blob(expected_last_offset: int, count: int) -> bytes:
-    return encode_batch(CompactBatch(expected_last_offset=expected_last_offset, epoch=1,
-                                     append_time_ms=0, record_count=count,
-                                     payload=encode_records([NoOpRecord()] * count)))
+    return encode_batch(
+        CompactBatch(
+            expected_last_offset=expected_last_offset,
+            epoch=1,
+            append_time_ms=0,
+            record_count=count,
+            payload=encode_records([NoOpRecord()] * count),
+        )
+    )
 
 
 def applied_noops(state: MetadataState, raft_index: int, count: int) -> Applied:

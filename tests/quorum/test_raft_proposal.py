@@ -17,14 +17,19 @@ TOPIC_ID = uuid_to_kafka_string(bytes(range(1, 17)))
 
 
 def test_a_proposal_is_a_compact_batch_that_applies() -> None:
-    records: list[MetadataRecord] = [TopicRecord(name="pets", topic_id=TOPIC_ID),
-               PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,),
-                               leader=1)]
+    records: list[MetadataRecord] = [
+        TopicRecord(name="pets", topic_id=TOPIC_ID),
+        PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1),
+    ]
     blob = proposal_blob(-1, 4, 1_700_000_000_000, records)
     batch = decode_batch(blob)
     assert isinstance(batch, CompactBatch)
-    assert (batch.expected_last_offset, batch.epoch, batch.append_time_ms,
-            batch.record_count) == (-1, 4, 1_700_000_000_000, 2)
+    assert (batch.expected_last_offset, batch.epoch, batch.append_time_ms, batch.record_count) == (
+        -1,
+        4,
+        1_700_000_000_000,
+        2,
+    )
     applied = apply_entry(MetadataState(), 2, blob)
     assert applied.result.status is ApplyStatus.APPLIED
     assert (applied.state.image.offset, applied.state.image.epoch) == (1, 4)

@@ -84,14 +84,22 @@ class BrokerEnv(Protocol):
     @property
     def now_ms(self) -> int: ...
 
-    def schedule(self, broker: SimBroker, delay_ms: int, what: str,
-                 action: Callable[[], None]) -> None: ...
+    def schedule(
+        self, broker: SimBroker, delay_ms: int, what: str, action: Callable[[], None]
+    ) -> None: ...
 
-    def call_controller(self, broker: SimBroker, what: str, request: Any,
-                        on_answer: Callable[[Any], None]) -> None: ...
+    def call_controller(
+        self, broker: SimBroker, what: str, request: Any, on_answer: Callable[[Any], None]
+    ) -> None: ...
 
-    def call_broker(self, broker: SimBroker, target: int, what: str,
-                    handle: Callable[[SimBroker], T], on_answer: Callable[[T], None]) -> None: ...
+    def call_broker(
+        self,
+        broker: SimBroker,
+        target: int,
+        what: str,
+        handle: Callable[[SimBroker], T],
+        on_answer: Callable[[T], None],
+    ) -> None: ...
 
     def on_clean_shutdown(self, broker: SimBroker) -> None: ...
 
@@ -101,8 +109,7 @@ def incarnation_id(broker_id: int, incarnation: int) -> str:
 
 
 class SimBroker:
-    def __init__(self, env: BrokerEnv, broker_id: int, incarnation: int,
-                 disk: BrokerDisk) -> None:
+    def __init__(self, env: BrokerEnv, broker_id: int, incarnation: int, disk: BrokerDisk) -> None:
         self.env = env
         self.broker_id = broker_id
         self.incarnation = incarnation
@@ -137,12 +144,17 @@ class SimBroker:
         self._flush_interval_ms = env.rng.randint(200, 4000)
         self.schedule(self._flush_interval_ms, "flush", self._flush)
         # Out of phase between brokers and restarts, as the timers of separate processes are.
-        self.schedule(env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms),
-                      "hw checkpoint", self._checkpoint)
+        self.schedule(
+            env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms),
+            "hw checkpoint",
+            self._checkpoint,
+        )
 
     def __repr__(self) -> str:
-        return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
-                f"epoch {self.broker_epoch}, metadata {self.loaded.offset})")
+        return (
+            f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
+            f"epoch {self.broker_epoch}, metadata {self.loaded.offset})"
+        )
 
     @property
     def partitions(self) -> dict[PartitionKey, Partition]:
@@ -157,8 +169,13 @@ class SimBroker:
     def call_controller(self, what: str, request: Any, on_answer: Callable[[Any], None]) -> None:
         self.env.call_controller(self, what, request, on_answer)
 
-    def call_broker(self, target: int, what: str, handle: Callable[[SimBroker], T],
-                    on_answer: Callable[[T], None]) -> None:
+    def call_broker(
+        self,
+        target: int,
+        what: str,
+        handle: Callable[[SimBroker], T],
+        on_answer: Callable[[T], None],
+    ) -> None:
         self.env.call_broker(self, target, what, handle, on_answer)
 
     # ------------------------------------------------------------------ lifecycle
@@ -170,23 +187,30 @@ class SimBroker:
         if self.broker_epoch < 0:
             self.call_controller(
                 "BrokerRegistration",
-                BrokerRegistrationRequest(self.broker_id,
-                                          incarnation_id(self.broker_id, self.incarnation)),
-                lambda answer: self._on_registration(number, answer))
+                BrokerRegistrationRequest(
+                    self.broker_id, incarnation_id(self.broker_id, self.incarnation)
+                ),
+                lambda answer: self._on_registration(number, answer),
+            )
         else:
             self.call_controller(
                 "BrokerHeartbeat",
                 BrokerHeartbeatRequest(
-                    self.broker_id, self.broker_epoch, self.loaded.offset,
+                    self.broker_id,
+                    self.broker_epoch,
+                    self.loaded.offset,
                     want_fence=not self.serving,
-                    want_shut_down=self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN),
-                lambda answer: self._on_heartbeat(number, answer))
+                    want_shut_down=self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+                ),
+                lambda answer: self._on_heartbeat(number, answer),
+            )
         self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, number)
 
     def _next_heartbeat(self, delay_ms: int, number: int) -> None:
         def send() -> None:
             if number == self._heartbeat:
                 self._heartbeat_now()
+
         self.schedule(delay_ms, "heartbeat", send)
 
     def _on_registration(self, number: int, answer: BrokerRegistrationResponse) -> None:
@@ -209,9 +233,12 @@ class SimBroker:
             self._next_heartbeat(interval_ms, self._heartbeat)
             return
         state = self.lifecycle.state
-        reply = HeartbeatReply(is_caught_up=answer.is_caught_up, is_fenced=answer.is_fenced,
-                               in_controlled_shutdown=answer.in_controlled_shutdown,
-                               should_shut_down=answer.should_shut_down)
+        reply = HeartbeatReply(
+            is_caught_up=answer.is_caught_up,
+            is_fenced=answer.is_fenced,
+            in_controlled_shutdown=answer.in_controlled_shutdown,
+            should_shut_down=answer.should_shut_down,
+        )
         decision = heartbeat_decision(state, reply, interval_ms, self._had_shutdown_reply)
         if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
             self._had_shutdown_reply = True
@@ -244,12 +271,16 @@ class SimBroker:
     def _poll_metadata(self) -> None:
         self._metadata_poll += 1
         number = self._metadata_poll
-        self.call_controller("MetadataFetch", MetadataFetch(self.loaded.offset + 1),
-                             lambda page: self._on_metadata(number, page))
+        self.call_controller(
+            "MetadataFetch",
+            MetadataFetch(self.loaded.offset + 1),
+            lambda page: self._on_metadata(number, page),
+        )
 
         def again() -> None:
             if number == self._metadata_poll:
                 self._poll_metadata()
+
         self.schedule(self.env.settings.request_timeout_ms, "metadata poll timeout", again)
 
     def _on_metadata(self, number: int, page: MetadataPage) -> None:
@@ -269,6 +300,7 @@ class SimBroker:
         def again() -> None:
             if number == self._metadata_poll:
                 self._poll_metadata()
+
         interval = self.env.settings.metadata_poll_interval_ms
         self.schedule(self.env.rng.randint(interval // 4, interval), "metadata poll", again)
 
@@ -289,15 +321,17 @@ class SimBroker:
             if partition is None or not partition.is_leader:
                 continue
             if partition.leader_epoch != before.get((key.topic, key.partition)):
-                self.env.checker.on_become_leader((key.topic, key.partition), self.broker_id,
-                                                  partition.leader_epoch)
+                self.env.checker.on_become_leader(
+                    (key.topic, key.partition), self.broker_id, partition.leader_epoch
+                )
 
     # ------------------------------------------------------------------ timers
 
     def _expire_isr(self) -> None:
         self.replica_manager.maybe_shrink_isr()
-        self.schedule(self.env.settings.replica_lag_time_max_ms // 2, "isr expiration",
-                      self._expire_isr)
+        self.schedule(
+            self.env.settings.replica_lag_time_max_ms // 2, "isr expiration", self._expire_isr
+        )
 
     def _flush(self) -> None:
         for key in sorted(self.disk.logs):
@@ -307,8 +341,11 @@ class SimBroker:
 
     def _checkpoint(self) -> None:
         self.disk.checkpoint_high_watermarks()
-        self.schedule(self.env.settings.high_watermark_checkpoint_interval_ms, "hw checkpoint",
-                      self._checkpoint)
+        self.schedule(
+            self.env.settings.high_watermark_checkpoint_interval_ms,
+            "hw checkpoint",
+            self._checkpoint,
+        )
 
     # ------------------------------------------------------------------ produce
 
@@ -324,8 +361,13 @@ class SimBroker:
         if result.error is not Errors.NONE:
             return  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
         self.env.checker.on_leader_append(key, batch_at(self.disk.log(key), result.base_offset))
-        produce = PendingProduce(key, result.base_offset, result.last_offset + 1, values,
-                                 now_ms + self.env.settings.produce_timeout_ms)
+        produce = PendingProduce(
+            key,
+            result.base_offset,
+            result.last_offset + 1,
+            values,
+            now_ms + self.env.settings.produce_timeout_ms,
+        )
         self.delayed_produces.watch(produce, self.replica_manager.check_enough_replicas)
 
     def complete_produces(self) -> None:

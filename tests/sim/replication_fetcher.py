@@ -149,7 +149,10 @@ class SimLeaderEndpoint:
             await self._call(
                 "ListOffsets",
                 lambda leader: answer_leader_offsets(
-                    leader, replica_id, topic_partition, current_leader_epoch,
+                    leader,
+                    replica_id,
+                    topic_partition,
+                    current_leader_epoch,
                     LIST_OFFSETS_VERSION,
                 ),
             ),
@@ -203,8 +206,7 @@ class ObservedReplicaFetcher(ReplicaFetcher):
         end_before = log.log_end_offset
         super()._apply(topic_partition, outcome)
         if isinstance(action, Append):
-            checker.on_follower_append(key, broker.broker_id,
-                                       list(stored_batches(log, end_before)))
+            checker.on_follower_append(key, broker.broker_id, list(stored_batches(log, end_before)))
         elif isinstance(action, Truncate) and action.truncation.truncation_completed:
             endpoint = cast(SimLeaderEndpoint, self.endpoint)
             leader_records = endpoint.leader_records.get(topic_partition)

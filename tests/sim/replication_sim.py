@@ -74,8 +74,9 @@ T = TypeVar("T")
 
 
 class ReplicationSimulation:
-    def __init__(self, seed: int, settings: SimSettings | None = None, *,
-                 crash_rule: bool = True) -> None:
+    def __init__(
+        self, seed: int, settings: SimSettings | None = None, *, crash_rule: bool = True
+    ) -> None:
         self.seed = seed
         self.settings = settings or SimSettings()
         self.rng = random.Random(seed)
@@ -83,9 +84,12 @@ class ReplicationSimulation:
         self.network = Network(self.rng, self.queue, self.settings)
         self.checker = Checker()
         self.controller = QuorumController(
-            rng=random.Random(seed * 7919 + 1), now_ms=0,
+            rng=random.Random(seed * 7919 + 1),
+            now_ms=0,
             settings=ControllerSettings(
-                broker_session_timeout_ms=self.settings.broker_session_timeout_ms))
+                broker_session_timeout_ms=self.settings.broker_session_timeout_ms
+            ),
+        )
         self.image = MetadataImage.EMPTY
         # Record i has metadata offset i.
         self.metadata_log: list[MetadataRecord] = []
@@ -120,7 +124,8 @@ class ReplicationSimulation:
                 f"replication simulation failed: seed={self.seed} step={self.step} "
                 f"t={self.now_ms}: {type(error).__name__}: {error}\n"
                 f"replay with: {REPLAY.format(seed=self.seed)}\n"
-                f"last faults:\n  {faults}\nlast events:\n  {trace}") from error
+                f"last faults:\n  {faults}\nlast events:\n  {trace}"
+            ) from error
 
     def _start(self) -> None:
         for broker_id in range(BROKERS):
@@ -134,8 +139,9 @@ class ReplicationSimulation:
             return
         self.incarnations[broker_id] += 1
         self.paused_until[broker_id] = self.now_ms
-        self.brokers[broker_id] = SimBroker(self, broker_id, self.incarnations[broker_id],
-                                            self.disks[broker_id])
+        self.brokers[broker_id] = SimBroker(
+            self, broker_id, self.incarnations[broker_id], self.disks[broker_id]
+        )
 
     def alive(self) -> list[SimBroker]:
         return [broker for broker in self.brokers.values() if broker is not None]
@@ -160,49 +166,71 @@ class ReplicationSimulation:
                 if not partition.is_leader:
                     continue
                 registration = self.registration(key)
-                legitimate = (registration is not None
-                              and registration.leader == broker.broker_id
-                              and registration.leader_epoch == partition.leader_epoch)
-                tenure = Tenure(key, broker.broker_id, broker.incarnation,
-                                partition.leader_epoch)
+                legitimate = (
+                    registration is not None
+                    and registration.leader == broker.broker_id
+                    and registration.leader_epoch == partition.leader_epoch
+                )
+                tenure = Tenure(key, broker.broker_id, broker.incarnation, partition.leader_epoch)
                 checker.check_leader(tenure, broker.disk.log(key), legitimate=legitimate)
             broker.complete_produces()
         checker.check_acks()
 
     # ------------------------------------------------------------------ BrokerEnv
 
-    def schedule(self, broker: SimBroker, delay_ms: int, what: str,
-                 action: Callable[[], None]) -> None:
+    def schedule(
+        self, broker: SimBroker, delay_ms: int, what: str, action: Callable[[], None]
+    ) -> None:
         broker_id, incarnation = broker.broker_id, broker.incarnation
-        self.queue.after(delay_ms, f"b{broker_id} {what}",
-                         lambda: self.run_on(broker_id, incarnation, what, action))
+        self.queue.after(
+            delay_ms,
+            f"b{broker_id} {what}",
+            lambda: self.run_on(broker_id, incarnation, what, action),
+        )
 
-    def run_on(self, broker_id: int, incarnation: int, what: str,
-               action: Callable[[], None]) -> None:
+    def run_on(
+        self, broker_id: int, incarnation: int, what: str, action: Callable[[], None]
+    ) -> None:
         """Run ``action`` on that incarnation if it still runs; a paused one runs it later."""
         broker = self.brokers[broker_id]
         if broker is None or broker.incarnation != incarnation:
             return
         until = self.paused_until[broker_id]
         if until > self.now_ms:
-            self.queue.at(until, f"b{broker_id} {what} (after pause)",
-                          lambda: self.run_on(broker_id, incarnation, what, action))
+            self.queue.at(
+                until,
+                f"b{broker_id} {what} (after pause)",
+                lambda: self.run_on(broker_id, incarnation, what, action),
+            )
             return
         action()
 
-    def call_controller(self, broker: SimBroker, what: str, request: Any,
-                        on_answer: Callable[[Any], None]) -> None:
+    def call_controller(
+        self, broker: SimBroker, what: str, request: Any, on_answer: Callable[[Any], None]
+    ) -> None:
         broker_id, incarnation = broker.broker_id, broker.incarnation
 
         def at_controller() -> None:
             answer = self._controller_answer(request)
-            self.network.send(CONTROLLER, broker_id, f"{what} answer", lambda: self.run_on(
-                broker_id, incarnation, f"{what} answer", lambda: on_answer(answer)))
+            self.network.send(
+                CONTROLLER,
+                broker_id,
+                f"{what} answer",
+                lambda: self.run_on(
+                    broker_id, incarnation, f"{what} answer", lambda: on_answer(answer)
+                ),
+            )
 
         self.network.send(broker_id, CONTROLLER, what, at_controller)
 
-    def call_broker(self, broker: SimBroker, target: int, what: str,
-                    handle: Callable[[SimBroker], T], on_answer: Callable[[T], None]) -> None:
+    def call_broker(
+        self,
+        broker: SimBroker,
+        target: int,
+        what: str,
+        handle: Callable[[SimBroker], T],
+        on_answer: Callable[[T], None],
+    ) -> None:
         source, incarnation = broker.broker_id, broker.incarnation
         receiver = self.brokers[target]
         if receiver is None:
@@ -210,8 +238,14 @@ class ReplicationSimulation:
         target_incarnation = receiver.incarnation
 
         def reply(result: T) -> None:
-            self.network.send(target, source, f"{what} answer", lambda: self.run_on(
-                source, incarnation, f"{what} answer", lambda: on_answer(result)))
+            self.network.send(
+                target,
+                source,
+                f"{what} answer",
+                lambda: self.run_on(
+                    source, incarnation, f"{what} answer", lambda: on_answer(result)
+                ),
+            )
 
         def answer() -> None:
             leader = self.brokers[target]
@@ -222,8 +256,9 @@ class ReplicationSimulation:
             else:
                 reply(result)
 
-        self.network.send(source, target, what,
-                          lambda: self.run_on(target, target_incarnation, what, answer))
+        self.network.send(
+            source, target, what, lambda: self.run_on(target, target_incarnation, what, answer)
+        )
 
     def on_clean_shutdown(self, broker: SimBroker) -> None:
         self.faults.on_clean_shutdown(broker)
@@ -232,9 +267,12 @@ class ReplicationSimulation:
 
     def _controller_answer(self, request: Any) -> Any:
         if isinstance(request, MetadataFetch):
-            return MetadataPage(tuple(
-                (offset, self.metadata_log[offset])
-                for offset in range(max(0, request.from_offset), len(self.metadata_log))))
+            return MetadataPage(
+                tuple(
+                    (offset, self.metadata_log[offset])
+                    for offset in range(max(0, request.from_offset), len(self.metadata_log))
+                )
+            )
         result = self.controller.handle(self.image, request, self.now_ms)
         self.commit(result)
         return result.response
@@ -244,8 +282,9 @@ class ReplicationSimulation:
         if not result.records:
             return
         before = self.image
-        after = apply_records(before, result.records,
-                              offset=before.offset + len(result.records), epoch=1)
+        after = apply_records(
+            before, result.records, offset=before.offset + len(result.records), epoch=1
+        )
         check_invariants(before, after, result.records)
         for record in result.records:
             if isinstance(record, PartitionChangeRecord):
@@ -270,10 +309,12 @@ class ReplicationSimulation:
             self.commit(noop)
         unfenced = [b for b in self.image.cluster.brokers.values() if not b.fenced]
         if TOPIC not in self.image.topics.by_name and len(unfenced) == BROKERS:
-            topic = CreatableTopic(TOPIC, self.settings.partitions,
-                                   self.settings.replication_factor)
-            self.commit(self.controller.handle(self.image, CreateTopicsRequest((topic,)),
-                                               self.now_ms))
+            topic = CreatableTopic(
+                TOPIC, self.settings.partitions, self.settings.replication_factor
+            )
+            self.commit(
+                self.controller.handle(self.image, CreateTopicsRequest((topic,)), self.now_ms)
+            )
         self.queue.after(CONTROLLER_TICK_MS, "controller tick", self._controller_tick)
 
     # ------------------------------------------------------------------ the producer
@@ -296,8 +337,12 @@ class ReplicationSimulation:
         leader_id, incarnation = leader.broker_id, leader.incarnation
 
         def deliver() -> None:
-            self.run_on(leader_id, incarnation, "Produce", lambda: self._leader(
-                leader_id).handle_produce(key, values))
+            self.run_on(
+                leader_id,
+                incarnation,
+                "Produce",
+                lambda: self._leader(leader_id).handle_produce(key, values),
+            )
 
         self.network.send(PRODUCER, leader_id, f"Produce {key} {values}", deliver)
 
