@@ -86,6 +86,8 @@ STORAGE_RULES = [
     "storage/segment_store.py",
     "storage/memory_disk.py",
     "storage/memory_store.py",
+    "storage/log_dir_store.py",
+    "storage/memory_log_dir.py",
     "storage/log_reader.py",
     "storage/corruption.py",
     "storage/unified_log.py",

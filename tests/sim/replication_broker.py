@@ -45,14 +45,12 @@ from pykraft.quorum.controller import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
-from pykraft.storage.log_manager import LogManager
 from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_doubles import (
     PendingProduce,
     SimDelayedProduces,
     SimFetcherManager,
-    SimLogManager,
     key_of,
 )
 from tests.sim.replication_leader import SimAlterPartitionManager, SimDelayedFetches
@@ -129,7 +127,7 @@ class SimBroker:
         settings = env.settings
         self.replica_manager = ReplicaManager(
             broker_id=broker_id,
-            log_manager=cast(LogManager, SimLogManager(disk)),
+            log_manager=disk.log_manager,
             fetcher_manager=self.fetcher_manager,
             delayed_fetches=SimDelayedFetches(self),
             delayed_produces=cast(DelayedProduces, self.delayed_produces),
@@ -262,9 +260,9 @@ class SimBroker:
         self._heartbeat_now()
 
     def close(self) -> None:
-        """Clean shutdown's storage half: flush every log, checkpoint high watermarks."""
-        self.disk.flush()
-        self.disk.checkpoint_high_watermarks()
+        """Clean shutdown's storage half: the shipped ``LogManager.shutdown`` (close every log,
+        write every checkpoint, then the clean-shutdown marker)."""
+        self.disk.log_manager.shutdown()
 
     # ------------------------------------------------------------------ metadata
 
@@ -340,7 +338,10 @@ class SimBroker:
         self.schedule(self._flush_interval_ms, "flush", self._flush)
 
     def _checkpoint(self) -> None:
-        self.disk.checkpoint_high_watermarks()
+        # Kafka checkpoints recovery points on a slower timer of its own; sharing this one
+        # still leaves the checkpoint behind the flushes between two ticks.
+        self.disk.log_manager.checkpoint_high_watermarks()
+        self.disk.log_manager.checkpoint_recovery_points()
         self.schedule(
             self.env.settings.high_watermark_checkpoint_interval_ms,
             "hw checkpoint",
