@@ -49,6 +49,7 @@ PURE_CORES = [
     "storage/clock.py",
     "metadata/records.py",
     "metadata/image.py",
+    "metadata/auth",
     "metadata/delta.py",
     "metadata/local_changes.py",
     # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
