@@ -126,6 +126,7 @@ class LogManager:
         # Invariant: every log dir has an id once ``open`` returns.
         self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
+        self._shut_down = False
         self._next_due: dict[str, int] = {
             name: now_ms + interval for name, interval, _ in self._tasks()
         }
@@ -418,7 +419,14 @@ class LogManager:
     # ------------------------------------------------------------------ shutdown
 
     def shutdown(self) -> None:
-        """Close every log durably, checkpoint, then mark each log dir cleanly shut down."""
+        """Close every log durably, checkpoint, then mark each log dir cleanly shut down.
+
+        Once only: the logs are forgotten afterwards, so a second call would write empty
+        checkpoints over the good ones (the next start would recover every segment and forget
+        every high watermark)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
         self._for_each_log(lambda tp, log: log.close())
         self.checkpoint_all()
         # An offline dir gets no marker: its logs were not closed cleanly.
