@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pykraft.metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
+from pykraft.metadata.api.security import ACL_FIELDS
 
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -252,22 +253,11 @@ def _text_query(name: str, description: str) -> dict[str, Any]:
     return {**_query(name, description), "schema": {"type": "string"}}
 
 
-_ACL_FIELDS = {
-    "resource_type": "string",
-    "resource_name": "string",
-    "pattern_type": "string",
-    "principal": "string",
-    "host": "string",
-    "operation": "string",
-    "permission_type": "string",
-}
-
-
 def _security_paths() -> dict[str, Any]:
     """ACLs and SCRAM credentials (metadata/api/security.py documents the payloads)."""
     filter_parameters = [
         _text_query(name, f"Only ACLs with this {name} (Kafka's names; absent = ANY)")
-        for name in _ACL_FIELDS
+        for name in ACL_FIELDS
     ]
     return {
         "/v1/acls": {

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from pykraft.metadata.api import routes
 from pykraft.metadata.api.security import (
+    ACL_FIELDS,
     DescribeAclsRequest,
     acl_filter_from_values,
     alter_scram_request_from_json,
@@ -30,16 +31,6 @@ from pykraft.quorum.managers.acls import describe_acls
 from pykraft.quorum.managers.scram import describe_user_scram_credentials
 from pykraft.quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
 
-_FILTER_PARAMETERS = (
-    "resource_type",
-    "resource_name",
-    "pattern_type",
-    "principal",
-    "host",
-    "operation",
-    "permission_type",
-)
-
 
 async def create_acls(request: web.Request) -> web.Response:
     create = await read_body(request, create_acls_request_from_json)
@@ -50,7 +41,7 @@ async def create_acls(request: web.Request) -> web.Response:
 
 
 async def get_acls(request: web.Request) -> web.Response:
-    acl_filter = acl_filter_from_values({k: request.query.get(k) for k in _FILTER_PARAMETERS})
+    acl_filter = acl_filter_from_values({k: request.query.get(k) for k in ACL_FIELDS})
     response = describe_acls(node_of(request).view.image, DescribeAclsRequest(acl_filter))
     raise_for(response.error)
     return json_response(describe_acls_response_to_json(response))

@@ -112,16 +112,30 @@ def _enum_from_json(cls: type[E], text: str, what: str) -> E:
     return member
 
 
+# The keys of an ACL and of a filter, which are also the attributes of ``AclBinding`` and
+# ``AclBindingFilter`` and the query parameters of ``GET /v1/acls``.
+ACL_FIELDS = (
+    "resource_type",
+    "resource_name",
+    "pattern_type",
+    "principal",
+    "host",
+    "operation",
+    "permission_type",
+)
+
+
+def _fields_to_json(value: AclBinding | AclBindingFilter) -> JsonObject:
+    """Enums by Kafka's name; strings (or None, in a filter) as they are."""
+    json: JsonObject = {}
+    for name in ACL_FIELDS:
+        field = getattr(value, name)
+        json[name] = field.name if isinstance(field, enum.Enum) else field
+    return json
+
+
 def acl_to_json(acl: AclBinding) -> JsonObject:
-    return {
-        "resource_type": acl.resource_type.name,
-        "resource_name": acl.resource_name,
-        "pattern_type": acl.pattern_type.name,
-        "principal": acl.principal,
-        "host": acl.host,
-        "operation": acl.operation.name,
-        "permission_type": acl.permission_type.name,
-    }
+    return _fields_to_json(acl)
 
 
 def acl_from_json(fields: Fields) -> AclBinding:
@@ -145,15 +159,7 @@ def acl_from_json(fields: Fields) -> AclBinding:
 
 
 def acl_filter_to_json(acl_filter: AclBindingFilter) -> JsonObject:
-    return {
-        "resource_type": acl_filter.resource_type.name,
-        "resource_name": acl_filter.resource_name,
-        "pattern_type": acl_filter.pattern_type.name,
-        "principal": acl_filter.principal,
-        "host": acl_filter.host,
-        "operation": acl_filter.operation.name,
-        "permission_type": acl_filter.permission_type.name,
-    }
+    return _fields_to_json(acl_filter)
 
 
 def acl_filter_from_values(values: Mapping[str, str | None]) -> AclBindingFilter:
@@ -174,19 +180,8 @@ def acl_filter_from_values(values: Mapping[str, str | None]) -> AclBindingFilter
     )
 
 
-_FILTER_FIELDS = (
-    "resource_type",
-    "resource_name",
-    "pattern_type",
-    "principal",
-    "host",
-    "operation",
-    "permission_type",
-)
-
-
 def acl_filter_from_json(fields: Fields) -> AclBindingFilter:
-    return acl_filter_from_values({name: fields.optional_string(name) for name in _FILTER_FIELDS})
+    return acl_filter_from_values({name: fields.optional_string(name) for name in ACL_FIELDS})
 
 
 def acl_filter_to_query(acl_filter: AclBindingFilter) -> dict[str, str]:

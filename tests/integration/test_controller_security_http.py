@@ -16,27 +16,17 @@ from pykraft.metadata.api.security import (
     ScramCredentialUpsertion,
 )
 from pykraft.metadata.auth.acl import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     PatternType,
-    ResourceType,
 )
 from pykraft.metadata.auth.scram import ScramMechanism, salted_password
 from tests.integration.conftest import Cluster, HttpError
+from tests.metadata.auth_examples import acl
 
 pytestmark = pytest.mark.integration
 
-READ_FOO = AclBinding(
-    resource_type=ResourceType.TOPIC,
-    resource_name="foo",
-    pattern_type=PatternType.PREFIXED,
-    principal="User:alice",
-    host="*",
-    operation=AclOperation.READ,
-    permission_type=AclPermissionType.ALLOW,
-)
+READ_FOO = acl("prefix:foo", AclOperation.READ)
 SHA512 = ScramMechanism.SCRAM_SHA_512
 
 

@@ -10,24 +10,21 @@ from pykraft.metadata.api import security
 from pykraft.metadata.api.errors import SUCCESS, ApiError
 from pykraft.metadata.api.json_fields import Fields, JsonBodyError
 from pykraft.metadata.auth.acl import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     PatternType,
     ResourceType,
 )
 from pykraft.metadata.auth.scram import ScramMechanism
 from pykraft.protocol.errors import Errors
+from tests.metadata.auth_examples import acl
 
-ACL = AclBinding(
-    resource_type=ResourceType.TRANSACTIONAL_ID,
-    resource_name="tx-",
-    pattern_type=PatternType.PREFIXED,
-    principal="User:alice",
+ACL = acl(
+    "prefix:tx-",
+    AclOperation.IDEMPOTENT_WRITE,
+    "DENY",
     host="10.0.0.1",
-    operation=AclOperation.IDEMPOTENT_WRITE,
-    permission_type=AclPermissionType.DENY,
+    resource_type=ResourceType.TRANSACTIONAL_ID,
 )
 UPSERT = security.ScramCredentialUpsertion(
     name="alice",

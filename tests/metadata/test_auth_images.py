@@ -9,7 +9,6 @@ import attrs
 import pytest
 
 from pykraft.metadata.auth.acl import (
-    AclBinding,
     AclBindingFilter,
     AclError,
     AclOperation,
@@ -38,18 +37,11 @@ from pykraft.metadata.records import (
     UserScramCredentialRecord,
 )
 from pykraft.metadata.snapshot import image_to_records
+from tests.metadata.auth_examples import acl
 
 ACL_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 SHA512 = ScramMechanism.SCRAM_SHA_512
-READ_FOO = AclBinding(
-    resource_type=ResourceType.TOPIC,
-    resource_name="foo",
-    pattern_type=PatternType.PREFIXED,
-    principal="User:alice",
-    host="*",
-    operation=AclOperation.READ,
-    permission_type=AclPermissionType.ALLOW,
-)
+READ_FOO = acl("prefix:foo", AclOperation.READ)
 CREDENTIAL = UserScramCredentialRecord(
     name="alice",
     mechanism=SHA512.value,

@@ -10,8 +10,6 @@ import pytest
 from pykraft.metadata.auth.acl import (
     AclBinding,
     AclOperation,
-    AclPermissionType,
-    PatternType,
     ResourceType,
 )
 from pykraft.metadata.auth.authorizer import (
@@ -20,6 +18,7 @@ from pykraft.metadata.auth.authorizer import (
     operations_bitfield,
 )
 from pykraft.metadata.auth.principal import KafkaPrincipal
+from tests.metadata.auth_examples import acl
 
 Op = AclOperation
 T = ResourceType
@@ -27,31 +26,6 @@ ALICE = KafkaPrincipal("User", "alice")
 BOB = KafkaPrincipal("User", "bob")
 HOST = "192.168.0.1"
 DEFAULTS = AuthorizerSettings()
-
-
-def acl(
-    spec: str,
-    operation: AclOperation,
-    permission: str = "ALLOW",
-    principal: str = "User:alice",
-    host: str = "*",
-    resource_type: ResourceType = T.TOPIC,
-) -> AclBinding:
-    """``spec`` is ``name`` (LITERAL) or ``name*`` with ``prefix:`` for PREFIXED."""
-    pattern, name = (
-        (PatternType.PREFIXED, spec.removeprefix("prefix:"))
-        if spec.startswith("prefix:")
-        else (PatternType.LITERAL, spec)
-    )
-    return AclBinding(
-        resource_type=resource_type,
-        resource_name=name,
-        pattern_type=pattern,
-        principal=principal,
-        host=host,
-        operation=operation,
-        permission_type=AclPermissionType[permission],
-    )
 
 
 def check(

@@ -20,7 +20,6 @@ from pykraft.metadata.auth.acl import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     PatternType,
     ResourceType,
 )
@@ -35,24 +34,13 @@ from pykraft.protocol.errors import Errors
 from pykraft.quorum.controller import QuorumController
 from pykraft.quorum.managers.acls import describe_acls
 from pykraft.quorum.managers.scram import describe_user_scram_credentials
+from tests.metadata.auth_examples import acl
 from tests.quorum.helpers import apply
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
-READ_FOO = AclBinding(
-    resource_type=ResourceType.TOPIC,
-    resource_name="foo",
-    pattern_type=PatternType.LITERAL,
-    principal="User:alice",
-    host="*",
-    operation=AclOperation.READ,
-    permission_type=AclPermissionType.ALLOW,
-)
-WRITE_PREFIX = attrs.evolve(
-    READ_FOO, pattern_type=PatternType.PREFIXED, resource_name="fo", operation=AclOperation.WRITE
-)
-GROUP_BOB = attrs.evolve(
-    READ_FOO, resource_type=ResourceType.GROUP, resource_name="g", principal="User:bob"
-)
+READ_FOO = acl("foo", AclOperation.READ)
+WRITE_PREFIX = acl("prefix:fo", AclOperation.WRITE)
+GROUP_BOB = acl("g", AclOperation.READ, principal="User:bob", resource_type=ResourceType.GROUP)
 
 
 def controller() -> QuorumController:
