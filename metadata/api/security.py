@@ -50,7 +50,7 @@ from pykraft.metadata.auth.acl import (
     PatternType,
     ResourceType,
 )
-from pykraft.metadata.auth.scram import ScramMechanism
+from pykraft.metadata.auth.scram import ScramMechanism, salted_password
 
 # Bounds (STYLE.md §7): Kafka has none per request but its controller writes at most
 # MAX_RECORDS_PER_USER_OP (10,000) records in one batch.
@@ -272,6 +272,20 @@ class ScramCredentialUpsertion:
     salt: bytes = attrs.field(repr=False)
     # Password-equivalent: never logged, never written to the log.
     salted_password: bytes = attrs.field(repr=False)
+
+
+def upsertion_from_password(
+    name: str, mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> ScramCredentialUpsertion:
+    """What a Kafka client (and ``pykraft``'s tools) send for ``password``: the salted password
+    (KIP-554), so the password itself never leaves the caller. The caller draws the salt."""
+    return ScramCredentialUpsertion(
+        name=name,
+        mechanism=mechanism,
+        iterations=iterations,
+        salt=salt,
+        salted_password=salted_password(mechanism, password, salt, iterations),
+    )
 
 
 @attrs.frozen

@@ -13,14 +13,14 @@ from pykraft.broker.controller_client import ControllerClient, ControllerRequest
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     ScramCredentialDeletion,
-    ScramCredentialUpsertion,
+    upsertion_from_password,
 )
 from pykraft.metadata.auth.acl import (
     AclBindingFilter,
     AclOperation,
     PatternType,
 )
-from pykraft.metadata.auth.scram import ScramMechanism, salted_password
+from pykraft.metadata.auth.scram import ScramMechanism
 from tests.integration.conftest import Cluster, HttpError
 from tests.metadata.auth_examples import acl
 
@@ -57,13 +57,7 @@ def test_acls_and_scram_credentials_over_http(cluster_factory: Any) -> None:
             assert deleted.results[0].matching_acls == (READ_FOO,)
             assert await client.describe_acls(AclBindingFilter()) == ()
 
-            upsertion = ScramCredentialUpsertion(
-                name="alice",
-                mechanism=SHA512,
-                iterations=8192,
-                salt=salt,
-                salted_password=salted_password(SHA512, "secret", salt, 8192),
-            )
+            upsertion = upsertion_from_password("alice", SHA512, "secret", salt, 8192)
             altered = await client.alter_user_scram_credentials(
                 AlterUserScramCredentialsRequest(
                     deletions=(ScramCredentialDeletion("bob", SHA512),), upsertions=(upsertion,)
