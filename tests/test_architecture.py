@@ -58,6 +58,9 @@ PURE_CORES = [
     "metadata/api",
     "quorum/controller.py",
     "quorum/managers",
+    # The doors' decisions (issue 11); quorum/auth_http.py is their aiohttp shell.
+    "quorum/auth.py",
+    "quorum/auth_basic.py",
     "fetcher/truncation.py",
     "fetcher/state.py",
     "fetcher/responses.py",
