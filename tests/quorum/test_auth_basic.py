@@ -10,7 +10,7 @@ import base64
 
 import attrs
 import pytest
-import scramp
+import scramp  # type: ignore[import-untyped]
 
 from pykraft.quorum.auth_basic import (
     MAX_BASIC_HEADER_CHARS,
