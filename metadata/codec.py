@@ -38,6 +38,7 @@ from pykraft.metadata.record_schema import (
     MetadataCodecError,
     RecordSchema,
     StructSchema,
+    bytes_to_json,
 )
 from pykraft.metadata.records import MetadataRecord
 
@@ -76,6 +77,7 @@ class _JsonShape:
     quoted: tuple[int, ...]
     booleans: tuple[int, ...]
     integer_lists: tuple[int, ...]
+    byte_strings: tuple[int, ...]
     structs: tuple[tuple[int, StructSchema], ...]
 
     @classmethod
@@ -95,6 +97,7 @@ class _JsonShape:
             quoted=where(Kind.STRING, Kind.UUID),
             booleans=where(Kind.BOOLEAN),
             integer_lists=where(Kind.INTEGER_LIST),
+            byte_strings=where(Kind.BYTES),
             structs=tuple(
                 (i, f.type.struct) for i, f in enumerate(schema.fields) if f.type.struct is not None
             ),
@@ -117,6 +120,9 @@ class _JsonShape:
             # Checked values hold exact ints, so equal tuples have the same text.
             text = _LIST_TEXTS.get(value)
             values[i] = text if text is not None else _list_text(value)
+        for i in self.byte_strings:
+            value = values[i]  # bytes, or already base64 text when transcoding rows
+            values[i] = '"' + (value if type(value) is str else bytes_to_json(value)) + '"'
         for i, struct in self.structs:
             values[i] = _ENCODER.encode([_struct_to_json(struct, item) for item in values[i]])
         return self.template % tuple(values)
@@ -172,6 +178,8 @@ def record_to_json(record: MetadataRecord) -> dict[str, Any]:
     obj: dict[str, Any] = {"type": schema.name, "version": schema.cls.VERSION}
     for field, value in zip(schema.fields, values, strict=True):
         struct = field.type.struct
+        if field.type.kind is Kind.BYTES:
+            value = bytes_to_json(value)
         obj[field.json_name] = (
             value if struct is None else [_struct_to_json(struct, item) for item in value]
         )

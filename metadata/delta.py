@@ -17,6 +17,8 @@ own batches to keep its image current. The per-area rules follow Kafka's ``Clust
 - ConfigRecord sets a key, or deletes it when the value is None.
 - FeatureLevelRecord sets a level; level 0 removes the feature.
 - ProducerIdsRecord sets ``next_producer_id``. NoOpRecord changes nothing but the offset.
+- ACL and SCRAM credential records: ``metadata.auth.images`` (Kafka's ``AclsDelta``,
+  ``ScramDelta``).
 
 A record that refers to something unknown raises ``MetadataReplayError`` and leaves the delta
 unchanged. Nothing here does I/O or reads a clock.
@@ -29,6 +31,7 @@ from collections.abc import Iterable
 import attrs
 from immutables import Map
 
+from pykraft.metadata.auth.images import AclsDelta, ScramDelta
 from pykraft.metadata.errors import MetadataReplayError
 from pykraft.metadata.image import (
     BrokerRegistration,
@@ -39,6 +42,7 @@ from pykraft.metadata.image import (
     ProducerIdsImage,
 )
 from pykraft.metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
     BrokerRegistrationInControlledShutdownChange,
@@ -52,10 +56,13 @@ from pykraft.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from pykraft.metadata.topics_delta import TopicDelta, TopicsDelta
 
@@ -207,6 +214,8 @@ class MetadataDelta:
         # feature name -> new level, or None when the feature was removed.
         self.changed_features: dict[str, int | None] = {}
         self.producer_ids: ProducerIdsImage | None = None
+        self.acls = AclsDelta(image.acls)
+        self.scram = ScramDelta(image.scram)
         # Set by ``between``: the image a snapshot load produced.
         self._target: MetadataImage | None = None
 
@@ -269,6 +278,10 @@ class MetadataDelta:
                 self.changed_features[record.name] = level if level != 0 else None
             case ProducerIdsRecord():
                 self.producer_ids = ProducerIdsImage(next_producer_id=record.next_producer_id)
+            case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
+                self.acls.replay(record)
+            case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
+                self.scram.replay(record)
             case NoOpRecord():
                 pass  # Only moves the offset (Kafka's NoOpRecord keeps idle brokers current).
             case _:
@@ -289,6 +302,8 @@ class MetadataDelta:
             configs=self.configs.apply(),
             features=self._apply_features(),
             producer_ids=self.producer_ids or self.image.producer_ids,
+            acls=self.acls.apply(),
+            scram=self.scram.apply(),
         )
 
     def _apply_features(self) -> Map[str, int]:

@@ -1,8 +1,9 @@
 """The metadata image: an immutable view of the cluster at one metadata offset.
 
 Mirrors Kafka's ``org.apache.kafka.image.MetadataImage``: brokers (``ClusterImage``), topics and
-their partitions (``TopicsImage``), configs, finalized feature levels and the producer-id
-allocator. Every mapping is an ``immutables.Map`` (a hash array mapped trie), so an image made by
+their partitions (``TopicsImage``), configs, finalized feature levels, the producer-id
+allocator, ACLs and SCRAM credentials (``metadata.auth.images``). Every mapping is an
+``immutables.Map`` (a hash array mapped trie), so an image made by
 ``MetadataDelta.apply`` shares every untouched topic, partition and broker with its parent:
 changing one partition of a 100,000-partition image costs O(log n), not a copy.
 
@@ -19,6 +20,7 @@ from typing import ClassVar
 import attrs
 from immutables import Map
 
+from pykraft.metadata.auth.images import AclsImage, ScramImage
 from pykraft.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -200,6 +202,8 @@ class MetadataImage:
     configs: ConfigsImage = ConfigsImage()
     features: Map[str, int] = attrs.field(factory=Map)
     producer_ids: ProducerIdsImage = ProducerIdsImage()
+    acls: AclsImage = AclsImage.EMPTY
+    scram: ScramImage = ScramImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 

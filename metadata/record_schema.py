@@ -15,6 +15,7 @@ that pass finds something to fix or reject does it walk the fields one by one fo
 
 from __future__ import annotations
 
+import base64
 import enum
 import functools
 import operator
@@ -47,6 +48,9 @@ class Kind(enum.Enum):
     BOOLEAN = "boolean"
     INTEGER_LIST = "integer list"
     STRUCT_LIST = "struct list"  # endpoints, features
+    # Kafka's bytes: ``bytes`` in a record, canonical standard base64 text in JSON (what Kafka's
+    # JSON converters write); check() turns that text into bytes.
+    BYTES = "bytes"
 
 
 @attrs.frozen
@@ -71,6 +75,8 @@ class FieldType:
         if self.kind is Kind.STRUCT_LIST:
             assert self.struct is not None
             return tuple(self.struct.check(item) for item in _sequence(value))
+        if self.kind is Kind.BYTES:
+            return _bytes(value)
         if self.kind is Kind.BOOLEAN:
             if type(value) is not bool:
                 raise FieldError(f"must be true or false, got {value!r}")
@@ -95,6 +101,26 @@ class FieldType:
         elif not self.low <= value <= self.high:
             raise FieldError(f"must fit in {self.label} [{self.low}, {self.high}], got {value}")
         return int(value)
+
+
+def _bytes(value: Any) -> bytes:
+    if type(value) is bytes:
+        return value
+    if type(value) is not str:
+        raise FieldError(f"must be bytes or base64 text, got {type(value).__name__}")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except ValueError:  # binascii.Error
+        raise FieldError("must be standard base64 text") from None
+    if base64.b64encode(raw).decode("ascii") != value:
+        # One value, one spelling (no stray padding bits), as for uuids.
+        raise FieldError("must be canonical standard base64 text")
+    return raw
+
+
+def bytes_to_json(value: bytes) -> str:
+    """Kafka's JSON form of a bytes field: standard base64."""
+    return base64.b64encode(value).decode("ascii")
 
 
 def _sequence(value: Any) -> list[Any] | tuple[Any, ...]:
@@ -146,6 +172,7 @@ STRING = FieldType(Kind.STRING)
 UUID = FieldType(Kind.UUID)
 BOOLEAN = FieldType(Kind.BOOLEAN)
 INT32_LIST = FieldType(Kind.INTEGER_LIST, "int32", low=INT32.low, high=INT32.high)
+BYTES = FieldType(Kind.BYTES, "bytes")
 
 
 @attrs.frozen
@@ -239,6 +266,26 @@ _SPECS: dict[str, dict[str, FieldType]] = {
         "inControlledShutdown": _one_of(0, 1),
     },
     "NoOpRecord": {},
+    "UserScramCredentialRecord": {
+        "name": STRING,
+        "mechanism": _one_of(1, 2),
+        "salt": BYTES,
+        "storedKey": BYTES,
+        "serverKey": BYTES,
+        "iterations": INT32,
+    },
+    "AccessControlEntryRecord": {
+        "id": UUID,
+        "resourceType": INT8,
+        "resourceName": STRING,
+        "patternType": INT8,
+        "principal": STRING,
+        "host": STRING,
+        "operation": INT8,
+        "permissionType": INT8,
+    },
+    "RemoveAccessControlEntryRecord": {"id": UUID},
+    "RemoveUserScramCredentialRecord": {"name": STRING, "mechanism": _one_of(1, 2)},
 }
 
 
@@ -252,7 +299,8 @@ class _FastChecks:
     uuids: tuple[int, ...]
     booleans: tuple[int, ...]
     integer_lists: tuple[tuple[int, bool, int, int], ...]  # (position, nullable, low, high)
-    # Struct lists are rare (broker registrations): always the careful path.
+    # Struct lists (broker registrations) and bytes (SCRAM credentials) are rare: always the
+    # careful path.
     has_structs: bool
 
     @classmethod
@@ -272,7 +320,7 @@ class _FastChecks:
             integer_lists=tuple(
                 (i, t.nullable, t.low, t.high) for i, t in where(Kind.INTEGER_LIST)
             ),
-            has_structs=bool(where(Kind.STRUCT_LIST)),
+            has_structs=bool(where(Kind.STRUCT_LIST) or where(Kind.BYTES)),
         )
 
     def passes(self, values: list[Any]) -> bool:

@@ -14,7 +14,10 @@ call site reads like the record it builds and a field can never be passed in the
 Identifiers: ``topic_id`` and ``incarnation_id`` are strings in Kafka's ``Uuid.toString()`` form —
 22 characters of URL-safe base64 without padding of the 16 uuid bytes (``uuid_to_kafka_string``
 converts); the codec rejects topic ids that are not in that form, so an id is spelled the same in
-the log, the admin API and the Kafka protocol.
+the log, the admin API and the Kafka protocol. ACL ids are spelled the same way.
+
+Kafka's ``bytes`` fields (a SCRAM credential's salt and keys) are ``bytes`` here and standard
+base64 in both JSON codecs, as Kafka's own JSON converters write them.
 """
 
 from __future__ import annotations
@@ -248,6 +251,59 @@ class BrokerRegistrationChangeRecord:
 
 
 @attrs.frozen(kw_only=True)
+class UserScramCredentialRecord:
+    """One user's SCRAM credential for one mechanism (KIP-554; Kafka's record of the same name,
+    apiKey 11). Holds what RFC 5802 lets a server keep — salt, StoredKey, ServerKey and the
+    iteration count — never a password nor the salted password (``metadata.auth.scram``)."""
+
+    TYPE_ID: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    # Kafka's ScramMechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+    mechanism: int
+    salt: bytes = attrs.field(repr=False)
+    stored_key: bytes = attrs.field(repr=False)
+    server_key: bytes = attrs.field(repr=False)
+    iterations: int
+
+
+@attrs.frozen(kw_only=True)
+class AccessControlEntryRecord:
+    """One ACL (KIP-801; Kafka's record of the same name, apiKey 18); codes are those of
+    ``metadata.auth.acl`` (Kafka's ResourceType, PatternType, AclOperation, AclPermissionType)."""
+
+    TYPE_ID: ClassVar[int] = 18
+    VERSION: ClassVar[int] = 0
+
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@attrs.frozen(kw_only=True)
+class RemoveAccessControlEntryRecord:
+    TYPE_ID: ClassVar[int] = 19
+    VERSION: ClassVar[int] = 0
+
+    id: str
+
+
+@attrs.frozen(kw_only=True)
+class RemoveUserScramCredentialRecord:
+    TYPE_ID: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+
+    name: str
+    mechanism: int
+
+
+@attrs.frozen(kw_only=True)
 class NoOpRecord:
     TYPE_ID: ClassVar[int] = 20
     VERSION: ClassVar[int] = 0
@@ -267,6 +323,10 @@ MetadataRecord: TypeAlias = (
     | ProducerIdsRecord
     | BrokerRegistrationChangeRecord
     | NoOpRecord
+    | UserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
@@ -283,4 +343,8 @@ RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
     ProducerIdsRecord,
     BrokerRegistrationChangeRecord,
     NoOpRecord,
+    UserScramCredentialRecord,
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveUserScramCredentialRecord,
 )

@@ -130,6 +130,12 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
                 broker_id=-1, broker_epoch=-1, next_producer_id=image.producer_ids.next_producer_id
             )
         )
+    records.extend(image.acls.acls[acl_id].to_record(acl_id) for acl_id in sorted(image.acls.acls))
+    for user in sorted(image.scram.users):
+        credentials = image.scram.users[user]
+        records.extend(
+            credentials[mechanism].to_record(user, mechanism) for mechanism in sorted(credentials)
+        )
     return records
 
 

@@ -6,6 +6,7 @@ import attrs
 from hypothesis import strategies as st
 
 from pykraft.metadata.records import (
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
@@ -18,10 +19,13 @@ from pykraft.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     uuid_to_kafka_string,
 )
 
@@ -99,6 +103,30 @@ RECORD_STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
         in_controlled_shutdown=st.sampled_from([0, 1]),
     ),
     NoOpRecord: st.just(NoOpRecord()),
+    UserScramCredentialRecord: st.builds(
+        UserScramCredentialRecord,
+        name=TEXT,
+        mechanism=st.sampled_from([1, 2]),
+        salt=st.binary(max_size=32),
+        stored_key=st.binary(max_size=64),
+        server_key=st.binary(max_size=64),
+        iterations=INT32,
+    ),
+    AccessControlEntryRecord: st.builds(
+        AccessControlEntryRecord,
+        id=UUIDS,
+        resource_type=INT8,
+        resource_name=TEXT,
+        pattern_type=INT8,
+        principal=TEXT,
+        host=TEXT,
+        operation=INT8,
+        permission_type=INT8,
+    ),
+    RemoveAccessControlEntryRecord: st.builds(RemoveAccessControlEntryRecord, id=UUIDS),
+    RemoveUserScramCredentialRecord: st.builds(
+        RemoveUserScramCredentialRecord, name=TEXT, mechanism=st.sampled_from([1, 2])
+    ),
 }
 
 ANY_RECORD = st.one_of(*RECORD_STRATEGIES.values())
@@ -116,6 +144,8 @@ class _Model:
         self.broker_epochs: dict[int, int] = {}
         self.topics: dict[str, tuple[str, set[int]]] = {}  # topic id -> (name, partition ids)
         self.used_topic_ids: set[str] = set()
+        self.acl_ids: set[str] = set()
+        self.scram: set[tuple[str, int]] = set()  # (user, mechanism)
 
     def live_names(self) -> set[str]:
         return {name for name, _ in self.topics.values()}
@@ -195,6 +225,41 @@ def _topic_record(draw: st.DrawFn, model: _Model) -> MetadataRecord | None:
     return _partition(draw, topic_id, partition_id)
 
 
+def _auth_record(draw: st.DrawFn, model: _Model) -> MetadataRecord:
+    """ACLs with Kafka's codes and SCRAM credentials, removing only what exists."""
+    if bool(model.acl_ids) and draw(st.booleans()):
+        acl_id = draw(st.sampled_from(sorted(model.acl_ids)))
+        model.acl_ids.discard(acl_id)
+        return RemoveAccessControlEntryRecord(id=acl_id)
+    if bool(model.scram) and draw(st.booleans()):
+        user, mechanism = draw(st.sampled_from(sorted(model.scram)))
+        model.scram.discard((user, mechanism))
+        return RemoveUserScramCredentialRecord(name=user, mechanism=mechanism)
+    if draw(st.booleans()):
+        acl_id = draw(UUIDS)
+        model.acl_ids.add(acl_id)
+        return AccessControlEntryRecord(
+            id=acl_id,
+            resource_type=draw(st.sampled_from([2, 3, 4, 5])),
+            resource_name=draw(st.sampled_from(["pet", "p", "*", "kafka-cluster"])),
+            pattern_type=draw(st.sampled_from([3, 4])),
+            principal=draw(st.sampled_from(["User:alice", "User:*"])),
+            host=draw(st.sampled_from(["*", "127.0.0.1"])),
+            operation=draw(st.integers(2, 14)),
+            permission_type=draw(st.sampled_from([2, 3])),
+        )
+    user, mechanism = draw(st.sampled_from(["alice", "bob"])), draw(st.sampled_from([1, 2]))
+    model.scram.add((user, mechanism))
+    return UserScramCredentialRecord(
+        name=user,
+        mechanism=mechanism,
+        salt=draw(st.binary(min_size=1, max_size=8)),
+        stored_key=draw(st.binary(min_size=1, max_size=8)),
+        server_key=draw(st.binary(min_size=1, max_size=8)),
+        iterations=draw(st.integers(4096, 16384)),
+    )
+
+
 def _other_record(draw: st.DrawFn) -> MetadataRecord:
     return draw(
         st.one_of(
@@ -227,11 +292,13 @@ def record_sequences(draw: st.DrawFn, max_records: int = 40) -> list[MetadataRec
     model = _Model()
     records: list[MetadataRecord] = []
     for _ in range(draw(st.integers(0, max_records))):
-        area = draw(st.sampled_from(["broker", "topic", "topic", "other"]))
+        area = draw(st.sampled_from(["broker", "topic", "topic", "other", "auth"]))
         if area == "broker":
             record: MetadataRecord | None = _broker_record(draw, model)
         elif area == "topic":
             record = _topic_record(draw, model)
+        elif area == "auth":
+            record = _auth_record(draw, model)
         else:
             record = _other_record(draw)
         if record is not None:
