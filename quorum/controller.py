@@ -50,6 +50,12 @@ API (requests and responses are attrs frozen classes, re-exported here):
     allocate_producer_ids(image, AllocateProducerIdsRequest, now_ms)
         -> ControllerResult[AllocateProducerIdsResponse(error, producer_id_start,
                                                         producer_id_len)]
+    create_acls(image, CreateAclsRequest, now_ms) -> ControllerResult[CreateAclsResponse]
+    delete_acls(image, DeleteAclsRequest, now_ms) -> ControllerResult[DeleteAclsResponse]
+    alter_user_scram_credentials(image, AlterUserScramCredentialsRequest, now_ms)
+        -> ControllerResult[AlterUserScramCredentialsResponse]
+        # DescribeAcls / DescribeUserScramCredentials read the committed image
+        # (quorum.managers.acls.describe_acls, quorum.managers.scram.describe_...)
     fence_stale_brokers(image, now_ms) -> ControllerResult[tuple[int, ...]]  # fenced ids
     maybe_noop(image, now_ms) -> ControllerResult[None] | None               # NoOpRecord
     next_deadline_ms(image) -> int
@@ -94,6 +100,14 @@ from pykraft.metadata.api.brokers import (
     UnregisterBrokerResponse,
 )
 from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.security import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+)
 from pykraft.metadata.api.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -112,7 +126,15 @@ from pykraft.metadata.api.topics import (
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import NoOpRecord
 from pykraft.protocol.errors import Errors
-from pykraft.quorum.managers import cluster, configs, leadership, producer_ids, replication
+from pykraft.quorum.managers import (
+    acls,
+    cluster,
+    configs,
+    leadership,
+    producer_ids,
+    replication,
+    scram,
+)
 from pykraft.quorum.managers.result import ControllerResult
 from pykraft.quorum.managers.sessions import BrokerSessions
 from pykraft.quorum.managers.settings import ControllerSettings
@@ -178,6 +200,9 @@ ControllerRequest: TypeAlias = (
     | ElectLeadersRequest
     | IncrementalAlterConfigsRequest
     | AllocateProducerIdsRequest
+    | CreateAclsRequest
+    | DeleteAclsRequest
+    | AlterUserScramCredentialsRequest
 )
 
 R = TypeVar("R")
@@ -228,6 +253,12 @@ class QuorumController:
                 return self.incremental_alter_configs(image, request, now_ms)
             case AllocateProducerIdsRequest():
                 return self.allocate_producer_ids(image, request, now_ms)
+            case CreateAclsRequest():
+                return self.create_acls(image, request, now_ms)
+            case DeleteAclsRequest():
+                return self.delete_acls(image, request, now_ms)
+            case AlterUserScramCredentialsRequest():
+                return self.alter_user_scram_credentials(image, request, now_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def register_broker(
@@ -291,6 +322,21 @@ class QuorumController:
         self, image: MetadataImage, request: AllocateProducerIdsRequest, now_ms: int
     ) -> ControllerResult[AllocateProducerIdsResponse]:
         return self._wrote(producer_ids.allocate_producer_ids(image, request), now_ms)
+
+    def create_acls(
+        self, image: MetadataImage, request: CreateAclsRequest, now_ms: int
+    ) -> ControllerResult[CreateAclsResponse]:
+        return self._wrote(acls.create_acls(image, request, self._rng), now_ms)
+
+    def delete_acls(
+        self, image: MetadataImage, request: DeleteAclsRequest, now_ms: int
+    ) -> ControllerResult[DeleteAclsResponse]:
+        return self._wrote(acls.delete_acls(image, request), now_ms)
+
+    def alter_user_scram_credentials(
+        self, image: MetadataImage, request: AlterUserScramCredentialsRequest, now_ms: int
+    ) -> ControllerResult[AlterUserScramCredentialsResponse]:
+        return self._wrote(scram.alter_user_scram_credentials(image, request), now_ms)
 
     def fence_stale_brokers(
         self, image: MetadataImage, now_ms: int
