@@ -7,14 +7,14 @@ rule is a one-line table test (``tests/quorum/test_auth.py``). The aiohttp side 
 authenticating the caller and calling these — is ``quorum/auth_http.py``.
 
 The ACL decision itself is an ``Authorizer`` (the shape of Kafka's ``Authorizer.authorize``,
-one action at a time). Until the ACLs of the metadata image are wired in, two stand-ins decide:
+one action at a time, operations and resource types by Kafka's names):
 
 * ``AllowAll`` — no ``authorizer.class.name`` configured: Kafka then authorizes nothing and
   every request is allowed (``AuthHelper.authorize`` with no authorizer returns true). The
   default, as PLAINTEXT is.
-* ``NoAclAuthorizer`` — an authorizer over an empty ACL set: ``super.users`` are allowed
-  everything, everyone else only when ``allow.everyone.if.no.acl.found=true``
-  (``StandardAuthorizer``'s ``superUsers`` and ``defaultResult`` when no ACL matches).
+* ``ImageAuthorizer`` — ``metadata/auth/authorizer.py``'s ``StandardAuthorizer`` over the ACLs
+  of the controller's current metadata image, with ``super.users`` and
+  ``allow.everyone.if.no.acl.found``: the same ACLs, the same rules as the brokers' listeners.
 
 Refusals follow ``ControllerApis``: a cluster operation refused is CLUSTER_AUTHORIZATION_FAILED,
 a topic operation TOPIC_AUTHORIZATION_FAILED; both are HTTP 403 (``metadata/api/errors.py``).
@@ -31,12 +31,15 @@ without the property pykraft behaves as Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import attrs
 
 from pykraft.metadata.api.routes import Access, ResourceOf
+from pykraft.metadata.auth import authorizer as standard
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.metadata.auth.images import AclsImage
 from pykraft.metadata.auth.principal import KafkaPrincipal
 from pykraft.protocol.errors import Errors
 
@@ -76,13 +79,27 @@ class AllowAll:
         return True
 
 
-@attrs.frozen
-class NoAclAuthorizer:
-    """An authorizer whose ACL set is empty: ``super.users`` may do anything; anyone else
-    only with ``allow.everyone.if.no.acl.found``."""
+@attrs.define
+class ImageAuthorizer:
+    """Kafka's ``StandardAuthorizer`` over the ACLs ``acls()`` returns (the controller's
+    current image), rebuilt only when that ACL image changes."""
 
-    super_users: frozenset[KafkaPrincipal]
-    allow_everyone_if_no_acl_found: bool = False
+    acls: Callable[[], AclsImage]
+    settings: standard.AuthorizerSettings
+    # Invariant: _built[1] is the authorizer of the ACL image _built[0].
+    _built: tuple[AclsImage, standard.Authorizer] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        acls: Callable[[], AclsImage],
+        super_users: Iterable[KafkaPrincipal],
+        allow_everyone_if_no_acl_found: bool,
+    ) -> ImageAuthorizer:
+        settings = standard.AuthorizerSettings(
+            frozenset(str(p) for p in super_users), allow_everyone_if_no_acl_found
+        )
+        return cls(acls, settings)
 
     def authorize(
         self,
@@ -92,7 +109,12 @@ class NoAclAuthorizer:
         resource_type: str,
         resource_name: str,
     ) -> bool:
-        return principal in self.super_users or self.allow_everyone_if_no_acl_found
+        current = self.acls()
+        if self._built is None or self._built[0] is not current:
+            self._built = (current, standard.Authorizer.of(current, self.settings))
+        return self._built[1].authorize(
+            principal, host, AclOperation[operation], ResourceType[resource_type], resource_name
+        )
 
 
 @attrs.frozen

@@ -19,31 +19,28 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 from typing import Protocol
 
 import attrs
 
+from pykraft.metadata.auth.scram import (
+    ScramCredential,
+    ScramMechanism,
+    credential_from_salted_password,
+    salted_password,
+)
+
 # Bounds (STYLE.md §7): a Basic header longer than this is refused before decoding.
 MAX_BASIC_HEADER_CHARS = 1024
-# SCRAM mechanisms tried, strongest first (Kafka's ScramMechanism names and their hashes).
-MECHANISMS: tuple[tuple[str, str], ...] = (("SCRAM-SHA-512", "sha512"), ("SCRAM-SHA-256", "sha256"))
-
-
-@attrs.frozen
-class ScramCredential:
-    """One user's stored SCRAM credential for one mechanism (never the password)."""
-
-    salt: bytes = attrs.field(repr=False)
-    iterations: int
-    stored_key: bytes = attrs.field(repr=False)
+# SCRAM mechanisms tried, strongest first.
+MECHANISMS = (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)
 
 
 class ScramCredentials(Protocol):
-    """Where credentials come from (the metadata image's SCRAM credentials)."""
+    """Where credentials come from: the metadata image's ``ScramImage``."""
 
-    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
+    def credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None: ...
 
 
 @attrs.frozen
@@ -70,20 +67,16 @@ def parse_basic(header: str | None) -> BasicCredentials | None:
     return BasicCredentials(user, password)
 
 
-def stored_key_of(password: str, salt: bytes, iterations: int, hash_name: str) -> bytes:
-    """RFC 5802: StoredKey = H(HMAC(Hi(password, salt, i), "Client Key"))."""
-    salted = hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", hash_name).digest()
-    return hashlib.new(hash_name, client_key).digest()
-
-
 def verify(credentials: ScramCredentials, basic: BasicCredentials) -> bool:
-    """Does ``basic.password`` match the user's stored credential of any mechanism?"""
-    for mechanism, hash_name in MECHANISMS:
-        stored = credentials.scram_credential(basic.user, mechanism)
+    """Does ``basic.password`` give the StoredKey of the user's credential of any mechanism?"""
+    for mechanism in MECHANISMS:
+        stored = credentials.credential(basic.user, mechanism)
         if stored is None:
             continue
-        candidate = stored_key_of(basic.password, stored.salt, stored.iterations, hash_name)
-        if hmac.compare_digest(candidate, stored.stored_key):
+        salted = salted_password(mechanism, basic.password, stored.salt, stored.iterations)
+        candidate = credential_from_salted_password(
+            mechanism, stored.salt, salted, stored.iterations
+        )
+        if hmac.compare_digest(candidate.stored_key, stored.stored_key):
             return True
     return False

@@ -43,13 +43,14 @@ from pykraft.metadata.auth.principal import (
     principal_from_certificate,
     user,
 )
+from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.errors import Errors
 from pykraft.quorum import auth_basic
 from pykraft.quorum.auth import (
     AllowAll,
     Authorizer,
     BrokerBinding,
-    NoAclAuthorizer,
+    ImageAuthorizer,
     Refusal,
     check_route,
     describable,
@@ -81,7 +82,8 @@ class Doors:
     mapping_rules: tuple[MappingRule, ...]
     authorizer: Authorizer
     binding: BrokerBinding
-    credentials: auth_basic.ScramCredentials | None = None
+    # The SCRAM credentials of the current image (None: Basic is never accepted).
+    credentials: Callable[[], auth_basic.ScramCredentials] | None = None
     _password_checks: int = 0
 
     @classmethod
@@ -91,11 +93,13 @@ class Doors:
         return cls(tls=False, mapping_rules=(), authorizer=AllowAll(), binding=BrokerBinding())
 
     @classmethod
-    def of(
-        cls, config: ControllerConfig, credentials: auth_basic.ScramCredentials | None = None
-    ) -> Doors:
+    def of(cls, config: ControllerConfig, image: Callable[[], MetadataImage]) -> Doors:
+        """The doors of a controller whose current metadata image ``image`` returns: its ACLs
+        authorize, its SCRAM credentials check Basic passwords."""
         authorizer: Authorizer = (
-            NoAclAuthorizer(config.super_users, config.allow_everyone_if_no_acl_found)
+            ImageAuthorizer.of(
+                lambda: image().acls, config.super_users, config.allow_everyone_if_no_acl_found
+            )
             if config.authorizer_enabled
             else AllowAll()
         )
@@ -106,7 +110,7 @@ class Doors:
             ),
             authorizer=authorizer,
             binding=BrokerBinding(config.broker_principal),
-            credentials=credentials,
+            credentials=lambda: image().scram,
         )
 
     async def authenticate(self, request: web.Request) -> KafkaPrincipal:
@@ -140,7 +144,7 @@ class Doors:
             )
         self._password_checks += 1
         try:
-            return await asyncio.to_thread(auth_basic.verify, self.credentials, basic)
+            return await asyncio.to_thread(auth_basic.verify, self.credentials(), basic)
         finally:
             self._password_checks -= 1
 

@@ -129,7 +129,9 @@ async def serve(config: ControllerConfig, stop: asyncio.Event, clock: Clock) -> 
     except RaftBindError as error:
         logger.error("%s", error)
         return 1
-    runner = web.AppRunner(build_app(node, Doors.of(config)), access_log=None)
+    runner = web.AppRunner(
+        build_app(node, Doors.of(config, lambda: node.view.image)), access_log=None
+    )
     timer: asyncio.Task[None] | None = None
     try:
         await runner.setup()

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from immutables import Map
 
 from pykraft.metadata.api import routes
 from pykraft.metadata.api.routes import Route
+from pykraft.metadata.auth.acl import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from pykraft.metadata.auth.images import AclsImage
 from pykraft.metadata.auth.principal import ANONYMOUS, KafkaPrincipal, user
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.auth import (
@@ -21,7 +30,7 @@ from pykraft.quorum.auth import (
     AllowAll,
     BrokerBinding,
     BrokerBindingError,
-    NoAclAuthorizer,
+    ImageAuthorizer,
     check_route,
     describable,
 )
@@ -165,10 +174,50 @@ def test_the_listing_shows_only_describable_topics() -> None:
         (ANONYMOUS, False, False),
     ],
 )
-def test_no_acl_authorizer(principal: KafkaPrincipal, allow_everyone: bool, allowed: bool) -> None:
+def test_the_image_authorizer_without_acls(
+    principal: KafkaPrincipal, allow_everyone: bool, allowed: bool
+) -> None:
     # StandardAuthorizer with an empty ACL set: superUsers, then defaultResult.
-    authorizer = NoAclAuthorizer(frozenset({ADMIN}), allow_everyone)
+    authorizer = ImageAuthorizer.of(lambda: AclsImage.EMPTY, [ADMIN], allow_everyone)
     assert authorizer.authorize(principal, "h", "DELETE", TOPIC, "orders") is allowed
+
+
+def acl(name: str, operation: AclOperation, permission: AclPermissionType) -> AclBinding:
+    return AclBinding(
+        resource_type=ResourceType.TOPIC,
+        resource_name=name,
+        pattern_type=PatternType.PREFIXED,
+        principal="User:alice",
+        host="*",
+        operation=operation,
+        permission_type=permission,
+    )
+
+
+def test_the_image_authorizer_follows_the_current_images_acls() -> None:
+    images = [AclsImage.EMPTY]
+    authorizer = ImageAuthorizer.of(lambda: images[-1], [ADMIN], False)
+    delete = routes.DELETE_TOPIC.access
+    assert check_route(authorizer, ALICE, "h", delete, topic="orders.eu") is not None
+    images.append(
+        AclsImage(acls=Map({"a": acl("orders.", AclOperation.DELETE, AclPermissionType.ALLOW)}))
+    )
+    assert check_route(authorizer, ALICE, "h", delete, topic="orders.eu") is None
+    assert check_route(authorizer, ALICE, "h", delete, topic="payments") is not None
+    # DELETE implies DESCRIBE (StandardAuthorizerData IMPLIES_DESCRIBE): the listing shows it.
+    assert describable(authorizer, ALICE, "h", ["orders.eu", "payments"]) == ["orders.eu"]
+    images.append(
+        AclsImage(
+            acls=Map(
+                {
+                    "a": acl("orders.", AclOperation.DELETE, AclPermissionType.ALLOW),
+                    "b": acl("orders.eu", AclOperation.ALL, AclPermissionType.DENY),
+                }
+            )
+        )
+    )
+    refused = check_route(authorizer, ALICE, "h", delete, topic="orders.eu")  # deny wins
+    assert refused is not None and refused.error is TOPIC_DENIED
 
 
 def test_a_broker_id_is_bound_to_its_principal_by_the_naming_rule() -> None:

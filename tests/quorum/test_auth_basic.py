@@ -1,21 +1,21 @@
 """HTTP Basic checked against SCRAM credentials (quorum/auth_basic.py).
 
-The credentials are made by scramp (the SCRAM implementation Kafka clients are tested against
-here), so the check agrees with a real SCRAM server's StoredKey (RFC 5802 §3).
+The credentials are made by scramp (``credential_from_password``, what the cluster stores), so
+the check agrees with a real SCRAM server's StoredKey (RFC 5802 §3).
 """
 
 from __future__ import annotations
 
 import base64
+import os
 
 import attrs
 import pytest
-import scramp  # type: ignore[import-untyped]
 
+from pykraft.metadata.auth.scram import ScramCredential, ScramMechanism, credential_from_password
 from pykraft.quorum.auth_basic import (
     MAX_BASIC_HEADER_CHARS,
     BasicCredentials,
-    ScramCredential,
     parse_basic,
     verify,
 )
@@ -23,17 +23,21 @@ from pykraft.quorum.auth_basic import (
 
 @attrs.frozen
 class Store:
-    credentials: dict[tuple[str, str], ScramCredential]
+    credentials: dict[tuple[str, ScramMechanism], ScramCredential]
 
-    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+    def credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self.credentials.get((user, mechanism))
 
 
 def credential(mechanism: str, password: str, iterations: int = 4096) -> ScramCredential:
-    salt, stored_key, _server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
-        password, iteration_count=iterations
+    # scramp's make_auth_info, as AlterUserScramCredentials stores it.
+    return credential_from_password(
+        ScramMechanism.from_mechanism_name(mechanism), password, os.urandom(16), iterations
     )
-    return ScramCredential(salt=salt, iterations=count, stored_key=stored_key)
+
+
+def key(mechanism: str) -> ScramMechanism:
+    return ScramMechanism.from_mechanism_name(mechanism)
 
 
 def header(text: str) -> str:
@@ -42,7 +46,7 @@ def header(text: str) -> str:
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_the_right_password_matches_the_stored_key(mechanism: str) -> None:
-    store = Store({("alice", mechanism): credential(mechanism, "alice-secret")})
+    store = Store({("alice", key(mechanism)): credential(mechanism, "alice-secret")})
     assert verify(store, BasicCredentials("alice", "alice-secret"))
     assert not verify(store, BasicCredentials("alice", "alice-secret!"))
     assert not verify(store, BasicCredentials("bob", "alice-secret"))
@@ -51,8 +55,8 @@ def test_the_right_password_matches_the_stored_key(mechanism: str) -> None:
 def test_either_mechanism_may_hold_the_password() -> None:
     store = Store(
         {
-            ("alice", "SCRAM-SHA-512"): credential("SCRAM-SHA-512", "old"),
-            ("alice", "SCRAM-SHA-256"): credential("SCRAM-SHA-256", "new"),
+            ("alice", key("SCRAM-SHA-512")): credential("SCRAM-SHA-512", "old"),
+            ("alice", key("SCRAM-SHA-256")): credential("SCRAM-SHA-256", "new"),
         }
     )
     assert verify(store, BasicCredentials("alice", "new"))
