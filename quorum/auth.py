@@ -9,9 +9,9 @@ authenticating the caller and calling these — is ``quorum/auth_http.py``.
 The ACL decision itself is an ``Authorizer`` (the shape of Kafka's ``Authorizer.authorize``,
 one action at a time, operations and resource types by Kafka's names):
 
-* ``AllowAll`` — no ``authorizer.class.name`` configured: Kafka then authorizes nothing and
-  every request is allowed (``AuthHelper.authorize`` with no authorizer returns true). The
-  default, as PLAINTEXT is.
+* None — no ``authorizer.class.name`` configured: Kafka then authorizes nothing and every
+  request is allowed (``AuthHelper.authorize`` with no authorizer returns true). The default,
+  as PLAINTEXT is.
 * ``ImageAuthorizer`` — ``metadata/auth/authorizer.py``'s ``StandardAuthorizer`` over the ACLs
   of the controller's current metadata image, with ``super.users`` and
   ``allow.everyone.if.no.acl.found``: the same ACLs, the same rules as the brokers' listeners.
@@ -62,21 +62,6 @@ class Authorizer(Protocol):
         resource_type: str,
         resource_name: str,
     ) -> bool: ...
-
-
-@attrs.frozen
-class AllowAll:
-    """No authorizer configured (Kafka's default): every action is allowed."""
-
-    def authorize(
-        self,
-        principal: KafkaPrincipal,
-        host: str,
-        operation: str,
-        resource_type: str,
-        resource_name: str,
-    ) -> bool:
-        return True
 
 
 @attrs.define
@@ -176,16 +161,30 @@ def _topic_refusal(principal: KafkaPrincipal, operation: str, topic: str) -> Ref
     )
 
 
+def allowed(
+    authorizer: Authorizer | None,
+    principal: KafkaPrincipal,
+    host: str,
+    operation: str,
+    resource_type: str,
+    resource_name: str,
+) -> bool:
+    """``authorizer.authorize``, or True without an authorizer (Kafka's ``AuthHelper``)."""
+    return authorizer is None or authorizer.authorize(
+        principal, host, operation, resource_type, resource_name
+    )
+
+
 def check_cluster(
-    authorizer: Authorizer, principal: KafkaPrincipal, host: str, operation: str
+    authorizer: Authorizer | None, principal: KafkaPrincipal, host: str, operation: str
 ) -> Refusal | None:
-    if authorizer.authorize(principal, host, operation, CLUSTER, CLUSTER_NAME):
+    if allowed(authorizer, principal, host, operation, CLUSTER, CLUSTER_NAME):
         return None
     return _cluster_refusal(principal, operation)
 
 
 def check_topic(
-    authorizer: Authorizer,
+    authorizer: Authorizer | None,
     principal: KafkaPrincipal,
     host: str,
     access: Access,
@@ -193,17 +192,17 @@ def check_topic(
 ) -> Refusal | None:
     """``access.operation`` on ``topic``, or on the cluster when that grants it for every topic
     (CreateTopics and DeleteTopics: ``hasClusterAuth`` is asked first)."""
-    if access.cluster_grants and authorizer.authorize(
-        principal, host, access.operation, CLUSTER, CLUSTER_NAME
+    if access.cluster_grants and allowed(
+        authorizer, principal, host, access.operation, CLUSTER, CLUSTER_NAME
     ):
         return None
-    if authorizer.authorize(principal, host, access.operation, TOPIC, topic):
+    if allowed(authorizer, principal, host, access.operation, TOPIC, topic):
         return None
     return _topic_refusal(principal, access.operation, topic)
 
 
 def check_route(
-    authorizer: Authorizer,
+    authorizer: Authorizer | None,
     principal: KafkaPrincipal,
     host: str,
     access: Access,
@@ -225,9 +224,9 @@ def check_route(
 
 
 def describable(
-    authorizer: Authorizer, principal: KafkaPrincipal, host: str, topics: Iterable[str]
+    authorizer: Authorizer | None, principal: KafkaPrincipal, host: str, topics: Iterable[str]
 ) -> list[str]:
     """The topics ``principal`` may DESCRIBE (Kafka's ``filterByAuthorized``), in order."""
     return [
-        name for name in topics if authorizer.authorize(principal, host, "DESCRIBE", TOPIC, name)
+        name for name in topics if allowed(authorizer, principal, host, "DESCRIBE", TOPIC, name)
     ]

@@ -47,7 +47,6 @@ from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.errors import Errors
 from pykraft.quorum import auth_basic
 from pykraft.quorum.auth import (
-    AllowAll,
     Authorizer,
     BrokerBinding,
     ImageAuthorizer,
@@ -80,7 +79,8 @@ class Doors:
 
     tls: bool
     mapping_rules: tuple[MappingRule, ...]
-    authorizer: Authorizer
+    # None: no authorizer.class.name, everything is allowed (Kafka's default).
+    authorizer: Authorizer | None
     binding: BrokerBinding
     # The SCRAM credentials of the current image (None: Basic is never accepted).
     credentials: Callable[[], auth_basic.ScramCredentials] | None = None
@@ -90,18 +90,18 @@ class Doors:
     def open(cls) -> Doors:
         """PLAINTEXT without an authorizer: everyone is ANONYMOUS and allowed (Kafka's
         defaults)."""
-        return cls(tls=False, mapping_rules=(), authorizer=AllowAll(), binding=BrokerBinding())
+        return cls(tls=False, mapping_rules=(), authorizer=None, binding=BrokerBinding())
 
     @classmethod
     def of(cls, config: ControllerConfig, image: Callable[[], MetadataImage]) -> Doors:
         """The doors of a controller whose current metadata image ``image`` returns: its ACLs
         authorize, its SCRAM credentials check Basic passwords."""
-        authorizer: Authorizer = (
+        authorizer: Authorizer | None = (
             ImageAuthorizer.of(
                 lambda: image().acls, config.super_users, config.allow_everyone_if_no_acl_found
             )
             if config.authorizer_enabled
-            else AllowAll()
+            else None
         )
         return cls(
             tls=config.http_tls is not None,

@@ -27,7 +27,6 @@ from pykraft.quorum.auth import (
     CLUSTER,
     CLUSTER_NAME,
     TOPIC,
-    AllowAll,
     BrokerBinding,
     BrokerBindingError,
     ImageAuthorizer,
@@ -154,6 +153,12 @@ def test_configs_are_authorized_on_the_topic_or_on_the_cluster_for_brokers() -> 
     check(describe, ALICE, [topic(ALICE, "DESCRIBE", "orders")], TOPIC_DENIED, "orders")
 
 
+def test_without_an_authorizer_everything_is_allowed() -> None:
+    # No authorizer.class.name: Kafka's AuthHelper.authorize returns true.
+    for route in routes.ROUTES:
+        assert check_route(None, ANONYMOUS, "h", route.access, topic="orders") is None
+
+
 def test_the_openapi_document_and_the_listing_need_no_acl() -> None:
     check(routes.OPENAPI, ANONYMOUS, [], OK)
     check(routes.LIST_TOPICS, ANONYMOUS, [], OK)
@@ -162,7 +167,7 @@ def test_the_openapi_document_and_the_listing_need_no_acl() -> None:
 def test_the_listing_shows_only_describable_topics() -> None:
     authorizer = TableAuthorizer(frozenset({topic(ALICE, "DESCRIBE", "b")}))
     assert describable(authorizer, ALICE, "h", ["a", "b", "c"]) == ["b"]
-    assert describable(AllowAll(), ALICE, "h", ["a", "b"]) == ["a", "b"]
+    assert describable(None, ALICE, "h", ["a", "b"]) == ["a", "b"]
 
 
 @pytest.mark.parametrize(
