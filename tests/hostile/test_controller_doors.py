@@ -13,7 +13,8 @@ The attackers: anonymous (no certificate: 401 SASL_AUTHENTICATION_FAILED), ``mal
 certificate of the same CA, no ACL: 403), and broker 21 (a super user, but not broker 10 or
 20: 403 for any broker RPC naming another broker). The last checks show the refused requests
 were real: the same AlterPartition from broker 20 is accepted, and the first producer-id block
-ever handed out starts at 0.
+ever handed out starts at 0. With ``ssl.client.auth=required`` (the second case) a caller
+without a certificate, or without TLS, is cut off in the handshake and never reaches HTTP.
 """
 
 from __future__ import annotations
@@ -103,14 +104,14 @@ def wait_until(predicate: Any, what: str, timeout_s: float = READY_TIMEOUT_S) ->
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def controller_properties(tls: TlsMaterial, root: Path) -> dict[str, str]:
+def controller_properties(tls: TlsMaterial, client_auth: str) -> dict[str, str]:
     return {
         "listener.security.protocol.map": "CONTROLLER:SSL",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(tls.server.path),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(tls.ca_path),
-        "ssl.client.auth": "requested",
+        "ssl.client.auth": client_auth,
         # CN=broker-10,OU=test,O=pykraft -> User:broker-10
         "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -164,12 +165,11 @@ def heartbeat(broker_id: int, epoch: int, *, want_shut_down: bool = False) -> di
     }
 
 
-@pytest.fixture
-def secure(
-    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
-) -> tuple[Doors, BrokerProcess]:
+def start_secure_controller(
+    cluster_factory: Any, tmp_path: Path, client_auth: str
+) -> tuple[Doors, Cluster, TlsMaterial]:
     tls = make_tls_material(tmp_path, clients=IDENTITIES)
-    cluster: Cluster = cluster_factory(size=1, extra=controller_properties(tls, tmp_path))
+    cluster: Cluster = cluster_factory(size=1, extra=controller_properties(tls, client_auth))
     doors = Doors(cluster, tls)
     controller = cluster.controllers[0]
 
@@ -179,6 +179,15 @@ def secure(
         return status == 200 and answer["state"] == "leader"
 
     wait_until(leading, "the secure controller to lead")
+    return doors, cluster, tls
+
+
+@pytest.fixture
+def secure(
+    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
+) -> tuple[Doors, BrokerProcess]:
+    doors, cluster, tls = start_secure_controller(cluster_factory, tmp_path, "requested")
+    controller = cluster.controllers[0]
     broker = BrokerProcess(tmp_path, 10, f"127.0.0.1:{controller.http_port}")
     with broker.config_path.open("a") as config:
         config.writelines(f"{k}={v}\n" for k, v in broker_properties(tls).items())
@@ -300,3 +309,21 @@ def test_every_attack_on_the_controller_is_refused_and_changes_nothing(
         "broker-20", "POST", "/v1/producer-ids", {"broker_id": 20, "broker_epoch": epochs[20]}
     )
     assert block["producer_id_start"] == 0
+
+
+def test_with_client_auth_required_no_certificate_gets_past_the_handshake(
+    cluster_factory: Any, tmp_path: Path
+) -> None:
+    doors, cluster, _ = start_secure_controller(cluster_factory, tmp_path, "required")
+    # Without a certificate (or without TLS at all) there is no HTTP answer, only a closed
+    # connection: ssl.client.auth=required refuses in the handshake, before any byte of HTTP.
+    with pytest.raises(OSError):
+        doors.call(ANONYMOUS, "DELETE", f"/v1/topics/{VICTIM}")
+    plain = doors.base.replace("https://", "http://") + "/v1/topics"
+    with pytest.raises(OSError):
+        urllib.request.urlopen(plain, timeout=REQUEST_TIMEOUT_S)
+    # A certificate is an identity; without an ACL it is still refused (403, not 401).
+    status, answer = doors.call("mallory", "POST", "/v1/topics", {"name": "mine"})
+    assert (status, answer["error"]) == (403, "TOPIC_AUTHORIZATION_FAILED")
+    assert doors.ok("admin", "GET", "/v1/topics")["topics"] == []
+    assert cluster.controllers[0].alive(), cluster.controllers[0].log_tail()
