@@ -15,6 +15,15 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   create_partitions   POST   /v1/topics/{name}/partitions
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
 
+and ACLs and SCRAM credentials (the Kafka CreateAcls, DescribeAcls, DeleteAcls,
+AlterUserScramCredentials and DescribeUserScramCredentials APIs; ``quorum/service_security.py``):
+
+  create_acls                       POST   /v1/acls
+  describe_acls                     GET    /v1/acls?<filter>
+  delete_acls                       DELETE /v1/acls
+  alter_user_scram_credentials      POST   /v1/scram-credentials
+  describe_user_scram_credentials   GET    /v1/scram-credentials?user=...
+
 An implementation (aiohttp, written elsewhere) follows NOT_CONTROLLER redirects itself and
 raises ``ControllerError`` for every failure — a rejected request (the controller's ``error``
 field is a Kafka error name, e.g. TOPIC_ALREADY_EXISTS) as well as an unreachable controller
@@ -27,7 +36,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from pykraft.metadata.api.security import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsResponse,
+    DeleteAclsResponse,
+    DescribeUserScramCredentialsResponse,
+)
 from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicResult, DeletableTopicResult
+from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
 from pykraft.protocol.errors import Errors
 
 
@@ -64,3 +81,21 @@ class ControllerClient(Protocol):
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
         """``resource_type`` is "topic" or "broker"; every config with its effective value."""
         ...
+
+    async def create_acls(self, creations: Sequence[AclBinding]) -> CreateAclsResponse:
+        """One result per creation, in order (INVALID_REQUEST for an invalid ACL)."""
+        ...
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> tuple[AclBinding, ...]:
+        """The ACLs the filter matches; ControllerError INVALID_REQUEST for a bad filter."""
+        ...
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> DeleteAclsResponse: ...
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse: ...
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> DescribeUserScramCredentialsResponse: ...

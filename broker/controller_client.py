@@ -48,13 +48,14 @@ from tenacity import stop_after_delay as tenacity_stop_after_delay
 
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from pykraft.metadata.api import admin, brokers, errors, records, routes, topics
+from pykraft.metadata.api import admin, brokers, errors, records, routes, security, topics
 from pykraft.metadata.api.brokers import BrokerHeartbeatResponse as HeartbeatReply
 from pykraft.metadata.api.brokers import BrokerRegistrationReply
 from pykraft.metadata.api.errors import ErrorBody, SnapshotRef
 from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
 from pykraft.metadata.api.records import MetadataBatch, RecordsPage
 from pykraft.metadata.api.topics import PartitionDescription, TopicDescription, TopicListing
+from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
 from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
@@ -77,6 +78,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+# Query parameters; pairs when a name repeats (``?user=a&user=b``).
+Params = Mapping[str, str] | Sequence[tuple[str, str]]
 
 # Bounds (STYLE.md §7).
 MAX_ATTEMPTS = 50
@@ -196,7 +199,7 @@ class ControllerClient:
         path: str,
         *,
         body: JsonObject | None = None,
-        params: Mapping[str, str] | None = None,
+        params: Params | None = None,
         idempotent: bool | None = None,
         timeout_s: float = REQUEST_TIMEOUT_S,
         deadline_s: float | None = None,
@@ -225,7 +228,7 @@ class ControllerClient:
         method: str,
         path: str,
         body: JsonObject | None,
-        params: Mapping[str, str] | None,
+        params: Params | None,
         idempotent: bool,
         timeout_s: float,
     ) -> bytes:
@@ -297,7 +300,7 @@ class ControllerClient:
         path: str,
         decode: Callable[[Fields], T],
         *,
-        params: Mapping[str, str] | None = None,
+        params: Params | None = None,
         timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> T:
         """A GET answered by any controller, decoded by the contract."""
@@ -550,6 +553,44 @@ class ControllerClient:
     async def list_brokers(self) -> tuple[admin.BrokerDescription, ...]:
         route = routes.LIST_BROKERS
         return await self._read(route, route.path(), admin.brokers_from_json)
+
+    # ------------------------------------------------------------------ ACLs, SCRAM (KIP-554)
+
+    async def create_acls(self, creations: Sequence[AclBinding]) -> security.CreateAclsResponse:
+        route = routes.CREATE_ACLS
+        request = security.CreateAclsRequest(tuple(creations))
+        body = security.create_acls_request_to_json(request)
+        return await self._write(route, route.path(), body, security.create_acls_response_from_json)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> tuple[AclBinding, ...]:
+        route = routes.DESCRIBE_ACLS
+        params = security.acl_filter_to_query(acl_filter)
+        answer = await self._read(
+            route, route.path(), security.describe_acls_response_from_json, params=params
+        )
+        return answer.acls
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> security.DeleteAclsResponse:
+        route = routes.DELETE_ACLS
+        body = security.delete_acls_request_to_json(security.DeleteAclsRequest(tuple(filters)))
+        return await self._write(route, route.path(), body, security.delete_acls_response_from_json)
+
+    async def alter_user_scram_credentials(
+        self, request: security.AlterUserScramCredentialsRequest
+    ) -> security.AlterUserScramCredentialsResponse:
+        route = routes.ALTER_SCRAM_CREDENTIALS
+        body = security.alter_scram_request_to_json(request)
+        return await self._write(route, route.path(), body, security.alter_scram_response_from_json)
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> security.DescribeUserScramCredentialsResponse:
+        """``None``: every user with a credential."""
+        route = routes.DESCRIBE_SCRAM_CREDENTIALS
+        params = [("user", user) for user in users or ()]
+        return await self._read(
+            route, route.path(), security.describe_scram_response_from_json, params=params
+        )
 
 
 def decode_answer(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) -> T:

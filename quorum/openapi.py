@@ -244,6 +244,60 @@ def _paths() -> dict[str, Any]:
             },
         },
         "/v1/openapi.json": {"get": _op("This document")},
+        **_security_paths(),
+    }
+
+
+def _text_query(name: str, description: str) -> dict[str, Any]:
+    return {**_query(name, description), "schema": {"type": "string"}}
+
+
+_ACL_FIELDS = {
+    "resource_type": "string",
+    "resource_name": "string",
+    "pattern_type": "string",
+    "principal": "string",
+    "host": "string",
+    "operation": "string",
+    "permission_type": "string",
+}
+
+
+def _security_paths() -> dict[str, Any]:
+    """ACLs and SCRAM credentials (metadata/api/security.py documents the payloads)."""
+    filter_parameters = [
+        _text_query(name, f"Only ACLs with this {name} (Kafka's names; absent = ANY)")
+        for name in _ACL_FIELDS
+    ]
+    return {
+        "/v1/acls": {
+            "post": _op(
+                "Create ACLs (Kafka CreateAcls); one result per creation",
+                _object({"creations": "array"}, ("creations",)),
+                write=True,
+            ),
+            "get": _op(
+                "Describe ACLs matching a filter (Kafka DescribeAcls)",
+                parameters=filter_parameters,
+            ),
+            "delete": _op(
+                "Delete the ACLs matching each filter (Kafka DeleteAcls)",
+                _object({"filters": "array"}, ("filters",)),
+                write=True,
+            ),
+        },
+        "/v1/scram-credentials": {
+            "post": _op(
+                "Alter SCRAM credentials: deletions and upsertions with the salted password "
+                "(Kafka AlterUserScramCredentials, KIP-554); one result per user",
+                _object({"deletions": "array", "upsertions": "array"}),
+                write=True,
+            ),
+            "get": _op(
+                "Describe SCRAM credentials: mechanism and iterations only",
+                parameters=[_text_query("user", "A user to describe; repeat for more")],
+            ),
+        },
     }
 
 

@@ -11,11 +11,12 @@ follower; carries ``leader``, the active controller's URL) or 503 NOT_CONTROLLER
 known), 503 REQUEST_TIMED_OUT, and Kafka's error names for rejected operations. Nothing escapes
 as a traceback: unexpected exceptions answer 500 UNKNOWN_SERVER_ERROR and are logged.
 
-Routes live in three modules: this one (metadata log for brokers, quorum status, snapshots,
-OpenAPI, and ``build_app``), ``service_brokers`` (broker RPCs) and ``service_admin`` (topics,
-configs, elections). What they share — the error middleware and reading a body — is
-``service_http``, which imports none of them, so the route modules form no import cycle:
-``service`` imports ``service_admin`` and ``service_brokers``, both import ``service_http``.
+Routes live in four modules: this one (metadata log for brokers, quorum status, snapshots,
+OpenAPI, and ``build_app``), ``service_brokers`` (broker RPCs), ``service_admin`` (topics,
+configs, elections) and ``service_security`` (ACLs, SCRAM credentials). What they share — the
+error middleware and reading a body — is ``service_http``, which imports none of them, so the
+route modules form no import cycle: ``service`` imports the other three, which import
+``service_http``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from pykraft.quorum.service_http import (
     json_response,
     node_of,
 )
+from pykraft.quorum.service_security import add_security_routes
 
 STATUS_TIMEOUT_S = 2.0
 
@@ -261,4 +263,5 @@ def build_app(node: ControllerNode, doors: Doors) -> web.Application:
     )
     add_broker_routes(app)
     add_admin_routes(app)
+    add_security_routes(app)
     return app
