@@ -168,8 +168,9 @@ def pattern_applies(pattern_type: PatternType, pattern_name: str, resource_name:
 
 
 def validate_new_acl(acl: AclBinding) -> None:
-    """Kafka's ``AclControlManager.validateNewAcl`` (and the CLUSTER name rule of
-    ``AclAuthorizer.validateAclBinding``); raises AclError with Kafka's message."""
+    """Kafka's ``AclControlManager.validateNewAcl`` (and the CLUSTER name rule of the broker's
+    ``AclApis.handleCreateAcls``); raises AclError with Kafka's message. The principal must
+    parse as ``<type>:<name>`` (Kafka only looks for the colon; ``User:`` is refused here too)."""
     if acl.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         raise AclError(f"Invalid resourceType {acl.resource_type.name}")
     if acl.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -185,9 +186,10 @@ def validate_new_acl(acl: AclBinding) -> None:
     try:
         KafkaPrincipal.parse(acl.principal)
     except PrincipalError:
-        raise AclError(f"Could not parse principal from `{acl.principal}`") from None
-    if not acl.host:
-        raise AclError("Host should not be empty")
+        raise AclError(
+            f"Could not parse principal from `{acl.principal}` (no colon is present separating "
+            "the principal type from the principal name)"
+        ) from None
 
 
 def validate_filter(acl_filter: AclBindingFilter) -> None:

@@ -4,9 +4,12 @@ CreateAcls validates each ACL (``metadata.auth.acl.validate_new_acl``: INVALID_R
 Kafka's message) and writes one ``AccessControlEntryRecord`` with a fresh id per new ACL; an
 ACL identical to one in the image, or to an earlier creation of the same request, succeeds
 without a record, so the image never holds duplicates. DeleteAcls validates each filter
-(INVALID_REQUEST for an UNKNOWN part) and writes a ``RemoveAccessControlEntryRecord`` per
-matching ACL; an ACL matched by several filters is removed, and reported, once — for the
-first. DescribeAcls answers from the committed image. Results come back in request order.
+(INVALID_REQUEST for an UNKNOWN part) and writes one ``RemoveAccessControlEntryRecord`` per
+matching ACL; an ACL several filters match is reported under each of them and removed once
+(Kafka's ``deleteAclsForFilter`` collects the records in a set). More matches than one batch
+holds refuse the whole request, writing nothing (Kafka: "Cannot remove more than 10000 acls in
+a single delete operation"). DescribeAcls answers from the committed image. Results come back
+in request order.
 """
 
 from __future__ import annotations
@@ -88,8 +91,7 @@ def describe_acls(image: MetadataImage, request: DescribeAclsRequest) -> Describ
 def delete_acls(
     image: MetadataImage, request: DeleteAclsRequest
 ) -> ControllerResult[DeleteAclsResponse]:
-    deleted: set[str] = set()
-    records: list[RemoveAccessControlEntryRecord] = []
+    deleted: dict[str, None] = {}  # ACL ids, in order
     results: list[DeleteAclsFilterResult] = []
     for acl_filter in request.filters:
         try:
@@ -100,19 +102,18 @@ def delete_acls(
         matching = []
         for acl_id in sorted(image.acls.acls):
             acl = image.acls.acls[acl_id]
-            if acl_id not in deleted and acl_filter.matches(acl):
-                deleted.add(acl_id)
-                records.append(RemoveAccessControlEntryRecord(id=acl_id))
+            if acl_filter.matches(acl):
+                deleted.setdefault(acl_id)
                 matching.append(acl)
         results.append(DeleteAclsFilterResult(SUCCESS, tuple(sorted(matching, key=_sort_key))))
+    records = tuple(RemoveAccessControlEntryRecord(id=acl_id) for acl_id in deleted)
     if len(records) > MAX_BATCH_RECORDS:
         # One atomic batch holds at most this many records (Kafka's MAX_RECORDS_PER_USER_OP).
         too_many = ApiError.of(
             Errors.INVALID_REQUEST,
-            f"The filters match {len(records)} ACLs; at most {MAX_BATCH_RECORDS} can be "
-            "deleted in one request.",
+            f"Cannot remove more than {MAX_BATCH_RECORDS} acls in a single delete operation.",
         )
         return ControllerResult(
             (), DeleteAclsResponse(tuple(DeleteAclsFilterResult(too_many) for _ in results))
         )
-    return ControllerResult(tuple(records), DeleteAclsResponse(tuple(results)))
+    return ControllerResult(records, DeleteAclsResponse(tuple(results)))

@@ -1,17 +1,21 @@
 """SCRAM credentials in the metadata log (Kafka's ``ScramControlManager``, KIP-554).
 
-AlterUserScramCredentials: each user named in the request gets one result. A user whose
-alterations hold any error gets that error and nothing written for it (the other users'
-alterations still apply, in one batch); the checks and messages are Kafka's:
+AlterUserScramCredentials: each user named in the request gets one result, and at most one
+alteration per user per request. A user whose alteration fails gets that error and nothing
+written for it (the other users' alterations still apply, in one batch); the checks and messages
+are Kafka's:
 
-- the same (user, mechanism) twice in one request: DUPLICATE_RESOURCE "A user credential cannot
-  be altered twice in the same request";
+- a user altered twice in one request, even for two mechanisms: DUPLICATE_RESOURCE "A user
+  credential cannot be altered twice in the same request" (Kafka's controller keys the request
+  by user name);
 - an empty user name: UNACCEPTABLE_CREDENTIAL "Username must not be empty";
 - a mechanism other than SCRAM-SHA-256/512: UNSUPPORTED_SASL_MECHANISM "Unknown SCRAM mechanism";
 - iterations outside 4096..16384: UNACCEPTABLE_CREDENTIAL "Too few iterations" / "Too many
   iterations";
 - deleting a credential the image does not hold: RESOURCE_NOT_FOUND "Attempt to delete a user
-  credential that does not exist".
+  credential that does not exist";
+- pykraft's own: an empty salt or salted password is UNACCEPTABLE_CREDENTIAL (Kafka's HMAC
+  would throw on the empty key and answer UNKNOWN_SERVER_ERROR).
 
 An upsertion carries the salt and the *salted* password; only the derived StoredKey and
 ServerKey are written (``metadata.auth.scram.credential_from_salted_password``).
@@ -85,32 +89,35 @@ def _record(alteration: Alteration) -> MetadataRecord:
 def alter_user_scram_credentials(
     image: MetadataImage, request: AlterUserScramCredentialsRequest
 ) -> ControllerResult[AlterUserScramCredentialsResponse]:
-    by_user: dict[str, list[Alteration]] = {}
+    """Kafka's ``ScramControlManager.alterCredentials``: deletions first, then upsertions, in
+    request order; a user's first failure is its answer and its later alterations are ignored;
+    a second alteration of a user (whatever the mechanism) fails the user with
+    DUPLICATE_RESOURCE and drops the first."""
+    pending: dict[str, Alteration] = {}
+    failed: dict[str, ApiError] = {}
+    mentioned: dict[str, None] = {}  # every user, in order of first mention
     alterations: list[Alteration] = [*request.deletions, *request.upsertions]
     for alteration in alterations:
-        by_user.setdefault(alteration.name, []).append(alteration)
-    records: list[MetadataRecord] = []
-    results = []
-    for user, of_user in by_user.items():
-        error = _user_error(image, of_user)
-        if error.is_success():
-            records.extend(_record(alteration) for alteration in of_user)
-        results.append(AlterUserScramCredentialsResult(user, error))
-    return ControllerResult(tuple(records), AlterUserScramCredentialsResponse(tuple(results)))
-
-
-def _user_error(image: MetadataImage, alterations: list[Alteration]) -> ApiError:
-    mechanisms = [alteration.mechanism for alteration in alterations]
-    if len(set(mechanisms)) != len(mechanisms):
-        return ApiError.of(
-            Errors.DUPLICATE_RESOURCE,
-            "A user credential cannot be altered twice in the same request",
-        )
-    for alteration in alterations:
+        user = alteration.name
+        mentioned.setdefault(user)
+        if user in failed:
+            continue
+        if pending.pop(user, None) is not None:
+            failed[user] = ApiError.of(
+                Errors.DUPLICATE_RESOURCE,
+                "A user credential cannot be altered twice in the same request",
+            )
+            continue
         error = _check(image, alteration)
         if error.is_failure():
-            return error
-    return SUCCESS
+            failed[user] = error
+        else:
+            pending[user] = alteration
+    records = tuple(_record(pending[user]) for user in mentioned if user in pending)
+    results = tuple(
+        AlterUserScramCredentialsResult(user, failed.get(user, SUCCESS)) for user in mentioned
+    )
+    return ControllerResult(records, AlterUserScramCredentialsResponse(results))
 
 
 def describe_user_scram_credentials(

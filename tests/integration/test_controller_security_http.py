@@ -54,7 +54,9 @@ def test_acls_and_scram_credentials_over_http(cluster_factory: Any) -> None:
             invalid = attrs.evolve(READ_FOO, principal="alice")
             created = await client.create_acls([READ_FOO, invalid])
             assert [e.error.name for e in created.results] == ["NONE", "INVALID_REQUEST"]
-            assert created.results[1].message == "Could not parse principal from `alice`"
+            assert (created.results[1].message or "").startswith(
+                "Could not parse principal from `alice`"
+            )
             match = AclBindingFilter(resource_name="foobar", pattern_type=PatternType.MATCH)
             assert await client.describe_acls(match) == (READ_FOO,)
             assert await client.describe_acls(AclBindingFilter(principal="User:bob")) == ()

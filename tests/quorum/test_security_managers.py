@@ -98,7 +98,10 @@ def test_invalid_acls_are_refused_with_invalid_request_and_the_rest_created() ->
         Errors.INVALID_REQUEST,
     ]
     assert errors[0].message == "Invalid patternType MATCH"
-    assert errors[2].message == "Could not parse principal from `alice`"
+    assert errors[2].message == (
+        "Could not parse principal from `alice` (no colon is present separating the principal "
+        "type from the principal name)"
+    )
     assert len(result.records) == 1
 
 
@@ -121,8 +124,9 @@ def test_describe_by_filter() -> None:
     assert refused.error.error is Errors.INVALID_REQUEST and not refused.acls
 
 
-def test_delete_by_filters_returns_each_matching_acl_once() -> None:
-    # AclControlManagerTest.testDeleteDedupe: an ACL two filters match is deleted once.
+def test_delete_by_filters_reports_per_filter_and_removes_once() -> None:
+    # AclControlManager.deleteAclsForFilter: each filter reports what it matches; the records
+    # are a set, so an ACL two filters match is removed once.
     image = with_acls(READ_FOO, WRITE_PREFIX, GROUP_BOB)
     request = DeleteAclsRequest(
         (
@@ -134,7 +138,8 @@ def test_delete_by_filters_returns_each_matching_acl_once() -> None:
     result = controller().delete_acls(image, request, 0)
     first, second, bad = result.response.results
     assert set(first.matching_acls) == {READ_FOO, WRITE_PREFIX} and first.error.is_success()
-    assert second.matching_acls == () and second.error.is_success()
+    assert set(second.matching_acls) == {READ_FOO, WRITE_PREFIX} and second.error.is_success()
+    assert len(result.records) == 2
     assert bad.error.error is Errors.INVALID_REQUEST
     assert bad.error.message == "Unknown entryFilter."
     after = apply(image, result.records)
@@ -193,8 +198,8 @@ def test_kafkas_checks_each_fail_only_their_user() -> None:
         upsert("many", iterations=16385),
         upsert("unknown", ScramMechanism.UNKNOWN),
         upsert(""),
-        upsert("twice"),
-        upsert("twice"),
+        upsert("twice", SHA256),
+        upsert("twice", SHA512),
         ScramCredentialDeletion("missing", SHA256),
         upsert("ok", iterations=16384),
     )
@@ -216,13 +221,31 @@ def test_kafkas_checks_each_fail_only_their_user() -> None:
     assert list(image.scram.users) == ["ok"]
 
 
-def test_a_failed_alteration_writes_nothing_for_that_user() -> None:
+def test_one_alteration_per_user_per_request() -> None:
+    # ScramControlManager.alterCredentials keys the request by user: a second alteration of a
+    # user, even for another mechanism, fails the user and drops the first.
     image, _, _ = alter(MetadataImage.EMPTY, upsert("alice"))
     image, errors, records = alter(
-        image, ScramCredentialDeletion("alice", SHA256), upsert("alice", SHA512, iterations=1)
+        image,
+        ScramCredentialDeletion("alice", SHA256),
+        upsert("alice", SHA512),
+        upsert("bob", SHA256),
+        upsert("bob", SHA512),
     )
-    assert errors["alice"][0] is Errors.UNACCEPTABLE_CREDENTIAL and records == ()
+    duplicate = (
+        Errors.DUPLICATE_RESOURCE,
+        "A user credential cannot be altered twice in the same request",
+    )
+    assert errors == {"alice": duplicate, "bob": duplicate} and records == ()
     assert image.scram.credential("alice", SHA256) is not None
+
+
+def test_a_users_first_failure_is_its_answer() -> None:
+    _, errors, records = alter(
+        MetadataImage.EMPTY, upsert("alice", iterations=1), upsert("alice", SHA512)
+    )
+    assert errors == {"alice": (Errors.UNACCEPTABLE_CREDENTIAL, "Too few iterations")}
+    assert records == ()
 
 
 def test_delete_and_describe() -> None:
