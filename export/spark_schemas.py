@@ -88,11 +88,25 @@ _FIELD_TYPES: dict[str, DataType] = {
     "epoch": _LONG,
     "feature_level": _INT,
     "next_producer_id": _LONG,
+    # SCRAM credentials (KIP-554) and ACLs (KIP-801): Kafka's int8 codes as INT.
+    "mechanism": _INT,
+    "salt": BinaryType(),
+    "stored_key": BinaryType(),
+    "server_key": BinaryType(),
+    "iterations": _INT,
+    "pattern_type": _INT,
+    "principal": _STRING,
+    "host": _STRING,
+    "operation": _INT,
+    "permission_type": _INT,
 }
 _FIELD_OVERRIDES: dict[tuple[str, str], DataType] = {
     # -1 unfence / 0 no change / 1 fence (BrokerRegistrationFencingChange)
     ("BrokerRegistrationChangeRecord", "fenced"): _INT,
     ("BrokerRegistrationChangeRecord", "in_controlled_shutdown"): _INT,
+    # An ACL's id is a Kafka uuid string, a broker's an int.
+    ("AccessControlEntryRecord", "id"): _STRING,
+    ("RemoveAccessControlEntryRecord", "id"): _STRING,
 }
 # Fields that may be null (None means "unchanged" in a PartitionChangeRecord).
 _NULLABLE_FIELDS = {"rack", "value", "isr", "replicas", "removing_replicas", "adding_replicas"}
