@@ -15,7 +15,8 @@ FetchSnapshot) need CLUSTER_ACTION on the cluster; UnregisterBroker and ElectLea
 cluster; DescribeQuorum DESCRIBE on the cluster; CreateTopics CREATE on the cluster or on the
 topic, DeleteTopics DELETE on the cluster or on the topic (``hasClusterAuth``); CreatePartitions
 ALTER on the topic; DescribeConfigs / IncrementalAlterConfigs DESCRIBE_CONFIGS / ALTER_CONFIGS on
-the topic, or on the cluster for a broker's configs. Routes of the broker RPCs also name the
+the topic, or on the cluster for a broker's configs; the ACL and SCRAM routes ALTER (writes) or
+DESCRIBE (reads) on the cluster. Routes of the broker RPCs also name the
 broker (``own_broker``): the caller must be that broker's principal (``quorum/auth.py``), which
 Kafka does not check and our HTTP door needs. A route added without a column needs ALTER on the
 cluster: safe by default.
@@ -138,11 +139,15 @@ ALTER_CONFIGS = Route(
 
 # ACLs and SCRAM credentials (``security.py``). Creating an ACL twice is harmless (no
 # duplicate, success); a resent deletion would report nothing deleted, or RESOURCE_NOT_FOUND.
-CREATE_ACLS = Route("POST", "/v1/acls")
-DESCRIBE_ACLS = Route("GET", "/v1/acls")
-DELETE_ACLS = Route("DELETE", "/v1/acls", idempotent=False)
-ALTER_SCRAM_CREDENTIALS = Route("POST", "/v1/scram-credentials", idempotent=False)
-DESCRIBE_SCRAM_CREDENTIALS = Route("GET", "/v1/scram-credentials")
+# Kafka's AclApis and ControllerApis: CreateAcls / DeleteAcls and AlterUserScramCredentials need
+# ALTER on the cluster, DescribeAcls and DescribeUserScramCredentials DESCRIBE on the cluster.
+CREATE_ACLS = Route("POST", "/v1/acls", access=ALTER_CLUSTER)
+DESCRIBE_ACLS = Route("GET", "/v1/acls", access=DESCRIBE_CLUSTER)
+DELETE_ACLS = Route("DELETE", "/v1/acls", idempotent=False, access=ALTER_CLUSTER)
+ALTER_SCRAM_CREDENTIALS = Route(
+    "POST", "/v1/scram-credentials", idempotent=False, access=ALTER_CLUSTER
+)
+DESCRIBE_SCRAM_CREDENTIALS = Route("GET", "/v1/scram-credentials", access=DESCRIBE_CLUSTER)
 
 ROUTES: tuple[Route, ...] = (
     REGISTER_BROKER,

@@ -110,6 +110,15 @@ def test_cluster_wide_admin_routes() -> None:
         check(route, ANONYMOUS, [], CLUSTER_DENIED)
 
 
+def test_acls_and_scram_credentials_are_cluster_alter_or_describe() -> None:
+    for write in (routes.CREATE_ACLS, routes.DELETE_ACLS, routes.ALTER_SCRAM_CREDENTIALS):
+        check(write, ADMIN, [cluster(ADMIN, "ALTER")], OK)
+        check(write, ALICE, [cluster(ALICE, "DESCRIBE")], CLUSTER_DENIED)
+    for read in (routes.DESCRIBE_ACLS, routes.DESCRIBE_SCRAM_CREDENTIALS):
+        check(read, ALICE, [cluster(ALICE, "DESCRIBE")], OK)
+        check(read, ANONYMOUS, [], CLUSTER_DENIED)
+
+
 def test_a_route_without_a_column_needs_alter_on_the_cluster() -> None:
     new_route = Route("POST", "/v1/something-new")
     check(new_route, ALICE, [cluster(ALICE, "DESCRIBE")], CLUSTER_DENIED)
