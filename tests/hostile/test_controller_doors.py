@@ -13,12 +13,15 @@ The attackers: anonymous (no certificate: 401 SASL_AUTHENTICATION_FAILED), ``mal
 certificate of the same CA, no ACL: 403), and broker 21 (a super user, but not broker 10 or
 20: 403 for any broker RPC naming another broker). The last checks show the refused requests
 were real: the same AlterPartition from broker 20 is accepted, and the first producer-id block
-ever handed out starts at 0. With ``ssl.client.auth=required`` (the second case) a caller
-without a certificate, or without TLS, is cut off in the handshake and never reaches HTTP.
+ever handed out starts at 0. An operator without a certificate signs in with HTTP Basic against
+the SCRAM credential the admin stored, and is then held to the ACLs. With
+``ssl.client.auth=required`` a caller without a certificate, or without TLS, is cut off in the
+handshake and never reaches HTTP.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import ssl
@@ -30,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from pykraft.metadata.auth.scram import ScramMechanism, salted_password
 from pykraft.metadata.records import uuid_to_kafka_string
 from tests.integration.conftest import Cluster
 from tests.integration.test_broker_process import BrokerProcess
@@ -309,6 +313,57 @@ def test_every_attack_on_the_controller_is_refused_and_changes_nothing(
         "broker-20", "POST", "/v1/producer-ids", {"broker_id": 20, "broker_epoch": epochs[20]}
     )
     assert block["producer_id_start"] == 0
+
+
+def test_an_operator_signs_in_with_a_scram_password_and_is_held_to_the_acls(
+    secure: tuple[Doors, BrokerProcess],
+) -> None:
+    doors, _ = secure
+    doors.ok("admin", "POST", "/v1/topics", {"name": VICTIM, "partitions": 1})
+    doors.ok("admin", "POST", "/v1/topics", {"name": "other", "partitions": 1})
+    salt = os.urandom(16)
+    salted = salted_password(ScramMechanism.SCRAM_SHA_512, "operator-secret", salt, 4096)
+    upsertion = {
+        "name": "operator",
+        "mechanism": "SCRAM-SHA-512",
+        "iterations": 4096,
+        "salt": base64.b64encode(salt).decode(),
+        "salted_password": base64.b64encode(salted).decode(),
+    }
+    (result,) = doors.ok("admin", "POST", "/v1/scram-credentials", {"upsertions": [upsertion]})[
+        "results"
+    ]
+    assert result["error"] == "NONE"
+    describe_victim = {
+        "resource_type": "TOPIC",
+        "resource_name": VICTIM,
+        "pattern_type": "LITERAL",
+        "principal": "User:operator",
+        "host": "*",
+        "operation": "DESCRIBE",
+        "permission_type": "ALLOW",
+    }
+    doors.ok("admin", "POST", "/v1/acls", {"creations": [describe_victim]})
+
+    def basic(password: str) -> dict[str, str]:
+        token = base64.b64encode(f"operator:{password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+
+    # Authenticated by the password, authorized by the ACLs: it sees the one topic it may
+    # describe, and may not delete it.
+    status, answer = doors.call(ANONYMOUS, "GET", "/v1/topics", headers=basic("operator-secret"))
+    assert status == 200, answer
+    assert [t["name"] for t in answer["topics"]] == [VICTIM]
+    status, answer = doors.call(
+        ANONYMOUS, "DELETE", f"/v1/topics/{VICTIM}", headers=basic("operator-secret")
+    )
+    assert (status, answer["error"]) == (403, "TOPIC_AUTHORIZATION_FAILED")
+    assert "User:operator" in answer["message"]
+    status, answer = doors.call(ANONYMOUS, "GET", "/v1/topics", headers=basic("operator-secreT"))
+    assert (status, answer["error"]) == (401, "SASL_AUTHENTICATION_FAILED")
+    assert "operator-secre" not in json.dumps(answer)
+    topics = doors.ok("admin", "GET", "/v1/topics")["topics"]
+    assert sorted(t["name"] for t in topics) == ["other", VICTIM]
 
 
 def test_with_client_auth_required_no_certificate_gets_past_the_handshake(
