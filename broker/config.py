@@ -40,6 +40,12 @@ from pykraft.broker.connection_quotas import (
     DEFAULT_MAX_CONNECTIONS_PER_IP,
     parse_per_ip_overrides,
 )
+from pykraft.metadata.auth.tls_settings import (
+    TlsSettings,
+    TlsSettingsError,
+    listener_prefix,
+    parse_tls_settings,
+)
 from pykraft.storage.log_config import LogConfig, LogConfigError
 
 LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT = (
@@ -148,6 +154,8 @@ class BrokerConfig:
     socket_listen_backlog_size: int = 50
     broker_heartbeat_interval_ms: int = 2000
     broker_session_timeout_ms: int = 9000
+    # The TLS this broker's controller client uses (controller_tls_settings); None: http.
+    controller_tls: TlsSettings | None = None
     num_replica_fetchers: int = 1
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
@@ -186,6 +194,7 @@ class BrokerConfig:
         fields: dict[str, object] = {
             "node_id": _node_id(values),
             "controller_bootstrap_servers": _controller_bootstrap(values),
+            "controller_tls": controller_tls_settings(values),
             "listeners": listeners,
             "advertised_listeners": advertised,
             "inter_broker_listener_name": _inter_broker_listener(values, advertised),
@@ -483,3 +492,19 @@ def _log_config(values: Mapping[str, str]) -> LogConfig:
         name = _TOPIC_TO_BROKER_NAME.get(error.name, error.name)
         message = str(error).split(": ", 1)[-1]
         raise BrokerConfigError(name, message) from None
+
+
+def controller_tls_settings(values: Mapping[str, str]) -> TlsSettings | None:
+    """The TLS a client of the controllers connects with, from Kafka's properties: the first of
+    ``controller.listener.names`` (default CONTROLLER) mapped to SSL by
+    ``listener.security.protocol.map``; None (http) otherwise. Issue 11: the broker's
+    certificate is its identity to the controllers (quorum/auth_http.py)."""
+    name = values.get("controller.listener.names", "CONTROLLER").split(",")[0].strip().upper()
+    for item in values.get("listener.security.protocol.map", "").split(","):
+        listener, _, protocol = item.partition(":")
+        if listener.strip().upper() == name and protocol.strip().upper() == "SSL":
+            try:
+                return parse_tls_settings(values, listener_prefix(name))
+            except TlsSettingsError as error:
+                raise BrokerConfigError(error.property_name, str(error)) from None
+    return None

@@ -26,11 +26,19 @@ deadline and ``MAX_ATTEMPTS`` (STYLE.md §7).
 
 Reads (GET) are answered by any controller from its committed image; the client still prefers
 the last known leader, whose image is the freshest.
+
+A broker proves who it is to the controllers with its TLS client certificate (issue 11;
+``quorum/auth_http.py``): when Kafka's properties put the controller listener on SSL
+(``controller.listener.names``, ``listener.security.protocol.map=CONTROLLER:SSL``, the ``ssl.*``
+properties, ``listener.name.controller.ssl.*`` first), ``broker.config.controller_tls_settings``
+reads them and the client connects over https with ``metadata.auth.tls_context.client_context``:
+the broker's key store is its client certificate, the trust store checks the controller's.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -115,10 +123,11 @@ class _Retry(Exception):
         self.immediately = immediately
 
 
-def normalize_url(address: str) -> str:
-    """``host:port`` or ``http://host:port`` (any trailing slash dropped) as a base URL."""
+def normalize_url(address: str, scheme: str = "http") -> str:
+    """``host:port`` or ``http://host:port`` (any trailing slash dropped) as a base URL;
+    ``scheme`` for an address without one."""
     address = address.strip().rstrip("/")
-    return address if "://" in address else f"http://{address}"
+    return address if "://" in address else f"{scheme}://{address}"
 
 
 def _backoff(state: RetryCallState) -> float:
@@ -138,10 +147,14 @@ class ControllerClient:
         *,
         deadline_s: float = DEFAULT_DEADLINE_S,
         bearer_token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("at least one controller address is needed")
-        self.urls = [normalize_url(address) for address in bootstrap]
+        # ssl_context: https, with the client certificate it holds (controller_tls_settings).
+        self._ssl_context = ssl_context
+        scheme = "http" if ssl_context is None else "https"
+        self.urls = [normalize_url(address, scheme) for address in bootstrap]
         self.deadline_s = deadline_s
         self._headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
         self._leader_url: str | None = None
@@ -221,7 +234,10 @@ class ControllerClient:
     ) -> bytes:
         url = self._target()
         if self._session is None:
-            self._session = aiohttp.ClientSession(headers=self._headers)
+            connector = (
+                None if self._ssl_context is None else aiohttp.TCPConnector(ssl=self._ssl_context)
+            )
+            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector)
         try:
             async with self._session.request(
                 method,

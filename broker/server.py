@@ -63,6 +63,7 @@ from pykraft.broker.topic_configs import changed_topic_configs
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
+from pykraft.metadata.auth.tls_context import client_context
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import local_changes
@@ -116,7 +117,13 @@ class BrokerServer:
         self.incarnation_id = uuid_to_kafka_string(uuid.uuid4().bytes)
         self.lifecycle = BrokerLifecycle()
         self.metrics = BrokerMetrics()
-        self.client = ControllerClient([hp.url for hp in config.controller_bootstrap_servers])
+        self.client = ControllerClient(
+            # host:port; the client picks http or https.
+            [hp.url.removeprefix("http://") for hp in config.controller_bootstrap_servers],
+            ssl_context=(
+                None if config.controller_tls is None else client_context(config.controller_tls)
+            ),
+        )
         self.loader = MetadataLoader(self.client)
         self.http = BrokerHttpServer(
             BrokerHttpApi(

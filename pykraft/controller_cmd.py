@@ -14,7 +14,20 @@ The file is a Kafka ``.properties`` file. Example for node 1 of three::
 ``controller.quorum.voters`` are the Raft (pysyncobj) ports; ``listeners`` is this controller's
 HTTP API; ``controller.quorum.http.voters`` lets a follower point clients at the leader. The
 password (``controller.quorum.password`` or ``controller.quorum.password.file``) is required:
-every Raft frame is encrypted and authenticated with it. SIGTERM stops the controller cleanly.
+every Raft frame is encrypted and authenticated with it; ``cluster.id`` salts its key.
+SIGTERM stops the controller cleanly.
+
+A secure controller (issue 11; ``quorum/auth_http.py`` says why TLS and what each door checks)::
+
+    listener.security.protocol.map=CONTROLLER:SSL
+    ssl.keystore.type=PEM
+    ssl.keystore.location=/etc/pykraft/controller-1.pem
+    ssl.truststore.location=/etc/pykraft/ca.pem
+    ssl.client.auth=required
+    ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT
+    authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+    super.users=User:admin;User:broker-1;User:broker-2
+    pykraft.broker.principal=User:broker-{broker_id}
 """
 
 from __future__ import annotations
@@ -24,7 +37,16 @@ import logging
 import sys
 from pathlib import Path
 
+from pykraft.metadata.auth.principal import KafkaPrincipal, PrincipalError
+from pykraft.metadata.auth.tls_context import server_context
+from pykraft.metadata.auth.tls_settings import (
+    TlsSettings,
+    TlsSettingsError,
+    listener_prefix,
+    parse_tls_settings,
+)
 from pykraft.properties import ConfigError, Properties
+from pykraft.quorum.auth import BrokerBinding, BrokerBindingError
 from pykraft.quorum.config import (
     ControllerConfig,
     ControllerConfigError,
@@ -50,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         config = load_controller_config(Properties.load(args.config))
-    except (ConfigError, ControllerConfigError) as error:
+        if config.http_tls is not None:
+            server_context(config.http_tls)  # reads the key files now: a bad one stops here
+    except (ConfigError, ControllerConfigError, TlsSettingsError) as error:
         print(f"pykraft controller: {error}", file=sys.stderr)
         return 2
     return run_controller(config, SystemClock())
@@ -81,6 +105,55 @@ def _password(props: Properties) -> str:
             "whatever a peer sends unless frames are authenticated)"
         )
     return inline
+
+
+# Kafka's listener.security.protocol.map default: each security protocol maps to itself.
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _http_tls(props: Properties, listener_name: str) -> TlsSettings | None:
+    """The HTTP listener's TLS when ``listener.security.protocol.map`` maps it to SSL (a
+    listener without an entry is PLAINTEXT, as before issue 11)."""
+    protocol_map: dict[str, str] = {}
+    for item in props.get_list("listener.security.protocol.map", ""):
+        name, colon, protocol = item.partition(":")
+        if not colon or protocol.strip().upper() not in _SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"{props.source}: listener.security.protocol.map: expected NAME:PROTOCOL "
+                f"(one of {', '.join(_SECURITY_PROTOCOLS)}), got {item!r}"
+            )
+        protocol_map[name.strip().upper()] = protocol.strip().upper()
+    protocol = protocol_map.get(listener_name.upper(), "PLAINTEXT")
+    if protocol.startswith("SASL_"):
+        raise ConfigError(
+            f"{props.source}: listener.security.protocol.map: the controller listener "
+            f"{listener_name} speaks HTTP, PLAINTEXT or SSL; over SSL, operators may sign in "
+            "with HTTP Basic against their SCRAM credentials instead of SASL"
+        )
+    if protocol == "PLAINTEXT":
+        return None
+    try:
+        return parse_tls_settings(props.values, listener_prefix(listener_name))
+    except TlsSettingsError as error:
+        raise ConfigError(f"{props.source}: {error}") from None
+
+
+def _super_users(props: Properties) -> frozenset[KafkaPrincipal]:
+    """``super.users``: Kafka's ``;``-separated principals."""
+    raw = props.get_str("super.users", "")
+    try:
+        return frozenset(KafkaPrincipal.parse(p.strip()) for p in raw.split(";") if p.strip())
+    except PrincipalError as error:
+        raise ConfigError(f"{props.source}: super.users: {error}") from None
+
+
+def _broker_principal(props: Properties) -> str | None:
+    template = props.values.get("pykraft.broker.principal") or None
+    try:
+        BrokerBinding(template)
+    except BrokerBindingError as error:
+        raise ConfigError(f"{props.source}: {error}") from None
+    return template
 
 
 def load_controller_config(props: Properties) -> ControllerConfig:
@@ -119,6 +192,12 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         default_replication_factor=props.get_int("default.replication.factor", 1),
         unclean_leader_election_enable=props.get_bool("unclean.leader.election.enable", False),
         request_timeout_ms=props.get_int("controller.quorum.request.timeout.ms", 5000),
+        http_tls=_http_tls(props, listener_name.strip()),
+        authorizer_enabled=bool(props.get_str("authorizer.class.name", "").strip()),
+        super_users=_super_users(props),
+        allow_everyone_if_no_acl_found=props.get_bool("allow.everyone.if.no.acl.found", False),
+        broker_principal=_broker_principal(props),
+        cluster_id=props.values.get("cluster.id") or None,
     )
 
 

@@ -149,6 +149,8 @@ def node_properties(
             "listeners": f"CONTROLLER://127.0.0.1:{node.http_port}",
             "metadata.log.dir": str(data_dir / node.name),
             "controller.quorum.password.file": str(data_dir / "quorum.password"),
+            # Salts the Raft transport's key (quorum/raft_transport.cluster_key).
+            "cluster.id": cluster_id,
         }
     return {
         "node.id": str(node.node_id),

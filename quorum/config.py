@@ -14,6 +14,18 @@ Addresses:
                                  HTTP listener, so a follower can name the leader's URL in a
                                  NOT_CONTROLLER answer. Optional; without it only this node's own
                                  URL is known.
+
+Security (issue 11; ``quorum/auth.py`` and ``quorum/auth_http.py`` say why):
+  listener.security.protocol.map  ``CONTROLLER:SSL`` puts the HTTP listener on TLS, with the
+                                 ``ssl.*`` properties (``listener.name.controller.ssl.*`` wins),
+                                 ``http_tls``; PLAINTEXT (no entry) stays the default. Every
+                                 controller listens with the same protocol.
+  authorizer.class.name          set: every route is authorized; unset: everything is allowed.
+  super.users                    ``User:admin;User:CN=broker-1`` (Kafka's ``;``-separated list).
+  allow.everyone.if.no.acl.found Kafka's default false.
+  pykraft.broker.principal       ``User:CN=broker-{broker_id}``: the one principal that may act
+                                 for each broker id (``auth.BrokerBinding``).
+  cluster.id                     salts the Raft transport's key (``raft_transport.cluster_key``).
 """
 
 from __future__ import annotations
@@ -22,6 +34,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
+
+from pykraft.metadata.auth.principal import KafkaPrincipal
+from pykraft.metadata.auth.tls_settings import TlsSettings
 
 
 class ControllerConfigError(ValueError):
@@ -39,6 +54,9 @@ class HostPort:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def url_with(self, scheme: str) -> str:
+        return f"{scheme}://{self.host}:{self.port}"
 
 
 @attrs.frozen(kw_only=True)
@@ -88,6 +106,18 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False
     # controller.quorum.request.timeout.ms (Kafka default 2000): how long a write waits to commit.
     request_timeout_ms: int = 5000
+    # The HTTP listener's TLS (listener.security.protocol.map maps it to SSL); None: PLAINTEXT.
+    http_tls: TlsSettings | None = None
+    # authorizer.class.name is set: every route is authorized (quorum/auth.py).
+    authorizer_enabled: bool = False
+    # super.users
+    super_users: frozenset[KafkaPrincipal] = frozenset()
+    # allow.everyone.if.no.acl.found
+    allow_everyone_if_no_acl_found: bool = False
+    # pykraft.broker.principal: the principal of broker {broker_id}; None: any principal.
+    broker_principal: str | None = None
+    # cluster.id: the Raft transport's key salt; None keeps pysyncobj's own fixed salt.
+    cluster_id: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -107,11 +137,15 @@ class ControllerConfig:
     def self_raft_address(self) -> HostPort:
         return self.voters[self.node_id]
 
+    @property
+    def http_scheme(self) -> str:
+        return "http" if self.http_tls is None else "https"
+
     def http_url(self, node_id: int) -> str | None:
         if node_id == self.node_id:
-            return self.http_listener.url
+            return self.http_listener.url_with(self.http_scheme)
         address = self.http_voters.get(node_id)
-        return address.url if address is not None else None
+        return address.url_with(self.http_scheme) if address is not None else None
 
     def node_id_for_raft_address(self, address: str) -> int | None:
         for node_id, host_port in self.voters.items():

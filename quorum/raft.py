@@ -56,7 +56,7 @@ from pykraft.quorum.metadata_view import ResultCallback
 from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
 from pykraft.quorum.raft_serializer import BackgroundSerializer
 from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
-from pykraft.quorum.raft_transport import GuardedTransport
+from pykraft.quorum.raft_transport import GuardedTransport, cluster_key
 from pykraft.quorum.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
@@ -148,7 +148,8 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
     def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
         election_s = config.election_timeout_ms / 1000
         return SyncObjConf(
-            password=config.quorum_password,
+            # Salted per cluster (raft_transport.cluster_key), then pysyncobj's own derivation.
+            password=cluster_key(config.quorum_password, config.cluster_id),
             journalFile=str(self._raft_dir / "journal.bin"),
             fullDumpFile=str(self._raft_dir / DUMP_FILE_NAME),
             serializer=self._serialize_in_raft_thread,

@@ -34,11 +34,21 @@ and of ``pysyncobj.tcp_connection.TcpConnection`` (name-mangled private methods)
 
 What a real peer sends before it is authenticated (measured in the unit test, password-protected):
 two frames of about 170 and 250 bytes.
+
+The key (issue 11): pysyncobj derives its Fernet key from the password with PBKDF2 and one salt
+hard-coded in ``pysyncobj/encryptor.py``, the same for every cluster of every user, so one
+dictionary computed against that salt attacks every pysyncobj cluster at once, and two clusters
+sharing a password share a key. ``cluster_key`` first stretches the password with a salt of the
+cluster's own (``cluster.id``) and hands pysyncobj the result as its password: pysyncobj's
+Fernet encryption, handshake and frame checks stay exactly as they are, and its key is now
+PBKDF2(PBKDF2(password, per-cluster salt), pysyncobj's salt).
 """
 
 from __future__ import annotations
 
+import base64
 import enum
+import hashlib
 import socket
 import struct
 from typing import Any
@@ -65,6 +75,25 @@ MAX_READ_BYTES_PER_EVENT = 1024 * 1024
 ACCEPT_BACKLOG = 128
 MAX_ACCEPTS_PER_EVENT = 16
 LENGTH_PREFIX = struct.Struct("i")  # pysyncobj's: native byte order, signed
+# cluster_key's stretching (pysyncobj's own count, OWASP's PBKDF2-HMAC-SHA256 floor is 600,000
+# for stored passwords; this key is derived once per process start) and the salt's prefix.
+CLUSTER_KEY_ITERATIONS = 200_000
+CLUSTER_KEY_SALT_PREFIX = b"pykraft raft transport key\x00"
+
+
+def cluster_key(password: str, cluster_id: str | None) -> str:
+    """What pysyncobj is given as its password: ``password`` stretched with a salt of the
+    cluster's own (``cluster.id``); every controller of a cluster derives the same. Without a
+    cluster id the password is passed through (pysyncobj's fixed salt only, as before)."""
+    if cluster_id is None:
+        return password
+    derived = hashlib.pbkdf2_hmac(
+        "sha256",
+        password.encode("utf-8"),
+        CLUSTER_KEY_SALT_PREFIX + cluster_id.encode("utf-8"),
+        CLUSTER_KEY_ITERATIONS,
+    )
+    return base64.urlsafe_b64encode(derived).decode("ascii")
 
 
 class FrameVerdict(enum.Enum):

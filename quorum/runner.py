@@ -30,6 +30,8 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
+from pykraft.metadata.auth.tls_context import server_context
+from pykraft.quorum.auth_http import Doors
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller import ControllerResult
 from pykraft.quorum.metadata_view import MetadataView
@@ -127,7 +129,9 @@ async def serve(config: ControllerConfig, stop: asyncio.Event, clock: Clock) -> 
     except RaftBindError as error:
         logger.error("%s", error)
         return 1
-    runner = web.AppRunner(build_app(node), access_log=None)
+    runner = web.AppRunner(
+        build_app(node, Doors.of(config, lambda: node.view.image)), access_log=None
+    )
     timer: asyncio.Task[None] | None = None
     try:
         await runner.setup()
@@ -137,18 +141,22 @@ async def serve(config: ControllerConfig, stop: asyncio.Event, clock: Clock) -> 
             config.http_listener.port,
             reuse_address=True,
             shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+            # listener.security.protocol.map=CONTROLLER:SSL (quorum/auth_http.py).
+            ssl_context=None if config.http_tls is None else server_context(config.http_tls),
         )
         try:
             await site.start()
         except OSError as error:
             logger.error(
-                "cannot listen on %s (listeners): %s", config.http_listener.url, error.strerror
+                "cannot listen on %s (listeners): %s",
+                config.http_url(config.node_id),
+                error.strerror,
             )
             return 1
         logger.info(
             "controller %d serving %s, Raft on %s",
             config.node_id,
-            config.http_listener.url,
+            config.http_url(config.node_id),
             config.self_raft_address,
         )
         timer = asyncio.create_task(run_timer(node, clock))

@@ -45,6 +45,7 @@ from pykraft.metadata.api.records import (
     snapshots_to_json,
 )
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.auth_http import DOORS_KEY, Doors
 from pykraft.quorum.log_window import ReadStatus
 from pykraft.quorum.node import ControllerNode
 from pykraft.quorum.openapi import openapi_document
@@ -244,9 +245,12 @@ async def get_openapi(request: web.Request) -> web.Response:
     return json_response(openapi_document())
 
 
-def build_app(node: ControllerNode) -> web.Application:
+def build_app(node: ControllerNode, doors: Doors) -> web.Application:
+    """The controller's aiohttp application; ``doors`` authenticate and authorize every route
+    (``Doors.of(config)``)."""
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[NODE_KEY] = node
+    app[DOORS_KEY] = doors
     add_routes(
         app,
         [

@@ -3,7 +3,9 @@
 Reads (GET) are answered by any controller from its own committed image (like Kafka's metadata
 cache: possibly a few milliseconds behind the leader). Writes go to the active controller. Each
 route reads and answers with the contract's codec (``metadata/api/topics.py`` and
-``metadata/api/admin.py``, where the payloads are documented).
+``metadata/api/admin.py``, where the payloads are documented). Each is authorized by its door
+(``auth_http.guard``); creating a topic once the body names it (``require_topic``), and the
+topic listing shows only the topics the caller may DESCRIBE, as Kafka's Metadata does.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from pykraft.metadata.api.topics import (
 )
 from pykraft.metadata.image import MetadataImage, TopicImage
 from pykraft.metadata.records import ConfigResourceType
+from pykraft.quorum.auth_http import require_topic, visible_topics
 from pykraft.quorum.managers.configs import effective_topic_configs
 from pykraft.quorum.service_http import (
     ErrorAnswer,
@@ -130,11 +133,13 @@ async def list_brokers(request: web.Request) -> web.Response:
 
 async def list_topics(request: web.Request) -> web.Response:
     topics = node_of(request).view.image.topics.by_name
+    visible = visible_topics(request, topics)
     return json_response(
         topic_listings_to_json(
             tuple(
                 TopicListing(name=t.name, topic_id=t.topic_id, partitions=len(t.partitions))
-                for _, t in sorted(topics.items())
+                for name, t in sorted(topics.items())
+                if name in visible
             )
         )
     )
@@ -148,6 +153,8 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 async def create_topic(request: web.Request) -> web.Response:
     create = await read_body(request, create_topic_request_from_json)
+    for topic in create.topics:
+        require_topic(request, routes.CREATE_TOPIC.access, topic.name)
     response = await node_of(request).write(
         lambda controller, image, now_ms: controller.create_topics(image, create, now_ms)
     )

@@ -3,6 +3,8 @@
 Each route reads its request and writes its answer with the contract's codec
 (``metadata/api/brokers.py``, where the payloads are documented), asks the active controller
 (``ControllerNode.write``), and refuses with the controller's Kafka error (``raise_for``).
+Every route needs CLUSTER_ACTION (checked by its door, ``auth_http.guard``) and, once the body
+names the broker, to come from that broker's principal (``require_broker``).
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from pykraft.metadata.api.brokers import (
     unregister_answer_to_json,
     unregister_request_from_path,
 )
+from pykraft.quorum.auth_http import require_broker
 from pykraft.quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
 
 
 async def register_broker(request: web.Request) -> web.Response:
     registration = await read_body(request, registration_request_from_json)
+    require_broker(request, registration.broker_id)
     node = node_of(request)
     response = await node.write(
         lambda controller, image, now_ms: controller.register_broker(image, registration, now_ms)
@@ -47,6 +51,7 @@ async def register_broker(request: web.Request) -> web.Response:
 
 async def broker_heartbeat(request: web.Request) -> web.Response:
     heartbeat = await read_body(request, heartbeat_request_from_json)
+    require_broker(request, heartbeat.broker_id)
     response = await node_of(request).write(
         lambda controller, image, now_ms: controller.broker_heartbeat(image, heartbeat, now_ms)
     )
@@ -65,6 +70,7 @@ async def unregister_broker(request: web.Request) -> web.Response:
 
 async def alter_partition(request: web.Request) -> web.Response:
     alter = await read_body(request, alter_partition_request_from_json)
+    require_broker(request, alter.broker_id)
     response = await node_of(request).write(
         lambda controller, image, now_ms: controller.alter_partition(image, alter, now_ms)
     )
@@ -74,6 +80,7 @@ async def alter_partition(request: web.Request) -> web.Response:
 
 async def allocate_producer_ids(request: web.Request) -> web.Response:
     allocate = await read_body(request, producer_ids_request_from_json)
+    require_broker(request, allocate.broker_id)
     response = await node_of(request).write(
         lambda controller, image, now_ms: controller.allocate_producer_ids(image, allocate, now_ms)
     )

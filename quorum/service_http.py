@@ -4,7 +4,8 @@ The contract — every body's types and JSON, the error body, the status of each
 ``metadata/api`` (the brokers' client reads the same definitions); this module is its aiohttp
 side. The middleware turns an ``ErrorAnswer``, a ``ServiceError`` (the node's: NOT_CONTROLLER,
 REQUEST_TIMED_OUT), a body the contract refuses (``JsonBodyError``: 400 INVALID_REQUEST), an
-unknown route and an unexpected exception (500, logged) into one ``ErrorBody``.
+unknown route and an unexpected exception (500, logged) into one ``ErrorBody``; a caller the
+doors refuse (``auth_http.Refused``: 401/403) likewise.
 ``raise_for`` refuses a request with the Kafka error the controller answered. The route modules
 (``service``, ``service_brokers``, ``service_admin``) import this one and it imports none of
 them, so they form no import cycle.
@@ -36,6 +37,7 @@ from pykraft.metadata.api.json_fields import (
     parse_json_object,
 )
 from pykraft.metadata.api.routes import Route
+from pykraft.quorum.auth_http import Refused, guard
 from pykraft.quorum.node import ControllerNode, ServiceError
 
 logger = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ def _body_of(error: ServiceError) -> ErrorBody:
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except ErrorAnswer as answer:
+    except (ErrorAnswer, Refused) as answer:
         return error_response(answer.status, answer.body)
     except ServiceError as error:
         return error_response(error.status, _body_of(error))
@@ -105,9 +107,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 def add_routes(app: web.Application, handlers: Sequence[tuple[Route, Handler]]) -> None:
-    """Serve each route of the contract (``metadata.api.routes``) with its handler."""
+    """Serve each route of the contract (``metadata.api.routes``) with its handler, behind the
+    route's door (``quorum/auth_http.guard``: authentication and the route's access column)."""
     for route, handler in handlers:
-        app.router.add_route(route.method, route.template, handler)
+        app.router.add_route(route.method, route.template, guard(route, handler))
 
 
 def node_of(request: web.Request) -> ControllerNode:

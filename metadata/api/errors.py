@@ -42,6 +42,9 @@ _DEFAULT_MESSAGES: dict[Errors, str] = {
     Errors.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
     Errors.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition "
     "state but the leader has changed.",
+    Errors.SASL_AUTHENTICATION_FAILED: "SASL Authentication failed.",
+    Errors.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    Errors.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
 }
 
 
@@ -91,6 +94,10 @@ _STATUS: dict[Errors, int] = {
     Errors.FENCED_LEADER_EPOCH: 409,
     Errors.INVALID_UPDATE_VERSION: 409,
     Errors.ELECTION_NOT_NEEDED: 409,
+    # Issue 11's doors: who is asking is unknown (401) or may not do this (403).
+    Errors.SASL_AUTHENTICATION_FAILED: 401,
+    Errors.CLUSTER_AUTHORIZATION_FAILED: 403,
+    Errors.TOPIC_AUTHORIZATION_FAILED: 403,
 }
 NO_LEADER_STATUS = 503
 # Errors of the HTTP API itself, not Kafka's (their names are the body's ``error``).

@@ -4,8 +4,12 @@ controllers in tests/integration/test_broker_controller_client.py)."""
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
+from pykraft.broker import controller_client
+from pykraft.broker.config import BrokerConfigError, controller_tls_settings
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.controller_client import (
     ControllerRequestError,
@@ -59,3 +63,39 @@ def test_snapshot_required_names_the_snapshot() -> None:
     # Not a Kafka error: a handler that meets it answers UNKNOWN_SERVER_ERROR.
     assert isinstance(failure, ControllerRequestError)
     assert failure.code is Errors.UNKNOWN_SERVER_ERROR
+
+
+def test_the_controller_listener_on_ssl_gives_the_client_its_tls() -> None:
+    # Kafka's properties for the controller listener, as a broker reads them (issue 11).
+    assert controller_tls_settings({}) is None
+    assert (
+        controller_tls_settings({"listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}) is None
+    )
+    values = {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        "ssl.keystore.location": "/etc/pykraft/broker-1.pem",
+        "listener.name.controller.ssl.truststore.location": "/etc/pykraft/ca.pem",
+    }
+    settings = controller_tls_settings(values)
+    assert settings is not None
+    assert settings.keystore is not None
+    assert settings.keystore.location == "/etc/pykraft/broker-1.pem"
+    assert settings.truststore.location == "/etc/pykraft/ca.pem"
+    renamed = {
+        **values,
+        "controller.listener.names": "KRAFT",
+        "listener.security.protocol.map": "KRAFT:SSL",
+    }
+    assert controller_tls_settings(renamed) is not None
+    with pytest.raises(BrokerConfigError, match=r"ssl\.keystore\.type"):
+        controller_tls_settings({**values, "ssl.keystore.type": "JKS"})
+
+
+def test_with_an_ssl_context_bare_addresses_are_https() -> None:
+    client = controller_client.ControllerClient(
+        ["127.0.0.1:19093"], ssl_context=ssl.create_default_context()
+    )
+    assert client.urls == ["https://127.0.0.1:19093"]
+    assert controller_client.ControllerClient(["127.0.0.1:19093"]).urls == [
+        "http://127.0.0.1:19093"
+    ]

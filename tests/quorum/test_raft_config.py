@@ -64,3 +64,61 @@ def test_password_from_a_file(tmp_path: Path) -> None:
 def test_bad_configs_are_named(change: tuple[str, str], message: str) -> None:
     with pytest.raises((ConfigError, ControllerConfigError), match=message):
         load(BASE.replace(*change))
+
+
+def test_plaintext_without_an_authorizer_stays_the_default() -> None:
+    config = load(BASE)
+    assert config.http_tls is None
+    assert config.http_scheme == "http"
+    assert (config.authorizer_enabled, config.super_users, config.broker_principal) == (
+        False,
+        frozenset(),
+        None,
+    )
+    assert config.allow_everyone_if_no_acl_found is False
+    assert config.cluster_id is None
+
+
+SECURE = (
+    BASE
+    + """
+listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT
+listener.name.controller.ssl.keystore.location=/etc/pykraft/c2.pem
+ssl.truststore.location=/etc/pykraft/ca.pem
+ssl.client.auth=required
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin; User:CN=broker-1,OU=test
+allow.everyone.if.no.acl.found=true
+pykraft.broker.principal=User:CN=broker-{broker_id},OU=test
+cluster.id=MkU3OEVBNTcwNTJENDM2Qk
+"""
+)
+
+
+def test_a_secure_controller_listener() -> None:
+    config = load(SECURE)
+    assert config.http_tls is not None
+    assert config.http_tls.keystore is not None
+    assert config.http_tls.keystore.location == "/etc/pykraft/c2.pem"
+    assert config.http_tls.client_auth.value == "required"
+    assert config.http_url(3) == "https://127.0.0.1:19095"
+    assert config.authorizer_enabled
+    assert {str(p) for p in config.super_users} == {"User:admin", "User:CN=broker-1,OU=test"}
+    assert config.allow_everyone_if_no_acl_found
+    assert config.broker_principal == "User:CN=broker-{broker_id},OU=test"
+    assert config.cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("CONTROLLER:SSL", "CONTROLLER:TLS"), "expected NAME:PROTOCOL"),
+        (("CONTROLLER:SSL", "CONTROLLER:SASL_SSL"), "PLAINTEXT or SSL"),
+        (("ssl.client.auth=required", "ssl.client.auth=sometimes"), "ssl.client.auth"),
+        (("super.users=User:admin;", "super.users=admin;"), "super.users"),
+        (("broker-{broker_id},OU=test", "broker,OU=test"), "pykraft.broker.principal"),
+    ],
+)
+def test_bad_security_properties_are_refused(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(SECURE.replace(*change))

@@ -4,12 +4,13 @@ the controller serves exactly the routes of the contract (``metadata/api/routes.
 from typing import Any, cast
 
 from pykraft.metadata.api.routes import ROUTES
+from pykraft.quorum.auth_http import Doors
 from pykraft.quorum.openapi import openapi_document
 from pykraft.quorum.service import build_app
 
 
 def test_the_controller_serves_every_route_of_the_contract() -> None:
-    app = build_app(cast(Any, object()))  # the node is only read by handlers
+    app = build_app(cast(Any, object()), Doors.open())  # the node is only read by handlers
     served = {
         (route.method, route.resource.canonical)
         for route in app.router.routes()

@@ -17,6 +17,7 @@ from typing import Any
 
 import pysyncobj
 import pytest
+from cryptography.fernet import InvalidToken
 from pysyncobj.encryptor import getEncryptor
 from pysyncobj.node import TCPNode
 from pysyncobj.poller import createPoller
@@ -37,6 +38,7 @@ from pykraft.quorum.raft_transport import (
     GuardedTcpConnection,
     GuardedTcpServer,
     GuardedTransport,
+    cluster_key,
     judge_frame,
 )
 
@@ -342,3 +344,19 @@ def test_a_completed_handshake_authenticates_the_connection(
     assert not connection.authenticated and connection in transport._unknownConnections
     transport._onIncomingMessageReceived(connection, "readonly")  # who it is
     assert connection.authenticated and connection not in transport._unknownConnections
+
+
+def test_the_raft_key_is_salted_per_cluster() -> None:
+    # Issue 11: pysyncobj's own salt is one constant for every cluster; cluster.id salts it first.
+    password = "one-password"
+    a = cluster_key(password, "cluster-a")
+    assert a == cluster_key(password, "cluster-a")  # every controller derives the same
+    assert a != cluster_key(password, "cluster-b")
+    assert a != cluster_key("another-password", "cluster-a")
+    assert password not in a
+    assert cluster_key(password, None) == password  # no cluster.id: pysyncobj's derivation only
+    # The two keys do not open each other's frames.
+    frame = getEncryptor(a).encrypt(b"entry")
+    assert getEncryptor(a).decrypt(frame) == b"entry"
+    with pytest.raises(InvalidToken):
+        getEncryptor(cluster_key(password, "cluster-b")).decrypt(frame)
