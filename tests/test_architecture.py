@@ -359,3 +359,32 @@ def test_the_namespace_links_every_package() -> None:
     for package in set(PACKAGES) - {"pykraft"}:
         link = ROOT / "pykraft" / package
         assert link.is_symlink() and link.resolve() == ROOT / package, package
+
+
+def module_level_rebindings(path: Path) -> list[str]:
+    """Names a module assigns twice at its top level: ``NAME = ...`` then ``NAME = ...``."""
+    seen: set[str] = set()
+    twice: list[str] = []
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign):
+            names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            names = [node.target.id] if isinstance(node.target, ast.Name) else []
+        else:
+            names = []
+        twice.extend(name for name in names if name in seen)
+        seen.update(names)
+    return twice
+
+
+def test_no_module_assigns_a_top_level_name_twice() -> None:
+    """A second ``CREATE_ACLS = Route(...)`` silently replaces the first — a merge once left the
+    ACL routes defined twice, the later copy without its authorization column. Constants and
+    tables are bound once."""
+    offenders = {
+        str(path.relative_to(ROOT)): twice
+        for package in PACKAGES
+        for path in python_files(package)
+        if (twice := module_level_rebindings(path))
+    }
+    assert offenders == {}

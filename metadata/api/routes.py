@@ -149,14 +149,6 @@ ALTER_SCRAM_CREDENTIALS = Route(
 )
 DESCRIBE_SCRAM_CREDENTIALS = Route("GET", "/v1/scram-credentials", access=DESCRIBE_CLUSTER)
 
-# ACLs and SCRAM credentials (``security.py``). Creating an ACL twice is harmless (no
-# duplicate, success); a resent deletion would report nothing deleted, or RESOURCE_NOT_FOUND.
-CREATE_ACLS = Route("POST", "/v1/acls")
-DESCRIBE_ACLS = Route("GET", "/v1/acls")
-DELETE_ACLS = Route("DELETE", "/v1/acls", idempotent=False)
-ALTER_SCRAM_CREDENTIALS = Route("POST", "/v1/scram-credentials", idempotent=False)
-DESCRIBE_SCRAM_CREDENTIALS = Route("GET", "/v1/scram-credentials")
-
 ROUTES: tuple[Route, ...] = (
     REGISTER_BROKER,
     BROKER_HEARTBEAT,
