@@ -1,6 +1,8 @@
 """Delayed produces' asyncio shell: one future per waiting acks=all produce and one timer for
 the earliest deadline over the pure ``replica.produce_waiters.ProducePurgatory`` (Kafka's
 ``DelayedProduce``; the rules are described there), on an injectable monotonic clock.
+Deadlines work as in ``broker.purgatory``: a ``ReplicaManager`` with a timer expires the waiters
+through its ``ReplicaCore.tick`` and hands them to ``resolve_expired``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class DelayedProduces:
         self._clock_ms = clock_ms
         self._futures: dict[int, asyncio.Future[dict[TopicPartition, Errors]]] = {}
         self._timer = DeadlineTimer(clock_ms, self.expire_due)
+        # Set by the owner of a shared timer (ReplicaManager): called instead of arming ours.
+        self.on_deadline_moved: Callable[[], None] | None = None
 
     async def wait(
         self,
@@ -74,6 +78,10 @@ class DelayedProduces:
         self._schedule()
         return len(expired)
 
+    def resolve_expired(self, completed: Mapping[int, Mapping[TopicPartition, Errors]]) -> None:
+        """Answer the waiters a ``ReplicaCore.tick`` expired (already out of the purgatory)."""
+        self._resolve(completed)
+
     def close(self) -> None:
         """Answer every waiter now (shutdown): unfinished partitions REQUEST_TIMED_OUT."""
         answers = {}
@@ -84,11 +92,14 @@ class DelayedProduces:
         self._resolve(answers)
         self._timer.cancel()
 
-    def _resolve(self, completed: Mapping[int, dict[TopicPartition, Errors]]) -> None:
+    def _resolve(self, completed: Mapping[int, Mapping[TopicPartition, Errors]]) -> None:
         for waiter_id, errors in completed.items():
             future = self._futures.pop(waiter_id, None)
             if future is not None and not future.done():
-                future.set_result(errors)
+                future.set_result(dict(errors))
 
     def _schedule(self) -> None:
-        self._timer.arm(self.purgatory.next_deadline_ms())
+        if self.on_deadline_moved is not None:
+            self.on_deadline_moved()
+        else:
+            self._timer.arm(self.purgatory.next_deadline_ms())

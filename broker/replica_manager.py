@@ -2,15 +2,17 @@
 
 Theory of operation
 -------------------
-Metadata: ``apply_delta(changes, new_image, wall_clock_ms)`` acts on ``local_changes(delta,
-broker_id)`` in Kafka's order (``ReplicaManager.applyDelta``): first deletes (stop the fetcher,
-stop the partition, delete the log through ``LogManager``), then leaders (stop fetching, open or
-create the log with the topic's configs, ``make_leader``), then followers (``make_follower``;
-when the leader epoch moved, hand the partition to the fetcher manager starting at the log end).
-A partition whose topic id changed under the same name (a topic deleted and re-created while
-this broker was away) loses its old log first. Delayed fetches on every changed partition answer
-now. Then ``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the
-open logs of every topic whose overrides changed their new ``LogConfig`` (Kafka's
+Metadata: ``apply_delta(changes, new_image, wall_clock_ms)`` asks the pure
+``replica.replica_core.ReplicaCore`` for the ``MetadataReady`` of ``local_changes(delta,
+broker_id)`` and carries it out in Kafka's order (``ReplicaManager.applyDelta``, written once in
+``replica.replica_core``): first deletes (stop the fetcher, stop the partition, delete the log
+through ``LogManager``), then leaders (stop fetching, open or create the log with the topic's
+configs, ``make_leader``), then followers (``make_follower``; when the leader epoch moved, the
+core's ``fetcher_handoff`` restarts the fetcher at the log end). A partition whose topic id
+changed under the same name (a topic deleted and re-created while this broker was away) loses
+its old log first. Delayed fetches on every changed partition answer now. Then
+``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the open logs
+of every topic whose overrides changed their new ``LogConfig`` (Kafka's
 ``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``).
 
 Produce: ``append_to_local_log`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
@@ -31,15 +33,17 @@ reads again (without recording follower progress twice). Followers wake on appen
 consumers on bytes the high watermark moved past: every high-watermark move of a hosted
 partition (``Partition`` reports it) feeds both purgatories.
 
-ISR: ``maybe_shrink_isr`` (run every ``replica.lag.time.max.ms`` / 2 by ``run_isr_expiration``,
-Kafka's isr-expiration task) lets every led partition drop lagging followers; expansions happen
-on follower fetches. Both go to the controller through the ``AlterPartitionSubmitter``.
+Time: one timer (given by the composition root; none in unit tests, which call ``tick``) is
+kept armed at ``ReplicaCore.next_deadline_ms``; ``tick`` carries out what the core says is due:
+the ISR expiration (every ``replica.lag.time.max.ms`` / 2, Kafka's isr-expiration task: every
+led partition drops lagging followers; expansions happen on follower fetches, and both go to the
+controller through the ``AlterPartitionSubmitter``), then the waiting fetches and produces
+whose deadline passed.
 Storage failures (offline partitions, failed log dirs): ``broker.offline_storage``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
 
@@ -51,15 +55,14 @@ from broker.offline_storage import OfflineStorage
 from broker.partition import (
     EpochEndOffset,
     FetchIsolation,
-    LeaderAndIsr,
     Partition,
     PartitionContext,
     PartitionError,
 )
-from broker.purgatory import DelayedFetches, FetchCompletion, monotonic_ms
+from broker.purgatory import DelayedFetches, FetchCompletion, Timer, monotonic_ms
 from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, PartitionInfo
-from metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
+from metadata.local_changes import LocalReplicaChanges
+from metadata.records import ConfigResourceType
 from protocol.errors import Errors
 from replica.data_path import (
     INTERNAL_TOPICS,
@@ -75,6 +78,7 @@ from replica.data_path import (
     respond_now,
 )
 from replica.isr import NO_BROKER_EPOCH
+from replica.replica_core import PartitionTransition, ReplicaCore, TickReady
 from storage.log_config import LogConfig, LogConfigError
 from storage.log_manager import LogManager
 from storage.log_validator import LogError
@@ -100,6 +104,9 @@ REPLICA_LAG_TIME_MAX_MS = 30_000
 # A consumer's min_bytes is an int32: sizing a high-watermark move never needs to read more.
 MAX_HIGH_WATERMARK_READ_BYTES = 2**31 - 1
 
+# Builds the one timer from what it calls when due (``ReplicaManager.on_timer``).
+TimerFactory = Callable[[Callable[[], object]], Timer]
+
 
 # ---------------------------------------------------------------------------- the manager
 
@@ -118,6 +125,7 @@ class ReplicaManager:
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
         monotonic_ms: Callable[[], int] = monotonic_ms,
+        timer: TimerFactory | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -131,7 +139,15 @@ class ReplicaManager:
         self.inter_broker_listener_name = inter_broker_listener_name
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.image = MetadataImage.EMPTY
+        self._monotonic_ms = monotonic_ms
+        self.core = ReplicaCore(
+            broker_id,
+            now_ms=monotonic_ms(),
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            inter_broker_listener_name=inter_broker_listener_name,
+            fetch_waiters=self.delayed_fetches.purgatory,
+            produce_waiters=self.delayed_produces.purgatory,
+        )
         self._partitions: dict[TopicPartition, Partition] = {}
         self.partition_context = PartitionContext(
             monotonic_ms=monotonic_ms,
@@ -145,6 +161,17 @@ class ReplicaManager:
         self.offline_storage = OfflineStorage(
             broker_id, log_manager, fetcher_manager, forget_partition=self._forget_partition
         )
+        self._timer: Timer | None = None
+        if timer is not None:
+            self._timer = timer(self.on_timer)
+            self.delayed_fetches.on_deadline_moved = self._arm_timer
+            self.delayed_produces.on_deadline_moved = self._arm_timer
+            self._arm_timer()
+
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata image last applied."""
+        return self.core.image
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:
@@ -174,12 +201,14 @@ class ReplicaManager:
     def apply_delta(
         self, changes: LocalReplicaChanges, new_image: MetadataImage, wall_clock_ms: int
     ) -> None:
-        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order).
-        ``wall_clock_ms`` dates the logs it creates; follower lag runs on the monotonic clock."""
-        self.image = new_image
-        self._apply_deletes(changes.deletes)
-        self._apply_leaders(changes.leaders, wall_clock_ms)
-        self._apply_followers(changes.followers, wall_clock_ms)
+        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order, as
+        ``ReplicaCore.apply_metadata`` lays it out). ``wall_clock_ms`` dates the logs it
+        creates; follower lag runs on the monotonic clock."""
+        hosted = {tp: partition.topic_id for tp, partition in self._partitions.items()}
+        ready = self.core.apply_metadata(changes, new_image, hosted)
+        self._apply_deletes(ready.deletes)
+        self._apply_leaders(ready.leaders, wall_clock_ms)
+        self._apply_followers(ready.followers, wall_clock_ms)
 
     def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:
         """Give the local logs of ``topics`` their config in ``new_image`` (Kafka's
@@ -197,12 +226,11 @@ class ReplicaManager:
                     config,
                 )
 
-    def _apply_deletes(self, deletes: Collection[TopicPartition]) -> None:
-        doomed = sorted(deletes)
-        if not doomed:
+    def _apply_deletes(self, deletes: tuple[TopicPartition, ...]) -> None:
+        if not deletes:
             return
-        self.fetcher_manager.remove_fetcher_for_partitions(doomed)
-        for topic_partition in doomed:
+        self.fetcher_manager.remove_fetcher_for_partitions(deletes)
+        for topic_partition in deletes:
             self._delete_partition(topic_partition)
 
     def _delete_partition(self, topic_partition: TopicPartition) -> None:
@@ -210,25 +238,26 @@ class ReplicaManager:
         if self.log_manager.delete_log(topic_partition):
             logger.info("deleted the log of %s", topic_partition)
 
-    def _apply_leaders(
-        self, leaders: Mapping[TopicPartition, PartitionInfo], wall_clock_ms: int
-    ) -> None:
+    def _apply_leaders(self, leaders: tuple[PartitionTransition, ...], wall_clock_ms: int) -> None:
         if not leaders:
             return
-        keys = sorted(leaders)
-        self.fetcher_manager.remove_fetcher_for_partitions(keys)
-        for key in keys:
-            topic_partition, info = key, leaders[key]
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
+        self.fetcher_manager.remove_fetcher_for_partitions(
+            [leader.topic_partition for leader in leaders]
+        )
+        for leader in leaders:
+            topic_partition = leader.topic_partition
+            partition = self._get_or_create_partition(leader, wall_clock_ms)
             if partition is None:
                 continue
             epoch_before = partition.leader_epoch
             try:
-                partition.make_leader(LeaderAndIsr.from_registration(info.partition))
+                partition.make_leader(leader.leader_and_isr)
             except OSError as error:
                 # Kafka applyLocalLeadersDelta: a disk error skips this partition's change (the
                 # core, never advanced, stays as it was) and its log dir goes offline.
-                logger.error("cannot lead %s: writing its leader epoch failed: %s", key, error)
+                logger.error(
+                    "cannot lead %s: writing its leader epoch failed: %s", topic_partition, error
+                )
                 self.offline_storage.handle_storage_error(topic_partition, str(error))
                 continue
             if partition.leader_epoch != epoch_before:
@@ -236,39 +265,25 @@ class ReplicaManager:
                 self._on_partition_changed(topic_partition)
 
     def _apply_followers(
-        self, followers: Mapping[TopicPartition, PartitionInfo], wall_clock_ms: int
+        self, followers: tuple[PartitionTransition, ...], wall_clock_ms: int
     ) -> None:
-        restarted: list[TopicPartition] = []
-        to_fetch: dict[TopicPartition, InitialFetchState] = {}
-        for key in sorted(followers):
-            topic_partition, info = key, followers[key]
-            self.offline_storage.maybe_set_aside(topic_partition, leader_id=info.leader)
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
-            leader_and_isr = LeaderAndIsr.from_registration(info.partition)
-            if partition is None or not partition.make_follower(leader_and_isr):
+        restarted: list[tuple[PartitionTransition, int]] = []
+        for follower in followers:
+            topic_partition = follower.topic_partition
+            leader_id = follower.leader_and_isr.leader
+            self.offline_storage.maybe_set_aside(topic_partition, leader_id=leader_id)
+            partition = self._get_or_create_partition(follower, wall_clock_ms)
+            if partition is None or not partition.make_follower(follower.leader_and_isr):
                 continue
             # Kafka completeDelayedOperationsWhenNotPartitionLeader: waiting produces answer
             # NOT_LEADER_OR_FOLLOWER, waiting fetches answer with the new epoch.
             self._on_partition_changed(topic_partition)
-            restarted.append(topic_partition)
-            if info.leader != NO_LEADER:  # without a leader there is nobody to fetch from
-                to_fetch[topic_partition] = InitialFetchState(
-                    topic_id=info.topic_id,
-                    leader_id=info.leader,
-                    leader_endpoint=self._leader_endpoint(info.leader),
-                    current_leader_epoch=info.leader_epoch,
-                    init_offset=partition.log_end_offset,
-                )
-        if restarted:
-            # Kafka restarts the fetcher whenever the leader epoch moved, even for the same
-            # leader: the old one may be fetching with a fenced epoch.
-            self.fetcher_manager.remove_fetcher_for_partitions(restarted)
-        if to_fetch:
-            self.fetcher_manager.add_fetcher_for_partitions(to_fetch)
-
-    def _leader_endpoint(self, leader_id: int) -> BrokerEndpoint | None:
-        broker = self.image.cluster.broker(leader_id)
-        return None if broker is None else broker.endpoint(self.inter_broker_listener_name)
+            restarted.append((follower, partition.log_end_offset))
+        handoff = self.core.fetcher_handoff(restarted)
+        if handoff.removals:
+            self.fetcher_manager.remove_fetcher_for_partitions(handoff.removals)
+        if handoff.additions:
+            self.fetcher_manager.add_fetcher_for_partitions(handoff.additions)
 
     def delete_stray_logs(self, image: MetadataImage) -> list[TopicPartition]:
         """Delete local logs ``image`` does not place on this broker; call once at start-up.
@@ -291,17 +306,17 @@ class ReplicaManager:
         return stray
 
     def _get_or_create_partition(
-        self, topic_partition: TopicPartition, topic_id: str, wall_clock_ms: int
+        self, transition: PartitionTransition, wall_clock_ms: int
     ) -> Partition | None:
         """The partition to make leader or follower; None while its log is offline."""
-        partition = self._partitions.get(topic_partition)
-        if partition is not None and partition.topic_id != topic_id:
+        topic_partition, topic_id = transition.topic_partition, transition.topic_id
+        if transition.replaces_log:
             # The topic was deleted and re-created while this broker missed the delete.
             logger.info(
                 "%s now belongs to topic id %s; deleting the old log", topic_partition, topic_id
             )
             self._delete_partition(topic_partition)
-            partition = None
+        partition = self._partitions.get(topic_partition)
         if partition is None:
             # An existing log (loaded at start-up with the broker defaults) takes it too.
             config = self._log_config(topic_partition.topic, self.image)
@@ -525,16 +540,40 @@ class ReplicaManager:
         """Let every led partition drop lagging followers; how many proposed a shrink."""
         return sum(partition.maybe_shrink_isr() for partition in list(self._partitions.values()))
 
-    async def run_isr_expiration(self) -> None:
-        """Kafka's isr-expiration task: ``maybe_shrink_isr`` every replica.lag.time.max.ms / 2,
-        until cancelled."""
-        interval_s = self.replica_lag_time_max_ms / 2 / 1000
-        while True:
-            await asyncio.sleep(interval_s)
+    # ------------------------------------------------------------------ time
+
+    def next_deadline_ms(self) -> int:
+        """When ``tick`` next has something to do (monotonic milliseconds)."""
+        return self.core.next_deadline_ms()
+
+    def tick(self) -> TickReady:
+        """Carry out what is due now: the ISR expiration first, then the waiters whose
+        deadline passed; the timer moves to the next deadline."""
+        ready = self.core.tick(self._monotonic_ms())
+        if ready.shrink_isr:
             self.maybe_shrink_isr()
+        if ready.expired_fetches:
+            self.delayed_fetches.resolve_expired(ready.expired_fetches)
+        if ready.expired_produces:
+            self.delayed_produces.resolve_expired(ready.expired_produces)
+        self._arm_timer()
+        return ready
+
+    def on_timer(self) -> None:
+        """The timer fired: it is disarmed, then ``tick`` arms it again."""
+        if self._timer is not None:
+            self._timer.fired()
+        self.tick()
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.arm(self.core.next_deadline_ms())
 
     def shutdown(self) -> None:
-        """Answer every waiting fetch and produce now."""
+        """Answer every waiting fetch and produce now; the timer stops."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self.delayed_fetches.close()
         self.delayed_produces.close()
 

@@ -6,11 +6,11 @@ Theory of operation (Kafka's ``BrokerServer.startup``/``shutdown``; lifecycle in
 Start-up, in ``STARTING``:
   1. the local HTTP API starts first, so the state is visible while everything else happens;
   2. ``log.dirs`` are loaded (log recovery, off the event loop) into a ``LogManager``;
-  3. ``ReplicaManager`` (with the replica fetchers, the AlterPartition channel and the ISR
-     expiration task), ``KafkaApis`` with every handler, and the Kafka listeners are built. The
-     listeners bind now (a listener on port 0 must be advertised with its real port), but hold
-     requests until the broker has caught up with the metadata log, as Kafka enables request
-     processing only then;
+  3. ``ReplicaManager`` (with the replica fetchers, the AlterPartition channel and one timer at
+     its core's next deadline: ISR expiration, waiters' deadlines), ``KafkaApis`` with every
+     handler, and the Kafka listeners are built. The listeners bind now (a listener on port 0
+     must be advertised with its real port), but hold requests until the broker has caught up
+     with the metadata log, as Kafka enables request processing only then;
   4. the ``MetadataLoader`` long-polls the metadata log;
   5. ``BrokerLifecycleManager`` registers (fresh incarnation id) and heartbeats with the loader's
      offset. Caught up -> ``RECOVERY``: from now on each published image goes through
@@ -53,6 +53,7 @@ from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
+from broker.purgatory import DeadlineTimer, monotonic_ms
 from broker.replica_manager import ReplicaManager
 from broker.topic_configs import changed_topic_configs
 from coordinator.group.rebalance import GroupConfig
@@ -204,7 +205,8 @@ class BrokerServer:
             fetcher_manager=self.fetcher_manager, alter_partition=self.alter_partition,
             inter_broker_listener_name=self.config.inter_broker_listener_name,
             min_insync_replicas=self.config.min_insync_replicas,
-            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms)
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            timer=lambda on_due: DeadlineTimer(monotonic_ms, on_due))
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
         offline_storage.on_all_log_dirs_offline = self._all_log_dirs_offline.set
@@ -230,7 +232,6 @@ class BrokerServer:
         self._spawn(self.heartbeats.run(), "heartbeats")
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
         self._spawn(self._run_periodic(), "log manager")
-        self._spawn(self.replica_manager.run_isr_expiration(), "isr expiration")
         self._spawn(self._halt_when_log_dirs_fail(), "log dirs")
         await self._wait_until_running(self.heartbeats)
 

@@ -13,8 +13,10 @@ by the I/O doubles of ``replication_doubles``):
   their hand-off to the shipped ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
   ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
-* shrinks ISRs every replica.lag.time.max.ms / 2, flushes logs on a seeded schedule, writes the
-  high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
+* keeps ``ReplicaManager``'s one timer (``SimTimer``) at its core's next deadline, so the ISR
+  expiration (every replica.lag.time.max.ms / 2) and the produces' deadlines come from
+  ``ReplicaManager.tick``; flushes logs on a seeded schedule (the page cache's writeback) and
+  writes the high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
 * takes acks=all produce requests through ``ReplicaManager.append_to_local_log`` and waits for
   them in the shipped ``ProducePurgatory`` (``SimDelayedProduces``), which ``ReplicaManager``
   re-checks on every high-watermark move; an ack counts when the broker decides it.
@@ -53,6 +55,7 @@ from tests.sim.replication_doubles import (
     SimDelayedProduces,
     SimFetcherManager,
     SimLogManager,
+    SimTimer,
     key_of,
 )
 from tests.sim.replication_leader import SimAlterPartitionManager
@@ -129,10 +132,10 @@ class SimBroker:
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
             monotonic_ms=lambda: self.env.now_ms,
+            timer=lambda on_due: SimTimer(self, on_due),
         )
         self.schedule(0, "heartbeat", self._heartbeat_now)
         self.schedule(0, "metadata poll", self._poll_metadata)
-        self.schedule(settings.replica_lag_time_max_ms // 2, "isr expiration", self._expire_isr)
         self._flush_interval_ms = env.rng.randint(200, 4000)
         self.schedule(self._flush_interval_ms, "flush", self._flush)
         # Out of phase between brokers and restarts, as the timers of separate processes are.
@@ -293,11 +296,6 @@ class SimBroker:
 
     # ------------------------------------------------------------------ timers
 
-    def _expire_isr(self) -> None:
-        self.replica_manager.maybe_shrink_isr()
-        self.schedule(self.env.settings.replica_lag_time_max_ms // 2, "isr expiration",
-                      self._expire_isr)
-
     def _flush(self) -> None:
         for key in sorted(self.disk.logs):
             if self.env.rng.random() < 0.5:
@@ -326,7 +324,3 @@ class SimBroker:
         produce = PendingProduce(key, result.base_offset, result.last_offset + 1, values,
                                  now_ms + self.env.settings.produce_timeout_ms)
         self.delayed_produces.watch(produce, self.replica_manager.check_enough_replicas)
-
-    def complete_produces(self) -> None:
-        """``DelayedProduces``' timer: waiting produces past their deadline time out."""
-        self.delayed_produces.expire_due(self.env.now_ms)

@@ -11,7 +11,9 @@ Each class here replaces one piece of the broker's I/O, and nothing else:
   network (``replication_fetcher``).
 * ``SimDelayedProduces`` is ``broker.delayed_produce.DelayedProduces`` without asyncio: the same
   shipped ``ProducePurgatory``, its answers recorded as acknowledgements instead of resolving
-  futures, its deadlines expired by the simulation's clock.
+  futures; its deadlines expire in ``ReplicaManager.tick`` like every other deadline.
+* ``SimTimer`` is ``broker.purgatory.DeadlineTimer`` on the simulated clock: the one timer
+  ``ReplicaManager`` keeps armed at its core's next deadline, as a scheduled event.
 """
 
 from __future__ import annotations
@@ -103,6 +105,33 @@ class SimFetcherManager:
                 del self.fetchers[leader_id]
 
 
+class SimTimer:
+    """``DeadlineTimer`` as a simulation event: when the armed deadline comes (and is still the
+    armed one), ``on_due`` runs on the broker."""
+
+    def __init__(self, broker: SimBroker, on_due: Callable[[], object]) -> None:
+        self.broker = broker
+        self.on_due = on_due
+        self._deadline_ms: int | None = None
+
+    def arm(self, deadline_ms: int | None) -> None:
+        if deadline_ms is None or deadline_ms == self._deadline_ms:
+            return
+        self._deadline_ms = deadline_ms
+
+        def due() -> None:
+            if self._deadline_ms == deadline_ms:
+                self.on_due()
+
+        self.broker.schedule(max(0, deadline_ms - self.broker.env.now_ms), "replica tick", due)
+
+    def fired(self) -> None:
+        self._deadline_ms = None
+
+    def cancel(self) -> None:
+        self._deadline_ms = None
+
+
 @attrs.frozen
 class PendingProduce:
     key: PartitionKey
@@ -119,6 +148,8 @@ class SimDelayedProduces:
         self.purgatory = ProducePurgatory()
         self.checker = checker
         self.produces: dict[int, PendingProduce] = {}
+        # ReplicaManager's timer hook, as on ``DelayedProduces``.
+        self.on_deadline_moved: Callable[[], None] | None = None
 
     def watch(self, produce: PendingProduce, checker: ReplicaChecker) -> None:
         """``DelayedProduces.wait`` up to its first await: watch, then check once."""
@@ -131,14 +162,17 @@ class SimDelayedProduces:
         errors = self.purgatory.try_complete(waiter_id, checker)
         if errors is not None:
             self._answer(waiter_id, errors)
+        elif self.on_deadline_moved is not None:
+            self.on_deadline_moved()
 
     def check_and_complete(self, topic_partition: TopicPartition, checker: ReplicaChecker) -> None:
         if self.purgatory.watching(topic_partition):
             for waiter_id, errors in self.purgatory.check(topic_partition, checker).items():
                 self._answer(waiter_id, errors)
 
-    def expire_due(self, now_ms: int) -> None:
-        for waiter_id, errors in self.purgatory.expire(now_ms).items():
+    def resolve_expired(self, completed: Mapping[int, Mapping[TopicPartition, Errors]]) -> None:
+        """The produces ``ReplicaManager.tick`` expired: REQUEST_TIMED_OUT, never an ack."""
+        for waiter_id, errors in completed.items():
             self._answer(waiter_id, errors)
 
     def close(self) -> None:

@@ -158,7 +158,6 @@ class ReplicationSimulation:
                 tenure = Tenure(key, broker.broker_id, broker.incarnation,
                                 partition.leader_epoch)
                 checker.check_leader(tenure, broker.disk.log(key), legitimate=legitimate)
-            broker.complete_produces()
         checker.check_acks()
 
     # ------------------------------------------------------------------ BrokerEnv

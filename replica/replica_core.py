@@ -1,0 +1,192 @@
+"""Every partition a broker hosts, as one synchronous, clock-free core (the replica-wide half of
+Kafka's ``ReplicaManager``; each partition's own decisions are ``replica.partition_core``).
+
+Theory of operation
+-------------------
+Modelled on etcd-io/raft's ``RawNode``: inputs come in with the time, a ``Ready``-like value
+comes out, and the shell (``broker.replica_manager.ReplicaManager``) carries it out in the one
+order written here, then asks ``next_deadline_ms`` when to call ``tick`` again (one timer, as
+``coordinator.group.shell`` keeps one for ``GroupManager.next_deadline_ms``).
+
+Metadata: ``apply_metadata(changes, image, hosted)`` turns ``local_changes(delta, broker_id)``
+into a ``MetadataReady`` in Kafka's order (``ReplicaManager.applyDelta``), which the shell
+carries out step by step:
+
+1. ``deletes``: remove their fetchers, stop the partitions (their waiters answer), delete their
+   logs;
+2. ``leaders``: remove their fetchers, open or create each log (a ``replaces_log`` transition
+   deletes the old log first: the topic was deleted and re-created under the same name while
+   this broker was away), then ``make_leader`` (persist the epoch, apply, answer);
+3. ``followers``: open or create each log, ``make_follower``; the partitions whose leader epoch
+   moved go to ``fetcher_handoff`` with their log end offsets, whose answer is carried out last:
+   remove their old fetchers (one may fetch with a fenced epoch), then add the new ones starting
+   at the log end (Kafka's ``InitialFetchState``; without a leader nobody is fetched from).
+
+Time: ``tick(now_ms)`` (monotonic milliseconds, passed in) says what is due — the ISR expiration
+(Kafka's isr-expiration task: every ``replica.lag.time.max.ms`` / 2 every led partition drops
+followers that stayed behind), and the waiting fetches and acks=all produces whose deadline
+passed (``replica.fetch_waiters``, ``replica.produce_waiters``, held here so one deadline covers
+them all). ``next_deadline_ms`` is the earliest of those deadlines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges, PartitionInfo
+from metadata.records import NO_LEADER, BrokerEndpoint
+from protocol.errors import Errors
+from replica.data_path import InitialFetchState
+from replica.fetch_waiters import FetchPurgatory
+from replica.partition_core import REPLICA_LAG_TIME_MAX_MS
+from replica.partition_state import LeaderAndIsr
+from replica.produce_waiters import ProducePurgatory
+from storage.topic_partition import TopicPartition
+
+
+class PartitionTransition(NamedTuple):
+    """One partition to lead or follow, as the new image has it."""
+
+    topic_partition: TopicPartition
+    topic_id: str
+    leader_and_isr: LeaderAndIsr
+    # The hosted partition belongs to another topic id: delete its log before opening one.
+    replaces_log: bool = False
+    # Followers: the leader's inter-broker endpoint (None: no leader, or not in the image).
+    leader_endpoint: BrokerEndpoint | None = None
+
+
+class MetadataReady(NamedTuple):
+    """What one metadata change calls for, in the order it is carried out (module docstring)."""
+
+    deletes: tuple[TopicPartition, ...] = ()
+    leaders: tuple[PartitionTransition, ...] = ()
+    followers: tuple[PartitionTransition, ...] = ()
+
+
+class FetcherHandoff(NamedTuple):
+    """The fetcher changes after followers moved: removals first, then additions."""
+
+    removals: tuple[TopicPartition, ...] = ()
+    additions: Mapping[TopicPartition, InitialFetchState] = {}
+
+
+class TickReady(NamedTuple):
+    """What is due at one ``tick``: the shell shrinks ISRs, then answers the expired waiters."""
+
+    shrink_isr: bool = False
+    # Waiting fetches whose deadline passed (removed from the purgatory).
+    expired_fetches: tuple[int, ...] = ()
+    # Waiting produces whose deadline passed (removed), with their errors.
+    expired_produces: Mapping[int, Mapping[TopicPartition, Errors]] = {}
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.shrink_isr or self.expired_fetches or self.expired_produces)
+
+
+class ReplicaCore:
+    def __init__(
+        self,
+        broker_id: int,
+        *,
+        now_ms: int,
+        replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        inter_broker_listener_name: str = "PLAINTEXT",
+        fetch_waiters: FetchPurgatory | None = None,
+        produce_waiters: ProducePurgatory | None = None,
+    ) -> None:
+        assert replica_lag_time_max_ms > 1, "the ISR expiration needs a positive interval"
+        self.broker_id = broker_id
+        self.inter_broker_listener_name = inter_broker_listener_name
+        self.isr_expiration_interval_ms = replica_lag_time_max_ms // 2
+        # (``is None``: an empty purgatory is falsy, having a length)
+        self.fetch_waiters = FetchPurgatory() if fetch_waiters is None else fetch_waiters
+        self.produce_waiters = ProducePurgatory() if produce_waiters is None else produce_waiters
+        self.image = MetadataImage.EMPTY
+        # Invariant: the ISR expiration is always scheduled (Kafka runs it from start-up on).
+        self._next_isr_expiration_ms = now_ms + self.isr_expiration_interval_ms
+
+    # ------------------------------------------------------------------ metadata
+
+    def apply_metadata(
+        self,
+        changes: LocalReplicaChanges,
+        image: MetadataImage,
+        hosted: Mapping[TopicPartition, str],
+    ) -> MetadataReady:
+        """The steps of one metadata change; ``hosted`` maps each hosted partition to its
+        topic id (a different one in the change means the old log goes first)."""
+        self.image = image
+
+        def transition(
+            topic_partition: TopicPartition, info: PartitionInfo, *, follower: bool
+        ) -> PartitionTransition:
+            old_topic_id = hosted.get(topic_partition)
+            return PartitionTransition(
+                topic_partition,
+                info.topic_id,
+                LeaderAndIsr.from_registration(info.partition),
+                replaces_log=old_topic_id is not None and old_topic_id != info.topic_id,
+                leader_endpoint=self.leader_endpoint(info.leader) if follower else None,
+            )
+
+        leaders, followers = changes.leaders, changes.followers
+        return MetadataReady(
+            deletes=tuple(sorted(changes.deletes)),
+            leaders=tuple(transition(tp, leaders[tp], follower=False) for tp in sorted(leaders)),
+            followers=tuple(
+                transition(tp, followers[tp], follower=True) for tp in sorted(followers)
+            ),
+        )
+
+    def leader_endpoint(self, leader_id: int) -> BrokerEndpoint | None:
+        if leader_id == NO_LEADER:
+            return None
+        broker = self.image.cluster.broker(leader_id)
+        return None if broker is None else broker.endpoint(self.inter_broker_listener_name)
+
+    def fetcher_handoff(
+        self, restarted: Iterable[tuple[PartitionTransition, int]]
+    ) -> FetcherHandoff:
+        """Followers whose leader epoch moved, with their log end offsets: Kafka restarts the
+        fetcher whenever the leader epoch moved, even for the same leader, and fetches from the
+        log end; a partition without a leader is only removed."""
+        removals, additions = [], {}
+        for follower, log_end_offset in restarted:
+            removals.append(follower.topic_partition)
+            change = follower.leader_and_isr
+            if change.leader == NO_LEADER:
+                continue
+            additions[follower.topic_partition] = InitialFetchState(
+                topic_id=follower.topic_id,
+                leader_id=change.leader,
+                leader_endpoint=follower.leader_endpoint,
+                current_leader_epoch=change.leader_epoch,
+                init_offset=log_end_offset,
+            )
+        return FetcherHandoff(tuple(removals), additions)
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self, now_ms: int) -> TickReady:
+        """What is due at ``now_ms`` (monotonic); the expired waiters leave their purgatories."""
+        shrink_isr = now_ms >= self._next_isr_expiration_ms
+        if shrink_isr:
+            self._next_isr_expiration_ms = now_ms + self.isr_expiration_interval_ms
+        return TickReady(
+            shrink_isr=shrink_isr,
+            expired_fetches=tuple(self.fetch_waiters.expire(now_ms)),
+            expired_produces=self.produce_waiters.expire(now_ms),
+        )
+
+    def next_deadline_ms(self) -> int:
+        """When ``tick`` next has something to do."""
+        deadlines = [
+            self._next_isr_expiration_ms,
+            self.fetch_waiters.next_deadline_ms(),
+            self.produce_waiters.next_deadline_ms(),
+        ]
+        return min(deadline for deadline in deadlines if deadline is not None)

@@ -1,0 +1,169 @@
+"""ReplicaCore: a metadata change becomes its steps in Kafka's ``applyDelta`` order, the fetcher
+hand-off starts at the log end, and ``tick`` / ``next_deadline_ms`` schedule the isr-expiration
+task (every replica.lag.time.max.ms / 2) and the waiters' deadlines — no clock, no I/O."""
+
+from __future__ import annotations
+
+from metadata.delta import MetadataDelta
+from metadata.image import MetadataImage
+from metadata.local_changes import LocalReplicaChanges, local_changes
+from metadata.records import (
+    NO_LEADER,
+    MetadataRecord,
+    PartitionChangeRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from protocol.errors import Errors
+from replica.data_path import InitialFetchState
+from replica.partition_state import FetchIsolation, LeaderAndIsr
+from replica.replica_core import PartitionTransition, ReplicaCore, TickReady
+from storage.topic_partition import TopicPartition
+from tests.broker.replica_harness import (
+    LOCAL,
+    OTHER,
+    PETS0,
+    PETS1,
+    PETS_ID,
+    broker,
+    endpoint,
+    partition_record,
+)
+
+LAG_MS = 30_000
+START_MS = 50_000
+
+
+class Metadata:
+    """The image as the loader builds it, and the local changes of each step."""
+
+    def __init__(self) -> None:
+        self.image = MetadataImage.EMPTY
+
+    def publish(self, *records: MetadataRecord) -> LocalReplicaChanges:
+        delta = MetadataDelta(self.image)
+        for record in records:
+            delta.replay(record)
+        self.image = delta.apply()
+        return local_changes(delta, LOCAL)
+
+
+def pets(leader0: int, leader1: int) -> tuple[MetadataRecord, ...]:
+    return (
+        TopicRecord(name="pets", topic_id=PETS_ID),
+        partition_record(PETS_ID, 0, (leader0, 3 - leader0), leader=leader0),
+        partition_record(PETS_ID, 1, (leader1, 3 - leader1), leader=leader1),
+    )
+
+
+def registered(leader: int, follower: int) -> LeaderAndIsr:
+    return LeaderAndIsr(
+        leader=leader,
+        leader_epoch=0,
+        partition_epoch=0,
+        replicas=(leader, follower),
+        isr=(leader, follower),
+    )
+
+
+def test_leaders_and_followers_come_sorted_with_their_leader_and_isr() -> None:
+    metadata, core = Metadata(), ReplicaCore(LOCAL, now_ms=START_MS)
+    changes = metadata.publish(broker(LOCAL), broker(OTHER), *pets(LOCAL, OTHER))
+    ready = core.apply_metadata(changes, metadata.image, hosted={})
+    assert ready.deletes == ()
+    assert ready.leaders == (PartitionTransition(PETS0, PETS_ID, registered(LOCAL, OTHER)),)
+    assert ready.followers == (
+        PartitionTransition(
+            PETS1, PETS_ID, registered(OTHER, LOCAL), leader_endpoint=endpoint(OTHER)
+        ),
+    )
+    assert core.image is metadata.image
+
+
+def test_a_deleted_topic_is_a_delete_step() -> None:
+    metadata, core = Metadata(), ReplicaCore(LOCAL, now_ms=START_MS)
+    metadata.publish(broker(LOCAL), broker(OTHER), *pets(LOCAL, OTHER))
+    changes = metadata.publish(RemoveTopicRecord(topic_id=PETS_ID))
+    ready = core.apply_metadata(changes, metadata.image, hosted={PETS0: PETS_ID, PETS1: PETS_ID})
+    assert ready.deletes == (PETS0, PETS1)
+    assert ready.leaders == ready.followers == ()
+
+
+def test_a_hosted_partition_of_another_topic_id_replaces_its_log() -> None:
+    metadata, core = Metadata(), ReplicaCore(LOCAL, now_ms=START_MS)
+    changes = metadata.publish(broker(LOCAL), broker(OTHER), *pets(LOCAL, OTHER))
+    ready = core.apply_metadata(changes, metadata.image, hosted={PETS0: "old-id", PETS1: PETS_ID})
+    assert [leader.replaces_log for leader in ready.leaders] == [True]
+    assert [follower.replaces_log for follower in ready.followers] == [False]
+
+
+def test_a_follower_without_a_leader_has_no_endpoint_and_is_only_removed_from_fetching() -> None:
+    metadata, core = Metadata(), ReplicaCore(LOCAL, now_ms=START_MS)
+    metadata.publish(broker(LOCAL), broker(OTHER), *pets(OTHER, OTHER))
+    changes = metadata.publish(
+        PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=NO_LEADER)
+    )
+    [follower] = core.apply_metadata(changes, metadata.image, hosted={}).followers
+    assert follower.leader_endpoint is None
+    handoff = core.fetcher_handoff([(follower, 7)])
+    assert handoff.removals == (PETS0,) and dict(handoff.additions) == {}
+
+
+def test_the_fetcher_hand_off_starts_at_the_log_end_with_the_new_epoch() -> None:
+    metadata, core = Metadata(), ReplicaCore(LOCAL, now_ms=START_MS)
+    changes = metadata.publish(broker(LOCAL), broker(OTHER), *pets(LOCAL, OTHER))
+    [follower] = core.apply_metadata(changes, metadata.image, hosted={}).followers
+    handoff = core.fetcher_handoff([(follower, 42)])
+    assert handoff.removals == (PETS1,)
+    assert dict(handoff.additions) == {
+        PETS1: InitialFetchState(
+            topic_id=PETS_ID,
+            leader_id=OTHER,
+            leader_endpoint=endpoint(OTHER),
+            current_leader_epoch=0,
+            init_offset=42,
+        )
+    }
+
+
+def test_the_isr_expiration_is_due_every_half_replica_lag_time() -> None:
+    core = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
+    assert core.next_deadline_ms() == START_MS + LAG_MS // 2
+    assert core.tick(START_MS + LAG_MS // 2 - 1) == TickReady()
+    assert core.tick(START_MS + LAG_MS // 2).shrink_isr
+    assert core.next_deadline_ms() == START_MS + LAG_MS
+    # A late tick (a paused process) schedules the next run an interval after it ran.
+    assert core.tick(START_MS + LAG_MS + 100).shrink_isr
+    assert core.next_deadline_ms() == START_MS + LAG_MS + 100 + LAG_MS // 2
+    assert not core.tick(START_MS + LAG_MS + 101).shrink_isr
+
+
+def test_waiters_expire_at_their_deadlines_which_lead_the_next_deadline() -> None:
+    core = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
+    fetch = core.fetch_waiters.try_watch(
+        [PETS0],
+        min_bytes=1,
+        accumulated_bytes=0,
+        deadline_ms=START_MS + 500,
+        isolation=FetchIsolation.HIGH_WATERMARK,
+    )
+    produce = core.produce_waiters.try_watch({PETS1: 3}, START_MS + 700)
+    assert fetch is not None and produce is not None
+    assert core.next_deadline_ms() == START_MS + 500
+    assert core.tick(START_MS + 499).is_empty
+    assert core.tick(START_MS + 500) == TickReady(expired_fetches=(fetch,))
+    assert core.next_deadline_ms() == START_MS + 700
+    assert core.tick(START_MS + 700) == TickReady(
+        expired_produces={produce: {PETS1: Errors.REQUEST_TIMED_OUT}}
+    )
+    assert core.next_deadline_ms() == START_MS + LAG_MS // 2
+    assert len(core.fetch_waiters) == len(core.produce_waiters) == 0
+
+
+def test_leaders_never_carry_an_endpoint() -> None:
+    metadata, core = Metadata(), ReplicaCore(LOCAL, now_ms=START_MS)
+    changes = metadata.publish(broker(LOCAL), broker(OTHER), *pets(LOCAL, LOCAL))
+    ready = core.apply_metadata(changes, metadata.image, hosted={})
+    assert [leader.topic_partition for leader in ready.leaders] == [PETS0, PETS1]
+    assert all(leader.leader_endpoint is None for leader in ready.leaders)
+    assert TopicPartition("pets", 2) not in {leader.topic_partition for leader in ready.leaders}
