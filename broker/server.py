@@ -49,19 +49,18 @@ from broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, Partition
 from broker.kafka_apis import KafkaApis
 from broker.lifecycle import BrokerLifecycle, BrokerState
 from broker.metadata_loader import MetadataLoader
+from broker.metadata_publisher import BrokerMetadataPublisher
 from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
 from broker.purgatory import DeadlineTimer, monotonic_ms
 from broker.replica_manager import ReplicaManager
-from broker.topic_configs import changed_topic_configs
 from coordinator.group.rebalance import GroupConfig
 from coordinator.group.shell import GroupCoordinatorShell
 from fetcher import FetcherConfig, ReplicaFetcherManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from protocol.segments import Segments
 from storage.log_manager import LogManager, LogManagerSettings
@@ -119,6 +118,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.group_coordinator: GroupCoordinatorShell | None = None
+        self.publisher: BrokerMetadataPublisher | None = None
         self.alter_partition = AlterPartitionManager(self.client, broker_id=config.node_id,
                                                      broker_epoch=self._broker_epoch)
         self.heartbeats: BrokerLifecycleManager | None = None
@@ -212,6 +212,10 @@ class BrokerServer:
         offline_storage.on_all_log_dirs_offline = self._all_log_dirs_offline.set
         self.group_coordinator = GroupCoordinatorShell(self.replica_manager,
                                                        group_config(self.config))
+        # The group coordinator loads / unloads __consumer_offsets groups after the replicas.
+        self.publisher = BrokerMetadataPublisher(
+            self.config.node_id, self.replica_manager, wall_clock_ms=wall_clock_ms,
+            listeners=(self.group_coordinator.on_metadata,))
         self.kafka_apis.register_all(broker_handlers(BrokerServices(
             broker_id=self.config.node_id, cluster_id=self.cluster_id,
             replica_manager=self.replica_manager, metadata=lambda: self.loader.image,
@@ -317,29 +321,15 @@ class BrokerServer:
         return await self.kafka_apis.dispatch(context, memoryview(body))
 
     def _install_publisher(self) -> None:
-        """Hand the image to ReplicaManager from now on, starting with all of it.
-
-        Only now, as Kafka's BrokerServer installs its metadata publishers after the initial
-        catch-up: the controller has registered this incarnation, in the same batch that took
-        the previous incarnation's leaderships away, so the broker never acts on an image that
-        still shows it leading from before a crash. The first, complete image also names the
-        stray logs to delete (topics deleted or moved away while the broker was down).
-        """
-        assert self.replica_manager is not None
-        image = self.loader.image
-        self.replica_manager.delete_stray_logs(image)
-        self._on_metadata(MetadataDelta.between(MetadataImage.EMPTY, image), image)
+        """Hand the image to the replica layer from now on, starting with all of it
+        (``broker.metadata_publisher``: only after the initial catch-up, as Kafka does)."""
+        assert self.publisher is not None
+        self.publisher.install(self.loader.image)
         self.loader.add_listener(self._on_metadata)
 
     def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        assert self.replica_manager is not None
-        changes = local_changes(delta, self.config.node_id)
-        self.replica_manager.apply_delta(changes, image, wall_clock_ms())
-        # After the partitions, as Kafka's BrokerMetadataPublisher runs its
-        # DynamicConfigPublisher after ReplicaManager.applyDelta.
-        self.replica_manager.update_topic_configs(changed_topic_configs(delta, image), image)
-        if self.group_coordinator is not None:  # loads / unloads __consumer_offsets groups
-            self.group_coordinator.on_metadata(changes, image)
+        assert self.publisher is not None
+        self.publisher.publish(delta, image)
 
     async def _wait_until_running(self, heartbeats: BrokerLifecycleManager) -> None:
         await self._first_of(heartbeats.caught_up.wait())

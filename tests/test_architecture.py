@@ -41,7 +41,7 @@ PURE_CORES = [
     "quorum/controller.py", "quorum/managers",
     "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py",
     "replica",
-    "broker/connection_quotas.py",
+    "broker/connection_quotas.py", "broker/lifecycle.py", "broker/lifecycle_core.py",
     "coordinator/group/state.py", "coordinator/group/rebalance.py",
     "coordinator/group/manager.py", "coordinator/group/coordinator.py",
     "coordinator/group/offsets.py", "coordinator/group/records.py", "coordinator/group/effects.py",

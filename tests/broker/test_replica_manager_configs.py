@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
+from broker.metadata_publisher import BrokerMetadataPublisher
 from broker.replica_manager import RecordedFetcherManager, ReplicaManager
 from broker.server import BrokerServer
 from broker.topic_configs import changed_topic_configs
@@ -278,6 +279,10 @@ def test_the_broker_applies_the_file_default_and_topic_config_changes(tmp_path: 
     server.replica_manager = ReplicaManager(
         broker_id=LOCAL, log_manager=log_manager, fetcher_manager=RecordedFetcherManager()
     )
+    server.publisher = BrokerMetadataPublisher(
+        LOCAL, server.replica_manager, wall_clock_ms=lambda: NOW_MS
+    )
+    server._install_publisher()  # caught up with an empty metadata log
     delta = replay(MetadataImage.EMPTY, hosted_topics())
     image = delta.apply()
     server._on_metadata(delta, image)  # the MetadataLoader listener

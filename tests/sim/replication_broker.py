@@ -1,16 +1,18 @@
 """One broker process of the replication sim: lifecycle, metadata, partitions, produce.
 
 A ``SimBroker`` is one incarnation (process start) of a broker id; its ``BrokerDisk`` outlives
-it. It does what ``broker.server.BrokerServer`` does, on simulated time, around the shipped
-``broker.replica_manager.ReplicaManager`` (its disk, fetcher threads and produce futures replaced
-by the I/O doubles of ``replication_doubles``):
+it. It is transport: it carries the inputs and outputs of the shipped cores and shells that
+``broker.server.BrokerServer`` composes, on simulated time, with the disk, fetcher threads and
+produce futures replaced by the I/O doubles of ``replication_doubles``:
 
-* registers with a fresh incarnation id and heartbeats (``broker.heartbeat.heartbeat_decision``
-  drives the ``broker.lifecycle`` states), asking to stay fenced until it serves;
-* long-polls the metadata log and replays it into a ``MetadataDelta``; once a heartbeat says it
-  caught up with its own registration (RECOVERY) it publishes the whole image and from then on
-  every new batch: ``ReplicaManager.apply_delta(local_changes(...))`` (leaders, followers, and
-  their hand-off to the shipped ``ReplicaFetcher``s);
+* the shipped ``broker.lifecycle_core.LifecycleCore`` decides registration (a fresh incarnation
+  id), heartbeats (asking to stay fenced until it serves), when to publish metadata and the
+  controlled shutdown; the sim sends what it asks over the simulated network, drops answers that
+  a newer request overtook, and schedules the next request after the delay it returns;
+* long-polls the metadata log and replays it into a ``MetadataDelta`` (the loader's transport);
+  the shipped ``broker.metadata_publisher.BrokerMetadataPublisher`` applies the whole image when
+  the lifecycle core says so and from then on every new batch (``ReplicaManager.apply_delta``:
+  leaders, followers, and their hand-off to the shipped ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
   ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
 * keeps ``ReplicaManager``'s one timer (``SimTimer``) at its core's next deadline, so the ISR
@@ -30,15 +32,15 @@ from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 
-from broker.controller_client import HeartbeatReply
 from broker.delayed_produce import DelayedProduces
-from broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
-from broker.lifecycle import BrokerLifecycle, BrokerState
+from broker.lifecycle import BrokerLifecycle
+from broker.lifecycle_core import LifecycleCore, LifecycleStep, RegistrationRequest
+from broker.metadata_publisher import BrokerMetadataPublisher
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
+from metadata.local_changes import LocalReplicaChanges
 from metadata.records import MetadataRecord, uuid_to_kafka_string
 from protocol.errors import Errors
 from quorum.controller import (
@@ -110,19 +112,17 @@ class SimBroker:
         self.broker_id = broker_id
         self.incarnation = incarnation
         self.disk = disk
-        self.lifecycle = BrokerLifecycle()
-        self.lifecycle.become(BrokerState.STARTING)
-        self.broker_epoch = -1
+        settings = env.settings
+        self.core = LifecycleCore(broker_id, incarnation_id(broker_id, incarnation),
+                                  heartbeat_interval_ms=settings.broker_heartbeat_interval_ms)
+        self.core.start()
         # The metadata read so far (published to ReplicaManager once serving).
         self.loaded = MetadataImage.EMPTY
-        self.serving = False
         self.alter_partitions = SimAlterPartitionManager(self)
         self.fetcher_manager = SimFetcherManager(self)
         self.delayed_produces = SimDelayedProduces(env.checker)
         self._heartbeat = 0
-        self._had_shutdown_reply = False
         self._metadata_poll = 0
-        settings = env.settings
         self.replica_manager = ReplicaManager(
             broker_id=broker_id,
             log_manager=cast(LogManager, SimLogManager(disk)),
@@ -134,6 +134,8 @@ class SimBroker:
             monotonic_ms=lambda: self.env.now_ms,
             timer=lambda on_due: SimTimer(self, on_due),
         )
+        self.publisher = BrokerMetadataPublisher(broker_id, self.replica_manager,
+                                                 wall_clock_ms=lambda: self.env.now_ms)
         self.schedule(0, "heartbeat", self._heartbeat_now)
         self.schedule(0, "metadata poll", self._poll_metadata)
         self._flush_interval_ms = env.rng.randint(200, 4000)
@@ -145,6 +147,19 @@ class SimBroker:
     def __repr__(self) -> str:
         return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
                 f"epoch {self.broker_epoch}, metadata {self.loaded.offset})")
+
+    @property
+    def lifecycle(self) -> BrokerLifecycle:
+        return self.core.lifecycle
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.core.broker_epoch
+
+    @property
+    def serving(self) -> bool:
+        """Metadata published and requests served (``BrokerServer``'s ``_serving``)."""
+        return self.publisher.installed
 
     @property
     def partitions(self) -> dict[PartitionKey, Partition]:
@@ -166,22 +181,22 @@ class SimBroker:
     # ------------------------------------------------------------------ lifecycle
 
     def _heartbeat_now(self) -> None:
-        """Register, or heartbeat; a lost request or answer is retried after the interval."""
+        """Send what the lifecycle core asks (registration or heartbeat); a lost request or
+        answer is retried after the interval."""
         self._heartbeat += 1
         number = self._heartbeat
-        if self.broker_epoch < 0:
+        request = self.core.request(self.loaded.offset)
+        if isinstance(request, RegistrationRequest):
             self.call_controller(
                 "BrokerRegistration",
-                BrokerRegistrationRequest(self.broker_id,
-                                          incarnation_id(self.broker_id, self.incarnation)),
+                BrokerRegistrationRequest(request.broker_id, request.incarnation_id),
                 lambda answer: self._on_registration(number, answer))
         else:
             self.call_controller(
                 "BrokerHeartbeat",
                 BrokerHeartbeatRequest(
-                    self.broker_id, self.broker_epoch, self.loaded.offset,
-                    want_fence=not self.serving,
-                    want_shut_down=self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN),
+                    request.broker_id, request.broker_epoch, request.current_metadata_offset,
+                    want_fence=request.want_fence, want_shut_down=request.want_shut_down),
                 lambda answer: self._on_heartbeat(number, answer))
         self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, number)
 
@@ -195,46 +210,38 @@ class SimBroker:
         if number != self._heartbeat:
             return
         self._heartbeat += 1
-        if answer.error.is_success():
-            self.broker_epoch = answer.broker_epoch
-            self._next_heartbeat(STARTING_HEARTBEAT_DELAY_MS, self._heartbeat)
-        else:  # DUPLICATE_BROKER_REGISTRATION while the last incarnation's session lives
+        if not answer.error.is_success():  # DUPLICATE_BROKER_REGISTRATION while it lives
             self.env.checker.stats[f"registrations refused ({answer.error.error.name})"] += 1
-            self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, self._heartbeat)
+        step = self.core.on_registration(
+            answer.broker_epoch if answer.error.is_success() else None)
+        self._next_heartbeat(step.next_request_ms, self._heartbeat)
 
     def _on_heartbeat(self, number: int, answer: BrokerHeartbeatResponse) -> None:
         if number != self._heartbeat:
             return
         self._heartbeat += 1
-        interval_ms = self.env.settings.broker_heartbeat_interval_ms
-        if answer.error.is_failure():
-            self._next_heartbeat(interval_ms, self._heartbeat)
-            return
-        state = self.lifecycle.state
-        reply = HeartbeatReply(is_caught_up=answer.is_caught_up, is_fenced=answer.is_fenced,
-                               in_controlled_shutdown=answer.in_controlled_shutdown,
-                               should_shut_down=answer.should_shut_down)
-        decision = heartbeat_decision(state, reply, interval_ms, self._had_shutdown_reply)
-        if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            self._had_shutdown_reply = True
-        if decision.target is not None:
-            self.lifecycle.become(decision.target)
-        if decision.target is BrokerState.RECOVERY:
+        step = self.core.on_heartbeat(None if answer.error.is_failure() else answer)
+        self._carry_out(step)
+
+    def _carry_out(self, step: LifecycleStep) -> None:
+        """What ``BrokerServer`` does with a lifecycle step, on simulated time."""
+        if step.install_publisher:
             self._install_publisher()
-        if decision.target is BrokerState.SHUTTING_DOWN:
+            self.core.set_ready_to_unfence()
+        if step.shutdown_allowed:
             self.env.on_clean_shutdown(self)
             return
-        self._next_heartbeat(decision.next_heartbeat_ms, self._heartbeat)
+        self._next_heartbeat(step.next_request_ms, self._heartbeat)
 
     def begin_controlled_shutdown(self) -> None:
         """SIGTERM: a controlled shutdown from RUNNING, else stop at once."""
-        if not self.lifecycle.maybe_begin_shutdown():
+        if self.core.done:
             return
-        if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
+        if self.core.begin_shutdown():
+            self._heartbeat += 1
+            self._heartbeat_now()
+        elif self.core.done:  # it led nothing yet: no controller round trip
             self.env.on_clean_shutdown(self)
-            return
-        self._heartbeat += 1
-        self._heartbeat_now()
 
     def close(self) -> None:
         """Clean shutdown's storage half: flush every log, checkpoint high watermarks."""
@@ -263,7 +270,7 @@ class SimBroker:
             for offset, record in new:
                 delta.replay(record, offset, 1)
             self.loaded = delta.apply()
-            if self.serving:
+            if self.publisher.installed:
                 self._publish(delta, self.loaded)
         self._metadata_poll += 1
         number = self._metadata_poll
@@ -276,16 +283,17 @@ class SimBroker:
 
     def _install_publisher(self) -> None:
         """``BrokerServer._install_publisher``: the whole image first, then every batch."""
-        self.serving = True
-        self._publish(MetadataDelta.between(MetadataImage.EMPTY, self.loaded), self.loaded)
+        self._observe_leaders(lambda: self.publisher.install(self.loaded))
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        """``BrokerServer``'s publisher: ``ReplicaManager.apply_delta`` (the sim never deletes
-        topics); each new leader epoch taken here is reported to the checker."""
-        changes = local_changes(delta, self.broker_id)
-        assert not changes.deletes, f"unexpected deletes {changes.deletes}"
+        self._observe_leaders(lambda: self.publisher.publish(delta, image))
+
+    def _observe_leaders(self, publish: Callable[[], LocalReplicaChanges]) -> None:
+        """Run ``publish`` and report each leader epoch it took to the checker (the sim never
+        deletes topics)."""
         before = {key: p.leader_epoch for key, p in self.partitions.items()}
-        self.replica_manager.apply_delta(changes, image, self.env.now_ms)
+        changes = publish()
+        assert not changes.deletes, f"unexpected deletes {changes.deletes}"
         for key in sorted(changes.leaders):
             partition = self.partitions.get((key.topic, key.partition))
             if partition is None or not partition.is_leader:
