@@ -44,6 +44,7 @@ Storage failures (offline partitions, failed log dirs): ``broker.offline_storage
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
 
@@ -358,20 +359,20 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
 
-    async def append_records(
+    def start_append_records(
         self,
         entries: Mapping[TopicPartition, bytearray | memoryview | None],
         *,
         required_acks: int,
         timeout_ms: int,
         now_ms: int,
+        response_callback: Callable[[dict[TopicPartition, AppendResult]], None],
         internal_topics_allowed: bool = False,
-    ) -> dict[TopicPartition, AppendResult]:
-        """Append, then for acks=-1 wait for the ISR (Kafka ``appendRecords``).
-
-        The appends happen before the first ``await``, so requests on one connection append
-        in order.
-        """
+    ) -> int | None:
+        """Kafka's ``appendRecords`` with its ``responseCallback``: append, then answer at once
+        (acks 0/1, nothing appended, or the ISR already has it) or, for acks=-1, once the ISR
+        has every appended batch or ``timeout_ms`` passed. Returns the waiter's id while the
+        answer waits (``DelayedProduces.forget`` drops it), else None (already answered)."""
         results = self.append_to_local_log(
             entries,
             required_acks=required_acks,
@@ -385,14 +386,58 @@ class ReplicaManager:
         }
         # Kafka delayedProduceRequestRequired: acks=-1 and at least one partition appended.
         if required_acks != -1 or not required_offsets:
-            return results
-        errors = await self.delayed_produces.wait(
-            required_offsets, timeout_ms=timeout_ms, checker=self.check_enough_replicas
+            response_callback(results)
+            return None
+
+        def answer(errors: Mapping[TopicPartition, Errors]) -> None:
+            for topic_partition, error in errors.items():
+                if error is not Errors.NONE:
+                    results[topic_partition] = attrs.evolve(results[topic_partition], error=error)
+            response_callback(results)
+
+        watch = self.delayed_produces.watch(
+            required_offsets,
+            timeout_ms=timeout_ms,
+            checker=self.check_enough_replicas,
+            on_done=answer,
         )
-        for topic_partition, error in errors.items():
-            if error is not Errors.NONE:
-                results[topic_partition] = attrs.evolve(results[topic_partition], error=error)
-        return results
+        if watch.errors is not None:
+            answer(watch.errors)
+        return watch.waiter_id
+
+    async def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytearray | memoryview | None],
+        *,
+        required_acks: int,
+        timeout_ms: int,
+        now_ms: int,
+        internal_topics_allowed: bool = False,
+    ) -> dict[TopicPartition, AppendResult]:
+        """``start_append_records`` awaited. The appends happen before the first ``await``, so
+        requests on one connection append in order."""
+        future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        def respond(results: dict[TopicPartition, AppendResult]) -> None:
+            if not future.done():
+                future.set_result(results)
+
+        waiter_id = self.start_append_records(
+            entries,
+            required_acks=required_acks,
+            timeout_ms=timeout_ms,
+            now_ms=now_ms,
+            response_callback=respond,
+            internal_topics_allowed=internal_topics_allowed,
+        )
+        if waiter_id is None:
+            return future.result()
+        try:
+            return await future
+        finally:
+            self.delayed_produces.forget(waiter_id)  # a no-op once answered
 
     def append_to_local_log(
         self,

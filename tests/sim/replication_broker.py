@@ -19,15 +19,16 @@ produce futures replaced by the I/O doubles of ``replication_doubles``:
   expiration (every replica.lag.time.max.ms / 2) and the produces' deadlines come from
   ``ReplicaManager.tick``; flushes logs on a seeded schedule (the page cache's writeback) and
   writes the high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
-* takes acks=all produce requests through ``ReplicaManager.append_to_local_log`` and waits for
-  them in the shipped ``ProducePurgatory`` (``SimDelayedProduces``), which ``ReplicaManager``
-  re-checks on every high-watermark move; an ack counts when the broker decides it.
+* takes acks=all produce requests through ``ReplicaManager.start_append_records`` (Kafka's
+  ``appendRecords`` with its response callback), which waits for them in the shipped
+  ``DelayedProduces`` and re-checks them on every high-watermark move; an ack counts when the
+  broker decides it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
 import attrs
@@ -49,12 +50,11 @@ from quorum.controller import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from replica.data_path import UNKNOWN_OFFSET, AppendResult
 from storage.log_manager import LogManager
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_doubles import (
-    PendingProduce,
-    SimDelayedProduces,
     SimFetcherManager,
     SimLogManager,
     SimTimer,
@@ -120,14 +120,14 @@ class SimBroker:
         self.loaded = MetadataImage.EMPTY
         self.alter_partitions = SimAlterPartitionManager(self)
         self.fetcher_manager = SimFetcherManager(self)
-        self.delayed_produces = SimDelayedProduces(env.checker)
+        self.delayed_produces = DelayedProduces(clock_ms=lambda: self.env.now_ms)
         self._heartbeat = 0
         self._metadata_poll = 0
         self.replica_manager = ReplicaManager(
             broker_id=broker_id,
             log_manager=cast(LogManager, SimLogManager(disk)),
             fetcher_manager=self.fetcher_manager,
-            delayed_produces=cast(DelayedProduces, self.delayed_produces),
+            delayed_produces=self.delayed_produces,
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
@@ -318,17 +318,39 @@ class SimBroker:
     # ------------------------------------------------------------------ produce
 
     def handle_produce(self, key: PartitionKey, values: tuple[str, ...]) -> None:
-        """An acks=all produce: ``ReplicaManager.append_to_local_log``, then wait as
-        ``ReplicaManager.append_records`` does."""
+        """An acks=all produce through ``ReplicaManager.start_append_records``; the checker
+        hears of the batch the leader wrote and, when the broker answers with no error, of
+        the acknowledgement."""
         if not self.serving:
             return  # NOT_LEADER_OR_FOLLOWER until the metadata is published
-        topic_partition, now_ms = TopicPartition(*key), self.env.now_ms
-        result = self.replica_manager.append_to_local_log(
-            {topic_partition: client_batch(values)}, required_acks=-1, now_ms=now_ms
-        )[topic_partition]
-        if result.error is not Errors.NONE:
-            return  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
-        self.env.checker.on_leader_append(key, self.disk.log(key).batches[-1])
-        produce = PendingProduce(key, result.base_offset, result.last_offset + 1, values,
-                                 now_ms + self.env.settings.produce_timeout_ms)
-        self.delayed_produces.watch(produce, self.replica_manager.check_enough_replicas)
+        produce = _Produce(self, key, values)
+        waiter_id = self.replica_manager.start_append_records(
+            {produce.topic_partition: client_batch(values)}, required_acks=-1,
+            timeout_ms=self.env.settings.produce_timeout_ms, now_ms=self.env.now_ms,
+            response_callback=produce.respond)
+        if waiter_id is not None:  # appended, waiting for the ISR
+            produce.on_appended()
+
+
+class _Produce:
+    """One produce request's connection: what the broker answers reaches the checker."""
+
+    def __init__(self, broker: SimBroker, key: PartitionKey, values: tuple[str, ...]) -> None:
+        self.broker = broker
+        self.key = key
+        self.values = values
+        self.topic_partition = TopicPartition(*key)
+        self.appended = False
+
+    def on_appended(self) -> None:
+        assert not self.appended
+        self.appended = True
+        log = self.broker.disk.log(self.key)
+        self.broker.env.checker.on_leader_append(self.key, log.batches[-1])
+
+    def respond(self, results: Mapping[TopicPartition, AppendResult]) -> None:
+        result = results[self.topic_partition]
+        if not self.appended and result.base_offset != UNKNOWN_OFFSET:
+            self.on_appended()  # answered at once (acks met already, or too few replicas)
+        if result.error is Errors.NONE:
+            self.broker.env.checker.on_ack(self.key, result.base_offset, self.values)

@@ -9,9 +9,6 @@ Each class here replaces one piece of the broker's I/O, and nothing else:
 * ``SimFetcherManager`` stands where ``fetcher.ReplicaFetcherManager`` starts asyncio fetcher
   tasks: one shipped ``ReplicaFetcher`` per leader, stepped by the simulation over the simulated
   network (``replication_fetcher``).
-* ``SimDelayedProduces`` is ``broker.delayed_produce.DelayedProduces`` without asyncio: the same
-  shipped ``ProducePurgatory``, its answers recorded as acknowledgements instead of resolving
-  futures; its deadlines expire in ``ReplicaManager.tick`` like every other deadline.
 * ``SimTimer`` is ``broker.purgatory.DeadlineTimer`` on the simulated clock: the one timer
   ``ReplicaManager`` keeps armed at its core's next deadline, as a scheduled event.
 """
@@ -21,15 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from fetcher.fetcher_config import PartitionStart
-from protocol.errors import Errors
 from replica.data_path import InitialFetchState
-from replica.produce_waiters import ProducePurgatory, ReplicaChecker
 from storage.log_config import LogConfig
 from storage.topic_partition import TopicPartition
-from tests.sim.replication_checks import Checker, PartitionKey
+from tests.sim.replication_checks import PartitionKey
 from tests.sim.replication_fetcher import (
     ObservedReplicaFetcher,
     SimFetcherClock,
@@ -130,55 +123,3 @@ class SimTimer:
 
     def cancel(self) -> None:
         self._deadline_ms = None
-
-
-@attrs.frozen
-class PendingProduce:
-    key: PartitionKey
-    base_offset: int
-    required_offset: int
-    values: tuple[str, ...]
-    deadline_ms: int
-
-
-class SimDelayedProduces:
-    """``DelayedProduces`` on simulated time: an answer with no error is an acknowledgement."""
-
-    def __init__(self, checker: Checker) -> None:
-        self.purgatory = ProducePurgatory()
-        self.checker = checker
-        self.produces: dict[int, PendingProduce] = {}
-        # ReplicaManager's timer hook, as on ``DelayedProduces``.
-        self.on_deadline_moved: Callable[[], None] | None = None
-
-    def watch(self, produce: PendingProduce, checker: ReplicaChecker) -> None:
-        """``DelayedProduces.wait`` up to its first await: watch, then check once."""
-        waiter_id = self.purgatory.try_watch(
-            {TopicPartition(*produce.key): produce.required_offset}, produce.deadline_ms
-        )
-        if waiter_id is None:
-            return  # the purgatory is full: REQUEST_TIMED_OUT
-        self.produces[waiter_id] = produce
-        errors = self.purgatory.try_complete(waiter_id, checker)
-        if errors is not None:
-            self._answer(waiter_id, errors)
-        elif self.on_deadline_moved is not None:
-            self.on_deadline_moved()
-
-    def check_and_complete(self, topic_partition: TopicPartition, checker: ReplicaChecker) -> None:
-        if self.purgatory.watching(topic_partition):
-            for waiter_id, errors in self.purgatory.check(topic_partition, checker).items():
-                self._answer(waiter_id, errors)
-
-    def resolve_expired(self, completed: Mapping[int, Mapping[TopicPartition, Errors]]) -> None:
-        """The produces ``ReplicaManager.tick`` expired: REQUEST_TIMED_OUT, never an ack."""
-        for waiter_id, errors in completed.items():
-            self._answer(waiter_id, errors)
-
-    def close(self) -> None:
-        self.produces.clear()
-
-    def _answer(self, waiter_id: int, errors: Mapping[TopicPartition, Errors]) -> None:
-        produce = self.produces.pop(waiter_id)
-        if all(error is Errors.NONE for error in errors.values()):
-            self.checker.on_ack(produce.key, produce.base_offset, produce.values)
