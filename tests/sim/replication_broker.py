@@ -9,10 +9,12 @@ produce futures replaced by the I/O doubles of ``replication_doubles``:
   id), heartbeats (asking to stay fenced until it serves), when to publish metadata and the
   controlled shutdown; the sim sends what it asks over the simulated network, drops answers that
   a newer request overtook, and schedules the next request after the delay it returns;
-* long-polls the metadata log and replays it into a ``MetadataDelta`` (the loader's transport);
+* long-polls the metadata log and hands each answer to the shipped
+  ``broker.metadata_loader.MetadataLoader`` (``on_page``: replay, initial catch-up, publishing);
   the shipped ``broker.metadata_publisher.BrokerMetadataPublisher`` applies the whole image when
-  the lifecycle core says so and from then on every new batch (``ReplicaManager.apply_delta``:
-  leaders, followers, and their hand-off to the shipped ``ReplicaFetcher``s);
+  the lifecycle core says so and from then on every image the loader publishes
+  (``ReplicaManager.apply_delta``: leaders, followers, and their hand-off to the shipped
+  ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
   ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
 * keeps ``ReplicaManager``'s one timer (``SimTimer``) at its core's next deadline, so the ISR
@@ -33,16 +35,18 @@ from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 
+from broker.controller_client import RecordsPage
 from broker.delayed_produce import DelayedProduces
 from broker.lifecycle import BrokerLifecycle
 from broker.lifecycle_core import LifecycleCore, LifecycleStep, RegistrationRequest
+from broker.metadata_loader import MetadataLoader
 from broker.metadata_publisher import BrokerMetadataPublisher
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges
-from metadata.records import MetadataRecord, uuid_to_kafka_string
+from metadata.records import uuid_to_kafka_string
 from protocol.errors import Errors
 from quorum.controller import (
     BrokerHeartbeatRequest,
@@ -57,6 +61,7 @@ from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_doubles import (
     SimFetcherManager,
     SimLogManager,
+    SimMetadataSource,
     SimTimer,
     key_of,
 )
@@ -72,11 +77,6 @@ class MetadataFetch:
     """``GET /v1/metadata/records?from=``: the records from ``from_offset`` on."""
 
     from_offset: int
-
-
-@attrs.frozen
-class MetadataPage:
-    records: tuple[tuple[int, MetadataRecord], ...]
 
 
 class BrokerEnv(Protocol):
@@ -116,8 +116,8 @@ class SimBroker:
         self.core = LifecycleCore(broker_id, incarnation_id(broker_id, incarnation),
                                   heartbeat_interval_ms=settings.broker_heartbeat_interval_ms)
         self.core.start()
-        # The metadata read so far (published to ReplicaManager once serving).
-        self.loaded = MetadataImage.EMPTY
+        # Its images go to ReplicaManager once the publisher is installed.
+        self.loader = MetadataLoader(SimMetadataSource())
         self.alter_partitions = SimAlterPartitionManager(self)
         self.fetcher_manager = SimFetcherManager(self)
         self.delayed_produces = DelayedProduces(clock_ms=lambda: self.env.now_ms)
@@ -146,7 +146,7 @@ class SimBroker:
 
     def __repr__(self) -> str:
         return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
-                f"epoch {self.broker_epoch}, metadata {self.loaded.offset})")
+                f"epoch {self.broker_epoch}, metadata {self.loader.image.offset})")
 
     @property
     def lifecycle(self) -> BrokerLifecycle:
@@ -185,7 +185,7 @@ class SimBroker:
         answer is retried after the interval."""
         self._heartbeat += 1
         number = self._heartbeat
-        request = self.core.request(self.loaded.offset)
+        request = self.core.request(self.loader.image.offset)
         if isinstance(request, RegistrationRequest):
             self.call_controller(
                 "BrokerRegistration",
@@ -253,7 +253,7 @@ class SimBroker:
     def _poll_metadata(self) -> None:
         self._metadata_poll += 1
         number = self._metadata_poll
-        self.call_controller("MetadataFetch", MetadataFetch(self.loaded.offset + 1),
+        self.call_controller("MetadataFetch", MetadataFetch(self.loader.next_offset),
                              lambda page: self._on_metadata(number, page))
 
         def again() -> None:
@@ -261,17 +261,10 @@ class SimBroker:
                 self._poll_metadata()
         self.schedule(self.env.settings.request_timeout_ms, "metadata poll timeout", again)
 
-    def _on_metadata(self, number: int, page: MetadataPage) -> None:
+    def _on_metadata(self, number: int, page: RecordsPage) -> None:
         if number != self._metadata_poll:
             return
-        new = [(offset, record) for offset, record in page.records if offset > self.loaded.offset]
-        if new:
-            delta = MetadataDelta(self.loaded)
-            for offset, record in new:
-                delta.replay(record, offset, 1)
-            self.loaded = delta.apply()
-            if self.publisher.installed:
-                self._publish(delta, self.loaded)
+        self.loader.on_page(page)
         self._metadata_poll += 1
         number = self._metadata_poll
 
@@ -282,8 +275,10 @@ class SimBroker:
         self.schedule(self.env.rng.randint(interval // 4, interval), "metadata poll", again)
 
     def _install_publisher(self) -> None:
-        """``BrokerServer._install_publisher``: the whole image first, then every batch."""
-        self._observe_leaders(lambda: self.publisher.install(self.loaded))
+        """``BrokerServer._install_publisher``: the whole image first, then every image the
+        loader publishes."""
+        self._observe_leaders(lambda: self.publisher.install(self.loader.image))
+        self.loader.add_listener(self._publish)
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self._observe_leaders(lambda: self.publisher.publish(delta, image))

@@ -9,6 +9,8 @@ Each class here replaces one piece of the broker's I/O, and nothing else:
 * ``SimFetcherManager`` stands where ``fetcher.ReplicaFetcherManager`` starts asyncio fetcher
   tasks: one shipped ``ReplicaFetcher`` per leader, stepped by the simulation over the simulated
   network (``replication_fetcher``).
+* ``SimMetadataSource`` stands where ``ControllerClient`` answers the ``MetadataLoader``: the sim
+  delivers the answers itself, over the simulated network, through ``MetadataLoader.on_page``.
 * ``SimTimer`` is ``broker.purgatory.DeadlineTimer`` on the simulated clock: the one timer
   ``ReplicaManager`` keeps armed at its core's next deadline, as a scheduled event.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from broker.controller_client import RecordsPage
 from fetcher.fetcher_config import PartitionStart
 from replica.data_path import InitialFetchState
 from storage.log_config import LogConfig
@@ -96,6 +99,17 @@ class SimFetcherManager:
             if fetcher.partition_count == 0:
                 task.stop()
                 del self.fetchers[leader_id]
+
+
+class SimMetadataSource:
+    """The loader's ``MetadataSource``; never asked: the sim delivers pages to ``on_page``."""
+
+    async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
+                            max_records: int) -> RecordsPage:
+        raise AssertionError("the simulation delivers metadata through MetadataLoader.on_page")
+
+    async def download_snapshot(self, snapshot_id: str) -> bytes:
+        raise AssertionError("the simulation's metadata log is never truncated")
 
 
 class SimTimer:
