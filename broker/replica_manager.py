@@ -4,22 +4,18 @@ Theory of operation
 -------------------
 Metadata: ``apply_delta(changes, new_image, wall_clock_ms)`` asks the pure
 ``replica.replica_core.ReplicaCore`` for the ``MetadataReady`` of ``local_changes(delta,
-broker_id)`` and carries it out in Kafka's order (``ReplicaManager.applyDelta``, written once in
-``replica.replica_core``): first deletes (stop the fetcher, stop the partition, delete the log
-through ``LogManager``), then leaders (stop fetching, open or create the log with the topic's
-configs, ``make_leader``), then followers (``make_follower``; when the leader epoch moved, the
-core's ``fetcher_handoff`` restarts the fetcher at the log end). A partition whose topic id
-changed under the same name (a topic deleted and re-created while this broker was away) loses
-its old log first. Delayed fetches on every changed partition answer now. Then
-``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the open logs
-of every topic whose overrides changed their new ``LogConfig`` (Kafka's
-``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``).
+broker_id)`` — Kafka's ``applyDelta`` order, written once there: deletes, then leaders, then
+followers, then the fetcher hand-off at the log end — and ``broker.hosted_partitions`` carries it
+out; waiters on every changed partition answer now. ``update_topic_configs`` then gives open logs
+their topic's new ``LogConfig`` (Kafka's ``DynamicConfigPublisher``).
 
-Produce: ``append_to_local_log`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
-partition, ``isValidRequiredAcks``), refuses internal topics to clients, and appends each
-partition through ``Partition.append_records_to_leader``; every failure becomes that partition's
-Kafka error code (NOT_ENOUGH_REPLICAS when acks=-1 finds the ISR below min.insync.replicas).
-``append_records`` then answers acks 0/1 at once, and acks=-1 with at least one partition
+Produce: ``start_append_records`` (Kafka's ``appendRecords`` with its response callback;
+``append_records`` awaits it) appends through ``append_to_local_log``, which checks ``acks``
+(-1, 0, 1, else INVALID_REQUIRED_ACKS for every partition, ``isValidRequiredAcks``), refuses
+internal topics to clients, and appends each partition through
+``Partition.append_records_to_leader``; every failure becomes that partition's Kafka error code
+(NOT_ENOUGH_REPLICAS when acks=-1 finds the ISR below min.insync.replicas). It then answers
+acks 0/1 at once, and acks=-1 with at least one partition
 appended after ``DelayedProduces`` says each appended partition's high watermark passed its
 batch (or the ISR shrank, leadership moved, or ``timeout_ms`` passed: Kafka's DelayedProduce).
 
@@ -52,7 +48,7 @@ import attrs
 
 from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from broker.delayed_produce import DelayedProduces
-from broker.offline_storage import OfflineStorage
+from broker.hosted_partitions import HostedPartitions
 from broker.partition import (
     EpochEndOffset,
     FetchIsolation,
@@ -79,8 +75,7 @@ from replica.data_path import (
     respond_now,
 )
 from replica.isr import NO_BROKER_EPOCH
-from replica.replica_core import PartitionTransition, ReplicaCore, TickReady
-from storage.log_config import LogConfig, LogConfigError
+from replica.replica_core import ReplicaCore, TickReady
 from storage.log_manager import LogManager
 from storage.log_validator import LogError
 from storage.partition_log import OffsetAndTimestamp
@@ -149,7 +144,6 @@ class ReplicaManager:
             fetch_waiters=self.delayed_fetches.purgatory,
             produce_waiters=self.delayed_produces.purgatory,
         )
-        self._partitions: dict[TopicPartition, Partition] = {}
         self.partition_context = PartitionContext(
             monotonic_ms=monotonic_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
@@ -159,9 +153,15 @@ class ReplicaManager:
             alter_partition=self.alter_partition,
             on_high_watermark_moved=self._on_high_watermark_moved,
         )
-        self.offline_storage = OfflineStorage(
-            broker_id, log_manager, fetcher_manager, forget_partition=self._forget_partition
+        self.hosted = HostedPartitions(
+            broker_id,
+            self.core,
+            log_manager,
+            fetcher_manager,
+            self.partition_context,
+            on_partition_changed=self._on_partition_changed,
         )
+        self.offline_storage = self.hosted.offline_storage
         self._timer: Timer | None = None
         if timer is not None:
             self._timer = timer(self.on_timer)
@@ -176,14 +176,14 @@ class ReplicaManager:
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:
-        return dict(self._partitions)
+        return dict(self.hosted.partitions)
 
     def get_partition(self, topic_partition: TopicPartition) -> Partition | None:
-        return self._partitions.get(topic_partition)
+        return self.hosted.get(topic_partition)
 
     def partition_or_error(self, topic_partition: TopicPartition) -> Partition:
         """The hosted partition, else the error Kafka's ``getPartitionOrException`` gives."""
-        partition = self._partitions.get(topic_partition)
+        partition = self.hosted.get(topic_partition)
         if partition is not None:
             return partition
         self.offline_storage.check_online(topic_partition)  # Kafka's HostedPartition.Offline
@@ -205,151 +205,20 @@ class ReplicaManager:
         """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order, as
         ``ReplicaCore.apply_metadata`` lays it out). ``wall_clock_ms`` dates the logs it
         creates; follower lag runs on the monotonic clock."""
-        hosted = {tp: partition.topic_id for tp, partition in self._partitions.items()}
-        ready = self.core.apply_metadata(changes, new_image, hosted)
-        self._apply_deletes(ready.deletes)
-        self._apply_leaders(ready.leaders, wall_clock_ms)
-        self._apply_followers(ready.followers, wall_clock_ms)
+        ready = self.core.apply_metadata(changes, new_image, self.hosted.topic_ids())
+        self.hosted.carry_out(ready, wall_clock_ms)
 
     def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:
-        """Give the local logs of ``topics`` their config in ``new_image`` (Kafka's
-        ``DynamicConfigPublisher``): a changed or removed override (retention.ms,
-        cleanup.policy, segment.bytes, ...) reaches open logs without a restart."""
-        hosted = {topic_partition.topic for topic_partition in self.log_manager.logs}
-        for topic in sorted(set(topics) & hosted):
-            config = self._log_config(topic, new_image)
-            changed = self.log_manager.update_topic_config(topic, config)
-            if changed:
-                logger.info(
-                    "topic %s: log config of %d partitions updated to %s",
-                    topic,
-                    len(changed),
-                    config,
-                )
-
-    def _apply_deletes(self, deletes: tuple[TopicPartition, ...]) -> None:
-        if not deletes:
-            return
-        self.fetcher_manager.remove_fetcher_for_partitions(deletes)
-        for topic_partition in deletes:
-            self._delete_partition(topic_partition)
-
-    def _delete_partition(self, topic_partition: TopicPartition) -> None:
-        self._forget_partition(topic_partition)
-        if self.log_manager.delete_log(topic_partition):
-            logger.info("deleted the log of %s", topic_partition)
-
-    def _apply_leaders(self, leaders: tuple[PartitionTransition, ...], wall_clock_ms: int) -> None:
-        if not leaders:
-            return
-        self.fetcher_manager.remove_fetcher_for_partitions(
-            [leader.topic_partition for leader in leaders]
-        )
-        for leader in leaders:
-            topic_partition = leader.topic_partition
-            partition = self._get_or_create_partition(leader, wall_clock_ms)
-            if partition is None:
-                continue
-            epoch_before = partition.leader_epoch
-            try:
-                partition.make_leader(leader.leader_and_isr)
-            except OSError as error:
-                # Kafka applyLocalLeadersDelta: a disk error skips this partition's change (the
-                # core, never advanced, stays as it was) and its log dir goes offline.
-                logger.error(
-                    "cannot lead %s: writing its leader epoch failed: %s", topic_partition, error
-                )
-                self.offline_storage.handle_storage_error(topic_partition, str(error))
-                continue
-            if partition.leader_epoch != epoch_before:
-                # Waiting fetches carry the old epoch: they must hear about the new one now.
-                self._on_partition_changed(topic_partition)
-
-    def _apply_followers(
-        self, followers: tuple[PartitionTransition, ...], wall_clock_ms: int
-    ) -> None:
-        restarted: list[tuple[PartitionTransition, int]] = []
-        for follower in followers:
-            topic_partition = follower.topic_partition
-            leader_id = follower.leader_and_isr.leader
-            self.offline_storage.maybe_set_aside(topic_partition, leader_id=leader_id)
-            partition = self._get_or_create_partition(follower, wall_clock_ms)
-            if partition is None or not partition.make_follower(follower.leader_and_isr):
-                continue
-            # Kafka completeDelayedOperationsWhenNotPartitionLeader: waiting produces answer
-            # NOT_LEADER_OR_FOLLOWER, waiting fetches answer with the new epoch.
-            self._on_partition_changed(topic_partition)
-            restarted.append((follower, partition.log_end_offset))
-        handoff = self.core.fetcher_handoff(restarted)
-        if handoff.removals:
-            self.fetcher_manager.remove_fetcher_for_partitions(handoff.removals)
-        if handoff.additions:
-            self.fetcher_manager.add_fetcher_for_partitions(handoff.additions)
+        """Give the open logs of ``topics`` their config in ``new_image`` (Kafka's
+        ``DynamicConfigPublisher``)."""
+        self.hosted.update_topic_configs(topics, new_image)
 
     def delete_stray_logs(self, image: MetadataImage) -> list[TopicPartition]:
-        """Delete local logs ``image`` does not place on this broker; call once at start-up.
-
-        Kafka deletes such stray replicas on its first metadata publish (KAFKA-14616): logs of
-        topics deleted, or of replicas moved away, while this broker was down. Without a topic
-        id on disk, a topic re-created under the same name is not recognised as stray here.
-        """
-        stray, manager = [], self.log_manager
-        for topic_partition in sorted({*manager.logs, *manager.offline_partitions}):
-            topic = image.topics.by_name.get(topic_partition.topic)
-            registration = (
-                None if topic is None else topic.partitions.get(topic_partition.partition)
-            )
-            if registration is None or self.broker_id not in registration.replicas:
-                stray.append(topic_partition)
-        for topic_partition in stray:
-            logger.info("deleting stray replica %s: not assigned to this broker", topic_partition)
-            self._delete_partition(topic_partition)
-        return stray
-
-    def _get_or_create_partition(
-        self, transition: PartitionTransition, wall_clock_ms: int
-    ) -> Partition | None:
-        """The partition to make leader or follower; None while its log is offline."""
-        topic_partition, topic_id = transition.topic_partition, transition.topic_id
-        if transition.replaces_log:
-            # The topic was deleted and re-created while this broker missed the delete.
-            logger.info(
-                "%s now belongs to topic id %s; deleting the old log", topic_partition, topic_id
-            )
-            self._delete_partition(topic_partition)
-        partition = self._partitions.get(topic_partition)
-        if partition is None:
-            # An existing log (loaded at start-up with the broker defaults) takes it too.
-            config = self._log_config(topic_partition.topic, self.image)
-            log = self.offline_storage.get_or_create_log(topic_partition, wall_clock_ms, config)
-            if log is None:
-                return None
-            partition = Partition(
-                topic_partition, topic_id, log, self.broker_id, self.partition_context
-            )
-            self._partitions[topic_partition] = partition
-        return partition
-
-    def _forget_partition(self, topic_partition: TopicPartition) -> None:
-        """Stop serving it (deleted, or its log dir failed); answer whatever waits on it."""
-        partition = self._partitions.pop(topic_partition, None)
-        if partition is not None:
-            partition.stop()
-        self._on_partition_changed(topic_partition)
+        """Delete local logs ``image`` does not place here; once, at start-up (KAFKA-14616)."""
+        return self.hosted.delete_stray_logs(image)
 
     def _topic_config(self, topic: str) -> Mapping[str, str]:
         return self.image.configs.config(ConfigResourceType.TOPIC, topic)
-
-    def _log_config(self, topic: str, image: MetadataImage) -> LogConfig:
-        try:
-            return LogConfig.from_properties(
-                image.configs.config(ConfigResourceType.TOPIC, topic),
-                defaults=self.log_manager.default_config,
-            )
-        except LogConfigError as error:
-            # The controller validated it; a value it accepts but storage does not is logged.
-            logger.warning("topic %s: %s; using the broker's log defaults", topic, error)
-            return self.log_manager.default_config
 
     def _min_insync_replicas(self, topic: str) -> int:
         value = self._topic_config(topic).get(MIN_INSYNC_REPLICAS)
@@ -583,7 +452,8 @@ class ReplicaManager:
 
     def maybe_shrink_isr(self) -> int:
         """Let every led partition drop lagging followers; how many proposed a shrink."""
-        return sum(partition.maybe_shrink_isr() for partition in list(self._partitions.values()))
+        partitions = list(self.hosted.partitions.values())
+        return sum(partition.maybe_shrink_isr() for partition in partitions)
 
     # ------------------------------------------------------------------ time
 
@@ -626,7 +496,7 @@ class ReplicaManager:
         """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
         ``tryCompleteDelayedRequests``): consumers may read more, produces may be done."""
         if self.delayed_fetches.purgatory.watching(topic_partition, FetchIsolation.HIGH_WATERMARK):
-            partition = self._partitions.get(topic_partition)
+            partition = self.hosted.get(topic_partition)
             byte_count = 0 if partition is None else _bytes_between(partition, old, new)
             if byte_count:
                 self.delayed_fetches.on_high_watermark_moved(topic_partition, byte_count)
