@@ -68,6 +68,14 @@ PETS1 = TopicPartition("pets", 1)
 NOW_MS = 1_700_000_000_000
 
 
+def replay(image: MetadataImage, records: Sequence[MetadataRecord]) -> MetadataDelta:
+    """The delta a loader builds from ``records`` on top of ``image``."""
+    delta = MetadataDelta(image)
+    for record in records:
+        delta.replay(record)
+    return delta
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now_ms = 50_000
@@ -138,9 +146,7 @@ class Cluster:
         self.image = MetadataImage.EMPTY
 
     def publish(self, *records: MetadataRecord) -> LocalReplicaChanges:
-        delta = MetadataDelta(self.image)
-        for record in records:
-            delta.replay(record)
+        delta = replay(self.image, records)
         self.image = delta.apply()
         changes = local_changes(delta, LOCAL)
         self.replica_manager.apply_delta(changes, self.image, NOW_MS)

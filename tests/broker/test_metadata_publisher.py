@@ -26,13 +26,12 @@ from tests.broker.replica_harness import (
     broker,
     partition_record,
     pets_led_here,
+    replay,
 )
 
 
 def image_of(*records: MetadataRecord) -> tuple[MetadataDelta, MetadataImage]:
-    delta = MetadataDelta(MetadataImage.EMPTY)
-    for record in records:
-        delta.replay(record)
+    delta = replay(MetadataImage.EMPTY, records)
     return delta, delta.apply()
 
 

@@ -7,7 +7,6 @@ Real ``LogManager``s in ``tmp_path``; metadata deltas replayed from real records
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -41,6 +40,7 @@ from tests.broker.replica_harness import (
     batch,
     broker,
     partition_record,
+    replay,
 )
 
 # Small segments, so a few appends make several; Kafka's default retention.ms (7 days) and
@@ -66,13 +66,6 @@ def hosted_topics() -> list[MetadataRecord]:
         TopicRecord(name="birds", topic_id=BIRDS_ID),
         partition_record(BIRDS_ID, 0, (OTHER,)),
     ]
-
-
-def replay(image: MetadataImage, records: Sequence[MetadataRecord]) -> MetadataDelta:
-    delta = MetadataDelta(image)
-    for record in records:
-        delta.replay(record)
-    return delta
 
 
 class Broker:

@@ -4,7 +4,6 @@ task (every replica.lag.time.max.ms / 2) and the waiters' deadlines — no clock
 
 from __future__ import annotations
 
-from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges, local_changes
 from metadata.records import (
@@ -28,6 +27,7 @@ from tests.broker.replica_harness import (
     broker,
     endpoint,
     partition_record,
+    replay,
 )
 
 LAG_MS = 30_000
@@ -41,9 +41,7 @@ class Metadata:
         self.image = MetadataImage.EMPTY
 
     def publish(self, *records: MetadataRecord) -> LocalReplicaChanges:
-        delta = MetadataDelta(self.image)
-        for record in records:
-            delta.replay(record)
+        delta = replay(self.image, records)
         self.image = delta.apply()
         return local_changes(delta, LOCAL)
 
