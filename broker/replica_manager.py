@@ -31,6 +31,7 @@ partition (``Partition`` reports it) feeds both purgatories.
 
 Time: one timer (given by the composition root; none in unit tests, which call ``tick``) is
 kept armed at ``ReplicaCore.next_deadline_ms``; ``tick`` carries out what the core says is due:
+the high-watermark checkpoint (every replica.high.watermark.checkpoint.interval.ms, when given),
 the ISR expiration (every ``replica.lag.time.max.ms`` / 2, Kafka's isr-expiration task: every
 led partition drops lagging followers; expansions happen on follower fetches, and both go to the
 controller through the ``AlterPartitionSubmitter``), then the waiting fetches and produces
@@ -120,6 +121,7 @@ class ReplicaManager:
         inter_broker_listener_name: str = "PLAINTEXT",
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        high_watermark_checkpoint_interval_ms: int | None = None,
         monotonic_ms: Callable[[], int] = monotonic_ms,
         timer: TimerFactory | None = None,
     ) -> None:
@@ -141,6 +143,7 @@ class ReplicaManager:
             now_ms=monotonic_ms(),
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             inter_broker_listener_name=inter_broker_listener_name,
+            high_watermark_checkpoint_interval_ms=high_watermark_checkpoint_interval_ms,
             fetch_waiters=self.delayed_fetches.purgatory,
             produce_waiters=self.delayed_produces.purgatory,
         )
@@ -462,9 +465,13 @@ class ReplicaManager:
         return self.core.next_deadline_ms()
 
     def tick(self) -> TickReady:
-        """Carry out what is due now: the ISR expiration first, then the waiters whose
-        deadline passed; the timer moves to the next deadline."""
+        """Carry out what is due now in ``TickReady``'s order: the high-watermark checkpoint,
+        the ISR expiration, then the waiters whose deadline passed; the timer moves to the next
+        deadline."""
         ready = self.core.tick(self._monotonic_ms())
+        if ready.checkpoint_high_watermarks:
+            # A dir whose file cannot be written goes offline inside (handleLogDirFailure).
+            self.log_manager.checkpoint_high_watermarks()
         if ready.shrink_isr:
             self.maybe_shrink_isr()
         if ready.expired_fetches:

@@ -63,7 +63,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from protocol.segments import Segments
-from storage.log_manager import LogManager, LogManagerSettings
+from storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
@@ -206,6 +206,8 @@ class BrokerServer:
             inter_broker_listener_name=self.config.inter_broker_listener_name,
             min_insync_replicas=self.config.min_insync_replicas,
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            high_watermark_checkpoint_interval_ms=(
+                self.config.replica_high_watermark_checkpoint_interval_ms),
             timer=lambda on_due: DeadlineTimer(monotonic_ms, on_due))
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
@@ -261,12 +263,8 @@ class BrokerServer:
             socket_timeout_ms=config.replica_socket_timeout_ms)
 
     def _open_logs(self, now_ms: int) -> LogManager:
-        settings = LogManagerSettings(
-            replica_high_watermark_checkpoint_interval_ms=(
-                self.config.replica_high_watermark_checkpoint_interval_ms))
         try:
-            manager = LogManager.open(self.config.log_dirs, self.config.log_config, now_ms,
-                                      settings=settings)
+            manager = LogManager.open(self.config.log_dirs, self.config.log_config, now_ms)
         except OSError as error:
             raise BrokerStartupError(f"cannot load log.dirs: {error}") from None
         for problem in manager.problems:

@@ -22,11 +22,13 @@ carries out step by step:
    remove their old fetchers (one may fetch with a fenced epoch), then add the new ones starting
    at the log end (Kafka's ``InitialFetchState``; without a leader nobody is fetched from).
 
-Time: ``tick(now_ms)`` (monotonic milliseconds, passed in) says what is due — the ISR expiration
-(Kafka's isr-expiration task: every ``replica.lag.time.max.ms`` / 2 every led partition drops
-followers that stayed behind), and the waiting fetches and acks=all produces whose deadline
-passed (``replica.fetch_waiters``, ``replica.produce_waiters``, held here so one deadline covers
-them all). ``next_deadline_ms`` is the earliest of those deadlines.
+Time: ``tick(now_ms)`` (monotonic milliseconds, passed in) says what is due, carried out in this
+order: the high-watermark checkpoint (persist; Kafka's ``highwatermark-checkpoint`` task of
+``ReplicaManager``, every ``replica.high.watermark.checkpoint.interval.ms`` from start-up on),
+the ISR expiration (Kafka's isr-expiration task: every ``replica.lag.time.max.ms`` / 2 every led
+partition drops followers that stayed behind), then the waiting fetches and acks=all produces
+whose deadline passed answer (``replica.fetch_waiters``, ``replica.produce_waiters``, held here
+so one deadline covers them all). ``next_deadline_ms`` is the earliest of those deadlines.
 """
 
 from __future__ import annotations
@@ -74,17 +76,25 @@ class FetcherHandoff(NamedTuple):
 
 
 class TickReady(NamedTuple):
-    """What is due at one ``tick``: the shell shrinks ISRs, then answers the expired waiters."""
+    """What is due at one ``tick``, in the order the shell carries it out."""
 
+    # 1. persist: write every hosted partition's high watermark to its log dir's checkpoint.
+    checkpoint_high_watermarks: bool = False
+    # 2. apply: every led partition drops the followers that stayed behind.
     shrink_isr: bool = False
-    # Waiting fetches whose deadline passed (removed from the purgatory).
+    # 3. answer: waiting fetches whose deadline passed (removed from the purgatory).
     expired_fetches: tuple[int, ...] = ()
-    # Waiting produces whose deadline passed (removed), with their errors.
+    # 3. answer: waiting produces whose deadline passed (removed), with their errors.
     expired_produces: Mapping[int, Mapping[TopicPartition, Errors]] = {}
 
     @property
     def is_empty(self) -> bool:
-        return not (self.shrink_isr or self.expired_fetches or self.expired_produces)
+        return not (
+            self.checkpoint_high_watermarks
+            or self.shrink_isr
+            or self.expired_fetches
+            or self.expired_produces
+        )
 
 
 class ReplicaCore:
@@ -95,6 +105,7 @@ class ReplicaCore:
         now_ms: int,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
         inter_broker_listener_name: str = "PLAINTEXT",
+        high_watermark_checkpoint_interval_ms: int | None = None,
         fetch_waiters: FetchPurgatory | None = None,
         produce_waiters: ProducePurgatory | None = None,
     ) -> None:
@@ -108,6 +119,13 @@ class ReplicaCore:
         self.image = MetadataImage.EMPTY
         # Invariant: the ISR expiration is always scheduled (Kafka runs it from start-up on).
         self._next_isr_expiration_ms = now_ms + self.isr_expiration_interval_ms
+        # None: nobody asked this core to schedule checkpoints. Kafka's first one runs at
+        # start-up (``scheduler.schedule("highwatermark-checkpoint", ..., 0L, interval)``).
+        assert high_watermark_checkpoint_interval_ms is None or (
+            high_watermark_checkpoint_interval_ms > 0
+        )
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        self._next_checkpoint_ms = None if high_watermark_checkpoint_interval_ms is None else now_ms
 
     # ------------------------------------------------------------------ metadata
 
@@ -176,7 +194,12 @@ class ReplicaCore:
         shrink_isr = now_ms >= self._next_isr_expiration_ms
         if shrink_isr:
             self._next_isr_expiration_ms = now_ms + self.isr_expiration_interval_ms
+        checkpoint = self._next_checkpoint_ms is not None and now_ms >= self._next_checkpoint_ms
+        if checkpoint:
+            assert self.high_watermark_checkpoint_interval_ms is not None
+            self._next_checkpoint_ms = now_ms + self.high_watermark_checkpoint_interval_ms
         return TickReady(
+            checkpoint_high_watermarks=checkpoint,
             shrink_isr=shrink_isr,
             expired_fetches=tuple(self.fetch_waiters.expire(now_ms)),
             expired_produces=self.produce_waiters.expire(now_ms),
@@ -186,6 +209,7 @@ class ReplicaCore:
         """When ``tick`` next has something to do."""
         deadlines = [
             self._next_isr_expiration_ms,
+            self._next_checkpoint_ms,
             self.fetch_waiters.next_deadline_ms(),
             self.produce_waiters.next_deadline_ms(),
         ]

@@ -129,7 +129,12 @@ class Cluster:
     """One broker (id LOCAL) with a real LogManager, fed metadata records like the loader."""
 
     def __init__(
-        self, tmp_path: Path, config: LogConfig | None = None, log_dirs: Sequence[Path] = ()
+        self,
+        tmp_path: Path,
+        config: LogConfig | None = None,
+        log_dirs: Sequence[Path] = (),
+        *,
+        high_watermark_checkpoint_interval_ms: int | None = None,
     ) -> None:
         self.log_dirs = list(log_dirs) or [tmp_path / "logs"]
         self.log_dir = self.log_dirs[0]
@@ -141,6 +146,7 @@ class Cluster:
             log_manager=self.log_manager,
             fetcher_manager=self.fetchers,
             delayed_fetches=DelayedFetches(clock_ms=self.clock),
+            high_watermark_checkpoint_interval_ms=high_watermark_checkpoint_interval_ms,
             monotonic_ms=self.clock,
         )
         self.image = MetadataImage.EMPTY

@@ -34,6 +34,7 @@ from metadata.records import (
     TopicRecord,
 )
 from protocol.errors import Errors
+from storage.checkpoints import REPLICATION_CHECKPOINT, read_offset_checkpoint
 from storage.leader_epoch_cache import EpochEntry
 from storage.log_config import LogConfig
 from storage.records import ControlRecordType, build_control_batch
@@ -516,3 +517,27 @@ def test_stray_logs_are_deleted_at_start_up(tmp_path: Path) -> None:
         assert not (restarted.log_dir / "pets-1").exists()
     finally:
         restarted.close()
+
+
+def test_tick_checkpoints_high_watermarks_from_start_up_every_interval(tmp_path: Path) -> None:
+    """Kafka's ReplicaManager runs highwatermark-checkpoint from start-up on, every
+    replica.high.watermark.checkpoint.interval.ms (``scheduler.schedule(..., 0L, interval)``)."""
+    cluster = Cluster(tmp_path, high_watermark_checkpoint_interval_ms=5_000)
+    checkpoint = cluster.log_dir / REPLICATION_CHECKPOINT
+    try:
+        start_ms = cluster.clock.now_ms
+        assert cluster.replica_manager.next_deadline_ms() == start_ms
+        cluster.start(*pets_led_here())
+        cluster.produce(PETS0, batch(b"a"))
+        assert cluster.replica_manager.tick().checkpoint_high_watermarks
+        assert read_offset_checkpoint(checkpoint) == {PETS0: 1}
+        assert cluster.replica_manager.next_deadline_ms() == start_ms + 5_000
+        cluster.produce(PETS0, batch(b"b"))
+        cluster.clock.now_ms = start_ms + 4_999
+        assert not cluster.replica_manager.tick().checkpoint_high_watermarks
+        assert read_offset_checkpoint(checkpoint) == {PETS0: 1}
+        cluster.clock.now_ms = start_ms + 5_000
+        assert cluster.replica_manager.tick().checkpoint_high_watermarks
+        assert read_offset_checkpoint(checkpoint) == {PETS0: 2}
+    finally:
+        cluster.close()

@@ -165,3 +165,20 @@ def test_leaders_never_carry_an_endpoint() -> None:
     assert [leader.topic_partition for leader in ready.leaders] == [PETS0, PETS1]
     assert all(leader.leader_endpoint is None for leader in ready.leaders)
     assert TopicPartition("pets", 2) not in {leader.topic_partition for leader in ready.leaders}
+
+
+def test_the_high_watermark_checkpoint_is_due_at_start_up_then_every_interval() -> None:
+    core = ReplicaCore(
+        LOCAL,
+        now_ms=START_MS,
+        replica_lag_time_max_ms=LAG_MS,
+        high_watermark_checkpoint_interval_ms=5_000,
+    )
+    assert core.next_deadline_ms() == START_MS
+    assert core.tick(START_MS) == TickReady(checkpoint_high_watermarks=True)
+    assert core.next_deadline_ms() == START_MS + 5_000
+    assert core.tick(START_MS + 4_999).is_empty
+    assert core.tick(START_MS + 5_000) == TickReady(checkpoint_high_watermarks=True)
+    # Without an interval the core never asks for one.
+    unscheduled = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
+    assert not unscheduled.tick(START_MS + 10 * LAG_MS).checkpoint_high_watermarks

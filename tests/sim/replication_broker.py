@@ -17,10 +17,10 @@ produce futures replaced by the I/O doubles of ``replication_doubles``:
   ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
   ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
-* keeps ``ReplicaManager``'s one timer (``SimTimer``) at its core's next deadline, so the ISR
+* keeps ``ReplicaManager``'s one timer (``SimTimer``) at its core's next deadline, so the
+  high-watermark checkpoint (every replica.high.watermark.checkpoint.interval.ms), the ISR
   expiration (every replica.lag.time.max.ms / 2) and the produces' deadlines come from
-  ``ReplicaManager.tick``; flushes logs on a seeded schedule (the page cache's writeback) and
-  writes the high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
+  ``ReplicaManager.tick``; flushes logs on a seeded schedule (the page cache's writeback);
 * takes acks=all produce requests through ``ReplicaManager.start_append_records`` (Kafka's
   ``appendRecords`` with its response callback), which waits for them in the shipped
   ``DelayedProduces`` and re-checks them on every high-watermark move; an ack counts when the
@@ -131,6 +131,8 @@ class SimBroker:
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            high_watermark_checkpoint_interval_ms=(
+                settings.high_watermark_checkpoint_interval_ms),
             monotonic_ms=lambda: self.env.now_ms,
             timer=lambda on_due: SimTimer(self, on_due),
         )
@@ -140,9 +142,11 @@ class SimBroker:
         self.schedule(0, "metadata poll", self._poll_metadata)
         self._flush_interval_ms = env.rng.randint(200, 4000)
         self.schedule(self._flush_interval_ms, "flush", self._flush)
-        # Out of phase between brokers and restarts, as the timers of separate processes are.
-        self.schedule(env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms),
-                      "hw checkpoint", self._checkpoint)
+        # This draw once placed the sim's own high-watermark checkpoint timer; the checkpoint
+        # is ReplicaManager.tick's now. It stays so that every seed replays the history it had
+        # (test_power_loss_on_every_replica_at_once_loses_acknowledged_writes is pinned to seed
+        # 1's history at t=30s).
+        env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms)
 
     def __repr__(self) -> str:
         return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
@@ -304,11 +308,6 @@ class SimBroker:
             if self.env.rng.random() < 0.5:
                 self.disk.logs[key].flush()
         self.schedule(self._flush_interval_ms, "flush", self._flush)
-
-    def _checkpoint(self) -> None:
-        self.disk.checkpoint_high_watermarks()
-        self.schedule(self.env.settings.high_watermark_checkpoint_interval_ms, "hw checkpoint",
-                      self._checkpoint)
 
     # ------------------------------------------------------------------ produce
 

@@ -69,6 +69,10 @@ class SimLogManager:
     def log_dir_of(self, topic_partition: TopicPartition) -> None:
         return None  # one disk that never fails: no log dir goes offline
 
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: what a restart starts its high watermarks at."""
+        self.disk.checkpoint_high_watermarks()
+
 
 class SimFetcherManager:
     """``ReplicaFetcherManager.add/remove_fetcher_for_partitions``: one shipped
