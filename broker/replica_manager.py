@@ -482,10 +482,14 @@ class ReplicaManager:
         return ready
 
     def on_timer(self) -> None:
-        """The timer fired: it is disarmed, then ``tick`` arms it again."""
+        """The timer fired: it is disarmed, then ``tick`` arms it again — even when ``tick``
+        raised (a bug, logged by the event loop), so the ISR expiration never stops."""
         if self._timer is not None:
             self._timer.fired()
-        self.tick()
+        try:
+            self.tick()
+        finally:
+            self._arm_timer()
 
     def _arm_timer(self) -> None:
         if self._timer is not None:

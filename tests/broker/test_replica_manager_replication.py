@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from broker.alter_partition import AlterPartitionManager
 from broker.replica_manager import (
     AppendResult,
@@ -420,5 +422,21 @@ def test_one_timer_at_the_next_deadline_runs_the_isr_expiration_and_the_produce_
         timer.fire(cluster.clock)
         assert (await late)[PETS0].error is Errors.REQUEST_TIMED_OUT
         assert timer.armed_ms == start_ms + 2 * LAG_MS
+
+    run(tmp_path, scenario, timed=True)
+
+
+def test_the_timer_stays_armed_when_a_tick_fails(tmp_path: Path) -> None:
+    async def scenario(cluster: ReplicatedCluster) -> None:
+        timer, leader = cluster.timers[LEADER], cluster.leader
+        cluster.start()
+
+        def broken() -> int:
+            raise RuntimeError("a bug in the ISR expiration")
+
+        leader.maybe_shrink_isr = broken  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            timer.fire(cluster.clock)
+        assert timer.armed_ms == cluster.clock.now_ms + LAG_MS // 2
 
     run(tmp_path, scenario, timed=True)
