@@ -142,10 +142,6 @@ class BrokerLifecycleManager:
     def ready_to_unfence(self) -> bool:
         return self.core.ready_to_unfence
 
-    @ready_to_unfence.setter
-    def ready_to_unfence(self, ready: bool) -> None:
-        self.core.ready_to_unfence = ready
-
     @property
     def registered(self) -> bool:
         return self.core.registered

@@ -7,7 +7,8 @@ Start-up, in ``STARTING``:
   1. the local HTTP API starts first, so the state is visible while everything else happens;
   2. ``log.dirs`` are loaded (log recovery, off the event loop) into a ``LogManager``;
   3. ``ReplicaManager`` (with the replica fetchers, the AlterPartition channel and one timer at
-     its core's next deadline: ISR expiration, waiters' deadlines), ``KafkaApis`` with every
+     its core's next deadline: high-watermark checkpoint, ISR expiration, waiters' deadlines),
+     ``BrokerMetadataPublisher``, ``KafkaApis`` with every
      handler, and the Kafka listeners are built. The listeners bind now (a listener on port 0
      must be advertised with its real port), but hold requests until the broker has caught up
      with the metadata log, as Kafka enables request processing only then;
