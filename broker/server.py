@@ -8,10 +8,10 @@ Start-up, in ``STARTING``:
   2. ``log.dirs`` are loaded (log recovery, off the event loop) into a ``LogManager``;
   3. ``ReplicaManager`` (with the replica fetchers, the AlterPartition channel and one timer at
      its core's next deadline: high-watermark checkpoint, ISR expiration, waiters' deadlines),
-     ``BrokerMetadataPublisher``, ``KafkaApis`` with every
-     handler, and the Kafka listeners are built. The listeners bind now (a listener on port 0
-     must be advertised with its real port), but hold requests until the broker has caught up
-     with the metadata log, as Kafka enables request processing only then;
+     ``BrokerMetadataPublisher``, ``KafkaApis`` with every handler, and the Kafka listeners are
+     built. The listeners bind now (a listener on port 0 must be advertised with its real
+     port), but hold requests until the broker has caught up with the metadata log, as Kafka
+     enables request processing only then;
   4. the ``MetadataLoader`` long-polls the metadata log;
   5. ``BrokerLifecycleManager`` registers (fresh incarnation id) and heartbeats with the loader's
      offset. Caught up -> ``RECOVERY``: from now on each published image goes through
