@@ -190,7 +190,12 @@ class HostedPartitions:
             if log is None:
                 return None
             partition = Partition(
-                topic_partition, topic_id, log, self.broker_id, self.partition_context
+                topic_partition,
+                topic_id,
+                log,
+                self.broker_id,
+                self.partition_context,
+                core=self.core.host(topic_partition),
             )
             self._partitions[topic_partition] = partition
         return partition
@@ -200,6 +205,7 @@ class HostedPartitions:
         partition = self._partitions.pop(topic_partition, None)
         if partition is not None:
             partition.stop()
+        self.core.forget(topic_partition)
         self._on_partition_changed(topic_partition)
 
     def _log_config(self, topic: str, image: MetadataImage) -> LogConfig:

@@ -122,13 +122,15 @@ class Partition:
         log: PartitionLog,
         local_broker_id: int,
         context: PartitionContext | None = None,
+        core: PartitionCore | None = None,
     ) -> None:
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
         self.context = context or PartitionContext()
-        self.core = PartitionCore(
+        # ReplicaManager hands in the one its ReplicaCore holds for this partition.
+        self.core = core or PartitionCore(
             topic_partition, local_broker_id, self.context.replica_lag_time_max_ms
         )
 

@@ -22,6 +22,12 @@ carries out step by step:
    remove their old fetchers (one may fetch with a fenced epoch), then add the new ones starting
    at the log end (Kafka's ``InitialFetchState``; without a leader nobody is fetched from).
 
+Partitions: the core holds one ``replica.partition_core.PartitionCore`` for every partition it
+hosts (``host`` when a transition opens one, ``forget`` when it is deleted or its log dir
+fails); each partition's own inputs — an append, a follower's fetch, an AlterPartition answer —
+go to that core through its shell (``broker.partition.Partition``), whose ``Ready`` has the same
+one order (``replica.ready``).
+
 Time: ``tick(now_ms)`` (monotonic milliseconds, passed in) says what is due, carried out in this
 order: the high-watermark checkpoint (persist; Kafka's ``highwatermark-checkpoint`` task of
 ``ReplicaManager``, every ``replica.high.watermark.checkpoint.interval.ms`` from start-up on),
@@ -42,7 +48,7 @@ from metadata.records import NO_LEADER, BrokerEndpoint
 from protocol.errors import Errors
 from replica.data_path import InitialFetchState
 from replica.fetch_waiters import FetchPurgatory
-from replica.partition_core import REPLICA_LAG_TIME_MAX_MS
+from replica.partition_core import REPLICA_LAG_TIME_MAX_MS, PartitionCore
 from replica.partition_state import LeaderAndIsr
 from replica.produce_waiters import ProducePurgatory
 from storage.topic_partition import TopicPartition
@@ -112,7 +118,10 @@ class ReplicaCore:
         assert replica_lag_time_max_ms > 1, "the ISR expiration needs a positive interval"
         self.broker_id = broker_id
         self.inter_broker_listener_name = inter_broker_listener_name
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.isr_expiration_interval_ms = replica_lag_time_max_ms // 2
+        # Invariant: exactly the partitions whose shell serves them (hosted, log online).
+        self.partitions: dict[TopicPartition, PartitionCore] = {}
         # (``is None``: an empty purgatory is falsy, having a length)
         self.fetch_waiters = FetchPurgatory() if fetch_waiters is None else fetch_waiters
         self.produce_waiters = ProducePurgatory() if produce_waiters is None else produce_waiters
@@ -159,6 +168,19 @@ class ReplicaCore:
                 transition(tp, followers[tp], follower=True) for tp in sorted(followers)
             ),
         )
+
+    def host(self, topic_partition: TopicPartition) -> PartitionCore:
+        """The core of a partition this broker now hosts (a fresh one the first time)."""
+        core = self.partitions.get(topic_partition)
+        if core is None:
+            core = PartitionCore(topic_partition, self.broker_id, self.replica_lag_time_max_ms)
+            self.partitions[topic_partition] = core
+        return core
+
+    def forget(self, topic_partition: TopicPartition) -> None:
+        """The partition is no longer hosted (deleted, moved away, or its log dir failed): a
+        later ``host`` starts from a fresh core, as a re-created log starts afresh."""
+        self.partitions.pop(topic_partition, None)
 
     def leader_endpoint(self, leader_id: int) -> BrokerEndpoint | None:
         if leader_id == NO_LEADER:

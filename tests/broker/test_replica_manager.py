@@ -541,3 +541,11 @@ def test_tick_checkpoints_high_watermarks_from_start_up_every_interval(tmp_path:
         assert read_offset_checkpoint(checkpoint) == {PETS0: 2}
     finally:
         cluster.close()
+
+
+def test_the_replica_core_holds_the_core_of_every_hosted_partition(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    partition = cluster.replica_manager.partition_or_error(PETS0)
+    assert cluster.replica_manager.core.partitions == {PETS0: partition.core}
+    cluster.publish(RemoveTopicRecord(topic_id=PETS_ID))
+    assert cluster.replica_manager.core.partitions == {}

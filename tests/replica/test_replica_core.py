@@ -182,3 +182,13 @@ def test_the_high_watermark_checkpoint_is_due_at_start_up_then_every_interval() 
     # Without an interval the core never asks for one.
     unscheduled = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
     assert not unscheduled.tick(START_MS + 10 * LAG_MS).checkpoint_high_watermarks
+
+
+def test_one_core_per_hosted_partition_and_a_fresh_one_after_forgetting() -> None:
+    core = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
+    pets0 = core.host(PETS0)
+    assert core.host(PETS0) is pets0 and set(core.partitions) == {PETS0}
+    assert pets0.replica_lag_time_max_ms == LAG_MS and pets0.local_broker_id == LOCAL
+    core.forget(PETS0)
+    assert core.partitions == {}
+    assert core.host(PETS0) is not pets0
