@@ -248,9 +248,10 @@ class SimBroker:
             self.env.on_clean_shutdown(self)
 
     def close(self) -> None:
-        """Clean shutdown's storage half: flush every log, checkpoint high watermarks."""
-        self.disk.flush()
-        self.disk.checkpoint_high_watermarks()
+        """``BrokerServer.shutdown``'s replica and storage half: waiting requests answer (an
+        unfinished acks=all produce is not acknowledged), then the logs close durably."""
+        self.replica_manager.shutdown()
+        self.replica_manager.log_manager.shutdown()
 
     # ------------------------------------------------------------------ metadata
 
