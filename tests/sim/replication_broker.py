@@ -36,7 +36,6 @@ from typing import Any, Protocol, TypeVar, cast
 import attrs
 
 from broker.controller_client import RecordsPage
-from broker.delayed_produce import DelayedProduces
 from broker.lifecycle import BrokerLifecycle
 from broker.lifecycle_core import LifecycleCore, LifecycleStep, RegistrationRequest
 from broker.metadata_loader import MetadataLoader
@@ -120,14 +119,12 @@ class SimBroker:
         self.loader = MetadataLoader(SimMetadataSource())
         self.alter_partitions = SimAlterPartitionManager(self)
         self.fetcher_manager = SimFetcherManager(self)
-        self.delayed_produces = DelayedProduces(clock_ms=lambda: self.env.now_ms)
         self._heartbeat = 0
         self._metadata_poll = 0
         self.replica_manager = ReplicaManager(
             broker_id=broker_id,
             log_manager=cast(LogManager, SimLogManager(disk)),
             fetcher_manager=self.fetcher_manager,
-            delayed_produces=self.delayed_produces,
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
