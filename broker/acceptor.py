@@ -24,7 +24,6 @@ import contextlib
 import ipaddress
 import logging
 import socket
-import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import MappingProxyType
 from typing import Protocol
@@ -72,13 +71,6 @@ class AcceptorMetrics(Protocol):
     def record_acceptor_blocked(self) -> None: ...
 
 
-Clock = Callable[[], int]
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class Acceptor:
     """Accepts connections for one listener and hands each to ``serve``."""
 
@@ -94,10 +86,10 @@ class Acceptor:
         metrics: AcceptorMetrics,
         connections_max_idle_ms: int,
         listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
-        clock: Clock = monotonic_ms,
+        monotonic_ms: Callable[[], int],
     ) -> None:
         assert connections_max_idle_ms >= 1 and listen_backlog >= 1
-        self._clock = clock
+        self._monotonic_ms = monotonic_ms  # idle expiry
         self._serve = serve
         self._connections = connections
         self._host = host
@@ -224,7 +216,7 @@ class Acceptor:
         interval_s = scan_interval_ms(self.connections_max_idle_ms) / 1000
         while True:
             await asyncio.sleep(interval_s)
-            self.expire_idle_connections(self._clock())
+            self.expire_idle_connections(self._monotonic_ms())
 
     def expire_idle_connections(self, now_ms: int) -> int:
         """Close connections idle for longer than connections.max.idle.ms (Kafka's Selector);

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from metadata.records import NO_LEADER
+from metadata.api import brokers as api
+from metadata.api.brokers import AlterPartitionData, BrokerState
+from metadata.records import LeaderRecoveryState
 from protocol.errors import Errors
 from replica.alter_partition_queue import (
     ALTER_PARTITION_RETRY_BACKOFF_MS,
     AlterPartitionCallback,
     AlterPartitionItem,
-    AlterPartitionKey,
     AlterPartitionQueue,
     AlterPartitionRequestBatch,
 )
@@ -41,34 +42,34 @@ class AlterPartitionChannel(Protocol):
     """``broker.controller_client.ControllerClient.alter_partition``."""
 
     async def alter_partition(
-        self, *, broker_id: int, broker_epoch: int, partitions: Sequence[Mapping[str, Any]]
-    ) -> list[dict[str, Any]]: ...
+        self, *, broker_id: int, broker_epoch: int, partitions: Sequence[AlterPartitionData]
+    ) -> tuple[api.AlterPartitionResult, ...]: ...
 
 
-def parse_result(raw: Mapping[str, Any]) -> AlterPartitionResult:
-    """One partition of the controller's answer; a malformed one is UNKNOWN_SERVER_ERROR (which
-    the partition retries) rather than a crash."""
-    error = Errors.__members__.get(str(raw.get("error", "NONE")), Errors.UNKNOWN_SERVER_ERROR)
-    try:
-        return AlterPartitionResult(
-            error=error,
-            leader_id=int(raw.get("leader_id", NO_LEADER)),
-            leader_epoch=int(raw.get("leader_epoch", -1)),
-            isr=tuple(int(member) for member in raw.get("isr", ())),
-            partition_epoch=int(raw.get("partition_epoch", -1)),
-            message=raw.get("message"),
-        )
-    except (TypeError, ValueError) as problem:
-        return AlterPartitionResult(
-            error=Errors.UNKNOWN_SERVER_ERROR, message=f"malformed AlterPartition result: {problem}"
-        )
+def request_of(item: AlterPartitionItem) -> AlterPartitionData:
+    """One partition's entry of the request (the contract's ``AlterPartitionData``)."""
+    return AlterPartitionData(
+        topic_id=item.topic_id,
+        partition_index=item.partition_index,
+        leader_epoch=item.change.leader_epoch,
+        partition_epoch=item.change.partition_epoch,
+        new_isr_with_epochs=tuple(
+            BrokerState(member.broker_id, member.broker_epoch) for member in item.change.new_isr
+        ),
+        leader_recovery_state=LeaderRecoveryState.RECOVERED.value,
+    )
 
 
-def _key_of(raw: Mapping[str, Any]) -> AlterPartitionKey | None:
-    try:
-        return (str(raw["topic_id"]), int(raw["partition_index"]))
-    except (KeyError, TypeError, ValueError):
-        return None
+def parse_result(result: api.AlterPartitionResult) -> AlterPartitionResult:
+    """One partition of the controller's answer, as the partition's ISR state reads it."""
+    return AlterPartitionResult(
+        error=result.error.error,
+        leader_id=result.leader_id,
+        leader_epoch=result.leader_epoch,
+        isr=result.isr,
+        partition_epoch=result.partition_epoch,
+        message=result.error.message,
+    )
 
 
 class AlterPartitionManager:
@@ -116,7 +117,7 @@ class AlterPartitionManager:
             answer = await self._channel.alter_partition(
                 broker_id=self._broker_id,
                 broker_epoch=self._broker_epoch(),
-                partitions=[item.to_json() for item in batch.items],
+                partitions=[request_of(item) for item in batch.items],
             )
         except Exception as error:
             # The client raises ControllerError for refusals and unreachable controllers alike;
@@ -128,9 +129,7 @@ class AlterPartitionManager:
             return
         self._inflight = None
         results = {
-            key: parse_result(raw)
-            for raw in answer
-            if isinstance(raw, Mapping) and (key := _key_of(raw)) is not None
+            (result.topic_id, result.partition_index): parse_result(result) for result in answer
         }
         for key in self._queue.missing(batch, results):
             logger.warning("%s was sent but is not in the AlterPartition answer", key)

@@ -1,9 +1,11 @@
-"""What the broker needs from the active controller: its failures and the admin calls' types.
+"""What the broker needs from the active controller: its failures and the admin calls.
 
 Everything in the broker that talks to the controller — the admin and group handlers, the
 metadata loader, heartbeats, producer-id blocks, ``controller_client.py`` which implements it
 all over HTTP, and ``pykraft topics`` — raises and catches ``ControllerError``; the handlers are
-given a ``ControllerClient`` typed by the protocol below, named after the controller's routes.
+given a ``ControllerClient`` typed by the protocol below, named after the controller's routes,
+whose values are the controller's contract (``metadata/api/topics.py``: ``CreatableTopic``, the
+CreateTopics entry a handler forwards as it is, and the results).
 
 Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the active controller
 (KIP-590 forwarding); pykraft's controller serves them over HTTP (``quorum/service_admin.py``):
@@ -25,8 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-import attrs
-
+from metadata.api.topics import CreatableTopic, CreatableTopicResult, DeletableTopicResult
 from protocol.errors import Errors
 
 
@@ -44,36 +45,12 @@ class ControllerError(Exception):
         return Errors.__members__.get(self.error, Errors.UNKNOWN_SERVER_ERROR)
 
 
-@attrs.frozen(kw_only=True)
-class NewTopic:
-    """A CreateTopics entry; -1 partitions / replication factor take the cluster defaults."""
-
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    # Partition -> broker ids; when given, num_partitions and replication_factor are -1.
-    assignments: Mapping[int, Sequence[int]] = attrs.field(factory=dict)
-    configs: Mapping[str, str | None] = attrs.field(factory=dict)
-
-
-@attrs.frozen(kw_only=True)
-class CreatedTopic:
-    name: str
-    topic_id: str
-    num_partitions: int
-    replication_factor: int
-
-
-@attrs.frozen(kw_only=True)
-class DeletedTopic:
-    name: str
-    topic_id: str
-
-
 class ControllerClient(Protocol):
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool) -> CreatedTopic: ...
+    async def create_topic(
+        self, topic: CreatableTopic, *, validate_only: bool
+    ) -> CreatableTopicResult: ...
 
-    async def delete_topic(self, name: str) -> DeletedTopic: ...
+    async def delete_topic(self, name: str) -> DeletableTopicResult: ...
 
     async def create_partitions(
         self,

@@ -2,19 +2,23 @@
 
 Theory of operation
 -------------------
-Every call goes through ``ControllerClient._call``, which picks a controller, sends one JSON
-request with aiohttp and classifies the answer (quorum/service.py documents the error shapes):
+Every request and answer is written and read by the controller's contract (``metadata/api``:
+the routes, the types, their JSON, the error body), which the controller serves with too; this
+module only carries them. Every call goes through ``ControllerClient._call``, which picks a
+controller, sends one request with aiohttp and classifies the answer:
 
-* ``421 NOT_CONTROLLER`` with ``leader``: the write reached a follower. The leader's URL is
-  remembered and the request is sent there at once (Kafka's clients likewise retry at the
-  controller a NOT_CONTROLLER names).
+* ``421 NOT_CONTROLLER`` with ``leader`` (``errors.redirect_of``): the write reached a
+  follower. The leader's URL is remembered and the request is sent there at once (Kafka's
+  clients likewise retry at the controller a NOT_CONTROLLER names).
 * ``503 NOT_CONTROLLER`` (no leader during an election), a connection failure, or — for
   idempotent requests only — ``503 REQUEST_TIMED_OUT``: the next controller of the bootstrap
   list is tried after an exponential back-off with jitter (tenacity), until the call's deadline.
-  A non-idempotent write whose outcome is unknown (timed out) is not resent: creating a topic
-  twice would answer TOPIC_ALREADY_EXISTS for a topic this very call created.
+  A non-idempotent write (``routes.Route.idempotent``) whose outcome is unknown (timed out) is
+  not resent: creating a topic twice would answer TOPIC_ALREADY_EXISTS for a topic this very
+  call created.
 * any other error: raised at once as ``ControllerRequestError`` (a ``ControllerError`` whose
-  ``error`` is the controller's Kafka error name, e.g. TOPIC_ALREADY_EXISTS).
+  ``error`` is the controller's Kafka error name, e.g. TOPIC_ALREADY_EXISTS). An answer the
+  contract cannot read is UNKNOWN_SERVER_ERROR (CORRUPT_MESSAGE for a metadata record).
 
 Every failure surfaces as ``broker.controller_api.ControllerError``, so this class
 satisfies the admin handlers' ``ControllerClient`` protocol. The loop is bounded by the call's
@@ -26,28 +30,45 @@ the last known leader, whose image is the freshest.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
-from urllib.parse import quote
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import aiohttp
-import attrs
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity import stop_after_delay as tenacity_stop_after_delay
 
-from broker.controller_api import (
-    ControllerError,
-    CreatedTopic,
-    DeletedTopic,
-    NewTopic,
-)
+from broker.controller_api import ControllerError
 from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.codec import MetadataCodecError, record_from_json
-from metadata.records import BrokerEndpoint, BrokerFeature, MetadataRecord
+from metadata.api import admin, brokers, errors, records, routes, topics
+from metadata.api.brokers import BrokerHeartbeatResponse as HeartbeatReply
+from metadata.api.brokers import BrokerRegistrationReply
+from metadata.api.errors import ErrorBody, SnapshotRef
+from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
+from metadata.api.records import MetadataBatch, RecordsPage
+from metadata.api.topics import PartitionDescription, TopicDescription, TopicListing
+from metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
+
+# The answers' types are the contract's (``metadata/api``); these names are what the broker
+# imports.
+__all__ = [
+    "BrokerRegistrationReply",
+    "ControllerClient",
+    "ControllerRequestError",
+    "HeartbeatReply",
+    "MetadataBatch",
+    "PartitionDescription",
+    "RecordsPage",
+    "SnapshotRef",
+    "SnapshotRequiredError",
+    "TopicDescription",
+    "TopicListing",
+    "normalize_url",
+]
+
+T = TypeVar("T")
 
 # Bounds (STYLE.md §7).
 MAX_ATTEMPTS = 50
@@ -59,92 +80,9 @@ BACKOFF_MAX_S = 1.0
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
-# ---------------------------------------------------------------------------- answers
-
-
-@attrs.frozen(kw_only=True)
-class BrokerRegistrationReply:
-    broker_epoch: int
-    heartbeat_interval_ms: int
-    session_timeout_ms: int
-
-
-@attrs.frozen(kw_only=True)
-class HeartbeatReply:
-    """Kafka's BrokerHeartbeatResponse fields."""
-
-    is_caught_up: bool
-    is_fenced: bool
-    in_controlled_shutdown: bool
-    should_shut_down: bool
-
-
-@attrs.frozen(kw_only=True)
-class MetadataBatch:
-    """One committed atomic batch; record ``i`` has offset ``base_offset + i``."""
-
-    base_offset: int
-    last_offset: int
-    epoch: int
-    append_time_ms: int
-    records: tuple[MetadataRecord, ...]
-
-
-@attrs.frozen(kw_only=True)
-class RecordsPage:
-    from_offset: int
-    # The offset to ask for next (one past the last record of ``batches``).
-    next_offset: int
-    # One past the controller's last committed offset when it answered.
-    log_end_offset: int
-    batches: tuple[MetadataBatch, ...]
-
-
-@attrs.frozen(kw_only=True)
-class SnapshotRef:
-    snapshot_id: str
-    # Exclusive: the first offset after the snapshot (Kafka's snapshot id end offset).
-    end_offset: int
-    epoch: int
-
-
-@attrs.frozen(kw_only=True)
-class TopicListing:
-    name: str
-    topic_id: str
-    partitions: int
-
-
-@attrs.frozen(kw_only=True)
-class PartitionDescription:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class TopicDescription:
-    name: str
-    topic_id: str
-    partitions: tuple[PartitionDescription, ...]
-    # Every topic config with its effective value.
-    configs: Mapping[str, str]
-
-
-def parse_partition(raw: Mapping[str, Any]) -> PartitionDescription:
-    return PartitionDescription(
-        partition=int(raw["partition"]), leader=int(raw["leader"]),
-        leader_epoch=int(raw["leader_epoch"]), replicas=tuple(raw["replicas"]),
-        isr=tuple(raw["isr"]), adding_replicas=tuple(raw.get("adding_replicas", ())),
-        removing_replicas=tuple(raw.get("removing_replicas", ())))
-
-
 class ControllerRequestError(ControllerError):
-    """The controller answered with an error; ``status`` is the HTTP status."""
+    """The controller answered with an error; ``status`` is the HTTP status, ``body`` the
+    contract's ``ErrorBody``."""
 
     def __init__(self, status: int, error: str, message: str, body: Mapping[str, Any]) -> None:
         super().__init__(error, message)
@@ -157,11 +95,11 @@ class SnapshotRequiredError(ControllerRequestError):
 
     @property
     def snapshot(self) -> SnapshotRef | None:
-        raw = self.body.get("snapshot")
-        if not isinstance(raw, dict):
+        try:
+            return errors.error_body_from_json(Fields({"error": self.error, "message": self.message,
+                                                **self.body})).snapshot
+        except JsonBodyError:
             return None
-        return SnapshotRef(snapshot_id=str(raw["id"]), end_offset=int(raw["end_offset"]),
-                           epoch=int(raw["epoch"]))
 
 
 class _Retry(Exception):
@@ -233,10 +171,12 @@ class ControllerClient:
         else:
             self._next_index += 1
 
-    async def _call(self, method: str, path: str, *, body: Any = None,
-                    params: Mapping[str, str] | None = None, idempotent: bool = True,
+    async def _call(self, route: routes.Route, path: str, *, body: JsonObject | None = None,
+                    params: Mapping[str, str] | None = None, idempotent: bool | None = None,
                     timeout_s: float = REQUEST_TIMEOUT_S,
-                    deadline_s: float | None = None) -> Any:
+                    deadline_s: float | None = None) -> bytes:
+        """The payload of a successful answer; ``idempotent`` defaults to the route's."""
+        resend = route.idempotent if idempotent is None else idempotent
         retrying = AsyncRetrying(
             stop=(tenacity_stop_after_delay(deadline_s or self.deadline_s)
                   | stop_after_attempt(MAX_ATTEMPTS)),
@@ -244,15 +184,15 @@ class ControllerClient:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await self._attempt(method, path, body, params, idempotent,
+                    return await self._attempt(route.method, path, body, params, resend,
                                                timeout_s)
         except _Retry as last:
             raise last.error from None
         raise AssertionError("tenacity returns or raises")
 
-    async def _attempt(self, method: str, path: str, body: Any,
+    async def _attempt(self, method: str, path: str, body: JsonObject | None,
                        params: Mapping[str, str] | None, idempotent: bool,
-                       timeout_s: float) -> Any:
+                       timeout_s: float) -> bytes:
         url = self._target()
         if self._session is None:
             self._session = aiohttp.ClientSession(headers=self._headers)
@@ -266,7 +206,6 @@ class ControllerClient:
                                           "over the limit")
                 payload = await response.read()
                 status = response.status
-                is_json = response.content_type == "application/json"
         except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError,
                 aiohttp.ClientOSError, TimeoutError) as error:
             self._forget(url)
@@ -277,36 +216,22 @@ class ControllerClient:
             if sent and not idempotent:
                 raise failure from None
             raise _Retry(failure) from None
-        if status < 400 and not is_json:
-            return payload  # a snapshot download (NDJSON), not a JSON document
-        return self._classify(url, status, payload, idempotent)
-
-    def _classify(self, url: str, status: int, payload: bytes, idempotent: bool) -> Any:
-        try:
-            answer = json.loads(payload) if payload else {}
-        except ValueError:
-            raise ControllerError("UNKNOWN_SERVER_ERROR",
-                                  f"{url} answered HTTP {status} without a JSON body") from None
         if status < 400:
-            return answer
-        body = answer if isinstance(answer, dict) else {}
-        error = str(body.get("error", "UNKNOWN_SERVER_ERROR"))
-        message = str(body.get("message", f"HTTP {status}"))
-        return self._raise_error(url, status, error, message, body, idempotent)
+            return payload
+        return self._raise_error(url, status, error_body_of(status, payload), idempotent)
 
-    def _raise_error(self, url: str, status: int, error: str, message: str,
-                     body: dict[str, Any], idempotent: bool) -> Any:
-        failure_class = SnapshotRequiredError if error == "SNAPSHOT_REQUIRED" else \
+    def _raise_error(self, url: str, status: int, body: ErrorBody, idempotent: bool) -> bytes:
+        failure_class = SnapshotRequiredError if body.error == errors.SNAPSHOT_REQUIRED else \
             ControllerRequestError
-        failure = failure_class(status, error, message, body)
-        if error == "NOT_CONTROLLER":
-            leader = body.get("leader")
-            if isinstance(leader, str) and leader and normalize_url(leader) != url:
-                self._leader_url = normalize_url(leader)
-                raise _Retry(failure, immediately=True)
+        failure = failure_class(status, body.error, body.message, errors.error_body_to_json(body))
+        leader = errors.redirect_of(body)
+        if leader is not None and normalize_url(leader) != url:
+            self._leader_url = normalize_url(leader)
+            raise _Retry(failure, immediately=True)
+        if body.error == "NOT_CONTROLLER":
             self._forget(url)
             raise _Retry(failure)
-        if error == "REQUEST_TIMED_OUT" and idempotent:
+        if body.error == "REQUEST_TIMED_OUT" and idempotent:
             raise _Retry(failure)
         raise failure
 
@@ -314,12 +239,20 @@ class ControllerClient:
         """A write succeeded: the controller that took it is the leader."""
         self._leader_url = self._target()
 
-    async def _write(self, method: str, path: str, body: Any = None, *,
-                     idempotent: bool, deadline_s: float | None = None) -> Any:
-        answer = await self._call(method, path, body=body, idempotent=idempotent,
-                                  deadline_s=deadline_s)
+    async def _read(self, route: routes.Route, path: str, decode: Callable[[Fields], T], *,
+                    params: Mapping[str, str] | None = None,
+                    timeout_s: float = REQUEST_TIMEOUT_S) -> T:
+        """A GET answered by any controller, decoded by the contract."""
+        payload = await self._call(route, path, params=params, timeout_s=timeout_s)
+        return decode_answer(route, payload, decode)
+
+    async def _write(self, route: routes.Route, path: str, body: JsonObject | None,
+                     decode: Callable[[Fields], T], *, idempotent: bool | None = None,
+                     deadline_s: float | None = None) -> T:
+        payload = await self._call(route, path, body=body, idempotent=idempotent,
+                                   deadline_s=deadline_s)
         self._remember_leader()
-        return answer
+        return decode_answer(route, payload, decode)
 
     # ------------------------------------------------------------------ broker RPCs
 
@@ -328,147 +261,162 @@ class ControllerClient:
                               features: Sequence[BrokerFeature] = (),
                               deadline_s: float | None = None) -> BrokerRegistrationReply:
         """POST /v1/brokers/register (KIP-631); idempotent for one incarnation id."""
-        answer = await self._write("POST", "/v1/brokers/register", {
-            "broker_id": broker_id, "incarnation_id": incarnation_id, "rack": rack,
-            "endpoints": [{"name": e.name, "host": e.host, "port": e.port,
-                           "security_protocol": e.security_protocol} for e in endpoints],
-            "features": [{"name": f.name, "min_supported_version": f.min_supported_version,
-                          "max_supported_version": f.max_supported_version} for f in features],
-        }, idempotent=True, deadline_s=deadline_s)
-        return BrokerRegistrationReply(
-            broker_epoch=int(answer["broker_epoch"]),
-            heartbeat_interval_ms=int(answer["heartbeat_interval_ms"]),
-            session_timeout_ms=int(answer["session_timeout_ms"]))
+        request = brokers.BrokerRegistrationRequest(broker_id=broker_id,
+                                                    incarnation_id=incarnation_id,
+                                            listeners=tuple(endpoints), rack=rack,
+                                            features=tuple(features))
+        route = routes.REGISTER_BROKER
+        return await self._write(route, route.path(), brokers.registration_request_to_json(request),
+                                 brokers.registration_reply_from_json, deadline_s=deadline_s)
 
     async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
                         want_fence: bool, want_shut_down: bool,
                         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
                         deadline_s: float | None = None) -> HeartbeatReply:
-        body: dict[str, Any] = {
-            "broker_id": broker_id, "broker_epoch": broker_epoch,
-            "current_metadata_offset": current_metadata_offset,
-            "want_fence": want_fence, "want_shut_down": want_shut_down,
-        }
-        if offline_log_dirs.directory_ids:
-            body["offline_log_dirs"] = list(offline_log_dirs.directory_ids)
-            body["offline_replicas"] = [{"topic_id": topic_id, "partition": partition}
-                                        for topic_id, partition in offline_log_dirs.replicas]
-        answer = await self._write("POST", "/v1/brokers/heartbeat", body, idempotent=True,
-                                   deadline_s=deadline_s)
-        return HeartbeatReply(
-            is_caught_up=bool(answer["is_caught_up"]), is_fenced=bool(answer["is_fenced"]),
-            in_controlled_shutdown=bool(answer["in_controlled_shutdown"]),
-            should_shut_down=bool(answer["should_shut_down"]))
+        request = brokers.BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=broker_epoch,
+            current_metadata_offset=current_metadata_offset, want_fence=want_fence,
+            want_shut_down=want_shut_down, offline_log_dirs=offline_log_dirs.directory_ids,
+            offline_replicas=tuple(brokers.OfflineReplica(topic_id, partition)
+                                   for topic_id, partition in offline_log_dirs.replicas))
+        route = routes.BROKER_HEARTBEAT
+        return await self._write(route, route.path(), brokers.heartbeat_request_to_json(request),
+                                 brokers.heartbeat_response_from_json, deadline_s=deadline_s)
 
     async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
                             max_records: int) -> RecordsPage:
         """GET /v1/metadata/records (long poll); raises ``SnapshotRequiredError`` below the
         controller's window and ``ControllerError`` for an undecodable record."""
-        answer = await self._call("GET", "/v1/metadata/records", params={
-            "from": str(from_offset), "max_wait_ms": str(max_wait_ms),
-            "max_records": str(max_records)}, timeout_s=REQUEST_TIMEOUT_S + max_wait_ms / 1000)
+        query = records.RecordsQuery(from_offset=from_offset, max_wait_ms=max_wait_ms,
+                             max_records=max_records)
+        route = routes.METADATA_RECORDS
+        payload = await self._call(route, route.path(),
+                                   params=records.records_query_to_params(query),
+                                   timeout_s=REQUEST_TIMEOUT_S + max_wait_ms / 1000)
         try:
-            batches = tuple(MetadataBatch(
-                base_offset=int(batch["base_offset"]), last_offset=int(batch["last_offset"]),
-                epoch=int(batch["epoch"]), append_time_ms=int(batch["append_time_ms"]),
-                records=tuple(record_from_json(record) for record in batch["records"]),
-            ) for batch in answer["batches"])
-        except (MetadataCodecError, KeyError, TypeError, ValueError) as error:
+            page = parse_json_object(payload, max_depth=None)
+            return records.records_page_from_json(Fields(page))
+        except JsonBodyError as error:
             raise ControllerError("CORRUPT_MESSAGE",
                                   f"undecodable metadata from offset {from_offset}: {error}") \
                 from None
-        return RecordsPage(from_offset=int(answer["from_offset"]),
-                           next_offset=int(answer["next_offset"]),
-                           log_end_offset=int(answer["log_end_offset"]), batches=batches)
 
     async def download_snapshot(self, snapshot_id: str) -> bytes:
         """GET /v1/metadata/snapshots/{id}: the snapshot file's bytes."""
-        data = await self._call("GET", f"/v1/metadata/snapshots/{snapshot_id}",
+        route = routes.GET_SNAPSHOT
+        return await self._call(route, route.path(snapshot_id=snapshot_id),
                                 timeout_s=REQUEST_TIMEOUT_S * 4)
-        if not isinstance(data, bytes):
-            raise ControllerError("UNKNOWN_SERVER_ERROR",
-                                  f"snapshot {snapshot_id} came back as JSON, not a file")
-        return data
 
     async def alter_partition(self, *, broker_id: int, broker_epoch: int,
-                              partitions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+                              partitions: Sequence[brokers.AlterPartitionData],
+                              ) -> tuple[brokers.AlterPartitionResult, ...]:
         """POST /v1/alter-partition; one result per partition (its ``error`` may be set)."""
-        answer = await self._write("POST", "/v1/alter-partition", {
-            "broker_id": broker_id, "broker_epoch": broker_epoch,
-            "partitions": [dict(p) for p in partitions]}, idempotent=True)
-        return list(answer["partitions"])
+        request = brokers.AlterPartitionRequest(broker_id=broker_id, broker_epoch=broker_epoch,
+                                        partitions=tuple(partitions))
+        route = routes.ALTER_PARTITION
+        answer = await self._write(route, route.path(),
+                                   brokers.alter_partition_request_to_json(request),
+                                   brokers.alter_partition_response_from_json)
+        return answer.partitions
 
     async def allocate_producer_ids(self, *, broker_id: int,
                                     broker_epoch: int) -> tuple[int, int]:
         """POST /v1/producer-ids (KIP-730): (first producer id, block length)."""
-        answer = await self._write("POST", "/v1/producer-ids", {
-            "broker_id": broker_id, "broker_epoch": broker_epoch}, idempotent=False)
-        return int(answer["producer_id_start"]), int(answer["producer_id_len"])
+        request = brokers.AllocateProducerIdsRequest(broker_id, broker_epoch)
+        route = routes.ALLOCATE_PRODUCER_IDS
+        answer = await self._write(route, route.path(),
+                                   brokers.producer_ids_request_to_json(request),
+                                   brokers.producer_ids_response_from_json)
+        return answer.producer_id_start, answer.producer_id_len
 
     async def unregister_broker(self, broker_id: int) -> None:
-        await self._write("DELETE", f"/v1/brokers/{broker_id}", idempotent=True)
+        route = routes.UNREGISTER_BROKER
+        await self._write(route, route.path(broker_id=broker_id), None,
+                          brokers.unregister_answer_from_json)
 
     # ------------------------------------------------------------------ admin
 
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool) -> CreatedTopic:
-        answer = await self._write("POST", "/v1/topics", {
-            "name": topic.name, "partitions": topic.num_partitions,
-            "replication_factor": topic.replication_factor,
-            "assignments": {str(p): list(r) for p, r in topic.assignments.items()},
-            "configs": dict(topic.configs), "validate_only": validate_only,
-        }, idempotent=validate_only)
-        return CreatedTopic(name=answer["name"], topic_id=answer["topic_id"],
-                            num_partitions=int(answer["partitions"]),
-                            replication_factor=int(answer["replication_factor"]))
+    async def create_topic(self, topic: topics.CreatableTopic, *,
+                           validate_only: bool) -> topics.CreatableTopicResult:
+        request = topics.CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
+        route = routes.CREATE_TOPIC
+        # Resent only when it writes nothing: a second create would answer TOPIC_ALREADY_EXISTS.
+        return await self._write(route, route.path(), topics.create_topic_request_to_json(request),
+                                 topics.created_topic_from_json, idempotent=validate_only)
 
-    async def delete_topic(self, name: str) -> DeletedTopic:
-        answer = await self._write("DELETE", f"/v1/topics/{_quote(name)}", idempotent=False)
-        return DeletedTopic(name=answer["name"], topic_id=answer["topic_id"])
+    async def delete_topic(self, name: str) -> topics.DeletableTopicResult:
+        route = routes.DELETE_TOPIC
+        return await self._write(route, route.path(name=name), None, topics.deleted_topic_from_json)
 
     async def create_partitions(self, name: str, count: int,
                                 assignments: Sequence[Sequence[int]] | None, *,
                                 validate_only: bool) -> None:
-        await self._write("POST", f"/v1/topics/{_quote(name)}/partitions", {
-            "count": count, "validate_only": validate_only,
-            "assignments": None if assignments is None else [list(a) for a in assignments],
-        }, idempotent=validate_only)
+        request = topics.CreatePartitionsRequest(topics=(topics.CreatePartitionsTopic(
+            name=name, count=count,
+            assignments=None if assignments is None else tuple(tuple(a) for a in assignments)),),
+            validate_only=validate_only)
+        route = routes.CREATE_PARTITIONS
+        await self._write(route, route.path(name=name),
+                          topics.create_partitions_request_to_json(request),
+                          topics.partition_count_from_json,
+                          idempotent=validate_only)
 
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
-        answer = await self._call(
-            "GET", f"/v1/configs/{_quote(resource_type)}/{_quote(resource_name)}")
-        return {str(k): str(v) for k, v in answer["configs"].items()}
+        route = routes.DESCRIBE_CONFIGS
+        answer = await self._read(route, route.path(resource_type=resource_type,
+                                                    resource_name=resource_name),
+                                  admin.configs_from_json)
+        return answer.configs
 
     async def alter_configs(self, resource_type: str, resource_name: str, *,
                             set_configs: Mapping[str, str], delete: Sequence[str] = (),
                             validate_only: bool = False) -> Mapping[str, str]:
+        changes = [admin.AlterableConfig(k, admin.AlterConfigOp.SET, v)
+                   for k, v in set_configs.items()]
+        changes += [admin.AlterableConfig(k, admin.AlterConfigOp.DELETE) for k in delete]
+        kind = admin.config_resource_from_path(resource_type)
+        request = admin.IncrementalAlterConfigsRequest(
+            resources=(admin.AlterConfigsResource(kind.value, resource_name, tuple(changes)),),
+            validate_only=validate_only)
+        route = routes.ALTER_CONFIGS
         answer = await self._write(
-            "PUT", f"/v1/configs/{_quote(resource_type)}/{_quote(resource_name)}",
-            {"set": dict(set_configs), "delete": list(delete), "validate_only": validate_only},
-            idempotent=True)
-        return {str(k): str(v) for k, v in answer["configs"].items()}
+            route, route.path(resource_type=resource_type, resource_name=resource_name),
+            admin.alter_configs_request_to_json(request), admin.configs_from_json)
+        return answer.configs
 
-    async def list_topics(self) -> list[TopicListing]:
-        answer = await self._call("GET", "/v1/topics")
-        return [TopicListing(name=t["name"], topic_id=t["topic_id"],
-                             partitions=int(t["partitions"])) for t in answer["topics"]]
+    async def list_topics(self) -> tuple[TopicListing, ...]:
+        route = routes.LIST_TOPICS
+        return await self._read(route, route.path(), topics.topic_listings_from_json)
 
     async def describe_topic(self, name: str) -> TopicDescription:
-        answer = await self._call("GET", f"/v1/topics/{_quote(name)}")
-        return TopicDescription(
-            name=answer["name"], topic_id=answer["topic_id"],
-            partitions=tuple(parse_partition(p) for p in answer["partitions"]),
-            configs={str(k): str(v) for k, v in answer.get("configs", {}).items()})
+        route = routes.DESCRIBE_TOPIC
+        return await self._read(route, route.path(name=name), topics.topic_description_from_json)
 
-    async def cluster(self) -> dict[str, Any]:
+    async def cluster(self) -> admin.ClusterDescription:
         """GET /v1/cluster: controller id, controllers, metadata offset, counts."""
-        answer: dict[str, Any] = await self._call("GET", "/v1/cluster")
-        return answer
+        route = routes.CLUSTER
+        return await self._read(route, route.path(), admin.cluster_from_json)
 
-    async def list_brokers(self) -> list[dict[str, Any]]:
-        answer = await self._call("GET", "/v1/brokers")
-        return list(answer["brokers"])
+    async def list_brokers(self) -> tuple[admin.BrokerDescription, ...]:
+        route = routes.LIST_BROKERS
+        return await self._read(route, route.path(), admin.brokers_from_json)
 
 
-def _quote(segment: str) -> str:
-    """A path segment with '/' and other reserved characters escaped."""
-    return quote(segment, safe="")
+def decode_answer(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) -> T:
+    """A successful answer read by the contract; one it cannot read is the controller's
+    failure (UNKNOWN_SERVER_ERROR), never a KeyError in the caller."""
+    try:
+        return decode(Fields(parse_json_object(payload, max_depth=None)))
+    except JsonBodyError as error:
+        raise ControllerError("UNKNOWN_SERVER_ERROR",
+                              f"the answer to {route.method} {route.template} does not read: "
+                              f"{error}") from None
+
+
+def error_body_of(status: int, payload: bytes) -> ErrorBody:
+    """A failed answer's body; one that does not read still fails, with its HTTP status."""
+    try:
+        return errors.error_body_from_json(Fields(parse_json_object(payload, max_depth=None)))
+    except JsonBodyError:
+        return ErrorBody(error="UNKNOWN_SERVER_ERROR",
+                         message=f"HTTP {status} without the controller's error body")

@@ -1,6 +1,6 @@
 """Delayed produces' asyncio shell: one future per waiting acks=all produce and one timer for
 the earliest deadline over the pure ``replica.produce_waiters.ProducePurgatory`` (Kafka's
-``DelayedProduce``; the rules are described there), on an injectable monotonic clock.
+``DelayedProduce``; the rules are described there), on the monotonic clock it is given.
 ``watch`` is the synchronous half (answer now, or call ``on_done`` later), which the replication
 simulation drives without asyncio; ``wait`` is ``watch`` over a future. Deadlines work as in
 ``broker.purgatory``: a ``ReplicaManager`` with a timer expires the waiters
@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from broker.purgatory import DeadlineTimer, monotonic_ms
+from broker.purgatory import DeadlineTimer
 from protocol.errors import Errors
 from replica.produce_waiters import (
     MAX_DELAYED_PRODUCES,
@@ -42,13 +42,14 @@ class DelayedProduces:
 
     def __init__(
         self,
+        *,
+        monotonic_ms: Callable[[], int],
         max_waiters: int = MAX_DELAYED_PRODUCES,
-        clock_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.purgatory = ProducePurgatory(max_waiters)
-        self._clock_ms = clock_ms
+        self._monotonic_ms = monotonic_ms
         self._callbacks: dict[int, ProduceDone] = {}
-        self._timer = DeadlineTimer(clock_ms, self.expire_due)
+        self._timer = DeadlineTimer(monotonic_ms, self.expire_due)
         # Set by the owner of a shared timer (ReplicaManager): called instead of arming ours.
         self.on_deadline_moved: Callable[[], None] | None = None
 
@@ -62,7 +63,7 @@ class DelayedProduces:
     ) -> ProduceWatch:
         """Check once; the errors now when nothing needs to wait (or the purgatory is full),
         else a waiter whose final errors go to ``on_done`` (never called from here)."""
-        deadline_ms = self._clock_ms() + max(0, timeout_ms)
+        deadline_ms = self._monotonic_ms() + max(0, timeout_ms)
         waiter_id = self.purgatory.try_watch(required_offsets, deadline_ms)
         if waiter_id is None:
             return ProduceWatch(errors=full_purgatory_errors(required_offsets, checker))
@@ -110,7 +111,7 @@ class DelayedProduces:
 
     def expire_due(self) -> int:
         """Complete every waiter whose deadline has passed; returns how many."""
-        expired = self.purgatory.expire(self._clock_ms())
+        expired = self.purgatory.expire(self._monotonic_ms())
         self._resolve(expired)
         self._timer.fired()
         self._schedule()

@@ -53,7 +53,7 @@ from typing import BinaryIO, Protocol
 
 import attrs
 
-from broker.acceptor import DEFAULT_LISTEN_BACKLOG, Acceptor, AcceptorMetrics, Clock, monotonic_ms
+from broker.acceptor import DEFAULT_LISTEN_BACKLOG, Acceptor, AcceptorMetrics
 from broker.connection_quotas import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     ConnectionLimits,
@@ -151,11 +151,11 @@ class KafkaListener:
         quotas: ConnectionQuotas | None = None,
         connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
         listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
-        clock: Clock = monotonic_ms,
+        monotonic_ms: Callable[[], int],
     ) -> None:
         assert max_in_flight_requests >= 1 and max_request_bytes >= 0
-        # Milliseconds, for connections.max.idle.ms (tests pass a simulated one).
-        self.clock = clock
+        # For connections.max.idle.ms (tests pass a simulated one).
+        self.monotonic_ms = monotonic_ms
         self.dispatch = dispatch
         self.listener_name = listener_name
         self.max_request_bytes = max_request_bytes
@@ -169,7 +169,7 @@ class KafkaListener:
             host=host, port=port, listener_name=listener_name,
             quotas=quotas or ConnectionQuotas(ConnectionLimits()), metrics=self.metrics,
             connections_max_idle_ms=connections_max_idle_ms, listen_backlog=listen_backlog,
-            clock=clock,
+            monotonic_ms=monotonic_ms,
         )  # fmt: skip
         self._host = host
         # Invariant: one entry per connection being served (serve_connection is running).
@@ -263,7 +263,7 @@ class _Connection:
         # Requests dispatched and not yet answered (a connection serving one is not idle).
         self._unanswered = 0
         # When bytes were last read or written (connections.max.idle.ms).
-        self.last_active_ms = self._listener.clock()
+        self.last_active_ms = self._listener.monotonic_ms()
         # Set once the broker decided to close this connection (idle, or over max.connections).
         self.expiring = False
 
@@ -303,7 +303,7 @@ class _Connection:
                     self._queue.put_nowait(_Entry.END_OF_INPUT)
                     return
                 self._metrics.record_bytes_in(len(data))
-                self.last_active_ms = self._listener.clock()
+                self.last_active_ms = self._listener.monotonic_ms()
                 decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not None:
                     if not await self._handle_frame(frame):
@@ -363,7 +363,7 @@ class _Connection:
             if reason is not None:
                 return reason
             self._unanswered -= 1
-            self.last_active_ms = self._listener.clock()
+            self.last_active_ms = self._listener.monotonic_ms()
             self._in_flight.release()
 
     async def _complete(self, item: _Pending) -> CloseReason | None:

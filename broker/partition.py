@@ -37,7 +37,6 @@ from collections.abc import Callable
 import attrs
 
 from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
-from broker.purgatory import monotonic_ms
 from protocol.errors import Errors
 from replica.alter_partition_queue import AlterPartitionItem
 from replica.isr import (
@@ -102,7 +101,7 @@ class PartitionContext:
 
     # Monotonic milliseconds, sampled for each input to the core (follower progress and lag:
     # only differences matter). Record timestamps come from wall time, passed as ``now_ms``.
-    monotonic_ms: Callable[[], int] = monotonic_ms
+    monotonic_ms: Callable[[], int]
     replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS
     # The topic's effective min.insync.replicas, read at each use (configs change).
     min_insync_replicas: Callable[[str], int] = lambda topic: 1
@@ -121,14 +120,14 @@ class Partition:
         topic_id: str,
         log: PartitionLog,
         local_broker_id: int,
-        context: PartitionContext | None = None,
+        context: PartitionContext,
         core: PartitionCore | None = None,
     ) -> None:
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
-        self.context = context or PartitionContext()
+        self.context = context
         # ReplicaManager hands in the one its ReplicaCore holds for this partition.
         self.core = core or PartitionCore(
             topic_partition, local_broker_id, self.context.replica_lag_time_max_ms

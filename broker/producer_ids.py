@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -184,15 +183,11 @@ class ProducerIdBlocks:
         return True
 
 
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class ProducerIdManager:
     """Producer ids for this broker's InitProducerId handler, blocks fetched in the background."""
 
     def __init__(self, allocator: ProducerIdAllocator, *, broker_id: int,
-                 broker_epoch: Callable[[], int], clock_ms: Callable[[], int] = monotonic_ms,
+                 broker_epoch: Callable[[], int], monotonic_ms: Callable[[], int],
                  max_wait_ms: int = MAX_WAIT_MS) -> None:
         assert max_wait_ms >= 0, f"max_wait_ms must not be negative: {max_wait_ms}"
         self.broker_id = broker_id
@@ -200,7 +195,7 @@ class ProducerIdManager:
         self.blocks = ProducerIdBlocks()
         self._allocator = allocator
         self._broker_epoch = broker_epoch
-        self._clock_ms = clock_ms
+        self._monotonic_ms = monotonic_ms  # retry backoff
         self._allocation: asyncio.Task[None] | None = None
 
     async def generate_producer_id(self) -> int | None:
@@ -222,7 +217,7 @@ class ProducerIdManager:
             await asyncio.gather(allocation, return_exceptions=True)
 
     def _claim(self) -> int | None:
-        claim = self.blocks.claim(self._clock_ms())
+        claim = self.blocks.claim(self._monotonic_ms())
         if claim.request_block:
             self._allocation = asyncio.get_running_loop().create_task(
                 self._allocate(), name=f"producer-id block for broker {self.broker_id}")
@@ -237,16 +232,16 @@ class ProducerIdManager:
             # unreachable controller: Kafka logs and tries again after the back-off.
             logger.warning("broker %d: producer-id block not allocated: %s", self.broker_id,
                            error)
-            self.blocks.handle_allocation_failed(self._clock_ms())
+            self.blocks.handle_allocation_failed(self._monotonic_ms())
             return
         except Exception:
             # A bug, e.g. an answer missing a field: keep the trace, and keep handing out ids
             # once the controller answers properly instead of waiting forever on this request.
             logger.exception("broker %d: producer-id block request failed", self.broker_id)
-            self.blocks.handle_allocation_failed(self._clock_ms())
+            self.blocks.handle_allocation_failed(self._monotonic_ms())
             return
         block = ProducerIdsBlock(first, size)
-        problem = self.blocks.handle_block(block, self._clock_ms())
+        problem = self.blocks.handle_block(block, self._monotonic_ms())
         if problem is not None:
             logger.error("broker %d: rejected producer-id block %s: %s", self.broker_id, block,
                          problem)

@@ -1,6 +1,6 @@
 """Delayed fetches' asyncio shell: one future per waiting fetch over the pure
 ``replica.fetch_waiters.FetchPurgatory`` (Kafka's ``DelayedFetch``; the rules are described
-there), on an injectable monotonic clock.
+there). It reads the monotonic clock it is given (``storage.clock``).
 
 Deadlines: inside a ``ReplicaManager`` with a timer, the purgatory belongs to its
 ``replica.replica_core.ReplicaCore``, whose ``tick`` expires the waiters; the shell only says
@@ -11,7 +11,6 @@ that a deadline may have moved (``on_deadline_moved``) and answers what ``tick``
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
@@ -19,11 +18,7 @@ from replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPur
 from replica.partition_state import FetchIsolation
 from storage.topic_partition import TopicPartition
 
-__all__ = ["DeadlineTimer", "DelayedFetches", "FetchCompletion", "Timer", "monotonic_ms"]
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+__all__ = ["DeadlineTimer", "DelayedFetches", "FetchCompletion", "Timer"]
 
 
 class Timer(Protocol):
@@ -39,8 +34,8 @@ class Timer(Protocol):
 class DeadlineTimer:
     """One asyncio timer kept armed for a core's earliest deadline (the shells use it)."""
 
-    def __init__(self, clock_ms: Callable[[], int], on_due: Callable[[], object]) -> None:
-        self._clock_ms = clock_ms
+    def __init__(self, monotonic_ms: Callable[[], int], on_due: Callable[[], object]) -> None:
+        self._monotonic_ms = monotonic_ms
         self._on_due = on_due
         self._handle: asyncio.TimerHandle | None = None
         self._deadline_ms: int | None = None
@@ -51,7 +46,7 @@ class DeadlineTimer:
             return
         if self._handle is not None:
             self._handle.cancel()
-        delay_s = max(0, deadline_ms - self._clock_ms()) / 1000
+        delay_s = max(0, deadline_ms - self._monotonic_ms()) / 1000
         self._handle = asyncio.get_running_loop().call_later(delay_s, self._on_due)
         self._deadline_ms = deadline_ms
 
@@ -70,13 +65,14 @@ class DelayedFetches:
 
     def __init__(
         self,
+        *,
+        monotonic_ms: Callable[[], int],
         max_waiters: int = MAX_DELAYED_FETCHES,
-        clock_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.purgatory = FetchPurgatory(max_waiters)
-        self._clock_ms = clock_ms
+        self._monotonic_ms = monotonic_ms
         self._futures: dict[int, asyncio.Future[FetchCompletion]] = {}
-        self._timer = DeadlineTimer(clock_ms, self.expire_due)
+        self._timer = DeadlineTimer(monotonic_ms, self.expire_due)
         # Set by the owner of a shared timer (ReplicaManager): called instead of arming ours.
         self.on_deadline_moved: Callable[[], None] | None = None
 
@@ -90,7 +86,7 @@ class DelayedFetches:
         isolation: FetchIsolation = FetchIsolation.LOG_END,
     ) -> FetchCompletion:
         """Wait until enough bytes, a partition change, or the deadline; says which."""
-        deadline_ms = self._clock_ms() + max(0, max_wait_ms)
+        deadline_ms = self._monotonic_ms() + max(0, max_wait_ms)
         waiter_id = self.purgatory.try_watch(
             partitions,
             min_bytes=min_bytes,
@@ -127,7 +123,7 @@ class DelayedFetches:
 
     def expire_due(self) -> int:
         """Complete every waiter whose deadline has passed; returns how many."""
-        expired = self.purgatory.expire(self._clock_ms())
+        expired = self.purgatory.expire(self._monotonic_ms())
         self._resolve(expired, FetchCompletion.DEADLINE)
         self._timer.fired()
         self._schedule()

@@ -57,7 +57,7 @@ from broker.partition import (
     PartitionContext,
     PartitionError,
 )
-from broker.purgatory import DelayedFetches, FetchCompletion, Timer, monotonic_ms
+from broker.purgatory import DelayedFetches, FetchCompletion, Timer
 from metadata.image import MetadataImage
 from metadata.local_changes import LocalReplicaChanges
 from metadata.records import ConfigResourceType
@@ -122,7 +122,7 @@ class ReplicaManager:
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
         high_watermark_checkpoint_interval_ms: int | None = None,
-        monotonic_ms: Callable[[], int] = monotonic_ms,
+        monotonic_ms: Callable[[], int],
         timer: TimerFactory | None = None,
     ) -> None:
         self.broker_id = broker_id
@@ -130,8 +130,8 @@ class ReplicaManager:
         self.fetcher_manager = fetcher_manager
         # Two clocks, never mixed: ``monotonic_ms`` for deadlines and follower lag, wall time
         # (``wall_clock_ms`` arguments) for what lands on disk (segment creation times).
-        self.delayed_fetches = delayed_fetches or DelayedFetches(clock_ms=monotonic_ms)
-        self.delayed_produces = delayed_produces or DelayedProduces(clock_ms=monotonic_ms)
+        self.delayed_fetches = delayed_fetches or DelayedFetches(monotonic_ms=monotonic_ms)
+        self.delayed_produces = delayed_produces or DelayedProduces(monotonic_ms=monotonic_ms)
         # Without a controller channel ISR changes are only recorded (they stay pending).
         self.alter_partition = alter_partition or RecordedAlterPartitions()
         self.inter_broker_listener_name = inter_broker_listener_name

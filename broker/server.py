@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Awaitable
 from typing import Any
@@ -55,7 +54,7 @@ from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from broker.partition import PartitionRole
 from broker.producer_ids import ProducerIdManager
-from broker.purgatory import DeadlineTimer, monotonic_ms
+from broker.purgatory import DeadlineTimer
 from broker.replica_manager import ReplicaManager
 from coordinator.group.rebalance import GroupConfig
 from coordinator.group.shell import GroupCoordinatorShell
@@ -64,6 +63,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from protocol.segments import Segments
+from storage.clock import Clock
 from storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
@@ -93,15 +93,14 @@ class LogDirsOfflineError(Exception):
     """Every log dir failed: the broker stops (Kafka halts it)."""
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class BrokerServer:
-    def __init__(self, config: BrokerConfig, *, cluster_id: str,
+    def __init__(self, config: BrokerConfig, *, cluster_id: str, clock: Clock,
                  controlled_shutdown_timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         self.config = config
         self.cluster_id = cluster_id
+        # The process's one clock (built by pykraft.broker_cmd): monotonic time for deadlines,
+        # wall time for what is dated (logs, records, offset commits).
+        self.clock = clock
         self.controlled_shutdown_timeout_s = controlled_shutdown_timeout_s
         self.incarnation_id = uuid_to_kafka_string(uuid.uuid4().bytes)
         self.lifecycle = BrokerLifecycle()
@@ -124,7 +123,8 @@ class BrokerServer:
                                                      broker_epoch=self._broker_epoch)
         self.heartbeats: BrokerLifecycleManager | None = None
         self.producer_ids = ProducerIdManager(self.client, broker_id=config.node_id,
-                                              broker_epoch=self._broker_epoch)
+                                              broker_epoch=self._broker_epoch,
+                                              monotonic_ms=clock.monotonic_ms)
         self._serving = asyncio.Event()
         self._stop_loader = asyncio.Event()
         self._all_log_dirs_offline = asyncio.Event()
@@ -197,10 +197,11 @@ class BrokerServer:
         """Run the start-up sequence up to RUNNING (raises ``BrokerStartupError``)."""
         self.lifecycle.become(BrokerState.STARTING)
         await self._start_http()
-        now_ms = wall_clock_ms()
+        now_ms = self.clock.wall_clock_ms()
         self.log_manager = await asyncio.to_thread(self._open_logs, now_ms)
         self.fetcher_manager = ReplicaFetcherManager(
-            self._fetcher_config(), self.log_manager.get_log, broker_epoch=self._broker_epoch)
+            self._fetcher_config(), self.log_manager.get_log, broker_epoch=self._broker_epoch,
+            clock=self.clock)
         self.replica_manager = ReplicaManager(
             broker_id=self.config.node_id, log_manager=self.log_manager,
             fetcher_manager=self.fetcher_manager, alter_partition=self.alter_partition,
@@ -209,20 +210,22 @@ class BrokerServer:
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
             high_watermark_checkpoint_interval_ms=(
                 self.config.replica_high_watermark_checkpoint_interval_ms),
-            timer=lambda on_due: DeadlineTimer(monotonic_ms, on_due))
+            monotonic_ms=self.clock.monotonic_ms,
+            timer=lambda on_due: DeadlineTimer(self.clock.monotonic_ms, on_due))
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
         offline_storage.on_all_log_dirs_offline = self._all_log_dirs_offline.set
         self.group_coordinator = GroupCoordinatorShell(self.replica_manager,
-                                                       group_config(self.config))
+                                                       group_config(self.config),
+                                                       wall_clock_ms=self.clock.wall_clock_ms)
         # The group coordinator loads / unloads __consumer_offsets groups after the replicas.
         self.publisher = BrokerMetadataPublisher(
-            self.config.node_id, self.replica_manager, wall_clock_ms=wall_clock_ms,
+            self.config.node_id, self.replica_manager, wall_clock_ms=self.clock.wall_clock_ms,
             listeners=(self.group_coordinator.on_metadata,))
         self.kafka_apis.register_all(broker_handlers(BrokerServices(
             broker_id=self.config.node_id, cluster_id=self.cluster_id,
             replica_manager=self.replica_manager, metadata=lambda: self.loader.image,
-            controller=self.client,
+            controller=self.client, wall_clock_ms=self.clock.wall_clock_ms,
             auto_create_topics_enable=self.config.auto_create_topics_enable,
             num_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor),
@@ -294,7 +297,8 @@ class BrokerServer:
                 listener_name=endpoint.listener_name,
                 max_request_bytes=config.socket_request_max_bytes, metrics=self.metrics,
                 quotas=quotas, connections_max_idle_ms=config.connections_max_idle_ms,
-                listen_backlog=config.socket_listen_backlog_size)
+                listen_backlog=config.socket_listen_backlog_size,
+                monotonic_ms=self.clock.monotonic_ms)
             try:
                 await listener.start()
             except OSError as error:
@@ -371,7 +375,7 @@ class BrokerServer:
         """The log manager's flushes, retention and checkpoints, on the wall clock."""
         while True:
             assert self.log_manager is not None
-            now_ms = wall_clock_ms()
+            now_ms = self.clock.wall_clock_ms()
             next_due_ms = self.log_manager.maybe_run_periodic(now_ms)
             await asyncio.sleep(min(PERIODIC_INTERVAL_MAX_S,
                                     max(0.0, (next_due_ms - now_ms) / 1000)))

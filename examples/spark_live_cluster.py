@@ -59,6 +59,7 @@ from export.export_topic_job import ExportResult, export_topic, print_result
 from export.report_job import run_report
 from export.session import DEFAULT_MASTER, build_session
 from pykraft.dev import read_cluster_json, stop_dev_process
+from storage.system_clock import SystemClock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -256,7 +257,8 @@ def produce_round(cluster_dir: Path, records: int, first: int, brokers: int,
 def export_round(spark: Any, log_dirs: list[str], out_dir: Path,
                  acknowledged: Mapping[int, int]) -> ExportResult:
     started = time.monotonic()
-    result = export_topic(spark, ",".join(log_dirs), TOPIC, out_dir)
+    result = export_topic(spark, ",".join(log_dirs), TOPIC, out_dir,
+                          wall_clock_ms=SystemClock().wall_clock_ms)
     print_result(result, TOPIC, out_dir)
     exported = exported_by_partition(result)
     print(f"exported {result.records} rows in {time.monotonic() - started:.1f} s; "

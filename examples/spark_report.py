@@ -48,6 +48,7 @@ from storage.log_config import LogConfig
 from storage.partition_log import PartitionLog
 from storage.record_batch import CompressionType
 from storage.records import Header, SimpleRecord, build_batch
+from storage.system_clock import SystemClock
 from storage.topic_partition import TopicPartition
 
 TOPIC = "clicks"
@@ -121,14 +122,17 @@ def main() -> int:
     produce(data / "logs", batches=60, first_batch=0)
     print(f"wrote {snapshot} and {PARTITIONS} partitions of {TOPIC!r} under {data / 'logs'}")
     spark = build_session(args.master, "pykraft example")
+    clock = SystemClock()
     try:
         started = time.monotonic()
         run_report(spark, data / "metadata", data / "report")
         print()
-        first = export_topic(spark, str(data / "logs"), TOPIC, data / TOPIC)
+        first = export_topic(spark, str(data / "logs"), TOPIC, data / TOPIC,
+                             wall_clock_ms=clock.wall_clock_ms)
         print_result(first, TOPIC, data / TOPIC)
         produce(data / "logs", batches=5, first_batch=60)  # more records get committed
-        second = export_topic(spark, str(data / "logs"), TOPIC, data / TOPIC)
+        second = export_topic(spark, str(data / "logs"), TOPIC, data / TOPIC,
+                              wall_clock_ms=clock.wall_clock_ms)
         print_result(second, TOPIC, data / TOPIC)
         total = spark.read.parquet(str(data / TOPIC)).count()
         print(f"\n{data / TOPIC} now holds {total} records "

@@ -13,7 +13,7 @@ import argparse
 import json
 import shutil
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from export.manifest import (
     plan_export,
 )
 from storage.atomic_file import write_atomically
+from storage.system_clock import SystemClock
 
 
 @attrs.frozen
@@ -95,7 +96,9 @@ def available_offsets(log_dirs: str, topic: str) -> dict[int, tuple[int, int]]:
             for p in partitions if wanted.admits(p.topic_partition)}
 
 
-def export_topic(spark: Any, log_dirs: str, topic: str, out_dir: Path) -> ExportResult:
+def export_topic(spark: Any, log_dirs: str, topic: str, out_dir: Path, *,
+                 wall_clock_ms: Callable[[], int]) -> ExportResult:
+    """Export what is new; ``wall_clock_ms`` dates the run in the manifest."""
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest, recovered = recover(out_dir, load_manifest(out_dir, topic))
     plan = plan_export(manifest, available_offsets(log_dirs, topic))
@@ -104,7 +107,7 @@ def export_topic(spark: Any, log_dirs: str, topic: str, out_dir: Path) -> Export
     run_id = manifest.next_run_id()
     counts = _write_run(spark, log_dirs, topic, plan, _run_dir(out_dir, run_id))
     ranges = tuple(attrs.evolve(r, records=counts.get(r.partition, 0)) for r in plan.ranges)
-    manifest = begin_run(manifest, run_id, ranges, int(time.time() * 1000))
+    manifest = begin_run(manifest, run_id, ranges, wall_clock_ms())
     _save(out_dir, manifest)
     _publish(out_dir, run_id)
     _save(out_dir, commit_run(manifest, run_id))
@@ -146,7 +149,10 @@ def print_result(result: ExportResult, topic: str, out_dir: Path) -> None:
 
 
 def run(spark: Any, args: argparse.Namespace) -> int:
-    result = export_topic(spark, args.log_dirs, args.topic, args.out)
+    """The job's entry point (``pykraft spark export-topic`` or ``spark-submit``): a
+    composition root, so it builds the clock."""
+    result = export_topic(spark, args.log_dirs, args.topic, args.out,
+                          wall_clock_ms=SystemClock().wall_clock_ms)
     print_result(result, args.topic, args.out)
     return 0
 

@@ -1,7 +1,8 @@
 """Follower-side replication: the truncation decision and fetch state (pure cores), the asyncio
 ``ReplicaFetcher`` shells, their ``ReplicaFetcherManager`` and the Kafka-protocol leader client.
 
-The broker composes it as ``ReplicaFetcherManager(FetcherConfig(...), log_manager.get_log)``.
+The broker composes it as
+``ReplicaFetcherManager(FetcherConfig(...), log_manager.get_log, clock=clock)``.
 """
 
 from fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart

@@ -2,46 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 import uuid
-from typing import Protocol
 
 import attrs
 
 
 class FetcherConfigError(ValueError):
     """A ``replica.*`` setting a fetcher cannot work with."""
-
-
-class FetcherClock(Protocol):
-    """The fetchers' time: monotonic in production, simulated in tests (STYLE.md §2)."""
-
-    def now_ms(self) -> int: ...
-
-    async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
-        """Return when ``event`` is set or ``timeout_ms`` (None: no limit) has passed."""
-        ...
-
-
-class MonotonicClock:
-    def now_ms(self) -> int:
-        return time.monotonic_ns() // 1_000_000
-
-    async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
-        if timeout_ms is None:
-            await event.wait()
-            return
-        # asyncio.timeout, not asyncio.wait_for: Python 3.11's wait_for awaits the event in a
-        # task of its own and, when a cancellation reaches the caller in the loop turn after
-        # that task finished (the event was set just before), returns normally instead of
-        # raising CancelledError (CPython gh-86296, bpo-42130; 3.12 rebuilt wait_for on
-        # asyncio.timeout). A retired ReplicaFetcher idling here would keep running, and the
-        # broker's shutdown would wait out its 5 s bound for it.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(0, timeout_ms) / 1000):
-                await event.wait()
 
 
 @attrs.frozen

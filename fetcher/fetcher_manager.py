@@ -39,12 +39,13 @@ from typing import Protocol
 
 import attrs
 
-from fetcher.fetcher_config import FetcherClock, FetcherConfig, PartitionStart
+from fetcher.fetcher_config import FetcherConfig, PartitionStart
 from fetcher.fetcher_id import fetcher_id
 from fetcher.follower_log import LogLookup
 from fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
 from fetcher.replica_fetcher import ReplicaFetcher
 from fetcher.responses import FailureReason
+from storage.clock import Clock
 from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -102,9 +103,9 @@ class ReplicaFetcherManager:
         config: FetcherConfig,
         log_for: LogLookup,
         *,
+        clock: Clock,
         endpoint_factory: EndpointFactory | None = None,
         broker_epoch: Callable[[], int] = lambda: -1,
-        clock: FetcherClock | None = None,
     ) -> None:
         self.config = config
         self._log_for = log_for
@@ -130,7 +131,8 @@ class ReplicaFetcherManager:
             socket_timeout_ms=self.config.socket_timeout_ms,
         )
         return KafkaLeaderEndpoint(
-            leader_id, host, port, settings, broker_epoch=self._broker_epoch
+            leader_id, host, port, settings, broker_epoch=self._broker_epoch,
+            monotonic_ms=self._clock.monotonic_ms,
         )
 
     # ------------------------------------------------------------------ views

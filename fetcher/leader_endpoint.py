@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import NoReturn, Protocol, TypeVar
 
@@ -122,10 +121,6 @@ class LeaderEndpoint(Protocol):
     async def close(self) -> None: ...
 
 
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 @attrs.frozen
 class EndpointSettings:
     replica_id: int
@@ -145,14 +140,14 @@ class KafkaLeaderEndpoint:
         settings: EndpointSettings,
         *,
         broker_epoch: Callable[[], int] = lambda: -1,
-        clock_ms: Callable[[], int] = monotonic_ms,
+        monotonic_ms: Callable[[], int],
     ) -> None:
         self._leader_id = leader_id
         self.host = host
         self.port = port
         self.settings = settings
         self._broker_epoch = broker_epoch
-        self._clock_ms = clock_ms
+        self._monotonic_ms = monotonic_ms  # reconnect backoff
         self._lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -249,7 +244,7 @@ class KafkaLeaderEndpoint:
     async def _connect_if_needed(self) -> LeaderFeatures:
         if self._features is not None and self._writer is not None:
             return self._features
-        now_ms = self._clock_ms()
+        now_ms = self._monotonic_ms()
         if now_ms < self._reconnect_at_ms:
             raise LeaderEndpointError(
                 f"{self}: reconnecting in {self._reconnect_at_ms - now_ms} ms after "
@@ -323,7 +318,7 @@ class KafkaLeaderEndpoint:
             raise error
         self._failures += 1
         backoff_ms = min(RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_MS << (self._failures - 1))
-        self._reconnect_at_ms = self._clock_ms() + backoff_ms
+        self._reconnect_at_ms = self._monotonic_ms() + backoff_ms
         message = str(error) or type(error).__name__
         raise LeaderEndpointError(f"{self}: {during} failed: {message}") from None
 

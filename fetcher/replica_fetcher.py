@@ -44,7 +44,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from fetcher.fetcher_config import FetcherClock, FetcherConfig, MonotonicClock, PartitionStart
+from fetcher.fetcher_config import FetcherConfig, PartitionStart
 from fetcher.follower_log import (
     LogLookup,
     carry_out,
@@ -69,6 +69,7 @@ from fetcher.state import FetchState, PartitionFetchState, fetch_partition, init
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from protocol.errors import Errors
 from protocol.fetch import PartitionData
+from storage.clock import Clock
 from storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -85,15 +86,15 @@ class ReplicaFetcher:
         log_for: LogLookup,
         config: FetcherConfig,
         *,
+        clock: Clock,
         on_partition_failed: FailureListener | None = None,
-        clock: FetcherClock | None = None,
     ) -> None:
         self.fetcher_id = fetcher_id
         self.endpoint = endpoint
         self.config = config
         self._log_for = log_for
         self._on_partition_failed = on_partition_failed
-        self._clock: FetcherClock = clock or MonotonicClock()
+        self._clock = clock  # monotonic time for backoffs; its wait idles the fetcher
         # Invariant: _starts and _states have the same keys.
         self._starts: dict[TopicPartition, PartitionStart] = {}
         self._states: dict[TopicPartition, PartitionFetchState] = {}
@@ -192,13 +193,13 @@ class ReplicaFetcher:
 
     def _idle_timeout_ms(self) -> int | None:
         deadlines = [s.delay_deadline_ms for s in self._states.values() if s.delay_deadline_ms]
-        return min(deadlines) - self._clock.now_ms() if deadlines else None
+        return min(deadlines) - self._clock.monotonic_ms() if deadlines else None
 
     # ------------------------------------------------------------------ one round
 
     async def do_work(self) -> None:
         """One round: resume, learn the leader's versions, maybe truncate, maybe fetch."""
-        now_ms = self._clock.now_ms()
+        now_ms = self._clock.monotonic_ms()
         for topic_partition, state in list(self._states.items()):
             self._states[topic_partition] = state.resume_if_due(now_ms)
         if not self._has_ready_partition():
@@ -261,7 +262,7 @@ class ReplicaFetcher:
             return  # removed while the request was in flight
         outcome = on_epoch_end_offset(
             state, request, answer or LeaderEpochEndOffset(Errors.UNKNOWN_SERVER_ERROR),
-            follower_view(log), self._clock.now_ms(),
+            follower_view(log), self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
             truncate_on_fetch=self._truncate_on_fetch,
         )
@@ -316,7 +317,7 @@ class ReplicaFetcher:
             self._fail_partition(topic_partition, FailureReason.UNEXPECTED_ERROR)
             return
         outcome = on_fetch_response(
-            state, target.partition, answer, follower_view(log), self._clock.now_ms(),
+            state, target.partition, answer, follower_view(log), self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
             truncate_on_fetch=self._truncate_on_fetch,
         )
@@ -341,13 +342,13 @@ class ReplicaFetcher:
             if state is None or state.current_leader_epoch != epoch:
                 return None
             return on_request_failed(
-                state, self._clock.now_ms(), fetch_backoff_ms=self.config.fetch_backoff_ms
+                state, self._clock.monotonic_ms(), fetch_backoff_ms=self.config.fetch_backoff_ms
             )
         state, log = self._states.get(topic_partition), self._log_for(topic_partition)
         if state is None or log is None or state.current_leader_epoch != epoch:
             return None
         return on_leader_offsets(
-            state, epoch, offsets, follower_view(log), self._clock.now_ms(),
+            state, epoch, offsets, follower_view(log), self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
         )
 
@@ -374,7 +375,7 @@ class ReplicaFetcher:
         kind = local_error_kind(error)
         logger.warning("%s: %s on %s: %s", self, kind.value, topic_partition, error)
         outcome = on_local_error(
-            self._states[topic_partition], kind, self._clock.now_ms(),
+            self._states[topic_partition], kind, self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
         )
         if isinstance(outcome.action, MarkFailed):
@@ -383,7 +384,7 @@ class ReplicaFetcher:
             self._states[topic_partition] = outcome.state
 
     def _back_off(self, partitions: Sequence[TopicPartition]) -> None:
-        now_ms = self._clock.now_ms()
+        now_ms = self._clock.monotonic_ms()
         for topic_partition in partitions:
             state = self._states.get(topic_partition)
             if state is not None:

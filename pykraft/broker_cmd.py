@@ -37,6 +37,7 @@ from broker.config import BrokerConfig, BrokerConfigError
 from broker.server import BrokerServer, run_broker
 from metadata.records import uuid_to_kafka_string
 from pykraft.properties import ConfigError, Properties
+from storage.system_clock import SystemClock
 
 META_PROPERTIES = "meta.properties"
 
@@ -117,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        return await run_broker(BrokerServer(config, cluster_id=cluster_id), stop)
+        server = BrokerServer(config, cluster_id=cluster_id, clock=SystemClock())
+        return await run_broker(server, stop)
 
     return asyncio.run(main())
 

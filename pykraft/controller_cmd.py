@@ -32,6 +32,7 @@ from quorum.config import (
     parse_voters,
 )
 from quorum.runner import run_controller
+from storage.system_clock import SystemClock
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ControllerConfigError) as error:
         print(f"pykraft controller: {error}", file=sys.stderr)
         return 2
-    return run_controller(config)
+    return run_controller(config, SystemClock())
 
 
 def _password(props: Properties) -> str:

@@ -13,7 +13,7 @@ import argparse
 import os
 import shutil
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 from storage.log_config import LogConfig
@@ -22,6 +22,7 @@ from storage.partition_log import PartitionLog
 from storage.record_batch import iter_batches
 from storage.records import Record, SimpleRecord, build_batch, iter_records
 from storage.recovery import CLEAN_SHUTDOWN_FILE
+from storage.system_clock import SystemClock
 from storage.topic_partition import TopicPartition
 
 DEMO_SUBDIR = "demo-logs"
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     log_dir = Path(args.data_dir) / DEMO_SUBDIR
     try:
-        return _demo(log_dir, args.batches, args.records)
+        return _demo(log_dir, args.batches, args.records, SystemClock().wall_clock_ms)
     except BrokenPipeError:
         # The reader went away (``pykraft demo | head``): stop quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -55,22 +56,19 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _demo(log_dir: Path, batches: int, records_per_batch: int) -> int:
+def _demo(log_dir: Path, batches: int, records_per_batch: int,
+          wall_clock_ms: Callable[[], int]) -> int:
     if log_dir.exists():
         shutil.rmtree(log_dir)
         print(f"Starting fresh: removed the previous demo in {log_dir}")
-    manager = LogManager.open([log_dir], DEMO_CONFIG, _now_ms())
-    log = manager.get_or_create_log(TOPIC_PARTITION, _now_ms())
+    manager = LogManager.open([log_dir], DEMO_CONFIG, wall_clock_ms())
+    log = manager.get_or_create_log(TOPIC_PARTITION, wall_clock_ms())
     print(f"Created partition {TOPIC_PARTITION} in {log.directory}")
     print(
         f"  segment.bytes={DEMO_CONFIG.segment_bytes}, index.interval.bytes="
         f"{DEMO_CONFIG.index_interval_bytes}\n"
     )
-    appended = _append(log, batches, records_per_batch)
+    appended = _append(log, batches, records_per_batch, wall_clock_ms)
     # Everything but the last batch is flushed and checkpointed; the last one is not.
     log.flush(log.log_end_offset - records_per_batch)
     log.update_high_watermark(log.log_end_offset)
@@ -81,13 +79,14 @@ def _demo(log_dir: Path, batches: int, records_per_batch: int) -> int:
     )
     _read_back(log, appended)
     lost = _crash(manager, log, log_dir)
-    return _recover(log_dir, appended, lost)
+    return _recover(log_dir, appended, lost, wall_clock_ms)
 
 
-def _append(log: PartitionLog, batches: int, records_per_batch: int) -> list[Record]:
+def _append(log: PartitionLog, batches: int, records_per_batch: int,
+            wall_clock_ms: Callable[[], int]) -> list[Record]:
     appended: list[Record] = []
     for number in range(batches):
-        now_ms = _now_ms()
+        now_ms = wall_clock_ms()
         records = [
             SimpleRecord(
                 key=f"customer-{(number * records_per_batch + i) % 7}".encode(),
@@ -150,9 +149,10 @@ def _crash(manager: LogManager, log: PartitionLog, log_dir: Path) -> int:
     return last_batch.header.records_count
 
 
-def _recover(log_dir: Path, appended: list[Record], lost: int) -> int:
+def _recover(log_dir: Path, appended: list[Record], lost: int,
+             wall_clock_ms: Callable[[], int]) -> int:
     print("\nRestarting: loading the log dir ...")
-    manager = LogManager.open([log_dir], DEMO_CONFIG, _now_ms())
+    manager = LogManager.open([log_dir], DEMO_CONFIG, wall_clock_ms())
     log = manager.get_log(TOPIC_PARTITION)
     assert log is not None
     report = manager.load_reports[TOPIC_PARTITION]

@@ -25,8 +25,15 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from broker.controller_api import ControllerError, NewTopic
-from broker.controller_client import ControllerClient, PartitionDescription, TopicDescription
+from broker.controller_api import ControllerError
+from broker.controller_client import ControllerClient
+from metadata.api.topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    PartitionDescription,
+    TopicDescription,
+)
 from quorum.managers.configs import TOPIC_CONFIGS
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -166,9 +173,13 @@ async def _create(client: ControllerClient, args: argparse.Namespace,
         out("WARNING: Due to limitations in metric names, topics with a period ('.') or "
             "underscore ('_') could collide. To avoid issues it is best to use either, but "
             "not both.")
-    topic = NewTopic(name=name, num_partitions=-1 if partitions is None else partitions,
-                     replication_factor=-1 if rf is None else rf, assignments=assignment,
-                     configs=_parse_configs(args.config))
+    topic = CreatableTopic(
+        name=name, num_partitions=-1 if partitions is None else partitions,
+        replication_factor=-1 if rf is None else rf,
+        assignments=tuple(CreatableReplicaAssignment(index, tuple(brokers))
+                          for index, brokers in sorted(assignment.items())),
+        configs=tuple(CreatableTopicConfig(key, value)
+                      for key, value in _parse_configs(args.config).items()))
     try:
         await client.create_topic(topic, validate_only=False)
     except ControllerError as error:
@@ -229,7 +240,7 @@ async def _delete(client: ControllerClient, args: argparse.Namespace) -> None:
 async def _describe(client: ControllerClient, args: argparse.Namespace,
                     out: Callable[[str], None]) -> None:
     topics = await _existing_topics(client, args)
-    live = {int(b["broker_id"]) for b in await client.list_brokers() if not b["fenced"]}
+    live = {broker.broker_id for broker in await client.list_brokers() if not broker.fenced}
     reports = args.under_replicated_partitions or args.unavailable_partitions
     for name in topics:
         description = await client.describe_topic(name)

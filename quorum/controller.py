@@ -54,53 +54,47 @@ API (requests and responses are attrs frozen classes, re-exported here):
     maybe_noop(image, now_ms) -> ControllerResult[None] | None               # NoOpRecord
     next_deadline_ms(image) -> int
 
-Errors are ``quorum.errors.ApiError(error: Errors, message)`` with Kafka's codes and names.
+Errors are ``metadata.api.errors.ApiError(error: Errors, message)`` with Kafka's codes and names.
+The request and response types are the controller's HTTP contract (``metadata/api``), defined
+there once so that the brokers that send them can import them too.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeAlias, TypeVar
 
-from metadata.image import MetadataImage
-from metadata.records import NoOpRecord
-from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
-from quorum.managers import cluster, configs, leadership, producer_ids, replication
-from quorum.managers.cluster import (
-    BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse,
-    BrokerRegistrationRequest,
-    BrokerRegistrationResponse,
-    UnregisterBrokerRequest,
-    UnregisterBrokerResponse,
-)
-from quorum.managers.configs import (
+from metadata.api.admin import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResourceResult,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
-from quorum.managers.directories import OfflineReplica
-from quorum.managers.leadership import (
-    AlterPartitionData,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    AlterPartitionResult,
-    BrokerState,
     ElectionType,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     PartitionResult,
     ReplicaElectionResult,
     TopicPartitions,
 )
-from quorum.managers.producer_ids import (
+from metadata.api.brokers import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    BrokerState,
+    OfflineReplica,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
-from quorum.managers.replication import (
+from metadata.api.errors import SUCCESS, ApiError
+from metadata.api.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
@@ -115,6 +109,10 @@ from quorum.managers.replication import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from metadata.image import MetadataImage
+from metadata.records import NoOpRecord
+from protocol.errors import Errors
+from quorum.managers import cluster, configs, leadership, producer_ids, replication
 from quorum.managers.result import ControllerResult
 from quorum.managers.sessions import BrokerSessions
 from quorum.managers.settings import ControllerSettings

@@ -26,22 +26,24 @@ import asyncio
 import gc
 import logging
 import random
-import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pysyncobj import FAIL_REASON
 
+from metadata.api.errors import status_of
 from metadata.codec import MetadataCodecError
 from metadata.compact_codec import encode_records
 from metadata.image import MetadataImage
 from metadata.records import MetadataRecord
+from protocol.errors import Errors
 from quorum.config import ControllerConfig
 from quorum.controller import ControllerResult, ControllerSettings, QuorumController
 from quorum.metadata_view import MetadataView, RaftBridge
 from quorum.raft import MetadataRaft, describe_failure
 from quorum.raft_batch import CompactBatch, encode_batch
 from quorum.raft_state import ApplyResult, ApplyStatus
+from storage.clock import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +76,6 @@ class ServiceError(Exception):
         self.extra = extra or {}
 
 
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def proposal_blob(expected_last_offset: int, epoch: int, append_time_ms: int,
                   records: Sequence[MetadataRecord]) -> bytes:
     """The Raft entry proposing ``records`` (``quorum.raft_batch`` format 2).
@@ -97,13 +95,18 @@ def proposal_blob(expected_last_offset: int, epoch: int, append_time_ms: int,
 
 
 class ControllerNode:
-    def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop,
+                 clock: Clock) -> None:
         # One ControllerNode per controller process: it sets the process's collector policy.
         gc.set_threshold(*GC_THRESHOLDS)
         self.config = config
+        # The controller's now_ms is monotonic: it times broker sessions and the NoOp interval
+        # only (Kafka's BrokerHeartbeatManager keeps lastContactNs on time.nanoseconds()); wall
+        # time dates what is written (the batch's append time, snapshots).
+        self.clock = clock
         self.view = MetadataView(config.window_records)
         self.bridge = RaftBridge(loop, self.view)
-        self.raft = MetadataRaft(config, self.bridge)
+        self.raft = MetadataRaft(config, self.bridge, wall_clock_ms=clock.wall_clock_ms)
         self._write_lock = asyncio.Lock()
         self._settings = ControllerSettings(
             broker_session_timeout_ms=config.broker_session_timeout_ms,
@@ -135,11 +138,12 @@ class ControllerNode:
             return
         leader = self.leader_id()
         if leader is None:
-            raise ServiceError(503, "NOT_CONTROLLER",
-                               "No controller is active right now (an election is in progress); "
-                               "retry shortly.", leader=None)
+            raise ServiceError(status_of(Errors.NOT_CONTROLLER, leader_known=False),
+                               "NOT_CONTROLLER",
+                               "No controller is active right now (an election is in "
+                               "progress); retry shortly.", leader=None)
         url = self.config.http_url(leader)
-        raise ServiceError(421, "NOT_CONTROLLER",
+        raise ServiceError(status_of(Errors.NOT_CONTROLLER), "NOT_CONTROLLER",
                            f"This controller is not the active controller; controller {leader} "
                            f"is, at {url or 'an address this controller does not know'}.",
                            leader=url, extra={"leader_id": leader})
@@ -149,10 +153,15 @@ class ControllerNode:
         full session timeout of grace) on every activation, as in Kafka (KIP-631)."""
         term = self.raft.raftCurrentTerm
         if self._controller is None or self._controller_term != term:
-            self._controller = QuorumController(rng=random.Random(), now_ms=wall_clock_ms(),
+            self._controller = QuorumController(rng=random.Random(),
+                                                now_ms=self.clock.monotonic_ms(),
                                                 settings=self._settings)
             self._controller_term = term
         return self._controller
+
+    def next_deadline_ms(self) -> int:
+        """When the active controller's timed operations are next due (monotonic)."""
+        return self.active_controller().next_deadline_ms(self.view.image)
 
     # ---- the write path ----
 
@@ -162,7 +171,7 @@ class ControllerNode:
             for _ in range(MAX_WRITE_ATTEMPTS):
                 self.require_leader()
                 image = self.view.image
-                outcome = operation(self.active_controller(), image, wall_clock_ms())
+                outcome = operation(self.active_controller(), image, self.clock.monotonic_ms())
                 if not outcome.records:
                     return outcome.response
                 result = await self._commit(image, outcome.records)
@@ -171,14 +180,15 @@ class ControllerNode:
                 if result.status is ApplyStatus.STALE:
                     await self.view.wait_beyond(result.log_last_offset - 1, STALE_CATCH_UP_WAIT_S)
                     continue
-                raise ServiceError(500, "UNKNOWN_SERVER_ERROR",
+                raise ServiceError(status_of(Errors.UNKNOWN_SERVER_ERROR), "UNKNOWN_SERVER_ERROR",
                                    f"The metadata batch was rejected: {result.message}")
-        raise ServiceError(503, "REQUEST_TIMED_OUT",
+        raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
                            "The metadata log kept moving while this request was retried; "
                            "retry it.")
 
     async def _commit(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> ApplyResult:
-        blob = proposal_blob(image.offset, self.raft.raftCurrentTerm, wall_clock_ms(), records)
+        blob = proposal_blob(image.offset, self.raft.raftCurrentTerm, self.clock.wall_clock_ms(),
+                             records)
         return await self.commit_blob(blob, tuple(records))
 
     async def commit_blob(self, blob: bytes,
@@ -191,7 +201,7 @@ class ControllerNode:
             result, fail_reason = await asyncio.wait_for(
                 future, self.config.request_timeout_ms / 1000)
         except TimeoutError:
-            raise ServiceError(503, "REQUEST_TIMED_OUT",
+            raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
                                "The metadata write was not committed in time; its outcome is "
                                "unknown. Retry the request.") from None
         if fail_reason != FAIL_REASON.SUCCESS or result is None:
@@ -201,10 +211,11 @@ class ControllerNode:
 
     def _raise_for_failure(self, fail_reason: int) -> None:
         if fail_reason == FAIL_REASON.QUEUE_FULL:
-            raise ServiceError(503, "REQUEST_TIMED_OUT",
+            raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
                                "Too many metadata writes are pending; retry shortly.")
         leader = self.leader_url()
-        raise ServiceError(421 if leader else 503, "NOT_CONTROLLER",
+        raise ServiceError(status_of(Errors.NOT_CONTROLLER, leader_known=leader is not None),
+                           "NOT_CONTROLLER",
                            f"Leadership changed before the write committed "
                            f"({describe_failure(fail_reason)}); retry with the active "
                            f"controller.", leader=leader)

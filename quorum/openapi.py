@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quorum.service_json import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
+from metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
 
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",

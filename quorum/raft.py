@@ -41,7 +41,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,11 +94,14 @@ def describe_failure(code: int) -> str:
 
 
 class MetadataRaft(SyncObj):  # type: ignore[misc]
-    def __init__(self, config: ControllerConfig, listener: RaftListener) -> None:
+    def __init__(self, config: ControllerConfig, listener: RaftListener, *,
+                 wall_clock_ms: Callable[[], int]) -> None:
         raft_dir = config.metadata_log_dir / "raft"
         raft_dir.mkdir(parents=True, exist_ok=True)
         self._config = config
         self._listener = listener
+        # Dates the snapshots it writes (their header's created time).
+        self._wall_clock_ms = wall_clock_ms
         self._raft_dir = raft_dir
         self.snapshots = SnapshotStore(config.metadata_log_dir / "snapshots",
                                        config.retained_snapshots)
@@ -259,7 +261,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         image = self._dumped_state.image
         checkpoint = None
         if image.offset >= 0:
-            checkpoint = self.snapshots.write(image, int(time.time() * 1000))
+            checkpoint = self.snapshots.write(image, self._wall_clock_ms())
             header = attrs.evolve(header, checkpoint_name=checkpoint.name,
                                   checkpoint_size=checkpoint.stat().st_size)
         write_dump(path, header, checkpoint)

@@ -1,13 +1,23 @@
 """Run one controller process: the Raft node, the HTTP service and the active controller's
-periodic work, until SIGTERM/SIGINT.
+timed work, until SIGTERM/SIGINT.
 
-Periodic work runs on every controller but acts only while it is the active controller
-(Kafka's QuorumController schedules the same tasks on activation):
+The timer runs on every controller but acts only while it is the active controller (Kafka's
+QuorumController schedules the same events on activation):
   * a NoOpRecord every ``metadata.max.idle.interval.ms``, so brokers that long-poll an idle log
     still see it advance (KIP-835);
   * fencing brokers whose session expired (``broker.session.timeout.ms``, KIP-631).
-Snapshots are not periodic work here: every controller writes its own from the Raft thread
-after ``metadata.log.max.records.between.snapshots`` records, as every KRaft node does.
+It is armed from ``QuorumController.next_deadline_ms`` — the pure controller says when its
+timed operations are next due, as the simulations drive it — and re-armed whenever the
+metadata log moves, since only a write brings a deadline closer (a broker unfenced, whose
+session now counts). Kafka's QuorumController likewise re-schedules its ``maybeFenceReplicas``
+event at the heartbeat manager's ``nextCheckTimeNs`` after each registration and heartbeat
+(``rescheduleMaybeFenceStaleBrokers``).
+
+Snapshots are not timed work here: every controller writes its own from the Raft thread after
+``metadata.log.max.records.between.snapshots`` records, as every KRaft node does.
+
+The process's one clock is built by its composition root (``pykraft.controller_cmd``) and
+handed to ``run_controller``.
 """
 
 from __future__ import annotations
@@ -16,14 +26,17 @@ import asyncio
 import contextlib
 import logging
 import signal
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
 from quorum.config import ControllerConfig
 from quorum.controller import ControllerResult
-from quorum.node import ControllerNode, ServiceError
+from quorum.metadata_view import MetadataView
+from quorum.node import ControllerNode, Operation, ServiceError
 from quorum.raft import RaftBindError
 from quorum.service import build_app
+from storage.clock import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -34,15 +47,41 @@ SHUTDOWN_TIMEOUT_S = 5.0
 
 # Fencing writes one broker per batch (Kafka's maybeFenceOneStaleBroker); bound one round.
 MAX_FENCINGS_PER_ROUND = 100
+# The timer's bounds (STYLE.md §7): it never waits less than the minimum, so a deadline that
+# stays in the past (a write that keeps failing) cannot make it spin, and never more than the
+# maximum, so a deadline too far off cannot stall fencing or the NoOp — nor a standby, which
+# has no deadline and no word from pysyncobj, notice late that it became the active controller
+# (the maximum is the old fixed period at Kafka's default metadata.max.idle.interval.ms).
+TIMER_MIN_DELAY_MS = 10
+TIMER_MAX_DELAY_MS = 250
 _NOTHING: ControllerResult[None] = ControllerResult((), None)
 
+T = TypeVar("T")
 
-async def write_noop(node: ControllerNode) -> None:
+
+class TimedNode(Protocol):
+    """What the timer needs of a ``ControllerNode``."""
+
+    view: MetadataView
+
+    def is_leader(self) -> bool: ...
+
+    def next_deadline_ms(self) -> int: ...
+
+    async def write(self, operation: Operation[T]) -> T: ...
+
+
+def timer_delay_ms(deadline_ms: int, now_ms: int) -> int:
+    """How long the timer waits for ``deadline_ms``, within its bounds."""
+    return min(TIMER_MAX_DELAY_MS, max(TIMER_MIN_DELAY_MS, deadline_ms - now_ms))
+
+
+async def write_noop(node: TimedNode) -> None:
     await node.write(lambda controller, image, now_ms:
                      controller.maybe_noop(image, now_ms) or _NOTHING)
 
 
-async def fence_stale_brokers(node: ControllerNode) -> None:
+async def fence_stale_brokers(node: TimedNode) -> None:
     for _ in range(MAX_FENCINGS_PER_ROUND):
         fenced = await node.write(lambda controller, image, now_ms:
                                   controller.fence_stale_brokers(image, now_ms))
@@ -51,32 +90,43 @@ async def fence_stale_brokers(node: ControllerNode) -> None:
         logger.info("fenced broker(s) %s: session expired", list(fenced))
 
 
-async def run_periodic(node: ControllerNode) -> None:
-    """The active controller's timers; errors are logged and the loop goes on."""
-    # Half the idle interval: maybe_noop decides whether the log has been idle long enough.
-    interval_s = node.config.metadata_max_idle_interval_ms / 2000
-    while True:
-        await asyncio.sleep(interval_s)
-        if not node.is_leader():
-            continue
-        for task in (write_noop, fence_stale_brokers):
-            try:
-                await task(node)
-            except ServiceError as error:
-                logger.info("periodic %s skipped: %s", task.__name__, error.message)
-            except Exception:
-                logger.exception("periodic %s failed", task.__name__)
+async def run_timer(node: TimedNode, clock: Clock) -> None:
+    """The active controller's timed operations, each time they are due; errors are logged
+    and the loop goes on."""
+    log_moved = asyncio.Event()
+    node.view.observers.append(lambda _applied: log_moved.set())
+    while True:  # until cancelled; every turn waits at least TIMER_MIN_DELAY_MS
+        delay_ms = TIMER_MAX_DELAY_MS
+        if node.is_leader():
+            # The operations run when the timer fired (at the deadline, or after the longest
+            # wait) or are due; a wake-up by the log only re-arms, so a busy log does not
+            # queue them behind every write.
+            if not log_moved.is_set() or clock.monotonic_ms() >= node.next_deadline_ms():
+                await run_timed_operations(node)
+            delay_ms = timer_delay_ms(node.next_deadline_ms(), clock.monotonic_ms())
+        log_moved.clear()
+        await clock.wait(log_moved, delay_ms)
 
 
-async def serve(config: ControllerConfig, stop: asyncio.Event) -> int:
+async def run_timed_operations(node: TimedNode) -> None:
+    for task in (write_noop, fence_stale_brokers):
+        try:
+            await task(node)
+        except ServiceError as error:
+            logger.info("timed %s skipped: %s", task.__name__, error.message)
+        except Exception:
+            logger.exception("timed %s failed", task.__name__)
+
+
+async def serve(config: ControllerConfig, stop: asyncio.Event, clock: Clock) -> int:
     loop = asyncio.get_running_loop()
     try:
-        node = ControllerNode(config, loop)
+        node = ControllerNode(config, loop, clock)
     except RaftBindError as error:
         logger.error("%s", error)
         return 1
     runner = web.AppRunner(build_app(node), access_log=None)
-    periodic: asyncio.Task[None] | None = None
+    timer: asyncio.Task[None] | None = None
     try:
         await runner.setup()
         site = web.TCPSite(runner, config.http_listener.host, config.http_listener.port,
@@ -89,13 +139,13 @@ async def serve(config: ControllerConfig, stop: asyncio.Event) -> int:
             return 1
         logger.info("controller %d serving %s, Raft on %s", config.node_id,
                     config.http_listener.url, config.self_raft_address)
-        periodic = asyncio.create_task(run_periodic(node))
+        timer = asyncio.create_task(run_timer(node, clock))
         return await _wait_until_stopped(node, stop)
     finally:
-        if periodic is not None:
-            periodic.cancel()
+        if timer is not None:
+            timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await periodic
+                await timer
         node.view.close()
         await runner.cleanup()
         node.stop()
@@ -115,7 +165,7 @@ async def _wait_until_stopped(node: ControllerNode, stop: asyncio.Event) -> int:
     return 0
 
 
-def run_controller(config: ControllerConfig) -> int:
+def run_controller(config: ControllerConfig, clock: Clock) -> int:
     """Run until SIGTERM or SIGINT; returns the process exit code."""
 
     async def main() -> int:
@@ -123,6 +173,6 @@ def run_controller(config: ControllerConfig) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        return await serve(config, stop)
+        return await serve(config, stop, clock)
 
     return asyncio.run(main())

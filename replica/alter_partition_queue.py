@@ -25,15 +25,12 @@ the simulation's transport in ``tests/sim``) do the sending, the timers and the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import attrs
 
 from replica.isr import AlterPartitionResult, PendingIsrChange
 
 ALTER_PARTITION_RETRY_BACKOFF_MS = 50
-# Kafka's LeaderRecoveryState.RECOVERED: a leader that sends AlterPartition has recovered.
-RECOVERED = 0
 
 AlterPartitionCallback = Callable[[AlterPartitionResult], None]
 AlterPartitionKey = tuple[str, int]
@@ -52,20 +49,6 @@ class AlterPartitionItem:
     @property
     def key(self) -> AlterPartitionKey:
         return (self.topic_id, self.partition_index)
-
-    def to_json(self) -> dict[str, Any]:
-        """The partition entry of ``POST /v1/alter-partition``."""
-        return {
-            "topic_id": self.topic_id,
-            "partition_index": self.partition_index,
-            "leader_epoch": self.change.leader_epoch,
-            "partition_epoch": self.change.partition_epoch,
-            "new_isr": [
-                {"broker_id": member.broker_id, "broker_epoch": member.broker_epoch}
-                for member in self.change.new_isr
-            ],
-            "leader_recovery_state": RECOVERED,
-        }
 
 
 @attrs.frozen

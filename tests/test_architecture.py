@@ -29,15 +29,17 @@ ALLOWED: dict[str, set[str]] = {
 }
 # Kafka's vocabulary, defined once where the data path keeps it, is the one thing the control
 # plane takes from it: modules that import nothing of ours (checked below), so the edge brings
-# nothing else along.
-VOCABULARY = {"protocol.errors", "storage.topic_partition"}
+# nothing else along. The clock contract (Kafka's ``Time``) is shared the same way.
+VOCABULARY = {"protocol.errors", "storage.topic_partition", "storage.clock"}
 ALLOWED_MODULES: dict[str, set[str]] = {"metadata": VOCABULARY, "quorum": VOCABULARY}
 
 # Pure cores: no I/O, clock or randomness (STYLE.md §1-2).
 IO_MODULES = {"asyncio", "socket", "threading", "time", "random", "os", "aiohttp", "pysyncobj"}
 PURE_CORES = [
-    "protocol/errors.py", "storage/topic_partition.py",
+    "protocol/errors.py", "storage/topic_partition.py", "storage/clock.py",
     "metadata/records.py", "metadata/image.py", "metadata/delta.py", "metadata/local_changes.py",
+    # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
+    "metadata/api",
     "quorum/controller.py", "quorum/managers",
     "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py",
     "replica",
@@ -69,6 +71,22 @@ STORAGE_RULES = [
     "storage/unified_log.py",
     "storage/producer_state.py",
 ]
+
+
+# One clock per process (storage/clock.py): the real one is built only where a process is
+# composed, and nothing else reads ``time`` for a timestamp or a deadline.
+REAL_CLOCK = "storage.system_clock"
+COMPOSITION_ROOTS = {
+    "pykraft/broker_cmd.py", "pykraft/controller_cmd.py", "pykraft/demo.py",
+    # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
+    "export/export_topic_job.py",
+}
+TIME_READS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"}
+READS_TIME = {
+    "storage/system_clock.py": "the real clock",
+    "broker/network.py": "request latency for the metrics histogram, in nanoseconds",
+    "pykraft/dev.py": "pykraft dev waiting for its child processes",
+}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -198,6 +216,41 @@ def test_pure_cores_do_no_io(core: str) -> None:
         if (reached := io_reached(path))
     }
     assert offenders == {}
+
+
+def time_reads(path: Path) -> list[str]:
+    """``time.monotonic()``-style calls and ``from time import ...`` in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if (isinstance(node, ast.Attribute) and node.attr in TIME_READS
+                and isinstance(node.value, ast.Name) and node.value.id == "time"):
+            found.append(f"time.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "time":
+            found.extend(f"from time import {alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_real_clock_is_built_only_at_composition_roots() -> None:
+    importers = {
+        str(path.relative_to(ROOT))
+        for package in PACKAGES
+        for path in python_files(package)
+        if REAL_CLOCK in imported_modules(path)
+    }
+    assert importers <= COMPOSITION_ROOTS
+    assert "pykraft/broker_cmd.py" in importers and "pykraft/controller_cmd.py" in importers
+
+
+def test_only_the_real_clock_reads_the_time() -> None:
+    offenders = {
+        relative: found
+        for package in PACKAGES
+        for path in python_files(package)
+        if (relative := str(path.relative_to(ROOT))) not in READS_TIME
+        and (found := time_reads(path))
+    }
+    assert offenders == {}
+    assert time_reads(ROOT / "storage" / "system_clock.py")  # the checker sees a read
 
 
 def test_metadata_never_imports_asyncio() -> None:

@@ -15,7 +15,8 @@
 Wiring (the composition root)::
 
     services = BrokerServices(broker_id=..., cluster_id=..., replica_manager=...,
-                              metadata=loader_image, controller=controller_client)
+                              metadata=loader_image, controller=controller_client,
+                              wall_clock_ms=clock.wall_clock_ms)
     kafka_apis.register_all(broker_handlers(services, producer_ids=producer_id_manager,
                                             group_coordinator=group_coordinator_shell))
 """
@@ -25,9 +26,6 @@ from __future__ import annotations
 from broker.controller_api import (
     ControllerClient,
     ControllerError,
-    CreatedTopic,
-    DeletedTopic,
-    NewTopic,
 )
 from broker.handlers.admin import admin_handlers
 from broker.handlers.fetch import fetch_handler
@@ -73,9 +71,6 @@ __all__ = [
     "BrokerServices",
     "ControllerClient",
     "ControllerError",
-    "CreatedTopic",
-    "DeletedTopic",
-    "NewTopic",
     "ProducerIdSource",
     "broker_handlers",
 ]

@@ -19,8 +19,9 @@ metadata cache: the unfenced brokers on the request's listener, the cluster id, 
 controller id of ``services.controller_id``. Asking a broker for controller endpoints
 (endpoint_type 2) is UNSUPPORTED_ENDPOINT_TYPE.
 
-Requests reach the handlers as typed values (``admin_requests.py``); the answers are still
-built as kafka-python objects.
+Requests reach the handlers as typed values (``admin_requests.py``) and the handlers answer
+with typed results (``admin_responses.py``), turned into kafka-python's response objects once,
+at a request's version, as each handler returns.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from broker.controller_api import ControllerError, NewTopic
+import attrs
+
+from broker.controller_api import ControllerError
 from broker.handlers.admin_requests import (
     BROKER_ENDPOINT_TYPE,
     CreatePartitionsRequestData,
@@ -47,6 +50,23 @@ from broker.handlers.admin_requests import (
     describe_cluster_request,
     describe_configs_request,
 )
+from broker.handlers.admin_responses import (
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_TOPIC_CONFIG,
+    ClusterBroker,
+    ConfigEntry,
+    ConfigsResult,
+    CreatedTopicResult,
+    DeletedTopicResult,
+    DescribeClusterResult,
+    PartitionsResult,
+    create_partitions_response,
+    create_topics_response,
+    delete_topics_response,
+    describe_cluster_response,
+    describe_configs_response,
+)
 from broker.handlers.services import (
     BrokerServices,
     alive_brokers,
@@ -56,16 +76,12 @@ from broker.handlers.services import (
 )
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
+from metadata.api.topics import CreatableTopic
 from metadata.records import ConfigResourceType
 from protocol.api_keys import ApiKey
-from protocol.apis import response_class
 from protocol.errors import Errors
 from protocol.wire import ZERO_UUID
 
-# Kafka's DescribeConfigsResponse.ConfigSource ids.
-DYNAMIC_TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 2
-DEFAULT_CONFIG = 5
 # Keyed by the wire's int: an unknown resource type is not a ConfigResourceType.
 _RESOURCE_KINDS: dict[int, str] = {
     ConfigResourceType.TOPIC: "topic",
@@ -107,78 +123,50 @@ def _duplicates(names: list[str]) -> set[str]:
 # ------------------------------------------------------------------ CreateTopics
 
 
-_CreateTopics: Any = response_class(ApiKey.CREATE_TOPICS)
-_CreatedTopic: Any = _CreateTopics.CreatableTopicResult
-_CreatedConfig: Any = _CreatedTopic.CreatableTopicConfigs
-
-
 async def create_topics(services: BrokerServices, request: CreateTopicsRequestData) -> Any:
     duplicates = _duplicates([topic.name for topic in request.topics])
 
-    async def one(topic: NewTopic) -> Any:
+    async def one(topic: CreatableTopic) -> CreatedTopicResult:
         if topic.name in duplicates:
-            return _created_error(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+            return CreatedTopicResult(name=topic.name, error=Errors.INVALID_REQUEST,
+                                      message="Duplicate topic name.")
         try:
             created = await services.controller.create_topic(
                 topic, validate_only=request.validate_only
             )
         except ControllerError as error:
-            return _created_error(topic.name, error.code, error.message)
-        result = _CreatedTopic(
+            return CreatedTopicResult(name=topic.name, error=error.code, message=error.message)
+        result = CreatedTopicResult(
             name=topic.name,
-            topic_id=topic_uuid(created.topic_id) if created.topic_id else ZERO_UUID,
-            error_code=Errors.NONE,
-            error_message=None,
-            topic_config_error_code=Errors.NONE,
+            error=Errors.NONE,
+            topic_id=topic_uuid(created.topic_id) if created.topic_id else None,
             num_partitions=created.num_partitions,
             replication_factor=created.replication_factor,
-            configs=None,
         )
         if request.version >= 5 and not request.validate_only:
-            await _read_back_configs(services, topic.name, result)
+            return await _read_back_configs(services, result)
         return result
 
     results = await asyncio.gather(*(one(topic) for topic in request.topics))
-    return _CreateTopics(version=request.version, throttle_time_ms=0, topics=list(results))
+    return create_topics_response(request.version, results)
 
 
-def _created_error(name: str, error: Errors, message: str | None) -> Any:
-    return _CreatedTopic(
-        name=name,
-        topic_id=ZERO_UUID,
-        error_code=error,
-        error_message=message,
-        topic_config_error_code=Errors.NONE,
-        num_partitions=-1,
-        replication_factor=-1,
-        configs=None,
-    )
-
-
-async def _read_back_configs(services: BrokerServices, name: str, result: Any) -> None:
+async def _read_back_configs(
+    services: BrokerServices, result: CreatedTopicResult
+) -> CreatedTopicResult:
     try:
-        configs = await services.controller.describe_configs("topic", name)
+        configs = await services.controller.describe_configs("topic", result.name)
     except ControllerError as error:
-        result.topic_config_error_code = error.code
-        return
-    explicit = services.metadata().configs.config(ConfigResourceType.TOPIC, name)
-    result.configs = [
-        _CreatedConfig(
-            name=key,
-            value=value,
-            read_only=False,
-            is_sensitive=False,
-            config_source=DYNAMIC_TOPIC_CONFIG if key in explicit else DEFAULT_CONFIG,
-        )
+        return attrs.evolve(result, topic_config_error=error.code)
+    explicit = services.metadata().configs.config(ConfigResourceType.TOPIC, result.name)
+    return attrs.evolve(result, configs=tuple(
+        ConfigEntry(name=key, value=value,
+                    source=DYNAMIC_TOPIC_CONFIG if key in explicit else DEFAULT_CONFIG)
         for key, value in sorted(configs.items())
-    ]
+    ))
 
 
 # ------------------------------------------------------------------ DeleteTopics
-
-
-_DeleteTopics: Any = response_class(ApiKey.DELETE_TOPICS)
-_DeletedTopic: Any = _DeleteTopics.DeletableTopicResult
 
 
 async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestData) -> Any:
@@ -193,94 +181,89 @@ async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestDa
             resolved.append((name, topic_id, Errors.NONE))
     duplicates = _duplicates([name for name, _, _ in resolved if name is not None])
 
-    async def one(name: str | None, topic_id: uuid.UUID | None, error: Errors) -> Any:
+    async def one(
+        name: str | None, topic_id: uuid.UUID | None, error: Errors
+    ) -> DeletedTopicResult:
         if name is None or error is not Errors.NONE:
-            return _deleted(name, topic_id, Errors.UNKNOWN_TOPIC_ID, "The topic id is unknown.")
+            return DeletedTopicResult(name=name, topic_id=topic_id, error=Errors.UNKNOWN_TOPIC_ID,
+                                      message="The topic id is unknown.")
         if name in duplicates:
-            return _deleted(name, topic_id, Errors.INVALID_REQUEST, "Duplicate topic name.")
+            return DeletedTopicResult(name=name, topic_id=topic_id, error=Errors.INVALID_REQUEST,
+                                      message="Duplicate topic name.")
         try:
             deleted = await services.controller.delete_topic(name)
         except ControllerError as failure:
-            return _deleted(name, topic_id, failure.code, failure.message)
-        return _deleted(name, topic_uuid(deleted.topic_id), Errors.NONE, None)
+            return DeletedTopicResult(name=name, topic_id=topic_id, error=failure.code,
+                                      message=failure.message)
+        deleted_id = topic_uuid(deleted.topic_id) if deleted.topic_id else topic_id
+        return DeletedTopicResult(name=name, topic_id=deleted_id, error=Errors.NONE)
 
     results = await asyncio.gather(*(one(*item) for item in resolved))
-    return _DeleteTopics(version=request.version, throttle_time_ms=0, responses=list(results))
-
-
-def _deleted(
-    name: str | None, topic_id: uuid.UUID | None, error: Errors, message: str | None
-) -> Any:
-    return _DeletedTopic(
-        name=name, topic_id=topic_id or ZERO_UUID, error_code=error, error_message=message
-    )
+    return delete_topics_response(request.version, results)
 
 
 # ------------------------------------------------------------------ CreatePartitions
 
 
-_CreatePartitions: Any = response_class(ApiKey.CREATE_PARTITIONS)
-_PartitionsResult: Any = _CreatePartitions.CreatePartitionsTopicResult
-
-
 async def create_partitions(services: BrokerServices, request: CreatePartitionsRequestData) -> Any:
     duplicates = _duplicates([topic.name for topic in request.topics])
 
-    async def one(topic: CreatePartitionsTopic) -> Any:
+    async def one(topic: CreatePartitionsTopic) -> PartitionsResult:
         if topic.name in duplicates:
-            return _partitions_result(topic.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+            return PartitionsResult(name=topic.name, error=Errors.INVALID_REQUEST,
+                                    message="Duplicate topic name.")
         try:
             await services.controller.create_partitions(
                 topic.name, topic.count, topic.assignments, validate_only=request.validate_only
             )
         except ControllerError as error:
-            return _partitions_result(topic.name, error.code, error.message)
-        return _partitions_result(topic.name, Errors.NONE, None)
+            return PartitionsResult(name=topic.name, error=error.code, message=error.message)
+        return PartitionsResult(name=topic.name, error=Errors.NONE)
 
     results = await asyncio.gather(*(one(topic) for topic in request.topics))
-    return _CreatePartitions(version=request.version, throttle_time_ms=0, results=list(results))
-
-
-def _partitions_result(name: str, error: Errors, message: str | None) -> Any:
-    return _PartitionsResult(name=name, error_code=error, error_message=message)
+    return create_partitions_response(request.version, results)
 
 
 # ------------------------------------------------------------------ DescribeConfigs
 
 
-_DescribeConfigs: Any = response_class(ApiKey.DESCRIBE_CONFIGS)
-_ConfigsResult: Any = _DescribeConfigs.DescribeConfigsResult
-_ConfigEntry: Any = _ConfigsResult.DescribeConfigsResourceResult
-_Synonym: Any = _ConfigEntry.DescribeConfigsSynonym
-
-
 async def describe_configs(services: BrokerServices, request: DescribeConfigsRequestData) -> Any:
-    async def one(resource: DescribeConfigsResource) -> Any:
+    async def one(resource: DescribeConfigsResource) -> ConfigsResult:
         kind = _RESOURCE_KINDS.get(resource.resource_type)
         problem = _resource_problem(services, resource, kind)
         if problem is not None:
-            return _configs_result(resource, problem[0], problem[1], [])
+            return _configs_failed(resource, *problem)
         assert kind is not None
         try:
             configs = await services.controller.describe_configs(kind, resource.resource_name)
         except ControllerError as error:
-            return _configs_result(resource, error.code, error.message, [])
+            return _configs_failed(resource, error.code, error.message)
         wanted = resource.configuration_keys
         explicit = services.metadata().configs.config(
             resource.resource_type, resource.resource_name
         )
         dynamic = DYNAMIC_TOPIC_CONFIG if kind == "topic" else DYNAMIC_BROKER_CONFIG
-        entries = [
-            _config_entry(
-                key, value, dynamic if key in explicit else DEFAULT_CONFIG, request.include_synonyms
-            )
-            for key, value in sorted(configs.items())
-            if wanted is None or key in wanted
-        ]
-        return _configs_result(resource, Errors.NONE, None, entries)
+        return ConfigsResult(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            error=Errors.NONE,
+            entries=tuple(
+                ConfigEntry(name=key, value=value,
+                            source=dynamic if key in explicit else DEFAULT_CONFIG)
+                for key, value in sorted(configs.items())
+                if wanted is None or key in wanted
+            ),
+        )
 
     results = await asyncio.gather(*(one(resource) for resource in request.resources))
-    return _DescribeConfigs(version=request.version, throttle_time_ms=0, results=list(results))
+    return describe_configs_response(request.version, request.include_synonyms, results)
+
+
+def _configs_failed(
+    resource: DescribeConfigsResource, error: Errors, message: str | None
+) -> ConfigsResult:
+    return ConfigsResult(resource_type=resource.resource_type,
+                         resource_name=resource.resource_name, error=error, message=message)
 
 
 def _resource_problem(
@@ -298,69 +281,40 @@ def _resource_problem(
     return None
 
 
-def _config_entry(name: str, value: str, source: int, include_synonyms: bool) -> Any:
-    synonyms = [_Synonym(name=name, value=value, source=source)] if include_synonyms else []
-    return _ConfigEntry(
-        name=name,
-        value=value,
-        read_only=False,
-        config_source=source,
-        is_default=source == DEFAULT_CONFIG,
-        is_sensitive=False,
-        synonyms=synonyms,
-        config_type=0,
-        documentation=None,
-    )
-
-
-def _configs_result(
-    resource: DescribeConfigsResource, error: Errors, message: str | None, entries: list[Any]
-) -> Any:
-    return _ConfigsResult(
-        error_code=error,
-        error_message=message,
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-        configs=entries,
-    )
-
-
 # ------------------------------------------------------------------ DescribeCluster
-
-
-_DescribeCluster: Any = response_class(ApiKey.DESCRIBE_CLUSTER)
-_ClusterBroker: Any = _DescribeCluster.DescribeClusterBroker
 
 
 def describe_cluster(
     services: BrokerServices, request: DescribeClusterRequestData, listener_name: str
 ) -> Any:
+    return describe_cluster_response(
+        request.version, cluster_result(services, request, listener_name)
+    )
+
+
+def cluster_result(
+    services: BrokerServices, request: DescribeClusterRequestData, listener_name: str
+) -> DescribeClusterResult:
     endpoint_type = request.endpoint_type
     if endpoint_type != BROKER_ENDPOINT_TYPE:
-        return _DescribeCluster(
-            version=request.version,
-            throttle_time_ms=0,
-            error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message="The request was sent to an endpoint of type BROKER, but we wanted "
+        return DescribeClusterResult(
+            error=Errors.UNSUPPORTED_ENDPOINT_TYPE,
+            message="The request was sent to an endpoint of type BROKER, but we wanted "
             f"an endpoint of type {_endpoint_type_name(endpoint_type)}",
             endpoint_type=endpoint_type,
             cluster_id=services.cluster_id,
             controller_id=-1,
-            brokers=[],
         )
     alive = alive_brokers(services.metadata(), listener_name)
-    return _DescribeCluster(
-        version=request.version,
-        throttle_time_ms=0,
-        error_code=Errors.NONE,
-        error_message=None,
+    return DescribeClusterResult(
+        error=Errors.NONE,
+        message=None,
         endpoint_type=BROKER_ENDPOINT_TYPE,
         cluster_id=services.cluster_id,
         controller_id=controller_id(services.broker_id, alive),
-        brokers=[
-            _ClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-            for n in alive
-        ],
+        brokers=tuple(
+            ClusterBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack) for n in alive
+        ),
     )
 
 

@@ -2,7 +2,7 @@
 
 The counterpart of ``group_requests.py`` for CreateTopics, DeleteTopics, CreatePartitions,
 DescribeConfigs and DescribeCluster: the handlers work on these values, not on kafka-python's
-version-dependent objects. A CreateTopics entry is already the controller call's ``NewTopic``.
+version-dependent objects. A CreateTopics entry is already the controller's ``CreatableTopic``.
 Version rules applied here: DeleteTopics v6+ names each topic by name or by id, earlier versions
 by name only; DescribeCluster v1 carries an endpoint type, v0 asks for brokers (KIP-919).
 """
@@ -14,14 +14,14 @@ from typing import Any
 
 import attrs
 
-from broker.controller_api import NewTopic
+from metadata.api.topics import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
 
 
 @attrs.frozen(kw_only=True)
 class CreateTopicsRequestData:
     version: int
     validate_only: bool
-    topics: tuple[NewTopic, ...]
+    topics: tuple[CreatableTopic, ...]
 
 
 @attrs.frozen(kw_only=True)
@@ -75,12 +75,17 @@ def create_topics_request(message: Any) -> CreateTopicsRequestData:
         version=message.version,
         validate_only=bool(message.validate_only),
         topics=tuple(
-            NewTopic(
+            CreatableTopic(
                 name=topic.name,
                 num_partitions=topic.num_partitions,
                 replication_factor=topic.replication_factor,
-                assignments={a.partition_index: tuple(a.broker_ids) for a in topic.assignments},
-                configs={config.name: config.value for config in topic.configs},
+                assignments=tuple(
+                    CreatableReplicaAssignment(a.partition_index, tuple(a.broker_ids))
+                    for a in topic.assignments
+                ),
+                configs=tuple(
+                    CreatableTopicConfig(config.name, config.value) for config in topic.configs
+                ),
             )
             for topic in message.topics
         ),

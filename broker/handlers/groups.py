@@ -33,7 +33,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from broker.controller_api import ControllerError, NewTopic
+from broker.controller_api import ControllerError
 from broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
     NO_RETENTION,
@@ -78,6 +78,7 @@ from coordinator.group.effects import JoinGroupResult, SyncGroupResult
 from coordinator.group.offsets import OFFSETS_TOPIC
 from coordinator.group.records import OffsetAndMetadata
 from coordinator.group.shell import GroupCoordinatorShell
+from metadata.api.topics import CreatableTopic, CreatableTopicConfig
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
 from storage.topic_partition import TopicPartition
@@ -157,11 +158,11 @@ class OffsetsTopicCreator:
         self._task = asyncio.ensure_future(self._create(factor))
 
     async def _create(self, replication_factor: int) -> None:
-        topic = NewTopic(
+        topic = CreatableTopic(
             name=OFFSETS_TOPIC,
             num_partitions=self.partitions,
             replication_factor=replication_factor,
-            configs=OFFSETS_TOPIC_CONFIGS,
+            configs=tuple(CreatableTopicConfig(k, v) for k, v in OFFSETS_TOPIC_CONFIGS.items()),
         )
         try:
             await self.services.controller.create_topic(topic, validate_only=False)
@@ -315,7 +316,7 @@ async def _commit(
     request: OffsetCommitRequestData,
     named: list[tuple[str, OffsetCommitPartition]],
 ) -> dict[TopicPartition, Errors]:
-    now_ms = services.time_ms()
+    now_ms = services.wall_clock_ms()
     retention_ms = request.retention_time_ms
     image = services.metadata()
     errors: dict[TopicPartition, Errors] = {}

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from typing import Any
 
-from broker.controller_api import ControllerError, NewTopic
+from broker.controller_api import ControllerError
 from broker.handlers.services import (
     BrokerServices,
     alive_brokers,
@@ -34,6 +34,7 @@ from broker.handlers.services import (
 from broker.kafka_apis import ApiHandler, kafka_python_handler
 from broker.network import RequestContext
 from broker.replica_manager import INTERNAL_TOPICS
+from metadata.api.topics import CreatableTopic
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from protocol.api_keys import ApiKey
 from protocol.apis import response_class
@@ -179,7 +180,7 @@ async def _auto_create(services: BrokerServices, topic: Any) -> None:
     except ValueError:
         topic.error_code = Errors.INVALID_TOPIC_EXCEPTION
         return
-    new_topic = NewTopic(
+    new_topic = CreatableTopic(
         name=topic.name,
         num_partitions=services.num_partitions,
         replication_factor=services.default_replication_factor,

@@ -115,7 +115,7 @@ async def append(
             entries,
             required_acks=produce.acks,
             timeout_ms=produce.timeout_ms,
-            now_ms=services.time_ms(),
+            now_ms=services.wall_clock_ms(),
         )
     )
     return _response(services, results, listener_name)

@@ -8,7 +8,6 @@ leads a partition (KIP-951's ``CurrentLeader`` / ``NodeEndpoints`` hints).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
@@ -22,11 +21,6 @@ from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
 from storage.topic_partition import TopicPartition
 
 
-def wall_clock_ms() -> int:
-    """Kafka's ``time.milliseconds()``: record timestamps and segment ages are wall time."""
-    return time.time_ns() // 1_000_000
-
-
 @attrs.frozen(kw_only=True)
 class BrokerServices:
     broker_id: int
@@ -36,7 +30,8 @@ class BrokerServices:
     # The broker's current metadata image (the metadata loader's latest publish).
     metadata: Callable[[], MetadataImage]
     controller: ControllerClient
-    time_ms: Callable[[], int] = wall_clock_ms
+    # Kafka's ``time.milliseconds()``: record timestamps and segment ages are wall time.
+    wall_clock_ms: Callable[[], int]
     # auto.create.topics.enable and the defaults it creates topics with.
     auto_create_topics_enable: bool = False
     num_partitions: int = 1

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
@@ -63,11 +62,6 @@ OFFSET_COMMIT_TIMEOUT_MS = 5000
 MAX_LOGGED_PROBLEMS = 5
 
 
-def wall_clock_ms() -> int:
-    """Kafka's ``time.milliseconds()``: commit timestamps are wall time, so deadlines are too."""
-    return time.time_ns() // 1_000_000
-
-
 def random_member_suffix() -> str:
     return str(uuid.uuid4())
 
@@ -78,14 +72,15 @@ class GroupCoordinatorShell:
         replica_manager: Replicas,
         config: GroupConfig,
         *,
-        clock_ms: Callable[[], int] = wall_clock_ms,
+        wall_clock_ms: Callable[[], int],
         member_suffix: Callable[[], str] = random_member_suffix,
         offset_commit_timeout_ms: int = OFFSET_COMMIT_TIMEOUT_MS,
     ) -> None:
         self.replica_manager = replica_manager
         self.config = config
         self.core = GroupCoordinator(config, member_suffix)
-        self.clock_ms = clock_ms
+        # Kafka's ``time.milliseconds()``: commit timestamps are wall time, so deadlines are too.
+        self.wall_clock_ms = wall_clock_ms
         self.offset_commit_timeout_ms = offset_commit_timeout_ms
         self._request_ids = itertools.count(1)
         # request id -> (future, what to answer if the coordinator stops first)
@@ -192,7 +187,7 @@ class GroupCoordinatorShell:
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = (future, fallback)
         try:
-            self._apply(handle(request_id, self.clock_ms()))
+            self._apply(handle(request_id, self.wall_clock_ms()))
             return await future
         finally:
             self._waiters.pop(request_id, None)
@@ -230,7 +225,7 @@ class GroupCoordinatorShell:
                 {topic_partition: bytearray(build_batch(records))},
                 required_acks=-1,
                 timeout_ms=self.offset_commit_timeout_ms,
-                now_ms=self.clock_ms(),
+                now_ms=self.wall_clock_ms(),
                 internal_topics_allowed=True,
             )
             error, base_offset = (
@@ -243,7 +238,8 @@ class GroupCoordinatorShell:
             error, base_offset = Errors.UNKNOWN_SERVER_ERROR, -1
         if error is not Errors.NONE:
             logger.info("appending to %s failed: %s", topic_partition, error.name)
-        self._apply(self.core.on_append_done(append.write_id, error, base_offset, self.clock_ms()))
+        self._apply(self.core.on_append_done(append.write_id, error, base_offset,
+                                             self.wall_clock_ms()))
 
     def _reschedule(self) -> None:
         deadline = self.core.next_deadline_ms()
@@ -254,7 +250,7 @@ class GroupCoordinatorShell:
             self._timer = None
         self._timer_deadline_ms = deadline
         if deadline is not None:
-            delay_s = max(0, deadline - self.clock_ms()) / 1000
+            delay_s = max(0, deadline - self.wall_clock_ms()) / 1000
             self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
 
     def _on_timer(self) -> None:
@@ -264,7 +260,7 @@ class GroupCoordinatorShell:
 
     def poll(self) -> None:
         """Act on every deadline passed by now (the timer calls it; so may a simulated clock)."""
-        self._apply(self.core.poll(self.clock_ms()))
+        self._apply(self.core.poll(self.wall_clock_ms()))
 
     # ------------------------------------------------------------------ leadership
 
@@ -274,7 +270,7 @@ class GroupCoordinatorShell:
         if topic is not None and topic.partitions and not self.core.partitions:
             # Kafka reads the partition count of an existing topic, not the config.
             self.core.num_partitions = len(topic.partitions)
-        now_ms = self.clock_ms()
+        now_ms = self.wall_clock_ms()
         gone = [key for key in changes.deletes if key.topic == OFFSETS_TOPIC]
         gone += [key for key in changes.followers if key.topic == OFFSETS_TOPIC]
         for key in sorted(gone):
@@ -297,7 +293,7 @@ class GroupCoordinatorShell:
             logger.info("%s is not led here in epoch %d: not loading it", topic_partition, epoch)
             self._abort_load(partition, epoch)
             return
-        started_ms = self.clock_ms()
+        started_ms = self.wall_clock_ms()
         replay = OffsetsReplay()
         try:
             await read_partition_records(hosted.log, replay.replay)
@@ -305,8 +301,9 @@ class GroupCoordinatorShell:
             logger.error("cannot load the groups of %s: %s", topic_partition, error)
             self._abort_load(partition, epoch)
             return
-        loaded = replay.loaded(self.clock_ms())
-        effects, problems = self.core.complete_loading(partition, epoch, loaded, self.clock_ms())
+        now_ms = self.wall_clock_ms()
+        loaded = replay.loaded(now_ms)
+        effects, problems = self.core.complete_loading(partition, epoch, loaded, now_ms)
         for problem in problems[:MAX_LOGGED_PROBLEMS]:
             logger.warning("%s: skipped a %s", topic_partition, problem)
         logger.info(
@@ -314,14 +311,14 @@ class GroupCoordinatorShell:
             topic_partition,
             epoch,
             replay.records,
-            self.clock_ms() - started_ms,
+            self.wall_clock_ms() - started_ms,
         )
         self._apply(effects)
 
     def _abort_load(self, partition: int, epoch: int) -> None:
         """Give the partition up (clients get NOT_COORDINATOR) unless it moved on already."""
         if self.core.partitions.get(partition) == OwnedPartition(PartitionStatus.LOADING, epoch):
-            self._apply(self.core.unload(partition, self.clock_ms()))
+            self._apply(self.core.unload(partition, self.wall_clock_ms()))
 
     # ------------------------------------------------------------------ shutdown
 
@@ -330,7 +327,7 @@ class GroupCoordinatorShell:
             self._timer.cancel()
             self._timer = None
         self._timer_deadline_ms = None
-        effects = self.core.shutdown(self.clock_ms())
+        effects = self.core.shutdown(self.wall_clock_ms())
         for answer in effects.answers:
             waiter = self._waiters.pop(answer.request_id, None)
             if waiter is not None and not waiter[0].done():

@@ -23,12 +23,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import attrs
-
+from metadata.api.brokers import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+)
+from metadata.api.errors import SUCCESS, ApiError
 from metadata.image import BrokerRegistration, MetadataImage
 from metadata.records import (
-    BrokerEndpoint,
-    BrokerFeature,
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
     BrokerRegistrationInControlledShutdownChange,
@@ -38,10 +43,8 @@ from metadata.records import (
     kafka_string_to_uuid,
 )
 from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
 from quorum.managers.cluster_checks import check_broker_epoch
 from quorum.managers.directories import (
-    OfflineReplica,
     handle_directories_offline,
     validate_offline_dirs,
 )
@@ -61,55 +64,6 @@ from quorum.managers.sessions import (
 )
 
 UncleanPolicy = Callable[[str], bool]
-
-
-@attrs.frozen
-class BrokerRegistrationRequest:
-    broker_id: int
-    # Kafka Uuid text (22 characters of URL-safe base64), new for every broker process start.
-    incarnation_id: str
-    listeners: tuple[BrokerEndpoint, ...] = ()
-    rack: str | None = None
-    features: tuple[BrokerFeature, ...] = ()
-
-
-@attrs.frozen
-class BrokerRegistrationResponse:
-    error: ApiError
-    broker_epoch: int = -1
-
-
-@attrs.frozen
-class BrokerHeartbeatRequest:
-    broker_id: int
-    broker_epoch: int
-    current_metadata_offset: int
-    want_fence: bool = False
-    want_shut_down: bool = False
-    # KIP-858 ``OfflineLogDirs``: the directory ids of the broker's failed log dirs.
-    offline_log_dirs: tuple[str, ...] = ()
-    # pykraft: the broker's replicas on those dirs (Kafka reads them from the partitions'
-    # ``Directories``; see quorum.managers.directories).
-    offline_replicas: tuple[OfflineReplica, ...] = ()
-
-
-@attrs.frozen
-class BrokerHeartbeatResponse:
-    error: ApiError
-    is_caught_up: bool = False
-    is_fenced: bool = True
-    in_controlled_shutdown: bool = False
-    should_shut_down: bool = False
-
-
-@attrs.frozen
-class UnregisterBrokerRequest:
-    broker_id: int
-
-
-@attrs.frozen
-class UnregisterBrokerResponse:
-    error: ApiError
 
 
 def _validate_registration(request: BrokerRegistrationRequest) -> ApiError:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from metadata.api.errors import SUCCESS, ApiError
 from metadata.image import MetadataImage
 from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
 
 
 def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError:

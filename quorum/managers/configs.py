@@ -21,10 +21,18 @@ from collections.abc import Mapping
 
 import attrs
 
+from metadata.api.admin import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    AlterConfigsResourceResult,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from metadata.api.errors import SUCCESS, ApiError
 from metadata.image import MetadataImage
 from metadata.records import ConfigRecord, ConfigResourceType
 from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
 from quorum.managers.result import ControllerResult
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
@@ -175,47 +183,6 @@ def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -
         except ConfigError as error:
             return ApiError.of(Errors.INVALID_CONFIG, str(error))
     return SUCCESS
-
-
-class AlterConfigOp(enum.IntEnum):
-    """Kafka's ``AlterConfigOp.OpType`` ids."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-@attrs.frozen
-class AlterableConfig:
-    name: str
-    op: AlterConfigOp
-    value: str | None = None
-
-
-@attrs.frozen
-class AlterConfigsResource:
-    resource_type: int
-    resource_name: str
-    configs: tuple[AlterableConfig, ...]
-
-
-@attrs.frozen
-class IncrementalAlterConfigsRequest:
-    resources: tuple[AlterConfigsResource, ...]
-    validate_only: bool = False
-
-
-@attrs.frozen
-class AlterConfigsResourceResult:
-    resource_type: int
-    resource_name: str
-    error: ApiError
-
-
-@attrs.frozen
-class IncrementalAlterConfigsResponse:
-    results: tuple[AlterConfigsResourceResult, ...]
 
 
 def check_config_resource(image: MetadataImage, resource_type: int, name: str) -> ApiError:

@@ -34,12 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-import attrs
-
+from metadata.api.brokers import OfflineReplica
+from metadata.api.errors import SUCCESS, ApiError
 from metadata.image import MetadataImage
 from metadata.records import PartitionChangeRecord, kafka_string_to_uuid
 from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
 from quorum.managers.partition_change import (
     ReplicaOffline,
     TopicPartitionRef,
@@ -53,14 +52,6 @@ MAX_OFFLINE_REPLICAS = 100_000
 # KIP-858 reserves the directory ids below 100 (UNASSIGNED 0, LOST 1, MIGRATING 2, ...);
 # Kafka's ``DirectoryId.reserved``. None of them names a real log dir.
 _RESERVED_DIRECTORY_IDS = 100
-
-
-@attrs.frozen(order=True)
-class OfflineReplica:
-    """One of the broker's replicas on an offline log dir (Kafka's ``TopicIdPartition``)."""
-
-    topic_id: str
-    partition_id: int
 
 
 def validate_offline_dirs(

@@ -23,15 +23,26 @@ Kafka's KRaft controller answers a non-leader sender with ``INVALID_REQUEST``; p
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterator
 
-import attrs
-
+from metadata.api.admin import (
+    ElectionType,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+)
+from metadata.api.brokers import (
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    BrokerState,
+)
+from metadata.api.errors import SUCCESS, ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
 from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
 from quorum.managers.cluster_checks import check_broker_epoch
 from quorum.managers.partition_change import (
     Election,
@@ -42,88 +53,6 @@ from quorum.managers.result import ControllerResult
 
 _RECOVERED = LeaderRecoveryState.RECOVERED.value
 _RECOVERING = LeaderRecoveryState.RECOVERING.value
-
-
-@attrs.frozen
-class BrokerState:
-    """One member of a proposed ISR; ``broker_epoch`` -1 skips the epoch check (KIP-903)."""
-
-    broker_id: int
-    broker_epoch: int = -1
-
-
-@attrs.frozen
-class AlterPartitionData:
-    topic_id: str
-    partition_index: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr_with_epochs: tuple[BrokerState, ...]
-    leader_recovery_state: int = _RECOVERED
-
-
-@attrs.frozen
-class AlterPartitionRequest:
-    broker_id: int
-    broker_epoch: int
-    partitions: tuple[AlterPartitionData, ...]
-
-
-@attrs.frozen
-class AlterPartitionResult:
-    topic_id: str
-    partition_index: int
-    error: ApiError
-    leader_id: int = -1
-    leader_epoch: int = -1
-    isr: tuple[int, ...] = ()
-    partition_epoch: int = -1
-    leader_recovery_state: int = _RECOVERED
-
-
-@attrs.frozen
-class AlterPartitionResponse:
-    # Request-level error (STALE_BROKER_EPOCH); the partitions are empty then.
-    error: ApiError
-    partitions: tuple[AlterPartitionResult, ...] = ()
-
-
-class ElectionType(enum.IntEnum):
-    """Kafka's ``ElectionType`` ids."""
-
-    PREFERRED = 0
-    UNCLEAN = 1
-
-
-@attrs.frozen
-class TopicPartitions:
-    topic: str
-    partitions: tuple[int, ...]
-
-
-@attrs.frozen
-class ElectLeadersRequest:
-    election_type: int
-    # None: every partition of every topic (then partitions needing no election are omitted).
-    topic_partitions: tuple[TopicPartitions, ...] | None = None
-
-
-@attrs.frozen
-class PartitionResult:
-    partition_id: int
-    error: ApiError
-
-
-@attrs.frozen
-class ReplicaElectionResult:
-    topic: str
-    partition_results: tuple[PartitionResult, ...]
-
-
-@attrs.frozen
-class ElectLeadersResponse:
-    error: ApiError
-    results: tuple[ReplicaElectionResult, ...] = ()
 
 
 def _ineligible(image: MetadataImage, state: BrokerState) -> str | None:

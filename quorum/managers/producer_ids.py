@@ -7,31 +7,17 @@ A broker asks for a block; the controller hands out ``[next_producer_id, next_pr
 
 from __future__ import annotations
 
-import attrs
-
+from metadata.api.brokers import AllocateProducerIdsRequest, AllocateProducerIdsResponse
+from metadata.api.errors import SUCCESS, ApiError
 from metadata.image import MetadataImage
 from metadata.records import ProducerIdsRecord
 from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
 from quorum.managers.cluster_checks import check_broker_epoch
 from quorum.managers.result import ControllerResult
 
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
 PRODUCER_ID_BLOCK_SIZE = 1000
 _LONG_MAX = 2**63 - 1
-
-
-@attrs.frozen
-class AllocateProducerIdsRequest:
-    broker_id: int
-    broker_epoch: int
-
-
-@attrs.frozen
-class AllocateProducerIdsResponse:
-    error: ApiError
-    producer_id_start: int = -1
-    producer_id_len: int = 0
 
 
 def allocate_producer_ids(

@@ -19,6 +19,20 @@ from __future__ import annotations
 
 import attrs
 
+from metadata.api.errors import SUCCESS, ApiError
+from metadata.api.topics import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from metadata.image import MetadataImage, TopicImage
 from metadata.records import (
     ConfigRecord,
@@ -30,7 +44,6 @@ from metadata.records import (
     uuid_to_kafka_string,
 )
 from protocol.errors import Errors
-from quorum.errors import SUCCESS, ApiError
 from quorum.managers.configs import validate_config_map
 from quorum.managers.partition_change import is_active
 from quorum.managers.result import ControllerResult
@@ -40,92 +53,6 @@ from quorum.placement import PlacementError, RandomSource, UsableBroker, place_r
 # Kafka's Topic.MAX_NAME_LENGTH and legal characters [a-zA-Z0-9._-].
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-@attrs.frozen
-class CreatableReplicaAssignment:
-    partition_index: int
-    broker_ids: tuple[int, ...]
-
-
-@attrs.frozen
-class CreatableTopicConfig:
-    name: str
-    value: str | None
-
-
-@attrs.frozen
-class CreatableTopic:
-    name: str
-    # -1: use num.partitions / default.replication.factor (and -1 both with assignments).
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: tuple[CreatableReplicaAssignment, ...] = ()
-    configs: tuple[CreatableTopicConfig, ...] = ()
-
-
-@attrs.frozen
-class CreateTopicsRequest:
-    topics: tuple[CreatableTopic, ...]
-    validate_only: bool = False
-
-
-@attrs.frozen
-class CreatableTopicResult:
-    name: str
-    error: ApiError
-    topic_id: str | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-
-
-@attrs.frozen
-class CreateTopicsResponse:
-    topics: tuple[CreatableTopicResult, ...]
-
-
-@attrs.frozen
-class DeleteTopicsRequest:
-    names: tuple[str, ...] = ()
-    topic_ids: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class DeletableTopicResult:
-    name: str | None
-    topic_id: str | None
-    error: ApiError
-
-
-@attrs.frozen
-class DeleteTopicsResponse:
-    topics: tuple[DeletableTopicResult, ...]
-
-
-@attrs.frozen
-class CreatePartitionsTopic:
-    name: str
-    # The new total number of partitions.
-    count: int
-    # Replicas of each new partition, or None to let the controller place them.
-    assignments: tuple[tuple[int, ...], ...] | None = None
-
-
-@attrs.frozen
-class CreatePartitionsRequest:
-    topics: tuple[CreatePartitionsTopic, ...]
-    validate_only: bool = False
-
-
-@attrs.frozen
-class CreatePartitionsTopicResult:
-    name: str
-    error: ApiError
-
-
-@attrs.frozen
-class CreatePartitionsResponse:
-    topics: tuple[CreatePartitionsTopicResult, ...]
 
 
 class _Rejected(Exception):

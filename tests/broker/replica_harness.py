@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from broker.handlers import BrokerServices, ControllerError, CreatedTopic, DeletedTopic, NewTopic
+from broker.handlers import BrokerServices, ControllerError
 from broker.kafka_apis import ApiHandler
 from broker.network import RequestContext
 from broker.purgatory import DelayedFetches
@@ -39,12 +39,12 @@ from protocol.headers import RequestHeader, request_header_version
 from protocol.segments import Segments
 from quorum.controller import (
     ApiError,
-    CreatableReplicaAssignment,
     CreatableTopic,
-    CreatableTopicConfig,
+    CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
+    DeletableTopicResult,
     DeleteTopicsRequest,
     QuorumController,
 )
@@ -54,6 +54,7 @@ from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records import SimpleRecord, build_batch
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
 
@@ -74,14 +75,6 @@ def replay(image: MetadataImage, records: Sequence[MetadataRecord]) -> MetadataD
     for record in records:
         delta.replay(record)
     return delta
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = 50_000
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def endpoint(broker_id: int) -> BrokerEndpoint:
@@ -140,14 +133,14 @@ class Cluster:
         self.log_dir = self.log_dirs[0]
         self.log_manager = LogManager.open(self.log_dirs, config or LogConfig(), now_ms=0)
         self.fetchers = RecordedFetcherManager()
-        self.clock = FakeClock()
+        self.clock = FakeClock(50_000, wall_clock_start_ms=NOW_MS)
         self.replica_manager = ReplicaManager(
             broker_id=LOCAL,
             log_manager=self.log_manager,
             fetcher_manager=self.fetchers,
-            delayed_fetches=DelayedFetches(clock_ms=self.clock),
+            delayed_fetches=DelayedFetches(monotonic_ms=self.clock.monotonic_ms),
             high_watermark_checkpoint_interval_ms=high_watermark_checkpoint_interval_ms,
-            monotonic_ms=self.clock,
+            monotonic_ms=self.clock.monotonic_ms,
         )
         self.image = MetadataImage.EMPTY
 
@@ -237,41 +230,24 @@ class InProcessController:
         if records:
             self.cluster.publish(*records)
 
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool) -> CreatedTopic:
+    async def create_topic(
+        self, topic: CreatableTopic, *, validate_only: bool
+    ) -> CreatableTopicResult:
         self.calls.append(("create_topic", topic))
-        request = CreateTopicsRequest(
-            topics=(
-                CreatableTopic(
-                    name=topic.name,
-                    num_partitions=topic.num_partitions,
-                    replication_factor=topic.replication_factor,
-                    assignments=tuple(
-                        CreatableReplicaAssignment(index, tuple(brokers))
-                        for index, brokers in sorted(topic.assignments.items())
-                    ),
-                    configs=tuple(CreatableTopicConfig(k, v) for k, v in topic.configs.items()),
-                ),
-            ),
-            validate_only=validate_only,
-        )
+        request = CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
         result = self.controller.create_topics(self.cluster.image, request, NOW_MS)
         created = result.response.topics[0]
         self._commit(result.records, created.error)
-        return CreatedTopic(
-            name=created.name,
-            topic_id=created.topic_id or "",
-            num_partitions=created.num_partitions,
-            replication_factor=created.replication_factor,
-        )
+        return created
 
-    async def delete_topic(self, name: str) -> DeletedTopic:
+    async def delete_topic(self, name: str) -> DeletableTopicResult:
         self.calls.append(("delete_topic", name))
         result = self.controller.delete_topics(
             self.cluster.image, DeleteTopicsRequest(names=(name,)), NOW_MS
         )
         deleted = result.response.topics[0]
         self._commit(result.records, deleted.error)
-        return DeletedTopic(name=name, topic_id=deleted.topic_id or "")
+        return deleted
 
     async def create_partitions(
         self,
@@ -314,7 +290,7 @@ def services(cluster: Cluster, **overrides: Any) -> BrokerServices:
         "replica_manager": cluster.replica_manager,
         "metadata": lambda: cluster.image,
         "controller": InProcessController(cluster),
-        "time_ms": lambda: NOW_MS,
+        "wall_clock_ms": cluster.clock.wall_clock_ms,
     }
     arguments.update(overrides)
     return BrokerServices(**arguments)

@@ -12,7 +12,6 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
 )
 
-from broker.controller_api import NewTopic
 from broker.handlers.admin_requests import (
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
@@ -27,6 +26,7 @@ from broker.handlers.admin_requests import (
     describe_cluster_request,
     describe_configs_request,
 )
+from metadata.api.topics import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
 
 _New = CreateTopicsRequest.CreatableTopic
 
@@ -49,12 +49,12 @@ def test_create_topics_entries_are_the_controller_calls_new_topics() -> None:
         version=5,
         validate_only=True,
         topics=(
-            NewTopic(
+            CreatableTopic(
                 name="placed",
-                assignments={0: (1, 2)},
-                configs={"cleanup.policy": "compact"},
+                assignments=(CreatableReplicaAssignment(0, (1, 2)),),
+                configs=(CreatableTopicConfig("cleanup.policy", "compact"),),
             ),
-            NewTopic(name="plain", num_partitions=3, replication_factor=1),
+            CreatableTopic(name="plain", num_partitions=3, replication_factor=1),
         ),
     )
 

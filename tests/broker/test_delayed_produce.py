@@ -14,6 +14,7 @@ from broker.delayed_produce import DelayedProduces
 from protocol.errors import Errors
 from replica.produce_waiters import ProducePurgatory
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 
 A = TopicPartition("a", 0)
 B = TopicPartition("b", 0)
@@ -90,14 +91,6 @@ def test_the_produce_purgatory_is_bounded() -> None:
 # ------------------------------------------------------------------ the asyncio shell
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = 10_000
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 async def started(
     coroutine: Coroutine[Any, Any, dict[TopicPartition, Errors]],
 ) -> asyncio.Task[dict[TopicPartition, Errors]]:
@@ -108,7 +101,8 @@ async def started(
 
 def test_a_produce_already_replicated_never_waits() -> None:
     async def scenario() -> None:
-        produces, replicas = DelayedProduces(clock_ms=FakeClock()), Replicas()
+        produces = DelayedProduces(monotonic_ms=FakeClock(10_000).monotonic_ms)
+        replicas = Replicas()
         replicas.high_watermarks[A] = 5
         assert await produces.wait({A: 5}, timeout_ms=100, checker=replicas) == {A: Errors.NONE}
         assert len(produces.purgatory) == 0
@@ -118,7 +112,8 @@ def test_a_produce_already_replicated_never_waits() -> None:
 
 def test_high_watermark_moves_complete_a_waiting_produce() -> None:
     async def scenario() -> None:
-        produces, replicas = DelayedProduces(clock_ms=FakeClock()), Replicas()
+        produces = DelayedProduces(monotonic_ms=FakeClock(10_000).monotonic_ms)
+        replicas = Replicas()
         task = await started(produces.wait({A: 5}, timeout_ms=100, checker=replicas))
         replicas.high_watermarks[A] = 4
         produces.check_and_complete(A, replicas)
@@ -134,8 +129,8 @@ def test_high_watermark_moves_complete_a_waiting_produce() -> None:
 
 def test_the_request_timeout_answers_request_timed_out() -> None:
     async def scenario() -> None:
-        clock, replicas = FakeClock(), Replicas()
-        produces = DelayedProduces(clock_ms=clock)
+        clock, replicas = FakeClock(10_000), Replicas()
+        produces = DelayedProduces(monotonic_ms=clock.monotonic_ms)
         task = await started(produces.wait({A: 5}, timeout_ms=300, checker=replicas))
         clock.now_ms += 299
         assert produces.expire_due() == 0
@@ -149,7 +144,8 @@ def test_the_request_timeout_answers_request_timed_out() -> None:
 
 def test_a_full_purgatory_answers_at_once() -> None:
     async def scenario() -> None:
-        produces, replicas = DelayedProduces(max_waiters=1, clock_ms=FakeClock()), Replicas()
+        produces = DelayedProduces(max_waiters=1, monotonic_ms=FakeClock(10_000).monotonic_ms)
+        replicas = Replicas()
         waiting = await started(produces.wait({A: 5}, timeout_ms=300, checker=replicas))
         replicas.high_watermarks[B] = 1
         assert await produces.wait({A: 5, B: 1}, timeout_ms=300, checker=replicas) == {
@@ -164,7 +160,7 @@ def test_a_full_purgatory_answers_at_once() -> None:
 
 def test_a_cancelled_produce_wait_leaves_no_waiter() -> None:
     async def scenario() -> None:
-        produces = DelayedProduces(clock_ms=FakeClock())
+        produces = DelayedProduces(monotonic_ms=FakeClock(10_000).monotonic_ms)
         task = await started(produces.wait({A: 5}, timeout_ms=300, checker=Replicas()))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -180,7 +176,7 @@ def test_a_cancelled_produce_wait_leaves_no_waiter() -> None:
 
 def test_watch_answers_now_or_later_through_its_callback_and_forget_drops_the_waiter() -> None:
     """``watch`` is what the simulation drives: no future, no event loop."""
-    produces, replicas = DelayedProduces(clock_ms=lambda: 0), Replicas()
+    produces, replicas = DelayedProduces(monotonic_ms=FakeClock(0).monotonic_ms), Replicas()
     moved: list[int] = []
     produces.on_deadline_moved = lambda: moved.append(produces.purgatory.next_deadline_ms() or 0)
     answers: list[dict[TopicPartition, Errors]] = []

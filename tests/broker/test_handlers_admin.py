@@ -22,9 +22,11 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
 )
 
-from broker.handlers import ControllerError, CreatedTopic, NewTopic
-from broker.handlers.admin import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, admin_handlers
+from broker.handlers import ControllerError
+from broker.handlers.admin import admin_handlers
+from broker.handlers.admin_responses import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from broker.handlers.services import topic_uuid
+from metadata.api.topics import CreatableTopic, CreatableTopicResult
 from metadata.records import ConfigRecord, ConfigResourceType
 from protocol.api_keys import ApiKey
 from protocol.errors import Errors
@@ -167,7 +169,9 @@ class UnreachableController:
     def __init__(self, error: str) -> None:
         self.error = error
 
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool) -> CreatedTopic:
+    async def create_topic(
+        self, topic: CreatableTopic, *, validate_only: bool
+    ) -> CreatableTopicResult:
         raise ControllerError(self.error, "no controller answered")
 
     async def delete_topic(self, name: str) -> Any:

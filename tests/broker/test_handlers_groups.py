@@ -24,13 +24,13 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from broker.controller_api import NewTopic
 from broker.handlers.groups import group_handlers
 from broker.kafka_apis import ApiHandler
 from coordinator.group.loader import read_partition_records
 from coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
 from coordinator.group.rebalance import GroupConfig
 from coordinator.group.shell import GroupCoordinatorShell
+from metadata.api.topics import CreatableTopic
 from metadata.local_changes import LocalReplicaChanges
 from metadata.records import (
     ConfigRecord,
@@ -54,6 +54,7 @@ from tests.broker.replica_harness import (
     pets_led_here,
     services,
 )
+from tests.fake_clock import FakeClock
 
 OFFSETS_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 GROUP = "readers"
@@ -74,14 +75,6 @@ class GroupCluster(Cluster):
         return changes
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = START_MS
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 class Broker:
     """Handlers by API key and a way to call them with kafka-python requests."""
 
@@ -89,13 +82,13 @@ class Broker:
         config.setdefault("offsets_topic_num_partitions", 1)
         config.setdefault("group_initial_rebalance_delay_ms", 0)
         self.cluster = cluster
-        self.clock = Clock()
+        self.clock = FakeClock(wall_clock_start_ms=START_MS)
         self.controller = InProcessController(cluster)
         self.shell = GroupCoordinatorShell(
-            cluster.replica_manager, GroupConfig(**config), clock_ms=self.clock
+            cluster.replica_manager, GroupConfig(**config), wall_clock_ms=self.clock.wall_clock_ms
         )
         cluster.shell = self.shell
-        svc = services(cluster, controller=self.controller, time_ms=self.clock)
+        svc = services(cluster, controller=self.controller, wall_clock_ms=self.clock.wall_clock_ms)
         self.handlers: dict[ApiKey, ApiHandler] = group_handlers(svc, self.shell)
 
     async def send(self, api_key: ApiKey, version: int, request: Any) -> Any:
@@ -214,10 +207,10 @@ def test_find_coordinator_creates_the_offsets_topic(cluster: GroupCluster) -> No
         assert (first.error_code, first.node_id) == (Errors.COORDINATOR_NOT_AVAILABLE, -1)
         await settle()
         [(call, topic)] = broker.controller.calls
-        assert call == "create_topic" and isinstance(topic, NewTopic)
+        assert call == "create_topic" and isinstance(topic, CreatableTopic)
         assert topic.name == OFFSETS_TOPIC
         assert (topic.num_partitions, topic.replication_factor) == (3, 2)  # 2 brokers alive
-        assert topic.configs["cleanup.policy"] == "compact"
+        assert ("cleanup.policy", "compact") in [(c.name, c.value) for c in topic.configs]
         offsets = cluster.image.topics.by_name[OFFSETS_TOPIC]
         leader = offsets.partitions[broker.shell.partition_for(GROUP)].leader
         found = await broker.send(ApiKey.FIND_COORDINATOR, 0, request)

@@ -83,6 +83,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 def manager(cluster: Cluster, broker_epoch: int = LOCAL_BROKER_EPOCH,
             **options: Any) -> ProducerIdManager:
+    options.setdefault("monotonic_ms", cluster.clock.monotonic_ms)
     return ProducerIdManager(QuorumAllocator(cluster), broker_id=LOCAL,
                              broker_epoch=lambda: broker_epoch, **options)
 

@@ -102,7 +102,8 @@ class FakeController:
 IDENTITY = BrokerIdentity(broker_id=10, incarnation_id="AAAAAAAAAAAAAAAAAAAAAA",
                           endpoints=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1",
                                                     port=9092),))
-REGISTERED = BrokerRegistrationReply(broker_epoch=42, heartbeat_interval_ms=INTERVAL_MS,
+REGISTERED = BrokerRegistrationReply(broker_id=1, broker_epoch=42,
+                                     heartbeat_interval_ms=INTERVAL_MS,
                                      session_timeout_ms=9000)
 
 

@@ -27,6 +27,7 @@ from protocol.framing import frame_response
 from protocol.segments import Segments
 from storage.file_slice import FileSlice
 from tests.broker.wire_client import correlation_id, read_frame, request_frame
+from tests.fake_clock import FakeClock
 
 METADATA = 3
 Dispatch = Callable[[RequestContext, memoryview], Awaitable[Segments | None] | None]
@@ -39,9 +40,11 @@ def echo_response(context: RequestContext, body: memoryview) -> Segments:
 class Harness:
     """One listener plus socketpair connections to it."""
 
-    def __init__(self, dispatch: Dispatch, **options: Any) -> None:
+    def __init__(self, dispatch: Dispatch, *, clock: FakeClock | None = None,
+                 **options: Any) -> None:
         self.metrics = BrokerMetrics()
-        self.listener = KafkaListener(dispatch, metrics=self.metrics, **options)
+        self.listener = KafkaListener(dispatch, metrics=self.metrics,
+                                      monotonic_ms=(clock or FakeClock()).monotonic_ms, **options)
         self.tasks: list[asyncio.Task[None]] = []
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -443,14 +446,6 @@ def test_failures_of_requests_behind_a_closed_connection_are_not_reported_as_los
         assert reported == []
 
     run(scenario)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = 0
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def test_idle_connections_close_after_connections_max_idle_ms_and_busy_ones_stay() -> None:

@@ -21,6 +21,7 @@ from broker.producer_ids import (
     ProducerIdsBlock,
     block_problem,
 )
+from tests.fake_clock import FakeClock
 
 T0 = 10_000
 
@@ -166,18 +167,11 @@ class ScriptedController:
         return answer
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = T0
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
-def manager(controller: ScriptedController, clock: Clock | None = None,
+def manager(controller: ScriptedController, clock: FakeClock | None = None,
             max_wait_ms: int = 1000) -> ProducerIdManager:
     return ProducerIdManager(controller, broker_id=3, broker_epoch=lambda: 17,
-                             clock_ms=clock or Clock(), max_wait_ms=max_wait_ms)
+                             monotonic_ms=(clock or FakeClock(T0)).monotonic_ms,
+                             max_wait_ms=max_wait_ms)
 
 
 def run(body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -209,7 +203,7 @@ def test_concurrent_requests_share_one_allocation() -> None:
 def test_a_refused_allocation_answers_no_id_then_retries_after_the_back_off(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     refused = ControllerError("STALE_BROKER_EPOCH", "Expected broker epoch 18, but got 17")
     controller = ScriptedController(refused, (0, 1000))
     ids = manager(controller, clock)
@@ -243,7 +237,7 @@ def test_an_unanswered_allocation_answers_no_id_and_close_abandons_it() -> None:
 
 
 def test_a_broken_answer_backs_off_instead_of_wedging(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     controller = ScriptedController(KeyError("producer_id_start"), (0, 1000))
     ids = manager(controller, clock)
 
@@ -258,7 +252,7 @@ def test_a_broken_answer_backs_off_instead_of_wedging(caplog: pytest.LogCaptureF
 
 
 def test_a_non_monotonic_block_is_rejected(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = FakeClock(T0)
     controller = ScriptedController((1000, 10), (500, 10), (2000, 10))
     ids = manager(controller, clock)
 

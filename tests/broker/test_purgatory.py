@@ -13,6 +13,7 @@ from broker.purgatory import DelayedFetches
 from replica.fetch_waiters import FetchCompletion, FetchPurgatory
 from replica.partition_state import FetchIsolation
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 
 A = TopicPartition("a", 0)
 B = TopicPartition("b", 0)
@@ -118,14 +119,6 @@ def test_the_purgatory_is_bounded() -> None:
 # ------------------------------------------------------------------ the asyncio shell
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = 10_000
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-
 async def started(
     coroutine: Coroutine[Any, Any, FetchCompletion],
 ) -> asyncio.Task[FetchCompletion]:
@@ -139,8 +132,8 @@ def test_shell_wakes_a_waiter_on_enough_bytes() -> None:
 
 
 async def _test_shell_wakes_a_waiter_on_enough_bytes() -> None:
-    clock = FakeClock()
-    fetches = DelayedFetches(clock_ms=clock)
+    clock = FakeClock(10_000)
+    fetches = DelayedFetches(monotonic_ms=clock.monotonic_ms)
     task = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
     fetches.on_bytes_appended(A, 4)
     await asyncio.sleep(0)
@@ -155,8 +148,8 @@ def test_shell_expires_waiters_by_the_fake_clock() -> None:
 
 
 async def _test_shell_expires_waiters_by_the_fake_clock() -> None:
-    clock = FakeClock()
-    fetches = DelayedFetches(clock_ms=clock)
+    clock = FakeClock(10_000)
+    fetches = DelayedFetches(monotonic_ms=clock.monotonic_ms)
     first = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
     second = await started(fetches.wait([B], min_bytes=10, accumulated_bytes=0, max_wait_ms=900))
     clock.now_ms += 499
@@ -176,7 +169,7 @@ def test_shell_answers_partition_changes_and_full_purgatory() -> None:
 
 
 async def _test_shell_answers_partition_changes_and_full_purgatory() -> None:
-    fetches = DelayedFetches(max_waiters=1, clock_ms=FakeClock())
+    fetches = DelayedFetches(max_waiters=1, monotonic_ms=FakeClock(10_000).monotonic_ms)
     task = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
     full = await fetches.wait([B], min_bytes=10, accumulated_bytes=0, max_wait_ms=500)
     assert full is FetchCompletion.PURGATORY_FULL
@@ -190,7 +183,7 @@ def test_a_cancelled_wait_leaves_no_waiter() -> None:
 
 
 async def _test_a_cancelled_wait_leaves_no_waiter() -> None:
-    fetches = DelayedFetches(clock_ms=FakeClock())
+    fetches = DelayedFetches(monotonic_ms=FakeClock(10_000).monotonic_ms)
     task = await started(fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=500))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -205,7 +198,7 @@ def test_the_timer_fires_on_the_loop_for_a_zero_wait() -> None:
 
 async def _test_the_timer_fires_on_the_loop_for_a_zero_wait() -> None:
     # max_wait_ms=0 arms a timer due now; the loop runs it without any sleep in the test.
-    fetches = DelayedFetches(clock_ms=FakeClock())
+    fetches = DelayedFetches(monotonic_ms=FakeClock(10_000).monotonic_ms)
     completion = await fetches.wait([A], min_bytes=10, accumulated_bytes=0, max_wait_ms=0)
     assert completion is FetchCompletion.DEADLINE
     fetches.close()

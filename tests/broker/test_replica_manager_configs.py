@@ -42,6 +42,7 @@ from tests.broker.replica_harness import (
     partition_record,
     replay,
 )
+from tests.fake_clock import FakeClock
 
 # Small segments, so a few appends make several; Kafka's default retention.ms (7 days) and
 # cleanup.policy (delete).
@@ -75,7 +76,8 @@ class Broker:
     def __init__(self, log_dir: Path, defaults: LogConfig = BROKER_DEFAULTS) -> None:
         self.log_manager = LogManager.open([log_dir], defaults, now_ms=0)
         self.replica_manager = ReplicaManager(
-            broker_id=LOCAL, log_manager=self.log_manager, fetcher_manager=RecordedFetcherManager()
+            broker_id=LOCAL, log_manager=self.log_manager, fetcher_manager=RecordedFetcherManager(),
+            monotonic_ms=FakeClock().monotonic_ms,
         )
         self.image = MetadataImage.EMPTY
 
@@ -266,11 +268,12 @@ def test_the_broker_applies_the_file_default_and_topic_config_changes(tmp_path: 
             "log.cleanup.policy": "compact",
         }
     )
-    server = BrokerServer(config, cluster_id="q1Sh-9_ISia_zwGINzRvyQ")
+    server = BrokerServer(config, cluster_id="q1Sh-9_ISia_zwGINzRvyQ", clock=FakeClock())
     log_manager = server._open_logs(NOW_MS)
     server.log_manager = log_manager
     server.replica_manager = ReplicaManager(
-        broker_id=LOCAL, log_manager=log_manager, fetcher_manager=RecordedFetcherManager()
+        broker_id=LOCAL, log_manager=log_manager, fetcher_manager=RecordedFetcherManager(),
+        monotonic_ms=server.clock.monotonic_ms,
     )
     server.publisher = BrokerMetadataPublisher(
         LOCAL, server.replica_manager, wall_clock_ms=lambda: NOW_MS

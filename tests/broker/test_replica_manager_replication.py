@@ -12,8 +12,9 @@ min.insync.replicas refuses or times out acks=all; a leader change answers a wai
 from __future__ import annotations
 
 import asyncio
+import json
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,14 @@ from broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from metadata.api.brokers import (
+    AlterPartitionResult,
+    alter_partition_request_from_json,
+    alter_partition_request_to_json,
+    alter_partition_response_from_json,
+    alter_partition_response_to_json,
+)
+from metadata.api.json_fields import Fields
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
 from metadata.local_changes import local_changes
@@ -42,7 +51,6 @@ from protocol.errors import Errors
 from quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
-    BrokerState,
     QuorumController,
 )
 from storage.log_config import LogConfig
@@ -52,11 +60,11 @@ from tests.broker.replica_harness import (
     NOW_MS,
     PETS0,
     PETS_ID,
-    FakeClock,
     batch,
     broker,
     partition_record,
 )
+from tests.fake_clock import FakeClock
 
 BROKERS = (1, 2, 3)
 LEADER, F2, F3 = BROKERS
@@ -77,39 +85,22 @@ class InProcessControllerChannel:
         self.requests: list[list[tuple[int, ...]]] = []
 
     async def alter_partition(
-        self, *, broker_id: int, broker_epoch: int, partitions: Sequence[Mapping[str, Any]]
-    ) -> list[dict[str, Any]]:
-        request = AlterPartitionRequest(
-            broker_id=broker_id,
-            broker_epoch=broker_epoch,
-            partitions=tuple(
-                AlterPartitionData(
-                    topic_id=p["topic_id"],
-                    partition_index=p["partition_index"],
-                    leader_epoch=p["leader_epoch"],
-                    partition_epoch=p["partition_epoch"],
-                    new_isr_with_epochs=tuple(BrokerState(**m) for m in p["new_isr"]),
-                )
-                for p in partitions
-            ),
+        self, *, broker_id: int, broker_epoch: int, partitions: Sequence[AlterPartitionData]
+    ) -> tuple[AlterPartitionResult, ...]:
+        sent = AlterPartitionRequest(broker_id, broker_epoch, tuple(partitions))
+        # Through the contract's JSON both ways, as over HTTP.
+        request = alter_partition_request_from_json(
+            Fields(json.loads(json.dumps(alter_partition_request_to_json(sent))))
         )
-        self.requests.append([tuple(m["broker_id"] for m in p["new_isr"]) for p in partitions])
+        self.requests.append(
+            [tuple(m.broker_id for m in p.new_isr_with_epochs) for p in partitions]
+        )
         result = self.controller.alter_partition(self.cluster.image, request, NOW_MS)
         assert result.response.error.is_success()
         if result.records:
             self.cluster.publish(*result.records)
-        return [
-            {
-                "topic_id": p.topic_id,
-                "partition_index": p.partition_index,
-                "error": p.error.name,
-                "leader_id": p.leader_id,
-                "leader_epoch": p.leader_epoch,
-                "isr": list(p.isr),
-                "partition_epoch": p.partition_epoch,
-            }
-            for p in result.response.partitions
-        ]
+        answer = json.loads(json.dumps(alter_partition_response_to_json(result.response)))
+        return alter_partition_response_from_json(Fields(answer)).partitions
 
 
 class RecordedTimer:
@@ -138,7 +129,7 @@ class RecordedTimer:
 
 class ReplicatedCluster:
     def __init__(self, tmp_path: Path, *, timed: bool = False) -> None:
-        self.clock = FakeClock()
+        self.clock = FakeClock(50_000)
         self.timers: dict[int, RecordedTimer] = {}
         self.image = MetadataImage.EMPTY
         self.channel = InProcessControllerChannel(self)
@@ -156,7 +147,7 @@ class ReplicatedCluster:
                 fetcher_manager=RecordedFetcherManager(),
                 alter_partition=alter,
                 replica_lag_time_max_ms=LAG_MS,
-                monotonic_ms=self.clock,
+                monotonic_ms=self.clock.monotonic_ms,
                 timer=self._timer_of(broker_id) if timed else None,
             )
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import attrs
 from pysyncobj.journal import FileJournal
 from pysyncobj.pickle import dumps as pysyncobj_dumps
 
+from export.export_topic_job import ExportResult, export_topic
 from metadata.codec import encode_record
 from metadata.delta import apply_records
 from metadata.image import MetadataImage
@@ -48,16 +50,18 @@ from storage.checkpoints import (
 from storage.log_config import LogConfig
 from storage.log_validator import AppendOrigin
 from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType, iter_batches
+from storage.record_batch import BatchHeader, CompressionType, iter_batches
 from storage.records import (
     ControlRecordType,
     Header,
+    Record,
     SimpleRecord,
     build_batch,
     build_control_batch,
     iter_records,
 )
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 
 BASE_MS = 1_700_000_000_000
 CODECS = tuple(CompressionType)
@@ -75,6 +79,11 @@ class LogFixture:
     @property
     def log_dirs_option(self) -> str:
         return ",".join(str(d) for d in self.log_dirs)
+
+
+def export_now(spark: Any, log_dirs: str, topic: str, out: Path) -> ExportResult:
+    """``export_topic`` with its runs dated on a fake clock."""
+    return export_topic(spark, log_dirs, topic, out, wall_clock_ms=FakeClock().wall_clock_ms)
 
 
 def _records(tp: TopicPartition, batch: int, count: int) -> list[SimpleRecord]:
@@ -161,14 +170,12 @@ def expected_log_rows(fixture: LogFixture, *, ignore_high_watermark: bool = Fals
     return rows
 
 
-def log_row(tp: TopicPartition, record: object, header: object) -> tuple[object, ...]:
+def log_row(tp: TopicPartition, record: Record, header: BatchHeader) -> tuple[object, ...]:
     return (
-        tp.topic, tp.partition, record.offset, record.timestamp,  # type: ignore[attr-defined]
-        header.timestamp_type.value,  # type: ignore[attr-defined]
-        record.key, record.value,  # type: ignore[attr-defined]
-        tuple((h.key, h.value) for h in record.headers),  # type: ignore[attr-defined]
-        header.partition_leader_epoch, header.producer_id,  # type: ignore[attr-defined]
-        header.producer_epoch, header.is_transactional,  # type: ignore[attr-defined]
+        tp.topic, tp.partition, record.offset, record.timestamp, header.timestamp_type.value,
+        record.key, record.value, tuple((h.key, h.value) for h in record.headers),
+        header.partition_leader_epoch, header.producer_id, header.producer_epoch,
+        header.is_transactional,
     )
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from export.export_topic_job import export_topic
 from export.manifest import MANIFEST_FILE, RunState, load_manifest
 from export.report_job import CHART_FILE, TABLES, run_report
 from metadata.snapshot import load_snapshot
@@ -29,6 +28,7 @@ from tests.export.fixtures import (
     build_metadata_dir,
     expected_log_records,
     expected_log_rows,
+    export_now,
 )
 
 pytestmark = pytest.mark.slow
@@ -98,16 +98,16 @@ def append_and_commit(logs: Any, tp: TopicPartition, count: int) -> None:
 def test_export_topic_rerun_exports_only_new_offsets(spark: Any, tmp_path: Path) -> None:
     logs = build_log_dirs(tmp_path / "logs")
     out = tmp_path / "out"
-    first = export_topic(spark, logs.log_dirs_option, "orders", out)
+    first = export_now(spark, logs.log_dirs_option, "orders", out)
     assert first.run_id == 1
     assert parquet_rows(spark, out) == expected_rows(logs, "orders")
     assert first.records == len(expected_rows(logs, "orders"))
     # Nothing new: no run, no Spark job.
-    assert export_topic(spark, logs.log_dirs_option, "orders", out).run_id is None
+    assert export_now(spark, logs.log_dirs_option, "orders", out).run_id is None
     orders0 = TopicPartition("orders", 0)
     old_hw = logs.partitions[orders0][2]
     append_and_commit(logs, orders0, 5)
-    second = export_topic(spark, logs.log_dirs_option, "orders", out)
+    second = export_now(spark, logs.log_dirs_option, "orders", out)
     assert second.run_id == 2
     assert [(r.partition, r.start_offset, r.records) for r in second.ranges] == [(0, old_hw, 8)]
     rows = parquet_rows(spark, out)
@@ -119,7 +119,7 @@ def test_export_topic_rerun_exports_only_new_offsets(spark: Any, tmp_path: Path)
 def test_export_topic_finishes_an_interrupted_run(spark: Any, tmp_path: Path) -> None:
     logs = build_log_dirs(tmp_path / "logs")
     out = tmp_path / "out"
-    export_topic(spark, logs.log_dirs_option, "orders", out)
+    export_now(spark, logs.log_dirs_option, "orders", out)
     # Replay the crash window: the manifest says PENDING and the files are still staged.
     text = (out / MANIFEST_FILE).read_text().replace('"COMMITTED"', '"PENDING"')
     (out / MANIFEST_FILE).write_text(text)
@@ -128,7 +128,7 @@ def test_export_topic_finishes_an_interrupted_run(spark: Any, tmp_path: Path) ->
         target = staged / published.parent.name / published.name.removeprefix("run-1-")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(published, target)
-    result = export_topic(spark, logs.log_dirs_option, "orders", out)
+    result = export_now(spark, logs.log_dirs_option, "orders", out)
     assert result.recovered_run == 1 and result.run_id is None
     assert parquet_rows(spark, out) == expected_rows(logs, "orders")
     assert not (out / "_staging").exists()

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from export.export_topic_job import export_topic
 from export.manifest import ExportedRange
 from export.segment_reader import LOG_COLUMNS
 from storage.topic_partition import TopicPartition
-from tests.export.fixtures import LogFixture, expected_log_rows
+from tests.export.fixtures import LogFixture, expected_log_rows, export_now
 from tests.export.replica_fixtures import Replicas, catch_up, three_brokers
 
 pytestmark = pytest.mark.slow
@@ -66,7 +65,7 @@ def test_rf3_scan_reads_the_highest_high_watermark_replica_below_it(
 def test_rf3_export_writes_each_offset_once_across_replicas(spark: Any, tmp_path: Path) -> None:
     replicas = three_brokers(tmp_path / "logs")
     out = tmp_path / "out"
-    first = export_topic(spark, replicas.log_dirs_option, TOPIC, out)
+    first = export_now(spark, replicas.log_dirs_option, TOPIC, out)
     first_hw = replicas.replicas[(CLICKS_0, 1)][1]
     assert [(r.partition, r.start_offset, r.end_offset) for r in first.ranges] == [
         (0, 0, first_hw), (1, 0, replicas.replicas[(CLICKS_1, 2)][1])]
@@ -74,7 +73,7 @@ def test_rf3_export_writes_each_offset_once_across_replicas(spark: Any, tmp_path
     # Broker 3 catches up on clicks-0 and passes broker 2: the rerun reads broker 3's replica
     # and exports only the offsets past what the manifest says is done.
     new_hw = catch_up(replicas, CLICKS_0, 2, 14)
-    second = export_topic(spark, replicas.log_dirs_option, TOPIC, out)
+    second = export_now(spark, replicas.log_dirs_option, TOPIC, out)
     assert second.ranges == (ExportedRange(0, first_hw, new_hw, new_hw - first_hw),)
     rows = exported(spark, out)
     assert Counter(Counter((p, o) for p, o, _ in rows).values()) == {1: len(rows)}

@@ -1,4 +1,5 @@
-"""An in-memory ``LeaderEndpoint`` and clock for the asyncio fetcher tests (no sockets, no sleeps).
+"""An in-memory ``LeaderEndpoint`` for the asyncio fetcher tests (no sockets, no sleeps; time is
+``tests.fake_clock.FakeClock``).
 
 ``FakeLeaderEndpoint`` answers each request through ``tests.fetcher.harness.MockLeader`` — the
 mock that encodes Kafka's leader rules (current-leader-epoch checks, KIP-320 diverging epochs,
@@ -27,6 +28,7 @@ from storage.partition_log import PartitionLog
 from storage.record_batch import iter_batches
 from storage.records import SimpleRecord, build_batch
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 from tests.fetcher.harness import MockLeader, MockLog, Rec
 
 # Kafka 3.7 against Kafka 3.7: DivergingEpoch, topic ids, ReplicaState.
@@ -37,25 +39,6 @@ PRE_KIP_320 = LeaderFeatures(
     fetch_version=11, list_offsets_version=5, offset_for_leader_epoch_version=3
 )
 CONFIG = LogConfig(segment_bytes=4096)
-
-
-class FakeClock:
-    """Simulated time: waiting advances it instead of sleeping."""
-
-    def __init__(self, now_ms: int = 0) -> None:
-        self.now = now_ms
-
-    def now_ms(self) -> int:
-        return self.now
-
-    async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
-        if event.is_set():
-            return
-        if timeout_ms is None:
-            await event.wait()
-            return
-        self.now += max(0, timeout_ms)
-        await asyncio.sleep(0)
 
 
 @dataclass

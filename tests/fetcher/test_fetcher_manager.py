@@ -25,7 +25,8 @@ from metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from replica.data_path import FetcherManager, InitialFetchState
 from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
-from tests.fetcher.fake_leader import FakeClock, FakeLeaderEndpoint, leader_of, open_log, records_of
+from tests.fake_clock import FakeClock
+from tests.fetcher.fake_leader import FakeLeaderEndpoint, leader_of, open_log, records_of
 from tests.fetcher.harness import MockLeader
 
 TOPIC_ID = uuid_to_kafka_string(uuid.UUID(int=7).bytes)
@@ -250,7 +251,9 @@ def test_running_fetchers_replicate_from_several_leaders(tmp_path: Path) -> None
 
 def test_the_manager_is_the_broker_fetcher_manager(tmp_path: Path) -> None:
     # replica.data_path.FetcherManager is the contract ReplicaManager calls.
-    manager: FetcherManager = ReplicaFetcherManager(FetcherConfig(replica_id=1), lambda tp: None)
+    manager: FetcherManager = ReplicaFetcherManager(
+        FetcherConfig(replica_id=1), lambda tp: None, clock=FakeClock()
+    )
     assert manager is not None
 
 

@@ -2,9 +2,10 @@
 
 Python 3.11's ``asyncio.wait_for`` awaits in a task of its own; when the caller is cancelled in
 the loop turn after that task finished (the awaited event was set just before), it returns the
-result instead of raising CancelledError (CPython gh-86296 / bpo-42130). The fetchers'
-``MonotonicClock.wait`` was built on it, and so are the leader endpoint's request timeouts: a
-fetcher retired as its leader answered (both follow the same leadership change) kept running,
+result instead of raising CancelledError (CPython gh-86296 / bpo-42130). The fetchers' clock
+wait (``MonotonicClock.wait``, now ``storage.system_clock.SystemClock.wait``) was built on it,
+and so are the leader endpoint's request timeouts: a fetcher retired as its leader answered
+(both follow the same leadership change) kept running,
 ``ReplicaFetcherManager.shutdown`` never returned, and most broker shutdowns waited out
 ``broker.server.SHUTDOWN_STEP_TIMEOUT_S`` (5 s) for it.
 
@@ -18,15 +19,18 @@ import asyncio
 from pathlib import Path
 from typing import Any, cast
 
-from fetcher.fetcher_config import FetcherClock, FetcherConfig, MonotonicClock, PartitionStart
+from fetcher.fetcher_config import FetcherConfig, PartitionStart
 from fetcher.follower_log import ReplicaLog
 from fetcher.leader_codecs import LeaderFeatures
 from fetcher.leader_endpoint import ReplicaFetch
 from fetcher.replica_fetcher import ReplicaFetcher
 from fetcher.state import FetchState
 from protocol.fetch import PartitionData
+from storage.clock import Clock
 from storage.partition_log import PartitionLog
+from storage.system_clock import SystemClock
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import MODERN, FakeLeaderEndpoint, open_log
 
 T0 = TopicPartition("t", 0)
@@ -50,9 +54,9 @@ async def reap(task: asyncio.Future[Any]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-def test_monotonic_clock_wait_is_cancelled_when_the_cancel_follows_the_wakeup() -> None:
+def test_system_clock_wait_is_cancelled_when_the_cancel_follows_the_wakeup() -> None:
     # The fetcher's idle loop: clear the wake-up event, wait for it with a timeout, repeat.
-    clock = MonotonicClock()
+    clock = SystemClock()
     wakeup = asyncio.Event()
 
     async def idle_loop() -> None:
@@ -77,8 +81,8 @@ def test_monotonic_clock_wait_is_cancelled_when_the_cancel_follows_the_wakeup() 
     assert stopped, "the cancellation was swallowed and the loop kept waiting"
 
 
-def test_monotonic_clock_wait_returns_on_the_event_or_at_once_for_a_past_deadline() -> None:
-    clock = MonotonicClock()
+def test_system_clock_wait_returns_on_the_event_or_at_once_for_a_past_deadline() -> None:
+    clock = SystemClock()
 
     async def scenario() -> None:
         event = asyncio.Event()
@@ -90,7 +94,7 @@ def test_monotonic_clock_wait_returns_on_the_event_or_at_once_for_a_past_deadlin
     asyncio.run(scenario())
 
 
-def backed_off_fetcher(tmp_path: Path, clock: FetcherClock) -> tuple[ReplicaFetcher, PartitionLog]:
+def backed_off_fetcher(tmp_path: Path, clock: Clock) -> tuple[ReplicaFetcher, PartitionLog]:
     """A fetcher whose one partition is DELAYED: its first ApiVersions fails, so ``run``
     idles in ``clock.wait`` with the back-off as timeout."""
     log = open_log(tmp_path / T0.dir_name())
@@ -106,7 +110,7 @@ def backed_off_fetcher(tmp_path: Path, clock: FetcherClock) -> tuple[ReplicaFetc
 def test_a_fetcher_stops_when_shutdown_races_a_partition_change(tmp_path: Path) -> None:
     # ReplicaFetcherManager: a partition is re-added (waking the fetcher), then the fetcher is
     # retired in the next loop turn — the manager's shutdown must not hang on it.
-    fetcher, log = backed_off_fetcher(tmp_path, MonotonicClock())
+    fetcher, log = backed_off_fetcher(tmp_path, SystemClock())
 
     async def scenario() -> bool:
         fetcher.start()
@@ -128,15 +132,13 @@ def test_a_fetcher_stops_when_shutdown_races_a_partition_change(tmp_path: Path) 
         log.close()
 
 
-class CancelSwallowingClock:
+class CancelSwallowingClock(FakeClock):
     """A clock whose wait loses the first cancellation, as any 3.11 ``wait_for`` on the
     fetcher's path can (the leader endpoint's request timeouts use it too)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.swallowed = 0
-
-    def now_ms(self) -> int:
-        return 0
 
     async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
         try:
@@ -197,7 +199,7 @@ def test_a_cancellation_lost_inside_a_request_ends_the_round_before_the_next_one
     endpoint = CancelSwallowingEndpoint(1, {})
     fetcher = ReplicaFetcher(
         0, endpoint, lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
-        FetcherConfig(replica_id=2), clock=MonotonicClock(),
+        FetcherConfig(replica_id=2), clock=SystemClock(),
     )
     fetcher.add_partitions({T0: PartitionStart(None, 1)})
 

@@ -28,11 +28,11 @@ from protocol.fetch import PartitionData
 from storage.partition_log import PartitionLog
 from storage.records import SimpleRecord, build_batch
 from storage.topic_partition import TopicPartition
+from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import (
     MODERN,
     PRE_KIP_320,
     FailingLog,
-    FakeClock,
     FakeLeaderEndpoint,
     leader_of,
     open_log,
@@ -71,7 +71,7 @@ class Rig:
     async def rounds(self, count: int) -> None:
         for _ in range(count):
             await self.fetcher.do_work()
-            self.clock.now += BACKOFF_MS
+            self.clock.now_ms += BACKOFF_MS
 
     async def until_in_sync(self, max_rounds: int = 30) -> int:
         for done in range(1, max_rounds + 1):
@@ -215,7 +215,7 @@ def test_corrupt_data_backs_off_and_is_retried(tmp_path: Path) -> None:
     assert (r.log().log_end_offset, r.state()) == (0, FetchState.DELAYED)
     asyncio.run(r.fetcher.do_work())  # still backing off: no request
     assert r.endpoint.requests.count("Fetch") == 1
-    r.clock.now += BACKOFF_MS
+    r.clock.now_ms += BACKOFF_MS
     asyncio.run(r.fetcher.do_work())
     assert r.log().log_end_offset == 2
 
@@ -230,9 +230,9 @@ def test_a_failed_request_backs_off_every_partition_in_it(tmp_path: Path) -> Non
     assert (r.state(T0), r.state(T1)) == (FetchState.DELAYED, FetchState.DELAYED)
     deadline = r.fetcher.partition_states[T0].delay_deadline_ms
     assert deadline == BACKOFF_MS
-    r.clock.now = BACKOFF_MS
+    r.clock.now_ms = BACKOFF_MS
     asyncio.run(r.fetcher.do_work())  # the second failure
-    r.clock.now += BACKOFF_MS
+    r.clock.now_ms += BACKOFF_MS
     asyncio.run(r.fetcher.do_work())
     assert records_of(r.log(T0)) == records_of(r.log(T1)) == [(0, 0)]
 
@@ -256,7 +256,7 @@ def test_unknown_leader_epoch_backs_off_until_the_leader_catches_up(tmp_path: Pa
     assert (r.state(), r.log().log_end_offset) == (FetchState.DELAYED, 1)
     leader.leader_epoch = 1
     leader.log.become_leader(1)
-    r.clock.now += BACKOFF_MS
+    r.clock.now_ms += BACKOFF_MS
     asyncio.run(r.fetcher.do_work())
     assert r.log().log_end_offset == 2
 
@@ -396,7 +396,7 @@ def test_a_real_log_converges_to_any_leader(features: LeaderFeatures, history: H
         async def converge() -> None:
             for _ in range(60):
                 await fetcher.do_work()
-                clock.now += BACKOFF_MS
+                clock.now_ms += BACKOFF_MS
                 if records_of(log.log) == leader_records:
                     return
             raise AssertionError(f"not in sync: {records_of(log.log)} vs {leader_records}")

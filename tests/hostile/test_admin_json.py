@@ -1,6 +1,6 @@
 """Hostile bodies to the controller's admin API (issue 9: deeply nested JSON answered 500).
 
-Every route that reads a body goes through ``quorum.service_json.parse_json_object``: each case
+Every route that reads a body goes through ``metadata.api.json_fields.parse_json_object``: each case
 gets the project's error body with the exact status and code, writes nothing (no topic appears),
 is answered within a bound, and the controller and broker still serve a well-behaved client.
 """
@@ -14,7 +14,7 @@ import socket
 import time
 from typing import Any
 
-from quorum.service_json import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
+from metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
 from tests.hostile.conftest import SingleBroker
 
 # A hostile body is answered within this, however it is built.

@@ -13,6 +13,7 @@ from broker.kafka_apis import KafkaApis
 from broker.metrics import BrokerMetrics
 from broker.network import KafkaListener, RequestContext
 from protocol.segments import Segments
+from storage.system_clock import SystemClock
 
 STARTUP_TIMEOUT_S = 10.0
 
@@ -23,7 +24,7 @@ class BackgroundBroker:
         self.metrics = BrokerMetrics()
         # Headers the dispatcher was called with, in order (the fuzz test's oracle).
         self.dispatched: list[Any] = []
-        self._options = listener_options
+        self._options = {"monotonic_ms": SystemClock().monotonic_ms, **listener_options}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._started = threading.Event()

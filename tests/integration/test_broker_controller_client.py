@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from broker.controller_api import ControllerError, NewTopic
+from broker.controller_api import ControllerError
 from broker.controller_client import ControllerClient, ControllerRequestError, SnapshotRequiredError
 from broker.metadata_loader import MetadataLoader
+from metadata.api.topics import CreatableTopic
 from metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from pykraft.dev import pick_free_ports as free_ports
 from tests.integration.conftest import Cluster
@@ -33,13 +34,13 @@ def test_writes_follow_the_leader_and_survive_its_failure(cluster_factory: Any) 
     async def scenario() -> float:
         # Bootstrapped with one follower only: every write is redirected (421 + leader URL).
         async with ControllerClient([followers[0].url, followers[1].url]) as client:
-            created = await client.create_topic(NewTopic(name="pets", num_partitions=2),
+            created = await client.create_topic(CreatableTopic(name="pets", num_partitions=2),
                                                 validate_only=False)
             assert created.num_partitions == 2 and created.replication_factor == 1
             assert client.leader_url == leader.url
             assert [t.name for t in await client.list_topics()] == ["pets"]
             with pytest.raises(ControllerRequestError) as exists:
-                await client.create_topic(NewTopic(name="pets"), validate_only=False)
+                await client.create_topic(CreatableTopic(name="pets"), validate_only=False)
             assert (exists.value.error, exists.value.status) == ("TOPIC_ALREADY_EXISTS", 409)
             assert exists.value.message == "Topic 'pets' already exists."
             with pytest.raises(ControllerRequestError) as missing:

@@ -46,6 +46,7 @@ from replica.data_path import RecordedFetcherManager
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records import SimpleRecord, build_batch
+from storage.system_clock import SystemClock
 from storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import records_of
 
@@ -55,6 +56,8 @@ LEADER, FOLLOWER = 1, 2
 PETS_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 PETS0 = TopicPartition("pets", 0)
 WAIT_S = 10.0
+# Real sockets, real time: the clock a broker process is given.
+CLOCK = SystemClock()
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -79,7 +82,8 @@ class Broker:
     def __init__(self, broker_id: int, root: Path, fetcher_manager: Any) -> None:
         self.log_manager = LogManager.open([root / f"broker-{broker_id}"], LogConfig(), now_ms=0)
         self.replica_manager = ReplicaManager(
-            broker_id=broker_id, log_manager=self.log_manager, fetcher_manager=fetcher_manager
+            broker_id=broker_id, log_manager=self.log_manager, fetcher_manager=fetcher_manager,
+            monotonic_ms=CLOCK.monotonic_ms,
         )
         self.broker_id = broker_id
         self.image = MetadataImage.EMPTY
@@ -106,11 +110,13 @@ async def two_brokers(
     apis.register_all(broker_handlers(BrokerServices(
         broker_id=LEADER, cluster_id="cluster", replica_manager=leader.replica_manager,
         metadata=lambda: leader.image, controller=cast(Any, None),
+        wall_clock_ms=CLOCK.wall_clock_ms,
     )))
-    listener = KafkaListener(apis.dispatch, metrics=BrokerMetrics())
+    listener = KafkaListener(apis.dispatch, metrics=BrokerMetrics(),
+                             monotonic_ms=CLOCK.monotonic_ms)
     fetchers = ReplicaFetcherManager(
         FetcherConfig(replica_id=FOLLOWER, fetch_wait_max_ms=200, fetch_backoff_ms=50),
-        lambda tp: follower.log_manager.get_log(tp),
+        lambda tp: follower.log_manager.get_log(tp), clock=CLOCK,
     )
     follower = Broker(FOLLOWER, tmp_path, fetchers)
     try:
@@ -187,7 +193,8 @@ def test_a_divergent_follower_truncates_over_tcp(tmp_path: Path) -> None:
 
             # The other two requests, asked directly.
             endpoint = KafkaLeaderEndpoint(
-                LEADER, "127.0.0.1", port, EndpointSettings(FOLLOWER, "test-client")
+                LEADER, "127.0.0.1", port, EndpointSettings(FOLLOWER, "test-client"),
+                monotonic_ms=CLOCK.monotonic_ms,
             )
             try:
                 answers = await endpoint.fetch_epoch_end_offsets(
@@ -247,11 +254,11 @@ async def api_versions_only(api_key: int, version: int, correlation_id: int) -> 
 
 
 def endpoint_to(
-    port: int, clock: Callable[[], int] | None = None, **settings: int
+    port: int, clock: Callable[[], int] = CLOCK.monotonic_ms, **settings: int
 ) -> KafkaLeaderEndpoint:
-    options: dict[str, Any] = {"clock_ms": clock} if clock is not None else {}
     return KafkaLeaderEndpoint(
-        LEADER, "127.0.0.1", port, EndpointSettings(FOLLOWER, "test", **settings), **options
+        LEADER, "127.0.0.1", port, EndpointSettings(FOLLOWER, "test", **settings),
+        monotonic_ms=clock,
     )
 
 

@@ -7,8 +7,8 @@ that would change an HTTP answer fails here.
 
 from __future__ import annotations
 
+from metadata.api.errors import ApiError
 from protocol.errors import Errors
-from quorum.errors import ApiError
 
 
 def check(name: str, code: int) -> None:

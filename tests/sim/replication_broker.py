@@ -3,7 +3,8 @@
 A ``SimBroker`` is one incarnation (process start) of a broker id; its ``BrokerDisk`` outlives
 it. It is transport: it carries the inputs and outputs of the shipped cores and shells that
 ``broker.server.BrokerServer`` composes, on simulated time, with the disk, fetcher threads and
-produce futures replaced by the I/O doubles of ``replication_doubles``:
+timer replaced by the I/O doubles of ``replication_doubles`` (the delayed fetches' futures by
+``replication_leader.SimDelayedFetches``):
 
 * the shipped ``broker.lifecycle_core.LifecycleCore`` decides registration (a fresh incarnation
   id), heartbeats (asking to stay fenced until it serves), when to publish metadata and the
@@ -16,7 +17,7 @@ produce futures replaced by the I/O doubles of ``replication_doubles``:
   (``ReplicaManager.apply_delta``: leaders, followers, and their hand-off to the shipped
   ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
-  ``MemoryLog``s, with AlterPartition through ``SimAlterPartitionManager``;
+  ``PartitionLog``s, with AlterPartition through ``SimAlterPartitionManager``;
 * keeps ``ReplicaManager``'s one timer (``SimTimer``) at its core's next deadline, so the
   high-watermark checkpoint (every replica.high.watermark.checkpoint.interval.ms), the ISR
   expiration (every replica.lag.time.max.ms / 2) and the produces' deadlines come from
@@ -64,8 +65,8 @@ from tests.sim.replication_doubles import (
     SimTimer,
     key_of,
 )
-from tests.sim.replication_leader import SimAlterPartitionManager
-from tests.sim.replication_log import BrokerDisk, client_batch
+from tests.sim.replication_leader import SimAlterPartitionManager, SimDelayedFetches
+from tests.sim.replication_log import BrokerDisk, batch_at, client_batch
 from tests.sim.replication_net import SimSettings
 
 T = TypeVar("T")
@@ -125,6 +126,7 @@ class SimBroker:
             broker_id=broker_id,
             log_manager=cast(LogManager, SimLogManager(disk)),
             fetcher_manager=self.fetcher_manager,
+            delayed_fetches=SimDelayedFetches(self),
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
@@ -320,8 +322,8 @@ class SimBroker:
             {produce.topic_partition: client_batch(values)}, required_acks=-1,
             timeout_ms=self.env.settings.produce_timeout_ms, now_ms=self.env.now_ms,
             response_callback=produce.respond)
-        if waiter_id is not None:  # appended, waiting for the ISR
-            produce.on_appended()
+        if waiter_id is not None:  # appended (the log's last batch), waiting for the ISR
+            produce.on_appended(self.disk.log(key).log_end_offset - 1)
 
 
 class _Produce:
@@ -334,15 +336,17 @@ class _Produce:
         self.topic_partition = TopicPartition(*key)
         self.appended = False
 
-    def on_appended(self) -> None:
+    def on_appended(self, offset: int) -> None:
+        """The leader wrote the batch holding ``offset``."""
         assert not self.appended
         self.appended = True
         log = self.broker.disk.log(self.key)
-        self.broker.env.checker.on_leader_append(self.key, log.batches[-1])
+        self.broker.env.checker.on_leader_append(self.key, batch_at(log, offset))
 
     def respond(self, results: Mapping[TopicPartition, AppendResult]) -> None:
         result = results[self.topic_partition]
         if not self.appended and result.base_offset != UNKNOWN_OFFSET:
-            self.on_appended()  # answered at once (acks met already, or too few replicas)
+            # Answered at once (acks met already, or too few replicas).
+            self.on_appended(result.base_offset)
         if result.error is Errors.NONE:
             self.broker.env.checker.on_ack(self.key, result.base_offset, self.values)

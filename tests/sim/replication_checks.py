@@ -30,13 +30,13 @@ clean elections only, and no fsync (replication is the durability; see the crash
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import attrs
 
-from tests.sim.replication_log import MemoryLog, StoredBatch
+from storage.partition_log import PartitionLog
+from tests.sim.replication_log import PartitionKey, StoredBatch, records, records_from
 
-PartitionKey = tuple[str, int]
+__all__ = ["Checker", "InvariantViolation", "PartitionKey", "Tenure", "fail"]
 
 
 class InvariantViolation(AssertionError):
@@ -55,17 +55,6 @@ class Tenure:
     broker_id: int
     incarnation: int
     leader_epoch: int
-
-
-def records_from(log: MemoryLog, offset: int) -> Iterator[tuple[int, int, str]]:
-    """``(offset, leader_epoch, value)`` from ``offset`` to the log end."""
-    for batch in log.batches:
-        if batch.last_offset < offset:
-            continue
-        for index, value in enumerate(batch.values):
-            record_offset = batch.base_offset + index
-            if record_offset >= offset:
-                yield record_offset, batch.leader_epoch, value
 
 
 class Checker:
@@ -122,7 +111,7 @@ class Checker:
                      f"epoch's leader wrote {None if written is None else written.values}")
 
     def on_truncation(self, key: PartitionKey, broker_id: int, offset: int,
-                      log: MemoryLog) -> None:
+                      log: PartitionLog) -> None:
         """Before a follower cuts its log at ``offset``."""
         high_watermark_before = log.high_watermark
         if offset < log.log_end_offset:
@@ -131,10 +120,10 @@ class Checker:
             fail(f"{key}: broker {broker_id} truncates to {offset}, below its high watermark "
                  f"{high_watermark_before}")
 
-    def on_truncation_complete(self, key: PartitionKey, broker_id: int, follower: MemoryLog,
+    def on_truncation_complete(self, key: PartitionKey, broker_id: int, follower: PartitionLog,
                                leader_records: tuple[tuple[int, int, str], ...]) -> None:
         self.stats["completed truncations checked"] += 1
-        mine = follower.records()
+        mine = records(follower)
         if list(leader_records[:len(mine)]) != mine:
             fail(f"{key}: after a completed truncation broker {broker_id}'s log "
                  f"{mine[-5:]} is not a prefix of the leader's {list(leader_records[-5:])}")
@@ -150,7 +139,7 @@ class Checker:
 
     # ------------------------------------------------------------------ after every event
 
-    def check_replica(self, key: PartitionKey, broker_id: int, log: MemoryLog) -> None:
+    def check_replica(self, key: PartitionKey, broker_id: int, log: PartitionLog) -> None:
         """Invariant 1 for one replica: compare its new records below its HW."""
         reference = self.reference.setdefault(key, [])
         slot = (key, broker_id)
@@ -171,7 +160,7 @@ class Checker:
         self._verified[slot] = high_watermark
         self._replica_high_watermark[slot] = high_watermark
 
-    def check_leader(self, tenure: Tenure, log: MemoryLog, *, legitimate: bool) -> None:
+    def check_leader(self, tenure: Tenure, log: PartitionLog, *, legitimate: bool) -> None:
         """Invariants 2, 3, 5 for a broker that acts as leader."""
         key = (tenure.key, tenure.broker_id, tenure.incarnation)
         if self._broker_epoch.get(key, -1) > tenure.leader_epoch:
@@ -186,7 +175,7 @@ class Checker:
         if legitimate:
             self._check_leader_holds_reference(tenure, log)
 
-    def _check_leader_holds_reference(self, tenure: Tenure, log: MemoryLog) -> None:
+    def _check_leader_holds_reference(self, tenure: Tenure, log: PartitionLog) -> None:
         reference = self.reference.get(tenure.key, [])
         checked = self._leader_checked.get(tenure, 0)
         if checked >= len(reference):
@@ -210,10 +199,10 @@ class Checker:
                      f"log has {found} there")
         self._unchecked_acks.clear()
 
-    def check_converged(self, key: PartitionKey, logs: dict[int, MemoryLog]) -> None:
+    def check_converged(self, key: PartitionKey, logs: dict[int, PartitionLog]) -> None:
         """After quiescing: every replica holds every acknowledged value at its offset."""
         for broker_id, log in logs.items():
-            held = {offset: value for offset, _, value in log.records()}
+            held = {offset: value for offset, _, value in records(log)}
             for offset, value in sorted(self.acked.get(key, {}).items()):
                 if held.get(offset) != value:
                     fail(f"{key}: acknowledged {value} at offset {offset} is lost on broker "

@@ -3,9 +3,10 @@
 STYLE.md §10: a test double may stand in for an I/O boundary, never for a class that decides.
 Each class here replaces one piece of the broker's I/O, and nothing else:
 
-* ``SimLogManager`` is the log directory: it hands out the ``BrokerDisk``'s ``MemoryLog``s
-  (whose page cache a power loss empties) where ``storage.log_manager.LogManager`` opens
-  segment files. It has no offline dirs: the sim injects no disk errors.
+* ``SimLogManager`` is the log directory: it hands out the ``BrokerDisk``'s ``PartitionLog``s
+  on ``MemoryDisk``s (whose page cache a power loss empties) where
+  ``storage.log_manager.LogManager`` opens segment files. It has no offline dirs: the sim
+  injects no disk errors.
 * ``SimFetcherManager`` stands where ``fetcher.ReplicaFetcherManager`` starts asyncio fetcher
   tasks: one shipped ``ReplicaFetcher`` per leader, stepped by the simulation over the simulated
   network (``replication_fetcher``).
@@ -24,15 +25,16 @@ from broker.controller_client import RecordsPage
 from fetcher.fetcher_config import PartitionStart
 from replica.data_path import InitialFetchState
 from storage.log_config import LogConfig
+from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import PartitionKey
 from tests.sim.replication_fetcher import (
     ObservedReplicaFetcher,
     SimFetcherClock,
-    SimTask,
     start_fetcher,
 )
-from tests.sim.replication_log import BrokerDisk, MemoryLog
+from tests.sim.replication_log import BrokerDisk
+from tests.sim.replication_net import SimTask
 
 if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker
@@ -52,16 +54,16 @@ class SimLogManager:
         self.on_log_dir_failure: Callable[..., Any] | None = None
 
     @property
-    def logs(self) -> dict[TopicPartition, MemoryLog]:
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
         return {TopicPartition(*key): log for key, log in self.disk.logs.items()}
 
     def get_or_create_log(
         self, topic_partition: TopicPartition, now_ms: int, config: LogConfig | None = None
-    ) -> MemoryLog:
-        return self.disk.log(key_of(topic_partition))
+    ) -> PartitionLog:
+        return self.disk.log(key_of(topic_partition), now_ms)
 
     def delete_log(self, topic_partition: TopicPartition) -> bool:
-        return self.disk.logs.pop(key_of(topic_partition), None) is not None
+        return self.disk.delete(key_of(topic_partition))
 
     def set_aside_offline_partition(self, topic_partition: TopicPartition) -> None:
         assert topic_partition not in self.offline_partitions, "the sim has no offline logs"

@@ -9,6 +9,9 @@ random source, and injects it if the rules allow (else it skips this turn):
 * ``PAUSE`` (SIGSTOP): the broker runs nothing until resumed, then catches up on what waited;
 * ``ISOLATE``: a network partition of one broker from every other node;
 * ``CUT_LINK``: one broker-to-broker link down (both still reach the controller);
+* ``SLOW_LINK``: one broker-to-broker link slow (``SLOW_LINK_EXTRA_MS``), a follower lagging
+  while it stays in the ISR — what tells a high watermark over every ISR member from one over
+  a majority, now that a follower's fetch is answered as soon as the leader appends;
 * ``CONTROLLED_SHUTDOWN``: SIGTERM — leadership moves away, the logs are flushed and the high
   watermarks checkpointed, then the broker restarts;
 * ``ELECT_PREFERRED``: an operator's preferred leader election.
@@ -36,6 +39,8 @@ from metadata.records import MetadataRecord, PartitionChangeRecord
 from quorum.controller import ElectionType, ElectLeadersRequest
 from tests.sim.replication_broker import SimBroker
 from tests.sim.replication_checks import fail
+from tests.sim.replication_log import describe
+from tests.sim.replication_log import records as log_records
 
 if TYPE_CHECKING:
     from tests.sim.replication_sim import ReplicationSimulation
@@ -44,6 +49,8 @@ MAX_FAULTY = 2
 QUIESCE_LIMIT_MS = 120_000
 CONVERGENCE_CHECK_EVERY = 200
 MAX_HISTORY = 12
+# Extra latency of a slow link: below request.timeout.ms, so fetches over it still complete.
+SLOW_LINK_EXTRA_MS = (100, 1500)
 # How often a committed leader or ISR change draws a targeted fault at the partition's leader.
 REACT_PROBABILITY = 0.15
 
@@ -54,6 +61,7 @@ class FaultKind(enum.Enum):
     PAUSE = "pause"
     ISOLATE = "isolate"
     CUT_LINK = "cut link"
+    SLOW_LINK = "slow link"
     CONTROLLED_SHUTDOWN = "controlled shutdown"
     ELECT_PREFERRED = "preferred election"
 
@@ -64,6 +72,7 @@ WEIGHTS = {
     FaultKind.PAUSE: 2,
     FaultKind.ISOLATE: 2,
     FaultKind.CUT_LINK: 2,
+    FaultKind.SLOW_LINK: 3,
     FaultKind.CONTROLLED_SHUTDOWN: 2,
     FaultKind.ELECT_PREFERRED: 2,
 }
@@ -118,7 +127,7 @@ class FaultInjector:
     def _allowed(self, kind: FaultKind, broker_id: int) -> bool:
         sim = self.sim
         broker = sim.brokers[broker_id]
-        if kind is FaultKind.ELECT_PREFERRED or kind is FaultKind.CUT_LINK:
+        if kind in (FaultKind.ELECT_PREFERRED, FaultKind.CUT_LINK, FaultKind.SLOW_LINK):
             return True
         if broker is None:
             return False
@@ -164,6 +173,7 @@ class FaultInjector:
         if not self.active or not self._allowed(kind, broker_id):
             return
         self.injected[kind] += 1
+        sim.checker.stats[f"faults: {kind.value}"] += 1
         self._note(f"FAULT {kind.value} broker {broker_id}")
         if kind is FaultKind.KILL or kind is FaultKind.POWER_LOSS:
             self.crash(broker_id, lose_unflushed=kind is FaultKind.POWER_LOSS)
@@ -173,6 +183,8 @@ class FaultInjector:
             self._isolate(broker_id, rng.randint(500, 15_000))
         elif kind is FaultKind.CUT_LINK:
             self._cut(broker_id, rng.randint(500, 20_000))
+        elif kind is FaultKind.SLOW_LINK:
+            self._slow(broker_id, rng.randint(*SLOW_LINK_EXTRA_MS), rng.randint(2000, 30_000))
         elif kind is FaultKind.CONTROLLED_SHUTDOWN:
             broker = sim.brokers[broker_id]
             assert broker is not None
@@ -187,20 +199,21 @@ class FaultInjector:
         sim.brokers[broker_id] = None
         if lose_unflushed:
             self._count_losses(broker_id)
-        sim.disks[broker_id].recover(lose_unflushed=lose_unflushed)
+        sim.disks[broker_id].crash(lose_unflushed=lose_unflushed, now_ms=sim.now_ms)
         if lose_unflushed and registration is not None:
             self.suspect[broker_id] = registration.epoch
         self._restart_later(broker_id, sim.rng.randint(200, 15_000))
 
     def _count_losses(self, broker_id: int) -> None:
         checker = self.sim.checker
-        for key, log in self.sim.disks[broker_id].logs.items():
-            lost = [batch for batch in log.batches if batch.last_offset >= log.flushed_end]
+        disk = self.sim.disks[broker_id]
+        for key in disk.logs:
+            lost = disk.unflushed(key)
             acked = checker.acked.get(key, {})
             checker.stats["power loss: batches lost"] += len(lost)
             checker.stats["power loss: acknowledged records lost on one replica"] += sum(
-                offset in acked for batch in lost
-                for offset in range(batch.base_offset, batch.last_offset + 1))
+                offset in acked for base_offset, last_offset in lost
+                for offset in range(base_offset, last_offset + 1))
 
     def _note(self, what: str) -> None:
         self.sim.queue.note(what)
@@ -230,11 +243,21 @@ class FaultInjector:
         sim.queue.after(duration_ms, f"heal link {broker_id}-{other}",
                         lambda: sim.network.cut_links.discard(link))
 
+    def _slow(self, broker_id: int, extra_ms: int, duration_ms: int) -> None:
+        sim = self.sim
+        other = sim.rng.choice([b for b in sim.brokers if b != broker_id])
+        link = frozenset((broker_id, other))
+        sim.network.slow_links[link] = extra_ms
+
+        def heal() -> None:
+            sim.network.slow_links.pop(link, None)
+        sim.queue.after(duration_ms, f"heal slow link {broker_id}-{other}", heal)
+
     def on_clean_shutdown(self, broker: SimBroker) -> None:
         """The process exits after a clean shutdown: nothing is lost."""
         broker.close()
         self.sim.brokers[broker.broker_id] = None
-        self.sim.disks[broker.broker_id].recover(lose_unflushed=False)
+        self.sim.disks[broker.broker_id].shutdown(self.sim.now_ms)
         self._restart_later(broker.broker_id, self.sim.rng.randint(200, 5000))
 
     def on_commit(self, records: Sequence[MetadataRecord]) -> None:
@@ -290,7 +313,7 @@ class FaultInjector:
             if any(log.high_watermark != leader_log.log_end_offset
                    or log.log_end_offset != leader_log.log_end_offset for log in logs):
                 return False
-            if any(log.records() != leader_log.records() for log in logs):
+            if any(log_records(log) != log_records(leader_log) for log in logs):
                 return False
         return True
 
@@ -299,5 +322,5 @@ class FaultInjector:
         parts = [repr(b) for b in sim.brokers.values()]
         for key in sim.partition_keys():
             parts.append(f"{key}: {sim.registration(key)}")
-            parts.extend(f"  b{b}: {sim.disks[b].log(key)}" for b in sim.brokers)
+            parts.extend(f"  b{b}: {describe(sim.disks[b].log(key))}" for b in sim.brokers)
         return "\n".join(parts)

@@ -2,12 +2,11 @@
 
 ``ReplicaFetcher.run`` is a coroutine that awaits only its leader endpoint and its clock, both
 injected. Here the endpoint is ``SimLeaderEndpoint`` (requests travel the simulated network to
-the leader broker, whose shipped ``ReplicaManager`` answers them — ``replication_leader``; an
-answer that does not come within the request timeout fails the request as a lost connection
-does; an empty Fetch answer is held up to replica.fetch.wait.max.ms, as the leader's delayed
-fetch holds it), and the clock is ``SimFetcherClock``. ``SimTask`` steps the coroutine by hand:
-every await yields a ``SimFuture``, and the coroutine resumes when the simulation resolves it —
-no asyncio loop runs, so a run stays a function of the seed.
+the leader broker, whose shipped Kafka handlers answer them — ``replication_leader``; a Fetch
+with nothing to send waits in the leader's delayed-fetch purgatory; an answer that does not
+come within the request timeout fails the request as a lost connection does), and the clock is
+``SimFetcherClock``. ``SimTask`` (``replication_net``) steps the coroutine by hand: no asyncio
+loop runs, so a run stays a function of the seed.
 
 ``ObservedReplicaFetcher`` adds the checker's hooks around the shipped ``_apply`` (what is
 truncated before it goes, what was appended, a completed truncation against the leader's
@@ -17,7 +16,7 @@ records); it decides nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fetcher.fetcher_config import FetcherConfig
@@ -32,17 +31,20 @@ from fetcher.responses import (
     Truncate,
 )
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest, OffsetResetKind
-from protocol.errors import Errors
 from protocol.fetch import PartitionData
+from storage.partition_log import PartitionLog
 from storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import InvariantViolation, PartitionKey
 from tests.sim.replication_leader import (
+    EpochAnswer,
+    FetchAnswer,
     LeaderRecords,
-    answer_epoch_end_offset,
+    answer_epoch_end_offsets,
     answer_fetch,
     answer_leader_offsets,
 )
-from tests.sim.replication_log import MemoryLog
+from tests.sim.replication_log import stored_batches
+from tests.sim.replication_net import SimFuture, SimTask
 
 if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker
@@ -58,70 +60,18 @@ def key_of(topic_partition: TopicPartition) -> PartitionKey:
     return (topic_partition.topic, topic_partition.partition)
 
 
-class SimFuture:
-    """What a simulated await waits for: resolved once, with a value or an exception."""
-
-    def __init__(self) -> None:
-        self.done = False
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self._on_done: Callable[[SimFuture], None] | None = None
-
-    def resolve(self, value: Any = None, error: BaseException | None = None) -> None:
-        if self.done:
-            return  # a late answer to a request that already timed out
-        self.done, self.value, self.error = True, value, error
-        if self._on_done is not None:
-            self._on_done(self)
-
-    def __await__(self) -> Generator[SimFuture, None, Any]:
-        if not self.done:
-            yield self
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-
-class SimTask:
-    """One coroutine stepped by the simulation: resumed when the future it waits on resolves."""
-
-    def __init__(
-        self, broker: SimBroker, name: str, coroutine: Any, after_step: Callable[[], None]
-    ) -> None:
-        self.broker = broker
-        self.name = name
-        self._coroutine = coroutine
-        self._after_step = after_step
-        self.finished = False
-        broker.schedule(0, f"{name} start", self._step)
-
-    def _step(self) -> None:
-        if self.finished:
-            return
-        try:
-            awaited = self._coroutine.send(None)
-        except StopIteration:
-            self.finished = True
-            return
-        finally:
-            self._after_step()
-        assert isinstance(awaited, SimFuture), f"{self.name} awaited {awaited!r}"
-        awaited._on_done = lambda _: self._step()
-
-    def stop(self) -> None:
-        if not self.finished:
-            self.finished = True
-            self._coroutine.close()
-
-
 class SimFetcherClock:
-    """``FetcherClock`` on simulated time; ``wake`` ends an idle wait (``add_partitions``)."""
+    """``storage.clock.Clock`` on simulated time (one time serves as both); ``wait`` yields
+    to the simulation's scheduler and ``wake`` ends an idle wait (``add_partitions``)."""
 
     def __init__(self, broker: SimBroker) -> None:
         self.broker = broker
         self._idle: SimFuture | None = None
 
-    def now_ms(self) -> int:
+    def monotonic_ms(self) -> int:
+        return self.broker.env.now_ms
+
+    def wall_clock_ms(self) -> int:
         return self.broker.env.now_ms
 
     async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
@@ -163,26 +113,10 @@ class SimLeaderEndpoint:
     async def fetch(self, request: ReplicaFetch) -> dict[TopicPartition, PartitionData]:
         broker = self.broker
         replica_id, replica_epoch = broker.broker_id, broker.broker_epoch
-        answers = await self._call(
+        version = self._features.fetch_version
+        answers: dict[TopicPartition, FetchAnswer] = await self._call(
             "Fetch",
-            lambda leader: {
-                target.topic_partition: answer_fetch(
-                    leader,
-                    replica_id,
-                    replica_epoch,
-                    key_of(target.topic_partition),
-                    target.partition,
-                )
-                for target in request.targets
-            },
-            hold=lambda answer: (
-                not any(
-                    a.data.records
-                    or a.data.error_code is not Errors.NONE
-                    or a.leader_records is not None
-                    for a in answer.values()
-                )
-            ),
+            lambda leader: answer_fetch(leader, replica_id, replica_epoch, request, version),
         )
         for topic_partition, answer in answers.items():
             self.leader_records[topic_partition] = answer.leader_records
@@ -194,12 +128,12 @@ class SimLeaderEndpoint:
         self, requests: Mapping[TopicPartition, LeaderEpochRequest]
     ) -> dict[TopicPartition, LeaderEpochEndOffset]:
         self.broker.env.checker.stats["OffsetsForLeaderEpoch requests"] += len(requests)
-        answers = await self._call(
+        replica_id = self.broker.broker_id
+        answers: dict[TopicPartition, EpochAnswer] = await self._call(
             "OffsetsForLeaderEpoch",
-            lambda leader: {
-                tp: answer_epoch_end_offset(leader, key_of(tp), request)
-                for tp, request in requests.items()
-            },
+            lambda leader: answer_epoch_end_offsets(
+                leader, replica_id, requests, OFFSET_FOR_LEADER_EPOCH_VERSION
+            ),
         )
         for topic_partition, answer in answers.items():
             self.leader_records[topic_partition] = answer.leader_records
@@ -209,36 +143,26 @@ class SimLeaderEndpoint:
         self, topic_partition: TopicPartition, current_leader_epoch: int
     ) -> LeaderOffsets:
         self.leader_records[topic_partition] = None
-        key = key_of(topic_partition)
+        replica_id = self.broker.broker_id
         return cast(
             LeaderOffsets,
             await self._call(
                 "ListOffsets",
-                lambda leader: answer_leader_offsets(leader, key, current_leader_epoch),
+                lambda leader: answer_leader_offsets(
+                    leader, replica_id, topic_partition, current_leader_epoch,
+                    LIST_OFFSETS_VERSION,
+                ),
             ),
         )
 
     async def close(self) -> None:
         return None
 
-    def _call(
-        self,
-        what: str,
-        handle: Callable[[SimBroker], T],
-        hold: Callable[[T], bool] = lambda answer: False,
-    ) -> SimFuture:
+    def _call(self, what: str, handle: Callable[[SimBroker], Any]) -> SimFuture:
         """Send one request to the leader; its answer, if it comes in time, resolves it."""
         broker, settings = self.broker, self.broker.env.settings
         future = SimFuture()
-
-        def on_answer(answer: T) -> None:
-            if hold(answer):  # the leader's delayed fetch: nothing new to send yet
-                delay_ms = broker.env.rng.randint(0, settings.replica_fetch_wait_max_ms)
-                broker.schedule(delay_ms, f"{what} held", lambda: future.resolve(answer))
-            else:
-                future.resolve(answer)
-
-        broker.call_broker(self._leader_id, what, handle, on_answer)
+        broker.call_broker(self._leader_id, what, handle, future.resolve)
         broker.schedule(
             settings.request_timeout_ms,
             f"{what} timeout",
@@ -276,10 +200,11 @@ class ObservedReplicaFetcher(ReplicaFetcher):
             if action.reset.kind is OffsetResetKind.TRUNCATE_TO_LEADER_END:
                 checker.on_truncation(key, broker.broker_id, action.reset.fetch_offset, log)
             checker.stats[f"out-of-range resets ({action.reset.kind.value})"] += 1
-        batches_before = len(log.batches)
+        end_before = log.log_end_offset
         super()._apply(topic_partition, outcome)
         if isinstance(action, Append):
-            checker.on_follower_append(key, broker.broker_id, log.batches[batches_before:])
+            checker.on_follower_append(key, broker.broker_id,
+                                       list(stored_batches(log, end_before)))
         elif isinstance(action, Truncate) and action.truncation.truncation_completed:
             endpoint = cast(SimLeaderEndpoint, self.endpoint)
             leader_records = endpoint.leader_records.get(topic_partition)
@@ -300,12 +225,12 @@ def start_fetcher(
     )
     clock = SimFetcherClock(broker)
 
-    def log_for(topic_partition: TopicPartition) -> MemoryLog:
+    def log_for(topic_partition: TopicPartition) -> PartitionLog:
         return broker.disk.log(key_of(topic_partition))
 
     fetcher = ObservedReplicaFetcher(
         0, SimLeaderEndpoint(broker, leader_id), log_for, config, clock=clock
     )
     fetcher.broker = broker
-    task = SimTask(broker, f"fetcher {leader_id}", fetcher.run(), fetcher.raise_violation)
+    task = SimTask(broker, f"fetcher {leader_id}", fetcher.run, fetcher.raise_violation)
     return fetcher, task, clock

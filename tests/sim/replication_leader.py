@@ -1,10 +1,28 @@
-"""The leader side of the replication sim: answers to followers, and AlterPartition.
+"""The leader side of the replication sim: the shipped Kafka handlers answer, and AlterPartition.
 
-The answers come from the broker's shipped ``ReplicaManager``: ``read_from_log`` (follower
-progress, ISR expansion, high watermark), ``last_offset_for_leader_epoch`` and
-``fetch_offset_for_timestamp``; an error becomes the error code of the answer, as the handlers
-do. A broker that has not caught up with the metadata log yet answers
-NOT_LEADER_OR_FOLLOWER (Kafka holds the request until then; the follower backs off either way).
+Fetch runs the shipped ``broker.handlers.fetch.handle_fetch`` on the leader broker, as a
+``SimTask``: ``ReplicaManager.fetch_messages`` (follower progress, ISR expansion, the high
+watermark; a fetch with nothing to send waits in the delayed-fetch purgatory up to its
+``max_wait_ms`` and is woken by an append — Kafka's ``DelayedFetch``) and the handler's answer
+building. Its answer travels back when the handler returns. The request handed to it is the
+``FetchRequest`` that ``protocol.fetch.decode_fetch_request`` makes of the follower's request,
+and the answer's record slices are joined into the bytes the follower reads off the wire: the
+hot path skips only the byte codecs.
+
+OffsetsForLeaderEpoch and ListOffsets (rare: the KIP-101 path and out-of-range resets) go
+through the bytes as well: the follower's request encoders (``fetcher.leader_codecs``), the
+broker's ``protocol.apis`` decode and encode around the shipped handler functions
+(``broker.handlers.offsets_for_leader_epoch``, ``broker.handlers.list_offsets``), then the
+follower's decoders.
+
+A broker that has not published its metadata yet answers NOT_LEADER_OR_FOLLOWER (Kafka holds
+the request until then; the follower backs off either way).
+
+``SimDelayedFetches`` is the shipped ``broker.purgatory.DelayedFetches`` on simulated time: its
+wake-ups over its ``FetchPurgatory`` are inherited, and so are its deadlines, which expire in
+``ReplicaManager.tick`` on the broker's one timer (``SimTimer``); a ``SimFuture`` per waiter
+replaces the asyncio future. A waiter is resumed by an event of its own, as asyncio's
+``call_soon`` resumes it after the appending code has returned.
 
 ``SimAlterPartitionManager`` is the transport of the shipped ``replica.alter_partition_queue``
 on the simulated network (what ``broker.alter_partition.AlterPartitionManager`` does with
@@ -13,15 +31,38 @@ asyncio and HTTP): a lost answer times out, a failure retries after 50 ms.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
-from broker.partition import PartitionError
+from broker.controller_api import ControllerClient
+from broker.handlers.fetch import handle_fetch
+from broker.handlers.list_offsets import list_offsets
+from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch
+from broker.handlers.services import BrokerServices
+from broker.purgatory import DelayedFetches
+from fetcher.leader_codecs import (
+    ReplicaFetch,
+    decode_list_offsets_response,
+    decode_offset_for_leader_epoch_response,
+    encode_list_offsets_request,
+    encode_offset_for_leader_epoch_request,
+)
 from fetcher.responses import LeaderOffsets
 from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from protocol.api_keys import ApiKey
+from protocol.apis import decode_request, encode_response
 from protocol.errors import Errors
-from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
+from protocol.fetch import (
+    NO_DIVERGING_EPOCH,
+    FetchRequest,
+    FetchTopic,
+    PartitionData,
+    ReplicaState,
+)
+from protocol.segments import Segment
 from quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
@@ -36,17 +77,20 @@ from replica.alter_partition_queue import (
     AlterPartitionQueue,
     AlterPartitionRequestBatch,
 )
-from replica.data_path import FetchParams, PartitionFetch
+from replica.fetch_waiters import FetchCompletion
 from replica.isr import AlterPartitionResult
+from replica.partition_state import FetchIsolation
 from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.topic_partition import TopicPartition
-from tests.sim.replication_checks import PartitionKey
-from tests.sim.replication_log import MemoryLog
+from tests.sim.replication_log import records
+from tests.sim.replication_net import SimFuture, SimTask
 
 if TYPE_CHECKING:
     from tests.sim.replication_broker import SimBroker
 
 LeaderRecords = tuple[tuple[int, int, str], ...]
+# The sim's brokers register no endpoints: the handlers' KIP-951 hints name none.
+LISTENER_NAME = "PLAINTEXT"
 
 
 @attrs.frozen
@@ -62,80 +106,155 @@ class EpochAnswer:
     leader_records: LeaderRecords
 
 
-def _not_serving(broker: SimBroker) -> PartitionError | None:
-    """Before its metadata is published a broker hosts nothing yet (Kafka holds the request)."""
-    if broker.serving:
-        return None
-    return PartitionError(Errors.NOT_LEADER_OR_FOLLOWER,
-                          f"broker {broker.broker_id} has not caught up with the metadata")
+def services(broker: SimBroker) -> BrokerServices:
+    """What the composition root hands the handlers; these three never call the controller."""
+    return BrokerServices(
+        broker_id=broker.broker_id, cluster_id="sim",
+        replica_manager=broker.replica_manager,
+        metadata=lambda: broker.replica_manager.image,
+        controller=cast(ControllerClient, None),
+        # The simulation has one clock: record timestamps are simulated time too.
+        wall_clock_ms=lambda: broker.env.now_ms,
+    )
 
 
-def _records(broker: SimBroker, key: PartitionKey) -> LeaderRecords:
-    partition = broker.partitions.get(key)
-    if partition is None:
-        return ()
-    log = partition.log
-    assert isinstance(log, MemoryLog)
-    return tuple(log.records())
+def _records(broker: SimBroker, topic_partition: TopicPartition) -> LeaderRecords:
+    partition = broker.replica_manager.get_partition(topic_partition)
+    return () if partition is None else tuple(records(partition.log))
 
 
-def answer_fetch(broker: SimBroker, replica_id: int, replica_epoch: int, key: PartitionKey,
-                 request: FetchPartition) -> FetchAnswer:
-    """``ReplicaManager.read_from_log`` for one follower partition, and the answer's fields
-    as ``broker.handlers.fetch`` fills them."""
-    refused = _not_serving(broker)
-    if refused is not None:
-        return FetchAnswer(PartitionData(key[1], error_code=refused.error))
-    fetch = PartitionFetch(
-        topic_partition=TopicPartition(*key), fetch_offset=request.fetch_offset,
-        partition_max_bytes=request.partition_max_bytes,
-        current_leader_epoch=request.current_leader_epoch,
-        last_fetched_epoch=request.last_fetched_epoch, log_start_offset=request.log_start_offset)
-    params = FetchParams(replica_id=replica_id, replica_epoch=replica_epoch, max_wait_ms=0,
-                         min_bytes=1, max_bytes=request.partition_max_bytes, partitions=(fetch,))
-    [result] = broker.replica_manager.read_from_log(params)
-    if result.error is not Errors.NONE:
-        return FetchAnswer(PartitionData(key[1], error_code=result.error))
-    diverging = result.diverging_epoch
-    data = b"".join(piece.read_bytes() for piece in result.slices)
-    answer = PartitionData(
-        key[1], high_watermark=result.high_watermark,
-        last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
-        diverging_epoch=(EpochEndOffset() if diverging is None
-                         else EpochEndOffset(diverging.leader_epoch, diverging.offset)),
-        records=(data,) if data else ())
-    return FetchAnswer(answer, None if diverging is None else _records(broker, key))
+# ---------------------------------------------------------------------------- Fetch
 
 
-def answer_epoch_end_offset(broker: SimBroker, key: PartitionKey,
-                            request: LeaderEpochRequest) -> EpochAnswer:
-    """``ReplicaManager.last_offset_for_leader_epoch``."""
-    refused = _not_serving(broker)
-    if refused is not None:
-        return EpochAnswer(LeaderEpochEndOffset(refused.error), ())
-    found = broker.replica_manager.last_offset_for_leader_epoch(
-        TopicPartition(*key), request.current_leader_epoch, request.leader_epoch)
-    return EpochAnswer(LeaderEpochEndOffset(found.error, found.leader_epoch, found.end_offset),
-                       _records(broker, key))
+def fetch_request(replica_id: int, replica_epoch: int, request: ReplicaFetch) -> FetchRequest:
+    """What ``decode_fetch_request`` makes of the follower's ``encode_fetch_request`` (by
+    topic name: the sim's fetchers speak v11/v12, with the ReplicaState of v15+)."""
+    topics: dict[str, list[FetchTopic]] = {}
+    for target in request.targets:
+        topics.setdefault(target.topic_partition.topic, []).append(
+            FetchTopic((target.partition,), topic=target.topic_partition.topic))
+    return FetchRequest(
+        replica_id=replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        topics=tuple(FetchTopic(tuple(p for t in group for p in t.partitions), topic=name)
+                     for name, group in topics.items()),
+        replica_state=ReplicaState(replica_id, replica_epoch))
 
 
-def answer_leader_offsets(broker: SimBroker, key: PartitionKey,
-                          current_leader_epoch: int) -> LeaderOffsets:
-    """ListOffsets latest then earliest from a replica (``KafkaLeaderEndpoint``), answered by
-    ``ReplicaManager.fetch_offset_for_timestamp``."""
-    try:
-        refused = _not_serving(broker)
-        if refused is not None:
-            raise refused
-        offsets = []
-        for timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
-            found = broker.replica_manager.fetch_offset_for_timestamp(
-                TopicPartition(*key), timestamp, isolation=None,
-                current_leader_epoch=current_leader_epoch, fetch_only_from_leader=True)
-            assert found is not None
-            offsets.append(found.offset)
-    except PartitionError as error:
-        return LeaderOffsets(error.error)
+def answer_fetch(leader: SimBroker, replica_id: int, replica_epoch: int, request: ReplicaFetch,
+                 api_version: int) -> SimFuture:
+    """The shipped Fetch handler on ``leader``; resolves with each partition's answer."""
+    if not leader.serving:
+        refused = SimFuture()
+        refused.resolve({target.topic_partition: FetchAnswer(PartitionData(
+            target.partition.partition, error_code=Errors.NOT_LEADER_OR_FOLLOWER))
+            for target in request.targets})
+        return refused
+    return SimTask(leader, "Fetch", functools.partial(
+        _fetch, leader, replica_id, replica_epoch, request, api_version)).result
+
+
+async def _fetch(leader: SimBroker, replica_id: int, replica_epoch: int, request: ReplicaFetch,
+                 api_version: int) -> dict[TopicPartition, FetchAnswer]:
+    response = await handle_fetch(services(leader),
+                                  fetch_request(replica_id, replica_epoch, request),
+                                  api_version, LISTENER_NAME)
+    answers = {}
+    for topic in response.responses:
+        for data in topic.partitions:
+            topic_partition = TopicPartition(topic.topic, data.partition_index)
+            wire = b"".join(_buffer(piece) for piece in data.records or ())
+            answer = attrs.evolve(data, records=(wire,) if wire else ())
+            diverged = data.diverging_epoch != NO_DIVERGING_EPOCH
+            answers[topic_partition] = FetchAnswer(
+                answer, _records(leader, topic_partition) if diverged else None)
+    return answers
+
+
+def _buffer(piece: Segment) -> bytes:
+    """A memory store's slices are buffers (``MemorySlice``), never file ranges."""
+    assert isinstance(piece, bytes | bytearray | memoryview), f"{piece!r} is not in memory"
+    return bytes(piece)
+
+
+class SimDelayedFetches(DelayedFetches):
+    """``DelayedFetches`` on simulated time: its own wake-ups (bytes appended, high watermark
+    moved, partition changed) over its ``FetchPurgatory``, the deadlines of ``ReplicaManager``'s
+    one timer, and ``SimFuture``s for its asyncio futures."""
+
+    def __init__(self, broker: SimBroker) -> None:
+        super().__init__(monotonic_ms=lambda: broker.env.now_ms)
+        self.broker = broker
+        self._waiting: dict[int, SimFuture] = {}
+
+    async def wait(self, partitions: Collection[TopicPartition], *, min_bytes: int,
+                   accumulated_bytes: int, max_wait_ms: int,
+                   isolation: FetchIsolation = FetchIsolation.LOG_END) -> FetchCompletion:
+        delay_ms = max(0, max_wait_ms)
+        waiter_id = self.purgatory.try_watch(
+            partitions, min_bytes=min_bytes, accumulated_bytes=accumulated_bytes,
+            deadline_ms=self.broker.env.now_ms + delay_ms, isolation=isolation)
+        if waiter_id is None:
+            return FetchCompletion.PURGATORY_FULL
+        future = self._waiting[waiter_id] = SimFuture()
+        self._schedule()  # ReplicaManager's timer, at its core's next deadline
+        try:
+            return cast(FetchCompletion, await future)
+        finally:
+            self._waiting.pop(waiter_id, None)
+            self.purgatory.remove(waiter_id)
+
+    def close(self) -> None:
+        for waiter_id in list(self._waiting):
+            self.purgatory.remove(waiter_id)
+        self._resolve(list(self._waiting), FetchCompletion.DEADLINE)
+
+    def _resolve(self, waiter_ids: list[int], completion: FetchCompletion) -> None:
+        for waiter_id in waiter_ids:
+            future = self._waiting.pop(waiter_id, None)
+            if future is not None:
+                self.broker.env.checker.stats[f"delayed fetches ({completion.name})"] += 1
+                self.broker.schedule(0, "delayed fetch completes",
+                                     functools.partial(future.resolve, completion))
+
+
+# ---------------------------------------------------------------------------- the other two
+
+
+def answer_epoch_end_offsets(
+    leader: SimBroker, replica_id: int, requests: Mapping[TopicPartition, LeaderEpochRequest],
+    api_version: int,
+) -> dict[TopicPartition, EpochAnswer]:
+    """The shipped OffsetsForLeaderEpoch handler, through the bytes."""
+    if not leader.serving:
+        return {tp: EpochAnswer(LeaderEpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER), ())
+                for tp in requests}
+    key = ApiKey.OFFSET_FOR_LEADER_EPOCH
+    body = encode_offset_for_leader_epoch_request(requests, api_version, replica_id)
+    response = offsets_for_leader_epoch(services(leader),
+                                        decode_request(key, api_version, body))
+    answers = decode_offset_for_leader_epoch_response(
+        encode_response(key, api_version, response), api_version, requests)
+    return {tp: EpochAnswer(answer, _records(leader, tp)) for tp, answer in answers.items()}
+
+
+def answer_leader_offsets(leader: SimBroker, replica_id: int, topic_partition: TopicPartition,
+                          current_leader_epoch: int, api_version: int) -> LeaderOffsets:
+    """ListOffsets latest then earliest from a replica (``KafkaLeaderEndpoint``), through the
+    shipped handler and the bytes."""
+    if not leader.serving:
+        return LeaderOffsets(Errors.NOT_LEADER_OR_FOLLOWER)
+    key = ApiKey.LIST_OFFSETS
+    offsets = []
+    for timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+        body = encode_list_offsets_request(topic_partition, current_leader_epoch, timestamp,
+                                           api_version, replica_id)
+        response = list_offsets(services(leader), decode_request(key, api_version, body))
+        error, offset = decode_list_offsets_response(
+            encode_response(key, api_version, response), api_version, topic_partition)
+        if error != Errors.NONE:
+            return LeaderOffsets(error)
+        offsets.append(offset)
     return LeaderOffsets(Errors.NONE, log_start_offset=offsets[1], log_end_offset=offsets[0])
 
 

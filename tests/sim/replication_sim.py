@@ -7,10 +7,11 @@ not simulated: a batch commits when the controller returns it) with ``MetadataDe
 ``ProducePurgatory``), and the shipped ``fetcher.ReplicaFetcher`` (one per leader) over the
 follower cores (``fetcher.state``, ``fetcher.responses``, ``fetcher.truncation``). Around it,
 simulated: the clock and event queue, the network (seeded delay and drops, one broker isolated,
-broker-to-broker links cut — ``replication_net``), the disks (``MemoryLog``: a power loss drops
-unflushed batches — ``replication_log``), the I/O doubles around ``ReplicaManager``
-(``replication_doubles``; the fetchers' clock and leader endpoint in ``replication_fetcher``),
-the broker processes (``SimBroker``), an acks=all producer, and faults (``replication_faults``).
+broker-to-broker links cut — ``replication_net``), the disks (the shipped ``PartitionLog`` on
+``MemoryDisk``s: a power loss drops unflushed batches — ``replication_log``), the I/O doubles
+around ``ReplicaManager`` (``replication_doubles``; the fetchers' clock and leader endpoint in
+``replication_fetcher``), the broker processes (``SimBroker``), an acks=all producer, and faults
+(``replication_faults``).
 One seeded ``random.Random`` drives everything; the controller has its own, so runs are a
 function of the seed.
 
@@ -55,7 +56,14 @@ from tests.sim.replication_broker import MetadataFetch, SimBroker
 from tests.sim.replication_checks import Checker, PartitionKey, Tenure
 from tests.sim.replication_faults import FaultInjector
 from tests.sim.replication_log import BrokerDisk
-from tests.sim.replication_net import CONTROLLER, PRODUCER, EventQueue, Network, SimSettings
+from tests.sim.replication_net import (
+    CONTROLLER,
+    PRODUCER,
+    EventQueue,
+    Network,
+    SimFuture,
+    SimSettings,
+)
 
 __all__ = ["BROKERS", "TOPIC", "ReplicationSimulation", "SimulationFailure"]
 
@@ -201,12 +209,18 @@ class ReplicationSimulation:
             return  # connection refused
         target_incarnation = receiver.incarnation
 
+        def reply(result: T) -> None:
+            self.network.send(target, source, f"{what} answer", lambda: self.run_on(
+                source, incarnation, f"{what} answer", lambda: on_answer(result)))
+
         def answer() -> None:
             leader = self.brokers[target]
             assert leader is not None
             result = handle(leader)
-            self.network.send(target, source, f"{what} answer", lambda: self.run_on(
-                source, incarnation, f"{what} answer", lambda: on_answer(result)))
+            if isinstance(result, SimFuture):  # an async handler answers when it returns
+                result.on_done(lambda done: reply(done.value))
+            else:
+                reply(result)
 
         self.network.send(source, target, what,
                           lambda: self.run_on(target, target_incarnation, what, answer))

@@ -17,15 +17,18 @@ import random
 from collections import Counter
 from typing import Any
 
+import attrs
 import pytest
 
 import broker.partition as broker_partition
 import fetcher.responses as responses
+import fetcher.truncation as truncation
 import replica.partition_core as partition_core
 from fetcher.truncation import FollowerLog, Truncation
 from protocol.errors import Errors
 from replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
-from tests.sim.replication_log import MemoryLog, client_batch
+from storage.partition_log import PartitionLog
+from tests.sim.replication_log import BrokerDisk, client_batch, records
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
 
@@ -77,7 +80,7 @@ def test_same_seed_same_history() -> None:
     def history(seed: int) -> tuple[object, ...]:
         sim = simulation(seed)
         sim.run(1500)
-        logs = tuple(tuple(disk.log(key).records()) for disk in sim.disks.values()
+        logs = tuple(tuple(records(disk.log(key))) for disk in sim.disks.values()
                      for key in sim.partition_keys())
         return sim.now_ms, sim.image, logs, tuple(sim.queue.trace)
 
@@ -110,9 +113,12 @@ def test_faults_reach_the_interesting_cases() -> None:
     """Counted over the CI seeds: power losses destroy acknowledged copies (replication keeps
     them), followers truncate diverged tails, leaders change, ISRs shrink and expand, a new
     leader starts with a high watermark below the committed offset, restarted brokers wait
-    out the old session, and the OffsetsForLeaderEpoch path truncates too."""
+    out the old session, the OffsetsForLeaderEpoch path truncates too, links slow down, and
+    the leader's delayed fetch both waits out its deadline and is woken by an append."""
     stats = _ci_stats(range(DEFAULT_SEEDS))
     for counted in ("power loss: acknowledged records lost on one replica",
+                    "faults: slow link", "delayed fetches (ENOUGH_BYTES)",
+                    "delayed fetches (DEADLINE)",
                     "truncations that removed records", "completed truncations checked",
                     "leader changes committed", "ISR changes committed",
                     "new leader's HW below the committed offset",
@@ -193,49 +199,118 @@ def test_a_majority_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) ->
     _caught("lacks committed record", first_seed=2)
 
 
+def test_a_high_watermark_at_the_leaders_log_end_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The high watermark moved to the leader's log end, ignoring the ISR (whenever Kafka's
+    rule would move it at all): records count as committed on one replica, and a leader
+    change loses them."""
+
+    def leader_log_end(state: PartitionState, **kwargs: Any) -> int | None:
+        if high_watermark_candidate(state, **kwargs) is None:
+            return None
+        return int(kwargs["log_end_offset"])
+
+    monkeypatch.setattr(partition_core, "high_watermark_candidate", leader_log_end)
+    _caught("lacks committed record")
+
+
+def test_a_follower_truncating_one_offset_too_few_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KIP-320: after a DivergingEpoch the follower keeps the first offset it should have cut
+    (an off-by-one in the truncation offset), so a batch of the old epoch stays below records
+    of the new one."""
+    original = truncation.truncation_for_diverging_epoch
+
+    def one_too_few(*args: Any, **kwargs: Any) -> Truncation:
+        found = original(*args, **kwargs)
+        follower = args[1] if len(args) > 1 else kwargs["follower"]
+        assert isinstance(follower, FollowerLog)
+        if found.offset < follower.log_end_offset:
+            return attrs.evolve(found, offset=found.offset + 1)
+        return found
+
+    monkeypatch.setattr(responses, "truncation_for_diverging_epoch", one_too_few)
+    _caught("is not a prefix of the leader's")
+
+
 # ---------------------------------------------------------------------------- the disk model
+# The sim's disks are the shipped PartitionLog on MemoryDisks; these pin the two crash kinds and
+# the restart's load (recovery, high-watermark checkpoint) that the simulation relies on.
+
+KEY = ("t", 0)
 
 
-def _log_with(values_per_epoch: dict[int, int]) -> MemoryLog:
-    log = MemoryLog()
+def _disk_with(values_per_epoch: dict[int, int]) -> BrokerDisk:
+    disk = BrokerDisk()
+    log = disk.log(KEY)
     for epoch, count in values_per_epoch.items():
         for index in range(count):
             log.append_as_leader(client_batch([f"{epoch}.{index}"]), epoch, now_ms=0)
-    return log
+    return disk
 
 
-def epochs(log: MemoryLog) -> list[tuple[int, int]]:
+def epochs(log: PartitionLog) -> list[tuple[int, int]]:
     return [(entry.epoch, entry.start_offset) for entry in log.leader_epoch_cache.entries]
 
 
 def test_power_loss_keeps_only_the_flushed_prefix() -> None:
-    log = _log_with({0: 3})
-    log.flush()
-    log.append_as_leader(client_batch(["late"]), 2, now_ms=0)
-    log.update_high_watermark(4)
-    assert epochs(log) == [(0, 0), (2, 3)]
-    log.recover(lose_unflushed=True, high_watermark_checkpoint=4)
-    assert [value for _, _, value in log.records()] == ["0.0", "0.1", "0.2"]
-    # The durable epoch history is cut back to the recovered log (storage.recovery.load_log),
-    # and the checkpointed high watermark is clamped to it.
+    disk = _disk_with({0: 3})
+    disk.logs[KEY].flush()
+    disk.logs[KEY].append_as_leader(client_batch(["late"]), 2, now_ms=0)
+    disk.logs[KEY].update_high_watermark(4)
+    disk.checkpoint_high_watermarks()
+    assert epochs(disk.logs[KEY]) == [(0, 0), (2, 3)]
+    assert disk.unflushed(KEY) == [(3, 3)]
+    disk.crash(lose_unflushed=True, now_ms=0)
+    log = disk.logs[KEY]
+    assert [value for _, _, value in records(log)] == ["0.0", "0.1", "0.2"]
+    # The durable epoch history is cut back to the recovered log (storage.memory_store's
+    # recovery), and the checkpointed high watermark is clamped to it (LogManager's load).
     assert epochs(log) == [(0, 0)]
     assert log.high_watermark == 3
 
 
 def test_kill_keeps_the_page_cache() -> None:
-    log = _log_with({0: 2, 1: 2})
-    log.recover(lose_unflushed=False, high_watermark_checkpoint=1)
-    assert log.log_end_offset == 4 and log.flushed_end == 0
-    assert log.high_watermark == 1
+    disk = _disk_with({0: 2, 1: 2})
+    disk.logs[KEY].update_high_watermark(1)
+    disk.checkpoint_high_watermarks()
+    disk.logs[KEY].update_high_watermark(4)
+    disk.crash(lose_unflushed=False, now_ms=0)
+    log = disk.logs[KEY]
+    assert log.log_end_offset == 4 and log.recovery_point == 0
+    assert log.high_watermark == 1  # the checkpoint, not the high watermark at the crash
     assert epochs(log) == [(0, 0), (1, 2)]
+    # Still unflushed: a power loss now takes what the kill left in the page cache.
+    disk.crash(lose_unflushed=True, now_ms=0)
+    assert disk.logs[KEY].log_end_offset == 0 and epochs(disk.logs[KEY]) == []
+
+
+def test_clean_shutdown_flushes_and_checkpoints() -> None:
+    disk = _disk_with({0: 2, 1: 2})
+    disk.logs[KEY].update_high_watermark(3)
+    disk.shutdown(now_ms=0)
+    log = disk.logs[KEY]
+    assert log.recovery_point == log.log_end_offset == 4 and log.high_watermark == 3
+    disk.crash(lose_unflushed=True, now_ms=0)
+    assert [value for _, _, value in records(disk.logs[KEY])] == ["0.0", "0.1", "1.0", "1.1"]
+
+
+def test_a_crashed_log_is_released() -> None:
+    disk = _disk_with({0: 1})
+    before = disk.logs[KEY]
+    disk.crash(lose_unflushed=False, now_ms=0)
+    with pytest.raises(OSError, match="released"):
+        before.append_as_leader(client_batch(["zombie"]), 0, now_ms=0)
 
 
 def test_follower_append_and_read_round_trip() -> None:
-    leader = _log_with({0: 2, 3: 1})
-    follower = MemoryLog()
+    leader = _disk_with({0: 2, 3: 1}).logs[KEY]
+    follower = BrokerDisk().log(KEY)
     info = leader.read(0, 1 << 20, leader.log_end_offset)
     follower.append_as_follower(info.read_bytes())
-    assert follower.records() == leader.records()
+    assert records(follower) == records(leader)
     assert epochs(follower) == epochs(leader) == [(0, 0), (3, 2)]
     assert follower.truncate_to(2)
     assert epochs(follower) == [(0, 0)]

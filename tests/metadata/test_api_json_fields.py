@@ -1,4 +1,4 @@
-"""parse_json_object: the admin API's one body parser (issue 9: deep JSON answered 500)."""
+"""parse_json_object: the controller API's one JSON parser (issue 9: deep JSON answered 500)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from quorum.service_json import MAX_JSON_DEPTH, JsonBodyError, json_depth, parse_json_object
+from metadata.api.json_fields import MAX_JSON_DEPTH, JsonBodyError, json_depth, parse_json_object
 
 
 def nested(depth: int) -> bytes:

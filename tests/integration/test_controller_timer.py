@@ -1,0 +1,41 @@
+"""The active controller fences a silent broker when its session expires (KIP-631), timed
+from ``QuorumController.next_deadline_ms`` — not on a fixed period. One real controller."""
+
+import time
+
+import pytest
+
+from tests.integration.conftest import Cluster
+
+pytestmark = pytest.mark.integration
+
+SESSION_TIMEOUT_MS = 600
+# The idle interval set the old timer's fixed period (half of it: 30 s here).
+IDLE_INTERVAL_MS = 60_000
+# HTTP round trips and polling on a loaded 2-core machine, plus the timer's minimum wait.
+LATE_BOUND_MS = 400
+POLL_INTERVAL_S = 0.01
+
+
+def test_a_silent_broker_is_fenced_once_its_session_expires(cluster_factory) -> None:
+    cluster: Cluster = cluster_factory(1, {
+        "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        "metadata.max.idle.interval.ms": str(IDLE_INTERVAL_MS)})
+    cluster.wait_for_leader()
+    # Unfenced after a heartbeat: a write, which re-arms the timer on the new session.
+    epoch = cluster.register_brokers([1])[1]
+    sent = time.monotonic()
+    answer = cluster.request("POST", "/v1/brokers/heartbeat", {
+        "broker_id": 1, "broker_epoch": epoch, "current_metadata_offset": 2**62})
+    answered = time.monotonic()
+    assert answer["is_fenced"] is False
+    deadline = answered + 5
+    while time.monotonic() < deadline:
+        brokers = cluster.request("GET", "/v1/brokers")["brokers"]
+        if brokers[0]["fenced"]:
+            break
+        time.sleep(POLL_INTERVAL_S)
+    fenced = time.monotonic()
+    assert brokers[0]["fenced"], "not fenced within 5 s"
+    assert (fenced - sent) * 1000 >= SESSION_TIMEOUT_MS
+    assert (fenced - answered) * 1000 <= SESSION_TIMEOUT_MS + LATE_BOUND_MS

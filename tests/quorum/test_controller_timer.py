@@ -1,0 +1,162 @@
+"""The controller process's timer (quorum/runner.py) runs the timed operations when
+``QuorumController.next_deadline_ms`` says they are due, within its named bounds — not on a
+fixed period. Driven on a fake clock: each wait moves time instead of sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+from metadata.records import (
+    BrokerRegistrationChangeRecord,
+    MetadataRecord,
+    NoOpRecord,
+    RegisterBrokerRecord,
+)
+from quorum.controller import ControllerSettings, QuorumController
+from quorum.metadata_view import MetadataView
+from quorum.node import Operation
+from quorum.runner import TIMER_MAX_DELAY_MS, TIMER_MIN_DELAY_MS, run_timer, timer_delay_ms
+from tests.fake_clock import FakeClock
+from tests.quorum.helpers import apply, endpoint, image_with, incarnation
+
+T = TypeVar("T")
+
+
+@pytest.mark.parametrize(("deadline_ms", "now_ms", "expected_ms"), [
+    (1_200, 1_000, 200),  # due later: wait for it
+    (1_003, 1_000, TIMER_MIN_DELAY_MS),  # too close to wait for exactly: never spin
+    (900, 1_000, TIMER_MIN_DELAY_MS),  # already past (a write that failed): never spin
+    (61_000, 1_000, TIMER_MAX_DELAY_MS),  # far off: look again, never stall
+    (1_000 + TIMER_MAX_DELAY_MS, 1_000, TIMER_MAX_DELAY_MS),
+])
+def test_timer_delay(deadline_ms: int, now_ms: int, expected_ms: int) -> None:
+    assert timer_delay_ms(deadline_ms, now_ms) == expected_ms
+
+
+class TimedNode:
+    """The active controller with its committed image, writing at the fake clock's time."""
+
+    def __init__(self, clock: FakeClock, settings: ControllerSettings,
+                 brokers: dict[int, str] | None = None) -> None:
+        self.clock = clock
+        self.view = MetadataView(window_records=100)
+        self.image = image_with({1: "unfenced", 2: "unfenced"} if brokers is None else brokers)
+        self.controller = QuorumController(rng=random.Random(1), now_ms=clock.now_ms,
+                                           settings=settings)
+        self.leader = True
+        self.written: list[tuple[int, MetadataRecord]] = []
+
+    def is_leader(self) -> bool:
+        return self.leader
+
+    def next_deadline_ms(self) -> int:
+        return self.controller.next_deadline_ms(self.image)
+
+    async def write(self, operation: Operation[T]) -> T:
+        outcome = operation(self.controller, self.image, self.clock.now_ms)
+        self.image = apply(self.image, outcome.records)
+        self.written.extend((self.clock.now_ms, record) for record in outcome.records)
+        return outcome.response
+
+    def unfence_new_broker(self, broker_id: int) -> None:
+        """A broker registers and is unfenced by its first heartbeat: the log moves."""
+        epoch = self.image.offset + 1
+        self.image = apply(self.image, [
+            RegisterBrokerRecord(broker_id=broker_id, incarnation_id=incarnation(broker_id),
+                                 broker_epoch=epoch, end_points=(endpoint(broker_id),)),
+            BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, fenced=-1)])
+        self.controller.sessions.register(broker_id, epoch, self.clock.now_ms)
+        for observer in self.view.observers:
+            observer(None)
+
+    def heartbeat(self, broker_id: int) -> None:
+        self.controller.sessions.touch(self.image.cluster.brokers[broker_id], self.clock.now_ms,
+                                       metadata_offset=self.image.offset)
+
+
+async def run_until(node: TimedNode, clock: FakeClock, end_ms: int) -> None:
+    timer = asyncio.ensure_future(run_timer(node, clock))
+    while clock.now_ms < end_ms:  # each of the timer's waits moves the clock and yields
+        await asyncio.sleep(0)
+        assert not timer.done()
+    timer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await timer
+
+
+def fencings(node: TimedNode) -> list[tuple[int, int]]:
+    return [(at_ms, record.broker_id) for at_ms, record in node.written
+            if isinstance(record, BrokerRegistrationChangeRecord) and record.fenced == 1]
+
+
+def test_a_broker_is_fenced_when_its_session_expires_not_a_fixed_period_later() -> None:
+    # KIP-631: fenced once broker.session.timeout.ms passed without a heartbeat. The old timer
+    # ran every metadata.max.idle.interval.ms / 2 (here 30 s) and fenced at 30,000.
+    clock = FakeClock(now_ms=0)
+    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=9_000,
+                                               metadata_max_idle_interval_ms=60_000))
+    clock.now_ms = 2_000
+    node.heartbeat(2)
+    asyncio.run(run_until(node, clock, 20_000))
+    assert [broker for _, broker in fencings(node)] == [1, 2]
+    (fenced_1_ms, _), (fenced_2_ms, _) = fencings(node)
+    assert 9_001 <= fenced_1_ms <= 9_001 + TIMER_MIN_DELAY_MS
+    assert 11_001 <= fenced_2_ms <= 11_001 + TIMER_MIN_DELAY_MS
+
+
+def test_the_noop_is_written_when_the_log_was_idle_for_the_interval() -> None:
+    clock = FakeClock(now_ms=0)
+    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=600_000,
+                                               metadata_max_idle_interval_ms=2_500))
+    asyncio.run(run_until(node, clock, 6_000))
+    noops = [at_ms for at_ms, record in node.written if isinstance(record, NoOpRecord)]
+    assert len(noops) == 2
+    assert 2_500 <= noops[0] <= 2_500 + TIMER_MIN_DELAY_MS
+    assert 2_500 <= noops[1] - noops[0] <= 2_500 + TIMER_MIN_DELAY_MS
+
+
+def test_a_standby_writes_nothing_and_looks_again_within_the_bound() -> None:
+    clock = FakeClock(now_ms=0)
+    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=1_000,
+                                               metadata_max_idle_interval_ms=500))
+    node.leader = False
+    asyncio.run(run_until(node, clock, 5_000))
+    assert node.written == []
+    assert clock.now_ms <= 5_000 + TIMER_MAX_DELAY_MS
+
+
+class ArrivalClock(FakeClock):
+    """A fake clock on which something happens once, at ``arrive_at_ms``, during a wait."""
+
+    def __init__(self, arrive_at_ms: int, arrive: Callable[[], None]) -> None:
+        super().__init__(now_ms=0)
+        self.arrive_at_ms = arrive_at_ms
+        self.arrive: Callable[[], None] | None = arrive
+
+    async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
+        arrive = self.arrive
+        if arrive is not None and timeout_ms is not None \
+                and self.now_ms + timeout_ms >= self.arrive_at_ms:
+            self.now_ms, self.arrive = self.arrive_at_ms, None
+            arrive()
+        await super().wait(event, timeout_ms)
+
+
+def test_a_session_that_starts_during_a_long_wait_re_arms_the_timer() -> None:
+    # broker.session.timeout.ms under the timer's longest wait: the unfencing write wakes the
+    # timer, which waits for the new session's expiry (1,500 + 100 + 1), not the wait's end.
+    def arrive() -> None:
+        node.unfence_new_broker(1)
+
+    clock = ArrivalClock(1_500, arrive)
+    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=100,
+                                               metadata_max_idle_interval_ms=60_000), {})
+    asyncio.run(run_until(node, clock, 3_000))
+    [(fenced_ms, broker)] = fencings(node)
+    assert broker == 1
+    assert 1_601 <= fenced_ms <= 1_601 + TIMER_MIN_DELAY_MS
