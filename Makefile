@@ -24,6 +24,7 @@ test: $(STAMP) lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 
 unit: $(STAMP)

@@ -11,7 +11,7 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "storage._record_walk",
+            "pykraft.storage._record_walk",
             sources=["storage/_record_walk.c"],
             extra_compile_args=["-O2", "-Wall", "-Wextra"],
         )

@@ -71,8 +71,7 @@ def _sink(listener: socket.socket, total_bytes: int) -> None:
 def tcp_copy_mb_s(total_bytes: int) -> float:
     """Copy ``total_bytes`` from this process to a sink process over 127.0.0.1."""
     listener = socket.create_server(("127.0.0.1", 0))
-    sink = multiprocessing.get_context("fork").Process(target=_sink,
-                                                       args=(listener, total_bytes))
+    sink = multiprocessing.get_context("fork").Process(target=_sink, args=(listener, total_bytes))
     sink.start()
     chunk = os.urandom(BATCH_BYTES)
     try:
@@ -108,8 +107,11 @@ class Cluster(RunningCluster):
         deadline = time.monotonic() + 30
         while True:  # every partition has a leader in the brokers' metadata
             described = admin.list_topics(topic, timeout=10).topics[topic]
-            if described.error is None and len(described.partitions) == partitions and all(
-                    p.leader >= 0 for p in described.partitions.values()):
+            if (
+                described.error is None
+                and len(described.partitions) == partitions
+                and all(p.leader >= 0 for p in described.partitions.values())
+            ):
                 return topic
             if time.monotonic() > deadline:
                 raise RuntimeError(f"topic {topic} has no leaders after 30 s: {described}")
@@ -139,8 +141,7 @@ def produce(bootstrap_servers: str, topic: str, partitions: int, records: int) -
     for index in range(records):
         while True:
             try:
-                producer.produce(topic, value, partition=index % partitions,
-                                 on_delivery=delivered)
+                producer.produce(topic, value, partition=index % partitions, on_delivery=delivered)
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.05)
@@ -184,10 +185,12 @@ def measure_cluster(brokers: int, records: int, root: Path, repeats: int) -> dic
     with Cluster(brokers, root) as cluster:
         for _ in range(repeats):
             topic = cluster.create_topic(partitions)
-            produce_s = min(produce_s,
-                            produce(cluster.bootstrap_servers, topic, partitions, records))
-            consume_s = min(consume_s,
-                            consume(cluster.bootstrap_servers, topic, partitions, records))
+            produce_s = min(
+                produce_s, produce(cluster.bootstrap_servers, topic, partitions, records)
+            )
+            consume_s = min(
+                consume_s, consume(cluster.bootstrap_servers, topic, partitions, records)
+            )
     payload_mb = records * RECORD_BYTES / MB
     suffix = f"{brokers}_broker" + ("s" if brokers > 1 else "")
     return {
@@ -217,10 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     records = total_bytes // RECORD_BYTES
     root = Path(tempfile.mkdtemp(prefix="pykraft-bench-produce-"))
     try:
-        figures: dict[str, float | int] = {"records": records, "record_bytes": RECORD_BYTES,
-                                           "repeats": args.repeats}
-        figures["tcp_mb_s"] = round(max(tcp_copy_mb_s(total_bytes)
-                                        for _ in range(args.repeats)), 1)
+        figures: dict[str, float | int] = {
+            "records": records,
+            "record_bytes": RECORD_BYTES,
+            "repeats": args.repeats,
+        }
+        figures["tcp_mb_s"] = round(max(tcp_copy_mb_s(total_bytes) for _ in range(args.repeats)), 1)
         for brokers in (1, 3):
             figures.update(measure_cluster(brokers, records, root, args.repeats))
     finally:

@@ -29,20 +29,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from metadata.delta import apply_records  # noqa: E402
-from metadata.image import MetadataImage  # noqa: E402
-from metadata.records import (  # noqa: E402
+from pykraft.metadata.delta import apply_records  # noqa: E402
+from pykraft.metadata.image import MetadataImage  # noqa: E402
+from pykraft.metadata.records import (  # noqa: E402
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import load_snapshot, write_snapshot  # noqa: E402
+from pykraft.metadata.snapshot import load_snapshot, write_snapshot  # noqa: E402
 
-TARGETS = {"p50_commit_ms_3": 10.0, "batched_records_per_s": 50_000.0,
-           "failover_median_s": 1.0, "create_10k_partitions_s": 2.0,
-           "snapshot_reload_100k_s": 10.0}
+TARGETS = {
+    "p50_commit_ms_3": 10.0,
+    "batched_records_per_s": 50_000.0,
+    "failover_median_s": 1.0,
+    "create_10k_partitions_s": 2.0,
+    "snapshot_reload_100k_s": 10.0,
+}
 
 
 def free_ports(count: int) -> list[int]:
@@ -72,7 +76,8 @@ class Quorum:
                 f"controller.quorum.http.voters={http_voters}\n"
                 f"listeners=CONTROLLER://127.0.0.1:{self.http_ports[index]}\n"
                 f"metadata.log.dir={root / f'c{index + 1}'}\n"
-                "controller.quorum.password=bench\nbroker.session.timeout.ms=600000\n" + extra)
+                "controller.quorum.password=bench\nbroker.session.timeout.ms=600000\n" + extra
+            )
             self.configs.append(path)
         self.processes: list[subprocess.Popen[bytes] | None] = [None] * size
         self.logs = root
@@ -82,9 +87,20 @@ class Quorum:
     def start(self, index: int) -> None:
         log = open(self.logs / f"c{index + 1}.log", "ab")  # noqa: SIM115
         self.processes[index] = subprocess.Popen(
-            [sys.executable, "-m", "pykraft.controller_cmd", "--config", str(self.configs[index]),
-             "--log-level", "WARNING"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            [
+                sys.executable,
+                "-m",
+                "pykraft.controller_cmd",
+                "--config",
+                str(self.configs[index]),
+                "--log-level",
+                "WARNING",
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
         log.close()
 
     def kill(self, index: int) -> None:
@@ -117,12 +133,22 @@ class Quorum:
         raise RuntimeError("no leader")
 
 
-def call(port: int, method: str, path: str, body: Any = None, timeout: float = 10.0,
-         connection: http.client.HTTPConnection | None = None) -> tuple[int, Any]:
+def call(
+    port: int,
+    method: str,
+    path: str,
+    body: Any = None,
+    timeout: float = 10.0,
+    connection: http.client.HTTPConnection | None = None,
+) -> tuple[int, Any]:
     conn = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn.request(method, path, None if body is None else json.dumps(body),
-                     {"Content-Type": "application/json"})
+        conn.request(
+            method,
+            path,
+            None if body is None else json.dumps(body),
+            {"Content-Type": "application/json"},
+        )
         response = conn.getresponse()
         return response.status, json.loads(response.read() or b"null")
     finally:
@@ -133,14 +159,28 @@ def call(port: int, method: str, path: str, body: Any = None, timeout: float = 1
 def register_brokers(port: int, count: int) -> dict[int, int]:
     epochs = {}
     for broker_id in range(1, count + 1):
-        status, body = call(port, "POST", "/v1/brokers/register", {
-            "broker_id": broker_id, "incarnation_id": uuid_to_kafka_string(os.urandom(16)),
-            "endpoints": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092}]})
+        status, body = call(
+            port,
+            "POST",
+            "/v1/brokers/register",
+            {
+                "broker_id": broker_id,
+                "incarnation_id": uuid_to_kafka_string(os.urandom(16)),
+                "endpoints": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092}],
+            },
+        )
         assert status == 200, body
         epochs[broker_id] = body["broker_epoch"]
-        status, body = call(port, "POST", "/v1/brokers/heartbeat", {
-            "broker_id": broker_id, "broker_epoch": epochs[broker_id],
-            "current_metadata_offset": 2**62})
+        status, body = call(
+            port,
+            "POST",
+            "/v1/brokers/heartbeat",
+            {
+                "broker_id": broker_id,
+                "broker_epoch": epochs[broker_id],
+                "current_metadata_offset": 2**62,
+            },
+        )
         assert status == 200 and not body["is_fenced"], body
     return epochs
 
@@ -156,14 +196,21 @@ def bench_latency(quorum: Quorum, epochs: dict[int, int], writes: int) -> dict[s
     latencies = []
     for _ in range(writes):
         started = time.perf_counter()
-        status, body = call(port, "POST", "/v1/producer-ids",
-                            {"broker_id": 1, "broker_epoch": epochs[1]}, connection=connection)
+        status, body = call(
+            port,
+            "POST",
+            "/v1/producer-ids",
+            {"broker_id": 1, "broker_epoch": epochs[1]},
+            connection=connection,
+        )
         latencies.append((time.perf_counter() - started) * 1000)
         assert status == 200, body
     connection.close()
-    return {"p50_ms": round(percentile(latencies, 0.5), 2),
-            "p99_ms": round(percentile(latencies, 0.99), 2),
-            "single_records_per_s": round(writes / (sum(latencies) / 1000), 1)}
+    return {
+        "p50_ms": round(percentile(latencies, 0.5), 2),
+        "p99_ms": round(percentile(latencies, 0.99), 2),
+        "single_records_per_s": round(writes / (sum(latencies) / 1000), 1),
+    }
 
 
 def cpu_seconds(process: subprocess.Popen[bytes] | None) -> float | None:
@@ -191,9 +238,13 @@ def bench_batched(quorum: Quorum, topics: int, partitions: int) -> dict[str, Any
     records = 0
     started = time.perf_counter()
     for index in range(topics):
-        status, body = call(port, "POST", "/v1/topics", {
-            "name": f"batched-{index}", "partitions": partitions, "replication_factor": 1},
-            timeout=60)
+        status, body = call(
+            port,
+            "POST",
+            "/v1/topics",
+            {"name": f"batched-{index}", "partitions": partitions, "replication_factor": 1},
+            timeout=60,
+        )
         assert status == 201, body
         records += partitions + 1
     elapsed = time.perf_counter() - started
@@ -202,12 +253,16 @@ def bench_batched(quorum: Quorum, topics: int, partitions: int) -> dict[str, Any
     cpu_after = [cpu_seconds(process) for process in quorum.processes]
     order = [leader] + [index for index in range(len(quorum.processes)) if index != leader]
     cpu_ms = [_per_batch_ms(cpu_before[i], cpu_after[i], topics) for i in order]
-    return {"batched_records_per_s": round(records / elapsed), "batch_records": partitions + 1,
-            "batch_cpu_ms_leader_first": cpu_ms}
+    return {
+        "batched_records_per_s": round(records / elapsed),
+        "batch_records": partitions + 1,
+        "batch_cpu_ms_leader_first": cpu_ms,
+    }
 
 
-def bench_batched_repeats(first: dict[str, Any], root: Path, size: int, writes: int,
-                          repeats: int) -> dict[str, Any]:
+def bench_batched_repeats(
+    first: dict[str, Any], root: Path, size: int, writes: int, repeats: int
+) -> dict[str, Any]:
     """Best of ``repeats`` batched runs, each on a fresh quorum after the same latency run as
     ``first`` (the machine is shared: a busy moment must not decide the figure); every run's
     records/s is listed next to the best."""
@@ -227,9 +282,13 @@ def bench_batched_repeats(first: dict[str, Any], root: Path, size: int, writes: 
 def bench_big_topic(quorum: Quorum, partitions: int) -> float:
     port = quorum.http_ports[quorum.leader()]
     started = time.perf_counter()
-    status, body = call(port, "POST", "/v1/topics", {
-        "name": f"big-{partitions}", "partitions": partitions, "replication_factor": 1},
-        timeout=120)
+    status, body = call(
+        port,
+        "POST",
+        "/v1/topics",
+        {"name": f"big-{partitions}", "partitions": partitions, "replication_factor": 1},
+        timeout=120,
+    )
     assert status == 201, body
     return round(time.perf_counter() - started, 3)
 
@@ -246,8 +305,13 @@ def bench_failover(quorum: Quorum, epochs: dict[int, int], trials: int) -> list[
                 if not quorum.alive(index):
                     continue
                 try:
-                    status, _ = call(port, "POST", "/v1/producer-ids",
-                                     {"broker_id": 1, "broker_epoch": epochs[1]}, timeout=2)
+                    status, _ = call(
+                        port,
+                        "POST",
+                        "/v1/producer-ids",
+                        {"broker_id": 1, "broker_epoch": epochs[1]},
+                        timeout=2,
+                    )
                 except OSError:
                     continue
                 if status == 200:
@@ -265,16 +329,28 @@ def bench_failover(quorum: Quorum, epochs: dict[int, int], trials: int) -> list[
 def build_image(partitions: int, per_topic: int = 1000) -> MetadataImage:
     records: list[Any] = []
     for broker_id in (1, 2, 3):
-        records.append(RegisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_id,
-                                            incarnation_id=uuid_to_kafka_string(bytes(16))))
+        records.append(
+            RegisterBrokerRecord(
+                broker_id=broker_id,
+                broker_epoch=broker_id,
+                incarnation_id=uuid_to_kafka_string(bytes(16)),
+            )
+        )
         records.append(UnfenceBrokerRecord(id=broker_id, epoch=broker_id))
     for topic in range(partitions // per_topic):
         topic_id = uuid_to_kafka_string(topic.to_bytes(16, "big"))
         records.append(TopicRecord(name=f"topic-{topic}", topic_id=topic_id))
         for partition in range(per_topic):
             replicas = (1 + partition % 3, 1 + (partition + 1) % 3, 1 + (partition + 2) % 3)
-            records.append(PartitionRecord(partition_id=partition, topic_id=topic_id,
-                                           replicas=replicas, isr=replicas, leader=replicas[0]))
+            records.append(
+                PartitionRecord(
+                    partition_id=partition,
+                    topic_id=topic_id,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                )
+            )
     return apply_records(MetadataImage.EMPTY, records, offset=len(records) - 1, epoch=1)
 
 
@@ -287,16 +363,22 @@ def bench_snapshot(directory: Path, partitions: int) -> dict[str, float]:
     loaded = load_snapshot(path)
     reloaded = time.perf_counter() - started
     assert loaded.topics.partition_count() == partitions
-    return {"snapshot_write_s": round(written, 2), "snapshot_reload_s": round(reloaded, 2),
-            "snapshot_bytes": path.stat().st_size}
+    return {
+        "snapshot_write_s": round(written, 2),
+        "snapshot_reload_s": round(reloaded, 2),
+        "snapshot_bytes": path.stat().st_size,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="batched runs per quorum size, each on a fresh quorum; the best "
-                             "counts")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="batched runs per quorum size, each on a fresh quorum; the best counts",
+    )
     args = parser.parse_args()
     writes, trials = (100, 3) if args.quick else (400, 10)
     repeats = 1 if args.quick else max(1, args.repeats)
@@ -315,8 +397,10 @@ def main() -> int:
                     print(f"10,000-partition topic: {figures['create_10k_partitions_s']} s")
                     failovers = bench_failover(quorum, epochs, trials)
                     figures["failover_s_election_1000ms"] = failovers
-                    print(f"failover (kill -9 -> next commit), election timeout 1000 ms: "
-                          f"{failovers}", flush=True)
+                    print(
+                        f"failover (kill -9 -> next commit), election timeout 1000 ms: {failovers}",
+                        flush=True,
+                    )
             finally:
                 quorum.close()
             batched = bench_batched_repeats(batched, root, size, writes, repeats)
@@ -343,8 +427,11 @@ def main() -> int:
         "snapshot_reload_100k_s": figures["snapshot_100k"]["snapshot_reload_s"],
     }
     figures["targets_met"] = {
-        name: (value >= TARGETS[name] if name == "batched_records_per_s"
-               else value <= TARGETS[name]) for name, value in measured.items()}
+        name: (
+            value >= TARGETS[name] if name == "batched_records_per_s" else value <= TARGETS[name]
+        )
+        for name, value in measured.items()
+    }
     print(json.dumps(figures, separators=(",", ":")))
     return 0
 

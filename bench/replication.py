@@ -68,23 +68,38 @@ class Producer:
 
     def __init__(self, bootstrap_servers: str, acks: str, linger_ms: int = LINGER_MS) -> None:
         if CLIENT == "confluent-kafka":
-            self._producer: Any = confluent_kafka.Producer({
-                "bootstrap.servers": bootstrap_servers, "acks": acks, "linger.ms": linger_ms,
-                "batch.size": BATCH_BYTES, "queue.buffering.max.kbytes": 256 * KIB,
-                "enable.idempotence": False, "retry.backoff.ms": 50,
-                "topic.metadata.refresh.fast.interval.ms": 50,
-                "log_level": 2})  # librdkafka logs every refused connection of a failover
+            self._producer: Any = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": bootstrap_servers,
+                    "acks": acks,
+                    "linger.ms": linger_ms,
+                    "batch.size": BATCH_BYTES,
+                    "queue.buffering.max.kbytes": 256 * KIB,
+                    "enable.idempotence": False,
+                    "retry.backoff.ms": 50,
+                    "topic.metadata.refresh.fast.interval.ms": 50,
+                    "log_level": 2,
+                }
+            )  # librdkafka logs every refused connection of a failover
         else:
             from kafka import KafkaProducer
+
             self._producer = KafkaProducer(
-                bootstrap_servers=bootstrap_servers.split(","), linger_ms=linger_ms,
-                acks="all" if acks == "all" else int(acks), batch_size=BATCH_BYTES,
-                enable_idempotence=False, retry_backoff_ms=50, buffer_memory=256 * KIB * KIB)
+                bootstrap_servers=bootstrap_servers.split(","),
+                linger_ms=linger_ms,
+                acks="all" if acks == "all" else int(acks),
+                batch_size=BATCH_BYTES,
+                enable_idempotence=False,
+                retry_backoff_ms=50,
+                buffer_memory=256 * KIB * KIB,
+            )
 
     def send(self, topic: str, partition: int, value: bytes, done: Done) -> None:
         if CLIENT == "confluent-kafka":
+
             def report(error: Any, _message: Any) -> None:
                 done(None if error is None else str(error))
+
             while True:
                 try:
                     self._producer.produce(topic, value, partition=partition, on_delivery=report)
@@ -114,8 +129,9 @@ class Producer:
 
 def http(method: str, url: str, body: Any = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 
@@ -138,20 +154,33 @@ class Cluster(RunningCluster):
         process = self.dev.processes[self.broker(node_id).name]
         process.wait(60)
         self.dev.start(self.broker(node_id))
-        wait_for(lambda: broker_state(self.broker(node_id)) == "RUNNING",
-                 f"broker {node_id} RUNNING")
+        wait_for(
+            lambda: broker_state(self.broker(node_id)) == "RUNNING", f"broker {node_id} RUNNING"
+        )
 
     def create_topic(self, name: str, replicas: list[list[int]], **configs: str) -> None:
-        http("POST", self.admin_url + "/v1/topics", {
-            "name": name, "assignments": {str(p): r for p, r in enumerate(replicas)},
-            "configs": configs})
-        wait_for(lambda: all(p["leader"] >= 0 and len(p["isr"]) == len(p["replicas"])
-                             for p in self.partitions(name)), f"{name} ready")
+        http(
+            "POST",
+            self.admin_url + "/v1/topics",
+            {
+                "name": name,
+                "assignments": {str(p): r for p, r in enumerate(replicas)},
+                "configs": configs,
+            },
+        )
+        wait_for(
+            lambda: all(
+                p["leader"] >= 0 and len(p["isr"]) == len(p["replicas"])
+                for p in self.partitions(name)
+            ),
+            f"{name} ready",
+        )
         time.sleep(1.0)  # brokers apply the new leaderships from the metadata log
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = http("GET", self.admin_url + f"/v1/topics/{topic}")[
-            "partitions"]
+            "partitions"
+        ]
         return rows
 
     def log_end_offset(self, node_id: int, topic: str, partition: int) -> int | None:
@@ -159,8 +188,9 @@ class Cluster(RunningCluster):
             rows = http("GET", self.broker(node_id).http_url + f"/v1/partitions?topic={topic}")
         except OSError:
             return None
-        return next((r["log_end_offset"] for r in rows["partitions"]
-                     if r["partition"] == partition), None)
+        return next(
+            (r["log_end_offset"] for r in rows["partitions"] if r["partition"] == partition), None
+        )
 
 
 def broker_state(node: Node) -> str | None:
@@ -213,8 +243,11 @@ def latency_ms(cluster: Cluster, topic: str, acks: str, count: int) -> tuple[flo
         acknowledged = threading.Event()
         errors: list[str] = []
 
-        def done(error: str | None, acknowledged: threading.Event = acknowledged,
-                 errors: list[str] = errors) -> None:
+        def done(
+            error: str | None,
+            acknowledged: threading.Event = acknowledged,
+            errors: list[str] = errors,
+        ) -> None:
             if error is not None:
                 errors.append(error)
             acknowledged.set()
@@ -245,8 +278,9 @@ def catch_up_mb_s(cluster: Cluster, size_bytes: int) -> tuple[float, int]:
     producer.close()
     target = cluster.log_end_offset(10, topic, 0)
     assert target is not None
-    log_bytes = sum(f.stat().st_size for f in (cluster.dev.data_dir / "broker-10" /
-                                               f"{topic}-0").glob("*.log"))
+    log_bytes = sum(
+        f.stat().st_size for f in (cluster.dev.data_dir / "broker-10" / f"{topic}-0").glob("*.log")
+    )
     cluster.dev.start(cluster.broker(12))
     wait_for(lambda: (cluster.log_end_offset(12, topic, 0) or 0) > 0, "the follower fetches")
     started = time.perf_counter()
@@ -296,11 +330,16 @@ def failover_s(cluster: Cluster, topic: str, signum: signal.Signals) -> float:
 CONFIGURATIONS = (("acks_all_rf3", "rf3", "all"), ("acks_1_rf3", "rf3", "1"), ("rf1", "rf1", "all"))
 
 
-def measure(cluster: Cluster, megabytes: int, catch_up_bytes: int, latency_samples: int,
-            repeats: int) -> dict[str, Any]:
+def measure(
+    cluster: Cluster, megabytes: int, catch_up_bytes: int, latency_samples: int, repeats: int
+) -> dict[str, Any]:
     records = megabytes * MB // RECORD_BYTES
-    figures: dict[str, Any] = {"client": CLIENT, "record_bytes": RECORD_BYTES,
-                               "records": records, "repeats": repeats}
+    figures: dict[str, Any] = {
+        "client": CLIENT,
+        "record_bytes": RECORD_BYTES,
+        "records": records,
+        "repeats": repeats,
+    }
     every_broker = [[10, 11, 12], [11, 12, 10], [12, 10, 11]]
     cluster.create_topic("rf3", every_broker, **{"min.insync.replicas": "2"})
     cluster.create_topic("rf1", [[10], [11], [12]])
@@ -319,14 +358,17 @@ def measure(cluster: Cluster, megabytes: int, catch_up_bytes: int, latency_sampl
     figures["catch_up_mb_s"], figures["catch_up_bytes"] = round(rate, 1), log_bytes
     cluster.create_topic("failover", [[10, 11, 12]], **{"min.insync.replicas": "2"})
     figures["failover_controlled_shutdown_s"] = round(
-        failover_s(cluster, "failover", signal.SIGTERM), 3)
+        failover_s(cluster, "failover", signal.SIGTERM), 3
+    )
     cluster.create_topic("failover-kill", [[11, 12, 10]], **{"min.insync.replicas": "2"})
     figures["failover_kill9_s"] = round(failover_s(cluster, "failover-kill", signal.SIGKILL), 3)
     figures["failover_kill9_target_s"] = SESSION_TIMEOUT_S + 1
     figures["ratio"] = round(figures["acks_all_rf3_mb_s"] / figures["rf1_mb_s"], 3)
-    figures["target_met"] = int(figures["ratio"] >= 0.5
-                                and figures["failover_kill9_s"] <= SESSION_TIMEOUT_S + 1
-                                and figures["failover_controlled_shutdown_s"] <= 1.0)
+    figures["target_met"] = int(
+        figures["ratio"] >= 0.5
+        and figures["failover_kill9_s"] <= SESSION_TIMEOUT_S + 1
+        and figures["failover_controlled_shutdown_s"] <= 1.0
+    )
     return figures
 
 
@@ -339,20 +381,30 @@ def print_table(figures: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=128, help="MB per throughput run")
-    parser.add_argument("--catch-up-mib", type=int, default=1024,
-                        help="how far behind the follower starts (MiB)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="throughput runs per configuration; the best counts")
-    parser.add_argument("--quick", action="store_true",
-                        help="16 MB per run, 64 MiB catch-up, fewer latency samples, 1 repeat")
+    parser.add_argument(
+        "--catch-up-mib", type=int, default=1024, help="how far behind the follower starts (MiB)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="throughput runs per configuration; the best counts"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="16 MB per run, 64 MiB catch-up, fewer latency samples, 1 repeat",
+    )
     args = parser.parse_args(argv)
     megabytes = 16 if args.quick else args.megabytes
     catch_up_bytes = (64 if args.quick else args.catch_up_mib) * KIB * KIB
     root = Path(tempfile.mkdtemp(prefix="pykraft-bench-replication-"))
     try:
         with Cluster(root) as cluster:
-            figures = measure(cluster, megabytes, catch_up_bytes, 300 if args.quick else 2000,
-                              1 if args.quick else args.repeats)
+            figures = measure(
+                cluster,
+                megabytes,
+                catch_up_bytes,
+                300 if args.quick else 2000,
+                1 if args.quick else args.repeats,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_table(figures)

@@ -20,23 +20,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from export.session import build_session
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.export.session import build_session
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import write_snapshot
-from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import BATCH_HEADER_SIZE, CompressionType, iter_batches
-from storage.records import SimpleRecord, build_batch, decode_records
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.snapshot import write_snapshot
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import BATCH_HEADER_SIZE, CompressionType, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch, decode_records
+from pykraft.storage.topic_partition import TopicPartition
 
 TOPIC = "bench"
 LOG_PARTITIONS = 4
@@ -53,10 +53,16 @@ def write_logs(log_dir: Path, records: int) -> None:
         log = PartitionLog.open(log_dir / tp.dir_name(), LogConfig(segment_bytes=4 << 20))
         for n in range(per_partition // RECORDS_PER_BATCH):
             batch = build_batch(
-                [SimpleRecord(key=f"k{i % 97}".encode(),
-                              value=f'{{"n": {n}, "i": {i}, "pad": "{"x" * 60}"}}'.encode(),
-                              timestamp=NOW_MS + n) for i in range(RECORDS_PER_BATCH)],
-                compression=codecs[n % len(codecs)])
+                [
+                    SimpleRecord(
+                        key=f"k{i % 97}".encode(),
+                        value=f'{{"n": {n}, "i": {i}, "pad": "{"x" * 60}"}}'.encode(),
+                        timestamp=NOW_MS + n,
+                    )
+                    for i in range(RECORDS_PER_BATCH)
+                ],
+                compression=codecs[n % len(codecs)],
+            )
             log.append_as_leader(bytearray(batch), 0, NOW_MS + n)
         log.update_high_watermark(log.log_end_offset)
         high_watermarks[tp] = log.high_watermark
@@ -71,8 +77,9 @@ def plain_python_read(log_dir: Path) -> int:
     for segment in sorted(log_dir.glob("*/*.log")):
         data = segment.read_bytes()
         for position, header in iter_batches(data):
-            payload = memoryview(data)[position + BATCH_HEADER_SIZE:
-                                       position + header.size_in_bytes]
+            payload = memoryview(data)[
+                position + BATCH_HEADER_SIZE : position + header.size_in_bytes
+            ]
             count += len(decode_records(header, payload, position))
     return count
 
@@ -93,30 +100,48 @@ def bench_log(spark: Any, root: Path, records: int) -> dict[str, Any]:
     times = [timed(lambda: df.write.mode("overwrite").parquet(out))[1] for _ in range(3)]
     spark_count = spark.read.parquet(out).count()
     assert spark_count == plain_count == records, (spark_count, plain_count, records)
-    return {"records": records, "plain_python_read_records_per_s": round(plain_count / plain_s),
-            "spark_export_parquet_records_per_s": round(spark_count / min(times[1:])),
-            "spark_export_parquet_first_run_records_per_s": round(spark_count / times[0]),
-            "plain_python_read_s": round(plain_s, 2), "spark_export_s": round(min(times[1:]), 2),
-            "splits": df.rdd.getNumPartitions()}
+    return {
+        "records": records,
+        "plain_python_read_records_per_s": round(plain_count / plain_s),
+        "spark_export_parquet_records_per_s": round(spark_count / min(times[1:])),
+        "spark_export_parquet_first_run_records_per_s": round(spark_count / times[0]),
+        "plain_python_read_s": round(plain_s, 2),
+        "spark_export_s": round(min(times[1:]), 2),
+        "splits": df.rdd.getNumPartitions(),
+    }
 
 
 def snapshot_records(partitions: int) -> list[MetadataRecord]:
     records: list[MetadataRecord] = [
-        RegisterBrokerRecord(broker_id=b, incarnation_id=uuid_to_kafka_string(bytes([b]) * 16),
-                             broker_epoch=b, fenced=False) for b in range(1, 7)]
+        RegisterBrokerRecord(
+            broker_id=b,
+            incarnation_id=uuid_to_kafka_string(bytes([b]) * 16),
+            broker_epoch=b,
+            fenced=False,
+        )
+        for b in range(1, 7)
+    ]
     per_topic = 1000
     for t in range(partitions // per_topic):
         topic_id = uuid_to_kafka_string(t.to_bytes(16, "big"))
         records.append(TopicRecord(name=f"topic-{t}", topic_id=topic_id))
         for p in range(per_topic):
             replicas = tuple(1 + (t + p + i) % 6 for i in range(3))
-            records.append(PartitionRecord(partition_id=p, topic_id=topic_id, replicas=replicas,
-                                           isr=replicas, leader=replicas[0]))
+            records.append(
+                PartitionRecord(
+                    partition_id=p,
+                    topic_id=topic_id,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                )
+            )
     return records
 
 
-JSON_SCHEMA = ("type STRING, partitionId INT, topicId STRING, replicas ARRAY<INT>, "
-               "isr ARRAY<INT>, leader INT")
+JSON_SCHEMA = (
+    "type STRING, partitionId INT, topicId STRING, replicas ARRAY<INT>, isr ARRAY<INT>, leader INT"
+)
 
 
 def bench_metadata(spark: Any, root: Path, partitions: int) -> dict[str, Any]:
@@ -125,24 +150,43 @@ def bench_metadata(spark: Any, root: Path, partitions: int) -> dict[str, Any]:
     directory = root / "snapshots"
     directory.mkdir()
     path = write_snapshot(directory, image, NOW_MS)
-    ours = (spark.read.format("pykraft-metadata").load(str(directory))
-            .where("record_type = 'PartitionRecord'").groupBy("partition.leader").count())
-    theirs = (spark.read.schema(JSON_SCHEMA).json(str(path))
-              .where("type = 'PartitionRecord'").groupBy("leader").count())
+    ours = (
+        spark.read.format("pykraft-metadata")
+        .load(str(directory))
+        .where("record_type = 'PartitionRecord'")
+        .groupBy("partition.leader")
+        .count()
+    )
+    theirs = (
+        spark.read.schema(JSON_SCHEMA)
+        .json(str(path))
+        .where("type = 'PartitionRecord'")
+        .groupBy("leader")
+        .count()
+    )
     view = spark.read.format("pykraft-metadata").option("view", "partitions").load(str(directory))
     # Each query twice, the faster kept: neither side pays the other's warm-up.
-    ours_rows, ours_s = min((timed(lambda: sorted(tuple(r) for r in ours.collect()))
-                             for _ in range(2)), key=lambda pair: pair[1])
-    theirs_rows, theirs_s = min((timed(lambda: sorted(tuple(r) for r in theirs.collect()))
-                                 for _ in range(2)), key=lambda pair: pair[1])
-    view_rows, view_s = min((timed(lambda: view.groupBy("leader").count().collect())
-                             for _ in range(2)), key=lambda pair: pair[1])
+    ours_rows, ours_s = min(
+        (timed(lambda: sorted(tuple(r) for r in ours.collect())) for _ in range(2)),
+        key=lambda pair: pair[1],
+    )
+    theirs_rows, theirs_s = min(
+        (timed(lambda: sorted(tuple(r) for r in theirs.collect())) for _ in range(2)),
+        key=lambda pair: pair[1],
+    )
+    view_rows, view_s = min(
+        (timed(lambda: view.groupBy("leader").count().collect()) for _ in range(2)),
+        key=lambda pair: pair[1],
+    )
     assert ours_rows == theirs_rows == sorted(tuple(r) for r in view_rows), "results differ"
     assert sum(count for _, count in ours_rows) == partitions
-    return {"partitions": partitions, "snapshot_bytes": path.stat().st_size,
-            "pykraft_metadata_records_s": round(ours_s, 2),
-            "spark_read_json_s": round(theirs_s, 2),
-            "pykraft_metadata_partitions_view_s": round(view_s, 2)}
+    return {
+        "partitions": partitions,
+        "snapshot_bytes": path.stat().st_size,
+        "pykraft_metadata_records_s": round(ours_s, 2),
+        "spark_read_json_s": round(theirs_s, 2),
+        "pykraft_metadata_partitions_view_s": round(view_s, 2),
+    }
 
 
 def main() -> int:
@@ -155,21 +199,26 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="pykraft-bench-") as scratch:
             log = bench_log(spark, Path(scratch), args.records)
-            print(f"pykraft-log: {log['records']} records; plain Python read "
-                  f"{log['plain_python_read_records_per_s']:,} records/s; Spark export to "
-                  f"Parquet {log['spark_export_parquet_records_per_s']:,} records/s "
-                  f"({log['spark_export_parquet_first_run_records_per_s']:,} on a cold "
-                  f"session), {log['splits']} splits")
+            print(
+                f"pykraft-log: {log['records']} records; plain Python read "
+                f"{log['plain_python_read_records_per_s']:,} records/s; Spark export to "
+                f"Parquet {log['spark_export_parquet_records_per_s']:,} records/s "
+                f"({log['spark_export_parquet_first_run_records_per_s']:,} on a cold "
+                f"session), {log['splits']} splits"
+            )
             meta = bench_metadata(spark, Path(scratch), args.partitions)
-            print(f"pykraft-metadata: {meta['partitions']:,}-partition snapshot "
-                  f"({meta['snapshot_bytes']:,} bytes): partitions per leader in "
-                  f"{meta['pykraft_metadata_records_s']} s (records view), "
-                  f"{meta['pykraft_metadata_partitions_view_s']} s (partitions view); "
-                  f"spark.read.json {meta['spark_read_json_s']} s")
+            print(
+                f"pykraft-metadata: {meta['partitions']:,}-partition snapshot "
+                f"({meta['snapshot_bytes']:,} bytes): partitions per leader in "
+                f"{meta['pykraft_metadata_records_s']} s (records view), "
+                f"{meta['pykraft_metadata_partitions_view_s']} s (partitions view); "
+                f"spark.read.json {meta['spark_read_json_s']} s"
+            )
     finally:
         spark.stop()
-    print(json.dumps({"bench": "spark_export", "master": args.master, "log": log,
-                      "metadata": meta}))
+    print(
+        json.dumps({"bench": "spark_export", "master": args.master, "log": log, "metadata": meta})
+    )
     return 0
 
 

@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.records import SimpleRecord, build_batch
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
 
 KIB = 1024
 MIB = 1024 * KIB

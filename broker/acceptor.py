@@ -28,14 +28,14 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import MappingProxyType
 from typing import Protocol
 
-from broker.connection_quotas import (
+from pykraft.broker.connection_quotas import (
     Admission,
     ConnectionQuotas,
     idle_connections,
     is_ip_literal,
     scan_interval_ms,
 )
-from broker.metrics import CloseReason
+from pykraft.broker.metrics import CloseReason
 
 logger = logging.getLogger(__name__)
 

@@ -16,18 +16,18 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from metadata.api import brokers as api
-from metadata.api.brokers import AlterPartitionData, BrokerState
-from metadata.records import LeaderRecoveryState
-from protocol.errors import Errors
-from replica.alter_partition_queue import (
+from pykraft.metadata.api import brokers as api
+from pykraft.metadata.api.brokers import AlterPartitionData, BrokerState
+from pykraft.metadata.records import LeaderRecoveryState
+from pykraft.protocol.errors import Errors
+from pykraft.replica.alter_partition_queue import (
     ALTER_PARTITION_RETRY_BACKOFF_MS,
     AlterPartitionCallback,
     AlterPartitionItem,
     AlterPartitionQueue,
     AlterPartitionRequestBatch,
 )
-from replica.isr import AlterPartitionResult
+from pykraft.replica.isr import AlterPartitionResult
 
 logger = logging.getLogger(__name__)
 

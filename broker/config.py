@@ -34,13 +34,13 @@ from types import MappingProxyType
 
 import attrs
 
-from broker.connection_quotas import (
+from pykraft.broker.connection_quotas import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_IP,
     parse_per_ip_overrides,
 )
-from storage.log_config import LogConfig, LogConfigError
+from pykraft.storage.log_config import LogConfig, LogConfigError
 
 LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"

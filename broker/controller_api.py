@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from metadata.api.topics import CreatableTopic, CreatableTopicResult, DeletableTopicResult
-from protocol.errors import Errors
+from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicResult, DeletableTopicResult
+from pykraft.protocol.errors import Errors
 
 
 class ControllerError(Exception):

@@ -38,16 +38,16 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity import stop_after_delay as tenacity_stop_after_delay
 
-from broker.controller_api import ControllerError
-from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.api import admin, brokers, errors, records, routes, topics
-from metadata.api.brokers import BrokerHeartbeatResponse as HeartbeatReply
-from metadata.api.brokers import BrokerRegistrationReply
-from metadata.api.errors import ErrorBody, SnapshotRef
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
-from metadata.api.records import MetadataBatch, RecordsPage
-from metadata.api.topics import PartitionDescription, TopicDescription, TopicListing
-from metadata.records import BrokerEndpoint, BrokerFeature
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.api import admin, brokers, errors, records, routes, topics
+from pykraft.metadata.api.brokers import BrokerHeartbeatResponse as HeartbeatReply
+from pykraft.metadata.api.brokers import BrokerRegistrationReply
+from pykraft.metadata.api.errors import ErrorBody, SnapshotRef
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
+from pykraft.metadata.api.records import MetadataBatch, RecordsPage
+from pykraft.metadata.api.topics import PartitionDescription, TopicDescription, TopicListing
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +96,9 @@ class SnapshotRequiredError(ControllerRequestError):
     @property
     def snapshot(self) -> SnapshotRef | None:
         try:
-            return errors.error_body_from_json(Fields({"error": self.error, "message": self.message,
-                                                **self.body})).snapshot
+            return errors.error_body_from_json(
+                Fields({"error": self.error, "message": self.message, **self.body})
+            ).snapshot
         except JsonBodyError:
             return None
 
@@ -128,8 +129,13 @@ def _backoff(state: RetryCallState) -> float:
 class ControllerClient:
     """aiohttp client of the controllers' ``/v1`` API; one per process, closed with ``close``."""
 
-    def __init__(self, bootstrap: Sequence[str], *, deadline_s: float = DEFAULT_DEADLINE_S,
-                 bearer_token: str | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: Sequence[str],
+        *,
+        deadline_s: float = DEFAULT_DEADLINE_S,
+        bearer_token: str | None = None,
+    ) -> None:
         if not bootstrap:
             raise ValueError("at least one controller address is needed")
         self.urls = [normalize_url(address) for address in bootstrap]
@@ -171,46 +177,73 @@ class ControllerClient:
         else:
             self._next_index += 1
 
-    async def _call(self, route: routes.Route, path: str, *, body: JsonObject | None = None,
-                    params: Mapping[str, str] | None = None, idempotent: bool | None = None,
-                    timeout_s: float = REQUEST_TIMEOUT_S,
-                    deadline_s: float | None = None) -> bytes:
+    async def _call(
+        self,
+        route: routes.Route,
+        path: str,
+        *,
+        body: JsonObject | None = None,
+        params: Mapping[str, str] | None = None,
+        idempotent: bool | None = None,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        deadline_s: float | None = None,
+    ) -> bytes:
         """The payload of a successful answer; ``idempotent`` defaults to the route's."""
         resend = route.idempotent if idempotent is None else idempotent
         retrying = AsyncRetrying(
-            stop=(tenacity_stop_after_delay(deadline_s or self.deadline_s)
-                  | stop_after_attempt(MAX_ATTEMPTS)),
-            wait=_backoff, retry=retry_if_exception_type(_Retry), reraise=True)
+            stop=(
+                tenacity_stop_after_delay(deadline_s or self.deadline_s)
+                | stop_after_attempt(MAX_ATTEMPTS)
+            ),
+            wait=_backoff,
+            retry=retry_if_exception_type(_Retry),
+            reraise=True,
+        )
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await self._attempt(route.method, path, body, params, resend,
-                                               timeout_s)
+                    return await self._attempt(route.method, path, body, params, resend, timeout_s)
         except _Retry as last:
             raise last.error from None
         raise AssertionError("tenacity returns or raises")
 
-    async def _attempt(self, method: str, path: str, body: JsonObject | None,
-                       params: Mapping[str, str] | None, idempotent: bool,
-                       timeout_s: float) -> bytes:
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        body: JsonObject | None,
+        params: Mapping[str, str] | None,
+        idempotent: bool,
+        timeout_s: float,
+    ) -> bytes:
         url = self._target()
         if self._session is None:
             self._session = aiohttp.ClientSession(headers=self._headers)
         try:
             async with self._session.request(
-                    method, url + path, json=body, params=params,
-                    timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+                method,
+                url + path,
+                json=body,
+                params=params,
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as response:
                 if (response.content_length or 0) > MAX_RESPONSE_BYTES:
-                    raise ControllerError("UNKNOWN_SERVER_ERROR",
-                                          f"{url} answered {response.content_length} bytes, "
-                                          "over the limit")
+                    raise ControllerError(
+                        "UNKNOWN_SERVER_ERROR",
+                        f"{url} answered {response.content_length} bytes, over the limit",
+                    )
                 payload = await response.read()
                 status = response.status
-        except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError,
-                aiohttp.ClientOSError, TimeoutError) as error:
+        except (
+            aiohttp.ClientConnectorError,
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientOSError,
+            TimeoutError,
+        ) as error:
             self._forget(url)
-            failure = ControllerError("REQUEST_TIMED_OUT",
-                                      f"controller {url} is unreachable: {error or 'timed out'}")
+            failure = ControllerError(
+                "REQUEST_TIMED_OUT", f"controller {url} is unreachable: {error or 'timed out'}"
+            )
             # Not connected at all: nothing was sent, so even a write may be resent.
             sent = not isinstance(error, aiohttp.ClientConnectorError)
             if sent and not idempotent:
@@ -221,8 +254,11 @@ class ControllerClient:
         return self._raise_error(url, status, error_body_of(status, payload), idempotent)
 
     def _raise_error(self, url: str, status: int, body: ErrorBody, idempotent: bool) -> bytes:
-        failure_class = SnapshotRequiredError if body.error == errors.SNAPSHOT_REQUIRED else \
-            ControllerRequestError
+        failure_class = (
+            SnapshotRequiredError
+            if body.error == errors.SNAPSHOT_REQUIRED
+            else ControllerRequestError
+        )
         failure = failure_class(status, body.error, body.message, errors.error_body_to_json(body))
         leader = errors.redirect_of(body)
         if leader is not None and normalize_url(leader) != url:
@@ -239,149 +275,247 @@ class ControllerClient:
         """A write succeeded: the controller that took it is the leader."""
         self._leader_url = self._target()
 
-    async def _read(self, route: routes.Route, path: str, decode: Callable[[Fields], T], *,
-                    params: Mapping[str, str] | None = None,
-                    timeout_s: float = REQUEST_TIMEOUT_S) -> T:
+    async def _read(
+        self,
+        route: routes.Route,
+        path: str,
+        decode: Callable[[Fields], T],
+        *,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+    ) -> T:
         """A GET answered by any controller, decoded by the contract."""
         payload = await self._call(route, path, params=params, timeout_s=timeout_s)
         return decode_answer(route, payload, decode)
 
-    async def _write(self, route: routes.Route, path: str, body: JsonObject | None,
-                     decode: Callable[[Fields], T], *, idempotent: bool | None = None,
-                     deadline_s: float | None = None) -> T:
-        payload = await self._call(route, path, body=body, idempotent=idempotent,
-                                   deadline_s=deadline_s)
+    async def _write(
+        self,
+        route: routes.Route,
+        path: str,
+        body: JsonObject | None,
+        decode: Callable[[Fields], T],
+        *,
+        idempotent: bool | None = None,
+        deadline_s: float | None = None,
+    ) -> T:
+        payload = await self._call(
+            route, path, body=body, idempotent=idempotent, deadline_s=deadline_s
+        )
         self._remember_leader()
         return decode_answer(route, payload, decode)
 
     # ------------------------------------------------------------------ broker RPCs
 
-    async def register_broker(self, *, broker_id: int, incarnation_id: str,
-                              endpoints: Sequence[BrokerEndpoint], rack: str | None,
-                              features: Sequence[BrokerFeature] = (),
-                              deadline_s: float | None = None) -> BrokerRegistrationReply:
+    async def register_broker(
+        self,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: Sequence[BrokerEndpoint],
+        rack: str | None,
+        features: Sequence[BrokerFeature] = (),
+        deadline_s: float | None = None,
+    ) -> BrokerRegistrationReply:
         """POST /v1/brokers/register (KIP-631); idempotent for one incarnation id."""
-        request = brokers.BrokerRegistrationRequest(broker_id=broker_id,
-                                                    incarnation_id=incarnation_id,
-                                            listeners=tuple(endpoints), rack=rack,
-                                            features=tuple(features))
+        request = brokers.BrokerRegistrationRequest(
+            broker_id=broker_id,
+            incarnation_id=incarnation_id,
+            listeners=tuple(endpoints),
+            rack=rack,
+            features=tuple(features),
+        )
         route = routes.REGISTER_BROKER
-        return await self._write(route, route.path(), brokers.registration_request_to_json(request),
-                                 brokers.registration_reply_from_json, deadline_s=deadline_s)
+        return await self._write(
+            route,
+            route.path(),
+            brokers.registration_request_to_json(request),
+            brokers.registration_reply_from_json,
+            deadline_s=deadline_s,
+        )
 
-    async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                        want_fence: bool, want_shut_down: bool,
-                        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
-                        deadline_s: float | None = None) -> HeartbeatReply:
+    async def heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
+        deadline_s: float | None = None,
+    ) -> HeartbeatReply:
         request = brokers.BrokerHeartbeatRequest(
-            broker_id=broker_id, broker_epoch=broker_epoch,
-            current_metadata_offset=current_metadata_offset, want_fence=want_fence,
-            want_shut_down=want_shut_down, offline_log_dirs=offline_log_dirs.directory_ids,
-            offline_replicas=tuple(brokers.OfflineReplica(topic_id, partition)
-                                   for topic_id, partition in offline_log_dirs.replicas))
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            current_metadata_offset=current_metadata_offset,
+            want_fence=want_fence,
+            want_shut_down=want_shut_down,
+            offline_log_dirs=offline_log_dirs.directory_ids,
+            offline_replicas=tuple(
+                brokers.OfflineReplica(topic_id, partition)
+                for topic_id, partition in offline_log_dirs.replicas
+            ),
+        )
         route = routes.BROKER_HEARTBEAT
-        return await self._write(route, route.path(), brokers.heartbeat_request_to_json(request),
-                                 brokers.heartbeat_response_from_json, deadline_s=deadline_s)
+        return await self._write(
+            route,
+            route.path(),
+            brokers.heartbeat_request_to_json(request),
+            brokers.heartbeat_response_from_json,
+            deadline_s=deadline_s,
+        )
 
-    async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
-                            max_records: int) -> RecordsPage:
+    async def fetch_records(
+        self, from_offset: int, *, max_wait_ms: int, max_records: int
+    ) -> RecordsPage:
         """GET /v1/metadata/records (long poll); raises ``SnapshotRequiredError`` below the
         controller's window and ``ControllerError`` for an undecodable record."""
-        query = records.RecordsQuery(from_offset=from_offset, max_wait_ms=max_wait_ms,
-                             max_records=max_records)
+        query = records.RecordsQuery(
+            from_offset=from_offset, max_wait_ms=max_wait_ms, max_records=max_records
+        )
         route = routes.METADATA_RECORDS
-        payload = await self._call(route, route.path(),
-                                   params=records.records_query_to_params(query),
-                                   timeout_s=REQUEST_TIMEOUT_S + max_wait_ms / 1000)
+        payload = await self._call(
+            route,
+            route.path(),
+            params=records.records_query_to_params(query),
+            timeout_s=REQUEST_TIMEOUT_S + max_wait_ms / 1000,
+        )
         try:
             page = parse_json_object(payload, max_depth=None)
             return records.records_page_from_json(Fields(page))
         except JsonBodyError as error:
-            raise ControllerError("CORRUPT_MESSAGE",
-                                  f"undecodable metadata from offset {from_offset}: {error}") \
-                from None
+            raise ControllerError(
+                "CORRUPT_MESSAGE", f"undecodable metadata from offset {from_offset}: {error}"
+            ) from None
 
     async def download_snapshot(self, snapshot_id: str) -> bytes:
         """GET /v1/metadata/snapshots/{id}: the snapshot file's bytes."""
         route = routes.GET_SNAPSHOT
-        return await self._call(route, route.path(snapshot_id=snapshot_id),
-                                timeout_s=REQUEST_TIMEOUT_S * 4)
+        return await self._call(
+            route, route.path(snapshot_id=snapshot_id), timeout_s=REQUEST_TIMEOUT_S * 4
+        )
 
-    async def alter_partition(self, *, broker_id: int, broker_epoch: int,
-                              partitions: Sequence[brokers.AlterPartitionData],
-                              ) -> tuple[brokers.AlterPartitionResult, ...]:
+    async def alter_partition(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        partitions: Sequence[brokers.AlterPartitionData],
+    ) -> tuple[brokers.AlterPartitionResult, ...]:
         """POST /v1/alter-partition; one result per partition (its ``error`` may be set)."""
-        request = brokers.AlterPartitionRequest(broker_id=broker_id, broker_epoch=broker_epoch,
-                                        partitions=tuple(partitions))
+        request = brokers.AlterPartitionRequest(
+            broker_id=broker_id, broker_epoch=broker_epoch, partitions=tuple(partitions)
+        )
         route = routes.ALTER_PARTITION
-        answer = await self._write(route, route.path(),
-                                   brokers.alter_partition_request_to_json(request),
-                                   brokers.alter_partition_response_from_json)
+        answer = await self._write(
+            route,
+            route.path(),
+            brokers.alter_partition_request_to_json(request),
+            brokers.alter_partition_response_from_json,
+        )
         return answer.partitions
 
-    async def allocate_producer_ids(self, *, broker_id: int,
-                                    broker_epoch: int) -> tuple[int, int]:
+    async def allocate_producer_ids(self, *, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """POST /v1/producer-ids (KIP-730): (first producer id, block length)."""
         request = brokers.AllocateProducerIdsRequest(broker_id, broker_epoch)
         route = routes.ALLOCATE_PRODUCER_IDS
-        answer = await self._write(route, route.path(),
-                                   brokers.producer_ids_request_to_json(request),
-                                   brokers.producer_ids_response_from_json)
+        answer = await self._write(
+            route,
+            route.path(),
+            brokers.producer_ids_request_to_json(request),
+            brokers.producer_ids_response_from_json,
+        )
         return answer.producer_id_start, answer.producer_id_len
 
     async def unregister_broker(self, broker_id: int) -> None:
         route = routes.UNREGISTER_BROKER
-        await self._write(route, route.path(broker_id=broker_id), None,
-                          brokers.unregister_answer_from_json)
+        await self._write(
+            route, route.path(broker_id=broker_id), None, brokers.unregister_answer_from_json
+        )
 
     # ------------------------------------------------------------------ admin
 
-    async def create_topic(self, topic: topics.CreatableTopic, *,
-                           validate_only: bool) -> topics.CreatableTopicResult:
+    async def create_topic(
+        self, topic: topics.CreatableTopic, *, validate_only: bool
+    ) -> topics.CreatableTopicResult:
         request = topics.CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
         route = routes.CREATE_TOPIC
         # Resent only when it writes nothing: a second create would answer TOPIC_ALREADY_EXISTS.
-        return await self._write(route, route.path(), topics.create_topic_request_to_json(request),
-                                 topics.created_topic_from_json, idempotent=validate_only)
+        return await self._write(
+            route,
+            route.path(),
+            topics.create_topic_request_to_json(request),
+            topics.created_topic_from_json,
+            idempotent=validate_only,
+        )
 
     async def delete_topic(self, name: str) -> topics.DeletableTopicResult:
         route = routes.DELETE_TOPIC
         return await self._write(route, route.path(name=name), None, topics.deleted_topic_from_json)
 
-    async def create_partitions(self, name: str, count: int,
-                                assignments: Sequence[Sequence[int]] | None, *,
-                                validate_only: bool) -> None:
-        request = topics.CreatePartitionsRequest(topics=(topics.CreatePartitionsTopic(
-            name=name, count=count,
-            assignments=None if assignments is None else tuple(tuple(a) for a in assignments)),),
-            validate_only=validate_only)
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool,
+    ) -> None:
+        request = topics.CreatePartitionsRequest(
+            topics=(
+                topics.CreatePartitionsTopic(
+                    name=name,
+                    count=count,
+                    assignments=None
+                    if assignments is None
+                    else tuple(tuple(a) for a in assignments),
+                ),
+            ),
+            validate_only=validate_only,
+        )
         route = routes.CREATE_PARTITIONS
-        await self._write(route, route.path(name=name),
-                          topics.create_partitions_request_to_json(request),
-                          topics.partition_count_from_json,
-                          idempotent=validate_only)
+        await self._write(
+            route,
+            route.path(name=name),
+            topics.create_partitions_request_to_json(request),
+            topics.partition_count_from_json,
+            idempotent=validate_only,
+        )
 
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
         route = routes.DESCRIBE_CONFIGS
-        answer = await self._read(route, route.path(resource_type=resource_type,
-                                                    resource_name=resource_name),
-                                  admin.configs_from_json)
+        answer = await self._read(
+            route,
+            route.path(resource_type=resource_type, resource_name=resource_name),
+            admin.configs_from_json,
+        )
         return answer.configs
 
-    async def alter_configs(self, resource_type: str, resource_name: str, *,
-                            set_configs: Mapping[str, str], delete: Sequence[str] = (),
-                            validate_only: bool = False) -> Mapping[str, str]:
-        changes = [admin.AlterableConfig(k, admin.AlterConfigOp.SET, v)
-                   for k, v in set_configs.items()]
+    async def alter_configs(
+        self,
+        resource_type: str,
+        resource_name: str,
+        *,
+        set_configs: Mapping[str, str],
+        delete: Sequence[str] = (),
+        validate_only: bool = False,
+    ) -> Mapping[str, str]:
+        changes = [
+            admin.AlterableConfig(k, admin.AlterConfigOp.SET, v) for k, v in set_configs.items()
+        ]
         changes += [admin.AlterableConfig(k, admin.AlterConfigOp.DELETE) for k in delete]
         kind = admin.config_resource_from_path(resource_type)
         request = admin.IncrementalAlterConfigsRequest(
             resources=(admin.AlterConfigsResource(kind.value, resource_name, tuple(changes)),),
-            validate_only=validate_only)
+            validate_only=validate_only,
+        )
         route = routes.ALTER_CONFIGS
         answer = await self._write(
-            route, route.path(resource_type=resource_type, resource_name=resource_name),
-            admin.alter_configs_request_to_json(request), admin.configs_from_json)
+            route,
+            route.path(resource_type=resource_type, resource_name=resource_name),
+            admin.alter_configs_request_to_json(request),
+            admin.configs_from_json,
+        )
         return answer.configs
 
     async def list_topics(self) -> tuple[TopicListing, ...]:
@@ -408,9 +542,10 @@ def decode_answer(route: routes.Route, payload: bytes, decode: Callable[[Fields]
     try:
         return decode(Fields(parse_json_object(payload, max_depth=None)))
     except JsonBodyError as error:
-        raise ControllerError("UNKNOWN_SERVER_ERROR",
-                              f"the answer to {route.method} {route.template} does not read: "
-                              f"{error}") from None
+        raise ControllerError(
+            "UNKNOWN_SERVER_ERROR",
+            f"the answer to {route.method} {route.template} does not read: {error}",
+        ) from None
 
 
 def error_body_of(status: int, payload: bytes) -> ErrorBody:
@@ -418,5 +553,7 @@ def error_body_of(status: int, payload: bytes) -> ErrorBody:
     try:
         return errors.error_body_from_json(Fields(parse_json_object(payload, max_depth=None)))
     except JsonBodyError:
-        return ErrorBody(error="UNKNOWN_SERVER_ERROR",
-                         message=f"HTTP {status} without the controller's error body")
+        return ErrorBody(
+            error="UNKNOWN_SERVER_ERROR",
+            message=f"HTTP {status} without the controller's error body",
+        )

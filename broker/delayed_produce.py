@@ -13,15 +13,15 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from broker.purgatory import DeadlineTimer
-from protocol.errors import Errors
-from replica.produce_waiters import (
+from pykraft.broker.purgatory import DeadlineTimer
+from pykraft.protocol.errors import Errors
+from pykraft.replica.produce_waiters import (
     MAX_DELAYED_PRODUCES,
     ProducePurgatory,
     ReplicaChecker,
     full_purgatory_errors,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 __all__ = ["DelayedProduces", "ProduceWatch", "ReplicaChecker"]
 

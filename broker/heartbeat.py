@@ -45,10 +45,10 @@ from typing import Protocol
 
 import attrs
 
-from broker.controller_api import ControllerError
-from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.lifecycle_core import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import BrokerRegistrationReply, HeartbeatReply
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.lifecycle_core import (
     FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS,
     STARTING_HEARTBEAT_DELAY_MS,
     HeartbeatDecision,
@@ -58,8 +58,8 @@ from broker.lifecycle_core import (
     RegistrationRequest,
     heartbeat_decision,
 )
-from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.records import BrokerEndpoint, BrokerFeature
+from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
 
@@ -79,15 +79,28 @@ Wait = Callable[[float], Awaitable[None]]
 
 
 class HeartbeatClient(Protocol):
-    async def register_broker(self, *, broker_id: int, incarnation_id: str,
-                              endpoints: Sequence[BrokerEndpoint], rack: str | None,
-                              features: Sequence[BrokerFeature] = (),
-                              deadline_s: float | None = None) -> BrokerRegistrationReply: ...
+    async def register_broker(
+        self,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: Sequence[BrokerEndpoint],
+        rack: str | None,
+        features: Sequence[BrokerFeature] = (),
+        deadline_s: float | None = None,
+    ) -> BrokerRegistrationReply: ...
 
-    async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                        want_fence: bool, want_shut_down: bool,
-                        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
-                        deadline_s: float | None = None) -> HeartbeatReply: ...
+    async def heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
+        deadline_s: float | None = None,
+    ) -> HeartbeatReply: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -104,17 +117,26 @@ class BrokerIdentity:
 class BrokerLifecycleManager:
     """Registers, then heartbeats until the broker is SHUTTING_DOWN or ``stop`` is called."""
 
-    def __init__(self, client: HeartbeatClient, identity: BrokerIdentity,
-                 lifecycle: BrokerLifecycle, metadata_offset: Callable[[], int], *,
-                 heartbeat_interval_ms: int, wait: Wait | None = None,
-                 offline_log_dirs: Callable[[], OfflineLogDirs] = lambda: NO_OFFLINE_LOG_DIRS,
-                 ) -> None:
+    def __init__(
+        self,
+        client: HeartbeatClient,
+        identity: BrokerIdentity,
+        lifecycle: BrokerLifecycle,
+        metadata_offset: Callable[[], int],
+        *,
+        heartbeat_interval_ms: int,
+        wait: Wait | None = None,
+        offline_log_dirs: Callable[[], OfflineLogDirs] = lambda: NO_OFFLINE_LOG_DIRS,
+    ) -> None:
         self._client = client
         self._offline_log_dirs = offline_log_dirs
         self.identity = identity
-        self.core = LifecycleCore(identity.broker_id, identity.incarnation_id,
-                                  heartbeat_interval_ms=heartbeat_interval_ms,
-                                  lifecycle=lifecycle)
+        self.core = LifecycleCore(
+            identity.broker_id,
+            identity.incarnation_id,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            lifecycle=lifecycle,
+        )
         self._metadata_offset = metadata_offset
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._wait = wait or self._wait_or_wake
@@ -206,19 +228,31 @@ class BrokerLifecycleManager:
             assert isinstance(request, RegistrationRequest)
             try:
                 reply = await self._client.register_broker(
-                    broker_id=request.broker_id, incarnation_id=request.incarnation_id,
-                    endpoints=identity.endpoints, rack=identity.rack,
-                    features=identity.features, deadline_s=self._deadline_s())
+                    broker_id=request.broker_id,
+                    incarnation_id=request.incarnation_id,
+                    endpoints=identity.endpoints,
+                    rack=identity.rack,
+                    features=identity.features,
+                    deadline_s=self._deadline_s(),
+                )
             except ControllerError as error:
                 failures += 1
                 if failures == 1 or failures % LOG_EVERY_FAILURES == 0:
-                    logger.info("broker %d: registration failed (%d so far), retrying: %s",
-                                identity.broker_id, failures, error)
+                    logger.info(
+                        "broker %d: registration failed (%d so far), retrying: %s",
+                        identity.broker_id,
+                        failures,
+                        error,
+                    )
                 await self._wait(self.core.on_registration(None).next_request_ms / 1000)
                 continue
             self.core.on_registration(reply.broker_epoch)
-            logger.info("broker %d registered with broker epoch %d (incarnation %s)",
-                        identity.broker_id, reply.broker_epoch, identity.incarnation_id)
+            logger.info(
+                "broker %d registered with broker epoch %d (incarnation %s)",
+                identity.broker_id,
+                reply.broker_epoch,
+                identity.incarnation_id,
+            )
             return
 
     async def _heartbeat_once(self) -> int:
@@ -227,10 +261,14 @@ class BrokerLifecycleManager:
         assert isinstance(request, HeartbeatRequest)
         try:
             reply = await self._client.heartbeat(
-                broker_id=request.broker_id, broker_epoch=request.broker_epoch,
+                broker_id=request.broker_id,
+                broker_epoch=request.broker_epoch,
                 current_metadata_offset=request.current_metadata_offset,
-                want_fence=request.want_fence, want_shut_down=request.want_shut_down,
-                offline_log_dirs=self._offline_log_dirs(), deadline_s=self._deadline_s())
+                want_fence=request.want_fence,
+                want_shut_down=request.want_shut_down,
+                offline_log_dirs=self._offline_log_dirs(),
+                deadline_s=self._deadline_s(),
+            )
         except ControllerError as error:
             logger.warning("broker %d: heartbeat failed: %s", self.identity.broker_id, error)
             return self.core.on_heartbeat(None).next_request_ms
@@ -244,8 +282,7 @@ class BrokerLifecycleManager:
         """Log the transition the core made and set the event ``BrokerServer`` waits on."""
         if step.target is None:
             return
-        logger.info("broker %d: %s -> %s", self.identity.broker_id, before.name,
-                    step.target.name)
+        logger.info("broker %d: %s -> %s", self.identity.broker_id, before.name, step.target.name)
         if step.install_publisher:
             self.caught_up.set()
         elif step.target is BrokerState.RUNNING:
@@ -266,8 +303,11 @@ class BrokerLifecycleManager:
             async with asyncio.timeout(timeout_s):
                 await self.shutdown_allowed.wait()
         if self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            logger.warning("broker %d: controlled shutdown not confirmed within %.1fs; "
-                           "shutting down anyway", self.identity.broker_id, timeout_s)
+            logger.warning(
+                "broker %d: controlled shutdown not confirmed within %.1fs; shutting down anyway",
+                self.identity.broker_id,
+                timeout_s,
+            )
             self.core.give_up_controlled_shutdown()
             return False
         return True

@@ -24,15 +24,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping
 
-from broker.offline_storage import OfflineStorage
-from broker.partition import Partition, PartitionContext
-from metadata.image import MetadataImage
-from metadata.records import ConfigResourceType
-from replica.data_path import FetcherManager
-from replica.replica_core import MetadataReady, PartitionTransition, ReplicaCore
-from storage.log_config import LogConfig, LogConfigError
-from storage.log_manager import LogManager
-from storage.topic_partition import TopicPartition
+from pykraft.broker.offline_storage import OfflineStorage
+from pykraft.broker.partition import Partition, PartitionContext
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import ConfigResourceType
+from pykraft.replica.data_path import FetcherManager
+from pykraft.replica.replica_core import MetadataReady, PartitionTransition, ReplicaCore
+from pykraft.storage.log_config import LogConfig, LogConfigError
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ import attrs
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from broker.config import is_loopback
-from broker.lifecycle import BrokerState
+from pykraft.broker.config import is_loopback
+from pykraft.broker.lifecycle import BrokerState
 
 logger = logging.getLogger(__name__)
 

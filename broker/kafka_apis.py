@@ -36,10 +36,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from broker.network import RequestContext
-from protocol import unsupported
-from protocol.api_keys import ApiKey
-from protocol.apis import (
+from pykraft.broker.network import RequestContext
+from pykraft.protocol import unsupported
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import (
     SUPPORTED_API_VERSIONS,
     RequestDisposition,
     api_versions_request_is_valid,
@@ -49,15 +49,15 @@ from protocol.apis import (
     encode_unsupported_api_versions_response,
     request_disposition,
 )
-from protocol.errors import Errors, UnsupportedRequestError
-from protocol.framing import frame_response
-from protocol.headers import response_header_version
-from protocol.produce import (
+from pykraft.protocol.errors import Errors, UnsupportedRequestError
+from pykraft.protocol.framing import frame_response
+from pykraft.protocol.headers import response_header_version
+from pykraft.protocol.produce import (
     decode_produce_request,
     encode_produce_response,
     unsupported_version_response,
 )
-from protocol.segments import Segments
+from pykraft.protocol.segments import Segments
 
 logger = logging.getLogger(__name__)
 

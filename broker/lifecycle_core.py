@@ -35,7 +35,7 @@ from typing import Protocol
 
 import attrs
 
-from broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 
 # Kafka's BrokerLifecycleManager delays.
 STARTING_HEARTBEAT_DELAY_MS = 10
@@ -63,8 +63,9 @@ class HeartbeatDecision:
     next_heartbeat_ms: int
 
 
-def heartbeat_decision(state: BrokerState, reply: HeartbeatAnswer, interval_ms: int,
-                       had_shutdown_reply: bool) -> HeartbeatDecision:
+def heartbeat_decision(
+    state: BrokerState, reply: HeartbeatAnswer, interval_ms: int, had_shutdown_reply: bool
+) -> HeartbeatDecision:
     """Kafka's ``BrokerHeartbeatResponseEvent``: what a successful answer means in ``state``."""
     if state is BrokerState.STARTING:
         target = BrokerState.RECOVERY if reply.is_caught_up else None
@@ -114,8 +115,14 @@ class LifecycleStep:
 class LifecycleCore:
     """Registration, heartbeats and controlled shutdown of one incarnation; no clock, no I/O."""
 
-    def __init__(self, broker_id: int, incarnation_id: str, *, heartbeat_interval_ms: int,
-                 lifecycle: BrokerLifecycle | None = None) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        incarnation_id: str,
+        *,
+        heartbeat_interval_ms: int,
+        lifecycle: BrokerLifecycle | None = None,
+    ) -> None:
         assert heartbeat_interval_ms > 0
         self.broker_id = broker_id
         self.incarnation_id = incarnation_id
@@ -151,9 +158,12 @@ class LifecycleCore:
         if not self.registered:
             return RegistrationRequest(self.broker_id, self.incarnation_id)
         return HeartbeatRequest(
-            broker_id=self.broker_id, broker_epoch=self.broker_epoch,
-            current_metadata_offset=metadata_offset, want_fence=not self.ready_to_unfence,
-            want_shut_down=self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=metadata_offset,
+            want_fence=not self.ready_to_unfence,
+            want_shut_down=self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+        )
 
     # ------------------------------------------------------------------ answers
 
@@ -173,17 +183,20 @@ class LifecycleCore:
             return LifecycleStep(self.heartbeat_interval_ms)
         # The state may have moved while the request was in flight (a shutdown request).
         state = self.state
-        decision = heartbeat_decision(state, reply, self.heartbeat_interval_ms,
-                                      self._had_shutdown_reply)
+        decision = heartbeat_decision(
+            state, reply, self.heartbeat_interval_ms, self._had_shutdown_reply
+        )
         if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
             self._had_shutdown_reply = True
         target = decision.target
         if target is not None:
             self.lifecycle.become(target)
         return LifecycleStep(
-            decision.next_heartbeat_ms, target,
+            decision.next_heartbeat_ms,
+            target,
             install_publisher=target is BrokerState.RECOVERY,
-            shutdown_allowed=target is BrokerState.SHUTTING_DOWN)
+            shutdown_allowed=target is BrokerState.SHUTTING_DOWN,
+        )
 
     # ------------------------------------------------------------------ events
 

@@ -36,12 +36,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from broker.controller_api import ControllerError
-from broker.controller_client import RecordsPage, SnapshotRef, SnapshotRequiredError
-from metadata.delta import MetadataDelta
-from metadata.errors import MetadataReplayError
-from metadata.image import MetadataImage
-from metadata.snapshot import SnapshotError, decode_snapshot, snapshot_to_image
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import RecordsPage, SnapshotRef, SnapshotRequiredError
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.snapshot import SnapshotError, decode_snapshot, snapshot_to_image
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +61,9 @@ Sleep = Callable[[float], Awaitable[None]]
 class MetadataSource(Protocol):
     """What the loader needs from the controllers (``ControllerClient`` provides it)."""
 
-    async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
-                            max_records: int) -> RecordsPage: ...
+    async def fetch_records(
+        self, from_offset: int, *, max_wait_ms: int, max_records: int
+    ) -> RecordsPage: ...
 
     async def download_snapshot(self, snapshot_id: str) -> bytes: ...
 
@@ -72,9 +73,14 @@ class MetadataLoadError(Exception):
 
 
 class MetadataLoader:
-    def __init__(self, source: MetadataSource, *, max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
-                 max_records: int = DEFAULT_MAX_RECORDS,
-                 image: MetadataImage = MetadataImage.EMPTY) -> None:
+    def __init__(
+        self,
+        source: MetadataSource,
+        *,
+        max_wait_ms: int = DEFAULT_MAX_WAIT_MS,
+        max_records: int = DEFAULT_MAX_RECORDS,
+        image: MetadataImage = MetadataImage.EMPTY,
+    ) -> None:
         self._source = source
         self.max_wait_ms = max_wait_ms
         self.max_records = max_records
@@ -113,8 +119,9 @@ class MetadataLoader:
         if self._snapshot_loaded or (not self.caught_up and self.next_offset < self.log_end_offset):
             wait_ms = 0
         try:
-            page = await self._source.fetch_records(self.next_offset, max_wait_ms=wait_ms,
-                                                    max_records=self.max_records)
+            page = await self._source.fetch_records(
+                self.next_offset, max_wait_ms=wait_ms, max_records=self.max_records
+            )
         except SnapshotRequiredError as required:
             # Published with the records after it: only a records answer says where the log
             # ends, so only then is it known whether the loader has caught up.
@@ -135,8 +142,9 @@ class MetadataLoader:
                 if offset <= self._working_offset:
                     continue  # already applied (a batch that straddles our offset)
                 if offset != self._working_offset + 1:
-                    logger.warning("metadata gap: expected offset %d, got %d",
-                                   self._working_offset + 1, offset)
+                    logger.warning(
+                        "metadata gap: expected offset %d, got %d", self._working_offset + 1, offset
+                    )
                 try:
                     self._working.replay(record, offset, batch.epoch)
                 except MetadataReplayError as error:
@@ -148,7 +156,8 @@ class MetadataLoader:
         if snapshot is None:
             raise MetadataLoadError(
                 f"offset {self.next_offset} is below the controller's window and it offers "
-                "no snapshot")
+                "no snapshot"
+            )
         data = await self._source.download_snapshot(snapshot.snapshot_id)
         source = snapshot.snapshot_id
         try:
@@ -156,8 +165,12 @@ class MetadataLoader:
             image = snapshot_to_image(header, records, source)
         except SnapshotError as error:
             raise MetadataLoadError(str(error)) from None
-        logger.info("loaded metadata snapshot %s (%d records, end offset %d)",
-                    snapshot.snapshot_id, len(records), header.end_offset)
+        logger.info(
+            "loaded metadata snapshot %s (%d records, end offset %d)",
+            snapshot.snapshot_id,
+            len(records),
+            header.end_offset,
+        )
         self._working = MetadataDelta(image)
         self._working_offset, self._working_epoch = image.offset, image.epoch
         self._snapshot_loaded = True
@@ -179,8 +192,7 @@ class MetadataLoader:
 
     def _publish(self) -> None:
         image = self._working.apply(offset=self._working_offset, epoch=self._working_epoch)
-        delta = (MetadataDelta.between(self.image, image) if self._snapshot_loaded
-                 else self._working)
+        delta = MetadataDelta.between(self.image, image) if self._snapshot_loaded else self._working
         for listener in self._listeners:
             listener(delta, image)
         self.image = image
@@ -201,6 +213,10 @@ class MetadataLoader:
                 failures += 1
                 delay = min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** min(failures, 16))
                 if failures == 1 or failures % 20 == 0:
-                    logger.warning("reading the metadata log from offset %d failed (%d in a "
-                                   "row): %s", self.next_offset, failures, error)
+                    logger.warning(
+                        "reading the metadata log from offset %d failed (%d in a row): %s",
+                        self.next_offset,
+                        failures,
+                        error,
+                    )
                 await sleep(delay)

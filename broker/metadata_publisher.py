@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.replica_manager import ReplicaManager
-from broker.topic_configs import changed_topic_configs
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, local_changes
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.topic_configs import changed_topic_configs
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges, local_changes
 
 # (this broker's changes, the new image): after the replica layer applied them.
 ChangesListener = Callable[[LocalReplicaChanges, MetadataImage], None]

@@ -22,8 +22,8 @@ import enum
 import math
 from collections.abc import Iterator, Mapping, Sequence
 
-from broker.lifecycle import BrokerState
-from protocol.api_keys import ApiKey
+from pykraft.broker.lifecycle import BrokerState
+from pykraft.protocol.api_keys import ApiKey
 
 MAX_SERIES_PER_FAMILY = 512
 # Request latency buckets in seconds: 0.5 ms to 10 s, covering a local Metadata call up to a
@@ -359,8 +359,9 @@ class BrokerMetrics:
         self.partitions_led.set(led)
         self.under_replicated_partitions.set(under_replicated)
 
-    def set_storage_health(self, *, offline_replicas: int, offline_log_dirs: int,
-                           corrupt_batch_reads: int) -> None:
+    def set_storage_health(
+        self, *, offline_replicas: int, offline_log_dirs: int, corrupt_batch_reads: int
+    ) -> None:
         assert min(offline_replicas, offline_log_dirs, corrupt_batch_reads) >= 0
         self.offline_replicas.set(offline_replicas)
         self.offline_log_dirs.set(offline_log_dirs)

@@ -53,18 +53,18 @@ from typing import BinaryIO, Protocol
 
 import attrs
 
-from broker.acceptor import DEFAULT_LISTEN_BACKLOG, Acceptor, AcceptorMetrics
-from broker.connection_quotas import (
+from pykraft.broker.acceptor import DEFAULT_LISTEN_BACKLOG, Acceptor, AcceptorMetrics
+from pykraft.broker.connection_quotas import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     ConnectionLimits,
     ConnectionQuotas,
 )
-from broker.file_cache import OpenFileCache
-from broker.metrics import BrokerMetrics, CloseReason
-from protocol.errors import ProtocolError
-from protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
-from protocol.headers import RequestHeader, parse_request_header
-from protocol.segments import FileSliceLike, Segments
+from pykraft.broker.file_cache import OpenFileCache
+from pykraft.broker.metrics import BrokerMetrics, CloseReason
+from pykraft.protocol.errors import ProtocolError
+from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
+from pykraft.protocol.headers import RequestHeader, parse_request_header
+from pykraft.protocol.segments import FileSliceLike, Segments
 
 logger = logging.getLogger(__name__)
 

@@ -29,16 +29,16 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from broker.offline_log_dirs import OfflineLogDirs
-from broker.partition import PartitionError
-from metadata.image import MetadataImage
-from metadata.records import NO_LEADER
-from protocol.errors import Errors
-from replica.data_path import FetcherManager
-from storage.log_config import LogConfig
-from storage.log_manager import KafkaStorageError, LogManager
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.broker.offline_log_dirs import OfflineLogDirs
+from pykraft.broker.partition import PartitionError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import NO_LEADER
+from pykraft.protocol.errors import Errors
+from pykraft.replica.data_path import FetcherManager
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import KafkaStorageError, LogManager
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -36,22 +36,22 @@ from collections.abc import Callable
 
 import attrs
 
-from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
-from protocol.errors import Errors
-from replica.alter_partition_queue import AlterPartitionItem
-from replica.isr import (
+from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
+from pykraft.protocol.errors import Errors
+from pykraft.replica.alter_partition_queue import AlterPartitionItem
+from pykraft.replica.isr import (
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,
     AlterPartitionResult,
     PendingIsrChange,
 )
-from replica.partition_core import (
+from pykraft.replica.partition_core import (
     REPLICA_LAG_TIME_MAX_MS,
     LogView,
     PartitionCore,
     diverging_epoch,
 )
-from replica.partition_state import (
+from pykraft.replica.partition_state import (
     DEBUGGING_REPLICA_ID,
     NO_PARTITION_LEADER_EPOCH,
     BrokerLookup,
@@ -65,14 +65,18 @@ from replica.partition_state import (
     check_enough_replicas_reach_offset,
     error_for,
 )
-from replica.ready import Ready
-from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
-from storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET
-from storage.log_reader import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError
-from storage.partition_log import OffsetAndTimestamp, PartitionLog
-from storage.record_batch import CorruptRecordError
-from storage.topic_partition import TopicPartition
+from pykraft.replica.ready import Ready
+from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata
+from pykraft.storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET
+from pykraft.storage.log_reader import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+)
+from pykraft.storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError
+from pykraft.storage.partition_log import OffsetAndTimestamp, PartitionLog
+from pykraft.storage.record_batch import CorruptRecordError
+from pykraft.storage.topic_partition import TopicPartition
 
 __all__ = [
     "DEBUGGING_REPLICA_ID",

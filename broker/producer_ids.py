@@ -41,7 +41,7 @@ from typing import Protocol
 
 import attrs
 
-from broker.controller_api import ControllerError
+from pykraft.broker.controller_api import ControllerError
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +59,7 @@ LONG_MAX = 2**63 - 1
 class ProducerIdAllocator(Protocol):
     """The controller's ``POST /v1/producer-ids`` (``broker.controller_client``)."""
 
-    async def allocate_producer_ids(self, *, broker_id: int,
-                                    broker_epoch: int) -> tuple[int, int]:
+    async def allocate_producer_ids(self, *, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """(first producer id, block size); raises ``ControllerError`` when refused."""
         ...
 
@@ -80,7 +79,8 @@ class ProducerIdsBlock:
     def prefetch_producer_id(self) -> int:
         """Claiming this id (or a later one) asks for the next block."""
         return self.first_producer_id + (
-            self.size * PREFETCH_THRESHOLD_NUMERATOR // PREFETCH_THRESHOLD_DENOMINATOR)
+            self.size * PREFETCH_THRESHOLD_NUMERATOR // PREFETCH_THRESHOLD_DENOMINATOR
+        )
 
 
 @attrs.frozen
@@ -96,11 +96,15 @@ def block_problem(block: ProducerIdsBlock, previous_last_producer_id: int) -> st
     if block.size <= 0:
         return f"size {block.size} is not positive"
     if block.first_producer_id < 0 or block.first_producer_id > LONG_MAX - block.size:
-        return (f"ids {block.first_producer_id}+{block.size} are outside the producer-id "
-                f"range 0..{LONG_MAX - 1}")
+        return (
+            f"ids {block.first_producer_id}+{block.size} are outside the producer-id "
+            f"range 0..{LONG_MAX - 1}"
+        )
     if block.first_producer_id <= previous_last_producer_id:
-        return (f"first id {block.first_producer_id} is not above {previous_last_producer_id}, "
-                f"an id this broker already held")
+        return (
+            f"first id {block.first_producer_id} is not above {previous_last_producer_id}, "
+            f"an id this broker already held"
+        )
     return None
 
 
@@ -140,8 +144,9 @@ class ProducerIdBlocks:
         self._next_producer_id += 1
         # ">=" as in Kafka 3.0's manager (trunk tests "=="): a failed prefetch is retried by
         # later claims once the back-off has passed, not only after the block ran out.
-        request = (producer_id >= self._current.prefetch_producer_id
-                   and self._maybe_request_block(now_ms))
+        request = producer_id >= self._current.prefetch_producer_id and self._maybe_request_block(
+            now_ms
+        )
         return Claim(producer_id, request)
 
     def handle_block(self, block: ProducerIdsBlock, now_ms: int) -> str | None:
@@ -161,8 +166,9 @@ class ProducerIdBlocks:
         self._backoff_deadline_ms = now_ms + RETRY_BACKOFF_MS
 
     def _has_id(self) -> bool:
-        return (self._current is not None
-                and self._next_producer_id <= self._current.last_producer_id)
+        return (
+            self._current is not None and self._next_producer_id <= self._current.last_producer_id
+        )
 
     def _become_current(self, block: ProducerIdsBlock) -> None:
         self._current, self._next_block = block, None
@@ -186,9 +192,15 @@ class ProducerIdBlocks:
 class ProducerIdManager:
     """Producer ids for this broker's InitProducerId handler, blocks fetched in the background."""
 
-    def __init__(self, allocator: ProducerIdAllocator, *, broker_id: int,
-                 broker_epoch: Callable[[], int], monotonic_ms: Callable[[], int],
-                 max_wait_ms: int = MAX_WAIT_MS) -> None:
+    def __init__(
+        self,
+        allocator: ProducerIdAllocator,
+        *,
+        broker_id: int,
+        broker_epoch: Callable[[], int],
+        monotonic_ms: Callable[[], int],
+        max_wait_ms: int = MAX_WAIT_MS,
+    ) -> None:
         assert max_wait_ms >= 0, f"max_wait_ms must not be negative: {max_wait_ms}"
         self.broker_id = broker_id
         self.max_wait_ms = max_wait_ms
@@ -220,18 +232,19 @@ class ProducerIdManager:
         claim = self.blocks.claim(self._monotonic_ms())
         if claim.request_block:
             self._allocation = asyncio.get_running_loop().create_task(
-                self._allocate(), name=f"producer-id block for broker {self.broker_id}")
+                self._allocate(), name=f"producer-id block for broker {self.broker_id}"
+            )
         return claim.producer_id
 
     async def _allocate(self) -> None:
         try:
             first, size = await self._allocator.allocate_producer_ids(
-                broker_id=self.broker_id, broker_epoch=self._broker_epoch())
+                broker_id=self.broker_id, broker_epoch=self._broker_epoch()
+            )
         except ControllerError as error:
             # STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED right after (re)registration, or an
             # unreachable controller: Kafka logs and tries again after the back-off.
-            logger.warning("broker %d: producer-id block not allocated: %s", self.broker_id,
-                           error)
+            logger.warning("broker %d: producer-id block not allocated: %s", self.broker_id, error)
             self.blocks.handle_allocation_failed(self._monotonic_ms())
             return
         except Exception:
@@ -243,8 +256,13 @@ class ProducerIdManager:
         block = ProducerIdsBlock(first, size)
         problem = self.blocks.handle_block(block, self._monotonic_ms())
         if problem is not None:
-            logger.error("broker %d: rejected producer-id block %s: %s", self.broker_id, block,
-                         problem)
+            logger.error(
+                "broker %d: rejected producer-id block %s: %s", self.broker_id, block, problem
+            )
         else:
-            logger.info("broker %d: producer-id block %d..%d", self.broker_id,
-                        block.first_producer_id, block.last_producer_id)
+            logger.info(
+                "broker %d: producer-id block %d..%d",
+                self.broker_id,
+                block.first_producer_id,
+                block.last_producer_id,
+            )

@@ -14,9 +14,9 @@ import asyncio
 from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
-from replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
-from replica.partition_state import FetchIsolation
-from storage.topic_partition import TopicPartition
+from pykraft.replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
+from pykraft.replica.partition_state import FetchIsolation
+from pykraft.storage.topic_partition import TopicPartition
 
 __all__ = ["DeadlineTimer", "DelayedFetches", "FetchCompletion", "Timer"]
 

@@ -47,22 +47,22 @@ from collections.abc import Callable, Collection, Mapping
 
 import attrs
 
-from broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
-from broker.delayed_produce import DelayedProduces
-from broker.hosted_partitions import HostedPartitions
-from broker.partition import (
+from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
+from pykraft.broker.delayed_produce import DelayedProduces
+from pykraft.broker.hosted_partitions import HostedPartitions
+from pykraft.broker.partition import (
     EpochEndOffset,
     FetchIsolation,
     Partition,
     PartitionContext,
     PartitionError,
 )
-from broker.purgatory import DelayedFetches, FetchCompletion, Timer
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges
-from metadata.records import ConfigResourceType
-from protocol.errors import Errors
-from replica.data_path import (
+from pykraft.broker.purgatory import DelayedFetches, FetchCompletion, Timer
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges
+from pykraft.metadata.records import ConfigResourceType
+from pykraft.protocol.errors import Errors
+from pykraft.replica.data_path import (
     INTERNAL_TOPICS,
     AppendResult,
     FetcherManager,
@@ -75,12 +75,12 @@ from replica.data_path import (
     invalid_acks,
     respond_now,
 )
-from replica.isr import NO_BROKER_EPOCH
-from replica.replica_core import ReplicaCore, TickReady
-from storage.log_manager import LogManager
-from storage.log_validator import LogError
-from storage.partition_log import OffsetAndTimestamp
-from storage.topic_partition import TopicPartition
+from pykraft.replica.isr import NO_BROKER_EPOCH
+from pykraft.replica.replica_core import ReplicaCore, TickReady
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.log_validator import LogError
+from pykraft.storage.partition_log import OffsetAndTimestamp
+from pykraft.storage.topic_partition import TopicPartition
 
 __all__ = [
     "INTERNAL_TOPICS",

@@ -38,33 +38,39 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
-from broker.acceptor import resolve_per_ip_overrides
-from broker.alter_partition import AlterPartitionManager
-from broker.config import BrokerConfig, Endpoint
-from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
-from broker.controller_client import ControllerClient
-from broker.handlers import BrokerServices, broker_handlers
-from broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
-from broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow, ReplicaRole
-from broker.kafka_apis import KafkaApis
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.metadata_loader import MetadataLoader
-from broker.metadata_publisher import BrokerMetadataPublisher
-from broker.metrics import BrokerMetrics
-from broker.network import KafkaListener, RequestContext
-from broker.partition import PartitionRole
-from broker.producer_ids import ProducerIdManager
-from broker.purgatory import DeadlineTimer
-from broker.replica_manager import ReplicaManager
-from coordinator.group.rebalance import GroupConfig
-from coordinator.group.shell import GroupCoordinatorShell
-from fetcher import FetcherConfig, ReplicaFetcherManager
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.records import BrokerEndpoint, uuid_to_kafka_string
-from protocol.segments import Segments
-from storage.clock import Clock
-from storage.log_manager import LogManager
+from pykraft.broker.acceptor import resolve_per_ip_overrides
+from pykraft.broker.alter_partition import AlterPartitionManager
+from pykraft.broker.config import BrokerConfig, Endpoint
+from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
+from pykraft.broker.controller_client import ControllerClient
+from pykraft.broker.handlers import BrokerServices, broker_handlers
+from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
+from pykraft.broker.http import (
+    BrokerHttpApi,
+    BrokerHttpServer,
+    BrokerStatus,
+    PartitionRow,
+    ReplicaRole,
+)
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.metadata_loader import MetadataLoader
+from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
+from pykraft.broker.metrics import BrokerMetrics
+from pykraft.broker.network import KafkaListener, RequestContext
+from pykraft.broker.partition import PartitionRole
+from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.broker.purgatory import DeadlineTimer
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.coordinator.group.rebalance import GroupConfig
+from pykraft.coordinator.group.shell import GroupCoordinatorShell
+from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from pykraft.protocol.segments import Segments
+from pykraft.storage.clock import Clock
+from pykraft.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +100,14 @@ class LogDirsOfflineError(Exception):
 
 
 class BrokerServer:
-    def __init__(self, config: BrokerConfig, *, cluster_id: str, clock: Clock,
-                 controlled_shutdown_timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        cluster_id: str,
+        clock: Clock,
+        controlled_shutdown_timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S,
+    ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         # The process's one clock (built by pykraft.broker_cmd): monotonic time for deadlines,
@@ -108,10 +120,13 @@ class BrokerServer:
         self.client = ControllerClient([hp.url for hp in config.controller_bootstrap_servers])
         self.loader = MetadataLoader(self.client)
         self.http = BrokerHttpServer(
-            BrokerHttpApi(status=self.status, metrics_text=self._metrics_text,
-                          partitions=self.partition_rows),
-            host=config.http_listener.host, port=config.http_listener.port,
-            bearer_token=config.http_bearer_token)
+            BrokerHttpApi(
+                status=self.status, metrics_text=self._metrics_text, partitions=self.partition_rows
+            ),
+            host=config.http_listener.host,
+            port=config.http_listener.port,
+            bearer_token=config.http_bearer_token,
+        )
         self.kafka_apis = KafkaApis()
         self.listeners: list[KafkaListener] = []
         self.log_manager: LogManager | None = None
@@ -119,12 +134,16 @@ class BrokerServer:
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.group_coordinator: GroupCoordinatorShell | None = None
         self.publisher: BrokerMetadataPublisher | None = None
-        self.alter_partition = AlterPartitionManager(self.client, broker_id=config.node_id,
-                                                     broker_epoch=self._broker_epoch)
+        self.alter_partition = AlterPartitionManager(
+            self.client, broker_id=config.node_id, broker_epoch=self._broker_epoch
+        )
         self.heartbeats: BrokerLifecycleManager | None = None
-        self.producer_ids = ProducerIdManager(self.client, broker_id=config.node_id,
-                                              broker_epoch=self._broker_epoch,
-                                              monotonic_ms=clock.monotonic_ms)
+        self.producer_ids = ProducerIdManager(
+            self.client,
+            broker_id=config.node_id,
+            broker_epoch=self._broker_epoch,
+            monotonic_ms=clock.monotonic_ms,
+        )
         self._serving = asyncio.Event()
         self._stop_loader = asyncio.Event()
         self._all_log_dirs_offline = asyncio.Event()
@@ -139,10 +158,15 @@ class BrokerServer:
         if self.log_manager is not None:
             dirs = tuple(str(d) for d in self.log_manager.offline_dirs)
             partitions = tuple(sorted(map(str, self.log_manager.offline_partitions)))
-        return BrokerStatus(node_id=self.config.node_id, state=self.lifecycle.state,
-                            metadata_offset=self.loader.image.offset, broker_epoch=epoch,
-                            rack=self.config.rack, offline_log_dirs=dirs,
-                            offline_partitions=partitions)
+        return BrokerStatus(
+            node_id=self.config.node_id,
+            state=self.lifecycle.state,
+            metadata_offset=self.loader.image.offset,
+            broker_epoch=epoch,
+            rack=self.config.rack,
+            offline_log_dirs=dirs,
+            offline_partitions=partitions,
+        )
 
     def partition_rows(self) -> list[PartitionRow]:
         if self.replica_manager is None:
@@ -155,35 +179,46 @@ class BrokerServer:
             # A leader knows its committed ISR; a follower shows the metadata's.
             isr = partition.state.isr
             if not partition.is_leader:
-                registration = image.topics.get_partition(partition.topic_id,
-                                                          topic_partition.partition)
+                registration = image.topics.get_partition(
+                    partition.topic_id, topic_partition.partition
+                )
                 isr = registration.isr if registration is not None else ()
-            rows.append(PartitionRow(
-                topic=topic_partition.topic, partition=topic_partition.partition,
-                role=ReplicaRole(partition.role.value), leader_epoch=partition.leader_epoch,
-                log_start_offset=partition.log_start_offset,
-                log_end_offset=partition.log_end_offset,
-                high_watermark=partition.high_watermark, isr=isr))
+            rows.append(
+                PartitionRow(
+                    topic=topic_partition.topic,
+                    partition=topic_partition.partition,
+                    role=ReplicaRole(partition.role.value),
+                    leader_epoch=partition.leader_epoch,
+                    log_start_offset=partition.log_start_offset,
+                    log_end_offset=partition.log_end_offset,
+                    high_watermark=partition.high_watermark,
+                    isr=isr,
+                )
+            )
         offline = self.log_manager.offline_partitions if self.log_manager is not None else {}
-        rows.extend(PartitionRow.offline(tp.topic, tp.partition, reason)
-                    for tp, reason in offline.items())
+        rows.extend(
+            PartitionRow.offline(tp.topic, tp.partition, reason) for tp, reason in offline.items()
+        )
         return rows
 
     def _metrics_text(self) -> str:
         self.metrics.set_broker_state(self.lifecycle.state)
-        self.metrics.set_metadata_progress(applied_offset=self.loader.image.offset,
-                                           committed_end_offset=self.loader.log_end_offset)
+        self.metrics.set_metadata_progress(
+            applied_offset=self.loader.image.offset, committed_end_offset=self.loader.log_end_offset
+        )
         if self.log_manager is not None:
             manager = self.log_manager
             self.metrics.set_storage_health(
                 offline_replicas=len(manager.offline_partitions),
                 offline_log_dirs=len(manager.offline_dirs),
-                corrupt_batch_reads=sum(log.corruptions.count for log in manager.logs.values()))
+                corrupt_batch_reads=sum(log.corruptions.count for log in manager.logs.values()),
+            )
         rows = self.partition_rows()
         leaders = [row for row in rows if row.role is ReplicaRole.LEADER]
         self.metrics.set_partition_counts(
             led=len(leaders),
-            under_replicated=sum(1 for row in leaders if len(row.isr) < self._replica_count(row)))
+            under_replicated=sum(1 for row in leaders if len(row.isr) < self._replica_count(row)),
+        )
         return self.metrics.render()
 
     def _replica_count(self, row: PartitionRow) -> int:
@@ -200,44 +235,69 @@ class BrokerServer:
         now_ms = self.clock.wall_clock_ms()
         self.log_manager = await asyncio.to_thread(self._open_logs, now_ms)
         self.fetcher_manager = ReplicaFetcherManager(
-            self._fetcher_config(), self.log_manager.get_log, broker_epoch=self._broker_epoch,
-            clock=self.clock)
+            self._fetcher_config(),
+            self.log_manager.get_log,
+            broker_epoch=self._broker_epoch,
+            clock=self.clock,
+        )
         self.replica_manager = ReplicaManager(
-            broker_id=self.config.node_id, log_manager=self.log_manager,
-            fetcher_manager=self.fetcher_manager, alter_partition=self.alter_partition,
+            broker_id=self.config.node_id,
+            log_manager=self.log_manager,
+            fetcher_manager=self.fetcher_manager,
+            alter_partition=self.alter_partition,
             inter_broker_listener_name=self.config.inter_broker_listener_name,
             min_insync_replicas=self.config.min_insync_replicas,
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
             high_watermark_checkpoint_interval_ms=(
-                self.config.replica_high_watermark_checkpoint_interval_ms),
+                self.config.replica_high_watermark_checkpoint_interval_ms
+            ),
             monotonic_ms=self.clock.monotonic_ms,
-            timer=lambda on_due: DeadlineTimer(self.clock.monotonic_ms, on_due))
+            timer=lambda on_due: DeadlineTimer(self.clock.monotonic_ms, on_due),
+        )
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
         offline_storage.on_all_log_dirs_offline = self._all_log_dirs_offline.set
-        self.group_coordinator = GroupCoordinatorShell(self.replica_manager,
-                                                       group_config(self.config),
-                                                       wall_clock_ms=self.clock.wall_clock_ms)
+        self.group_coordinator = GroupCoordinatorShell(
+            self.replica_manager, group_config(self.config), wall_clock_ms=self.clock.wall_clock_ms
+        )
         # The group coordinator loads / unloads __consumer_offsets groups after the replicas.
         self.publisher = BrokerMetadataPublisher(
-            self.config.node_id, self.replica_manager, wall_clock_ms=self.clock.wall_clock_ms,
-            listeners=(self.group_coordinator.on_metadata,))
-        self.kafka_apis.register_all(broker_handlers(BrokerServices(
-            broker_id=self.config.node_id, cluster_id=self.cluster_id,
-            replica_manager=self.replica_manager, metadata=lambda: self.loader.image,
-            controller=self.client, wall_clock_ms=self.clock.wall_clock_ms,
-            auto_create_topics_enable=self.config.auto_create_topics_enable,
-            num_partitions=self.config.num_partitions,
-            default_replication_factor=self.config.default_replication_factor),
-            producer_ids=self.producer_ids, group_coordinator=self.group_coordinator))
+            self.config.node_id,
+            self.replica_manager,
+            wall_clock_ms=self.clock.wall_clock_ms,
+            listeners=(self.group_coordinator.on_metadata,),
+        )
+        self.kafka_apis.register_all(
+            broker_handlers(
+                BrokerServices(
+                    broker_id=self.config.node_id,
+                    cluster_id=self.cluster_id,
+                    replica_manager=self.replica_manager,
+                    metadata=lambda: self.loader.image,
+                    controller=self.client,
+                    wall_clock_ms=self.clock.wall_clock_ms,
+                    auto_create_topics_enable=self.config.auto_create_topics_enable,
+                    num_partitions=self.config.num_partitions,
+                    default_replication_factor=self.config.default_replication_factor,
+                ),
+                producer_ids=self.producer_ids,
+                group_coordinator=self.group_coordinator,
+            )
+        )
         endpoints = await self._start_listeners()
         self.heartbeats = BrokerLifecycleManager(
-            self.client, BrokerIdentity(broker_id=self.config.node_id,
-                                        incarnation_id=self.incarnation_id,
-                                        endpoints=endpoints, rack=self.config.rack),
-            self.lifecycle, lambda: self.loader.image.offset,
+            self.client,
+            BrokerIdentity(
+                broker_id=self.config.node_id,
+                incarnation_id=self.incarnation_id,
+                endpoints=endpoints,
+                rack=self.config.rack,
+            ),
+            self.lifecycle,
+            lambda: self.loader.image.offset,
             heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms,
-            offline_log_dirs=lambda: offline_storage.offline_log_dirs(self.loader.image))
+            offline_log_dirs=lambda: offline_storage.offline_log_dirs(self.loader.image),
+        )
         offline_storage.on_directory_failure = self.heartbeats.propagate_directory_failure
         self._spawn(self.heartbeats.run(), "heartbeats")
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
@@ -249,8 +309,10 @@ class BrokerServer:
         try:
             await self.http.start()
         except OSError as error:
-            raise BrokerStartupError(f"cannot listen on {self.config.http_listener.url} "
-                                     f"(http.listener): {error.strerror}") from None
+            raise BrokerStartupError(
+                f"cannot listen on {self.config.http_listener.url} "
+                f"(http.listener): {error.strerror}"
+            ) from None
 
     def _broker_epoch(self) -> int:
         return self.heartbeats.broker_epoch if self.heartbeats is not None else -1
@@ -258,13 +320,15 @@ class BrokerServer:
     def _fetcher_config(self) -> FetcherConfig:
         config = self.config
         return FetcherConfig(
-            replica_id=config.node_id, num_replica_fetchers=config.num_replica_fetchers,
+            replica_id=config.node_id,
+            num_replica_fetchers=config.num_replica_fetchers,
             fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
             fetch_min_bytes=config.replica_fetch_min_bytes,
             fetch_max_bytes=config.replica_fetch_max_bytes,
             fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
             fetch_backoff_ms=config.replica_fetch_backoff_ms,
-            socket_timeout_ms=config.replica_socket_timeout_ms)
+            socket_timeout_ms=config.replica_socket_timeout_ms,
+        )
 
     def _open_logs(self, now_ms: int) -> LogManager:
         try:
@@ -276,9 +340,13 @@ class BrokerServer:
         if not manager.online_dirs:
             raise BrokerStartupError(f"every log dir is offline: {manager.offline_dirs}")
         unclean = [str(d) for d, clean in manager.had_clean_shutdown.items() if not clean]
-        logger.info("loaded %d partition logs%s", len(manager.logs),
-                    f" (recovered after an unclean shutdown: {', '.join(unclean)})"
-                    if unclean and manager.logs else "")
+        logger.info(
+            "loaded %d partition logs%s",
+            len(manager.logs),
+            f" (recovered after an unclean shutdown: {', '.join(unclean)})"
+            if unclean and manager.logs
+            else "",
+        )
         return manager
 
     async def _start_listeners(self) -> tuple[BrokerEndpoint, ...]:
@@ -288,38 +356,46 @@ class BrokerServer:
             max_connections=config.max_connections,
             max_connections_per_ip=config.max_connections_per_ip,
             max_connections_per_ip_overrides=await resolve_per_ip_overrides(
-                config.max_connections_per_ip_overrides))
+                config.max_connections_per_ip_overrides
+            ),
+        )
         # One count for every listener: max.connections is broker-wide.
         quotas = ConnectionQuotas(limits, inter_broker_listener=config.inter_broker_listener_name)
         for endpoint in config.listeners:
             listener = KafkaListener(
-                self._dispatch, host=endpoint.host, port=endpoint.port,
+                self._dispatch,
+                host=endpoint.host,
+                port=endpoint.port,
                 listener_name=endpoint.listener_name,
-                max_request_bytes=config.socket_request_max_bytes, metrics=self.metrics,
-                quotas=quotas, connections_max_idle_ms=config.connections_max_idle_ms,
+                max_request_bytes=config.socket_request_max_bytes,
+                metrics=self.metrics,
+                quotas=quotas,
+                connections_max_idle_ms=config.connections_max_idle_ms,
                 listen_backlog=config.socket_listen_backlog_size,
-                monotonic_ms=self.clock.monotonic_ms)
+                monotonic_ms=self.clock.monotonic_ms,
+            )
             try:
                 await listener.start()
             except OSError as error:
-                raise BrokerStartupError(f"cannot listen on {endpoint} (listeners): "
-                                         f"{error.strerror}") from None
+                raise BrokerStartupError(
+                    f"cannot listen on {endpoint} (listeners): {error.strerror}"
+                ) from None
             self.listeners.append(listener)
             bound[endpoint.listener_name] = listener.port
         for listener in self.listeners:
             listener.set_peers(self.listeners)
         return tuple(_advertised(e, bound) for e in self.config.advertised_listeners)
 
-    def _dispatch(self, context: RequestContext,
-                  body: memoryview) -> Awaitable[Segments | None] | None:
+    def _dispatch(
+        self, context: RequestContext, body: memoryview
+    ) -> Awaitable[Segments | None] | None:
         """KafkaApis once caught up; until then requests wait (Kafka has not yet enabled
         request processing)."""
         if self._serving.is_set():
             return self.kafka_apis.dispatch(context, body)
         return self._dispatch_when_serving(context, bytes(body))
 
-    async def _dispatch_when_serving(self, context: RequestContext,
-                                     body: bytes) -> Segments | None:
+    async def _dispatch_when_serving(self, context: RequestContext, body: bytes) -> Segments | None:
         await self._serving.wait()
         return await self.kafka_apis.dispatch(context, memoryview(body))
 
@@ -337,15 +413,21 @@ class BrokerServer:
     async def _wait_until_running(self, heartbeats: BrokerLifecycleManager) -> None:
         await self._first_of(heartbeats.caught_up.wait())
         if self.lifecycle.state is BrokerState.RECOVERY:
-            logger.info("broker %d caught up with the metadata log at offset %d",
-                        self.config.node_id, self.loader.image.offset)
+            logger.info(
+                "broker %d caught up with the metadata log at offset %d",
+                self.config.node_id,
+                self.loader.image.offset,
+            )
             self._install_publisher()
             self._serving.set()
             heartbeats.set_ready_to_unfence()
             await self._first_of(heartbeats.unfenced.wait())
         if self.lifecycle.state is BrokerState.RUNNING:
-            logger.info("broker %d is RUNNING (broker epoch %d)", self.config.node_id,
-                        heartbeats.broker_epoch)
+            logger.info(
+                "broker %d is RUNNING (broker epoch %d)",
+                self.config.node_id,
+                heartbeats.broker_epoch,
+            )
 
     async def _first_of(self, awaitable: Awaitable[bool]) -> None:
         """Wait for ``awaitable`` unless a background task ends first (shutdown or a bug)."""
@@ -377,8 +459,9 @@ class BrokerServer:
             assert self.log_manager is not None
             now_ms = self.clock.wall_clock_ms()
             next_due_ms = self.log_manager.maybe_run_periodic(now_ms)
-            await asyncio.sleep(min(PERIODIC_INTERVAL_MAX_S,
-                                    max(0.0, (next_due_ms - now_ms) / 1000)))
+            await asyncio.sleep(
+                min(PERIODIC_INTERVAL_MAX_S, max(0.0, (next_due_ms - now_ms) / 1000))
+            )
 
     # ------------------------------------------------------------------ shutdown
 
@@ -386,11 +469,13 @@ class BrokerServer:
         """Controlled shutdown (if RUNNING), then stop everything; ends NOT_RUNNING."""
         if self.heartbeats is not None:
             was_running = self.lifecycle.state is BrokerState.RUNNING
-            allowed = await self.heartbeats.controlled_shutdown(
-                self.controlled_shutdown_timeout_s)
+            allowed = await self.heartbeats.controlled_shutdown(self.controlled_shutdown_timeout_s)
             if was_running:
-                logger.info("broker %d: controlled shutdown %s", self.config.node_id,
-                            "complete" if allowed else "timed out")
+                logger.info(
+                    "broker %d: controlled shutdown %s",
+                    self.config.node_id,
+                    "complete" if allowed else "timed out",
+                )
             self.heartbeats.stop()
         else:
             self.lifecycle.maybe_begin_shutdown()
@@ -400,8 +485,9 @@ class BrokerServer:
         self._serving.set()  # let held requests fail fast against closing listeners
         for task in self._tasks:
             task.cancel()
-        await self._bounded(asyncio.gather(*self._tasks, return_exceptions=True),
-                            "stopping the background tasks")
+        await self._bounded(
+            asyncio.gather(*self._tasks, return_exceptions=True), "stopping the background tasks"
+        )
         if self.group_coordinator is not None:  # waiting members learn to look elsewhere
             await self._bounded(self.group_coordinator.shutdown(), "stopping the group coordinator")
         for listener in self.listeners:
@@ -426,15 +512,20 @@ class BrokerServer:
         step = asyncio.ensure_future(awaitable)
         done, _ = await asyncio.wait({step}, timeout=SHUTDOWN_STEP_TIMEOUT_S)
         if not done:
-            logger.warning("broker %d: %s took over %.0fs; going on without it",
-                           self.config.node_id, what, SHUTDOWN_STEP_TIMEOUT_S)
+            logger.warning(
+                "broker %d: %s took over %.0fs; going on without it",
+                self.config.node_id,
+                what,
+                SHUTDOWN_STEP_TIMEOUT_S,
+            )
             step.cancel()
 
 
 def _advertised(endpoint: Endpoint, bound: dict[str, int]) -> BrokerEndpoint:
     port = endpoint.port or bound.get(endpoint.listener_name, 0)
-    return BrokerEndpoint(name=endpoint.listener_name, host=endpoint.host, port=port,
-                          security_protocol=0)
+    return BrokerEndpoint(
+        name=endpoint.listener_name, host=endpoint.host, port=port, security_protocol=0
+    )
 
 
 async def run_broker(server: BrokerServer, stop: asyncio.Event) -> int:
@@ -469,7 +560,11 @@ async def _serve(server: BrokerServer, stopping: asyncio.Future[Any]) -> int:
     await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
     for task in server.background_tasks:
         if task.done() and not task.cancelled():
-            logger.error("broker %d: %s stopped unexpectedly: %r", server.config.node_id,
-                         task.get_name(), task.exception())
+            logger.error(
+                "broker %d: %s stopped unexpectedly: %r",
+                server.config.node_id,
+                task.get_name(),
+                task.exception(),
+            )
             return 1
     return 0

@@ -6,9 +6,9 @@ ReplicaManager hands those topics' new ``LogConfig`` to their open logs (Kafka's
 
 from __future__ import annotations
 
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.records import ConfigResourceType
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import ConfigResourceType
 
 
 def changed_topic_configs(delta: MetadataDelta, new_image: MetadataImage) -> frozenset[str]:

@@ -45,24 +45,33 @@ async def produce(bootstrap_servers: str, topic: str, count: int) -> dict[int, i
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5)
     await producer.start()
     try:
-        futures = [await producer.send(topic, key=f"user-{i}".encode(),
-                                       value=f"event {i}".encode(),
-                                       headers=[("source", b"example")]) for i in range(count)]
+        futures = [
+            await producer.send(
+                topic,
+                key=f"user-{i}".encode(),
+                value=f"event {i}".encode(),
+                headers=[("source", b"example")],
+            )
+            for i in range(count)
+        ]
         first_offsets: dict[int, int] = {}
         for future in futures:
             written = await future
             first_offsets[written.partition] = min(
-                written.offset, first_offsets.get(written.partition, written.offset))
+                written.offset, first_offsets.get(written.partition, written.offset)
+            )
     finally:
         await producer.stop()
     print(f"produced {count} messages to partitions {sorted(first_offsets)}")
     return first_offsets
 
 
-async def consume(bootstrap_servers: str, topic: str, first_offsets: dict[int, int],
-                  count: int) -> None:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
-                                enable_auto_commit=False)
+async def consume(
+    bootstrap_servers: str, topic: str, first_offsets: dict[int, int], count: int
+) -> None:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False
+    )
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in first_offsets]
@@ -74,8 +83,10 @@ async def consume(bootstrap_servers: str, topic: str, first_offsets: dict[int, i
         while read < count and time.monotonic() < deadline:
             for records in (await consumer.getmany(timeout_ms=500)).values():
                 for record in records:
-                    print(f"  partition {record.partition} offset {record.offset}: "
-                          f"{record.key!r} -> {record.value!r} headers={record.headers}")
+                    print(
+                        f"  partition {record.partition} offset {record.offset}: "
+                        f"{record.key!r} -> {record.value!r} headers={record.headers}"
+                    )
                     read += 1
         print(f"read {read} of {count} messages back")
         if read < count:
@@ -96,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default="example-aiokafka")
     parser.add_argument("--count", type=int, default=6)
     args = parser.parse_args(argv)
-    asyncio.run(asyncio.wait_for(run(args.bootstrap_servers, args.topic, args.count),
-                                 4 * TIMEOUT_S))
+    asyncio.run(
+        asyncio.wait_for(run(args.bootstrap_servers, args.topic, args.count), 4 * TIMEOUT_S)
+    )
     return 0
 
 

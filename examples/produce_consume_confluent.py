@@ -57,9 +57,14 @@ def produce(bootstrap_servers: str, topic: str, count: int) -> dict[int, int]:
         first_offsets[partition] = min(offset, first_offsets.get(partition, offset))
 
     for index in range(count):
-        producer.produce(topic, key=f"user-{index}".encode(), value=f"event {index}".encode(),
-                         headers=[("source", b"example")],
-                         timestamp=int(time.time() * 1000), on_delivery=delivered)
+        producer.produce(
+            topic,
+            key=f"user-{index}".encode(),
+            value=f"event {index}".encode(),
+            headers=[("source", b"example")],
+            timestamp=int(time.time() * 1000),
+            on_delivery=delivered,
+        )
     producer.flush(TIMEOUT_S)
     if failures:
         raise SystemExit(f"delivery failed: {failures[0]}")
@@ -67,10 +72,10 @@ def produce(bootstrap_servers: str, topic: str, count: int) -> dict[int, int]:
     return first_offsets
 
 
-def consume(bootstrap_servers: str, topic: str, first_offsets: dict[int, int],
-            count: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "example",
-                         "enable.auto.commit": False})
+def consume(bootstrap_servers: str, topic: str, first_offsets: dict[int, int], count: int) -> None:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": "example", "enable.auto.commit": False}
+    )
     try:
         consumer.assign([TopicPartition(topic, p, o) for p, o in first_offsets.items()])
         read = 0
@@ -81,8 +86,10 @@ def consume(bootstrap_servers: str, topic: str, first_offsets: dict[int, int],
                 continue
             if message.error():
                 raise SystemExit(f"consumer error: {message.error()}")
-            print(f"  partition {message.partition()} offset {message.offset()}: "
-                  f"{message.key()!r} -> {message.value()!r} headers={message.headers()}")
+            print(
+                f"  partition {message.partition()} offset {message.offset()}: "
+                f"{message.key()!r} -> {message.value()!r} headers={message.headers()}"
+            )
             read += 1
         print(f"read {read} of {count} messages back")
         if read < count:

@@ -39,14 +39,22 @@ def produce(bootstrap_servers: list[str], topic: str, count: int) -> dict[int, i
     """Returns the first offset written per partition."""
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5)
     try:
-        futures = [producer.send(topic, key=f"user-{i}".encode(), value=f"event {i}".encode(),
-                                 headers=[("source", b"example")]) for i in range(count)]
+        futures = [
+            producer.send(
+                topic,
+                key=f"user-{i}".encode(),
+                value=f"event {i}".encode(),
+                headers=[("source", b"example")],
+            )
+            for i in range(count)
+        ]
         producer.flush(TIMEOUT_S)
         first_offsets: dict[int, int] = {}
         for future in futures:
             written = future.get(TIMEOUT_S)
             first_offsets[written.partition] = min(
-                written.offset, first_offsets.get(written.partition, written.offset))
+                written.offset, first_offsets.get(written.partition, written.offset)
+            )
     except KafkaError as error:
         raise SystemExit(f"produce failed: {error}") from None
     finally:
@@ -55,10 +63,12 @@ def produce(bootstrap_servers: list[str], topic: str, count: int) -> dict[int, i
     return first_offsets
 
 
-def consume(bootstrap_servers: list[str], topic: str, first_offsets: dict[int, int],
-            count: int) -> None:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
-                             enable_auto_commit=False)
+def consume(
+    bootstrap_servers: list[str], topic: str, first_offsets: dict[int, int], count: int
+) -> None:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False
+    )
     try:
         partitions = [TopicPartition(topic, p) for p in first_offsets]
         consumer.assign(partitions)
@@ -69,8 +79,10 @@ def consume(bootstrap_servers: list[str], topic: str, first_offsets: dict[int, i
         while read < count and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500).values():
                 for record in records:
-                    print(f"  partition {record.partition} offset {record.offset}: "
-                          f"{record.key!r} -> {record.value!r} headers={record.headers}")
+                    print(
+                        f"  partition {record.partition} offset {record.offset}: "
+                        f"{record.key!r} -> {record.value!r} headers={record.headers}"
+                    )
                     read += 1
         print(f"read {read} of {count} messages back")
         if read < count:

@@ -55,11 +55,11 @@ import attrs
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from export.export_topic_job import ExportResult, export_topic, print_result
-from export.report_job import run_report
-from export.session import DEFAULT_MASTER, build_session
 from pykraft.dev import read_cluster_json, stop_dev_process
-from storage.system_clock import SystemClock
+from pykraft.export.export_topic_job import ExportResult, export_topic, print_result
+from pykraft.export.report_job import run_report
+from pykraft.export.session import DEFAULT_MASTER, build_session
+from pykraft.storage.system_clock import SystemClock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,17 +85,32 @@ class ExampleError(Exception):
 
 # ---- the cluster: `pykraft dev` as a child process ----
 
+
 class DevProcess:
     """``pykraft dev`` on free ports; ``stop`` ends it and every node it started."""
 
     def __init__(self, data_dir: Path, brokers: int) -> None:
         self.data_dir = data_dir
         self.output = data_dir.parent / f"{data_dir.name}.out"
-        properties = [arg for key, value in CONTROLLER_PROPERTIES.items()
-                      for arg in ("--controller-property", f"{key}={value}")]
-        self.command = [sys.executable, "-m", "pykraft.dev", "--controllers", "1",
-                        "--brokers", str(brokers), "--base-port", "0",
-                        "--data-dir", str(data_dir), *properties]
+        properties = [
+            arg
+            for key, value in CONTROLLER_PROPERTIES.items()
+            for arg in ("--controller-property", f"{key}={value}")
+        ]
+        self.command = [
+            sys.executable,
+            "-m",
+            "pykraft.dev",
+            "--controllers",
+            "1",
+            "--brokers",
+            str(brokers),
+            "--base-port",
+            "0",
+            "--data-dir",
+            str(data_dir),
+            *properties,
+        ]
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> dict[str, Any]:
@@ -104,16 +119,24 @@ class DevProcess:
         (self.data_dir / "cluster.json").unlink(missing_ok=True)  # a stale "stopped" one
         with open(self.output, "ab") as output:
             self.process = subprocess.Popen(
-                self.command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                self.command,
+                cwd=ROOT,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while (info := self.info()).get("state") != "running":
             if self.process.poll() is not None:
-                raise ExampleError(f"pykraft dev exited with {self.process.returncode}:\n"
-                                   + self.output_tail())
+                raise ExampleError(
+                    f"pykraft dev exited with {self.process.returncode}:\n" + self.output_tail()
+                )
             if time.monotonic() > deadline:
-                raise ExampleError(f"the cluster was not ready after {READY_TIMEOUT_S:.0f} s:\n"
-                                   + self.output_tail())
+                raise ExampleError(
+                    f"the cluster was not ready after {READY_TIMEOUT_S:.0f} s:\n"
+                    + self.output_tail()
+                )
             time.sleep(POLL_S)
         return info
 
@@ -146,10 +169,12 @@ def running_cluster(data_dir: Path, brokers: int) -> Iterator[dict[str, Any]]:
 
 # ---- the admin API ----
 
+
 def admin(method: str, url: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -159,8 +184,11 @@ def admin(method: str, url: str, body: Any = None) -> tuple[int, Any]:
 
 def ensure_topic(admin_url: str) -> None:
     """Create the topic (a rerun on the same data finds it) and wait for its leaders."""
-    status, answer = admin("POST", f"{admin_url}/v1/topics", {
-        "name": TOPIC, "partitions": PARTITIONS, "replication_factor": 1})
+    status, answer = admin(
+        "POST",
+        f"{admin_url}/v1/topics",
+        {"name": TOPIC, "partitions": PARTITIONS, "replication_factor": 1},
+    )
     if status == 201:
         print(f"created topic {TOPIC!r}: {PARTITIONS} partitions, replication factor 1")
     elif answer.get("error") == "TOPIC_ALREADY_EXISTS":
@@ -191,24 +219,35 @@ def wait_for_snapshot(admin_url: str) -> str:
             print(f"controller snapshot {snapshot_id} holds metadata offsets 0..{committed}")
             return snapshot_id
         time.sleep(POLL_S)
-    raise ExampleError(f"no snapshot past metadata offset {committed} after "
-                       f"{SNAPSHOT_TIMEOUT_S:.0f} s")
+    raise ExampleError(
+        f"no snapshot past metadata offset {committed} after {SNAPSHOT_TIMEOUT_S:.0f} s"
+    )
 
 
 # ---- producing ----
+
 
 def produce(bootstrap_servers: str, count: int, first: int) -> dict[int, int]:
     """``count`` keyed records with acks=all; returns acknowledged records per partition."""
     # kafka-python's default idempotent producer (InitProducerId first): a batch retried after
     # a lost answer is not written twice, so acknowledged records are exactly the log's records.
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5,
-        enable_idempotence=True, delivery_timeout_ms=int(PRODUCE_TIMEOUT_S * 1000))
+        bootstrap_servers=bootstrap_servers.split(","),
+        acks="all",
+        linger_ms=5,
+        enable_idempotence=True,
+        delivery_timeout_ms=int(PRODUCE_TIMEOUT_S * 1000),
+    )
     try:
-        futures = [producer.send(TOPIC, key=f"user-{n % 100}".encode(),
-                                 value=json.dumps({"n": n, "page": f"/p/{n % 37}"}).encode(),
-                                 headers=[("source", b"spark_live_cluster")])
-                   for n in range(first, first + count)]
+        futures = [
+            producer.send(
+                TOPIC,
+                key=f"user-{n % 100}".encode(),
+                value=json.dumps({"n": n, "page": f"/p/{n % 37}"}).encode(),
+                headers=[("source", b"spark_live_cluster")],
+            )
+            for n in range(first, first + count)
+        ]
         producer.flush(PRODUCE_TIMEOUT_S)
         acknowledged: collections.Counter[int] = collections.Counter()
         failures = 0
@@ -219,12 +258,12 @@ def produce(bootstrap_servers: str, count: int, first: int) -> dict[int, int]:
                 failures += 1
     finally:
         producer.close(timeout=5)
-    print(f"produced {count} records: {sum(acknowledged.values())} acknowledged, "
-          f"{failures} failed")
+    print(f"produced {count} records: {sum(acknowledged.values())} acknowledged, {failures} failed")
     return dict(acknowledged)
 
 
 # ---- the example ----
+
 
 @attrs.frozen(kw_only=True)
 class ExampleResult:
@@ -239,13 +278,16 @@ def exported_by_partition(result: ExportResult) -> dict[int, int]:
     return {r.partition: r.records for r in result.ranges if r.records}
 
 
-def produce_round(cluster_dir: Path, records: int, first: int, brokers: int,
-                  snapshot: bool) -> tuple[dict[int, int], str | None, list[str]]:
+def produce_round(
+    cluster_dir: Path, records: int, first: int, brokers: int, snapshot: bool
+) -> tuple[dict[int, int], str | None, list[str]]:
     """Start the cluster, produce, optionally wait for a snapshot, stop; returns the
     acknowledged counts, the snapshot id and the brokers' log dirs."""
     with running_cluster(cluster_dir, brokers) as info:
-        print(f"cluster up: bootstrap servers {info['bootstrap_servers']}, "
-              f"admin URL {info['admin_url']}")
+        print(
+            f"cluster up: bootstrap servers {info['bootstrap_servers']}, "
+            f"admin URL {info['admin_url']}"
+        )
         ensure_topic(info["admin_url"])
         acknowledged = produce(info["bootstrap_servers"], records, first)
         snapshot_id = wait_for_snapshot(info["admin_url"]) if snapshot else None
@@ -254,18 +296,24 @@ def produce_round(cluster_dir: Path, records: int, first: int, brokers: int,
     return acknowledged, snapshot_id, log_dirs
 
 
-def export_round(spark: Any, log_dirs: list[str], out_dir: Path,
-                 acknowledged: Mapping[int, int]) -> ExportResult:
+def export_round(
+    spark: Any, log_dirs: list[str], out_dir: Path, acknowledged: Mapping[int, int]
+) -> ExportResult:
     started = time.monotonic()
-    result = export_topic(spark, ",".join(log_dirs), TOPIC, out_dir,
-                          wall_clock_ms=SystemClock().wall_clock_ms)
+    result = export_topic(
+        spark, ",".join(log_dirs), TOPIC, out_dir, wall_clock_ms=SystemClock().wall_clock_ms
+    )
     print_result(result, TOPIC, out_dir)
     exported = exported_by_partition(result)
-    print(f"exported {result.records} rows in {time.monotonic() - started:.1f} s; "
-          f"acknowledged {sum(acknowledged.values())}")
+    print(
+        f"exported {result.records} rows in {time.monotonic() - started:.1f} s; "
+        f"acknowledged {sum(acknowledged.values())}"
+    )
     if exported != dict(acknowledged):
-        raise ExampleError(f"exported rows per partition {exported} are not the "
-                           f"acknowledged records per partition {dict(acknowledged)}")
+        raise ExampleError(
+            f"exported rows per partition {exported} are not the "
+            f"acknowledged records per partition {dict(acknowledged)}"
+        )
     return result
 
 
@@ -282,16 +330,20 @@ def spark_started_early(master: str) -> Iterator[Future[Any]]:
                 starting.result().stop()
 
 
-def run_example(data_dir: Path, records: int = 3000, more_records: int = 500,
-                brokers: int = BROKERS, master: str = DEFAULT_MASTER) -> ExampleResult:
+def run_example(
+    data_dir: Path,
+    records: int = 3000,
+    more_records: int = 500,
+    brokers: int = BROKERS,
+    master: str = DEFAULT_MASTER,
+) -> ExampleResult:
     cluster_dir, out_dir = data_dir / "cluster", data_dir / TOPIC
     with spark_started_early(master) as starting:
         first, snapshot_id, log_dirs = produce_round(cluster_dir, records, 0, brokers, True)
         assert snapshot_id is not None
         spark = starting.result()
         started = time.monotonic()
-        report = run_report(spark, cluster_dir / "controller-1", data_dir / "report",
-                            snapshot_id)
+        report = run_report(spark, cluster_dir / "controller-1", data_dir / "report", snapshot_id)
         print(f"report took {time.monotonic() - started:.1f} s\n")
         first_export = export_round(spark, log_dirs, out_dir, first)
         print("\nrestarting the cluster on the same data to produce more")
@@ -299,8 +351,13 @@ def run_example(data_dir: Path, records: int = 3000, more_records: int = 500,
         second_export = export_round(spark, log_dirs, out_dir, second)
         total = spark.read.parquet(str(out_dir)).count()
     print(f"\n{out_dir} holds {total} rows ({first_export.records} + {second_export.records})")
-    return ExampleResult(snapshot_id=snapshot_id, report=report, acknowledged=(first, second),
-                         exports=(first_export, second_export), total_rows=total)
+    return ExampleResult(
+        snapshot_id=snapshot_id,
+        report=report,
+        acknowledged=(first, second),
+        exports=(first_export, second_export),
+        total_rows=total,
+    )
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -309,13 +366,17 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where the cluster and the outputs go (default: a new temp dir)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where the cluster and the outputs go (default: a new temp dir)",
+    )
     parser.add_argument("--records", type=int, default=3000, help="records in the first round")
-    parser.add_argument("--more-records", type=int, default=500,
-                        help="records produced after the restart")
-    parser.add_argument("--brokers", type=int, default=BROKERS, choices=range(1, 11),
-                        metavar="N")
+    parser.add_argument(
+        "--more-records", type=int, default=500, help="records produced after the restart"
+    )
+    parser.add_argument("--brokers", type=int, default=BROKERS, choices=range(1, 11), metavar="N")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master URL")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

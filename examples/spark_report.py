@@ -27,12 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from export.export_topic_job import export_topic, print_result
-from export.report_job import run_report
-from export.session import DEFAULT_MASTER, build_session
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.export.export_topic_job import export_topic, print_result
+from pykraft.export.report_job import run_report
+from pykraft.export.session import DEFAULT_MASTER, build_session
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -42,14 +42,14 @@ from metadata.records import (
     TopicRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import write_snapshot
-from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType
-from storage.records import Header, SimpleRecord, build_batch
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.snapshot import write_snapshot
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import Header, SimpleRecord, build_batch
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 
 TOPIC = "clicks"
 PARTITIONS = 3
@@ -59,9 +59,12 @@ NOW_MS = 1_700_000_000_000
 def cluster_records() -> list[MetadataRecord]:
     records: list[MetadataRecord] = [
         RegisterBrokerRecord(
-            broker_id=b, incarnation_id=uuid_to_kafka_string(bytes([b]) * 16),
-            broker_epoch=10 + b, fenced=False,
-            end_points=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9090 + b),))
+            broker_id=b,
+            incarnation_id=uuid_to_kafka_string(bytes([b]) * 16),
+            broker_epoch=10 + b,
+            fenced=False,
+            end_points=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9090 + b),),
+        )
         for b in (1, 2, 3)
     ]
     for name, count in ((TOPIC, PARTITIONS), ("orders", 6)):
@@ -74,10 +77,19 @@ def cluster_records() -> list[MetadataRecord]:
                 isr = replicas[:2]  # a follower fell behind: under-replicated
             if name == "orders" and p == 5:
                 isr, leader = (), -1  # every replica lost: offline
-            records.append(PartitionRecord(partition_id=p, topic_id=topic_id,
-                                           replicas=replicas, isr=isr, leader=leader))
-    records.append(ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=TOPIC,
-                                name="retention.ms", value="86400000"))
+            records.append(
+                PartitionRecord(
+                    partition_id=p, topic_id=topic_id, replicas=replicas, isr=isr, leader=leader
+                )
+            )
+    records.append(
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name=TOPIC,
+            name="retention.ms",
+            value="86400000",
+        )
+    )
     return records
 
 
@@ -97,11 +109,15 @@ def produce(log_dir: Path, batches: int, first_batch: int) -> None:
         tp = TopicPartition(TOPIC, partition)
         log = PartitionLog.open(log_dir / tp.dir_name(), LogConfig(segment_bytes=16 * 1024))
         for n in range(first_batch, first_batch + batches):
-            records = [SimpleRecord(key=f"user-{(n * 7 + i) % 50}".encode(),
-                                    value=f'{{"page": "/p/{n}/{i}", "ms": {i}}}'.encode(),
-                                    timestamp=NOW_MS + n * 100 + i,
-                                    headers=(Header("source", b"example"),))
-                       for i in range(20)]
+            records = [
+                SimpleRecord(
+                    key=f"user-{(n * 7 + i) % 50}".encode(),
+                    value=f'{{"page": "/p/{n}/{i}", "ms": {i}}}'.encode(),
+                    timestamp=NOW_MS + n * 100 + i,
+                    headers=(Header("source", b"example"),),
+                )
+                for i in range(20)
+            ]
             batch = build_batch(records, compression=codecs[n % len(codecs)])
             log.append_as_leader(bytearray(batch), 0, NOW_MS + n)
         log.update_high_watermark(log.log_end_offset)
@@ -113,8 +129,12 @@ def produce(log_dir: Path, batches: int, first_batch: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where to write (default: a new temporary directory)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where to write (default: a new temporary directory)",
+    )
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master URL")
     args = parser.parse_args()
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="pykraft-spark-"))
@@ -127,17 +147,21 @@ def main() -> int:
         started = time.monotonic()
         run_report(spark, data / "metadata", data / "report")
         print()
-        first = export_topic(spark, str(data / "logs"), TOPIC, data / TOPIC,
-                             wall_clock_ms=clock.wall_clock_ms)
+        first = export_topic(
+            spark, str(data / "logs"), TOPIC, data / TOPIC, wall_clock_ms=clock.wall_clock_ms
+        )
         print_result(first, TOPIC, data / TOPIC)
         produce(data / "logs", batches=5, first_batch=60)  # more records get committed
-        second = export_topic(spark, str(data / "logs"), TOPIC, data / TOPIC,
-                              wall_clock_ms=clock.wall_clock_ms)
+        second = export_topic(
+            spark, str(data / "logs"), TOPIC, data / TOPIC, wall_clock_ms=clock.wall_clock_ms
+        )
         print_result(second, TOPIC, data / TOPIC)
         total = spark.read.parquet(str(data / TOPIC)).count()
-        print(f"\n{data / TOPIC} now holds {total} records "
-              f"({first.records} + {second.records}); jobs took "
-              f"{time.monotonic() - started:.1f} s")
+        print(
+            f"\n{data / TOPIC} now holds {total} records "
+            f"({first.records} + {second.records}); jobs took "
+            f"{time.monotonic() - started:.1f} s"
+        )
     finally:
         spark.stop()
     return 0

@@ -19,10 +19,10 @@ from typing import Any
 
 import attrs
 
-from export.job_args import add_export_topic_arguments, run_job
-from export.log_dirs import parse_log_dirs
-from export.log_scan import LogFilter, discover_partitions
-from export.manifest import (
+from pykraft.export.job_args import add_export_topic_arguments, run_job
+from pykraft.export.log_dirs import parse_log_dirs
+from pykraft.export.log_scan import LogFilter, discover_partitions
+from pykraft.export.manifest import (
     MANIFEST_FILE,
     STAGING_DIR,
     ExportedRange,
@@ -34,8 +34,8 @@ from export.manifest import (
     load_manifest,
     plan_export,
 )
-from storage.atomic_file import write_atomically
-from storage.system_clock import SystemClock
+from pykraft.storage.atomic_file import write_atomically
+from pykraft.storage.system_clock import SystemClock
 
 
 @attrs.frozen
@@ -92,12 +92,16 @@ def available_offsets(log_dirs: str, topic: str) -> dict[int, tuple[int, int]]:
     read from (the highest high watermark among every broker's copy, as the scan chooses)."""
     partitions = discover_partitions(parse_log_dirs(log_dirs))
     wanted = LogFilter(topics=frozenset({topic}))
-    return {p.topic_partition.partition: (p.log_start_offset, p.high_watermark)
-            for p in partitions if wanted.admits(p.topic_partition)}
+    return {
+        p.topic_partition.partition: (p.log_start_offset, p.high_watermark)
+        for p in partitions
+        if wanted.admits(p.topic_partition)
+    }
 
 
-def export_topic(spark: Any, log_dirs: str, topic: str, out_dir: Path, *,
-                 wall_clock_ms: Callable[[], int]) -> ExportResult:
+def export_topic(
+    spark: Any, log_dirs: str, topic: str, out_dir: Path, *, wall_clock_ms: Callable[[], int]
+) -> ExportResult:
     """Export what is new; ``wall_clock_ms`` dates the run in the manifest."""
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest, recovered = recover(out_dir, load_manifest(out_dir, topic))
@@ -115,17 +119,20 @@ def export_topic(spark: Any, log_dirs: str, topic: str, out_dir: Path, *,
     return ExportResult(run_id, ranges, plan.skipped, recovered)
 
 
-def _write_run(spark: Any, log_dirs: str, topic: str, plan: ExportPlan, run_dir: Path
-               ) -> dict[int, int]:
+def _write_run(
+    spark: Any, log_dirs: str, topic: str, plan: ExportPlan, run_dir: Path
+) -> dict[int, int]:
     """Spark reads exactly the planned ranges and writes them; returns rows per partition."""
-    from export.spark_sources import LOG_FORMAT
+    from pykraft.export.spark_sources import LOG_FORMAT
 
     starting = {topic: {str(r.partition): r.start_offset for r in plan.ranges}}
     ending = {topic: {str(r.partition): r.end_offset for r in plan.ranges}}
-    df = (spark.read.format(LOG_FORMAT)
-          .option("startingOffsets", json.dumps(starting))
-          .option("endingOffsets", json.dumps(ending))
-          .load(log_dirs))
+    df = (
+        spark.read.format(LOG_FORMAT)
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .load(log_dirs)
+    )
     df.write.mode("overwrite").partitionBy("partition").parquet(str(run_dir))
     if not any(run_dir.glob("partition=*/*.parquet")):
         return {}  # the ranges held only control records
@@ -137,30 +144,41 @@ def print_result(result: ExportResult, topic: str, out_dir: Path) -> None:
     if result.recovered_run is not None:
         print(f"finished run {result.recovered_run}, left pending by an interrupted export")
     for r in result.skipped:
-        print(f"partition {r.partition}: offsets {r.start_offset}..{r.end_offset - 1} were "
-              "removed from the log before they were exported")
+        print(
+            f"partition {r.partition}: offsets {r.start_offset}..{r.end_offset - 1} were "
+            "removed from the log before they were exported"
+        )
     if result.run_id is None:
         print(f"{topic}: nothing new below the high watermark; {out_dir} is up to date")
         return
     print(f"{topic}: run {result.run_id} exported {result.records} records to {out_dir}")
     for r in result.ranges:
-        print(f"  partition {r.partition}: offsets {r.start_offset}..{r.end_offset - 1}, "
-              f"{r.records} records")
+        print(
+            f"  partition {r.partition}: offsets {r.start_offset}..{r.end_offset - 1}, "
+            f"{r.records} records"
+        )
 
 
 def run(spark: Any, args: argparse.Namespace) -> int:
     """The job's entry point (``pykraft spark export-topic`` or ``spark-submit``): a
     composition root, so it builds the clock."""
-    result = export_topic(spark, args.log_dirs, args.topic, args.out,
-                          wall_clock_ms=SystemClock().wall_clock_ms)
+    result = export_topic(
+        spark, args.log_dirs, args.topic, args.out, wall_clock_ms=SystemClock().wall_clock_ms
+    )
     print_result(result, args.topic, args.out)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry point."""
-    return run_job(argv, prog="export_topic_job", description=__doc__, add_arguments=add_arguments,
-                   app_name="pykraft export-topic", run=run)
+    return run_job(
+        argv,
+        prog="export_topic_job",
+        description=__doc__,
+        add_arguments=add_arguments,
+        app_name="pykraft export-topic",
+        run=run,
+    )
 
 
 if __name__ == "__main__":

@@ -16,31 +16,46 @@ MASTER_HELP = "Spark master URL (default local[*]; under spark-submit, spark-sub
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("snapshot_dir", type=Path, metavar="SNAPSHOT_DIR",
-                        help="a controller's metadata.log.dir, or a directory of snapshots")
+    parser.add_argument(
+        "snapshot_dir",
+        type=Path,
+        metavar="SNAPSHOT_DIR",
+        help="a controller's metadata.log.dir, or a directory of snapshots",
+    )
     parser.add_argument("--out", required=True, type=Path, help="output directory")
-    parser.add_argument("--snapshot", default="latest",
-                        help="snapshot id or end offset (default: the latest)")
+    parser.add_argument(
+        "--snapshot", default="latest", help="snapshot id or end offset (default: the latest)"
+    )
     parser.add_argument("--master", default=None, help=MASTER_HELP)
 
 
 def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-dirs", required=True,
-                        help="comma-separated log.dirs of every broker holding the topic "
-                             "(each partition is read from its replica with the highest "
-                             "high watermark)")
+    parser.add_argument(
+        "--log-dirs",
+        required=True,
+        help="comma-separated log.dirs of every broker holding the topic "
+        "(each partition is read from its replica with the highest "
+        "high watermark)",
+    )
     parser.add_argument("--topic", required=True, help="the topic to export")
-    parser.add_argument("--out", required=True, type=Path,
-                        help="output directory (Parquet files and the manifest)")
+    parser.add_argument(
+        "--out", required=True, type=Path, help="output directory (Parquet files and the manifest)"
+    )
     parser.add_argument("--master", default=None, help=MASTER_HELP)
 
 
-def run_job(argv: list[str] | None, *, prog: str, description: str | None,
-            add_arguments: Callable[[argparse.ArgumentParser], None], app_name: str,
-            run: Callable[[Any, argparse.Namespace], int]) -> int:
+def run_job(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    description: str | None,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    app_name: str,
+    run: Callable[[Any, argparse.Namespace], int],
+) -> int:
     """A job's spark-submit entry: parse ``argv``, run on a fresh session, always stop it."""
     # Imported here: this module stays free of pyspark (see the module docstring).
-    from export.session import build_session
+    from pykraft.export.session import build_session
 
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_arguments(parser)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import attrs
 
-from storage.batch_scan import read_batch_header
-from storage.record_batch import CorruptRecordError
+from pykraft.storage.batch_scan import read_batch_header
+from pykraft.storage.record_batch import CorruptRecordError
 
 META_PROPERTIES = "meta.properties"
 LOG_SUFFIX = ".log"
@@ -85,8 +85,9 @@ def read_identity(log_dir: Path) -> LogDirIdentity:
     except OSError as error:
         raise LogScanError(f"{path}: cannot read: {error.strerror}") from None
     if len(data) > META_PROPERTIES_BYTES_MAX:
-        raise LogScanError(f"{path} is over {META_PROPERTIES_BYTES_MAX} bytes: not a "
-                           "meta.properties file")
+        raise LogScanError(
+            f"{path} is over {META_PROPERTIES_BYTES_MAX} bytes: not a meta.properties file"
+        )
     values = _properties(data.decode("utf-8", errors="replace"))
     # KRaft writes node.id; a log dir formatted by a ZooKeeper-era broker has broker.id.
     node_text = values.get("node.id", values.get("broker.id"))

@@ -33,15 +33,20 @@ from typing import Any
 
 import attrs
 
-from export.log_dirs import LogScanError, check_log_dirs, list_segments, measure_log_end_offset
-from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
-from export.segment_reader import SegmentSplit
-from storage.checkpoints import (
+from pykraft.export.log_dirs import (
+    LogScanError,
+    check_log_dirs,
+    list_segments,
+    measure_log_end_offset,
+)
+from pykraft.export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
+from pykraft.export.segment_reader import SegmentSplit
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
 )
-from storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
+from pykraft.storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
 
 
 @attrs.frozen(order=True)
@@ -164,8 +169,9 @@ def _scan_log_dir(log_dir: Path, index: int, node_id: int | None) -> Iterator[_R
     for path in sorted(log_dir.iterdir()):
         tp = _topic_partition(path)
         if tp is not None:
-            yield _Replica(tp, path, index, node_id, log_starts.get(tp, 0),
-                           high_watermarks.get(tp, 0))
+            yield _Replica(
+                tp, path, index, node_id, log_starts.get(tp, 0), high_watermarks.get(tp, 0)
+            )
 
 
 def _choose(replicas: list[_Replica], ignore_high_watermark: bool) -> PartitionLocation:
@@ -173,9 +179,15 @@ def _choose(replicas: list[_Replica], ignore_high_watermark: bool) -> PartitionL
     a choice to make (it walks the last segment's batch headers)."""
     if len(replicas) > 1:
         candidates = [
-            ReplicaCandidate(r.topic_partition, r.directory, r.log_dir_index, r.node_id,
-                             r.log_start_offset, r.high_watermark,
-                             measure_log_end_offset(r.directory, r.log_start_offset))
+            ReplicaCandidate(
+                r.topic_partition,
+                r.directory,
+                r.log_dir_index,
+                r.node_id,
+                r.log_start_offset,
+                r.high_watermark,
+                measure_log_end_offset(r.directory, r.log_start_offset),
+            )
             for r in replicas
         ]
         duplicate = same_broker_duplicate(candidates)
@@ -187,11 +199,13 @@ def _choose(replicas: list[_Replica], ignore_high_watermark: bool) -> PartitionL
                 "start so; remove the copy in the log dir that failed)"
             )
         chosen = choose_replica(candidates, ignore_high_watermark=ignore_high_watermark)
-        return PartitionLocation(chosen.topic_partition, chosen.directory,
-                                 chosen.log_start_offset, chosen.high_watermark)
-    only, = replicas
-    return PartitionLocation(only.topic_partition, only.directory, only.log_start_offset,
-                             only.high_watermark)
+        return PartitionLocation(
+            chosen.topic_partition, chosen.directory, chosen.log_start_offset, chosen.high_watermark
+        )
+    (only,) = replicas
+    return PartitionLocation(
+        only.topic_partition, only.directory, only.log_start_offset, only.high_watermark
+    )
 
 
 def _topic_partition(path: Path) -> TopicPartition | None:

@@ -112,8 +112,9 @@ def plan_export(manifest: Manifest, available: Mapping[int, tuple[int, int]]) ->
     return ExportPlan(tuple(ranges), tuple(skipped))
 
 
-def begin_run(manifest: Manifest, run_id: int, ranges: tuple[ExportedRange, ...],
-              created_ms: int) -> Manifest:
+def begin_run(
+    manifest: Manifest, run_id: int, ranges: tuple[ExportedRange, ...], created_ms: int
+) -> Manifest:
     if manifest.pending_run() is not None:
         raise ManifestError(f"run {manifest.pending_run()} is still pending; recover it first")
     run = ExportRun(run_id, RunState.PENDING, created_ms, ranges)
@@ -133,9 +134,20 @@ def encode_manifest(manifest: Manifest) -> bytes:
         "version": FORMAT_VERSION,
         "topic": manifest.topic,
         "runs": [
-            {"runId": run.run_id, "state": run.state.value, "createdMs": run.created_ms,
-             "ranges": [{"partition": r.partition, "startOffset": r.start_offset,
-                         "endOffset": r.end_offset, "records": r.records} for r in run.ranges]}
+            {
+                "runId": run.run_id,
+                "state": run.state.value,
+                "createdMs": run.created_ms,
+                "ranges": [
+                    {
+                        "partition": r.partition,
+                        "startOffset": r.start_offset,
+                        "endOffset": r.end_offset,
+                        "records": r.records,
+                    }
+                    for r in run.ranges
+                ],
+            }
             for run in manifest.runs
         ],
     }
@@ -146,8 +158,10 @@ def decode_manifest(data: bytes, source: str) -> Manifest:
     try:
         document = json.loads(data)
         if document["version"] != FORMAT_VERSION:
-            raise ManifestError(f"manifest {source}: version {document['version']!r} is not "
-                                f"supported (this build reads {FORMAT_VERSION})")
+            raise ManifestError(
+                f"manifest {source}: version {document['version']!r} is not "
+                f"supported (this build reads {FORMAT_VERSION})"
+            )
         runs = tuple(_run(run) for run in document["runs"])
         return Manifest(str(document["topic"]), runs)
     except (ValueError, KeyError, TypeError) as error:
@@ -158,8 +172,9 @@ def decode_manifest(data: bytes, source: str) -> Manifest:
 
 def _run(obj: Any) -> ExportRun:
     ranges = tuple(
-        ExportedRange(int(r["partition"]), int(r["startOffset"]), int(r["endOffset"]),
-                      int(r["records"]))
+        ExportedRange(
+            int(r["partition"]), int(r["startOffset"]), int(r["endOffset"]), int(r["records"])
+        )
         for r in obj["ranges"]
     )
     return ExportRun(int(obj["runId"]), RunState(obj["state"]), int(obj["createdMs"]), ranges)

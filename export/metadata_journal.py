@@ -36,12 +36,12 @@ from typing import Any
 import attrs
 import crc32c
 
-from metadata.codec import MetadataCodecError, decode_record
-from metadata.delta import apply_records
-from metadata.errors import MetadataReplayError
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from metadata.snapshot import SnapshotError, load_snapshot
+from pykraft.metadata.codec import MetadataCodecError, decode_record
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.metadata.snapshot import SnapshotError, load_snapshot
 
 RAFT_SUBDIR = "raft"
 JOURNAL_FILE = "journal.bin"
@@ -121,14 +121,18 @@ def read_journal(path: Path) -> Iterator[JournalEntry]:
     _, _, _, last_record_end = _JOURNAL_HEADER.unpack_from(data)
     position = _JOURNAL_HEADER.size
     if last_record_end > len(data):
-        raise JournalError(f"journal {path}: header says records end at byte "
-                           f"{last_record_end}, the file has {len(data)} bytes")
+        raise JournalError(
+            f"journal {path}: header says records end at byte "
+            f"{last_record_end}, the file has {len(data)} bytes"
+        )
     while position < last_record_end:
         (size,) = _RECORD_SIZE.unpack_from(data, position)
         end = position + 4 + size
         if size < _INDEX_TERM.size or end + 4 > last_record_end:
-            raise JournalError(f"journal {path} at byte {position}: record of {size} bytes "
-                               "runs past the end of the journal")
+            raise JournalError(
+                f"journal {path} at byte {position}: record of {size} bytes "
+                "runs past the end of the journal"
+            )
         index, term = _INDEX_TERM.unpack_from(data, position + 4)
         yield JournalEntry(index, term, data[position + 4 + _INDEX_TERM.size : end], position)
         position = end + 4
@@ -185,7 +189,7 @@ def decode_batch_records(batch: ProposedBatch) -> tuple[MetadataRecord, ...]:
     """The batch's records; MetadataCodecError when one does not decode."""
     if batch.format_version == _COMPACT_FORMAT:
         # Imported here: only journals written by format-2 controllers need it.
-        from metadata.compact_codec import decode_records
+        from pykraft.metadata.compact_codec import decode_records
 
         return decode_records(batch.payload, batch.record_count)
     return tuple(decode_record(raw) for raw in batch.records)
@@ -240,8 +244,9 @@ def read_commit_index(journal_path: Path) -> int:
     return index
 
 
-def replay(entries: Iterator[JournalEntry], state: DumpState, commit_index: int
-           ) -> Iterator[LogRecord]:
+def replay(
+    entries: Iterator[JournalEntry], state: DumpState, commit_index: int
+) -> Iterator[LogRecord]:
     """Committed records after the dump, with the offsets the controller gave them."""
     image, next_offset = state.image, state.next_offset
     for entry in entries:
@@ -255,13 +260,13 @@ def replay(entries: Iterator[JournalEntry], state: DumpState, commit_index: int
             continue  # pysyncobj's own entry, a rejected blob, or a stale proposal
         try:
             records = decode_batch_records(batch)
-            image = apply_records(image, records, offset=next_offset + len(records) - 1,
-                                  epoch=batch.epoch)
+            image = apply_records(
+                image, records, offset=next_offset + len(records) - 1, epoch=batch.epoch
+            )
         except (MetadataCodecError, MetadataReplayError):
             continue  # the controller rejects the whole batch (INVALID)
         for i, record in enumerate(records):
-            yield LogRecord(next_offset + i, batch.epoch, batch.append_time_ms, entry.index,
-                            record)
+            yield LogRecord(next_offset + i, batch.epoch, batch.append_time_ms, entry.index, record)
         next_offset += len(records)
 
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import attrs
 
-from metadata.image import MetadataImage
-from metadata.records import RECORD_CLASSES, ConfigResourceType, MetadataRecord, NoOpRecord
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import RECORD_CLASSES, ConfigResourceType, MetadataRecord, NoOpRecord
 
 SOURCE_SNAPSHOT = "snapshot"
 SOURCE_LOG = "log"
@@ -46,27 +46,62 @@ STRUCT_RECORD_CLASSES: tuple[type[MetadataRecord], ...] = tuple(
 _STRUCT_INDEX = {cls: index for index, cls in enumerate(STRUCT_RECORD_CLASSES)}
 
 RECORD_COMMON_COLUMNS = (
-    "source", "snapshot_id", "end_offset", "offset", "epoch", "timestamp", "record_index",
-    "record_type", "record_type_id", "record_version",
+    "source",
+    "snapshot_id",
+    "end_offset",
+    "offset",
+    "epoch",
+    "timestamp",
+    "record_index",
+    "record_type",
+    "record_type_id",
+    "record_version",
 )
 RECORD_COLUMNS = RECORD_COMMON_COLUMNS + tuple(
     struct_column_name(cls) for cls in STRUCT_RECORD_CLASSES
 )
 BROKER_COLUMNS = (
-    "snapshot_id", "end_offset", "broker_id", "broker_epoch", "incarnation_id", "rack",
-    "fenced", "in_controlled_shutdown", "endpoints",
+    "snapshot_id",
+    "end_offset",
+    "broker_id",
+    "broker_epoch",
+    "incarnation_id",
+    "rack",
+    "fenced",
+    "in_controlled_shutdown",
+    "endpoints",
 )
 TOPIC_COLUMNS = (
-    "snapshot_id", "end_offset", "topic", "topic_id", "partitions", "replication_factor",
+    "snapshot_id",
+    "end_offset",
+    "topic",
+    "topic_id",
+    "partitions",
+    "replication_factor",
 )
 PARTITION_COLUMNS = (
-    "snapshot_id", "end_offset", "topic", "topic_id", "partition", "replicas", "isr",
-    "removing_replicas", "adding_replicas", "leader", "leader_recovery_state", "leader_epoch",
+    "snapshot_id",
+    "end_offset",
+    "topic",
+    "topic_id",
+    "partition",
+    "replicas",
+    "isr",
+    "removing_replicas",
+    "adding_replicas",
+    "leader",
+    "leader_recovery_state",
+    "leader_epoch",
     "partition_epoch",
 )
 CONFIG_COLUMNS = (
-    "snapshot_id", "end_offset", "resource_type", "resource_type_name", "resource_name",
-    "name", "value",
+    "snapshot_id",
+    "end_offset",
+    "resource_type",
+    "resource_type_name",
+    "resource_name",
+    "name",
+    "value",
 )
 
 
@@ -120,8 +155,17 @@ def broker_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any, .
     for broker_id in sorted(image.cluster.brokers):
         broker = image.cluster.brokers[broker_id]
         endpoints = [attrs.astuple(endpoint) for endpoint in broker.endpoints]
-        yield (snapshot_id, end_offset, broker.id, broker.epoch, broker.incarnation_id,
-               broker.rack, broker.fenced, broker.in_controlled_shutdown, endpoints)
+        yield (
+            snapshot_id,
+            end_offset,
+            broker.id,
+            broker.epoch,
+            broker.incarnation_id,
+            broker.rack,
+            broker.fenced,
+            broker.in_controlled_shutdown,
+            endpoints,
+        )
 
 
 def topic_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any, ...]]:
@@ -131,8 +175,14 @@ def topic_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any, ..
         topic = image.topics.by_name[name]
         first = topic.partitions.get(0)
         replication_factor = len(first.replicas) if first is not None else 0
-        yield (snapshot_id, end_offset, name, topic.topic_id, len(topic.partitions),
-               replication_factor)
+        yield (
+            snapshot_id,
+            end_offset,
+            name,
+            topic.topic_id,
+            len(topic.partitions),
+            replication_factor,
+        )
 
 
 def partition_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any, ...]]:
@@ -141,9 +191,21 @@ def partition_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any
         topic = image.topics.by_name[name]
         for partition_id in sorted(topic.partitions):
             p = topic.partitions[partition_id]
-            yield (snapshot_id, end_offset, name, topic.topic_id, partition_id, list(p.replicas),
-                   list(p.isr), list(p.removing_replicas), list(p.adding_replicas), p.leader,
-                   int(p.leader_recovery_state), p.leader_epoch, p.partition_epoch)
+            yield (
+                snapshot_id,
+                end_offset,
+                name,
+                topic.topic_id,
+                partition_id,
+                list(p.replicas),
+                list(p.isr),
+                list(p.removing_replicas),
+                list(p.adding_replicas),
+                p.leader,
+                int(p.leader_recovery_state),
+                p.leader_epoch,
+                p.partition_epoch,
+            )
 
 
 def config_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any, ...]]:
@@ -152,8 +214,15 @@ def config_rows(image: MetadataImage, snapshot_id: str) -> Iterator[tuple[Any, .
         config = image.configs.resources[(resource_type, resource_name)]
         type_name = _resource_type_name(resource_type)
         for key in sorted(config):
-            yield (snapshot_id, end_offset, resource_type, type_name, resource_name, key,
-                   config[key])
+            yield (
+                snapshot_id,
+                end_offset,
+                resource_type,
+                type_name,
+                resource_name,
+                key,
+                config[key],
+            )
 
 
 def _resource_type_name(resource_type: int) -> str:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import attrs
 
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 
 @attrs.frozen
@@ -76,6 +76,7 @@ def choose_replica(
     assert candidates, "no replicas to choose from"
     assert len({c.topic_partition for c in candidates}) == 1, candidates
     if ignore_high_watermark:
-        return min(candidates,
-                   key=lambda c: (-c.log_end_offset, -c.high_watermark, c.log_dir_index))
+        return min(
+            candidates, key=lambda c: (-c.log_end_offset, -c.high_watermark, c.log_dir_index)
+        )
     return min(candidates, key=lambda c: (-c.high_watermark, -c.log_end_offset, c.log_dir_index))

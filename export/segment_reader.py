@@ -22,14 +22,14 @@ from pathlib import Path
 
 import attrs
 
-from storage.record_batch import (
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     CorruptRecordError,
     parse_header,
     validate_batch,
 )
-from storage.records import decode_records
+from pykraft.storage.records import decode_records
 
 # Records per chunk handed to Spark (bounds a split's memory; Arrow batches of this size).
 MAX_CHUNK_RECORDS = 8192
@@ -42,8 +42,18 @@ LOG_SCHEMA_DDL = (
     "producer_id BIGINT NOT NULL, producer_epoch INT NOT NULL, is_transactional BOOLEAN NOT NULL"
 )
 LOG_COLUMNS = (
-    "topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers",
-    "leader_epoch", "producer_id", "producer_epoch", "is_transactional",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestamp_type",
+    "key",
+    "value",
+    "headers",
+    "leader_epoch",
+    "producer_id",
+    "producer_epoch",
+    "is_transactional",
 )
 
 
@@ -113,9 +123,17 @@ class SegmentChunk:
     def rows(self) -> Iterator[LogRow]:
         for i in range(len(self.offset)):
             yield LogRow(
-                self.topic, self.partition, self.offset[i], self.timestamp[i],
-                self.timestamp_type[i], self.key[i], self.value[i], tuple(self.headers[i]),
-                self.leader_epoch[i], self.producer_id[i], self.producer_epoch[i],
+                self.topic,
+                self.partition,
+                self.offset[i],
+                self.timestamp[i],
+                self.timestamp_type[i],
+                self.key[i],
+                self.value[i],
+                tuple(self.headers[i]),
+                self.leader_epoch[i],
+                self.producer_id[i],
+                self.producer_epoch[i],
                 self.is_transactional[i],
             )
 

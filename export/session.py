@@ -16,7 +16,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from export.spark_sources import register
+from pykraft.export.spark_sources import register
 
 DEFAULT_MASTER = "local[*]"
 # Small jobs on small machines: Spark's default of 200 shuffle partitions is mostly overhead.
@@ -27,9 +27,12 @@ def is_local(master: str | None) -> bool:
     return master is None or master.startswith("local")
 
 
-def build_session(master: str | None = DEFAULT_MASTER, app_name: str = "pykraft",
-                  extra_conf: dict[str, str] | None = None,
-                  log_level: str = "ERROR") -> SparkSession:
+def build_session(
+    master: str | None = DEFAULT_MASTER,
+    app_name: str = "pykraft",
+    extra_conf: dict[str, str] | None = None,
+    log_level: str = "ERROR",
+) -> SparkSession:
     """A session with both pykraft data sources registered.
 
     ``log_level`` is Spark's (``OFF`` for the CLI, which prints its own one-line errors

@@ -21,10 +21,10 @@ from pathlib import Path
 import attrs
 import crc32c
 
-from export.metadata_rows import SOURCE_SNAPSHOT, RecordPosition, record_row
-from metadata.codec import MetadataCodecError, decode_record
-from metadata.records import MetadataRecord
-from metadata.snapshot import SnapshotError, SnapshotId, list_snapshots, read_snapshot
+from pykraft.export.metadata_rows import SOURCE_SNAPSHOT, RecordPosition, record_row
+from pykraft.metadata.codec import MetadataCodecError, decode_record
+from pykraft.metadata.records import MetadataRecord
+from pykraft.metadata.snapshot import SnapshotError, SnapshotId, list_snapshots, read_snapshot
 
 DEFAULT_RECORDS_PER_SPLIT = 50_000
 SNAPSHOTS_SUBDIR = "snapshots"  # <metadata.log.dir>/snapshots/ (quorum/snapshots.py)
@@ -113,9 +113,18 @@ def plan_snapshot_splits(
             end = data.index(b"\n", end, body_end) + 1
             if end >= body_end:
                 break
-        splits.append(SnapshotSplit(str(path), path.name.removesuffix(".checkpoint"),
-                                    header["endOffset"], header["epoch"], header["createdMs"],
-                                    index, position, end))
+        splits.append(
+            SnapshotSplit(
+                str(path),
+                path.name.removesuffix(".checkpoint"),
+                header["endOffset"],
+                header["epoch"],
+                header["createdMs"],
+                index,
+                position,
+                end,
+            )
+        )
         index += data.count(b"\n", position, end)
         position = end
     return splits
@@ -173,6 +182,13 @@ def read_snapshot_split(split: SnapshotSplit) -> Iterator[tuple[int, MetadataRec
 def snapshot_split_rows(split: SnapshotSplit) -> Iterator[tuple[object, ...]]:
     """``records`` view rows of one split (timestamps in milliseconds)."""
     for index, record in read_snapshot_split(split):
-        position = RecordPosition(SOURCE_SNAPSHOT, split.snapshot_id, split.end_offset, None,
-                                  split.epoch, split.created_ms, index)
+        position = RecordPosition(
+            SOURCE_SNAPSHOT,
+            split.snapshot_id,
+            split.end_offset,
+            None,
+            split.epoch,
+            split.created_ms,
+            index,
+        )
         yield record_row(record, position)

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from export.metadata_rows import STRUCT_RECORD_CLASSES, struct_column_name
+from pykraft.export.metadata_rows import STRUCT_RECORD_CLASSES, struct_column_name
 
 _INT, _LONG, _STRING, _BOOL = IntegerType(), LongType(), StringType(), BooleanType()
 _INT_ARRAY = ArrayType(_INT, containsNull=False)
@@ -33,10 +33,17 @@ def _struct(*fields: tuple[str, DataType, bool]) -> StructType:
 
 
 _HEADER = _struct(("key", _STRING, False), ("value", BinaryType(), True))
-_ENDPOINT = _struct(("name", _STRING, False), ("host", _STRING, False), ("port", _INT, False),
-                    ("security_protocol", _INT, False))
-_FEATURE = _struct(("name", _STRING, False), ("min_supported_version", _INT, False),
-                   ("max_supported_version", _INT, False))
+_ENDPOINT = _struct(
+    ("name", _STRING, False),
+    ("host", _STRING, False),
+    ("port", _INT, False),
+    ("security_protocol", _INT, False),
+)
+_FEATURE = _struct(
+    ("name", _STRING, False),
+    ("min_supported_version", _INT, False),
+    ("max_supported_version", _INT, False),
+)
 
 LOG_SCHEMA = _struct(
     ("topic", _STRING, False),
@@ -55,15 +62,32 @@ LOG_SCHEMA = _struct(
 
 # Record field name -> Spark type; (record class name, field) overrides where types differ.
 _FIELD_TYPES: dict[str, DataType] = {
-    "broker_id": _INT, "incarnation_id": _STRING, "broker_epoch": _LONG,
+    "broker_id": _INT,
+    "incarnation_id": _STRING,
+    "broker_epoch": _LONG,
     "end_points": ArrayType(_ENDPOINT, containsNull=False),
-    "features": ArrayType(_FEATURE, containsNull=False), "rack": _STRING, "fenced": _BOOL,
-    "in_controlled_shutdown": _BOOL, "name": _STRING, "topic_id": _STRING,
-    "partition_id": _INT, "replicas": _INT_ARRAY, "isr": _INT_ARRAY,
-    "removing_replicas": _INT_ARRAY, "adding_replicas": _INT_ARRAY, "leader": _INT,
-    "leader_recovery_state": _INT, "leader_epoch": _INT, "partition_epoch": _INT,
-    "resource_type": _INT, "resource_name": _STRING, "value": _STRING, "id": _INT,
-    "epoch": _LONG, "feature_level": _INT, "next_producer_id": _LONG,
+    "features": ArrayType(_FEATURE, containsNull=False),
+    "rack": _STRING,
+    "fenced": _BOOL,
+    "in_controlled_shutdown": _BOOL,
+    "name": _STRING,
+    "topic_id": _STRING,
+    "partition_id": _INT,
+    "replicas": _INT_ARRAY,
+    "isr": _INT_ARRAY,
+    "removing_replicas": _INT_ARRAY,
+    "adding_replicas": _INT_ARRAY,
+    "leader": _INT,
+    "leader_recovery_state": _INT,
+    "leader_epoch": _INT,
+    "partition_epoch": _INT,
+    "resource_type": _INT,
+    "resource_name": _STRING,
+    "value": _STRING,
+    "id": _INT,
+    "epoch": _LONG,
+    "feature_level": _INT,
+    "next_producer_id": _LONG,
 }
 _FIELD_OVERRIDES: dict[tuple[str, str], DataType] = {
     # -1 unfence / 0 no change / 1 fence (BrokerRegistrationFencingChange)
@@ -95,31 +119,51 @@ RECORDS_SCHEMA = StructType(
         StructField("record_type_id", _INT, False),
         StructField("record_version", _INT, False),
     ]
-    + [StructField(struct_column_name(cls), record_struct(cls), True)
-       for cls in STRUCT_RECORD_CLASSES]
+    + [
+        StructField(struct_column_name(cls), record_struct(cls), True)
+        for cls in STRUCT_RECORD_CLASSES
+    ]
 )
 
 _SNAPSHOT_COLUMNS = (("snapshot_id", _STRING, False), ("end_offset", _LONG, False))
 BROKERS_SCHEMA = _struct(
-    *_SNAPSHOT_COLUMNS, ("broker_id", _INT, False), ("broker_epoch", _LONG, False),
-    ("incarnation_id", _STRING, False), ("rack", _STRING, True), ("fenced", _BOOL, False),
+    *_SNAPSHOT_COLUMNS,
+    ("broker_id", _INT, False),
+    ("broker_epoch", _LONG, False),
+    ("incarnation_id", _STRING, False),
+    ("rack", _STRING, True),
+    ("fenced", _BOOL, False),
     ("in_controlled_shutdown", _BOOL, False),
     ("endpoints", ArrayType(_ENDPOINT, containsNull=False), False),
 )
 TOPICS_SCHEMA = _struct(
-    *_SNAPSHOT_COLUMNS, ("topic", _STRING, False), ("topic_id", _STRING, False),
-    ("partitions", _INT, False), ("replication_factor", _INT, False),
+    *_SNAPSHOT_COLUMNS,
+    ("topic", _STRING, False),
+    ("topic_id", _STRING, False),
+    ("partitions", _INT, False),
+    ("replication_factor", _INT, False),
 )
 PARTITIONS_SCHEMA = _struct(
-    *_SNAPSHOT_COLUMNS, ("topic", _STRING, False), ("topic_id", _STRING, False),
-    ("partition", _INT, False), ("replicas", _INT_ARRAY, False), ("isr", _INT_ARRAY, False),
-    ("removing_replicas", _INT_ARRAY, False), ("adding_replicas", _INT_ARRAY, False),
-    ("leader", _INT, False), ("leader_recovery_state", _INT, False),
-    ("leader_epoch", _INT, False), ("partition_epoch", _INT, False),
+    *_SNAPSHOT_COLUMNS,
+    ("topic", _STRING, False),
+    ("topic_id", _STRING, False),
+    ("partition", _INT, False),
+    ("replicas", _INT_ARRAY, False),
+    ("isr", _INT_ARRAY, False),
+    ("removing_replicas", _INT_ARRAY, False),
+    ("adding_replicas", _INT_ARRAY, False),
+    ("leader", _INT, False),
+    ("leader_recovery_state", _INT, False),
+    ("leader_epoch", _INT, False),
+    ("partition_epoch", _INT, False),
 )
 CONFIGS_SCHEMA = _struct(
-    *_SNAPSHOT_COLUMNS, ("resource_type", _INT, False), ("resource_type_name", _STRING, False),
-    ("resource_name", _STRING, False), ("name", _STRING, False), ("value", _STRING, True),
+    *_SNAPSHOT_COLUMNS,
+    ("resource_type", _INT, False),
+    ("resource_type_name", _STRING, False),
+    ("resource_name", _STRING, False),
+    ("name", _STRING, False),
+    ("value", _STRING, True),
 )
 
 VIEW_SCHEMAS: dict[str, StructType] = {

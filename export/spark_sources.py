@@ -44,9 +44,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from export import metadata_rows
-from export.log_dirs import LogScanError, parse_log_dirs
-from export.log_scan import (
+from pykraft.export import metadata_rows
+from pykraft.export.log_dirs import LogScanError, parse_log_dirs
+from pykraft.export.log_scan import (
     LogFilter,
     Op,
     Predicate,
@@ -54,15 +54,15 @@ from export.log_scan import (
     parse_offset_ranges,
     plan_splits,
 )
-from export.metadata_journal import read_retained_log
-from export.metadata_rows import SOURCE_LOG, RecordPosition, record_row
-from export.segment_reader import (
+from pykraft.export.metadata_journal import read_retained_log
+from pykraft.export.metadata_rows import SOURCE_LOG, RecordPosition, record_row
+from pykraft.export.segment_reader import (
     MAX_CHUNK_RECORDS,
     SegmentChunk,
     SegmentSplit,
     read_segment_chunks,
 )
-from export.snapshot_scan import (
+from pykraft.export.snapshot_scan import (
     DEFAULT_RECORDS_PER_SPLIT,
     MetadataScanError,
     SnapshotSplit,
@@ -71,13 +71,19 @@ from export.snapshot_scan import (
     snapshot_directory,
     snapshot_split_rows,
 )
-from export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
-from metadata.snapshot import load_snapshot
+from pykraft.export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
+from pykraft.metadata.snapshot import load_snapshot
 
 LOG_FORMAT = "pykraft-log"
 METADATA_FORMAT = "pykraft-metadata"
-_OPS = {EqualTo: Op.EQ, In: Op.IN, GreaterThan: Op.GT, GreaterThanOrEqual: Op.GE,
-        LessThan: Op.LT, LessThanOrEqual: Op.LE}
+_OPS = {
+    EqualTo: Op.EQ,
+    In: Op.IN,
+    GreaterThan: Op.GT,
+    GreaterThanOrEqual: Op.GE,
+    LessThan: Op.LT,
+    LessThanOrEqual: Op.LE,
+}
 
 
 def register(spark: SparkSession) -> None:
@@ -290,8 +296,15 @@ def _log_rows(task: _LogTask) -> Iterator[tuple[Any, ...]]:
     for log_record in read_retained_log(Path(task.metadata_dir), Path(task.snapshot_dir)):
         if log_record.offset + 1 <= task.min_end_offset:
             continue
-        position = RecordPosition(SOURCE_LOG, None, log_record.offset + 1, log_record.offset,
-                                  log_record.epoch, log_record.append_time_ms, 0)
+        position = RecordPosition(
+            SOURCE_LOG,
+            None,
+            log_record.offset + 1,
+            log_record.offset,
+            log_record.epoch,
+            log_record.append_time_ms,
+            0,
+        )
         yield record_row(log_record.record, position)
 
 

@@ -5,11 +5,11 @@ The broker composes it as
 ``ReplicaFetcherManager(FetcherConfig(...), log_manager.get_log, clock=clock)``.
 """
 
-from fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
-from fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager
-from fetcher.follower_log import ReplicaLog
-from fetcher.leader_endpoint import KafkaLeaderEndpoint, LeaderEndpoint, LeaderEndpointError
-from fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
+from pykraft.fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager
+from pykraft.fetcher.follower_log import ReplicaLog
+from pykraft.fetcher.leader_endpoint import KafkaLeaderEndpoint, LeaderEndpoint, LeaderEndpointError
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
 
 __all__ = [
     "FetcherConfig",

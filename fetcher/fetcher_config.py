@@ -31,11 +31,15 @@ class FetcherConfig:
             (self.fetch_wait_max_ms >= 0, "replica.fetch.wait.max.ms must not be negative"),
             (self.fetch_min_bytes >= 1, "replica.fetch.min.bytes must be at least 1"),
             (self.fetch_max_bytes >= 0, "replica.fetch.max.bytes must not be negative"),
-            (self.fetch_response_max_bytes >= 0,
-             "replica.fetch.response.max.bytes must not be negative"),
+            (
+                self.fetch_response_max_bytes >= 0,
+                "replica.fetch.response.max.bytes must not be negative",
+            ),
             (self.fetch_backoff_ms >= 0, "replica.fetch.backoff.ms must not be negative"),
-            (self.socket_timeout_ms >= self.fetch_wait_max_ms,
-             "replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms"),
+            (
+                self.socket_timeout_ms >= self.fetch_wait_max_ms,
+                "replica.socket.timeout.ms must be at least replica.fetch.wait.max.ms",
+            ),
         ]
         for ok, message in checks:
             if not ok:

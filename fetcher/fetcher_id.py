@@ -8,7 +8,7 @@ as in Kafka.
 
 from __future__ import annotations
 
-from protocol.java_hash import java_string_hash, kafka_abs
+from pykraft.protocol.java_hash import java_string_hash, kafka_abs
 
 
 def fetcher_id(topic: str, partition: int, num_replica_fetchers: int) -> int:

@@ -39,14 +39,14 @@ from typing import Protocol
 
 import attrs
 
-from fetcher.fetcher_config import FetcherConfig, PartitionStart
-from fetcher.fetcher_id import fetcher_id
-from fetcher.follower_log import LogLookup
-from fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.responses import FailureReason
-from storage.clock import Clock
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
+from pykraft.fetcher.fetcher_id import fetcher_id
+from pykraft.fetcher.follower_log import LogLookup
+from pykraft.fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.responses import FailureReason
+from pykraft.storage.clock import Clock
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +131,11 @@ class ReplicaFetcherManager:
             socket_timeout_ms=self.config.socket_timeout_ms,
         )
         return KafkaLeaderEndpoint(
-            leader_id, host, port, settings, broker_epoch=self._broker_epoch,
+            leader_id,
+            host,
+            port,
+            settings,
+            broker_epoch=self._broker_epoch,
             monotonic_ms=self._clock.monotonic_ms,
         )
 
@@ -161,7 +165,8 @@ class ReplicaFetcherManager:
             endpoint = start.leader_endpoint
             if endpoint is None:
                 logger.warning(
-                    "not fetching %s: leader %d has no known endpoint", topic_partition,
+                    "not fetching %s: leader %d has no known endpoint",
+                    topic_partition,
                     start.leader_id,
                 )
                 continue
@@ -206,8 +211,11 @@ class ReplicaFetcherManager:
         )
         if current is not None:
             logger.info(
-                "leader %d moved from %s:%d to %s:%d; restarting %r", key.leader_id,
-                *self._addresses[key], *address, current,
+                "leader %d moved from %s:%d to %s:%d; restarting %r",
+                key.leader_id,
+                *self._addresses[key],
+                *address,
+                current,
             )
             fetcher.adopt_partitions(current.remove_partitions(list(current.partition_states)))
             self._retire(current)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import attrs
 
-from fetcher.responses import (
+from pykraft.fetcher.responses import (
     Append,
     FetchOutcome,
     LocalError,
@@ -26,13 +26,17 @@ from fetcher.responses import (
     follower_high_watermark,
     on_records_appended,
 )
-from fetcher.state import PartitionFetchState
-from fetcher.truncation import FollowerLog, OffsetResetKind
-from protocol.segments import Segment
-from storage.leader_epoch_cache import Entries
-from storage.log_validator import InvalidRecordError, LogAppendInfo, UnexpectedAppendOffsetError
-from storage.record_batch import CorruptRecordError, parse_header
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.state import PartitionFetchState
+from pykraft.fetcher.truncation import FollowerLog, OffsetResetKind
+from pykraft.protocol.segments import Segment
+from pykraft.storage.leader_epoch_cache import Entries
+from pykraft.storage.log_validator import (
+    InvalidRecordError,
+    LogAppendInfo,
+    UnexpectedAppendOffsetError,
+)
+from pykraft.storage.record_batch import CorruptRecordError, parse_header
+from pykraft.storage.topic_partition import TopicPartition
 
 
 class EpochHistory(Protocol):
@@ -68,7 +72,9 @@ LogLookup = Callable[[TopicPartition], ReplicaLog | None]
 def follower_view(log: ReplicaLog) -> FollowerLog:
     """The immutable snapshot the pure core decides from."""
     return FollowerLog(
-        log.log_start_offset, log.log_end_offset, log.high_watermark,
+        log.log_start_offset,
+        log.log_end_offset,
+        log.high_watermark,
         log.leader_epoch_cache.entries,
     )
 

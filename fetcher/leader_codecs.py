@@ -24,12 +24,12 @@ from typing import Any
 import attrs
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.api_keys import ApiKey
-from protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
-from protocol.errors import Errors, ProtocolError
-from protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset, FetchPartition, PartitionData
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
+from pykraft.protocol.errors import Errors, ProtocolError
+from pykraft.protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset, FetchPartition, PartitionData
+from pykraft.storage.topic_partition import TopicPartition
 
 FIRST_TRUNCATION_ON_FETCH_VERSION = 12
 FIRST_TOPIC_ID_FETCH_VERSION = 13
@@ -168,7 +168,8 @@ def encode_fetch_request(
         cluster_id=None,
         replica_id=replica_id,
         replica_state=FetchRequest.ReplicaState(replica_id=replica_id, replica_epoch=broker_epoch)
-        if version >= FIRST_REPLICA_STATE_FETCH_VERSION else None,
+        if version >= FIRST_REPLICA_STATE_FETCH_VERSION
+        else None,
         max_wait_ms=request.max_wait_ms,
         min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
@@ -195,8 +196,10 @@ def decode_fetch_response(
         raise LeaderProtocolError(f"Fetch answered top-level error {response.error_code}")
     by_id = version >= FIRST_TOPIC_ID_FETCH_VERSION
     wanted = {
-        (t.topic_id if by_id else t.topic_partition.topic, t.topic_partition.partition):
-            t.topic_partition
+        (
+            t.topic_id if by_id else t.topic_partition.topic,
+            t.topic_partition.partition,
+        ): t.topic_partition
         for t in request.targets
     }
     answers: dict[TopicPartition, PartitionData] = {}
@@ -218,7 +221,8 @@ def _partition_data(partition: Any) -> PartitionData:
         high_watermark=partition.high_watermark,
         last_stable_offset=partition.last_stable_offset,
         log_start_offset=partition.log_start_offset,
-        diverging_epoch=NO_DIVERGING_EPOCH if diverging is None
+        diverging_epoch=NO_DIVERGING_EPOCH
+        if diverging is None
         else EpochEndOffset(diverging.epoch, diverging.end_offset),
         records=(records,) if records else (),
     )
@@ -310,7 +314,8 @@ def decode_list_offsets_response(
     for topic in response.topics:
         for partition in topic.partitions:
             if (topic.name, partition.partition_index) == (
-                topic_partition.topic, topic_partition.partition
+                topic_partition.topic,
+                topic_partition.partition,
             ):
                 return partition.error_code, partition.offset
     return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1

@@ -32,7 +32,7 @@ from typing import NoReturn, Protocol, TypeVar
 import attrs
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from fetcher.leader_codecs import (
+from pykraft.fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
     ReplicaFetch,
@@ -45,21 +45,25 @@ from fetcher.leader_codecs import (
     encode_offset_for_leader_epoch_request,
     fetch_version_for,
 )
-from fetcher.responses import LeaderOffsets
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors, FrameError, ProtocolError
-from protocol.fetch import PartitionData
-from protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, SIZE_PREFIX_BYTES, encode_frame
-from protocol.headers import (
+from pykraft.fetcher.responses import LeaderOffsets
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors, FrameError, ProtocolError
+from pykraft.protocol.fetch import PartitionData
+from pykraft.protocol.framing import (
+    DEFAULT_SOCKET_REQUEST_MAX_BYTES,
+    SIZE_PREFIX_BYTES,
+    encode_frame,
+)
+from pykraft.protocol.headers import (
     RequestHeader,
     encode_request_header,
     parse_response_header,
     request_header_version,
     response_header_version,
 )
-from protocol.wire import INT32
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.wire import INT32
+from pykraft.storage.topic_partition import TopicPartition
 
 __all__ = [
     "FetchTarget",
@@ -216,7 +220,10 @@ class KafkaLeaderEndpoint:
         def build(features: LeaderFeatures) -> tuple[int, bytes]:
             version = features.list_offsets_version
             body = encode_list_offsets_request(
-                topic_partition, current_leader_epoch, timestamp, version,
+                topic_partition,
+                current_leader_epoch,
+                timestamp,
+                version,
                 self.settings.replica_id,
             )
             return version, body
@@ -294,7 +301,10 @@ class KafkaLeaderEndpoint:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id
         header = RequestHeader(
-            api_key, version, correlation_id, self.settings.client_id,
+            api_key,
+            version,
+            correlation_id,
+            self.settings.client_id,
             request_header_version(api_key, version),
         )
         writer.write(encode_frame(encode_request_header(header) + body))

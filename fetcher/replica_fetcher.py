@@ -44,15 +44,20 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from fetcher.fetcher_config import FetcherConfig, PartitionStart
-from fetcher.follower_log import (
+from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
+from pykraft.fetcher.follower_log import (
     LogLookup,
     carry_out,
     follower_view,
     local_error_kind,
 )
-from fetcher.leader_endpoint import FetchTarget, LeaderEndpoint, LeaderEndpointError, ReplicaFetch
-from fetcher.responses import (
+from pykraft.fetcher.leader_endpoint import (
+    FetchTarget,
+    LeaderEndpoint,
+    LeaderEndpointError,
+    ReplicaFetch,
+)
+from pykraft.fetcher.responses import (
     FailureReason,
     FetchOutcome,
     MarkFailed,
@@ -65,12 +70,17 @@ from fetcher.responses import (
     on_request_failed,
     plan_truncation,
 )
-from fetcher.state import FetchState, PartitionFetchState, fetch_partition, initial_fetch_state
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.errors import Errors
-from protocol.fetch import PartitionData
-from storage.clock import Clock
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.state import (
+    FetchState,
+    PartitionFetchState,
+    fetch_partition,
+    initial_fetch_state,
+)
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.clock import Clock
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -132,8 +142,10 @@ class ReplicaFetcher:
                 self._fail_partition(topic_partition, FailureReason.UNEXPECTED_ERROR)
                 continue
             state = initial_fetch_state(
-                self._states.get(topic_partition), start.current_leader_epoch,
-                follower_view(log), truncate_on_fetch=self._truncate_on_fetch,
+                self._states.get(topic_partition),
+                start.current_leader_epoch,
+                follower_view(log),
+                truncate_on_fetch=self._truncate_on_fetch,
             )
             self._starts[topic_partition] = start
             self._states[topic_partition] = state
@@ -235,7 +247,9 @@ class ReplicaFetcher:
             if not state.is_truncating or log is None:
                 continue
             outcome = plan_truncation(
-                state, follower_view(log), truncate_on_fetch=self._truncate_on_fetch,
+                state,
+                follower_view(log),
+                truncate_on_fetch=self._truncate_on_fetch,
                 offsets_for_leader_epoch_supported=offsets_for_leader_epoch_supported,
             )
             if isinstance(outcome.action, SendOffsetsForLeaderEpoch):
@@ -254,15 +268,20 @@ class ReplicaFetcher:
             self._on_epoch_end_offset(topic_partition, request, answers.get(topic_partition))
 
     def _on_epoch_end_offset(
-        self, topic_partition: TopicPartition, request: LeaderEpochRequest,
+        self,
+        topic_partition: TopicPartition,
+        request: LeaderEpochRequest,
         answer: LeaderEpochEndOffset | None,
     ) -> None:
         state, log = self._states.get(topic_partition), self._log_for(topic_partition)
         if state is None or log is None:
             return  # removed while the request was in flight
         outcome = on_epoch_end_offset(
-            state, request, answer or LeaderEpochEndOffset(Errors.UNKNOWN_SERVER_ERROR),
-            follower_view(log), self._clock.monotonic_ms(),
+            state,
+            request,
+            answer or LeaderEpochEndOffset(Errors.UNKNOWN_SERVER_ERROR),
+            follower_view(log),
+            self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
             truncate_on_fetch=self._truncate_on_fetch,
         )
@@ -291,13 +310,18 @@ class ReplicaFetcher:
             if not state.is_ready_for_fetch or log is None:
                 continue
             partition = fetch_partition(
-                state, topic_partition.partition, log.log_start_offset,
-                self.config.fetch_max_bytes, truncate_on_fetch=self._truncate_on_fetch,
+                state,
+                topic_partition.partition,
+                log.log_start_offset,
+                self.config.fetch_max_bytes,
+                truncate_on_fetch=self._truncate_on_fetch,
             )
             topic_id = self._starts[topic_partition].topic_id
             targets.append(FetchTarget(topic_partition, topic_id, partition))
         return ReplicaFetch(
-            tuple(targets), self.config.fetch_wait_max_ms, self.config.fetch_min_bytes,
+            tuple(targets),
+            self.config.fetch_wait_max_ms,
+            self.config.fetch_min_bytes,
             self.config.fetch_response_max_bytes,
         )
 
@@ -317,7 +341,11 @@ class ReplicaFetcher:
             self._fail_partition(topic_partition, FailureReason.UNEXPECTED_ERROR)
             return
         outcome = on_fetch_response(
-            state, target.partition, answer, follower_view(log), self._clock.monotonic_ms(),
+            state,
+            target.partition,
+            answer,
+            follower_view(log),
+            self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
             truncate_on_fetch=self._truncate_on_fetch,
         )
@@ -348,7 +376,11 @@ class ReplicaFetcher:
         if state is None or log is None or state.current_leader_epoch != epoch:
             return None
         return on_leader_offsets(
-            state, epoch, offsets, follower_view(log), self._clock.monotonic_ms(),
+            state,
+            epoch,
+            offsets,
+            follower_view(log),
+            self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
         )
 
@@ -375,7 +407,9 @@ class ReplicaFetcher:
         kind = local_error_kind(error)
         logger.warning("%s: %s on %s: %s", self, kind.value, topic_partition, error)
         outcome = on_local_error(
-            self._states[topic_partition], kind, self._clock.monotonic_ms(),
+            self._states[topic_partition],
+            kind,
+            self._clock.monotonic_ms(),
             fetch_backoff_ms=self.config.fetch_backoff_ms,
         )
         if isinstance(outcome.action, MarkFailed):

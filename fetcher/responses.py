@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import attrs
 
-from fetcher.state import FetchState, PartitionFetchState
-from fetcher.truncation import (
+from pykraft.fetcher.state import FetchState, PartitionFetchState
+from pykraft.fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
     LeaderEpochRequest,
@@ -32,9 +32,9 @@ from fetcher.truncation import (
     truncation_for_epoch_end_offset,
     truncation_request,
 )
-from protocol.errors import Errors
-from protocol.fetch import FetchPartition, PartitionData
-from protocol.segments import Segment
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import FetchPartition, PartitionData
+from pykraft.protocol.segments import Segment
 
 # replica.fetch.backoff.ms default: how long a partition waits after an error before retrying.
 REPLICA_FETCH_BACKOFF_MS_DEFAULT = 1000
@@ -112,8 +112,14 @@ class MarkFailed:
 
 
 FetchAction = (
-    Ignore | Append | Truncate | SendOffsetsForLeaderEpoch | ResolveOutOfRange | ResetOffset
-    | BackOff | MarkFailed
+    Ignore
+    | Append
+    | Truncate
+    | SendOffsetsForLeaderEpoch
+    | ResolveOutOfRange
+    | ResetOffset
+    | BackOff
+    | MarkFailed
 )
 
 
@@ -188,7 +194,9 @@ def on_epoch_end_offset(
 
 
 def _truncated(
-    state: PartitionFetchState, truncation: Truncation, follower: FollowerLog,
+    state: PartitionFetchState,
+    truncation: Truncation,
+    follower: FollowerLog,
     truncate_on_fetch: bool,
 ) -> FetchOutcome:
     """Kafka ``updateFetchOffsetAndMaybeMarkTruncationComplete``: fetch from the truncation

@@ -29,8 +29,8 @@ from typing import Any
 
 import attrs
 
-from fetcher.truncation import FollowerLog
-from protocol.fetch import FetchPartition
+from pykraft.fetcher.truncation import FollowerLog
+from pykraft.protocol.fetch import FetchPartition
 
 # FetchRequest's "no epoch" value (RecordBatch.NO_PARTITION_LEADER_EPOCH).
 NO_EPOCH = -1

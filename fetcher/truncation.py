@@ -41,9 +41,9 @@ import enum
 
 import attrs
 
-from protocol.errors import Errors
-from protocol.fetch import EpochEndOffset
-from storage.leader_epoch_cache import (
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import EpochEndOffset
+from pykraft.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     Entries,

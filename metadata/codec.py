@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from metadata.record_schema import (
+from pykraft.metadata.record_schema import (
     SCHEMAS,
     SCHEMAS_BY_NAME,
     FieldError,
@@ -39,7 +39,7 @@ from metadata.record_schema import (
     RecordSchema,
     StructSchema,
 )
-from metadata.records import MetadataRecord
+from pykraft.metadata.records import MetadataRecord
 
 __all__ = [
     "MAX_BATCH_RECORDS",
@@ -84,8 +84,10 @@ class _JsonShape:
             return tuple(i for i, f in enumerate(schema.fields) if f.type.kind in kinds)
 
         header = f'{{"type":"{schema.name}","version":{schema.cls.VERSION}'
-        slots = "".join(f',"{f.json_name}":{"%d" if f.type.kind is Kind.INTEGER else "%s"}'
-                        for f in schema.fields)
+        slots = "".join(
+            f',"{f.json_name}":{"%d" if f.type.kind is Kind.INTEGER else "%s"}'
+            for f in schema.fields
+        )
         return cls(
             schema=schema,
             keys=frozenset({"type", "version", *(f.json_name for f in schema.fields)}),
@@ -93,8 +95,9 @@ class _JsonShape:
             quoted=where(Kind.STRING, Kind.UUID),
             booleans=where(Kind.BOOLEAN),
             integer_lists=where(Kind.INTEGER_LIST),
-            structs=tuple((i, f.type.struct) for i, f in enumerate(schema.fields)
-                          if f.type.struct is not None),
+            structs=tuple(
+                (i, f.type.struct) for i, f in enumerate(schema.fields) if f.type.struct is not None
+            ),
         )
 
     def line(self, values: list[Any]) -> str:
@@ -169,8 +172,9 @@ def record_to_json(record: MetadataRecord) -> dict[str, Any]:
     obj: dict[str, Any] = {"type": schema.name, "version": schema.cls.VERSION}
     for field, value in zip(schema.fields, values, strict=True):
         struct = field.type.struct
-        obj[field.json_name] = value if struct is None else \
-            [_struct_to_json(struct, item) for item in value]
+        obj[field.json_name] = (
+            value if struct is None else [_struct_to_json(struct, item) for item in value]
+        )
     return obj
 
 
@@ -219,7 +223,8 @@ def record_from_json(obj: Any) -> MetadataRecord:
             values[i] = _struct_from_json(struct, values[i])
         except FieldError as exc:
             raise MetadataCodecError(
-                f"{type_name} field {schema.fields[i].json_name!r} {exc}") from None
+                f"{type_name} field {schema.fields[i].json_name!r} {exc}"
+            ) from None
     return schema.build(schema.check_values(values))
 
 
@@ -307,6 +312,7 @@ def decode_records(lines: Sequence[bytes]) -> list[MetadataRecord]:
         # Not valid JSON, or a line that is not exactly one value ("{...},{...}"): find it.
         for line in lines:
             decode_record(line)
-        raise MetadataCodecError("the metadata record lines are not valid JSON together "
-                                 "(mixed text encodings?)")
+        raise MetadataCodecError(
+            "the metadata record lines are not valid JSON together (mixed text encodings?)"
+        )
     return [record_from_json(obj) for obj in objects]

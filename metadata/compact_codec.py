@@ -29,29 +29,33 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from metadata.codec import encode_checked_values
-from metadata.record_schema import (
+from pykraft.metadata.codec import encode_checked_values
+from pykraft.metadata.record_schema import (
     SCHEMAS,
     SCHEMAS_BY_TYPE_ID,
     MetadataCodecError,
     RecordSchema,
     StructSchema,
 )
-from metadata.records import MetadataRecord
+from pykraft.metadata.records import MetadataRecord
 
 # ensure_ascii: lone surrogates from JSON request bodies survive and the payload is ASCII.
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def _struct_positions(schema: RecordSchema) -> tuple[tuple[int, StructSchema], ...]:
-    return tuple((i, f.type.struct) for i, f in enumerate(schema.fields)
-                 if f.type.struct is not None)
+    return tuple(
+        (i, f.type.struct) for i, f in enumerate(schema.fields) if f.type.struct is not None
+    )
 
 
 _STRUCTS = {schema.cls: _struct_positions(schema) for schema in SCHEMAS.values()}
 # Types whose rows decode on the inline path: version 0, no nested structs.
-_FAST_SCHEMAS = {type_id: schema for type_id, schema in SCHEMAS_BY_TYPE_ID.items()
-                 if schema.cls.VERSION == 0 and not _STRUCTS[schema.cls]}
+_FAST_SCHEMAS = {
+    type_id: schema
+    for type_id, schema in SCHEMAS_BY_TYPE_ID.items()
+    if schema.cls.VERSION == 0 and not _STRUCTS[schema.cls]
+}
 _FAST_CLASSES = {schema.cls: schema for schema in _FAST_SCHEMAS.values()}
 
 
@@ -93,8 +97,15 @@ def decode_records(payload: bytes, count: int) -> tuple[MetadataRecord, ...]:
     for row in rows:
         # The common case inline (a list opening with a known type id and its version, values
         # that pass the fast checks); anything else takes _record's careful path.
-        schema = _FAST_SCHEMAS.get(row[0]) if type(row) is list and len(row) > 1 \
-            and type(row[0]) is int and row[1] == 0 and type(row[1]) is int else None
+        schema = (
+            _FAST_SCHEMAS.get(row[0])
+            if type(row) is list
+            and len(row) > 1
+            and type(row[0]) is int
+            and row[1] == 0
+            and type(row[1]) is int
+            else None
+        )
         if schema is not None and len(row) == len(schema.fields) + 2:
             values = row[2:]
             if schema.checks.passes(values):
@@ -137,7 +148,8 @@ def _record(row: Any) -> MetadataRecord:
     if type(version) is not int or version != schema.cls.VERSION:
         raise MetadataCodecError(
             f"{schema.name} version {version!r:.40} is not supported (this build reads version "
-            f"{schema.cls.VERSION})")
+            f"{schema.cls.VERSION})"
+        )
     values = row[2:]
     for i, struct in _STRUCTS[schema.cls]:
         if i < len(values):
@@ -145,8 +157,9 @@ def _record(row: Any) -> MetadataRecord:
     return schema.build(schema.check_values(values))
 
 
-def _structs_from_rows(schema: RecordSchema, position: int, struct: StructSchema,
-                       value: Any) -> Any:
+def _structs_from_rows(
+    schema: RecordSchema, position: int, struct: StructSchema, value: Any
+) -> Any:
     """Rows of a struct's fields -> instances (their values are checked with the record)."""
     name = schema.fields[position].json_name
     if type(value) is not list:
@@ -154,7 +167,9 @@ def _structs_from_rows(schema: RecordSchema, position: int, struct: StructSchema
     items = []
     for item in value:
         if type(item) is not list or len(item) != len(struct.fields):
-            raise MetadataCodecError(f"{schema.name} field {name!r} must hold rows of "
-                                     f"{len(struct.fields)} values, got {item!r:.80}")
+            raise MetadataCodecError(
+                f"{schema.name} field {name!r} must hold rows of "
+                f"{len(struct.fields)} values, got {item!r:.80}"
+            )
         items.append(struct.cls(**{f.attr: v for f, v in zip(struct.fields, item, strict=True)}))
     return tuple(items)

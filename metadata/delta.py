@@ -29,8 +29,8 @@ from collections.abc import Iterable
 import attrs
 from immutables import Map
 
-from metadata.errors import MetadataReplayError
-from metadata.image import (
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import (
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -38,7 +38,7 @@ from metadata.image import (
     MetadataImage,
     ProducerIdsImage,
 )
-from metadata.records import (
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
     BrokerRegistrationInControlledShutdownChange,
@@ -57,7 +57,7 @@ from metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from metadata.topics_delta import TopicDelta, TopicsDelta
+from pykraft.metadata.topics_delta import TopicDelta, TopicsDelta
 
 __all__ = [
     "ClusterDelta",

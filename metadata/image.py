@@ -19,7 +19,7 @@ from typing import ClassVar
 import attrs
 from immutables import Map
 
-from metadata.records import (
+from pykraft.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     NO_LEADER_RECOVERY_STATE_CHANGE,

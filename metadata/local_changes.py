@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 import attrs
 
-from metadata.delta import MetadataDelta, TopicDelta
-from metadata.image import PartitionRegistration
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.delta import MetadataDelta, TopicDelta
+from pykraft.metadata.image import PartitionRegistration
+from pykraft.storage.topic_partition import TopicPartition
 
 
 @attrs.frozen

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from metadata.records import (
+from pykraft.metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
     BrokerFeature,
@@ -78,8 +78,9 @@ class FieldType:
         if type(value) is not str:
             raise FieldError(f"must be a string, got {value!r}")
         if self.kind is Kind.UUID and uuid_problem(value):
-            raise FieldError("must be a Kafka uuid string (22 chars URL-safe base64): "
-                             f"{uuid_problem(value)}")
+            raise FieldError(
+                f"must be a Kafka uuid string (22 chars URL-safe base64): {uuid_problem(value)}"
+            )
         return value
 
     def _integer(self, value: Any) -> int:
@@ -175,33 +176,56 @@ class StructSchema:
         return self.cls(**{f.attr: value for f, value in zip(self.fields, values, strict=True)})
 
 
-ENDPOINT = StructSchema(BrokerEndpoint, _fields(
-    {"name": STRING, "host": STRING, "port": UINT16, "securityProtocol": INT16}))
-FEATURE = StructSchema(BrokerFeature, _fields(
-    {"name": STRING, "minSupportedVersion": INT16, "maxSupportedVersion": INT16}))
+ENDPOINT = StructSchema(
+    BrokerEndpoint,
+    _fields({"name": STRING, "host": STRING, "port": UINT16, "securityProtocol": INT16}),
+)
+FEATURE = StructSchema(
+    BrokerFeature,
+    _fields({"name": STRING, "minSupportedVersion": INT16, "maxSupportedVersion": INT16}),
+)
 
 # Per record type: JSON name -> type, in schema order (Kafka's metadata schemas' types).
 _SPECS: dict[str, dict[str, FieldType]] = {
     "RegisterBrokerRecord": {
-        "brokerId": INT32, "incarnationId": STRING, "brokerEpoch": INT64,
+        "brokerId": INT32,
+        "incarnationId": STRING,
+        "brokerEpoch": INT64,
         "endPoints": FieldType(Kind.STRUCT_LIST, struct=ENDPOINT),
         "features": FieldType(Kind.STRUCT_LIST, struct=FEATURE),
-        "rack": _nullable(STRING), "fenced": BOOLEAN, "inControlledShutdown": BOOLEAN,
+        "rack": _nullable(STRING),
+        "fenced": BOOLEAN,
+        "inControlledShutdown": BOOLEAN,
     },
     "UnregisterBrokerRecord": {"brokerId": INT32, "brokerEpoch": INT64},
     "TopicRecord": {"name": STRING, "topicId": UUID},
     "PartitionRecord": {
-        "partitionId": INT32, "topicId": UUID, "replicas": INT32_LIST, "isr": INT32_LIST,
-        "removingReplicas": INT32_LIST, "addingReplicas": INT32_LIST, "leader": INT32,
-        "leaderRecoveryState": _one_of(0, 1), "leaderEpoch": INT32, "partitionEpoch": INT32,
+        "partitionId": INT32,
+        "topicId": UUID,
+        "replicas": INT32_LIST,
+        "isr": INT32_LIST,
+        "removingReplicas": INT32_LIST,
+        "addingReplicas": INT32_LIST,
+        "leader": INT32,
+        "leaderRecoveryState": _one_of(0, 1),
+        "leaderEpoch": INT32,
+        "partitionEpoch": INT32,
     },
     "ConfigRecord": {
-        "resourceType": INT8, "resourceName": STRING, "name": STRING, "value": _nullable(STRING),
+        "resourceType": INT8,
+        "resourceName": STRING,
+        "name": STRING,
+        "value": _nullable(STRING),
     },
     "PartitionChangeRecord": {
-        "partitionId": INT32, "topicId": UUID, "isr": _nullable(INT32_LIST), "leader": INT32,
-        "replicas": _nullable(INT32_LIST), "removingReplicas": _nullable(INT32_LIST),
-        "addingReplicas": _nullable(INT32_LIST), "leaderRecoveryState": _one_of(-1, 0, 1),
+        "partitionId": INT32,
+        "topicId": UUID,
+        "isr": _nullable(INT32_LIST),
+        "leader": INT32,
+        "replicas": _nullable(INT32_LIST),
+        "removingReplicas": _nullable(INT32_LIST),
+        "addingReplicas": _nullable(INT32_LIST),
+        "leaderRecoveryState": _one_of(-1, 0, 1),
     },
     "FenceBrokerRecord": {"id": INT32, "epoch": INT64},
     "UnfenceBrokerRecord": {"id": INT32, "epoch": INT64},
@@ -209,7 +233,9 @@ _SPECS: dict[str, dict[str, FieldType]] = {
     "FeatureLevelRecord": {"name": STRING, "featureLevel": INT16},
     "ProducerIdsRecord": {"brokerId": INT32, "brokerEpoch": INT64, "nextProducerId": INT64},
     "BrokerRegistrationChangeRecord": {
-        "brokerId": INT32, "brokerEpoch": INT64, "fenced": _one_of(-1, 0, 1),
+        "brokerId": INT32,
+        "brokerEpoch": INT64,
+        "fenced": _one_of(-1, 0, 1),
         "inControlledShutdown": _one_of(0, 1),
     },
     "NoOpRecord": {},
@@ -243,8 +269,9 @@ class _FastChecks:
             strings=tuple((i, t.nullable) for i, t in where(Kind.STRING)),
             uuids=tuple(i for i, _ in where(Kind.UUID)),
             booleans=tuple(i for i, _ in where(Kind.BOOLEAN)),
-            integer_lists=tuple((i, t.nullable, t.low, t.high)
-                                for i, t in where(Kind.INTEGER_LIST)),
+            integer_lists=tuple(
+                (i, t.nullable, t.low, t.high) for i, t in where(Kind.INTEGER_LIST)
+            ),
             has_structs=bool(where(Kind.STRUCT_LIST)),
         )
 
@@ -267,8 +294,7 @@ class _FastChecks:
         for i in self.uuids:
             value = values[i]
             # type() first: a list from JSON is not hashable.
-            if type(value) is not str or (value not in _VALID_UUIDS
-                                          and not _remember_uuid(value)):
+            if type(value) is not str or (value not in _VALID_UUIDS and not _remember_uuid(value)):
                 return False
         for i in self.booleans:
             if type(values[i]) is not bool:
@@ -306,7 +332,8 @@ class RecordSchema:
         naming the record type and the first bad field."""
         if len(values) != len(self.fields):
             raise MetadataCodecError(
-                f"{self.name} has {len(self.fields)} fields, got {len(values)} values")
+                f"{self.name} has {len(self.fields)} fields, got {len(values)} values"
+            )
         if self.checks.passes(values):
             return values
         checked = []
@@ -318,8 +345,9 @@ class RecordSchema:
         return checked
 
 
-def _slot_builder(cls: type[MetadataRecord],
-                  fields: tuple[Field, ...]) -> Callable[[list[Any]], MetadataRecord]:
+def _slot_builder(
+    cls: type[MetadataRecord], fields: tuple[Field, ...]
+) -> Callable[[list[Any]], MetadataRecord]:
     """values -> record, setting the slots directly: what the attrs ``__init__`` of these
     classes does (they have no defaults to fill here, no validators, converters or post-init),
     at 2/3 of its cost: no keyword arguments and no per-attribute ``object.__setattr__``
@@ -357,7 +385,9 @@ def _build_schemas() -> dict[type[MetadataRecord], RecordSchema]:
         # Invariant: the schema names exactly the attrs fields of the class, in order.
         assert list(names) == [a.name for a in attrs.fields(cls)], cls
         schemas[cls] = RecordSchema(
-            cls=cls, fields=fields, checks=_FastChecks.of(fields),
+            cls=cls,
+            fields=fields,
+            checks=_FastChecks.of(fields),
             build=_slot_builder(cls, fields),
             values_of=_values_getter(names),
         )

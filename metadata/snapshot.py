@@ -29,11 +29,11 @@ from typing import Any
 import attrs
 import crc32c
 
-from metadata.codec import MetadataCodecError, decode_record, encode_record
-from metadata.delta import MetadataDelta
-from metadata.errors import MetadataReplayError
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.metadata.codec import MetadataCodecError, decode_record, encode_record
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,

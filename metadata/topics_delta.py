@@ -16,9 +16,9 @@ from collections.abc import Mapping
 
 from immutables import Map
 
-from metadata.errors import MetadataReplayError
-from metadata.image import PartitionRegistration, TopicImage, TopicsImage
-from metadata.records import (
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import PartitionRegistration, TopicImage, TopicsImage
+from pykraft.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,

@@ -95,11 +95,11 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from protocol import unsupported
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors, UnsupportedRequestError
-from protocol.kafka_messages import decode_message
-from protocol.segments import Buffer
+from pykraft.protocol import unsupported
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors, UnsupportedRequestError
+from pykraft.protocol.kafka_messages import decode_message
+from pykraft.protocol.segments import Buffer
 
 KAFKA_RELEASE = "3.7"
 

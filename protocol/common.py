@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from protocol.wire import (
+from pykraft.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
     INT32,
     Reader,

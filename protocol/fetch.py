@@ -29,10 +29,15 @@ import uuid
 
 import attrs
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint, encode_node_endpoints
-from protocol.errors import Errors, UnsupportedRequestError
-from protocol.segments import Buffer, Segment, Segments
-from protocol.wire import (
+from pykraft.protocol.common import (
+    UNKNOWN_LEADER,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    encode_node_endpoints,
+)
+from pykraft.protocol.errors import Errors, UnsupportedRequestError
+from pykraft.protocol.segments import Buffer, Segment, Segments
+from pykraft.protocol.wire import (
     INT32,
     ZERO_UUID,
     Reader,
@@ -143,8 +148,18 @@ def decode_fetch_request(body: Buffer, api_version: int) -> FetchRequest:
             replica_state = _decode_replica_state(Reader(tags[1]))
             replica_id = replica_state.replica_id
     return FetchRequest(
-        replica_id, max_wait_ms, min_bytes, topics, max_bytes, isolation_level, session_id,
-        session_epoch, forgotten, rack_id, cluster_id, replica_state,
+        replica_id,
+        max_wait_ms,
+        min_bytes,
+        topics,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        forgotten,
+        rack_id,
+        cluster_id,
+        replica_state,
     )
 
 
@@ -164,10 +179,16 @@ def _decode_fetch_topic(reader: Reader, api_version: int, flexible: bool) -> Fet
         partition_max_bytes = reader.int32("partition_max_bytes")
         if flexible:
             reader.skip_tagged_fields("FetchPartition tagged fields")
-        partitions.append(FetchPartition(
-            partition, fetch_offset, partition_max_bytes, current_leader_epoch,
-            last_fetched_epoch, log_start_offset,
-        ))
+        partitions.append(
+            FetchPartition(
+                partition,
+                fetch_offset,
+                partition_max_bytes,
+                current_leader_epoch,
+                last_fetched_epoch,
+                log_start_offset,
+            )
+        )
     if flexible:
         reader.skip_tagged_fields("FetchTopic tagged fields")
     return FetchTopic(tuple(partitions), topic, topic_id)
@@ -315,12 +336,17 @@ def _encode_partition(
     and how many bytes were moved to ``parts``."""
     if api_version >= 5:
         out += _PARTITION_HEAD_V5.pack(
-            partition.partition_index, partition.error_code, partition.high_watermark,
-            partition.last_stable_offset, partition.log_start_offset,
+            partition.partition_index,
+            partition.error_code,
+            partition.high_watermark,
+            partition.last_stable_offset,
+            partition.log_start_offset,
         )
     else:
         out += _PARTITION_HEAD_V4.pack(
-            partition.partition_index, partition.error_code, partition.high_watermark,
+            partition.partition_index,
+            partition.error_code,
+            partition.high_watermark,
             partition.last_stable_offset,
         )
     aborted = partition.aborted_transactions

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import attrs
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, decode_node_endpoints
-from protocol.fetch import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, decode_node_endpoints
+from pykraft.protocol.fetch import (
     FIRST_FLEXIBLE_VERSION,
     NO_DIVERGING_EPOCH,
     NO_REPLICA_STATE,
@@ -26,8 +26,8 @@ from protocol.fetch import (
     SnapshotId,
     check_version,
 )
-from protocol.segments import Buffer
-from protocol.wire import (
+from pykraft.protocol.segments import Buffer
+from pykraft.protocol.wire import (
     INT8,
     INT32,
     INT64,
@@ -121,9 +121,7 @@ def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
     if flexible:
         tags = reader.tagged_fields("FetchResponse tagged fields")
         if 0 in tags and api_version >= 16:
-            response = attrs.evolve(
-                response, node_endpoints=decode_node_endpoints(Reader(tags[0]))
-            )
+            response = attrs.evolve(response, node_endpoints=decode_node_endpoints(Reader(tags[0])))
     return response
 
 
@@ -150,8 +148,17 @@ def _decode_partition(reader: Reader, api_version: int, flexible: bool) -> Parti
         if 2 in tags:
             snapshot = _decode_snapshot_id(Reader(tags[2]))
     return PartitionData(
-        partition_index, error_code, high_watermark, last_stable_offset, log_start_offset,
-        diverging, leader, snapshot, aborted, preferred_read_replica, records,
+        partition_index,
+        error_code,
+        high_watermark,
+        last_stable_offset,
+        log_start_offset,
+        diverging,
+        leader,
+        snapshot,
+        aborted,
+        preferred_read_replica,
+        records,
     )
 
 

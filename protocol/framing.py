@@ -22,10 +22,10 @@ memory per connection is bounded by ``max_frame_bytes`` plus the read size.
 
 from __future__ import annotations
 
-from protocol.errors import FrameError
-from protocol.headers import encode_response_header
-from protocol.segments import Buffer, Segments
-from protocol.wire import INT32
+from pykraft.protocol.errors import FrameError
+from pykraft.protocol.headers import encode_response_header
+from pykraft.protocol.segments import Buffer, Segments
+from pykraft.protocol.wire import INT32
 
 # socket.request.max.bytes default (KafkaConfig: 100 * 1024 * 1024).
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024

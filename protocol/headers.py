@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import attrs
 
-from protocol.api_keys import ApiKey, is_flexible
-from protocol.apis import SUPPORTED_API_VERSIONS
-from protocol.errors import MalformedRequestError
-from protocol.segments import Buffer
-from protocol.wire import (
+from pykraft.protocol.api_keys import ApiKey, is_flexible
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
+from pykraft.protocol.errors import MalformedRequestError
+from pykraft.protocol.segments import Buffer
+from pykraft.protocol.wire import (
     EMPTY_TAGGED_FIELDS,
     INT16,
     INT32,

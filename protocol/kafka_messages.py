@@ -20,8 +20,8 @@ import kafka.protocol.producer
 import kafka.protocol.sasl  # noqa: F401
 from kafka.protocol.api_message import ApiMessage
 
-from protocol.errors import MalformedRequestError
-from protocol.segments import Buffer
+from pykraft.protocol.errors import MalformedRequestError
+from pykraft.protocol.segments import Buffer
 
 
 def _message_classes() -> Mapping[int, tuple[Any, Any]]:

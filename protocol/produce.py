@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import attrs
 
-from protocol.common import (
+from pykraft.protocol.common import (
     UNKNOWN_LEADER,
     LeaderIdAndEpoch,
     NodeEndpoint,
     encode_node_endpoints,
 )
-from protocol.errors import Errors, UnsupportedRequestError
-from protocol.segments import Buffer
-from protocol.wire import (
+from pykraft.protocol.errors import Errors, UnsupportedRequestError
+from pykraft.protocol.segments import Buffer
+from pykraft.protocol.wire import (
     INT16,
     INT32,
     INT64,

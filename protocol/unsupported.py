@@ -31,10 +31,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors, MalformedRequestError
-from protocol.kafka_messages import MESSAGE_CLASSES, decode_message
-from protocol.segments import Buffer
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors, MalformedRequestError
+from pykraft.protocol.kafka_messages import MESSAGE_CLASSES, decode_message
+from pykraft.protocol.segments import Buffer
 
 _ERROR_CODE_FIELD = "error_code"
 # Response fields whose request counterpart has another name (Produce and Fetch):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from protocol.errors import MalformedRequestError
+from pykraft.protocol.errors import MalformedRequestError
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")

@@ -33,20 +33,20 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.config import BrokerConfig, BrokerConfigError
-from broker.server import BrokerServer, run_broker
-from metadata.records import uuid_to_kafka_string
+from pykraft.broker.config import BrokerConfig, BrokerConfigError
+from pykraft.broker.server import BrokerServer, run_broker
+from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.properties import ConfigError, Properties
-from storage.system_clock import SystemClock
+from pykraft.storage.system_clock import SystemClock
 
 META_PROPERTIES = "meta.properties"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, type=Path,
-                        help="the broker's .properties file")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--config", required=True, type=Path, help="the broker's .properties file")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
 
 
 def new_cluster_id() -> str:
@@ -54,8 +54,12 @@ def new_cluster_id() -> str:
     return uuid_to_kafka_string(uuid.uuid4().bytes)
 
 
-def ensure_meta_properties(log_dirs: tuple[Path, ...], node_id: int, cluster_id: str | None,
-                           new_cluster_id: Callable[[], str] = new_cluster_id) -> str:
+def ensure_meta_properties(
+    log_dirs: tuple[Path, ...],
+    node_id: int,
+    cluster_id: str | None,
+    new_cluster_id: Callable[[], str] = new_cluster_id,
+) -> str:
     """The cluster id this broker's log dirs belong to (Kafka's ``meta.properties``).
 
     Every log dir that has a ``meta.properties`` must agree on cluster.id and name this
@@ -63,35 +67,45 @@ def ensure_meta_properties(log_dirs: tuple[Path, ...], node_id: int, cluster_id:
     from the existing files, else ``cluster_id`` (the ``cluster.id`` property), else
     ``new_cluster_id()``.
     """
-    found = {path: Properties.load(path).values for path in
-             (log_dir / META_PROPERTIES for log_dir in log_dirs) if path.exists()}
+    found = {
+        path: Properties.load(path).values
+        for path in (log_dir / META_PROPERTIES for log_dir in log_dirs)
+        if path.exists()
+    }
     ids = {props.get("cluster.id", "") for props in found.values()}
     if len(ids) > 1:
         raise ConfigError(f"log.dirs disagree on cluster.id: {', '.join(sorted(ids))}")
     stored = ids.pop() if ids else None
     if stored is not None and cluster_id is not None and stored != cluster_id:
-        raise ConfigError(f"cluster.id={cluster_id} but the log dirs belong to cluster "
-                          f"{stored} ({', '.join(str(p) for p in found)})")
+        raise ConfigError(
+            f"cluster.id={cluster_id} but the log dirs belong to cluster "
+            f"{stored} ({', '.join(str(p) for p in found)})"
+        )
     for path, props in found.items():
         if props.get("node.id") != str(node_id):
-            raise ConfigError(f"{path} says node.id={props.get('node.id')}, but this "
-                              f"broker's node.id is {node_id}")
+            raise ConfigError(
+                f"{path} says node.id={props.get('node.id')}, but this "
+                f"broker's node.id is {node_id}"
+            )
     chosen = stored or cluster_id or new_cluster_id()
     for log_dir in log_dirs:
         if log_dir / META_PROPERTIES not in found:
             log_dir.mkdir(parents=True, exist_ok=True)
             (log_dir / META_PROPERTIES).write_text(
                 f"#\n#Written by pykraft\nversion=1\ncluster.id={chosen}\nnode.id={node_id}\n",
-                encoding="utf-8")
+                encoding="utf-8",
+            )
     return chosen
 
 
 def load_broker_config(props: Properties) -> BrokerConfig:
     roles = props.get_list("process.roles", "broker")
     if roles != ["broker"]:
-        raise ConfigError(f"{props.source}: process.roles={','.join(roles)}: a pykraft broker "
-                          "process has the role broker only (controllers run as "
-                          "`pykraft controller`)")
+        raise ConfigError(
+            f"{props.source}: process.roles={','.join(roles)}: a pykraft broker "
+            "process has the role broker only (controllers run as "
+            "`pykraft controller`)"
+        )
     try:
         return BrokerConfig.from_properties(props.values)
     except BrokerConfigError as error:
@@ -99,13 +113,15 @@ def load_broker_config(props: Properties) -> BrokerConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         props = Properties.load(args.config)
         config = load_broker_config(props)
-        cluster_id = ensure_meta_properties(config.log_dirs, config.node_id,
-                                            props.values.get("cluster.id"))
+        cluster_id = ensure_meta_properties(
+            config.log_dirs, config.node_id, props.values.get("cluster.id")
+        )
     except ConfigError as error:
         print(f"pykraft broker: {error}", file=sys.stderr)
         return 2
@@ -126,8 +142,11 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m pykraft.broker_cmd --config FILE`` (what ``pykraft broker`` runs)."""
-    parser = argparse.ArgumentParser(prog="pykraft broker", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="pykraft broker",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

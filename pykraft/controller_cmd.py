@@ -25,26 +25,29 @@ import sys
 from pathlib import Path
 
 from pykraft.properties import ConfigError, Properties
-from quorum.config import (
+from pykraft.quorum.config import (
     ControllerConfig,
     ControllerConfigError,
     parse_listener,
     parse_voters,
 )
-from quorum.runner import run_controller
-from storage.system_clock import SystemClock
+from pykraft.quorum.runner import run_controller
+from pykraft.storage.system_clock import SystemClock
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, type=Path,
-                        help="the controller's .properties file")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--config", required=True, type=Path, help="the controller's .properties file"
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         config = load_controller_config(Properties.load(args.config))
     except (ConfigError, ControllerConfigError) as error:
@@ -57,21 +60,26 @@ def _password(props: Properties) -> str:
     inline = props.values.get("controller.quorum.password")
     path = props.values.get("controller.quorum.password.file")
     if inline and path:
-        raise ConfigError(f"{props.source}: set controller.quorum.password or "
-                          "controller.quorum.password.file, not both")
+        raise ConfigError(
+            f"{props.source}: set controller.quorum.password or "
+            "controller.quorum.password.file, not both"
+        )
     if path:
         try:
             password = Path(path).read_text(encoding="utf-8").strip()
         except OSError as error:
-            raise ConfigError(f"{props.source}: controller.quorum.password.file={path}: "
-                              f"{error.strerror}") from None
+            raise ConfigError(
+                f"{props.source}: controller.quorum.password.file={path}: {error.strerror}"
+            ) from None
         if not password:
             raise ConfigError(f"{props.source}: the password file {path} is empty")
         return password
     if not inline:
-        raise ConfigError(f"{props.source}: controller.quorum.password or "
-                          "controller.quorum.password.file is required (pysyncobj runs "
-                          "whatever a peer sends unless frames are authenticated)")
+        raise ConfigError(
+            f"{props.source}: controller.quorum.password or "
+            "controller.quorum.password.file is required (pysyncobj runs "
+            "whatever a peer sends unless frames are authenticated)"
+        )
     return inline
 
 
@@ -82,13 +90,13 @@ def load_controller_config(props: Properties) -> ControllerConfig:
     listener_name = props.get_str("controller.listener.names", "CONTROLLER").split(",")[0]
     http_voters = {}
     if "controller.quorum.http.voters" in props.values:
-        http_voters = parse_voters(props.get_list("controller.quorum.http.voters"),
-                                   "controller.quorum.http.voters")
+        http_voters = parse_voters(
+            props.get_list("controller.quorum.http.voters"), "controller.quorum.http.voters"
+        )
     log_dir = props.values.get("metadata.log.dir") or props.get_list("log.dirs")[0]
     return ControllerConfig(
         node_id=props.get_int("node.id"),
-        voters=parse_voters(props.get_list("controller.quorum.voters"),
-                            "controller.quorum.voters"),
+        voters=parse_voters(props.get_list("controller.quorum.voters"), "controller.quorum.voters"),
         http_listener=parse_listener(props.get_list("listeners"), listener_name.strip()),
         http_voters=http_voters,
         metadata_log_dir=Path(log_dir),
@@ -101,7 +109,8 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         broker_heartbeat_interval_ms=props.get_int("broker.heartbeat.interval.ms", 2000),
         metadata_max_idle_interval_ms=props.get_int("metadata.max.idle.interval.ms", 500),
         snapshot_interval_records=props.get_int(
-            "metadata.log.max.records.between.snapshots", 20_000),
+            "metadata.log.max.records.between.snapshots", 20_000
+        ),
         snapshot_interval_ms=props.get_int("metadata.log.max.snapshot.interval.ms", 3_600_000),
         retained_snapshots=props.get_int("metadata.log.retained.snapshots", 3),
         window_records=props.get_int("metadata.log.window.records", 100_000),
@@ -115,8 +124,11 @@ def load_controller_config(props: Properties) -> ControllerConfig:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m pykraft.controller_cmd --config FILE`` (what ``pykraft controller`` runs)."""
-    parser = argparse.ArgumentParser(prog="pykraft controller", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="pykraft controller",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

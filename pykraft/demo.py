@@ -16,14 +16,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches
-from storage.records import Record, SimpleRecord, build_batch, iter_records
-from storage.recovery import CLEAN_SHUTDOWN_FILE
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import iter_batches
+from pykraft.storage.records import Record, SimpleRecord, build_batch, iter_records
+from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 
 DEMO_SUBDIR = "demo-logs"
 TOPIC_PARTITION = TopicPartition("demo-orders", 0)
@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _demo(log_dir: Path, batches: int, records_per_batch: int,
-          wall_clock_ms: Callable[[], int]) -> int:
+def _demo(
+    log_dir: Path, batches: int, records_per_batch: int, wall_clock_ms: Callable[[], int]
+) -> int:
     if log_dir.exists():
         shutil.rmtree(log_dir)
         print(f"Starting fresh: removed the previous demo in {log_dir}")
@@ -82,8 +83,9 @@ def _demo(log_dir: Path, batches: int, records_per_batch: int,
     return _recover(log_dir, appended, lost, wall_clock_ms)
 
 
-def _append(log: PartitionLog, batches: int, records_per_batch: int,
-            wall_clock_ms: Callable[[], int]) -> list[Record]:
+def _append(
+    log: PartitionLog, batches: int, records_per_batch: int, wall_clock_ms: Callable[[], int]
+) -> list[Record]:
     appended: list[Record] = []
     for number in range(batches):
         now_ms = wall_clock_ms()
@@ -149,8 +151,9 @@ def _crash(manager: LogManager, log: PartitionLog, log_dir: Path) -> int:
     return last_batch.header.records_count
 
 
-def _recover(log_dir: Path, appended: list[Record], lost: int,
-             wall_clock_ms: Callable[[], int]) -> int:
+def _recover(
+    log_dir: Path, appended: list[Record], lost: int, wall_clock_ms: Callable[[], int]
+) -> int:
     print("\nRestarting: loading the log dir ...")
     manager = LogManager.open([log_dir], DEMO_CONFIG, wall_clock_ms())
     log = manager.get_log(TOPIC_PARTITION)

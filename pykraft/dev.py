@@ -88,27 +88,36 @@ class ClusterLayout:
         return self.controllers[0].http_url
 
 
-def plan_layout(controllers: int, brokers: int, base_port: int,
-                free_ports: list[int] | None = None) -> ClusterLayout:
+def plan_layout(
+    controllers: int, brokers: int, base_port: int, free_ports: list[int] | None = None
+) -> ClusterLayout:
     """Node ids and ports; ``free_ports`` (2 per node) replaces the ``base_port`` scheme."""
     if not 1 <= controllers <= MAX_NODES_PER_ROLE or not 1 <= brokers <= MAX_NODES_PER_ROLE:
-        raise DevClusterError(f"--controllers and --brokers must be between 1 and "
-                              f"{MAX_NODES_PER_ROLE}")
+        raise DevClusterError(
+            f"--controllers and --brokers must be between 1 and {MAX_NODES_PER_ROLE}"
+        )
     if free_ports is None:
         if not 1024 <= base_port <= 65535 - 40:
             raise DevClusterError("--base-port must be between 1024 and 65495 (or 0)")
-        free_ports = [*(base_port + 20 + i for i in range(controllers)),
-                      *(base_port + 10 + i for i in range(controllers)),
-                      *(base_port + i for i in range(brokers)),
-                      *(base_port + 30 + i for i in range(brokers))]
+        free_ports = [
+            *(base_port + 20 + i for i in range(controllers)),
+            *(base_port + 10 + i for i in range(controllers)),
+            *(base_port + i for i in range(brokers)),
+            *(base_port + 30 + i for i in range(brokers)),
+        ]
     assert len(free_ports) == 2 * (controllers + brokers)
-    raft, admin = free_ports[:controllers], free_ports[controllers:2 * controllers]
-    kafka, http = free_ports[2 * controllers:][:brokers], free_ports[2 * controllers + brokers:]
+    raft, admin = free_ports[:controllers], free_ports[controllers : 2 * controllers]
+    kafka, http = free_ports[2 * controllers :][:brokers], free_ports[2 * controllers + brokers :]
     return ClusterLayout(
-        controllers=tuple(Node(role="controller", node_id=i + 1, port=raft[i],
-                               http_port=admin[i]) for i in range(controllers)),
-        brokers=tuple(Node(role="broker", node_id=FIRST_BROKER_ID + i, port=kafka[i],
-                           http_port=http[i]) for i in range(brokers)))
+        controllers=tuple(
+            Node(role="controller", node_id=i + 1, port=raft[i], http_port=admin[i])
+            for i in range(controllers)
+        ),
+        brokers=tuple(
+            Node(role="broker", node_id=FIRST_BROKER_ID + i, port=kafka[i], http_port=http[i])
+            for i in range(brokers)
+        ),
+    )
 
 
 def pick_free_ports(count: int) -> list[int]:
@@ -125,25 +134,31 @@ def pick_free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def node_properties(node: Node, layout: ClusterLayout, data_dir: Path,
-                    cluster_id: str) -> dict[str, str]:
+def node_properties(
+    node: Node, layout: ClusterLayout, data_dir: Path, cluster_id: str
+) -> dict[str, str]:
     http_voters = ",".join(f"{c.node_id}@127.0.0.1:{c.http_port}" for c in layout.controllers)
     if node.role == "controller":
         return {
-            "node.id": str(node.node_id), "process.roles": "controller",
-            "controller.quorum.voters": ",".join(f"{c.node_id}@127.0.0.1:{c.port}"
-                                                 for c in layout.controllers),
+            "node.id": str(node.node_id),
+            "process.roles": "controller",
+            "controller.quorum.voters": ",".join(
+                f"{c.node_id}@127.0.0.1:{c.port}" for c in layout.controllers
+            ),
             "controller.quorum.http.voters": http_voters,
             "listeners": f"CONTROLLER://127.0.0.1:{node.http_port}",
             "metadata.log.dir": str(data_dir / node.name),
             "controller.quorum.password.file": str(data_dir / "quorum.password"),
         }
     return {
-        "node.id": str(node.node_id), "process.roles": "broker", "cluster.id": cluster_id,
+        "node.id": str(node.node_id),
+        "process.roles": "broker",
+        "cluster.id": cluster_id,
         "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
         "log.dirs": str(data_dir / node.name),
-        "controller.quorum.bootstrap.servers": ",".join(f"127.0.0.1:{c.http_port}"
-                                                        for c in layout.controllers),
+        "controller.quorum.bootstrap.servers": ",".join(
+            f"127.0.0.1:{c.http_port}" for c in layout.controllers
+        ),
         "http.listener": f"127.0.0.1:{node.http_port}",
         "offsets.topic.replication.factor": str(min(3, len(layout.brokers))),
     }
@@ -157,15 +172,18 @@ def parse_property(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def check_overrides(layout: ClusterLayout, role: str,
-                    pairs: list[tuple[str, str]]) -> dict[str, str]:
+def check_overrides(
+    layout: ClusterLayout, role: str, pairs: list[tuple[str, str]]
+) -> dict[str, str]:
     """The extra properties of every ``role`` node; refuses the keys that wire the layout."""
     node = layout.controllers[0] if role == "controller" else layout.brokers[0]
     managed = set(node_properties(node, layout, Path("."), "-")) - OVERRIDABLE_PROPERTIES
     for key, _ in pairs:
         if key in managed:
-            raise DevClusterError(f"--{role}-property {key}: pykraft dev sets {key} itself "
-                                  f"(from the layout and --data-dir)")
+            raise DevClusterError(
+                f"--{role}-property {key}: pykraft dev sets {key} itself "
+                f"(from the layout and --data-dir)"
+            )
     return dict(pairs)  # a key given twice: the last one wins, as in a .properties file
 
 
@@ -185,8 +203,12 @@ def ensure_secret_file(path: Path, make: Any) -> str:
 class DevCluster:
     """Starts, watches and stops the processes of one layout."""
 
-    def __init__(self, layout: ClusterLayout, data_dir: Path,
-                 overrides: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        layout: ClusterLayout,
+        data_dir: Path,
+        overrides: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.layout = layout
         self.data_dir = data_dir
         self.overrides = overrides or {}  # role -> extra properties (check_overrides)
@@ -199,10 +221,13 @@ class DevCluster:
         ensure_secret_file(self.data_dir / "quorum.password", lambda: secrets.token_urlsafe(32))
         self.cluster_id = ensure_secret_file(self.data_dir / "cluster.id", new_cluster_id)
         for node in (*self.layout.controllers, *self.layout.brokers):
-            props = {**node_properties(node, self.layout, self.data_dir, self.cluster_id),
-                     **self.overrides.get(node.role, {})}
-            self.config_path(node).write_text("".join(f"{k}={v}\n" for k, v in props.items()),
-                                              encoding="utf-8")
+            props = {
+                **node_properties(node, self.layout, self.data_dir, self.cluster_id),
+                **self.overrides.get(node.role, {}),
+            }
+            self.config_path(node).write_text(
+                "".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8"
+            )
 
     def config_path(self, node: Node) -> Path:
         return self.data_dir / "config" / f"{node.name}.properties"
@@ -212,13 +237,21 @@ class DevCluster:
 
     def start(self, node: Node) -> None:
         module = "pykraft.controller_cmd" if node.role == "controller" else "pykraft.broker_cmd"
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(
+                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+            ),
+        )
         with open(self.log_path(node), "ab") as log:
             self.processes[node.name] = subprocess.Popen(
                 [sys.executable, "-m", module, "--config", str(self.config_path(node))],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True)
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
 
     def exited(self) -> list[str]:
         return [name for name, p in self.processes.items() if p.poll() is not None]
@@ -232,12 +265,15 @@ class DevCluster:
                 raise DevClusterError("interrupted during start-up")
             dead = self.exited()
             if dead:
-                raise DevClusterError(f"{', '.join(dead)} exited during start-up\n"
-                                      + self.log_tails(dead))
+                raise DevClusterError(
+                    f"{', '.join(dead)} exited during start-up\n" + self.log_tails(dead)
+                )
             if time.monotonic() > deadline:
                 names = [b.name for b in pending]
-                raise DevClusterError(f"{', '.join(names)} not RUNNING after {timeout_s:.0f}s\n"
-                                      + self.log_tails(names))
+                raise DevClusterError(
+                    f"{', '.join(names)} not RUNNING after {timeout_s:.0f}s\n"
+                    + self.log_tails(names)
+                )
             pending = [b for b in pending if broker_state(b) != "RUNNING"]
             stop.wait(POLL_INTERVAL_S)
 
@@ -251,8 +287,10 @@ class DevCluster:
 
     def stop(self) -> None:
         """Brokers first (controlled shutdown needs the controllers), then controllers."""
-        for role, timeout_s in (("broker", BROKER_STOP_TIMEOUT_S),
-                                ("controller", CONTROLLER_STOP_TIMEOUT_S)):
+        for role, timeout_s in (
+            ("broker", BROKER_STOP_TIMEOUT_S),
+            ("controller", CONTROLLER_STOP_TIMEOUT_S),
+        ):
             group = [p for name, p in self.processes.items() if name.startswith(role)]
             for process in group:
                 if process.poll() is None:
@@ -268,19 +306,30 @@ class DevCluster:
     def describe(self, state: str) -> dict[str, Any]:
         def entry(node: Node) -> dict[str, Any]:
             process = self.processes.get(node.name)
-            return {"node_id": node.node_id, "pid": process.pid if process else None,
-                    "http_url": node.http_url, "config": str(self.config_path(node)),
-                    "log": str(self.log_path(node)),
-                    **({"raft_port": node.port} if node.role == "controller"
-                       else {"bootstrap_server": f"127.0.0.1:{node.port}"})}
+            return {
+                "node_id": node.node_id,
+                "pid": process.pid if process else None,
+                "http_url": node.http_url,
+                "config": str(self.config_path(node)),
+                "log": str(self.log_path(node)),
+                **(
+                    {"raft_port": node.port}
+                    if node.role == "controller"
+                    else {"bootstrap_server": f"127.0.0.1:{node.port}"}
+                ),
+            }
 
-        return {"state": state, "cluster_id": self.cluster_id, "dev_pid": os.getpid(),
-                "bootstrap_servers": self.layout.bootstrap_servers,
-                "admin_url": self.layout.admin_url,
-                "admin_urls": [c.http_url for c in self.layout.controllers],
-                "data_dir": str(self.data_dir),
-                "controllers": [entry(c) for c in self.layout.controllers],
-                "brokers": [entry(b) for b in self.layout.brokers]}
+        return {
+            "state": state,
+            "cluster_id": self.cluster_id,
+            "dev_pid": os.getpid(),
+            "bootstrap_servers": self.layout.bootstrap_servers,
+            "admin_url": self.layout.admin_url,
+            "admin_urls": [c.http_url for c in self.layout.controllers],
+            "data_dir": str(self.data_dir),
+            "controllers": [entry(c) for c in self.layout.controllers],
+            "brokers": [entry(b) for b in self.layout.brokers],
+        }
 
     def write_cluster_json(self, state: str) -> Path:
         path = self.data_dir / "cluster.json"
@@ -341,15 +390,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--controllers", type=int, default=3)
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--data-dir", type=Path, default=Path("data/dev"))
-    parser.add_argument("--base-port", type=int, default=9092,
-                        help="first port of the layout (0: free ports picked by the kernel)")
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=9092,
+        help="first port of the layout (0: free ports picked by the kernel)",
+    )
     parser.add_argument("--startup-timeout", type=float, default=90.0, metavar="SECONDS")
-    parser.add_argument("--exit-after-ready", action="store_true",
-                        help="stop everything as soon as the cluster is ready (smoke checks)")
+    parser.add_argument(
+        "--exit-after-ready",
+        action="store_true",
+        help="stop everything as soon as the cluster is ready (smoke checks)",
+    )
     for role in ("controller", "broker"):
-        parser.add_argument(f"--{role}-property", type=parse_property, action="append",
-                            default=[], metavar="KEY=VALUE",
-                            help=f"add a property to every {role}'s file (repeatable)")
+        parser.add_argument(
+            f"--{role}-property",
+            type=parse_property,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"add a property to every {role}'s file (repeatable)",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -360,8 +421,10 @@ def run(args: argparse.Namespace) -> int:
         count = 2 * (args.controllers + args.brokers)
         free = pick_free_ports(count) if args.base_port == 0 else None
         layout = plan_layout(args.controllers, args.brokers, args.base_port, free)
-        overrides = {role: check_overrides(layout, role, getattr(args, f"{role}_property"))
-                     for role in ("controller", "broker")}
+        overrides = {
+            role: check_overrides(layout, role, getattr(args, f"{role}_property"))
+            for role in ("controller", "broker")
+        }
     except DevClusterError as error:
         print(f"pykraft dev: {error}", file=sys.stderr)
         return 2
@@ -391,25 +454,34 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
         return 1
     path = cluster.write_cluster_json("running")
     layout = cluster.layout
-    print(f"pykraft dev: {len(layout.controllers)} controller(s) and {len(layout.brokers)} "
-          f"broker(s) are running\nbootstrap servers: {layout.bootstrap_servers}\n"
-          f"admin URL: {layout.admin_url}\ncluster file: {path}", flush=True)
+    print(
+        f"pykraft dev: {len(layout.controllers)} controller(s) and {len(layout.brokers)} "
+        f"broker(s) are running\nbootstrap servers: {layout.bootstrap_servers}\n"
+        f"admin URL: {layout.admin_url}\ncluster file: {path}",
+        flush=True,
+    )
     if args.exit_after_ready:
         return 0
     print("Press Ctrl-C to stop.", flush=True)
     reported: set[str] = set()
     while not stop.wait(1.0):
         for name in set(cluster.exited()) - reported:
-            print(f"pykraft dev: {name} exited; see {cluster.data_dir / 'logs' / name}.log",
-                  file=sys.stderr, flush=True)
+            print(
+                f"pykraft dev: {name} exited; see {cluster.data_dir / 'logs' / name}.log",
+                file=sys.stderr,
+                flush=True,
+            )
             reported.add(name)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m pykraft.dev ...`` (what ``pykraft dev`` runs)."""
-    parser = argparse.ArgumentParser(prog="pykraft dev", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="pykraft dev",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

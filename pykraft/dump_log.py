@@ -22,7 +22,7 @@ from typing import TextIO
 
 import attrs
 
-from storage.record_batch import (
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     DELETE_HORIZON_MASK,
     BatchHeader,
@@ -30,7 +30,7 @@ from storage.record_batch import (
     compute_crc,
     parse_header,
 )
-from storage.records import ControlRecordType, Record, decode_records
+from pykraft.storage.records import ControlRecordType, Record, decode_records
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -38,26 +38,47 @@ TIME_INDEX_SUFFIX = ".timeindex"
 _INDEX_ENTRY = struct.Struct(">ii")  # relativeOffset, position
 _TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relativeOffset
 # ControlRecordType ids beyond end-transaction markers (KRaft), for display only.
-_OTHER_CONTROL_TYPES = {2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-                        5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+_OTHER_CONTROL_TYPES = {
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
 _TIMESTAMP_TYPE_NAMES = ("CreateTime", "LogAppendTime")
 EXIT_OK = 0
 EXIT_DAMAGED = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="segment files: .log, .index or .timeindex")
-    parser.add_argument("--files", default="",
-                        help="comma separated files, as kafka-dump-log.sh takes them")
-    parser.add_argument("--print-data", "--print-data-log", dest="print_data",
-                        action="store_true", help="print each record's key and payload")
-    parser.add_argument("--deep-iteration", action="store_true",
-                        help="print one line per record (implied by --print-data)")
-    parser.add_argument("--skip-record-metadata", action="store_true",
-                        help="leave offsets, sizes and headers out of record lines")
-    parser.add_argument("--verify-index-only", action="store_true",
-                        help="check index entries against the log without printing them")
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH", help="segment files: .log, .index or .timeindex"
+    )
+    parser.add_argument(
+        "--files", default="", help="comma separated files, as kafka-dump-log.sh takes them"
+    )
+    parser.add_argument(
+        "--print-data",
+        "--print-data-log",
+        dest="print_data",
+        action="store_true",
+        help="print each record's key and payload",
+    )
+    parser.add_argument(
+        "--deep-iteration",
+        action="store_true",
+        help="print one line per record (implied by --print-data)",
+    )
+    parser.add_argument(
+        "--skip-record-metadata",
+        action="store_true",
+        help="leave offsets, sizes and headers out of record lines",
+    )
+    parser.add_argument(
+        "--verify-index-only",
+        action="store_true",
+        help="check index entries against the log without printing them",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             clean = _dump_file(path, args, sys.stdout, sys.stderr)
         except OSError as error:
-            print(f"pykraft dump-log: cannot read {path}: {error.strerror or error}",
-                  file=sys.stderr)
+            print(
+                f"pykraft dump-log: cannot read {path}: {error.strerror or error}", file=sys.stderr
+            )
             clean = False
         if not clean:
             status = EXIT_DAMAGED
@@ -144,7 +166,10 @@ def _dump_log(path: Path, args: argparse.Namespace, out: TextIO, err: TextIO) ->
 
 
 def _dump_batches(
-    buf: memoryview, args: argparse.Namespace, deep: bool, gaps: list[tuple[int, int]],
+    buf: memoryview,
+    args: argparse.Namespace,
+    deep: bool,
+    gaps: list[tuple[int, int]],
     out: TextIO,
 ) -> tuple[int, str | None]:
     """Print batches until the end or the first damage; return where we stopped and why.
@@ -166,24 +191,30 @@ def _dump_batches(
         if deep:
             try:
                 records = decode_records(
-                    header, buf[position + BATCH_HEADER_SIZE : position + header.size_in_bytes],
-                    position)
+                    header,
+                    buf[position + BATCH_HEADER_SIZE : position + header.size_in_bytes],
+                    position,
+                )
             except CorruptRecordError as error:
                 return position, str(error)
             for record in records:
                 if last_offset != -1 and record.offset != last_offset + 1:
                     gaps.append((last_offset, record.offset))
                 last_offset = record.offset
-                out.write(format_record(header, record, args.print_data,
-                                        args.skip_record_metadata) + "\n")
+                out.write(
+                    format_record(header, record, args.print_data, args.skip_record_metadata) + "\n"
+                )
         position += header.size_in_bytes
     return position, None
 
 
 def format_batch(header: BatchHeader, position: int, crc_valid: bool) -> str:
     """One batch, exactly as ``DumpLogSegments.printBatchLevel`` prints a v2 batch."""
-    delete_horizon = (f"OptionalLong[{header.base_timestamp}]"
-                      if header.attributes & DELETE_HORIZON_MASK else "OptionalLong.empty")
+    delete_horizon = (
+        f"OptionalLong[{header.base_timestamp}]"
+        if header.attributes & DELETE_HORIZON_MASK
+        else "OptionalLong.empty"
+    )
     return (
         f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
         f"count: {header.records_count} baseSequence: {header.base_sequence} "
@@ -230,8 +261,9 @@ def _describe_control(record: Record) -> str:
     (type_id,) = struct.unpack_from(">h", key, 2)
     if type_id in (ControlRecordType.ABORT, ControlRecordType.COMMIT) and len(value) >= 6:
         (coordinator_epoch,) = struct.unpack_from(">i", value, 2)
-        return (f"endTxnMarker: {ControlRecordType(type_id).name} "
-                f"coordinatorEpoch: {coordinator_epoch}")
+        return (
+            f"endTxnMarker: {ControlRecordType(type_id).name} coordinatorEpoch: {coordinator_epoch}"
+        )
     return f"controlType: {_OTHER_CONTROL_TYPES.get(type_id, 'UNKNOWN')}({type_id})"
 
 
@@ -251,8 +283,7 @@ def _java_bool(value: bool) -> str:
 # ------------------------------------------------------------------------- .index, .timeindex
 
 
-def _dump_index(path: Path, base_offset: int, verify_only: bool, out: TextIO,
-                err: TextIO) -> bool:
+def _dump_index(path: Path, base_offset: int, verify_only: bool, out: TextIO, err: TextIO) -> bool:
     data = path.read_bytes()
     entries = len(data) // _INDEX_ENTRY.size
     if entries == 0 and not data:
@@ -272,13 +303,16 @@ def _dump_index(path: Path, base_offset: int, verify_only: bool, out: TextIO,
             out.write(f"offset: {offset} position: {position}\n")
     if mismatches:
         err.write(f"Mismatches in :{path.resolve()}\n")
-        err.writelines(f"  Index offset: {index_offset}, log offset: {log_offset}\n"
-                       for index_offset, log_offset in mismatches)
+        err.writelines(
+            f"  Index offset: {index_offset}, log offset: {log_offset}\n"
+            for index_offset, log_offset in mismatches
+        )
     return _check_entry_size(path, len(data), _INDEX_ENTRY.size, out) and not mismatches
 
 
-def _dump_time_index(path: Path, base_offset: int, verify_only: bool, out: TextIO,
-                     err: TextIO) -> bool:
+def _dump_time_index(
+    path: Path, base_offset: int, verify_only: bool, out: TextIO, err: TextIO
+) -> bool:
     data = path.read_bytes()
     headers = _log_headers(path.with_suffix(LOG_SUFFIX))
     last_offsets = [header.last_offset for _, header in headers or []]
@@ -323,23 +357,31 @@ class _TimeIndexErrors:
     def write(self, path: Path, err: TextIO) -> None:
         if self.mismatches:
             err.write(f"Found timestamp mismatch in :{path.resolve()}\n")
-            err.writelines(f"  Index timestamp: {index}, log timestamp: {log}\n"
-                           for index, log in self.mismatches)
+            err.writelines(
+                f"  Index timestamp: {index}, log timestamp: {log}\n"
+                for index, log in self.mismatches
+            )
         if self.out_of_order:
             err.write(f"Found out of order timestamp in :{path.resolve()}\n")
-            err.writelines(f"  Index timestamp: {index}, Previously indexed timestamp: {prev}\n"
-                           for index, prev in self.out_of_order)
+            err.writelines(
+                f"  Index timestamp: {index}, Previously indexed timestamp: {prev}\n"
+                for index, prev in self.out_of_order
+            )
         if self.not_found:
             err.write("The following indexed offsets are not found in the log.\n")
-            err.writelines(f"Indexed offset: {index}, found log offset: {log}\n"
-                           for index, log in self.not_found)
+            err.writelines(
+                f"Indexed offset: {index}, found log offset: {log}\n"
+                for index, log in self.not_found
+            )
 
 
 def _check_entry_size(path: Path, size: int, entry_size: int, out: TextIO) -> bool:
     if size % entry_size == 0:
         return True
-    out.write(f"Found corrupt index at position {size - size % entry_size}: "
-              f"{path.name} is {size} bytes, not a multiple of the {entry_size}-byte entry\n")
+    out.write(
+        f"Found corrupt index at position {size - size % entry_size}: "
+        f"{path.name} is {size} bytes, not a multiple of the {entry_size}-byte entry\n"
+    )
     return False
 
 

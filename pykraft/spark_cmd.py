@@ -17,22 +17,36 @@ import importlib
 import sys
 from collections.abc import Callable
 
-from export.job_args import add_export_topic_arguments, add_report_arguments
+from pykraft.export.job_args import add_export_topic_arguments, add_report_arguments
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 # Our typed errors, as they appear (possibly inside a Spark worker's traceback).
-_ERROR_NAMES = ("SnapshotError", "SegmentReadError", "LogScanError", "MetadataScanError",
-                "JournalError", "CheckpointError", "ManifestError", "CorruptRecordError")
+_ERROR_NAMES = (
+    "SnapshotError",
+    "SegmentReadError",
+    "LogScanError",
+    "MetadataScanError",
+    "JournalError",
+    "CheckpointError",
+    "ManifestError",
+    "CorruptRecordError",
+)
 
 
 # job -> (module run lazily: it imports pyspark, arguments, one-line help)
 _JOBS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
-    "report": ("export.report_job", add_report_arguments,
-               "leaders, replicas, skew, under-replicated and offline partitions and ISR "
-               "history from a metadata snapshot"),
-    "export-topic": ("export.export_topic_job", add_export_topic_arguments,
-                     "a topic's committed records as Parquet, incrementally"),
+    "report": (
+        "pykraft.export.report_job",
+        add_report_arguments,
+        "leaders, replicas, skew, under-replicated and offline partitions and ISR "
+        "history from a metadata snapshot",
+    ),
+    "export-topic": (
+        "pykraft.export.export_topic_job",
+        add_export_topic_arguments,
+        "a topic's committed records as Parquet, incrementally",
+    ),
 }
 
 
@@ -51,22 +65,25 @@ def user_message(error: BaseException) -> str:
         stripped = line.strip()
         for name in _ERROR_NAMES:
             if stripped.startswith(f"{name}:") or f".{name}: " in stripped:
-                return stripped[stripped.index(name):]
+                return stripped[stripped.index(name) :]
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from export.session import DEFAULT_MASTER, build_session
+        from pykraft.export.session import DEFAULT_MASTER, build_session
 
         module = importlib.import_module(args._spark_module)
     except ImportError as error:
-        print(f"pykraft spark: {error.name} is not installed: pip install 'pykraft[spark]'",
-              file=sys.stderr)
+        print(
+            f"pykraft spark: {error.name} is not installed: pip install 'pykraft[spark]'",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     try:
-        spark = build_session(args.master or DEFAULT_MASTER, f"pykraft {args.spark_job}",
-                              log_level="OFF")
+        spark = build_session(
+            args.master or DEFAULT_MASTER, f"pykraft {args.spark_job}", log_level="OFF"
+        )
     except Exception as error:  # no Java, bad master URL: say so, no traceback
         print(f"pykraft spark: cannot start Spark: {user_message(error)}", file=sys.stderr)
         return EXIT_FAILED

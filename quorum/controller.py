@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias, TypeVar
 
-from metadata.api.admin import (
+from pykraft.metadata.api.admin import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -77,7 +77,7 @@ from metadata.api.admin import (
     ReplicaElectionResult,
     TopicPartitions,
 )
-from metadata.api.brokers import (
+from pykraft.metadata.api.brokers import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AlterPartitionData,
@@ -93,8 +93,8 @@ from metadata.api.brokers import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.api.topics import (
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
@@ -109,14 +109,14 @@ from metadata.api.topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from metadata.image import MetadataImage
-from metadata.records import NoOpRecord
-from protocol.errors import Errors
-from quorum.managers import cluster, configs, leadership, producer_ids, replication
-from quorum.managers.result import ControllerResult
-from quorum.managers.sessions import BrokerSessions
-from quorum.managers.settings import ControllerSettings
-from quorum.placement import RandomSource
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import NoOpRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers import cluster, configs, leadership, producer_ids, replication
+from pykraft.quorum.managers.result import ControllerResult
+from pykraft.quorum.managers.sessions import BrokerSessions
+from pykraft.quorum.managers.settings import ControllerSettings
+from pykraft.quorum.placement import RandomSource
 
 __all__ = [
     "SUCCESS",
@@ -186,8 +186,9 @@ R = TypeVar("R")
 class QuorumController:
     """The active controller's logic; see the module docstring for the contract."""
 
-    def __init__(self, *, rng: RandomSource, now_ms: int,
-                 settings: ControllerSettings | None = None) -> None:
+    def __init__(
+        self, *, rng: RandomSource, now_ms: int, settings: ControllerSettings | None = None
+    ) -> None:
         self.settings = settings if settings is not None else ControllerSettings()
         self._rng = rng
         self.sessions = BrokerSessions(self.settings.broker_session_timeout_ms, now_ms)
@@ -202,8 +203,9 @@ class QuorumController:
             self._last_write_ms = max(self._last_write_ms, now_ms)
         return result
 
-    def handle(self, image: MetadataImage, request: ControllerRequest,
-               now_ms: int) -> ControllerResult[Any]:
+    def handle(
+        self, image: MetadataImage, request: ControllerRequest, now_ms: int
+    ) -> ControllerResult[Any]:
         """Dispatch ``request`` to its entry point."""
         match request:
             case BrokerRegistrationRequest():
@@ -228,42 +230,56 @@ class QuorumController:
                 return self.allocate_producer_ids(image, request, now_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
-    def register_broker(self, image: MetadataImage, request: BrokerRegistrationRequest,
-                        now_ms: int) -> ControllerResult[BrokerRegistrationResponse]:
-        return self._wrote(cluster.register_broker(image, request, self.sessions, now_ms,
-                                                   self._unclean(image)), now_ms)
+    def register_broker(
+        self, image: MetadataImage, request: BrokerRegistrationRequest, now_ms: int
+    ) -> ControllerResult[BrokerRegistrationResponse]:
+        return self._wrote(
+            cluster.register_broker(image, request, self.sessions, now_ms, self._unclean(image)),
+            now_ms,
+        )
 
-    def broker_heartbeat(self, image: MetadataImage, request: BrokerHeartbeatRequest,
-                         now_ms: int) -> ControllerResult[BrokerHeartbeatResponse]:
-        return self._wrote(cluster.broker_heartbeat(image, request, self.sessions, now_ms,
-                                                    self._unclean(image)), now_ms)
+    def broker_heartbeat(
+        self, image: MetadataImage, request: BrokerHeartbeatRequest, now_ms: int
+    ) -> ControllerResult[BrokerHeartbeatResponse]:
+        return self._wrote(
+            cluster.broker_heartbeat(image, request, self.sessions, now_ms, self._unclean(image)),
+            now_ms,
+        )
 
-    def unregister_broker(self, image: MetadataImage, request: UnregisterBrokerRequest,
-                          now_ms: int) -> ControllerResult[UnregisterBrokerResponse]:
-        return self._wrote(cluster.unregister_broker(image, request, self.sessions,
-                                                     self._unclean(image)), now_ms)
+    def unregister_broker(
+        self, image: MetadataImage, request: UnregisterBrokerRequest, now_ms: int
+    ) -> ControllerResult[UnregisterBrokerResponse]:
+        return self._wrote(
+            cluster.unregister_broker(image, request, self.sessions, self._unclean(image)), now_ms
+        )
 
-    def create_topics(self, image: MetadataImage, request: CreateTopicsRequest,
-                      now_ms: int) -> ControllerResult[CreateTopicsResponse]:
-        return self._wrote(replication.create_topics(image, request, self.settings, self._rng),
-                           now_ms)
+    def create_topics(
+        self, image: MetadataImage, request: CreateTopicsRequest, now_ms: int
+    ) -> ControllerResult[CreateTopicsResponse]:
+        return self._wrote(
+            replication.create_topics(image, request, self.settings, self._rng), now_ms
+        )
 
-    def delete_topics(self, image: MetadataImage, request: DeleteTopicsRequest,
-                      now_ms: int) -> ControllerResult[DeleteTopicsResponse]:
+    def delete_topics(
+        self, image: MetadataImage, request: DeleteTopicsRequest, now_ms: int
+    ) -> ControllerResult[DeleteTopicsResponse]:
         return self._wrote(replication.delete_topics(image, request), now_ms)
 
-    def create_partitions(self, image: MetadataImage, request: CreatePartitionsRequest,
-                          now_ms: int) -> ControllerResult[CreatePartitionsResponse]:
-        return self._wrote(replication.create_partitions(image, request, self.settings,
-                                                         self._rng), now_ms)
+    def create_partitions(
+        self, image: MetadataImage, request: CreatePartitionsRequest, now_ms: int
+    ) -> ControllerResult[CreatePartitionsResponse]:
+        return self._wrote(
+            replication.create_partitions(image, request, self.settings, self._rng), now_ms
+        )
 
-    def alter_partition(self, image: MetadataImage, request: AlterPartitionRequest,
-                        now_ms: int) -> ControllerResult[AlterPartitionResponse]:
-        return self._wrote(leadership.alter_partition(image, request, self._unclean(image)),
-                           now_ms)
+    def alter_partition(
+        self, image: MetadataImage, request: AlterPartitionRequest, now_ms: int
+    ) -> ControllerResult[AlterPartitionResponse]:
+        return self._wrote(leadership.alter_partition(image, request, self._unclean(image)), now_ms)
 
-    def elect_leaders(self, image: MetadataImage, request: ElectLeadersRequest,
-                      now_ms: int) -> ControllerResult[ElectLeadersResponse]:
+    def elect_leaders(
+        self, image: MetadataImage, request: ElectLeadersRequest, now_ms: int
+    ) -> ControllerResult[ElectLeadersResponse]:
         return self._wrote(leadership.elect_leaders(image, request), now_ms)
 
     def incremental_alter_configs(
@@ -271,15 +287,18 @@ class QuorumController:
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
         return self._wrote(configs.incremental_alter_configs(image, request), now_ms)
 
-    def allocate_producer_ids(self, image: MetadataImage, request: AllocateProducerIdsRequest,
-                              now_ms: int) -> ControllerResult[AllocateProducerIdsResponse]:
+    def allocate_producer_ids(
+        self, image: MetadataImage, request: AllocateProducerIdsRequest, now_ms: int
+    ) -> ControllerResult[AllocateProducerIdsResponse]:
         return self._wrote(producer_ids.allocate_producer_ids(image, request), now_ms)
 
-    def fence_stale_brokers(self, image: MetadataImage,
-                            now_ms: int) -> ControllerResult[tuple[int, ...]]:
+    def fence_stale_brokers(
+        self, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[tuple[int, ...]]:
         """Fence the longest-silent broker whose session expired (one per batch)."""
-        return self._wrote(cluster.fence_stale_broker(image, self.sessions, now_ms,
-                                                      self._unclean(image)), now_ms)
+        return self._wrote(
+            cluster.fence_stale_broker(image, self.sessions, now_ms, self._unclean(image)), now_ms
+        )
 
     def maybe_noop(self, image: MetadataImage, now_ms: int) -> ControllerResult[None] | None:
         """A ``NoOpRecord`` when nothing was written for metadata.max.idle.interval.ms, so

@@ -30,7 +30,7 @@ import enum
 
 import attrs
 
-from metadata.compact_codec import json_lines
+from pykraft.metadata.compact_codec import json_lines
 
 
 @attrs.frozen(kw_only=True)
@@ -75,8 +75,12 @@ class CommittedBatch:
         if offset == self.base_offset:
             return self
         skipped = offset - self.base_offset
-        return attrs.evolve(self, base_offset=offset, record_count=self.record_count - skipped,
-                            skip=self.skip + skipped)
+        return attrs.evolve(
+            self,
+            base_offset=offset,
+            record_count=self.record_count - skipped,
+            skip=self.skip + skipped,
+        )
 
 
 class ReadStatus(enum.Enum):

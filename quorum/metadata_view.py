@@ -16,9 +16,9 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from metadata.image import MetadataImage
-from quorum.log_window import LogWindow, WindowRead
-from quorum.raft_state import Applied, ApplyResult, MetadataState
+from pykraft.metadata.image import MetadataImage
+from pykraft.quorum.log_window import LogWindow, WindowRead
+from pykraft.quorum.raft_state import Applied, ApplyResult, MetadataState
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,11 @@ class MetadataView:
             if applied.batch.base_offset != self.window.next_offset:
                 # A view that missed batches (it never should) restarts its window rather than
                 # serving a log with a hole in it.
-                logger.error("metadata view missed offsets %d..%d", self.window.next_offset,
-                             applied.batch.base_offset - 1)
+                logger.error(
+                    "metadata view missed offsets %d..%d",
+                    self.window.next_offset,
+                    applied.batch.base_offset - 1,
+                )
                 self.window.reset(applied.batch.base_offset)
             self.window.append(applied.batch)
         self._notify(applied)

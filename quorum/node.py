@@ -31,19 +31,19 @@ from typing import TypeVar
 
 from pysyncobj import FAIL_REASON
 
-from metadata.api.errors import status_of
-from metadata.codec import MetadataCodecError
-from metadata.compact_codec import encode_records
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from protocol.errors import Errors
-from quorum.config import ControllerConfig
-from quorum.controller import ControllerResult, ControllerSettings, QuorumController
-from quorum.metadata_view import MetadataView, RaftBridge
-from quorum.raft import MetadataRaft, describe_failure
-from quorum.raft_batch import CompactBatch, encode_batch
-from quorum.raft_state import ApplyResult, ApplyStatus
-from storage.clock import Clock
+from pykraft.metadata.api.errors import status_of
+from pykraft.metadata.codec import MetadataCodecError
+from pykraft.metadata.compact_codec import encode_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
+from pykraft.quorum.metadata_view import MetadataView, RaftBridge
+from pykraft.quorum.raft import MetadataRaft, describe_failure
+from pykraft.quorum.raft_batch import CompactBatch, encode_batch
+from pykraft.quorum.raft_state import ApplyResult, ApplyStatus
+from pykraft.storage.clock import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +66,14 @@ Operation = Callable[[QuorumController, MetadataImage, int], ControllerResult[T]
 class ServiceError(Exception):
     """An expected failure answered as ``{"error": code, "message": ...}`` with ``status``."""
 
-    def __init__(self, status: int, code: str, message: str, leader: str | None = None,
-                 extra: dict[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        leader: str | None = None,
+        extra: dict[str, object] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -76,8 +82,9 @@ class ServiceError(Exception):
         self.extra = extra or {}
 
 
-def proposal_blob(expected_last_offset: int, epoch: int, append_time_ms: int,
-                  records: Sequence[MetadataRecord]) -> bytes:
+def proposal_blob(
+    expected_last_offset: int, epoch: int, append_time_ms: int, records: Sequence[MetadataRecord]
+) -> bytes:
     """The Raft entry proposing ``records`` (``quorum.raft_batch`` format 2).
 
     A record holding a value outside its Kafka type (an HTTP field that was an integer but not
@@ -87,16 +94,24 @@ def proposal_blob(expected_last_offset: int, epoch: int, append_time_ms: int,
     try:
         payload = encode_records(records)
     except MetadataCodecError as error:
-        raise ServiceError(400, "INVALID_REQUEST",
-                           f"A metadata record would be invalid: {error}") from None
-    return encode_batch(CompactBatch(expected_last_offset=expected_last_offset, epoch=epoch,
-                                     append_time_ms=append_time_ms, record_count=len(records),
-                                     payload=payload))
+        raise ServiceError(
+            400, "INVALID_REQUEST", f"A metadata record would be invalid: {error}"
+        ) from None
+    return encode_batch(
+        CompactBatch(
+            expected_last_offset=expected_last_offset,
+            epoch=epoch,
+            append_time_ms=append_time_ms,
+            record_count=len(records),
+            payload=payload,
+        )
+    )
 
 
 class ControllerNode:
-    def __init__(self, config: ControllerConfig, loop: asyncio.AbstractEventLoop,
-                 clock: Clock) -> None:
+    def __init__(
+        self, config: ControllerConfig, loop: asyncio.AbstractEventLoop, clock: Clock
+    ) -> None:
         # One ControllerNode per controller process: it sets the process's collector policy.
         gc.set_threshold(*GC_THRESHOLDS)
         self.config = config
@@ -138,24 +153,30 @@ class ControllerNode:
             return
         leader = self.leader_id()
         if leader is None:
-            raise ServiceError(status_of(Errors.NOT_CONTROLLER, leader_known=False),
-                               "NOT_CONTROLLER",
-                               "No controller is active right now (an election is in "
-                               "progress); retry shortly.", leader=None)
+            raise ServiceError(
+                status_of(Errors.NOT_CONTROLLER, leader_known=False),
+                "NOT_CONTROLLER",
+                "No controller is active right now (an election is in progress); retry shortly.",
+                leader=None,
+            )
         url = self.config.http_url(leader)
-        raise ServiceError(status_of(Errors.NOT_CONTROLLER), "NOT_CONTROLLER",
-                           f"This controller is not the active controller; controller {leader} "
-                           f"is, at {url or 'an address this controller does not know'}.",
-                           leader=url, extra={"leader_id": leader})
+        raise ServiceError(
+            status_of(Errors.NOT_CONTROLLER),
+            "NOT_CONTROLLER",
+            f"This controller is not the active controller; controller {leader} "
+            f"is, at {url or 'an address this controller does not know'}.",
+            leader=url,
+            extra={"leader_id": leader},
+        )
 
     def active_controller(self) -> QuorumController:
         """The QuorumController of this leadership term: a new one (empty broker sessions, a
         full session timeout of grace) on every activation, as in Kafka (KIP-631)."""
         term = self.raft.raftCurrentTerm
         if self._controller is None or self._controller_term != term:
-            self._controller = QuorumController(rng=random.Random(),
-                                                now_ms=self.clock.monotonic_ms(),
-                                                settings=self._settings)
+            self._controller = QuorumController(
+                rng=random.Random(), now_ms=self.clock.monotonic_ms(), settings=self._settings
+            )
             self._controller_term = term
         return self._controller
 
@@ -180,30 +201,41 @@ class ControllerNode:
                 if result.status is ApplyStatus.STALE:
                     await self.view.wait_beyond(result.log_last_offset - 1, STALE_CATCH_UP_WAIT_S)
                     continue
-                raise ServiceError(status_of(Errors.UNKNOWN_SERVER_ERROR), "UNKNOWN_SERVER_ERROR",
-                                   f"The metadata batch was rejected: {result.message}")
-        raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
-                           "The metadata log kept moving while this request was retried; "
-                           "retry it.")
+                raise ServiceError(
+                    status_of(Errors.UNKNOWN_SERVER_ERROR),
+                    "UNKNOWN_SERVER_ERROR",
+                    f"The metadata batch was rejected: {result.message}",
+                )
+        raise ServiceError(
+            status_of(Errors.REQUEST_TIMED_OUT),
+            "REQUEST_TIMED_OUT",
+            "The metadata log kept moving while this request was retried; retry it.",
+        )
 
     async def _commit(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> ApplyResult:
-        blob = proposal_blob(image.offset, self.raft.raftCurrentTerm, self.clock.wall_clock_ms(),
-                             records)
+        blob = proposal_blob(
+            image.offset, self.raft.raftCurrentTerm, self.clock.wall_clock_ms(), records
+        )
         return await self.commit_blob(blob, tuple(records))
 
-    async def commit_blob(self, blob: bytes,
-                          records: tuple[MetadataRecord, ...] | None = None) -> ApplyResult:
+    async def commit_blob(
+        self, blob: bytes, records: tuple[MetadataRecord, ...] | None = None
+    ) -> ApplyResult:
         """Propose ``blob`` and wait for its outcome (used by the write path and benchmarks)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[ApplyResult | None, int]] = loop.create_future()
         self.raft.propose(blob, self.bridge.result_callback(future), records)
         try:
             result, fail_reason = await asyncio.wait_for(
-                future, self.config.request_timeout_ms / 1000)
+                future, self.config.request_timeout_ms / 1000
+            )
         except TimeoutError:
-            raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
-                               "The metadata write was not committed in time; its outcome is "
-                               "unknown. Retry the request.") from None
+            raise ServiceError(
+                status_of(Errors.REQUEST_TIMED_OUT),
+                "REQUEST_TIMED_OUT",
+                "The metadata write was not committed in time; its outcome is "
+                "unknown. Retry the request.",
+            ) from None
         if fail_reason != FAIL_REASON.SUCCESS or result is None:
             self._raise_for_failure(fail_reason)
         assert result is not None
@@ -211,14 +243,20 @@ class ControllerNode:
 
     def _raise_for_failure(self, fail_reason: int) -> None:
         if fail_reason == FAIL_REASON.QUEUE_FULL:
-            raise ServiceError(status_of(Errors.REQUEST_TIMED_OUT), "REQUEST_TIMED_OUT",
-                               "Too many metadata writes are pending; retry shortly.")
+            raise ServiceError(
+                status_of(Errors.REQUEST_TIMED_OUT),
+                "REQUEST_TIMED_OUT",
+                "Too many metadata writes are pending; retry shortly.",
+            )
         leader = self.leader_url()
-        raise ServiceError(status_of(Errors.NOT_CONTROLLER, leader_known=leader is not None),
-                           "NOT_CONTROLLER",
-                           f"Leadership changed before the write committed "
-                           f"({describe_failure(fail_reason)}); retry with the active "
-                           f"controller.", leader=leader)
+        raise ServiceError(
+            status_of(Errors.NOT_CONTROLLER, leader_known=leader is not None),
+            "NOT_CONTROLLER",
+            f"Leadership changed before the write committed "
+            f"({describe_failure(fail_reason)}); retry with the active "
+            f"controller.",
+            leader=leader,
+        )
 
     def stop(self) -> None:
         self.raft.destroy_synchronous()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
+from pykraft.metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
 
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -15,8 +15,10 @@ ERROR_SCHEMA: dict[str, Any] = {
     "properties": {
         "error": {"type": "string", "description": "Kafka-style error name, e.g. NOT_CONTROLLER"},
         "message": {"type": "string", "description": "A human sentence"},
-        "leader": {"type": ["string", "null"],
-                   "description": "NOT_CONTROLLER only: the active controller's base URL"},
+        "leader": {
+            "type": ["string", "null"],
+            "description": "NOT_CONTROLLER only: the active controller's base URL",
+        },
     },
 }
 
@@ -29,20 +31,26 @@ def _object(properties: dict[str, str], required: tuple[str, ...] = ()) -> dict[
     }
 
 
-def _op(summary: str, body: dict[str, Any] | None = None, write: bool = False,
-        parameters: list[dict[str, Any]] | None = None,
-        extra_errors: dict[str, str] | None = None) -> dict[str, Any]:
+def _op(
+    summary: str,
+    body: dict[str, Any] | None = None,
+    write: bool = False,
+    parameters: list[dict[str, Any]] | None = None,
+    extra_errors: dict[str, str] | None = None,
+) -> dict[str, Any]:
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     responses: dict[str, Any] = {
-        "200": {"description": "OK",
-                "content": {"application/json": {"schema": {"type": "object"}}}},
-        "400": {"description": "INVALID_REQUEST: bad JSON or an invalid field",
-                "content": error},
+        "200": {
+            "description": "OK",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        "400": {"description": "INVALID_REQUEST: bad JSON or an invalid field", "content": error},
     }
     if write:
-        responses["421"] = {"description": "NOT_CONTROLLER: retry at the URL in `leader`",
-                            "content": {"application/json": {
-                                "schema": {"$ref": "#/components/schemas/Error"}}}}
+        responses["421"] = {
+            "description": "NOT_CONTROLLER: retry at the URL in `leader`",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
         responses["503"] = {"description": "NOT_CONTROLLER (no leader) or REQUEST_TIMED_OUT"}
     for status, description in (extra_errors or {}).items():
         responses[status] = {"description": description}
@@ -50,95 +58,190 @@ def _op(summary: str, body: dict[str, Any] | None = None, write: bool = False,
     if body is not None:
         responses["400"]["description"] = (
             f"INVALID_REQUEST: not one UTF-8 JSON object nested at most {MAX_JSON_DEPTH} deep, "
-            "or an invalid field")
-        responses["413"] = {"description": f"REQUEST_TOO_LARGE: a body over "
-                                           f"{MAX_REQUEST_BODY_BYTES} bytes", "content": error}
-        operation["requestBody"] = {"required": True,
-                                    "content": {"application/json": {"schema": body}}}
+            "or an invalid field"
+        )
+        responses["413"] = {
+            "description": f"REQUEST_TOO_LARGE: a body over {MAX_REQUEST_BODY_BYTES} bytes",
+            "content": error,
+        }
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": body}},
+        }
     if parameters:
         operation["parameters"] = parameters
     return operation
 
 
 def _query(name: str, description: str, required: bool = False) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": required,
-            "description": description, "schema": {"type": "integer"}}
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": {"type": "integer"},
+    }
 
 
 def _path(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
 
-ENDPOINT = _object({"name": "string", "host": "string", "port": "integer",
-                    "security_protocol": "string"})
+ENDPOINT = _object(
+    {"name": "string", "host": "string", "port": "integer", "security_protocol": "string"}
+)
 
 
 def _paths() -> dict[str, Any]:
     return {
-        "/v1/brokers/register": {"post": _op(
-            "Register a broker incarnation (KIP-631); answers its broker_epoch",
-            _object({"broker_id": "integer", "incarnation_id": "string", "endpoints": "array",
-                     "rack": "string"}, ("broker_id", "incarnation_id", "endpoints")),
-            write=True)},
-        "/v1/brokers/heartbeat": {"post": _op(
-            "Broker heartbeat with its metadata offset; answers fenced/shutdown state",
-            _object({"broker_id": "integer", "broker_epoch": "integer",
-                     "current_metadata_offset": "integer", "want_fence": "boolean",
-                     "want_shut_down": "boolean"}, ("broker_id", "broker_epoch")),
-            write=True)},
-        "/v1/metadata/records": {"get": _op(
-            "Long-poll committed metadata batches from an offset",
-            parameters=[_query("from", "first offset wanted", True),
-                        _query("max_wait_ms", "wait up to this long for new records"),
-                        _query("max_records", "about this many records at most")],
-            extra_errors={"409": "SNAPSHOT_REQUIRED: load `snapshot`, continue at its "
-                                 "end_offset"})},
+        "/v1/brokers/register": {
+            "post": _op(
+                "Register a broker incarnation (KIP-631); answers its broker_epoch",
+                _object(
+                    {
+                        "broker_id": "integer",
+                        "incarnation_id": "string",
+                        "endpoints": "array",
+                        "rack": "string",
+                    },
+                    ("broker_id", "incarnation_id", "endpoints"),
+                ),
+                write=True,
+            )
+        },
+        "/v1/brokers/heartbeat": {
+            "post": _op(
+                "Broker heartbeat with its metadata offset; answers fenced/shutdown state",
+                _object(
+                    {
+                        "broker_id": "integer",
+                        "broker_epoch": "integer",
+                        "current_metadata_offset": "integer",
+                        "want_fence": "boolean",
+                        "want_shut_down": "boolean",
+                    },
+                    ("broker_id", "broker_epoch"),
+                ),
+                write=True,
+            )
+        },
+        "/v1/metadata/records": {
+            "get": _op(
+                "Long-poll committed metadata batches from an offset",
+                parameters=[
+                    _query("from", "first offset wanted", True),
+                    _query("max_wait_ms", "wait up to this long for new records"),
+                    _query("max_records", "about this many records at most"),
+                ],
+                extra_errors={
+                    "409": "SNAPSHOT_REQUIRED: load `snapshot`, continue at its end_offset"
+                },
+            )
+        },
         "/v1/metadata/snapshots": {"get": _op("List this controller's snapshots")},
-        "/v1/metadata/snapshots/{snapshot_id}": {"get": {
-            **_op("Download a snapshot (JSON lines, metadata/snapshot.py format)",
-                  extra_errors={"404": "SNAPSHOT_NOT_FOUND"}),
-            "parameters": [_path("snapshot_id")]}},
-        "/v1/alter-partition": {"post": _op(
-            "A partition leader proposes a new ISR (Kafka AlterPartition)",
-            _object({"broker_id": "integer", "broker_epoch": "integer", "topics": "array"},
-                    ("broker_id", "broker_epoch", "topics")), write=True)},
-        "/v1/producer-ids": {"post": _op(
-            "Allocate a block of producer ids (KIP-730)",
-            _object({"broker_id": "integer", "broker_epoch": "integer"},
-                    ("broker_id", "broker_epoch")), write=True)},
+        "/v1/metadata/snapshots/{snapshot_id}": {
+            "get": {
+                **_op(
+                    "Download a snapshot (JSON lines, metadata/snapshot.py format)",
+                    extra_errors={"404": "SNAPSHOT_NOT_FOUND"},
+                ),
+                "parameters": [_path("snapshot_id")],
+            }
+        },
+        "/v1/alter-partition": {
+            "post": _op(
+                "A partition leader proposes a new ISR (Kafka AlterPartition)",
+                _object(
+                    {"broker_id": "integer", "broker_epoch": "integer", "topics": "array"},
+                    ("broker_id", "broker_epoch", "topics"),
+                ),
+                write=True,
+            )
+        },
+        "/v1/producer-ids": {
+            "post": _op(
+                "Allocate a block of producer ids (KIP-730)",
+                _object(
+                    {"broker_id": "integer", "broker_epoch": "integer"},
+                    ("broker_id", "broker_epoch"),
+                ),
+                write=True,
+            )
+        },
         "/v1/cluster": {"get": _op("Cluster summary: controllers, brokers, counts")},
         "/v1/quorum": {"get": _op("Raft quorum: voters, leader, term, offsets, lag")},
         "/v1/topics": {
             "get": _op("List topics"),
-            "post": _op("Create a topic", _object(
-                {"name": "string", "partitions": "integer", "replication_factor": "integer",
-                 "assignments": "object", "configs": "object", "validate_only": "boolean"},
-                ("name",)), write=True, extra_errors={"409": "TOPIC_ALREADY_EXISTS"}),
+            "post": _op(
+                "Create a topic",
+                _object(
+                    {
+                        "name": "string",
+                        "partitions": "integer",
+                        "replication_factor": "integer",
+                        "assignments": "object",
+                        "configs": "object",
+                        "validate_only": "boolean",
+                    },
+                    ("name",),
+                ),
+                write=True,
+                extra_errors={"409": "TOPIC_ALREADY_EXISTS"},
+            ),
         },
         "/v1/topics/{name}": {
-            "get": {**_op("Describe a topic", extra_errors={
-                "404": "UNKNOWN_TOPIC_OR_PARTITION"}), "parameters": [_path("name")]},
-            "delete": {**_op("Delete a topic", write=True, extra_errors={
-                "404": "UNKNOWN_TOPIC_OR_PARTITION"}), "parameters": [_path("name")]},
+            "get": {
+                **_op("Describe a topic", extra_errors={"404": "UNKNOWN_TOPIC_OR_PARTITION"}),
+                "parameters": [_path("name")],
+            },
+            "delete": {
+                **_op(
+                    "Delete a topic", write=True, extra_errors={"404": "UNKNOWN_TOPIC_OR_PARTITION"}
+                ),
+                "parameters": [_path("name")],
+            },
         },
-        "/v1/topics/{name}/partitions": {"post": {**_op(
-            "Add partitions to a topic (CreatePartitions)",
-            _object({"count": "integer", "assignments": "array"}, ("count",)), write=True),
-            "parameters": [_path("name")]}},
-        "/v1/elections": {"post": _op(
-            "Elect leaders (preferred or unclean) for partitions",
-            _object({"election_type": "string", "partitions": "array"}), write=True)},
+        "/v1/topics/{name}/partitions": {
+            "post": {
+                **_op(
+                    "Add partitions to a topic (CreatePartitions)",
+                    _object({"count": "integer", "assignments": "array"}, ("count",)),
+                    write=True,
+                ),
+                "parameters": [_path("name")],
+            }
+        },
+        "/v1/elections": {
+            "post": _op(
+                "Elect leaders (preferred or unclean) for partitions",
+                _object({"election_type": "string", "partitions": "array"}),
+                write=True,
+            )
+        },
         "/v1/brokers": {"get": _op("List registered brokers")},
-        "/v1/brokers/{broker_id}": {"delete": {**_op(
-            "Unregister a broker (Kafka UnregisterBroker)", write=True,
-            extra_errors={"404": "BROKER_ID_NOT_REGISTERED"}),
-            "parameters": [_path("broker_id")]}},
+        "/v1/brokers/{broker_id}": {
+            "delete": {
+                **_op(
+                    "Unregister a broker (Kafka UnregisterBroker)",
+                    write=True,
+                    extra_errors={"404": "BROKER_ID_NOT_REGISTERED"},
+                ),
+                "parameters": [_path("broker_id")],
+            }
+        },
         "/v1/configs/{resource_type}/{resource_name}": {
-            "get": {**_op("Describe configs of a topic or broker"),
-                    "parameters": [_path("resource_type"), _path("resource_name")]},
-            "put": {**_op("Incrementally alter configs (set / delete)", _object(
-                {"set": "object", "delete": "array", "validate_only": "boolean"}), write=True),
-                "parameters": [_path("resource_type"), _path("resource_name")]},
+            "get": {
+                **_op("Describe configs of a topic or broker"),
+                "parameters": [_path("resource_type"), _path("resource_name")],
+            },
+            "put": {
+                **_op(
+                    "Incrementally alter configs (set / delete)",
+                    _object({"set": "object", "delete": "array", "validate_only": "boolean"}),
+                    write=True,
+                ),
+                "parameters": [_path("resource_type"), _path("resource_name")],
+            },
         },
         "/v1/openapi.json": {"get": _op("This document")},
     }
@@ -151,7 +254,7 @@ def openapi_document() -> dict[str, Any]:
             "title": "pykraft controller API",
             "version": "1",
             "description": "Admin and broker RPCs of a pykraft controller. Writes must reach the "
-                           "active controller; others answer NOT_CONTROLLER with its URL.",
+            "active controller; others answer NOT_CONTROLLER with its URL.",
         },
         "paths": _paths(),
         "components": {"schemas": {"Error": ERROR_SCHEMA, "Endpoint": ENDPOINT}},

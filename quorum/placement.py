@@ -132,8 +132,9 @@ class RackList:
 
     def place(self, replication_factor: int) -> list[int]:
         """One partition's replicas; the first is an unfenced broker (the preferred leader)."""
-        check_replication_factor(replication_factor, self.num_total_brokers,
-                                 self.num_unfenced_brokers)
+        check_replication_factor(
+            replication_factor, self.num_total_brokers, self.num_unfenced_brokers
+        )
         # After one pass over the unfenced brokers, reshuffle to avoid repeating assignments
         # (but never for a single broker, which would loop forever).
         if self._epoch == self.num_unfenced_brokers and self.num_unfenced_brokers > 1:
@@ -173,27 +174,38 @@ class RackList:
             shuffle(self._racks[name].unfenced.brokers, self._rng)
 
 
-def check_replication_factor(replication_factor: int, num_total_brokers: int,
-                             num_unfenced_brokers: int) -> None:
+def check_replication_factor(
+    replication_factor: int, num_total_brokers: int, num_unfenced_brokers: int
+) -> None:
     """Raise ``PlacementError`` with Kafka's messages when placement cannot succeed."""
     if replication_factor <= 0:
-        raise PlacementError(f"Invalid replication factor {replication_factor}: the "
-                             "replication factor must be positive.")
+        raise PlacementError(
+            f"Invalid replication factor {replication_factor}: the "
+            "replication factor must be positive."
+        )
     if replication_factor > num_total_brokers:
-        raise PlacementError(f"The target replication factor of {replication_factor} cannot be "
-                             f"reached because only {num_total_brokers} broker(s) are registered.")
+        raise PlacementError(
+            f"The target replication factor of {replication_factor} cannot be "
+            f"reached because only {num_total_brokers} broker(s) are registered."
+        )
     if num_unfenced_brokers == 0:
         raise PlacementError("All brokers are currently fenced.")
 
 
-def place_replicas(brokers: Iterable[UsableBroker], *, num_partitions: int,
-                   replication_factor: int, rng: RandomSource) -> tuple[tuple[int, ...], ...]:
+def place_replicas(
+    brokers: Iterable[UsableBroker],
+    *,
+    num_partitions: int,
+    replication_factor: int,
+    rng: RandomSource,
+) -> tuple[tuple[int, ...], ...]:
     """Replicas for ``num_partitions`` new partitions, each ``replication_factor`` long.
 
     Raises ``PlacementError`` when the factor is not positive, exceeds the brokers given, or
     every broker is fenced.
     """
     rack_list = RackList(rng, brokers)
-    check_replication_factor(replication_factor, rack_list.num_total_brokers,
-                             rack_list.num_unfenced_brokers)
+    check_replication_factor(
+        replication_factor, rack_list.num_total_brokers, rack_list.num_unfenced_brokers
+    )
     return tuple(tuple(rack_list.place(replication_factor)) for _ in range(num_partitions))

@@ -48,16 +48,16 @@ from typing import Any, Protocol
 import attrs
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from metadata.snapshot import load_snapshot
-from quorum.config import ControllerConfig
-from quorum.metadata_view import ResultCallback
-from quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
-from quorum.raft_serializer import BackgroundSerializer
-from quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
-from quorum.raft_transport import GuardedTransport
-from quorum.snapshots import SnapshotStore
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.metadata.snapshot import load_snapshot
+from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.metadata_view import ResultCallback
+from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
+from pykraft.quorum.raft_serializer import BackgroundSerializer
+from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
+from pykraft.quorum.raft_transport import GuardedTransport
+from pykraft.quorum.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +94,9 @@ def describe_failure(code: int) -> str:
 
 
 class MetadataRaft(SyncObj):  # type: ignore[misc]
-    def __init__(self, config: ControllerConfig, listener: RaftListener, *,
-                 wall_clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self, config: ControllerConfig, listener: RaftListener, *, wall_clock_ms: Callable[[], int]
+    ) -> None:
         raft_dir = config.metadata_log_dir / "raft"
         raft_dir.mkdir(parents=True, exist_ok=True)
         self._config = config
@@ -103,8 +104,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         # Dates the snapshots it writes (their header's created time).
         self._wall_clock_ms = wall_clock_ms
         self._raft_dir = raft_dir
-        self.snapshots = SnapshotStore(config.metadata_log_dir / "snapshots",
-                                       config.retained_snapshots)
+        self.snapshots = SnapshotStore(
+            config.metadata_log_dir / "snapshots", config.retained_snapshots
+        )
         # Set before SyncObj.__init__: its Raft thread may apply entries right away.
         self._state = MetadataState()
         self._dumped_state = self._state
@@ -115,16 +117,24 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         self._proposed: dict[bytes, tuple[MetadataRecord, ...]] = {}
         self.fatal_error: str | None = None
         self_address = str(config.self_raft_address)
-        others = [str(address) for node, address in sorted(config.voters.items())
-                  if node != config.node_id]
-        super().__init__(self_address, others, self._sync_obj_conf(config),
-                         transportClass=GuardedTransport)
+        others = [
+            str(address)
+            for node, address in sorted(config.voters.items())
+            if node != config.node_id
+        ]
+        super().__init__(
+            self_address, others, self._sync_obj_conf(config), transportClass=GuardedTransport
+        )
         # The one reach into pysyncobj's internals: write dumps off the Raft thread (see
         # quorum/raft_serializer.py). Assigning an attribute is atomic; until it happens the
         # synchronous hooks below do the same work.
         self._SyncObj__serializer = BackgroundSerializer(
-            str(raft_dir / DUMP_FILE_NAME), LOG_COMPACTION_BATCH_BYTES,
-            self._prepare_dump, self._write_dump, self._deserialize)
+            str(raft_dir / DUMP_FILE_NAME),
+            LOG_COMPACTION_BATCH_BYTES,
+            self._prepare_dump,
+            self._write_dump,
+            self._deserialize,
+        )
         self.addOnTickCallback(self._drain_calls)
         try:
             self.waitBinded()
@@ -183,8 +193,10 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self._listener.handle_applied(applied)
         except Exception:
             logger.exception("metadata listener failed on raft index %d", raft_index)
-        if applied.state.next_offset - self._snapshot_offset >= \
-                self._config.snapshot_interval_records:
+        if (
+            applied.state.next_offset - self._snapshot_offset
+            >= self._config.snapshot_interval_records
+        ):
             self._snapshot_offset = applied.state.next_offset  # ask once per interval
             self.forceLogCompaction()
         return applied.result
@@ -196,8 +208,12 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
 
     # ---- proposals and queries (any thread) ----
 
-    def propose(self, blob: bytes, on_result: ResultCallback,
-                records: tuple[MetadataRecord, ...] | None = None) -> None:
+    def propose(
+        self,
+        blob: bytes,
+        on_result: ResultCallback,
+        records: tuple[MetadataRecord, ...] | None = None,
+    ) -> None:
         """Enqueue ``blob``; ``on_result(result, fail_reason)`` runs on the Raft thread.
 
         ``records``: the records encoded in ``blob``, kept so applying it skips decoding.
@@ -262,8 +278,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         checkpoint = None
         if image.offset >= 0:
             checkpoint = self.snapshots.write(image, self._wall_clock_ms())
-            header = attrs.evolve(header, checkpoint_name=checkpoint.name,
-                                  checkpoint_size=checkpoint.stat().st_size)
+            header = attrs.evolve(
+                header, checkpoint_name=checkpoint.name, checkpoint_size=checkpoint.stat().st_size
+            )
         write_dump(path, header, checkpoint)
         if checkpoint is not None:
             self._listener.handle_snapshot_written(header.next_offset)
@@ -281,16 +298,19 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
                 path = self.snapshots.ensure(header.checkpoint_name, checkpoint_bytes)
                 image = load_snapshot(path)
             if image.offset != header.next_offset - 1:
-                raise ValueError(f"checkpoint ends at offset {image.offset}, the dump at "
-                                 f"{header.next_offset - 1}")
+                raise ValueError(
+                    f"checkpoint ends at offset {image.offset}, the dump at "
+                    f"{header.next_offset - 1}"
+                )
         except Exception as error:
             # pysyncobj would log and carry on from a journal that no longer starts at 1, which
             # wedges the node silently; record the error so the process exits loudly instead.
             self.fatal_error = f"cannot load the metadata dump {file_name}: {error}"
             logger.critical(self.fatal_error)
             raise
-        self._state = MetadataState(image=image, next_offset=header.next_offset,
-                                    last_raft_index=header.last_raft_index)
+        self._state = MetadataState(
+            image=image, next_offset=header.next_offset, last_raft_index=header.last_raft_index
+        )
         self._snapshot_offset = header.next_offset
         try:
             self._listener.handle_state_loaded(self._state)
@@ -300,4 +320,3 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
 
     def image(self) -> MetadataImage:
         return self._state.image
-

@@ -85,8 +85,9 @@ def encode_batch(batch: AnyBatch) -> bytes:
         raise BatchCodecError("a batch must carry at least one record")
     if count > MAX_BATCH_RECORDS:
         raise BatchCodecError(f"a batch carries at most {MAX_BATCH_RECORDS} records, got {count}")
-    header = _HEADER.pack(MAGIC, version, batch.expected_last_offset, batch.epoch,
-                          batch.append_time_ms, count)
+    header = _HEADER.pack(
+        MAGIC, version, batch.expected_last_offset, batch.epoch, batch.append_time_ms, count
+    )
     body = b"".join([header, *parts])
     if len(body) > MAX_BATCH_BYTES:
         raise BatchCodecError(f"a batch is at most {MAX_BATCH_BYTES} bytes, got {len(body)}")
@@ -114,12 +115,19 @@ def decode_batch(blob: bytes) -> AnyBatch:
     if version == COMPACT_FORMAT:
         if len(body) == _HEADER.size:
             raise BatchCodecError(f"a batch of {count} records has no payload")
-        return CompactBatch(expected_last_offset=expected_last_offset, epoch=epoch,
-                            append_time_ms=append_time_ms, record_count=count,
-                            payload=bytes(body[_HEADER.size:]))
-    return ProposedBatch(expected_last_offset=expected_last_offset, epoch=epoch,
-                         append_time_ms=append_time_ms,
-                         records=_decode_records(body, _HEADER.size, count))
+        return CompactBatch(
+            expected_last_offset=expected_last_offset,
+            epoch=epoch,
+            append_time_ms=append_time_ms,
+            record_count=count,
+            payload=bytes(body[_HEADER.size :]),
+        )
+    return ProposedBatch(
+        expected_last_offset=expected_last_offset,
+        epoch=epoch,
+        append_time_ms=append_time_ms,
+        records=_decode_records(body, _HEADER.size, count),
+    )
 
 
 def _decode_records(body: memoryview, position: int, count: int) -> tuple[bytes, ...]:

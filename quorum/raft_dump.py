@@ -73,8 +73,9 @@ def _entry_json(entry: RaftEntry) -> dict[str, int]:
 
 
 def _entry_fields(value: Any, path: Path) -> tuple[int, int, int]:
-    if type(value) is not dict or any(type(value.get(k)) is not int or value[k] < 0
-                                      for k in ("index", "term", "size")):
+    if type(value) is not dict or any(
+        type(value.get(k)) is not int or value[k] < 0 for k in ("index", "term", "size")
+    ):
         raise DumpError(f"{path}: malformed Raft entry in dump header: {value!r:.80}")
     return value["index"], value["term"], value["size"]
 
@@ -133,23 +134,40 @@ def read_dump(path: Path) -> tuple[DumpHeader, bytes]:
     position = end + 1
     expected = position + last_size + prev_size + fields["checkpointSize"]
     if len(data) != expected:
-        raise DumpError(f"{path}: the dump is {len(data)} bytes, its header says {expected} "
-                        f"(truncated file)")
-    last = RaftEntry(command=data[position : position + last_size], index=last_index,
-                     term=last_term)
+        raise DumpError(
+            f"{path}: the dump is {len(data)} bytes, its header says {expected} (truncated file)"
+        )
+    last = RaftEntry(
+        command=data[position : position + last_size], index=last_index, term=last_term
+    )
     position += last_size
-    prev = RaftEntry(command=data[position : position + prev_size], index=prev_index,
-                     term=prev_term)
+    prev = RaftEntry(
+        command=data[position : position + prev_size], index=prev_index, term=prev_term
+    )
     position += prev_size
     header = DumpHeader(
-        next_offset=fields["nextOffset"], last_raft_index=fields["lastRaftIndex"],
-        epoch=fields["epoch"], last_entry=last, prev_entry=prev, voters=fields["voters"],
-        checkpoint_name=fields["checkpoint"], checkpoint_size=fields["checkpointSize"])
+        next_offset=fields["nextOffset"],
+        last_raft_index=fields["lastRaftIndex"],
+        epoch=fields["epoch"],
+        last_entry=last,
+        prev_entry=prev,
+        voters=fields["voters"],
+        checkpoint_name=fields["checkpoint"],
+        checkpoint_size=fields["checkpointSize"],
+    )
     return header, data[position:]
 
 
-_REQUIRED = ("nextOffset", "lastRaftIndex", "epoch", "checkpointSize", "voters", "checkpoint",
-             "lastEntry", "prevEntry")
+_REQUIRED = (
+    "nextOffset",
+    "lastRaftIndex",
+    "epoch",
+    "checkpointSize",
+    "voters",
+    "checkpoint",
+    "lastEntry",
+    "prevEntry",
+)
 
 
 def _header_fields(document: Any, path: Path) -> dict[str, Any]:
@@ -160,8 +178,9 @@ def _header_fields(document: Any, path: Path) -> dict[str, Any]:
     missing = [key for key in _REQUIRED if key not in document]
     if missing:
         raise DumpError(f"{path}: dump header lacks {', '.join(missing)}")
-    integers = {key: document[key] for key in
-                ("nextOffset", "lastRaftIndex", "epoch", "checkpointSize")}
+    integers = {
+        key: document[key] for key in ("nextOffset", "lastRaftIndex", "epoch", "checkpointSize")
+    }
     voters, name = document["voters"], document["checkpoint"]
     if any(type(value) is not int for value in integers.values()):
         raise DumpError(f"{path}: dump header counters must be integers: {integers}")

@@ -39,8 +39,14 @@ _FAILED = object()
 
 
 class BackgroundSerializer(Serializer):  # type: ignore[misc]
-    def __init__(self, file_name: str, transmission_batch_size: int, prepare: Prepare,
-                 write: Write, load: Load) -> None:
+    def __init__(
+        self,
+        file_name: str,
+        transmission_batch_size: int,
+        prepare: Prepare,
+        write: Write,
+        load: Load,
+    ) -> None:
         super().__init__(file_name, transmission_batch_size, False, None, load, None)
         self._file_name = Path(file_name)
         self._prepare = prepare
@@ -60,8 +66,9 @@ class BackgroundSerializer(Serializer):  # type: ignore[misc]
         except Exception:
             logger.exception("preparing the metadata dump failed")
             prepared = _FAILED
-        self._thread = threading.Thread(target=self._run, args=(prepared,),
-                                        name="metadata-dump", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(prepared,), name="metadata-dump", daemon=True
+        )
         self._thread.start()
 
     def _run(self, prepared: Any) -> None:

@@ -29,14 +29,14 @@ import enum
 
 import attrs
 
-from metadata import compact_codec
-from metadata.codec import MetadataCodecError
-from metadata.codec import decode_records as decode_json_lines
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord
-from quorum.log_window import CommittedBatch
-from quorum.raft_batch import AnyBatch, BatchCodecError, CompactBatch, decode_batch
+from pykraft.metadata import compact_codec
+from pykraft.metadata.codec import MetadataCodecError
+from pykraft.metadata.codec import decode_records as decode_json_lines
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord
+from pykraft.quorum.log_window import CommittedBatch
+from pykraft.quorum.raft_batch import AnyBatch, BatchCodecError, CompactBatch, decode_batch
 
 
 class ApplyStatus(enum.Enum):
@@ -84,8 +84,12 @@ class Applied:
     batch: CommittedBatch | None = None
 
 
-def apply_entry(state: MetadataState, raft_index: int, blob: object,
-                decoded: tuple[MetadataRecord, ...] | None = None) -> Applied:
+def apply_entry(
+    state: MetadataState,
+    raft_index: int,
+    blob: object,
+    decoded: tuple[MetadataRecord, ...] | None = None,
+) -> Applied:
     """Give the Raft entry at ``raft_index`` its one outcome. Never raises.
 
     ``decoded`` may carry the records the proposer encoded into ``blob`` (the leader keeps them
@@ -93,8 +97,12 @@ def apply_entry(state: MetadataState, raft_index: int, blob: object,
     codec's round-trip guarantee makes true.
     """
     if raft_index <= state.last_raft_index:
-        return Applied(state=state, result=_result(state, ApplyStatus.DUPLICATE,
-                                                   f"raft index {raft_index} already applied"))
+        return Applied(
+            state=state,
+            result=_result(
+                state, ApplyStatus.DUPLICATE, f"raft index {raft_index} already applied"
+            ),
+        )
     consumed = attrs.evolve(state, last_raft_index=raft_index)
     try:
         if not isinstance(blob, bytes):
@@ -115,12 +123,14 @@ def apply_entry(state: MetadataState, raft_index: int, blob: object,
         return Applied(state=consumed, result=_result(consumed, ApplyStatus.INVALID, message))
 
 
-def _replay(state: MetadataState, batch: AnyBatch,
-            decoded: tuple[MetadataRecord, ...] | None) -> Applied:
+def _replay(
+    state: MetadataState, batch: AnyBatch, decoded: tuple[MetadataRecord, ...] | None
+) -> Applied:
     count = batch.record_count if isinstance(batch, CompactBatch) else len(batch.records)
     try:
-        records = decoded if decoded is not None and len(decoded) == count \
-            else decode_records(batch)
+        records = (
+            decoded if decoded is not None and len(decoded) == count else decode_records(batch)
+        )
     except MetadataCodecError as error:
         return Applied(state=state, result=_result(state, ApplyStatus.INVALID, str(error)))
     base_offset = state.next_offset
@@ -137,7 +147,8 @@ def _replay(state: MetadataState, batch: AnyBatch,
         record_count=len(records),
         # A format-1 entry (replayed from an old journal) is re-encoded once, so the window
         # holds one format.
-        payload=batch.payload if isinstance(batch, CompactBatch)
+        payload=batch.payload
+        if isinstance(batch, CompactBatch)
         else compact_codec.encode_records(records),
     )
     result = ApplyResult(

@@ -30,13 +30,13 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
-from quorum.config import ControllerConfig
-from quorum.controller import ControllerResult
-from quorum.metadata_view import MetadataView
-from quorum.node import ControllerNode, Operation, ServiceError
-from quorum.raft import RaftBindError
-from quorum.service import build_app
-from storage.clock import Clock
+from pykraft.quorum.config import ControllerConfig
+from pykraft.quorum.controller import ControllerResult
+from pykraft.quorum.metadata_view import MetadataView
+from pykraft.quorum.node import ControllerNode, Operation, ServiceError
+from pykraft.quorum.raft import RaftBindError
+from pykraft.quorum.service import build_app
+from pykraft.storage.clock import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -77,14 +77,16 @@ def timer_delay_ms(deadline_ms: int, now_ms: int) -> int:
 
 
 async def write_noop(node: TimedNode) -> None:
-    await node.write(lambda controller, image, now_ms:
-                     controller.maybe_noop(image, now_ms) or _NOTHING)
+    await node.write(
+        lambda controller, image, now_ms: controller.maybe_noop(image, now_ms) or _NOTHING
+    )
 
 
 async def fence_stale_brokers(node: TimedNode) -> None:
     for _ in range(MAX_FENCINGS_PER_ROUND):
-        fenced = await node.write(lambda controller, image, now_ms:
-                                  controller.fence_stale_brokers(image, now_ms))
+        fenced = await node.write(
+            lambda controller, image, now_ms: controller.fence_stale_brokers(image, now_ms)
+        )
         if not fenced:
             return
         logger.info("fenced broker(s) %s: session expired", list(fenced))
@@ -129,16 +131,26 @@ async def serve(config: ControllerConfig, stop: asyncio.Event, clock: Clock) -> 
     timer: asyncio.Task[None] | None = None
     try:
         await runner.setup()
-        site = web.TCPSite(runner, config.http_listener.host, config.http_listener.port,
-                           reuse_address=True, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        site = web.TCPSite(
+            runner,
+            config.http_listener.host,
+            config.http_listener.port,
+            reuse_address=True,
+            shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+        )
         try:
             await site.start()
         except OSError as error:
-            logger.error("cannot listen on %s (listeners): %s", config.http_listener.url,
-                         error.strerror)
+            logger.error(
+                "cannot listen on %s (listeners): %s", config.http_listener.url, error.strerror
+            )
             return 1
-        logger.info("controller %d serving %s, Raft on %s", config.node_id,
-                    config.http_listener.url, config.self_raft_address)
+        logger.info(
+            "controller %d serving %s, Raft on %s",
+            config.node_id,
+            config.http_listener.url,
+            config.self_raft_address,
+        )
         timer = asyncio.create_task(run_timer(node, clock))
         return await _wait_until_stopped(node, stop)
     finally:

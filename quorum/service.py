@@ -25,17 +25,17 @@ from typing import Any
 
 from aiohttp import web
 
-from metadata.api import routes
-from metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus, quorum_to_json
-from metadata.api.errors import (
+from pykraft.metadata.api import routes
+from pykraft.metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus, quorum_to_json
+from pykraft.metadata.api.errors import (
     SNAPSHOT_NOT_FOUND,
     SNAPSHOT_REQUIRED,
     ErrorBody,
     SnapshotRef,
     status_of,
 )
-from metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
-from metadata.api.records import (
+from pykraft.metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
+from pykraft.metadata.api.records import (
     MAX_FETCH_RECORDS,
     EncodedBatch,
     SnapshotListing,
@@ -43,13 +43,13 @@ from metadata.api.records import (
     records_query_from_params,
     snapshots_to_json,
 )
-from protocol.errors import Errors
-from quorum.log_window import ReadStatus
-from quorum.node import ControllerNode
-from quorum.openapi import openapi_document
-from quorum.service_admin import add_admin_routes
-from quorum.service_brokers import add_broker_routes
-from quorum.service_http import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.log_window import ReadStatus
+from pykraft.quorum.node import ControllerNode
+from pykraft.quorum.openapi import openapi_document
+from pykraft.quorum.service_admin import add_admin_routes
+from pykraft.quorum.service_brokers import add_broker_routes
+from pykraft.quorum.service_http import (
     NODE_KEY,
     ErrorAnswer,
     add_routes,
@@ -63,6 +63,7 @@ STATUS_TIMEOUT_S = 2.0
 
 # ---- metadata log for brokers ----
 
+
 async def get_records(request: web.Request) -> web.Response:
     node = node_of(request)
     query = records_query_from_params(request.query)
@@ -73,53 +74,95 @@ async def get_records(request: web.Request) -> web.Response:
     read = node.view.read(query.from_offset, max_records)
     if read.status is ReadStatus.SNAPSHOT_REQUIRED:
         raise _snapshot_required(node, query.from_offset)
-    body = records_page_json(query.from_offset, read.next_offset, node.view.window.next_offset,
-                             [EncodedBatch(base_offset=b.base_offset, last_offset=b.last_offset,
-                                           epoch=b.epoch, append_time_ms=b.append_time_ms,
-                                           records=b.records) for b in read.batches])
+    body = records_page_json(
+        query.from_offset,
+        read.next_offset,
+        node.view.window.next_offset,
+        [
+            EncodedBatch(
+                base_offset=b.base_offset,
+                last_offset=b.last_offset,
+                epoch=b.epoch,
+                append_time_ms=b.append_time_ms,
+                records=b.records,
+            )
+            for b in read.batches
+        ],
+    )
     return web.Response(body=body, content_type="application/json")
 
 
 def _snapshot_required(node: ControllerNode, from_offset: int) -> ErrorAnswer:
     latest = node.raft.snapshots.latest()
-    snapshot = None if latest is None else SnapshotRef(
-        snapshot_id=latest.snapshot_id, end_offset=latest.end_offset, epoch=latest.epoch)
-    return ErrorAnswer(409, ErrorBody(
-        error=SNAPSHOT_REQUIRED,
-        message=f"Offset {from_offset} is below this controller's retained window, which starts "
-                f"at {node.view.window.start_offset}; load the snapshot, then read from its end "
-                f"offset.",
-        snapshot=snapshot, log_start_offset=node.view.window.start_offset))
+    snapshot = (
+        None
+        if latest is None
+        else SnapshotRef(
+            snapshot_id=latest.snapshot_id, end_offset=latest.end_offset, epoch=latest.epoch
+        )
+    )
+    return ErrorAnswer(
+        409,
+        ErrorBody(
+            error=SNAPSHOT_REQUIRED,
+            message=f"Offset {from_offset} is below this controller's retained window, which "
+            f"starts at {node.view.window.start_offset}; load the snapshot, then read from its "
+            f"end offset.",
+            snapshot=snapshot,
+            log_start_offset=node.view.window.start_offset,
+        ),
+    )
 
 
 # ---- snapshots ----
 
+
 async def list_snapshots(request: web.Request) -> web.Response:
     snapshots = node_of(request).raft.snapshots.list()
-    return json_response(snapshots_to_json([
-        SnapshotListing(snapshot_id=s.snapshot_id, end_offset=s.end_offset, epoch=s.epoch,
-                        size_bytes=s.size_bytes) for s in snapshots]))
+    return json_response(
+        snapshots_to_json(
+            [
+                SnapshotListing(
+                    snapshot_id=s.snapshot_id,
+                    end_offset=s.end_offset,
+                    epoch=s.epoch,
+                    size_bytes=s.size_bytes,
+                )
+                for s in snapshots
+            ]
+        )
+    )
 
 
 async def get_snapshot(request: web.Request) -> web.StreamResponse:
     snapshot_id = request.match_info["snapshot_id"]
     path = node_of(request).raft.snapshots.path_for(snapshot_id)
     if path is None:
-        raise ErrorAnswer(404, ErrorBody(
-            error=SNAPSHOT_NOT_FOUND,
-            message=f"This controller has no snapshot {snapshot_id!r}; list them at "
-                    f"{routes.LIST_SNAPSHOTS.template}."))
+        raise ErrorAnswer(
+            404,
+            ErrorBody(
+                error=SNAPSHOT_NOT_FOUND,
+                message=f"This controller has no snapshot {snapshot_id!r}; list them at "
+                f"{routes.LIST_SNAPSHOTS.template}.",
+            ),
+        )
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise ErrorAnswer(404, ErrorBody(
-            error=SNAPSHOT_NOT_FOUND,
-            message=f"Snapshot {snapshot_id!r} was just replaced by a newer one.")) from None
-    return web.Response(body=data, content_type="application/x-ndjson",
-                        headers={"X-Snapshot-Id": snapshot_id})
+        raise ErrorAnswer(
+            404,
+            ErrorBody(
+                error=SNAPSHOT_NOT_FOUND,
+                message=f"Snapshot {snapshot_id!r} was just replaced by a newer one.",
+            ),
+        ) from None
+    return web.Response(
+        body=data, content_type="application/x-ndjson", headers={"X-Snapshot-Id": snapshot_id}
+    )
 
 
 # ---- quorum status ----
+
 
 async def get_quorum(request: web.Request) -> web.Response:
     node = node_of(request)
@@ -130,13 +173,18 @@ async def get_quorum(request: web.Request) -> web.Response:
 async def _raft_status(node: ControllerNode) -> dict[str, Any]:
     future = node.raft.call_in_raft_thread(node.raft.getStatus)
     try:
-        status: dict[str, Any] = await asyncio.wait_for(asyncio.wrap_future(future),
-                                                        STATUS_TIMEOUT_S)
+        status: dict[str, Any] = await asyncio.wait_for(
+            asyncio.wrap_future(future), STATUS_TIMEOUT_S
+        )
     except TimeoutError:
-        raise ErrorAnswer(status_of(Errors.REQUEST_TIMED_OUT), ErrorBody(
-            error=Errors.REQUEST_TIMED_OUT.name,
-            message="The Raft thread is busy (applying or snapshotting a large batch); "
-                    "retry shortly.")) from None
+        raise ErrorAnswer(
+            status_of(Errors.REQUEST_TIMED_OUT),
+            ErrorBody(
+                error=Errors.REQUEST_TIMED_OUT.name,
+                message="The Raft thread is busy (applying or snapshotting a large batch); "
+                "retry shortly.",
+            ),
+        ) from None
     return status
 
 
@@ -159,22 +207,35 @@ def quorum_description(node: ControllerNode, status: dict[str, Any]) -> QuorumDe
             match_index = _optional_int(status.get("last_applied")) if leader else None
         else:
             connected = status.get(f"partner_node_status_server_{key}") == 2
-        voters.append(VoterStatus(
-            node_id=node_id, raft_address=key, url=config.http_url(node_id),
-            connected=connected, match_index=match_index,
-            lag=None if match_index is None else max(0, commit_index - match_index)))
+        voters.append(
+            VoterStatus(
+                node_id=node_id,
+                raft_address=key,
+                url=config.http_url(node_id),
+                connected=connected,
+                match_index=match_index,
+                lag=None if match_index is None else max(0, commit_index - match_index),
+            )
+        )
     state = {0: "follower", 1: "candidate", 2: "leader"}.get(status.get("state", 0), "unknown")
     has_quorum = status.get("has_quorum")
     return QuorumDescription(
-        node_id=config.node_id, state=state, leader_id=node.leader_id(),
-        leader_url=node.leader_url(), raft_term=_optional_int(status.get("raft_term")),
-        committed_offset=node.raft.state.last_offset, applied_offset=node.view.last_offset,
+        node_id=config.node_id,
+        state=state,
+        leader_id=node.leader_id(),
+        leader_url=node.leader_url(),
+        raft_term=_optional_int(status.get("raft_term")),
+        committed_offset=node.raft.state.last_offset,
+        applied_offset=node.view.last_offset,
         log_start_offset=node.view.window.start_offset,
-        raft=RaftStatus(commit_index=_optional_int(status.get("commit_idx")),
-                        last_applied=_optional_int(status.get("last_applied")),
-                        log_entries=_optional_int(status.get("log_len")),
-                        has_quorum=has_quorum if isinstance(has_quorum, bool) else None),
-        voters=tuple(voters))
+        raft=RaftStatus(
+            commit_index=_optional_int(status.get("commit_idx")),
+            last_applied=_optional_int(status.get("last_applied")),
+            log_entries=_optional_int(status.get("log_len")),
+            has_quorum=has_quorum if isinstance(has_quorum, bool) else None,
+        ),
+        voters=tuple(voters),
+    )
 
 
 async def get_openapi(request: web.Request) -> web.Response:
@@ -184,16 +245,16 @@ async def get_openapi(request: web.Request) -> web.Response:
 def build_app(node: ControllerNode) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_REQUEST_BODY_BYTES)
     app[NODE_KEY] = node
-    add_routes(app, [
-        (routes.METADATA_RECORDS, get_records),
-        (routes.LIST_SNAPSHOTS, list_snapshots),
-        (routes.GET_SNAPSHOT, get_snapshot),
-        (routes.QUORUM, get_quorum),
-        (routes.OPENAPI, get_openapi),
-    ])
+    add_routes(
+        app,
+        [
+            (routes.METADATA_RECORDS, get_records),
+            (routes.LIST_SNAPSHOTS, list_snapshots),
+            (routes.GET_SNAPSHOT, get_snapshot),
+            (routes.QUORUM, get_quorum),
+            (routes.OPENAPI, get_openapi),
+        ],
+    )
     add_broker_routes(app)
     add_admin_routes(app)
     return app
-
-
-

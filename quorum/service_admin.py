@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metadata.api import routes
-from metadata.api.admin import (
+from pykraft.metadata.api import routes
+from pykraft.metadata.api.admin import (
     BrokerDescription,
     ClusterDescription,
     ConfigsDescription,
@@ -24,8 +24,8 @@ from metadata.api.admin import (
     elect_leaders_request_from_json,
     elect_leaders_response_to_json,
 )
-from metadata.api.errors import ErrorBody
-from metadata.api.topics import (
+from pykraft.metadata.api.errors import ErrorBody
+from pykraft.metadata.api.topics import (
     DeleteTopicsRequest,
     PartitionCount,
     PartitionDescription,
@@ -39,10 +39,10 @@ from metadata.api.topics import (
     topic_description_to_json,
     topic_listings_to_json,
 )
-from metadata.image import MetadataImage, TopicImage
-from metadata.records import ConfigResourceType
-from quorum.managers.configs import effective_topic_configs
-from quorum.service_http import (
+from pykraft.metadata.image import MetadataImage, TopicImage
+from pykraft.metadata.records import ConfigResourceType
+from pykraft.quorum.managers.configs import effective_topic_configs
+from pykraft.quorum.service_http import (
     ErrorAnswer,
     add_routes,
     json_response,
@@ -55,49 +55,89 @@ from quorum.service_http import (
 def _topic_or_404(image: MetadataImage, name: str) -> TopicImage:
     topic = image.topics.by_name.get(name)
     if topic is None:
-        raise ErrorAnswer(404, ErrorBody(error="UNKNOWN_TOPIC_OR_PARTITION",
-                                         message=f"Topic {name!r} does not exist."))
+        raise ErrorAnswer(
+            404,
+            ErrorBody(
+                error="UNKNOWN_TOPIC_OR_PARTITION", message=f"Topic {name!r} does not exist."
+            ),
+        )
     return topic
 
 
 def topic_description(image: MetadataImage, topic: TopicImage) -> TopicDescription:
-    return TopicDescription(name=topic.name, topic_id=topic.topic_id, partitions=tuple(
-        PartitionDescription(
-            partition=index, leader=p.leader, leader_epoch=p.leader_epoch,
-            partition_epoch=p.partition_epoch, replicas=tuple(p.replicas), isr=tuple(p.isr),
-            adding_replicas=tuple(p.adding_replicas),
-            removing_replicas=tuple(p.removing_replicas),
-            leader_recovery_state=int(p.leader_recovery_state))
-        for index, p in sorted(topic.partitions.items())),
-        configs=effective_topic_configs(image, topic.name))
+    return TopicDescription(
+        name=topic.name,
+        topic_id=topic.topic_id,
+        partitions=tuple(
+            PartitionDescription(
+                partition=index,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                replicas=tuple(p.replicas),
+                isr=tuple(p.isr),
+                adding_replicas=tuple(p.adding_replicas),
+                removing_replicas=tuple(p.removing_replicas),
+                leader_recovery_state=int(p.leader_recovery_state),
+            )
+            for index, p in sorted(topic.partitions.items())
+        ),
+        configs=effective_topic_configs(image, topic.name),
+    )
 
 
 async def get_cluster(request: web.Request) -> web.Response:
     node = node_of(request)
     image = node.view.image
-    return json_response(cluster_to_json(ClusterDescription(
-        controller_id=node.leader_id(),
-        controllers=tuple(ControllerAddress(node_id=node_id, url=node.config.http_url(node_id))
-                          for node_id in sorted(node.config.voters)),
-        metadata_offset=image.offset, metadata_epoch=image.epoch,
-        brokers=len(image.cluster.brokers), topics=len(image.topics.by_name),
-        partitions=image.topics.partition_count(), features=dict(image.features.items()))))
+    return json_response(
+        cluster_to_json(
+            ClusterDescription(
+                controller_id=node.leader_id(),
+                controllers=tuple(
+                    ControllerAddress(node_id=node_id, url=node.config.http_url(node_id))
+                    for node_id in sorted(node.config.voters)
+                ),
+                metadata_offset=image.offset,
+                metadata_epoch=image.epoch,
+                brokers=len(image.cluster.brokers),
+                topics=len(image.topics.by_name),
+                partitions=image.topics.partition_count(),
+                features=dict(image.features.items()),
+            )
+        )
+    )
 
 
 async def list_brokers(request: web.Request) -> web.Response:
     brokers = node_of(request).view.image.cluster.brokers
-    return json_response(brokers_to_json(tuple(BrokerDescription(
-        broker_id=b.id, broker_epoch=b.epoch, incarnation_id=b.incarnation_id,
-        endpoints=tuple(b.endpoints), rack=b.rack, fenced=b.fenced,
-        in_controlled_shutdown=b.in_controlled_shutdown,
-    ) for _, b in sorted(brokers.items()))))
+    return json_response(
+        brokers_to_json(
+            tuple(
+                BrokerDescription(
+                    broker_id=b.id,
+                    broker_epoch=b.epoch,
+                    incarnation_id=b.incarnation_id,
+                    endpoints=tuple(b.endpoints),
+                    rack=b.rack,
+                    fenced=b.fenced,
+                    in_controlled_shutdown=b.in_controlled_shutdown,
+                )
+                for _, b in sorted(brokers.items())
+            )
+        )
+    )
 
 
 async def list_topics(request: web.Request) -> web.Response:
     topics = node_of(request).view.image.topics.by_name
-    return json_response(topic_listings_to_json(tuple(
-        TopicListing(name=t.name, topic_id=t.topic_id, partitions=len(t.partitions))
-        for _, t in sorted(topics.items()))))
+    return json_response(
+        topic_listings_to_json(
+            tuple(
+                TopicListing(name=t.name, topic_id=t.topic_id, partitions=len(t.partitions))
+                for _, t in sorted(topics.items())
+            )
+        )
+    )
 
 
 async def describe_topic(request: web.Request) -> web.Response:
@@ -108,18 +148,19 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 async def create_topic(request: web.Request) -> web.Response:
     create = await read_body(request, create_topic_request_from_json)
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.create_topics(image, create, now_ms))
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.create_topics(image, create, now_ms)
+    )
     result = response.topics[0]
     raise_for(result.error)
-    return json_response(created_topic_to_json(result),
-                         status=200 if create.validate_only else 201)
+    return json_response(created_topic_to_json(result), status=200 if create.validate_only else 201)
 
 
 async def delete_topic(request: web.Request) -> web.Response:
     delete = DeleteTopicsRequest(names=(request.match_info["name"],))
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.delete_topics(image, delete, now_ms))
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.delete_topics(image, delete, now_ms)
+    )
     result = response.topics[0]
     raise_for(result.error)
     return json_response(deleted_topic_to_json(result))
@@ -127,19 +168,23 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 async def create_partitions(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    create = await read_body(request,
-                             lambda fields: create_partitions_request_from_json(name, fields))
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.create_partitions(image, create, now_ms))
+    create = await read_body(
+        request, lambda fields: create_partitions_request_from_json(name, fields)
+    )
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.create_partitions(image, create, now_ms)
+    )
     raise_for(response.topics[0].error)
-    return json_response(partition_count_to_json(
-        PartitionCount(name=name, partitions=create.topics[0].count)))
+    return json_response(
+        partition_count_to_json(PartitionCount(name=name, partitions=create.topics[0].count))
+    )
 
 
 async def elect_leaders(request: web.Request) -> web.Response:
     elect = await read_body(request, elect_leaders_request_from_json)
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.elect_leaders(image, elect, now_ms))
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.elect_leaders(image, elect, now_ms)
+    )
     raise_for(response.error)
     return json_response(elect_leaders_response_to_json(response))
 
@@ -155,8 +200,7 @@ def _configs(image: MetadataImage, kind: ConfigResourceType, name: str) -> Confi
         configs = effective_topic_configs(image, name)
     else:
         configs = dict(image.configs.config(kind.value, name).items())
-    return ConfigsDescription(resource_type=kind.name.lower(), resource_name=name,
-                              configs=configs)
+    return ConfigsDescription(resource_type=kind.name.lower(), resource_name=name, configs=configs)
 
 
 async def describe_configs(request: web.Request) -> web.Response:
@@ -166,25 +210,30 @@ async def describe_configs(request: web.Request) -> web.Response:
 
 async def alter_configs(request: web.Request) -> web.Response:
     kind, name = _resource(request)
-    alter = await read_body(request, lambda fields: alter_configs_request_from_json(
-        kind, name, fields))
+    alter = await read_body(
+        request, lambda fields: alter_configs_request_from_json(kind, name, fields)
+    )
     node = node_of(request)
-    response = await node.write(lambda controller, image, now_ms:
-                                controller.incremental_alter_configs(image, alter, now_ms))
+    response = await node.write(
+        lambda controller, image, now_ms: controller.incremental_alter_configs(image, alter, now_ms)
+    )
     raise_for(response.results[0].error)
     return json_response(configs_to_json(_configs(node.view.image, kind, name)))
 
 
 def add_admin_routes(app: web.Application) -> None:
-    add_routes(app, [
-        (routes.CLUSTER, get_cluster),
-        (routes.LIST_BROKERS, list_brokers),
-        (routes.LIST_TOPICS, list_topics),
-        (routes.CREATE_TOPIC, create_topic),
-        (routes.DESCRIBE_TOPIC, describe_topic),
-        (routes.DELETE_TOPIC, delete_topic),
-        (routes.CREATE_PARTITIONS, create_partitions),
-        (routes.ELECT_LEADERS, elect_leaders),
-        (routes.DESCRIBE_CONFIGS, describe_configs),
-        (routes.ALTER_CONFIGS, alter_configs),
-    ])
+    add_routes(
+        app,
+        [
+            (routes.CLUSTER, get_cluster),
+            (routes.LIST_BROKERS, list_brokers),
+            (routes.LIST_TOPICS, list_topics),
+            (routes.CREATE_TOPIC, create_topic),
+            (routes.DESCRIBE_TOPIC, describe_topic),
+            (routes.DELETE_TOPIC, delete_topic),
+            (routes.CREATE_PARTITIONS, create_partitions),
+            (routes.ELECT_LEADERS, elect_leaders),
+            (routes.DESCRIBE_CONFIGS, describe_configs),
+            (routes.ALTER_CONFIGS, alter_configs),
+        ],
+    )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from metadata.api import routes
-from metadata.api.brokers import (
+from pykraft.metadata.api import routes
+from pykraft.metadata.api.brokers import (
     BrokerRegistrationReply,
     alter_partition_request_from_json,
     alter_partition_response_to_json,
@@ -23,60 +23,72 @@ from metadata.api.brokers import (
     unregister_answer_to_json,
     unregister_request_from_path,
 )
-from quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
+from pykraft.quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
 
 
 async def register_broker(request: web.Request) -> web.Response:
     registration = await read_body(request, registration_request_from_json)
     node = node_of(request)
-    response = await node.write(lambda controller, image, now_ms:
-                                controller.register_broker(image, registration, now_ms))
+    response = await node.write(
+        lambda controller, image, now_ms: controller.register_broker(image, registration, now_ms)
+    )
     raise_for(response.error)
-    return json_response(registration_reply_to_json(BrokerRegistrationReply(
-        broker_id=registration.broker_id, broker_epoch=response.broker_epoch,
-        heartbeat_interval_ms=node.config.broker_heartbeat_interval_ms,
-        session_timeout_ms=node.config.broker_session_timeout_ms)))
+    return json_response(
+        registration_reply_to_json(
+            BrokerRegistrationReply(
+                broker_id=registration.broker_id,
+                broker_epoch=response.broker_epoch,
+                heartbeat_interval_ms=node.config.broker_heartbeat_interval_ms,
+                session_timeout_ms=node.config.broker_session_timeout_ms,
+            )
+        )
+    )
 
 
 async def broker_heartbeat(request: web.Request) -> web.Response:
     heartbeat = await read_body(request, heartbeat_request_from_json)
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.broker_heartbeat(image, heartbeat, now_ms))
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.broker_heartbeat(image, heartbeat, now_ms)
+    )
     raise_for(response.error)
     return json_response(heartbeat_response_to_json(response))
 
 
 async def unregister_broker(request: web.Request) -> web.Response:
     unregister = unregister_request_from_path(request.match_info["broker_id"])
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.unregister_broker(image, unregister,
-                                                                         now_ms))
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.unregister_broker(image, unregister, now_ms)
+    )
     raise_for(response.error)
     return json_response(unregister_answer_to_json(unregister))
 
 
 async def alter_partition(request: web.Request) -> web.Response:
     alter = await read_body(request, alter_partition_request_from_json)
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.alter_partition(image, alter, now_ms))
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.alter_partition(image, alter, now_ms)
+    )
     raise_for(response.error)
     return json_response(alter_partition_response_to_json(response))
 
 
 async def allocate_producer_ids(request: web.Request) -> web.Response:
     allocate = await read_body(request, producer_ids_request_from_json)
-    response = await node_of(request).write(lambda controller, image, now_ms:
-                                            controller.allocate_producer_ids(image, allocate,
-                                                                             now_ms))
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.allocate_producer_ids(image, allocate, now_ms)
+    )
     raise_for(response.error)
     return json_response(producer_ids_response_to_json(response))
 
 
 def add_broker_routes(app: web.Application) -> None:
-    add_routes(app, [
-        (routes.REGISTER_BROKER, register_broker),
-        (routes.BROKER_HEARTBEAT, broker_heartbeat),
-        (routes.UNREGISTER_BROKER, unregister_broker),
-        (routes.ALTER_PARTITION, alter_partition),
-        (routes.ALLOCATE_PRODUCER_IDS, allocate_producer_ids),
-    ])
+    add_routes(
+        app,
+        [
+            (routes.REGISTER_BROKER, register_broker),
+            (routes.BROKER_HEARTBEAT, broker_heartbeat),
+            (routes.UNREGISTER_BROKER, unregister_broker),
+            (routes.ALTER_PARTITION, alter_partition),
+            (routes.ALLOCATE_PRODUCER_IDS, allocate_producer_ids),
+        ],
+    )

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from metadata.api.errors import (
+from pykraft.metadata.api.errors import (
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
     REQUEST_TOO_LARGE,
@@ -27,7 +27,7 @@ from metadata.api.errors import (
     error_body_to_json,
     status_of,
 )
-from metadata.api.json_fields import (
+from pykraft.metadata.api.json_fields import (
     MAX_REQUEST_BODY_BYTES,
     Fields,
     JsonBodyError,
@@ -35,8 +35,8 @@ from metadata.api.json_fields import (
     dumps,
     parse_json_object,
 )
-from metadata.api.routes import Route
-from quorum.node import ControllerNode, ServiceError
+from pykraft.metadata.api.routes import Route
+from pykraft.quorum.node import ControllerNode, ServiceError
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,12 @@ def error_response(status: int, body: ErrorBody) -> web.Response:
 
 def _body_of(error: ServiceError) -> ErrorBody:
     leader_id = error.extra.get("leader_id")
-    return ErrorBody(error=error.code, message=error.message, leader=error.leader,
-                     leader_id=leader_id if type(leader_id) is int else None)
+    return ErrorBody(
+        error=error.code,
+        message=error.message,
+        leader=error.leader,
+        leader_id=leader_id if type(leader_id) is int else None,
+    )
 
 
 @web.middleware
@@ -81,15 +85,23 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as http_error:
         if http_error.status in (404, 405):
             reason = NOT_FOUND if http_error.status == 404 else METHOD_NOT_ALLOWED
-            return error_response(http_error.status, ErrorBody(
-                error=reason,
-                message=f"No route {request.method} {request.path}; see /v1/openapi.json."))
+            return error_response(
+                http_error.status,
+                ErrorBody(
+                    error=reason,
+                    message=f"No route {request.method} {request.path}; see /v1/openapi.json.",
+                ),
+            )
         raise
     except Exception:
         logger.exception("unexpected error serving %s %s", request.method, request.path)
-        return error_response(500, ErrorBody(
-            error="UNKNOWN_SERVER_ERROR",
-            message="The controller hit an unexpected error; it is logged on the controller."))
+        return error_response(
+            500,
+            ErrorBody(
+                error="UNKNOWN_SERVER_ERROR",
+                message="The controller hit an unexpected error; it is logged on the controller.",
+            ),
+        )
 
 
 def add_routes(app: web.Application, handlers: Sequence[tuple[Route, Handler]]) -> None:
@@ -108,9 +120,13 @@ async def read_body(request: web.Request, decode: Callable[[Fields], T]) -> T:
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise ErrorAnswer(413, ErrorBody(
-            error=REQUEST_TOO_LARGE,
-            message=f"The request body is larger than {MAX_REQUEST_BODY_BYTES} bytes.")) from None
+        raise ErrorAnswer(
+            413,
+            ErrorBody(
+                error=REQUEST_TOO_LARGE,
+                message=f"The request body is larger than {MAX_REQUEST_BODY_BYTES} bytes.",
+            ),
+        ) from None
     return decode(Fields(parse_json_object(raw)))
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import attrs
 
-from metadata.image import MetadataImage
-from metadata.snapshot import SNAPSHOT_SUFFIX, SnapshotId, write_snapshot
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.snapshot import SNAPSHOT_SUFFIX, SnapshotId, write_snapshot
 
 SUFFIX = SNAPSHOT_SUFFIX
 
@@ -68,8 +68,14 @@ class SnapshotStore:
                 size = path.stat().st_size
             except FileNotFoundError:
                 continue
-            infos.append(SnapshotInfo(snapshot_id=path.name.removesuffix(SUFFIX),
-                                      end_offset=parsed[0], epoch=parsed[1], size_bytes=size))
+            infos.append(
+                SnapshotInfo(
+                    snapshot_id=path.name.removesuffix(SUFFIX),
+                    end_offset=parsed[0],
+                    epoch=parsed[1],
+                    size_bytes=size,
+                )
+            )
         return sorted(infos, key=lambda info: (info.end_offset, info.epoch))
 
     def latest(self) -> SnapshotInfo | None:

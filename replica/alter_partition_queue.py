@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from replica.isr import AlterPartitionResult, PendingIsrChange
+from pykraft.replica.isr import AlterPartitionResult, PendingIsrChange
 
 ALTER_PARTITION_RETRY_BACKOFF_MS = 50
 

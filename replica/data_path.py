@@ -18,13 +18,13 @@ from typing import Protocol
 
 import attrs
 
-from metadata.records import BrokerEndpoint
-from protocol.errors import Errors
-from replica.isr import NO_BROKER_EPOCH
-from replica.partition_state import FetchIsolation, LogReadInfo
-from storage.fetch_data import RecordSlice
-from storage.leader_epoch_cache import OffsetAndEpoch
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.records import BrokerEndpoint
+from pykraft.protocol.errors import Errors
+from pykraft.replica.isr import NO_BROKER_EPOCH
+from pykraft.replica.partition_state import FetchIsolation, LogReadInfo
+from pykraft.storage.fetch_data import RecordSlice
+from pykraft.storage.leader_epoch_cache import OffsetAndEpoch
+from pykraft.storage.topic_partition import TopicPartition
 
 UNKNOWN_OFFSET = -1
 

@@ -30,9 +30,9 @@ from collections.abc import Callable, Collection
 
 import attrs
 
-from replica.partition_state import FetchIsolation
-from replica.waiters import Purgatory
-from storage.topic_partition import TopicPartition
+from pykraft.replica.partition_state import FetchIsolation
+from pykraft.replica.waiters import Purgatory
+from pykraft.storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting fetches (STYLE.md §7).
 MAX_DELAYED_FETCHES = 10_000

@@ -36,9 +36,9 @@ import enum
 
 import attrs
 
-from metadata.image import BrokerRegistration
-from metadata.records import NO_LEADER
-from protocol.errors import Errors
+from pykraft.metadata.image import BrokerRegistration
+from pykraft.metadata.records import NO_LEADER
+from pykraft.protocol.errors import Errors
 
 # Kafka's UnifiedLog.UNKNOWN_OFFSET: a follower's offsets before its first fetch.
 UNKNOWN_OFFSET = -1

@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 import attrs
 
-from protocol.errors import Errors
-from replica.isr import (
+from pykraft.protocol.errors import Errors
+from pykraft.replica.isr import (
     LEGAL_ISR_TRANSITIONS,
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,
@@ -34,7 +34,7 @@ from replica.isr import (
     is_stale_broker_epoch,
     update_fetch_state,
 )
-from replica.partition_state import (
+from pykraft.replica.partition_state import (
     LEGAL_TRANSITIONS,
     NO_PARTITION_LEADER_EPOCH,
     BrokerLookup,
@@ -54,15 +54,15 @@ from replica.partition_state import (
     prepare_isr_expand,
     prepare_isr_shrink,
 )
-from replica.ready import Ready
-from storage.leader_epoch_cache import (
+from pykraft.replica.ready import Ready
+from pykraft.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     Entries,
     OffsetAndEpoch,
     end_offset_for,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 # Kafka's replica.lag.time.max.ms default.
 REPLICA_LAG_TIME_MAX_MS = 30_000

@@ -38,10 +38,10 @@ from collections.abc import Callable, Collection
 import attrs
 from immutables import Map
 
-from metadata.image import BrokerRegistration, PartitionRegistration
-from metadata.records import NO_LEADER
-from protocol.errors import Errors
-from replica.isr import (
+from pykraft.metadata.image import BrokerRegistration, PartitionRegistration
+from pykraft.metadata.records import NO_LEADER
+from pykraft.protocol.errors import Errors
+from pykraft.replica.isr import (
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,
     AlterPartitionResult,
@@ -54,9 +54,13 @@ from replica.isr import (
     is_replica_isr_eligible,
     reset_replica_state,
 )
-from storage.fetch_data import FetchDataInfo
-from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
-from storage.log_validator import (
+from pykraft.storage.fetch_data import FetchDataInfo
+from pykraft.storage.leader_epoch_cache import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    OffsetAndEpoch,
+)
+from pykraft.storage.log_validator import (
     CorruptLogError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -66,7 +70,7 @@ from storage.log_validator import (
     RecordTooLargeError,
     StaleLeaderEpochError,
 )
-from storage.record_batch import CorruptRecordError
+from pykraft.storage.record_batch import CorruptRecordError
 
 # A request's current_leader_epoch / last_fetched_epoch when the client sent none.
 NO_PARTITION_LEADER_EPOCH = -1

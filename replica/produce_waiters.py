@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from protocol.errors import Errors
-from replica.waiters import Purgatory
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.errors import Errors
+from pykraft.replica.waiters import Purgatory
+from pykraft.storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting produces (STYLE.md §7).
 MAX_DELAYED_PRODUCES = 10_000

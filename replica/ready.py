@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from replica.isr import PendingIsrChange
-from replica.partition_state import PartitionState
-from storage.leader_epoch_cache import OffsetAndEpoch
+from pykraft.replica.isr import PendingIsrChange
+from pykraft.replica.partition_state import PartitionState
+from pykraft.storage.leader_epoch_cache import OffsetAndEpoch
 
 
 class Ready(NamedTuple):

@@ -42,16 +42,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, PartitionInfo
-from metadata.records import NO_LEADER, BrokerEndpoint
-from protocol.errors import Errors
-from replica.data_path import InitialFetchState
-from replica.fetch_waiters import FetchPurgatory
-from replica.partition_core import REPLICA_LAG_TIME_MAX_MS, PartitionCore
-from replica.partition_state import LeaderAndIsr
-from replica.produce_waiters import ProducePurgatory
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges, PartitionInfo
+from pykraft.metadata.records import NO_LEADER, BrokerEndpoint
+from pykraft.protocol.errors import Errors
+from pykraft.replica.data_path import InitialFetchState
+from pykraft.replica.fetch_waiters import FetchPurgatory
+from pykraft.replica.partition_core import REPLICA_LAG_TIME_MAX_MS, PartitionCore
+from pykraft.replica.partition_state import LeaderAndIsr
+from pykraft.replica.produce_waiters import ProducePurgatory
+from pykraft.storage.topic_partition import TopicPartition
 
 
 class PartitionTransition(NamedTuple):

@@ -18,7 +18,7 @@ import heapq
 from collections.abc import Callable, Collection
 from typing import Generic, TypeVar
 
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 W = TypeVar("W")
 

@@ -15,7 +15,7 @@ import os
 import struct
 from collections.abc import Iterator
 
-from storage.record_batch import (
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     CURRENT_MAGIC,
     LOG_OVERHEAD,

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from storage.atomic_file import write_atomically
-from storage.topic_partition import TopicPartition
+from pykraft.storage.atomic_file import write_atomically
+from pykraft.storage.topic_partition import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"

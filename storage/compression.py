@@ -31,7 +31,7 @@ import lz4.frame
 import snappy
 import zstandard
 
-from storage.record_batch import CompressionType, CorruptRecordError
+from pykraft.storage.record_batch import CompressionType, CorruptRecordError
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")
@@ -75,9 +75,7 @@ def compress(compression: CompressionType, data: bytes) -> bytes:
     return bytes(zstandard.ZstdCompressor().compress(data))
 
 
-def decompress(
-    compression: CompressionType, data: bytes | memoryview, *, max_bytes: int
-) -> bytes:
+def decompress(compression: CompressionType, data: bytes | memoryview, *, max_bytes: int) -> bytes:
     """Decompress a records section of at most ``max_bytes`` inflated bytes.
 
     Bad input raises ``CompressionError``; more than ``max_bytes`` raises
@@ -107,12 +105,19 @@ def iter_inflated(
             if total > max_bytes:
                 raise InflatedSizeLimitError(
                     "records",
-                    f"{compression.name.lower()} data inflates past the limit of "
-                    f"{max_bytes} bytes",
+                    f"{compression.name.lower()} data inflates past the limit of {max_bytes} bytes",
                 )
             yield chunk
-    except (OSError, EOFError, zlib.error, RuntimeError, ValueError, IndexError,
-            snappy.UncompressError, zstandard.ZstdError) as error:
+    except (
+        OSError,
+        EOFError,
+        zlib.error,
+        RuntimeError,
+        ValueError,
+        IndexError,
+        snappy.UncompressError,
+        zstandard.ZstdError,
+    ) as error:
         if isinstance(error, CorruptRecordError):
             raise
         reason = str(error) or type(error).__name__

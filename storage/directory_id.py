@@ -12,7 +12,7 @@ import base64
 import uuid
 from pathlib import Path
 
-from storage.atomic_file import write_atomically
+from pykraft.storage.atomic_file import write_atomically
 
 META_PROPERTIES = "meta.properties"
 DIRECTORY_ID_PROPERTY = "directory.id"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import attrs
 
 if TYPE_CHECKING:
-    from storage.file_slice import FileSlice
+    from pykraft.storage.file_slice import FileSlice
 
 
 class MemorySlice(bytes):

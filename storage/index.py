@@ -32,7 +32,7 @@ from pathlib import Path
 
 import attrs
 
-from storage.segment_store import MAX_RELATIVE_OFFSET
+from pykraft.storage.segment_store import MAX_RELATIVE_OFFSET
 
 OFFSET_INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storage.checkpoints import (
+from pykraft.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     CheckpointError,
     read_leader_epoch_checkpoint,
     write_leader_epoch_checkpoint,
 )
-from storage.leader_epoch_cache import Entries, LeaderEpochCache, assign_epoch
+from pykraft.storage.leader_epoch_cache import Entries, LeaderEpochCache, assign_epoch
 
 
 def load_entries(path: Path) -> Entries:

@@ -19,16 +19,16 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from storage.atomic_file import fsync_directory
-from storage.corruption import CorruptBatch
-from storage.fetch_data import FetchDataInfo
-from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
-from storage.log_config import LogConfig
-from storage.log_reader import fetch_offset_for_timestamp, read_segments
-from storage.read_verification import verified
-from storage.record_batch import BatchHeader
-from storage.segment import LogSegment, segment_file_name
-from storage.segment_store import AppendedBatch, should_roll
+from pykraft.storage.atomic_file import fsync_directory
+from pykraft.storage.corruption import CorruptBatch
+from pykraft.storage.fetch_data import FetchDataInfo
+from pykraft.storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_reader import fetch_offset_for_timestamp, read_segments
+from pykraft.storage.read_verification import verified
+from pykraft.storage.record_batch import BatchHeader
+from pykraft.storage.segment import LogSegment, segment_file_name
+from pykraft.storage.segment_store import AppendedBatch, should_roll
 
 
 def _base_offset(segment: LogSegment) -> int:

@@ -59,8 +59,8 @@ from pathlib import Path
 
 import attrs
 
-from storage.atomic_file import fsync_directory, write_atomically
-from storage.checkpoints import (
+from pykraft.storage.atomic_file import fsync_directory, write_atomically
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
@@ -68,13 +68,13 @@ from storage.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from storage.directory_id import ensure_directory_id, new_directory_id
-from storage.index import CorruptIndexError
-from storage.log_config import LONG_MAX, LogConfig
-from storage.partition_log import PartitionLog
-from storage.recovery import CLEAN_SHUTDOWN_FILE
-from storage.segment_store import RecoveryReport
-from storage.topic_partition import (
+from pykraft.storage.directory_id import ensure_directory_id, new_directory_id
+from pykraft.storage.index import CorruptIndexError
+from pykraft.storage.log_config import LONG_MAX, LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.storage.segment_store import RecoveryReport
+from pykraft.storage.topic_partition import (
     TopicPartition,
     delete_dir_name,
     is_deleted_dir,

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from storage.fetch_data import FetchDataInfo, LogOffsetMetadata
-from storage.log_validator import CorruptLogError
-from storage.producer_entry import NO_TIMESTAMP
-from storage.record_batch import CorruptRecordError
+from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata
+from pykraft.storage.log_validator import CorruptLogError
+from pykraft.storage.producer_entry import NO_TIMESTAMP
+from pykraft.storage.record_batch import CorruptRecordError
 
 if TYPE_CHECKING:
-    from storage.file_slice import FileSlice
-    from storage.segment import LogSegment
+    from pykraft.storage.file_slice import FileSlice
+    from pykraft.storage.segment import LogSegment
 
 # Kafka's ListOffsetsRequest special timestamps.
 LATEST_TIMESTAMP = -1

@@ -18,17 +18,17 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
-from storage.producer_append import AppendCheckKind, apply_batch, check_append
-from storage.producer_entry import ProducerStateEntry
-from storage.record_batch import (
+from pykraft.storage.producer_append import AppendCheckKind, apply_batch, check_append
+from pykraft.storage.producer_entry import ProducerStateEntry
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
     validate_batch,
 )
-from storage.record_walk import max_inflated_bytes
-from storage.records import validate_records
+from pykraft.storage.record_walk import max_inflated_bytes
+from pykraft.storage.records import validate_records
 
 
 class AppendOrigin(enum.Enum):

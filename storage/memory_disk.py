@@ -21,10 +21,10 @@ from pathlib import Path
 
 import attrs
 
-from storage.leader_epoch_cache import Entries
-from storage.producer_entry import ProducerStateEntry
-from storage.producer_snapshot import decode_snapshot
-from storage.record_batch import BatchHeader
+from pykraft.storage.leader_epoch_cache import Entries
+from pykraft.storage.producer_entry import ProducerStateEntry
+from pykraft.storage.producer_snapshot import decode_snapshot
+from pykraft.storage.record_batch import BatchHeader
 
 # Faults waiting to fire, per disk; a test arms a handful.
 MAX_PENDING_FAULTS = 64

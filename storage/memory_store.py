@@ -19,22 +19,22 @@ from pathlib import Path
 
 import attrs
 
-from storage.corruption import CorruptBatch
-from storage.fetch_data import FetchDataInfo, LogOffsetMetadata, MemorySlice, RecordSlice
-from storage.leader_epoch_cache import LeaderEpochCache
-from storage.log_config import LogConfig
-from storage.log_reader import (
+from pykraft.storage.corruption import CorruptBatch
+from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata, MemorySlice, RecordSlice
+from pykraft.storage.leader_epoch_cache import LeaderEpochCache
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_reader import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
 )
-from storage.log_validator import CorruptLogError
-from storage.memory_disk import MemoryDisk, MemoryEpochCheckpoint, MemorySegment
-from storage.producer_entry import NO_TIMESTAMP
-from storage.record_batch import BatchHeader, CorruptRecordError, parse_header
-from storage.records import iter_records
-from storage.segment_store import AppendedBatch, RecoveryReport, should_roll
+from pykraft.storage.log_validator import CorruptLogError
+from pykraft.storage.memory_disk import MemoryDisk, MemoryEpochCheckpoint, MemorySegment
+from pykraft.storage.producer_entry import NO_TIMESTAMP
+from pykraft.storage.record_batch import BatchHeader, CorruptRecordError, parse_header
+from pykraft.storage.records import iter_records
+from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, should_roll
 
 
 class MemorySegmentStore:

@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 # ListOffsets answers moved to storage.fetch_data; their importers still find them here.
-from storage.fetch_data import OffsetAndTimestamp as OffsetAndTimestamp
-from storage.local_log import LocalLog
-from storage.log_config import LogConfig
-from storage.memory_disk import MemoryDisk
-from storage.memory_store import load_memory_log
-from storage.producer_state import ProducerStateManager
-from storage.producer_state_file import ProducerStateFileManager
-from storage.recovery import load_log
-from storage.unified_log import UnifiedLog
+from pykraft.storage.fetch_data import OffsetAndTimestamp as OffsetAndTimestamp
+from pykraft.storage.local_log import LocalLog
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.memory_store import load_memory_log
+from pykraft.storage.producer_state import ProducerStateManager
+from pykraft.storage.producer_state_file import ProducerStateFileManager
+from pykraft.storage.recovery import load_log
+from pykraft.storage.unified_log import UnifiedLog
 
 
 class PartitionLog(UnifiedLog):

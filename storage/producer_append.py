@@ -12,13 +12,13 @@ import enum
 
 import attrs
 
-from storage.producer_entry import (
+from pykraft.storage.producer_entry import (
     NUM_BATCHES_TO_RETAIN,
     SEQUENCE_MODULUS,
     BatchMetadata,
     ProducerStateEntry,
 )
-from storage.record_batch import NO_PRODUCER_EPOCH, BatchHeader
+from pykraft.storage.record_batch import NO_PRODUCER_EPOCH, BatchHeader
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default (1 day)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from storage.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from pykraft.storage.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_TIMESTAMP = -1

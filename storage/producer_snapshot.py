@@ -17,8 +17,8 @@ from pathlib import Path
 
 import crc32c
 
-from storage.producer_entry import SEQUENCE_MODULUS, BatchMetadata, ProducerStateEntry
-from storage.record_batch import NO_SEQUENCE
+from pykraft.storage.producer_entry import SEQUENCE_MODULUS, BatchMetadata, ProducerStateEntry
+from pykraft.storage.record_batch import NO_SEQUENCE
 
 SNAPSHOT_SUFFIX = ".snapshot"
 PRODUCER_SNAPSHOT_VERSION = 1

@@ -39,22 +39,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from storage.producer_append import (
+from pykraft.storage.producer_append import (
     PRODUCER_ID_EXPIRATION_MS,
     AppendCheck,
     apply_batch,
     check_append,
     is_expired,
 )
-from storage.producer_entry import (
+from pykraft.storage.producer_entry import (
     ProducerStateEntry,
 )
-from storage.producer_snapshot import (
+from pykraft.storage.producer_snapshot import (
     CorruptSnapshotError,
     encode_snapshot,
     snapshot_file,
 )
-from storage.record_batch import BatchHeader
+from pykraft.storage.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 

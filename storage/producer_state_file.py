@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storage.atomic_file import write_atomically
-from storage.producer_append import PRODUCER_ID_EXPIRATION_MS
-from storage.producer_entry import ProducerStateEntry
-from storage.producer_snapshot import decode_snapshot, snapshot_file
-from storage.producer_state import ProducerStateManager
+from pykraft.storage.atomic_file import write_atomically
+from pykraft.storage.producer_append import PRODUCER_ID_EXPIRATION_MS
+from pykraft.storage.producer_entry import ProducerStateEntry
+from pykraft.storage.producer_snapshot import decode_snapshot, snapshot_file
+from pykraft.storage.producer_state import ProducerStateManager
 
 _SNAPSHOT_NAME = re.compile(r"([0-9]{20})\.snapshot")
 

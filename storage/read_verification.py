@@ -29,10 +29,10 @@ import os
 
 import attrs
 
-from storage.corruption import CorruptBatch
-from storage.fetch_data import FetchDataInfo
-from storage.file_slice import FileSlice
-from storage.record_batch import (
+from pykraft.storage.corruption import CorruptBatch
+from pykraft.storage.fetch_data import FetchDataInfo
+from pykraft.storage.file_slice import FileSlice
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     CorruptRecordError,

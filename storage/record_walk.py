@@ -34,12 +34,12 @@ import enum
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
-from storage.compression import InflatedSizeLimitError, iter_inflated
-from storage.record_batch import BatchHeader, CompressionType, CorruptRecordError
-from storage.varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES
+from pykraft.storage.compression import InflatedSizeLimitError, iter_inflated
+from pykraft.storage.record_batch import BatchHeader, CompressionType, CorruptRecordError
+from pykraft.storage.varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES
 
 try:
-    from storage._record_walk import walk_records as _c_walk
+    from pykraft.storage._record_walk import walk_records as _c_walk
 except ImportError:  # not built (a plain checkout): the Python walk below does the same
     _c_walk = None  # type: ignore[assignment]
 

@@ -29,8 +29,8 @@ from typing import NoReturn
 import attrs
 import crc32c
 
-from storage.compression import CompressionError, compress, decompress
-from storage.record_batch import (
+from pykraft.storage.compression import CompressionError, compress, decompress
+from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
@@ -46,13 +46,13 @@ from storage.record_batch import (
     encode_header,
     validate_batch,
 )
-from storage.record_walk import (
+from pykraft.storage.record_walk import (
     check_uncompressed_records,
     iter_record_runs,
     max_inflated_bytes,
     varint_rest,
 )
-from storage.varint import (
+from pykraft.storage.varint import (
     INT32_MAX,
     INT64_MAX,
     INT64_MIN,
@@ -308,7 +308,10 @@ def decode_records(
     log_append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
     try:
         return _decode_data(
-            bytes(payload), header.records_count, header.base_offset, header.base_timestamp,
+            bytes(payload),
+            header.records_count,
+            header.base_offset,
+            header.base_timestamp,
             log_append_time,
         )
     except CorruptRecordError as error:
@@ -358,27 +361,34 @@ def _decode_fast(
     try:
         for _ in range(count):
             b = data[pos]
-            length, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
-                data, pos + 1, b & 0x7F)
+            length, pos = (
+                ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(data, pos + 1, b & 0x7F)
+            )
             record_end = pos + length
             if length <= 0 or record_end > end:
                 return None
             b = data[pos + 1]  # skip attributes
-            timestamp_delta, pos = ((b >> 1) ^ -(b & 1), pos + 2) if b < 0x80 else varint_rest(
-                data, pos + 2, b & 0x7F, 64, 7 * MAX_VARLONG_BYTES)
+            timestamp_delta, pos = (
+                ((b >> 1) ^ -(b & 1), pos + 2)
+                if b < 0x80
+                else varint_rest(data, pos + 2, b & 0x7F, 64, 7 * MAX_VARLONG_BYTES)
+            )
             b = data[pos]
-            offset_delta, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
-                data, pos + 1, b & 0x7F)
+            offset_delta, pos = (
+                ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(data, pos + 1, b & 0x7F)
+            )
             b = data[pos]
-            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
-                data, pos + 1, b & 0x7F)
+            size, pos = (
+                ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(data, pos + 1, b & 0x7F)
+            )
             key = data[pos : pos + size] if size >= 0 else None
             pos += size if size > 0 else 0
             if size < -1:
                 return None
             b = data[pos]
-            size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
-                data, pos + 1, b & 0x7F)
+            size, pos = (
+                ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(data, pos + 1, b & 0x7F)
+            )
             value = data[pos : pos + size] if size >= 0 else None
             pos += size if size > 0 else 0
             if size < -1:
@@ -391,9 +401,15 @@ def _decode_fast(
             if pos != record_end:
                 return None
             timestamp = base_timestamp + timestamp_delta
-            append(make(base_offset + offset_delta,
-                        timestamp if log_append_time is None else log_append_time,
-                        key, value, headers))
+            append(
+                make(
+                    base_offset + offset_delta,
+                    timestamp if log_append_time is None else log_append_time,
+                    key,
+                    value,
+                    headers,
+                )
+            )
     except (IndexError, UnicodeDecodeError):
         return None
     if pos != end:
@@ -401,27 +417,28 @@ def _decode_fast(
     return records
 
 
-def _decode_headers_fast(
-    data: bytes, pos: int, record_end: int
-) -> tuple[tuple[Header, ...], int]:
+def _decode_headers_fast(data: bytes, pos: int, record_end: int) -> tuple[tuple[Header, ...], int]:
     """Headers for ``_decode_fast``: raises IndexError/UnicodeDecodeError at any surprise."""
     b = data[pos]
-    count, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
-        data, pos + 1, b & 0x7F)
+    count, pos = (
+        ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(data, pos + 1, b & 0x7F)
+    )
     if count < 0 or count * 2 > record_end - pos:
         raise IndexError("headersCount")
     headers = []
     for _ in range(count):
         b = data[pos]
-        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
-            data, pos + 1, b & 0x7F)
+        size, pos = (
+            ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(data, pos + 1, b & 0x7F)
+        )
         if size < 0 or pos + size > record_end:
             raise IndexError("headerKeyLength")
         key = data[pos : pos + size].decode("utf-8")
         pos += size
         b = data[pos]
-        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(
-            data, pos + 1, b & 0x7F)
+        size, pos = (
+            ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else varint_rest(data, pos + 1, b & 0x7F)
+        )
         if size < -1 or pos + size > record_end:
             raise IndexError("headerValueLength")
         headers.append(Header(key, data[pos : pos + size] if size >= 0 else None))

@@ -34,13 +34,13 @@ from pathlib import Path
 
 import attrs
 
-from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError
-from storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
-from storage.leader_epoch_file import LeaderEpochFileCache
-from storage.log_config import LogConfig
-from storage.record_batch import BatchHeader, CorruptRecordError
-from storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
-from storage.segment_store import RecoveryReport
+from pykraft.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError
+from pykraft.storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
+from pykraft.storage.leader_epoch_file import LeaderEpochFileCache
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.record_batch import BatchHeader, CorruptRecordError
+from pykraft.storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
+from pykraft.storage.segment_store import RecoveryReport
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's LogLoader.CleanShutdownFile
 TEMP_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")

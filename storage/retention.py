@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from storage.log_config import CleanupPolicy
+from pykraft.storage.log_config import CleanupPolicy
 
 
 class RetentionReason(enum.Enum):

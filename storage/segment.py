@@ -21,9 +21,9 @@ from pathlib import Path
 
 import attrs
 
-from storage.batch_scan import iter_valid_batches, read_batch_header
-from storage.file_slice import FileSlice
-from storage.index import (
+from pykraft.storage.batch_scan import iter_valid_batches, read_batch_header
+from pykraft.storage.file_slice import FileSlice
+from pykraft.storage.index import (
     NO_TIMESTAMP,
     OFFSET_INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -31,10 +31,10 @@ from storage.index import (
     TimeIndex,
     TimestampOffset,
 )
-from storage.log_config import LogConfig
-from storage.record_batch import BatchHeader, CorruptRecordError
-from storage.records import iter_records
-from storage.segment_store import MAX_RELATIVE_OFFSET, AppendedBatch
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.record_batch import BatchHeader, CorruptRecordError
+from pykraft.storage.records import iter_records
+from pykraft.storage.segment_store import MAX_RELATIVE_OFFSET, AppendedBatch
 
 LOG_SUFFIX = ".log"
 CLOSED_FD = -1  # os calls on it fail with EBADF

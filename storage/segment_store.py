@@ -31,10 +31,10 @@ import attrs
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 if TYPE_CHECKING:
-    from storage.corruption import CorruptBatch
-    from storage.fetch_data import FetchDataInfo
-    from storage.log_config import LogConfig
-    from storage.record_batch import BatchHeader
+    from pykraft.storage.corruption import CorruptBatch
+    from pykraft.storage.fetch_data import FetchDataInfo
+    from pykraft.storage.log_config import LogConfig
+    from pykraft.storage.record_batch import BatchHeader
 
 
 @attrs.frozen

@@ -38,11 +38,11 @@ from typing import Self
 
 import attrs
 
-from storage.corruption import CorruptionReports
-from storage.fetch_data import FetchDataInfo, LogOffsetMetadata, OffsetAndTimestamp
-from storage.leader_epoch_cache import LeaderEpochCache
-from storage.log_config import CleanupPolicy, LogConfig
-from storage.log_validator import (
+from pykraft.storage.corruption import CorruptionReports
+from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata, OffsetAndTimestamp
+from pykraft.storage.leader_epoch_cache import LeaderEpochCache
+from pykraft.storage.log_config import CleanupPolicy, LogConfig
+from pykraft.storage.log_validator import (
     AppendOrigin,
     LogAppendInfo,
     OffsetOutOfRangeError,
@@ -54,14 +54,14 @@ from storage.log_validator import (
     validate_follower_batches,
     validate_leader_batches,
 )
-from storage.producer_state import ProducerStateManager
-from storage.record_batch import (
+from pykraft.storage.producer_state import ProducerStateManager
+from pykraft.storage.record_batch import (
     CorruptRecordError,
     patch_base_offset,
     patch_partition_leader_epoch,
 )
-from storage.retention import RetentionDecision, SegmentInfo, decide_retention
-from storage.segment_store import AppendedBatch, RecoveryReport, SegmentStore, SegmentView
+from pykraft.storage.retention import RetentionDecision, SegmentInfo, decide_retention
+from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, SegmentStore, SegmentView
 
 
 class UnifiedLog:

@@ -11,7 +11,7 @@ fit the type, otherwise ``CorruptRecordError`` names the field and the byte posi
 
 from __future__ import annotations
 
-from storage.record_batch import CorruptRecordError
+from pykraft.storage.record_batch import CorruptRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
@@ -21,9 +21,7 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 # Single-byte varints are by far the most common (small lengths, deltas, counts): precompute them.
-_SMALL: tuple[bytes, ...] = tuple(
-    bytes([((n << 1) ^ (n >> 63)) & 0x7F]) for n in range(-64, 64)
-)
+_SMALL: tuple[bytes, ...] = tuple(bytes([((n << 1) ^ (n >> 63)) & 0x7F]) for n in range(-64, 64))
 
 
 def zigzag_encode(value: int) -> int:

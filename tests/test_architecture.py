@@ -9,8 +9,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = [
-    "storage", "protocol", "fetcher", "replica", "coordinator", "broker", "metadata", "quorum",
-    "export", "pykraft",
+    "storage",
+    "protocol",
+    "fetcher",
+    "replica",
+    "coordinator",
+    "broker",
+    "metadata",
+    "quorum",
+    "export",
+    "pykraft",
 ]
 
 # Which of our packages each package may import (DESIGN.md §2).
@@ -36,17 +44,31 @@ ALLOWED_MODULES: dict[str, set[str]] = {"metadata": VOCABULARY, "quorum": VOCABU
 # Pure cores: no I/O, clock or randomness (STYLE.md §1-2).
 IO_MODULES = {"asyncio", "socket", "threading", "time", "random", "os", "aiohttp", "pysyncobj"}
 PURE_CORES = [
-    "protocol/errors.py", "storage/topic_partition.py", "storage/clock.py",
-    "metadata/records.py", "metadata/image.py", "metadata/delta.py", "metadata/local_changes.py",
+    "protocol/errors.py",
+    "storage/topic_partition.py",
+    "storage/clock.py",
+    "metadata/records.py",
+    "metadata/image.py",
+    "metadata/delta.py",
+    "metadata/local_changes.py",
     # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
     "metadata/api",
-    "quorum/controller.py", "quorum/managers",
-    "fetcher/truncation.py", "fetcher/state.py", "fetcher/responses.py",
+    "quorum/controller.py",
+    "quorum/managers",
+    "fetcher/truncation.py",
+    "fetcher/state.py",
+    "fetcher/responses.py",
     "replica",
-    "broker/connection_quotas.py", "broker/lifecycle.py", "broker/lifecycle_core.py",
-    "coordinator/group/state.py", "coordinator/group/rebalance.py",
-    "coordinator/group/manager.py", "coordinator/group/coordinator.py",
-    "coordinator/group/offsets.py", "coordinator/group/records.py", "coordinator/group/effects.py",
+    "broker/connection_quotas.py",
+    "broker/lifecycle.py",
+    "broker/lifecycle_core.py",
+    "coordinator/group/state.py",
+    "coordinator/group/rebalance.py",
+    "coordinator/group/manager.py",
+    "coordinator/group/coordinator.py",
+    "coordinator/group/offsets.py",
+    "coordinator/group/records.py",
+    "coordinator/group/effects.py",
     "coordinator/group/replicas.py",
     "export/replica_choice.py",
 ]
@@ -77,7 +99,9 @@ STORAGE_RULES = [
 # composed, and nothing else reads ``time`` for a timestamp or a deadline.
 REAL_CLOCK = "storage.system_clock"
 COMPOSITION_ROOTS = {
-    "pykraft/broker_cmd.py", "pykraft/controller_cmd.py", "pykraft/demo.py",
+    "pykraft/broker_cmd.py",
+    "pykraft/controller_cmd.py",
+    "pykraft/demo.py",
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }
@@ -222,8 +246,12 @@ def time_reads(path: Path) -> list[str]:
     """``time.monotonic()``-style calls and ``from time import ...`` in ``path``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if (isinstance(node, ast.Attribute) and node.attr in TIME_READS
-                and isinstance(node.value, ast.Name) and node.value.id == "time"):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in TIME_READS
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "time"
+        ):
             found.append(f"time.{node.attr}")
         elif isinstance(node, ast.ImportFrom) and node.module == "time":
             found.extend(f"from time import {alias.name}" for alias in node.names)

@@ -23,22 +23,22 @@ Wiring (the composition root)::
 
 from __future__ import annotations
 
-from broker.controller_api import (
+from pykraft.broker.controller_api import (
     ControllerClient,
     ControllerError,
 )
-from broker.handlers.admin import admin_handlers
-from broker.handlers.fetch import fetch_handler
-from broker.handlers.groups import group_handlers
-from broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
-from broker.handlers.list_offsets import list_offsets_handler
-from broker.handlers.metadata import metadata_handler
-from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
-from broker.handlers.produce import produce_handler
-from broker.handlers.services import BrokerServices
-from broker.kafka_apis import ApiHandler
-from coordinator.group.shell import GroupCoordinatorShell
-from protocol.api_keys import ApiKey
+from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.fetch import fetch_handler
+from pykraft.broker.handlers.groups import group_handlers
+from pykraft.broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
+from pykraft.broker.handlers.list_offsets import list_offsets_handler
+from pykraft.broker.handlers.metadata import metadata_handler
+from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
+from pykraft.broker.handlers.produce import produce_handler
+from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.kafka_apis import ApiHandler
+from pykraft.coordinator.group.shell import GroupCoordinatorShell
+from pykraft.protocol.api_keys import ApiKey
 
 
 def broker_handlers(

@@ -34,8 +34,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from broker.controller_api import ControllerError
-from broker.handlers.admin_requests import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.admin_requests import (
     BROKER_ENDPOINT_TYPE,
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
@@ -50,7 +50,7 @@ from broker.handlers.admin_requests import (
     describe_cluster_request,
     describe_configs_request,
 )
-from broker.handlers.admin_responses import (
+from pykraft.broker.handlers.admin_responses import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
@@ -67,20 +67,20 @@ from broker.handlers.admin_responses import (
     describe_cluster_response,
     describe_configs_response,
 )
-from broker.handlers.services import (
+from pykraft.broker.handlers.services import (
     BrokerServices,
     alive_brokers,
     controller_id,
     topic_id_string,
     topic_uuid,
 )
-from broker.kafka_apis import ApiHandler, kafka_python_handler
-from broker.network import RequestContext
-from metadata.api.topics import CreatableTopic
-from metadata.records import ConfigResourceType
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.wire import ZERO_UUID
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.records import ConfigResourceType
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.wire import ZERO_UUID
 
 # Keyed by the wire's int: an unknown resource type is not a ConfigResourceType.
 _RESOURCE_KINDS: dict[int, str] = {
@@ -128,8 +128,9 @@ async def create_topics(services: BrokerServices, request: CreateTopicsRequestDa
 
     async def one(topic: CreatableTopic) -> CreatedTopicResult:
         if topic.name in duplicates:
-            return CreatedTopicResult(name=topic.name, error=Errors.INVALID_REQUEST,
-                                      message="Duplicate topic name.")
+            return CreatedTopicResult(
+                name=topic.name, error=Errors.INVALID_REQUEST, message="Duplicate topic name."
+            )
         try:
             created = await services.controller.create_topic(
                 topic, validate_only=request.validate_only
@@ -159,11 +160,17 @@ async def _read_back_configs(
     except ControllerError as error:
         return attrs.evolve(result, topic_config_error=error.code)
     explicit = services.metadata().configs.config(ConfigResourceType.TOPIC, result.name)
-    return attrs.evolve(result, configs=tuple(
-        ConfigEntry(name=key, value=value,
-                    source=DYNAMIC_TOPIC_CONFIG if key in explicit else DEFAULT_CONFIG)
-        for key, value in sorted(configs.items())
-    ))
+    return attrs.evolve(
+        result,
+        configs=tuple(
+            ConfigEntry(
+                name=key,
+                value=value,
+                source=DYNAMIC_TOPIC_CONFIG if key in explicit else DEFAULT_CONFIG,
+            )
+            for key, value in sorted(configs.items())
+        ),
+    )
 
 
 # ------------------------------------------------------------------ DeleteTopics
@@ -185,16 +192,25 @@ async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestDa
         name: str | None, topic_id: uuid.UUID | None, error: Errors
     ) -> DeletedTopicResult:
         if name is None or error is not Errors.NONE:
-            return DeletedTopicResult(name=name, topic_id=topic_id, error=Errors.UNKNOWN_TOPIC_ID,
-                                      message="The topic id is unknown.")
+            return DeletedTopicResult(
+                name=name,
+                topic_id=topic_id,
+                error=Errors.UNKNOWN_TOPIC_ID,
+                message="The topic id is unknown.",
+            )
         if name in duplicates:
-            return DeletedTopicResult(name=name, topic_id=topic_id, error=Errors.INVALID_REQUEST,
-                                      message="Duplicate topic name.")
+            return DeletedTopicResult(
+                name=name,
+                topic_id=topic_id,
+                error=Errors.INVALID_REQUEST,
+                message="Duplicate topic name.",
+            )
         try:
             deleted = await services.controller.delete_topic(name)
         except ControllerError as failure:
-            return DeletedTopicResult(name=name, topic_id=topic_id, error=failure.code,
-                                      message=failure.message)
+            return DeletedTopicResult(
+                name=name, topic_id=topic_id, error=failure.code, message=failure.message
+            )
         deleted_id = topic_uuid(deleted.topic_id) if deleted.topic_id else topic_id
         return DeletedTopicResult(name=name, topic_id=deleted_id, error=Errors.NONE)
 
@@ -210,8 +226,9 @@ async def create_partitions(services: BrokerServices, request: CreatePartitionsR
 
     async def one(topic: CreatePartitionsTopic) -> PartitionsResult:
         if topic.name in duplicates:
-            return PartitionsResult(name=topic.name, error=Errors.INVALID_REQUEST,
-                                    message="Duplicate topic name.")
+            return PartitionsResult(
+                name=topic.name, error=Errors.INVALID_REQUEST, message="Duplicate topic name."
+            )
         try:
             await services.controller.create_partitions(
                 topic.name, topic.count, topic.assignments, validate_only=request.validate_only
@@ -248,8 +265,9 @@ async def describe_configs(services: BrokerServices, request: DescribeConfigsReq
             resource_name=resource.resource_name,
             error=Errors.NONE,
             entries=tuple(
-                ConfigEntry(name=key, value=value,
-                            source=dynamic if key in explicit else DEFAULT_CONFIG)
+                ConfigEntry(
+                    name=key, value=value, source=dynamic if key in explicit else DEFAULT_CONFIG
+                )
                 for key, value in sorted(configs.items())
                 if wanted is None or key in wanted
             ),
@@ -262,8 +280,12 @@ async def describe_configs(services: BrokerServices, request: DescribeConfigsReq
 def _configs_failed(
     resource: DescribeConfigsResource, error: Errors, message: str | None
 ) -> ConfigsResult:
-    return ConfigsResult(resource_type=resource.resource_type,
-                         resource_name=resource.resource_name, error=error, message=message)
+    return ConfigsResult(
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        error=error,
+        message=message,
+    )
 
 
 def _resource_problem(

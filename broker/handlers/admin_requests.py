@@ -14,7 +14,11 @@ from typing import Any
 
 import attrs
 
-from metadata.api.topics import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
+from pykraft.metadata.api.topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+)
 
 
 @attrs.frozen(kw_only=True)

@@ -15,10 +15,10 @@ from typing import Any
 
 import attrs
 
-from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from protocol.errors import Errors
-from protocol.wire import ZERO_UUID
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.wire import ZERO_UUID
 
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -109,39 +109,62 @@ class DescribeClusterResult:
 def create_topics_response(version: int, results: Sequence[CreatedTopicResult]) -> Any:
     topic_class = _CreateTopics.CreatableTopicResult
     config_class = topic_class.CreatableTopicConfigs
-    return _CreateTopics(version=version, throttle_time_ms=0, topics=[
-        topic_class(
-            name=r.name,
-            topic_id=r.topic_id or ZERO_UUID,
-            error_code=r.error,
-            error_message=r.message,
-            topic_config_error_code=r.topic_config_error,
-            num_partitions=r.num_partitions,
-            replication_factor=r.replication_factor,
-            configs=None if r.configs is None else [
-                config_class(name=c.name, value=c.value, read_only=False, is_sensitive=False,
-                             config_source=c.source)
-                for c in r.configs
-            ],
-        )
-        for r in results
-    ])
+    return _CreateTopics(
+        version=version,
+        throttle_time_ms=0,
+        topics=[
+            topic_class(
+                name=r.name,
+                topic_id=r.topic_id or ZERO_UUID,
+                error_code=r.error,
+                error_message=r.message,
+                topic_config_error_code=r.topic_config_error,
+                num_partitions=r.num_partitions,
+                replication_factor=r.replication_factor,
+                configs=None
+                if r.configs is None
+                else [
+                    config_class(
+                        name=c.name,
+                        value=c.value,
+                        read_only=False,
+                        is_sensitive=False,
+                        config_source=c.source,
+                    )
+                    for c in r.configs
+                ],
+            )
+            for r in results
+        ],
+    )
 
 
 def delete_topics_response(version: int, results: Sequence[DeletedTopicResult]) -> Any:
     result_class = _DeleteTopics.DeletableTopicResult
-    return _DeleteTopics(version=version, throttle_time_ms=0, responses=[
-        result_class(name=r.name, topic_id=r.topic_id or ZERO_UUID, error_code=r.error,
-                     error_message=r.message)
-        for r in results
-    ])
+    return _DeleteTopics(
+        version=version,
+        throttle_time_ms=0,
+        responses=[
+            result_class(
+                name=r.name,
+                topic_id=r.topic_id or ZERO_UUID,
+                error_code=r.error,
+                error_message=r.message,
+            )
+            for r in results
+        ],
+    )
 
 
 def create_partitions_response(version: int, results: Sequence[PartitionsResult]) -> Any:
     result_class = _CreatePartitions.CreatePartitionsTopicResult
-    return _CreatePartitions(version=version, throttle_time_ms=0, results=[
-        result_class(name=r.name, error_code=r.error, error_message=r.message) for r in results
-    ])
+    return _CreatePartitions(
+        version=version,
+        throttle_time_ms=0,
+        results=[
+            result_class(name=r.name, error_code=r.error, error_message=r.message) for r in results
+        ],
+    )
 
 
 def describe_configs_response(
@@ -152,18 +175,37 @@ def describe_configs_response(
     synonym_class = entry_class.DescribeConfigsSynonym
 
     def entry(config: ConfigEntry) -> Any:
-        synonyms = [synonym_class(name=config.name, value=config.value,
-                                  source=config.source)] if include_synonyms else []
-        return entry_class(name=config.name, value=config.value, read_only=False,
-                           config_source=config.source, is_default=config.is_default,
-                           is_sensitive=False, synonyms=synonyms, config_type=0,
-                           documentation=None)
+        synonyms = (
+            [synonym_class(name=config.name, value=config.value, source=config.source)]
+            if include_synonyms
+            else []
+        )
+        return entry_class(
+            name=config.name,
+            value=config.value,
+            read_only=False,
+            config_source=config.source,
+            is_default=config.is_default,
+            is_sensitive=False,
+            synonyms=synonyms,
+            config_type=0,
+            documentation=None,
+        )
 
-    return _DescribeConfigs(version=version, throttle_time_ms=0, results=[
-        result_class(error_code=r.error, error_message=r.message, resource_type=r.resource_type,
-                     resource_name=r.resource_name, configs=[entry(c) for c in r.entries])
-        for r in results
-    ])
+    return _DescribeConfigs(
+        version=version,
+        throttle_time_ms=0,
+        results=[
+            result_class(
+                error_code=r.error,
+                error_message=r.message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=[entry(c) for c in r.entries],
+            )
+            for r in results
+        ],
+    )
 
 
 def describe_cluster_response(version: int, result: DescribeClusterResult) -> Any:
@@ -176,6 +218,8 @@ def describe_cluster_response(version: int, result: DescribeClusterResult) -> An
         endpoint_type=result.endpoint_type,
         cluster_id=result.cluster_id,
         controller_id=result.controller_id,
-        brokers=[broker_class(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                 for b in result.brokers],
+        brokers=[
+            broker_class(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in result.brokers
+        ],
     )

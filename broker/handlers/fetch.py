@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import uuid
 
-from broker.handlers.services import BrokerServices, current_leader, topic_id_string
-from broker.kafka_apis import ApiHandler, ResponseBody
-from broker.network import RequestContext
-from broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
-from metadata.image import MetadataImage
-from protocol.common import UNKNOWN_LEADER, NodeEndpoint
-from protocol.errors import Errors
-from protocol.fetch import (
+from pykraft.broker.handlers.services import BrokerServices, current_leader, topic_id_string
+from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
+from pykraft.broker.network import RequestContext
+from pykraft.broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
+from pykraft.metadata.image import MetadataImage
+from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     EpochEndOffset,
     FetchableTopicResponse,
@@ -38,8 +38,8 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from protocol.wire import ZERO_UUID
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.wire import ZERO_UUID
+from pykraft.storage.topic_partition import TopicPartition
 
 FIRST_TOPIC_ID_VERSION = 13
 # Kafka's FetchMetadata epochs: a full fetch opens (0) or needs no (-1) session.

@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 
-from coordinator.group.state import Protocol
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.state import Protocol
+from pykraft.storage.topic_partition import TopicPartition
 
 GROUP_KEY_TYPE = 0
 NO_EPOCH = -1

@@ -19,14 +19,14 @@ from typing import Any
 
 import attrs
 
-from broker.handlers.group_requests import OffsetCommitRequestData, OffsetFetchGroup
-from coordinator.group.effects import JoinGroupResult, LeaveGroupResult, SyncGroupResult
-from coordinator.group.manager import GroupOverview, GroupSummary
-from coordinator.group.records import OffsetAndMetadata
-from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers.group_requests import OffsetCommitRequestData, OffsetFetchGroup
+from pykraft.coordinator.group.effects import JoinGroupResult, LeaveGroupResult, SyncGroupResult
+from pykraft.coordinator.group.manager import GroupOverview, GroupSummary
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 NO_OFFSET = -1
 NO_EPOCH = -1

@@ -33,8 +33,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from broker.controller_api import ControllerError
-from broker.handlers.group_requests import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
     NO_RETENTION,
     DescribeGroupsRequestData,
@@ -57,7 +57,7 @@ from broker.handlers.group_requests import (
     offset_fetch_request,
     sync_group_request,
 )
-from broker.handlers.group_responses import (
+from pykraft.broker.handlers.group_responses import (
     FetchedGroup,
     FoundCoordinator,
     describe_groups_response,
@@ -70,18 +70,18 @@ from broker.handlers.group_responses import (
     offset_fetch_response,
     sync_group_response,
 )
-from broker.handlers.services import BrokerServices, node_endpoint
-from broker.kafka_apis import ApiHandler, kafka_python_handler
-from broker.network import RequestContext
-from coordinator.group.coordinator import JoinGroupRequest
-from coordinator.group.effects import JoinGroupResult, SyncGroupResult
-from coordinator.group.offsets import OFFSETS_TOPIC
-from coordinator.group.records import OffsetAndMetadata
-from coordinator.group.shell import GroupCoordinatorShell
-from metadata.api.topics import CreatableTopic, CreatableTopicConfig
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers.services import BrokerServices, node_endpoint
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.coordinator.group.coordinator import JoinGroupRequest
+from pykraft.coordinator.group.effects import JoinGroupResult, SyncGroupResult
+from pykraft.coordinator.group.offsets import OFFSETS_TOPIC
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.coordinator.group.shell import GroupCoordinatorShell
+from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicConfig
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

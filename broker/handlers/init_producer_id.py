@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from broker.kafka_apis import ApiHandler, kafka_python_handler
-from broker.network import RequestContext
-from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from protocol.errors import Errors
-from storage.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
+from pykraft.storage.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 _Response: Any = response_class(ApiKey.INIT_PRODUCER_ID)
 
@@ -77,5 +77,10 @@ async def init_producer_id(producer_ids: ProducerIdSource, request: Any) -> Any:
 
 
 def response(version: int, error: Errors, producer_id: int, producer_epoch: int) -> Any:
-    return _Response(version=version, throttle_time_ms=0, error_code=error,
-                     producer_id=producer_id, producer_epoch=producer_epoch)
+    return _Response(
+        version=version,
+        throttle_time_ms=0,
+        error_code=error,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )

@@ -20,16 +20,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.handlers.services import BrokerServices
-from broker.kafka_apis import ApiHandler, kafka_python_handler
-from broker.network import RequestContext
-from broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
-from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from protocol.errors import Errors
-from replica.partition_state import error_for
-from storage.log_validator import CorruptLogError
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
+from pykraft.replica.partition_state import error_for
+from pykraft.storage.log_validator import CorruptLogError
+from pykraft.storage.topic_partition import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
 

@@ -23,24 +23,24 @@ import asyncio
 import logging
 from typing import Any
 
-from broker.controller_api import ControllerError
-from broker.handlers.services import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.services import (
     BrokerServices,
     alive_brokers,
     controller_id,
     topic_id_string,
     topic_uuid,
 )
-from broker.kafka_apis import ApiHandler, kafka_python_handler
-from broker.network import RequestContext
-from broker.replica_manager import INTERNAL_TOPICS
-from metadata.api.topics import CreatableTopic
-from metadata.image import MetadataImage, PartitionRegistration, TopicImage
-from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from protocol.errors import Errors
-from protocol.wire import ZERO_UUID
-from storage.topic_partition import validate_topic_name
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.broker.replica_manager import INTERNAL_TOPICS
+from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.wire import ZERO_UUID
+from pykraft.storage.topic_partition import validate_topic_name
 
 logger = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.handlers.services import BrokerServices
-from broker.kafka_apis import ApiHandler, kafka_python_handler
-from broker.network import RequestContext
-from protocol.api_keys import ApiKey
-from protocol.apis import response_class
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.storage.topic_partition import TopicPartition
 
 _Response: Any = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 _TopicResult: Any = _Response.OffsetForLeaderTopicResult

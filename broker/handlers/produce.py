@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.handlers.services import BrokerServices, current_leader
-from broker.kafka_apis import ApiHandler, ResponseBody
-from broker.network import RequestContext
-from broker.replica_manager import AppendResult
-from protocol.common import UNKNOWN_LEADER, NodeEndpoint
-from protocol.errors import Errors, ProtocolError
-from protocol.produce import (
+from pykraft.broker.handlers.services import BrokerServices, current_leader
+from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
+from pykraft.broker.network import RequestContext
+from pykraft.broker.replica_manager import AppendResult
+from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
+from pykraft.protocol.errors import Errors, ProtocolError
+from pykraft.protocol.produce import (
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -34,7 +34,7 @@ from protocol.produce import (
     encode_produce_response,
     unsupported_version_response,
 )
-from storage.record_batch import (
+from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
     CURRENT_MAGIC,
@@ -42,7 +42,7 @@ from storage.record_batch import (
     MAGIC_POS,
     CompressionType,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 FIRST_SERVED_VERSION = 3
 FIRST_ZSTD_VERSION = 7

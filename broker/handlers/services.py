@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 import attrs
 
-from broker.controller_api import ControllerClient
-from broker.replica_manager import ReplicaManager
-from metadata.image import BrokerRegistration, MetadataImage
-from metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from storage.topic_partition import TopicPartition
+from pykraft.broker.controller_api import ControllerClient
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.metadata.image import BrokerRegistration, MetadataImage
+from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.storage.topic_partition import TopicPartition
 
 
 @attrs.frozen(kw_only=True)

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from coordinator.group import rebalance
-from coordinator.group.effects import (
+from pykraft.coordinator.group import rebalance
+from pykraft.coordinator.group.effects import (
     NO_MEMBER_ID,
     Effects,
     HeartbeatResult,
@@ -32,14 +32,14 @@ from coordinator.group.effects import (
     OffsetCommitResult,
     SyncGroupResult,
 )
-from coordinator.group.manager import GroupMetadataManager
-from coordinator.group.offsets import validate_offset_commit
-from coordinator.group.rebalance import Step
-from coordinator.group.records import OffsetAndMetadata
-from coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.manager import GroupMetadataManager
+from pykraft.coordinator.group.offsets import validate_offset_commit
+from pykraft.coordinator.group.rebalance import Step
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 
 @attrs.frozen(kw_only=True)

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 NO_GENERATION = -1
 NO_MEMBER_ID = ""

@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from coordinator.group.offsets import LogRecord
-from storage.log_validator import LogError
-from storage.partition_log import PartitionLog
-from storage.record_batch import CorruptRecordError, iter_batches
-from storage.records import iter_records
+from pykraft.coordinator.group.offsets import LogRecord
+from pykraft.storage.log_validator import LogError
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CorruptRecordError, iter_batches
+from pykraft.storage.records import iter_records
 
 # offsets.load.buffer.size
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
-from coordinator.group import rebalance
-from coordinator.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
-from coordinator.group.offsets import (
+from pykraft.coordinator.group import rebalance
+from pykraft.coordinator.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
+from pykraft.coordinator.group.offsets import (
     LoadedGroups,
     fetch_offsets,
     group_append_error,
@@ -39,13 +39,13 @@ from coordinator.group.offsets import (
     offset_append_error,
     offset_commit_records,
 )
-from coordinator.group.rebalance import GroupConfig, Step
-from coordinator.group.records import OffsetAndMetadata
-from coordinator.group.state import CommittedOffset, GroupMetadata, GroupState
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.java_hash import java_string_hash, kafka_abs
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.rebalance import GroupConfig, Step
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.coordinator.group.state import CommittedOffset, GroupMetadata, GroupState
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.java_hash import java_string_hash, kafka_abs
+from pykraft.storage.topic_partition import TopicPartition
 
 # APIs that accept an empty group id (Kafka's isValidGroupId: old offset tools use it).
 _EMPTY_GROUP_ID_APIS = frozenset(

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from coordinator.group.effects import CoordinatorRecord
-from coordinator.group.records import (
+from pykraft.coordinator.group.effects import CoordinatorRecord
+from pykraft.coordinator.group.records import (
     CoordinatorRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -38,15 +38,15 @@ from coordinator.group.records import (
     offset_commit_key,
     offset_commit_value,
 )
-from coordinator.group.state import (
+from pykraft.coordinator.group.state import (
     CommittedOffset,
     GroupMetadata,
     GroupState,
     MemberMetadata,
     Protocol,
 )
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_GENERATION = -1

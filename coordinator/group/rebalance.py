@@ -32,15 +32,21 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from coordinator.group.effects import (
+from pykraft.coordinator.group.effects import (
     NO_MEMBER_ID,
     Effects,
     JoinedMember,
     JoinGroupResult,
     SyncGroupResult,
 )
-from coordinator.group.state import GroupMetadata, GroupState, InitialJoin, MemberMetadata, Protocol
-from protocol.errors import Errors
+from pykraft.coordinator.group.state import (
+    GroupMetadata,
+    GroupState,
+    InitialJoin,
+    MemberMetadata,
+    Protocol,
+)
+from pykraft.protocol.errors import Errors
 
 # GroupCoordinator.NewMemberJoinTimeoutMs: a new member's JoinGroup may wait this long.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000

@@ -32,7 +32,7 @@ import struct
 
 import attrs
 
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # a type only: the protocol itself stays pure
-    from storage.partition_log import PartitionLog
+    from pykraft.storage.partition_log import PartitionLog
 
 
 class AppendOutcome(Protocol):

@@ -32,8 +32,8 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
-from coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
-from coordinator.group.effects import (
+from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
+from pykraft.coordinator.group.effects import (
     Append,
     Effects,
     HeartbeatResult,
@@ -43,17 +43,22 @@ from coordinator.group.effects import (
     Result,
     SyncGroupResult,
 )
-from coordinator.group.loader import LoadError, read_partition_records
-from coordinator.group.manager import GroupOverview, GroupSummary, OwnedPartition, PartitionStatus
-from coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
-from coordinator.group.rebalance import GroupConfig
-from coordinator.group.records import OffsetAndMetadata
-from coordinator.group.replicas import Replicas
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges
-from protocol.errors import Errors
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.loader import LoadError, read_partition_records
+from pykraft.coordinator.group.manager import (
+    GroupOverview,
+    GroupSummary,
+    OwnedPartition,
+    PartitionStatus,
+)
+from pykraft.coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
+from pykraft.coordinator.group.rebalance import GroupConfig
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.coordinator.group.replicas import Replicas
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges
+from pykraft.protocol.errors import Errors
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -238,8 +243,9 @@ class GroupCoordinatorShell:
             error, base_offset = Errors.UNKNOWN_SERVER_ERROR, -1
         if error is not Errors.NONE:
             logger.info("appending to %s failed: %s", topic_partition, error.name)
-        self._apply(self.core.on_append_done(append.write_id, error, base_offset,
-                                             self.wall_clock_ms()))
+        self._apply(
+            self.core.on_append_done(append.write_id, error, base_offset, self.wall_clock_ms())
+        )
 
     def _reschedule(self) -> None:
         deadline = self.core.next_deadline_ms()

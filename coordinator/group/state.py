@@ -35,8 +35,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from coordinator.group.records import OffsetAndMetadata
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.storage.topic_partition import TopicPartition
 
 
 class GroupState(enum.Enum):

@@ -24,10 +24,15 @@ from collections.abc import Mapping
 
 import attrs
 
-from metadata.api.brokers import endpoint_from_json, endpoint_to_json
-from metadata.api.errors import SUCCESS, ApiError, error_field_from_json, error_field_to_json
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject, one_of
-from metadata.records import BrokerEndpoint, ConfigResourceType
+from pykraft.metadata.api.brokers import endpoint_from_json, endpoint_to_json
+from pykraft.metadata.api.errors import (
+    SUCCESS,
+    ApiError,
+    error_field_from_json,
+    error_field_to_json,
+)
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject, one_of
+from pykraft.metadata.records import BrokerEndpoint, ConfigResourceType
 
 # ---------------------------------------------------------------------------- cluster, brokers
 
@@ -52,11 +57,16 @@ class ClusterDescription:
 
 
 def cluster_to_json(cluster: ClusterDescription) -> JsonObject:
-    return {"controller_id": cluster.controller_id,
-            "controllers": [{"node_id": c.node_id, "url": c.url} for c in cluster.controllers],
-            "metadata_offset": cluster.metadata_offset, "metadata_epoch": cluster.metadata_epoch,
-            "brokers": cluster.brokers, "topics": cluster.topics,
-            "partitions": cluster.partitions, "features": dict(cluster.features)}
+    return {
+        "controller_id": cluster.controller_id,
+        "controllers": [{"node_id": c.node_id, "url": c.url} for c in cluster.controllers],
+        "metadata_offset": cluster.metadata_offset,
+        "metadata_epoch": cluster.metadata_epoch,
+        "brokers": cluster.brokers,
+        "topics": cluster.topics,
+        "partitions": cluster.partitions,
+        "features": dict(cluster.features),
+    }
 
 
 def cluster_from_json(fields: Fields) -> ClusterDescription:
@@ -65,13 +75,17 @@ def cluster_from_json(fields: Fields) -> ClusterDescription:
         raise JsonBodyError("The values of 'features' must be integers.")
     return ClusterDescription(
         controller_id=fields.optional_integer("controller_id"),
-        controllers=tuple(ControllerAddress(node_id=c.integer("node_id"),
-                                            url=c.optional_string("url"))
-                          for c in fields.objects("controllers")),
+        controllers=tuple(
+            ControllerAddress(node_id=c.integer("node_id"), url=c.optional_string("url"))
+            for c in fields.objects("controllers")
+        ),
         metadata_offset=fields.integer("metadata_offset"),
         metadata_epoch=fields.integer("metadata_epoch"),
-        brokers=fields.integer("brokers"), topics=fields.integer("topics"),
-        partitions=fields.integer("partitions"), features=dict(features))
+        brokers=fields.integer("brokers"),
+        topics=fields.integer("topics"),
+        partitions=fields.integer("partitions"),
+        features=dict(features),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -86,22 +100,35 @@ class BrokerDescription:
 
 
 def brokers_to_json(brokers: tuple[BrokerDescription, ...]) -> JsonObject:
-    return {"brokers": [{
-        "broker_id": b.broker_id, "broker_epoch": b.broker_epoch,
-        "incarnation_id": b.incarnation_id,
-        "endpoints": [endpoint_to_json(e) for e in b.endpoints],
-        "rack": b.rack, "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
-    } for b in brokers]}
+    return {
+        "brokers": [
+            {
+                "broker_id": b.broker_id,
+                "broker_epoch": b.broker_epoch,
+                "incarnation_id": b.incarnation_id,
+                "endpoints": [endpoint_to_json(e) for e in b.endpoints],
+                "rack": b.rack,
+                "fenced": b.fenced,
+                "in_controlled_shutdown": b.in_controlled_shutdown,
+            }
+            for b in brokers
+        ]
+    }
 
 
 def brokers_from_json(fields: Fields) -> tuple[BrokerDescription, ...]:
-    return tuple(BrokerDescription(
-        broker_id=b.integer("broker_id"), broker_epoch=b.integer("broker_epoch"),
-        incarnation_id=b.string("incarnation_id"),
-        endpoints=tuple(endpoint_from_json(e) for e in b.objects("endpoints")),
-        rack=b.optional_string("rack"), fenced=b.boolean("fenced"),
-        in_controlled_shutdown=b.boolean("in_controlled_shutdown"),
-    ) for b in fields.objects("brokers"))
+    return tuple(
+        BrokerDescription(
+            broker_id=b.integer("broker_id"),
+            broker_epoch=b.integer("broker_epoch"),
+            incarnation_id=b.string("incarnation_id"),
+            endpoints=tuple(endpoint_from_json(e) for e in b.objects("endpoints")),
+            rack=b.optional_string("rack"),
+            fenced=b.boolean("fenced"),
+            in_controlled_shutdown=b.boolean("in_controlled_shutdown"),
+        )
+        for b in fields.objects("brokers")
+    )
 
 
 # ---------------------------------------------------------------------------- elections
@@ -149,39 +176,65 @@ _ELECTION_NAMES = tuple(kind.name.lower() for kind in ElectionType)
 
 
 def elect_leaders_request_to_json(request: ElectLeadersRequest) -> JsonObject:
-    return {"election_type": ElectionType(request.election_type).name.lower(),
-            "partitions": None if request.topic_partitions is None else [
-                {"topic": t.topic, "partitions": list(t.partitions)}
-                for t in request.topic_partitions]}
+    return {
+        "election_type": ElectionType(request.election_type).name.lower(),
+        "partitions": None
+        if request.topic_partitions is None
+        else [
+            {"topic": t.topic, "partitions": list(t.partitions)} for t in request.topic_partitions
+        ],
+    }
 
 
 def elect_leaders_request_from_json(fields: Fields) -> ElectLeadersRequest:
-    kind = one_of(fields.string("election_type", "preferred").lower(), _ELECTION_NAMES,
-                  "election_type")
+    kind = one_of(
+        fields.string("election_type", "preferred").lower(), _ELECTION_NAMES, "election_type"
+    )
     raw = fields.optional_array("partitions")
-    partitions = None if raw is None else tuple(
-        TopicPartitions(topic=item.string("topic"), partitions=item.integers("partitions"))
-        for item in (Fields.of(value, "an item of 'partitions'") for value in raw))
-    return ElectLeadersRequest(election_type=ElectionType[kind.upper()].value,
-                               topic_partitions=partitions)
+    partitions = (
+        None
+        if raw is None
+        else tuple(
+            TopicPartitions(topic=item.string("topic"), partitions=item.integers("partitions"))
+            for item in (Fields.of(value, "an item of 'partitions'") for value in raw)
+        )
+    )
+    return ElectLeadersRequest(
+        election_type=ElectionType[kind.upper()].value, topic_partitions=partitions
+    )
 
 
 def elect_leaders_response_to_json(response: ElectLeadersResponse) -> JsonObject:
     assert response.error.is_success(), "a refused election is answered with the error body"
-    return {"results": [{
-        "topic": r.topic,
-        "partitions": [{"partition": p.partition_id, **error_field_to_json(p.error)}
-                       for p in r.partition_results],
-    } for r in response.results]}
+    return {
+        "results": [
+            {
+                "topic": r.topic,
+                "partitions": [
+                    {"partition": p.partition_id, **error_field_to_json(p.error)}
+                    for p in r.partition_results
+                ],
+            }
+            for r in response.results
+        ]
+    }
 
 
 def elect_leaders_response_from_json(fields: Fields) -> ElectLeadersResponse:
-    return ElectLeadersResponse(results=tuple(ReplicaElectionResult(
-        topic=r.string("topic"),
-        partition_results=tuple(PartitionResult(partition_id=p.integer("partition"),
-                                                error=error_field_from_json(p))
-                                for p in r.objects("partitions")),
-    ) for r in fields.objects("results")))
+    return ElectLeadersResponse(
+        results=tuple(
+            ReplicaElectionResult(
+                topic=r.string("topic"),
+                partition_results=tuple(
+                    PartitionResult(
+                        partition_id=p.integer("partition"), error=error_field_from_json(p)
+                    )
+                    for p in r.objects("partitions")
+                ),
+            )
+            for r in fields.objects("results")
+        )
+    )
 
 
 # ---------------------------------------------------------------------------- configs
@@ -244,20 +297,27 @@ def alter_configs_request_to_json(request: IncrementalAlterConfigsRequest) -> Js
     request alters one resource by SET and DELETE."""
     (resource,) = request.resources
     assert all(c.op in (AlterConfigOp.SET, AlterConfigOp.DELETE) for c in resource.configs)
-    return {"set": {c.name: c.value for c in resource.configs if c.op is AlterConfigOp.SET},
-            "delete": [c.name for c in resource.configs if c.op is AlterConfigOp.DELETE],
-            "validate_only": request.validate_only}
+    return {
+        "set": {c.name: c.value for c in resource.configs if c.op is AlterConfigOp.SET},
+        "delete": [c.name for c in resource.configs if c.op is AlterConfigOp.DELETE],
+        "validate_only": request.validate_only,
+    }
 
 
-def alter_configs_request_from_json(resource_type: ConfigResourceType, resource_name: str,
-                                    fields: Fields) -> IncrementalAlterConfigsRequest:
-    changes = [AlterableConfig(name, AlterConfigOp.SET, value)
-               for name, value in fields.nullable_string_map("set", {}).items()]
-    changes += [AlterableConfig(name, AlterConfigOp.DELETE)
-                for name in fields.strings("delete", [])]
+def alter_configs_request_from_json(
+    resource_type: ConfigResourceType, resource_name: str, fields: Fields
+) -> IncrementalAlterConfigsRequest:
+    changes = [
+        AlterableConfig(name, AlterConfigOp.SET, value)
+        for name, value in fields.nullable_string_map("set", {}).items()
+    ]
+    changes += [
+        AlterableConfig(name, AlterConfigOp.DELETE) for name in fields.strings("delete", [])
+    ]
     return IncrementalAlterConfigsRequest(
         resources=(AlterConfigsResource(resource_type.value, resource_name, tuple(changes)),),
-        validate_only=fields.boolean("validate_only", False))
+        validate_only=fields.boolean("validate_only", False),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -270,14 +330,19 @@ class ConfigsDescription:
 
 
 def configs_to_json(description: ConfigsDescription) -> JsonObject:
-    return {"resource_type": description.resource_type,
-            "resource_name": description.resource_name, "configs": dict(description.configs)}
+    return {
+        "resource_type": description.resource_type,
+        "resource_name": description.resource_name,
+        "configs": dict(description.configs),
+    }
 
 
 def configs_from_json(fields: Fields) -> ConfigsDescription:
-    return ConfigsDescription(resource_type=fields.string("resource_type"),
-                              resource_name=fields.string("resource_name"),
-                              configs=fields.string_map("configs"))
+    return ConfigsDescription(
+        resource_type=fields.string("resource_type"),
+        resource_name=fields.string("resource_name"),
+        configs=fields.string_map("configs"),
+    )
 
 
 # ---------------------------------------------------------------------------- quorum status
@@ -321,35 +386,60 @@ class QuorumDescription:
 
 def quorum_to_json(quorum: QuorumDescription) -> JsonObject:
     return {
-        "node_id": quorum.node_id, "state": quorum.state, "leader_id": quorum.leader_id,
-        "leader_url": quorum.leader_url, "raft_term": quorum.raft_term,
-        "committed_offset": quorum.committed_offset, "applied_offset": quorum.applied_offset,
+        "node_id": quorum.node_id,
+        "state": quorum.state,
+        "leader_id": quorum.leader_id,
+        "leader_url": quorum.leader_url,
+        "raft_term": quorum.raft_term,
+        "committed_offset": quorum.committed_offset,
+        "applied_offset": quorum.applied_offset,
         "log_start_offset": quorum.log_start_offset,
-        "raft": {"commit_index": quorum.raft.commit_index,
-                 "last_applied": quorum.raft.last_applied,
-                 "log_entries": quorum.raft.log_entries, "has_quorum": quorum.raft.has_quorum},
-        "voters": [{"node_id": v.node_id, "raft_address": v.raft_address, "url": v.url,
-                    "connected": v.connected, "match_index": v.match_index, "lag": v.lag}
-                   for v in quorum.voters],
+        "raft": {
+            "commit_index": quorum.raft.commit_index,
+            "last_applied": quorum.raft.last_applied,
+            "log_entries": quorum.raft.log_entries,
+            "has_quorum": quorum.raft.has_quorum,
+        },
+        "voters": [
+            {
+                "node_id": v.node_id,
+                "raft_address": v.raft_address,
+                "url": v.url,
+                "connected": v.connected,
+                "match_index": v.match_index,
+                "lag": v.lag,
+            }
+            for v in quorum.voters
+        ],
     }
 
 
 def quorum_from_json(fields: Fields) -> QuorumDescription:
     raft = Fields.of(fields.json_object("raft"), "the field 'raft'")
     return QuorumDescription(
-        node_id=fields.integer("node_id"), state=fields.string("state"),
+        node_id=fields.integer("node_id"),
+        state=fields.string("state"),
         leader_id=fields.optional_integer("leader_id"),
         leader_url=fields.optional_string("leader_url"),
         raft_term=fields.optional_integer("raft_term"),
         committed_offset=fields.integer("committed_offset"),
         applied_offset=fields.integer("applied_offset"),
         log_start_offset=fields.integer("log_start_offset"),
-        raft=RaftStatus(commit_index=raft.optional_integer("commit_index"),
-                        last_applied=raft.optional_integer("last_applied"),
-                        log_entries=raft.optional_integer("log_entries"),
-                        has_quorum=raft.optional_boolean("has_quorum")),
-        voters=tuple(VoterStatus(
-            node_id=v.integer("node_id"), raft_address=v.string("raft_address"),
-            url=v.optional_string("url"), connected=v.optional_boolean("connected"),
-            match_index=v.optional_integer("match_index"), lag=v.optional_integer("lag"))
-            for v in fields.objects("voters")))
+        raft=RaftStatus(
+            commit_index=raft.optional_integer("commit_index"),
+            last_applied=raft.optional_integer("last_applied"),
+            log_entries=raft.optional_integer("log_entries"),
+            has_quorum=raft.optional_boolean("has_quorum"),
+        ),
+        voters=tuple(
+            VoterStatus(
+                node_id=v.integer("node_id"),
+                raft_address=v.string("raft_address"),
+                url=v.optional_string("url"),
+                connected=v.optional_boolean("connected"),
+                match_index=v.optional_integer("match_index"),
+                lag=v.optional_integer("lag"),
+            )
+            for v in fields.objects("voters")
+        ),
+    )

@@ -34,9 +34,14 @@ from __future__ import annotations
 
 import attrs
 
-from metadata.api.errors import SUCCESS, ApiError, error_field_from_json, error_field_to_json
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject
-from metadata.records import BrokerEndpoint, BrokerFeature, LeaderRecoveryState
+from pykraft.metadata.api.errors import (
+    SUCCESS,
+    ApiError,
+    error_field_from_json,
+    error_field_to_json,
+)
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature, LeaderRecoveryState
 
 _RECOVERED = LeaderRecoveryState.RECOVERED.value
 
@@ -71,24 +76,37 @@ class BrokerRegistrationReply:
 
 
 def endpoint_to_json(endpoint: BrokerEndpoint) -> JsonObject:
-    return {"name": endpoint.name, "host": endpoint.host, "port": endpoint.port,
-            "security_protocol": endpoint.security_protocol}
+    return {
+        "name": endpoint.name,
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "security_protocol": endpoint.security_protocol,
+    }
 
 
 def endpoint_from_json(fields: Fields) -> BrokerEndpoint:
-    return BrokerEndpoint(name=fields.string("name"), host=fields.string("host"),
-                          port=fields.integer("port"),
-                          security_protocol=fields.integer("security_protocol", 0))
+    return BrokerEndpoint(
+        name=fields.string("name"),
+        host=fields.string("host"),
+        port=fields.integer("port"),
+        security_protocol=fields.integer("security_protocol", 0),
+    )
 
 
 def registration_request_to_json(request: BrokerRegistrationRequest) -> JsonObject:
     return {
-        "broker_id": request.broker_id, "incarnation_id": request.incarnation_id,
+        "broker_id": request.broker_id,
+        "incarnation_id": request.incarnation_id,
         "rack": request.rack,
         "endpoints": [endpoint_to_json(e) for e in request.listeners],
-        "features": [{"name": f.name, "min_supported_version": f.min_supported_version,
-                      "max_supported_version": f.max_supported_version}
-                     for f in request.features],
+        "features": [
+            {
+                "name": f.name,
+                "min_supported_version": f.min_supported_version,
+                "max_supported_version": f.max_supported_version,
+            }
+            for f in request.features
+        ],
     }
 
 
@@ -98,23 +116,33 @@ def registration_request_from_json(fields: Fields) -> BrokerRegistrationRequest:
         incarnation_id=fields.string("incarnation_id"),
         listeners=tuple(endpoint_from_json(e) for e in fields.objects("endpoints")),
         rack=fields.optional_string("rack"),
-        features=tuple(BrokerFeature(
-            name=f.string("name"), min_supported_version=f.integer("min_supported_version"),
-            max_supported_version=f.integer("max_supported_version"))
-            for f in fields.objects("features", [])))
+        features=tuple(
+            BrokerFeature(
+                name=f.string("name"),
+                min_supported_version=f.integer("min_supported_version"),
+                max_supported_version=f.integer("max_supported_version"),
+            )
+            for f in fields.objects("features", [])
+        ),
+    )
 
 
 def registration_reply_to_json(reply: BrokerRegistrationReply) -> JsonObject:
-    return {"broker_id": reply.broker_id, "broker_epoch": reply.broker_epoch,
-            "heartbeat_interval_ms": reply.heartbeat_interval_ms,
-            "session_timeout_ms": reply.session_timeout_ms}
+    return {
+        "broker_id": reply.broker_id,
+        "broker_epoch": reply.broker_epoch,
+        "heartbeat_interval_ms": reply.heartbeat_interval_ms,
+        "session_timeout_ms": reply.session_timeout_ms,
+    }
 
 
 def registration_reply_from_json(fields: Fields) -> BrokerRegistrationReply:
     return BrokerRegistrationReply(
-        broker_id=fields.integer("broker_id"), broker_epoch=fields.integer("broker_epoch"),
+        broker_id=fields.integer("broker_id"),
+        broker_epoch=fields.integer("broker_epoch"),
         heartbeat_interval_ms=fields.integer("heartbeat_interval_ms"),
-        session_timeout_ms=fields.integer("session_timeout_ms"))
+        session_timeout_ms=fields.integer("session_timeout_ms"),
+    )
 
 
 # ---------------------------------------------------------------------------- heartbeat
@@ -156,12 +184,15 @@ class BrokerHeartbeatResponse:
 
 def heartbeat_request_to_json(request: BrokerHeartbeatRequest) -> JsonObject:
     return {
-        "broker_id": request.broker_id, "broker_epoch": request.broker_epoch,
+        "broker_id": request.broker_id,
+        "broker_epoch": request.broker_epoch,
         "current_metadata_offset": request.current_metadata_offset,
-        "want_fence": request.want_fence, "want_shut_down": request.want_shut_down,
+        "want_fence": request.want_fence,
+        "want_shut_down": request.want_shut_down,
         "offline_log_dirs": list(request.offline_log_dirs),
-        "offline_replicas": [{"topic_id": r.topic_id, "partition": r.partition_id}
-                             for r in request.offline_replicas],
+        "offline_replicas": [
+            {"topic_id": r.topic_id, "partition": r.partition_id} for r in request.offline_replicas
+        ],
     }
 
 
@@ -174,28 +205,36 @@ def _offline_log_dirs(fields: Fields) -> tuple[str, ...]:
 
 def heartbeat_request_from_json(fields: Fields) -> BrokerHeartbeatRequest:
     return BrokerHeartbeatRequest(
-        broker_id=fields.integer("broker_id"), broker_epoch=fields.integer("broker_epoch"),
+        broker_id=fields.integer("broker_id"),
+        broker_epoch=fields.integer("broker_epoch"),
         current_metadata_offset=fields.integer("current_metadata_offset", -1),
         want_fence=fields.boolean("want_fence", False),
         want_shut_down=fields.boolean("want_shut_down", False),
         offline_log_dirs=_offline_log_dirs(fields),
         offline_replicas=tuple(
             OfflineReplica(topic_id=r.string("topic_id"), partition_id=r.integer("partition"))
-            for r in fields.objects("offline_replicas", [])))
+            for r in fields.objects("offline_replicas", [])
+        ),
+    )
 
 
 def heartbeat_response_to_json(response: BrokerHeartbeatResponse) -> JsonObject:
     assert response.error.is_success(), "a failed heartbeat is answered with the error body"
-    return {"is_caught_up": response.is_caught_up, "is_fenced": response.is_fenced,
-            "in_controlled_shutdown": response.in_controlled_shutdown,
-            "should_shut_down": response.should_shut_down}
+    return {
+        "is_caught_up": response.is_caught_up,
+        "is_fenced": response.is_fenced,
+        "in_controlled_shutdown": response.in_controlled_shutdown,
+        "should_shut_down": response.should_shut_down,
+    }
 
 
 def heartbeat_response_from_json(fields: Fields) -> BrokerHeartbeatResponse:
     return BrokerHeartbeatResponse(
-        is_caught_up=fields.boolean("is_caught_up"), is_fenced=fields.boolean("is_fenced"),
+        is_caught_up=fields.boolean("is_caught_up"),
+        is_fenced=fields.boolean("is_fenced"),
         in_controlled_shutdown=fields.boolean("in_controlled_shutdown"),
-        should_shut_down=fields.boolean("should_shut_down"))
+        should_shut_down=fields.boolean("should_shut_down"),
+    )
 
 
 # ---------------------------------------------------------------------------- unregister
@@ -279,60 +318,91 @@ def _isr_member(item: object, where: str) -> BrokerState:
         return BrokerState(broker_id=item)
     if isinstance(item, dict):
         member = Fields(item, where)
-        return BrokerState(broker_id=member.integer("broker_id"),
-                           broker_epoch=member.integer("broker_epoch", -1))
+        return BrokerState(
+            broker_id=member.integer("broker_id"), broker_epoch=member.integer("broker_epoch", -1)
+        )
     raise JsonBodyError("Each new_isr member is a broker id or {broker_id, broker_epoch}.")
 
 
 def alter_partition_request_to_json(request: AlterPartitionRequest) -> JsonObject:
-    return {"broker_id": request.broker_id, "broker_epoch": request.broker_epoch, "partitions": [{
-        "topic_id": p.topic_id, "partition_index": p.partition_index,
-        "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-        "new_isr": [{"broker_id": m.broker_id, "broker_epoch": m.broker_epoch}
-                    for m in p.new_isr_with_epochs],
-        "leader_recovery_state": p.leader_recovery_state,
-    } for p in request.partitions]}
+    return {
+        "broker_id": request.broker_id,
+        "broker_epoch": request.broker_epoch,
+        "partitions": [
+            {
+                "topic_id": p.topic_id,
+                "partition_index": p.partition_index,
+                "leader_epoch": p.leader_epoch,
+                "partition_epoch": p.partition_epoch,
+                "new_isr": [
+                    {"broker_id": m.broker_id, "broker_epoch": m.broker_epoch}
+                    for m in p.new_isr_with_epochs
+                ],
+                "leader_recovery_state": p.leader_recovery_state,
+            }
+            for p in request.partitions
+        ],
+    }
 
 
 def _alter_partition_data(fields: Fields) -> AlterPartitionData:
     return AlterPartitionData(
-        topic_id=fields.string("topic_id"), partition_index=fields.integer("partition_index"),
+        topic_id=fields.string("topic_id"),
+        partition_index=fields.integer("partition_index"),
         leader_epoch=fields.integer("leader_epoch"),
         partition_epoch=fields.integer("partition_epoch"),
-        new_isr_with_epochs=tuple(_isr_member(m, "a member of 'new_isr'")
-                                  for m in fields.array("new_isr")),
-        leader_recovery_state=fields.integer("leader_recovery_state", _RECOVERED))
+        new_isr_with_epochs=tuple(
+            _isr_member(m, "a member of 'new_isr'") for m in fields.array("new_isr")
+        ),
+        leader_recovery_state=fields.integer("leader_recovery_state", _RECOVERED),
+    )
 
 
 def alter_partition_request_from_json(fields: Fields) -> AlterPartitionRequest:
     return AlterPartitionRequest(
-        broker_id=fields.integer("broker_id"), broker_epoch=fields.integer("broker_epoch"),
-        partitions=tuple(_alter_partition_data(p) for p in fields.objects("partitions")))
+        broker_id=fields.integer("broker_id"),
+        broker_epoch=fields.integer("broker_epoch"),
+        partitions=tuple(_alter_partition_data(p) for p in fields.objects("partitions")),
+    )
 
 
 def alter_partition_response_to_json(response: AlterPartitionResponse) -> JsonObject:
     assert response.error.is_success(), "a refused request is answered with the error body"
-    return {"partitions": [{
-        "topic_id": p.topic_id, "partition_index": p.partition_index,
-        **error_field_to_json(p.error),
-        "leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "isr": list(p.isr),
-        "partition_epoch": p.partition_epoch, "leader_recovery_state": p.leader_recovery_state,
-    } for p in response.partitions]}
+    return {
+        "partitions": [
+            {
+                "topic_id": p.topic_id,
+                "partition_index": p.partition_index,
+                **error_field_to_json(p.error),
+                "leader_id": p.leader_id,
+                "leader_epoch": p.leader_epoch,
+                "isr": list(p.isr),
+                "partition_epoch": p.partition_epoch,
+                "leader_recovery_state": p.leader_recovery_state,
+            }
+            for p in response.partitions
+        ]
+    }
 
 
 def _alter_partition_result(fields: Fields) -> AlterPartitionResult:
     return AlterPartitionResult(
-        topic_id=fields.string("topic_id"), partition_index=fields.integer("partition_index"),
-        error=error_field_from_json(fields), leader_id=fields.integer("leader_id"),
-        leader_epoch=fields.integer("leader_epoch"), isr=fields.integers("isr"),
+        topic_id=fields.string("topic_id"),
+        partition_index=fields.integer("partition_index"),
+        error=error_field_from_json(fields),
+        leader_id=fields.integer("leader_id"),
+        leader_epoch=fields.integer("leader_epoch"),
+        isr=fields.integers("isr"),
         partition_epoch=fields.integer("partition_epoch"),
-        leader_recovery_state=fields.integer("leader_recovery_state"))
+        leader_recovery_state=fields.integer("leader_recovery_state"),
+    )
 
 
 def alter_partition_response_from_json(fields: Fields) -> AlterPartitionResponse:
     return AlterPartitionResponse(
         error=SUCCESS,
-        partitions=tuple(_alter_partition_result(p) for p in fields.objects("partitions")))
+        partitions=tuple(_alter_partition_result(p) for p in fields.objects("partitions")),
+    )
 
 
 # ---------------------------------------------------------------------------- producer ids
@@ -356,17 +426,22 @@ def producer_ids_request_to_json(request: AllocateProducerIdsRequest) -> JsonObj
 
 
 def producer_ids_request_from_json(fields: Fields) -> AllocateProducerIdsRequest:
-    return AllocateProducerIdsRequest(broker_id=fields.integer("broker_id"),
-                                      broker_epoch=fields.integer("broker_epoch"))
+    return AllocateProducerIdsRequest(
+        broker_id=fields.integer("broker_id"), broker_epoch=fields.integer("broker_epoch")
+    )
 
 
 def producer_ids_response_to_json(response: AllocateProducerIdsResponse) -> JsonObject:
     assert response.error.is_success(), "a refused request is answered with the error body"
-    return {"producer_id_start": response.producer_id_start,
-            "producer_id_len": response.producer_id_len}
+    return {
+        "producer_id_start": response.producer_id_start,
+        "producer_id_len": response.producer_id_len,
+    }
 
 
 def producer_ids_response_from_json(fields: Fields) -> AllocateProducerIdsResponse:
-    return AllocateProducerIdsResponse(error=SUCCESS,
-                                       producer_id_start=fields.integer("producer_id_start"),
-                                       producer_id_len=fields.integer("producer_id_len"))
+    return AllocateProducerIdsResponse(
+        error=SUCCESS,
+        producer_id_start=fields.integer("producer_id_start"),
+        producer_id_len=fields.integer("producer_id_len"),
+    )

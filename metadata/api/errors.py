@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import attrs
 
-from metadata.api.json_fields import Fields, JsonObject
-from protocol.errors import Errors
+from pykraft.metadata.api.json_fields import Fields, JsonObject
+from pykraft.protocol.errors import Errors
 
 # Kafka's default message for each error (the exception's message when none is given).
 _DEFAULT_MESSAGES: dict[Errors, str] = {
@@ -118,13 +118,15 @@ class SnapshotRef:
 
 
 def snapshot_ref_to_json(snapshot: SnapshotRef) -> JsonObject:
-    return {"id": snapshot.snapshot_id, "end_offset": snapshot.end_offset,
-            "epoch": snapshot.epoch}
+    return {"id": snapshot.snapshot_id, "end_offset": snapshot.end_offset, "epoch": snapshot.epoch}
 
 
 def snapshot_ref_from_json(fields: Fields) -> SnapshotRef:
-    return SnapshotRef(snapshot_id=fields.string("id"), end_offset=fields.integer("end_offset"),
-                       epoch=fields.integer("epoch"))
+    return SnapshotRef(
+        snapshot_id=fields.string("id"),
+        end_offset=fields.integer("end_offset"),
+        epoch=fields.integer("epoch"),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -172,10 +174,13 @@ def error_body_to_json(body: ErrorBody) -> JsonObject:
 def error_body_from_json(fields: Fields) -> ErrorBody:
     snapshot = fields.optional_object("snapshot")
     return ErrorBody(
-        error=fields.string("error"), message=fields.string("message"),
-        leader=fields.optional_string("leader"), leader_id=fields.optional_integer("leader_id"),
+        error=fields.string("error"),
+        message=fields.string("message"),
+        leader=fields.optional_string("leader"),
+        leader_id=fields.optional_integer("leader_id"),
         snapshot=None if snapshot is None else snapshot_ref_from_json(snapshot),
-        log_start_offset=fields.optional_integer("log_start_offset"))
+        log_start_offset=fields.optional_integer("log_start_offset"),
+    )
 
 
 def error_field_to_json(error: ApiError) -> JsonObject:
@@ -187,6 +192,6 @@ def error_field_from_json(fields: Fields) -> ApiError:
     """An ``error`` name this side does not know reads as UNKNOWN_SERVER_ERROR (Kafka's
     ``Errors.forCode`` does the same for an unknown code)."""
     name = fields.string("error")
-    return ApiError(Errors.__members__.get(name, Errors.UNKNOWN_SERVER_ERROR),
-                    fields.optional_string("message"))
-
+    return ApiError(
+        Errors.__members__.get(name, Errors.UNKNOWN_SERVER_ERROR), fields.optional_string("message")
+    )

@@ -150,8 +150,9 @@ class Fields:
         return value
 
     def optional_boolean(self, name: str) -> bool | None:
-        value: bool | None = self._typed(name, None, _nullable(_is_bool),
-                                         "of JSON type boolean or null")
+        value: bool | None = self._typed(
+            name, None, _nullable(_is_bool), "of JSON type boolean or null"
+        )
         return value
 
     def string(self, name: str, default: Any = _REQUIRED) -> str:
@@ -159,8 +160,9 @@ class Fields:
         return value
 
     def optional_string(self, name: str) -> str | None:
-        value: str | None = self._typed(name, None, _nullable(_is_str),
-                                        "of JSON type string or null")
+        value: str | None = self._typed(
+            name, None, _nullable(_is_str), "of JSON type string or null"
+        )
         return value
 
     def array(self, name: str, default: Any = _REQUIRED) -> Sequence[Any]:
@@ -168,8 +170,9 @@ class Fields:
         return value
 
     def optional_array(self, name: str) -> Sequence[Any] | None:
-        value: Sequence[Any] | None = self._typed(name, None, _nullable(_is_list),
-                                                  "of JSON type array or null")
+        value: Sequence[Any] | None = self._typed(
+            name, None, _nullable(_is_list), "of JSON type array or null"
+        )
         return value
 
     def json_object(self, name: str, default: Any = _REQUIRED) -> Mapping[str, Any]:
@@ -186,8 +189,9 @@ class Fields:
 
     def objects(self, name: str, default: Any = _REQUIRED) -> list[Fields]:
         """A list of JSON objects, each read by its own ``Fields``."""
-        return [Fields.of(item, f"an item of {self._name(name)}")
-                for item in self.array(name, default)]
+        return [
+            Fields.of(item, f"an item of {self._name(name)}") for item in self.array(name, default)
+        ]
 
     def integers(self, name: str, default: Any = _REQUIRED) -> tuple[int, ...]:
         items = self.array(name, default)

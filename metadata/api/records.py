@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject
-from metadata.codec import record_from_json
-from metadata.record_schema import MetadataCodecError
-from metadata.records import MetadataRecord
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject
+from pykraft.metadata.codec import record_from_json
+from pykraft.metadata.record_schema import MetadataCodecError
+from pykraft.metadata.records import MetadataRecord
 
 # Bounds on one read (STYLE.md §7).
 DEFAULT_FETCH_RECORDS = 10_000
@@ -41,8 +41,11 @@ class RecordsQuery:
 
 
 def records_query_to_params(query: RecordsQuery) -> dict[str, str]:
-    return {"from": str(query.from_offset), "max_wait_ms": str(query.max_wait_ms),
-            "max_records": str(query.max_records)}
+    return {
+        "from": str(query.from_offset),
+        "max_wait_ms": str(query.max_wait_ms),
+        "max_records": str(query.max_records),
+    }
 
 
 def _query_int(params: Mapping[str, str], name: str, default: int | None, minimum: int) -> int:
@@ -55,7 +58,8 @@ def _query_int(params: Mapping[str, str], name: str, default: int | None, minimu
         value = int(raw)
     except ValueError:
         raise JsonBodyError(
-            f"The query parameter {name!r} must be an integer, got {raw!r}.") from None
+            f"The query parameter {name!r} must be an integer, got {raw!r}."
+        ) from None
     if value < minimum:
         raise JsonBodyError(f"The query parameter {name!r} must be at least {minimum}.")
     return value
@@ -66,7 +70,8 @@ def records_query_from_params(params: Mapping[str, str]) -> RecordsQuery:
     return RecordsQuery(
         from_offset=_query_int(params, "from", None, 0),
         max_wait_ms=_query_int(params, "max_wait_ms", 0, 0),
-        max_records=_query_int(params, "max_records", DEFAULT_FETCH_RECORDS, 1))
+        max_records=_query_int(params, "max_records", DEFAULT_FETCH_RECORDS, 1),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -101,17 +106,22 @@ class EncodedBatch:
     records: Sequence[bytes]
 
 
-def records_page_json(from_offset: int, next_offset: int, log_end_offset: int,
-                      batches: Sequence[EncodedBatch]) -> bytes:
+def records_page_json(
+    from_offset: int, next_offset: int, log_end_offset: int, batches: Sequence[EncodedBatch]
+) -> bytes:
     """The answer, with the stored record JSON spliced in without decoding it again."""
-    parts = [b'{"from_offset":%d,"next_offset":%d,"log_end_offset":%d,"batches":['
-             % (from_offset, next_offset, log_end_offset)]
+    parts = [
+        b'{"from_offset":%d,"next_offset":%d,"log_end_offset":%d,"batches":['
+        % (from_offset, next_offset, log_end_offset)
+    ]
     for index, batch in enumerate(batches):
         if index:
             parts.append(b",")
-        parts.append(b'{"base_offset":%d,"last_offset":%d,"epoch":%d,"append_time_ms":%d,'
-                     b'"records":[' % (batch.base_offset, batch.last_offset, batch.epoch,
-                                       batch.append_time_ms))
+        parts.append(
+            b'{"base_offset":%d,"last_offset":%d,"epoch":%d,"append_time_ms":%d,'
+            b'"records":['
+            % (batch.base_offset, batch.last_offset, batch.epoch, batch.append_time_ms)
+        )
         parts.append(b",".join(batch.records))
         parts.append(b"]}")
     parts.append(b"]}")
@@ -124,16 +134,21 @@ def _batch_from_json(fields: Fields) -> MetadataBatch:
     except MetadataCodecError as error:
         raise JsonBodyError(f"A metadata record does not decode: {error}") from None
     return MetadataBatch(
-        base_offset=fields.integer("base_offset"), last_offset=fields.integer("last_offset"),
-        epoch=fields.integer("epoch"), append_time_ms=fields.integer("append_time_ms"),
-        records=records)
+        base_offset=fields.integer("base_offset"),
+        last_offset=fields.integer("last_offset"),
+        epoch=fields.integer("epoch"),
+        append_time_ms=fields.integer("append_time_ms"),
+        records=records,
+    )
 
 
 def records_page_from_json(fields: Fields) -> RecordsPage:
     return RecordsPage(
-        from_offset=fields.integer("from_offset"), next_offset=fields.integer("next_offset"),
+        from_offset=fields.integer("from_offset"),
+        next_offset=fields.integer("next_offset"),
         log_end_offset=fields.integer("log_end_offset"),
-        batches=tuple(_batch_from_json(batch) for batch in fields.objects("batches")))
+        batches=tuple(_batch_from_json(batch) for batch in fields.objects("batches")),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -145,12 +160,27 @@ class SnapshotListing:
 
 
 def snapshots_to_json(snapshots: Sequence[SnapshotListing]) -> JsonObject:
-    return {"snapshots": [{"id": s.snapshot_id, "end_offset": s.end_offset, "epoch": s.epoch,
-                           "size_bytes": s.size_bytes} for s in snapshots],
-            "latest": snapshots[-1].snapshot_id if snapshots else None}
+    return {
+        "snapshots": [
+            {
+                "id": s.snapshot_id,
+                "end_offset": s.end_offset,
+                "epoch": s.epoch,
+                "size_bytes": s.size_bytes,
+            }
+            for s in snapshots
+        ],
+        "latest": snapshots[-1].snapshot_id if snapshots else None,
+    }
 
 
 def snapshots_from_json(fields: Fields) -> tuple[SnapshotListing, ...]:
-    return tuple(SnapshotListing(snapshot_id=s.string("id"), end_offset=s.integer("end_offset"),
-                                 epoch=s.integer("epoch"), size_bytes=s.integer("size_bytes"))
-                 for s in fields.objects("snapshots"))
+    return tuple(
+        SnapshotListing(
+            snapshot_id=s.string("id"),
+            end_offset=s.integer("end_offset"),
+            epoch=s.integer("epoch"),
+            size_bytes=s.integer("size_bytes"),
+        )
+        for s in fields.objects("snapshots")
+    )

@@ -24,8 +24,9 @@ class Route:
     def path(self, **segments: str | int) -> str:
         """The path with each ``{segment}`` filled in, '/' and other reserved characters
         escaped."""
-        return self.template.format(**{name: quote(str(value), safe="")
-                                       for name, value in segments.items()})
+        return self.template.format(
+            **{name: quote(str(value), safe="") for name, value in segments.items()}
+        )
 
 
 # Broker RPCs (``brokers.py``). Registration is idempotent for one incarnation id; a heartbeat
@@ -57,8 +58,24 @@ DESCRIBE_CONFIGS = Route("GET", "/v1/configs/{resource_type}/{resource_name}")
 ALTER_CONFIGS = Route("PUT", "/v1/configs/{resource_type}/{resource_name}")
 
 ROUTES: tuple[Route, ...] = (
-    REGISTER_BROKER, BROKER_HEARTBEAT, UNREGISTER_BROKER, ALTER_PARTITION, ALLOCATE_PRODUCER_IDS,
-    METADATA_RECORDS, LIST_SNAPSHOTS, GET_SNAPSHOT, CLUSTER, QUORUM, OPENAPI, LIST_BROKERS,
-    LIST_TOPICS, CREATE_TOPIC, DESCRIBE_TOPIC, DELETE_TOPIC, CREATE_PARTITIONS, ELECT_LEADERS,
-    DESCRIBE_CONFIGS, ALTER_CONFIGS,
+    REGISTER_BROKER,
+    BROKER_HEARTBEAT,
+    UNREGISTER_BROKER,
+    ALTER_PARTITION,
+    ALLOCATE_PRODUCER_IDS,
+    METADATA_RECORDS,
+    LIST_SNAPSHOTS,
+    GET_SNAPSHOT,
+    CLUSTER,
+    QUORUM,
+    OPENAPI,
+    LIST_BROKERS,
+    LIST_TOPICS,
+    CREATE_TOPIC,
+    DESCRIBE_TOPIC,
+    DELETE_TOPIC,
+    CREATE_PARTITIONS,
+    ELECT_LEADERS,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
 )

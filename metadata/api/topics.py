@@ -24,8 +24,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.api.json_fields import Fields, JsonBodyError, JsonObject
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject
 
 # ---------------------------------------------------------------------------- create
 
@@ -75,7 +75,8 @@ class CreateTopicsResponse:
 def create_topic_request_to_json(request: CreateTopicsRequest) -> JsonObject:
     (topic,) = request.topics  # one topic a request over HTTP
     return {
-        "name": topic.name, "partitions": topic.num_partitions,
+        "name": topic.name,
+        "partitions": topic.num_partitions,
         "replication_factor": topic.replication_factor,
         "assignments": {str(a.partition_index): list(a.broker_ids) for a in topic.assignments},
         "configs": {c.name: c.value for c in topic.configs},
@@ -87,8 +88,11 @@ def _assignments(fields: Fields) -> tuple[CreatableReplicaAssignment, ...]:
     raw = fields.json_object("assignments", {})
     assignments = []
     for key, replicas in raw.items():
-        if not (key.isascii() and key.isdigit()) or not isinstance(replicas, list) or \
-                not all(type(r) is int for r in replicas):
+        if (
+            not (key.isascii() and key.isdigit())
+            or not isinstance(replicas, list)
+            or not all(type(r) is int for r in replicas)
+        ):
             raise JsonBodyError("assignments maps a partition number to a list of broker ids.")
         assignments.append(CreatableReplicaAssignment(int(key), tuple(replicas)))
     return tuple(sorted(assignments, key=lambda a: a.partition_index))
@@ -100,23 +104,33 @@ def create_topic_request_from_json(fields: Fields) -> CreateTopicsRequest:
         num_partitions=fields.integer("partitions", -1),
         replication_factor=fields.integer("replication_factor", -1),
         assignments=_assignments(fields),
-        configs=tuple(CreatableTopicConfig(name, value)
-                      for name, value in fields.nullable_string_map("configs", {}).items()))
-    return CreateTopicsRequest(topics=(topic,),
-                               validate_only=fields.boolean("validate_only", False))
+        configs=tuple(
+            CreatableTopicConfig(name, value)
+            for name, value in fields.nullable_string_map("configs", {}).items()
+        ),
+    )
+    return CreateTopicsRequest(
+        topics=(topic,), validate_only=fields.boolean("validate_only", False)
+    )
 
 
 def created_topic_to_json(result: CreatableTopicResult) -> JsonObject:
     assert result.error.is_success(), "a refused topic is answered with the error body"
-    return {"name": result.name, "topic_id": result.topic_id, "partitions": result.num_partitions,
-            "replication_factor": result.replication_factor}
+    return {
+        "name": result.name,
+        "topic_id": result.topic_id,
+        "partitions": result.num_partitions,
+        "replication_factor": result.replication_factor,
+    }
 
 
 def created_topic_from_json(fields: Fields) -> CreatableTopicResult:
     return CreatableTopicResult(
-        name=fields.string("name"), topic_id=fields.optional_string("topic_id"),
+        name=fields.string("name"),
+        topic_id=fields.optional_string("topic_id"),
         num_partitions=fields.integer("partitions"),
-        replication_factor=fields.integer("replication_factor"))
+        replication_factor=fields.integer("replication_factor"),
+    )
 
 
 # ---------------------------------------------------------------------------- delete
@@ -146,8 +160,9 @@ def deleted_topic_to_json(result: DeletableTopicResult) -> JsonObject:
 
 
 def deleted_topic_from_json(fields: Fields) -> DeletableTopicResult:
-    return DeletableTopicResult(name=fields.optional_string("name"),
-                                topic_id=fields.optional_string("topic_id"))
+    return DeletableTopicResult(
+        name=fields.optional_string("name"), topic_id=fields.optional_string("topic_id")
+    )
 
 
 # ---------------------------------------------------------------------------- partitions
@@ -182,9 +197,13 @@ class CreatePartitionsResponse:
 def create_partitions_request_to_json(request: CreatePartitionsRequest) -> JsonObject:
     """The body; the topic's name is the path's ``{name}``."""
     (topic,) = request.topics
-    return {"count": topic.count, "validate_only": request.validate_only,
-            "assignments": None if topic.assignments is None
-            else [list(replicas) for replicas in topic.assignments]}
+    return {
+        "count": topic.count,
+        "validate_only": request.validate_only,
+        "assignments": None
+        if topic.assignments is None
+        else [list(replicas) for replicas in topic.assignments],
+    }
 
 
 def create_partitions_request_from_json(name: str, fields: Fields) -> CreatePartitionsRequest:
@@ -194,10 +213,10 @@ def create_partitions_request_from_json(name: str, fields: Fields) -> CreatePart
         if not all(isinstance(a, list) and all(type(b) is int for b in a) for a in raw):
             raise JsonBodyError("assignments is a list of broker-id lists, one per new partition.")
         assignments = tuple(tuple(a) for a in raw)
-    topic = CreatePartitionsTopic(name=name, count=fields.integer("count"),
-                                  assignments=assignments)
-    return CreatePartitionsRequest(topics=(topic,),
-                                   validate_only=fields.boolean("validate_only", False))
+    topic = CreatePartitionsTopic(name=name, count=fields.integer("count"), assignments=assignments)
+    return CreatePartitionsRequest(
+        topics=(topic,), validate_only=fields.boolean("validate_only", False)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -227,14 +246,20 @@ class TopicListing:
 
 
 def topic_listings_to_json(listings: tuple[TopicListing, ...]) -> JsonObject:
-    return {"topics": [{"name": t.name, "topic_id": t.topic_id, "partitions": t.partitions}
-                       for t in listings]}
+    return {
+        "topics": [
+            {"name": t.name, "topic_id": t.topic_id, "partitions": t.partitions} for t in listings
+        ]
+    }
 
 
 def topic_listings_from_json(fields: Fields) -> tuple[TopicListing, ...]:
-    return tuple(TopicListing(name=t.string("name"), topic_id=t.string("topic_id"),
-                              partitions=t.integer("partitions"))
-                 for t in fields.objects("topics"))
+    return tuple(
+        TopicListing(
+            name=t.string("name"), topic_id=t.string("topic_id"), partitions=t.integer("partitions")
+        )
+        for t in fields.objects("topics")
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -260,31 +285,46 @@ class TopicDescription:
 
 
 def _partition_to_json(p: PartitionDescription) -> JsonObject:
-    return {"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-            "partition_epoch": p.partition_epoch, "replicas": list(p.replicas),
-            "isr": list(p.isr), "adding_replicas": list(p.adding_replicas),
-            "removing_replicas": list(p.removing_replicas),
-            "leader_recovery_state": p.leader_recovery_state}
+    return {
+        "partition": p.partition,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "partition_epoch": p.partition_epoch,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "adding_replicas": list(p.adding_replicas),
+        "removing_replicas": list(p.removing_replicas),
+        "leader_recovery_state": p.leader_recovery_state,
+    }
 
 
 def _partition_from_json(fields: Fields) -> PartitionDescription:
     return PartitionDescription(
-        partition=fields.integer("partition"), leader=fields.integer("leader"),
-        leader_epoch=fields.integer("leader_epoch"), replicas=fields.integers("replicas"),
-        isr=fields.integers("isr"), adding_replicas=fields.integers("adding_replicas", []),
+        partition=fields.integer("partition"),
+        leader=fields.integer("leader"),
+        leader_epoch=fields.integer("leader_epoch"),
+        replicas=fields.integers("replicas"),
+        isr=fields.integers("isr"),
+        adding_replicas=fields.integers("adding_replicas", []),
         removing_replicas=fields.integers("removing_replicas", []),
         partition_epoch=fields.integer("partition_epoch", 0),
-        leader_recovery_state=fields.integer("leader_recovery_state", 0))
+        leader_recovery_state=fields.integer("leader_recovery_state", 0),
+    )
 
 
 def topic_description_to_json(description: TopicDescription) -> JsonObject:
-    return {"name": description.name, "topic_id": description.topic_id,
-            "partitions": [_partition_to_json(p) for p in description.partitions],
-            "configs": dict(description.configs)}
+    return {
+        "name": description.name,
+        "topic_id": description.topic_id,
+        "partitions": [_partition_to_json(p) for p in description.partitions],
+        "configs": dict(description.configs),
+    }
 
 
 def topic_description_from_json(fields: Fields) -> TopicDescription:
     return TopicDescription(
-        name=fields.string("name"), topic_id=fields.string("topic_id"),
+        name=fields.string("name"),
+        topic_id=fields.string("topic_id"),
         partitions=tuple(_partition_from_json(p) for p in fields.objects("partitions")),
-        configs=fields.string_map("configs", {}))
+        configs=fields.string_map("configs", {}),
+    )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from metadata.api.brokers import (
+from pykraft.metadata.api.brokers import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -31,9 +31,9 @@ from metadata.api.brokers import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import BrokerRegistration, MetadataImage
-from metadata.records import (
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import BrokerRegistration, MetadataImage
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
     BrokerRegistrationInControlledShutdownChange,
@@ -42,20 +42,20 @@ from metadata.records import (
     UnregisterBrokerRecord,
     kafka_string_to_uuid,
 )
-from protocol.errors import Errors
-from quorum.managers.cluster_checks import check_broker_epoch
-from quorum.managers.directories import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.cluster_checks import check_broker_epoch
+from pykraft.quorum.managers.directories import (
     handle_directories_offline,
     validate_offline_dirs,
 )
-from quorum.managers.partition_change import (
+from pykraft.quorum.managers.partition_change import (
     generate_leader_and_isr_updates,
     leads_any,
     partitions_with_broker_in_isr,
     partitions_without_leader,
 )
-from quorum.managers.result import ControllerResult
-from quorum.managers.sessions import (
+from pykraft.quorum.managers.result import ControllerResult
+from pykraft.quorum.managers.sessions import (
     BrokerControlState,
     BrokerSessions,
     HeartbeatInput,
@@ -68,8 +68,10 @@ UncleanPolicy = Callable[[str], bool]
 
 def _validate_registration(request: BrokerRegistrationRequest) -> ApiError:
     if request.broker_id < 0:
-        return ApiError.of(Errors.INVALID_REQUEST,
-                           f"Invalid broker id {request.broker_id}: it must be non-negative.")
+        return ApiError.of(
+            Errors.INVALID_REQUEST,
+            f"Invalid broker id {request.broker_id}: it must be non-negative.",
+        )
     try:
         kafka_string_to_uuid(request.incarnation_id)
     except ValueError as error:
@@ -79,81 +81,148 @@ def _validate_registration(request: BrokerRegistrationRequest) -> ApiError:
         return ApiError.of(Errors.INVALID_REQUEST, "Listener names must be unique.")
     for listener in request.listeners:
         if not 0 < listener.port < 65536:
-            return ApiError.of(Errors.INVALID_REQUEST,
-                               f"Invalid port {listener.port} for listener {listener.name}.")
+            return ApiError.of(
+                Errors.INVALID_REQUEST,
+                f"Invalid port {listener.port} for listener {listener.name}.",
+            )
     return SUCCESS
 
 
-def fence_records(image: MetadataImage, registration: BrokerRegistration,
-                  unclean: UncleanPolicy, sessions: BrokerSessions) -> list[MetadataRecord]:
+def fence_records(
+    image: MetadataImage,
+    registration: BrokerRegistration,
+    unclean: UncleanPolicy,
+    sessions: BrokerSessions,
+) -> list[MetadataRecord]:
     """Kafka's ``handleBrokerFenced``: leave every ISR and leadership, then fence."""
-    records: list[MetadataRecord] = list(generate_leader_and_isr_updates(
-        image, partitions_with_broker_in_isr(image, registration.id),
-        unclean_enabled=unclean, broker_to_remove=registration.id,
-        replica_offline=sessions.replica_offline(image)))
-    records.append(BrokerRegistrationChangeRecord(
-        broker_id=registration.id, broker_epoch=registration.epoch,
-        fenced=BrokerRegistrationFencingChange.FENCE.value))
+    records: list[MetadataRecord] = list(
+        generate_leader_and_isr_updates(
+            image,
+            partitions_with_broker_in_isr(image, registration.id),
+            unclean_enabled=unclean,
+            broker_to_remove=registration.id,
+            replica_offline=sessions.replica_offline(image),
+        )
+    )
+    records.append(
+        BrokerRegistrationChangeRecord(
+            broker_id=registration.id,
+            broker_epoch=registration.epoch,
+            fenced=BrokerRegistrationFencingChange.FENCE.value,
+        )
+    )
     return records
 
 
-def register_broker(image: MetadataImage, request: BrokerRegistrationRequest,
-                    sessions: BrokerSessions, now_ms: int,
-                    unclean: UncleanPolicy) -> ControllerResult[BrokerRegistrationResponse]:
+def register_broker(
+    image: MetadataImage,
+    request: BrokerRegistrationRequest,
+    sessions: BrokerSessions,
+    now_ms: int,
+    unclean: UncleanPolicy,
+) -> ControllerResult[BrokerRegistrationResponse]:
     error = _validate_registration(request)
     if error.is_failure():
         return ControllerResult((), BrokerRegistrationResponse(error))
     existing = image.cluster.brokers.get(request.broker_id)
     records: list[MetadataRecord] = []
     if existing is not None:
-        if (sessions.has_valid_session(existing, now_ms)
-                and existing.incarnation_id != request.incarnation_id):
-            return ControllerResult((), BrokerRegistrationResponse(ApiError.of(
-                Errors.DUPLICATE_BROKER_REGISTRATION,
-                "Another broker is registered with that broker id.")))
+        if (
+            sessions.has_valid_session(existing, now_ms)
+            and existing.incarnation_id != request.incarnation_id
+        ):
+            return ControllerResult(
+                (),
+                BrokerRegistrationResponse(
+                    ApiError.of(
+                        Errors.DUPLICATE_BROKER_REGISTRATION,
+                        "Another broker is registered with that broker id.",
+                    )
+                ),
+            )
         # The new registration starts fenced: the old one must not keep leading.
-        records.extend(generate_leader_and_isr_updates(
-            image, partitions_with_broker_in_isr(image, existing.id),
-            unclean_enabled=unclean, broker_to_remove=existing.id,
-            replica_offline=sessions.replica_offline(image)))
+        records.extend(
+            generate_leader_and_isr_updates(
+                image,
+                partitions_with_broker_in_isr(image, existing.id),
+                unclean_enabled=unclean,
+                broker_to_remove=existing.id,
+                replica_offline=sessions.replica_offline(image),
+            )
+        )
     broker_epoch = image.offset + 1 + len(records)
-    records.append(RegisterBrokerRecord(
-        broker_id=request.broker_id, incarnation_id=request.incarnation_id,
-        broker_epoch=broker_epoch, end_points=request.listeners, features=request.features,
-        rack=request.rack, fenced=True, in_controlled_shutdown=False))
+    records.append(
+        RegisterBrokerRecord(
+            broker_id=request.broker_id,
+            incarnation_id=request.incarnation_id,
+            broker_epoch=broker_epoch,
+            end_points=request.listeners,
+            features=request.features,
+            rack=request.rack,
+            fenced=True,
+            in_controlled_shutdown=False,
+        )
+    )
     sessions.register(request.broker_id, broker_epoch, now_ms)
     return ControllerResult(tuple(records), BrokerRegistrationResponse(SUCCESS, broker_epoch))
 
 
-def _transition_records(image: MetadataImage, registration: BrokerRegistration,
-                        next_state: BrokerControlState, sessions: BrokerSessions,
-                        unclean: UncleanPolicy) -> list[MetadataRecord]:
+def _transition_records(
+    image: MetadataImage,
+    registration: BrokerRegistration,
+    next_state: BrokerControlState,
+    sessions: BrokerSessions,
+    unclean: UncleanPolicy,
+) -> list[MetadataRecord]:
     broker_id = registration.id
     if next_state in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
         return fence_records(image, registration, unclean, sessions)
     if next_state is BrokerControlState.UNFENCED:
-        records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(
-            broker_id=broker_id, broker_epoch=registration.epoch,
-            fenced=BrokerRegistrationFencingChange.UNFENCE.value)]
-        records.extend(generate_leader_and_isr_updates(
-            image, partitions_without_leader(image), unclean_enabled=unclean,
-            broker_to_add=broker_id, replica_offline=sessions.replica_offline(image)))
+        records: list[MetadataRecord] = [
+            BrokerRegistrationChangeRecord(
+                broker_id=broker_id,
+                broker_epoch=registration.epoch,
+                fenced=BrokerRegistrationFencingChange.UNFENCE.value,
+            )
+        ]
+        records.extend(
+            generate_leader_and_isr_updates(
+                image,
+                partitions_without_leader(image),
+                unclean_enabled=unclean,
+                broker_to_add=broker_id,
+                replica_offline=sessions.replica_offline(image),
+            )
+        )
         return records
     # CONTROLLED_SHUTDOWN: Kafka's handleBrokerInControlledShutdown.
-    records = [BrokerRegistrationChangeRecord(
-        broker_id=broker_id, broker_epoch=registration.epoch,
-        in_controlled_shutdown=BrokerRegistrationInControlledShutdownChange
-        .IN_CONTROLLED_SHUTDOWN.value)]
-    records.extend(generate_leader_and_isr_updates(
-        image, partitions_with_broker_in_isr(image, broker_id), unclean_enabled=unclean,
-        broker_to_remove=broker_id, replica_offline=sessions.replica_offline(image)))
+    records = [
+        BrokerRegistrationChangeRecord(
+            broker_id=broker_id,
+            broker_epoch=registration.epoch,
+            in_controlled_shutdown=BrokerRegistrationInControlledShutdownChange.IN_CONTROLLED_SHUTDOWN.value,
+        )
+    ]
+    records.extend(
+        generate_leader_and_isr_updates(
+            image,
+            partitions_with_broker_in_isr(image, broker_id),
+            unclean_enabled=unclean,
+            broker_to_remove=broker_id,
+            replica_offline=sessions.replica_offline(image),
+        )
+    )
     sessions.begin_controlled_shutdown(registration, image.offset + len(records))
     return records
 
 
-def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
-                     sessions: BrokerSessions, now_ms: int,
-                     unclean: UncleanPolicy) -> ControllerResult[BrokerHeartbeatResponse]:
+def broker_heartbeat(
+    image: MetadataImage,
+    request: BrokerHeartbeatRequest,
+    sessions: BrokerSessions,
+    now_ms: int,
+    unclean: UncleanPolicy,
+) -> ControllerResult[BrokerHeartbeatResponse]:
     """Kafka's ``ReplicationControlManager.processBrokerHeartbeat``."""
     error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
     if error.is_success():
@@ -161,16 +230,21 @@ def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
     if error.is_failure():
         return ControllerResult((), BrokerHeartbeatResponse(error))
     registration = image.cluster.brokers[request.broker_id]
-    sessions.report_offline_replicas(registration, frozenset(
-        (replica.topic_id, replica.partition_id) for replica in request.offline_replicas))
+    sessions.report_offline_replicas(
+        registration,
+        frozenset((replica.topic_id, replica.partition_id) for replica in request.offline_replicas),
+    )
     current = current_broker_state(registration)
     heartbeat = HeartbeatInput(
-        current=current, want_fence=request.want_fence, want_shut_down=request.want_shut_down,
+        current=current,
+        want_fence=request.want_fence,
+        want_shut_down=request.want_shut_down,
         current_metadata_offset=request.current_metadata_offset,
         registration_offset=registration.epoch,
         controlled_shutdown_offset=sessions.controlled_shutdown_offset(registration, image.offset),
         lowest_active_offset=sessions.lowest_active_offset(image),
-        in_controlled_shutdown_in_image=registration.in_controlled_shutdown)
+        in_controlled_shutdown_in_image=registration.in_controlled_shutdown,
+    )
     next_state = next_broker_state(heartbeat, lambda: leads_any(image, request.broker_id))
     records: list[MetadataRecord] = []
     if next_state is not current:
@@ -178,39 +252,65 @@ def broker_heartbeat(image: MetadataImage, request: BrokerHeartbeatRequest,
     elif not next_state.fenced:
         # Kafka's processBrokerHeartbeat: handleDirectoriesOffline unless the broker is fenced
         # (a fenced broker is in no ISR). A state change above already moved every leadership.
-        records = list(handle_directories_offline(image, request.broker_id,
-                                                  request.offline_replicas, unclean,
-                                                  sessions.replica_offline(image)))
+        records = list(
+            handle_directories_offline(
+                image,
+                request.broker_id,
+                request.offline_replicas,
+                unclean,
+                sessions.replica_offline(image),
+            )
+        )
     sessions.touch(registration, now_ms, request.current_metadata_offset)
-    return ControllerResult(tuple(records), BrokerHeartbeatResponse(
-        SUCCESS,
-        is_caught_up=request.current_metadata_offset >= registration.epoch,
-        is_fenced=next_state.fenced,
-        in_controlled_shutdown=next_state.in_controlled_shutdown,
-        should_shut_down=next_state.should_shut_down))
+    return ControllerResult(
+        tuple(records),
+        BrokerHeartbeatResponse(
+            SUCCESS,
+            is_caught_up=request.current_metadata_offset >= registration.epoch,
+            is_fenced=next_state.fenced,
+            in_controlled_shutdown=next_state.in_controlled_shutdown,
+            should_shut_down=next_state.should_shut_down,
+        ),
+    )
 
 
-def unregister_broker(image: MetadataImage, request: UnregisterBrokerRequest,
-                      sessions: BrokerSessions,
-                      unclean: UncleanPolicy) -> ControllerResult[UnregisterBrokerResponse]:
+def unregister_broker(
+    image: MetadataImage,
+    request: UnregisterBrokerRequest,
+    sessions: BrokerSessions,
+    unclean: UncleanPolicy,
+) -> ControllerResult[UnregisterBrokerResponse]:
     """Kafka's ``ReplicationControlManager.unregisterBroker``."""
     registration = image.cluster.brokers.get(request.broker_id)
     if registration is None:
-        return ControllerResult((), UnregisterBrokerResponse(ApiError.of(
-            Errors.BROKER_ID_NOT_REGISTERED,
-            f"Broker ID {request.broker_id} is not currently registered")))
-    records: list[MetadataRecord] = list(generate_leader_and_isr_updates(
-        image, partitions_with_broker_in_isr(image, registration.id),
-        unclean_enabled=unclean, broker_to_remove=registration.id,
-        replica_offline=sessions.replica_offline(image)))
-    records.append(UnregisterBrokerRecord(broker_id=registration.id,
-                                          broker_epoch=registration.epoch))
+        return ControllerResult(
+            (),
+            UnregisterBrokerResponse(
+                ApiError.of(
+                    Errors.BROKER_ID_NOT_REGISTERED,
+                    f"Broker ID {request.broker_id} is not currently registered",
+                )
+            ),
+        )
+    records: list[MetadataRecord] = list(
+        generate_leader_and_isr_updates(
+            image,
+            partitions_with_broker_in_isr(image, registration.id),
+            unclean_enabled=unclean,
+            broker_to_remove=registration.id,
+            replica_offline=sessions.replica_offline(image),
+        )
+    )
+    records.append(
+        UnregisterBrokerRecord(broker_id=registration.id, broker_epoch=registration.epoch)
+    )
     sessions.remove(registration.id)
     return ControllerResult(tuple(records), UnregisterBrokerResponse(SUCCESS))
 
 
-def fence_stale_broker(image: MetadataImage, sessions: BrokerSessions, now_ms: int,
-                       unclean: UncleanPolicy) -> ControllerResult[tuple[int, ...]]:
+def fence_stale_broker(
+    image: MetadataImage, sessions: BrokerSessions, now_ms: int, unclean: UncleanPolicy
+) -> ControllerResult[tuple[int, ...]]:
     """Fence the longest-silent stale broker, if any (Kafka's ``maybeFenceOneStaleBroker``).
 
     One broker per batch, as Kafka does, so each fencing's leader moves are computed against an
@@ -220,5 +320,6 @@ def fence_stale_broker(image: MetadataImage, sessions: BrokerSessions, now_ms: i
     if not stale:
         return ControllerResult((), ())
     registration = image.cluster.brokers[stale[0]]
-    return ControllerResult(tuple(fence_records(image, registration, unclean, sessions)),
-                            (stale[0],))
+    return ControllerResult(
+        tuple(fence_records(image, registration, unclean, sessions)), (stale[0],)
+    )

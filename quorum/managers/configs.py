@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from metadata.api.admin import (
+from pykraft.metadata.api.admin import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -29,11 +29,11 @@ from metadata.api.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import MetadataImage
-from metadata.records import ConfigRecord, ConfigResourceType
-from protocol.errors import Errors
-from quorum.managers.result import ControllerResult
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import ConfigRecord, ConfigResourceType
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.result import ControllerResult
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -79,14 +79,16 @@ class ConfigDef:
             if self.at_least is not None and value < self.at_least:
                 raise ConfigError(self.name, value, f"Value must be at least {_num(self.at_least)}")
             if self.at_most is not None and value > self.at_most:
-                raise ConfigError(self.name, value,
-                                  f"Value must be no more than {_num(self.at_most)}")
+                raise ConfigError(
+                    self.name, value, f"Value must be no more than {_num(self.at_most)}"
+                )
         if self.valid_strings:
             items = value if isinstance(value, list) else [value]
             for item in items:
                 if item not in self.valid_strings:
-                    raise ConfigError(self.name, item, "String must be one of: "
-                                      + ", ".join(self.valid_strings))
+                    raise ConfigError(
+                        self.name, item, "String must be one of: " + ", ".join(self.valid_strings)
+                    )
 
 
 def _num(bound: float) -> str:
@@ -124,8 +126,12 @@ _T, _L = ConfigType, _LONG_MAX
 # Kafka's LogConfig (topic-level configs), with Kafka's defaults and validators.
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = _defs(
     ConfigDef("cleanup.policy", _T.LIST, "delete", valid_strings=("compact", "delete")),
-    ConfigDef("compression.type", _T.STRING, "producer", valid_strings=(
-        "uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef(
+        "compression.type",
+        _T.STRING,
+        "producer",
+        valid_strings=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
     ConfigDef("delete.retention.ms", _T.LONG, "86400000", at_least=0),
     ConfigDef("file.delete.delay.ms", _T.LONG, "60000", at_least=0),
     ConfigDef("flush.messages", _T.LONG, str(_L), at_least=1),
@@ -133,8 +139,12 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = _defs(
     ConfigDef("index.interval.bytes", _T.INT, "4096", at_least=0),
     ConfigDef("max.compaction.lag.ms", _T.LONG, str(_L), at_least=1),
     ConfigDef("max.message.bytes", _T.INT, "1048588", at_least=0),
-    ConfigDef("message.timestamp.type", _T.STRING, "CreateTime",
-              valid_strings=("CreateTime", "LogAppendTime")),
+    ConfigDef(
+        "message.timestamp.type",
+        _T.STRING,
+        "CreateTime",
+        valid_strings=("CreateTime", "LogAppendTime"),
+    ),
     ConfigDef("min.cleanable.dirty.ratio", _T.DOUBLE, "0.5", at_least=0, at_most=1),
     ConfigDef("min.compaction.lag.ms", _T.LONG, "0", at_least=0),
     ConfigDef("min.insync.replicas", _T.INT, "1", at_least=1),
@@ -168,8 +178,9 @@ def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -
     nulls = [name for name, value in configs.items() if value is None]
     if nulls and is_topic:
         # Kafka's ControllerConfigurationValidator.
-        return ApiError.of(Errors.INVALID_CONFIG,
-                           "Null value not supported for topic configs: " + ",".join(nulls))
+        return ApiError.of(
+            Errors.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls)
+        )
     for name in sorted(configs):
         definition = definitions.get(name)
         if definition is None:
@@ -189,19 +200,22 @@ def check_config_resource(image: MetadataImage, resource_type: int, name: str) -
     """Kafka's ``ConfigurationControlManager.checkConfigResource``."""
     if resource_type == ConfigResourceType.TOPIC:
         if name not in image.topics.by_name:
-            return ApiError.of(Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                               f"The topic '{name}' does not exist.")
+            return ApiError.of(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         return SUCCESS
     if resource_type == ConfigResourceType.BROKER:
         if name == "" or _INTEGER.fullmatch(name):
             return SUCCESS
-        return ApiError.of(Errors.INVALID_REQUEST,
-                           "Illegal non-integral BROKER resource type name.")
+        return ApiError.of(
+            Errors.INVALID_REQUEST, "Illegal non-integral BROKER resource type name."
+        )
     return ApiError.of(Errors.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
 
 
-def _apply_op(resource_type: int, current: str | None,
-              config: AlterableConfig) -> tuple[str | None, ApiError]:
+def _apply_op(
+    resource_type: int, current: str | None, config: AlterableConfig
+) -> tuple[str | None, ApiError]:
     if config.op is AlterConfigOp.SET:
         return config.value, SUCCESS
     if config.op is AlterConfigOp.DELETE:
@@ -209,8 +223,10 @@ def _apply_op(resource_type: int, current: str | None,
     definitions = TOPIC_CONFIGS if resource_type == ConfigResourceType.TOPIC else BROKER_CONFIGS
     definition = definitions.get(config.name)
     if definition is None or definition.type is not ConfigType.LIST:
-        return current, ApiError.of(Errors.INVALID_CONFIG, f"Can't {config.op.name} to key "
-                                    f"{config.name} because its type is not LIST.")
+        return current, ApiError.of(
+            Errors.INVALID_CONFIG,
+            f"Can't {config.op.name} to key {config.name} because its type is not LIST.",
+        )
     parts = [] if not current else [p.strip() for p in current.split(",")]
     for item in (config.value or "").split(","):
         if config.op is AlterConfigOp.APPEND and item not in parts:
@@ -220,8 +236,9 @@ def _apply_op(resource_type: int, current: str | None,
     return ",".join(parts), SUCCESS
 
 
-def _alter_resource(image: MetadataImage,
-                    resource: AlterConfigsResource) -> tuple[list[ConfigRecord], ApiError]:
+def _alter_resource(
+    image: MetadataImage, resource: AlterConfigsResource
+) -> tuple[list[ConfigRecord], ApiError]:
     error = check_config_resource(image, resource.resource_type, resource.resource_name)
     if error.is_failure():
         return [], error
@@ -230,18 +247,25 @@ def _alter_resource(image: MetadataImage,
     records: list[ConfigRecord] = []
     for config in resource.configs:
         if config.op is AlterConfigOp.SET and config.value is None:
-            return [], ApiError.of(Errors.INVALID_REQUEST,
-                                   f"Null value not supported for {config.name} with op SET.")
+            return [], ApiError.of(
+                Errors.INVALID_REQUEST, f"Null value not supported for {config.name} with op SET."
+            )
         new_value, error = _apply_op(resource.resource_type, resulting.get(config.name), config)
         if error.is_failure():
             return [], error
         if new_value != resulting.get(config.name):
-            records.append(ConfigRecord(resource_type=resource.resource_type,
-                                        resource_name=resource.resource_name,
-                                        name=config.name, value=new_value))
+            records.append(
+                ConfigRecord(
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    name=config.name,
+                    value=new_value,
+                )
+            )
         resulting[config.name] = new_value
-    error = validate_config_map(resource.resource_type,
-                                {k: v for k, v in resulting.items() if v is not None})
+    error = validate_config_map(
+        resource.resource_type, {k: v for k, v in resulting.items() if v is not None}
+    )
     return ([], error) if error.is_failure() else (records, SUCCESS)
 
 
@@ -260,19 +284,23 @@ def incremental_alter_configs(
         else:
             resource_records, error = _alter_resource(image, resource)
         seen.add(key)
-        results.append(AlterConfigsResourceResult(resource.resource_type,
-                                                  resource.resource_name, error))
+        results.append(
+            AlterConfigsResourceResult(resource.resource_type, resource.resource_name, error)
+        )
         if not request.validate_only:
             records.extend(resource_records)
     return ControllerResult(tuple(records), IncrementalAlterConfigsResponse(tuple(results)))
 
 
-def unclean_leader_election_enabled(image: MetadataImage, topic_name: str,
-                                    cluster_default: bool) -> bool:
+def unclean_leader_election_enabled(
+    image: MetadataImage, topic_name: str, cluster_default: bool
+) -> bool:
     """Topic config, else the cluster-wide broker default, else the static default."""
     name = "unclean.leader.election.enable"
-    for resource_type, resource_name in ((ConfigResourceType.TOPIC, topic_name),
-                                         (ConfigResourceType.BROKER, "")):
+    for resource_type, resource_name in (
+        (ConfigResourceType.TOPIC, topic_name),
+        (ConfigResourceType.BROKER, ""),
+    ):
         value = image.configs.config(resource_type, resource_name).get(name)
         if value is not None:
             return value.strip().lower() == "true"
@@ -282,5 +310,7 @@ def unclean_leader_election_enabled(image: MetadataImage, topic_name: str,
 def effective_topic_configs(image: MetadataImage, topic_name: str) -> dict[str, str]:
     """Every topic config with its effective value (explicit, else Kafka's default)."""
     explicit = image.configs.config(ConfigResourceType.TOPIC, topic_name)
-    return {name: explicit.get(name, definition.default)
-            for name, definition in sorted(TOPIC_CONFIGS.items())}
+    return {
+        name: explicit.get(name, definition.default)
+        for name, definition in sorted(TOPIC_CONFIGS.items())
+    }

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from metadata.api.brokers import OfflineReplica
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import MetadataImage
-from metadata.records import PartitionChangeRecord, kafka_string_to_uuid
-from protocol.errors import Errors
-from quorum.managers.partition_change import (
+from pykraft.metadata.api.brokers import OfflineReplica
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import PartitionChangeRecord, kafka_string_to_uuid
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.partition_change import (
     ReplicaOffline,
     TopicPartitionRef,
     generate_leader_and_isr_updates,

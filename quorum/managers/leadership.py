@@ -25,31 +25,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from metadata.api.admin import (
+from pykraft.metadata.api.admin import (
     ElectionType,
     ElectLeadersRequest,
     ElectLeadersResponse,
     PartitionResult,
     ReplicaElectionResult,
 )
-from metadata.api.brokers import (
+from pykraft.metadata.api.brokers import (
     AlterPartitionData,
     AlterPartitionRequest,
     AlterPartitionResponse,
     AlterPartitionResult,
     BrokerState,
 )
-from metadata.api.errors import SUCCESS, ApiError
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
-from protocol.errors import Errors
-from quorum.managers.cluster_checks import check_broker_epoch
-from quorum.managers.partition_change import (
+from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.records import LeaderRecoveryState, MetadataRecord, PartitionChangeRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.cluster_checks import check_broker_epoch
+from pykraft.quorum.managers.partition_change import (
     Election,
     build_partition_change,
     is_active,
 )
-from quorum.managers.result import ControllerResult
+from pykraft.quorum.managers.result import ControllerResult
 
 _RECOVERED = LeaderRecoveryState.RECOVERED.value
 _RECOVERING = LeaderRecoveryState.RECOVERING.value
@@ -65,80 +65,117 @@ def _ineligible(image: MetadataImage, state: BrokerState) -> str | None:
     if registration.fenced:
         return "fenced"
     if state.broker_epoch != -1 and state.broker_epoch != registration.epoch:
-        return (f"broker epoch mismatch: requested={state.broker_epoch} VS "
-                f"expected={registration.epoch}")
+        return (
+            f"broker epoch mismatch: requested={state.broker_epoch} VS "
+            f"expected={registration.epoch}"
+        )
     return None
 
 
-def _validate(image: MetadataImage, broker_id: int, partition: PartitionRegistration | None,
-              data: AlterPartitionData) -> ApiError:
+def _validate(
+    image: MetadataImage,
+    broker_id: int,
+    partition: PartitionRegistration | None,
+    data: AlterPartitionData,
+) -> ApiError:
     if partition is None:
         return ApiError.of(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-    if data.leader_epoch > partition.leader_epoch or \
-            data.partition_epoch > partition.partition_epoch:
+    if (
+        data.leader_epoch > partition.leader_epoch
+        or data.partition_epoch > partition.partition_epoch
+    ):
         return ApiError.of(Errors.NOT_CONTROLLER)
     if data.leader_epoch < partition.leader_epoch:
         return ApiError.of(Errors.FENCED_LEADER_EPOCH)
     if broker_id != partition.leader:
-        return ApiError.of(Errors.NOT_LEADER_OR_FOLLOWER, f"Broker {broker_id} is not the "
-                           f"leader of the partition; the leader is {partition.leader}.")
+        return ApiError.of(
+            Errors.NOT_LEADER_OR_FOLLOWER,
+            f"Broker {broker_id} is not the "
+            f"leader of the partition; the leader is {partition.leader}.",
+        )
     if data.partition_epoch < partition.partition_epoch:
         return ApiError.of(Errors.INVALID_UPDATE_VERSION)
     new_isr = [state.broker_id for state in data.new_isr_with_epochs]
     if len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(partition.replicas):
-        return ApiError.of(Errors.INVALID_REQUEST, f"Invalid ISR {new_isr}: it must be a "
-                           f"subset of the replicas {list(partition.replicas)} without repeats.")
+        return ApiError.of(
+            Errors.INVALID_REQUEST,
+            f"Invalid ISR {new_isr}: it must be a "
+            f"subset of the replicas {list(partition.replicas)} without repeats.",
+        )
     if partition.leader not in new_isr:
-        return ApiError.of(Errors.INVALID_REQUEST,
-                           f"Invalid ISR {new_isr}: it must include the leader.")
+        return ApiError.of(
+            Errors.INVALID_REQUEST, f"Invalid ISR {new_isr}: it must include the leader."
+        )
     if data.leader_recovery_state not in (_RECOVERED, _RECOVERING):
-        return ApiError.of(Errors.INVALID_REQUEST,
-                           f"Unknown leader recovery state {data.leader_recovery_state}.")
+        return ApiError.of(
+            Errors.INVALID_REQUEST, f"Unknown leader recovery state {data.leader_recovery_state}."
+        )
     if data.leader_recovery_state == _RECOVERING and len(new_isr) > 1:
-        return ApiError.of(Errors.INVALID_REQUEST, "The ISR may have only the leader while the "
-                           "leader is recovering from an unclean election.")
-    if partition.leader_recovery_state.value == _RECOVERED and \
-            data.leader_recovery_state == _RECOVERING:
-        return ApiError.of(Errors.INVALID_REQUEST, "The leader recovery state cannot change "
-                           "from RECOVERED to RECOVERING.")
+        return ApiError.of(
+            Errors.INVALID_REQUEST,
+            "The ISR may have only the leader while the "
+            "leader is recovering from an unclean election.",
+        )
+    if (
+        partition.leader_recovery_state.value == _RECOVERED
+        and data.leader_recovery_state == _RECOVERING
+    ):
+        return ApiError.of(
+            Errors.INVALID_REQUEST,
+            "The leader recovery state cannot change from RECOVERED to RECOVERING.",
+        )
     reasons = [(s.broker_id, _ineligible(image, s)) for s in data.new_isr_with_epochs]
     ineligible = [f"{broker} ({reason})" for broker, reason in reasons if reason is not None]
     if ineligible:
-        return ApiError.of(Errors.INELIGIBLE_REPLICA, "Ineligible replicas in the new ISR: "
-                           + ", ".join(ineligible) + ".")
+        return ApiError.of(
+            Errors.INELIGIBLE_REPLICA,
+            "Ineligible replicas in the new ISR: " + ", ".join(ineligible) + ".",
+        )
     return SUCCESS
 
 
-def _alter_one(image: MetadataImage, broker_id: int, data: AlterPartitionData,
-               unclean: Callable[[str], bool]) -> tuple[PartitionChangeRecord | None,
-                                                         AlterPartitionResult]:
+def _alter_one(
+    image: MetadataImage, broker_id: int, data: AlterPartitionData, unclean: Callable[[str], bool]
+) -> tuple[PartitionChangeRecord | None, AlterPartitionResult]:
     topic = image.topics.by_id.get(data.topic_id)
     if topic is None:
-        return None, AlterPartitionResult(data.topic_id, data.partition_index,
-                                          ApiError.of(Errors.UNKNOWN_TOPIC_ID))
+        return None, AlterPartitionResult(
+            data.topic_id, data.partition_index, ApiError.of(Errors.UNKNOWN_TOPIC_ID)
+        )
     partition = topic.partitions.get(data.partition_index)
     error = _validate(image, broker_id, partition, data)
     if error.is_failure() or partition is None:
         return None, AlterPartitionResult(data.topic_id, data.partition_index, error)
     record = build_partition_change(
-        partition, topic_id=topic.topic_id, partition_id=data.partition_index,
+        partition,
+        topic_id=topic.topic_id,
+        partition_id=data.partition_index,
         acceptable=lambda replica: is_active(image, replica),
         target_isr=tuple(state.broker_id for state in data.new_isr_with_epochs),
         election=Election.UNCLEAN if unclean(topic.name) else Election.ONLINE,
-        target_leader_recovery_state=LeaderRecoveryState(data.leader_recovery_state))
+        target_leader_recovery_state=LeaderRecoveryState(data.leader_recovery_state),
+    )
     after = partition if record is None else partition.merge(record)
     if after.leader != broker_id:
         # Only a completed reassignment may move leadership here (Kafka: NEW_LEADER_ELECTED).
-        return record, AlterPartitionResult(data.topic_id, data.partition_index,
-                                            ApiError.of(Errors.NEW_LEADER_ELECTED))
+        return record, AlterPartitionResult(
+            data.topic_id, data.partition_index, ApiError.of(Errors.NEW_LEADER_ELECTED)
+        )
     return record, AlterPartitionResult(
-        data.topic_id, data.partition_index, SUCCESS, leader_id=after.leader,
-        leader_epoch=after.leader_epoch, isr=after.isr, partition_epoch=after.partition_epoch,
-        leader_recovery_state=after.leader_recovery_state.value)
+        data.topic_id,
+        data.partition_index,
+        SUCCESS,
+        leader_id=after.leader,
+        leader_epoch=after.leader_epoch,
+        isr=after.isr,
+        partition_epoch=after.partition_epoch,
+        leader_recovery_state=after.leader_recovery_state.value,
+    )
 
 
-def alter_partition(image: MetadataImage, request: AlterPartitionRequest,
-                    unclean: Callable[[str], bool]) -> ControllerResult[AlterPartitionResponse]:
+def alter_partition(
+    image: MetadataImage, request: AlterPartitionRequest, unclean: Callable[[str], bool]
+) -> ControllerResult[AlterPartitionResponse]:
     """Kafka's ``ReplicationControlManager.alterPartition``."""
     error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
     if error.is_failure():
@@ -149,8 +186,16 @@ def alter_partition(image: MetadataImage, request: AlterPartitionRequest,
     for data in request.partitions:
         key = (data.topic_id, data.partition_index)
         if key in seen:
-            results.append(AlterPartitionResult(data.topic_id, data.partition_index, ApiError.of(
-                Errors.INVALID_REQUEST, "The partition appears more than once in the request.")))
+            results.append(
+                AlterPartitionResult(
+                    data.topic_id,
+                    data.partition_index,
+                    ApiError.of(
+                        Errors.INVALID_REQUEST,
+                        "The partition appears more than once in the request.",
+                    ),
+                )
+            )
             continue
         seen.add(key)
         record, result = _alter_one(image, request.broker_id, data, unclean)
@@ -160,35 +205,45 @@ def alter_partition(image: MetadataImage, request: AlterPartitionRequest,
     return ControllerResult(tuple(records), AlterPartitionResponse(SUCCESS, tuple(results)))
 
 
-def _elect_one(image: MetadataImage, topic_name: str, partition_id: int,
-               election_type: ElectionType) -> tuple[PartitionChangeRecord | None, ApiError]:
+def _elect_one(
+    image: MetadataImage, topic_name: str, partition_id: int, election_type: ElectionType
+) -> tuple[PartitionChangeRecord | None, ApiError]:
     """Kafka's ``ReplicationControlManager.electLeader``."""
     topic = image.topics.by_name.get(topic_name)
     if topic is None:
-        return None, ApiError.of(Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"No such topic as {topic_name}")
+        return None, ApiError.of(
+            Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic_name}"
+        )
     partition = topic.partitions.get(partition_id)
     if partition is None:
-        return None, ApiError.of(Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"No such partition as {topic_name}-{partition_id}")
+        return None, ApiError.of(
+            Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic_name}-{partition_id}"
+        )
     preferred = partition.replicas[0] if partition.replicas else -1
-    if (election_type is ElectionType.PREFERRED and partition.leader == preferred) or \
-            (election_type is ElectionType.UNCLEAN and partition.has_leader()):
+    if (election_type is ElectionType.PREFERRED and partition.leader == preferred) or (
+        election_type is ElectionType.UNCLEAN and partition.has_leader()
+    ):
         return None, ApiError.of(Errors.ELECTION_NOT_NEEDED)
-    election = Election.PREFERRED if election_type is ElectionType.PREFERRED \
-        else Election.UNCLEAN
-    record = build_partition_change(partition, topic_id=topic.topic_id,
-                                    partition_id=partition_id, election=election,
-                                    acceptable=lambda replica: is_active(image, replica))
+    election = Election.PREFERRED if election_type is ElectionType.PREFERRED else Election.UNCLEAN
+    record = build_partition_change(
+        partition,
+        topic_id=topic.topic_id,
+        partition_id=partition_id,
+        election=election,
+        acceptable=lambda replica: is_active(image, replica),
+    )
     if record is None:
-        return None, ApiError.of(Errors.PREFERRED_LEADER_NOT_AVAILABLE
-                                 if election_type is ElectionType.PREFERRED
-                                 else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+        return None, ApiError.of(
+            Errors.PREFERRED_LEADER_NOT_AVAILABLE
+            if election_type is ElectionType.PREFERRED
+            else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        )
     return record, SUCCESS
 
 
-def _requested(image: MetadataImage,
-               request: ElectLeadersRequest) -> Iterator[tuple[str, tuple[int, ...]]]:
+def _requested(
+    image: MetadataImage, request: ElectLeadersRequest
+) -> Iterator[tuple[str, tuple[int, ...]]]:
     if request.topic_partitions is None:
         for name in sorted(image.topics.by_name):
             yield name, tuple(sorted(image.topics.by_name[name].partitions))
@@ -197,14 +252,21 @@ def _requested(image: MetadataImage,
             yield topic.topic, topic.partitions
 
 
-def elect_leaders(image: MetadataImage,
-                  request: ElectLeadersRequest) -> ControllerResult[ElectLeadersResponse]:
+def elect_leaders(
+    image: MetadataImage, request: ElectLeadersRequest
+) -> ControllerResult[ElectLeadersResponse]:
     """Kafka's ``ReplicationControlManager.electLeaders``."""
     try:
         election_type = ElectionType(request.election_type)
     except ValueError:
-        return ControllerResult((), ElectLeadersResponse(ApiError.of(
-            Errors.INVALID_REQUEST, f"Unknown election type {request.election_type}")))
+        return ControllerResult(
+            (),
+            ElectLeadersResponse(
+                ApiError.of(
+                    Errors.INVALID_REQUEST, f"Unknown election type {request.election_type}"
+                )
+            ),
+        )
     all_partitions = request.topic_partitions is None
     records: list[MetadataRecord] = []
     results: list[ReplicaElectionResult] = []

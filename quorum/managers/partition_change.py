@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
-from metadata.image import MetadataImage, PartitionRegistration, TopicImage
-from metadata.records import (
+from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from pykraft.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
     NO_LEADER_RECOVERY_STATE_CHANGE,
@@ -80,12 +80,19 @@ class TopicPartitionRef:
 def is_active(image: MetadataImage, broker_id: int) -> bool:
     """Kafka's ``ClusterControlManager.isActive``: registered, unfenced, not shutting down."""
     registration = image.cluster.brokers.get(broker_id)
-    return (registration is not None and not registration.fenced
-            and not registration.in_controlled_shutdown)
+    return (
+        registration is not None
+        and not registration.fenced
+        and not registration.in_controlled_shutdown
+    )
 
 
-def elect_leader(partition: PartitionRegistration, target_isr: tuple[int, ...],
-                 election: Election, acceptable: LeaderAcceptor) -> ElectionResult:
+def elect_leader(
+    partition: PartitionRegistration,
+    target_isr: tuple[int, ...],
+    election: Election,
+    acceptable: LeaderAcceptor,
+) -> ElectionResult:
     """Pick the leader ``election`` asks for; ``NO_LEADER`` when there is none."""
 
     def valid(replica: int) -> bool:
@@ -137,13 +144,20 @@ def build_partition_change(
                 recovery = LeaderRecoveryState.RECOVERING.value
     if isr is None and isr_goal and isr_goal != partition.isr:
         isr = isr_goal
-    if (target_leader_recovery_state is not None
-            and target_leader_recovery_state is not partition.leader_recovery_state):
+    if (
+        target_leader_recovery_state is not None
+        and target_leader_recovery_state is not partition.leader_recovery_state
+    ):
         recovery = target_leader_recovery_state.value
     if leader == NO_LEADER_CHANGE and isr is None and recovery == NO_LEADER_RECOVERY_STATE_CHANGE:
         return None
-    return PartitionChangeRecord(partition_id=partition_id, topic_id=topic_id, isr=isr,
-                                 leader=leader, leader_recovery_state=recovery)
+    return PartitionChangeRecord(
+        partition_id=partition_id,
+        topic_id=topic_id,
+        isr=isr,
+        leader=leader,
+        leader_recovery_state=recovery,
+    )
 
 
 def all_partitions(image: MetadataImage) -> Iterator[TopicPartitionRef]:
@@ -155,8 +169,9 @@ def all_partitions(image: MetadataImage) -> Iterator[TopicPartitionRef]:
             yield TopicPartitionRef(topic, partition_id, topic.partitions[partition_id])
 
 
-def partitions_with_broker_in_isr(image: MetadataImage,
-                                  broker_id: int) -> Iterator[TopicPartitionRef]:
+def partitions_with_broker_in_isr(
+    image: MetadataImage, broker_id: int
+) -> Iterator[TopicPartitionRef]:
     return (ref for ref in all_partitions(image) if broker_id in ref.partition.isr)
 
 
@@ -187,18 +202,24 @@ def generate_leader_and_isr_updates(
     """
 
     def acceptable(replica: int, ref: TopicPartitionRef) -> bool:
-        return (replica != broker_to_remove
-                and (replica == broker_to_add or is_active(image, replica))
-                and not replica_offline(replica, ref.topic.topic_id, ref.partition_id))
+        return (
+            replica != broker_to_remove
+            and (replica == broker_to_add or is_active(image, replica))
+            and not replica_offline(replica, ref.topic.topic_id, ref.partition_id)
+        )
 
     records: list[PartitionChangeRecord] = []
     for ref in partitions:
         election = Election.UNCLEAN if unclean_enabled(ref.topic.name) else Election.ONLINE
         target_isr = tuple(r for r in ref.partition.isr if r != broker_to_remove)
-        record = build_partition_change(ref.partition, topic_id=ref.topic.topic_id,
-                                        partition_id=ref.partition_id,
-                                        acceptable=functools.partial(acceptable, ref=ref),
-                                        target_isr=target_isr, election=election)
+        record = build_partition_change(
+            ref.partition,
+            topic_id=ref.topic.topic_id,
+            partition_id=ref.partition_id,
+            acceptable=functools.partial(acceptable, ref=ref),
+            target_isr=target_isr,
+            election=election,
+        )
         if record is not None:
             records.append(record)
     return records

@@ -6,7 +6,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from metadata.records import MetadataRecord
+from pykraft.metadata.records import MetadataRecord
 
 R = TypeVar("R")
 

@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 import attrs
 
-from metadata.image import BrokerRegistration, MetadataImage
+from pykraft.metadata.image import BrokerRegistration, MetadataImage
 
 # Kafka's Long.MAX_VALUE answer of lowestActiveOffset() when no broker is active.
 _NO_ACTIVE_OFFSET = 2**63 - 1
@@ -102,15 +102,19 @@ class HeartbeatInput:
     in_controlled_shutdown_in_image: bool
 
 
-def next_broker_state(heartbeat: HeartbeatInput,
-                      has_leaderships: Callable[[], bool]) -> BrokerControlState:
+def next_broker_state(
+    heartbeat: HeartbeatInput, has_leaderships: Callable[[], bool]
+) -> BrokerControlState:
     """Kafka's ``BrokerHeartbeatManager.calculateNextBrokerState``."""
     state = BrokerControlState
     if heartbeat.current is state.FENCED:
         if heartbeat.want_shut_down:
             return state.SHUTDOWN_NOW
-        if (not heartbeat.want_fence and not heartbeat.in_controlled_shutdown_in_image
-                and heartbeat.current_metadata_offset >= heartbeat.registration_offset):
+        if (
+            not heartbeat.want_fence
+            and not heartbeat.in_controlled_shutdown_in_image
+            and heartbeat.current_metadata_offset >= heartbeat.registration_offset
+        ):
             return state.UNFENCED
         return state.FENCED
     if heartbeat.current is state.UNFENCED:
@@ -156,8 +160,9 @@ class BrokerSessions:
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
         session.metadata_offset = metadata_offset
 
-    def report_offline_replicas(self, registration: BrokerRegistration,
-                                replicas: frozenset[tuple[str, int]]) -> None:
+    def report_offline_replicas(
+        self, registration: BrokerRegistration, replicas: frozenset[tuple[str, int]]
+    ) -> None:
         self.session(registration).offline_replicas = replicas
 
     def replica_offline(self, image: MetadataImage) -> Callable[[int, str, int], bool]:
@@ -166,9 +171,12 @@ class BrokerSessions:
         def offline(broker_id: int, topic_id: str, partition_id: int) -> bool:
             registration = image.cluster.brokers.get(broker_id)
             session = self._sessions.get(broker_id)
-            return (registration is not None and session is not None
-                    and session.broker_epoch == registration.epoch
-                    and (topic_id, partition_id) in session.offline_replicas)
+            return (
+                registration is not None
+                and session is not None
+                and session.broker_epoch == registration.epoch
+                and (topic_id, partition_id) in session.offline_replicas
+            )
 
         return offline
 
@@ -183,28 +191,38 @@ class BrokerSessions:
 
     def stale_brokers(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session expired, longest silent first."""
-        stale = [registration for registration in image.cluster.brokers.values()
-                 if not registration.fenced and not self.has_valid_session(registration, now_ms)]
+        stale = [
+            registration
+            for registration in image.cluster.brokers.values()
+            if not registration.fenced and not self.has_valid_session(registration, now_ms)
+        ]
         stale.sort(key=lambda r: (self.session(r).last_contact_ms, r.id))
         return [registration.id for registration in stale]
 
     def next_expiry_ms(self, image: MetadataImage) -> int | None:
         """The earliest time an unfenced broker becomes stale, if any broker is unfenced."""
-        deadlines = [self.session(r).last_contact_ms + self.session_timeout_ms + 1
-                     for r in image.cluster.brokers.values() if not r.fenced]
+        deadlines = [
+            self.session(r).last_contact_ms + self.session_timeout_ms + 1
+            for r in image.cluster.brokers.values()
+            if not r.fenced
+        ]
         return min(deadlines) if deadlines else None
 
     def lowest_active_offset(self, image: MetadataImage) -> int:
         """Lowest metadata offset reported by an active (unfenced, not shutting down) broker."""
-        offsets = [self.session(r).metadata_offset for r in image.cluster.brokers.values()
-                   if not r.fenced and not r.in_controlled_shutdown]
+        offsets = [
+            self.session(r).metadata_offset
+            for r in image.cluster.brokers.values()
+            if not r.fenced and not r.in_controlled_shutdown
+        ]
         return min(offsets) if offsets else _NO_ACTIVE_OFFSET
 
     def begin_controlled_shutdown(self, registration: BrokerRegistration, offset: int) -> None:
         self.session(registration).controlled_shutdown_offset = offset
 
-    def controlled_shutdown_offset(self, registration: BrokerRegistration,
-                                   image_offset: int) -> int:
+    def controlled_shutdown_offset(
+        self, registration: BrokerRegistration, image_offset: int
+    ) -> int:
         """Where this broker's shutdown completes; the image's end if this controller did
         not start it (failover: every record so far must be seen by active brokers)."""
         offset = self.session(registration).controlled_shutdown_offset

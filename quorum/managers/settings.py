@@ -28,8 +28,12 @@ class ControllerSettings:
     max_partitions_per_request: int = 100_000
 
     def __attrs_post_init__(self) -> None:
-        for name in ("broker_session_timeout_ms", "metadata_max_idle_interval_ms",
-                     "default_num_partitions", "default_replication_factor",
-                     "max_partitions_per_request"):
+        for name in (
+            "broker_session_timeout_ms",
+            "metadata_max_idle_interval_ms",
+            "default_num_partitions",
+            "default_replication_factor",
+            "max_partitions_per_request",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

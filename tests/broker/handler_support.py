@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
-from metadata.records import MetadataRecord, TopicRecord
+from pykraft.metadata.records import MetadataRecord, TopicRecord
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.alter_partition import RecordedAlterPartitions
-from broker.partition import FetchIsolation, LeaderAndIsr, LogReadInfo, Partition, PartitionContext
-from metadata.image import BrokerRegistration
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.broker.alter_partition import RecordedAlterPartitions
+from pykraft.broker.partition import (
+    FetchIsolation,
+    LeaderAndIsr,
+    LogReadInfo,
+    Partition,
+    PartitionContext,
+)
+from pykraft.metadata.image import BrokerRegistration
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 
 LOCAL = 1
 F2 = 2

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from broker.handlers import BrokerServices, ControllerError
-from broker.kafka_apis import ApiHandler
-from broker.network import RequestContext
-from broker.purgatory import DelayedFetches
-from broker.replica_manager import (
+from pykraft.broker.handlers import BrokerServices, ControllerError
+from pykraft.broker.kafka_apis import ApiHandler
+from pykraft.broker.network import RequestContext
+from pykraft.broker.purgatory import DelayedFetches
+from pykraft.broker.replica_manager import (
     AppendResult,
     FetchParams,
     LogReadResult,
@@ -24,10 +24,10 @@ from broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, local_changes
-from metadata.records import (
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges, local_changes
+from pykraft.metadata.records import (
     BrokerEndpoint,
     ConfigResourceType,
     MetadataRecord,
@@ -35,9 +35,9 @@ from metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from protocol.headers import RequestHeader, request_header_version
-from protocol.segments import Segments
-from quorum.controller import (
+from pykraft.protocol.headers import RequestHeader, request_header_version
+from pykraft.protocol.segments import Segments
+from pykraft.quorum.controller import (
     ApiError,
     CreatableTopic,
     CreatableTopicResult,
@@ -48,12 +48,12 @@ from quorum.controller import (
     DeleteTopicsRequest,
     QuorumController,
 )
-from quorum.managers.configs import effective_topic_configs
-from storage.file_slice import FileSlice
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.quorum.managers.configs import effective_topic_configs
+from pykraft.storage.file_slice import FileSlice
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"

@@ -12,7 +12,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
 )
 
-from broker.handlers.admin_requests import (
+from pykraft.broker.handlers.admin_requests import (
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
     CreateTopicsRequestData,
@@ -26,7 +26,11 @@ from broker.handlers.admin_requests import (
     describe_cluster_request,
     describe_configs_request,
 )
-from metadata.api.topics import CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig
+from pykraft.metadata.api.topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+)
 
 _New = CreateTopicsRequest.CreatableTopic
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from broker.alter_partition import AlterPartitionManager, parse_result, request_of
-from broker.controller_api import ControllerError
-from metadata.api import brokers as api
-from metadata.api.brokers import AlterPartitionData
-from metadata.api.errors import ApiError
-from protocol.errors import Errors
-from replica.alter_partition_queue import AlterPartitionItem
-from replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
+from pykraft.broker.alter_partition import AlterPartitionManager, parse_result, request_of
+from pykraft.broker.controller_api import ControllerError
+from pykraft.metadata.api import brokers as api
+from pykraft.metadata.api.brokers import AlterPartitionData
+from pykraft.metadata.api.errors import ApiError
+from pykraft.protocol.errors import Errors
+from pykraft.replica.alter_partition_queue import AlterPartitionItem
+from pykraft.replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 
@@ -138,18 +138,32 @@ def test_request_level_failures_and_missing_partitions_are_sent_again() -> None:
 def test_the_request_carries_the_change_with_its_epochs() -> None:
     # KIP-903: each new ISR member with its broker epoch; a leader sending it has recovered.
     assert request_of(item(3, isr=(1, 2))) == AlterPartitionData(
-        topic_id=TOPIC_ID, partition_index=3, leader_epoch=5, partition_epoch=1,
+        topic_id=TOPIC_ID,
+        partition_index=3,
+        leader_epoch=5,
+        partition_epoch=1,
         new_isr_with_epochs=(api.BrokerState(1, 101), api.BrokerState(2, 102)),
-        leader_recovery_state=0)
+        leader_recovery_state=0,
+    )
 
 
 def test_parse_result_keeps_the_error_and_the_new_state() -> None:
     # An unknown error name or a malformed result is refused by the contract's decoder
     # (tests/metadata/test_api_codec.py); what reaches the partition is typed.
     result = api.AlterPartitionResult(
-        topic_id=TOPIC_ID, partition_index=0,
-        error=ApiError(Errors.FENCED_LEADER_EPOCH, "stale"), leader_id=2, leader_epoch=6,
-        isr=(2, 3), partition_epoch=9)
+        topic_id=TOPIC_ID,
+        partition_index=0,
+        error=ApiError(Errors.FENCED_LEADER_EPOCH, "stale"),
+        leader_id=2,
+        leader_epoch=6,
+        isr=(2, 3),
+        partition_epoch=9,
+    )
     assert parse_result(result) == AlterPartitionResult(
-        error=Errors.FENCED_LEADER_EPOCH, leader_id=2, leader_epoch=6, isr=(2, 3),
-        partition_epoch=9, message="stale")
+        error=Errors.FENCED_LEADER_EPOCH,
+        leader_id=2,
+        leader_epoch=6,
+        isr=(2, 3),
+        partition_epoch=9,
+        message="stale",
+    )

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, BrokerConfigError, Endpoint, HostPort
-from storage.log_config import CleanupPolicy, LogConfig
+from pykraft.broker.config import BrokerConfig, BrokerConfigError, Endpoint, HostPort
+from pykraft.storage.log_config import CleanupPolicy, LogConfig
 
 BASE = {"node.id": "1", "controller.quorum.bootstrap.servers": "127.0.0.1:19093"}
 

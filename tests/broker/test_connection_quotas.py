@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.connection_quotas import (
+from pykraft.broker.connection_quotas import (
     DEFAULT_MAX_CONNECTIONS,
     Admission,
     ConnectionLimits,

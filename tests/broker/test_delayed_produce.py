@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from broker.delayed_produce import DelayedProduces
-from protocol.errors import Errors
-from replica.produce_waiters import ProducePurgatory
-from storage.topic_partition import TopicPartition
+from pykraft.broker.delayed_produce import DelayedProduces
+from pykraft.protocol.errors import Errors
+from pykraft.replica.produce_waiters import ProducePurgatory
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 
 A = TopicPartition("a", 0)

@@ -19,7 +19,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from broker.handlers.group_requests import (
+from pykraft.broker.handlers.group_requests import (
     DescribeGroupsRequestData,
     FindCoordinatorRequestData,
     HeartbeatRequestData,
@@ -42,8 +42,8 @@ from broker.handlers.group_requests import (
     offset_fetch_request,
     sync_group_request,
 )
-from coordinator.group.state import Protocol
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.state import Protocol
+from pykraft.storage.topic_partition import TopicPartition
 
 GROUP = "group"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.handlers.group_requests import OffsetFetchGroup
-from broker.handlers.group_responses import (
+from pykraft.broker.handlers.group_requests import OffsetFetchGroup
+from pykraft.broker.handlers.group_responses import (
     FetchedGroup,
     FoundCoordinator,
     find_coordinator_response,
@@ -11,10 +11,10 @@ from broker.handlers.group_responses import (
     leave_group_response,
     offset_fetch_response,
 )
-from coordinator.group.effects import JoinGroupResult, LeaveGroupResult, MemberLeaveResult
-from coordinator.group.records import OffsetAndMetadata
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.effects import JoinGroupResult, LeaveGroupResult, MemberLeaveResult
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 PETS0 = TopicPartition("pets", 0)
 PETS1 = TopicPartition("pets", 1)

@@ -22,15 +22,15 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
 )
 
-from broker.handlers import ControllerError
-from broker.handlers.admin import admin_handlers
-from broker.handlers.admin_responses import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
-from broker.handlers.services import topic_uuid
-from metadata.api.topics import CreatableTopic, CreatableTopicResult
-from metadata.records import ConfigRecord, ConfigResourceType
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers import ControllerError
+from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.admin_responses import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
+from pykraft.broker.handlers.services import topic_uuid
+from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicResult
+from pykraft.metadata.records import ConfigRecord, ConfigResourceType
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     CLUSTER_ID,
     LOCAL,

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from broker.handlers.fetch import fetch_handler
-from broker.handlers.services import topic_uuid
-from metadata.records import PartitionChangeRecord
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.segments import Segments
-from storage.file_slice import FileSlice
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers.fetch import fetch_handler
+from pykraft.broker.handlers.services import topic_uuid
+from pykraft.metadata.records import PartitionChangeRecord
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.segments import Segments
+from pykraft.storage.file_slice import FileSlice
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.handler_support import by_topic, pets_and_birds
 from tests.broker.replica_harness import (
     BIRDS_ID,

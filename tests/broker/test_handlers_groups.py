@@ -24,25 +24,25 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from broker.handlers.groups import group_handlers
-from broker.kafka_apis import ApiHandler
-from coordinator.group.loader import read_partition_records
-from coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
-from coordinator.group.rebalance import GroupConfig
-from coordinator.group.shell import GroupCoordinatorShell
-from metadata.api.topics import CreatableTopic
-from metadata.local_changes import LocalReplicaChanges
-from metadata.records import (
+from pykraft.broker.handlers.groups import group_handlers
+from pykraft.broker.kafka_apis import ApiHandler
+from pykraft.coordinator.group.loader import read_partition_records
+from pykraft.coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
+from pykraft.coordinator.group.rebalance import GroupConfig
+from pykraft.coordinator.group.shell import GroupCoordinatorShell
+from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.local_changes import LocalReplicaChanges
+from pykraft.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
     PartitionChangeRecord,
     TopicRecord,
 )
-from protocol.api_keys import ApiKey
-from protocol.apis import decode_response
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_response
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     LOCAL,
     OTHER,

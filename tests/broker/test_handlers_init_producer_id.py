@@ -20,16 +20,16 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from broker.controller_api import ControllerError
-from broker.handlers import broker_handlers
-from broker.handlers.init_producer_id import init_producer_id_handler
-from broker.kafka_apis import KafkaApis
-from broker.producer_ids import ProducerIdManager
-from metadata.records import ProducerIdsRecord
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.headers import parse_response_header, response_header_version
-from quorum.controller import AllocateProducerIdsRequest, QuorumController
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.handlers.init_producer_id import init_producer_id_handler
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.metadata.records import ProducerIdsRecord
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.headers import parse_response_header, response_header_version
+from pykraft.quorum.controller import AllocateProducerIdsRequest, QuorumController
 from tests.broker.replica_harness import (
     LOCAL,
     NOW_MS,
@@ -59,11 +59,11 @@ class QuorumAllocator:
         self.controller = QuorumController(rng=random.Random(7), now_ms=NOW_MS)
         self.calls = 0
 
-    async def allocate_producer_ids(self, *, broker_id: int,
-                                    broker_epoch: int) -> tuple[int, int]:
+    async def allocate_producer_ids(self, *, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         self.calls += 1
         result = self.controller.allocate_producer_ids(
-            self.cluster.image, AllocateProducerIdsRequest(broker_id, broker_epoch), NOW_MS)
+            self.cluster.image, AllocateProducerIdsRequest(broker_id, broker_epoch), NOW_MS
+        )
         error = result.response.error
         if error.is_failure():
             raise ControllerError(error.name, error.message or error.name)
@@ -81,25 +81,40 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         harness.close()
 
 
-def manager(cluster: Cluster, broker_epoch: int = LOCAL_BROKER_EPOCH,
-            **options: Any) -> ProducerIdManager:
+def manager(
+    cluster: Cluster, broker_epoch: int = LOCAL_BROKER_EPOCH, **options: Any
+) -> ProducerIdManager:
     options.setdefault("monotonic_ms", cluster.clock.monotonic_ms)
-    return ProducerIdManager(QuorumAllocator(cluster), broker_id=LOCAL,
-                             broker_epoch=lambda: broker_epoch, **options)
+    return ProducerIdManager(
+        QuorumAllocator(cluster), broker_id=LOCAL, broker_epoch=lambda: broker_epoch, **options
+    )
 
 
-def init_request(version: int, transactional_id: str | None = None, producer_id: int = -1,
-                 producer_epoch: int = -1) -> bytes:
+def init_request(
+    version: int,
+    transactional_id: str | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> bytes:
     request = InitProducerIdRequest(
-        version=version, transactional_id=transactional_id, transaction_timeout_ms=60_000,
-        producer_id=producer_id, producer_epoch=producer_epoch)
+        version=version,
+        transactional_id=transactional_id,
+        transaction_timeout_ms=60_000,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )
     return encode(request, version)
 
 
-async def init_producer_id(ids: ProducerIdManager, version: int = 4,
-                           **fields: Any) -> tuple[Errors, int, int]:
-    body = await call_async(init_producer_id_handler(ids), ApiKey.INIT_PRODUCER_ID, version,
-                            init_request(version, **fields))
+async def init_producer_id(
+    ids: ProducerIdManager, version: int = 4, **fields: Any
+) -> tuple[Errors, int, int]:
+    body = await call_async(
+        init_producer_id_handler(ids),
+        ApiKey.INIT_PRODUCER_ID,
+        version,
+        init_request(version, **fields),
+    )
     assert body is not None
     response = InitProducerIdResponse.decode(body, version=version)
     assert response.throttle_time_ms == 0
@@ -107,8 +122,7 @@ async def init_producer_id(ids: ProducerIdManager, version: int = 4,
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
-def test_each_request_gets_a_new_producer_id_with_epoch_0(cluster: Cluster,
-                                                           version: int) -> None:
+def test_each_request_gets_a_new_producer_id_with_epoch_0(cluster: Cluster, version: int) -> None:
     ids = manager(cluster)
 
     async def body() -> list[tuple[Errors, int, int]]:
@@ -143,8 +157,9 @@ def test_a_v3_request_naming_its_producer_gets_a_new_id_too(cluster: Cluster) ->
         ({"transactional_id": "orders-tx"}, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     ],
 )
-def test_requests_refused_before_any_id_is_used(cluster: Cluster, fields: dict[str, Any],
-                                                expected: Errors) -> None:
+def test_requests_refused_before_any_id_is_used(
+    cluster: Cluster, fields: dict[str, Any], expected: Errors
+) -> None:
     ids = manager(cluster)
 
     async def body() -> list[tuple[Errors, int, int]]:
@@ -187,26 +202,32 @@ def dispatch(apis: KafkaApis, api_key: ApiKey, version: int, body: bytes) -> byt
     """One request through KafkaApis.dispatch; the response body after its header."""
 
     async def run() -> bytes:
-        segments = await apis.dispatch(request_context(api_key, version),
-                                       memoryview(bytearray(body)))
+        segments = await apis.dispatch(
+            request_context(api_key, version), memoryview(bytearray(body))
+        )
         assert segments is not None
         return segments.to_bytes(lambda part: b"")  # no file slices in these answers
 
     frame = asyncio.run(run())
     _, body_start = parse_response_header(frame[4:], response_header_version(api_key, version))
-    return frame[4 + body_start:]
+    return frame[4 + body_start :]
 
 
 def produce_body(records: bytes, version: int = 9) -> bytes:
     request = ProduceRequest(
-        version=version, transactional_id=None, acks=-1, timeout_ms=1000,
-        topic_data=[_Topic(name="pets", partition_data=[_Partition(index=0, records=records)])])
+        version=version,
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[_Topic(name="pets", partition_data=[_Partition(index=0, records=records)])],
+    )
     return encode(request, version)
 
 
 def produced(apis: KafkaApis, records: bytes) -> tuple[Errors, int]:
-    response = ProduceResponse.decode(dispatch(apis, ApiKey.PRODUCE, 9, produce_body(records)),
-                                      version=9)
+    response = ProduceResponse.decode(
+        dispatch(apis, ApiKey.PRODUCE, 9, produce_body(records)), version=9
+    )
     partition = response.responses[0].partition_responses[0]
     return Errors(partition.error_code), partition.base_offset
 
@@ -218,7 +239,8 @@ def test_kafka_apis_serves_init_producer_id_and_the_ids_deduplicate_produce(
     apis.register_all(broker_handlers(services(cluster), producer_ids=manager(cluster)))
     assert ApiKey.INIT_PRODUCER_ID in apis.registered
     init = InitProducerIdResponse.decode(
-        dispatch(apis, ApiKey.INIT_PRODUCER_ID, 4, init_request(4)), version=4)
+        dispatch(apis, ApiKey.INIT_PRODUCER_ID, 4, init_request(4)), version=4
+    )
     assert (init.error_code, init.producer_id, init.producer_epoch) == (0, 0, 0)
     producer = {"producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
 
@@ -231,8 +253,10 @@ def test_kafka_apis_serves_init_producer_id_and_the_ids_deduplicate_produce(
     assert produced(apis, bytes(batch(b"c", base_sequence=2, **producer))) == (Errors.NONE, 3)
     assert produced(apis, first) == (Errors.NONE, 1)
     # A gap in the sequence is refused (ProducerAppendInfo.checkSequence).
-    assert produced(apis, bytes(batch(b"e", base_sequence=9, **producer)))[0] == \
-        Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert (
+        produced(apis, bytes(batch(b"e", base_sequence=9, **producer)))[0]
+        == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    )
     assert cluster.replica_manager.get_partition(PETS0).log_end_offset == 4  # type: ignore[union-attr]
 
 

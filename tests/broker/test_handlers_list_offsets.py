@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
-from broker.handlers.list_offsets import list_offsets_handler
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers.list_offsets import list_offsets_handler
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.handler_support import by_topic, pets_and_birds
 from tests.broker.replica_harness import (
     PETS0,

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from broker.handlers.metadata import metadata_handler
-from broker.handlers.services import topic_uuid
-from broker.partition import PartitionRole
-from metadata.records import TopicRecord
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.broker.handlers.metadata import metadata_handler
+from pykraft.broker.handlers.services import topic_uuid
+from pykraft.broker.partition import PartitionRole
+from pykraft.metadata.records import TopicRecord
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     BIRDS_ID,
     CLUSTER_ID,

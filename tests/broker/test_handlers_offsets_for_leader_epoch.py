@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
-from metadata.records import PartitionChangeRecord, TopicRecord
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
+from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
+from pykraft.metadata.records import PartitionChangeRecord, TopicRecord
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
 from tests.broker.handler_support import by_topic
 from tests.broker.replica_harness import (
     BIRDS_ID,

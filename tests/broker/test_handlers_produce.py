@@ -12,13 +12,17 @@ import pytest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from broker.handlers.produce import ProduceFailedWithoutAcks, produce_handler, validate_records
-from metadata.records import PartitionChangeRecord, TopicRecord
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors, ProtocolError
-from storage.log_config import LogConfig
-from storage.record_batch import CompressionType
-from storage.records import SimpleRecord, build_batch
+from pykraft.broker.handlers.produce import (
+    ProduceFailedWithoutAcks,
+    produce_handler,
+    validate_records,
+)
+from pykraft.metadata.records import PartitionChangeRecord, TopicRecord
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors, ProtocolError
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import SimpleRecord, build_batch
 from tests.broker.handler_support import by_topic
 from tests.broker.replica_harness import (
     BIRDS_ID,

@@ -11,13 +11,13 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from broker.handlers import broker_handlers
-from broker.kafka_apis import KafkaApis
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.headers import parse_response_header, response_header_version
-from protocol.segments import Segments
-from storage.file_slice import FileSlice
+from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.headers import parse_response_header, response_header_version
+from pykraft.protocol.segments import Segments
+from pykraft.storage.file_slice import FileSlice
 from tests.broker.replica_harness import (
     Cluster,
     batch,

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import attrs
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.controller_client import BrokerRegistrationReply, HeartbeatReply
-from broker.heartbeat import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import BrokerRegistrationReply, HeartbeatReply
+from pykraft.broker.heartbeat import (
     FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS,
     STARTING_HEARTBEAT_DELAY_MS,
     BrokerIdentity,
@@ -20,22 +20,34 @@ from broker.heartbeat import (
     HeartbeatDecision,
     heartbeat_decision,
 )
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.records import BrokerEndpoint, BrokerFeature
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 INTERVAL_MS = 2000
 S = BrokerState
 
 
-def reply(caught_up: bool = True, fenced: bool = True, in_shutdown: bool = False,
-          should_shut_down: bool = False) -> HeartbeatReply:
-    return HeartbeatReply(is_caught_up=caught_up, is_fenced=fenced,
-                          in_controlled_shutdown=in_shutdown, should_shut_down=should_shut_down)
+def reply(
+    caught_up: bool = True,
+    fenced: bool = True,
+    in_shutdown: bool = False,
+    should_shut_down: bool = False,
+) -> HeartbeatReply:
+    return HeartbeatReply(
+        is_caught_up=caught_up,
+        is_fenced=fenced,
+        in_controlled_shutdown=in_shutdown,
+        should_shut_down=should_shut_down,
+    )
 
 
-def check(state: BrokerState, answer: HeartbeatReply, expected: HeartbeatDecision,
-          had_shutdown_reply: bool = False) -> None:
+def check(
+    state: BrokerState,
+    answer: HeartbeatReply,
+    expected: HeartbeatDecision,
+    had_shutdown_reply: bool = False,
+) -> None:
     assert heartbeat_decision(state, answer, INTERVAL_MS, had_shutdown_reply) == expected
 
 
@@ -50,12 +62,22 @@ def test_heartbeat_decisions() -> None:
     check(S.RUNNING, reply(fenced=False), HeartbeatDecision(None, INTERVAL_MS))
     check(S.RUNNING, reply(fenced=True), HeartbeatDecision(None, INTERVAL_MS))
     # PENDING_CONTROLLED_SHUTDOWN: 50 ms after the first answer, then the interval.
-    check(S.PENDING_CONTROLLED_SHUTDOWN, reply(fenced=False, in_shutdown=True),
-          HeartbeatDecision(None, FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS))
-    check(S.PENDING_CONTROLLED_SHUTDOWN, reply(fenced=False, in_shutdown=True),
-          HeartbeatDecision(None, INTERVAL_MS), had_shutdown_reply=True)
-    check(S.PENDING_CONTROLLED_SHUTDOWN, reply(should_shut_down=True),
-          HeartbeatDecision(S.SHUTTING_DOWN, INTERVAL_MS))
+    check(
+        S.PENDING_CONTROLLED_SHUTDOWN,
+        reply(fenced=False, in_shutdown=True),
+        HeartbeatDecision(None, FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS),
+    )
+    check(
+        S.PENDING_CONTROLLED_SHUTDOWN,
+        reply(fenced=False, in_shutdown=True),
+        HeartbeatDecision(None, INTERVAL_MS),
+        had_shutdown_reply=True,
+    )
+    check(
+        S.PENDING_CONTROLLED_SHUTDOWN,
+        reply(should_shut_down=True),
+        HeartbeatDecision(S.SHUTTING_DOWN, INTERVAL_MS),
+    )
 
 
 @attrs.frozen
@@ -70,41 +92,62 @@ class Sent:
 class FakeController:
     """Scripted answers; a ControllerError in the script is raised instead of answered."""
 
-    def __init__(self, registrations: Sequence[BrokerRegistrationReply | ControllerError],
-                 heartbeats: Sequence[HeartbeatReply | ControllerError]) -> None:
+    def __init__(
+        self,
+        registrations: Sequence[BrokerRegistrationReply | ControllerError],
+        heartbeats: Sequence[HeartbeatReply | ControllerError],
+    ) -> None:
         self.registrations = list(registrations)
         self.heartbeats = list(heartbeats)
         self.registered: list[tuple[int, str, tuple[BrokerEndpoint, ...]]] = []
         self.sent: list[Sent] = []
 
-    async def register_broker(self, *, broker_id: int, incarnation_id: str,
-                              endpoints: Sequence[BrokerEndpoint], rack: str | None,
-                              features: Sequence[BrokerFeature] = (),
-                              deadline_s: float | None = None) -> BrokerRegistrationReply:
+    async def register_broker(
+        self,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: Sequence[BrokerEndpoint],
+        rack: str | None,
+        features: Sequence[BrokerFeature] = (),
+        deadline_s: float | None = None,
+    ) -> BrokerRegistrationReply:
         self.registered.append((broker_id, incarnation_id, tuple(endpoints)))
         answer = self.registrations.pop(0)
         if isinstance(answer, ControllerError):
             raise answer
         return answer
 
-    async def heartbeat(self, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-                        want_fence: bool, want_shut_down: bool,
-                        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
-                        deadline_s: float | None = None) -> HeartbeatReply:
-        self.sent.append(Sent(current_metadata_offset, want_fence, want_shut_down, broker_epoch,
-                              offline_log_dirs))
+    async def heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
+        deadline_s: float | None = None,
+    ) -> HeartbeatReply:
+        self.sent.append(
+            Sent(
+                current_metadata_offset, want_fence, want_shut_down, broker_epoch, offline_log_dirs
+            )
+        )
         answer = self.heartbeats.pop(0)
         if isinstance(answer, ControllerError):
             raise answer
         return answer
 
 
-IDENTITY = BrokerIdentity(broker_id=10, incarnation_id="AAAAAAAAAAAAAAAAAAAAAA",
-                          endpoints=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1",
-                                                    port=9092),))
-REGISTERED = BrokerRegistrationReply(broker_id=1, broker_epoch=42,
-                                     heartbeat_interval_ms=INTERVAL_MS,
-                                     session_timeout_ms=9000)
+IDENTITY = BrokerIdentity(
+    broker_id=10,
+    incarnation_id="AAAAAAAAAAAAAAAAAAAAAA",
+    endpoints=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9092),),
+)
+REGISTERED = BrokerRegistrationReply(
+    broker_id=1, broker_epoch=42, heartbeat_interval_ms=INTERVAL_MS, session_timeout_ms=9000
+)
 
 
 class Harness:
@@ -117,8 +160,13 @@ class Harness:
         self.delays: list[float] = []
         self.hooks: dict[int, list[object]] = {}
         self.manager = BrokerLifecycleManager(
-            controller, IDENTITY, self.lifecycle, lambda: self.metadata_offset,
-            heartbeat_interval_ms=INTERVAL_MS, wait=self.wait)
+            controller,
+            IDENTITY,
+            self.lifecycle,
+            lambda: self.metadata_offset,
+            heartbeat_interval_ms=INTERVAL_MS,
+            wait=self.wait,
+        )
 
     async def wait(self, seconds: float) -> None:
         self.delays.append(seconds)
@@ -134,9 +182,16 @@ class Harness:
 
 
 def test_registers_then_heartbeats_to_running() -> None:
-    controller = FakeController([REGISTERED], [
-        reply(caught_up=False), reply(caught_up=True), reply(fenced=True), reply(fenced=False),
-        reply(fenced=False)])
+    controller = FakeController(
+        [REGISTERED],
+        [
+            reply(caught_up=False),
+            reply(caught_up=True),
+            reply(fenced=True),
+            reply(fenced=False),
+            reply(fenced=False),
+        ],
+    )
     harness = Harness(controller)
     harness.run()
     assert controller.registered == [(10, IDENTITY.incarnation_id, IDENTITY.endpoints)]
@@ -152,8 +207,9 @@ def test_registers_then_heartbeats_to_running() -> None:
 
 def test_registration_is_retried_every_interval_until_the_old_session_expires() -> None:
     # After kill -9 the previous incarnation's session is still alive for a while.
-    duplicate = ControllerError("DUPLICATE_BROKER_REGISTRATION",
-                                "Another broker is registered with that broker id.")
+    duplicate = ControllerError(
+        "DUPLICATE_BROKER_REGISTRATION", "Another broker is registered with that broker id."
+    )
     controller = FakeController([duplicate, duplicate, REGISTERED], [reply(caught_up=False)])
     harness = Harness(controller)
     harness.run()
@@ -173,9 +229,15 @@ def test_heartbeat_failures_are_retried_after_the_interval() -> None:
 
 
 def test_controlled_shutdown_waits_for_should_shut_down() -> None:
-    controller = FakeController([REGISTERED], [
-        reply(fenced=False), reply(fenced=False, in_shutdown=True),
-        reply(fenced=False, in_shutdown=True), reply(should_shut_down=True)])
+    controller = FakeController(
+        [REGISTERED],
+        [
+            reply(fenced=False),
+            reply(fenced=False, in_shutdown=True),
+            reply(fenced=False, in_shutdown=True),
+            reply(should_shut_down=True),
+        ],
+    )
     harness = Harness(controller)
     harness.lifecycle = BrokerLifecycle(BrokerState.RUNNING)
     harness.manager.lifecycle = harness.lifecycle
@@ -224,8 +286,9 @@ def test_a_second_shutdown_request_returns_at_once(state: BrokerState) -> None:
     assert asyncio.run(harness.manager.controlled_shutdown(timeout_s=60)) is True
 
 
-FAILED_DIR = OfflineLogDirs(directory_ids=("AAAAAAAAAAAAAAAAAAAD6A",),
-                            replicas=(("AAAAAAAAAAAAAAAAAAAAAg", 0),))
+FAILED_DIR = OfflineLogDirs(
+    directory_ids=("AAAAAAAAAAAAAAAAAAAD6A",), replicas=(("AAAAAAAAAAAAAAAAAAAAAg", 0),)
+)
 
 
 def test_every_heartbeat_reports_the_offline_log_dirs_of_its_time() -> None:
@@ -236,20 +299,34 @@ def test_every_heartbeat_reports_the_offline_log_dirs_of_its_time() -> None:
     harness.manager.lifecycle = harness.lifecycle
     reports = iter([NO_OFFLINE_LOG_DIRS, FAILED_DIR, FAILED_DIR])
     harness.manager = BrokerLifecycleManager(
-        controller, IDENTITY, harness.lifecycle, lambda: 41, heartbeat_interval_ms=INTERVAL_MS,
-        wait=harness.wait, offline_log_dirs=lambda: next(reports))
+        controller,
+        IDENTITY,
+        harness.lifecycle,
+        lambda: 41,
+        heartbeat_interval_ms=INTERVAL_MS,
+        wait=harness.wait,
+        offline_log_dirs=lambda: next(reports),
+    )
     harness.run()
     assert [s.offline_log_dirs for s in controller.sent] == [
-        NO_OFFLINE_LOG_DIRS, FAILED_DIR, FAILED_DIR]
+        NO_OFFLINE_LOG_DIRS,
+        FAILED_DIR,
+        FAILED_DIR,
+    ]
 
 
 def test_a_directory_failure_heartbeats_at_once() -> None:
     # Kafka's BrokerLifecycleManager.propagateDirectoryFailure: no waiting for the interval.
     controller = FakeController([REGISTERED], [reply(fenced=False)] * 2)
     lifecycle = BrokerLifecycle(BrokerState.RUNNING)
-    manager = BrokerLifecycleManager(controller, IDENTITY, lifecycle, lambda: 41,
-                                     heartbeat_interval_ms=60_000,
-                                     offline_log_dirs=lambda: FAILED_DIR)
+    manager = BrokerLifecycleManager(
+        controller,
+        IDENTITY,
+        lifecycle,
+        lambda: 41,
+        heartbeat_interval_ms=60_000,
+        offline_log_dirs=lambda: FAILED_DIR,
+    )
 
     async def scenario() -> None:
         runner = asyncio.ensure_future(manager.run())

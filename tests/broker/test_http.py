@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from broker.http import (
+from pykraft.broker.http import (
     OPENAPI_DOCUMENT,
     PROMETHEUS_CONTENT_TYPE,
     BrokerHttpApi,
@@ -23,8 +23,8 @@ from broker.http import (
     ReplicaRole,
     build_app,
 )
-from broker.lifecycle import BrokerState
-from broker.metrics import BrokerMetrics
+from pykraft.broker.lifecycle import BrokerState
+from pykraft.broker.metrics import BrokerMetrics
 
 ROWS = [
     PartitionRow(topic="pets", partition=1, role=ReplicaRole.FOLLOWER, leader_epoch=3,

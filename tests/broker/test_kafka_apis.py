@@ -13,13 +13,13 @@ from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from broker.kafka_apis import KafkaApis, kafka_python_handler
-from broker.network import RequestContext
-from protocol.api_keys import ApiKey
-from protocol.apis import SUPPORTED_API_VERSIONS
-from protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
-from protocol.headers import RequestHeader, request_header_version
-from protocol.segments import Segments
+from pykraft.broker.kafka_apis import KafkaApis, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
+from pykraft.protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
+from pykraft.protocol.headers import RequestHeader, request_header_version
+from pykraft.protocol.segments import Segments
 from tests.broker.wire_client import api_versions_body, decode_api_versions
 
 

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from broker.lifecycle import (
+from pykraft.broker.lifecycle import (
     BrokerLifecycle,
     BrokerState,
     IllegalBrokerStateTransition,

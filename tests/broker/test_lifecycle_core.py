@@ -6,8 +6,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from broker.lifecycle import BrokerState
-from broker.lifecycle_core import (
+from pykraft.broker.lifecycle import BrokerState
+from pykraft.broker.lifecycle_core import (
     FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS,
     STARTING_HEARTBEAT_DELAY_MS,
     HeartbeatRequest,
@@ -76,10 +76,12 @@ def test_controlled_shutdown_heartbeats_want_shut_down_until_allowed() -> None:
     assert core.begin_shutdown()
     assert core.request(3).want_shut_down  # type: ignore[union-attr]
     assert core.on_heartbeat(Answer(is_fenced=False)) == LifecycleStep(
-        FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS)
+        FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS
+    )
     assert core.on_heartbeat(Answer(is_fenced=False)) == LifecycleStep(INTERVAL_MS)
     assert core.on_heartbeat(Answer(should_shut_down=True)) == LifecycleStep(
-        INTERVAL_MS, S.SHUTTING_DOWN, shutdown_allowed=True)
+        INTERVAL_MS, S.SHUTTING_DOWN, shutdown_allowed=True
+    )
     assert core.done
     assert not core.begin_shutdown()  # already shutting down
 

@@ -13,17 +13,17 @@ from collections.abc import Sequence
 
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.controller_client import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import (
     MetadataBatch,
     RecordsPage,
     SnapshotRequiredError,
 )
-from broker.metadata_loader import MetadataLoader, MetadataLoadError
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.broker.metadata_loader import MetadataLoader, MetadataLoadError
+from pykraft.metadata.delta import MetadataDelta, apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     BrokerEndpoint,
     MetadataRecord,
     NoOpRecord,
@@ -32,8 +32,8 @@ from metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from metadata.snapshot import encode_snapshot
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.snapshot import encode_snapshot
+from pykraft.storage.topic_partition import TopicPartition
 
 LOCAL = 1
 PETS = "ThIaNwRnSM2Nt9Mx1v0RvA"
@@ -42,15 +42,25 @@ BIRDS = "f62ptyETTjet8SL5ZeREiw"
 
 def register(broker_id: int, epoch: int) -> RegisterBrokerRecord:
     return RegisterBrokerRecord(
-        broker_id=broker_id, incarnation_id=f"incarnation-{broker_id}", broker_epoch=epoch,
-        end_points=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id),))
+        broker_id=broker_id,
+        incarnation_id=f"incarnation-{broker_id}",
+        broker_epoch=epoch,
+        end_points=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id),),
+    )
 
 
 def topic(name: str, topic_id: str, leaders: Sequence[int]) -> list[MetadataRecord]:
     records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
     for index, leader in enumerate(leaders):
-        records.append(PartitionRecord(topic_id=topic_id, partition_id=index, replicas=(leader,),
-                                       isr=(leader,), leader=leader))
+        records.append(
+            PartitionRecord(
+                topic_id=topic_id,
+                partition_id=index,
+                replicas=(leader,),
+                isr=(leader,),
+                leader=leader,
+            )
+        )
     return records
 
 
@@ -58,8 +68,15 @@ def batches_of(*groups: list[MetadataRecord], base: int = 0, epoch: int = 1) -> 
     """Consecutive atomic batches, one per group, from offset ``base``."""
     result = []
     for group in groups:
-        result.append(MetadataBatch(base_offset=base, last_offset=base + len(group) - 1,
-                                    epoch=epoch, append_time_ms=0, records=tuple(group)))
+        result.append(
+            MetadataBatch(
+                base_offset=base,
+                last_offset=base + len(group) - 1,
+                epoch=epoch,
+                append_time_ms=0,
+                records=tuple(group),
+            )
+        )
         base += len(group)
     return result
 
@@ -67,8 +84,13 @@ def batches_of(*groups: list[MetadataRecord], base: int = 0, epoch: int = 1) -> 
 class FakeController:
     """The controller's GET /v1/metadata/records over an in-memory log with a window."""
 
-    def __init__(self, batches: list[MetadataBatch], window_start: int = 0,
-                 snapshot: bytes | None = None, snapshot_id: str = "snap") -> None:
+    def __init__(
+        self,
+        batches: list[MetadataBatch],
+        window_start: int = 0,
+        snapshot: bytes | None = None,
+        snapshot_id: str = "snap",
+    ) -> None:
         self.batches = batches
         self.window_start = window_start
         self.snapshot = snapshot
@@ -80,12 +102,16 @@ class FakeController:
     def log_end_offset(self) -> int:
         return self.batches[-1].last_offset + 1 if self.batches else self.window_start
 
-    async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
-                            max_records: int) -> RecordsPage:
+    async def fetch_records(
+        self, from_offset: int, *, max_wait_ms: int, max_records: int
+    ) -> RecordsPage:
         self.requests.append((from_offset, max_wait_ms))
         if from_offset < self.window_start:
-            body = {"snapshot": None if self.snapshot is None else {
-                "id": self.snapshot_id, "end_offset": self.window_start, "epoch": 1}}
+            body = {
+                "snapshot": None
+                if self.snapshot is None
+                else {"id": self.snapshot_id, "end_offset": self.window_start, "epoch": 1}
+            }
             raise SnapshotRequiredError(409, "SNAPSHOT_REQUIRED", "below the window", body)
         chosen: list[MetadataBatch] = []
         count = 0
@@ -97,8 +123,12 @@ class FakeController:
             chosen.append(batch)
             count += len(batch.records)
         next_offset = chosen[-1].last_offset + 1 if chosen else from_offset
-        return RecordsPage(from_offset=from_offset, next_offset=next_offset,
-                           log_end_offset=self.log_end_offset, batches=tuple(chosen))
+        return RecordsPage(
+            from_offset=from_offset,
+            next_offset=next_offset,
+            log_end_offset=self.log_end_offset,
+            batches=tuple(chosen),
+        )
 
     async def download_snapshot(self, snapshot_id: str) -> bytes:
         self.downloads.append(snapshot_id)
@@ -121,8 +151,9 @@ def poll(loader: MetadataLoader, times: int = 1) -> list[bool]:
     return asyncio.run(go())
 
 
-def loader_for(controller: FakeController, max_records: int = 10_000) -> tuple[MetadataLoader,
-                                                                                Recorder]:
+def loader_for(
+    controller: FakeController, max_records: int = 10_000
+) -> tuple[MetadataLoader, Recorder]:
     loader = MetadataLoader(controller, max_records=max_records, max_wait_ms=500)
     recorder = Recorder()
     loader.add_listener(recorder)
@@ -137,17 +168,25 @@ def test_an_empty_log_is_caught_up_without_publishing() -> None:
 
 def test_nothing_is_published_until_the_initial_catch_up() -> None:
     # Kafka's loader stays silent while catchingUp: one delta for everything read meanwhile.
-    controller = FakeController(batches_of([register(LOCAL, 0)], topic("pets", PETS, [1, 1]),
-                                           topic("birds", BIRDS, [2]), [NoOpRecord()]))
+    controller = FakeController(
+        batches_of(
+            [register(LOCAL, 0)],
+            topic("pets", PETS, [1, 1]),
+            topic("birds", BIRDS, [2]),
+            [NoOpRecord()],
+        )
+    )
     loader, recorder = loader_for(controller, max_records=1)
     assert poll(loader, 3) == [False, False, False]
     assert recorder.calls == [] and not loader.caught_up
     assert poll(loader) == [True]
-    (delta, image), = recorder.calls
+    ((delta, image),) = recorder.calls
     assert image.offset == 6 and image.epoch == 1
     assert set(delta.topics.created_topic_ids) == {PETS, BIRDS}
-    assert set(local_changes(delta, LOCAL).leaders) == {TopicPartition("pets", 0),
-                                                        TopicPartition("pets", 1)}
+    assert set(local_changes(delta, LOCAL).leaders) == {
+        TopicPartition("pets", 0),
+        TopicPartition("pets", 1),
+    }
     # While behind, the loader never waits on the long poll.
     assert [wait for _, wait in controller.requests] == [500, 0, 0, 0]
 
@@ -161,8 +200,8 @@ def test_after_catch_up_each_answer_is_one_published_delta_in_order() -> None:
     controller.batches += batches_of(topic("pets", PETS, [1]), [NoOpRecord()], base=1, epoch=2)
     assert poll(loader) == [True]
     controller.batches += batches_of(
-        [PartitionChangeRecord(topic_id=PETS, partition_id=0, isr=(1,), leader=1)], base=4,
-        epoch=2)
+        [PartitionChangeRecord(topic_id=PETS, partition_id=0, isr=(1,), leader=1)], base=4, epoch=2
+    )
     assert poll(loader) == [True]
     assert [image.offset for _, image in recorder.calls] == [0, 3, 4]
     assert [image.offset for _, image in second.calls] == [0, 3, 4]
@@ -184,33 +223,38 @@ def test_below_the_window_the_snapshot_is_loaded_then_the_log_after_it() -> None
     # The controller kept offsets 5.. in memory; offsets 0-4 live only in its snapshot.
     early = [register(LOCAL, 0), *topic("pets", PETS, [1, 2]), NoOpRecord()]
     snapshot_image = apply_records(MetadataImage.EMPTY, early, offset=4, epoch=1)
-    controller = FakeController(batches_of(topic("birds", BIRDS, [1]), base=5), window_start=5,
-                                snapshot=encode_snapshot(snapshot_image, created_ms=0))
+    controller = FakeController(
+        batches_of(topic("birds", BIRDS, [1]), base=5),
+        window_start=5,
+        snapshot=encode_snapshot(snapshot_image, created_ms=0),
+    )
     loader, recorder = loader_for(controller)
     assert poll(loader) == [False]  # the snapshot alone does not say where the log ends
     assert controller.downloads == ["snap"]
     assert poll(loader) == [True]
-    (delta, image), = recorder.calls
+    ((delta, image),) = recorder.calls
     assert image.offset == 6
     assert set(image.topics.by_name) == {"pets", "birds"}
     assert delta.image is MetadataImage.EMPTY
-    assert set(local_changes(delta, LOCAL).leaders) == {TopicPartition("pets", 0),
-                                                        TopicPartition("birds", 0)}
+    assert set(local_changes(delta, LOCAL).leaders) == {
+        TopicPartition("pets", 0),
+        TopicPartition("birds", 0),
+    }
     assert controller.requests == [(0, 500), (5, 0)]
 
 
 def test_a_snapshot_for_a_broker_far_behind_describes_what_changed() -> None:
-    base = apply_records(MetadataImage.EMPTY, [register(LOCAL, 0), *topic("pets", PETS, [1])],
-                         offset=2, epoch=1)
+    base = apply_records(
+        MetadataImage.EMPTY, [register(LOCAL, 0), *topic("pets", PETS, [1])], offset=2, epoch=1
+    )
     later = apply_records(base, topic("birds", BIRDS, [1]), offset=9, epoch=1)
-    controller = FakeController([], window_start=10,
-                                snapshot=encode_snapshot(later, created_ms=0))
+    controller = FakeController([], window_start=10, snapshot=encode_snapshot(later, created_ms=0))
     loader = MetadataLoader(controller, image=base)
     recorder = Recorder()
     loader.add_listener(recorder)
     loader.caught_up = True
     assert poll(loader, 2) == [False, True]
-    (delta, image), = recorder.calls
+    ((delta, image),) = recorder.calls
     assert delta.image is base and image.offset == 9
     assert set(local_changes(delta, LOCAL).leaders) == {TopicPartition("birds", 0)}
 
@@ -219,8 +263,7 @@ def test_a_record_that_cannot_be_replayed_is_counted_and_skipped() -> None:
     # A PartitionRecord for a topic nobody created: Kafka's broker logs a metadata-loading
     # fault, bumps a metric and carries on.
     orphan = PartitionRecord(topic_id=BIRDS, partition_id=0, replicas=(1,), isr=(1,), leader=1)
-    controller = FakeController(batches_of([register(LOCAL, 0), orphan],
-                                           topic("pets", PETS, [1])))
+    controller = FakeController(batches_of([register(LOCAL, 0), orphan], topic("pets", PETS, [1])))
     loader, recorder = loader_for(controller)
     assert poll(loader) == [True]
     assert loader.load_errors == 1
@@ -235,8 +278,9 @@ def test_a_batch_straddling_the_next_offset_is_not_replayed_twice() -> None:
     controller.batches += batches_of([NoOpRecord()], base=3)
     original = controller.fetch_records
 
-    async def from_batch_start(from_offset: int, *, max_wait_ms: int,
-                               max_records: int) -> RecordsPage:
+    async def from_batch_start(
+        from_offset: int, *, max_wait_ms: int, max_records: int
+    ) -> RecordsPage:
         # A controller may answer with whole batches from before the asked-for offset.
         return await original(0, max_wait_ms=max_wait_ms, max_records=max_records)
 
@@ -265,13 +309,15 @@ class FailingController(FakeController):
         super().__init__(batches_of([register(LOCAL, 0)]))
         self.failures = failures
 
-    async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
-                            max_records: int) -> RecordsPage:
+    async def fetch_records(
+        self, from_offset: int, *, max_wait_ms: int, max_records: int
+    ) -> RecordsPage:
         if self.failures:
             self.failures -= 1
             raise ControllerError("REQUEST_TIMED_OUT", "no controller answered")
-        return await super().fetch_records(from_offset, max_wait_ms=max_wait_ms,
-                                           max_records=max_records)
+        return await super().fetch_records(
+            from_offset, max_wait_ms=max_wait_ms, max_records=max_records
+        )
 
 
 def test_run_backs_off_after_failures_and_stops_when_asked() -> None:

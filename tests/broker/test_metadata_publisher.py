@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.metadata_publisher import BrokerMetadataPublisher
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges
-from metadata.records import MetadataRecord, PartitionChangeRecord, TopicRecord
-from replica.partition_state import PartitionRole
+from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges
+from pykraft.metadata.records import MetadataRecord, PartitionChangeRecord, TopicRecord
+from pykraft.replica.partition_state import PartitionRole
 from tests.broker.replica_harness import (
     LOCAL,
     NOW_MS,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from broker.lifecycle import BrokerState
-from broker.metrics import (
+from pykraft.broker.lifecycle import BrokerState
+from pykraft.broker.metrics import (
     BrokerMetrics,
     CloseReason,
     Counter,

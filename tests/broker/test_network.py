@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from broker.acceptor import resolve_per_ip_overrides
-from broker.connection_quotas import ConnectionLimits, ConnectionQuotas
-from broker.file_cache import OpenFileCache
-from broker.metrics import BrokerMetrics, CloseReason
-from broker.network import SENDFILE_MIN_BYTES, KafkaListener, RequestContext
-from protocol.errors import MalformedRequestError, UnsupportedRequestError
-from protocol.framing import frame_response
-from protocol.segments import Segments
-from storage.file_slice import FileSlice
+from pykraft.broker.acceptor import resolve_per_ip_overrides
+from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
+from pykraft.broker.file_cache import OpenFileCache
+from pykraft.broker.metrics import BrokerMetrics, CloseReason
+from pykraft.broker.network import SENDFILE_MIN_BYTES, KafkaListener, RequestContext
+from pykraft.protocol.errors import MalformedRequestError, UnsupportedRequestError
+from pykraft.protocol.framing import frame_response
+from pykraft.protocol.segments import Segments
+from pykraft.storage.file_slice import FileSlice
 from tests.broker.wire_client import correlation_id, read_frame, request_frame
 from tests.fake_clock import FakeClock
 
@@ -40,11 +40,16 @@ def echo_response(context: RequestContext, body: memoryview) -> Segments:
 class Harness:
     """One listener plus socketpair connections to it."""
 
-    def __init__(self, dispatch: Dispatch, *, clock: FakeClock | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self, dispatch: Dispatch, *, clock: FakeClock | None = None, **options: Any
+    ) -> None:
         self.metrics = BrokerMetrics()
-        self.listener = KafkaListener(dispatch, metrics=self.metrics,
-                                      monotonic_ms=(clock or FakeClock()).monotonic_ms, **options)
+        self.listener = KafkaListener(
+            dispatch,
+            metrics=self.metrics,
+            monotonic_ms=(clock or FakeClock()).monotonic_ms,
+            **options,
+        )
         self.tasks: list[asyncio.Task[None]] = []
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -216,7 +221,7 @@ def test_handler_failures_close_the_connection_and_are_logged(
         assert harness.closed(CloseReason.REQUEST_REJECTED) == 1
         await harness.listener.close()
 
-    with caplog.at_level(logging.WARNING, logger="broker.network"):
+    with caplog.at_level(logging.WARNING, logger="pykraft.broker.network"):
         run(scenario)
     assert any("handler bug" in (r.exc_text or "") for r in caplog.records)
     assert any("truncated" in r.getMessage() for r in caplog.records)

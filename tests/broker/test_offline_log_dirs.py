@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
-from metadata.records import PartitionChangeRecord
-from protocol.errors import Errors
-from storage import segment as segment_module
-from storage.directory_id import META_PROPERTIES
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
+from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.records import PartitionChangeRecord
+from pykraft.protocol.errors import Errors
+from pykraft.storage import segment as segment_module
+from pykraft.storage.directory_id import META_PROPERTIES
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
 from tests.broker.replica_harness import LOCAL, OTHER, PETS0, PETS_ID, batch
 from tests.broker.test_replica_manager_storage import (  # noqa: F401 (cluster: fixture)
     TwoDirCluster,

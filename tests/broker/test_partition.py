@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.partition import (
+from pykraft.broker.partition import (
     EpochEndOffset,
     FetchIsolation,
     Partition,
@@ -17,10 +17,10 @@ from broker.partition import (
     PartitionRole,
     PartitionState,
 )
-from protocol.errors import Errors
-from replica import partition_core
-from storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
-from storage.partition_log import OffsetAndTimestamp
+from pykraft.protocol.errors import Errors
+from pykraft.replica import partition_core
+from pykraft.storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
+from pykraft.storage.partition_log import OffsetAndTimestamp
 from tests.broker.partition_fixtures import F2, LOCAL, Env, batch, change
 
 

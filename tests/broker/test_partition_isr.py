@@ -9,9 +9,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from broker.partition import PartitionError
-from protocol.errors import Errors
-from replica.isr import IsrState
+from pykraft.broker.partition import PartitionError
+from pykraft.protocol.errors import Errors
+from pykraft.replica.isr import IsrState
 from tests.broker.partition_fixtures import (
     F2,
     F3,

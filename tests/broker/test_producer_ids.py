@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.producer_ids import (
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.producer_ids import (
     LONG_MAX,
     RETRY_BACKOFF_MS,
     Claim,
@@ -155,8 +155,7 @@ class ScriptedController:
         self.script = list(script)
         self.calls: list[tuple[int, int]] = []
 
-    async def allocate_producer_ids(self, *, broker_id: int,
-                                    broker_epoch: int) -> tuple[int, int]:
+    async def allocate_producer_ids(self, *, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         self.calls.append((broker_id, broker_epoch))
         answer = self.script.pop(0)
         if answer is None:
@@ -167,11 +166,16 @@ class ScriptedController:
         return answer
 
 
-def manager(controller: ScriptedController, clock: FakeClock | None = None,
-            max_wait_ms: int = 1000) -> ProducerIdManager:
-    return ProducerIdManager(controller, broker_id=3, broker_epoch=lambda: 17,
-                             monotonic_ms=(clock or FakeClock(T0)).monotonic_ms,
-                             max_wait_ms=max_wait_ms)
+def manager(
+    controller: ScriptedController, clock: FakeClock | None = None, max_wait_ms: int = 1000
+) -> ProducerIdManager:
+    return ProducerIdManager(
+        controller,
+        broker_id=3,
+        broker_epoch=lambda: 17,
+        monotonic_ms=(clock or FakeClock(T0)).monotonic_ms,
+        max_wait_ms=max_wait_ms,
+    )
 
 
 def run(body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -214,7 +218,7 @@ def test_a_refused_allocation_answers_no_id_then_retries_after_the_back_off(
         clock.now_ms += RETRY_BACKOFF_MS
         return [first, too_soon, await ids.generate_producer_id()]
 
-    with caplog.at_level(logging.WARNING, logger="broker.producer_ids"):
+    with caplog.at_level(logging.WARNING, logger="pykraft.broker.producer_ids"):
         assert run(body) == [None, None, 0]
     assert len(controller.calls) == 2
     assert "STALE_BROKER_EPOCH: Expected broker epoch 18" in caplog.text
@@ -246,7 +250,7 @@ def test_a_broken_answer_backs_off_instead_of_wedging(caplog: pytest.LogCaptureF
         clock.now_ms += RETRY_BACKOFF_MS
         return [first, await ids.generate_producer_id()]
 
-    with caplog.at_level(logging.ERROR, logger="broker.producer_ids"):
+    with caplog.at_level(logging.ERROR, logger="pykraft.broker.producer_ids"):
         assert run(body) == [None, 0]
     assert "producer-id block request failed" in caplog.text
 
@@ -261,7 +265,7 @@ def test_a_non_monotonic_block_is_rejected(caplog: pytest.LogCaptureFixture) -> 
         clock.now_ms += RETRY_BACKOFF_MS
         return [*handed, await ids.generate_producer_id()]
 
-    with caplog.at_level(logging.ERROR, logger="broker.producer_ids"):
+    with caplog.at_level(logging.ERROR, logger="pykraft.broker.producer_ids"):
         assert run(body) == [*range(1000, 1010), None, 2000]
     assert "rejected producer-id block ProducerIdsBlock(first_producer_id=500" in caplog.text
 

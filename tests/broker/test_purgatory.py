@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from broker.purgatory import DelayedFetches
-from replica.fetch_waiters import FetchCompletion, FetchPurgatory
-from replica.partition_state import FetchIsolation
-from storage.topic_partition import TopicPartition
+from pykraft.broker.purgatory import DelayedFetches
+from pykraft.replica.fetch_waiters import FetchCompletion, FetchPurgatory
+from pykraft.replica.partition_state import FetchIsolation
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 
 A = TopicPartition("a", 0)

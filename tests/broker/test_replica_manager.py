@@ -14,18 +14,18 @@ from pathlib import Path
 import attrs
 import pytest
 
-from broker.partition import PartitionRole
-from broker.replica_manager import (
+from pykraft.broker.partition import PartitionRole
+from pykraft.broker.replica_manager import (
     AppendResult,
     FetchParams,
     InitialFetchState,
     LogReadResult,
     PartitionFetch,
 )
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
@@ -33,12 +33,12 @@ from metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from protocol.errors import Errors
-from storage.checkpoints import REPLICATION_CHECKPOINT, read_offset_checkpoint
-from storage.leader_epoch_cache import EpochEntry
-from storage.log_config import LogConfig
-from storage.records import ControlRecordType, build_control_batch
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.errors import Errors
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, read_offset_checkpoint
+from pykraft.storage.leader_epoch_cache import EpochEntry
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.records import ControlRecordType, build_control_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     LOCAL,
     NEW_PETS_ID,

@@ -11,25 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.metadata_publisher import BrokerMetadataPublisher
-from broker.replica_manager import RecordedFetcherManager, ReplicaManager
-from broker.server import BrokerServer
-from broker.topic_configs import changed_topic_configs
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.broker.config import BrokerConfig
+from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
+from pykraft.broker.replica_manager import RecordedFetcherManager, ReplicaManager
+from pykraft.broker.server import BrokerServer
+from pykraft.broker.topic_configs import changed_topic_configs
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
-from storage.log_config import CleanupPolicy, LogConfig
-from storage.log_manager import LogManager
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import CleanupPolicy, LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,
@@ -76,7 +76,9 @@ class Broker:
     def __init__(self, log_dir: Path, defaults: LogConfig = BROKER_DEFAULTS) -> None:
         self.log_manager = LogManager.open([log_dir], defaults, now_ms=0)
         self.replica_manager = ReplicaManager(
-            broker_id=LOCAL, log_manager=self.log_manager, fetcher_manager=RecordedFetcherManager(),
+            broker_id=LOCAL,
+            log_manager=self.log_manager,
+            fetcher_manager=RecordedFetcherManager(),
             monotonic_ms=FakeClock().monotonic_ms,
         )
         self.image = MetadataImage.EMPTY
@@ -272,7 +274,9 @@ def test_the_broker_applies_the_file_default_and_topic_config_changes(tmp_path: 
     log_manager = server._open_logs(NOW_MS)
     server.log_manager = log_manager
     server.replica_manager = ReplicaManager(
-        broker_id=LOCAL, log_manager=log_manager, fetcher_manager=RecordedFetcherManager(),
+        broker_id=LOCAL,
+        log_manager=log_manager,
+        fetcher_manager=RecordedFetcherManager(),
         monotonic_ms=server.clock.monotonic_ms,
     )
     server.publisher = BrokerMetadataPublisher(

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from broker.alter_partition import AlterPartitionManager
-from broker.replica_manager import (
+from pykraft.broker.alter_partition import AlterPartitionManager
+from pykraft.broker.replica_manager import (
     AppendResult,
     FetchParams,
     LogReadResult,
@@ -29,33 +29,33 @@ from broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
-from metadata.api.brokers import (
+from pykraft.metadata.api.brokers import (
     AlterPartitionResult,
     alter_partition_request_from_json,
     alter_partition_request_to_json,
     alter_partition_response_from_json,
     alter_partition_response_to_json,
 )
-from metadata.api.json_fields import Fields
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.metadata.api.json_fields import Fields
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
     PartitionChangeRecord,
     TopicRecord,
 )
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
     QuorumController,
 )
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     NOW_MS,
     PETS0,

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.partition import PartitionRole
-from metadata.records import TopicRecord
-from protocol.errors import Errors
-from storage import leader_epoch_file as leader_epoch_file_module
-from storage import segment as segment_module
-from storage.checkpoints import write_leader_epoch_checkpoint
-from storage.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.broker.partition import PartitionRole
+from pykraft.metadata.records import TopicRecord
+from pykraft.protocol.errors import Errors
+from pykraft.storage import leader_epoch_file as leader_epoch_file_module
+from pykraft.storage import segment as segment_module
+from pykraft.storage.checkpoints import write_leader_epoch_checkpoint
+from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
 from tests.broker.replica_harness import (
     LOCAL,
     OTHER,

@@ -9,9 +9,9 @@ from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from protocol.api_keys import ApiKey
-from protocol.apis import decode_response
-from protocol.headers import RequestHeader, encode_request_header, request_header_version
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_response
+from pykraft.protocol.headers import RequestHeader, encode_request_header, request_header_version
 
 
 def request_frame(

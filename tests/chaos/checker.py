@@ -24,8 +24,8 @@ from pathlib import Path
 
 import attrs
 
-from storage.record_batch import LOG_OVERHEAD, validate_batch
-from storage.records import iter_records
+from pykraft.storage.record_batch import LOG_OVERHEAD, validate_batch
+from pykraft.storage.records import iter_records
 
 VALUE_PREFIX = b"chaos-"
 EXAMPLES_MAX = 5  # how many of each kind of anomaly the report spells out
@@ -38,7 +38,7 @@ def encode_value(sequence: int) -> bytes:
 
 def sequence_of(value: bytes) -> int:
     assert value.startswith(VALUE_PREFIX), f"not a chaos value: {value!r}"
-    return int(value[len(VALUE_PREFIX):])
+    return int(value[len(VALUE_PREFIX) :])
 
 
 @attrs.frozen
@@ -80,9 +80,13 @@ class ReplicaDivergence:
     detail: str
 
 
-def check_history(*, sent: int, acknowledged: Sequence[Placed],
-                  final_log: Mapping[int, Sequence[Placed]],
-                  consumed: Sequence[Placed]) -> HistoryReport:
+def check_history(
+    *,
+    sent: int,
+    acknowledged: Sequence[Placed],
+    final_log: Mapping[int, Sequence[Placed]],
+    consumed: Sequence[Placed],
+) -> HistoryReport:
     """Compare what was acknowledged and consumed with the final log of every partition."""
     at_offset = {(p.partition, p.offset): p.value for log in final_log.values() for p in log}
     counts = Counter(p.value for log in final_log.values() for p in log)
@@ -91,11 +95,17 @@ def check_history(*, sent: int, acknowledged: Sequence[Placed],
     acked_values = {a.value for a in acknowledged}
     mismatches = tuple(c for c in consumed if at_offset.get((c.partition, c.offset)) != c.value)
     return HistoryReport(
-        acknowledged=len(acknowledged), sent=sent, in_log=len(at_offset), lost=lost,
-        absent=absent, duplicated=tuple(sorted(v for v, n in counts.items() if n > 1)),
+        acknowledged=len(acknowledged),
+        sent=sent,
+        in_log=len(at_offset),
+        lost=lost,
+        absent=absent,
+        duplicated=tuple(sorted(v for v, n in counts.items() if n > 1)),
         reordered=tuple(r for log in final_log.values() for r in reordered_in(log)),
-        consumer_mismatches=mismatches, consumed=len(consumed),
-        unacknowledged_in_log=sum(1 for v in counts if v not in acked_values))
+        consumer_mismatches=mismatches,
+        consumed=len(consumed),
+        unacknowledged_in_log=sum(1 for v in counts if v not in acked_values),
+    )
 
 
 def reordered_in(log: Sequence[Placed]) -> list[Placed]:
@@ -115,8 +125,9 @@ def reordered_in(log: Sequence[Placed]) -> list[Placed]:
     return out
 
 
-def replica_divergence(leader: Sequence[Batch], replica: Sequence[Batch],
-                       high_watermark: int) -> str | None:
+def replica_divergence(
+    leader: Sequence[Batch], replica: Sequence[Batch], high_watermark: int
+) -> str | None:
     """Why ``replica``'s log below ``high_watermark`` is not exactly ``leader``'s, or None."""
     mine = [b for b in replica if b.base_offset < high_watermark]
     theirs = [b for b in leader if b.base_offset < high_watermark]
@@ -132,15 +143,22 @@ def replica_divergence(leader: Sequence[Batch], replica: Sequence[Batch],
         return f"log ends at {expected}, below the high watermark {high_watermark}"
     for index, (ours, leaders) in enumerate(zip(mine, theirs, strict=False)):
         if ours != leaders:
-            return (f"batch {index} ({ours.base_offset}-{ours.last_offset}) differs from the "
-                    f"leader's ({leaders.base_offset}-{leaders.last_offset})")
+            return (
+                f"batch {index} ({ours.base_offset}-{ours.last_offset}) differs from the "
+                f"leader's ({leaders.base_offset}-{leaders.last_offset})"
+            )
     if len(mine) > len(theirs):
         return f"holds {len(mine) - len(theirs)} batch(es) below {high_watermark} the leader lacks"
     return None
 
 
-def compare_replicas(*, partition: int, leader_id: int, logs: Mapping[int, Sequence[Batch]],
-                     high_watermarks: Mapping[int, int]) -> list[ReplicaDivergence]:
+def compare_replicas(
+    *,
+    partition: int,
+    leader_id: int,
+    logs: Mapping[int, Sequence[Batch]],
+    high_watermarks: Mapping[int, int],
+) -> list[ReplicaDivergence]:
     """Every replica (the leader included) against the leader, below its own high watermark."""
     out = []
     for broker_id, batches in sorted(logs.items()):
@@ -150,28 +168,32 @@ def compare_replicas(*, partition: int, leader_id: int, logs: Mapping[int, Seque
     return out
 
 
-def format_report(history: HistoryReport, divergences: Sequence[ReplicaDivergence],
-                  converged: bool) -> str:
+def format_report(
+    history: HistoryReport, divergences: Sequence[ReplicaDivergence], converged: bool
+) -> str:
     def examples(items: Iterable[object]) -> str:
         listed = list(items)[:EXAMPLES_MAX]
         return f"  e.g. {listed}" if listed else ""
 
-    return "\n".join([
-        f"sent {history.sent}, acknowledged {history.acknowledged}, in the final log "
-        f"{history.in_log} ({history.unacknowledged_in_log} of them never acknowledged), "
-        f"consumed during the run {history.consumed}",
-        f"lost (acknowledged, not at its offset): {len(history.lost)}{examples(history.lost)}",
-        f"  of which absent from every offset: {len(history.absent)}",
-        f"duplicated: {len(history.duplicated)}{examples(history.duplicated)}",
-        f"reordered: {len(history.reordered)}{examples(history.reordered)}",
-        f"consumed but not in the final log: {len(history.consumer_mismatches)}"
-        f"{examples(history.consumer_mismatches)}",
-        f"divergent replicas: {len(divergences)}{examples(divergences)}",
-        f"replicas converged (same log end offset and high watermark, full ISR): {converged}",
-    ])
+    return "\n".join(
+        [
+            f"sent {history.sent}, acknowledged {history.acknowledged}, in the final log "
+            f"{history.in_log} ({history.unacknowledged_in_log} of them never acknowledged), "
+            f"consumed during the run {history.consumed}",
+            f"lost (acknowledged, not at its offset): {len(history.lost)}{examples(history.lost)}",
+            f"  of which absent from every offset: {len(history.absent)}",
+            f"duplicated: {len(history.duplicated)}{examples(history.duplicated)}",
+            f"reordered: {len(history.reordered)}{examples(history.reordered)}",
+            f"consumed but not in the final log: {len(history.consumer_mismatches)}"
+            f"{examples(history.consumer_mismatches)}",
+            f"divergent replicas: {len(divergences)}{examples(divergences)}",
+            f"replicas converged (same log end offset and high watermark, full ISR): {converged}",
+        ]
+    )
 
 
 # ---------------------------------------------------------------- reading what brokers stored
+
 
 def segment_batches(partition_dir: Path) -> list[Batch]:
     """The complete batches in a replica's segment files, in offset order, CRC-checked; a batch
@@ -181,7 +203,7 @@ def segment_batches(partition_dir: Path) -> list[Batch]:
         data = segment.read_bytes()
         position = 0
         while position + LOG_OVERHEAD <= len(data):
-            length = int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+            length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
             end = position + LOG_OVERHEAD + length
             if length <= 0 or end > len(data):
                 break
@@ -192,5 +214,8 @@ def segment_batches(partition_dir: Path) -> list[Batch]:
 
 
 def batch_values(partition: int, batches: Iterable[Batch]) -> list[Placed]:
-    return [Placed(partition, record.offset, record.value or b"")
-            for batch in batches for record in iter_records(batch.data)]
+    return [
+        Placed(partition, record.offset, record.value or b"")
+        for batch in batches
+        for record in iter_records(batch.data)
+    ]

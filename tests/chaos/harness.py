@@ -25,7 +25,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
-from protocol.api_keys import ApiKey
+from pykraft.protocol.api_keys import ApiKey
 from tests.broker.wire_client import blocking_exchange, request_frame
 from tests.chaos.checker import Placed, encode_value
 from tests.integration.conftest import Cluster, HttpError, http
@@ -33,11 +33,17 @@ from tests.integration.test_broker_process import BrokerProcess
 
 SESSION_TIMEOUT_MS = 3000
 HEARTBEAT_INTERVAL_MS = 500
-CONTROLLER_PROPERTIES = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                         "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS)}
+CONTROLLER_PROPERTIES = {
+    "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS),
+}
 # The controllers enforce the session; the brokers' copies (last line wins) say the same.
-BROKER_PROPERTIES = {**CONTROLLER_PROPERTIES, "replica.lag.time.max.ms": "3000",
-                     "replica.fetch.wait.max.ms": "200", "replica.fetch.backoff.ms": "200"}
+BROKER_PROPERTIES = {
+    **CONTROLLER_PROPERTIES,
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+}
 BROKER_IDS = (10, 11, 12)
 CONVERGE_TIMEOUT_S = 45.0
 POLL_S = 0.1
@@ -95,9 +101,12 @@ class ChaosCluster:
         voters = ",".join(c.url.removeprefix("http://") for c in self.controllers.controllers)
         for broker in self.brokers:
             text = broker.config_path.read_text()
-            broker.config_path.write_text(text.replace(
-                f"controller.quorum.bootstrap.servers={url.removeprefix('http://')}",
-                f"controller.quorum.bootstrap.servers={voters}"))
+            broker.config_path.write_text(
+                text.replace(
+                    f"controller.quorum.bootstrap.servers={url.removeprefix('http://')}",
+                    f"controller.quorum.bootstrap.servers={voters}",
+                )
+            )
 
     # ------------------------------------------------------------------ processes
 
@@ -143,17 +152,23 @@ class ChaosCluster:
         leader = self.controllers.wait_for_leader()
         return self.controllers.request(method, path, body, via=leader)
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int = 3,
-                     configs: dict[str, str] | None = None,
-                     assignments: dict[str, list[int]] | None = None) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 3,
+        configs: dict[str, str] | None = None,
+        assignments: dict[str, list[int]] | None = None,
+    ) -> None:
         body: dict[str, Any] = {"name": name, "configs": configs or {}}
         if assignments:
             body["assignments"] = assignments
         else:
             body.update(partitions=partitions, replication_factor=replication_factor)
         self.request("POST", "/v1/topics", body)
-        self.eventually(lambda: all(p["leader"] >= 0 for p in self.topic(name)),
-                        f"{name} has leaders")
+        self.eventually(
+            lambda: all(p["leader"] >= 0 for p in self.topic(name)), f"{name} has leaders"
+        )
         self.eventually(lambda: self.in_sync(name), f"every replica of {name} is in sync")
 
     def topic(self, name: str) -> list[dict[str, Any]]:
@@ -172,8 +187,7 @@ class ChaosCluster:
         partitions = self.topic(name)
         views = {b.node_id: b.partitions(name) for b in self.brokers}
         for partition in partitions:
-            if partition["leader"] < 0 or sorted(partition["isr"]) != sorted(
-                    partition["replicas"]):
+            if partition["leader"] < 0 or sorted(partition["isr"]) != sorted(partition["replicas"]):
                 return False
             rows = [views[r].get(partition["partition"]) for r in partition["replicas"]]
             if any(row is None for row in rows):
@@ -183,8 +197,9 @@ class ChaosCluster:
                 return False
         return True
 
-    def eventually(self, condition: Callable[[], bool], what: str,
-                   timeout_s: float = CONVERGE_TIMEOUT_S) -> float:
+    def eventually(
+        self, condition: Callable[[], bool], what: str, timeout_s: float = CONVERGE_TIMEOUT_S
+    ) -> float:
         """Poll ``condition`` until true; returns the seconds it took."""
         start = time.monotonic()
         while not condition():
@@ -218,8 +233,10 @@ class Workload:
         self._lock = threading.Lock()
         self._outstanding = threading.BoundedSemaphore(OUTSTANDING_SENDS_MAX)
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._produce, name="chaos-producer"),
-                         threading.Thread(target=self._consume, name="chaos-consumer")]
+        self._threads = [
+            threading.Thread(target=self._produce, name="chaos-producer"),
+            threading.Thread(target=self._consume, name="chaos-consumer"),
+        ]
 
     def start(self) -> None:
         for thread in self._threads:
@@ -237,13 +254,20 @@ class Workload:
 
     def _produce(self) -> None:
         producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap_servers, acks="all",
+            bootstrap_servers=self.bootstrap_servers,
+            acks="all",
             # Idempotent (kafka-python 3's default): up to 5 requests in flight, kept in order
             # and free of retry duplicates by the brokers' producer state (KIP-98).
-            enable_idempotence=True, max_in_flight_requests_per_connection=5,
-            linger_ms=5, request_timeout_ms=4000, delivery_timeout_ms=30_000,
-            retry_backoff_ms=100, reconnect_backoff_max_ms=1000, max_block_ms=2000,
-            metadata_max_age_ms=5000)
+            enable_idempotence=True,
+            max_in_flight_requests_per_connection=5,
+            linger_ms=5,
+            request_timeout_ms=4000,
+            delivery_timeout_ms=30_000,
+            retry_backoff_ms=100,
+            reconnect_backoff_max_ms=1000,
+            max_block_ms=2000,
+            metadata_max_age_ms=5000,
+        )
         try:
             while not self._stop.is_set():
                 if not self._outstanding.acquire(timeout=0.5):
@@ -279,27 +303,40 @@ class Workload:
 
     def _consume(self) -> None:
         consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", fetch_max_wait_ms=200, request_timeout_ms=5000,
-            reconnect_backoff_max_ms=1000, metadata_max_age_ms=5000)
+            bootstrap_servers=self.bootstrap_servers,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=200,
+            request_timeout_ms=5000,
+            reconnect_backoff_max_ms=1000,
+            metadata_max_age_ms=5000,
+        )
         try:
             consumer.assign([TopicPartition(self.topic, p) for p in range(self.partitions)])
             while not self._stop.is_set():
                 for tp, messages in consumer.poll(timeout_ms=200).items():
                     with self._lock:
-                        self.consumed.extend(Placed(tp.partition, m.offset, m.value)
-                                             for m in messages)
+                        self.consumed.extend(
+                            Placed(tp.partition, m.offset, m.value) for m in messages
+                        )
         finally:
             consumer.close()
 
 
-def read_to_end(bootstrap_servers: list[str], topic: str, partitions: int,
-                timeout_s: float = 30.0) -> dict[int, list[Placed]]:
+def read_to_end(
+    bootstrap_servers: list[str], topic: str, partitions: int, timeout_s: float = 30.0
+) -> dict[int, list[Placed]]:
     """Every record of every partition, read from the current leaders up to the high
     watermark (the end offset a consumer sees)."""
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest", fetch_max_wait_ms=200, request_timeout_ms=5000)
+        bootstrap_servers=bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=200,
+        request_timeout_ms=5000,
+    )
     try:
         assigned = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(assigned)
@@ -310,31 +347,46 @@ def read_to_end(bootstrap_servers: list[str], topic: str, partitions: int,
         while any(consumer.position(tp) < ends[tp] for tp in assigned):
             assert time.monotonic() < deadline, f"could not read {topic} to {ends}"
             for tp, messages in consumer.poll(timeout_ms=500).items():
-                log[tp.partition].extend(Placed(tp.partition, m.offset, m.value)
-                                         for m in messages if m.offset < ends[tp])
+                log[tp.partition].extend(
+                    Placed(tp.partition, m.offset, m.value) for m in messages if m.offset < ends[tp]
+                )
         return log
     finally:
         consumer.close()
 
 
-def produce(bootstrap_servers: list[str], topic: str, values: list[bytes], *,
-            acks: int | str = "all", partition: int | None = None) -> list[Placed]:
+def produce(
+    bootstrap_servers: list[str],
+    topic: str,
+    values: list[bytes],
+    *,
+    acks: int | str = "all",
+    partition: int | None = None,
+) -> list[Placed]:
     """Send ``values`` and wait for every acknowledgement; returns where each landed."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=acks,
-                             # kafka-python requires acks=all for idempotence.
-                             enable_idempotence=acks == "all",
-                             linger_ms=2, request_timeout_ms=4000, delivery_timeout_ms=20_000)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap_servers,
+        acks=acks,
+        # kafka-python requires acks=all for idempotence.
+        enable_idempotence=acks == "all",
+        linger_ms=2,
+        request_timeout_ms=4000,
+        delivery_timeout_ms=20_000,
+    )
     try:
         futures = [producer.send(topic, value=value, partition=partition) for value in values]
         producer.flush(timeout=30)
-        return [Placed(m.partition, m.offset, value)
-                for value, m in zip(values, (f.get(timeout=1) for f in futures), strict=True)]
+        return [
+            Placed(m.partition, m.offset, value)
+            for value, m in zip(values, (f.get(timeout=1) for f in futures), strict=True)
+        ]
     finally:
         producer.close(timeout=10)
 
 
-def raw_produce(port: int, topic: str, partition: int, batch: bytes,
-                acks: int = -1) -> tuple[int, int]:
+def raw_produce(
+    port: int, topic: str, partition: int, batch: bytes, acks: int = -1
+) -> tuple[int, int]:
     """One Produce v8 request straight to one broker (no client metadata, no retries);
     returns the partition's (error_code, base_offset)."""
     version = 8

@@ -87,8 +87,7 @@ def fault_schedule(seed: int, count: int) -> list[Fault]:
             hold_s = rng.uniform(0.5, SESSION_TIMEOUT_MS / 1000 + 1.5)
         else:
             hold_s = rng.uniform(0.2, 4.0)
-        faults.append(Fault(kind, round(hold_s, 2), round(rng.uniform(0.5, 2.0), 2),
-                            rng.random()))
+        faults.append(Fault(kind, round(hold_s, 2), round(rng.uniform(0.5, 2.0), 2), rng.random()))
     return faults
 
 
@@ -175,7 +174,8 @@ def kill_and_restart(cluster: ChaosCluster, victim: ChaosBroker, hold_s: float) 
 def wait_full_isr(cluster: ChaosCluster) -> float:
     return cluster.eventually(
         lambda: all(sorted(p["isr"]) == sorted(p["replicas"]) for p in cluster.topic(TOPIC)),
-        "every replica back in the ISR")
+        "every replica back in the ISR",
+    )
 
 
 def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> None:
@@ -186,8 +186,9 @@ def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> 
     workload = Workload(cluster.bootstrap_servers, TOPIC, PARTITIONS)
     workload.start()
     try:
-        cluster.eventually(lambda: workload.acknowledged_count() >= WARM_UP_ACKNOWLEDGED,
-                           "the producer gets going")
+        cluster.eventually(
+            lambda: workload.acknowledged_count() >= WARM_UP_ACKNOWLEDGED, "the producer gets going"
+        )
         for fault in fault_schedule(seed, FAULTS):
             print(f"{time.monotonic() - started:6.1f}s {inject(cluster, fault)}")
     finally:
@@ -200,12 +201,18 @@ def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> 
         converged = False
 
     final_log = read_to_end(cluster.bootstrap_servers, TOPIC, PARTITIONS)
-    history = check_history(sent=workload.sent, acknowledged=workload.acknowledged,
-                            final_log=final_log, consumed=workload.consumed)
+    history = check_history(
+        sent=workload.sent,
+        acknowledged=workload.acknowledged,
+        final_log=final_log,
+        consumed=workload.consumed,
+    )
     divergences = replica_divergences(cluster, final_log)
     print(format_report(history, divergences, converged))
-    print(f"send failures (never acknowledged; may be lost): {len(workload.failures)}; "
-          f"run time {time.monotonic() - started:.1f}s")
+    print(
+        f"send failures (never acknowledged; may be lost): {len(workload.failures)}; "
+        f"run time {time.monotonic() - started:.1f}s"
+    )
     assert history.lost == () and history.consumer_mismatches == ()
     assert divergences == [] and converged
     # The producer is idempotent: no retry duplicates, no reordering in a partition (KIP-98).
@@ -213,29 +220,43 @@ def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> 
     assert history.acknowledged >= WARM_UP_ACKNOWLEDGED
 
 
-def replica_divergences(cluster: ChaosCluster,
-                        final_log: dict[int, list[Placed]]) -> list[ReplicaDivergence]:
+def replica_divergences(
+    cluster: ChaosCluster, final_log: dict[int, list[Placed]]
+) -> list[ReplicaDivergence]:
     """Every replica's segment files against the leader's, below each one's high watermark;
     and the leader's files against what a consumer read from it."""
     out = []
     for partition in cluster.topic(TOPIC):
         index, leader_id = partition["partition"], partition["leader"]
-        logs = {b.node_id: segment_batches(b.data_dir / f"{TOPIC}-{index}")
-                for b in cluster.brokers if b.node_id in partition["replicas"]}
-        high_watermarks = {b.node_id: b.partitions(TOPIC)[index]["high_watermark"]
-                           for b in cluster.brokers if b.node_id in partition["replicas"]}
-        out += compare_replicas(partition=index, leader_id=leader_id, logs=logs,
-                                high_watermarks=high_watermarks)
-        on_disk = [p for p in batch_values(index, logs[leader_id])
-                   if p.offset < high_watermarks[leader_id]]
+        logs = {
+            b.node_id: segment_batches(b.data_dir / f"{TOPIC}-{index}")
+            for b in cluster.brokers
+            if b.node_id in partition["replicas"]
+        }
+        high_watermarks = {
+            b.node_id: b.partitions(TOPIC)[index]["high_watermark"]
+            for b in cluster.brokers
+            if b.node_id in partition["replicas"]
+        }
+        out += compare_replicas(
+            partition=index, leader_id=leader_id, logs=logs, high_watermarks=high_watermarks
+        )
+        on_disk = [
+            p for p in batch_values(index, logs[leader_id]) if p.offset < high_watermarks[leader_id]
+        ]
         if on_disk != final_log[index]:
-            out.append(ReplicaDivergence(partition=index, broker_id=leader_id,
-                                         detail="a consumer read other records than the "
-                                                "leader's segment files hold"))
+            out.append(
+                ReplicaDivergence(
+                    partition=index,
+                    broker_id=leader_id,
+                    detail="a consumer read other records than the leader's segment files hold",
+                )
+            )
     return out
 
 
 # ---------------------------------------------------------------- the checker itself
+
 
 def placed(partition: int, offset: int, sequence: int) -> Placed:
     return Placed(partition, offset, encode_value(sequence))
@@ -248,8 +269,9 @@ def test_checker_counts_lost_absent_duplicated_reordered_and_mismatched() -> Non
         1: [],
     }
     consumed = [placed(0, 0, 0), placed(1, 0, 3), placed(1, 1, 9)]
-    report = check_history(sent=5, acknowledged=acknowledged, final_log=final_log,
-                           consumed=consumed)
+    report = check_history(
+        sent=5, acknowledged=acknowledged, final_log=final_log, consumed=consumed
+    )
     # 1 and 2 swapped places (both lost: not at their acknowledged offsets); 3 vanished.
     assert report.lost == (placed(0, 1, 1), placed(0, 2, 2), placed(1, 0, 3))
     assert report.absent == (placed(1, 0, 3),)
@@ -261,10 +283,18 @@ def test_checker_counts_lost_absent_duplicated_reordered_and_mismatched() -> Non
 
 def test_checker_accepts_a_clean_history_with_unacknowledged_extras() -> None:
     final_log = {0: [placed(0, 0, 0), placed(0, 1, 1)], 1: [placed(1, 0, 2)]}
-    report = check_history(sent=3, acknowledged=[placed(0, 0, 0), placed(1, 0, 2)],
-                           final_log=final_log, consumed=[placed(0, 1, 1)])
-    assert (report.lost, report.duplicated, report.reordered, report.consumer_mismatches) == \
-        ((), (), (), ())
+    report = check_history(
+        sent=3,
+        acknowledged=[placed(0, 0, 0), placed(1, 0, 2)],
+        final_log=final_log,
+        consumed=[placed(0, 1, 1)],
+    )
+    assert (report.lost, report.duplicated, report.reordered, report.consumer_mismatches) == (
+        (),
+        (),
+        (),
+        (),
+    )
     assert report.unacknowledged_in_log == 1
 
 
@@ -275,28 +305,35 @@ def batch(base: int, last: int, tag: bytes = b"") -> Batch:
 LEADER = [batch(0, 2), batch(3, 3), batch(4, 7), batch(8, 9)]
 
 
-@pytest.mark.parametrize(("replica", "high_watermark", "expected"), [
-    (LEADER, 10, None),
-    (LEADER, 8, None),  # the tail above the high watermark is not compared
-    (LEADER[:3], 8, None),
-    ([*LEADER[:2], batch(4, 7, b"other")], 8, "batch 2 (4-7) differs from the leader's (4-7)"),
-    (LEADER[:2], 8, "log ends at 4, below the high watermark 8"),
-    ([LEADER[0], LEADER[2]], 8, "hole or overlap: batch at 4, expected 3"),
-    (LEADER, 6, "batch 4-7 straddles 6"),
-    ([], 0, None),
-    ([], 3, "log ends at 0, below the high watermark 3"),
-])
-def test_replica_divergence(replica: list[Batch], high_watermark: int,
-                            expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("replica", "high_watermark", "expected"),
+    [
+        (LEADER, 10, None),
+        (LEADER, 8, None),  # the tail above the high watermark is not compared
+        (LEADER[:3], 8, None),
+        ([*LEADER[:2], batch(4, 7, b"other")], 8, "batch 2 (4-7) differs from the leader's (4-7)"),
+        (LEADER[:2], 8, "log ends at 4, below the high watermark 8"),
+        ([LEADER[0], LEADER[2]], 8, "hole or overlap: batch at 4, expected 3"),
+        (LEADER, 6, "batch 4-7 straddles 6"),
+        ([], 0, None),
+        ([], 3, "log ends at 0, below the high watermark 3"),
+    ],
+)
+def test_replica_divergence(
+    replica: list[Batch], high_watermark: int, expected: str | None
+) -> None:
     assert replica_divergence(LEADER, replica, high_watermark) == expected
 
 
 def test_compare_replicas_names_the_divergent_broker() -> None:
     logs = {10: LEADER, 11: LEADER[:3], 12: [batch(0, 2, b"x")]}
-    assert compare_replicas(partition=1, leader_id=10, logs=logs,
-                            high_watermarks={10: 10, 11: 8, 12: 3}) == [
-        ReplicaDivergence(partition=1, broker_id=12,
-                          detail="batch 0 (0-2) differs from the leader's (0-2)")]
+    assert compare_replicas(
+        partition=1, leader_id=10, logs=logs, high_watermarks={10: 10, 11: 8, 12: 3}
+    ) == [
+        ReplicaDivergence(
+            partition=1, broker_id=12, detail="batch 0 (0-2) differs from the leader's (0-2)"
+        )
+    ]
 
 
 def test_fault_schedules_repeat_from_a_seed_and_hold_every_kind() -> None:
@@ -305,5 +342,6 @@ def test_fault_schedules_repeat_from_a_seed_and_hold_every_kind() -> None:
     for seed in range(20):
         faults = fault_schedule(seed, FAULTS)
         assert {f.kind for f in faults} == set(FaultKind)
-        assert all(f.hold_s > SESSION_TIMEOUT_MS / 1000 for f in faults
-                   if f.kind is FaultKind.PAUSE_LEADER)
+        assert all(
+            f.hold_s > SESSION_TIMEOUT_MS / 1000 for f in faults if f.kind is FaultKind.PAUSE_LEADER
+        )

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from storage.records import SimpleRecord, build_batch
+from pykraft.storage.records import SimpleRecord, build_batch
 from tests.chaos.checker import (
     check_history,
     compare_replicas,
@@ -59,8 +59,12 @@ def led_by(cluster: ChaosCluster, topic: str, broker_id: int) -> list[int]:
 
 def assert_nothing_lost(workload: Workload, cluster: ChaosCluster, partitions: int) -> None:
     final_log = read_to_end(cluster.bootstrap_servers, workload.topic, partitions)
-    history = check_history(sent=workload.sent, acknowledged=workload.acknowledged,
-                            final_log=final_log, consumed=workload.consumed)
+    history = check_history(
+        sent=workload.sent,
+        acknowledged=workload.acknowledged,
+        final_log=final_log,
+        consumed=workload.consumed,
+    )
     assert history.acknowledged > 0
     assert history.lost == () and history.consumer_mismatches == (), history
 
@@ -70,10 +74,18 @@ def assert_replicas_agree(cluster: ChaosCluster, topic: str) -> None:
         index = partition["partition"]
         replicas = [cluster.broker(r) for r in partition["replicas"]]
         logs = {b.node_id: segment_batches(b.data_dir / f"{topic}-{index}") for b in replicas}
-        high_watermarks = {b.node_id: b.partitions(topic)[index]["high_watermark"]
-                           for b in replicas}
-        assert compare_replicas(partition=index, leader_id=partition["leader"], logs=logs,
-                                high_watermarks=high_watermarks) == []
+        high_watermarks = {
+            b.node_id: b.partitions(topic)[index]["high_watermark"] for b in replicas
+        }
+        assert (
+            compare_replicas(
+                partition=index,
+                leader_id=partition["leader"],
+                logs=logs,
+                high_watermarks=high_watermarks,
+            )
+            == []
+        )
 
 
 @pytest.fixture
@@ -95,7 +107,8 @@ def producer_warnings() -> Iterator[list[str]]:
 
 
 def test_a_paused_leader_is_fenced_within_the_session_timeout_and_rejoins(
-        cluster: ChaosCluster) -> None:
+    cluster: ChaosCluster,
+) -> None:
     topic = "fenced"
     cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
     before = {p["partition"]: p for p in cluster.topic(topic)}
@@ -106,8 +119,10 @@ def test_a_paused_leader_is_fenced_within_the_session_timeout_and_rejoins(
         cluster.eventually(lambda: workload.acknowledged_count() > 20, "producing")
         paused_at = time.monotonic()
         victim.pause()
-        took = cluster.eventually(lambda: not led_by(cluster, topic, victim.node_id),
-                                  f"broker {victim.node_id} loses its leaderships")
+        took = cluster.eventually(
+            lambda: not led_by(cluster, topic, victim.node_id),
+            f"broker {victim.node_id} loses its leaderships",
+        )
         # The last heartbeat came at most one interval before the pause (KIP-631 fencing).
         session_s, interval_s = SESSION_TIMEOUT_MS / 1000, HEARTBEAT_INTERVAL_MS / 1000
         assert session_s - interval_s <= took <= session_s + FENCE_SLACK_S, took
@@ -120,8 +135,10 @@ def test_a_paused_leader_is_fenced_within_the_session_timeout_and_rejoins(
         time.sleep(max(0.0, paused_at + session_s + 1.5 - time.monotonic()))
         victim.resume()
         # Unfenced again and caught up: back in every ISR (it leads nothing until an election).
-        cluster.eventually(lambda: all(victim.node_id in p["isr"] for p in cluster.topic(topic)),
-                           f"broker {victim.node_id} rejoins every ISR")
+        cluster.eventually(
+            lambda: all(victim.node_id in p["isr"] for p in cluster.topic(topic)),
+            f"broker {victim.node_id} rejoins every ISR",
+        )
     finally:
         workload.stop()
     assert_nothing_lost(workload, cluster, 3)
@@ -130,10 +147,12 @@ def test_a_paused_leader_is_fenced_within_the_session_timeout_and_rejoins(
 
 
 def test_controlled_shutdown_and_preferred_election_move_leadership_and_clients_follow(
-        cluster: ChaosCluster, producer_warnings: list[str]) -> None:
+    cluster: ChaosCluster, producer_warnings: list[str]
+) -> None:
     topic = "handover"
-    cluster.create_topic(topic, 1, configs={"min.insync.replicas": "2"},
-                         assignments={"0": [10, 11, 12]})
+    cluster.create_topic(
+        topic, 1, configs={"min.insync.replicas": "2"}, assignments={"0": [10, 11, 12]}
+    )
     [before] = cluster.topic(topic)
     preferred = cluster.broker(10)
     assert before["leader"] == 10
@@ -145,26 +164,34 @@ def test_controlled_shutdown_and_preferred_election_move_leadership_and_clients_
         # controller moves its leaderships before letting it go (KIP-631).
         assert preferred.process is not None
         preferred.process.terminate()
-        took = cluster.eventually(lambda: not led_by(cluster, topic, 10),
-                                  "leadership moves off the stopping broker")
+        took = cluster.eventually(
+            lambda: not led_by(cluster, topic, 10), "leadership moves off the stopping broker"
+        )
         assert took <= CONTROLLED_SHUTDOWN_MOVE_S, took
         assert preferred.process.wait(40) == 0
         [moved] = cluster.topic(topic)
         assert moved["leader"] in (11, 12) and moved["leader_epoch"] > before["leader_epoch"]
         acknowledged = workload.acknowledged_count()
-        cluster.eventually(lambda: workload.acknowledged_count() > acknowledged + 20,
-                           "the producer carries on with the new leader")
+        cluster.eventually(
+            lambda: workload.acknowledged_count() > acknowledged + 20,
+            "the producer carries on with the new leader",
+        )
 
         cluster.restart(preferred)
         cluster.eventually(lambda: 10 in cluster.topic(topic)[0]["isr"], "10 rejoins the ISR")
-        answer = cluster.request("POST", "/v1/elections", {
-            "election_type": "preferred", "partitions": [{"topic": topic, "partitions": [0]}]})
+        answer = cluster.request(
+            "POST",
+            "/v1/elections",
+            {"election_type": "preferred", "partitions": [{"topic": topic, "partitions": [0]}]},
+        )
         assert answer["results"][0]["partitions"][0]["error"] == "NONE", answer
         [back] = cluster.topic(topic)
         assert back["leader"] == 10 and back["leader_epoch"] > moved["leader_epoch"]
         acknowledged = workload.acknowledged_count()
-        cluster.eventually(lambda: workload.acknowledged_count() > acknowledged + 20,
-                           "the producer carries on with the preferred leader")
+        cluster.eventually(
+            lambda: workload.acknowledged_count() > acknowledged + 20,
+            "the producer carries on with the preferred leader",
+        )
         # The old leader, a follower now, refuses a produce with NOT_LEADER_OR_FOLLOWER ...
         old = cluster.broker(moved["leader"])
         batch = build_batch([SimpleRecord(value=b"to the wrong broker")])
@@ -172,8 +199,9 @@ def test_controlled_shutdown_and_preferred_election_move_leadership_and_clients_
     finally:
         workload.stop()
     # ... which the producer met, retried after refreshing its metadata, and lost nothing.
-    assert any("NotLeaderForPartitionError" in line for line in producer_warnings), \
+    assert any("NotLeaderForPartitionError" in line for line in producer_warnings), (
         producer_warnings
+    )
     assert_nothing_lost(workload, cluster, 1)
     cluster.eventually(lambda: cluster.in_sync(topic), "replicas converge")
     assert_replicas_agree(cluster, topic)
@@ -185,12 +213,14 @@ def pause_all(brokers: list[ChaosBroker]) -> None:
 
 
 def test_a_returning_old_leader_truncates_what_diverged_and_rejoins_the_isr(
-        cluster: ChaosCluster) -> None:
+    cluster: ChaosCluster,
+) -> None:
     """KIP-101: records only the old leader wrote (acks=1, followers stopped) are truncated
     when it comes back as a follower of a leader that wrote other records at those offsets."""
     topic = "diverged"
-    cluster.create_topic(topic, 1, configs={"min.insync.replicas": "2"},
-                         assignments={"0": [11, 12, 10]})
+    cluster.create_topic(
+        topic, 1, configs={"min.insync.replicas": "2"}, assignments={"0": [11, 12, 10]}
+    )
     committed = produce(cluster.bootstrap_servers, topic, [encode_value(i) for i in range(50)])
     cluster.eventually(lambda: cluster.in_sync(topic), "replicas in sync")
     [before] = cluster.topic(topic)
@@ -212,18 +242,23 @@ def test_a_returning_old_leader_truncates_what_diverged_and_rejoins_the_isr(
         for broker in followers:
             broker.resume()
     assert (error_code, base_offset) == (0, committed[-1].offset + 1)
-    cluster.eventually(lambda: cluster.topic(topic)[0]["leader"] not in (-1, old_leader.node_id),
-                       "a follower takes over")
+    cluster.eventually(
+        lambda: cluster.topic(topic)[0]["leader"] not in (-1, old_leader.node_id),
+        "a follower takes over",
+    )
     [after] = cluster.topic(topic)
     assert after["leader_epoch"] > before["leader_epoch"]
     # The new leader writes other records at the offsets only the old leader had.
-    overwritten = produce(cluster.bootstrap_servers, topic,
-                          [encode_value(i) for i in range(2000, 2030)])
+    overwritten = produce(
+        cluster.bootstrap_servers, topic, [encode_value(i) for i in range(2000, 2030)]
+    )
     assert overwritten[0].offset == base_offset
 
     cluster.restart(old_leader)
-    cluster.eventually(lambda: old_leader.node_id in cluster.topic(topic)[0]["isr"],
-                       f"broker {old_leader.node_id} rejoins the ISR")
+    cluster.eventually(
+        lambda: old_leader.node_id in cluster.topic(topic)[0]["isr"],
+        f"broker {old_leader.node_id} rejoins the ISR",
+    )
     cluster.eventually(lambda: cluster.in_sync(topic), "replicas converge")
     assert_replicas_agree(cluster, topic)  # the old leader's segment files included
     final = read_to_end(cluster.bootstrap_servers, topic, 1)[0]
@@ -232,28 +267,36 @@ def test_a_returning_old_leader_truncates_what_diverged_and_rejoins_the_isr(
 
 
 def test_unclean_leader_election_is_off_by_default_and_works_when_enabled(
-        cluster: ChaosCluster) -> None:
+    cluster: ChaosCluster,
+) -> None:
     """Kafka's ``unclean.leader.election.enable`` (default false): with the whole ISR dead,
     an out-of-sync replica may lead only when the topic allows it."""
     clean, unclean = "clean", "unclean"
     first, second = cluster.broker(10), cluster.broker(11)
     for topic, configs in ((clean, {}), (unclean, {"unclean.leader.election.enable": "true"})):
         cluster.create_topic(topic, 1, configs=configs, assignments={"0": [10, 11]})
-    assert cluster.request("GET", f"/v1/topics/{clean}")["configs"][
-        "unclean.leader.election.enable"] == "false"
+    assert (
+        cluster.request("GET", f"/v1/topics/{clean}")["configs"]["unclean.leader.election.enable"]
+        == "false"
+    )
     both = [clean, unclean]
-    early = {t: produce(cluster.bootstrap_servers, t, [encode_value(i) for i in range(10)])
-             for t in both}
+    early = {
+        t: produce(cluster.bootstrap_servers, t, [encode_value(i) for i in range(10)]) for t in both
+    }
     cluster.eventually(lambda: all(cluster.in_sync(t) for t in both), "replicas in sync")
 
     second.kill()  # fenced after the session timeout: out of both ISRs
-    cluster.eventually(lambda: all(cluster.topic(t)[0]["isr"] == [10] for t in both),
-                       "11 leaves the ISRs")
-    late = {t: produce(cluster.bootstrap_servers, t, [encode_value(i) for i in range(10, 20)])
-            for t in both}  # acknowledged by 10 alone (min.insync.replicas=1)
+    cluster.eventually(
+        lambda: all(cluster.topic(t)[0]["isr"] == [10] for t in both), "11 leaves the ISRs"
+    )
+    late = {
+        t: produce(cluster.bootstrap_servers, t, [encode_value(i) for i in range(10, 20)])
+        for t in both
+    }  # acknowledged by 10 alone (min.insync.replicas=1)
     first.kill()
-    cluster.eventually(lambda: all(cluster.topic(t)[0]["leader"] == -1 for t in both),
-                       "both partitions leaderless")
+    cluster.eventually(
+        lambda: all(cluster.topic(t)[0]["leader"] == -1 for t in both), "both partitions leaderless"
+    )
 
     cluster.restart(second)  # out of sync: may lead only where unclean election is enabled
     cluster.eventually(lambda: cluster.topic(unclean)[0]["leader"] == 11, "unclean election")

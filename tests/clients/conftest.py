@@ -32,8 +32,9 @@ BROKERS = 3
 class DevCluster:
     """A ``pykraft dev`` cluster: its Kafka listeners, admin URLs, data directory and logs."""
 
-    def __init__(self, data_dir: Path, controllers: int = CONTROLLERS,
-                 brokers: int = BROKERS) -> None:
+    def __init__(
+        self, data_dir: Path, controllers: int = CONTROLLERS, brokers: int = BROKERS
+    ) -> None:
         self.data_dir = data_dir
         self.controllers = controllers
         self.broker_count = brokers
@@ -59,8 +60,13 @@ class DevCluster:
         ]  # fmt: skip
         with open(self.output_path, "ab") as output:
             self.process = subprocess.Popen(
-                command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                command,
+                cwd=ROOT,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
 
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S + 10) -> None:
         """cluster.json says running, and every broker's Metadata lists every broker."""
@@ -96,8 +102,9 @@ class DevCluster:
     def _check_alive_before(self, deadline: float, what: str) -> None:
         assert self.process is not None
         if self.process.poll() is not None:
-            raise AssertionError(f"pykraft dev exited with {self.process.returncode}: {what}\n"
-                                 f"{self.log_tail()}")
+            raise AssertionError(
+                f"pykraft dev exited with {self.process.returncode}: {what}\n{self.log_tail()}"
+            )
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} after {STARTUP_TIMEOUT_S}s\n{self.log_tail()}")
 
@@ -109,8 +116,11 @@ class DevCluster:
             while True:
                 last = metadata(port, [topic])
                 [answer] = last.topics
-                if answer.error_code == NONE and len(answer.partitions) == partitions and all(
-                        p.error_code == NONE and p.leader_id >= 0 for p in answer.partitions):
+                if (
+                    answer.error_code == NONE
+                    and len(answer.partitions) == partitions
+                    and all(p.error_code == NONE and p.leader_id >= 0 for p in answer.partitions)
+                ):
                     break
                 assert time.monotonic() < deadline, f"{topic} not ready on :{port}: {last}"
                 time.sleep(0.05)

@@ -23,9 +23,9 @@ from typing import Any
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
-from protocol.api_keys import ApiKey
-from protocol.apis import decode_response
-from storage.record_batch import BatchHeader, iter_batches
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_response
+from pykraft.storage.record_batch import BatchHeader, iter_batches
 from tests.broker.wire_client import blocking_exchange, request_frame
 
 HOUR_MS = 3_600_000
@@ -95,16 +95,20 @@ def check_produced(produced: Sequence[Placed], *, partitions_at_least: int) -> N
     grouped = by_partition(produced)
     assert len(grouped) >= partitions_at_least, (
         f"keyed messages landed in partitions {sorted(grouped)} only; "
-        f"expected at least {partitions_at_least}")
+        f"expected at least {partitions_at_least}"
+    )
     for partition, items in grouped.items():
         offsets = [item.offset for item in items]
         assert offsets == list(range(len(items))), (
-            f"partition {partition}: acknowledged offsets {offsets} are not 0..{len(items) - 1}")
+            f"partition {partition}: acknowledged offsets {offsets} are not 0..{len(items) - 1}"
+        )
     partition_of_key: dict[bytes | None, int] = {}
     for item in produced:
         first = partition_of_key.setdefault(item.message.key, item.partition)
-        assert first == item.partition, f"key {item.message.key!r} in partitions {first} and " \
-                                        f"{item.partition}: the partitioner is not sticky per key"
+        assert first == item.partition, (
+            f"key {item.message.key!r} in partitions {first} and "
+            f"{item.partition}: the partitioner is not sticky per key"
+        )
 
 
 def check_read_back(produced: Sequence[Placed], consumed: Sequence[Placed]) -> None:
@@ -121,7 +125,8 @@ def check_read_back(produced: Sequence[Placed], consumed: Sequence[Placed]) -> N
     for position, message in expected.items():
         assert seen[position] == message, (
             f"partition {position[0]} offset {position[1]}:\n read {seen[position]}\n"
-            f" sent {message}")
+            f" sent {message}"
+        )
 
 
 @contextlib.contextmanager
@@ -144,8 +149,9 @@ def client_failure_context(logger_name: str, what: str) -> Iterator[None]:
         yield
     except Exception as error:
         distinct = list(dict.fromkeys(lines))[-12:]
-        raise AssertionError(f"{what} failed: {error!r}\n{logger_name} logged:\n"
-                             + "\n".join(distinct)) from error
+        raise AssertionError(
+            f"{what} failed: {error!r}\n{logger_name} logged:\n" + "\n".join(distinct)
+        ) from error
     finally:
         logger.removeHandler(handler)
 
@@ -174,7 +180,8 @@ def _exchange(port: int, api_key: ApiKey, version: int, body: bytes) -> Any:
 def metadata(port: int, topics: Sequence[str]) -> Any:
     """Metadata v1 for ``topics`` (v1 never auto-creates: allow_auto_topic_creation is v4+)."""
     request = MetadataRequest(
-        version=1, topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+        version=1, topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    )
     body = _exchange(port, ApiKey.METADATA, 1, bytes(request.encode(version=1)))
     return decode_response(ApiKey.METADATA, 1, body)
 

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import UnknownTopicOrPartitionError
 
-from storage.record_batch import CompressionType
+from pykraft.storage.record_batch import CompressionType
 from tests.clients.conftest import DevCluster
 from tests.clients.support import (
     Message,
@@ -55,7 +55,8 @@ async def create_topic(cluster: DevCluster, partitions: int = PARTITIONS) -> str
     try:
         response = await admin.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-            timeout_ms=int(TIMEOUT_S * 1000))
+            timeout_ms=int(TIMEOUT_S * 1000),
+        )
     finally:
         await admin.close()
     assert [(name, error) for name, error, *_ in response.topic_errors] == [(topic, 0)], response
@@ -63,10 +64,12 @@ async def create_topic(cluster: DevCluster, partitions: int = PARTITIONS) -> str
     return topic
 
 
-async def produce(cluster: DevCluster, topic: str, messages: Sequence[Message],
-                  **config: Any) -> list[Placed]:
-    producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
-                                **{"linger_ms": 5, **config})
+async def produce(
+    cluster: DevCluster, topic: str, messages: Sequence[Message], **config: Any
+) -> list[Placed]:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers, **{"linger_ms": 5, **config}
+    )
     try:
         with client_failure_context("aiokafka", f"producing {len(messages)} messages"):
             # With enable_idempotence, start() waits for InitProducerId.
@@ -76,12 +79,20 @@ async def produce(cluster: DevCluster, topic: str, messages: Sequence[Message],
         await producer.stop()
 
 
-async def _send_all(producer: AIOKafkaProducer, topic: str,
-                    messages: Sequence[Message]) -> list[Placed]:
+async def _send_all(
+    producer: AIOKafkaProducer, topic: str, messages: Sequence[Message]
+) -> list[Placed]:
     pending = [
-        (message, await producer.send(topic, key=message.key, value=message.value,
-                                      headers=list(message.headers),
-                                      timestamp_ms=message.timestamp_ms))
+        (
+            message,
+            await producer.send(
+                topic,
+                key=message.key,
+                value=message.value,
+                headers=list(message.headers),
+                timestamp_ms=message.timestamp_ms,
+            ),
+        )
         for message in messages
     ]
     placed = []
@@ -92,12 +103,14 @@ async def _send_all(producer: AIOKafkaProducer, topic: str,
 
 
 def new_consumer(cluster: DevCluster) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=None,
-                            enable_auto_commit=False)
+    return AIOKafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers, group_id=None, enable_auto_commit=False
+    )
 
 
-async def consume(cluster: DevCluster, topic: str, starts: dict[int, int],
-                  count: int) -> list[Placed]:
+async def consume(
+    cluster: DevCluster, topic: str, starts: dict[int, int], count: int
+) -> list[Placed]:
     consumer = new_consumer(cluster)
     await consumer.start()
     try:
@@ -129,8 +142,10 @@ def test_keyed_messages_round_trip_through_several_partitions(cluster: DevCluste
         messages = keyed_messages(40)
         produced = await produce(cluster, topic, messages)
         check_produced(produced, partitions_at_least=2)
-        check_read_back(produced, await consume(
-            cluster, topic, dict.fromkeys(range(PARTITIONS), 0), len(messages)))
+        check_read_back(
+            produced,
+            await consume(cluster, topic, dict.fromkeys(range(PARTITIONS), 0), len(messages)),
+        )
 
     run(scenario())
 
@@ -149,13 +164,13 @@ def test_seek_reads_from_the_offset_asked_for_even_inside_a_batch(cluster: DevCl
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_compressed_batches_are_stored_as_sent_and_read_back(cluster: DevCluster,
-                                                             codec: str) -> None:
+def test_compressed_batches_are_stored_as_sent_and_read_back(
+    cluster: DevCluster, codec: str
+) -> None:
     async def scenario() -> None:
         topic = await create_topic(cluster, partitions=1)
         messages = keyed_messages(50, payload_bytes=200)
-        produced = await produce(cluster, topic, messages, compression_type=codec,
-                                 linger_ms=50)
+        produced = await produce(cluster, topic, messages, compression_type=codec, linger_ms=50)
         check_read_back(produced, await consume(cluster, topic, {0: 0}, len(messages)))
         batches = stored_batches(cluster.data_dir, topic, 0)
         assert {batch.compression for batch in batches} == {CompressionType[codec.upper()]}
@@ -174,12 +189,15 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
         try:
             assert await consumer.beginning_offsets(partitions) == dict.fromkeys(partitions, 0)
             assert await consumer.end_offsets(partitions) == {
-                tp: len(grouped.get(tp.partition, [])) for tp in partitions}
+                tp: len(grouped.get(tp.partition, [])) for tp in partitions
+            }
             third = grouped[produced[0].partition][2]
             third_tp = TopicPartition(topic, third.partition)
             found = await consumer.offsets_for_times({third_tp: third.message.timestamp_ms})
             assert (found[third_tp].offset, found[third_tp].timestamp) == (
-                third.offset, third.message.timestamp_ms)
+                third.offset,
+                third.message.timestamp_ms,
+            )
             assert await consumer.offsets_for_times({third_tp: now_ms()}) == {third_tp: None}
         finally:
             await consumer.stop()
@@ -187,12 +205,12 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
     run(scenario())
 
 
-def test_produce_to_an_unknown_topic_gets_unknown_topic_or_partition(
-        cluster: DevCluster) -> None:
+def test_produce_to_an_unknown_topic_gets_unknown_topic_or_partition(cluster: DevCluster) -> None:
     async def scenario() -> None:
         topic = unique_topic("aiokafka-missing")
-        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers,
-                                    request_timeout_ms=2000)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=2000
+        )
         await producer.start()
         try:
             # aiokafka sends nothing until metadata knows the topic: the brokers' Metadata

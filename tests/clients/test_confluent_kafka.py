@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
-from storage.record_batch import CompressionType
+from pykraft.storage.record_batch import CompressionType
 from tests.clients.conftest import DevCluster
 from tests.clients.support import (
     Message,
@@ -50,17 +50,26 @@ def create_topic(cluster: DevCluster, partitions: int = PARTITIONS) -> str:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-        operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)
+        operation_timeout=TIMEOUT_S,
+        request_timeout=TIMEOUT_S,
+    )
     assert futures[topic].result(timeout=TIMEOUT_S) is None
     cluster.wait_for_topic(topic, partitions)
     return topic
 
 
-def produce(cluster: DevCluster, topic: str, messages: Sequence[Message],
-            **config: object) -> list[Placed]:
+def produce(
+    cluster: DevCluster, topic: str, messages: Sequence[Message], **config: object
+) -> list[Placed]:
     """Produce in order; returns where each landed. Any delivery error fails the test."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5,
-                         "message.timeout.ms": int(TIMEOUT_S * 1000), **config})
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "linger.ms": 5,
+            "message.timeout.ms": int(TIMEOUT_S * 1000),
+            **config,
+        }
+    )
     placed: list[Placed] = []
     errors: list[KafkaError] = []
 
@@ -75,11 +84,18 @@ def produce(cluster: DevCluster, topic: str, messages: Sequence[Message],
 
     for message in messages:
         producer.produce(
-            topic, key=message.key, value=message.value, headers=list(message.headers),
-            timestamp=message.timestamp_ms, on_delivery=on_delivery(message))
+            topic,
+            key=message.key,
+            value=message.value,
+            headers=list(message.headers),
+            timestamp=message.timestamp_ms,
+            on_delivery=on_delivery(message),
+        )
     assert producer.flush(TIMEOUT_S) == 0, "messages still in flight after flush"
-    assert not errors, (f"{len(errors)} of {len(messages)} deliveries failed: "
-                        f"{sorted({str(error) for error in errors})}")
+    assert not errors, (
+        f"{len(errors)} of {len(messages)} deliveries failed: "
+        f"{sorted({str(error) for error in errors})}"
+    )
     return placed
 
 
@@ -141,8 +157,9 @@ def test_keyed_messages_round_trip_through_several_partitions(cluster: DevCluste
     consumed = consume(cluster, topic, {p: 0 for p in range(PARTITIONS)}, len(messages))
     check_read_back(produced, consumed)
     # Within a partition, messages come back in the order they were produced.
-    assert [p.message for p in consumed if p.partition == consumed[0].partition] == \
-        [p.message for p in by_partition(produced)[consumed[0].partition]]
+    assert [p.message for p in consumed if p.partition == consumed[0].partition] == [
+        p.message for p in by_partition(produced)[consumed[0].partition]
+    ]
 
 
 def test_seek_reads_from_the_offset_asked_for_even_inside_a_batch(cluster: DevCluster) -> None:
@@ -171,8 +188,9 @@ def _next(consumer: Consumer) -> Record:
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_compressed_batches_are_stored_as_sent_and_read_back(cluster: DevCluster,
-                                                             codec: str) -> None:
+def test_compressed_batches_are_stored_as_sent_and_read_back(
+    cluster: DevCluster, codec: str
+) -> None:
     topic = create_topic(cluster, partitions=1)
     messages = keyed_messages(50, payload_bytes=200)
     produced = produce(cluster, topic, messages, **{"compression.type": codec, "linger.ms": 50})
@@ -193,17 +211,19 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     partitions = [TopicPartition(topic, p) for p in range(2)]
     earliest, latest = OffsetSpec.earliest(), OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    for spec, expected in ((earliest, dict.fromkeys(range(2), 0)),
-                           (latest, {p: counts.get(p, 0) for p in range(2)})):
-        answers = admin.list_offsets({tp: spec for tp in partitions},
-                                     request_timeout=TIMEOUT_S)
+    for spec, expected in (
+        (earliest, dict.fromkeys(range(2), 0)),
+        (latest, {p: counts.get(p, 0) for p in range(2)}),
+    ):
+        answers = admin.list_offsets({tp: spec for tp in partitions}, request_timeout=TIMEOUT_S)
         offsets = {tp.partition: f.result(timeout=TIMEOUT_S).offset for tp, f in answers.items()}
         assert offsets == expected
     # KIP-734 (ListOffsets v7): the offset and timestamp of the record with the largest
     # timestamp — here the last one of each partition, as timestamps grow with the index.
     max_timestamp = OffsetSpec.max_timestamp()  # type: ignore[no-untyped-call]
-    answers = admin.list_offsets({tp: max_timestamp for tp in partitions},
-                                 request_timeout=TIMEOUT_S)
+    answers = admin.list_offsets(
+        {tp: max_timestamp for tp in partitions}, request_timeout=TIMEOUT_S
+    )
     for tp, future in answers.items():
         last = by_partition(produced)[tp.partition][-1]
         answer = future.result(timeout=TIMEOUT_S)
@@ -212,12 +232,14 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
     try:
         for tp in partitions:
             assert consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S) == (
-                0, counts.get(tp.partition, 0))
+                0,
+                counts.get(tp.partition, 0),
+            )
         # ListOffsets by timestamp: the first offset whose timestamp is >= the one asked for.
         third = by_partition(produced)[produced[0].partition][2]
         [found] = consumer.offsets_for_times(
-            [TopicPartition(topic, third.partition, third.message.timestamp_ms)],
-            timeout=TIMEOUT_S)
+            [TopicPartition(topic, third.partition, third.message.timestamp_ms)], timeout=TIMEOUT_S
+        )
         assert found.offset == third.offset
     finally:
         consumer.close()
@@ -225,18 +247,24 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
 
 def test_produce_to_an_unknown_topic_fails_and_creates_nothing(cluster: DevCluster) -> None:
     topic = unique_topic("confluent-missing")
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                         "topic.metadata.propagation.max.ms": 2000,
-                         "message.timeout.ms": int(TIMEOUT_S * 1000)})
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "topic.metadata.propagation.max.ms": 2000,
+            "message.timeout.ms": int(TIMEOUT_S * 1000),
+        }
+    )
     errors: list[KafkaError | None] = []
-    producer.produce(topic, key=b"k", value=b"v",
-                     on_delivery=lambda error, _report: errors.append(error))
+    producer.produce(
+        topic, key=b"k", value=b"v", on_delivery=lambda error, _report: errors.append(error)
+    )
     assert producer.flush(TIMEOUT_S) == 0
     assert len(errors) == 1 and errors[0] is not None
     assert errors[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, errors[0]
     # No auto-creation: the topic still does not exist (Kafka's auto.create.topics.enable=false).
     described = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
-        topic, timeout=TIMEOUT_S)
+        topic, timeout=TIMEOUT_S
+    )
     error = described.topics[topic].error
     assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
@@ -247,14 +275,18 @@ def test_idempotent_producer_gets_a_producer_id_and_sequences(cluster: DevCluste
     messages = keyed_messages(30)
     logs: list[str] = []
     try:
-        produced = produce(cluster, topic, messages, **{
-            "enable.idempotence": True, "message.timeout.ms": 15_000,
-            "logger": _Collect(logs)})
+        produced = produce(
+            cluster,
+            topic,
+            messages,
+            **{"enable.idempotence": True, "message.timeout.ms": 15_000, "logger": _Collect(logs)},
+        )
     except (AssertionError, KafkaException) as error:
         raise AssertionError(f"{error}\nlibrdkafka said:\n" + "\n".join(logs[-10:])) from None
     check_produced(produced, partitions_at_least=2)
-    check_read_back(produced, consume(cluster, topic, dict.fromkeys(range(PARTITIONS), 0),
-                                      len(messages)))
+    check_read_back(
+        produced, consume(cluster, topic, dict.fromkeys(range(PARTITIONS), 0), len(messages))
+    )
     producer_ids = set()
     for partition in by_partition(produced):
         batches = stored_batches(cluster.data_dir, topic, partition)

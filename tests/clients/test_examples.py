@@ -19,8 +19,14 @@ EXAMPLES = ["confluent", "kafka_python", "aiokafka"]
 @pytest.mark.parametrize("client", EXAMPLES)
 def test_example_produces_and_reads_everything_back(cluster: DevCluster, client: str) -> None:
     topic = unique_topic(f"example-{client.replace('_', '-')}")
-    command = [sys.executable, str(ROOT / "examples" / f"produce_consume_{client}.py"),
-               "--bootstrap-servers", cluster.bootstrap_servers, "--topic", topic]
+    command = [
+        sys.executable,
+        str(ROOT / "examples" / f"produce_consume_{client}.py"),
+        "--bootstrap-servers",
+        cluster.bootstrap_servers,
+        "--topic",
+        topic,
+    ]
     for run, expected in ((1, f"created topic {topic}"), (2, f"topic {topic} already exists")):
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=150)
         assert done.returncode == 0, f"run {run}:\n{done.stdout}\n{done.stderr[-3000:]}"

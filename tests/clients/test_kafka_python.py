@@ -17,8 +17,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaTimeoutError
 
-from storage.record_batch import CompressionType
-from storage.records import Header, SimpleRecord, build_batch
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import Header, SimpleRecord, build_batch
 from tests.clients.conftest import DevCluster
 from tests.clients.support import (
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -53,39 +53,57 @@ def create_topic(cluster: DevCluster, partitions: int = PARTITIONS) -> str:
     try:
         response = admin.create_topics(
             [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-            timeout_ms=int(TIMEOUT_S * 1000))
+            timeout_ms=int(TIMEOUT_S * 1000),
+        )
     finally:
         admin.close()
     # kafka-python 3 raises on a topic error and answers the response as a dict.
     [created] = response["topics"]
     assert (created["name"], created["error_code"], created["num_partitions"]) == (
-        topic, 0, partitions)
+        topic,
+        0,
+        partitions,
+    )
     cluster.wait_for_topic(topic, partitions)
     return topic
 
 
-def produce(cluster: DevCluster, topic: str, messages: Sequence[Message],
-            **config: Any) -> list[Placed]:
+def produce(
+    cluster: DevCluster, topic: str, messages: Sequence[Message], **config: Any
+) -> list[Placed]:
     producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), **{"linger_ms": 5, **config})
     try:
         with client_failure_context("kafka", f"producing {len(messages)} messages"):
             futures = [
-                (message, producer.send(topic, key=message.key, value=message.value,
-                                        headers=list(message.headers),
-                                        timestamp_ms=message.timestamp_ms))
+                (
+                    message,
+                    producer.send(
+                        topic,
+                        key=message.key,
+                        value=message.value,
+                        headers=list(message.headers),
+                        timestamp_ms=message.timestamp_ms,
+                    ),
+                )
                 for message in messages
             ]
             producer.flush(TIMEOUT_S)
-            return [Placed(future.get(0).partition, future.get(0).offset, message)
-                    for message, future in futures]
+            return [
+                Placed(future.get(0).partition, future.get(0).offset, message)
+                for message, future in futures
+            ]
     finally:
         # Closing waits for nothing: a failed producer has nothing left worth sending.
         producer.close(timeout=0)
 
 
 def new_consumer(cluster: DevCluster) -> KafkaConsumer:
-    return KafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
-                         enable_auto_commit=False, consumer_timeout_ms=int(TIMEOUT_S * 1000))
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap(cluster),
+        group_id=None,
+        enable_auto_commit=False,
+        consumer_timeout_ms=int(TIMEOUT_S * 1000),
+    )
 
 
 def consume(cluster: DevCluster, topic: str, starts: dict[int, int], count: int) -> list[Placed]:
@@ -119,8 +137,9 @@ def test_keyed_messages_round_trip_through_several_partitions(cluster: DevCluste
     messages = keyed_messages(40, null_header_values=False)
     produced = produce(cluster, topic, messages)
     check_produced(produced, partitions_at_least=2)
-    check_read_back(produced, consume(cluster, topic, dict.fromkeys(range(PARTITIONS), 0),
-                                      len(messages)))
+    check_read_back(
+        produced, consume(cluster, topic, dict.fromkeys(range(PARTITIONS), 0), len(messages))
+    )
 
 
 def test_seek_reads_from_the_offset_asked_for_even_inside_a_batch(cluster: DevCluster) -> None:
@@ -134,8 +153,9 @@ def test_seek_reads_from_the_offset_asked_for_even_inside_a_batch(cluster: DevCl
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_compressed_batches_are_stored_as_sent_and_read_back(cluster: DevCluster,
-                                                             codec: str) -> None:
+def test_compressed_batches_are_stored_as_sent_and_read_back(
+    cluster: DevCluster, codec: str
+) -> None:
     topic = create_topic(cluster, partitions=1)
     messages = keyed_messages(50, null_header_values=False, payload_bytes=200)
     produced = produce(cluster, topic, messages, compression_type=codec, linger_ms=50)
@@ -153,7 +173,8 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
     try:
         assert consumer.beginning_offsets(partitions) == dict.fromkeys(partitions, 0)
         assert consumer.end_offsets(partitions) == {
-            tp: len(grouped.get(tp.partition, [])) for tp in partitions}
+            tp: len(grouped.get(tp.partition, [])) for tp in partitions
+        }
         third = grouped[produced[0].partition][2]
         third_tp = TopicPartition(topic, third.partition)
         found = consumer.offsets_for_times({third_tp: third.message.timestamp_ms})

@@ -10,11 +10,12 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from export.session import build_session
+    from pykraft.export.session import build_session
 
     # Two cores: the machine's. Tiny data: two shuffle partitions are plenty.
-    session = build_session("local[2]", "pykraft-tests",
-                            extra_conf={"spark.sql.shuffle.partitions": "2"})
+    session = build_session(
+        "local[2]", "pykraft-tests", extra_conf={"spark.sql.shuffle.partitions": "2"}
+    )
     try:
         yield session
     finally:

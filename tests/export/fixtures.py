@@ -19,11 +19,11 @@ import attrs
 from pysyncobj.journal import FileJournal
 from pysyncobj.pickle import dumps as pysyncobj_dumps
 
-from export.export_topic_job import ExportResult, export_topic
-from metadata.codec import encode_record
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.export.export_topic_job import ExportResult, export_topic
+from pykraft.metadata.codec import encode_record
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
@@ -37,21 +37,21 @@ from metadata.records import (
     UnfenceBrokerRecord,
     uuid_to_kafka_string,
 )
-from metadata.snapshot import read_snapshot, write_snapshot
-from quorum import raft_batch
-from quorum.raft_batch import ProposedBatch, encode_batch
-from quorum.raft_dump import DumpHeader, RaftEntry, write_dump
-from quorum.raft_state import MetadataState, apply_entry
-from storage.checkpoints import (
+from pykraft.metadata.snapshot import read_snapshot, write_snapshot
+from pykraft.quorum import raft_batch
+from pykraft.quorum.raft_batch import ProposedBatch, encode_batch
+from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, write_dump
+from pykraft.quorum.raft_state import MetadataState, apply_entry
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     write_offset_checkpoint,
 )
-from storage.log_config import LogConfig
-from storage.log_validator import AppendOrigin
-from storage.partition_log import PartitionLog
-from storage.record_batch import BatchHeader, CompressionType, iter_batches
-from storage.records import (
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_validator import AppendOrigin
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import BatchHeader, CompressionType, iter_batches
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     Record,
@@ -60,7 +60,7 @@ from storage.records import (
     build_control_batch,
     iter_records,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 
 BASE_MS = 1_700_000_000_000
@@ -97,8 +97,9 @@ def _records(tp: TopicPartition, batch: int, count: int) -> list[SimpleRecord]:
     return out
 
 
-def write_partition(directory: Path, tp: TopicPartition, batches: int, *,
-                    transactional: bool = False) -> PartitionLog:
+def write_partition(
+    directory: Path, tp: TopicPartition, batches: int, *, transactional: bool = False
+) -> PartitionLog:
     """A partition log with ``batches`` batches over all codecs and two leader epochs."""
     log = PartitionLog.open(directory, LogConfig(segment_bytes=600))
     codecs = itertools.cycle(CODECS)
@@ -107,13 +108,23 @@ def write_partition(directory: Path, tp: TopicPartition, batches: int, *,
         data = build_batch(_records(tp, batch, 1 + batch % 4), compression=next(codecs))
         log.append_as_leader(bytearray(data), epoch, BASE_MS + batch)
     if transactional:
-        data = build_batch(_records(tp, batches, 2), producer_id=7, producer_epoch=0,
-                           base_sequence=0, is_transactional=True)
+        data = build_batch(
+            _records(tp, batches, 2),
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
         log.append_as_leader(bytearray(data), 3, BASE_MS + batches)
-        marker = build_control_batch(ControlRecordType.COMMIT, producer_id=7, producer_epoch=0,
-                                     timestamp=BASE_MS + batches + 1)
-        log.append_as_leader(bytearray(marker), 3, BASE_MS + batches + 1,
-                             origin=AppendOrigin.COORDINATOR)
+        marker = build_control_batch(
+            ControlRecordType.COMMIT,
+            producer_id=7,
+            producer_epoch=0,
+            timestamp=BASE_MS + batches + 1,
+        )
+        log.append_as_leader(
+            bytearray(marker), 3, BASE_MS + batches + 1, origin=AppendOrigin.COORDINATOR
+        )
     return log
 
 
@@ -130,8 +141,9 @@ def build_log_dirs(root: Path) -> LogFixture:
     high_watermarks: dict[Path, dict[TopicPartition, int]] = {d: {} for d in dirs}
     log_starts: dict[Path, dict[TopicPartition, int]] = {d: {} for d in dirs}
     for tp, (log_dir, batches, kind) in layout.items():
-        log = write_partition(log_dir / tp.dir_name(), tp, batches,
-                              transactional=kind == "transactional")
+        log = write_partition(
+            log_dir / tp.dir_name(), tp, batches, transactional=kind == "transactional"
+        )
         end = log.log_end_offset
         hw = end - 3 if kind == "hw-below-end" else end
         log.update_high_watermark(hw)
@@ -153,8 +165,9 @@ def build_log_dirs(root: Path) -> LogFixture:
     return LogFixture(dirs, partitions)
 
 
-def expected_log_rows(fixture: LogFixture, *, ignore_high_watermark: bool = False
-                      ) -> list[tuple[object, ...]]:
+def expected_log_rows(
+    fixture: LogFixture, *, ignore_high_watermark: bool = False
+) -> list[tuple[object, ...]]:
     """Rows read with storage.records.iter_records: every non-control record the scan owes."""
     rows = []
     for tp, (directory, start, hw, end) in sorted(fixture.partitions.items()):
@@ -172,9 +185,17 @@ def expected_log_rows(fixture: LogFixture, *, ignore_high_watermark: bool = Fals
 
 def log_row(tp: TopicPartition, record: Record, header: BatchHeader) -> tuple[object, ...]:
     return (
-        tp.topic, tp.partition, record.offset, record.timestamp, header.timestamp_type.value,
-        record.key, record.value, tuple((h.key, h.value) for h in record.headers),
-        header.partition_leader_epoch, header.producer_id, header.producer_epoch,
+        tp.topic,
+        tp.partition,
+        record.offset,
+        record.timestamp,
+        header.timestamp_type.value,
+        record.key,
+        record.value,
+        tuple((h.key, h.value) for h in record.headers),
+        header.partition_leader_epoch,
+        header.producer_id,
+        header.producer_epoch,
         header.is_transactional,
     )
 
@@ -186,11 +207,15 @@ def topic_id(name: str) -> str:
     return uuid_to_kafka_string(name.encode().ljust(16, b"\x02")[:16])
 
 
-def _broker(broker_id: int, *, fenced: bool = False, rack: str | None = None
-            ) -> RegisterBrokerRecord:
+def _broker(
+    broker_id: int, *, fenced: bool = False, rack: str | None = None
+) -> RegisterBrokerRecord:
     return RegisterBrokerRecord(
-        broker_id=broker_id, incarnation_id=uuid_to_kafka_string(bytes([broker_id]) * 16),
-        broker_epoch=100 + broker_id, fenced=fenced, rack=rack,
+        broker_id=broker_id,
+        incarnation_id=uuid_to_kafka_string(bytes([broker_id]) * 16),
+        broker_epoch=100 + broker_id,
+        fenced=fenced,
+        rack=rack,
         end_points=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9090 + broker_id),),
     )
 
@@ -199,7 +224,10 @@ def cluster_records(partitions_per_topic: int = 4) -> list[MetadataRecord]:
     """Four brokers (4 fenced), two topics, one under-replicated and one offline partition."""
     records: list[MetadataRecord] = [
         FeatureLevelRecord(name="metadata.version", feature_level=20),
-        _broker(1, rack="r1"), _broker(2, rack="r2"), _broker(3), _broker(4, fenced=True),
+        _broker(1, rack="r1"),
+        _broker(2, rack="r2"),
+        _broker(3),
+        _broker(4, fenced=True),
     ]
     for name, replication_factor in (("orders", 3), ("payments", 2)):
         records.append(TopicRecord(name=name, topic_id=topic_id(name)))
@@ -210,14 +238,30 @@ def cluster_records(partitions_per_topic: int = 4) -> list[MetadataRecord]:
                 isr = replicas[:1]  # under-replicated
             if name == "payments" and p == 2:
                 isr, leader = (), -1  # offline
-            records.append(PartitionRecord(partition_id=p, topic_id=topic_id(name),
-                                           replicas=replicas, isr=isr, leader=leader,
-                                           leader_epoch=p, partition_epoch=2 * p))
+            records.append(
+                PartitionRecord(
+                    partition_id=p,
+                    topic_id=topic_id(name),
+                    replicas=replicas,
+                    isr=isr,
+                    leader=leader,
+                    leader_epoch=p,
+                    partition_epoch=2 * p,
+                )
+            )
     records += [
-        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name="orders",
-                     name="retention.ms", value="3600000"),
-        ConfigRecord(resource_type=ConfigResourceType.BROKER, resource_name="1",
-                     name="log.retention.bytes", value="1048576"),
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="orders",
+            name="retention.ms",
+            value="3600000",
+        ),
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="1",
+            name="log.retention.bytes",
+            value="1048576",
+        ),
     ]
     return records
 
@@ -226,10 +270,14 @@ def journal_batches() -> list[list[MetadataRecord]]:
     orders = topic_id("orders")
     return [
         [PartitionChangeRecord(partition_id=0, topic_id=orders, isr=(1, 2))],
-        [PartitionChangeRecord(partition_id=0, topic_id=orders, isr=(1, 2, 3)),
-         PartitionChangeRecord(partition_id=1, topic_id=orders, leader=3)],
-        [FenceBrokerRecord(id=3, epoch=103),
-         PartitionChangeRecord(partition_id=2, topic_id=orders, isr=(1, 2), leader=1)],
+        [
+            PartitionChangeRecord(partition_id=0, topic_id=orders, isr=(1, 2, 3)),
+            PartitionChangeRecord(partition_id=1, topic_id=orders, leader=3),
+        ],
+        [
+            FenceBrokerRecord(id=3, epoch=103),
+            PartitionChangeRecord(partition_id=2, topic_id=orders, isr=(1, 2), leader=1),
+        ],
         [UnfenceBrokerRecord(id=3, epoch=103)],
     ]
 
@@ -258,36 +306,63 @@ def build_metadata_dir(root: Path, partitions_per_topic: int = 4) -> MetadataFix
     image = apply_records(first, records[5:], offset=len(records) - 1, epoch=2)
     path_b = write_snapshot(snapshots, image, BASE_MS + 60_000)
     entry = RaftEntry(command=b"\x01", index=5, term=2)
-    write_dump(raft / "dump.bin", DumpHeader(
-        next_offset=len(records), last_raft_index=5, epoch=2, last_entry=entry,
-        prev_entry=entry, voters=("127.0.0.1:1",), checkpoint_name=path_b.name,
-        checkpoint_size=path_b.stat().st_size), path_b)
+    write_dump(
+        raft / "dump.bin",
+        DumpHeader(
+            next_offset=len(records),
+            last_raft_index=5,
+            epoch=2,
+            last_entry=entry,
+            prev_entry=entry,
+            voters=("127.0.0.1:1",),
+            checkpoint_name=path_b.name,
+            checkpoint_size=path_b.stat().st_size,
+        ),
+        path_b,
+    )
     commit_index = _write_journal(raft / "journal.bin", len(records) - 1)
     return MetadataFixture(root, (path_a, path_b), commit_index)
 
 
-def _blob(records: list[MetadataRecord], last_offset: int, append_time_ms: int, *,
-          compact: bool) -> bytes:
+def _blob(
+    records: list[MetadataRecord], last_offset: int, append_time_ms: int, *, compact: bool
+) -> bytes:
     """A Raft entry as the controller proposes it: format 2 (compact payload) where this
     tree's quorum code has it, else format 1 (JSON lines)."""
     if compact and hasattr(raft_batch, "CompactBatch"):
-        from metadata import compact_codec  # type: ignore[attr-defined, unused-ignore]
+        from pykraft.metadata import compact_codec  # type: ignore[attr-defined, unused-ignore]
 
-        return raft_batch.encode_batch(raft_batch.CompactBatch(
-            expected_last_offset=last_offset, epoch=3, append_time_ms=append_time_ms,
-            record_count=len(records), payload=compact_codec.encode_records(records)))
-    return encode_batch(ProposedBatch(
-        expected_last_offset=last_offset, epoch=3, append_time_ms=append_time_ms,
-        records=tuple(encode_record(r).encode() for r in records)))
+        return raft_batch.encode_batch(
+            raft_batch.CompactBatch(
+                expected_last_offset=last_offset,
+                epoch=3,
+                append_time_ms=append_time_ms,
+                record_count=len(records),
+                payload=compact_codec.encode_records(records),
+            )
+        )
+    return encode_batch(
+        ProposedBatch(
+            expected_last_offset=last_offset,
+            epoch=3,
+            append_time_ms=append_time_ms,
+            records=tuple(encode_record(r).encode() for r in records),
+        )
+    )
 
 
 def _write_journal(path: Path, last_offset: int) -> int:
     """Entries 4..: already-applied, no-op, good, stale, invalid and uncommitted batches."""
     journal = FileJournal(str(path))
     batches = journal_batches()
-    stale = encode_batch(ProposedBatch(expected_last_offset=last_offset - 1, epoch=3,
-                                       append_time_ms=BASE_MS,
-                                       records=(encode_record(batches[3][0]).encode(),)))
+    stale = encode_batch(
+        ProposedBatch(
+            expected_last_offset=last_offset - 1,
+            epoch=3,
+            append_time_ms=BASE_MS,
+            records=(encode_record(batches[3][0]).encode(),),
+        )
+    )
     entries: list[bytes] = [_command(stale), b"\x01"]  # indexes 4, 5: before the dump
     for number, batch in enumerate(batches):
         blob = _blob(batch, last_offset, BASE_MS + 1000 * number, compact=number == 1)
@@ -296,9 +371,18 @@ def _write_journal(path: Path, last_offset: int) -> int:
             entries.append(b"\x01")  # a pysyncobj no-op
             entries.append(_command(stale))  # computed against an older image
             bad = PartitionChangeRecord(partition_id=0, topic_id=topic_id("nope"), isr=(1,))
-            entries.append(_command(encode_batch(ProposedBatch(
-                expected_last_offset=last_offset + 1, epoch=3, append_time_ms=BASE_MS,
-                records=(encode_record(bad).encode(),)))))  # replay fails: rejected
+            entries.append(
+                _command(
+                    encode_batch(
+                        ProposedBatch(
+                            expected_last_offset=last_offset + 1,
+                            epoch=3,
+                            append_time_ms=BASE_MS,
+                            records=(encode_record(bad).encode(),),
+                        )
+                    )
+                )
+            )  # replay fails: rejected
         last_offset += len(batch)
     for index, command in enumerate(entries, start=4):
         journal.add(command, index, 3)
@@ -313,8 +397,9 @@ def expected_log_records(fixture: MetadataFixture) -> list[tuple[int, int, int, 
     """(offset, epoch, append_time_ms, record line) per committed record, by apply_entry."""
     journal = FileJournal(str(fixture.metadata_dir / "raft" / "journal.bin"))
     header, records = read_snapshot(fixture.snapshot_paths[-1])
-    image = apply_records(MetadataImage.EMPTY, records, offset=header.end_offset - 1,
-                          epoch=header.epoch)
+    image = apply_records(
+        MetadataImage.EMPTY, records, offset=header.end_offset - 1, epoch=header.epoch
+    )
     state = MetadataState(image=image, next_offset=header.end_offset, last_raft_index=5)
     out = []
     for i in range(len(journal)):
@@ -330,7 +415,13 @@ def expected_log_records(fixture: MetadataFixture) -> list[tuple[int, int, int, 
             for n, raw in enumerate(applied.batch.records):
                 # Older quorum code keeps the JSON lines, newer the decoded records.
                 line = raw.decode() if isinstance(raw, bytes) else encode_record(raw)
-                out.append((applied.batch.base_offset + n, applied.batch.epoch,
-                            applied.batch.append_time_ms, line))
+                out.append(
+                    (
+                        applied.batch.base_offset + n,
+                        applied.batch.epoch,
+                        applied.batch.append_time_ms,
+                        line,
+                    )
+                )
     journal._destroy()
     return out

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import attrs
 
-from storage.checkpoints import (
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType
-from storage.records import Header, SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import Header, SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import BASE_MS, LogFixture
 
 CLUSTER_ID = "pykraft-replicas-test-cluster"
@@ -69,10 +69,12 @@ def batch_records(tp: TopicPartition, batch: int, *, stale: bool) -> list[Simple
     """1-4 records; a deposed leader's differ in value, so reading them shows in the rows."""
     origin = "deposed leader" if stale else "history"
     return [
-        SimpleRecord(value=f"{tp} {origin} batch {batch} record {i}".encode(),
-                     key=None if i == 0 else f"k{batch}-{i}".encode(),
-                     timestamp=BASE_MS + batch * 10 + i,
-                     headers=(Header("n", str(i).encode()),) if i % 2 else ())
+        SimpleRecord(
+            value=f"{tp} {origin} batch {batch} record {i}".encode(),
+            key=None if i == 0 else f"k{batch}-{i}".encode(),
+            timestamp=BASE_MS + batch * 10 + i,
+            headers=(Header("n", str(i).encode()),) if i % 2 else (),
+        )
         for i in range(1 + batch % 4)
     ]
 
@@ -81,16 +83,18 @@ def history_epoch(batch: int) -> int:
     return max(epoch for first, epoch in EPOCH_STARTS if first <= batch)
 
 
-def append_history(log: PartitionLog, tp: TopicPartition, first: int, last: int,
-                   *, stale: bool = False) -> None:
+def append_history(
+    log: PartitionLog, tp: TopicPartition, first: int, last: int, *, stale: bool = False
+) -> None:
     """Append batches ``first..last-1`` of the shared history, or of a deposed leader's
     tail after batch ``first - 1``: same offsets, other records, its own older epoch."""
     codecs = tuple(CompressionType)
     # A stale tail was written by the leader of the epoch the replica's history ended in.
     for batch in range(first, last):
         epoch = history_epoch(first - 1) if stale else history_epoch(batch)
-        data = build_batch(batch_records(tp, batch, stale=stale),
-                           compression=codecs[batch % len(codecs)])
+        data = build_batch(
+            batch_records(tp, batch, stale=stale), compression=codecs[batch % len(codecs)]
+        )
         log.append_as_leader(bytearray(data), epoch, BASE_MS + batch)
 
 
@@ -113,16 +117,19 @@ def write_replica(directory: Path, tp: TopicPartition, spec: ReplicaSpec) -> tup
     return hw, leo
 
 
-def write_meta_properties(log_dir: Path, node_id: int | None,
-                          cluster_id: str = CLUSTER_ID) -> None:
+def write_meta_properties(log_dir: Path, node_id: int | None, cluster_id: str = CLUSTER_ID) -> None:
     """What ``pykraft broker`` writes at first start (pykraft/broker_cmd.py)."""
     node = "" if node_id is None else f"node.id={node_id}\n"
     (log_dir / "meta.properties").write_text(
-        f"#\n#Written by pykraft\nversion=1\ncluster.id={cluster_id}\n{node}", encoding="utf-8")
+        f"#\n#Written by pykraft\nversion=1\ncluster.id={cluster_id}\n{node}", encoding="utf-8"
+    )
 
 
-def build_replicas(root: Path, layout: dict[TopicPartition, tuple[ReplicaSpec, ...]],
-                   node_ids: tuple[int, ...] = (1, 2, 3)) -> Replicas:
+def build_replicas(
+    root: Path,
+    layout: dict[TopicPartition, tuple[ReplicaSpec, ...]],
+    node_ids: tuple[int, ...] = (1, 2, 3),
+) -> Replicas:
     """Log dir i (broker ``node_ids[i]``) holds replica i of every partition in ``layout``."""
     log_dirs = tuple(root / f"broker-{node}" for node in node_ids)
     replicas: dict[tuple[TopicPartition, int], tuple[Path, int, int]] = {}
@@ -146,14 +153,21 @@ def three_brokers(root: Path) -> Replicas:
     """clicks-0: broker 2 has the highest high watermark, broker 1 is a deposed leader with
     the longest log (a stale tail), broker 3 has no checkpoint entry. clicks-1: broker 3 is
     ahead, brokers 1 and 2 tie on the high watermark."""
-    return build_replicas(root, {
-        TopicPartition("clicks", 0): (ReplicaSpec(6, committed=6, stale=6),
-                                      ReplicaSpec(10, committed=9),
-                                      ReplicaSpec(7, committed=None)),
-        TopicPartition("clicks", 1): (ReplicaSpec(8, committed=5),
-                                      ReplicaSpec(9, committed=5),
-                                      ReplicaSpec(8, committed=8)),
-    })
+    return build_replicas(
+        root,
+        {
+            TopicPartition("clicks", 0): (
+                ReplicaSpec(6, committed=6, stale=6),
+                ReplicaSpec(10, committed=9),
+                ReplicaSpec(7, committed=None),
+            ),
+            TopicPartition("clicks", 1): (
+                ReplicaSpec(8, committed=5),
+                ReplicaSpec(9, committed=5),
+                ReplicaSpec(8, committed=8),
+            ),
+        },
+    )
 
 
 def catch_up(replicas: Replicas, tp: TopicPartition, index: int, batches: int) -> int:

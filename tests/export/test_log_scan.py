@@ -7,8 +7,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from export.log_dirs import LogScanError, parse_log_dirs
-from export.log_scan import (
+from pykraft.export.log_dirs import LogScanError, parse_log_dirs
+from pykraft.export.log_scan import (
     LogFilter,
     Op,
     Predicate,
@@ -16,9 +16,9 @@ from export.log_scan import (
     parse_offset_ranges,
     plan_splits,
 )
-from export.segment_reader import LogRow, read_segment_rows
-from storage.record_batch import CompressionType
-from storage.topic_partition import TopicPartition
+from pykraft.export.segment_reader import LogRow, read_segment_rows
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, build_log_dirs, expected_log_rows
 
 
@@ -37,15 +37,23 @@ def check(predicates: list[Predicate], expected: LogFilter | None) -> None:
 
 def test_pushdown_decisions() -> None:
     check([Predicate("topic", Op.EQ, ("a",))], LogFilter(topics=frozenset({"a"})))
-    check([Predicate("topic", Op.IN, ("a", "b")), Predicate("topic", Op.EQ, ("b",))],
-          LogFilter(topics=frozenset({"b"})))
+    check(
+        [Predicate("topic", Op.IN, ("a", "b")), Predicate("topic", Op.EQ, ("b",))],
+        LogFilter(topics=frozenset({"b"})),
+    )
     check([Predicate("partition", Op.IN, (0, 2))], LogFilter(partitions=frozenset({0, 2})))
-    check([Predicate("offset", Op.GE, (5,)), Predicate("offset", Op.LT, (9,))],
-          LogFilter(min_offset=5, max_offset=9))
-    check([Predicate("offset", Op.GT, (5,)), Predicate("offset", Op.LE, (9,))],
-          LogFilter(min_offset=6, max_offset=10))
-    check([Predicate("offset", Op.EQ, (7,)), Predicate("offset", Op.GE, (3,))],
-          LogFilter(min_offset=7, max_offset=8))
+    check(
+        [Predicate("offset", Op.GE, (5,)), Predicate("offset", Op.LT, (9,))],
+        LogFilter(min_offset=5, max_offset=9),
+    )
+    check(
+        [Predicate("offset", Op.GT, (5,)), Predicate("offset", Op.LE, (9,))],
+        LogFilter(min_offset=6, max_offset=10),
+    )
+    check(
+        [Predicate("offset", Op.EQ, (7,)), Predicate("offset", Op.GE, (3,))],
+        LogFilter(min_offset=7, max_offset=8),
+    )
     # Not exact here: Spark must evaluate these itself.
     check([Predicate("value", Op.EQ, (b"x",))], None)
     check([Predicate("offset", Op.IN, (1, 2))], None)
@@ -60,8 +68,10 @@ def test_log_dirs_syntax() -> None:
 
 
 def test_discovery_reads_checkpoints_and_skips_deleted_dirs(logs: LogFixture) -> None:
-    found = {p.topic_partition: (p.directory, p.log_start_offset, p.high_watermark)
-             for p in discover_partitions(logs.log_dirs)}
+    found = {
+        p.topic_partition: (p.directory, p.log_start_offset, p.high_watermark)
+        for p in discover_partitions(logs.log_dirs)
+    }
     assert found == {tp: (d, start, hw) for tp, (d, start, hw, _) in logs.partitions.items()}
 
 
@@ -97,12 +107,14 @@ def test_default_stops_at_high_watermark_and_option_reads_to_end(logs: LogFixtur
 
 def test_pruning_by_topic_partition_and_offsets(logs: LogFixture) -> None:
     partitions = discover_partitions(logs.log_dirs)
-    log_filter = LogFilter(topics=frozenset({"orders"}), partitions=frozenset({0}),
-                           min_offset=10, max_offset=14)
+    log_filter = LogFilter(
+        topics=frozenset({"orders"}), partitions=frozenset({0}), min_offset=10, max_offset=14
+    )
     splits = plan_splits(partitions, log_filter)
     assert {(s.topic, s.partition) for s in splits} == {("orders", 0)}
-    all_segments = plan_splits(partitions, LogFilter(topics=frozenset({"orders"}),
-                                                     partitions=frozenset({0})))
+    all_segments = plan_splits(
+        partitions, LogFilter(topics=frozenset({"orders"}), partitions=frozenset({0}))
+    )
     assert len(splits) < len(all_segments)
     offsets = [r.offset for s in splits for r in read_segment_rows(s)]
     assert offsets == list(range(10, 14))
@@ -114,8 +126,11 @@ def test_kafka_style_offset_ranges(logs: LogFixture) -> None:
     splits = plan_splits(discover_partitions(logs.log_dirs), LogFilter(), offset_ranges=ranges)
     got = sorted((r.partition, r.offset) for s in splits for r in read_segment_rows(s))
     wanted = {(1, offset) for offset in range(100)} | {(2, 4), (2, 5)}
-    expected = sorted((row[1], row[2]) for row in expected_log_rows(logs)
-                      if row[0] == "orders" and (row[1], row[2]) in wanted)
+    expected = sorted(
+        (row[1], row[2])
+        for row in expected_log_rows(logs)
+        if row[0] == "orders" and (row[1], row[2]) in wanted
+    )
     assert got == expected
     for bad in ('{"t": {"x": 1}}', "[1]", "nope", '{"t": {"0": -1}}'):
         with pytest.raises(LogScanError):
@@ -129,7 +144,7 @@ def _tuple(row: LogRow) -> tuple[object, ...]:
 def test_fixture_holds_every_codec_and_a_transaction(logs: LogFixture) -> None:
     # So the row-equality tests above cover gzip, snappy, lz4 and zstd decoding and the
     # skipping of control batches (KIP-98 commit markers).
-    from storage.record_batch import iter_batches
+    from pykraft.storage.record_batch import iter_batches
 
     codecs, control = set(), 0
     for directory, *_ in logs.partitions.values():

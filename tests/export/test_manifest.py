@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from export.manifest import (
+from pykraft.export.manifest import (
     MANIFEST_FILE,
     ExportedRange,
     ExportPlan,
@@ -37,11 +37,17 @@ def test_plans() -> None:
     # First run: everything from the log start to the high watermark.
     check(empty, {0: (0, 10), 1: (0, 0)}, ExportPlan((ExportedRange(0, 0, 10),)))
     # A rerun: only what is new; an unchanged partition is not read at all.
-    check(committed((0, 0, 10), (1, 0, 4)), {0: (0, 15), 1: (0, 4)},
-          ExportPlan((ExportedRange(0, 10, 15),)))
+    check(
+        committed((0, 0, 10), (1, 0, 4)),
+        {0: (0, 15), 1: (0, 4)},
+        ExportPlan((ExportedRange(0, 10, 15),)),
+    )
     # Retention removed offsets 10..11 before they were exported: reported, then skipped.
-    check(committed((0, 0, 10)), {0: (12, 20)},
-          ExportPlan((ExportedRange(0, 12, 20),), (ExportedRange(0, 10, 12),)))
+    check(
+        committed((0, 0, 10)),
+        {0: (12, 20)},
+        ExportPlan((ExportedRange(0, 12, 20),), (ExportedRange(0, 10, 12),)),
+    )
     # A new partition starts at its log start.
     check(committed((0, 0, 10)), {0: (0, 10), 2: (3, 5)}, ExportPlan((ExportedRange(2, 3, 5),)))
 

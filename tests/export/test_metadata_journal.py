@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from export.metadata_journal import (
+from pykraft.export.metadata_journal import (
     JournalError,
     batch_blob,
     read_journal,
     read_retained_log,
 )
-from metadata.codec import encode_record
+from pykraft.metadata.codec import encode_record
 from tests.export.fixtures import (
     MetadataFixture,
     build_metadata_dir,
@@ -31,8 +31,10 @@ def meta(tmp_path_factory: pytest.TempPathFactory) -> MetadataFixture:
 def test_offsets_and_records_equal_the_controllers_apply(meta: MetadataFixture) -> None:
     # quorum.raft_state.apply_entry is the reference: duplicates, no-ops, stale and invalid
     # entries get no offsets; entries above the commit index are not read.
-    got = [(r.offset, r.epoch, r.append_time_ms, encode_record(r.record))
-           for r in read_retained_log(meta.metadata_dir, meta.metadata_dir / "snapshots")]
+    got = [
+        (r.offset, r.epoch, r.append_time_ms, encode_record(r.record))
+        for r in read_retained_log(meta.metadata_dir, meta.metadata_dir / "snapshots")
+    ]
     expected = expected_log_records(meta)
     assert got == expected
     committed_batches = journal_batches()[:-1]

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from export.export_topic_job import available_offsets
-from export.log_dirs import LogScanError, measure_log_end_offset
-from export.log_scan import LogFilter, discover_partitions, plan_splits
-from export.manifest import ExportedRange, Manifest, begin_run, commit_run, plan_export
-from export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
-from storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.export.export_topic_job import available_offsets
+from pykraft.export.log_dirs import LogScanError, measure_log_end_offset
+from pykraft.export.log_scan import LogFilter, discover_partitions, plan_splits
+from pykraft.export.manifest import ExportedRange, Manifest, begin_run, commit_run, plan_export
+from pykraft.export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.replica_fixtures import (
     Replicas,
     ReplicaSpec,
@@ -36,15 +36,26 @@ from tests.export.replica_fixtures import (
 TP = TopicPartition("clicks", 0)
 
 
-def replica(index: int, high_watermark: int, log_end_offset: int,
-            node_id: int | None = None) -> ReplicaCandidate:
-    return ReplicaCandidate(TP, Path(f"/logs-{index}/clicks-0"), index,
-                            index + 1 if node_id is None else node_id, 0, high_watermark,
-                            log_end_offset)
+def replica(
+    index: int, high_watermark: int, log_end_offset: int, node_id: int | None = None
+) -> ReplicaCandidate:
+    return ReplicaCandidate(
+        TP,
+        Path(f"/logs-{index}/clicks-0"),
+        index,
+        index + 1 if node_id is None else node_id,
+        0,
+        high_watermark,
+        log_end_offset,
+    )
 
 
-def check(replicas: list[tuple[int, int, int]], expected_index: int, *,
-          ignore_high_watermark: bool = False) -> None:
+def check(
+    replicas: list[tuple[int, int, int]],
+    expected_index: int,
+    *,
+    ignore_high_watermark: bool = False,
+) -> None:
     """``replicas``: (log dir index, high watermark, log end offset), in the order found."""
     candidates = [replica(*r) for r in replicas]
     chosen = choose_replica(candidates, ignore_high_watermark=ignore_high_watermark)
@@ -93,12 +104,15 @@ def test_same_broker_duplicates_are_found_unknown_brokers_are_not() -> None:
 # ------------------------------------------------------------------- from the log dirs
 
 
-def chosen_dirs(replicas: Replicas, *, ignore_high_watermark: bool = False
-                ) -> dict[TopicPartition, tuple[int, int]]:
+def chosen_dirs(
+    replicas: Replicas, *, ignore_high_watermark: bool = False
+) -> dict[TopicPartition, tuple[int, int]]:
     """partition -> (index of the log dir read, high watermark it is read up to)."""
     located = discover_partitions(replicas.log_dirs, ignore_high_watermark=ignore_high_watermark)
-    return {p.topic_partition: (replicas.log_dirs.index(p.directory.parent), p.high_watermark)
-            for p in located}
+    return {
+        p.topic_partition: (replicas.log_dirs.index(p.directory.parent), p.high_watermark)
+        for p in located
+    }
 
 
 def test_discovery_reads_one_replica_per_partition(tmp_path: Path) -> None:
@@ -111,25 +125,31 @@ def test_discovery_reads_one_replica_per_partition(tmp_path: Path) -> None:
     assert chosen_dirs(replicas) == {TP: (1, hw[(TP, 1)]), tp1: (2, hw[(tp1, 2)])}
     # ignoreHighWatermark: the longest log, read to its end (the deposed leader's tail too).
     assert chosen_dirs(replicas, ignore_high_watermark=True) == {
-        TP: (0, hw[(TP, 0)]), tp1: (1, hw[(tp1, 1)])}
+        TP: (0, hw[(TP, 0)]),
+        tp1: (1, hw[(tp1, 1)]),
+    }
     # The read never goes above the chosen replica's high watermark.
     splits = plan_splits(discover_partitions(replicas.log_dirs), LogFilter())
-    assert {(s.partition, s.end_offset) for s in splits} == {(0, hw[(TP, 1)]),
-                                                            (1, hw[(tp1, 2)])}
+    assert {(s.partition, s.end_offset) for s in splits} == {(0, hw[(TP, 1)]), (1, hw[(tp1, 2)])}
     assert all(Path(s.path).parent.parent == replicas.log_dirs[1 + s.partition] for s in splits)
 
 
 def test_high_watermark_tie_goes_to_the_longer_log_then_the_first_dir(tmp_path: Path) -> None:
     tp1 = TopicPartition("clicks", 1)
-    replicas = build_replicas(tmp_path, {
-        TP: (ReplicaSpec(6, committed=5), ReplicaSpec(8, committed=5), ReplicaSpec(7, 5)),
-        tp1: (ReplicaSpec(6, committed=5), ReplicaSpec(6, committed=5), ReplicaSpec(6, 5)),
-    })
+    replicas = build_replicas(
+        tmp_path,
+        {
+            TP: (ReplicaSpec(6, committed=5), ReplicaSpec(8, committed=5), ReplicaSpec(7, 5)),
+            tp1: (ReplicaSpec(6, committed=5), ReplicaSpec(6, committed=5), ReplicaSpec(6, 5)),
+        },
+    )
     assert {tp: index for tp, (index, _) in chosen_dirs(replicas).items()} == {TP: 1, tp1: 0}
     # The order of --log-dirs decides the last tie, and only it.
     located = discover_partitions(replicas.log_dirs[::-1])
     assert {p.topic_partition: p.directory.parent.name for p in located} == {
-        TP: "broker-2", tp1: "broker-3"}
+        TP: "broker-2",
+        tp1: "broker-3",
+    }
 
 
 def test_log_end_offset_is_measured_from_batch_headers(tmp_path: Path) -> None:
@@ -146,9 +166,9 @@ def test_log_end_offset_is_measured_from_batch_headers(tmp_path: Path) -> None:
     assert measure_log_end_offset(empty, 42) == 42
 
 
-
 def test_log_end_offset_walks_from_the_last_index_entry_and_survives_a_bad_index(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     directory = tmp_path / "clicks-0"
     log = PartitionLog.open(directory, LogConfig(index_interval_bytes=200))
     append_history(log, TP, 0, 40)
@@ -173,6 +193,7 @@ def test_log_end_offset_walks_from_the_last_index_entry_and_survives_a_bad_index
     index.unlink()
     assert measure_log_end_offset(directory, 0) == leo
 
+
 def test_same_broker_twice_is_refused_unknown_brokers_use_the_rule(tmp_path: Path) -> None:
     replicas = three_brokers(tmp_path)
     write_meta_properties(replicas.log_dirs[2], 2)  # dir 2 now also says broker 2
@@ -181,7 +202,9 @@ def test_same_broker_twice_is_refused_unknown_brokers_use_the_rule(tmp_path: Pat
     for log_dir in replicas.log_dirs:
         (log_dir / "meta.properties").unlink()  # brokers unknown: the replica rule applies
     assert {tp: i for tp, (i, _) in chosen_dirs(replicas).items()} == {
-        TP: 1, TopicPartition("clicks", 1): 2}
+        TP: 1,
+        TopicPartition("clicks", 1): 2,
+    }
     with pytest.raises(LogScanError, match="is given twice"):
         discover_partitions([replicas.log_dirs[0], replicas.log_dirs[0] / ".." / "broker-1"])
 
@@ -212,6 +235,10 @@ def test_rerun_on_another_replica_plans_only_new_offsets(tmp_path: Path) -> None
     assert second.ranges == (ExportedRange(0, first_hw, new_hw),)
     # And when the replica chosen now is behind what was exported: nothing, never a rewind.
     write_offset_checkpoint(replicas.log_dirs[2] / REPLICATION_CHECKPOINT, {})
-    assert plan_export(commit_run(begin_run(manifest, 2, second.ranges, 0), 2),
-                       available_offsets(replicas.log_dirs_option, "clicks")).ranges == ()
-
+    assert (
+        plan_export(
+            commit_run(begin_run(manifest, 2, second.ranges, 0), 2),
+            available_offsets(replicas.log_dirs_option, "clicks"),
+        ).ranges
+        == ()
+    )

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from export.segment_reader import SegmentReadError, SegmentSplit, read_segment_rows
-from storage.record_batch import CompressionType
-from storage.varint import encode_varint
+from pykraft.export.segment_reader import SegmentReadError, SegmentSplit, read_segment_rows
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.varint import encode_varint
 from tests.storage.bombs import zstd_zeros_frame
 from tests.storage.test_record_validation import batch_of
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from export.metadata_rows import RECORD_COLUMNS, SOURCE_SNAPSHOT, record_fields
-from export.snapshot_scan import (
+from pykraft.export.metadata_rows import RECORD_COLUMNS, SOURCE_SNAPSHOT, record_fields
+from pykraft.export.snapshot_scan import (
     MetadataScanError,
     plan_snapshot_splits,
     read_snapshot_split,
@@ -15,8 +15,8 @@ from export.snapshot_scan import (
     snapshot_directory,
     snapshot_split_rows,
 )
-from metadata.records import PartitionRecord
-from metadata.snapshot import SnapshotError, read_snapshot
+from pykraft.metadata.records import PartitionRecord
+from pykraft.metadata.snapshot import SnapshotError, read_snapshot
 from tests.export.fixtures import MetadataFixture, build_metadata_dir
 
 
@@ -36,7 +36,8 @@ def test_splits_read_exactly_what_read_snapshot_reads(
         got = [pair for split in splits for pair in read_snapshot_split(split)]
         assert got == list(enumerate(records))
         assert {(s.end_offset, s.epoch, s.created_ms) for s in splits} == {
-            (header.end_offset, header.epoch, header.created_ms)}
+            (header.end_offset, header.epoch, header.created_ms)
+        }
 
 
 def test_rows_carry_position_and_one_struct(meta: MetadataFixture) -> None:
@@ -47,14 +48,25 @@ def test_rows_carry_position_and_one_struct(meta: MetadataFixture) -> None:
     for index, (row, record) in enumerate(zip(rows, records, strict=True)):
         named = dict(zip(RECORD_COLUMNS, row, strict=True))
         assert (named["source"], named["end_offset"], named["epoch"], named["offset"]) == (
-            SOURCE_SNAPSHOT, header.end_offset, header.epoch, None)
+            SOURCE_SNAPSHOT,
+            header.end_offset,
+            header.epoch,
+            None,
+        )
         assert (named["record_index"], named["record_type"], named["timestamp"]) == (
-            index, type(record).__name__, header.created_ms)
+            index,
+            type(record).__name__,
+            header.created_ms,
+        )
         structs = [value for value in row[10:] if value is not None]
         assert structs == [record_fields(record)]
     partition = next(r for r in records if isinstance(r, PartitionRecord))
-    assert record_fields(partition)[:4] == (partition.partition_id, partition.topic_id,
-                                            list(partition.replicas), list(partition.isr))
+    assert record_fields(partition)[:4] == (
+        partition.partition_id,
+        partition.topic_id,
+        list(partition.replicas),
+        list(partition.isr),
+    )
 
 
 def test_selecting_snapshots(meta: MetadataFixture) -> None:

@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from export.manifest import MANIFEST_FILE, RunState, load_manifest
-from export.report_job import CHART_FILE, TABLES, run_report
-from metadata.snapshot import load_snapshot
-from storage.checkpoints import (
+from pykraft.export.manifest import MANIFEST_FILE, RunState, load_manifest
+from pykraft.export.report_job import CHART_FILE, TABLES, run_report
+from pykraft.metadata.snapshot import load_snapshot
+from pykraft.storage.checkpoints import (
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import (
     BASE_MS,
     build_log_dirs,
@@ -34,29 +34,36 @@ from tests.export.fixtures import (
 pytestmark = pytest.mark.slow
 
 
-def test_report_matches_the_image(spark: Any, tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_matches_the_image(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     meta = build_metadata_dir(tmp_path / "meta")
     out = tmp_path / "report"
     collected = run_report(spark, meta.metadata_dir, out)
     image = load_snapshot(meta.snapshot_paths[-1])
-    partitions = {(t.name, p): reg for t in image.topics.by_name.values()
-                  for p, reg in t.partitions.items()}
+    partitions = {
+        (t.name, p): reg for t in image.topics.by_name.values() for p, reg in t.partitions.items()
+    }
     live = {b.id for b in image.cluster.brokers.values() if not b.fenced}
     leaders = Counter(r.leader for r in partitions.values() if r.leader >= 0)
     replicas = Counter(b for r in partitions.values() for b in r.replicas)
-    load = {row["broker_id"]: (row["leaders"], row["replicas"], row["fenced"])
-            for row in collected["broker_load"]}
-    assert load == {b: (leaders[b], replicas[b], image.cluster.brokers[b].fenced)
-                    for b in image.cluster.brokers}
+    load = {
+        row["broker_id"]: (row["leaders"], row["replicas"], row["fenced"])
+        for row in collected["broker_load"]
+    }
+    assert load == {
+        b: (leaders[b], replicas[b], image.cluster.brokers[b].fenced) for b in image.cluster.brokers
+    }
     offline = {k for k, r in partitions.items() if r.leader not in live}
-    under = {k for k, r in partitions.items()
-             if r.leader in live and len(r.isr) < len(r.replicas)}
+    under = {k for k, r in partitions.items() if r.leader in live and len(r.isr) < len(r.replicas)}
     assert {(r["topic"], r["partition"]) for r in collected["offline"]} == offline
     assert {(r["topic"], r["partition"]) for r in collected["under_replicated"]} == under
     assert offline == {("payments", 2)} and under == {("payments", 1)}
-    changes = [(o, line) for o, _, _, line in expected_log_records(meta)
-               if '"type":"PartitionChangeRecord"' in line]
+    changes = [
+        (o, line)
+        for o, _, _, line in expected_log_records(meta)
+        if '"type":"PartitionChangeRecord"' in line
+    ]
     assert [r["offset"] for r in collected["isr_changes"]] == [o for o, _ in changes]
     assert all(r["topic"] == "orders" for r in collected["isr_changes"])
     for name in TABLES:
@@ -81,8 +88,10 @@ def append_and_commit(logs: Any, tp: TopicPartition, count: int) -> None:
     directory = logs.partitions[tp][0]
     log = PartitionLog.open(directory, LogConfig(segment_bytes=600))
     for n in range(count):
-        batch = build_batch([SimpleRecord(value=f"new {n}".encode(), timestamp=BASE_MS + n)],
-                            compression=CompressionType.LZ4)
+        batch = build_batch(
+            [SimpleRecord(value=f"new {n}".encode(), timestamp=BASE_MS + n)],
+            compression=CompressionType.LZ4,
+        )
         log.append_as_leader(bytearray(batch), 4, BASE_MS + n)
     log.update_high_watermark(log.log_end_offset)
     hw = log.high_watermark

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from export.manifest import ExportedRange
-from export.segment_reader import LOG_COLUMNS
-from storage.topic_partition import TopicPartition
+from pykraft.export.manifest import ExportedRange
+from pykraft.export.segment_reader import LOG_COLUMNS
+from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, expected_log_rows, export_now
 from tests.export.replica_fixtures import Replicas, catch_up, three_brokers
 
@@ -49,7 +49,8 @@ def owed(fixture: LogFixture) -> list[tuple[Any, ...]]:
 
 
 def test_rf3_scan_reads_the_highest_high_watermark_replica_below_it(
-        spark: Any, tmp_path: Path) -> None:
+    spark: Any, tmp_path: Path
+) -> None:
     replicas = three_brokers(tmp_path / "logs")
     # clicks-0 from broker 2 (broker 1's longer log has a deposed leader's tail, broker 3 no
     # checkpoint entry), clicks-1 from broker 3: each below its high watermark.
@@ -68,7 +69,9 @@ def test_rf3_export_writes_each_offset_once_across_replicas(spark: Any, tmp_path
     first = export_now(spark, replicas.log_dirs_option, TOPIC, out)
     first_hw = replicas.replicas[(CLICKS_0, 1)][1]
     assert [(r.partition, r.start_offset, r.end_offset) for r in first.ranges] == [
-        (0, 0, first_hw), (1, 0, replicas.replicas[(CLICKS_1, 2)][1])]
+        (0, 0, first_hw),
+        (1, 0, replicas.replicas[(CLICKS_1, 2)][1]),
+    ]
     assert exported(spark, out) == owed(replicas.as_read_from({CLICKS_0: 1, CLICKS_1: 2}))
     # Broker 3 catches up on clicks-0 and passes broker 2: the rerun reads broker 3's replica
     # and exports only the offsets past what the manifest says is done.

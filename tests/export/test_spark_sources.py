@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from export.metadata_rows import (
+from pykraft.export.metadata_rows import (
     BROKER_COLUMNS,
     CONFIG_COLUMNS,
     PARTITION_COLUMNS,
@@ -21,9 +21,9 @@ from export.metadata_rows import (
     struct_column_name,
     topic_rows,
 )
-from export.segment_reader import LOG_COLUMNS
-from export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
-from metadata.snapshot import load_snapshot, read_snapshot
+from pykraft.export.segment_reader import LOG_COLUMNS
+from pykraft.export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
+from pykraft.metadata.snapshot import load_snapshot, read_snapshot
 from tests.export.fixtures import (
     LogFixture,
     MetadataFixture,
@@ -65,9 +65,13 @@ def log_rows(spark: Any, logs: LogFixture, where: str = "true", **options: str) 
 
 def test_schemas_match_the_pure_column_lists() -> None:
     assert tuple(LOG_SCHEMA.fieldNames()) == LOG_COLUMNS
-    for view, columns in (("records", RECORD_COLUMNS), ("brokers", BROKER_COLUMNS),
-                          ("topics", TOPIC_COLUMNS), ("partitions", PARTITION_COLUMNS),
-                          ("configs", CONFIG_COLUMNS)):
+    for view, columns in (
+        ("records", RECORD_COLUMNS),
+        ("brokers", BROKER_COLUMNS),
+        ("topics", TOPIC_COLUMNS),
+        ("partitions", PARTITION_COLUMNS),
+        ("configs", CONFIG_COLUMNS),
+    ):
         assert tuple(VIEW_SCHEMAS[view].fieldNames()) == columns
 
 
@@ -80,8 +84,11 @@ def test_log_rows_equal_storage_reader_all_codecs(spark: Any, logs: LogFixture) 
 def test_log_pushdown_prunes_and_stays_exact(spark: Any, logs: LogFixture) -> None:
     where = "topic = 'orders' AND partition IN (0, 2) AND offset >= 3 AND offset < 12"
     df = spark.read.format("pykraft-log").load(logs.log_dirs_option).where(where)
-    expected = sorted(r for r in expected_log_rows(logs)
-                      if r[0] == "orders" and r[1] in (0, 2) and 3 <= int(str(r[2])) < 12)
+    expected = sorted(
+        r
+        for r in expected_log_rows(logs)
+        if r[0] == "orders" and r[1] in (0, 2) and 3 <= int(str(r[2])) < 12
+    )
     assert sorted(plain(r) for r in df.selectExpr(*LOG_SELECT).collect()) == expected
     # One input split per surviving segment: the pushed filters pruned the others.
     all_splits = spark.read.format("pykraft-log").load(logs.log_dirs_option).rdd
@@ -106,19 +113,40 @@ def test_corrupt_segment_names_file_and_position(
 def test_metadata_records_equal_read_snapshot_and_the_retained_log(
     spark: Any, meta: MetadataFixture
 ) -> None:
-    df = (spark.read.format("pykraft-metadata").option("includeLog", "true")
-          .option("recordsPerSplit", "5").load(str(meta.metadata_dir)))
+    df = (
+        spark.read.format("pykraft-metadata")
+        .option("includeLog", "true")
+        .option("recordsPerSplit", "5")
+        .load(str(meta.metadata_dir))
+    )
     got = df.selectExpr("*", "unix_millis(timestamp) AS ms").collect()
     struct_of = {cls.__name__: struct_column_name(cls) for cls in STRUCT_RECORD_CLASSES}
-    snapshot_rows = sorted((r.snapshot_id, r.record_index, r.record_type, r.end_offset, r.ms,
-                            plain(r[struct_of[r.record_type]]))
-                           for r in got if r.source == "snapshot")
+    snapshot_rows = sorted(
+        (
+            r.snapshot_id,
+            r.record_index,
+            r.record_type,
+            r.end_offset,
+            r.ms,
+            plain(r[struct_of[r.record_type]]),
+        )
+        for r in got
+        if r.source == "snapshot"
+    )
     expected = []
     for path in meta.snapshot_paths:
         header, records = read_snapshot(path)
         for index, record in enumerate(records):
-            expected.append((path.name.removesuffix(".checkpoint"), index, type(record).__name__,
-                             header.end_offset, header.created_ms, plain(record_fields(record))))
+            expected.append(
+                (
+                    path.name.removesuffix(".checkpoint"),
+                    index,
+                    type(record).__name__,
+                    header.end_offset,
+                    header.created_ms,
+                    plain(record_fields(record)),
+                )
+            )
     assert snapshot_rows == sorted(expected)
     log = sorted((r.offset, r.epoch, r.ms, r.record_type) for r in got if r.source == "log")
     reference = expected_log_records(meta)
@@ -129,8 +157,12 @@ def test_metadata_views_equal_the_image(spark: Any, meta: MetadataFixture) -> No
     path = meta.snapshot_paths[-1]
     image = load_snapshot(path)
     snapshot_id = path.name.removesuffix(".checkpoint")
-    for view, rows in (("brokers", broker_rows), ("topics", topic_rows),
-                       ("partitions", partition_rows), ("configs", config_rows)):
+    for view, rows in (
+        ("brokers", broker_rows),
+        ("topics", topic_rows),
+        ("partitions", partition_rows),
+        ("configs", config_rows),
+    ):
         df = spark.read.format("pykraft-metadata").option("view", view)
         got = sorted(plain(r) for r in df.load(str(meta.metadata_dir)).collect())
         assert got == sorted(plain(r) for r in rows(image, snapshot_id)), view
@@ -141,7 +173,7 @@ def test_corrupt_snapshot_names_file_and_line(
 ) -> None:
     source = meta.snapshot_paths[-1]
     lines = source.read_bytes().split(b"\n")
-    lines[7] = lines[7].replace(b"\"isr\":", b"\"isx\":")
+    lines[7] = lines[7].replace(b'"isr":', b'"isx":')
     (tmp_path / source.name).write_bytes(b"\n".join(lines))
     with pytest.raises(Exception, match=f"snapshot {tmp_path / source.name}, line 8"):
         spark.read.format("pykraft-metadata").load(str(tmp_path)).collect()

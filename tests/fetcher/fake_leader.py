@@ -17,17 +17,17 @@ from pathlib import Path
 
 import attrs
 
-from fetcher.leader_codecs import LeaderFeatures
-from fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
-from fetcher.responses import LeaderOffsets
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.errors import Errors
-from protocol.fetch import PartitionData
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.leader_codecs import LeaderFeatures
+from pykraft.fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
+from pykraft.fetcher.responses import LeaderOffsets
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.harness import MockLeader, MockLog, Rec
 
@@ -100,7 +100,8 @@ class FakeLeaderEndpoint:
         self._maybe_fail("OffsetForLeaderEpoch")
         return {
             tp: self.leaders[tp].offset_for_leader_epoch(request)
-            if tp in self.leaders else LeaderEpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER)
+            if tp in self.leaders
+            else LeaderEpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER)
             for tp, request in requests.items()
         }
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import attrs
 
-from fetcher.responses import (
+from pykraft.fetcher.responses import (
     Append,
     BackOff,
     FailureReason,
@@ -48,17 +48,17 @@ from fetcher.responses import (
     on_records_appended,
     plan_truncation,
 )
-from fetcher.state import PartitionFetchState, fetch_partition, initial_fetch_state
-from fetcher.truncation import (
+from pykraft.fetcher.state import PartitionFetchState, fetch_partition, initial_fetch_state
+from pykraft.fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
     LeaderEpochRequest,
     OffsetResetKind,
     Truncation,
 )
-from protocol.errors import Errors
-from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
-from storage.leader_epoch_cache import (
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
+from pykraft.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     Entries,
@@ -66,8 +66,8 @@ from storage.leader_epoch_cache import (
     end_offset_for,
     truncate_from_end,
 )
-from storage.record_batch import CorruptRecordError, iter_batches
-from storage.records import SimpleRecord, build_batch
+from pykraft.storage.record_batch import CorruptRecordError, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch
 
 Rec = tuple[int, int]  # (offset, epoch)
 BACKOFF_MS = 100
@@ -244,7 +244,9 @@ class Follower:
 
     def add_partition(self, current_leader_epoch: int) -> None:
         self.state = initial_fetch_state(
-            self.state, current_leader_epoch, self.log.view(),
+            self.state,
+            current_leader_epoch,
+            self.log.view(),
             truncate_on_fetch=self.truncate_on_fetch,
         )
         self.failed = None
@@ -283,8 +285,12 @@ class Follower:
             self.epoch_requests += 1
             request = outcome.action.request
             outcome = on_epoch_end_offset(
-                self.state, request, leader.offset_for_leader_epoch(request), self.log.view(),
-                self.now_ms, fetch_backoff_ms=BACKOFF_MS,
+                self.state,
+                request,
+                leader.offset_for_leader_epoch(request),
+                self.log.view(),
+                self.now_ms,
+                fetch_backoff_ms=BACKOFF_MS,
                 truncate_on_fetch=self.truncate_on_fetch,
             )
         self._apply(outcome, leader)
@@ -293,19 +299,31 @@ class Follower:
         assert self.state is not None
         self.fetches += 1
         request = fetch_partition(
-            self.state, 0, self.log.log_start_offset, 1 << 20,
+            self.state,
+            0,
+            self.log.log_start_offset,
+            1 << 20,
             truncate_on_fetch=self.truncate_on_fetch,
         )
         response = leader.fetch(request)
         outcome = on_fetch_response(
-            self.state, request, response, self.log.view(), self.now_ms,
-            fetch_backoff_ms=BACKOFF_MS, truncate_on_fetch=self.truncate_on_fetch,
+            self.state,
+            request,
+            response,
+            self.log.view(),
+            self.now_ms,
+            fetch_backoff_ms=BACKOFF_MS,
+            truncate_on_fetch=self.truncate_on_fetch,
         )
         if isinstance(outcome.action, ResolveOutOfRange):
             self.actions.append(outcome.action)
             epoch = outcome.action.current_leader_epoch
             outcome = on_leader_offsets(
-                self.state, epoch, leader.list_offsets(epoch), self.log.view(), self.now_ms,
+                self.state,
+                epoch,
+                leader.list_offsets(epoch),
+                self.log.view(),
+                self.now_ms,
                 fetch_backoff_ms=BACKOFF_MS,
             )
         self._apply(outcome, leader)

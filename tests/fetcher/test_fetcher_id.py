@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.fetcher_id import fetcher_id
-from protocol.java_hash import to_int32
+from pykraft.fetcher.fetcher_id import fetcher_id
+from pykraft.protocol.java_hash import to_int32
 
 INT_MAX = 2**31 - 1
 

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from fetcher.fetcher_config import FetcherConfig
-from fetcher.fetcher_id import fetcher_id
-from fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager, parse_topic_id
-from fetcher.leader_endpoint import LeaderEndpoint
-from fetcher.responses import FailureReason
-from metadata.records import BrokerEndpoint, uuid_to_kafka_string
-from replica.data_path import FetcherManager, InitialFetchState
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig
+from pykraft.fetcher.fetcher_id import fetcher_id
+from pykraft.fetcher.fetcher_manager import FetcherKey, ReplicaFetcherManager, parse_topic_id
+from pykraft.fetcher.leader_endpoint import LeaderEndpoint
+from pykraft.fetcher.responses import FailureReason
+from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from pykraft.replica.data_path import FetcherManager, InitialFetchState
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import FakeLeaderEndpoint, leader_of, open_log, records_of
 from tests.fetcher.harness import MockLeader
@@ -43,25 +43,39 @@ class Cluster:
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.manager = ReplicaFetcherManager(
             FetcherConfig(replica_id=9, num_replica_fetchers=num_replica_fetchers),
-            self.logs.get, endpoint_factory=self.endpoint, clock=self.clock,
+            self.logs.get,
+            endpoint_factory=self.endpoint,
+            clock=self.clock,
         )
 
     def endpoint(self, leader_id: int, host: str, port: int, fetcher: int) -> LeaderEndpoint:
         endpoint = FakeLeaderEndpoint(
-            leader_id, self.leaders.setdefault(leader_id, {}), host=host, port=port,
+            leader_id,
+            self.leaders.setdefault(leader_id, {}),
+            host=host,
+            port=port,
             clock=self.clock,
         )
         self.endpoints.append(endpoint)
         return endpoint
 
-    def start(self, tp: TopicPartition, leader_id: int, epoch: int = 0, port: int | None = None,
-              known: bool = True) -> InitialFetchState:
+    def start(
+        self,
+        tp: TopicPartition,
+        leader_id: int,
+        epoch: int = 0,
+        port: int | None = None,
+        known: bool = True,
+    ) -> InitialFetchState:
         if tp not in self.logs:
             self.logs[tp] = open_log(self.tmp_path / tp.dir_name())
         address = BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=port or 9000 + leader_id)
         return InitialFetchState(
-            topic_id=TOPIC_ID, leader_id=leader_id, leader_endpoint=address if known else None,
-            current_leader_epoch=epoch, init_offset=self.logs[tp].log_end_offset,
+            topic_id=TOPIC_ID,
+            leader_id=leader_id,
+            leader_endpoint=address if known else None,
+            current_leader_epoch=epoch,
+            init_offset=self.logs[tp].log_end_offset,
         )
 
     def add(self, *tps: TopicPartition, leader_id: int = 1, **options: Any) -> None:
@@ -237,7 +251,8 @@ def test_running_fetchers_replicate_from_several_leaders(tmp_path: Path) -> None
         def in_sync() -> bool:
             return all(
                 records_of(cluster.logs[tp]) == leader.log.records
-                for leaders in cluster.leaders.values() for tp, leader in leaders.items()
+                for leaders in cluster.leaders.values()
+                for tp, leader in leaders.items()
             )
 
         await until(in_sync)

@@ -19,17 +19,17 @@ import asyncio
 from pathlib import Path
 from typing import Any, cast
 
-from fetcher.fetcher_config import FetcherConfig, PartitionStart
-from fetcher.follower_log import ReplicaLog
-from fetcher.leader_codecs import LeaderFeatures
-from fetcher.leader_endpoint import ReplicaFetch
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.state import FetchState
-from protocol.fetch import PartitionData
-from storage.clock import Clock
-from storage.partition_log import PartitionLog
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
+from pykraft.fetcher.follower_log import ReplicaLog
+from pykraft.fetcher.leader_codecs import LeaderFeatures
+from pykraft.fetcher.leader_endpoint import ReplicaFetch
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.state import FetchState
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.clock import Clock
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import MODERN, FakeLeaderEndpoint, open_log
 
@@ -100,8 +100,11 @@ def backed_off_fetcher(tmp_path: Path, clock: Clock) -> tuple[ReplicaFetcher, Pa
     log = open_log(tmp_path / T0.dir_name())
     endpoint = FakeLeaderEndpoint(1, {}, failures=1)
     fetcher = ReplicaFetcher(
-        0, endpoint, lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
-        FetcherConfig(replica_id=2, fetch_backoff_ms=BACKOFF_MS), clock=clock,
+        0,
+        endpoint,
+        lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
+        FetcherConfig(replica_id=2, fetch_backoff_ms=BACKOFF_MS),
+        clock=clock,
     )
     fetcher.add_partitions({T0: PartitionStart(None, 1)})
     return fetcher, log
@@ -198,8 +201,11 @@ def test_a_cancellation_lost_inside_a_request_ends_the_round_before_the_next_one
     log = open_log(tmp_path / T0.dir_name())
     endpoint = CancelSwallowingEndpoint(1, {})
     fetcher = ReplicaFetcher(
-        0, endpoint, lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
-        FetcherConfig(replica_id=2), clock=SystemClock(),
+        0,
+        endpoint,
+        lambda tp: cast(ReplicaLog, log) if tp == T0 else None,
+        FetcherConfig(replica_id=2),
+        clock=SystemClock(),
     )
     fetcher.add_partitions({T0: PartitionStart(None, 1)})
 

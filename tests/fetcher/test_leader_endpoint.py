@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from fetcher.leader_codecs import (
+from pykraft.fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
     LeaderProtocolError,
@@ -28,9 +28,9 @@ from fetcher.leader_codecs import (
     fetch_version_for,
     negotiate,
 )
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.api_keys import ApiKey
-from protocol.apis import (
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import (
     SUPPORTED_API_VERSIONS,
     decode_request,
     encode_api_versions_response,
@@ -38,8 +38,8 @@ from protocol.apis import (
     encode_unsupported_api_versions_response,
     response_class,
 )
-from protocol.errors import Errors
-from protocol.fetch import (
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import (
     EpochEndOffset,
     FetchableTopicResponse,
     FetchPartition,
@@ -49,7 +49,7 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 ORDERS, PAYMENTS = uuid.UUID(int=1), uuid.UUID(int=2)
 O0, O1, P0 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("payments", 0)
@@ -59,7 +59,9 @@ FETCH = ReplicaFetch(
         FetchTarget(O1, ORDERS, FetchPartition(1, 0, 1 << 20, 3, -1, 0)),
         FetchTarget(P0, PAYMENTS, FetchPartition(0, 5, 1 << 20, 7, 7, 5)),
     ),
-    max_wait_ms=500, min_bytes=1, max_bytes=10 << 20,
+    max_wait_ms=500,
+    min_bytes=1,
+    max_bytes=10 << 20,
 )
 OURS: dict[int, tuple[int, int]] = {
     key: (r.min_version, r.max_version) for key, r in SUPPORTED_API_VERSIONS.items()
@@ -138,18 +140,36 @@ def test_fetch_request_decodes_on_the_leader(version: int) -> None:
 
 
 def _without_last_fetched_epoch(p: FetchPartition) -> FetchPartition:
-    return FetchPartition(p.partition, p.fetch_offset, p.partition_max_bytes,
-                          p.current_leader_epoch, -1, p.log_start_offset)
+    return FetchPartition(
+        p.partition,
+        p.fetch_offset,
+        p.partition_max_bytes,
+        p.current_leader_epoch,
+        -1,
+        p.log_start_offset,
+    )
 
 
 def _without_current_leader_epoch(p: FetchPartition) -> FetchPartition:
-    return FetchPartition(p.partition, p.fetch_offset, p.partition_max_bytes, -1,
-                          p.last_fetched_epoch, p.log_start_offset)
+    return FetchPartition(
+        p.partition,
+        p.fetch_offset,
+        p.partition_max_bytes,
+        -1,
+        p.last_fetched_epoch,
+        p.log_start_offset,
+    )
 
 
 def _without_log_start_offset(p: FetchPartition) -> FetchPartition:
-    return FetchPartition(p.partition, p.fetch_offset, p.partition_max_bytes,
-                          p.current_leader_epoch, p.last_fetched_epoch, -1)
+    return FetchPartition(
+        p.partition,
+        p.fetch_offset,
+        p.partition_max_bytes,
+        p.current_leader_epoch,
+        p.last_fetched_epoch,
+        -1,
+    )
 
 
 def test_fetch_names_topics_while_a_topic_id_is_missing() -> None:
@@ -171,20 +191,28 @@ def test_fetch_response_from_the_leader_decodes_into_partition_data(version: int
             PartitionData(1, high_watermark=4, diverging_epoch=diverged, records=()),
             PartitionData(9, high_watermark=1),  # not asked for: dropped
         ),
-        topic="orders", topic_id=ORDERS,
+        topic="orders",
+        topic_id=ORDERS,
     )
     payments = FetchableTopicResponse(
-        (PartitionData(0, error_code=Errors.FENCED_LEADER_EPOCH),), topic="payments",
+        (PartitionData(0, error_code=Errors.FENCED_LEADER_EPOCH),),
+        topic="payments",
         topic_id=PAYMENTS,
     )
     body = flat(FetchResponse((orders, payments)), version)
     answers = decode_fetch_response(body, version, FETCH)
     log_start = 3 if version >= 5 else -1
     assert answers == {
-        O0: PartitionData(0, high_watermark=12, last_stable_offset=-1,
-                          log_start_offset=log_start, records=(records,)),
-        O1: PartitionData(1, high_watermark=4, diverging_epoch=diverged, records=(),
-                          log_start_offset=-1),
+        O0: PartitionData(
+            0,
+            high_watermark=12,
+            last_stable_offset=-1,
+            log_start_offset=log_start,
+            records=(records,),
+        ),
+        O1: PartitionData(
+            1, high_watermark=4, diverging_epoch=diverged, records=(), log_start_offset=-1
+        ),
         P0: PartitionData(0, error_code=Errors.FENCED_LEADER_EPOCH, records=()),
     }
 
@@ -208,14 +236,24 @@ def test_offset_for_leader_epoch_round_trip(version: int) -> None:
     assert request.replica_id == (2 if version >= 3 else -2)
     sent = {
         (t.topic, p.partition): (p.current_leader_epoch, p.leader_epoch)
-        for t in request.topics for p in t.partitions
+        for t in request.topics
+        for p in t.partitions
     }
     assert sent == {("orders", 0): (5, 4), ("payments", 0): (7, 6)}
     cls = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     topic = cls.OffsetForLeaderTopicResult
-    response = cls(version=version, throttle_time_ms=0, topics=[topic(topic="orders", partitions=[
-        topic.EpochEndOffset(error_code=0, partition=0, leader_epoch=3, end_offset=17),
-    ])])
+    response = cls(
+        version=version,
+        throttle_time_ms=0,
+        topics=[
+            topic(
+                topic="orders",
+                partitions=[
+                    topic.EpochEndOffset(error_code=0, partition=0, leader_epoch=3, end_offset=17),
+                ],
+            )
+        ],
+    )
     encoded = encode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, response)
     assert decode_offset_for_leader_epoch_response(encoded, version, EPOCH_REQUESTS) == {
         O0: LeaderEpochEndOffset(Errors.NONE, 3, 17),
@@ -241,10 +279,14 @@ def test_list_offsets_round_trip(version: int) -> None:
     answer = topic_cls.ListOffsetsPartitionResponse(
         partition_index=0, error_code=0, timestamp=-1, offset=41, leader_epoch=7
     )
-    response = cls(version=version, throttle_time_ms=0,
-                   topics=[topic_cls(name="payments", partitions=[answer])])
+    response = cls(
+        version=version,
+        throttle_time_ms=0,
+        topics=[topic_cls(name="payments", partitions=[answer])],
+    )
     encoded = encode_response(ApiKey.LIST_OFFSETS, version, response)
     assert decode_list_offsets_response(encoded, version, P0) == (Errors.NONE, 41)
     assert decode_list_offsets_response(encoded, version, O0) == (
-        Errors.UNKNOWN_TOPIC_OR_PARTITION, -1
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        -1,
     )

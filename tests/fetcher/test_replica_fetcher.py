@@ -18,16 +18,16 @@ import attrs
 import pytest
 from hypothesis import given, settings
 
-from fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
-from fetcher.follower_log import ReplicaLog
-from fetcher.leader_codecs import LeaderFeatures
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.responses import FailureReason
-from fetcher.state import FetchState
-from protocol.fetch import PartitionData
-from storage.partition_log import PartitionLog
-from storage.records import SimpleRecord, build_batch
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.fetcher_config import FetcherConfig, FetcherConfigError, PartitionStart
+from pykraft.fetcher.follower_log import ReplicaLog
+from pykraft.fetcher.leader_codecs import LeaderFeatures
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.responses import FailureReason
+from pykraft.fetcher.state import FetchState
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fake_clock import FakeClock
 from tests.fetcher.fake_leader import (
     MODERN,
@@ -64,9 +64,7 @@ class Rig:
         return None if state is None else state.state
 
     def add(self, epoch: int, *partitions: TopicPartition) -> None:
-        self.fetcher.add_partitions(
-            {tp: PartitionStart(None, epoch) for tp in partitions or (T0,)}
-        )
+        self.fetcher.add_partitions({tp: PartitionStart(None, epoch) for tp in partitions or (T0,)})
 
     async def rounds(self, count: int) -> None:
         for _ in range(count):
@@ -102,9 +100,12 @@ def rig(
         logs[tp] = FailingLog(log) if failing else log
     failed: list[tuple[TopicPartition, FailureReason]] = []
     fetcher = ReplicaFetcher(
-        0, endpoint, lambda tp: cast(ReplicaLog | None, logs.get(tp)),
+        0,
+        endpoint,
+        lambda tp: cast(ReplicaLog | None, logs.get(tp)),
         FetcherConfig(replica_id=2, fetch_backoff_ms=BACKOFF_MS),
-        on_partition_failed=lambda tp, reason: failed.append((tp, reason)), clock=clock,
+        on_partition_failed=lambda tp, reason: failed.append((tp, reason)),
+        clock=clock,
     )
     result = Rig(fetcher, endpoint, logs, clock, failed)
     result.add(epoch, *followers)
@@ -388,8 +389,11 @@ def test_a_real_log_converges_to_any_leader(features: LeaderFeatures, history: H
         )
         clock = FakeClock()
         fetcher = ReplicaFetcher(
-            0, FakeLeaderEndpoint(1, {T0: leader}, features), lambda tp: cast(ReplicaLog, log),
-            FetcherConfig(replica_id=2), clock=clock,
+            0,
+            FakeLeaderEndpoint(1, {T0: leader}, features),
+            lambda tp: cast(ReplicaLog, log),
+            FetcherConfig(replica_id=2),
+            clock=clock,
         )
         fetcher.add_partitions({T0: PartitionStart(None, epoch)})
 

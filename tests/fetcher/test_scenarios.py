@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.responses import Append, BackOff, FailureReason, Truncate
-from fetcher.state import FetchState
-from fetcher.truncation import Truncation, truncation_offset, truncation_request
-from protocol.errors import Errors
-from storage.leader_epoch_cache import UNDEFINED_EPOCH
+from pykraft.fetcher.responses import Append, BackOff, FailureReason, Truncate
+from pykraft.fetcher.state import FetchState
+from pykraft.fetcher.truncation import Truncation, truncation_offset, truncation_request
+from pykraft.protocol.errors import Errors
+from pykraft.storage.leader_epoch_cache import UNDEFINED_EPOCH
 from tests.fetcher.harness import BACKOFF_MS, Follower, MockLeader, MockLog
 
 PATHS = [

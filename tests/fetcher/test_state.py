@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.responses import (
+from pykraft.fetcher.responses import (
     Append,
     BackOff,
     FailureReason,
@@ -30,14 +30,14 @@ from fetcher.responses import (
     on_request_failed,
     plan_truncation,
 )
-from fetcher.state import (
+from pykraft.fetcher.state import (
     FetchState,
     IllegalFetchStateTransition,
     PartitionFetchState,
     fetch_partition,
     initial_fetch_state,
 )
-from fetcher.truncation import (
+from pykraft.fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
     LeaderEpochRequest,
@@ -45,9 +45,9 @@ from fetcher.truncation import (
     OffsetResetKind,
     Truncation,
 )
-from protocol.errors import Errors
-from protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
-from storage.leader_epoch_cache import EpochEntry
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import EpochEndOffset, FetchPartition, PartitionData
+from pykraft.storage.leader_epoch_cache import EpochEntry
 
 T, F, D = FetchState.TRUNCATING, FetchState.FETCHING, FetchState.DELAYED
 BACKOFF = 1000
@@ -165,8 +165,13 @@ def respond(
     truncate_on_fetch: bool = True,
 ) -> FetchOutcome:
     return on_fetch_response(
-        state or fetching(), request, response, FOLLOWER, NOW,
-        fetch_backoff_ms=BACKOFF, truncate_on_fetch=truncate_on_fetch,
+        state or fetching(),
+        request,
+        response,
+        FOLLOWER,
+        NOW,
+        fetch_backoff_ms=BACKOFF,
+        truncate_on_fetch=truncate_on_fetch,
     )
 
 
@@ -231,7 +236,8 @@ def test_stale_responses_are_ignored() -> None:
     # The partition is backing off.
     delayed = fetching().delay(NOW, BACKOFF)
     assert respond(data, state=delayed) == (
-        delayed, Ignore("fetch state changed since the request")
+        delayed,
+        Ignore("fetch state changed since the request"),
     )
 
 
@@ -242,7 +248,9 @@ def test_records_appended() -> None:
     assert state == PartitionFetchState(6, 5, F, last_fetched_epoch=6, lag=4)
     # testLagIsUpdatedWhenNoRecords: lag set, offset and last fetched epoch unchanged.
     state = on_records_appended(
-        fetching(offset=0, last=2), last_offset=None, last_leader_epoch=None,
+        fetching(offset=0, last=2),
+        last_offset=None,
+        last_leader_epoch=None,
         leader_high_watermark=0,
     )
     assert state == PartitionFetchState(0, 5, F, last_fetched_epoch=2, lag=0)
@@ -267,8 +275,13 @@ def answer(
     truncate_on_fetch: bool = False,
 ) -> FetchOutcome:
     return on_epoch_end_offset(
-        state or truncating(), LeaderEpochRequest(request_epoch, 4), response, follower, NOW,
-        fetch_backoff_ms=BACKOFF, truncate_on_fetch=truncate_on_fetch,
+        state or truncating(),
+        LeaderEpochRequest(request_epoch, 4),
+        response,
+        follower,
+        NOW,
+        fetch_backoff_ms=BACKOFF,
+        truncate_on_fetch=truncate_on_fetch,
     )
 
 
@@ -298,8 +311,11 @@ def test_epoch_end_offset_truncations() -> None:
 
 def test_epoch_end_offset_errors() -> None:
     # shouldPollIndefinitelyIfLeaderReturnsAnyException: retry, never truncate.
-    for error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_SERVER_ERROR,
-                  Errors.UNKNOWN_LEADER_EPOCH):
+    for error in (
+        Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.UNKNOWN_SERVER_ERROR,
+        Errors.UNKNOWN_LEADER_EPOCH,
+    ):
         state, action = answer(LeaderEpochEndOffset(error))
         assert action == BackOff(NOW + BACKOFF, error)
         assert state == PartitionFetchState(0, 5, D, None, None, NOW + BACKOFF, T)
@@ -313,8 +329,10 @@ def test_stale_epoch_end_offsets_are_ignored() -> None:
     # testLeaderEpochChangeDuringFencedFetchEpochsFromLeader and
     # testLeaderEpochChangeDuringSuccessfulFetchEpochsFromLeader: our epoch changed while the
     # request was in flight; the answer (fenced or not) is dropped.
-    for response in (LeaderEpochEndOffset(Errors.FENCED_LEADER_EPOCH),
-                     LeaderEpochEndOffset(Errors.NONE, 4, 3)):
+    for response in (
+        LeaderEpochEndOffset(Errors.FENCED_LEADER_EPOCH),
+        LeaderEpochEndOffset(Errors.NONE, 4, 3),
+    ):
         state, action = answer(response, request_epoch=4)
         assert state == truncating() and isinstance(action, Ignore)
     # A partition no longer truncating ignores it as well.
@@ -353,7 +371,8 @@ def test_leader_offsets() -> None:
     )
     # testFencedOffsetResetAfterOutOfRange: fenced while asking -> marked failed.
     check_leader_offsets(
-        LeaderOffsets(Errors.FENCED_LEADER_EPOCH), None,
+        LeaderOffsets(Errors.FENCED_LEADER_EPOCH),
+        None,
         MarkFailed(FailureReason.FENCED_LEADER_EPOCH),
     )
     # testRetryAfterUnknownLeaderEpochInLatestOffsetFetch: retry later.
@@ -369,8 +388,9 @@ def test_leader_offsets() -> None:
 
 def test_local_errors_isolate_one_partition() -> None:
     # testCorruptMessage: corrupt data is retried after a back-off.
-    state, action = on_local_error(fetching(), LocalError.CORRUPT_RECORD, NOW,
-                                   fetch_backoff_ms=BACKOFF)
+    state, action = on_local_error(
+        fetching(), LocalError.CORRUPT_RECORD, NOW, fetch_backoff_ms=BACKOFF
+    )
     assert action == BackOff(NOW + BACKOFF, Errors.CORRUPT_MESSAGE) and state is not None
     # testFetcherThreadHandlingPartitionFailureDuringAppending / DuringTruncation.
     assert on_local_error(fetching(), LocalError.STORAGE_ERROR, NOW) == FetchOutcome(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.truncation import (
+from pykraft.fetcher.truncation import (
     FollowerLog,
     LeaderEpochEndOffset,
     LeaderEpochRequest,
@@ -25,9 +25,9 @@ from fetcher.truncation import (
     truncation_offset,
     truncation_request,
 )
-from protocol.errors import Errors
-from protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset
-from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset
+from pykraft.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
 
 U, UO = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
@@ -129,9 +129,7 @@ def test_invalid_leader_answers_are_typed_errors() -> None:
     with pytest.raises(TruncationError, match="no diverging epoch"):
         truncation_for_diverging_epoch(NO_DIVERGING_EPOCH, log, 0)
     with pytest.raises(TruncationError, match="handle errors first"):
-        truncation_for_epoch_end_offset(
-            LeaderEpochEndOffset(Errors.FENCED_LEADER_EPOCH), log, 0
-        )
+        truncation_for_epoch_end_offset(LeaderEpochEndOffset(Errors.FENCED_LEADER_EPOCH), log, 0)
 
 
 def test_follower_log_rejects_inconsistent_offsets() -> None:

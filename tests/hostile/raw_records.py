@@ -21,9 +21,14 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from protocol.api_keys import ApiKey
-from protocol.headers import parse_response_header, response_header_version
-from storage.record_batch import BATCH_HEADER_SIZE, BatchHeader, CompressionType, encode_header
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.headers import parse_response_header, response_header_version
+from pykraft.storage.record_batch import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    CompressionType,
+    encode_header,
+)
 from tests.broker.wire_client import blocking_exchange, request_frame
 from tests.hostile.conftest import SingleBroker
 

@@ -14,7 +14,7 @@ import socket
 import time
 from typing import Any
 
-from metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
+from pykraft.metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
 from tests.hostile.conftest import SingleBroker
 
 # A hostile body is answered within this, however it is built.

@@ -19,9 +19,9 @@ from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from protocol.api_keys import ApiKey
-from protocol.apis import SUPPORTED_API_VERSIONS
-from protocol.errors import Errors
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
+from pykraft.protocol.errors import Errors
 from tests.broker.wire_client import (
     api_versions_frame,
     correlation_id,

@@ -20,10 +20,10 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaStorageError
 
-from protocol.api_keys import ApiKey
-from protocol.errors import Errors
-from protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from protocol.fetch_client import decode_fetch_response, encode_fetch_request
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from pykraft.protocol.fetch_client import decode_fetch_response, encode_fetch_request
 from tests.broker.wire_client import blocking_exchange, request_frame
 from tests.hostile.conftest import SingleBroker
 from tests.integration.conftest import http

@@ -19,10 +19,10 @@ import gzip
 
 import pytest
 
-from protocol.errors import Errors
-from storage.log_reader import MAX_TIMESTAMP
-from storage.record_batch import CompressionType, patch_base_offset
-from storage.varint import encode_varint
+from pykraft.protocol.errors import Errors
+from pykraft.storage.log_reader import MAX_TIMESTAMP
+from pykraft.storage.record_batch import CompressionType, patch_base_offset
+from pykraft.storage.varint import encode_varint
 from tests.hostile.conftest import SingleBroker
 from tests.hostile.raw_records import (
     ANSWER_LIMIT_S,

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import random
 
-from protocol.errors import Errors
-from storage.compression import compress
-from storage.record_batch import BATCH_HEADER_SIZE, CompressionType
-from storage.records import SimpleRecord, build_batch
-from storage.varint import encode_varint
+from pykraft.protocol.errors import Errors
+from pykraft.storage.compression import compress
+from pykraft.storage.record_batch import BATCH_HEADER_SIZE, CompressionType
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.varint import encode_varint
 from tests.hostile.conftest import SingleBroker
 from tests.hostile.raw_records import TIMESTAMP, produce, raw_batch
 

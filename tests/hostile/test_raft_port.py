@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from quorum.raft_transport import (
+from pykraft.quorum.raft_transport import (
     AUTHENTICATION_TIMEOUT_S,
     MAX_HANDSHAKE_FRAME_BYTES,
     MAX_UNAUTHENTICATED_CONNECTIONS,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from metadata.records import uuid_to_kafka_string
 from pykraft.dev import pick_free_ports as free_ports  # shared with `pykraft dev`
+from pykraft.metadata.records import uuid_to_kafka_string
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "integration-test-password"
@@ -32,11 +32,17 @@ class HttpError(Exception):
         self.body = body
 
 
-def http(method: str, url: str, body: Any = None, timeout: float = REQUEST_TIMEOUT_S,
-         raw: bytes | None = None) -> Any:
+def http(
+    method: str,
+    url: str,
+    body: Any = None,
+    timeout: float = REQUEST_TIMEOUT_S,
+    raw: bytes | None = None,
+) -> Any:
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             payload = response.read()
@@ -53,8 +59,9 @@ def http(method: str, url: str, body: Any = None, timeout: float = REQUEST_TIMEO
 
 
 class Controller:
-    def __init__(self, node_id: int, raft_port: int, http_port: int, data_dir: Path,
-                 config_path: Path) -> None:
+    def __init__(
+        self, node_id: int, raft_port: int, http_port: int, data_dir: Path, config_path: Path
+    ) -> None:
         self.node_id = node_id
         self.raft_port = raft_port
         self.http_port = http_port
@@ -73,7 +80,11 @@ class Controller:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pykraft.controller_cmd", "--config", str(self.config_path)],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         log.close()
 
     def alive(self) -> bool:
@@ -136,8 +147,9 @@ class Cluster:
             }
             config_path = root / f"controller-{node_id}.properties"
             config_path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
-            self.controllers.append(Controller(node_id, raft_ports[index], http_ports[index],
-                                               data_dir, config_path))
+            self.controllers.append(
+                Controller(node_id, raft_ports[index], http_ports[index], data_dir, config_path)
+            )
 
     def by_id(self, node_id: int) -> Controller:
         return self.controllers[node_id - 1]
@@ -150,8 +162,9 @@ class Cluster:
         for controller in self.controllers:
             controller.stop()
 
-    def wait_for_leader(self, timeout_s: float = STARTUP_TIMEOUT_S,
-                        exclude: int | None = None) -> Controller:
+    def wait_for_leader(
+        self, timeout_s: float = STARTUP_TIMEOUT_S, exclude: int | None = None
+    ) -> Controller:
         """The controller every live member agrees leads (asked over HTTP)."""
         deadline = time.monotonic() + timeout_s
         last: Any = None
@@ -171,8 +184,14 @@ class Cluster:
         logs = "\n".join(f"--- controller {c.node_id}\n{c.log_tail()}" for c in self.controllers)
         raise AssertionError(f"no leader within {timeout_s}s (last: {last})\n{logs}")
 
-    def request(self, method: str, path: str, body: Any = None,
-                via: Controller | None = None, timeout_s: float = 15.0) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        via: Controller | None = None,
+        timeout_s: float = 15.0,
+    ) -> Any:
         """What a client does: send anywhere, follow NOT_CONTROLLER to the leader, retry."""
         target = via or next(c for c in self.controllers if c.alive())
         deadline = time.monotonic() + timeout_s
@@ -180,12 +199,15 @@ class Cluster:
             try:
                 return http(method, target.url + path, body)
             except HttpError as error:
-                if error.body.get("error") not in ("NOT_CONTROLLER", "REQUEST_TIMED_OUT") or \
-                        time.monotonic() > deadline:
+                if (
+                    error.body.get("error") not in ("NOT_CONTROLLER", "REQUEST_TIMED_OUT")
+                    or time.monotonic() > deadline
+                ):
                     raise
                 leader_url = error.body.get("leader")
-                target = next((c for c in self.controllers if c.url == leader_url and c.alive()),
-                              target)
+                target = next(
+                    (c for c in self.controllers if c.url == leader_url and c.alive()), target
+                )
             except OSError:
                 if time.monotonic() > deadline:
                     raise
@@ -200,20 +222,37 @@ class Cluster:
         """
         epochs = {}
         for broker_id in broker_ids:
-            answer = self.request("POST", "/v1/brokers/register", {
-                "broker_id": broker_id,
-                "incarnation_id": uuid_to_kafka_string(os.urandom(16)),
-                "endpoints": [{"name": "PLAINTEXT", "host": "127.0.0.1",
-                               "port": 9092 + broker_id, "security_protocol": 0}]})
+            answer = self.request(
+                "POST",
+                "/v1/brokers/register",
+                {
+                    "broker_id": broker_id,
+                    "incarnation_id": uuid_to_kafka_string(os.urandom(16)),
+                    "endpoints": [
+                        {
+                            "name": "PLAINTEXT",
+                            "host": "127.0.0.1",
+                            "port": 9092 + broker_id,
+                            "security_protocol": 0,
+                        }
+                    ],
+                },
+            )
             epochs[broker_id] = answer["broker_epoch"]
         deadline = time.monotonic() + 10
         pending = set(broker_ids)
         while pending and time.monotonic() < deadline:
             for broker_id in sorted(pending):
                 # Claim to have read everything: these brokers follow no metadata log.
-                answer = self.request("POST", "/v1/brokers/heartbeat", {
-                    "broker_id": broker_id, "broker_epoch": epochs[broker_id],
-                    "current_metadata_offset": 2**62})
+                answer = self.request(
+                    "POST",
+                    "/v1/brokers/heartbeat",
+                    {
+                        "broker_id": broker_id,
+                        "broker_epoch": epochs[broker_id],
+                        "current_metadata_offset": 2**62,
+                    },
+                )
                 if not answer["is_fenced"]:
                     pending.discard(broker_id)
         assert not pending, f"brokers {sorted(pending)} stayed fenced"

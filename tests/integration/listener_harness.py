@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from broker.kafka_apis import KafkaApis
-from broker.metrics import BrokerMetrics
-from broker.network import KafkaListener, RequestContext
-from protocol.segments import Segments
-from storage.system_clock import SystemClock
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.metrics import BrokerMetrics
+from pykraft.broker.network import KafkaListener, RequestContext
+from pykraft.protocol.segments import Segments
+from pykraft.storage.system_clock import SystemClock
 
 STARTUP_TIMEOUT_S = 10.0
 

@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 
-from broker.controller_api import ControllerError
-from broker.controller_client import ControllerClient, ControllerRequestError, SnapshotRequiredError
-from broker.metadata_loader import MetadataLoader
-from metadata.api.topics import CreatableTopic
-from metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.controller_client import (
+    ControllerClient,
+    ControllerRequestError,
+    SnapshotRequiredError,
+)
+from pykraft.broker.metadata_loader import MetadataLoader
 from pykraft.dev import pick_free_ports as free_ports
+from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from tests.integration.conftest import Cluster
 
 pytestmark = pytest.mark.integration
@@ -34,8 +38,9 @@ def test_writes_follow_the_leader_and_survive_its_failure(cluster_factory: Any) 
     async def scenario() -> float:
         # Bootstrapped with one follower only: every write is redirected (421 + leader URL).
         async with ControllerClient([followers[0].url, followers[1].url]) as client:
-            created = await client.create_topic(CreatableTopic(name="pets", num_partitions=2),
-                                                validate_only=False)
+            created = await client.create_topic(
+                CreatableTopic(name="pets", num_partitions=2), validate_only=False
+            )
             assert created.num_partitions == 2 and created.replication_factor == 1
             assert client.leader_url == leader.url
             assert [t.name for t in await client.list_topics()] == ["pets"]
@@ -51,9 +56,11 @@ def test_writes_follow_the_leader_and_survive_its_failure(cluster_factory: Any) 
             started = time.monotonic()
             # Idempotent for one incarnation id: retried through the election.
             reply = await client.register_broker(
-                broker_id=2, incarnation_id=uuid_to_kafka_string(bytes(range(16))),
+                broker_id=2,
+                incarnation_id=uuid_to_kafka_string(bytes(range(16))),
                 endpoints=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9094),),
-                rack=None)
+                rack=None,
+            )
             assert reply.broker_epoch > 0 and client.leader_url != leader.url
             return time.monotonic() - started
 
@@ -77,9 +84,13 @@ def test_an_unreachable_quorum_is_a_controller_error_within_the_deadline() -> No
 
 def test_a_broker_far_behind_loads_the_snapshot_then_the_log(cluster_factory: Any) -> None:
     # A tiny retained window and frequent snapshots, so offset 0 is long gone.
-    cluster: Cluster = cluster_factory(size=1, extra={
-        "metadata.log.window.records": "10",
-        "metadata.log.max.records.between.snapshots": "20"})
+    cluster: Cluster = cluster_factory(
+        size=1,
+        extra={
+            "metadata.log.window.records": "10",
+            "metadata.log.max.records.between.snapshots": "20",
+        },
+    )
     controller = cluster.wait_for_leader()
     cluster.register_brokers([1])
     names = [f"topic-{i}" for i in range(12)]

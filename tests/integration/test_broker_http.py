@@ -7,7 +7,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from broker.http import (
+from pykraft.broker.http import (
     PROMETHEUS_CONTENT_TYPE,
     BrokerHttpApi,
     BrokerHttpServer,
@@ -15,8 +15,8 @@ from broker.http import (
     PartitionRow,
     ReplicaRole,
 )
-from broker.lifecycle import BrokerLifecycle, BrokerState
-from broker.metrics import BrokerMetrics
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.metrics import BrokerMetrics
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,7 @@ from tests.integration.conftest import ROOT, Cluster, HttpError, http
 pytestmark = pytest.mark.integration
 
 # Fast sessions so a kill -9'd incarnation's registration expires quickly.
-CONTROLLER_PROPERTIES = {"broker.session.timeout.ms": "2000",
-                         "broker.heartbeat.interval.ms": "500"}
+CONTROLLER_PROPERTIES = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "500"}
 READY_TIMEOUT_S = 30.0
 
 
@@ -40,7 +39,8 @@ class BrokerProcess:
             f"listeners=PLAINTEXT://127.0.0.1:{kafka_port}\nlog.dirs={root / f'broker-{node_id}'}\n"
             f"controller.quorum.bootstrap.servers={controller_url.removeprefix('http://')}\n"
             f"http.listener=127.0.0.1:{http_port}\nbroker.heartbeat.interval.ms=500\n"
-            f"broker.session.timeout.ms=2000\n")
+            f"broker.session.timeout.ms=2000\n"
+        )
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -51,8 +51,11 @@ class BrokerProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pykraft.broker_cmd", "--config", str(self.config_path)],
-                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
 
     def status(self) -> dict[str, Any] | None:
         try:
@@ -86,16 +89,22 @@ class BrokerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def start_cluster(cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path,
-                  count: int, broker_properties: dict[str, str] | None = None) -> Cluster:
+def start_cluster(
+    cluster_factory: Any,
+    brokers: list[BrokerProcess],
+    tmp_path: Path,
+    count: int,
+    broker_properties: dict[str, str] | None = None,
+) -> Cluster:
     """One controller and ``count`` running brokers; ``broker_properties`` go into each file."""
     cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
     cluster.wait_for_leader()
     for index in range(count):
         broker = BrokerProcess(tmp_path, 10 + index, cluster.controllers[0].url)
         with broker.config_path.open("a") as config:
-            config.writelines(f"{key}={value}\n" for key, value in
-                              (broker_properties or {}).items())
+            config.writelines(
+                f"{key}={value}\n" for key, value in (broker_properties or {}).items()
+            )
         brokers.append(broker)
         broker.start()
     for broker in brokers:
@@ -104,18 +113,22 @@ def start_cluster(cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: 
 
 
 def test_a_killed_broker_reregisters_and_serves_every_acknowledged_record(
-        cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path) -> None:
+    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
+) -> None:
     cluster = start_cluster(cluster_factory, brokers, tmp_path, 1)
     broker = brokers[0]
     before = broker.status()
     assert before is not None
-    cluster.request("POST", "/v1/topics", {"name": "pets", "partitions": 2,
-                                           "replication_factor": 1})
+    cluster.request(
+        "POST", "/v1/topics", {"name": "pets", "partitions": 2, "replication_factor": 1}
+    )
     # kafka-python 3 defaults to idempotence (InitProducerId); plain acks=all producing here.
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
-                             enable_idempotence=False, linger_ms=5)
-    futures = [producer.send("pets", key=b"%d" % (i % 7), value=b"value-%d" % i)
-               for i in range(500)]
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=False, linger_ms=5
+    )
+    futures = [
+        producer.send("pets", key=b"%d" % (i % 7), value=b"value-%d" % i) for i in range(500)
+    ]
     producer.flush(timeout=30)
     acknowledged = {(f.get(timeout=1).partition, f.get(timeout=1).offset) for f in futures}
     producer.close()
@@ -128,9 +141,13 @@ def test_a_killed_broker_reregisters_and_serves_every_acknowledged_record(
     assert after["broker_epoch"] > before["broker_epoch"]
     assert "recovered after an unclean shutdown" in broker.log_tail(100)
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
-                             auto_offset_reset="earliest", consumer_timeout_ms=5000,
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+        enable_auto_commit=False,
+    )
     consumer.assign([TopicPartition("pets", 0), TopicPartition("pets", 1)])
     read = {(m.partition, m.offset): m.value for m in consumer}
     consumer.close()
@@ -139,13 +156,14 @@ def test_a_killed_broker_reregisters_and_serves_every_acknowledged_record(
 
 
 def test_sigterm_moves_leadership_away_before_the_broker_exits(
-        cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path) -> None:
+    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
+) -> None:
     cluster = start_cluster(cluster_factory, brokers, tmp_path, 3)
-    cluster.request("POST", "/v1/topics", {"name": "pets", "partitions": 3,
-                                           "replication_factor": 3})
+    cluster.request(
+        "POST", "/v1/topics", {"name": "pets", "partitions": 3, "replication_factor": 3}
+    )
     topic = wait_for(lambda: cluster.request("GET", "/v1/topics/pets"))
-    victim = next(b for b in brokers
-                  if any(p["leader"] == b.node_id for p in topic["partitions"]))
+    victim = next(b for b in brokers if any(p["leader"] == b.node_id for p in topic["partitions"]))
     bootstrap = ",".join(b.bootstrap for b in brokers)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False)
     futures = [producer.send("pets", value=b"pet-%d" % i) for i in range(200)]
@@ -158,17 +176,31 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(
     assert "controlled shutdown complete" in victim.log_tail()
     topic = cluster.request("GET", "/v1/topics/pets")
     assert all(p["leader"] not in (victim.node_id, -1) for p in topic["partitions"])
-    registration = next(b for b in cluster.request("GET", "/v1/brokers")["brokers"]
-                        if b["broker_id"] == victim.node_id)
+    registration = next(
+        b
+        for b in cluster.request("GET", "/v1/brokers")["brokers"]
+        if b["broker_id"] == victim.node_id
+    )
     assert registration["fenced"] and registration["in_controlled_shutdown"]
     # In the metadata log the leaders moved before the broker was fenced (KIP-631).
     records = http("GET", cluster.controllers[0].url + f"/v1/metadata/records?from={start + 1}")
-    changes = [(batch["base_offset"] + i, record) for batch in records["batches"]
-               for i, record in enumerate(batch["records"])]
-    moved = [o for o, r in changes if r["type"] == "PartitionChangeRecord"
-             and r.get("leader", -2) not in (-2, victim.node_id)]
-    fenced = [o for o, r in changes if r["type"] == "BrokerRegistrationChangeRecord"
-              and r["brokerId"] == victim.node_id and r["fenced"] == 1]
+    changes = [
+        (batch["base_offset"] + i, record)
+        for batch in records["batches"]
+        for i, record in enumerate(batch["records"])
+    ]
+    moved = [
+        o
+        for o, r in changes
+        if r["type"] == "PartitionChangeRecord" and r.get("leader", -2) not in (-2, victim.node_id)
+    ]
+    fenced = [
+        o
+        for o, r in changes
+        if r["type"] == "BrokerRegistrationChangeRecord"
+        and r["brokerId"] == victim.node_id
+        and r["fenced"] == 1
+    ]
     assert moved and fenced and max(moved) < min(fenced)
     for broker in brokers:
         if broker is not victim:
@@ -176,9 +208,13 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(
             assert status is not None and status["state"] == "RUNNING"
     # The new leaders serve every record acknowledged with acks=all (RF=3, replicated).
     survivors = ",".join(b.bootstrap for b in brokers if b is not victim)
-    consumer = KafkaConsumer(bootstrap_servers=survivors, group_id=None,
-                             auto_offset_reset="earliest", consumer_timeout_ms=5000,
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=survivors,
+        group_id=None,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+        enable_auto_commit=False,
+    )
     consumer.assign([TopicPartition("pets", p) for p in range(3)])
     assert {(m.partition, m.offset) for m in consumer} == acknowledged
     consumer.close()

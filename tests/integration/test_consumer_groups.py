@@ -26,7 +26,7 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPartition
 
-from protocol.java_hash import java_string_hash, kafka_abs
+from pykraft.protocol.java_hash import java_string_hash, kafka_abs
 from tests.integration.conftest import ROOT, http
 from tests.integration.test_dev_cluster import kill_everything, start_dev
 

@@ -49,14 +49,23 @@ def test_broker_lifecycle_and_admin_operations(single: Cluster) -> None:
     epochs = single.register_brokers([1, 2])
     brokers = single.request("GET", "/v1/brokers")["brokers"]
     assert [(b["broker_id"], b["fenced"]) for b in brokers] == [(1, False), (2, False)]
-    stale = error_of("POST", single.controllers[0].url + "/v1/brokers/heartbeat",
-                     {"broker_id": 1, "broker_epoch": epochs[1] - 1,
-                      "current_metadata_offset": 0})
+    stale = error_of(
+        "POST",
+        single.controllers[0].url + "/v1/brokers/heartbeat",
+        {"broker_id": 1, "broker_epoch": epochs[1] - 1, "current_metadata_offset": 0},
+    )
     assert (stale.status, stale.body["error"]) == (409, "STALE_BROKER_EPOCH")
 
-    created = single.request("POST", "/v1/topics",
-                             {"name": "pets", "partitions": 2, "replication_factor": 2,
-                              "configs": {"retention.ms": "1000"}})
+    created = single.request(
+        "POST",
+        "/v1/topics",
+        {
+            "name": "pets",
+            "partitions": 2,
+            "replication_factor": 2,
+            "configs": {"retention.ms": "1000"},
+        },
+    )
     assert created["partitions"] == 2 and created["replication_factor"] == 2
     duplicate = error_of("POST", single.controllers[0].url + "/v1/topics", {"name": "pets"})
     assert (duplicate.status, duplicate.body["error"]) == (409, "TOPIC_ALREADY_EXISTS")
@@ -67,29 +76,44 @@ def test_broker_lifecycle_and_admin_operations(single: Cluster) -> None:
 
     single.request("POST", "/v1/topics/pets/partitions", {"count": 3})
     assert len(single.request("GET", "/v1/topics/pets")["partitions"]) == 3
-    configs = single.request("PUT", "/v1/configs/topic/pets",
-                             {"set": {"cleanup.policy": "compact"}, "delete": ["retention.ms"]})
+    configs = single.request(
+        "PUT",
+        "/v1/configs/topic/pets",
+        {"set": {"cleanup.policy": "compact"}, "delete": ["retention.ms"]},
+    )
     assert configs["configs"]["cleanup.policy"] == "compact"
-    election = single.request("POST", "/v1/elections", {"election_type": "preferred",
-                                                        "partitions": None})
+    election = single.request(
+        "POST", "/v1/elections", {"election_type": "preferred", "partitions": None}
+    )
     assert "results" in election
 
     # The leader of partition 0 shrinks the ISR to itself (AlterPartition).
     leader = partition["leader"]
-    altered = single.request("POST", "/v1/alter-partition", {
-        "broker_id": leader, "broker_epoch": epochs[leader], "partitions": [{
-            "topic_id": topic["topic_id"], "partition_index": 0,
-            "leader_epoch": partition["leader_epoch"],
-            "partition_epoch": partition["partition_epoch"], "new_isr": [leader]}]})
+    altered = single.request(
+        "POST",
+        "/v1/alter-partition",
+        {
+            "broker_id": leader,
+            "broker_epoch": epochs[leader],
+            "partitions": [
+                {
+                    "topic_id": topic["topic_id"],
+                    "partition_index": 0,
+                    "leader_epoch": partition["leader_epoch"],
+                    "partition_epoch": partition["partition_epoch"],
+                    "new_isr": [leader],
+                }
+            ],
+        },
+    )
     assert altered["partitions"][0]["error"] == "NONE"
     assert altered["partitions"][0]["isr"] == [leader]
 
-    block = single.request("POST", "/v1/producer-ids", {"broker_id": 1,
-                                                        "broker_epoch": epochs[1]})
-    next_block = single.request("POST", "/v1/producer-ids", {"broker_id": 1,
-                                                             "broker_epoch": epochs[1]})
-    assert next_block["producer_id_start"] == block["producer_id_start"] + block[
-        "producer_id_len"]
+    block = single.request("POST", "/v1/producer-ids", {"broker_id": 1, "broker_epoch": epochs[1]})
+    next_block = single.request(
+        "POST", "/v1/producer-ids", {"broker_id": 1, "broker_epoch": epochs[1]}
+    )
+    assert next_block["producer_id_start"] == block["producer_id_start"] + block["producer_id_len"]
 
     single.request("DELETE", "/v1/topics/pets")
     assert single.request("GET", "/v1/topics")["topics"] == []
@@ -132,8 +156,10 @@ def test_a_heartbeat_reporting_an_offline_log_dir_moves_its_leaderships(single: 
         ({"offline_log_dirs": failed_dir}, "array"),
         ({"offline_log_dirs": [7]}, "directory id"),
         ({"offline_log_dirs": ["AAAAAAAAAAAAAAAAAAAAAQ"]}, "reserved directory id"),
-        ({"offline_log_dirs": [failed_dir], "offline_replicas": [{"topic_id": topic_id}]},
-         "'partition'"),
+        (
+            {"offline_log_dirs": [failed_dir], "offline_replicas": [{"topic_id": topic_id}]},
+            "'partition'",
+        ),
     ]
     for body, message in malformed:
         bad = error_of("POST", url, {**beat, **body})
@@ -141,9 +167,15 @@ def test_a_heartbeat_reporting_an_offline_log_dir_moves_its_leaderships(single: 
         assert message in bad.body["message"]
     assert single.request("GET", "/v1/topics/pets")["partitions"][0]["leader"] == 1  # unchanged
 
-    answer = single.request("POST", "/v1/brokers/heartbeat", {
-        **beat, "offline_log_dirs": [failed_dir],
-        "offline_replicas": [{"topic_id": topic_id, "partition": 0}]})
+    answer = single.request(
+        "POST",
+        "/v1/brokers/heartbeat",
+        {
+            **beat,
+            "offline_log_dirs": [failed_dir],
+            "offline_replicas": [{"topic_id": topic_id, "partition": 0}],
+        },
+    )
     assert answer["is_fenced"] is False  # the broker keeps serving its other dirs
     partition = single.request("GET", "/v1/topics/pets")["partitions"][0]
     assert (partition["leader"], partition["isr"], partition["leader_epoch"]) == (2, [2], 1)

@@ -18,15 +18,22 @@ POLL_INTERVAL_S = 0.01
 
 
 def test_a_silent_broker_is_fenced_once_its_session_expires(cluster_factory) -> None:
-    cluster: Cluster = cluster_factory(1, {
-        "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-        "metadata.max.idle.interval.ms": str(IDLE_INTERVAL_MS)})
+    cluster: Cluster = cluster_factory(
+        1,
+        {
+            "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+            "metadata.max.idle.interval.ms": str(IDLE_INTERVAL_MS),
+        },
+    )
     cluster.wait_for_leader()
     # Unfenced after a heartbeat: a write, which re-arms the timer on the new session.
     epoch = cluster.register_brokers([1])[1]
     sent = time.monotonic()
-    answer = cluster.request("POST", "/v1/brokers/heartbeat", {
-        "broker_id": 1, "broker_epoch": epoch, "current_metadata_offset": 2**62})
+    answer = cluster.request(
+        "POST",
+        "/v1/brokers/heartbeat",
+        {"broker_id": 1, "broker_epoch": epoch, "current_metadata_offset": 2**62},
+    )
     answered = time.monotonic()
     assert answer["is_fenced"] is False
     deadline = answered + 5

@@ -46,10 +46,26 @@ class Dev:
 def start_dev(data_dir: Path, *extra: str) -> subprocess.Popen[str]:
     out = open(data_dir.parent / "dev.out", "a")  # noqa: SIM115 - handed to the child
     process = subprocess.Popen(
-        [sys.executable, "-m", "pykraft.dev", "--controllers", "1", "--brokers", "1",
-         "--base-port", "0", "--data-dir", str(data_dir), *extra],
-        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        [
+            sys.executable,
+            "-m",
+            "pykraft.dev",
+            "--controllers",
+            "1",
+            "--brokers",
+            "1",
+            "--base-port",
+            "0",
+            "--data-dir",
+            str(data_dir),
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     out.close()
     return process
 
@@ -101,8 +117,8 @@ def topics(dev: Dev, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[in
 def test_dev_cluster_comes_up_with_everything_written_down(dev: Dev) -> None:
     info = dev.info
     assert info["state"] == "running"
-    broker, = info["brokers"]
-    controller, = info["controllers"]
+    (broker,) = info["brokers"]
+    (controller,) = info["controllers"]
     assert info["bootstrap_servers"] == broker["bootstrap_server"]
     assert f"bootstrap servers: {info['bootstrap_servers']}" in dev.output()
     assert f"admin URL: {info['admin_url']}" in dev.output()
@@ -116,20 +132,26 @@ def test_dev_cluster_comes_up_with_everything_written_down(dev: Dev) -> None:
     assert http("GET", broker["http_url"] + "/healthz") == {"status": "ok", "state": "RUNNING"}
     status = http("GET", broker["http_url"] + "/v1/broker")
     assert status["state"] == "RUNNING" and status["node_id"] == 10
-    registered, = http("GET", info["admin_url"] + "/v1/brokers")["brokers"]
+    (registered,) = http("GET", info["admin_url"] + "/v1/brokers")["brokers"]
     assert registered["broker_id"] == 10 and not registered["fenced"]
     assert registered["broker_epoch"] == status["broker_epoch"]
 
 
-def test_topics_create_list_describe_alter_delete(dev: Dev,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    assert topics(dev, capsys, "--create", "--topic", "pet", "--partitions", "3",
-                  "--replication-factor", "1") == (0, "Created topic pet.\n", "")
-    assert topics(dev, capsys, "--create", "--topic", "pet", "--partitions", "3") == \
-        (1, "Error while executing topic command : Topic 'pet' already exists.\n", "")
+def test_topics_create_list_describe_alter_delete(
+    dev: Dev, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert topics(
+        dev, capsys, "--create", "--topic", "pet", "--partitions", "3", "--replication-factor", "1"
+    ) == (0, "Created topic pet.\n", "")
+    assert topics(dev, capsys, "--create", "--topic", "pet", "--partitions", "3") == (
+        1,
+        "Error while executing topic command : Topic 'pet' already exists.\n",
+        "",
+    )
     assert topics(dev, capsys, "--create", "--topic", "pet", "--if-not-exists") == (0, "", "")
-    assert topics(dev, capsys, "--create", "--topic", "logs", "--config",
-                  "retention.ms=60000")[0] == 0
+    assert (
+        topics(dev, capsys, "--create", "--topic", "logs", "--config", "retention.ms=60000")[0] == 0
+    )
     assert topics(dev, capsys, "--list") == (0, "logs\npet\n", "")
     assert topics(dev, capsys, "--list", "--topic", "p.*") == (0, "pet\n", "")
 
@@ -138,24 +160,35 @@ def test_topics_create_list_describe_alter_delete(dev: Dev,
     assert code == 0
     assert out.splitlines() == [
         f"Topic: pet\tTopicId: {topic_id}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: ",
-        *(f"\tTopic: pet\tPartition: {p}\tLeader: 10\tReplicas: 10\tIsr: 10"
-          "\tElr: N/A\tLastKnownElr: N/A" for p in range(3))]
+        *(
+            f"\tTopic: pet\tPartition: {p}\tLeader: 10\tReplicas: 10\tIsr: 10"
+            "\tElr: N/A\tLastKnownElr: N/A"
+            for p in range(3)
+        ),
+    ]
     _, out, _ = topics(dev, capsys, "--describe", "--topic", "logs")
     assert out.splitlines()[0].endswith("\tConfigs: retention.ms=60000")
 
     assert topics(dev, capsys, "--alter", "--topic", "pet", "--partitions", "2") == (
-        1, "Error while executing topic command : Topic currently has 3 partitions, which is "
-           "higher than the requested 2.\n", "")
+        1,
+        "Error while executing topic command : Topic currently has 3 partitions, which is "
+        "higher than the requested 2.\n",
+        "",
+    )
     assert topics(dev, capsys, "--alter", "--topic", "pet", "--partitions", "4")[0] == 0
     assert "PartitionCount: 4" in topics(dev, capsys, "--describe", "--topic", "pet")[1]
 
     assert topics(dev, capsys, "--delete", "--topic", "pet") == (0, "", "")
     assert topics(dev, capsys, "--describe", "--topic", "pet") == (
-        1, "", "Topic 'pet' does not exist as expected\n")
+        1,
+        "",
+        "Topic 'pet' does not exist as expected\n",
+    )
     assert topics(dev, capsys, "--delete", "--topic", "pet", "--if-exists") == (0, "", "")
     assert topics(dev, capsys, "--list", "--create")[2] == (
         "Command must include exactly one action: --list, --describe, --create, --alter or "
-        "--delete\n")
+        "--delete\n"
+    )
     with pytest.raises(HttpError):
         http("GET", dev.info["admin_url"] + "/v1/topics/pet")
 

@@ -28,10 +28,10 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from protocol.api_keys import ApiKey
-from protocol.headers import parse_response_header, response_header_version
-from storage.record_batch import BatchHeader, iter_batches
-from storage.records import SimpleRecord, build_batch
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.headers import parse_response_header, response_header_version
+from pykraft.storage.record_batch import BatchHeader, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch
 from tests.broker.wire_client import request_frame
 from tests.integration.conftest import http
 from tests.integration.test_dev_cluster import kill_everything, start_dev
@@ -84,8 +84,11 @@ def dev(tmp_path: Path) -> Iterator[DevCluster]:
 
 
 def create_topic(dev: DevCluster, name: str) -> None:
-    http("POST", dev.info["admin_url"] + "/v1/topics",
-         {"name": name, "partitions": PARTITIONS, "replication_factor": 1})
+    http(
+        "POST",
+        dev.info["admin_url"] + "/v1/topics",
+        {"name": name, "partitions": PARTITIONS, "replication_factor": 1},
+    )
 
 
 def batches_on_disk(dev: DevCluster, topic: str, partition: int) -> list[BatchHeader]:
@@ -101,8 +104,10 @@ def test_kafka_python_default_producer_is_idempotent_and_reads_back(dev: DevClus
     bootstrap = dev.info["bootstrap_servers"]
     producers = [KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) for _ in range(2)]
     try:
-        futures = [producers[i % 2].send("orders", key=b"k%d" % (i % 11), value=b"order-%d" % i)
-                   for i in range(RECORDS)]
+        futures = [
+            producers[i % 2].send("orders", key=b"k%d" % (i % 11), value=b"order-%d" % i)
+            for i in range(RECORDS)
+        ]
         for producer in producers:
             producer.flush(timeout=30)
         written = {(f.get(timeout=1).partition, f.get(timeout=1).offset) for f in futures}
@@ -111,9 +116,13 @@ def test_kafka_python_default_producer_is_idempotent_and_reads_back(dev: DevClus
             producer.close(timeout=10)
     assert len(written) == RECORDS
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                             auto_offset_reset="earliest", consumer_timeout_ms=5000,
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+        enable_auto_commit=False,
+    )
     try:
         consumer.assign([TopicPartition("orders", p) for p in range(PARTITIONS)])
         read = {(m.partition, m.offset): m.value for m in consumer}
@@ -159,7 +168,8 @@ class WireClient:
         (size,) = struct.unpack(">i", self._read(4))
         frame = self._read(size)
         correlation_id, start = parse_response_header(
-            frame, response_header_version(api_key, version))
+            frame, response_header_version(api_key, version)
+        )
         assert correlation_id == self.correlation_id
         return frame[start:]
 
@@ -177,10 +187,19 @@ class WireClient:
 
 def produce(client: WireClient, records: bytes) -> tuple[int, int]:
     request = ProduceRequest(
-        version=9, transactional_id=None, acks=-1, timeout_ms=5000,
-        topic_data=[ProduceRequest.TopicProduceData(
-            name="retries", partition_data=[
-                ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)])])
+        version=9,
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="retries",
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
+                ],
+            )
+        ],
+    )
     response = ProduceResponse.decode(client.request(ApiKey.PRODUCE, 9, request), version=9)
     partition = response.responses[0].partition_responses[0]
     return partition.error_code, partition.base_offset
@@ -190,22 +209,44 @@ def test_a_resent_idempotent_batch_gets_its_first_offset(dev: DevCluster) -> Non
     create_topic(dev, "retries")
     client = WireClient(dev.info["bootstrap_servers"])
     try:
-        init = InitProducerIdResponse.decode(client.request(
-            ApiKey.INIT_PRODUCER_ID, 4,
-            InitProducerIdRequest(version=4, transactional_id=None, transaction_timeout_ms=0,
-                                  producer_id=-1, producer_epoch=-1)), version=4)
+        init = InitProducerIdResponse.decode(
+            client.request(
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                InitProducerIdRequest(
+                    version=4,
+                    transactional_id=None,
+                    transaction_timeout_ms=0,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                ),
+            ),
+            version=4,
+        )
         assert init.error_code == 0 and init.producer_id >= 0 and init.producer_epoch == 0
-        refused = InitProducerIdResponse.decode(client.request(
-            ApiKey.INIT_PRODUCER_ID, 4,
-            InitProducerIdRequest(version=4, transactional_id="tx-1",
-                                  transaction_timeout_ms=60_000, producer_id=-1,
-                                  producer_epoch=-1)), version=4)
+        refused = InitProducerIdResponse.decode(
+            client.request(
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                InitProducerIdRequest(
+                    version=4,
+                    transactional_id="tx-1",
+                    transaction_timeout_ms=60_000,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                ),
+            ),
+            version=4,
+        )
         assert refused.error_code == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
         def idempotent(sequence: int, *values: bytes) -> bytes:
-            return build_batch([SimpleRecord(value=v, timestamp=1000) for v in values],
-                               producer_id=init.producer_id, producer_epoch=0,
-                               base_sequence=sequence)
+            return build_batch(
+                [SimpleRecord(value=v, timestamp=1000) for v in values],
+                producer_id=init.producer_id,
+                producer_epoch=0,
+                base_sequence=sequence,
+            )
 
         first = idempotent(0, b"a", b"b")
         assert produce(client, first) == (0, 0)

@@ -17,37 +17,44 @@ from typing import Any, cast
 
 import pytest
 
-from broker.handlers import BrokerServices, broker_handlers
-from broker.kafka_apis import KafkaApis
-from broker.metrics import BrokerMetrics
-from broker.network import KafkaListener
-from broker.replica_manager import ReplicaManager
-from fetcher.fetcher_config import FetcherConfig
-from fetcher.fetcher_manager import ReplicaFetcherManager
-from fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpointError
-from fetcher.responses import LeaderOffsets
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.broker.handlers import BrokerServices, broker_handlers
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.metrics import BrokerMetrics
+from pykraft.broker.network import KafkaListener
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.fetcher.fetcher_config import FetcherConfig
+from pykraft.fetcher.fetcher_manager import ReplicaFetcherManager
+from pykraft.fetcher.leader_endpoint import (
+    EndpointSettings,
+    KafkaLeaderEndpoint,
+    LeaderEndpointError,
+)
+from pykraft.fetcher.responses import LeaderOffsets
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     BrokerEndpoint,
     MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
 )
-from protocol.api_keys import ApiKey
-from protocol.apis import encode_api_versions_response, encode_unsupported_api_versions_response
-from protocol.errors import Errors
-from protocol.headers import encode_response_header, parse_request_header
-from protocol.wire import INT32
-from replica.data_path import RecordedFetcherManager
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
-from storage.records import SimpleRecord, build_batch
-from storage.system_clock import SystemClock
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import (
+    encode_api_versions_response,
+    encode_unsupported_api_versions_response,
+)
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.headers import encode_response_header, parse_request_header
+from pykraft.protocol.wire import INT32
+from pykraft.replica.data_path import RecordedFetcherManager
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.system_clock import SystemClock
+from pykraft.storage.topic_partition import TopicPartition
 from tests.fetcher.fake_leader import records_of
 
 pytestmark = pytest.mark.integration
@@ -82,7 +89,9 @@ class Broker:
     def __init__(self, broker_id: int, root: Path, fetcher_manager: Any) -> None:
         self.log_manager = LogManager.open([root / f"broker-{broker_id}"], LogConfig(), now_ms=0)
         self.replica_manager = ReplicaManager(
-            broker_id=broker_id, log_manager=self.log_manager, fetcher_manager=fetcher_manager,
+            broker_id=broker_id,
+            log_manager=self.log_manager,
+            fetcher_manager=fetcher_manager,
             monotonic_ms=CLOCK.monotonic_ms,
         )
         self.broker_id = broker_id
@@ -107,16 +116,25 @@ async def two_brokers(
     """Leader, follower, the follower's fetcher manager, and the leader's listener port."""
     leader = Broker(LEADER, tmp_path, RecordedFetcherManager())
     apis = KafkaApis()
-    apis.register_all(broker_handlers(BrokerServices(
-        broker_id=LEADER, cluster_id="cluster", replica_manager=leader.replica_manager,
-        metadata=lambda: leader.image, controller=cast(Any, None),
-        wall_clock_ms=CLOCK.wall_clock_ms,
-    )))
-    listener = KafkaListener(apis.dispatch, metrics=BrokerMetrics(),
-                             monotonic_ms=CLOCK.monotonic_ms)
+    apis.register_all(
+        broker_handlers(
+            BrokerServices(
+                broker_id=LEADER,
+                cluster_id="cluster",
+                replica_manager=leader.replica_manager,
+                metadata=lambda: leader.image,
+                controller=cast(Any, None),
+                wall_clock_ms=CLOCK.wall_clock_ms,
+            )
+        )
+    )
+    listener = KafkaListener(
+        apis.dispatch, metrics=BrokerMetrics(), monotonic_ms=CLOCK.monotonic_ms
+    )
     fetchers = ReplicaFetcherManager(
         FetcherConfig(replica_id=FOLLOWER, fetch_wait_max_ms=200, fetch_backoff_ms=50),
-        lambda tp: follower.log_manager.get_log(tp), clock=CLOCK,
+        lambda tp: follower.log_manager.get_log(tp),
+        clock=CLOCK,
     )
     follower = Broker(FOLLOWER, tmp_path, fetchers)
     try:
@@ -132,18 +150,29 @@ async def two_brokers(
 def cluster_records(port: int, leader_epoch: int = 0) -> list[MetadataRecord]:
     brokers: list[MetadataRecord] = [
         RegisterBrokerRecord(
-            broker_id=broker_id, incarnation_id=f"incarnation-{broker_id}",
-            broker_epoch=100 + broker_id, fenced=False,
-            end_points=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1",
-                                       port=port if broker_id == LEADER else 1),),
+            broker_id=broker_id,
+            incarnation_id=f"incarnation-{broker_id}",
+            broker_epoch=100 + broker_id,
+            fenced=False,
+            end_points=(
+                BrokerEndpoint(
+                    name="PLAINTEXT", host="127.0.0.1", port=port if broker_id == LEADER else 1
+                ),
+            ),
         )
         for broker_id in (LEADER, FOLLOWER)
     ]
     return [
         *brokers,
         TopicRecord(name="pets", topic_id=PETS_ID),
-        PartitionRecord(topic_id=PETS_ID, partition_id=0, replicas=(LEADER, FOLLOWER),
-                        isr=(LEADER, FOLLOWER), leader=LEADER, leader_epoch=leader_epoch),
+        PartitionRecord(
+            topic_id=PETS_ID,
+            partition_id=0,
+            replicas=(LEADER, FOLLOWER),
+            isr=(LEADER, FOLLOWER),
+            leader=LEADER,
+            leader_epoch=leader_epoch,
+        ),
     ]
 
 
@@ -193,7 +222,10 @@ def test_a_divergent_follower_truncates_over_tcp(tmp_path: Path) -> None:
 
             # The other two requests, asked directly.
             endpoint = KafkaLeaderEndpoint(
-                LEADER, "127.0.0.1", port, EndpointSettings(FOLLOWER, "test-client"),
+                LEADER,
+                "127.0.0.1",
+                port,
+                EndpointSettings(FOLLOWER, "test-client"),
                 monotonic_ms=CLOCK.monotonic_ms,
             )
             try:
@@ -257,7 +289,10 @@ def endpoint_to(
     port: int, clock: Callable[[], int] = CLOCK.monotonic_ms, **settings: int
 ) -> KafkaLeaderEndpoint:
     return KafkaLeaderEndpoint(
-        LEADER, "127.0.0.1", port, EndpointSettings(FOLLOWER, "test", **settings),
+        LEADER,
+        "127.0.0.1",
+        port,
+        EndpointSettings(FOLLOWER, "test", **settings),
         monotonic_ms=clock,
     )
 

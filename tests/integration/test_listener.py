@@ -11,12 +11,12 @@ import pytest
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
-from broker.acceptor import configure_accepted_socket
-from broker.kafka_apis import KafkaApis
-from broker.metrics import CloseReason
-from protocol.api_keys import ApiKey
-from protocol.apis import SUPPORTED_API_VERSIONS
-from protocol.errors import Errors
+from pykraft.broker.acceptor import configure_accepted_socket
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.broker.metrics import CloseReason
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
+from pykraft.protocol.errors import Errors
 from tests.broker.wire_client import (
     api_versions_frame,
     blocking_exchange,

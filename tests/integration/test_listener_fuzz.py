@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.kafka_apis import KafkaApis
-from protocol.api_keys import ApiKey
-from protocol.apis import RequestDisposition, request_disposition
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder
-from protocol.headers import RequestHeader, parse_request_header
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import RequestDisposition, request_disposition
+from pykraft.protocol.errors import ProtocolError
+from pykraft.protocol.framing import FrameDecoder
+from pykraft.protocol.headers import RequestHeader, parse_request_header
 from tests.broker.wire_client import (
     api_versions_body,
     api_versions_frame,

@@ -36,8 +36,9 @@ def test_the_payload_would_run_if_unpickled(tmp_path: Path) -> None:
     assert marker.exists()
 
 
-def test_raft_port_refuses_a_pickle_frame_without_the_password(cluster_factory,
-                                                               tmp_path: Path) -> None:
+def test_raft_port_refuses_a_pickle_frame_without_the_password(
+    cluster_factory, tmp_path: Path
+) -> None:
     cluster = cluster_factory(1)
     controller = cluster.wait_for_leader()
     marker = tmp_path / "pwned"

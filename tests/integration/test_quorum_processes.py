@@ -24,13 +24,13 @@ def wait_for_topics(controller: Controller, names: set[str], timeout_s: float = 
         except (OSError, HttpError):
             pass
         time.sleep(0.1)
-    raise AssertionError(f"controller {controller.node_id} never showed {sorted(names)}\n"
-                         f"{controller.log_tail()}")
+    raise AssertionError(
+        f"controller {controller.node_id} never showed {sorted(names)}\n{controller.log_tail()}"
+    )
 
 
 def create_topic(cluster: Cluster, name: str, partitions: int = 1, **kwargs) -> Any:
-    return cluster.request("POST", "/v1/topics", {"name": name, "partitions": partitions},
-                           **kwargs)
+    return cluster.request("POST", "/v1/topics", {"name": name, "partitions": partitions}, **kwargs)
 
 
 def test_three_controllers_elect_one_leader_and_replicate_noops(cluster_factory) -> None:
@@ -80,11 +80,14 @@ def test_follower_redirects_and_writes_survive_kill_9_of_the_leader(cluster_fact
 
 
 def test_restarted_controller_catches_up_from_a_snapshot(cluster_factory) -> None:
-    cluster = cluster_factory(3, extra={
-        "metadata.log.max.records.between.snapshots": "20",
-        "metadata.log.window.records": "10",
-        "metadata.max.idle.interval.ms": "200",
-    })
+    cluster = cluster_factory(
+        3,
+        extra={
+            "metadata.log.max.records.between.snapshots": "20",
+            "metadata.log.window.records": "10",
+            "metadata.max.idle.interval.ms": "200",
+        },
+    )
     leader = cluster.wait_for_leader()
     cluster.register_brokers([1])
     lagging = next(c for c in cluster.controllers if c is not leader)

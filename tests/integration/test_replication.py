@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from storage.record_batch import LOG_OVERHEAD, validate_batch
+from pykraft.storage.record_batch import LOG_OVERHEAD, validate_batch
 from tests.integration.conftest import Cluster, HttpError, http
 from tests.integration.test_broker_process import BrokerProcess, start_cluster
 
@@ -27,15 +27,19 @@ pytestmark = pytest.mark.integration
 TOPIC = "pets"
 PARTITIONS = 2
 # Quick ISR shrink once a follower dies; quick follower fetch loops.
-BROKER_PROPERTIES = {"replica.lag.time.max.ms": "3000", "replica.fetch.wait.max.ms": "200",
-                     "replica.fetch.backoff.ms": "200"}
+BROKER_PROPERTIES = {
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+}
 CATCH_UP_TIMEOUT_S = 40.0
 
 Batch = tuple[int, int, bytes]  # base offset, last offset, the batch's bytes
 
 
-def start_brokers(cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path,
-                  count: int) -> Cluster:
+def start_brokers(
+    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path, count: int
+) -> Cluster:
     return start_cluster(cluster_factory, brokers, tmp_path, count, BROKER_PROPERTIES)
 
 
@@ -48,8 +52,12 @@ def partitions_of(broker: BrokerProcess) -> dict[int, dict[str, Any]]:
     return {row["partition"]: row for row in rows["partitions"]}
 
 
-def eventually(condition: Callable[[], bool], what: str, brokers: list[BrokerProcess],
-               timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
+def eventually(
+    condition: Callable[[], bool],
+    what: str,
+    brokers: list[BrokerProcess],
+    timeout_s: float = CATCH_UP_TIMEOUT_S,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
@@ -81,7 +89,7 @@ def segment_batches(log_dir: Path, partition: int) -> list[Batch]:
         data = segment.read_bytes()
         position = 0
         while position + LOG_OVERHEAD <= len(data):
-            length = int.from_bytes(data[position + 8:position + 12], "big", signed=True)
+            length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
             end = position + LOG_OVERHEAD + length
             if length <= 0 or end > len(data):
                 break
@@ -99,8 +107,8 @@ def assert_replicas_agree(brokers: list[BrokerProcess], tmp_path: Path) -> int:
         high_watermark = min(partitions_of(b)[partition]["high_watermark"] for b in brokers)
         copies = {
             broker.node_id: [
-                batch for batch in segment_batches(tmp_path / f"broker-{broker.node_id}",
-                                                   partition)
+                batch
+                for batch in segment_batches(tmp_path / f"broker-{broker.node_id}", partition)
                 if batch[1] < high_watermark
             ]
             for broker in brokers
@@ -117,12 +125,17 @@ def assert_replicas_agree(brokers: list[BrokerProcess], tmp_path: Path) -> int:
 def produce(brokers: list[BrokerProcess], first: int, count: int) -> set[tuple[int, int]]:
     producer = KafkaProducer(
         bootstrap_servers=[b.bootstrap for b in brokers if b.status() is not None],
-        acks="all", enable_idempotence=False, linger_ms=5, retries=10,
+        acks="all",
+        enable_idempotence=False,
+        linger_ms=5,
+        retries=10,
         request_timeout_ms=30_000,
     )
     try:
-        futures = [producer.send(TOPIC, key=b"%d" % (i % 11), value=b"value-%d" % i)
-                   for i in range(first, first + count)]
+        futures = [
+            producer.send(TOPIC, key=b"%d" % (i % 11), value=b"value-%d" % i)
+            for i in range(first, first + count)
+        ]
         producer.flush(timeout=60)
         return {(f.get(timeout=1).partition, f.get(timeout=1).offset) for f in futures}
     finally:
@@ -130,12 +143,19 @@ def produce(brokers: list[BrokerProcess], first: int, count: int) -> set[tuple[i
 
 
 def test_rf3_replicas_agree_and_a_killed_follower_catches_up(
-        cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path) -> None:
+    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
+) -> None:
     cluster = start_brokers(cluster_factory, brokers, tmp_path, 3)
-    cluster.request("POST", "/v1/topics", {
-        "name": TOPIC, "partitions": PARTITIONS, "replication_factor": 3,
-        "configs": {"min.insync.replicas": "2"},
-    })
+    cluster.request(
+        "POST",
+        "/v1/topics",
+        {
+            "name": TOPIC,
+            "partitions": PARTITIONS,
+            "replication_factor": 3,
+            "configs": {"min.insync.replicas": "2"},
+        },
+    )
     eventually(lambda: in_sync(brokers), "all replicas created", brokers)
 
     acknowledged = produce(brokers, 0, 400)

@@ -54,8 +54,9 @@ def assert_all_stopped(cluster_dir: Path) -> None:
 
 
 def test_live_cluster_example(tmp_path: Path) -> None:
-    result = example.run_example(tmp_path, records=RECORDS, more_records=MORE_RECORDS,
-                                 master="local[2]")
+    result = example.run_example(
+        tmp_path, records=RECORDS, more_records=MORE_RECORDS, master="local[2]"
+    )
     first, second = result.acknowledged
     first_export, second_export = result.exports
 
@@ -74,10 +75,12 @@ def test_live_cluster_example(tmp_path: Path) -> None:
     table = pq.read_table(tmp_path / example.TOPIC).to_pylist()
     numbers = sorted(json.loads(row["value"])["n"] for row in table)
     assert numbers == list(range(RECORDS + MORE_RECORDS))
-    assert all(row["key"] == f"user-{json.loads(row['value'])['n'] % 100}".encode()
-               for row in table)
-    assert all(row["headers"] == [{"key": "source", "value": b"spark_live_cluster"}]
-               for row in table)
+    assert all(
+        row["key"] == f"user-{json.loads(row['value'])['n'] % 100}".encode() for row in table
+    )
+    assert all(
+        row["headers"] == [{"key": "source", "value": b"spark_live_cluster"}] for row in table
+    )
     # Written by an idempotent producer: one producer id per round, sequence-checked batches.
     assert len({row["producer_id"] for row in table}) == 2
     assert all(row["producer_id"] >= 0 and row["producer_epoch"] == 0 for row in table)
@@ -87,7 +90,10 @@ def test_live_cluster_example(tmp_path: Path) -> None:
     assert (snapshots / f"{result.snapshot_id}.checkpoint").is_file()
     [topic] = result.report["topics"]
     assert (topic["topic"], topic["partitions"], topic["replication_factor"]) == (
-        example.TOPIC, example.PARTITIONS, 1)
+        example.TOPIC,
+        example.PARTITIONS,
+        1,
+    )
     assert (topic["under_replicated"], topic["offline"]) == (0, 0)
     load = result.report["broker_load"]
     assert [row["broker_id"] for row in load] == [10, 11, 12]
@@ -98,14 +104,17 @@ def test_live_cluster_example(tmp_path: Path) -> None:
     assert_all_stopped(tmp_path / "cluster")
 
 
-def test_a_failing_step_still_stops_every_process(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_step_still_stops_every_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Kafka refuses a topic of 0 partitions (INVALID_PARTITIONS): the example's step fails
     # while the cluster runs, and leaving the block must still stop every node.
     monkeypatch.setattr(example, "PARTITIONS", 0)
     cluster_dir = tmp_path / "cluster"
-    with (pytest.raises(example.ExampleError, match="creating 'clicks' failed: 400"),
-          example.running_cluster(cluster_dir, 1) as info):
+    with (
+        pytest.raises(example.ExampleError, match="creating 'clicks' failed: 400"),
+        example.running_cluster(cluster_dir, 1) as info,
+    ):
         assert info["state"] == "running"
         example.ensure_topic(info["admin_url"])
     assert_all_stopped(cluster_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 from hypothesis import strategies as st
 
-from metadata.records import (
+from pykraft.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
@@ -124,19 +124,25 @@ class _Model:
 def _partition(draw: st.DrawFn, topic_id: str, partition_id: int) -> PartitionRecord:
     replicas = draw(REPLICA_LISTS)
     return PartitionRecord(
-        partition_id=partition_id, topic_id=topic_id, replicas=replicas,
+        partition_id=partition_id,
+        topic_id=topic_id,
+        replicas=replicas,
         isr=draw(st.lists(st.sampled_from(replicas), unique=True).map(tuple)),
         leader=draw(st.sampled_from((-1, *replicas))),
         leader_recovery_state=draw(st.sampled_from([0, 1])),
-        leader_epoch=draw(st.integers(0, 5)), partition_epoch=draw(st.integers(0, 5)),
+        leader_epoch=draw(st.integers(0, 5)),
+        partition_epoch=draw(st.integers(0, 5)),
     )
 
 
 def _change(draw: st.DrawFn, topic_id: str, partition_id: int) -> PartitionChangeRecord:
     maybe_replicas = st.none() | REPLICA_LISTS
     return PartitionChangeRecord(
-        partition_id=partition_id, topic_id=topic_id, isr=draw(maybe_replicas),
-        leader=draw(st.sampled_from([-2, -2, -1, 0, 1, 2, 3, 4])), replicas=draw(maybe_replicas),
+        partition_id=partition_id,
+        topic_id=topic_id,
+        isr=draw(maybe_replicas),
+        leader=draw(st.sampled_from([-2, -2, -1, 0, 1, 2, 3, 4])),
+        replicas=draw(maybe_replicas),
         removing_replicas=draw(st.none() | st.just(())),
         adding_replicas=draw(st.none() | st.just(())),
         leader_recovery_state=draw(st.sampled_from([-1, -1, 0, 1])),
@@ -156,7 +162,9 @@ def _broker_record(draw: st.DrawFn, model: _Model) -> MetadataRecord:
         if kind == "unfence":
             return UnfenceBrokerRecord(id=broker_id, epoch=epoch)
         return BrokerRegistrationChangeRecord(
-            broker_id=broker_id, broker_epoch=epoch, fenced=draw(st.sampled_from([-1, 0, 1])),
+            broker_id=broker_id,
+            broker_epoch=epoch,
+            fenced=draw(st.sampled_from([-1, 0, 1])),
             in_controlled_shutdown=draw(st.sampled_from([0, 1])),
         )
     record = draw(REGISTER_BROKER_RECORDS)
@@ -188,17 +196,29 @@ def _topic_record(draw: st.DrawFn, model: _Model) -> MetadataRecord | None:
 
 
 def _other_record(draw: st.DrawFn) -> MetadataRecord:
-    return draw(st.one_of(
-        st.builds(ConfigRecord, resource_type=st.sampled_from([2, 4]),
-                  resource_name=st.sampled_from(["pet", "food", "", "1"]),
-                  name=st.sampled_from(["retention.ms", "cleanup.policy"]),
-                  value=st.none() | st.sampled_from(["1", "compact"])),
-        st.builds(FeatureLevelRecord, name=st.sampled_from(["metadata.version", "kraft.version"]),
-                  feature_level=st.integers(0, 3)),
-        st.builds(ProducerIdsRecord, broker_id=BROKER_IDS, broker_epoch=st.integers(0, 9),
-                  next_producer_id=st.integers(0, 10_000)),
-        st.just(NoOpRecord()),
-    ))
+    return draw(
+        st.one_of(
+            st.builds(
+                ConfigRecord,
+                resource_type=st.sampled_from([2, 4]),
+                resource_name=st.sampled_from(["pet", "food", "", "1"]),
+                name=st.sampled_from(["retention.ms", "cleanup.policy"]),
+                value=st.none() | st.sampled_from(["1", "compact"]),
+            ),
+            st.builds(
+                FeatureLevelRecord,
+                name=st.sampled_from(["metadata.version", "kraft.version"]),
+                feature_level=st.integers(0, 3),
+            ),
+            st.builds(
+                ProducerIdsRecord,
+                broker_id=BROKER_IDS,
+                broker_epoch=st.integers(0, 9),
+                next_producer_id=st.integers(0, 10_000),
+            ),
+            st.just(NoOpRecord()),
+        )
+    )
 
 
 @st.composite

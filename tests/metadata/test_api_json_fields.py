@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from metadata.api.json_fields import MAX_JSON_DEPTH, JsonBodyError, json_depth, parse_json_object
+from pykraft.metadata.api.json_fields import (
+    MAX_JSON_DEPTH,
+    JsonBodyError,
+    json_depth,
+    parse_json_object,
+)
 
 
 def nested(depth: int) -> bytes:

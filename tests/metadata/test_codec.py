@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.codec import (
+from pykraft.metadata.codec import (
     MAX_BATCH_RECORDS,
     MetadataCodecError,
     decode_batch,
@@ -19,7 +19,7 @@ from metadata.codec import (
     encode_record,
     record_to_json,
 )
-from metadata.records import (
+from pykraft.metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
     ConfigRecord,
@@ -71,8 +71,9 @@ def test_lines_are_exactly_json_dumps_of_the_object(record) -> None:
 
 def test_int_enum_values_are_written_as_plain_ints() -> None:
     # The controller builds some records from IntEnum members (ConfigResourceType.TOPIC).
-    record = ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name="pets",
-                          name="retention.ms", value="1")
+    record = ConfigRecord(
+        resource_type=ConfigResourceType.TOPIC, resource_name="pets", name="retention.ms", value="1"
+    )
     line = encode_record(record)
     assert '"resourceType":2,' in line
     decoded = decode_record(line)
@@ -81,20 +82,41 @@ def test_int_enum_values_are_written_as_plain_ints() -> None:
 
 # (a record whose values its Kafka schema does not allow, a fragment of the error)
 UNENCODABLE = [
-    (PartitionRecord(partition_id=2**31, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1),
-     "field 'partitionId' must fit in int32"),
-    (PartitionRecord(partition_id=0, topic_id="pets", replicas=(1,), isr=(1,), leader=1),
-     "field 'topicId' must be a Kafka uuid string"),
-    (PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1.5,),  # type: ignore[arg-type]
-                     isr=(1,), leader=1),
-     "field 'replicas' must be an integer (int32), got 1.5"),
-    (PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=True),
-     "field 'leader' must be an integer (int32), got True"),
-    (ConfigRecord(resource_type=2, resource_name="t", name=None, value="1"),  # type: ignore
-     "field 'name' must be a string, got None"),
-    (RegisterBrokerRecord(broker_id=1, incarnation_id="i", broker_epoch=1, end_points=(
-        BrokerEndpoint(name="PLAINTEXT", host="h", port=70_000),)),
-     "field 'endPoints' must fit in uint16"),
+    (
+        PartitionRecord(partition_id=2**31, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1),
+        "field 'partitionId' must fit in int32",
+    ),
+    (
+        PartitionRecord(partition_id=0, topic_id="pets", replicas=(1,), isr=(1,), leader=1),
+        "field 'topicId' must be a Kafka uuid string",
+    ),
+    (
+        PartitionRecord(
+            partition_id=0,
+            topic_id=TOPIC_ID,
+            replicas=(1.5,),  # type: ignore[arg-type]
+            isr=(1,),
+            leader=1,
+        ),
+        "field 'replicas' must be an integer (int32), got 1.5",
+    ),
+    (
+        PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=True),
+        "field 'leader' must be an integer (int32), got True",
+    ),
+    (
+        ConfigRecord(resource_type=2, resource_name="t", name=None, value="1"),  # type: ignore
+        "field 'name' must be a string, got None",
+    ),
+    (
+        RegisterBrokerRecord(
+            broker_id=1,
+            incarnation_id="i",
+            broker_epoch=1,
+            end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=70_000),),
+        ),
+        "field 'endPoints' must fit in uint16",
+    ),
 ]
 
 
@@ -113,24 +135,42 @@ def test_only_metadata_records_are_encoded() -> None:
 def test_json_shape_is_flat_with_kafka_camel_case_names() -> None:
     record = PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2), isr=(1,), leader=1)
     assert json.loads(encode_record(record)) == {
-        "type": "PartitionRecord", "version": 0, "partitionId": 0, "topicId": TOPIC_ID,
-        "replicas": [1, 2], "isr": [1], "removingReplicas": [], "addingReplicas": [], "leader": 1,
-        "leaderRecoveryState": 0, "leaderEpoch": 0, "partitionEpoch": 0,
+        "type": "PartitionRecord",
+        "version": 0,
+        "partitionId": 0,
+        "topicId": TOPIC_ID,
+        "replicas": [1, 2],
+        "isr": [1],
+        "removingReplicas": [],
+        "addingReplicas": [],
+        "leader": 1,
+        "leaderRecoveryState": 0,
+        "leaderEpoch": 0,
+        "partitionEpoch": 0,
     }
 
 
 def test_nulls_are_written_so_the_shape_never_varies() -> None:
     change = json.loads(encode_record(PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID)))
     assert change == {
-        "type": "PartitionChangeRecord", "version": 0, "partitionId": 1, "topicId": TOPIC_ID,
-        "isr": None, "leader": -2, "replicas": None, "removingReplicas": None,
-        "addingReplicas": None, "leaderRecoveryState": -1,
+        "type": "PartitionChangeRecord",
+        "version": 0,
+        "partitionId": 1,
+        "topicId": TOPIC_ID,
+        "isr": None,
+        "leader": -2,
+        "replicas": None,
+        "removingReplicas": None,
+        "addingReplicas": None,
+        "leaderRecoveryState": -1,
     }
 
 
 def test_nested_endpoints_use_camel_case() -> None:
     record = RegisterBrokerRecord(
-        broker_id=1, incarnation_id="i", broker_epoch=7,
+        broker_id=1,
+        incarnation_id="i",
+        broker_epoch=7,
         end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=9092, security_protocol=0),),
     )
     assert json.loads(encode_record(record))["endPoints"] == [
@@ -183,16 +223,28 @@ BAD_LINES = [
     (valid_partition(topicId="ThIaNwRnSM2Nt9Mx1v0RvB"), "not a canonical Kafka uuid string"),
     (valid_partition(leaderRecoveryState=7), "field 'leaderRecoveryState' must be one of [0, 1]"),
     ('{"type": "FenceBrokerRecord", "version": 0, "id": 1, "epoch": 2.5}', "field 'epoch'"),
-    ('{"type": "ConfigRecord", "version": 0, "resourceType": 300, "resourceName": "t",'
-     ' "name": "k", "value": null}', "field 'resourceType' must fit in int8"),
-    ('{"type": "RegisterBrokerRecord", "version": 0, "brokerId": 1, "incarnationId": "i",'
-     ' "brokerEpoch": 1, "endPoints": [{"name": "a"}], "features": [], "rack": null,'
-     ' "fenced": true, "inControlledShutdown": false}', "objects need exactly the keys"),
-    ('{"type": "RegisterBrokerRecord", "version": 0, "brokerId": 1, "incarnationId": "i",'
-     ' "brokerEpoch": 1, "endPoints": [], "features": [], "rack": null,'
-     ' "fenced": 1, "inControlledShutdown": false}', "field 'fenced' must be true or false, got 1"),
-    ('{"type": "BrokerRegistrationChangeRecord", "version": 0, "brokerId": 1, "brokerEpoch": 1,'
-     ' "fenced": 2, "inControlledShutdown": 0}', "field 'fenced' must be one of [-1, 0, 1]"),
+    (
+        '{"type": "ConfigRecord", "version": 0, "resourceType": 300, "resourceName": "t",'
+        ' "name": "k", "value": null}',
+        "field 'resourceType' must fit in int8",
+    ),
+    (
+        '{"type": "RegisterBrokerRecord", "version": 0, "brokerId": 1, "incarnationId": "i",'
+        ' "brokerEpoch": 1, "endPoints": [{"name": "a"}], "features": [], "rack": null,'
+        ' "fenced": true, "inControlledShutdown": false}',
+        "objects need exactly the keys",
+    ),
+    (
+        '{"type": "RegisterBrokerRecord", "version": 0, "brokerId": 1, "incarnationId": "i",'
+        ' "brokerEpoch": 1, "endPoints": [], "features": [], "rack": null,'
+        ' "fenced": 1, "inControlledShutdown": false}',
+        "field 'fenced' must be true or false, got 1",
+    ),
+    (
+        '{"type": "BrokerRegistrationChangeRecord", "version": 0, "brokerId": 1, "brokerEpoch": 1,'
+        ' "fenced": 2, "inControlledShutdown": 0}',
+        "field 'fenced' must be one of [-1, 0, 1]",
+    ),
 ]
 
 
@@ -223,12 +275,15 @@ def test_many_lines_decode_with_one_parse(records) -> None:
     assert decode_records(lines) == records
 
 
-@pytest.mark.parametrize(("bad", "fragment"), [
-    (b'{"type":"NoOpRecord","version":0},{"type":"NoOpRecord","version":0}', "not valid JSON"),
-    (b"", "not valid JSON"),
-    (b'{"type":"NoOpRecord","version":1}', "NoOpRecord version 1 is not supported"),
-    ('{"type":"NoOpRecord","version":0}'.encode("utf-16"), "not valid JSON together"),
-])
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [
+        (b'{"type":"NoOpRecord","version":0},{"type":"NoOpRecord","version":0}', "not valid JSON"),
+        (b"", "not valid JSON"),
+        (b'{"type":"NoOpRecord","version":1}', "NoOpRecord version 1 is not supported"),
+        ('{"type":"NoOpRecord","version":0}'.encode("utf-16"), "not valid JSON together"),
+    ],
+)
 def test_one_bad_line_among_many_is_named(bad: bytes, fragment: str) -> None:
     noop = encode_record(NoOpRecord()).encode()
     with pytest.raises(MetadataCodecError, match=fragment):
@@ -254,10 +309,14 @@ BAD_BATCHES = [
     (b'{"batch": 9, "expectedLastOffset": null, "count": 0}', "format 9 is not supported"),
     (b'{"batch": 0, "expectedLastOffset": "x", "count": 0}', "expectedLastOffset must be an int"),
     (b'{"batch": 0, "expectedLastOffset": null, "count": -1}', "count must be 0..10000"),
-    (b'{"batch": 0, "expectedLastOffset": null, "count": 2}\n{"type":"NoOpRecord","version":0}',
-     "header says 2 records, found 1"),
-    (b'{"batch": 0, "expectedLastOffset": null, "count": 1}\n{"type":"NoOpRecord"}',
-     "NoOpRecord version None"),
+    (
+        b'{"batch": 0, "expectedLastOffset": null, "count": 2}\n{"type":"NoOpRecord","version":0}',
+        "header says 2 records, found 1",
+    ),
+    (
+        b'{"batch": 0, "expectedLastOffset": null, "count": 1}\n{"type":"NoOpRecord"}',
+        "NoOpRecord version None",
+    ),
 ]
 
 

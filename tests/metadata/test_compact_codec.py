@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.codec import MetadataCodecError, encode_record, record_to_json
-from metadata.compact_codec import decode_records, encode_records, json_lines
-from metadata.records import (
+from pykraft.metadata.codec import MetadataCodecError, encode_record, record_to_json
+from pykraft.metadata.compact_codec import decode_records, encode_records, json_lines
+from pykraft.metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
     BrokerFeature,
@@ -58,7 +58,8 @@ def test_batches_round_trip_in_order(records) -> None:
 def test_transcoded_json_lines_are_the_json_codecs_lines(records) -> None:
     # What the records endpoint serves from a committed entry, without building records.
     assert json_lines(encode_records(records)) == tuple(
-        encode_record(record).encode() for record in records)
+        encode_record(record).encode() for record in records
+    )
 
 
 def test_the_shape_is_one_array_of_positional_rows() -> None:
@@ -67,18 +68,35 @@ def test_the_shape_is_one_array_of_positional_rows() -> None:
         PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2), isr=(1,), leader=1),
         PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=(1, 2)),
         RegisterBrokerRecord(
-            broker_id=1, incarnation_id="i", broker_epoch=7, fenced=False,
+            broker_id=1,
+            incarnation_id="i",
+            broker_epoch=7,
+            fenced=False,
             end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=9092),),
-            features=(BrokerFeature(name="metadata.version", min_supported_version=1,
-                                    max_supported_version=20),)),
+            features=(
+                BrokerFeature(
+                    name="metadata.version", min_supported_version=1, max_supported_version=20
+                ),
+            ),
+        ),
         NoOpRecord(),
     ]
     assert json.loads(encode_records(records)) == [
         [2, 0, "pets", TOPIC_ID],
         [3, 0, 0, TOPIC_ID, [1, 2], [1], [], [], 1, 0, 0, 0],
         [5, 0, 0, TOPIC_ID, [1, 2], -2, None, None, None, -1],
-        [0, 0, 1, "i", 7, [["PLAINTEXT", "h", 9092, 0]], [["metadata.version", 1, 20]], None,
-         False, False],
+        [
+            0,
+            0,
+            1,
+            "i",
+            7,
+            [["PLAINTEXT", "h", 9092, 0]],
+            [["metadata.version", 1, 20]],
+            None,
+            False,
+            False,
+        ],
         [20, 0],
     ]
 
@@ -92,10 +110,20 @@ def test_payloads_are_ascii_and_keep_lone_surrogates() -> None:
 
 def test_int_enum_members_become_plain_ints() -> None:
     records = [
-        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name="pets",
-                     name="retention.ms", value=None),
-        PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1,
-                        leader_recovery_state=LeaderRecoveryState.RECOVERING),
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="pets",
+            name="retention.ms",
+            value=None,
+        ),
+        PartitionRecord(
+            partition_id=0,
+            topic_id=TOPIC_ID,
+            replicas=(1,),
+            isr=(1,),
+            leader=1,
+            leader_recovery_state=LeaderRecoveryState.RECOVERING,
+        ),
     ]
     decoded = round_trip(records)
     assert decoded == tuple(records)
@@ -106,16 +134,20 @@ def test_int_enum_members_become_plain_ints() -> None:
 def test_encoding_refuses_values_outside_the_schema_and_names_the_record() -> None:
     good = PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1)
     bad = attrs.evolve(good, leader_epoch=-(2**31) - 1)
-    with pytest.raises(MetadataCodecError,
-                       match="record 1: PartitionRecord field 'leaderEpoch' must fit in int32"):
+    with pytest.raises(
+        MetadataCodecError, match="record 1: PartitionRecord field 'leaderEpoch' must fit in int32"
+    ):
         encode_records([good, bad])
     with pytest.raises(MetadataCodecError, match="record 0: not a metadata record"):
         encode_records([record_to_json(good)])  # type: ignore[list-item]
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5) | st.sampled_from(
-        [TOPIC_ID, 0, 3, 20, -1, 2**31]),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=5)
+    | st.sampled_from([TOPIC_ID, 0, 3, 20, -1, 2**31]),
     lambda children: st.lists(children, max_size=12),
     max_leaves=40,
 )

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.delta import MetadataDelta, apply_records
-from metadata.errors import MetadataReplayError
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.local_changes import local_changes
-from metadata.records import (
+from pykraft.metadata.delta import MetadataDelta, apply_records
+from pykraft.metadata.errors import MetadataReplayError
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.local_changes import local_changes
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -76,8 +76,9 @@ def check_partition(records: list[MetadataRecord], **expected: Any) -> None:
 
 def test_merge_rules() -> None:
     # testPartitionControlInfoMergeAndDiff: a new leader and ISR bump both epochs by one.
-    check_partition([change(leader=3, isr=(3,))], leader=3, isr=(3,), leader_epoch=1,
-                    partition_epoch=1)
+    check_partition(
+        [change(leader=3, isr=(3,))], leader=3, isr=(3,), leader_epoch=1, partition_epoch=1
+    )
     # ... an ISR-only change (c.diff(a)) bumps the partition epoch alone.
     check_partition([change(isr=(1,))], isr=(1,), leader=1, leader_epoch=0, partition_epoch=1)
     # Every PartitionChangeRecord bumps the partition epoch, even one that changes nothing.
@@ -87,33 +88,60 @@ def test_merge_rules() -> None:
     # NO_LEADER (-1) is a leader change too.
     check_partition([change(leader=-1, isr=(2,))], leader=-1, leader_epoch=1, partition_epoch=1)
     # Two leader changes in one delta bump twice.
-    check_partition([change(leader=2), change(leader=3)], leader=3, leader_epoch=2,
-                    partition_epoch=2)
+    check_partition(
+        [change(leader=2), change(leader=3)], leader=3, leader_epoch=2, partition_epoch=2
+    )
     # testMergePartitionChangeRecordWithReassignmentData, step 1 then step 2.
     start = change(removing_replicas=(3,), adding_replicas=(4,), replicas=(1, 2, 3, 4))
-    check_partition([start], replicas=(1, 2, 3, 4), isr=(1, 2), removing_replicas=(3,),
-                    adding_replicas=(4,), leader_epoch=0, partition_epoch=1)
+    check_partition(
+        [start],
+        replicas=(1, 2, 3, 4),
+        isr=(1, 2),
+        removing_replicas=(3,),
+        adding_replicas=(4,),
+        leader_epoch=0,
+        partition_epoch=1,
+    )
     finish = change(isr=(1, 2, 4), removing_replicas=(), adding_replicas=(), replicas=(1, 2, 4))
-    check_partition([start, finish], replicas=(1, 2, 4), isr=(1, 2, 4), removing_replicas=(),
-                    adding_replicas=(), leader_epoch=0, partition_epoch=2)
+    check_partition(
+        [start, finish],
+        replicas=(1, 2, 4),
+        isr=(1, 2, 4),
+        removing_replicas=(),
+        adding_replicas=(),
+        leader_epoch=0,
+        partition_epoch=2,
+    )
     # KIP-704 / LeaderRecoveryState.changeTo: an unclean election marks RECOVERING ...
     unclean = change(leader=3, isr=(3,), leader_recovery_state=1)
     check_partition([unclean], leader_recovery_state=RECOVERING, leader_epoch=1)
     # ... NO_CHANGE (-1) keeps it ...
     check_partition([unclean, change(isr=(3, 1))], leader_recovery_state=RECOVERING)
     # ... and the leader's AlterPartition sets RECOVERED without a new leader epoch.
-    check_partition([unclean, change(leader_recovery_state=0)], leader_recovery_state=RECOVERED,
-                    leader_epoch=1, partition_epoch=2)
+    check_partition(
+        [unclean, change(leader_recovery_state=0)],
+        leader_recovery_state=RECOVERED,
+        leader_epoch=1,
+        partition_epoch=2,
+    )
     # TopicDelta.replay(PartitionRecord) replaces the registration wholesale.
-    check_partition([change(leader=2), foo_0(replicas=(4,), isr=(4,), leader=4, leader_epoch=7,
-                                             partition_epoch=9)],
-                    replicas=(4,), leader=4, leader_epoch=7, partition_epoch=9)
+    check_partition(
+        [
+            change(leader=2),
+            foo_0(replicas=(4,), isr=(4,), leader=4, leader_epoch=7, partition_epoch=9),
+        ],
+        replicas=(4,),
+        leader=4,
+        leader_epoch=7,
+        partition_epoch=9,
+    )
 
 
 def test_merge_is_kafkas_partition_registration_merge() -> None:
     a = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2), leader=1)
-    b = PartitionRegistration(replicas=(1, 2, 3), isr=(3,), leader=3, leader_epoch=1,
-                              partition_epoch=1)
+    b = PartitionRegistration(
+        replicas=(1, 2, 3), isr=(3,), leader=3, leader_epoch=1, partition_epoch=1
+    )
     assert a.merge(change(leader=3, isr=(3,))) == b
     assert a.merge(change()) is not a  # a new value; "a" itself never changes
     assert a.partition_epoch == 0
@@ -160,12 +188,22 @@ def test_cluster_rules() -> None:
     check([change_broker(1, 10, fenced=0)], fenced(1), False)
     # inControlledShutdown 1 sets it; 0 means "no change", never "clear".
     check([change_broker(1, 10, in_controlled_shutdown=1)], shutting_down(1), True)
-    check([change_broker(1, 10, in_controlled_shutdown=1), change_broker(1, 10)],
-          shutting_down(1), True)
+    check(
+        [change_broker(1, 10, in_controlled_shutdown=1), change_broker(1, 10)],
+        shutting_down(1),
+        True,
+    )
     # A new RegisterBrokerRecord for the same id replaces the old incarnation (KIP-631).
     reregister = RegisterBrokerRecord(broker_id=1, incarnation_id="inc-1b", broker_epoch=11)
-    check([reregister], lambda i: (i.cluster.brokers[1].incarnation_id, i.cluster.brokers[1].epoch,
-                                   i.cluster.brokers[1].fenced), ("inc-1b", 11, True))
+    check(
+        [reregister],
+        lambda i: (
+            i.cluster.brokers[1].incarnation_id,
+            i.cluster.brokers[1].epoch,
+            i.cluster.brokers[1].fenced,
+        ),
+        ("inc-1b", 11, True),
+    )
     check([UnregisterBrokerRecord(broker_id=1, broker_epoch=10)], broker_ids, [2])
     # ClusterDelta.replay(UnregisterBrokerRecord) does not check that the broker exists.
     check([UnregisterBrokerRecord(broker_id=9, broker_epoch=0)], broker_ids, [1, 2])
@@ -182,33 +220,69 @@ def test_topic_and_config_rules() -> None:
     ]
     check(recreate, lambda i: i.topics.by_name["foo"].topic_id, BAR)
     check(recreate, lambda i: len(i.topics.by_name["foo"].partitions), 0)
-    check([*recreate, ConfigRecord(resource_type=2, resource_name="foo", name="cleanup.policy",
-                                   value="compact")], foo_config, {"cleanup.policy": "compact"})
+    check(
+        [
+            *recreate,
+            ConfigRecord(
+                resource_type=2, resource_name="foo", name="cleanup.policy", value="compact"
+            ),
+        ],
+        foo_config,
+        {"cleanup.policy": "compact"},
+    )
     # TopicsDelta: a topic created and deleted within one delta leaves no trace.
-    check([TopicRecord(name="bar", topic_id=BAR), RemoveTopicRecord(topic_id=BAR)], topic_names,
-          ["foo"])
+    check(
+        [TopicRecord(name="bar", topic_id=BAR), RemoveTopicRecord(topic_id=BAR)],
+        topic_names,
+        ["foo"],
+    )
     # ConfigRecord: a value sets, None deletes (and an empty resource disappears).
-    check([ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value="5")],
-          foo_config, {"retention.ms": "5"})
-    check([ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value=None)],
-          lambda i: dict(i.configs.resources), {})
-    check([ConfigRecord(resource_type=2, resource_name="foo", name="absent", value=None)],
-          foo_config, {"retention.ms": "1000"})
-    check([ConfigRecord(resource_type=4, resource_name="", name="log.retention.ms", value="1")],
-          lambda i: dict(i.configs.config(4, "")), {"log.retention.ms": "1"})
+    check(
+        [ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value="5")],
+        foo_config,
+        {"retention.ms": "5"},
+    )
+    check(
+        [ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value=None)],
+        lambda i: dict(i.configs.resources),
+        {},
+    )
+    check(
+        [ConfigRecord(resource_type=2, resource_name="foo", name="absent", value=None)],
+        foo_config,
+        {"retention.ms": "1000"},
+    )
+    check(
+        [ConfigRecord(resource_type=4, resource_name="", name="log.retention.ms", value="1")],
+        lambda i: dict(i.configs.config(4, "")),
+        {"log.retention.ms": "1"},
+    )
 
 
 def test_feature_producer_id_and_no_op_rules() -> None:
     # FeaturesDelta.replay: a level sets the feature, level 0 removes it.
-    check([FeatureLevelRecord(name="metadata.version", feature_level=7)],
-          lambda i: dict(i.features), {"metadata.version": 7})
-    check([FeatureLevelRecord(name="metadata.version", feature_level=7),
-           FeatureLevelRecord(name="metadata.version", feature_level=0)],
-          lambda i: dict(i.features), {})
+    check(
+        [FeatureLevelRecord(name="metadata.version", feature_level=7)],
+        lambda i: dict(i.features),
+        {"metadata.version": 7},
+    )
+    check(
+        [
+            FeatureLevelRecord(name="metadata.version", feature_level=7),
+            FeatureLevelRecord(name="metadata.version", feature_level=0),
+        ],
+        lambda i: dict(i.features),
+        {},
+    )
     # ProducerIdsDelta.replay: the last record's next_producer_id wins.
-    check([ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=1000),
-           ProducerIdsRecord(broker_id=2, broker_epoch=20, next_producer_id=2000)],
-          lambda i: i.producer_ids.next_producer_id, 2000)
+    check(
+        [
+            ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=1000),
+            ProducerIdsRecord(broker_id=2, broker_epoch=20, next_producer_id=2000),
+        ],
+        lambda i: i.producer_ids.next_producer_id,
+        2000,
+    )
     # NoOpRecord only moves the offset.
     check([NoOpRecord()], lambda i: attrs.evolve(i, offset=BASE.offset), BASE)
 
@@ -216,11 +290,12 @@ def test_feature_producer_id_and_no_op_rules() -> None:
 # (record replayed onto BASE, a fragment of the error). The controller never writes these; the
 # broker must refuse them rather than corrupt its image (Kafka throws from the same places).
 REPLAY_ERRORS: list[tuple[MetadataRecord, str]] = [
-    (PartitionRecord(topic_id=BAR, partition_id=0, replicas=(1,), isr=(1,), leader=1),
-     f"topic id {BAR} is unknown"),
+    (
+        PartitionRecord(topic_id=BAR, partition_id=0, replicas=(1,), isr=(1,), leader=1),
+        f"topic id {BAR} is unknown",
+    ),
     (PartitionChangeRecord(topic_id=BAR, partition_id=0), f"topic id {BAR} is unknown"),
-    (PartitionChangeRecord(topic_id=FOO, partition_id=5),
-     "partition 5 of topic 'foo' is unknown"),
+    (PartitionChangeRecord(topic_id=FOO, partition_id=5), "partition 5 of topic 'foo' is unknown"),
     (RemoveTopicRecord(topic_id=BAR), f"topic id {BAR} is unknown"),
     (TopicRecord(name="foo", topic_id=BAR), "a topic named 'foo' already exists"),
     (TopicRecord(name="other", topic_id=FOO), f"topic id {FOO} is already in use"),
@@ -229,8 +304,10 @@ REPLAY_ERRORS: list[tuple[MetadataRecord, str]] = [
     (FenceBrokerRecord(id=1, epoch=9), "at epoch 9, but its registration has epoch 10"),
     (change_broker(2, 21, fenced=-1), "tried to change broker 2 at epoch 21"),
     (change_broker(1, 10, fenced=5), "5 is not a valid BrokerRegistrationFencingChange"),
-    (foo_0(replicas=(1,), isr=(1,), leader=1, leader_recovery_state=5),
-     "5 is not a valid LeaderRecoveryState"),
+    (
+        foo_0(replicas=(1,), isr=(1,), leader=1, leader_recovery_state=5),
+        "5 is not a valid LeaderRecoveryState",
+    ),
     (change(leader_recovery_state=7), "7 is not a valid LeaderRecoveryState"),
 ]
 
@@ -275,11 +352,13 @@ def test_offsets_must_increase_and_stamp_the_image() -> None:
 
 def test_base_image_is_never_changed() -> None:
     before = attrs.evolve(BASE)
-    apply_records(BASE, [change(leader=2), RemoveTopicRecord(topic_id=FOO),
-                         FenceBrokerRecord(id=1, epoch=10)])
+    apply_records(
+        BASE, [change(leader=2), RemoveTopicRecord(topic_id=FOO), FenceBrokerRecord(id=1, epoch=10)]
+    )
     assert before == BASE
     assert BASE.topics.get_partition(FOO, 0) == PartitionRegistration(
-        replicas=(1, 2, 3), isr=(1, 2), leader=1)
+        replicas=(1, 2, 3), isr=(1, 2), leader=1
+    )
 
 
 @settings(max_examples=150, deadline=None)

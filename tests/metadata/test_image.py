@@ -6,15 +6,15 @@ import tracemalloc
 
 from immutables import Map
 
-from metadata.delta import MetadataDelta, apply_records
-from metadata.image import (
+from pykraft.metadata.delta import MetadataDelta, apply_records
+from pykraft.metadata.image import (
     ClusterImage,
     MetadataImage,
     PartitionRegistration,
     TopicImage,
     TopicsImage,
 )
-from metadata.records import (
+from pykraft.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -28,21 +28,29 @@ PARTITIONS = 100_000
 
 def big_image() -> MetadataImage:
     # Built directly (not replayed) to keep the test quick; replay is covered elsewhere.
-    partition = PartitionRecord(topic_id=BIG, partition_id=0, replicas=(0, 1, 2), isr=(0, 1, 2),
-                                leader=0)
+    partition = PartitionRecord(
+        topic_id=BIG, partition_id=0, replicas=(0, 1, 2), isr=(0, 1, 2), leader=0
+    )
     registration = PartitionRegistration.from_record(partition)
-    big = TopicImage(name="big", topic_id=BIG,
-                     partitions=Map({p: registration for p in range(PARTITIONS)}))
-    base = apply_records(MetadataImage.EMPTY, [
-        RegisterBrokerRecord(broker_id=0, incarnation_id="i", broker_epoch=1),
-        TopicRecord(name="small", topic_id=SMALL),
-        PartitionRecord(topic_id=SMALL, partition_id=0, replicas=(0,), isr=(0,), leader=0),
-    ], offset=2, epoch=1)
+    big = TopicImage(
+        name="big", topic_id=BIG, partitions=Map({p: registration for p in range(PARTITIONS)})
+    )
+    base = apply_records(
+        MetadataImage.EMPTY,
+        [
+            RegisterBrokerRecord(broker_id=0, incarnation_id="i", broker_epoch=1),
+            TopicRecord(name="small", topic_id=SMALL),
+            PartitionRecord(topic_id=SMALL, partition_id=0, replicas=(0,), isr=(0,), leader=0),
+        ],
+        offset=2,
+        epoch=1,
+    )
     topics = TopicsImage(
         by_id=base.topics.by_id.set(BIG, big), by_name=base.topics.by_name.set("big", big)
     )
-    return MetadataImage(offset=2, epoch=1, cluster=base.cluster, configs=base.configs,
-                         topics=topics)
+    return MetadataImage(
+        offset=2, epoch=1, cluster=base.cluster, configs=base.configs, topics=topics
+    )
 
 
 def test_a_small_delta_shares_everything_it_does_not_touch() -> None:

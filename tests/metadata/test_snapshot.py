@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
     FeatureLevelRecord,
@@ -23,7 +23,7 @@ from metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from metadata.snapshot import (
+from pykraft.metadata.snapshot import (
     SnapshotError,
     SnapshotId,
     decode_snapshot,
@@ -39,16 +39,26 @@ from metadata.snapshot import (
 from tests.metadata.strategies import record_sequences
 
 FOO = "ThIaNwRnSM2Nt9Mx1v0RvA"
-IMAGE = apply_records(MetadataImage.EMPTY, [
-    FeatureLevelRecord(name="metadata.version", feature_level=7),
-    RegisterBrokerRecord(broker_id=1, incarnation_id="inc", broker_epoch=10, fenced=False,
-                         end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=9092),)),
-    TopicRecord(name="foo", topic_id=FOO),
-    PartitionRecord(topic_id=FOO, partition_id=1, replicas=(1,), isr=(1,), leader=1),
-    PartitionRecord(topic_id=FOO, partition_id=0, replicas=(1,), isr=(1,), leader=1),
-    ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value="1000"),
-    ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=2000),
-], offset=1042, epoch=3)
+IMAGE = apply_records(
+    MetadataImage.EMPTY,
+    [
+        FeatureLevelRecord(name="metadata.version", feature_level=7),
+        RegisterBrokerRecord(
+            broker_id=1,
+            incarnation_id="inc",
+            broker_epoch=10,
+            fenced=False,
+            end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=9092),),
+        ),
+        TopicRecord(name="foo", topic_id=FOO),
+        PartitionRecord(topic_id=FOO, partition_id=1, replicas=(1,), isr=(1,), leader=1),
+        PartitionRecord(topic_id=FOO, partition_id=0, replicas=(1,), isr=(1,), leader=1),
+        ConfigRecord(resource_type=2, resource_name="foo", name="retention.ms", value="1000"),
+        ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=2000),
+    ],
+    offset=1042,
+    epoch=3,
+)
 
 
 def test_file_names_follow_kafkas_snapshot_naming() -> None:
@@ -70,15 +80,30 @@ def test_layout_is_header_records_footer_and_jq_readable(tmp_path: Path) -> None
     data = path.read_bytes()
     lines = data.decode("utf-8").splitlines()
     header, *records, footer = (json.loads(line) for line in lines)
-    assert header == {"type": "SnapshotHeader", "version": 0, "endOffset": 1043, "epoch": 3,
-                      "recordCount": 7, "createdMs": 1_700_000_000_000}
+    assert header == {
+        "type": "SnapshotHeader",
+        "version": 0,
+        "endOffset": 1043,
+        "epoch": 3,
+        "recordCount": 7,
+        "createdMs": 1_700_000_000_000,
+    }
     assert [r["type"] for r in records] == [
-        "FeatureLevelRecord", "RegisterBrokerRecord", "TopicRecord", "PartitionRecord",
-        "PartitionRecord", "ConfigRecord", "ProducerIdsRecord"]
+        "FeatureLevelRecord",
+        "RegisterBrokerRecord",
+        "TopicRecord",
+        "PartitionRecord",
+        "PartitionRecord",
+        "ConfigRecord",
+        "ProducerIdsRecord",
+    ]
     assert [r["partitionId"] for r in records if r["type"] == "PartitionRecord"] == [0, 1]
     footer_start = data.rindex(b"\n", 0, len(data) - 1) + 1
-    assert footer == {"type": "SnapshotFooter", "version": 0,
-                      "crc32c": crc32c.crc32c(data[:footer_start])}
+    assert footer == {
+        "type": "SnapshotFooter",
+        "version": 0,
+        "crc32c": crc32c.crc32c(data[:footer_start]),
+    }
     assert list(tmp_path.iterdir()) == [path]  # no partial file left behind
 
 
@@ -86,7 +111,11 @@ def test_write_then_read_and_load(tmp_path: Path) -> None:
     path = write_snapshot(tmp_path, IMAGE, created_ms=5)
     header, records = read_snapshot(path)
     assert (header.end_offset, header.epoch, header.record_count, header.created_ms) == (
-        1043, 3, 7, 5)
+        1043,
+        3,
+        7,
+        5,
+    )
     assert records == image_to_records(IMAGE)
     assert load_snapshot(path) == IMAGE
 
@@ -168,11 +197,17 @@ def test_corrupt_snapshots_name_the_line() -> None:
     check_corrupt(reseal([b"{}", *lines[1:]]), 1, "expected the SnapshotHeader line")
     bad_header = lines[0].replace(b'"epoch":3', b'"epoch":-3')
     check_corrupt(reseal([bad_header, *lines[1:]]), 1, "malformed header")
-    check_corrupt(reseal([*lines[:4], b'{"type":"Mystery","version":0}', *lines[5:]]), 5,
-                  "unknown metadata record type 'Mystery'")
+    check_corrupt(
+        reseal([*lines[:4], b'{"type":"Mystery","version":0}', *lines[5:]]),
+        5,
+        "unknown metadata record type 'Mystery'",
+    )
     # A record the image cannot apply (a partition before its topic) is named too.
-    check_corrupt(reseal([lines[0], *lines[1:3], lines[4], lines[3], *lines[5:]]), 4,
-                  "topic id ThIaNwRnSM2Nt9Mx1v0RvA is unknown")
+    check_corrupt(
+        reseal([lines[0], *lines[1:3], lines[4], lines[3], *lines[5:]]),
+        4,
+        "topic id ThIaNwRnSM2Nt9Mx1v0RvA is unknown",
+    )
 
 
 @settings(max_examples=300, deadline=None)

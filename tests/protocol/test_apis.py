@@ -20,8 +20,8 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as KioApiVer
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as KioApiVersionsV3
 from kio.serial import entity_reader
 
-from protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, ApiKey
-from protocol.apis import (
+from pykraft.protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, ApiKey
+from pykraft.protocol.apis import (
     _CODEC_CLASSES,
     HAND_WRITTEN_APIS,
     SUPPORTED_API_VERSIONS,
@@ -36,7 +36,12 @@ from protocol.apis import (
     request_disposition,
     response_class,
 )
-from protocol.errors import Errors, MalformedRequestError, ProtocolError, UnsupportedRequestError
+from pykraft.protocol.errors import (
+    Errors,
+    MalformedRequestError,
+    ProtocolError,
+    UnsupportedRequestError,
+)
 from tests.protocol.schema_values import random_message
 
 ADVERTISED = {int(key): (r.min_version, r.max_version) for key, r in SUPPORTED_API_VERSIONS.items()}
@@ -78,7 +83,13 @@ LIBRDKAFKA_FEATURES: dict[str, list[tuple[int, int, int]]] = {
     "ApiVersion": [(18, 0, 0)],
     "BrokerGroupCoordinator": [(10, 0, 0)],
     "BrokerBalancedConsumer": [
-        (10, 0, 0), (8, 1, 2), (9, 1, 1), (11, 0, 0), (14, 0, 0), (12, 0, 0), (13, 0, 0)
+        (10, 0, 0),
+        (8, 1, 2),
+        (9, 1, 1),
+        (11, 0, 0),
+        (14, 0, 0),
+        (12, 0, 0),
+        (13, 0, 0),
     ],
     "ThrottleTime": [(0, 1, 2), (1, 1, 2)],
     "SaslGssapi": [(11, 0, 0)],
@@ -101,8 +112,15 @@ def librdkafka_features(broker: dict[int, tuple[int, int]]) -> set[str]:
 def test_librdkafka_enables_the_features_a_kafka_4_broker_gets() -> None:
     ours = librdkafka_features(ADVERTISED)
     assert ours == {
-        "MsgVer2", "ApiVersion", "BrokerGroupCoordinator", "BrokerBalancedConsumer",
-        "SaslGssapi", "LZ4", "OffsetTime", "IdempotentProducer", "ZSTD",
+        "MsgVer2",
+        "ApiVersion",
+        "BrokerGroupCoordinator",
+        "BrokerBalancedConsumer",
+        "SaslGssapi",
+        "LZ4",
+        "OffsetTime",
+        "IdempotentProducer",
+        "ZSTD",
     }
     # Same feature set as a real Kafka 4.1 broker (MsgVer1/ThrottleTime need Fetch < 4).
     assert ours - {"SaslHandshake", "SaslAuthReq"} == librdkafka_features(
@@ -119,12 +137,21 @@ def test_librdkafka_compression_check_sees_produce_v0() -> None:
 @pytest.mark.parametrize(
     ("api_key", "version"),
     [
-        (ApiKey.PRODUCE, 3), (ApiKey.FETCH, 4), (ApiKey.INIT_PRODUCER_ID, 0),
-        (ApiKey.LIST_OFFSETS, 1), (ApiKey.JOIN_GROUP, 0), (ApiKey.SYNC_GROUP, 0),
-        (ApiKey.HEARTBEAT, 0), (ApiKey.LEAVE_GROUP, 0), (ApiKey.FIND_COORDINATOR, 0),
-        (ApiKey.OFFSET_COMMIT, 2), (ApiKey.OFFSET_FETCH, 1),
+        (ApiKey.PRODUCE, 3),
+        (ApiKey.FETCH, 4),
+        (ApiKey.INIT_PRODUCER_ID, 0),
+        (ApiKey.LIST_OFFSETS, 1),
+        (ApiKey.JOIN_GROUP, 0),
+        (ApiKey.SYNC_GROUP, 0),
+        (ApiKey.HEARTBEAT, 0),
+        (ApiKey.LEAVE_GROUP, 0),
+        (ApiKey.FIND_COORDINATOR, 0),
+        (ApiKey.OFFSET_COMMIT, 2),
+        (ApiKey.OFFSET_FETCH, 1),
         (ApiKey.API_VERSIONS, 0),  # aiokafka
-        (ApiKey.METADATA, 12), (ApiKey.PRODUCE, 10), (ApiKey.FETCH, 16),  # newest clients
+        (ApiKey.METADATA, 12),
+        (ApiKey.PRODUCE, 10),
+        (ApiKey.FETCH, 16),  # newest clients
     ],
 )
 def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None:
@@ -286,12 +313,20 @@ def test_unsupported_api_versions_answer_is_kafkas_v0_bytes() -> None:
 
 def test_invalid_api_versions_request_gets_invalid_request_without_keys() -> None:
     request_cls = request_class(ApiKey.API_VERSIONS)
-    bad = decode_request(ApiKey.API_VERSIONS, 3, request_cls(
-        version=3, client_software_name="-bad name", client_software_version="1.0"
-    ).encode(version=3))
-    good = decode_request(ApiKey.API_VERSIONS, 3, request_cls(
-        version=3, client_software_name="librdkafka", client_software_version="2.3.0"
-    ).encode(version=3))
+    bad = decode_request(
+        ApiKey.API_VERSIONS,
+        3,
+        request_cls(
+            version=3, client_software_name="-bad name", client_software_version="1.0"
+        ).encode(version=3),
+    )
+    good = decode_request(
+        ApiKey.API_VERSIONS,
+        3,
+        request_cls(
+            version=3, client_software_name="librdkafka", client_software_version="2.3.0"
+        ).encode(version=3),
+    )
     assert not api_versions_request_is_valid(bad)
     assert api_versions_request_is_valid(good)
     assert api_versions_request_is_valid(decode_request(ApiKey.API_VERSIONS, 0, b""))

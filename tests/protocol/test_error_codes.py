@@ -7,8 +7,8 @@ that would change an HTTP answer fails here.
 
 from __future__ import annotations
 
-from metadata.api.errors import ApiError
-from protocol.errors import Errors
+from pykraft.metadata.api.errors import ApiError
+from pykraft.protocol.errors import Errors
 
 
 def check(name: str, code: int) -> None:

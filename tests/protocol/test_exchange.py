@@ -18,8 +18,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import ProduceRequest as KafkaPythonProduceRequest
 from kafka.protocol.producer import ProduceResponse as KafkaPythonProduceResponse
 
-from protocol.api_keys import ApiKey
-from protocol.apis import (
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import (
     SUPPORTED_API_VERSIONS,
     RequestDisposition,
     decode_request,
@@ -29,23 +29,23 @@ from protocol.apis import (
     request_disposition,
     response_class,
 )
-from protocol.fetch import (
+from pykraft.protocol.fetch import (
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
     decode_fetch_request,
     encode_fetch_response,
 )
-from protocol.framing import FrameDecoder, frame_response
-from protocol.headers import parse_request_header, response_header_version
-from protocol.produce import (
+from pykraft.protocol.framing import FrameDecoder, frame_response
+from pykraft.protocol.headers import parse_request_header, response_header_version
+from pykraft.protocol.produce import (
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
     decode_produce_request,
     encode_produce_response,
 )
-from protocol.segments import Segments
+from pykraft.protocol.segments import Segments
 
 
 def client_frame(request: Any, correlation_id: int) -> bytes:
@@ -69,28 +69,40 @@ def flat(segments: Segments) -> bytes:
 
 def test_api_versions_handshake_of_a_kafka_4_client() -> None:
     # The client asks with v4 (newer than ours), gets a v0 error, retries with v3.
-    first = client_frame(ApiVersionsRequest(version=4, client_software_name="kafka-python",
-                                            client_software_version="3.0.12"), 1)
+    first = client_frame(
+        ApiVersionsRequest(
+            version=4, client_software_name="kafka-python", client_software_version="3.0.12"
+        ),
+        1,
+    )
     [frame] = receive(first)
     header, _ = parse_request_header(frame)
     assert (header.api_key, header.api_version, header.correlation_id) == (18, 4, 1)
     assert header.client_id == "scenario-client" and header.header_version == 2
     disposition = request_disposition(header.api_key, header.api_version)
     assert disposition == RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS
-    answer = flat(frame_response(1, response_header_version(18, 4),
-                                 encode_unsupported_api_versions_response()))
+    answer = flat(
+        frame_response(
+            1, response_header_version(18, 4), encode_unsupported_api_versions_response()
+        )
+    )
     error = ApiVersionsResponse.decode(io.BytesIO(answer), version=4, header=True, framed=True)
     assert error.header.correlation_id == 1 and error.error_code == 35
     retry_version = error.api_keys[0].max_version
 
-    second = client_frame(ApiVersionsRequest(version=retry_version, client_software_name="kp",
-                                             client_software_version="3"), 2)
+    second = client_frame(
+        ApiVersionsRequest(
+            version=retry_version, client_software_name="kp", client_software_version="3"
+        ),
+        2,
+    )
     [frame] = receive(second)
     header, body_offset = parse_request_header(frame)
     assert request_disposition(header.api_key, header.api_version) == RequestDisposition.SERVE
     decode_request(header.api_key, header.api_version, memoryview(frame)[body_offset:])
-    answer = flat(frame_response(2, response_header_version(18, 3),
-                                 encode_api_versions_response(3)))
+    answer = flat(
+        frame_response(2, response_header_version(18, 3), encode_api_versions_response(3))
+    )
     table = ApiVersionsResponse.decode(io.BytesIO(answer), version=3, header=True, framed=True)
     assert table.header.correlation_id == 2
     assert {k.api_key for k in table.api_keys} == {int(k) for k in SUPPORTED_API_VERSIONS}
@@ -115,11 +127,22 @@ def test_metadata_v12_answer_uses_the_flexible_response_header() -> None:
     header, _ = parse_request_header(frame)
     assert header.header_version == 2
     metadata_response = response_class(ApiKey.METADATA)
-    body = encode_response(ApiKey.METADATA, 12, metadata_response(
-        version=12, throttle_time_ms=0, brokers=[metadata_response.MetadataResponseBroker(
-            node_id=1, host="127.0.0.1", port=9092, rack=None)],
-        cluster_id="pykraft", controller_id=1, topics=[],
-    ))
+    body = encode_response(
+        ApiKey.METADATA,
+        12,
+        metadata_response(
+            version=12,
+            throttle_time_ms=0,
+            brokers=[
+                metadata_response.MetadataResponseBroker(
+                    node_id=1, host="127.0.0.1", port=9092, rack=None
+                )
+            ],
+            cluster_id="pykraft",
+            controller_id=1,
+            topics=[],
+        ),
+    )
     answer = flat(frame_response(7, response_header_version(header.api_key, 12), body))
     decoded = metadata_response.decode(io.BytesIO(answer), version=12, header=True, framed=True)
     assert decoded.header.correlation_id == 7
@@ -129,40 +152,95 @@ def test_metadata_v12_answer_uses_the_flexible_response_header() -> None:
 def test_produce_v9_then_fetch_v12_of_the_same_batch() -> None:
     batch = bytes(range(70))  # stands in for a RecordBatch; the codec never looks inside
     topic_cls = KafkaPythonProduceRequest.TopicProduceData
-    produce = KafkaPythonProduceRequest(version=9, transactional_id=None, acks=-1, timeout_ms=500,
-        topic_data=[topic_cls(name="events", partition_data=[
-            topic_cls.PartitionProduceData(index=0, records=batch)])])
+    produce = KafkaPythonProduceRequest(
+        version=9,
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=500,
+        topic_data=[
+            topic_cls(
+                name="events",
+                partition_data=[topic_cls.PartitionProduceData(index=0, records=batch)],
+            )
+        ],
+    )
     [frame] = receive(client_frame(produce, 21))
     header, body_offset = parse_request_header(frame)
     request = decode_produce_request(memoryview(frame)[body_offset:], header.api_version)
     records = request.topic_data[0].partition_data[0].records
     assert records is not None and records.obj is frame and bytes(records) == batch
-    body = encode_produce_response(ProduceResponse((TopicProduceResponse("events", (
-        PartitionProduceResponse(0, base_offset=41, log_start_offset=0),
-    )),)), 9)
+    body = encode_produce_response(
+        ProduceResponse(
+            (
+                TopicProduceResponse(
+                    "events", (PartitionProduceResponse(0, base_offset=41, log_start_offset=0),)
+                ),
+            )
+        ),
+        9,
+    )
     answer = flat(frame_response(21, response_header_version(0, 9), body))
-    produced = KafkaPythonProduceResponse.decode(io.BytesIO(answer), version=9, header=True,
-                                                 framed=True)
+    produced = KafkaPythonProduceResponse.decode(
+        io.BytesIO(answer), version=9, header=True, framed=True
+    )
     assert produced.header.correlation_id == 21
     assert produced.responses[0].partition_responses[0].base_offset == 41
 
     fetch_topic = KafkaPythonFetchRequest.FetchTopic
-    fetch = KafkaPythonFetchRequest(version=12, replica_id=-1, max_wait_ms=500, min_bytes=1,
-        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=[fetch_topic(topic="events", partitions=[fetch_topic.FetchPartition(
-            partition=0, current_leader_epoch=3, fetch_offset=41, last_fetched_epoch=3,
-            log_start_offset=-1, partition_max_bytes=1 << 20)])],
-        forgotten_topics_data=[], rack_id="")
+    fetch = KafkaPythonFetchRequest(
+        version=12,
+        replica_id=-1,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            fetch_topic(
+                topic="events",
+                partitions=[
+                    fetch_topic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=3,
+                        fetch_offset=41,
+                        last_fetched_epoch=3,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
     [frame] = receive(client_frame(fetch, 22))
     header, body_offset = parse_request_header(frame)
     fetch_request = decode_fetch_request(frame[body_offset:], header.api_version)
     assert fetch_request.topics[0].partitions[0].fetch_offset == 41
-    body_segments = encode_fetch_response(FetchResponse((FetchableTopicResponse((
-        PartitionData(0, high_watermark=42, last_stable_offset=42, log_start_offset=0,
-                      records=(records,)),
-    ), topic="events", topic_id=uuid.uuid4()),)), 12)
+    body_segments = encode_fetch_response(
+        FetchResponse(
+            (
+                FetchableTopicResponse(
+                    (
+                        PartitionData(
+                            0,
+                            high_watermark=42,
+                            last_stable_offset=42,
+                            log_start_offset=0,
+                            records=(records,),
+                        ),
+                    ),
+                    topic="events",
+                    topic_id=uuid.uuid4(),
+                ),
+            )
+        ),
+        12,
+    )
     answer = flat(frame_response(22, response_header_version(1, 12), body_segments))
-    fetched = KafkaPythonFetchResponse.decode(io.BytesIO(answer), version=12, header=True,
-                                              framed=True)
+    fetched = KafkaPythonFetchResponse.decode(
+        io.BytesIO(answer), version=12, header=True, framed=True
+    )
     assert fetched.header.correlation_id == 22
     assert bytes(fetched.responses[0].partitions[0].records) == batch

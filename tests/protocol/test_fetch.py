@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest as KafkaPythonFetchRequest
 from kafka.protocol.consumer import FetchResponse as KafkaPythonFetchResponse
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from protocol.errors import MalformedRequestError, ProtocolError, UnsupportedRequestError
-from protocol.fetch import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.protocol.errors import MalformedRequestError, ProtocolError, UnsupportedRequestError
+from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     NO_REPLICA_STATE,
     NO_SNAPSHOT_ID,
@@ -39,8 +39,8 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from protocol.segments import FileSliceLike, Segment, Segments
-from protocol.wire import ZERO_UUID
+from pykraft.protocol.segments import FileSliceLike, Segment, Segments
+from pykraft.protocol.wire import ZERO_UUID
 from tests.protocol.kio_helpers import error_code, kio_decode, kio_encode, kio_module, milliseconds
 
 VERSIONS = range(4, 17)
@@ -94,6 +94,7 @@ fetch_requests = st.builds(
 
 def visible_request(request: FetchRequest, version: int) -> FetchRequest:
     """The value ``version`` can carry; everything else takes the schema's default."""
+
     def partition(p: FetchPartition) -> FetchPartition:
         return attrs.evolve(
             p,
@@ -119,7 +120,9 @@ def visible_request(request: FetchRequest, version: int) -> FetchRequest:
         session_epoch=request.session_epoch if version >= 7 else -1,
         forgotten_topics_data=tuple(
             ForgottenTopic(f.partitions, **topic_key(f)) for f in request.forgotten_topics_data
-        ) if version >= 7 else (),
+        )
+        if version >= 7
+        else (),
         rack_id=request.rack_id if version >= 11 else "",
         cluster_id=request.cluster_id if version >= 12 else None,
         replica_state=state,
@@ -133,16 +136,23 @@ def request_as_kafka_python(request: FetchRequest, version: int) -> bytes:
         version=version,
         cluster_id=request.cluster_id,
         replica_id=request.replica_id,
-        replica_state=None if state == NO_REPLICA_STATE else KafkaPythonFetchRequest.ReplicaState(
+        replica_state=None
+        if state == NO_REPLICA_STATE
+        else KafkaPythonFetchRequest.ReplicaState(
             replica_id=state.replica_id, replica_epoch=state.replica_epoch
         ),
-        max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes, isolation_level=request.isolation_level,
-        session_id=request.session_id, session_epoch=request.session_epoch,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=request.isolation_level,
+        session_id=request.session_id,
+        session_epoch=request.session_epoch,
         topics=[
-            topic_cls(topic=t.topic, topic_id=t.topic_id, partitions=[
-                topic_cls.FetchPartition(**attrs.asdict(p)) for p in t.partitions
-            ])
+            topic_cls(
+                topic=t.topic,
+                topic_id=t.topic_id,
+                partitions=[topic_cls.FetchPartition(**attrs.asdict(p)) for p in t.partitions],
+            )
             for t in request.topics
         ],
         forgotten_topics_data=[
@@ -158,28 +168,45 @@ def request_as_kafka_python(request: FetchRequest, version: int) -> bytes:
 
 def request_as_kio(request: FetchRequest, version: int) -> bytes:
     schema = kio_module("fetch", version, "request")
-    return kio_encode(kio_build(
-        schema.FetchRequest,
-        cluster_id=request.cluster_id,
-        replica_id=request.replica_id,
-        replica_state=schema.ReplicaState(**attrs.asdict(request.replica_state))
-        if version >= 15 else None,
-        max_wait=milliseconds(request.max_wait_ms), min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes, isolation_level=request.isolation_level,
-        session_id=request.session_id, session_epoch=request.session_epoch,
-        topics=tuple(
-            kio_build(schema.FetchTopic, topic=t.topic, topic_id=t.topic_id, partitions=tuple(
-                kio_build(schema.FetchPartition, **attrs.asdict(p)) for p in t.partitions
-            ))
-            for t in request.topics
-        ),
-        forgotten_topics_data=tuple(
-            kio_build(schema.ForgottenTopic, topic=f.topic, topic_id=f.topic_id,
-                      partitions=f.partitions)
-            for f in request.forgotten_topics_data
-        ) if version >= 7 else (),
-        rack_id=request.rack_id,
-    ))
+    return kio_encode(
+        kio_build(
+            schema.FetchRequest,
+            cluster_id=request.cluster_id,
+            replica_id=request.replica_id,
+            replica_state=schema.ReplicaState(**attrs.asdict(request.replica_state))
+            if version >= 15
+            else None,
+            max_wait=milliseconds(request.max_wait_ms),
+            min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes,
+            isolation_level=request.isolation_level,
+            session_id=request.session_id,
+            session_epoch=request.session_epoch,
+            topics=tuple(
+                kio_build(
+                    schema.FetchTopic,
+                    topic=t.topic,
+                    topic_id=t.topic_id,
+                    partitions=tuple(
+                        kio_build(schema.FetchPartition, **attrs.asdict(p)) for p in t.partitions
+                    ),
+                )
+                for t in request.topics
+            ),
+            forgotten_topics_data=tuple(
+                kio_build(
+                    schema.ForgottenTopic,
+                    topic=f.topic,
+                    topic_id=f.topic_id,
+                    partitions=f.partitions,
+                )
+                for f in request.forgotten_topics_data
+            )
+            if version >= 7
+            else (),
+            rack_id=request.rack_id,
+        )
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -194,7 +221,9 @@ def test_request_written_by_kafka_python_and_kio(version: int, request: FetchReq
 def test_follower_fetch_v15_carries_replica_state_not_replica_id() -> None:
     # KIP-903: the follower sends its broker epoch; replica_id leaves the body.
     request = FetchRequest(
-        replica_id=-1, max_wait_ms=500, min_bytes=1,
+        replica_id=-1,
+        max_wait_ms=500,
+        min_bytes=1,
         topics=(FetchTopic((FetchPartition(0, 42, 1 << 20, 7, 6, 0),), topic_id=uuid.uuid4()),),
         replica_state=ReplicaState(replica_id=2, replica_epoch=1234),
     )
@@ -207,10 +236,14 @@ def test_follower_fetch_v15_carries_replica_state_not_replica_id() -> None:
 @pytest.mark.parametrize("version", [4, 11, 12, 15])
 def test_every_truncated_request_is_rejected(version: int) -> None:
     request = FetchRequest(
-        replica_id=1, max_wait_ms=500, min_bytes=1,
+        replica_id=1,
+        max_wait_ms=500,
+        min_bytes=1,
         topics=(FetchTopic((FetchPartition(0, 42, 1 << 20),), "topic", uuid.uuid4()),),
         forgotten_topics_data=(ForgottenTopic((1, 2), "old", uuid.uuid4()),),
-        rack_id="rack-a", cluster_id="cluster", replica_state=ReplicaState(1, 9),
+        rack_id="rack-a",
+        cluster_id="cluster",
+        replica_state=ReplicaState(1, 9),
     )
     body = request_as_kafka_python(request, version)
     for cut in range(len(body)):
@@ -276,9 +309,8 @@ partitions_data = st.builds(
     diverging_epoch=st.just(NO_DIVERGING_EPOCH) | st.builds(EpochEndOffset, int32s, int64s),
     current_leader=st.just(UNKNOWN_LEADER) | st.builds(LeaderIdAndEpoch, int32s, int32s),
     snapshot_id=st.just(NO_SNAPSHOT_ID) | st.builds(SnapshotId, int64s, int32s),
-    aborted_transactions=st.none() | st.lists(
-        st.builds(AbortedTransaction, int64s, int64s), max_size=3
-    ).map(tuple),
+    aborted_transactions=st.none()
+    | st.lists(st.builds(AbortedTransaction, int64s, int64s), max_size=3).map(tuple),
     preferred_read_replica=int32s,
     records=st.none() | st.lists(chunks, max_size=4).map(tuple),
 )
@@ -317,14 +349,19 @@ def response_as_kafka_python(response: FetchResponse, version: int) -> bytes:
 
     def partition(p: PartitionData) -> Any:
         return partition_cls(
-            partition_index=p.partition_index, error_code=p.error_code,
-            high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
+            partition_index=p.partition_index,
+            error_code=p.error_code,
+            high_watermark=p.high_watermark,
+            last_stable_offset=p.last_stable_offset,
             log_start_offset=p.log_start_offset,
-            diverging_epoch=tagged(p.diverging_epoch, NO_DIVERGING_EPOCH,
-                                   partition_cls.EpochEndOffset),
+            diverging_epoch=tagged(
+                p.diverging_epoch, NO_DIVERGING_EPOCH, partition_cls.EpochEndOffset
+            ),
             current_leader=tagged(p.current_leader, UNKNOWN_LEADER, partition_cls.LeaderIdAndEpoch),
             snapshot_id=tagged(p.snapshot_id, NO_SNAPSHOT_ID, partition_cls.SnapshotId),
-            aborted_transactions=None if p.aborted_transactions is None else [
+            aborted_transactions=None
+            if p.aborted_transactions is None
+            else [
                 partition_cls.AbortedTransaction(**attrs.asdict(a)) for a in p.aborted_transactions
             ],
             preferred_read_replica=p.preferred_read_replica,
@@ -332,11 +369,14 @@ def response_as_kafka_python(response: FetchResponse, version: int) -> bytes:
         )
 
     message = KafkaPythonFetchResponse(
-        version=version, throttle_time_ms=response.throttle_time_ms,
-        error_code=response.error_code, session_id=response.session_id,
+        version=version,
+        throttle_time_ms=response.throttle_time_ms,
+        error_code=response.error_code,
+        session_id=response.session_id,
         responses=[
-            topic_cls(topic=t.topic, topic_id=t.topic_id,
-                      partitions=[partition(p) for p in t.partitions])
+            topic_cls(
+                topic=t.topic, topic_id=t.topic_id, partitions=[partition(p) for p in t.partitions]
+            )
             for t in response.responses
         ],
         node_endpoints=[
@@ -353,35 +393,51 @@ def response_as_kio(response: FetchResponse, version: int) -> bytes:
     def partition(p: PartitionData) -> Any:
         return kio_build(
             schema.PartitionData,
-            partition_index=p.partition_index, error_code=error_code(p.error_code),
-            high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
+            partition_index=p.partition_index,
+            error_code=error_code(p.error_code),
+            high_watermark=p.high_watermark,
+            last_stable_offset=p.last_stable_offset,
             log_start_offset=p.log_start_offset,
             diverging_epoch=kio_build(schema.EpochEndOffset, **attrs.asdict(p.diverging_epoch))
-            if version >= 12 else None,
+            if version >= 12
+            else None,
             current_leader=kio_build(schema.LeaderIdAndEpoch, **attrs.asdict(p.current_leader))
-            if version >= 12 else None,
+            if version >= 12
+            else None,
             snapshot_id=kio_build(schema.SnapshotId, **attrs.asdict(p.snapshot_id))
-            if version >= 12 else None,
-            aborted_transactions=None if p.aborted_transactions is None else tuple(
+            if version >= 12
+            else None,
+            aborted_transactions=None
+            if p.aborted_transactions is None
+            else tuple(
                 schema.AbortedTransaction(**attrs.asdict(a)) for a in p.aborted_transactions
             ),
             preferred_read_replica=p.preferred_read_replica,
             records=flat_records(p.records),
         )
 
-    return kio_encode(kio_build(
-        schema.FetchResponse,
-        throttle_time=milliseconds(response.throttle_time_ms),
-        error_code=error_code(response.error_code), session_id=response.session_id,
-        responses=tuple(
-            kio_build(schema.FetchableTopicResponse, topic=t.topic, topic_id=t.topic_id,
-                      partitions=tuple(partition(p) for p in t.partitions))
-            for t in response.responses
-        ),
-        node_endpoints=tuple(
-            schema.NodeEndpoint(**attrs.asdict(n)) for n in response.node_endpoints
-        ) if version >= 16 else None,
-    ))
+    return kio_encode(
+        kio_build(
+            schema.FetchResponse,
+            throttle_time=milliseconds(response.throttle_time_ms),
+            error_code=error_code(response.error_code),
+            session_id=response.session_id,
+            responses=tuple(
+                kio_build(
+                    schema.FetchableTopicResponse,
+                    topic=t.topic,
+                    topic_id=t.topic_id,
+                    partitions=tuple(partition(p) for p in t.partitions),
+                )
+                for t in response.responses
+            ),
+            node_endpoints=tuple(
+                schema.NodeEndpoint(**attrs.asdict(n)) for n in response.node_endpoints
+            )
+            if version >= 16
+            else None,
+        )
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -393,10 +449,11 @@ def test_response_bytes_equal_kafka_python_and_kio(version: int, response: Fetch
     assert flat == response_as_kafka_python(response, version)
     assert flat == response_as_kio(response, version)
     decoded = kio_decode(kio_module("fetch", version, "response").FetchResponse, flat)
-    assert [bytes(p.records) if p.records is not None else None
-            for t in decoded.responses for p in t.partitions] == [
-        flat_records(p.records) for t in response.responses for p in t.partitions
-    ]
+    assert [
+        bytes(p.records) if p.records is not None else None
+        for t in decoded.responses
+        for p in t.partitions
+    ] == [flat_records(p.records) for t in response.responses for p in t.partitions]
 
 
 @settings(max_examples=50, deadline=None)
@@ -425,9 +482,9 @@ def test_sendfile_layout_for_a_real_segment_file(tmp_path: Path) -> None:
     log = tmp_path / "00000000000000000000.log"
     log.write_bytes(b"HEAD" + b"batch-one" + b"batch-two" + b"TAIL")
     piece = FileSlice(log, 4, 18)
-    response = FetchResponse((FetchableTopicResponse((
-        PartitionData(0, high_watermark=2, records=(piece,)),
-    ), "t"),))
+    response = FetchResponse(
+        (FetchableTopicResponse((PartitionData(0, high_watermark=2, records=(piece,)),), "t"),)
+    )
     segments = encode_fetch_response(response, 11)
     assert segments.parts[1] is piece and len(segments.parts) == 3
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from protocol.errors import MalformedRequestError
-from protocol.fetch import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.protocol.errors import MalformedRequestError
+from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     NO_SNAPSHOT_ID,
     EpochEndOffset,
@@ -27,8 +27,8 @@ from protocol.fetch import (
     decode_fetch_request,
     encode_fetch_response,
 )
-from protocol.fetch_client import decode_fetch_response, encode_fetch_request
-from protocol.wire import ZERO_UUID
+from pykraft.protocol.fetch_client import decode_fetch_response, encode_fetch_request
+from pykraft.protocol.wire import ZERO_UUID
 from tests.protocol.test_fetch import (
     VERSIONS,
     fetch_requests,
@@ -53,6 +53,7 @@ def test_request_bytes_equal_kafka_python_and_round_trip(
 
 def visible_response(response: FetchResponse, version: int) -> FetchResponse:
     """What ``version`` carries, with each partition's records as one chunk."""
+
     def partition(p: PartitionData) -> PartitionData:
         records = flat_records(p.records)
         flexible = version >= 12
@@ -92,10 +93,23 @@ def test_response_round_trip(version: int, response: FetchResponse) -> None:
 
 def test_diverging_epoch_reaches_the_follower() -> None:
     # KIP-320: the leader answers a follower whose log diverged with the end of its epoch.
-    response = FetchResponse((FetchableTopicResponse((
-        PartitionData(0, high_watermark=90, diverging_epoch=EpochEndOffset(4, 77),
-                      current_leader=LeaderIdAndEpoch(2, 5), snapshot_id=SnapshotId(10, 1)),
-    ), topic_id=uuid.uuid4()),), node_endpoints=(NodeEndpoint(2, "b2", 9092, None),))
+    response = FetchResponse(
+        (
+            FetchableTopicResponse(
+                (
+                    PartitionData(
+                        0,
+                        high_watermark=90,
+                        diverging_epoch=EpochEndOffset(4, 77),
+                        current_leader=LeaderIdAndEpoch(2, 5),
+                        snapshot_id=SnapshotId(10, 1),
+                    ),
+                ),
+                topic_id=uuid.uuid4(),
+            ),
+        ),
+        node_endpoints=(NodeEndpoint(2, "b2", 9092, None),),
+    )
     body = encode_fetch_response(response, 16).to_bytes(read_fake)
     partition = decode_fetch_response(body, 16).responses[0].partitions[0]
     assert partition.diverging_epoch == EpochEndOffset(4, 77)
@@ -106,10 +120,23 @@ def test_diverging_epoch_reaches_the_follower() -> None:
 
 @pytest.mark.parametrize("version", [4, 11, 12, 16])
 def test_every_truncated_response_is_rejected(version: int) -> None:
-    response = FetchResponse((FetchableTopicResponse((
-        PartitionData(0, high_watermark=5, diverging_epoch=EpochEndOffset(1, 2),
-                      records=(b"record-bytes",)),
-    ), "t", uuid.uuid4()),), node_endpoints=(NodeEndpoint(1, "h", 1),))
+    response = FetchResponse(
+        (
+            FetchableTopicResponse(
+                (
+                    PartitionData(
+                        0,
+                        high_watermark=5,
+                        diverging_epoch=EpochEndOffset(1, 2),
+                        records=(b"record-bytes",),
+                    ),
+                ),
+                "t",
+                uuid.uuid4(),
+            ),
+        ),
+        node_endpoints=(NodeEndpoint(1, "h", 1),),
+    )
     body = encode_fetch_response(response, version).to_bytes(read_fake)
     for cut in range(len(body)):
         with pytest.raises(MalformedRequestError):
@@ -119,8 +146,9 @@ def test_every_truncated_response_is_rejected(version: int) -> None:
 @settings(max_examples=25, deadline=None)
 @given(records=st.binary(min_size=1, max_size=50))
 def test_decoded_records_are_a_view_of_the_response_frame(records: bytes) -> None:
-    response = FetchResponse((FetchableTopicResponse((PartitionData(0, records=(records,)),),
-                                                     "t"),))
+    response = FetchResponse(
+        (FetchableTopicResponse((PartitionData(0, records=(records,)),), "t"),)
+    )
     frame = bytearray(encode_fetch_response(response, 12).to_bytes(read_fake))
     decoded = decode_fetch_response(frame, 12).responses[0].partitions[0].records
     assert decoded is not None

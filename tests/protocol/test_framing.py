@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.errors import FrameError, ProtocolError
-from protocol.framing import (
+from pykraft.protocol.errors import FrameError, ProtocolError
+from pykraft.protocol.framing import (
     DEFAULT_SOCKET_REQUEST_MAX_BYTES,
     FrameDecoder,
     encode_frame,
     frame_response,
 )
-from protocol.segments import Segments
+from pykraft.protocol.segments import Segments
 
 payloads = st.lists(st.binary(max_size=300), max_size=12)
 

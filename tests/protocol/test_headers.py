@@ -17,9 +17,9 @@ from kio.schema.response_header.v1.header import ResponseHeader as KioResponseHe
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
-from protocol.api_keys import ApiKey
-from protocol.errors import MalformedRequestError
-from protocol.headers import (
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import MalformedRequestError
+from pykraft.protocol.headers import (
     RequestHeader,
     encode_request_header,
     encode_response_header,
@@ -67,7 +67,9 @@ def kio_bytes(entity: Any, entity_type: Any) -> bytes:
 @pytest.mark.parametrize("client_id", ["", "rdkafka", "ünïcode-client", None])
 def test_parse_v1_header_as_kio_writes_it(client_id: str | None) -> None:
     kio_header = KioRequestHeaderV1(
-        request_api_key=i16(1), request_api_version=i16(11), correlation_id=i32(-5),
+        request_api_key=i16(1),
+        request_api_version=i16(11),
+        correlation_id=i32(-5),
         client_id=client_id,
     )
     frame = kio_bytes(kio_header, KioRequestHeaderV1) + b"BODY"
@@ -80,7 +82,9 @@ def test_parse_v1_header_as_kio_writes_it(client_id: str | None) -> None:
 @pytest.mark.parametrize("client_id", ["console-producer", None])
 def test_parse_v2_header_as_kio_writes_it(client_id: str | None) -> None:
     kio_header = KioRequestHeaderV2(
-        request_api_key=i16(0), request_api_version=i16(9), correlation_id=i32(2**31 - 1),
+        request_api_key=i16(0),
+        request_api_version=i16(9),
+        correlation_id=i32(2**31 - 1),
         client_id=client_id,
     )
     frame = kio_bytes(kio_header, KioRequestHeaderV2) + b"\x01\x02"

@@ -9,7 +9,7 @@ hashCode is exactly Integer.MIN_VALUE; U+1F600 is the surrogate pair D83D DE00, 
 
 from __future__ import annotations
 
-from protocol.java_hash import java_string_hash, kafka_abs, to_int32
+from pykraft.protocol.java_hash import java_string_hash, kafka_abs, to_int32
 
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1

@@ -16,9 +16,14 @@ from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceRequest as KafkaPythonProduceRequest
 from kafka.protocol.producer import ProduceResponse as KafkaPythonProduceResponse
 
-from protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
-from protocol.errors import Errors, MalformedRequestError, ProtocolError, UnsupportedRequestError
-from protocol.produce import (
+from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.protocol.errors import (
+    Errors,
+    MalformedRequestError,
+    ProtocolError,
+    UnsupportedRequestError,
+)
+from pykraft.protocol.produce import (
     BatchIndexAndErrorMessage,
     PartitionProduceData,
     PartitionProduceResponse,
@@ -127,9 +132,20 @@ def test_request_written_by_kio(version: int, request: ProduceRequest) -> None:
 
 @pytest.mark.parametrize("version", [3, 8, 9, 10])
 def test_records_are_zero_copy_slices_of_the_frame(version: int) -> None:
-    request = ProduceRequest("txn", -1, 30_000, (TopicProduceData("t", (
-        PartitionProduceData(0, memoryview(b"batch-bytes")), PartitionProduceData(1, None),
-    )),))
+    request = ProduceRequest(
+        "txn",
+        -1,
+        30_000,
+        (
+            TopicProduceData(
+                "t",
+                (
+                    PartitionProduceData(0, memoryview(b"batch-bytes")),
+                    PartitionProduceData(1, None),
+                ),
+            ),
+        ),
+    )
     frame = bytearray(as_kafka_python(request, version))
     decoded = decode_produce_request(frame, version)
     records = decoded.topic_data[0].partition_data[0].records
@@ -141,9 +157,12 @@ def test_records_are_zero_copy_slices_of_the_frame(version: int) -> None:
 
 @pytest.mark.parametrize("version", [2, 3, 9])
 def test_every_truncated_request_is_rejected(version: int) -> None:
-    request = ProduceRequest("t-id", 1, 100, (TopicProduceData("topic", (
-        PartitionProduceData(3, memoryview(b"\x00" * 10)),
-    )),))
+    request = ProduceRequest(
+        "t-id",
+        1,
+        100,
+        (TopicProduceData("topic", (PartitionProduceData(3, memoryview(b"\x00" * 10)),)),),
+    )
     body = as_kafka_python(request, version)
     for cut in range(len(body)):
         with pytest.raises(MalformedRequestError):
@@ -211,8 +230,11 @@ def response_as_kafka_python(response: ProduceResponse, version: int) -> bytes:
     def partition(p: PartitionProduceResponse) -> Any:
         leader = p.current_leader
         return partition_cls(
-            index=p.index, error_code=p.error_code, base_offset=p.base_offset,
-            log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset,
+            index=p.index,
+            error_code=p.error_code,
+            base_offset=p.base_offset,
+            log_append_time_ms=p.log_append_time_ms,
+            log_start_offset=p.log_start_offset,
             record_errors=[
                 partition_cls.BatchIndexAndErrorMessage(
                     batch_index=e.batch_index, batch_index_error_message=e.batch_index_error_message
@@ -220,7 +242,9 @@ def response_as_kafka_python(response: ProduceResponse, version: int) -> bytes:
                 for e in p.record_errors
             ],
             error_message=p.error_message,
-            current_leader=None if leader.is_default() else partition_cls.LeaderIdAndEpoch(
+            current_leader=None
+            if leader.is_default()
+            else partition_cls.LeaderIdAndEpoch(
                 leader_id=leader.leader_id, leader_epoch=leader.leader_epoch
             ),
         )
@@ -255,8 +279,10 @@ def response_as_kio(response: ProduceResponse, version: int) -> bytes:
 
     def partition(p: PartitionProduceResponse) -> Any:
         fields: dict[str, Any] = {
-            "index": p.index, "error_code": error_code(p.error_code),
-            "base_offset": p.base_offset, "log_append_time": timestamp(p.log_append_time_ms),
+            "index": p.index,
+            "error_code": error_code(p.error_code),
+            "base_offset": p.base_offset,
+            "log_append_time": timestamp(p.log_append_time_ms),
         }
         if version >= 5:
             fields["log_start_offset"] = p.log_start_offset
@@ -316,11 +342,21 @@ def test_response_bytes_equal_kio(version: int, response: ProduceResponse) -> No
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_legacy_versions_get_unsupported_version_on_every_partition(version: int) -> None:
-    request = ProduceRequest(None, 1, 1000, (
-        TopicProduceData("a", (PartitionProduceData(0, memoryview(b"v0 message set")),
-                               PartitionProduceData(1, memoryview(b"")))),
-        TopicProduceData("b", (PartitionProduceData(7, None),)),
-    ))
+    request = ProduceRequest(
+        None,
+        1,
+        1000,
+        (
+            TopicProduceData(
+                "a",
+                (
+                    PartitionProduceData(0, memoryview(b"v0 message set")),
+                    PartitionProduceData(1, memoryview(b"")),
+                ),
+            ),
+            TopicProduceData("b", (PartitionProduceData(7, None),)),
+        ),
+    )
     decoded = decode_produce_request(as_kafka_python(request, version), version)
     body = encode_produce_response(unsupported_version_response(decoded), version)
     answer = KafkaPythonProduceResponse.decode(body, version=version)

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from protocol.api_keys import ApiKey
-from protocol.apis import SUPPORTED_API_VERSIONS
-from protocol.errors import Errors
-from protocol.kafka_messages import MESSAGE_CLASSES
-from protocol.unsupported import can_answer, error_response
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.kafka_messages import MESSAGE_CLASSES
+from pykraft.protocol.unsupported import can_answer, error_response
 
 
 def unserved_versions() -> list[tuple[int, int]]:

@@ -32,20 +32,24 @@ def file_of(cluster: DevCluster, name: str) -> Properties:
     return Properties.parse((cluster.data_dir / "config" / f"{name}.properties").read_text())
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("metadata.log.max.records.between.snapshots=50",
-     ("metadata.log.max.records.between.snapshots", "50")),
-    (" num.partitions = 3 ", ("num.partitions", "3")),
-    ("log.retention.ms=", ("log.retention.ms", "")),  # an empty value, as in a .properties file
-    ("a=b=c", ("a", "b=c")),  # only the first = separates
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "metadata.log.max.records.between.snapshots=50",
+            ("metadata.log.max.records.between.snapshots", "50"),
+        ),
+        (" num.partitions = 3 ", ("num.partitions", "3")),
+        ("log.retention.ms=", ("log.retention.ms", "")),  # an empty value, as in a .properties file
+        ("a=b=c", ("a", "b=c")),  # only the first = separates
+    ],
+)
 def test_parse_property(text: str, expected: tuple[str, str]) -> None:
     assert parse_property(text) == expected
 
 
 @pytest.mark.parametrize("text", ["no-equals-sign", "=value", " =x"])
-def test_malformed_property_is_a_usage_error(text: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_malformed_property_is_a_usage_error(text: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         parse("--broker-property", text)
     assert exit_info.value.code == 2
@@ -58,30 +62,50 @@ def test_options_repeat_and_default_to_nothing() -> None:
     assert args.broker_property == []
 
 
-@pytest.mark.parametrize(("role", "key"), [
-    ("controller", "node.id"), ("controller", "controller.quorum.voters"),
-    ("controller", "listeners"), ("controller", "metadata.log.dir"),
-    ("controller", "controller.quorum.password.file"),
-    ("broker", "node.id"), ("broker", "log.dirs"), ("broker", "cluster.id"),
-    ("broker", "controller.quorum.bootstrap.servers"), ("broker", "http.listener"),
-])
+@pytest.mark.parametrize(
+    ("role", "key"),
+    [
+        ("controller", "node.id"),
+        ("controller", "controller.quorum.voters"),
+        ("controller", "listeners"),
+        ("controller", "metadata.log.dir"),
+        ("controller", "controller.quorum.password.file"),
+        ("broker", "node.id"),
+        ("broker", "log.dirs"),
+        ("broker", "cluster.id"),
+        ("broker", "controller.quorum.bootstrap.servers"),
+        ("broker", "http.listener"),
+    ],
+)
 def test_layout_properties_are_refused(role: str, key: str) -> None:
     with pytest.raises(DevClusterError, match=f"--{role}-property {key}: pykraft dev sets"):
         check_overrides(LAYOUT, role, [(key, "7")])
 
 
 def test_a_default_of_dev_may_be_overridden_and_the_last_value_wins() -> None:
-    pairs = [("offsets.topic.replication.factor", "1"), ("num.partitions", "2"),
-             ("num.partitions", "4")]
+    pairs = [
+        ("offsets.topic.replication.factor", "1"),
+        ("num.partitions", "2"),
+        ("num.partitions", "4"),
+    ]
     assert check_overrides(LAYOUT, "broker", pairs) == {
-        "offsets.topic.replication.factor": "1", "num.partitions": "4"}
+        "offsets.topic.replication.factor": "1",
+        "num.partitions": "4",
+    }
 
 
 def test_prepare_writes_each_role_its_own_extra_properties(tmp_path: Path) -> None:
-    cluster = DevCluster(LAYOUT, tmp_path, {
-        "controller": {"metadata.log.max.records.between.snapshots": "50"},
-        "broker": {"replica.high.watermark.checkpoint.interval.ms": "500",
-                   "offsets.topic.replication.factor": "1"}})
+    cluster = DevCluster(
+        LAYOUT,
+        tmp_path,
+        {
+            "controller": {"metadata.log.max.records.between.snapshots": "50"},
+            "broker": {
+                "replica.high.watermark.checkpoint.interval.ms": "500",
+                "offsets.topic.replication.factor": "1",
+            },
+        },
+    )
     cluster.prepare()
     controller = file_of(cluster, "controller-1")
     assert controller.get_int("metadata.log.max.records.between.snapshots") == 50

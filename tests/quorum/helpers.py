@@ -6,9 +6,9 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.records import (
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -18,7 +18,7 @@ from metadata.records import (
     TopicRecord,
     uuid_to_kafka_string,
 )
-from quorum.controller import ControllerResult, ControllerSettings, QuorumController
+from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
 
 
 def incarnation(n: int) -> str:
@@ -53,27 +53,48 @@ def image_with(
     records: list[MetadataRecord] = []
     # Each broker's epoch is the offset of its RegisterBrokerRecord, as the controller assigns.
     for offset, broker_id in enumerate(sorted(brokers)):
-        records.append(RegisterBrokerRecord(
-            broker_id=broker_id, incarnation_id=incarnation(broker_id), broker_epoch=offset,
-            end_points=(endpoint(broker_id),), rack=(racks or {}).get(broker_id)))
+        records.append(
+            RegisterBrokerRecord(
+                broker_id=broker_id,
+                incarnation_id=incarnation(broker_id),
+                broker_epoch=offset,
+                end_points=(endpoint(broker_id),),
+                rack=(racks or {}).get(broker_id),
+            )
+        )
     image = apply(MetadataImage.EMPTY, records)
     changes: list[MetadataRecord] = []
     for broker_id, state in sorted(brokers.items()):
         epoch = image.cluster.brokers[broker_id].epoch
         if state in ("unfenced", "shutdown"):
-            changes.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch,
-                                                          fenced=-1))
+            changes.append(
+                BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, fenced=-1)
+            )
         if state == "shutdown":
-            changes.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch,
-                                                          in_controlled_shutdown=1))
+            changes.append(
+                BrokerRegistrationChangeRecord(
+                    broker_id=broker_id, broker_epoch=epoch, in_controlled_shutdown=1
+                )
+            )
     for name, partitions in (topics or {}).items():
         changes.append(TopicRecord(name=name, topic_id=topic_id(name)))
         for index, (replicas, isr, leader) in enumerate(partitions):
-            changes.append(PartitionRecord(partition_id=index, topic_id=topic_id(name),
-                                           replicas=replicas, isr=isr, leader=leader))
+            changes.append(
+                PartitionRecord(
+                    partition_id=index,
+                    topic_id=topic_id(name),
+                    replicas=replicas,
+                    isr=isr,
+                    leader=leader,
+                )
+            )
     for (resource_type, resource_name), values in (configs or {}).items():
-        changes.extend(ConfigRecord(resource_type=resource_type, resource_name=resource_name,
-                                    name=key, value=value) for key, value in values.items())
+        changes.extend(
+            ConfigRecord(
+                resource_type=resource_type, resource_name=resource_name, name=key, value=value
+            )
+            for key, value in values.items()
+        )
     return apply(image, changes)
 
 
@@ -89,12 +110,18 @@ def leaders(image: MetadataImage, name: str) -> list[int]:
 class Harness:
     """A controller plus the committed image; ``run`` commits what a request writes."""
 
-    def __init__(self, image: MetadataImage, now_ms: int = 0, seed: int = 1,
-                 settings: ControllerSettings | None = None) -> None:
+    def __init__(
+        self,
+        image: MetadataImage,
+        now_ms: int = 0,
+        seed: int = 1,
+        settings: ControllerSettings | None = None,
+    ) -> None:
         self.image = image
         self.now_ms = now_ms
-        self.controller = QuorumController(rng=random.Random(seed), now_ms=now_ms,
-                                           settings=settings)
+        self.controller = QuorumController(
+            rng=random.Random(seed), now_ms=now_ms, settings=settings
+        )
 
     def run(self, request: Any) -> Any:
         result: ControllerResult[Any] = self.controller.handle(self.image, request, self.now_ms)

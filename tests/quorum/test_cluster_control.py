@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.image import MetadataImage
-from metadata.records import (
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     UnregisterBrokerRequest,
 )
-from quorum.managers.sessions import BrokerControlState, HeartbeatInput, next_broker_state
+from pykraft.quorum.managers.sessions import BrokerControlState, HeartbeatInput, next_broker_state
 from tests.quorum.helpers import (
     Harness,
     apply,
@@ -38,21 +38,35 @@ CONTROLLED, NOW = BrokerControlState.CONTROLLED_SHUTDOWN, BrokerControlState.SHU
 
 
 def register(broker_id: int, n: int | None = None) -> BrokerRegistrationRequest:
-    return BrokerRegistrationRequest(broker_id=broker_id,
-                                     incarnation_id=incarnation(broker_id if n is None else n),
-                                     listeners=(endpoint(broker_id),))
+    return BrokerRegistrationRequest(
+        broker_id=broker_id,
+        incarnation_id=incarnation(broker_id if n is None else n),
+        listeners=(endpoint(broker_id),),
+    )
 
 
-def heartbeat(h: Harness, broker_id: int, *, offset: int | None = None, fence: bool = False,
-              shut_down: bool = False):
+def heartbeat(
+    h: Harness,
+    broker_id: int,
+    *,
+    offset: int | None = None,
+    fence: bool = False,
+    shut_down: bool = False,
+):
     epoch = h.image.cluster.brokers[broker_id].epoch
-    return h.run(BrokerHeartbeatRequest(
-        broker_id=broker_id, broker_epoch=epoch,
-        current_metadata_offset=h.image.offset if offset is None else offset,
-        want_fence=fence, want_shut_down=shut_down))
+    return h.run(
+        BrokerHeartbeatRequest(
+            broker_id=broker_id,
+            broker_epoch=epoch,
+            current_metadata_offset=h.image.offset if offset is None else offset,
+            want_fence=fence,
+            want_shut_down=shut_down,
+        )
+    )
 
 
 # --- registration --------------------------------------------------------------------------
+
 
 def test_broker_epoch_is_the_offset_of_the_register_record() -> None:
     # ClusterControlManagerTest.testRegistrationWithIncorrectClusterId's happy path: the epoch
@@ -61,9 +75,15 @@ def test_broker_epoch_is_the_offset_of_the_register_record() -> None:
     result = h.controller.register_broker(h.image, register(1), 0)
     assert result.response.error.is_success()
     assert result.response.broker_epoch == 0
-    assert result.records == (RegisterBrokerRecord(
-        broker_id=1, incarnation_id=incarnation(1), broker_epoch=0,
-        end_points=(endpoint(1),), fenced=True),)
+    assert result.records == (
+        RegisterBrokerRecord(
+            broker_id=1,
+            incarnation_id=incarnation(1),
+            broker_epoch=0,
+            end_points=(endpoint(1),),
+            fenced=True,
+        ),
+    )
     h.commit(result)
     h.run(BrokerHeartbeatRequest(broker_id=1, broker_epoch=0, current_metadata_offset=0))
     second = h.run(register(2))
@@ -73,13 +93,23 @@ def test_broker_epoch_is_the_offset_of_the_register_record() -> None:
 @pytest.mark.parametrize(
     ("request_", "error", "message"),
     [
-        (BrokerRegistrationRequest(broker_id=-1, incarnation_id=incarnation(1)),
-         Errors.INVALID_REQUEST, "Invalid broker id -1: it must be non-negative."),
-        (BrokerRegistrationRequest(broker_id=1, incarnation_id="not-a-uuid"),
-         Errors.INVALID_REQUEST, None),
-        (BrokerRegistrationRequest(broker_id=1, incarnation_id=incarnation(1),
-                                   listeners=(endpoint(1), endpoint(1))),
-         Errors.INVALID_REQUEST, "Listener names must be unique."),
+        (
+            BrokerRegistrationRequest(broker_id=-1, incarnation_id=incarnation(1)),
+            Errors.INVALID_REQUEST,
+            "Invalid broker id -1: it must be non-negative.",
+        ),
+        (
+            BrokerRegistrationRequest(broker_id=1, incarnation_id="not-a-uuid"),
+            Errors.INVALID_REQUEST,
+            None,
+        ),
+        (
+            BrokerRegistrationRequest(
+                broker_id=1, incarnation_id=incarnation(1), listeners=(endpoint(1), endpoint(1))
+            ),
+            Errors.INVALID_REQUEST,
+            "Listener names must be unique.",
+        ),
     ],
 )
 def test_invalid_registration_writes_nothing(request_, error, message) -> None:
@@ -125,8 +155,9 @@ def test_new_incarnation_of_a_fenced_broker_replaces_it() -> None:
 def test_new_incarnation_drops_old_leaderships_in_the_same_batch() -> None:
     # The new registration starts fenced, so the old incarnation's leaderships move first and
     # the broker epoch accounts for the records before the RegisterBrokerRecord.
-    image = image_with({1: "unfenced", 2: "unfenced"},
-                       {"t": [((1, 2), (1, 2), 1), ((2, 1), (2, 1), 2)]})
+    image = image_with(
+        {1: "unfenced", 2: "unfenced"}, {"t": [((1, 2), (1, 2), 1), ((2, 1), (2, 1), 2)]}
+    )
     h = Harness(image, now_ms=0)
     result = h.controller.register_broker(h.image, register(1, n=5), 20_000)
     assert result.records[:2] == (
@@ -141,44 +172,66 @@ def test_new_incarnation_drops_old_leaderships_in_the_same_batch() -> None:
 
 # --- heartbeats ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("broker_epoch", "message"),
-    [(3, "Expected broker epoch 1, but got broker epoch 3"),
-     (0, "Expected broker epoch 1, but got broker epoch 0")],
+    [
+        (3, "Expected broker epoch 1, but got broker epoch 3"),
+        (0, "Expected broker epoch 1, but got broker epoch 0"),
+    ],
 )
 def test_heartbeat_with_stale_epoch(broker_epoch, message) -> None:
     # ClusterControlManager.checkBrokerEpoch
     h = Harness(image_with({0: "unfenced", 1: "unfenced"}))
-    result = h.controller.broker_heartbeat(h.image, BrokerHeartbeatRequest(
-        broker_id=1, broker_epoch=broker_epoch, current_metadata_offset=5), 0)
+    result = h.controller.broker_heartbeat(
+        h.image,
+        BrokerHeartbeatRequest(broker_id=1, broker_epoch=broker_epoch, current_metadata_offset=5),
+        0,
+    )
     assert result.records == ()
     assert (result.response.error.error, result.response.error.message) == (
-        Errors.STALE_BROKER_EPOCH, message)
+        Errors.STALE_BROKER_EPOCH,
+        message,
+    )
 
 
 def test_heartbeat_from_unknown_broker() -> None:
     h = Harness(image_with({0: "unfenced"}))
-    result = h.controller.broker_heartbeat(h.image, BrokerHeartbeatRequest(
-        broker_id=9, broker_epoch=0, current_metadata_offset=5), 0)
+    result = h.controller.broker_heartbeat(
+        h.image, BrokerHeartbeatRequest(broker_id=9, broker_epoch=0, current_metadata_offset=5), 0
+    )
     assert result.response.error.message == "No broker registration found for broker id 9"
 
 
-def state(current: BrokerControlState, *, fence: bool = False, shut_down: bool = False,
-          offset: int = 10, registered_at: int = 10, shutdown_offset: int = -1,
-          lowest_active: int = 100, in_shutdown_in_image: bool = False) -> HeartbeatInput:
-    return HeartbeatInput(current=current, want_fence=fence, want_shut_down=shut_down,
-                          current_metadata_offset=offset, registration_offset=registered_at,
-                          controlled_shutdown_offset=shutdown_offset,
-                          lowest_active_offset=lowest_active,
-                          in_controlled_shutdown_in_image=in_shutdown_in_image)
+def state(
+    current: BrokerControlState,
+    *,
+    fence: bool = False,
+    shut_down: bool = False,
+    offset: int = 10,
+    registered_at: int = 10,
+    shutdown_offset: int = -1,
+    lowest_active: int = 100,
+    in_shutdown_in_image: bool = False,
+) -> HeartbeatInput:
+    return HeartbeatInput(
+        current=current,
+        want_fence=fence,
+        want_shut_down=shut_down,
+        current_metadata_offset=offset,
+        registration_offset=registered_at,
+        controlled_shutdown_offset=shutdown_offset,
+        lowest_active_offset=lowest_active,
+        in_controlled_shutdown_in_image=in_shutdown_in_image,
+    )
 
 
 @pytest.mark.parametrize(
     ("heartbeat_input", "leads", "expected"),
     [
         # BrokerHeartbeatManagerTest.testCalculateNextBrokerState
-        (state(FENCED, offset=9), False, FENCED),             # not caught up yet
-        (state(FENCED, offset=10), False, UNFENCED),          # caught up to its registration
+        (state(FENCED, offset=9), False, FENCED),  # not caught up yet
+        (state(FENCED, offset=10), False, UNFENCED),  # caught up to its registration
         (state(FENCED, offset=10, fence=True), False, FENCED),
         (state(FENCED, shut_down=True), False, NOW),
         (state(FENCED, offset=10, in_shutdown_in_image=True), False, FENCED),
@@ -202,14 +255,21 @@ def test_unfenced_once_caught_up_to_registration() -> None:
     h = Harness(MetadataImage.EMPTY)
     h.run(register(1))
     epoch = h.image.cluster.brokers[1].epoch
-    behind = h.controller.broker_heartbeat(h.image, BrokerHeartbeatRequest(
-        broker_id=1, broker_epoch=epoch, current_metadata_offset=epoch - 1), 0)
+    behind = h.controller.broker_heartbeat(
+        h.image,
+        BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch, current_metadata_offset=epoch - 1),
+        0,
+    )
     assert behind.records == ()
     assert (behind.response.is_fenced, behind.response.is_caught_up) == (True, False)
-    caught_up = h.controller.broker_heartbeat(h.image, BrokerHeartbeatRequest(
-        broker_id=1, broker_epoch=epoch, current_metadata_offset=epoch), 0)
-    assert caught_up.records == (BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch,
-                                                                fenced=-1),)
+    caught_up = h.controller.broker_heartbeat(
+        h.image,
+        BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch, current_metadata_offset=epoch),
+        0,
+    )
+    assert caught_up.records == (
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch, fenced=-1),
+    )
     assert (caught_up.response.is_fenced, caught_up.response.is_caught_up) == (False, True)
 
 
@@ -232,6 +292,7 @@ def test_want_fence_fences_and_moves_leadership() -> None:
 
 # --- session timeouts ----------------------------------------------------------------------
 
+
 def test_fence_on_session_timeout_after_9000_ms() -> None:
     # broker.session.timeout.ms 9000: still valid at exactly 9000 ms, stale 1 ms later.
     image = image_with({1: "unfenced", 2: "unfenced"}, {"t": [((1, 2), (1, 2), 1)]})
@@ -252,8 +313,12 @@ def test_fence_on_session_timeout_after_9000_ms() -> None:
 
 def test_one_stale_broker_per_batch_longest_silent_first() -> None:
     # Kafka's maybeFenceOneStaleBroker: each fencing sees the previous one's effect.
-    h = Harness(image_with({1: "unfenced", 2: "unfenced", 3: "unfenced"},
-                           {"t": [((1, 2, 3), (1, 2, 3), 1)]}), now_ms=0)
+    h = Harness(
+        image_with(
+            {1: "unfenced", 2: "unfenced", 3: "unfenced"}, {"t": [((1, 2, 3), (1, 2, 3), 1)]}
+        ),
+        now_ms=0,
+    )
     h.now_ms = 100
     heartbeat(h, 1)
     fenced: list[int] = []
@@ -280,8 +345,11 @@ def test_unclean_election_on_fencing_when_enabled_for_topic() -> None:
     # ReplicationControlManagerTest.testUncleanLeaderElection...: the last ISR member dies; with
     # unclean.leader.election.enable=true an out-of-sync replica takes over, ISR = [it].
     configs = {(2, "t"): {"unclean.leader.election.enable": "true"}}
-    image = image_with({1: "unfenced", 2: "unfenced"}, {"t": [((1, 2), (1,), 1)],
-                                                        "u": [((1, 2), (1,), 1)]}, configs)
+    image = image_with(
+        {1: "unfenced", 2: "unfenced"},
+        {"t": [((1, 2), (1,), 1)], "u": [((1, 2), (1,), 1)]},
+        configs,
+    )
     h = Harness(image)
     h.commit(h.controller.fence_stale_brokers(h.image, 9001))
     t, u = partition(h.image, "t", 0), partition(h.image, "u", 0)
@@ -299,17 +367,22 @@ def test_cluster_wide_unclean_default_applies_to_topics() -> None:
 
 # --- controlled shutdown -------------------------------------------------------------------
 
+
 def test_controlled_shutdown_moves_leadership_before_shutting_down() -> None:
     # QuorumControllerTest.testBrokerHeartbeat... / KIP-631 controlled shutdown.
-    image = image_with({1: "unfenced", 2: "unfenced", 3: "unfenced"},
-                       {"t": [((1, 2, 3), (1, 2, 3), 1), ((2, 1, 3), (2, 1, 3), 2),
-                              ((1, 3), (1,), 1)]})
+    image = image_with(
+        {1: "unfenced", 2: "unfenced", 3: "unfenced"},
+        {"t": [((1, 2, 3), (1, 2, 3), 1), ((2, 1, 3), (2, 1, 3), 2), ((1, 3), (1,), 1)]},
+    )
     h = Harness(image)
     for broker_id in (2, 3):
         heartbeat(h, broker_id)
     first = heartbeat(h, 1, shut_down=True)
     assert (first.in_controlled_shutdown, first.should_shut_down, first.is_fenced) == (
-        True, False, False)
+        True,
+        False,
+        False,
+    )
     assert h.image.cluster.brokers[1].in_controlled_shutdown
     assert leaders(h.image, "t") == [2, 2, -1]
     assert [partition(h.image, "t", i).isr for i in range(3)] == [(2, 3), (2, 3), (1,)]
@@ -331,21 +404,30 @@ def test_shutdown_without_leaderships_is_immediate() -> None:
 
 def test_fenced_broker_asking_to_shut_down_may_go() -> None:
     h = Harness(image_with({1: "fenced"}))
-    result = h.controller.broker_heartbeat(h.image, BrokerHeartbeatRequest(
-        broker_id=1, broker_epoch=0, current_metadata_offset=0, want_shut_down=True), 0)
+    result = h.controller.broker_heartbeat(
+        h.image,
+        BrokerHeartbeatRequest(
+            broker_id=1, broker_epoch=0, current_metadata_offset=0, want_shut_down=True
+        ),
+        0,
+    )
     assert result.response.should_shut_down
-    assert result.records == (BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=0,
-                                                             fenced=1),)
+    assert result.records == (
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=0, fenced=1),
+    )
 
 
 # --- unregistration ------------------------------------------------------------------------
+
 
 def test_unregister_unknown_broker() -> None:
     h = Harness(image_with({1: "unfenced"}))
     result = h.controller.unregister_broker(h.image, UnregisterBrokerRequest(7), 0)
     assert result.records == ()
     assert (result.response.error.error, result.response.error.message) == (
-        Errors.BROKER_ID_NOT_REGISTERED, "Broker ID 7 is not currently registered")
+        Errors.BROKER_ID_NOT_REGISTERED,
+        "Broker ID 7 is not currently registered",
+    )
 
 
 def test_unregister_removes_broker_from_isrs() -> None:

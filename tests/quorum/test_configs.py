@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.records import ConfigRecord
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.metadata.records import ConfigRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from quorum.managers.configs import (
+from pykraft.quorum.managers.configs import (
     TOPIC_CONFIGS,
     ConfigError,
     effective_topic_configs,
@@ -32,54 +32,87 @@ TOPIC, BROKER = 2, 4
     ("name", "value", "message"),
     [
         ("min.insync.replicas", "2", None),
-        ("min.insync.replicas", "0",
-         "Invalid value 0 for configuration min.insync.replicas: "
-         "Value must be at least 1"),
-        ("min.insync.replicas", "abc",
-         "Invalid value abc for configuration min.insync.replicas: "
-         "Not a number of type INT"),
-        ("min.insync.replicas", "2147483648",
-         "Invalid value 2147483648 for configuration min.insync.replicas: "
-         "Not a number of type INT"),
-        ("min.insync.replicas", "1.5",
-         "Invalid value 1.5 for configuration min.insync.replicas: "
-         "Not a number of type INT"),
+        (
+            "min.insync.replicas",
+            "0",
+            "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1",
+        ),
+        (
+            "min.insync.replicas",
+            "abc",
+            "Invalid value abc for configuration min.insync.replicas: Not a number of type INT",
+        ),
+        (
+            "min.insync.replicas",
+            "2147483648",
+            "Invalid value 2147483648 for configuration min.insync.replicas: "
+            "Not a number of type INT",
+        ),
+        (
+            "min.insync.replicas",
+            "1.5",
+            "Invalid value 1.5 for configuration min.insync.replicas: Not a number of type INT",
+        ),
         ("retention.ms", "-1", None),
-        ("retention.ms", "-2",
-         "Invalid value -2 for configuration retention.ms: "
-         "Value must be at least -1"),
+        (
+            "retention.ms",
+            "-2",
+            "Invalid value -2 for configuration retention.ms: Value must be at least -1",
+        ),
         ("retention.ms", "9223372036854775807", None),
-        ("retention.ms", "9223372036854775808",
-         "Invalid value 9223372036854775808 for configuration retention.ms: "
-         "Not a number of type LONG"),
+        (
+            "retention.ms",
+            "9223372036854775808",
+            "Invalid value 9223372036854775808 for configuration retention.ms: "
+            "Not a number of type LONG",
+        ),
         ("retention.bytes", "-5", None),
         ("cleanup.policy", "compact,delete", None),
         ("cleanup.policy", "compact, delete", None),
-        ("cleanup.policy", "foo",
-         "Invalid value foo for configuration cleanup.policy: "
-         "String must be one of: compact, delete"),
+        (
+            "cleanup.policy",
+            "foo",
+            "Invalid value foo for configuration cleanup.policy: "
+            "String must be one of: compact, delete",
+        ),
         ("unclean.leader.election.enable", "TRUE", None),
-        ("unclean.leader.election.enable", "yes",
-         "Invalid value yes for configuration unclean.leader.election.enable: "
-         "Expected value to be either true or false"),
+        (
+            "unclean.leader.election.enable",
+            "yes",
+            "Invalid value yes for configuration unclean.leader.election.enable: "
+            "Expected value to be either true or false",
+        ),
         ("segment.bytes", "14", None),
-        ("segment.bytes", "13",
-         "Invalid value 13 for configuration segment.bytes: "
-         "Value must be at least 14"),
+        (
+            "segment.bytes",
+            "13",
+            "Invalid value 13 for configuration segment.bytes: Value must be at least 14",
+        ),
         ("max.message.bytes", " 1000 ", None),
-        ("max.message.bytes", "-1",
-         "Invalid value -1 for configuration max.message.bytes: "
-         "Value must be at least 0"),
+        (
+            "max.message.bytes",
+            "-1",
+            "Invalid value -1 for configuration max.message.bytes: Value must be at least 0",
+        ),
         ("min.cleanable.dirty.ratio", "0.25", None),
-        ("min.cleanable.dirty.ratio", "1.5",
-         "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: "
-         "Value must be no more than 1"),
-        ("min.cleanable.dirty.ratio", "x",
-         "Invalid value x for configuration min.cleanable.dirty.ratio: "
-         "Not a number of type DOUBLE"),
-        ("compression.type", "brotli",
-         "Invalid value brotli for configuration compression.type: "
-         "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+        (
+            "min.cleanable.dirty.ratio",
+            "1.5",
+            "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: "
+            "Value must be no more than 1",
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            "x",
+            "Invalid value x for configuration min.cleanable.dirty.ratio: "
+            "Not a number of type DOUBLE",
+        ),
+        (
+            "compression.type",
+            "brotli",
+            "Invalid value brotli for configuration compression.type: "
+            "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+        ),
         ("message.timestamp.type", "LogAppendTime", None),
     ],
 )
@@ -95,7 +128,8 @@ def test_topic_config_values(name: str, value: str, message: str | None) -> None
 
 def alter(h: Harness, *resources: AlterConfigsResource, validate_only: bool = False):
     result = h.controller.incremental_alter_configs(
-        h.image, IncrementalAlterConfigsRequest(resources, validate_only), 0)
+        h.image, IncrementalAlterConfigsRequest(resources, validate_only), 0
+    )
     h.commit(result)
     return result
 
@@ -109,15 +143,21 @@ APPEND, SUBTRACT = AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT
 
 
 def test_set_and_delete_topic_configs() -> None:
-    h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]},
-                           {(TOPIC, "t"): {"retention.ms": "5"}}))
-    result = alter(h, topic("t", AlterableConfig("min.insync.replicas", SET, "2"),
-                            AlterableConfig("retention.ms", DELETE),
-                            AlterableConfig("segment.ms", DELETE)))
+    h = Harness(
+        image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]}, {(TOPIC, "t"): {"retention.ms": "5"}})
+    )
+    result = alter(
+        h,
+        topic(
+            "t",
+            AlterableConfig("min.insync.replicas", SET, "2"),
+            AlterableConfig("retention.ms", DELETE),
+            AlterableConfig("segment.ms", DELETE),
+        ),
+    )
     assert result.response.results[0].error.is_success()
     assert result.records == (
-        ConfigRecord(resource_type=TOPIC, resource_name="t", name="min.insync.replicas",
-                     value="2"),
+        ConfigRecord(resource_type=TOPIC, resource_name="t", name="min.insync.replicas", value="2"),
         ConfigRecord(resource_type=TOPIC, resource_name="t", name="retention.ms", value=None),
     )
     assert dict(h.image.configs.config(TOPIC, "t")) == {"min.insync.replicas": "2"}
@@ -129,22 +169,48 @@ def test_set_and_delete_topic_configs() -> None:
 @pytest.mark.parametrize(
     ("resource", "error", "message"),
     [
-        (topic("nope", AlterableConfig("retention.ms", SET, "1")),
-         Errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist."),
-        (topic("t", AlterableConfig("retention.ms", SET, "x")), Errors.INVALID_CONFIG,
-         "Invalid value x for configuration retention.ms: Not a number of type LONG"),
-        (topic("t", AlterableConfig("foo", SET, "1")), Errors.INVALID_CONFIG,
-         "Unknown topic config name: foo"),
-        (topic("t", AlterableConfig("retention.ms", SET, None)), Errors.INVALID_REQUEST,
-         "Null value not supported for retention.ms with op SET."),
-        (topic("t", AlterableConfig("retention.ms", APPEND, "1")), Errors.INVALID_CONFIG,
-         "Can't APPEND to key retention.ms because its type is not LIST."),
-        (AlterConfigsResource(BROKER, "abc", (AlterableConfig("min.insync.replicas", SET, "2"),)),
-         Errors.INVALID_REQUEST, "Illegal non-integral BROKER resource type name."),
-        (AlterConfigsResource(BROKER, "", (AlterableConfig("num.io.threads", SET, "2"),)),
-         Errors.INVALID_CONFIG, "Unknown broker config name: num.io.threads"),
-        (AlterConfigsResource(99, "x", ()), Errors.INVALID_REQUEST,
-         "Unsupported resource type 99."),
+        (
+            topic("nope", AlterableConfig("retention.ms", SET, "1")),
+            Errors.UNKNOWN_TOPIC_OR_PARTITION,
+            "The topic 'nope' does not exist.",
+        ),
+        (
+            topic("t", AlterableConfig("retention.ms", SET, "x")),
+            Errors.INVALID_CONFIG,
+            "Invalid value x for configuration retention.ms: Not a number of type LONG",
+        ),
+        (
+            topic("t", AlterableConfig("foo", SET, "1")),
+            Errors.INVALID_CONFIG,
+            "Unknown topic config name: foo",
+        ),
+        (
+            topic("t", AlterableConfig("retention.ms", SET, None)),
+            Errors.INVALID_REQUEST,
+            "Null value not supported for retention.ms with op SET.",
+        ),
+        (
+            topic("t", AlterableConfig("retention.ms", APPEND, "1")),
+            Errors.INVALID_CONFIG,
+            "Can't APPEND to key retention.ms because its type is not LIST.",
+        ),
+        (
+            AlterConfigsResource(
+                BROKER, "abc", (AlterableConfig("min.insync.replicas", SET, "2"),)
+            ),
+            Errors.INVALID_REQUEST,
+            "Illegal non-integral BROKER resource type name.",
+        ),
+        (
+            AlterConfigsResource(BROKER, "", (AlterableConfig("num.io.threads", SET, "2"),)),
+            Errors.INVALID_CONFIG,
+            "Unknown broker config name: num.io.threads",
+        ),
+        (
+            AlterConfigsResource(99, "x", ()),
+            Errors.INVALID_REQUEST,
+            "Unsupported resource type 99.",
+        ),
     ],
 )
 def test_alter_config_errors(resource, error, message) -> None:
@@ -154,8 +220,9 @@ def test_alter_config_errors(resource, error, message) -> None:
     assert (first.error.error, first.error.message) == (error, message)
     # Each resource stands alone: the valid one is still written.
     assert second.error.is_success()
-    assert result.records == (ConfigRecord(resource_type=TOPIC, resource_name="u",
-                                           name="segment.ms", value="1000"),)
+    assert result.records == (
+        ConfigRecord(resource_type=TOPIC, resource_name="u", name="segment.ms", value="1000"),
+    )
 
 
 def test_append_and_subtract_list_values() -> None:
@@ -170,9 +237,13 @@ def test_append_and_subtract_list_values() -> None:
 
 def test_cluster_default_and_broker_configs() -> None:
     h = Harness(image_with({1: "unfenced"}))
-    result = alter(h, AlterConfigsResource(BROKER, "", (
-        AlterableConfig("unclean.leader.election.enable", SET, "true"),)),
-        AlterConfigsResource(BROKER, "1", (AlterableConfig("log.retention.ms", SET, "10"),)))
+    result = alter(
+        h,
+        AlterConfigsResource(
+            BROKER, "", (AlterableConfig("unclean.leader.election.enable", SET, "true"),)
+        ),
+        AlterConfigsResource(BROKER, "1", (AlterableConfig("log.retention.ms", SET, "10"),)),
+    )
     assert [r.error.error for r in result.response.results] == [Errors.NONE, Errors.NONE]
     assert unclean_leader_election_enabled(h.image, "any", cluster_default=False)
 
@@ -182,15 +253,19 @@ def test_validate_only_and_duplicates() -> None:
     change = topic("t", AlterableConfig("retention.ms", SET, "7"))
     assert alter(h, change, validate_only=True).records == ()
     result = alter(h, change, change)
-    assert [r.error.error for r in result.response.results] == [Errors.NONE,
-                                                               Errors.INVALID_REQUEST]
+    assert [r.error.error for r in result.response.results] == [Errors.NONE, Errors.INVALID_REQUEST]
     assert len(result.records) == 1
 
 
 def test_unclean_precedence_topic_then_cluster_then_static() -> None:
-    image = image_with({1: "unfenced"}, {"a": [((1,), (1,), 1)], "b": [((1,), (1,), 1)]},
-                       {(TOPIC, "a"): {"unclean.leader.election.enable": "false"},
-                        (BROKER, ""): {"unclean.leader.election.enable": "true"}})
+    image = image_with(
+        {1: "unfenced"},
+        {"a": [((1,), (1,), 1)], "b": [((1,), (1,), 1)]},
+        {
+            (TOPIC, "a"): {"unclean.leader.election.enable": "false"},
+            (BROKER, ""): {"unclean.leader.election.enable": "true"},
+        },
+    )
     assert not unclean_leader_election_enabled(image, "a", cluster_default=True)
     assert unclean_leader_election_enabled(image, "b", cluster_default=False)
     bare = image_with({1: "unfenced"})
@@ -199,8 +274,9 @@ def test_unclean_precedence_topic_then_cluster_then_static() -> None:
 
 
 def test_effective_topic_configs() -> None:
-    image = image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]},
-                       {(TOPIC, "t"): {"retention.ms": "5"}})
+    image = image_with(
+        {1: "unfenced"}, {"t": [((1,), (1,), 1)]}, {(TOPIC, "t"): {"retention.ms": "5"}}
+    )
     effective = effective_topic_configs(image, "t")
     assert effective["retention.ms"] == "5"
     assert effective["min.insync.replicas"] == "1"

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from metadata.image import MetadataImage
-from metadata.records import NoOpRecord
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import NoOpRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     BrokerHeartbeatRequest,
     ControllerSettings,
     CreatableTopic,

@@ -11,29 +11,32 @@ from typing import TypeVar
 
 import pytest
 
-from metadata.records import (
+from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     MetadataRecord,
     NoOpRecord,
     RegisterBrokerRecord,
 )
-from quorum.controller import ControllerSettings, QuorumController
-from quorum.metadata_view import MetadataView
-from quorum.node import Operation
-from quorum.runner import TIMER_MAX_DELAY_MS, TIMER_MIN_DELAY_MS, run_timer, timer_delay_ms
+from pykraft.quorum.controller import ControllerSettings, QuorumController
+from pykraft.quorum.metadata_view import MetadataView
+from pykraft.quorum.node import Operation
+from pykraft.quorum.runner import TIMER_MAX_DELAY_MS, TIMER_MIN_DELAY_MS, run_timer, timer_delay_ms
 from tests.fake_clock import FakeClock
 from tests.quorum.helpers import apply, endpoint, image_with, incarnation
 
 T = TypeVar("T")
 
 
-@pytest.mark.parametrize(("deadline_ms", "now_ms", "expected_ms"), [
-    (1_200, 1_000, 200),  # due later: wait for it
-    (1_003, 1_000, TIMER_MIN_DELAY_MS),  # too close to wait for exactly: never spin
-    (900, 1_000, TIMER_MIN_DELAY_MS),  # already past (a write that failed): never spin
-    (61_000, 1_000, TIMER_MAX_DELAY_MS),  # far off: look again, never stall
-    (1_000 + TIMER_MAX_DELAY_MS, 1_000, TIMER_MAX_DELAY_MS),
-])
+@pytest.mark.parametrize(
+    ("deadline_ms", "now_ms", "expected_ms"),
+    [
+        (1_200, 1_000, 200),  # due later: wait for it
+        (1_003, 1_000, TIMER_MIN_DELAY_MS),  # too close to wait for exactly: never spin
+        (900, 1_000, TIMER_MIN_DELAY_MS),  # already past (a write that failed): never spin
+        (61_000, 1_000, TIMER_MAX_DELAY_MS),  # far off: look again, never stall
+        (1_000 + TIMER_MAX_DELAY_MS, 1_000, TIMER_MAX_DELAY_MS),
+    ],
+)
 def test_timer_delay(deadline_ms: int, now_ms: int, expected_ms: int) -> None:
     assert timer_delay_ms(deadline_ms, now_ms) == expected_ms
 
@@ -41,13 +44,15 @@ def test_timer_delay(deadline_ms: int, now_ms: int, expected_ms: int) -> None:
 class TimedNode:
     """The active controller with its committed image, writing at the fake clock's time."""
 
-    def __init__(self, clock: FakeClock, settings: ControllerSettings,
-                 brokers: dict[int, str] | None = None) -> None:
+    def __init__(
+        self, clock: FakeClock, settings: ControllerSettings, brokers: dict[int, str] | None = None
+    ) -> None:
         self.clock = clock
         self.view = MetadataView(window_records=100)
         self.image = image_with({1: "unfenced", 2: "unfenced"} if brokers is None else brokers)
-        self.controller = QuorumController(rng=random.Random(1), now_ms=clock.now_ms,
-                                           settings=settings)
+        self.controller = QuorumController(
+            rng=random.Random(1), now_ms=clock.now_ms, settings=settings
+        )
         self.leader = True
         self.written: list[tuple[int, MetadataRecord]] = []
 
@@ -66,17 +71,28 @@ class TimedNode:
     def unfence_new_broker(self, broker_id: int) -> None:
         """A broker registers and is unfenced by its first heartbeat: the log moves."""
         epoch = self.image.offset + 1
-        self.image = apply(self.image, [
-            RegisterBrokerRecord(broker_id=broker_id, incarnation_id=incarnation(broker_id),
-                                 broker_epoch=epoch, end_points=(endpoint(broker_id),)),
-            BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, fenced=-1)])
+        self.image = apply(
+            self.image,
+            [
+                RegisterBrokerRecord(
+                    broker_id=broker_id,
+                    incarnation_id=incarnation(broker_id),
+                    broker_epoch=epoch,
+                    end_points=(endpoint(broker_id),),
+                ),
+                BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch, fenced=-1),
+            ],
+        )
         self.controller.sessions.register(broker_id, epoch, self.clock.now_ms)
         for observer in self.view.observers:
             observer(None)
 
     def heartbeat(self, broker_id: int) -> None:
-        self.controller.sessions.touch(self.image.cluster.brokers[broker_id], self.clock.now_ms,
-                                       metadata_offset=self.image.offset)
+        self.controller.sessions.touch(
+            self.image.cluster.brokers[broker_id],
+            self.clock.now_ms,
+            metadata_offset=self.image.offset,
+        )
 
 
 async def run_until(node: TimedNode, clock: FakeClock, end_ms: int) -> None:
@@ -90,16 +106,21 @@ async def run_until(node: TimedNode, clock: FakeClock, end_ms: int) -> None:
 
 
 def fencings(node: TimedNode) -> list[tuple[int, int]]:
-    return [(at_ms, record.broker_id) for at_ms, record in node.written
-            if isinstance(record, BrokerRegistrationChangeRecord) and record.fenced == 1]
+    return [
+        (at_ms, record.broker_id)
+        for at_ms, record in node.written
+        if isinstance(record, BrokerRegistrationChangeRecord) and record.fenced == 1
+    ]
 
 
 def test_a_broker_is_fenced_when_its_session_expires_not_a_fixed_period_later() -> None:
     # KIP-631: fenced once broker.session.timeout.ms passed without a heartbeat. The old timer
     # ran every metadata.max.idle.interval.ms / 2 (here 30 s) and fenced at 30,000.
     clock = FakeClock(now_ms=0)
-    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=9_000,
-                                               metadata_max_idle_interval_ms=60_000))
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=60_000),
+    )
     clock.now_ms = 2_000
     node.heartbeat(2)
     asyncio.run(run_until(node, clock, 20_000))
@@ -111,8 +132,10 @@ def test_a_broker_is_fenced_when_its_session_expires_not_a_fixed_period_later() 
 
 def test_the_noop_is_written_when_the_log_was_idle_for_the_interval() -> None:
     clock = FakeClock(now_ms=0)
-    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=600_000,
-                                               metadata_max_idle_interval_ms=2_500))
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=600_000, metadata_max_idle_interval_ms=2_500),
+    )
     asyncio.run(run_until(node, clock, 6_000))
     noops = [at_ms for at_ms, record in node.written if isinstance(record, NoOpRecord)]
     assert len(noops) == 2
@@ -122,8 +145,10 @@ def test_the_noop_is_written_when_the_log_was_idle_for_the_interval() -> None:
 
 def test_a_standby_writes_nothing_and_looks_again_within_the_bound() -> None:
     clock = FakeClock(now_ms=0)
-    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=1_000,
-                                               metadata_max_idle_interval_ms=500))
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=1_000, metadata_max_idle_interval_ms=500),
+    )
     node.leader = False
     asyncio.run(run_until(node, clock, 5_000))
     assert node.written == []
@@ -140,8 +165,11 @@ class ArrivalClock(FakeClock):
 
     async def wait(self, event: asyncio.Event, timeout_ms: int | None) -> None:
         arrive = self.arrive
-        if arrive is not None and timeout_ms is not None \
-                and self.now_ms + timeout_ms >= self.arrive_at_ms:
+        if (
+            arrive is not None
+            and timeout_ms is not None
+            and self.now_ms + timeout_ms >= self.arrive_at_ms
+        ):
             self.now_ms, self.arrive = self.arrive_at_ms, None
             arrive()
         await super().wait(event, timeout_ms)
@@ -154,8 +182,11 @@ def test_a_session_that_starts_during_a_long_wait_re_arms_the_timer() -> None:
         node.unfence_new_broker(1)
 
     clock = ArrivalClock(1_500, arrive)
-    node = TimedNode(clock, ControllerSettings(broker_session_timeout_ms=100,
-                                               metadata_max_idle_interval_ms=60_000), {})
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=100, metadata_max_idle_interval_ms=60_000),
+        {},
+    )
     asyncio.run(run_until(node, clock, 3_000))
     [(fenced_ms, broker)] = fencings(node)
     assert broker == 1

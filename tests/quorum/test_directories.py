@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from metadata.records import PartitionChangeRecord, uuid_to_kafka_string
-from protocol.errors import Errors
-from quorum.controller import BrokerHeartbeatRequest, OfflineReplica
-from quorum.managers.directories import MAX_OFFLINE_REPLICAS
+from pykraft.metadata.records import PartitionChangeRecord, uuid_to_kafka_string
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import BrokerHeartbeatRequest, OfflineReplica
+from pykraft.quorum.managers.directories import MAX_OFFLINE_REPLICAS
 from tests.quorum.helpers import Harness, image_with, partition, topic_id
 
 DIR_A = uuid_to_kafka_string((1000).to_bytes(16, "big"))

@@ -15,7 +15,7 @@ QUORUM = Path(__file__).resolve().parents[2] / "quorum"
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(QUORUM.parent).with_suffix("").parts
+    parts = ("pykraft", *path.relative_to(QUORUM.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -65,15 +65,21 @@ def test_quorum_modules_import_no_cycle() -> None:
 def test_the_cycle_finder_sees_a_deferred_cycle() -> None:
     """The checker itself must be able to fail: the old service <-> service_admin shape."""
     graph = {
-        "quorum.service": {"quorum.service_admin", "quorum.node"},
-        "quorum.service_admin": {"quorum.service", "quorum.node"},
-        "quorum.node": set(),
+        "pykraft.quorum.service": {"pykraft.quorum.service_admin", "pykraft.quorum.node"},
+        "pykraft.quorum.service_admin": {"pykraft.quorum.service", "pykraft.quorum.node"},
+        "pykraft.quorum.node": set(),
     }
-    assert find_cycle(graph) == ["quorum.service", "quorum.service_admin", "quorum.service"]
+    assert find_cycle(graph) == [
+        "pykraft.quorum.service",
+        "pykraft.quorum.service_admin",
+        "pykraft.quorum.service",
+    ]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_a_deferred_import_counts(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("def build():\n    from quorum.service_admin import add_admin_routes\n")
-    assert imports_of(sample, {"quorum.service_admin"}) == {"quorum.service_admin"}
+    sample.write_text(
+        "def build():\n    from pykraft.quorum.service_admin import add_admin_routes\n"
+    )
+    assert imports_of(sample, {"pykraft.quorum.service_admin"}) == {"pykraft.quorum.service_admin"}

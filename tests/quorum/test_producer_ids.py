@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from metadata.records import ProducerIdsRecord
-from protocol.errors import Errors
-from quorum.controller import AllocateProducerIdsRequest
-from quorum.managers.producer_ids import allocate_producer_ids
+from pykraft.metadata.records import ProducerIdsRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import AllocateProducerIdsRequest
+from pykraft.quorum.managers.producer_ids import allocate_producer_ids
 from tests.quorum.helpers import Harness, apply, image_with
 
 
@@ -13,8 +13,7 @@ def test_blocks_of_1000_from_zero() -> None:
     # ProducerIdControlManagerTest.testInitialResult / testMonotonic
     h = Harness(image_with({1: "unfenced", 2: "unfenced"}))
     first = h.controller.allocate_producer_ids(h.image, AllocateProducerIdsRequest(1, 0), 0)
-    assert first.records == (ProducerIdsRecord(broker_id=1, broker_epoch=0,
-                                               next_producer_id=1000),)
+    assert first.records == (ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=1000),)
     assert (first.response.producer_id_start, first.response.producer_id_len) == (0, 1000)
     h.commit(first)
     second = h.run(AllocateProducerIdsRequest(2, 1))
@@ -34,9 +33,12 @@ def test_stale_broker_epoch() -> None:
 def test_exhausted() -> None:
     # ProducerIdControlManagerTest.testMaxValue
     image = image_with({1: "unfenced"})
-    image = apply(image, [ProducerIdsRecord(broker_id=1, broker_epoch=0,
-                                            next_producer_id=2**63 - 1000)])
+    image = apply(
+        image, [ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=2**63 - 1000)]
+    )
     result = allocate_producer_ids(image, AllocateProducerIdsRequest(1, 0))
     assert result.records == ()
     assert (result.response.error.error, result.response.error.message) == (
-        Errors.UNKNOWN_SERVER_ERROR, "Exhausted all producerIds.")
+        Errors.UNKNOWN_SERVER_ERROR,
+        "Exhausted all producerIds.",
+    )

@@ -3,7 +3,7 @@
 import crc32c
 import pytest
 
-from quorum.raft_batch import (
+from pykraft.quorum.raft_batch import (
     COMPACT_FORMAT,
     JSON_LINES_FORMAT,
     MAGIC,
@@ -17,7 +17,9 @@ from quorum.raft_batch import (
 
 def batch(*records: bytes, expected: int = 41, epoch: int = 3) -> ProposedBatch:
     return ProposedBatch(
-        expected_last_offset=expected, epoch=epoch, append_time_ms=1_700_000_000_000,
+        expected_last_offset=expected,
+        epoch=epoch,
+        append_time_ms=1_700_000_000_000,
         records=records,
     )
 
@@ -40,8 +42,9 @@ def test_round_trip(value: ProposedBatch) -> None:
 
 
 def compact(payload: bytes = b"[[20,0]]", count: int = 1) -> CompactBatch:
-    return CompactBatch(expected_last_offset=7, epoch=2, append_time_ms=5, record_count=count,
-                        payload=payload)
+    return CompactBatch(
+        expected_last_offset=7, epoch=2, append_time_ms=5, record_count=count, payload=payload
+    )
 
 
 @pytest.mark.parametrize("value", [compact(), compact(b"x" * 300_000, 10_000), compact(b"[")])
@@ -86,10 +89,10 @@ def test_malformed_blobs_are_rejected_with_a_sentence() -> None:
     check_rejected(reseal(body + b"zz"), "trailing bytes")
     # record count 0, then a count far above the bound
     count_at = 4 + 1 + 8 + 4 + 8
-    check_rejected(reseal(body[:count_at] + b"\x00\x00\x00\x00" + body[count_at + 4:]),
-                   "record count 0")
-    check_rejected(reseal(body[:count_at] + b"\x7f\xff\xff\xff" + body[count_at + 4:]),
-                   "outside")
+    check_rejected(
+        reseal(body[:count_at] + b"\x00\x00\x00\x00" + body[count_at + 4 :]), "record count 0"
+    )
+    check_rejected(reseal(body[:count_at] + b"\x7f\xff\xff\xff" + body[count_at + 4 :]), "outside")
 
 
 def test_non_bytes_are_rejected() -> None:

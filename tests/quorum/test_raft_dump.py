@@ -5,12 +5,14 @@ from pathlib import Path
 import attrs
 import pytest
 
-from quorum.raft_dump import DumpError, DumpHeader, RaftEntry, read_dump, write_dump
+from pykraft.quorum.raft_dump import DumpError, DumpHeader, RaftEntry, read_dump, write_dump
 
 
 def header(checkpoint: Path | None) -> DumpHeader:
     return DumpHeader(
-        next_offset=42, last_raft_index=77, epoch=3,
+        next_offset=42,
+        last_raft_index=77,
+        epoch=3,
         last_entry=RaftEntry(command=b"\x00\x80pickled-bytes", index=77, term=3),
         prev_entry=RaftEntry(command=b"\x01", index=76, term=3),
         voters=("127.0.0.1:9093", "127.0.0.1:9094"),
@@ -21,8 +23,9 @@ def header(checkpoint: Path | None) -> DumpHeader:
 
 def test_entries_of_megabytes_stay_out_of_the_header(tmp_path: Path) -> None:
     # A 10,000-partition topic is one Raft entry of megabytes.
-    big = attrs.evolve(header(None), last_entry=RaftEntry(command=b"\n{" * 2_000_000,
-                                                          index=9, term=2))
+    big = attrs.evolve(
+        header(None), last_entry=RaftEntry(command=b"\n{" * 2_000_000, index=9, term=2)
+    )
     write_dump(tmp_path / "dump.bin", big, None)
     assert read_dump(tmp_path / "dump.bin")[0] == big
 
@@ -45,14 +48,17 @@ def test_an_empty_state_has_no_checkpoint(tmp_path: Path) -> None:
     assert read.checkpoint_name is None and content == b""
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b"", "no header line"),
-    (b"\x80\x04K\x01.", "no header line"),
-    (b"not json\n", "not JSON"),
-    (b'{"format":"other"}\n', "not a pykraft-raft-dump"),
-    (b'{"format":"pykraft-raft-dump","version":9}\n', "unsupported dump version"),
-    (b'{"format":"pykraft-raft-dump","version":1}\n', "lacks"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "no header line"),
+        (b"\x80\x04K\x01.", "no header line"),
+        (b"not json\n", "not JSON"),
+        (b'{"format":"other"}\n', "not a pykraft-raft-dump"),
+        (b'{"format":"pykraft-raft-dump","version":9}\n', "unsupported dump version"),
+        (b'{"format":"pykraft-raft-dump","version":1}\n', "lacks"),
+    ],
+)
 def test_malformed_dumps_name_the_file(tmp_path: Path, data: bytes, message: str) -> None:
     path = tmp_path / "dump.bin"
     path.write_bytes(data)
@@ -73,8 +79,11 @@ def test_a_truncated_checkpoint_is_detected(tmp_path: Path) -> None:
 
 def test_a_checkpoint_name_cannot_escape_the_directory(tmp_path: Path) -> None:
     write_dump(tmp_path / "dump.bin", header(None), None)
-    data = (tmp_path / "dump.bin").read_bytes().replace(b'"checkpoint":null',
-                                                         b'"checkpoint":"../x.checkpoint"')
+    data = (
+        (tmp_path / "dump.bin")
+        .read_bytes()
+        .replace(b'"checkpoint":null', b'"checkpoint":"../x.checkpoint"')
+    )
     (tmp_path / "dump.bin").write_bytes(data)
     with pytest.raises(DumpError, match="bad checkpoint name"):
         read_dump(tmp_path / "dump.bin")

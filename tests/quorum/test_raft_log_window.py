@@ -2,10 +2,10 @@
 
 import pytest
 
-from metadata.codec import encode_record
-from metadata.compact_codec import encode_records
-from metadata.records import ProducerIdsRecord
-from quorum.log_window import CommittedBatch, LogWindow, LogWindowError, ReadStatus
+from pykraft.metadata.codec import encode_record
+from pykraft.metadata.compact_codec import encode_records
+from pykraft.metadata.records import ProducerIdsRecord
+from pykraft.quorum.log_window import CommittedBatch, LogWindow, LogWindowError, ReadStatus
 
 
 def record(offset: int) -> ProducerIdsRecord:
@@ -15,7 +15,10 @@ def record(offset: int) -> ProducerIdsRecord:
 
 def committed(base_offset: int, count: int, epoch: int = 1) -> CommittedBatch:
     return CommittedBatch(
-        base_offset=base_offset, epoch=epoch, append_time_ms=0, record_count=count,
+        base_offset=base_offset,
+        epoch=epoch,
+        append_time_ms=0,
+        record_count=count,
         payload=encode_records([record(base_offset + i) for i in range(count)]),
     )
 

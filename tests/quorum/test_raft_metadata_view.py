@@ -2,18 +2,24 @@
 
 import asyncio
 
-from metadata.compact_codec import encode_records
-from metadata.records import NoOpRecord
-from quorum.log_window import ReadStatus
-from quorum.metadata_view import MetadataView, RaftBridge
-from quorum.raft_batch import CompactBatch, encode_batch
-from quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
+from pykraft.metadata.compact_codec import encode_records
+from pykraft.metadata.records import NoOpRecord
+from pykraft.quorum.log_window import ReadStatus
+from pykraft.quorum.metadata_view import MetadataView, RaftBridge
+from pykraft.quorum.raft_batch import CompactBatch, encode_batch
+from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 
 
 def noops_blob(expected_last_offset: int, count: int) -> bytes:
-    return encode_batch(CompactBatch(expected_last_offset=expected_last_offset, epoch=1,
-                                     append_time_ms=0, record_count=count,
-                                     payload=encode_records([NoOpRecord()] * count)))
+    return encode_batch(
+        CompactBatch(
+            expected_last_offset=expected_last_offset,
+            epoch=1,
+            append_time_ms=0,
+            record_count=count,
+            payload=encode_records([NoOpRecord()] * count),
+        )
+    )
 
 
 def applied_noops(state: MetadataState, raft_index: int, count: int) -> Applied:

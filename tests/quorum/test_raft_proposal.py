@@ -2,29 +2,34 @@
 
 import pytest
 
-from metadata.records import (
+from pykraft.metadata.records import (
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     TopicRecord,
     uuid_to_kafka_string,
 )
-from quorum.node import ServiceError, proposal_blob
-from quorum.raft_batch import CompactBatch, decode_batch
-from quorum.raft_state import ApplyStatus, MetadataState, apply_entry
+from pykraft.quorum.node import ServiceError, proposal_blob
+from pykraft.quorum.raft_batch import CompactBatch, decode_batch
+from pykraft.quorum.raft_state import ApplyStatus, MetadataState, apply_entry
 
 TOPIC_ID = uuid_to_kafka_string(bytes(range(1, 17)))
 
 
 def test_a_proposal_is_a_compact_batch_that_applies() -> None:
-    records: list[MetadataRecord] = [TopicRecord(name="pets", topic_id=TOPIC_ID),
-               PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,),
-                               leader=1)]
+    records: list[MetadataRecord] = [
+        TopicRecord(name="pets", topic_id=TOPIC_ID),
+        PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1,), isr=(1,), leader=1),
+    ]
     blob = proposal_blob(-1, 4, 1_700_000_000_000, records)
     batch = decode_batch(blob)
     assert isinstance(batch, CompactBatch)
-    assert (batch.expected_last_offset, batch.epoch, batch.append_time_ms,
-            batch.record_count) == (-1, 4, 1_700_000_000_000, 2)
+    assert (batch.expected_last_offset, batch.epoch, batch.append_time_ms, batch.record_count) == (
+        -1,
+        4,
+        1_700_000_000_000,
+        2,
+    )
     applied = apply_entry(MetadataState(), 2, blob)
     assert applied.result.status is ApplyStatus.APPLIED
     assert (applied.state.image.offset, applied.state.image.epoch) == (1, 4)

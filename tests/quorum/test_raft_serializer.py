@@ -6,7 +6,7 @@ from typing import Any
 
 from pysyncobj import SERIALIZER_STATE
 
-from quorum.raft_serializer import BackgroundSerializer
+from pykraft.quorum.raft_serializer import BackgroundSerializer
 
 DEADLINE_S = 10.0
 
@@ -18,8 +18,9 @@ def wait_outcome(serializer: BackgroundSerializer) -> tuple[int, Any]:
 
 
 def make(tmp_path: Path, write, prepare=lambda data: data[0]) -> BackgroundSerializer:
-    return BackgroundSerializer(str(tmp_path / "dump.bin"), 1 << 20, prepare, write,
-                                lambda name: (None, None, None))
+    return BackgroundSerializer(
+        str(tmp_path / "dump.bin"), 1 << 20, prepare, write, lambda name: (None, None, None)
+    )
 
 
 def test_a_dump_is_written_renamed_and_reported_once(tmp_path: Path) -> None:
@@ -83,8 +84,8 @@ def test_an_installed_snapshot_waits_for_a_running_write(tmp_path: Path) -> None
     assert started.wait(DEADLINE_S)
     installed: list[bool] = []
     receiver = threading.Thread(
-        target=lambda: installed.append(serializer.setTransmissionData((b"installed", True,
-                                                                        True))))
+        target=lambda: installed.append(serializer.setTransmissionData((b"installed", True, True)))
+    )
     receiver.start()  # ...when the leader's snapshot arrives complete
     release.set()
     receiver.join(DEADLINE_S)

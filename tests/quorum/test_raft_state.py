@@ -2,39 +2,51 @@
 
 import pytest
 
-from metadata.codec import encode_record
-from metadata.compact_codec import encode_records
-from metadata.records import (
+from pykraft.metadata.codec import encode_record
+from pykraft.metadata.compact_codec import encode_records
+from pykraft.metadata.records import (
     NoOpRecord,
     PartitionRecord,
     TopicRecord,
     uuid_to_kafka_string,
 )
-from quorum.raft_batch import CompactBatch, ProposedBatch, encode_batch
-from quorum.raft_state import ApplyStatus, MetadataState, apply_entry
+from pykraft.quorum.raft_batch import CompactBatch, ProposedBatch, encode_batch
+from pykraft.quorum.raft_state import ApplyStatus, MetadataState, apply_entry
 
 TOPIC_ID = uuid_to_kafka_string(bytes(range(1, 17)))
 
 
 def blob(*records, expected: int, epoch: int = 2) -> bytes:
     """An entry as controllers write it (format 2, compact rows)."""
-    return encode_batch(CompactBatch(
-        expected_last_offset=expected, epoch=epoch, append_time_ms=123,
-        record_count=len(records), payload=encode_records(records),
-    ))
+    return encode_batch(
+        CompactBatch(
+            expected_last_offset=expected,
+            epoch=epoch,
+            append_time_ms=123,
+            record_count=len(records),
+            payload=encode_records(records),
+        )
+    )
 
 
 def json_lines_blob(*records, expected: int, epoch: int = 2) -> bytes:
     """An entry as controllers wrote it before format 2 (one JSON line per record)."""
-    return encode_batch(ProposedBatch(
-        expected_last_offset=expected, epoch=epoch, append_time_ms=123,
-        records=tuple(encode_record(r).encode() for r in records),
-    ))
+    return encode_batch(
+        ProposedBatch(
+            expected_last_offset=expected,
+            epoch=epoch,
+            append_time_ms=123,
+            records=tuple(encode_record(r).encode() for r in records),
+        )
+    )
 
 
 def compact_blob(payload: bytes, count: int = 1) -> bytes:
-    return encode_batch(CompactBatch(expected_last_offset=-1, epoch=1, append_time_ms=0,
-                                     record_count=count, payload=payload))
+    return encode_batch(
+        CompactBatch(
+            expected_last_offset=-1, epoch=1, append_time_ms=0, record_count=count, payload=payload
+        )
+    )
 
 
 def topic_records(name: str = "pets", partitions: int = 2):
@@ -64,7 +76,8 @@ def test_the_image_holds_the_records() -> None:
     assert applied.batch is not None and applied.batch.record_count == 4
     # The window gets the entry's own payload: nothing re-encoded, nothing decoded kept.
     assert applied.batch.records == tuple(
-        encode_record(r).encode() for r in topic_records(partitions=3))
+        encode_record(r).encode() for r in topic_records(partitions=3)
+    )
 
 
 def test_reapplying_an_entry_after_a_restart_is_a_no_op() -> None:
@@ -96,10 +109,14 @@ def test_garbage_is_rejected_never_raised() -> None:
 
 
 def test_an_undecodable_json_line_rejects_the_whole_batch() -> None:
-    entry = encode_batch(ProposedBatch(
-        expected_last_offset=-1, epoch=1, append_time_ms=0,
-        records=(encode_record(NoOpRecord()).encode(), b'{"type":"Nope","version":0}'),
-    ))
+    entry = encode_batch(
+        ProposedBatch(
+            expected_last_offset=-1,
+            epoch=1,
+            append_time_ms=0,
+            records=(encode_record(NoOpRecord()).encode(), b'{"type":"Nope","version":0}'),
+        )
+    )
     applied = apply_entry(MetadataState(), 2, entry)
     assert applied.result.status is ApplyStatus.INVALID
     assert "Nope" in applied.result.message
@@ -139,8 +156,9 @@ def test_the_proposers_decoded_records_give_the_same_state() -> None:
 def test_a_record_that_is_not_exactly_one_json_value_is_rejected() -> None:
     noop = encode_record(NoOpRecord()).encode()
     for raw in (noop + b"," + noop, b"", b"[", noop + b" garbage"):
-        entry = encode_batch(ProposedBatch(expected_last_offset=-1, epoch=1, append_time_ms=0,
-                                           records=(noop, raw)))
+        entry = encode_batch(
+            ProposedBatch(expected_last_offset=-1, epoch=1, append_time_ms=0, records=(noop, raw))
+        )
         applied = apply_entry(MetadataState(), 2, entry)
         assert applied.result.status is ApplyStatus.INVALID, raw
 
@@ -179,29 +197,54 @@ MALFORMED_COMPACT = [
     (b"[[20,1]]", 1, "NoOpRecord version 1 is not supported"),
     (b"[[20,0,1]]", 1, "NoOpRecord has 0 fields, got 1 values"),
     (b"[[3,0,0]]", 1, "PartitionRecord has 10 fields, got 1 values"),
-    (PARTITION.replace(",0,0,0]", ",0,0,0,0]").encode(), 1,
-     "PartitionRecord has 10 fields, got 11 values"),
-    (PARTITION.replace("[1],[1]", "[1],[\"1\"]").encode(), 1,
-     "PartitionRecord field 'isr' must be an integer (int32)"),
-    (PARTITION.replace("[1],[1]", "[1],null").encode(), 1,
-     "PartitionRecord field 'isr' must be a list, got None"),
-    (PARTITION.replace("[3,0,0,", "[3,0,2147483648,").encode(), 1,
-     "PartitionRecord field 'partitionId' must fit in int32"),
-    (PARTITION.replace(TOPIC_ID, "not-a-uuid").encode(), 1,
-     "PartitionRecord field 'topicId' must be a Kafka uuid string"),
-    (PARTITION.replace("1,0,0,0]", "1,7,0,0]").encode(), 1,
-     "field 'leaderRecoveryState' must be one of [0, 1]"),
-    (b'[[0,0,1,"i",1,[["PLAINTEXT","h"]],[],null,true,false]]', 1,
-     "field 'endPoints' must hold rows of 4 values"),
-    (b'[[0,0,1,"i",1,[["PLAINTEXT","h",70000,0]],[],null,true,false]]', 1,
-     "field 'endPoints' must fit in uint16"),
+    (
+        PARTITION.replace(",0,0,0]", ",0,0,0,0]").encode(),
+        1,
+        "PartitionRecord has 10 fields, got 11 values",
+    ),
+    (
+        PARTITION.replace("[1],[1]", '[1],["1"]').encode(),
+        1,
+        "PartitionRecord field 'isr' must be an integer (int32)",
+    ),
+    (
+        PARTITION.replace("[1],[1]", "[1],null").encode(),
+        1,
+        "PartitionRecord field 'isr' must be a list, got None",
+    ),
+    (
+        PARTITION.replace("[3,0,0,", "[3,0,2147483648,").encode(),
+        1,
+        "PartitionRecord field 'partitionId' must fit in int32",
+    ),
+    (
+        PARTITION.replace(TOPIC_ID, "not-a-uuid").encode(),
+        1,
+        "PartitionRecord field 'topicId' must be a Kafka uuid string",
+    ),
+    (
+        PARTITION.replace("1,0,0,0]", "1,7,0,0]").encode(),
+        1,
+        "field 'leaderRecoveryState' must be one of [0, 1]",
+    ),
+    (
+        b'[[0,0,1,"i",1,[["PLAINTEXT","h"]],[],null,true,false]]',
+        1,
+        "field 'endPoints' must hold rows of 4 values",
+    ),
+    (
+        b'[[0,0,1,"i",1,[["PLAINTEXT","h",70000,0]],[],null,true,false]]',
+        1,
+        "field 'endPoints' must fit in uint16",
+    ),
     (b'[[0,0,1,"i",1,[],[],null,1,false]]', 1, "field 'fenced' must be true or false"),
 ]
 
 
 @pytest.mark.parametrize(("payload", "count", "fragment"), MALFORMED_COMPACT)
-def test_a_malformed_compact_entry_is_invalid_never_raised(payload: bytes, count: int,
-                                                           fragment: str) -> None:
+def test_a_malformed_compact_entry_is_invalid_never_raised(
+    payload: bytes, count: int, fragment: str
+) -> None:
     applied = apply_entry(MetadataState(), 2, compact_blob(payload, count))
     assert applied.result.status is ApplyStatus.INVALID
     assert fragment in applied.result.message

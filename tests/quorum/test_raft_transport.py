@@ -25,7 +25,7 @@ from pysyncobj.tcp_server import TcpServer
 from pysyncobj.transport import TCPTransport
 from pysyncobj.version import VERSION
 
-from quorum.raft_transport import (
+from pykraft.quorum.raft_transport import (
     AUTHENTICATION_TIMEOUT_S,
     MAX_FRAME_BYTES,
     MAX_HANDSHAKE_FRAME_BYTES,

@@ -3,13 +3,13 @@ missing partitions sent again (Kafka's DefaultAlterPartitionManager, AlterPartit
 
 from __future__ import annotations
 
-from protocol.errors import Errors
-from replica.alter_partition_queue import (
+from pykraft.protocol.errors import Errors
+from pykraft.replica.alter_partition_queue import (
     AlterPartitionCallback,
     AlterPartitionItem,
     AlterPartitionQueue,
 )
-from replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
+from pykraft.replica.isr import AlterPartitionResult, BrokerState, IsrState, PendingIsrChange
 
 TOPIC_ID = "ThIaNwRnSM2Nt9Mx1v0RvA"
 OK = AlterPartitionResult(error=Errors.NONE, leader_id=1, leader_epoch=1, isr=(1,))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import Errors
-from replica.data_path import (
+from pykraft.protocol.errors import Errors
+from pykraft.replica.data_path import (
     FetchParams,
     LogReadResult,
     PartitionFetch,
@@ -14,8 +14,8 @@ from replica.data_path import (
     invalid_acks,
     respond_now,
 )
-from storage.leader_epoch_cache import OffsetAndEpoch
-from storage.topic_partition import TopicPartition
+from pykraft.storage.leader_epoch_cache import OffsetAndEpoch
+from pykraft.storage.topic_partition import TopicPartition
 
 TP = TopicPartition("pets", 0)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.image import BrokerRegistration
-from protocol.errors import Errors
-from replica.isr import AlterPartitionOutcome, AlterPartitionResult, IsrState
-from replica.partition_core import LogView, PartitionCore, check_transition, diverging_epoch
-from replica.partition_state import PartitionError, PartitionRole, PartitionState
-from replica.ready import Ready
-from storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
-from storage.topic_partition import TopicPartition
+from pykraft.metadata.image import BrokerRegistration
+from pykraft.protocol.errors import Errors
+from pykraft.replica.isr import AlterPartitionOutcome, AlterPartitionResult, IsrState
+from pykraft.replica.partition_core import LogView, PartitionCore, check_transition, diverging_epoch
+from pykraft.replica.partition_state import PartitionError, PartitionRole, PartitionState
+from pykraft.replica.ready import Ready
+from pykraft.storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.partition_fixtures import F2, LOCAL, change
 
 TP = TopicPartition("pets", 0)

@@ -8,9 +8,9 @@ import attrs
 import pytest
 from immutables import Map
 
-from metadata.image import BrokerRegistration
-from protocol.errors import Errors
-from replica.isr import (
+from pykraft.metadata.image import BrokerRegistration
+from pykraft.protocol.errors import Errors
+from pykraft.replica.isr import (
     AlterPartitionOutcome,
     AlterPartitionResult,
     BrokerState,
@@ -23,7 +23,7 @@ from replica.isr import (
     reset_replica_state,
     update_fetch_state,
 )
-from replica.partition_state import (
+from pykraft.replica.partition_state import (
     LeaderAndIsr,
     PartitionRole,
     PartitionState,

@@ -4,20 +4,20 @@ task (every replica.lag.time.max.ms / 2) and the waiters' deadlines — no clock
 
 from __future__ import annotations
 
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges, local_changes
-from metadata.records import (
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges, local_changes
+from pykraft.metadata.records import (
     NO_LEADER,
     MetadataRecord,
     PartitionChangeRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
-from protocol.errors import Errors
-from replica.data_path import InitialFetchState
-from replica.partition_state import FetchIsolation, LeaderAndIsr
-from replica.replica_core import PartitionTransition, ReplicaCore, TickReady
-from storage.topic_partition import TopicPartition
+from pykraft.protocol.errors import Errors
+from pykraft.replica.data_path import InitialFetchState
+from pykraft.replica.partition_state import FetchIsolation, LeaderAndIsr
+from pykraft.replica.replica_core import PartitionTransition, ReplicaCore, TickReady
+from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     LOCAL,
     OTHER,

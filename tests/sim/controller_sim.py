@@ -22,11 +22,11 @@ from typing import Any
 
 import attrs
 
-from metadata.delta import apply_records
-from metadata.image import MetadataImage
-from metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
@@ -48,7 +48,7 @@ from quorum.controller import (
     TopicPartitions,
     UnregisterBrokerRequest,
 )
-from quorum.managers.partition_change import all_partitions, is_active
+from pykraft.quorum.managers.partition_change import all_partitions, is_active
 
 MAX_EVENTS_SHOWN = 25
 
@@ -76,8 +76,9 @@ class SimBroker:
     applied_offset: int = -1
 
 
-def check_invariants(before: MetadataImage, after: MetadataImage,
-                     records: tuple[MetadataRecord, ...]) -> None:
+def check_invariants(
+    before: MetadataImage, after: MetadataImage, records: tuple[MetadataRecord, ...]
+) -> None:
     """The safety properties every committed batch must keep."""
     for ref in all_partitions(after):
         name, p = f"{ref.topic.name}-{ref.partition_id}", ref.partition
@@ -118,8 +119,7 @@ class ControllerSimulation:
         self.step = 0
         self.image = MetadataImage.EMPTY
         self.controller = self._new_controller()
-        self.brokers = {
-            i: SimBroker(i, f"r{i % racks}" if racks else None) for i in range(brokers)}
+        self.brokers = {i: SimBroker(i, f"r{i % racks}" if racks else None) for i in range(brokers)}
         self.events: deque[str] = deque(maxlen=MAX_EVENTS_SHOWN)
         self.topic_counter = 0
 
@@ -129,14 +129,18 @@ class ControllerSimulation:
     # --- committing -------------------------------------------------------------------------
 
     def commit(self, what: str, result: ControllerResult[Any]) -> Any:
-        self.events.append(f"t={self.now_ms} {what}: {len(result.records)} record(s) "
-                           f"-> {_summary(result.response)}")
-        assert not (result.records and _failed(result.response)), \
+        self.events.append(
+            f"t={self.now_ms} {what}: {len(result.records)} record(s) "
+            f"-> {_summary(result.response)}"
+        )
+        assert not (result.records and _failed(result.response)), (
             f"{what} failed validation yet wrote records"
+        )
         if result.records:
             before = self.image
-            after = apply_records(before, result.records,
-                                  offset=before.offset + len(result.records), epoch=1)
+            after = apply_records(
+                before, result.records, offset=before.offset + len(result.records), epoch=1
+            )
             check_invariants(before, after, result.records)
             self.image = after
         return result.response
@@ -158,11 +162,13 @@ class ControllerSimulation:
     # --- brokers ----------------------------------------------------------------------------
 
     def register(self, broker: SimBroker) -> None:
-        incarnation = uuid_to_kafka_string((broker.id << 64 | broker.incarnation).to_bytes(16,
-                                                                                           "big"))
-        response = self.request(f"register {broker.id}#{broker.incarnation}",
-                                BrokerRegistrationRequest(broker.id, incarnation,
-                                                          rack=broker.rack))
+        incarnation = uuid_to_kafka_string(
+            (broker.id << 64 | broker.incarnation).to_bytes(16, "big")
+        )
+        response = self.request(
+            f"register {broker.id}#{broker.incarnation}",
+            BrokerRegistrationRequest(broker.id, incarnation, rack=broker.rack),
+        )
         if response.error.is_success():
             broker.epoch = response.broker_epoch
         else:
@@ -176,9 +182,15 @@ class ControllerSimulation:
             return
         if self.rng.random() < catch_up:
             broker.applied_offset = self.image.offset
-        response = self.request(f"heartbeat {broker.id}", BrokerHeartbeatRequest(
-            broker.id, broker.epoch, broker.applied_offset,
-            want_shut_down=broker.process is Process.SHUTTING_DOWN))
+        response = self.request(
+            f"heartbeat {broker.id}",
+            BrokerHeartbeatRequest(
+                broker.id,
+                broker.epoch,
+                broker.applied_offset,
+                want_shut_down=broker.process is Process.SHUTTING_DOWN,
+            ),
+        )
         if response.error.error is Errors.STALE_BROKER_EPOCH:
             broker.epoch = -1
         elif response.should_shut_down:
@@ -203,7 +215,8 @@ class ControllerSimulation:
             raise SimulationFailure(
                 f"controller simulation failed: seed={self.seed} step={self.step}: {error}\n"
                 f"replay with: PYKRAFT_SIM_SEED={self.seed} .venv/bin/pytest -q "
-                f"tests/sim/test_controller_sim.py\nlast events:\n  {trace}") from error
+                f"tests/sim/test_controller_sim.py\nlast events:\n  {trace}"
+            ) from error
 
     def random_event(self) -> None:
         roll = self.rng.random()
@@ -256,8 +269,11 @@ class ControllerSimulation:
         topic = CreatableTopic(name, self.rng.randint(1, 4), self.rng.randint(1, 3))
         response = self.request(f"create {name}", CreateTopicsRequest((topic,)))
         error = response.topics[0].error.error
-        assert error in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS,
-                         Errors.INVALID_REPLICATION_FACTOR), response
+        assert error in (
+            Errors.NONE,
+            Errors.TOPIC_ALREADY_EXISTS,
+            Errors.INVALID_REPLICATION_FACTOR,
+        ), response
 
     def delete_topic(self) -> None:
         names = sorted(self.image.topics.by_name)
@@ -270,8 +286,10 @@ class ControllerSimulation:
         if names:
             name = self.rng.choice(names)
             count = len(self.image.topics.by_name[name].partitions) + self.rng.randint(-1, 2)
-            self.request(f"add partitions {name}->{count}",
-                         CreatePartitionsRequest((CreatePartitionsTopic(name, count),)))
+            self.request(
+                f"add partitions {name}->{count}",
+                CreatePartitionsRequest((CreatePartitionsTopic(name, count),)),
+            )
 
     def alter_partition(self) -> None:
         refs = [ref for ref in all_partitions(self.image) if ref.partition.leader >= 0]
@@ -289,12 +307,21 @@ class ControllerSimulation:
             leader_epoch -= 1
         if self.rng.random() < 0.15:
             partition_epoch -= 1
-        data = AlterPartitionData(ref.topic.topic_id, ref.partition_id, leader_epoch,
-                                  partition_epoch, tuple(BrokerState(b) for b in new_isr))
-        response = self.request(f"alter {ref.topic.name}-{ref.partition_id} isr={new_isr}",
-                                AlterPartitionRequest(leader.id, leader.epoch, (data,)))
+        data = AlterPartitionData(
+            ref.topic.topic_id,
+            ref.partition_id,
+            leader_epoch,
+            partition_epoch,
+            tuple(BrokerState(b) for b in new_isr),
+        )
+        response = self.request(
+            f"alter {ref.topic.name}-{ref.partition_id} isr={new_isr}",
+            AlterPartitionRequest(leader.id, leader.epoch, (data,)),
+        )
         if response.error.is_success() and (leader_epoch, partition_epoch) != (
-                p.leader_epoch, p.partition_epoch):
+            p.leader_epoch,
+            p.partition_epoch,
+        ):
             assert response.partitions[0].error.is_failure(), "stale AlterPartition accepted"
 
     def elect(self) -> None:
@@ -303,8 +330,10 @@ class ControllerSimulation:
         if names and self.rng.random() < 0.5:
             name = self.rng.choice(names)
             partitions = tuple(sorted(self.image.topics.by_name[name].partitions))
-            self.request(f"elect {election.name} {name}",
-                         ElectLeadersRequest(election, (TopicPartitions(name, partitions),)))
+            self.request(
+                f"elect {election.name} {name}",
+                ElectLeadersRequest(election, (TopicPartitions(name, partitions),)),
+            )
         else:
             self.request(f"elect {election.name} all", ElectLeadersRequest(election, None))
 
@@ -313,9 +342,22 @@ class ControllerSimulation:
         target = self.rng.choice(names) if names and self.rng.random() < 0.7 else ""
         resource_type = 2 if target else 4
         value = self.rng.choice(("true", "false"))
-        self.request(f"unclean={value} for {target or 'cluster'}", IncrementalAlterConfigsRequest(
-            (AlterConfigsResource(resource_type, target, (AlterableConfig(
-                "unclean.leader.election.enable", AlterConfigOp.SET, value),)),)))
+        self.request(
+            f"unclean={value} for {target or 'cluster'}",
+            IncrementalAlterConfigsRequest(
+                (
+                    AlterConfigsResource(
+                        resource_type,
+                        target,
+                        (
+                            AlterableConfig(
+                                "unclean.leader.election.enable", AlterConfigOp.SET, value
+                            ),
+                        ),
+                    ),
+                )
+            ),
+        )
 
     # --- liveness ---------------------------------------------------------------------------
 
@@ -338,11 +380,13 @@ class ControllerSimulation:
             self.tick()
         for broker in self.brokers.values():
             registration = self.image.cluster.brokers.get(broker.id)
-            assert registration is not None and not registration.fenced, \
+            assert registration is not None and not registration.fenced, (
                 f"broker {broker.id} still fenced after quiescing: {registration}"
+            )
         for ref in all_partitions(self.image):
-            assert ref.partition.leader >= 0, \
+            assert ref.partition.leader >= 0, (
                 f"{ref.topic.name}-{ref.partition_id} has no leader after quiescing"
+            )
 
 
 def _summary(response: Any) -> str:

@@ -36,27 +36,27 @@ from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 
-from broker.controller_client import RecordsPage
-from broker.lifecycle import BrokerLifecycle
-from broker.lifecycle_core import LifecycleCore, LifecycleStep, RegistrationRequest
-from broker.metadata_loader import MetadataLoader
-from broker.metadata_publisher import BrokerMetadataPublisher
-from broker.partition import Partition
-from broker.replica_manager import ReplicaManager
-from metadata.delta import MetadataDelta
-from metadata.image import MetadataImage
-from metadata.local_changes import LocalReplicaChanges
-from metadata.records import uuid_to_kafka_string
-from protocol.errors import Errors
-from quorum.controller import (
+from pykraft.broker.controller_client import RecordsPage
+from pykraft.broker.lifecycle import BrokerLifecycle
+from pykraft.broker.lifecycle_core import LifecycleCore, LifecycleStep, RegistrationRequest
+from pykraft.broker.metadata_loader import MetadataLoader
+from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
+from pykraft.broker.partition import Partition
+from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges
+from pykraft.metadata.records import uuid_to_kafka_string
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
-from replica.data_path import UNKNOWN_OFFSET, AppendResult
-from storage.log_manager import LogManager
-from storage.topic_partition import TopicPartition
+from pykraft.replica.data_path import UNKNOWN_OFFSET, AppendResult
+from pykraft.storage.log_manager import LogManager
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_doubles import (
     SimFetcherManager,
@@ -89,14 +89,22 @@ class BrokerEnv(Protocol):
     @property
     def now_ms(self) -> int: ...
 
-    def schedule(self, broker: SimBroker, delay_ms: int, what: str,
-                 action: Callable[[], None]) -> None: ...
+    def schedule(
+        self, broker: SimBroker, delay_ms: int, what: str, action: Callable[[], None]
+    ) -> None: ...
 
-    def call_controller(self, broker: SimBroker, what: str, request: Any,
-                        on_answer: Callable[[Any], None]) -> None: ...
+    def call_controller(
+        self, broker: SimBroker, what: str, request: Any, on_answer: Callable[[Any], None]
+    ) -> None: ...
 
-    def call_broker(self, broker: SimBroker, target: int, what: str,
-                    handle: Callable[[SimBroker], T], on_answer: Callable[[T], None]) -> None: ...
+    def call_broker(
+        self,
+        broker: SimBroker,
+        target: int,
+        what: str,
+        handle: Callable[[SimBroker], T],
+        on_answer: Callable[[T], None],
+    ) -> None: ...
 
     def on_clean_shutdown(self, broker: SimBroker) -> None: ...
 
@@ -106,15 +114,17 @@ def incarnation_id(broker_id: int, incarnation: int) -> str:
 
 
 class SimBroker:
-    def __init__(self, env: BrokerEnv, broker_id: int, incarnation: int,
-                 disk: BrokerDisk) -> None:
+    def __init__(self, env: BrokerEnv, broker_id: int, incarnation: int, disk: BrokerDisk) -> None:
         self.env = env
         self.broker_id = broker_id
         self.incarnation = incarnation
         self.disk = disk
         settings = env.settings
-        self.core = LifecycleCore(broker_id, incarnation_id(broker_id, incarnation),
-                                  heartbeat_interval_ms=settings.broker_heartbeat_interval_ms)
+        self.core = LifecycleCore(
+            broker_id,
+            incarnation_id(broker_id, incarnation),
+            heartbeat_interval_ms=settings.broker_heartbeat_interval_ms,
+        )
         self.core.start()
         # Its images go to ReplicaManager once the publisher is installed.
         self.loader = MetadataLoader(SimMetadataSource())
@@ -130,13 +140,13 @@ class SimBroker:
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
-            high_watermark_checkpoint_interval_ms=(
-                settings.high_watermark_checkpoint_interval_ms),
+            high_watermark_checkpoint_interval_ms=(settings.high_watermark_checkpoint_interval_ms),
             monotonic_ms=lambda: self.env.now_ms,
             timer=lambda on_due: SimTimer(self, on_due),
         )
-        self.publisher = BrokerMetadataPublisher(broker_id, self.replica_manager,
-                                                 wall_clock_ms=lambda: self.env.now_ms)
+        self.publisher = BrokerMetadataPublisher(
+            broker_id, self.replica_manager, wall_clock_ms=lambda: self.env.now_ms
+        )
         self.schedule(0, "heartbeat", self._heartbeat_now)
         self.schedule(0, "metadata poll", self._poll_metadata)
         self._flush_interval_ms = env.rng.randint(200, 4000)
@@ -148,8 +158,10 @@ class SimBroker:
         env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms)
 
     def __repr__(self) -> str:
-        return (f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
-                f"epoch {self.broker_epoch}, metadata {self.loader.image.offset})")
+        return (
+            f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
+            f"epoch {self.broker_epoch}, metadata {self.loader.image.offset})"
+        )
 
     @property
     def lifecycle(self) -> BrokerLifecycle:
@@ -177,8 +189,13 @@ class SimBroker:
     def call_controller(self, what: str, request: Any, on_answer: Callable[[Any], None]) -> None:
         self.env.call_controller(self, what, request, on_answer)
 
-    def call_broker(self, target: int, what: str, handle: Callable[[SimBroker], T],
-                    on_answer: Callable[[T], None]) -> None:
+    def call_broker(
+        self,
+        target: int,
+        what: str,
+        handle: Callable[[SimBroker], T],
+        on_answer: Callable[[T], None],
+    ) -> None:
         self.env.call_broker(self, target, what, handle, on_answer)
 
     # ------------------------------------------------------------------ lifecycle
@@ -193,20 +210,27 @@ class SimBroker:
             self.call_controller(
                 "BrokerRegistration",
                 BrokerRegistrationRequest(request.broker_id, request.incarnation_id),
-                lambda answer: self._on_registration(number, answer))
+                lambda answer: self._on_registration(number, answer),
+            )
         else:
             self.call_controller(
                 "BrokerHeartbeat",
                 BrokerHeartbeatRequest(
-                    request.broker_id, request.broker_epoch, request.current_metadata_offset,
-                    want_fence=request.want_fence, want_shut_down=request.want_shut_down),
-                lambda answer: self._on_heartbeat(number, answer))
+                    request.broker_id,
+                    request.broker_epoch,
+                    request.current_metadata_offset,
+                    want_fence=request.want_fence,
+                    want_shut_down=request.want_shut_down,
+                ),
+                lambda answer: self._on_heartbeat(number, answer),
+            )
         self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, number)
 
     def _next_heartbeat(self, delay_ms: int, number: int) -> None:
         def send() -> None:
             if number == self._heartbeat:
                 self._heartbeat_now()
+
         self.schedule(delay_ms, "heartbeat", send)
 
     def _on_registration(self, number: int, answer: BrokerRegistrationResponse) -> None:
@@ -215,8 +239,7 @@ class SimBroker:
         self._heartbeat += 1
         if not answer.error.is_success():  # DUPLICATE_BROKER_REGISTRATION while it lives
             self.env.checker.stats[f"registrations refused ({answer.error.error.name})"] += 1
-        step = self.core.on_registration(
-            answer.broker_epoch if answer.error.is_success() else None)
+        step = self.core.on_registration(answer.broker_epoch if answer.error.is_success() else None)
         self._next_heartbeat(step.next_request_ms, self._heartbeat)
 
     def _on_heartbeat(self, number: int, answer: BrokerHeartbeatResponse) -> None:
@@ -257,12 +280,16 @@ class SimBroker:
     def _poll_metadata(self) -> None:
         self._metadata_poll += 1
         number = self._metadata_poll
-        self.call_controller("MetadataFetch", MetadataFetch(self.loader.next_offset),
-                             lambda page: self._on_metadata(number, page))
+        self.call_controller(
+            "MetadataFetch",
+            MetadataFetch(self.loader.next_offset),
+            lambda page: self._on_metadata(number, page),
+        )
 
         def again() -> None:
             if number == self._metadata_poll:
                 self._poll_metadata()
+
         self.schedule(self.env.settings.request_timeout_ms, "metadata poll timeout", again)
 
     def _on_metadata(self, number: int, page: RecordsPage) -> None:
@@ -275,6 +302,7 @@ class SimBroker:
         def again() -> None:
             if number == self._metadata_poll:
                 self._poll_metadata()
+
         interval = self.env.settings.metadata_poll_interval_ms
         self.schedule(self.env.rng.randint(interval // 4, interval), "metadata poll", again)
 
@@ -298,8 +326,9 @@ class SimBroker:
             if partition is None or not partition.is_leader:
                 continue
             if partition.leader_epoch != before.get((key.topic, key.partition)):
-                self.env.checker.on_become_leader((key.topic, key.partition), self.broker_id,
-                                                  partition.leader_epoch)
+                self.env.checker.on_become_leader(
+                    (key.topic, key.partition), self.broker_id, partition.leader_epoch
+                )
 
     # ------------------------------------------------------------------ timers
 
@@ -319,9 +348,12 @@ class SimBroker:
             return  # NOT_LEADER_OR_FOLLOWER until the metadata is published
         produce = _Produce(self, key, values)
         waiter_id = self.replica_manager.start_append_records(
-            {produce.topic_partition: client_batch(values)}, required_acks=-1,
-            timeout_ms=self.env.settings.produce_timeout_ms, now_ms=self.env.now_ms,
-            response_callback=produce.respond)
+            {produce.topic_partition: client_batch(values)},
+            required_acks=-1,
+            timeout_ms=self.env.settings.produce_timeout_ms,
+            now_ms=self.env.now_ms,
+            response_callback=produce.respond,
+        )
         if waiter_id is not None:  # appended (the log's last batch), waiting for the ISR
             produce.on_appended(self.disk.log(key).log_end_offset - 1)
 

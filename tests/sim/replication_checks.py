@@ -33,7 +33,7 @@ from collections import Counter
 
 import attrs
 
-from storage.partition_log import PartitionLog
+from pykraft.storage.partition_log import PartitionLog
 from tests.sim.replication_log import PartitionKey, StoredBatch, records, records_from
 
 __all__ = ["Checker", "InvariantViolation", "PartitionKey", "Tenure", "fail"]
@@ -97,36 +97,51 @@ class Checker:
     def on_leader_append(self, key: PartitionKey, batch: StoredBatch) -> None:
         slot = (key, batch.leader_epoch, batch.base_offset)
         if slot in self._written:
-            fail(f"{key}: leader epoch {batch.leader_epoch} wrote offset {batch.base_offset} "
-                 f"twice: {self._written[slot].values} and {batch.values}")
+            fail(
+                f"{key}: leader epoch {batch.leader_epoch} wrote offset {batch.base_offset} "
+                f"twice: {self._written[slot].values} and {batch.values}"
+            )
         self._written[slot] = batch
 
-    def on_follower_append(self, key: PartitionKey, broker_id: int,
-                           batches: list[StoredBatch]) -> None:
+    def on_follower_append(
+        self, key: PartitionKey, broker_id: int, batches: list[StoredBatch]
+    ) -> None:
         for batch in batches:
             written = self._written.get((key, batch.leader_epoch, batch.base_offset))
             if written is None or written.values != batch.values:
-                fail(f"{key}: broker {broker_id} appended {batch.values} at offset "
-                     f"{batch.base_offset} in leader epoch {batch.leader_epoch}, but that "
-                     f"epoch's leader wrote {None if written is None else written.values}")
+                fail(
+                    f"{key}: broker {broker_id} appended {batch.values} at offset "
+                    f"{batch.base_offset} in leader epoch {batch.leader_epoch}, but that "
+                    f"epoch's leader wrote {None if written is None else written.values}"
+                )
 
-    def on_truncation(self, key: PartitionKey, broker_id: int, offset: int,
-                      log: PartitionLog) -> None:
+    def on_truncation(
+        self, key: PartitionKey, broker_id: int, offset: int, log: PartitionLog
+    ) -> None:
         """Before a follower cuts its log at ``offset``."""
         high_watermark_before = log.high_watermark
         if offset < log.log_end_offset:
             self.stats["truncations that removed records"] += 1
         if offset < high_watermark_before:
-            fail(f"{key}: broker {broker_id} truncates to {offset}, below its high watermark "
-                 f"{high_watermark_before}")
+            fail(
+                f"{key}: broker {broker_id} truncates to {offset}, below its high watermark "
+                f"{high_watermark_before}"
+            )
 
-    def on_truncation_complete(self, key: PartitionKey, broker_id: int, follower: PartitionLog,
-                               leader_records: tuple[tuple[int, int, str], ...]) -> None:
+    def on_truncation_complete(
+        self,
+        key: PartitionKey,
+        broker_id: int,
+        follower: PartitionLog,
+        leader_records: tuple[tuple[int, int, str], ...],
+    ) -> None:
         self.stats["completed truncations checked"] += 1
         mine = records(follower)
-        if list(leader_records[:len(mine)]) != mine:
-            fail(f"{key}: after a completed truncation broker {broker_id}'s log "
-                 f"{mine[-5:]} is not a prefix of the leader's {list(leader_records[-5:])}")
+        if list(leader_records[: len(mine)]) != mine:
+            fail(
+                f"{key}: after a completed truncation broker {broker_id}'s log "
+                f"{mine[-5:]} is not a prefix of the leader's {list(leader_records[-5:])}"
+            )
 
     def on_ack(self, key: PartitionKey, base_offset: int, values: tuple[str, ...]) -> None:
         acked = self.acked.setdefault(key, {})
@@ -151,9 +166,11 @@ class Checker:
                     break
                 if offset < len(reference):
                     if reference[offset] != (epoch, value):
-                        fail(f"{key}: broker {broker_id} holds {(epoch, value)} at offset "
-                             f"{offset} below its high watermark {high_watermark}, but "
-                             f"{reference[offset]} was committed there")
+                        fail(
+                            f"{key}: broker {broker_id} holds {(epoch, value)} at offset "
+                            f"{offset} below its high watermark {high_watermark}, but "
+                            f"{reference[offset]} was committed there"
+                        )
                 else:
                     assert offset == len(reference), (offset, len(reference))
                     reference.append((epoch, value))
@@ -164,13 +181,17 @@ class Checker:
         """Invariants 2, 3, 5 for a broker that acts as leader."""
         key = (tenure.key, tenure.broker_id, tenure.incarnation)
         if self._broker_epoch.get(key, -1) > tenure.leader_epoch:
-            fail(f"{tenure.key}: broker {tenure.broker_id}'s leader epoch went back to "
-                 f"{tenure.leader_epoch} from {self._broker_epoch[key]}")
+            fail(
+                f"{tenure.key}: broker {tenure.broker_id}'s leader epoch went back to "
+                f"{tenure.leader_epoch} from {self._broker_epoch[key]}"
+            )
         self._broker_epoch[key] = tenure.leader_epoch
         last = self._tenure_high_watermark.get(tenure, 0)
         if log.high_watermark < last:
-            fail(f"{tenure.key}: leader {tenure.broker_id}'s high watermark went back from "
-                 f"{last} to {log.high_watermark} in leader epoch {tenure.leader_epoch}")
+            fail(
+                f"{tenure.key}: leader {tenure.broker_id}'s high watermark went back from "
+                f"{last} to {log.high_watermark} in leader epoch {tenure.leader_epoch}"
+            )
         self._tenure_high_watermark[tenure] = log.high_watermark
         if legitimate:
             self._check_leader_holds_reference(tenure, log)
@@ -184,9 +205,11 @@ class Checker:
         for offset in range(checked, len(reference)):
             record = next(held, None)
             if record is None or record[0] != offset or record[1:] != reference[offset]:
-                fail(f"{tenure.key}: leader {tenure.broker_id} (epoch {tenure.leader_epoch}) "
-                     f"lacks committed record {reference[offset]} at offset {offset}: it "
-                     f"holds {record} (log end {log.log_end_offset})")
+                fail(
+                    f"{tenure.key}: leader {tenure.broker_id} (epoch {tenure.leader_epoch}) "
+                    f"lacks committed record {reference[offset]} at offset {offset}: it "
+                    f"holds {record} (log end {log.log_end_offset})"
+                )
         self._leader_checked[tenure] = len(reference)
 
     def check_acks(self) -> None:
@@ -195,8 +218,10 @@ class Checker:
             reference = self.reference.get(key, [])
             if offset >= len(reference) or reference[offset][1] != value:
                 found = reference[offset] if offset < len(reference) else None
-                fail(f"{key}: {value} acknowledged at offset {offset}, but the committed "
-                     f"log has {found} there")
+                fail(
+                    f"{key}: {value} acknowledged at offset {offset}, but the committed "
+                    f"log has {found} there"
+                )
         self._unchecked_acks.clear()
 
     def check_converged(self, key: PartitionKey, logs: dict[int, PartitionLog]) -> None:
@@ -205,6 +230,8 @@ class Checker:
             held = {offset: value for offset, _, value in records(log)}
             for offset, value in sorted(self.acked.get(key, {}).items()):
                 if held.get(offset) != value:
-                    fail(f"{key}: acknowledged {value} at offset {offset} is lost on broker "
-                         f"{broker_id} (it holds {held.get(offset)}, log end "
-                         f"{log.log_end_offset})")
+                    fail(
+                        f"{key}: acknowledged {value} at offset {offset} is lost on broker "
+                        f"{broker_id} (it holds {held.get(offset)}, log end "
+                        f"{log.log_end_offset})"
+                    )

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.controller_client import RecordsPage
-from fetcher.fetcher_config import PartitionStart
-from replica.data_path import InitialFetchState
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.broker.controller_client import RecordsPage
+from pykraft.fetcher.fetcher_config import PartitionStart
+from pykraft.replica.data_path import InitialFetchState
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import PartitionKey
 from tests.sim.replication_fetcher import (
     ObservedReplicaFetcher,
@@ -115,8 +115,9 @@ class SimFetcherManager:
 class SimMetadataSource:
     """The loader's ``MetadataSource``; never asked: the sim delivers pages to ``on_page``."""
 
-    async def fetch_records(self, from_offset: int, *, max_wait_ms: int,
-                            max_records: int) -> RecordsPage:
+    async def fetch_records(
+        self, from_offset: int, *, max_wait_ms: int, max_records: int
+    ) -> RecordsPage:
         raise AssertionError("the simulation delivers metadata through MetadataLoader.on_page")
 
     async def download_snapshot(self, snapshot_id: str) -> bytes:

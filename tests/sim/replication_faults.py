@@ -34,9 +34,9 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from broker.lifecycle import BrokerState
-from metadata.records import MetadataRecord, PartitionChangeRecord
-from quorum.controller import ElectionType, ElectLeadersRequest
+from pykraft.broker.lifecycle import BrokerState
+from pykraft.metadata.records import MetadataRecord, PartitionChangeRecord
+from pykraft.quorum.controller import ElectionType, ElectLeadersRequest
 from tests.sim.replication_broker import SimBroker
 from tests.sim.replication_checks import fail
 from tests.sim.replication_log import describe
@@ -102,11 +102,17 @@ class FaultInjector:
         if broker is None or sim.paused_until[broker_id] > sim.now_ms:
             return False
         if sim.network.isolated == broker_id or broker.lifecycle.state not in (
-                BrokerState.STARTING, BrokerState.RECOVERY, BrokerState.RUNNING):
+            BrokerState.STARTING,
+            BrokerState.RECOVERY,
+            BrokerState.RUNNING,
+        ):
             return False
         registration = sim.image.cluster.brokers.get(broker_id)
-        return (registration is not None and registration.epoch == broker.broker_epoch
-                and not registration.fenced)
+        return (
+            registration is not None
+            and registration.epoch == broker.broker_epoch
+            and not registration.fenced
+        )
 
     def _may_lose_unflushed(self, broker: SimBroker) -> bool:
         """The crash rule (see ``replication_sim``)."""
@@ -119,8 +125,11 @@ class FaultInjector:
             return False
         for key in sim.partition_keys():
             registration = sim.registration(key)
-            if registration is not None and broker.broker_id in registration.isr \
-                    and len(registration.isr) < 2:
+            if (
+                registration is not None
+                and broker.broker_id in registration.isr
+                and len(registration.isr) < 2
+            ):
                 return False
         return True
 
@@ -162,11 +171,21 @@ class FaultInjector:
             partition = None if topic is None else topic.partitions.get(record.partition_id)
             if partition is None or partition.leader < 0 or rng.random() >= REACT_PROBABILITY:
                 continue
-            kind = rng.choice((FaultKind.KILL, FaultKind.KILL, FaultKind.POWER_LOSS,
-                               FaultKind.CONTROLLED_SHUTDOWN, FaultKind.ISOLATE))
+            kind = rng.choice(
+                (
+                    FaultKind.KILL,
+                    FaultKind.KILL,
+                    FaultKind.POWER_LOSS,
+                    FaultKind.CONTROLLED_SHUTDOWN,
+                    FaultKind.ISOLATE,
+                )
+            )
             leader = partition.leader
-            sim.queue.after(rng.randint(0, 100), f"react: {kind.value} leader {leader}",
-                            functools.partial(self._inject, kind, leader))
+            sim.queue.after(
+                rng.randint(0, 100),
+                f"react: {kind.value} leader {leader}",
+                functools.partial(self._inject, kind, leader),
+            )
 
     def _inject(self, kind: FaultKind, broker_id: int) -> None:
         sim, rng = self.sim, self.sim.rng
@@ -190,8 +209,11 @@ class FaultInjector:
             assert broker is not None
             broker.begin_controlled_shutdown()
         else:
-            sim.commit(sim.controller.handle(
-                sim.image, ElectLeadersRequest(ElectionType.PREFERRED, None), sim.now_ms))
+            sim.commit(
+                sim.controller.handle(
+                    sim.image, ElectLeadersRequest(ElectionType.PREFERRED, None), sim.now_ms
+                )
+            )
 
     def crash(self, broker_id: int, *, lose_unflushed: bool) -> None:
         sim = self.sim
@@ -212,8 +234,10 @@ class FaultInjector:
             acked = checker.acked.get(key, {})
             checker.stats["power loss: batches lost"] += len(lost)
             checker.stats["power loss: acknowledged records lost on one replica"] += sum(
-                offset in acked for base_offset, last_offset in lost
-                for offset in range(base_offset, last_offset + 1))
+                offset in acked
+                for base_offset, last_offset in lost
+                for offset in range(base_offset, last_offset + 1)
+            )
 
     def _note(self, what: str) -> None:
         self.sim.queue.note(what)
@@ -224,6 +248,7 @@ class FaultInjector:
             if self.sim.brokers[broker_id] is None:
                 self._note(f"restart broker {broker_id}")
                 self.sim.start_broker(broker_id)
+
         self.sim.queue.after(delay_ms, f"restart broker {broker_id}", restart)
 
     def _isolate(self, broker_id: int, duration_ms: int) -> None:
@@ -233,6 +258,7 @@ class FaultInjector:
         def heal() -> None:
             if network.isolated == broker_id:
                 network.isolated = None
+
         self.sim.queue.after(duration_ms, f"heal isolation of {broker_id}", heal)
 
     def _cut(self, broker_id: int, duration_ms: int) -> None:
@@ -240,8 +266,11 @@ class FaultInjector:
         other = sim.rng.choice([b for b in sim.brokers if b != broker_id])
         link = frozenset((broker_id, other))
         sim.network.cut_links.add(link)
-        sim.queue.after(duration_ms, f"heal link {broker_id}-{other}",
-                        lambda: sim.network.cut_links.discard(link))
+        sim.queue.after(
+            duration_ms,
+            f"heal link {broker_id}-{other}",
+            lambda: sim.network.cut_links.discard(link),
+        )
 
     def _slow(self, broker_id: int, extra_ms: int, duration_ms: int) -> None:
         sim = self.sim
@@ -251,6 +280,7 @@ class FaultInjector:
 
         def heal() -> None:
             sim.network.slow_links.pop(link, None)
+
         sim.queue.after(duration_ms, f"heal slow link {broker_id}-{other}", heal)
 
     def on_clean_shutdown(self, broker: SimBroker) -> None:
@@ -286,8 +316,10 @@ class FaultInjector:
         deadline = sim.now_ms + QUIESCE_LIMIT_MS
         while not self.converged():
             if sim.now_ms > deadline:
-                fail(f"replicas did not converge within {QUIESCE_LIMIT_MS} ms of healing: "
-                     f"{self.describe()}")
+                fail(
+                    f"replicas did not converge within {QUIESCE_LIMIT_MS} ms of healing: "
+                    f"{self.describe()}"
+                )
             for _ in range(CONVERGENCE_CHECK_EVERY):
                 sim.queue.run_next()
                 sim.check()
@@ -296,13 +328,17 @@ class FaultInjector:
 
     def converged(self) -> bool:
         sim = self.sim
-        if any(b is None or b.lifecycle.state is not BrokerState.RUNNING
-               for b in sim.brokers.values()):
+        if any(
+            b is None or b.lifecycle.state is not BrokerState.RUNNING for b in sim.brokers.values()
+        ):
             return False
         for key in sim.partition_keys():
             registration = sim.registration(key)
-            if registration is None or registration.leader < 0 \
-                    or len(registration.isr) != len(sim.brokers):
+            if (
+                registration is None
+                or registration.leader < 0
+                or len(registration.isr) != len(sim.brokers)
+            ):
                 return False
             leader = sim.brokers[registration.leader]
             partition = None if leader is None else leader.partitions.get(key)
@@ -310,8 +346,11 @@ class FaultInjector:
                 return False
             logs = [sim.disks[b].log(key) for b in sim.brokers]
             leader_log = sim.disks[registration.leader].log(key)
-            if any(log.high_watermark != leader_log.log_end_offset
-                   or log.log_end_offset != leader_log.log_end_offset for log in logs):
+            if any(
+                log.high_watermark != leader_log.log_end_offset
+                or log.log_end_offset != leader_log.log_end_offset
+                for log in logs
+            ):
                 return False
             if any(log_records(log) != log_records(leader_log) for log in logs):
                 return False

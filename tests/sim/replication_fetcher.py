@@ -19,21 +19,21 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from fetcher.fetcher_config import FetcherConfig
-from fetcher.leader_codecs import FIRST_TRUNCATION_ON_FETCH_VERSION, LeaderFeatures
-from fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
-from fetcher.replica_fetcher import ReplicaFetcher
-from fetcher.responses import (
+from pykraft.fetcher.fetcher_config import FetcherConfig
+from pykraft.fetcher.leader_codecs import FIRST_TRUNCATION_ON_FETCH_VERSION, LeaderFeatures
+from pykraft.fetcher.leader_endpoint import LeaderEndpointError, ReplicaFetch
+from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.responses import (
     Append,
     FetchOutcome,
     LeaderOffsets,
     ResetOffset,
     Truncate,
 )
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest, OffsetResetKind
-from protocol.fetch import PartitionData
-from storage.partition_log import PartitionLog
-from storage.topic_partition import TopicPartition
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest, OffsetResetKind
+from pykraft.protocol.fetch import PartitionData
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import InvariantViolation, PartitionKey
 from tests.sim.replication_leader import (
     EpochAnswer,
@@ -149,7 +149,10 @@ class SimLeaderEndpoint:
             await self._call(
                 "ListOffsets",
                 lambda leader: answer_leader_offsets(
-                    leader, replica_id, topic_partition, current_leader_epoch,
+                    leader,
+                    replica_id,
+                    topic_partition,
+                    current_leader_epoch,
                     LIST_OFFSETS_VERSION,
                 ),
             ),
@@ -203,8 +206,7 @@ class ObservedReplicaFetcher(ReplicaFetcher):
         end_before = log.log_end_offset
         super()._apply(topic_partition, outcome)
         if isinstance(action, Append):
-            checker.on_follower_append(key, broker.broker_id,
-                                       list(stored_batches(log, end_before)))
+            checker.on_follower_append(key, broker.broker_id, list(stored_batches(log, end_before)))
         elif isinstance(action, Truncate) and action.truncation.truncation_completed:
             endpoint = cast(SimLeaderEndpoint, self.endpoint)
             leader_records = endpoint.leader_records.get(topic_partition)

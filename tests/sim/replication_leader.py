@@ -37,51 +37,51 @@ from typing import TYPE_CHECKING, cast
 
 import attrs
 
-from broker.controller_api import ControllerClient
-from broker.handlers.fetch import handle_fetch
-from broker.handlers.list_offsets import list_offsets
-from broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch
-from broker.handlers.services import BrokerServices
-from broker.purgatory import DelayedFetches
-from fetcher.leader_codecs import (
+from pykraft.broker.controller_api import ControllerClient
+from pykraft.broker.handlers.fetch import handle_fetch
+from pykraft.broker.handlers.list_offsets import list_offsets
+from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch
+from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.purgatory import DelayedFetches
+from pykraft.fetcher.leader_codecs import (
     ReplicaFetch,
     decode_list_offsets_response,
     decode_offset_for_leader_epoch_response,
     encode_list_offsets_request,
     encode_offset_for_leader_epoch_request,
 )
-from fetcher.responses import LeaderOffsets
-from fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
-from protocol.api_keys import ApiKey
-from protocol.apis import decode_request, encode_response
-from protocol.errors import Errors
-from protocol.fetch import (
+from pykraft.fetcher.responses import LeaderOffsets
+from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_request, encode_response
+from pykraft.protocol.errors import Errors
+from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     FetchRequest,
     FetchTopic,
     PartitionData,
     ReplicaState,
 )
-from protocol.segments import Segment
-from quorum.controller import (
+from pykraft.protocol.segments import Segment
+from pykraft.quorum.controller import (
     AlterPartitionData,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerState,
 )
-from quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
-from replica.alter_partition_queue import (
+from pykraft.quorum.controller import AlterPartitionResult as ControllerAlterPartitionResult
+from pykraft.replica.alter_partition_queue import (
     ALTER_PARTITION_RETRY_BACKOFF_MS,
     AlterPartitionCallback,
     AlterPartitionItem,
     AlterPartitionQueue,
     AlterPartitionRequestBatch,
 )
-from replica.fetch_waiters import FetchCompletion
-from replica.isr import AlterPartitionResult
-from replica.partition_state import FetchIsolation
-from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from storage.topic_partition import TopicPartition
+from pykraft.replica.fetch_waiters import FetchCompletion
+from pykraft.replica.isr import AlterPartitionResult
+from pykraft.replica.partition_state import FetchIsolation
+from pykraft.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_log import records
 from tests.sim.replication_net import SimFuture, SimTask
 
@@ -109,7 +109,8 @@ class EpochAnswer:
 def services(broker: SimBroker) -> BrokerServices:
     """What the composition root hands the handlers; these three never call the controller."""
     return BrokerServices(
-        broker_id=broker.broker_id, cluster_id="sim",
+        broker_id=broker.broker_id,
+        cluster_id="sim",
         replica_manager=broker.replica_manager,
         metadata=lambda: broker.replica_manager.image,
         controller=cast(ControllerClient, None),
@@ -132,33 +133,54 @@ def fetch_request(replica_id: int, replica_epoch: int, request: ReplicaFetch) ->
     topics: dict[str, list[FetchTopic]] = {}
     for target in request.targets:
         topics.setdefault(target.topic_partition.topic, []).append(
-            FetchTopic((target.partition,), topic=target.topic_partition.topic))
+            FetchTopic((target.partition,), topic=target.topic_partition.topic)
+        )
     return FetchRequest(
-        replica_id=replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+        replica_id=replica_id,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
         max_bytes=request.max_bytes,
-        topics=tuple(FetchTopic(tuple(p for t in group for p in t.partitions), topic=name)
-                     for name, group in topics.items()),
-        replica_state=ReplicaState(replica_id, replica_epoch))
+        topics=tuple(
+            FetchTopic(tuple(p for t in group for p in t.partitions), topic=name)
+            for name, group in topics.items()
+        ),
+        replica_state=ReplicaState(replica_id, replica_epoch),
+    )
 
 
-def answer_fetch(leader: SimBroker, replica_id: int, replica_epoch: int, request: ReplicaFetch,
-                 api_version: int) -> SimFuture:
+def answer_fetch(
+    leader: SimBroker, replica_id: int, replica_epoch: int, request: ReplicaFetch, api_version: int
+) -> SimFuture:
     """The shipped Fetch handler on ``leader``; resolves with each partition's answer."""
     if not leader.serving:
         refused = SimFuture()
-        refused.resolve({target.topic_partition: FetchAnswer(PartitionData(
-            target.partition.partition, error_code=Errors.NOT_LEADER_OR_FOLLOWER))
-            for target in request.targets})
+        refused.resolve(
+            {
+                target.topic_partition: FetchAnswer(
+                    PartitionData(
+                        target.partition.partition, error_code=Errors.NOT_LEADER_OR_FOLLOWER
+                    )
+                )
+                for target in request.targets
+            }
+        )
         return refused
-    return SimTask(leader, "Fetch", functools.partial(
-        _fetch, leader, replica_id, replica_epoch, request, api_version)).result
+    return SimTask(
+        leader,
+        "Fetch",
+        functools.partial(_fetch, leader, replica_id, replica_epoch, request, api_version),
+    ).result
 
 
-async def _fetch(leader: SimBroker, replica_id: int, replica_epoch: int, request: ReplicaFetch,
-                 api_version: int) -> dict[TopicPartition, FetchAnswer]:
-    response = await handle_fetch(services(leader),
-                                  fetch_request(replica_id, replica_epoch, request),
-                                  api_version, LISTENER_NAME)
+async def _fetch(
+    leader: SimBroker, replica_id: int, replica_epoch: int, request: ReplicaFetch, api_version: int
+) -> dict[TopicPartition, FetchAnswer]:
+    response = await handle_fetch(
+        services(leader),
+        fetch_request(replica_id, replica_epoch, request),
+        api_version,
+        LISTENER_NAME,
+    )
     answers = {}
     for topic in response.responses:
         for data in topic.partitions:
@@ -167,7 +189,8 @@ async def _fetch(leader: SimBroker, replica_id: int, replica_epoch: int, request
             answer = attrs.evolve(data, records=(wire,) if wire else ())
             diverged = data.diverging_epoch != NO_DIVERGING_EPOCH
             answers[topic_partition] = FetchAnswer(
-                answer, _records(leader, topic_partition) if diverged else None)
+                answer, _records(leader, topic_partition) if diverged else None
+            )
     return answers
 
 
@@ -187,13 +210,23 @@ class SimDelayedFetches(DelayedFetches):
         self.broker = broker
         self._waiting: dict[int, SimFuture] = {}
 
-    async def wait(self, partitions: Collection[TopicPartition], *, min_bytes: int,
-                   accumulated_bytes: int, max_wait_ms: int,
-                   isolation: FetchIsolation = FetchIsolation.LOG_END) -> FetchCompletion:
+    async def wait(
+        self,
+        partitions: Collection[TopicPartition],
+        *,
+        min_bytes: int,
+        accumulated_bytes: int,
+        max_wait_ms: int,
+        isolation: FetchIsolation = FetchIsolation.LOG_END,
+    ) -> FetchCompletion:
         delay_ms = max(0, max_wait_ms)
         waiter_id = self.purgatory.try_watch(
-            partitions, min_bytes=min_bytes, accumulated_bytes=accumulated_bytes,
-            deadline_ms=self.broker.env.now_ms + delay_ms, isolation=isolation)
+            partitions,
+            min_bytes=min_bytes,
+            accumulated_bytes=accumulated_bytes,
+            deadline_ms=self.broker.env.now_ms + delay_ms,
+            isolation=isolation,
+        )
         if waiter_id is None:
             return FetchCompletion.PURGATORY_FULL
         future = self._waiting[waiter_id] = SimFuture()
@@ -214,32 +247,42 @@ class SimDelayedFetches(DelayedFetches):
             future = self._waiting.pop(waiter_id, None)
             if future is not None:
                 self.broker.env.checker.stats[f"delayed fetches ({completion.name})"] += 1
-                self.broker.schedule(0, "delayed fetch completes",
-                                     functools.partial(future.resolve, completion))
+                self.broker.schedule(
+                    0, "delayed fetch completes", functools.partial(future.resolve, completion)
+                )
 
 
 # ---------------------------------------------------------------------------- the other two
 
 
 def answer_epoch_end_offsets(
-    leader: SimBroker, replica_id: int, requests: Mapping[TopicPartition, LeaderEpochRequest],
+    leader: SimBroker,
+    replica_id: int,
+    requests: Mapping[TopicPartition, LeaderEpochRequest],
     api_version: int,
 ) -> dict[TopicPartition, EpochAnswer]:
     """The shipped OffsetsForLeaderEpoch handler, through the bytes."""
     if not leader.serving:
-        return {tp: EpochAnswer(LeaderEpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER), ())
-                for tp in requests}
+        return {
+            tp: EpochAnswer(LeaderEpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER), ())
+            for tp in requests
+        }
     key = ApiKey.OFFSET_FOR_LEADER_EPOCH
     body = encode_offset_for_leader_epoch_request(requests, api_version, replica_id)
-    response = offsets_for_leader_epoch(services(leader),
-                                        decode_request(key, api_version, body))
+    response = offsets_for_leader_epoch(services(leader), decode_request(key, api_version, body))
     answers = decode_offset_for_leader_epoch_response(
-        encode_response(key, api_version, response), api_version, requests)
+        encode_response(key, api_version, response), api_version, requests
+    )
     return {tp: EpochAnswer(answer, _records(leader, tp)) for tp, answer in answers.items()}
 
 
-def answer_leader_offsets(leader: SimBroker, replica_id: int, topic_partition: TopicPartition,
-                          current_leader_epoch: int, api_version: int) -> LeaderOffsets:
+def answer_leader_offsets(
+    leader: SimBroker,
+    replica_id: int,
+    topic_partition: TopicPartition,
+    current_leader_epoch: int,
+    api_version: int,
+) -> LeaderOffsets:
     """ListOffsets latest then earliest from a replica (``KafkaLeaderEndpoint``), through the
     shipped handler and the bytes."""
     if not leader.serving:
@@ -247,11 +290,13 @@ def answer_leader_offsets(leader: SimBroker, replica_id: int, topic_partition: T
     key = ApiKey.LIST_OFFSETS
     offsets = []
     for timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
-        body = encode_list_offsets_request(topic_partition, current_leader_epoch, timestamp,
-                                           api_version, replica_id)
+        body = encode_list_offsets_request(
+            topic_partition, current_leader_epoch, timestamp, api_version, replica_id
+        )
         response = list_offsets(services(leader), decode_request(key, api_version, body))
         error, offset = decode_list_offsets_response(
-            encode_response(key, api_version, response), api_version, topic_partition)
+            encode_response(key, api_version, response), api_version, topic_partition
+        )
         if error != Errors.NONE:
             return LeaderOffsets(error)
         offsets.append(offset)
@@ -264,15 +309,23 @@ def answer_leader_offsets(leader: SimBroker, replica_id: int, topic_partition: T
 def _request_data(item: AlterPartitionItem) -> AlterPartitionData:
     change = item.change
     return AlterPartitionData(
-        item.topic_id, item.partition_index, change.leader_epoch, change.partition_epoch,
-        tuple(BrokerState(m.broker_id, m.broker_epoch) for m in change.new_isr))
+        item.topic_id,
+        item.partition_index,
+        change.leader_epoch,
+        change.partition_epoch,
+        tuple(BrokerState(m.broker_id, m.broker_epoch) for m in change.new_isr),
+    )
 
 
 def _result(raw: ControllerAlterPartitionResult) -> AlterPartitionResult:
     """What ``broker.alter_partition.parse_result`` makes of the controller's answer."""
     return AlterPartitionResult(
-        error=Errors[raw.error.error.name], leader_id=raw.leader_id,
-        leader_epoch=raw.leader_epoch, isr=raw.isr, partition_epoch=raw.partition_epoch)
+        error=Errors[raw.error.error.name],
+        leader_id=raw.leader_id,
+        leader_epoch=raw.leader_epoch,
+        isr=raw.isr,
+        partition_epoch=raw.partition_epoch,
+    )
 
 
 class SimAlterPartitionManager:
@@ -299,21 +352,30 @@ class SimAlterPartitionManager:
         batch = self.queue.next_request()
         if batch is None:
             return
-        request = AlterPartitionRequest(self.broker.broker_id, self.broker.broker_epoch,
-                                        tuple(_request_data(item) for item in batch.items))
-        self.broker.call_controller("AlterPartition", request,
-                                    lambda answer: self._on_answer(batch, answer))
-        self.broker.schedule(self.broker.env.settings.request_timeout_ms,
-                             "AlterPartition timeout", lambda: self._on_answer(batch, None))
+        request = AlterPartitionRequest(
+            self.broker.broker_id,
+            self.broker.broker_epoch,
+            tuple(_request_data(item) for item in batch.items),
+        )
+        self.broker.call_controller(
+            "AlterPartition", request, lambda answer: self._on_answer(batch, answer)
+        )
+        self.broker.schedule(
+            self.broker.env.settings.request_timeout_ms,
+            "AlterPartition timeout",
+            lambda: self._on_answer(batch, None),
+        )
 
-    def _on_answer(self, batch: AlterPartitionRequestBatch,
-                   answer: AlterPartitionResponse | None) -> None:
+    def _on_answer(
+        self, batch: AlterPartitionRequestBatch, answer: AlterPartitionResponse | None
+    ) -> None:
         if batch.number != self.queue.in_flight:
             return
         if answer is None or answer.error.is_failure():
             self.queue.on_answer(batch, None)
-            self.broker.schedule(ALTER_PARTITION_RETRY_BACKOFF_MS, "AlterPartition retry",
-                                 self._maybe_send)
+            self.broker.schedule(
+                ALTER_PARTITION_RETRY_BACKOFF_MS, "AlterPartition retry", self._maybe_send
+            )
             return
         results = {(r.topic_id, r.partition_index): _result(r) for r in answer.partitions}
         for callback, result in self.queue.on_answer(batch, results):

@@ -30,11 +30,11 @@ from pathlib import Path
 
 import attrs
 
-from storage.log_config import LogConfig
-from storage.memory_disk import MemoryDisk
-from storage.partition_log import PartitionLog
-from storage.record_batch import parse_header
-from storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import parse_header
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 
 PartitionKey = tuple[str, int]
 # Small segments, so that rolls, several segments per log and the crash rule's cut across
@@ -67,8 +67,9 @@ def stored_batches(log: PartitionLog, from_offset: int = 0) -> Iterator[StoredBa
     while position < len(data):
         header = parse_header(data, position)
         values = tuple((record.value or b"").decode() for record in iter_records(data, position))
-        yield StoredBatch(header.base_offset, header.last_offset, header.partition_leader_epoch,
-                          values)
+        yield StoredBatch(
+            header.base_offset, header.last_offset, header.partition_leader_epoch, values
+        )
         position += header.size_in_bytes
 
 
@@ -93,14 +94,20 @@ def batch_at(log: PartitionLog, offset: int) -> StoredBatch:
 
 def describe(log: PartitionLog) -> str:
     epochs = [(entry.epoch, entry.start_offset) for entry in log.leader_epoch_cache.entries]
-    return (f"log(end={log.log_end_offset}, hw={log.high_watermark}, "
-            f"recovery point={log.recovery_point}, epochs={epochs})")
+    return (
+        f"log(end={log.log_end_offset}, hw={log.high_watermark}, "
+        f"recovery point={log.recovery_point}, epochs={epochs})"
+    )
 
 
 def _unflushed(disk: MemoryDisk) -> list[tuple[int, int]]:
     """``(base offset, last offset)`` of every batch a power loss would take now."""
-    return [(header.base_offset, header.last_offset) for segment in disk.segments
-            for position, header in segment.headers if position >= segment.flushed_size]
+    return [
+        (header.base_offset, header.last_offset)
+        for segment in disk.segments
+        for position, header in segment.headers
+        if position >= segment.flushed_size
+    ]
 
 
 class BrokerDisk:
@@ -136,8 +143,7 @@ class BrokerDisk:
 
     def checkpoint_high_watermarks(self) -> None:
         """``LogManager.checkpoint_high_watermarks``: the file holds the open logs only."""
-        self.high_watermark_checkpoint = {key: log.high_watermark
-                                          for key, log in self.logs.items()}
+        self.high_watermark_checkpoint = {key: log.high_watermark for key, log in self.logs.items()}
 
     def unflushed(self, key: PartitionKey) -> list[tuple[int, int]]:
         return _unflushed(self.disks[key]) if key in self.disks else []
@@ -166,8 +172,9 @@ class BrokerDisk:
         is removed once loaded, so the next crash is unclean."""
         self.logs = {}
         for key, disk in self.disks.items():
-            log = PartitionLog.open(disk, SIM_LOG_CONFIG, now_ms=now_ms,
-                                    had_clean_shutdown=self.clean_shutdown)
+            log = PartitionLog.open(
+                disk, SIM_LOG_CONFIG, now_ms=now_ms, had_clean_shutdown=self.clean_shutdown
+            )
             log.update_high_watermark(self.high_watermark_checkpoint.get(key, 0))
             self.logs[key] = log
         self.clean_shutdown = False

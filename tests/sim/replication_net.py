@@ -80,8 +80,9 @@ class EventQueue:
     def at(self, time_ms: int, what: str, action: Callable[[], None]) -> None:
         assert time_ms >= self.now_ms, f"{what} scheduled in the past ({time_ms} < {self.now_ms})"
         self._sequence += 1
-        heapq.heappush(self._heap, (time_ms, self._sequence,
-                                    Event(time_ms, self._sequence, what, action)))
+        heapq.heappush(
+            self._heap, (time_ms, self._sequence, Event(time_ms, self._sequence, what, action))
+        )
 
     def after(self, delay_ms: int, what: str, action: Callable[[], None]) -> None:
         self.at(self.now_ms + max(0, delay_ms), what, action)

@@ -40,11 +40,11 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from broker.controller_client import MetadataBatch, RecordsPage
-from metadata.delta import apply_records
-from metadata.image import MetadataImage, PartitionRegistration
-from metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
-from quorum.controller import (
+from pykraft.broker.controller_client import MetadataBatch, RecordsPage
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage, PartitionRegistration
+from pykraft.metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
+from pykraft.quorum.controller import (
     ControllerResult,
     ControllerSettings,
     CreatableTopic,
@@ -75,8 +75,9 @@ T = TypeVar("T")
 
 
 class ReplicationSimulation:
-    def __init__(self, seed: int, settings: SimSettings | None = None, *,
-                 crash_rule: bool = True) -> None:
+    def __init__(
+        self, seed: int, settings: SimSettings | None = None, *, crash_rule: bool = True
+    ) -> None:
         self.seed = seed
         self.settings = settings or SimSettings()
         self.rng = random.Random(seed)
@@ -84,9 +85,12 @@ class ReplicationSimulation:
         self.network = Network(self.rng, self.queue, self.settings)
         self.checker = Checker()
         self.controller = QuorumController(
-            rng=random.Random(seed * 7919 + 1), now_ms=0,
+            rng=random.Random(seed * 7919 + 1),
+            now_ms=0,
             settings=ControllerSettings(
-                broker_session_timeout_ms=self.settings.broker_session_timeout_ms))
+                broker_session_timeout_ms=self.settings.broker_session_timeout_ms
+            ),
+        )
         self.image = MetadataImage.EMPTY
         # Record i has metadata offset i.
         self.metadata_log: list[MetadataRecord] = []
@@ -121,7 +125,8 @@ class ReplicationSimulation:
                 f"replication simulation failed: seed={self.seed} step={self.step} "
                 f"t={self.now_ms}: {type(error).__name__}: {error}\n"
                 f"replay with: {REPLAY.format(seed=self.seed)}\n"
-                f"last faults:\n  {faults}\nlast events:\n  {trace}") from error
+                f"last faults:\n  {faults}\nlast events:\n  {trace}"
+            ) from error
 
     def _start(self) -> None:
         for broker_id in range(BROKERS):
@@ -135,8 +140,9 @@ class ReplicationSimulation:
             return
         self.incarnations[broker_id] += 1
         self.paused_until[broker_id] = self.now_ms
-        self.brokers[broker_id] = SimBroker(self, broker_id, self.incarnations[broker_id],
-                                            self.disks[broker_id])
+        self.brokers[broker_id] = SimBroker(
+            self, broker_id, self.incarnations[broker_id], self.disks[broker_id]
+        )
 
     def alive(self) -> list[SimBroker]:
         return [broker for broker in self.brokers.values() if broker is not None]
@@ -161,48 +167,70 @@ class ReplicationSimulation:
                 if not partition.is_leader:
                     continue
                 registration = self.registration(key)
-                legitimate = (registration is not None
-                              and registration.leader == broker.broker_id
-                              and registration.leader_epoch == partition.leader_epoch)
-                tenure = Tenure(key, broker.broker_id, broker.incarnation,
-                                partition.leader_epoch)
+                legitimate = (
+                    registration is not None
+                    and registration.leader == broker.broker_id
+                    and registration.leader_epoch == partition.leader_epoch
+                )
+                tenure = Tenure(key, broker.broker_id, broker.incarnation, partition.leader_epoch)
                 checker.check_leader(tenure, broker.disk.log(key), legitimate=legitimate)
         checker.check_acks()
 
     # ------------------------------------------------------------------ BrokerEnv
 
-    def schedule(self, broker: SimBroker, delay_ms: int, what: str,
-                 action: Callable[[], None]) -> None:
+    def schedule(
+        self, broker: SimBroker, delay_ms: int, what: str, action: Callable[[], None]
+    ) -> None:
         broker_id, incarnation = broker.broker_id, broker.incarnation
-        self.queue.after(delay_ms, f"b{broker_id} {what}",
-                         lambda: self.run_on(broker_id, incarnation, what, action))
+        self.queue.after(
+            delay_ms,
+            f"b{broker_id} {what}",
+            lambda: self.run_on(broker_id, incarnation, what, action),
+        )
 
-    def run_on(self, broker_id: int, incarnation: int, what: str,
-               action: Callable[[], None]) -> None:
+    def run_on(
+        self, broker_id: int, incarnation: int, what: str, action: Callable[[], None]
+    ) -> None:
         """Run ``action`` on that incarnation if it still runs; a paused one runs it later."""
         broker = self.brokers[broker_id]
         if broker is None or broker.incarnation != incarnation:
             return
         until = self.paused_until[broker_id]
         if until > self.now_ms:
-            self.queue.at(until, f"b{broker_id} {what} (after pause)",
-                          lambda: self.run_on(broker_id, incarnation, what, action))
+            self.queue.at(
+                until,
+                f"b{broker_id} {what} (after pause)",
+                lambda: self.run_on(broker_id, incarnation, what, action),
+            )
             return
         action()
 
-    def call_controller(self, broker: SimBroker, what: str, request: Any,
-                        on_answer: Callable[[Any], None]) -> None:
+    def call_controller(
+        self, broker: SimBroker, what: str, request: Any, on_answer: Callable[[Any], None]
+    ) -> None:
         broker_id, incarnation = broker.broker_id, broker.incarnation
 
         def at_controller() -> None:
             answer = self._controller_answer(request)
-            self.network.send(CONTROLLER, broker_id, f"{what} answer", lambda: self.run_on(
-                broker_id, incarnation, f"{what} answer", lambda: on_answer(answer)))
+            self.network.send(
+                CONTROLLER,
+                broker_id,
+                f"{what} answer",
+                lambda: self.run_on(
+                    broker_id, incarnation, f"{what} answer", lambda: on_answer(answer)
+                ),
+            )
 
         self.network.send(broker_id, CONTROLLER, what, at_controller)
 
-    def call_broker(self, broker: SimBroker, target: int, what: str,
-                    handle: Callable[[SimBroker], T], on_answer: Callable[[T], None]) -> None:
+    def call_broker(
+        self,
+        broker: SimBroker,
+        target: int,
+        what: str,
+        handle: Callable[[SimBroker], T],
+        on_answer: Callable[[T], None],
+    ) -> None:
         source, incarnation = broker.broker_id, broker.incarnation
         receiver = self.brokers[target]
         if receiver is None:
@@ -210,8 +238,14 @@ class ReplicationSimulation:
         target_incarnation = receiver.incarnation
 
         def reply(result: T) -> None:
-            self.network.send(target, source, f"{what} answer", lambda: self.run_on(
-                source, incarnation, f"{what} answer", lambda: on_answer(result)))
+            self.network.send(
+                target,
+                source,
+                f"{what} answer",
+                lambda: self.run_on(
+                    source, incarnation, f"{what} answer", lambda: on_answer(result)
+                ),
+            )
 
         def answer() -> None:
             leader = self.brokers[target]
@@ -222,8 +256,9 @@ class ReplicationSimulation:
             else:
                 reply(result)
 
-        self.network.send(source, target, what,
-                          lambda: self.run_on(target, target_incarnation, what, answer))
+        self.network.send(
+            source, target, what, lambda: self.run_on(target, target_incarnation, what, answer)
+        )
 
     def on_clean_shutdown(self, broker: SimBroker) -> None:
         self.faults.on_clean_shutdown(broker)
@@ -241,19 +276,34 @@ class ReplicationSimulation:
         """``GET /v1/metadata/records?from=``: every record from ``from_offset`` on, as one batch
         (the log ends on a batch boundary, so the page holds whole batches)."""
         start, end = max(0, from_offset), len(self.metadata_log)
-        batches = () if start >= end else (MetadataBatch(
-            base_offset=start, last_offset=end - 1, epoch=1, append_time_ms=self.now_ms,
-            records=tuple(self.metadata_log[start:end])),)
-        return RecordsPage(from_offset=from_offset, next_offset=max(start, end),
-                           log_end_offset=end, batches=batches)
+        batches = (
+            ()
+            if start >= end
+            else (
+                MetadataBatch(
+                    base_offset=start,
+                    last_offset=end - 1,
+                    epoch=1,
+                    append_time_ms=self.now_ms,
+                    records=tuple(self.metadata_log[start:end]),
+                ),
+            )
+        )
+        return RecordsPage(
+            from_offset=from_offset,
+            next_offset=max(start, end),
+            log_end_offset=end,
+            batches=batches,
+        )
 
     def commit(self, result: ControllerResult[Any]) -> None:
         """Commit a batch (Raft is not simulated) with the controller sim's image checks."""
         if not result.records:
             return
         before = self.image
-        after = apply_records(before, result.records,
-                              offset=before.offset + len(result.records), epoch=1)
+        after = apply_records(
+            before, result.records, offset=before.offset + len(result.records), epoch=1
+        )
         check_invariants(before, after, result.records)
         for record in result.records:
             if isinstance(record, PartitionChangeRecord):
@@ -278,10 +328,12 @@ class ReplicationSimulation:
             self.commit(noop)
         unfenced = [b for b in self.image.cluster.brokers.values() if not b.fenced]
         if TOPIC not in self.image.topics.by_name and len(unfenced) == BROKERS:
-            topic = CreatableTopic(TOPIC, self.settings.partitions,
-                                   self.settings.replication_factor)
-            self.commit(self.controller.handle(self.image, CreateTopicsRequest((topic,)),
-                                               self.now_ms))
+            topic = CreatableTopic(
+                TOPIC, self.settings.partitions, self.settings.replication_factor
+            )
+            self.commit(
+                self.controller.handle(self.image, CreateTopicsRequest((topic,)), self.now_ms)
+            )
         self.queue.after(CONTROLLER_TICK_MS, "controller tick", self._controller_tick)
 
     # ------------------------------------------------------------------ the producer
@@ -304,8 +356,12 @@ class ReplicationSimulation:
         leader_id, incarnation = leader.broker_id, leader.incarnation
 
         def deliver() -> None:
-            self.run_on(leader_id, incarnation, "Produce", lambda: self._leader(
-                leader_id).handle_produce(key, values))
+            self.run_on(
+                leader_id,
+                incarnation,
+                "Produce",
+                lambda: self._leader(leader_id).handle_produce(key, values),
+            )
 
         self.network.send(PRODUCER, leader_id, f"Produce {key} {values}", deliver)
 

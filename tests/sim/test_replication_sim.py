@@ -20,14 +20,14 @@ from typing import Any
 import attrs
 import pytest
 
-import broker.partition as broker_partition
-import fetcher.responses as responses
-import fetcher.truncation as truncation
-import replica.partition_core as partition_core
-from fetcher.truncation import FollowerLog, Truncation
-from protocol.errors import Errors
-from replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
-from storage.partition_log import PartitionLog
+import pykraft.broker.partition as broker_partition
+import pykraft.fetcher.responses as responses
+import pykraft.fetcher.truncation as truncation
+import pykraft.replica.partition_core as partition_core
+from pykraft.fetcher.truncation import FollowerLog, Truncation
+from pykraft.protocol.errors import Errors
+from pykraft.replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
+from pykraft.storage.partition_log import PartitionLog
 from tests.sim.replication_log import BrokerDisk, client_batch, records
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
@@ -80,8 +80,11 @@ def test_same_seed_same_history() -> None:
     def history(seed: int) -> tuple[object, ...]:
         sim = simulation(seed)
         sim.run(1500)
-        logs = tuple(tuple(records(disk.log(key))) for disk in sim.disks.values()
-                     for key in sim.partition_keys())
+        logs = tuple(
+            tuple(records(disk.log(key)))
+            for disk in sim.disks.values()
+            for key in sim.partition_keys()
+        )
         return sim.now_ms, sim.image, logs, tuple(sim.queue.trace)
 
     assert history(2) == history(2)
@@ -116,13 +119,18 @@ def test_faults_reach_the_interesting_cases() -> None:
     out the old session, the OffsetsForLeaderEpoch path truncates too, links slow down, and
     the leader's delayed fetch both waits out its deadline and is woken by an append."""
     stats = _ci_stats(range(DEFAULT_SEEDS))
-    for counted in ("power loss: acknowledged records lost on one replica",
-                    "faults: slow link", "delayed fetches (ENOUGH_BYTES)",
-                    "delayed fetches (DEADLINE)",
-                    "truncations that removed records", "completed truncations checked",
-                    "leader changes committed", "ISR changes committed",
-                    "new leader's HW below the committed offset",
-                    "registrations refused (DUPLICATE_BROKER_REGISTRATION)"):
+    for counted in (
+        "power loss: acknowledged records lost on one replica",
+        "faults: slow link",
+        "delayed fetches (ENOUGH_BYTES)",
+        "delayed fetches (DEADLINE)",
+        "truncations that removed records",
+        "completed truncations checked",
+        "leader changes committed",
+        "ISR changes committed",
+        "new leader's HW below the committed offset",
+        "registrations refused (DUPLICATE_BROKER_REGISTRATION)",
+    ):
         assert stats[counted] > 0, f"no {counted!r} in {dict(stats)}"
     old_path = _ci_stats([s for s in range(DEFAULT_SEEDS) if not settings_for(s).truncate_on_fetch])
     assert old_path["OffsetsForLeaderEpoch requests"] > 0, dict(old_path)
@@ -144,7 +152,6 @@ def test_power_loss_on_every_replica_at_once_loses_acknowledged_writes() -> None
         sim.run(DEFAULT_STEPS)
 
 
-
 # ---------------------------------------------------------------------------- the checks can fail
 # Each test breaks one rule of the real code for the length of the test (monkeypatch, never an
 # edit) and requires a CI seed to catch it, so a weakened check cannot pass unnoticed.
@@ -164,8 +171,9 @@ def _caught(expected: str, first_seed: int = 0) -> str:
 
 
 def test_an_ack_before_the_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    def ack_at_once(state: PartitionState, high_watermark: int, required_offset: int,
-                    min_insync_replicas: int) -> tuple[bool, Errors]:
+    def ack_at_once(
+        state: PartitionState, high_watermark: int, required_offset: int, min_insync_replicas: int
+    ) -> tuple[bool, Errors]:
         return state.role is PartitionRole.LEADER, Errors.NONE
 
     monkeypatch.setattr(broker_partition, "check_enough_replicas_reach_offset", ack_at_once)
@@ -190,9 +198,17 @@ def test_a_majority_high_watermark_is_caught(monkeypatch: pytest.MonkeyPatch) ->
     def majority(state: PartitionState, **kwargs: Any) -> int | None:
         if high_watermark_candidate(state, **kwargs) is None:
             return None
-        ends = sorted((kwargs["log_end_offset"], *(replica.log_end_offset for broker, replica
-                                                   in state.followers.items()
-                                                   if broker in state.isr)), reverse=True)
+        ends = sorted(
+            (
+                kwargs["log_end_offset"],
+                *(
+                    replica.log_end_offset
+                    for broker, replica in state.followers.items()
+                    if broker in state.isr
+                ),
+            ),
+            reverse=True,
+        )
         return int(ends[len(ends) // 2])
 
     monkeypatch.setattr(partition_core, "high_watermark_candidate", majority)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import snappy
 
-from storage.compression import (
+from pykraft.storage.compression import (
     DECOMPRESS_CHUNK_BYTES,
     CompressionError,
     InflatedSizeLimitError,
@@ -18,17 +18,17 @@ from storage.compression import (
     decompress,
     iter_inflated,
 )
-from storage.log_reader import MAX_TIMESTAMP
-from storage.log_validator import CorruptLogError
-from storage.record_batch import (
+from pykraft.storage.log_reader import MAX_TIMESTAMP
+from pykraft.storage.log_validator import CorruptLogError
+from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     CompressionType,
     CorruptRecordError,
     validate_batch,
 )
-from storage.record_walk import MAX_INFLATION_RATIO, max_inflated_bytes
-from storage.records import SimpleRecord, build_batch, iter_records, validate_records
-from storage.varint import encode_varint
+from pykraft.storage.record_walk import MAX_INFLATION_RATIO, max_inflated_bytes
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records, validate_records
+from pykraft.storage.varint import encode_varint
 from tests.storage.bombs import zstd_zeros_frame
 from tests.storage.test_partition_log import open_log
 from tests.storage.test_record_validation import batch_of

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.atomic_file import write_atomically
-from storage.checkpoints import (
+from pykraft.storage.atomic_file import write_atomically
+from pykraft.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
     read_leader_epoch_checkpoint,
@@ -19,7 +19,7 @@ from storage.checkpoints import (
     write_leader_epoch_checkpoint,
     write_offset_checkpoint,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 PET0, PET1, PET2 = (TopicPartition("pet", n) for n in range(3))
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pykraft import cli
-from storage.record_batch import CompressionType, validate_batch
-from storage.records import (
+from pykraft.storage.record_batch import CompressionType, validate_batch
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     SimpleRecord,
@@ -25,16 +25,30 @@ from tests.storage.test_records import raw_batch, record
 T0 = 1_700_000_000_000
 SEGMENT = "00000000000000000000"
 BATCH_1 = build_batch(
-    [SimpleRecord(b"hello", b"abc", T0), SimpleRecord(b"world", None, T0 + 1,
-                                                       (Header("h1", b"x"), Header("h2", None))),
-     SimpleRecord(None, b"k", T0 + 2)],
+    [
+        SimpleRecord(b"hello", b"abc", T0),
+        SimpleRecord(b"world", None, T0 + 1, (Header("h1", b"x"), Header("h2", None))),
+        SimpleRecord(None, b"k", T0 + 2),
+    ],
     partition_leader_epoch=0,
 )
-BATCH_2 = build_batch([SimpleRecord(b"v" * 20, b"z", T0 + 5)] * 2, base_offset=3,
-                      compression=CompressionType.GZIP, producer_id=7, producer_epoch=1,
-                      base_sequence=2147483646, partition_leader_epoch=4)
-COMMIT = build_control_batch(ControlRecordType.COMMIT, producer_id=7, producer_epoch=1,
-                             timestamp=T0 + 9, base_offset=5, coordinator_epoch=3)
+BATCH_2 = build_batch(
+    [SimpleRecord(b"v" * 20, b"z", T0 + 5)] * 2,
+    base_offset=3,
+    compression=CompressionType.GZIP,
+    producer_id=7,
+    producer_epoch=1,
+    base_sequence=2147483646,
+    partition_leader_epoch=4,
+)
+COMMIT = build_control_batch(
+    ControlRecordType.COMMIT,
+    producer_id=7,
+    producer_epoch=1,
+    timestamp=T0 + 9,
+    base_offset=5,
+    coordinator_epoch=3,
+)
 
 
 @pytest.fixture
@@ -107,8 +121,9 @@ def test_print_data_prints_each_record(dump, tmp_path: Path) -> None:
 def test_deep_iteration_without_data_and_skipped_metadata(dump, tmp_path: Path) -> None:
     log = write(tmp_path, f"{SEGMENT}.log", BATCH_1)
     _, out, _ = dump("--deep-iteration", log)
-    assert out[3] == ("| offset: 0 CreateTime: 1700000000000 keySize: 3 valueSize: 5 sequence: -1 "
-                      "headerKeys: []")
+    assert out[3] == (
+        "| offset: 0 CreateTime: 1700000000000 keySize: 3 valueSize: 5 sequence: -1 headerKeys: []"
+    )
     _, out, _ = dump("--print-data-log", "--skip-record-metadata", log)
     assert out[3:] == ["| key: abc payload: hello", "| payload: world", "| key: k"]
 
@@ -127,14 +142,23 @@ def test_empty_log_prints_only_the_preamble(dump, tmp_path: Path) -> None:
 def test_offset_index_prints_absolute_offsets_and_stops_at_preallocated_zeros(
     dump, tmp_path: Path
 ) -> None:
-    write(tmp_path, "00000000000000000100.log",
-          build_batch([SimpleRecord(b"a")] * 3, base_offset=100)
-          + build_batch([SimpleRecord(b"b")] * 2, base_offset=103))
+    write(
+        tmp_path,
+        "00000000000000000100.log",
+        build_batch([SimpleRecord(b"a")] * 3, base_offset=100)
+        + build_batch([SimpleRecord(b"b")] * 2, base_offset=103),
+    )
     first_size = 61 + 3 * 8
-    index = write(tmp_path, "00000000000000000100.index",
-                  struct.pack(">ii", 2, 0) + struct.pack(">ii", 4, first_size) + bytes(800))
-    assert dump(index) == (0, [f"Dumping {index}", "offset: 102 position: 0",
-                               f"offset: 104 position: {first_size}"], "")
+    index = write(
+        tmp_path,
+        "00000000000000000100.index",
+        struct.pack(">ii", 2, 0) + struct.pack(">ii", 4, first_size) + bytes(800),
+    )
+    assert dump(index) == (
+        0,
+        [f"Dumping {index}", "offset: 102 position: 0", f"offset: 104 position: {first_size}"],
+        "",
+    )
 
 
 def test_empty_index(dump, tmp_path: Path) -> None:
@@ -148,29 +172,42 @@ def test_index_entry_that_does_not_match_the_log_is_reported(dump, tmp_path: Pat
     code, out, err = dump(index)
     assert code == 1
     assert out[-1] == "offset: 1 position: 0"
-    assert err.splitlines() == [f"Mismatches in :{index.resolve()}",
-                                "  Index offset: 1, log offset: 2"]
+    assert err.splitlines() == [
+        f"Mismatches in :{index.resolve()}",
+        "  Index offset: 1, log offset: 2",
+    ]
 
 
 def test_torn_index_is_reported(dump, tmp_path: Path) -> None:
     index = write(tmp_path, f"{SEGMENT}.index", struct.pack(">ii", 0, 0) + b"\x00\x01\x02")
     code, out, _ = dump(index)
     assert code == 1
-    assert out[1:] == ["offset: 0 position: 0",
-                       f"Found corrupt index at position 8: {index.name} is 11 bytes, "
-                       "not a multiple of the 8-byte entry"]
+    assert out[1:] == [
+        "offset: 0 position: 0",
+        f"Found corrupt index at position 8: {index.name} is 11 bytes, "
+        "not a multiple of the 8-byte entry",
+    ]
 
 
 def test_time_index_prints_and_checks_against_the_log(dump, tmp_path: Path) -> None:
     write(tmp_path, f"{SEGMENT}.log", BATCH_1 + BATCH_2)
     good = struct.pack(">qi", T0 + 2, 2) + struct.pack(">qi", T0 + 5, 4)
     time_index = write(tmp_path, f"{SEGMENT}.timeindex", good + bytes(120))
-    assert dump(time_index) == (0, [f"Dumping {time_index}",
-                                    "timestamp: 1700000000002 offset: 2",
-                                    "timestamp: 1700000000005 offset: 4"], "")
+    assert dump(time_index) == (
+        0,
+        [
+            f"Dumping {time_index}",
+            "timestamp: 1700000000002 offset: 2",
+            "timestamp: 1700000000005 offset: 4",
+        ],
+        "",
+    )
     # Wrong timestamp for offset 2, and offset 3 is not the end of a batch.
-    write(tmp_path, f"{SEGMENT}.timeindex",
-          struct.pack(">qi", T0 + 1, 2) + struct.pack(">qi", T0 + 5, 3))
+    write(
+        tmp_path,
+        f"{SEGMENT}.timeindex",
+        struct.pack(">qi", T0 + 1, 2) + struct.pack(">qi", T0 + 5, 3),
+    )
     code, _, err = dump(time_index)
     assert code == 1
     assert err.splitlines() == [
@@ -194,8 +231,7 @@ def test_bad_crc_prints_valid_batches_then_the_damage(dump, tmp_path: Path) -> N
     assert out[6].startswith("baseOffset: 3 ") and out[6].endswith("isvalid: false")
     assert out[7].startswith(f"Found corrupt batch at position {len(BATCH_1)}: crc: stored ")
     assert " but computed " in out[7]
-    assert out[8:] == [f"Found {len(BATCH_2) + len(COMMIT)} invalid bytes at the end of "
-                       f"{log.name}"]
+    assert out[8:] == [f"Found {len(BATCH_2) + len(COMMIT)} invalid bytes at the end of {log.name}"]
 
 
 def test_torn_tail_is_reported_with_its_position(dump, tmp_path: Path) -> None:
@@ -211,8 +247,11 @@ def test_torn_tail_is_reported_with_its_position(dump, tmp_path: Path) -> None:
 
 
 def test_garbage_file(dump, tmp_path: Path) -> None:
-    log = write(tmp_path, f"{SEGMENT}.log", b"this is not a kafka log segment at all, sorry!!!!!"
-                                            b"!!!!!!!!!!!!!!!")
+    log = write(
+        tmp_path,
+        f"{SEGMENT}.log",
+        b"this is not a kafka log segment at all, sorry!!!!!!!!!!!!!!!!!!!!",
+    )
     code, out, _ = dump(log)
     assert code == 1
     assert out[2].startswith("Found corrupt batch at position 0: ")
@@ -224,17 +263,22 @@ def test_malformed_record_with_valid_crc_is_named(dump, tmp_path: Path) -> None:
     log = write(tmp_path, f"{SEGMENT}.log", BATCH_1 + bad)
     code, out, _ = dump("--print-data", log)
     assert code == 1
-    assert out[-2] == (f"Found corrupt batch at position {len(BATCH_1)}: keyLength: 10 bytes run "
-                       f"4 past the record (at byte {len(BATCH_1) + 61 + 4})")
+    assert out[-2] == (
+        f"Found corrupt batch at position {len(BATCH_1)}: keyLength: 10 bytes run "
+        f"4 past the record (at byte {len(BATCH_1) + 61 + 4})"
+    )
 
 
 def test_non_consecutive_offsets_are_reported_on_stderr(dump, tmp_path: Path) -> None:
-    log = write(tmp_path, f"{SEGMENT}.log",
-                BATCH_1 + build_batch([SimpleRecord(b"x")], base_offset=10))
+    log = write(
+        tmp_path, f"{SEGMENT}.log", BATCH_1 + build_batch([SimpleRecord(b"x")], base_offset=10)
+    )
     code, _, err = dump("--deep-iteration", log)
     assert code == 0  # gaps are legal after compaction; Kafka only reports them
-    assert err.splitlines() == [f"Non-consecutive offsets in {log.resolve()}",
-                                "  2 is followed by 10"]
+    assert err.splitlines() == [
+        f"Non-consecutive offsets in {log.resolve()}",
+        "  2 is followed by 10",
+    ]
 
 
 def test_missing_and_unknown_files_fail_but_others_are_dumped(dump, tmp_path: Path) -> None:
@@ -258,7 +302,7 @@ def test_directory_and_no_arguments(dump, tmp_path: Path) -> None:
 
 
 def test_a_decompression_bomb_is_reported_not_inflated(dump, tmp_path: Path) -> None:
-    from storage.varint import encode_varint
+    from pykraft.storage.varint import encode_varint
     from tests.storage.bombs import zstd_zeros_frame
     from tests.storage.test_record_validation import batch_of
 
@@ -269,5 +313,7 @@ def test_a_decompression_bomb_is_reported_not_inflated(dump, tmp_path: Path) -> 
     log = write(tmp_path, f"{SEGMENT}.log", BATCH_1 + bomb)
     code, out, _ = dump("--deep-iteration", log)
     assert code == 1
-    assert out[-2].startswith(f"Found corrupt batch at position {len(BATCH_1)}: length: record 0 "
-                              "is longer than the limit of 67109632")
+    assert out[-2].startswith(
+        f"Found corrupt batch at position {len(BATCH_1)}: length: record 0 "
+        "is longer than the limit of 67109632"
+    )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.index import (
+from pykraft.storage.index import (
     NO_TIMESTAMP,
     CorruptIndexError,
     OffsetIndex,

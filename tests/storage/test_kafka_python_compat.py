@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from storage.record_batch import CompressionType, iter_batches, validate_batch
-from storage.records import (
+from pykraft.storage.record_batch import CompressionType, iter_batches, validate_batch
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     Record,
@@ -29,8 +29,12 @@ from storage.records import (
 )
 
 T0 = 1_700_000_000_000
-BYTE_IDENTICAL = [CompressionType.NONE, CompressionType.SNAPPY, CompressionType.LZ4,
-                  CompressionType.ZSTD]
+BYTE_IDENTICAL = [
+    CompressionType.NONE,
+    CompressionType.SNAPPY,
+    CompressionType.LZ4,
+    CompressionType.ZSTD,
+]
 # Compressible values, so kafka-python does not fall back to an uncompressed batch.
 RECORDS = [
     SimpleRecord(b"payload-" * 40, b"key-1", T0, (Header("trace", b"abc"), Header("nil", None))),
@@ -55,13 +59,24 @@ records_strategy = st.lists(
 )
 
 
-def kafka_python_batch(records: list[SimpleRecord], compression: CompressionType, *,
-                       producer_id: int = -1, producer_epoch: int = -1,
-                       base_sequence: int = -1, transactional: bool = False) -> bytes:
+def kafka_python_batch(
+    records: list[SimpleRecord],
+    compression: CompressionType,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+) -> bytes:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=int(compression), is_transactional=transactional,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        batch_size=2**30)
+        magic=2,
+        compression_type=int(compression),
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        batch_size=2**30,
+    )
     for offset_delta, record in enumerate(records):
         headers = [(header.key, header.value) for header in record.headers]
         builder.append(offset_delta, record.timestamp, record.key, record.value, headers)
@@ -72,21 +87,29 @@ def decoded_by_kafka_python(batch: bytes) -> list[Record]:
     reader = DefaultRecordBatch(bytearray(batch))
     assert reader.validate_crc()
     return [
-        Record(r.offset, r.timestamp, r.key, r.value,
-               tuple(Header(key, value) for key, value in r.headers))
+        Record(
+            r.offset,
+            r.timestamp,
+            r.key,
+            r.value,
+            tuple(Header(key, value) for key, value in r.headers),
+        )
         for r in reader
     ]
 
 
 def expected(records: list[SimpleRecord], base_offset: int = 0) -> list[Record]:
-    return [Record(base_offset + i, r.timestamp, r.key, r.value, r.headers)
-            for i, r in enumerate(records)]
+    return [
+        Record(base_offset + i, r.timestamp, r.key, r.value, r.headers)
+        for i, r in enumerate(records)
+    ]
 
 
 @pytest.mark.parametrize("compression", list(CompressionType))
 def test_kafka_python_batches_validate_and_decode(compression: CompressionType) -> None:
-    batch = kafka_python_batch(RECORDS, compression, producer_id=11, producer_epoch=2,
-                               base_sequence=5, transactional=True)
+    batch = kafka_python_batch(
+        RECORDS, compression, producer_id=11, producer_epoch=2, base_sequence=5, transactional=True
+    )
     header = validate_batch(batch)
     assert header.compression is compression
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (11, 2, 5)
@@ -97,8 +120,9 @@ def test_kafka_python_batches_validate_and_decode(compression: CompressionType) 
 
 @pytest.mark.parametrize("compression", list(CompressionType))
 def test_our_batches_decode_with_kafka_python(compression: CompressionType) -> None:
-    batch = build_batch(RECORDS, compression=compression, producer_id=11, producer_epoch=2,
-                        base_sequence=5)
+    batch = build_batch(
+        RECORDS, compression=compression, producer_id=11, producer_epoch=2, base_sequence=5
+    )
     reader = DefaultRecordBatch(bytearray(batch))
     assert reader.compression_type == compression
     assert (reader.producer_id, reader.producer_epoch, reader.base_sequence) == (11, 2, 5)
@@ -120,8 +144,9 @@ def test_gzip_batches_agree_on_everything_but_the_gzip_header_time() -> None:
 
 
 def test_control_batch_reads_as_a_kafka_python_control_record() -> None:
-    batch = build_control_batch(ControlRecordType.ABORT, producer_id=3, producer_epoch=1,
-                                timestamp=T0)
+    batch = build_control_batch(
+        ControlRecordType.ABORT, producer_id=3, producer_epoch=1, timestamp=T0
+    )
     reader = DefaultRecordBatch(bytearray(batch))
     assert reader.validate_crc() and reader.is_control_batch and reader.is_transactional
     [marker] = list(reader)
@@ -129,14 +154,16 @@ def test_control_batch_reads_as_a_kafka_python_control_record() -> None:
 
 
 def test_memory_records_of_several_batches_both_ways() -> None:
-    builder = MemoryRecordsBuilder(magic=2, compression_type=int(CompressionType.LZ4),
-                                   batch_size=2**20)
+    builder = MemoryRecordsBuilder(
+        magic=2, compression_type=int(CompressionType.LZ4), batch_size=2**20
+    )
     for record in RECORDS:
-        builder.append(record.timestamp, record.key, record.value,
-                       [(h.key, h.value) for h in record.headers])
+        builder.append(
+            record.timestamp, record.key, record.value, [(h.key, h.value) for h in record.headers]
+        )
     builder.close()
     theirs = bytes(builder.buffer())
-    ours = (build_batch(RECORDS[:2]) + build_batch(RECORDS[2:], base_offset=2))
+    ours = build_batch(RECORDS[:2]) + build_batch(RECORDS[2:], base_offset=2)
     assert [h.records_count for _, h in iter_batches(theirs)] == [4]
     assert list(iter_records(theirs)) == expected(RECORDS)
     batches = list(MemoryRecords(ours))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.checkpoints import CheckpointError
-from storage.leader_epoch_cache import (
+from pykraft.storage.checkpoints import CheckpointError
+from pykraft.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     Entries,
@@ -31,7 +31,7 @@ from storage.leader_epoch_cache import (
     truncate_from_end,
     truncate_from_start,
 )
-from storage.leader_epoch_file import LeaderEpochFileCache
+from pykraft.storage.leader_epoch_file import LeaderEpochFileCache
 
 Op = tuple[str, int] | tuple[str, int, int]
 E = EpochEntry

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.log_config import (
+from pykraft.storage.log_config import (
     DEFAULT_CLEANUP_POLICY,
     CleanupPolicy,
     LogConfig,

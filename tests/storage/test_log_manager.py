@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from storage.checkpoints import (
+from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
 )
-from storage.log_config import LogConfig
-from storage.log_manager import LogDirError, LogManager, LogManagerSettings
-from storage.partition_log import PartitionLog
-from storage.records import SimpleRecord, build_batch
-from storage.recovery import CLEAN_SHUTDOWN_FILE
-from storage.topic_partition import TopicPartition
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogDirError, LogManager, LogManagerSettings
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
+from pykraft.storage.topic_partition import TopicPartition
 
 CONFIG = LogConfig(segment_bytes=1024)
 ORDERS_0 = TopicPartition("orders", 0)

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from protocol.segments import FileSliceLike, Segments, segment_length
-from storage.fetch_data import MemorySlice
-from storage.file_slice import FileSlice
-from storage.log_config import LogConfig
-from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from storage.log_validator import CorruptLogError
-from storage.memory_disk import MemoryDisk
-from storage.partition_log import PartitionLog
-from storage.record_batch import CompressionType, iter_batches
-from storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.protocol.segments import FileSliceLike, Segments, segment_length
+from pykraft.storage.fetch_data import MemorySlice
+from pykraft.storage.file_slice import FileSlice
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from pykraft.storage.log_validator import CorruptLogError
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CompressionType, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 from tests.storage.bombs import zstd_zeros_frame
 from tests.storage.test_bounded_decompression import GIB, huge_record_prefix
 from tests.storage.test_record_validation import batch_of

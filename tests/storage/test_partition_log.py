@@ -11,9 +11,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from storage.leader_epoch_cache import EpochEntry
-from storage.log_config import LogConfig
-from storage.log_validator import (
+from pykraft.storage.leader_epoch_cache import EpochEntry
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_validator import (
     AppendOrigin,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -25,10 +25,10 @@ from storage.log_validator import (
     StaleLeaderEpochError,
     UnexpectedAppendOffsetError,
 )
-from storage.memory_disk import MemoryDisk
-from storage.partition_log import OffsetAndTimestamp, PartitionLog
-from storage.record_batch import CorruptRecordError, iter_batches
-from storage.records import (
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.partition_log import OffsetAndTimestamp, PartitionLog
+from pykraft.storage.record_batch import CorruptRecordError, iter_batches
+from pykraft.storage.records import (
     ControlRecordType,
     SimpleRecord,
     build_batch,

@@ -25,12 +25,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from storage.log_config import LogConfig
-from storage.log_validator import OffsetOutOfRangeError
-from storage.memory_disk import MemoryDisk
-from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches
-from storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_validator import OffsetOutOfRangeError
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 
 CONFIG = LogConfig(segment_bytes=900, index_interval_bytes=64, segment_index_bytes=96)
 

@@ -13,18 +13,23 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from storage.producer_append import AppendCheck, AppendCheckKind, apply_batch, check_append
-from storage.producer_entry import BatchMetadata, ProducerStateEntry
-from storage.producer_snapshot import (
+from pykraft.storage.producer_append import AppendCheck, AppendCheckKind, apply_batch, check_append
+from pykraft.storage.producer_entry import BatchMetadata, ProducerStateEntry
+from pykraft.storage.producer_snapshot import (
     CorruptSnapshotError,
     decode_snapshot,
     encode_snapshot,
     snapshot_file,
 )
-from storage.producer_state import ProducerStateManager
-from storage.producer_state_file import ProducerStateFileManager
-from storage.record_batch import BatchHeader, parse_header
-from storage.records import ControlRecordType, SimpleRecord, build_batch, build_control_batch
+from pykraft.storage.producer_state import ProducerStateManager
+from pykraft.storage.producer_state_file import ProducerStateFileManager
+from pykraft.storage.record_batch import BatchHeader, parse_header
+from pykraft.storage.records import (
+    ControlRecordType,
+    SimpleRecord,
+    build_batch,
+    build_control_batch,
+)
 
 NEW = AppendCheckKind.NEW
 DUP = AppendCheckKind.DUPLICATE

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import CorruptRecordError, iter_batches
-from storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import CorruptRecordError, iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
 

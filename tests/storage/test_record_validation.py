@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.compression import InflatedSizeLimitError, decompress
-from storage.log_validator import (
+from pykraft.storage.compression import InflatedSizeLimitError, decompress
+from pykraft.storage.log_validator import (
     AppendOrigin,
     InvalidRecordError,
     LogError,
     validate_leader_batches,
 )
-from storage.record_batch import (
+from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     CRC_POS,
@@ -32,9 +32,9 @@ from storage.record_batch import (
     encode_header,
     validate_batch,
 )
-from storage.record_walk import MIN_RECORD_BYTES, max_inflated_bytes
-from storage.records import SimpleRecord, build_batch, decode_records, validate_records
-from storage.varint import encode_varint
+from pykraft.storage.record_walk import MIN_RECORD_BYTES, max_inflated_bytes
+from pykraft.storage.records import SimpleRecord, build_batch, decode_records, validate_records
+from pykraft.storage.varint import encode_varint
 from tests.storage.test_records import records_strategy
 
 T0 = 1_700_000_000_000
@@ -116,7 +116,7 @@ def test_records_that_contradict_the_header_are_invalid_record(
 def test_lies_inside_compressed_batches_are_invalid_record_too(
     compression: CompressionType,
 ) -> None:
-    from storage.compression import compress
+    from pykraft.storage.compression import compress
 
     for records, count in ((TWO, 3), (TWO, 1), (TWO[:-1], 2)):
         with pytest.raises(InvalidRecordError, match="of the decompressed records"):
@@ -140,7 +140,7 @@ def test_honest_batches_of_every_codec_pass() -> None:
 
 
 def test_a_declared_count_that_cannot_fit_the_bound_is_refused_before_inflating() -> None:
-    from storage.compression import compress
+    from pykraft.storage.compression import compress
 
     header_bytes = batch_of(compress(CompressionType.ZSTD, TWO), 2**31 - 1, CompressionType.ZSTD)
     header = BatchHeader(*struct.unpack_from(">qiibIhiqqqhii", header_bytes))

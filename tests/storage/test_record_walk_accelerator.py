@@ -13,10 +13,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from storage import record_walk
-from storage.record_batch import BATCH_HEADER_SIZE, CompressionType
-from storage.record_walk import WalkStatus, c_walk_records, py_walk_records
-from storage.records import SimpleRecord, build_batch
+from pykraft.storage import record_walk
+from pykraft.storage.record_batch import BATCH_HEADER_SIZE, CompressionType
+from pykraft.storage.record_walk import WalkStatus, c_walk_records, py_walk_records
+from pykraft.storage.records import SimpleRecord, build_batch
 from tests.storage.test_record_validation import TWO, mutated
 from tests.storage.test_records import records_strategy
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import records as records_module
-from storage.compression import XERIAL_MAGIC, compress
-from storage.record_batch import (
+from pykraft.storage import records as records_module
+from pykraft.storage.compression import XERIAL_MAGIC, compress
+from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -25,7 +25,7 @@ from storage.record_batch import (
     encode_header,
     validate_batch,
 )
-from storage.records import (
+from pykraft.storage.records import (
     ControlRecordType,
     Header,
     Record,
@@ -36,7 +36,7 @@ from storage.records import (
     decompress,
     iter_records,
 )
-from storage.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+from pykraft.storage.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 T0 = 1_700_000_000_000
 
@@ -47,9 +47,18 @@ T0 = 1_700_000_000_000
 @pytest.mark.parametrize(
     ("value", "encoded"),
     [
-        (0, "00"), (-1, "01"), (1, "02"), (63, "7e"), (-64, "7f"), (64, "8001"),
-        (-65, "8101"), (8191, "fe7f"), (-8192, "ff7f"), (8192, "808001"),
-        (2**31 - 1, "feffffff0f"), (-(2**31), "ffffffff0f"),
+        (0, "00"),
+        (-1, "01"),
+        (1, "02"),
+        (63, "7e"),
+        (-64, "7f"),
+        (64, "8001"),
+        (-65, "8101"),
+        (8191, "fe7f"),
+        (-8192, "ff7f"),
+        (8192, "808001"),
+        (2**31 - 1, "feffffff0f"),
+        (-(2**31), "ffffffff0f"),
     ],
 )
 def test_varint_matches_kafka_byte_utils(value: int, encoded: str) -> None:
@@ -59,8 +68,14 @@ def test_varint_matches_kafka_byte_utils(value: int, encoded: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "encoded"),
-    [(0, "00"), (-1, "01"), (2**63 - 1, "feffffffffffffffff01"),
-     (-(2**63), "ffffffffffffffffff01"), (-(2**31) - 1, "8180808010"), (T0, None)],
+    [
+        (0, "00"),
+        (-1, "01"),
+        (2**63 - 1, "feffffffffffffffff01"),
+        (-(2**63), "ffffffffffffffffff01"),
+        (-(2**31) - 1, "8180808010"),
+        (T0, None),
+    ],
 )
 def test_varlong_matches_kafka_byte_utils(value: int, encoded: str | None) -> None:
     raw = encode_varlong(value)
@@ -106,8 +121,7 @@ RECORDS = [
 
 @pytest.mark.parametrize("compression", list(CompressionType))
 def test_build_then_iterate_round_trips(compression: CompressionType) -> None:
-    batch = build_batch(RECORDS, base_offset=100, compression=compression,
-                        partition_leader_epoch=7)
+    batch = build_batch(RECORDS, base_offset=100, compression=compression, partition_leader_epoch=7)
     header = validate_batch(batch)
     assert header.compression is compression
     assert (header.base_offset, header.last_offset, header.records_count) == (100, 103, 4)
@@ -126,8 +140,13 @@ def test_iterates_batch_at_a_position_inside_a_buffer() -> None:
 
 
 def test_producer_fields_and_flags_are_written() -> None:
-    batch = build_batch([SimpleRecord(b"v")] * 3, producer_id=42, producer_epoch=3,
-                        base_sequence=10, is_transactional=True)
+    batch = build_batch(
+        [SimpleRecord(b"v")] * 3,
+        producer_id=42,
+        producer_epoch=3,
+        base_sequence=10,
+        is_transactional=True,
+    )
     header = validate_batch(batch)
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 3, 10)
     assert header.last_sequence == 12
@@ -136,23 +155,32 @@ def test_producer_fields_and_flags_are_written() -> None:
 
 def test_log_append_time_batches_report_max_timestamp_for_every_record() -> None:
     # DefaultRecordBatch: with LOG_APPEND_TIME every record's timestamp is the batch maxTimestamp.
-    batch = build_batch([SimpleRecord(b"a", timestamp=5), SimpleRecord(b"b", timestamp=9)],
-                        timestamp_type=TimestampType.LOG_APPEND_TIME)
+    batch = build_batch(
+        [SimpleRecord(b"a", timestamp=5), SimpleRecord(b"b", timestamp=9)],
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+    )
     assert validate_batch(batch).timestamp_type is TimestampType.LOG_APPEND_TIME
     assert [r.timestamp for r in iter_records(batch)] == [9, 9]
 
 
 @pytest.mark.parametrize("control_type", list(ControlRecordType))
 def test_control_batch_is_an_end_txn_marker(control_type: ControlRecordType) -> None:
-    batch = build_control_batch(control_type, producer_id=9, producer_epoch=2, timestamp=T0,
-                                base_offset=50, coordinator_epoch=4)
+    batch = build_control_batch(
+        control_type,
+        producer_id=9,
+        producer_epoch=2,
+        timestamp=T0,
+        base_offset=50,
+        coordinator_epoch=4,
+    )
     header = validate_batch(batch)
     assert header.is_control and header.is_transactional
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (9, 2, -1)
     [record] = list(iter_records(batch))
     # Key: version 0, type; value: EndTransactionMarker version 0, coordinatorEpoch.
-    assert record == Record(50, T0, struct.pack(">hh", 0, control_type),
-                            struct.pack(">hi", 0, 4), ())
+    assert record == Record(
+        50, T0, struct.pack(">hh", 0, control_type), struct.pack(">hi", 0, 4), ()
+    )
 
 
 def test_empty_batch_is_refused() -> None:
@@ -173,12 +201,26 @@ def test_snappy_is_xerial_framed_and_raw_snappy_is_read_too() -> None:
 # ------------------------------------------------------------------------------ corrupt input
 
 
-def raw_batch(records: bytes, count: int, compression: CompressionType = CompressionType.NONE
-              ) -> bytes:
+def raw_batch(
+    records: bytes, count: int, compression: CompressionType = CompressionType.NONE
+) -> bytes:
     """A batch with a correct header and CRC around arbitrary record bytes."""
     payload = compress(compression, records)
-    header = BatchHeader(0, BATCH_HEADER_SIZE - 12 + len(payload), 0, 2, 0, int(compression),
-                         max(count - 1, 0), T0, T0, -1, -1, -1, count)
+    header = BatchHeader(
+        0,
+        BATCH_HEADER_SIZE - 12 + len(payload),
+        0,
+        2,
+        0,
+        int(compression),
+        max(count - 1, 0),
+        T0,
+        T0,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     batch = bytearray(encode_header(header) + payload)
     struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
     return bytes(batch)
@@ -194,18 +236,18 @@ GOOD = record(b"\x00\x00\x00\x04k1\x04v1\x00")  # attrs, tsDelta 0, offDelta 0, 
 @pytest.mark.parametrize(
     ("records", "count", "field", "position"),
     [
-        (b"\x80", 1, "length", 0),                                   # truncated varint
-        (encode_varint(100) + b"\x00" * 5, 1, "length", 0),          # length past the end
-        (encode_varint(0), 1, "length", 0),                          # empty record
-        (GOOD, 2, "recordsCount", len(GOOD)),                        # fewer records than count
-        (GOOD + b"\x00", 1, "records", len(GOOD)),                   # trailing garbage
-        (record(b"\x00\x00\x00\x14k1\x04v1\x00"), 1, "keyLength", 4),   # key past the record
-        (record(b"\x00\x00\x00\x03\x04v1\x00"), 1, "keyLength", 4),     # key length -2
+        (b"\x80", 1, "length", 0),  # truncated varint
+        (encode_varint(100) + b"\x00" * 5, 1, "length", 0),  # length past the end
+        (encode_varint(0), 1, "length", 0),  # empty record
+        (GOOD, 2, "recordsCount", len(GOOD)),  # fewer records than count
+        (GOOD + b"\x00", 1, "records", len(GOOD)),  # trailing garbage
+        (record(b"\x00\x00\x00\x14k1\x04v1\x00"), 1, "keyLength", 4),  # key past the record
+        (record(b"\x00\x00\x00\x03\x04v1\x00"), 1, "keyLength", 4),  # key length -2
         (record(b"\x00\x00\x00\x04k1\x0ev1\x00"), 1, "valueLength", 7),  # value past the record
-        (record(b"\x00\x00\x00\x01\x01\x7e"), 1, "headersCount", 6),    # 63 headers
+        (record(b"\x00\x00\x00\x01\x01\x7e"), 1, "headersCount", 6),  # 63 headers
         (record(b"\x00\x00\x00\x01\x01\x02\x02\xff\x01"), 1, "headerKey", 7),  # not UTF-8
         (record(b"\x00\x00\x00\x01\x01\x02\x01\x01"), 1, "headerKeyLength", 7),  # null key
-        (record(b"\x00\x00\x00\x01\x01\x00\x00"), 1, "length", 0),      # unused bytes in record
+        (record(b"\x00\x00\x00\x01\x01\x00\x00"), 1, "length", 0),  # unused bytes in record
         (record(b"\x00\x00\xff\xff\xff\xff\xff\x01\x01\x01\x00"), 1, "offsetDelta", 3),
         (record(b"\x00\x80\x80"), 1, "timestampDelta", 2),
     ],
@@ -324,7 +366,7 @@ def test_property_damaged_records_raise_only_corrupt_record_error(
         body[index] = data.draw(st.integers(0, 255), label="byte")
     cut = data.draw(st.integers(0, len(body)), label="cut")
     count = data.draw(st.sampled_from([len(records), len(records) + 1, max(len(records) - 1, 0)]))
-    batch = raw_batch(bytes(body[:cut] + body[cut + data.draw(st.integers(0, 2)):]), count)
+    batch = raw_batch(bytes(body[:cut] + body[cut + data.draw(st.integers(0, 2)) :]), count)
     header = validate_batch(batch)
     args = (batch[BATCH_HEADER_SIZE:], count, 0, T0, None)
     fast = records_module._decode_fast(*args)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from storage.leader_epoch_cache import EpochEntry
-from storage.log_config import LogConfig
-from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches
-from storage.records import SimpleRecord, build_batch, iter_records
-from storage.recovery import first_unflushed_segment
+from pykraft.storage.leader_epoch_cache import EpochEntry
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.recovery import first_unflushed_segment
 
 CONFIG = LogConfig(segment_bytes=2048, index_interval_bytes=128, segment_index_bytes=4096)
 

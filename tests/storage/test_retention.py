@@ -9,10 +9,15 @@ from pathlib import Path
 import attrs
 import pytest
 
-from storage.log_config import CleanupPolicy, LogConfig
-from storage.partition_log import PartitionLog
-from storage.records import SimpleRecord, build_batch
-from storage.retention import RetentionReason, SegmentInfo, decide_retention, retention_limits
+from pykraft.storage.log_config import CleanupPolicy, LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.retention import (
+    RetentionReason,
+    SegmentInfo,
+    decide_retention,
+    retention_limits,
+)
 
 START = RetentionReason.LOG_START_OFFSET_BREACH
 BYTES = RetentionReason.RETENTION_BYTES

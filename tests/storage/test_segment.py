@@ -8,16 +8,16 @@ from pathlib import Path
 import attrs
 import pytest
 
-from storage.index import TimestampOffset
-from storage.log_config import LogConfig
-from storage.record_batch import iter_batches
-from storage.records import SimpleRecord, build_batch
-from storage.segment import (
+from pykraft.storage.index import TimestampOffset
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.record_batch import iter_batches
+from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.segment import (
     LogSegment,
     parse_base_offset,
     segment_file_name,
 )
-from storage.segment_store import AppendedBatch, should_roll
+from pykraft.storage.segment_store import AppendedBatch, should_roll
 
 CONFIG = LogConfig(index_interval_bytes=100, segment_index_bytes=1024)
 

@@ -22,12 +22,12 @@ from typing import Protocol
 
 import pytest
 
-from storage import segment as segment_module
-from storage.log_config import LogConfig
-from storage.memory_disk import MemoryDisk
-from storage.partition_log import PartitionLog
-from storage.record_batch import iter_batches, patch_partition_leader_epoch
-from storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage import segment as segment_module
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.record_batch import iter_batches, patch_partition_leader_epoch
+from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=64, segment_index_bytes=4096)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage.topic_partition import (
+from pykraft.storage.topic_partition import (
     TopicPartition,
     delete_dir_name,
     is_deleted_dir,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
-from coordinator.group.effects import (
+from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
+from pykraft.coordinator.group.effects import (
     Append,
     Effects,
     HeartbeatResult,
@@ -17,12 +17,12 @@ from coordinator.group.effects import (
     Result,
     SyncGroupResult,
 )
-from coordinator.group.offsets import load_groups
-from coordinator.group.rebalance import GroupConfig
-from coordinator.group.records import OffsetAndMetadata
-from coordinator.group.state import GroupMetadata, Protocol
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.offsets import load_groups
+from pykraft.coordinator.group.rebalance import GroupConfig
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.coordinator.group.state import GroupMetadata, Protocol
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 GROUP = "group"
 CLIENT = "consumer"

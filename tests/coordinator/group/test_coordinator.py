@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from coordinator.group.effects import HeartbeatResult, MemberLeaveResult
-from coordinator.group.rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
-from coordinator.group.records import group_metadata_key
-from coordinator.group.state import GroupState, Protocol
-from protocol.errors import Errors
+from pykraft.coordinator.group.effects import HeartbeatResult, MemberLeaveResult
+from pykraft.coordinator.group.rebalance import NEW_MEMBER_JOIN_TIMEOUT_MS
+from pykraft.coordinator.group.records import group_metadata_key
+from pykraft.coordinator.group.state import GroupState, Protocol
+from pykraft.protocol.errors import Errors
 from tests.coordinator.group.harness import (
     GROUP,
     RANGE,

@@ -3,9 +3,9 @@ the records it wrote — Kafka's ``GroupCoordinatorTest`` / ``GroupMetadataManag
 
 from __future__ import annotations
 
-from coordinator.group.effects import Append, OffsetCommitResult
-from coordinator.group.offsets import LogRecord, load_groups
-from coordinator.group.records import (
+from pykraft.coordinator.group.effects import Append, OffsetCommitResult
+from pykraft.coordinator.group.offsets import LogRecord, load_groups
+from pykraft.coordinator.group.records import (
     GroupMetadataValue,
     MemberRecord,
     OffsetAndMetadata,
@@ -13,9 +13,9 @@ from coordinator.group.records import (
     group_metadata_value,
     offset_commit_key,
 )
-from coordinator.group.state import GroupState
-from protocol.errors import Errors
-from storage.topic_partition import TopicPartition
+from pykraft.coordinator.group.state import GroupState
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 from tests.coordinator.group.harness import GROUP, SESSION_TIMEOUT_MS, TOPIC0, TOPIC1, Harness
 
 

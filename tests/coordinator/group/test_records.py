@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.group.records import (
+from pykraft.coordinator.group.records import (
     CoordinatorRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -24,7 +24,7 @@ from coordinator.group.records import (
     offset_commit_key,
     offset_commit_value,
 )
-from storage.topic_partition import TopicPartition
+from pykraft.storage.topic_partition import TopicPartition
 
 
 def s(text: str) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.group.state import (
+from pykraft.coordinator.group.state import (
     VALID_PREVIOUS_STATES,
     GroupMetadata,
     GroupState,
