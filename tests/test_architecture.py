@@ -113,8 +113,23 @@ READS_TIME = {
 }
 
 
+def in_package_terms(name: str) -> str:
+    """``pykraft.storage.x`` -> ``storage.x``: our code is installed (and imported) under the
+    ``pykraft`` namespace, over the repository's top-level packages whose rules this file states."""
+    head, _, rest = name.partition(".")
+    if head == "pykraft" and rest.split(".")[0] in PACKAGES:
+        return rest
+    return name
+
+
 def imported_modules(path: Path) -> set[str]:
-    """Dotted names of the modules ``path`` imports (for ``from a.b import c``: ``a.b``)."""
+    """Dotted names of the modules ``path`` imports (for ``from a.b import c``: ``a.b``), in
+    package terms (``in_package_terms``)."""
+    return {in_package_terms(name) for name in imported_names(path)}
+
+
+def imported_names(path: Path) -> set[str]:
+    """Dotted names of the modules ``path`` imports, as written."""
     tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -154,7 +169,7 @@ def runtime_imports(path: Path) -> set[str]:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
         pending.extend(ast.iter_child_nodes(node))
-    return names
+    return {in_package_terms(name) for name in names}
 
 
 def module_path(name: str) -> Path | None:
@@ -315,3 +330,26 @@ def test_checker_follows_imports_through_our_modules(tmp_path: Path) -> None:
     reached = io_reached(sample)
     assert sorted(reached) == ["os", "random"]
     assert reached["os"][-1] == "storage/atomic_file.py"
+
+
+def test_our_modules_are_imported_by_their_installed_names() -> None:
+    """``from pykraft.storage.x import y``, never ``from storage.x import y``: a bare name would
+    load a second copy of the module (two ``Errors`` enums, two classes that never compare
+    equal) and finds nothing once installed, where only ``pykraft`` is on the path."""
+    ours = set(PACKAGES) - {"pykraft"}
+    roots = [*PACKAGES, "tests", "bench", "examples"]
+    offenders = {
+        str(path.relative_to(ROOT)): bare
+        for root in roots
+        for path in python_files(root)
+        if (bare := sorted(name for name in imported_names(path) if name.split(".")[0] in ours))
+    }
+    assert offenders == {}
+
+
+def test_the_namespace_links_every_package() -> None:
+    """``pykraft/<package>`` is a link to the top-level folder, so a checkout imports (and mypy
+    checks) the installed names without an install step."""
+    for package in set(PACKAGES) - {"pykraft"}:
+        link = ROOT / "pykraft" / package
+        assert link.is_symlink() and link.resolve() == ROOT / package, package
