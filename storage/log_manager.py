@@ -2,13 +2,18 @@
 
 Theory of operation
 -------------------
+Every file beside the partitions is read and written through a log-dir store
+(``storage.log_dir_store.LogDirStore``): ``storage.file_log_dir.FileLogDir`` in production
+(``LogManager.open`` on paths), ``storage.memory_log_dir.MemoryLogDir`` in the simulation.
+This module decides; it does no I/O of its own.
+
 Start-up (``LogManager.open``): for each log dir, note whether ``.kafka_cleanshutdown`` is
 there, read the three offset checkpoints (``recovery-point-offset-checkpoint``,
 ``replication-offset-checkpoint`` = high watermarks, ``log-start-offset-checkpoint``), finish
 deleting ``*-delete`` directories, and open every ``topic-partition`` directory as a
-``PartitionLog`` — on a thread pool (``num.recovery.threads.per.data.dir``), since opening is
-mostly file I/O and CRC checks, both of which release the GIL. Only then is the marker removed,
-so a crash from here on is seen as unclean.
+``PartitionLog`` — on the store's threads (``num.recovery.threads.per.data.dir``), since opening
+is mostly file I/O and CRC checks, both of which release the GIL (``storage.log_dir_load``).
+Only then is the marker removed, so a crash from here on is seen as unclean.
 
 Running: ``maybe_run_periodic(now_ms)`` does whatever is due and returns the next deadline; the
 caller owns the clock and the loop (no threads, no sleeping). Due work: flushing segments that
@@ -51,35 +56,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
 
-from pykraft.storage.atomic_file import fsync_directory, write_atomically
 from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
-    CheckpointError,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
 )
-from pykraft.storage.directory_id import ensure_directory_id, new_directory_id
-from pykraft.storage.index import CorruptIndexError
+from pykraft.storage.directory_id import new_directory_id
+from pykraft.storage.file_log_dir import FileLogDir
 from pykraft.storage.log_config import LONG_MAX, LogConfig
+from pykraft.storage.log_dir_load import load_partitions, read_log_dir
+from pykraft.storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
 from pykraft.storage.partition_log import PartitionLog
-from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
 from pykraft.storage.segment_store import RecoveryReport
-from pykraft.storage.topic_partition import (
-    TopicPartition,
-    delete_dir_name,
-    is_deleted_dir,
-    is_future_dir,
-)
+from pykraft.storage.topic_partition import TopicPartition, delete_dir_name
 
 logger = logging.getLogger(__name__)
 
@@ -91,11 +85,6 @@ class LogDirError(Exception):
 class KafkaStorageError(OSError):
     """The partition or its log dir is offline (Kafka's ``KafkaStorageException``)."""
 
-
-STRAY_DIR_SUFFIX = "-stray"  # Kafka's LocalLog.StrayDirSuffix
-
-# What loading one damaged partition may raise; anything else is a bug and propagates.
-PARTITION_LOAD_ERRORS = (OSError, ValueError, CorruptIndexError)
 
 LogDirFailureListener = Callable[[Path, Sequence[TopicPartition]], None]
 
@@ -111,57 +100,19 @@ class LogManagerSettings:
     log_flush_start_offset_checkpoint_interval_ms: int = 60_000
 
 
-@attrs.frozen
-class _DirCheckpoints:
-    recovery_points: dict[TopicPartition, int]
-    high_watermarks: dict[TopicPartition, int]
-    log_start_offsets: dict[TopicPartition, int]
-
-
-def _read_checkpoint(path: Path, problems: list[str]) -> dict[TopicPartition, int]:
-    """A malformed checkpoint reads as empty (recover everything), as Kafka does."""
-    try:
-        return read_offset_checkpoint(path)
-    except CheckpointError as error:
-        problems.append(str(error))
-        return {}
-
-
-def _read_dir_checkpoints(log_dir: Path, problems: list[str]) -> _DirCheckpoints:
-    return _DirCheckpoints(
-        _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, problems),
-        _read_checkpoint(log_dir / REPLICATION_CHECKPOINT, problems),
-        _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, problems),
-    )
-
-
-def _partition_dirs(log_dir: Path, problems: list[str]) -> list[tuple[TopicPartition, Path]]:
-    """Live partition directories; finishes deletions, leaves ``-future`` dirs alone."""
-    found: list[tuple[TopicPartition, Path]] = []
-    for path in sorted(log_dir.iterdir()):
-        if not path.is_dir() or is_future_dir(path.name) or path.name.endswith(STRAY_DIR_SUFFIX):
-            continue
-        if is_deleted_dir(path.name):
-            shutil.rmtree(path, ignore_errors=True)
-            continue
-        try:
-            found.append((TopicPartition.parse_dir_name(path.name), path))
-        except ValueError as error:
-            problems.append(f"skipping {path}: {error}")
-    return found
-
-
 class LogManager:
     def __init__(
         self,
-        log_dirs: Sequence[Path],
+        stores: Sequence[LogDirStore],
         default_config: LogConfig,
         settings: LogManagerSettings,
         topic_configs: Mapping[str, LogConfig],
         now_ms: int,
     ) -> None:
-        assert log_dirs, "at least one log dir"
-        self.log_dirs = tuple(log_dirs)
+        assert stores, "at least one log dir"
+        self._stores = {store.path: store for store in stores}
+        assert len(self._stores) == len(stores), "log dirs must have distinct paths"
+        self.log_dirs = tuple(self._stores)
         self.default_config = default_config
         self.settings = settings
         self.topic_configs = dict(topic_configs)
@@ -176,6 +127,7 @@ class LogManager:
         # Invariant: every log dir has an id once ``open`` returns.
         self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
+        self._shut_down = False
         self._next_due: dict[str, int] = {
             name: now_ms + interval for name, interval, _ in self._tasks()
         }
@@ -183,19 +135,21 @@ class LogManager:
     @classmethod
     def open(
         cls,
-        log_dirs: Sequence[Path],
+        log_dirs: Sequence[Path | LogDirStore],
         default_config: LogConfig,
         now_ms: int,
         *,
         settings: LogManagerSettings | None = None,
         topic_configs: Mapping[str, LogConfig] | None = None,
     ) -> LogManager:
-        """Load every partition under ``log_dirs`` (creating the dirs when absent)."""
+        """Load every partition under ``log_dirs`` (creating the dirs when absent). A path is
+        a directory (``FileLogDir``); the simulation passes ``MemoryLogDir``s."""
+        stores = [FileLogDir(d) if isinstance(d, Path) else d for d in log_dirs]
         manager = cls(
-            log_dirs, default_config, settings or LogManagerSettings(), topic_configs or {}, now_ms
+            stores, default_config, settings or LogManagerSettings(), topic_configs or {}, now_ms
         )
-        for log_dir in manager.log_dirs:
-            manager._load_dir(log_dir, now_ms)
+        for store in stores:
+            manager._load_dir(store, now_ms)
         return manager
 
     def config_for(self, topic: str) -> LogConfig:
@@ -203,56 +157,34 @@ class LogManager:
 
     # ------------------------------------------------------------------ loading
 
-    def _load_dir(self, log_dir: Path, now_ms: int) -> None:
+    def _load_dir(self, store: LogDirStore, now_ms: int) -> None:
+        log_dir = store.path
         self.directory_ids[log_dir] = new_directory_id()  # until meta.properties names one
         try:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self.directory_ids[log_dir] = ensure_directory_id(log_dir)
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            checkpoints = _read_dir_checkpoints(log_dir, self.problems)
-            partitions = _partition_dirs(log_dir, self.problems)
+            store.create()
+            self.directory_ids[log_dir] = store.directory_id()
+            contents = read_log_dir(store, self.problems)
         except OSError as error:
             # Kafka: a dir that cannot be read at start-up is offline; the others load.
             self._mark_dir_offline(log_dir, f"cannot be read: {error}")
             return
-        self.had_clean_shutdown[log_dir] = clean
-        for tp, path in partitions:
+        self.had_clean_shutdown[log_dir] = contents.had_clean_shutdown
+        for tp, name in contents.partitions:
             if tp in self._logs:
                 raise LogDirError(
-                    f"duplicate log directories for {tp}: {self._dir_of[tp]} and {path}"
+                    f"duplicate log directories for {tp}: {self._dir_of[tp]} and {log_dir / name}"
                 )
-
-        def load(item: tuple[TopicPartition, Path]) -> tuple[TopicPartition, PartitionLog | str]:
-            tp, path = item
-            try:
-                log = PartitionLog.open(
-                    path,
-                    self.config_for(tp.topic),
-                    recovery_point=checkpoints.recovery_points.get(tp, 0),
-                    now_ms=now_ms,
-                    log_start_offset=checkpoints.log_start_offsets.get(tp, 0),
-                    had_clean_shutdown=clean,
-                )
-            except PARTITION_LOAD_ERRORS as error:
-                return tp, f"cannot be loaded from {path}: {type(error).__name__}: {error}"
-            log.update_high_watermark(checkpoints.high_watermarks.get(tp, 0))
-            return tp, log
-
-        threads = max(1, self.settings.num_recovery_threads_per_data_dir)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
-            for tp, loaded in pool.map(load, partitions):
-                if isinstance(loaded, str):
-                    logger.error("partition %s is offline: it %s", tp, loaded)
-                    self.offline_partitions[tp] = loaded
-                    self._dir_of[tp] = log_dir
-                    continue
-                self._register(tp, loaded, log_dir, now_ms)
-                self.load_reports[tp] = loaded.load_report
+        threads = self.settings.num_recovery_threads_per_data_dir
+        for tp, loaded in load_partitions(store, contents, self.config_for, threads, now_ms):
+            if isinstance(loaded, str):
+                logger.error("partition %s is offline: it %s", tp, loaded)
+                self.offline_partitions[tp] = loaded
+                self._dir_of[tp] = log_dir
+                continue
+            self._register(tp, loaded, log_dir, now_ms)
+            self.load_reports[tp] = loaded.load_report
         # Only now: a crash after this point must be recovered on the next start.
-        with contextlib.suppress(FileNotFoundError):
-            marker.unlink()
-            fsync_directory(log_dir)
+        store.remove_clean_shutdown_marker()
 
     def _register(self, tp: TopicPartition, log: PartitionLog, log_dir: Path, now_ms: int) -> None:
         self._logs[tp] = log
@@ -295,11 +227,12 @@ class LogManager:
         log_dir = min(online, key=lambda d: counts[d])
         if config is not None:
             self.update_topic_config(tp.topic, config)
+        store = self._stores[log_dir]
         try:
             log = PartitionLog.open(
-                log_dir / tp.dir_name(), self.config_for(tp.topic), now_ms=now_ms
+                store.partition_store(tp.dir_name()), self.config_for(tp.topic), now_ms=now_ms
             )
-            fsync_directory(log_dir)
+            store.sync()
         except OSError as error:  # Kafka: an IOException in getOrCreateLog fails the dir
             self.handle_log_dir_failure(log_dir, f"creating {tp}: {error}")
             raise KafkaStorageError(f"cannot create {tp} in {log_dir}: {error}") from error
@@ -369,10 +302,10 @@ class LogManager:
             return False
         if log_dir in self.offline_dirs:
             return False
-        stray = log_dir / f"{tp.dir_name()}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
-        (log_dir / tp.dir_name()).rename(stray)
-        fsync_directory(log_dir)
-        logger.warning("set aside the damaged log of %s as %s", tp, stray)
+        store = self._stores[log_dir]
+        stray = f"{tp.dir_name()}.{store.unique_id()}{STRAY_DIR_SUFFIX}"
+        store.rename(tp.dir_name(), stray)
+        logger.warning("set aside the damaged log of %s as %s", tp, log_dir / stray)
         del self.offline_partitions[tp], self._dir_of[tp]
         return True
 
@@ -396,10 +329,10 @@ class LogManager:
         self._last_flush_ms.pop(tp, None)
         if log is not None:
             log.close_handlers()
-        doomed = log_dir / delete_dir_name(tp, uuid.uuid4().hex)
-        (log_dir / tp.dir_name()).rename(doomed)
-        fsync_directory(log_dir)
-        shutil.rmtree(doomed, ignore_errors=True)
+        store = self._stores[log_dir]
+        doomed = delete_dir_name(tp, store.unique_id())
+        store.rename(tp.dir_name(), doomed)
+        store.remove(doomed)
         self.checkpoint_all()
         return True
 
@@ -461,7 +394,7 @@ class LogManager:
                 tp: offset_of(log) for tp, log in self._logs.items() if self._dir_of[tp] == log_dir
             }
             try:
-                write_offset_checkpoint(log_dir / file_name, offsets)
+                self._stores[log_dir].write_checkpoint(file_name, offsets)
             except OSError as error:
                 self.handle_log_dir_failure(log_dir, f"writing {file_name}: {error}")
 
@@ -482,13 +415,20 @@ class LogManager:
     # ------------------------------------------------------------------ shutdown
 
     def shutdown(self) -> None:
-        """Close every log durably, checkpoint, then mark each log dir cleanly shut down."""
+        """Close every log durably, checkpoint, then mark each log dir cleanly shut down.
+
+        Once only: the logs are forgotten afterwards, so a second call would write empty
+        checkpoints over the good ones (the next start would recover every segment and forget
+        every high watermark)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
         self._for_each_log(lambda tp, log: log.close())
         self.checkpoint_all()
         # An offline dir gets no marker: its logs were not closed cleanly.
         for log_dir in self.online_dirs:
             try:
-                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+                self._stores[log_dir].write_clean_shutdown_marker()
             except OSError as error:
                 logger.error("log dir %s: cannot mark a clean shutdown: %s", log_dir, error)
         self._logs.clear()

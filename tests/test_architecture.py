@@ -49,6 +49,7 @@ PURE_CORES = [
     "storage/clock.py",
     "metadata/records.py",
     "metadata/image.py",
+    "metadata/auth",
     "metadata/delta.py",
     "metadata/local_changes.py",
     # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
@@ -88,6 +89,8 @@ STORAGE_RULES = [
     "storage/segment_store.py",
     "storage/memory_disk.py",
     "storage/memory_store.py",
+    "storage/log_dir_store.py",
+    "storage/memory_log_dir.py",
     "storage/log_reader.py",
     "storage/corruption.py",
     "storage/unified_log.py",

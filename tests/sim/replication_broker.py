@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -55,12 +55,10 @@ from pykraft.quorum.controller import (
     BrokerRegistrationResponse,
 )
 from pykraft.replica.data_path import UNKNOWN_OFFSET, AppendResult
-from pykraft.storage.log_manager import LogManager
 from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_doubles import (
     SimFetcherManager,
-    SimLogManager,
     SimMetadataSource,
     SimTimer,
     key_of,
@@ -134,7 +132,7 @@ class SimBroker:
         self._metadata_poll = 0
         self.replica_manager = ReplicaManager(
             broker_id=broker_id,
-            log_manager=cast(LogManager, SimLogManager(disk)),
+            log_manager=disk.log_manager,
             fetcher_manager=self.fetcher_manager,
             delayed_fetches=SimDelayedFetches(self),
             alter_partition=self.alter_partitions,
@@ -151,11 +149,14 @@ class SimBroker:
         self.schedule(0, "metadata poll", self._poll_metadata)
         self._flush_interval_ms = env.rng.randint(200, 4000)
         self.schedule(self._flush_interval_ms, "flush", self._flush)
-        # This draw once placed the sim's own high-watermark checkpoint timer; the checkpoint
-        # is ReplicaManager.tick's now. It stays so that every seed replays the history it had
-        # (test_power_loss_on_every_replica_at_once_loses_acknowledged_writes is pinned to seed
-        # 1's history at t=30s).
-        env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms)
+        # Out of phase between brokers and restarts, as the timers of separate processes are
+        # (this draw once placed the sim's own high-watermark checkpoint, ReplicaManager.tick's
+        # now; it stays where it was, so seeded histories replay).
+        self.schedule(
+            env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms),
+            "recovery-point checkpoint",
+            self._checkpoint_recovery_points,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -271,7 +272,9 @@ class SimBroker:
 
     def close(self) -> None:
         """``BrokerServer.shutdown``'s replica and storage half: waiting requests answer (an
-        unfinished acks=all produce is not acknowledged), then the logs close durably."""
+        unfinished acks=all produce is not acknowledged), then the shipped
+        ``LogManager.shutdown`` (close every log, write every checkpoint, then the
+        clean-shutdown marker)."""
         self.replica_manager.shutdown()
         self.replica_manager.log_manager.shutdown()
 
@@ -337,6 +340,18 @@ class SimBroker:
             if self.env.rng.random() < 0.5:
                 self.disk.logs[key].flush()
         self.schedule(self._flush_interval_ms, "flush", self._flush)
+
+    def _checkpoint_recovery_points(self) -> None:
+        # Kafka checkpoints recovery points on a slower timer of its own (LogManager's
+        # log.flush.offset.checkpoint.interval.ms); this one at the high-watermark interval
+        # still leaves the checkpoint behind the flushes between two ticks. The high
+        # watermarks are ReplicaManager.tick's.
+        self.disk.log_manager.checkpoint_recovery_points()
+        self.schedule(
+            self.env.settings.high_watermark_checkpoint_interval_ms,
+            "recovery-point checkpoint",
+            self._checkpoint_recovery_points,
+        )
 
     # ------------------------------------------------------------------ produce
 

@@ -3,10 +3,6 @@
 STYLE.md §10: a test double may stand in for an I/O boundary, never for a class that decides.
 Each class here replaces one piece of the broker's I/O, and nothing else:
 
-* ``SimLogManager`` is the log directory: it hands out the ``BrokerDisk``'s ``PartitionLog``s
-  on ``MemoryDisk``s (whose page cache a power loss empties) where
-  ``storage.log_manager.LogManager`` opens segment files. It has no offline dirs: the sim
-  injects no disk errors.
 * ``SimFetcherManager`` stands where ``fetcher.ReplicaFetcherManager`` starts asyncio fetcher
   tasks: one shipped ``ReplicaFetcher`` per leader, stepped by the simulation over the simulated
   network (``replication_fetcher``).
@@ -19,13 +15,11 @@ Each class here replaces one piece of the broker's I/O, and nothing else:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pykraft.broker.controller_client import RecordsPage
 from pykraft.fetcher.fetcher_config import PartitionStart
 from pykraft.replica.data_path import InitialFetchState
-from pykraft.storage.log_config import LogConfig
-from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import PartitionKey
 from tests.sim.replication_fetcher import (
@@ -33,7 +27,6 @@ from tests.sim.replication_fetcher import (
     SimFetcherClock,
     start_fetcher,
 )
-from tests.sim.replication_log import BrokerDisk
 from tests.sim.replication_net import SimTask
 
 if TYPE_CHECKING:
@@ -42,43 +35,6 @@ if TYPE_CHECKING:
 
 def key_of(topic_partition: TopicPartition) -> PartitionKey:
     return (topic_partition.topic, topic_partition.partition)
-
-
-class SimLogManager:
-    """The members of ``LogManager`` that ``ReplicaManager`` and ``OfflineStorage`` use."""
-
-    def __init__(self, disk: BrokerDisk) -> None:
-        self.disk = disk
-        self.default_config = LogConfig()
-        self.offline_partitions: dict[TopicPartition, str] = {}
-        self.on_log_dir_failure: Callable[..., Any] | None = None
-
-    @property
-    def logs(self) -> dict[TopicPartition, PartitionLog]:
-        return {TopicPartition(*key): log for key, log in self.disk.logs.items()}
-
-    def get_or_create_log(
-        self, topic_partition: TopicPartition, now_ms: int, config: LogConfig | None = None
-    ) -> PartitionLog:
-        return self.disk.log(key_of(topic_partition), now_ms)
-
-    def delete_log(self, topic_partition: TopicPartition) -> bool:
-        return self.disk.delete(key_of(topic_partition))
-
-    def set_aside_offline_partition(self, topic_partition: TopicPartition) -> None:
-        assert topic_partition not in self.offline_partitions, "the sim has no offline logs"
-
-    def log_dir_of(self, topic_partition: TopicPartition) -> None:
-        return None  # one disk that never fails: no log dir goes offline
-
-    def checkpoint_high_watermarks(self) -> None:
-        """``replication-offset-checkpoint``: what a restart starts its high watermarks at."""
-        self.disk.checkpoint_high_watermarks()
-
-    def shutdown(self) -> None:
-        """A clean shutdown: every log flushed, the high watermarks checkpointed."""
-        self.disk.flush()
-        self.disk.checkpoint_high_watermarks()
 
 
 class SimFetcherManager:

@@ -222,6 +222,10 @@ class FaultInjector:
         if lose_unflushed:
             self._count_losses(broker_id)
         sim.disks[broker_id].crash(lose_unflushed=lose_unflushed, now_ms=sim.now_ms)
+        reports = sim.disks[broker_id].log_manager.load_reports.values()
+        sim.checker.stats["crash restarts: logs recovered from a checkpointed recovery point"] += (
+            sum(report.recovery_point > 0 for report in reports)
+        )
         if lose_unflushed and registration is not None:
             self.suspect[broker_id] = registration.epoch
         self._restart_later(broker_id, sim.rng.randint(200, 15_000))
@@ -287,7 +291,7 @@ class FaultInjector:
         """The process exits after a clean shutdown: nothing is lost."""
         broker.close()
         self.sim.brokers[broker.broker_id] = None
-        self.sim.disks[broker.broker_id].shutdown(self.sim.now_ms)
+        self.sim.disks[broker.broker_id].restart(self.sim.now_ms)
         self._restart_later(broker.broker_id, self.sim.rng.randint(200, 5000))
 
     def on_commit(self, records: Sequence[MetadataRecord]) -> None:

@@ -1,40 +1,39 @@
-"""The replication sim's disks: the shipped ``PartitionLog`` on ``MemoryDisk``s, and two crashes.
+"""The replication sim's disks: the shipped ``LogManager`` on ``MemoryLogDir``s, and two crashes.
 
-Every partition replica is ``storage.partition_log.PartitionLog.open(MemoryDisk(...))``: the
-shipped ``UnifiedLog`` decisions (validation, offsets, epochs, producer state, rolls, truncation)
-over the shipped ``MemorySegmentStore``, whose ``MemoryDisk`` holds the bytes, the durable
-leader-epoch checkpoint and the producer snapshots. Nothing here decides what a log holds.
+Every broker's log dir is a ``storage.memory_log_dir.MemoryLogDir`` holding a ``MemoryDisk``
+per partition, and each process of the broker opens it with the shipped
+``storage.log_manager.LogManager.open``: the same start-up (clean-shutdown marker, the
+recovery-point, replication and log-start-offset checkpoints, the shipped recovery of
+``PartitionLog.open`` on a ``MemoryDisk``), partition creation and deletion, checkpoints and
+clean shutdown as in production. Every replica is the shipped ``PartitionLog`` (``UnifiedLog``
+decisions over ``MemorySegmentStore``). Nothing here decides what a log holds or how it loads.
 
-``BrokerDisk`` is one broker's log dir; it outlives the broker's processes. It keeps what
-``storage.log_manager.LogManager`` keeps beside the partitions — the
-``replication-offset-checkpoint`` (high watermarks, written on the broker's timer) and the
-clean-shutdown marker — and loads the logs as ``LogManager.open`` does: ``PartitionLog.open``
-with whether the last shutdown was clean (the shipped recovery,
-``storage.memory_store.load_memory_log``), then the checkpointed high watermark, clamped by
-``update_high_watermark``. No ``recovery-point-offset-checkpoint`` is kept: after an unclean
-shutdown every segment is recovered (what Kafka does without that file), after a clean one the
-log end is the recovery point. ``LogManager`` itself cannot run here: it reads its checkpoints,
-``meta.properties`` and partition directories as files under a ``Path``.
-
-The two crashes. Both release every log without writing (``close_handlers``, as a dying
-process does). A power loss then crashes every ``MemoryDisk`` (``MemoryDisk.crash``: only
-flushed bytes remain; the epoch checkpoint and truncations were durable at once); a kill -9
-keeps the page cache, so nothing is lost. The restart's load runs at once: nothing touches the
-disk in between, so what it finds is what a later start would find.
+``BrokerDisk`` is the crash double: one broker's ``MemoryLogDir`` (it outlives the broker's
+processes) and the ``LogManager`` of the broker's current process. Both crashes release every
+log without writing (``close_handlers``, as a dying process does). A power loss then crashes
+the log dir (``MemoryLogDir.crash``: only flushed segment bytes remain; the checkpoints, the
+marker, the epoch checkpoint and truncations were durable at once); a kill -9 keeps the page
+cache, so nothing is lost. The restart's load runs at once: nothing touches the disk in between,
+so what it finds is what a later start would find. A clean exit is the shipped
+``LogManager.shutdown``, then ``restart``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import attrs
 
 from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
 from pykraft.storage.memory_disk import MemoryDisk
+from pykraft.storage.memory_log_dir import MemoryLogDir
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.record_batch import parse_header
 from pykraft.storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.topic_partition import TopicPartition
 
 PartitionKey = tuple[str, int]
 # Small segments, so that rolls, several segments per log and the crash rule's cut across
@@ -110,71 +109,44 @@ def _unflushed(disk: MemoryDisk) -> list[tuple[int, int]]:
     ]
 
 
-class BrokerDisk:
-    """One broker's log dir: a ``MemoryDisk`` and the open log of each partition, and the
-    checkpoints ``LogManager`` keeps (see the module docstring)."""
+@functools.cache
+def _topic_partition(key: PartitionKey) -> TopicPartition:
+    return TopicPartition(*key)
 
-    def __init__(self) -> None:
-        self.disks: dict[PartitionKey, MemoryDisk] = {}
-        self.logs: dict[PartitionKey, PartitionLog] = {}
-        # replication-offset-checkpoint, as last written.
-        self.high_watermark_checkpoint: dict[PartitionKey, int] = {}
-        self.clean_shutdown = False
+
+class BrokerDisk:
+    """One broker's log dir and its current process's ``LogManager`` (see the module
+    docstring)."""
+
+    def __init__(self, broker_id: int = 0) -> None:
+        self.store = MemoryLogDir(Path(f"/sim/broker-{broker_id}"), f"sim-dir-{broker_id}")
+        self.log_manager = self._open(now_ms=0)
+
+    def _open(self, now_ms: int) -> LogManager:
+        return LogManager.open([self.store], SIM_LOG_CONFIG, now_ms)
+
+    @property
+    def logs(self) -> dict[PartitionKey, PartitionLog]:
+        return {(tp.topic, tp.partition): log for tp, log in self.log_manager.logs.items()}
 
     def log(self, key: PartitionKey, now_ms: int = 0) -> PartitionLog:
-        """The partition's log, created empty when absent (``LogManager.get_or_create_log``)."""
-        log = self.logs.get(key)
-        if log is None:
-            disk = self.disks[key] = MemoryDisk(Path(f"{key[0]}-{key[1]}"))
-            log = self.logs[key] = PartitionLog.open(disk, SIM_LOG_CONFIG, now_ms=now_ms)
-        return log
-
-    def delete(self, key: PartitionKey) -> bool:
-        log = self.logs.pop(key, None)
-        if log is None:
-            return False
-        log.close_handlers()
-        del self.disks[key]
-        return True
-
-    def flush(self) -> None:
-        for log in self.logs.values():
-            log.flush()
-
-    def checkpoint_high_watermarks(self) -> None:
-        """``LogManager.checkpoint_high_watermarks``: the file holds the open logs only."""
-        self.high_watermark_checkpoint = {key: log.high_watermark for key, log in self.logs.items()}
+        """The partition's log, created empty when absent."""
+        topic_partition = _topic_partition(key)
+        log = self.log_manager.get_log(topic_partition)  # the checks ask after every event
+        return log or self.log_manager.get_or_create_log(topic_partition, now_ms)
 
     def unflushed(self, key: PartitionKey) -> list[tuple[int, int]]:
-        return _unflushed(self.disks[key]) if key in self.disks else []
+        disk = self.store.disks.get(TopicPartition(*key).dir_name())
+        return _unflushed(disk) if disk is not None else []
 
     def crash(self, *, lose_unflushed: bool, now_ms: int) -> None:
         """kill -9 (the page cache survives) or power loss, then the restart's load."""
-        for log in self.logs.values():
+        for log in self.log_manager.logs.values():
             log.close_handlers()
         if lose_unflushed:
-            for disk in self.disks.values():
-                disk.crash()
-        self.clean_shutdown = False
-        self._load(now_ms)
+            self.store.crash()
+        self.log_manager = self._open(now_ms)
 
-    def shutdown(self, now_ms: int) -> None:
-        """``LogManager.shutdown`` (close every log, checkpoint, marker), then the restart's
-        load."""
-        for log in self.logs.values():
-            log.close()
-        self.checkpoint_high_watermarks()
-        self.clean_shutdown = True
-        self._load(now_ms)
-
-    def _load(self, now_ms: int) -> None:
-        """``LogManager.open`` for this dir: every partition, recovered as needed; the marker
-        is removed once loaded, so the next crash is unclean."""
-        self.logs = {}
-        for key, disk in self.disks.items():
-            log = PartitionLog.open(
-                disk, SIM_LOG_CONFIG, now_ms=now_ms, had_clean_shutdown=self.clean_shutdown
-            )
-            log.update_high_watermark(self.high_watermark_checkpoint.get(key, 0))
-            self.logs[key] = log
-        self.clean_shutdown = False
+    def restart(self, now_ms: int) -> None:
+        """The restart's load after a clean exit (the process ran ``LogManager.shutdown``)."""
+        self.log_manager = self._open(now_ms)

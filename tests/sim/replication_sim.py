@@ -94,7 +94,7 @@ class ReplicationSimulation:
         self.image = MetadataImage.EMPTY
         # Record i has metadata offset i.
         self.metadata_log: list[MetadataRecord] = []
-        self.disks = {broker_id: BrokerDisk() for broker_id in range(BROKERS)}
+        self.disks = {broker_id: BrokerDisk(broker_id) for broker_id in range(BROKERS)}
         self.brokers: dict[int, SimBroker | None] = dict.fromkeys(range(BROKERS))
         self.incarnations = dict.fromkeys(range(BROKERS), 0)
         self.paused_until = dict.fromkeys(range(BROKERS), 0)

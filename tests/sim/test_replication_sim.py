@@ -116,8 +116,9 @@ def test_faults_reach_the_interesting_cases() -> None:
     """Counted over the CI seeds: power losses destroy acknowledged copies (replication keeps
     them), followers truncate diverged tails, leaders change, ISRs shrink and expand, a new
     leader starts with a high watermark below the committed offset, restarted brokers wait
-    out the old session, the OffsetsForLeaderEpoch path truncates too, links slow down, and
-    the leader's delayed fetch both waits out its deadline and is woken by an append."""
+    out the old session, the OffsetsForLeaderEpoch path truncates too, links slow down, the
+    leader's delayed fetch both waits out its deadline and is woken by an append, and a crashed
+    broker's logs recover from the recovery-point checkpoint, not from offset 0."""
     stats = _ci_stats(range(DEFAULT_SEEDS))
     for counted in (
         "power loss: acknowledged records lost on one replica",
@@ -130,6 +131,7 @@ def test_faults_reach_the_interesting_cases() -> None:
         "ISR changes committed",
         "new leader's HW below the committed offset",
         "registrations refused (DUPLICATE_BROKER_REGISTRATION)",
+        "crash restarts: logs recovered from a checkpointed recovery point",
     ):
         assert stats[counted] > 0, f"no {counted!r} in {dict(stats)}"
     old_path = _ci_stats([s for s in range(DEFAULT_SEEDS) if not settings_for(s).truncate_on_fetch])
@@ -276,7 +278,7 @@ def test_power_loss_keeps_only_the_flushed_prefix() -> None:
     disk.logs[KEY].flush()
     disk.logs[KEY].append_as_leader(client_batch(["late"]), 2, now_ms=0)
     disk.logs[KEY].update_high_watermark(4)
-    disk.checkpoint_high_watermarks()
+    disk.log_manager.checkpoint_high_watermarks()
     assert epochs(disk.logs[KEY]) == [(0, 0), (2, 3)]
     assert disk.unflushed(KEY) == [(3, 3)]
     disk.crash(lose_unflushed=True, now_ms=0)
@@ -291,7 +293,7 @@ def test_power_loss_keeps_only_the_flushed_prefix() -> None:
 def test_kill_keeps_the_page_cache() -> None:
     disk = _disk_with({0: 2, 1: 2})
     disk.logs[KEY].update_high_watermark(1)
-    disk.checkpoint_high_watermarks()
+    disk.log_manager.checkpoint_high_watermarks()
     disk.logs[KEY].update_high_watermark(4)
     disk.crash(lose_unflushed=False, now_ms=0)
     log = disk.logs[KEY]
@@ -306,7 +308,8 @@ def test_kill_keeps_the_page_cache() -> None:
 def test_clean_shutdown_flushes_and_checkpoints() -> None:
     disk = _disk_with({0: 2, 1: 2})
     disk.logs[KEY].update_high_watermark(3)
-    disk.shutdown(now_ms=0)
+    disk.log_manager.shutdown()
+    disk.restart(now_ms=0)
     log = disk.logs[KEY]
     assert log.recovery_point == log.log_end_offset == 4 and log.high_watermark == 3
     disk.crash(lose_unflushed=True, now_ms=0)

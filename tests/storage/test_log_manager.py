@@ -64,6 +64,9 @@ def test_clean_shutdown_and_restart(tmp_path: Path) -> None:
     assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {ORDERS_0: 30}
     assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == {ORDERS_0: 25}
     assert read_offset_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT) == {ORDERS_0: 12}
+    manager.shutdown()  # a second stop (two signals) keeps the checkpoints it wrote
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {ORDERS_0: 30}
+    assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == {ORDERS_0: 25}
 
     again = open_manager([tmp_path])
     assert again.had_clean_shutdown == {tmp_path: True}

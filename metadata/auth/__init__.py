@@ -1,0 +1,1 @@
+"""Who is asking, and may they: Kafka's security vocabulary shared by brokers and controllers."""
