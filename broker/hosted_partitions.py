@@ -195,7 +195,7 @@ class HostedPartitions:
                 log,
                 self.broker_id,
                 self.partition_context,
-                core=self.core.host(topic_partition),
+                replicas=self.core,
             )
             self._partitions[topic_partition] = partition
         return partition

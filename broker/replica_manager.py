@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
 
@@ -76,6 +76,8 @@ from pykraft.replica.data_path import (
     respond_now,
 )
 from pykraft.replica.isr import NO_BROKER_EPOCH
+from pykraft.replica.partition_core import LogView
+from pykraft.replica.ready import Ready
 from pykraft.replica.replica_core import ReplicaCore, TickReady
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.log_validator import LogError
@@ -454,9 +456,22 @@ class ReplicaManager:
         )
 
     def maybe_shrink_isr(self) -> int:
-        """Let every led partition drop lagging followers; how many proposed a shrink."""
-        partitions = list(self.hosted.partitions.values())
-        return sum(partition.maybe_shrink_isr() for partition in partitions)
+        """The ISR expiration now: every led partition drops lagging followers; how many
+        proposed a shrink."""
+        return self._carry_out_isr_shrinks(self.core.shrink_isrs(self._log_view))
+
+    def _log_view(self, topic_partition: TopicPartition) -> LogView:
+        partition = self.hosted.get(topic_partition)
+        assert partition is not None, f"the core hosts {topic_partition}, its shell does not"
+        return partition.log_view()
+
+    def _carry_out_isr_shrinks(self, shrinks: Sequence[tuple[TopicPartition, Ready]]) -> int:
+        """Each partition carries out its own Ready; how many proposed a shrink."""
+        for topic_partition, ready in shrinks:
+            partition = self.hosted.get(topic_partition)
+            assert partition is not None
+            partition.carry_out(ready)
+        return sum(ready.alter_partition is not None for _, ready in shrinks)
 
     # ------------------------------------------------------------------ time
 
@@ -468,12 +483,11 @@ class ReplicaManager:
         """Carry out what is due now in ``TickReady``'s order: the high-watermark checkpoint,
         the ISR expiration, then the waiters whose deadline passed; the timer moves to the next
         deadline."""
-        ready = self.core.tick(self._monotonic_ms())
+        ready = self.core.tick(self._monotonic_ms(), self._log_view)
         if ready.checkpoint_high_watermarks:
             # A dir whose file cannot be written goes offline inside (handleLogDirFailure).
             self.log_manager.checkpoint_high_watermarks()
-        if ready.shrink_isr:
-            self.maybe_shrink_isr()
+        self._carry_out_isr_shrinks(ready.isr_shrinks)
         if ready.expired_fetches:
             self.delayed_fetches.resolve_expired(ready.expired_fetches)
         if ready.expired_produces:

@@ -24,22 +24,25 @@ carries out step by step:
 
 Partitions: the core holds one ``replica.partition_core.PartitionCore`` for every partition it
 hosts (``host`` when a transition opens one, ``forget`` when it is deleted or its log dir
-fails); each partition's own inputs — an append, a follower's fetch, an AlterPartition answer —
-go to that core through its shell (``broker.partition.Partition``), whose ``Ready`` has the same
-one order (``replica.ready``).
+fails). Each partition's own inputs come in here with the ``LogView`` its shell
+(``broker.partition.Partition``) sampled — ``append``, ``on_fetch`` (a follower's fetch),
+``on_alter_partition_result``, ``shrink_isr`` — and go out as that partition's ``Ready``, which
+the shell carries out in the one order of ``replica.ready``.
 
 Time: ``tick(now_ms)`` (monotonic milliseconds, passed in) says what is due, carried out in this
 order: the high-watermark checkpoint (persist; Kafka's ``highwatermark-checkpoint`` task of
 ``ReplicaManager``, every ``replica.high.watermark.checkpoint.interval.ms`` from start-up on),
 the ISR expiration (Kafka's isr-expiration task: every ``replica.lag.time.max.ms`` / 2 every led
-partition drops followers that stayed behind), then the waiting fetches and acks=all produces
-whose deadline passed answer (``replica.fetch_waiters``, ``replica.produce_waiters``, held here
-so one deadline covers them all). ``next_deadline_ms`` is the earliest of those deadlines.
+partition drops followers that stayed behind: one ``Ready`` per partition that proposes a
+shrink, from the ``LogView`` the shell's ``view_of`` samples for it), then the waiting fetches
+and acks=all produces whose deadline passed answer (``replica.fetch_waiters``,
+``replica.produce_waiters``, held here so one deadline covers them all). ``next_deadline_ms``
+is the earliest of those deadlines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from pykraft.metadata.image import MetadataImage
@@ -48,9 +51,11 @@ from pykraft.metadata.records import NO_LEADER, BrokerEndpoint
 from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import InitialFetchState
 from pykraft.replica.fetch_waiters import FetchPurgatory
-from pykraft.replica.partition_core import REPLICA_LAG_TIME_MAX_MS, PartitionCore
-from pykraft.replica.partition_state import LeaderAndIsr
+from pykraft.replica.isr import AlterPartitionOutcome, AlterPartitionResult, PendingIsrChange
+from pykraft.replica.partition_core import REPLICA_LAG_TIME_MAX_MS, LogView, PartitionCore
+from pykraft.replica.partition_state import LeaderAndIsr, PartitionRole
 from pykraft.replica.produce_waiters import ProducePurgatory
+from pykraft.replica.ready import Ready
 from pykraft.storage.topic_partition import TopicPartition
 
 
@@ -81,13 +86,19 @@ class FetcherHandoff(NamedTuple):
     additions: Mapping[TopicPartition, InitialFetchState] = {}
 
 
+# The shell's sample of a hosted partition's log for one input (``Partition.log_view``).
+ViewOf = Callable[[TopicPartition], LogView]
+
+
 class TickReady(NamedTuple):
     """What is due at one ``tick``, in the order the shell carries it out."""
 
     # 1. persist: write every hosted partition's high watermark to its log dir's checkpoint.
     checkpoint_high_watermarks: bool = False
-    # 2. apply: every led partition drops the followers that stayed behind.
+    # 2. apply: the ISR expiration ran; each led partition that drops followers has its Ready
+    # (a shrink to propose), carried out by its shell in order.
     shrink_isr: bool = False
+    isr_shrinks: tuple[tuple[TopicPartition, Ready], ...] = ()
     # 3. answer: waiting fetches whose deadline passed (removed from the purgatory).
     expired_fetches: tuple[int, ...] = ()
     # 3. answer: waiting produces whose deadline passed (removed), with their errors.
@@ -209,13 +220,76 @@ class ReplicaCore:
             )
         return FetcherHandoff(tuple(removals), additions)
 
+    # ------------------------------------------------------------------ a partition's inputs
+
+    def _core_of(self, topic_partition: TopicPartition) -> PartitionCore:
+        core = self.partitions.get(topic_partition)
+        assert core is not None, f"{topic_partition} is not hosted"
+        return core
+
+    def append(self, topic_partition: TopicPartition, view: LogView) -> Ready:
+        """Records were appended as leader (or the log end moved): the high watermark the ISR
+        now allows."""
+        return self._core_of(topic_partition).maybe_increment_high_watermark(view)
+
+    def on_fetch(
+        self,
+        topic_partition: TopicPartition,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        log_start_offset: int,
+        leader_end_offset: int,
+        broker_epoch: int,
+        view: LogView,
+    ) -> Ready:
+        """A follower's fetch read ``topic_partition`` (Kafka ``updateFollowerFetchState``);
+        raises ``PartitionError`` for a fetch from an older broker incarnation."""
+        return self._core_of(topic_partition).on_follower_fetch(
+            replica_id,
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            leader_end_offset=leader_end_offset,
+            broker_epoch=broker_epoch,
+            view=view,
+        )
+
+    def on_alter_partition_result(
+        self,
+        topic_partition: TopicPartition,
+        sent: PendingIsrChange,
+        result: AlterPartitionResult,
+        view: LogView,
+    ) -> tuple[Ready, AlterPartitionOutcome]:
+        """The controller's answer to the ISR change ``sent`` for ``topic_partition``."""
+        return self._core_of(topic_partition).on_alter_partition_result(sent, result, view)
+
+    def shrink_isr(self, topic_partition: TopicPartition, view: LogView) -> Ready:
+        """Kafka ``maybeShrinkIsr`` for one partition: drop ISR followers that stayed behind."""
+        return self._core_of(topic_partition).maybe_shrink_isr(view)
+
+    def shrink_isrs(self, view_of: ViewOf) -> tuple[tuple[TopicPartition, Ready], ...]:
+        """The ISR expiration over every led partition (followers have no ISR to shrink): the
+        Ready of each that proposes a shrink, in hosting order."""
+        shrinks = []
+        for topic_partition, core in self.partitions.items():
+            if core.state.role is not PartitionRole.LEADER:
+                continue
+            ready = core.maybe_shrink_isr(view_of(topic_partition))
+            if not ready.is_empty:
+                shrinks.append((topic_partition, ready))
+        return tuple(shrinks)
+
     # ------------------------------------------------------------------ time
 
-    def tick(self, now_ms: int) -> TickReady:
-        """What is due at ``now_ms`` (monotonic); the expired waiters leave their purgatories."""
+    def tick(self, now_ms: int, view_of: ViewOf) -> TickReady:
+        """What is due at ``now_ms`` (monotonic); the expired waiters leave their purgatories.
+        ``view_of`` is asked only for led partitions, and only when the ISR expiration is due."""
         shrink_isr = now_ms >= self._next_isr_expiration_ms
+        isr_shrinks: tuple[tuple[TopicPartition, Ready], ...] = ()
         if shrink_isr:
             self._next_isr_expiration_ms = now_ms + self.isr_expiration_interval_ms
+            isr_shrinks = self.shrink_isrs(view_of)
         checkpoint = self._next_checkpoint_ms is not None and now_ms >= self._next_checkpoint_ms
         if checkpoint:
             assert self.high_watermark_checkpoint_interval_ms is not None
@@ -223,6 +297,7 @@ class ReplicaCore:
         return TickReady(
             checkpoint_high_watermarks=checkpoint,
             shrink_isr=shrink_isr,
+            isr_shrinks=isr_shrinks,
             expired_fetches=tuple(self.fetch_waiters.expire(now_ms)),
             expired_produces=self.produce_waiters.expire(now_ms),
         )

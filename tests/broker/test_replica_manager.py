@@ -14,6 +14,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from pykraft.broker.alter_partition import RecordedAlterPartitions
 from pykraft.broker.partition import PartitionRole
 from pykraft.broker.replica_manager import (
     AppendResult,
@@ -157,6 +158,27 @@ def test_a_replica_moved_away_is_deleted(cluster: Cluster) -> None:
     assert not (cluster.log_dir / "pets-0").exists()
     # The topic still exists, this broker just does not host it (getPartitionOrException).
     assert cluster.produce(PETS0, batch(b"a")).error is Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_an_isr_change_answered_after_the_topic_was_recreated_is_dropped(
+    cluster: Cluster,
+) -> None:
+    """The ISR expiration proposed a shrink; the topic is deleted and created again before the
+    controller answers: the answer reaches the old shell and changes nothing."""
+    cluster.start(*pets_led_here(replicas=(LOCAL, OTHER)))
+    cluster.clock.now_ms += 30_001  # OTHER never fetched: out of sync
+    assert cluster.replica_manager.maybe_shrink_isr() == 1
+    alter = cluster.replica_manager.alter_partition
+    assert isinstance(alter, RecordedAlterPartitions) and len(alter.items) == 1
+    cluster.publish(
+        RemoveTopicRecord(topic_id=PETS_ID),
+        TopicRecord(name="pets", topic_id=NEW_PETS_ID),
+        partition_record(NEW_PETS_ID, 0, (LOCAL, OTHER), leader=LOCAL),
+    )
+    alter.complete(partition_epoch=1)
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.topic_id == NEW_PETS_ID
+    assert partition.state.isr == (LOCAL, OTHER) and partition.state.pending_isr_change is None
 
 
 def test_recreated_topic_starts_from_an_empty_log(cluster: Cluster) -> None:

@@ -53,6 +53,7 @@ from pykraft.quorum.controller import (
     AlterPartitionRequest,
     QuorumController,
 )
+from pykraft.replica.partition_core import LogView
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.topic_partition import TopicPartition
@@ -422,10 +423,10 @@ def test_the_timer_stays_armed_when_a_tick_fails(tmp_path: Path) -> None:
         timer, leader = cluster.timers[LEADER], cluster.leader
         cluster.start()
 
-        def broken() -> int:
+        def broken(topic_partition: TopicPartition) -> LogView:
             raise RuntimeError("a bug in the ISR expiration")
 
-        leader.maybe_shrink_isr = broken  # type: ignore[method-assign]
+        leader._log_view = broken  # type: ignore[method-assign]
         with pytest.raises(RuntimeError):
             timer.fire(cluster.clock)
         assert timer.armed_ms == cluster.clock.now_ms + LAG_MS // 2

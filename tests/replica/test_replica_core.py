@@ -15,6 +15,7 @@ from pykraft.metadata.records import (
 )
 from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import InitialFetchState
+from pykraft.replica.partition_core import LogView
 from pykraft.replica.partition_state import FetchIsolation, LeaderAndIsr
 from pykraft.replica.replica_core import PartitionTransition, ReplicaCore, TickReady
 from pykraft.storage.topic_partition import TopicPartition
@@ -32,6 +33,14 @@ from tests.broker.replica_harness import (
 
 LAG_MS = 30_000
 START_MS = 50_000
+
+
+def no_views(topic_partition: TopicPartition) -> LogView:
+    raise AssertionError(f"no partition is led, yet {topic_partition}'s log was asked for")
+
+
+def view_at(now_ms: int, log_end_offset: int = 10) -> LogView:
+    return LogView(log_end_offset=log_end_offset, high_watermark=0, now_ms=now_ms)
 
 
 class Metadata:
@@ -127,13 +136,13 @@ def test_the_fetcher_hand_off_starts_at_the_log_end_with_the_new_epoch() -> None
 def test_the_isr_expiration_is_due_every_half_replica_lag_time() -> None:
     core = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
     assert core.next_deadline_ms() == START_MS + LAG_MS // 2
-    assert core.tick(START_MS + LAG_MS // 2 - 1) == TickReady()
-    assert core.tick(START_MS + LAG_MS // 2).shrink_isr
+    assert core.tick(START_MS + LAG_MS // 2 - 1, no_views) == TickReady()
+    assert core.tick(START_MS + LAG_MS // 2, no_views).shrink_isr
     assert core.next_deadline_ms() == START_MS + LAG_MS
     # A late tick (a paused process) schedules the next run an interval after it ran.
-    assert core.tick(START_MS + LAG_MS + 100).shrink_isr
+    assert core.tick(START_MS + LAG_MS + 100, no_views).shrink_isr
     assert core.next_deadline_ms() == START_MS + LAG_MS + 100 + LAG_MS // 2
-    assert not core.tick(START_MS + LAG_MS + 101).shrink_isr
+    assert not core.tick(START_MS + LAG_MS + 101, no_views).shrink_isr
 
 
 def test_waiters_expire_at_their_deadlines_which_lead_the_next_deadline() -> None:
@@ -148,10 +157,10 @@ def test_waiters_expire_at_their_deadlines_which_lead_the_next_deadline() -> Non
     produce = core.produce_waiters.try_watch({PETS1: 3}, START_MS + 700)
     assert fetch is not None and produce is not None
     assert core.next_deadline_ms() == START_MS + 500
-    assert core.tick(START_MS + 499).is_empty
-    assert core.tick(START_MS + 500) == TickReady(expired_fetches=(fetch,))
+    assert core.tick(START_MS + 499, no_views).is_empty
+    assert core.tick(START_MS + 500, no_views) == TickReady(expired_fetches=(fetch,))
     assert core.next_deadline_ms() == START_MS + 700
-    assert core.tick(START_MS + 700) == TickReady(
+    assert core.tick(START_MS + 700, no_views) == TickReady(
         expired_produces={produce: {PETS1: Errors.REQUEST_TIMED_OUT}}
     )
     assert core.next_deadline_ms() == START_MS + LAG_MS // 2
@@ -175,13 +184,13 @@ def test_the_high_watermark_checkpoint_is_due_at_start_up_then_every_interval() 
         high_watermark_checkpoint_interval_ms=5_000,
     )
     assert core.next_deadline_ms() == START_MS
-    assert core.tick(START_MS) == TickReady(checkpoint_high_watermarks=True)
+    assert core.tick(START_MS, no_views) == TickReady(checkpoint_high_watermarks=True)
     assert core.next_deadline_ms() == START_MS + 5_000
-    assert core.tick(START_MS + 4_999).is_empty
-    assert core.tick(START_MS + 5_000) == TickReady(checkpoint_high_watermarks=True)
+    assert core.tick(START_MS + 4_999, no_views).is_empty
+    assert core.tick(START_MS + 5_000, no_views) == TickReady(checkpoint_high_watermarks=True)
     # Without an interval the core never asks for one.
     unscheduled = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
-    assert not unscheduled.tick(START_MS + 10 * LAG_MS).checkpoint_high_watermarks
+    assert not unscheduled.tick(START_MS + 10 * LAG_MS, no_views).checkpoint_high_watermarks
 
 
 def test_one_core_per_hosted_partition_and_a_fresh_one_after_forgetting() -> None:
@@ -192,3 +201,43 @@ def test_one_core_per_hosted_partition_and_a_fresh_one_after_forgetting() -> Non
     core.forget(PETS0)
     assert core.partitions == {}
     assert core.host(PETS0) is not pets0
+
+
+def test_the_isr_expiration_asks_each_led_partition_and_answers_the_shrinks() -> None:
+    """Kafka's isr-expiration task (``maybeShrinkIsr`` of every partition), from ``tick``: a
+    follower that never fetched drops out after replica.lag.time.max.ms; the core asks for the
+    log of led partitions only, and a partition with nothing to drop has no Ready."""
+    core = ReplicaCore(LOCAL, now_ms=START_MS, replica_lag_time_max_ms=LAG_MS)
+    led = LeaderAndIsr(
+        leader=LOCAL, leader_epoch=1, partition_epoch=1, replicas=(LOCAL, OTHER), isr=(LOCAL, OTHER)
+    )
+    alone = LeaderAndIsr(
+        leader=LOCAL, leader_epoch=1, partition_epoch=1, replicas=(LOCAL,), isr=(LOCAL,)
+    )
+    followed = LeaderAndIsr(
+        leader=OTHER, leader_epoch=1, partition_epoch=1, replicas=(LOCAL, OTHER), isr=(LOCAL, OTHER)
+    )
+    pets2 = TopicPartition("pets", 2)
+    for topic_partition, change in ((PETS0, led), (PETS1, alone)):
+        partition = core.host(topic_partition)
+        ready = partition.make_leader(change, view_at(START_MS))
+        assert ready is not None
+        partition.advance(ready)
+    follower = core.host(pets2)
+    ready = follower.make_follower(followed)
+    assert ready is not None
+    follower.advance(ready)
+    asked: list[TopicPartition] = []
+
+    def view_of(topic_partition: TopicPartition) -> LogView:
+        asked.append(topic_partition)
+        return view_at(START_MS + LAG_MS + 1)
+
+    assert core.tick(START_MS + LAG_MS // 2 - 1, view_of).isr_shrinks == ()
+    assert asked == []  # not due: no log is sampled
+    tick = core.tick(START_MS + LAG_MS + 1, view_of)
+    assert tick.shrink_isr and asked == [PETS0, PETS1]
+    [(topic_partition, shrink)] = tick.isr_shrinks
+    assert topic_partition == PETS0 and shrink.alter_partition is not None
+    assert shrink.alter_partition.new_isr_ids == (LOCAL,)
+    assert core.partitions[PETS0].state is shrink.base  # nothing changes until the shell advances
