@@ -13,12 +13,14 @@ last metadata record it applied. The answers drive ``broker.lifecycle``:
     PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN   the controller answers should_shut_down
     STARTING / RECOVERY -> SHUTTING_DOWN      shutdown before serving: nothing to hand over
 
-``heartbeat_decision`` is the pure part: given the state and a heartbeat answer, the transition
-to make and when to send the next heartbeat — Kafka's schedule: 10 ms while STARTING (start-up
-is quick when there is nothing to recover), 50 ms after the first answer in controlled shutdown,
-otherwise ``broker.heartbeat.interval.ms``; after a failure, the interval. A heartbeat asks to
-stay fenced (``want_fence``) until the broker is ready to serve (``set_ready_to_unfence``).
-Events that want an answer sooner (ready to unfence, shutdown) wake the loop at once.
+The decisions are ``broker.lifecycle_core.LifecycleCore`` (pure, driven by the simulation too):
+what to send, what an answer means (``heartbeat_decision``: the transition and when to send the
+next heartbeat — Kafka's schedule: 10 ms while STARTING, 50 ms after the first answer in
+controlled shutdown, otherwise ``broker.heartbeat.interval.ms``; after a failure, the
+interval). This module is its asyncio shell: it sends, waits, and turns the core's steps into
+events for ``BrokerServer``. A heartbeat asks to stay fenced (``want_fence``) until the broker is
+ready to serve (``set_ready_to_unfence``). Events that want an answer sooner (ready to unfence,
+shutdown) wake the loop at once.
 
 Failed log dirs (KIP-858): every heartbeat carries the broker's offline log dirs (directory ids)
 and its replicas on them (``offline_log_dirs``, read from the broker when the heartbeat is
@@ -46,14 +48,30 @@ import attrs
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.controller_client import BrokerRegistrationReply, HeartbeatReply
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.lifecycle_core import (
+    FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS,
+    STARTING_HEARTBEAT_DELAY_MS,
+    HeartbeatDecision,
+    HeartbeatRequest,
+    LifecycleCore,
+    LifecycleStep,
+    RegistrationRequest,
+    heartbeat_decision,
+)
 from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
 from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
 
-# Kafka's BrokerLifecycleManager delays.
-STARTING_HEARTBEAT_DELAY_MS = 10
-FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS = 50
+__all__ = [
+    "FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS",
+    "STARTING_HEARTBEAT_DELAY_MS",
+    "BrokerIdentity",
+    "BrokerLifecycleManager",
+    "HeartbeatDecision",
+    "heartbeat_decision",
+]
+
 # Repeated registration failures are logged once every this many (the loop keeps trying).
 LOG_EVERY_FAILURES = 10
 
@@ -96,30 +114,6 @@ class BrokerIdentity:
     features: tuple[BrokerFeature, ...] = ()
 
 
-@attrs.frozen
-class HeartbeatDecision:
-    # The lifecycle state to move to, or None to stay.
-    target: BrokerState | None
-    next_heartbeat_ms: int
-
-
-def heartbeat_decision(
-    state: BrokerState, reply: HeartbeatReply, interval_ms: int, had_shutdown_reply: bool
-) -> HeartbeatDecision:
-    """Kafka's ``BrokerHeartbeatResponseEvent``: what a successful answer means in ``state``."""
-    if state is BrokerState.STARTING:
-        target = BrokerState.RECOVERY if reply.is_caught_up else None
-        return HeartbeatDecision(target, STARTING_HEARTBEAT_DELAY_MS)
-    if state is BrokerState.RECOVERY:
-        return HeartbeatDecision(None if reply.is_fenced else BrokerState.RUNNING, interval_ms)
-    if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-        if reply.should_shut_down:
-            return HeartbeatDecision(BrokerState.SHUTTING_DOWN, interval_ms)
-        delay = interval_ms if had_shutdown_reply else FIRST_SHUTDOWN_HEARTBEAT_DELAY_MS
-        return HeartbeatDecision(None, delay)
-    return HeartbeatDecision(None, interval_ms)
-
-
 class BrokerLifecycleManager:
     """Registers, then heartbeats until the broker is SHUTTING_DOWN or ``stop`` is called."""
 
@@ -137,15 +131,17 @@ class BrokerLifecycleManager:
         self._client = client
         self._offline_log_dirs = offline_log_dirs
         self.identity = identity
-        self.lifecycle = lifecycle
+        self.core = LifecycleCore(
+            identity.broker_id,
+            identity.incarnation_id,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            lifecycle=lifecycle,
+        )
         self._metadata_offset = metadata_offset
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._wait = wait or self._wait_or_wake
         self._wake = asyncio.Event()
         self._stopped = False
-        self.broker_epoch = -1
-        self.ready_to_unfence = False
-        self._had_shutdown_reply = False
         # Set when the broker reached RECOVERY / RUNNING / the controller allowed shutdown.
         self.caught_up = asyncio.Event()
         self.unfenced = asyncio.Event()
@@ -153,23 +149,38 @@ class BrokerLifecycleManager:
         self.last_reply: HeartbeatReply | None = None
 
     @property
+    def lifecycle(self) -> BrokerLifecycle:
+        return self.core.lifecycle
+
+    @lifecycle.setter
+    def lifecycle(self, lifecycle: BrokerLifecycle) -> None:
+        self.core.lifecycle = lifecycle
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.core.broker_epoch
+
+    @property
+    def ready_to_unfence(self) -> bool:
+        return self.core.ready_to_unfence
+
+    @property
     def registered(self) -> bool:
-        return self.broker_epoch >= 0
+        return self.core.registered
 
     # ------------------------------------------------------------------ events from the broker
 
     def set_ready_to_unfence(self) -> None:
         """The broker can serve (logs loaded, image applied): stop asking to stay fenced."""
-        self.ready_to_unfence = True
+        self.core.set_ready_to_unfence()
         self._wake.set()
 
     def begin_controlled_shutdown(self) -> bool:
         """Ask for shutdown; True when a controlled phase started (the broker was RUNNING)."""
-        if not self.lifecycle.maybe_begin_shutdown():
-            return False
-        if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
-            self.shutdown_allowed.set()  # nothing leads here: no controller round trip
-            self._wake.set()
+        if not self.core.begin_shutdown():
+            if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
+                self.shutdown_allowed.set()  # nothing leads here: no controller round trip
+                self._wake.set()
             return False
         logger.info("broker %d: beginning controlled shutdown", self.identity.broker_id)
         self._wake.set()
@@ -195,10 +206,7 @@ class BrokerLifecycleManager:
             delay_ms = await self._heartbeat_once()
 
     def _done(self) -> bool:
-        return self._stopped or self.lifecycle.state in (
-            BrokerState.SHUTTING_DOWN,
-            BrokerState.NOT_RUNNING,
-        )
+        return self._stopped or self.core.done
 
     async def _wait_or_wake(self, seconds: float) -> None:
         # asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a cancellation that
@@ -216,10 +224,12 @@ class BrokerLifecycleManager:
         identity = self.identity
         failures = 0
         while not self._done():
+            request = self.core.request(self._metadata_offset())
+            assert isinstance(request, RegistrationRequest)
             try:
                 reply = await self._client.register_broker(
-                    broker_id=identity.broker_id,
-                    incarnation_id=identity.incarnation_id,
+                    broker_id=request.broker_id,
+                    incarnation_id=request.incarnation_id,
                     endpoints=identity.endpoints,
                     rack=identity.rack,
                     features=identity.features,
@@ -234,9 +244,9 @@ class BrokerLifecycleManager:
                         failures,
                         error,
                     )
-                await self._wait(self.heartbeat_interval_ms / 1000)
+                await self._wait(self.core.on_registration(None).next_request_ms / 1000)
                 continue
-            self.broker_epoch = reply.broker_epoch
+            self.core.on_registration(reply.broker_epoch)
             logger.info(
                 "broker %d registered with broker epoch %d (incarnation %s)",
                 identity.broker_id,
@@ -247,42 +257,37 @@ class BrokerLifecycleManager:
 
     async def _heartbeat_once(self) -> int:
         """Send one heartbeat and act on the answer; returns the delay to the next one."""
-        state = self.lifecycle.state
+        request = self.core.request(self._metadata_offset())
+        assert isinstance(request, HeartbeatRequest)
         try:
             reply = await self._client.heartbeat(
-                broker_id=self.identity.broker_id,
-                broker_epoch=self.broker_epoch,
-                current_metadata_offset=self._metadata_offset(),
-                want_fence=not self.ready_to_unfence,
-                want_shut_down=state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+                broker_id=request.broker_id,
+                broker_epoch=request.broker_epoch,
+                current_metadata_offset=request.current_metadata_offset,
+                want_fence=request.want_fence,
+                want_shut_down=request.want_shut_down,
                 offline_log_dirs=self._offline_log_dirs(),
                 deadline_s=self._deadline_s(),
             )
         except ControllerError as error:
             logger.warning("broker %d: heartbeat failed: %s", self.identity.broker_id, error)
-            return self.heartbeat_interval_ms
+            return self.core.on_heartbeat(None).next_request_ms
         self.last_reply = reply
-        # The state may have moved while the request was in flight (a shutdown request).
-        state = self.lifecycle.state
-        decision = heartbeat_decision(
-            state, reply, self.heartbeat_interval_ms, self._had_shutdown_reply
-        )
-        if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            self._had_shutdown_reply = True
-        if decision.target is not None:
-            self._become(decision.target)
-        return decision.next_heartbeat_ms
+        before = self.lifecycle.state
+        step = self.core.on_heartbeat(reply)
+        self._announce(before, step)
+        return step.next_request_ms
 
-    def _become(self, target: BrokerState) -> None:
-        logger.info(
-            "broker %d: %s -> %s", self.identity.broker_id, self.lifecycle.state.name, target.name
-        )
-        self.lifecycle.become(target)
-        if target is BrokerState.RECOVERY:
+    def _announce(self, before: BrokerState, step: LifecycleStep) -> None:
+        """Log the transition the core made and set the event ``BrokerServer`` waits on."""
+        if step.target is None:
+            return
+        logger.info("broker %d: %s -> %s", self.identity.broker_id, before.name, step.target.name)
+        if step.install_publisher:
             self.caught_up.set()
-        elif target is BrokerState.RUNNING:
+        elif step.target is BrokerState.RUNNING:
             self.unfenced.set()
-        elif target is BrokerState.SHUTTING_DOWN:
+        elif step.shutdown_allowed:
             self.shutdown_allowed.set()
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
@@ -303,6 +308,6 @@ class BrokerLifecycleManager:
                 self.identity.broker_id,
                 timeout_s,
             )
-            self.lifecycle.become(BrokerState.SHUTTING_DOWN)
+            self.core.give_up_controlled_shutdown()
             return False
         return True

@@ -23,8 +23,10 @@ A record that cannot be replayed (``MetadataReplayError``) is logged, counted in
 behaviour (a non-fatal metadata-loading fault that bumps a metric) rather than a crash loop.
 The offset the broker reports in heartbeats is ``image.offset``, the last applied one.
 
-``poll_once`` does one request and its replay; ``run`` repeats it until stopped, backing off
-after failures (transport retries across controllers happen inside the client).
+``on_page`` replays one records answer and publishes when due (synchronous: the replication
+simulation delivers its pages through it); ``poll_once`` does one request and ``on_page``;
+``run`` repeats it until stopped, backing off after failures (transport retries across
+controllers happen inside the client).
 """
 
 from __future__ import annotations
@@ -125,6 +127,10 @@ class MetadataLoader:
             # ends, so only then is it known whether the loader has caught up.
             await self._load_snapshot(required.snapshot)
             return False
+        return self.on_page(page)
+
+    def on_page(self, page: RecordsPage) -> bool:
+        """Replay one records answer and publish when due; whether a new image was published."""
         self.log_end_offset = max(self.log_end_offset, page.log_end_offset)
         self._replay_page(page)
         return self._maybe_publish()

@@ -14,10 +14,17 @@ new leader epoch is recorded in the leader-epoch cache at the log end
 (``maybeAssignEpochStartOffset``) and resets follower progress (unknown log ends; ISR members
 caught up as of now).
 
+Inputs: an append, a follower's fetch and an AlterPartition answer go, with the ``LogView`` this
+shell samples (``log_view``), to the replica-wide ``replica.replica_core.ReplicaCore``
+(``append``, ``on_fetch``, ``on_alter_partition_result``); the partition's ``Ready`` comes back
+and ``carry_out`` carries it out in the one order of ``replica.ready``.
+
 Leader: every follower fetch (replica id >= 0, v15's ReplicaState included) updates that
-follower's progress, may propose adding it to the ISR, and may move the high watermark; the
-periodic ``maybe_shrink_isr`` proposes dropping followers that stayed behind. A proposal goes to
-``PartitionContext.alter_partition`` and its answer comes back to ``_on_alter_partition_result``.
+follower's progress, may propose adding it to the ISR, and may move the high watermark; the ISR
+expiration (``ReplicaCore.tick``, whose Readys ``ReplicaManager`` hands to ``carry_out``; here
+``maybe_shrink_isr`` for one partition) proposes dropping followers that stayed behind. A
+proposal goes to ``PartitionContext.alter_partition`` and its answer comes back to
+``_on_alter_partition_result``.
 Each high-watermark move is reported to ``PartitionContext.on_high_watermark_moved`` (delayed
 produces and consumer fetches wait on it). ``check_enough_replicas_reach_offset`` answers a
 waiting acks=all produce.
@@ -66,6 +73,7 @@ from pykraft.replica.partition_state import (
     error_for,
 )
 from pykraft.replica.ready import Ready
+from pykraft.replica.replica_core import ReplicaCore
 from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata
 from pykraft.storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET
 from pykraft.storage.log_reader import (
@@ -125,15 +133,21 @@ class Partition:
         log: PartitionLog,
         local_broker_id: int,
         context: PartitionContext,
+        replicas: ReplicaCore | None = None,
     ) -> None:
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
         self.context = context
-        self.core = PartitionCore(
-            topic_partition, local_broker_id, self.context.replica_lag_time_max_ms
+        # The replica-wide core (ReplicaManager's) that takes this partition's inputs; standing
+        # alone (unit tests) a partition has one of its own.
+        self.replicas = replicas or ReplicaCore(
+            local_broker_id,
+            now_ms=context.monotonic_ms(),
+            replica_lag_time_max_ms=context.replica_lag_time_max_ms,
         )
+        self.core: PartitionCore = self.replicas.host(topic_partition)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic_partition}, {self.state.role.name}, {self.state})"
@@ -172,7 +186,7 @@ class Partition:
     def min_insync_replicas(self) -> int:
         return self.context.min_insync_replicas(self.topic_partition.topic)
 
-    def _view(self) -> LogView:
+    def log_view(self) -> LogView:
         """What the core reads for one input: the log's offsets, metadata facts, the time."""
         return LogView(
             log_end_offset=self.log.log_end_offset,
@@ -183,7 +197,7 @@ class Partition:
             local_broker_epoch=self.context.local_broker_epoch(),
         )
 
-    def _carry_out(self, ready: Ready) -> None:
+    def carry_out(self, ready: Ready) -> None:
         """The one order (``replica.ready``): persist, then apply, then answer."""
         if ready.epoch_start is not None:
             self.log.leader_epoch_cache.assign(
@@ -213,10 +227,10 @@ class Partition:
         Returns False and changes nothing for a stale partition epoch. The transition is
         checked before the new epoch is written to the leader-epoch file.
         """
-        ready = self.core.make_leader(change, self._view())
+        ready = self.core.make_leader(change, self.log_view())
         if ready is None:
             return False
-        self._carry_out(ready)
+        self.carry_out(ready)
         return ready.base.role is not PartitionRole.LEADER
 
     def make_follower(self, change: LeaderAndIsr) -> bool:
@@ -227,19 +241,19 @@ class Partition:
         ready = self.core.make_follower(change)
         if ready is None:
             return False
-        self._carry_out(ready)
+        self.carry_out(ready)
         return ready.partition_changed
 
     def stop(self) -> None:
         """Stop serving (the partition is being deleted or moved away from this broker)."""
-        self._carry_out(self.core.stop())
+        self.carry_out(self.core.stop())
 
     # ------------------------------------------------------------------ high watermark
 
     def maybe_increment_high_watermark(self) -> bool:
         """Move the high watermark up as far as the ISR allows; True if it moved."""
-        ready = self.core.maybe_increment_high_watermark(self._view())
-        self._carry_out(ready)
+        ready = self.replicas.append(self.topic_partition, self.log_view())
+        self.carry_out(ready)
         return ready.high_watermark is not None
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
@@ -252,8 +266,8 @@ class Partition:
 
     def maybe_shrink_isr(self) -> bool:
         """Propose dropping ISR followers that stayed behind (Kafka ``maybeShrinkIsr``)."""
-        ready = self.core.maybe_shrink_isr(self._view())
-        self._carry_out(ready)
+        ready = self.replicas.shrink_isr(self.topic_partition, self.log_view())
+        self.carry_out(ready)
         return ready.alter_partition is not None
 
     def _submit(self, change: PendingIsrChange) -> None:
@@ -270,7 +284,14 @@ class Partition:
     def _on_alter_partition_result(
         self, sent: PendingIsrChange, result: AlterPartitionResult
     ) -> None:
-        ready, outcome = self.core.on_alter_partition_result(sent, result, self._view())
+        if self.replicas.partitions.get(self.topic_partition) is not self.core:
+            # Deleted or its log dir failed while the request was in flight (a re-created
+            # partition has a fresh core and shell): the answer is for nobody.
+            logger.info("%s: ISR change answered after the partition stopped", self.topic_partition)
+            return
+        ready, outcome = self.replicas.on_alter_partition_result(
+            self.topic_partition, sent, result, self.log_view()
+        )
         if outcome is AlterPartitionOutcome.RETRY:
             logger.warning(
                 "%s: ISR change failed with %s; retrying", self.topic_partition, result.error.name
@@ -289,7 +310,7 @@ class Partition:
                 list(ready.state.isr),
                 ready.state.partition_epoch,
             )
-        self._carry_out(ready)
+        self.carry_out(ready)
 
     # ------------------------------------------------------------------ checks
 
@@ -346,15 +367,16 @@ class Partition:
         if replica_id >= 0 and update_fetch_state and info.diverging_epoch is None:
             # Like Kafka, the answer carries the high watermark sampled before this update;
             # the follower learns the new one on its next fetch.
-            ready = self.core.on_follower_fetch(
+            ready = self.replicas.on_fetch(
+                self.topic_partition,
                 replica_id,
                 fetch_offset=fetch_offset,
                 log_start_offset=follower_log_start_offset,
                 leader_end_offset=info.log_end_offset,
                 broker_epoch=replica_epoch,
-                view=self._view(),
+                view=self.log_view(),
             )
-            self._carry_out(ready)
+            self.carry_out(ready)
         return info
 
     def _read_records(

@@ -1,22 +1,38 @@
-"""Delayed fetches' asyncio shell: one future per waiting fetch and one timer for the earliest
-deadline over the pure ``replica.fetch_waiters.FetchPurgatory`` (Kafka's ``DelayedFetch``; the
-rules are described there). It reads the monotonic clock it is given (``storage.clock``).
+"""Delayed fetches' asyncio shell: one future per waiting fetch over the pure
+``replica.fetch_waiters.FetchPurgatory`` (Kafka's ``DelayedFetch``; the rules are described
+there). It reads the monotonic clock it is given (``storage.clock``).
+
+Deadlines: inside a ``ReplicaManager`` with a timer, the purgatory belongs to its
+``replica.replica_core.ReplicaCore``, whose ``tick`` expires the waiters; the shell only says
+that a deadline may have moved (``on_deadline_moved``) and answers what ``tick`` expired
+(``resolve_expired``). Standing alone (unit tests) it keeps its own ``DeadlineTimer``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
+from typing import Protocol
 
 from pykraft.replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
 from pykraft.replica.partition_state import FetchIsolation
 from pykraft.storage.topic_partition import TopicPartition
 
-__all__ = ["DeadlineTimer", "DelayedFetches", "FetchCompletion"]
+__all__ = ["DeadlineTimer", "DelayedFetches", "FetchCompletion", "Timer"]
+
+
+class Timer(Protocol):
+    """One timer kept armed for a core's earliest deadline; it calls its ``on_due`` then."""
+
+    def arm(self, deadline_ms: int | None) -> None: ...
+
+    def fired(self) -> None: ...
+
+    def cancel(self) -> None: ...
 
 
 class DeadlineTimer:
-    """One asyncio timer kept armed for a purgatory's earliest deadline (both shells use it)."""
+    """One asyncio timer kept armed for a core's earliest deadline (the shells use it)."""
 
     def __init__(self, monotonic_ms: Callable[[], int], on_due: Callable[[], object]) -> None:
         self._monotonic_ms = monotonic_ms
@@ -57,6 +73,8 @@ class DelayedFetches:
         self._monotonic_ms = monotonic_ms
         self._futures: dict[int, asyncio.Future[FetchCompletion]] = {}
         self._timer = DeadlineTimer(monotonic_ms, self.expire_due)
+        # Set by the owner of a shared timer (ReplicaManager): called instead of arming ours.
+        self.on_deadline_moved: Callable[[], None] | None = None
 
     async def wait(
         self,
@@ -111,6 +129,10 @@ class DelayedFetches:
         self._schedule()
         return len(expired)
 
+    def resolve_expired(self, waiter_ids: Iterable[int]) -> None:
+        """Answer the waiters a ``ReplicaCore.tick`` expired (already out of the purgatory)."""
+        self._resolve(list(waiter_ids), FetchCompletion.DEADLINE)
+
     def close(self) -> None:
         """Answer every waiter now (shutdown) and stop the timer."""
         for waiter_id in list(self._futures):
@@ -125,5 +147,8 @@ class DelayedFetches:
                 future.set_result(completion)
 
     def _schedule(self) -> None:
-        """Keep one timer armed for the earliest deadline."""
-        self._timer.arm(self.purgatory.next_deadline_ms())
+        """Keep one timer armed for the earliest deadline (the shared one, when there is one)."""
+        if self.on_deadline_moved is not None:
+            self.on_deadline_moved()
+        else:
+            self._timer.arm(self.purgatory.next_deadline_ms())

@@ -2,22 +2,20 @@
 
 Theory of operation
 -------------------
-Metadata: ``apply_delta(changes, new_image, wall_clock_ms)`` acts on ``local_changes(delta,
-broker_id)`` in Kafka's order (``ReplicaManager.applyDelta``): first deletes (stop the fetcher,
-stop the partition, delete the log through ``LogManager``), then leaders (stop fetching, open or
-create the log with the topic's configs, ``make_leader``), then followers (``make_follower``;
-when the leader epoch moved, hand the partition to the fetcher manager starting at the log end).
-A partition whose topic id changed under the same name (a topic deleted and re-created while
-this broker was away) loses its old log first. Delayed fetches on every changed partition answer
-now. Then ``update_topic_configs(changed_topic_configs(delta, new_image), new_image)`` gives the
-open logs of every topic whose overrides changed their new ``LogConfig`` (Kafka's
-``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``).
+Metadata: ``apply_delta(changes, new_image, wall_clock_ms)`` asks the pure
+``replica.replica_core.ReplicaCore`` for the ``MetadataReady`` of ``local_changes(delta,
+broker_id)`` — Kafka's ``applyDelta`` order, written once there: deletes, then leaders, then
+followers, then the fetcher hand-off at the log end — and ``broker.hosted_partitions`` carries it
+out; waiters on every changed partition answer now. ``update_topic_configs`` then gives open logs
+their topic's new ``LogConfig`` (Kafka's ``DynamicConfigPublisher``).
 
-Produce: ``append_to_local_log`` checks ``acks`` (-1, 0, 1, else INVALID_REQUIRED_ACKS for every
-partition, ``isValidRequiredAcks``), refuses internal topics to clients, and appends each
-partition through ``Partition.append_records_to_leader``; every failure becomes that partition's
-Kafka error code (NOT_ENOUGH_REPLICAS when acks=-1 finds the ISR below min.insync.replicas).
-``append_records`` then answers acks 0/1 at once, and acks=-1 with at least one partition
+Produce: ``start_append_records`` (Kafka's ``appendRecords`` with its response callback;
+``append_records`` awaits it) appends through ``append_to_local_log``, which checks ``acks``
+(-1, 0, 1, else INVALID_REQUIRED_ACKS for every partition, ``isValidRequiredAcks``), refuses
+internal topics to clients, and appends each partition through
+``Partition.append_records_to_leader``; every failure becomes that partition's Kafka error code
+(NOT_ENOUGH_REPLICAS when acks=-1 finds the ISR below min.insync.replicas). It then answers
+acks 0/1 at once, and acks=-1 with at least one partition
 appended after ``DelayedProduces`` says each appended partition's high watermark passed its
 batch (or the ISR shrank, leadership moved, or ``timeout_ms`` passed: Kafka's DelayedProduce).
 
@@ -31,9 +29,13 @@ reads again (without recording follower progress twice). Followers wake on appen
 consumers on bytes the high watermark moved past: every high-watermark move of a hosted
 partition (``Partition`` reports it) feeds both purgatories.
 
-ISR: ``maybe_shrink_isr`` (run every ``replica.lag.time.max.ms`` / 2 by ``run_isr_expiration``,
-Kafka's isr-expiration task) lets every led partition drop lagging followers; expansions happen
-on follower fetches. Both go to the controller through the ``AlterPartitionSubmitter``.
+Time: one timer (given by the composition root; none in unit tests, which call ``tick``) is
+kept armed at ``ReplicaCore.next_deadline_ms``; ``tick`` carries out what the core says is due:
+the high-watermark checkpoint (every replica.high.watermark.checkpoint.interval.ms, when given),
+the ISR expiration (every ``replica.lag.time.max.ms`` / 2, Kafka's isr-expiration task: every
+led partition drops lagging followers; expansions happen on follower fetches, and both go to the
+controller through the ``AlterPartitionSubmitter``), then the waiting fetches and produces
+whose deadline passed.
 Storage failures (offline partitions, failed log dirs): ``broker.offline_storage``.
 """
 
@@ -41,25 +43,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
 
 from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from pykraft.broker.delayed_produce import DelayedProduces
-from pykraft.broker.offline_storage import OfflineStorage
+from pykraft.broker.hosted_partitions import HostedPartitions
 from pykraft.broker.partition import (
     EpochEndOffset,
     FetchIsolation,
-    LeaderAndIsr,
     Partition,
     PartitionContext,
     PartitionError,
 )
-from pykraft.broker.purgatory import DelayedFetches, FetchCompletion
+from pykraft.broker.purgatory import DelayedFetches, FetchCompletion, Timer
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.local_changes import LocalReplicaChanges, PartitionInfo
-from pykraft.metadata.records import NO_LEADER, BrokerEndpoint, ConfigResourceType
+from pykraft.metadata.local_changes import LocalReplicaChanges
+from pykraft.metadata.records import ConfigResourceType
 from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import (
     INTERNAL_TOPICS,
@@ -75,7 +76,9 @@ from pykraft.replica.data_path import (
     respond_now,
 )
 from pykraft.replica.isr import NO_BROKER_EPOCH
-from pykraft.storage.log_config import LogConfig, LogConfigError
+from pykraft.replica.partition_core import LogView
+from pykraft.replica.ready import Ready
+from pykraft.replica.replica_core import ReplicaCore, TickReady
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.log_validator import LogError
 from pykraft.storage.partition_log import OffsetAndTimestamp
@@ -100,6 +103,9 @@ REPLICA_LAG_TIME_MAX_MS = 30_000
 # A consumer's min_bytes is an int32: sizing a high-watermark move never needs to read more.
 MAX_HIGH_WATERMARK_READ_BYTES = 2**31 - 1
 
+# Builds the one timer from what it calls when due (``ReplicaManager.on_timer``).
+TimerFactory = Callable[[Callable[[], object]], Timer]
+
 
 # ---------------------------------------------------------------------------- the manager
 
@@ -117,7 +123,9 @@ class ReplicaManager:
         inter_broker_listener_name: str = "PLAINTEXT",
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        high_watermark_checkpoint_interval_ms: int | None = None,
         monotonic_ms: Callable[[], int],
+        timer: TimerFactory | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -131,8 +139,16 @@ class ReplicaManager:
         self.inter_broker_listener_name = inter_broker_listener_name
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.image = MetadataImage.EMPTY
-        self._partitions: dict[TopicPartition, Partition] = {}
+        self._monotonic_ms = monotonic_ms
+        self.core = ReplicaCore(
+            broker_id,
+            now_ms=monotonic_ms(),
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            inter_broker_listener_name=inter_broker_listener_name,
+            high_watermark_checkpoint_interval_ms=high_watermark_checkpoint_interval_ms,
+            fetch_waiters=self.delayed_fetches.purgatory,
+            produce_waiters=self.delayed_produces.purgatory,
+        )
         self.partition_context = PartitionContext(
             monotonic_ms=monotonic_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
@@ -142,20 +158,37 @@ class ReplicaManager:
             alter_partition=self.alter_partition,
             on_high_watermark_moved=self._on_high_watermark_moved,
         )
-        self.offline_storage = OfflineStorage(
-            broker_id, log_manager, fetcher_manager, forget_partition=self._forget_partition
+        self.hosted = HostedPartitions(
+            broker_id,
+            self.core,
+            log_manager,
+            fetcher_manager,
+            self.partition_context,
+            on_partition_changed=self._on_partition_changed,
         )
+        self.offline_storage = self.hosted.offline_storage
+        self._timer: Timer | None = None
+        if timer is not None:
+            self._timer = timer(self.on_timer)
+            self.delayed_fetches.on_deadline_moved = self._arm_timer
+            self.delayed_produces.on_deadline_moved = self._arm_timer
+            self._arm_timer()
+
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata image last applied."""
+        return self.core.image
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:
-        return dict(self._partitions)
+        return dict(self.hosted.partitions)
 
     def get_partition(self, topic_partition: TopicPartition) -> Partition | None:
-        return self._partitions.get(topic_partition)
+        return self.hosted.get(topic_partition)
 
     def partition_or_error(self, topic_partition: TopicPartition) -> Partition:
         """The hosted partition, else the error Kafka's ``getPartitionOrException`` gives."""
-        partition = self._partitions.get(topic_partition)
+        partition = self.hosted.get(topic_partition)
         if partition is not None:
             return partition
         self.offline_storage.check_online(topic_partition)  # Kafka's HostedPartition.Offline
@@ -174,166 +207,23 @@ class ReplicaManager:
     def apply_delta(
         self, changes: LocalReplicaChanges, new_image: MetadataImage, wall_clock_ms: int
     ) -> None:
-        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order).
-        ``wall_clock_ms`` dates the logs it creates; follower lag runs on the monotonic clock."""
-        self.image = new_image
-        self._apply_deletes(changes.deletes)
-        self._apply_leaders(changes.leaders, wall_clock_ms)
-        self._apply_followers(changes.followers, wall_clock_ms)
+        """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order, as
+        ``ReplicaCore.apply_metadata`` lays it out). ``wall_clock_ms`` dates the logs it
+        creates; follower lag runs on the monotonic clock."""
+        ready = self.core.apply_metadata(changes, new_image, self.hosted.topic_ids())
+        self.hosted.carry_out(ready, wall_clock_ms)
 
     def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:
-        """Give the local logs of ``topics`` their config in ``new_image`` (Kafka's
-        ``DynamicConfigPublisher``): a changed or removed override (retention.ms,
-        cleanup.policy, segment.bytes, ...) reaches open logs without a restart."""
-        hosted = {topic_partition.topic for topic_partition in self.log_manager.logs}
-        for topic in sorted(set(topics) & hosted):
-            config = self._log_config(topic, new_image)
-            changed = self.log_manager.update_topic_config(topic, config)
-            if changed:
-                logger.info(
-                    "topic %s: log config of %d partitions updated to %s",
-                    topic,
-                    len(changed),
-                    config,
-                )
-
-    def _apply_deletes(self, deletes: Collection[TopicPartition]) -> None:
-        doomed = sorted(deletes)
-        if not doomed:
-            return
-        self.fetcher_manager.remove_fetcher_for_partitions(doomed)
-        for topic_partition in doomed:
-            self._delete_partition(topic_partition)
-
-    def _delete_partition(self, topic_partition: TopicPartition) -> None:
-        self._forget_partition(topic_partition)
-        if self.log_manager.delete_log(topic_partition):
-            logger.info("deleted the log of %s", topic_partition)
-
-    def _apply_leaders(
-        self, leaders: Mapping[TopicPartition, PartitionInfo], wall_clock_ms: int
-    ) -> None:
-        if not leaders:
-            return
-        keys = sorted(leaders)
-        self.fetcher_manager.remove_fetcher_for_partitions(keys)
-        for key in keys:
-            topic_partition, info = key, leaders[key]
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
-            if partition is None:
-                continue
-            epoch_before = partition.leader_epoch
-            try:
-                partition.make_leader(LeaderAndIsr.from_registration(info.partition))
-            except OSError as error:
-                # Kafka applyLocalLeadersDelta: a disk error skips this partition's change (the
-                # core, never advanced, stays as it was) and its log dir goes offline.
-                logger.error("cannot lead %s: writing its leader epoch failed: %s", key, error)
-                self.offline_storage.handle_storage_error(topic_partition, str(error))
-                continue
-            if partition.leader_epoch != epoch_before:
-                # Waiting fetches carry the old epoch: they must hear about the new one now.
-                self._on_partition_changed(topic_partition)
-
-    def _apply_followers(
-        self, followers: Mapping[TopicPartition, PartitionInfo], wall_clock_ms: int
-    ) -> None:
-        restarted: list[TopicPartition] = []
-        to_fetch: dict[TopicPartition, InitialFetchState] = {}
-        for key in sorted(followers):
-            topic_partition, info = key, followers[key]
-            self.offline_storage.maybe_set_aside(topic_partition, leader_id=info.leader)
-            partition = self._get_or_create_partition(topic_partition, info.topic_id, wall_clock_ms)
-            leader_and_isr = LeaderAndIsr.from_registration(info.partition)
-            if partition is None or not partition.make_follower(leader_and_isr):
-                continue
-            # Kafka completeDelayedOperationsWhenNotPartitionLeader: waiting produces answer
-            # NOT_LEADER_OR_FOLLOWER, waiting fetches answer with the new epoch.
-            self._on_partition_changed(topic_partition)
-            restarted.append(topic_partition)
-            if info.leader != NO_LEADER:  # without a leader there is nobody to fetch from
-                to_fetch[topic_partition] = InitialFetchState(
-                    topic_id=info.topic_id,
-                    leader_id=info.leader,
-                    leader_endpoint=self._leader_endpoint(info.leader),
-                    current_leader_epoch=info.leader_epoch,
-                    init_offset=partition.log_end_offset,
-                )
-        if restarted:
-            # Kafka restarts the fetcher whenever the leader epoch moved, even for the same
-            # leader: the old one may be fetching with a fenced epoch.
-            self.fetcher_manager.remove_fetcher_for_partitions(restarted)
-        if to_fetch:
-            self.fetcher_manager.add_fetcher_for_partitions(to_fetch)
-
-    def _leader_endpoint(self, leader_id: int) -> BrokerEndpoint | None:
-        broker = self.image.cluster.broker(leader_id)
-        return None if broker is None else broker.endpoint(self.inter_broker_listener_name)
+        """Give the open logs of ``topics`` their config in ``new_image`` (Kafka's
+        ``DynamicConfigPublisher``)."""
+        self.hosted.update_topic_configs(topics, new_image)
 
     def delete_stray_logs(self, image: MetadataImage) -> list[TopicPartition]:
-        """Delete local logs ``image`` does not place on this broker; call once at start-up.
-
-        Kafka deletes such stray replicas on its first metadata publish (KAFKA-14616): logs of
-        topics deleted, or of replicas moved away, while this broker was down. Without a topic
-        id on disk, a topic re-created under the same name is not recognised as stray here.
-        """
-        stray, manager = [], self.log_manager
-        for topic_partition in sorted({*manager.logs, *manager.offline_partitions}):
-            topic = image.topics.by_name.get(topic_partition.topic)
-            registration = (
-                None if topic is None else topic.partitions.get(topic_partition.partition)
-            )
-            if registration is None or self.broker_id not in registration.replicas:
-                stray.append(topic_partition)
-        for topic_partition in stray:
-            logger.info("deleting stray replica %s: not assigned to this broker", topic_partition)
-            self._delete_partition(topic_partition)
-        return stray
-
-    def _get_or_create_partition(
-        self, topic_partition: TopicPartition, topic_id: str, wall_clock_ms: int
-    ) -> Partition | None:
-        """The partition to make leader or follower; None while its log is offline."""
-        partition = self._partitions.get(topic_partition)
-        if partition is not None and partition.topic_id != topic_id:
-            # The topic was deleted and re-created while this broker missed the delete.
-            logger.info(
-                "%s now belongs to topic id %s; deleting the old log", topic_partition, topic_id
-            )
-            self._delete_partition(topic_partition)
-            partition = None
-        if partition is None:
-            # An existing log (loaded at start-up with the broker defaults) takes it too.
-            config = self._log_config(topic_partition.topic, self.image)
-            log = self.offline_storage.get_or_create_log(topic_partition, wall_clock_ms, config)
-            if log is None:
-                return None
-            partition = Partition(
-                topic_partition, topic_id, log, self.broker_id, self.partition_context
-            )
-            self._partitions[topic_partition] = partition
-        return partition
-
-    def _forget_partition(self, topic_partition: TopicPartition) -> None:
-        """Stop serving it (deleted, or its log dir failed); answer whatever waits on it."""
-        partition = self._partitions.pop(topic_partition, None)
-        if partition is not None:
-            partition.stop()
-        self._on_partition_changed(topic_partition)
+        """Delete local logs ``image`` does not place here; once, at start-up (KAFKA-14616)."""
+        return self.hosted.delete_stray_logs(image)
 
     def _topic_config(self, topic: str) -> Mapping[str, str]:
         return self.image.configs.config(ConfigResourceType.TOPIC, topic)
-
-    def _log_config(self, topic: str, image: MetadataImage) -> LogConfig:
-        try:
-            return LogConfig.from_properties(
-                image.configs.config(ConfigResourceType.TOPIC, topic),
-                defaults=self.log_manager.default_config,
-            )
-        except LogConfigError as error:
-            # The controller validated it; a value it accepts but storage does not is logged.
-            logger.warning("topic %s: %s; using the broker's log defaults", topic, error)
-            return self.log_manager.default_config
 
     def _min_insync_replicas(self, topic: str) -> int:
         value = self._topic_config(topic).get(MIN_INSYNC_REPLICAS)
@@ -343,20 +233,20 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
 
-    async def append_records(
+    def start_append_records(
         self,
         entries: Mapping[TopicPartition, bytearray | memoryview | None],
         *,
         required_acks: int,
         timeout_ms: int,
         now_ms: int,
+        response_callback: Callable[[dict[TopicPartition, AppendResult]], None],
         internal_topics_allowed: bool = False,
-    ) -> dict[TopicPartition, AppendResult]:
-        """Append, then for acks=-1 wait for the ISR (Kafka ``appendRecords``).
-
-        The appends happen before the first ``await``, so requests on one connection append
-        in order.
-        """
+    ) -> int | None:
+        """Kafka's ``appendRecords`` with its ``responseCallback``: append, then answer at once
+        (acks 0/1, nothing appended, or the ISR already has it) or, for acks=-1, once the ISR
+        has every appended batch or ``timeout_ms`` passed. Returns the waiter's id while the
+        answer waits (``DelayedProduces.forget`` drops it), else None (already answered)."""
         results = self.append_to_local_log(
             entries,
             required_acks=required_acks,
@@ -370,14 +260,58 @@ class ReplicaManager:
         }
         # Kafka delayedProduceRequestRequired: acks=-1 and at least one partition appended.
         if required_acks != -1 or not required_offsets:
-            return results
-        errors = await self.delayed_produces.wait(
-            required_offsets, timeout_ms=timeout_ms, checker=self.check_enough_replicas
+            response_callback(results)
+            return None
+
+        def answer(errors: Mapping[TopicPartition, Errors]) -> None:
+            for topic_partition, error in errors.items():
+                if error is not Errors.NONE:
+                    results[topic_partition] = attrs.evolve(results[topic_partition], error=error)
+            response_callback(results)
+
+        watch = self.delayed_produces.watch(
+            required_offsets,
+            timeout_ms=timeout_ms,
+            checker=self.check_enough_replicas,
+            on_done=answer,
         )
-        for topic_partition, error in errors.items():
-            if error is not Errors.NONE:
-                results[topic_partition] = attrs.evolve(results[topic_partition], error=error)
-        return results
+        if watch.errors is not None:
+            answer(watch.errors)
+        return watch.waiter_id
+
+    async def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytearray | memoryview | None],
+        *,
+        required_acks: int,
+        timeout_ms: int,
+        now_ms: int,
+        internal_topics_allowed: bool = False,
+    ) -> dict[TopicPartition, AppendResult]:
+        """``start_append_records`` awaited. The appends happen before the first ``await``, so
+        requests on one connection append in order."""
+        future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        def respond(results: dict[TopicPartition, AppendResult]) -> None:
+            if not future.done():
+                future.set_result(results)
+
+        waiter_id = self.start_append_records(
+            entries,
+            required_acks=required_acks,
+            timeout_ms=timeout_ms,
+            now_ms=now_ms,
+            response_callback=respond,
+            internal_topics_allowed=internal_topics_allowed,
+        )
+        if waiter_id is None:
+            return future.result()
+        try:
+            return await future
+        finally:
+            self.delayed_produces.forget(waiter_id)  # a no-op once answered
 
     def append_to_local_log(
         self,
@@ -522,19 +456,64 @@ class ReplicaManager:
         )
 
     def maybe_shrink_isr(self) -> int:
-        """Let every led partition drop lagging followers; how many proposed a shrink."""
-        return sum(partition.maybe_shrink_isr() for partition in list(self._partitions.values()))
+        """The ISR expiration now: every led partition drops lagging followers; how many
+        proposed a shrink."""
+        return self._carry_out_isr_shrinks(self.core.shrink_isrs(self._log_view))
 
-    async def run_isr_expiration(self) -> None:
-        """Kafka's isr-expiration task: ``maybe_shrink_isr`` every replica.lag.time.max.ms / 2,
-        until cancelled."""
-        interval_s = self.replica_lag_time_max_ms / 2 / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            self.maybe_shrink_isr()
+    def _log_view(self, topic_partition: TopicPartition) -> LogView:
+        partition = self.hosted.get(topic_partition)
+        assert partition is not None, f"the core hosts {topic_partition}, its shell does not"
+        return partition.log_view()
+
+    def _carry_out_isr_shrinks(self, shrinks: Sequence[tuple[TopicPartition, Ready]]) -> int:
+        """Each partition carries out its own Ready; how many proposed a shrink."""
+        for topic_partition, ready in shrinks:
+            partition = self.hosted.get(topic_partition)
+            assert partition is not None
+            partition.carry_out(ready)
+        return sum(ready.alter_partition is not None for _, ready in shrinks)
+
+    # ------------------------------------------------------------------ time
+
+    def next_deadline_ms(self) -> int:
+        """When ``tick`` next has something to do (monotonic milliseconds)."""
+        return self.core.next_deadline_ms()
+
+    def tick(self) -> TickReady:
+        """Carry out what is due now in ``TickReady``'s order: the high-watermark checkpoint,
+        the ISR expiration, then the waiters whose deadline passed; the timer moves to the next
+        deadline."""
+        ready = self.core.tick(self._monotonic_ms(), self._log_view)
+        if ready.checkpoint_high_watermarks:
+            # A dir whose file cannot be written goes offline inside (handleLogDirFailure).
+            self.log_manager.checkpoint_high_watermarks()
+        self._carry_out_isr_shrinks(ready.isr_shrinks)
+        if ready.expired_fetches:
+            self.delayed_fetches.resolve_expired(ready.expired_fetches)
+        if ready.expired_produces:
+            self.delayed_produces.resolve_expired(ready.expired_produces)
+        self._arm_timer()
+        return ready
+
+    def on_timer(self) -> None:
+        """The timer fired: it is disarmed, then ``tick`` arms it again — even when ``tick``
+        raised (a bug, logged by the event loop), so the ISR expiration never stops."""
+        if self._timer is not None:
+            self._timer.fired()
+        try:
+            self.tick()
+        finally:
+            self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.arm(self.core.next_deadline_ms())
 
     def shutdown(self) -> None:
-        """Answer every waiting fetch and produce now."""
+        """Answer every waiting fetch and produce now; the timer stops."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self.delayed_fetches.close()
         self.delayed_produces.close()
 
@@ -542,7 +521,7 @@ class ReplicaManager:
         """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
         ``tryCompleteDelayedRequests``): consumers may read more, produces may be done."""
         if self.delayed_fetches.purgatory.watching(topic_partition, FetchIsolation.HIGH_WATERMARK):
-            partition = self._partitions.get(topic_partition)
+            partition = self.hosted.get(topic_partition)
             byte_count = 0 if partition is None else _bytes_between(partition, old, new)
             if byte_count:
                 self.delayed_fetches.on_high_watermark_moved(topic_partition, byte_count)

@@ -6,11 +6,12 @@ Theory of operation (Kafka's ``BrokerServer.startup``/``shutdown``; lifecycle in
 Start-up, in ``STARTING``:
   1. the local HTTP API starts first, so the state is visible while everything else happens;
   2. ``log.dirs`` are loaded (log recovery, off the event loop) into a ``LogManager``;
-  3. ``ReplicaManager`` (with the replica fetchers, the AlterPartition channel and the ISR
-     expiration task), ``KafkaApis`` with every handler, and the Kafka listeners are built. The
-     listeners bind now (a listener on port 0 must be advertised with its real port), but hold
-     requests until the broker has caught up with the metadata log, as Kafka enables request
-     processing only then;
+  3. ``ReplicaManager`` (with the replica fetchers, the AlterPartition channel and one timer at
+     its core's next deadline: high-watermark checkpoint, ISR expiration, waiters' deadlines),
+     ``BrokerMetadataPublisher``, ``KafkaApis`` with every handler, and the Kafka listeners are
+     built. The listeners bind now (a listener on port 0 must be advertised with its real
+     port), but hold requests until the broker has caught up with the metadata log, as Kafka
+     enables request processing only then;
   4. the ``MetadataLoader`` long-polls the metadata log;
   5. ``BrokerLifecycleManager`` registers (fresh incarnation id) and heartbeats with the loader's
      offset. Caught up -> ``RECOVERY``: from now on each published image goes through
@@ -54,23 +55,23 @@ from pykraft.broker.http import (
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
 from pykraft.broker.metadata_loader import MetadataLoader
+from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.partition import PartitionRole
 from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.broker.purgatory import DeadlineTimer
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.broker.topic_configs import changed_topic_configs
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
 from pykraft.metadata.auth.tls_context import client_context
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.local_changes import local_changes
 from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from pykraft.protocol.segments import Segments
 from pykraft.storage.clock import Clock
-from pykraft.storage.log_manager import LogManager, LogManagerSettings
+from pykraft.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.group_coordinator: GroupCoordinatorShell | None = None
+        self.publisher: BrokerMetadataPublisher | None = None
         self.alter_partition = AlterPartitionManager(
             self.client, broker_id=config.node_id, broker_epoch=self._broker_epoch
         )
@@ -253,13 +255,24 @@ class BrokerServer:
             inter_broker_listener_name=self.config.inter_broker_listener_name,
             min_insync_replicas=self.config.min_insync_replicas,
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            high_watermark_checkpoint_interval_ms=(
+                self.config.replica_high_watermark_checkpoint_interval_ms
+            ),
             monotonic_ms=self.clock.monotonic_ms,
+            timer=lambda on_due: DeadlineTimer(self.clock.monotonic_ms, on_due),
         )
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
         offline_storage.on_all_log_dirs_offline = self._all_log_dirs_offline.set
         self.group_coordinator = GroupCoordinatorShell(
             self.replica_manager, group_config(self.config), wall_clock_ms=self.clock.wall_clock_ms
+        )
+        # The group coordinator loads / unloads __consumer_offsets groups after the replicas.
+        self.publisher = BrokerMetadataPublisher(
+            self.config.node_id,
+            self.replica_manager,
+            wall_clock_ms=self.clock.wall_clock_ms,
+            listeners=(self.group_coordinator.on_metadata,),
         )
         self.kafka_apis.register_all(
             broker_handlers(
@@ -296,7 +309,6 @@ class BrokerServer:
         self._spawn(self.heartbeats.run(), "heartbeats")
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
         self._spawn(self._run_periodic(), "log manager")
-        self._spawn(self.replica_manager.run_isr_expiration(), "isr expiration")
         self._spawn(self._halt_when_log_dirs_fail(), "log dirs")
         await self._wait_until_running(self.heartbeats)
 
@@ -326,15 +338,8 @@ class BrokerServer:
         )
 
     def _open_logs(self, now_ms: int) -> LogManager:
-        settings = LogManagerSettings(
-            replica_high_watermark_checkpoint_interval_ms=(
-                self.config.replica_high_watermark_checkpoint_interval_ms
-            )
-        )
         try:
-            manager = LogManager.open(
-                self.config.log_dirs, self.config.log_config, now_ms, settings=settings
-            )
+            manager = LogManager.open(self.config.log_dirs, self.config.log_config, now_ms)
         except OSError as error:
             raise BrokerStartupError(f"cannot load log.dirs: {error}") from None
         for problem in manager.problems:
@@ -402,29 +407,15 @@ class BrokerServer:
         return await self.kafka_apis.dispatch(context, memoryview(body))
 
     def _install_publisher(self) -> None:
-        """Hand the image to ReplicaManager from now on, starting with all of it.
-
-        Only now, as Kafka's BrokerServer installs its metadata publishers after the initial
-        catch-up: the controller has registered this incarnation, in the same batch that took
-        the previous incarnation's leaderships away, so the broker never acts on an image that
-        still shows it leading from before a crash. The first, complete image also names the
-        stray logs to delete (topics deleted or moved away while the broker was down).
-        """
-        assert self.replica_manager is not None
-        image = self.loader.image
-        self.replica_manager.delete_stray_logs(image)
-        self._on_metadata(MetadataDelta.between(MetadataImage.EMPTY, image), image)
+        """Hand the image to the replica layer from now on, starting with all of it
+        (``broker.metadata_publisher``: only after the initial catch-up, as Kafka does)."""
+        assert self.publisher is not None
+        self.publisher.install(self.loader.image)
         self.loader.add_listener(self._on_metadata)
 
     def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        assert self.replica_manager is not None
-        changes = local_changes(delta, self.config.node_id)
-        self.replica_manager.apply_delta(changes, image, self.clock.wall_clock_ms())
-        # After the partitions, as Kafka's BrokerMetadataPublisher runs its
-        # DynamicConfigPublisher after ReplicaManager.applyDelta.
-        self.replica_manager.update_topic_configs(changed_topic_configs(delta, image), image)
-        if self.group_coordinator is not None:  # loads / unloads __consumer_offsets groups
-            self.group_coordinator.on_metadata(changes, image)
+        assert self.publisher is not None
+        self.publisher.publish(delta, image)
 
     async def _wait_until_running(self, heartbeats: BrokerLifecycleManager) -> None:
         await self._first_of(heartbeats.caught_up.wait())

@@ -18,9 +18,11 @@ Only then is the marker removed, so a crash from here on is seen as unclean.
 Running: ``maybe_run_periodic(now_ms)`` does whatever is due and returns the next deadline; the
 caller owns the clock and the loop (no threads, no sleeping). Due work: flushing segments that
 rolled, flushing logs past ``flush.ms`` (Kafka default: never — rely on the OS and replication),
-retention every ``log.retention.check.interval.ms``, high watermarks every
-``replica.high.watermark.checkpoint.interval.ms``, recovery points and log start offsets every
+retention every ``log.retention.check.interval.ms``, recovery points and log start offsets every
 ``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``.
+High watermarks are checkpointed when the replica layer says (``checkpoint_high_watermarks``;
+Kafka's ``ReplicaManager`` schedules that task, every
+``replica.high.watermark.checkpoint.interval.ms``).
 
 Topic configs: a log opens with its topic's ``LogConfig`` when ``topic_configs`` names one,
 else the broker default. The broker learns topic overrides from the metadata only after the logs
@@ -94,7 +96,6 @@ class LogManagerSettings:
     num_recovery_threads_per_data_dir: int = 1
     log_flush_scheduler_interval_ms: int = LONG_MAX
     log_retention_check_interval_ms: int = 300_000
-    replica_high_watermark_checkpoint_interval_ms: int = 5_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_flush_start_offset_checkpoint_interval_ms: int = 60_000
 
@@ -342,11 +343,6 @@ class LogManager:
         return [
             ("flush", s.log_flush_scheduler_interval_ms, self._flush_due_logs),
             ("retention", s.log_retention_check_interval_ms, self._run_retention),
-            (
-                "high-watermark",
-                s.replica_high_watermark_checkpoint_interval_ms,
-                lambda now_ms: self.checkpoint_high_watermarks(),
-            ),
             (
                 "recovery-point",
                 s.log_flush_offset_checkpoint_interval_ms,

@@ -66,6 +66,8 @@ PURE_CORES = [
     "fetcher/responses.py",
     "replica",
     "broker/connection_quotas.py",
+    "broker/lifecycle.py",
+    "broker/lifecycle_core.py",
     "coordinator/group/state.py",
     "coordinator/group/rebalance.py",
     "coordinator/group/manager.py",

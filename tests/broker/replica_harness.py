@@ -69,6 +69,14 @@ PETS1 = TopicPartition("pets", 1)
 NOW_MS = 1_700_000_000_000
 
 
+def replay(image: MetadataImage, records: Sequence[MetadataRecord]) -> MetadataDelta:
+    """The delta a loader builds from ``records`` on top of ``image``."""
+    delta = MetadataDelta(image)
+    for record in records:
+        delta.replay(record)
+    return delta
+
+
 def endpoint(broker_id: int) -> BrokerEndpoint:
     return BrokerEndpoint(name="PLAINTEXT", host=f"broker{broker_id}.local", port=9090 + broker_id)
 
@@ -114,7 +122,12 @@ class Cluster:
     """One broker (id LOCAL) with a real LogManager, fed metadata records like the loader."""
 
     def __init__(
-        self, tmp_path: Path, config: LogConfig | None = None, log_dirs: Sequence[Path] = ()
+        self,
+        tmp_path: Path,
+        config: LogConfig | None = None,
+        log_dirs: Sequence[Path] = (),
+        *,
+        high_watermark_checkpoint_interval_ms: int | None = None,
     ) -> None:
         self.log_dirs = list(log_dirs) or [tmp_path / "logs"]
         self.log_dir = self.log_dirs[0]
@@ -126,14 +139,13 @@ class Cluster:
             log_manager=self.log_manager,
             fetcher_manager=self.fetchers,
             delayed_fetches=DelayedFetches(monotonic_ms=self.clock.monotonic_ms),
+            high_watermark_checkpoint_interval_ms=high_watermark_checkpoint_interval_ms,
             monotonic_ms=self.clock.monotonic_ms,
         )
         self.image = MetadataImage.EMPTY
 
     def publish(self, *records: MetadataRecord) -> LocalReplicaChanges:
-        delta = MetadataDelta(self.image)
-        for record in records:
-            delta.replay(record)
+        delta = replay(self.image, records)
         self.image = delta.apply()
         changes = local_changes(delta, LOCAL)
         self.replica_manager.apply_delta(changes, self.image, NOW_MS)

@@ -169,3 +169,29 @@ def test_a_cancelled_produce_wait_leaves_no_waiter() -> None:
         produces.close()
 
     asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------ the synchronous half
+
+
+def test_watch_answers_now_or_later_through_its_callback_and_forget_drops_the_waiter() -> None:
+    """``watch`` is what the simulation drives: no future, no event loop."""
+    produces, replicas = DelayedProduces(monotonic_ms=FakeClock(0).monotonic_ms), Replicas()
+    moved: list[int] = []
+    produces.on_deadline_moved = lambda: moved.append(produces.purgatory.next_deadline_ms() or 0)
+    answers: list[dict[TopicPartition, Errors]] = []
+    replicas.high_watermarks[A] = 9
+    now = produces.watch({A: 5}, timeout_ms=100, checker=replicas, on_done=answers.append)
+    assert now.errors == {A: Errors.NONE} and now.waiter_id is None and answers == []
+    later = produces.watch({B: 5}, timeout_ms=100, checker=replicas, on_done=answers.append)
+    assert later.errors is None and later.waiter_id is not None and answers == []
+    assert moved == [100]  # the timer's owner hears of the new deadline
+    replicas.high_watermarks[B] = 5
+    produces.check_and_complete(B, replicas)
+    assert answers == [{B: Errors.NONE}]
+    dropped = produces.watch({B: 7}, timeout_ms=100, checker=replicas, on_done=answers.append)
+    assert dropped.waiter_id is not None
+    produces.forget(dropped.waiter_id)
+    replicas.high_watermarks[B] = 7
+    produces.check_and_complete(B, replicas)
+    assert answers == [{B: Errors.NONE}] and len(produces.purgatory) == 0

@@ -241,7 +241,7 @@ def test_controlled_shutdown_waits_for_should_shut_down() -> None:
     harness = Harness(controller)
     harness.lifecycle = BrokerLifecycle(BrokerState.RUNNING)
     harness.manager.lifecycle = harness.lifecycle
-    harness.manager.ready_to_unfence = True
+    harness.manager.set_ready_to_unfence()
 
     async def scenario() -> bool:
         runner = asyncio.ensure_future(harness.manager.run())

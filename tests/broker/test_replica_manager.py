@@ -14,6 +14,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from pykraft.broker.alter_partition import RecordedAlterPartitions
 from pykraft.broker.partition import PartitionRole
 from pykraft.broker.replica_manager import (
     AppendResult,
@@ -34,6 +35,7 @@ from pykraft.metadata.records import (
     TopicRecord,
 )
 from pykraft.protocol.errors import Errors
+from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, read_offset_checkpoint
 from pykraft.storage.leader_epoch_cache import EpochEntry
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.records import ControlRecordType, build_control_batch
@@ -156,6 +158,27 @@ def test_a_replica_moved_away_is_deleted(cluster: Cluster) -> None:
     assert not (cluster.log_dir / "pets-0").exists()
     # The topic still exists, this broker just does not host it (getPartitionOrException).
     assert cluster.produce(PETS0, batch(b"a")).error is Errors.NOT_LEADER_OR_FOLLOWER
+
+
+def test_an_isr_change_answered_after_the_topic_was_recreated_is_dropped(
+    cluster: Cluster,
+) -> None:
+    """The ISR expiration proposed a shrink; the topic is deleted and created again before the
+    controller answers: the answer reaches the old shell and changes nothing."""
+    cluster.start(*pets_led_here(replicas=(LOCAL, OTHER)))
+    cluster.clock.now_ms += 30_001  # OTHER never fetched: out of sync
+    assert cluster.replica_manager.maybe_shrink_isr() == 1
+    alter = cluster.replica_manager.alter_partition
+    assert isinstance(alter, RecordedAlterPartitions) and len(alter.items) == 1
+    cluster.publish(
+        RemoveTopicRecord(topic_id=PETS_ID),
+        TopicRecord(name="pets", topic_id=NEW_PETS_ID),
+        partition_record(NEW_PETS_ID, 0, (LOCAL, OTHER), leader=LOCAL),
+    )
+    alter.complete(partition_epoch=1)
+    partition = cluster.replica_manager.get_partition(PETS0)
+    assert partition is not None and partition.topic_id == NEW_PETS_ID
+    assert partition.state.isr == (LOCAL, OTHER) and partition.state.pending_isr_change is None
 
 
 def test_recreated_topic_starts_from_an_empty_log(cluster: Cluster) -> None:
@@ -516,3 +539,35 @@ def test_stray_logs_are_deleted_at_start_up(tmp_path: Path) -> None:
         assert not (restarted.log_dir / "pets-1").exists()
     finally:
         restarted.close()
+
+
+def test_tick_checkpoints_high_watermarks_from_start_up_every_interval(tmp_path: Path) -> None:
+    """Kafka's ReplicaManager runs highwatermark-checkpoint from start-up on, every
+    replica.high.watermark.checkpoint.interval.ms (``scheduler.schedule(..., 0L, interval)``)."""
+    cluster = Cluster(tmp_path, high_watermark_checkpoint_interval_ms=5_000)
+    checkpoint = cluster.log_dir / REPLICATION_CHECKPOINT
+    try:
+        start_ms = cluster.clock.now_ms
+        assert cluster.replica_manager.next_deadline_ms() == start_ms
+        cluster.start(*pets_led_here())
+        cluster.produce(PETS0, batch(b"a"))
+        assert cluster.replica_manager.tick().checkpoint_high_watermarks
+        assert read_offset_checkpoint(checkpoint) == {PETS0: 1}
+        assert cluster.replica_manager.next_deadline_ms() == start_ms + 5_000
+        cluster.produce(PETS0, batch(b"b"))
+        cluster.clock.now_ms = start_ms + 4_999
+        assert not cluster.replica_manager.tick().checkpoint_high_watermarks
+        assert read_offset_checkpoint(checkpoint) == {PETS0: 1}
+        cluster.clock.now_ms = start_ms + 5_000
+        assert cluster.replica_manager.tick().checkpoint_high_watermarks
+        assert read_offset_checkpoint(checkpoint) == {PETS0: 2}
+    finally:
+        cluster.close()
+
+
+def test_the_replica_core_holds_the_core_of_every_hosted_partition(cluster: Cluster) -> None:
+    cluster.start(*pets_led_here())
+    partition = cluster.replica_manager.partition_or_error(PETS0)
+    assert cluster.replica_manager.core.partitions == {PETS0: partition.core}
+    cluster.publish(RemoveTopicRecord(topic_id=PETS_ID))
+    assert cluster.replica_manager.core.partitions == {}

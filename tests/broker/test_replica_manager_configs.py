@@ -7,12 +7,12 @@ Real ``LogManager``s in ``tmp_path``; metadata deltas replayed from real records
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from pykraft.broker.config import BrokerConfig
+from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.replica_manager import RecordedFetcherManager, ReplicaManager
 from pykraft.broker.server import BrokerServer
 from pykraft.broker.topic_configs import changed_topic_configs
@@ -40,6 +40,7 @@ from tests.broker.replica_harness import (
     batch,
     broker,
     partition_record,
+    replay,
 )
 from tests.fake_clock import FakeClock
 
@@ -66,13 +67,6 @@ def hosted_topics() -> list[MetadataRecord]:
         TopicRecord(name="birds", topic_id=BIRDS_ID),
         partition_record(BIRDS_ID, 0, (OTHER,)),
     ]
-
-
-def replay(image: MetadataImage, records: Sequence[MetadataRecord]) -> MetadataDelta:
-    delta = MetadataDelta(image)
-    for record in records:
-        delta.replay(record)
-    return delta
 
 
 class Broker:
@@ -285,6 +279,10 @@ def test_the_broker_applies_the_file_default_and_topic_config_changes(tmp_path: 
         fetcher_manager=RecordedFetcherManager(),
         monotonic_ms=server.clock.monotonic_ms,
     )
+    server.publisher = BrokerMetadataPublisher(
+        LOCAL, server.replica_manager, wall_clock_ms=lambda: NOW_MS
+    )
+    server._install_publisher()  # caught up with an empty metadata log
     delta = replay(MetadataImage.EMPTY, hosted_topics())
     image = delta.apply()
     server._on_metadata(delta, image)  # the MetadataLoader listener

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pykraft.broker.alter_partition import AlterPartitionManager
 from pykraft.broker.replica_manager import (
     AppendResult,
@@ -51,6 +53,7 @@ from pykraft.quorum.controller import (
     AlterPartitionRequest,
     QuorumController,
 )
+from pykraft.replica.partition_core import LogView
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.topic_partition import TopicPartition
@@ -101,9 +104,34 @@ class InProcessControllerChannel:
         return alter_partition_response_from_json(Fields(answer)).partitions
 
 
+class RecordedTimer:
+    """The one timer a ``ReplicaManager`` keeps at its core's next deadline; a test fires it."""
+
+    def __init__(self, on_due: Callable[[], object]) -> None:
+        self.on_due = on_due
+        self.armed_ms: int | None = None
+
+    def arm(self, deadline_ms: int | None) -> None:
+        if deadline_ms is not None:
+            self.armed_ms = deadline_ms
+
+    def fired(self) -> None:
+        self.armed_ms = None
+
+    def cancel(self) -> None:
+        self.armed_ms = None
+
+    def fire(self, clock: FakeClock) -> None:
+        """The clock reaches the armed deadline and the timer calls back."""
+        assert self.armed_ms is not None, "the timer is not armed"
+        clock.now_ms = self.armed_ms
+        self.on_due()
+
+
 class ReplicatedCluster:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, timed: bool = False) -> None:
         self.clock = FakeClock(50_000)
+        self.timers: dict[int, RecordedTimer] = {}
         self.image = MetadataImage.EMPTY
         self.channel = InProcessControllerChannel(self)
         self.managers: dict[int, ReplicaManager] = {}
@@ -121,7 +149,15 @@ class ReplicatedCluster:
                 alter_partition=alter,
                 replica_lag_time_max_ms=LAG_MS,
                 monotonic_ms=self.clock.monotonic_ms,
+                timer=self._timer_of(broker_id) if timed else None,
             )
+
+    def _timer_of(self, broker_id: int) -> Callable[[Callable[[], object]], RecordedTimer]:
+        def build(on_due: Callable[[], object]) -> RecordedTimer:
+            self.timers[broker_id] = RecordedTimer(on_due)
+            return self.timers[broker_id]
+
+        return build
 
     def publish(self, *records: MetadataRecord) -> None:
         delta = MetadataDelta(self.image)
@@ -203,9 +239,9 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def run(tmp_path: Path, scenario: Any) -> None:
+def run(tmp_path: Path, scenario: Any, *, timed: bool = False) -> None:
     async def main() -> None:
-        cluster = ReplicatedCluster(tmp_path)
+        cluster = ReplicatedCluster(tmp_path, timed=timed)
         try:
             await scenario(cluster)
         finally:
@@ -348,3 +384,51 @@ def test_offsets_for_leader_epoch_only_from_the_leader(tmp_path: Path) -> None:
         assert unknown.error is Errors.UNKNOWN_TOPIC_OR_PARTITION
 
     run(tmp_path, scenario)
+
+
+def test_one_timer_at_the_next_deadline_runs_the_isr_expiration_and_the_produce_timeouts(
+    tmp_path: Path,
+) -> None:
+    """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2) and DelayedProduce's
+    expiry come from one timer kept at ``ReplicaCore.next_deadline_ms``, not sleeping loops."""
+
+    async def scenario(cluster: ReplicatedCluster) -> None:
+        start_ms, timer = cluster.clock.now_ms, cluster.timers[LEADER]
+        cluster.start()
+        assert timer.armed_ms == start_ms + LAG_MS // 2
+        produce = await cluster.produce(b"a", timeout_ms=10 * LAG_MS)
+        assert timer.armed_ms == start_ms + LAG_MS // 2  # the produce's deadline is later
+        for _ in range(2):  # F2 keeps up, F3 never fetches
+            await cluster.replicate(F2)
+            timer.fire(cluster.clock)
+            await settle()
+        assert cluster.channel.requests == []  # F3 lags exactly replica.lag.time.max.ms
+        assert timer.armed_ms == start_ms + 3 * LAG_MS // 2
+        await cluster.replicate(F2)
+        timer.fire(cluster.clock)
+        await settle()
+        assert cluster.channel.requests == [[(LEADER, F2)]]
+        assert (await produce)[PETS0].error is Errors.NONE  # the HW moved with the shrink
+        late = await cluster.produce(b"b", timeout_ms=1000)
+        assert timer.armed_ms == cluster.clock.now_ms + 1000
+        timer.fire(cluster.clock)
+        assert (await late)[PETS0].error is Errors.REQUEST_TIMED_OUT
+        assert timer.armed_ms == start_ms + 2 * LAG_MS
+
+    run(tmp_path, scenario, timed=True)
+
+
+def test_the_timer_stays_armed_when_a_tick_fails(tmp_path: Path) -> None:
+    async def scenario(cluster: ReplicatedCluster) -> None:
+        timer, leader = cluster.timers[LEADER], cluster.leader
+        cluster.start()
+
+        def broken(topic_partition: TopicPartition) -> LogView:
+            raise RuntimeError("a bug in the ISR expiration")
+
+        leader._log_view = broken  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            timer.fire(cluster.clock)
+        assert timer.armed_ms == cluster.clock.now_ms + LAG_MS // 2
+
+    run(tmp_path, scenario, timed=True)

@@ -1,43 +1,52 @@
 """One broker process of the replication sim: lifecycle, metadata, partitions, produce.
 
 A ``SimBroker`` is one incarnation (process start) of a broker id; its ``BrokerDisk`` outlives
-it. It does what ``broker.server.BrokerServer`` does, on simulated time, around the shipped
-``broker.replica_manager.ReplicaManager`` (its disk, fetcher threads and produce futures replaced
-by the I/O doubles of ``replication_doubles``):
+it. It is transport: it carries the inputs and outputs of the shipped cores and shells that
+``broker.server.BrokerServer`` composes, on simulated time, with the disk, fetcher threads and
+timer replaced by the I/O doubles of ``replication_doubles`` (the delayed fetches' futures by
+``replication_leader.SimDelayedFetches``):
 
-* registers with a fresh incarnation id and heartbeats (``broker.heartbeat.heartbeat_decision``
-  drives the ``broker.lifecycle`` states), asking to stay fenced until it serves;
-* long-polls the metadata log and replays it into a ``MetadataDelta``; once a heartbeat says it
-  caught up with its own registration (RECOVERY) it publishes the whole image and from then on
-  every new batch: ``ReplicaManager.apply_delta(local_changes(...))`` (leaders, followers, and
-  their hand-off to the shipped ``ReplicaFetcher``s);
+* the shipped ``broker.lifecycle_core.LifecycleCore`` decides registration (a fresh incarnation
+  id), heartbeats (asking to stay fenced until it serves), when to publish metadata and the
+  controlled shutdown; the sim sends what it asks over the simulated network, drops answers that
+  a newer request overtook, and schedules the next request after the delay it returns;
+* long-polls the metadata log and hands each answer to the shipped
+  ``broker.metadata_loader.MetadataLoader`` (``on_page``: replay, initial catch-up, publishing);
+  the shipped ``broker.metadata_publisher.BrokerMetadataPublisher`` applies the whole image when
+  the lifecycle core says so and from then on every image the loader publishes
+  (``ReplicaManager.apply_delta``: leaders, followers, and their hand-off to the shipped
+  ``ReplicaFetcher``s);
 * hosts, through ``ReplicaManager``, ``broker.partition.Partition`` objects over the disk's
   ``PartitionLog``s, with AlterPartition through ``SimAlterPartitionManager``;
-* shrinks ISRs every replica.lag.time.max.ms / 2, flushes logs on a seeded schedule, writes the
-  high-watermark checkpoint every replica.high.watermark.checkpoint.interval.ms;
-* takes acks=all produce requests through ``ReplicaManager.append_to_local_log`` and waits for
-  them in the shipped ``ProducePurgatory`` (``SimDelayedProduces``), which ``ReplicaManager``
-  re-checks on every high-watermark move; an ack counts when the broker decides it.
+* keeps ``ReplicaManager``'s one timer (``SimTimer``) at its core's next deadline, so the
+  high-watermark checkpoint (every replica.high.watermark.checkpoint.interval.ms), the ISR
+  expiration (every replica.lag.time.max.ms / 2) and the produces' deadlines come from
+  ``ReplicaManager.tick``; flushes logs on a seeded schedule (the page cache's writeback);
+* takes acks=all produce requests through ``ReplicaManager.start_append_records`` (Kafka's
+  ``appendRecords`` with its response callback), which waits for them in the shipped
+  ``DelayedProduces`` and re-checks them on every high-watermark move; an ack counts when the
+  broker decides it.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from pykraft.broker.controller_client import HeartbeatReply
-from pykraft.broker.delayed_produce import DelayedProduces
-from pykraft.broker.heartbeat import STARTING_HEARTBEAT_DELAY_MS, heartbeat_decision
-from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.controller_client import RecordsPage
+from pykraft.broker.lifecycle import BrokerLifecycle
+from pykraft.broker.lifecycle_core import LifecycleCore, LifecycleStep, RegistrationRequest
+from pykraft.broker.metadata_loader import MetadataLoader
+from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.partition import Partition
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.local_changes import local_changes
-from pykraft.metadata.records import MetadataRecord, uuid_to_kafka_string
+from pykraft.metadata.local_changes import LocalReplicaChanges
+from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.controller import (
     BrokerHeartbeatRequest,
@@ -45,12 +54,13 @@ from pykraft.quorum.controller import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from pykraft.replica.data_path import UNKNOWN_OFFSET, AppendResult
 from pykraft.storage.topic_partition import TopicPartition
 from tests.sim.replication_checks import Checker, PartitionKey
 from tests.sim.replication_doubles import (
-    PendingProduce,
-    SimDelayedProduces,
     SimFetcherManager,
+    SimMetadataSource,
+    SimTimer,
     key_of,
 )
 from tests.sim.replication_leader import SimAlterPartitionManager, SimDelayedFetches
@@ -65,11 +75,6 @@ class MetadataFetch:
     """``GET /v1/metadata/records?from=``: the records from ``from_offset`` on."""
 
     from_offset: int
-
-
-@attrs.frozen
-class MetadataPage:
-    records: tuple[tuple[int, MetadataRecord], ...]
 
 
 class BrokerEnv(Protocol):
@@ -112,47 +117,65 @@ class SimBroker:
         self.broker_id = broker_id
         self.incarnation = incarnation
         self.disk = disk
-        self.lifecycle = BrokerLifecycle()
-        self.lifecycle.become(BrokerState.STARTING)
-        self.broker_epoch = -1
-        # The metadata read so far (published to ReplicaManager once serving).
-        self.loaded = MetadataImage.EMPTY
-        self.serving = False
+        settings = env.settings
+        self.core = LifecycleCore(
+            broker_id,
+            incarnation_id(broker_id, incarnation),
+            heartbeat_interval_ms=settings.broker_heartbeat_interval_ms,
+        )
+        self.core.start()
+        # Its images go to ReplicaManager once the publisher is installed.
+        self.loader = MetadataLoader(SimMetadataSource())
         self.alter_partitions = SimAlterPartitionManager(self)
         self.fetcher_manager = SimFetcherManager(self)
-        self.delayed_produces = SimDelayedProduces(env.checker)
         self._heartbeat = 0
-        self._had_shutdown_reply = False
         self._metadata_poll = 0
-        settings = env.settings
         self.replica_manager = ReplicaManager(
             broker_id=broker_id,
             log_manager=disk.log_manager,
             fetcher_manager=self.fetcher_manager,
             delayed_fetches=SimDelayedFetches(self),
-            delayed_produces=cast(DelayedProduces, self.delayed_produces),
             alter_partition=self.alter_partitions,
             min_insync_replicas=settings.min_insync_replicas,
             replica_lag_time_max_ms=settings.replica_lag_time_max_ms,
+            high_watermark_checkpoint_interval_ms=(settings.high_watermark_checkpoint_interval_ms),
             monotonic_ms=lambda: self.env.now_ms,
+            timer=lambda on_due: SimTimer(self, on_due),
+        )
+        self.publisher = BrokerMetadataPublisher(
+            broker_id, self.replica_manager, wall_clock_ms=lambda: self.env.now_ms
         )
         self.schedule(0, "heartbeat", self._heartbeat_now)
         self.schedule(0, "metadata poll", self._poll_metadata)
-        self.schedule(settings.replica_lag_time_max_ms // 2, "isr expiration", self._expire_isr)
         self._flush_interval_ms = env.rng.randint(200, 4000)
         self.schedule(self._flush_interval_ms, "flush", self._flush)
-        # Out of phase between brokers and restarts, as the timers of separate processes are.
+        # Out of phase between brokers and restarts, as the timers of separate processes are
+        # (this draw once placed the sim's own high-watermark checkpoint, ReplicaManager.tick's
+        # now; it stays where it was, so seeded histories replay).
         self.schedule(
             env.rng.randint(1, settings.high_watermark_checkpoint_interval_ms),
-            "hw checkpoint",
-            self._checkpoint,
+            "recovery-point checkpoint",
+            self._checkpoint_recovery_points,
         )
 
     def __repr__(self) -> str:
         return (
             f"SimBroker({self.broker_id}#{self.incarnation}, {self.lifecycle.state.name}, "
-            f"epoch {self.broker_epoch}, metadata {self.loaded.offset})"
+            f"epoch {self.broker_epoch}, metadata {self.loader.image.offset})"
         )
+
+    @property
+    def lifecycle(self) -> BrokerLifecycle:
+        return self.core.lifecycle
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.core.broker_epoch
+
+    @property
+    def serving(self) -> bool:
+        """Metadata published and requests served (``BrokerServer``'s ``_serving``)."""
+        return self.publisher.installed
 
     @property
     def partitions(self) -> dict[PartitionKey, Partition]:
@@ -179,26 +202,26 @@ class SimBroker:
     # ------------------------------------------------------------------ lifecycle
 
     def _heartbeat_now(self) -> None:
-        """Register, or heartbeat; a lost request or answer is retried after the interval."""
+        """Send what the lifecycle core asks (registration or heartbeat); a lost request or
+        answer is retried after the interval."""
         self._heartbeat += 1
         number = self._heartbeat
-        if self.broker_epoch < 0:
+        request = self.core.request(self.loader.image.offset)
+        if isinstance(request, RegistrationRequest):
             self.call_controller(
                 "BrokerRegistration",
-                BrokerRegistrationRequest(
-                    self.broker_id, incarnation_id(self.broker_id, self.incarnation)
-                ),
+                BrokerRegistrationRequest(request.broker_id, request.incarnation_id),
                 lambda answer: self._on_registration(number, answer),
             )
         else:
             self.call_controller(
                 "BrokerHeartbeat",
                 BrokerHeartbeatRequest(
-                    self.broker_id,
-                    self.broker_epoch,
-                    self.loaded.offset,
-                    want_fence=not self.serving,
-                    want_shut_down=self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+                    request.broker_id,
+                    request.broker_epoch,
+                    request.current_metadata_offset,
+                    want_fence=request.want_fence,
+                    want_shut_down=request.want_shut_down,
                 ),
                 lambda answer: self._on_heartbeat(number, answer),
             )
@@ -215,54 +238,45 @@ class SimBroker:
         if number != self._heartbeat:
             return
         self._heartbeat += 1
-        if answer.error.is_success():
-            self.broker_epoch = answer.broker_epoch
-            self._next_heartbeat(STARTING_HEARTBEAT_DELAY_MS, self._heartbeat)
-        else:  # DUPLICATE_BROKER_REGISTRATION while the last incarnation's session lives
+        if not answer.error.is_success():  # DUPLICATE_BROKER_REGISTRATION while it lives
             self.env.checker.stats[f"registrations refused ({answer.error.error.name})"] += 1
-            self._next_heartbeat(self.env.settings.broker_heartbeat_interval_ms, self._heartbeat)
+        step = self.core.on_registration(answer.broker_epoch if answer.error.is_success() else None)
+        self._next_heartbeat(step.next_request_ms, self._heartbeat)
 
     def _on_heartbeat(self, number: int, answer: BrokerHeartbeatResponse) -> None:
         if number != self._heartbeat:
             return
         self._heartbeat += 1
-        interval_ms = self.env.settings.broker_heartbeat_interval_ms
-        if answer.error.is_failure():
-            self._next_heartbeat(interval_ms, self._heartbeat)
-            return
-        state = self.lifecycle.state
-        reply = HeartbeatReply(
-            is_caught_up=answer.is_caught_up,
-            is_fenced=answer.is_fenced,
-            in_controlled_shutdown=answer.in_controlled_shutdown,
-            should_shut_down=answer.should_shut_down,
-        )
-        decision = heartbeat_decision(state, reply, interval_ms, self._had_shutdown_reply)
-        if state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
-            self._had_shutdown_reply = True
-        if decision.target is not None:
-            self.lifecycle.become(decision.target)
-        if decision.target is BrokerState.RECOVERY:
+        step = self.core.on_heartbeat(None if answer.error.is_failure() else answer)
+        self._carry_out(step)
+
+    def _carry_out(self, step: LifecycleStep) -> None:
+        """What ``BrokerServer`` does with a lifecycle step, on simulated time."""
+        if step.install_publisher:
             self._install_publisher()
-        if decision.target is BrokerState.SHUTTING_DOWN:
+            self.core.set_ready_to_unfence()
+        if step.shutdown_allowed:
             self.env.on_clean_shutdown(self)
             return
-        self._next_heartbeat(decision.next_heartbeat_ms, self._heartbeat)
+        self._next_heartbeat(step.next_request_ms, self._heartbeat)
 
     def begin_controlled_shutdown(self) -> None:
         """SIGTERM: a controlled shutdown from RUNNING, else stop at once."""
-        if not self.lifecycle.maybe_begin_shutdown():
+        if self.core.done:
             return
-        if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
+        if self.core.begin_shutdown():
+            self._heartbeat += 1
+            self._heartbeat_now()
+        elif self.core.done:  # it led nothing yet: no controller round trip
             self.env.on_clean_shutdown(self)
-            return
-        self._heartbeat += 1
-        self._heartbeat_now()
 
     def close(self) -> None:
-        """Clean shutdown's storage half: the shipped ``LogManager.shutdown`` (close every log,
-        write every checkpoint, then the clean-shutdown marker)."""
-        self.disk.log_manager.shutdown()
+        """``BrokerServer.shutdown``'s replica and storage half: waiting requests answer (an
+        unfinished acks=all produce is not acknowledged), then the shipped
+        ``LogManager.shutdown`` (close every log, write every checkpoint, then the
+        clean-shutdown marker)."""
+        self.replica_manager.shutdown()
+        self.replica_manager.log_manager.shutdown()
 
     # ------------------------------------------------------------------ metadata
 
@@ -271,7 +285,7 @@ class SimBroker:
         number = self._metadata_poll
         self.call_controller(
             "MetadataFetch",
-            MetadataFetch(self.loaded.offset + 1),
+            MetadataFetch(self.loader.next_offset),
             lambda page: self._on_metadata(number, page),
         )
 
@@ -281,17 +295,10 @@ class SimBroker:
 
         self.schedule(self.env.settings.request_timeout_ms, "metadata poll timeout", again)
 
-    def _on_metadata(self, number: int, page: MetadataPage) -> None:
+    def _on_metadata(self, number: int, page: RecordsPage) -> None:
         if number != self._metadata_poll:
             return
-        new = [(offset, record) for offset, record in page.records if offset > self.loaded.offset]
-        if new:
-            delta = MetadataDelta(self.loaded)
-            for offset, record in new:
-                delta.replay(record, offset, 1)
-            self.loaded = delta.apply()
-            if self.serving:
-                self._publish(delta, self.loaded)
+        self.loader.on_page(page)
         self._metadata_poll += 1
         number = self._metadata_poll
 
@@ -303,17 +310,20 @@ class SimBroker:
         self.schedule(self.env.rng.randint(interval // 4, interval), "metadata poll", again)
 
     def _install_publisher(self) -> None:
-        """``BrokerServer._install_publisher``: the whole image first, then every batch."""
-        self.serving = True
-        self._publish(MetadataDelta.between(MetadataImage.EMPTY, self.loaded), self.loaded)
+        """``BrokerServer._install_publisher``: the whole image first, then every image the
+        loader publishes."""
+        self._observe_leaders(lambda: self.publisher.install(self.loader.image))
+        self.loader.add_listener(self._publish)
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        """``BrokerServer``'s publisher: ``ReplicaManager.apply_delta`` (the sim never deletes
-        topics); each new leader epoch taken here is reported to the checker."""
-        changes = local_changes(delta, self.broker_id)
-        assert not changes.deletes, f"unexpected deletes {changes.deletes}"
+        self._observe_leaders(lambda: self.publisher.publish(delta, image))
+
+    def _observe_leaders(self, publish: Callable[[], LocalReplicaChanges]) -> None:
+        """Run ``publish`` and report each leader epoch it took to the checker (the sim never
+        deletes topics)."""
         before = {key: p.leader_epoch for key, p in self.partitions.items()}
-        self.replica_manager.apply_delta(changes, image, self.env.now_ms)
+        changes = publish()
+        assert not changes.deletes, f"unexpected deletes {changes.deletes}"
         for key in sorted(changes.leaders):
             partition = self.partitions.get((key.topic, key.partition))
             if partition is None or not partition.is_leader:
@@ -325,52 +335,65 @@ class SimBroker:
 
     # ------------------------------------------------------------------ timers
 
-    def _expire_isr(self) -> None:
-        self.replica_manager.maybe_shrink_isr()
-        self.schedule(
-            self.env.settings.replica_lag_time_max_ms // 2, "isr expiration", self._expire_isr
-        )
-
     def _flush(self) -> None:
         for key in sorted(self.disk.logs):
             if self.env.rng.random() < 0.5:
                 self.disk.logs[key].flush()
         self.schedule(self._flush_interval_ms, "flush", self._flush)
 
-    def _checkpoint(self) -> None:
-        # Kafka checkpoints recovery points on a slower timer of its own; sharing this one
-        # still leaves the checkpoint behind the flushes between two ticks.
-        self.disk.log_manager.checkpoint_high_watermarks()
+    def _checkpoint_recovery_points(self) -> None:
+        # Kafka checkpoints recovery points on a slower timer of its own (LogManager's
+        # log.flush.offset.checkpoint.interval.ms); this one at the high-watermark interval
+        # still leaves the checkpoint behind the flushes between two ticks. The high
+        # watermarks are ReplicaManager.tick's.
         self.disk.log_manager.checkpoint_recovery_points()
         self.schedule(
             self.env.settings.high_watermark_checkpoint_interval_ms,
-            "hw checkpoint",
-            self._checkpoint,
+            "recovery-point checkpoint",
+            self._checkpoint_recovery_points,
         )
 
     # ------------------------------------------------------------------ produce
 
     def handle_produce(self, key: PartitionKey, values: tuple[str, ...]) -> None:
-        """An acks=all produce: ``ReplicaManager.append_to_local_log``, then wait as
-        ``ReplicaManager.append_records`` does."""
+        """An acks=all produce through ``ReplicaManager.start_append_records``; the checker
+        hears of the batch the leader wrote and, when the broker answers with no error, of
+        the acknowledgement."""
         if not self.serving:
             return  # NOT_LEADER_OR_FOLLOWER until the metadata is published
-        topic_partition, now_ms = TopicPartition(*key), self.env.now_ms
-        result = self.replica_manager.append_to_local_log(
-            {topic_partition: client_batch(values)}, required_acks=-1, now_ms=now_ms
-        )[topic_partition]
-        if result.error is not Errors.NONE:
-            return  # NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
-        self.env.checker.on_leader_append(key, batch_at(self.disk.log(key), result.base_offset))
-        produce = PendingProduce(
-            key,
-            result.base_offset,
-            result.last_offset + 1,
-            values,
-            now_ms + self.env.settings.produce_timeout_ms,
+        produce = _Produce(self, key, values)
+        waiter_id = self.replica_manager.start_append_records(
+            {produce.topic_partition: client_batch(values)},
+            required_acks=-1,
+            timeout_ms=self.env.settings.produce_timeout_ms,
+            now_ms=self.env.now_ms,
+            response_callback=produce.respond,
         )
-        self.delayed_produces.watch(produce, self.replica_manager.check_enough_replicas)
+        if waiter_id is not None:  # appended (the log's last batch), waiting for the ISR
+            produce.on_appended(self.disk.log(key).log_end_offset - 1)
 
-    def complete_produces(self) -> None:
-        """``DelayedProduces``' timer: waiting produces past their deadline time out."""
-        self.delayed_produces.expire_due(self.env.now_ms)
+
+class _Produce:
+    """One produce request's connection: what the broker answers reaches the checker."""
+
+    def __init__(self, broker: SimBroker, key: PartitionKey, values: tuple[str, ...]) -> None:
+        self.broker = broker
+        self.key = key
+        self.values = values
+        self.topic_partition = TopicPartition(*key)
+        self.appended = False
+
+    def on_appended(self, offset: int) -> None:
+        """The leader wrote the batch holding ``offset``."""
+        assert not self.appended
+        self.appended = True
+        log = self.broker.disk.log(self.key)
+        self.broker.env.checker.on_leader_append(self.key, batch_at(log, offset))
+
+    def respond(self, results: Mapping[TopicPartition, AppendResult]) -> None:
+        result = results[self.topic_partition]
+        if not self.appended and result.base_offset != UNKNOWN_OFFSET:
+            # Answered at once (acks met already, or too few replicas).
+            self.on_appended(result.base_offset)
+        if result.error is Errors.NONE:
+            self.broker.env.checker.on_ack(self.key, result.base_offset, self.values)

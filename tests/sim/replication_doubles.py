@@ -6,24 +6,22 @@ Each class here replaces one piece of the broker's I/O, and nothing else:
 * ``SimFetcherManager`` stands where ``fetcher.ReplicaFetcherManager`` starts asyncio fetcher
   tasks: one shipped ``ReplicaFetcher`` per leader, stepped by the simulation over the simulated
   network (``replication_fetcher``).
-* ``SimDelayedProduces`` is ``broker.delayed_produce.DelayedProduces`` without asyncio: the same
-  shipped ``ProducePurgatory``, its answers recorded as acknowledgements instead of resolving
-  futures, its deadlines expired by the simulation's clock.
+* ``SimMetadataSource`` stands where ``ControllerClient`` answers the ``MetadataLoader``: the sim
+  delivers the answers itself, over the simulated network, through ``MetadataLoader.on_page``.
+* ``SimTimer`` is ``broker.purgatory.DeadlineTimer`` on the simulated clock: the one timer
+  ``ReplicaManager`` keeps armed at its core's next deadline, as a scheduled event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
-import attrs
-
+from pykraft.broker.controller_client import RecordsPage
 from pykraft.fetcher.fetcher_config import PartitionStart
-from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import InitialFetchState
-from pykraft.replica.produce_waiters import ProducePurgatory, ReplicaChecker
 from pykraft.storage.topic_partition import TopicPartition
-from tests.sim.replication_checks import Checker, PartitionKey
+from tests.sim.replication_checks import PartitionKey
 from tests.sim.replication_fetcher import (
     ObservedReplicaFetcher,
     SimFetcherClock,
@@ -70,48 +68,40 @@ class SimFetcherManager:
                 del self.fetchers[leader_id]
 
 
-@attrs.frozen
-class PendingProduce:
-    key: PartitionKey
-    base_offset: int
-    required_offset: int
-    values: tuple[str, ...]
-    deadline_ms: int
+class SimMetadataSource:
+    """The loader's ``MetadataSource``; never asked: the sim delivers pages to ``on_page``."""
+
+    async def fetch_records(
+        self, from_offset: int, *, max_wait_ms: int, max_records: int
+    ) -> RecordsPage:
+        raise AssertionError("the simulation delivers metadata through MetadataLoader.on_page")
+
+    async def download_snapshot(self, snapshot_id: str) -> bytes:
+        raise AssertionError("the simulation's metadata log is never truncated")
 
 
-class SimDelayedProduces:
-    """``DelayedProduces`` on simulated time: an answer with no error is an acknowledgement."""
+class SimTimer:
+    """``DeadlineTimer`` as a simulation event: when the armed deadline comes (and is still the
+    armed one), ``on_due`` runs on the broker."""
 
-    def __init__(self, checker: Checker) -> None:
-        self.purgatory = ProducePurgatory()
-        self.checker = checker
-        self.produces: dict[int, PendingProduce] = {}
+    def __init__(self, broker: SimBroker, on_due: Callable[[], object]) -> None:
+        self.broker = broker
+        self.on_due = on_due
+        self._deadline_ms: int | None = None
 
-    def watch(self, produce: PendingProduce, checker: ReplicaChecker) -> None:
-        """``DelayedProduces.wait`` up to its first await: watch, then check once."""
-        waiter_id = self.purgatory.try_watch(
-            {TopicPartition(*produce.key): produce.required_offset}, produce.deadline_ms
-        )
-        if waiter_id is None:
-            return  # the purgatory is full: REQUEST_TIMED_OUT
-        self.produces[waiter_id] = produce
-        errors = self.purgatory.try_complete(waiter_id, checker)
-        if errors is not None:
-            self._answer(waiter_id, errors)
+    def arm(self, deadline_ms: int | None) -> None:
+        if deadline_ms is None or deadline_ms == self._deadline_ms:
+            return
+        self._deadline_ms = deadline_ms
 
-    def check_and_complete(self, topic_partition: TopicPartition, checker: ReplicaChecker) -> None:
-        if self.purgatory.watching(topic_partition):
-            for waiter_id, errors in self.purgatory.check(topic_partition, checker).items():
-                self._answer(waiter_id, errors)
+        def due() -> None:
+            if self._deadline_ms == deadline_ms:
+                self.on_due()
 
-    def expire_due(self, now_ms: int) -> None:
-        for waiter_id, errors in self.purgatory.expire(now_ms).items():
-            self._answer(waiter_id, errors)
+        self.broker.schedule(max(0, deadline_ms - self.broker.env.now_ms), "replica tick", due)
 
-    def close(self) -> None:
-        self.produces.clear()
+    def fired(self) -> None:
+        self._deadline_ms = None
 
-    def _answer(self, waiter_id: int, errors: Mapping[TopicPartition, Errors]) -> None:
-        produce = self.produces.pop(waiter_id)
-        if all(error is Errors.NONE for error in errors.values()):
-            self.checker.on_ack(produce.key, produce.base_offset, produce.values)
+    def cancel(self) -> None:
+        self._deadline_ms = None

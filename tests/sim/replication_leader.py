@@ -19,9 +19,10 @@ A broker that has not published its metadata yet answers NOT_LEADER_OR_FOLLOWER 
 the request until then; the follower backs off either way).
 
 ``SimDelayedFetches`` is the shipped ``broker.purgatory.DelayedFetches`` on simulated time: its
-wake-ups over its ``FetchPurgatory`` are inherited; a ``SimFuture`` per waiter replaces the
-asyncio future, and each deadline is an event instead of a timer. A waiter is resumed by an
-event of its own, as asyncio's ``call_soon`` resumes it after the appending code has returned.
+wake-ups over its ``FetchPurgatory`` are inherited, and so are its deadlines, which expire in
+``ReplicaManager.tick`` on the broker's one timer (``SimTimer``); a ``SimFuture`` per waiter
+replaces the asyncio future. A waiter is resumed by an event of its own, as asyncio's
+``call_soon`` resumes it after the appending code has returned.
 
 ``SimAlterPartitionManager`` is the transport of the shipped ``replica.alter_partition_queue``
 on the simulated network (what ``broker.alter_partition.AlterPartitionManager`` does with
@@ -201,8 +202,8 @@ def _buffer(piece: Segment) -> bytes:
 
 class SimDelayedFetches(DelayedFetches):
     """``DelayedFetches`` on simulated time: its own wake-ups (bytes appended, high watermark
-    moved, partition changed, deadline) over its ``FetchPurgatory``, with ``SimFuture``s for
-    its asyncio futures and an event per deadline for its timer."""
+    moved, partition changed) over its ``FetchPurgatory``, the deadlines of ``ReplicaManager``'s
+    one timer, and ``SimFuture``s for its asyncio futures."""
 
     def __init__(self, broker: SimBroker) -> None:
         super().__init__(monotonic_ms=lambda: broker.env.now_ms)
@@ -229,7 +230,7 @@ class SimDelayedFetches(DelayedFetches):
         if waiter_id is None:
             return FetchCompletion.PURGATORY_FULL
         future = self._waiting[waiter_id] = SimFuture()
-        self.broker.schedule(delay_ms, "delayed fetch deadline", self._expire)
+        self._schedule()  # ReplicaManager's timer, at its core's next deadline
         try:
             return cast(FetchCompletion, await future)
         finally:
@@ -241,9 +242,6 @@ class SimDelayedFetches(DelayedFetches):
             self.purgatory.remove(waiter_id)
         self._resolve(list(self._waiting), FetchCompletion.DEADLINE)
 
-    def _expire(self) -> None:
-        self.expire_due()
-
     def _resolve(self, waiter_ids: list[int], completion: FetchCompletion) -> None:
         for waiter_id in waiter_ids:
             future = self._waiting.pop(waiter_id, None)
@@ -252,9 +250,6 @@ class SimDelayedFetches(DelayedFetches):
                 self.broker.schedule(
                     0, "delayed fetch completes", functools.partial(future.resolve, completion)
                 )
-
-    def _schedule(self) -> None:
-        """No timer to arm: every waiter's deadline is an event of its own."""
 
 
 # ---------------------------------------------------------------------------- the other two

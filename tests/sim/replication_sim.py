@@ -40,6 +40,7 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pykraft.broker.controller_client import MetadataBatch, RecordsPage
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage, PartitionRegistration
 from pykraft.metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
@@ -51,7 +52,7 @@ from pykraft.quorum.controller import (
     QuorumController,
 )
 from tests.sim.controller_sim import SimulationFailure, check_invariants
-from tests.sim.replication_broker import MetadataFetch, MetadataPage, SimBroker
+from tests.sim.replication_broker import MetadataFetch, SimBroker
 from tests.sim.replication_checks import Checker, PartitionKey, Tenure
 from tests.sim.replication_faults import FaultInjector
 from tests.sim.replication_log import BrokerDisk
@@ -173,7 +174,6 @@ class ReplicationSimulation:
                 )
                 tenure = Tenure(key, broker.broker_id, broker.incarnation, partition.leader_epoch)
                 checker.check_leader(tenure, broker.disk.log(key), legitimate=legitimate)
-            broker.complete_produces()
         checker.check_acks()
 
     # ------------------------------------------------------------------ BrokerEnv
@@ -267,15 +267,34 @@ class ReplicationSimulation:
 
     def _controller_answer(self, request: Any) -> Any:
         if isinstance(request, MetadataFetch):
-            return MetadataPage(
-                tuple(
-                    (offset, self.metadata_log[offset])
-                    for offset in range(max(0, request.from_offset), len(self.metadata_log))
-                )
-            )
+            return self._records_page(request.from_offset)
         result = self.controller.handle(self.image, request, self.now_ms)
         self.commit(result)
         return result.response
+
+    def _records_page(self, from_offset: int) -> RecordsPage:
+        """``GET /v1/metadata/records?from=``: every record from ``from_offset`` on, as one batch
+        (the log ends on a batch boundary, so the page holds whole batches)."""
+        start, end = max(0, from_offset), len(self.metadata_log)
+        batches = (
+            ()
+            if start >= end
+            else (
+                MetadataBatch(
+                    base_offset=start,
+                    last_offset=end - 1,
+                    epoch=1,
+                    append_time_ms=self.now_ms,
+                    records=tuple(self.metadata_log[start:end]),
+                ),
+            )
+        )
+        return RecordsPage(
+            from_offset=from_offset,
+            next_offset=max(start, end),
+            log_end_offset=end,
+            batches=batches,
+        )
 
     def commit(self, result: ControllerResult[Any]) -> None:
         """Commit a batch (Raft is not simulated) with the controller sim's image checks."""
