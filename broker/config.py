@@ -40,13 +40,18 @@ from pykraft.broker.connection_quotas import (
     DEFAULT_MAX_CONNECTIONS_PER_IP,
     parse_per_ip_overrides,
 )
+from pykraft.broker.sasl_config import (
+    ListenerSecurity,
+    SecurityConfigError,
+    SecurityProtocol,
+    inter_broker_mechanism,
+    parse_listener_security,
+)
 from pykraft.storage.log_config import LogConfig, LogConfigError
 
 LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
-# The only security protocol pykraft speaks.
-SUPPORTED_SECURITY_PROTOCOL = "PLAINTEXT"
 # Broker-level names of the settings that form LogConfig (KafkaConfig's log.* properties).
 BROKER_LOG_PROPERTIES = (
     "log.segment.bytes",
@@ -123,6 +128,19 @@ class BrokerConfig:
     advertised_listeners: tuple[Endpoint, ...] = (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
     # inter.broker.listener.name: the advertised listener followers fetch from.
     inter_broker_listener_name: str = "PLAINTEXT"
+    # Per listener name: listener.security.protocol.map's protocol, its listener.name.<l>.ssl.*
+    # and SASL settings (broker.sasl_config); every listener and advertised listener has one.
+    listener_security: Mapping[str, ListenerSecurity] = attrs.field(
+        factory=lambda: MappingProxyType(
+            {
+                "PLAINTEXT": ListenerSecurity(
+                    listener_name="PLAINTEXT", security_protocol=SecurityProtocol.PLAINTEXT
+                )
+            }
+        )
+    )
+    # sasl.mechanism.inter.broker.protocol, when the inter-broker listener uses SASL.
+    inter_broker_sasl_mechanism: str | None = None
     # log.dirs (falls back to log.dir, Kafka's default /tmp/kafka-logs).
     log_dirs: tuple[Path, ...] = (Path("/tmp/kafka-logs"),)
     # broker.rack: rack-aware replica placement (KIP-36); None when unset.
@@ -183,12 +201,18 @@ class BrokerConfig:
         """Build and validate a config; raises ``BrokerConfigError`` naming the property."""
         listeners = _listeners(values)
         advertised = _advertised_listeners(values, listeners)
+        security = _listener_security(values, listeners + advertised)
+        inter_broker_listener_name = _inter_broker_listener(values, advertised)
         fields: dict[str, object] = {
             "node_id": _node_id(values),
             "controller_bootstrap_servers": _controller_bootstrap(values),
             "listeners": listeners,
             "advertised_listeners": advertised,
-            "inter_broker_listener_name": _inter_broker_listener(values, advertised),
+            "inter_broker_listener_name": inter_broker_listener_name,
+            "listener_security": security,
+            "inter_broker_sasl_mechanism": _inter_broker_mechanism(
+                values, security[inter_broker_listener_name]
+            ),
             "log_dirs": _log_dirs(values),
             "rack": _optional_str(values, "broker.rack"),
             "http_listener": _http_listener(values),
@@ -377,13 +401,40 @@ def _endpoints(values: Mapping[str, str], name: str, items: list[str]) -> tuple[
                 name,
                 f"listener {endpoint.listener_name} has no entry in listener.security.protocol.map",
             )
-        if protocol != SUPPORTED_SECURITY_PROTOCOL:
+        if protocol not in SecurityProtocol.__members__:
             raise BrokerConfigError(
-                name,
-                f"listener {endpoint.listener_name} uses {protocol}; pykraft supports only "
-                f"{SUPPORTED_SECURITY_PROTOCOL}",
+                "listener.security.protocol.map",
+                f"listener {endpoint.listener_name} maps to {protocol}; expected one of "
+                f"{', '.join(SecurityProtocol.__members__)}",
             )
     return endpoints
+
+
+def _listener_security(
+    values: Mapping[str, str], endpoints: tuple[Endpoint, ...]
+) -> Mapping[str, ListenerSecurity]:
+    protocols = _security_protocols(values)
+    security: dict[str, ListenerSecurity] = {}
+    for endpoint in endpoints:
+        name = endpoint.listener_name
+        if name not in security:
+            protocol = SecurityProtocol[protocols[name]]
+            try:
+                security[name] = parse_listener_security(values, name, protocol)
+            except SecurityConfigError as error:
+                raise BrokerConfigError(error.property_name, _message(error)) from None
+    return MappingProxyType(security)
+
+
+def _inter_broker_mechanism(values: Mapping[str, str], security: ListenerSecurity) -> str | None:
+    try:
+        return inter_broker_mechanism(values, security)
+    except SecurityConfigError as error:
+        raise BrokerConfigError(error.property_name, _message(error)) from None
+
+
+def _message(error: ValueError) -> str:
+    return str(error).split(": ", 1)[-1]
 
 
 def _listeners(values: Mapping[str, str]) -> tuple[Endpoint, ...]:
