@@ -12,6 +12,11 @@ properties (pure; ``broker.config`` calls it for every listener).
   lookup, ``JaasContext.loadServerContext``): ``PlainLoginModule`` lists its users as
   ``user_<name>="<password>"``; ``username``/``password`` of either login module are the
   broker's own credentials when it connects to this listener as a client (inter-broker).
+  pykraft also reads ``user_<name>="<password>"`` from a SCRAM mechanism's JAAS config as
+  bootstrap users (Kafka's ``ScramLoginModule`` ignores them; Kafka stores SCRAM users only in
+  the metadata log): until the metadata image carries KIP-554 credentials, this is how a SCRAM
+  listener gets users. The broker derives salted credentials from them at start-up
+  (``broker.sasl_authentication``) and keeps no password.
 * ``sasl.mechanism.inter.broker.protocol`` (Kafka's default GSSAPI) must be enabled on the
   inter-broker listener when that listener uses SASL (KafkaConfig's check).
 
@@ -85,6 +90,8 @@ class ListenerSecurity:
     # sasl.enabled.mechanisms, in the configured order (SaslHandshake lists them so).
     sasl_mechanisms: tuple[str, ...] = ()
     plain_users: PlainUsers = attrs.field(factory=lambda: PlainUsers({}))
+    # SCRAM mechanism -> user -> password of its JAAS user_<name> options (see the docstring).
+    scram_bootstrap_users: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict, repr=False)
     # mechanism -> the broker's credentials for it (inter-broker connections).
     client_credentials: Mapping[str, ClientCredentials] = attrs.field(factory=dict, repr=False)
 
@@ -134,6 +141,7 @@ def parse_listener_security(
     mechanisms = _enabled_mechanisms(values, prefix)
     plain_users = PlainUsers({})
     credentials: dict[str, ClientCredentials] = {}
+    scram_users: dict[str, Mapping[str, str]] = {}
     for mechanism in mechanisms:
         name = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
         raw = values.get(name)
@@ -142,10 +150,11 @@ def parse_listener_security(
                 raise SecurityConfigError(name, "missing; PLAIN needs its users (user_<name>=...)")
             continue
         jaas = parse_jaas_config(raw, name)
+        users = {key[5:]: value for key, value in jaas.options.items() if key.startswith("user_")}
         if mechanism == PLAIN:
-            plain_users = PlainUsers.from_passwords(
-                {key[5:]: value for key, value in jaas.options.items() if key.startswith("user_")}
-            )
+            plain_users = PlainUsers.from_passwords(users)
+        elif users:
+            scram_users[mechanism] = users
         if "username" in jaas.options and "password" in jaas.options:
             credentials[mechanism] = ClientCredentials(
                 jaas.options["username"], jaas.options["password"]
@@ -156,6 +165,7 @@ def parse_listener_security(
         tls=tls,
         sasl_mechanisms=mechanisms,
         plain_users=plain_users,
+        scram_bootstrap_users=scram_users,
         client_credentials=credentials,
     )
 

@@ -59,6 +59,8 @@ from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.partition import PartitionRole
 from pykraft.broker.producer_ids import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.sasl_authentication import listener_authentication
+from pykraft.broker.sasl_mechanisms import ScramCredentialSource, StaticScramCredentials
 from pykraft.broker.topic_configs import changed_topic_configs
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -106,8 +108,12 @@ class BrokerServer:
         cluster_id: str,
         clock: Clock,
         controlled_shutdown_timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S,
+        scram_credentials: ScramCredentialSource | None = None,
     ) -> None:
         self.config = config
+        # SASL/SCRAM users beyond each listener's bootstrap users (broker.sasl_authentication);
+        # the metadata image's KIP-554 credentials go here once it carries them.
+        self.scram_credentials = scram_credentials or StaticScramCredentials({})
         self.cluster_id = cluster_id
         # The process's one clock (built by pykraft.broker_cmd): monotonic time for deadlines,
         # wall time for what is dated (logs, records, offset commits).
@@ -367,6 +373,9 @@ class BrokerServer:
                 quotas=quotas,
                 connections_max_idle_ms=config.connections_max_idle_ms,
                 listen_backlog=config.socket_listen_backlog_size,
+                authentication=listener_authentication(
+                    config.listener_security[endpoint.listener_name], self.scram_credentials
+                ),
                 monotonic_ms=self.clock.monotonic_ms,
             )
             try:
@@ -379,7 +388,10 @@ class BrokerServer:
             bound[endpoint.listener_name] = listener.port
         for listener in self.listeners:
             listener.set_peers(self.listeners)
-        return tuple(_advertised(e, bound) for e in self.config.advertised_listeners)
+        return tuple(
+            _advertised(e, bound, int(config.listener_security[e.listener_name].security_protocol))
+            for e in self.config.advertised_listeners
+        )
 
     def _dispatch(
         self, context: RequestContext, body: memoryview
@@ -530,10 +542,16 @@ class BrokerServer:
             step.cancel()
 
 
-def _advertised(endpoint: Endpoint, bound: dict[str, int]) -> BrokerEndpoint:
+def _advertised(
+    endpoint: Endpoint, bound: dict[str, int], security_protocol: int
+) -> BrokerEndpoint:
+    """An advertised listener as registered, with Kafka's security protocol id."""
     port = endpoint.port or bound.get(endpoint.listener_name, 0)
     return BrokerEndpoint(
-        name=endpoint.listener_name, host=endpoint.host, port=port, security_protocol=0
+        name=endpoint.listener_name,
+        host=endpoint.host,
+        port=port,
+        security_protocol=security_protocol,
     )
 
 
