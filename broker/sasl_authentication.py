@@ -1,7 +1,8 @@
-"""Builds each listener's ``ListenerAuthentication`` from its ``ListenerSecurity``: the TLS
+"""Builds each listener's ``ListenerAuthentication`` from its ``ListenerSecurity`` — the TLS
 server context and the per-connection SASL authenticator (the shell around
 ``broker.sasl_server``: it supplies the randomness — SCRAM server nonces, bootstrap salts —
-that the pure core takes as parameters).
+that the pure core takes as parameters) — and the broker's own ``ClientSecurity`` towards the
+other brokers' inter-broker listener.
 
 SCRAM credentials come from a ``ScramCredentialSource``. ``BrokerServer`` passes the one it
 has; ``listener_scram_source`` layers the listener's bootstrap users (``broker.sasl_config``)
@@ -15,6 +16,7 @@ import functools
 import secrets
 from collections.abc import Mapping
 
+from pykraft.broker.config import BrokerConfig
 from pykraft.broker.network import ListenerAuthentication
 from pykraft.broker.sasl_config import ListenerSecurity
 from pykraft.broker.sasl_mechanisms import (
@@ -29,8 +31,10 @@ from pykraft.broker.sasl_mechanisms import (
     scram_credential,
 )
 from pykraft.broker.sasl_server import MechanismFactory, SaslAuthenticator
-from pykraft.metadata.auth.tls_context import server_context
+from pykraft.fetcher.leader_endpoint import ClientSecurity
+from pykraft.metadata.auth.tls_context import client_context, server_context
 from pykraft.metadata.auth.tls_settings import listener_prefix
+from pykraft.protocol.sasl_client import SaslClientCredentials
 
 # RFC 5802 asks for an unpredictable nonce; 18 random bytes -> 24 printable characters.
 SCRAM_NONCE_BYTES = 18
@@ -84,6 +88,23 @@ def listener_authentication(
     if rules is None:
         return ListenerAuthentication(ssl_context, new_sasl_authenticator=new_authenticator)
     return ListenerAuthentication(ssl_context, rules, new_authenticator)
+
+
+def inter_broker_client_security(config: BrokerConfig) -> ClientSecurity:
+    """How this broker connects to other brokers' ``inter.broker.listener.name``: Kafka uses
+    that listener's own ``ssl.*`` in client mode (its trust store checks the leader, its key
+    store is the client certificate) and ``sasl.mechanism.inter.broker.protocol`` with the
+    broker's JAAS ``username``/``password``."""
+    security = config.listener_security[config.inter_broker_listener_name]
+    ssl_context = None
+    if security.tls is not None:
+        ssl_context = client_context(security.tls, listener_prefix(security.listener_name))
+    sasl = None
+    mechanism = config.inter_broker_sasl_mechanism
+    if mechanism is not None:
+        credentials = security.client_credentials[mechanism]
+        sasl = SaslClientCredentials(mechanism, credentials.username, credentials.password)
+    return ClientSecurity(ssl_context, sasl)
 
 
 def _mechanism_factories(

@@ -59,7 +59,10 @@ from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.partition import PartitionRole
 from pykraft.broker.producer_ids import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.broker.sasl_authentication import listener_authentication
+from pykraft.broker.sasl_authentication import (
+    inter_broker_client_security,
+    listener_authentication,
+)
 from pykraft.broker.sasl_mechanisms import ScramCredentialSource, StaticScramCredentials
 from pykraft.broker.topic_configs import changed_topic_configs
 from pykraft.coordinator.group.rebalance import GroupConfig
@@ -322,6 +325,7 @@ class BrokerServer:
             fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
             fetch_backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
+            client_security=inter_broker_client_security(config),
         )
 
     def _open_logs(self, now_ms: int) -> LogManager:
