@@ -201,6 +201,20 @@ class ScramServer:
             credential.iterations,
         )
 
+    def _accept_nonce_as_kafka_does(self, client_final: str) -> None:
+        """Kafka's ``ScramSaslServer`` only checks that the client-final nonce *ends with* the
+        server-first nonce (``clientFinalMessage.nonce().endsWith(...)``); librdkafka 2.0
+        (Debian's kcat) sends ``r=<client nonce><client nonce><server nonce>``. scramp wants
+        equality, so a nonce Kafka accepts is handed to scramp as the expected one; the proof
+        is still checked over the client-final message exactly as sent."""
+        expected = str(self._server.nonce)
+        for attribute in client_final.split(","):
+            if attribute.startswith("r="):
+                sent = attribute[2:]
+                if sent != expected and sent.endswith(expected):
+                    self._server.nonce = type(self._server.nonce)(sent)
+                return
+
     def evaluate_response(self, token: bytes) -> bytes:
         if self._complete:
             raise SaslError("SCRAM exchange already complete")
@@ -211,6 +225,7 @@ class ScramServer:
                 self._server.set_client_first(message)
                 server_first: str = self._server.get_server_first()
                 return server_first.encode()
+            self._accept_nonce_as_kafka_does(message)
             self._server.set_client_final(message)
             server_final: str = self._server.get_server_final()
         except SaslError:

@@ -18,6 +18,7 @@ from pykraft.broker.sasl_mechanisms import (
     SCRAM_SHA_512,
     PlainServer,
     PlainUsers,
+    SaslError,
     ScramServer,
     StaticScramCredentials,
     scram_credential,
@@ -245,3 +246,25 @@ def test_tokens_are_bounded() -> None:
         assert not authenticate(auth, b"x")[1].close
     step = auth.handle_frame(frame(ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=b"x"))
     assert step.close
+
+
+def test_scram_accepts_librdkafka_2_0s_repeated_client_nonce() -> None:
+    # A real exchange with kcat 1.7 / librdkafka 2.0 (Debian), server nonce and salt fixed:
+    # its client-final nonce repeats the client nonce. Kafka's ScramSaslServer accepts it
+    # (nonce().endsWith(serverFirstMessage.nonce())), and the proof verifies.
+    server = ScramServer(SCRAM_SHA_512, CREDENTIALS, "abcdefghijklmnop-_xyz")
+    client_nonce = "zv]dMzW[eoYU|/QV:0xxjIJDd9JT[Tc3"
+    first = server.evaluate_response(f"n,,n=bob,r={client_nonce}".encode())
+    assert first.startswith(f"r={client_nonce}abcdefghijklmnop-_xyz,".encode())
+    final = server.evaluate_response(
+        f"c=biws,r={client_nonce}{client_nonce}abcdefghijklmnop-_xyz,"
+        "p=EGYPsNRs2n9I6kpnF0MCeUHa5VrvJ0Q5yxxHoENL8ZbC1pvXQ6MqT40wkB8UO3rRfP9TRbr4lNylzu72w9oCeg==".encode()
+    )
+    assert final.startswith(b"v=") and server.complete and server.authorization_id == "bob"
+
+
+def test_scram_refuses_a_nonce_without_the_servers_part() -> None:
+    server = ScramServer(SCRAM_SHA_512, CREDENTIALS, "servernonce")
+    server.evaluate_response(b"n,,n=bob,r=abc")
+    with pytest.raises(SaslError):
+        server.evaluate_response(b"c=biws,r=abcother,p=AAAA")

@@ -15,69 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient
 
-from pykraft.dev import pick_free_ports as free_ports
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response, request_class
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.headers import parse_response_header, response_header_version
 from tests.broker.wire_client import api_versions_frame, request_frame
-from tests.hostile.conftest import SingleBroker
-from tests.integration.conftest import Cluster
-from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
-from tests.tls_material import TlsMaterial, make_tls_material, secure_listener_properties
+from tests.secure_broker import SecureBroker, start_secure_brokers
 
 # How long a test waits for the broker to close a connection it must close.
 CLOSE_TIMEOUT_S = 10.0
 RECEIVE_BYTES_MAX = 1 << 20
 
 
-class SecureBroker(SingleBroker):
-    def __init__(
-        self, cluster: Cluster, broker: BrokerProcess, root: Path, material: TlsMaterial,
-        ports: tuple[int, int, int],
-    ) -> None:  # fmt: skip
-        super().__init__(cluster, broker, root)
-        self.material = material
-        self.sasl_port, self.ssl_port, self.sasl_ssl_port = ports
-
-    def client_tls(self, with_certificate: bool = True) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=str(self.material.ca_path))
-        if with_certificate:
-            context.load_cert_chain(str(self.material.clients["alice"].path))
-        return context
-
-    def assert_still_serves_sasl(self) -> None:
-        """The plain listener serves (SingleBroker's check) and a PLAIN login still works."""
-        self.assert_still_serves()
-        admin = KafkaAdminClient(
-            bootstrap_servers=f"127.0.0.1:{self.sasl_port}", security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="PLAIN", sasl_plain_username="alice",
-            sasl_plain_password="alice-secret", request_timeout_ms=10_000,
-        )  # fmt: skip
-        try:
-            assert isinstance(admin.list_topics(), list)
-        finally:
-            admin.close()
-
-
 @pytest.fixture
-def secure_broker(
-    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
-) -> SecureBroker:
-    material = make_tls_material(tmp_path)
-    cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
-    cluster.wait_for_leader()
-    broker = BrokerProcess(tmp_path, 10, cluster.controllers[0].url)
-    ports = free_ports(3)
-    properties = secure_listener_properties(material, broker.kafka_port, *ports)
-    with broker.config_path.open("a") as config:
-        config.writelines(f"{key}={value}\n" for key, value in properties.items())
-    brokers.append(broker)
-    broker.start()
-    broker.wait_running()
-    return SecureBroker(cluster, broker, tmp_path, material, (ports[0], ports[1], ports[2]))
+def secure_broker(cluster_factory: Any, brokers: list[Any], tmp_path: Path) -> SecureBroker:
+    return start_secure_brokers(cluster_factory, brokers, tmp_path)[0]
 
 
 def exchange_until_closed(
