@@ -141,6 +141,9 @@ class BrokerConfig:
     )
     # sasl.mechanism.inter.broker.protocol, when the inter-broker listener uses SASL.
     inter_broker_sasl_mechanism: str | None = None
+    # connection.failed.authentication.delay.ms (KIP-306): the close after a failed
+    # authentication waits this long.
+    connection_failed_authentication_delay_ms: int = 100
     # log.dirs (falls back to log.dir, Kafka's default /tmp/kafka-logs).
     log_dirs: tuple[Path, ...] = (Path("/tmp/kafka-logs"),)
     # broker.rack: rack-aware replica placement (KIP-36); None when unset.
@@ -238,6 +241,11 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("min_insync_replicas", "min.insync.replicas", 1),
     ("socket_request_max_bytes", "socket.request.max.bytes", 1),
     ("connections_max_idle_ms", "connections.max.idle.ms", 1),
+    (
+        "connection_failed_authentication_delay_ms",
+        "connection.failed.authentication.delay.ms",
+        0,
+    ),
     ("max_connections", "max.connections", 0),
     ("max_connections_per_ip", "max.connections.per.ip", 0),
     ("socket_listen_backlog_size", "socket.listen.backlog.size", 1),
@@ -282,6 +290,12 @@ def _check_relations(config: BrokerConfig) -> None:
         raise BrokerConfigError(
             "broker.heartbeat.interval.ms",
             "must be below broker.session.timeout.ms, or the broker is fenced between beats",
+        )
+    if config.connection_failed_authentication_delay_ms >= config.connections_max_idle_ms:
+        # KafkaConfig: "must be configured to be less than connections.max.idle.ms".
+        raise BrokerConfigError(
+            "connection.failed.authentication.delay.ms",
+            "must be below connections.max.idle.ms",
         )
     if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
         raise BrokerConfigError(

@@ -89,6 +89,8 @@ from pykraft.protocol.segments import FileSliceLike, Segments
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
+# connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
 # Reading path: bytes read from a file per write.
 FILE_CHUNK_BYTES = 256 * 1024
@@ -193,10 +195,13 @@ class KafkaListener:
         connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
         listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
         authentication: ListenerAuthentication | None = None,
+        failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
         monotonic_ms: Callable[[], int],
     ) -> None:
         assert max_in_flight_requests >= 1 and max_request_bytes >= 0
+        assert failed_authentication_delay_ms >= 0
         self.authentication = authentication or ListenerAuthentication()
+        self.failed_authentication_delay_ms = failed_authentication_delay_ms
         # For connections.max.idle.ms (tests pass a simulated one).
         self.monotonic_ms = monotonic_ms
         self.dispatch = dispatch
@@ -448,6 +453,10 @@ class _Connection:
             if isinstance(item, _Failure):
                 log = logger.debug if self.expiring else logger.warning
                 log("closing connection %s: %s", self._id, item.message)
+                if item.reason is CloseReason.AUTHENTICATION_FAILED:
+                    # KIP-306: the close waits connection.failed.authentication.delay.ms, so
+                    # the client reads the error first and a password guesser is slowed.
+                    await asyncio.sleep(self._listener.failed_authentication_delay_ms / 1000)
                 return item.reason
             if isinstance(item, _Answer):
                 try:

@@ -113,9 +113,10 @@ def _digest(password: str) -> bytes:
 _NO_USER_DIGEST = _digest("")
 
 
-class PlainServer:
-    def __init__(self, users: PlainUsers) -> None:
-        self._users = users
+class _CompletingServer:
+    """What every mechanism's server shares: done once, with the user it proved."""
+
+    def __init__(self) -> None:
         self._authorization_id = ""
         self._complete = False
 
@@ -127,6 +128,17 @@ class PlainServer:
     def authorization_id(self) -> str:
         assert self._complete, "no authorization id before the exchange completes"
         return self._authorization_id
+
+    def _become_complete(self, authorization_id: str) -> None:
+        assert not self._complete, "a SASL exchange completes once"
+        self._authorization_id = authorization_id
+        self._complete = True
+
+
+class PlainServer(_CompletingServer):
+    def __init__(self, users: PlainUsers) -> None:
+        super().__init__()
+        self._users = users
 
     def evaluate_response(self, token: bytes) -> bytes:
         # PlainSaslServer.evaluateResponse: "[authzid] UTF8NUL authcid UTF8NUL passwd".
@@ -151,33 +163,23 @@ class PlainServer:
                 "Authentication failed: Client requested an authorization id that is different "
                 "from username"
             )
-        self._authorization_id = username
-        self._complete = True
+        self._become_complete(username)
         return b""
 
 
-class ScramServer:
+class ScramServer(_CompletingServer):
     """Two rounds: client-first -> server-first, client-final -> server-final."""
 
     def __init__(self, mechanism: str, credentials: ScramCredentialSource, nonce: str) -> None:
+        super().__init__()
         assert mechanism in SCRAM_MECHANISMS
         self._mechanism = mechanism
         self._credentials = credentials
         self._username = ""
         self._server = scramp.ScramMechanism(mechanism).make_server(self._lookup, s_nonce=nonce)
         self._rounds = 0
-        self._complete = False
         # scramp wraps what the lookup raises; the lookup's own reason is kept for the log.
         self._lookup_failure: SaslError | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self._complete
-
-    @property
-    def authorization_id(self) -> str:
-        assert self._complete, "no authorization id before the exchange completes"
-        return self._username
 
     def _lookup(self, sasl_name: str) -> tuple[bytes, bytes, bytes, int]:
         # ScramFormatter.username: "=2C" is ",", "=3D" is "=" (RFC 5802 saslname).
@@ -234,5 +236,5 @@ class ScramServer:
             if self._lookup_failure is not None:
                 raise self._lookup_failure from None
             raise SaslError(f"SCRAM exchange failed: {error}") from None
-        self._complete = True
+        self._become_complete(self._username)
         return server_final.encode()

@@ -380,6 +380,7 @@ class BrokerServer:
                 authentication=listener_authentication(
                     config.listener_security[endpoint.listener_name], self.scram_credentials
                 ),
+                failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
                 monotonic_ms=self.clock.monotonic_ms,
             )
             try:
