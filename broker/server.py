@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pykraft.broker.acceptor import resolve_per_ip_overrides
 from pykraft.broker.alter_partition import AlterPartitionManager
@@ -68,6 +69,7 @@ from pykraft.broker.topic_configs import changed_topic_configs
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
+from pykraft.metadata.auth.tls_settings import TlsSettingsError
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import local_changes
@@ -77,6 +79,8 @@ from pykraft.storage.clock import Clock
 from pykraft.storage.log_manager import LogManager, LogManagerSettings
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Bounds (STYLE.md §7).
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
@@ -325,7 +329,9 @@ class BrokerServer:
             fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
             fetch_backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
-            client_security=inter_broker_client_security(config),
+            client_security=_security_or_startup_error(
+                lambda: inter_broker_client_security(config)
+            ),
         )
 
     def _open_logs(self, now_ms: int) -> LogManager:
@@ -377,8 +383,12 @@ class BrokerServer:
                 quotas=quotas,
                 connections_max_idle_ms=config.connections_max_idle_ms,
                 listen_backlog=config.socket_listen_backlog_size,
-                authentication=listener_authentication(
-                    config.listener_security[endpoint.listener_name], self.scram_credentials
+                authentication=_security_or_startup_error(
+                    functools.partial(
+                        listener_authentication,
+                        config.listener_security[endpoint.listener_name],
+                        self.scram_credentials,
+                    )
                 ),
                 failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
                 monotonic_ms=self.clock.monotonic_ms,
@@ -545,6 +555,15 @@ class BrokerServer:
                 SHUTDOWN_STEP_TIMEOUT_S,
             )
             step.cancel()
+
+
+def _security_or_startup_error(build: Callable[[], T]) -> T:
+    """Key material is read at start-up: a file that is missing or does not decrypt stops the
+    broker with the property named (``TlsSettingsError``)."""
+    try:
+        return build()
+    except TlsSettingsError as error:
+        raise BrokerStartupError(str(error)) from None
 
 
 def _advertised(
