@@ -535,6 +535,17 @@ def test_per_ip_overrides_are_keyed_by_address_with_host_names_resolved() -> Non
     assert resolved["10.0.0.1"] == 0
 
 
+def recording_dispatch() -> tuple[list[RequestContext], Dispatch]:
+    """A dispatch that echoes and remembers every context it was given."""
+    seen: list[RequestContext] = []
+
+    def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+        seen.append(context)
+        return asyncio.sleep(0, echo_response(context, body))
+
+    return seen, dispatch
+
+
 def sasl_listener_options() -> dict[str, Any]:
     users = PlainUsers.from_passwords({"alice": "alice-secret"})
 
@@ -559,12 +570,7 @@ def sasl_frames(password: bytes) -> bytes:
 
 def test_sasl_principal_reaches_the_handlers() -> None:
     async def scenario() -> None:
-        seen: list[RequestContext] = []
-
-        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
-            seen.append(context)
-            return asyncio.sleep(0, echo_response(context, body))
-
+        seen, dispatch = recording_dispatch()
         harness = Harness(dispatch, **sasl_listener_options())
         reader, writer = await harness.connect()
         writer.write(sasl_frames(b"alice-secret") + request_frame(METADATA, 0, 3))
@@ -579,12 +585,7 @@ def test_sasl_principal_reaches_the_handlers() -> None:
 
 def test_sasl_failure_closes_before_any_request_is_dispatched() -> None:
     async def scenario() -> None:
-        seen: list[RequestContext] = []
-
-        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
-            seen.append(context)
-            return asyncio.sleep(0, echo_response(context, body))
-
+        seen, dispatch = recording_dispatch()
         harness = Harness(dispatch, **sasl_listener_options())
         reader, writer = await harness.connect()
         writer.write(sasl_frames(b"wrong") + request_frame(METADATA, 0, 3))
@@ -599,12 +600,7 @@ def test_sasl_failure_closes_before_any_request_is_dispatched() -> None:
 
 def test_plaintext_requests_are_anonymous() -> None:
     async def scenario() -> None:
-        seen: list[RequestContext] = []
-
-        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
-            seen.append(context)
-            return asyncio.sleep(0, echo_response(context, body))
-
+        seen, dispatch = recording_dispatch()
         harness = Harness(dispatch)
         reader, writer = await harness.connect()
         writer.write(request_frame(METADATA, 0, 1))
