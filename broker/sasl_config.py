@@ -4,7 +4,8 @@ properties (pure; ``broker.config`` calls it for every listener).
 * ``listener.security.protocol.map`` gives each listener one of ``SecurityProtocol``
   (Kafka's ids: PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, SASL_SSL 3).
 * SSL and SASL_SSL listeners read ``ssl.*`` with the ``listener.name.<name>.`` prefix
-  (``metadata.auth.tls_settings``).
+  (``metadata.auth.tls_settings``); a SASL_SSL listener honours only the prefixed
+  ``ssl.client.auth`` (KIP-684).
 * SASL listeners: ``listener.name.<name>.sasl.enabled.mechanisms`` (else
   ``sasl.enabled.mechanisms``; Kafka's default GSSAPI is refused: pykraft has PLAIN,
   SCRAM-SHA-256, SCRAM-SHA-512), and per mechanism the JAAS config
@@ -34,6 +35,7 @@ import attrs
 
 from pykraft.broker.sasl_mechanisms import PLAIN, SUPPORTED_MECHANISMS, PlainUsers
 from pykraft.metadata.auth.tls_settings import (
+    ClientAuth,
     TlsSettings,
     TlsSettingsError,
     listener_prefix,
@@ -131,6 +133,10 @@ def parse_listener_security(
             tls = parse_tls_settings(values, prefix)
         except TlsSettingsError as error:
             raise SecurityConfigError(error.property_name, str(error).split(": ", 1)[-1]) from None
+        if protocol is SecurityProtocol.SASL_SSL and f"{prefix}ssl.client.auth" not in values:
+            # KIP-684: a SASL_SSL listener asks for client certificates only when
+            # ssl.client.auth is set with its listener prefix; the broker-wide one is ignored.
+            tls = attrs.evolve(tls, client_auth=ClientAuth.NONE)
         if tls.keystore is None:
             raise SecurityConfigError(
                 f"{prefix}ssl.keystore.location",

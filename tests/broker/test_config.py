@@ -288,3 +288,22 @@ def test_listener_security_errors_name_the_property(
     values: dict[str, str], property_name: str, fragment: str
 ) -> None:
     check_error(values, property_name, fragment)
+
+
+def test_sasl_ssl_honours_only_the_listener_prefixed_client_auth() -> None:
+    # KIP-684: broker-wide ssl.client.auth does not apply to SASL_SSL listeners.
+    base = {
+        **BASE,
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093,SSL://127.0.0.1:9094",
+        "ssl.keystore.location": "/etc/broker.pem",
+        "ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    c = BrokerConfig.from_properties(base)
+    tls = {name: c.listener_security[name].tls for name in ("SASL_SSL", "SSL")}
+    assert [t.client_auth.value for t in tls.values() if t] == ["none", "required"]
+    prefixed = BrokerConfig.from_properties(
+        {**base, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
+    )
+    sasl_ssl = prefixed.listener_security["SASL_SSL"].tls
+    assert sasl_ssl is not None and sasl_ssl.client_auth.value == "requested"
