@@ -24,6 +24,7 @@ import contextlib
 import ipaddress
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import MappingProxyType
 from typing import Protocol
@@ -46,6 +47,9 @@ DEFAULT_LISTEN_BACKLOG = 50
 SLOT_RECHECK_S = 0.1
 # Pause after accept() itself fails (EMFILE, ENFILE, ENOBUFS) so the loop does not spin.
 ACCEPT_ERROR_BACKOFF_S = 0.1
+# A TLS client that has not finished its handshake by then is dropped (it holds a connection
+# slot and is not yet a connection the idle expiry sees).
+SSL_HANDSHAKE_TIMEOUT_S = 10.0
 
 Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -87,6 +91,7 @@ class Acceptor:
         connections_max_idle_ms: int,
         listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
         monotonic_ms: Callable[[], int],
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         assert connections_max_idle_ms >= 1 and listen_backlog >= 1
         self._monotonic_ms = monotonic_ms  # idle expiry
@@ -100,6 +105,8 @@ class Acceptor:
         self._metrics = metrics
         self.connections_max_idle_ms = connections_max_idle_ms
         self._listen_backlog = listen_backlog
+        # SSL / SASL_SSL listeners: every accepted socket completes a TLS handshake first.
+        self._ssl_context = ssl_context
         # The broker's other listeners' acceptors (a protected listener makes them shed).
         self.peers: list[Acceptor] = []
         self._socket: socket.socket | None = None
@@ -188,10 +195,17 @@ class Acceptor:
             loop = asyncio.get_running_loop()
             reader = asyncio.StreamReader(loop=loop)
             protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-            transport, _ = await loop.connect_accepted_socket(lambda: protocol, accepted)
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol,
+                accepted,
+                ssl=self._ssl_context,
+                ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S if self._ssl_context else None,
+            )
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             await self._serve(reader, writer)
-        except OSError as error:  # the client left before the transport was set up
+        except OSError as error:
+            # The client left before the transport was set up, or its TLS handshake failed
+            # (ssl.SSLError, a timeout): this connection ends, the listener serves on.
             logger.debug("connection from %s failed at set-up: %s", ip, error)
             accepted.close()
         finally:

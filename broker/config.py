@@ -40,6 +40,13 @@ from pykraft.broker.connection_quotas import (
     DEFAULT_MAX_CONNECTIONS_PER_IP,
     parse_per_ip_overrides,
 )
+from pykraft.broker.sasl_config import (
+    ListenerSecurity,
+    SecurityConfigError,
+    SecurityProtocol,
+    inter_broker_mechanism,
+    parse_listener_security,
+)
 from pykraft.metadata.auth.tls_settings import (
     TlsSettings,
     TlsSettingsError,
@@ -51,8 +58,6 @@ from pykraft.storage.log_config import LogConfig, LogConfigError
 LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
-# The only security protocol pykraft speaks.
-SUPPORTED_SECURITY_PROTOCOL = "PLAINTEXT"
 # Broker-level names of the settings that form LogConfig (KafkaConfig's log.* properties).
 BROKER_LOG_PROPERTIES = (
     "log.segment.bytes",
@@ -129,6 +134,22 @@ class BrokerConfig:
     advertised_listeners: tuple[Endpoint, ...] = (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
     # inter.broker.listener.name: the advertised listener followers fetch from.
     inter_broker_listener_name: str = "PLAINTEXT"
+    # Per listener name: listener.security.protocol.map's protocol, its listener.name.<l>.ssl.*
+    # and SASL settings (broker.sasl_config); every listener and advertised listener has one.
+    listener_security: Mapping[str, ListenerSecurity] = attrs.field(
+        factory=lambda: MappingProxyType(
+            {
+                "PLAINTEXT": ListenerSecurity(
+                    listener_name="PLAINTEXT", security_protocol=SecurityProtocol.PLAINTEXT
+                )
+            }
+        )
+    )
+    # sasl.mechanism.inter.broker.protocol, when the inter-broker listener uses SASL.
+    inter_broker_sasl_mechanism: str | None = None
+    # connection.failed.authentication.delay.ms (KIP-306): the close after a failed
+    # authentication waits this long.
+    connection_failed_authentication_delay_ms: int = 100
     # log.dirs (falls back to log.dir, Kafka's default /tmp/kafka-logs).
     log_dirs: tuple[Path, ...] = (Path("/tmp/kafka-logs"),)
     # broker.rack: rack-aware replica placement (KIP-36); None when unset.
@@ -191,13 +212,19 @@ class BrokerConfig:
         """Build and validate a config; raises ``BrokerConfigError`` naming the property."""
         listeners = _listeners(values)
         advertised = _advertised_listeners(values, listeners)
+        security = _listener_security(values, listeners + advertised)
+        inter_broker_listener_name = _inter_broker_listener(values, advertised)
         fields: dict[str, object] = {
             "node_id": _node_id(values),
             "controller_bootstrap_servers": _controller_bootstrap(values),
             "controller_tls": controller_tls_settings(values),
             "listeners": listeners,
             "advertised_listeners": advertised,
-            "inter_broker_listener_name": _inter_broker_listener(values, advertised),
+            "inter_broker_listener_name": inter_broker_listener_name,
+            "listener_security": security,
+            "inter_broker_sasl_mechanism": _inter_broker_mechanism(
+                values, security[inter_broker_listener_name]
+            ),
             "log_dirs": _log_dirs(values),
             "rack": _optional_str(values, "broker.rack"),
             "http_listener": _http_listener(values),
@@ -223,6 +250,11 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("min_insync_replicas", "min.insync.replicas", 1),
     ("socket_request_max_bytes", "socket.request.max.bytes", 1),
     ("connections_max_idle_ms", "connections.max.idle.ms", 1),
+    (
+        "connection_failed_authentication_delay_ms",
+        "connection.failed.authentication.delay.ms",
+        0,
+    ),
     ("max_connections", "max.connections", 0),
     ("max_connections_per_ip", "max.connections.per.ip", 0),
     ("socket_listen_backlog_size", "socket.listen.backlog.size", 1),
@@ -267,6 +299,12 @@ def _check_relations(config: BrokerConfig) -> None:
         raise BrokerConfigError(
             "broker.heartbeat.interval.ms",
             "must be below broker.session.timeout.ms, or the broker is fenced between beats",
+        )
+    if config.connection_failed_authentication_delay_ms >= config.connections_max_idle_ms:
+        # KafkaConfig: "must be configured to be less than connections.max.idle.ms".
+        raise BrokerConfigError(
+            "connection.failed.authentication.delay.ms",
+            "must be below connections.max.idle.ms",
         )
     if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
         raise BrokerConfigError(
@@ -386,13 +424,40 @@ def _endpoints(values: Mapping[str, str], name: str, items: list[str]) -> tuple[
                 name,
                 f"listener {endpoint.listener_name} has no entry in listener.security.protocol.map",
             )
-        if protocol != SUPPORTED_SECURITY_PROTOCOL:
+        if protocol not in SecurityProtocol.__members__:
             raise BrokerConfigError(
-                name,
-                f"listener {endpoint.listener_name} uses {protocol}; pykraft supports only "
-                f"{SUPPORTED_SECURITY_PROTOCOL}",
+                "listener.security.protocol.map",
+                f"listener {endpoint.listener_name} maps to {protocol}; expected one of "
+                f"{', '.join(SecurityProtocol.__members__)}",
             )
     return endpoints
+
+
+def _listener_security(
+    values: Mapping[str, str], endpoints: tuple[Endpoint, ...]
+) -> Mapping[str, ListenerSecurity]:
+    protocols = _security_protocols(values)
+    security: dict[str, ListenerSecurity] = {}
+    for endpoint in endpoints:
+        name = endpoint.listener_name
+        if name not in security:
+            protocol = SecurityProtocol[protocols[name]]
+            try:
+                security[name] = parse_listener_security(values, name, protocol)
+            except SecurityConfigError as error:
+                raise BrokerConfigError(error.property_name, _message(error)) from None
+    return MappingProxyType(security)
+
+
+def _inter_broker_mechanism(values: Mapping[str, str], security: ListenerSecurity) -> str | None:
+    try:
+        return inter_broker_mechanism(values, security)
+    except SecurityConfigError as error:
+        raise BrokerConfigError(error.property_name, _message(error)) from None
+
+
+def _message(error: ValueError) -> str:
+    return str(error).split(": ", 1)[-1]
 
 
 def _listeners(values: Mapping[str, str]) -> tuple[Endpoint, ...]:

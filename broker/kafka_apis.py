@@ -28,6 +28,9 @@ response header is added here. A handler raising ``ProtocolError`` (malformed bo
 else makes the listener close that connection, after the earlier responses.
 
 The ApiVersions handler lives here: it advertises ``protocol.apis.SUPPORTED_API_VERSIONS``.
+So do SaslHandshake and SaslAuthenticate as Kafka's ``KafkaApis`` answers them: a request that
+reaches ``KafkaApis`` comes from an authenticated connection (``broker.sasl_server`` handles
+them before that) or a listener without SASL, so both are ILLEGAL_SASL_STATE.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from pykraft.protocol.apis import (
     encode_response,
     encode_unsupported_api_versions_response,
     request_disposition,
+    response_class,
 )
 from pykraft.protocol.errors import Errors, UnsupportedRequestError
 from pykraft.protocol.framing import frame_response
@@ -69,7 +73,11 @@ class KafkaApis:
     """The ApiKey → handler table and the dispatch the network listener calls."""
 
     def __init__(self) -> None:
-        self._handlers: dict[ApiKey, ApiHandler] = {ApiKey.API_VERSIONS: handle_api_versions}
+        self._handlers: dict[ApiKey, ApiHandler] = {
+            ApiKey.API_VERSIONS: handle_api_versions,
+            ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+        }
 
     @property
     def registered(self) -> frozenset[ApiKey]:
@@ -152,6 +160,30 @@ async def handle_api_versions(context: RequestContext, body: memoryview) -> Resp
     if not api_versions_request_is_valid(request):
         return encode_api_versions_response(version, error_code=Errors.INVALID_REQUEST)
     return encode_api_versions_response(version)
+
+
+async def handle_sasl_handshake(context: RequestContext, body: memoryview) -> ResponseBody:
+    """``KafkaApis.handleSaslHandshakeRequest``: ILLEGAL_SASL_STATE, no mechanisms."""
+    version = context.header.api_version
+    decode_request(ApiKey.SASL_HANDSHAKE, version, body)
+    response = response_class(ApiKey.SASL_HANDSHAKE)(
+        version=version, error_code=int(Errors.ILLEGAL_SASL_STATE), mechanisms=[]
+    )
+    return encode_response(ApiKey.SASL_HANDSHAKE, version, response)
+
+
+async def handle_sasl_authenticate(context: RequestContext, body: memoryview) -> ResponseBody:
+    """``KafkaApis.handleSaslAuthenticateRequest``: ILLEGAL_SASL_STATE with Kafka's message."""
+    version = context.header.api_version
+    decode_request(ApiKey.SASL_AUTHENTICATE, version, body)
+    response = response_class(ApiKey.SASL_AUTHENTICATE)(
+        version=version,
+        error_code=int(Errors.ILLEGAL_SASL_STATE),
+        error_message="SaslAuthenticate request received after successful authentication",
+        auth_bytes=b"",
+        session_lifetime_ms=0,
+    )
+    return encode_response(ApiKey.SASL_AUTHENTICATE, version, response)
 
 
 async def _answer_unsupported_api_versions(

@@ -54,6 +54,8 @@ class CloseReason(enum.Enum):
     IDLE = "idle"
     # Evicted because a protected (inter-broker) listener went over max.connections.
     MAX_CONNECTIONS = "max_connections"
+    # SASL or TLS authentication failed (Kafka's failed-authentication-total).
+    AUTHENTICATION_FAILED = "authentication_failed"
 
 
 # Kafka's request names (``ApiKeys.name``): API_VERSIONS → ApiVersions; looked up per request.

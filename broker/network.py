@@ -30,6 +30,15 @@ one; ``connections.max.idle.ms``: close idle ones — ``broker.connection_quotas
 connection tells it when it was last active and whether a request is in flight, and closes
 when expired, after the responses already queued.
 
+Security (``ListenerSecurity``, issue 11): on SSL and SASL_SSL listeners the acceptor wraps the
+socket in TLS (``metadata.auth.tls_context``) before the connection starts; the client
+certificate, if any, becomes the principal (``metadata.auth.principal``, with the listener's
+``ssl.principal.mapping.rules``). On SASL listeners every frame goes to the connection's
+``broker.sasl_server.SaslAuthenticator`` until it completes — that pure core decides, the reader
+here only carries its answers to the writer — and frames are capped at
+``sasl.server.max.receive.size`` meanwhile. Then the SASL user is the principal. Handlers see
+it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
+
 A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
 (``storage.file_slice.FileSlice``: path, position, length) of at least ``SENDFILE_MIN_BYTES`` go
 out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller ones, or all of them where
@@ -46,6 +55,7 @@ import contextlib
 import enum
 import logging
 import os
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -61,6 +71,16 @@ from pykraft.broker.connection_quotas import (
 )
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
+from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
+from pykraft.metadata.auth.principal import (
+    ANONYMOUS,
+    DEFAULT_RULES,
+    KafkaPrincipal,
+    MappingRule,
+    PrincipalError,
+    parse_mapping_rules,
+    principal_from_certificate,
+)
 from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
@@ -69,6 +89,8 @@ from pykraft.protocol.segments import FileSliceLike, Segments
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
+# connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
 # Reading path: bytes read from a file per write.
 FILE_CHUNK_BYTES = 256 * 1024
@@ -89,6 +111,8 @@ class RequestContext:
     listener_name: str
     client_host: str
     client_port: int
+    # Who sent it: the SASL user, the TLS client certificate's mapped subject, or ANONYMOUS.
+    principal: KafkaPrincipal = ANONYMOUS
 
 
 ResponseFuture = Awaitable[Segments | None]
@@ -126,12 +150,31 @@ class _Pending:
 
 
 @attrs.frozen
+class _Answer:
+    """A response the SASL authenticator already built (written as it is)."""
+
+    response: Segments
+
+
+@attrs.frozen
 class _Failure:
     reason: CloseReason
     message: str
 
 
-_QueueItem = _Pending | _Failure | _Entry
+_QueueItem = _Pending | _Answer | _Failure | _Entry
+
+
+@attrs.frozen
+class ListenerAuthentication:
+    """How a listener authenticates its connections (``broker.server`` builds it from the
+    listener's ``ListenerSecurity``): TLS, and/or a SASL authenticator per connection."""
+
+    ssl_context: ssl.SSLContext | None = None
+    principal_mapping_rules: tuple[MappingRule, ...] = attrs.field(
+        factory=lambda: parse_mapping_rules(",".join(DEFAULT_RULES))
+    )
+    new_sasl_authenticator: Callable[[], SaslAuthenticator] | None = None
 
 
 class KafkaListener:
@@ -151,9 +194,14 @@ class KafkaListener:
         quotas: ConnectionQuotas | None = None,
         connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
         listen_backlog: int = DEFAULT_LISTEN_BACKLOG,
+        authentication: ListenerAuthentication | None = None,
+        failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
         monotonic_ms: Callable[[], int],
     ) -> None:
         assert max_in_flight_requests >= 1 and max_request_bytes >= 0
+        assert failed_authentication_delay_ms >= 0
+        self.authentication = authentication or ListenerAuthentication()
+        self.failed_authentication_delay_ms = failed_authentication_delay_ms
         # For connections.max.idle.ms (tests pass a simulated one).
         self.monotonic_ms = monotonic_ms
         self.dispatch = dispatch
@@ -169,7 +217,7 @@ class KafkaListener:
             host=host, port=port, listener_name=listener_name,
             quotas=quotas or ConnectionQuotas(ConnectionLimits()), metrics=self.metrics,
             connections_max_idle_ms=connections_max_idle_ms, listen_backlog=listen_backlog,
-            monotonic_ms=monotonic_ms,
+            monotonic_ms=monotonic_ms, ssl_context=self.authentication.ssl_context,
         )  # fmt: skip
         self._host = host
         # Invariant: one entry per connection being served (serve_connection is running).
@@ -266,6 +314,11 @@ class _Connection:
         self.last_active_ms = self._listener.monotonic_ms()
         # Set once the broker decided to close this connection (idle, or over max.connections).
         self.expiring = False
+        # Who is on the other end; ANONYMOUS until TLS or SASL says otherwise.
+        self.principal = ANONYMOUS
+        new_authenticator = listener.authentication.new_sasl_authenticator
+        # Invariant: not None exactly while SASL authentication is under way.
+        self._authenticator = new_authenticator() if new_authenticator else None
 
     @property
     def busy(self) -> bool:
@@ -278,9 +331,26 @@ class _Connection:
         self.expiring = True
         self._queue.put_nowait(_Failure(reason, f"closed by the broker: {reason.value}"))
 
+    def _principal_from_certificate(self) -> KafkaPrincipal:
+        """The TLS client's principal; ANONYMOUS without TLS or a client certificate."""
+        ssl_object = self._writer.get_extra_info("ssl_object")
+        if ssl_object is None:
+            return ANONYMOUS
+        certificate = ssl_object.getpeercert(binary_form=True)
+        return principal_from_certificate(
+            certificate, self._listener.authentication.principal_mapping_rules
+        )
+
     async def run(self) -> None:
         self._metrics.record_connection_opened()
         reason = CloseReason.SHUTDOWN
+        try:
+            self.principal = self._principal_from_certificate()
+        except PrincipalError as error:
+            logger.warning("closing connection %s: %s", self._id, error)
+            self._writer.close()
+            self._metrics.record_connection_closed(CloseReason.AUTHENTICATION_FAILED)
+            return
         reader_task = asyncio.create_task(self._read_requests())
         try:
             reason = await self._write_responses()
@@ -296,6 +366,9 @@ class _Connection:
 
     async def _read_requests(self) -> None:
         decoder = FrameDecoder(self._listener.max_request_bytes)
+        if self._authenticator is not None:
+            # Kafka's sasl.server.max.receive.size: small frames until authenticated.
+            decoder.max_frame_bytes = min(decoder.max_frame_bytes, SASL_SERVER_MAX_RECEIVE_SIZE)
         try:
             while True:
                 data = await self._reader.read(READ_CHUNK_BYTES)
@@ -306,7 +379,12 @@ class _Connection:
                 self.last_active_ms = self._listener.monotonic_ms()
                 decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not None:
-                    if not await self._handle_frame(frame):
+                    if self._authenticator is not None:
+                        if not self._authenticate(frame):
+                            return
+                        if self._authenticator is None:
+                            decoder.max_frame_bytes = self._listener.max_request_bytes
+                    elif not await self._handle_frame(frame):
                         return
         except ProtocolError as error:
             self._queue.put_nowait(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
@@ -315,6 +393,22 @@ class _Connection:
         except Exception as error:
             logger.exception("reading from connection %s failed", self._id)
             self._queue.put_nowait(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+
+    def _authenticate(self, frame: bytearray) -> bool:
+        """Hand one frame to the SASL authenticator; False when the connection must close."""
+        assert self._authenticator is not None
+        step = self._authenticator.handle_frame(bytes(frame))
+        if step.response is not None:
+            self._queue.put_nowait(_Answer(step.response))
+        if step.principal is not None:
+            self.principal = step.principal
+            self._authenticator = None
+            logger.debug("connection %s authenticated as %s", self._id, step.principal)
+        if step.close:
+            message = f"SASL authentication failed: {step.reason}"
+            self._queue.put_nowait(_Failure(CloseReason.AUTHENTICATION_FAILED, message))
+            return False
+        return True
 
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one request; False when the connection must stop reading."""
@@ -328,7 +422,9 @@ class _Connection:
                 _Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}")
             )
             return False
-        context = RequestContext(header, self._id, self._listener.listener_name, *self._client)
+        context = RequestContext(
+            header, self._id, self._listener.listener_name, *self._client, self.principal
+        )
         try:
             response = self._listener.dispatch(context, view[body_start:])
         except ProtocolError as error:
@@ -357,7 +453,18 @@ class _Connection:
             if isinstance(item, _Failure):
                 log = logger.debug if self.expiring else logger.warning
                 log("closing connection %s: %s", self._id, item.message)
+                if item.reason is CloseReason.AUTHENTICATION_FAILED:
+                    # KIP-306: the close waits connection.failed.authentication.delay.ms, so
+                    # the client reads the error first and a password guesser is slowed.
+                    await asyncio.sleep(self._listener.failed_authentication_delay_ms / 1000)
                 return item.reason
+            if isinstance(item, _Answer):
+                try:
+                    await self._send(item.response)
+                except (ConnectionError, OSError) as error:
+                    logger.debug("sending to %s failed: %s", self._id, error)
+                    return CloseReason.SEND_FAILED
+                continue
             assert isinstance(item, _Pending)
             reason = await self._complete(item)
             if reason is not None:

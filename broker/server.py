@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
-from collections.abc import Awaitable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pykraft.broker.acceptor import resolve_per_ip_overrides
 from pykraft.broker.alter_partition import AlterPartitionManager
@@ -62,10 +63,16 @@ from pykraft.broker.partition import PartitionRole
 from pykraft.broker.producer_ids import ProducerIdManager
 from pykraft.broker.purgatory import DeadlineTimer
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.sasl_authentication import (
+    inter_broker_client_security,
+    listener_authentication,
+)
+from pykraft.broker.sasl_mechanisms import ScramCredentialSource, StaticScramCredentials
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
 from pykraft.metadata.auth.tls_context import client_context
+from pykraft.metadata.auth.tls_settings import TlsSettingsError
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
@@ -74,6 +81,8 @@ from pykraft.storage.clock import Clock
 from pykraft.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Bounds (STYLE.md §7).
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
@@ -108,8 +117,12 @@ class BrokerServer:
         cluster_id: str,
         clock: Clock,
         controlled_shutdown_timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S,
+        scram_credentials: ScramCredentialSource | None = None,
     ) -> None:
         self.config = config
+        # SASL/SCRAM users beyond each listener's bootstrap users (broker.sasl_authentication);
+        # the metadata image's KIP-554 credentials go here once it carries them.
+        self.scram_credentials = scram_credentials or StaticScramCredentials({})
         self.cluster_id = cluster_id
         # The process's one clock (built by pykraft.broker_cmd): monotonic time for deadlines,
         # wall time for what is dated (logs, records, offset commits).
@@ -335,6 +348,9 @@ class BrokerServer:
             fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
             fetch_backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
+            client_security=_security_or_startup_error(
+                lambda: inter_broker_client_security(config)
+            ),
         )
 
     def _open_logs(self, now_ms: int) -> LogManager:
@@ -379,6 +395,14 @@ class BrokerServer:
                 quotas=quotas,
                 connections_max_idle_ms=config.connections_max_idle_ms,
                 listen_backlog=config.socket_listen_backlog_size,
+                authentication=_security_or_startup_error(
+                    functools.partial(
+                        listener_authentication,
+                        config.listener_security[endpoint.listener_name],
+                        self.scram_credentials,
+                    )
+                ),
+                failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
                 monotonic_ms=self.clock.monotonic_ms,
             )
             try:
@@ -391,7 +415,10 @@ class BrokerServer:
             bound[endpoint.listener_name] = listener.port
         for listener in self.listeners:
             listener.set_peers(self.listeners)
-        return tuple(_advertised(e, bound) for e in self.config.advertised_listeners)
+        return tuple(
+            _advertised(e, bound, int(config.listener_security[e.listener_name].security_protocol))
+            for e in self.config.advertised_listeners
+        )
 
     def _dispatch(
         self, context: RequestContext, body: memoryview
@@ -528,10 +555,25 @@ class BrokerServer:
             step.cancel()
 
 
-def _advertised(endpoint: Endpoint, bound: dict[str, int]) -> BrokerEndpoint:
+def _security_or_startup_error(build: Callable[[], T]) -> T:
+    """Key material is read at start-up: a file that is missing or does not decrypt stops the
+    broker with the property named (``TlsSettingsError``)."""
+    try:
+        return build()
+    except TlsSettingsError as error:
+        raise BrokerStartupError(str(error)) from None
+
+
+def _advertised(
+    endpoint: Endpoint, bound: dict[str, int], security_protocol: int
+) -> BrokerEndpoint:
+    """An advertised listener as registered, with Kafka's security protocol id."""
     port = endpoint.port or bound.get(endpoint.listener_name, 0)
     return BrokerEndpoint(
-        name=endpoint.listener_name, host=endpoint.host, port=port, security_protocol=0
+        name=endpoint.listener_name,
+        host=endpoint.host,
+        port=port,
+        security_protocol=security_protocol,
     )
 
 

@@ -6,6 +6,8 @@ import uuid
 
 import attrs
 
+from pykraft.fetcher.leader_endpoint import ClientSecurity
+
 
 class FetcherConfigError(ValueError):
     """A ``replica.*`` setting a fetcher cannot work with."""
@@ -23,6 +25,8 @@ class FetcherConfig:
     fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
     fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    # TLS and SASL towards the leaders' inter.broker.listener.name (issue 11).
+    client_security: ClientSecurity = attrs.field(factory=ClientSecurity)
 
     def __attrs_post_init__(self) -> None:
         checks = [

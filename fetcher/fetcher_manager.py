@@ -129,6 +129,7 @@ class ReplicaFetcherManager:
             replica_id=self.config.replica_id,
             client_id=f"broker-{self.config.replica_id}-fetcher-{fetcher}",
             socket_timeout_ms=self.config.socket_timeout_ms,
+            security=self.config.client_security,
         )
         return KafkaLeaderEndpoint(
             leader_id,

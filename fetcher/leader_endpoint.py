@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
+import ssl
 from collections.abc import Callable, Mapping
 from typing import NoReturn, Protocol, TypeVar
 
@@ -48,6 +50,7 @@ from pykraft.fetcher.leader_codecs import (
 from pykraft.fetcher.responses import LeaderOffsets
 from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_response, request_class
 from pykraft.protocol.errors import Errors, FrameError, ProtocolError
 from pykraft.protocol.fetch import PartitionData
 from pykraft.protocol.framing import (
@@ -62,6 +65,7 @@ from pykraft.protocol.headers import (
     request_header_version,
     response_header_version,
 )
+from pykraft.protocol.sasl_client import SaslClient, SaslClientCredentials, SaslClientError
 from pykraft.protocol.wire import INT32
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -89,7 +93,15 @@ API_VERSIONS_VERSION = 3
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # What can go wrong on the wire; anything else is a bug and propagates.
-_CONNECTION_ERRORS = (OSError, EOFError, asyncio.TimeoutError, ProtocolError, ValueError)
+_CONNECTION_ERRORS = (
+    OSError, EOFError, asyncio.TimeoutError, ProtocolError, ValueError, SaslClientError
+)  # fmt: skip
+# SaslHandshake v1 then SaslAuthenticate v2 (KIP-152, KIP-368), as Kafka's clients send them.
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_VERSION = 2
+# PLAIN needs one token, SCRAM two; a leader asking for more is not following the mechanism.
+SASL_ROUNDS_MAX = 4
+SCRAM_NONCE_BYTES = 18
 
 
 class LeaderEndpointError(Exception):
@@ -126,11 +138,22 @@ class LeaderEndpoint(Protocol):
 
 
 @attrs.frozen
+class ClientSecurity:
+    """How this broker connects to the inter-broker listener (``inter.broker.listener.name``):
+    TLS with the listener's trust store (and key store: the client certificate), and/or SASL
+    with ``sasl.mechanism.inter.broker.protocol`` and the broker's own credentials."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl: SaslClientCredentials | None = None
+
+
+@attrs.frozen
 class EndpointSettings:
     replica_id: int
     client_id: str
     socket_timeout_ms: int = REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
     max_response_bytes: int = MAX_RESPONSE_BYTES_DEFAULT
+    security: ClientSecurity = attrs.field(factory=ClientSecurity)
 
 
 class KafkaLeaderEndpoint:
@@ -258,13 +281,23 @@ class KafkaLeaderEndpoint:
                 f"{self._failures} failure(s)"
             )
         timeout_s = self.settings.socket_timeout_ms / 1000
+        security = self.settings.security
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout_s
+                asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=security.ssl_context,
+                    server_hostname=self.host if security.ssl_context else None,
+                ),
+                timeout_s,
             )
         except BaseException as error:
             self._fail(error, "connect")
-        self._features = await self._negotiate()
+        features = await self._negotiate()
+        if security.sasl is not None:
+            await self._authenticate(security.sasl)
+        self._features = features
         logger.info("%s: connected, %s", self, self._features)
         return self._features
 
@@ -287,6 +320,56 @@ class KafkaLeaderEndpoint:
             if error != Errors.UNSUPPORTED_VERSION:
                 break
         self._fail(LeaderEndpointError(f"ApiVersions answered error {error}"), "connect")
+
+    async def _authenticate(self, credentials: SaslClientCredentials) -> None:
+        """SaslHandshake, then SaslAuthenticate until the mechanism completes (Kafka's
+        ``SaslClientAuthenticator``); any refusal fails the connection."""
+        handshake = request_class(ApiKey.SASL_HANDSHAKE)(
+            version=SASL_HANDSHAKE_VERSION, mechanism=credentials.mechanism
+        )
+        body = await self._send_or_fail(
+            ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, bytes(handshake.encode(version=1))
+        )
+        answer = self._decoded(
+            lambda: decode_response(ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, body)
+        )
+        if answer.error_code != Errors.NONE:
+            self._fail(
+                LeaderEndpointError(
+                    f"SaslHandshake {credentials.mechanism}: error "
+                    f"{Errors(answer.error_code).name}, enabled mechanisms {answer.mechanisms}"
+                ),
+                "SASL",
+            )
+        client = SaslClient(credentials, secrets.token_urlsafe(SCRAM_NONCE_BYTES))
+        token = self._sasl_token(client, None)
+        for _ in range(SASL_ROUNDS_MAX):
+            if token is None:
+                return
+            token = self._sasl_token(client, await self._sasl_round_trip(token))
+        self._fail(LeaderEndpointError(f"more than {SASL_ROUNDS_MAX} SASL rounds"), "SASL")
+
+    def _sasl_token(self, client: SaslClient, challenge: bytes | None) -> bytes | None:
+        try:
+            return client.next_token(challenge)
+        except SaslClientError as error:
+            self._fail(error, "SASL")
+
+    async def _sasl_round_trip(self, token: bytes) -> bytes:
+        version = SASL_AUTHENTICATE_VERSION
+        request = request_class(ApiKey.SASL_AUTHENTICATE)(version=version, auth_bytes=token)
+        body = await self._send_or_fail(
+            ApiKey.SASL_AUTHENTICATE, version, bytes(request.encode(version=version))
+        )
+        answer = self._decoded(lambda: decode_response(ApiKey.SASL_AUTHENTICATE, version, body))
+        if answer.error_code != Errors.NONE:
+            self._fail(
+                LeaderEndpointError(
+                    f"SaslAuthenticate: {Errors(answer.error_code).name}: {answer.error_message}"
+                ),
+                "SASL",
+            )
+        return bytes(answer.auth_bytes)
 
     async def _send_or_fail(self, api_key: ApiKey, version: int, body: bytes) -> memoryview:
         timeout_s = self.settings.socket_timeout_ms / 1000

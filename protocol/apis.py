@@ -94,6 +94,12 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from pykraft.protocol import unsupported
 from pykraft.protocol.api_keys import ApiKey
@@ -141,6 +147,11 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_CONFIGS, 1, 4),
     (ApiKey.CREATE_PARTITIONS, 0, 3),
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    # SaslHandshake v0 is followed by raw SASL tokens without Kafka headers (before KIP-152);
+    # broker.sasl_server serves both. Answered by the SASL authenticator before
+    # authentication, and with ILLEGAL_SASL_STATE after it (KafkaApis).
+    (ApiKey.SASL_HANDSHAKE, 0, 1),
+    (ApiKey.SASL_AUTHENTICATE, 0, 2),
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -195,6 +206,8 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
         ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
         ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+        ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+        ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     }
 )
 

@@ -52,6 +52,10 @@ PURE_CORES = [
     # metadata/auth/tls_context.py is the shell that loads key files into an SSLContext.
     "metadata/auth/principal.py",
     "metadata/auth/tls_settings.py",
+    "metadata/auth/acl.py",
+    "metadata/auth/authorizer.py",
+    "metadata/auth/images.py",
+    "metadata/auth/scram.py",
     "metadata/delta.py",
     "metadata/local_changes.py",
     # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
@@ -68,6 +72,9 @@ PURE_CORES = [
     "broker/connection_quotas.py",
     "broker/lifecycle.py",
     "broker/lifecycle_core.py",
+    "broker/sasl_config.py",
+    "broker/sasl_mechanisms.py",
+    "broker/sasl_server.py",
     "coordinator/group/state.py",
     "coordinator/group/rebalance.py",
     "coordinator/group/manager.py",

@@ -116,3 +116,40 @@ def make_tls_material(
         server=key_store("server.pem", "broker", server_sans),
         clients={name: key_store(f"{name}.pem", name, []) for name in clients},
     )
+
+
+PLAIN_USERS = {"alice": "alice-secret", "admin": "admin-secret"}
+SCRAM_USERS = {"bob": "bob-secret"}
+
+
+def _jaas(module: str, users: dict[str, str]) -> str:
+    options = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+    return f"org.apache.kafka.common.security.{module} required {options};"
+
+
+def secure_listener_properties(
+    material: TlsMaterial, kafka_port: int, sasl_port: int, ssl_port: int, sasl_ssl_port: int
+) -> dict[str, str]:
+    """Broker properties for four listeners: PLAINTEXT (kept for the suites' checks and the
+    inter-broker listener), SASL_PLAINTEXT and SASL_SSL with PLAIN and SCRAM-SHA-512, and SSL
+    requiring client certificates (mutual TLS)."""
+    properties = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{kafka_port},"
+        f"SASL_PLAINTEXT://127.0.0.1:{sasl_port},SSL://127.0.0.1:{ssl_port},"
+        f"SASL_SSL://127.0.0.1:{sasl_ssl_port}",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(material.server.path),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(material.ca_path),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/,DEFAULT",
+    }
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        properties[f"listener.name.{listener}.plain.sasl.jaas.config"] = _jaas(
+            "plain.PlainLoginModule", PLAIN_USERS
+        )
+        properties[f"listener.name.{listener}.scram-sha-512.sasl.jaas.config"] = _jaas(
+            "scram.ScramLoginModule", SCRAM_USERS
+        )
+    return properties

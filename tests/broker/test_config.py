@@ -149,7 +149,11 @@ def test_a_listener_on_port_zero_is_advertised_with_its_bound_port_later() -> No
         ({"connections.max.idle.ms": "0"}, "connections.max.idle.ms", "below the minimum 1"),
         ({"listeners": "127.0.0.1:9092"}, "listeners", "NAME://host:port"),
         ({"listeners": "PLAINTEXT://127.0.0.1:port"}, "listeners", "host:port"),
-        ({"listeners": "SSL://127.0.0.1:9093"}, "listeners", "only PLAINTEXT"),
+        (
+            {"listeners": "SSL://127.0.0.1:9093"},
+            "listener.name.ssl.ssl.keystore.location",
+            "needs a key store",
+        ),
         ({"listeners": "EXTERNAL://127.0.0.1:9093"}, "listeners", "no entry in"),
         (
             {"listeners": "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"},
@@ -192,3 +196,114 @@ def test_missing_required_properties() -> None:
 def test_a_token_allows_a_non_loopback_http_listener() -> None:
     c = config(**{"http.listener": "0.0.0.0:8092", "http.bearer.token": "s3cret"})
     assert c.http_bearer_token == "s3cret"
+
+
+# --- listener security (listener.security.protocol.map, listener.name.<l>.*) ---
+
+JAAS_PLAIN = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+    'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+)
+
+
+def test_several_listeners_each_with_its_security() -> None:
+    c = BrokerConfig.from_properties(
+        {
+            **BASE,
+            "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093,"
+            "SSL://127.0.0.1:9094",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS_PLAIN,
+            "listener.name.ssl.ssl.keystore.location": "/etc/broker.pem",
+            "listener.name.ssl.ssl.client.auth": "required",
+        }
+    )
+    security = c.listener_security
+    assert [
+        security[name].security_protocol.name for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL")
+    ] == [
+        "PLAINTEXT",
+        "SASL_PLAINTEXT",
+        "SSL",
+    ]
+    sasl = security["SASL_PLAINTEXT"]
+    assert sasl.sasl_mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert set(sasl.plain_users.digests) == {"admin", "alice"}
+    assert "admin-secret" not in repr(sasl) and "admin-secret" not in repr(c)
+    tls = security["SSL"].tls
+    assert tls is not None and tls.client_auth.value == "required"
+    assert c.inter_broker_sasl_mechanism is None
+
+
+def test_sasl_inter_broker_listener_uses_the_brokers_own_credentials() -> None:
+    c = BrokerConfig.from_properties(
+        {
+            **BASE,
+            "listeners": "INTERNAL://127.0.0.1:9093",
+            "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": JAAS_PLAIN,
+        }
+    )
+    assert c.inter_broker_sasl_mechanism == "PLAIN"
+    credentials = c.listener_security["INTERNAL"].client_credentials["PLAIN"]
+    assert (credentials.username, credentials.password) == ("admin", "admin-secret")
+
+
+SASL = "SASL_PLAINTEXT://127.0.0.1:9093"
+BAD_JAAS = 'PlainLoginModule required user_a="x"'
+
+
+@pytest.mark.parametrize(
+    ("values", "property_name", "fragment"),
+    [
+        ({"listeners": SASL}, "sasl.enabled.mechanisms", "GSSAPI"),
+        ({"listeners": SASL, "sasl.enabled.mechanisms": "PLAIN"},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "missing"),
+        ({"listeners": SASL, "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config": BAD_JAAS},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "ends with ';'"),
+        ({"listeners": SASL, "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config": "nonsense"},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "LoginModule"),
+        ({"listeners": SASL, "sasl.enabled.mechanisms": "SCRAM-SHA-1"},
+         "sasl.enabled.mechanisms", "SCRAM-SHA-1"),
+        ({"listeners": SASL, "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+          "inter.broker.listener.name": "SASL_PLAINTEXT"},
+         "sasl.mechanism.inter.broker.protocol", "GSSAPI must be included"),
+        ({"listeners": SASL, "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+          "inter.broker.listener.name": "SASL_PLAINTEXT",
+          "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config", "username and password"),
+        ({"listeners": "X://127.0.0.1:9093", "listener.security.protocol.map": "X:TLS"},
+         "listener.security.protocol.map", "maps to TLS"),
+        ({"listeners": "SSL://127.0.0.1:9093", "ssl.keystore.location": "/k.pem",
+          "listener.name.ssl.ssl.client.auth": "sometimes"},
+         "listener.name.ssl.ssl.client.auth", "sometimes"),
+    ],
+)  # fmt: skip
+def test_listener_security_errors_name_the_property(
+    values: dict[str, str], property_name: str, fragment: str
+) -> None:
+    check_error(values, property_name, fragment)
+
+
+def test_sasl_ssl_honours_only_the_listener_prefixed_client_auth() -> None:
+    # KIP-684: broker-wide ssl.client.auth does not apply to SASL_SSL listeners.
+    base = {
+        **BASE,
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9093,SSL://127.0.0.1:9094",
+        "ssl.keystore.location": "/etc/broker.pem",
+        "ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    c = BrokerConfig.from_properties(base)
+    tls = {name: c.listener_security[name].tls for name in ("SASL_SSL", "SSL")}
+    assert [t.client_auth.value for t in tls.values() if t] == ["none", "required"]
+    prefixed = BrokerConfig.from_properties(
+        {**base, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
+    )
+    sasl_ssl = prefixed.listener_security["SASL_SSL"].tls
+    assert sasl_ssl is not None and sasl_ssl.client_auth.value == "requested"

@@ -60,6 +60,8 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
     apis.register_all(broker_handlers(services(cluster)))
     assert apis.registered == {
         ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
         ApiKey.PRODUCE,
         ApiKey.FETCH,
         ApiKey.LIST_OFFSETS,

@@ -16,9 +16,14 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from pykraft.broker.kafka_apis import KafkaApis, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.protocol.api_keys import ApiKey
-from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
 from pykraft.protocol.errors import Errors, MalformedRequestError, UnsupportedRequestError
-from pykraft.protocol.headers import RequestHeader, request_header_version
+from pykraft.protocol.headers import (
+    RequestHeader,
+    parse_response_header,
+    request_header_version,
+    response_header_version,
+)
 from pykraft.protocol.segments import Segments
 from tests.broker.wire_client import api_versions_body, decode_api_versions
 
@@ -235,7 +240,13 @@ def test_registration_rules() -> None:
         return b""
 
     apis.register_all({ApiKey.METADATA: handler, ApiKey.FETCH: handler})
-    assert apis.registered == {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.FETCH}
+    assert apis.registered == {
+        ApiKey.API_VERSIONS,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.METADATA,
+        ApiKey.FETCH,
+    }
     with pytest.raises(ValueError, match="already has a handler"):
         apis.register(ApiKey.METADATA, handler)
     with pytest.raises(ValueError, match="not in the ApiVersions table"):
@@ -258,3 +269,23 @@ def test_kafka_python_handler_decodes_and_encodes_at_the_request_version() -> No
     assert requests[0].topics is None
     response = MetadataResponse.decode(frame[4:], version=4)
     assert (response.brokers, response.topics) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "fields"),
+    [
+        (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}),
+        (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0a\0b"}),
+    ],
+)
+def test_sasl_after_authentication_is_illegal_sasl_state(
+    api_key: ApiKey, version: int, fields: dict[str, object]
+) -> None:
+    # KafkaApis.handleSaslHandshakeRequest / handleSaslAuthenticateRequest.
+    body = bytes(request_class(api_key)(version=version, **fields).encode(version=version))
+    answer = dispatch(KafkaApis(), api_key, version, body)
+    assert answer is not None
+    data = answer.to_bytes(lambda _: b"")[4:]
+    _, body_start = parse_response_header(data, response_header_version(api_key, version))
+    response = decode_response(api_key, version, memoryview(data)[body_start:])
+    assert response.error_code == Errors.ILLEGAL_SASL_STATE

@@ -21,7 +21,17 @@ from pykraft.broker.acceptor import resolve_per_ip_overrides
 from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
-from pykraft.broker.network import SENDFILE_MIN_BYTES, KafkaListener, RequestContext
+from pykraft.broker.network import (
+    SENDFILE_MIN_BYTES,
+    KafkaListener,
+    ListenerAuthentication,
+    RequestContext,
+)
+from pykraft.broker.sasl_mechanisms import PLAIN, PlainServer, PlainUsers
+from pykraft.broker.sasl_server import SaslAuthenticator
+from pykraft.metadata.auth.principal import ANONYMOUS, user
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import request_class
 from pykraft.protocol.errors import MalformedRequestError, UnsupportedRequestError
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.segments import Segments
@@ -523,3 +533,79 @@ def test_per_ip_overrides_are_keyed_by_address_with_host_names_resolved() -> Non
     assert resolved["127.0.0.1"] == 7
     assert resolved["::1"] == 3  # normalised; written after localhost, so it wins
     assert resolved["10.0.0.1"] == 0
+
+
+def recording_dispatch() -> tuple[list[RequestContext], Dispatch]:
+    """A dispatch that echoes and remembers every context it was given."""
+    seen: list[RequestContext] = []
+
+    def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+        seen.append(context)
+        return asyncio.sleep(0, echo_response(context, body))
+
+    return seen, dispatch
+
+
+def sasl_listener_options() -> dict[str, Any]:
+    users = PlainUsers.from_passwords({"alice": "alice-secret"})
+
+    def authenticator() -> SaslAuthenticator:
+        return SaslAuthenticator({PLAIN: lambda: PlainServer(users)})
+
+    return {
+        "authentication": ListenerAuthentication(new_sasl_authenticator=authenticator),
+        "failed_authentication_delay_ms": 0,
+    }
+
+
+def sasl_frames(password: bytes) -> bytes:
+    handshake = request_class(ApiKey.SASL_HANDSHAKE)(version=1, mechanism="PLAIN")
+    authenticate = request_class(ApiKey.SASL_AUTHENTICATE)(
+        version=2, auth_bytes=b"\0alice\0" + password
+    )
+    return request_frame(
+        ApiKey.SASL_HANDSHAKE, 1, 1, bytes(handshake.encode(version=1))
+    ) + request_frame(ApiKey.SASL_AUTHENTICATE, 2, 2, bytes(authenticate.encode(version=2)))
+
+
+def test_sasl_principal_reaches_the_handlers() -> None:
+    async def scenario() -> None:
+        seen, dispatch = recording_dispatch()
+        harness = Harness(dispatch, **sasl_listener_options())
+        reader, writer = await harness.connect()
+        writer.write(sasl_frames(b"alice-secret") + request_frame(METADATA, 0, 3))
+        frames = [await read_frame(reader) for _ in range(3)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2, 3]
+        # Only the request after authentication was dispatched, with alice as its principal.
+        assert [(c.header.correlation_id, c.principal) for c in seen] == [(3, user("alice"))]
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_sasl_failure_closes_before_any_request_is_dispatched() -> None:
+    async def scenario() -> None:
+        seen, dispatch = recording_dispatch()
+        harness = Harness(dispatch, **sasl_listener_options())
+        reader, writer = await harness.connect()
+        writer.write(sasl_frames(b"wrong") + request_frame(METADATA, 0, 3))
+        frames = [await read_frame(reader) for _ in range(3)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2]  # then end of stream
+        assert frames[2] is None and seen == []
+        await until(lambda: harness.closed(CloseReason.AUTHENTICATION_FAILED) == 1)
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_plaintext_requests_are_anonymous() -> None:
+    async def scenario() -> None:
+        seen, dispatch = recording_dispatch()
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(METADATA, 0, 1))
+        assert await read_frame(reader) is not None
+        assert [c.principal for c in seen] == [ANONYMOUS]
+        await harness.listener.close()
+
+    run(scenario)

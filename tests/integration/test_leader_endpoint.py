@@ -286,7 +286,7 @@ async def api_versions_only(api_key: int, version: int, correlation_id: int) -> 
 
 
 def endpoint_to(
-    port: int, clock: Callable[[], int] = CLOCK.monotonic_ms, **settings: int
+    port: int, clock: Callable[[], int] = CLOCK.monotonic_ms, **settings: Any
 ) -> KafkaLeaderEndpoint:
     return KafkaLeaderEndpoint(
         LEADER,

@@ -1,0 +1,73 @@
+"""Real brokers with secure listeners for the hostile and client suites: one controller, and
+brokers with PLAINTEXT, SASL_PLAINTEXT, SSL (client certificates required) and SASL_SSL
+listeners over a throwaway CA (``tests.tls_material``). Processes are stopped by the
+integration fixtures (``cluster_factory``, ``brokers``), also when a test fails."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaAdminClient
+
+from pykraft.dev import pick_free_ports as free_ports
+from tests.hostile.conftest import SingleBroker
+from tests.integration.conftest import Cluster
+from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
+from tests.tls_material import TlsMaterial, make_tls_material, secure_listener_properties
+
+
+class SecureBroker(SingleBroker):
+    def __init__(
+        self, cluster: Cluster, broker: BrokerProcess, root: Path, material: TlsMaterial,
+        ports: tuple[int, int, int],
+    ) -> None:  # fmt: skip
+        super().__init__(cluster, broker, root)
+        self.material = material
+        self.sasl_port, self.ssl_port, self.sasl_ssl_port = ports
+
+    def client_tls(self, with_certificate: bool = True) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.material.ca_path))
+        if with_certificate:
+            context.load_cert_chain(str(self.material.clients["alice"].path))
+        return context
+
+    def assert_still_serves_sasl(self) -> None:
+        """The plain listener serves (SingleBroker's check) and a PLAIN login still works."""
+        self.assert_still_serves()
+        admin = KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{self.sasl_port}", security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN", sasl_plain_username="alice",
+            sasl_plain_password="alice-secret", request_timeout_ms=10_000,
+        )  # fmt: skip
+        try:
+            assert isinstance(admin.list_topics(), list)
+        finally:
+            admin.close()
+
+
+def start_secure_brokers(
+    cluster_factory: Any,
+    brokers: list[BrokerProcess],
+    root: Path,
+    count: int = 1,
+    extra: dict[str, str] | None = None,
+) -> list[SecureBroker]:
+    material = make_tls_material(root)
+    cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
+    cluster.wait_for_leader()
+    started = []
+    for index in range(count):
+        broker = BrokerProcess(root, 10 + index, cluster.controllers[0].url)
+        sasl, tls, sasl_tls = free_ports(3)
+        properties = secure_listener_properties(material, broker.kafka_port, sasl, tls, sasl_tls)
+        properties.update(extra or {})
+        with broker.config_path.open("a") as config:
+            config.writelines(f"{key}={value}\n" for key, value in properties.items())
+        brokers.append(broker)
+        broker.start()
+        started.append(SecureBroker(cluster, broker, root, material, (sasl, tls, sasl_tls)))
+    for secure in started:
+        secure.broker.wait_running()
+    return started
