@@ -10,6 +10,8 @@ A request travels through it in this order (the broker's network layer drives it
   through ``apis.decode_request`` / ``apis.encode_response`` (kafka-python's generated classes);
 * ``framing.frame_response`` puts size and response header in front of the body ``Segments``.
 
-``fetch_client`` is the replica fetcher's side of Fetch. Every decoding failure is a
+``fetch_client`` is the client side of the hand-written Fetch codec (its inverse, so the codec
+round-trips on its own in tests); the replica fetcher still speaks Fetch through kafka-python
+(``fetcher/leader_codecs.py``). Every decoding failure is a
 ``errors.ProtocolError``: the connection it came from is closed, nothing else is affected.
 """
