@@ -37,6 +37,7 @@ the broker's key store is its client certificate, the trust store checks the con
 
 from __future__ import annotations
 
+import base64
 import logging
 import ssl
 from collections.abc import Callable, Mapping, Sequence
@@ -161,7 +162,9 @@ class ControllerClient:
         if basic_auth is not None:
             # An operator's HTTP Basic over TLS (quorum/auth_basic.py); never logged.
             assert ssl_context is not None, "Basic credentials are sent over TLS only"
-            self._headers = {"Authorization": aiohttp.BasicAuth(*basic_auth).encode()}
+            user, password = basic_auth
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            self._headers = {"Authorization": f"Basic {token}"}  # RFC 7617
         self._leader_url: str | None = None
         self._next_index = 0
         self._session: aiohttp.ClientSession | None = None

@@ -7,7 +7,8 @@ take an admin client's properties file, and ``pykraft dev --secure`` writes one
 take a TLS client certificate or HTTP Basic over TLS, so:
 
 * ``security.protocol`` PLAINTEXT (the default): http, anonymous;
-* ``SSL``: https, trusting ``ssl.truststore.*`` (PEM, KIP-651), presenting
+* ``SSL``: https, trusting ``ssl.truststore.*`` (PEM, KIP-651; or librdkafka's
+  ``ssl.ca.location``), presenting
   ``ssl.keystore.*`` when given (mutual TLS);
 * ``SASL_SSL``: https as above, and the SASL user's name and password (``sasl.jaas.config``'s
   ``username``/``password``, or librdkafka's ``sasl.username``/``sasl.password``) sent as HTTP
@@ -68,6 +69,11 @@ def connection_of(values: Mapping[str, str], source: str) -> ControllerConnectio
             f"{source}: security.protocol=SASL_PLAINTEXT would send the password in clear; "
             "the controllers take credentials over TLS only (SASL_SSL or SSL)"
         )
+    if "ssl.ca.location" in values and "ssl.truststore.location" not in values:
+        # librdkafka's name for a PEM trust store (its properties file works here too).
+        values = {**values, "ssl.truststore.type": "PEM"} | {
+            "ssl.truststore.location": values["ssl.ca.location"]
+        }
     try:
         context = client_context(parse_tls_settings(values))
     except TlsSettingsError as error:
