@@ -36,7 +36,6 @@ import os
 import secrets
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import threading
@@ -49,7 +48,6 @@ import attrs
 
 from pykraft import dev_secure
 from pykraft.broker.controller_api import ControllerError
-from pykraft.broker.controller_client import ControllerClient
 from pykraft.broker_cmd import new_cluster_id
 from pykraft.certs import write_private
 
@@ -285,14 +283,9 @@ class DevCluster:
 
     def _prepare_secure(self, now: datetime.datetime) -> None:
         password = ensure_secret_file(self.data_dir / "admin.password", dev_secure.new_password)
-        names = (
-            dev_secure.ADMIN_USER,
-            *(c.name for c in self.layout.controllers),
-            *(b.name for b in self.layout.brokers),
-        )
-        self.material = dev_secure.prepare_material(self.data_dir, names, password, now)
-        self.client_files = dev_secure.write_client_files(
-            self.material, self.data_dir, self.layout.bootstrap_servers
+        names = (*(c.name for c in self.layout.controllers), *(b.name for b in self.layout.brokers))
+        self.material, self.client_files = dev_secure.prepare(
+            self.data_dir, names, password, self.layout.bootstrap_servers, now
         )
 
     def config_path(self, node: Node) -> Path:
@@ -388,7 +381,11 @@ class DevCluster:
         return {
             "state": state,
             "cluster_id": self.cluster_id,
-            **({"security": self.describe_security()} if self.material else {}),
+            **(
+                {"security": dev_secure.describe(self.material, self.data_dir, self.client_files)}
+                if self.material
+                else {}
+            ),
             "dev_pid": os.getpid(),
             "bootstrap_servers": self.layout.bootstrap_servers,
             "admin_url": self.layout.admin_url,
@@ -397,37 +394,6 @@ class DevCluster:
             "controllers": [entry(c) for c in self.layout.controllers],
             "brokers": [entry(b) for b in self.layout.brokers],
         }
-
-    def describe_security(self) -> dict[str, Any]:
-        """How to reach the --secure cluster: protocols, the CA, the admin's files (paths only:
-        the password stays in its 0600 files)."""
-        assert self.material is not None
-        return {
-            "security_protocol": "SASL_SSL",
-            "sasl_mechanisms": [m.mechanism_name for m in dev_secure.SCRAM_MECHANISMS],
-            "admin_user": dev_secure.ADMIN_USER,
-            "admin_password_file": str(self.data_dir / "admin.password"),
-            "ssl_ca_location": str(self.material.ca_path),
-            "admin_key_store": str(self.material.key_store(dev_secure.ADMIN_USER)),
-            **{name: str(path) for name, path in self.client_files.items()},
-        }
-
-    async def write_admin_credentials(self, deadline_s: float) -> None:
-        """The admin's SCRAM credentials, written through the controllers with the admin's
-        certificate (the admin is a super user; Basic needs these very credentials)."""
-        assert self.material is not None
-        context = ssl.create_default_context(cafile=str(self.material.ca_path))
-        context.load_cert_chain(str(self.material.key_store(dev_secure.ADMIN_USER)))
-        urls = [c.http_url for c in self.layout.controllers]
-        async with ControllerClient(urls, deadline_s=deadline_s, ssl_context=context) as client:
-            for request in dev_secure.admin_credentials_requests(self.material.admin_password):
-                response = await client.alter_user_scram_credentials(request)
-                failed = [r.error for r in response.results if not r.error.is_success()]
-                if failed:
-                    raise DevClusterError(
-                        f"writing the admin's SCRAM credentials: {failed[0].error.name} "
-                        f"{failed[0].message}"
-                    )
 
     def write_cluster_json(self, state: str) -> Path:
         path = self.data_dir / "cluster.json"
@@ -561,8 +527,11 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
     try:
         cluster.wait_until_ready(args.startup_timeout, stop)
         if cluster.material is not None:
-            asyncio.run(cluster.write_admin_credentials(args.startup_timeout))
-    except ControllerError as error:
+            urls = [c.http_url for c in cluster.layout.controllers]
+            asyncio.run(
+                dev_secure.write_admin_credentials(cluster.material, urls, args.startup_timeout)
+            )
+    except (ControllerError, dev_secure.DevSecureError) as error:
         print(f"pykraft dev: writing the admin's SCRAM credentials: {error}", file=sys.stderr)
         return 1
     except DevClusterError as error:
@@ -577,16 +546,7 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
         flush=True,
     )
     if cluster.material is not None:
-        files = cluster.client_files
-        print(
-            f"security: SASL_SSL with SCRAM-SHA-256/512, ACLs on; user "
-            f"{dev_secure.ADMIN_USER} (password in {cluster.data_dir / 'admin.password'})\n"
-            f"client properties: {files['client_properties']} (Java clients; "
-            f"pykraft topics/acls/user-scram --command-config)\n"
-            f"librdkafka properties: {files['librdkafka_properties']} "
-            f"(e.g. kcat -F {files['librdkafka_properties']} -L)",
-            flush=True,
-        )
+        print(dev_secure.startup_text(cluster.data_dir, cluster.client_files), flush=True)
     if args.exit_after_ready:
         return 0
     print("Press Ctrl-C to stop.", flush=True)

@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import datetime
 import secrets
-from collections.abc import Mapping
+import ssl
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
+from pykraft.broker.controller_client import ControllerClient
 from pykraft.certs import LOCAL_SANS, CertificateAuthority, write_private
 from pykraft.metadata.api.security import AlterUserScramCredentialsRequest, upsertion_from_password
 from pykraft.metadata.auth.scram import ScramMechanism
@@ -54,6 +57,10 @@ SALT_BYTES = 16
 # The throwaway CA outlives a working day of restarts; dev material, not a production PKI.
 VALIDITY = datetime.timedelta(days=365)
 PASSWORD_BYTES = 24
+
+
+class DevSecureError(Exception):
+    """The admin's credentials could not be written; the message names the controller's error."""
 
 
 @attrs.frozen
@@ -220,3 +227,59 @@ def admin_credentials_requests(admin_password: str) -> list[AlterUserScramCreden
         )
         for mechanism in SCRAM_MECHANISMS
     ]
+
+
+async def write_admin_credentials(
+    material: SecureMaterial, controller_urls: Sequence[str], deadline_s: float
+) -> None:
+    """The admin's SCRAM credentials, written through the controllers with the admin's
+    certificate (the admin is a super user; HTTP Basic needs these very credentials)."""
+    context = ssl.create_default_context(cafile=str(material.ca_path))
+    context.load_cert_chain(str(material.key_store(ADMIN_USER)))
+    async with ControllerClient(
+        controller_urls, deadline_s=deadline_s, ssl_context=context
+    ) as client:
+        for request in admin_credentials_requests(material.admin_password):
+            response = await client.alter_user_scram_credentials(request)
+            for result in response.results:
+                if not result.error.is_success():
+                    raise DevSecureError(f"{result.error.name} {result.error.message or ''}")
+
+
+def prepare(
+    data_dir: Path,
+    node_names: tuple[str, ...],
+    admin_password: str,
+    bootstrap_servers: str,
+    now: datetime.datetime,
+) -> tuple[SecureMaterial, dict[str, Path]]:
+    """The material (CA, a key store per node and for the admin) and the client files."""
+    material = prepare_material(data_dir, (ADMIN_USER, *node_names), admin_password, now)
+    return material, write_client_files(material, data_dir, bootstrap_servers)
+
+
+def describe(material: SecureMaterial, data_dir: Path, client_files: dict[str, Path]) -> Any:
+    """``cluster.json``'s ``security``: how to reach the cluster (paths only: the password
+    stays in its 0600 files)."""
+    return {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanisms": [m.mechanism_name for m in SCRAM_MECHANISMS],
+        "admin_user": ADMIN_USER,
+        "admin_password_file": str(data_dir / "admin.password"),
+        "ssl_ca_location": str(material.ca_path),
+        "admin_key_store": str(material.key_store(ADMIN_USER)),
+        **{name: str(path) for name, path in client_files.items()},
+    }
+
+
+def startup_text(data_dir: Path, client_files: dict[str, Path]) -> str:
+    """What ``pykraft dev --secure`` prints once ready: where the settings are, not the
+    password."""
+    librdkafka = client_files["librdkafka_properties"]
+    return (
+        f"security: SASL_SSL with SCRAM-SHA-256/512, ACLs on; user {ADMIN_USER} "
+        f"(password in {data_dir / 'admin.password'})\n"
+        f"client properties: {client_files['client_properties']} (Java clients; "
+        "pykraft topics/acls/user-scram --command-config)\n"
+        f"librdkafka properties: {librdkafka} (e.g. kcat -F {librdkafka} -L)"
+    )
