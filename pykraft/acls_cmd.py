@@ -39,33 +39,10 @@ from pykraft.metadata.auth.acl import (
     PatternType,
     ResourceType,
 )
+from pykraft.metadata.auth.authorizer import SUPPORTED_OPERATIONS
 
 ACTIONS = ("add", "remove", "list")
 DEADLINE_S = 15.0
-# Kafka's AclEntry.supportedOperations (ALL is accepted everywhere).
-SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    ResourceType.TOPIC: (
-        AclOperation.READ,
-        AclOperation.WRITE,
-        AclOperation.CREATE,
-        AclOperation.DESCRIBE,
-        AclOperation.DELETE,
-        AclOperation.ALTER,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-    ),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (
-        AclOperation.CREATE,
-        AclOperation.CLUSTER_ACTION,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-        AclOperation.IDEMPOTENT_WRITE,
-        AclOperation.ALTER,
-        AclOperation.DESCRIBE,
-    ),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-}
 Resource = tuple[ResourceType, str]
 
 
@@ -189,7 +166,8 @@ def _check_args(args: argparse.Namespace) -> str:
 
 def _operations(args: argparse.Namespace, resource_type: ResourceType) -> list[AclOperation]:
     operations = [operation_of(text) for text in args.operation] or [AclOperation.ALL]
-    supported = (*SUPPORTED_OPERATIONS[resource_type], AclOperation.ALL)
+    # Kafka's AclEntry.supportedOperations (AclCommand.validateOperation), ALL everywhere.
+    supported = (*sorted(SUPPORTED_OPERATIONS[resource_type]), AclOperation.ALL)
     for operation in operations:
         if operation not in supported:
             names = ", ".join(operation_name(o) for o in supported)
@@ -300,12 +278,7 @@ async def _execute(
     out: Callable[[str], None],
     ask: Callable[[str], str],
 ) -> int:
-    async with ControllerClient(
-        urls,
-        deadline_s=DEADLINE_S,
-        ssl_context=connection.ssl_context,
-        basic_auth=connection.basic_auth,
-    ) as client:
+    async with connection.client(urls, DEADLINE_S) as client:
         if action == "add":
             await _add(client, args, out)
         elif action == "remove" and not await _remove(client, args, out, ask):
@@ -395,18 +368,3 @@ async def _list(
             found[(acl.resource_type, acl.resource_name, acl.pattern_type, entry_text(acl))] = acl
     for block in listing(found.values(), args.principal):
         out(block)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pykraft.acls_cmd ...`` (what ``pykraft acls`` runs)."""
-    parser = argparse.ArgumentParser(
-        prog="pykraft acls",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,11 +21,12 @@ The password is kept out of every repr and error message.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
+from pykraft.broker.controller_client import ControllerClient
 from pykraft.broker.sasl_config import SecurityConfigError, parse_jaas_config
 from pykraft.metadata.auth.tls_context import client_context
 from pykraft.metadata.auth.tls_settings import TlsSettingsError, parse_tls_settings
@@ -44,6 +45,11 @@ class ControllerConnection:
 
     ssl_context: ssl.SSLContext | None = None
     basic_auth: tuple[str, str] | None = attrs.field(default=None, repr=False)
+
+    def client(self, urls: Sequence[str], deadline_s: float) -> ControllerClient:
+        return ControllerClient(
+            urls, deadline_s=deadline_s, ssl_context=self.ssl_context, basic_auth=self.basic_auth
+        )
 
 
 def load_command_config(path: Path | None) -> ControllerConnection:

@@ -125,12 +125,7 @@ def _check_args(args: argparse.Namespace) -> str:
 async def _execute(action: str, args: argparse.Namespace, out: Callable[[str], None]) -> int:
     urls = [url for url in args.bootstrap_controller.split(",") if url.strip()]
     connection = load_command_config(getattr(args, "command_config", None))
-    async with ControllerClient(
-        urls,
-        deadline_s=DEADLINE_S,
-        ssl_context=connection.ssl_context,
-        basic_auth=connection.basic_auth,
-    ) as client:
+    async with connection.client(urls, DEADLINE_S) as client:
         if action == "create":
             await _create(client, args, out)
         elif action == "list":

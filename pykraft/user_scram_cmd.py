@@ -187,12 +187,7 @@ async def _execute(
     deletions: list[ScramMechanism],
     out: Callable[[str], None],
 ) -> int:
-    async with ControllerClient(
-        urls,
-        deadline_s=DEADLINE_S,
-        ssl_context=connection.ssl_context,
-        basic_auth=connection.basic_auth,
-    ) as client:
+    async with connection.client(urls, DEADLINE_S) as client:
         if args.describe:
             await _describe(client, args.entity_name, out)
             return 0
@@ -235,18 +230,3 @@ async def _describe(client: ControllerClient, users: list[str], out: Callable[[s
                 f"Error retrieving SCRAM credential configs for user-principal '{result.user}': "
                 f"{result.error.message or result.error.name}"
             )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pykraft.user_scram_cmd ...`` (what ``pykraft user-scram`` runs)."""
-    parser = argparse.ArgumentParser(
-        prog="pykraft user-scram",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

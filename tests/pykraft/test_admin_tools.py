@@ -130,7 +130,7 @@ def test_list_filters_by_pattern_type_match() -> None:
         ),
         (
             ("--add", "--allow-principal", "User:a", "--group", "g", "--operation", "Write"),
-            "ResourceType GROUP only supports operations Read, Describe, Delete, All",
+            "ResourceType GROUP only supports operations Read, Delete, Describe, All",
         ),
         (
             ("--add", "--allow-host", "1.2.3.4", "--deny-principal", "User:a", "--topic", "t"),
