@@ -278,7 +278,7 @@ class DevCluster:
                 **node_properties(node, self.layout, self.data_dir, self.cluster_id, self.material),
                 **self.overrides.get(node.role, {}),
             }
-            # 0600: with --secure a broker's file holds the admin's JAAS bootstrap password.
+            # 0600: a file may name secrets (ssl.key.password, a JAAS config) through overrides.
             write_private(self.config_path(node), "".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _prepare_secure(self, now: datetime.datetime) -> None:

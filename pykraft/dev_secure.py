@@ -22,9 +22,9 @@ admin, subjects ``CN=<name>``, mapped to ``User:<name>`` by ``ssl.principal.mapp
   and ``librdkafka.properties`` (confluent-kafka, ``kcat -F``), both 0600 as they hold the admin
   password.
 
-Until the brokers read SCRAM logins from the metadata image (issue 11, work-authz), the admin is
-also a bootstrap user of the SASL_SSL listener's JAAS config (Kafka's ``user_<name>``), so the
-broker property files are written 0600.
+The brokers check SCRAM logins against the metadata image's credentials
+(``broker/authorization_scram.py``), so no password is in any node's property file: the admin
+can sign in once its credentials are written, before ``pykraft dev`` reports the cluster ready.
 """
 
 from __future__ import annotations
@@ -129,11 +129,6 @@ def controller_properties(
     }
 
 
-def _scram_jaas(users: Mapping[str, str]) -> str:
-    options = " ".join(f'user_{name}="{password}"' for name, password in users.items())
-    return f"org.apache.kafka.common.security.scram.ScramLoginModule required {options};"
-
-
 def broker_properties(
     material: SecureMaterial,
     broker_id: int,
@@ -144,7 +139,7 @@ def broker_properties(
     """Kafka's properties for the two listeners, the controller client's TLS and the
     authorizer (``listener.name.<l>.*`` per KIP-684 for the client-auth of each listener)."""
     internal = INTER_BROKER_LISTENER.lower()
-    properties = {
+    return {
         "listeners": f"{INTER_BROKER_LISTENER}://127.0.0.1:{inter_broker_port},"
         f"{CLIENT_LISTENER}://127.0.0.1:{client_port}",
         "listener.security.protocol.map": f"{INTER_BROKER_LISTENER}:SSL,"
@@ -156,10 +151,6 @@ def broker_properties(
         "authorizer.class.name": AUTHORIZER_CLASS_NAME,
         "super.users": super_users(broker_ids),
     }
-    for mechanism in SCRAM_MECHANISMS:
-        key = f"listener.name.{CLIENT_LISTENER.lower()}.{mechanism.mechanism_name.lower()}"
-        properties[f"{key}.sasl.jaas.config"] = _scram_jaas({ADMIN_USER: material.admin_password})
-    return properties
 
 
 def client_properties(material: SecureMaterial, bootstrap_servers: str) -> str:

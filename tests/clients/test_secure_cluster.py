@@ -9,8 +9,9 @@
   grants it DESCRIBE on one topic: ``--list`` shows the ACL, and the controller's doors enforce
   it (over HTTP Basic the user sees that topic only and may not delete it), until
   ``--remove``;
-* that user producing and consuming with confluent-kafka and kcat waits for the brokers to read
-  SCRAM logins from the metadata image (work-authz): strict xfail until then.
+* that user, with WRITE, READ and DESCRIBE on a topic and READ on its group (``pykraft acls``),
+  produces and consumes with confluent-kafka and kcat: the brokers read SCRAM logins from the
+  metadata image.
 """
 
 from __future__ import annotations
@@ -35,11 +36,6 @@ pytestmark = pytest.mark.clients
 TIMEOUT_S = 30.0
 MESSAGES = 5
 ALICE_PASSWORD = "alice-secret"
-WAITS_FOR_IMAGE_LOGINS = pytest.mark.xfail(
-    strict=True,
-    raises=(AssertionError, KafkaException),
-    reason="brokers read SCRAM logins from the metadata image only with work-authz",
-)
 
 
 class SecureCluster(DevCluster):
@@ -247,7 +243,6 @@ def grant_alice(secure: SecureCluster, capsys: pytest.CaptureFixture[str], topic
     )  # fmt: skip
 
 
-@WAITS_FOR_IMAGE_LOGINS
 def test_confluent_kafka_as_a_user_made_with_user_scram(
     secure: SecureCluster, capsys: pytest.CaptureFixture[str], alice: Path
 ) -> None:
@@ -265,7 +260,6 @@ def test_confluent_kafka_as_a_user_made_with_user_scram(
     assert confluent_round_trip(config, topic) == values()
 
 
-@WAITS_FOR_IMAGE_LOGINS
 def test_kcat_as_a_user_made_with_user_scram(
     secure: SecureCluster, capsys: pytest.CaptureFixture[str], alice: Path, tmp_path: Path
 ) -> None:

@@ -92,8 +92,6 @@ def test_the_admin_password_is_only_in_0600_files(tmp_path: Path) -> None:
         tmp_path / "admin.password",
         tmp_path / "client.properties",
         tmp_path / "librdkafka.properties",
-        tmp_path / "config" / "broker-10.properties",  # the JAAS bootstrap user, until the
-        tmp_path / "config" / "broker-11.properties",  # brokers read the image's SCRAM users
     }
     assert all(mode(path) == 0o600 for path in holders)
     described = json.dumps(cluster.describe("running"))
