@@ -21,12 +21,14 @@ produce_mb_s_plaintext`` (1.0: TLS is free; 0.5: it halves throughput). Never ru
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -62,6 +64,17 @@ class SecureCluster(RunningCluster):
                 "super.users": dev_secure.super_users((broker.node_id,)) + ";User:ANONYMOUS",
             }
         }
+
+    def __enter__(self) -> Self:
+        super().__enter__()
+        try:  # what pykraft dev --secure does once the brokers run: the admin's credentials
+            assert self.dev.material is not None
+            urls = [c.http_url for c in self.dev.layout.controllers]
+            asyncio.run(dev_secure.write_admin_credentials(self.dev.material, urls, 30.0))
+        except BaseException:
+            self.dev.stop()
+            raise
+        return self
 
     def sasl_ssl_config(self) -> dict[str, str]:
         """The printed librdkafka file: bootstrap server, SASL_SSL, SCRAM-SHA-512, the CA."""
