@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -121,10 +122,17 @@ class Cluster(RunningCluster):
 # ------------------------------------------------------------------ produce and consume
 
 
-def produce(bootstrap_servers: str, topic: str, partitions: int, records: int) -> float:
-    """Seconds until every one of ``records`` 1 KiB records is acknowledged."""
+def produce(
+    bootstrap_servers: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    security: Mapping[str, str] | None = None,
+) -> float:
+    """Seconds until every one of ``records`` 1 KiB records is acknowledged; ``security``: the
+    listener's client settings (bench/secure_produce.py)."""
     producer = Producer({
-        "bootstrap.servers": bootstrap_servers, "batch.size": BATCH_BYTES,
+        **(security or {}), "bootstrap.servers": bootstrap_servers, "batch.size": BATCH_BYTES,
         "linger.ms": LINGER_MS, "acks": "all", "compression.type": "none",
         "queue.buffering.max.kbytes": 256 * KIB,
         # A Python callback per record would measure the interpreter; failures still report.

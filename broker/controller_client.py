@@ -37,6 +37,7 @@ the broker's key store is its client certificate, the trust store checks the con
 
 from __future__ import annotations
 
+import base64
 import logging
 import ssl
 from collections.abc import Callable, Mapping, Sequence
@@ -148,6 +149,7 @@ class ControllerClient:
         deadline_s: float = DEFAULT_DEADLINE_S,
         bearer_token: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        basic_auth: tuple[str, str] | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("at least one controller address is needed")
@@ -157,6 +159,12 @@ class ControllerClient:
         self.urls = [normalize_url(address, scheme) for address in bootstrap]
         self.deadline_s = deadline_s
         self._headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
+        if basic_auth is not None:
+            # An operator's HTTP Basic over TLS (quorum/auth_basic.py); never logged.
+            assert ssl_context is not None, "Basic credentials are sent over TLS only"
+            user, password = basic_auth
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            self._headers = {"Authorization": f"Basic {token}"}  # RFC 7617
         self._leader_url: str | None = None
         self._next_index = 0
         self._session: aiohttp.ClientSession | None = None

@@ -17,6 +17,14 @@ The typed views (``brokers``, ``topics``, ``partitions``, ``configs``) are rows 
 ``MetadataImage`` (the image a snapshot rebuilds). Column order is ``*_COLUMNS``; the Spark
 types are in ``export.spark_schemas``. Timestamps are milliseconds here; the Spark layer turns
 them into TIMESTAMP values. Pure: no pyspark, no I/O.
+
+SCRAM secrets are redacted: a ``UserScramCredentialRecord`` row keeps its user, mechanism and
+iteration count, but ``salt``, ``stored_key`` and ``server_key`` are empty. StoredKey and
+ServerKey are enough to impersonate the server and, with the salt, to mount an offline guess of
+the password; Kafka never shows them either (the metadata shell's ``ScramCredentialDataNode``
+prints ``[redacted]`` under ``MetadataNodeRedactionCriteria.Strict``, and
+DescribeUserScramCredentials answers only mechanism and iterations, KIP-554). Empty rather than
+null keeps the Spark columns' non-null binary type.
 """
 
 from __future__ import annotations
@@ -27,10 +35,18 @@ from typing import Any
 import attrs
 
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.records import RECORD_CLASSES, ConfigResourceType, MetadataRecord, NoOpRecord
+from pykraft.metadata.records import (
+    RECORD_CLASSES,
+    ConfigResourceType,
+    MetadataRecord,
+    NoOpRecord,
+    UserScramCredentialRecord,
+)
 
 SOURCE_SNAPSHOT = "snapshot"
 SOURCE_LOG = "log"
+# What a redacted SCRAM secret reads as in an export (see the module docstring).
+REDACTED_BYTES = b""
 
 
 def struct_column_name(cls: type[Any]) -> str:
@@ -119,7 +135,12 @@ class RecordPosition:
 
 
 def record_fields(record: MetadataRecord) -> tuple[Any, ...]:
-    """The record's fields in attrs order: a Spark struct value (arrays as lists)."""
+    """The record's fields in attrs order: a Spark struct value (arrays as lists); SCRAM
+    secrets redacted."""
+    if isinstance(record, UserScramCredentialRecord):
+        record = attrs.evolve(
+            record, salt=REDACTED_BYTES, stored_key=REDACTED_BYTES, server_key=REDACTED_BYTES
+        )
     return tuple(_struct_value(getattr(record, field.name)) for field in attrs.fields(type(record)))
 
 

@@ -20,6 +20,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dev": ("pykraft.dev", "run a local cluster of controller and broker processes"),
     "spark": ("pykraft.spark_cmd", "Spark jobs over snapshots and segment files"),
     "topics": ("pykraft.topics_cmd", "create, list, describe, alter and delete topics"),
+    "acls": ("pykraft.acls_cmd", "add, list and remove ACLs, like kafka-acls"),
+    "user-scram": (
+        "pykraft.user_scram_cmd",
+        "alter and describe SCRAM users, like kafka-configs --entity-type users",
+    ),
 }
 
 

@@ -3,10 +3,12 @@
     pykraft dev                                   # 3 controllers, 3 brokers, ports from 9092
     pykraft dev --controllers 1 --brokers 1       # the smallest cluster
     pykraft dev --data-dir /tmp/kraft --base-port 0 --exit-after-ready   # free ports; smoke test
+    pykraft dev --secure                          # TLS + SASL/SCRAM + ACLs (pykraft/dev_secure.py)
 
 Ports from ``--base-port`` B (0 picks free ports): broker Kafka listeners B..B+9, controller
-HTTP (the admin API) B+10.., controller Raft B+20.., broker HTTP B+30... Node ids: controllers
-1..C, brokers 10..10+N-1 (KRaft node ids are unique across roles).
+HTTP (the admin API) B+10.., controller Raft B+20.., broker HTTP B+30.., and with ``--secure``
+the brokers' inter-broker SSL listeners B+40... Node ids: controllers 1..C, brokers 10..10+N-1
+(KRaft node ids are unique across roles).
 
 The data directory holds one ``.properties`` file per process (``config/``), their data
 (``controller-1/``, ``broker-10/``), their logs (``logs/``), the cluster's quorum password
@@ -27,6 +29,8 @@ controllers. Child processes run in their own session so a terminal's Ctrl-C rea
 from __future__ import annotations
 
 import argparse
+import asyncio
+import datetime
 import json
 import os
 import secrets
@@ -42,7 +46,10 @@ from typing import Any
 
 import attrs
 
+from pykraft import dev_secure
+from pykraft.broker.controller_api import ControllerError
 from pykraft.broker_cmd import new_cluster_id
+from pykraft.certs import write_private
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_NODES_PER_ROLE = 10
@@ -64,6 +71,9 @@ class Node:
     node_id: int
     port: int  # Kafka listener (broker) or Raft (controller)
     http_port: int  # broker HTTP API or controller admin API
+    # --secure: a broker's inter-broker SSL listener (0: none); a controller's API on https.
+    inter_broker_port: int = 0
+    secure: bool = False
 
     @property
     def name(self) -> str:
@@ -71,7 +81,8 @@ class Node:
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        scheme = "https" if self.secure and self.role == "controller" else "http"
+        return f"{scheme}://127.0.0.1:{self.http_port}"
 
 
 @attrs.frozen(kw_only=True)
@@ -87,6 +98,22 @@ class ClusterLayout:
     def admin_url(self) -> str:
         return self.controllers[0].http_url
 
+    @property
+    def secure(self) -> bool:
+        return self.controllers[0].secure
+
+
+def secured(layout: ClusterLayout, inter_broker_ports: list[int]) -> ClusterLayout:
+    """``layout`` with ``--secure``: controllers on https, one inter-broker port per broker."""
+    assert len(inter_broker_ports) == len(layout.brokers)
+    return ClusterLayout(
+        controllers=tuple(attrs.evolve(c, secure=True) for c in layout.controllers),
+        brokers=tuple(
+            attrs.evolve(b, secure=True, inter_broker_port=port)
+            for b, port in zip(layout.brokers, inter_broker_ports, strict=True)
+        ),
+    )
+
 
 def plan_layout(
     controllers: int, brokers: int, base_port: int, free_ports: list[int] | None = None
@@ -97,8 +124,8 @@ def plan_layout(
             f"--controllers and --brokers must be between 1 and {MAX_NODES_PER_ROLE}"
         )
     if free_ports is None:
-        if not 1024 <= base_port <= 65535 - 40:
-            raise DevClusterError("--base-port must be between 1024 and 65495 (or 0)")
+        if not 1024 <= base_port <= 65535 - 50:
+            raise DevClusterError("--base-port must be between 1024 and 65485 (or 0)")
         free_ports = [
             *(base_port + 20 + i for i in range(controllers)),
             *(base_port + 10 + i for i in range(controllers)),
@@ -135,6 +162,25 @@ def pick_free_ports(count: int) -> list[int]:
 
 
 def node_properties(
+    node: Node,
+    layout: ClusterLayout,
+    data_dir: Path,
+    cluster_id: str,
+    material: dev_secure.SecureMaterial | None = None,
+) -> dict[str, str]:
+    """A node's properties; with ``material`` (``--secure``) its TLS, SASL and ACL ones too."""
+    plain = _plain_properties(node, layout, data_dir, cluster_id)
+    if material is None:
+        return plain
+    broker_ids = tuple(b.node_id for b in layout.brokers)
+    if node.role == "controller":
+        return plain | dev_secure.controller_properties(material, node.node_id, broker_ids)
+    return plain | dev_secure.broker_properties(
+        material, node.node_id, node.port, node.inter_broker_port, broker_ids
+    )
+
+
+def _plain_properties(
     node: Node, layout: ClusterLayout, data_dir: Path, cluster_id: str
 ) -> dict[str, str]:
     http_voters = ",".join(f"{c.node_id}@127.0.0.1:{c.http_port}" for c in layout.controllers)
@@ -216,20 +262,31 @@ class DevCluster:
         self.overrides = overrides or {}  # role -> extra properties (check_overrides)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.cluster_id = ""
+        self.material: dev_secure.SecureMaterial | None = None
+        # --secure: the client properties files (dev_secure.write_client_files).
+        self.client_files: dict[str, Path] = {}
 
-    def prepare(self) -> None:
+    def prepare(self, now: datetime.datetime | None = None) -> None:
         for sub in ("config", "logs"):
             (self.data_dir / sub).mkdir(parents=True, exist_ok=True)
         ensure_secret_file(self.data_dir / "quorum.password", lambda: secrets.token_urlsafe(32))
         self.cluster_id = ensure_secret_file(self.data_dir / "cluster.id", new_cluster_id)
+        if self.layout.secure:
+            self._prepare_secure(now or datetime.datetime.now(datetime.UTC))
         for node in (*self.layout.controllers, *self.layout.brokers):
             props = {
-                **node_properties(node, self.layout, self.data_dir, self.cluster_id),
+                **node_properties(node, self.layout, self.data_dir, self.cluster_id, self.material),
                 **self.overrides.get(node.role, {}),
             }
-            self.config_path(node).write_text(
-                "".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8"
-            )
+            # 0600: a file may name secrets (ssl.key.password, a JAAS config) through overrides.
+            write_private(self.config_path(node), "".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _prepare_secure(self, now: datetime.datetime) -> None:
+        password = ensure_secret_file(self.data_dir / "admin.password", dev_secure.new_password)
+        names = (*(c.name for c in self.layout.controllers), *(b.name for b in self.layout.brokers))
+        self.material, self.client_files = dev_secure.prepare(
+            self.data_dir, names, password, self.layout.bootstrap_servers, now
+        )
 
     def config_path(self, node: Node) -> Path:
         return self.data_dir / "config" / f"{node.name}.properties"
@@ -324,6 +381,11 @@ class DevCluster:
         return {
             "state": state,
             "cluster_id": self.cluster_id,
+            **(
+                {"security": dev_secure.describe(self.material, self.data_dir, self.client_files)}
+                if self.material
+                else {}
+            ),
             "dev_pid": os.getpid(),
             "bootstrap_servers": self.layout.bootstrap_servers,
             "admin_url": self.layout.admin_url,
@@ -400,6 +462,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--startup-timeout", type=float, default=90.0, metavar="SECONDS")
     parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS, SASL/SCRAM and ACLs on, with a throwaway CA and an admin user "
+        "(PLAINTEXT is the default, as in Kafka)",
+    )
+    parser.add_argument(
         "--exit-after-ready",
         action="store_true",
         help="stop everything as soon as the cluster is ready (smoke checks)",
@@ -423,6 +491,13 @@ def run(args: argparse.Namespace) -> int:
         count = 2 * (args.controllers + args.brokers)
         free = pick_free_ports(count) if args.base_port == 0 else None
         layout = plan_layout(args.controllers, args.brokers, args.base_port, free)
+        if args.secure:
+            inter_broker = (
+                pick_free_ports(args.brokers)
+                if args.base_port == 0
+                else [args.base_port + 40 + i for i in range(args.brokers)]
+            )
+            layout = secured(layout, inter_broker)
         overrides = {
             role: check_overrides(layout, role, getattr(args, f"{role}_property"))
             for role in ("controller", "broker")
@@ -451,6 +526,14 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
     cluster.write_cluster_json("starting")
     try:
         cluster.wait_until_ready(args.startup_timeout, stop)
+        if cluster.material is not None:
+            urls = [c.http_url for c in cluster.layout.controllers]
+            asyncio.run(
+                dev_secure.write_admin_credentials(cluster.material, urls, args.startup_timeout)
+            )
+    except (ControllerError, dev_secure.DevSecureError) as error:
+        print(f"pykraft dev: writing the admin's SCRAM credentials: {error}", file=sys.stderr)
+        return 1
     except DevClusterError as error:
         print(f"pykraft dev: {error}", file=sys.stderr)
         return 1
@@ -462,6 +545,8 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
         f"admin URL: {layout.admin_url}\ncluster file: {path}",
         flush=True,
     )
+    if cluster.material is not None:
+        print(dev_secure.startup_text(cluster.data_dir, cluster.client_files), flush=True)
     if args.exit_after_ready:
         return 0
     print("Press Ctrl-C to stop.", flush=True)

@@ -15,6 +15,8 @@ line per partition; a failed request prints ``Error while executing topic comman
 on stdout, a bad argument prints the message on stderr; both exit with status 1.
 ``--bootstrap-controller`` takes the controllers' HTTP listeners (host:port or URLs, comma
 separated); any controller will do, writes are redirected to the active one.
+``--command-config`` reaches a secure controller with Kafka's client properties (TLS client
+certificate, or SASL_SSL credentials sent as HTTP Basic; ``pykraft/command_config.py``).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import asyncio
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.controller_client import ControllerClient
+from pykraft.command_config import CommandConfigError, load_command_config
 from pykraft.metadata.api.topics import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -53,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="REQUIRED: the controllers' HTTP listeners, comma separated",
     )
+    parser.add_argument(
+        "--command-config", type=Path, metavar="FILE", help="client properties (TLS, SASL)"
+    )
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true")
     parser.add_argument("--topic", help="the topic (a regular expression except with --create)")
@@ -76,7 +83,7 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
     try:
         action = _check_args(args)
         return asyncio.run(_execute(action, args, out))
-    except TopicCommandError as error:
+    except (TopicCommandError, CommandConfigError) as error:
         print(error, file=sys.stderr)
         return 1
     except ControllerError as error:
@@ -117,7 +124,8 @@ def _check_args(args: argparse.Namespace) -> str:
 
 async def _execute(action: str, args: argparse.Namespace, out: Callable[[str], None]) -> int:
     urls = [url for url in args.bootstrap_controller.split(",") if url.strip()]
-    async with ControllerClient(urls, deadline_s=DEADLINE_S) as client:
+    connection = load_command_config(getattr(args, "command_config", None))
+    async with connection.client(urls, DEADLINE_S) as client:
         if action == "create":
             await _create(client, args, out)
         elif action == "list":

@@ -33,9 +33,14 @@ class DevCluster:
     """A ``pykraft dev`` cluster: its Kafka listeners, admin URLs, data directory and logs."""
 
     def __init__(
-        self, data_dir: Path, controllers: int = CONTROLLERS, brokers: int = BROKERS
+        self,
+        data_dir: Path,
+        controllers: int = CONTROLLERS,
+        brokers: int = BROKERS,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.data_dir = data_dir
+        self.extra_args = extra_args  # e.g. ("--secure",)
         self.controllers = controllers
         self.broker_count = brokers
         self.output_path = data_dir.parent / f"{data_dir.name}.out"
@@ -56,7 +61,7 @@ class DevCluster:
             sys.executable, "-m", "pykraft.dev",
             "--controllers", str(self.controllers), "--brokers", str(self.broker_count),
             "--data-dir", str(self.data_dir), "--base-port", "0",  # 0: free ports
-            "--startup-timeout", str(STARTUP_TIMEOUT_S),
+            "--startup-timeout", str(STARTUP_TIMEOUT_S), *self.extra_args,
         ]  # fmt: skip
         with open(self.output_path, "ab") as output:
             self.process = subprocess.Popen(
