@@ -47,6 +47,7 @@ from pykraft.broker.sasl_config import (
     inter_broker_mechanism,
     parse_listener_security,
 )
+from pykraft.metadata.auth.authorizer import AuthorizerSettings
 from pykraft.metadata.auth.tls_settings import (
     TlsSettings,
     TlsSettingsError,
@@ -193,6 +194,11 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    # authorizer.class.name set (any name: pykraft has one authorizer, Kafka's
+    # StandardAuthorizer) turns ACL checks on, with super.users and
+    # allow.everyone.if.no.acl.found; None (unset) allows every request, as Kafka without an
+    # authorizer does.
+    authorizer: AuthorizerSettings | None = None
     # http.listener (pykraft): the local HTTP API; loopback by default (DESIGN.md §3.6).
     http_listener: HostPort = HostPort("127.0.0.1", 8092)
     # http.bearer.token (pykraft): required when http.listener is not loopback.
@@ -232,6 +238,7 @@ class BrokerConfig:
             "log_config": _log_config(values),
             "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", False),
             "max_connections_per_ip_overrides": _per_ip_overrides(values),
+            "authorizer": _authorizer(values),
         }
         for field_name, name, minimum in _INT_PROPERTIES:
             default = attrs.fields_dict(cls)[field_name].default
@@ -281,6 +288,18 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("group_max_session_timeout_ms", "group.max.session.timeout.ms", 0),
 )
 _INT32_MAX = 2**31 - 1
+
+
+def _authorizer(values: Mapping[str, str]) -> AuthorizerSettings | None:
+    """``authorizer.class.name`` (e.g. Kafka's
+    ``org.apache.kafka.metadata.authorizer.StandardAuthorizer``), ``super.users``
+    (``User:a;User:b``) and ``allow.everyone.if.no.acl.found`` (default false)."""
+    if not (values.get("authorizer.class.name") or "").strip():
+        return None
+    return AuthorizerSettings.from_config(
+        values.get("super.users", ""),
+        _bool(values, "allow.everyone.if.no.acl.found", False),
+    )
 
 
 def _check_relations(config: BrokerConfig) -> None:

@@ -20,6 +20,10 @@ rules) what happens:
   connection is closed instead — how Kafka reports any acks=0 Produce failure;
 * otherwise the registered handler runs.
 
+Every API served must have its entry in ``broker.authorization.API_ACL_CHECKS`` (what Kafka
+authorizes for it); a handler whose authorizer has no ACLs yet raises ``AuthorizerNotReadyError``
+and the request is answered UNKNOWN_SERVER_ERROR, as Kafka answers ``AuthorizerNotReadyException``.
+
 Handlers are registered per ``ApiKey`` (``register`` / ``register_all``); each group of handlers
 lives in its own module exposing a ``Mapping[ApiKey, ApiHandler]``. A handler receives the
 ``RequestContext`` and the body bytes after the request header, and returns the response body
@@ -39,6 +43,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from pykraft.broker.authorization import API_ACL_CHECKS, AuthorizerNotReadyError
 from pykraft.broker.network import RequestContext
 from pykraft.protocol import unsupported
 from pykraft.protocol.api_keys import ApiKey
@@ -89,6 +94,11 @@ class KafkaApis:
             raise ValueError(f"{api_key.name} is not in the ApiVersions table; it cannot be served")
         if api_key in self._handlers:
             raise ValueError(f"{api_key.name} already has a handler")
+        if api_key not in API_ACL_CHECKS:
+            raise ValueError(
+                f"{api_key.name} has no entry in broker.authorization.API_ACL_CHECKS; "
+                "say what Kafka authorizes before serving it"
+            )
         self._handlers[api_key] = handler
 
     def register_all(self, handlers: Mapping[ApiKey, ApiHandler]) -> None:
@@ -120,7 +130,10 @@ class KafkaApis:
     async def _respond(
         self, context: RequestContext, body: memoryview, handler: ApiHandler
     ) -> Segments | None:
-        response = await handler(context, body)
+        try:
+            response = await handler(context, body)
+        except AuthorizerNotReadyError:
+            response = _answer_authorizer_not_ready(context, body)
         if response is None:
             return None
         header = context.header
@@ -184,6 +197,20 @@ async def handle_sasl_authenticate(context: RequestContext, body: memoryview) ->
         session_lifetime_ms=0,
     )
     return encode_response(ApiKey.SASL_AUTHENTICATE, version, response)
+
+
+def _answer_authorizer_not_ready(context: RequestContext, body: memoryview) -> ResponseBody:
+    """Kafka answers ``AuthorizerNotReadyException`` with ``Errors.forException``'s
+    UNKNOWN_SERVER_ERROR in every error code (``KafkaApis.handleError``)."""
+    header = context.header
+    response = unsupported.error_response(
+        header.api_key, header.api_version, body, Errors.UNKNOWN_SERVER_ERROR
+    )
+    if response is None:
+        raise UnsupportedRequestError(
+            header.api_key, header.api_version, "authorizer not ready, and no error answer"
+        )
+    return response
 
 
 async def _answer_unsupported_api_versions(

@@ -14,13 +14,15 @@ or replicas moved away while the broker was down, KAFKA-14616), then publishes t
 as one delta from the empty image. Every later ``publish(delta, image)`` applies, in Kafka's
 order: ``ReplicaManager.apply_delta(local_changes(delta, broker_id))`` (deletes, leaders,
 followers), then the topic config overrides that changed (``DynamicConfigPublisher``), then the
-listeners (the group coordinator loads and unloads its ``__consumer_offsets`` partitions).
+listeners (the group coordinator loads and unloads its ``__consumer_offsets`` partitions). The
+authorizer is rebuilt first when the image's ACLs changed (Kafka's ``AclPublisher``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from pykraft.broker.authorization import RequestAuthorizer
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.topic_configs import changed_topic_configs
 from pykraft.metadata.delta import MetadataDelta
@@ -39,12 +41,14 @@ class BrokerMetadataPublisher:
         *,
         wall_clock_ms: Callable[[], int],
         listeners: tuple[ChangesListener, ...] = (),
+        authorizer: RequestAuthorizer | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         # Wall time dates the logs a change creates (segment timestamps).
         self._wall_clock_ms = wall_clock_ms
         self._listeners = listeners
+        self._authorizer = authorizer
         # Invariant: once True, stays True; nothing is published before.
         self.installed = False
 
@@ -58,6 +62,8 @@ class BrokerMetadataPublisher:
     def publish(self, delta: MetadataDelta, image: MetadataImage) -> LocalReplicaChanges:
         """Apply one published delta; returns this broker's changes in it."""
         assert self.installed, "publishing before the initial catch-up"
+        if self._authorizer is not None:  # Kafka's AclPublisher: only when the ACLs changed
+            self._authorizer.update(image.acls)
         changes = local_changes(delta, self.broker_id)
         self.replica_manager.apply_delta(changes, image, self._wall_clock_ms())
         # After the partitions, as Kafka's BrokerMetadataPublisher runs its

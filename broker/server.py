@@ -41,6 +41,8 @@ from typing import Any, TypeVar
 
 from pykraft.broker.acceptor import resolve_per_ip_overrides
 from pykraft.broker.alter_partition import AlterPartitionManager
+from pykraft.broker.authorization import RequestAuthorizer
+from pykraft.broker.authorization_scram import ImageScramCredentials
 from pykraft.broker.config import BrokerConfig, Endpoint
 from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from pykraft.broker.controller_client import ControllerClient
@@ -67,7 +69,7 @@ from pykraft.broker.sasl_authentication import (
     inter_broker_client_security,
     listener_authentication,
 )
-from pykraft.broker.sasl_mechanisms import ScramCredentialSource, StaticScramCredentials
+from pykraft.broker.sasl_mechanisms import ScramCredentialSource
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
@@ -120,9 +122,13 @@ class BrokerServer:
         scram_credentials: ScramCredentialSource | None = None,
     ) -> None:
         self.config = config
-        # SASL/SCRAM users beyond each listener's bootstrap users (broker.sasl_authentication);
-        # the metadata image's KIP-554 credentials go here once it carries them.
-        self.scram_credentials = scram_credentials or StaticScramCredentials({})
+        # SASL/SCRAM users beyond each listener's bootstrap users (broker.sasl_authentication):
+        # the metadata image's KIP-554 credentials.
+        self.scram_credentials = scram_credentials or ImageScramCredentials(
+            lambda: self.loader.image
+        )
+        # authorizer.class.name: rebuilt from the image's ACLs by the metadata publisher.
+        self.authorizer = RequestAuthorizer(config.authorizer)
         self.cluster_id = cluster_id
         # The process's one clock (built by pykraft.broker_cmd): monotonic time for deadlines,
         # wall time for what is dated (logs, records, offset commits).
@@ -286,6 +292,7 @@ class BrokerServer:
             self.replica_manager,
             wall_clock_ms=self.clock.wall_clock_ms,
             listeners=(self.group_coordinator.on_metadata,),
+            authorizer=self.authorizer,
         )
         self.kafka_apis.register_all(
             broker_handlers(
@@ -299,6 +306,7 @@ class BrokerServer:
                     auto_create_topics_enable=self.config.auto_create_topics_enable,
                     num_partitions=self.config.num_partitions,
                     default_replication_factor=self.config.default_replication_factor,
+                    authorizer=self.authorizer,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.group_coordinator,

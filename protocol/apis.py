@@ -52,18 +52,28 @@ from typing import Any
 
 import attrs
 from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -147,6 +157,12 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_CONFIGS, 1, 4),
     (ApiKey.CREATE_PARTITIONS, 0, 3),
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    # The ACL APIs from v1 (KIP-896 drops v0), the KIP-554 SCRAM APIs at their only version.
+    (ApiKey.DESCRIBE_ACLS, 1, 3),
+    (ApiKey.CREATE_ACLS, 1, 3),
+    (ApiKey.DELETE_ACLS, 1, 3),
+    (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
+    (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
     # SaslHandshake v0 is followed by raw SASL tokens without Kafka headers (before KIP-152);
     # broker.sasl_server serves both. Answered by the SASL authenticator before
     # authentication, and with ILLEGAL_SASL_STATE after it (KafkaApis).
@@ -208,6 +224,17 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
         ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
         ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+        ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse),
+        ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse),
+        ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
+            DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse,
+        ),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (
+            AlterUserScramCredentialsRequest,
+            AlterUserScramCredentialsResponse,
+        ),
     }
 )
 

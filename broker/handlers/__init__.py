@@ -9,8 +9,13 @@
                    broker's ``broker.producer_ids.ProducerIdManager``; no transactional ids
   admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
+  security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
+                   DescribeUserScramCredentials forwarded to the controller (KIP-554)
   groups.py        FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
+
+Every handler checks what Kafka's ``KafkaApis`` authorizes (``broker.authorization``'s
+``API_ACL_CHECKS``) through ``services.authorizer``.
 
 Wiring (the composition root)::
 
@@ -35,6 +40,7 @@ from pykraft.broker.handlers.list_offsets import list_offsets_handler
 from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
 from pykraft.broker.handlers.produce import produce_handler
+from pykraft.broker.handlers.security import security_handlers
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -59,9 +65,12 @@ def broker_handlers(
         ApiKey.METADATA: metadata_handler(services),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
+        **security_handlers(services),
     }
     if producer_ids is not None:
-        handlers[ApiKey.INIT_PRODUCER_ID] = init_producer_id_handler(producer_ids)
+        handlers[ApiKey.INIT_PRODUCER_ID] = init_producer_id_handler(
+            producer_ids, services.authorizer
+        )
     if group_coordinator is not None:
         handlers.update(group_handlers(services, group_coordinator))
     return handlers

@@ -77,6 +77,7 @@ from pykraft.broker.handlers.services import (
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
@@ -95,17 +96,22 @@ Request = TypeVar("Request")
 def admin_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
     def adapt(
         read: Callable[[Any], Request],
-        handle: Callable[[BrokerServices, Request], Awaitable[Any]],
+        handle: Callable[[BrokerServices, Request, RequestContext | None], Awaitable[Any]],
     ) -> ApiHandler:
         """kafka-python's request object is read by ``read`` before ``handle`` sees it."""
 
         async def call(request: RequestContext, message: Any) -> Any:
-            return await handle(services, read(message))
+            return await handle(services, read(message), request)
 
         return kafka_python_handler(call)
 
     async def describe_cluster_here(request: RequestContext, message: Any) -> Any:
-        return describe_cluster(services, describe_cluster_request(message), request.listener_name)
+        described = describe_cluster(
+            services, describe_cluster_request(message), request.listener_name
+        )
+        if message.include_cluster_authorized_operations:
+            described.authorized_operations = cluster_operations(services, request)
+        return described
 
     return {
         ApiKey.CREATE_TOPICS: adapt(create_topics_request, create_topics),
@@ -123,13 +129,52 @@ def _duplicates(names: list[str]) -> set[str]:
 # ------------------------------------------------------------------ CreateTopics
 
 
-async def create_topics(services: BrokerServices, request: CreateTopicsRequestData) -> Any:
+def _allowed(
+    services: BrokerServices,
+    context: RequestContext | None,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: str,
+) -> bool:
+    """Checked before anything is forwarded: the controller sees the broker's identity, not
+    the client's, so a refusal here is the only one the client's principal meets."""
+    if context is None:
+        return True
+    return services.authorizer.authorize(context, operation, resource_type, name)
+
+
+def cluster_operations(services: BrokerServices, context: RequestContext) -> set[int]:
+    """KIP-430 for the cluster: none without DESCRIBE on it (``handleDescribeCluster``)."""
+    if not services.authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
+        return set()
+    return services.authorizer.authorized_operations(context, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+_DENIED = "Authorization failed."
+
+
+async def create_topics(
+    services: BrokerServices,
+    request: CreateTopicsRequestData,
+    context: RequestContext | None = None,
+) -> Any:
+    """CREATE on the cluster, or on each topic (else TOPIC_AUTHORIZATION_FAILED),
+    ``handleCreateTopicsRequest``."""
     duplicates = _duplicates([topic.name for topic in request.topics])
+    on_cluster = _allowed(
+        services, context, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME
+    )
 
     async def one(topic: CreatableTopic) -> CreatedTopicResult:
         if topic.name in duplicates:
             return CreatedTopicResult(
                 name=topic.name, error=Errors.INVALID_REQUEST, message="Duplicate topic name."
+            )
+        if not on_cluster and not _allowed(
+            services, context, AclOperation.CREATE, ResourceType.TOPIC, topic.name
+        ):
+            return CreatedTopicResult(
+                name=topic.name, error=Errors.TOPIC_AUTHORIZATION_FAILED, message=_DENIED
             )
         try:
             created = await services.controller.create_topic(
@@ -176,7 +221,12 @@ async def _read_back_configs(
 # ------------------------------------------------------------------ DeleteTopics
 
 
-async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestData) -> Any:
+async def delete_topics(
+    services: BrokerServices,
+    request: DeleteTopicsRequestData,
+    context: RequestContext | None = None,
+) -> Any:
+    """DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (``handleDeleteTopicsRequest``)."""
     image = services.metadata()
     resolved: list[tuple[str | None, uuid.UUID | None, Errors]] = []
     for name, topic_id in request.topics:
@@ -205,6 +255,10 @@ async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestDa
                 error=Errors.INVALID_REQUEST,
                 message="Duplicate topic name.",
             )
+        if not _allowed(services, context, AclOperation.DELETE, ResourceType.TOPIC, name):
+            return DeletedTopicResult(
+                name=name, topic_id=topic_id, error=Errors.TOPIC_AUTHORIZATION_FAILED
+            )
         try:
             deleted = await services.controller.delete_topic(name)
         except ControllerError as failure:
@@ -221,13 +275,22 @@ async def delete_topics(services: BrokerServices, request: DeleteTopicsRequestDa
 # ------------------------------------------------------------------ CreatePartitions
 
 
-async def create_partitions(services: BrokerServices, request: CreatePartitionsRequestData) -> Any:
+async def create_partitions(
+    services: BrokerServices,
+    request: CreatePartitionsRequestData,
+    context: RequestContext | None = None,
+) -> Any:
+    """ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED (``handleCreatePartitionsRequest``)."""
     duplicates = _duplicates([topic.name for topic in request.topics])
 
     async def one(topic: CreatePartitionsTopic) -> PartitionsResult:
         if topic.name in duplicates:
             return PartitionsResult(
                 name=topic.name, error=Errors.INVALID_REQUEST, message="Duplicate topic name."
+            )
+        if not _allowed(services, context, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            return PartitionsResult(
+                name=topic.name, error=Errors.TOPIC_AUTHORIZATION_FAILED, message=_DENIED
             )
         try:
             await services.controller.create_partitions(
@@ -244,13 +307,32 @@ async def create_partitions(services: BrokerServices, request: CreatePartitionsR
 # ------------------------------------------------------------------ DescribeConfigs
 
 
-async def describe_configs(services: BrokerServices, request: DescribeConfigsRequestData) -> Any:
+async def describe_configs(
+    services: BrokerServices,
+    request: DescribeConfigsRequestData,
+    context: RequestContext | None = None,
+) -> Any:
+    """DESCRIBE_CONFIGS on each topic (else TOPIC_AUTHORIZATION_FAILED) or on the cluster for
+    a broker resource (else CLUSTER_AUTHORIZATION_FAILED), ``handleDescribeConfigsRequest``."""
+
     async def one(resource: DescribeConfigsResource) -> ConfigsResult:
         kind = _RESOURCE_KINDS.get(resource.resource_type)
         problem = _resource_problem(services, resource, kind)
         if problem is not None:
             return _configs_failed(resource, *problem)
         assert kind is not None
+        if kind == "topic" and not _allowed(
+            services,
+            context,
+            AclOperation.DESCRIBE_CONFIGS,
+            ResourceType.TOPIC,
+            resource.resource_name,
+        ):
+            return _configs_failed(resource, Errors.TOPIC_AUTHORIZATION_FAILED, _DENIED)
+        if kind == "broker" and not _allowed(
+            services, context, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
+        ):
+            return _configs_failed(resource, Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
         try:
             configs = await services.controller.describe_configs(kind, resource.resource_name)
         except ControllerError as error:

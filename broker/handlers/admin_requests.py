@@ -72,6 +72,8 @@ BROKER_ENDPOINT_TYPE = 1
 class DescribeClusterRequestData:
     version: int
     endpoint_type: int
+    # KIP-430: answer the cluster's authorized operations.
+    include_cluster_authorized_operations: bool = False
 
 
 def create_topics_request(message: Any) -> CreateTopicsRequestData:
@@ -142,4 +144,8 @@ def delete_topics_request(message: Any) -> DeleteTopicsRequestData:
 def describe_cluster_request(message: Any) -> DescribeClusterRequestData:
     version = message.version
     endpoint_type = message.endpoint_type if version >= 1 else BROKER_ENDPOINT_TYPE
-    return DescribeClusterRequestData(version=version, endpoint_type=endpoint_type)
+    return DescribeClusterRequestData(
+        version=version,
+        endpoint_type=endpoint_type,
+        include_cluster_authorized_operations=bool(message.include_cluster_authorized_operations),
+    )

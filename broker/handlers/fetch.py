@@ -20,11 +20,13 @@ its endpoint (v16) so the client can retry without a Metadata round trip (KIP-95
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from pykraft.broker.handlers.services import BrokerServices, current_leader, topic_id_string
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
 from pykraft.protocol.errors import Errors
@@ -56,14 +58,41 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, body: memoryview) -> ResponseBody:
         version = request.header.api_version
         fetch = decode_fetch_request(body, version)
-        response = await handle_fetch(services, fetch, version, request.listener_name)
+        response = await handle_fetch(
+            services, fetch, version, request.listener_name, readable(services, request, fetch)
+        )
         return encode_fetch_response(response, version)
 
     return handle
 
 
+def readable(
+    services: BrokerServices, request: RequestContext, fetch: FetchRequest
+) -> Callable[[str], bool]:
+    """``KafkaApis.handleFetchRequest``: a follower's fetch needs CLUSTER_ACTION on the cluster
+    (else every partition TOPIC_AUTHORIZATION_FAILED), a consumer's READ on each topic."""
+    authorizer = services.authorizer
+    if fetch.replica_id >= 0:
+        follower = authorizer.authorize_cluster(request, AclOperation.CLUSTER_ACTION)
+        return lambda _: follower
+    allowed: dict[str, bool] = {}
+
+    def check(topic: str) -> bool:
+        if topic not in allowed:
+            allowed[topic] = authorizer.authorize(
+                request, AclOperation.READ, ResourceType.TOPIC, topic
+            )
+        return allowed[topic]
+
+    return check
+
+
 async def handle_fetch(
-    services: BrokerServices, fetch: FetchRequest, api_version: int, listener_name: str
+    services: BrokerServices,
+    fetch: FetchRequest,
+    api_version: int,
+    listener_name: str,
+    authorized: Callable[[str], bool] | None = None,
 ) -> FetchResponse:
     if fetch.session_id != 0 or fetch.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
         return FetchResponse((), error_code=Errors.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
@@ -72,6 +101,7 @@ async def handle_fetch(
     keys: list[_Key] = []
     fetches: list[PartitionFetch] = []
     unknown: set[_Key] = set()
+    denied: set[_Key] = set()
     for topic in fetch.topics:
         name = _topic_name(image, topic.topic_id) if by_topic_id else topic.topic
         for partition in topic.partitions:
@@ -79,6 +109,9 @@ async def handle_fetch(
             keys.append(key)
             if name is None:
                 unknown.add(key)
+                continue
+            if authorized is not None and not authorized(name):
+                denied.add(key)
                 continue
             fetches.append(
                 PartitionFetch(
@@ -104,6 +137,8 @@ async def handle_fetch(
     for key in keys:
         if key in unknown:
             builder.add(key, PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID))
+        elif key in denied:
+            builder.add(key, PartitionData(key[2], error_code=Errors.TOPIC_AUTHORIZATION_FAILED))
         else:
             builder.add(key, builder.partition_data(next(results)))
     return builder.response()

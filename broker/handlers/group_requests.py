@@ -125,6 +125,8 @@ class OffsetFetchRequestData:
 class DescribeGroupsRequestData:
     version: int
     groups: tuple[str, ...]
+    # KIP-430 (v3+): answer each group's authorized operations.
+    include_authorized_operations: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -242,7 +244,13 @@ def _partitions(topics: Iterable[Any] | None) -> tuple[TopicPartition, ...] | No
 
 
 def describe_groups_request(message: Any) -> DescribeGroupsRequestData:
-    return DescribeGroupsRequestData(version=message.version, groups=tuple(message.groups))
+    return DescribeGroupsRequestData(
+        version=message.version,
+        groups=tuple(message.groups),
+        include_authorized_operations=bool(
+            message.version >= 3 and message.include_authorized_operations
+        ),
+    )
 
 
 def list_groups_request(message: Any) -> ListGroupsRequestData:

@@ -33,6 +33,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
@@ -71,15 +72,19 @@ from pykraft.broker.handlers.group_responses import (
     sync_group_response,
 )
 from pykraft.broker.handlers.services import BrokerServices, node_endpoint
-from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
 from pykraft.coordinator.group.effects import JoinGroupResult, SyncGroupResult
+from pykraft.coordinator.group.manager import GroupSummary
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicConfig
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.protocol import unsupported
 from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_request
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -106,16 +111,41 @@ def group_handlers(
         services, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
     )
 
+    authorizer = services.authorizer
+
     def bind(
         read: Callable[[Any], Request],
         handle: Callable[[GroupCoordinatorShell, RequestContext, Request], Awaitable[Any]],
+        group_read: bool = False,
     ) -> ApiHandler:
-        """kafka-python's request object is read into its typed value before ``handle``."""
+        """kafka-python's request object is read into its typed value before ``handle``.
+        ``group_read``: the request's group needs READ, else the whole request is answered
+        GROUP_AUTHORIZATION_FAILED (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
+        OffsetCommit in Kafka's ``KafkaApis``)."""
 
         async def call(context: RequestContext, message: Any) -> Any:
             return await handle(coordinator, context, read(message))
 
-        return kafka_python_handler(call)
+        handler = kafka_python_handler(call)
+        if not group_read:
+            return handler
+
+        async def checked(context: RequestContext, body: memoryview) -> ResponseBody | None:
+            if authorizer.enabled:
+                header = context.header
+                group_id = decode_request(header.api_key, header.api_version, body).group_id
+                if not authorizer.authorize(
+                    context, AclOperation.READ, ResourceType.GROUP, group_id
+                ):
+                    return unsupported.error_response(
+                        header.api_key,
+                        header.api_version,
+                        body,
+                        Errors.GROUP_AUTHORIZATION_FAILED,
+                    )
+            return await handler(context, body)
+
+        return checked
 
     async def find(context: RequestContext, message: Any) -> Any:
         request = find_coordinator_request(message)
@@ -124,18 +154,33 @@ def group_handlers(
     async def commit(
         shell: GroupCoordinatorShell, context: RequestContext, request: OffsetCommitRequestData
     ) -> Any:
-        return await offset_commit(services, shell, request)
+        return await offset_commit(services, shell, request, context)
+
+    async def fetch(
+        shell: GroupCoordinatorShell, context: RequestContext, request: OffsetFetchRequestData
+    ) -> Any:
+        return await offset_fetch(shell, context, request, authorizer)
+
+    async def describe(
+        shell: GroupCoordinatorShell, context: RequestContext, request: DescribeGroupsRequestData
+    ) -> Any:
+        return await describe_groups(shell, context, request, authorizer)
+
+    async def listed(
+        shell: GroupCoordinatorShell, context: RequestContext, request: ListGroupsRequestData
+    ) -> Any:
+        return await list_groups(shell, context, request, authorizer)
 
     return {
         ApiKey.FIND_COORDINATOR: kafka_python_handler(find),
-        ApiKey.JOIN_GROUP: bind(join_group_request, join_group),
-        ApiKey.SYNC_GROUP: bind(sync_group_request, sync_group),
-        ApiKey.HEARTBEAT: bind(heartbeat_request, heartbeat),
-        ApiKey.LEAVE_GROUP: bind(leave_group_request, leave_group),
-        ApiKey.OFFSET_COMMIT: bind(offset_commit_request, commit),
-        ApiKey.OFFSET_FETCH: bind(offset_fetch_request, offset_fetch),
-        ApiKey.DESCRIBE_GROUPS: bind(describe_groups_request, describe_groups),
-        ApiKey.LIST_GROUPS: bind(list_groups_request, list_groups),
+        ApiKey.JOIN_GROUP: bind(join_group_request, join_group, group_read=True),
+        ApiKey.SYNC_GROUP: bind(sync_group_request, sync_group, group_read=True),
+        ApiKey.HEARTBEAT: bind(heartbeat_request, heartbeat, group_read=True),
+        ApiKey.LEAVE_GROUP: bind(leave_group_request, leave_group, group_read=True),
+        ApiKey.OFFSET_COMMIT: bind(offset_commit_request, commit, group_read=True),
+        ApiKey.OFFSET_FETCH: bind(offset_fetch_request, fetch),
+        ApiKey.DESCRIBE_GROUPS: bind(describe_groups_request, describe),
+        ApiKey.LIST_GROUPS: bind(list_groups_request, listed),
     }
 
 
@@ -206,6 +251,10 @@ def _coordinator_for(
     if key_type != GROUP_KEY_TYPE:
         message = f"Unknown coordinator type {key_type}"
         return FoundCoordinator(key=key, error=Errors.INVALID_REQUEST, message=message)
+    if not services.authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        # KafkaApis.getCoordinator: DESCRIBE on the group.
+        message = Errors.GROUP_AUTHORIZATION_FAILED.name
+        return FoundCoordinator(key=key, error=Errors.GROUP_AUTHORIZATION_FAILED, message=message)
     image = services.metadata()
     topic = image.topics.by_name.get(OFFSETS_TOPIC)
     if topic is None:
@@ -297,8 +346,13 @@ async def leave_group(
 
 
 async def offset_commit(
-    services: BrokerServices, coordinator: GroupCoordinatorShell, request: OffsetCommitRequestData
+    services: BrokerServices,
+    coordinator: GroupCoordinatorShell,
+    request: OffsetCommitRequestData,
+    context: RequestContext | None = None,
 ) -> Any:
+    """The group's READ is checked by the caller; each topic needs READ (else
+    TOPIC_AUTHORIZATION_FAILED on its partitions, ``handleOffsetCommitRequest``)."""
     named = [(t.name, p) for t in request.topics for p in t.partitions]
     errors: dict[TopicPartition, Errors] = {}
     if request.group_instance_id is not None:
@@ -306,7 +360,18 @@ async def offset_commit(
             TopicPartition(name, p.partition_index): Errors.UNSUPPORTED_VERSION for name, p in named
         }
     else:
-        errors = await _commit(services, coordinator, request, named)
+        readable = (
+            {name for name, _ in named}
+            if context is None
+            else services.authorizer.authorized(
+                context, AclOperation.READ, ResourceType.TOPIC, (name for name, _ in named)
+            )
+        )
+        for name, p in named:
+            if name not in readable:
+                errors[TopicPartition(name, p.partition_index)] = Errors.TOPIC_AUTHORIZATION_FAILED
+        allowed = [(name, p) for name, p in named if name in readable]
+        errors.update(await _commit(services, coordinator, request, allowed))
     return offset_commit_response(request, errors)
 
 
@@ -347,28 +412,96 @@ async def _commit(
 
 
 async def offset_fetch(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: OffsetFetchRequestData
+    coordinator: GroupCoordinatorShell,
+    context: RequestContext,
+    request: OffsetFetchRequestData,
+    authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
 ) -> Any:
+    """``handleOffsetFetchRequest``: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED);
+    partitions asked for of topics not described answer TOPIC_AUTHORIZATION_FAILED, and the
+    all-partitions form leaves such topics out."""
     fetched = []
     for group in request.groups:
+        if not authorizer.authorize(
+            context, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id
+        ):
+            error = Errors.GROUP_AUTHORIZATION_FAILED
+            fetched.append(FetchedGroup(group=group, error=error, offsets=[]))
+            continue
         wanted = None if group.partitions is None else list(group.partitions)
         error, offsets = coordinator.fetch_offsets(group.group_id, wanted)
+        described = authorizer.authorized(
+            context, AclOperation.DESCRIBE, ResourceType.TOPIC, (tp.topic for tp, _ in offsets)
+        )
+        offsets = [(tp, o) for tp, o in offsets if tp.topic in described or wanted is not None]
         fetched.append(FetchedGroup(group=group, error=error, offsets=offsets))
-    return offset_fetch_response(request.version, fetched)
+    response = offset_fetch_response(request.version, fetched)
+    _refuse_undescribed_topics(response, authorizer, context)
+    return response
+
+
+def _refuse_undescribed_topics(
+    response: Any, authorizer: RequestAuthorizer, context: RequestContext
+) -> None:
+    """TOPIC_AUTHORIZATION_FAILED on the named partitions of topics not described."""
+    if not authorizer.enabled:
+        return
+    groups = getattr(response, "groups", None)
+    holders = [response] if groups is None else list(groups)
+    for holder in holders:
+        for topic in holder.topics or ():
+            if not authorizer.authorize(
+                context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name
+            ):
+                for partition in topic.partitions:
+                    partition.committed_offset = -1
+                    partition.metadata = None
+                    partition.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
 
 
 # ------------------------------------------------------------------ describe and list
 
 
+_UNAUTHORIZED_GROUP = GroupSummary(state="", protocol_type="", protocol="")
+
+
 async def describe_groups(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: DescribeGroupsRequestData
+    coordinator: GroupCoordinatorShell,
+    context: RequestContext,
+    request: DescribeGroupsRequestData,
+    authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
 ) -> Any:
-    described = [(group_id, *coordinator.describe_group(group_id)) for group_id in request.groups]
-    return describe_groups_response(request.version, described)
+    """``handleDescribeGroupsRequest``: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED
+    with nothing about it; KIP-430 (v3+) the group's authorized operations when asked."""
+    described: list[tuple[str, Errors, GroupSummary]] = []
+    for group_id in request.groups:
+        if authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append((group_id, *coordinator.describe_group(group_id)))
+        else:
+            described.append((group_id, Errors.GROUP_AUTHORIZATION_FAILED, _UNAUTHORIZED_GROUP))
+    response = describe_groups_response(request.version, described)
+    if request.include_authorized_operations:
+        for group in response.groups:
+            if group.error_code == Errors.NONE:
+                group.authorized_operations = authorizer.authorized_operations(
+                    context, ResourceType.GROUP, group.group_id
+                )
+    return response
 
 
 async def list_groups(
-    coordinator: GroupCoordinatorShell, context: RequestContext, request: ListGroupsRequestData
+    coordinator: GroupCoordinatorShell,
+    context: RequestContext,
+    request: ListGroupsRequestData,
+    authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
 ) -> Any:
+    """``handleListGroupsRequest``: every group with DESCRIBE on the cluster, else only the
+    groups the principal may DESCRIBE."""
     error, overviews = coordinator.list_groups(request.states_filter)
+    if not authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
+        overviews = [
+            g
+            for g in overviews
+            if authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return list_groups_response(request.version, error, overviews)

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
@@ -48,11 +50,35 @@ class ProducerIdSource(Protocol):
         ...
 
 
-def init_producer_id_handler(producer_ids: ProducerIdSource) -> ApiHandler:
+def init_producer_id_handler(
+    producer_ids: ProducerIdSource, authorizer: RequestAuthorizer = ALLOW_EVERYTHING
+) -> ApiHandler:
     async def handle(request: RequestContext, message: Any) -> Any:
+        refusal = authorization_error(authorizer, request, message)
+        if refusal is not None:
+            return response(message.version, refusal, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         return await init_producer_id(producer_ids, message)
 
     return kafka_python_handler(handle)
+
+
+def authorization_error(
+    authorizer: RequestAuthorizer, context: RequestContext, request: Any
+) -> Errors | None:
+    """``handleInitProducerIdRequest``: WRITE on the transactional id, else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without one, IDEMPOTENT_WRITE on the cluster or
+    WRITE on some topic (KIP-679's ``authorizeByResourceType``), else
+    CLUSTER_AUTHORIZATION_FAILED."""
+    if request.transactional_id:
+        allowed = authorizer.authorize(
+            context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        )
+        return None if allowed else Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if authorizer.authorize_cluster(context, AclOperation.IDEMPOTENT_WRITE):
+        return None
+    if authorizer.authorize_by_resource_type(context, AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    return Errors.CLUSTER_AUTHORIZATION_FAILED
 
 
 def request_error(request: Any) -> Errors | None:

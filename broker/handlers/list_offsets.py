@@ -24,6 +24,7 @@ from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
@@ -40,12 +41,15 @@ _PartitionResponse: Any = _TopicResponse.ListOffsetsPartitionResponse
 
 def list_offsets_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, message: Any) -> Any:
-        return list_offsets(services, message)
+        return list_offsets(services, message, request)
 
     return kafka_python_handler(handle)
 
 
-def list_offsets(services: BrokerServices, request: Any) -> Any:
+def list_offsets(
+    services: BrokerServices, request: Any, context: RequestContext | None = None
+) -> Any:
+    """DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED (``handleListOffsetRequest``)."""
     is_consumer = request.replica_id == CONSUMER_REPLICA_ID
     isolation = FetchIsolation.of(-1, request.isolation_level) if is_consumer else None
     named = Counter(
@@ -53,11 +57,22 @@ def list_offsets(services: BrokerServices, request: Any) -> Any:
         for topic in request.topics
         for p in topic.partitions
     )
+    described = (
+        {topic.name for topic in request.topics}
+        if context is None
+        else services.authorizer.authorized(
+            context, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
+        )
+    )
     topics = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
             topic_partition = TopicPartition(topic.name, partition.partition_index)
+            if topic.name not in described:
+                error = Errors.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(_error(partition.partition_index, error))
+                continue
             if named[topic_partition] > 1:
                 partitions.append(_error(partition.partition_index, Errors.INVALID_REQUEST))
                 continue

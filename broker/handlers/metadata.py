@@ -15,6 +15,12 @@ the request allows it (always before v4): the broker then asks the controller to
 ``num.partitions`` and ``default.replication.factor`` and answers LEADER_NOT_AVAILABLE, so the
 client retries until the leader is known (Kafka's ``AutoTopicCreationManager``). An illegal
 name is INVALID_TOPIC_EXCEPTION.
+
+Authorization (``handleTopicMetadataRequest``): asked for every topic, the principal sees only
+those it may DESCRIBE; a topic it names but may not describe answers TOPIC_AUTHORIZATION_FAILED
+(existing or not); auto-creation needs CREATE on the cluster or the topic, else
+TOPIC_AUTHORIZATION_FAILED. KIP-430: ``include_cluster/topic_authorized_operations`` (v8+)
+fill in the authorized-operations bitfields; otherwise they stay at Kafka's -2147483648.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import INTERNAL_TOPICS
 from pykraft.metadata.api.topics import CreatableTopic
+from pykraft.metadata.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
 from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
@@ -56,28 +63,84 @@ _Partition: Any = _Topic.MetadataResponsePartition
 
 def metadata_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, message: Any) -> Any:
-        return await handle_metadata(services, message, request.listener_name)
+        return await handle_metadata(services, message, request.listener_name, request)
 
     return kafka_python_handler(handle)
 
 
-async def handle_metadata(services: BrokerServices, request: Any, listener_name: str) -> Any:
+async def handle_metadata(
+    services: BrokerServices,
+    request: Any,
+    listener_name: str,
+    context: RequestContext | None = None,
+) -> Any:
+    """``context`` (who asks) is what the topics are authorized against; None: no checks."""
     version = request.version
     image = services.metadata()
     alive = alive_brokers(image, listener_name)
-    topics = [
-        _topic(image, topic, version, listener_name) for topic in _requested_topics(image, request)
-    ]
+    all_topics = request.topics is None or (request.version == 0 and not request.topics)
+    topics = []
+    for entry in _requested_topics(image, request):
+        topic = _topic(image, entry, version, listener_name)
+        if context is not None and topic.name is not None:
+            if not _describable(services, context, topic.name):
+                if all_topics:
+                    continue  # filterByAuthorized: hidden, not refused
+                topic = _unauthorized(entry)
+            elif getattr(request, "include_topic_authorized_operations", False):
+                topic.authorized_operations = services.authorizer.authorized_operations(
+                    context, ResourceType.TOPIC, topic.name
+                )
+        topics.append(topic)
     missing = [t for t in topics if t.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION]
     if missing and _may_auto_create(services, request):
-        await asyncio.gather(*(_auto_create(services, topic) for topic in missing))
-    return _Response(
+        creatable = [t for t in missing if _may_create(services, context, t.name)]
+        for topic in missing:
+            if topic not in creatable:
+                topic.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+        await asyncio.gather(*(_auto_create(services, topic) for topic in creatable))
+    response = _Response(
         version=version,
         throttle_time_ms=0,
         brokers=[_Broker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack) for n in alive],
         cluster_id=services.cluster_id,
         controller_id=controller_id(services.broker_id, alive),
         topics=topics,
+    )
+    if context is not None and getattr(request, "include_cluster_authorized_operations", False):
+        # handleTopicMetadataRequest: none (0) without DESCRIBE on the cluster.
+        authorizer = services.authorizer
+        response.authorized_operations = (
+            authorizer.authorized_operations(context, ResourceType.CLUSTER, CLUSTER_NAME)
+            if authorizer.authorize_cluster(context, AclOperation.DESCRIBE)
+            else set()
+        )
+    return response
+
+
+def _describable(services: BrokerServices, context: RequestContext, name: str) -> bool:
+    return services.authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+def _may_create(services: BrokerServices, context: RequestContext | None, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (``KafkaApis``)."""
+    if context is None:
+        return True
+    authorizer = services.authorizer
+    return authorizer.authorize_cluster(context, AclOperation.CREATE) or authorizer.authorize(
+        context, AclOperation.CREATE, ResourceType.TOPIC, name
+    )
+
+
+def _unauthorized(entry: TopicImage | Any) -> Any:
+    """A named topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED, whether or
+    not it exists, so existence does not leak (``handleTopicMetadataRequest``)."""
+    return _Topic(
+        error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+        name=entry.name,
+        topic_id=ZERO_UUID,
+        is_internal=False,
+        partitions=[],
     )
 
 

@@ -20,8 +20,10 @@ from typing import Any
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
 
 _Response: Any = response_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
@@ -31,16 +33,41 @@ _EpochEndOffset: Any = _TopicResult.EpochEndOffset
 
 def offsets_for_leader_epoch_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, message: Any) -> Any:
-        return offsets_for_leader_epoch(services, message)
+        return offsets_for_leader_epoch(services, message, request)
 
     return kafka_python_handler(handle)
 
 
-def offsets_for_leader_epoch(services: BrokerServices, request: Any) -> Any:
+def offsets_for_leader_epoch(
+    services: BrokerServices, request: Any, context: RequestContext | None = None
+) -> Any:
+    """``handleOffsetForLeaderEpochRequest``: a follower (replica_id >= 0, v3+) needs
+    CLUSTER_ACTION, else every partition is TOPIC_AUTHORIZATION_FAILED; a client needs DESCRIBE
+    on each topic."""
+    authorizer = services.authorizer
+    names = [topic.topic for topic in request.topics]
+    described: frozenset[str]
+    if context is None:
+        described = frozenset(names)
+    elif getattr(request, "replica_id", -1) >= 0:
+        follower = authorizer.authorize_cluster(context, AclOperation.CLUSTER_ACTION)
+        described = frozenset(names) if follower else frozenset()
+    else:
+        described = authorizer.authorized(context, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
+            if topic.topic not in described:
+                partitions.append(
+                    _EpochEndOffset(
+                        error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                        partition=partition.partition,
+                        leader_epoch=-1,
+                        end_offset=-1,
+                    )
+                )
+                continue
             answer = services.replica_manager.last_offset_for_leader_epoch(
                 TopicPartition(topic.topic, partition.partition),
                 partition.current_leader_epoch,

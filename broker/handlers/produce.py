@@ -17,12 +17,13 @@ A NOT_LEADER_OR_FOLLOWER partition carries the current leader and its endpoint (
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pykraft.broker.handlers.services import BrokerServices, current_leader
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import AppendResult
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
 from pykraft.protocol.errors import Errors, ProtocolError
 from pykraft.protocol.produce import (
@@ -87,7 +88,13 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
         if version < FIRST_SERVED_VERSION:
             response = unsupported_version_response(produce)
         else:
-            response = await append(services, produce, version, request.listener_name)
+            response = await append(
+                services,
+                produce,
+                version,
+                request.listener_name,
+                writable(services, request, produce.transactional_id),
+            )
         if produce.acks == 0:
             _close_if_failed(response, request)
             return None
@@ -96,15 +103,47 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
     return handle
 
 
+def writable(
+    services: BrokerServices, request: RequestContext, transactional_id: str | None
+) -> Callable[[str], Errors]:
+    """``KafkaApis.handleProduceRequest``'s checks: WRITE on the transactional id when there is
+    one (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic
+    (else TOPIC_AUTHORIZATION_FAILED). Since KIP-679 (Kafka 3.0) an idempotent Produce needs
+    no IDEMPOTENT_WRITE: InitProducerId checked it."""
+    authorizer = services.authorizer
+    allowed: dict[str, Errors] = {}
+    if transactional_id is not None and not authorizer.authorize(
+        request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return lambda _: Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    def check(topic: str) -> Errors:
+        if topic not in allowed:
+            granted = authorizer.authorize(request, AclOperation.WRITE, ResourceType.TOPIC, topic)
+            allowed[topic] = Errors.NONE if granted else Errors.TOPIC_AUTHORIZATION_FAILED
+        return allowed[topic]
+
+    return check
+
+
 async def append(
-    services: BrokerServices, produce: ProduceRequest, api_version: int, listener_name: str
+    services: BrokerServices,
+    produce: ProduceRequest,
+    api_version: int,
+    listener_name: str,
+    authorized: Callable[[str], Errors] | None = None,
 ) -> ProduceResponse:
-    """Validate and append every partition; the response lists them in request order."""
+    """Validate and append every partition; the response lists them in request order.
+    ``authorized(topic)`` is NONE or the error that refuses the topic's partitions."""
     entries: dict[TopicPartition, memoryview | None] = {}
     results: dict[TopicPartition, AppendResult] = {}
     for topic in produce.topic_data:
+        refusal = Errors.NONE if authorized is None else authorized(topic.name)
         for partition in topic.partition_data:
             topic_partition = TopicPartition(topic.name, partition.index)
+            if refusal is not Errors.NONE:
+                results[topic_partition] = AppendResult(error=refusal)
+                continue
             problem = validate_records(partition.records, api_version)
             if problem is None:
                 entries[topic_partition] = partition.records

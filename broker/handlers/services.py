@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import attrs
 
+from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.controller_api import ControllerClient
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata.image import BrokerRegistration, MetadataImage
@@ -36,6 +37,8 @@ class BrokerServices:
     auto_create_topics_enable: bool = False
     num_partitions: int = 1
     default_replication_factor: int = 1
+    # Who may do what (broker.authorization); allows everything unless an authorizer is set.
+    authorizer: RequestAuthorizer = ALLOW_EVERYTHING
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:

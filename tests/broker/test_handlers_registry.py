@@ -72,6 +72,11 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.CREATE_PARTITIONS,
         ApiKey.DESCRIBE_CONFIGS,
         ApiKey.DESCRIBE_CLUSTER,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DESCRIBE_ACLS,
+        ApiKey.DELETE_ACLS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
     }
 
 

@@ -1,0 +1,322 @@
+"""The ACL and SCRAM Kafka APIs, forwarded to the controller (Kafka's ``AclApis`` and
+``KafkaApis.handle*UserScramCredentials*``, KIP-554).
+
+CreateAcls, DescribeAcls and DeleteAcls (v1-v3) need ALTER (create, delete) or DESCRIBE on the
+cluster; a refusal is CLUSTER_AUTHORIZATION_FAILED on every entry. Without an authorizer they
+answer SECURITY_DISABLED ("No Authorizer is configured."), as ``AclApis`` does. The
+controller validates each ACL and filter (``AclControlManager``'s INVALID_REQUEST messages) and
+answers per entry; a code the wire carries that Kafka does not define reaches it as UNKNOWN and
+is refused there, so nothing is half-created.
+
+DescribeUserScramCredentials and AlterUserScramCredentials (v0) need DESCRIBE / ALTER on the
+cluster (CLUSTER_AUTHORIZATION_FAILED: the whole answer, or every user); they are served with
+or without an authorizer, as in Kafka. The salted password travels only to the controller,
+which keeps the derived ``(stored_key, server_key)`` — nothing here logs it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.network import RequestContext
+from pykraft.metadata.api import security
+from pykraft.metadata.auth.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from pykraft.metadata.auth.scram import ScramMechanism
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import response_class
+from pykraft.protocol.errors import Errors
+
+logger = logging.getLogger(__name__)
+
+E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType)
+
+SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
+_DENIED = "Cluster authorization failed."
+
+_CreateAcls: Any = response_class(ApiKey.CREATE_ACLS)
+_DescribeAcls: Any = response_class(ApiKey.DESCRIBE_ACLS)
+_DeleteAcls: Any = response_class(ApiKey.DELETE_ACLS)
+_AlterScram: Any = response_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+_DescribeScram: Any = response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+
+
+def security_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
+    def bind(handle: Callable[[BrokerServices, RequestContext, Any], Any]) -> ApiHandler:
+        async def call(context: RequestContext, message: Any) -> Any:
+            return await handle(services, context, message)
+
+        return kafka_python_handler(call)
+
+    return {
+        ApiKey.CREATE_ACLS: bind(create_acls),
+        ApiKey.DESCRIBE_ACLS: bind(describe_acls),
+        ApiKey.DELETE_ACLS: bind(delete_acls),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: bind(alter_scram),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: bind(describe_scram),
+    }
+
+
+def _code(cls: type[E], value: int) -> E:
+    """A wire code as Kafka's enum; a code Kafka does not define is UNKNOWN (refused later)."""
+    try:
+        return cls(value)
+    except ValueError:
+        return cls(0)
+
+
+def _refusal(
+    services: BrokerServices, context: RequestContext, operation: AclOperation
+) -> tuple[Errors, str] | None:
+    authorizer = services.authorizer
+    if not authorizer.enabled:
+        return Errors.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE
+    if not authorizer.authorize_cluster(context, operation):
+        return Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+    return None
+
+
+# ------------------------------------------------------------------ ACLs
+
+
+def acl_from_wire(creation: Any) -> AclBinding:
+    return AclBinding(
+        resource_type=_code(ResourceType, creation.resource_type),
+        resource_name=creation.resource_name,
+        pattern_type=_code(PatternType, creation.resource_pattern_type),
+        principal=creation.principal,
+        host=creation.host,
+        operation=_code(AclOperation, creation.operation),
+        permission_type=_code(AclPermissionType, creation.permission_type),
+    )
+
+
+def filter_from_wire(wire: Any) -> AclBindingFilter:
+    return AclBindingFilter(
+        resource_type=_code(ResourceType, wire.resource_type_filter),
+        resource_name=wire.resource_name_filter,
+        pattern_type=_code(PatternType, wire.pattern_type_filter),
+        principal=wire.principal_filter,
+        host=wire.host_filter,
+        operation=_code(AclOperation, wire.operation),
+        permission_type=_code(AclPermissionType, wire.permission_type),
+    )
+
+
+async def create_acls(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    version = request.version
+    result = _CreateAcls.AclCreationResult
+    refusal = _refusal(services, context, AclOperation.ALTER)
+    if refusal is None:
+        try:
+            answer = await services.controller.create_acls(
+                [acl_from_wire(c) for c in request.creations]
+            )
+            results = [
+                result(error_code=int(r.error), error_message=r.message) for r in answer.results
+            ]
+            return _CreateAcls(version=version, throttle_time_ms=0, results=results)
+        except ControllerError as error:
+            refusal = error.code, error.message
+    error_code, message = int(refusal[0]), refusal[1]
+    results = [result(error_code=error_code, error_message=message) for _ in request.creations]
+    return _CreateAcls(version=version, throttle_time_ms=0, results=results)
+
+
+def _described(acls: tuple[AclBinding, ...]) -> list[Any]:
+    """DescribeAcls groups the ACLs by resource pattern (``AclApis.handleDescribeAcls``)."""
+    resource = _DescribeAcls.DescribeAclsResource
+    by_pattern: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
+    for acl in acls:
+        key = (acl.resource_type, acl.resource_name, acl.pattern_type)
+        by_pattern.setdefault(key, []).append(acl)
+    return [
+        resource(
+            resource_type=int(kind),
+            resource_name=name,
+            pattern_type=int(pattern),
+            acls=[
+                resource.AclDescription(
+                    principal=acl.principal,
+                    host=acl.host,
+                    operation=int(acl.operation),
+                    permission_type=int(acl.permission_type),
+                )
+                for acl in grouped
+            ],
+        )
+        for (kind, name, pattern), grouped in by_pattern.items()
+    ]
+
+
+async def describe_acls(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    refusal = _refusal(services, context, AclOperation.DESCRIBE)
+    if refusal is None:
+        try:
+            acls = await services.controller.describe_acls(filter_from_wire(request))
+            return _DescribeAcls(
+                version=request.version,
+                throttle_time_ms=0,
+                error_code=0,
+                error_message=None,
+                resources=_described(acls),
+            )
+        except ControllerError as error:
+            refusal = error.code, error.message
+    return _DescribeAcls(
+        version=request.version,
+        throttle_time_ms=0,
+        error_code=int(refusal[0]),
+        error_message=refusal[1],
+        resources=[],
+    )
+
+
+def _matching(acl: AclBinding) -> Any:
+    return _DeleteAcls.DeleteAclsFilterResult.DeleteAclsMatchingAcl(
+        error_code=0,
+        error_message=None,
+        resource_type=int(acl.resource_type),
+        resource_name=acl.resource_name,
+        pattern_type=int(acl.pattern_type),
+        principal=acl.principal,
+        host=acl.host,
+        operation=int(acl.operation),
+        permission_type=int(acl.permission_type),
+    )
+
+
+async def delete_acls(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    version = request.version
+    result = _DeleteAcls.DeleteAclsFilterResult
+    refusal = _refusal(services, context, AclOperation.ALTER)
+    if refusal is None:
+        try:
+            answer = await services.controller.delete_acls(
+                [filter_from_wire(f) for f in request.filters]
+            )
+            results = [
+                result(
+                    error_code=int(r.error.error),
+                    error_message=r.error.message,
+                    matching_acls=[_matching(acl) for acl in r.matching_acls],
+                )
+                for r in answer.results
+            ]
+            return _DeleteAcls(version=version, throttle_time_ms=0, filter_results=results)
+        except ControllerError as error:
+            refusal = error.code, error.message
+    results = [
+        result(error_code=int(refusal[0]), error_message=refusal[1], matching_acls=[])
+        for _ in request.filters
+    ]
+    return _DeleteAcls(version=version, throttle_time_ms=0, filter_results=results)
+
+
+# ------------------------------------------------------------------ SCRAM (KIP-554)
+
+
+def _mechanism(code: int) -> ScramMechanism:
+    try:
+        return ScramMechanism(code)
+    except ValueError:
+        return ScramMechanism(0)
+
+
+def scram_request_from_wire(request: Any) -> security.AlterUserScramCredentialsRequest:
+    return security.AlterUserScramCredentialsRequest(
+        deletions=tuple(
+            security.ScramCredentialDeletion(d.name, _mechanism(d.mechanism))
+            for d in request.deletions
+        ),
+        upsertions=tuple(
+            security.ScramCredentialUpsertion(
+                name=u.name,
+                mechanism=_mechanism(u.mechanism),
+                iterations=u.iterations,
+                salt=bytes(u.salt),
+                salted_password=bytes(u.salted_password),
+            )
+            for u in request.upsertions
+        ),
+    )
+
+
+async def alter_scram(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    """ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user named."""
+    result = _AlterScram.AlterUserScramCredentialsResult
+    users = list(
+        dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
+    )
+    error: tuple[Errors, str] | None = None
+    if not services.authorizer.authorize_cluster(context, AclOperation.ALTER):
+        error = Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+    else:
+        try:
+            answer = await services.controller.alter_user_scram_credentials(
+                scram_request_from_wire(request)
+            )
+            results = [
+                result(user=r.user, error_code=int(r.error.error), error_message=r.error.message)
+                for r in answer.results
+            ]
+            return _AlterScram(version=request.version, throttle_time_ms=0, results=results)
+        except ControllerError as failure:
+            error = failure.code, failure.message
+    results = [
+        result(user=user, error_code=int(error[0]), error_message=error[1]) for user in users
+    ]
+    return _AlterScram(version=request.version, throttle_time_ms=0, results=results)
+
+
+async def describe_scram(services: BrokerServices, context: RequestContext, request: Any) -> Any:
+    """DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the whole answer."""
+    result = _DescribeScram.DescribeUserScramCredentialsResult
+    error: tuple[Errors, str] | None = None
+    if not services.authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
+        error = Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+    else:
+        users = None if not request.users else [u.name for u in request.users]
+        try:
+            answer = await services.controller.describe_user_scram_credentials(users)
+        except ControllerError as failure:
+            error = failure.code, failure.message
+        else:
+            return _DescribeScram(
+                version=request.version,
+                throttle_time_ms=0,
+                error_code=int(answer.error.error),
+                error_message=answer.error.message,
+                results=[
+                    result(
+                        user=r.user,
+                        error_code=int(r.error.error),
+                        error_message=r.error.message,
+                        credential_infos=[
+                            result.CredentialInfo(
+                                mechanism=int(info.mechanism), iterations=info.iterations
+                            )
+                            for info in r.credential_infos
+                        ],
+                    )
+                    for r in answer.results
+                ],
+            )
+    return _DescribeScram(
+        version=request.version,
+        throttle_time_ms=0,
+        error_code=int(error[0]),
+        error_message=error[1],
+        results=[],
+    )
