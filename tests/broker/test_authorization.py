@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+import scramp
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import (
@@ -25,10 +27,12 @@ from pykraft.broker.authorization import (
     AuthorizerNotReadyError,
     RequestAuthorizer,
 )
+from pykraft.broker.authorization_scram import ImageScramCredentials
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.handlers import broker_handlers
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.network import RequestContext
+from pykraft.broker.sasl_mechanisms import SaslError, ScramServer
 from pykraft.metadata.auth.acl import (
     AclBinding,
     AclOperation,
@@ -37,8 +41,10 @@ from pykraft.metadata.auth.acl import (
     ResourceType,
 )
 from pykraft.metadata.auth.authorizer import AuthorizerSettings
-from pykraft.metadata.auth.images import AclsDelta, AclsImage
+from pykraft.metadata.auth.images import AclsDelta, AclsImage, ScramDelta, ScramImage
 from pykraft.metadata.auth.principal import KafkaPrincipal, user
+from pykraft.metadata.auth.scram import ScramMechanism, credential_from_password
+from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
 from pykraft.protocol.errors import Errors
@@ -338,3 +344,58 @@ def test_the_acl_apis_answer_security_disabled_without_an_authorizer(cluster: Cl
     assert describe_acls_error(apis_for(cluster, authorizer())) == (
         Errors.CLUSTER_AUTHORIZATION_FAILED
     )
+
+
+# ------------------------------------------------------------------ SCRAM from the image
+
+
+def scram_login(source: ImageScramCredentials, password: str) -> str:
+    """One SCRAM-SHA-512 exchange (scramp's client) against the broker's SASL server."""
+    client = scramp.ScramClient(["SCRAM-SHA-512"], "carol", password)
+    server = ScramServer("SCRAM-SHA-512", source, nonce="server-nonce-for-tests")
+    server_first = server.evaluate_response(client.get_client_first().encode())
+    client.set_server_first(server_first.decode())
+    server_final = server.evaluate_response(client.get_client_final().encode())
+    client.set_server_final(server_final.decode())
+    assert server.complete
+    return server.authorization_id
+
+
+def test_scram_logins_read_the_current_images_credentials() -> None:
+    mechanism = ScramMechanism.SCRAM_SHA_512
+    credential = credential_from_password(mechanism, "carol-secret", b"0123456789abcdef", 4096)
+    delta = ScramDelta(ScramImage.EMPTY)
+    delta.replay(credential.to_record("carol", mechanism))
+    images = [attrs.evolve(MetadataImage.EMPTY, scram=delta.apply())]
+    source = ImageScramCredentials(lambda: images[-1])
+    assert scram_login(source, "carol-secret") == "carol"
+    with pytest.raises(SaslError):
+        scram_login(source, "wrong")
+    images.append(MetadataImage.EMPTY)  # the credential was removed
+    with pytest.raises(SaslError):
+        scram_login(source, "carol-secret")
+
+
+def describe_cluster_operations(apis: KafkaApis) -> Any:
+    request = request_class(ApiKey.DESCRIBE_CLUSTER)(
+        version=1, include_cluster_authorized_operations=True, endpoint_type=1
+    )
+    body = dispatch(apis, ApiKey.DESCRIBE_CLUSTER, 1, request)
+    return decode_response(ApiKey.DESCRIBE_CLUSTER, 1, body).authorized_operations
+
+
+def test_describe_cluster_reports_authorized_operations_only_with_describe(
+    cluster: Cluster,
+) -> None:
+    """KIP-430 / ``handleDescribeCluster``: none without DESCRIBE on the cluster."""
+    on_cluster = ResourceType.CLUSTER
+    alter = acl(AclOperation.ALTER, "kafka-cluster", on_cluster)
+    # ALTER implies DESCRIBE (StandardAuthorizerData), so ALTER alone reports both.
+    assert describe_cluster_operations(apis_for(cluster, authorizer(alter))) == {
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    }
+    denied = acl(
+        AclOperation.DESCRIBE, "kafka-cluster", on_cluster, permission=AclPermissionType.DENY
+    )
+    assert describe_cluster_operations(apis_for(cluster, authorizer(alter, denied))) == set()
