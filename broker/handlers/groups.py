@@ -34,6 +34,7 @@ and applies the version rules); the responses are still built as kafka-python ob
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -43,15 +44,12 @@ from pykraft.broker.handlers.group_reads import describe_groups, list_groups, of
 from pykraft.broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
     NO_RETENTION,
-    DescribeGroupsRequestData,
     FindCoordinatorRequestData,
     HeartbeatRequestData,
     JoinGroupRequestData,
     LeaveGroupRequestData,
-    ListGroupsRequestData,
     OffsetCommitPartition,
     OffsetCommitRequestData,
-    OffsetFetchRequestData,
     SyncGroupRequestData,
     describe_groups_request,
     find_coordinator_request,
@@ -156,20 +154,10 @@ def group_handlers(
     ) -> Any:
         return await offset_commit(services, shell, request, context)
 
-    async def fetch(
-        shell: GroupCoordinatorShell, context: RequestContext, request: OffsetFetchRequestData
-    ) -> Any:
-        return await offset_fetch(shell, context, request, authorizer)
-
-    async def describe(
-        shell: GroupCoordinatorShell, context: RequestContext, request: DescribeGroupsRequestData
-    ) -> Any:
-        return await describe_groups(shell, context, request, authorizer)
-
-    async def listed(
-        shell: GroupCoordinatorShell, context: RequestContext, request: ListGroupsRequestData
-    ) -> Any:
-        return await list_groups(shell, context, request, authorizer)
+    # The read-only APIs filter by what the principal may DESCRIBE (group_reads.py).
+    fetch = functools.partial(offset_fetch, authorizer=authorizer)
+    describe = functools.partial(describe_groups, authorizer=authorizer)
+    listed = functools.partial(list_groups, authorizer=authorizer)
 
     return {
         ApiKey.FIND_COORDINATOR: kafka_python_handler(find),

@@ -64,16 +64,21 @@ def broker(
     return start_secure_brokers(cluster_factory, brokers, tmp_path, extra=AUTHORIZER)[0]
 
 
-def admin(broker: SecureBroker) -> AdminClient:
+def sasl_admin(broker: SecureBroker, mechanism: str, name: str, password: str) -> AdminClient:
+    """confluent-kafka's AdminClient over SASL_PLAINTEXT."""
     return AdminClient(
         {
             "bootstrap.servers": f"127.0.0.1:{broker.sasl_port}",
             "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.username": "admin",
-            "sasl.password": PLAIN_USERS["admin"],
+            "sasl.mechanism": mechanism,
+            "sasl.username": name,
+            "sasl.password": password,
         }
     )
+
+
+def admin(broker: SecureBroker) -> AdminClient:
+    return sasl_admin(broker, "PLAIN", "admin", PLAIN_USERS["admin"])
 
 
 def carol(broker: SecureBroker, password: str = CAROL_PASSWORD) -> dict[str, Any]:
@@ -142,15 +147,7 @@ def carol_sees(broker: SecureBroker, name: str) -> Callable[[], bool]:
 
 
 def carol_admin(broker: SecureBroker) -> AdminClient:
-    return AdminClient(
-        {
-            "bootstrap.servers": f"127.0.0.1:{broker.sasl_port}",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": "carol",
-            "sasl.password": CAROL_PASSWORD,
-        }
-    )
+    return sasl_admin(broker, "SCRAM-SHA-512", "carol", CAROL_PASSWORD)
 
 
 def metadata_error_for_carol(broker: SecureBroker, name: str) -> int:
