@@ -30,6 +30,7 @@ from pykraft.broker.authorization import (
 from pykraft.broker.authorization_scram import ImageScramCredentials
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.handlers.services import topic_uuid
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.network import RequestContext
 from pykraft.broker.sasl_mechanisms import SaslError, ScramServer
@@ -55,7 +56,15 @@ from pykraft.protocol.headers import (
     response_header_version,
 )
 from pykraft.storage.file_slice import FileSlice
-from tests.broker.replica_harness import PETS0, Cluster, batch, encode, pets_led_here, services
+from tests.broker.replica_harness import (
+    PETS0,
+    PETS_ID,
+    Cluster,
+    batch,
+    encode,
+    pets_led_here,
+    services,
+)
 
 CAROL = user("carol")
 ADMIN = user("admin")
@@ -399,3 +408,20 @@ def test_describe_cluster_reports_authorized_operations_only_with_describe(
         AclOperation.DESCRIBE, "kafka-cluster", on_cluster, permission=AclPermissionType.DENY
     )
     assert describe_cluster_operations(apis_for(cluster, authorizer(alter, denied))) == set()
+
+
+def test_a_topic_asked_for_by_id_is_refused_without_its_name(cluster: Cluster) -> None:
+    """``handleTopicMetadataRequest``: topic ids are not sensitive, names are."""
+    apis = apis_for(cluster, authorizer())
+    topic_id = topic_uuid(PETS_ID)
+    request = MetadataRequest(
+        version=12, topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=topic_id)],
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+    )  # fmt: skip
+    answer = MetadataResponse.decode(dispatch(apis, ApiKey.METADATA, 12, request), version=12)
+    [refused] = answer.topics
+    assert (refused.error_code, refused.name, refused.topic_id) == (
+        Errors.TOPIC_AUTHORIZATION_FAILED,
+        None,
+        topic_id,
+    )
