@@ -1,5 +1,6 @@
 """Admin APIs: CreateTopics, DeleteTopics, CreatePartitions and DescribeConfigs are forwarded to
-the controller (``ControllerClient``, KIP-590 forwarding); DescribeCluster is answered here.
+the controller (``ControllerClient``, KIP-590 forwarding); DescribeCluster is answered by
+``describe_cluster.py``.
 
 Forwarded requests go out one topic (or resource) per controller call, concurrently, and each
 answer keeps its own Kafka error code and message: the controller's error names map back to
@@ -14,10 +15,12 @@ DescribeConfigs marks a value as a dynamic topic/broker config when the metadata
 explicitly and as a default otherwise. A broker resource must name this broker or be empty
 (the cluster default), as in Kafka's ``ConfigHelper``.
 
-DescribeCluster (v0-v1) is served from the local image, as a Kafka broker does from its
-metadata cache: the unfenced brokers on the request's listener, the cluster id, and the
-controller id of ``services.controller_id``. Asking a broker for controller endpoints
-(endpoint_type 2) is UNSUPPORTED_ENDPOINT_TYPE.
+Authorization comes first, with the client's principal: the controller sees the broker's own
+identity, so these checks are the only ones the client meets. CreateTopics needs CREATE on the
+cluster or the topic (and DESCRIBE_CONFIGS on it for the v5+ configs), DeleteTopics DELETE,
+CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS on the topic or the cluster; a refusal
+is TOPIC_AUTHORIZATION_FAILED (CLUSTER_AUTHORIZATION_FAILED for a broker resource) for that
+entry only, and nothing is forwarded for it.
 
 Requests reach the handlers as typed values (``admin_requests.py``) and the handlers answer
 with typed results (``admin_responses.py``), turned into kafka-python's response objects once,
@@ -29,19 +32,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import attrs
 
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.admin_requests import (
-    BROKER_ENDPOINT_TYPE,
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
     CreateTopicsRequestData,
     DeleteTopicsRequestData,
-    DescribeClusterRequestData,
     DescribeConfigsRequestData,
     DescribeConfigsResource,
     create_partitions_request,
@@ -54,23 +55,19 @@ from pykraft.broker.handlers.admin_responses import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
-    ClusterBroker,
     ConfigEntry,
     ConfigsResult,
     CreatedTopicResult,
     DeletedTopicResult,
-    DescribeClusterResult,
     PartitionsResult,
     create_partitions_response,
     create_topics_response,
     delete_topics_response,
-    describe_cluster_response,
     describe_configs_response,
 )
+from pykraft.broker.handlers.describe_cluster import cluster_operations, describe_cluster
 from pykraft.broker.handlers.services import (
     BrokerServices,
-    alive_brokers,
-    controller_id,
     topic_id_string,
     topic_uuid,
 )
@@ -143,13 +140,6 @@ def _allowed(
     return services.authorizer.authorize(context, operation, resource_type, name)
 
 
-def cluster_operations(services: BrokerServices, context: RequestContext) -> set[int]:
-    """KIP-430 for the cluster: none without DESCRIBE on it (``handleDescribeCluster``)."""
-    if not services.authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
-        return set()
-    return services.authorizer.authorized_operations(context, ResourceType.CLUSTER, CLUSTER_NAME)
-
-
 _DENIED = "Authorization failed."
 
 
@@ -190,6 +180,12 @@ async def create_topics(
             replication_factor=created.replication_factor,
         )
         if request.version >= 5 and not request.validate_only:
+            if not _allowed(
+                services, context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name
+            ):
+                # handleCreateTopicsRequest: configs only with DESCRIBE_CONFIGS on the topic.
+                refused = Errors.TOPIC_AUTHORIZATION_FAILED
+                return attrs.evolve(result, topic_config_error=refused)
             return await _read_back_configs(services, result)
         return result
 
@@ -383,45 +379,3 @@ def _resource_problem(
             f"but received {name}",
         )
     return None
-
-
-# ------------------------------------------------------------------ DescribeCluster
-
-
-def describe_cluster(
-    services: BrokerServices, request: DescribeClusterRequestData, listener_name: str
-) -> Any:
-    return describe_cluster_response(
-        request.version, cluster_result(services, request, listener_name)
-    )
-
-
-def cluster_result(
-    services: BrokerServices, request: DescribeClusterRequestData, listener_name: str
-) -> DescribeClusterResult:
-    endpoint_type = request.endpoint_type
-    if endpoint_type != BROKER_ENDPOINT_TYPE:
-        return DescribeClusterResult(
-            error=Errors.UNSUPPORTED_ENDPOINT_TYPE,
-            message="The request was sent to an endpoint of type BROKER, but we wanted "
-            f"an endpoint of type {_endpoint_type_name(endpoint_type)}",
-            endpoint_type=endpoint_type,
-            cluster_id=services.cluster_id,
-            controller_id=-1,
-        )
-    alive = alive_brokers(services.metadata(), listener_name)
-    return DescribeClusterResult(
-        error=Errors.NONE,
-        message=None,
-        endpoint_type=BROKER_ENDPOINT_TYPE,
-        cluster_id=services.cluster_id,
-        controller_id=controller_id(services.broker_id, alive),
-        brokers=tuple(
-            ClusterBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack) for n in alive
-        ),
-    )
-
-
-def _endpoint_type_name(endpoint_type: int) -> str:
-    names: Mapping[int, str] = {1: "BROKER", 2: "CONTROLLER"}
-    return names.get(endpoint_type, f"UNKNOWN({endpoint_type})")

@@ -22,6 +22,11 @@ OffsetCommit: partitions of topics the metadata does not know are UNKNOWN_TOPIC_
 offsets yet). OffsetFetch v8+ answers several groups per request; v1 reports a group error on
 every partition asked for, v2+ once for the group, as Kafka does.
 
+Authorization (Kafka's ``KafkaApis``): FindCoordinator needs DESCRIBE on the group; JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ on it (else the whole answer is
+GROUP_AUTHORIZATION_FAILED), OffsetCommit also READ on each topic (TOPIC_AUTHORIZATION_FAILED
+per partition). The read-only APIs and their filtering are in ``group_reads.py``.
+
 Requests reach the handlers as typed values (``group_requests.py`` reads kafka-python's objects
 and applies the version rules); the responses are still built as kafka-python objects.
 """
@@ -29,24 +34,22 @@ and applies the version rules); the responses are still built as kafka-python ob
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.group_reads import describe_groups, list_groups, offset_fetch
 from pykraft.broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
     NO_RETENTION,
-    DescribeGroupsRequestData,
     FindCoordinatorRequestData,
     HeartbeatRequestData,
     JoinGroupRequestData,
     LeaveGroupRequestData,
-    ListGroupsRequestData,
     OffsetCommitPartition,
     OffsetCommitRequestData,
-    OffsetFetchRequestData,
     SyncGroupRequestData,
     describe_groups_request,
     find_coordinator_request,
@@ -59,16 +62,12 @@ from pykraft.broker.handlers.group_requests import (
     sync_group_request,
 )
 from pykraft.broker.handlers.group_responses import (
-    FetchedGroup,
     FoundCoordinator,
-    describe_groups_response,
     find_coordinator_response,
     heartbeat_response,
     join_group_response,
     leave_group_response,
-    list_groups_response,
     offset_commit_response,
-    offset_fetch_response,
     sync_group_response,
 )
 from pykraft.broker.handlers.services import BrokerServices, node_endpoint
@@ -76,7 +75,6 @@ from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, kafka_python_han
 from pykraft.broker.network import RequestContext
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
 from pykraft.coordinator.group.effects import JoinGroupResult, SyncGroupResult
-from pykraft.coordinator.group.manager import GroupSummary
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -156,20 +154,10 @@ def group_handlers(
     ) -> Any:
         return await offset_commit(services, shell, request, context)
 
-    async def fetch(
-        shell: GroupCoordinatorShell, context: RequestContext, request: OffsetFetchRequestData
-    ) -> Any:
-        return await offset_fetch(shell, context, request, authorizer)
-
-    async def describe(
-        shell: GroupCoordinatorShell, context: RequestContext, request: DescribeGroupsRequestData
-    ) -> Any:
-        return await describe_groups(shell, context, request, authorizer)
-
-    async def listed(
-        shell: GroupCoordinatorShell, context: RequestContext, request: ListGroupsRequestData
-    ) -> Any:
-        return await list_groups(shell, context, request, authorizer)
+    # The read-only APIs filter by what the principal may DESCRIBE (group_reads.py).
+    fetch = functools.partial(offset_fetch, authorizer=authorizer)
+    describe = functools.partial(describe_groups, authorizer=authorizer)
+    listed = functools.partial(list_groups, authorizer=authorizer)
 
     return {
         ApiKey.FIND_COORDINATOR: kafka_python_handler(find),
@@ -409,99 +397,3 @@ async def _commit(
             )
         )
     return errors
-
-
-async def offset_fetch(
-    coordinator: GroupCoordinatorShell,
-    context: RequestContext,
-    request: OffsetFetchRequestData,
-    authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
-) -> Any:
-    """``handleOffsetFetchRequest``: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED);
-    partitions asked for of topics not described answer TOPIC_AUTHORIZATION_FAILED, and the
-    all-partitions form leaves such topics out."""
-    fetched = []
-    for group in request.groups:
-        if not authorizer.authorize(
-            context, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id
-        ):
-            error = Errors.GROUP_AUTHORIZATION_FAILED
-            fetched.append(FetchedGroup(group=group, error=error, offsets=[]))
-            continue
-        wanted = None if group.partitions is None else list(group.partitions)
-        error, offsets = coordinator.fetch_offsets(group.group_id, wanted)
-        described = authorizer.authorized(
-            context, AclOperation.DESCRIBE, ResourceType.TOPIC, (tp.topic for tp, _ in offsets)
-        )
-        offsets = [(tp, o) for tp, o in offsets if tp.topic in described or wanted is not None]
-        fetched.append(FetchedGroup(group=group, error=error, offsets=offsets))
-    response = offset_fetch_response(request.version, fetched)
-    _refuse_undescribed_topics(response, authorizer, context)
-    return response
-
-
-def _refuse_undescribed_topics(
-    response: Any, authorizer: RequestAuthorizer, context: RequestContext
-) -> None:
-    """TOPIC_AUTHORIZATION_FAILED on the named partitions of topics not described."""
-    if not authorizer.enabled:
-        return
-    groups = getattr(response, "groups", None)
-    holders = [response] if groups is None else list(groups)
-    for holder in holders:
-        for topic in holder.topics or ():
-            if not authorizer.authorize(
-                context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name
-            ):
-                for partition in topic.partitions:
-                    partition.committed_offset = -1
-                    partition.metadata = None
-                    partition.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
-
-
-# ------------------------------------------------------------------ describe and list
-
-
-_UNAUTHORIZED_GROUP = GroupSummary(state="", protocol_type="", protocol="")
-
-
-async def describe_groups(
-    coordinator: GroupCoordinatorShell,
-    context: RequestContext,
-    request: DescribeGroupsRequestData,
-    authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
-) -> Any:
-    """``handleDescribeGroupsRequest``: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED
-    with nothing about it; KIP-430 (v3+) the group's authorized operations when asked."""
-    described: list[tuple[str, Errors, GroupSummary]] = []
-    for group_id in request.groups:
-        if authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            described.append((group_id, *coordinator.describe_group(group_id)))
-        else:
-            described.append((group_id, Errors.GROUP_AUTHORIZATION_FAILED, _UNAUTHORIZED_GROUP))
-    response = describe_groups_response(request.version, described)
-    if request.include_authorized_operations:
-        for group in response.groups:
-            if group.error_code == Errors.NONE:
-                group.authorized_operations = authorizer.authorized_operations(
-                    context, ResourceType.GROUP, group.group_id
-                )
-    return response
-
-
-async def list_groups(
-    coordinator: GroupCoordinatorShell,
-    context: RequestContext,
-    request: ListGroupsRequestData,
-    authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
-) -> Any:
-    """``handleListGroupsRequest``: every group with DESCRIBE on the cluster, else only the
-    groups the principal may DESCRIBE."""
-    error, overviews = coordinator.list_groups(request.states_filter)
-    if not authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
-        overviews = [
-            g
-            for g in overviews
-            if authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
-        ]
-    return list_groups_response(request.version, error, overviews)

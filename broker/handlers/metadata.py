@@ -80,13 +80,13 @@ async def handle_metadata(
     alive = alive_brokers(image, listener_name)
     all_topics = request.topics is None or (request.version == 0 and not request.topics)
     topics = []
-    for entry in _requested_topics(image, request):
+    for index, entry in enumerate(_requested_topics(image, request)):
         topic = _topic(image, entry, version, listener_name)
         if context is not None and topic.name is not None:
             if not _describable(services, context, topic.name):
                 if all_topics:
                     continue  # filterByAuthorized: hidden, not refused
-                topic = _unauthorized(entry)
+                topic = _unauthorized(topic, by_id=request.topics[index].name is None)
             elif getattr(request, "include_topic_authorized_operations", False):
                 topic.authorized_operations = services.authorizer.authorized_operations(
                     context, ResourceType.TOPIC, topic.name
@@ -132,13 +132,14 @@ def _may_create(services: BrokerServices, context: RequestContext | None, name: 
     )
 
 
-def _unauthorized(entry: TopicImage | Any) -> Any:
-    """A named topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED, whether or
-    not it exists, so existence does not leak (``handleTopicMetadataRequest``)."""
+def _unauthorized(topic: Any, by_id: bool) -> Any:
+    """A topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED, and nothing else
+    about it (``handleTopicMetadataRequest``). Asked by name, existing or not, the name comes
+    back and no id, so existence does not leak; asked by id, the id and no name."""
     return _Topic(
         error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
-        name=entry.name,
-        topic_id=ZERO_UUID,
+        name=None if by_id else topic.name,
+        topic_id=topic.topic_id if by_id else ZERO_UUID,
         is_internal=False,
         partitions=[],
     )

@@ -16,15 +16,17 @@ which keeps the derived ``(stored_key, server_key)`` — nothing here logs it.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+import attrs
 
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api import security
+from pykraft.metadata.api.errors import ApiError
 from pykraft.metadata.auth.acl import (
     AclBinding,
     AclBindingFilter,
@@ -38,9 +40,8 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
 
-logger = logging.getLogger(__name__)
-
-E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType)
+E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType, ScramMechanism)
+T = TypeVar("T")
 
 SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
 _DENIED = "Cluster authorization failed."
@@ -76,15 +77,33 @@ def _code(cls: type[E], value: int) -> E:
         return cls(0)
 
 
-def _refusal(
-    services: BrokerServices, context: RequestContext, operation: AclOperation
-) -> tuple[Errors, str] | None:
+@attrs.frozen
+class Refusal:
+    """Why a request was not forwarded, or the controller's error."""
+
+    error: ApiError
+
+
+async def _forward(
+    services: BrokerServices,
+    context: RequestContext,
+    operation: AclOperation,
+    call: Callable[[], Awaitable[T]],
+    *,
+    acl_api: bool,
+) -> T | Refusal:
+    """``operation`` on the cluster, then the controller's answer; or why not: SECURITY_DISABLED
+    (an ACL API without an authorizer), CLUSTER_AUTHORIZATION_FAILED, or the controller's
+    error."""
     authorizer = services.authorizer
-    if not authorizer.enabled:
-        return Errors.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE
+    if acl_api and not authorizer.enabled:
+        return Refusal(ApiError(Errors.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE))
     if not authorizer.authorize_cluster(context, operation):
-        return Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
-    return None
+        return Refusal(ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED))
+    try:
+        return await call()
+    except ControllerError as error:
+        return Refusal(ApiError(error.code, error.message))
 
 
 # ------------------------------------------------------------------ ACLs
@@ -115,23 +134,21 @@ def filter_from_wire(wire: Any) -> AclBindingFilter:
 
 
 async def create_acls(services: BrokerServices, context: RequestContext, request: Any) -> Any:
-    version = request.version
     result = _CreateAcls.AclCreationResult
-    refusal = _refusal(services, context, AclOperation.ALTER)
-    if refusal is None:
-        try:
-            answer = await services.controller.create_acls(
-                [acl_from_wire(c) for c in request.creations]
-            )
-            results = [
-                result(error_code=int(r.error), error_message=r.message) for r in answer.results
-            ]
-            return _CreateAcls(version=version, throttle_time_ms=0, results=results)
-        except ControllerError as error:
-            refusal = error.code, error.message
-    error_code, message = int(refusal[0]), refusal[1]
-    results = [result(error_code=error_code, error_message=message) for _ in request.creations]
-    return _CreateAcls(version=version, throttle_time_ms=0, results=results)
+    creations = [acl_from_wire(c) for c in request.creations]
+    answer = await _forward(
+        services,
+        context,
+        AclOperation.ALTER,
+        lambda: services.controller.create_acls(creations),
+        acl_api=True,
+    )
+    if isinstance(answer, Refusal):
+        errors = [answer.error for _ in creations]
+    else:
+        errors = list(answer.results)
+    results = [result(error_code=int(e.error), error_message=e.message) for e in errors]
+    return _CreateAcls(version=request.version, throttle_time_ms=0, results=results)
 
 
 def _described(acls: tuple[AclBinding, ...]) -> list[Any]:
@@ -161,25 +178,21 @@ def _described(acls: tuple[AclBinding, ...]) -> list[Any]:
 
 
 async def describe_acls(services: BrokerServices, context: RequestContext, request: Any) -> Any:
-    refusal = _refusal(services, context, AclOperation.DESCRIBE)
-    if refusal is None:
-        try:
-            acls = await services.controller.describe_acls(filter_from_wire(request))
-            return _DescribeAcls(
-                version=request.version,
-                throttle_time_ms=0,
-                error_code=0,
-                error_message=None,
-                resources=_described(acls),
-            )
-        except ControllerError as error:
-            refusal = error.code, error.message
+    acl_filter = filter_from_wire(request)
+    answer = await _forward(
+        services,
+        context,
+        AclOperation.DESCRIBE,
+        lambda: services.controller.describe_acls(acl_filter),
+        acl_api=True,
+    )
+    refused = answer.error if isinstance(answer, Refusal) else ApiError(Errors.NONE)
     return _DescribeAcls(
         version=request.version,
         throttle_time_ms=0,
-        error_code=int(refusal[0]),
-        error_message=refusal[1],
-        resources=[],
+        error_code=int(refused.error),
+        error_message=refused.message,
+        resources=[] if isinstance(answer, Refusal) else _described(answer),
     )
 
 
@@ -198,52 +211,43 @@ def _matching(acl: AclBinding) -> Any:
 
 
 async def delete_acls(services: BrokerServices, context: RequestContext, request: Any) -> Any:
-    version = request.version
     result = _DeleteAcls.DeleteAclsFilterResult
-    refusal = _refusal(services, context, AclOperation.ALTER)
-    if refusal is None:
-        try:
-            answer = await services.controller.delete_acls(
-                [filter_from_wire(f) for f in request.filters]
-            )
-            results = [
-                result(
-                    error_code=int(r.error.error),
-                    error_message=r.error.message,
-                    matching_acls=[_matching(acl) for acl in r.matching_acls],
-                )
-                for r in answer.results
-            ]
-            return _DeleteAcls(version=version, throttle_time_ms=0, filter_results=results)
-        except ControllerError as error:
-            refusal = error.code, error.message
+    filters = [filter_from_wire(f) for f in request.filters]
+    answer = await _forward(
+        services,
+        context,
+        AclOperation.ALTER,
+        lambda: services.controller.delete_acls(filters),
+        acl_api=True,
+    )
+    if isinstance(answer, Refusal):
+        outcomes = [security.DeleteAclsFilterResult(answer.error) for _ in filters]
+    else:
+        outcomes = list(answer.results)
     results = [
-        result(error_code=int(refusal[0]), error_message=refusal[1], matching_acls=[])
-        for _ in request.filters
+        result(
+            error_code=int(r.error.error),
+            error_message=r.error.message,
+            matching_acls=[_matching(acl) for acl in r.matching_acls],
+        )
+        for r in outcomes
     ]
-    return _DeleteAcls(version=version, throttle_time_ms=0, filter_results=results)
+    return _DeleteAcls(version=request.version, throttle_time_ms=0, filter_results=results)
 
 
 # ------------------------------------------------------------------ SCRAM (KIP-554)
 
 
-def _mechanism(code: int) -> ScramMechanism:
-    try:
-        return ScramMechanism(code)
-    except ValueError:
-        return ScramMechanism(0)
-
-
 def scram_request_from_wire(request: Any) -> security.AlterUserScramCredentialsRequest:
     return security.AlterUserScramCredentialsRequest(
         deletions=tuple(
-            security.ScramCredentialDeletion(d.name, _mechanism(d.mechanism))
+            security.ScramCredentialDeletion(d.name, _code(ScramMechanism, d.mechanism))
             for d in request.deletions
         ),
         upsertions=tuple(
             security.ScramCredentialUpsertion(
                 name=u.name,
-                mechanism=_mechanism(u.mechanism),
+                mechanism=_code(ScramMechanism, u.mechanism),
                 iterations=u.iterations,
                 salt=bytes(u.salt),
                 salted_password=bytes(u.salted_password),
@@ -256,26 +260,25 @@ def scram_request_from_wire(request: Any) -> security.AlterUserScramCredentialsR
 async def alter_scram(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     """ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user named."""
     result = _AlterScram.AlterUserScramCredentialsResult
-    users = list(
-        dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
+    alteration = scram_request_from_wire(request)
+    answer = await _forward(
+        services,
+        context,
+        AclOperation.ALTER,
+        lambda: services.controller.alter_user_scram_credentials(alteration),
+        acl_api=False,
     )
-    error: tuple[Errors, str] | None = None
-    if not services.authorizer.authorize_cluster(context, AclOperation.ALTER):
-        error = Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+    if isinstance(answer, Refusal):
+        named = [*(d.name for d in alteration.deletions), *(u.name for u in alteration.upsertions)]
+        outcomes = [
+            security.AlterUserScramCredentialsResult(user, answer.error)
+            for user in dict.fromkeys(named)
+        ]
     else:
-        try:
-            answer = await services.controller.alter_user_scram_credentials(
-                scram_request_from_wire(request)
-            )
-            results = [
-                result(user=r.user, error_code=int(r.error.error), error_message=r.error.message)
-                for r in answer.results
-            ]
-            return _AlterScram(version=request.version, throttle_time_ms=0, results=results)
-        except ControllerError as failure:
-            error = failure.code, failure.message
+        outcomes = list(answer.results)
     results = [
-        result(user=user, error_code=int(error[0]), error_message=error[1]) for user in users
+        result(user=r.user, error_code=int(r.error.error), error_message=r.error.message)
+        for r in outcomes
     ]
     return _AlterScram(version=request.version, throttle_time_ms=0, results=results)
 
@@ -283,40 +286,31 @@ async def alter_scram(services: BrokerServices, context: RequestContext, request
 async def describe_scram(services: BrokerServices, context: RequestContext, request: Any) -> Any:
     """DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the whole answer."""
     result = _DescribeScram.DescribeUserScramCredentialsResult
-    error: tuple[Errors, str] | None = None
-    if not services.authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
-        error = Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
-    else:
-        users = None if not request.users else [u.name for u in request.users]
-        try:
-            answer = await services.controller.describe_user_scram_credentials(users)
-        except ControllerError as failure:
-            error = failure.code, failure.message
-        else:
-            return _DescribeScram(
-                version=request.version,
-                throttle_time_ms=0,
-                error_code=int(answer.error.error),
-                error_message=answer.error.message,
-                results=[
-                    result(
-                        user=r.user,
-                        error_code=int(r.error.error),
-                        error_message=r.error.message,
-                        credential_infos=[
-                            result.CredentialInfo(
-                                mechanism=int(info.mechanism), iterations=info.iterations
-                            )
-                            for info in r.credential_infos
-                        ],
-                    )
-                    for r in answer.results
-                ],
-            )
+    users = None if not request.users else [u.name for u in request.users]
+    answer = await _forward(
+        services,
+        context,
+        AclOperation.DESCRIBE,
+        lambda: services.controller.describe_user_scram_credentials(users),
+        acl_api=False,
+    )
+    if isinstance(answer, Refusal):
+        answer = security.DescribeUserScramCredentialsResponse(answer.error)
     return _DescribeScram(
         version=request.version,
         throttle_time_ms=0,
-        error_code=int(error[0]),
-        error_message=error[1],
-        results=[],
+        error_code=int(answer.error.error),
+        error_message=answer.error.message,
+        results=[
+            result(
+                user=r.user,
+                error_code=int(r.error.error),
+                error_message=r.error.message,
+                credential_infos=[
+                    result.CredentialInfo(mechanism=int(i.mechanism), iterations=i.iterations)
+                    for i in r.credential_infos
+                ],
+            )
+            for r in answer.results
+        ],
     )
