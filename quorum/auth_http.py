@@ -14,7 +14,8 @@ Per request (``guard``, wrapped around every handler by ``service_http.add_route
 1. **Authenticate.** PLAINTEXT listener: ``User:ANONYMOUS``, as Kafka's PLAINTEXT. TLS listener:
    the peer certificate's principal (``metadata/auth/principal.py``,
    ``ssl.principal.mapping.rules``); without one, a valid Basic header's ``User:<name>``;
-   neither: 401 SASL_AUTHENTICATION_FAILED.
+   neither: 401 SASL_AUTHENTICATION_FAILED, with ``WWW-Authenticate: Basic realm="pykraft"`` (RFC
+   7235 §3.1: a 401 must carry a challenge; RFC 7617 names Basic's).
    With ``ssl.client.auth=required`` a client without a certificate never gets past the handshake.
 2. **Authorize** by the route's access column (``metadata/api/routes.py``) through
    ``quorum/auth.py``: 403 CLUSTER_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED. What needs
@@ -62,15 +63,22 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # once, the rest are refused rather than queued.
 MAX_CONCURRENT_PASSWORD_CHECKS = 4
 PRINCIPAL = "pykraft.principal"
+# RFC 7235 §3.1: "The server generating a 401 response MUST send a WWW-Authenticate header
+# field containing at least one challenge"; Basic is the scheme a password is accepted by.
+UNAUTHORIZED_STATUS = 401
+BASIC_CHALLENGE = 'Basic realm="pykraft"'
 
 
 class Refused(Exception):
-    """Answer ``body`` with HTTP ``status`` (the middleware's ``ErrorAnswer`` shape)."""
+    """Answer ``body`` with HTTP ``status`` and ``headers`` (a 401 carries the challenge)."""
 
     def __init__(self, status: int, body: ErrorBody) -> None:
         super().__init__(body.message)
         self.status = status
         self.body = body
+        self.headers: dict[str, str] = (
+            {"WWW-Authenticate": BASIC_CHALLENGE} if status == UNAUTHORIZED_STATUS else {}
+        )
 
 
 @attrs.define

@@ -14,7 +14,7 @@ them, so they form no import cycle.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from aiohttp import web
@@ -60,8 +60,12 @@ def json_response(answer: JsonObject, status: int = 200) -> web.Response:
     return web.Response(body=dumps(answer), status=status, content_type="application/json")
 
 
-def error_response(status: int, body: ErrorBody) -> web.Response:
-    return json_response(error_body_to_json(body), status)
+def error_response(
+    status: int, body: ErrorBody, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    response = json_response(error_body_to_json(body), status)
+    response.headers.update(headers or {})
+    return response
 
 
 def _body_of(error: ServiceError) -> ErrorBody:
@@ -78,7 +82,9 @@ def _body_of(error: ServiceError) -> ErrorBody:
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except (ErrorAnswer, Refused) as answer:
+    except Refused as refused:
+        return error_response(refused.status, refused.body, refused.headers)
+    except ErrorAnswer as answer:
         return error_response(answer.status, answer.body)
     except ServiceError as error:
         return error_response(error.status, _body_of(error))

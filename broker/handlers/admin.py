@@ -313,10 +313,11 @@ async def describe_configs(
 
     async def one(resource: DescribeConfigsResource) -> ConfigsResult:
         kind = _RESOURCE_KINDS.get(resource.resource_type)
-        problem = _resource_problem(services, resource, kind)
-        if problem is not None:
-            return _configs_failed(resource, *problem)
-        assert kind is not None
+        if kind is None:
+            message = f"Unsupported resource type: {resource.resource_type}"
+            return _configs_failed(resource, Errors.INVALID_REQUEST, message)
+        # ConfigHelper.handleDescribeConfigsRequest authorizes every resource before it looks
+        # at one: a refused principal learns nothing, not even which broker ids are valid.
         if kind == "topic" and not _allowed(
             services,
             context,
@@ -329,6 +330,9 @@ async def describe_configs(
             services, context, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
         ):
             return _configs_failed(resource, Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
+        problem = _resource_problem(services, resource, kind)
+        if problem is not None:
+            return _configs_failed(resource, *problem)
         try:
             configs = await services.controller.describe_configs(kind, resource.resource_name)
         except ControllerError as error:
@@ -367,10 +371,8 @@ def _configs_failed(
 
 
 def _resource_problem(
-    services: BrokerServices, resource: DescribeConfigsResource, kind: str | None
+    services: BrokerServices, resource: DescribeConfigsResource, kind: str
 ) -> tuple[Errors, str] | None:
-    if kind is None:
-        return Errors.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}"
     name = resource.resource_name
     if kind == "broker" and name not in ("", str(services.broker_id)):
         return (

@@ -54,26 +54,32 @@ async def offset_fetch(
         offsets = [(tp, o) for tp, o in offsets if tp.topic in described or wanted is not None]
         fetched.append(FetchedGroup(group=group, error=error, offsets=offsets))
     response = offset_fetch_response(request.version, fetched)
-    _refuse_undescribed_topics(response, authorizer, context)
+    _refuse_undescribed_topics(response, request.version, authorizer, context)
     return response
 
 
 def _refuse_undescribed_topics(
-    response: Any, authorizer: RequestAuthorizer, context: RequestContext
+    response: Any, version: int, authorizer: RequestAuthorizer, context: RequestContext
 ) -> None:
-    """TOPIC_AUTHORIZATION_FAILED on the named partitions of topics not described."""
+    """TOPIC_AUTHORIZATION_FAILED on the named partitions of topics not described, with
+    nothing of what was committed (``fetchOffsetsForGroup``: offset -1, leader epoch -1, no
+    metadata). A group refused keeps its GROUP_AUTHORIZATION_FAILED (v0-v1: on every
+    partition, ``OffsetFetchResponse.groupError``)."""
     if not authorizer.enabled:
         return
-    groups = getattr(response, "groups", None)
-    holders = [response] if groups is None else list(groups)
+    # v0-v7 answer one group at the top level (kafka-python's object has an empty ``groups``).
+    holders = list(response.groups) if version >= 8 else [response]
     for holder in holders:
+        if holder.error_code == Errors.GROUP_AUTHORIZATION_FAILED:
+            continue
         for topic in holder.topics or ():
             if not authorizer.authorize(
                 context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name
             ):
                 for partition in topic.partitions:
                     partition.committed_offset = -1
-                    partition.metadata = None
+                    partition.committed_leader_epoch = -1
+                    partition.metadata = ""
                     partition.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
 
 
