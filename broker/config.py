@@ -3,7 +3,9 @@
 ``BrokerConfig.from_properties`` takes the plain ``Mapping[str, str]`` that ``pykraft/`` parsed
 from a ``.properties`` file (broker/ never reads the file itself). Unknown properties are ignored,
 as Kafka ignores (and logs) unused ones, so one file can hold controller and broker settings.
-Every bad value raises ``BrokerConfigError`` naming the property.
+Every bad value raises ``BrokerConfigError`` naming the property. The listeners and their
+security (``listeners``, ``advertised.listeners``, the protocol map, SSL, SASL, the controller
+client's TLS) are parsed by ``config_listeners.py``; this module is the table of the rest.
 
 Properties pykraft adds (Kafka has no equivalent; each is documented on its field):
 
@@ -34,31 +36,42 @@ from types import MappingProxyType
 
 import attrs
 
+from pykraft.broker.config_listeners import (
+    BrokerConfigError,
+    Endpoint,
+    HostPort,
+    advertised_listeners_of,
+    controller_tls_settings,
+    inter_broker_listener_of,
+    inter_broker_mechanism_of,
+    list_property,
+    listener_security_of,
+    listeners_of,
+    parse_host_port,
+)
 from pykraft.broker.connection_quotas import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_IP,
     parse_per_ip_overrides,
 )
-from pykraft.broker.sasl_config import (
-    ListenerSecurity,
-    SecurityConfigError,
-    SecurityProtocol,
-    inter_broker_mechanism,
-    parse_listener_security,
-)
+from pykraft.broker.sasl_config import ListenerSecurity, SecurityProtocol
 from pykraft.metadata.auth.authorizer import AuthorizerSettings
-from pykraft.metadata.auth.tls_settings import (
-    TlsSettings,
-    TlsSettingsError,
-    listener_prefix,
-    parse_tls_settings,
-)
+from pykraft.metadata.auth.tls_settings import TlsSettings
 from pykraft.storage.log_config import LogConfig, LogConfigError
 
-LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT = (
-    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
-)
+# Listeners and their security are parsed in config_listeners.py; its types and error are
+# imported from here as they always were.
+__all__ = [
+    "BROKER_LOG_PROPERTIES",
+    "BrokerConfig",
+    "BrokerConfigError",
+    "Endpoint",
+    "HostPort",
+    "controller_tls_settings",
+    "is_loopback",
+]
+
 # Broker-level names of the settings that form LogConfig (KafkaConfig's log.* properties).
 BROKER_LOG_PROPERTIES = (
     "log.segment.bytes",
@@ -88,38 +101,6 @@ _TOPIC_TO_BROKER_NAME = {
     "flush.messages": "log.flush.interval.messages",
     "cleanup.policy": "log.cleanup.policy",
 }
-
-
-class BrokerConfigError(ValueError):
-    """A broker property is missing or invalid; ``property_name`` names it."""
-
-    def __init__(self, property_name: str, message: str) -> None:
-        super().__init__(f"invalid value for {property_name}: {message}")
-        self.property_name = property_name
-
-
-@attrs.frozen
-class Endpoint:
-    """One entry of ``listeners`` / ``advertised.listeners``: ``NAME://host:port``."""
-
-    listener_name: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener_name}://{host}:{self.port}"
-
-
-@attrs.frozen
-class HostPort:
-    host: str
-    port: int
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
 
 
 @attrs.frozen(kw_only=True)
@@ -200,7 +181,8 @@ class BrokerConfig:
     # authorizer does.
     authorizer: AuthorizerSettings | None = None
     # http.listener (pykraft): the local HTTP API; loopback by default (DESIGN.md §3.6).
-    http_listener: HostPort = HostPort("127.0.0.1", 8092)
+    # (HostPort is attrs.frozen, in config_listeners.py: a shared default is safe.)
+    http_listener: HostPort = HostPort("127.0.0.1", 8092)  # noqa: RUF009
     # http.bearer.token (pykraft): required when http.listener is not loopback.
     http_bearer_token: str | None = None
     # The log.* properties, as the default LogConfig of every partition.
@@ -216,10 +198,10 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
         """Build and validate a config; raises ``BrokerConfigError`` naming the property."""
-        listeners = _listeners(values)
-        advertised = _advertised_listeners(values, listeners)
-        security = _listener_security(values, listeners + advertised)
-        inter_broker_listener_name = _inter_broker_listener(values, advertised)
+        listeners = listeners_of(values)
+        advertised = advertised_listeners_of(values, listeners)
+        security = listener_security_of(values, listeners + advertised)
+        inter_broker_listener_name = inter_broker_listener_of(values, advertised)
         fields: dict[str, object] = {
             "node_id": _node_id(values),
             "controller_bootstrap_servers": _controller_bootstrap(values),
@@ -228,7 +210,7 @@ class BrokerConfig:
             "advertised_listeners": advertised,
             "inter_broker_listener_name": inter_broker_listener_name,
             "listener_security": security,
-            "inter_broker_sasl_mechanism": _inter_broker_mechanism(
+            "inter_broker_sasl_mechanism": inter_broker_mechanism_of(
                 values, security[inter_broker_listener_name]
             ),
             "log_dirs": _log_dirs(values),
@@ -383,13 +365,6 @@ def _optional_str(values: Mapping[str, str], name: str) -> str | None:
     return raw.strip() or None if raw is not None else None
 
 
-def _list(values: Mapping[str, str], name: str) -> list[str] | None:
-    raw = values.get(name)
-    if raw is None:
-        return None
-    return [item.strip() for item in raw.split(",") if item.strip()]
-
-
 def _node_id(values: Mapping[str, str]) -> int:
     if "node.id" not in values and "broker.id" not in values:
         raise BrokerConfigError("node.id", "missing; every KRaft broker needs a node.id")
@@ -400,129 +375,11 @@ def _node_id(values: Mapping[str, str]) -> int:
     return broker_id
 
 
-def _parse_host_port(text: str, name: str) -> HostPort:
-    host, separator, port = text.strip().rpartition(":")
-    if not separator or not port.isascii() or not port.isdigit() or int(port) > 65535:
-        raise BrokerConfigError(name, f"expected host:port, got {text!r}")
-    return HostPort(host.strip("[]"), int(port))
-
-
-def _parse_endpoint(text: str, name: str) -> Endpoint:
-    listener_name, separator, address = text.partition("://")
-    listener_name = listener_name.strip().upper()
-    if not separator or not listener_name:
-        raise BrokerConfigError(name, f"expected NAME://host:port, got {text!r}")
-    host_port = _parse_host_port(address, name)
-    return Endpoint(listener_name, host_port.host, host_port.port)
-
-
-def _security_protocols(values: Mapping[str, str]) -> dict[str, str]:
-    name = "listener.security.protocol.map"
-    protocols: dict[str, str] = {}
-    for item in _list(values, name) or LISTENER_SECURITY_PROTOCOL_MAP_DEFAULT.split(","):
-        listener, separator, protocol = item.partition(":")
-        if not separator or not listener.strip() or not protocol.strip():
-            raise BrokerConfigError(name, f"expected LISTENER:PROTOCOL, got {item!r}")
-        protocols[listener.strip().upper()] = protocol.strip().upper()
-    return protocols
-
-
-def _endpoints(values: Mapping[str, str], name: str, items: list[str]) -> tuple[Endpoint, ...]:
-    if not items:
-        raise BrokerConfigError(name, "no listener given")
-    protocols = _security_protocols(values)
-    endpoints = tuple(_parse_endpoint(item, name) for item in items)
-    seen: set[str] = set()
-    for endpoint in endpoints:
-        if endpoint.listener_name in seen:
-            raise BrokerConfigError(name, f"listener {endpoint.listener_name} is listed twice")
-        seen.add(endpoint.listener_name)
-        protocol = protocols.get(endpoint.listener_name)
-        if protocol is None:
-            raise BrokerConfigError(
-                name,
-                f"listener {endpoint.listener_name} has no entry in listener.security.protocol.map",
-            )
-        if protocol not in SecurityProtocol.__members__:
-            raise BrokerConfigError(
-                "listener.security.protocol.map",
-                f"listener {endpoint.listener_name} maps to {protocol}; expected one of "
-                f"{', '.join(SecurityProtocol.__members__)}",
-            )
-    return endpoints
-
-
-def _listener_security(
-    values: Mapping[str, str], endpoints: tuple[Endpoint, ...]
-) -> Mapping[str, ListenerSecurity]:
-    protocols = _security_protocols(values)
-    security: dict[str, ListenerSecurity] = {}
-    for endpoint in endpoints:
-        name = endpoint.listener_name
-        if name not in security:
-            protocol = SecurityProtocol[protocols[name]]
-            try:
-                security[name] = parse_listener_security(values, name, protocol)
-            except SecurityConfigError as error:
-                raise BrokerConfigError(error.property_name, _message(error)) from None
-    return MappingProxyType(security)
-
-
-def _inter_broker_mechanism(values: Mapping[str, str], security: ListenerSecurity) -> str | None:
-    try:
-        return inter_broker_mechanism(values, security)
-    except SecurityConfigError as error:
-        raise BrokerConfigError(error.property_name, _message(error)) from None
-
-
-def _message(error: ValueError) -> str:
-    return str(error).split(": ", 1)[-1]
-
-
-def _listeners(values: Mapping[str, str]) -> tuple[Endpoint, ...]:
-    items = _list(values, "listeners")
-    return _endpoints(
-        values, "listeners", items if items is not None else ["PLAINTEXT://127.0.0.1:9092"]
-    )
-
-
-def _advertised_listeners(
-    values: Mapping[str, str], listeners: tuple[Endpoint, ...]
-) -> tuple[Endpoint, ...]:
-    items = _list(values, "advertised.listeners")
-    name = "advertised.listeners" if items is not None else "listeners"
-    advertised = listeners if items is None else _endpoints(values, name, items)
-    for endpoint in advertised:
-        # Kafka refuses to advertise the meta-address; pykraft also cannot look up a hostname
-        # to advertise for an empty host, so it asks for advertised.listeners instead.
-        if endpoint.host in ("", "0.0.0.0", "::"):
-            raise BrokerConfigError(
-                "advertised.listeners",
-                f"cannot advertise {endpoint}: set advertised.listeners to an address clients "
-                "can reach",
-            )
-        # Port 0 in listeners means "any free port"; the process advertises the bound port.
-        if endpoint.port == 0 and items is not None:
-            raise BrokerConfigError("advertised.listeners", f"cannot advertise port 0 ({endpoint})")
-    return advertised
-
-
-def _inter_broker_listener(values: Mapping[str, str], advertised: tuple[Endpoint, ...]) -> str:
-    name = (values.get("inter.broker.listener.name") or "PLAINTEXT").strip().upper()
-    if all(endpoint.listener_name != name for endpoint in advertised):
-        raise BrokerConfigError(
-            "inter.broker.listener.name",
-            f"{name} is not one of advertised.listeners "
-            f"({', '.join(e.listener_name for e in advertised)})",
-        )
-    return name
-
-
 def _log_dirs(values: Mapping[str, str]) -> tuple[Path, ...]:
-    items = _list(values, "log.dirs")
+    items = list_property(values, "log.dirs")
     name = "log.dirs"
     if items is None:
-        items, name = _list(values, "log.dir") or ["/tmp/kafka-logs"], "log.dir"
+        items, name = list_property(values, "log.dir") or ["/tmp/kafka-logs"], "log.dir"
     if not items:
         raise BrokerConfigError(name, "no directory given")
     if len(set(items)) != len(items):
@@ -532,9 +389,9 @@ def _log_dirs(values: Mapping[str, str]) -> tuple[Path, ...]:
 
 def _controller_bootstrap(values: Mapping[str, str]) -> tuple[HostPort, ...]:
     name = "controller.quorum.bootstrap.servers"
-    items = _list(values, name)
+    items = list_property(values, name)
     if items is None:
-        voters = _list(values, "controller.quorum.http.voters")
+        voters = list_property(values, "controller.quorum.http.voters")
         if voters is None:
             raise BrokerConfigError(
                 name, "missing; list the controllers' HTTP listeners as host:port,..."
@@ -543,7 +400,7 @@ def _controller_bootstrap(values: Mapping[str, str]) -> tuple[HostPort, ...]:
         items = [_voter_address(item, name) for item in voters]
     if not items:
         raise BrokerConfigError(name, "no controller given")
-    return tuple(_parse_host_port(item, name) for item in items)
+    return tuple(parse_host_port(item, name) for item in items)
 
 
 def _voter_address(item: str, name: str) -> str:
@@ -555,7 +412,7 @@ def _voter_address(item: str, name: str) -> str:
 
 def _http_listener(values: Mapping[str, str]) -> HostPort:
     raw = values.get("http.listener")
-    return HostPort("127.0.0.1", 8092) if raw is None else _parse_host_port(raw, "http.listener")
+    return HostPort("127.0.0.1", 8092) if raw is None else parse_host_port(raw, "http.listener")
 
 
 def is_loopback(host: str) -> bool:
@@ -576,19 +433,3 @@ def _log_config(values: Mapping[str, str]) -> LogConfig:
         name = _TOPIC_TO_BROKER_NAME.get(error.name, error.name)
         message = str(error).split(": ", 1)[-1]
         raise BrokerConfigError(name, message) from None
-
-
-def controller_tls_settings(values: Mapping[str, str]) -> TlsSettings | None:
-    """The TLS a client of the controllers connects with, from Kafka's properties: the first of
-    ``controller.listener.names`` (default CONTROLLER) mapped to SSL by
-    ``listener.security.protocol.map``; None (http) otherwise. Issue 11: the broker's
-    certificate is its identity to the controllers (quorum/auth_http.py)."""
-    name = values.get("controller.listener.names", "CONTROLLER").split(",")[0].strip().upper()
-    for item in values.get("listener.security.protocol.map", "").split(","):
-        listener, _, protocol = item.partition(":")
-        if listener.strip().upper() == name and protocol.strip().upper() == "SSL":
-            try:
-                return parse_tls_settings(values, listener_prefix(name))
-            except TlsSettingsError as error:
-                raise BrokerConfigError(error.property_name, str(error)) from None
-    return None

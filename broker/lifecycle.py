@@ -56,6 +56,11 @@ LEGAL_TRANSITIONS: Mapping[BrokerState, frozenset[BrokerState]] = MappingProxyTy
 )
 
 
+class BrokerStartupError(Exception):
+    """The broker cannot get past STARTING (bad log dir, port in use, unreadable key material,
+    mismatched meta.properties...)."""
+
+
 class IllegalBrokerStateTransition(Exception):
     """A transition the lifecycle does not allow: a bug in the caller."""
 

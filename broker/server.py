@@ -27,64 +27,53 @@ the controller answers should_shut_down (or ``controlled_shutdown_timeout_s`` pa
 ``SHUTTING_DOWN``: heartbeats and the loader stop, the Kafka listeners close, the fetchers stop,
 waiting requests are answered, every log is closed and checkpointed with the clean-shutdown
 marker, and the HTTP API closes last (``NOT_RUNNING``).
+
+Alongside: ``server_listeners.py`` binds the Kafka listeners with their security (step 3),
+``server_views.py`` is what the HTTP API shows of the broker, and ``server_run.py`` is the
+process around it (serve until stopped, exit code).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import Any
 
-from pykraft.broker.acceptor import resolve_per_ip_overrides
 from pykraft.broker.alter_partition import AlterPartitionManager
 from pykraft.broker.authorization import RequestAuthorizer
 from pykraft.broker.authorization_scram import ImageScramCredentials
-from pykraft.broker.config import BrokerConfig, Endpoint
-from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
+from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_client import ControllerClient
 from pykraft.broker.handlers import BrokerServices, broker_handlers
 from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
-from pykraft.broker.http import (
-    BrokerHttpApi,
-    BrokerHttpServer,
-    BrokerStatus,
-    PartitionRow,
-    ReplicaRole,
-)
+from pykraft.broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow
 from pykraft.broker.kafka_apis import KafkaApis
-from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.lifecycle import BrokerLifecycle, BrokerStartupError, BrokerState
 from pykraft.broker.metadata_loader import MetadataLoader
 from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
-from pykraft.broker.partition import PartitionRole
 from pykraft.broker.producer_ids import ProducerIdManager
 from pykraft.broker.purgatory import DeadlineTimer
 from pykraft.broker.replica_manager import ReplicaManager
-from pykraft.broker.sasl_authentication import (
-    inter_broker_client_security,
-    listener_authentication,
-)
+from pykraft.broker.sasl_authentication import inter_broker_client_security
 from pykraft.broker.sasl_mechanisms import ScramCredentialSource
+from pykraft.broker.server_listeners import security_or_startup_error, start_kafka_listeners
+from pykraft.broker.server_views import broker_status, metrics_text, partition_rows
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
 from pykraft.metadata.auth.tls_context import client_context
-from pykraft.metadata.auth.tls_settings import TlsSettingsError
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
+from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.protocol.segments import Segments
 from pykraft.storage.clock import Clock
 from pykraft.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # Bounds (STYLE.md §7).
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
@@ -101,10 +90,6 @@ def group_config(config: BrokerConfig) -> GroupConfig:
         offsets_topic_num_partitions=config.offsets_topic_num_partitions,
         offsets_topic_replication_factor=config.offsets_topic_replication_factor,
     )
-
-
-class BrokerStartupError(Exception):
-    """The broker cannot start (bad log dir, port in use, mismatched meta.properties...)."""
 
 
 class LogDirsOfflineError(Exception):
@@ -178,79 +163,21 @@ class BrokerServer:
     # ------------------------------------------------------------------ views
 
     def status(self) -> BrokerStatus:
-        epoch = self.heartbeats.broker_epoch if self.heartbeats is not None else -1
-        dirs: tuple[str, ...] = ()
-        partitions: tuple[str, ...] = ()
-        if self.log_manager is not None:
-            dirs = tuple(str(d) for d in self.log_manager.offline_dirs)
-            partitions = tuple(sorted(map(str, self.log_manager.offline_partitions)))
-        return BrokerStatus(
-            node_id=self.config.node_id,
-            state=self.lifecycle.state,
+        return broker_status(
+            self.config,
+            self.lifecycle.state,
             metadata_offset=self.loader.image.offset,
-            broker_epoch=epoch,
-            rack=self.config.rack,
-            offline_log_dirs=dirs,
-            offline_partitions=partitions,
+            broker_epoch=self._broker_epoch(),
+            log_manager=self.log_manager,
         )
 
     def partition_rows(self) -> list[PartitionRow]:
-        if self.replica_manager is None:
-            return []
-        rows = []
-        image = self.replica_manager.image
-        for topic_partition, partition in self.replica_manager.partitions.items():
-            if partition.role is PartitionRole.NONE:
-                continue
-            # A leader knows its committed ISR; a follower shows the metadata's.
-            isr = partition.state.isr
-            if not partition.is_leader:
-                registration = image.topics.get_partition(
-                    partition.topic_id, topic_partition.partition
-                )
-                isr = registration.isr if registration is not None else ()
-            rows.append(
-                PartitionRow(
-                    topic=topic_partition.topic,
-                    partition=topic_partition.partition,
-                    role=ReplicaRole(partition.role.value),
-                    leader_epoch=partition.leader_epoch,
-                    log_start_offset=partition.log_start_offset,
-                    log_end_offset=partition.log_end_offset,
-                    high_watermark=partition.high_watermark,
-                    isr=isr,
-                )
-            )
-        offline = self.log_manager.offline_partitions if self.log_manager is not None else {}
-        rows.extend(
-            PartitionRow.offline(tp.topic, tp.partition, reason) for tp, reason in offline.items()
-        )
-        return rows
+        return partition_rows(self.replica_manager, self.log_manager)
 
     def _metrics_text(self) -> str:
-        self.metrics.set_broker_state(self.lifecycle.state)
-        self.metrics.set_metadata_progress(
-            applied_offset=self.loader.image.offset, committed_end_offset=self.loader.log_end_offset
+        return metrics_text(
+            self.metrics, self.lifecycle.state, self.loader, self.replica_manager, self.log_manager
         )
-        if self.log_manager is not None:
-            manager = self.log_manager
-            self.metrics.set_storage_health(
-                offline_replicas=len(manager.offline_partitions),
-                offline_log_dirs=len(manager.offline_dirs),
-                corrupt_batch_reads=sum(log.corruptions.count for log in manager.logs.values()),
-            )
-        rows = self.partition_rows()
-        leaders = [row for row in rows if row.role is ReplicaRole.LEADER]
-        self.metrics.set_partition_counts(
-            led=len(leaders),
-            under_replicated=sum(1 for row in leaders if len(row.isr) < self._replica_count(row)),
-        )
-        return self.metrics.render()
-
-    def _replica_count(self, row: PartitionRow) -> int:
-        topic = self.loader.image.topics.by_name.get(row.topic)
-        registration = None if topic is None else topic.partitions.get(row.partition)
-        return len(registration.replicas) if registration is not None else len(row.isr)
 
     # ------------------------------------------------------------------ start-up
 
@@ -312,7 +239,14 @@ class BrokerServer:
                 group_coordinator=self.group_coordinator,
             )
         )
-        endpoints = await self._start_listeners()
+        endpoints = await start_kafka_listeners(
+            self.config,
+            self.listeners,
+            dispatch=self._dispatch,
+            metrics=self.metrics,
+            scram_credentials=self.scram_credentials,
+            monotonic_ms=self.clock.monotonic_ms,
+        )
         self.heartbeats = BrokerLifecycleManager(
             self.client,
             BrokerIdentity(
@@ -356,9 +290,7 @@ class BrokerServer:
             fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
             fetch_backoff_ms=config.replica_fetch_backoff_ms,
             socket_timeout_ms=config.replica_socket_timeout_ms,
-            client_security=_security_or_startup_error(
-                lambda: inter_broker_client_security(config)
-            ),
+            client_security=security_or_startup_error(lambda: inter_broker_client_security(config)),
         )
 
     def _open_logs(self, now_ms: int) -> LogManager:
@@ -379,54 +311,6 @@ class BrokerServer:
             else "",
         )
         return manager
-
-    async def _start_listeners(self) -> tuple[BrokerEndpoint, ...]:
-        bound: dict[str, int] = {}
-        config = self.config
-        limits = ConnectionLimits(
-            max_connections=config.max_connections,
-            max_connections_per_ip=config.max_connections_per_ip,
-            max_connections_per_ip_overrides=await resolve_per_ip_overrides(
-                config.max_connections_per_ip_overrides
-            ),
-        )
-        # One count for every listener: max.connections is broker-wide.
-        quotas = ConnectionQuotas(limits, inter_broker_listener=config.inter_broker_listener_name)
-        for endpoint in config.listeners:
-            listener = KafkaListener(
-                self._dispatch,
-                host=endpoint.host,
-                port=endpoint.port,
-                listener_name=endpoint.listener_name,
-                max_request_bytes=config.socket_request_max_bytes,
-                metrics=self.metrics,
-                quotas=quotas,
-                connections_max_idle_ms=config.connections_max_idle_ms,
-                listen_backlog=config.socket_listen_backlog_size,
-                authentication=_security_or_startup_error(
-                    functools.partial(
-                        listener_authentication,
-                        config.listener_security[endpoint.listener_name],
-                        self.scram_credentials,
-                    )
-                ),
-                failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
-                monotonic_ms=self.clock.monotonic_ms,
-            )
-            try:
-                await listener.start()
-            except OSError as error:
-                raise BrokerStartupError(
-                    f"cannot listen on {endpoint} (listeners): {error.strerror}"
-                ) from None
-            self.listeners.append(listener)
-            bound[endpoint.listener_name] = listener.port
-        for listener in self.listeners:
-            listener.set_peers(self.listeners)
-        return tuple(
-            _advertised(e, bound, int(config.listener_security[e.listener_name].security_protocol))
-            for e in self.config.advertised_listeners
-        )
 
     def _dispatch(
         self, context: RequestContext, body: memoryview
@@ -491,7 +375,7 @@ class BrokerServer:
 
     async def _halt_when_log_dirs_fail(self) -> None:
         """Kafka halts a broker whose every log dir failed (``handleLogDirFailure``): this
-        task then ends with an error, which stops the broker (``_serve``)."""
+        task then ends with an error, which stops the broker (``broker.server_run``)."""
         await self._all_log_dirs_offline.wait()
         raise LogDirsOfflineError(f"every log dir is offline: {self.config.log_dirs}")
 
@@ -561,67 +445,3 @@ class BrokerServer:
                 SHUTDOWN_STEP_TIMEOUT_S,
             )
             step.cancel()
-
-
-def _security_or_startup_error(build: Callable[[], T]) -> T:
-    """Key material is read at start-up: a file that is missing or does not decrypt stops the
-    broker with the property named (``TlsSettingsError``)."""
-    try:
-        return build()
-    except TlsSettingsError as error:
-        raise BrokerStartupError(str(error)) from None
-
-
-def _advertised(
-    endpoint: Endpoint, bound: dict[str, int], security_protocol: int
-) -> BrokerEndpoint:
-    """An advertised listener as registered, with Kafka's security protocol id."""
-    port = endpoint.port or bound.get(endpoint.listener_name, 0)
-    return BrokerEndpoint(
-        name=endpoint.listener_name,
-        host=endpoint.host,
-        port=port,
-        security_protocol=security_protocol,
-    )
-
-
-async def run_broker(server: BrokerServer, stop: asyncio.Event) -> int:
-    """Start ``server``, serve until ``stop`` is set (or a background task dies), shut down;
-    returns the exit code."""
-    code = 0
-    startup = asyncio.ensure_future(server.startup())
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait([startup, stopping], return_when=asyncio.FIRST_COMPLETED)
-        if startup.done():
-            startup.result()  # raises BrokerStartupError
-            code = await _serve(server, stopping)
-        else:
-            startup.cancel()
-            with contextlib.suppress(asyncio.CancelledError, BrokerStartupError):
-                await startup
-    except BrokerStartupError as error:
-        logger.error("broker %d cannot start: %s", server.config.node_id, error)
-        code = 1
-    except Exception:
-        logger.exception("broker %d failed", server.config.node_id)  # a bug: keep the trace
-        code = 1
-    finally:
-        stopping.cancel()
-        await server.shutdown()
-    return code
-
-
-async def _serve(server: BrokerServer, stopping: asyncio.Future[Any]) -> int:
-    watched: list[asyncio.Future[Any]] = [stopping, *server.background_tasks]
-    await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-    for task in server.background_tasks:
-        if task.done() and not task.cancelled():
-            logger.error(
-                "broker %d: %s stopped unexpectedly: %r",
-                server.config.node_id,
-                task.get_name(),
-                task.exception(),
-            )
-            return 1
-    return 0

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pykraft.broker.config import BrokerConfig, BrokerConfigError
-from pykraft.broker.server import BrokerServer, run_broker
+from pykraft.broker.server import BrokerServer
+from pykraft.broker.server_run import run_broker
 from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.properties import ConfigError, Properties
 from pykraft.storage.system_clock import SystemClock

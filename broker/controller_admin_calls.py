@@ -1,0 +1,160 @@
+"""The operators' and the admin handlers' calls to the controller: topics, configs, the cluster
+and its brokers, ACLs and SCRAM credentials (KIP-554).
+
+Why a module of its own: these are the calls ``pykraft topics`` / ``acls`` / ``user-scram``
+and the broker's forwarded Kafka admin APIs make (``controller_api.py``'s
+``ControllerClient`` protocol), each a route of ``metadata/api/topics.py``, ``admin.py`` or
+``security.py``; a broker's calls about itself are in ``controller_broker_rpcs.py``, and the
+transport both share in ``controller_transport.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pykraft.broker.controller_transport import ControllerTransport
+from pykraft.metadata.api import admin, routes, security, topics
+from pykraft.metadata.api.topics import TopicDescription, TopicListing
+from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
+
+
+class AdminCalls(ControllerTransport):
+    """The admin, ACL and SCRAM routes, one method each (``ControllerClient`` has them all)."""
+
+    async def create_topic(
+        self, topic: topics.CreatableTopic, *, validate_only: bool
+    ) -> topics.CreatableTopicResult:
+        request = topics.CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
+        route = routes.CREATE_TOPIC
+        # Resent only when it writes nothing: a second create would answer TOPIC_ALREADY_EXISTS.
+        return await self._write(
+            route,
+            route.path(),
+            topics.create_topic_request_to_json(request),
+            topics.created_topic_from_json,
+            idempotent=validate_only,
+        )
+
+    async def delete_topic(self, name: str) -> topics.DeletableTopicResult:
+        route = routes.DELETE_TOPIC
+        return await self._write(route, route.path(name=name), None, topics.deleted_topic_from_json)
+
+    async def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None,
+        *,
+        validate_only: bool,
+    ) -> None:
+        request = topics.CreatePartitionsRequest(
+            topics=(
+                topics.CreatePartitionsTopic(
+                    name=name,
+                    count=count,
+                    assignments=None
+                    if assignments is None
+                    else tuple(tuple(a) for a in assignments),
+                ),
+            ),
+            validate_only=validate_only,
+        )
+        route = routes.CREATE_PARTITIONS
+        await self._write(
+            route,
+            route.path(name=name),
+            topics.create_partitions_request_to_json(request),
+            topics.partition_count_from_json,
+            idempotent=validate_only,
+        )
+
+    async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
+        route = routes.DESCRIBE_CONFIGS
+        answer = await self._read(
+            route,
+            route.path(resource_type=resource_type, resource_name=resource_name),
+            admin.configs_from_json,
+        )
+        return answer.configs
+
+    async def alter_configs(
+        self,
+        resource_type: str,
+        resource_name: str,
+        *,
+        set_configs: Mapping[str, str],
+        delete: Sequence[str] = (),
+        validate_only: bool = False,
+    ) -> Mapping[str, str]:
+        changes = [
+            admin.AlterableConfig(k, admin.AlterConfigOp.SET, v) for k, v in set_configs.items()
+        ]
+        changes += [admin.AlterableConfig(k, admin.AlterConfigOp.DELETE) for k in delete]
+        kind = admin.config_resource_from_path(resource_type)
+        request = admin.IncrementalAlterConfigsRequest(
+            resources=(admin.AlterConfigsResource(kind.value, resource_name, tuple(changes)),),
+            validate_only=validate_only,
+        )
+        route = routes.ALTER_CONFIGS
+        answer = await self._write(
+            route,
+            route.path(resource_type=resource_type, resource_name=resource_name),
+            admin.alter_configs_request_to_json(request),
+            admin.configs_from_json,
+        )
+        return answer.configs
+
+    async def list_topics(self) -> tuple[TopicListing, ...]:
+        route = routes.LIST_TOPICS
+        return await self._read(route, route.path(), topics.topic_listings_from_json)
+
+    async def describe_topic(self, name: str) -> TopicDescription:
+        route = routes.DESCRIBE_TOPIC
+        return await self._read(route, route.path(name=name), topics.topic_description_from_json)
+
+    async def cluster(self) -> admin.ClusterDescription:
+        """GET /v1/cluster: controller id, controllers, metadata offset, counts."""
+        route = routes.CLUSTER
+        return await self._read(route, route.path(), admin.cluster_from_json)
+
+    async def list_brokers(self) -> tuple[admin.BrokerDescription, ...]:
+        route = routes.LIST_BROKERS
+        return await self._read(route, route.path(), admin.brokers_from_json)
+
+    # ------------------------------------------------------------------ ACLs, SCRAM (KIP-554)
+
+    async def create_acls(self, creations: Sequence[AclBinding]) -> security.CreateAclsResponse:
+        route = routes.CREATE_ACLS
+        request = security.CreateAclsRequest(tuple(creations))
+        body = security.create_acls_request_to_json(request)
+        return await self._write(route, route.path(), body, security.create_acls_response_from_json)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> tuple[AclBinding, ...]:
+        route = routes.DESCRIBE_ACLS
+        params = security.acl_filter_to_query(acl_filter)
+        answer = await self._read(
+            route, route.path(), security.describe_acls_response_from_json, params=params
+        )
+        return answer.acls
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> security.DeleteAclsResponse:
+        route = routes.DELETE_ACLS
+        body = security.delete_acls_request_to_json(security.DeleteAclsRequest(tuple(filters)))
+        return await self._write(route, route.path(), body, security.delete_acls_response_from_json)
+
+    async def alter_user_scram_credentials(
+        self, request: security.AlterUserScramCredentialsRequest
+    ) -> security.AlterUserScramCredentialsResponse:
+        route = routes.ALTER_SCRAM_CREDENTIALS
+        body = security.alter_scram_request_to_json(request)
+        return await self._write(route, route.path(), body, security.alter_scram_response_from_json)
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> security.DescribeUserScramCredentialsResponse:
+        """``None``: every user with a credential."""
+        route = routes.DESCRIBE_SCRAM_CREDENTIALS
+        params = [("user", user) for user in users or ()]
+        return await self._read(
+            route, route.path(), security.describe_scram_response_from_json, params=params
+        )
