@@ -15,8 +15,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,63 @@ def read_kafka_python(consumer: KafkaConsumer, count: int) -> list[bytes]:
     return values
 
 
+def poll_until_split(consumers: Sequence[KafkaConsumer], topic: str) -> list[bytes]:
+    """Poll each member from its own thread, as applications do, until their assignments split
+    ``topic``'s partitions between them (or GROUP_TIMEOUT_S passes); returns what they read.
+
+    Not one thread taking turns: kafka-python 3.0 runs a member's JoinGroup/SyncGroup on its IO
+    thread and, when that finished while no ``poll()`` of the member was waiting (it was the
+    other member's turn), discards the result and sends a fresh JoinGroup
+    (``BaseCoordinator.join_group_async`` replaces any done ``_join_task``). From the leader of a
+    Stable group that starts another rebalance (Kafka's ``GroupCoordinator.handleJoinGroup``),
+    which the next turn repeats: the leader keeps its old assignment for good."""
+    lock = threading.Lock()
+    stop = threading.Event()
+    read: list[bytes] = []
+    errors: list[BaseException] = []
+    # Each member's assignment after its last poll: it only changes inside poll() (on the IO
+    # thread, in place), so the member's own thread reads it and the test's reads this copy.
+    assignments: list[set[KafkaPartition]] = [set() for _ in consumers]
+
+    def run(index: int, consumer: KafkaConsumer) -> None:
+        try:
+            while not stop.is_set():
+                polled = consumer.poll(timeout_ms=200)
+                with lock:
+                    read.extend(record.value for records in polled.values() for record in records)
+                    assignments[index] = consumer.assignment()
+        except BaseException as error:  # re-raised by the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=item) for item in enumerate(consumers)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline and not errors:
+            with lock:
+                if _split(assignments, topic):
+                    break
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    return read
+
+
+def _split(assignments: Sequence[set[KafkaPartition]], topic: str) -> bool:
+    covered = set().union(*assignments)
+    disjoint = sum(len(a) for a in assignments) == len(covered)
+    return all(assignments) and disjoint and covered == _partitions(topic)
+
+
+def _partitions(topic: str) -> set[KafkaPartition]:
+    return {KafkaPartition(topic, p) for p in range(PARTITIONS)}
+
+
 def test_kafka_python_group_reads_commits_rebalances_and_resumes(dev: DevCluster) -> None:
     topic, group = "kp-events", "kp-readers"
     dev.create_topic(topic)
@@ -175,22 +233,14 @@ def test_kafka_python_group_reads_commits_rebalances_and_resumes(dev: DevCluster
     try:
         assert sorted(read_kafka_python(first, 200)) == expected(range(200))
         first.commit()
-        all_partitions = {KafkaPartition(topic, p) for p in range(PARTITIONS)}
-        assert first.assignment() == all_partitions
+        assert first.assignment() == _partitions(topic)
         # A second member: the group rebalances and splits the partitions.
         second = kafka_python_consumer(dev, topic, group)
-        deadline = time.monotonic() + GROUP_TIMEOUT_S
-        while time.monotonic() < deadline and not (
-            first.assignment()
-            and second.assignment()
-            and first.assignment().isdisjoint(second.assignment())
-        ):
-            first.poll(timeout_ms=200)
-            second.poll(timeout_ms=200)
+        # Nothing is read twice: the second consumer starts from the committed offsets.
+        assert poll_until_split([first, second], topic) == []
         assert first.assignment() and second.assignment()
-        assert first.assignment() | second.assignment() == all_partitions
+        assert first.assignment() | second.assignment() == _partitions(topic)
         assert first.assignment().isdisjoint(second.assignment())
-        # Nothing was read twice: the second consumer started from the committed offsets.
         assert second.poll(timeout_ms=500) == {}
     finally:
         first.close()
@@ -204,6 +254,49 @@ def test_kafka_python_group_reads_commits_rebalances_and_resumes(dev: DevCluster
         assert sum(committed.values()) == 200
     finally:
         resumed.close()
+
+
+def test_kafka_python_leader_whose_join_completed_between_polls_still_splits(
+    dev: DevCluster,
+) -> None:
+    """How test_kafka_python_group_reads_commits_rebalances_and_resumes once failed in the full
+    suite: the leader's JoinGroup/SyncGroup round trip finished while it was not in poll(), so
+    kafka-python joined again and, being the leader of a Stable group, started another
+    rebalance (``poll_until_split``). Here that is made to happen once; the members must still
+    split the partitions, in one more generation, not rebalance on and on."""
+    topic, group = "kp-between-polls", "kp-between-polls-readers"
+    dev.create_topic(topic)
+    first = kafka_python_consumer(dev, topic, group)
+    second: KafkaConsumer | None = None
+    try:
+        wait_for(lambda: not first.poll(timeout_ms=200) and bool(first.assignment()))
+        assert first.assignment() == _partitions(topic)
+        generation = first._coordinator._generation.generation_id  # first leads it alone
+        second = kafka_python_consumer(dev, topic, group)
+        second.poll(timeout_ms=200)  # its JoinGroup starts the rebalance
+        # kafka-python internals: the leader's heartbeat has seen the rebalance ...
+        wait_for(first._coordinator.need_rejoin)
+        # ... its JoinGroup goes out and completes the next generation while nobody polls it.
+        first.poll(timeout_ms=1)
+        join = first._coordinator._join_task
+        assert join is not None
+        wait_for(lambda: join.is_done)
+        assert poll_until_split([first, second], topic) == []
+        assert _split([first.assignment(), second.assignment()], topic)
+        # The rebalance the leader's second JoinGroup started ends it (one more when a member
+        # misses its own join between two polls after all, as a busy GIL may make it do).
+        assert first._coordinator._generation.generation_id - generation in (2, 3)
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
 
 
 # ------------------------------------------------------------------ confluent-kafka
