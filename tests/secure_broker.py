@@ -6,9 +6,11 @@ integration fixtures (``cluster_factory``, ``brokers``), also when a test fails.
 from __future__ import annotations
 
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient
 
 from pykraft.dev import pick_free_ports as free_ports
@@ -71,3 +73,26 @@ def start_secure_brokers(
     for secure in started:
         secure.broker.wait_running()
     return started
+
+
+def confluent_round_trip(
+    config: dict[str, Any], topic: str, values: list[bytes], timeout_s: float
+) -> list[bytes]:
+    """Produce ``values`` with confluent-kafka (acks=all) under ``config``'s security, then read
+    them back as a fresh group from the earliest offset: what each secure-client test checks."""
+    producer = Producer({**config, "acks": "all", "message.timeout.ms": int(timeout_s * 1000)})
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(timeout_s) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    received: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(received) < len(values) and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                received.append(message.value() or b"")
+    finally:
+        consumer.close()
+    return received

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from pykraft import cli
 from pykraft.properties import Properties
 from tests.clients.conftest import DevCluster
+from tests.secure_broker import confluent_round_trip
 
 pytestmark = pytest.mark.clients
 
@@ -109,25 +110,6 @@ def values() -> list[bytes]:
     return [f"m{i}".encode() for i in range(MESSAGES)]
 
 
-def confluent_round_trip(config: dict[str, Any], topic: str) -> list[bytes]:
-    producer = Producer({**config, "acks": "all", "message.timeout.ms": 20_000})
-    for value in values():
-        producer.produce(topic, value)
-    assert producer.flush(TIMEOUT_S) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while len(received) < MESSAGES and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                received.append(message.value() or b"")
-    finally:
-        consumer.close()
-    return received
-
-
 def kcat(properties: Path, *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     executable = shutil.which("kcat")
     assert executable, "kcat is not on PATH: run .ci/install-kcat.sh (Debian package kcat)"
@@ -150,7 +132,7 @@ def test_confluent_kafka_with_the_printed_client_settings(
 ) -> None:
     topic = new_topic(secure, capsys)  # replicated over the SSL inter-broker listener
     assert secure.librdkafka()["sasl.mechanisms"] == "SCRAM-SHA-512"
-    assert confluent_round_trip(secure.librdkafka(), topic) == values()
+    assert confluent_round_trip(secure.librdkafka(), topic, values(), TIMEOUT_S) == values()
 
 
 def test_kcat_with_the_printed_librdkafka_file(
@@ -257,7 +239,7 @@ def test_confluent_kafka_as_a_user_made_with_user_scram(
     }
     producer = Producer({**config, "error_cb": lambda error: None})
     producer.list_topics(timeout=5)  # raises KafkaException while alice cannot sign in
-    assert confluent_round_trip(config, topic) == values()
+    assert confluent_round_trip(config, topic, values(), TIMEOUT_S) == values()
 
 
 def test_kcat_as_a_user_made_with_user_scram(

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError as AIOKafkaError
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
 from tests.integration.conftest import brokers, cluster_factory, http  # noqa: F401 (fixtures)
 from tests.integration.test_broker_process import BrokerProcess, wait_for
-from tests.secure_broker import SecureBroker, start_secure_brokers
+from tests.secure_broker import SecureBroker, confluent_round_trip, start_secure_brokers
 from tests.tls_material import PLAIN_USERS, SCRAM_USERS
 
 pytestmark = [pytest.mark.clients, pytest.mark.integration]
@@ -192,22 +192,7 @@ def scram_sasl_ssl(broker: SecureBroker, password: str = SCRAM_USERS["bob"]) -> 
 def test_confluent_kafka_sasl_ssl_scram_sha_512(secure_broker: SecureBroker) -> None:
     topic = topic_on(secure_broker)
     config = scram_sasl_ssl(secure_broker)
-    producer = Producer({**config, "acks": "all"})
-    for value in values():
-        producer.produce(topic, value)
-    assert producer.flush(TIMEOUT_S) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    received: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while len(received) < MESSAGES and time.monotonic() < deadline:
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                received.append(message.value() or b"")
-    finally:
-        consumer.close()
-    assert received == values()
+    assert confluent_round_trip(config, topic, values(), TIMEOUT_S) == values()
 
 
 def test_confluent_kafka_wrong_scram_password_is_refused(secure_broker: SecureBroker) -> None:
