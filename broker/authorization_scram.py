@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pykraft.broker.sasl_mechanisms import ScramCredential
-from pykraft.metadata.auth.scram import ScramMechanism
+from pykraft.metadata.auth.scram import ScramCredential, ScramMechanism
 from pykraft.metadata.image import MetadataImage
 
 
@@ -27,12 +26,4 @@ class ImageScramCredentials:
         kind = ScramMechanism.from_mechanism_name(mechanism)
         if kind is ScramMechanism.UNKNOWN:
             return None
-        stored = self._image().scram.credential(user, kind)
-        if stored is None:
-            return None
-        return ScramCredential(
-            salt=stored.salt,
-            stored_key=stored.stored_key,
-            server_key=stored.server_key,
-            iterations=stored.iterations,
-        )
+        return self._image().scram.credential(user, kind)

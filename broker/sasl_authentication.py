@@ -22,16 +22,16 @@ from pykraft.broker.sasl_config import ListenerSecurity
 from pykraft.broker.sasl_mechanisms import (
     PLAIN,
     SCRAM_MECHANISMS,
+    SCRAM_MIN_ITERATIONS,
     PlainServer,
     SaslServer,
-    ScramCredential,
     ScramCredentialSource,
     ScramServer,
     StaticScramCredentials,
-    scram_credential,
 )
 from pykraft.broker.sasl_server import MechanismFactory, SaslAuthenticator
 from pykraft.fetcher.leader_endpoint import ClientSecurity
+from pykraft.metadata.auth.scram import ScramCredential, ScramMechanism, credential_from_password
 from pykraft.metadata.auth.tls_context import client_context, server_context
 from pykraft.metadata.auth.tls_settings import listener_prefix
 from pykraft.protocol.sasl_client import SaslClientCredentials
@@ -59,8 +59,11 @@ def listener_scram_source(
     security: ListenerSecurity, fallback: ScramCredentialSource
 ) -> ScramCredentialSource:
     derived = {
-        (name, mechanism): scram_credential(
-            mechanism, password, secrets.token_bytes(SCRAM_SALT_BYTES)
+        (name, mechanism): credential_from_password(
+            ScramMechanism.from_mechanism_name(mechanism),
+            password,
+            secrets.token_bytes(SCRAM_SALT_BYTES),
+            SCRAM_MIN_ITERATIONS,
         )
         for mechanism, users in security.scram_bootstrap_users.items()
         for name, password in users.items()

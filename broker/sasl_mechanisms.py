@@ -27,6 +27,8 @@ from typing import Protocol
 import attrs
 import scramp
 
+from pykraft.metadata.auth.scram import ScramCredential
+
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
@@ -44,16 +46,6 @@ class SaslAuthenticationError(SaslError):
     """A failed exchange whose message goes to the client (``SaslAuthenticationException``)."""
 
 
-@attrs.frozen
-class ScramCredential:
-    """KIP-554's stored SCRAM credential (``UserScramCredentialRecord`` without the name)."""
-
-    salt: bytes = attrs.field(repr=False)
-    stored_key: bytes = attrs.field(repr=False)
-    server_key: bytes = attrs.field(repr=False)
-    iterations: int
-
-
 class ScramCredentialSource(Protocol):
     """``(user, mechanism) -> credential | None``; the broker's image will implement it."""
 
@@ -68,16 +60,6 @@ class StaticScramCredentials:
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))
-
-
-def scram_credential(
-    mechanism: str, password: str, salt: bytes, iterations: int = SCRAM_MIN_ITERATIONS
-) -> ScramCredential:
-    """Derive the stored credential from a password (the password is not kept)."""
-    salt_out, stored_key, server_key, count = scramp.ScramMechanism(mechanism).make_auth_info(
-        password, iteration_count=iterations, salt=salt
-    )
-    return ScramCredential(salt_out, stored_key, server_key, count)
 
 
 class SaslServer(Protocol):

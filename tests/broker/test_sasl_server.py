@@ -14,6 +14,7 @@ import scramp
 
 from pykraft.broker.sasl_mechanisms import (
     PLAIN,
+    SCRAM_MIN_ITERATIONS,
     SCRAM_SHA_256,
     SCRAM_SHA_512,
     PlainServer,
@@ -21,7 +22,6 @@ from pykraft.broker.sasl_mechanisms import (
     SaslError,
     ScramServer,
     StaticScramCredentials,
-    scram_credential,
 )
 from pykraft.broker.sasl_server import (
     MAX_SASL_TOKENS,
@@ -30,6 +30,7 @@ from pykraft.broker.sasl_server import (
     SaslStep,
 )
 from pykraft.metadata.auth.principal import user
+from pykraft.metadata.auth.scram import ScramMechanism, credential_from_password
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response, request_class
 from pykraft.protocol.errors import Errors
@@ -45,7 +46,12 @@ from pykraft.protocol.headers import (
 USERS = PlainUsers.from_passwords({"alice": "alice-secret"})
 CREDENTIALS = StaticScramCredentials(
     {
-        ("bob", mechanism): scram_credential(mechanism, "bob-secret", b"0123456789abcdef")
+        ("bob", mechanism): credential_from_password(
+            ScramMechanism.from_mechanism_name(mechanism),
+            "bob-secret",
+            b"0123456789abcdef",
+            SCRAM_MIN_ITERATIONS,
+        )
         for mechanism in (SCRAM_SHA_256, SCRAM_SHA_512)
     }
 )

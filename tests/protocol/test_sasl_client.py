@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from pykraft.broker.sasl_mechanisms import (
+    SCRAM_MIN_ITERATIONS,
     PlainServer,
     PlainUsers,
     SaslServer,
     ScramServer,
     StaticScramCredentials,
-    scram_credential,
 )
+from pykraft.metadata.auth.scram import ScramMechanism, credential_from_password
 from pykraft.protocol.sasl_client import SaslClient, SaslClientCredentials, SaslClientError
 
 SALT = b"0123456789abcdef"
@@ -35,7 +36,11 @@ def test_plain() -> None:
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram(mechanism: str) -> None:
     source = StaticScramCredentials(
-        {("broker", mechanism): scram_credential(mechanism, "pw", SALT)}
+        {
+            ("broker", mechanism): credential_from_password(
+                ScramMechanism.from_mechanism_name(mechanism), "pw", SALT, SCRAM_MIN_ITERATIONS
+            )
+        }
     )
     client = SaslClient(SaslClientCredentials(mechanism, "broker", "pw"), "clientnonce")
     assert run(client, ScramServer(mechanism, source, "servernonce")) == "broker"
