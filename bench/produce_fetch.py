@@ -42,7 +42,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from bench.common import RunningCluster
-from pykraft.dev import pick_free_ports, plan_layout
+from pykraft.dev import plan_layout
+from pykraft.free_ports import pick_free_ports
 
 KIB = 1024
 RECORD_BYTES = 1 * KIB

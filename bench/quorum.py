@@ -17,7 +17,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pykraft.free_ports import pick_free_ports  # noqa: E402
 from pykraft.metadata.delta import apply_records  # noqa: E402
 from pykraft.metadata.image import MetadataImage  # noqa: E402
 from pykraft.metadata.records import (  # noqa: E402
@@ -49,22 +49,12 @@ TARGETS = {
 }
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 class Quorum:
     """N controller processes; always stopped by ``close``."""
 
     def __init__(self, root: Path, size: int, extra: str = "") -> None:
         root.mkdir(parents=True)
-        ports = free_ports(2 * size)
+        ports = pick_free_ports(2 * size)
         self.raft_ports, self.http_ports = ports[:size], ports[size:]
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.raft_ports))
         http_voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.http_ports))

@@ -40,7 +40,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RunningCluster
-from pykraft.dev import Node, pick_free_ports, plan_layout
+from pykraft.dev import Node, plan_layout
+from pykraft.free_ports import pick_free_ports
 
 try:
     import confluent_kafka

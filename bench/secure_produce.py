@@ -38,7 +38,8 @@ from confluent_kafka.cimpl import NewTopic
 from bench.common import RunningCluster
 from bench.produce_fetch import MB, RECORD_BYTES, print_table, produce
 from pykraft import dev_secure
-from pykraft.dev import pick_free_ports, plan_layout, secured
+from pykraft.dev import plan_layout, secured
+from pykraft.free_ports import pick_free_ports
 from pykraft.properties import Properties
 
 PARTITIONS = 4

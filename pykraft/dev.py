@@ -35,7 +35,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +49,7 @@ from pykraft import dev_secure
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker_cmd import new_cluster_id
 from pykraft.certs import write_private
+from pykraft.free_ports import pick_free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_NODES_PER_ROLE = 10
@@ -145,20 +145,6 @@ def plan_layout(
             for i in range(brokers)
         ),
     )
-
-
-def pick_free_ports(count: int) -> list[int]:
-    """Distinct ports the kernel just handed out (bound together so they differ)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def node_properties(

@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient
 
-from pykraft.dev import pick_free_ports as free_ports
+from pykraft.free_ports import pick_free_ports as free_ports
 from tests.hostile.conftest import SingleBroker
 from tests.integration.conftest import Cluster
 from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess

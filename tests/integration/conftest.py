@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pykraft.dev import pick_free_ports as free_ports  # shared with `pykraft dev`
+from pykraft.free_ports import pick_free_ports as free_ports  # shared with `pykraft dev`
 from pykraft.metadata.records import uuid_to_kafka_string
 
 ROOT = Path(__file__).resolve().parents[2]

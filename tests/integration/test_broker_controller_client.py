@@ -17,7 +17,7 @@ from pykraft.broker.controller_client import (
     SnapshotRequiredError,
 )
 from pykraft.broker.metadata_loader import MetadataLoader
-from pykraft.dev import pick_free_ports as free_ports
+from pykraft.free_ports import pick_free_ports as free_ports
 from pykraft.metadata.api.topics import CreatableTopic
 from pykraft.metadata.records import BrokerEndpoint, uuid_to_kafka_string
 from tests.integration.conftest import Cluster

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from pykraft.dev import pick_free_ports as free_ports
+from pykraft.free_ports import pick_free_ports as free_ports
 from tests.integration.conftest import ROOT, Cluster, HttpError, http
 
 pytestmark = pytest.mark.integration
