@@ -30,7 +30,7 @@ from pykraft.broker.sasl_mechanisms import (
     StaticScramCredentials,
 )
 from pykraft.broker.sasl_server import MechanismFactory, SaslAuthenticator
-from pykraft.fetcher.leader_endpoint import ClientSecurity
+from pykraft.fetcher.broker_connection import ClientSecurity
 from pykraft.metadata.auth.scram import ScramCredential, ScramMechanism, credential_from_password
 from pykraft.metadata.auth.tls_context import client_context, server_context
 from pykraft.metadata.auth.tls_settings import listener_prefix

@@ -6,7 +6,7 @@ import uuid
 
 import attrs
 
-from pykraft.fetcher.leader_endpoint import ClientSecurity
+from pykraft.fetcher.broker_connection import ClientSecurity
 
 
 class FetcherConfigError(ValueError):

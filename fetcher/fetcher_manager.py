@@ -39,6 +39,7 @@ from typing import Protocol
 
 import attrs
 
+from pykraft.fetcher.broker_connection import ConnectionSettings
 from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
 from pykraft.fetcher.fetcher_id import fetcher_id
 from pykraft.fetcher.follower_log import LogLookup
@@ -127,9 +128,11 @@ class ReplicaFetcherManager:
     def _kafka_endpoint(self, leader_id: int, host: str, port: int, fetcher: int) -> LeaderEndpoint:
         settings = EndpointSettings(
             replica_id=self.config.replica_id,
-            client_id=f"broker-{self.config.replica_id}-fetcher-{fetcher}",
-            socket_timeout_ms=self.config.socket_timeout_ms,
-            security=self.config.client_security,
+            connection=ConnectionSettings(
+                client_id=f"broker-{self.config.replica_id}-fetcher-{fetcher}",
+                socket_timeout_ms=self.config.socket_timeout_ms,
+                security=self.config.client_security,
+            ),
         )
         return KafkaLeaderEndpoint(
             leader_id,

@@ -111,26 +111,6 @@ def negotiate(leader_ranges: Mapping[int, tuple[int, int]]) -> LeaderFeatures:
     return LeaderFeatures(fetch, list_offsets, offset_for_leader_epoch)
 
 
-def decode_api_versions_response(
-    body: memoryview | bytes, version: int
-) -> tuple[int, LeaderFeatures | None]:
-    """The error code and, when there is none, the negotiated features.
-
-    A leader that does not know ``version`` answers in v0 (KIP-511), so a body that does not
-    decode at ``version`` is read again as v0 (Kafka's ``ApiVersionsResponse.parse``).
-    """
-    try:
-        response = decode_response(ApiKey.API_VERSIONS, version, body)
-    except ProtocolError:
-        if version == 0:
-            raise
-        response = decode_response(ApiKey.API_VERSIONS, 0, body)
-    if response.error_code != Errors.NONE:
-        return response.error_code, None
-    ranges = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
-    return Errors.NONE, negotiate(ranges)
-
-
 # ------------------------------------------------------------------------------------ Fetch
 
 

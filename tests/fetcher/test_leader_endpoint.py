@@ -13,12 +13,12 @@ import uuid
 
 import pytest
 
+from pykraft.fetcher.broker_connection import decode_api_versions_response
 from pykraft.fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
     LeaderProtocolError,
     ReplicaFetch,
-    decode_api_versions_response,
     decode_fetch_response,
     decode_list_offsets_response,
     decode_offset_for_leader_epoch_response,
@@ -104,10 +104,12 @@ def test_feature_flags_follow_the_versions() -> None:
     assert not LeaderFeatures(16, 8, None).offsets_for_leader_epoch_supported
 
 
-def test_api_versions_answers_decode_into_features() -> None:
+def test_api_versions_answers_decode_into_the_ranges_features_come_from() -> None:
     for version in (0, 3):
         body = encode_api_versions_response(version)
-        assert decode_api_versions_response(body, version) == (Errors.NONE, negotiate(OURS))
+        error, ranges = decode_api_versions_response(body, version)
+        assert error == Errors.NONE and ranges is not None
+        assert negotiate(ranges) == negotiate(OURS)
     # KIP-511: a too-new ApiVersions request is answered in v0 with UNSUPPORTED_VERSION.
     unsupported = encode_unsupported_api_versions_response()
     assert decode_api_versions_response(unsupported, 3) == (Errors.UNSUPPORTED_VERSION, None)

@@ -22,6 +22,7 @@ from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.fetcher.broker_connection import ConnectionSettings
 from pykraft.fetcher.fetcher_config import FetcherConfig
 from pykraft.fetcher.fetcher_manager import ReplicaFetcherManager
 from pykraft.fetcher.leader_endpoint import (
@@ -225,7 +226,7 @@ def test_a_divergent_follower_truncates_over_tcp(tmp_path: Path) -> None:
                 LEADER,
                 "127.0.0.1",
                 port,
-                EndpointSettings(FOLLOWER, "test-client"),
+                EndpointSettings(FOLLOWER, ConnectionSettings("test-client")),
                 monotonic_ms=CLOCK.monotonic_ms,
             )
             try:
@@ -292,7 +293,7 @@ def endpoint_to(
         LEADER,
         "127.0.0.1",
         port,
-        EndpointSettings(FOLLOWER, "test", **settings),
+        EndpointSettings(FOLLOWER, ConnectionSettings("test", **settings)),
         monotonic_ms=clock,
     )
 
@@ -375,7 +376,7 @@ def test_reconnects_with_exponential_back_off() -> None:
                     await endpoint.features()
                 now[0] += 1
             async with scripted_server(api_versions_only) as new_port:
-                endpoint.port = new_port
+                endpoint.connection.port = new_port
                 assert (await endpoint.features()).fetch_version == 16
         finally:
             await endpoint.close()
