@@ -83,6 +83,8 @@ PURE_CORES = [
     "coordinator/group/records.py",
     "coordinator/group/effects.py",
     "coordinator/group/replicas.py",
+    "coordinator/group/transactions.py",
+    "coordinator/group/views.py",
     "export/replica_choice.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module

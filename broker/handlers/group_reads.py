@@ -4,10 +4,15 @@
 not describe answers GROUP_AUTHORIZATION_FAILED and nothing about it, a topic it may not
 describe is refused or left out, and ListGroups lists every group only with DESCRIBE on the
 cluster. ``broker.handlers.groups`` registers them.
+
+OffsetFetch v7+ with ``require_stable`` (KIP-447): a partition whose commit is still pending
+(a transaction not yet ended, a write in flight) answers UNSTABLE_OFFSET_COMMIT, which clients
+retry, with no offset, instead of the last committed one (``GroupMetadataManager.getOffsets``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
@@ -27,6 +32,7 @@ from pykraft.coordinator.group.manager import GroupSummary
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 
 
 async def offset_fetch(
@@ -39,23 +45,54 @@ async def offset_fetch(
     partitions asked for of topics not described answer TOPIC_AUTHORIZATION_FAILED, and the
     all-partitions form leaves such topics out."""
     fetched = []
+    # Per group, the partitions answered with an error (UNSTABLE_OFFSET_COMMIT).
+    partition_errors: list[dict[TopicPartition, Errors]] = []
     for group in request.groups:
         if not authorizer.authorize(
             context, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id
         ):
             error = Errors.GROUP_AUTHORIZATION_FAILED
             fetched.append(FetchedGroup(group=group, error=error, offsets=[]))
+            partition_errors.append({})
             continue
         wanted = None if group.partitions is None else list(group.partitions)
-        error, offsets = coordinator.fetch_offsets(group.group_id, wanted)
-        described = authorizer.authorized(
-            context, AclOperation.DESCRIBE, ResourceType.TOPIC, (tp.topic for tp, _ in offsets)
+        error, found = coordinator.fetch_offsets(
+            group.group_id, wanted, require_stable=request.require_stable
         )
-        offsets = [(tp, o) for tp, o in offsets if tp.topic in described or wanted is not None]
+        described = authorizer.authorized(
+            context,
+            AclOperation.DESCRIBE,
+            ResourceType.TOPIC,
+            (f.topic_partition.topic for f in found),
+        )
+        found = [f for f in found if f.topic_partition.topic in described or wanted is not None]
+        offsets = [(f.topic_partition, f.offset) for f in found]
         fetched.append(FetchedGroup(group=group, error=error, offsets=offsets))
+        partition_errors.append(
+            {f.topic_partition: f.error for f in found if f.error is not Errors.NONE}
+        )
     response = offset_fetch_response(request.version, fetched)
+    _set_partition_errors(response, request.version, partition_errors)
     _refuse_undescribed_topics(response, request.version, authorizer, context)
     return response
+
+
+def _holders(response: Any, version: int) -> list[Any]:
+    """Each group's part of the response (v0-v7 answer one group at the top level)."""
+    return list(response.groups) if version >= 8 else [response]
+
+
+def _set_partition_errors(
+    response: Any, version: int, errors: Sequence[Mapping[TopicPartition, Errors]]
+) -> None:
+    """The per-partition errors the coordinator gave, group by group in request order."""
+    for holder, group_errors in zip(_holders(response, version), errors, strict=True):
+        if not group_errors:
+            continue
+        for topic in holder.topics or ():
+            for partition in topic.partitions:
+                tp = TopicPartition(topic.name, partition.partition_index)
+                partition.error_code = group_errors.get(tp, partition.error_code)
 
 
 def _refuse_undescribed_topics(
@@ -67,9 +104,7 @@ def _refuse_undescribed_topics(
     partition, ``OffsetFetchResponse.groupError``)."""
     if not authorizer.enabled:
         return
-    # v0-v7 answer one group at the top level (kafka-python's object has an empty ``groups``).
-    holders = list(response.groups) if version >= 8 else [response]
-    for holder in holders:
+    for holder in _holders(response, version):
         if holder.error_code == Errors.GROUP_AUTHORIZATION_FAILED:
             continue
         for topic in holder.topics or ():

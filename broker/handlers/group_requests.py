@@ -14,6 +14,7 @@ not carry gets the value Kafka's handler assumes for it (``KafkaApis`` / ``Group
   FindCoordinator v0   the key type is GROUP; v4+ batches keys (KIP-699)
   OffsetCommit         ``retention_time_ms`` only v2-v4 (else -1: the broker default);
                        ``committed_leader_epoch`` from v6 (else -1)
+  OffsetFetch v7+      ``require_stable`` (KIP-447); earlier False
   OffsetFetch v8+      several groups; earlier one group
   ListGroups v4+       a states filter; earlier none (every state)
 """
@@ -119,6 +120,8 @@ class OffsetFetchGroup:
 class OffsetFetchRequestData:
     version: int
     groups: tuple[OffsetFetchGroup, ...]
+    # KIP-447: answer UNSTABLE_OFFSET_COMMIT where a transactional commit is pending.
+    require_stable: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -234,7 +237,11 @@ def offset_fetch_request(message: Any) -> OffsetFetchRequestData:
         groups = (
             OffsetFetchGroup(group_id=message.group_id, partitions=_partitions(message.topics)),
         )
-    return OffsetFetchRequestData(version=version, groups=groups)
+    return OffsetFetchRequestData(
+        version=version,
+        groups=groups,
+        require_stable=bool(version >= 7 and message.require_stable),
+    )
 
 
 def _partitions(topics: Iterable[Any] | None) -> tuple[TopicPartition, ...] | None:

@@ -8,15 +8,20 @@ Pure cores (no I/O, no clock: every call takes ``now_ms``):
   manager.py      ``GroupMetadataManager``: which ``__consumer_offsets`` partitions this broker
                   coordinates (loading / active), the groups in them, writes and timers
   coordinator.py  ``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-                  OffsetCommit, OffsetFetch, DescribeGroups, ListGroups
-  offsets.py      offset commit validation, the records to write, replay of a partition's log
+                  OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups, ListGroups
+  offsets.py      offset commit validation, the records to write, OffsetFetch (KIP-447's
+                  require_stable), replay of a partition's log (transactions included)
+  transactions.py transactional offset commits (KIP-98): validation, which groups hold which
+                  producer's pending offsets, the sequence of their batches
+  views.py        what DescribeGroups and ListGroups show
   records.py      the ``__consumer_offsets`` key and value formats (Kafka's, byte for byte)
   effects.py      what a call returns: answers by request id, records to append
 
 Shells (asyncio):
 
   loader.py       reads a ``__consumer_offsets`` partition's log back as records
-  shell.py        ``GroupCoordinatorShell``: request futures, the timer, appends through
-                  the broker's replica layer (acks=-1), loading/unloading on leadership changes
+  shell.py        ``GroupCoordinatorShell``: request futures, the timer, loading/unloading on
+                  leadership changes, transaction completion (WriteTxnMarkers)
+  writer.py       ``OffsetsWriter``: appends to ``__consumer_offsets`` (acks=-1)
   replicas.py     ``Replicas``: the part of the broker's ``ReplicaManager`` the shell is handed
 """

@@ -1,5 +1,6 @@
 """The group membership protocol over every group this broker coordinates (Kafka's
-``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit).
+``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+TxnOffsetCommit).
 
 Theory of operation
 -------------------
@@ -8,7 +9,8 @@ writes, timers). Every handler takes the request's fields, the request id the sh
 ``now_ms``, and returns ``Effects``: the answer to this request may be among them, or come with
 a later call (a JoinGroup parked until the rebalance completes, a SyncGroup until the leader's
 assignment is stored, an OffsetCommit until its records are). Group membership follows
-``coordinator.group.rebalance``; offsets follow ``coordinator.group.offsets``.
+``coordinator.group.rebalance``; offsets follow ``coordinator.group.offsets``, transactional
+ones ``coordinator.group.transactions``.
 
 Only dynamic members exist: the handlers answer a ``group.instance.id`` (static membership,
 KIP-345) with UNSUPPORTED_VERSION, which is what Kafka answers when it may not use static
@@ -31,12 +33,14 @@ from pykraft.coordinator.group.effects import (
     MemberLeaveResult,
     OffsetCommitResult,
     SyncGroupResult,
+    TransactionalProducer,
 )
 from pykraft.coordinator.group.manager import GroupMetadataManager
 from pykraft.coordinator.group.offsets import validate_offset_commit
 from pykraft.coordinator.group.rebalance import Step
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
+from pykraft.coordinator.group.transactions import validate_txn_offset_commit
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
@@ -319,6 +323,36 @@ class GroupCoordinator(GroupMetadataManager):
         if member is not None:
             rebalance.schedule_heartbeat(member, step)
         self._store_offsets(group, offsets, request_id, step)
+        self._maybe_forget(group)
+        return step.effects
+
+    def handle_txn_commit_offsets(
+        self,
+        *,
+        group_id: str,
+        producer: TransactionalProducer,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        request_id: int,
+        now_ms: int,
+    ) -> Effects:
+        """``handleTxnCommitOffsets``: an unknown group is created EMPTY; the offsets wait in
+        the group for the transaction's marker (``complete_transaction``)."""
+        step = self._step(now_ms)
+        error = self.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT)
+        if error is not None:
+            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
+            return step.effects
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        error = validate_txn_offset_commit(group, generation_id, member_id, group_instance_id)
+        if error is not None:
+            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
+        else:
+            self._store_offsets(group, offsets, request_id, step, producer)
         self._maybe_forget(group)
         return step.effects
 

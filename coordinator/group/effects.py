@@ -7,7 +7,9 @@ Every call into ``coordinator.group.coordinator.GroupCoordinator`` returns one `
   completes (another member's join, a timer in ``poll``), a SyncGroup when the leader's
   assignment is stored, an OffsetCommit when its records are.
 * ``appends``: records for a ``__consumer_offsets`` partition, to append with acks=-1; the shell
-  reports the outcome with ``GroupCoordinator.on_append_done(write_id, ...)``.
+  reports the outcome with ``GroupCoordinator.on_append_done(write_id, ...)``. An append of a
+  TxnOffsetCommit names its ``TransactionalProducer``: the shell writes it as that producer's
+  transactional batch (KIP-98), so the partition's COMMIT or ABORT marker settles it.
 
 The result types carry Kafka's fields (``JoinGroupResult``, ``SyncGroupResult``,
 ``LeaveGroupResult`` of ``GroupCoordinator.scala``); handlers turn them into responses.
@@ -97,6 +99,14 @@ class CoordinatorRecord:
 
 
 @attrs.frozen
+class TransactionalProducer:
+    """The producer whose transaction a TxnOffsetCommit belongs to (its batch header's ids)."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@attrs.frozen
 class Append:
     """Records for partition ``partition`` of ``__consumer_offsets``, written as one batch."""
 
@@ -104,6 +114,8 @@ class Append:
     partition: int
     records: tuple[CoordinatorRecord, ...]
     timestamp_ms: int
+    # Set for a TxnOffsetCommit: a transactional batch of this producer; else a plain batch.
+    producer: TransactionalProducer | None = None
 
 
 @attrs.define

@@ -17,8 +17,10 @@ manager is in one ``PartitionStatus``:
 
 Writes: a group record or a batch of offset commits becomes an ``Append`` with a write id; the
 shell appends it with acks=-1 and reports back through ``on_append_done``, which completes the
-SyncGroup or OffsetCommit waiting for it. ``poll`` acts on passed deadlines (sessions, joins,
-syncs) and ``next_deadline_ms`` says when to call it next. Nothing here does I/O or reads a clock.
+SyncGroup, OffsetCommit or TxnOffsetCommit waiting for it. Transactional offsets then wait for
+their transaction's marker (``complete_transaction``; see ``coordinator.group.transactions``).
+``poll`` acts on passed deadlines (sessions, joins, syncs) and ``next_deadline_ms`` says when
+to call it next. Nothing here does I/O or reads a clock.
 """
 
 from __future__ import annotations
@@ -29,8 +31,15 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from pykraft.coordinator.group import rebalance
-from pykraft.coordinator.group.effects import Append, Effects, OffsetCommitResult, SyncGroupResult
+from pykraft.coordinator.group.effects import (
+    Append,
+    Effects,
+    OffsetCommitResult,
+    SyncGroupResult,
+    TransactionalProducer,
+)
 from pykraft.coordinator.group.offsets import (
+    FetchedOffset,
     LoadedGroups,
     fetch_offsets,
     group_append_error,
@@ -42,6 +51,12 @@ from pykraft.coordinator.group.offsets import (
 from pykraft.coordinator.group.rebalance import GroupConfig, Step
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import CommittedOffset, GroupMetadata, GroupState
+from pykraft.coordinator.group.transactions import ProducerGroups
+from pykraft.coordinator.group.views import DEAD_GROUP, NO_GROUP, summary
+
+# Re-exported: the group handlers read these names from here.
+from pykraft.coordinator.group.views import GroupOverview as GroupOverview
+from pykraft.coordinator.group.views import GroupSummary as GroupSummary
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.java_hash import java_string_hash, kafka_abs
@@ -66,34 +81,6 @@ class OwnedPartition:
 
 
 @attrs.frozen
-class MemberSummary:
-    member_id: str
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@attrs.frozen
-class GroupSummary:
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[MemberSummary, ...] = ()
-
-
-@attrs.frozen
-class GroupOverview:
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "")
-NO_GROUP = GroupSummary("", "", "")
-
-
-@attrs.frozen
 class _PendingGroupStore:
     group: GroupMetadata
     generation_id: int
@@ -108,6 +95,8 @@ class _PendingOffsetCommit:
     offsets: Mapping[TopicPartition, OffsetAndMetadata]
     # Partitions already decided (OFFSET_METADATA_TOO_LARGE) before the append.
     decided: Mapping[TopicPartition, Errors]
+    # A TxnOffsetCommit's producer; None for an OffsetCommit.
+    producer: TransactionalProducer | None = None
 
 
 class GroupMetadataManager:
@@ -121,6 +110,7 @@ class GroupMetadataManager:
         self.active = True
         self._writes: dict[int, _PendingGroupStore | _PendingOffsetCommit] = {}
         self._next_write_id = 0
+        self.producer_groups = ProducerGroups()
 
     # ------------------------------------------------------------------ placement
 
@@ -166,7 +156,10 @@ class GroupMetadataManager:
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         request_id: int,
         step: Step,
+        producer: TransactionalProducer | None = None,
     ) -> None:
+        """``storeOffsets``: the valid offsets become one batch (a transactional one of
+        ``producer`` for a TxnOffsetCommit), staged in the group until it is appended."""
         max_bytes = self.config.offset_metadata_max_bytes
         decided = {
             tp: Errors.OFFSET_METADATA_TOO_LARGE
@@ -177,20 +170,47 @@ class GroupMetadataManager:
         if not valid:
             step.effects.answer(request_id, OffsetCommitResult(decided))
             return
-        write_id = self._new_write(_PendingOffsetCommit(group, request_id, valid, decided))
-        group.pending_offset_commits += 1
+        pending = _PendingOffsetCommit(group, request_id, valid, decided, producer)
+        write_id = self._new_write(pending)
+        if producer is None:
+            group.prepare_offset_commit(valid)
+        else:
+            self.producer_groups.add(producer.producer_id, group.group_id)
+            group.prepare_txn_offset_commit(producer.producer_id, valid)
         records = offset_commit_records(group.group_id, valid)
         partition = self.partition_for(group.group_id)
-        step.effects.appends.append(Append(write_id, partition, records, step.now_ms))
+        append = Append(write_id, partition, records, step.now_ms, producer)
+        step.effects.appends.append(append)
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
-    ) -> tuple[Errors, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
-        """OffsetFetch for one group (``partitions`` None: every committed partition)."""
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        require_stable: bool = False,
+    ) -> tuple[Errors, list[FetchedOffset]]:
+        """OffsetFetch for one group (``partitions`` None: every committed partition);
+        ``require_stable`` (KIP-447): UNSTABLE_OFFSET_COMMIT where a commit is pending."""
         error = self.validate_group_status(group_id, ApiKey.OFFSET_FETCH)
         if error is not None:
             return error, []
-        return Errors.NONE, fetch_offsets(self.groups.get(group_id), partitions)
+        return Errors.NONE, fetch_offsets(self.groups.get(group_id), partitions, require_stable)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> list[str]:
+        """``handleTxnCompletion``: ``producer_id``'s COMMIT (``commit``) or ABORT marker is in
+        ``partition``'s log; settle its offsets in that partition's groups. Returns the groups
+        settled. A group that moved away meanwhile is settled by its new coordinator's load."""
+        settled = []
+        for group_id in self.producer_groups.groups_of(producer_id):
+            if self.partition_for(group_id) != partition:
+                continue
+            self.producer_groups.remove(producer_id, group_id)
+            group = self.groups.get(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                continue
+            group.complete_pending_txn_offset_commit(producer_id, commit)
+            settled.append(group_id)
+            self._maybe_forget(group)
+        return settled
 
     # ------------------------------------------------------------------ appends
 
@@ -209,15 +229,39 @@ class GroupMetadataManager:
     def _offsets_stored(
         self, pending: _PendingOffsetCommit, error: Errors, base_offset: int, step: Step
     ) -> None:
-        group = pending.group
-        group.pending_offset_commits = max(0, group.pending_offset_commits - 1)
+        group, producer = pending.group, pending.producer
         live = self.groups.get(group.group_id) is group and not group.is_(GroupState.DEAD)
-        if error is Errors.NONE and live:
-            for tp, offset in pending.offsets.items():
-                group.on_offset_commit_append(tp, CommittedOffset(base_offset, offset))
+        if producer is None:
+            group.finish_offset_write(pending.offsets)
+            if error is Errors.NONE and live:
+                for tp, offset in pending.offsets.items():
+                    group.on_offset_commit_append(tp, CommittedOffset(base_offset, offset))
+        elif live:
+            self._txn_offsets_stored(group, producer.producer_id, pending, error, base_offset)
         errors = {tp: error for tp in pending.offsets}
         errors.update(pending.decided)
         step.effects.answer(pending.request_id, OffsetCommitResult(errors))
+
+    def _txn_offsets_stored(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        pending: _PendingOffsetCommit,
+        error: Errors,
+        base_offset: int,
+    ) -> None:
+        """``putCacheCallback`` of a TxnOffsetCommit: note where the records are, or unstage
+        them when the append failed (the client retries)."""
+        for tp, offset in pending.offsets.items():
+            if error is Errors.NONE:
+                group.on_txn_offset_commit_append(
+                    producer_id, tp, CommittedOffset(base_offset, offset)
+                )
+            else:
+                group.fail_pending_txn_offset_commit(producer_id, tp)
+        if not group.has_pending_offset_commits_from_producer(producer_id):
+            self.producer_groups.remove(producer_id, group.group_id)
+        self._maybe_forget(group)
 
     def _group_stored(self, pending: _PendingGroupStore, error: Errors, step: Step) -> None:
         group = pending.group
@@ -242,7 +286,7 @@ class GroupMetadataManager:
         if error is not None:
             return error, NO_GROUP
         group = self.groups.get(group_id)
-        return Errors.NONE, DEAD_GROUP if group is None else _summary(group)
+        return Errors.NONE, DEAD_GROUP if group is None else summary(group)
 
     def list_groups(self, states: frozenset[str]) -> tuple[Errors, list[GroupOverview]]:
         """ListGroups: every group here, those in ``states`` when it is not empty."""
@@ -311,6 +355,8 @@ class GroupMetadataManager:
                 )
                 continue
             self.groups[group.group_id] = group
+            for producer_id in group.pending_txn_offset_commits:
+                self.producer_groups.add(producer_id, group.group_id)
             for member in group.members.values():
                 rebalance.schedule_heartbeat(member, step)
             if len(group.members) > self.config.group_max_size:
@@ -332,6 +378,7 @@ class GroupMetadataManager:
                 )
                 rebalance.answer_sync(member, SyncGroupResult(error=Errors.NOT_COORDINATOR), step)
             del self.groups[group.group_id]
+            self.producer_groups.forget_group(group.group_id)
         return step.effects
 
     def shutdown(self, now_ms: int) -> Effects:
@@ -340,22 +387,3 @@ class GroupMetadataManager:
             effects.merge(self.unload(partition, now_ms))
         self.active = False
         return effects
-
-
-def _summary(group: GroupMetadata) -> GroupSummary:
-    """``GroupMetadata.summary``: member metadata and assignments only when STABLE."""
-    protocol_type = group.protocol_type or ""
-    if group.is_(GroupState.STABLE):
-        protocol = group.protocol_name or ""
-        members = tuple(
-            MemberSummary(
-                m.member_id, m.client_id, m.client_host, m.metadata(protocol), m.assignment
-            )
-            for m in group.members.values()
-        )
-        return GroupSummary(group.state.value, protocol_type, protocol, members)
-    members = tuple(
-        MemberSummary(m.member_id, m.client_id, m.client_host, b"", b"")
-        for m in group.members.values()
-    )
-    return GroupSummary(group.state.value, protocol_type, "", members)

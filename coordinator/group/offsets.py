@@ -1,7 +1,7 @@
 """Committed offsets and the group records: validation, records to write, replay of a partition.
 
 Kafka's ``GroupMetadataManager`` (``storeOffsets``, ``storeGroup``, ``getOffsets``,
-``doLoadGroupsAndOffsets``) without transactions:
+``doLoadGroupsAndOffsets``):
 
 * an OffsetCommit is checked (``validate_offset_commit``): a commit from a member must name a
   current member and generation; a commit with generation -1 and no member id (the "simple"
@@ -12,9 +12,16 @@ Kafka's ``GroupMetadataManager`` (``storeOffsets``, ``storeGroup``, ``getOffsets
 * the group is stored (a GroupMetadata record) when a generation becomes EMPTY and when the
   leader's SyncGroup brings the assignment;
 * append errors are mapped as Kafka maps them, so clients see coordinator errors they retry;
+* ``fetch_offsets`` answers OffsetFetch from the committed offsets; with ``require_stable``
+  (OffsetFetch v7+, KIP-447) a partition with a commit still in flight or in an open
+  transaction answers UNSTABLE_OFFSET_COMMIT (retriable) instead;
 * ``OffsetsReplay`` replays a ``__consumer_offsets`` partition in log order: the last record of a
-  key wins, a tombstone deletes. Groups with members load STABLE, others EMPTY; offsets of a
-  group without a group record make an EMPTY group that only stores offsets.
+  key wins, a tombstone deletes. Offsets in a transactional batch wait under their producer id
+  until that producer's marker: COMMIT makes them committed unless a commit further along the
+  log is there already, ABORT drops them; transactions still open at the end stay pending in
+  their groups (``loadGroupsAndOffsets``' ``pendingOffsets``). Groups with members load
+  STABLE, others EMPTY; offsets of a group without a group record make an EMPTY group that
+  only stores offsets.
 """
 
 from __future__ import annotations
@@ -60,6 +67,32 @@ class LogRecord:
     batch_offset: int
     key: bytes | None
     value: bytes | None
+    # The producer of the transactional batch holding it; None outside transactions.
+    producer_id: int | None = None
+
+
+@attrs.frozen
+class TransactionMarker:
+    """A control batch read back: ``producer_id``'s transaction ended here."""
+
+    batch_offset: int
+    producer_id: int
+    # The control record's type (``ControlRecordType``: 0 ABORT, 1 COMMIT); None when its key
+    # cannot be read.
+    control_type: int | None
+
+
+COMMIT_MARKER = 1
+
+
+@attrs.frozen
+class FetchedOffset:
+    """One partition of an OffsetFetch answer (Kafka's ``OffsetFetchResponse.PartitionData``):
+    the committed offset, None when nothing is committed or (``error``) it is not stable."""
+
+    topic_partition: TopicPartition
+    offset: OffsetAndMetadata | None
+    error: Errors = Errors.NONE
 
 
 @attrs.frozen
@@ -156,15 +189,22 @@ def group_record(group: GroupMetadata, assignment: Mapping[str, bytes] | None) -
 
 
 def fetch_offsets(
-    group: GroupMetadata | None, partitions: Iterable[TopicPartition] | None
-) -> list[tuple[TopicPartition, OffsetAndMetadata | None]]:
-    """``getOffsets``: the asked partitions (None: all the group has), None where nothing is
-    committed — whatever the group's state, since simple consumers commit without one."""
-    if partitions is None:
-        if group is None:
-            return []
-        return [(tp, group.offset(tp)) for tp in sorted(group.offsets)]
-    return [(tp, None if group is None else group.offset(tp)) for tp in partitions]
+    group: GroupMetadata | None,
+    partitions: Iterable[TopicPartition] | None,
+    require_stable: bool = False,
+) -> list[FetchedOffset]:
+    """``getOffsets``: the asked partitions (None: all the group has committed), no offset
+    where nothing is committed — whatever the group's state, since simple consumers commit
+    without one. ``require_stable``: UNSTABLE_OFFSET_COMMIT where a commit is pending."""
+    if group is None:
+        return [FetchedOffset(tp, None) for tp in partitions or ()]
+    wanted = sorted(group.offsets) if partitions is None else partitions
+    return [
+        FetchedOffset(tp, None, Errors.UNSTABLE_OFFSET_COMMIT)
+        if require_stable and group.has_pending_offset_commits_for(tp)
+        else FetchedOffset(tp, group.offset(tp))
+        for tp in wanted
+    ]
 
 
 # ------------------------------------------------------------------ loading
@@ -176,13 +216,18 @@ class OffsetsReplay:
 
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        # Producer id -> the offsets of its open transaction, by (group, partition).
+        self.pending: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
         self.values: dict[str, GroupMetadataValue | None] = {}
         self.problems: list[str] = []
         self.records = 0
 
-    def replay(self, records: Iterable[LogRecord]) -> None:
+    def replay(self, records: Iterable[LogRecord | TransactionMarker]) -> None:
         for record in records:
             self.records += 1
+            if isinstance(record, TransactionMarker):
+                self._end_transaction(record)
+                continue
             try:
                 self._replay(record)
             except CoordinatorRecordError as error:
@@ -200,6 +245,15 @@ class OffsetsReplay:
                 raise CoordinatorRecordError(f"group {key.group!r} has members but no protocol")
             self.values[key.group] = value
             return
+        if record.producer_id is not None:
+            staged = self.pending.setdefault(record.producer_id, {})
+            if record.value is None:
+                staged.pop((key.group, key.topic_partition), None)
+            else:
+                offset = decode_offset_commit_value(record.value)
+                committed = CommittedOffset(record.batch_offset, offset)
+                staged[(key.group, key.topic_partition)] = committed
+            return
         group_offsets = self.offsets.setdefault(key.group, {})
         if record.value is None:
             group_offsets.pop(key.topic_partition, None)
@@ -209,22 +263,51 @@ class OffsetsReplay:
         offset = decode_offset_commit_value(record.value)
         group_offsets[key.topic_partition] = CommittedOffset(record.batch_offset, offset)
 
+    def _end_transaction(self, marker: TransactionMarker) -> None:
+        """A marker settles its producer's open transaction: only COMMIT keeps the offsets
+        (Kafka drops them on any other control record, as here)."""
+        staged = self.pending.pop(marker.producer_id, {})
+        if marker.control_type is None:
+            self.problems.append(
+                f"control record at offset {marker.batch_offset}: unreadable key, "
+                f"the transaction of producer {marker.producer_id} is taken as aborted"
+            )
+        if marker.control_type != COMMIT_MARKER:
+            return
+        for (group_id, topic_partition), committed in staged.items():
+            group_offsets = self.offsets.setdefault(group_id, {})
+            current = group_offsets.get(topic_partition)
+            if current is None or _logged_before(current, committed):
+                group_offsets[topic_partition] = committed
+
     def loaded(self, now_ms: int) -> LoadedGroups:
-        """The groups the records describe: with a live group record, or with offsets."""
+        """The groups the records describe: with a live group record, with offsets, or with
+        offsets of a transaction still open."""
         live = {group_id for group_id, value in self.values.items() if value is not None}
+        open_groups = {group_id for staged in self.pending.values() for group_id, _ in staged}
         groups = []
-        for group_id in sorted(set(self.offsets) | live):
+        for group_id in sorted(set(self.offsets) | live | open_groups):
             group = _group_from(group_id, self.values.get(group_id), now_ms)
             group.offsets.update(self.offsets.get(group_id, {}))
+            for producer_id, staged in sorted(self.pending.items()):
+                mine = {tp: c for (g, tp), c in staged.items() if g == group_id}
+                if mine:
+                    group.pending_txn_offset_commits[producer_id] = mine
             groups.append(group)
         return LoadedGroups(tuple(groups), tuple(self.problems))
 
 
-def load_groups(records: Iterable[LogRecord], now_ms: int) -> LoadedGroups:
+def load_groups(records: Iterable[LogRecord | TransactionMarker], now_ms: int) -> LoadedGroups:
     """Replay one partition's records, in log order, into groups with their offsets."""
     replay = OffsetsReplay()
     replay.replay(records)
     return replay.loaded(now_ms)
+
+
+def _logged_before(current: CommittedOffset, candidate: CommittedOffset) -> bool:
+    """Replayed offsets always know their record's offset."""
+    assert current.record_offset is not None and candidate.record_offset is not None
+    return current.record_offset < candidate.record_offset
 
 
 def _group_from(group_id: str, value: GroupMetadataValue | None, now_ms: int) -> GroupMetadata:

@@ -9,10 +9,16 @@ parked JoinGroups), appends start, and the one timer is moved to ``next_deadline
 timer fires, ``poll`` runs and its effects are applied the same way.
 
 Appends: each ``Append`` becomes one RecordBatch v2 appended to its ``__consumer_offsets``
-partition through ``Replicas.append_records`` (the broker's ``ReplicaManager``) with acks=-1
-(``offsets.commit.required.acks`` -1) and ``offsets.commit.timeout.ms``; the outcome goes back to
-the core with ``on_append_done``. Appends start in the order the core asked for them (tasks start
-FIFO and the local append happens before the task's first ``await``).
+partition with acks=-1 by ``coordinator.group.writer`` (a TxnOffsetCommit's as its producer's
+transactional batch, KIP-98); the outcome goes back to the core with ``on_append_done``.
+Appends start in the order the core asked for them (tasks start FIFO and the local append
+happens before the task's first ``await``).
+
+Transactions: the WriteTxnMarkers handler calls ``complete_transaction`` once a COMMIT or ABORT
+marker is appended to a ``__consumer_offsets`` partition; the core settles the producer's pending
+offsets there (Kafka's ``GroupCoordinator.onTransactionCompleted``). It is synchronous: nothing
+is written, and a partition still loading needs no call (``loader`` reads its log to the end,
+markers included, before the groups are installed).
 
 Leadership (``on_metadata``, called after ``ReplicaManager.apply_delta``): a partition of
 ``__consumer_offsets`` this broker was elected to lead is loaded (its log replayed by
@@ -42,28 +48,23 @@ from pykraft.coordinator.group.effects import (
     OffsetCommitResult,
     Result,
     SyncGroupResult,
+    TransactionalProducer,
 )
 from pykraft.coordinator.group.loader import LoadError, read_partition_records
-from pykraft.coordinator.group.manager import (
-    GroupOverview,
-    GroupSummary,
-    OwnedPartition,
-    PartitionStatus,
-)
-from pykraft.coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
+from pykraft.coordinator.group.manager import OwnedPartition, PartitionStatus
+from pykraft.coordinator.group.offsets import OFFSETS_TOPIC, FetchedOffset, OffsetsReplay
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.replicas import Replicas
+from pykraft.coordinator.group.views import GroupOverview, GroupSummary
+from pykraft.coordinator.group.writer import OFFSET_COMMIT_TIMEOUT_MS, OffsetsWriter
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.protocol.errors import Errors
-from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-# offsets.commit.timeout.ms: how long an append waits for the ISR.
-OFFSET_COMMIT_TIMEOUT_MS = 5000
 MAX_LOGGED_PROBLEMS = 5
 
 
@@ -86,7 +87,9 @@ class GroupCoordinatorShell:
         self.core = GroupCoordinator(config, member_suffix)
         # Kafka's ``time.milliseconds()``: commit timestamps are wall time, so deadlines are too.
         self.wall_clock_ms = wall_clock_ms
-        self.offset_commit_timeout_ms = offset_commit_timeout_ms
+        self.writer = OffsetsWriter(
+            replica_manager, wall_clock_ms=wall_clock_ms, timeout_ms=offset_commit_timeout_ms
+        )
         self._request_ids = itertools.count(1)
         # request id -> (future, what to answer if the coordinator stops first)
         self._waiters: dict[int, tuple[asyncio.Future[Result], Result]] = {}
@@ -173,10 +176,67 @@ class GroupCoordinatorShell:
         assert isinstance(result, OffsetCommitResult)
         return result.errors
 
+    async def txn_offset_commit(
+        self,
+        *,
+        group_id: str,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, Errors]:
+        """TxnOffsetCommit (KIP-98; member checks of v3+, KIP-447): the offsets are written as
+        the producer's transactional batch and wait for its marker (``complete_transaction``).
+        ``transactional_id`` names the transaction in the logs; KIP-890's verification of the
+        partition's membership in it is the replica layer's, not done here yet."""
+        producer = TransactionalProducer(producer_id, producer_epoch)
+        logger.debug(
+            "TxnOffsetCommit of %s (producer %d, epoch %d) for group %s: %d partitions",
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            group_id,
+            len(offsets),
+        )
+        result = await self._call(
+            lambda rid, now: self.core.handle_txn_commit_offsets(
+                group_id=group_id,
+                producer=producer,
+                member_id=member_id,
+                generation_id=generation_id,
+                group_instance_id=group_instance_id,
+                offsets=offsets,
+                request_id=rid,
+                now_ms=now,
+            ),
+            OffsetCommitResult({tp: Errors.NOT_COORDINATOR for tp in offsets}),
+        )
+        assert isinstance(result, OffsetCommitResult)
+        return dict(result.errors)
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is appended to partition
+        ``offsets_partition`` of ``__consumer_offsets``: settle its pending offsets there."""
+        settled = self.core.complete_transaction(offsets_partition, producer_id, commit)
+        if settled:
+            logger.debug(
+                "%s of producer %d settled the offsets of %s",
+                "COMMIT" if commit else "ABORT",
+                producer_id,
+                ", ".join(settled),
+            )
+
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
-    ) -> tuple[Errors, list[tuple[TopicPartition, OffsetAndMetadata | None]]]:
-        return self.core.fetch_offsets(group_id, partitions)
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        *,
+        require_stable: bool = False,
+    ) -> tuple[Errors, list[FetchedOffset]]:
+        return self.core.fetch_offsets(group_id, partitions, require_stable)
 
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
         return self.core.describe_group(group_id)
@@ -220,29 +280,7 @@ class GroupCoordinatorShell:
             logger.error("%s failed", task.get_name(), exc_info=task.exception())
 
     async def _append(self, append: Append) -> None:
-        topic_partition = TopicPartition(OFFSETS_TOPIC, append.partition)
-        records = [
-            SimpleRecord(key=r.key, value=r.value, timestamp=append.timestamp_ms)
-            for r in append.records
-        ]
-        try:
-            results = await self.replica_manager.append_records(
-                {topic_partition: bytearray(build_batch(records))},
-                required_acks=-1,
-                timeout_ms=self.offset_commit_timeout_ms,
-                now_ms=self.wall_clock_ms(),
-                internal_topics_allowed=True,
-            )
-            error, base_offset = (
-                results[topic_partition].error,
-                results[topic_partition].base_offset,
-            )
-        except Exception:
-            # A bug below: log it, and still answer whoever waits for this write.
-            logger.exception("appending to %s failed", topic_partition)
-            error, base_offset = Errors.UNKNOWN_SERVER_ERROR, -1
-        if error is not Errors.NONE:
-            logger.info("appending to %s failed: %s", topic_partition, error.name)
+        error, base_offset = await self.writer.append(append)
         self._apply(
             self.core.on_append_done(append.write_id, error, base_offset, self.wall_clock_ms())
         )

@@ -26,12 +26,20 @@ Waiting requests are not callbacks here: a member records the id of the JoinGrou
 (``join_request``) or SyncGroup (``sync_request``) it waits on, and
 ``coordinator.group.coordinator`` answers those ids through its ``Effects``. Time is only ever a
 parameter (``now_ms``).
+
+Offsets (``GroupMetadata.scala``): ``offsets`` holds what is committed. Writes in flight are
+counted per partition (``pending_offset_commits``, Kafka's ``pendingOffsetCommits``); a
+transactional commit (KIP-98) stays in ``pending_txn_offset_commits`` under its producer id
+(Kafka's ``pendingTransactionalOffsetCommits``) until the transaction's marker is written:
+``complete_pending_txn_offset_commit`` moves it into ``offsets`` on COMMIT (unless a commit
+further along the log is already there) and drops it on ABORT. OffsetFetch with
+``require_stable`` (KIP-447) asks ``has_pending_offset_commits_for``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -172,7 +180,10 @@ class GroupMetadata:
         self.sync_deadline_ms: int | None = None
         self.sync_generation = -1
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
-        self.pending_offset_commits = 0
+        # Invariant: every count is positive (a partition without writes in flight is absent).
+        self.pending_offset_commits: dict[TopicPartition, int] = {}
+        # Producer id -> its open transaction's offsets; record_offset None until appended.
+        self.pending_txn_offset_commits: dict[int, dict[TopicPartition, CommittedOffset]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -297,7 +308,8 @@ class GroupMetadata:
         return None if committed is None else committed.value
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or self.pending_offset_commits > 0
+        """Kafka's ``hasOffsets``: committed, in flight, or pending in a transaction."""
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offset_commits)
 
     def on_offset_commit_append(
         self, topic_partition: TopicPartition, committed: CommittedOffset
@@ -306,6 +318,76 @@ class GroupMetadata:
         current = self.offsets.get(topic_partition)
         if current is None or _older(current, committed):
             self.offsets[topic_partition] = committed
+
+    def prepare_offset_commit(self, partitions: Iterable[TopicPartition]) -> None:
+        """A non-transactional write of these partitions' offsets has started."""
+        for topic_partition in partitions:
+            in_flight = self.pending_offset_commits.get(topic_partition, 0)
+            self.pending_offset_commits[topic_partition] = in_flight + 1
+
+    def finish_offset_write(self, partitions: Iterable[TopicPartition]) -> None:
+        """That write ended (stored or failed)."""
+        for topic_partition in partitions:
+            in_flight = self.pending_offset_commits.pop(topic_partition, 0) - 1
+            if in_flight > 0:
+                self.pending_offset_commits[topic_partition] = in_flight
+
+    # ------------------------------------------------------------------ transactional offsets
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """``prepareTxnOffsetCommit``: stage the offsets of ``producer_id``'s transaction; a
+        later commit of the same partition in the same transaction replaces the earlier one."""
+        staged = self.pending_txn_offset_commits.setdefault(producer_id, {})
+        for topic_partition, offset in offsets.items():
+            staged[topic_partition] = CommittedOffset(None, offset)
+
+    def on_txn_offset_commit_append(
+        self, producer_id: int, topic_partition: TopicPartition, committed: CommittedOffset
+    ) -> None:
+        """``onTxnOffsetCommitAppend``: the staged offset's record is in the log at
+        ``committed.record_offset`` (ignored when the transaction ended meanwhile or a later
+        commit of the partition replaced it)."""
+        staged = self.pending_txn_offset_commits.get(producer_id, {})
+        current = staged.get(topic_partition)
+        if current is not None and current.value == committed.value:
+            staged[topic_partition] = committed
+
+    def fail_pending_txn_offset_commit(
+        self, producer_id: int, topic_partition: TopicPartition
+    ) -> None:
+        """``failPendingTxnOffsetCommit``: the record was not written; the client retries."""
+        staged = self.pending_txn_offset_commits.get(producer_id)
+        if staged is None:
+            return
+        staged.pop(topic_partition, None)
+        if not staged:
+            del self.pending_txn_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> None:
+        """``completePendingTxnOffsetCommit``: the transaction's marker is in the log. COMMIT
+        materializes each staged offset unless a commit whose record lies further along the log
+        is cached already (Kafka's order is the log's); ABORT drops them."""
+        staged = self.pending_txn_offset_commits.pop(producer_id, {})
+        if not commit:
+            return
+        for topic_partition, committed in staged.items():
+            # A record still unacknowledged (a client that ended its transaction without
+            # waiting for the TxnOffsetCommit answer) was appended before the marker, so the
+            # log commits it too: cached with an unknown record offset, which any later
+            # commit replaces (Kafka raises IllegalStateException here instead).
+            self.on_offset_commit_append(topic_partition, committed)
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offset_commits
+
+    def has_pending_offset_commits_for(self, topic_partition: TopicPartition) -> bool:
+        """``hasPendingOffsetCommitsForTopicPartition``: a write in flight or a transaction
+        still open for the partition (OffsetFetch with ``require_stable``, KIP-447)."""
+        return topic_partition in self.pending_offset_commits or any(
+            topic_partition in staged for staged in self.pending_txn_offset_commits.values()
+        )
 
 
 def _older(current: CommittedOffset, candidate: CommittedOffset) -> bool:

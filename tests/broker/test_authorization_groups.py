@@ -84,7 +84,7 @@ class Broker:
 
     def committed(self, group_id: str = GROUP) -> dict[TopicPartition, int]:
         _, offsets = self.shell.fetch_offsets(group_id, None)
-        return {tp: value.offset for tp, value in offsets if value is not None}
+        return {f.topic_partition: f.offset.offset for f in offsets if f.offset is not None}
 
     def offsets_log_end_offset(self) -> int:
         return int(self.cluster.replica_manager.partitions[OFFSETS0].log_end_offset)

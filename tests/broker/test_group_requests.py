@@ -273,3 +273,22 @@ def test_describe_and_list_groups() -> None:
     filtered = ListGroupsRequest(version=4, states_filter=["Stable"])
     assert list_groups_request(filtered).states_filter == frozenset({"Stable"})
     assert list_groups_request(ListGroupsRequest(version=4)).states_filter == frozenset()
+
+
+def test_offset_fetch_require_stable_from_v7() -> None:
+    # KIP-447: requireStable exists from OffsetFetch v7 (OffsetFetchRequest.Builder drops it
+    # below); it stays False for older versions
+    topic = OffsetFetchRequest.OffsetFetchRequestTopic
+    asked = [topic(name="pets", partition_indexes=[0])]
+    v6 = OffsetFetchRequest(version=6, group_id=GROUP, topics=asked)
+    assert offset_fetch_request(v6).require_stable is False
+    for stable in (False, True):
+        v7 = OffsetFetchRequest(version=7, group_id=GROUP, topics=asked, require_stable=stable)
+        assert offset_fetch_request(v7).require_stable is stable
+    group = OffsetFetchRequest.OffsetFetchRequestGroup
+    v9 = OffsetFetchRequest(
+        version=9,
+        require_stable=True,
+        groups=[group(group_id="a", member_id=None, member_epoch=-1, topics=None)],
+    )
+    assert offset_fetch_request(v9).require_stable is True

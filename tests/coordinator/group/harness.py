@@ -16,8 +16,9 @@ from pykraft.coordinator.group.effects import (
     OffsetCommitResult,
     Result,
     SyncGroupResult,
+    TransactionalProducer,
 )
-from pykraft.coordinator.group.offsets import load_groups
+from pykraft.coordinator.group.offsets import FetchedOffset, load_groups
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import GroupMetadata, Protocol
@@ -34,6 +35,8 @@ ROUNDROBIN = (Protocol("roundrobin", b"rr-metadata"),)
 START_MS = 1_000_000
 TOPIC0 = TopicPartition("pets", 0)
 TOPIC1 = TopicPartition("pets", 1)
+PRODUCER_ID = 1000
+PRODUCER_EPOCH = 2
 
 
 class Harness:
@@ -49,6 +52,7 @@ class Harness:
         self.answers: dict[int, Result] = {}
         self.pending_appends: list[Append] = []
         self.appended: list[Append] = []
+        self.log_end_offset = 0
         if load:
             for partition in range(num_partitions):
                 self.load(partition, epoch=0)
@@ -93,10 +97,22 @@ class Harness:
         self.now_ms += ms
         return self.take(self.coordinator.poll(self.now_ms))
 
-    def complete_appends(self, error: Errors = Errors.NONE, base_offset: int = 0) -> None:
+    def complete_appends(self, error: Errors = Errors.NONE) -> None:
+        """Answer every append in flight, in order; each successful one takes the next log
+        offset (one per batch: a record's position in the log is its batch's base offset)."""
         pending, self.pending_appends = self.pending_appends, []
-        for offset, append in enumerate(pending, start=base_offset):
+        for append in pending:
+            offset = -1
+            if error is Errors.NONE:
+                offset, self.log_end_offset = self.log_end_offset, self.log_end_offset + 1
             self.take(self.coordinator.on_append_done(append.write_id, error, offset, self.now_ms))
+
+    def complete_first_append(self, error: Errors = Errors.NONE) -> None:
+        """Answer only the oldest append in flight (acks=-1 answers may come out of order)."""
+        first, *rest = self.pending_appends
+        self.pending_appends = [first]
+        self.complete_appends(error)
+        self.pending_appends = rest + self.pending_appends
 
     def load(self, partition: int, epoch: int, records: Any = ()) -> tuple[str, ...]:
         needed, effects = self.coordinator.begin_loading(partition, epoch, self.now_ms)
@@ -214,6 +230,56 @@ class Harness:
         result = self.answers[request_id]
         assert isinstance(result, OffsetCommitResult)
         return dict(result.errors)
+
+    def send_txn_commit(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        *,
+        producer_id: int = PRODUCER_ID,
+        producer_epoch: int = PRODUCER_EPOCH,
+        member_id: str = "",
+        generation_id: int = -1,
+        group_instance_id: str | None = None,
+        group_id: str = GROUP,
+    ) -> int:
+        request_id = self.new_request()
+        values = {
+            tp: v if isinstance(v, OffsetAndMetadata) else self.offset(v)
+            for tp, v in offsets.items()
+        }
+        effects = self.coordinator.handle_txn_commit_offsets(
+            group_id=group_id,
+            producer=TransactionalProducer(producer_id, producer_epoch),
+            member_id=member_id,
+            generation_id=generation_id,
+            group_instance_id=group_instance_id,
+            offsets=values,
+            request_id=request_id,
+            now_ms=self.now_ms,
+        )
+        self.take(effects)
+        return request_id
+
+    def txn_commit(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], **kwargs: Any
+    ) -> dict[TopicPartition, Errors]:
+        """TxnOffsetCommit and complete its append; the per-partition errors."""
+        request_id = self.send_txn_commit(offsets, **kwargs)
+        self.complete_appends()
+        result = self.answers[request_id]
+        assert isinstance(result, OffsetCommitResult)
+        return dict(result.errors)
+
+    def fetch(
+        self,
+        partitions: list[TopicPartition] | None,
+        *,
+        require_stable: bool = False,
+        group_id: str = GROUP,
+    ) -> dict[TopicPartition, FetchedOffset]:
+        error, fetched = self.coordinator.fetch_offsets(group_id, partitions, require_stable)
+        assert error is Errors.NONE, error
+        return {f.topic_partition: f for f in fetched}
 
     def offset(self, value: int, metadata: str = "") -> OffsetAndMetadata:
         return OffsetAndMetadata(offset=value, metadata=metadata, commit_timestamp_ms=self.now_ms)

@@ -24,7 +24,8 @@ def fetched(
 ) -> dict[TopicPartition, int | None]:
     error, offsets = h.coordinator.fetch_offsets(group_id, partitions)
     assert error is Errors.NONE
-    return {tp: None if value is None else value.offset for tp, value in offsets}
+    assert all(f.error is Errors.NONE for f in offsets)
+    return {f.topic_partition: None if f.offset is None else f.offset.offset for f in offsets}
 
 
 def log_of(appends: list[Append]) -> list[LogRecord]:
