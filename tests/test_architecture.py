@@ -83,6 +83,10 @@ PURE_CORES = [
     "coordinator/group/records.py",
     "coordinator/group/effects.py",
     "coordinator/group/replicas.py",
+    "coordinator/transaction/state.py",
+    "coordinator/transaction/metadata.py",
+    "coordinator/transaction/records.py",
+    "coordinator/transaction/config.py",
     "export/replica_choice.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
