@@ -94,6 +94,7 @@ PURE_CORES = [
     "coordinator/transaction/init_producer_id.py",
     "coordinator/transaction/end_txn.py",
     "coordinator/transaction/coordinator.py",
+    "coordinator/transaction/replay.py",
     "export/replica_choice.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
