@@ -11,9 +11,10 @@ broker coordinates the ids of the partitions it leads, each in one ``PartitionSt
 * ``ACTIVE``: requests are served. -> absent when leadership moves away (``unload``).
 
 The coordinator epoch of a partition is its leader epoch when this broker was elected
-(``OwnedPartition.coordinator_epoch``); every write remembers the epoch it was made in, and a
-write that completes after the partition moved (unloaded, or reloaded in a later epoch) changes
-nothing and answers NOT_COORDINATOR (``appendTransactionToLog``).
+(``OwnedPartition.coordinator_epoch``); every write remembers the epoch it was made in. When
+the partition moves (unloaded, or reloaded in a later epoch) its writes in flight are abandoned:
+their callers are answered NOT_COORDINATOR at once and their outcome changes nothing (Kafka
+answers when the append's callback finds the epoch changed, ``appendTransactionToLog``).
 
 Writes: ``append_transaction_to_log`` turns a prepared ``TxnTransitMetadata`` into an ``Append``
 of one record with a write id, remembering why it was written (``writes.Purpose``). When the

@@ -100,9 +100,9 @@ def route_markers(
             marker = attrs.evolve(send.marker, partitions=tuple(partitions))
             by_broker.setdefault(broker_id, []).append(SendMarkers(send.transactional_id, marker))
     routes = [
-        Route(broker_id, tuple(sends[start : start + MAX_MARKERS_PER_REQUEST]))
-        for broker_id, sends in sorted(by_broker.items())
-        for start in range(0, len(sends), MAX_MARKERS_PER_REQUEST)
+        Route(broker_id, tuple(queued[start : start + MAX_MARKERS_PER_REQUEST]))
+        for broker_id, queued in sorted(by_broker.items())
+        for start in range(0, len(queued), MAX_MARKERS_PER_REQUEST)
     ]
     return routes, reports
 
