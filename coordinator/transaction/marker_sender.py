@@ -38,13 +38,13 @@ class TxnMarkerChannel(Protocol):
     """How the coordinator reaches partition leaders (the integrator's, over the inter-broker
     listener; the local broker may be reached directly)."""
 
-    def leader_of(self, topic_partition: TopicPartition) -> int | None:
+    def leader_of(self, topic_partition: TopicPartition, /) -> int | None:
         """The id of the partition's leader; ``NO_LEADER`` (-1) when it has none right now;
         None when the partition does not exist (its topic was deleted)."""
         ...
 
     async def write_txn_markers(
-        self, broker_id: int, markers: Sequence[TxnMarker]
+        self, broker_id: int, markers: Sequence[TxnMarker], /
     ) -> dict[tuple[int, TopicPartition], Errors]:
         """WriteTxnMarkers to ``broker_id``: the error per (producer id, partition). Raises
         when no answer came (a lost connection, an unreachable broker)."""

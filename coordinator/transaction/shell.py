@@ -76,7 +76,8 @@ class ProducerIdGenerator(Protocol):
     """The broker's ``ProducerIdManager`` (``broker/producer_ids.py``)."""
 
     async def generate_producer_id(self) -> int | None:
-        """A producer id never handed out before, or None while none is at hand."""
+        """A producer id never handed out before, or None while none is at hand (the
+        coordinator answers COORDINATOR_LOAD_IN_PROGRESS then, and so on an exception)."""
         ...
 
 
