@@ -85,6 +85,18 @@ PURE_CORES = [
     "coordinator/group/replicas.py",
     "coordinator/group/transactions.py",
     "coordinator/group/views.py",
+    "coordinator/transaction/state.py",
+    "coordinator/transaction/metadata.py",
+    "coordinator/transaction/records.py",
+    "coordinator/transaction/config.py",
+    "coordinator/transaction/effects.py",
+    "coordinator/transaction/writes.py",
+    "coordinator/transaction/manager.py",
+    "coordinator/transaction/markers.py",
+    "coordinator/transaction/init_producer_id.py",
+    "coordinator/transaction/end_txn.py",
+    "coordinator/transaction/coordinator.py",
+    "coordinator/transaction/replay.py",
     "export/replica_choice.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
