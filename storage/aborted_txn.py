@@ -22,8 +22,10 @@ later began at or after that LSO, so after the range (``TxnIndexSearchResult.isC
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import attrs
 
@@ -145,14 +147,26 @@ def collect_aborted_txns(
     return found, False
 
 
+class IndexedSegment(Protocol):
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def aborted_txns(self) -> Sequence[AbortedTxn]: ...
+
+
 def collect_across_segments(
-    segments: Iterable[Sequence[AbortedTxn]], fetch_offset: int, upper_bound_offset: int
+    segments: Sequence[IndexedSegment], fetch_offset: int, upper_bound_offset: int
 ) -> list[AbortedTxn]:
-    """``LocalLog.collectAbortedTransactions``: ``segments`` are the indexes from the segment
-    holding ``fetch_offset`` on, in order; stop at the first complete search."""
+    """``LocalLog.collectAbortedTransactions``: search the indexes of ``segments`` (a log's,
+    in order) from the one holding ``fetch_offset`` on; stop at the first complete search."""
+    bases = [segment.base_offset for segment in segments]
+    first = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
     found: list[AbortedTxn] = []
-    for entries in segments:
-        more, complete = collect_aborted_txns(entries, fetch_offset, upper_bound_offset)
+    for segment in segments[first:]:
+        more, complete = collect_aborted_txns(
+            segment.aborted_txns, fetch_offset, upper_bound_offset
+        )
         found.extend(more)
         if complete:
             break

@@ -41,7 +41,6 @@ transitively); ``storage.partition_log.PartitionLog`` opens it on files or in me
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 from pathlib import Path
 from typing import Self
@@ -296,19 +295,11 @@ class UnifiedLog:
         self.store.append(buffer, appended)  # an OSError here has changed nothing
         # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
         # it, a failed write would answer the producer's retry as a duplicate (issue 9).
-        apply_appended(
-            self.producer_state,
-            self.store,
-            (
-                (
-                    item.header,
-                    written.last_offset - item.header.last_offset_delta,
-                    written.last_offset,
-                    item.marker,
-                )
-                for item, written in zip(batches, appended, strict=True)
-            ),
-        )
+        written_batches = [
+            (item.header, end - item.header.last_offset_delta, end, item.marker)
+            for item, end in zip(batches, (batch.last_offset for batch in appended), strict=True)
+        ]
+        apply_appended(self.producer_state, self.store, written_batches)
         return info
 
     def roll(self, now_ms: int) -> None:
@@ -369,14 +360,7 @@ class UnifiedLog:
         """The aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``, from the
         indexes of the segment holding ``fetch_offset`` on (Kafka ``LocalLog.read`` with
         ``includeAbortedTxns``: ``collectAbortedTransactions``)."""
-        segments = self.segments
-        bases = [segment.base_offset for segment in segments]
-        first = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
-        return collect_across_segments(
-            (segment.aborted_txns for segment in segments[first:]),
-            fetch_offset,
-            upper_bound_offset,
-        )
+        return collect_across_segments(self.segments, fetch_offset, upper_bound_offset)
 
     def _rebuild_producer_state(self) -> None:
         """Latest snapshot, then replay the batches after it (Kafka rebuildProducerState)."""

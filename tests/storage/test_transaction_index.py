@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import attrs
 import pytest
 
 from pykraft.storage.aborted_txn import (
@@ -24,6 +25,12 @@ from pykraft.storage.transaction_index import TransactionIndex
 # TransactionIndexTest's four transactions: (producer id, first, last, last stable offset).
 FOUR = [AbortedTxn(0, 0, 10, 11), AbortedTxn(1, 5, 15, 13),
         AbortedTxn(2, 18, 35, 25), AbortedTxn(3, 32, 50, 40)]  # fmt: skip
+
+
+@attrs.frozen
+class Segment:
+    base_offset: int
+    aborted_txns: list[AbortedTxn]
 
 
 @pytest.fixture
@@ -63,11 +70,13 @@ def test_collect_aborted_transactions() -> None:
     check_collect(10, 35, FOUR, True)
     check_collect(11, 35, FOUR[1:], True)
     check_collect(20, 41, FOUR[2:], False)
-    # LocalLog.collectAbortedTransactions: the next segment is searched only when incomplete
-    later = [AbortedTxn(4, 45, 60, 61)]
-    assert collect_across_segments([FOUR, later], 20, 41) == FOUR[2:]
-    assert collect_across_segments([FOUR, later], 20, 100) == [*FOUR[2:], *later]
-    assert collect_across_segments([FOUR[:1], later], 0, 5) == FOUR[:1]
+    # LocalLog.collectAbortedTransactions: from the segment holding the fetch offset; the next
+    # one is searched only when the search is incomplete
+    segments = [Segment(0, FOUR), Segment(40, [AbortedTxn(4, 45, 60, 61)])]
+    assert collect_across_segments(segments, 20, 41) == FOUR[2:]
+    assert collect_across_segments(segments, 20, 100) == [*FOUR[2:], AbortedTxn(4, 45, 60, 61)]
+    assert collect_across_segments([Segment(0, FOUR[:1]), segments[1]], 0, 5) == FOUR[:1]
+    assert collect_across_segments(segments, 50, 100) == [AbortedTxn(4, 45, 60, 61)]
 
 
 def test_position_set_correctly_when_opened(index: TransactionIndex) -> None:
