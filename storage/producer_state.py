@@ -14,7 +14,12 @@ remembers, per producer id, its epoch and the metadata of its last five batches
 3. an epoch below the producer's current one -> INVALID_PRODUCER_EPOCH (a fenced zombie);
 4. a higher epoch must start at sequence 0, unless the producer is unknown (no epoch yet);
 5. the same epoch must continue at last sequence + 1 (Int32.MAX wraps to 0); an unknown producer
-   may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE.
+   may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE;
+6. a non-transactional batch while the producer's transaction is open -> INVALID_TXN_STATE.
+
+Steps 2, 4 and 5 are for client batches only; a coordinator's append (markers, transactional
+offset commits) carries no sequence. An end-transaction marker is checked by 3, then by its
+coordinator epoch, which may not be below the last one seen -> TRANSACTION_COORDINATOR_FENCED.
 
 ``apply_batch`` folds an appended batch into the entry, on leaders and followers alike (followers
 do not validate, as with Kafka's REPLICATION origin). Both are pure and live in

@@ -215,6 +215,33 @@ def test_markers_wait_for_the_isr(cluster: Cluster) -> None:
     assert asyncio.run(scenario()) == {(7, PETS1): Errors.NONE}
 
 
+def test_markers_time_out_and_a_cancelled_wait_is_forgotten(cluster: Cluster) -> None:
+    # DelayedProduce: REQUEST_TIMED_OUT when the ISR does not catch up within timeout_ms
+    producer = TransactionalProducer(cluster, 7)
+    producer.send(PETS1, b"a")
+    replica_manager = cluster.replica_manager
+    purgatory = replica_manager.delayed_produces.purgatory
+
+    async def scenario() -> dict[tuple[int, TopicPartition], Errors]:
+        cancelled = asyncio.ensure_future(  # the Future itself
+            replica_manager.append_txn_markers(
+                [marker(7, PETS1, commit=False)], timeout_ms=1_000, now_ms=NOW_MS
+            )
+        )
+        assert purgatory.watching(PETS1) == 1
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        assert purgatory.watching(PETS1) == 0  # forgotten
+        waiting = replica_manager.append_txn_markers(
+            [marker(7, PETS1, commit=False)], timeout_ms=1_000, now_ms=NOW_MS
+        )
+        cluster.clock.now_ms += 1_000
+        replica_manager.tick()
+        return await waiting
+
+    assert asyncio.run(scenario()) == {(7, PETS1): Errors.REQUEST_TIMED_OUT}
+
+
 def follower_fetch(cluster: Cluster, topic_partition: TopicPartition, offset: int) -> None:
     params = FetchParams(
         replica_id=OTHER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
