@@ -26,11 +26,15 @@ expiration (``ReplicaCore.tick``, whose Readys ``ReplicaManager`` hands to ``car
 proposal goes to ``PartitionContext.alter_partition`` and its answer comes back to
 ``_on_alter_partition_result``.
 Each high-watermark move is reported to ``PartitionContext.on_high_watermark_moved`` (delayed
-produces and consumer fetches wait on it). ``check_enough_replicas_reach_offset`` answers a
-waiting acks=all produce.
+produces and READ_UNCOMMITTED fetches wait on it), and each move of the last stable offset it
+causes to ``on_last_stable_offset_moved`` (READ_COMMITTED fetches). ``check_enough_replicas_
+reach_offset`` answers a waiting acks=all produce.
 
-Reads (``fetch_records``): consumers read up to the high watermark (no transactions, so the last
-stable offset equals it), followers up to the log end. ``current_leader_epoch`` (KIP-320) is
+Reads (``fetch_records``, Kafka ``readRecords``): READ_UNCOMMITTED consumers read up to the
+high watermark, READ_COMMITTED ones up to the last stable offset (``UnifiedLog
+.lastStableOffset``) and get the aborted transactions overlapping what they read
+(``collectAbortedTransactions``), followers read up to the log end. Every answer carries the
+LSO sampled before the read. ``current_leader_epoch`` (KIP-320) is
 checked first: older than ours is FENCED_LEADER_EPOCH, newer is UNKNOWN_LEADER_EPOCH; a
 ``last_fetched_epoch`` whose epoch ended before the fetch offset answers a diverging epoch
 instead of data. Only the leader serves reads (no KIP-392 follower fetching).
@@ -44,6 +48,7 @@ from collections.abc import Callable
 import attrs
 
 from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
+from pykraft.broker.partition_reads import offset_for_timestamp, read_records
 from pykraft.protocol.errors import Errors
 from pykraft.replica.alter_partition_queue import AlterPartitionItem
 from pykraft.replica.isr import (
@@ -56,7 +61,6 @@ from pykraft.replica.partition_core import (
     REPLICA_LAG_TIME_MAX_MS,
     LogView,
     PartitionCore,
-    diverging_epoch,
 )
 from pykraft.replica.partition_state import (
     DEBUGGING_REPLICA_ID,
@@ -74,14 +78,12 @@ from pykraft.replica.partition_state import (
 )
 from pykraft.replica.ready import Ready
 from pykraft.replica.replica_core import ReplicaCore
-from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata
 from pykraft.storage.leader_epoch_cache import UNDEFINED_EPOCH_OFFSET
-from pykraft.storage.log_reader import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
+from pykraft.storage.log_validator import (
+    AppendOrigin,
+    LogAppendInfo,
+    LogError,
 )
-from pykraft.storage.log_validator import LogAppendInfo, LogError, OffsetOutOfRangeError
 from pykraft.storage.partition_log import OffsetAndTimestamp, PartitionLog
 from pykraft.storage.record_batch import CorruptRecordError
 from pykraft.storage.topic_partition import TopicPartition
@@ -103,7 +105,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# (topic partition, old high watermark, new high watermark)
+# A consumer's min_bytes is an int32: sizing an offset move never needs to read more.
+MAX_NEWLY_READABLE_BYTES = 2**31 - 1
+
+# (topic partition, old offset, new offset): a high watermark or last stable offset moved.
 HighWatermarkListener = Callable[[TopicPartition, int, int], None]
 
 
@@ -123,6 +128,7 @@ class PartitionContext:
     local_broker_epoch: Callable[[], int] = lambda: NO_BROKER_EPOCH
     alter_partition: AlterPartitionSubmitter = attrs.field(factory=RecordedAlterPartitions)
     on_high_watermark_moved: HighWatermarkListener = lambda tp, old, new: None
+    on_last_stable_offset_moved: HighWatermarkListener = lambda tp, old, new: None
 
 
 class Partition:
@@ -183,8 +189,23 @@ class Partition:
         return self.log.log_start_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """Kafka ``Partition.lastStableOffset``: how far READ_COMMITTED consumers may read."""
+        return self.log.last_stable_offset
+
+    @property
     def min_insync_replicas(self) -> int:
         return self.context.min_insync_replicas(self.topic_partition.topic)
+
+    def bytes_between(self, start: int, end: int) -> int:
+        """The bytes of the batches in [start, end): what a consumer may newly read when the
+        high watermark or the last stable offset moves (0 when the log cannot say)."""
+        try:
+            data = self.log.read(start, MAX_NEWLY_READABLE_BYTES, end, True)
+        except (OSError, ValueError, LogError) as error:
+            logger.warning("%s: cannot size [%d, %d): %s", self.topic_partition, start, end, error)
+            return 0
+        return data.size_in_bytes
 
     def log_view(self) -> LogView:
         """What the core reads for one input: the log's offsets, metadata facts, the time."""
@@ -205,9 +226,14 @@ class Partition:
             )
         self.core.advance(ready)
         if ready.high_watermark is not None:
-            old = self.log.high_watermark
+            old, old_stable = self.log.high_watermark, self.log.last_stable_offset
             new = self.log.update_high_watermark(ready.high_watermark)
             self.context.on_high_watermark_moved(self.topic_partition, old, new)
+            new_stable = self.log.last_stable_offset
+            if new_stable > old_stable:
+                self.context.on_last_stable_offset_moved(
+                    self.topic_partition, old_stable, new_stable
+                )
         if ready.alter_partition is not None:
             change = ready.alter_partition
             logger.info(
@@ -322,10 +348,16 @@ class Partition:
     # ------------------------------------------------------------------ append
 
     def append_records_to_leader(
-        self, records: bytearray | memoryview, *, required_acks: int, now_ms: int
+        self,
+        records: bytearray | memoryview,
+        *,
+        required_acks: int,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        """Append a client's batches as leader (Kafka ``appendRecordsToLeader``); ``now_ms``
-        is wall time, for the records' LogAppendTime.
+        """Append batches as leader (Kafka ``appendRecordsToLeader``): a client's, or a
+        coordinator's (``origin``: transaction markers, coordinator records); ``now_ms`` is wall
+        time, for the records' LogAppendTime.
 
         Raises ``PartitionError`` with the Kafka error code; writes nothing then.
         """
@@ -333,7 +365,9 @@ class Partition:
         if error is not None:
             raise error
         try:
-            info = self.log.append_as_leader(records, self.state.leader_epoch, now_ms)
+            info = self.log.append_as_leader(
+                records, self.state.leader_epoch, now_ms, origin=origin
+            )
         except (CorruptRecordError, OSError, LogError) as failure:
             raise PartitionError(error_for(failure), str(failure)) from failure
         self.maybe_increment_high_watermark()
@@ -387,33 +421,14 @@ class Partition:
         min_one_batch: bool,
         last_fetched_epoch: int,
     ) -> LogReadInfo:
-        """Kafka ``readRecords``: offsets sampled first, so appends after the read cannot keep
-        a follower from counting as caught up."""
-        log = self.log
-        high_watermark, log_end_offset = log.high_watermark, log.log_end_offset
-        log_start_offset = log.log_start_offset
-        diverging = diverging_epoch(
+        return read_records(
             self.topic_partition,
-            log.leader_epoch_cache.entries,
-            last_fetched_epoch=last_fetched_epoch,
+            self.log,
             fetch_offset=fetch_offset,
-            log_start_offset=log_start_offset,
-            log_end_offset=log_end_offset,
-        )
-        if diverging is not None:
-            fetched = FetchDataInfo(LogOffsetMetadata(fetch_offset), (), fetch_offset)
-        else:
-            upper = log_end_offset if isolation is FetchIsolation.LOG_END else high_watermark
-            try:
-                fetched = log.read(fetch_offset, max_bytes, upper, min_one_batch)
-            except (OffsetOutOfRangeError, OSError) as error:
-                raise PartitionError(error_for(error), str(error)) from error
-            except CorruptRecordError as error:
-                # A stored batch failed its CRC (storage.read_verification): a disk fault,
-                # answered as one, not as the client's CORRUPT_MESSAGE.
-                raise PartitionError(Errors.KAFKA_STORAGE_ERROR, str(error)) from error
-        return LogReadInfo(
-            fetched, diverging, high_watermark, log_start_offset, log_end_offset, high_watermark
+            max_bytes=max_bytes,
+            isolation=isolation,
+            min_one_batch=min_one_batch,
+            last_fetched_epoch=last_fetched_epoch,
         )
 
     def last_offset_for_leader_epoch(
@@ -443,32 +458,6 @@ class Partition:
         ``isolation`` is None for requests from replicas, which may see up to the log end.
         """
         self._check_leader_epoch(current_leader_epoch, require_leader=fetch_only_from_leader)
-        log = self.log
-        last_fetchable = log.log_end_offset if isolation is None else log.high_watermark
-        lagging = (
-            isolation is not None
-            and self.state.leader_epoch_start_offset is not None
-            and self.state.leader_epoch_start_offset > log.high_watermark
+        return offset_for_timestamp(
+            self.topic_partition, self.log, self.state, timestamp, isolation=isolation
         )
-        if timestamp == LATEST_TIMESTAMP:
-            self._raise_if_lagging(lagging)
-            return OffsetAndTimestamp(last_fetchable, -1, self.state.leader_epoch)
-        try:
-            found = log.fetch_offset_for_timestamp(timestamp)
-        except ValueError as error:
-            raise PartitionError(Errors.INVALID_REQUEST, str(error)) from error
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return found
-        if found is not None and found.offset < last_fetchable:
-            return found
-        self._raise_if_lagging(lagging)
-        return None
-
-    def _raise_if_lagging(self, lagging: bool) -> None:
-        if lagging:
-            raise PartitionError(
-                Errors.OFFSET_NOT_AVAILABLE,
-                f"{self.topic_partition}: the high watermark {self.log.high_watermark} lags "
-                f"behind the start of leader epoch {self.state.leader_epoch} "
-                f"({self.state.leader_epoch_start_offset})",
-            )

@@ -112,9 +112,20 @@ class DelayedFetches:
             self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
 
     def on_high_watermark_moved(self, topic_partition: TopicPartition, byte_count: int) -> None:
-        if self.purgatory.watching(topic_partition):
+        self.on_readable_moved(topic_partition, FetchIsolation.HIGH_WATERMARK, byte_count)
+
+    def on_readable_moved(
+        self, topic_partition: TopicPartition, isolation: FetchIsolation, byte_count: int
+    ) -> None:
+        """What consumers of ``isolation`` may read grew by ``byte_count`` bytes: the high
+        watermark (READ_UNCOMMITTED) or the last stable offset (READ_COMMITTED) moved."""
+        if not self.purgatory.watching(topic_partition):
+            return
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            completed = self.purgatory.on_last_stable_offset_moved(topic_partition, byte_count)
+        else:
             completed = self.purgatory.on_high_watermark_moved(topic_partition, byte_count)
-            self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
+        self._resolve(completed, FetchCompletion.ENOUGH_BYTES)
 
     def on_partition_changed(self, topic_partition: TopicPartition) -> None:
         if self.purgatory.watching(topic_partition):

@@ -18,6 +18,7 @@ internal topics to clients, and appends each partition through
 acks 0/1 at once, and acks=-1 with at least one partition
 appended after ``DelayedProduces`` says each appended partition's high watermark passed its
 batch (or the ISR shrank, leadership moved, or ``timeout_ms`` passed: Kafka's DelayedProduce).
+Transaction markers take the same path with origin COORDINATOR (``append_txn_markers``).
 
 Fetch: ``read_from_log`` reads every partition in request order with Kafka's size rules
 (``readFromLog``): each partition gets at most ``min(partition_max_bytes, bytes left of
@@ -26,8 +27,9 @@ follower's read records its progress (the leader's ISR and high watermark follow
 ``fetch_messages`` answers at once when Kafka would (``max_wait_ms <= 0``, no partitions,
 ``min_bytes`` reached, an error, a diverging epoch), otherwise waits in ``DelayedFetches`` and
 reads again (without recording follower progress twice). Followers wake on appended bytes,
-consumers on bytes the high watermark moved past: every high-watermark move of a hosted
-partition (``Partition`` reports it) feeds both purgatories.
+READ_UNCOMMITTED consumers on bytes the high watermark moved past and READ_COMMITTED ones on
+bytes the last stable offset moved past: every such move of a hosted partition (``Partition``
+reports it) feeds the purgatories.
 
 Time: one timer (given by the composition root; none in unit tests, which call ``tick``) is
 kept armed at ``ReplicaCore.next_deadline_ms``; ``tick`` carries out what the core says is due:
@@ -42,8 +44,7 @@ Storage failures (offline partitions, failed log dirs): ``broker.offline_storage
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import attrs
 
@@ -58,6 +59,7 @@ from pykraft.broker.partition import (
     PartitionError,
 )
 from pykraft.broker.purgatory import DelayedFetches, FetchCompletion, Timer
+from pykraft.broker.txn_markers import append_txn_markers
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.metadata.records import ConfigResourceType
@@ -80,9 +82,10 @@ from pykraft.replica.partition_core import LogView
 from pykraft.replica.ready import Ready
 from pykraft.replica.replica_core import ReplicaCore, TickReady
 from pykraft.storage.log_manager import LogManager
-from pykraft.storage.log_validator import LogError
+from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.partition_log import OffsetAndTimestamp
 from pykraft.storage.topic_partition import TopicPartition
+from pykraft.storage.txn_markers import TxnMarkerAppend
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -96,12 +99,8 @@ __all__ = [
     "ReplicaManager",
 ]
 
-logger = logging.getLogger(__name__)
-
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 REPLICA_LAG_TIME_MAX_MS = 30_000
-# A consumer's min_bytes is an int32: sizing a high-watermark move never needs to read more.
-MAX_HIGH_WATERMARK_READ_BYTES = 2**31 - 1
 
 # Builds the one timer from what it calls when due (``ReplicaManager.on_timer``).
 TimerFactory = Callable[[Callable[[], object]], Timer]
@@ -157,6 +156,7 @@ class ReplicaManager:
             local_broker_epoch=self._local_broker_epoch,
             alter_partition=self.alter_partition,
             on_high_watermark_moved=self._on_high_watermark_moved,
+            on_last_stable_offset_moved=self._on_last_stable_offset_moved,
         )
         self.hosted = HostedPartitions(
             broker_id,
@@ -242,6 +242,7 @@ class ReplicaManager:
         now_ms: int,
         response_callback: Callable[[dict[TopicPartition, AppendResult]], None],
         internal_topics_allowed: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> int | None:
         """Kafka's ``appendRecords`` with its ``responseCallback``: append, then answer at once
         (acks 0/1, nothing appended, or the ISR already has it) or, for acks=-1, once the ISR
@@ -252,6 +253,7 @@ class ReplicaManager:
             required_acks=required_acks,
             now_ms=now_ms,
             internal_topics_allowed=internal_topics_allowed,
+            origin=origin,
         )
         required_offsets = {
             tp: result.last_offset + 1
@@ -287,6 +289,7 @@ class ReplicaManager:
         timeout_ms: int,
         now_ms: int,
         internal_topics_allowed: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[TopicPartition, AppendResult]:
         """``start_append_records`` awaited. The appends happen before the first ``await``, so
         requests on one connection append in order."""
@@ -305,6 +308,7 @@ class ReplicaManager:
             now_ms=now_ms,
             response_callback=respond,
             internal_topics_allowed=internal_topics_allowed,
+            origin=origin,
         )
         if waiter_id is None:
             return future.result()
@@ -320,6 +324,7 @@ class ReplicaManager:
         required_acks: int,
         now_ms: int,
         internal_topics_allowed: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's records as leader; every partition gets a result."""
         refused = invalid_acks(list(entries), required_acks)
@@ -328,7 +333,7 @@ class ReplicaManager:
         results = {}
         for topic_partition, records in entries.items():
             results[topic_partition] = self._append_one(
-                topic_partition, records, required_acks, now_ms, internal_topics_allowed
+                topic_partition, records, required_acks, now_ms, internal_topics_allowed, origin
             )
         return results
 
@@ -349,6 +354,7 @@ class ReplicaManager:
         required_acks: int,
         now_ms: int,
         internal_topics_allowed: bool,
+        origin: AppendOrigin,
     ) -> AppendResult:
         refused = append_refusal(topic_partition, bool(records), internal_topics_allowed)
         if refused is not None:
@@ -357,7 +363,7 @@ class ReplicaManager:
         try:
             partition = self.partition_or_error(topic_partition)
             info = partition.append_records_to_leader(
-                _writable(records), required_acks=required_acks, now_ms=now_ms
+                _writable(records), required_acks=required_acks, now_ms=now_ms, origin=origin
             )
         except PartitionError as error:
             self.offline_storage.maybe_fail_log_dir(topic_partition, error)
@@ -372,6 +378,13 @@ class ReplicaManager:
             appended_bytes=appended,
             last_offset=info.last_offset,
         )
+
+    def append_txn_markers(
+        self, markers: Sequence[TxnMarkerAppend], *, timeout_ms: int, now_ms: int
+    ) -> Awaitable[dict[tuple[int, TopicPartition], Errors]]:
+        """WriteTxnMarkers (``broker.txn_markers``): every marker appended now as leader,
+        origin COORDINATOR, acks=-1; awaiting gives each (producer id, partition) its error."""
+        return append_txn_markers(self, markers, timeout_ms=timeout_ms, now_ms=now_ms)
 
     # ------------------------------------------------------------------ fetch
 
@@ -520,12 +533,22 @@ class ReplicaManager:
     def _on_high_watermark_moved(self, topic_partition: TopicPartition, old: int, new: int) -> None:
         """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
         ``tryCompleteDelayedRequests``): consumers may read more, produces may be done."""
-        if self.delayed_fetches.purgatory.watching(topic_partition, FetchIsolation.HIGH_WATERMARK):
-            partition = self.hosted.get(topic_partition)
-            byte_count = 0 if partition is None else _bytes_between(partition, old, new)
-            if byte_count:
-                self.delayed_fetches.on_high_watermark_moved(topic_partition, byte_count)
+        self._wake_fetches(topic_partition, FetchIsolation.HIGH_WATERMARK, old, new)
         self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
+
+    def _on_last_stable_offset_moved(self, tp: TopicPartition, old: int, new: int) -> None:
+        """READ_COMMITTED fetches read up to the last stable offset (Kafka's DelayedFetch)."""
+        self._wake_fetches(tp, FetchIsolation.TXN_COMMITTED, old, new)
+
+    def _wake_fetches(
+        self, topic_partition: TopicPartition, isolation: FetchIsolation, start: int, end: int
+    ) -> None:
+        """Fetches of ``isolation`` waiting on the partition may read [start, end) now."""
+        if self.delayed_fetches.purgatory.watching(topic_partition, isolation):
+            partition = self.hosted.get(topic_partition)
+            byte_count = 0 if partition is None else partition.bytes_between(start, end)
+            if byte_count:
+                self.delayed_fetches.on_readable_moved(topic_partition, isolation, byte_count)
 
     def _on_partition_changed(self, topic_partition: TopicPartition) -> None:
         self.delayed_fetches.on_partition_changed(topic_partition)
@@ -553,16 +576,6 @@ class ReplicaManager:
             current_leader_epoch=current_leader_epoch,
             fetch_only_from_leader=fetch_only_from_leader,
         )
-
-
-def _bytes_between(partition: Partition, start: int, end: int) -> int:
-    """The bytes of the batches in [start, end): what a consumer may newly read."""
-    try:
-        data = partition.log.read(start, MAX_HIGH_WATERMARK_READ_BYTES, end, True)
-    except (OSError, ValueError, LogError) as error:
-        logger.warning("%s: cannot size [%d, %d): %s", partition.topic_partition, start, end, error)
-        return 0
-    return data.size_in_bytes
 
 
 def _writable(records: bytearray | memoryview) -> bytearray | memoryview:

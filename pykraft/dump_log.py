@@ -2,10 +2,13 @@
 
 Output lines follow ``kafka.tools.DumpLogSegments`` so operators can diff ours against Kafka's:
 ``.log`` files print one line per batch (and with ``--print-data`` or ``--deep-iteration`` one
-``| offset: ...`` line per record), ``.index`` files ``offset: N position: P`` and ``.timeindex``
-files ``timestamp: T offset: O``. Unlike Kafka, a damaged file is never a stack trace: we print
-everything valid up to the damage, then one ``Found corrupt ...`` line naming the position and
-the field, and the command exits with status 1. Status 1 also covers missing or unknown files.
+``| offset: ...`` line per record; a marker's as ``endTxnMarker: COMMIT coordinatorEpoch: N``),
+``.index`` files ``offset: N position: P``, ``.timeindex`` files ``timestamp: T offset: O`` and
+``.txnindex`` files one ``version: V producerId: P firstOffset: F lastOffset: L
+lastStableOffset: S`` line per aborted transaction (``dumpTxnIndex``). Unlike Kafka, a damaged
+file is never a stack trace: we print everything valid up to the damage, then one
+``Found corrupt ...`` line naming the position and the field, and the command exits with
+status 1. Status 1 also covers missing or unknown files.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TextIO
 
 import attrs
 
+from pykraft.storage.aborted_txn import ABORTED_TXN_SIZE, TXN_INDEX_SUFFIX, decode_entries
 from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     DELETE_HORIZON_MASK,
@@ -52,7 +56,10 @@ EXIT_DAMAGED = 1
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="*", metavar="PATH", help="segment files: .log, .index or .timeindex"
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="segment files: .log, .index, .timeindex or .txnindex",
     )
     parser.add_argument(
         "--files", default="", help="comma separated files, as kafka-dump-log.sh takes them"
@@ -110,6 +117,8 @@ def _dump_file(path: Path, args: argparse.Namespace, out: TextIO, err: TextIO) -
         return False
     if path.suffix == LOG_SUFFIX:
         return _dump_log(path, args, out, err)
+    if path.suffix == TXN_INDEX_SUFFIX:
+        return _dump_txn_index(path, out)
     if path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         base_offset = _base_offset(path)
         if base_offset is None:
@@ -281,6 +290,23 @@ def _java_bool(value: bool) -> str:
 
 
 # ------------------------------------------------------------------------- .index, .timeindex
+
+
+def _dump_txn_index(path: Path, out: TextIO) -> bool:
+    """``DumpLogSegments.dumpTxnIndex``; a torn or unknown entry ends the dump as damage."""
+    data = path.read_bytes()
+    for position in range(0, len(data) - len(data) % ABORTED_TXN_SIZE, ABORTED_TXN_SIZE):
+        try:
+            (entry,) = decode_entries(data[position : position + ABORTED_TXN_SIZE])
+        except ValueError as error:
+            out.write(f"Found corrupt transaction index at position {position}: {error}\n")
+            return False
+        out.write(
+            f"version: {entry.version} producerId: {entry.producer_id} "
+            f"firstOffset: {entry.first_offset} lastOffset: {entry.last_offset} "
+            f"lastStableOffset: {entry.last_stable_offset}\n"
+        )
+    return _check_entry_size(path, len(data), ABORTED_TXN_SIZE, out)
 
 
 def _dump_index(path: Path, base_offset: int, verify_only: bool, out: TextIO, err: TextIO) -> bool:

@@ -22,6 +22,7 @@ from pykraft.metadata.records import BrokerEndpoint
 from pykraft.protocol.errors import Errors
 from pykraft.replica.isr import NO_BROKER_EPOCH
 from pykraft.replica.partition_state import FetchIsolation, LogReadInfo
+from pykraft.storage.aborted_txn import AbortedTxn
 from pykraft.storage.fetch_data import RecordSlice
 from pykraft.storage.leader_epoch_cache import OffsetAndEpoch
 from pykraft.storage.topic_partition import TopicPartition
@@ -136,6 +137,9 @@ class LogReadResult:
     log_end_offset: int = UNKNOWN_OFFSET
     last_stable_offset: int = UNKNOWN_OFFSET
     diverging_epoch: OffsetAndEpoch | None = None
+    # READ_COMMITTED only: the aborted transactions overlapping ``slices`` (Kafka's
+    # ``FetchPartitionData.abortedTransactions``); None otherwise.
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
     @property
     def size_in_bytes(self) -> int:
@@ -151,6 +155,7 @@ class LogReadResult:
             log_end_offset=info.log_end_offset,
             last_stable_offset=info.last_stable_offset,
             diverging_epoch=info.diverging_epoch,
+            aborted_transactions=info.fetched_data.aborted_transactions,
         )
 
 

@@ -11,8 +11,10 @@ partitions, starts with the bytes it already found, and has a deadline ``now_ms 
 * ``ENOUGH_BYTES`` when newly readable bytes on its partitions bring it to ``min_bytes``
   (Kafka ``DelayedFetch.tryComplete`` case F). What is readable depends on who reads: a
   follower (``FetchIsolation.LOG_END``) counts bytes appended to the log
-  (``on_bytes_appended``), a consumer counts bytes the high watermark moved past
-  (``on_high_watermark_moved``) — with replicas, an append alone is not yet readable,
+  (``on_bytes_appended``), a READ_UNCOMMITTED consumer bytes the high watermark moved past
+  (``on_high_watermark_moved``) — with replicas, an append alone is not yet readable — and a
+  READ_COMMITTED one bytes the last stable offset moved past (``on_last_stable_offset_moved``:
+  Kafka's ``DelayedFetch`` reads up to ``lastStableOffset`` for ``FetchIsolation.TXN_COMMITTED``),
 * ``PARTITION_CHANGED`` when one of its partitions changes leadership or is deleted (cases B-E:
   the response must tell the client now),
 * ``DEADLINE`` when its deadline passes (``onExpiration``).
@@ -50,7 +52,8 @@ class FetchCompletion(enum.Enum):
 class _Waiter:
     min_bytes: int
     accumulated_bytes: int
-    # LOG_END waiters count appended bytes; the others bytes below the high watermark.
+    # LOG_END waiters count appended bytes, HIGH_WATERMARK ones bytes below the high
+    # watermark, TXN_COMMITTED ones bytes below the last stable offset.
     isolation: FetchIsolation = FetchIsolation.LOG_END
 
 
@@ -95,10 +98,19 @@ class FetchPurgatory(Purgatory[_Waiter]):
     def on_high_watermark_moved(
         self, topic_partition: TopicPartition, byte_count: int
     ) -> list[int]:
-        """Count bytes the high watermark moved past for consumers; returns the waiters that
-        now have enough (removed)."""
+        """Count bytes the high watermark moved past for READ_UNCOMMITTED consumers; returns
+        the waiters that now have enough (removed)."""
         return self._count(
-            topic_partition, byte_count, lambda iso: iso is not FetchIsolation.LOG_END
+            topic_partition, byte_count, lambda iso: iso is FetchIsolation.HIGH_WATERMARK
+        )
+
+    def on_last_stable_offset_moved(
+        self, topic_partition: TopicPartition, byte_count: int
+    ) -> list[int]:
+        """Count bytes the last stable offset moved past for READ_COMMITTED consumers; returns
+        the waiters that now have enough (removed)."""
+        return self._count(
+            topic_partition, byte_count, lambda iso: iso is FetchIsolation.TXN_COMMITTED
         )
 
     def _count(

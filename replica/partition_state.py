@@ -64,11 +64,13 @@ from pykraft.storage.log_validator import (
     CorruptLogError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
     StaleLeaderEpochError,
+    TransactionCoordinatorFencedError,
 )
 from pykraft.storage.record_batch import CorruptRecordError
 
@@ -443,6 +445,8 @@ _ERROR_CODES: tuple[tuple[type[Exception], Errors], ...] = (
     (CorruptLogError, Errors.CORRUPT_MESSAGE),  # stored data that cannot be read
     (OutOfOrderSequenceError, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (InvalidProducerEpochError, Errors.INVALID_PRODUCER_EPOCH),
+    (InvalidTxnStateError, Errors.INVALID_TXN_STATE),
+    (TransactionCoordinatorFencedError, Errors.TRANSACTION_COORDINATOR_FENCED),
     (StaleLeaderEpochError, Errors.NOT_LEADER_OR_FOLLOWER),
     (OffsetOutOfRangeError, Errors.OFFSET_OUT_OF_RANGE),
     (OSError, Errors.KAFKA_STORAGE_ERROR),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import attrs
 
 if TYPE_CHECKING:
+    from pykraft.storage.aborted_txn import AbortedTxn
     from pykraft.storage.file_slice import FileSlice
 
 
@@ -51,6 +52,9 @@ class FetchDataInfo:
     slices: tuple[RecordSlice, ...]
     # The offset after the last batch returned; the fetch offset when nothing was returned.
     next_offset: int
+    # READ_COMMITTED reads only (Kafka's ``abortedTransactions``): the aborted transactions
+    # overlapping what was read; None for other reads.
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
     @property
     def size_in_bytes(self) -> int:

@@ -19,6 +19,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX, AbortedTxn
 from pykraft.storage.atomic_file import fsync_directory
 from pykraft.storage.corruption import CorruptBatch
 from pykraft.storage.fetch_data import FetchDataInfo
@@ -29,6 +30,7 @@ from pykraft.storage.read_verification import verified
 from pykraft.storage.record_batch import BatchHeader
 from pykraft.storage.segment import LogSegment, segment_file_name
 from pykraft.storage.segment_store import AppendedBatch, should_roll
+from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
 
 def _base_offset(segment: LogSegment) -> int:
@@ -89,7 +91,7 @@ class LocalLog:
             return False
         base = self.log_end_offset
         active.on_become_inactive()
-        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             # Leftovers of an earlier life of this offset would be read as entries.
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / segment_file_name(base, suffix)).unlink()
@@ -151,14 +153,22 @@ class LocalLog:
             self._segments, timestamp, log_start_offset, log_end_offset
         )
 
-    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets >= ``offset``, in order."""
+    def replay_from(self, offset: int) -> Iterator[tuple[BatchHeader, EndTransactionMarker | None]]:
+        """The batches holding offsets >= ``offset``, in order, with a control batch's marker
+        (only control batches are read past their header)."""
         for segment in self._segments[self.floor_segment(offset) :]:
             location = segment.translate_offset(offset)
             if location is None:
                 continue
             for item in segment.iter_headers(location.position):
-                yield item.header
+                marker = None
+                if item.header.is_control:
+                    marker = decode_end_txn_marker(segment.read_batch(item))
+                yield item.header, marker
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index ``entry`` in the segment holding its marker."""
+        self._segments[self.floor_segment(entry.last_offset)].update_txn_index(entry)
 
     # ------------------------------------------------------------------ truncation and deletion
 

@@ -8,7 +8,8 @@ append must fit in one segment. Any failure rejects the whole
 append before a byte is written. Follower appends keep the leader's offsets, which must
 continue the log exactly (``UnexpectedAppendOffsetError`` / ``OffsetsOutOfOrderError``); like
 Kafka's ``MemoryRecords.batches``, an incomplete batch at the very end of fetched data is
-ignored (a fetch response may end mid-batch).
+ignored (a fetch response may end mid-batch). Every control batch's end-transaction marker is
+decoded once here (``ValidatedBatch.marker``), for the producer checks and the producer state.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pykraft.storage.record_batch import (
 )
 from pykraft.storage.record_walk import max_inflated_bytes
 from pykraft.storage.records import validate_records
+from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
 
 class AppendOrigin(enum.Enum):
@@ -93,10 +95,27 @@ class StaleLeaderEpochError(LogError):
     """An append stamped with a leader epoch below the log's latest epoch."""
 
 
+class InvalidTxnStateError(LogError):
+    """A non-transactional batch while the producer's transaction is open (INVALID_TXN_STATE)."""
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A marker from an older transaction coordinator (TRANSACTION_COORDINATOR_FENCED)."""
+
+
 @attrs.frozen
 class ValidatedBatch:
     position: int  # within the append buffer
     header: BatchHeader
+    # A control batch's end-transaction marker (None for data, or another control type).
+    marker: EndTransactionMarker | None = None
+
+
+def _validated(
+    buffer: bytes | bytearray | memoryview, position: int, header: BatchHeader
+) -> ValidatedBatch:
+    marker = decode_end_txn_marker(buffer, position) if header.is_control else None
+    return ValidatedBatch(position, header, marker)
 
 
 @attrs.frozen
@@ -134,7 +153,7 @@ def validate_leader_batches(
         header = validate_batch(buffer, position)
         _check_leader_batch(header, position, max_message_bytes, origin)
         _check_records(buffer, position, header)
-        batches.append(ValidatedBatch(position, header))
+        batches.append(_validated(buffer, position, header))
         position += header.size_in_bytes
     return batches
 
@@ -205,7 +224,7 @@ def validate_follower_batches(
                 f"batch at byte {position} starts at offset {header.base_offset}, "
                 f"expected {expected}"
             )
-        batches.append(ValidatedBatch(position, header))
+        batches.append(_validated(buffer, position, header))
         expected = header.next_offset
         position += header.size_in_bytes
     return batches
@@ -254,15 +273,18 @@ def check_producers(
     last_entry: Callable[[int], ProducerStateEntry | None],
     batches: list[ValidatedBatch],
     first_offset: int,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> LogAppendInfo | None:
     """Check idempotent batches against producer state (Kafka analyzeAndValidateProducerState).
 
     ``last_entry`` looks a producer id up in the partition's producer state (the manager's
     ``last_entry``, passed as a function so this module stays clear of its snapshot files).
+    Only a client's batches are checked for duplicates and sequences (``origin``).
 
     Batches of one append are folded in order, so two batches of the same producer in one
     append are checked against each other. Returns the original offsets of a duplicate (the
-    append must then write nothing); raises on a sequence gap or a fenced producer epoch.
+    append must then write nothing); raises on a sequence gap, a fenced producer epoch, a
+    non-transactional batch inside a transaction or a fenced coordinator's marker.
     """
     pending: dict[int, ProducerStateEntry | None] = {}
     next_offset = first_offset
@@ -272,7 +294,9 @@ def check_producers(
         if header.has_producer_id:
             producer_id = header.producer_id
             entry = pending.get(producer_id, last_entry(producer_id))
-            check = check_append(entry, header)
+            check = check_append(
+                entry, header, from_client=origin is AppendOrigin.CLIENT, marker=item.marker
+            )
             if check.kind is AppendCheckKind.DUPLICATE:
                 return LogAppendInfo(
                     first_offset=check.first_offset,
@@ -285,15 +309,26 @@ def check_producers(
                     valid_bytes=0,
                     duplicate=True,
                 )
-            if check.kind is AppendCheckKind.OUT_OF_ORDER_SEQUENCE:
-                raise OutOfOrderSequenceError(check.message)
-            if check.kind is AppendCheckKind.INVALID_PRODUCER_EPOCH:
-                raise InvalidProducerEpochError(check.message)
+            _raise_refusal(check.kind, check.message)
             pending[producer_id] = apply_batch(
-                entry, header, next_offset, last_offset, header.max_timestamp
+                entry, header, next_offset, last_offset, header.max_timestamp, item.marker
             )
         next_offset = last_offset + 1
     return None
+
+
+_REFUSALS: dict[AppendCheckKind, type[LogError]] = {
+    AppendCheckKind.OUT_OF_ORDER_SEQUENCE: OutOfOrderSequenceError,
+    AppendCheckKind.INVALID_PRODUCER_EPOCH: InvalidProducerEpochError,
+    AppendCheckKind.INVALID_TXN_STATE: InvalidTxnStateError,
+    AppendCheckKind.TRANSACTION_COORDINATOR_FENCED: TransactionCoordinatorFencedError,
+}
+
+
+def _raise_refusal(kind: AppendCheckKind, message: str) -> None:
+    refusal = _REFUSALS.get(kind)
+    if refusal is not None:
+        raise refusal(message)
 
 
 def segment_sized_chunks(

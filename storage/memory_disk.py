@@ -5,7 +5,8 @@ as a directory outlives a process: it holds the segments, the leader-epoch histo
 producer snapshots. Its crash rule is the simulation's (``tests/sim``): bytes reach the disk on
 append but are only durable once flushed; ``crash`` drops every unflushed byte, and with them
 every later segment (a segment cut short is the log's end) — except behind a segment the log
-start moved past unflushed (see ``MemoryDisk.crash``). The epoch history and producer
+start moved past unflushed (see ``MemoryDisk.crash``); a segment's aborted transactions go with
+the batches they index (recovery writes them again anyway). The epoch history and producer
 snapshots are written atomically with fsync in production, so they survive a crash whole;
 truncation is durable at once, as is a roll.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import attrs
 
+from pykraft.storage.aborted_txn import AbortedTxn, entries_below
 from pykraft.storage.leader_epoch_cache import Entries
 from pykraft.storage.producer_entry import ProducerStateEntry
 from pykraft.storage.producer_snapshot import decode_snapshot
@@ -57,15 +59,18 @@ class MemoryFaults:
 
 @attrs.define
 class MemorySegment:
-    """One segment's bytes and batch headers (its index)."""
+    """One segment's bytes, batch headers (its index) and aborted transactions (its
+    transaction index)."""
 
     # Invariant: headers[i] is the batch at position headers[i][0]; batches are contiguous,
-    # the first at base_offset; flushed_size <= len(data) and ends on a batch boundary.
+    # the first at base_offset; flushed_size <= len(data) and ends on a batch boundary;
+    # every aborted transaction's marker (last_offset) is a batch of this segment.
     base_offset: int
     created_ms: int
     data: bytearray = attrs.field(factory=bytearray)
     headers: list[tuple[int, BatchHeader]] = attrs.field(factory=list)
     flushed_size: int = 0
+    aborted_txns: list[AbortedTxn] = attrs.field(factory=list)
 
     @property
     def size(self) -> int:
@@ -85,6 +90,7 @@ class MemorySegment:
         del self.data[position:]
         del self.headers[index:]
         self.flushed_size = min(self.flushed_size, position)
+        self.aborted_txns[:] = entries_below(self.aborted_txns, self.next_offset)
 
 
 class MemorySnapshots:

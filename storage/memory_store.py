@@ -19,6 +19,7 @@ from pathlib import Path
 
 import attrs
 
+from pykraft.storage.aborted_txn import AbortedTxn, check_appendable
 from pykraft.storage.corruption import CorruptBatch
 from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata, MemorySlice, RecordSlice
 from pykraft.storage.leader_epoch_cache import LeaderEpochCache
@@ -35,6 +36,7 @@ from pykraft.storage.producer_entry import NO_TIMESTAMP
 from pykraft.storage.record_batch import BatchHeader, CorruptRecordError, parse_header
 from pykraft.storage.records import iter_records
 from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, should_roll
+from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
 
 class MemorySegmentStore:
@@ -198,10 +200,20 @@ class MemorySegmentStore:
                 raise CorruptLogError(f"segment {segment.base_offset}: {error}") from error
         return None
 
-    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
+    def replay_from(self, offset: int) -> Iterator[tuple[BatchHeader, EndTransactionMarker | None]]:
         self._check()
-        for _, _, header in self._located(offset):
-            yield header
+        for segment, position, header in self._located(offset):
+            marker = None
+            if header.is_control:
+                end = position + header.size_in_bytes
+                marker = decode_end_txn_marker(bytes(segment.data[position:end]))
+            yield header, marker
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        self._check()  # armed write faults stay for the batches
+        holding = [s for s in self.disk.segments if s.base_offset <= entry.last_offset][-1]
+        check_appendable(holding.aborted_txns, entry)
+        holding.aborted_txns.append(entry)
 
     # ------------------------------------------------------------------ truncation and deletion
 
@@ -280,7 +292,8 @@ def load_memory_log(
 ) -> LoadedMemoryLog:
     """``storage.recovery.load_log`` for a memory disk: nothing tears in memory (a crash cuts
     at a flushed batch boundary), so recovery re-derives the epochs of the batches above the
-    recovery point and fixes the log start and recovery point as the file loader does."""
+    recovery point, empties their segments' transaction indexes (the log rebuilds them) and
+    fixes the log start and recovery point as the file loader does."""
     cache = LeaderEpochCache(MemoryEpochCheckpoint(disk))
     recovered: list[int] = []
     if not had_clean_shutdown:
@@ -288,6 +301,7 @@ def load_memory_log(
             if segment.next_offset <= recovery_point:
                 continue  # flushed: recovery starts at the recovery point
             recovered.append(segment.base_offset)
+            segment.aborted_txns.clear()  # written again from the batches (producer_replay)
             for _, header in segment.headers:
                 latest, epoch = cache.latest_epoch, header.partition_leader_epoch
                 if epoch >= 0 and (latest is None or epoch > latest):

@@ -4,6 +4,15 @@
 module docstring, ``storage.producer_state``, gives the theory of operation and the order of the
 checks). They live apart from the manager because it owns snapshot files: the log validator and
 the pure cores that import it must not reach the disk through them.
+
+Transactions (Kafka ``ProducerAppendInfo``): a transactional data batch of a producer with no
+open transaction opens one at its first offset (``current_txn_first_offset``); a
+non-transactional batch while one is open is INVALID_TXN_STATE (``appendDataBatch``). An
+end-transaction marker (``appendEndTxnMarker``) closes it: its producer epoch may not be below
+the producer's (INVALID_PRODUCER_EPOCH) and its coordinator epoch not below the last one seen
+(TRANSACTION_COORDINATOR_FENCED). Only client batches are checked for duplicates and sequences
+(``UnifiedLog.analyzeAndValidateProducerState``, ``maybeValidateDataBatch``): coordinator
+appends (markers, transactional offset commits) carry no sequence.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ import enum
 
 import attrs
 
+from pykraft.storage.aborted_txn import CompletedTxn
 from pykraft.storage.producer_entry import (
     NUM_BATCHES_TO_RETAIN,
     SEQUENCE_MODULUS,
@@ -19,6 +29,7 @@ from pykraft.storage.producer_entry import (
     ProducerStateEntry,
 )
 from pykraft.storage.record_batch import NO_PRODUCER_EPOCH, BatchHeader
+from pykraft.storage.txn_markers import EndTransactionMarker
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default (1 day)
 
@@ -28,6 +39,8 @@ class AppendCheckKind(enum.Enum):
     DUPLICATE = "DUPLICATE"
     OUT_OF_ORDER_SEQUENCE = "OUT_OF_ORDER_SEQUENCE"
     INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"
+    INVALID_TXN_STATE = "INVALID_TXN_STATE"
+    TRANSACTION_COORDINATOR_FENCED = "TRANSACTION_COORDINATOR_FENCED"
 
 
 @attrs.frozen
@@ -57,20 +70,31 @@ def _out_of_order(message: str) -> AppendCheck:
     return AppendCheck(AppendCheckKind.OUT_OF_ORDER_SEQUENCE, message=message)
 
 
-def check_append(entry: ProducerStateEntry | None, header: BatchHeader) -> AppendCheck:
-    """Classify a client batch against the producer's current state (no state change)."""
+def check_append(
+    entry: ProducerStateEntry | None,
+    header: BatchHeader,
+    *,
+    from_client: bool = True,
+    marker: EndTransactionMarker | None = None,
+) -> AppendCheck:
+    """Classify a leader's batch against the producer's current state (no state change).
+
+    ``from_client`` is Kafka's ``AppendOrigin.CLIENT`` (duplicates and sequences are checked);
+    a coordinator's append checks epochs only. ``marker`` is a control batch's decoded marker.
+    """
     if not header.has_producer_id:
         return NEW
     current = entry or ProducerStateEntry(header.producer_id)
-    duplicate = current.find_duplicate(header)
-    if duplicate is not None:
-        return AppendCheck(
-            AppendCheckKind.DUPLICATE,
-            duplicate.first_offset,
-            duplicate.last_offset,
-            f"sequences {header.base_sequence}..{header.last_sequence} of producer "
-            f"{header.producer_id} were already written at offset {duplicate.first_offset}",
-        )
+    if from_client:
+        duplicate = current.find_duplicate(header)
+        if duplicate is not None:
+            return AppendCheck(
+                AppendCheckKind.DUPLICATE,
+                duplicate.first_offset,
+                duplicate.last_offset,
+                f"sequences {header.base_sequence}..{header.last_sequence} of producer "
+                f"{header.producer_id} were already written at offset {duplicate.first_offset}",
+            )
     if header.producer_epoch < current.producer_epoch:
         return AppendCheck(
             AppendCheckKind.INVALID_PRODUCER_EPOCH,
@@ -78,7 +102,35 @@ def check_append(entry: ProducerStateEntry | None, header: BatchHeader) -> Appen
             f"which is smaller than the last seen epoch {current.producer_epoch}",
         )
     if header.is_control:
-        return NEW  # end-transaction markers carry no sequence
+        return _check_coordinator_epoch(current, marker)
+    if from_client:
+        sequence = _check_sequence(current, header)
+        if sequence is not None:
+            return sequence
+    if current.current_txn_first_offset is not None and not header.is_transactional:
+        return AppendCheck(
+            AppendCheckKind.INVALID_TXN_STATE,
+            message=f"expected a transactional write from producer {header.producer_id}: its "
+            f"transaction at offset {current.current_txn_first_offset} is still open",
+        )
+    return NEW
+
+
+def _check_coordinator_epoch(
+    current: ProducerStateEntry, marker: EndTransactionMarker | None
+) -> AppendCheck:
+    """Kafka ``checkCoordinatorEpoch``: a marker from an older coordinator is a zombie's."""
+    if marker is None or marker.coordinator_epoch >= current.coordinator_epoch:
+        return NEW
+    return AppendCheck(
+        AppendCheckKind.TRANSACTION_COORDINATOR_FENCED,
+        message=f"invalid coordinator epoch for producer {current.producer_id}: "
+        f"{marker.coordinator_epoch} (zombie), {current.coordinator_epoch} (current)",
+    )
+
+
+def _check_sequence(current: ProducerStateEntry, header: BatchHeader) -> AppendCheck | None:
+    """Kafka ``checkSequence``; None when the sequence is acceptable."""
     first_sequence = header.base_sequence
     if header.producer_epoch != current.producer_epoch:
         if first_sequence != 0 and current.producer_epoch != NO_PRODUCER_EPOCH:
@@ -87,17 +139,17 @@ def check_append(entry: ProducerStateEntry | None, header: BatchHeader) -> Appen
                 f"{header.producer_epoch} (request epoch), {first_sequence} (seq. number), "
                 f"{current.producer_epoch} (current producer epoch)"
             )
-        return NEW
+        return None
     # No known epoch: state was lost (retention, DeleteRecords), so accept any sequence.
     if current.producer_epoch == NO_PRODUCER_EPOCH:
-        return NEW
+        return None
     if not in_sequence(current.last_sequence, first_sequence):
         return _out_of_order(
             f"out of order sequence number for producer {header.producer_id}: "
             f"{first_sequence} (incoming seq. number), {current.last_sequence} "
             "(current end sequence number)"
         )
-    return NEW
+    return None
 
 
 def apply_batch(
@@ -106,9 +158,13 @@ def apply_batch(
     first_offset: int,
     last_offset: int,
     timestamp: int,
-    coordinator_epoch: int | None = None,
+    marker: EndTransactionMarker | None = None,
 ) -> ProducerStateEntry:
-    """The producer's entry after ``header`` was appended at ``first_offset..last_offset``."""
+    """The producer's entry after ``header`` was appended at ``first_offset..last_offset``.
+
+    A control batch needs its decoded ``marker``; without one (an empty control batch, or not
+    an end-transaction marker) the entry is unchanged, as in Kafka's ``ProducerAppendInfo``.
+    """
     assert header.has_producer_id, "apply_batch needs an idempotent batch"
     current = entry or ProducerStateEntry(header.producer_id)
     # Kafka maybeUpdateProducerEpoch: a new epoch (even a lower one, via replication) forgets
@@ -116,13 +172,13 @@ def apply_batch(
     same_epoch = current.producer_epoch == header.producer_epoch
     batches = current.batches if same_epoch else ()
     if header.is_control:
+        if marker is None:
+            return current
         return attrs.evolve(
             current,
             producer_epoch=header.producer_epoch,
             batches=batches,
-            coordinator_epoch=current.coordinator_epoch
-            if coordinator_epoch is None
-            else coordinator_epoch,
+            coordinator_epoch=marker.coordinator_epoch,
             last_timestamp=timestamp,
             current_txn_first_offset=None,
         )
@@ -139,6 +195,22 @@ def apply_batch(
         last_timestamp=timestamp,
         current_txn_first_offset=txn_first_offset,
     )
+
+
+def completed_txn(
+    entry: ProducerStateEntry | None,
+    header: BatchHeader,
+    marker: EndTransactionMarker | None,
+    marker_offset: int,
+) -> CompletedTxn | None:
+    """The transaction a marker at ``marker_offset`` completes, if it wrote data (Kafka
+    ``appendEndTxnMarker``: an empty transaction has no effect on the LSO or the index)."""
+    if not header.is_control or marker is None or entry is None:
+        return None
+    first_offset = entry.current_txn_first_offset
+    if first_offset is None:
+        return None
+    return CompletedTxn(header.producer_id, first_offset, marker_offset, marker.is_abort)
 
 
 def is_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:

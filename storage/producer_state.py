@@ -14,7 +14,12 @@ remembers, per producer id, its epoch and the metadata of its last five batches
 3. an epoch below the producer's current one -> INVALID_PRODUCER_EPOCH (a fenced zombie);
 4. a higher epoch must start at sequence 0, unless the producer is unknown (no epoch yet);
 5. the same epoch must continue at last sequence + 1 (Int32.MAX wraps to 0); an unknown producer
-   may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE.
+   may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE;
+6. a non-transactional batch while the producer's transaction is open -> INVALID_TXN_STATE.
+
+Steps 2, 4 and 5 are for client batches only; a coordinator's append (markers, transactional
+offset commits) carries no sequence. An end-transaction marker is checked by 3, then by its
+coordinator epoch, which may not be below the last one seen -> TRANSACTION_COORDINATOR_FENCED.
 
 ``apply_batch`` folds an appended batch into the entry, on leaders and followers alike (followers
 do not validate, as with Kafka's REPLICATION origin). Both are pure and live in
@@ -26,9 +31,16 @@ only a retry of that batch is recognised as a duplicate. ``load`` takes the newe
 snapshot in (log start, log end]; a corrupt one is deleted (as Kafka does) and the reason kept in
 ``load_problems``; the caller replays the log from the returned offset via ``update``.
 
-Transactions are tracked only as far as the snapshot needs (``current_txn_first_offset`` is set by
-the first transactional batch and cleared by a control batch); coordinator epochs are taken from
-the caller, which is the one that decodes the end-transaction marker.
+Transactions (KIP-98; Kafka ``ProducerStateManager``): a producer's first transactional batch
+opens a transaction at its first offset (``ongoing`` transactions, by first offset); its COMMIT or
+ABORT marker completes it: ``update`` returns the ``CompletedTxn``, the log asks
+``last_stable_offset(completed)`` for the LSO to index an aborted one with, then calls
+``complete_txn``. A completed transaction stays *unreplicated* — still unstable — until the high
+watermark passes its marker (``on_high_watermark_updated``), so the first unstable offset
+(``first_unstable_offset``, the smallest first offset of both sets) never lets a consumer past a
+marker that could yet be truncated away. Snapshots keep each producer's open transaction
+(``current_txn_first_offset``), so a reload restores the ongoing set; unreplicated ones are
+rebuilt by the replay after the snapshot (Kafka clears them on reload too).
 """
 
 from __future__ import annotations
@@ -39,11 +51,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from pykraft.storage.aborted_txn import CompletedTxn
 from pykraft.storage.producer_append import (
     PRODUCER_ID_EXPIRATION_MS,
     AppendCheck,
     apply_batch,
     check_append,
+    completed_txn,
     is_expired,
 )
 from pykraft.storage.producer_entry import (
@@ -55,6 +69,7 @@ from pykraft.storage.producer_snapshot import (
     snapshot_file,
 )
 from pykraft.storage.record_batch import BatchHeader
+from pykraft.storage.txn_markers import EndTransactionMarker
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +112,12 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         # Invariant: the map reflects exactly the log's batches below map_end_offset.
         self._map_end_offset = 0
+        # Open transactions: first offset -> producer id (Kafka ``ongoingTxns``).
+        # Invariant: keys ascend in insertion order (transactions open in offset order).
+        self._ongoing_txns: dict[int, int] = {}
+        # Completed transactions whose marker the high watermark has not passed yet, by first
+        # offset (Kafka ``unreplicatedTxns``).
+        self._unreplicated_txns: dict[int, CompletedTxn] = {}
         self.load_problems: tuple[str, ...] = ()
 
     @property
@@ -131,15 +152,71 @@ class ProducerStateManager:
         last_offset: int,
         timestamp: int,
         *,
-        coordinator_epoch: int | None = None,
-    ) -> None:
-        """Record an appended batch (any batch: plain ones only advance the map end offset)."""
+        marker: EndTransactionMarker | None = None,
+    ) -> CompletedTxn | None:
+        """Record an appended batch (plain ones only advance the map end offset); a control
+        batch needs its decoded ``marker``. Returns the transaction a marker completed, which
+        the caller indexes (if aborted) and then hands to ``complete_txn``."""
+        completed = None
         if header.has_producer_id:
-            entry = self._producers.get(header.producer_id)
-            self._producers[header.producer_id] = apply_batch(
-                entry, header, first_offset, last_offset, timestamp, coordinator_epoch
-            )
+            producer_id = header.producer_id
+            entry = self._producers.get(producer_id)
+            completed = completed_txn(entry, header, marker, first_offset)
+            updated = apply_batch(entry, header, first_offset, last_offset, timestamp, marker)
+            self._producers[producer_id] = updated
+            started = updated.current_txn_first_offset
+            if started is not None and (entry is None or entry.current_txn_first_offset is None):
+                self._begin_txn(started, producer_id)
         self._map_end_offset = max(self._map_end_offset, last_offset + 1)
+        return completed
+
+    def _begin_txn(self, first_offset: int, producer_id: int) -> None:
+        last = next(reversed(self._ongoing_txns), None)
+        assert last is None or last < first_offset, f"transaction at {first_offset} after {last}"
+        self._ongoing_txns[first_offset] = producer_id
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def ongoing_txns(self) -> Mapping[int, int]:
+        """Open transactions: first offset -> producer id, by first offset."""
+        return types.MappingProxyType(self._ongoing_txns)
+
+    def first_undecided_offset(self) -> int | None:
+        """Kafka ``firstUndecidedOffset``: the oldest open transaction's first offset."""
+        return next(iter(self._ongoing_txns), None)
+
+    def first_unstable_offset(self) -> int | None:
+        """Kafka ``firstUnstableOffset``: the oldest transaction that is open, or completed by a
+        marker the high watermark has not passed."""
+        undecided = self.first_undecided_offset()
+        unreplicated = min(self._unreplicated_txns, default=None)
+        if undecided is None or unreplicated is None:
+            return unreplicated if undecided is None else undecided
+        return min(undecided, unreplicated)
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """Kafka ``lastStableOffset(CompletedTxn)``: the LSO once ``completed`` is decided —
+        the oldest open transaction of another producer, else just past the marker."""
+        for first_offset, producer_id in self._ongoing_txns.items():
+            if producer_id != completed.producer_id:
+                return first_offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Kafka ``completeTxn``: decided, but unstable until the high watermark passes it."""
+        producer_id = self._ongoing_txns.pop(completed.first_offset, None)
+        assert producer_id == completed.producer_id, f"{completed} was never started"
+        self._unreplicated_txns[completed.first_offset] = completed
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Kafka ``onHighWatermarkUpdated``: markers below it are replicated; the LSO moves."""
+        self._remove_unreplicated_txns(high_watermark)
+
+    def _remove_unreplicated_txns(self, offset: int) -> None:
+        for first_offset, completed in list(self._unreplicated_txns.items()):
+            if completed.last_offset < offset:
+                del self._unreplicated_txns[first_offset]
 
     def update_map_end_offset(self, offset: int) -> None:
         self._map_end_offset = offset
@@ -170,21 +247,42 @@ class ProducerStateManager:
 
         The caller re-applies every batch from the returned offset up to ``log_end_offset``
         through ``update``. Pass the real ``log_start_offset``: snapshots at or below it are
-        deleted, and with none left the state starts empty at the log start.
+        deleted, and with none left the state starts empty at the log start. Producers with an
+        open transaction (``current_txn_first_offset``) reopen it (Kafka ``loadProducerEntry``).
         """
         self._delete_snapshots_out_of_range(log_start_offset, log_end_offset)
+        return self._load_newest(self.snapshots.offsets(), log_start_offset, delete_corrupt=True)
+
+    def load_as_of(self, offset: int, log_start_offset: int) -> int:
+        """The state of the newest good snapshot in (log start, ``offset``], deleting nothing
+        (a scratch state for rebuilding transaction indexes); returns the replay offset."""
+        candidates = [o for o in self.snapshots.offsets() if log_start_offset < o <= offset]
+        return self._load_newest(candidates, log_start_offset, delete_corrupt=False)
+
+    def _load_newest(
+        self, offsets: list[int], log_start_offset: int, *, delete_corrupt: bool
+    ) -> int:
         self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
         problems: list[str] = []
-        for offset in reversed(self.snapshots.offsets()):
+        for offset in reversed(offsets):
             path = snapshot_file(self.directory, offset)
             try:
                 entries = self.snapshots.read(offset)
             except CorruptSnapshotError as error:
                 problems.append(f"{path.name}: {error.reason}")
                 log.warning("ignoring corrupt producer snapshot %s: %s", path, error.reason)
-                self.snapshots.delete(offset)
+                if delete_corrupt:
+                    self.snapshots.delete(offset)
                 continue
             self._producers.update((entry.producer_id, entry) for entry in entries)
+            open_txns = sorted(
+                (entry.current_txn_first_offset, entry.producer_id)
+                for entry in entries
+                if entry.current_txn_first_offset is not None
+            )
+            self._ongoing_txns.update(open_txns)
             self._map_end_offset = offset
             break
         else:
@@ -201,11 +299,15 @@ class ProducerStateManager:
         return self._map_end_offset
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Kafka ``onLogStartOffsetIncremented``: transactions decided below it are gone."""
+        self._remove_unreplicated_txns(log_start_offset)
         self._map_end_offset = max(self._map_end_offset, log_start_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything (the log was emptied and restarts at ``offset``)."""
         self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
         for snapshot_offset in self.snapshots.offsets():
             self.snapshots.delete(snapshot_offset)
         self._map_end_offset = offset

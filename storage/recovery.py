@@ -12,9 +12,14 @@ Theory of operation (Kafka's ``LogLoader``):
 * Independently of the marker, any inconsistency is treated as an unclean shutdown of this
   partition (issue 9: one torn file must not stop the broker): a segment whose
   ``.index``/``.timeindex`` is missing or fails its sanity check (size not a multiple of the
-  entry size, entries out of order, a position past the log), whose last batch is torn, or
-  that ends short of the next segment's base offset is recovered the same way — which
-  rebuilds both indexes and cuts the log at the last valid batch. A corrupt
+  entry size, entries out of order, a position past the log), whose ``.txnindex`` fails its
+  (a torn entry, an entry ending before the segment, Kafka's ``TransactionIndex.sanityCheck``),
+  whose last batch is torn, or that ends short of the next segment's base offset is recovered
+  the same way — which rebuilds the indexes and cuts the log at the last valid batch. A
+  ``.txnindex`` may be missing: Kafka creates it with its first aborted transaction.
+* Recovering a segment empties its ``.txnindex``; the log writes the aborted transactions whose
+  markers it holds again once its producer state is known (``storage.producer_replay``, Kafka's
+  ``LogLoader.recoverSegment``), so the report's ``recovered_segments`` names them. A corrupt
   ``leader-epoch-checkpoint`` is deleted and rebuilt by re-reading every segment. Kafka only
   sanity-checks the indexes here; it would read a torn tail as the log end.
 * Temporary files (``.cleaned``, ``.swap``, ``.deleted``, ``.tmp``) and index files without a
@@ -34,6 +39,7 @@ from pathlib import Path
 
 import attrs
 
+from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX
 from pykraft.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError
 from pykraft.storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
 from pykraft.storage.leader_epoch_file import LeaderEpochFileCache
@@ -70,7 +76,7 @@ def remove_stray_files(directory: Path) -> list[str]:
         name = path.name
         orphan = any(
             name.endswith(suffix) and name.removesuffix(suffix) not in logs
-            for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
         )
         if path.is_file() and (orphan or name.endswith(TEMP_SUFFIXES)):
             with contextlib.suppress(FileNotFoundError):

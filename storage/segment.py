@@ -1,4 +1,5 @@
-"""One log segment: ``<base offset>.log`` of batches plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base offset>.log`` of batches plus its ``.index``, ``.timeindex`` and
+``.txnindex`` (aborted transactions, ``storage.transaction_index``; created by its first entry).
 
 Theory of operation (Kafka's ``LogSegment``): batches are appended byte-for-byte at the end of
 the ``.log`` file. After more than ``index.interval.bytes`` of log since the last index entry,
@@ -6,7 +7,8 @@ the next batch gets an offset-index entry ``(its last offset, its position)`` an
 records the largest timestamp so far. Finding an offset takes the index's floor entry and scans
 batch headers forward from its position (only headers are read; bodies stay on disk). Reads
 return a ``FileSlice`` of whole batches. ``recover`` re-validates every batch (CRC included),
-rebuilds both indexes and cuts the file at the first invalid batch.
+rebuilds both indexes, empties the transaction index (the log writes it again from the batches)
+and cuts the file at the first invalid batch.
 
 The segment does no policy: ``should_roll`` (a pure function) decides when the log rolls, and
 ``PartitionLog`` decides what to append, read, truncate and delete.
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import attrs
 
+from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX, AbortedTxn
 from pykraft.storage.batch_scan import iter_valid_batches, read_batch_header
 from pykraft.storage.file_slice import FileSlice
 from pykraft.storage.index import (
@@ -35,6 +38,7 @@ from pykraft.storage.log_config import LogConfig
 from pykraft.storage.record_batch import BatchHeader, CorruptRecordError
 from pykraft.storage.records import iter_records
 from pykraft.storage.segment_store import MAX_RELATIVE_OFFSET, AppendedBatch
+from pykraft.storage.transaction_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 CLOSED_FD = -1  # os calls on it fail with EBADF
@@ -84,11 +88,13 @@ class LogSegment:
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.offset_index_path = directory / segment_file_name(base_offset, OFFSET_INDEX_SUFFIX)
         self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self.txn_index_path = directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.created_ms = now_ms
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
         self._max_timestamp: TimestampOffset | None = None  # loaded lazily from the time index
         self._rolling_timestamp: int | None = None  # first batch's max timestamp
         self._bytes_since_last_index_entry = 0
@@ -111,6 +117,20 @@ class LogSegment:
             )
         return self._time_index
 
+    @property
+    def txn_index(self) -> TransactionIndex:
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self.txn_index_path, self.base_offset)
+        return self._txn_index
+
+    @property
+    def aborted_txns(self) -> Sequence[AbortedTxn]:
+        return self.txn_index.entries
+
+    def update_txn_index(self, entry: AbortedTxn) -> None:
+        """Kafka ``LogSegment.updateTxnIndex``: index an aborted transaction."""
+        self.txn_index.append(entry)
+
     def _close_fd(self) -> None:
         """Close the ``.log`` fd once; later use fails with EBADF instead of reaching
         whatever file reuses the descriptor number (a log dir that went offline)."""
@@ -129,7 +149,12 @@ class LogSegment:
             if index is not None:
                 index.close_handler()
         self._close_fd()
-        for path in (self.log_path, self.offset_index_path, self.time_index_path):
+        for path in (
+            self.log_path,
+            self.offset_index_path,
+            self.time_index_path,
+            self.txn_index_path,
+        ):
             with contextlib.suppress(OSError):
                 path.unlink()
 
@@ -140,6 +165,7 @@ class LogSegment:
                 raise FileNotFoundError(f"index file {path} is missing")
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check(self.size)
+        self.txn_index.sanity_check()
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -301,6 +327,7 @@ class LogSegment:
         self.resize_indexes(self.config.segment_index_bytes)
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self._max_timestamp = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         self._bytes_since_last_index_entry = 0
         valid_bytes, next_offset, error = 0, self.base_offset, None
@@ -335,6 +362,7 @@ class LogSegment:
         location = self.translate_offset(offset)
         # The (possibly trimmed) indexes of a segment that becomes active get room again.
         self.resize_indexes(self.config.segment_index_bytes)
+        self.txn_index.truncate_to(offset)
         if location is None:
             return 0
         self.offset_index.truncate_to(location.header.base_offset)
@@ -372,6 +400,8 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
 
     def close(self) -> None:
         """Clean close: final time-index entry, trimmed indexes, fd released."""
@@ -390,9 +420,10 @@ class LogSegment:
         self._close_fd()
 
     def delete(self) -> None:
-        """Close and remove all three files."""
+        """Close and remove all four files."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self._close_fd()
         with contextlib.suppress(FileNotFoundError):
             self.log_path.unlink()

@@ -12,6 +12,12 @@ recovery point (everything below it is durable). Two stores obey it:
   and a crash that drops unflushed bytes (the simulation's disk). Its reads are
   ``MemorySlice``s, which the network writes as buffers.
 
+Each segment also keeps its aborted transactions (Kafka's transaction index, ``.txnindex`` next
+to the segment's files; ``storage.aborted_txn``): the log decides the entries and
+``append_aborted_txn`` stores one with the segment its marker is in; they go with their segment
+(truncation, retention, deletion) and recovery empties the index of every segment it recovers,
+for the log to write again from the batches (``storage.producer_replay``).
+
 Contract, for both: an append or roll that raises ``OSError`` has changed nothing; a truncation
 cuts whole batches; the recovery point never passes the log end; after a crash only flushed
 bytes are left. Recovery — what opening a store does — is the store's own (``storage.recovery``
@@ -31,10 +37,12 @@ import attrs
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 if TYPE_CHECKING:
+    from pykraft.storage.aborted_txn import AbortedTxn
     from pykraft.storage.corruption import CorruptBatch
     from pykraft.storage.fetch_data import FetchDataInfo
     from pykraft.storage.log_config import LogConfig
     from pykraft.storage.record_batch import BatchHeader
+    from pykraft.storage.txn_markers import EndTransactionMarker
 
 
 @attrs.frozen
@@ -100,6 +108,11 @@ class SegmentView(Protocol):
         """Kafka ``largestTimestamp``: the largest record timestamp (retention.ms)."""
         ...
 
+    @property
+    def aborted_txns(self) -> Sequence[AbortedTxn]:
+        """The segment's transaction index: aborted transactions whose marker it holds."""
+        ...
+
 
 class SegmentStore(Protocol):
     """The segments of one partition; see the module docstring for the contract."""
@@ -158,8 +171,14 @@ class SegmentStore(Protocol):
         """ListOffsets: ``(offset, record timestamp)`` (see ``storage.log_reader``)."""
         ...
 
-    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches holding offsets >= ``offset``, in order."""
+    def replay_from(self, offset: int) -> Iterator[tuple[BatchHeader, EndTransactionMarker | None]]:
+        """The batches holding offsets >= ``offset``, in order: each header, and a control
+        batch's end-transaction marker (producer state is rebuilt from them)."""
+        ...
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Add ``entry`` to the transaction index of the segment holding its marker
+        (``entry.last_offset``); last offsets increase within an index."""
         ...
 
     def truncate_to(self, offset: int) -> None:

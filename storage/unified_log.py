@@ -15,14 +15,23 @@ written as they came. A follower append keeps the leader's offsets, which must c
 Before writing, the log rolls to a new segment when the active one would pass
 ``segment.bytes``, is older than ``segment.ms`` (by record time), or its indexes are full.
 
+Transactions (KIP-98): producer state tracks each open transaction; a marker completes one,
+and an aborted one is indexed with the segment holding its marker (``storage.producer_replay``).
+The last stable offset (``last_stable_offset``, Kafka ``UnifiedLog.lastStableOffset``) is the
+first unstable offset — the oldest transaction still open, or decided by a marker the high
+watermark has not passed, but never below the log start — when that is below the high
+watermark, else the high watermark. READ_COMMITTED consumers read up to it and learn the aborted
+transactions overlapping what they read (``collect_aborted_transactions``).
+
 Reads return slices of whole batches (``FileSlice``s from files, never bytes), bounded by an
-upper offset (high watermark for consumers, log end for followers); batches below the recovery
-point are CRC-checked first by the store and a corrupt one is never served
-(``storage.read_verification``).
+upper offset (last stable offset or high watermark for consumers, log end for followers);
+batches below the recovery point are CRC-checked first by the store and a corrupt one is never
+served (``storage.read_verification``).
 ``truncate_to`` (a follower diverged) cuts whole batches from the end; ``delete_records`` and
 retention move the log start forward and delete segments that lie wholly below it. Opening a
-log (``storage.partition_log``) runs the store's recovery and then rebuilds producer state from
-its latest snapshot plus a replay of the batches after it.
+log (``storage.partition_log``) runs the store's recovery, writes the transaction indexes of the
+segments it recovered again, and then rebuilds producer state from its latest snapshot plus a
+replay of the batches after it.
 
 The bytes themselves (segments, log end, recovery point, rolls, flushes) are the segment
 store's (``storage.segment_store``); the epoch history's checkpoint and the producer snapshots
@@ -38,6 +47,7 @@ from typing import Self
 
 import attrs
 
+from pykraft.storage.aborted_txn import AbortedTxn, collect_across_segments
 from pykraft.storage.corruption import CorruptionReports
 from pykraft.storage.fetch_data import FetchDataInfo, LogOffsetMetadata, OffsetAndTimestamp
 from pykraft.storage.leader_epoch_cache import LeaderEpochCache
@@ -53,6 +63,11 @@ from pykraft.storage.log_validator import (
     segment_sized_chunks,
     validate_follower_batches,
     validate_leader_batches,
+)
+from pykraft.storage.producer_replay import (
+    apply_appended,
+    rebuild_producer_state,
+    rebuild_txn_indexes,
 )
 from pykraft.storage.producer_state import ProducerStateManager
 from pykraft.storage.record_batch import (
@@ -103,6 +118,13 @@ class UnifiedLog:
             producer_state=producer_state,
             load_report=load_report,
         )
+        rebuild_txn_indexes(
+            store,
+            producer_state.snapshots,
+            store.directory,
+            load_report.recovered_segments,
+            log_start_offset,
+        )
         log._rebuild_producer_state()
         return log
 
@@ -145,8 +167,25 @@ class UnifiedLog:
         return self.store.size_in_bytes
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark, clamped to [log start, log end] (Kafka's rule)."""
+        """Set the high watermark, clamped to [log start, log end] (Kafka's rule); markers
+        below it are replicated, so the last stable offset may move with it."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
+        return self._high_watermark
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Kafka ``firstUnstableOffset``: the producer state's, never below the log start."""
+        offset = self.producer_state.first_unstable_offset()
+        return None if offset is None else max(offset, self._log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka ``lastStableOffset``: the first unstable offset when below the high watermark,
+        else the high watermark. Invariant: log start <= LSO <= high watermark."""
+        first_unstable = self.first_unstable_offset
+        if first_unstable is not None and first_unstable < self._high_watermark:
+            return first_unstable
         return self._high_watermark
 
     # ------------------------------------------------------------------ append
@@ -176,7 +215,7 @@ class UnifiedLog:
             origin=origin,
         )
         first_offset = self.log_end_offset
-        duplicate = check_producers(self.producer_state.last_entry, batches, first_offset)
+        duplicate = check_producers(self.producer_state.last_entry, batches, first_offset, origin)
         if duplicate is not None:
             return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
         next_offset = first_offset
@@ -214,7 +253,7 @@ class UnifiedLog:
             for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
                 start = chunk[0].position
                 end = chunk[-1].position + chunk[-1].header.size_in_bytes
-                rebased = [ValidatedBatch(item.position - start, item.header) for item in chunk]
+                rebased = [attrs.evolve(item, position=item.position - start) for item in chunk]
                 self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
         except OSError:
             # Epochs were recorded for batches that are not all written: keep only the log's.
@@ -256,10 +295,11 @@ class UnifiedLog:
         self.store.append(buffer, appended)  # an OSError here has changed nothing
         # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
         # it, a failed write would answer the producer's retry as a duplicate (issue 9).
-        for item, written in zip(batches, appended, strict=True):
-            header = item.header
-            first = written.last_offset - header.last_offset_delta
-            self.producer_state.update(header, first, written.last_offset, header.max_timestamp)
+        written_batches = [
+            (item.header, end - item.header.last_offset_delta, end, item.marker)
+            for item, end in zip(batches, (batch.last_offset for batch in appended), strict=True)
+        ]
+        apply_appended(self.producer_state, self.store, written_batches)
         return info
 
     def roll(self, now_ms: int) -> None:
@@ -314,16 +354,19 @@ class UnifiedLog:
             epoch = self.leader_epoch_cache.epoch_for_offset(offset)
         return OffsetAndTimestamp(offset, record_timestamp, epoch)
 
+    def collect_aborted_transactions(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``, from the
+        indexes of the segment holding ``fetch_offset`` on (Kafka ``LocalLog.read`` with
+        ``includeAbortedTxns``: ``collectAbortedTransactions``)."""
+        return collect_across_segments(self.segments, fetch_offset, upper_bound_offset)
+
     def _rebuild_producer_state(self) -> None:
         """Latest snapshot, then replay the batches after it (Kafka rebuildProducerState)."""
-        replay_from = self.producer_state.truncate_and_reload(
-            self._log_start_offset, self.log_end_offset
+        rebuild_producer_state(
+            self.producer_state, self.store, self._log_start_offset, self.log_end_offset
         )
-        for header in self.store.headers_from(replay_from):
-            self.producer_state.update(
-                header, header.base_offset, header.last_offset, header.max_timestamp
-            )
-        self.producer_state.update_map_end_offset(self.log_end_offset)
 
     # ------------------------------------------------------------------ truncation and deletion
 
@@ -405,6 +448,7 @@ class UnifiedLog:
             return
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         self.store.advance_recovery_point(offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         self.producer_state.on_log_start_offset_incremented(offset)

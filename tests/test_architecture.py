@@ -121,6 +121,10 @@ STORAGE_RULES = [
     "storage/corruption.py",
     "storage/unified_log.py",
     "storage/producer_state.py",
+    # Transactions (issue 12): the index entries and their rules, the markers, the replay.
+    "storage/aborted_txn.py",
+    "storage/txn_markers.py",
+    "storage/producer_replay.py",
 ]
 
 

@@ -1,10 +1,14 @@
 """Fetch (v4-v16) — Kafka's ``KafkaApis.handleFetchRequest`` without fetch sessions.
 
-Consumers (``replica_id`` -1) read up to the high watermark, followers (their broker id, with
+Consumers (``replica_id`` -1) read up to the high watermark (``isolation_level`` 0,
+READ_UNCOMMITTED) or the last stable offset (1, READ_COMMITTED), followers (their broker id, with
 their broker epoch from v15's ReplicaState) up to the log end (``ReplicaManager.fetch_messages``,
 which also waits for ``min_bytes`` / ``max_wait_ms``). Stored batches go out as the
 ``FileSlice``s the log returned — never read, never re-encoded — with each partition's high
-watermark, last stable offset (= high watermark: no transactions) and log start offset.
+watermark, last stable offset and log start offset. A READ_COMMITTED answer lists the aborted
+transactions (producer id, first offset) overlapping the batches sent, an empty list when none
+or nothing was read; other answers send null, as Kafka does (the consumer drops the aborted
+transactions' records and every control batch itself).
 
 Fetch sessions (KIP-227) are not kept: every fetch is a full fetch answered with session id 0,
 which tells the client no session was created, so it keeps sending full fetches (Kafka does the
@@ -32,6 +36,7 @@ from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
+    AbortedTransaction,
     EpochEndOffset,
     FetchableTopicResponse,
     FetchRequest,
@@ -47,7 +52,6 @@ FIRST_TOPIC_ID_VERSION = 13
 # Kafka's FetchMetadata epochs: a full fetch opens (0) or needs no (-1) session.
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
-READ_COMMITTED = 1
 _LEADER_HINT_ERRORS = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH})
 
 # A partition as the request named it: (topic name or "", topic id or None, partition).
@@ -133,7 +137,7 @@ async def handle_fetch(
         partitions=tuple(fetches),
     )
     results = iter(await services.replica_manager.fetch_messages(params))
-    builder = _ResponseBuilder(services.metadata(), listener_name, fetch.isolation_level)
+    builder = _ResponseBuilder(services.metadata(), listener_name)
     for key in keys:
         if key in unknown:
             builder.add(key, PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID))
@@ -152,10 +156,9 @@ def _topic_name(image: MetadataImage, topic_id: uuid.UUID) -> str | None:
 class _ResponseBuilder:
     """Groups partitions by topic in request order and collects KIP-951 endpoints."""
 
-    def __init__(self, image: MetadataImage, listener_name: str, isolation_level: int) -> None:
+    def __init__(self, image: MetadataImage, listener_name: str) -> None:
         self._image = image
         self._listener_name = listener_name
-        self._isolation_level = isolation_level
         self._topics: dict[tuple[str, uuid.UUID | None], list[PartitionData]] = {}
         self._endpoints: dict[int, NodeEndpoint] = {}
 
@@ -174,8 +177,12 @@ class _ResponseBuilder:
         if result.diverging_epoch is not None:
             epoch = result.diverging_epoch
             diverging = EpochEndOffset(epoch.leader_epoch, epoch.offset)
-        # Kafka sends null aborted transactions unless READ_COMMITTED; none are tracked.
-        aborted = () if self._isolation_level == READ_COMMITTED else None
+        aborted = None
+        if result.aborted_transactions is not None:
+            aborted = tuple(
+                AbortedTransaction(txn.producer_id, txn.first_offset)
+                for txn in result.aborted_transactions
+            )
         return PartitionData(
             result.topic_partition.partition,
             error_code=result.error,

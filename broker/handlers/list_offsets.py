@@ -1,7 +1,8 @@
 """ListOffsets (v1-v8) — Kafka's ``KafkaApis.handleListOffsetRequestV1AndAbove``.
 
 Per partition: ``timestamp`` -2 (earliest) answers the log start offset, -1 (latest) the last
-offset a consumer may read (the high watermark; the log end for a replica), -3 the first offset
+offset a consumer may read (the last stable offset for READ_COMMITTED, the high watermark for
+READ_UNCOMMITTED, the log end for a replica: Kafka's ``lastFetchableOffset``), -3 the first offset
 holding the largest timestamp (KIP-734), -4 the earliest local offset (= earliest: no tiered
 storage), and a real timestamp the first offset whose record timestamp is at or after it,
 found through the time index. No such offset answers offset -1 and timestamp -1 with no error.

@@ -71,6 +71,7 @@ class Env:
         }
         self.alter = RecordedAlterPartitions()
         self.high_watermark_moves: list[tuple[int, int]] = []
+        self.last_stable_offset_moves: list[tuple[int, int]] = []
         self.log = PartitionLog.open(tmp_path / TP.dir_name(), LogConfig(segment_bytes=1 << 20))
         context = PartitionContext(
             monotonic_ms=lambda: self.now_ms,
@@ -80,6 +81,9 @@ class Env:
             local_broker_epoch=lambda: broker_epoch(LOCAL),
             alter_partition=self.alter,
             on_high_watermark_moved=lambda tp, old, new: self.high_watermark_moves.append(
+                (old, new)
+            ),
+            on_last_stable_offset_moved=lambda tp, old, new: self.last_stable_offset_moves.append(
                 (old, new)
             ),
         )

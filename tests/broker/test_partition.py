@@ -20,8 +20,10 @@ from pykraft.broker.partition import (
 from pykraft.protocol.errors import Errors
 from pykraft.replica import partition_core
 from pykraft.storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
+from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.partition_log import OffsetAndTimestamp
-from tests.broker.partition_fixtures import F2, LOCAL, Env, batch, change
+from pykraft.storage.txn_markers import TxnMarkerAppend
+from tests.broker.partition_fixtures import F2, LOCAL, TP, Env, batch, change
 
 
 @pytest.fixture
@@ -162,6 +164,43 @@ def test_rf1_high_watermark_follows_every_append(env: Env, partition: Partition)
     assert env.append(b"c") == 2
     assert partition.high_watermark == 3
     assert env.high_watermark_moves == [(0, 2), (2, 3)]
+
+
+def test_the_last_stable_offset_moves_when_the_high_watermark_passes_a_marker(
+    env: Env, partition: Partition
+) -> None:
+    # Kafka UnifiedLog.updateHighWatermark -> ProducerStateManager.onHighWatermarkUpdated: a
+    # decided transaction stays unstable until its marker is replicated; READ_COMMITTED reads
+    # and ListOffsets stop at the LSO meanwhile
+    partition.make_leader(change(replicas=(LOCAL, F2)))
+    txn = batch(b"t", producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    partition.append_records_to_leader(txn, required_acks=1, now_ms=env.now_ms)
+    env.fetch_follower(F2, 1)
+    assert (partition.high_watermark, partition.last_stable_offset) == (1, 0)
+    assert env.last_stable_offset_moves == []
+    commit = TxnMarkerAppend(producer_id=7, producer_epoch=0, coordinator_epoch=0, commit=True,
+                             partitions=(TP,)).control_batch(env.now_ms)  # fmt: skip
+    with pytest.raises(PartitionError) as refused:  # clients may not write markers
+        partition.append_records_to_leader(commit, required_acks=1, now_ms=env.now_ms)
+    assert refused.value.error is Errors.INVALID_RECORD
+    partition.append_records_to_leader(
+        commit, required_acks=1, now_ms=env.now_ms, origin=AppendOrigin.COORDINATOR
+    )
+    assert env.consumer_read(0, isolation=FetchIsolation.TXN_COMMITTED) == b""
+    env.fetch_follower(F2, 2)  # the follower has the marker: the high watermark passes it
+    assert (partition.high_watermark, partition.last_stable_offset) == (2, 2)
+    assert env.last_stable_offset_moves == [(0, 2)]
+    info = partition.fetch_records(
+        replica_id=-1, fetch_offset=0, max_bytes=1 << 20,
+        isolation=FetchIsolation.TXN_COMMITTED, min_one_batch=True,
+    )  # fmt: skip
+    assert info.last_stable_offset == 2 and info.fetched_data.aborted_transactions == ()
+    assert info.fetched_data.next_offset == 2
+    latest = partition.fetch_offset_for_timestamp(
+        -1, isolation=FetchIsolation.TXN_COMMITTED, current_leader_epoch=-1,
+        fetch_only_from_leader=True,
+    )  # fmt: skip
+    assert latest is not None and latest.offset == 2
 
 
 def test_acks_all_needs_min_insync_replicas(env: Env, partition: Partition) -> None:

@@ -107,6 +107,25 @@ def test_followers_count_appends_consumers_count_high_watermark_moves() -> None:
     assert purgatory.on_high_watermark_moved(A, 5) == [consumer]
 
 
+def test_read_committed_consumers_count_last_stable_offset_moves() -> None:
+    # Kafka DelayedFetch.tryComplete: FetchIsolation.TXN_COMMITTED measures up to the last
+    # stable offset, which an open transaction holds while the high watermark moves on
+    purgatory = FetchPurgatory()
+
+    def consumer(isolation: FetchIsolation) -> int | None:
+        return purgatory.try_watch(
+            [A], min_bytes=10, accumulated_bytes=0, deadline_ms=1000, isolation=isolation
+        )
+
+    committed = consumer(FetchIsolation.TXN_COMMITTED)
+    uncommitted = consumer(FetchIsolation.HIGH_WATERMARK)
+    assert purgatory.on_bytes_appended(A, 50) == []
+    assert purgatory.on_high_watermark_moved(A, 50) == [uncommitted]
+    assert purgatory.watching(A, FetchIsolation.TXN_COMMITTED) == 1
+    assert purgatory.on_last_stable_offset_moved(A, 9) == []
+    assert purgatory.on_last_stable_offset_moved(A, 1) == [committed]
+
+
 def test_the_purgatory_is_bounded() -> None:
     purgatory = FetchPurgatory(max_waiters=2)
     first = watch(purgatory, A)

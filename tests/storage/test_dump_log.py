@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pykraft import cli
+from pykraft.storage.aborted_txn import AbortedTxn
 from pykraft.storage.record_batch import CompressionType, validate_batch
 from pykraft.storage.records import (
     ControlRecordType,
@@ -317,3 +318,28 @@ def test_a_decompression_bomb_is_reported_not_inflated(dump, tmp_path: Path) -> 
         f"Found corrupt batch at position {len(BATCH_1)}: length: record 0 "
         "is longer than the limit of 67109632"
     )
+
+
+def test_transaction_index_prints_each_aborted_transaction(dump, tmp_path: Path) -> None:
+    # DumpLogSegments.dumpTxnIndex
+    entries = [AbortedTxn(7, 0, 29, 8), AbortedTxn(9, 8, 74, 36)]
+    index = write(tmp_path, f"{SEGMENT}.txnindex", b"".join(e.encode() for e in entries))
+    assert dump(index) == (
+        0,
+        [
+            f"Dumping {index}",
+            "version: 0 producerId: 7 firstOffset: 0 lastOffset: 29 lastStableOffset: 8",
+            "version: 0 producerId: 9 firstOffset: 8 lastOffset: 74 lastStableOffset: 36",
+        ],
+        "",
+    )
+    torn = write(tmp_path, f"{'1'.zfill(20)}.txnindex", entries[0].encode() + b"\x00" * 5)
+    code, out, _ = dump(torn)
+    assert code == 1
+    assert out[-1] == (
+        f"Found corrupt index at position 34: {torn.name} is 39 bytes, not a multiple of the "
+        "34-byte entry"
+    )
+    future = write(tmp_path, f"{'2'.zfill(20)}.txnindex", struct.pack(">hqqqq", 1, 7, 0, 9, 10))
+    code, out, _ = dump(future)
+    assert code == 1 and out[-1].startswith("Found corrupt transaction index at position 0")

@@ -13,6 +13,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from pykraft.storage.aborted_txn import CompletedTxn
 from pykraft.storage.producer_append import AppendCheck, AppendCheckKind, apply_batch, check_append
 from pykraft.storage.producer_entry import BatchMetadata, ProducerStateEntry
 from pykraft.storage.producer_snapshot import (
@@ -30,6 +31,10 @@ from pykraft.storage.records import (
     build_batch,
     build_control_batch,
 )
+from pykraft.storage.txn_markers import EndTransactionMarker
+
+ABORT = ControlRecordType.ABORT
+ABORT_MARKER = EndTransactionMarker(ABORT, coordinator_epoch=0)
 
 NEW = AppendCheckKind.NEW
 DUP = AppendCheckKind.DUPLICATE
@@ -69,12 +74,16 @@ def run(steps: list[Step], pid: int = PID) -> tuple[list[AppendCheck], ProducerS
         origin, epoch, seq, offset, count = step[:5]
         flags = step[5] if len(step) == 6 else ""
         h = header(pid, epoch, seq, count, transactional="txn" in flags, control=origin == "marker")
+        marker = None
+        if origin == "marker":
+            control_type = ControlRecordType.COMMIT if "commit" in flags else ABORT
+            marker = EndTransactionMarker(control_type, coordinator_epoch=0)
         if origin in ("client", "marker"):
-            result = check_append(entry, h)
+            result = check_append(entry, h, from_client=origin == "client", marker=marker)
             results.append(result)
             if not result.is_new:
                 continue
-        entry = apply_batch(entry, h, offset, offset + count - 1, timestamp=offset)
+        entry = apply_batch(entry, h, offset, offset + count - 1, timestamp=offset, marker=marker)
     return results, entry
 
 
@@ -179,7 +188,8 @@ def test_control_batches() -> None:
     # updateProducerTransactionState: markers keep the cached batches of the same epoch
     _, entry = run([("client", 0, 0, 9, 1), ("client", 0, 1, 16, 5, "txn")])
     assert entry and entry.current_txn_first_offset == 16
-    entry = apply_batch(entry, header(control=True), 40, 40, 40, coordinator_epoch=15)
+    commit = EndTransactionMarker(ControlRecordType.COMMIT, coordinator_epoch=15)
+    entry = apply_batch(entry, header(control=True), 40, 40, 40, marker=commit)
     assert (entry.first_sequence, entry.last_sequence, entry.last_data_offset) == (0, 5, 20)
     assert (entry.current_txn_first_offset, entry.coordinator_epoch) == (None, 15)
 
@@ -208,7 +218,7 @@ def test_check_reads_real_batch_headers() -> None:
     marker = parse_header(build_control_batch(
         ControlRecordType.ABORT, producer_id=7, producer_epoch=1, timestamp=6))  # fmt: skip
     assert manager.check(marker).kind is NEW
-    manager.update(marker, 12, 12, timestamp=6, coordinator_epoch=3)
+    manager.update(marker, 12, 12, timestamp=6, marker=EndTransactionMarker(ABORT, 3))
     entry = manager.last_entry(7)
     assert entry and (entry.producer_epoch, entry.coordinator_epoch, entry.batches) == (1, 3, ())
 
@@ -307,7 +317,9 @@ def test_recover_from_snapshot_finished_and_empty_transactions(tmp_path: Path) -
     manager = ProducerStateFileManager(tmp_path)
     appended(manager, PID, 0, 0, 0, transactional=True)
     appended(manager, PID, 0, 1, 1, transactional=True)
-    manager.update(header(control=True), 2, 2, timestamp=77)
+    completed = manager.update(header(control=True), 2, 2, timestamp=77, marker=ABORT_MARKER)
+    assert completed == CompletedTxn(PID, 0, 2, is_aborted=True)
+    manager.complete_txn(completed)
     manager.take_snapshot(3)
     recovered = ProducerStateFileManager(tmp_path)
     recovered.load(3)
@@ -315,7 +327,8 @@ def test_recover_from_snapshot_finished_and_empty_transactions(tmp_path: Path) -
     assert entry and (entry.last_sequence, entry.current_txn_first_offset) == (1, None)
     # testRecoverFromSnapshotEmptyTransaction
     manager.truncate_fully_and_start_at(0)
-    manager.update(header(pid=9, control=True), 0, 0, timestamp=1234)
+    # an empty transaction completes nothing
+    assert manager.update(header(pid=9, control=True), 0, 0, 1234, marker=ABORT_MARKER) is None
     manager.take_snapshot(1)
     recovered.load(1)
     entry = recovered.last_entry(9)
