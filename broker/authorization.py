@@ -153,6 +153,7 @@ def _check(operation: str, resource: str, error: Errors, scope: str) -> AclCheck
 _TOPIC_FAILED = Errors.TOPIC_AUTHORIZATION_FAILED
 _GROUP_FAILED = Errors.GROUP_AUTHORIZATION_FAILED
 _CLUSTER_FAILED = Errors.CLUSTER_AUTHORIZATION_FAILED
+_TXN_FAILED = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 # Kafka's KafkaApis (3.7) handle* methods, API by API. An empty tuple: Kafka checks nothing.
 API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
@@ -180,7 +181,8 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
             _check("CREATE", "CLUSTER", _TOPIC_FAILED, "auto-create: or CREATE on the topic"),
         ),
         ApiKey.FIND_COORDINATOR: (
-            _check("DESCRIBE", "GROUP", _GROUP_FAILED, "per coordinator key"),
+            _check("DESCRIBE", "GROUP", _GROUP_FAILED, "per group key"),
+            _check("DESCRIBE", "TRANSACTIONAL_ID", _TXN_FAILED, "per transactional id key"),
         ),
         ApiKey.JOIN_GROUP: (_check("READ", "GROUP", _GROUP_FAILED, "whole request"),),
         ApiKey.SYNC_GROUP: (_check("READ", "GROUP", _GROUP_FAILED, "whole request"),),
@@ -212,6 +214,7 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
             _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "KIP-430 operations only"),
         ),
         ApiKey.INIT_PRODUCER_ID: (
+            _check("WRITE", "TRANSACTIONAL_ID", _TXN_FAILED, "with a transactional id"),
             _check(
                 "IDEMPOTENT_WRITE",
                 "CLUSTER",
@@ -228,6 +231,33 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (
             _check("ALTER", "CLUSTER", _CLUSTER_FAILED, "per user"),
+        ),
+        # Transactions (KafkaApis 3.7: handleAddPartitionsToTxnRequest and the rest).
+        ApiKey.ADD_PARTITIONS_TO_TXN: (
+            _check("WRITE", "TRANSACTIONAL_ID", _TXN_FAILED, "v0-v3: whole transaction"),
+            _check("WRITE", "TOPIC", _TOPIC_FAILED, "v0-v3: per topic, others not attempted"),
+            _check("CLUSTER_ACTION", "CLUSTER", _CLUSTER_FAILED, "v4 (brokers): whole request"),
+        ),
+        ApiKey.ADD_OFFSETS_TO_TXN: (
+            _check("WRITE", "TRANSACTIONAL_ID", _TXN_FAILED, "whole request"),
+            _check("READ", "GROUP", _GROUP_FAILED, "whole request"),
+        ),
+        ApiKey.END_TXN: (_check("WRITE", "TRANSACTIONAL_ID", _TXN_FAILED, "whole request"),),
+        ApiKey.WRITE_TXN_MARKERS: (
+            _check("CLUSTER_ACTION", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
+        ApiKey.TXN_OFFSET_COMMIT: (
+            _check("WRITE", "TRANSACTIONAL_ID", _TXN_FAILED, "whole request"),
+            _check("READ", "GROUP", _GROUP_FAILED, "whole request"),
+            _check("READ", "TOPIC", _TOPIC_FAILED, "per topic"),
+        ),
+        ApiKey.DESCRIBE_PRODUCERS: (_check("READ", "TOPIC", _TOPIC_FAILED, "per topic"),),
+        ApiKey.DESCRIBE_TRANSACTIONS: (
+            _check("DESCRIBE", "TRANSACTIONAL_ID", _TXN_FAILED, "per transactional id"),
+            _check("DESCRIBE", "TOPIC", _TOPIC_FAILED, "undescribable topics left out"),
+        ),
+        ApiKey.LIST_TRANSACTIONS: (
+            _check("DESCRIBE", "TRANSACTIONAL_ID", _TXN_FAILED, "ids not described left out"),
         ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),

@@ -175,6 +175,15 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    # The transaction coordinator (TransactionStateManagerConfig / TransactionLogConfig).
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     # authorizer.class.name set (any name: pykraft has one authorizer, Kafka's
     # StandardAuthorizer) turns ACL checks on, with super.users and
     # allow.everyone.if.no.acl.found; None (unset) allows every request, as Kafka without an
@@ -268,6 +277,22 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", 0),
     ("group_min_session_timeout_ms", "group.min.session.timeout.ms", 0),
     ("group_max_session_timeout_ms", "group.max.session.timeout.ms", 0),
+    ("transaction_state_log_num_partitions", "transaction.state.log.num.partitions", 1),
+    ("transaction_state_log_replication_factor", "transaction.state.log.replication.factor", 1),
+    ("transaction_state_log_min_isr", "transaction.state.log.min.isr", 1),
+    ("transaction_state_log_segment_bytes", "transaction.state.log.segment.bytes", 1),
+    ("transaction_max_timeout_ms", "transaction.max.timeout.ms", 1),
+    ("transactional_id_expiration_ms", "transactional.id.expiration.ms", 1),
+    (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        1,
+    ),
+    (
+        "transaction_remove_expired_transaction_cleanup_interval_ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        1,
+    ),
 )
 _INT32_MAX = 2**31 - 1
 

@@ -85,6 +85,7 @@ from pykraft.storage.log_validator import (
     LogError,
 )
 from pykraft.storage.partition_log import OffsetAndTimestamp, PartitionLog
+from pykraft.storage.producer_entry import ProducerStateEntry
 from pykraft.storage.record_batch import CorruptRecordError
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -192,6 +193,12 @@ class Partition:
     def last_stable_offset(self) -> int:
         """Kafka ``Partition.lastStableOffset``: how far READ_COMMITTED consumers may read."""
         return self.log.last_stable_offset
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """Kafka ``Partition.activeProducerState`` (DescribeProducers): every producer the log
+        remembers, by id."""
+        producers = self.log.producer_state.producers
+        return [producers[producer_id] for producer_id in sorted(producers)]
 
     @property
     def min_insync_replicas(self) -> int:

@@ -85,7 +85,7 @@ from pykraft.storage.log_manager import LogManager
 from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.partition_log import OffsetAndTimestamp
 from pykraft.storage.topic_partition import TopicPartition
-from pykraft.storage.txn_markers import TxnMarkerAppend
+from pykraft.storage.txn_markers import TxnMarker
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -380,7 +380,7 @@ class ReplicaManager:
         )
 
     def append_txn_markers(
-        self, markers: Sequence[TxnMarkerAppend], *, timeout_ms: int, now_ms: int
+        self, markers: Sequence[TxnMarker], *, timeout_ms: int, now_ms: int
     ) -> Awaitable[dict[tuple[int, TopicPartition], Errors]]:
         """WriteTxnMarkers (``broker.txn_markers``): every marker appended now as leader,
         origin COORDINATOR, acks=-1; awaiting gives each (producer id, partition) its error."""

@@ -46,6 +46,7 @@ from pykraft.broker.authorization import RequestAuthorizer
 from pykraft.broker.authorization_scram import ImageScramCredentials
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_client import ControllerClient
+from pykraft.broker.coordinators import Coordinators, build_coordinators
 from pykraft.broker.handlers import BrokerServices, broker_handlers
 from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
 from pykraft.broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow
@@ -62,8 +63,6 @@ from pykraft.broker.sasl_authentication import inter_broker_client_security
 from pykraft.broker.sasl_mechanisms import ScramCredentialSource
 from pykraft.broker.server_listeners import security_or_startup_error, start_kafka_listeners
 from pykraft.broker.server_views import broker_status, metrics_text, partition_rows
-from pykraft.coordinator.group.rebalance import GroupConfig
-from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
 from pykraft.metadata.auth.tls_context import client_context
 from pykraft.metadata.delta import MetadataDelta
@@ -79,17 +78,6 @@ logger = logging.getLogger(__name__)
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 PERIODIC_INTERVAL_MAX_S = 1.0
 SHUTDOWN_STEP_TIMEOUT_S = 5.0
-
-
-def group_config(config: BrokerConfig) -> GroupConfig:
-    """The group coordinator's settings from the broker's properties."""
-    return GroupConfig(
-        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
-        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
-        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
-        offsets_topic_replication_factor=config.offsets_topic_replication_factor,
-    )
 
 
 class LogDirsOfflineError(Exception):
@@ -143,7 +131,7 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
-        self.group_coordinator: GroupCoordinatorShell | None = None
+        self.coordinators: Coordinators | None = None
         self.publisher: BrokerMetadataPublisher | None = None
         self.alter_partition = AlterPartitionManager(
             self.client, broker_id=config.node_id, broker_epoch=self._broker_epoch
@@ -187,8 +175,9 @@ class BrokerServer:
         await self._start_http()
         now_ms = self.clock.wall_clock_ms()
         self.log_manager = await asyncio.to_thread(self._open_logs, now_ms)
+        fetcher_config = self._fetcher_config()
         self.fetcher_manager = ReplicaFetcherManager(
-            self._fetcher_config(),
+            fetcher_config,
             self.log_manager.get_log,
             broker_epoch=self._broker_epoch,
             clock=self.clock,
@@ -210,15 +199,21 @@ class BrokerServer:
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
         offline_storage.on_all_log_dirs_offline = self._all_log_dirs_offline.set
-        self.group_coordinator = GroupCoordinatorShell(
-            self.replica_manager, group_config(self.config), wall_clock_ms=self.clock.wall_clock_ms
+        self.coordinators = build_coordinators(
+            self.config,
+            self.replica_manager,
+            self.producer_ids,
+            lambda: self.loader.image,
+            fetcher_config.client_security,
+            self.clock,
         )
-        # The group coordinator loads / unloads __consumer_offsets groups after the replicas.
+        # The coordinators load / unload their partitions (__consumer_offsets,
+        # __transaction_state) after the replicas.
         self.publisher = BrokerMetadataPublisher(
             self.config.node_id,
             self.replica_manager,
             wall_clock_ms=self.clock.wall_clock_ms,
-            listeners=(self.group_coordinator.on_metadata,),
+            listeners=self.coordinators.metadata_listeners,
             authorizer=self.authorizer,
         )
         self.kafka_apis.register_all(
@@ -236,7 +231,8 @@ class BrokerServer:
                     authorizer=self.authorizer,
                 ),
                 producer_ids=self.producer_ids,
-                group_coordinator=self.group_coordinator,
+                group_coordinator=self.coordinators.group,
+                transaction_coordinator=self.coordinators.transaction,
             )
         )
         endpoints = await start_kafka_listeners(
@@ -414,8 +410,9 @@ class BrokerServer:
         await self._bounded(
             asyncio.gather(*self._tasks, return_exceptions=True), "stopping the background tasks"
         )
-        if self.group_coordinator is not None:  # waiting members learn to look elsewhere
-            await self._bounded(self.group_coordinator.shutdown(), "stopping the group coordinator")
+        if self.coordinators is not None:  # waiting clients learn to look elsewhere
+            for step, what in self.coordinators.shutdown_steps():
+                await self._bounded(step, what)
         for listener in self.listeners:
             await self._bounded(listener.close(), f"closing listener {listener.listener_name}")
         # Kafka's order: fetchers stop before the logs they append to close.

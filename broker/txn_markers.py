@@ -1,7 +1,7 @@
 """WriteTxnMarkers' appends on a leader (Kafka ``KafkaApis.handleWriteTxnMarkersRequest``).
 
 The transaction coordinator ends a transaction by asking each partition's leader to write a
-COMMIT or ABORT marker (``storage.txn_markers.TxnMarkerAppend``: producer id and epoch,
+COMMIT or ABORT marker (``storage.txn_markers.TxnMarker``: producer id and epoch,
 coordinator epoch, the partitions). Per marker, as Kafka does:
 
 * a partition this broker does not host (not here, or offline) answers
@@ -30,7 +30,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import AppendResult
 from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.topic_partition import TopicPartition
-from pykraft.storage.txn_markers import TxnMarkerAppend
+from pykraft.storage.txn_markers import TxnMarker
 
 if TYPE_CHECKING:
     from pykraft.broker.replica_manager import ReplicaManager
@@ -40,7 +40,7 @@ MarkerErrors = dict[tuple[int, TopicPartition], Errors]
 
 def append_txn_markers(
     replica_manager: ReplicaManager,
-    markers: Sequence[TxnMarkerAppend],
+    markers: Sequence[TxnMarker],
     *,
     timeout_ms: int,
     now_ms: int,

@@ -174,6 +174,10 @@ class BrokerConnection(Generic[F]):
         except (ProtocolError, ValueError, KeyError, AttributeError, TypeError) as error:
             raise BrokerConnectionError(f"{self}: undecodable response: {error}") from None
 
+    def drop(self) -> None:
+        """Close at once, without waiting for the transport (a peer that moved)."""
+        self._close_connection()
+
     async def close(self) -> None:
         writer = self._close_connection()
         if writer is not None:

@@ -72,10 +72,16 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.consumer import (
     HeartbeatRequest,
@@ -103,7 +109,20 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -168,6 +187,15 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     # authentication, and with ILLEGAL_SASL_STATE after it (KafkaApis).
     (ApiKey.SASL_HANDSHAKE, 0, 1),
     (ApiKey.SASL_AUTHENTICATE, 0, 2),
+    # Transactions (KIP-98), Kafka 4.1's minima and 3.7's maxima as above.
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4),  # v4: broker-to-broker verification (KIP-890)
+    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
+    (ApiKey.END_TXN, 0, 3),
+    (ApiKey.WRITE_TXN_MARKERS, 1, 1),  # v0 dropped by KIP-896, as Kafka 4.1
+    (ApiKey.TXN_OFFSET_COMMIT, 0, 3),
+    (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
+    (ApiKey.LIST_TRANSACTIONS, 0, 0),
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -235,6 +263,14 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
             AlterUserScramCredentialsRequest,
             AlterUserScramCredentialsResponse,
         ),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+        ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+        ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
+        ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+        ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+        ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
+        ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+        ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
     }
 )
 

@@ -6,7 +6,7 @@ value is ``EndTransactionMarker`` ``(version int16, coordinatorEpoch int32)``. L
 ``EndTransactionMarker.deserialize``, newer key or value versions are read as version 0 (their
 prefix is the same); a key or value too short to hold the fields is corrupt.
 
-``TxnMarkerAppend`` is one entry of Kafka's WriteTxnMarkers request as the broker appends it
+``TxnMarker`` is one entry of Kafka's WriteTxnMarkers request as the broker appends it
 (``KafkaApis.handleWriteTxnMarkersRequest``): a producer id and epoch, the coordinator epoch,
 COMMIT or ABORT, and the partitions to write it to. It lives in ``storage`` so that both the
 transaction coordinator (``coordinator/``) and the broker may build and read it.
@@ -60,7 +60,7 @@ def decode_end_txn_marker(
 
 
 @attrs.frozen(kw_only=True)
-class TxnMarkerAppend:
+class TxnMarker:
     """One WriteTxnMarkers entry (``WritableTxnMarker``), as
     ``ReplicaManager.append_txn_markers`` takes it."""
 

@@ -6,12 +6,17 @@
   offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v2-v4 from the leader-epoch cache
   metadata.py      Metadata v0-v12 from the metadata image (optional auto-create)
   init_producer_id.py  InitProducerId v0-v4: producer ids for idempotent producers from the
-                   broker's ``broker.producer_ids.ProducerIdManager``; no transactional ids
+                   broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones
+                   from the transaction coordinator
+  transactions.py  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (KIP-98/447/890)
+  write_txn_markers.py  WriteTxnMarkers: a coordinator's markers appended as leader
+  txn_admin.py     DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
   admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
   security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
-  groups.py        FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+  find_coordinator.py  FindCoordinator for groups and transactional ids
+  groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
 
 Every handler checks what Kafka's ``KafkaApis`` authorizes (``broker.authorization``'s
@@ -34,7 +39,8 @@ from pykraft.broker.controller_api import (
 )
 from pykraft.broker.handlers.admin import admin_handlers
 from pykraft.broker.handlers.fetch import fetch_handler
-from pykraft.broker.handlers.groups import group_handlers
+from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
+from pykraft.broker.handlers.groups import group_handlers, offsets_coordinator_topic
 from pykraft.broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
 from pykraft.broker.handlers.list_offsets import list_offsets_handler
 from pykraft.broker.handlers.metadata import metadata_handler
@@ -42,8 +48,15 @@ from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_
 from pykraft.broker.handlers.produce import produce_handler
 from pykraft.broker.handlers.security import security_handlers
 from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.handlers.transactions import (
+    transaction_coordinator_topic,
+    transaction_handlers,
+)
+from pykraft.broker.handlers.txn_admin import transaction_admin_handlers
+from pykraft.broker.handlers.write_txn_markers import write_txn_markers_handler
 from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
+from pykraft.coordinator.transaction.shell import TransactionCoordinatorShell
 from pykraft.protocol.api_keys import ApiKey
 
 
@@ -51,12 +64,15 @@ def broker_handlers(
     services: BrokerServices,
     producer_ids: ProducerIdSource | None = None,
     group_coordinator: GroupCoordinatorShell | None = None,
+    transaction_coordinator: TransactionCoordinatorShell | None = None,
 ) -> dict[ApiKey, ApiHandler]:
     """Every handler of this package, by API key, for ``KafkaApis.register_all``.
 
     InitProducerId is served only with ``producer_ids`` (a broker always passes its
     ``ProducerIdManager``; harnesses that produce no idempotent batches may leave it out), the
-    group APIs only with ``group_coordinator`` (likewise).
+    group APIs only with ``group_coordinator`` (likewise), the transaction APIs only with both
+    coordinators. WriteTxnMarkers and DescribeProducers are always served: they act on the
+    partitions this broker leads.
     """
     handlers = {
         ApiKey.PRODUCE: produce_handler(services),
@@ -66,13 +82,22 @@ def broker_handlers(
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
         **security_handlers(services),
+        ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
+        **transaction_admin_handlers(services, transaction_coordinator),
     }
     if producer_ids is not None:
         handlers[ApiKey.INIT_PRODUCER_ID] = init_producer_id_handler(
-            producer_ids, services.authorizer
+            producer_ids, services.authorizer, transaction_coordinator
         )
+    coordinators = []
     if group_coordinator is not None:
         handlers.update(group_handlers(services, group_coordinator))
+        coordinators.append(offsets_coordinator_topic(group_coordinator))
+    if group_coordinator is not None and transaction_coordinator is not None:
+        handlers.update(transaction_handlers(services, transaction_coordinator, group_coordinator))
+        coordinators.append(transaction_coordinator_topic(transaction_coordinator))
+    if coordinators:
+        handlers[ApiKey.FIND_COORDINATOR] = find_coordinator_handler(services, tuple(coordinators))
     return handlers
 
 

@@ -1,15 +1,8 @@
-"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, DescribeGroups, ListGroups — Kafka's ``KafkaApis`` handlers in front of the group
-coordinator (``coordinator.group.shell.GroupCoordinatorShell``).
-
-FindCoordinator (v0-v4; v4 batches keys, KIP-699): a group's coordinator is the leader of
-partition ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`` of
-``__consumer_offsets``, an alive broker reachable on the request's listener. While the topic does
-not exist the broker asks the controller to create it (``offsets.topic.num.partitions``
-partitions, replication factor ``min(offsets.topic.replication.factor, alive brokers)``,
-``cleanup.policy=compact``) and answers COORDINATOR_NOT_AVAILABLE, which clients retry (Kafka's
-``AutoTopicCreationManager``). Transactional ids (key type 1): pykraft has no transaction
-coordinator, so COORDINATOR_NOT_AVAILABLE; other key types are INVALID_REQUEST.
+"""Group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+DescribeGroups, ListGroups — Kafka's ``KafkaApis`` handlers in front of the group coordinator
+(``coordinator.group.shell.GroupCoordinatorShell``). FindCoordinator, for groups and
+transactional ids, is ``find_coordinator.py``; ``offsets_coordinator_topic`` tells it about
+``__consumer_offsets``.
 
 Static membership (``group.instance.id`` in JoinGroup v5+, SyncGroup/Heartbeat v3+,
 OffsetCommit v7+) is answered UNSUPPORTED_VERSION, as Kafka does when the inter-broker protocol
@@ -22,10 +15,10 @@ OffsetCommit: partitions of topics the metadata does not know are UNKNOWN_TOPIC_
 offsets yet). OffsetFetch v8+ answers several groups per request; v1 reports a group error on
 every partition asked for, v2+ once for the group, as Kafka does.
 
-Authorization (Kafka's ``KafkaApis``): FindCoordinator needs DESCRIBE on the group; JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ on it (else the whole answer is
-GROUP_AUTHORIZATION_FAILED), OffsetCommit also READ on each topic (TOPIC_AUTHORIZATION_FAILED
-per partition). The read-only APIs and their filtering are in ``group_reads.py``.
+Authorization (Kafka's ``KafkaApis``): JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
+OffsetCommit need READ on the group (else the whole answer is GROUP_AUTHORIZATION_FAILED),
+OffsetCommit also READ on each topic (TOPIC_AUTHORIZATION_FAILED per partition). The
+read-only APIs and their filtering are in ``group_reads.py``.
 
 Requests reach the handlers as typed values (``group_requests.py`` reads kafka-python's objects
 and applies the version rules); the responses are still built as kafka-python objects.
@@ -33,18 +26,16 @@ and applies the version rules); the responses are still built as kafka-python ob
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.find_coordinator import CoordinatorTopic
 from pykraft.broker.handlers.group_reads import describe_groups, list_groups, offset_fetch
 from pykraft.broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
     NO_RETENTION,
-    FindCoordinatorRequestData,
     HeartbeatRequestData,
     JoinGroupRequestData,
     LeaveGroupRequestData,
@@ -52,7 +43,6 @@ from pykraft.broker.handlers.group_requests import (
     OffsetCommitRequestData,
     SyncGroupRequestData,
     describe_groups_request,
-    find_coordinator_request,
     heartbeat_request,
     join_group_request,
     leave_group_request,
@@ -62,15 +52,13 @@ from pykraft.broker.handlers.group_requests import (
     sync_group_request,
 )
 from pykraft.broker.handlers.group_responses import (
-    FoundCoordinator,
-    find_coordinator_response,
     heartbeat_response,
     join_group_response,
     leave_group_response,
     offset_commit_response,
     sync_group_response,
 )
-from pykraft.broker.handlers.services import BrokerServices, node_endpoint
+from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
@@ -78,7 +66,6 @@ from pykraft.coordinator.group.effects import JoinGroupResult, SyncGroupResult
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
-from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicConfig
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol import unsupported
 from pykraft.protocol.api_keys import ApiKey
@@ -88,7 +75,6 @@ from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-TRANSACTION_KEY_TYPE = 1
 # Kafka's GroupCoordinator.offsetsTopicConfigs, plus retention.ms=-1: pykraft has no log
 # cleaner yet, so nothing may delete the segments compaction would have kept.
 OFFSETS_TOPIC_CONFIGS = {
@@ -104,11 +90,6 @@ Request = TypeVar("Request")
 def group_handlers(
     services: BrokerServices, coordinator: GroupCoordinatorShell
 ) -> dict[ApiKey, ApiHandler]:
-    config = coordinator.config
-    creator = OffsetsTopicCreator(
-        services, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
-    )
-
     authorizer = services.authorizer
 
     def bind(
@@ -145,10 +126,6 @@ def group_handlers(
 
         return checked
 
-    async def find(context: RequestContext, message: Any) -> Any:
-        request = find_coordinator_request(message)
-        return find_coordinator(services, coordinator, creator, context, request)
-
     async def commit(
         shell: GroupCoordinatorShell, context: RequestContext, request: OffsetCommitRequestData
     ) -> Any:
@@ -160,7 +137,6 @@ def group_handlers(
     listed = functools.partial(list_groups, authorizer=authorizer)
 
     return {
-        ApiKey.FIND_COORDINATOR: kafka_python_handler(find),
         ApiKey.JOIN_GROUP: bind(join_group_request, join_group, group_read=True),
         ApiKey.SYNC_GROUP: bind(sync_group_request, sync_group, group_read=True),
         ApiKey.HEARTBEAT: bind(heartbeat_request, heartbeat, group_read=True),
@@ -175,98 +151,18 @@ def group_handlers(
 # ------------------------------------------------------------------ FindCoordinator
 
 
-class OffsetsTopicCreator:
-    """Asks the controller for ``__consumer_offsets`` once at a time, in the background."""
-
-    def __init__(self, services: BrokerServices, partitions: int, replication_factor: int):
-        self.services = services
-        self.partitions = partitions
-        self.replication_factor = replication_factor
-        self._task: asyncio.Task[None] | None = None
-
-    def maybe_create(self, alive_brokers: int) -> None:
-        if self._task is not None and not self._task.done():
-            return
-        factor = max(1, min(self.replication_factor, alive_brokers))
-        self._task = asyncio.ensure_future(self._create(factor))
-
-    async def _create(self, replication_factor: int) -> None:
-        topic = CreatableTopic(
-            name=OFFSETS_TOPIC,
-            num_partitions=self.partitions,
-            replication_factor=replication_factor,
-            configs=tuple(CreatableTopicConfig(k, v) for k, v in OFFSETS_TOPIC_CONFIGS.items()),
-        )
-        try:
-            await self.services.controller.create_topic(topic, validate_only=False)
-            logger.info(
-                "created %s (%d partitions, RF %d)",
-                OFFSETS_TOPIC,
-                self.partitions,
-                replication_factor,
-            )
-        except ControllerError as error:
-            if error.code is not Errors.TOPIC_ALREADY_EXISTS:
-                logger.warning("cannot create %s: %s", OFFSETS_TOPIC, error)
-
-
-def find_coordinator(
-    services: BrokerServices,
-    coordinator: GroupCoordinatorShell,
-    creator: OffsetsTopicCreator,
-    context: RequestContext,
-    request: FindCoordinatorRequestData,
-) -> Any:
-    found = [
-        _coordinator_for(services, coordinator, creator, context, key, request.key_type)
-        for key in request.keys
-    ]
-    return find_coordinator_response(request.version, found)
-
-
-def _coordinator_for(
-    services: BrokerServices,
-    coordinator: GroupCoordinatorShell,
-    creator: OffsetsTopicCreator,
-    context: RequestContext,
-    key: str,
-    key_type: int,
-) -> FoundCoordinator:
-    """Kafka's ``getCoordinator`` for one key."""
-    if key_type == TRANSACTION_KEY_TYPE:
-        message = "pykraft has no transaction coordinator"
-        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
-    if key_type != GROUP_KEY_TYPE:
-        message = f"Unknown coordinator type {key_type}"
-        return FoundCoordinator(key=key, error=Errors.INVALID_REQUEST, message=message)
-    if not services.authorizer.authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, key):
-        # KafkaApis.getCoordinator: DESCRIBE on the group.
-        message = Errors.GROUP_AUTHORIZATION_FAILED.name
-        return FoundCoordinator(key=key, error=Errors.GROUP_AUTHORIZATION_FAILED, message=message)
-    image = services.metadata()
-    topic = image.topics.by_name.get(OFFSETS_TOPIC)
-    if topic is None:
-        alive = sum(1 for broker in image.cluster.brokers.values() if not broker.fenced)
-        creator.maybe_create(alive)
-        message = f"{OFFSETS_TOPIC} is being created"
-        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
-    registration = topic.partitions.get(coordinator.partition_for(key))
-    leader = None
-    if registration is not None and registration.has_leader():
-        leader = image.cluster.broker(registration.leader)
-    node = None
-    if leader is not None and not leader.fenced:
-        node = node_endpoint(leader, context.listener_name)
-    if node is None:
-        message = "The coordinator is not available."
-        return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
-    return FoundCoordinator(
-        key=key,
-        error=Errors.NONE,
-        message=None,
-        node_id=node.node_id,
-        host=node.host,
-        port=node.port,
+def offsets_coordinator_topic(coordinator: GroupCoordinatorShell) -> CoordinatorTopic:
+    """``__consumer_offsets`` as FindCoordinator's key type 0 sees it."""
+    config = coordinator.config
+    return CoordinatorTopic(
+        key_type=GROUP_KEY_TYPE,
+        topic=OFFSETS_TOPIC,
+        partitions=config.offsets_topic_num_partitions,
+        replication_factor=config.offsets_topic_replication_factor,
+        configs=OFFSETS_TOPIC_CONFIGS,
+        partition_for=coordinator.partition_for,
+        resource_type=ResourceType.GROUP,
+        refusal=Errors.GROUP_AUTHORIZATION_FAILED,
     )
 
 

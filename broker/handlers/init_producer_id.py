@@ -1,29 +1,29 @@
-"""InitProducerId (v0-v4) for idempotent producers: Kafka's ``handleInitProducerIdRequest``
-(``KafkaApis``) and ``TransactionCoordinator.handleInitProducerId``, without transactions.
+"""InitProducerId (v0-v4): Kafka's ``handleInitProducerIdRequest`` (``KafkaApis``) in front of
+``TransactionCoordinator.handleInitProducerId``.
 
 kafka-python 3.x (by default), confluent-kafka with ``enable.idempotence=true`` and aiokafka with
-``enable_idempotence`` send it before their first Produce. Any broker answers it:
+``enable_idempotence`` send it before their first Produce; transactional producers send it from
+``init_transactions()`` to their transaction coordinator. What is answered:
 
-* no transactional id: a producer id never handed out before, epoch 0 — "if the transactional id
-  is null, then always blindly accept the request and return a new producerId", also when a v3+
-  request names the client's current id and epoch (KIP-360's epoch bump is for transactional
-  ids; an idempotent producer simply starts over under a new id);
+* no transactional id: any broker answers with a producer id never handed out before, epoch 0 —
+  "if the transactional id is null, then always blindly accept the request and return a new
+  producerId", also when a v3+ request names the client's current id and epoch (KIP-360's epoch
+  bump is for transactional ids; an idempotent producer simply starts over under a new id);
+* a transactional id: the transaction coordinator decides (``coordinator.transaction``: a new id
+  or an epoch bump, fencing the previous instance, aborting its open transaction first,
+  NOT_COORDINATOR on a broker that does not own the id); PRODUCER_FENCED is answered
+  INVALID_PRODUCER_EPOCH below v4 (KIP-588);
 * no id at hand (the broker's block is used up and the next one is still on its way from the
   controller, see ``broker.producer_ids``): COORDINATOR_LOAD_IN_PROGRESS, which every client
   retries — Kafka's ``RPCProducerIdManager`` answers it "rather than REQUEST_TIMED_OUT since
   older clients treat the error as fatal";
 * v3+ with only one of producer id and producer epoch set: INVALID_REQUEST (``KafkaApis``,
   KIP-360: both are -1 or both name the producer);
-* an empty transactional id: INVALID_REQUEST (``TransactionCoordinator``);
-* any other transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED. pykraft has no transaction
-  coordinator, so no client may use a transactional id; this is the error Kafka's
-  ``handleInitProducerIdRequest`` gives a client not allowed to (WRITE on the TransactionalId
-  resource), and clients treat it as fatal (Java's and kafka-python's ``InitProducerIdHandler``),
-  so ``init_transactions()`` fails at once with a clear error. The alternatives Kafka uses for a
-  coordinator that is missing or moving (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) are
-  retriable: the client would look for a coordinator until ``max.block.ms`` ran out.
+* an empty transactional id: INVALID_REQUEST (``TransactionCoordinator``).
 
-An error answer carries producer id -1 and epoch -1 (Kafka's ``initTransactionError``).
+Authorization: WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+without one, IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679). An error answer
+carries producer id -1 and epoch -1 (Kafka's ``initTransactionError``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from typing import Any, Protocol
 from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
+from pykraft.coordinator.transaction.effects import ProducerIdAndEpoch, error_for_version
+from pykraft.coordinator.transaction.shell import TransactionCoordinatorShell
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
@@ -51,12 +53,16 @@ class ProducerIdSource(Protocol):
 
 
 def init_producer_id_handler(
-    producer_ids: ProducerIdSource, authorizer: RequestAuthorizer = ALLOW_EVERYTHING
+    producer_ids: ProducerIdSource,
+    authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
+    transactions: TransactionCoordinatorShell | None = None,
 ) -> ApiHandler:
     async def handle(request: RequestContext, message: Any) -> Any:
         refusal = authorization_error(authorizer, request, message)
         if refusal is not None:
             return response(message.version, refusal, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        if message.transactional_id and transactions is not None and request_error(message) is None:
+            return await transactional_init_producer_id(transactions, message)
         return await init_producer_id(producer_ids, message)
 
     return kafka_python_handler(handle)
@@ -87,13 +93,29 @@ def request_error(request: Any) -> Errors | None:
         return Errors.INVALID_REQUEST
     if request.transactional_id == "":
         return Errors.INVALID_REQUEST
-    if request.transactional_id is not None:
-        return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return None
 
 
+async def transactional_init_producer_id(
+    transactions: TransactionCoordinatorShell, request: Any
+) -> Any:
+    expected = None
+    if request.version >= 3 and request.producer_id != NO_PRODUCER_ID:
+        expected = ProducerIdAndEpoch(request.producer_id, request.producer_epoch)
+    result = await transactions.init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms, expected
+    )
+    error = error_for_version(result.error, ApiKey.INIT_PRODUCER_ID, request.version)
+    return response(request.version, error, result.producer_id, result.producer_epoch)
+
+
 async def init_producer_id(producer_ids: ProducerIdSource, request: Any) -> Any:
+    """Without a transactional id (or a broker with no transaction coordinator, a test
+    harness: then a transactional id is refused as not authorized, which clients treat as
+    fatal)."""
     error = request_error(request)
+    if error is None and request.transactional_id is not None:
+        error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if error is None:
         producer_id = await producer_ids.generate_producer_id()
         if producer_id is not None:

@@ -24,7 +24,7 @@ import attrs
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from pykraft.storage.topic_partition import TopicPartition
+from pykraft.storage.txn_markers import TxnMarker
 
 
 @attrs.frozen
@@ -106,17 +106,6 @@ class Append:
     # How long the append may wait for the ISR (Kafka: the transaction timeout, or
     # request.timeout.ms for tombstones).
     timeout_ms: int
-
-
-@attrs.frozen(kw_only=True)
-class TxnMarker:
-    """Kafka's ``TxnMarkerEntry``: a COMMIT or ABORT marker for ``partitions``."""
-
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    commit: bool
-    partitions: tuple[TopicPartition, ...]
 
 
 @attrs.frozen

@@ -25,9 +25,10 @@ from typing import Protocol
 
 import attrs
 
-from pykraft.coordinator.transaction.effects import SendMarkers, TxnMarker
+from pykraft.coordinator.transaction.effects import SendMarkers
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
+from pykraft.storage.txn_markers import TxnMarker
 
 NO_LEADER = -1
 # Markers per WriteTxnMarkers request (a load can find many prepared transactions at once).

@@ -36,12 +36,13 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from pykraft.coordinator.transaction.effects import Effects, SendMarkers, TxnMarker
+from pykraft.coordinator.transaction.effects import Effects, SendMarkers
 from pykraft.coordinator.transaction.manager import EpochAndMetadata, TransactionStateManager
 from pykraft.coordinator.transaction.metadata import TransactionMetadata, TxnTransitMetadata
 from pykraft.coordinator.transaction.writes import CompleteTxnWrite, PendingWrite
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
+from pykraft.storage.txn_markers import TxnMarker
 
 # retry.backoff.ms and retry.backoff.max.ms (KIP-580): the wait before a marker or a
 # completion is tried again, doubling per attempt.

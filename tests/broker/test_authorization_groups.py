@@ -18,7 +18,7 @@ import pytest
 from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
-from pykraft.broker.handlers.groups import group_handlers
+from pykraft.broker.handlers import broker_handlers
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -63,7 +63,9 @@ class Broker:
         cluster.publish(*offsets_led_here())
         self.authorizer = authorizer(*bindings)
         self.apis = KafkaApis()
-        handlers = group_handlers(services(cluster, authorizer=self.authorizer), self.shell)
+        handlers = broker_handlers(
+            services(cluster, authorizer=self.authorizer), group_coordinator=self.shell
+        )
         self.apis.register_all(handlers)
 
     def allow(self, *bindings: AclBinding) -> None:

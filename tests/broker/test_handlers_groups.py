@@ -24,7 +24,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from pykraft.broker.handlers.groups import group_handlers
+from pykraft.broker.handlers import broker_handlers
 from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.coordinator.group.loader import read_partition_records
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
@@ -89,7 +89,7 @@ class Broker:
         )
         cluster.shell = self.shell
         svc = services(cluster, controller=self.controller, wall_clock_ms=self.clock.wall_clock_ms)
-        self.handlers: dict[ApiKey, ApiHandler] = group_handlers(svc, self.shell)
+        self.handlers: dict[ApiKey, ApiHandler] = broker_handlers(svc, group_coordinator=self.shell)
 
     async def send(self, api_key: ApiKey, version: int, request: Any) -> Any:
         body = await call_async(self.handlers[api_key], api_key, version, encode(request, version))
@@ -231,10 +231,7 @@ def test_find_coordinator_v4_batches_and_key_types(cluster: GroupCluster) -> Non
             ("a", Errors.NONE, LOCAL),
             ("b", Errors.NONE, LOCAL),
         ]
-        transactional = FindCoordinatorRequest(version=3, key="txn", key_type=1)
-        response = await broker.send(ApiKey.FIND_COORDINATOR, 3, transactional)
-        assert response.error_code == Errors.COORDINATOR_NOT_AVAILABLE
-        assert "transaction" in response.error_message
+        # Transactional ids (key type 1): tests/broker/test_handlers_transactions.py.
         unknown = FindCoordinatorRequest(version=3, key="x", key_type=7)
         response = await broker.send(ApiKey.FIND_COORDINATOR, 3, unknown)
         assert response.error_code == Errors.INVALID_REQUEST

@@ -22,7 +22,7 @@ from pykraft.replica import partition_core
 from pykraft.storage.leader_epoch_cache import EpochEntry, OffsetAndEpoch
 from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.partition_log import OffsetAndTimestamp
-from pykraft.storage.txn_markers import TxnMarkerAppend
+from pykraft.storage.txn_markers import TxnMarker
 from tests.broker.partition_fixtures import F2, LOCAL, TP, Env, batch, change
 
 
@@ -178,7 +178,7 @@ def test_the_last_stable_offset_moves_when_the_high_watermark_passes_a_marker(
     env.fetch_follower(F2, 1)
     assert (partition.high_watermark, partition.last_stable_offset) == (1, 0)
     assert env.last_stable_offset_moves == []
-    commit = TxnMarkerAppend(producer_id=7, producer_epoch=0, coordinator_epoch=0, commit=True,
+    commit = TxnMarker(producer_id=7, producer_epoch=0, coordinator_epoch=0, commit=True,
                              partitions=(TP,)).control_batch(env.now_ms)  # fmt: skip
     with pytest.raises(PartitionError) as refused:  # clients may not write markers
         partition.append_records_to_leader(commit, required_acks=1, now_ms=env.now_ms)

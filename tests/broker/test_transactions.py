@@ -27,7 +27,7 @@ from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.record_batch import iter_batches
 from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 from pykraft.storage.topic_partition import TopicPartition
-from pykraft.storage.txn_markers import TxnMarkerAppend, decode_end_txn_marker
+from pykraft.storage.txn_markers import TxnMarker, decode_end_txn_marker
 from tests.broker.handler_support import pets_and_birds
 from tests.broker.replica_harness import (
     LOCAL,
@@ -119,8 +119,8 @@ def marker(
     commit: bool,
     epoch: int = 0,
     coordinator_epoch: int = 0,
-) -> TxnMarkerAppend:
-    return TxnMarkerAppend(
+) -> TxnMarker:
+    return TxnMarker(
         producer_id=producer_id,
         producer_epoch=epoch,
         coordinator_epoch=coordinator_epoch,
@@ -130,7 +130,7 @@ def marker(
 
 
 def write_markers(
-    cluster: Cluster, *markers: TxnMarkerAppend, timeout_ms: int = 30_000
+    cluster: Cluster, *markers: TxnMarker, timeout_ms: int = 30_000
 ) -> dict[tuple[int, TopicPartition], Errors]:
     async def run() -> dict[tuple[int, TopicPartition], Errors]:
         return await cluster.replica_manager.append_txn_markers(

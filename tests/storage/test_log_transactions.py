@@ -25,7 +25,7 @@ from pykraft.storage.memory_disk import MemoryDisk
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
-from pykraft.storage.txn_markers import TxnMarkerAppend
+from pykraft.storage.txn_markers import TxnMarker
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
 EPOCH = 0
@@ -86,7 +86,7 @@ def end_txn(
     origin: AppendOrigin = AppendOrigin.COORDINATOR,
 ) -> None:
     """LogTestUtils.appendEndTxnMarkerAsLeader."""
-    marker = TxnMarkerAppend(
+    marker = TxnMarker(
         producer_id=producer_id,
         producer_epoch=epoch,
         coordinator_epoch=coordinator_epoch,

@@ -11,7 +11,6 @@ from pathlib import Path
 import attrs
 
 from pykraft.coordinator.transaction.config import TRANSACTION_STATE_TOPIC
-from pykraft.coordinator.transaction.effects import TxnMarker
 from pykraft.coordinator.transaction.loader import load_transactions
 from pykraft.coordinator.transaction.replay import TransactionLogReplay
 from pykraft.protocol.errors import Errors
@@ -19,6 +18,7 @@ from pykraft.storage.log_config import LogConfig
 from pykraft.storage.memory_disk import MemoryDisk
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.topic_partition import TopicPartition
+from pykraft.storage.txn_markers import TxnMarker
 
 
 @attrs.frozen

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from pykraft.coordinator.transaction.effects import TxnMarker, error_for_version
+from pykraft.coordinator.transaction.effects import error_for_version
 from pykraft.coordinator.transaction.state import TransactionState
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
+from pykraft.storage.txn_markers import TxnMarker
 from tests.coordinator.transaction.harness import (
     EPOCH,
     START_MS,
