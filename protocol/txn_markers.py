@@ -1,5 +1,6 @@
-"""WriteTxnMarkers (v1; v0 went with KIP-896): the transaction coordinator's request to partition leaders, defined
-once for both ends (Kafka's ``WriteTxnMarkersRequest.TxnMarkerEntry``, KIP-98).
+"""WriteTxnMarkers (v1; v0 went with KIP-896): the transaction coordinator's request to
+partition leaders, defined once for both ends (Kafka's ``WriteTxnMarkersRequest.TxnMarkerEntry``,
+KIP-98).
 
 Each entry is a ``storage.txn_markers.TxnMarker``: the leaders of its partitions append an
 end-transaction marker (a control batch, COMMIT or ABORT) for its producer id at its producer
