@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.export.export_topic_job import available_offsets, held_back, readable
+from pykraft.export.export_topic_job import (
+    ExportResult,
+    available_offsets,
+    held_back,
+    print_result,
+    readable,
+)
 from pykraft.export.isolation import IsolationLevel
 from pykraft.export.log_dirs import LogScanError
 from pykraft.export.log_scan import LogFilter, discover_partitions, plan_splits
@@ -183,3 +189,12 @@ def test_export_runs_wait_for_open_transactions_and_never_skip_or_repeat(
     assert exported == partition.committed_offsets(hw)
     assert not set(exported) & set(partition.aborted_offsets())
     assert [r.end_offset for run in manifest.runs for r in run.ranges] == [16, 21, hw]
+
+
+def test_held_back_ranges_are_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    result = ExportResult(None, (), (), None, (ExportedRange(0, 16, 23),))
+    print_result(result, "payments", Path("out"))
+    assert capsys.readouterr().out.splitlines() == [
+        "partition 0: offsets 16..22 wait for the transaction open at offset 16 (read_committed)",
+        "payments: nothing new to export; out is up to date",
+    ]
