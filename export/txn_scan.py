@@ -34,6 +34,7 @@ import attrs
 from pykraft.export.isolation import overlapping
 from pykraft.export.log_dirs import LogScanError, list_segments
 from pykraft.storage.aborted_txn import (
+    ABORTED_TXN_SIZE,
     TXN_INDEX_SUFFIX,
     AbortedTxn,
     TxnIndexProblem,
@@ -196,12 +197,11 @@ class _IndexedSegment:
 
     @functools.cached_property
     def aborted_txns(self) -> Sequence[AbortedTxn]:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return ()  # created by the first abort: most segments have none
-        except OSError as error:
-            raise LogScanError(f"{self.path}: cannot read: {error.strerror}") from None
+        data = self._read()
+        if len(data) % ABORTED_TXN_SIZE:
+            # A running broker's append can be caught half-copied (an entry straddling a page);
+            # it completes at once. A tail still torn is a crash the broker has not recovered.
+            data = self._read()
         try:
             entries = decode_entries(data)
         except TxnIndexProblem as problem:
@@ -210,6 +210,14 @@ class _IndexedSegment:
         if problem_text is not None:
             raise self._untrusted(problem_text)
         return tuple(entries)
+
+    def _read(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return b""  # created by the first abort: most segments have none
+        except OSError as error:
+            raise LogScanError(f"{self.path}: cannot read: {error.strerror}") from None
 
     def _untrusted(self, problem: str) -> LogScanError:
         return LogScanError(

@@ -133,6 +133,27 @@ def test_a_torn_transaction_index_is_an_error_never_aborted_rows(partition: TxnP
     assert offsets(partition.log_dir, UNCOMMITTED)
 
 
+def test_an_entry_caught_mid_append_is_read_again(
+    partition: TxnPartition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A running broker appends an entry while the scan reads: the first read may see part of it.
+    hw = partition.checkpoint()
+    index = sorted(partition.directory.glob(f"*{TXN_INDEX_SUFFIX}"))[-1]
+    whole, reads = index.read_bytes(), []
+    read_bytes = Path.read_bytes
+
+    def racing(path: Path) -> bytes:
+        data = read_bytes(path)
+        if path == index:
+            reads.append(path)
+            return data if len(reads) > 1 else data[:-10]
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", racing)
+    assert offsets(partition.log_dir) == partition.committed_offsets(hw)
+    assert len(reads) == 2 and index.read_bytes() == whole
+
+
 def test_ignoring_the_high_watermark_takes_the_last_stable_offset_at_the_log_end(
     partition: TxnPartition,
 ) -> None:
