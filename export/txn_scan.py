@@ -50,7 +50,7 @@ from pykraft.storage.producer_state_file import list_snapshot_offsets
 from pykraft.storage.record_batch import BatchHeader, CorruptRecordError
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
-# Snapshots hold one 42-byte entry per producer; a file far larger is not one to load.
+# Snapshots hold one 46-byte entry per producer; a file far larger is not one to load.
 SNAPSHOT_BYTES_MAX = 64 * 1024 * 1024
 
 
