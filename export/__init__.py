@@ -6,6 +6,8 @@ checkpoints — never a live process; imports ``storage`` and ``metadata``, neve
 
 * ``segment_reader``  one segment file -> record columns (CRC-checked, all four codecs)
 * ``log_scan``        log dirs -> partitions, high watermarks, pushdown, one split per segment
+* ``isolation``       read_committed (default) / read_uncommitted: what a scan hides
+* ``txn_scan``        a partition's files -> its last stable offset and aborted transactions
 * ``snapshot_scan``   snapshot files -> verified line-range splits -> record rows
 * ``metadata_journal``the retained metadata log: Raft journal -> committed records + offsets
 * ``metadata_rows``   records and images as rows (``records``, ``brokers``, ``topics``, …)

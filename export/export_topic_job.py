@@ -5,6 +5,11 @@ reads only what is new (see ``export.manifest`` for the run states and crash rec
 ``pykraft spark export-topic --log-dirs … --topic T --out DIR`` or, on a cluster, as
 ``spark-submit export/export_topic_job.py --log-dirs … --topic T --out DIR`` (with
 ``PYSPARK_PYTHON`` pointing at a Python that has pykraft installed).
+
+``--isolation-level read_committed`` (the default) exports what a read_committed consumer
+reads: no aborted transaction's records, nothing from the first still-open transaction on (that
+waits for a later run, reported as held back); ``read_uncommitted`` exports everything below
+the high watermark (``export.isolation``). Control records are never rows.
 """
 
 from __future__ import annotations
@@ -13,12 +18,17 @@ import argparse
 import json
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from pykraft.export.isolation import (
+    DEFAULT_ISOLATION_LEVEL,
+    ISOLATION_LEVEL_OPTION,
+    IsolationLevel,
+)
 from pykraft.export.job_args import add_export_topic_arguments, run_job
 from pykraft.export.log_dirs import parse_log_dirs
 from pykraft.export.log_scan import LogFilter, discover_partitions
@@ -34,6 +44,7 @@ from pykraft.export.manifest import (
     load_manifest,
     plan_export,
 )
+from pykraft.export.txn_scan import read_txn_state
 from pykraft.storage.atomic_file import write_atomically
 from pykraft.storage.system_clock import SystemClock
 
@@ -44,6 +55,9 @@ class ExportResult:
     ranges: tuple[ExportedRange, ...]
     skipped: tuple[ExportedRange, ...]
     recovered_run: int | None  # a pending run from a crashed export, finished now
+    # read_committed: [last stable offset, high watermark) per partition, waiting for the
+    # transaction open at its start to end.
+    held_back: tuple[ExportedRange, ...] = ()
 
     @property
     def records(self) -> int:
@@ -87,42 +101,95 @@ def _publish(out_dir: Path, run_id: int) -> None:
         staged.replace(target_dir / f"run-{run_id}-{staged.name}")
 
 
-def available_offsets(log_dirs: str, topic: str) -> dict[int, tuple[int, int]]:
-    """``partition -> (log start offset, high watermark)`` of the replica each partition is
-    read from (the highest high watermark among every broker's copy, as the scan chooses)."""
+@attrs.frozen
+class PartitionEnds:
+    """Where a partition's readable offsets start and where a run reading them stops."""
+
+    log_start_offset: int
+    high_watermark: int
+    end_offset: int  # the last stable offset under read_committed, else the high watermark
+
+    @property
+    def held_back(self) -> bool:
+        return self.end_offset < self.high_watermark
+
+
+def available_offsets(
+    log_dirs: str, topic: str, isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL
+) -> dict[int, PartitionEnds]:
+    """Per partition, the offsets of the replica it is read from (the highest high watermark
+    among every broker's copy, as the scan chooses); under read_committed a run stops at the
+    last stable offset (``export.txn_scan``)."""
     partitions = discover_partitions(parse_log_dirs(log_dirs))
     wanted = LogFilter(topics=frozenset({topic}))
-    return {
-        p.topic_partition.partition: (p.log_start_offset, p.high_watermark)
-        for p in partitions
-        if wanted.admits(p.topic_partition)
-    }
+    ends = {}
+    for p in partitions:
+        if not wanted.admits(p.topic_partition):
+            continue
+        end_offset = p.high_watermark
+        if isolation_level is IsolationLevel.READ_COMMITTED:
+            state = read_txn_state(p.directory, p.log_start_offset, p.high_watermark)
+            end_offset = state.last_stable_offset
+        ends[p.topic_partition.partition] = PartitionEnds(
+            p.log_start_offset, p.high_watermark, end_offset
+        )
+    return ends
+
+
+def readable(ends: Mapping[int, PartitionEnds]) -> dict[int, tuple[int, int]]:
+    """What ``plan_export`` takes: ``partition -> (log start offset, end)``."""
+    return {partition: (e.log_start_offset, e.end_offset) for partition, e in ends.items()}
+
+
+def held_back(ends: Mapping[int, PartitionEnds]) -> tuple[ExportedRange, ...]:
+    """The ranges waiting for an open transaction: ``[last stable offset, high watermark)``."""
+    return tuple(
+        ExportedRange(partition, e.end_offset, e.high_watermark)
+        for partition, e in sorted(ends.items())
+        if e.held_back
+    )
 
 
 def export_topic(
-    spark: Any, log_dirs: str, topic: str, out_dir: Path, *, wall_clock_ms: Callable[[], int]
+    spark: Any,
+    log_dirs: str,
+    topic: str,
+    out_dir: Path,
+    *,
+    wall_clock_ms: Callable[[], int],
+    isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL,
 ) -> ExportResult:
     """Export what is new; ``wall_clock_ms`` dates the run in the manifest."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    manifest, recovered = recover(out_dir, load_manifest(out_dir, topic))
-    plan = plan_export(manifest, available_offsets(log_dirs, topic))
+    manifest, recovered = recover(out_dir, load_manifest(out_dir, topic, isolation_level))
+    ends = available_offsets(log_dirs, topic, isolation_level)
+    plan = plan_export(manifest, readable(ends))
+    waiting = held_back(ends)
     if not plan.ranges:
-        return ExportResult(None, (), plan.skipped, recovered)
+        return ExportResult(None, (), plan.skipped, recovered, waiting)
     run_id = manifest.next_run_id()
-    counts = _write_run(spark, log_dirs, topic, plan, _run_dir(out_dir, run_id))
+    run_dir = _run_dir(out_dir, run_id)
+    counts = _write_run(spark, log_dirs, topic, plan, run_dir, isolation_level)
     ranges = tuple(attrs.evolve(r, records=counts.get(r.partition, 0)) for r in plan.ranges)
     manifest = begin_run(manifest, run_id, ranges, wall_clock_ms())
     _save(out_dir, manifest)
     _publish(out_dir, run_id)
     _save(out_dir, commit_run(manifest, run_id))
     shutil.rmtree(out_dir / STAGING_DIR, ignore_errors=True)
-    return ExportResult(run_id, ranges, plan.skipped, recovered)
+    return ExportResult(run_id, ranges, plan.skipped, recovered, waiting)
 
 
 def _write_run(
-    spark: Any, log_dirs: str, topic: str, plan: ExportPlan, run_dir: Path
+    spark: Any,
+    log_dirs: str,
+    topic: str,
+    plan: ExportPlan,
+    run_dir: Path,
+    isolation_level: IsolationLevel,
 ) -> dict[int, int]:
-    """Spark reads exactly the planned ranges and writes them; returns rows per partition."""
+    """Spark reads exactly the planned ranges and writes them; returns rows per partition.
+    (The scan plans again: its last stable offset is at least the plan's, which ends the
+    ranges, so it reads exactly them.)"""
     from pykraft.export.spark_sources import LOG_FORMAT
 
     starting = {topic: {str(r.partition): r.start_offset for r in plan.ranges}}
@@ -131,6 +198,7 @@ def _write_run(
         spark.read.format(LOG_FORMAT)
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
+        .option(ISOLATION_LEVEL_OPTION, isolation_level.value)
         .load(log_dirs)
     )
     df.write.mode("overwrite").partitionBy("partition").parquet(str(run_dir))
@@ -148,8 +216,13 @@ def print_result(result: ExportResult, topic: str, out_dir: Path) -> None:
             f"partition {r.partition}: offsets {r.start_offset}..{r.end_offset - 1} were "
             "removed from the log before they were exported"
         )
+    for r in result.held_back:
+        print(
+            f"partition {r.partition}: offsets {r.start_offset}..{r.end_offset - 1} wait for "
+            f"the transaction open at offset {r.start_offset} (read_committed)"
+        )
     if result.run_id is None:
-        print(f"{topic}: nothing new below the high watermark; {out_dir} is up to date")
+        print(f"{topic}: nothing new to export; {out_dir} is up to date")
         return
     print(f"{topic}: run {result.run_id} exported {result.records} records to {out_dir}")
     for r in result.ranges:
@@ -163,7 +236,12 @@ def run(spark: Any, args: argparse.Namespace) -> int:
     """The job's entry point (``pykraft spark export-topic`` or ``spark-submit``): a
     composition root, so it builds the clock."""
     result = export_topic(
-        spark, args.log_dirs, args.topic, args.out, wall_clock_ms=SystemClock().wall_clock_ms
+        spark,
+        args.log_dirs,
+        args.topic,
+        args.out,
+        wall_clock_ms=SystemClock().wall_clock_ms,
+        isolation_level=IsolationLevel(args.isolation_level),
     )
     print_result(result, args.topic, args.out)
     return 0

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pykraft.export.isolation import DEFAULT_ISOLATION_LEVEL, ISOLATION_LEVEL_NAMES
+
 MASTER_HELP = "Spark master URL (default local[*]; under spark-submit, spark-submit's own)"
 
 
@@ -40,6 +42,15 @@ def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True, help="the topic to export")
     parser.add_argument(
         "--out", required=True, type=Path, help="output directory (Parquet files and the manifest)"
+    )
+    parser.add_argument(
+        "--isolation-level",
+        choices=ISOLATION_LEVEL_NAMES,
+        default=DEFAULT_ISOLATION_LEVEL.value,
+        help="read_committed (default): what a read_committed Kafka consumer reads — no "
+        "records of aborted transactions, and nothing from the first transaction still open "
+        "on (a later run exports it once it ends); read_uncommitted: every record below the "
+        "high watermark. An output directory keeps the level of its first run",
     )
     parser.add_argument("--master", default=None, help=MASTER_HELP)
 

@@ -18,6 +18,12 @@ so nothing is read. ``ignore_high_watermark`` reads to the end of the log (of th
 the largest log end offset, when there are several). Records below the log start offset
 (after DeleteRecords) are never read, as Kafka never serves them.
 
+Isolation (``export.isolation``): ``read_committed``, the default, also stops each partition
+at its last stable offset and hands every split the aborted transactions overlapping it, which
+the reader drops (``export.txn_scan`` reads both from the partition's files);
+``read_uncommitted`` reads to the high watermark. With ``ignore_high_watermark`` the last
+stable offset is taken at the log end: every transaction with a marker in the log is decided.
+
 ``LogFilter.push`` is the pushdown decision: a predicate on ``topic``, ``partition`` or
 ``offset`` that can be applied exactly while planning and reading is absorbed (returns the
 narrowed filter); anything else returns None and Spark evaluates it. Pure: no pyspark here.
@@ -33,6 +39,15 @@ from typing import Any
 
 import attrs
 
+from pykraft.export.isolation import (
+    DEFAULT_ISOLATION_LEVEL,
+    ISOLATION_LEVEL_NAMES,
+    ISOLATION_LEVEL_OPTION,
+    KAFKA_ISOLATION_LEVEL_OPTION,
+    IsolationLevel,
+    overlapping,
+    parse_isolation_level,
+)
 from pykraft.export.log_dirs import (
     LogScanError,
     check_log_dirs,
@@ -41,6 +56,8 @@ from pykraft.export.log_dirs import (
 )
 from pykraft.export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
 from pykraft.export.segment_reader import SegmentSplit
+from pykraft.export.txn_scan import aborted_txns, read_txn_state
+from pykraft.storage.aborted_txn import AbortedTxn
 from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
@@ -223,11 +240,14 @@ def plan_splits(
     *,
     ignore_high_watermark: bool = False,
     offset_ranges: Mapping[TopicPartition, tuple[int, int | None]] | None = None,
+    isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL,
 ) -> list[SegmentSplit]:
     """One split per segment that may hold offsets the scan wants, in partition/offset order.
 
     ``offset_ranges`` (Kafka source's startingOffsets/endingOffsets) narrows each partition to
-    ``[start, end)``; partitions missing from a given mapping are not read.
+    ``[start, end)``; partitions missing from a given mapping are not read. Under
+    ``read_committed`` the end is at most the last stable offset, and each split carries the
+    aborted transactions overlapping it.
     """
     splits: list[SegmentSplit] = []
     for location in partitions:
@@ -237,7 +257,16 @@ def plan_splits(
         bounds = _partition_bounds(location, log_filter, ignore_high_watermark, offset_ranges)
         if bounds is None:
             continue
-        splits.extend(_segment_splits(location, *bounds))
+        start, end = bounds
+        aborted: tuple[AbortedTxn, ...] = ()
+        if isolation_level is IsolationLevel.READ_COMMITTED:
+            bound = None if ignore_high_watermark else location.high_watermark
+            state = read_txn_state(location.directory, location.log_start_offset, bound)
+            end = state.last_stable_offset if end is None else min(end, state.last_stable_offset)
+            if start >= end:
+                continue
+            aborted = aborted_txns(location.directory, state, start, end)
+        splits.extend(_segment_splits(location, start, end, aborted))
     return splits
 
 
@@ -266,7 +295,7 @@ def _partition_bounds(
 
 
 def _segment_splits(
-    location: PartitionLocation, start: int, end: int | None
+    location: PartitionLocation, start: int, end: int | None, aborted: tuple[AbortedTxn, ...]
 ) -> Iterator[SegmentSplit]:
     segments = list_segments(location.directory)
     tp = location.topic_partition
@@ -276,7 +305,11 @@ def _segment_splits(
             continue  # every offset of this segment is below the range
         if end is not None and base_offset >= end:
             break
-        yield SegmentSplit(str(path), tp.topic, tp.partition, base_offset, start, end)
+        aborted_here = aborted
+        if aborted and end is not None:  # those with records in this segment's part
+            high = end if next_base is None else min(end, next_base)
+            aborted_here = overlapping(aborted, max(start, base_offset), high)
+        yield SegmentSplit(str(path), tp.topic, tp.partition, base_offset, start, end, aborted_here)
 
 
 def parse_offset_ranges(
@@ -301,6 +334,31 @@ def parse_offset_ranges(
         if start == -1:
             raise LogScanError(f"startingOffsets for {tp}: -1 (latest) reads nothing in a batch")
     return ranges
+
+
+def isolation_level_option(options: Mapping[str, str]) -> IsolationLevel:
+    """The scan's isolation from its (lower-cased) options: ``isolation.level``, or
+    ``kafka.isolation.level`` as Spark's Kafka source spells consumer properties; both given
+    must agree. Default ``read_committed``."""
+    given = {
+        name: options[name]
+        for name in (ISOLATION_LEVEL_OPTION, KAFKA_ISOLATION_LEVEL_OPTION)
+        if name in options
+    }
+    if len(set(given.values())) > 1:
+        raise LogScanError(
+            f"{ISOLATION_LEVEL_OPTION}={given[ISOLATION_LEVEL_OPTION]!r} and "
+            f"{KAFKA_ISOLATION_LEVEL_OPTION}={given[KAFKA_ISOLATION_LEVEL_OPTION]!r} disagree"
+        )
+    if not given:
+        return DEFAULT_ISOLATION_LEVEL
+    name, text = next(iter(given.items()))
+    level = parse_isolation_level(text)
+    if level is None:
+        raise LogScanError(
+            f"{name} must be one of {', '.join(ISOLATION_LEVEL_NAMES)}, got {text!r}"
+        )
+    return level
 
 
 def _offsets_json(option: str, text: str) -> dict[TopicPartition, int]:

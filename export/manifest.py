@@ -6,9 +6,10 @@ two states, and only the manifest says which:
 
     (none) --plan+write to OUT/_staging/run-K/--> PENDING --files moved into place--> COMMITTED
 
-1. ``plan_export`` asks, per partition, for ``[next offset, high watermark)``, where the next
-   offset is the end of the committed ranges (or the log start offset, if retention or
-   DeleteRecords has removed records that were never exported: the skipped range is reported).
+1. ``plan_export`` asks, per partition, for ``[next offset, end)``, where the next offset is
+   the end of the committed ranges (or the log start offset, if retention or DeleteRecords has
+   removed records that were never exported: the skipped range is reported), and the end is
+   the high watermark, or under ``read_committed`` the last stable offset.
 2. Spark writes the run to ``_staging/run-K`` (Spark and Parquet readers ignore ``_`` paths).
 3. ``begin_run`` records the run as PENDING with its ranges and record counts; the manifest is
    replaced atomically (``storage.atomic_file``).
@@ -19,6 +20,15 @@ A crash before 3 leaves only staging files, deleted by the next run; a crash bet
 rolled forward by the next run (the staged files are complete: Spark finished writing them
 before 3). So a rerun exports exactly the offsets that are new, never one twice. Pure: the
 moves and Spark live in ``export.export_topic_job``.
+
+Transactions. Under ``read_committed`` a range ends at the last stable offset, the first offset
+of the oldest transaction still open; the records from there on (committed or not) wait for
+the next run, which starts exactly there. The last stable offset never moves back while the
+high watermark does not (a transaction open at a later high watermark was open at an earlier
+one, so it began at or after the earlier last stable offset), so no offset is skipped, and an
+aborted transaction's records are dropped whichever run reads them. The manifest records the
+isolation level and refuses a run at the other one: one output never mixes aborted records with
+committed ones. A manifest written before isolation levels existed takes its next run's.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from pykraft.export.isolation import IsolationLevel, parse_isolation_level
 
 MANIFEST_FILE = "_pykraft_manifest.json"
 STAGING_DIR = "_staging"
@@ -48,7 +60,8 @@ class RunState(enum.Enum):
 @attrs.frozen(order=True)
 class ExportedRange:
     """Offsets ``[start_offset, end_offset)`` of one partition; ``records`` is how many rows
-    that range held (fewer than its width when offsets were skipped: control records)."""
+    that range held (fewer than its width when offsets were skipped: control records, aborted
+    transactions' records)."""
 
     partition: int
     start_offset: int
@@ -68,6 +81,8 @@ class ExportRun:
 class Manifest:
     topic: str
     runs: tuple[ExportRun, ...] = ()
+    # None: written before isolation levels were recorded (the next run sets it).
+    isolation_level: IsolationLevel | None = None
 
     def next_offsets(self) -> dict[int, int]:
         """Per partition, the end of what committed runs exported."""
@@ -96,19 +111,20 @@ class ExportPlan:
 
 
 def plan_export(manifest: Manifest, available: Mapping[int, tuple[int, int]]) -> ExportPlan:
-    """What to export now, given each partition's ``(log start offset, high watermark)``."""
+    """What to export now, given each partition's ``(log start offset, end)``: the end is the
+    high watermark, or the last stable offset under read_committed."""
     done = manifest.next_offsets()
     ranges, skipped = [], []
     for partition in sorted(available):
-        log_start, high_watermark = available[partition]
+        log_start, end = available[partition]
         exported_to = done.get(partition, 0)
         # A partition exported before lost records it never exported; a new one just starts
         # at its log start.
         if partition in done and log_start > exported_to:
             skipped.append(ExportedRange(partition, exported_to, log_start))
         start = max(exported_to, log_start)
-        if start < high_watermark:
-            ranges.append(ExportedRange(partition, start, high_watermark))
+        if start < end:
+            ranges.append(ExportedRange(partition, start, end))
     return ExportPlan(tuple(ranges), tuple(skipped))
 
 
@@ -130,7 +146,7 @@ def commit_run(manifest: Manifest, run_id: int) -> Manifest:
 
 
 def encode_manifest(manifest: Manifest) -> bytes:
-    document = {
+    document: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "topic": manifest.topic,
         "runs": [
@@ -151,6 +167,8 @@ def encode_manifest(manifest: Manifest) -> bytes:
             for run in manifest.runs
         ],
     }
+    if manifest.isolation_level is not None:
+        document["isolationLevel"] = manifest.isolation_level.value
     return (json.dumps(document, indent=1) + "\n").encode("utf-8")
 
 
@@ -163,11 +181,21 @@ def decode_manifest(data: bytes, source: str) -> Manifest:
                 f"supported (this build reads {FORMAT_VERSION})"
             )
         runs = tuple(_run(run) for run in document["runs"])
-        return Manifest(str(document["topic"]), runs)
+        return Manifest(str(document["topic"]), runs, _isolation_level(document, source))
     except (ValueError, KeyError, TypeError) as error:
         if isinstance(error, ManifestError):
             raise
         raise ManifestError(f"manifest {source} is malformed: {error!r}") from None
+
+
+def _isolation_level(document: Any, source: str) -> IsolationLevel | None:
+    text = document.get("isolationLevel")
+    if text is None:
+        return None
+    level = parse_isolation_level(str(text))
+    if level is None:
+        raise ManifestError(f"manifest {source}: isolationLevel {text!r} is not known")
+    return level
 
 
 def _run(obj: Any) -> ExportRun:
@@ -180,13 +208,16 @@ def _run(obj: Any) -> ExportRun:
     return ExportRun(int(obj["runId"]), RunState(obj["state"]), int(obj["createdMs"]), ranges)
 
 
-def load_manifest(out_dir: Path, topic: str) -> Manifest:
-    """The manifest in ``out_dir`` (an empty one if absent); refuses another topic's."""
+def load_manifest(
+    out_dir: Path, topic: str, isolation_level: IsolationLevel | None = None
+) -> Manifest:
+    """The manifest in ``out_dir`` (an empty one if absent) for a run at ``isolation_level``
+    (None: any, for reading it); refuses another topic's, or another isolation level's."""
     path = out_dir / MANIFEST_FILE
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return Manifest(topic)
+        return Manifest(topic, isolation_level=isolation_level)
     except OSError as error:
         raise ManifestError(f"manifest {path}: cannot read: {error.strerror}") from None
     manifest = decode_manifest(data, str(path))
@@ -195,4 +226,11 @@ def load_manifest(out_dir: Path, topic: str) -> Manifest:
             f"{out_dir} holds an export of topic {manifest.topic!r}, not {topic!r}: "
             "use another --out directory"
         )
-    return manifest
+    if isolation_level is None:
+        return manifest
+    if manifest.isolation_level not in (None, isolation_level):
+        raise ManifestError(
+            f"{out_dir} holds a {manifest.isolation_level.value} export of {topic!r}, not "
+            f"{isolation_level.value}: use another --out directory, or the same isolation level"
+        )
+    return attrs.evolve(manifest, isolation_level=isolation_level)

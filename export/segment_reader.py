@@ -8,8 +8,10 @@ skipped by header alone; the walk stops at the first batch at or past the range'
 above the high watermark (possibly a torn tail the broker has not recovered yet) are never read.
 
 Control batches (transaction markers) are skipped, as a Kafka consumer skips them: they are not
-records of the topic. Any malformed batch that must be read raises ``SegmentReadError`` naming
-the file and the byte position.
+records of the topic. A ``read_committed`` split also carries the aborted transactions
+overlapping it (planned by ``export.log_scan``); their batches are skipped by header alone, as
+``export.isolation.AbortedBatches`` says. Any malformed batch that must be read raises
+``SegmentReadError`` naming the file and the byte position.
 
 Columns come out in ``LOG_COLUMNS`` order, in chunks of at most ``MAX_CHUNK_RECORDS`` so one
 split never holds a whole 1 GiB segment's records in memory.
@@ -22,6 +24,8 @@ from pathlib import Path
 
 import attrs
 
+from pykraft.export.isolation import AbortedBatches
+from pykraft.storage.aborted_txn import AbortedTxn
 from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
@@ -71,7 +75,9 @@ class SegmentReadError(ValueError):
 class SegmentSplit:
     """One input split: the records of one segment with offsets in [start_offset, end_offset).
 
-    ``end_offset`` None means "to the end of the segment". Plain fields only: Spark pickles it.
+    ``end_offset`` None means "to the end of the segment"; ``aborted_txns`` are the aborted
+    transactions whose batches to skip (empty under read_uncommitted). Plain values only:
+    Spark pickles it.
     """
 
     path: str
@@ -80,6 +86,7 @@ class SegmentSplit:
     base_offset: int
     start_offset: int
     end_offset: int | None
+    aborted_txns: tuple[AbortedTxn, ...] = attrs.field(default=(), order=False)
 
 
 @attrs.frozen
@@ -145,6 +152,7 @@ def read_segment_chunks(split: SegmentSplit) -> Iterator[SegmentChunk]:
     except OSError as error:
         raise SegmentReadError(split.path, 0, f"cannot read: {error.strerror}") from None
     chunk = SegmentChunk(split.topic, split.partition)
+    aborted = AbortedBatches.of(split.aborted_txns)
     position = 0
     while position < len(data):
         try:
@@ -153,7 +161,8 @@ def read_segment_chunks(split: SegmentSplit) -> Iterator[SegmentChunk]:
             raise SegmentReadError(split.path, error.position, str(error)) from None
         if split.end_offset is not None and header.base_offset >= split.end_offset:
             break
-        if header.last_offset >= split.start_offset and not header.is_control:
+        wanted = header.last_offset >= split.start_offset and not header.is_control
+        if wanted and not aborted.holds(header):
             _append_batch(chunk, data, position, split)
             if len(chunk) >= MAX_CHUNK_RECORDS:
                 yield chunk

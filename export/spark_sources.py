@@ -15,6 +15,10 @@ a partition with several replicas is read from the one with the highest high wat
   ``startingOffsets`` / ``endingOffsets``  the Kafka source's JSON ``{"t": {"0": 5}}``
   ``ignoreHighWatermark``     ``true`` also reads records at or above the high watermark (from
                               the replica with the largest log end offset)
+  ``isolation.level``         ``read_committed`` (default): no aborted transaction's records and
+                              nothing at or past the last stable offset (``export.isolation``);
+                              ``read_uncommitted``: everything below the high watermark. Also
+                              accepted as ``kafka.isolation.level``, Spark's Kafka source's name
 pykraft-metadata, ``load(DIR)`` (a ``metadata.log.dir`` or a snapshot directory):
   ``view``       ``records`` (default), ``brokers``, ``topics``, ``partitions``, ``configs``
   ``snapshot``   ``all`` (records default), ``latest`` (views default), an id or end offset
@@ -51,6 +55,7 @@ from pykraft.export.log_scan import (
     Op,
     Predicate,
     discover_partitions,
+    isolation_level_option,
     parse_offset_ranges,
     plan_splits,
 )
@@ -138,6 +143,7 @@ class LogReader(DataSourceReader):
         self.offset_ranges = parse_offset_ranges(
             options.get("startingoffsets"), options.get("endingoffsets")
         )
+        self.isolation_level = isolation_level_option(options)
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for spark_filter in filters:
@@ -159,6 +165,7 @@ class LogReader(DataSourceReader):
             self.log_filter,
             ignore_high_watermark=self.ignore_high_watermark,
             offset_ranges=self.offset_ranges,
+            isolation_level=self.isolation_level,
         )
         return [InputPartition(split) for split in splits] or [InputPartition(None)]
 

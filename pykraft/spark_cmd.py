@@ -1,7 +1,8 @@
 """``pykraft spark …``: the Spark jobs over snapshots and segment files.
 
     pykraft spark report SNAPSHOT_DIR --out DIR [--snapshot ID] [--master URL]
-    pykraft spark export-topic --log-dirs DIRS --topic T --out DIR [--master URL]
+    pykraft spark export-topic --log-dirs DIRS --topic T --out DIR
+                               [--isolation-level read_committed|read_uncommitted] [--master URL]
 
 ``--master`` runs the same job on a real cluster (``spark://host:7077``, ``yarn``); the default
 is ``local[*]``. The jobs are ``export.report_job`` and ``export.export_topic_job``, also
@@ -45,7 +46,8 @@ _JOBS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
     "export-topic": (
         "pykraft.export.export_topic_job",
         add_export_topic_arguments,
-        "a topic's committed records as Parquet, incrementally",
+        "a topic's committed records as Parquet, incrementally (read_committed by "
+        "default: no aborted or still-open transactions)",
     ),
 }
 

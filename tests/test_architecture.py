@@ -98,6 +98,7 @@ PURE_CORES = [
     "coordinator/transaction/coordinator.py",
     "coordinator/transaction/replay.py",
     "export/replica_choice.py",
+    "export/isolation.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
 # with (leader_epoch_cache from leader_epoch_file, producer_append and producer_state from

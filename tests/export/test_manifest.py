@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
+from pykraft.export.isolation import IsolationLevel
 from pykraft.export.manifest import (
     MANIFEST_FILE,
     ExportedRange,
@@ -73,3 +75,35 @@ def test_bad_and_foreign_manifests(tmp_path: Path) -> None:
     (tmp_path / MANIFEST_FILE).write_text("{")
     with pytest.raises(ManifestError, match=f"manifest {tmp_path / MANIFEST_FILE} is malformed"):
         load_manifest(tmp_path, "orders")
+
+
+def test_the_isolation_level_is_recorded_and_never_mixed(tmp_path: Path) -> None:
+    committed, uncommitted = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
+    fresh = load_manifest(tmp_path, "orders", committed)
+    assert fresh == Manifest("orders", isolation_level=committed)
+    manifest = commit_run(begin_run(fresh, 1, (ExportedRange(0, 0, 10, 9),), 0), 1)
+    (tmp_path / MANIFEST_FILE).write_bytes(encode_manifest(manifest))
+    assert load_manifest(tmp_path, "orders", committed) == manifest
+    assert load_manifest(tmp_path, "orders") == manifest  # reading it: any level
+    # An output holding committed rows only never receives aborted ones, nor the reverse.
+    with pytest.raises(ManifestError, match="holds a read_committed export of 'orders'"):
+        load_manifest(tmp_path, "orders", uncommitted)
+    # Written before levels were recorded: the next run's level is adopted.
+    legacy = encode_manifest(attrs.evolve(manifest, isolation_level=None))
+    assert b"isolationLevel" not in legacy
+    (tmp_path / MANIFEST_FILE).write_bytes(legacy)
+    adopted = load_manifest(tmp_path, "orders", uncommitted)
+    assert adopted == attrs.evolve(manifest, isolation_level=uncommitted)
+    bad = encode_manifest(manifest).replace(b'"read_committed"', b'"READ_COMMITTED"')
+    with pytest.raises(ManifestError, match="isolationLevel 'READ_COMMITTED' is not known"):
+        decode_manifest(bad, "m")
+
+
+def test_a_plan_stops_at_the_end_it_is_given() -> None:
+    # Under read_committed the end is the last stable offset: the rest waits, and the next
+    # run starts there even when the high watermark had passed it.
+    first = plan_export(Manifest("orders"), {0: (0, 16)})
+    assert first.ranges == (ExportedRange(0, 0, 16),)
+    after = commit_run(begin_run(Manifest("orders"), 1, first.ranges, 0), 1)
+    assert plan_export(after, {0: (0, 16)}).ranges == ()
+    assert plan_export(after, {0: (0, 21)}).ranges == (ExportedRange(0, 16, 21),)

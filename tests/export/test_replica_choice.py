@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pykraft.export.export_topic_job import available_offsets
+from pykraft.export.export_topic_job import available_offsets, readable
 from pykraft.export.log_dirs import LogScanError, measure_log_end_offset
 from pykraft.export.log_scan import LogFilter, discover_partitions, plan_splits
 from pykraft.export.manifest import ExportedRange, Manifest, begin_run, commit_run, plan_export
@@ -224,21 +224,21 @@ def test_rerun_on_another_replica_plans_only_new_offsets(tmp_path: Path) -> None
     # catches up and is chosen the second time, the plan starts where the first run ended.
     replicas = three_brokers(tmp_path)
     first_hw = replicas.replicas[(TP, 1)][1]
-    available = available_offsets(replicas.log_dirs_option, "clicks")
+    available = readable(available_offsets(replicas.log_dirs_option, "clicks"))
     assert available[0] == (0, first_hw)
     first = plan_export(Manifest("clicks"), available)
     manifest = commit_run(begin_run(Manifest("clicks"), 1, first.ranges, 0), 1)
     new_hw = catch_up(replicas, TP, 2, 14)  # broker 3 rejoins and passes broker 2
     assert new_hw > first_hw
     assert chosen_dirs(replicas)[TP] == (2, new_hw)
-    second = plan_export(manifest, available_offsets(replicas.log_dirs_option, "clicks"))
+    second = plan_export(manifest, readable(available_offsets(replicas.log_dirs_option, "clicks")))
     assert second.ranges == (ExportedRange(0, first_hw, new_hw),)
     # And when the replica chosen now is behind what was exported: nothing, never a rewind.
     write_offset_checkpoint(replicas.log_dirs[2] / REPLICATION_CHECKPOINT, {})
     assert (
         plan_export(
             commit_run(begin_run(manifest, 2, second.ranges, 0), 2),
-            available_offsets(replicas.log_dirs_option, "clicks"),
+            readable(available_offsets(replicas.log_dirs_option, "clicks")),
         ).ranges
         == ()
     )

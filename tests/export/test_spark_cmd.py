@@ -48,8 +48,20 @@ def test_parser_builds_without_importing_pyspark() -> None:
         ]
     )
     assert (args.log_dirs, args.topic, args.master) == ("a,b", "t", "spark://h:7077")
+    assert args.isolation_level == "read_committed"  # the default: no aborted records
     with pytest.raises(SystemExit):
         parse(["export-topic", "--topic", "t", "--out", "o"])  # --log-dirs is required
+
+
+def test_export_topic_isolation_level_takes_kafkas_two_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["export-topic", "--log-dirs", "a", "--topic", "t", "--out", "o"]
+    args = parse([*base, "--isolation-level", "read_uncommitted"])
+    assert args.isolation_level == "read_uncommitted"
+    with pytest.raises(SystemExit):
+        parse([*base, "--isolation-level", "READ_COMMITTED"])
+    assert "invalid choice: 'READ_COMMITTED'" in capsys.readouterr().err
 
 
 def test_user_message_finds_our_error_inside_a_spark_traceback() -> None:

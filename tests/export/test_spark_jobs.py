@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pykraft.export.manifest import MANIFEST_FILE, RunState, load_manifest
+from pykraft.export.isolation import IsolationLevel
+from pykraft.export.manifest import MANIFEST_FILE, ExportedRange, RunState, load_manifest
 from pykraft.export.report_job import CHART_FILE, TABLES, run_report
 from pykraft.metadata.snapshot import load_snapshot
 from pykraft.storage.checkpoints import (
@@ -30,6 +31,7 @@ from tests.export.fixtures import (
     expected_log_rows,
     export_now,
 )
+from tests.export.txn_fixtures import TxnPartition, kafka_mixed_transactions
 
 pytestmark = pytest.mark.slow
 
@@ -141,3 +143,37 @@ def test_export_topic_finishes_an_interrupted_run(spark: Any, tmp_path: Path) ->
     assert result.recovered_run == 1 and result.run_id is None
     assert parquet_rows(spark, out) == expected_rows(logs, "orders")
     assert not (out / "_staging").exists()
+
+
+def test_export_topic_exports_committed_transactions_once_they_end(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Issue 12: aborted records never surface through export-topic; a transaction open at
+    the high watermark holds its offsets back until a later run, which exports them once."""
+    partition = TxnPartition(tmp_path / "logs", TopicPartition("payments", 0))
+    kafka_mixed_transactions(partition)
+    hw = partition.checkpoint()
+    log_dirs, out = str(partition.log_dir), tmp_path / "out"
+
+    def exported() -> list[int]:
+        rows = spark.read.parquet(str(out)).select("offset").collect()
+        return sorted(int(row["offset"]) for row in rows)
+
+    first = export_now(spark, log_dirs, "payments", out)
+    assert first.ranges == (ExportedRange(0, 0, 16, 5),)
+    assert first.held_back == (ExportedRange(0, 16, hw),)
+    assert exported() == [2, 3, 9, 14, 15]
+    partition.end(3, commit=True)
+    partition.end(1, commit=False)
+    partition.plain()
+    hw = partition.checkpoint()
+    second = export_now(spark, log_dirs, "payments", out)
+    assert second.ranges == (ExportedRange(0, 16, hw, 6),) and second.held_back == ()
+    assert exported() == partition.committed_offsets(hw)
+    assert not set(exported()) & set(partition.aborted_offsets())
+    assert load_manifest(out, "payments").isolation_level is IsolationLevel.READ_COMMITTED
+    # The source reads everything below the high watermark when asked, by the option name
+    # Spark's Kafka source uses.
+    df = spark.read.format("pykraft-log").option("kafka.isolation.level", "read_uncommitted")
+    rows = df.load(log_dirs).select("offset").collect()
+    assert sorted(int(row["offset"]) for row in rows) == partition.uncommitted_offsets(hw)
