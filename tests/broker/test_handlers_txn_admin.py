@@ -76,12 +76,13 @@ async def open_transaction(broker: TxnBroker, *values: bytes) -> tuple[int, int]
 
 
 async def write_markers(broker: TxnBroker, *markers: TxnMarker) -> dict[Any, Errors]:
+    """WriteTxnMarkers v1 as the broker's marker channel sends it (its principal)."""
     body = await dispatch_bytes(
         broker.apis,
         ApiKey.WRITE_TXN_MARKERS,
         1,
         encode_write_txn_markers(markers, 1),
-        BROKER_PRINCIPAL,
+        broker.channel.principal,
     )
     return decode_write_txn_markers_response(body, 1, markers)
 
