@@ -4,7 +4,8 @@ inter-broker listener (Kafka's ``TransactionMarkerChannelManager`` network side)
 The coordinator's shell (``coordinator.transaction``) decides which markers to send, to whom,
 and what to retry; this module only finds the leaders in the metadata image and carries one
 WriteTxnMarkers request to one broker on a ``fetcher.broker_connection`` connection (one per
-broker, reused, replaced when the broker's inter-broker endpoint changes), as a follower's fetch
+broker, reused, replaced when the broker's inter-broker endpoint changes, closed when the broker
+leaves the image or the listener: it answers NOT_LEADER_OR_FOLLOWER then), as a follower's fetch
 does — the same TLS, SASL and version negotiation. Markers for partitions this broker leads also
 go over the network to this broker's own listener, as in Kafka: one path, one authorization
 (CLUSTER_ACTION), one set of tests.
@@ -106,9 +107,12 @@ class TxnMarkerChannel:
     def _connection(self, broker_id: int) -> BrokerConnection[int] | None:
         broker = self._metadata().cluster.broker(broker_id)
         endpoint = None if broker is None else broker.endpoint(self._listener_name)
-        if endpoint is None:
-            return None
         current = self._connections.get(broker_id)
+        if endpoint is None:
+            if current is not None:  # the broker left, or left the listener: so does its link
+                del self._connections[broker_id]
+                current.drop()
+            return None
         if current is not None and (current.host, current.port) == (endpoint.host, endpoint.port):
             return current
         if current is not None:

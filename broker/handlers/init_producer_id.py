@@ -75,7 +75,7 @@ def authorization_error(
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without one, IDEMPOTENT_WRITE on the cluster or
     WRITE on some topic (KIP-679's ``authorizeByResourceType``), else
     CLUSTER_AUTHORIZATION_FAILED."""
-    if request.transactional_id:
+    if request.transactional_id is not None:  # even "", which the coordinator then refuses
         allowed = authorizer.authorize(
             context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
         )

@@ -6,13 +6,16 @@ TxnOffsetCommit, the group coordinator (KIP-98, KIP-447, KIP-890).
 What each handler checks before the coordinators decide (``KafkaApis`` 3.7):
 
 * AddPartitionsToTxn v0-v3 (a client): WRITE on the transactional id, else every partition is
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED;
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED
+  (always for an internal topic: a client never adds ``__consumer_offsets`` itself, that is
+  AddOffsetsToTxn's job — Kafka leaves ``Topic.isInternal`` topics out of the authorized ones);
   a partition the metadata does not know, UNKNOWN_TOPIC_OR_PARTITION; with any of those errors
   the other partitions answer OPERATION_NOT_ATTEMPTED and nothing is added. Otherwise the
   coordinator's one error goes to every partition.
 * AddPartitionsToTxn v4 (a broker verifying a transactional write, KIP-890 part 1): CLUSTER_ACTION
   on the cluster, else the top-level CLUSTER_AUTHORIZATION_FAILED; batched transactions, each
-  either ``verify_only`` (is each partition already in the transaction?) or added as above.
+  either ``verify_only`` (is each partition already in the transaction?) or added as above,
+  with no check of the transactional id or the topics (the broker asking checked them).
 * AddOffsetsToTxn: WRITE on the transactional id, READ on the group; the group's
   ``__consumer_offsets`` partition joins the transaction.
 * EndTxn: WRITE on the transactional id.
@@ -32,6 +35,7 @@ from pykraft.broker.handlers.find_coordinator import TRANSACTION_KEY_TYPE, Coord
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
+from pykraft.broker.replica_manager import INTERNAL_TOPICS
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -141,7 +145,7 @@ async def add_partitions_to_txn(
             partitions=_partitions(request.v3_and_below_topics),
             verify_only=False,
             version=version,
-            check_transactional_id=True,
+            from_client=True,
         )
         return _AddPartitions(
             version=version,
@@ -167,7 +171,7 @@ async def add_partitions_to_txn(
             partitions=_partitions(transaction.topics),
             verify_only=bool(transaction.verify_only),
             version=version,
-            check_transactional_id=False,
+            from_client=False,
         )
         answers.append(
             _AddPartitions.AddPartitionsToTxnResult(
@@ -191,13 +195,20 @@ async def _add_partitions(
     partitions: list[TopicPartition],
     verify_only: bool,
     version: int,
-    check_transactional_id: bool,
+    from_client: bool,
 ) -> dict[TopicPartition, Errors]:
-    if check_transactional_id and not _may_write(services, context, transactional_id):
+    """One transaction's partitions; ``from_client`` (v0-v3) checks the ACLs too."""
+    if from_client and not _may_write(services, context, transactional_id):
         return dict.fromkeys(partitions, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    writable = services.authorizer.authorized(
-        context, AclOperation.WRITE, ResourceType.TOPIC, (tp.topic for tp in partitions)
-    )
+    topics = {tp.topic for tp in partitions}
+    writable = frozenset(topics)
+    if from_client:
+        writable = services.authorizer.authorized(
+            context,
+            AclOperation.WRITE,
+            ResourceType.TOPIC,
+            (topic for topic in topics if topic not in INTERNAL_TOPICS),
+        )
     image = services.metadata()
     refused: dict[TopicPartition, Errors] = {}
     for tp in partitions:

@@ -2,14 +2,18 @@
 ListTransactions, so a hanging transaction can be found (and then aborted with Kafka's
 ``kafka-transactions.sh`` or an AdminClient).
 
-* DescribeProducers (Kafka's ``handleDescribeProducersRequest``): per partition, READ on the
-  topic (else TOPIC_AUTHORIZATION_FAILED); the leader's active producers — id, epoch, last
-  sequence, last timestamp, coordinator epoch and the first offset of its open transaction (-1
-  for none); UNKNOWN_TOPIC_OR_PARTITION when this broker does not host it,
-  NOT_LEADER_OR_FOLLOWER when it only follows.
+* DescribeProducers (Kafka's ``handleDescribeProducersRequest``): per topic, a legal name (else
+  INVALID_TOPIC_EXCEPTION), READ on it (else TOPIC_AUTHORIZATION_FAILED) and a topic the
+  metadata knows (else UNKNOWN_TOPIC_OR_PARTITION); then per partition the producers this
+  broker's replica remembers — id, epoch, last sequence, last timestamp, coordinator epoch and
+  the first offset of its open transaction (-1 for none) — on a follower as on the leader (KIP-664:
+  an operator may ask any replica, ``DescribeProducersOptions.brokerId``). A partition not hosted
+  here answers what ``ReplicaManager.getPartitionOrError`` does: NOT_LEADER_OR_FOLLOWER when the
+  metadata has it, UNKNOWN_TOPIC_OR_PARTITION when it does not, KAFKA_STORAGE_ERROR offline.
 * DescribeTransactions: per transactional id, DESCRIBE on it (else
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then the coordinator's state of it; partitions of
-  topics the principal may not DESCRIBE are left out (``handleDescribeTransactionsRequest``).
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the other fields at the schema's defaults), then the
+  coordinator's state of it; partitions of topics the principal may not DESCRIBE are left out
+  (``handleDescribeTransactionsRequest``).
 * ListTransactions: the coordinator's transactions on this broker, filtered by state and producer
   id, and by DESCRIBE on each transactional id; unknown state names are echoed back in
   ``unknown_state_filters`` (``TransactionStateManager.listTransactionStates``).
@@ -27,7 +31,8 @@ from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
-from pykraft.storage.topic_partition import TopicPartition
+from pykraft.replica.partition_state import PartitionError
+from pykraft.storage.topic_partition import TopicPartition, validate_topic_name
 
 _DescribeProducers: Any = response_class(ApiKey.DESCRIBE_PRODUCERS)
 _DescribeTransactions: Any = response_class(ApiKey.DESCRIBE_TRANSACTIONS)
@@ -51,41 +56,59 @@ def transaction_admin_handlers(
 
 def _describe_producers(services: BrokerServices) -> Any:
     async def handle(context: RequestContext, request: Any) -> Any:
-        readable = services.authorizer.authorized(
-            context, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics)
-        )
         topic_type = _DescribeProducers.TopicResponse
-        partition_type = topic_type.PartitionResponse
         topics = []
         for topic in request.topics:
-            partitions = []
-            producers: list[Any]
-            for index in topic.partition_indexes:
-                tp = TopicPartition(topic.name, index)
-                if topic.name not in readable:
-                    error, producers = Errors.TOPIC_AUTHORIZATION_FAILED, []
-                else:
-                    error, producers = _active_producers(services, tp)
-                partitions.append(
-                    partition_type(
-                        partition_index=index,
-                        error_code=error,
-                        error_message=None if error is Errors.NONE else error.name,
-                        active_producers=producers,
-                    )
-                )
+            refusal = _topic_error(services, context, topic.name)
+            partitions = [
+                _partition_producers(services, TopicPartition(topic.name, index), refusal)
+                for index in topic.partition_indexes
+            ]
             topics.append(topic_type(name=topic.name, partitions=partitions))
         return _DescribeProducers(version=request.version, throttle_time_ms=0, topics=topics)
 
     return handle
 
 
+def _partition_producers(
+    services: BrokerServices, tp: TopicPartition, refusal: Errors | None
+) -> Any:
+    partition_type = _DescribeProducers.TopicResponse.PartitionResponse
+    if refusal is not None:
+        return partition_type(
+            partition_index=tp.partition,
+            error_code=refusal,
+            error_message=refusal.name,
+            active_producers=[],
+        )
+    error, producers = _active_producers(services, tp)
+    return partition_type(
+        partition_index=tp.partition,
+        error_code=error,
+        error_message=None,
+        active_producers=producers,
+    )
+
+
+def _topic_error(services: BrokerServices, context: RequestContext, topic: str) -> Errors | None:
+    """DescribeProducers' checks of a whole topic, in Kafka's order."""
+    try:
+        validate_topic_name(topic)
+    except ValueError:
+        return Errors.INVALID_TOPIC_EXCEPTION
+    if not services.authorizer.authorize(context, AclOperation.READ, ResourceType.TOPIC, topic):
+        return Errors.TOPIC_AUTHORIZATION_FAILED
+    if topic not in services.metadata().topics.by_name:
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
+    return None
+
+
 def _active_producers(services: BrokerServices, tp: TopicPartition) -> tuple[Errors, list[Any]]:
-    partition = services.replica_manager.get_partition(tp)
-    if partition is None:
-        return Errors.UNKNOWN_TOPIC_OR_PARTITION, []
-    if not partition.is_leader:
-        return Errors.NOT_LEADER_OR_FOLLOWER, []
+    """``ReplicaManager.activeProducerState``: this replica's producers, leader or follower."""
+    try:
+        partition = services.replica_manager.partition_or_error(tp)
+    except PartitionError as error:
+        return error.error, []
     state_type = _DescribeProducers.TopicResponse.PartitionResponse.ProducerState
     return Errors.NONE, [
         state_type(
@@ -146,14 +169,16 @@ def _describe_transactions(
 
 
 def _no_description(state_type: Any, transactional_id: str, error: Errors) -> Any:
+    """A refused id: its error, every other field at DescribeTransactionsResponse's defaults
+    (none is declared, so 0 and the empty string), as Kafka leaves them."""
     return state_type(
         error_code=error,
         transactional_id=transactional_id,
         transaction_state="",
         transaction_timeout_ms=0,
         transaction_start_time_ms=0,
-        producer_id=-1,
-        producer_epoch=-1,
+        producer_id=0,
+        producer_epoch=0,
         topics=[],
     )
 

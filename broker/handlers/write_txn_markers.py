@@ -8,11 +8,14 @@ NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
 TRANSACTION_COORDINATOR_FENCED... per partition). A marker written to a ``__consumer_offsets``
 partition also ends the producer's pending transactional offset commits there, committed or
 dropped (``GroupCoordinator.onTransactionCompleted``): the group coordinator is told once the
-marker is in the log.
+marker is in the log; if telling it fails the partition answers UNKNOWN_SERVER_ERROR and the
+transaction coordinator retries.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pykraft.broker.handlers.services import BrokerServices
@@ -27,6 +30,9 @@ from pykraft.protocol.txn_markers import (
     write_txn_markers_request,
     write_txn_markers_response,
 )
+from pykraft.storage.txn_markers import TxnMarker
+
+logger = logging.getLogger(__name__)
 
 # request.timeout.ms: how long a marker's append may wait for the ISR.
 MARKER_APPEND_TIMEOUT_MS = 30_000
@@ -48,11 +54,25 @@ def write_txn_markers_handler(
             markers, timeout_ms=MARKER_APPEND_TIMEOUT_MS, now_ms=services.wall_clock_ms()
         )
         if groups is not None:
-            for marker in markers:
-                for tp in marker.partitions:
-                    written = results.get((marker.producer_id, tp)) is Errors.NONE
-                    if tp.topic == OFFSETS_TOPIC and written:
-                        groups.complete_transaction(tp.partition, marker.producer_id, marker.commit)
+            complete_offsets_transactions(groups, markers, results)
         return write_txn_markers_response(request.version, results)
 
     return kafka_python_handler(handle)
+
+
+def complete_offsets_transactions(
+    groups: GroupCoordinatorShell, markers: Sequence[TxnMarker], results: MarkerResults
+) -> None:
+    """Tell the group coordinator of every marker now in a ``__consumer_offsets`` partition
+    (``onTransactionCompleted``). Should that fail, the partition answers UNKNOWN_SERVER_ERROR,
+    as Kafka's does, and the coordinator resends the marker."""
+    for marker in markers:
+        for tp in marker.partitions:
+            key = (marker.producer_id, tp)
+            if tp.topic != OFFSETS_TOPIC or results.get(key) is not Errors.NONE:
+                continue
+            try:
+                groups.complete_transaction(tp.partition, marker.producer_id, marker.commit)
+            except Exception:
+                logger.exception("completing producer %d's offsets in %s", marker.producer_id, tp)
+                results[key] = Errors.UNKNOWN_SERVER_ERROR

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from pykraft.protocol.errors import Errors
+from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # a type only: the protocol itself stays pure
@@ -54,6 +55,7 @@ class Replicas(Protocol):
         timeout_ms: int,
         now_ms: int,
         internal_topics_allowed: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> Mapping[TopicPartition, AppendOutcome]: ...
 
     def get_partition(self, topic_partition: TopicPartition) -> HostedPartition | None: ...

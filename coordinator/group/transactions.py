@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from pykraft.coordinator.group.state import GroupMetadata, GroupState
 from pykraft.protocol.errors import Errors
-from pykraft.storage.producer_entry import SEQUENCE_MODULUS, ProducerStateEntry
 
 UNKNOWN_MEMBER_ID = ""
 
@@ -59,14 +58,6 @@ def validate_txn_offset_commit(
         return None
     # Older TxnOffsetCommit versions carry no member: transactional commits need none.
     return None
-
-
-def coordinator_base_sequence(entry: ProducerStateEntry | None, producer_epoch: int) -> int:
-    """The base sequence of a TxnOffsetCommit batch: the one after the producer's last batch
-    in the partition (``entry``), 0 in a new epoch (``coordinator.group.writer`` says why)."""
-    if entry is None or entry.producer_epoch != producer_epoch or entry.last_sequence < 0:
-        return 0
-    return (entry.last_sequence + 1) % SEQUENCE_MODULUS
 
 
 class ProducerGroups:

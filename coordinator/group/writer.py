@@ -7,13 +7,13 @@ Each ``effects.Append`` becomes one RecordBatch v2 appended through ``Replicas.a
 ``offsets.commit.timeout.ms``. Records carry the core's timestamp (CreateTime, as Kafka's
 coordinator writes them).
 
-A TxnOffsetCommit's append is a transactional batch of its producer (KIP-98). Kafka writes it
-with base sequence 0 and appends it as ``AppendOrigin.COORDINATOR``, which skips the producer's
-sequence checks; pykraft's replica layer checks every producer batch as a client's, so the batch
-continues the producer's sequence in this partition instead (``coordinator_base_sequence``):
-the coordinator is the only writer of that producer's data there. The sequence is read from the
-partition's producer state just before the append, and the local append happens before the
-first ``await``, so no other append comes between.
+Every append is the coordinator's own (``AppendOrigin.COORDINATOR``, as ``appendForGroup``
+passes it): the log checks a producer batch's epochs, never its sequence or whether it repeats
+an earlier one. A TxnOffsetCommit's append is a transactional batch of its producer (KIP-98)
+with base sequence 0, as ``GroupMetadataManager.storeOffsets`` builds it: the producer's
+sequence in ``__consumer_offsets`` means nothing (clients cannot produce there), so every
+TxnOffsetCommit of one producer epoch carries the same sequence and none is taken for a
+duplicate of the one before.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pykraft.coordinator.group.effects import Append, TransactionalProducer
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC
 from pykraft.coordinator.group.replicas import Replicas
-from pykraft.coordinator.group.transactions import coordinator_base_sequence
 from pykraft.protocol.errors import Errors
+from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 # offsets.commit.timeout.ms: how long an append waits for the ISR.
 OFFSET_COMMIT_TIMEOUT_MS = 5000
+# A coordinator's transactional batch starts at sequence 0 (``storeOffsets``).
+COORDINATOR_BASE_SEQUENCE = 0
 
 
 class OffsetsWriter:
@@ -55,13 +57,13 @@ class OffsetsWriter:
             for r in append.records
         ]
         try:
-            batch = self._batch(topic_partition, records, append.producer)
             results = await self.replicas.append_records(
-                {topic_partition: batch},
+                {topic_partition: offsets_batch(records, append.producer)},
                 required_acks=-1,
                 timeout_ms=self.timeout_ms,
                 now_ms=self.wall_clock_ms(),
                 internal_topics_allowed=True,
+                origin=AppendOrigin.COORDINATOR,
             )
             error, base_offset = (
                 results[topic_partition].error,
@@ -75,24 +77,16 @@ class OffsetsWriter:
             logger.info("appending to %s failed: %s", topic_partition, error.name)
         return error, base_offset
 
-    def _batch(
-        self,
-        topic_partition: TopicPartition,
-        records: list[SimpleRecord],
-        producer: TransactionalProducer | None,
-    ) -> bytearray:
-        """A plain batch, or ``producer``'s transactional one continuing its sequence here."""
-        if producer is None:
-            return bytearray(build_batch(records))
-        hosted = self.replicas.get_partition(topic_partition)
-        entry = None
-        if hosted is not None:
-            entry = hosted.log.producer_state.last_entry(producer.producer_id)
-        batch = build_batch(
-            records,
-            producer_id=producer.producer_id,
-            producer_epoch=producer.producer_epoch,
-            base_sequence=coordinator_base_sequence(entry, producer.producer_epoch),
-            is_transactional=True,
-        )
-        return bytearray(batch)
+
+def offsets_batch(records: list[SimpleRecord], producer: TransactionalProducer | None) -> bytearray:
+    """A plain batch, or ``producer``'s transactional one at sequence 0 (module docstring)."""
+    if producer is None:
+        return bytearray(build_batch(records))
+    batch = build_batch(
+        records,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        base_sequence=COORDINATOR_BASE_SEQUENCE,
+        is_transactional=True,
+    )
+    return bytearray(batch)

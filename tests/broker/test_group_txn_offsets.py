@@ -135,8 +135,10 @@ def test_a_txn_offset_commit_is_the_producers_transactional_batch(cluster: Group
 
 
 def test_the_next_transaction_of_the_producer_is_written_too(cluster: GroupCluster) -> None:
-    # Each transaction of one producer epoch sends a TxnOffsetCommit: the batches continue
-    # the producer's sequence, so the replica layer takes none for a duplicate or a gap.
+    # Each transaction of one producer epoch sends a TxnOffsetCommit, every batch at sequence 0
+    # (GroupMetadataManager.storeOffsets) appended with the coordinator's origin: the log checks
+    # epochs only, so none is taken for a duplicate of the one before (as a client's would be,
+    # answered with the first one's offsets and not written) or for a sequence gap.
     async def scenario() -> None:
         broker = await ready(cluster)
         for offset in [10, 20, 30]:
@@ -145,7 +147,11 @@ def test_the_next_transaction_of_the_producer_is_written_too(cluster: GroupClust
             append_marker(cluster, ControlRecordType.COMMIT)
             broker.shell.complete_transaction(0, PRODUCER, commit=True)
             assert await fetched(broker, stable_fetch()) == (Errors.NONE, offset + 1)
-        assert offsets_log(cluster).log_end_offset == 9  # 3 x (two commits and a marker)
+        log = offsets_log(cluster)
+        assert log.log_end_offset == 9  # 3 x (two commits and a marker)
+        data = b"".join(p.read_bytes() for p in log.read(0, 1 << 20, 9).slices)
+        sequences = [h.base_sequence for _, h in iter_batches(data) if not h.is_control]
+        assert sequences == [0] * 6
 
     run(scenario)
 

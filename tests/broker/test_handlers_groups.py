@@ -231,7 +231,7 @@ def test_find_coordinator_v4_batches_and_key_types(cluster: GroupCluster) -> Non
             ("a", Errors.NONE, LOCAL),
             ("b", Errors.NONE, LOCAL),
         ]
-        # Transactional ids (key type 1): tests/broker/test_handlers_transactions.py.
+        # Transactional ids (key type 1): tests/broker/test_handlers_txn_coordinator.py.
         unknown = FindCoordinatorRequest(version=3, key="x", key_type=7)
         response = await broker.send(ApiKey.FIND_COORDINATOR, 3, unknown)
         assert response.error_code == Errors.INVALID_REQUEST

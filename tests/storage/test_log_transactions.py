@@ -2,7 +2,8 @@
 index and its life cycle (Kafka's UnifiedLogTest, LogLoaderTest and LogSegmentTest cases on
 transactions; each case names its source).
 
-Every case runs on both segment stores: segment files and memory.
+Every case runs on both segment stores, segment files and memory, except the three that only
+one store can show (``ONLY_FILES``, ``ONLY_MEMORY``): those are generated for that store alone.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ Opener = Callable[..., PartitionLog]
 OPENER: dict[str, Opener] = {}
 
 
-@pytest.fixture(autouse=True, params=["files", "memory"])
+STORES = ["files", "memory"]
+# A case's own parametrize of ``store`` replaces the fixture's params (indirect: still built by
+# the fixture), so the case exists only for the store it is about.
+ONLY_FILES = pytest.mark.parametrize("store", ["files"], indirect=True)
+ONLY_MEMORY = pytest.mark.parametrize("store", ["memory"], indirect=True)
+
+
+@pytest.fixture(autouse=True, params=STORES)
 def store(request: pytest.FixtureRequest) -> Iterator[str]:
     disks: dict[Path, MemoryDisk] = {}
 
@@ -344,10 +352,9 @@ def test_recover_transaction_index_of_a_transaction_begun_in_an_earlier_segment(
     assert all_aborted(reopened) == [AbortedTxn(2, 0, 6, 2)]
 
 
-def test_damaged_index_is_rebuilt_after_a_clean_shutdown(tmp_path: Path, store: str) -> None:
+@ONLY_FILES  # bytes at rest do not tear in memory
+def test_damaged_index_is_rebuilt_after_a_clean_shutdown(tmp_path: Path) -> None:
     # TransactionIndex.sanityCheck fails -> the segment is recovered (Kafka LogLoader)
-    if store == "memory":
-        pytest.skip("bytes at rest do not tear in memory")
     log = open_log(tmp_path)
     mixed_transactions(log)
     holder = next(s.base_offset for s in log.segments if s.aborted_txns)
@@ -361,9 +368,8 @@ def test_damaged_index_is_rebuilt_after_a_clean_shutdown(tmp_path: Path, store: 
     assert index_file.stat().st_size % 34 == 0
 
 
-def test_stray_transaction_index_files_are_removed(tmp_path: Path, store: str) -> None:
-    if store == "memory":
-        pytest.skip("a memory disk has no files")
+@ONLY_FILES  # a memory disk has no files
+def test_stray_transaction_index_files_are_removed(tmp_path: Path) -> None:
     open_log(tmp_path).close()
     stray = tmp_path / "topic-0" / f"{500:020d}{TXN_INDEX_SUFFIX}"
     stray.write_bytes(AbortedTxn(1, 500, 510, 511).encode())
@@ -371,11 +377,10 @@ def test_stray_transaction_index_files_are_removed(tmp_path: Path, store: str) -
     assert stray.name in reopened.load_report.removed_files and not stray.exists()
 
 
-def test_a_crash_loses_no_flushed_index_entry(tmp_path: Path, store: str) -> None:
+@ONLY_MEMORY  # the memory disk's crash rule
+def test_a_crash_loses_no_flushed_index_entry(tmp_path: Path) -> None:
     # The simulation's crash rule: after a power loss only flushed bytes remain; recovery
     # rebuilds the indexes of what survived
-    if store == "files":
-        pytest.skip("the memory disk's crash rule")
     disk = MemoryDisk(tmp_path / "topic-0")
     log = PartitionLog.open(disk, CONFIG)
     mixed_transactions(log)

@@ -15,6 +15,7 @@ from pykraft.coordinator.transaction.loader import load_transactions
 from pykraft.coordinator.transaction.replay import TransactionLogReplay
 from pykraft.protocol.errors import Errors
 from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.memory_disk import MemoryDisk
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.topic_partition import TopicPartition
@@ -76,6 +77,7 @@ class FakeReplicas:
         timeout_ms: int,
         now_ms: int,
         internal_topics_allowed: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> Mapping[TopicPartition, Outcome]:
         assert required_acks == -1 and internal_topics_allowed
         await self.gate.wait()
@@ -88,7 +90,9 @@ class FakeReplicas:
             elif epoch is None:
                 results[tp] = Outcome(Errors.NOT_LEADER_OR_FOLLOWER, -1)
             else:
-                info = self.logs.log(tp.partition).append_as_leader(batch, epoch, now_ms)
+                info = self.logs.log(tp.partition).append_as_leader(
+                    batch, epoch, now_ms, origin=origin
+                )
                 results[tp] = Outcome(Errors.NONE, info.first_offset)
         return results
 
