@@ -76,10 +76,14 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ InitProducerId
 
-    def needs_new_producer_id(self, transactional_id: str | None) -> bool:
+    def needs_new_producer_id(
+        self, transactional_id: str | None, transaction_timeout_ms: int
+    ) -> bool:
         """Whether InitProducerId for ``transactional_id`` may need a new producer id: the
         shell gets one first and passes it to ``handle_init_producer_id``."""
-        return init_producer_id.needs_new_producer_id(self.manager, transactional_id)
+        return init_producer_id.needs_new_producer_id(
+            self.manager, transactional_id, transaction_timeout_ms
+        )
 
     def handle_init_producer_id(
         self,

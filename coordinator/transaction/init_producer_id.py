@@ -37,13 +37,17 @@ RESTARTABLE = frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT})
 PREPARED = frozenset({_S.PREPARE_COMMIT, _S.PREPARE_ABORT})
 
 
-def needs_new_producer_id(manager: TransactionStateManager, transactional_id: str | None) -> bool:
+def needs_new_producer_id(
+    manager: TransactionStateManager, transactional_id: str | None, transaction_timeout_ms: int
+) -> bool:
     """Whether InitProducerId for ``transactional_id`` may take a new producer id now: a
     producer without a transactional id, an id not seen before, or one whose epoch is
-    exhausted. (At most an id is wasted when the state changes before the request is handled.)"""
+    exhausted — never for a request refused anyway (an empty id, a timeout above
+    ``transaction.max.timeout.ms``: Kafka checks those before it allocates). At most an id is
+    wasted when the state changes before the request is handled."""
     if transactional_id is None:
         return True
-    if not transactional_id:
+    if not transactional_id or not manager.validate_transaction_timeout_ms(transaction_timeout_ms):
         return False
     found = manager.get_transaction_state(transactional_id)
     if found is None:

@@ -64,6 +64,7 @@ from pykraft.coordinator.transaction.marker_sender import (
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.protocol.errors import Errors
+from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -114,7 +115,7 @@ class TransactionCoordinatorShell:
     ) -> InitProducerIdResult:
         """InitProducerId; ``expected`` is v3+'s producer id and epoch when not both -1."""
         new_producer_id = None
-        if self.core.needs_new_producer_id(transactional_id):
+        if self.core.needs_new_producer_id(transactional_id, transaction_timeout_ms):
             new_producer_id = await self._generate_producer_id()
         result = await self._call(
             lambda rid, now: self.core.handle_init_producer_id(
@@ -251,6 +252,7 @@ class TransactionCoordinatorShell:
                 timeout_ms=append.timeout_ms,
                 now_ms=self.wall_clock_ms(),
                 internal_topics_allowed=True,
+                origin=AppendOrigin.COORDINATOR,
             )
             error = results[topic_partition].error
         except Exception:

@@ -146,7 +146,7 @@ class Harness:
     ) -> int:
         request_id = self.new_request()
         new_producer_id = None
-        if self.coordinator.needs_new_producer_id(transactional_id) and (
+        if self.coordinator.needs_new_producer_id(transactional_id, timeout_ms) and (
             self.producer_ids_available
         ):
             new_producer_id = self.next_producer_id

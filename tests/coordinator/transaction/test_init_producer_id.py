@@ -75,6 +75,8 @@ def test_invalid_transaction_timeout(timeout_ms: int) -> None:
     # TransactionStateManagerTest.testValidateTransactionTimeout: 0 < timeout <= max.
     h = Harness()
     assert h.init(timeout_ms=timeout_ms).error is Errors.INVALID_TRANSACTION_TIMEOUT
+    # Refused before a producer id is taken (Kafka validates the timeout first).
+    assert h.next_producer_id == FIRST_PRODUCER_ID
     assert h.init(timeout_ms=900_000).error is Errors.NONE
 
 

@@ -130,7 +130,7 @@ class World:
         self.request_ids += 1
         self.inits[self.request_ids] = tid
         new_id = None
-        if self.coordinator.needs_new_producer_id(tid):
+        if self.coordinator.needs_new_producer_id(tid, 60_000):
             new_id, self.next_producer_id = self.next_producer_id, self.next_producer_id + 1
         known = self.producers.get(tid)
         # Sometimes as a v3+ client that names its current producer (KIP-360).
