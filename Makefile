@@ -20,6 +20,7 @@ run: $(STAMP)
 ## test: lint, type-check, then every test suite (unit, simulation, integration, clients, chaos)
 test: $(STAMP) lint
 	bash .ci/install-kcat.sh
+	bash .ci/install-kafkajs.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -5,6 +5,15 @@ controllers and three brokers on free 127.0.0.1 ports, started once, always stop
 bootstrap servers, admin URLs, node pids). Stopping sends it SIGTERM, so brokers shut down under
 control before the controllers; if it does not exit in time it is killed, and so is every node
 it listed that still runs — also when start-up itself failed.
+
+The session cluster sets two broker properties as Kafka's own ``TransactionsTest.serverProps``
+does: the coordinator looks for timed-out transactions every 500 ms (Kafka's default is 10 s), and
+a new group's first rebalance starts at once (``group.initial.rebalance.delay.ms=0``), so the
+transaction-timeout and consumer-group tests stay within seconds.
+
+``PYKRAFT_CLIENTS_CLUSTER=DATA_DIR`` runs the tests against a ``pykraft dev`` cluster already
+running on ``DATA_DIR`` (started with ``SESSION_ARGS``' properties) instead of starting one: handy
+while writing a client test; the cluster is left running.
 """
 
 from __future__ import annotations
@@ -27,6 +36,11 @@ STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 90.0  # pykraft dev: brokers' controlled shutdowns (45 s), then controllers
 CONTROLLERS = 3
 BROKERS = 3
+SESSION_ARGS = (
+    "--broker-property", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+    "--broker-property", "group.initial.rebalance.delay.ms=0",
+)  # fmt: skip
+ATTACH_ENVIRONMENT = "PYKRAFT_CLIENTS_CLUSTER"
 
 
 class DevCluster:
@@ -105,8 +119,7 @@ class DevCluster:
         return read_cluster_json(self.data_dir)
 
     def _check_alive_before(self, deadline: float, what: str) -> None:
-        assert self.process is not None
-        if self.process.poll() is not None:
+        if self.process is not None and self.process.poll() is not None:
             raise AssertionError(
                 f"pykraft dev exited with {self.process.returncode}: {what}\n{self.log_tail()}"
             )
@@ -149,7 +162,13 @@ class DevCluster:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    dev = DevCluster(tmp_path_factory.mktemp("clients") / "cluster")
+    running = os.environ.get(ATTACH_ENVIRONMENT)
+    if running:
+        attached = DevCluster(Path(running))
+        attached.wait_ready()
+        yield attached
+        return
+    dev = DevCluster(tmp_path_factory.mktemp("clients") / "cluster", extra_args=SESSION_ARGS)
     try:
         dev.start()
         dev.wait_ready()
