@@ -125,6 +125,8 @@ STORAGE_RULES = [
     "storage/aborted_txn.py",
     "storage/txn_markers.py",
     "storage/producer_replay.py",
+    # KIP-890 part 1: a producer's verification in progress and its guard.
+    "storage/verification_guard.py",
 ]
 
 
