@@ -11,10 +11,13 @@ remembers, per producer id, its epoch and the metadata of its last five batches
 1. no producer id -> NEW (plain batches are never deduplicated);
 2. same epoch and the exact sequence range of one of the last five batches -> DUPLICATE, carrying
    that batch's original offsets so the broker answers the retry with them and appends nothing;
+2a. when the append asks for transaction verification (KIP-890), a transactional data batch
+   outside an open transaction without the partition's guard -> INVALID_TXN_STATE;
 3. an epoch below the producer's current one -> INVALID_PRODUCER_EPOCH (a fenced zombie);
 4. a higher epoch must start at sequence 0, unless the producer is unknown (no epoch yet);
 5. the same epoch must continue at last sequence + 1 (Int32.MAX wraps to 0); an unknown producer
    may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE;
+   while a verification is in progress, no batch may start above its lowest sequence (first);
 6. a non-transactional batch while the producer's transaction is open -> INVALID_TXN_STATE.
 
 Steps 2, 4 and 5 are for client batches only; a coordinator's append (markers, transactional
