@@ -104,10 +104,13 @@ def append_to_local_log(
     refused = invalid_acks(list(entries), required_acks)
     if refused is not None:
         return refused
+    # Without verification the log is asked for none (None); with it, a partition whose write
+    # started no verification carries SENTINEL.
     verifying = replica_manager.transactional_appends is not None and origin is AppendOrigin.CLIENT
+    unguarded = SENTINEL if verifying else None
     results = {}
     for topic_partition, records in entries.items():
-        guard = verification_guards.get(topic_partition, SENTINEL) if verifying else None
+        guard = verification_guards.get(topic_partition, unguarded)
         results[topic_partition] = _append_one(
             replica_manager,
             topic_partition,

@@ -139,6 +139,42 @@ def test_coordinator_not_available_is_retriable(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
+def test_transaction_verification_blocks_out_of_order_sequence(tmp_path: Path) -> None:
+    # ReplicaManagerTest.testTransactionVerificationBlocksOutOfOrderSequence: the first write
+    # failed verification; a later sequence, verified, still may not go before it.
+    async def scenario(world: VerificationWorld) -> None:
+        pid, epoch = await world.begin(PETS0)
+        assert (await world.produce_to(PETS1, pid, epoch, 0))[0] is Errors.INVALID_TXN_STATE
+        partition = world.replica_manager.get_partition(PETS1)
+        assert partition is not None
+        guard = partition.log.verification_guard(pid)
+        assert guard is not SENTINEL
+        added = await world.coordinator.add_partitions_to_txn(TXN, pid, epoch, [PETS1])
+        assert added == {PETS1: Errors.NONE}
+        error, _, _ = await world.produce_to(PETS1, pid, epoch, 1)
+        assert error is Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert partition.log.verification_guard(pid) is guard  # kept for the retry of 0
+        assert (await world.produce_to(PETS1, pid, epoch, 0))[:2] == (Errors.NONE, 0)
+        assert partition.log.verification_guard(pid) is SENTINEL
+
+    run(tmp_path, scenario)
+
+
+def test_transaction_verification_guard_on_multiple_partitions(tmp_path: Path) -> None:
+    # ReplicaManagerTest.testTransactionVerificationGuardOnMultiplePartitions
+    async def scenario(world: VerificationWorld) -> None:
+        pid, epoch = await world.begin(PETS0, PETS1)
+        response = await world.produce_raw(
+            {PETS0: _batch(pid, epoch, 0), PETS1: _batch(pid, epoch, 0)}
+        )
+        codes = [p.error_code for topic in response.responses for p in topic.partition_responses]
+        assert codes == [Errors.NONE, Errors.NONE]
+        [(_, [asked])] = world.sender.requests  # one question for both partitions
+        assert set(asked.partitions) == {PETS0, PETS1}
+
+    run(tmp_path, scenario)
+
+
 def test_verification_for_transactional_partitions_only(tmp_path: Path) -> None:
     # ReplicaManagerTest.testVerificationForTransactionalPartitionsOnly: in one request, the
     # idempotent partition is appended without asking; the transactional one is asked about.
