@@ -184,6 +184,9 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    # transaction.partition.verification.enable (Kafka 3.6+, KIP-890 part 1): a partition
+    # leader asks the transaction coordinator before a producer's first transactional write.
+    transaction_partition_verification_enable: bool = True
     # authorizer.class.name set (any name: pykraft has one authorizer, Kafka's
     # StandardAuthorizer) turns ACL checks on, with super.users and
     # allow.everyone.if.no.acl.found; None (unset) allows every request, as Kafka without an
@@ -228,6 +231,9 @@ class BrokerConfig:
             "http_bearer_token": _optional_str(values, "http.bearer.token"),
             "log_config": _log_config(values),
             "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", False),
+            "transaction_partition_verification_enable": _bool(
+                values, "transaction.partition.verification.enable", True
+            ),
             "max_connections_per_ip_overrides": _per_ip_overrides(values),
             "authorizer": _authorizer(values),
         }

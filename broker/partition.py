@@ -88,6 +88,7 @@ from pykraft.storage.partition_log import OffsetAndTimestamp, PartitionLog
 from pykraft.storage.producer_entry import ProducerStateEntry
 from pykraft.storage.record_batch import CorruptRecordError
 from pykraft.storage.topic_partition import TopicPartition
+from pykraft.storage.verification_guard import VerificationGuard
 
 __all__ = [
     "DEBUGGING_REPLICA_ID",
@@ -361,10 +362,12 @@ class Partition:
         required_acks: int,
         now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Append batches as leader (Kafka ``appendRecordsToLeader``): a client's, or a
         coordinator's (``origin``: transaction markers, coordinator records); ``now_ms`` is wall
-        time, for the records' LogAppendTime.
+        time, for the records' LogAppendTime. ``verification_guard``: KIP-890's, when the
+        append asks for transaction verification (``UnifiedLog.append_as_leader``).
 
         Raises ``PartitionError`` with the Kafka error code; writes nothing then.
         """
@@ -373,12 +376,28 @@ class Partition:
             raise error
         try:
             info = self.log.append_as_leader(
-                records, self.state.leader_epoch, now_ms, origin=origin
+                records,
+                self.state.leader_epoch,
+                now_ms,
+                origin=origin,
+                verification_guard=verification_guard,
             )
         except (CorruptRecordError, OSError, LogError) as failure:
             raise PartitionError(error_for(failure), str(failure)) from failure
         self.maybe_increment_high_watermark()
         return info
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """Kafka ``Partition.maybeStartTransactionVerification``: the leader's log hands out the
+        producer's guard (``SENTINEL`` when its transaction is open here); not the leader ->
+        NOT_LEADER_OR_FOLLOWER."""
+        if not self.is_leader:
+            raise PartitionError(
+                Errors.NOT_LEADER_OR_FOLLOWER, f"{self.topic_partition} is not led here"
+            )
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch, now_ms)
 
     # ------------------------------------------------------------------ read
 

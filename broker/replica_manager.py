@@ -10,11 +10,12 @@ out; waiters on every changed partition answer now. ``update_topic_configs`` the
 their topic's new ``LogConfig`` (Kafka's ``DynamicConfigPublisher``).
 
 Produce: ``start_append_records`` (Kafka's ``appendRecords`` with its response callback;
-``append_records`` awaits it) appends through ``append_to_local_log``, which checks ``acks``
-(-1, 0, 1, else INVALID_REQUIRED_ACKS for every partition, ``isValidRequiredAcks``), refuses
-internal topics to clients, and appends each partition through
-``Partition.append_records_to_leader``; every failure becomes that partition's Kafka error code
-(NOT_ENOUGH_REPLICAS when acks=-1 finds the ISR below min.insync.replicas). It then answers
+``append_records`` awaits it) appends through ``append_to_local_log`` (``broker.local_append``:
+acks checked, internal topics refused to clients, each partition through
+``Partition.append_records_to_leader``, every failure that partition's Kafka error code, e.g.
+NOT_ENOUGH_REPLICAS when acks=-1 finds the ISR below min.insync.replicas). A transactional
+producer's append is verified with its transaction coordinator first when the broker has a
+``TransactionVerifier`` (KIP-890 part 1, ``broker.transactional_appends``). It then answers
 acks 0/1 at once, and acks=-1 with at least one partition
 appended after ``DelayedProduces`` says each appended partition's high watermark passed its
 batch (or the ISR shrank, leadership moved, or ``timeout_ms`` passed: Kafka's DelayedProduce).
@@ -43,7 +44,6 @@ Storage failures (offline partitions, failed log dirs): ``broker.offline_storage
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import attrs
@@ -51,6 +51,7 @@ import attrs
 from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from pykraft.broker.delayed_produce import DelayedProduces
 from pykraft.broker.hosted_partitions import HostedPartitions
+from pykraft.broker.local_append import NO_GUARDS, answer, append_to_local_log, start_append
 from pykraft.broker.partition import (
     EpochEndOffset,
     FetchIsolation,
@@ -59,6 +60,11 @@ from pykraft.broker.partition import (
     PartitionError,
 )
 from pykraft.broker.purgatory import DelayedFetches, FetchCompletion, Timer
+from pykraft.broker.transaction_verification import (
+    DEFAULT_ERROR,
+    TransactionSupportedOperation,
+)
+from pykraft.broker.transactional_appends import TransactionalAppends, TransactionVerifier
 from pykraft.broker.txn_markers import append_txn_markers
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
@@ -73,8 +79,6 @@ from pykraft.replica.data_path import (
     LogReadResult,
     PartitionFetch,
     RecordedFetcherManager,
-    append_refusal,
-    invalid_acks,
     respond_now,
 )
 from pykraft.replica.isr import NO_BROKER_EPOCH
@@ -86,6 +90,7 @@ from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.partition_log import OffsetAndTimestamp
 from pykraft.storage.topic_partition import TopicPartition
 from pykraft.storage.txn_markers import TxnMarker
+from pykraft.storage.verification_guard import VerificationGuard
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -125,6 +130,7 @@ class ReplicaManager:
         high_watermark_checkpoint_interval_ms: int | None = None,
         monotonic_ms: Callable[[], int],
         timer: TimerFactory | None = None,
+        transaction_verifier: TransactionVerifier | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -167,6 +173,13 @@ class ReplicaManager:
             on_partition_changed=self._on_partition_changed,
         )
         self.offline_storage = self.hosted.offline_storage
+        # KIP-890 part 1: with a verifier (transaction.partition.verification.enable, Kafka's
+        # addPartitionsToTxnManager) transactional produces are verified before they append.
+        self.transactional_appends = (
+            None
+            if transaction_verifier is None
+            else TransactionalAppends(self, transaction_verifier)
+        )
         self._timer: Timer | None = None
         if timer is not None:
             self._timer = timer(self.on_timer)
@@ -243,17 +256,20 @@ class ReplicaManager:
         response_callback: Callable[[dict[TopicPartition, AppendResult]], None],
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] = NO_GUARDS,
     ) -> int | None:
         """Kafka's ``appendRecords`` with its ``responseCallback``: append, then answer at once
         (acks 0/1, nothing appended, or the ISR already has it) or, for acks=-1, once the ISR
         has every appended batch or ``timeout_ms`` passed. Returns the waiter's id while the
-        answer waits (``DelayedProduces.forget`` drops it), else None (already answered)."""
+        answer waits (``DelayedProduces.forget`` drops it), else None (already answered).
+        ``verification_guards``: each partition's KIP-890 guard (``broker.local_append``)."""
         results = self.append_to_local_log(
             entries,
             required_acks=required_acks,
             now_ms=now_ms,
             internal_topics_allowed=internal_topics_allowed,
             origin=origin,
+            verification_guards=verification_guards,
         )
         required_offsets = {
             tp: result.last_offset + 1
@@ -290,32 +306,32 @@ class ReplicaManager:
         now_ms: int,
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        transactional_id: str | None = None,
+        supported_operation: TransactionSupportedOperation = DEFAULT_ERROR,
     ) -> dict[TopicPartition, AppendResult]:
         """``start_append_records`` awaited. The appends happen before the first ``await``, so
-        requests on one connection append in order."""
-        future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
-            asyncio.get_running_loop().create_future()
-        )
-
-        def respond(results: dict[TopicPartition, AppendResult]) -> None:
-            if not future.done():
-                future.set_result(results)
-
-        waiter_id = self.start_append_records(
+        requests on one connection append in order — except a transactional producer's
+        (``transactional_id``) while transaction verification is on: those go through
+        ``broker.transactional_appends``, which keeps each producer's appends in order."""
+        if transactional_id is not None and self.transactional_appends is not None:
+            return await self.transactional_appends.append_records(
+                entries,
+                transactional_id=transactional_id,
+                supported_operation=supported_operation,
+                required_acks=required_acks,
+                timeout_ms=timeout_ms,
+                now_ms=now_ms,
+            )
+        started = start_append(
+            self,
             entries,
             required_acks=required_acks,
             timeout_ms=timeout_ms,
             now_ms=now_ms,
-            response_callback=respond,
             internal_topics_allowed=internal_topics_allowed,
             origin=origin,
         )
-        if waiter_id is None:
-            return future.result()
-        try:
-            return await future
-        finally:
-            self.delayed_produces.forget(waiter_id)  # a no-op once answered
+        return await answer(self, started)
 
     def append_to_local_log(
         self,
@@ -325,17 +341,19 @@ class ReplicaManager:
         now_ms: int,
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] = NO_GUARDS,
     ) -> dict[TopicPartition, AppendResult]:
-        """Append each partition's records as leader; every partition gets a result."""
-        refused = invalid_acks(list(entries), required_acks)
-        if refused is not None:
-            return refused
-        results = {}
-        for topic_partition, records in entries.items():
-            results[topic_partition] = self._append_one(
-                topic_partition, records, required_acks, now_ms, internal_topics_allowed, origin
-            )
-        return results
+        """Append each partition's records as leader; every partition gets a result
+        (``broker.local_append``)."""
+        return append_to_local_log(
+            self,
+            entries,
+            required_acks=required_acks,
+            now_ms=now_ms,
+            internal_topics_allowed=internal_topics_allowed,
+            origin=origin,
+            verification_guards=verification_guards,
+        )
 
     def check_enough_replicas(
         self, topic_partition: TopicPartition, required_offset: int
@@ -346,38 +364,6 @@ class ReplicaManager:
         except PartitionError as error:
             return False, error.error
         return partition.check_enough_replicas_reach_offset(required_offset)
-
-    def _append_one(
-        self,
-        topic_partition: TopicPartition,
-        records: bytearray | memoryview | None,
-        required_acks: int,
-        now_ms: int,
-        internal_topics_allowed: bool,
-        origin: AppendOrigin,
-    ) -> AppendResult:
-        refused = append_refusal(topic_partition, bool(records), internal_topics_allowed)
-        if refused is not None:
-            return refused
-        assert records, "append_refusal answers an append without a batch"
-        try:
-            partition = self.partition_or_error(topic_partition)
-            info = partition.append_records_to_leader(
-                _writable(records), required_acks=required_acks, now_ms=now_ms, origin=origin
-            )
-        except PartitionError as error:
-            self.offline_storage.maybe_fail_log_dir(topic_partition, error)
-            return AppendResult(error=error.error, error_message=error.message)
-        appended = 0 if info.duplicate else info.valid_bytes
-        if appended:
-            self.delayed_fetches.on_bytes_appended(topic_partition, appended)
-        return AppendResult(
-            base_offset=info.first_offset,
-            log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=partition.log_start_offset,
-            appended_bytes=appended,
-            last_offset=info.last_offset,
-        )
 
     def append_txn_markers(
         self, markers: Sequence[TxnMarker], *, timeout_ms: int, now_ms: int
@@ -576,10 +562,3 @@ class ReplicaManager:
             current_leader_epoch=current_leader_epoch,
             fetch_only_from_leader=fetch_only_from_leader,
         )
-
-
-def _writable(records: bytearray | memoryview) -> bytearray | memoryview:
-    """The append stamps offsets in place; a read-only buffer is copied first."""
-    if isinstance(records, memoryview) and records.readonly:
-        return bytearray(records)
-    return records

@@ -41,6 +41,10 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
+from pykraft.broker.add_partitions_to_txn_manager import (
+    AddPartitionsToTxnManager,
+    build_add_partitions_to_txn_manager,
+)
 from pykraft.broker.alter_partition import AlterPartitionManager
 from pykraft.broker.authorization import RequestAuthorizer
 from pykraft.broker.authorization_scram import ImageScramCredentials
@@ -132,6 +136,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.coordinators: Coordinators | None = None
+        self.add_partitions_to_txn: AddPartitionsToTxnManager | None = None
         self.publisher: BrokerMetadataPublisher | None = None
         self.alter_partition = AlterPartitionManager(
             self.client, broker_id=config.node_id, broker_epoch=self._broker_epoch
@@ -182,6 +187,13 @@ class BrokerServer:
             broker_epoch=self._broker_epoch,
             clock=self.clock,
         )
+        # KIP-890 part 1: transactional writes verified with their coordinator first.
+        self.add_partitions_to_txn = build_add_partitions_to_txn_manager(
+            self.config,
+            lambda: self.loader.image,
+            fetcher_config.client_security,
+            self.clock.monotonic_ms,
+        )
         self.replica_manager = ReplicaManager(
             broker_id=self.config.node_id,
             log_manager=self.log_manager,
@@ -195,6 +207,7 @@ class BrokerServer:
             ),
             monotonic_ms=self.clock.monotonic_ms,
             timer=lambda on_due: DeadlineTimer(self.clock.monotonic_ms, on_due),
+            transaction_verifier=self.add_partitions_to_txn,
         )
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error
@@ -415,6 +428,10 @@ class BrokerServer:
                 await self._bounded(step, what)
         for listener in self.listeners:
             await self._bounded(listener.close(), f"closing listener {listener.listener_name}")
+        if self.add_partitions_to_txn is not None:
+            await self._bounded(
+                self.add_partitions_to_txn.close(), "stopping transaction verification"
+            )
         # Kafka's order: fetchers stop before the logs they append to close.
         if self.fetcher_manager is not None:
             await self._bounded(self.fetcher_manager.shutdown(), "stopping the replica fetchers")

@@ -31,6 +31,7 @@ from pykraft.storage.record_batch import (
 from pykraft.storage.record_walk import max_inflated_bytes
 from pykraft.storage.records import validate_records
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
+from pykraft.storage.verification_guard import VerificationGuard, VerificationStateEntry
 
 
 class AppendOrigin(enum.Enum):
@@ -274,12 +275,17 @@ def check_producers(
     batches: list[ValidatedBatch],
     first_offset: int,
     origin: AppendOrigin = AppendOrigin.CLIENT,
+    *,
+    verification_entry: Callable[[int], VerificationStateEntry | None] = lambda _: None,
+    verification_guard: VerificationGuard | None = None,
 ) -> LogAppendInfo | None:
     """Check idempotent batches against producer state (Kafka analyzeAndValidateProducerState).
 
     ``last_entry`` looks a producer id up in the partition's producer state (the manager's
-    ``last_entry``, passed as a function so this module stays clear of its snapshot files).
-    Only a client's batches are checked for duplicates and sequences (``origin``).
+    ``last_entry``, passed as a function so this module stays clear of its snapshot files),
+    ``verification_entry`` its verification in progress (KIP-890). Only a client's batches are
+    checked for duplicates and sequences (``origin``). ``verification_guard`` is the guard the
+    append carries when it asks for transaction verification (None: it does not).
 
     Batches of one append are folded in order, so two batches of the same producer in one
     append are checked against each other. Returns the original offsets of a duplicate (the
@@ -295,7 +301,12 @@ def check_producers(
             producer_id = header.producer_id
             entry = pending.get(producer_id, last_entry(producer_id))
             check = check_append(
-                entry, header, from_client=origin is AppendOrigin.CLIENT, marker=item.marker
+                entry,
+                header,
+                from_client=origin is AppendOrigin.CLIENT,
+                marker=item.marker,
+                verification=verification_entry(producer_id),
+                request_guard=verification_guard,
             )
             if check.kind is AppendCheckKind.DUPLICATE:
                 return LogAppendInfo(

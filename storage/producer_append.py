@@ -13,6 +13,14 @@ the producer's (INVALID_PRODUCER_EPOCH) and its coordinator epoch not below the 
 (TRANSACTION_COORDINATOR_FENCED). Only client batches are checked for duplicates and sequences
 (``UnifiedLog.analyzeAndValidateProducerState``, ``maybeValidateDataBatch``): coordinator
 appends (markers, transactional offset commits) carry no sequence.
+
+Verification (KIP-890 part 1, ``storage.verification_guard``): when the append asks for it (a
+``request_guard``), a transactional data batch of a producer with no open transaction must carry
+the guard the partition handed out when the coordinator was asked — else INVALID_TXN_STATE
+("Record was not part of an ongoing transaction", ``UnifiedLog.analyzeAndValidateProducerState``);
+this runs after the duplicate check and before the epoch check, as in Kafka. And while a
+producer's verification is in progress a client batch may not start above the lowest sequence
+that asked (OUT_OF_ORDER_SEQUENCE, ``ProducerAppendInfo.checkSequence``), verification asked or not.
 """
 
 from __future__ import annotations
@@ -30,6 +38,11 @@ from pykraft.storage.producer_entry import (
 )
 from pykraft.storage.record_batch import NO_PRODUCER_EPOCH, BatchHeader
 from pykraft.storage.txn_markers import EndTransactionMarker
+from pykraft.storage.verification_guard import (
+    SENTINEL,
+    VerificationGuard,
+    VerificationStateEntry,
+)
 
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default (1 day)
 
@@ -76,11 +89,15 @@ def check_append(
     *,
     from_client: bool = True,
     marker: EndTransactionMarker | None = None,
+    verification: VerificationStateEntry | None = None,
+    request_guard: VerificationGuard | None = None,
 ) -> AppendCheck:
     """Classify a leader's batch against the producer's current state (no state change).
 
     ``from_client`` is Kafka's ``AppendOrigin.CLIENT`` (duplicates and sequences are checked);
     a coordinator's append checks epochs only. ``marker`` is a control batch's decoded marker.
+    ``verification`` is the producer's verification in progress on the partition, if any;
+    ``request_guard`` the guard the append carries, None when it asks for no verification.
     """
     if not header.has_producer_id:
         return NEW
@@ -95,6 +112,15 @@ def check_append(
                 f"sequences {header.base_sequence}..{header.last_sequence} of producer "
                 f"{header.producer_id} were already written at offset {duplicate.first_offset}",
             )
+    if request_guard is not None and _missing_verification(
+        current, header, verification, request_guard
+    ):
+        return AppendCheck(
+            AppendCheckKind.INVALID_TXN_STATE,
+            message=f"record of producer {header.producer_id} was not part of an ongoing "
+            "transaction (the partition's verification with the transaction coordinator "
+            "did not cover this write)",
+        )
     if header.producer_epoch < current.producer_epoch:
         return AppendCheck(
             AppendCheckKind.INVALID_PRODUCER_EPOCH,
@@ -104,7 +130,7 @@ def check_append(
     if header.is_control:
         return _check_coordinator_epoch(current, marker)
     if from_client:
-        sequence = _check_sequence(current, header)
+        sequence = _check_sequence(current, header, verification)
         if sequence is not None:
             return sequence
     if current.current_txn_first_offset is not None and not header.is_transactional:
@@ -129,9 +155,35 @@ def _check_coordinator_epoch(
     )
 
 
-def _check_sequence(current: ProducerStateEntry, header: BatchHeader) -> AppendCheck | None:
+def _missing_verification(
+    current: ProducerStateEntry,
+    header: BatchHeader,
+    verification: VerificationStateEntry | None,
+    request_guard: VerificationGuard,
+) -> bool:
+    """Kafka: a transactional data batch outside an ongoing transaction whose guard is not the
+    partition's (``batchMissingRequiredVerification``)."""
+    if not header.is_transactional or header.is_control:
+        return False
+    if current.current_txn_first_offset is not None:
+        return False  # phase 2: the transaction is open, so the coordinator knows it
+    guard = SENTINEL if verification is None else verification.guard
+    return not guard.verify(request_guard)
+
+
+def _check_sequence(
+    current: ProducerStateEntry,
+    header: BatchHeader,
+    verification: VerificationStateEntry | None = None,
+) -> AppendCheck | None:
     """Kafka ``checkSequence``; None when the sequence is acceptable."""
     first_sequence = header.base_sequence
+    if verification is not None and first_sequence > verification.lowest_sequence:
+        return _out_of_order(
+            f"out of order sequence number for producer {header.producer_id}: "
+            f"{first_sequence} (incoming seq. number), {verification.lowest_sequence} "
+            "(earliest seen sequence)"
+        )
     if header.producer_epoch != current.producer_epoch:
         if first_sequence != 0 and current.producer_epoch != NO_PRODUCER_EPOCH:
             return _out_of_order(

@@ -11,10 +11,13 @@ remembers, per producer id, its epoch and the metadata of its last five batches
 1. no producer id -> NEW (plain batches are never deduplicated);
 2. same epoch and the exact sequence range of one of the last five batches -> DUPLICATE, carrying
    that batch's original offsets so the broker answers the retry with them and appends nothing;
+2a. when the append asks for transaction verification (KIP-890), a transactional data batch
+   outside an open transaction without the partition's guard -> INVALID_TXN_STATE;
 3. an epoch below the producer's current one -> INVALID_PRODUCER_EPOCH (a fenced zombie);
 4. a higher epoch must start at sequence 0, unless the producer is unknown (no epoch yet);
 5. the same epoch must continue at last sequence + 1 (Int32.MAX wraps to 0); an unknown producer
    may start anywhere (its state may have been removed by retention) -> else OUT_OF_ORDER_SEQUENCE;
+   while a verification is in progress, no batch may start above its lowest sequence (first);
 6. a non-transactional batch while the producer's transaction is open -> INVALID_TXN_STATE.
 
 Steps 2, 4 and 5 are for client batches only; a coordinator's append (markers, transactional
@@ -41,6 +44,13 @@ watermark passes its marker (``on_high_watermark_updated``), so the first unstab
 marker that could yet be truncated away. Snapshots keep each producer's open transaction
 (``current_txn_first_offset``), so a reload restores the ongoing set; unreplicated ones are
 rebuilt by the replay after the snapshot (Kafka clears them on reload too).
+
+Verification (KIP-890 part 1, ``storage.verification_guard``): a leader about to ask the
+transaction coordinator about a producer's first write to the partition keeps a
+``VerificationStateEntry`` for it (``maybe_create_verification_state_entry``); any transactional
+batch of the producer written afterwards — data or marker — clears it in ``update`` (Kafka's
+``UnifiedLog.updateProducers``), so a stale verification cannot be used after the transaction
+ended. Entries are in memory only (never in snapshots) and expire with idle producers.
 """
 
 from __future__ import annotations
@@ -70,6 +80,7 @@ from pykraft.storage.producer_snapshot import (
 )
 from pykraft.storage.record_batch import BatchHeader
 from pykraft.storage.txn_markers import EndTransactionMarker
+from pykraft.storage.verification_guard import VerificationStateEntry
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +129,8 @@ class ProducerStateManager:
         # Completed transactions whose marker the high watermark has not passed yet, by first
         # offset (Kafka ``unreplicatedTxns``).
         self._unreplicated_txns: dict[int, CompletedTxn] = {}
+        # Verifications in progress by producer id (Kafka ``verificationStates``).
+        self._verification_states: dict[int, VerificationStateEntry] = {}
         self.load_problems: tuple[str, ...] = ()
 
     @property
@@ -143,7 +156,12 @@ class ProducerStateManager:
 
     def check(self, header: BatchHeader) -> AppendCheck:
         """Classify a client batch; changes nothing."""
-        return check_append(self._producers.get(header.producer_id), header)
+        producer_id = header.producer_id
+        return check_append(
+            self._producers.get(producer_id),
+            header,
+            verification=self._verification_states.get(producer_id),
+        )
 
     def update(
         self,
@@ -167,6 +185,10 @@ class ProducerStateManager:
             started = updated.current_txn_first_offset
             if started is not None and (entry is None or entry.current_txn_first_offset is None):
                 self._begin_txn(started, producer_id)
+            if header.is_transactional:
+                # The transaction has its first offset now, or has ended: either way the
+                # verification that preceded it is spent (Kafka ``updateProducers``).
+                self._verification_states.pop(producer_id, None)
         self._map_end_offset = max(self._map_end_offset, last_offset + 1)
         return completed
 
@@ -174,6 +196,32 @@ class ProducerStateManager:
         last = next(reversed(self._ongoing_txns), None)
         assert last is None or last < first_offset, f"transaction at {first_offset} after {last}"
         self._ongoing_txns[first_offset] = producer_id
+
+    # ------------------------------------------------------------------ verification
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Kafka ``UnifiedLog.hasOngoingTransaction``: the producer's transaction is open."""
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationStateEntry:
+        """Kafka ``maybeCreateVerificationStateEntry``: the producer's entry (a new one with a
+        fresh guard, or the one in progress with its lowest sequence and epoch updated)."""
+        current = self._verification_states.get(producer_id)
+        if current is None:
+            entry = VerificationStateEntry(now_ms, sequence, epoch)
+        else:
+            entry = current.with_sequence_and_epoch(sequence, epoch)
+        self._verification_states[producer_id] = entry
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self._verification_states.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self._verification_states.pop(producer_id, None)
 
     # ------------------------------------------------------------------ transactions
 
@@ -229,6 +277,14 @@ class ProducerStateManager:
         ]
         for producer_id in expired:
             del self._producers[producer_id]
+        # Kafka: "also expire any verification state entries that are lingering as unverified".
+        lingering = [
+            producer_id
+            for producer_id, entry in self._verification_states.items()
+            if entry.is_expired(now_ms, self.producer_id_expiration_ms)
+        ]
+        for producer_id in lingering:
+            del self._verification_states[producer_id]
 
     def take_snapshot(self, offset: int) -> None:
         """Write the state as of ``offset`` (the log end when called) to its snapshot file."""

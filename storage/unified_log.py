@@ -21,7 +21,10 @@ The last stable offset (``last_stable_offset``, Kafka ``UnifiedLog.lastStableOff
 first unstable offset — the oldest transaction still open, or decided by a marker the high
 watermark has not passed, but never below the log start — when that is below the high
 watermark, else the high watermark. READ_COMMITTED consumers read up to it and learn the aborted
-transactions overlapping what they read (``collect_aborted_transactions``).
+transactions overlapping what they read (``collect_aborted_transactions``). KIP-890 part 1: a
+leader about to verify a producer's first transactional write gets a guard from
+``maybe_start_transaction_verification``; an append that asks for verification must carry it
+(``storage.verification_guard``).
 
 Reads return slices of whole batches (``FileSlice``s from files, never bytes), bounded by an
 upper offset (last stable offset or high watermark for consumers, log end for followers);
@@ -77,6 +80,7 @@ from pykraft.storage.record_batch import (
 )
 from pykraft.storage.retention import RetentionDecision, SegmentInfo, decide_retention
 from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, SegmentStore, SegmentView
+from pykraft.storage.verification_guard import SENTINEL, VerificationGuard
 
 
 class UnifiedLog:
@@ -197,11 +201,16 @@ class UnifiedLog:
         now_ms: int,
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the log end, stamp ``leader_epoch``, write.
 
         Raises a ``LogError`` subclass (or ``CorruptRecordError``) and writes nothing when
         any batch is bad; returns the original offsets for a duplicate producer retry.
+        ``verification_guard``: None when the append asks for no transaction verification
+        (Kafka's ``transaction.partition.verification.enable`` off, or not a client's write);
+        else the guard its verification got (``SENTINEL`` when none was needed), which a
+        transactional batch outside an open transaction must match (INVALID_TXN_STATE).
         """
         latest = self.leader_epoch_cache.latest_epoch
         if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
@@ -215,7 +224,14 @@ class UnifiedLog:
             origin=origin,
         )
         first_offset = self.log_end_offset
-        duplicate = check_producers(self.producer_state.last_entry, batches, first_offset, origin)
+        duplicate = check_producers(
+            self.producer_state.last_entry,
+            batches,
+            first_offset,
+            origin,
+            verification_entry=self.producer_state.verification_state_entry,
+            verification_guard=verification_guard,
+        )
         if duplicate is not None:
             return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
         next_offset = first_offset
@@ -308,6 +324,24 @@ class UnifiedLog:
         if self.active_segment.size:
             self.producer_state.take_snapshot(self.log_end_offset)
             self.store.roll(now_ms)
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationGuard:
+        """Kafka ``maybeStartTransactionVerification``: ``SENTINEL`` when the producer's
+        transaction is already open here (nothing to verify), else the guard of its
+        verification in progress (created now if there is none)."""
+        if self.producer_state.has_ongoing_transaction(producer_id):
+            return SENTINEL
+        state = self.producer_state
+        return state.maybe_create_verification_state_entry(
+            producer_id, sequence, epoch, now_ms
+        ).guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """Kafka ``verificationGuard``: the guard in progress, else ``SENTINEL``."""
+        entry = self.producer_state.verification_state_entry(producer_id)
+        return SENTINEL if entry is None else entry.guard
 
     # ------------------------------------------------------------------ read
 

@@ -75,6 +75,9 @@ PURE_CORES = [
     "broker/sasl_config.py",
     "broker/sasl_mechanisms.py",
     "broker/sasl_server.py",
+    # KIP-890 part 1: which writes are verified, how, and what the producer is told.
+    "broker/transaction_verification.py",
+    "broker/add_partitions_to_txn_batches.py",
     "coordinator/group/state.py",
     "coordinator/group/rebalance.py",
     "coordinator/group/manager.py",
@@ -126,6 +129,8 @@ STORAGE_RULES = [
     "storage/aborted_txn.py",
     "storage/txn_markers.py",
     "storage/producer_replay.py",
+    # KIP-890 part 1: a producer's verification in progress and its guard.
+    "storage/verification_guard.py",
 ]
 
 

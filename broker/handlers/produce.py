@@ -13,6 +13,10 @@ acks=0 gets no response at all. When such a request failed, Kafka closes the con
 client notices (``sendResponseCallback``: "closing connection due to error during produce
 request with correlation id ... acks=0"); we raise a ``ProtocolError`` to the same effect.
 A NOT_LEADER_OR_FOLLOWER partition carries the current leader and its endpoint (KIP-951, v10).
+
+A transactional producer's request (``transactional_id``) goes to ``ReplicaManager`` with its id:
+with ``transaction.partition.verification.enable`` the broker asks the transaction coordinator
+before a producer's first write to a partition (KIP-890 part 1, ``broker.transactional_appends``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pykraft.broker.handlers.services import BrokerServices, current_leader
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import AppendResult
+from pykraft.broker.transaction_verification import supported_operation
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
 from pykraft.protocol.errors import Errors, ProtocolError
@@ -155,6 +160,8 @@ async def append(
             required_acks=produce.acks,
             timeout_ms=produce.timeout_ms,
             now_ms=services.wall_clock_ms(),
+            transactional_id=produce.transactional_id,
+            supported_operation=supported_operation(api_version),
         )
     )
     return _response(services, results, listener_name)

@@ -51,6 +51,7 @@ def test_kafka_defaults() -> None:
     assert c.http_listener == HostPort("127.0.0.1", 8092)
     # Deliberately not Kafka's default (true): issue #4 — no auto-create unless enabled.
     assert c.auto_create_topics_enable is False
+    assert c.transaction_partition_verification_enable is True  # Kafka 3.6+'s default
 
 
 def test_values_are_read_with_kafkas_names() -> None:
@@ -66,6 +67,7 @@ def test_values_are_read_with_kafkas_names() -> None:
             "num.partitions": "3",
             "min.insync.replicas": "2",
             "auto.create.topics.enable": "TRUE",
+            "transaction.partition.verification.enable": "false",
             "log.segment.bytes": "1048576",
             "log.retention.hours": "1",
             "log.index.interval.bytes": "1024",
@@ -78,6 +80,7 @@ def test_values_are_read_with_kafkas_names() -> None:
     assert c.rack == "rack-1"
     assert (c.num_partitions, c.min_insync_replicas) == (3, 2)
     assert c.auto_create_topics_enable is True
+    assert c.transaction_partition_verification_enable is False
     assert c.log_config.segment_bytes == 1048576
     assert c.log_config.retention_ms == 3600 * 1000
     assert c.log_config.index_interval_bytes == 1024
@@ -143,6 +146,11 @@ def test_a_listener_on_port_zero_is_advertised_with_its_bound_port_later() -> No
         ({"min.insync.replicas": "2.5"}, "min.insync.replicas", "not an integer"),
         ({"socket.request.max.bytes": "4294967296"}, "socket.request.max.bytes", "32-bit"),
         ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable", "true or false"),
+        (
+            {"transaction.partition.verification.enable": "1"},
+            "transaction.partition.verification.enable",
+            "true or false",
+        ),
         ({"max.connections": "-1"}, "max.connections", "below the minimum 0"),
         ({"max.connections.per.ip": "0"}, "max.connections.per.ip", "overrides"),
         ({"max.connections.per.ip.overrides": "h"}, "max.connections.per.ip.overrides", "count"),
