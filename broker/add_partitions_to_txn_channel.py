@@ -12,14 +12,13 @@ authorization (CLUSTER_ACTION). This module carries bytes only; what an outcome 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
 from pykraft.broker.add_partitions_to_txn_batches import Outcome, Unanswered
+from pykraft.broker.broker_connections import BrokerConnections
 from pykraft.fetcher.broker_connection import (
     ApiRanges,
-    BrokerConnection,
     BrokerConnectionError,
     ConnectionSettings,
 )
@@ -62,15 +61,18 @@ class AddPartitionsToTxnChannel:
         *,
         monotonic_ms: Callable[[], int],
     ) -> None:
-        self._metadata = metadata
-        self._listener_name = listener_name
-        self._settings = settings
-        self._monotonic_ms = monotonic_ms
-        self._connections: dict[int, BrokerConnection[int]] = {}
+        self._connections = BrokerConnections(
+            metadata,
+            listener_name,
+            settings,
+            add_partitions_to_txn_version,
+            monotonic_ms=monotonic_ms,
+            name="transaction verification to broker",
+        )
 
     async def send(self, broker_id: int, transactions: Sequence[VerifyTransaction]) -> Outcome:
         """Ask ``broker_id`` to verify ``transactions``; never raises for the network."""
-        connection = self._connection(broker_id)
+        connection = self._connections.get(broker_id)
         if connection is None:
             return Unanswered.NETWORK  # the broker left; the producer retries and finds anew
         try:
@@ -91,29 +93,4 @@ class AddPartitionsToTxnChannel:
             return Unanswered.NETWORK
 
     async def close(self) -> None:
-        connections, self._connections = self._connections, {}
-        for connection in connections.values():
-            with contextlib.suppress(Exception):
-                await connection.close()
-
-    def _connection(self, broker_id: int) -> BrokerConnection[int] | None:
-        broker = self._metadata().cluster.broker(broker_id)
-        endpoint = None if broker is None else broker.endpoint(self._listener_name)
-        if endpoint is None:
-            return None
-        current = self._connections.get(broker_id)
-        if current is not None and (current.host, current.port) == (endpoint.host, endpoint.port):
-            return current
-        if current is not None:
-            current.drop()  # the broker moved: its old connection goes
-        connection: BrokerConnection[int] = BrokerConnection(
-            broker_id,
-            endpoint.host,
-            endpoint.port,
-            self._settings,
-            add_partitions_to_txn_version,
-            monotonic_ms=self._monotonic_ms,
-            name="transaction verification to broker",
-        )
-        self._connections[broker_id] = connection
-        return connection
+        await self._connections.close()

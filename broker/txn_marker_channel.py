@@ -17,13 +17,12 @@ and resends (``TransactionMarkerRequestCompletionHandler`` on a disconnect).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
+from pykraft.broker.broker_connections import BrokerConnections
 from pykraft.fetcher.broker_connection import (
     ApiRanges,
-    BrokerConnection,
     BrokerConnectionError,
     ConnectionSettings,
 )
@@ -65,10 +64,14 @@ class TxnMarkerChannel:
     ) -> None:
         self.broker_id = broker_id
         self._metadata = metadata
-        self._listener_name = listener_name
-        self._settings = settings
-        self._monotonic_ms = monotonic_ms
-        self._connections: dict[int, BrokerConnection[int]] = {}
+        self._connections = BrokerConnections(
+            metadata,
+            listener_name,
+            settings,
+            write_txn_markers_version,
+            monotonic_ms=monotonic_ms,
+            name="txn marker channel to broker",
+        )
 
     def leader_of(self, topic_partition: TopicPartition) -> int | None:
         """The partition's leader per the image: -1 while it has none (the marker waits and
@@ -83,7 +86,7 @@ class TxnMarkerChannel:
     async def write_txn_markers(
         self, broker_id: int, markers: Sequence[TxnMarker]
     ) -> MarkerResults:
-        connection = self._connection(broker_id)
+        connection = self._connections.get(broker_id)
         if connection is None:
             return _all(markers, Errors.NOT_LEADER_OR_FOLLOWER)
         try:
@@ -99,35 +102,7 @@ class TxnMarkerChannel:
             return _all(markers, Errors.NETWORK_EXCEPTION)
 
     async def close(self) -> None:
-        connections, self._connections = self._connections, {}
-        for connection in connections.values():
-            with contextlib.suppress(Exception):
-                await connection.close()
-
-    def _connection(self, broker_id: int) -> BrokerConnection[int] | None:
-        broker = self._metadata().cluster.broker(broker_id)
-        endpoint = None if broker is None else broker.endpoint(self._listener_name)
-        current = self._connections.get(broker_id)
-        if endpoint is None:
-            if current is not None:  # the broker left, or left the listener: so does its link
-                del self._connections[broker_id]
-                current.drop()
-            return None
-        if current is not None and (current.host, current.port) == (endpoint.host, endpoint.port):
-            return current
-        if current is not None:
-            current.drop()  # the broker moved: its old connection goes
-        connection: BrokerConnection[int] = BrokerConnection(
-            broker_id,
-            endpoint.host,
-            endpoint.port,
-            self._settings,
-            write_txn_markers_version,
-            monotonic_ms=self._monotonic_ms,
-            name="txn marker channel to broker",
-        )
-        self._connections[broker_id] = connection
-        return connection
+        await self._connections.close()
 
 
 def _all(markers: Sequence[TxnMarker], error: Errors) -> MarkerResults:
