@@ -228,7 +228,8 @@ def test_transfers_stay_atomic_through_coordinator_and_leader_failures(
         uncommitted_log=read_log(servers, TOPIC, high_watermarks, "read_uncommitted"),
         live_reads=workload.live_reads,
     )
-    print(format_txn_report(report, stalls))
+    summary = format_txn_report(report, stalls)
+    print(summary)
     print(
         f"fenced instances' commits acknowledged {len(workload.zombie_commits)}, refused "
         f"{dict(workload.zombie_errors)}; producer instances {workload.instances}; "
@@ -236,7 +237,8 @@ def test_transfers_stay_atomic_through_coordinator_and_leader_failures(
         f"{': ' + '; '.join(workload.errors[:5]) if workload.errors else ''}; "
         f"run time {time.monotonic() - started:.1f}s"
     )
-    assert report.anomalies == 0 and stalls == [] and workload.zombie_commits == []
+    assert report.anomalies == 0 and stalls == [], summary
+    assert workload.zombie_commits == [], "a fenced instance's commit was acknowledged"
     assert report.committed_total == DEPOSIT * ACCOUNTS
     # The run exercised both ends: commits, and aborted records really in the log.
     assert report.outcomes[Outcome.COMMITTED] > WARM_UP_COMMITTED and report.aborted_in_log > 0
