@@ -5,13 +5,16 @@ accounts' partition leaders are killed with SIGKILL and restarted, or paused wit
 them), on the real chaos cluster (3 controllers, 3 brokers, ``__transaction_state`` RF=3).
 
 Each transaction writes a debit and a credit of one amount to two partitions and is committed or
-aborted at random; a read_committed consumer reads throughout. Once every fault is healed the
-last stable offset must catch up with the high watermark at each partition within
-``LSO_BOUND_S`` (a transaction left open by a dead producer instance ends at its
-``transaction.timeout.ms`` at the latest), and the producers must commit again. At the end the
-topic is read back read_committed and ``txn_checker.check_transactions`` reports aborted reads,
-lost committed transactions, partial transactions, duplicates, records read during the run and
-gone at the end, and whether the committed total still equals the deposits: zero of each.
+aborted at random; now and then its producer is replaced mid-transaction, and the new instance
+must fence it (its commit refused, its records aborted). A read_committed consumer reads
+throughout. Once each fault is healed the last stable offset must catch up with the high
+watermark at each partition within ``LSO_BOUND_S`` (a transaction left open by a dead producer
+instance ends at its ``transaction.timeout.ms`` at the latest), and the producers must commit
+again. At the end a producer writes a transfer and vanishes: the coordinator must abort it at
+its timeout. Then the topic is read back read_committed and ``txn_checker.check_transactions``
+reports aborted reads, lost committed transactions, partial transactions, duplicates, records
+read during the run and gone at the end, and whether the committed total still equals the
+deposits: zero of each.
 
 Bounds: ``CHAOS_TXN_FAULTS`` faults (default 4, one of each kind when there are at least 4),
 stopping early once ``CHAOS_TXN_SECONDS`` of faults have passed (default 45);
@@ -44,6 +47,7 @@ from tests.chaos.txn_checker import (
     deposit,
     format_txn_report,
     lso_behind,
+    transfer,
 )
 from tests.chaos.txn_workload import (
     TRANSACTION_TIMEOUT_MS,
@@ -217,7 +221,13 @@ def test_transfers_stay_atomic_through_coordinator_and_leader_failures(
     finally:
         workload.stop()
     cluster.eventually(lambda: cluster.in_sync(TOPIC), "replicas converge")
-    wait_stable(cluster, "the end (producers stopped)", stalls)
+    # A producer that writes and then vanishes: only the coordinator's timeout frees the LSO.
+    abandoned = transfer("abandoned", 0, 1, DEPOSIT)
+    producer = workload.leave_open("chaos-bank-abandoned", abandoned)
+    stable_s = wait_stable(cluster, "the end (a transaction left open)", stalls)
+    print(f"LSO at the high watermark {stable_s:.1f}s after a transaction was left open")
+    workload.mark(abandoned, Outcome.TIMED_OUT)
+    discard(producer)
 
     servers = ",".join(cluster.bootstrap_servers)
     high_watermarks = offsets(servers, TOPIC, PARTITIONS, "read_uncommitted")

@@ -105,6 +105,19 @@ def test_a_fenced_transaction_read_back_is_an_aborted_read() -> None:
     assert report.partial == () and report.committed_total == report.expected_total
 
 
+def test_a_transaction_aborted_at_its_timeout_is_aborted_too() -> None:
+    # Kafka's TransactionCoordinator.abortTimedOutTransactions ended it, not its producer.
+    report = check_transactions(
+        transactions=TRANSACTIONS,
+        outcomes={**OUTCOMES, "p2-0": Outcome.TIMED_OUT},
+        committed_log=log_of(*CLEAN, FENCED.entries[0]),
+        uncommitted_log=log_of(*UNCOMMITTED),
+        live_reads=(),
+    )
+    assert [decode_entry(p.value) for p in report.aborted_reads] == [FENCED.entries[0]]
+    assert report.partial == ("p2-0",) and report.aborted_in_log == 4
+
+
 def test_a_committed_transaction_missing_a_record_is_lost_and_partial() -> None:
     report = check((*DEPOSIT.entries, COMMITTED.entries[0], *UNKNOWN_IN.entries))
     assert report.lost == ("p0-0",) and report.partial == ("p0-0",)

@@ -11,9 +11,9 @@ lost write, non-atomic transaction), read against Kafka's promise for ``isolatio
 read_committed`` (KIP-98: a read_committed consumer reads up to the last stable offset and never
 returns an aborted transaction's records):
 
-* ``aborted_reads``: a record of a transaction whose abort was acknowledged, or that a new
-  instance of its producer fenced, read back (at the end or by the consumer running beside the
-  faults);
+* ``aborted_reads``: a record of a transaction whose abort was acknowledged, that a new
+  instance of its producer fenced, or that its producer left open past its timeout, read back
+  (at the end or by the consumer running beside the faults);
 * ``lost``: a transaction whose commit was acknowledged, with a record missing;
 * ``partial``: a transaction of any outcome with some of its records visible and some not
   (a transaction whose outcome the producer never learnt must still be all or nothing);
@@ -46,12 +46,15 @@ class Outcome(enum.Enum):
     # Left open by an instance that a new one with the same transactional.id then replaced:
     # the new one's init_transactions aborts it (KIP-98 fencing) before it returns.
     FENCED = "aborted by the next instance's init_transactions"
+    # Left open by a producer that never came back: the coordinator aborts it when its
+    # transaction.timeout.ms passes (Kafka's TransactionCoordinator.abortTimedOutTransactions).
+    TIMED_OUT = "aborted by the coordinator at its timeout"
     # Begun, then the producer failed (fatal error, fenced, retries exhausted) before an answer:
     # the coordinator may have committed or aborted it; either way, all or nothing.
     UNKNOWN = "outcome unknown"
 
 
-ABORTED = (Outcome.ABORTED, Outcome.FENCED)
+ABORTED = (Outcome.ABORTED, Outcome.FENCED, Outcome.TIMED_OUT)
 
 
 @attrs.frozen

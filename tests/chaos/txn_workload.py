@@ -240,6 +240,20 @@ class TransferWorkload:
             if self.partition_of(debit) != self.partition_of(credit):
                 return debit, credit
 
+    def leave_open(self, transactional_id: str, transaction: Transaction) -> Producer:
+        """A producer that writes ``transaction`` and then neither commits nor aborts it (a
+        client gone for good): the coordinator must abort it once ``transaction.timeout.ms``
+        passes (Kafka's ``abortTimedOutTransactions``). Keep the producer until then."""
+        producer = Producer(producer_config(self.bootstrap_servers, transactional_id))
+        producer.init_transactions(INIT_TIMEOUT_S)
+        assert self._begin(producer, transaction)
+        self._write(producer, transaction)
+        assert producer.flush(FLUSH_TIMEOUT_S) == 0, "the abandoned records were not written"
+        return producer
+
+    def mark(self, transaction: Transaction, outcome: Outcome) -> None:
+        self._ended(transaction, outcome)
+
     def new_instance(self, transactional_id: str) -> Producer | None:
         """A producer whose ``init_transactions`` succeeded (retried while its coordinator is
         away; a new instance after a fatal error); None if the workload stops first."""
