@@ -10,7 +10,10 @@
 
 Timeouts are lowered to keep runs short, and said so here: the controllers fence a broker after
 ``broker.session.timeout.ms`` = 3000 (Kafka: 9000) with heartbeats every 500 ms (Kafka: 2000);
-followers leave the ISR after ``replica.lag.time.max.ms`` = 3000 (Kafka: 30000).
+followers leave the ISR after ``replica.lag.time.max.ms`` = 3000 (Kafka: 30000). For the
+transactions test, ``__transaction_state`` has 5 partitions (Kafka: 50; fewer to create and to
+load on every failover) and the coordinators look for timed-out transactions every 1000 ms
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``; Kafka: 10000).
 """
 
 from __future__ import annotations
@@ -37,12 +40,15 @@ CONTROLLER_PROPERTIES = {
     "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "broker.heartbeat.interval.ms": str(HEARTBEAT_INTERVAL_MS),
 }
+TRANSACTION_STATE_PARTITIONS = 5
 # The controllers enforce the session; the brokers' copies (last line wins) say the same.
 BROKER_PROPERTIES = {
     **CONTROLLER_PROPERTIES,
     "replica.lag.time.max.ms": "3000",
     "replica.fetch.wait.max.ms": "200",
     "replica.fetch.backoff.ms": "200",
+    "transaction.state.log.num.partitions": str(TRANSACTION_STATE_PARTITIONS),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 BROKER_IDS = (10, 11, 12)
 CONVERGE_TIMEOUT_S = 45.0
