@@ -23,6 +23,11 @@ RETRIABLE_ABORT_ERRORS = frozenset(
     }
 )
 MAX_PORT = 65535
+# ``fetcher.broker_connection`` raises one error type, its message naming the phase that failed
+# ("<peer>: SASL failed: ...", "<peer>: connect failed: [SSL: CERTIFICATE_VERIFY_FAILED] ...",
+# "<peer>: reconnecting in N ms after K failure(s)"); these marks tell the kinds apart.
+AUTHENTICATION_FAILURE_MARKS = (": SASL failed: ", "CERTIFICATE_VERIFY_FAILED")
+RECONNECT_NOTICE_MARK = ": reconnecting in "
 
 
 class AdminError(Exception):
@@ -51,6 +56,18 @@ def parse_bootstrap_servers(text: str) -> list[tuple[str, int]]:
     if not servers:
         raise BootstrapError("No resolvable bootstrap urls given in bootstrap.servers")
     return servers
+
+
+def is_authentication_failure(message: str) -> bool:
+    """A SASL exchange or the server's certificate was refused: Kafka's admin client fails the
+    call at once (``AuthenticationException`` is not retriable), as a wrong password or trust
+    store will not fix itself."""
+    return any(mark in message for mark in AUTHENTICATION_FAILURE_MARKS)
+
+
+def is_reconnect_notice(message: str) -> bool:
+    """A connection backing off after failures: says nothing of why they failed."""
+    return RECONNECT_NOTICE_MARK in message
 
 
 def producers_done(tp: TopicPartition, answer: PartitionProducers, broker_id: int | None) -> bool:

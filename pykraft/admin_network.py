@@ -8,7 +8,8 @@ broker; ``per_key`` keeps the keys whose answer is final and resends the rest; a
 fails as a whole (a refused connection, a request timeout, an undecodable answer — a
 ``BrokerConnectionError``) is retried for all its keys, as a disconnect is in Kafka's client.
 Attempts are ``retry.backoff.ms`` apart on the caller's clock until ``default.api.timeout.ms``
-has passed; then the call fails with ``AdminError(REQUEST_TIMED_OUT)`` and the last reason.
+has passed; then the call fails with ``AdminError(REQUEST_TIMED_OUT)`` and the last reason. A
+refused SASL login or server certificate fails the call at once, as in Kafka.
 
 The bootstrap servers (numbered -1, -2, ... as Kafka numbers them) are tried in order until one
 answers Metadata; from then on the brokers Metadata lists are asked first. There is one
@@ -35,7 +36,7 @@ from pykraft.admin_codec import (
     encode_metadata,
 )
 from pykraft.admin_config import AdminConfig
-from pykraft.admin_errors import AdminError
+from pykraft.admin_errors import AdminError, is_authentication_failure, is_reconnect_notice
 from pykraft.fetcher.broker_connection import (
     BrokerConnection,
     BrokerConnectionError,
@@ -164,7 +165,12 @@ class AdminNetwork:
                 )
             return version, encode(version)
 
-        version, body = await connection.exchange(api_key, build)
+        try:
+            version, body = await connection.exchange(api_key, build)
+        except BrokerConnectionError as error:
+            if is_authentication_failure(str(error)):
+                raise AdminError(str(error)) from None
+            raise
         return connection.decoded(lambda: decode(body, version))
 
     async def per_key(
@@ -191,6 +197,7 @@ class AdminNetwork:
         connection retries after ``retry.backoff.ms``, up to ``default.api.timeout.ms``."""
         deadline_ms = self._clock.monotonic_ms() + self._config.default_api_timeout_ms
         attempts = 0
+        cause = ""
         while True:
             attempts += 1
             try:
@@ -199,10 +206,12 @@ class AdminNetwork:
                 result = str(error)
             if not isinstance(result, str):
                 return result
+            if not (cause and is_reconnect_notice(result)):
+                cause = result  # a back-off notice never hides why the connection failed
             if self._clock.monotonic_ms() >= deadline_ms:
                 raise AdminError(
                     f"{call} timed out after {self._config.default_api_timeout_ms} ms and "
-                    f"{attempts} attempt(s); last: {result}",
+                    f"{attempts} attempt(s); last: {cause}",
                     Errors.REQUEST_TIMED_OUT,
                 )
             await self._clock.wait(asyncio.Event(), self._config.retry_backoff_ms)

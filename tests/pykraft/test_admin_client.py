@@ -447,3 +447,36 @@ def test_describe_topics_an_unknown_topic_is_final() -> None:
     cluster = Cluster()
     with pytest.raises(AdminError, match="topic nope: UNKNOWN_TOPIC_OR_PARTITION"):
         run(lambda c: c.describe_topics(["nope"]), admin_client(cluster, FakeClock()))
+
+
+# ---------------------------------------------------------------------------- the connection
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        "admin client to node -1 at h:9001: SASL failed: SaslAuthenticate: "
+        "SASL_AUTHENTICATION_FAILED: invalid credentials",
+        "admin client to node -1 at h:9001: connect failed: [SSL: CERTIFICATE_VERIFY_FAILED] "
+        "certificate verify failed",
+    ],
+)
+def test_a_refused_login_or_certificate_fails_at_once(failure: str) -> None:
+    # Kafka's AuthenticationException is not retriable: a wrong password will not fix itself
+    cluster, clock = Cluster(), FakeClock()
+    cluster.handlers[ApiKey.LIST_TRANSACTIONS] = lambda b, r: BrokerConnectionError(failure)
+    with pytest.raises(AdminError) as failed:
+        run(lambda c: c.list_transactions(), admin_client(cluster, clock))
+    assert str(failed.value) == failure
+    assert (len(cluster.sent(ApiKey.LIST_TRANSACTIONS)), clock.now_ms) == (1, 0)
+
+
+def test_a_timeout_names_why_the_connection_failed_not_its_back_off() -> None:
+    cluster, clock = Cluster(), FakeClock()
+    failures = iter(
+        [BrokerConnectionError("node 1: ApiVersions failed: 0 bytes read")]
+        + [BrokerConnectionError("node 1: reconnecting in 400 ms after 2 failure(s)")] * 100
+    )
+    cluster.handlers[ApiKey.LIST_TRANSACTIONS] = lambda b, r: next(failures)
+    with pytest.raises(AdminError, match="last: node 1: ApiVersions failed: 0 bytes read"):
+        run(lambda c: c.list_transactions(), admin_client(cluster, clock))
