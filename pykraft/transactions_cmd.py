@@ -18,7 +18,8 @@ leader, as ``Admin.abortTransaction``; the broker requires CLUSTER_ACTION): with
 negative ``--coordinator-epoch`` becomes 0, as Kafka's tool does. ``find-hanging`` is
 ``pykraft.hanging_transactions``. Tables are tab-separated with a header line. A bad argument, or
 a call that fails, prints one line on stderr and exits 1 (Kafka's ``printErrorAndExit``).
-The newer ``force-terminate`` (KIP-939) is not offered: it needs InitProducerId v6.
+Kafka 4.1's ``forceTerminateTransaction`` (KIP-939: ``Admin.fenceProducers``, an InitProducerId
+for the id at its coordinator) is not offered yet.
 ``--command-config`` takes an admin client's properties (``pykraft.admin_config``).
 """
 
