@@ -25,6 +25,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.user_scram_cmd",
         "alter and describe SCRAM users, like kafka-configs --entity-type users",
     ),
+    "transactions": (
+        "pykraft.transactions_cmd",
+        "find and abort hanging transactions, like kafka-transactions",
+    ),
 }
 
 

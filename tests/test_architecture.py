@@ -102,6 +102,10 @@ PURE_CORES = [
     "coordinator/transaction/replay.py",
     "export/replica_choice.py",
     "export/isolation.py",
+    # pykraft transactions: its requests as values, and find-hanging's decisions.
+    "pykraft/admin_codec.py",
+    "pykraft/admin_errors.py",
+    "pykraft/hanging_transactions.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
 # with (leader_epoch_cache from leader_epoch_file, producer_append and producer_state from
@@ -141,6 +145,8 @@ COMPOSITION_ROOTS = {
     "pykraft/broker_cmd.py",
     "pykraft/controller_cmd.py",
     "pykraft/demo.py",
+    # A tool's process: its admin client's deadlines and back-off, the wall clock it prints.
+    "pykraft/transactions_cmd.py",
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }
