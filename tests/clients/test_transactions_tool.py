@@ -2,13 +2,14 @@
 transactional producer and read_committed consumer: an operator finds a hanging transaction with
 ``find-hanging``, aborts it with ``abort``, and read_committed consumers get past it.
 
-How the transaction is left hanging: a confluent-kafka producer commits a transaction, then a
+How a transaction is left hanging: a confluent-kafka producer commits a transaction, then a
 late write of that producer (same id and epoch, the next sequence, a batch dated 20 minutes back
 — a zombie's retry) reaches the partition after the commit. The coordinator's transaction for the
 id is over and lists no partition, so nothing will ever end the write's transaction: the last
-stable offset stays at it. (KIP-890 part 1 closes this hole by having the leader verify the write
-with the coordinator first; pykraft's Produce path does not verify yet, which is what lets the
-test open it. Once it does, this test should switch verification off for its topic.)
+stable offset stays at it. KIP-890 part 1 closes this hole — the leader verifies the write with
+the coordinator first and refuses it (INVALID_TXN_STATE), shown on the session cluster — so the
+hanging transaction is made on a cluster of its own (1 controller, 1 broker) with
+``transaction.partition.verification.enable=false``, as on a broker before Kafka 3.6.
 
 A transaction its coordinator still lists is *not* hanging — the coordinator will end it — so
 ``find-hanging`` leaves out an open confluent-kafka transaction that was simply never committed
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,10 +36,16 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from pykraft import cli
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.storage.records import SimpleRecord, build_batch
-from tests.clients.conftest import DevCluster
+from tests.clients.conftest import SESSION_ARGS, DevCluster
 from tests.clients.support import _exchange, metadata, unique_topic
 
 pytestmark = pytest.mark.clients
+UNVERIFIED_ARGS = (
+    *SESSION_ARGS,
+    "--broker-property",
+    "transaction.partition.verification.enable=false",
+)
+INVALID_TXN_STATE = 48
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 30.0
@@ -67,8 +75,9 @@ def cells(rows: list[list[str]]) -> list[list[str]]:
 def create_topic(cluster: DevCluster, prefix: str) -> str:
     topic = unique_topic(prefix)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    replicas = min(3, len(cluster.brokers))
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=1, replication_factor=3)], request_timeout=TIMEOUT_S
+        [NewTopic(topic, num_partitions=1, replication_factor=replicas)], request_timeout=TIMEOUT_S
     )
     assert futures[topic].result(timeout=TIMEOUT_S) is None
     cluster.wait_for_topic(topic, 1)
@@ -104,10 +113,10 @@ def last_stable_offset(cluster: DevCluster, topic: str) -> tuple[int, int]:
 
 def late_write(
     cluster: DevCluster, topic: str, transactional_id: str, producer_id: int, epoch: int,
-    sequence: int,
+    sequence: int, expected_error: int = 0,
 ) -> int:  # fmt: skip
     """A transactional batch of the producer, dated ``LATE_BY_MS`` back, straight to the
-    partition's leader (a zombie's Produce); returns its offset."""
+    partition's leader (a zombie's Produce); returns its offset (-1 when refused)."""
     [answer] = metadata(cluster.broker_ports[0], [topic]).topics
     [partition] = answer.partitions
     batch = build_batch(
@@ -127,7 +136,7 @@ def late_write(
     port = cluster.brokers[partition.leader_id][1]
     body = _exchange(port, ApiKey.PRODUCE, 8, bytes(request.encode(version=8)))
     [written] = ProduceResponse.decode(body, version=8).responses[0].partition_responses
-    assert written.error_code == 0, written
+    assert written.error_code == expected_error, written
     return int(written.base_offset)
 
 
@@ -157,9 +166,50 @@ def read_committed(cluster: DevCluster, topic: str, count: int) -> list[bytes]:
         consumer.close()
 
 
-def test_find_hanging_then_abort_lets_read_committed_consumers_past(
+@pytest.fixture(scope="module")
+def unverified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    """A cluster whose leaders do not verify transactional writes (KIP-890 off)."""
+    dev = DevCluster(
+        tmp_path_factory.mktemp("unverified") / "cluster", 1, 1, extra_args=UNVERIFIED_ARGS
+    )
+    try:
+        dev.start()
+        dev.wait_ready()
+        yield dev
+    finally:
+        dev.stop()
+
+
+def test_a_late_write_is_refused_when_leaders_verify_it(
     cluster: DevCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """KIP-890 part 1, live: the zombie's write below is refused and nothing hangs."""
+    topic = create_topic(cluster, "verified")
+    transactional_id = f"verified-{uuid.uuid4().hex[:8]}"
+    producer = transactional_producer(cluster, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"committed", partition=0)
+    producer.commit_transaction(TIMEOUT_S)
+    del producer
+    status, rows = tool(cluster, capsys, "describe", "--transactional-id", transactional_id)
+    [described] = cells(rows[1:])
+    producer_id, epoch = int(described[2]), int(described[3])
+    status, rows = tool(cluster, capsys, "describe-producers", "--topic", topic, "--partition", "0")
+    [state] = [row for row in cells(rows[1:]) if row[0] == str(producer_id)]
+    committed_end = last_stable_offset(cluster, topic)
+    late_write(
+        cluster, topic, transactional_id, producer_id, epoch, int(state[3]) + 1,
+        expected_error=INVALID_TXN_STATE,
+    )  # fmt: skip
+    assert last_stable_offset(cluster, topic) == committed_end  # nothing written, nothing stuck
+    status, rows = tool(cluster, capsys, "find-hanging", "--topic", topic)
+    assert (status, cells(rows)) == (0, [FIND_HANGING_HEADERS])
+
+
+def test_find_hanging_then_abort_lets_read_committed_consumers_past(
+    unverified: DevCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = unverified
     topic = create_topic(cluster, "hanging")
     transactional_id = f"hanging-{uuid.uuid4().hex[:8]}"
     producer = transactional_producer(cluster, transactional_id)
