@@ -422,6 +422,10 @@ class UnifiedLog:
         self._log_start_offset = min(self._log_start_offset, end)
         self._high_watermark = min(self._high_watermark, end)
         self._rebuild_producer_state()
+        # The replay completes the transactions it finds as unreplicated: those whose marker is
+        # below the high watermark are not (Kafka's truncateTo updates the high watermark after
+        # the rebuild when it reaches the log end), or the LSO would stay behind them.
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         return True
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:

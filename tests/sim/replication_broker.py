@@ -112,6 +112,9 @@ def incarnation_id(broker_id: int, incarnation: int) -> str:
 
 
 class SimBroker:
+    # The transaction sim observes appends through a subclass (``txn_broker``).
+    replica_manager_class: type[ReplicaManager] = ReplicaManager
+
     def __init__(self, env: BrokerEnv, broker_id: int, incarnation: int, disk: BrokerDisk) -> None:
         self.env = env
         self.broker_id = broker_id
@@ -130,7 +133,7 @@ class SimBroker:
         self.fetcher_manager = SimFetcherManager(self)
         self._heartbeat = 0
         self._metadata_poll = 0
-        self.replica_manager = ReplicaManager(
+        self.replica_manager = self.replica_manager_class(
             broker_id=broker_id,
             log_manager=disk.log_manager,
             fetcher_manager=self.fetcher_manager,
@@ -143,7 +146,10 @@ class SimBroker:
             timer=lambda on_due: SimTimer(self, on_due),
         )
         self.publisher = BrokerMetadataPublisher(
-            broker_id, self.replica_manager, wall_clock_ms=lambda: self.env.now_ms
+            broker_id,
+            self.replica_manager,
+            wall_clock_ms=lambda: self.env.now_ms,
+            listeners=(self.on_local_changes,),
         )
         self.schedule(0, "heartbeat", self._heartbeat_now)
         self.schedule(0, "metadata poll", self._poll_metadata)
@@ -317,6 +323,10 @@ class SimBroker:
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self._observe_leaders(lambda: self.publisher.publish(delta, image))
+
+    def on_local_changes(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
+        """The publisher's listener, after the replica layer applied ``changes`` (where
+        ``BrokerServer`` tells its coordinators); this broker runs none."""
 
     def _observe_leaders(self, publish: Callable[[], LocalReplicaChanges]) -> None:
         """Run ``publish`` and report each leader epoch it took to the checker (the sim never

@@ -30,6 +30,7 @@ clean elections only, and no fsync (replication is the durability; see the crash
 from __future__ import annotations
 
 from collections import Counter
+from typing import NoReturn
 
 import attrs
 
@@ -43,7 +44,7 @@ class InvariantViolation(AssertionError):
     pass
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     raise InvariantViolation(message)
 
 

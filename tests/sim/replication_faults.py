@@ -79,6 +79,11 @@ WEIGHTS = {
 
 
 class FaultInjector:
+    # The wait between two random faults, and how many brokers may be unhealthy at once (the
+    # transaction sim has its own).
+    fault_interval_ms = (500, 5000)
+    max_faulty = MAX_FAULTY
+
     def __init__(self, sim: ReplicationSimulation, *, crash_rule: bool) -> None:
         self.sim = sim
         self.crash_rule = crash_rule
@@ -143,7 +148,7 @@ class FaultInjector:
         if kind is FaultKind.POWER_LOSS:
             return self._may_lose_unflushed(broker)
         unhealthy = sum(not self.healthy(b) for b in sim.brokers)
-        if not self.healthy(broker_id) or unhealthy >= MAX_FAULTY:
+        if not self.healthy(broker_id) or unhealthy >= self.max_faulty:
             return False
         if self.crash_rule and self.suspect:
             return False
@@ -155,7 +160,7 @@ class FaultInjector:
         if not self.active:
             return
         sim, rng = self.sim, self.sim.rng
-        sim.queue.after(rng.randint(500, 5000), "fault", self._fault)
+        sim.queue.after(rng.randint(*self.fault_interval_ms), "fault", self._fault)
         kind = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
         self._inject(kind, rng.randrange(len(sim.brokers)))
 

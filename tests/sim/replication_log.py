@@ -51,6 +51,12 @@ class StoredBatch:
     values: tuple[str, ...]
 
 
+def _text(value: bytes | None) -> str:
+    """A record's value as the checks compare it: the sim's values are text; the coordinators'
+    records and the markers' values are binary, kept distinct by their escapes."""
+    return (value or b"").decode("utf-8", "backslashreplace")
+
+
 def client_batch(values: Sequence[str]) -> bytearray:
     """What a producer sends: one v2 batch, offsets and epoch unset."""
     return bytearray(build_batch([SimpleRecord(value=value.encode()) for value in values]))
@@ -65,7 +71,7 @@ def stored_batches(log: PartitionLog, from_offset: int = 0) -> Iterator[StoredBa
     position = 0
     while position < len(data):
         header = parse_header(data, position)
-        values = tuple((record.value or b"").decode() for record in iter_records(data, position))
+        values = tuple(_text(record.value) for record in iter_records(data, position))
         yield StoredBatch(
             header.base_offset, header.last_offset, header.partition_leader_epoch, values
         )

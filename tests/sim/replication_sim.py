@@ -75,6 +75,12 @@ T = TypeVar("T")
 
 
 class ReplicationSimulation:
+    # What each broker process is, and how a failure names the sim and its replay (the
+    # transaction sim has its own).
+    broker_class: type[SimBroker] = SimBroker
+    name = "replication"
+    replay_command = REPLAY
+
     def __init__(
         self, seed: int, settings: SimSettings | None = None, *, crash_rule: bool = True
     ) -> None:
@@ -122,9 +128,9 @@ class ReplicationSimulation:
             trace = "\n  ".join(self.queue.trace)
             faults = "\n  ".join(self.faults.history)
             raise SimulationFailure(
-                f"replication simulation failed: seed={self.seed} step={self.step} "
+                f"{self.name} simulation failed: seed={self.seed} step={self.step} "
                 f"t={self.now_ms}: {type(error).__name__}: {error}\n"
-                f"replay with: {REPLAY.format(seed=self.seed)}\n"
+                f"replay with: {self.replay_command.format(seed=self.seed)}\n"
                 f"last faults:\n  {faults}\nlast events:\n  {trace}"
             ) from error
 
@@ -140,7 +146,7 @@ class ReplicationSimulation:
             return
         self.incarnations[broker_id] += 1
         self.paused_until[broker_id] = self.now_ms
-        self.brokers[broker_id] = SimBroker(
+        self.brokers[broker_id] = self.broker_class(
             self, broker_id, self.incarnations[broker_id], self.disks[broker_id]
         )
 
