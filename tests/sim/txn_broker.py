@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from pykraft.broker.handlers.fetch import handle_fetch
 from pykraft.broker.handlers.write_txn_markers import write_txn_markers_handler
+from pykraft.broker.local_append import NO_GUARDS
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.txn_marker_channel import TxnMarkerChannel
@@ -55,6 +56,7 @@ from pykraft.replica.data_path import AppendResult
 from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.topic_partition import TopicPartition
 from pykraft.storage.txn_markers import TxnMarker
+from pykraft.storage.verification_guard import VerificationGuard
 from tests.sim.replication_broker import BrokerEnv, SimBroker
 from tests.sim.replication_checks import InvariantViolation
 from tests.sim.replication_leader import LISTENER_NAME, services
@@ -110,6 +112,7 @@ class ObservedReplicaManager(ReplicaManager):
         now_ms: int,
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] = NO_GUARDS,
     ) -> dict[TopicPartition, AppendResult]:
         results = super().append_to_local_log(
             entries,
@@ -117,6 +120,7 @@ class ObservedReplicaManager(ReplicaManager):
             now_ms=now_ms,
             internal_topics_allowed=internal_topics_allowed,
             origin=origin,
+            verification_guards=verification_guards,
         )
         if self.observer is not None:
             for topic_partition, result in results.items():
