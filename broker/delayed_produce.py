@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from pykraft.broker.purgatory import DeadlineTimer
 from pykraft.protocol.errors import Errors
 from pykraft.replica.produce_waiters import (
     MAX_DELAYED_PRODUCES,
@@ -21,6 +20,7 @@ from pykraft.replica.produce_waiters import (
     ReplicaChecker,
     full_purgatory_errors,
 )
+from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.topic_partition import TopicPartition
 
 __all__ = ["DelayedProduces", "ProduceWatch", "ReplicaChecker"]

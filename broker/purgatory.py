@@ -12,52 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Iterable
-from typing import Protocol
 
 from pykraft.replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
 from pykraft.replica.partition_state import FetchIsolation
+from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.topic_partition import TopicPartition
 
-__all__ = ["DeadlineTimer", "DelayedFetches", "FetchCompletion", "Timer"]
-
-
-class Timer(Protocol):
-    """One timer kept armed for a core's earliest deadline; it calls its ``on_due`` then."""
-
-    def arm(self, deadline_ms: int | None) -> None: ...
-
-    def fired(self) -> None: ...
-
-    def cancel(self) -> None: ...
-
-
-class DeadlineTimer:
-    """One asyncio timer kept armed for a core's earliest deadline (the shells use it)."""
-
-    def __init__(self, monotonic_ms: Callable[[], int], on_due: Callable[[], object]) -> None:
-        self._monotonic_ms = monotonic_ms
-        self._on_due = on_due
-        self._handle: asyncio.TimerHandle | None = None
-        self._deadline_ms: int | None = None
-
-    def arm(self, deadline_ms: int | None) -> None:
-        """Fire ``on_due`` at ``deadline_ms``; re-arms only when the earliest deadline moved."""
-        if deadline_ms is None or deadline_ms == self._deadline_ms:
-            return
-        if self._handle is not None:
-            self._handle.cancel()
-        delay_s = max(0, deadline_ms - self._monotonic_ms()) / 1000
-        self._handle = asyncio.get_running_loop().call_later(delay_s, self._on_due)
-        self._deadline_ms = deadline_ms
-
-    def fired(self) -> None:
-        """``on_due`` ran: the next ``arm`` arms afresh."""
-        self._handle, self._deadline_ms = None, None
-
-    def cancel(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle, self._deadline_ms = None, None
+__all__ = ["DelayedFetches", "FetchCompletion"]
 
 
 class DelayedFetches:

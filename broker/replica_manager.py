@@ -59,7 +59,7 @@ from pykraft.broker.partition import (
     PartitionContext,
     PartitionError,
 )
-from pykraft.broker.purgatory import DelayedFetches, FetchCompletion, Timer
+from pykraft.broker.purgatory import DelayedFetches, FetchCompletion
 from pykraft.broker.transaction_verification import (
     DEFAULT_ERROR,
     TransactionSupportedOperation,
@@ -85,6 +85,7 @@ from pykraft.replica.isr import NO_BROKER_EPOCH
 from pykraft.replica.partition_core import LogView
 from pykraft.replica.ready import Ready
 from pykraft.replica.replica_core import ReplicaCore, TickReady
+from pykraft.storage.deadline_timer import Timer
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.partition_log import OffsetAndTimestamp

@@ -61,7 +61,6 @@ from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.producer_ids import ProducerIdManager
-from pykraft.broker.purgatory import DeadlineTimer
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.sasl_authentication import inter_broker_client_security
 from pykraft.broker.sasl_mechanisms import ScramCredentialSource
@@ -74,6 +73,7 @@ from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.protocol.segments import Segments
 from pykraft.storage.clock import Clock
+from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)

@@ -61,6 +61,7 @@ from pykraft.coordinator.group.writer import OFFSET_COMMIT_TIMEOUT_MS, OffsetsWr
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.protocol.errors import Errors
+from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -93,8 +94,7 @@ class GroupCoordinatorShell:
         self._request_ids = itertools.count(1)
         # request id -> (future, what to answer if the coordinator stops first)
         self._waiters: dict[int, tuple[asyncio.Future[Result], Result]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline_ms: int | None = None
+        self._timer = DeadlineTimer(lambda: self.wall_clock_ms(), self._on_timer)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ requests
@@ -286,20 +286,10 @@ class GroupCoordinatorShell:
         )
 
     def _reschedule(self) -> None:
-        deadline = self.core.next_deadline_ms()
-        if deadline == self._timer_deadline_ms:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline_ms = deadline
-        if deadline is not None:
-            delay_s = max(0, deadline - self.wall_clock_ms()) / 1000
-            self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+        self._timer.arm(self.core.next_deadline_ms())
 
     def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline_ms = None
+        self._timer.fired()
         self.poll()
 
     def poll(self) -> None:
@@ -367,10 +357,7 @@ class GroupCoordinatorShell:
     # ------------------------------------------------------------------ shutdown
 
     async def shutdown(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline_ms = None
+        self._timer.cancel()
         effects = self.core.shutdown(self.wall_clock_ms())
         for answer in effects.answers:
             waiter = self._waiters.pop(answer.request_id, None)

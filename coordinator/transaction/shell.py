@@ -64,6 +64,7 @@ from pykraft.coordinator.transaction.marker_sender import (
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.protocol.errors import Errors
+from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
@@ -101,8 +102,7 @@ class TransactionCoordinatorShell:
         self._request_ids = itertools.count(1)
         # request id -> (future, what to answer if the coordinator stops first)
         self._waiters: dict[int, tuple[asyncio.Future[Result], Result]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline_ms: int | None = None
+        self._timer = DeadlineTimer(lambda: self.wall_clock_ms(), self._on_timer)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ requests
@@ -289,20 +289,10 @@ class TransactionCoordinatorShell:
             self._apply(effects)
 
     def _reschedule(self) -> None:
-        deadline = self.core.next_deadline_ms()
-        if deadline == self._timer_deadline_ms:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline_ms = deadline
-        if deadline is not None:
-            delay_s = max(0, deadline - self.wall_clock_ms()) / 1000
-            self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+        self._timer.arm(self.core.next_deadline_ms())
 
     def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline_ms = None
+        self._timer.fired()
         self.poll()
 
     def poll(self) -> None:
@@ -383,10 +373,7 @@ class TransactionCoordinatorShell:
     # ------------------------------------------------------------------ shutdown
 
     async def shutdown(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline_ms = None
+        self._timer.cancel()
         self._answer(self.core.shutdown(self.wall_clock_ms()))
         tasks = list(self._tasks)
         for task in tasks:
