@@ -1,5 +1,6 @@
-"""One real pykraft cluster for the whole client test session: ``pykraft dev`` with three
-controllers and three brokers on free 127.0.0.1 ports, started once, always stopped.
+"""One real pykraft cluster for the client tests: ``pykraft dev`` with three controllers and
+three brokers on free 127.0.0.1 ports, started once, always stopped — package-scoped, so it stops
+as soon as the client tests are done instead of idling through the rest of ``make test``.
 
 ``pykraft dev`` (``python -m pykraft.dev``) runs the nodes and writes ``cluster.json`` (state,
 bootstrap servers, admin URLs, node pids). Stopping sends it SIGTERM, so brokers shut down under
@@ -160,7 +161,7 @@ class DevCluster:
         return "\n".join(tails)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     running = os.environ.get(ATTACH_ENVIRONMENT)
     if running:
