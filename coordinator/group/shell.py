@@ -31,12 +31,9 @@ the shell's tasks.
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
 from pykraft.coordinator.group.effects import (
@@ -58,6 +55,7 @@ from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.replicas import Replicas
 from pykraft.coordinator.group.views import GroupOverview, GroupSummary
 from pykraft.coordinator.group.writer import OFFSET_COMMIT_TIMEOUT_MS, OffsetsWriter
+from pykraft.coordinator.shell_runtime import ShellRuntime
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.protocol.errors import Errors
@@ -91,11 +89,8 @@ class GroupCoordinatorShell:
         self.writer = OffsetsWriter(
             replica_manager, wall_clock_ms=wall_clock_ms, timeout_ms=offset_commit_timeout_ms
         )
-        self._request_ids = itertools.count(1)
-        # request id -> (future, what to answer if the coordinator stops first)
-        self._waiters: dict[int, tuple[asyncio.Future[Result], Result]] = {}
+        self._runtime: ShellRuntime[Result] = ShellRuntime(logger)
         self._timer = DeadlineTimer(lambda: self.wall_clock_ms(), self._on_timer)
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ requests
 
@@ -248,36 +243,20 @@ class GroupCoordinatorShell:
         return self.core.partition_for(group_id)
 
     async def _call(self, handle: Callable[[int, int], Effects], fallback: Result) -> Result:
-        request_id = next(self._request_ids)
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._waiters[request_id] = (future, fallback)
-        try:
-            self._apply(handle(request_id, self.wall_clock_ms()))
-            return await future
-        finally:
-            self._waiters.pop(request_id, None)
+        return await self._runtime.call(
+            lambda request_id: self._apply(handle(request_id, self.wall_clock_ms())), fallback
+        )
 
     # ------------------------------------------------------------------ effects
 
     def _apply(self, effects: Effects) -> None:
         for answer in effects.answers:
-            waiter = self._waiters.pop(answer.request_id, None)
-            if waiter is not None and not waiter[0].done():
-                waiter[0].set_result(answer.result)
+            self._runtime.answer(answer.request_id, answer.result)
         for append in effects.appends:
-            self._spawn(self._append(append), f"append to {OFFSETS_TOPIC}-{append.partition}")
+            self._runtime.spawn(
+                self._append(append), f"append to {OFFSETS_TOPIC}-{append.partition}"
+            )
         self._reschedule()
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.ensure_future(coroutine)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", task.get_name(), exc_info=task.exception())
 
     async def _append(self, append: Append) -> None:
         error, base_offset = await self.writer.append(append)
@@ -318,7 +297,7 @@ class GroupCoordinatorShell:
             self._apply(effects)
             if needed:
                 name = f"load {OFFSETS_TOPIC}-{key.partition}"
-                self._spawn(self._load(key.partition, info.leader_epoch), name)
+                self._runtime.spawn(self._load(key.partition, info.leader_epoch), name)
 
     async def _load(self, partition: int, epoch: int) -> None:
         topic_partition = TopicPartition(OFFSETS_TOPIC, partition)
@@ -360,14 +339,5 @@ class GroupCoordinatorShell:
         self._timer.cancel()
         effects = self.core.shutdown(self.wall_clock_ms())
         for answer in effects.answers:
-            waiter = self._waiters.pop(answer.request_id, None)
-            if waiter is not None and not waiter[0].done():
-                waiter[0].set_result(answer.result)
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for future, fallback in list(self._waiters.values()):
-            if not future.done():
-                future.set_result(fallback)
-        self._waiters.clear()
+            self._runtime.answer(answer.request_id, answer.result)
+        await self._runtime.stop()

@@ -31,14 +31,13 @@ Shutdown answers whatever still waits (NOT_COORDINATOR) and stops the shell's ta
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from pykraft.coordinator.group.replicas import Replicas
 from pykraft.coordinator.log_reader import LoadError
+from pykraft.coordinator.shell_runtime import ShellRuntime
 from pykraft.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
 from pykraft.coordinator.transaction.coordinator import TransactionCoordinator
 from pykraft.coordinator.transaction.effects import (
@@ -99,11 +98,8 @@ class TransactionCoordinatorShell:
         self.config = config
         self.core = TransactionCoordinator(config)
         self.wall_clock_ms = wall_clock_ms
-        self._request_ids = itertools.count(1)
-        # request id -> (future, what to answer if the coordinator stops first)
-        self._waiters: dict[int, tuple[asyncio.Future[Result], Result]] = {}
+        self._runtime: ShellRuntime[Result] = ShellRuntime(logger)
         self._timer = DeadlineTimer(lambda: self.wall_clock_ms(), self._on_timer)
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ requests
 
@@ -202,14 +198,9 @@ class TransactionCoordinatorShell:
         return self.core.partition_for(transactional_id)
 
     async def _call(self, handle: Callable[[int, int], Effects], fallback: Result) -> Result:
-        request_id = next(self._request_ids)
-        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
-        self._waiters[request_id] = (future, fallback)
-        try:
-            self._apply(handle(request_id, self.wall_clock_ms()))
-            return await future
-        finally:
-            self._waiters.pop(request_id, None)
+        return await self._runtime.call(
+            lambda request_id: self._apply(handle(request_id, self.wall_clock_ms())), fallback
+        )
 
     # ------------------------------------------------------------------ effects
 
@@ -217,27 +208,14 @@ class TransactionCoordinatorShell:
         self._answer(effects)
         for append in effects.appends:
             name = f"append to {TRANSACTION_STATE_TOPIC}-{append.partition}"
-            self._spawn(self._append(append), name)
+            self._runtime.spawn(self._append(append), name)
         if effects.markers:
             self._send_markers(effects.markers)
         self._reschedule()
 
     def _answer(self, effects: Effects) -> None:
         for answer in effects.answers:
-            waiter = self._waiters.pop(answer.request_id, None)
-            if waiter is not None and not waiter[0].done():
-                waiter[0].set_result(answer.result)
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.ensure_future(coroutine)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", task.get_name(), exc_info=task.exception())
+            self._runtime.answer(answer.request_id, answer.result)
 
     async def _append(self, append: Append) -> None:
         topic_partition = TopicPartition(TRANSACTION_STATE_TOPIC, append.partition)
@@ -266,7 +244,9 @@ class TransactionCoordinatorShell:
     def _send_markers(self, sends: list[SendMarkers]) -> None:
         routes, reports = route_markers(sends, self.marker_channel.leader_of)
         for route in routes:
-            self._spawn(self._send_route(route), f"WriteTxnMarkers to broker {route.broker_id}")
+            self._runtime.spawn(
+                self._send_route(route), f"WriteTxnMarkers to broker {route.broker_id}"
+            )
         self._report(reports)
 
     async def _send_route(self, route: Route) -> None:
@@ -334,7 +314,7 @@ class TransactionCoordinatorShell:
             self._apply(effects)
             if needed:
                 name = f"load {TRANSACTION_STATE_TOPIC}-{partition}"
-                self._spawn(self._load(partition, epoch), name)
+                self._runtime.spawn(self._load(partition, epoch), name)
 
     async def _load(self, partition: int, epoch: int) -> None:
         topic_partition = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
@@ -375,11 +355,4 @@ class TransactionCoordinatorShell:
     async def shutdown(self) -> None:
         self._timer.cancel()
         self._answer(self.core.shutdown(self.wall_clock_ms()))
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for future, fallback in list(self._waiters.values()):
-            if not future.done():
-                future.set_result(fallback)
-        self._waiters.clear()
+        await self._runtime.stop()
