@@ -98,6 +98,9 @@ class LogManagerSettings:
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_flush_start_offset_checkpoint_interval_ms: int = 60_000
+    # Kafka's producer.id.expiration.check.interval.ms: how often idle producers (and lingering
+    # KIP-890 verification entries) older than producer.id.expiration.ms are forgotten.
+    producer_id_expiration_check_interval_ms: int = 600_000
 
 
 class LogManager:
@@ -353,6 +356,11 @@ class LogManager:
                 s.log_flush_start_offset_checkpoint_interval_ms,
                 lambda now_ms: self.checkpoint_log_start_offsets(),
             ),
+            (
+                "producer-expiration",
+                s.producer_id_expiration_check_interval_ms,
+                self._remove_expired_producers,
+            ),
         ]
 
     def maybe_run_periodic(self, now_ms: int) -> int:
@@ -384,6 +392,11 @@ class LogManager:
                 self._last_flush_ms[tp] = now_ms
 
         self._for_each_log(flush)
+
+    def _remove_expired_producers(self, now_ms: int) -> None:
+        """Kafka's ``LogManager`` "PeriodicProducerExpirationCheck": every log forgets producers
+        idle past ``producer.id.expiration.ms`` that are not inside a transaction."""
+        self._for_each_log(lambda tp, log: log.producer_state.remove_expired_producers(now_ms))
 
     def _run_retention(self, now_ms: int) -> None:
         self._for_each_log(lambda tp, log: log.delete_old_segments(now_ms))

@@ -237,3 +237,28 @@ def test_a_config_given_for_an_existing_log_replaces_the_one_it_loaded_with(
     assert log is reopened.get_log(ORDERS_0)
     assert log.config == COMPACT and log.config.compact and not log.config.delete
     assert reopened.config_for("orders") == COMPACT
+
+
+def test_idle_producers_are_forgotten_on_their_interval_unless_in_a_transaction(
+    tmp_path: Path,
+) -> None:
+    # Kafka's LogManager schedules removeExpiredProducers every
+    # producer.id.expiration.check.interval.ms (10 minutes); an entry idle for
+    # producer.id.expiration.ms (1 day) goes, one inside a transaction stays
+    # (ProducerStateManagerTest.testProducerStateAfterExpiration-style).
+    manager = open_manager([tmp_path], now_ms=0)
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    idle = build_batch([SimpleRecord(value=b"a", timestamp=0)], producer_id=7, producer_epoch=0)
+    open_txn = build_batch(
+        [SimpleRecord(value=b"b", timestamp=0)],
+        producer_id=8,
+        producer_epoch=0,
+        is_transactional=True,
+    )
+    log.append_as_leader(bytearray(idle), leader_epoch=0, now_ms=0)
+    log.append_as_leader(bytearray(open_txn), leader_epoch=0, now_ms=0)
+    day_ms = 86_400_000
+    manager.maybe_run_periodic(now_ms=day_ms - 1)  # not idle long enough yet
+    assert set(log.producer_state.producers) == {7, 8}
+    manager.maybe_run_periodic(now_ms=day_ms + 600_000)  # the next check after a day
+    assert set(log.producer_state.producers) == {8}
