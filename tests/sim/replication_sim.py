@@ -55,7 +55,7 @@ from tests.sim.controller_sim import SimulationFailure, check_invariants
 from tests.sim.replication_broker import MetadataFetch, SimBroker
 from tests.sim.replication_checks import Checker, PartitionKey, Tenure
 from tests.sim.replication_faults import FaultInjector
-from tests.sim.replication_log import BrokerDisk
+from tests.sim.replication_log import BrokerDisk, records
 from tests.sim.replication_net import (
     CONTROLLER,
     PRODUCER,
@@ -159,6 +159,16 @@ class ReplicationSimulation:
 
     def partition_keys(self) -> list[PartitionKey]:
         return [(TOPIC, index) for index in range(self.settings.partitions)]
+
+    def history(self) -> tuple[object, ...]:
+        """What a run produced — time, image, every replica's records, the event trace — for
+        the same-seed-same-history tests."""
+        logs = tuple(
+            tuple(records(disk.log(key)))
+            for disk in self.disks.values()
+            for key in self.partition_keys()
+        )
+        return self.now_ms, self.image, logs, tuple(self.queue.trace)
 
     # ------------------------------------------------------------------ invariants
 

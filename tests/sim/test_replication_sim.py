@@ -80,12 +80,7 @@ def test_same_seed_same_history() -> None:
     def history(seed: int) -> tuple[object, ...]:
         sim = simulation(seed)
         sim.run(1500)
-        logs = tuple(
-            tuple(records(disk.log(key)))
-            for disk in sim.disks.values()
-            for key in sim.partition_keys()
-        )
-        return sim.now_ms, sim.image, logs, tuple(sim.queue.trace)
+        return sim.history()
 
     assert history(2) == history(2)
 

@@ -37,7 +37,6 @@ from pykraft.storage.fetch_data import FetchDataInfo
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.txn_markers import TxnMarker
-from tests.sim.replication_log import records
 from tests.sim.replication_net import EventQueue, SimSettings
 from tests.sim.txn_consumer import read_committed
 from tests.sim.txn_log import txn_batches
@@ -100,12 +99,7 @@ def test_same_seed_same_history() -> None:
     def history(seed: int) -> tuple[object, ...]:
         sim = simulation(seed)
         sim.run(2000)
-        logs = tuple(
-            tuple(records(disk.log(key)))
-            for disk in sim.disks.values()
-            for key in sim.partition_keys()
-        )
-        return sim.now_ms, sim.image, logs, tuple(sim.queue.trace)
+        return sim.history()
 
     assert history(3) == history(3)
 
