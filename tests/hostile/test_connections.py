@@ -10,6 +10,7 @@ acceptor), so most of them stay in the kernel's backlog or in SYN_SENT until the
 from __future__ import annotations
 
 import errno
+import functools
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,10 @@ RSS_BOUND_MB = 150
 # not handed back to the OS: CPython keeps the small-object arenas ~10 KB per connection
 # touched; gc.collect() and malloc_trim(0) recover 3 MB of 11 in a measurement.)
 RSS_REUSE_MB = 3
+# Idle floods after the first, and the most RSS each later connection may leave behind. The
+# first flood costs ~12 KB per connection (71 -> 94 MB for 2,000); later ones ~0.1 KB.
+IDLE_FLOODS = 3
+LEAK_BOUND_KB_PER_CONNECTION = 1.0
 WAIT_S = 30.0
 
 
@@ -51,6 +56,10 @@ def metric(broker: SingleBroker, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[-1])
     return 0.0
+
+
+def closed_at_least(broker: SingleBroker, counter: str, count: int) -> bool:
+    return metric(broker, counter) >= count
 
 
 def wait_until(
@@ -195,10 +204,21 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(
             idle[0].settimeout(5)
             assert idle[0].recv(1) == b""
         rss_first = rss_mb(broker)
-        # Idle floods no longer accumulate (issue 9: 2,000 were kept forever).
-        with flood(broker, 2_000):
-            wait_until(lambda: metric(broker, idle_closed) >= 4_000, "the second flood closes")
-        rss_second = rss_mb(broker)
-    print(f"RSS MB after one idle flood of 2000 {rss_first:.1f}, after two {rss_second:.1f}")
-    assert rss_second <= rss_first + RSS_REUSE_MB
+        # Idle floods no longer accumulate (issue 9: 2,000 were kept forever). One flood's
+        # growth is noise-prone (a CI run saw +4.2 MB once where this machine sees +0.5), so
+        # the bound is on the mean over several: a leak of even a tenth of a connection's
+        # cost would exceed it on every flood.
+        for closed in range(4_000, 2_000 * (IDLE_FLOODS + 2), 2_000):
+            with flood(broker, 2_000):
+                wait_until(
+                    functools.partial(closed_at_least, broker, idle_closed, closed),
+                    f"{closed} idle connections closed",
+                )
+        rss_last = rss_mb(broker)
+    growth_kb_per_connection = (rss_last - rss_first) * 1024 / (IDLE_FLOODS * 2_000)
+    print(
+        f"RSS MB after one idle flood of 2000 {rss_first:.1f}, after {IDLE_FLOODS} more"
+        f" {rss_last:.1f} ({growth_kb_per_connection:.2f} KB per connection)"
+    )
+    assert growth_kb_per_connection <= LEAK_BOUND_KB_PER_CONNECTION
     broker.assert_still_serves()
