@@ -88,6 +88,8 @@ PURE_CORES = [
     "coordinator/group/replicas.py",
     "coordinator/group/transactions.py",
     "coordinator/group/views.py",
+    "coordinator/group/deletion.py",
+    "coordinator/group/consumer_protocol.py",
     "coordinator/transaction/state.py",
     "coordinator/transaction/metadata.py",
     "coordinator/transaction/records.py",

@@ -5,10 +5,11 @@ TxnOffsetCommit).
 Theory of operation
 -------------------
 ``GroupCoordinator`` adds the request handling to ``GroupMetadataManager`` (placement, loading,
-writes, timers). Every handler takes the request's fields, the request id the shell chose and
-``now_ms``, and returns ``Effects``: the answer to this request may be among them, or come with
-a later call (a JoinGroup parked until the rebalance completes, a SyncGroup until the leader's
-assignment is stored, an OffsetCommit until its records are). Group membership follows
+writes, timers; DeleteGroups and OffsetDelete in ``GroupDeletion``). Every handler takes the
+request's fields, the request id the shell chose and ``now_ms``, and returns ``Effects``: the
+answer to this request may be among them, or come with a later call (a JoinGroup parked until
+the rebalance completes, a SyncGroup until the leader's assignment is stored, an OffsetCommit
+until its records are). Group membership follows
 ``coordinator.group.rebalance``; offsets follow ``coordinator.group.offsets``, transactional
 ones ``coordinator.group.transactions``.
 
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from pykraft.coordinator.group import rebalance
+from pykraft.coordinator.group.deletion import GroupDeletion
 from pykraft.coordinator.group.effects import (
     NO_MEMBER_ID,
     Effects,
@@ -35,7 +37,6 @@ from pykraft.coordinator.group.effects import (
     SyncGroupResult,
     TransactionalProducer,
 )
-from pykraft.coordinator.group.manager import GroupMetadataManager
 from pykraft.coordinator.group.offsets import validate_offset_commit
 from pykraft.coordinator.group.rebalance import Step
 from pykraft.coordinator.group.records import OffsetAndMetadata
@@ -60,7 +61,7 @@ class JoinGroupRequest:
     require_known_member_id: bool
 
 
-class GroupCoordinator(GroupMetadataManager):
+class GroupCoordinator(GroupDeletion):
     def handle_join_group(self, request: JoinGroupRequest, request_id: int, now_ms: int) -> Effects:
         step = self._step(now_ms)
         error = self._join_error(request)

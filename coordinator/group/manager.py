@@ -64,7 +64,7 @@ from pykraft.storage.topic_partition import TopicPartition
 
 # APIs that accept an empty group id (Kafka's isValidGroupId: old offset tools use it).
 _EMPTY_GROUP_ID_APIS = frozenset(
-    {ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS}
+    {ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS}
 )
 
 
@@ -99,6 +99,16 @@ class _PendingOffsetCommit:
     producer: TransactionalProducer | None = None
 
 
+@attrs.frozen
+class PendingCleanup:
+    """Tombstones of deleted offsets or groups (``cleanupGroupMetadata``): nobody waits."""
+
+    group_id: str
+
+
+_Write = _PendingGroupStore | _PendingOffsetCommit | PendingCleanup
+
+
 class GroupMetadataManager:
     def __init__(self, config: GroupConfig, new_member_suffix: Callable[[], str]) -> None:
         self.config = config
@@ -108,7 +118,7 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.partitions: dict[int, OwnedPartition] = {}
         self.active = True
-        self._writes: dict[int, _PendingGroupStore | _PendingOffsetCommit] = {}
+        self._writes: dict[int, _Write] = {}
         self._next_write_id = 0
         self.producer_groups = ProducerGroups()
 
@@ -135,7 +145,7 @@ class GroupMetadataManager:
         step.store_group = lambda group, assignment: self._store_group(group, assignment, step)
         return step
 
-    def _new_write(self, pending: _PendingGroupStore | _PendingOffsetCommit) -> int:
+    def _new_write(self, pending: _Write) -> int:
         self._next_write_id += 1
         self._writes[self._next_write_id] = pending
         return self._next_write_id
@@ -222,7 +232,7 @@ class GroupMetadataManager:
         pending = self._writes.pop(write_id)
         if isinstance(pending, _PendingOffsetCommit):
             self._offsets_stored(pending, offset_append_error(error), base_offset, step)
-        else:
+        elif isinstance(pending, _PendingGroupStore):
             self._group_stored(pending, group_append_error(error), step)
         return step.effects
 

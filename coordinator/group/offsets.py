@@ -337,4 +337,5 @@ def _group_from(group_id: str, value: GroupMetadataValue | None, now_ms: int) ->
     # add() made the first member leader; the record names the real one.
     if value.leader is not None and value.leader in group.members:
         group.leader_id = value.leader
+    group.compute_subscribed_topics()
     return group

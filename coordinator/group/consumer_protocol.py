@@ -1,0 +1,71 @@
+"""The topics a classic consumer group subscribes to, read from its members' JoinGroup metadata.
+
+Kafka's ``GroupMetadata.computeSubscribedTopics``: only a group of protocol type ``consumer``
+has subscriptions the broker understands. Each member's metadata for the group's chosen
+protocol is a ``ConsumerProtocolSubscription``: int16 version, ``topics`` (an int32 count of
+int16-length strings), ``user_data`` (nullable bytes), then what later versions append. Kafka
+reads every version with the version-0 layout, and so does this module.
+
+The answer is what OffsetDelete (KIP-496, ``GroupCoordinator.handleDeleteOffsets``) must keep:
+
+* a consumer group without members subscribes to nothing (an empty set);
+* a consumer group with members and a protocol: the union of their subscriptions;
+* anything else (another protocol type, no protocol chosen yet, metadata that does not parse):
+  unknown (None), which Kafka's ``isSubscribedToTopic`` takes as subscribed to every topic.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+
+def subscribed_topics(
+    protocol_type: str | None, member_metadata: Sequence[bytes] | None
+) -> frozenset[str] | None:
+    """``computeSubscribedTopics``: ``member_metadata`` is every member's metadata for the
+    group's protocol, None when the group has members but no protocol chosen."""
+    if protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return None
+    if member_metadata is None:
+        return None
+    topics: set[str] = set()
+    for metadata in member_metadata:
+        subscription = _subscription_topics(metadata)
+        if subscription is None:
+            return None
+        topics.update(subscription)
+    return frozenset(topics)
+
+
+def _subscription_topics(metadata: bytes) -> list[str] | None:
+    """The ``topics`` of a ConsumerProtocolSubscription, None when it does not parse (Kafka's
+    ``SchemaException``)."""
+    try:
+        (version,) = _INT16.unpack_from(metadata, 0)
+        if version < 0:
+            return None
+        (count,) = _INT32.unpack_from(metadata, 2)
+        if count < 0:
+            return None
+        position = 6
+        topics = []
+        for _ in range(count):
+            (size,) = _INT16.unpack_from(metadata, position)
+            position += 2
+            if size < 0 or position + size > len(metadata):
+                return None
+            topics.append(metadata[position : position + size].decode("utf-8"))
+            position += size
+        # user_data (nullable bytes) closes the version-0 layout.
+        (user_data_size,) = _INT32.unpack_from(metadata, position)
+        if position + 4 + max(user_data_size, 0) > len(metadata) or user_data_size < -1:
+            return None
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return topics
