@@ -197,6 +197,11 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
             _check("DESCRIBE", "TOPIC", _TOPIC_FAILED, "unauthorized topics left out"),
         ),
         ApiKey.DESCRIBE_GROUPS: (_check("DESCRIBE", "GROUP", _GROUP_FAILED, "per group"),),
+        ApiKey.DELETE_GROUPS: (_check("DELETE", "GROUP", _GROUP_FAILED, "per group"),),
+        ApiKey.OFFSET_DELETE: (
+            _check("DELETE", "GROUP", _GROUP_FAILED, "whole request"),
+            _check("READ", "TOPIC", _TOPIC_FAILED, "per topic"),
+        ),
         ApiKey.LIST_GROUPS: (
             _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "all groups; else per group"),
             _check("DESCRIBE", "GROUP", _GROUP_FAILED, "groups not described are left out"),

@@ -18,6 +18,7 @@
   find_coordinator.py  FindCoordinator for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
+  group_deletes.py DeleteGroups v0-v2, OffsetDelete v0 (registered by groups.py)
 
 Every handler checks what Kafka's ``KafkaApis`` authorizes (``broker.authorization``'s
 ``API_ACL_CHECKS``) through ``services.authorizer``.

@@ -1,5 +1,6 @@
 """Group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-DescribeGroups, ListGroups — Kafka's ``KafkaApis`` handlers in front of the group coordinator
+DescribeGroups, ListGroups, DeleteGroups and OffsetDelete (``group_deletes.py``) — Kafka's
+``KafkaApis`` handlers in front of the group coordinator
 (``coordinator.group.shell.GroupCoordinatorShell``). FindCoordinator, for groups and
 transactional ids, is ``find_coordinator.py``; ``offsets_coordinator_topic`` tells it about
 ``__consumer_offsets``.
@@ -32,6 +33,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from pykraft.broker.handlers.find_coordinator import CoordinatorTopic
+from pykraft.broker.handlers.group_deletes import (
+    OffsetDeleteRequestData,
+    delete_groups,
+    delete_groups_request,
+    offset_delete,
+    offset_delete_request,
+)
 from pykraft.broker.handlers.group_reads import describe_groups, list_groups, offset_fetch
 from pykraft.broker.handlers.group_requests import (
     GROUP_KEY_TYPE,
@@ -135,6 +143,13 @@ def group_handlers(
     fetch = functools.partial(offset_fetch, authorizer=authorizer)
     describe = functools.partial(describe_groups, authorizer=authorizer)
     listed = functools.partial(list_groups, authorizer=authorizer)
+    # DeleteGroups and OffsetDelete check DELETE themselves (group_deletes.py).
+    deleted = functools.partial(delete_groups, authorizer=authorizer)
+
+    async def offsets_deleted(
+        shell: GroupCoordinatorShell, context: RequestContext, request: OffsetDeleteRequestData
+    ) -> Any:
+        return await offset_delete(shell, context, request, services.metadata(), authorizer)
 
     return {
         ApiKey.JOIN_GROUP: bind(join_group_request, join_group, group_read=True),
@@ -145,6 +160,8 @@ def group_handlers(
         ApiKey.OFFSET_FETCH: bind(offset_fetch_request, fetch),
         ApiKey.DESCRIBE_GROUPS: bind(describe_groups_request, describe),
         ApiKey.LIST_GROUPS: bind(list_groups_request, listed),
+        ApiKey.DELETE_GROUPS: bind(delete_groups_request, deleted),
+        ApiKey.OFFSET_DELETE: bind(offset_delete_request, offsets_deleted),
     }
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
 from pykraft.coordinator.group.effects import (
@@ -223,6 +223,22 @@ class GroupCoordinatorShell:
                 producer_id,
                 ", ".join(settled),
             )
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
+        """DeleteGroups: each group's error; the tombstones are appended in the background."""
+        results, effects = self.core.handle_delete_groups(group_ids, self.wall_clock_ms())
+        self._apply(effects)
+        return results
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[Errors, dict[TopicPartition, Errors]]:
+        """OffsetDelete: the group's error, else each partition's (empty on a group error)."""
+        error, errors, effects = self.core.handle_delete_offsets(
+            group_id, partitions, self.wall_clock_ms()
+        )
+        self._apply(effects)
+        return error, errors
 
     def fetch_offsets(
         self,
