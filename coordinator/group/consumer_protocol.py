@@ -17,7 +17,8 @@ The answer is what OffsetDelete (KIP-496, ``GroupCoordinator.handleDeleteOffsets
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -25,7 +26,30 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
 
-def subscribed_topics(
+class _Member(Protocol):
+    def metadata(self, protocol_name: str) -> bytes: ...
+
+
+class _Group(Protocol):
+    protocol_type: str | None
+    protocol_name: str | None
+
+    @property
+    def members(self) -> Mapping[str, _Member]: ...
+
+
+def subscribed_topics(group: _Group) -> frozenset[str] | None:
+    """``computeSubscribedTopics`` of a group (``state.GroupMetadata``), at each generation
+    and when the group is loaded."""
+    protocol, members = group.protocol_name, list(group.members.values())
+    if not members:
+        return topics_of(group.protocol_type, [])
+    if protocol is None:
+        return topics_of(group.protocol_type, None)
+    return topics_of(group.protocol_type, [m.metadata(protocol) for m in members])
+
+
+def topics_of(
     protocol_type: str | None, member_metadata: Sequence[bytes] | None
 ) -> frozenset[str] | None:
     """``computeSubscribedTopics``: ``member_metadata`` is every member's metadata for the

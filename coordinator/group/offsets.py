@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from pykraft.coordinator.group.consumer_protocol import subscribed_topics
 from pykraft.coordinator.group.effects import CoordinatorRecord
 from pykraft.coordinator.group.records import (
     CoordinatorRecordError,
@@ -337,5 +338,5 @@ def _group_from(group_id: str, value: GroupMetadataValue | None, now_ms: int) ->
     # add() made the first member leader; the record names the real one.
     if value.leader is not None and value.leader in group.members:
         group.leader_id = value.leader
-    group.compute_subscribed_topics()
+    group.subscribed_topics = subscribed_topics(group)
     return group

@@ -168,7 +168,7 @@ class GroupMetadata:
         self.protocol_name: str | None = None
         self.generation_id = 0
         self.leader_id: str | None = None
-        # Kafka's subscribedTopics (None: unknown), set per generation; OffsetDelete keeps these.
+        # Kafka's subscribedTopics (None: unknown) per generation; OffsetDelete keeps these.
         self.subscribed_topics: frozenset[str] | None = None
         # Insertion order decides the next leader when the leader leaves (Kafka: any member).
         self.members: dict[str, MemberMetadata] = {}
@@ -303,13 +303,7 @@ class GroupMetadata:
             self.transition_to(GroupState.EMPTY, now_ms)
         self.pending_sync_members.clear()
         self.sync_deadline_ms = None
-        self.compute_subscribed_topics()
-
-    def compute_subscribed_topics(self) -> None:
-        """``computeSubscribedTopics``: at each generation and when the group is loaded."""
-        protocol, members = self.protocol_name, list(self.members.values())
-        metadata = [m.metadata(protocol) for m in members] if protocol is not None else None
-        self.subscribed_topics = subscribed_topics(self.protocol_type, metadata if members else [])
+        self.subscribed_topics = subscribed_topics(self)
 
     # ------------------------------------------------------------------ offsets
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from pykraft.coordinator.group.consumer_protocol import subscribed_topics
+from pykraft.coordinator.group.consumer_protocol import topics_of
 from pykraft.coordinator.group.effects import Append
 from pykraft.coordinator.group.offsets import LogRecord
 from pykraft.coordinator.group.records import (
@@ -287,10 +287,10 @@ def test_delete_offsets_drops_a_transaction_s_staged_offset() -> None:
 
 def test_subscribed_topics_follow_kafka_compute_subscribed_topics() -> None:
     both = [subscription("a", "b"), subscription("c", version=0)]
-    assert subscribed_topics("consumer", both) == frozenset({"a", "b", "c"})
-    assert subscribed_topics("consumer", []) == frozenset()
-    assert subscribed_topics("consumer", None) is None
-    assert subscribed_topics("connect", [subscription("a")]) is None
-    assert subscribed_topics("consumer", [b"\x00\x00\x00\x00\x00\x01\x00\x05ab"]) is None
-    assert subscribed_topics("consumer", [b"\xff\xff"]) is None
-    assert subscribed_topics("consumer", [subscription("a")[:-8]]) is None  # no user_data
+    assert topics_of("consumer", both) == frozenset({"a", "b", "c"})
+    assert topics_of("consumer", []) == frozenset()
+    assert topics_of("consumer", None) is None
+    assert topics_of("connect", [subscription("a")]) is None
+    assert topics_of("consumer", [b"\x00\x00\x00\x00\x00\x01\x00\x05ab"]) is None
+    assert topics_of("consumer", [b"\xff\xff"]) is None
+    assert topics_of("consumer", [subscription("a")[:-8]]) is None  # no user_data
