@@ -18,12 +18,19 @@ int16 value version, then the fields of Kafka's generated schemas
       client_host string, rebalance_timeout int32 (v1+), session_timeout int32,
       subscription bytes, assignment bytes
 
-A null value is a tombstone: the offset or the group was deleted.
+      v4 of both values (KIP-915): v3's fields, flexible (varint-length compact strings, bytes
+      and arrays, tagged fields after each struct); Kafka 3.9 reads it, 4.x may write it
 
-What pykraft writes is what Kafka 2.3-3.x brokers write (``GroupMetadataManager``): offset keys
-at version 1, offset values at v3 (v1 when the commit carries an expire timestamp, OffsetCommit
-v2-v4's ``retention_time_ms``), group keys at 2 and group values at v3. Flexible versions (v4 of
-both values, KIP-915) are refused with ``CoordinatorRecordError``, as is anything malformed.
+A null value is a tombstone: the offset or the group was deleted (DeleteGroups, OffsetDelete).
+
+What pykraft writes is what Kafka 3.9's broker writes (``GroupMetadataManager.offsetCommitValue``
+and ``groupMetadataValue`` at metadata version 3.x, whose inter-broker protocol is past 2.3):
+offset keys at version 1, offset values at v3 (v1 when the commit carries an expire timestamp,
+OffsetCommit v2-v4's ``retention_time_ms``), group keys at 2 and group values at v3 — for an
+empty group too, with null protocol and leader. That is what lag monitors decode: Burrow 1.3.0
+and later read group values v0-v3 and offset values v0, v1, v3 (v4 since 1.9.5); Burrow 1.2.x
+stops at group v2 and so cannot read any Kafka broker since 2.3 either. Every version 0-4 is
+read back; anything else, or anything malformed, raises ``CoordinatorRecordError``.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ _OFFSET_KEY_VERSIONS = (0, 1)
 _OFFSET_VALUE_VERSION = 3
 _OFFSET_VALUE_VERSION_WITH_EXPIRE = 1
 GROUP_METADATA_VALUE_VERSION = 3
-_HIGHEST_READABLE_VALUE_VERSION = 3
+_HIGHEST_READABLE_VALUE_VERSION = 4
+_FIRST_FLEXIBLE_VALUE_VERSION = 4
+_MAX_VARINT_BYTES = 5
 NO_TIMESTAMP = -1
 NO_LEADER_EPOCH = -1
 
@@ -162,8 +171,18 @@ class _Reader:
         value: int = _INT64.unpack(self._take(8))[0]
         return value
 
-    def nullable_string(self) -> str | None:
-        size = self.int16()
+    def uvarint(self) -> int:
+        """An unsigned varint (flexible versions' lengths and tags)."""
+        value = 0
+        for index in range(_MAX_VARINT_BYTES):
+            byte = self._take(1)[0]
+            value |= (byte & 0x7F) << (7 * index)
+            if not byte & 0x80:
+                return value
+        raise CoordinatorRecordError(f"{self.what}: a varint longer than {_MAX_VARINT_BYTES} bytes")
+
+    def nullable_string(self, flexible: bool = False) -> str | None:
+        size = self.uvarint() - 1 if flexible else self.int16()
         if size == -1:
             return None
         try:
@@ -171,14 +190,26 @@ class _Reader:
         except UnicodeDecodeError as error:
             raise CoordinatorRecordError(f"{self.what}: a string is not UTF-8 ({error})") from None
 
-    def string(self) -> str:
-        value = self.nullable_string()
+    def string(self, flexible: bool = False) -> str:
+        value = self.nullable_string(flexible)
         if value is None:
             raise CoordinatorRecordError(f"{self.what}: a non-nullable string is null")
         return value
 
-    def bytes(self) -> bytes:
-        return self._take(self.int32())
+    def bytes(self, flexible: bool = False) -> bytes:
+        return self._take(self.uvarint() - 1 if flexible else self.int32())
+
+    def count(self, flexible: bool) -> int:
+        """An array's length (a compact array's is stored plus one)."""
+        return self.uvarint() - 1 if flexible else self.int32()
+
+    def tagged_fields(self, flexible: bool) -> None:
+        """Skip a flexible struct's tagged fields (none of them is known here)."""
+        if not flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # the tag
+            self._take(self.uvarint())
 
     def end(self) -> None:
         if self.position != len(self.data):
@@ -228,11 +259,13 @@ def offset_commit_value(value: OffsetAndMetadata) -> bytes:
 def decode_offset_commit_value(data: bytes) -> OffsetAndMetadata:
     reader = _Reader(data, "offset commit value")
     version = _value_version(reader)
+    flexible = version >= _FIRST_FLEXIBLE_VALUE_VERSION
     offset = reader.int64()
     leader_epoch = reader.int32() if version >= 3 else NO_LEADER_EPOCH
-    metadata = reader.string()
+    metadata = reader.string(flexible)
     commit_timestamp_ms = reader.int64()
     expire_timestamp_ms = reader.int64() if version == 1 else None
+    reader.tagged_fields(flexible)
     reader.end()
     return OffsetAndMetadata(
         offset=offset,
@@ -261,14 +294,16 @@ def group_metadata_value(value: GroupMetadataValue) -> bytes:
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     reader = _Reader(data, "group metadata value")
     version = _value_version(reader)
-    protocol_type = reader.string()
+    flexible = version >= _FIRST_FLEXIBLE_VALUE_VERSION
+    protocol_type = reader.string(flexible)
     generation = reader.int32()
-    protocol, leader = reader.nullable_string(), reader.nullable_string()
+    protocol, leader = reader.nullable_string(flexible), reader.nullable_string(flexible)
     timestamp_ms = reader.int64() if version >= 2 else NO_TIMESTAMP
-    count = reader.int32()
+    count = reader.count(flexible)
     if count < 0:
         raise CoordinatorRecordError(f"group metadata value: {count} members")
-    members = tuple(_decode_member(reader, version) for _ in range(count))
+    members = tuple(_decode_member(reader, version, flexible) for _ in range(count))
+    reader.tagged_fields(flexible)
     reader.end()
     return GroupMetadataValue(
         protocol_type=protocol_type,
@@ -280,25 +315,27 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     )
 
 
-def _decode_member(reader: _Reader, version: int) -> MemberRecord:
-    member_id = reader.string()
-    group_instance_id = reader.nullable_string() if version >= 3 else None
-    client_id, client_host = reader.string(), reader.string()
+def _decode_member(reader: _Reader, version: int, flexible: bool) -> MemberRecord:
+    member_id = reader.string(flexible)
+    group_instance_id = reader.nullable_string(flexible) if version >= 3 else None
+    client_id, client_host = reader.string(flexible), reader.string(flexible)
     rebalance_timeout_ms = reader.int32() if version >= 1 else -1
     session_timeout_ms = reader.int32()
     if rebalance_timeout_ms == -1:
         # v0 had none: Kafka loads the session timeout in its place.
         rebalance_timeout_ms = session_timeout_ms
-    return MemberRecord(
+    member = MemberRecord(
         member_id=member_id,
         group_instance_id=group_instance_id,
         client_id=client_id,
         client_host=client_host,
         rebalance_timeout_ms=rebalance_timeout_ms,
         session_timeout_ms=session_timeout_ms,
-        subscription=reader.bytes(),
-        assignment=reader.bytes(),
+        subscription=reader.bytes(flexible),
+        assignment=reader.bytes(flexible),
     )
+    reader.tagged_fields(flexible)
+    return member
 
 
 def _value_version(reader: _Reader) -> int:

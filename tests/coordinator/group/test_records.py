@@ -133,12 +133,71 @@ def test_bad_keys(data: bytes, message: str) -> None:
         decode_key(data)
 
 
-def test_flexible_values_are_refused() -> None:
-    # KIP-915's v4 values are flexible (tagged fields); pykraft writes and reads up to v3.
-    with pytest.raises(CoordinatorRecordError, match="version 4 is not readable"):
-        decode_offset_commit_value(struct.pack(">hq", 4, 0))
-    with pytest.raises(CoordinatorRecordError, match="version 4 is not readable"):
-        decode_group_metadata_value(struct.pack(">h", 4))
+def cs(text: str | None) -> bytes:
+    """A compact (flexible) string: its length plus one as an unsigned varint; 0 is null."""
+    if text is None:
+        return b"\x00"
+    data = text.encode()
+    return bytes([len(data) + 1]) + data
+
+
+def test_flexible_offset_value_v4_is_read_and_its_tagged_fields_skipped() -> None:
+    # KIP-915: OffsetCommitValue v4 is v3's fields, flexible; Kafka 3.9 reads it
+    plain = struct.pack(">hqi", 4, 42, 5) + cs("m") + struct.pack(">q", 1000) + b"\x00"
+    expected = OffsetAndMetadata(offset=42, leader_epoch=5, metadata="m", commit_timestamp_ms=1000)
+    assert decode_offset_commit_value(plain) == expected
+    # One unknown tagged field: tag 0, a 16-byte value (a topic id, say).
+    tagged = plain[:-1] + b"\x01\x00\x10" + bytes(16)
+    assert decode_offset_commit_value(tagged) == expected
+
+
+def test_flexible_group_value_v4_is_read() -> None:
+    member = (
+        cs("c-1") + cs(None) + cs("client") + cs("/10.0.0.1") + struct.pack(">ii", 30000, 10000)
+        + b"\x04sub" + b"\x05asgn" + b"\x00"
+    )  # fmt: skip
+    data = (
+        struct.pack(">h", 4) + cs("consumer") + struct.pack(">i", 3) + cs("range") + cs("c-1")
+        + struct.pack(">q", 1234) + b"\x02" + member + b"\x00"
+    )  # fmt: skip
+    value = decode_group_metadata_value(data)
+    assert (value.protocol_type, value.generation, value.protocol, value.leader) == (
+        "consumer",
+        3,
+        "range",
+        "c-1",
+    )
+    assert value.members == (
+        MemberRecord(
+            member_id="c-1",
+            client_id="client",
+            client_host="/10.0.0.1",
+            rebalance_timeout_ms=30000,
+            session_timeout_ms=10000,
+            subscription=b"sub",
+            assignment=b"asgn",
+        ),
+    )
+
+
+def test_unknown_and_broken_flexible_values_are_refused() -> None:
+    with pytest.raises(CoordinatorRecordError, match="version 5 is not readable"):
+        decode_offset_commit_value(struct.pack(">hq", 5, 0))
+    with pytest.raises(CoordinatorRecordError, match="varint longer than 5 bytes"):
+        decode_offset_commit_value(struct.pack(">hqi", 4, 1, 1) + b"\xff" * 6)
+    with pytest.raises(CoordinatorRecordError, match="needs"):
+        decode_group_metadata_value(struct.pack(">h", 4) + cs("consumer")[:3])
+
+
+def test_written_values_are_the_versions_kafka_3_9_writes() -> None:
+    # GroupMetadataManager.offsetCommitValue / groupMetadataValue past IBP 2.3: offsets v3
+    # (v1 with an expire timestamp), groups v3 whatever their state
+    plain = OffsetAndMetadata(offset=1, commit_timestamp_ms=2)
+    expiring = OffsetAndMetadata(offset=1, commit_timestamp_ms=2, expire_timestamp_ms=3)
+    empty = GroupMetadataValue(protocol_type="", generation=0, protocol=None, leader=None)
+    assert offset_commit_value(plain)[:2] == struct.pack(">h", 3)
+    assert offset_commit_value(expiring)[:2] == struct.pack(">h", 1)
+    assert group_metadata_value(empty)[:2] == struct.pack(">h", 3)
 
 
 def test_negative_member_count_is_refused() -> None:
