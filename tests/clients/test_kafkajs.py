@@ -314,3 +314,51 @@ def test_send_offsets_commits_the_groups_offsets_only_with_the_transaction(
     assert wait_for_transaction_end(cluster, transactional_id, TIMEOUT_S) == "CompleteCommit"
     assert group_offsets(cluster, topic, group) == {0: 7}
     assert [p.offset for p in placed] == [6, 7]  # after 0-1, COMMIT at 2, 3-4, ABORT at 5
+
+
+# ------------------------------------------------------------------ group admin
+
+
+def test_reset_and_set_offsets_commit_without_a_retry(cluster: DevCluster) -> None:
+    """KafkaJS's admin resetOffsets / setOffsets run a consumer of the group that joins, seeks,
+    commits the seeks and leaves at its first fetch. Against the broker this is one round of
+    each request: JoinGroup twice (MEMBER_ID_REQUIRED first, KIP-394), one SyncGroup, one
+    LeaveGroup, and no error answer otherwise — nothing a client retries or backs off on.
+
+    The seconds each call takes are the client's and the group's, as against Kafka 3.9: KafkaJS's
+    consumer with its only topic paused sleeps ``maxWaitTimeInMs`` (5 s) before its first fetch
+    event, and a group that is EMPTY waits ``group.initial.rebalance.delay.ms`` (3 s by default,
+    Kafka's ``InitialDelayedJoin``; 0 on this test cluster) before its first generation."""
+    topic, group = create_topic(cluster, partitions=2), unique_topic("kafkajs-reset")
+    produce(cluster, topic, keyed_messages(6, null_header_values=False))
+    spec = {"action": "reset_offsets", "topic": topic, "group_id": group, "set": {0: 1, 1: 0}}
+    [answer] = node(cluster, "admin.js", spec)
+    member_id_required = "JoinGroup: The group member needs to have a valid member id"
+    assert len(answer["errors"]) == 2, answer["errors"]
+    assert all(e.startswith(member_id_required) for e in answer["errors"]), answer["errors"]
+    for call in ("reset", "set"):
+        requests = answer[call]["requests"]
+        counts = {api: requests.count(api) for api in ("JoinGroup", "SyncGroup", "LeaveGroup")}
+        assert counts == {"JoinGroup": 2, "SyncGroup": 1, "LeaveGroup": 1}, requests
+        # KafkaJS commits the seeked offsets once per partition.
+        assert requests.count("OffsetCommit") <= 2, requests
+    # resetOffsets(earliest) commits KafkaJS's EARLIEST sentinel, which its consumers resolve.
+    assert answer["reset"]["committed"] == {"0": -2, "1": -2}
+    assert answer["set"]["committed"] == {"0": 1, "1": 0}
+    assert group_offsets(cluster, topic, group) == {0: 1, 1: 0}
+
+
+def test_delete_groups(cluster: DevCluster) -> None:
+    """admin.deleteGroups (DeleteGroups): an empty group goes, its offsets with it; an unknown
+    group is GROUP_ID_NOT_FOUND (69), which KafkaJS raises as a KafkaJSDeleteGroupsError."""
+    topic, group = create_topic(cluster, partitions=1), unique_topic("kafkajs-deleted")
+    produce(cluster, topic, keyed_messages(2, null_header_values=False))
+    consume(cluster, topic, group, 2)
+    assert group_offsets(cluster, topic, group) != {0: -1}
+    [answer] = node(cluster, "admin.js", {"action": "delete_groups", "group_ids": [group]})
+    assert answer == {"deleted": [[group, 0]]}
+    assert group_offsets(cluster, topic, group) == {0: -1}
+    [refused] = node(
+        cluster, "admin.js", {"action": "delete_groups", "group_ids": [group]}, expect_status=1
+    )
+    assert refused["error"] == "KafkaJSDeleteGroupsError", refused
