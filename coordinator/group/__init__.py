@@ -9,6 +9,8 @@ Pure cores (no I/O, no clock: every call takes ``now_ms``):
                   coordinates (loading / active), the groups in them, writes and timers
   coordinator.py  ``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                   OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups, ListGroups
+  deletion.py     ``GroupDeletion``: DeleteGroups and OffsetDelete, their tombstones
+  consumer_protocol.py  the topics a consumer group subscribes to (OffsetDelete keeps them)
   offsets.py      offset commit validation, the records to write, OffsetFetch (KIP-447's
                   require_stable), replay of a partition's log (transactions included)
   transactions.py transactional offset commits (KIP-98): validation, which groups hold which

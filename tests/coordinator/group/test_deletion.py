@@ -258,6 +258,15 @@ def test_delete_offset_of_unknown_dead_and_invalid_groups() -> None:
     assert delete_offsets(h, TOPIC0) == (Errors.GROUP_ID_NOT_FOUND, {})
 
 
+def test_delete_offsets_where_the_group_is_not_served() -> None:
+    h = Harness(num_partitions=2, load=False)
+    loading = next(g for g in ("a", "b", "c", "d") if h.coordinator.partition_for(g) == 0)
+    foreign = next(g for g in ("a", "b", "c", "d") if h.coordinator.partition_for(g) == 1)
+    h.coordinator.begin_loading(0, 0, h.now_ms)
+    assert delete_offsets(h, TOPIC0, group_id=loading) == (Errors.COORDINATOR_LOAD_IN_PROGRESS, {})
+    assert delete_offsets(h, TOPIC0, group_id=foreign) == (Errors.NOT_COORDINATOR, {})
+
+
 def test_deleted_offsets_stay_deleted_after_a_reload() -> None:
     h = Harness()
     h.commit({TOPIC0: 5, TOPIC1: 6})
