@@ -1,0 +1,98 @@
+package main
+
+import (
+	"time"
+
+	"github.com/Shopify/sarama"
+)
+
+const offsetsTopic = "__consumer_offsets"
+
+// idleLimit ends the read of __consumer_offsets when no record arrived for this long — a
+// partition whose last records are control records never delivers its last offset.
+const idleLimit = 3 * time.Second
+
+// burrow reads __consumer_offsets from the oldest offset up to each partition's end (found with
+// ListOffsets at Version) as Burrow's KafkaClient module does, decodes every record with its
+// rules (offsets_topic.go) and prints the ones of Group, and every record it refuses.
+func burrow(spec *Spec) error {
+	config, err := newConfig(spec, spec.Version)
+	if err != nil {
+		return err
+	}
+	config.Consumer.Return.Errors = true
+	client, err := sarama.NewClient(spec.Brokers, config)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	partitions, err := client.Partitions(offsetsTopic)
+	if err != nil {
+		return err
+	}
+	ends := map[int32]int64{}
+	records := make(chan *sarama.ConsumerMessage)
+	for _, partition := range partitions {
+		oldest, newest, err := offsetRange(client, partition)
+		if err != nil {
+			return err
+		}
+		if newest <= oldest {
+			continue
+		}
+		ends[partition] = newest
+		pc, err := consumer.ConsumePartition(offsetsTopic, partition, oldest)
+		if err != nil {
+			return err
+		}
+		defer pc.AsyncClose()
+		go forward(pc, records)
+	}
+	readUntilEnds(spec.Group, records, ends)
+	return nil
+}
+
+func offsetRange(client sarama.Client, partition int32) (int64, int64, error) {
+	oldest, err := client.GetOffset(offsetsTopic, partition, sarama.OffsetOldest)
+	if err != nil {
+		return 0, 0, err
+	}
+	newest, err := client.GetOffset(offsetsTopic, partition, sarama.OffsetNewest)
+	return oldest, newest, err
+}
+
+func readUntilEnds(group string, records <-chan *sarama.ConsumerMessage, ends map[int32]int64) {
+	idle := time.NewTimer(idleLimit)
+	for len(ends) > 0 {
+		select {
+		case message := <-records:
+			if message.Offset+1 >= ends[message.Partition] {
+				delete(ends, message.Partition)
+			}
+			emitDecoded(group, message)
+			idle.Reset(idleLimit)
+		case <-idle.C:
+			return
+		}
+	}
+}
+
+func emitDecoded(group string, message *sarama.ConsumerMessage) {
+	record := decodeOffsetsTopicRecord(message.Key, message.Value)
+	if record.Kind != "decode_error" && record.Group != group {
+		return
+	}
+	emit(record.Kind, map[string]interface{}{
+		"offsets_partition": message.Partition, "offsets_offset": message.Offset,
+		"key_version": record.KeyVersion, "value_version": record.ValueVersion,
+		"group": record.Group, "topic": record.Topic, "partition": record.Partition,
+		"offset": record.Offset, "protocol_type": record.ProtocolType,
+		"generation": record.Generation, "protocol": record.Protocol, "leader": record.Leader,
+		"members": record.Members, "reason": record.Reason,
+	})
+}

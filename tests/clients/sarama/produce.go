@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/Shopify/sarama"
+)
+
+// produce sends Count records with keys KeyPrefix+i and values "value-i" through a
+// SyncProducer with Sarama's default producer settings (acks WaitForLocal, the hash
+// partitioner, 3 retries). It stops at the first failed send.
+func produce(spec *Spec) error {
+	config, err := newConfig(spec, spec.Version)
+	if err != nil {
+		return err
+	}
+	config.Producer.Return.Successes = true // a SyncProducer needs it
+	producer, err := sarama.NewSyncProducer(spec.Brokers, config)
+	if err != nil {
+		return err
+	}
+	defer producer.Close()
+	for i := 0; i < spec.Count; i++ {
+		key := fmt.Sprintf("%s%d", spec.KeyPrefix, i)
+		value := fmt.Sprintf("value-%d", i)
+		partition, offset, err := producer.SendMessage(&sarama.ProducerMessage{
+			Topic: spec.Topic,
+			Key:   sarama.StringEncoder(key),
+			Value: sarama.StringEncoder(value),
+		})
+		if err != nil {
+			fail("produce", err)
+			return nil
+		}
+		emit("produced", map[string]interface{}{
+			"partition": partition, "offset": offset, "key": key, "value": value,
+		})
+	}
+	return nil
+}
+
+// consume reads every partition of Topic from its oldest offset with a plain (group-less)
+// PartitionConsumer until Count records have arrived; each is a "record" line.
+func consume(spec *Spec) error {
+	config, err := newConfig(spec, spec.Version)
+	if err != nil {
+		return err
+	}
+	config.Consumer.Return.Errors = true
+	consumer, err := sarama.NewConsumer(spec.Brokers, config)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	partitions, err := consumer.Partitions(spec.Topic)
+	if err != nil {
+		return err
+	}
+	records := make(chan *sarama.ConsumerMessage)
+	for _, partition := range partitions {
+		pc, err := consumer.ConsumePartition(spec.Topic, partition, sarama.OffsetOldest)
+		if err != nil {
+			return err
+		}
+		defer pc.AsyncClose()
+		go forward(pc, records)
+	}
+	for read := 0; read < spec.Count; read++ {
+		emitRecord(<-records)
+	}
+	return nil
+}
+
+// forward hands a partition consumer's records to records and reports its errors.
+func forward(pc sarama.PartitionConsumer, records chan<- *sarama.ConsumerMessage) {
+	go func() {
+		for err := range pc.Errors() {
+			fail("fetch", err)
+		}
+	}()
+	for message := range pc.Messages() {
+		records <- message
+	}
+}
+
+func emitRecord(message *sarama.ConsumerMessage) {
+	emit("record", map[string]interface{}{
+		"partition": message.Partition, "offset": message.Offset,
+		"key": string(message.Key), "value": string(message.Value),
+	})
+}

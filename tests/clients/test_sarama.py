@@ -1,0 +1,340 @@
+"""Sarama 1.22.1 (Go; Debian's golang-github-shopify-sarama-dev) against a real pykraft cluster,
+as its users and the tools built on it (Burrow, sarama-cluster) drive it.
+
+Sarama's default ``Config.Version`` is V0_8_2_0, and 1.22.1 hard-codes some request versions
+whatever the setting says, so these are what a Sarama program sends out of the box:
+
+* group offsets: FindCoordinator v0, OffsetFetch v1 and OffsetCommit v1 (``offset_manager.go``:
+  v2 only when ``Consumer.Offsets.Retention`` is set) — also from a ``ConsumerGroup``;
+* ``Client.GetOffset``: ListOffsets v0 (v1 from V0_10_1_0) — Burrow's lag check;
+* Metadata v0 (v1 from V0_10_0_0, v5 from V1_0_0_0);
+* ``ClusterAdmin``: Metadata v0 for ListTopics/DescribeCluster, DescribeConfigs v0 always.
+
+Kafka 3.9 serves all of them; issue 13 asks the same of pykraft. Produce v0-2 and Fetch v0-3
+carry the pre-v2 message formats, which pykraft answers with UNSUPPORTED_VERSION (issue 13), so
+records travel with a Version of 0.11.0.0 or later (Produce v3, Fetch v4); the offset
+management under test still runs at the default Version.
+
+Each scenario runs ``tests/clients/sarama/bin/sarama-client COMMAND SPEC`` (one Go program,
+built by ``.ci/install-sarama.sh`` in GOPATH mode), which prints one JSON line per event. Each
+run has its own client id, so a failure message lists the requests the brokers refused from it
+by closing the connection (their log's "closing connection ... api_key K vV" lines).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from pykraft.protocol.api_keys import ApiKey
+from tests.clients.conftest import DevCluster
+from tests.clients.support import unique_topic
+
+pytestmark = pytest.mark.clients
+
+PROGRAM = Path(__file__).resolve().parent / "sarama" / "bin" / "sarama-client"
+INSTALL = "run .ci/install-sarama.sh (golang-go + golang-github-shopify-sarama-dev, go build)"
+PARTITIONS = 3
+TIMEOUT_S = 60.0
+RECORD_BATCHES = "0.11.0.0"  # the first Version that produces and fetches RecordBatch v2
+NEWER = "2.0.0"  # the "V2_x" path: Metadata v5, ListOffsets v1, ConsumerGroup
+UNSUPPORTED_VERSION = 35
+GROUP_OFFSET_VALUE_VERSIONS = {1, 3}  # Kafka 3.9 writes v1 with an expire time, else v3
+STATUS_FAILED = 2  # sarama-client: a stage printed an "error" line
+
+
+def refused_requests(cluster: DevCluster, client_id: str) -> list[str]:
+    """The requests from ``client_id`` that a broker answered by closing the connection."""
+    refused: Counter[str] = Counter()
+    pattern = re.compile(r"api_key (\d+) v(\d+) correlation_id \d+ client_id '([^']*)'")
+    for log in sorted((cluster.data_dir / "logs").glob("broker-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            found = pattern.search(line) if "closing connection" in line else None
+            if found and found.group(3) == client_id:
+                refused[f"{ApiKey(int(found.group(1))).name} v{found.group(2)}"] += 1
+    return [f"{name} (x{count})" for name, count in sorted(refused.items())]
+
+
+def sarama(
+    cluster: DevCluster, command: str, spec: dict[str, Any], *, expect_status: int = 0
+) -> list[dict[str, Any]]:
+    """Run ``sarama-client command`` with ``spec``; its JSON lines. Its own timer fails it first."""
+    assert PROGRAM.is_file(), f"{PROGRAM} is not built: {INSTALL}"
+    client_id = f"sarama-{command}-{uuid.uuid4().hex[:8]}"
+    full = {
+        "brokers": cluster.bootstrap_servers.split(","), "timeout_ms": int(TIMEOUT_S * 1000),
+        "client_id": client_id, **spec,
+    }  # fmt: skip
+    done = subprocess.run(
+        [str(PROGRAM), command, json.dumps(full)],
+        capture_output=True, text=True, timeout=TIMEOUT_S + 15,
+    )  # fmt: skip
+    assert done.returncode == expect_status, (
+        f"sarama-client {command} {spec} exited {done.returncode} (expected {expect_status})\n"
+        f"requests the brokers refused by closing the connection: "
+        f"{refused_requests(cluster, client_id) or 'none'}\n"
+        f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def events(lines: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
+    return [line for line in lines if line["event"] == event]
+
+
+def create_topic(cluster: DevCluster, partitions: int = PARTITIONS) -> str:
+    topic = unique_topic("sarama")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+    try:
+        response = admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+            timeout_ms=int(TIMEOUT_S * 1000),
+        )
+    finally:
+        admin.close()
+    [created] = response["topics"]
+    assert (created["name"], created["error_code"]) == (topic, 0), created
+    cluster.wait_for_topic(topic, partitions)
+    return topic
+
+
+Record = tuple[int, int, str, str]  # partition, offset, key, value
+
+
+def produce(cluster: DevCluster, topic: str, count: int, version: str = NEWER) -> list[Record]:
+    """``count`` records through a SyncProducer with Sarama's default producer settings."""
+    lines = sarama(
+        cluster,
+        "produce",
+        {"topic": topic, "count": count, "key_prefix": "key-", "version": version},
+    )
+    produced = [(p["partition"], p["offset"], p["key"], p["value"]) for p in lines]
+    assert [key for _, _, key, _ in produced] == [f"key-{i}" for i in range(count)], lines
+    assert len({partition for partition, *_ in produced}) > 1, f"one partition only: {produced}"
+    return produced
+
+
+def records(lines: list[dict[str, Any]]) -> list[Record]:
+    return [(r["partition"], r["offset"], r["key"], r["value"]) for r in events(lines, "record")]
+
+
+def committed(lines: list[dict[str, Any]]) -> dict[int, int]:
+    """What OffsetFetch v1 answered after the run: partition -> offset (-1: none)."""
+    answers = events(lines, "committed")
+    assert answers and all(a["code"] == 0 for a in answers), lines
+    return {a["partition"]: a["offset"] for a in answers}
+
+
+def next_offsets(read: list[Record]) -> dict[int, int]:
+    """Per partition, the offset after the last record read: what a commit should say."""
+    ends: dict[int, int] = {}
+    for partition, offset, _, _ in read:
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    return ends
+
+
+def check_resumed(
+    produced: list[Record], first: list[Record], second: list[Record], after_first: dict[int, int]
+) -> None:
+    """The two runs read every record exactly once, the second from the first one's commits."""
+    assert sorted(first + second) == sorted(produced), (
+        f"read twice: {sorted(set(first) & set(second))}; "
+        f"never read: {sorted(set(produced) - set(first) - set(second))}"
+    )
+    for partition, offset, _, _ in second:
+        assert offset >= after_first.get(partition, 0), (
+            f"partition {partition} offset {offset} re-read below the commit {after_first}"
+        )
+
+
+# -- group offsets ------------------------------------------------------------------------
+
+
+def test_default_version_offset_commits_are_resumed_from(cluster: DevCluster) -> None:
+    """Sarama's OffsetManager at its default Version (FindCoordinator v0, OffsetFetch v1,
+    OffsetCommit v1) commits what a first run read; a restarted one resumes there — no record
+    read again, none skipped (Kafka's ``OffsetCommitRequest`` v1 with generation -1 and no
+    member: a standalone commit, ``GroupCoordinator.handleCommitOffsets``)."""
+    topic = create_topic(cluster)
+    produced = produce(cluster, topic, 30)
+    group = unique_topic("sarama-offsets")
+    spec = {"topic": topic, "group": group, "fetch_version": RECORD_BATCHES}
+    first_run = sarama(cluster, "commit", {**spec, "count": 12})
+    assert {s["offset"] for s in events(first_run, "start")} == {-2}, "a new group: no offsets"
+    first = records(first_run)
+    assert len(first) == 12
+    after_first = committed(first_run)
+    assert after_first == {p: next_offsets(first).get(p, -1) for p in range(PARTITIONS)}
+
+    second_run = sarama(cluster, "commit", {**spec, "count": 18})
+    starts = {s["partition"]: s["offset"] for s in events(second_run, "start")}
+    assert starts == {p: o if o >= 0 else -2 for p, o in after_first.items()}  # -2: oldest
+    check_resumed(produced, first, records(second_run), after_first)
+    assert committed(second_run) == next_offsets(produced)
+
+
+def test_consumer_group_commits_are_resumed_from(cluster: DevCluster) -> None:
+    """A Sarama ConsumerGroup (Version 2.0.0; it commits with OffsetCommit v1 all the same)
+    reads part of a topic and leaves; a new member of the group resumes at the commits."""
+    topic = create_topic(cluster)
+    produced = produce(cluster, topic, 30)
+    group = unique_topic("sarama-group")
+    spec = {"topic": topic, "group": group, "version": NEWER}
+    first_run = sarama(cluster, "group", {**spec, "count": 12})
+    [assigned] = events(first_run, "assigned")
+    assert assigned["claims"] == {topic: list(range(PARTITIONS))}
+    first = records(first_run)
+    after_first = committed(first_run)
+    assert after_first == {p: next_offsets(first).get(p, -1) for p in range(PARTITIONS)}
+
+    second_run = sarama(cluster, "group", {**spec, "count": 18})
+    [reassigned] = events(second_run, "assigned")
+    assert reassigned["generation"] > assigned["generation"]
+    check_resumed(produced, first, records(second_run), after_first)
+    assert committed(second_run) == next_offsets(produced)
+
+
+# -- producing and consuming --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [RECORD_BATCHES, NEWER])
+def test_produced_records_are_read_back(cluster: DevCluster, version: str) -> None:
+    """Default producer settings (acks=1, hash partitioner) at ``version``; a PartitionConsumer
+    reads every record back once, at the offset the producer was given."""
+    topic = create_topic(cluster)
+    produced = produce(cluster, topic, 20, version)
+    for partition in {p for p, *_ in produced}:
+        offsets = sorted(o for p, o, *_ in produced if p == partition)
+        assert offsets == list(range(len(offsets))), f"partition {partition}: {offsets}"
+    read = records(sarama(cluster, "consume", {"topic": topic, "count": 20, "version": version}))
+    assert sorted(read) == sorted(produced)
+
+
+def test_default_version_producer_is_answered_unsupported_version(cluster: DevCluster) -> None:
+    """At its default Version Sarama sends Produce v0 (message format v0): pykraft answers
+    UNSUPPORTED_VERSION (issue 13: Produce v0-2 need the pre-v2 formats) — an error Sarama
+    reports at once, not a closed connection — and stores nothing."""
+    topic = create_topic(cluster)
+    lines = sarama(
+        cluster, "produce", {"topic": topic, "count": 1, "key_prefix": "k"},
+        expect_status=STATUS_FAILED,
+    )  # fmt: skip
+    assert [(e["stage"], e.get("code")) for e in events(lines, "error")] == [
+        ("produce", UNSUPPORTED_VERSION)
+    ], lines
+    offsets = sarama(cluster, "offsets", {"topic": topic, "version": NEWER})
+    assert {(o["oldest"], o["newest"]) for o in events(offsets, "offset")} == {(0, 0)}
+
+
+@pytest.mark.parametrize(("version", "list_offsets"), [("", 0), (NEWER, 1)])
+def test_get_offset(cluster: DevCluster, version: str, list_offsets: int) -> None:
+    """``Client.GetOffset`` for the oldest and newest offsets: ListOffsets v{list_offsets} —
+    v0 at the default Version, the request Burrow's lag checks send (EOF there: no lag)."""
+    topic = create_topic(cluster)
+    produced = produce(cluster, topic, 20)
+    lines = sarama(cluster, "offsets", {"topic": topic, "version": version})
+    answered = {o["partition"]: (o["oldest"], o["newest"]) for o in events(lines, "offset")}
+    counts = Counter(partition for partition, *_ in produced)
+    assert answered == {p: (0, counts[p]) for p in range(PARTITIONS)}, list_offsets
+
+
+# -- ClusterAdmin -------------------------------------------------------------------------
+
+
+def admin_stage(cluster: DevCluster, version: str, stage: str, topic: str) -> list[dict[str, Any]]:
+    return sarama(cluster, "admin", {"topic": topic, "version": version, "stage": stage})
+
+
+@pytest.mark.parametrize("version", [RECORD_BATCHES, NEWER])
+def test_cluster_admin_lists_topics(cluster: DevCluster, version: str) -> None:
+    """ClusterAdmin.ListTopics: Metadata v0 for every topic, then DescribeConfigs v0 for all of
+    them in one request; DescribeCluster (Metadata v0) and DescribeTopics (v4/v5) too."""
+    topic = create_topic(cluster)
+    [listed] = events(admin_stage(cluster, version, "list_topics", topic), "topics")
+    assert topic in listed["names"], listed
+    [detail] = events(admin_stage(cluster, version, "list_topics", topic), "topic")
+    assert (detail["partitions"], detail["replication_factor"]) == (PARTITIONS, 1)
+    assert detail["configs"] == {}, "a new topic's configs are all defaults"
+    [described] = events(admin_stage(cluster, version, "describe_cluster", topic), "cluster")
+    assert described["brokers"] == sorted(cluster.brokers)
+    [topic_metadata] = events(admin_stage(cluster, version, "describe_topics", topic),
+                              "described_topic")  # fmt: skip
+    assert (topic_metadata["code"], topic_metadata["partitions"]) == (0, PARTITIONS)
+
+
+@pytest.mark.parametrize("version", [RECORD_BATCHES, NEWER])
+def test_cluster_admin_describes_topic_configs(cluster: DevCluster, version: str) -> None:
+    """ClusterAdmin.DescribeConfig of a topic (DescribeConfigs v0): Kafka's topic configs with
+    their defaults, flagged as defaults (v0's is_default)."""
+    topic = create_topic(cluster)
+    entries = events(admin_stage(cluster, version, "topic_config", topic), "topic_config")
+    by_name = {e["name"]: e for e in entries}
+    defaults = [
+        ("cleanup.policy", "delete"), ("retention.ms", "604800000"),
+        ("max.message.bytes", "1048588"), ("min.insync.replicas", "1"),
+    ]  # fmt: skip
+    for name, value in defaults:
+        assert by_name[name]["value"] == value, by_name.get(name)
+        assert by_name[name]["default"] is True, by_name[name]
+        assert by_name[name]["sensitive"] is False
+
+
+@pytest.mark.parametrize("version", [RECORD_BATCHES, NEWER])
+def test_cluster_admin_describes_broker_configs(cluster: DevCluster, version: str) -> None:
+    """ClusterAdmin.DescribeConfig of the broker it sends the request to (DescribeConfigs v0
+    for resource type BROKER): that broker's configs, its own ``node.id`` among them (Kafka's
+    ``ConfigHelper.describeConfigs`` lists every ``KafkaConfig`` entry)."""
+    topic = create_topic(cluster)
+    lines = admin_stage(cluster, version, "broker_config", topic)
+    entries = events(lines, "broker_config")
+    assert entries, f"no broker config entries: {lines}"
+    by_name = {e["name"]: e for e in entries}
+    assert by_name["node.id"]["value"] == entries[0]["resource"], by_name.get("node.id")
+    assert by_name["num.partitions"]["value"] == "1", by_name.get("num.partitions")
+
+
+# -- Burrow -------------------------------------------------------------------------------
+
+
+def test_offsets_topic_records_decode_as_burrow_decodes_them(cluster: DevCluster) -> None:
+    """Burrow reads ``__consumer_offsets`` with Sarama and decodes its records by hand: offset
+    commits at value versions 0, 1 and 3, group metadata at 0-3 (Burrow's
+    ``processConsumerOffsetsMessage``). A group that subscribes and commits (kafka-python,
+    current request versions) must be seen whole: its members' assignment and its offsets."""
+    topic = create_topic(cluster)
+    produced = produce(cluster, topic, 12)
+    group = unique_topic("sarama-burrow")
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers.split(","), group_id=group,
+        client_id="burrow-check", auto_offset_reset="earliest", enable_auto_commit=False,
+        consumer_timeout_ms=20_000,
+    )  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        read = [next(consumer) for _ in produced]
+        consumer.commit()
+    finally:
+        consumer.close()
+    assert len(read) == len(produced)
+    lines = sarama(cluster, "burrow", {"group": group, "version": NEWER})
+    assert events(lines, "decode_error") == [], "records Burrow would refuse"
+    metadata = events(lines, "group_metadata")
+    assert metadata and {m["value_version"] for m in metadata} <= {0, 1, 2, 3}
+    assigned = [m for m in metadata if m["members"]]
+    assert assigned, f"no group metadata with members: {metadata}"
+    [member] = assigned[-1]["members"]
+    assert (assigned[-1]["protocol_type"], member["client_id"]) == ("consumer", "burrow-check")
+    assert member["assignment"] == {topic: list(range(PARTITIONS))}
+    commits = {(c["topic"], c["partition"]): c for c in events(lines, "offset_commit")}
+    assert {c["value_version"] for c in commits.values()} <= GROUP_OFFSET_VALUE_VERSIONS
+    expected = next_offsets(produced)
+    assert {p: commits[(topic, p)]["offset"] for p in expected} == expected
