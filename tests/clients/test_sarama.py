@@ -23,8 +23,10 @@ by closing the connection (their log's "closing connection ... api_key K vV" lin
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import struct
 import subprocess
 import uuid
 from collections import Counter
@@ -35,7 +37,10 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from pykraft.coordinator.group import records as records_codec
+from pykraft.coordinator.group.records import GroupMetadataValue, MemberRecord, OffsetAndMetadata
 from pykraft.protocol.api_keys import ApiKey
+from pykraft.storage.topic_partition import TopicPartition
 from tests.clients.conftest import DevCluster
 from tests.clients.support import unique_topic
 
@@ -338,3 +343,101 @@ def test_offsets_topic_records_decode_as_burrow_decodes_them(cluster: DevCluster
     assert {c["value_version"] for c in commits.values()} <= GROUP_OFFSET_VALUE_VERSIONS
     expected = next_offsets(produced)
     assert {p: commits[(topic, p)]["offset"] for p in expected} == expected
+
+
+# -- Burrow's decoding rules, on records pykraft's group coordinator writes ----------------------
+
+
+def decode(*records: tuple[bytes, bytes]) -> list[dict[str, Any]]:
+    """``sarama-client decode``: Burrow's reading of each (key, value); no broker involved."""
+    assert PROGRAM.is_file(), f"{PROGRAM} is not built: {INSTALL}"
+    spec = {
+        "records": [
+            {"key": base64.b64encode(k).decode(), "value": base64.b64encode(v).decode()}
+            for k, v in records
+        ]
+    }
+    done = subprocess.run(
+        [str(PROGRAM), "decode", json.dumps(spec)], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def assignment_bytes(version: int, topics: dict[str, list[int]]) -> bytes:
+    """ConsumerProtocolAssignment (Kafka's ConsumerProtocolAssignment.json): topics, user data."""
+    out = struct.pack(">hi", version, len(topics))
+    for topic, partitions in topics.items():
+        out += struct.pack(">h", len(topic)) + topic.encode()
+        out += struct.pack(f">i{len(partitions)}i", len(partitions), *partitions)
+    return out + struct.pack(">i", -1)  # null user data
+
+
+OFFSET_KEY = records_codec.offset_commit_key("burrow-group", TopicPartition("orders", 2))
+
+
+@pytest.mark.parametrize(
+    ("value", "version"),
+    [
+        (OffsetAndMetadata(offset=42, leader_epoch=7, commit_timestamp_ms=1_000), 3),
+        (OffsetAndMetadata(offset=42, commit_timestamp_ms=1_000, expire_timestamp_ms=9_000), 1),
+    ],
+)
+def test_burrow_reads_the_offset_commits_pykraft_writes(
+    value: OffsetAndMetadata, version: int
+) -> None:
+    """Offset commit values as pykraft writes them (v3, or v1 when the commit carried a
+    retention) are the versions Burrow reads: group, topic, partition and offset come through."""
+    [line] = decode((OFFSET_KEY, records_codec.offset_commit_value(value)))
+    assert line["event"] == "offset_commit", line
+    assert (line["value_version"], line["group"], line["topic"], line["partition"]) == (
+        version, "burrow-group", "orders", 2,
+    )  # fmt: skip
+    assert line["offset"] == 42
+
+
+def test_burrow_reads_the_group_metadata_pykraft_writes() -> None:
+    """Group metadata (value v3: group instance ids, the current state timestamp) decoded as
+    Burrow does: header, then each member and its ConsumerProtocol assignment."""
+    member = MemberRecord(
+        member_id="m-1", group_instance_id="instance-1", client_id="c-1", client_host="/10.0.0.1",
+        rebalance_timeout_ms=60_000, session_timeout_ms=45_000, subscription=b"\x00\x01",
+        assignment=assignment_bytes(3, {"orders": [0, 2], "audit": [1]}),
+    )  # fmt: skip
+    value = GroupMetadataValue(
+        protocol_type="consumer", generation=5, protocol="range", leader="m-1",
+        current_state_timestamp_ms=1_000, members=(member,),
+    )  # fmt: skip
+    key = records_codec.group_metadata_key("burrow-group")
+    [line] = decode((key, records_codec.group_metadata_value(value)))
+    assert line["event"] == "group_metadata", line
+    assert (line["key_version"], line["value_version"], line["generation"]) == (2, 3, 5)
+    assert (line["protocol_type"], line["protocol"], line["leader"]) == ("consumer", "range", "m-1")
+    assert line["members"] == [{
+        "member_id": "m-1", "group_instance_id": "instance-1", "client_id": "c-1",
+        "client_host": "/10.0.0.1", "assignment": {"orders": [0, 2], "audit": [1]},
+    }]  # fmt: skip
+
+
+def test_burrow_refuses_what_it_cannot_read() -> None:
+    """The edges of Burrow's rules, so the check above can fail: offset value v2 (Kafka 2.0's)
+    and v4, group metadata v4 (flexible), an unknown key version, a value cut short; an empty
+    value is a tombstone."""
+    offset_v2 = struct.pack(">hqh", 2, 42, 0) + struct.pack(">q", 1_000)
+    offset_v4 = struct.pack(">hqih", 4, 42, -1, 0) + struct.pack(">q", 1_000)
+    group_key = records_codec.group_metadata_key("burrow-group")
+    group_v4 = struct.pack(">h", 4) + b"\x09consumer"
+    cut_short = struct.pack(">hqih", 3, 42, -1, 0)  # no commit timestamp
+    lines = decode(
+        (OFFSET_KEY, offset_v2), (OFFSET_KEY, offset_v4), (group_key, group_v4),
+        (struct.pack(">h", 3) + b"\x00\x01g", b"\x00\x00"), (OFFSET_KEY, cut_short),
+        (OFFSET_KEY, b""),
+    )  # fmt: skip
+    assert [(line["event"], line["reason"]) for line in lines] == [
+        ("decode_error", "offset value version 2"),
+        ("decode_error", "offset value version 4"),
+        ("decode_error", "group metadata value version 4"),
+        ("decode_error", "key version 3"),
+        ("decode_error", "commit_timestamp"),
+        ("tombstone", ""),
+    ]

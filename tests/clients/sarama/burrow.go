@@ -87,12 +87,28 @@ func emitDecoded(group string, message *sarama.ConsumerMessage) {
 	if record.Kind != "decode_error" && record.Group != group {
 		return
 	}
-	emit(record.Kind, map[string]interface{}{
-		"offsets_partition": message.Partition, "offsets_offset": message.Offset,
+	fields := record.fields()
+	fields["offsets_partition"] = message.Partition
+	fields["offsets_offset"] = message.Offset
+	emit(record.Kind, fields)
+}
+
+// decode decodes Records (key and value bytes, base64 in the JSON spec) with Burrow's rules
+// and prints one line each, in order — no broker involved.
+func decode(spec *Spec) error {
+	for _, record := range spec.Records {
+		decoded := decodeOffsetsTopicRecord(record.Key, record.Value)
+		emit(decoded.Kind, decoded.fields())
+	}
+	return nil
+}
+
+func (record decoded) fields() map[string]interface{} {
+	return map[string]interface{}{
 		"key_version": record.KeyVersion, "value_version": record.ValueVersion,
 		"group": record.Group, "topic": record.Topic, "partition": record.Partition,
 		"offset": record.Offset, "protocol_type": record.ProtocolType,
 		"generation": record.Generation, "protocol": record.Protocol, "leader": record.Leader,
 		"members": record.Members, "reason": record.Reason,
-	})
+	}
 }

@@ -38,6 +38,10 @@ type Spec struct {
 	ClientID     string   `json:"client_id"`  // Config.ClientID; "" = Sarama's default
 	Partitions   []int32  `json:"partitions"` // offsets: which partitions to ask about
 	Stage        string   `json:"stage"`      // admin: run this stage alone; "" = all
+	Records      []struct {
+		Key   []byte `json:"key"`   // base64 in JSON
+		Value []byte `json:"value"` // base64 in JSON; empty: a tombstone
+	} `json:"records"` // decode: __consumer_offsets records
 }
 
 var output = struct {
@@ -116,15 +120,16 @@ var commands = map[string]func(*Spec) error{
 	"admin":   admin,
 	"offsets": offsets,
 	"burrow":  burrow,
+	"decode":  decode,
 }
 
 func main() {
 	if len(os.Args) != 3 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: sarama-client produce|consume|commit|group|admin|offsets|burrow SPEC_JSON")
+		fmt.Fprintln(os.Stderr, "usage: sarama-client produce|consume|commit|group|admin|offsets|burrow|decode SPEC_JSON")
 		os.Exit(1)
 	}
 	var spec Spec
-	if err := json.Unmarshal([]byte(os.Args[2]), &spec); err != nil || len(spec.Brokers) == 0 {
+	if err := json.Unmarshal([]byte(os.Args[2]), &spec); err != nil || (len(spec.Brokers) == 0 && os.Args[1] != "decode") {
 		fmt.Fprintln(os.Stderr, "sarama-client: SPEC_JSON must be a JSON object with brokers:", err)
 		os.Exit(1)
 	}
