@@ -240,6 +240,18 @@ def test_default_version_producer_is_answered_unsupported_version(cluster: DevCl
     assert {(o["oldest"], o["newest"]) for o in events(offsets, "offset")} == {(0, 0)}
 
 
+def test_default_version_consumer_is_answered_unsupported_version(cluster: DevCluster) -> None:
+    """At its default Version a PartitionConsumer asks ListOffsets v0 for the oldest offset, then
+    fetches with Fetch v0 (message format v0): UNSUPPORTED_VERSION (issue 13: Fetch v0-3 need
+    the pre-v2 formats), which Sarama hands to the application — not a closed connection."""
+    topic = create_topic(cluster)
+    produce(cluster, topic, 6)
+    lines = sarama(cluster, "consume", {"topic": topic, "count": 6}, expect_status=STATUS_FAILED)
+    assert events(lines, "record") == []
+    [error] = events(lines, "error")
+    assert (error["stage"], error.get("code")) == ("fetch", UNSUPPORTED_VERSION), lines
+
+
 @pytest.mark.parametrize(("version", "list_offsets"), [("", 0), (NEWER, 1)])
 def test_get_offset(cluster: DevCluster, version: str, list_offsets: int) -> None:
     """``Client.GetOffset`` for the oldest and newest offsets: ListOffsets v{list_offsets} —

@@ -36,7 +36,7 @@ func burrow(spec *Spec) error {
 		return err
 	}
 	ends := map[int32]int64{}
-	records := make(chan *sarama.ConsumerMessage)
+	records := newStream()
 	for _, partition := range partitions {
 		oldest, newest, err := offsetRange(client, partition)
 		if err != nil {
@@ -51,7 +51,7 @@ func burrow(spec *Spec) error {
 			return err
 		}
 		defer pc.AsyncClose()
-		go forward(pc, records)
+		records.add(pc)
 	}
 	readUntilEnds(spec.Group, records, ends)
 	return nil
@@ -66,19 +66,20 @@ func offsetRange(client sarama.Client, partition int32) (int64, int64, error) {
 	return oldest, newest, err
 }
 
-func readUntilEnds(group string, records <-chan *sarama.ConsumerMessage, ends map[int32]int64) {
-	idle := time.NewTimer(idleLimit)
+func readUntilEnds(group string, records *stream, ends map[int32]int64) {
 	for len(ends) > 0 {
-		select {
-		case message := <-records:
-			if message.Offset+1 >= ends[message.Partition] {
-				delete(ends, message.Partition)
-			}
-			emitDecoded(group, message)
-			idle.Reset(idleLimit)
-		case <-idle.C:
+		message, err := records.next(idleLimit)
+		if err == errIdle {
 			return
 		}
+		if err != nil {
+			fail("fetch", err)
+			return
+		}
+		if message.Offset+1 >= ends[message.Partition] {
+			delete(ends, message.Partition)
+		}
+		emitDecoded(group, message)
 	}
 }
 

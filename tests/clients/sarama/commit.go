@@ -77,17 +77,21 @@ func readAndMark(spec *Spec, starts map[int32]int64, managed map[int32]sarama.Pa
 		return err
 	}
 	defer consumer.Close()
-	records := make(chan *sarama.ConsumerMessage)
+	records := newStream()
 	for partition, start := range starts {
 		pc, err := consumer.ConsumePartition(spec.Topic, partition, start)
 		if err != nil {
 			return err
 		}
 		defer pc.AsyncClose()
-		go forward(pc, records)
+		records.add(pc)
 	}
 	for read := 0; read < spec.Count; read++ {
-		message := <-records
+		message, err := records.next(0)
+		if err != nil {
+			fail("fetch", err)
+			return nil
+		}
 		emitRecord(message)
 		managed[message.Partition].MarkOffset(message.Offset+1, "")
 	}

@@ -40,7 +40,8 @@ func produce(spec *Spec) error {
 }
 
 // consume reads every partition of Topic from its oldest offset with a plain (group-less)
-// PartitionConsumer until Count records have arrived; each is a "record" line.
+// PartitionConsumer until Count records have arrived; each is a "record" line. The first error
+// (finding the oldest offset, or a fetch) ends it.
 func consume(spec *Spec) error {
 	config, err := newConfig(spec, spec.Version)
 	if err != nil {
@@ -56,31 +57,25 @@ func consume(spec *Spec) error {
 	if err != nil {
 		return err
 	}
-	records := make(chan *sarama.ConsumerMessage)
+	records := newStream()
 	for _, partition := range partitions {
 		pc, err := consumer.ConsumePartition(spec.Topic, partition, sarama.OffsetOldest)
 		if err != nil {
-			return err
+			fail("consume_partition", err)
+			return nil
 		}
 		defer pc.AsyncClose()
-		go forward(pc, records)
+		records.add(pc)
 	}
 	for read := 0; read < spec.Count; read++ {
-		emitRecord(<-records)
+		message, err := records.next(0)
+		if err != nil {
+			fail("fetch", err)
+			return nil
+		}
+		emitRecord(message)
 	}
 	return nil
-}
-
-// forward hands a partition consumer's records to records and reports its errors.
-func forward(pc sarama.PartitionConsumer, records chan<- *sarama.ConsumerMessage) {
-	go func() {
-		for err := range pc.Errors() {
-			fail("fetch", err)
-		}
-	}()
-	for message := range pc.Messages() {
-		records <- message
-	}
 }
 
 func emitRecord(message *sarama.ConsumerMessage) {
