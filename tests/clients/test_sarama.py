@@ -267,8 +267,10 @@ def test_get_offset(cluster: DevCluster, version: str, list_offsets: int) -> Non
 # -- ClusterAdmin -------------------------------------------------------------------------
 
 
-def admin_stage(cluster: DevCluster, version: str, stage: str, topic: str) -> list[dict[str, Any]]:
-    return sarama(cluster, "admin", {"topic": topic, "version": version, "stage": stage})
+def admin_stage(
+    cluster: DevCluster, version: str, stage: str, topic: str, **spec: Any
+) -> list[dict[str, Any]]:
+    return sarama(cluster, "admin", {"topic": topic, "version": version, "stage": stage, **spec})
 
 
 @pytest.mark.parametrize("version", [RECORD_BATCHES, NEWER])
@@ -307,15 +309,19 @@ def test_cluster_admin_describes_topic_configs(cluster: DevCluster, version: str
 
 @pytest.mark.parametrize("version", [RECORD_BATCHES, NEWER])
 def test_cluster_admin_describes_broker_configs(cluster: DevCluster, version: str) -> None:
-    """ClusterAdmin.DescribeConfig of the broker it sends the request to (DescribeConfigs v0
-    for resource type BROKER): that broker's configs, its own ``node.id`` among them (Kafka's
-    ``ConfigHelper.describeConfigs`` lists every ``KafkaConfig`` entry)."""
+    """ClusterAdmin.DescribeConfig of a broker (DescribeConfigs v0, resource type BROKER):
+    its configs, its own ``node.id`` among them (Kafka's ``ConfigHelper.describeConfigs`` lists
+    every ``KafkaConfig`` entry). Sarama sends it to the controller its Metadata named, and a
+    broker answers only for itself ("Unexpected broker id" otherwise), so the admin bootstraps
+    from one broker: pykraft's Metadata names the answering broker as controller."""
     topic = create_topic(cluster)
-    lines = admin_stage(cluster, version, "broker_config", topic)
+    node_id, (host, port) = min(cluster.brokers.items())
+    lines = admin_stage(cluster, version, "broker_config", topic, brokers=[f"{host}:{port}"])
     entries = events(lines, "broker_config")
     assert entries, f"no broker config entries: {lines}"
+    assert {e["resource"] for e in entries} == {str(node_id)}
     by_name = {e["name"]: e for e in entries}
-    assert by_name["node.id"]["value"] == entries[0]["resource"], by_name.get("node.id")
+    assert by_name["node.id"]["value"] == str(node_id), by_name.get("node.id")
     assert by_name["num.partitions"]["value"] == "1", by_name.get("num.partitions")
 
 
