@@ -33,11 +33,12 @@ type Spec struct {
 	TimeoutMs    int      `json:"timeout_ms"`
 	Topic        string   `json:"topic"`
 	Group        string   `json:"group"`
-	Count        int      `json:"count"`      // records to produce, or to read in this run
-	KeyPrefix    string   `json:"key_prefix"` // produce: keys are KeyPrefix + index
-	ClientID     string   `json:"client_id"`  // Config.ClientID; "" = Sarama's default
-	Partitions   []int32  `json:"partitions"` // offsets: which partitions to ask about
-	Stage        string   `json:"stage"`      // admin: run this stage alone; "" = all
+	Count        int      `json:"count"`       // records to produce, or to read in this run
+	KeyPrefix    string   `json:"key_prefix"`  // produce: keys are KeyPrefix + index
+	ClientID     string   `json:"client_id"`   // Config.ClientID; "" = Sarama's default
+	Partitions   []int32  `json:"partitions"`  // offsets: which partitions to ask about
+	Stage        string   `json:"stage"`       // admin: run this stage alone; "" = all
+	Compression  string   `json:"compression"` // produce: none, gzip, snappy, lz4, zstd
 	Records      []struct {
 		Key   []byte `json:"key"`   // base64 in JSON
 		Value []byte `json:"value"` // base64 in JSON; empty: a tombstone

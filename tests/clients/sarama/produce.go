@@ -6,15 +6,28 @@ import (
 	"github.com/Shopify/sarama"
 )
 
+var codecs = map[string]sarama.CompressionCodec{
+	"none": sarama.CompressionNone, "gzip": sarama.CompressionGZIP,
+	"snappy": sarama.CompressionSnappy, "lz4": sarama.CompressionLZ4, "zstd": sarama.CompressionZSTD,
+}
+
 // produce sends Count records with keys KeyPrefix+i and values "value-i" through a
 // SyncProducer with Sarama's default producer settings (acks WaitForLocal, the hash
-// partitioner, 3 retries). It stops at the first failed send.
+// partitioner, 3 retries), compressed with Compression if given. It stops at the first failed
+// send.
 func produce(spec *Spec) error {
 	config, err := newConfig(spec, spec.Version)
 	if err != nil {
 		return err
 	}
 	config.Producer.Return.Successes = true // a SyncProducer needs it
+	if spec.Compression != "" {
+		codec, ok := codecs[spec.Compression]
+		if !ok {
+			return fmt.Errorf("unknown compression %q", spec.Compression)
+		}
+		config.Producer.Compression = codec
+	}
 	producer, err := sarama.NewSyncProducer(spec.Brokers, config)
 	if err != nil {
 		return err
