@@ -168,15 +168,13 @@ def check_resumed(
 # -- group offsets ------------------------------------------------------------------------
 
 
-def test_default_version_offset_commits_are_resumed_from(cluster: DevCluster) -> None:
-    """Sarama's OffsetManager at its default Version (FindCoordinator v0, OffsetFetch v1,
-    OffsetCommit v1) commits what a first run read; a restarted one resumes there — no record
-    read again, none skipped (Kafka's ``OffsetCommitRequest`` v1 with generation -1 and no
-    member: a standalone commit, ``GroupCoordinator.handleCommitOffsets``)."""
+def commit_and_resume(cluster: DevCluster, **spec: Any) -> str:
+    """Two runs of Sarama's OffsetManager over a 30-record topic: the first reads 12 records
+    and commits, the second resumes where the commits say and reads the other 18. The group."""
     topic = create_topic(cluster)
     produced = produce(cluster, topic, 30)
     group = unique_topic("sarama-offsets")
-    spec = {"topic": topic, "group": group, "fetch_version": RECORD_BATCHES}
+    spec = {"topic": topic, "group": group, "fetch_version": RECORD_BATCHES, **spec}
     first_run = sarama(cluster, "commit", {**spec, "count": 12})
     assert {s["offset"] for s in events(first_run, "start")} == {-2}, "a new group: no offsets"
     first = records(first_run)
@@ -189,6 +187,27 @@ def test_default_version_offset_commits_are_resumed_from(cluster: DevCluster) ->
     assert starts == {p: o if o >= 0 else -2 for p, o in after_first.items()}  # -2: oldest
     check_resumed(produced, first, records(second_run), after_first)
     assert committed(second_run) == next_offsets(produced)
+    return group
+
+
+def test_default_version_offset_commits_are_resumed_from(cluster: DevCluster) -> None:
+    """Sarama's OffsetManager at its default Version (FindCoordinator v0, OffsetFetch v1,
+    OffsetCommit v1) commits what a first run read; a restarted one resumes there — no record
+    read again, none skipped (Kafka's ``OffsetCommitRequest`` v1 with generation -1 and no
+    member: a standalone commit, ``GroupCoordinator.handleCommitOffsets``)."""
+    commit_and_resume(cluster)
+
+
+def test_offset_commits_with_a_retention_are_resumed_from(cluster: DevCluster) -> None:
+    """With ``Consumer.Offsets.Retention`` Sarama commits with OffsetCommit v2 and a retention
+    time (Sarama wants Version 0.9+ for it); Kafka stores such a commit as offset value v1, the
+    one with an expire timestamp (``GroupMetadataManager.offsetCommitValue``), which Burrow
+    reads."""
+    group = commit_and_resume(cluster, version=RECORD_BATCHES, retention_ms=3_600_000)
+    lines = sarama(cluster, "burrow", {"group": group, "version": NEWER})
+    assert events(lines, "decode_error") == []
+    commits = events(lines, "offset_commit")
+    assert commits and {c["value_version"] for c in commits} == {1}, commits
 
 
 def test_consumer_group_commits_are_resumed_from(cluster: DevCluster) -> None:

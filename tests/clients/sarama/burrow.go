@@ -21,6 +21,10 @@ func burrow(spec *Spec) error {
 		return err
 	}
 	config.Consumer.Return.Errors = true
+	// A connection serves one request at a time (Kafka's order), so each ListOffsets that
+	// ConsumePartition sends waits behind the long-poll Fetch already there: Sarama's default
+	// 250 ms wait, times two per partition, would make reading 50 partitions take seconds.
+	config.Consumer.MaxWaitTime = 10 * time.Millisecond
 	client, err := sarama.NewClient(spec.Brokers, config)
 	if err != nil {
 		return err
@@ -35,17 +39,18 @@ func burrow(spec *Spec) error {
 	if err != nil {
 		return err
 	}
-	ends := map[int32]int64{}
-	records := newStream()
+	starts, ends := map[int32]int64{}, map[int32]int64{}
 	for _, partition := range partitions {
 		oldest, newest, err := offsetRange(client, partition)
 		if err != nil {
 			return err
 		}
-		if newest <= oldest {
-			continue
+		if newest > oldest {
+			starts[partition], ends[partition] = oldest, newest
 		}
-		ends[partition] = newest
+	}
+	records := newStream()
+	for partition, oldest := range starts {
 		pc, err := consumer.ConsumePartition(offsetsTopic, partition, oldest)
 		if err != nil {
 			return err

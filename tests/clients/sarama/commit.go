@@ -11,7 +11,8 @@ import (
 // OffsetManager (NewOffsetManagerFromClient, as sarama-cluster and Burrow-era tools use it)
 // finds the coordinator with FindCoordinator v0 (ConsumerMetadataRequest), reads where each
 // partition resumes with OffsetFetch v1 ("start" lines) and commits with OffsetCommit v1 —
-// Sarama 1.22.1 hard-codes both versions whatever Config.Version says. Records are read with
+// Sarama 1.22.1 hard-codes both versions whatever Config.Version says; with RetentionMs it
+// commits with v2 and that retention time instead. Records are read with
 // a consumer at FetchVersion (Fetch v0-3 carry the pre-v2 message formats pykraft does not
 // serve), Count records in all; each is marked, the manager's Close flushes the last commit,
 // and a fresh OffsetFetch v1 reports what the group now holds ("committed" lines).
@@ -21,6 +22,7 @@ func commit(spec *Spec) error {
 		return err
 	}
 	config.Consumer.Offsets.Initial = sarama.OffsetOldest
+	config.Consumer.Offsets.Retention = time.Duration(spec.RetentionMs) * time.Millisecond
 	config.Consumer.Return.Errors = true
 	client, err := sarama.NewClient(spec.Brokers, config)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/Shopify/sarama"
 )
@@ -17,6 +18,7 @@ func group(spec *Spec) error {
 		return err
 	}
 	config.Consumer.Offsets.Initial = sarama.OffsetOldest
+	config.Consumer.Offsets.Retention = time.Duration(spec.RetentionMs) * time.Millisecond
 	config.Consumer.Return.Errors = true
 	consumerGroup, err := sarama.NewConsumerGroup(spec.Brokers, spec.Group, config)
 	if err != nil {

@@ -11,6 +11,7 @@
 //
 // SPEC_JSON's "version" is Sarama's Config.Version as a Kafka release ("2.0.0"); empty or
 // absent keeps Sarama's default (V0_8_2_0), the setting the tests care most about.
+// SARAMA_CLIENT_LOG=1 in the environment sends Sarama's own log to stderr.
 // Built by .ci/install-sarama.sh in GOPATH mode against /usr/share/gocode (no modules).
 package main
 
@@ -18,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"sync"
 	"time"
@@ -33,12 +35,13 @@ type Spec struct {
 	TimeoutMs    int      `json:"timeout_ms"`
 	Topic        string   `json:"topic"`
 	Group        string   `json:"group"`
-	Count        int      `json:"count"`       // records to produce, or to read in this run
-	KeyPrefix    string   `json:"key_prefix"`  // produce: keys are KeyPrefix + index
-	ClientID     string   `json:"client_id"`   // Config.ClientID; "" = Sarama's default
-	Partitions   []int32  `json:"partitions"`  // offsets: which partitions to ask about
-	Stage        string   `json:"stage"`       // admin: run this stage alone; "" = all
-	Compression  string   `json:"compression"` // produce: none, gzip, snappy, lz4, zstd
+	Count        int      `json:"count"`        // records to produce, or to read in this run
+	KeyPrefix    string   `json:"key_prefix"`   // produce: keys are KeyPrefix + index
+	ClientID     string   `json:"client_id"`    // Config.ClientID; "" = Sarama's default
+	Partitions   []int32  `json:"partitions"`   // offsets: which partitions to ask about
+	Stage        string   `json:"stage"`        // admin: run this stage alone; "" = all
+	Compression  string   `json:"compression"`  // produce: none, gzip, snappy, lz4, zstd
+	RetentionMs  int      `json:"retention_ms"` // commit, group: Consumer.Offsets.Retention
 	Records      []struct {
 		Key   []byte `json:"key"`   // base64 in JSON
 		Value []byte `json:"value"` // base64 in JSON; empty: a tombstone
@@ -133,6 +136,9 @@ func main() {
 	if err := json.Unmarshal([]byte(os.Args[2]), &spec); err != nil || (len(spec.Brokers) == 0 && os.Args[1] != "decode") {
 		fmt.Fprintln(os.Stderr, "sarama-client: SPEC_JSON must be a JSON object with brokers:", err)
 		os.Exit(1)
+	}
+	if os.Getenv("SARAMA_CLIENT_LOG") != "" { // Sarama's own log on stderr, for debugging
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
 	}
 	if spec.TimeoutMs <= 0 {
 		spec.TimeoutMs = 60000
