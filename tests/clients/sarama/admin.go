@@ -30,7 +30,10 @@ func admin(spec *Spec) error {
 		"topic_config": func() {
 			describeConfig(clusterAdmin, "topic_config", sarama.ConfigResource{Type: sarama.TopicResource, Name: spec.Topic})
 		},
-		"broker_config":   func() { describeBrokerConfig(spec, config, clusterAdmin) },
+		"broker_config": func() { describeBrokerConfig(spec, config, clusterAdmin, kafkaBrokerResource) },
+		"broker_config_1_22": func() {
+			describeBrokerConfig(spec, config, clusterAdmin, sarama.BrokerResource)
+		},
 		"describe_topics": func() { describeTopics(clusterAdmin, spec.Topic) },
 	}
 	if spec.Stage != "" {
@@ -62,16 +65,21 @@ func controllerOf(spec *Spec, config *sarama.Config) (int32, error) {
 	return controller.ID(), nil
 }
 
-// describeBrokerConfig describes the configs of the broker DescribeConfig is sent to: the
-// controller Metadata names.
-func describeBrokerConfig(spec *Spec, config *sarama.Config, clusterAdmin sarama.ClusterAdmin) {
+// kafkaBrokerResource is Kafka's ConfigResource.Type BROKER (4). Sarama 1.22.1's BrokerResource
+// is 5, from an early draft of KIP-133, which Kafka knows as no type at all (Sarama 1.23 fixed
+// it): a 1.22.1 program that describes a broker passes 4 itself.
+const kafkaBrokerResource = sarama.ConfigResourceType(4)
+
+// describeBrokerConfig describes the configs of the broker DescribeConfig is sent to (the
+// controller Metadata names), as resource type resourceType.
+func describeBrokerConfig(spec *Spec, config *sarama.Config, clusterAdmin sarama.ClusterAdmin, resourceType sarama.ConfigResourceType) {
 	controllerID, err := controllerOf(spec, config)
 	if err != nil {
 		fail("controller", err)
 		return
 	}
 	name := strconv.Itoa(int(controllerID))
-	describeConfig(clusterAdmin, "broker_config", sarama.ConfigResource{Type: sarama.BrokerResource, Name: name})
+	describeConfig(clusterAdmin, "broker_config", sarama.ConfigResource{Type: resourceType, Name: name})
 }
 
 func describeTopics(clusterAdmin sarama.ClusterAdmin, topic string) {
