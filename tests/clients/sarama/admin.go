@@ -35,6 +35,9 @@ func admin(spec *Spec) error {
 			describeBrokerConfig(spec, config, clusterAdmin, sarama.BrokerResource)
 		},
 		"describe_topics": func() { describeTopics(clusterAdmin, spec.Topic) },
+		"list_groups":     func() { listGroups(clusterAdmin) },
+		"describe_groups": func() { describeGroups(clusterAdmin, spec.Group) },
+		"group_offsets":   func() { groupOffsets(clusterAdmin, spec.Group, spec.Topic) },
 	}
 	if spec.Stage != "" {
 		stage, ok := stages[spec.Stage]
@@ -147,6 +150,66 @@ func describeConfig(clusterAdmin sarama.ClusterAdmin, event string, resource sar
 		emit(event, map[string]interface{}{
 			"resource": resource.Name, "name": entry.Name, "value": entry.Value,
 			"read_only": entry.ReadOnly, "default": entry.Default, "sensitive": entry.Sensitive,
+		})
+	}
+}
+
+// listGroups: ListConsumerGroups asks every broker (ListGroups v0) for the groups it coordinates.
+func listGroups(clusterAdmin sarama.ClusterAdmin) {
+	groups, err := clusterAdmin.ListConsumerGroups()
+	if err != nil {
+		fail("list_groups", err)
+		return
+	}
+	emit("groups", map[string]interface{}{"groups": groups})
+}
+
+// describeGroups: DescribeConsumerGroups (DescribeGroups v0 to the coordinator).
+func describeGroups(clusterAdmin sarama.ClusterAdmin, group string) {
+	described, err := clusterAdmin.DescribeConsumerGroups([]string{group})
+	if err != nil {
+		fail("describe_groups", err)
+		return
+	}
+	for _, description := range described {
+		members := []map[string]string{}
+		for memberID, member := range description.Members {
+			members = append(members, map[string]string{
+				"member_id": memberID, "client_id": member.ClientId, "client_host": member.ClientHost,
+			})
+		}
+		emit("group", map[string]interface{}{
+			"group_id": description.GroupId, "code": int16(description.Err), "state": description.State,
+			"protocol_type": description.ProtocolType, "protocol": description.Protocol, "members": members,
+		})
+	}
+}
+
+// groupOffsets: ListConsumerGroupOffsets (OffsetFetch v1 to the coordinator from Version
+// 0.8.2.2 on, v0 below) for every partition of topic.
+func groupOffsets(clusterAdmin sarama.ClusterAdmin, group, topic string) {
+	topics, err := clusterAdmin.DescribeTopics([]string{topic})
+	if err != nil || len(topics) != 1 {
+		fail("group_offsets", fmt.Errorf("describe %s: %v", topic, err))
+		return
+	}
+	partitions := []int32{}
+	for _, partition := range topics[0].Partitions {
+		partitions = append(partitions, partition.ID)
+	}
+	response, err := clusterAdmin.ListConsumerGroupOffsets(group, map[string][]int32{topic: partitions})
+	if err != nil {
+		fail("group_offsets", err)
+		return
+	}
+	for _, partition := range partitions {
+		block := response.GetBlock(topic, partition)
+		if block == nil {
+			fail("group_offsets", fmt.Errorf("no answer for %s-%d", topic, partition))
+			continue
+		}
+		emit("group_offset", map[string]interface{}{
+			"partition": partition, "offset": block.Offset, "code": int16(block.Err),
 		})
 	}
 }
