@@ -15,9 +15,11 @@ records these tests encode with pykraft's own coordinator codec — no cluster n
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import struct
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -101,6 +103,44 @@ def test_cluster_admin_describes_broker_configs(cluster: DevCluster, version: st
     by_name = {e["name"]: e for e in entries}
     assert by_name["node.id"]["value"] == str(node_id), by_name.get("node.id")
     assert by_name["num.partitions"]["value"] == "1", by_name.get("num.partitions")
+
+
+@pytest.mark.parametrize("version", [RECORD_BATCHES, NEWER])
+def test_cluster_admin_manages_topics(cluster: DevCluster, version: str) -> None:
+    """ClusterAdmin's topic changes as 1.22.1 sends them: CreateTopics (v1 at 0.11, v2 at 2.0),
+    AlterConfigs v0 (read back with DescribeConfigs v0, no longer a default), DeleteRecords v0
+    (the log start offset moves: its low watermark), CreatePartitions v0, DeleteTopics v1."""
+    topic = unique_topic("sarama-admin")
+    stage = functools.partial(admin_stage, cluster, version, topic=topic)
+    assert events(stage(stage="create_topic", partition_count=PARTITIONS), "done")
+    cluster.wait_for_topic(topic, PARTITIONS)
+    produced = produce(cluster, topic, 30)
+    assert {p for p, *_ in produced} == set(range(PARTITIONS)), "every partition has records"
+
+    assert events(stage(stage="alter_config", configs={"retention.ms": "3600000"}), "done")
+    by_name = {e["name"]: e for e in events(stage(stage="topic_config"), "topic_config")}
+    assert (by_name["retention.ms"]["value"], by_name["retention.ms"]["default"]) == (
+        "3600000", False,
+    )  # fmt: skip
+
+    # Sarama sends DeleteRecords to the controller its Metadata named and ignores the errors of
+    # partitions that broker does not lead: bootstrap from one broker, which pykraft names.
+    _, (host, port) = min(cluster.brokers.items())
+    deleted = stage(stage="delete_records", delete_before=1, brokers=[f"{host}:{port}"])
+    low_watermarks = events(deleted, "low_watermark")
+    assert low_watermarks and {w["offset"] for w in low_watermarks} == {1}, (
+        f"DeleteRecords v0 did not move the log start offset (Sarama reports no partition "
+        f"error, it ignores them): {deleted}"
+    )
+
+    assert events(stage(stage="create_partitions", partition_count=PARTITIONS + 1), "done")
+    cluster.wait_for_topic(topic, PARTITIONS + 1)
+
+    assert events(stage(stage="delete_topic"), "done")
+    deadline = time.monotonic() + 30
+    while topic in events(stage(stage="list_topics"), "topics")[0]["names"]:
+        assert time.monotonic() < deadline, f"{topic} still listed after DeleteTopics"
+        time.sleep(0.2)
 
 
 def test_sarama_1_22_broker_resource_type_describes_nothing(cluster: DevCluster) -> None:

@@ -39,6 +39,9 @@ func admin(spec *Spec) error {
 		"describe_groups": func() { describeGroups(clusterAdmin, spec.Group) },
 		"group_offsets":   func() { groupOffsets(clusterAdmin, spec.Group, spec.Topic) },
 	}
+	for name, stage := range topicStages(spec, config, clusterAdmin) {
+		stages[name] = stage
+	}
 	if spec.Stage != "" {
 		stage, ok := stages[spec.Stage]
 		if !ok {

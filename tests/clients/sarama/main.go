@@ -29,20 +29,23 @@ import (
 
 // Spec is the one JSON argument every command takes; each command reads the fields it needs.
 type Spec struct {
-	Brokers      []string `json:"brokers"`
-	Version      string   `json:"version"`       // Config.Version; "" = Sarama's default
-	FetchVersion string   `json:"fetch_version"` // the fetching client's Version (commit)
-	TimeoutMs    int      `json:"timeout_ms"`
-	Topic        string   `json:"topic"`
-	Group        string   `json:"group"`
-	Count        int      `json:"count"`        // records to produce, or to read in this run
-	KeyPrefix    string   `json:"key_prefix"`   // produce: keys are KeyPrefix + index
-	ClientID     string   `json:"client_id"`    // Config.ClientID; "" = Sarama's default
-	Partitions   []int32  `json:"partitions"`   // offsets: which partitions to ask about
-	Stage        string   `json:"stage"`        // admin: run this stage alone; "" = all
-	Compression  string   `json:"compression"`  // produce: none, gzip, snappy, lz4, zstd
-	RetentionMs  int      `json:"retention_ms"` // commit, group: Consumer.Offsets.Retention
-	Records      []struct {
+	Brokers        []string          `json:"brokers"`
+	Version        string            `json:"version"`       // Config.Version; "" = Sarama's default
+	FetchVersion   string            `json:"fetch_version"` // the fetching client's Version (commit)
+	TimeoutMs      int               `json:"timeout_ms"`
+	Topic          string            `json:"topic"`
+	Group          string            `json:"group"`
+	Count          int               `json:"count"`           // records to produce, or to read in this run
+	KeyPrefix      string            `json:"key_prefix"`      // produce: keys are KeyPrefix + index
+	ClientID       string            `json:"client_id"`       // Config.ClientID; "" = Sarama's default
+	Partitions     []int32           `json:"partitions"`      // offsets: which partitions to ask about
+	Stage          string            `json:"stage"`           // admin: run this stage alone; "" = all
+	Compression    string            `json:"compression"`     // produce: none, gzip, snappy, lz4, zstd
+	RetentionMs    int               `json:"retention_ms"`    // commit, group: Consumer.Offsets.Retention
+	PartitionCount int32             `json:"partition_count"` // admin create_topic, create_partitions
+	DeleteBefore   int64             `json:"delete_before"`   // admin delete_records: the new log start offset
+	Configs        map[string]string `json:"configs"`         // admin alter_config: the topic's configs
+	Records        []struct {
 		Key   []byte `json:"key"`   // base64 in JSON
 		Value []byte `json:"value"` // base64 in JSON; empty: a tombstone
 	} `json:"records"` // decode: __consumer_offsets records
@@ -92,6 +95,14 @@ func kafkaCode(err error) (int16, bool) {
 	var producerErrs sarama.ProducerErrors
 	if errors.As(err, &producerErrs) && len(producerErrs) > 0 {
 		return kafkaCode(producerErrs[0].Err)
+	}
+	var topicErr *sarama.TopicError
+	if errors.As(err, &topicErr) {
+		return int16(topicErr.Err), true
+	}
+	var partitionErr *sarama.TopicPartitionError
+	if errors.As(err, &partitionErr) {
+		return int16(partitionErr.Err), true
 	}
 	var consumerErr *sarama.ConsumerError
 	if errors.As(err, &consumerErr) {
