@@ -210,7 +210,7 @@ def test_default_version_consumer_is_answered_unsupported_version(cluster: DevCl
     assert (error["stage"], error.get("code")) == ("fetch", UNSUPPORTED_VERSION), lines
 
 
-@pytest.mark.parametrize(("version", "list_offsets"), [("", 0), (NEWER, 1)])
+@pytest.mark.parametrize(("version", "list_offsets"), [("", 0), (NEWER, 1)], ids=["default", NEWER])
 def test_get_offset(cluster: DevCluster, version: str, list_offsets: int) -> None:
     """``Client.GetOffset`` for the oldest and newest offsets: ListOffsets v{list_offsets} —
     v0 at the default Version, the request Burrow's lag checks send (EOF there: no lag)."""

@@ -258,6 +258,7 @@ OFFSET_KEY = records_codec.offset_commit_key("burrow-group", TopicPartition("ord
         (OffsetAndMetadata(offset=42, leader_epoch=7, commit_timestamp_ms=1_000), 3),
         (OffsetAndMetadata(offset=42, commit_timestamp_ms=1_000, expire_timestamp_ms=9_000), 1),
     ],
+    ids=["no-expire", "expire"],
 )
 def test_burrow_reads_the_offset_commits_pykraft_writes(
     value: OffsetAndMetadata, version: int
