@@ -1,5 +1,5 @@
 // Command sarama-client drives Sarama 1.22.1 (Debian's golang-github-shopify-sarama-dev)
-// against a pykraft cluster for tests/clients/test_sarama.py.
+// against a pykraft cluster for tests/clients/test_sarama.py and test_sarama_admin.py.
 //
 // Usage: sarama-client COMMAND SPEC_JSON
 //
