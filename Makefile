@@ -21,6 +21,7 @@ run: $(STAMP)
 test: $(STAMP) lint
 	bash .ci/install-kcat.sh
 	bash .ci/install-kafkajs.sh
+	bash .ci/install-sarama.sh
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
