@@ -58,6 +58,9 @@ PURE_CORES = [
     "metadata/auth/scram.py",
     "metadata/delta.py",
     "metadata/local_changes.py",
+    # Kafka's config definitions: the controller validates with them, brokers describe them.
+    "metadata/config_defs.py",
+    "metadata/broker_config_defs.py",
     # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
     "metadata/api",
     "quorum/controller.py",
