@@ -199,6 +199,11 @@ class BrokerConfig:
     http_bearer_token: str | None = None
     # The log.* properties, as the default LogConfig of every partition.
     log_config: LogConfig = attrs.field(factory=LogConfig)
+    # Every property as the file gave it (secrets too: never in repr). DescribeConfigs reports
+    # the keys it knows as STATIC_BROKER_CONFIG, beneath the image's dynamic broker configs.
+    static_properties: Mapping[str, str] = attrs.field(
+        factory=lambda: MappingProxyType({}), repr=False
+    )
 
     @property
     def inter_broker_endpoint(self) -> Endpoint:
@@ -230,6 +235,7 @@ class BrokerConfig:
             "http_listener": _http_listener(values),
             "http_bearer_token": _optional_str(values, "http.bearer.token"),
             "log_config": _log_config(values),
+            "static_properties": MappingProxyType(dict(values)),
             "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", False),
             "transaction_partition_verification_enable": _bool(
                 values, "transaction.partition.verification.enable", True

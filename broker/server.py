@@ -242,6 +242,7 @@ class BrokerServer:
                     num_partitions=self.config.num_partitions,
                     default_replication_factor=self.config.default_replication_factor,
                     authorizer=self.authorizer,
+                    static_broker_configs=self.config.static_properties,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,

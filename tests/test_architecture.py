@@ -73,6 +73,8 @@ PURE_CORES = [
     "fetcher/responses.py",
     "replica",
     "broker/connection_quotas.py",
+    # DescribeConfigs' entries and the dynamic broker config layers (issue 13).
+    "broker/config_describe.py",
     "broker/lifecycle.py",
     "broker/lifecycle_core.py",
     "broker/sasl_config.py",
