@@ -335,7 +335,9 @@ def test_broker_logger_levels(cluster: Cluster) -> None:
             ),
         ]
         [(_, error, message)] = incremental(cluster, (BROKER_LOGGER, me, [(name, SET, "LOUD")]))
-        assert error == Errors.INVALID_CONFIG and "Valid log levels are FATAL, ERROR" in message
+        assert error == Errors.INVALID_CONFIG and "Valid log levels are FATAL, ERROR" in (
+            message or ""
+        )
         [(_, error, message)] = incremental(
             cluster, (BROKER_LOGGER, me, [("no.such", SET, "INFO")])
         )
