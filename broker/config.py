@@ -199,6 +199,8 @@ class BrokerConfig:
     http_bearer_token: str | None = None
     # The log.* properties, as the default LogConfig of every partition.
     log_config: LogConfig = attrs.field(factory=LogConfig)
+    # log.retention.check.interval.ms: how often the log manager deletes what retention allows.
+    log_retention_check_interval_ms: int = 300_000
     # Every property as the file gave it (secrets too: never in repr). DescribeConfigs reports
     # the keys it knows as STATIC_BROKER_CONFIG, beneath the image's dynamic broker configs.
     static_properties: Mapping[str, str] = attrs.field(
@@ -284,6 +286,7 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
         1,
     ),
     ("fetch_max_bytes", "fetch.max.bytes", 1024),
+    ("log_retention_check_interval_ms", "log.retention.check.interval.ms", 1),
     ("offsets_topic_num_partitions", "offsets.topic.num.partitions", 1),
     ("offsets_topic_replication_factor", "offsets.topic.replication.factor", 1),
     ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", 0),

@@ -103,6 +103,12 @@ BROKER_CONFIGS: Mapping[str, ConfigDef] = config_defs(
     _static(
         "log.roll.hours", _T.INT, "168", "Hours before a segment is rolled (log.roll.ms wins)."
     ),
+    _static(
+        "log.retention.check.interval.ms",
+        _T.LONG,
+        "300000",
+        "How often the log manager deletes the segments retention allows it to.",
+    ),
     _static("node.id", _T.INT, "-1", "This node's id in the cluster."),
     _static("process.roles", _T.LIST, "", "The roles of this process: broker, controller."),
     _static("listeners", _T.STRING, None, "The addresses the Kafka protocol is served on."),

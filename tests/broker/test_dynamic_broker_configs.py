@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from pykraft.broker.config import BrokerConfig, BrokerConfigError
 from pykraft.broker.topic_configs import (
     broker_default_log_config,
     dynamic_broker_configs,
@@ -31,6 +34,7 @@ from tests.broker.replica_harness import (
     pets_led_here,
     replay,
 )
+from tests.broker.test_config import BASE
 from tests.broker.test_replica_manager_configs import (
     BROKER_DEFAULTS,
     Broker,
@@ -143,3 +147,15 @@ def test_min_insync_replicas_is_read_at_every_acks_all_append(tmp_path: Path) ->
         assert cluster.produce(PETS0, batch(b"d"), acks=-1).error == Errors.NONE
     finally:
         cluster.close()
+
+
+def test_the_static_file_is_kept_for_describe_and_the_retention_check_interval_read() -> None:
+    config = BrokerConfig.from_properties(
+        {**BASE, "log.retention.check.interval.ms": "1000", "ssl.key.password": "s3cret"}
+    )
+    assert config.log_retention_check_interval_ms == 1000
+    assert config.static_properties["ssl.key.password"] == "s3cret"
+    assert "s3cret" not in repr(config)
+    assert BrokerConfig.from_properties(BASE).log_retention_check_interval_ms == 300_000
+    with pytest.raises(BrokerConfigError, match=r"log\.retention\.check\.interval\.ms"):
+        BrokerConfig.from_properties({**BASE, "log.retention.check.interval.ms": "0"})
