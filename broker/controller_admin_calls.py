@@ -73,7 +73,12 @@ class AdminCalls(ControllerTransport):
         route = routes.DESCRIBE_CONFIGS
         answer = await self._read(
             route,
-            route.path(resource_type=resource_type, resource_name=resource_name),
+            route.path(
+                resource_type=resource_type,
+                resource_name=admin.config_name_to_path(
+                    admin.config_resource_from_path(resource_type).value, resource_name
+                ),
+            ),
             admin.configs_from_json,
         )
         return answer.configs
@@ -99,7 +104,10 @@ class AdminCalls(ControllerTransport):
         route = routes.ALTER_CONFIGS
         answer = await self._write(
             route,
-            route.path(resource_type=resource_type, resource_name=resource_name),
+            route.path(
+                resource_type=resource_type,
+                resource_name=admin.config_name_to_path(kind.value, resource_name),
+            ),
             admin.alter_configs_request_to_json(request),
             admin.configs_from_json,
         )
@@ -119,7 +127,12 @@ class AdminCalls(ControllerTransport):
         route = routes.ALTER_CONFIGS
         await self._write(
             route,
-            route.path(resource_type=kind, resource_name=resource.resource_name),
+            route.path(
+                resource_type=kind,
+                resource_name=admin.config_name_to_path(
+                    resource.resource_type, resource.resource_name
+                ),
+            ),
             admin.alter_configs_request_to_json(request),
             admin.configs_from_json,
         )

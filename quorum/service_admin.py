@@ -22,6 +22,7 @@ from pykraft.metadata.api.admin import (
     alter_configs_request_from_json,
     brokers_to_json,
     cluster_to_json,
+    config_name_from_path,
     config_resource_from_path,
     configs_to_json,
     elect_leaders_request_from_json,
@@ -199,7 +200,7 @@ async def elect_leaders(request: web.Request) -> web.Response:
 
 def _resource(request: web.Request) -> tuple[ConfigResourceType, str]:
     kind = config_resource_from_path(request.match_info["resource_type"])
-    return kind, request.match_info["resource_name"]
+    return kind, config_name_from_path(kind, request.match_info["resource_name"])
 
 
 def _configs(image: MetadataImage, kind: ConfigResourceType, name: str) -> ConfigsDescription:

@@ -13,6 +13,7 @@ POST /v1/elections {"election_type": "preferred" | "unclean",
                     "partitions": [{"topic": "pets", "partitions": [0, 1]}] | null}
                   -> {"results": [{topic, partitions: [{partition, error, message}]}]}
 GET  /v1/configs/{topic|broker}/{name} -> {resource_type, resource_name, configs}
+                  (the cluster-wide default broker resource, name "", is "<default>")
 PUT  /v1/configs/{topic|broker}/{name} {"set": {"k": "v"}, "delete": ["k2"],
                     "append": {"k3": "a,b"}, "subtract": {"k3": "c"},
                     "replace": false, "validate_only": false} -> same as GET, after the change
@@ -293,6 +294,24 @@ class IncrementalAlterConfigsResponse:
 
 # The path's ``{resource_type}``: Kafka's ConfigResource.Type, lower case.
 _RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER}
+
+
+# The cluster-wide default broker resource's name is empty, which a path cannot carry; the path
+# names it as Kafka's ConfigEntityName.DEFAULT does.
+DEFAULT_RESOURCE_PATH_NAME = "<default>"
+
+
+def config_name_to_path(resource_type: int, name: str) -> str:
+    """A resource name as the path's ``{resource_name}``."""
+    if resource_type == ConfigResourceType.BROKER and name == "":
+        return DEFAULT_RESOURCE_PATH_NAME
+    return name
+
+
+def config_name_from_path(resource_type: ConfigResourceType, segment: str) -> str:
+    if resource_type is ConfigResourceType.BROKER and segment == DEFAULT_RESOURCE_PATH_NAME:
+        return ""
+    return segment
 
 
 def config_resource_from_path(resource_type: str) -> ConfigResourceType:

@@ -114,6 +114,9 @@ def _apply_op(
             Errors.INVALID_CONFIG,
             f"Can't {config.op.name} to key {config.name} because its type is not LIST.",
         )
+    # Kafka's getParts: a key not set is appended to (or subtracted from) its default.
+    if current is None:
+        current = definition.default
     parts = [] if not current else [p.strip() for p in current.split(",")]
     for item in (config.value or "").split(","):
         if config.op is AlterConfigOp.APPEND and item not in parts:

@@ -251,8 +251,7 @@ def test_incremental_alter_topic_configs(cluster: Cluster, version: int) -> None
         version=version,
     )
     assert outcome == [("pets", Errors.NONE, None)]
-    assert topic_config(cluster) == {"cleanup.policy": "compact"}
-    incremental(cluster, (TOPIC, "pets", [("cleanup.policy", APPEND, "delete")]))
+    assert topic_config(cluster) == {"cleanup.policy": "delete,compact"}
     incremental(cluster, (TOPIC, "pets", [("cleanup.policy", SUBTRACT, "compact")]))
     assert topic_config(cluster) == {"cleanup.policy": "delete"}
 

@@ -228,7 +228,10 @@ def test_alter_config_errors(resource, error, message) -> None:
 
 def test_append_and_subtract_list_values() -> None:
     h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]}))
+    # ConfigurationControlManager.getParts: an unset key starts from its default ("delete").
     alter(h, topic("t", AlterableConfig("cleanup.policy", APPEND, "compact")))
+    assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "delete,compact"
+    alter(h, topic("t", AlterableConfig("cleanup.policy", SUBTRACT, "delete")))
     assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "compact"
     alter(h, topic("t", AlterableConfig("cleanup.policy", APPEND, "delete,compact")))
     assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "compact,delete"
