@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pykraft.metadata.api import admin
+from pykraft.metadata.api import admin, routes
 from pykraft.metadata.api.json_fields import Fields, JsonBodyError
 from pykraft.metadata.broker_config_defs import (
     BROKER_CONFIGS,
@@ -132,3 +132,18 @@ def test_a_replace_with_other_ops_is_refused() -> None:
     body = {"set": {"a": "1"}, "delete": ["b"], "replace": True}
     with pytest.raises(JsonBodyError, match="'set' only"):
         admin.alter_configs_request_from_json(ConfigResourceType.TOPIC, "t", Fields(body))
+
+
+def test_the_cluster_default_broker_resource_has_a_path_name() -> None:
+    # An empty {resource_name} would leave the path without a segment (no route matches it).
+    broker, topic = ConfigResourceType.BROKER, ConfigResourceType.TOPIC
+    assert admin.config_name_to_path(broker.value, "") == "<default>"
+    assert admin.config_name_from_path(broker, "<default>") == ""
+    assert admin.config_name_to_path(broker.value, "3") == "3"
+    assert admin.config_name_from_path(broker, "3") == "3"
+    # A topic may not be named <default> (Kafka's legal characters), but it maps to itself.
+    assert admin.config_name_from_path(topic, "<default>") == "<default>"
+    assert admin.config_name_to_path(topic.value, "pets") == "pets"
+    route = routes.ALTER_CONFIGS
+    path = route.path(resource_type="broker", resource_name=admin.config_name_to_path(4, ""))
+    assert path == "/v1/configs/broker/%3Cdefault%3E"
