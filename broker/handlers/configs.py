@@ -135,7 +135,7 @@ def describe_one(
         overrides = image.configs.config(TOPIC, name)
         entries = topic_entries(overrides, layers, keys)
     else:
-        problem = _broker_name_problem(services, name, allow_default=kind == BROKER)
+        problem = _broker_name_problem(services, name, allow_default=kind == BROKER, noun="Broker")
         if problem is not None:
             return failed(Errors.INVALID_REQUEST, problem)
         if kind == BROKER_LOGGER:
@@ -145,14 +145,17 @@ def describe_one(
     return ConfigsResult(resource_type=kind, resource_name=name, error=Errors.NONE, entries=entries)
 
 
-def _broker_name_problem(services: BrokerServices, name: str, *, allow_default: bool) -> str | None:
-    """Kafka's ``ConfigHelper`` / ``validateResourceNameIsCurrentNodeId``."""
+def _broker_name_problem(
+    services: BrokerServices, name: str, *, allow_default: bool, noun: str = "Node"
+) -> str | None:
+    """Kafka's ``ConfigAdminManager.validateResourceNameIsCurrentNodeId`` (alter) and
+    ``ConfigHelper.resourceNameToBrokerId`` (describe, ``noun`` "Broker")."""
     if allow_default and name == "":
         return None
     try:
         broker_id = int(name)
     except ValueError:
-        return f"Node id must be an integer, but it is: {name}"
+        return f"{noun} id must be an integer, but it is: {name}"
     if broker_id != services.broker_id:
         expected = f"{services.broker_id} or empty string" if allow_default else services.broker_id
         return f"Unexpected broker id, expected {expected}, but received {name}"

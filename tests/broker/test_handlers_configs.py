@@ -225,11 +225,11 @@ def test_describe_errors(cluster: Cluster) -> None:
             Errors.INVALID_REQUEST,
             f"Unexpected broker id, expected {LOCAL} or empty string, but received {OTHER}",
         ),
-        ("abc", Errors.INVALID_REQUEST, "Node id must be an integer, but it is: abc"),
+        ("abc", Errors.INVALID_REQUEST, "Broker id must be an integer, but it is: abc"),
         (
             "kafka.server",
             Errors.INVALID_REQUEST,
-            "Node id must be an integer, but it is: kafka.server",
+            "Broker id must be an integer, but it is: kafka.server",
         ),
         ("x", Errors.INVALID_REQUEST, "Unsupported resource type: 99"),
     ]
