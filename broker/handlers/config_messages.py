@@ -82,9 +82,10 @@ def describe_configs_request(message: Any) -> DescribeConfigsRequestData:
             DescribeConfigsResource(
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
-                configuration_keys=None
-                if resource.configuration_keys is None
-                else frozenset(resource.configuration_keys),
+                # ConfigHelper: null or empty asks for every config.
+                configuration_keys=frozenset(resource.configuration_keys)
+                if resource.configuration_keys
+                else None,
             )
             for resource in message.resources
         ),

@@ -234,6 +234,9 @@ def test_describe_errors(cluster: Cluster) -> None:
         ("x", Errors.INVALID_REQUEST, "Unsupported resource type: 99"),
     ]
     assert list(entries(response)) == ["retention.ms"]
+    # ConfigHelper: an empty key list asks for every config, as null does.
+    everything = entries(describe(cluster, (TOPIC, "pets", [])))
+    assert len(everything) == len(entries(describe(cluster, (TOPIC, "pets", None)))) > 20
 
 
 # ------------------------------------------------------------------ IncrementalAlterConfigs
