@@ -12,7 +12,7 @@ listeners, connection quotas) that pykraft cannot change at run time: read-only 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -166,6 +166,54 @@ BROKER_CONFIGS: Mapping[str, ConfigDef] = config_defs(
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     name for name, definition in BROKER_CONFIGS.items() if definition.dynamic
 )
+
+
+# Keys Kafka changes at run time (DynamicBrokerConfig.AllDynamicConfigs) that pykraft does not:
+# thread pools, connection quotas, the cleaner, and topic defaults pykraft has no use for yet.
+# Altering one is refused as for a read-only key, rather than stored and ignored.
+KAFKA_DYNAMIC_NOT_APPLIED: frozenset[str] = frozenset(
+    {
+        "background.threads",
+        "compression.type",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.threads",
+        "log.message.timestamp.type",
+        "log.preallocate",
+        "log.roll.jitter.ms",
+        "log.segment.delete.delay.ms",
+        "max.connection.creation.rate",
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "metric.reporters",
+        "num.io.threads",
+        "num.network.threads",
+        "num.recovery.threads.per.data.dir",
+        "num.replica.fetchers",
+        "producer.id.expiration.ms",
+        "transaction.partition.verification.enable",
+    }
+)
+
+
+def non_dynamic_configs(names: Iterable[str]) -> list[str]:
+    """The keys among ``names`` a broker resource may not take (in ``names``' order): Kafka's
+    read-only keys, and Kafka's dynamic ones pykraft does not apply live. Unknown keys are not
+    among them (they are INVALID_CONFIG "Unknown broker config name")."""
+    return [
+        name
+        for name in names
+        if name in KAFKA_DYNAMIC_NOT_APPLIED
+        or (name in BROKER_CONFIGS and not BROKER_CONFIGS[name].dynamic)
+    ]
 
 
 def scala_set(names: list[str]) -> str:

@@ -48,7 +48,7 @@ from pykraft.broker.log_levels import BROKER_LOGGER, alter_log_levels, logger_en
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.admin import AlterConfigOp, AlterConfigsResource
 from pykraft.metadata.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
-from pykraft.metadata.broker_config_defs import BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, scala_set
+from pykraft.metadata.broker_config_defs import non_dynamic_configs, scala_set
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
@@ -228,7 +228,7 @@ def _preprocess(
     if kind == BROKER:
         # DynamicBrokerConfig.validateConfigs: a key Kafka knows that is not changed live.
         changed = [c.name for c in resource.configs if c.op is not AlterConfigOp.DELETE]
-        static = [n for n in changed if n in BROKER_CONFIGS and n not in DYNAMIC_BROKER_CONFIGS]
+        static = non_dynamic_configs(changed)
         if static:
             return (
                 Errors.INVALID_REQUEST,

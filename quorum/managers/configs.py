@@ -34,7 +34,7 @@ from pykraft.metadata.api.admin import (
 )
 from pykraft.metadata.api.errors import SUCCESS, ApiError
 from pykraft.metadata.broker_config_defs import BROKER_CONFIGS as BROKER_CONFIGS
-from pykraft.metadata.broker_config_defs import scala_set
+from pykraft.metadata.broker_config_defs import non_dynamic_configs, scala_set
 from pykraft.metadata.config_defs import TOPIC_CONFIGS as TOPIC_CONFIGS
 from pykraft.metadata.config_defs import ConfigError as ConfigError
 from pykraft.metadata.config_defs import ConfigType
@@ -58,7 +58,7 @@ def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -
         )
     if not is_topic:
         # DynamicBrokerConfig.validateConfigs: a key Kafka knows but cannot change live.
-        static = [name for name in configs if name in BROKER_CONFIGS and not _dynamic(name)]
+        static = non_dynamic_configs(configs)
         if static:
             return ApiError.of(
                 Errors.INVALID_REQUEST,
@@ -77,10 +77,6 @@ def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -
         except ConfigError as error:
             return ApiError.of(Errors.INVALID_CONFIG, str(error))
     return SUCCESS
-
-
-def _dynamic(name: str) -> bool:
-    return BROKER_CONFIGS[name].dynamic
 
 
 def check_config_resource(image: MetadataImage, resource_type: int, name: str) -> ApiError:

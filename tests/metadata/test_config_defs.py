@@ -10,8 +10,10 @@ from pykraft.metadata.api.json_fields import Fields, JsonBodyError
 from pykraft.metadata.broker_config_defs import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
+    KAFKA_DYNAMIC_NOT_APPLIED,
     broker_config_synonyms,
     broker_value_in,
+    non_dynamic_configs,
     scala_set,
 )
 from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, TOPIC_CONFIGS, ConfigType
@@ -147,3 +149,9 @@ def test_the_cluster_default_broker_resource_has_a_path_name() -> None:
     route = routes.ALTER_CONFIGS
     path = route.path(resource_type="broker", resource_name=admin.config_name_to_path(4, ""))
     assert path == "/v1/configs/broker/%3Cdefault%3E"
+
+
+def test_non_dynamic_configs_names_read_only_and_unapplied_keys_in_order() -> None:
+    assert not KAFKA_DYNAMIC_NOT_APPLIED & DYNAMIC_BROKER_CONFIGS
+    names = ["log.retention.ms", "num.io.threads", "custom.key", "log.dirs", "message.max.bytes"]
+    assert non_dynamic_configs(names) == ["num.io.threads", "log.dirs"]
