@@ -34,10 +34,10 @@ from pykraft.metadata.api.admin import (
 )
 from pykraft.metadata.api.errors import SUCCESS, ApiError
 from pykraft.metadata.broker_config_defs import BROKER_CONFIGS as BROKER_CONFIGS
-from pykraft.metadata.broker_config_defs import non_dynamic_configs, scala_set
+from pykraft.metadata.broker_config_defs import broker_value_in, non_dynamic_configs, scala_set
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, ConfigType
 from pykraft.metadata.config_defs import TOPIC_CONFIGS as TOPIC_CONFIGS
 from pykraft.metadata.config_defs import ConfigError as ConfigError
-from pykraft.metadata.config_defs import ConfigType
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import ConfigRecord, ConfigResourceType
 from pykraft.protocol.errors import Errors
@@ -247,9 +247,15 @@ def unclean_leader_election_enabled(
 
 
 def effective_topic_configs(image: MetadataImage, topic_name: str) -> dict[str, str]:
-    """Every topic config with its effective value (explicit, else Kafka's default)."""
+    """Every topic config with its effective value as the controller sees it: the topic's,
+    else the cluster-wide dynamic default of its broker synonym (``log.retention.ms`` for
+    ``retention.ms``), else Kafka's default (the controller has no broker's static file)."""
     explicit = image.configs.config(ConfigResourceType.TOPIC, topic_name)
-    return {
-        name: explicit.get(name, definition.default or "")
-        for name, definition in sorted(TOPIC_CONFIGS.items())
-    }
+    cluster_default = image.configs.config(ConfigResourceType.BROKER, "")
+    effective = {}
+    for name, definition in sorted(TOPIC_CONFIGS.items()):
+        value = explicit.get(name)
+        if value is None:
+            value = broker_value_in(cluster_default, TOPIC_CONFIG_SYNONYMS[name])
+        effective[name] = value if value is not None else definition.default or ""
+    return effective

@@ -413,3 +413,19 @@ def test_legacy_alter_configs_errors_validate_only_and_brokers() -> None:
     written = legacy(h, good)
     assert dict(h.image.configs.config(BROKER, "1")) == {"min.insync.replicas": "2"}
     assert len(written.records) == 1
+
+
+def test_effective_topic_configs_take_the_cluster_default_below_the_topic() -> None:
+    image = image_with(
+        {1: "unfenced"},
+        {"t": [((1,), (1,), 1)]},
+        {
+            (TOPIC, "t"): {"retention.ms": "5"},
+            (BROKER, ""): {"log.retention.ms": "7", "message.max.bytes": "2000"},
+            (BROKER, "1"): {"log.segment.bytes": "4096"},  # one broker's: not the controller's
+        },
+    )
+    effective = effective_topic_configs(image, "t")
+    assert effective["retention.ms"] == "5"
+    assert effective["max.message.bytes"] == "2000"
+    assert effective["segment.bytes"] == "1073741824"
