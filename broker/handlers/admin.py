@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from pykraft.broker.config_describe import DYNAMIC_DEFAULT_BROKER_CONFIG
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.admin_requests import (
     CreatePartitionsRequestData,
@@ -64,6 +65,8 @@ from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.topics import CreatableTopic
 from pykraft.metadata.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
+from pykraft.metadata.broker_config_defs import broker_value_in
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
@@ -167,7 +170,8 @@ async def create_topics(
                 # handleCreateTopicsRequest: configs only with DESCRIBE_CONFIGS on the topic.
                 refused = Errors.TOPIC_AUTHORIZATION_FAILED
                 return attrs.evolve(result, topic_config_error=refused)
-            return await _read_back_configs(services, result)
+            requested = frozenset(config.name for config in topic.configs)
+            return await _read_back_configs(services, result, requested)
         return result
 
     results = await asyncio.gather(*(one(topic) for topic in request.topics))
@@ -175,21 +179,28 @@ async def create_topics(
 
 
 async def _read_back_configs(
-    services: BrokerServices, result: CreatedTopicResult
+    services: BrokerServices, result: CreatedTopicResult, requested: frozenset[str]
 ) -> CreatedTopicResult:
+    """The new topic's configs from the controller, each with its source: the ones the request
+    set are the topic's, the ones the cluster-wide default gives are that default's."""
     try:
         configs = await services.controller.describe_configs("topic", result.name)
     except ControllerError as error:
         return attrs.evolve(result, topic_config_error=error.code)
-    explicit = services.metadata().configs.config(ConfigResourceType.TOPIC, result.name)
+    cluster_default = services.metadata().configs.config(ConfigResourceType.BROKER, "")
+
+    def source(key: str) -> int:
+        if key in requested:
+            return DYNAMIC_TOPIC_CONFIG
+        synonym = TOPIC_CONFIG_SYNONYMS.get(key)
+        if synonym is not None and broker_value_in(cluster_default, synonym) is not None:
+            return DYNAMIC_DEFAULT_BROKER_CONFIG
+        return DEFAULT_CONFIG
+
     return attrs.evolve(
         result,
         configs=tuple(
-            ConfigEntry(
-                name=key,
-                value=value,
-                source=DYNAMIC_TOPIC_CONFIG if key in explicit else DEFAULT_CONFIG,
-            )
+            ConfigEntry(name=key, value=value, source=source(key))
             for key, value in sorted(configs.items())
         ),
     )

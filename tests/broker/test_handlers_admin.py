@@ -20,6 +20,7 @@ from kafka.protocol.admin import (
     DescribeClusterResponse,
 )
 
+from pykraft.broker.config_describe import DYNAMIC_DEFAULT_BROKER_CONFIG
 from pykraft.broker.handlers import ControllerError
 from pykraft.broker.handlers.admin import admin_handlers
 from pykraft.broker.handlers.admin_responses import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
@@ -130,6 +131,22 @@ def test_create_topics_at_every_version(cluster: Cluster, version: int) -> None:
         if cluster.replica_manager.get_partition(TopicPartition("fresh", p)) is not None
     ]
     assert hosted
+
+
+def test_create_topics_reads_back_the_cluster_default_as_its_source(cluster: Cluster) -> None:
+    # CreatableTopicConfigs: a value from the cluster-wide dynamic default says so.
+    cluster.publish(
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="",
+            name="message.max.bytes",
+            value="2000",
+        )
+    )
+    [result] = create_topics(cluster, 7, new_topic("sized")).topics
+    sources = {c.name: (c.value, c.config_source) for c in result.configs}
+    assert sources["max.message.bytes"] == ("2000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert sources["retention.ms"] == ("604800000", DEFAULT_CONFIG)
 
 
 def test_create_topics_errors_come_from_the_controller(cluster: Cluster) -> None:
