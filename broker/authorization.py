@@ -215,6 +215,14 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
             _check("DESCRIBE_CONFIGS", "TOPIC", _TOPIC_FAILED, "per topic resource"),
             _check("DESCRIBE_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "per broker resource"),
         ),
+        ApiKey.ALTER_CONFIGS: (
+            _check("ALTER_CONFIGS", "TOPIC", _TOPIC_FAILED, "per topic resource"),
+            _check("ALTER_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "per broker resource"),
+        ),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+            _check("ALTER_CONFIGS", "TOPIC", _TOPIC_FAILED, "per topic resource"),
+            _check("ALTER_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "per broker or logger resource"),
+        ),
         ApiKey.DESCRIBE_CLUSTER: (
             _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "KIP-430 operations only"),
         ),

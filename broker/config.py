@@ -199,6 +199,13 @@ class BrokerConfig:
     http_bearer_token: str | None = None
     # The log.* properties, as the default LogConfig of every partition.
     log_config: LogConfig = attrs.field(factory=LogConfig)
+    # log.retention.check.interval.ms: how often the log manager deletes what retention allows.
+    log_retention_check_interval_ms: int = 300_000
+    # Every property as the file gave it (secrets too: never in repr). DescribeConfigs reports
+    # the keys it knows as STATIC_BROKER_CONFIG, beneath the image's dynamic broker configs.
+    static_properties: Mapping[str, str] = attrs.field(
+        factory=lambda: MappingProxyType({}), repr=False
+    )
 
     @property
     def inter_broker_endpoint(self) -> Endpoint:
@@ -230,6 +237,7 @@ class BrokerConfig:
             "http_listener": _http_listener(values),
             "http_bearer_token": _optional_str(values, "http.bearer.token"),
             "log_config": _log_config(values),
+            "static_properties": MappingProxyType(dict(values)),
             "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", False),
             "transaction_partition_verification_enable": _bool(
                 values, "transaction.partition.verification.enable", True
@@ -278,6 +286,7 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
         1,
     ),
     ("fetch_max_bytes", "fetch.max.bytes", 1024),
+    ("log_retention_check_interval_ms", "log.retention.check.interval.ms", 1),
     ("offsets_topic_num_partitions", "offsets.topic.num.partitions", 1),
     ("offsets_topic_replication_factor", "offsets.topic.replication.factor", 1),
     ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", 0),

@@ -16,6 +16,7 @@ from pykraft.broker.controller_transport import ControllerTransport
 from pykraft.metadata.api import admin, routes, security, topics
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
+from pykraft.metadata.records import ConfigResourceType
 
 
 class AdminCalls(ControllerTransport):
@@ -72,7 +73,12 @@ class AdminCalls(ControllerTransport):
         route = routes.DESCRIBE_CONFIGS
         answer = await self._read(
             route,
-            route.path(resource_type=resource_type, resource_name=resource_name),
+            route.path(
+                resource_type=resource_type,
+                resource_name=admin.config_name_to_path(
+                    admin.config_resource_from_path(resource_type).value, resource_name
+                ),
+            ),
             admin.configs_from_json,
         )
         return answer.configs
@@ -98,11 +104,38 @@ class AdminCalls(ControllerTransport):
         route = routes.ALTER_CONFIGS
         answer = await self._write(
             route,
-            route.path(resource_type=resource_type, resource_name=resource_name),
+            route.path(
+                resource_type=resource_type,
+                resource_name=admin.config_name_to_path(kind.value, resource_name),
+            ),
             admin.alter_configs_request_to_json(request),
             admin.configs_from_json,
         )
         return answer.configs
+
+    async def alter_config_resource(
+        self, resource: admin.AlterConfigsResource, *, validate_only: bool, replace: bool
+    ) -> None:
+        """PUT /v1/configs/{type}/{name}: the forwarded AlterConfigs (``replace``) or
+        IncrementalAlterConfigs of one resource."""
+        kind = ConfigResourceType(resource.resource_type).name.lower()
+        request: admin.AlterConfigsRequest
+        if replace:
+            request = admin.LegacyAlterConfigsRequest((resource,), validate_only=validate_only)
+        else:
+            request = admin.IncrementalAlterConfigsRequest((resource,), validate_only=validate_only)
+        route = routes.ALTER_CONFIGS
+        await self._write(
+            route,
+            route.path(
+                resource_type=kind,
+                resource_name=admin.config_name_to_path(
+                    resource.resource_type, resource.resource_name
+                ),
+            ),
+            admin.alter_configs_request_to_json(request),
+            admin.configs_from_json,
+        )
 
     async def list_topics(self) -> tuple[TopicListing, ...]:
         route = routes.LIST_TOPICS

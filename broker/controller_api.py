@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from pykraft.metadata.api.admin import AlterConfigsResource
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -80,6 +81,13 @@ class ControllerClient(Protocol):
 
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
         """``resource_type`` is "topic" or "broker"; every config with its effective value."""
+        ...
+
+    async def alter_config_resource(
+        self, resource: AlterConfigsResource, *, validate_only: bool, replace: bool
+    ) -> None:
+        """One resource of IncrementalAlterConfigs, or of AlterConfigs (``replace``: its
+        configs become the resource's whole set); ControllerError says why it failed."""
         ...
 
     async def create_acls(self, creations: Sequence[AclBinding]) -> CreateAclsResponse:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 
 from pykraft.broker.offline_storage import OfflineStorage
 from pykraft.broker.partition import Partition, PartitionContext
+from pykraft.broker.topic_configs import broker_default_log_config, dynamic_broker_configs
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.replica.data_path import FetcherManager
@@ -55,6 +56,10 @@ class HostedPartitions:
         self.partition_context = partition_context
         self._on_partition_changed = on_partition_changed
         self._partitions: dict[TopicPartition, Partition] = {}
+        # server.properties' log.* settings; the dynamic broker configs apply over them.
+        self._static_log_config = log_manager.default_config
+        # The dynamic broker configs the log manager's default was last built from.
+        self._broker_configs: dict[str, str] = {}
         self.offline_storage = OfflineStorage(
             broker_id, log_manager, fetcher_manager, forget_partition=self._forget_partition
         )
@@ -79,8 +84,15 @@ class HostedPartitions:
     def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:
         """Give the local logs of ``topics`` their config in ``new_image`` (Kafka's
         ``DynamicConfigPublisher``): a changed or removed override (retention.ms,
-        cleanup.policy, segment.bytes, ...) reaches open logs without a restart."""
+        cleanup.policy, segment.bytes, ...) reaches open logs without a restart. A changed
+        dynamic broker config (this broker's or the cluster default) becomes the log manager's
+        default and reaches every hosted topic (``LogManager.reconfigureDefaultLogConfig``)."""
         hosted = {topic_partition.topic for topic_partition in self.log_manager.logs}
+        broker_configs = dynamic_broker_configs(new_image, self.broker_id)
+        if broker_configs != self._broker_configs:
+            self._broker_configs = broker_configs
+            self.log_manager.default_config = self._default_log_config(new_image)
+            topics = hosted
         for topic in sorted(set(topics) & hosted):
             config = self._log_config(topic, new_image)
             changed = self.log_manager.update_topic_config(topic, config)
@@ -208,13 +220,21 @@ class HostedPartitions:
         self.core.forget(topic_partition)
         self._on_partition_changed(topic_partition)
 
+    def _default_log_config(self, image: MetadataImage) -> LogConfig:
+        """server.properties' log config under this broker's dynamic broker configs."""
+        try:
+            return broker_default_log_config(image, self.broker_id, self._static_log_config)
+        except LogConfigError as error:
+            logger.warning("dynamic broker configs: %s; using the static log defaults", error)
+            return self._static_log_config
+
     def _log_config(self, topic: str, image: MetadataImage) -> LogConfig:
+        defaults = self._default_log_config(image)
         try:
             return LogConfig.from_properties(
-                image.configs.config(ConfigResourceType.TOPIC, topic),
-                defaults=self.log_manager.default_config,
+                image.configs.config(ConfigResourceType.TOPIC, topic), defaults=defaults
             )
         except LogConfigError as error:
             # The controller validated it; a value it accepts but storage does not is logged.
             logger.warning("topic %s: %s; using the broker's log defaults", topic, error)
-            return self.log_manager.default_config
+            return defaults

@@ -60,6 +60,7 @@ from pykraft.broker.partition import (
     PartitionError,
 )
 from pykraft.broker.purgatory import DelayedFetches, FetchCompletion
+from pykraft.broker.topic_configs import effective_min_insync_replicas
 from pykraft.broker.transaction_verification import (
     DEFAULT_ERROR,
     TransactionSupportedOperation,
@@ -68,7 +69,6 @@ from pykraft.broker.transactional_appends import TransactionalAppends, Transacti
 from pykraft.broker.txn_markers import append_txn_markers
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
-from pykraft.metadata.records import ConfigResourceType
 from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import (
     INTERNAL_TOPICS,
@@ -105,7 +105,6 @@ __all__ = [
     "ReplicaManager",
 ]
 
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
 REPLICA_LAG_TIME_MAX_MS = 30_000
 
 # Builds the one timer from what it calls when due (``ReplicaManager.on_timer``).
@@ -236,14 +235,11 @@ class ReplicaManager:
         """Delete local logs ``image`` does not place here; once, at start-up (KAFKA-14616)."""
         return self.hosted.delete_stray_logs(image)
 
-    def _topic_config(self, topic: str) -> Mapping[str, str]:
-        return self.image.configs.config(ConfigResourceType.TOPIC, topic)
-
     def _min_insync_replicas(self, topic: str) -> int:
-        value = self._topic_config(topic).get(MIN_INSYNC_REPLICAS)
-        if value is not None and value.strip().isdigit():
-            return int(value)
-        return self.min_insync_replicas
+        """Read at every append and HW move, so a changed config applies at once."""
+        return effective_min_insync_replicas(
+            self.image, topic, self.broker_id, self.min_insync_replicas
+        )
 
     # ------------------------------------------------------------------ produce
 

@@ -74,7 +74,7 @@ from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.protocol.segments import Segments
 from pykraft.storage.clock import Clock
 from pykraft.storage.deadline_timer import DeadlineTimer
-from pykraft.storage.log_manager import LogManager
+from pykraft.storage.log_manager import LogManager, LogManagerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -242,6 +242,7 @@ class BrokerServer:
                     num_partitions=self.config.num_partitions,
                     default_replication_factor=self.config.default_replication_factor,
                     authorizer=self.authorizer,
+                    static_broker_configs=self.config.static_properties,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,
@@ -304,7 +305,14 @@ class BrokerServer:
 
     def _open_logs(self, now_ms: int) -> LogManager:
         try:
-            manager = LogManager.open(self.config.log_dirs, self.config.log_config, now_ms)
+            manager = LogManager.open(
+                self.config.log_dirs,
+                self.config.log_config,
+                now_ms,
+                settings=LogManagerSettings(
+                    log_retention_check_interval_ms=self.config.log_retention_check_interval_ms
+                ),
+            )
         except OSError as error:
             raise BrokerStartupError(f"cannot load log.dirs: {error}") from None
         for problem in manager.problems:

@@ -1,14 +1,26 @@
-"""Which topics' config overrides a metadata delta changed (pure).
+"""Which topics' configs a metadata delta changed, and each topic's effective config (pure).
 
 ReplicaManager hands those topics' new ``LogConfig`` to their open logs (Kafka's
-``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``).
+``DynamicConfigPublisher`` -> ``LogManager.updateTopicConfig``). A topic's config is its own
+overrides over this broker's dynamic broker configs — ``(BROKER, "<id>")`` over the cluster
+default ``(BROKER, "")`` — over ``server.properties`` (the log manager's static default) over
+Kafka's defaults: Kafka's ``LogConfig.fromProps(currentDefaultConfig.originals, overrides)``,
+where ``DynamicLogConfig.reconfigure`` keeps the default current
+(``LogManager.reconfigureDefaultLogConfig``). A change of the broker layers reaches every log
+without an override of its own. ``min.insync.replicas`` resolves the same way
+(``effective_min_insync_replicas``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import ConfigResourceType
+from pykraft.storage.log_config import LogConfig
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
 def changed_topic_configs(delta: MetadataDelta, new_image: MetadataImage) -> frozenset[str]:
@@ -24,3 +36,35 @@ def changed_topic_configs(delta: MetadataDelta, new_image: MetadataImage) -> fro
         if resource_type == ConfigResourceType.TOPIC
         and before.get((resource_type, name)) != after.get((resource_type, name))
     )
+
+
+def dynamic_broker_configs(image: MetadataImage, broker_id: int) -> dict[str, str]:
+    """This broker's dynamic configs: its own over the cluster default."""
+    configs = image.configs
+    return {
+        **configs.config(ConfigResourceType.BROKER, ""),
+        **configs.config(ConfigResourceType.BROKER, str(broker_id)),
+    }
+
+
+def broker_default_log_config(image: MetadataImage, broker_id: int, static: LogConfig) -> LogConfig:
+    """Every log's default on this broker: the dynamic broker configs over the static one.
+    The controller validated the values (raises ``LogConfigError`` if storage disagrees)."""
+    return LogConfig.from_properties(dynamic_broker_configs(image, broker_id), defaults=static)
+
+
+def effective_min_insync_replicas(
+    image: MetadataImage, topic: str, broker_id: int, static: int
+) -> int:
+    """The topic's override, else this broker's dynamic config, else the cluster default,
+    else ``server.properties``' (``static``)."""
+    layers: tuple[Mapping[str, str], ...] = (
+        image.configs.config(ConfigResourceType.TOPIC, topic),
+        image.configs.config(ConfigResourceType.BROKER, str(broker_id)),
+        image.configs.config(ConfigResourceType.BROKER, ""),
+    )
+    for layer in layers:
+        value = layer.get(MIN_INSYNC_REPLICAS)
+        if value is not None and value.strip().isdigit():
+            return int(value)
+    return static

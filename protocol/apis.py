@@ -52,6 +52,8 @@ from typing import Any
 
 import attrs
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -80,6 +82,8 @@ from kafka.protocol.admin import (
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListTransactionsRequest,
@@ -180,6 +184,8 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.INIT_PRODUCER_ID, 0, 4),
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
     (ApiKey.DESCRIBE_CONFIGS, 1, 4),
+    (ApiKey.ALTER_CONFIGS, 0, 2),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
     (ApiKey.CREATE_PARTITIONS, 0, 3),
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
     # The ACL APIs from v1 (KIP-896 drops v0), the KIP-554 SCRAM APIs at their only version.
@@ -256,6 +262,11 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+        ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+        ),
         ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
         ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
         ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),

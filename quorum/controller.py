@@ -47,6 +47,8 @@ API (requests and responses are attrs frozen classes, re-exported here):
     elect_leaders(image, ElectLeadersRequest, now_ms) -> ControllerResult[ElectLeadersResponse]
     incremental_alter_configs(image, IncrementalAlterConfigsRequest, now_ms)
         -> ControllerResult[IncrementalAlterConfigsResponse]
+    legacy_alter_configs(image, LegacyAlterConfigsRequest, now_ms)   # AlterConfigs
+        -> ControllerResult[IncrementalAlterConfigsResponse]
     allocate_producer_ids(image, AllocateProducerIdsRequest, now_ms)
         -> ControllerResult[AllocateProducerIdsResponse(error, producer_id_start,
                                                         producer_id_len)]
@@ -79,6 +81,7 @@ from pykraft.metadata.api.admin import (
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    LegacyAlterConfigsRequest,
     PartitionResult,
     ReplicaElectionResult,
     TopicPartitions,
@@ -179,6 +182,7 @@ __all__ = [
     "ElectionType",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
+    "LegacyAlterConfigsRequest",
     "OfflineReplica",
     "PartitionResult",
     "QuorumController",
@@ -199,6 +203,7 @@ ControllerRequest: TypeAlias = (
     | AlterPartitionRequest
     | ElectLeadersRequest
     | IncrementalAlterConfigsRequest
+    | LegacyAlterConfigsRequest
     | AllocateProducerIdsRequest
     | CreateAclsRequest
     | DeleteAclsRequest
@@ -251,6 +256,8 @@ class QuorumController:
                 return self.elect_leaders(image, request, now_ms)
             case IncrementalAlterConfigsRequest():
                 return self.incremental_alter_configs(image, request, now_ms)
+            case LegacyAlterConfigsRequest():
+                return self.legacy_alter_configs(image, request, now_ms)
             case AllocateProducerIdsRequest():
                 return self.allocate_producer_ids(image, request, now_ms)
             case CreateAclsRequest():
@@ -317,6 +324,12 @@ class QuorumController:
         self, image: MetadataImage, request: IncrementalAlterConfigsRequest, now_ms: int
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
         return self._wrote(configs.incremental_alter_configs(image, request), now_ms)
+
+    def legacy_alter_configs(
+        self, image: MetadataImage, request: LegacyAlterConfigsRequest, now_ms: int
+    ) -> ControllerResult[IncrementalAlterConfigsResponse]:
+        """Kafka's AlterConfigs: each resource's whole config set is replaced."""
+        return self._wrote(configs.legacy_alter_configs(image, request), now_ms)
 
     def allocate_producer_ids(
         self, image: MetadataImage, request: AllocateProducerIdsRequest, now_ms: int

@@ -18,9 +18,11 @@ from pykraft.metadata.api.admin import (
     ClusterDescription,
     ConfigsDescription,
     ControllerAddress,
+    LegacyAlterConfigsRequest,
     alter_configs_request_from_json,
     brokers_to_json,
     cluster_to_json,
+    config_name_from_path,
     config_resource_from_path,
     configs_to_json,
     elect_leaders_request_from_json,
@@ -198,7 +200,7 @@ async def elect_leaders(request: web.Request) -> web.Response:
 
 def _resource(request: web.Request) -> tuple[ConfigResourceType, str]:
     kind = config_resource_from_path(request.match_info["resource_type"])
-    return kind, request.match_info["resource_name"]
+    return kind, config_name_from_path(kind, request.match_info["resource_name"])
 
 
 def _configs(image: MetadataImage, kind: ConfigResourceType, name: str) -> ConfigsDescription:
@@ -221,9 +223,18 @@ async def alter_configs(request: web.Request) -> web.Response:
         request, lambda fields: alter_configs_request_from_json(kind, name, fields)
     )
     node = node_of(request)
-    response = await node.write(
-        lambda controller, image, now_ms: controller.incremental_alter_configs(image, alter, now_ms)
-    )
+    if isinstance(alter, LegacyAlterConfigsRequest):
+        legacy = alter
+        response = await node.write(
+            lambda controller, image, now_ms: controller.legacy_alter_configs(image, legacy, now_ms)
+        )
+    else:
+        incremental = alter
+        response = await node.write(
+            lambda controller, image, now_ms: controller.incremental_alter_configs(
+                image, incremental, now_ms
+            )
+        )
     raise_for(response.results[0].error)
     return json_response(configs_to_json(_configs(node.view.image, kind, name)))
 

@@ -58,6 +58,9 @@ PURE_CORES = [
     "metadata/auth/scram.py",
     "metadata/delta.py",
     "metadata/local_changes.py",
+    # Kafka's config definitions: the controller validates with them, brokers describe them.
+    "metadata/config_defs.py",
+    "metadata/broker_config_defs.py",
     # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
     "metadata/api",
     "quorum/controller.py",
@@ -70,6 +73,8 @@ PURE_CORES = [
     "fetcher/responses.py",
     "replica",
     "broker/connection_quotas.py",
+    # DescribeConfigs' entries and the dynamic broker config layers (issue 13).
+    "broker/config_describe.py",
     "broker/lifecycle.py",
     "broker/lifecycle_core.py",
     "broker/sasl_config.py",

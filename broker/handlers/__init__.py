@@ -11,8 +11,10 @@
   transactions.py  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (KIP-98/447/890)
   write_txn_markers.py  WriteTxnMarkers: a coordinator's markers appended as leader
   txn_admin.py     DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
-  admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
+  admin.py         CreateTopics, DeleteTopics, CreatePartitions forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
+  configs.py       DescribeConfigs from the image (sources, synonyms, broker loggers);
+                   AlterConfigs, IncrementalAlterConfigs checked, then forwarded
   security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
   find_coordinator.py  FindCoordinator for groups and transactional ids
@@ -39,6 +41,7 @@ from pykraft.broker.controller_api import (
     ControllerError,
 )
 from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.configs import config_handlers
 from pykraft.broker.handlers.fetch import fetch_handler
 from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
 from pykraft.broker.handlers.groups import group_handlers, offsets_coordinator_topic
@@ -82,6 +85,7 @@ def broker_handlers(
         ApiKey.METADATA: metadata_handler(services),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
+        **config_handlers(services),
         **security_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),

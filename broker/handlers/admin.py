@@ -1,6 +1,6 @@
-"""Admin APIs: CreateTopics, DeleteTopics, CreatePartitions and DescribeConfigs are forwarded to
-the controller (``ControllerClient``, KIP-590 forwarding); DescribeCluster is answered by
-``describe_cluster.py``.
+"""Admin APIs: CreateTopics, DeleteTopics and CreatePartitions are forwarded to the controller
+(``ControllerClient``, KIP-590 forwarding); DescribeCluster is answered by
+``describe_cluster.py``; the config APIs are in ``configs.py``.
 
 Forwarded requests go out one topic (or resource) per controller call, concurrently, and each
 answer keeps its own Kafka error code and message: the controller's error names map back to
@@ -11,16 +11,11 @@ DeleteTopics v6 may name topics by id, resolved through this broker's image (UNK
 CreateTopics v5+ returns the new topic's configs, read back from the controller; if that read
 fails the topic is still created and ``topic_config_error_code`` says why.
 
-DescribeConfigs marks a value as a dynamic topic/broker config when the metadata image holds it
-explicitly and as a default otherwise. A broker resource must name this broker or be empty
-(the cluster default), as in Kafka's ``ConfigHelper``.
-
 Authorization comes first, with the client's principal: the controller sees the broker's own
 identity, so these checks are the only ones the client meets. CreateTopics needs CREATE on the
 cluster or the topic (and DESCRIBE_CONFIGS on it for the v5+ configs), DeleteTopics DELETE,
-CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS on the topic or the cluster; a refusal
-is TOPIC_AUTHORIZATION_FAILED (CLUSTER_AUTHORIZATION_FAILED for a broker resource) for that
-entry only, and nothing is forwarded for it.
+CreatePartitions ALTER; a refusal is TOPIC_AUTHORIZATION_FAILED for that entry only, and
+nothing is forwarded for it.
 
 Requests reach the handlers as typed values (``admin_requests.py``) and the handlers answer
 with typed results (``admin_responses.py``), turned into kafka-python's response objects once,
@@ -37,33 +32,28 @@ from typing import Any, TypeVar
 
 import attrs
 
+from pykraft.broker.config_describe import DYNAMIC_DEFAULT_BROKER_CONFIG
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.admin_requests import (
     CreatePartitionsRequestData,
     CreatePartitionsTopic,
     CreateTopicsRequestData,
     DeleteTopicsRequestData,
-    DescribeConfigsRequestData,
-    DescribeConfigsResource,
     create_partitions_request,
     create_topics_request,
     delete_topics_request,
     describe_cluster_request,
-    describe_configs_request,
 )
 from pykraft.broker.handlers.admin_responses import (
     DEFAULT_CONFIG,
-    DYNAMIC_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
     ConfigEntry,
-    ConfigsResult,
     CreatedTopicResult,
     DeletedTopicResult,
     PartitionsResult,
     create_partitions_response,
     create_topics_response,
     delete_topics_response,
-    describe_configs_response,
 )
 from pykraft.broker.handlers.describe_cluster import cluster_operations, describe_cluster
 from pykraft.broker.handlers.services import (
@@ -75,17 +65,12 @@ from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.topics import CreatableTopic
 from pykraft.metadata.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
+from pykraft.metadata.broker_config_defs import broker_value_in
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.wire import ZERO_UUID
-
-# Keyed by the wire's int: an unknown resource type is not a ConfigResourceType.
-_RESOURCE_KINDS: dict[int, str] = {
-    ConfigResourceType.TOPIC: "topic",
-    ConfigResourceType.BROKER: "broker",
-}
-
 
 Request = TypeVar("Request")
 
@@ -114,7 +99,6 @@ def admin_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
         ApiKey.CREATE_TOPICS: adapt(create_topics_request, create_topics),
         ApiKey.DELETE_TOPICS: adapt(delete_topics_request, delete_topics),
         ApiKey.CREATE_PARTITIONS: adapt(create_partitions_request, create_partitions),
-        ApiKey.DESCRIBE_CONFIGS: adapt(describe_configs_request, describe_configs),
         ApiKey.DESCRIBE_CLUSTER: kafka_python_handler(describe_cluster_here),
     }
 
@@ -186,7 +170,8 @@ async def create_topics(
                 # handleCreateTopicsRequest: configs only with DESCRIBE_CONFIGS on the topic.
                 refused = Errors.TOPIC_AUTHORIZATION_FAILED
                 return attrs.evolve(result, topic_config_error=refused)
-            return await _read_back_configs(services, result)
+            requested = frozenset(config.name for config in topic.configs)
+            return await _read_back_configs(services, result, requested)
         return result
 
     results = await asyncio.gather(*(one(topic) for topic in request.topics))
@@ -194,21 +179,28 @@ async def create_topics(
 
 
 async def _read_back_configs(
-    services: BrokerServices, result: CreatedTopicResult
+    services: BrokerServices, result: CreatedTopicResult, requested: frozenset[str]
 ) -> CreatedTopicResult:
+    """The new topic's configs from the controller, each with its source: the ones the request
+    set are the topic's, the ones the cluster-wide default gives are that default's."""
     try:
         configs = await services.controller.describe_configs("topic", result.name)
     except ControllerError as error:
         return attrs.evolve(result, topic_config_error=error.code)
-    explicit = services.metadata().configs.config(ConfigResourceType.TOPIC, result.name)
+    cluster_default = services.metadata().configs.config(ConfigResourceType.BROKER, "")
+
+    def source(key: str) -> int:
+        if key in requested:
+            return DYNAMIC_TOPIC_CONFIG
+        synonym = TOPIC_CONFIG_SYNONYMS.get(key)
+        if synonym is not None and broker_value_in(cluster_default, synonym) is not None:
+            return DYNAMIC_DEFAULT_BROKER_CONFIG
+        return DEFAULT_CONFIG
+
     return attrs.evolve(
         result,
         configs=tuple(
-            ConfigEntry(
-                name=key,
-                value=value,
-                source=DYNAMIC_TOPIC_CONFIG if key in explicit else DEFAULT_CONFIG,
-            )
+            ConfigEntry(name=key, value=value, source=source(key))
             for key, value in sorted(configs.items())
         ),
     )
@@ -298,86 +290,3 @@ async def create_partitions(
 
     results = await asyncio.gather(*(one(topic) for topic in request.topics))
     return create_partitions_response(request.version, results)
-
-
-# ------------------------------------------------------------------ DescribeConfigs
-
-
-async def describe_configs(
-    services: BrokerServices,
-    request: DescribeConfigsRequestData,
-    context: RequestContext | None = None,
-) -> Any:
-    """DESCRIBE_CONFIGS on each topic (else TOPIC_AUTHORIZATION_FAILED) or on the cluster for
-    a broker resource (else CLUSTER_AUTHORIZATION_FAILED), ``handleDescribeConfigsRequest``."""
-
-    async def one(resource: DescribeConfigsResource) -> ConfigsResult:
-        kind = _RESOURCE_KINDS.get(resource.resource_type)
-        if kind is None:
-            message = f"Unsupported resource type: {resource.resource_type}"
-            return _configs_failed(resource, Errors.INVALID_REQUEST, message)
-        # ConfigHelper.handleDescribeConfigsRequest authorizes every resource before it looks
-        # at one: a refused principal learns nothing, not even which broker ids are valid.
-        if kind == "topic" and not _allowed(
-            services,
-            context,
-            AclOperation.DESCRIBE_CONFIGS,
-            ResourceType.TOPIC,
-            resource.resource_name,
-        ):
-            return _configs_failed(resource, Errors.TOPIC_AUTHORIZATION_FAILED, _DENIED)
-        if kind == "broker" and not _allowed(
-            services, context, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
-        ):
-            return _configs_failed(resource, Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
-        problem = _resource_problem(services, resource, kind)
-        if problem is not None:
-            return _configs_failed(resource, *problem)
-        try:
-            configs = await services.controller.describe_configs(kind, resource.resource_name)
-        except ControllerError as error:
-            return _configs_failed(resource, error.code, error.message)
-        wanted = resource.configuration_keys
-        explicit = services.metadata().configs.config(
-            resource.resource_type, resource.resource_name
-        )
-        dynamic = DYNAMIC_TOPIC_CONFIG if kind == "topic" else DYNAMIC_BROKER_CONFIG
-        return ConfigsResult(
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-            error=Errors.NONE,
-            entries=tuple(
-                ConfigEntry(
-                    name=key, value=value, source=dynamic if key in explicit else DEFAULT_CONFIG
-                )
-                for key, value in sorted(configs.items())
-                if wanted is None or key in wanted
-            ),
-        )
-
-    results = await asyncio.gather(*(one(resource) for resource in request.resources))
-    return describe_configs_response(request.version, request.include_synonyms, results)
-
-
-def _configs_failed(
-    resource: DescribeConfigsResource, error: Errors, message: str | None
-) -> ConfigsResult:
-    return ConfigsResult(
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-        error=error,
-        message=message,
-    )
-
-
-def _resource_problem(
-    services: BrokerServices, resource: DescribeConfigsResource, kind: str
-) -> tuple[Errors, str] | None:
-    name = resource.resource_name
-    if kind == "broker" and name not in ("", str(services.broker_id)):
-        return (
-            Errors.INVALID_REQUEST,
-            f"Unexpected broker id, expected {services.broker_id} or empty string, "
-            f"but received {name}",
-        )
-    return None

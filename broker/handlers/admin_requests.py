@@ -1,7 +1,7 @@
 """The admin requests as small typed values, read once from kafka-python's objects.
 
-The counterpart of ``group_requests.py`` for CreateTopics, DeleteTopics, CreatePartitions,
-DescribeConfigs and DescribeCluster: the handlers work on these values, not on kafka-python's
+The counterpart of ``group_requests.py`` for CreateTopics, DeleteTopics, CreatePartitions
+and DescribeCluster: the handlers work on these values, not on kafka-python's
 version-dependent objects. A CreateTopics entry is already the controller's ``CreatableTopic``.
 Version rules applied here: DeleteTopics v6+ names each topic by name or by id, earlier versions
 by name only; DescribeCluster v1 carries an endpoint type, v0 asks for brokers (KIP-919).
@@ -50,21 +50,6 @@ class CreatePartitionsRequestData:
     topics: tuple[CreatePartitionsTopic, ...]
 
 
-@attrs.frozen(kw_only=True)
-class DescribeConfigsResource:
-    resource_type: int
-    resource_name: str
-    # None: every config.
-    configuration_keys: frozenset[str] | None
-
-
-@attrs.frozen(kw_only=True)
-class DescribeConfigsRequestData:
-    version: int
-    include_synonyms: bool
-    resources: tuple[DescribeConfigsResource, ...]
-
-
 BROKER_ENDPOINT_TYPE = 1
 
 
@@ -111,23 +96,6 @@ def create_partitions_request(message: Any) -> CreatePartitionsRequestData:
                 else tuple(tuple(a.broker_ids) for a in topic.assignments),
             )
             for topic in message.topics
-        ),
-    )
-
-
-def describe_configs_request(message: Any) -> DescribeConfigsRequestData:
-    return DescribeConfigsRequestData(
-        version=message.version,
-        include_synonyms=bool(message.include_synonyms),
-        resources=tuple(
-            DescribeConfigsResource(
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-                configuration_keys=None
-                if resource.configuration_keys is None
-                else frozenset(resource.configuration_keys),
-            )
-            for resource in message.resources
         ),
     )
 

@@ -3,8 +3,8 @@
 The counterpart of ``admin_requests.py`` (as ``group_responses.py`` is of ``group_requests.py``):
 the admin handlers decide with the typed values below, and only the functions here touch
 kafka-python's response classes (which the listener encodes). Version rules of the answers live
-here: CreateTopics v5+ carries each new topic's configs (Kafka's ``CreatableTopicConfigs``),
-DescribeConfigs lists synonyms only when asked (``include_synonyms``, v1+).
+here: CreateTopics v5+ carries each new topic's configs (Kafka's ``CreatableTopicConfigs``).
+The config APIs' answers are in ``config_messages.py``.
 """
 
 from __future__ import annotations
@@ -15,34 +15,19 @@ from typing import Any
 
 import attrs
 
+from pykraft.broker.config_describe import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, ConfigEntry
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.wire import ZERO_UUID
 
-# Kafka's DescribeConfigsResponse.ConfigSource ids.
-DYNAMIC_TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 2
-DEFAULT_CONFIG = 5
+# The CreateTopics v5+ read-back uses DescribeConfigs' entries and source ids.
+__all__ = ["DEFAULT_CONFIG", "DYNAMIC_TOPIC_CONFIG", "ConfigEntry"]
 
 _CreateTopics: Any = response_class(ApiKey.CREATE_TOPICS)
 _DeleteTopics: Any = response_class(ApiKey.DELETE_TOPICS)
 _CreatePartitions: Any = response_class(ApiKey.CREATE_PARTITIONS)
-_DescribeConfigs: Any = response_class(ApiKey.DESCRIBE_CONFIGS)
 _DescribeCluster: Any = response_class(ApiKey.DESCRIBE_CLUSTER)
-
-
-@attrs.frozen(kw_only=True)
-class ConfigEntry:
-    """One config with its effective value and where that value comes from."""
-
-    name: str
-    value: str
-    source: int
-
-    @property
-    def is_default(self) -> bool:
-        return self.source == DEFAULT_CONFIG
 
 
 @attrs.frozen(kw_only=True)
@@ -75,17 +60,6 @@ class PartitionsResult:
     name: str
     error: Errors
     message: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class ConfigsResult:
-    """One resource's DescribeConfigs answer."""
-
-    resource_type: int
-    resource_name: str
-    error: Errors
-    message: str | None = None
-    entries: tuple[ConfigEntry, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -163,47 +137,6 @@ def create_partitions_response(version: int, results: Sequence[PartitionsResult]
         throttle_time_ms=0,
         results=[
             result_class(name=r.name, error_code=r.error, error_message=r.message) for r in results
-        ],
-    )
-
-
-def describe_configs_response(
-    version: int, include_synonyms: bool, results: Sequence[ConfigsResult]
-) -> Any:
-    result_class = _DescribeConfigs.DescribeConfigsResult
-    entry_class = result_class.DescribeConfigsResourceResult
-    synonym_class = entry_class.DescribeConfigsSynonym
-
-    def entry(config: ConfigEntry) -> Any:
-        synonyms = (
-            [synonym_class(name=config.name, value=config.value, source=config.source)]
-            if include_synonyms
-            else []
-        )
-        return entry_class(
-            name=config.name,
-            value=config.value,
-            read_only=False,
-            config_source=config.source,
-            is_default=config.is_default,
-            is_sensitive=False,
-            synonyms=synonyms,
-            config_type=0,
-            documentation=None,
-        )
-
-    return _DescribeConfigs(
-        version=version,
-        throttle_time_ms=0,
-        results=[
-            result_class(
-                error_code=r.error,
-                error_message=r.message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-                configs=[entry(c) for c in r.entries],
-            )
-            for r in results
         ],
     )
 

@@ -9,7 +9,7 @@ leads a partition (KIP-951's ``CurrentLeader`` / ``NodeEndpoints`` hints).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -39,6 +39,8 @@ class BrokerServices:
     default_replication_factor: int = 1
     # Who may do what (broker.authorization); allows everything unless an authorizer is set.
     authorizer: RequestAuthorizer = ALLOW_EVERYTHING
+    # server.properties as written: DescribeConfigs' STATIC_BROKER_CONFIG values.
+    static_broker_configs: Mapping[str, str] = attrs.field(factory=dict)
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:

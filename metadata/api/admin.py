@@ -13,8 +13,11 @@ POST /v1/elections {"election_type": "preferred" | "unclean",
                     "partitions": [{"topic": "pets", "partitions": [0, 1]}] | null}
                   -> {"results": [{topic, partitions: [{partition, error, message}]}]}
 GET  /v1/configs/{topic|broker}/{name} -> {resource_type, resource_name, configs}
+                  (the cluster-wide default broker resource, name "", is "<default>")
 PUT  /v1/configs/{topic|broker}/{name} {"set": {"k": "v"}, "delete": ["k2"],
-                    "validate_only": false} -> same as GET, after the change
+                    "append": {"k3": "a,b"}, "subtract": {"k3": "c"},
+                    "replace": false, "validate_only": false} -> same as GET, after the change
+                  ("replace": true is Kafka's AlterConfigs: "set" becomes the whole set)
 """
 
 from __future__ import annotations
@@ -270,6 +273,14 @@ class IncrementalAlterConfigsRequest:
 
 
 @attrs.frozen
+class LegacyAlterConfigsRequest:
+    """Kafka's AlterConfigs: each resource's configs (all SET) replace its whole set."""
+
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+@attrs.frozen
 class AlterConfigsResourceResult:
     resource_type: int
     resource_name: str
@@ -285,6 +296,24 @@ class IncrementalAlterConfigsResponse:
 _RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER}
 
 
+# The cluster-wide default broker resource's name is empty, which a path cannot carry; the path
+# names it as Kafka's ConfigEntityName.DEFAULT does.
+DEFAULT_RESOURCE_PATH_NAME = "<default>"
+
+
+def config_name_to_path(resource_type: int, name: str) -> str:
+    """A resource name as the path's ``{resource_name}``."""
+    if resource_type == ConfigResourceType.BROKER and name == "":
+        return DEFAULT_RESOURCE_PATH_NAME
+    return name
+
+
+def config_name_from_path(resource_type: ConfigResourceType, segment: str) -> str:
+    if resource_type is ConfigResourceType.BROKER and segment == DEFAULT_RESOURCE_PATH_NAME:
+        return ""
+    return segment
+
+
 def config_resource_from_path(resource_type: str) -> ConfigResourceType:
     kind = resource_type.lower()
     if kind not in _RESOURCE_TYPES:
@@ -292,32 +321,48 @@ def config_resource_from_path(resource_type: str) -> ConfigResourceType:
     return _RESOURCE_TYPES[kind]
 
 
-def alter_configs_request_to_json(request: IncrementalAlterConfigsRequest) -> JsonObject:
+AlterConfigsRequest = IncrementalAlterConfigsRequest | LegacyAlterConfigsRequest
+# The body's op fields: a map of values (or a list of names for DELETE) per op.
+_OP_FIELDS = (
+    ("set", AlterConfigOp.SET),
+    ("append", AlterConfigOp.APPEND),
+    ("subtract", AlterConfigOp.SUBTRACT),
+)
+
+
+def alter_configs_request_to_json(request: AlterConfigsRequest) -> JsonObject:
     """The body; the resource is the path's ``{resource_type}/{resource_name}``. Over HTTP a
-    request alters one resource by SET and DELETE."""
+    request alters one resource: incrementally (SET, DELETE, APPEND, SUBTRACT), or, with
+    ``"replace": true`` (Kafka's AlterConfigs), by replacing its whole set with ``set``."""
     (resource,) = request.resources
-    assert all(c.op in (AlterConfigOp.SET, AlterConfigOp.DELETE) for c in resource.configs)
-    return {
-        "set": {c.name: c.value for c in resource.configs if c.op is AlterConfigOp.SET},
-        "delete": [c.name for c in resource.configs if c.op is AlterConfigOp.DELETE],
-        "validate_only": request.validate_only,
+    body: JsonObject = {
+        field: {c.name: c.value for c in resource.configs if c.op is op} for field, op in _OP_FIELDS
     }
+    body["delete"] = [c.name for c in resource.configs if c.op is AlterConfigOp.DELETE]
+    body["validate_only"] = request.validate_only
+    if isinstance(request, LegacyAlterConfigsRequest):
+        body["replace"] = True
+    return body
 
 
 def alter_configs_request_from_json(
     resource_type: ConfigResourceType, resource_name: str, fields: Fields
-) -> IncrementalAlterConfigsRequest:
+) -> AlterConfigsRequest:
     changes = [
-        AlterableConfig(name, AlterConfigOp.SET, value)
-        for name, value in fields.nullable_string_map("set", {}).items()
+        AlterableConfig(name, op, value)
+        for field, op in _OP_FIELDS
+        for name, value in fields.nullable_string_map(field, {}).items()
     ]
     changes += [
         AlterableConfig(name, AlterConfigOp.DELETE) for name in fields.strings("delete", [])
     ]
-    return IncrementalAlterConfigsRequest(
-        resources=(AlterConfigsResource(resource_type.value, resource_name, tuple(changes)),),
-        validate_only=fields.boolean("validate_only", False),
-    )
+    resources = (AlterConfigsResource(resource_type.value, resource_name, tuple(changes)),)
+    validate_only = fields.boolean("validate_only", False)
+    if fields.boolean("replace", False):
+        if any(c.op is not AlterConfigOp.SET for c in changes):
+            raise JsonBodyError("A replace request names its configs in 'set' only.")
+        return LegacyAlterConfigsRequest(resources=resources, validate_only=validate_only)
+    return IncrementalAlterConfigsRequest(resources=resources, validate_only=validate_only)
 
 
 @attrs.frozen(kw_only=True)

@@ -10,16 +10,18 @@ default. Every value is parsed and range-checked with Kafka's ``ConfigDef`` rule
 
 ``incremental_alter_configs`` follows Kafka's ``ConfigurationControlManager``: SET, DELETE, and
 APPEND/SUBTRACT for list-typed keys; each resource succeeds or fails on its own; the whole
-resource's resulting config is validated, not just the changed keys.
+resource's resulting config is validated, not just the changed keys. ``legacy_alter_configs``
+(the AlterConfigs API) replaces a resource's whole set. A broker resource takes only the keys
+pykraft applies live (``metadata/broker_config_defs.py``); a read-only broker key is
+INVALID_REQUEST "Cannot update these configs dynamically: Set(...)" as Kafka's
+``DynamicBrokerConfig.validateConfigs`` says it. The definitions themselves are in
+``metadata/config_defs.py``, shared with the brokers' DescribeConfigs.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
-
-import attrs
 
 from pykraft.metadata.api.admin import (
     AlterableConfig,
@@ -28,147 +30,20 @@ from pykraft.metadata.api.admin import (
     AlterConfigsResourceResult,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    LegacyAlterConfigsRequest,
 )
 from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.broker_config_defs import BROKER_CONFIGS as BROKER_CONFIGS
+from pykraft.metadata.broker_config_defs import broker_value_in, non_dynamic_configs, scala_set
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, ConfigType
+from pykraft.metadata.config_defs import TOPIC_CONFIGS as TOPIC_CONFIGS
+from pykraft.metadata.config_defs import ConfigError as ConfigError
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import ConfigRecord, ConfigResourceType
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.managers.result import ControllerResult
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-
-
-class ConfigType(enum.Enum):
-    BOOLEAN = "BOOLEAN"
-    INT = "INT"
-    LONG = "LONG"
-    DOUBLE = "DOUBLE"
-    STRING = "STRING"
-    LIST = "LIST"
-
-
-class ConfigError(ValueError):
-    """A value does not parse or is out of range; str() is Kafka's ``ConfigException`` text."""
-
-    def __init__(self, name: str, value: object, reason: str) -> None:
-        super().__init__(f"Invalid value {value} for configuration {name}: {reason}")
-
-
-@attrs.frozen
-class ConfigDef:
-    """One key of Kafka's ``ConfigDef``: type, default, and an optional validator."""
-
-    name: str
-    type: ConfigType
-    default: str
-    at_least: float | None = None
-    at_most: float | None = None
-    # For STRING: the value must be one of these; for LIST: every element must be.
-    valid_strings: tuple[str, ...] = ()
-
-    def parse(self, raw: str) -> object:
-        """Parse and validate ``raw``; raises ConfigError with Kafka's message."""
-        value = _parse(self, raw)
-        self._check(value)
-        return value
-
-    def _check(self, value: object) -> None:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if self.at_least is not None and value < self.at_least:
-                raise ConfigError(self.name, value, f"Value must be at least {_num(self.at_least)}")
-            if self.at_most is not None and value > self.at_most:
-                raise ConfigError(
-                    self.name, value, f"Value must be no more than {_num(self.at_most)}"
-                )
-        if self.valid_strings:
-            items = value if isinstance(value, list) else [value]
-            for item in items:
-                if item not in self.valid_strings:
-                    raise ConfigError(
-                        self.name, item, "String must be one of: " + ", ".join(self.valid_strings)
-                    )
-
-
-def _num(bound: float) -> str:
-    return str(int(bound)) if float(bound).is_integer() else str(bound)
-
-
-def _parse(definition: ConfigDef, raw: str) -> object:
-    # Kafka's ConfigDef.parseType: values are trimmed; numbers must fit the Java type.
-    text = raw.strip()
-    kind = definition.type
-    if kind is ConfigType.BOOLEAN:
-        if text.lower() in ("true", "false"):
-            return text.lower() == "true"
-        raise ConfigError(definition.name, raw, "Expected value to be either true or false")
-    if kind in (ConfigType.INT, ConfigType.LONG):
-        low, high = (_INT_MIN, _INT_MAX) if kind is ConfigType.INT else (_LONG_MIN, _LONG_MAX)
-        if _INTEGER.fullmatch(text) and low <= int(text) <= high:
-            return int(text)
-        raise ConfigError(definition.name, raw, f"Not a number of type {kind.value}")
-    if kind is ConfigType.DOUBLE:
-        try:
-            return float(text)
-        except ValueError:
-            raise ConfigError(definition.name, raw, "Not a number of type DOUBLE") from None
-    if kind is ConfigType.LIST:
-        return [] if not text else [part.strip() for part in text.split(",")]
-    return text
-
-
-def _defs(*definitions: ConfigDef) -> Mapping[str, ConfigDef]:
-    return {definition.name: definition for definition in definitions}
-
-
-_T, _L = ConfigType, _LONG_MAX
-# Kafka's LogConfig (topic-level configs), with Kafka's defaults and validators.
-TOPIC_CONFIGS: Mapping[str, ConfigDef] = _defs(
-    ConfigDef("cleanup.policy", _T.LIST, "delete", valid_strings=("compact", "delete")),
-    ConfigDef(
-        "compression.type",
-        _T.STRING,
-        "producer",
-        valid_strings=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    ),
-    ConfigDef("delete.retention.ms", _T.LONG, "86400000", at_least=0),
-    ConfigDef("file.delete.delay.ms", _T.LONG, "60000", at_least=0),
-    ConfigDef("flush.messages", _T.LONG, str(_L), at_least=1),
-    ConfigDef("flush.ms", _T.LONG, str(_L), at_least=0),
-    ConfigDef("index.interval.bytes", _T.INT, "4096", at_least=0),
-    ConfigDef("max.compaction.lag.ms", _T.LONG, str(_L), at_least=1),
-    ConfigDef("max.message.bytes", _T.INT, "1048588", at_least=0),
-    ConfigDef(
-        "message.timestamp.type",
-        _T.STRING,
-        "CreateTime",
-        valid_strings=("CreateTime", "LogAppendTime"),
-    ),
-    ConfigDef("min.cleanable.dirty.ratio", _T.DOUBLE, "0.5", at_least=0, at_most=1),
-    ConfigDef("min.compaction.lag.ms", _T.LONG, "0", at_least=0),
-    ConfigDef("min.insync.replicas", _T.INT, "1", at_least=1),
-    ConfigDef("preallocate", _T.BOOLEAN, "false"),
-    ConfigDef("retention.bytes", _T.LONG, "-1"),
-    ConfigDef("retention.ms", _T.LONG, "604800000", at_least=-1),
-    # Kafka 3.x: at least LegacyRecord.RECORD_OVERHEAD_V0 (14 bytes).
-    ConfigDef("segment.bytes", _T.INT, "1073741824", at_least=14),
-    ConfigDef("segment.index.bytes", _T.INT, "10485760", at_least=4),
-    ConfigDef("segment.jitter.ms", _T.LONG, "0", at_least=0),
-    ConfigDef("segment.ms", _T.LONG, "604800000", at_least=1),
-    ConfigDef("unclean.leader.election.enable", _T.BOOLEAN, "false"),
-)
-
-# The dynamic broker configs pykraft accepts, per broker or cluster-wide (resource name "").
-BROKER_CONFIGS: Mapping[str, ConfigDef] = _defs(
-    ConfigDef("unclean.leader.election.enable", _T.BOOLEAN, "false"),
-    ConfigDef("min.insync.replicas", _T.INT, "1", at_least=1),
-    ConfigDef("log.retention.ms", _T.LONG, "604800000", at_least=-1),
-    ConfigDef("log.retention.bytes", _T.LONG, "-1"),
-    ConfigDef("log.segment.bytes", _T.INT, "1073741824", at_least=14),
-    ConfigDef("log.cleanup.policy", _T.LIST, "delete", valid_strings=("compact", "delete")),
-    ConfigDef("message.max.bytes", _T.INT, "1048588", at_least=0),
-)
 
 
 def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -> ApiError:
@@ -181,6 +56,14 @@ def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -
         return ApiError.of(
             Errors.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls)
         )
+    if not is_topic:
+        # DynamicBrokerConfig.validateConfigs: a key Kafka knows but cannot change live.
+        static = non_dynamic_configs(configs)
+        if static:
+            return ApiError.of(
+                Errors.INVALID_REQUEST,
+                "Cannot update these configs dynamically: " + scala_set(static),
+            )
     for name in sorted(configs):
         definition = definitions.get(name)
         if definition is None:
@@ -227,6 +110,9 @@ def _apply_op(
             Errors.INVALID_CONFIG,
             f"Can't {config.op.name} to key {config.name} because its type is not LIST.",
         )
+    # Kafka's getParts: a key not set is appended to (or subtracted from) its default.
+    if current is None:
+        current = definition.default
     parts = [] if not current else [p.strip() for p in current.split(",")]
     for item in (config.value or "").split(","):
         if config.op is AlterConfigOp.APPEND and item not in parts:
@@ -292,6 +178,59 @@ def incremental_alter_configs(
     return ControllerResult(tuple(records), IncrementalAlterConfigsResponse(tuple(results)))
 
 
+def _replace_resource(
+    image: MetadataImage, resource: AlterConfigsResource
+) -> tuple[list[ConfigRecord], ApiError]:
+    """Kafka's ``ConfigurationControlManager.legacyAlterConfigResource``: the resource's
+    configs become exactly the given ones; a key left out is deleted."""
+    error = check_config_resource(image, resource.resource_type, resource.resource_name)
+    if error.is_failure():
+        return [], error
+    existing = image.configs.config(resource.resource_type, resource.resource_name)
+    wanted: dict[str, str | None] = {config.name: config.value for config in resource.configs}
+    error = validate_config_map(resource.resource_type, wanted)
+    if error.is_failure():
+        return [], error
+
+    def record(name: str, value: str | None) -> ConfigRecord:
+        return ConfigRecord(
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            name=name,
+            value=value,
+        )
+
+    records = [record(name, None) for name in sorted(existing) if name not in wanted]
+    records += [
+        record(name, value) for name, value in wanted.items() if existing.get(name) != value
+    ]
+    return records, SUCCESS
+
+
+def legacy_alter_configs(
+    image: MetadataImage, request: LegacyAlterConfigsRequest
+) -> ControllerResult[IncrementalAlterConfigsResponse]:
+    """Kafka's ``ConfigurationControlManager.legacyAlterConfigs`` (the AlterConfigs API):
+    each resource's whole set is replaced, each resource succeeds or fails on its own."""
+    records: list[ConfigRecord] = []
+    results: list[AlterConfigsResourceResult] = []
+    seen: set[tuple[int, str]] = set()
+    for resource in request.resources:
+        key = (resource.resource_type, resource.resource_name)
+        if key in seen:
+            error = ApiError.of(Errors.INVALID_REQUEST, "Duplicate resource in the request.")
+            resource_records: list[ConfigRecord] = []
+        else:
+            resource_records, error = _replace_resource(image, resource)
+        seen.add(key)
+        results.append(
+            AlterConfigsResourceResult(resource.resource_type, resource.resource_name, error)
+        )
+        if not request.validate_only:
+            records.extend(resource_records)
+    return ControllerResult(tuple(records), IncrementalAlterConfigsResponse(tuple(results)))
+
+
 def unclean_leader_election_enabled(
     image: MetadataImage, topic_name: str, cluster_default: bool
 ) -> bool:
@@ -308,9 +247,15 @@ def unclean_leader_election_enabled(
 
 
 def effective_topic_configs(image: MetadataImage, topic_name: str) -> dict[str, str]:
-    """Every topic config with its effective value (explicit, else Kafka's default)."""
+    """Every topic config with its effective value as the controller sees it: the topic's,
+    else the cluster-wide dynamic default of its broker synonym (``log.retention.ms`` for
+    ``retention.ms``), else Kafka's default (the controller has no broker's static file)."""
     explicit = image.configs.config(ConfigResourceType.TOPIC, topic_name)
-    return {
-        name: explicit.get(name, definition.default)
-        for name, definition in sorted(TOPIC_CONFIGS.items())
-    }
+    cluster_default = image.configs.config(ConfigResourceType.BROKER, "")
+    effective = {}
+    for name, definition in sorted(TOPIC_CONFIGS.items()):
+        value = explicit.get(name)
+        if value is None:
+            value = broker_value_in(cluster_default, TOPIC_CONFIG_SYNONYMS[name])
+        effective[name] = value if value is not None else definition.default or ""
+    return effective

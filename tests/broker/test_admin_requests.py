@@ -9,7 +9,6 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeClusterRequest,
-    DescribeConfigsRequest,
 )
 
 from pykraft.broker.handlers.admin_requests import (
@@ -18,13 +17,10 @@ from pykraft.broker.handlers.admin_requests import (
     CreateTopicsRequestData,
     DeleteTopicsRequestData,
     DescribeClusterRequestData,
-    DescribeConfigsRequestData,
-    DescribeConfigsResource,
     create_partitions_request,
     create_topics_request,
     delete_topics_request,
     describe_cluster_request,
-    describe_configs_request,
 )
 from pykraft.metadata.api.topics import (
     CreatableReplicaAssignment,
@@ -81,29 +77,6 @@ def test_create_partitions_with_and_without_assignments() -> None:
         topics=(
             CreatePartitionsTopic(name="a", count=4, assignments=None),
             CreatePartitionsTopic(name="b", count=3, assignments=((2, 1),)),
-        ),
-    )
-
-
-def test_describe_configs_keys_none_means_every_config() -> None:
-    resource = DescribeConfigsRequest.DescribeConfigsResource
-    message = DescribeConfigsRequest(
-        version=1,
-        include_synonyms=True,
-        include_documentation=False,
-        resources=[
-            resource(resource_type=2, resource_name="pets", configuration_keys=None),
-            resource(resource_type=4, resource_name="", configuration_keys=["a", "b"]),
-        ],
-    )
-    assert describe_configs_request(message) == DescribeConfigsRequestData(
-        version=1,
-        include_synonyms=True,
-        resources=(
-            DescribeConfigsResource(resource_type=2, resource_name="pets", configuration_keys=None),
-            DescribeConfigsResource(
-                resource_type=4, resource_name="", configuration_keys=frozenset({"a", "b"})
-            ),
         ),
     )
 

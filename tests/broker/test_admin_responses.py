@@ -10,7 +10,6 @@ from pykraft.broker.handlers.admin_responses import (
     DYNAMIC_TOPIC_CONFIG,
     ClusterBroker,
     ConfigEntry,
-    ConfigsResult,
     CreatedTopicResult,
     DeletedTopicResult,
     DescribeClusterResult,
@@ -19,7 +18,6 @@ from pykraft.broker.handlers.admin_responses import (
     create_topics_response,
     delete_topics_response,
     describe_cluster_response,
-    describe_configs_response,
 )
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.wire import ZERO_UUID
@@ -102,21 +100,6 @@ def test_delete_topics_and_create_partitions() -> None:
         Errors.INVALID_PARTITIONS,
         "too few",
     )
-
-
-def test_describe_configs_lists_synonyms_only_when_asked() -> None:
-    results = [
-        ConfigsResult(
-            resource_type=2, resource_name="pets", error=Errors.NONE, entries=(RETENTION, POLICY)
-        )
-    ]
-    with_synonyms = describe_configs_response(4, True, results).results[0].configs
-    without = describe_configs_response(4, False, results).results[0].configs
-    assert [(e.name, e.is_default, [s.source for s in e.synonyms]) for e in with_synonyms] == [
-        ("retention.ms", False, [DYNAMIC_TOPIC_CONFIG]),
-        ("cleanup.policy", True, [DEFAULT_CONFIG]),
-    ]
-    assert [e.synonyms for e in without] == [[], []]
 
 
 def test_describe_cluster() -> None:

@@ -113,7 +113,7 @@ def test_describe_configs_refuses_per_resource_and_asks_the_controller_nothing_f
     assert answer["pets"][0] == Errors.NONE and answer["pets"][1] > 0
     assert answer["birds"] == (Errors.TOPIC_AUTHORIZATION_FAILED, 0)
     assert answer["1"] == (Errors.CLUSTER_AUTHORIZATION_FAILED, 0)
-    assert controller.calls == [("describe_configs", ("topic", "pets"))]
+    assert controller.calls == []  # answered from the broker's own image
 
 
 def test_describe_configs_refuses_before_it_checks_the_broker_id(cluster: Cluster) -> None:

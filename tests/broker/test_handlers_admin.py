@@ -18,10 +18,9 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
 )
 
+from pykraft.broker.config_describe import DYNAMIC_DEFAULT_BROKER_CONFIG
 from pykraft.broker.handlers import ControllerError
 from pykraft.broker.handlers.admin import admin_handlers
 from pykraft.broker.handlers.admin_responses import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
@@ -132,6 +131,22 @@ def test_create_topics_at_every_version(cluster: Cluster, version: int) -> None:
         if cluster.replica_manager.get_partition(TopicPartition("fresh", p)) is not None
     ]
     assert hosted
+
+
+def test_create_topics_reads_back_the_cluster_default_as_its_source(cluster: Cluster) -> None:
+    # CreatableTopicConfigs: a value from the cluster-wide dynamic default says so.
+    cluster.publish(
+        ConfigRecord(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="",
+            name="message.max.bytes",
+            value="2000",
+        )
+    )
+    [result] = create_topics(cluster, 7, new_topic("sized")).topics
+    sources = {c.name: (c.value, c.config_source) for c in result.configs}
+    assert sources["max.message.bytes"] == ("2000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert sources["retention.ms"] == ("604800000", DEFAULT_CONFIG)
 
 
 def test_create_topics_errors_come_from_the_controller(cluster: Cluster) -> None:
@@ -300,67 +315,6 @@ def test_create_partitions_errors_and_validate_only(cluster: Cluster) -> None:
     assert create_partitions(cluster, 3, {"pets": 1}) == [("pets", Errors.INVALID_PARTITIONS)]
     assert create_partitions(cluster, 3, {"pets": 4}, validate_only=True) == [("pets", Errors.NONE)]
     assert len(cluster.image.topics.by_name["pets"].partitions) == 1
-
-
-# ------------------------------------------------------------------ DescribeConfigs
-
-_Resource = DescribeConfigsRequest.DescribeConfigsResource
-
-
-def describe_configs(
-    cluster: Cluster, version: int, *resources: tuple[int, str, Any], include_synonyms: bool = False
-) -> Any:
-    request = DescribeConfigsRequest(
-        version=version,
-        include_synonyms=include_synonyms,
-        include_documentation=False,
-        resources=[
-            _Resource(resource_type=t, resource_name=n, configuration_keys=k)
-            for t, n, k in resources
-        ],
-    )
-    return admin(cluster, ApiKey.DESCRIBE_CONFIGS, version, request, DescribeConfigsResponse)
-
-
-@pytest.mark.parametrize("version", range(1, 5))
-def test_describe_topic_configs(cluster: Cluster, version: int) -> None:
-    response = describe_configs(cluster, version, (2, "pets", None), include_synonyms=True)
-    [result] = response.results
-    assert (result.error_code, result.resource_type, result.resource_name) == (
-        Errors.NONE,
-        2,
-        "pets",
-    )
-    entries = {c.name: c for c in result.configs}
-    assert (entries["retention.ms"].value, entries["retention.ms"].config_source) == (
-        "60000",
-        DYNAMIC_TOPIC_CONFIG,
-    )
-    assert entries["cleanup.policy"].config_source == DEFAULT_CONFIG
-    assert [s.name for s in entries["retention.ms"].synonyms] == ["retention.ms"]
-
-
-def test_describe_configs_filters_and_errors(cluster: Cluster) -> None:
-    response = describe_configs(
-        cluster,
-        4,
-        (2, "pets", ["retention.ms", "no.such.config"]),
-        (2, "nope", None),
-        (4, str(LOCAL), None),
-        (4, "", None),
-        (4, str(OTHER), None),
-        (8, "kafka.server", None),
-    )
-    outcomes = [(r.resource_name, r.error_code) for r in response.results]
-    assert outcomes == [
-        ("pets", Errors.NONE),
-        ("nope", Errors.UNKNOWN_TOPIC_OR_PARTITION),
-        (str(LOCAL), Errors.NONE),
-        ("", Errors.NONE),
-        (str(OTHER), Errors.INVALID_REQUEST),  # ConfigHelper: "Unexpected broker id"
-        ("kafka.server", Errors.INVALID_REQUEST),  # broker loggers are not supported
-    ]
-    assert [c.name for c in response.results[0].configs] == ["retention.ms"]
 
 
 # ------------------------------------------------------------------ DescribeCluster

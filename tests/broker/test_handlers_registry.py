@@ -71,6 +71,8 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS,
         ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.ALTER_CONFIGS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
         ApiKey.DESCRIBE_CLUSTER,
         ApiKey.CREATE_ACLS,
         ApiKey.DESCRIBE_ACLS,

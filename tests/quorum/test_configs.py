@@ -16,6 +16,7 @@ from pykraft.quorum.controller import (
     AlterConfigOp,
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
+    LegacyAlterConfigsRequest,
 )
 from pykraft.quorum.managers.configs import (
     TOPIC_CONFIGS,
@@ -202,9 +203,15 @@ def test_set_and_delete_topic_configs() -> None:
             "Illegal non-integral BROKER resource type name.",
         ),
         (
-            AlterConfigsResource(BROKER, "", (AlterableConfig("num.io.threads", SET, "2"),)),
+            AlterConfigsResource(BROKER, "", (AlterableConfig("no.such.config", SET, "2"),)),
             Errors.INVALID_CONFIG,
-            "Unknown broker config name: num.io.threads",
+            "Unknown broker config name: no.such.config",
+        ),
+        # Dynamic in Kafka, not applied live by pykraft: refused as a read-only key.
+        (
+            AlterConfigsResource(BROKER, "", (AlterableConfig("num.io.threads", SET, "2"),)),
+            Errors.INVALID_REQUEST,
+            "Cannot update these configs dynamically: Set(num.io.threads)",
         ),
         (
             AlterConfigsResource(99, "x", ()),
@@ -227,7 +234,10 @@ def test_alter_config_errors(resource, error, message) -> None:
 
 def test_append_and_subtract_list_values() -> None:
     h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]}))
+    # ConfigurationControlManager.getParts: an unset key starts from its default ("delete").
     alter(h, topic("t", AlterableConfig("cleanup.policy", APPEND, "compact")))
+    assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "delete,compact"
+    alter(h, topic("t", AlterableConfig("cleanup.policy", SUBTRACT, "delete")))
     assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "compact"
     alter(h, topic("t", AlterableConfig("cleanup.policy", APPEND, "delete,compact")))
     assert h.image.configs.config(TOPIC, "t")["cleanup.policy"] == "compact,delete"
@@ -280,4 +290,142 @@ def test_effective_topic_configs() -> None:
     effective = effective_topic_configs(image, "t")
     assert effective["retention.ms"] == "5"
     assert effective["min.insync.replicas"] == "1"
+    assert effective["segment.bytes"] == "1073741824"
+
+
+# ------------------------------------------------------------------ dynamic broker configs
+
+
+def broker_resource(name: str, *configs: AlterableConfig) -> AlterConfigsResource:
+    return AlterConfigsResource(BROKER, name, configs)
+
+
+@pytest.mark.parametrize(
+    ("configs", "error", "message"),
+    [
+        # DynamicBrokerConfigTest.testConfigUpdateWithSomeInvalidConfigs: a read-only key
+        # refuses the whole resource, with DynamicBrokerConfig.validateConfigs' message.
+        (
+            {"log.dirs": "/tmp/elsewhere"},
+            Errors.INVALID_REQUEST,
+            "Cannot update these configs dynamically: Set(log.dirs)",
+        ),
+        (
+            {"log.retention.ms": "10", "log.retention.hours": "1"},
+            Errors.INVALID_REQUEST,
+            "Cannot update these configs dynamically: Set(log.retention.hours)",
+        ),
+        (
+            {"num.partitions": "3", "node.id": "7"},
+            Errors.INVALID_REQUEST,
+            "Cannot update these configs dynamically: Set(num.partitions, node.id)",
+        ),
+        # DynamicBrokerConfigTest.testValidateConfigType-like: the value is checked too.
+        (
+            {"log.segment.bytes": "13"},
+            Errors.INVALID_CONFIG,
+            "Invalid value 13 for configuration log.segment.bytes: Value must be at least 14",
+        ),
+        (
+            {"log.cleanup.policy": "shred"},
+            Errors.INVALID_CONFIG,
+            "Invalid value shred for configuration log.cleanup.policy: "
+            "String must be one of: compact, delete",
+        ),
+        ({"message.max.bytes": "2000000", "log.roll.ms": "60000"}, Errors.NONE, None),
+        ({"log.flush.interval.ms": "5", "log.index.interval.bytes": "100"}, Errors.NONE, None),
+    ],
+)
+@pytest.mark.parametrize("name", ["", "1"])
+def test_dynamic_broker_config_rules(
+    name: str, configs: dict[str, str], error: Errors, message: str | None
+) -> None:
+    h = Harness(image_with({1: "unfenced"}))
+    changes = [AlterableConfig(k, SET, v) for k, v in configs.items()]
+    result = alter(h, broker_resource(name, *changes))
+    [outcome] = result.response.results
+    assert (outcome.error.error, outcome.error.message) == (error, message)
+    written = dict(h.image.configs.config(BROKER, name))
+    assert written == (configs if error is Errors.NONE else {})
+
+
+def test_deleting_a_read_only_broker_key_is_harmless() -> None:
+    # The resulting set is what is validated: deleting a key that is not set adds nothing.
+    h = Harness(image_with({1: "unfenced"}))
+    result = alter(h, broker_resource("", AlterableConfig("log.dirs", DELETE)))
+    assert result.response.results[0].error.is_success()
+    assert result.records == ()
+
+
+# ------------------------------------------------------------------ AlterConfigs (legacy)
+
+
+def legacy(h: Harness, *resources: AlterConfigsResource, validate_only: bool = False):
+    result = h.controller.legacy_alter_configs(
+        h.image, LegacyAlterConfigsRequest(resources, validate_only), 0
+    )
+    h.commit(result)
+    return result
+
+
+def test_legacy_alter_configs_replaces_the_whole_set() -> None:
+    # ConfigurationControlManagerTest.testLegacyAlterConfigs: keys left out are deleted.
+    h = Harness(
+        image_with(
+            {1: "unfenced"},
+            {"t": [((1,), (1,), 1)]},
+            {(TOPIC, "t"): {"retention.ms": "5", "segment.ms": "1000"}},
+        )
+    )
+    result = legacy(
+        h,
+        topic(
+            "t", AlterableConfig("segment.ms", SET, "1000"), AlterableConfig("flush.ms", SET, "9")
+        ),
+    )
+    assert result.response.results[0].error.is_success()
+    assert result.records == (
+        ConfigRecord(resource_type=TOPIC, resource_name="t", name="retention.ms", value=None),
+        ConfigRecord(resource_type=TOPIC, resource_name="t", name="flush.ms", value="9"),
+    )
+    assert dict(h.image.configs.config(TOPIC, "t")) == {"segment.ms": "1000", "flush.ms": "9"}
+
+
+def test_legacy_alter_configs_errors_validate_only_and_brokers() -> None:
+    h = Harness(
+        image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]}, {(TOPIC, "t"): {"retention.ms": "5"}})
+    )
+    bad = topic("t", AlterableConfig("retention.ms", SET, "-2"))
+    missing = topic("gone", AlterableConfig("retention.ms", SET, "1"))
+    static = broker_resource("2", AlterableConfig("listeners", SET, "PLAINTEXT://:1"))
+    good = broker_resource("1", AlterableConfig("min.insync.replicas", SET, "2"))
+    result = legacy(h, bad, missing, static, good, validate_only=True)
+    assert [(r.error.error, r.error.message) for r in result.response.results] == [
+        (
+            Errors.INVALID_CONFIG,
+            "Invalid value -2 for configuration retention.ms: Value must be at least -1",
+        ),
+        (Errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'gone' does not exist."),
+        (Errors.INVALID_REQUEST, "Cannot update these configs dynamically: Set(listeners)"),
+        (Errors.NONE, None),
+    ]
+    assert result.records == ()  # validate_only writes nothing
+    written = legacy(h, good)
+    assert dict(h.image.configs.config(BROKER, "1")) == {"min.insync.replicas": "2"}
+    assert len(written.records) == 1
+
+
+def test_effective_topic_configs_take_the_cluster_default_below_the_topic() -> None:
+    image = image_with(
+        {1: "unfenced"},
+        {"t": [((1,), (1,), 1)]},
+        {
+            (TOPIC, "t"): {"retention.ms": "5"},
+            (BROKER, ""): {"log.retention.ms": "7", "message.max.bytes": "2000"},
+            (BROKER, "1"): {"log.segment.bytes": "4096"},  # one broker's: not the controller's
+        },
+    )
+    effective = effective_topic_configs(image, "t")
+    assert effective["retention.ms"] == "5"
+    assert effective["max.message.bytes"] == "2000"
     assert effective["segment.bytes"] == "1073741824"
