@@ -10,11 +10,11 @@ partition without a reachable leader answers leader -1 with LEADER_NOT_AVAILABLE
 no endpoint on this listener: LISTENER_NOT_FOUND from v6). v0 clients get only live replicas and
 REPLICA_NOT_AVAILABLE when some are missing (``errorUnavailableEndpoints``).
 
-An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless ``auto.create.topics.enable`` is set and
-the request allows it (always before v4): the broker then asks the controller to create it with
-``num.partitions`` and ``default.replication.factor`` and answers LEADER_NOT_AVAILABLE, so the
-client retries until the leader is known (Kafka's ``AutoTopicCreationManager``). An illegal
-name is INVALID_TOPIC_EXCEPTION.
+An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless ``auto.create.topics.enable`` is set (the
+default, as in Kafka) and the request allows it (always before v4): the broker then asks the
+controller to create it with ``num.partitions`` and ``default.replication.factor`` and answers
+LEADER_NOT_AVAILABLE, so the client retries until the leader is known (Kafka's
+``AutoTopicCreationManager``). An illegal name is INVALID_TOPIC_EXCEPTION.
 
 Authorization (``handleTopicMetadataRequest``): asked for every topic, the principal sees only
 those it may DESCRIBE; a topic it names but may not describe answers TOPIC_AUTHORIZATION_FAILED
