@@ -104,6 +104,18 @@ class AdminCalls(ControllerTransport):
         )
         return answer.configs
 
+    async def elect_leaders(self, request: admin.ElectLeadersRequest) -> admin.ElectLeadersResponse:
+        """POST /v1/elections (Kafka's ElectLeaders, KIP-460); a refused request (an unknown
+        election type) raises ``ControllerError``. Resent after a lost answer, an election that
+        happened answers ELECTION_NOT_NEEDED for its partitions, as Kafka's retries do."""
+        route = routes.ELECT_LEADERS
+        return await self._write(
+            route,
+            route.path(),
+            admin.elect_leaders_request_to_json(request),
+            admin.elect_leaders_response_from_json,
+        )
+
     async def list_topics(self) -> tuple[TopicListing, ...]:
         route = routes.LIST_TOPICS
         return await self._read(route, route.path(), topics.topic_listings_from_json)

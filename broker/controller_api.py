@@ -14,6 +14,7 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   delete_topic        DELETE /v1/topics/{name}
   create_partitions   POST   /v1/topics/{name}/partitions
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
+  elect_leaders       POST   /v1/elections
 
 and ACLs and SCRAM credentials (the Kafka CreateAcls, DescribeAcls, DeleteAcls,
 AlterUserScramCredentials and DescribeUserScramCredentials APIs; ``quorum/service_security.py``):
@@ -36,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from pykraft.metadata.api.admin import ElectLeadersRequest, ElectLeadersResponse
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -80,6 +82,12 @@ class ControllerClient(Protocol):
 
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
         """``resource_type`` is "topic" or "broker"; every config with its effective value."""
+        ...
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        """PREFERRED or UNCLEAN elections (KIP-460): one result per requested partition (for
+        every partition: those an election did not skip); ControllerError for a refused
+        request."""
         ...
 
     async def create_acls(self, creations: Sequence[AclBinding]) -> CreateAclsResponse:

@@ -78,6 +78,8 @@ from kafka.protocol.admin import (
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListTransactionsRequest,
@@ -196,6 +198,7 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
     (ApiKey.LIST_TRANSACTIONS, 0, 0),
+    (ApiKey.ELECT_LEADERS, 0, 2),  # KIP-183, KIP-460 (v1: election type); forwarded
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -271,6 +274,7 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
         ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+        ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
     }
 )
 

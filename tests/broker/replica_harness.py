@@ -46,6 +46,8 @@ from pykraft.quorum.controller import (
     CreateTopicsRequest,
     DeletableTopicResult,
     DeleteTopicsRequest,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     QuorumController,
 )
 from pykraft.quorum.managers.configs import effective_topic_configs
@@ -278,6 +280,12 @@ class InProcessController:
                 )
             return effective_topic_configs(image, resource_name)
         return dict(image.configs.config(ConfigResourceType.BROKER, resource_name))
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        self.calls.append(("elect_leaders", request))
+        result = self.controller.elect_leaders(self.cluster.image, request, NOW_MS)
+        self._commit(result.records, result.response.error)
+        return result.response
 
 
 # ------------------------------------------------------------------ calling handlers
