@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pykraft.broker.controller_transport import ControllerTransport
-from pykraft.metadata.api import admin, routes, security, topics
+from pykraft.metadata.api import admin, quorum, routes, security, topics
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
 
@@ -115,6 +115,12 @@ class AdminCalls(ControllerTransport):
             admin.elect_leaders_request_to_json(request),
             admin.elect_leaders_response_from_json,
         )
+
+    async def describe_quorum(self) -> quorum.DescribeQuorumResponse:
+        """GET /v1/quorum/describe: Kafka's DescribeQuorum, from the active controller (a
+        standby's 421 NOT_CONTROLLER is followed like a write's)."""
+        route = routes.DESCRIBE_QUORUM
+        return await self._read(route, route.path(), quorum.describe_quorum_from_json)
 
     async def list_topics(self) -> tuple[TopicListing, ...]:
         route = routes.LIST_TOPICS

@@ -15,6 +15,7 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   create_partitions   POST   /v1/topics/{name}/partitions
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
   elect_leaders       POST   /v1/elections
+  describe_quorum     GET    /v1/quorum/describe
 
 and ACLs and SCRAM credentials (the Kafka CreateAcls, DescribeAcls, DeleteAcls,
 AlterUserScramCredentials and DescribeUserScramCredentials APIs; ``quorum/service_security.py``):
@@ -38,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from pykraft.metadata.api.admin import ElectLeadersRequest, ElectLeadersResponse
+from pykraft.metadata.api.quorum import DescribeQuorumResponse
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -88,6 +90,10 @@ class ControllerClient(Protocol):
         """PREFERRED or UNCLEAN elections (KIP-460): one result per requested partition (for
         every partition: those an election did not skip); ControllerError for a refused
         request."""
+        ...
+
+    async def describe_quorum(self) -> DescribeQuorumResponse:
+        """The metadata quorum as the active controller's Raft state describes it."""
         ...
 
     async def create_acls(self, creations: Sequence[AclBinding]) -> CreateAclsResponse:

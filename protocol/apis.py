@@ -74,6 +74,8 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -199,6 +201,7 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
     (ApiKey.LIST_TRANSACTIONS, 0, 0),
     (ApiKey.ELECT_LEADERS, 0, 2),  # KIP-183, KIP-460 (v1: election type); forwarded
+    (ApiKey.DESCRIBE_QUORUM, 0, 2),  # KIP-595, KIP-836 (v1), KIP-853 (v2); forwarded
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -275,6 +278,7 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
         ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+        ApiKey.DESCRIBE_QUORUM: (DescribeQuorumRequest, DescribeQuorumResponse),
     }
 )
 

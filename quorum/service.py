@@ -11,17 +11,16 @@ follower; carries ``leader``, the active controller's URL) or 503 NOT_CONTROLLER
 known), 503 REQUEST_TIMED_OUT, and Kafka's error names for rejected operations. Nothing escapes
 as a traceback: unexpected exceptions answer 500 UNKNOWN_SERVER_ERROR and are logged.
 
-Routes live in four modules: this one (metadata log for brokers, quorum status, snapshots,
+Routes live in five modules: this one (metadata log for brokers, quorum status, snapshots,
 OpenAPI, and ``build_app``), ``service_brokers`` (broker RPCs), ``service_admin`` (topics,
-configs, elections) and ``service_security`` (ACLs, SCRAM credentials). What they share — the
-error middleware and reading a body — is ``service_http``, which imports none of them, so the
-route modules form no import cycle: ``service`` imports the other three, which import
-``service_http``.
+configs, elections), ``service_security`` (ACLs, SCRAM credentials) and ``service_quorum``
+(Kafka's DescribeQuorum). What they share — the error middleware and reading a body — is
+``service_http``, which imports none of them, so the route modules form no import cycle:
+``service`` imports the other four, which import ``service_http``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -33,7 +32,6 @@ from pykraft.metadata.api.errors import (
     SNAPSHOT_REQUIRED,
     ErrorBody,
     SnapshotRef,
-    status_of,
 )
 from pykraft.metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
 from pykraft.metadata.api.records import (
@@ -44,7 +42,6 @@ from pykraft.metadata.api.records import (
     records_query_from_params,
     snapshots_to_json,
 )
-from pykraft.protocol.errors import Errors
 from pykraft.quorum.auth_http import DOORS_KEY, Doors
 from pykraft.quorum.log_window import ReadStatus
 from pykraft.quorum.node import ControllerNode
@@ -59,10 +56,8 @@ from pykraft.quorum.service_http import (
     json_response,
     node_of,
 )
+from pykraft.quorum.service_quorum import add_quorum_routes, raft_status
 from pykraft.quorum.service_security import add_security_routes
-
-STATUS_TIMEOUT_S = 2.0
-
 
 # ---- metadata log for brokers ----
 
@@ -169,26 +164,8 @@ async def get_snapshot(request: web.Request) -> web.StreamResponse:
 
 async def get_quorum(request: web.Request) -> web.Response:
     node = node_of(request)
-    status = await _raft_status(node)
+    status = await raft_status(node)
     return json_response(quorum_to_json(quorum_description(node, status)))
-
-
-async def _raft_status(node: ControllerNode) -> dict[str, Any]:
-    future = node.raft.call_in_raft_thread(node.raft.getStatus)
-    try:
-        status: dict[str, Any] = await asyncio.wait_for(
-            asyncio.wrap_future(future), STATUS_TIMEOUT_S
-        )
-    except TimeoutError:
-        raise ErrorAnswer(
-            status_of(Errors.REQUEST_TIMED_OUT),
-            ErrorBody(
-                error=Errors.REQUEST_TIMED_OUT.name,
-                message="The Raft thread is busy (applying or snapshotting a large batch); "
-                "retry shortly.",
-            ),
-        ) from None
-    return status
 
 
 def _optional_int(value: Any) -> int | None:
@@ -264,4 +241,5 @@ def build_app(node: ControllerNode, doors: Doors) -> web.Application:
     add_broker_routes(app)
     add_admin_routes(app)
     add_security_routes(app)
+    add_quorum_routes(app)
     return app

@@ -16,6 +16,7 @@
   security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
   elect_leaders.py ElectLeaders (KIP-460: PREFERRED and UNCLEAN) forwarded to the controller
+  describe_quorum.py  DescribeQuorum v0-v2 from the active controller's Raft state
   find_coordinator.py  FindCoordinator for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
@@ -39,6 +40,7 @@ from pykraft.broker.controller_api import (
     ControllerError,
 )
 from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.describe_quorum import describe_quorum_handler
 from pykraft.broker.handlers.elect_leaders import elect_leaders_handler
 from pykraft.broker.handlers.fetch import fetch_handler
 from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
@@ -85,6 +87,7 @@ def broker_handlers(
         **admin_handlers(services),
         **security_handlers(services),
         ApiKey.ELECT_LEADERS: elect_leaders_handler(services),
+        ApiKey.DESCRIBE_QUORUM: describe_quorum_handler(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),
     }

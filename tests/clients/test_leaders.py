@@ -81,3 +81,27 @@ def test_confluent_kafka_elect_leaders(cluster: DevCluster) -> None:
         (topic, 1): KafkaError.ELECTION_NOT_NEEDED,
         (topic, 9): KafkaError.UNKNOWN_TOPIC_OR_PART,
     }
+
+
+def test_kafka_python_describe_metadata_quorum(cluster: DevCluster) -> None:
+    """kafka-metadata-quorum's question, from kafka-python (DescribeQuorum v2, forwarded to the
+    active controller): three voters, the leader caught up now, the brokers as observers."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers.split(","))
+    try:
+        answer = admin.describe_metadata_quorum()
+    finally:
+        admin.close()
+    [topic] = answer["topics"]
+    [partition] = topic["partitions"]
+    assert (topic["topic_name"], partition["partition_index"], partition["error"]) == (
+        "__cluster_metadata", 0, None,
+    )  # fmt: skip
+    voters = {v["replica_id"]: v for v in partition["current_voters"]}
+    assert sorted(voters) == [1, 2, 3]
+    leader = voters[partition["leader_id"]]
+    assert partition["leader_epoch"] >= 1
+    assert leader["log_end_offset"] == partition["high_watermark"] > 0
+    assert leader["last_caught_up_timestamp"] == leader["last_fetch_timestamp"] > 0
+    observers = {o["replica_id"] for o in partition["observers"]}
+    assert observers == set(cluster.brokers)
+    assert sorted(node["node_id"] for node in answer["nodes"]) == [1, 2, 3]
