@@ -82,7 +82,6 @@ def broker_handlers(
         ApiKey.PRODUCE: produce_handler(services),
         ApiKey.FETCH: fetch_handler(services),
         ApiKey.LIST_OFFSETS: list_offsets_handler(services),
-        ApiKey.METADATA: metadata_handler(services),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
         **security_handlers(services),
@@ -104,6 +103,7 @@ def broker_handlers(
         coordinators.append(transaction_coordinator_topic(transaction_coordinator))
     if coordinators:
         handlers[ApiKey.FIND_COORDINATOR] = find_coordinator_handler(services, tuple(coordinators))
+    handlers[ApiKey.METADATA] = metadata_handler(services, tuple(coordinators))
     return handlers
 
 
