@@ -4,7 +4,7 @@
   fetch.py         Fetch v4-v16, FileSlices straight from the segments, no fetch sessions
   list_offsets.py  ListOffsets v1-v8
   offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v2-v4 from the leader-epoch cache
-  metadata.py      Metadata v0-v12 from the metadata image (optional auto-create)
+  metadata.py      Metadata v0-v12 from the metadata image (auto-create, on by default)
   init_producer_id.py  InitProducerId v0-v4: producer ids for idempotent producers from the
                    broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones
                    from the transaction coordinator
