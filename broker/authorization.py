@@ -272,6 +272,10 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.LIST_TRANSACTIONS: (
             _check("DESCRIBE", "TRANSACTIONAL_ID", _TXN_FAILED, "ids not described left out"),
         ),
+        # ControllerApis.handleElectLeaders: authorizeClusterOperation(ALTER).
+        ApiKey.ELECT_LEADERS: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
+        # ControllerApis.handleDescribeQuorum: authorizeClusterOperation(DESCRIBE).
+        ApiKey.DESCRIBE_QUORUM: (_check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

@@ -139,10 +139,10 @@ class BrokerConfig:
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
-    # Kafka's default is true. pykraft defaults to false: issue #4 (and DESIGN.md's broker
-    # behaviour) require that a Metadata or Produce request for a missing topic does not create
-    # it unless an operator enables auto.create.topics.enable=true.
-    auto_create_topics_enable: bool = False
+    # auto.create.topics.enable: Kafka's default, true (issue 13; issue #4 had it off). A
+    # Metadata request for a missing topic that allows it (every version before v4) creates the
+    # topic with num.partitions and default.replication.factor (Kafka's AutoTopicCreationManager).
+    auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
     # connections.max.idle.ms, max.connections, max.connections.per.ip(.overrides): Kafka's
     # connection limits and defaults (broker.connection_quotas says what each does).
@@ -238,7 +238,7 @@ class BrokerConfig:
             "http_bearer_token": _optional_str(values, "http.bearer.token"),
             "log_config": _log_config(values),
             "static_properties": MappingProxyType(dict(values)),
-            "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", False),
+            "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", True),
             "transaction_partition_verification_enable": _bool(
                 values, "transaction.partition.verification.enable", True
             ),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pykraft.broker.controller_transport import ControllerTransport
-from pykraft.metadata.api import admin, routes, security, topics
+from pykraft.metadata.api import admin, quorum, routes, security, topics
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
 from pykraft.metadata.records import ConfigResourceType
@@ -136,6 +136,24 @@ class AdminCalls(ControllerTransport):
             admin.alter_configs_request_to_json(request),
             admin.configs_from_json,
         )
+
+    async def elect_leaders(self, request: admin.ElectLeadersRequest) -> admin.ElectLeadersResponse:
+        """POST /v1/elections (Kafka's ElectLeaders, KIP-460); a refused request (an unknown
+        election type) raises ``ControllerError``. Resent after a lost answer, an election that
+        happened answers ELECTION_NOT_NEEDED for its partitions, as Kafka's retries do."""
+        route = routes.ELECT_LEADERS
+        return await self._write(
+            route,
+            route.path(),
+            admin.elect_leaders_request_to_json(request),
+            admin.elect_leaders_response_from_json,
+        )
+
+    async def describe_quorum(self) -> quorum.DescribeQuorumResponse:
+        """GET /v1/quorum/describe: Kafka's DescribeQuorum, from the active controller (a
+        standby's 421 NOT_CONTROLLER is followed like a write's)."""
+        route = routes.DESCRIBE_QUORUM
+        return await self._read(route, route.path(), quorum.describe_quorum_from_json)
 
     async def list_topics(self) -> tuple[TopicListing, ...]:
         route = routes.LIST_TOPICS

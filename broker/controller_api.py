@@ -14,6 +14,8 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   delete_topic        DELETE /v1/topics/{name}
   create_partitions   POST   /v1/topics/{name}/partitions
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
+  elect_leaders       POST   /v1/elections
+  describe_quorum     GET    /v1/quorum/describe
 
 and ACLs and SCRAM credentials (the Kafka CreateAcls, DescribeAcls, DeleteAcls,
 AlterUserScramCredentials and DescribeUserScramCredentials APIs; ``quorum/service_security.py``):
@@ -36,7 +38,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from pykraft.metadata.api.admin import AlterConfigsResource
+from pykraft.metadata.api.admin import (
+    AlterConfigsResource,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+)
+from pykraft.metadata.api.quorum import DescribeQuorumResponse
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -88,6 +95,16 @@ class ControllerClient(Protocol):
     ) -> None:
         """One resource of IncrementalAlterConfigs, or of AlterConfigs (``replace``: its
         configs become the resource's whole set); ControllerError says why it failed."""
+        ...
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        """PREFERRED or UNCLEAN elections (KIP-460): one result per requested partition (for
+        every partition: those an election did not skip); ControllerError for a refused
+        request."""
+        ...
+
+    async def describe_quorum(self) -> DescribeQuorumResponse:
+        """The metadata quorum as the active controller's Raft state describes it."""
         ...
 
     async def create_acls(self, creations: Sequence[AclBinding]) -> CreateAclsResponse:

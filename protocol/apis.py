@@ -78,10 +78,14 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -208,6 +212,8 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
     (ApiKey.LIST_TRANSACTIONS, 0, 0),
+    (ApiKey.ELECT_LEADERS, 0, 2),  # KIP-183, KIP-460 (v1: election type); forwarded
+    (ApiKey.DESCRIBE_QUORUM, 0, 2),  # KIP-595, KIP-836 (v1), KIP-853 (v2); forwarded
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -290,6 +296,8 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
         ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+        ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+        ApiKey.DESCRIBE_QUORUM: (DescribeQuorumRequest, DescribeQuorumResponse),
     }
 )
 

@@ -191,6 +191,13 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         num_partitions=props.get_int("num.partitions", 1),
         default_replication_factor=props.get_int("default.replication.factor", 1),
         unclean_leader_election_enable=props.get_bool("unclean.leader.election.enable", False),
+        auto_leader_rebalance_enable=props.get_bool("auto.leader.rebalance.enable", True),
+        leader_imbalance_check_interval_seconds=props.get_int(
+            "leader.imbalance.check.interval.seconds", 300
+        ),
+        leader_imbalance_per_broker_percentage=props.get_int(
+            "leader.imbalance.per.broker.percentage", 10
+        ),
         request_timeout_ms=props.get_int("controller.quorum.request.timeout.ms", 5000),
         http_tls=_http_tls(props, listener_name.strip()),
         authorizer_enabled=bool(props.get_str("authorizer.class.name", "").strip()),

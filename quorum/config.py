@@ -104,6 +104,12 @@ class ControllerConfig:
     default_replication_factor: int = 1
     # unclean.leader.election.enable
     unclean_leader_election_enable: bool = False
+    # auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds (Kafka: at least 1)
+    # and leader.imbalance.per.broker.percentage (read by ZooKeeper's controller only; KRaft
+    # balances whenever a partition is imbalanced: quorum/managers/leader_balance.py).
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     # controller.quorum.request.timeout.ms (Kafka default 2000): how long a write waits to commit.
     request_timeout_ms: int = 5000
     # The HTTP listener's TLS (listener.security.protocol.map maps it to SSL); None: PLAINTEXT.
@@ -127,6 +133,11 @@ class ControllerConfig:
             )
         if not self.quorum_password:
             raise ControllerConfigError("controller.quorum.password must not be empty")
+        if self.leader_imbalance_check_interval_seconds < 1:
+            raise ControllerConfigError(
+                "leader.imbalance.check.interval.seconds must be at least 1, got "
+                f"{self.leader_imbalance_check_interval_seconds}"
+            )
         if self.append_linger_ms * 3 >= self.election_timeout_ms:
             raise ControllerConfigError(
                 "controller.quorum.append.linger.ms must be under a third of "

@@ -21,9 +21,12 @@ Contract with the Raft shell (quorum/service.py):
   be rejected), then compute the next against the new image. Broker epochs depend on this: a
   registration's epoch is the offset its ``RegisterBrokerRecord`` gets,
   ``image.offset + 1 + its index in the batch``.
-* Call ``fence_stale_brokers(image, now_ms)`` and ``maybe_noop(image, now_ms)`` from the
-  timer; ``next_deadline_ms(image)`` says when next to call them. Each fencing batch covers one
-  broker, so call again after it commits while it returns records.
+* Call ``fence_stale_brokers(image, now_ms)``, ``maybe_noop(image, now_ms)`` and
+  ``maybe_balance_partition_leaders(image, now_ms)`` from the timer; ``next_deadline_ms(image)``
+  says when next to call them. Each fencing batch covers one broker, so call again after it
+  commits while it returns records. Leader balancing (``auto.leader.rebalance.enable``,
+  ``managers/leader_balance.py``) is scheduled after every write, as Kafka's QuorumController
+  schedules it after every write event, and runs a bounded number of PREFERRED elections.
 
 API (requests and responses are attrs frozen classes, re-exported here):
 
@@ -60,6 +63,8 @@ API (requests and responses are attrs frozen classes, re-exported here):
         # (quorum.managers.acls.describe_acls, quorum.managers.scram.describe_...)
     fence_stale_brokers(image, now_ms) -> ControllerResult[tuple[int, ...]]  # fenced ids
     maybe_noop(image, now_ms) -> ControllerResult[None] | None               # NoOpRecord
+    maybe_balance_partition_leaders(image, now_ms) -> ControllerResult[bool] | None
+        # None: not due; the response: partitions were left for a run soon after
     next_deadline_ms(image) -> int
 
 Errors are ``metadata.api.errors.ApiError(error: Errors, message)`` with Kafka's codes and names.
@@ -133,6 +138,7 @@ from pykraft.quorum.managers import (
     acls,
     cluster,
     configs,
+    leader_balance,
     leadership,
     producer_ids,
     replication,
@@ -223,14 +229,21 @@ class QuorumController:
         self._rng = rng
         self.sessions = BrokerSessions(self.settings.broker_session_timeout_ms, now_ms)
         self._last_write_ms = now_ms
+        self.leader_balance = leader_balance.LeaderBalanceSchedule(
+            self.settings.leader_imbalance_check_interval_ms
+            if self.settings.auto_leader_rebalance_enable
+            else None
+        )
 
     def _unclean(self, image: MetadataImage) -> cluster.UncleanPolicy:
         default = self.settings.unclean_leader_election_enable
         return lambda topic: configs.unclean_leader_election_enabled(image, topic, default)
 
     def _wrote(self, result: ControllerResult[R], now_ms: int) -> ControllerResult[R]:
+        """Every write event ends here (with records or without)."""
         if result.records:
             self._last_write_ms = max(self._last_write_ms, now_ms)
+        self.leader_balance.on_write(now_ms)
         return result
 
     def handle(
@@ -366,11 +379,29 @@ class QuorumController:
             return None
         return self._wrote(ControllerResult((NoOpRecord(),), None), now_ms)
 
+    def maybe_balance_partition_leaders(
+        self, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[bool] | None:
+        """PREFERRED elections for partitions not led by their preferred replica, when due
+        (Kafka's ``MAYBE_BALANCE_PARTITION_LEADERS`` event); None when not due."""
+        if not self.leader_balance.is_due(now_ms):
+            return None
+        result = leader_balance.maybe_balance_partition_leaders(
+            image, self.settings.max_elections_per_imbalance
+        )
+        self.leader_balance.ran(more_left=result.response)
+        return self._wrote(result, now_ms)
+
     def next_deadline_ms(self, image: MetadataImage) -> int:
-        """When to call ``fence_stale_brokers`` / ``maybe_noop`` next."""
-        noop_at = self._last_write_ms + self.settings.metadata_max_idle_interval_ms
+        """When to call ``fence_stale_brokers`` / ``maybe_noop`` /
+        ``maybe_balance_partition_leaders`` next."""
+        deadlines = [self._last_write_ms + self.settings.metadata_max_idle_interval_ms]
         expiry = self.sessions.next_expiry_ms(image)
-        return noop_at if expiry is None else min(noop_at, expiry)
+        if expiry is not None:
+            deadlines.append(expiry)
+        if self.leader_balance.due_ms is not None:
+            deadlines.append(self.leader_balance.due_ms)
+        return min(deadlines)
 
 
 def not_controller(message: str | None = None) -> ApiError:

@@ -129,6 +129,9 @@ class ControllerNode:
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
+            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_seconds
+            * 1000,
         )
         self._controller: QuorumController | None = None
         self._controller_term = -1

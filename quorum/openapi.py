@@ -171,6 +171,12 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/cluster": {"get": _op("Cluster summary: controllers, brokers, counts")},
         "/v1/quorum": {"get": _op("Raft quorum: voters, leader, term, offsets, lag")},
+        "/v1/quorum/describe": {
+            "get": _op(
+                "Kafka's DescribeQuorum from the active controller: leader, epoch, high "
+                "watermark, voters and observers (421 NOT_CONTROLLER from a standby)"
+            )
+        },
         "/v1/topics": {
             "get": _op("List topics"),
             "post": _op(

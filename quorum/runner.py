@@ -5,7 +5,10 @@ The timer runs on every controller but acts only while it is the active controll
 QuorumController schedules the same events on activation):
   * a NoOpRecord every ``metadata.max.idle.interval.ms``, so brokers that long-poll an idle log
     still see it advance (KIP-835);
-  * fencing brokers whose session expired (``broker.session.timeout.ms``, KIP-631).
+  * fencing brokers whose session expired (``broker.session.timeout.ms``, KIP-631);
+  * moving leaderships back to preferred replicas (``auto.leader.rebalance.enable``, every
+    ``leader.imbalance.check.interval.seconds``; a run bounded by its elections is followed by
+    another 10 ms later, as Kafka's ``maybeScheduleNextBalancePartitionLeaders``).
 It is armed from ``QuorumController.next_deadline_ms`` — the pure controller says when its
 timed operations are next due, as the simulations drive it — and re-armed whenever the
 metadata log moves, since only a write brings a deadline closer (a broker unfenced, whose
@@ -31,9 +34,10 @@ from typing import Protocol, TypeVar
 from aiohttp import web
 
 from pykraft.metadata.auth.tls_context import server_context
+from pykraft.metadata.image import MetadataImage
 from pykraft.quorum.auth_http import Doors
 from pykraft.quorum.config import ControllerConfig
-from pykraft.quorum.controller import ControllerResult
+from pykraft.quorum.controller import ControllerResult, QuorumController
 from pykraft.quorum.metadata_view import MetadataView
 from pykraft.quorum.node import ControllerNode, Operation, ServiceError
 from pykraft.quorum.raft import RaftBindError
@@ -94,6 +98,17 @@ async def fence_stale_brokers(node: TimedNode) -> None:
         logger.info("fenced broker(s) %s: session expired", list(fenced))
 
 
+async def balance_partition_leaders(node: TimedNode) -> None:
+    def balance(
+        controller: QuorumController, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[bool]:
+        # None: not due; "nothing left" writes nothing.
+        result = controller.maybe_balance_partition_leaders(image, now_ms)
+        return ControllerResult((), False) if result is None else result
+
+    await node.write(balance)
+
+
 async def run_timer(node: TimedNode, clock: Clock) -> None:
     """The active controller's timed operations, each time they are due; errors are logged
     and the loop goes on."""
@@ -113,7 +128,7 @@ async def run_timer(node: TimedNode, clock: Clock) -> None:
 
 
 async def run_timed_operations(node: TimedNode) -> None:
-    for task in (write_noop, fence_stale_brokers):
+    for task in (write_noop, fence_stale_brokers, balance_partition_leaders):
         try:
             await task(node)
         except ServiceError as error:

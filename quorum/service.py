@@ -11,29 +11,24 @@ follower; carries ``leader``, the active controller's URL) or 503 NOT_CONTROLLER
 known), 503 REQUEST_TIMED_OUT, and Kafka's error names for rejected operations. Nothing escapes
 as a traceback: unexpected exceptions answer 500 UNKNOWN_SERVER_ERROR and are logged.
 
-Routes live in four modules: this one (metadata log for brokers, quorum status, snapshots,
-OpenAPI, and ``build_app``), ``service_brokers`` (broker RPCs), ``service_admin`` (topics,
-configs, elections) and ``service_security`` (ACLs, SCRAM credentials). What they share — the
-error middleware and reading a body — is ``service_http``, which imports none of them, so the
-route modules form no import cycle: ``service`` imports the other three, which import
-``service_http``.
+Routes live in five modules: this one (metadata log for brokers, snapshots, OpenAPI, and
+``build_app``), ``service_brokers`` (broker RPCs), ``service_admin`` (topics, configs,
+elections), ``service_security`` (ACLs, SCRAM credentials) and ``service_quorum`` (the quorum's
+status and Kafka's DescribeQuorum). What they share — the error middleware and reading a body — is
+``service_http``, which imports none of them, so the route modules form no import cycle:
+``service`` imports the other four, which import ``service_http``.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from aiohttp import web
 
 from pykraft.metadata.api import routes
-from pykraft.metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus, quorum_to_json
 from pykraft.metadata.api.errors import (
     SNAPSHOT_NOT_FOUND,
     SNAPSHOT_REQUIRED,
     ErrorBody,
     SnapshotRef,
-    status_of,
 )
 from pykraft.metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
 from pykraft.metadata.api.records import (
@@ -44,7 +39,6 @@ from pykraft.metadata.api.records import (
     records_query_from_params,
     snapshots_to_json,
 )
-from pykraft.protocol.errors import Errors
 from pykraft.quorum.auth_http import DOORS_KEY, Doors
 from pykraft.quorum.log_window import ReadStatus
 from pykraft.quorum.node import ControllerNode
@@ -59,10 +53,8 @@ from pykraft.quorum.service_http import (
     json_response,
     node_of,
 )
+from pykraft.quorum.service_quorum import add_quorum_routes
 from pykraft.quorum.service_security import add_security_routes
-
-STATUS_TIMEOUT_S = 2.0
-
 
 # ---- metadata log for brokers ----
 
@@ -164,83 +156,6 @@ async def get_snapshot(request: web.Request) -> web.StreamResponse:
     )
 
 
-# ---- quorum status ----
-
-
-async def get_quorum(request: web.Request) -> web.Response:
-    node = node_of(request)
-    status = await _raft_status(node)
-    return json_response(quorum_to_json(quorum_description(node, status)))
-
-
-async def _raft_status(node: ControllerNode) -> dict[str, Any]:
-    future = node.raft.call_in_raft_thread(node.raft.getStatus)
-    try:
-        status: dict[str, Any] = await asyncio.wait_for(
-            asyncio.wrap_future(future), STATUS_TIMEOUT_S
-        )
-    except TimeoutError:
-        raise ErrorAnswer(
-            status_of(Errors.REQUEST_TIMED_OUT),
-            ErrorBody(
-                error=Errors.REQUEST_TIMED_OUT.name,
-                message="The Raft thread is busy (applying or snapshotting a large batch); "
-                "retry shortly.",
-            ),
-        ) from None
-    return status
-
-
-def _optional_int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def quorum_description(node: ControllerNode, status: dict[str, Any]) -> QuorumDescription:
-    """This controller's view of the quorum, from pysyncobj's ``getStatus`` dictionary."""
-    config = node.config
-    leader = node.is_leader()
-    # Lag is counted in Raft entries behind the leader's commit index (only the leader knows).
-    commit_index = int(status.get("commit_idx") or 0)
-    voters = []
-    for node_id, address in sorted(config.voters.items()):
-        key = str(address)
-        match_index = _optional_int(status.get(f"match_idx_server_{key}")) if leader else None
-        if node_id == config.node_id:
-            connected: bool | None = True
-            match_index = _optional_int(status.get("last_applied")) if leader else None
-        else:
-            connected = status.get(f"partner_node_status_server_{key}") == 2
-        voters.append(
-            VoterStatus(
-                node_id=node_id,
-                raft_address=key,
-                url=config.http_url(node_id),
-                connected=connected,
-                match_index=match_index,
-                lag=None if match_index is None else max(0, commit_index - match_index),
-            )
-        )
-    state = {0: "follower", 1: "candidate", 2: "leader"}.get(status.get("state", 0), "unknown")
-    has_quorum = status.get("has_quorum")
-    return QuorumDescription(
-        node_id=config.node_id,
-        state=state,
-        leader_id=node.leader_id(),
-        leader_url=node.leader_url(),
-        raft_term=_optional_int(status.get("raft_term")),
-        committed_offset=node.raft.state.last_offset,
-        applied_offset=node.view.last_offset,
-        log_start_offset=node.view.window.start_offset,
-        raft=RaftStatus(
-            commit_index=_optional_int(status.get("commit_idx")),
-            last_applied=_optional_int(status.get("last_applied")),
-            log_entries=_optional_int(status.get("log_len")),
-            has_quorum=has_quorum if isinstance(has_quorum, bool) else None,
-        ),
-        voters=tuple(voters),
-    )
-
-
 async def get_openapi(request: web.Request) -> web.Response:
     return json_response(openapi_document())
 
@@ -257,11 +172,11 @@ def build_app(node: ControllerNode, doors: Doors) -> web.Application:
             (routes.METADATA_RECORDS, get_records),
             (routes.LIST_SNAPSHOTS, list_snapshots),
             (routes.GET_SNAPSHOT, get_snapshot),
-            (routes.QUORUM, get_quorum),
             (routes.OPENAPI, get_openapi),
         ],
     )
     add_broker_routes(app)
     add_admin_routes(app)
     add_security_routes(app)
+    add_quorum_routes(app)
     return app

@@ -4,7 +4,7 @@
   fetch.py         Fetch v4-v16, FileSlices straight from the segments, no fetch sessions
   list_offsets.py  ListOffsets v1-v8
   offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v2-v4 from the leader-epoch cache
-  metadata.py      Metadata v0-v12 from the metadata image (optional auto-create)
+  metadata.py      Metadata v0-v12 from the metadata image (auto-create, on by default)
   init_producer_id.py  InitProducerId v0-v4: producer ids for idempotent producers from the
                    broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones
                    from the transaction coordinator
@@ -17,6 +17,8 @@
                    AlterConfigs, IncrementalAlterConfigs checked, then forwarded
   security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
+  elect_leaders.py ElectLeaders (KIP-460: PREFERRED and UNCLEAN) forwarded to the controller
+  describe_quorum.py  DescribeQuorum v0-v2 from the active controller's Raft state
   find_coordinator.py  FindCoordinator for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
@@ -42,6 +44,8 @@ from pykraft.broker.controller_api import (
 )
 from pykraft.broker.handlers.admin import admin_handlers
 from pykraft.broker.handlers.configs import config_handlers
+from pykraft.broker.handlers.describe_quorum import describe_quorum_handler
+from pykraft.broker.handlers.elect_leaders import elect_leaders_handler
 from pykraft.broker.handlers.fetch import fetch_handler
 from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
 from pykraft.broker.handlers.groups import group_handlers, offsets_coordinator_topic
@@ -82,11 +86,12 @@ def broker_handlers(
         ApiKey.PRODUCE: produce_handler(services),
         ApiKey.FETCH: fetch_handler(services),
         ApiKey.LIST_OFFSETS: list_offsets_handler(services),
-        ApiKey.METADATA: metadata_handler(services),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
         **config_handlers(services),
         **security_handlers(services),
+        ApiKey.ELECT_LEADERS: elect_leaders_handler(services),
+        ApiKey.DESCRIBE_QUORUM: describe_quorum_handler(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),
     }
@@ -103,6 +108,7 @@ def broker_handlers(
         coordinators.append(transaction_coordinator_topic(transaction_coordinator))
     if coordinators:
         handlers[ApiKey.FIND_COORDINATOR] = find_coordinator_handler(services, tuple(coordinators))
+    handlers[ApiKey.METADATA] = metadata_handler(services, tuple(coordinators))
     return handlers
 
 

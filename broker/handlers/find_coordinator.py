@@ -57,6 +57,23 @@ class CoordinatorTopic:
     refusal: Errors
 
 
+def creatable_internal_topic(wanted: CoordinatorTopic, replication_factor: int) -> CreatableTopic:
+    """The coordinator's topic as the controller creates it (Kafka's
+    ``AutoTopicCreationManager.creatableTopic`` for an internal topic)."""
+    configs = dict(wanted.configs)
+    if "min.insync.replicas" in configs:
+        # A topic created below its replication factor could never take a write.
+        configs["min.insync.replicas"] = str(
+            min(int(configs["min.insync.replicas"]), replication_factor)
+        )
+    return CreatableTopic(
+        name=wanted.topic,
+        num_partitions=wanted.partitions,
+        replication_factor=replication_factor,
+        configs=tuple(CreatableTopicConfig(k, v) for k, v in configs.items()),
+    )
+
+
 class InternalTopicCreator:
     """Asks the controller for one internal topic, one request at a time, in the background."""
 
@@ -73,18 +90,7 @@ class InternalTopicCreator:
 
     async def _create(self, replication_factor: int) -> None:
         wanted = self.topic
-        configs = dict(wanted.configs)
-        if "min.insync.replicas" in configs:
-            # A topic created below its replication factor could never take a write.
-            configs["min.insync.replicas"] = str(
-                min(int(configs["min.insync.replicas"]), replication_factor)
-            )
-        topic = CreatableTopic(
-            name=wanted.topic,
-            num_partitions=wanted.partitions,
-            replication_factor=replication_factor,
-            configs=tuple(CreatableTopicConfig(k, v) for k, v in configs.items()),
-        )
+        topic = creatable_internal_topic(wanted, replication_factor)
         try:
             await self.services.controller.create_topic(topic, validate_only=False)
             logger.info(

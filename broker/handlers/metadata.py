@@ -10,11 +10,11 @@ partition without a reachable leader answers leader -1 with LEADER_NOT_AVAILABLE
 no endpoint on this listener: LISTENER_NOT_FOUND from v6). v0 clients get only live replicas and
 REPLICA_NOT_AVAILABLE when some are missing (``errorUnavailableEndpoints``).
 
-An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless ``auto.create.topics.enable`` is set and
-the request allows it (always before v4): the broker then asks the controller to create it with
-``num.partitions`` and ``default.replication.factor`` and answers LEADER_NOT_AVAILABLE, so the
-client retries until the leader is known (Kafka's ``AutoTopicCreationManager``). An illegal
-name is INVALID_TOPIC_EXCEPTION.
+An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless ``auto.create.topics.enable`` is set (the
+default, as in Kafka) and the request allows it (always before v4): the broker then asks the
+controller to create it with ``num.partitions`` and ``default.replication.factor`` and answers
+LEADER_NOT_AVAILABLE, so the client retries until the leader is known (Kafka's
+``AutoTopicCreationManager``). An illegal name is INVALID_TOPIC_EXCEPTION.
 
 Authorization (``handleTopicMetadataRequest``): asked for every topic, the principal sees only
 those it may DESCRIBE; a topic it names but may not describe answers TOPIC_AUTHORIZATION_FAILED
@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.find_coordinator import CoordinatorTopic, creatable_internal_topic
 from pykraft.broker.handlers.services import (
     BrokerServices,
     alive_brokers,
@@ -50,6 +53,7 @@ from pykraft.protocol.wire import ZERO_UUID
 from pykraft.storage.topic_partition import validate_topic_name
 
 logger = logging.getLogger(__name__)
+EMPTY: Mapping[str, CoordinatorTopic] = MappingProxyType({})
 
 FIRST_TOPIC_ID_VERSION = 10
 FIRST_LISTENER_NOT_FOUND_VERSION = 6
@@ -61,9 +65,17 @@ _Topic: Any = _Response.MetadataResponseTopic
 _Partition: Any = _Topic.MetadataResponsePartition
 
 
-def metadata_handler(services: BrokerServices) -> ApiHandler:
+def metadata_handler(
+    services: BrokerServices, internal_topics: Sequence[CoordinatorTopic] = ()
+) -> ApiHandler:
+    """``internal_topics``: the coordinators' topics, auto-created as their coordinators want
+    them (without them an internal topic is never auto-created here)."""
+    internal = {topic.topic: topic for topic in internal_topics}
+
     async def handle(request: RequestContext, message: Any) -> Any:
-        return await handle_metadata(services, message, request.listener_name, request)
+        return await handle_metadata(
+            services, message, request.listener_name, request, internal_topics=internal
+        )
 
     return kafka_python_handler(handle)
 
@@ -73,6 +85,7 @@ async def handle_metadata(
     request: Any,
     listener_name: str,
     context: RequestContext | None = None,
+    internal_topics: Mapping[str, CoordinatorTopic] = EMPTY,
 ) -> Any:
     """``context`` (who asks) is what the topics are authorized against; None: no checks."""
     version = request.version
@@ -98,7 +111,12 @@ async def handle_metadata(
         for topic in missing:
             if topic not in creatable:
                 topic.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
-        await asyncio.gather(*(_auto_create(services, topic) for topic in creatable))
+        await asyncio.gather(
+            *(
+                _auto_create(services, topic, internal_topics.get(topic.name), len(alive))
+                for topic in creatable
+            )
+        )
     response = _Response(
         version=version,
         throttle_time_ms=0,
@@ -237,18 +255,33 @@ def _may_auto_create(services: BrokerServices, request: Any) -> bool:
     return bool(request.allow_auto_topic_creation)
 
 
-async def _auto_create(services: BrokerServices, topic: Any) -> None:
-    """Ask the controller for the topic; rewrites ``topic.error_code`` with the outcome."""
-    try:
-        validate_topic_name(topic.name)
-    except ValueError:
-        topic.error_code = Errors.INVALID_TOPIC_EXCEPTION
-        return
-    new_topic = CreatableTopic(
-        name=topic.name,
-        num_partitions=services.num_partitions,
-        replication_factor=services.default_replication_factor,
-    )
+async def _auto_create(
+    services: BrokerServices, topic: Any, internal: CoordinatorTopic | None, alive_brokers: int
+) -> None:
+    """Ask the controller for the topic; rewrites ``topic.error_code`` with the outcome.
+
+    ``AutoTopicCreationManager.creatableTopic``: ``__consumer_offsets`` and
+    ``__transaction_state`` with their coordinators' partitions, replication factor (capped at
+    the alive brokers, as FindCoordinator does) and configs; any other with ``num.partitions``
+    and ``default.replication.factor``. An internal topic whose coordinator this broker does
+    not run is left unknown: its partition count is the coordinator's to choose."""
+    if topic.name in INTERNAL_TOPICS:
+        if internal is None:
+            return
+        new_topic = creatable_internal_topic(
+            internal, max(1, min(internal.replication_factor, alive_brokers))
+        )
+    else:
+        try:
+            validate_topic_name(topic.name)
+        except ValueError:
+            topic.error_code = Errors.INVALID_TOPIC_EXCEPTION
+            return
+        new_topic = CreatableTopic(
+            name=topic.name,
+            num_partitions=services.num_partitions,
+            replication_factor=services.default_replication_factor,
+        )
     try:
         await services.controller.create_topic(new_topic, validate_only=False)
     except ControllerError as error:

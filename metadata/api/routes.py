@@ -101,6 +101,8 @@ GET_SNAPSHOT = Route("GET", "/v1/metadata/snapshots/{snapshot_id}", access=CLUST
 # validate without writing (``validate_only``): the client decides per request.
 CLUSTER = Route("GET", "/v1/cluster", access=DESCRIBE_CLUSTER)
 QUORUM = Route("GET", "/v1/quorum", access=DESCRIBE_CLUSTER)
+# Kafka's DescribeQuorum (``quorum.py``): ControllerApis.handleDescribeQuorum checks DESCRIBE.
+DESCRIBE_QUORUM = Route("GET", "/v1/quorum/describe", access=DESCRIBE_CLUSTER)
 OPENAPI = Route("GET", "/v1/openapi.json", access=AUTHENTICATED)
 LIST_BROKERS = Route("GET", "/v1/brokers", access=DESCRIBE_CLUSTER)
 LIST_TOPICS = Route("GET", "/v1/topics", access=Access("DESCRIBE", ResourceOf.TOPICS_LISTED))
@@ -160,6 +162,7 @@ ROUTES: tuple[Route, ...] = (
     GET_SNAPSHOT,
     CLUSTER,
     QUORUM,
+    DESCRIBE_QUORUM,
     OPENAPI,
     LIST_BROKERS,
     LIST_TOPICS,

@@ -23,6 +23,12 @@ class ControllerSettings:
     # unclean.leader.election.enable: the static default when neither the topic nor the
     # cluster-wide broker config sets it.
     unclean_leader_election_enable: bool = False
+    # auto.leader.rebalance.enable / leader.imbalance.check.interval.seconds (in ms here):
+    # move leaderships back to preferred replicas (managers/leader_balance.py).
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    # Kafka's maxElectionsPerImbalance: PREFERRED elections one balancing run may make.
+    max_elections_per_imbalance: int = 1000
     # pykraft bound (STYLE.md §7): partitions one CreateTopics / CreatePartitions request may
     # create. Kafka bounds records per user operation the same way (MAX_RECORDS_PER_USER_OP).
     max_partitions_per_request: int = 100_000
@@ -34,6 +40,8 @@ class ControllerSettings:
             "default_num_partitions",
             "default_replication_factor",
             "max_partitions_per_request",
+            "leader_imbalance_check_interval_ms",
+            "max_elections_per_imbalance",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

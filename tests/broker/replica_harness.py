@@ -47,6 +47,8 @@ from pykraft.quorum.controller import (
     CreateTopicsRequest,
     DeletableTopicResult,
     DeleteTopicsRequest,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     LegacyAlterConfigsRequest,
     QuorumController,
@@ -294,6 +296,12 @@ class InProcessController:
             incremental = IncrementalAlterConfigsRequest((resource,), validate_only)
             result = self.controller.incremental_alter_configs(image, incremental, NOW_MS)
         self._commit(result.records, result.response.results[0].error)
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        self.calls.append(("elect_leaders", request))
+        result = self.controller.elect_leaders(self.cluster.image, request, NOW_MS)
+        self._commit(result.records, result.response.error)
+        return result.response
 
 
 # ------------------------------------------------------------------ calling handlers

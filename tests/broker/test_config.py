@@ -49,8 +49,8 @@ def test_kafka_defaults() -> None:
     assert c.log_config.retention_bytes == -1
     assert c.rack is None
     assert c.http_listener == HostPort("127.0.0.1", 8092)
-    # Deliberately not Kafka's default (true): issue #4 — no auto-create unless enabled.
-    assert c.auto_create_topics_enable is False
+    # Kafka's default (issue 13); issue #4 had it off.
+    assert c.auto_create_topics_enable is True
     assert c.transaction_partition_verification_enable is True  # Kafka 3.6+'s default
 
 
@@ -66,7 +66,8 @@ def test_values_are_read_with_kafkas_names() -> None:
             "broker.rack": "rack-1",
             "num.partitions": "3",
             "min.insync.replicas": "2",
-            "auto.create.topics.enable": "TRUE",
+            "auto.create.topics.enable": "FALSE",
+            "default.replication.factor": "2",
             "transaction.partition.verification.enable": "false",
             "log.segment.bytes": "1048576",
             "log.retention.hours": "1",
@@ -79,7 +80,8 @@ def test_values_are_read_with_kafkas_names() -> None:
     assert c.log_dirs == (Path("/data/a"), Path("/data/b"))
     assert c.rack == "rack-1"
     assert (c.num_partitions, c.min_insync_replicas) == (3, 2)
-    assert c.auto_create_topics_enable is True
+    assert c.default_replication_factor == 2
+    assert c.auto_create_topics_enable is False
     assert c.transaction_partition_verification_enable is False
     assert c.log_config.segment_bytes == 1048576
     assert c.log_config.retention_ms == 3600 * 1000

@@ -79,6 +79,8 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.DELETE_ACLS,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ApiKey.ELECT_LEADERS,
+        ApiKey.DESCRIBE_QUORUM,
         # They act on the partitions this broker leads: no coordinator needed.
         ApiKey.WRITE_TXN_MARKERS,
         ApiKey.DESCRIBE_PRODUCERS,

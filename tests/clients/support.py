@@ -178,12 +178,19 @@ def _exchange(port: int, api_key: ApiKey, version: int, body: bytes) -> Any:
 
 
 def metadata(port: int, topics: Sequence[str]) -> Any:
-    """Metadata v1 for ``topics`` (v1 never auto-creates: allow_auto_topic_creation is v4+)."""
+    """Metadata v4 for ``topics`` with allow_auto_topic_creation=false: it only looks.
+
+    Versions before v4 always allow auto-creation, and auto.create.topics.enable is on by
+    default (Kafka's default), so an older version would create every topic it asks about.
+    """
+    version = 4
     request = MetadataRequest(
-        version=1, topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        version=version,
+        topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False,
     )
-    body = _exchange(port, ApiKey.METADATA, 1, bytes(request.encode(version=1)))
-    return decode_response(ApiKey.METADATA, 1, body)
+    body = _exchange(port, ApiKey.METADATA, version, bytes(request.encode(version=version)))
+    return decode_response(ApiKey.METADATA, version, body)
 
 
 def raw_produce(port: int, topic: str, partition: int, batch: bytes) -> tuple[int, int]:

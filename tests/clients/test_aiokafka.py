@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import UnknownTopicOrPartitionError
 
 from pykraft.storage.record_batch import CompressionType
 from tests.clients.conftest import DevCluster
@@ -205,19 +204,21 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
     run(scenario())
 
 
-def test_produce_to_an_unknown_topic_gets_unknown_topic_or_partition(cluster: DevCluster) -> None:
+def test_produce_to_an_unknown_topic_creates_it(cluster: DevCluster) -> None:
+    """auto.create.topics.enable is on by default (Kafka's default): aiokafka's Metadata request
+    for the topic creates it with num.partitions (1) and the send succeeds."""
+
     async def scenario() -> None:
         topic = unique_topic("aiokafka-missing")
         producer = AIOKafkaProducer(
-            bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=2000
+            bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000
         )
         await producer.start()
         try:
-            # aiokafka sends nothing until metadata knows the topic: the brokers' Metadata
-            # answers UNKNOWN_TOPIC_OR_PARTITION until request_timeout_ms, and never create it.
-            with pytest.raises(UnknownTopicOrPartitionError):
-                await producer.send_and_wait(topic, key=b"k", value=b"v")
-            assert topic not in (await producer.client.fetch_all_metadata()).topics()
+            sent = await producer.send_and_wait(topic, key=b"k", value=b"v")
+            assert (sent.topic, sent.partition, sent.offset) == (topic, 0, 0)
+            metadata = await producer.client.fetch_all_metadata()
+            assert metadata.partitions_for_topic(topic) == {0}
         finally:
             await producer.stop()
 

@@ -245,7 +245,9 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
         consumer.close()
 
 
-def test_produce_to_an_unknown_topic_fails_and_creates_nothing(cluster: DevCluster) -> None:
+def test_produce_to_an_unknown_topic_creates_it(cluster: DevCluster) -> None:
+    """auto.create.topics.enable is on by default (Kafka's default): librdkafka's producer
+    Metadata request creates the topic with num.partitions (1) and the message is delivered."""
     topic = unique_topic("confluent-missing")
     producer = Producer(
         {
@@ -259,14 +261,12 @@ def test_produce_to_an_unknown_topic_fails_and_creates_nothing(cluster: DevClust
         topic, key=b"k", value=b"v", on_delivery=lambda error, _report: errors.append(error)
     )
     assert producer.flush(TIMEOUT_S) == 0
-    assert len(errors) == 1 and errors[0] is not None
-    assert errors[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, errors[0]
-    # No auto-creation: the topic still does not exist (Kafka's auto.create.topics.enable=false).
+    assert errors == [None]
     described = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
         topic, timeout=TIMEOUT_S
     )
-    error = described.topics[topic].error
-    assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert described.topics[topic].error is None
+    assert len(described.topics[topic].partitions) == 1
 
 
 def test_idempotent_producer_gets_a_producer_id_and_sequences(cluster: DevCluster) -> None:

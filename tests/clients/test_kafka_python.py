@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaTimeoutError
 
 from pykraft.storage.record_batch import CompressionType
 from pykraft.storage.records import Header, SimpleRecord, build_batch
@@ -186,19 +185,29 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
         consumer.close()
 
 
-def test_produce_to_an_unknown_topic_gets_unknown_topic_or_partition(cluster: DevCluster) -> None:
+def test_produce_to_an_unknown_topic_creates_it(cluster: DevCluster) -> None:
+    """auto.create.topics.enable is on by default (Kafka's default): the producer's Metadata
+    request creates the topic with num.partitions (1) and the send succeeds."""
     topic = unique_topic("kafka-python-missing")
-    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), max_block_ms=2000)
+    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), max_block_ms=10_000)
     try:
-        # Like Java's producer, kafka-python waits for the topic to appear in metadata.
-        with pytest.raises(KafkaTimeoutError):
-            producer.send(topic, key=b"k", value=b"v").get(TIMEOUT_S)
+        sent = producer.send(topic, key=b"k", value=b"v").get(TIMEOUT_S)
     finally:
         producer.close(timeout=TIMEOUT_S)
+    assert (sent.topic, sent.partition, sent.offset) == (topic, 0, 0)
+    [answer] = metadata(cluster.broker_ports[0], [topic]).topics
+    assert (answer.error_code, len(answer.partitions)) == (0, 1)
+
+
+def test_produce_and_a_metadata_request_refusing_creation_create_nothing(
+    cluster: DevCluster,
+) -> None:
+    """Produce never creates a topic, nor does Metadata v4+ with allow_auto_topic_creation
+    false (Kafka's KafkaApis: auto-creation happens only in Metadata and FindCoordinator)."""
+    topic = unique_topic("kafka-python-missing")
     batch = build_batch([SimpleRecord(b"v", b"k", now_ms(), (Header("h", b"x"),))])
     for port in cluster.broker_ports:
         assert raw_produce(port, topic, 0, batch) == (UNKNOWN_TOPIC_OR_PARTITION, -1)
-        # Metadata v1 cannot auto-create; the topic still does not exist anywhere.
         [answer] = metadata(port, [topic]).topics
         assert answer.error_code == UNKNOWN_TOPIC_OR_PARTITION
 

@@ -213,8 +213,10 @@ def test_list_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> N
 def test_produce_to_an_unknown_topic_fails_and_creates_nothing(cluster: DevCluster) -> None:
     topic = unique_topic("kafkajs-missing")
     message = to_json(keyed_messages(1)[0])
-    # The producer's own Metadata request (a partition given, so the script asks nothing first);
-    # KafkaJS retries UNKNOWN_TOPIC_OR_PARTITION, then gives up with it.
+    # The producer's own Metadata request (a partition given, so the script asks nothing first)
+    # with allowAutoTopicCreation false (produce.js): the broker's default auto.create.topics.enable
+    # does not override the request's refusal. KafkaJS retries UNKNOWN_TOPIC_OR_PARTITION, then
+    # gives up with it.
     spec = {"topic": topic, "messages": [message], "partition": 0, "retries": 1}
     [error] = node(cluster, "produce.js", spec, expect_status=1)
     assert (error["error"], error["type"]) == (

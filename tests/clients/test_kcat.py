@@ -293,22 +293,14 @@ def test_query_offsets_earliest_latest_and_by_timestamp(cluster: DevCluster) -> 
     assert [json.loads(line)["offset"] for line in done.stdout.splitlines()] == [6, 7, 8, 9]
 
 
-def test_produce_to_an_unknown_topic_fails_and_creates_nothing(cluster: DevCluster) -> None:
+def test_produce_to_an_unknown_topic_creates_it(cluster: DevCluster) -> None:
+    """auto.create.topics.enable is on by default, as in Kafka: librdkafka's producer asks
+    Metadata with allow_auto_topic_creation, the broker creates the topic with num.partitions (1)
+    and the message is delivered (issue 13: producing to a missing topic failed)."""
     topic = unique_topic("kcat-missing")
-    done = kcat(
-        cluster,
-        "-P",
-        "-t",
-        topic,
-        "-K",
-        ":",
-        "-X",
-        "topic.metadata.propagation.max.ms=1000",
-        stdin="k:v\n",
-        expect_status=1,
-    )
-    assert "Delivery failed for message: Broker: Unknown topic or partition" in done.stderr
-    listing = json.loads(kcat(cluster, "-L", "-J", "-t", topic).stdout)
-    assert listing["topics"] == [
-        {"topic": topic, "error": "Broker: Unknown topic or partition", "partitions": []}
-    ]
+    kcat(cluster, "-P", "-t", topic, "-K", ":", stdin="k:v\n")
+    [listed] = json.loads(kcat(cluster, "-L", "-J", "-t", topic).stdout)["topics"]
+    assert (listed["topic"], len(listed["partitions"])) == (topic, 1), listed
+    done = kcat(cluster, "-C", "-t", topic, "-o", "beginning", "-e", "-J")
+    [record] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (record["key"], record["payload"]) == ("k", "v")

@@ -56,7 +56,7 @@ def _simple(field: Any, rng: random.Random) -> Any:
     kind = field.type_str
     if kind in INT_RANGES:
         low, high = INT_RANGES[kind]
-        return rng.choice([low, high, 0, -1, rng.randint(low, high)])
+        return rng.choice([low, high, 0, max(low, -1), rng.randint(low, high)])
     if kind == "bool":
         return rng.random() < 0.5
     if kind == "string":

@@ -37,6 +37,26 @@ def test_kafka_property_names_and_defaults() -> None:
     ) == (1000, 9000, 500)
 
 
+def test_leader_balancing_properties_and_kafkas_defaults() -> None:
+    config = load(BASE)
+    assert (
+        config.auto_leader_rebalance_enable,
+        config.leader_imbalance_check_interval_seconds,
+        config.leader_imbalance_per_broker_percentage,
+    ) == (True, 300, 10)
+    config = load(
+        BASE
+        + "auto.leader.rebalance.enable=false\n"
+        + "leader.imbalance.check.interval.seconds=2\n"
+        + "leader.imbalance.per.broker.percentage=20\n"
+    )
+    assert (
+        config.auto_leader_rebalance_enable,
+        config.leader_imbalance_check_interval_seconds,
+        config.leader_imbalance_per_broker_percentage,
+    ) == (False, 2, 20)
+
+
 def test_password_from_a_file(tmp_path: Path) -> None:
     secret = tmp_path / "password"
     secret.write_text("from-file\n")
@@ -59,6 +79,10 @@ def test_password_from_a_file(tmp_path: Path) -> None:
         (("1@127.0.0.1:9093", "x@127.0.0.1:9093"), "expected id@host:port"),
         (("CONTROLLER://", "PLAINTEXT://"), "no listener named CONTROLLER"),
         (("node.id=2", "node.id=two"), "not an integer"),
+        (
+            ("node.id=2", "node.id=2\nleader.imbalance.check.interval.seconds=0"),
+            "leader.imbalance.check.interval.seconds must be at least 1",
+        ),
     ],
 )
 def test_bad_configs_are_named(change: tuple[str, str], message: str) -> None:

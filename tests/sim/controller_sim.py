@@ -36,6 +36,7 @@ from pykraft.quorum.controller import (
     BrokerRegistrationRequest,
     BrokerState,
     ControllerResult,
+    ControllerSettings,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -51,6 +52,8 @@ from pykraft.quorum.controller import (
 from pykraft.quorum.managers.partition_change import all_partitions, is_active
 
 MAX_EVENTS_SHOWN = 25
+# leader.imbalance.check.interval (Kafka: 300 s), short enough to run many times per seed.
+BALANCE_INTERVAL_MS = 5_000
 
 
 class SimulationFailure(AssertionError):
@@ -124,7 +127,11 @@ class ControllerSimulation:
         self.topic_counter = 0
 
     def _new_controller(self) -> QuorumController:
-        return QuorumController(rng=self.controller_rng, now_ms=self.now_ms)
+        return QuorumController(
+            rng=self.controller_rng,
+            now_ms=self.now_ms,
+            settings=ControllerSettings(leader_imbalance_check_interval_ms=BALANCE_INTERVAL_MS),
+        )
 
     # --- committing -------------------------------------------------------------------------
 
@@ -149,7 +156,8 @@ class ControllerSimulation:
         return self.commit(what, self.controller.handle(self.image, request, self.now_ms))
 
     def tick(self) -> None:
-        """What the active controller's timer does: fence stale brokers, maybe a NoOp."""
+        """What the active controller's timer does: fence stale brokers, maybe a NoOp, balance
+        leaders when due (auto.leader.rebalance.enable)."""
         while True:
             result = self.controller.fence_stale_brokers(self.image, self.now_ms)
             if not result.records:
@@ -158,6 +166,9 @@ class ControllerSimulation:
         noop = self.controller.maybe_noop(self.image, self.now_ms)
         if noop is not None:
             self.commit("noop", noop)
+        balance = self.controller.maybe_balance_partition_leaders(self.image, self.now_ms)
+        if balance is not None:
+            self.commit("balance leaders", balance)
 
     # --- brokers ----------------------------------------------------------------------------
 
@@ -387,6 +398,40 @@ class ControllerSimulation:
             assert ref.partition.leader >= 0, (
                 f"{ref.topic.name}-{ref.partition_id} has no leader after quiescing"
             )
+        # Balancing: once the followers caught up (every ISR whole again), a check interval
+        # later every preferred replica leads its partition again.
+        self._expand_every_isr()
+        self.now_ms += BALANCE_INTERVAL_MS + 1
+        self.tick()
+        for ref in all_partitions(self.image):
+            preferred = ref.partition.replicas[0]
+            if preferred in ref.partition.isr:
+                assert ref.partition.leader == preferred, (
+                    f"{ref.topic.name}-{ref.partition_id} led by {ref.partition.leader}, not by "
+                    f"its preferred replica {preferred} in ISR {ref.partition.isr}"
+                )
+
+    def _expand_every_isr(self) -> None:
+        """Each leader reports all its replicas caught up (AlterPartition at current epochs)."""
+        for ref in all_partitions(self.image):
+            p = ref.partition
+            if set(p.isr) == set(p.replicas):
+                continue
+            leader = self.brokers[p.leader]
+            data = AlterPartitionData(
+                ref.topic.topic_id,
+                ref.partition_id,
+                p.leader_epoch,
+                p.partition_epoch,
+                tuple(
+                    BrokerState(b) for b in (p.leader, *(r for r in p.replicas if r != p.leader))
+                ),
+            )
+            response = self.request(
+                f"caught up {ref.topic.name}-{ref.partition_id}",
+                AlterPartitionRequest(leader.id, leader.epoch, (data,)),
+            )
+            assert response.partitions[0].error.is_success(), response
 
 
 def _summary(response: Any) -> str:
