@@ -259,6 +259,13 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.LIST_TRANSACTIONS: (
             _check("DESCRIBE", "TRANSACTIONAL_ID", _TXN_FAILED, "ids not described left out"),
         ),
+        # KIP-455 (ControllerApis.handleAlter/ListPartitionReassignments).
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+            _check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+            _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

@@ -14,6 +14,8 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   delete_topic        DELETE /v1/topics/{name}
   create_partitions   POST   /v1/topics/{name}/partitions
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
+  alter_partition_reassignments   POST   /v1/reassignments   (KIP-455)
+  list_partition_reassignments    GET    /v1/reassignments
 
 and ACLs and SCRAM credentials (the Kafka CreateAcls, DescribeAcls, DeleteAcls,
 AlterUserScramCredentials and DescribeUserScramCredentials APIs; ``quorum/service_security.py``):
@@ -36,6 +38,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from pykraft.metadata.api.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
+)
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -80,6 +87,16 @@ class ControllerClient(Protocol):
 
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
         """``resource_type`` is "topic" or "broker"; every config with its effective value."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        """One result per partition (KIP-455); a null target cancels."""
+        ...
+
+    async def list_partition_reassignments(self) -> ListPartitionReassignmentsResponse:
+        """Every reassignment in progress."""
         ...
 
     async def create_acls(self, creations: Sequence[AclBinding]) -> CreateAclsResponse:

@@ -52,6 +52,8 @@ from typing import Any
 
 import attrs
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -80,6 +82,8 @@ from kafka.protocol.admin import (
     DescribeUserScramCredentialsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
@@ -196,6 +200,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
     (ApiKey.LIST_TRANSACTIONS, 0, 0),
+    # KIP-455 partition reassignment; Kafka 3.9 serves v0 of both (v1 of 45 is Kafka 4.1's).
+    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),
+    (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -271,6 +278,14 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
         ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+        ),
     }
 )
 

@@ -13,6 +13,8 @@
   txn_admin.py     DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
   admin.py         CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs forwarded to the
                    controller through ``ControllerClient``; DescribeCluster from the image
+  reassignments.py AlterPartitionReassignments, ListPartitionReassignments forwarded to the
+                   controller (KIP-455)
   security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
   find_coordinator.py  FindCoordinator for groups and transactional ids
@@ -46,6 +48,7 @@ from pykraft.broker.handlers.list_offsets import list_offsets_handler
 from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
 from pykraft.broker.handlers.produce import produce_handler
+from pykraft.broker.handlers.reassignments import reassignment_handlers
 from pykraft.broker.handlers.security import security_handlers
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.handlers.transactions import (
@@ -82,6 +85,7 @@ def broker_handlers(
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
         **security_handlers(services),
+        **reassignment_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),
     }
