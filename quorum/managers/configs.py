@@ -122,6 +122,26 @@ def _defs(*definitions: ConfigDef) -> Mapping[str, ConfigDef]:
     return {definition.name: definition for definition in definitions}
 
 
+# KIP-73 replication throttles (reassign-partitions): a topic's throttled replicas are checked by
+# Kafka's ThrottledReplicaListValidator; the rows are at the end of TOPIC_CONFIGS and
+# BROKER_CONFIGS (each broker's rates, bytes/s, default Long.MaxValue: unthrottled).
+_THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+@attrs.frozen
+class _ThrottledReplicasDef(ConfigDef):
+    def _check(self, value: object) -> None:
+        items = value if isinstance(value, list) else [value]
+        if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(str(item)) for item in items):
+            return
+        raise ConfigError(
+            self.name,
+            ",".join(map(str, items)),
+            f"{self.name} must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+        )
+
+
 _T, _L = ConfigType, _LONG_MAX
 # Kafka's LogConfig (topic-level configs), with Kafka's defaults and validators.
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = _defs(
@@ -157,6 +177,9 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = _defs(
     ConfigDef("segment.jitter.ms", _T.LONG, "0", at_least=0),
     ConfigDef("segment.ms", _T.LONG, "604800000", at_least=1),
     ConfigDef("unclean.leader.election.enable", _T.BOOLEAN, "false"),
+    # KIP-73 (see _ThrottledReplicasDef).
+    _ThrottledReplicasDef("leader.replication.throttled.replicas", _T.LIST, ""),
+    _ThrottledReplicasDef("follower.replication.throttled.replicas", _T.LIST, ""),
 )
 
 # The dynamic broker configs pykraft accepts, per broker or cluster-wide (resource name "").
@@ -168,6 +191,9 @@ BROKER_CONFIGS: Mapping[str, ConfigDef] = _defs(
     ConfigDef("log.segment.bytes", _T.INT, "1073741824", at_least=14),
     ConfigDef("log.cleanup.policy", _T.LIST, "delete", valid_strings=("compact", "delete")),
     ConfigDef("message.max.bytes", _T.INT, "1048588", at_least=0),
+    # KIP-73: this broker's replication throttle rates (DynamicConfig.Broker).
+    ConfigDef("leader.replication.throttled.rate", _T.LONG, str(_LONG_MAX), at_least=0),
+    ConfigDef("follower.replication.throttled.rate", _T.LONG, str(_LONG_MAX), at_least=0),
 )
 
 
