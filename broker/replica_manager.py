@@ -491,6 +491,10 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ time
 
+    def monotonic_ms(self) -> int:
+        """The broker's monotonic clock, for views (the metrics' throttle rates)."""
+        return self._monotonic_ms()
+
     def next_deadline_ms(self) -> int:
         """When ``tick`` next has something to do (monotonic milliseconds)."""
         return self.core.next_deadline_ms()

@@ -88,6 +88,8 @@ class ReplicationQuota:
         self.settings = ThrottleSettings()
         # Invariant: at most window_num samples, oldest first.
         self._samples: list[_Sample] = []
+        # Every byte recorded since start (the broker's metrics).
+        self.total_bytes = 0
 
     def update(self, settings: ThrottleSettings) -> None:
         self.settings = settings
@@ -105,6 +107,7 @@ class ReplicationQuota:
         old is complete and a new one begins at ``now_ms``)."""
         if size_bytes <= 0:
             return
+        self.total_bytes += size_bytes
         self._purge(now_ms)
         if not self._samples or now_ms - self._samples[-1].start_ms >= self.window_size_ms:
             self._samples.append(_Sample(now_ms))

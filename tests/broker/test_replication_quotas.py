@@ -122,3 +122,13 @@ def test_throttles_follow_the_published_configs(cluster: Cluster) -> None:
     quotas.update(cluster.image)
     assert quotas.leader.settings == ThrottleSettings(5000, {"pets": frozenset({0})})
     assert quotas.follower.settings == ThrottleSettings()
+
+
+def test_the_metrics_show_each_sides_rate_and_bytes() -> None:
+    from pykraft.broker.metrics import BrokerMetrics
+
+    metrics = BrokerMetrics()
+    metrics.set_replication_throttle("follower", byte_rate=1024.5, total_bytes=4096)
+    text = metrics.render()
+    assert 'pykraft_replication_throttled_byte_rate{side="follower"} 1024.5' in text
+    assert 'pykraft_replication_throttled_bytes{side="follower"} 4096' in text

@@ -64,6 +64,7 @@ def test_exceed_the_quota_then_fall_back_below_as_time_passes() -> None:
     now += 2000
     assert not quota.is_quota_exceeded(now)
     assert quota.rate(now) == pytest.approx(251 / 4.5)
+    assert quota.total_bytes == 251
 
 
 def test_old_samples_expire_and_a_fresh_quota_admits_one_window() -> None:
