@@ -108,23 +108,28 @@ class ReplicationQuota:
         if size_bytes <= 0:
             return
         self.total_bytes += size_bytes
-        self._purge(now_ms)
+        self._samples = self._live(now_ms)
         if not self._samples or now_ms - self._samples[-1].start_ms >= self.window_size_ms:
             self._samples.append(_Sample(now_ms))
             del self._samples[: -self.window_num]
         self._samples[-1].bytes += size_bytes
 
     def rate(self, now_ms: int) -> float:
-        """Measured bytes/s (Kafka's ``SimpleRate.measure``)."""
-        self._purge(now_ms)
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))  # SampledStat.oldest(now) opens one
-        total = sum(sample.bytes for sample in self._samples)
-        return total * 1000 / self._elapsed_ms(now_ms)
+        """Measured bytes/s (Kafka's ``SimpleRate.measure``); a read: it opens no sample, so
+        looking at the metrics does not change what the quota admits."""
+        live = self._live(now_ms)
+        return sum(sample.bytes for sample in live) * 1000 / self._elapsed_ms(live, now_ms)
 
     def is_quota_exceeded(self, now_ms: int) -> bool:
+        """The rate is above the bound. The first check opens the first sample (Kafka's
+        ``SampledStat.oldest(now)``), so a quota measures from when it is first consulted."""
         bound = self.settings.rate
-        return bound is not None and self.rate(now_ms) > bound
+        if bound is None:
+            return False
+        self._samples = self._live(now_ms)
+        if not self._samples:
+            self._samples.append(_Sample(now_ms))
+        return self.rate(now_ms) > bound
 
     def ms_until_within_quota(self, now_ms: int) -> int:
         """How long until the measured rate falls to the bound with no more bytes (an upper
@@ -134,17 +139,19 @@ class ReplicationQuota:
             return 0
         if bound == 0:
             return self.window_num * self.window_size_ms
-        total = sum(sample.bytes for sample in self._samples)
-        return max(0, math.ceil(total * 1000 / bound - self._elapsed_ms(now_ms)))
+        live = self._live(now_ms)
+        total = sum(sample.bytes for sample in live)
+        return max(0, math.ceil(total * 1000 / bound - self._elapsed_ms(live, now_ms)))
 
-    def _elapsed_ms(self, now_ms: int) -> int:
+    def _elapsed_ms(self, live: list[_Sample], now_ms: int) -> int:
         # SimpleRate.windowSize: the time since the oldest sample began, at least one window.
-        oldest = self._samples[0].start_ms if self._samples else now_ms
+        oldest = live[0].start_ms if live else now_ms
         return max(now_ms - oldest, self.window_size_ms)
 
-    def _purge(self, now_ms: int) -> None:
+    def _live(self, now_ms: int) -> list[_Sample]:
+        """The samples younger than all the windows together (purgeObsoleteSamples)."""
         expire_ms = self.window_num * self.window_size_ms
-        self._samples = [s for s in self._samples if now_ms - s.start_ms < expire_ms]
+        return [s for s in self._samples if now_ms - s.start_ms < expire_ms]
 
 
 def throttled_bytes(quota: ReplicationQuota, sizes: Iterable[tuple[TopicPartition, int]]) -> int:

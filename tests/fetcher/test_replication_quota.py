@@ -125,3 +125,14 @@ def test_only_throttled_partitions_bytes_count() -> None:
     quota.update(ThrottleSettings(topics={"foo": frozenset({0})}))
     sizes = [(TopicPartition("foo", 0), 100), (TopicPartition("foo", 1), 50)]
     assert throttled_bytes(quota, sizes) == 100
+
+
+def test_reading_the_rate_does_not_start_the_measurement() -> None:
+    # The metrics read rate(); only the quota check opens the first sample, so idle time
+    # before a throttled copy starts is not credited to it.
+    quota = ReplicationQuota(window_num=11, window_size_ms=1000)
+    quota.update(ThrottleSettings(rate=1000))
+    assert quota.rate(0) == 0
+    assert not quota.is_quota_exceeded(5000)  # the measurement starts here
+    quota.record(1500, 5000)
+    assert quota.is_quota_exceeded(5000)  # 1500 B over one window, not over 5 s
