@@ -4,9 +4,10 @@ partition from brokers [10, 11] to [11, 12] with live acks=all traffic.
 
 A 1-partition topic on [10, 11] gets ~5 MB; a producer keeps writing acks=all throughout.
 The throttle — 1 MB/s on the leader side (10, 11) for the current replicas and on the follower
-side (12) for the added one — is set through the controller's config route (the Kafka API
-``--throttle`` path is IncrementalAlterConfigs, which another part of issue 13 serves), then
-``pykraft reassign-partitions --execute`` starts the move and ``--verify`` polls it. The copy
+side (12) for the added one — is set by ``pykraft reassign-partitions --execute --throttle``
+once the broker serves IncrementalAlterConfigs (another part of issue 13), through the
+controller's config route until then; ``--execute`` starts the move and ``--verify`` polls it
+(and, with the tool's throttles, clears them at the end). The copy
 must take at least ~4 s (5 MB at 1 MB/s, less the one window a fresh quota admits) and broker
 12's ``pykraft_replication_throttled_bytes{side="follower"}`` must grow near the limit; every
 acknowledged record must be readable from the new replicas afterwards, and broker 10 must have
@@ -28,6 +29,8 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
 from tests.integration.conftest import ROOT, Cluster
 from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
 
@@ -70,6 +73,29 @@ def start(cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path) ->
     for broker in brokers:
         broker.wait_running()
     return cluster
+
+
+# ``--throttle`` sets the throttles with IncrementalAlterConfigs, which another part of issue 13
+# serves; until the broker offers it, the same configs go through the controller's route.
+TOOL_SETS_THROTTLES = ApiKey.INCREMENTAL_ALTER_CONFIGS in SUPPORTED_API_VERSIONS
+
+
+def set_throttles_over_http(cluster: Cluster) -> None:
+    """The KIP-73 configs kafka-reassign-partitions --throttle sets for this move."""
+    cluster.request(
+        "PUT",
+        f"/v1/configs/topic/{TOPIC}",
+        {"set": {"leader.replication.throttled.replicas": "0:10,0:11",
+                 "follower.replication.throttled.replicas": "0:12"}},
+    )  # fmt: skip
+    for broker_id in (10, 11, 12):
+        cluster.request(
+            "PUT",
+            f"/v1/configs/broker/{broker_id}",
+            {"set": {"leader.replication.throttled.rate": str(THROTTLE),
+                     "follower.replication.throttled.rate": str(THROTTLE)}},
+        )  # fmt: skip
+    time.sleep(1.0)  # the brokers publish the configs
 
 
 def tool(bootstrap: str, *argv: str) -> str:
@@ -164,21 +190,8 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
         acknowledged[future.get(timeout=1).offset] = b"pre-%06d-" % i + b"p" * (RECORD_BYTES - 11)
     preload.close()
 
-    # KIP-73 throttles as kafka-reassign-partitions --throttle sets them.
-    cluster.request(
-        "PUT",
-        f"/v1/configs/topic/{TOPIC}",
-        {"set": {"leader.replication.throttled.replicas": "0:10,0:11",
-                 "follower.replication.throttled.replicas": "0:12"}},
-    )  # fmt: skip
-    for broker_id in (10, 11, 12):
-        cluster.request(
-            "PUT",
-            f"/v1/configs/broker/{broker_id}",
-            {"set": {"leader.replication.throttled.rate": str(THROTTLE),
-                     "follower.replication.throttled.rate": str(THROTTLE)}},
-        )  # fmt: skip
-    time.sleep(1.0)  # the brokers publish the configs
+    if not TOOL_SETS_THROTTLES:
+        set_throttles_over_http(cluster)
     plan = tmp_path / "plan.json"
     plan.write_text(
         json.dumps(
@@ -189,7 +202,8 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
     with LiveProducer(bootstrap) as live, Sampler(b12) as sampler:
         time.sleep(1.0)
         start_bytes, started = follower_bytes(b12), time.monotonic()
-        out = tool(bootstrap, "--execute", "--reassignment-json-file", str(plan))
+        throttle = ("--throttle", str(THROTTLE)) if TOOL_SETS_THROTTLES else ()
+        out = tool(bootstrap, "--execute", "--reassignment-json-file", str(plan), *throttle)
         assert "Successfully started partition reassignment for moving-0" in out
         while True:
             status = tool(
@@ -227,6 +241,12 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
         if t0 - first_t >= 1.0 and t1 - t0 >= 3.0
     ]
     assert all(span <= THROTTLE * 1.5 for span in spans), (spans, samples)
+
+    if TOOL_SETS_THROTTLES:
+        done = tool(bootstrap, "--verify", "--reassignment-json-file", str(plan))
+        assert "Clearing broker-level throttles on brokers 10,11,12" in done, done
+        topic_configs = cluster.request("GET", f"/v1/configs/topic/{TOPIC}")["configs"]
+        assert not topic_configs.get("follower.replication.throttled.replicas"), topic_configs
 
     # Every acknowledged record is on the new replicas, at its offset.
     assert live.failures == [], live.failures[:3]
