@@ -276,6 +276,13 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.ELECT_LEADERS: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
         # ControllerApis.handleDescribeQuorum: authorizeClusterOperation(DESCRIBE).
         ApiKey.DESCRIBE_QUORUM: (_check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
+        # KIP-455 (ControllerApis.handleAlter/ListPartitionReassignments).
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+            _check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+            _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

@@ -168,6 +168,9 @@ class BrokerConfig:
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30_000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
+    # KIP-73 replication throttles: samples and sample length of the measured rate.
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     # fetch.max.bytes: the broker's cap on one consumer Fetch response (55 MiB).
     fetch_max_bytes: int = 57_671_680
     offsets_topic_num_partitions: int = 50
@@ -285,6 +288,8 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
         "replica.high.watermark.checkpoint.interval.ms",
         1,
     ),
+    ("replication_quota_window_num", "replication.quota.window.num", 1),
+    ("replication_quota_window_size_seconds", "replication.quota.window.size.seconds", 1),
     ("fetch_max_bytes", "fetch.max.bytes", 1024),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", 1),
     ("offsets_topic_num_partitions", "offsets.topic.num.partitions", 1),

@@ -177,12 +177,16 @@ def topic_entries(
     for name, definition in sorted(TOPIC_CONFIGS.items()):
         if not _wanted(name, keys):
             continue
-        broker_name = TOPIC_CONFIG_SYNONYMS[name]
-        synonyms = layers.synonyms(broker_name)
+        # Keys with no broker default (the KIP-73 throttled-replica lists) have no synonyms
+        # past the topic's own (ServerTopicConfigSynonyms lists no such keys).
+        broker_name = TOPIC_CONFIG_SYNONYMS.get(name)
+        synonyms = layers.synonyms(broker_name) if broker_name is not None else []
         value = overrides.get(name)
         if value is not None:
             synonyms.insert(0, ConfigSynonym(name, value, TOPIC_CONFIG))
-        else:
+        elif broker_name is not None:
             value = broker_value_in(merged, broker_name) or definition.default
+        else:
+            value = definition.default
         entries.append(_entry(name, value, synonyms, definition, read_only=False))
     return tuple(entries)

@@ -3,9 +3,9 @@ and its brokers, ACLs and SCRAM credentials (KIP-554).
 
 Why a module of its own: these are the calls ``pykraft topics`` / ``acls`` / ``user-scram``
 and the broker's forwarded Kafka admin APIs make (``controller_api.py``'s
-``ControllerClient`` protocol), each a route of ``metadata/api/topics.py``, ``admin.py`` or
-``security.py``; a broker's calls about itself are in ``controller_broker_rpcs.py``, and the
-transport both share in ``controller_transport.py``.
+``ControllerClient`` protocol), each a route of ``metadata/api/topics.py``, ``admin.py``,
+``reassignments.py`` (KIP-455) or ``security.py``; a broker's calls about itself are in
+``controller_broker_rpcs.py``, and the transport both share in ``controller_transport.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pykraft.broker.controller_transport import ControllerTransport
-from pykraft.metadata.api import admin, quorum, routes, security, topics
+from pykraft.metadata.api import admin, quorum, reassignments, routes, security, topics
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
 from pykraft.metadata.records import ConfigResourceType
@@ -171,6 +171,28 @@ class AdminCalls(ControllerTransport):
     async def list_brokers(self) -> tuple[admin.BrokerDescription, ...]:
         route = routes.LIST_BROKERS
         return await self._read(route, route.path(), admin.brokers_from_json)
+
+    # ------------------------------------------------------------------ reassignments (KIP-455)
+
+    async def alter_partition_reassignments(
+        self, request: reassignments.AlterPartitionReassignmentsRequest
+    ) -> reassignments.AlterPartitionReassignmentsResponse:
+        route = routes.ALTER_PARTITION_REASSIGNMENTS
+        return await self._write(
+            route,
+            route.path(),
+            reassignments.alter_reassignments_request_to_json(request),
+            reassignments.alter_reassignments_response_from_json,
+        )
+
+    async def list_partition_reassignments(
+        self,
+    ) -> reassignments.ListPartitionReassignmentsResponse:
+        """Every reassignment in progress; callers select (``select_reassignments``)."""
+        route = routes.LIST_PARTITION_REASSIGNMENTS
+        return await self._read(
+            route, route.path(), reassignments.list_reassignments_response_from_json
+        )
 
     # ------------------------------------------------------------------ ACLs, SCRAM (KIP-554)
 

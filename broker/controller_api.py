@@ -16,6 +16,8 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
   elect_leaders       POST   /v1/elections
   describe_quorum     GET    /v1/quorum/describe
+  alter_partition_reassignments   POST   /v1/reassignments   (KIP-455)
+  list_partition_reassignments    GET    /v1/reassignments
 
 and ACLs and SCRAM credentials (the Kafka CreateAcls, DescribeAcls, DeleteAcls,
 AlterUserScramCredentials and DescribeUserScramCredentials APIs; ``quorum/service_security.py``):
@@ -44,6 +46,11 @@ from pykraft.metadata.api.admin import (
     ElectLeadersResponse,
 )
 from pykraft.metadata.api.quorum import DescribeQuorumResponse
+from pykraft.metadata.api.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
+)
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -105,6 +112,16 @@ class ControllerClient(Protocol):
 
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """The metadata quorum as the active controller's Raft state describes it."""
+        ...
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        """One result per partition (KIP-455); a null target cancels."""
+        ...
+
+    async def list_partition_reassignments(self) -> ListPartitionReassignmentsResponse:
+        """Every reassignment in progress."""
         ...
 
     async def create_acls(self, creations: Sequence[AclBinding]) -> CreateAclsResponse:

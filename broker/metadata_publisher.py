@@ -69,6 +69,9 @@ class BrokerMetadataPublisher:
         # After the partitions, as Kafka's BrokerMetadataPublisher runs its
         # DynamicConfigPublisher after ReplicaManager.applyDelta.
         self.replica_manager.update_topic_configs(changed_topic_configs(delta, image), image)
+        quotas = self.replica_manager.replication_quotas
+        if quotas is not None:  # KIP-73 throttle rates and throttled replicas, every publish
+            quotas.update(image)
         for listener in self._listeners:
             listener(changes, image)
         return changes

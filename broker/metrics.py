@@ -315,7 +315,20 @@ class BrokerMetrics:
             "Fetch reads since start that met a stored batch failing its CRC below the "
             "recovery point; it was not served (storage.read_verification).",
         )
+        # KIP-73: Kafka's LeaderReplication / FollowerReplication byte-rate, plus the bytes.
+        self.replication_byte_rate = Gauge(
+            "pykraft_replication_throttled_byte_rate",
+            "Measured bytes/s of throttled replication (ReplicationQuotaManager byte-rate).",
+            ("side",),
+        )
+        self.replication_bytes = Gauge(
+            "pykraft_replication_throttled_bytes",
+            "Bytes of throttled partitions moved since start, served (leader) or fetched "
+            "(follower).",
+            ("side",),
+        )
         for family in (
+            self.replication_byte_rate, self.replication_bytes,
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,
             self.connections, self.connections_closed, self.connections_refused,
             self.acceptor_blocked, self.broker_state, self.partitions_led,
@@ -355,6 +368,10 @@ class BrokerMetrics:
 
     def set_broker_state(self, state: BrokerState) -> None:
         self.broker_state.set(state.value)
+
+    def set_replication_throttle(self, side: str, *, byte_rate: float, total_bytes: int) -> None:
+        self.replication_byte_rate.set(byte_rate, side)
+        self.replication_bytes.set(total_bytes, side)
 
     def set_partition_counts(self, *, led: int, under_replicated: int) -> None:
         assert 0 <= under_replicated <= led

@@ -60,6 +60,7 @@ from pykraft.broker.partition import (
     PartitionError,
 )
 from pykraft.broker.purgatory import DelayedFetches, FetchCompletion
+from pykraft.broker.replication_quotas import ReplicationQuotas
 from pykraft.broker.topic_configs import effective_min_insync_replicas
 from pykraft.broker.transaction_verification import (
     DEFAULT_ERROR,
@@ -131,8 +132,11 @@ class ReplicaManager:
         monotonic_ms: Callable[[], int],
         timer: TimerFactory | None = None,
         transaction_verifier: TransactionVerifier | None = None,
+        replication_quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # KIP-73: the leader throttle applied to follower reads (None: never throttled).
+        self.replication_quotas = replication_quotas
         self.log_manager = log_manager
         self.fetcher_manager = fetcher_manager
         # Two clocks, never mixed: ``monotonic_ms`` for deadlines and follower lag, wall time
@@ -416,10 +420,22 @@ class ReplicaManager:
                 error=error.error,
                 error_message=error.message,
             )
-        return LogReadResult.of(fetch.topic_partition, info)
+        result = LogReadResult.of(fetch.topic_partition, info)
+        if self.replication_quotas is not None and params.replica_id >= 0:
+            result = self.replication_quotas.throttle_leader_read(
+                result, params.replica_id, partition.state.isr, self._monotonic_ms()
+            )
+        return result
 
     async def fetch_messages(self, params: FetchParams) -> list[LogReadResult]:
-        """Read now, or wait for ``min_bytes`` / ``max_wait_ms`` and read again."""
+        """Read now, or wait for ``min_bytes`` / ``max_wait_ms`` and read again; a follower's
+        bytes of throttled partitions count against the leader throttle (KIP-73)."""
+        results = await self._fetch_messages(params)
+        if self.replication_quotas is not None and params.replica_id >= 0:
+            self.replication_quotas.record_leader(results, self._monotonic_ms())
+        return results
+
+    async def _fetch_messages(self, params: FetchParams) -> list[LogReadResult]:
         results = self.read_from_log(params)
         if respond_now(params, results):
             return results
@@ -470,6 +486,10 @@ class ReplicaManager:
         return sum(ready.alter_partition is not None for _, ready in shrinks)
 
     # ------------------------------------------------------------------ time
+
+    def monotonic_ms(self) -> int:
+        """The broker's monotonic clock, for views (the metrics' throttle rates)."""
+        return self._monotonic_ms()
 
     def next_deadline_ms(self) -> int:
         """When ``tick`` next has something to do (monotonic milliseconds)."""

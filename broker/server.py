@@ -62,6 +62,7 @@ from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.producer_ids import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.broker.replication_quotas import ReplicationQuotas
 from pykraft.broker.sasl_authentication import inter_broker_client_security
 from pykraft.broker.sasl_mechanisms import ScramCredentialSource
 from pykraft.broker.server_listeners import security_or_startup_error, start_kafka_listeners
@@ -181,11 +182,17 @@ class BrokerServer:
         now_ms = self.clock.wall_clock_ms()
         self.log_manager = await asyncio.to_thread(self._open_logs, now_ms)
         fetcher_config = self._fetcher_config()
+        self.replication_quotas = ReplicationQuotas(
+            self.config.node_id,
+            window_num=self.config.replication_quota_window_num,
+            window_size_ms=self.config.replication_quota_window_size_seconds * 1000,
+        )
         self.fetcher_manager = ReplicaFetcherManager(
             fetcher_config,
             self.log_manager.get_log,
             broker_epoch=self._broker_epoch,
             clock=self.clock,
+            quota=self.replication_quotas.follower,
         )
         # KIP-890 part 1: transactional writes verified with their coordinator first.
         self.add_partitions_to_txn = build_add_partitions_to_txn_manager(
@@ -208,6 +215,7 @@ class BrokerServer:
             monotonic_ms=self.clock.monotonic_ms,
             timer=lambda on_due: DeadlineTimer(self.clock.monotonic_ms, on_due),
             transaction_verifier=self.add_partitions_to_txn,
+            replication_quotas=self.replication_quotas,
         )
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error

@@ -95,6 +95,13 @@ def metrics_text(
             offline_log_dirs=len(log_manager.offline_dirs),
             corrupt_batch_reads=sum(log.corruptions.count for log in log_manager.logs.values()),
         )
+    quotas = None if replica_manager is None else replica_manager.replication_quotas
+    if replica_manager is not None and quotas is not None:
+        now_ms = replica_manager.monotonic_ms()
+        for side, quota in (("leader", quotas.leader), ("follower", quotas.follower)):
+            metrics.set_replication_throttle(
+                side, byte_rate=quota.rate(now_ms), total_bytes=quota.total_bytes
+            )
     rows = partition_rows(replica_manager, log_manager)
     leaders = [row for row in rows if row.role is ReplicaRole.LEADER]
     metrics.set_partition_counts(

@@ -45,6 +45,7 @@ from pykraft.fetcher.fetcher_id import fetcher_id
 from pykraft.fetcher.follower_log import LogLookup
 from pykraft.fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
 from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.replication_quota import ReplicationQuota
 from pykraft.fetcher.responses import FailureReason
 from pykraft.storage.clock import Clock
 from pykraft.storage.topic_partition import TopicPartition
@@ -107,8 +108,11 @@ class ReplicaFetcherManager:
         clock: Clock,
         endpoint_factory: EndpointFactory | None = None,
         broker_epoch: Callable[[], int] = lambda: -1,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.config = config
+        # The follower replication throttle every fetcher shares (KIP-73).
+        self.quota = quota
         self._log_for = log_for
         self._broker_epoch = broker_epoch
         self._endpoint_factory = endpoint_factory or self._kafka_endpoint
@@ -212,6 +216,7 @@ class ReplicaFetcherManager:
             self.config,
             on_partition_failed=self._on_partition_failed,
             clock=self._clock,
+            quota=self.quota,
         )
         if current is not None:
             logger.info(

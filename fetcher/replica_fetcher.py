@@ -57,6 +57,7 @@ from pykraft.fetcher.leader_endpoint import (
     LeaderEndpointError,
     ReplicaFetch,
 )
+from pykraft.fetcher.replication_quota import ReplicationQuota
 from pykraft.fetcher.responses import (
     FailureReason,
     FetchOutcome,
@@ -79,6 +80,7 @@ from pykraft.fetcher.state import (
 from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.fetch import PartitionData
+from pykraft.protocol.segments import segment_length
 from pykraft.storage.clock import Clock
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -98,8 +100,11 @@ class ReplicaFetcher:
         *,
         clock: Clock,
         on_partition_failed: FailureListener | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.fetcher_id = fetcher_id
+        # The broker's follower replication throttle (KIP-73); None: never throttled.
+        self.quota = quota
         self.endpoint = endpoint
         self.config = config
         self._log_for = log_for
@@ -288,9 +293,16 @@ class ReplicaFetcher:
         self._apply(topic_partition, outcome)
 
     async def maybe_fetch(self) -> None:
-        """Kafka ``maybeFetch``: one Fetch for every FETCHING partition, answers applied."""
+        """Kafka ``maybeFetch``: one Fetch for every FETCHING partition, answers applied. When
+        the follower throttle held every partition back, wait until it would let them go (at
+        most ``replica.fetch.backoff.ms``, Kafka's wait on an empty fetch) instead of spinning."""
         request = self._build_fetch()
         if not request.targets:
+            if self.quota is not None and self._throttled_now():
+                wait_ms = self.quota.ms_until_within_quota(self._clock.monotonic_ms())
+                await self._clock.wait(
+                    self._wakeup, max(1, min(self.config.fetch_backoff_ms, wait_ms))
+                )
             return
         try:
             answers = await self.endpoint.fetch(request)
@@ -303,11 +315,31 @@ class ReplicaFetcher:
             if answer is not None and self._unchanged(target):
                 await self._on_fetch_answer(target, answer)
 
+    def _should_throttle(self, topic_partition: TopicPartition, state: PartitionFetchState) -> bool:
+        """Kafka ``shouldFollowerThrottle``: a replica not caught up (lag > 0 or unknown), on a
+        throttled partition, while the follower quota is exceeded."""
+        quota = self.quota
+        in_sync = state.lag is not None and state.lag <= 0
+        return (
+            quota is not None
+            and not in_sync
+            and quota.is_throttled(topic_partition)
+            and quota.is_quota_exceeded(self._clock.monotonic_ms())
+        )
+
+    def _throttled_now(self) -> bool:
+        return any(
+            state.is_ready_for_fetch and self._should_throttle(tp, state)
+            for tp, state in self._states.items()
+        )
+
     def _build_fetch(self) -> ReplicaFetch:
         targets = []
         for topic_partition, state in self._states.items():
             log = self._log_for(topic_partition)
             if not state.is_ready_for_fetch or log is None:
+                continue
+            if self._should_throttle(topic_partition, state):
                 continue
             partition = fetch_partition(
                 state,
@@ -336,6 +368,10 @@ class ReplicaFetcher:
 
     async def _on_fetch_answer(self, target: FetchTarget, answer: PartitionData) -> None:
         topic_partition = target.topic_partition
+        if self.quota is not None and answer.records and self.quota.is_throttled(topic_partition):
+            # Kafka's ReplicaFetcherThread.processPartitionData: quota.record(records.sizeInBytes)
+            size = sum(segment_length(segment) for segment in answer.records)
+            self.quota.record(size, self._clock.monotonic_ms())
         state, log = self._states[topic_partition], self._log_for(topic_partition)
         if log is None:
             self._fail_partition(topic_partition, FailureReason.UNEXPECTED_ERROR)

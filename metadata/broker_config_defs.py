@@ -90,6 +90,21 @@ BROKER_CONFIGS: Mapping[str, ConfigDef] = config_defs(
     _dynamic("segment.index.bytes"),
     attrs.evolve(_dynamic("segment.ms"), default=None),  # from log.roll.hours
     _dynamic("unclean.leader.election.enable"),
+    # KIP-73: this broker's replication throttle rates, bytes/s (DynamicConfig.Broker).
+    ConfigDef(
+        "leader.replication.throttled.rate",
+        _T.LONG,
+        str(2**63 - 1),
+        at_least=0,
+        documentation="Bytes/s this broker serves to throttled followers, as leader.",
+    ),
+    ConfigDef(
+        "follower.replication.throttled.rate",
+        _T.LONG,
+        str(2**63 - 1),
+        at_least=0,
+        documentation="Bytes/s this broker fetches for throttled replicas, as follower.",
+    ),
     # Read-only here (server.properties only).
     _static(
         "log.retention.hours",

@@ -123,6 +123,25 @@ def config_defs(*definitions: ConfigDef) -> Mapping[str, ConfigDef]:
     return {definition.name: definition for definition in definitions}
 
 
+# KIP-73 replication throttles (reassign-partitions): a topic's throttled replicas are checked as
+# Kafka's ThrottledReplicaListValidator does; the rows are at the end of TOPIC_CONFIGS.
+_THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+@attrs.frozen
+class _ThrottledReplicasDef(ConfigDef):
+    def _check(self, value: object) -> None:
+        items = value if isinstance(value, list) else [value]
+        if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(str(item)) for item in items):
+            return
+        raise ConfigError(
+            self.name,
+            ",".join(map(str, items)),
+            f"{self.name} must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+        )
+
+
 _T, _L = ConfigType, str(_LONG_MAX)
 _POLICIES = ("compact", "delete")
 _CODECS = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -276,6 +295,19 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = config_defs(
         _T.BOOLEAN,
         "false",
         documentation="Whether a replica outside the ISR may become leader, losing data.",
+    ),
+    # KIP-73 (see _ThrottledReplicasDef).
+    _ThrottledReplicasDef(
+        "leader.replication.throttled.replicas",
+        _T.LIST,
+        "",
+        documentation="Replicas (partition:broker, or *) whose leader-side reads are throttled.",
+    ),
+    _ThrottledReplicasDef(
+        "follower.replication.throttled.replicas",
+        _T.LIST,
+        "",
+        documentation="Replicas (partition:broker, or *) whose follower fetches are throttled.",
     ),
 )
 

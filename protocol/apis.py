@@ -54,6 +54,8 @@ import attrs
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -90,6 +92,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
@@ -214,6 +218,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.LIST_TRANSACTIONS, 0, 0),
     (ApiKey.ELECT_LEADERS, 0, 2),  # KIP-183, KIP-460 (v1: election type); forwarded
     (ApiKey.DESCRIBE_QUORUM, 0, 2),  # KIP-595, KIP-836 (v1), KIP-853 (v2); forwarded
+    # KIP-455 partition reassignment; Kafka 3.9 serves v0 of both (v1 of 45 is Kafka 4.1's).
+    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),
+    (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -298,6 +305,14 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
         ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
         ApiKey.DESCRIBE_QUORUM: (DescribeQuorumRequest, DescribeQuorumResponse),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+        ),
     }
 )
 

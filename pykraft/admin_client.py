@@ -16,7 +16,7 @@ UNKNOWN_TOPIC_OR_PARTITION after finding the leader again.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from pykraft.admin_codec import (
@@ -47,6 +47,7 @@ from pykraft.admin_errors import (
     producers_done,
 )
 from pykraft.admin_network import AdminNetwork, ConnectionFactory
+from pykraft.admin_reassignments import ConfigChange, PartitionReassignment, ReassignmentCalls
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.clock import Clock
@@ -79,6 +80,7 @@ class KafkaAdminClient:
         connect: ConnectionFactory | None = None,
     ) -> None:
         self._network = AdminNetwork(bootstrap_servers, config, clock, connect)
+        self._reassignments = ReassignmentCalls(self._network)
 
     async def __aenter__(self) -> KafkaAdminClient:
         return self
@@ -105,6 +107,28 @@ class KafkaAdminClient:
             return {name: found[name] for name in topics}
 
         return await self._network.retrying("describeTopics", attempt)
+
+    async def broker_ids(self) -> list[int]:
+        """The live brokers' ids, from Metadata (``describeCluster().nodes()``)."""
+        metadata = await self._network.retrying(
+            "describeCluster", lambda: self._network.metadata([])
+        )
+        return sorted(metadata.brokers)
+
+    # ------------------------------------------------------------------ KIP-455, KIP-339
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, tuple[Errors, str | None]]:
+        return await self._reassignments.alter_partition_reassignments(targets)
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        return await self._reassignments.list_partition_reassignments(partitions)
+
+    async def incremental_alter_configs(self, changes: Sequence[ConfigChange]) -> None:
+        await self._reassignments.incremental_alter_configs(changes)
 
     # ------------------------------------------------------------------ KIP-664
 

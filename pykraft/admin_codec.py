@@ -40,7 +40,14 @@ MIN_VERSIONS: Mapping[ApiKey, int] = {
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.WRITE_TXN_MARKERS: 1,
+    # pykraft reassign-partitions (KIP-455; IncrementalAlterConfigs for the throttles).
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
 }
+# What this client speaks of an API the broker's own table may not list (kafka-python's codec
+# covers Kafka 3.9's IncrementalAlterConfigs v0-v1).
+CLIENT_ONLY_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1)}
 BATCHED_FIND_COORDINATOR_VERSION = 4  # KIP-699
 
 
@@ -59,11 +66,16 @@ def admin_versions(ranges: Mapping[int, tuple[int, int]]) -> AdminVersions:
     """The broker's ApiVersions ranges -> the versions to use; no Metadata is a ProtocolError."""
     chosen: dict[ApiKey, int] = {}
     for api_key, lowest in MIN_VERSIONS.items():
-        ours = SUPPORTED_API_VERSIONS[api_key]
+        supported = SUPPORTED_API_VERSIONS.get(api_key)
+        ours = (
+            CLIENT_ONLY_VERSIONS[api_key]
+            if supported is None
+            else (supported.min_version, supported.max_version)
+        )
         theirs = ranges.get(api_key)
         if theirs is None:
             continue
-        low, high = max(lowest, ours.min_version, theirs[0]), min(ours.max_version, theirs[1])
+        low, high = max(lowest, ours[0], theirs[0]), min(ours[1], theirs[1])
         if low <= high:
             chosen[api_key] = high
     if ApiKey.METADATA not in chosen:

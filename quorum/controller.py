@@ -48,6 +48,10 @@ API (requests and responses are attrs frozen classes, re-exported here):
     alter_partition(image, AlterPartitionRequest, now_ms)
         -> ControllerResult[AlterPartitionResponse]
     elect_leaders(image, ElectLeadersRequest, now_ms) -> ControllerResult[ElectLeadersResponse]
+    alter_partition_reassignments(image, AlterPartitionReassignmentsRequest, now_ms)
+        -> ControllerResult[AlterPartitionReassignmentsResponse]   # KIP-455
+        # ListPartitionReassignments reads the committed image
+        # (quorum.managers.reassignment.list_partition_reassignments)
     incremental_alter_configs(image, IncrementalAlterConfigsRequest, now_ms)
         -> ControllerResult[IncrementalAlterConfigsResponse]
     legacy_alter_configs(image, LegacyAlterConfigsRequest, now_ms)   # AlterConfigs
@@ -108,6 +112,10 @@ from pykraft.metadata.api.brokers import (
     UnregisterBrokerResponse,
 )
 from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from pykraft.metadata.api.security import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -141,6 +149,7 @@ from pykraft.quorum.managers import (
     leader_balance,
     leadership,
     producer_ids,
+    reassignment,
     replication,
     scram,
 )
@@ -157,6 +166,8 @@ __all__ = [
     "AlterConfigsResource",
     "AlterConfigsResourceResult",
     "AlterPartitionData",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "AlterPartitionResult",
@@ -208,6 +219,7 @@ ControllerRequest: TypeAlias = (
     | CreatePartitionsRequest
     | AlterPartitionRequest
     | ElectLeadersRequest
+    | AlterPartitionReassignmentsRequest
     | IncrementalAlterConfigsRequest
     | LegacyAlterConfigsRequest
     | AllocateProducerIdsRequest
@@ -267,6 +279,8 @@ class QuorumController:
                 return self.alter_partition(image, request, now_ms)
             case ElectLeadersRequest():
                 return self.elect_leaders(image, request, now_ms)
+            case AlterPartitionReassignmentsRequest():
+                return self.alter_partition_reassignments(image, request, now_ms)
             case IncrementalAlterConfigsRequest():
                 return self.incremental_alter_configs(image, request, now_ms)
             case LegacyAlterConfigsRequest():
@@ -332,6 +346,14 @@ class QuorumController:
         self, image: MetadataImage, request: ElectLeadersRequest, now_ms: int
     ) -> ControllerResult[ElectLeadersResponse]:
         return self._wrote(leadership.elect_leaders(image, request), now_ms)
+
+    def alter_partition_reassignments(
+        self, image: MetadataImage, request: AlterPartitionReassignmentsRequest, now_ms: int
+    ) -> ControllerResult[AlterPartitionReassignmentsResponse]:
+        return self._wrote(
+            reassignment.alter_partition_reassignments(image, request, self._unclean(image)),
+            now_ms,
+        )
 
     def incremental_alter_configs(
         self, image: MetadataImage, request: IncrementalAlterConfigsRequest, now_ms: int

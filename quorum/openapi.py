@@ -225,6 +225,14 @@ def _paths() -> dict[str, Any]:
                 write=True,
             )
         },
+        "/v1/reassignments": {
+            "post": _op(
+                "Start or cancel partition reassignments (AlterPartitionReassignments, KIP-455)",
+                _object({"partitions": "array"}, ("partitions",)),
+                write=True,
+            ),
+            "get": _op("List partition reassignments in progress (ListPartitionReassignments)"),
+        },
         "/v1/brokers": {"get": _op("List registered brokers")},
         "/v1/brokers/{broker_id}": {
             "delete": {

@@ -1,4 +1,5 @@
-"""Admin routes of the controller's HTTP service: cluster, brokers, topics, configs, elections.
+"""Admin routes of the controller's HTTP service: cluster, brokers, topics, configs, elections,
+reassignments.
 
 Reads (GET) are answered by any controller from its own committed image (like Kafka's metadata
 cache: possibly a few milliseconds behind the leader). Writes go to the active controller. Each
@@ -29,6 +30,12 @@ from pykraft.metadata.api.admin import (
     elect_leaders_response_to_json,
 )
 from pykraft.metadata.api.errors import ErrorBody
+from pykraft.metadata.api.reassignments import (
+    ListPartitionReassignmentsRequest,
+    alter_reassignments_request_from_json,
+    alter_reassignments_response_to_json,
+    list_reassignments_response_to_json,
+)
 from pykraft.metadata.api.topics import (
     DeleteTopicsRequest,
     PartitionCount,
@@ -47,6 +54,7 @@ from pykraft.metadata.image import MetadataImage, TopicImage
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.quorum.auth_http import require_topic, visible_topics
 from pykraft.quorum.managers.configs import effective_topic_configs
+from pykraft.quorum.managers.reassignment import list_partition_reassignments
 from pykraft.quorum.service_http import (
     ErrorAnswer,
     add_routes,
@@ -198,6 +206,23 @@ async def elect_leaders(request: web.Request) -> web.Response:
     return json_response(elect_leaders_response_to_json(response))
 
 
+async def alter_partition_reassignments(request: web.Request) -> web.Response:
+    alter = await read_body(request, alter_reassignments_request_from_json)
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.alter_partition_reassignments(
+            image, alter, now_ms
+        )
+    )
+    raise_for(response.error)
+    return json_response(alter_reassignments_response_to_json(response))
+
+
+async def list_partition_reassignments_route(request: web.Request) -> web.Response:
+    image = node_of(request).view.image
+    listed = list_partition_reassignments(image, ListPartitionReassignmentsRequest())
+    return json_response(list_reassignments_response_to_json(listed))
+
+
 def _resource(request: web.Request) -> tuple[ConfigResourceType, str]:
     kind = config_resource_from_path(request.match_info["resource_type"])
     return kind, config_name_from_path(kind, request.match_info["resource_name"])
@@ -251,6 +276,8 @@ def add_admin_routes(app: web.Application) -> None:
             (routes.DELETE_TOPIC, delete_topic),
             (routes.CREATE_PARTITIONS, create_partitions),
             (routes.ELECT_LEADERS, elect_leaders),
+            (routes.ALTER_PARTITION_REASSIGNMENTS, alter_partition_reassignments),
+            (routes.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments_route),
             (routes.DESCRIBE_CONFIGS, describe_configs),
             (routes.ALTER_CONFIGS, alter_configs),
         ],

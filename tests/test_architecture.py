@@ -72,6 +72,8 @@ PURE_CORES = [
     "quorum/auth_basic.py",
     "fetcher/truncation.py",
     "fetcher/state.py",
+    # kafka-reassign-partitions' decisions (KIP-455): files, placement, throttles, messages.
+    "pykraft/reassign_plan.py",
     "fetcher/responses.py",
     "replica",
     "broker/connection_quotas.py",
@@ -156,6 +158,7 @@ COMPOSITION_ROOTS = {
     "pykraft/demo.py",
     # A tool's process: its admin client's deadlines and back-off, the wall clock it prints.
     "pykraft/transactions_cmd.py",
+    "pykraft/reassign_cmd.py",
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }

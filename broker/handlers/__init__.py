@@ -15,6 +15,8 @@
                    controller through ``ControllerClient``; DescribeCluster from the image
   configs.py       DescribeConfigs from the image (sources, synonyms, broker loggers);
                    AlterConfigs, IncrementalAlterConfigs checked, then forwarded
+  reassignments.py AlterPartitionReassignments, ListPartitionReassignments forwarded to the
+                   controller (KIP-455)
   security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
   elect_leaders.py ElectLeaders (KIP-460: PREFERRED and UNCLEAN) forwarded to the controller
@@ -54,6 +56,7 @@ from pykraft.broker.handlers.list_offsets import list_offsets_handler
 from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
 from pykraft.broker.handlers.produce import produce_handler
+from pykraft.broker.handlers.reassignments import reassignment_handlers
 from pykraft.broker.handlers.security import security_handlers
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.handlers.transactions import (
@@ -92,6 +95,7 @@ def broker_handlers(
         **security_handlers(services),
         ApiKey.ELECT_LEADERS: elect_leaders_handler(services),
         ApiKey.DESCRIBE_QUORUM: describe_quorum_handler(services),
+        **reassignment_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),
     }

@@ -128,6 +128,13 @@ CREATE_PARTITIONS = Route(
     access=Access("ALTER", ResourceOf.TOPIC_IN_PATH),
 )
 ELECT_LEADERS = Route("POST", "/v1/elections", access=ALTER_CLUSTER)
+# Partition reassignment (``reassignments.py``, KIP-455): ControllerApis needs ALTER on the
+# cluster to alter and DESCRIBE on it to list. A resent cancel would answer
+# NO_REASSIGNMENT_IN_PROGRESS for a cancel this very call made.
+ALTER_PARTITION_REASSIGNMENTS = Route(
+    "POST", "/v1/reassignments", idempotent=False, access=ALTER_CLUSTER
+)
+LIST_PARTITION_REASSIGNMENTS = Route("GET", "/v1/reassignments", access=DESCRIBE_CLUSTER)
 DESCRIBE_CONFIGS = Route(
     "GET",
     "/v1/configs/{resource_type}/{resource_name}",
@@ -171,6 +178,8 @@ ROUTES: tuple[Route, ...] = (
     DELETE_TOPIC,
     CREATE_PARTITIONS,
     ELECT_LEADERS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     CREATE_ACLS,

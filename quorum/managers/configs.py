@@ -255,7 +255,8 @@ def effective_topic_configs(image: MetadataImage, topic_name: str) -> dict[str, 
     effective = {}
     for name, definition in sorted(TOPIC_CONFIGS.items()):
         value = explicit.get(name)
-        if value is None:
-            value = broker_value_in(cluster_default, TOPIC_CONFIG_SYNONYMS[name])
+        broker_name = TOPIC_CONFIG_SYNONYMS.get(name)  # none for KIP-73's replica lists
+        if value is None and broker_name is not None:
+            value = broker_value_in(cluster_default, broker_name)
         effective[name] = value if value is not None else definition.default or ""
     return effective

@@ -11,6 +11,12 @@ and returns the ``PartitionChangeRecord`` that gets there — or ``None`` when n
 * ``UNCLEAN``: as ``ONLINE``, then — only if no ISR member can lead — the first acceptable
   replica outside the ISR; the ISR becomes just that leader and the leader recovery state
   ``RECOVERING`` (KIP-704), because the new leader may lack acknowledged data.
+* A reassignment (KIP-455) completes in the same build when the target ISR holds every target
+  replica (Kafka's ``completeReassignmentIfNeeded``, ``reassignment_replicas.py``): replicas
+  become the target, the ISR loses the removing replicas, and the election runs over the new
+  replicas — so a leader being removed hands leadership to the first valid target replica. A
+  change that drops a replica from the replicas bumps the leader epoch even when the leader
+  stays (``triggerLeaderEpochBumpForReplicaReassignmentIfNeeded``), fencing the removed one.
 * The ISR never shrinks to empty: without eligible leader replicas (KIP-966 ELR, which pykraft
   does not implement) Kafka keeps the last ISR member when the target ISR is empty, and the
   partition goes leaderless (-1) until that replica comes back.
@@ -41,6 +47,7 @@ from pykraft.metadata.records import (
     LeaderRecoveryState,
     PartitionChangeRecord,
 )
+from pykraft.quorum.managers.reassignment_replicas import ReassignmentReplicas
 
 LeaderAcceptor = Callable[[int], bool]
 # (broker id, topic id, partition id) -> the broker reported that replica on an offline log dir.
@@ -92,13 +99,15 @@ def elect_leader(
     target_isr: tuple[int, ...],
     election: Election,
     acceptable: LeaderAcceptor,
+    replicas: tuple[int, ...] | None = None,
 ) -> ElectionResult:
-    """Pick the leader ``election`` asks for; ``NO_LEADER`` when there is none."""
+    """Pick the leader ``election`` asks for among ``replicas`` (default: the partition's);
+    ``NO_LEADER`` when there is none."""
 
     def valid(replica: int) -> bool:
         return replica in target_isr and acceptable(replica)
 
-    replicas = partition.replicas
+    replicas = partition.replicas if replicas is None else replicas
     if election is Election.PREFERRED:
         if replicas and valid(replicas[0]):
             return ElectionResult(replicas[0], unclean=False)
@@ -119,6 +128,34 @@ def elect_leader(
     return ElectionResult(NO_LEADER, unclean=False)
 
 
+@attrs.frozen
+class _Assignment:
+    """The replica fields a change aims at (Kafka's builder's targetReplicas/Adding/Removing)."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def _target_assignment(
+    partition: PartitionRegistration,
+    isr_goal: tuple[int, ...],
+    replicas: tuple[int, ...] | None,
+    adding: tuple[int, ...] | None,
+    removing: tuple[int, ...] | None,
+) -> _Assignment:
+    ongoing = ReassignmentReplicas(
+        partition.replicas if replicas is None else replicas,
+        partition.adding_replicas if adding is None else adding,
+        partition.removing_replicas if removing is None else removing,
+    )
+    completed = ongoing.maybe_complete_reassignment(isr_goal)
+    if completed is not None:
+        return _Assignment(completed.replicas, (), (), completed.isr)
+    return _Assignment(ongoing.replicas, ongoing.adding, ongoing.removing, isr_goal)
+
+
 def build_partition_change(
     partition: PartitionRegistration,
     *,
@@ -128,10 +165,21 @@ def build_partition_change(
     target_isr: tuple[int, ...] | None = None,
     election: Election = Election.ONLINE,
     target_leader_recovery_state: LeaderRecoveryState | None = None,
+    target_replicas: tuple[int, ...] | None = None,
+    target_adding: tuple[int, ...] | None = None,
+    target_removing: tuple[int, ...] | None = None,
 ) -> PartitionChangeRecord | None:
-    """The record moving ``partition`` to ``target_isr`` with a fresh election, or None."""
-    isr_goal = partition.isr if target_isr is None else target_isr
-    result = elect_leader(partition, isr_goal, election, acceptable)
+    """The record moving ``partition`` to ``target_isr`` (and, for a reassignment, to the
+    target replica fields) with a fresh election, or None (Kafka's ``PartitionChangeBuilder``)."""
+    goal = _target_assignment(
+        partition,
+        partition.isr if target_isr is None else target_isr,
+        target_replicas,
+        target_adding,
+        target_removing,
+    )
+    isr_goal = goal.isr
+    result = elect_leader(partition, isr_goal, election, acceptable, goal.replicas)
     leader = NO_LEADER_CHANGE
     isr: tuple[int, ...] | None = None
     recovery = NO_LEADER_RECOVERY_STATE_CHANGE
@@ -142,6 +190,8 @@ def build_partition_change(
             isr = (result.node,)
             if partition.leader_recovery_state is not LeaderRecoveryState.RECOVERING:
                 recovery = LeaderRecoveryState.RECOVERING.value
+    elif not set(goal.replicas) >= set(partition.replicas):
+        leader = partition.leader  # a replica leaves: bump the leader epoch to fence it
     if isr is None and isr_goal and isr_goal != partition.isr:
         isr = isr_goal
     if (
@@ -149,13 +199,26 @@ def build_partition_change(
         and target_leader_recovery_state is not partition.leader_recovery_state
     ):
         recovery = target_leader_recovery_state.value
-    if leader == NO_LEADER_CHANGE and isr is None and recovery == NO_LEADER_RECOVERY_STATE_CHANGE:
+    replicas = goal.replicas if goal.replicas and goal.replicas != partition.replicas else None
+    adding = goal.adding if goal.adding != partition.adding_replicas else None
+    removing = goal.removing if goal.removing != partition.removing_replicas else None
+    if (
+        leader == NO_LEADER_CHANGE
+        and isr is None
+        and recovery == NO_LEADER_RECOVERY_STATE_CHANGE
+        and replicas is None
+        and adding is None
+        and removing is None
+    ):
         return None
     return PartitionChangeRecord(
         partition_id=partition_id,
         topic_id=topic_id,
         isr=isr,
         leader=leader,
+        replicas=replicas,
+        adding_replicas=adding,
+        removing_replicas=removing,
         leader_recovery_state=recovery,
     )
 

@@ -24,6 +24,12 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from pykraft.metadata.api.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges, local_changes
@@ -54,6 +60,7 @@ from pykraft.quorum.controller import (
     QuorumController,
 )
 from pykraft.quorum.managers.configs import effective_topic_configs
+from pykraft.quorum.managers.reassignment import list_partition_reassignments
 from pykraft.storage.file_slice import FileSlice
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.log_manager import LogManager
@@ -302,6 +309,18 @@ class InProcessController:
         result = self.controller.elect_leaders(self.cluster.image, request, NOW_MS)
         self._commit(result.records, result.response.error)
         return result.response
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        self.calls.append(("alter_partition_reassignments", request))
+        result = self.controller.alter_partition_reassignments(self.cluster.image, request, NOW_MS)
+        self._commit(result.records, result.response.error)
+        return result.response
+
+    async def list_partition_reassignments(self) -> ListPartitionReassignmentsResponse:
+        self.calls.append(("list_partition_reassignments", None))
+        return list_partition_reassignments(self.cluster.image, ListPartitionReassignmentsRequest())
 
 
 # ------------------------------------------------------------------ calling handlers

@@ -84,6 +84,9 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         # They act on the partitions this broker leads: no coordinator needed.
         ApiKey.WRITE_TXN_MARKERS,
         ApiKey.DESCRIBE_PRODUCERS,
+        # KIP-455, forwarded to the controller.
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
     }
 
 

@@ -333,3 +333,24 @@ def test_a_new_leader_epoch_forgets_follower_progress(env: Env) -> None:
     )
     followers = env.partition.state.followers
     assert followers[F2].log_end_offset == -1 and followers[F2].broker_epoch is None
+
+
+def test_a_replica_added_by_a_reassignment_follows_catches_up_and_joins_the_isr(env: Env) -> None:
+    # KIP-455 on the leader: the reassignment's PartitionChangeRecord adds F3 to the replicas
+    # at the same leader epoch (partition epoch +1); F3 becomes a follower the leader tracks,
+    # F2 keeps its progress, and F3 joins the ISR once caught up (Kafka PartitionTest's
+    # testUpdateAssignmentAndIsr, then testIsrExpansion for the adding replica).
+    lead(env, isr=(LOCAL, F2))
+    env.fetch_follower(F2, 10)
+    f2_progress = env.partition.state.followers[F2]
+    # Not a new leader (Kafka's makeLeader answers isNewLeader = false), only new replicas.
+    assert not env.partition.make_leader(
+        change(leader_epoch=5, partition_epoch=2, replicas=(F3, LOCAL, F2), isr=(LOCAL, F2))
+    )
+    state = env.partition.state
+    assert set(state.followers) == {F2, F3}
+    assert state.followers[F2] == f2_progress
+    env.fetch_follower(F3, 4)
+    assert env.alter.items == []
+    env.fetch_follower(F3, 10)
+    assert env.isr_update() == (LOCAL, F2, F3)

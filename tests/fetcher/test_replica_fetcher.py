@@ -410,3 +410,41 @@ def test_a_real_log_converges_to_any_leader(features: LeaderFeatures, history: H
         assert all(offset >= agreed for offset in log.truncated_to), log.truncated_to
         assert fetcher.partition_count == 1
         log.log.close()
+
+
+def test_the_follower_throttle_leaves_lagging_throttled_partitions_out(tmp_path: Path) -> None:
+    # KIP-73, Kafka's ReplicaFetcherThread.shouldFollowerThrottle / processPartitionData: a
+    # throttled partition not caught up is left out of the Fetch while the follower quota is
+    # exceeded, and its fetched bytes are recorded; an unthrottled partition keeps going, and
+    # a round that sends nothing waits (up to replica.fetch.backoff.ms) instead of spinning.
+    from pykraft.fetcher.replication_quota import ReplicationQuota, ThrottleSettings
+
+    slow = leader_of([0] * 8, 0, hw=8, max_records=2)
+    free = leader_of([0] * 8, 0, hw=8, max_records=2)
+    r = rig(tmp_path, {T0: slow, T1: free}, {T0: [], T1: []}, epoch=0)
+    quota = ReplicationQuota(window_num=2, window_size_ms=1000)
+    quota.update(ThrottleSettings(rate=10, topics={"t": frozenset({0})}))
+    r.fetcher.quota = quota
+
+    async def one_round() -> list[set[TopicPartition]]:
+        before = len(r.endpoint.fetched)
+        await r.fetcher.do_work()
+        return [{t.topic_partition for t in f.targets} for f in r.endpoint.fetched[before:]]
+
+    async def scenario() -> None:
+        assert await one_round() == [{T0, T1}]
+        assert quota.rate(r.clock.now_ms) > 10  # T0's two records were recorded
+        assert await one_round() == [{T1}]  # T0 held back; T1 goes on
+        while r.log(T1).log_end_offset < 8:
+            await one_round()
+        r.fetcher.remove_partitions([T1])
+        r.fetcher._wakeup.clear()  # as ``run`` does before each round
+        start = r.clock.now_ms
+        assert await one_round() == []  # nothing to send: it waited instead of spinning
+        assert 0 < r.clock.now_ms - start <= BACKOFF_MS
+        while r.log(T0).log_end_offset < 8:
+            await one_round()
+            r.clock.now_ms += 1000
+
+    asyncio.run(scenario())
+    assert records_of(r.log(T0)) == slow.log.records

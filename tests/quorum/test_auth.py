@@ -105,7 +105,15 @@ def test_cluster_wide_admin_routes() -> None:
     check(routes.UNREGISTER_BROKER, BROKER_1, [cluster(BROKER_1, "CLUSTER_ACTION")], CLUSTER_DENIED)
     check(routes.ELECT_LEADERS, ADMIN, [cluster(ADMIN, "ALTER")], OK)
     check(routes.ELECT_LEADERS, ALICE, [cluster(ALICE, "DESCRIBE")], CLUSTER_DENIED)
-    for route in (routes.QUORUM, routes.CLUSTER, routes.LIST_BROKERS):
+    # KIP-455: ControllerApis' alter/listPartitionReassignments (ALTER / DESCRIBE on the cluster).
+    check(routes.ALTER_PARTITION_REASSIGNMENTS, ADMIN, [cluster(ADMIN, "ALTER")], OK)
+    check(routes.ALTER_PARTITION_REASSIGNMENTS, ALICE, [cluster(ALICE, "DESCRIBE")], CLUSTER_DENIED)
+    for route in (
+        routes.QUORUM,
+        routes.CLUSTER,
+        routes.LIST_BROKERS,
+        routes.LIST_PARTITION_REASSIGNMENTS,
+    ):
         check(route, ALICE, [cluster(ALICE, "DESCRIBE")], OK)
         check(route, ANONYMOUS, [], CLUSTER_DENIED)
 

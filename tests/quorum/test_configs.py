@@ -429,3 +429,31 @@ def test_effective_topic_configs_take_the_cluster_default_below_the_topic() -> N
     assert effective["retention.ms"] == "5"
     assert effective["max.message.bytes"] == "2000"
     assert effective["segment.bytes"] == "1073741824"
+
+
+# KIP-73 throttles: Kafka's ThrottledReplicaListValidator and the broker rates' atLeast(0).
+@pytest.mark.parametrize(
+    ("resource_type", "name", "value", "error"),
+    [
+        (2, "leader.replication.throttled.replicas", "*", None),
+        (2, "leader.replication.throttled.replicas", "0:1, 1:2", None),
+        (2, "follower.replication.throttled.replicas", "", None),
+        (2, "follower.replication.throttled.replicas", "0:1,x", "must be the literal '*'"),
+        (2, "leader.replication.throttled.replicas", "0-1", "must be the literal '*'"),
+        (2, "leader.replication.throttled.replicas", "*,0:1", "must be the literal '*'"),
+        (4, "leader.replication.throttled.rate", "1048576", None),
+        (4, "follower.replication.throttled.rate", "-1", "Value must be at least 0"),
+        (4, "follower.replication.throttled.rate", "fast", "Not a number of type LONG"),
+    ],
+)
+def test_replication_throttle_configs(
+    resource_type: int, name: str, value: str, error: str | None
+) -> None:
+    from pykraft.quorum.managers.configs import validate_config_map
+
+    result = validate_config_map(resource_type, {name: value})
+    if error is None:
+        assert result.is_success()
+    else:
+        assert result.error is Errors.INVALID_CONFIG
+        assert error in (result.message or "")

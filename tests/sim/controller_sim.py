@@ -3,12 +3,14 @@
 One seeded ``random.Random`` drives the scenario: brokers register, heartbeat (reporting a
 metadata offset that may lag), die (stop heartbeating), come back as new incarnations, shut down
 in a controlled way, get unregistered; clients create and delete topics, add partitions, run
-preferred and unclean elections and flip ``unclean.leader.election.enable``; partition leaders
+preferred and unclean elections, flip ``unclean.leader.election.enable`` and start or cancel
+partition reassignments (KIP-455, sometimes to unknown brokers); partition leaders
 shrink and expand ISRs with AlterPartition (sometimes with stale epochs); the active controller
 fails over. Every batch the controller returns is replayed through ``metadata``'s
 ``MetadataDelta`` exactly as the Raft shell commits it, and after every batch the invariants of
 ``check_invariants`` are asserted. A final quiescent phase (every broker up and heartbeating)
-checks liveness: every broker unfenced, every partition led.
+checks liveness: every broker unfenced, every partition led, and every reassignment completed
+once its leader puts all the replicas in the ISR.
 
 A failure raises ``SimulationFailure`` naming the seed, the step and the last events.
 """
@@ -22,6 +24,11 @@ from typing import Any
 
 import attrs
 
+from pykraft.metadata.api.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
@@ -89,6 +96,12 @@ def check_invariants(
         assert len(set(p.replicas)) == len(p.replicas), f"{name}: repeated replicas {p.replicas}"
         assert len(set(p.isr)) == len(p.isr), f"{name}: repeated ISR members {p.isr}"
         assert set(p.isr) <= set(p.replicas), f"{name}: ISR {p.isr} not in {p.replicas}"
+        adding, removing = set(p.adding_replicas), set(p.removing_replicas)
+        assert adding | removing <= set(p.replicas), f"{name}: moving replicas not in replicas"
+        # adding & removing may overlap: a new target dropping a replica still being added
+        # keeps it in adding, as Kafka's changePartitionReassignment does (it sets adding only
+        # when the new reassignment adds some).
+        assert set(p.replicas) - removing, f"{name}: a reassignment to no replica"
         if p.leader != -1:
             assert p.leader in p.isr, f"{name}: leader {p.leader} not in ISR {p.isr}"
             # Covers "a fenced broker leads nothing" and "a shutting-down broker leads nothing".
@@ -107,6 +120,14 @@ def check_invariants(
             assert new.partition_epoch >= old.partition_epoch, f"{name}: partition epoch went back"
             if new.leader != old.leader:
                 assert new.leader_epoch > old.leader_epoch, f"{name}: leader changed, same epoch"
+            target = tuple(r for r in old.replicas if r not in old.removing_replicas)
+            if old.is_reassigning() and not new.is_reassigning() and new.replicas == target:
+                # Completed (not cancelled): only with every target replica in sync (KIP-455).
+                assert set(target) <= set(new.isr) or new.leader_recovery_state.value == 1, (
+                    f"{name}: reassignment to {target} completed with ISR {new.isr}"
+                )
+            if set(old.replicas) - set(new.replicas) and new.leader == old.leader >= 0:
+                assert new.leader_epoch > old.leader_epoch, f"{name}: a replica left unfenced"
 
 
 class ControllerSimulation:
@@ -252,6 +273,8 @@ class ControllerSimulation:
         elif roll < 0.91:
             self.events.append(f"t={self.now_ms} controller failover")
             self.controller = self._new_controller()
+        elif roll < 0.95:
+            self.reassign()
         # else: time passes quietly
 
     def broker_lifecycle(self) -> None:
@@ -370,6 +393,53 @@ class ControllerSimulation:
             ),
         )
 
+    def reassign(self) -> None:
+        refs = list(all_partitions(self.image))
+        registered = sorted(self.image.cluster.brokers)
+        if not refs or not registered:
+            return
+        ref = self.rng.choice(refs)
+        target: tuple[int, ...] | None
+        if ref.partition.is_reassigning() and self.rng.random() < 0.3:
+            target = None
+        else:
+            pool = registered + ([max(self.brokers) + 1] if self.rng.random() < 0.05 else [])
+            target = tuple(self.rng.sample(pool, self.rng.randint(1, min(3, len(pool)))))
+        name = f"{ref.topic.name}-{ref.partition_id}"
+        request = AlterPartitionReassignmentsRequest(
+            (ReassignableTopic(ref.topic.name, (ReassignablePartition(ref.partition_id, target),)),)
+        )
+        response = self.request(f"reassign {name} -> {target}", request)
+        error = response.responses[0].partitions[0].error.error
+        assert error in (
+            Errors.NONE,
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            Errors.NO_REASSIGNMENT_IN_PROGRESS,
+        ), response
+        if target is not None and set(target) <= set(registered):
+            assert error is Errors.NONE, response
+
+    def complete_reassignments(self) -> None:
+        """Each reassigning partition's leader puts every replica in the ISR."""
+        for ref in all_partitions(self.image):
+            p = ref.partition
+            if not p.is_reassigning() or p.leader < 0:
+                continue
+            leader = self.brokers[p.leader]
+            data = AlterPartitionData(
+                ref.topic.topic_id,
+                ref.partition_id,
+                p.leader_epoch,
+                p.partition_epoch,
+                tuple(
+                    BrokerState(b) for b in (p.leader, *(r for r in p.replicas if r != p.leader))
+                ),
+            )
+            self.request(
+                f"catch up {ref.topic.name}-{ref.partition_id}",
+                AlterPartitionRequest(leader.id, leader.epoch, (data,)),
+            )
+
     # --- liveness ---------------------------------------------------------------------------
 
     def quiesce(self) -> None:
@@ -397,6 +467,12 @@ class ControllerSimulation:
         for ref in all_partitions(self.image):
             assert ref.partition.leader >= 0, (
                 f"{ref.topic.name}-{ref.partition_id} has no leader after quiescing"
+            )
+        self.complete_reassignments()
+        for ref in all_partitions(self.image):
+            assert not ref.partition.is_reassigning(), (
+                f"{ref.topic.name}-{ref.partition_id} still reassigning with every replica in "
+                f"sync: {ref.partition}"
             )
         # Balancing: once the followers caught up (every ISR whole again), a check interval
         # later every preferred replica leads its partition again.
@@ -439,7 +515,7 @@ def _summary(response: Any) -> str:
     error = getattr(response, "error", None)
     if error is not None and error.is_failure():
         return str(error.name)
-    for field in ("topics", "partitions", "results"):
+    for field in ("topics", "partitions", "results", "responses"):
         items = getattr(response, field, None)
         if items:
             return ",".join(_item_errors(item) for item in items)
@@ -451,12 +527,18 @@ def _failed(response: Any) -> bool:
     error = getattr(response, "error", None)
     if error is not None and error.is_failure():
         return True
-    for field in ("topics", "partitions", "results"):
+    for field in ("topics", "partitions", "results", "responses"):
         items = getattr(response, field, None)
         if items:
             errors = [getattr(item, "error", None) for item in items]
             errors += [r.error for item in items for r in getattr(item, "partition_results", ())]
-            return all(e is None or e.is_failure() for e in errors)
+            errors += [r.error for item in items for r in getattr(item, "partitions", ())]
+            # NEW_LEADER_ELECTED: the ISR change was written but leadership moved (a completed
+            # reassignment removed the leader) — a success that writes.
+            return all(
+                e is None or (e.is_failure() and e.error is not Errors.NEW_LEADER_ELECTED)
+                for e in errors
+            )
     return False
 
 
@@ -464,5 +546,5 @@ def _item_errors(item: Any) -> str:
     error = getattr(item, "error", None)
     if error is not None:
         return str(error.name)
-    results = getattr(item, "partition_results", ())
+    results = getattr(item, "partition_results", ()) or getattr(item, "partitions", ())
     return "/".join(str(r.error.name) for r in results) or "NONE"

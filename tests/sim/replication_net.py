@@ -56,6 +56,9 @@ class SimSettings:
     drop_probability: float = 0.01
     # KIP-320 DivergingEpoch (True) or the KIP-101/279 OffsetsForLeaderEpoch path (False).
     truncate_on_fetch: bool = True
+    # KIP-455: an operator moves partitions between RF 3 and RF 2 every few seconds (and
+    # cancels some moves); at quiesce every partition goes back to all brokers.
+    reassign: bool = False
 
 
 @attrs.frozen

@@ -41,6 +41,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pykraft.broker.controller_client import MetadataBatch, RecordsPage
+from pykraft.metadata.api.reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage, PartitionRegistration
 from pykraft.metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
@@ -139,6 +144,8 @@ class ReplicationSimulation:
             self.start_broker(broker_id)
         self.queue.after(0, "controller tick", self._controller_tick)
         self.queue.after(1000, "produce", self._produce)
+        if self.settings.reassign:
+            self.queue.after(3000, "reassign", self._reassign)
         self.faults.start()
 
     def start_broker(self, broker_id: int) -> None:
@@ -327,6 +334,13 @@ class ReplicationSimulation:
                     self.checker.stats["ISR changes committed"] += 1
                 if record.leader != NO_LEADER_CHANGE:
                     self.checker.stats["leader changes committed"] += 1
+        for key in self.partition_keys():
+            topic_before = before.topics.by_name.get(key[0])
+            old = None if topic_before is None else topic_before.partitions.get(key[1])
+            topic_after = after.topics.by_name.get(key[0])
+            new = None if topic_after is None else topic_after.partitions.get(key[1])
+            if old is not None and new is not None and old.is_reassigning():
+                self.checker.stats["reassignments ended"] += not new.is_reassigning()
         self.metadata_log.extend(result.records)
         self.image = after
         self.faults.on_commit(result.records)
@@ -351,6 +365,47 @@ class ReplicationSimulation:
                 self.controller.handle(self.image, CreateTopicsRequest((topic,)), self.now_ms)
             )
         self.queue.after(CONTROLLER_TICK_MS, "controller tick", self._controller_tick)
+
+    # ------------------------------------------------------------------ the operator (KIP-455)
+
+    def _reassign(self) -> None:
+        """Move one partition between RF 3 and RF 2 (or cancel its move); once quiescing, put
+        every partition back on all brokers so the replicas can converge."""
+        self.queue.after(self.rng.randint(2000, 8000), "reassign", self._reassign)
+        everyone = tuple(range(BROKERS))
+        if not self.producing:
+            for key in self.partition_keys():
+                registration = self.registration(key)
+                if registration is not None and (
+                    len(registration.replicas) < BROKERS or registration.is_reassigning()
+                ):
+                    self._alter_reassignment(key, everyone)
+            return
+        key = self.rng.choice(self.partition_keys())
+        registration = self.registration(key)
+        if registration is None:
+            return
+        if registration.is_reassigning():
+            if self.rng.random() < 0.3:
+                self._alter_reassignment(key, None)
+            return
+        if len(registration.replicas) == BROKERS:
+            target = tuple(self.rng.sample(everyone, BROKERS - 1))
+        else:
+            target = tuple(self.rng.sample(everyone, BROKERS))
+        self._alter_reassignment(key, target)
+
+    def _alter_reassignment(self, key: PartitionKey, target: tuple[int, ...] | None) -> None:
+        request = AlterPartitionReassignmentsRequest(
+            (ReassignableTopic(key[0], (ReassignablePartition(key[1], target),)),)
+        )
+        result = self.controller.handle(self.image, request, self.now_ms)
+        self.commit(result)
+        error = result.response.responses[0].partitions[0].error
+        self.queue.note(f"reassign {key} -> {target}: {error.name}")
+        self.checker.stats[f"reassignments {'cancelled' if target is None else 'started'}"] += (
+            error.is_success()
+        )
 
     # ------------------------------------------------------------------ the producer
 
