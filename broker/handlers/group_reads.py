@@ -8,6 +8,9 @@ cluster. ``broker.handlers.groups`` registers them.
 OffsetFetch v7+ with ``require_stable`` (KIP-447): a partition whose commit is still pending
 (a transaction not yet ended, a write in flight) answers UNSTABLE_OFFSET_COMMIT, which clients
 retry, with no offset, instead of the last committed one (``GroupMetadataManager.getOffsets``).
+
+OffsetFetch v0 read ZooKeeper: a group that may be described answers UNSUPPORTED_VERSION on
+every partition asked for, as Kafka 3.9 in KRaft mode (``handleOffsetFetchRequestFromZookeeper``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ async def offset_fetch(
             fetched.append(FetchedGroup(group=group, error=error, offsets=[]))
             partition_errors.append({})
             continue
+        if request.version == 0:
+            # Offsets in ZooKeeper: "Version 0 offset fetch requests" are unsupported in KRaft
+            # mode (``handleOffsetFetchRequestFromZookeeper``), on every partition asked for.
+            fetched.append(FetchedGroup(group=group, error=Errors.UNSUPPORTED_VERSION, offsets=[]))
+            partition_errors.append({})
+            continue
         wanted = None if group.partitions is None else list(group.partitions)
         error, found = coordinator.fetch_offsets(
             group.group_id, wanted, require_stable=request.require_stable
@@ -95,6 +104,10 @@ def _set_partition_errors(
                 partition.error_code = group_errors.get(tp, partition.error_code)
 
 
+# Errors answered on every partition of a group before its topics are looked at.
+_WHOLE_GROUP_ERRORS = frozenset({Errors.GROUP_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_VERSION})
+
+
 def _refuse_undescribed_topics(
     response: Any, version: int, authorizer: RequestAuthorizer, context: RequestContext
 ) -> None:
@@ -105,7 +118,7 @@ def _refuse_undescribed_topics(
     if not authorizer.enabled:
         return
     for holder in _holders(response, version):
-        if holder.error_code == Errors.GROUP_AUTHORIZATION_FAILED:
+        if holder.error_code in _WHOLE_GROUP_ERRORS:
             continue
         for topic in holder.topics or ():
             if not authorizer.authorize(

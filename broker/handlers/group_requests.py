@@ -13,7 +13,9 @@ not carry gets the value Kafka's handler assumes for it (``KafkaApis`` / ``Group
   LeaveGroup v0-v2     one member, ``member_id``, with no instance id
   FindCoordinator v0   the key type is GROUP; v4+ batches keys (KIP-699)
   OffsetCommit         ``retention_time_ms`` only v2-v4 (else -1: the broker default);
-                       ``committed_leader_epoch`` from v6 (else -1)
+                       ``committed_leader_epoch`` from v6 (else -1); ``commit_timestamp`` only
+                       v1 (else -1: the broker's time); v0 has no generation or member
+                       (-1, "") — its offsets were ZooKeeper's (``groups.offset_commit``)
   OffsetFetch v7+      ``require_stable`` (KIP-447); earlier False
   OffsetFetch v8+      several groups; earlier one group
   ListGroups v4+       a states filter; earlier none (every state)
@@ -32,6 +34,8 @@ from pykraft.storage.topic_partition import TopicPartition
 GROUP_KEY_TYPE = 0
 NO_EPOCH = -1
 NO_RETENTION = -1
+# OffsetCommitRequest.DEFAULT_TIMESTAMP: the coordinator stamps the commit with its own time.
+DEFAULT_COMMIT_TIMESTAMP = -1
 
 
 @attrs.frozen(kw_only=True)
@@ -89,6 +93,8 @@ class OffsetCommitPartition:
     committed_offset: int
     committed_leader_epoch: int
     committed_metadata: str | None
+    # OffsetCommit v1 only (its ``CommitTimestamp``); DEFAULT_COMMIT_TIMESTAMP otherwise.
+    commit_timestamp_ms: int = DEFAULT_COMMIT_TIMESTAMP
 
 
 @attrs.frozen(kw_only=True)
@@ -217,6 +223,9 @@ def offset_commit_request(message: Any) -> OffsetCommitRequestData:
                             p.committed_leader_epoch if version >= 6 else NO_EPOCH
                         ),
                         committed_metadata=p.committed_metadata,
+                        commit_timestamp_ms=(
+                            p.commit_timestamp if version == 1 else DEFAULT_COMMIT_TIMESTAMP
+                        ),
                     )
                     for p in topic.partitions
                 ),

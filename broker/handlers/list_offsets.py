@@ -1,4 +1,5 @@
-"""ListOffsets (v1-v8) — Kafka's ``KafkaApis.handleListOffsetRequestV1AndAbove``.
+"""ListOffsets (v1-v8) — Kafka's ``KafkaApis.handleListOffsetRequestV1AndAbove``; v0 is
+``list_offsets_v0.py``.
 
 Per partition: ``timestamp`` -2 (earliest) answers the log start offset, -1 (latest) the last
 offset a consumer may read (the last stable offset for READ_COMMITTED, the high watermark for
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from pykraft.broker.handlers.list_offsets_v0 import list_offsets_v0
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
@@ -42,6 +44,8 @@ _PartitionResponse: Any = _TopicResponse.ListOffsetsPartitionResponse
 
 def list_offsets_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, message: Any) -> Any:
+        if message.version == 0:
+            return list_offsets_v0(services, message, request)
         return list_offsets(services, message, request)
 
     return kafka_python_handler(handle)

@@ -64,14 +64,6 @@ def test_maximum_versions_are_kafka_3_7s() -> None:
     }
 
 
-def test_minimum_versions_are_kafka_4_1s() -> None:
-    # KIP-896 baseline plus Produce v0 (KAFKA-18659) and JoinGroup v0 (KAFKA-19444).
-    kafka_4_1 = BROKER_API_VERSIONS[(4, 1)]
-    assert {key: low for key, (low, _) in ADVERTISED.items()} == {
-        key: kafka_4_1[key][0] for key in ADVERTISED
-    }
-
-
 def test_kafka_python_infers_kafka_3_7() -> None:
     assert infer_broker_version_from_api_versions(ADVERTISED) == (3, 7)
 
@@ -109,9 +101,13 @@ def librdkafka_features(broker: dict[int, tuple[int, int]]) -> set[str]:
     return {name for name, deps in LIBRDKAFKA_FEATURES.items() if all(overlaps(*d) for d in deps)}
 
 
-def test_librdkafka_enables_the_features_a_kafka_4_broker_gets() -> None:
+def test_librdkafka_enables_the_features_a_kafka_3_9_broker_gets() -> None:
     ours = librdkafka_features(ADVERTISED)
     assert ours == {
+        # Produce v0-2 / Fetch v0-3 are advertised as Kafka 3.9 does; librdkafka uses the
+        # highest overlapping version (MsgVer2: Produce 3+, Fetch 4+), never these.
+        "MsgVer1",
+        "ThrottleTime",
         "MsgVer2",
         "ApiVersion",
         "BrokerGroupCoordinator",
@@ -125,8 +121,8 @@ def test_librdkafka_enables_the_features_a_kafka_4_broker_gets() -> None:
         "SaslHandshake",
         "SaslAuthReq",
     }
-    # Same feature set as a real Kafka 4.1 broker (MsgVer1/ThrottleTime need Fetch < 4).
-    assert ours == librdkafka_features(BROKER_API_VERSIONS[(4, 1)])
+    # Same feature set as a real Kafka 3.9 broker.
+    assert ours == librdkafka_features(BROKER_API_VERSIONS[(3, 9)])
 
 
 def test_librdkafka_compression_check_sees_produce_v0() -> None:
@@ -174,9 +170,18 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
         (ApiKey.DELETE_RECORDS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
         # No schema defines these versions or keys: nothing can be encoded, the connection closes.
         (ApiKey.PRODUCE, 14, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.FETCH, 3, RequestDisposition.CLOSE_CONNECTION),
+        (ApiKey.FETCH, 3, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
+        (ApiKey.FETCH, 0, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
+        (ApiKey.FETCH, 18, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.FETCH, 19, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.METADATA, 99, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.OFFSET_COMMIT, 1, RequestDisposition.CLOSE_CONNECTION),
+        (ApiKey.OFFSET_COMMIT, 11, RequestDisposition.CLOSE_CONNECTION),
+        # Kafka 3.9's old versions (below the 4.x schemas' minimum) are served.
+        (ApiKey.OFFSET_COMMIT, 0, RequestDisposition.SERVE),
+        (ApiKey.OFFSET_COMMIT, 1, RequestDisposition.SERVE),
+        (ApiKey.LIST_OFFSETS, 0, RequestDisposition.SERVE),
+        (ApiKey.DESCRIBE_CONFIGS, 0, RequestDisposition.SERVE),
+        (ApiKey.FETCH, 4, RequestDisposition.SERVE),
         (ApiKey.LEADER_AND_ISR, 7, RequestDisposition.CLOSE_CONNECTION),
         # ApiKeys.isVersionEnabled accepts every ApiVersions version, negative ones too.
         (ApiKey.API_VERSIONS, -1, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
@@ -211,12 +216,11 @@ def test_flexible_versions_match_kafkas_schemas(api_key: ApiKey) -> None:
         flexible = schema["flexibleVersions"]
         first_flexible = NEVER_FLEXIBLE if flexible == "none" else version_range(flexible)[0]
         assert first_flexible == FIRST_FLEXIBLE_VERSION[api_key]
-        # Everything we advertise is a version Kafka's schema (as kafka-python ships it) defines,
-        # except Produce v0-2, which we never decode with kafka-python.
-        low, high = version_range(schema["validVersions"])
-        advertised = SUPPORTED_API_VERSIONS[api_key]
-        assert advertised.max_version <= high
-        assert advertised.min_version >= low or api_key == ApiKey.PRODUCE
+        # Everything we advertise up to the maximum is in the schema kafka-python ships; below
+        # its minimum are Kafka 3.9's versions (KIP-896 dropped them from validVersions but
+        # kept their fields, which kafka-python's classes code: test_legacy_versions.py).
+        _, high = version_range(schema["validVersions"])
+        assert SUPPORTED_API_VERSIONS[api_key].max_version <= high
 
 
 @pytest.mark.parametrize("api_key", sorted(FIRST_FLEXIBLE_VERSION))
