@@ -21,6 +21,13 @@ from pykraft.broker.handlers.list_offsets import list_offsets_handler
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.coordinator.group.loader import read_partition_records
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC, OffsetsReplay
+from pykraft.metadata.auth.acl import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    PatternType,
+    ResourceType,
+)
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.segments import Segments
@@ -36,6 +43,8 @@ from tests.broker.replica_harness import (
     request_context,
     services,
 )
+from tests.broker.test_authorization import CAROL, acl, authorizer
+from tests.broker.test_authorization import context as auth_context
 from tests.broker.test_handlers_groups import (
     GROUP,
     START_MS,
@@ -273,3 +282,75 @@ def test_fetch_v0_to_v3_are_answered_unsupported_by_kafka_apis(version: int) -> 
     assert [(t, [(p[0], p[1], p[2]) for p in parts]) for t, parts in decoded.topics] == [
         ("pets", [(0, UNSUPPORTED, -1)])
     ]
+
+
+def test_topics_created_and_deleted_with_v0_and_v1(pets: Cluster) -> None:
+    # CreateTopics v0 (no validate_only, no error message), v1 (both), DeleteTopics v0.
+    table = broker_handlers(services(pets))
+
+    def send(api_key: ApiKey, version: int, body: bytes) -> bytes:
+        answer = call(table[api_key], api_key, version, body)
+        assert answer is not None
+        return answer
+
+    new: tuple[Any, ...] = ("fresh", 2, 1, [], [("retention.ms", "1")])
+    created = old_admin.CreateTopicsResponse_v0.decode(
+        send(ApiKey.CREATE_TOPICS, 0, old_admin.CreateTopicsRequest_v0([new], 5000).encode())
+    )
+    assert created.topic_errors == [("fresh", Errors.NONE)]
+    assert len(pets.image.topics.by_name["fresh"].partitions) == 2
+    again = old_admin.CreateTopicsResponse_v1.decode(
+        send(ApiKey.CREATE_TOPICS, 1, old_admin.CreateTopicsRequest_v1([new], 5000, True).encode())
+    )
+    [(name, error, message)] = again.topic_errors
+    assert (name, error) == ("fresh", Errors.TOPIC_ALREADY_EXISTS) and message
+    described = old_admin.DescribeConfigsResponse_v0.decode(
+        send(
+            ApiKey.DESCRIBE_CONFIGS,
+            0,
+            old_admin.DescribeConfigsRequest_v0([(2, "fresh", ["retention.ms"])]).encode(),
+        )
+    )
+    [(_error, _message, _type, _name, entries)] = described.resources
+    assert [(e[0], e[1], e[3]) for e in entries] == [("retention.ms", "1", False)]
+    deleted = old_admin.DeleteTopicsResponse_v0.decode(
+        send(ApiKey.DELETE_TOPICS, 0, old_admin.DeleteTopicsRequest_v0(["fresh"], 5000).encode())
+    )
+    assert deleted.topic_error_codes == [("fresh", Errors.NONE)]
+    assert "fresh" not in pets.image.topics.by_name
+
+
+class _AclController:
+    """The controller's ACL calls (an I/O boundary): records the filter, answers one ACL."""
+
+    def __init__(self) -> None:
+        self.filters: list[AclBindingFilter] = []
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> tuple[AclBinding, ...]:
+        self.filters.append(acl_filter)
+        return (acl(AclOperation.READ),)
+
+
+def test_describe_acls_v0_asks_for_literal_patterns(pets: Cluster) -> None:
+    # DescribeAcls v0 has no pattern type: Kafka's schema default LITERAL, so v0 clients see
+    # only literal ACLs, which a v0 answer can express (it has no pattern type either).
+    controller = _AclController()
+    holder = authorizer(acl(AclOperation.DESCRIBE, "kafka-cluster", ResourceType.CLUSTER))
+    table = broker_handlers(services(pets, controller=controller, authorizer=holder))
+    body = old_admin.DescribeAclsRequest_v0(2, "pets", None, None, 1, 1).encode()
+
+    async def send() -> bytes | None:
+        context = auth_context(ApiKey.DESCRIBE_ACLS, 0, CAROL)
+        answer = await table[ApiKey.DESCRIBE_ACLS](context, memoryview(bytearray(body)))
+        assert isinstance(answer, bytes)
+        return answer
+
+    answer = asyncio.run(send())
+    assert answer is not None
+    decoded = old_admin.DescribeAclsResponse_v0.decode(answer)
+    assert (decoded.error_code, decoded.resources) == (
+        Errors.NONE,
+        [(2, "pets", [("User:carol", "*", int(AclOperation.READ), 3)])],
+    )
+    [asked] = controller.filters
+    assert (asked.resource_name, asked.pattern_type) == ("pets", PatternType.LITERAL)

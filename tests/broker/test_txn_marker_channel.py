@@ -25,9 +25,7 @@ def test_the_highest_common_version(theirs: tuple[int, int], expected: int) -> N
     assert write_txn_markers_version({ApiKey.WRITE_TXN_MARKERS: theirs}) == expected
 
 
-@pytest.mark.parametrize(
-    "ranges", [{}, {ApiKey.WRITE_TXN_MARKERS: (2, 3)}]
-)
+@pytest.mark.parametrize("ranges", [{}, {ApiKey.WRITE_TXN_MARKERS: (2, 3)}])
 def test_a_peer_without_a_common_version_is_refused(ranges: dict[int, tuple[int, int]]) -> None:
     with pytest.raises(ProtocolError):
         write_txn_markers_version(ranges)
