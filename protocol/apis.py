@@ -12,11 +12,10 @@ client Kafka 3.9 serves negotiates a version we implement (issue 13):
   advertised and answered UNSUPPORTED_VERSION; OffsetCommit v0 and OffsetFetch v0 (ZooKeeper's
   offsets) are answered UNSUPPORTED_VERSION the way Kafka 3.9 answers them in KRaft mode.
 * maximum versions are Kafka 3.9's where we implement that version's semantics, else the last
-  one we do (Kafka 3.7's for most); each such API and why is listed in
-  ``tests/protocol/test_api_versions_table.py``. kafka-python infers the broker release from
-  the maxima alone; its first matching probe is "Fetch v16 -> 3.7"
-  (``infer_broker_version_from_api_versions``; Fetch 17 would be 3.9, Produce 11 3.8), so it
-  reports ``KAFKA_RELEASE``.
+  one we do; each such API and why is listed in ``tests/protocol/test_api_versions_table.py``.
+  kafka-python infers the broker release from the maxima alone; its first matching probe is
+  "Fetch v17 -> 3.9" (``infer_broker_version_from_api_versions``), so it reports
+  ``KAFKA_RELEASE``.
 
 librdkafka enables a feature when its required range *overlaps* ours
 (``rd_kafka_ApiVersion_check``) and then uses the highest version both sides have: MsgVer2 needs
@@ -146,7 +145,7 @@ from pykraft.protocol.kafka_3_9_versions import LEGACY_MESSAGE_FORMAT_VERSIONS
 from pykraft.protocol.kafka_messages import decode_message
 from pykraft.protocol.segments import Buffer
 
-KAFKA_RELEASE = "3.7"
+KAFKA_RELEASE = "3.9"
 
 
 @attrs.frozen
@@ -165,23 +164,23 @@ def _table(*rows: tuple[ApiKey, int, int]) -> Mapping[ApiKey, ApiVersionRange]:
 
 # (api, min = Kafka 3.9, max); see the module docstring and ``kafka_3_9_versions``.
 SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
-    (ApiKey.PRODUCE, 0, 10),  # v0-2 advertised, answered UNSUPPORTED_VERSION (KAFKA-18659)
-    (ApiKey.FETCH, 0, 16),  # v0-3 advertised, answered UNSUPPORTED_VERSION (legacy_fetch)
-    (ApiKey.LIST_OFFSETS, 0, 8),  # v0: MaxNumOffsets, OldStyleOffsets (list_offsets_v0)
+    (ApiKey.PRODUCE, 0, 11),  # v0-2 advertised, answered UNSUPPORTED_VERSION (KAFKA-18659)
+    (ApiKey.FETCH, 0, 17),  # v0-3 advertised, answered UNSUPPORTED_VERSION (legacy_fetch)
+    (ApiKey.LIST_OFFSETS, 0, 9),  # v0: MaxNumOffsets, OldStyleOffsets (list_offsets_v0)
     (ApiKey.METADATA, 0, 12),
     (ApiKey.OFFSET_COMMIT, 0, 9),  # v0 is ZooKeeper's: answered UNSUPPORTED_VERSION, as KRaft
     (ApiKey.OFFSET_FETCH, 0, 9),  # v0 likewise
-    (ApiKey.FIND_COORDINATOR, 0, 4),
+    (ApiKey.FIND_COORDINATOR, 0, 6),  # v6: share groups' key type (KIP-932), not served
     (ApiKey.JOIN_GROUP, 0, 9),
     (ApiKey.HEARTBEAT, 0, 4),
     (ApiKey.LEAVE_GROUP, 0, 5),
     (ApiKey.SYNC_GROUP, 0, 5),
     (ApiKey.DESCRIBE_GROUPS, 0, 5),
-    (ApiKey.LIST_GROUPS, 0, 4),
-    (ApiKey.API_VERSIONS, 0, 3),
+    (ApiKey.LIST_GROUPS, 0, 5),  # v5: the group type filter (KIP-848): all are classic
+    (ApiKey.API_VERSIONS, 0, 4),
     (ApiKey.CREATE_TOPICS, 0, 7),
     (ApiKey.DELETE_TOPICS, 0, 6),
-    (ApiKey.INIT_PRODUCER_ID, 0, 4),
+    (ApiKey.INIT_PRODUCER_ID, 0, 5),
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4),
     (ApiKey.DESCRIBE_CONFIGS, 0, 4),
     (ApiKey.CREATE_PARTITIONS, 0, 3),
@@ -197,15 +196,18 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     # authentication, and with ILLEGAL_SASL_STATE after it (KafkaApis).
     (ApiKey.SASL_HANDSHAKE, 0, 1),
     (ApiKey.SASL_AUTHENTICATE, 0, 2),
-    # Transactions (KIP-98).
-    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4),  # v4: broker-to-broker verification (KIP-890)
-    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
-    (ApiKey.END_TXN, 0, 3),
+    # Transactions (KIP-98). The 3.8 bumps (Produce 11, InitProducerId 5, AddPartitionsToTxn 5,
+    # AddOffsetsToTxn 4, EndTxn 4, TxnOffsetCommit 4, FindCoordinator 5) only say the client
+    # knows TRANSACTION_ABORTABLE (KIP-890); layouts are unchanged and Kafka 3.9 sends that error
+    # only to Produce v11+ (``AddPartitionsToTxnManager``), as pykraft does.
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5),  # v4+: broker-to-broker verification (KIP-890)
+    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4),
+    (ApiKey.END_TXN, 0, 4),
     (ApiKey.WRITE_TXN_MARKERS, 0, 1),  # v0 = v1 without flexible encoding
-    (ApiKey.TXN_OFFSET_COMMIT, 0, 3),
+    (ApiKey.TXN_OFFSET_COMMIT, 0, 4),
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
-    (ApiKey.LIST_TRANSACTIONS, 0, 0),
+    (ApiKey.LIST_TRANSACTIONS, 0, 0),  # v1's duration filter (KIP-994) is not built
 )
 
 # Versions that carry message format v0/v1; advertised, never served (KIP-896).

@@ -25,6 +25,7 @@ from pykraft.broker.handlers.group_requests import (
     OffsetFetchRequestData,
 )
 from pykraft.broker.handlers.group_responses import (
+    CLASSIC_GROUP_TYPE,
     FetchedGroup,
     describe_groups_response,
     list_groups_response,
@@ -168,8 +169,11 @@ async def list_groups(
     authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
 ) -> Any:
     """``handleListGroupsRequest``: every group with DESCRIBE on the cluster, else only the
-    groups the principal may DESCRIBE."""
+    groups the principal may DESCRIBE. Every group here is a classic one: a types filter
+    without "classic" lists none (Kafka 3.9's ``GroupCoordinator.handleListGroups``)."""
     error, overviews = coordinator.list_groups(request.states_filter)
+    if request.types_filter and CLASSIC_GROUP_TYPE not in request.types_filter:
+        overviews = []
     if not authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
         overviews = [
             g

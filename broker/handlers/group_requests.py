@@ -19,6 +19,8 @@ not carry gets the value Kafka's handler assumes for it (``KafkaApis`` / ``Group
   OffsetFetch v7+      ``require_stable`` (KIP-447); earlier False
   OffsetFetch v8+      several groups; earlier one group
   ListGroups v4+       a states filter; earlier none (every state)
+  ListGroups v5+       a group type filter (KIP-848), lower-cased as ``GroupType.parse``
+                       reads it; earlier none
 """
 
 from __future__ import annotations
@@ -142,6 +144,8 @@ class DescribeGroupsRequestData:
 class ListGroupsRequestData:
     version: int
     states_filter: frozenset[str]
+    # Lower-cased group types (KIP-848); empty: every type.
+    types_filter: frozenset[str] = frozenset()
 
 
 def find_coordinator_request(message: Any) -> FindCoordinatorRequestData:
@@ -272,4 +276,7 @@ def describe_groups_request(message: Any) -> DescribeGroupsRequestData:
 def list_groups_request(message: Any) -> ListGroupsRequestData:
     version = message.version
     states = frozenset(message.states_filter or ()) if version >= 4 else frozenset()
-    return ListGroupsRequestData(version=version, states_filter=states)
+    types = (
+        frozenset(t.lower() for t in message.types_filter or ()) if version >= 5 else frozenset()
+    )
+    return ListGroupsRequestData(version=version, states_filter=states, types_filter=types)

@@ -1,7 +1,8 @@
 """Kafka 3.9's old request versions through the real handlers, with the bytes old clients send
 (kafka-python's legacy ``Struct`` classes): OffsetCommit v0-v1 and OffsetFetch v0 (Sarama 1.22's
 defaults), ListOffsets v0 (Burrow), DescribeConfigs v0 and CreateTopics v0 (Sarama's
-ClusterAdmin), Fetch v0-3 through ``KafkaApis``."""
+ClusterAdmin), Fetch v0-3 through ``KafkaApis`` — and its newest: ListGroups v5, FindCoordinator
+v6."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.old import admin as old_admin
 from kafka.protocol.old import commit as old_commit
 from kafka.protocol.old import fetch as old_fetch
 from kafka.protocol.old import list_offsets as old_list_offsets
 
 from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
 from pykraft.broker.handlers.list_offsets import list_offsets_handler
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.coordinator.group.loader import read_partition_records
@@ -29,11 +33,13 @@ from pykraft.metadata.auth.acl import (
     ResourceType,
 )
 from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_response
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.segments import Segments
 from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.handler_support import pets_and_birds
 from tests.broker.replica_harness import (
+    LOCAL,
     PETS0,
     Cluster,
     batch,
@@ -354,3 +360,78 @@ def test_describe_acls_v0_asks_for_literal_patterns(pets: Cluster) -> None:
     )
     [asked] = controller.filters
     assert (asked.resource_name, asked.pattern_type) == ("pets", PatternType.LITERAL)
+
+
+# ------------------------------------------------------------------ Kafka 3.9's newest versions
+
+
+def test_list_groups_v5_filters_by_group_type(groups: GroupCluster) -> None:
+    # GroupCoordinator.handleListGroups (3.9): every group is classic; a types filter without
+    # "classic" (GroupType.parse, case-insensitive) lists none.
+    async def scenario() -> None:
+        broker = Broker(groups)
+        groups.publish(*offsets_led_here())
+        await settle()
+        body = old_commit.OffsetCommitRequest_v1(GROUP, -1, "", [("pets", [(0, 1, -1, "")])])
+        await send_raw(broker, ApiKey.OFFSET_COMMIT, 1, body.encode())
+
+        async def listed(types: list[str] | None) -> list[tuple[str, str, str]]:
+            request = ListGroupsRequest(version=5, states_filter=[], types_filter=types)
+            response = await broker.send(ApiKey.LIST_GROUPS, 5, request)
+            assert response.error_code == Errors.NONE
+            return [(g.group_id, g.group_state, g.group_type) for g in response.groups]
+
+        assert await listed(None) == [(GROUP, "Empty", "classic")]
+        assert await listed(["Classic"]) == [(GROUP, "Empty", "classic")]
+        assert await listed(["consumer", "classic"]) == [(GROUP, "Empty", "classic")]
+        assert await listed(["consumer"]) == []
+        assert await listed(["share"]) == []
+
+    asyncio.run(scenario())
+
+
+def test_find_coordinator_v6_share_groups_are_not_available(groups: GroupCluster) -> None:
+    # KafkaApis.getCoordinator (3.9): key type 2 before v6 is INVALID_REQUEST; from v6,
+    # CLUSTER_ACTION is checked, then COORDINATOR_NOT_AVAILABLE (no share coordinator).
+    async def scenario() -> None:
+        broker = Broker(groups)
+        groups.publish(*offsets_led_here())
+        await settle()
+        share = FindCoordinatorRequest(version=6, key_type=2, coordinator_keys=["s"])
+        response = await broker.send(ApiKey.FIND_COORDINATOR, 6, share)
+        assert [(c.key, c.error_code) for c in response.coordinators] == [
+            ("s", Errors.COORDINATOR_NOT_AVAILABLE)
+        ]
+        response = await broker.send(
+            ApiKey.FIND_COORDINATOR,
+            5,
+            FindCoordinatorRequest(version=5, key_type=2, coordinator_keys=["s"]),
+        )
+        assert [(c.key, c.error_code) for c in response.coordinators] == [
+            ("s", Errors.INVALID_REQUEST)
+        ]
+        groups_v6 = FindCoordinatorRequest(version=6, key_type=0, coordinator_keys=["a"])
+        response = await broker.send(ApiKey.FIND_COORDINATOR, 6, groups_v6)
+        assert [(c.key, c.error_code, c.node_id) for c in response.coordinators] == [
+            ("a", Errors.NONE, LOCAL)
+        ]
+
+    asyncio.run(scenario())
+
+
+def test_find_coordinator_v6_share_key_needs_cluster_action(pets: Cluster) -> None:
+    holder = authorizer(acl(AclOperation.DESCRIBE, "kafka-cluster", ResourceType.CLUSTER))
+    handler = find_coordinator_handler(services(pets, authorizer=holder), topics=())
+    request = FindCoordinatorRequest(version=6, key_type=2, coordinator_keys=["s"])
+
+    async def send() -> bytes:
+        context = auth_context(ApiKey.FIND_COORDINATOR, 6, CAROL)
+        body = memoryview(bytearray(request.encode(version=6)))
+        answer = await handler(context, body)
+        assert isinstance(answer, bytes)
+        return answer
+
+    decoded = decode_response(ApiKey.FIND_COORDINATOR, 6, asyncio.run(send()))
+    assert [(c.key, c.error_code) for c in decoded.coordinators] == [
+        ("s", Errors.CLUSTER_AUTHORIZATION_FAILED)
+    ]

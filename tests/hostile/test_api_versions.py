@@ -126,10 +126,10 @@ def test_api_versions_v99_gets_the_v0_unsupported_answer_and_the_connection_stay
         response = decode_api_versions(answer, 0)
         assert response.error_code == int(Errors.UNSUPPORTED_VERSION) == 35
         assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
-            (18, 0, 3)
+            (18, 0, 4)
         ]
-        assert answer[4:] == bytes.fromhex("0023 00000001 0012 0000 0003")
-        # The client falls back to v3 on the same connection, then carries on.
+        assert answer[4:] == bytes.fromhex("0023 00000001 0012 0000 0004")
+        # The client falls back (here to v3) on the same connection, then carries on.
         assert_full_api_versions(connection, 42)
         connection.send(request_frame(ApiKey.METADATA, 12, 43, metadata_body(12)))
         metadata = connection.frame()

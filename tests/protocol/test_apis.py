@@ -24,6 +24,7 @@ from pykraft.protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, Ap
 from pykraft.protocol.apis import (
     _CODEC_CLASSES,
     HAND_WRITTEN_APIS,
+    KAFKA_RELEASE,
     SUPPORTED_API_VERSIONS,
     RequestDisposition,
     api_versions_request_is_valid,
@@ -56,16 +57,10 @@ KAFKA_PYTHON_BACKED = [
 # ------------------------------------------------------------------ a coherent real release
 
 
-def test_maximum_versions_are_kafka_3_7s() -> None:
-    # kafka-python recorded these from a real 3.7 broker's ApiVersions response.
-    kafka_3_7 = BROKER_API_VERSIONS[(3, 7)]
-    assert {key: high for key, (_, high) in ADVERTISED.items()} == {
-        key: kafka_3_7[key][1] for key in ADVERTISED
-    }
-
-
-def test_kafka_python_infers_kafka_3_7() -> None:
-    assert infer_broker_version_from_api_versions(ADVERTISED) == (3, 7)
+def test_kafka_python_infers_kafka_3_9() -> None:
+    # Its first matching probe is Fetch v17 (test_api_versions_table.py checks every range).
+    assert infer_broker_version_from_api_versions(ADVERTISED) == (3, 9)
+    assert KAFKA_RELEASE == "3.9"
 
 
 # librdkafka's rd_kafka_feature_map (src/rdkafka_feature.c): feature -> (api, min, max) deps.
@@ -158,12 +153,12 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
 @pytest.mark.parametrize(
     ("api_key", "version", "disposition"),
     [
-        (ApiKey.API_VERSIONS, 4, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
+        (ApiKey.API_VERSIONS, 5, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
         (ApiKey.API_VERSIONS, 300, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
         (ApiKey.PRODUCE, 2, RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE),
         # Issue 9: an error answer wherever a schema defines the version (Kafka closes).
-        (ApiKey.PRODUCE, 11, RequestDisposition.ANSWER_UNSUPPORTED),
-        (ApiKey.FETCH, 17, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.PRODUCE, 12, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.FETCH, 18, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.METADATA, 13, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.SASL_HANDSHAKE, 1, RequestDisposition.SERVE),
         (ApiKey.SASL_AUTHENTICATE, 3, RequestDisposition.CLOSE_CONNECTION),
@@ -172,7 +167,6 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
         (ApiKey.PRODUCE, 14, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.FETCH, 3, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
         (ApiKey.FETCH, 0, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
-        (ApiKey.FETCH, 18, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.FETCH, 19, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.METADATA, 99, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.OFFSET_COMMIT, 11, RequestDisposition.CLOSE_CONNECTION),
@@ -297,7 +291,7 @@ def kio_decode(entity_type: Any, data: bytes) -> Any:
     return entity_reader(entity_type)(data, 0)[0]
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_api_versions_response_lists_the_table(version: int) -> None:
     body = encode_api_versions_response(version, throttle_time_ms=5)
     decoded = decode_response(ApiKey.API_VERSIONS, version, body)
@@ -311,12 +305,12 @@ def test_api_versions_response_lists_the_table(version: int) -> None:
 
 
 def test_unsupported_api_versions_answer_is_kafkas_v0_bytes() -> None:
-    # error_code 35, one entry: ApiVersions 0..3 (ApiVersionsRequest.getErrorResponse).
+    # error_code 35, one entry: ApiVersions 0..4 (ApiVersionsRequest.getErrorResponse).
     body = encode_unsupported_api_versions_response()
-    assert body == bytes.fromhex("0023 00000001 0012 0000 0003")
+    assert body == bytes.fromhex("0023 00000001 0012 0000 0004")
     kio = kio_decode(KioApiVersionsV0, body)
     assert int(kio.error_code) == Errors.UNSUPPORTED_VERSION
-    assert [(int(e.api_key), e.min_version, e.max_version) for e in kio.api_keys] == [(18, 0, 3)]
+    assert [(int(e.api_key), e.min_version, e.max_version) for e in kio.api_keys] == [(18, 0, 4)]
 
 
 def test_invalid_api_versions_request_gets_invalid_request_without_keys() -> None:
@@ -344,10 +338,12 @@ def test_invalid_api_versions_request_gets_invalid_request_without_keys() -> Non
     assert decoded.api_keys == ()
 
 
-def test_kafka_python_client_handshake_falls_back_to_our_maximum() -> None:
-    # kafka-python 3.0 sends ApiVersions v4, reads the v0 error body, retries with max_version.
+def test_a_newer_client_handshake_falls_back_to_our_maximum() -> None:
+    # kafka-python 3.0 sends ApiVersions v4: served. A client at v5 reads the v0 error body and
+    # retries with min(its maximum, ours).
+    assert request_disposition(ApiKey.API_VERSIONS, 4) == RequestDisposition.SERVE
     response_cls = response_class(ApiKey.API_VERSIONS)
-    error = response_cls.decode(io.BytesIO(encode_unsupported_api_versions_response()), version=4)
-    retry_version = min(4, next(e.max_version for e in error.api_keys if e.api_key == 18))
-    assert retry_version == 3
+    error = response_cls.decode(io.BytesIO(encode_unsupported_api_versions_response()), version=0)
+    retry_version = min(5, next(e.max_version for e in error.api_keys if e.api_key == 18))
+    assert retry_version == 4
     assert request_disposition(ApiKey.API_VERSIONS, retry_version) == RequestDisposition.SERVE
