@@ -18,7 +18,8 @@ not carry gets the value Kafka's handler assumes for it (``KafkaApis`` / ``Group
                        (-1, "") — its offsets were ZooKeeper's (``groups.offset_commit``)
   OffsetFetch v7+      ``require_stable`` (KIP-447); earlier False
   OffsetFetch v8+      several groups; earlier one group
-  ListGroups v4+       a states filter; earlier none (every state)
+  ListGroups v4+       a states filter, case-insensitive as Kafka 3.9's ``handleListGroups``
+                       (read into the coordinator's state names); earlier none (every state)
   ListGroups v5+       a group type filter (KIP-848), lower-cased as ``GroupType.parse``
                        reads it; earlier none
 """
@@ -30,12 +31,14 @@ from typing import Any
 
 import attrs
 
-from pykraft.coordinator.group.state import Protocol
+from pykraft.coordinator.group.state import GroupState, Protocol
 from pykraft.storage.topic_partition import TopicPartition
 
 GROUP_KEY_TYPE = 0
 NO_EPOCH = -1
 NO_RETENTION = -1
+# Lower-cased state name -> the coordinator's (Kafka's) spelling; an unknown name matches none.
+_STATE_NAMES: Mapping[str, str] = {state.value.lower(): state.value for state in GroupState}
 # OffsetCommitRequest.DEFAULT_TIMESTAMP: the coordinator stamps the commit with its own time.
 DEFAULT_COMMIT_TIMESTAMP = -1
 
@@ -275,7 +278,11 @@ def describe_groups_request(message: Any) -> DescribeGroupsRequestData:
 
 def list_groups_request(message: Any) -> ListGroupsRequestData:
     version = message.version
-    states = frozenset(message.states_filter or ()) if version >= 4 else frozenset()
+    states = (
+        frozenset(_STATE_NAMES.get(s.lower(), s) for s in message.states_filter or ())
+        if version >= 4
+        else frozenset()
+    )
     types = (
         frozenset(t.lower() for t in message.types_filter or ()) if version >= 5 else frozenset()
     )
