@@ -163,6 +163,9 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
         (ApiKey.SASL_HANDSHAKE, 1, RequestDisposition.SERVE),
         (ApiKey.SASL_AUTHENTICATE, 3, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.DELETE_RECORDS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
+        # Below the 4.x schema (1-2) but a Kafka 3.9 version: answered, not closed.
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 3, RequestDisposition.CLOSE_CONNECTION),
         # No schema defines these versions or keys: nothing can be encoded, the connection closes.
         (ApiKey.PRODUCE, 14, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.FETCH, 3, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
