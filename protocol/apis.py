@@ -207,7 +207,7 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.TXN_OFFSET_COMMIT, 0, 4),
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
-    (ApiKey.LIST_TRANSACTIONS, 0, 0),  # v1's duration filter (KIP-994) is not built
+    (ApiKey.LIST_TRANSACTIONS, 0, 1),  # v1: the duration filter (KIP-994)
 )
 
 # Versions that carry message format v0/v1; advertised, never served (KIP-896).

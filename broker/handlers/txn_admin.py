@@ -15,8 +15,9 @@ ListTransactions, so a hanging transaction can be found (and then aborted with K
   coordinator's state of it; partitions of topics the principal may not DESCRIBE are left out
   (``handleDescribeTransactionsRequest``).
 * ListTransactions: the coordinator's transactions on this broker, filtered by state and producer
-  id, and by DESCRIBE on each transactional id; unknown state names are echoed back in
-  ``unknown_state_filters`` (``TransactionStateManager.listTransactionStates``).
+  id, from v1 by how long they have run (KIP-994), and by DESCRIBE on each transactional id;
+  unknown state names are echoed back in ``unknown_state_filters``
+  (``TransactionStateManager.listTransactionStates``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
+from pykraft.coordinator.transaction.manager import NO_DURATION_FILTER
 from pykraft.coordinator.transaction.shell import TransactionCoordinatorShell
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
@@ -186,7 +188,10 @@ def _no_description(state_type: Any, transactional_id: str, error: Errors) -> An
 def _list_transactions(services: BrokerServices, transactions: TransactionCoordinatorShell) -> Any:
     async def handle(context: RequestContext, request: Any) -> Any:
         listed = transactions.list_transactions(
-            tuple(request.state_filters), tuple(request.producer_id_filters)
+            tuple(request.state_filters),
+            tuple(request.producer_id_filters),
+            # KIP-994 (v1): transactions running longer than this; -1 (v0) every one.
+            request.duration_filter if request.version >= 1 else NO_DURATION_FILTER,
         )
         visible = services.authorizer.authorized(
             context,
