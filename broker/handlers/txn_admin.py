@@ -27,7 +27,7 @@ from typing import Any
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
-from pykraft.coordinator.transaction.manager import NO_DURATION_FILTER
+from pykraft.coordinator.transaction.effects import TransactionListing
 from pykraft.coordinator.transaction.shell import TransactionCoordinatorShell
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
@@ -188,11 +188,10 @@ def _no_description(state_type: Any, transactional_id: str, error: Errors) -> An
 def _list_transactions(services: BrokerServices, transactions: TransactionCoordinatorShell) -> Any:
     async def handle(context: RequestContext, request: Any) -> Any:
         listed = transactions.list_transactions(
-            tuple(request.state_filters),
-            tuple(request.producer_id_filters),
-            # KIP-994 (v1): transactions running longer than this; -1 (v0) every one.
-            request.duration_filter if request.version >= 1 else NO_DURATION_FILTER,
+            tuple(request.state_filters), tuple(request.producer_id_filters)
         )
+        duration_filter_ms = request.duration_filter if request.version >= 1 else -1
+        now_ms = services.wall_clock_ms()
         visible = services.authorizer.authorized(
             context,
             AclOperation.DESCRIBE,
@@ -213,7 +212,15 @@ def _list_transactions(services: BrokerServices, transactions: TransactionCoordi
                 )
                 for t in listed.transactions
                 if t.transactional_id in visible
+                and running_longer_than(t, duration_filter_ms, now_ms)
             ],
         )
 
     return handle
+
+
+def running_longer_than(listing: TransactionListing, duration_filter_ms: int, now_ms: int) -> bool:
+    """ListTransactions v1's duration filter (KIP-994, ``listTransactionStates``): with a filter
+    >= 0, only transactions started more than that long before ``now_ms``; an id with none
+    started (-1) always qualifies, as in Kafka."""
+    return duration_filter_ms < 0 or now_ms - listing.txn_start_timestamp_ms > duration_filter_ms

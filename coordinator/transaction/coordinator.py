@@ -46,11 +46,7 @@ from pykraft.coordinator.transaction.effects import (
     TxnResult,
 )
 from pykraft.coordinator.transaction.init_producer_id import PREPARED
-from pykraft.coordinator.transaction.manager import (
-    NO_DURATION_FILTER,
-    EpochAndMetadata,
-    TransactionStateManager,
-)
+from pykraft.coordinator.transaction.manager import EpochAndMetadata, TransactionStateManager
 from pykraft.coordinator.transaction.markers import TransactionMarkers
 from pykraft.coordinator.transaction.metadata import TransactionMetadata
 from pykraft.coordinator.transaction.state import TransactionState
@@ -260,15 +256,9 @@ class TransactionCoordinator:
         return self.manager.describe_transaction(transactional_id)
 
     def list_transactions(
-        self,
-        state_filters: Iterable[str],
-        producer_id_filters: Iterable[int],
-        duration_filter_ms: int = NO_DURATION_FILTER,
-        now_ms: int = 0,
+        self, state_filters: Iterable[str], producer_id_filters: Iterable[int]
     ) -> ListTransactionsResult:
-        return self.manager.list_transactions(
-            state_filters, producer_id_filters, duration_filter_ms, now_ms
-        )
+        return self.manager.list_transactions(state_filters, producer_id_filters)
 
     # ------------------------------------------------------------------ appends
 

@@ -59,9 +59,6 @@ MAX_TOMBSTONE_BATCH_BYTES = 1_000_000
 # Bytes a tombstone costs in a batch besides its key (record framing, generously).
 _TOMBSTONE_OVERHEAD_BYTES = 32
 
-# ListTransactionsRequest.DurationFilter default: every transaction, however young.
-NO_DURATION_FILTER = -1
-
 
 class PartitionStatus(enum.Enum):
     LOADING = "loading"
@@ -325,16 +322,9 @@ class TransactionStateManager:
         )
 
     def list_transactions(
-        self,
-        state_filters: Iterable[str],
-        producer_id_filters: Iterable[int],
-        duration_filter_ms: int = NO_DURATION_FILTER,
-        now_ms: int = 0,
+        self, state_filters: Iterable[str], producer_id_filters: Iterable[int]
     ) -> ListTransactionsResult:
-        """``listTransactionStates``: every id here, filtered by state name and producer id,
-        and with ``duration_filter_ms`` >= 0 (ListTransactions v1, KIP-994) only those whose
-        transaction started more than that long before ``now_ms`` (an id without one started
-        at -1, so it always qualifies, as in Kafka)."""
+        """``listTransactionStates``: every id here, filtered by state name and producer id."""
         if not self.active:
             return ListTransactionsResult(error=Errors.COORDINATOR_NOT_AVAILABLE)
         if any(p.status is PartitionStatus.LOADING for p in self.partitions.values()):
@@ -344,14 +334,15 @@ class TransactionStateManager:
         unknown = tuple(name for name in names if TransactionState.from_name(name) is None)
         producer_ids = frozenset(producer_id_filters)
         listings = [
-            TransactionListing(m.transactional_id, m.producer_id, m.state.value)
+            TransactionListing(
+                m.transactional_id, m.producer_id, m.state.value, m.txn_start_timestamp_ms
+            )
             for partition in sorted(self.transactions)
             for m in self.transactions[partition].values()
             # DEAD is transient: the id is being removed.
             if m.state is not TransactionState.DEAD
             and (not producer_ids or m.producer_id in producer_ids)
             and (not names or m.state in states)
-            and (duration_filter_ms < 0 or now_ms - m.txn_start_timestamp_ms > duration_filter_ms)
         ]
         listings.sort(key=lambda listing: listing.transactional_id)
         return ListTransactionsResult(

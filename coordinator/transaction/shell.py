@@ -52,11 +52,7 @@ from pykraft.coordinator.transaction.effects import (
     TxnResult,
 )
 from pykraft.coordinator.transaction.loader import load_transactions
-from pykraft.coordinator.transaction.manager import (
-    NO_DURATION_FILTER,
-    OwnedPartition,
-    PartitionStatus,
-)
+from pykraft.coordinator.transaction.manager import OwnedPartition, PartitionStatus
 from pykraft.coordinator.transaction.marker_sender import (
     MarkerReport,
     Route,
@@ -194,14 +190,9 @@ class TransactionCoordinatorShell:
         return [self.core.describe_transaction(tid) for tid in transactional_ids]
 
     def list_transactions(
-        self,
-        state_filters: Iterable[str] = (),
-        producer_id_filters: Iterable[int] = (),
-        duration_filter_ms: int = NO_DURATION_FILTER,
+        self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = ()
     ) -> ListTransactionsResult:
-        return self.core.list_transactions(
-            state_filters, producer_id_filters, duration_filter_ms, self.wall_clock_ms()
-        )
+        return self.core.list_transactions(state_filters, producer_id_filters)
 
     def partition_for(self, transactional_id: str) -> int:
         return self.core.partition_for(transactional_id)
