@@ -51,7 +51,7 @@ def add_partitions_to_txn_version(ranges: ApiRanges) -> int:
 
 
 class AddPartitionsToTxnChannel:
-    """AddPartitionsToTxn v4 to a broker, by id, on the inter-broker listener."""
+    """AddPartitionsToTxn v4+ to a broker, by id, on the inter-broker listener."""
 
     def __init__(
         self,

@@ -18,6 +18,8 @@ rules) what happens:
   with UNSUPPORTED_VERSION on every partition (``protocol.produce.unsupported_version_response``)
   so the Produce handler never sees them; with acks=0 the client reads no answer, so the
   connection is closed instead — how Kafka reports any acks=0 Produce failure;
+* Fetch v0-3 (message formats v0/v1, advertised as Kafka 3.9 does): UNSUPPORTED_VERSION on every
+  partition asked for (``protocol.legacy_fetch``), so the Fetch handler never sees them;
 * otherwise the registered handler runs.
 
 Every API served must have its entry in ``broker.authorization.API_ACL_CHECKS`` (what Kafka
@@ -61,6 +63,7 @@ from pykraft.protocol.apis import (
 from pykraft.protocol.errors import Errors, UnsupportedRequestError
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.headers import response_header_version
+from pykraft.protocol.legacy_fetch import decode_legacy_fetch_request, encode_legacy_fetch_error
 from pykraft.protocol.produce import (
     decode_produce_request,
     encode_produce_response,
@@ -118,6 +121,8 @@ class KafkaApis:
             return self._respond(context, body, _answer_unsupported_api_versions)
         if disposition is RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE:
             return self._respond(context, body, _answer_legacy_produce)
+        if disposition is RequestDisposition.ANSWER_UNSUPPORTED_FETCH:
+            return self._respond(context, body, _answer_legacy_fetch)
         if disposition is RequestDisposition.ANSWER_UNSUPPORTED:
             return self._respond(context, body, _answer_unsupported)
         handler = self._handlers.get(ApiKey(header.api_key))
@@ -236,3 +241,8 @@ async def _answer_legacy_produce(context: RequestContext, body: memoryview) -> R
     if request.acks == 0:
         raise UnsupportedRequestError(ApiKey.PRODUCE, version, "acks=0 Produce below v3")
     return encode_produce_response(unsupported_version_response(request), version)
+
+
+async def _answer_legacy_fetch(context: RequestContext, body: memoryview) -> ResponseBody:
+    version = context.header.api_version
+    return encode_legacy_fetch_error(decode_legacy_fetch_request(body, version), version)

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 
 def write_txn_markers_version(ranges: ApiRanges) -> int:
-    """The highest WriteTxnMarkers version both sides speak (we speak v1 only)."""
+    """The highest WriteTxnMarkers version both sides speak (we speak v0-v1)."""
     ours = SUPPORTED_API_VERSIONS[ApiKey.WRITE_TXN_MARKERS]
     theirs = ranges.get(ApiKey.WRITE_TXN_MARKERS)
     if theirs is None or theirs[1] < ours.min_version or theirs[0] > ours.max_version:

@@ -34,9 +34,11 @@ from pykraft.storage.topic_partition import TopicPartition
 FIRST_TRUNCATION_ON_FETCH_VERSION = 12
 FIRST_TOPIC_ID_FETCH_VERSION = 13
 FIRST_REPLICA_STATE_FETCH_VERSION = 15
-MIN_FETCH_VERSION = SUPPORTED_API_VERSIONS[ApiKey.FETCH].min_version
+# Fetch v0-3 carry message formats v0/v1 (advertised, never served: protocol.legacy_fetch).
+MIN_FETCH_VERSION = 4
 MIN_OFFSET_FOR_LEADER_EPOCH_VERSION = 2
-MIN_LIST_OFFSETS_VERSION = SUPPORTED_API_VERSIONS[ApiKey.LIST_OFFSETS].min_version
+# ListOffsets v0 answers a list of segment offsets (OldStyleOffsets), not one offset.
+MIN_LIST_OFFSETS_VERSION = 1
 # Kafka's FetchMetadata.FINAL_EPOCH with session 0: a full fetch that opens no session.
 SESSIONLESS_EPOCH = -1
 

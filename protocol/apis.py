@@ -1,23 +1,29 @@
 """The APIs the broker serves: advertised versions, what to do with each request, and codecs.
 
 The ApiVersions table (``SUPPORTED_API_VERSIONS``) reads like one real release, chosen so every
-client negotiates a version we implement:
+client Kafka 3.9 serves negotiates a version we implement (issue 13):
 
-* maximum versions are Apache Kafka 3.7's (the ranges a 3.7 broker returns, as recorded in
-  kafka-python's ``broker_version_data.BROKER_API_VERSIONS[(3, 7)]``). kafka-python infers the
-  broker release from these ranges; its first matching probe is "Fetch v16 → 3.7"
-  (``infer_broker_version_from_api_versions``), so it reports 3.7 — nothing of 3.8+ matches
-  (Produce 11, Fetch 17, ListOffsets 10/11 are not advertised).
-* minimum versions are Kafka 4.1's: the KIP-896 baseline (Fetch 4+, ListOffsets 1+,
-  OffsetCommit 2+, CreateTopics 2+, ...) with the two exceptions Kafka itself makes for
-  librdkafka < 2.11: Produce is advertised from v0 (KAFKA-18659: librdkafka checks Produce v0 is
-  in range before it compresses), JoinGroup from v0 (KAFKA-19444).
+* minimum versions are Apache Kafka 3.9's (``kafka_3_9_versions``, from its message schemas):
+  every old version a 3.9 broker serves — Sarama 1.22 commits with OffsetCommit v1 and describes
+  configs with DescribeConfigs v0, Burrow asks ListOffsets v0. Kafka 4 dropped them (KIP-896)
+  from ``validVersions`` but kept their fields, so kafka-python's schema classes still code
+  them, byte-identical to its legacy structs (``tests/protocol/test_legacy_versions.py``).
+  Exceptions, as the issue asks: Produce v0-2 and Fetch v0-3 (message formats v0/v1) are
+  advertised and answered UNSUPPORTED_VERSION; OffsetCommit v0 and OffsetFetch v0 (ZooKeeper's
+  offsets) are answered UNSUPPORTED_VERSION the way Kafka 3.9 answers them in KRaft mode.
+* maximum versions are Kafka 3.9's where we implement that version's semantics, else the last
+  one we do; each such API and why is listed in ``tests/protocol/test_api_versions_table.py``.
+  kafka-python infers the broker release from the maxima alone; its first matching probe is
+  "Fetch v17 -> 3.9" (``infer_broker_version_from_api_versions``), so it reports
+  ``KAFKA_RELEASE``.
 
 librdkafka enables a feature when its required range *overlaps* ours
-(``rd_kafka_ApiVersion_check``): MsgVer2 needs Produce 3 and Fetch 4, the balanced consumer
-FindCoordinator 0, OffsetCommit 1-2, OffsetFetch 1, JoinGroup/SyncGroup/Heartbeat/LeaveGroup 0,
-OffsetTime ListOffsets 1, the idempotent producer InitProducerId 0, ZSTD Produce 7 and Fetch 10 —
-all overlap. aiokafka sends ApiVersions v0 and InitProducerId v0: both in range.
+(``rd_kafka_ApiVersion_check``) and then uses the highest version both sides have: MsgVer2 needs
+Produce 3 and Fetch 4, the balanced consumer FindCoordinator 0, OffsetCommit 1-2, OffsetFetch 1,
+JoinGroup/SyncGroup/Heartbeat/LeaveGroup 0, OffsetTime ListOffsets 1, the idempotent producer
+InitProducerId 0, ZSTD Produce 7 and Fetch 10 — all overlap; so do MsgVer1 and ThrottleTime
+(Produce/Fetch 1-2), exactly as with a real 3.9 broker, and librdkafka < 2.11's compression
+check finds Produce v0 (KAFKA-18659). aiokafka sends ApiVersions v0 and InitProducerId v0.
 
 What happens to a request (``request_disposition``), following Kafka's ``SocketServer`` /
 ``KafkaApis``:
@@ -26,9 +32,11 @@ What happens to a request (``request_disposition``), following Kafka's ``SocketS
 * ApiVersions at a version outside ours: ``ANSWER_UNSUPPORTED_API_VERSIONS`` — a v0 response with
   UNSUPPORTED_VERSION (35) listing the ApiVersions range, so the client retries with our maximum
   (``ApiVersionsRequest.getErrorResponse``, ``RequestContext.apiVersion()``, KIP-511);
-* Produce v0-2: ``ANSWER_UNSUPPORTED_PRODUCE`` — advertised only for librdkafka's check, answered
-  with UNSUPPORTED_VERSION on every partition (``produce.unsupported_version_response``), as
-  DESIGN.md §3.5 asks;
+* Produce v0-2: ``ANSWER_UNSUPPORTED_PRODUCE`` — advertised as Kafka 3.9 does (and for
+  librdkafka's check), answered with UNSUPPORTED_VERSION on every partition
+  (``produce.unsupported_version_response``), as DESIGN.md §3.5 asks;
+* Fetch v0-3: ``ANSWER_UNSUPPORTED_FETCH`` — likewise, UNSUPPORTED_VERSION on every partition
+  (``legacy_fetch``);
 * a known API we do not serve, or a served API at a version outside its range, whose schema
   defines that version: ``ANSWER_UNSUPPORTED`` — the response at the request's version with
   UNSUPPORTED_VERSION in every error code (``protocol.unsupported``, which says why this differs
@@ -149,10 +157,11 @@ from kafka.protocol.sasl import (
 from pykraft.protocol import unsupported
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors, UnsupportedRequestError
+from pykraft.protocol.kafka_3_9_versions import LEGACY_MESSAGE_FORMAT_VERSIONS
 from pykraft.protocol.kafka_messages import decode_message
 from pykraft.protocol.segments import Buffer
 
-KAFKA_RELEASE = "3.7"
+KAFKA_RELEASE = "3.9"
 
 
 @attrs.frozen
@@ -169,37 +178,37 @@ def _table(*rows: tuple[ApiKey, int, int]) -> Mapping[ApiKey, ApiVersionRange]:
     return MappingProxyType({key: ApiVersionRange(key, low, high) for key, low, high in rows})
 
 
-# (api, min = Kafka 4.1, max = Kafka 3.7); see the module docstring.
+# (api, min = Kafka 3.9, max); see the module docstring and ``kafka_3_9_versions``.
 SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
-    (ApiKey.PRODUCE, 0, 10),  # v0-2 advertised, answered UNSUPPORTED_VERSION (KAFKA-18659)
-    (ApiKey.FETCH, 4, 16),
-    (ApiKey.LIST_OFFSETS, 1, 8),
+    (ApiKey.PRODUCE, 0, 11),  # v0-2 advertised, answered UNSUPPORTED_VERSION (KAFKA-18659)
+    (ApiKey.FETCH, 0, 17),  # v0-3 advertised, answered UNSUPPORTED_VERSION (legacy_fetch)
+    (ApiKey.LIST_OFFSETS, 0, 9),  # v0: MaxNumOffsets, OldStyleOffsets (list_offsets_v0)
     (ApiKey.METADATA, 0, 12),
-    (ApiKey.OFFSET_COMMIT, 2, 9),
-    (ApiKey.OFFSET_FETCH, 1, 9),
-    (ApiKey.FIND_COORDINATOR, 0, 4),
-    (ApiKey.JOIN_GROUP, 0, 9),  # v0-1 kept for librdkafka < 2.11 (KAFKA-19444)
+    (ApiKey.OFFSET_COMMIT, 0, 9),  # v0 is ZooKeeper's: answered UNSUPPORTED_VERSION, as KRaft
+    (ApiKey.OFFSET_FETCH, 0, 9),  # v0 likewise
+    (ApiKey.FIND_COORDINATOR, 0, 6),  # v6: share groups' key type (KIP-932), not served
+    (ApiKey.JOIN_GROUP, 0, 9),
     (ApiKey.HEARTBEAT, 0, 4),
     (ApiKey.LEAVE_GROUP, 0, 5),
     (ApiKey.SYNC_GROUP, 0, 5),
     (ApiKey.DESCRIBE_GROUPS, 0, 5),
-    (ApiKey.LIST_GROUPS, 0, 4),
+    (ApiKey.LIST_GROUPS, 0, 5),  # v5: the group type filter (KIP-848): all are classic
     (ApiKey.DELETE_GROUPS, 0, 2),  # Kafka 3.9: 0-2
     (ApiKey.OFFSET_DELETE, 0, 0),  # Kafka 3.9: 0 (KIP-496)
-    (ApiKey.API_VERSIONS, 0, 3),
-    (ApiKey.CREATE_TOPICS, 2, 7),
-    (ApiKey.DELETE_TOPICS, 1, 6),
-    (ApiKey.INIT_PRODUCER_ID, 0, 4),
-    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
-    (ApiKey.DESCRIBE_CONFIGS, 1, 4),
+    (ApiKey.API_VERSIONS, 0, 4),
+    (ApiKey.CREATE_TOPICS, 0, 7),
+    (ApiKey.DELETE_TOPICS, 0, 6),
+    (ApiKey.INIT_PRODUCER_ID, 0, 5),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4),
+    (ApiKey.DESCRIBE_CONFIGS, 0, 4),
     (ApiKey.ALTER_CONFIGS, 0, 2),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
     (ApiKey.CREATE_PARTITIONS, 0, 3),
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
-    # The ACL APIs from v1 (KIP-896 drops v0), the KIP-554 SCRAM APIs at their only version.
-    (ApiKey.DESCRIBE_ACLS, 1, 3),
-    (ApiKey.CREATE_ACLS, 1, 3),
-    (ApiKey.DELETE_ACLS, 1, 3),
+    # The ACL APIs (v0: LITERAL patterns only), the KIP-554 SCRAM APIs at their only version.
+    (ApiKey.DESCRIBE_ACLS, 0, 3),
+    (ApiKey.CREATE_ACLS, 0, 3),
+    (ApiKey.DELETE_ACLS, 0, 3),
     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
     (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
     # SaslHandshake v0 is followed by raw SASL tokens without Kafka headers (before KIP-152);
@@ -207,15 +216,18 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     # authentication, and with ILLEGAL_SASL_STATE after it (KafkaApis).
     (ApiKey.SASL_HANDSHAKE, 0, 1),
     (ApiKey.SASL_AUTHENTICATE, 0, 2),
-    # Transactions (KIP-98), Kafka 4.1's minima and 3.7's maxima as above.
-    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4),  # v4: broker-to-broker verification (KIP-890)
-    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
-    (ApiKey.END_TXN, 0, 3),
-    (ApiKey.WRITE_TXN_MARKERS, 1, 1),  # v0 dropped by KIP-896, as Kafka 4.1
-    (ApiKey.TXN_OFFSET_COMMIT, 0, 3),
+    # Transactions (KIP-98). The 3.8 bumps (Produce 11, InitProducerId 5, AddPartitionsToTxn 5,
+    # AddOffsetsToTxn 4, EndTxn 4, TxnOffsetCommit 4, FindCoordinator 5) only say the client
+    # knows TRANSACTION_ABORTABLE (KIP-890); layouts are unchanged and Kafka 3.9 sends that error
+    # only to Produce v11+ (``AddPartitionsToTxnManager``), as pykraft does.
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5),  # v4+: broker-to-broker verification (KIP-890)
+    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 4),
+    (ApiKey.END_TXN, 0, 4),
+    (ApiKey.WRITE_TXN_MARKERS, 0, 1),  # v0 = v1 without flexible encoding
+    (ApiKey.TXN_OFFSET_COMMIT, 0, 4),
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
-    (ApiKey.LIST_TRANSACTIONS, 0, 0),
+    (ApiKey.LIST_TRANSACTIONS, 0, 1),  # v1: the duration filter (KIP-994)
     (ApiKey.ELECT_LEADERS, 0, 2),  # KIP-183, KIP-460 (v1: election type); forwarded
     (ApiKey.DESCRIBE_QUORUM, 0, 2),  # KIP-595, KIP-836 (v1), KIP-853 (v2); forwarded
     # KIP-455 partition reassignment; Kafka 3.9 serves v0 of both (v1 of 45 is Kafka 4.1's).
@@ -223,8 +235,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
 )
 
-# Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
-LEGACY_PRODUCE_VERSIONS = range(0, 3)
+# Versions that carry message format v0/v1; advertised, never served (KIP-896).
+LEGACY_PRODUCE_VERSIONS = LEGACY_MESSAGE_FORMAT_VERSIONS[ApiKey.PRODUCE]
+LEGACY_FETCH_VERSIONS = LEGACY_MESSAGE_FORMAT_VERSIONS[ApiKey.FETCH]
 HAND_WRITTEN_APIS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 
@@ -232,6 +245,7 @@ class RequestDisposition(enum.Enum):
     SERVE = "serve"
     ANSWER_UNSUPPORTED_API_VERSIONS = "answer_unsupported_api_versions"
     ANSWER_UNSUPPORTED_PRODUCE = "answer_unsupported_produce"
+    ANSWER_UNSUPPORTED_FETCH = "answer_unsupported_fetch"
     ANSWER_UNSUPPORTED = "answer_unsupported"
     CLOSE_CONNECTION = "close_connection"
 
@@ -251,6 +265,8 @@ def request_disposition(api_key: int, api_version: int) -> RequestDisposition:
         return RequestDisposition.CLOSE_CONNECTION
     if key == ApiKey.PRODUCE and api_version in LEGACY_PRODUCE_VERSIONS:
         return RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE
+    if key == ApiKey.FETCH and api_version in LEGACY_FETCH_VERSIONS:
+        return RequestDisposition.ANSWER_UNSUPPORTED_FETCH
     return RequestDisposition.SERVE
 
 

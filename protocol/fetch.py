@@ -1,4 +1,4 @@
-"""Hand-written Fetch codec (``FetchRequest.json`` / ``FetchResponse.json``, v4-v16).
+"""Hand-written Fetch codec (``FetchRequest.json`` / ``FetchResponse.json``, v4-v17).
 
 The response encoder never touches record bytes: each partition's records are a tuple of chunks
 (in-memory buffers or file slices) and the encoder returns ``Segments`` — its own small byte
@@ -16,7 +16,8 @@ Version history that matters here (KIP numbers in brackets):
   request [KIP-595, KIP-320];
 * v13 topic ids replace topic names [KIP-516]; v15 ``replica_id`` moves into the tagged
   ``ReplicaState`` (1) with the follower's broker epoch [KIP-903]; v16 ``NodeEndpoints`` (0) in
-  the response [KIP-951].
+  the response [KIP-951]; v17 adds the tagged ``ReplicaDirectoryId`` (0) per partition, which
+  only controllers read (the decoder skips it), and leaves the response as v16 [KIP-853].
 
 Tagged struct fields are written only when they differ from their defaults, as Kafka's
 generated code does, so our bytes equal Kafka's (and kafka-python's, and kio's).
@@ -49,7 +50,7 @@ from pykraft.protocol.wire import (
 
 FETCH_API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 17
 FIRST_FLEXIBLE_VERSION = 12
 # FetchRequest.MaxBytes default (Integer.MAX_VALUE).
 DEFAULT_MAX_BYTES = 0x7FFFFFFF
@@ -57,7 +58,7 @@ DEFAULT_MAX_BYTES = 0x7FFFFFFF
 
 def check_version(api_version: int) -> None:
     if not MIN_VERSION <= api_version <= MAX_VERSION:
-        raise UnsupportedRequestError(FETCH_API_KEY, api_version, "fetch codec handles 4-16")
+        raise UnsupportedRequestError(FETCH_API_KEY, api_version, "fetch codec handles 4-17")
 
 
 # ------------------------------------------------------------------------------------ request

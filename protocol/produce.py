@@ -1,4 +1,4 @@
-"""Hand-written Produce codec (``ProduceRequest.json`` / ``ProduceResponse.json``, v0-v10).
+"""Hand-written Produce codec (``ProduceRequest.json`` / ``ProduceResponse.json``, v0-v11).
 
 The request decoder hands each partition's records back as a memoryview slice of the request
 frame: no copy and no re-encoding (DESIGN.md §3.3). When the frame is the ``bytearray`` the
@@ -10,7 +10,9 @@ Version history that matters here:
 * v0-v2 carry message format v0/v1; we decode them only to answer UNSUPPORTED_VERSION on every
   partition (``unsupported_version_response``, see ``apis.request_disposition``).
 * v3 adds ``transactional_id``; v9 is the first flexible version (compact types, tagged fields);
-  v10 adds the ``CurrentLeader`` and ``NodeEndpoints`` tagged fields to the response (KIP-951).
+  v10 adds the ``CurrentLeader`` and ``NodeEndpoints`` tagged fields to the response (KIP-951);
+  v11 has v10's layout: it tells the broker the client knows TRANSACTION_ABORTABLE (KIP-890,
+  ``broker.transaction_verification.supported_operation``).
 * Response: v1 adds ``throttle_time_ms``, v2 ``log_append_time_ms``, v5 ``log_start_offset``,
   v8 ``record_errors`` and ``error_message`` (KIP-467).
 
@@ -42,7 +44,7 @@ from pykraft.protocol.wire import (
 
 PRODUCE_API_KEY = 0
 MIN_VERSION = 0
-MAX_VERSION = 10
+MAX_VERSION = 11
 FIRST_FLEXIBLE_VERSION = 9
 
 

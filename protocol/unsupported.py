@@ -33,6 +33,7 @@ from typing import Any
 
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors, MalformedRequestError
+from pykraft.protocol.kafka_3_9_versions import KAFKA_3_9_BROKER_API_VERSIONS
 from pykraft.protocol.kafka_messages import MESSAGE_CLASSES, decode_message
 from pykraft.protocol.segments import Buffer
 
@@ -49,11 +50,15 @@ _REQUEST_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 
 def can_answer(api_key: int, api_version: int) -> bool:
-    """Whether a schema defines this API version, so an error response can be encoded."""
+    """Whether a schema defines this API version, so an error response can be encoded: the
+    4.x schema's range, extended down to Kafka 3.9's minimum (KIP-896 dropped those versions
+    from ``validVersions`` but kept their fields, which kafka-python's classes still code)."""
     classes = MESSAGE_CLASSES.get(api_key)
     if classes is None:
         return False
     low, high = classes[0].valid_versions
+    if api_key in KAFKA_3_9_BROKER_API_VERSIONS:
+        low = min(low, KAFKA_3_9_BROKER_API_VERSIONS[ApiKey(api_key)][0])
     return bool(low <= api_version <= high)
 
 

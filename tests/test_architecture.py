@@ -117,6 +117,10 @@ PURE_CORES = [
     "pykraft/admin_codec.py",
     "pykraft/admin_errors.py",
     "pykraft/hanging_transactions.py",
+    # Issue 13: Kafka 3.9's version table, Fetch v0-3's answer, ListOffsets v0's offsets.
+    "protocol/kafka_3_9_versions.py",
+    "protocol/legacy_fetch.py",
+    "storage/legacy_offsets.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
 # with (leader_epoch_cache from leader_epoch_file, producer_append and producer_state from

@@ -1,11 +1,12 @@
 """The broker's Kafka API handlers, one module per API group, registered with ``KafkaApis``.
 
-  produce.py       Produce v3-v10 (v0-v2 are answered by KafkaApis itself)
-  fetch.py         Fetch v4-v16, FileSlices straight from the segments, no fetch sessions
-  list_offsets.py  ListOffsets v1-v8
-  offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v2-v4 from the leader-epoch cache
+  produce.py       Produce v3-v11 (v0-v2 are answered by KafkaApis itself)
+  fetch.py         Fetch v4-v17 (v0-v3 are answered by KafkaApis itself), FileSlices straight
+                   from the segments, no fetch sessions
+  list_offsets.py  ListOffsets v1-v9; list_offsets_v0.py v0's segment offsets (Burrow)
+  offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v0-v4 from the leader-epoch cache
   metadata.py      Metadata v0-v12 from the metadata image (auto-create, on by default)
-  init_producer_id.py  InitProducerId v0-v4: producer ids for idempotent producers from the
+  init_producer_id.py  InitProducerId v0-v5: producer ids for idempotent producers from the
                    broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones
                    from the transaction coordinator
   transactions.py  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (KIP-98/447/890)
@@ -21,7 +22,7 @@
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
   elect_leaders.py ElectLeaders (KIP-460: PREFERRED and UNCLEAN) forwarded to the controller
   describe_quorum.py  DescribeQuorum v0-v2 from the active controller's Raft state
-  find_coordinator.py  FindCoordinator for groups and transactional ids
+  find_coordinator.py  FindCoordinator v0-v6 for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
   group_deletes.py DeleteGroups v0-v2, OffsetDelete v0 (registered by groups.py)

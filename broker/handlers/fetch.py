@@ -1,4 +1,5 @@
-"""Fetch (v4-v16) — Kafka's ``KafkaApis.handleFetchRequest`` without fetch sessions.
+"""Fetch (v4-v17; KafkaApis answers v0-v3 itself) — Kafka's ``KafkaApis.handleFetchRequest``
+without fetch sessions.
 
 Consumers (``replica_id`` -1) read up to the high watermark (``isolation_level`` 0,
 READ_UNCOMMITTED) or the last stable offset (1, READ_COMMITTED), followers (their broker id, with

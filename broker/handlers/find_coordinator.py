@@ -1,4 +1,4 @@
-"""FindCoordinator (v0-v4; v4 batches keys, KIP-699): Kafka's ``KafkaApis.getCoordinator`` for
+"""FindCoordinator (v0-v6; v4 batches keys, KIP-699): Kafka's ``KafkaApis.getCoordinator`` for
 both coordinators a broker hosts.
 
 A key's coordinator is the leader of one partition of the coordinator's internal topic — a
@@ -7,7 +7,10 @@ a transactional id's of ``__transaction_state`` (``% transaction.state.log.num.p
 an alive broker reachable on the request's listener. While the topic does not exist the broker
 asks the controller to create it with the coordinator's partitions, replication factor (capped
 at the alive brokers) and configs, and answers COORDINATOR_NOT_AVAILABLE, which clients retry
-(Kafka's ``AutoTopicCreationManager``). An unknown key type is INVALID_REQUEST.
+(Kafka's ``AutoTopicCreationManager``). An unknown key type is INVALID_REQUEST. Share groups'
+key type 2 (KIP-932, v6+): Kafka 3.9 has no share coordinator yet and answers
+COORDINATOR_NOT_AVAILABLE after checking CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED);
+before v6 it is INVALID_REQUEST, an unknown type.
 
 Authorization (``KafkaApis.getCoordinator``): DESCRIBE on the group (else
 GROUP_AUTHORIZATION_FAILED) or on the transactional id (else
@@ -40,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2  # CoordinatorType.SHARE (KIP-932)
+FIRST_SHARE_VERSION = 6
 
 
 @attrs.frozen(kw_only=True)
@@ -130,11 +135,27 @@ def find_coordinator(
     context: RequestContext,
     request: FindCoordinatorRequestData,
 ) -> Any:
-    found = [
-        _coordinator_for(services, creators.get(request.key_type), context, key, request.key_type)
-        for key in request.keys
-    ]
+    if request.key_type == SHARE_KEY_TYPE and request.version >= FIRST_SHARE_VERSION:
+        found = [_share_coordinator(services, context, key) for key in request.keys]
+    else:
+        found = [
+            _coordinator_for(
+                services, creators.get(request.key_type), context, key, request.key_type
+            )
+            for key in request.keys
+        ]
     return find_coordinator_response(request.version, found)
+
+
+def _share_coordinator(
+    services: BrokerServices, context: RequestContext, key: str
+) -> FoundCoordinator:
+    """``getCoordinator`` for a share group: no share coordinator (KIP-932 is not built)."""
+    if not services.authorizer.authorize_cluster(context, AclOperation.CLUSTER_ACTION):
+        error = Errors.CLUSTER_AUTHORIZATION_FAILED
+        return FoundCoordinator(key=key, error=error, message=error.name)
+    message = "share groups are not served"
+    return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
 
 
 def _coordinator_for(

@@ -8,6 +8,9 @@ cluster. ``broker.handlers.groups`` registers them.
 OffsetFetch v7+ with ``require_stable`` (KIP-447): a partition whose commit is still pending
 (a transaction not yet ended, a write in flight) answers UNSTABLE_OFFSET_COMMIT, which clients
 retry, with no offset, instead of the last committed one (``GroupMetadataManager.getOffsets``).
+
+OffsetFetch v0 read ZooKeeper: a group that may be described answers UNSUPPORTED_VERSION on
+every partition asked for, as Kafka 3.9 in KRaft mode (``handleOffsetFetchRequestFromZookeeper``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pykraft.broker.handlers.group_requests import (
     OffsetFetchRequestData,
 )
 from pykraft.broker.handlers.group_responses import (
+    CLASSIC_GROUP_TYPE,
     FetchedGroup,
     describe_groups_response,
     list_groups_response,
@@ -53,6 +57,12 @@ async def offset_fetch(
         ):
             error = Errors.GROUP_AUTHORIZATION_FAILED
             fetched.append(FetchedGroup(group=group, error=error, offsets=[]))
+            partition_errors.append({})
+            continue
+        if request.version == 0:
+            # Offsets in ZooKeeper: "Version 0 offset fetch requests" are unsupported in KRaft
+            # mode (``handleOffsetFetchRequestFromZookeeper``), on every partition asked for.
+            fetched.append(FetchedGroup(group=group, error=Errors.UNSUPPORTED_VERSION, offsets=[]))
             partition_errors.append({})
             continue
         wanted = None if group.partitions is None else list(group.partitions)
@@ -95,6 +105,10 @@ def _set_partition_errors(
                 partition.error_code = group_errors.get(tp, partition.error_code)
 
 
+# Errors answered on every partition of a group before its topics are looked at.
+_WHOLE_GROUP_ERRORS = frozenset({Errors.GROUP_AUTHORIZATION_FAILED, Errors.UNSUPPORTED_VERSION})
+
+
 def _refuse_undescribed_topics(
     response: Any, version: int, authorizer: RequestAuthorizer, context: RequestContext
 ) -> None:
@@ -105,7 +119,7 @@ def _refuse_undescribed_topics(
     if not authorizer.enabled:
         return
     for holder in _holders(response, version):
-        if holder.error_code == Errors.GROUP_AUTHORIZATION_FAILED:
+        if holder.error_code in _WHOLE_GROUP_ERRORS:
             continue
         for topic in holder.topics or ():
             if not authorizer.authorize(
@@ -155,8 +169,11 @@ async def list_groups(
     authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
 ) -> Any:
     """``handleListGroupsRequest``: every group with DESCRIBE on the cluster, else only the
-    groups the principal may DESCRIBE."""
+    groups the principal may DESCRIBE. Every group here is a classic one: a types filter
+    without "classic" lists none (Kafka 3.9's ``GroupCoordinator.handleListGroups``)."""
     error, overviews = coordinator.list_groups(request.states_filter)
+    if request.types_filter and CLASSIC_GROUP_TYPE not in request.types_filter:
+        overviews = []
     if not authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
         overviews = [
             g

@@ -13,10 +13,15 @@ not carry gets the value Kafka's handler assumes for it (``KafkaApis`` / ``Group
   LeaveGroup v0-v2     one member, ``member_id``, with no instance id
   FindCoordinator v0   the key type is GROUP; v4+ batches keys (KIP-699)
   OffsetCommit         ``retention_time_ms`` only v2-v4 (else -1: the broker default);
-                       ``committed_leader_epoch`` from v6 (else -1)
+                       ``committed_leader_epoch`` from v6 (else -1); ``commit_timestamp`` only
+                       v1 (else -1: the broker's time); v0 has no generation or member
+                       (-1, "") — its offsets were ZooKeeper's (``groups.offset_commit``)
   OffsetFetch v7+      ``require_stable`` (KIP-447); earlier False
   OffsetFetch v8+      several groups; earlier one group
-  ListGroups v4+       a states filter; earlier none (every state)
+  ListGroups v4+       a states filter, case-insensitive as Kafka 3.9's ``handleListGroups``
+                       (read into the coordinator's state names); earlier none (every state)
+  ListGroups v5+       a group type filter (KIP-848), lower-cased as ``GroupType.parse``
+                       reads it; earlier none
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ from typing import Any
 
 import attrs
 
-from pykraft.coordinator.group.state import Protocol
+from pykraft.coordinator.group.state import GroupState, Protocol
 from pykraft.storage.topic_partition import TopicPartition
 
 GROUP_KEY_TYPE = 0
 NO_EPOCH = -1
 NO_RETENTION = -1
+# Lower-cased state name -> the coordinator's (Kafka's) spelling; an unknown name matches none.
+_STATE_NAMES: Mapping[str, str] = {state.value.lower(): state.value for state in GroupState}
+# OffsetCommitRequest.DEFAULT_TIMESTAMP: the coordinator stamps the commit with its own time.
+DEFAULT_COMMIT_TIMESTAMP = -1
 
 
 @attrs.frozen(kw_only=True)
@@ -89,6 +98,8 @@ class OffsetCommitPartition:
     committed_offset: int
     committed_leader_epoch: int
     committed_metadata: str | None
+    # OffsetCommit v1 only (its ``CommitTimestamp``); DEFAULT_COMMIT_TIMESTAMP otherwise.
+    commit_timestamp_ms: int = DEFAULT_COMMIT_TIMESTAMP
 
 
 @attrs.frozen(kw_only=True)
@@ -136,6 +147,8 @@ class DescribeGroupsRequestData:
 class ListGroupsRequestData:
     version: int
     states_filter: frozenset[str]
+    # Lower-cased group types (KIP-848); empty: every type.
+    types_filter: frozenset[str] = frozenset()
 
 
 def find_coordinator_request(message: Any) -> FindCoordinatorRequestData:
@@ -217,6 +230,9 @@ def offset_commit_request(message: Any) -> OffsetCommitRequestData:
                             p.committed_leader_epoch if version >= 6 else NO_EPOCH
                         ),
                         committed_metadata=p.committed_metadata,
+                        commit_timestamp_ms=(
+                            p.commit_timestamp if version == 1 else DEFAULT_COMMIT_TIMESTAMP
+                        ),
                     )
                     for p in topic.partitions
                 ),
@@ -262,5 +278,12 @@ def describe_groups_request(message: Any) -> DescribeGroupsRequestData:
 
 def list_groups_request(message: Any) -> ListGroupsRequestData:
     version = message.version
-    states = frozenset(message.states_filter or ()) if version >= 4 else frozenset()
-    return ListGroupsRequestData(version=version, states_filter=states)
+    states = (
+        frozenset(_STATE_NAMES.get(s.lower(), s) for s in message.states_filter or ())
+        if version >= 4
+        else frozenset()
+    )
+    types = (
+        frozenset(t.lower() for t in message.types_filter or ()) if version >= 5 else frozenset()
+    )
+    return ListGroupsRequestData(version=version, states_filter=states, types_filter=types)

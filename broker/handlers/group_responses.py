@@ -30,6 +30,8 @@ from pykraft.storage.topic_partition import TopicPartition
 
 NO_OFFSET = -1
 NO_EPOCH = -1
+# Group.GroupType.CLASSIC: every group this coordinator runs (no KIP-848 groups yet).
+CLASSIC_GROUP_TYPE = "classic"
 
 _FindCoordinator: Any = response_class(ApiKey.FIND_COORDINATOR)
 _JoinGroup: Any = response_class(ApiKey.JOIN_GROUP)
@@ -277,7 +279,10 @@ def list_groups_response(version: int, error: Errors, overviews: Iterable[GroupO
         error_code=error,
         groups=[
             _ListGroups.ListedGroup(
-                group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=CLASSIC_GROUP_TYPE,  # v5+ (KIP-848)
             )
             for g in overviews
         ],

@@ -13,8 +13,10 @@ see it.
 
 OffsetCommit: partitions of topics the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION;
 ``retention_time_ms`` (v2-v4) sets the offset's expire timestamp (pykraft does not expire
-offsets yet). OffsetFetch v8+ answers several groups per request; v1 reports a group error on
-every partition asked for, v2+ once for the group, as Kafka does.
+offsets yet); v1's ``commit_timestamp`` is stored as given. v0 and OffsetFetch v0 addressed
+ZooKeeper: answered UNSUPPORTED_VERSION, as Kafka 3.9 answers them in KRaft mode. OffsetFetch
+v8+ answers several groups per request; v0-v1 report a group error on every partition asked
+for, v2+ once for the group, as Kafka does.
 
 Authorization (Kafka's ``KafkaApis``): JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
 OffsetCommit need READ on the group (else the whole answer is GROUP_AUTHORIZATION_FAILED),
@@ -42,6 +44,7 @@ from pykraft.broker.handlers.group_deletes import (
 )
 from pykraft.broker.handlers.group_reads import describe_groups, list_groups, offset_fetch
 from pykraft.broker.handlers.group_requests import (
+    DEFAULT_COMMIT_TIMESTAMP,
     GROUP_KEY_TYPE,
     NO_RETENTION,
     HeartbeatRequestData,
@@ -253,27 +256,53 @@ async def offset_commit(
     context: RequestContext | None = None,
 ) -> Any:
     """The group's READ is checked by the caller; each topic needs READ (else
-    TOPIC_AUTHORIZATION_FAILED on its partitions, ``handleOffsetCommitRequest``)."""
+    TOPIC_AUTHORIZATION_FAILED on its partitions, ``handleOffsetCommitRequest``).
+
+    v0 stored offsets in ZooKeeper: Kafka 3.9 in KRaft mode checks the topics as for any
+    version, then, if a partition is left to commit, fails the whole request with
+    UNSUPPORTED_VERSION (``commitOffsetsToZookeeper`` throws ``UnsupportedVersionException``
+    and ``getErrorResponse`` puts it on every partition named)."""
     named = [(t.name, p) for t in request.topics for p in t.partitions]
     errors: dict[TopicPartition, Errors] = {}
     if request.group_instance_id is not None:
         errors = {
             TopicPartition(name, p.partition_index): Errors.UNSUPPORTED_VERSION for name, p in named
         }
-    else:
-        readable = (
-            {name for name, _ in named}
-            if context is None
-            else services.authorizer.authorized(
-                context, AclOperation.READ, ResourceType.TOPIC, (name for name, _ in named)
-            )
+        return offset_commit_response(request, errors)
+    readable = (
+        {name for name, _ in named}
+        if context is None
+        else services.authorizer.authorized(
+            context, AclOperation.READ, ResourceType.TOPIC, (name for name, _ in named)
         )
-        for name, p in named:
-            if name not in readable:
-                errors[TopicPartition(name, p.partition_index)] = Errors.TOPIC_AUTHORIZATION_FAILED
-        allowed = [(name, p) for name, p in named if name in readable]
-        errors.update(await _commit(services, coordinator, request, allowed))
+    )
+    for name, p in named:
+        if name not in readable:
+            errors[TopicPartition(name, p.partition_index)] = Errors.TOPIC_AUTHORIZATION_FAILED
+    allowed = [(name, p) for name, p in named if name in readable]
+    errors.update(_unknown_partitions(services, allowed))
+    committable = [
+        (name, p) for name, p in allowed if TopicPartition(name, p.partition_index) not in errors
+    ]
+    if request.version == 0 and committable:
+        errors = {
+            TopicPartition(name, p.partition_index): Errors.UNSUPPORTED_VERSION for name, p in named
+        }
+    elif committable:
+        errors.update(await _commit(services, coordinator, request, committable))
     return offset_commit_response(request, errors)
+
+
+def _unknown_partitions(
+    services: BrokerServices, named: list[tuple[str, OffsetCommitPartition]]
+) -> dict[TopicPartition, Errors]:
+    """UNKNOWN_TOPIC_OR_PARTITION for each partition the metadata does not know."""
+    topics = services.metadata().topics.by_name
+    return {
+        TopicPartition(name, p.partition_index): Errors.UNKNOWN_TOPIC_OR_PARTITION
+        for name, p in named
+        if name not in topics or p.partition_index not in topics[name].partitions
+    }
 
 
 async def _commit(
@@ -282,31 +311,29 @@ async def _commit(
     request: OffsetCommitRequestData,
     named: list[tuple[str, OffsetCommitPartition]],
 ) -> dict[TopicPartition, Errors]:
+    """Commit partitions the metadata knows; a v1 ``commit_timestamp`` is kept as given
+    (``GroupCoordinatorAdapter.createOffsetAndMetadata``), else the commit is stamped now."""
     now_ms = services.wall_clock_ms()
     retention_ms = request.retention_time_ms
-    image = services.metadata()
-    errors: dict[TopicPartition, Errors] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for name, partition in named:
-        tp = TopicPartition(name, partition.partition_index)
-        topic = image.topics.by_name.get(name)
-        if topic is None or partition.partition_index not in topic.partitions:
-            errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        offsets[tp] = OffsetAndMetadata(
+    offsets = {
+        TopicPartition(name, partition.partition_index): OffsetAndMetadata(
             offset=partition.committed_offset,
             leader_epoch=partition.committed_leader_epoch,
             metadata=partition.committed_metadata or "",
-            commit_timestamp_ms=now_ms,
+            commit_timestamp_ms=(
+                now_ms
+                if partition.commit_timestamp_ms == DEFAULT_COMMIT_TIMESTAMP
+                else partition.commit_timestamp_ms
+            ),
             expire_timestamp_ms=None if retention_ms == NO_RETENTION else now_ms + retention_ms,
         )
-    if offsets:
-        errors.update(
-            await coordinator.commit_offsets(
-                group_id=request.group_id,
-                member_id=request.member_id,
-                generation_id=request.generation_id,
-                offsets=offsets,
-            )
+        for name, partition in named
+    }
+    return dict(
+        await coordinator.commit_offsets(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            generation_id=request.generation_id,
+            offsets=offsets,
         )
-    return errors
+    )

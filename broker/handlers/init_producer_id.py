@@ -1,4 +1,4 @@
-"""InitProducerId (v0-v4): Kafka's ``handleInitProducerIdRequest`` (``KafkaApis``) in front of
+"""InitProducerId (v0-v5): Kafka's ``handleInitProducerIdRequest`` (``KafkaApis``) in front of
 ``TransactionCoordinator.handleInitProducerId``.
 
 kafka-python 3.x (by default), confluent-kafka with ``enable.idempotence=true`` and aiokafka with

@@ -1,4 +1,4 @@
-"""OffsetsForLeaderEpoch (v2-v4) — Kafka's ``KafkaApis.handleOffsetForLeaderEpochRequest``.
+"""OffsetsForLeaderEpoch (v0-v4) — Kafka's ``KafkaApis.handleOffsetForLeaderEpochRequest``.
 
 For each partition, the end offset of the largest leader epoch at or below the requested one,
 from the leader's leader-epoch cache (``LeaderEpochFileCache.endOffsetFor``): followers use it to

@@ -1,4 +1,4 @@
-"""Produce (v3-v10; KafkaApis answers v0-v2 itself) — Kafka's ``KafkaApis.handleProduceRequest``.
+"""Produce (v3-v11; KafkaApis answers v0-v2 itself) — Kafka's ``KafkaApis.handleProduceRequest``.
 
 Each partition's records are checked the way Kafka's ``ProduceRequest.validateRecords`` does:
 at least one batch, magic 2, exactly one batch (INVALID_RECORD otherwise), zstd only from v7

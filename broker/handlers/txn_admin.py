@@ -15,8 +15,9 @@ ListTransactions, so a hanging transaction can be found (and then aborted with K
   coordinator's state of it; partitions of topics the principal may not DESCRIBE are left out
   (``handleDescribeTransactionsRequest``).
 * ListTransactions: the coordinator's transactions on this broker, filtered by state and producer
-  id, and by DESCRIBE on each transactional id; unknown state names are echoed back in
-  ``unknown_state_filters`` (``TransactionStateManager.listTransactionStates``).
+  id, from v1 by how long they have run (KIP-994), and by DESCRIBE on each transactional id;
+  unknown state names are echoed back in ``unknown_state_filters``
+  (``TransactionStateManager.listTransactionStates``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
+from pykraft.coordinator.transaction.effects import TransactionListing
 from pykraft.coordinator.transaction.shell import TransactionCoordinatorShell
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
@@ -188,6 +190,8 @@ def _list_transactions(services: BrokerServices, transactions: TransactionCoordi
         listed = transactions.list_transactions(
             tuple(request.state_filters), tuple(request.producer_id_filters)
         )
+        duration_filter_ms = request.duration_filter if request.version >= 1 else -1
+        now_ms = services.wall_clock_ms()
         visible = services.authorizer.authorized(
             context,
             AclOperation.DESCRIBE,
@@ -208,7 +212,15 @@ def _list_transactions(services: BrokerServices, transactions: TransactionCoordi
                 )
                 for t in listed.transactions
                 if t.transactional_id in visible
+                and running_longer_than(t, duration_filter_ms, now_ms)
             ],
         )
 
     return handle
+
+
+def running_longer_than(listing: TransactionListing, duration_filter_ms: int, now_ms: int) -> bool:
+    """ListTransactions v1's duration filter (KIP-994, ``listTransactionStates``): with a filter
+    >= 0, only transactions started more than that long before ``now_ms``; an id with none
+    started (-1) always qualifies, as in Kafka."""
+    return duration_filter_ms < 0 or now_ms - listing.txn_start_timestamp_ms > duration_filter_ms

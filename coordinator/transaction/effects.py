@@ -72,6 +72,8 @@ class TransactionListing:
     transactional_id: str
     producer_id: int
     state: str
+    # When its transaction started (-1: none yet); ListTransactions v1 filters on it (KIP-994).
+    txn_start_timestamp_ms: int = -1
 
 
 @attrs.frozen(kw_only=True)

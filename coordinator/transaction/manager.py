@@ -334,7 +334,9 @@ class TransactionStateManager:
         unknown = tuple(name for name in names if TransactionState.from_name(name) is None)
         producer_ids = frozenset(producer_id_filters)
         listings = [
-            TransactionListing(m.transactional_id, m.producer_id, m.state.value)
+            TransactionListing(
+                m.transactional_id, m.producer_id, m.state.value, m.txn_start_timestamp_ms
+            )
             for partition in sorted(self.transactions)
             for m in self.transactions[partition].values()
             # DEAD is transient: the id is being removed.

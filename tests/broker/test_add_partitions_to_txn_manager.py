@@ -189,9 +189,10 @@ def test_a_failing_sender_is_a_network_error() -> None:
     ("ranges", "expected"),
     [
         ({ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4)}, 4),
-        ({ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5)}, 4),  # we speak up to v4
+        ({ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5)}, 5),  # Kafka 3.8+ (v5: KIP-890's new error)
+        ({ApiKey.ADD_PARTITIONS_TO_TXN: (0, 6)}, 5),  # we speak up to v5
         ({ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3)}, NO_BROKER_VERSION),  # a pre-3.6 broker
-        ({ApiKey.ADD_PARTITIONS_TO_TXN: (5, 6)}, NO_BROKER_VERSION),
+        ({ApiKey.ADD_PARTITIONS_TO_TXN: (6, 7)}, NO_BROKER_VERSION),
         ({}, NO_BROKER_VERSION),
     ],
 )

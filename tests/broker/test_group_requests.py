@@ -272,6 +272,11 @@ def test_describe_and_list_groups() -> None:
     )
     filtered = ListGroupsRequest(version=4, states_filter=["Stable"])
     assert list_groups_request(filtered).states_filter == frozenset({"Stable"})
+    # Kafka 3.9 compares lower-cased names (GroupCoordinator.handleListGroups).
+    mixed = ListGroupsRequest(version=4, states_filter=["stable", "EMPTY", "Nonsense"])
+    assert list_groups_request(mixed).states_filter == frozenset({"Stable", "Empty", "Nonsense"})
+    typed = ListGroupsRequest(version=5, states_filter=[], types_filter=["Classic"])
+    assert list_groups_request(typed).types_filter == frozenset({"classic"})
     assert list_groups_request(ListGroupsRequest(version=4)).states_filter == frozenset()
 
 

@@ -81,7 +81,7 @@ def list_offsets(
     ]
 
 
-@pytest.mark.parametrize("version", range(1, 9))
+@pytest.mark.parametrize("version", range(1, 10))
 def test_earliest_and_latest_at_every_version(cluster: Cluster, version: int) -> None:
     epoch = 4 if version >= 4 else -1
     assert list_offsets(cluster, [("pets", 0, EARLIEST), ("pets", 0, LATEST)], version=version) == [
@@ -144,4 +144,36 @@ def test_partitions_answer_in_request_order(cluster: Cluster) -> None:
     assert list_offsets(cluster, [("birds", 0, LATEST), ("pets", 0, EARLIEST)]) == [
         (Errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1),
         (Errors.NONE, -1, 0, 4),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "first_version"),
+    [(-3, 7), (-4, 8), (-5, 9)],  # KIP-734 max timestamp, KIP-405 local start, KIP-1005 tiered
+)
+def test_a_special_timestamp_needs_the_version_that_added_it(
+    cluster: Cluster, timestamp: int, first_version: int
+) -> None:
+    # KafkaApis.handleListOffsetRequestV1AndAbove: timestampMinSupportedVersion.
+    before = list_offsets(cluster, [("pets", 0, timestamp)], version=first_version - 1)
+    assert before == [(Errors.UNSUPPORTED_VERSION, -1, -1, -1)]
+    after = list_offsets(cluster, [("pets", 0, timestamp)], version=first_version)
+    assert after[0][0] == Errors.NONE
+
+
+def test_an_unknown_special_timestamp_is_unsupported(cluster: Cluster) -> None:
+    assert list_offsets(cluster, [("pets", 0, -6)], version=9) == [
+        (Errors.UNSUPPORTED_VERSION, -1, -1, -1)
+    ]
+
+
+def test_the_last_tiered_offset_without_tiered_storage(cluster: Cluster) -> None:
+    # UnifiedLog.fetchOffsetByTimestamp without remote storage: offset -1, epoch -1 — after
+    # the partition's leader and epoch checks.
+    assert list_offsets(cluster, [("pets", 0, -5)], version=9) == [(Errors.NONE, -1, -1, -1)]
+    assert list_offsets(cluster, [("birds", 0, -5)], version=9) == [
+        (Errors.NOT_LEADER_OR_FOLLOWER, -1, -1, -1)
+    ]
+    assert list_offsets(cluster, [("pets", 0, -5)], version=9, current_leader_epoch=3) == [
+        (Errors.FENCED_LEADER_EPOCH, -1, -1, -1)
     ]

@@ -118,3 +118,18 @@ def test_errors_per_partition(cluster: Cluster) -> None:
         ("birds", 0, (Errors.NOT_LEADER_OR_FOLLOWER, -1, -1)),
         ("fish", 0, (Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)),
     ]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_versions_0_and_1_answer_without_fencing(cluster: Cluster, version: int) -> None:
+    # Kafka 3.9 serves v0-1 (KIP-896 dropped them in 4.0): v0 answers the end offset alone,
+    # v1 adds its leader epoch (KIP-279). Neither carries a current leader epoch (v2+, KIP-320),
+    # so the 99 asked here is not sent and nothing is fenced.
+    epochs = (3, 1) if version == 1 else (-1, -1)
+    assert ask(cluster, [("pets", 0, 99, 3), ("pets", 0, 99, 2)], version) == [
+        ("pets", 0, (Errors.NONE, epochs[0], 5)),
+        ("pets", 0, (Errors.NONE, epochs[1], 2)),
+    ]
+    assert ask(cluster, [("pets", 0, 99, 3)], 2) == [
+        ("pets", 0, (Errors.UNKNOWN_LEADER_EPOCH, -1, -1))
+    ]

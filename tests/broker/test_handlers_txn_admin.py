@@ -328,9 +328,14 @@ def test_describe_transactions(cluster: TxnCluster) -> None:
     run(scenario)
 
 
-def list_transactions(states: list[str], producer_ids: list[int]) -> Any:
+def list_transactions(
+    states: list[str], producer_ids: list[int], version: int = 0, duration_filter: int = -1
+) -> Any:
     return ListTransactionsRequest(
-        version=0, state_filters=states, producer_id_filters=producer_ids
+        version=version,
+        state_filters=states,
+        producer_id_filters=producer_ids,
+        duration_filter=duration_filter,
     )
 
 
@@ -361,6 +366,34 @@ def test_list_transactions_filters_by_state_and_producer(cluster: TxnCluster) ->
         assert await listed(["Bogus", "Empty"], []) == (
             ("Bogus",), (("idle", idle.producer_id, "Empty"),),
         )  # fmt: skip
+        await broker.shutdown()
+
+    run(scenario)
+
+
+def test_list_transactions_v1_filters_by_duration(cluster: TxnCluster) -> None:
+    """KIP-994 (ListTransactions v1): with ``duration_filter`` >= 0 only transactions running
+    longer than it (``now - txnStartTimestamp > filter``); an id with no transaction started
+    (start -1) always qualifies, as in Kafka's ``listTransactionStates``."""
+
+    async def scenario() -> None:
+        broker = TxnBroker(cluster)
+        await broker.start()
+        pid, _ = await open_transaction(broker, b"a")  # started now
+        idle = await broker.send(ApiKey.INIT_PRODUCER_ID, 4, init_producer_id("idle"))
+
+        async def listed(version: int, duration_filter: int) -> list[str]:
+            request = list_transactions([], [], version, duration_filter)
+            answer = await broker.send(ApiKey.LIST_TRANSACTIONS, version, request)
+            assert answer.error_code == Errors.NONE
+            return sorted(t.transactional_id for t in answer.transaction_states)
+
+        cluster.clock.now_ms += 1000
+        assert await listed(1, -1) == ["idle", TXN]
+        assert await listed(1, 999) == ["idle", TXN]
+        assert await listed(1, 1000) == ["idle"]  # not longer than 1000 ms
+        assert await listed(0, 1000) == ["idle", TXN]  # v0 carries no filter
+        assert pid != idle.producer_id
         await broker.shutdown()
 
     run(scenario)

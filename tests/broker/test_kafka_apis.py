@@ -57,7 +57,7 @@ def advertised(response: Any) -> dict[int, tuple[int, int]]:
 TABLE = {int(k): (v.min_version, v.max_version) for k, v in SUPPORTED_API_VERSIONS.items()}
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_api_versions_lists_the_table_at_every_version(version: int) -> None:
     frame = response_frame(
         dispatch(KafkaApis(), ApiKey.API_VERSIONS, version, api_versions_body(version))
@@ -66,16 +66,16 @@ def test_api_versions_lists_the_table_at_every_version(version: int) -> None:
     response = decode_api_versions(frame, version)
     assert response.error_code == Errors.NONE
     assert advertised(response) == TABLE
-    assert advertised(response)[ApiKey.API_VERSIONS] == (0, 3)
+    assert advertised(response)[ApiKey.API_VERSIONS] == (0, 4)
 
 
-@pytest.mark.parametrize("version", [4, 5, 127])
+@pytest.mark.parametrize("version", [5, 6, 127])
 def test_a_too_new_api_versions_gets_the_v0_unsupported_answer(version: int) -> None:
     # The body of an unknown version is not parsed: garbage is fine.
     frame = response_frame(dispatch(KafkaApis(), ApiKey.API_VERSIONS, version, b"\xff\x00junk"))
     response = decode_api_versions(frame, 0)
     assert response.error_code == Errors.UNSUPPORTED_VERSION
-    assert advertised(response) == {ApiKey.API_VERSIONS: (0, 3)}
+    assert advertised(response) == {ApiKey.API_VERSIONS: (0, 4)}
 
 
 def test_invalid_client_software_name_gets_invalid_request() -> None:
@@ -99,7 +99,7 @@ def test_a_truncated_api_versions_body_is_a_protocol_error() -> None:
     [
         (999, 0),  # unknown API key: Kafka closes the connection
         (ApiKey.LEADER_AND_ISR, 0),  # a real API pykraft does not serve
-        (ApiKey.FETCH, 3),  # below the advertised minimum (KIP-896), and no schema has it
+        (ApiKey.LIST_OFFSETS, 12),  # above the advertised maximum, and no schema has it
         (ApiKey.METADATA, 99),  # above every version a schema defines
     ],
 )
@@ -147,7 +147,7 @@ def test_an_api_not_served_answers_unsupported_version_for_every_partition_it_na
     ("api_key", "api_version", "body"),
     [
         (ApiKey.DELETE_RECORDS, 0, b"\x00\x00"),  # does not decode at the version it claims
-        (ApiKey.PRODUCE, 11, None),  # acks=0: the client reads no answer
+        (ApiKey.PRODUCE, 12, None),  # acks=0: the client reads no answer
     ],
 )
 def test_an_unsupported_request_that_cannot_be_answered_closes(

@@ -78,10 +78,10 @@ def flat(response: FetchResponse, version: int) -> bytes:
 @pytest.mark.parametrize(
     ("leader", "expected"),
     [
-        (OURS, LeaderFeatures(16, 8, 4)),  # pykraft against pykraft
-        ({**OURS, ApiKey.FETCH: (0, 17)}, LeaderFeatures(16, 8, 4)),  # capped at ours
-        ({**OURS, ApiKey.FETCH: (0, 11)}, LeaderFeatures(11, 8, 4)),  # before KIP-320
-        ({**OURS, ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 1)}, LeaderFeatures(16, 8, None)),
+        (OURS, LeaderFeatures(17, 9, 4)),  # pykraft against pykraft (Kafka 3.9's maxima)
+        ({**OURS, ApiKey.FETCH: (0, 18)}, LeaderFeatures(17, 9, 4)),  # capped at ours
+        ({**OURS, ApiKey.FETCH: (0, 11)}, LeaderFeatures(11, 9, 4)),  # before KIP-320
+        ({**OURS, ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 1)}, LeaderFeatures(17, 9, None)),
         ({ApiKey.FETCH: (4, 12), ApiKey.LIST_OFFSETS: (1, 3)}, LeaderFeatures(12, 3, None)),
     ],
 )

@@ -126,10 +126,10 @@ def test_api_versions_v99_gets_the_v0_unsupported_answer_and_the_connection_stay
         response = decode_api_versions(answer, 0)
         assert response.error_code == int(Errors.UNSUPPORTED_VERSION) == 35
         assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
-            (18, 0, 3)
+            (18, 0, 4)
         ]
-        assert answer[4:] == bytes.fromhex("0023 00000001 0012 0000 0003")
-        # The client falls back to v3 on the same connection, then carries on.
+        assert answer[4:] == bytes.fromhex("0023 00000001 0012 0000 0004")
+        # The client falls back (here to v3) on the same connection, then carries on.
         assert_full_api_versions(connection, 42)
         connection.send(request_frame(ApiKey.METADATA, 12, 43, metadata_body(12)))
         metadata = connection.frame()
@@ -168,14 +168,14 @@ def test_an_api_not_served_gets_unsupported_version_per_partition(
         assert_full_api_versions(connection, 8)
 
 
-def produce_v11(records: bytes) -> bytes:
+def produce_v12(records: bytes) -> bytes:
     data = ProduceRequest.TopicProduceData
     request = ProduceRequest(
-        version=11, acks=-1, timeout_ms=1000, transactional_id=None,
+        version=12, acks=-1, timeout_ms=1000, transactional_id=None,
         topic_data=[data(name=VICTIM, partition_data=[
             data.PartitionProduceData(index=0, records=records)])],
     )  # fmt: skip
-    return bytes(request.encode(version=11))
+    return bytes(request.encode(version=12))
 
 
 @pytest.mark.parametrize(
@@ -183,10 +183,10 @@ def produce_v11(records: bytes) -> bytes:
     [
         # Metadata v13 exists in Kafka's schema; we advertise up to v12.
         (ApiKey.METADATA, 13, metadata_body(13), "metadata"),
-        # Produce v11 (we advertise up to v10) must not write its batch.
-        (ApiKey.PRODUCE, 11, produce_v11(b"\x00" * 70), "produce"),
+        # Produce v12 (we advertise up to v11, Kafka 3.9's) must not write its batch.
+        (ApiKey.PRODUCE, 12, produce_v12(b"\x00" * 70), "produce"),
     ],
-    ids=["metadata-v13", "produce-v11"],
+    ids=["metadata-v13", "produce-v12"],
 )
 def test_a_known_api_at_an_unsupported_version_gets_unsupported_version(
     single_broker: SingleBroker, api_key: int, api_version: int, body: bytes, check: str
@@ -203,7 +203,7 @@ def test_a_known_api_at_an_unsupported_version_gets_unsupported_version(
             codes = (metadata.error_code, metadata.topics)
             assert codes == (Errors.UNSUPPORTED_VERSION, [])
         else:
-            produced = ProduceResponse.decode(answer[5:], version=11)
+            produced = ProduceResponse.decode(answer[5:], version=12)
             codes = [
                 (t.name, [(p.index, p.error_code) for p in t.partition_responses])
                 for t in produced.responses

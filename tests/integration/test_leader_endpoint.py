@@ -310,7 +310,7 @@ def test_negotiates_and_falls_back_to_api_versions_v0() -> None:
             endpoint = endpoint_to(port)
             try:
                 features = await endpoint.features()
-                assert features.fetch_version == 16 and features.truncation_on_fetch_supported
+                assert features.fetch_version == 17 and features.truncation_on_fetch_supported
                 assert endpoint.connected
             finally:
                 await endpoint.close()
@@ -377,7 +377,7 @@ def test_reconnects_with_exponential_back_off() -> None:
                 now[0] += 1
             async with scripted_server(api_versions_only) as new_port:
                 endpoint.connection.port = new_port
-                assert (await endpoint.features()).fetch_version == 16
+                assert (await endpoint.features()).fetch_version == 17
         finally:
             await endpoint.close()
 

@@ -44,7 +44,7 @@ VALID_FRAMES = [
     api_versions_frame(2, 3),
     request_frame(ApiKey.API_VERSIONS, 7, 3, b"future body"),
     request_frame(ApiKey.METADATA, 12, 4, b"\x00"),  # advertised, no handler registered
-    request_frame(ApiKey.FETCH, 2, 5),  # below the advertised range
+    request_frame(ApiKey.FETCH, 2, 5),  # message format v1: answered UNSUPPORTED_VERSION
     request_frame(4242, 0, 6),  # unknown API key
     request_frame(ApiKey.API_VERSIONS, 3, 7, api_versions_body(3), client_id=None),
 ]

@@ -24,6 +24,7 @@ from pykraft.protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, Ap
 from pykraft.protocol.apis import (
     _CODEC_CLASSES,
     HAND_WRITTEN_APIS,
+    KAFKA_RELEASE,
     SUPPORTED_API_VERSIONS,
     RequestDisposition,
     api_versions_request_is_valid,
@@ -56,29 +57,10 @@ KAFKA_PYTHON_BACKED = [
 # ------------------------------------------------------------------ a coherent real release
 
 
-# kafka-python's recorded broker ranges lack DescribeQuorum, which a KRaft broker forwards to the
-# controller (Kafka 3.9's KafkaApis: forwardToControllerOrFail); its 4.1 record has 0-2.
-NOT_IN_KAFKA_PYTHONS_3_7_RECORD = {int(ApiKey.DESCRIBE_QUORUM): (0, 2)}
-
-
-def test_maximum_versions_are_kafka_3_7s() -> None:
-    # kafka-python recorded these from a real 3.7 broker's ApiVersions response.
-    kafka_3_7 = {**BROKER_API_VERSIONS[(3, 7)], **NOT_IN_KAFKA_PYTHONS_3_7_RECORD}
-    assert {key: high for key, (_, high) in ADVERTISED.items()} == {
-        key: kafka_3_7[key][1] for key in ADVERTISED
-    }
-
-
-def test_minimum_versions_are_kafka_4_1s() -> None:
-    # KIP-896 baseline plus Produce v0 (KAFKA-18659) and JoinGroup v0 (KAFKA-19444).
-    kafka_4_1 = BROKER_API_VERSIONS[(4, 1)]
-    assert {key: low for key, (low, _) in ADVERTISED.items()} == {
-        key: kafka_4_1[key][0] for key in ADVERTISED
-    }
-
-
-def test_kafka_python_infers_kafka_3_7() -> None:
-    assert infer_broker_version_from_api_versions(ADVERTISED) == (3, 7)
+def test_kafka_python_infers_kafka_3_9() -> None:
+    # Its first matching probe is Fetch v17 (test_api_versions_table.py checks every range).
+    assert infer_broker_version_from_api_versions(ADVERTISED) == (3, 9)
+    assert KAFKA_RELEASE == "3.9"
 
 
 # librdkafka's rd_kafka_feature_map (src/rdkafka_feature.c): feature -> (api, min, max) deps.
@@ -114,9 +96,13 @@ def librdkafka_features(broker: dict[int, tuple[int, int]]) -> set[str]:
     return {name for name, deps in LIBRDKAFKA_FEATURES.items() if all(overlaps(*d) for d in deps)}
 
 
-def test_librdkafka_enables_the_features_a_kafka_4_broker_gets() -> None:
+def test_librdkafka_enables_the_features_a_kafka_3_9_broker_gets() -> None:
     ours = librdkafka_features(ADVERTISED)
     assert ours == {
+        # Produce v0-2 / Fetch v0-3 are advertised as Kafka 3.9 does; librdkafka uses the
+        # highest overlapping version (MsgVer2: Produce 3+, Fetch 4+), never these.
+        "MsgVer1",
+        "ThrottleTime",
         "MsgVer2",
         "ApiVersion",
         "BrokerGroupCoordinator",
@@ -130,8 +116,8 @@ def test_librdkafka_enables_the_features_a_kafka_4_broker_gets() -> None:
         "SaslHandshake",
         "SaslAuthReq",
     }
-    # Same feature set as a real Kafka 4.1 broker (MsgVer1/ThrottleTime need Fetch < 4).
-    assert ours == librdkafka_features(BROKER_API_VERSIONS[(4, 1)])
+    # Same feature set as a real Kafka 3.9 broker.
+    assert ours == librdkafka_features(BROKER_API_VERSIONS[(3, 9)])
 
 
 def test_librdkafka_compression_check_sees_produce_v0() -> None:
@@ -167,21 +153,32 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
 @pytest.mark.parametrize(
     ("api_key", "version", "disposition"),
     [
-        (ApiKey.API_VERSIONS, 4, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
+        (ApiKey.API_VERSIONS, 5, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
         (ApiKey.API_VERSIONS, 300, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
         (ApiKey.PRODUCE, 2, RequestDisposition.ANSWER_UNSUPPORTED_PRODUCE),
         # Issue 9: an error answer wherever a schema defines the version (Kafka closes).
-        (ApiKey.PRODUCE, 11, RequestDisposition.ANSWER_UNSUPPORTED),
-        (ApiKey.FETCH, 17, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.PRODUCE, 12, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.FETCH, 18, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.METADATA, 13, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.SASL_HANDSHAKE, 1, RequestDisposition.SERVE),
         (ApiKey.SASL_AUTHENTICATE, 3, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.DELETE_RECORDS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
+        # Below the 4.x schema (1-2) but a Kafka 3.9 version: answered, not closed.
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 3, RequestDisposition.CLOSE_CONNECTION),
         # No schema defines these versions or keys: nothing can be encoded, the connection closes.
         (ApiKey.PRODUCE, 14, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.FETCH, 3, RequestDisposition.CLOSE_CONNECTION),
+        (ApiKey.FETCH, 3, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
+        (ApiKey.FETCH, 0, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
+        (ApiKey.FETCH, 19, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.METADATA, 99, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.OFFSET_COMMIT, 1, RequestDisposition.CLOSE_CONNECTION),
+        (ApiKey.OFFSET_COMMIT, 11, RequestDisposition.CLOSE_CONNECTION),
+        # Kafka 3.9's old versions (below the 4.x schemas' minimum) are served.
+        (ApiKey.OFFSET_COMMIT, 0, RequestDisposition.SERVE),
+        (ApiKey.OFFSET_COMMIT, 1, RequestDisposition.SERVE),
+        (ApiKey.LIST_OFFSETS, 0, RequestDisposition.SERVE),
+        (ApiKey.DESCRIBE_CONFIGS, 0, RequestDisposition.SERVE),
+        (ApiKey.FETCH, 4, RequestDisposition.SERVE),
         (ApiKey.LEADER_AND_ISR, 7, RequestDisposition.CLOSE_CONNECTION),
         # ApiKeys.isVersionEnabled accepts every ApiVersions version, negative ones too.
         (ApiKey.API_VERSIONS, -1, RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS),
@@ -216,12 +213,11 @@ def test_flexible_versions_match_kafkas_schemas(api_key: ApiKey) -> None:
         flexible = schema["flexibleVersions"]
         first_flexible = NEVER_FLEXIBLE if flexible == "none" else version_range(flexible)[0]
         assert first_flexible == FIRST_FLEXIBLE_VERSION[api_key]
-        # Everything we advertise is a version Kafka's schema (as kafka-python ships it) defines,
-        # except Produce v0-2, which we never decode with kafka-python.
-        low, high = version_range(schema["validVersions"])
-        advertised = SUPPORTED_API_VERSIONS[api_key]
-        assert advertised.max_version <= high
-        assert advertised.min_version >= low or api_key == ApiKey.PRODUCE
+        # Everything we advertise up to the maximum is in the schema kafka-python ships; below
+        # its minimum are Kafka 3.9's versions (KIP-896 dropped them from validVersions but
+        # kept their fields, which kafka-python's classes code: test_legacy_versions.py).
+        _, high = version_range(schema["validVersions"])
+        assert SUPPORTED_API_VERSIONS[api_key].max_version <= high
 
 
 @pytest.mark.parametrize("api_key", sorted(FIRST_FLEXIBLE_VERSION))
@@ -298,7 +294,7 @@ def kio_decode(entity_type: Any, data: bytes) -> Any:
     return entity_reader(entity_type)(data, 0)[0]
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_api_versions_response_lists_the_table(version: int) -> None:
     body = encode_api_versions_response(version, throttle_time_ms=5)
     decoded = decode_response(ApiKey.API_VERSIONS, version, body)
@@ -312,12 +308,12 @@ def test_api_versions_response_lists_the_table(version: int) -> None:
 
 
 def test_unsupported_api_versions_answer_is_kafkas_v0_bytes() -> None:
-    # error_code 35, one entry: ApiVersions 0..3 (ApiVersionsRequest.getErrorResponse).
+    # error_code 35, one entry: ApiVersions 0..4 (ApiVersionsRequest.getErrorResponse).
     body = encode_unsupported_api_versions_response()
-    assert body == bytes.fromhex("0023 00000001 0012 0000 0003")
+    assert body == bytes.fromhex("0023 00000001 0012 0000 0004")
     kio = kio_decode(KioApiVersionsV0, body)
     assert int(kio.error_code) == Errors.UNSUPPORTED_VERSION
-    assert [(int(e.api_key), e.min_version, e.max_version) for e in kio.api_keys] == [(18, 0, 3)]
+    assert [(int(e.api_key), e.min_version, e.max_version) for e in kio.api_keys] == [(18, 0, 4)]
 
 
 def test_invalid_api_versions_request_gets_invalid_request_without_keys() -> None:
@@ -345,10 +341,12 @@ def test_invalid_api_versions_request_gets_invalid_request_without_keys() -> Non
     assert decoded.api_keys == ()
 
 
-def test_kafka_python_client_handshake_falls_back_to_our_maximum() -> None:
-    # kafka-python 3.0 sends ApiVersions v4, reads the v0 error body, retries with max_version.
+def test_a_newer_client_handshake_falls_back_to_our_maximum() -> None:
+    # kafka-python 3.0 sends ApiVersions v4: served. A client at v5 reads the v0 error body and
+    # retries with min(its maximum, ours).
+    assert request_disposition(ApiKey.API_VERSIONS, 4) == RequestDisposition.SERVE
     response_cls = response_class(ApiKey.API_VERSIONS)
-    error = response_cls.decode(io.BytesIO(encode_unsupported_api_versions_response()), version=4)
-    retry_version = min(4, next(e.max_version for e in error.api_keys if e.api_key == 18))
-    assert retry_version == 3
+    error = response_cls.decode(io.BytesIO(encode_unsupported_api_versions_response()), version=0)
+    retry_version = min(5, next(e.max_version for e in error.api_keys if e.api_key == 18))
+    assert retry_version == 4
     assert request_disposition(ApiKey.API_VERSIONS, retry_version) == RequestDisposition.SERVE

@@ -68,7 +68,8 @@ def flat(segments: Segments) -> bytes:
 
 
 def test_api_versions_handshake_of_a_kafka_4_client() -> None:
-    # The client asks with v4 (newer than ours), gets a v0 error, retries with v3.
+    # kafka-python 3.0 asks with v4, Kafka 3.9's maximum (and ours): answered at once, with
+    # a response header v0 as every ApiVersions answer (KIP-511).
     first = client_frame(
         ApiVersionsRequest(
             version=4, client_software_name="kafka-python", client_software_version="3.0.12"
@@ -76,36 +77,33 @@ def test_api_versions_handshake_of_a_kafka_4_client() -> None:
         1,
     )
     [frame] = receive(first)
-    header, _ = parse_request_header(frame)
+    header, body_offset = parse_request_header(frame)
     assert (header.api_key, header.api_version, header.correlation_id) == (18, 4, 1)
     assert header.client_id == "scenario-client" and header.header_version == 2
-    disposition = request_disposition(header.api_key, header.api_version)
-    assert disposition == RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS
-    answer = flat(
-        frame_response(
-            1, response_header_version(18, 4), encode_unsupported_api_versions_response()
-        )
-    )
-    error = ApiVersionsResponse.decode(io.BytesIO(answer), version=4, header=True, framed=True)
-    assert error.header.correlation_id == 1 and error.error_code == 35
-    retry_version = error.api_keys[0].max_version
-
-    second = client_frame(
-        ApiVersionsRequest(
-            version=retry_version, client_software_name="kp", client_software_version="3"
-        ),
-        2,
-    )
-    [frame] = receive(second)
-    header, body_offset = parse_request_header(frame)
     assert request_disposition(header.api_key, header.api_version) == RequestDisposition.SERVE
     decode_request(header.api_key, header.api_version, memoryview(frame)[body_offset:])
     answer = flat(
-        frame_response(2, response_header_version(18, 3), encode_api_versions_response(3))
+        frame_response(1, response_header_version(18, 4), encode_api_versions_response(4))
     )
-    table = ApiVersionsResponse.decode(io.BytesIO(answer), version=3, header=True, framed=True)
-    assert table.header.correlation_id == 2
+    table = ApiVersionsResponse.decode(io.BytesIO(answer), version=4, header=True, framed=True)
+    assert table.header.correlation_id == 1 and table.error_code == 0
     assert {k.api_key for k in table.api_keys} == {int(k) for k in SUPPORTED_API_VERSIONS}
+
+
+def test_api_versions_handshake_of_a_client_newer_than_us() -> None:
+    # A v5 request gets the v0 error listing our ApiVersions range; the client retries at 4.
+    assert (
+        request_disposition(ApiKey.API_VERSIONS, 5)
+        == RequestDisposition.ANSWER_UNSUPPORTED_API_VERSIONS
+    )
+    answer = flat(
+        frame_response(
+            1, response_header_version(18, 5), encode_unsupported_api_versions_response()
+        )
+    )
+    error = ApiVersionsResponse.decode(io.BytesIO(answer), version=0, header=True, framed=True)
+    assert error.header.correlation_id == 1 and error.error_code == 35
+    assert [(k.api_key, k.max_version) for k in error.api_keys] == [(18, 4)]
 
 
 def test_pipelined_requests_keep_their_order_and_bodies() -> None:

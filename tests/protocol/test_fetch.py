@@ -43,7 +43,7 @@ from pykraft.protocol.segments import FileSliceLike, Segment, Segments
 from pykraft.protocol.wire import ZERO_UUID
 from tests.protocol.kio_helpers import error_code, kio_decode, kio_encode, kio_module, milliseconds
 
-VERSIONS = range(4, 17)
+VERSIONS = range(4, 18)
 
 int8s = st.integers(-(2**7), 2**7 - 1)
 int16s = st.integers(-(2**15), 2**15 - 1)
@@ -263,7 +263,7 @@ def test_garbage_raises_only_protocol_errors(version: int, body: bytes) -> None:
         assert isinstance(decoded, FetchRequest)
 
 
-@pytest.mark.parametrize("version", [3, 17])
+@pytest.mark.parametrize("version", [3, 18])
 def test_versions_outside_the_codec_are_refused(version: int) -> None:
     with pytest.raises(UnsupportedRequestError):
         decode_fetch_request(b"", version)

@@ -37,8 +37,8 @@ from pykraft.protocol.produce import (
 )
 from tests.protocol.kio_helpers import error_code, kio_decode, kio_encode, kio_module, milliseconds
 
-VERSIONS = range(0, 11)
-KIO_VERSIONS = range(3, 11)
+VERSIONS = range(0, 12)
+KIO_VERSIONS = range(3, 12)
 
 int16s = st.integers(-(2**15), 2**15 - 1)
 int32s = st.integers(-(2**31), 2**31 - 1)
@@ -181,7 +181,7 @@ def test_garbage_raises_only_protocol_errors(version: int, body: bytes) -> None:
         assert isinstance(decoded, ProduceRequest)
 
 
-@pytest.mark.parametrize("version", [-1, 11, 13])
+@pytest.mark.parametrize("version", [-1, 12, 13])
 def test_versions_outside_the_codec_are_refused(version: int) -> None:
     with pytest.raises(UnsupportedRequestError):
         decode_produce_request(b"", version)

@@ -318,10 +318,11 @@ def test_list_transactions_filtering() -> None:
     listing = h.coordinator.list_transactions
     everything = listing([], [])
     assert everything.error is Errors.NONE
+    start = metadata(S.ONGOING).txn_start_timestamp_ms  # what each listing carries (KIP-994)
     assert everything.transactions == (
-        TransactionListing("a", 1, "Ongoing"),
-        TransactionListing("b", 2, "Ongoing"),
-        TransactionListing("c", 3, "CompleteCommit"),
+        TransactionListing("a", 1, "Ongoing", start),
+        TransactionListing("b", 2, "Ongoing", start),
+        TransactionListing("c", 3, "CompleteCommit", start),
     )
     assert [t.transactional_id for t in listing(["Ongoing"], []).transactions] == ["a", "b"]
     assert [t.transactional_id for t in listing([], [2, 3]).transactions] == ["b", "c"]

@@ -1,0 +1,111 @@
+"""Our ApiVersions answer against Kafka 3.9's (``protocol.kafka_3_9_versions``): equal for every
+API except the differences listed here, each with its reason. Any other difference fails —
+an API lost, a range drifting, a listed difference no longer true."""
+
+from __future__ import annotations
+
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import decode_response, encode_api_versions_response
+from pykraft.protocol.kafka_3_9_versions import KAFKA_3_9_BROKER_API_VERSIONS
+
+KAFKA_3_9 = {key: tuple(versions) for key, versions in KAFKA_3_9_BROKER_API_VERSIONS.items()}
+
+# Issue 13's APIs other engineers are adding now. Until they land here they are absent; once
+# served, their range must lie inside Kafka 3.9's with its maximum (the minimum may still be
+# the 4.x schema's) — then the entry should leave this set.
+NOT_SERVED_YET = frozenset(
+    {
+        ApiKey.DELETE_RECORDS,
+        ApiKey.DESCRIBE_LOG_DIRS,
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        ApiKey.ALTER_CLIENT_QUOTAS,
+    }
+)
+
+# Kafka 3.9 serves these; pykraft does not, and nobody is building them in issue 13.
+NOT_SERVED: dict[ApiKey, str] = {
+    ApiKey.ALTER_REPLICA_LOG_DIRS: "moving a replica between log dirs (KIP-113) is not built",
+    ApiKey.CREATE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
+    ApiKey.RENEW_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
+    ApiKey.EXPIRE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
+    ApiKey.UPDATE_FEATURES: "feature levels are fixed at bootstrap (KIP-584 updates not built)",
+    ApiKey.UNREGISTER_BROKER: "brokers are unregistered through the controller's HTTP API",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
+    ApiKey.LIST_CONFIG_RESOURCES: "client metrics subscriptions (KIP-714) are not built",
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: "KIP-966's paginated describe is not built",
+    ApiKey.ADD_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
+    ApiKey.REMOVE_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
+}
+
+# APIs served below Kafka 3.9's maximum: (our maximum, why the next version is not served).
+# None today: every served API reaches Kafka 3.9's maximum.
+LOWER_MAXIMUM: dict[ApiKey, tuple[int, str]] = {}
+
+
+def advertised() -> dict[int, tuple[int, int]]:
+    """Our ApiVersions answer, decoded from the bytes the broker sends (v3)."""
+    body = encode_api_versions_response(3)
+    response = decode_response(ApiKey.API_VERSIONS, 3, body)
+    assert response.error_code == 0
+    return {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
+
+
+def test_the_reference_is_a_kraft_broker_of_3_9() -> None:
+    # kafka-python recorded a 3.9 broker's answer (a ZooKeeper-mode one: it also lists the
+    # controller-only and ZooKeeper APIs, and lacks the KRaft-only ones). Every range both
+    # list agrees with the table taken from Kafka 3.9's message schemas.
+    recorded = BROKER_API_VERSIONS[(3, 9)]
+    assert {k: KAFKA_3_9[k] for k in KAFKA_3_9 if k in recorded} == {
+        k: recorded[k] for k in KAFKA_3_9 if k in recorded
+    }
+    kraft_only = {k for k in KAFKA_3_9 if k not in recorded}
+    assert kraft_only == {
+        ApiKey.DESCRIBE_QUORUM,
+        ApiKey.UNREGISTER_BROKER,
+        ApiKey.LIST_CONFIG_RESOURCES,
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        ApiKey.ADD_RAFT_VOTER,
+        ApiKey.REMOVE_RAFT_VOTER,
+    }
+
+
+def test_every_api_kafka_3_9_serves_is_served_or_a_listed_difference() -> None:
+    ours = advertised()
+    missing = {ApiKey(k) for k in KAFKA_3_9 if k not in ours}
+    assert missing <= NOT_SERVED_YET | set(NOT_SERVED)
+    assert not set(NOT_SERVED) & set(ours), "served now: drop it from NOT_SERVED"
+
+
+def test_we_serve_nothing_kafka_3_9_does_not() -> None:
+    assert set(advertised()) <= set(KAFKA_3_9)
+
+
+def test_minimum_versions_are_kafka_3_9s() -> None:
+    # Produce v0-2 and Fetch v0-3 included: advertised, answered UNSUPPORTED_VERSION.
+    ours = advertised()
+    assert {k: low for k, (low, _) in ours.items() if k not in NOT_SERVED_YET} == {
+        k: KAFKA_3_9[ApiKey(k)][0] for k in ours if k not in NOT_SERVED_YET
+    }
+
+
+def test_maximum_versions_are_kafka_3_9s_except_the_listed_ones() -> None:
+    ours = advertised()
+    expected = {
+        k: LOWER_MAXIMUM[ApiKey(k)][0] if k in LOWER_MAXIMUM else KAFKA_3_9[ApiKey(k)][1]
+        for k in ours
+        if k not in NOT_SERVED_YET
+    }
+    assert {k: high for k, (_, high) in ours.items() if k not in NOT_SERVED_YET} == expected
+    for key, (high, reason) in LOWER_MAXIMUM.items():
+        assert high < KAFKA_3_9[key][1], f"{key.name} reaches 3.9's maximum: drop it ({reason})"
+
+
+def test_apis_being_added_stay_inside_kafka_3_9s_range() -> None:
+    ours = advertised()
+    for key in NOT_SERVED_YET & {ApiKey(k) for k in ours}:
+        low, high = ours[key]
+        assert KAFKA_3_9[key][0] <= low <= high == KAFKA_3_9[key][1], key.name
