@@ -259,6 +259,11 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.LIST_TRANSACTIONS: (
             _check("DESCRIBE", "TRANSACTIONAL_ID", _TXN_FAILED, "ids not described left out"),
         ),
+        # KafkaApis.handleDeleteRecordsRequest / handleDescribeLogDirsRequest.
+        ApiKey.DELETE_RECORDS: (_check("DELETE", "TOPIC", _TOPIC_FAILED, "per topic"),),
+        ApiKey.DESCRIBE_LOG_DIRS: (
+            _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request: no results"),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

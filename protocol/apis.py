@@ -62,6 +62,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteAclsRequest,
     DeleteAclsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -72,6 +74,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
     DescribeTransactionsRequest,
@@ -196,6 +200,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
     (ApiKey.LIST_TRANSACTIONS, 0, 0),
+    # Kafka 3.9's ranges as far as the 4.x schemas go (DescribeLogDirs v0 dropped by KIP-896).
+    (ApiKey.DELETE_RECORDS, 0, 2),
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4),
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -271,6 +278,8 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
         ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+        ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
+        ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     }
 )
 

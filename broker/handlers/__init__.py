@@ -4,6 +4,9 @@
   fetch.py         Fetch v4-v16, FileSlices straight from the segments, no fetch sessions
   list_offsets.py  ListOffsets v1-v8
   offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v2-v4 from the leader-epoch cache
+  delete_records.py  DeleteRecords v0-v2: the leaders' log starts move, answered at the low
+                   watermark (``broker.delete_records``)
+  log_dirs.py      DescribeLogDirs v1-v4 from the ``LogManager``
   metadata.py      Metadata v0-v12 from the metadata image (optional auto-create)
   init_producer_id.py  InitProducerId v0-v4: producer ids for idempotent producers from the
                    broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones
@@ -38,11 +41,13 @@ from pykraft.broker.controller_api import (
     ControllerError,
 )
 from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.delete_records import delete_records_handler
 from pykraft.broker.handlers.fetch import fetch_handler
 from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
 from pykraft.broker.handlers.groups import group_handlers, offsets_coordinator_topic
 from pykraft.broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
 from pykraft.broker.handlers.list_offsets import list_offsets_handler
+from pykraft.broker.handlers.log_dirs import describe_log_dirs_handler
 from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
 from pykraft.broker.handlers.produce import produce_handler
@@ -80,6 +85,8 @@ def broker_handlers(
         ApiKey.LIST_OFFSETS: list_offsets_handler(services),
         ApiKey.METADATA: metadata_handler(services),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
+        ApiKey.DELETE_RECORDS: delete_records_handler(services),
+        ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_handler(services),
         **admin_handlers(services),
         **security_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
