@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
-from pykraft.broker.handlers.delete_records import delete_records_handler
+from pykraft.broker.authorization import RequestAuthorizer
+from pykraft.broker.handlers.delete_records import delete_records, delete_records_handler
 from pykraft.broker.replica_manager import FetchParams
+from pykraft.metadata.auth.acl import AclOperation
 from pykraft.metadata.records import TopicRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
@@ -36,6 +38,7 @@ from tests.broker.replica_harness import (
     partition_record,
     services,
 )
+from tests.broker.test_authorization import acl, authorizer, context
 
 _Topic = DeleteRecordsRequest.DeleteRecordsTopic
 _Partition = _Topic.DeleteRecordsPartition
@@ -225,3 +228,25 @@ def test_losing_leadership_answers_not_leader_or_follower(cluster: Cluster) -> N
         return await task
 
     assert asyncio.run(scenario()) == [("pets", 1, Errors.NOT_LEADER_OR_FOLLOWER, -1)]
+
+
+def test_without_delete_on_the_topic_nothing_is_deleted(cluster: Cluster) -> None:
+    # KafkaApis.handleDeleteRecordsRequest: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
+    topics = [_Topic(name="pets", partitions=[_Partition(partition_index=0, offset=4)])]
+    request = DeleteRecordsRequest(version=2, topics=topics, timeout_ms=0)
+
+    def answer(holder: RequestAuthorizer) -> list[tuple[int, int]]:
+        response = asyncio.run(
+            delete_records(
+                services(cluster, authorizer=holder),
+                request,
+                context(ApiKey.DELETE_RECORDS, 2),
+            )
+        )
+        return [(p.error_code, p.low_watermark) for t in response.topics for p in t.partitions]
+
+    assert answer(authorizer(acl(AclOperation.DESCRIBE))) == [
+        (Errors.TOPIC_AUTHORIZATION_FAILED, -1)
+    ]
+    assert cluster.replica_manager.partitions[PETS0].log.log_start_offset == 0
+    assert answer(authorizer(acl(AclOperation.DELETE))) == [(Errors.NONE, 4)]
