@@ -283,6 +283,11 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (
             _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request"),
         ),
+        # KafkaApis.handleDeleteRecordsRequest / handleDescribeLogDirsRequest.
+        ApiKey.DELETE_RECORDS: (_check("DELETE", "TOPIC", _TOPIC_FAILED, "per topic"),),
+        ApiKey.DESCRIBE_LOG_DIRS: (
+            _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request: no results"),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

@@ -22,9 +22,8 @@ batch (or the ISR shrank, leadership moved, or ``timeout_ms`` passed: Kafka's De
 Transaction markers take the same path with origin COORDINATOR (``append_txn_markers``).
 
 Fetch: ``read_from_log`` reads every partition in request order with Kafka's size rules
-(``readFromLog``): each partition gets at most ``min(partition_max_bytes, bytes left of
-max_bytes)``, and the first non-empty partition may exceed both with one whole batch. A
-follower's read records its progress (the leader's ISR and high watermark follow from it).
+(``broker.log_reads``); a follower's read records its progress (the leader's ISR, high
+watermark and low watermark follow from it).
 ``fetch_messages`` answers at once when Kafka would (``max_wait_ms <= 0``, no partitions,
 ``min_bytes`` reached, an error, a diverging epoch), otherwise waits in ``DelayedFetches`` and
 reads again (without recording follower progress twice). Followers wake on appended bytes,
@@ -37,8 +36,10 @@ kept armed at ``ReplicaCore.next_deadline_ms``; ``tick`` carries out what the co
 the high-watermark checkpoint (every replica.high.watermark.checkpoint.interval.ms, when given),
 the ISR expiration (every ``replica.lag.time.max.ms`` / 2, Kafka's isr-expiration task: every
 led partition drops lagging followers; expansions happen on follower fetches, and both go to the
-controller through the ``AlterPartitionSubmitter``), then the waiting fetches and produces
-whose deadline passed.
+controller through the ``AlterPartitionSubmitter``), then the waiting fetches, produces
+and DeleteRecords whose deadline passed.
+DeleteRecords: ``start_delete_records`` (``broker.delete_records``) moves the leaders' log
+starts and answers once every live replica's log start followed (``DelayedDeleteRecords``).
 Storage failures (offline partitions, failed log dirs): ``broker.offline_storage``.
 """
 
@@ -50,8 +51,16 @@ import attrs
 
 from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from pykraft.broker.delayed_produce import DelayedProduces
+from pykraft.broker.delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsDone,
+    DeleteRecordsResult,
+    partition_low_watermark,
+    start_delete_records,
+)
 from pykraft.broker.hosted_partitions import HostedPartitions
 from pykraft.broker.local_append import NO_GUARDS, answer, append_to_local_log, start_append
+from pykraft.broker.log_reads import read_from_log
 from pykraft.broker.partition import (
     EpochEndOffset,
     FetchIsolation,
@@ -124,6 +133,7 @@ class ReplicaManager:
         fetcher_manager: FetcherManager,
         delayed_fetches: DelayedFetches | None = None,
         delayed_produces: DelayedProduces | None = None,
+        delayed_delete_records: DelayedDeleteRecords | None = None,
         alter_partition: AlterPartitionSubmitter | None = None,
         inter_broker_listener_name: str = "PLAINTEXT",
         min_insync_replicas: int = 1,
@@ -143,6 +153,9 @@ class ReplicaManager:
         # (``wall_clock_ms`` arguments) for what lands on disk (segment creation times).
         self.delayed_fetches = delayed_fetches or DelayedFetches(monotonic_ms=monotonic_ms)
         self.delayed_produces = delayed_produces or DelayedProduces(monotonic_ms=monotonic_ms)
+        self.delayed_delete_records = delayed_delete_records or DelayedDeleteRecords(
+            monotonic_ms=monotonic_ms
+        )
         # Without a controller channel ISR changes are only recorded (they stay pending).
         self.alter_partition = alter_partition or RecordedAlterPartitions()
         self.inter_broker_listener_name = inter_broker_listener_name
@@ -157,6 +170,7 @@ class ReplicaManager:
             high_watermark_checkpoint_interval_ms=high_watermark_checkpoint_interval_ms,
             fetch_waiters=self.delayed_fetches.purgatory,
             produce_waiters=self.delayed_produces.purgatory,
+            delete_records_waiters=self.delayed_delete_records.purgatory,
         )
         self.partition_context = PartitionContext(
             monotonic_ms=monotonic_ms,
@@ -189,6 +203,7 @@ class ReplicaManager:
             self._timer = timer(self.on_timer)
             self.delayed_fetches.on_deadline_moved = self._arm_timer
             self.delayed_produces.on_deadline_moved = self._arm_timer
+            self.delayed_delete_records.on_deadline_moved = self._arm_timer
             self._arm_timer()
 
     @property
@@ -373,59 +388,36 @@ class ReplicaManager:
         origin COORDINATOR, acks=-1; awaiting gives each (producer id, partition) its error."""
         return append_txn_markers(self, markers, timeout_ms=timeout_ms, now_ms=now_ms)
 
+    # ------------------------------------------------------------------ delete records
+
+    def start_delete_records(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int,
+        response_callback: DeleteRecordsDone,
+    ) -> int | None:
+        """Kafka's ``deleteRecords`` (``broker.delete_records``): the leaders' log starts move
+        now; the answer comes once the low watermarks follow (or ``timeout_ms``)."""
+        return start_delete_records(
+            self, offsets, timeout_ms=timeout_ms, response_callback=response_callback
+        )
+
+    def low_watermark_or_error(self, topic_partition: TopicPartition) -> DeleteRecordsResult:
+        """DelayedDeleteRecords' check: the partition's low watermark, or its error."""
+        try:
+            partition = self.partition_or_error(topic_partition)
+        except PartitionError as error:
+            return DeleteRecordsResult(error=error.error)
+        return partition_low_watermark(partition)
+
     # ------------------------------------------------------------------ fetch
 
     def read_from_log(
         self, params: FetchParams, *, update_fetch_state: bool = True
     ) -> list[LogReadResult]:
-        """Read every partition in request order (Kafka's ``readFromLog`` size rules)."""
-        results = []
-        bytes_left = params.max_bytes
-        min_one_batch = True  # Fetch v3+: hardMaxBytesLimit is false
-        for fetch in params.partitions:
-            max_bytes = min(fetch.partition_max_bytes, bytes_left)
-            result = self._read_one(params, fetch, max_bytes, min_one_batch, update_fetch_state)
-            if result.size_in_bytes > 0:
-                min_one_batch = False
-            bytes_left = max(0, bytes_left - result.size_in_bytes)
-            results.append(result)
-        return results
-
-    def _read_one(
-        self,
-        params: FetchParams,
-        fetch: PartitionFetch,
-        max_bytes: int,
-        min_one_batch: bool,
-        update_fetch_state: bool,
-    ) -> LogReadResult:
-        try:
-            partition = self.partition_or_error(fetch.topic_partition)
-            info = partition.fetch_records(
-                replica_id=params.replica_id,
-                fetch_offset=fetch.fetch_offset,
-                max_bytes=max(0, max_bytes),
-                isolation=params.isolation,
-                min_one_batch=min_one_batch,
-                current_leader_epoch=fetch.current_leader_epoch,
-                last_fetched_epoch=fetch.last_fetched_epoch,
-                replica_epoch=params.replica_epoch,
-                follower_log_start_offset=fetch.log_start_offset,
-                update_fetch_state=update_fetch_state,
-            )
-        except PartitionError as error:
-            self.offline_storage.maybe_fail_log_dir(fetch.topic_partition, error)
-            return LogReadResult(
-                topic_partition=fetch.topic_partition,
-                error=error.error,
-                error_message=error.message,
-            )
-        result = LogReadResult.of(fetch.topic_partition, info)
-        if self.replication_quotas is not None and params.replica_id >= 0:
-            result = self.replication_quotas.throttle_leader_read(
-                result, params.replica_id, partition.state.isr, self._monotonic_ms()
-            )
-        return result
+        """Read every partition in request order (``broker.log_reads``)."""
+        return read_from_log(self, params, update_fetch_state=update_fetch_state)
 
     async def fetch_messages(self, params: FetchParams) -> list[LogReadResult]:
         """Read now, or wait for ``min_bytes`` / ``max_wait_ms`` and read again; a follower's
@@ -508,6 +500,8 @@ class ReplicaManager:
             self.delayed_fetches.resolve_expired(ready.expired_fetches)
         if ready.expired_produces:
             self.delayed_produces.resolve_expired(ready.expired_produces)
+        if ready.expired_delete_records:
+            self.delayed_delete_records.resolve_expired(ready.expired_delete_records)
         self._arm_timer()
         return ready
 
@@ -532,6 +526,7 @@ class ReplicaManager:
             self._timer = None
         self.delayed_fetches.close()
         self.delayed_produces.close()
+        self.delayed_delete_records.close()
 
     def _on_high_watermark_moved(self, topic_partition: TopicPartition, old: int, new: int) -> None:
         """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
@@ -556,6 +551,7 @@ class ReplicaManager:
     def _on_partition_changed(self, topic_partition: TopicPartition) -> None:
         self.delayed_fetches.on_partition_changed(topic_partition)
         self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
+        self.delayed_delete_records.check_and_complete(topic_partition, self.low_watermark_or_error)
 
     def _local_broker_epoch(self) -> int:
         registration = self.image.cluster.broker(self.broker_id)

@@ -76,6 +76,8 @@ from kafka.protocol.admin import (
     DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -86,6 +88,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
     DescribeQuorumRequest,
@@ -233,6 +237,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     # KIP-455 partition reassignment; Kafka 3.9 serves v0 of both (v1 of 45 is Kafka 4.1's).
     (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),
     (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
+    # Kafka 3.9's ranges as far as the 4.x schemas go .
+    (ApiKey.DELETE_RECORDS, 0, 2),
+    (ApiKey.DESCRIBE_LOG_DIRS, 0, 4),
 )
 
 # Versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -329,6 +336,8 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
             ListPartitionReassignmentsRequest,
             ListPartitionReassignmentsResponse,
         ),
+        ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
+        ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     }
 )
 

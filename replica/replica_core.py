@@ -34,9 +34,10 @@ order: the high-watermark checkpoint (persist; Kafka's ``highwatermark-checkpoin
 ``ReplicaManager``, every ``replica.high.watermark.checkpoint.interval.ms`` from start-up on),
 the ISR expiration (Kafka's isr-expiration task: every ``replica.lag.time.max.ms`` / 2 every led
 partition drops followers that stayed behind: one ``Ready`` per partition that proposes a
-shrink, from the ``LogView`` the shell's ``view_of`` samples for it), then the waiting fetches
-and acks=all produces whose deadline passed answer (``replica.fetch_waiters``,
-``replica.produce_waiters``, held here so one deadline covers them all). ``next_deadline_ms``
+shrink, from the ``LogView`` the shell's ``view_of`` samples for it), then the waiting fetches,
+acks=all produces and DeleteRecords whose deadline passed answer (``replica.fetch_waiters``,
+``replica.produce_waiters``, ``replica.delete_records_waiters``, held here so one deadline
+covers them all). ``next_deadline_ms``
 is the earliest of those deadlines.
 """
 
@@ -50,6 +51,7 @@ from pykraft.metadata.local_changes import LocalReplicaChanges, PartitionInfo
 from pykraft.metadata.records import NO_LEADER, BrokerEndpoint
 from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import InitialFetchState
+from pykraft.replica.delete_records_waiters import DeleteRecordsPurgatory, DeleteRecordsResult
 from pykraft.replica.fetch_waiters import FetchPurgatory
 from pykraft.replica.isr import AlterPartitionOutcome, AlterPartitionResult, PendingIsrChange
 from pykraft.replica.partition_core import REPLICA_LAG_TIME_MAX_MS, LogView, PartitionCore
@@ -103,6 +105,8 @@ class TickReady(NamedTuple):
     expired_fetches: tuple[int, ...] = ()
     # 3. answer: waiting produces whose deadline passed (removed), with their errors.
     expired_produces: Mapping[int, Mapping[TopicPartition, Errors]] = {}
+    # 3. answer: waiting DeleteRecords whose deadline passed (removed), with their results.
+    expired_delete_records: Mapping[int, Mapping[TopicPartition, DeleteRecordsResult]] = {}
 
     @property
     def is_empty(self) -> bool:
@@ -111,6 +115,7 @@ class TickReady(NamedTuple):
             or self.shrink_isr
             or self.expired_fetches
             or self.expired_produces
+            or self.expired_delete_records
         )
 
 
@@ -125,6 +130,7 @@ class ReplicaCore:
         high_watermark_checkpoint_interval_ms: int | None = None,
         fetch_waiters: FetchPurgatory | None = None,
         produce_waiters: ProducePurgatory | None = None,
+        delete_records_waiters: DeleteRecordsPurgatory | None = None,
     ) -> None:
         assert replica_lag_time_max_ms > 1, "the ISR expiration needs a positive interval"
         self.broker_id = broker_id
@@ -136,6 +142,9 @@ class ReplicaCore:
         # (``is None``: an empty purgatory is falsy, having a length)
         self.fetch_waiters = FetchPurgatory() if fetch_waiters is None else fetch_waiters
         self.produce_waiters = ProducePurgatory() if produce_waiters is None else produce_waiters
+        self.delete_records_waiters = (
+            DeleteRecordsPurgatory() if delete_records_waiters is None else delete_records_waiters
+        )
         self.image = MetadataImage.EMPTY
         # Invariant: the ISR expiration is always scheduled (Kafka runs it from start-up on).
         self._next_isr_expiration_ms = now_ms + self.isr_expiration_interval_ms
@@ -300,6 +309,7 @@ class ReplicaCore:
             isr_shrinks=isr_shrinks,
             expired_fetches=tuple(self.fetch_waiters.expire(now_ms)),
             expired_produces=self.produce_waiters.expire(now_ms),
+            expired_delete_records=self.delete_records_waiters.expire(now_ms),
         )
 
     def next_deadline_ms(self) -> int:
@@ -309,5 +319,6 @@ class ReplicaCore:
             self._next_checkpoint_ms,
             self.fetch_waiters.next_deadline_ms(),
             self.produce_waiters.next_deadline_ms(),
+            self.delete_records_waiters.next_deadline_ms(),
         ]
         return min(deadline for deadline in deadlines if deadline is not None)

@@ -30,8 +30,9 @@ Reads return slices of whole batches (``FileSlice``s from files, never bytes), b
 upper offset (last stable offset or high watermark for consumers, log end for followers);
 batches below the recovery point are CRC-checked first by the store and a corrupt one is never
 served (``storage.read_verification``).
-``truncate_to`` (a follower diverged) cuts whole batches from the end; ``delete_records`` and
-retention move the log start forward and delete segments that lie wholly below it. Opening a
+``truncate_to`` (a follower diverged) cuts whole batches from the end; ``delete_records`` moves
+the log start forward and retention (``delete_old_segments``) deletes the segments that lie
+wholly below it, as Kafka's ``deleteLogStartOffsetBreachedSegments`` does. Opening a
 log (``storage.partition_log``) runs the store's recovery, writes the transaction indexes of the
 segments it recovered again, and then rebuilds producer state from its latest snapshot plus a
 replay of the batches after it.
@@ -439,13 +440,13 @@ class UnifiedLog:
         self.producer_state.truncate_fully_and_start_at(offset)
 
     def delete_records(self, offset: int) -> int:
-        """DeleteRecords: advance the log start to ``offset`` (at most the high watermark)
-        and delete the segments wholly below it. Returns the log start offset."""
+        """Kafka ``maybeIncrementLogStartOffset`` (DeleteRecords on a leader, or a follower
+        following the leader's): advance the log start to ``offset``, at most the high
+        watermark; the segments wholly below it go at the next retention check
+        (``delete_old_segments``). Returns the log start offset."""
         if offset > self._high_watermark or offset < 0:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._high_watermark)
         self._maybe_increment_log_start_offset(offset)
-        # No cleanup policy: only the segments below the new log start go.
-        self._apply_retention(now_ms=0, cleanup_policy=frozenset())
         return self._log_start_offset
 
     def delete_old_segments(self, now_ms: int) -> RetentionDecision:

@@ -5,6 +5,9 @@
                    from the segments, no fetch sessions
   list_offsets.py  ListOffsets v1-v9; list_offsets_v0.py v0's segment offsets (Burrow)
   offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v0-v4 from the leader-epoch cache
+  delete_records.py  DeleteRecords v0-v2: the leaders' log starts move, answered at the low
+                   watermark (``broker.delete_records``)
+  log_dirs.py      DescribeLogDirs v1-v4 from the ``LogManager``
   metadata.py      Metadata v0-v12 from the metadata image (auto-create, on by default)
   init_producer_id.py  InitProducerId v0-v5: producer ids for idempotent producers from the
                    broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones
@@ -47,6 +50,7 @@ from pykraft.broker.controller_api import (
 )
 from pykraft.broker.handlers.admin import admin_handlers
 from pykraft.broker.handlers.configs import config_handlers
+from pykraft.broker.handlers.delete_records import delete_records_handler
 from pykraft.broker.handlers.describe_quorum import describe_quorum_handler
 from pykraft.broker.handlers.elect_leaders import elect_leaders_handler
 from pykraft.broker.handlers.fetch import fetch_handler
@@ -54,6 +58,7 @@ from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
 from pykraft.broker.handlers.groups import group_handlers, offsets_coordinator_topic
 from pykraft.broker.handlers.init_producer_id import ProducerIdSource, init_producer_id_handler
 from pykraft.broker.handlers.list_offsets import list_offsets_handler
+from pykraft.broker.handlers.log_dirs import describe_log_dirs_handler
 from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
 from pykraft.broker.handlers.produce import produce_handler
@@ -91,6 +96,8 @@ def broker_handlers(
         ApiKey.FETCH: fetch_handler(services),
         ApiKey.LIST_OFFSETS: list_offsets_handler(services),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
+        ApiKey.DELETE_RECORDS: delete_records_handler(services),
+        ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_handler(services),
         **admin_handlers(services),
         **config_handlers(services),
         **security_handlers(services),

@@ -67,6 +67,8 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.LIST_OFFSETS,
         ApiKey.METADATA,
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        ApiKey.DELETE_RECORDS,
+        ApiKey.DESCRIBE_LOG_DIRS,
         ApiKey.CREATE_TOPICS,
         ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS,

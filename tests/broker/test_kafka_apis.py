@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -122,22 +122,27 @@ def test_a_served_api_above_its_range_gets_unsupported_version_at_its_own_versio
     assert (response.error_code, response.topics, response.brokers) == (35, [], [])
 
 
-def test_an_api_not_served_answers_unsupported_version_for_every_partition_it_named() -> None:
-    topic = DeleteRecordsRequest.DeleteRecordsTopic
-    request = DeleteRecordsRequest(
-        version=0,
+def test_a_version_not_served_answers_unsupported_version_for_every_partition_it_named() -> None:
+    # ListOffsets v11: Kafka 4.x's schema, past the maximum we advertise (Kafka 3.9's).
+    topic = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(
+        version=11,
+        replica_id=-1,
+        isolation_level=0,
         timeout_ms=1000,
         topics=[
             topic(name="pets", partitions=[
-                topic.DeleteRecordsPartition(partition_index=index, offset=5) for index in (0, 3)
+                topic.ListOffsetsPartition(
+                    partition_index=index, current_leader_epoch=-1, timestamp=-1
+                ) for index in (0, 3)
             ])
         ],
     )  # fmt: skip
     frame = response_frame(
-        dispatch(KafkaApis(), ApiKey.DELETE_RECORDS, 0, bytes(request.encode(version=0)))
+        dispatch(KafkaApis(), ApiKey.LIST_OFFSETS, 11, bytes(request.encode(version=11)))
     )
-    assert frame[:4] == (7).to_bytes(4, "big")
-    response = DeleteRecordsResponse.decode(frame[4:], version=0)
+    assert frame[:5] == (7).to_bytes(4, "big") + b"\x00"  # flexible: response header v1
+    response = ListOffsetsResponse.decode(frame[5:], version=11)
     assert [
         (t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in response.topics
     ] == [("pets", [(0, Errors.UNSUPPORTED_VERSION), (3, Errors.UNSUPPORTED_VERSION)])]
@@ -146,7 +151,7 @@ def test_an_api_not_served_answers_unsupported_version_for_every_partition_it_na
 @pytest.mark.parametrize(
     ("api_key", "api_version", "body"),
     [
-        (ApiKey.DELETE_RECORDS, 0, b"\x00\x00"),  # does not decode at the version it claims
+        (ApiKey.DESCRIBE_LOG_DIRS, 5, b"\x05"),  # does not decode at the version it claims
         (ApiKey.PRODUCE, 12, None),  # acks=0: the client reads no answer
     ],
 )

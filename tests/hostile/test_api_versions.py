@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -147,20 +147,21 @@ def test_an_unknown_api_key_closes_the_connection_after_earlier_answers(
         assert connection.closed_without_answer()
 
 
-def test_an_api_not_served_gets_unsupported_version_per_partition(
+def test_a_version_not_served_gets_unsupported_version_per_partition(
     single_broker: SingleBroker,
 ) -> None:
-    topic = DeleteRecordsRequest.DeleteRecordsTopic
-    request = DeleteRecordsRequest(
-        version=1, timeout_ms=1000,
-        topics=[topic(name=VICTIM, partitions=[topic.DeleteRecordsPartition(
-            partition_index=0, offset=0)])],
+    # ListOffsets v11: Kafka 4.x's schema, past the maximum we advertise (Kafka 3.9's).
+    topic = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(
+        version=11, replica_id=-1, isolation_level=0, timeout_ms=1000,
+        topics=[topic(name=VICTIM, partitions=[topic.ListOffsetsPartition(
+            partition_index=0, current_leader_epoch=-1, timestamp=-1)])],
     )  # fmt: skip
     with harmless(single_broker), raw(single_broker) as connection:
-        connection.send(request_frame(ApiKey.DELETE_RECORDS, 1, 7, request.encode(version=1)))
+        connection.send(request_frame(ApiKey.LIST_OFFSETS, 11, 7, request.encode(version=11)))
         answer = connection.frame()
         assert correlation_id(answer) == 7
-        response = DeleteRecordsResponse.decode(answer[4:], version=1)
+        response = ListOffsetsResponse.decode(answer[5:], version=11)  # header v1: a tag byte
         assert [
             (t.name, [(p.partition_index, p.error_code) for p in t.partitions])
             for t in response.topics

@@ -17,8 +17,6 @@ KAFKA_3_9 = {key: tuple(versions) for key, versions in KAFKA_3_9_BROKER_API_VERS
 # the 4.x schema's) — then the entry should leave this set.
 NOT_SERVED_YET = frozenset(
     {
-        ApiKey.DELETE_RECORDS,
-        ApiKey.DESCRIBE_LOG_DIRS,
         ApiKey.DESCRIBE_CLIENT_QUOTAS,
         ApiKey.ALTER_CLIENT_QUOTAS,
     }

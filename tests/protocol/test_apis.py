@@ -162,10 +162,11 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
         (ApiKey.METADATA, 13, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.SASL_HANDSHAKE, 1, RequestDisposition.SERVE),
         (ApiKey.SASL_AUTHENTICATE, 3, RequestDisposition.CLOSE_CONNECTION),
-        (ApiKey.DELETE_RECORDS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
         # Below the 4.x schema (1-2) but a Kafka 3.9 version: answered, not closed.
         (ApiKey.ALTER_REPLICA_LOG_DIRS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.ALTER_REPLICA_LOG_DIRS, 3, RequestDisposition.CLOSE_CONNECTION),
+        # Kafka 4.x's DescribeLogDirs v5 (KIP-1066 cordoning): a schema, past 3.9's maximum 4.
+        (ApiKey.DESCRIBE_LOG_DIRS, 5, RequestDisposition.ANSWER_UNSUPPORTED),
         # No schema defines these versions or keys: nothing can be encoded, the connection closes.
         (ApiKey.PRODUCE, 14, RequestDisposition.CLOSE_CONNECTION),
         (ApiKey.FETCH, 3, RequestDisposition.ANSWER_UNSUPPORTED_FETCH),
@@ -276,7 +277,7 @@ def test_garbage_raises_only_protocol_errors(api_key: ApiKey, version: int, body
 
 @pytest.mark.parametrize(
     ("api_key", "version"),
-    [(ApiKey.PRODUCE, 9), (ApiKey.FETCH, 12), (ApiKey.METADATA, 13), (ApiKey.DELETE_RECORDS, 0)],
+    [(ApiKey.PRODUCE, 9), (ApiKey.FETCH, 12), (ApiKey.METADATA, 13), (ApiKey.DESCRIBE_LOG_DIRS, 5)],
 )
 def test_codec_refuses_what_it_does_not_serve(api_key: ApiKey, version: int) -> None:
     with pytest.raises(UnsupportedRequestError):

@@ -47,7 +47,7 @@ from pykraft.protocol.headers import (
         (ApiKey.INIT_PRODUCER_ID, 2, 2, 1),
         (ApiKey.CONTROLLED_SHUTDOWN, 0, 0, 0),
         (ApiKey.SASL_HANDSHAKE, 1, 1, 0),  # never flexible ("flexibleVersions": "none")
-        (ApiKey.DELETE_RECORDS, 2, 2, 1),  # not served, answered UNSUPPORTED_VERSION
+        (ApiKey.DELETE_RECORDS, 2, 2, 1),
         (999, 0, 1, 0),  # unknown key
     ],
 )

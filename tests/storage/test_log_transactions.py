@@ -259,7 +259,8 @@ def test_last_stable_offset_does_not_go_below_the_log_start(tmp_path: Path) -> N
     log.update_high_watermark(log.log_end_offset)
     log.delete_records(5)
     assert unstable(log) == (5, 5)
-    log.delete_records(8)  # the first segment goes
+    log.delete_records(8)
+    log.delete_old_segments(NOW_MS)  # the first segment goes at the retention check
     assert len(log.segments) == 1
     assert unstable(log) == (8, 8)
 
@@ -296,7 +297,8 @@ def test_retention_deletes_indexes_with_their_segments(tmp_path: Path, store: st
     first, active = log.segments
     index_file = tmp_path / "topic-0" / f"{first.base_offset:020d}{TXN_INDEX_SUFFIX}"
     assert store == "memory" or index_file.exists()
-    log.delete_records(active.base_offset)  # the first segment goes, with pid 1's abort
+    log.delete_records(active.base_offset)
+    log.delete_old_segments(NOW_MS)  # the first segment goes, with pid 1's abort
     assert [s.base_offset for s in log.segments] == [active.base_offset]
     assert not index_file.exists()
     assert all_aborted(log) == EXPECTED_ABORTED[1:]

@@ -395,13 +395,21 @@ def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ DeleteRecords
 
 
-def test_delete_records_moves_the_log_start_and_deletes_segments(tmp_path: Path) -> None:
+def test_delete_records_moves_the_log_start_and_retention_deletes_segments(
+    tmp_path: Path,
+) -> None:
+    # UnifiedLogTest.testDeleteRecords...: maybeIncrementLogStartOffset, then
+    # deleteOldSegments removes the segments the new log start breached.
     log = open_log(tmp_path)
     fill(log, 30)
     log.update_high_watermark(30)
-    second_base = log.segments[1].base_offset
-    third_base = log.segments[2].base_offset
+    bases = [segment.base_offset for segment in log.segments]
+    second_base, third_base = bases[1], bases[2]
     assert log.delete_records(third_base + 1) == third_base + 1
+    assert [segment.base_offset for segment in log.segments] == bases  # nothing deleted yet
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(second_base, 1000, 30)
+    log.delete_old_segments(now_ms=0)
     assert log.segments[0].base_offset == third_base  # segments wholly below are gone
     assert second_base not in [segment.base_offset for segment in log.segments]
     with pytest.raises(OffsetOutOfRangeError):

@@ -239,8 +239,11 @@ def test_compact_topic_still_loses_segments_below_deleted_records(tmp_path: Path
     log = make_log(tmp_path, retention_ms=0, cleanup_policy=COMPACT)
     third = log.segments[2].base_offset
     assert log.delete_records(third) == third
+    # The retention thread deletes the segments below the log start, and only those: time
+    # retention is off for compact.
+    decision = log.delete_old_segments(now_ms=10**12)
+    assert {reason for _, reason in decision.deletions} == {START}
     assert log.segments[0].base_offset == third
-    # The retention thread finds nothing more to do: time retention is off for compact.
     assert log.delete_old_segments(now_ms=10**12).deletions == ()
 
 
