@@ -57,6 +57,7 @@ PURE_CORES = [
     "metadata/auth/images.py",
     "metadata/auth/scram.py",
     "metadata/delta.py",
+    "metadata/client_quotas.py",
     "metadata/local_changes.py",
     # The controller's HTTP contract: served by quorum, called by broker, so it lives in metadata.
     "metadata/api",
