@@ -39,6 +39,13 @@ CLIENT_ID = "client-id"
 IP = "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
 
+# Kafka's QuotaConfig keys.
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+
 # (entity type, entity name or None for the default), sorted by type.
 QuotaEntity: TypeAlias = tuple[tuple[str, str | None], ...]
 

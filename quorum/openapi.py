@@ -288,6 +288,13 @@ def _security_paths() -> dict[str, Any]:
                 parameters=[_text_query("user", "A user to describe; repeat for more")],
             ),
         },
+        "/v1/client-quotas": {
+            "post": _op(
+                "Alter client quotas (Kafka AlterClientQuotas, KIP-546); one result per entity",
+                _object({"entries": "array", "validate_only": "boolean"}, ("entries",)),
+                write=True,
+            ),
+        },
     }
 
 

@@ -1,4 +1,4 @@
-"""ACL and SCRAM credential routes of the controller's HTTP service.
+"""ACL, SCRAM credential and client quota routes of the controller's HTTP service.
 
 Reads (GET) are answered by any controller from its committed image; writes go to the active
 controller. Bodies and answers are the contract's (``metadata/api/security.py``, where the
@@ -13,6 +13,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from pykraft.metadata.api import routes
+from pykraft.metadata.api.client_quotas import (
+    alter_client_quotas_request_from_json,
+    alter_client_quotas_response_to_json,
+)
 from pykraft.metadata.api.security import (
     ACL_FIELDS,
     DescribeAclsRequest,
@@ -72,6 +76,14 @@ async def get_scram_credentials(request: web.Request) -> web.Response:
     return json_response(describe_scram_response_to_json(response))
 
 
+async def alter_client_quotas(request: web.Request) -> web.Response:
+    alter = await read_body(request, alter_client_quotas_request_from_json)
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.alter_client_quotas(image, alter, now_ms)
+    )
+    return json_response(alter_client_quotas_response_to_json(response))
+
+
 def add_security_routes(app: web.Application) -> None:
     add_routes(
         app,
@@ -81,5 +93,6 @@ def add_security_routes(app: web.Application) -> None:
             (routes.DELETE_ACLS, delete_acls),
             (routes.ALTER_SCRAM_CREDENTIALS, alter_scram_credentials),
             (routes.DESCRIBE_SCRAM_CREDENTIALS, get_scram_credentials),
+            (routes.ALTER_CLIENT_QUOTAS, alter_client_quotas),
         ],
     )
