@@ -259,6 +259,14 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.LIST_TRANSACTIONS: (
             _check("DESCRIBE", "TRANSACTIONAL_ID", _TXN_FAILED, "ids not described left out"),
         ),
+        # Client quotas (KIP-546): KafkaApis.handleDescribeClientQuotasRequest and
+        # ControllerApis.handleAlterClientQuotas.
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (
+            _check("DESCRIBE_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
+        ApiKey.ALTER_CLIENT_QUOTAS: (
+            _check("ALTER_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "every entity"),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

@@ -52,6 +52,8 @@ from typing import Any
 
 import attrs
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -66,6 +68,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -196,6 +200,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_PRODUCERS, 0, 0),  # KIP-664
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
     (ApiKey.LIST_TRANSACTIONS, 0, 0),
+    # Client quotas (KIP-546): v0-1, both Kafka 3.9's and 4.x's range.
+    (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
+    (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
 )
 
 # Produce versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -271,6 +278,8 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
         ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
         ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+        ApiKey.ALTER_CLIENT_QUOTAS: (AlterClientQuotasRequest, AlterClientQuotasResponse),
     }
 )
 

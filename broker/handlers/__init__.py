@@ -15,6 +15,7 @@
                    controller through ``ControllerClient``; DescribeCluster from the image
   security.py      CreateAcls, DescribeAcls, DeleteAcls, AlterUserScramCredentials,
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
+  client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
   find_coordinator.py  FindCoordinator for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
@@ -38,6 +39,7 @@ from pykraft.broker.controller_api import (
     ControllerError,
 )
 from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.client_quotas import client_quota_handlers
 from pykraft.broker.handlers.fetch import fetch_handler
 from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
 from pykraft.broker.handlers.groups import group_handlers, offsets_coordinator_topic
@@ -82,6 +84,7 @@ def broker_handlers(
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         **admin_handlers(services),
         **security_handlers(services),
+        **client_quota_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),
     }

@@ -24,6 +24,10 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from pykraft.metadata.api.client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges, local_changes
@@ -278,6 +282,15 @@ class InProcessController:
                 )
             return effective_topic_configs(image, resource_name)
         return dict(image.configs.config(ConfigResourceType.BROKER, resource_name))
+
+    async def alter_client_quotas(
+        self, request: AlterClientQuotasRequest
+    ) -> AlterClientQuotasResponse:
+        self.calls.append(("alter_client_quotas", request))
+        result = self.controller.alter_client_quotas(self.cluster.image, request, NOW_MS)
+        if result.records:
+            self.cluster.publish(*result.records)
+        return result.response
 
 
 # ------------------------------------------------------------------ calling handlers
