@@ -71,6 +71,8 @@ PURE_CORES = [
     "fetcher/responses.py",
     "replica",
     "broker/connection_quotas.py",
+    # KIP-13/124/546: client quota rates, precedence and throttle times.
+    "broker/quotas.py",
     "broker/lifecycle.py",
     "broker/lifecycle_core.py",
     "broker/sasl_config.py",
