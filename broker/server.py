@@ -61,6 +61,8 @@ from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.broker.quotas_channel import ChannelThrottles
+from pykraft.broker.quotas_shell import ClientQuotas
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.sasl_authentication import inter_broker_client_security
 from pykraft.broker.sasl_mechanisms import ScramCredentialSource
@@ -229,6 +231,15 @@ class BrokerServer:
             listeners=self.coordinators.metadata_listeners,
             authorizer=self.authorizer,
         )
+        # KIP-546 client quotas, enforced by the Produce and Fetch handlers; the listeners mute
+        # throttled connections (KIP-219).
+        self.channel_throttles = ChannelThrottles(self.clock.wait)
+        self.client_quotas = ClientQuotas(
+            lambda: self.loader.image.client_quotas,
+            self.clock.monotonic_ms,
+            self.channel_throttles,
+            metrics=self.metrics,
+        )
         self.kafka_apis.register_all(
             broker_handlers(
                 BrokerServices(
@@ -242,6 +253,7 @@ class BrokerServer:
                     num_partitions=self.config.num_partitions,
                     default_replication_factor=self.config.default_replication_factor,
                     authorizer=self.authorizer,
+                    client_quotas=self.client_quotas,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,
@@ -255,6 +267,7 @@ class BrokerServer:
             metrics=self.metrics,
             scram_credentials=self.scram_credentials,
             monotonic_ms=self.clock.monotonic_ms,
+            throttles=self.channel_throttles,
         )
         self.heartbeats = BrokerLifecycleManager(
             self.client,

@@ -65,7 +65,15 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
         response = await handle_fetch(
             services, fetch, version, request.listener_name, readable(services, request, fetch)
         )
-        return encode_fetch_response(response, version)
+        encoded = encode_fetch_response(response, version)
+        if services.client_quotas is not None and fetch.replica_id < 0:
+            # consumer_byte_rate counts the response's bytes; a throttled fetch is answered
+            # empty (Kafka's FetchContext.getThrottledResponse) and its bytes not counted.
+            throttle_ms = services.client_quotas.record_fetch(request, encoded.length)
+            if throttle_ms:
+                throttled = FetchResponse((), throttle_time_ms=throttle_ms, session_id=0)
+                return encode_fetch_response(throttled, version)
+        return encoded
 
     return handle
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import attrs
+
 from pykraft.broker.handlers.services import BrokerServices, current_leader
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
 from pykraft.broker.network import RequestContext
@@ -100,9 +102,16 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
                 request.listener_name,
                 writable(services, request, produce.transactional_id),
             )
+        throttle_ms = 0
+        if services.client_quotas is not None:
+            # KafkaApis records the request's size against producer_byte_rate (KIP-219: the
+            # connection is muted for the throttle, acks=0 included).
+            throttle_ms = services.client_quotas.record_produce(request, len(body))
         if produce.acks == 0:
             _close_if_failed(response, request)
             return None
+        if throttle_ms:
+            response = attrs.evolve(response, throttle_time_ms=throttle_ms)
         return encode_produce_response(response, version)
 
     return handle

@@ -15,6 +15,7 @@ import attrs
 
 from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.controller_api import ControllerClient
+from pykraft.broker.quotas_shell import ClientQuotas
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata.image import BrokerRegistration, MetadataImage
 from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
@@ -39,6 +40,8 @@ class BrokerServices:
     default_replication_factor: int = 1
     # Who may do what (broker.authorization); allows everything unless an authorizer is set.
     authorizer: RequestAuthorizer = ALLOW_EVERYTHING
+    # KIP-546 client quotas (Produce and consumer Fetch byte rates); None enforces none.
+    client_quotas: ClientQuotas | None = None
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:

@@ -1,0 +1,72 @@
+"""The broker's client quotas: the pure managers (``broker.quotas``) fed the metadata image's
+``ClientQuotasImage``, the broker's clock, and the connections they mute.
+
+Handlers call ``record_produce`` with a Produce request's size (Kafka's
+``KafkaApis.handleProduceRequest``: ``quotas.produce.maybeRecordAndGetThrottleTimeMs(request,
+requestSize)``) and ``record_fetch`` with a consumer Fetch response's size
+(``handleFetchRequest``; followers are not client-quota'd). A throttle is returned for the
+response's ``throttle_time_ms`` and recorded in ``ChannelThrottles`` so the listener mutes the
+connection for as long (KIP-219). A throttled fetch is answered empty, its bytes taken back
+(``unrecordQuotaSensor``). Users are principal names (``User:ANONYMOUS`` is ``ANONYMOUS``);
+an absent client id is "". Throttles are counted on ``/metrics``
+(``pykraft_client_quota_throttles_total`` and ``..._throttle_time_ms_total``, by quota type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pykraft.broker.metrics import BrokerMetrics
+from pykraft.broker.network import RequestContext
+from pykraft.broker.quotas import ClientQuotaManager, QuotaType, QuotaWindow
+from pykraft.broker.quotas_channel import ChannelThrottles
+from pykraft.metadata.client_quotas import ClientQuotasImage
+
+
+class ClientQuotas:
+    def __init__(
+        self,
+        quotas: Callable[[], ClientQuotasImage],
+        monotonic_ms: Callable[[], int],
+        throttles: ChannelThrottles,
+        *,
+        window: QuotaWindow | None = None,
+        metrics: BrokerMetrics | None = None,
+    ) -> None:
+        self._quotas = quotas
+        self._monotonic_ms = monotonic_ms
+        self.throttles = throttles
+        self._metrics = metrics
+        self.produce = ClientQuotaManager(QuotaType.PRODUCE, window)
+        self.fetch = ClientQuotaManager(QuotaType.FETCH, window)
+
+    @staticmethod
+    def _who(context: RequestContext) -> tuple[str, str]:
+        return context.principal.name, context.header.client_id or ""
+
+    def _throttle(self, context: RequestContext, quota_type: QuotaType, throttle_ms: int) -> int:
+        if throttle_ms > 0:
+            self.throttles.throttle(context.connection_id, self._monotonic_ms() + throttle_ms)
+            if self._metrics is not None:
+                self._metrics.record_client_quota_throttle(quota_type.name.lower(), throttle_ms)
+        return throttle_ms
+
+    def record_produce(self, context: RequestContext, request_bytes: int) -> int:
+        """Record a Produce request's bytes; the throttle time (0: within quota)."""
+        user, client_id = self._who(context)
+        throttle_ms = self.produce.record_and_get_throttle_time_ms(
+            self._quotas(), user, client_id, request_bytes, self._monotonic_ms()
+        )
+        return self._throttle(context, QuotaType.PRODUCE, throttle_ms)
+
+    def record_fetch(self, context: RequestContext, response_bytes: int) -> int:
+        """Record a consumer Fetch response's bytes; when throttled (> 0) they are taken back,
+        for the caller answers empty."""
+        user, client_id = self._who(context)
+        quotas, now_ms = self._quotas(), self._monotonic_ms()
+        throttle_ms = self.fetch.record_and_get_throttle_time_ms(
+            quotas, user, client_id, response_bytes, now_ms
+        )
+        if throttle_ms > 0:
+            self.fetch.unrecord(quotas, user, client_id, response_bytes, now_ms)
+        return self._throttle(context, QuotaType.FETCH, throttle_ms)
