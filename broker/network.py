@@ -459,6 +459,10 @@ class _Connection:
             return True
         self._unanswered += 1
         self._queue.put_nowait(_Pending(context, asyncio.ensure_future(response), started_ns))
+        if self._listener.throttles is not None:
+            # Let the handler start: a quota it records before its first await mutes this
+            # connection before the next request is dispatched (Kafka reads one at a time).
+            await asyncio.sleep(0)
         return True
 
     # --- writing ---

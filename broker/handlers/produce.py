@@ -92,6 +92,12 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, body: memoryview) -> ResponseBody | None:
         version = request.header.api_version
         produce = decode_produce_request(body, version)
+        throttle_ms = 0
+        if services.client_quotas is not None:
+            # KafkaApis records the request's size against producer_byte_rate; recorded before
+            # the first await, so the listener mutes the connection (KIP-219, acks=0 included)
+            # before it dispatches the next request, as Kafka reads one request at a time.
+            throttle_ms = services.client_quotas.record_produce(request, len(body))
         if version < FIRST_SERVED_VERSION:
             response = unsupported_version_response(produce)
         else:
@@ -102,11 +108,6 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
                 request.listener_name,
                 writable(services, request, produce.transactional_id),
             )
-        throttle_ms = 0
-        if services.client_quotas is not None:
-            # KafkaApis records the request's size against producer_byte_rate (KIP-219: the
-            # connection is muted for the throttle, acks=0 included).
-            throttle_ms = services.client_quotas.record_produce(request, len(body))
         if produce.acks == 0:
             _close_if_failed(response, request)
             return None
