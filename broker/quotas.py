@@ -66,7 +66,8 @@ class QuotaWindow:
     window_ms: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS * 1000
 
     def __attrs_post_init__(self) -> None:
-        assert self.samples >= 2 and self.window_ms >= 1, self
+        # Kafka's atLeast(1) for both (broker.config enforces it on the properties).
+        assert self.samples >= 1 and self.window_ms >= 1, self
 
 
 @attrs.define

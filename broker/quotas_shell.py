@@ -59,6 +59,14 @@ class ClientQuotas:
         )
         return self._throttle(context, QuotaType.PRODUCE, throttle_ms)
 
+    def max_fetch_bytes(self, context: RequestContext) -> int | None:
+        """The most a consumer Fetch may return under its quota (``KafkaApis``:
+        ``fetchMaxBytes`` is bounded by ``quotas.fetch.getMaxValueInQuotaWindow``); None
+        without a quota."""
+        user, client_id = self._who(context)
+        bound = self.fetch.max_value_in_quota_window(self._quotas(), user, client_id)
+        return None if bound is None else int(bound)
+
     def record_fetch(self, context: RequestContext, response_bytes: int) -> int:
         """Record a consumer Fetch response's bytes; when throttled (> 0) they are taken back,
         for the caller answers empty."""

@@ -61,6 +61,7 @@ from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.broker.quotas import QuotaWindow
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.quotas_shell import ClientQuotas
 from pykraft.broker.replica_manager import ReplicaManager
@@ -238,6 +239,9 @@ class BrokerServer:
             lambda: self.loader.image.client_quotas,
             self.clock.monotonic_ms,
             self.channel_throttles,
+            window=QuotaWindow(
+                self.config.quota_window_num, self.config.quota_window_size_seconds * 1000
+            ),
             metrics=self.metrics,
         )
         self.kafka_apis.register_all(

@@ -26,6 +26,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+import attrs
+
 from pykraft.broker.handlers.services import BrokerServices, current_leader, topic_id_string
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
 from pykraft.broker.network import RequestContext
@@ -62,6 +64,8 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, body: memoryview) -> ResponseBody:
         version = request.header.api_version
         fetch = decode_fetch_request(body, version)
+        if services.client_quotas is not None and fetch.replica_id < 0:
+            fetch = _bounded_by_quota(fetch, services.client_quotas.max_fetch_bytes(request))
         response = await handle_fetch(
             services, fetch, version, request.listener_name, readable(services, request, fetch)
         )
@@ -76,6 +80,15 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
         return encoded
 
     return handle
+
+
+def _bounded_by_quota(fetch: FetchRequest, quota_max_bytes: int | None) -> FetchRequest:
+    """``KafkaApis.handleFetchRequest``: a consumer's max bytes (and so its min bytes) never
+    exceed what its quota allows in one quota window; the first batch still goes out whole."""
+    if quota_max_bytes is None or quota_max_bytes >= fetch.max_bytes:
+        return fetch
+    max_bytes = max(0, quota_max_bytes)
+    return attrs.evolve(fetch, max_bytes=max_bytes, min_bytes=min(fetch.min_bytes, max_bytes))
 
 
 def readable(

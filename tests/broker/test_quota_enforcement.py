@@ -194,3 +194,21 @@ def test_the_listener_reads_nothing_from_a_muted_connection_until_it_expires() -
         assert len(throttles) == 0
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=10))
+
+
+def test_a_consumer_fetch_is_bounded_by_what_its_quota_allows_in_a_window(
+    cluster: Cluster,
+) -> None:
+    """KafkaApis: fetchMaxBytes = min(request max, getMaxValueInQuotaWindow) — 400 B/s over
+    10 s allows 4,000 bytes: the first ~3 KB batch goes, the second waits."""
+    apis, _, _ = quota_apis(cluster)
+    produce(apis, 3000)
+    produce(apis, 3000)
+    unbounded = fetch(apis)
+    assert unbounded.throttle_time_ms == 0
+    both = len(unbounded.responses[0].partitions[0].records)
+    set_quota(cluster, "consumer_byte_rate", 400.0)
+    bounded = fetch(apis)
+    assert bounded.throttle_time_ms == 0
+    one = len(bounded.responses[0].partitions[0].records)
+    assert 3000 < one < 4000 < both
