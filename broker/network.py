@@ -76,6 +76,7 @@ from pykraft.broker.connection_quotas import (
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
 from pykraft.broker.quotas_channel import ChannelThrottles
+from pykraft.broker.request_time import REQUEST_TIME, RequestTime, timed
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
@@ -458,12 +459,24 @@ class _Connection:
             self._in_flight.release()
             return True
         self._unanswered += 1
-        self._queue.put_nowait(_Pending(context, asyncio.ensure_future(response), started_ns))
+        self._queue.put_nowait(_Pending(context, self._start(response), started_ns))
         if self._listener.throttles is not None:
             # Let the handler start: a quota it records before its first await mutes this
             # connection before the next request is dispatched (Kafka reads one at a time).
             await asyncio.sleep(0)
         return True
+
+    def _start(self, response: ResponseFuture) -> asyncio.Future[Segments | None]:
+        """The handler as a task of its own; with client quotas on, timed step by step for
+        request_percentage (``broker.request_time``; the task inherits ``REQUEST_TIME``)."""
+        if self._listener.throttles is None:
+            return asyncio.ensure_future(response)
+        timer = RequestTime()
+        token = REQUEST_TIME.set(timer)
+        try:
+            return asyncio.ensure_future(timed(response, timer))
+        finally:
+            REQUEST_TIME.reset(token)
 
     # --- writing ---
 

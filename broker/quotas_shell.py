@@ -8,7 +8,9 @@ requestSize)``) and ``record_fetch`` with a consumer Fetch response's size
 response's ``throttle_time_ms`` and recorded in ``ChannelThrottles`` so the listener mutes the
 connection for as long (KIP-219). A throttled fetch is answered empty, its bytes taken back
 (``unrecordQuotaSensor``). Users are principal names (``User:ANONYMOUS`` is ``ANONYMOUS``);
-an absent client id is "". Throttles are counted on ``/metrics``
+an absent client id is "". ``record_request`` holds every request's handler time to
+``request_percentage`` (KIP-124; ``KafkaApis.request_quota``, the time measured by
+``broker.request_time``). Throttles are counted on ``/metrics``
 (``pykraft_client_quota_throttles_total`` and ``..._throttle_time_ms_total``, by quota type).
 """
 
@@ -18,9 +20,18 @@ from collections.abc import Callable
 
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import RequestContext
-from pykraft.broker.quotas import ClientQuotaManager, QuotaType, QuotaWindow
+from pykraft.broker.quotas import (
+    NANOS_TO_PERCENTAGE_PER_SECOND,
+    ClientQuotaManager,
+    QuotaType,
+    QuotaWindow,
+)
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.metadata.client_quotas import ClientQuotasImage
+from pykraft.protocol.api_keys import ApiKey
+
+# Requests only brokers send (cluster actions): never held to a client's request quota.
+EXEMPT_API_KEYS = frozenset({ApiKey.WRITE_TXN_MARKERS})
 
 
 class ClientQuotas:
@@ -39,6 +50,7 @@ class ClientQuotas:
         self._metrics = metrics
         self.produce = ClientQuotaManager(QuotaType.PRODUCE, window)
         self.fetch = ClientQuotaManager(QuotaType.FETCH, window)
+        self.request = ClientQuotaManager(QuotaType.REQUEST, window)
 
     @staticmethod
     def _who(context: RequestContext) -> tuple[str, str]:
@@ -59,6 +71,26 @@ class ClientQuotas:
         )
         return self._throttle(context, QuotaType.PRODUCE, throttle_ms)
 
+    def record_request(self, context: RequestContext, handler_nanos: int) -> int:
+        """Record a request's handler time as a percentage of one thread against
+        ``request_percentage`` (``ClientRequestQuotaManager``); the throttle, at most one quota
+        window. The brokers' own requests (WriteTxnMarkers, AddPartitionsToTxn v4+) are exempt,
+        as Kafka answers cluster actions with ``sendResponseExemptThrottle``."""
+        header = context.header
+        if header.api_key in EXEMPT_API_KEYS or (
+            header.api_key == ApiKey.ADD_PARTITIONS_TO_TXN and header.api_version >= 4
+        ):
+            return 0
+        user, client_id = self._who(context)
+        throttle_ms = self.request.record_and_get_throttle_time_ms(
+            self._quotas(),
+            user,
+            client_id,
+            handler_nanos * NANOS_TO_PERCENTAGE_PER_SECOND,
+            self._monotonic_ms(),
+        )
+        return self._throttle(context, QuotaType.REQUEST, throttle_ms)
+
     def max_fetch_bytes(self, context: RequestContext) -> int | None:
         """The most a consumer Fetch may return under its quota (``KafkaApis``:
         ``fetchMaxBytes`` is bounded by ``quotas.fetch.getMaxValueInQuotaWindow``); None
@@ -67,14 +99,17 @@ class ClientQuotas:
         bound = self.fetch.max_value_in_quota_window(self._quotas(), user, client_id)
         return None if bound is None else int(bound)
 
-    def record_fetch(self, context: RequestContext, response_bytes: int) -> int:
-        """Record a consumer Fetch response's bytes; when throttled (> 0) they are taken back,
-        for the caller answers empty."""
+    def record_fetch(
+        self, context: RequestContext, response_bytes: int, request_throttle_ms: int = 0
+    ) -> int:
+        """Record a consumer Fetch response's bytes; the larger of its throttle and the request
+        quota's. When either throttles (> 0) the bytes are taken back, for the caller answers
+        empty (``handleFetchRequest``: "unrecord the already recorded value")."""
         user, client_id = self._who(context)
         quotas, now_ms = self._quotas(), self._monotonic_ms()
         throttle_ms = self.fetch.record_and_get_throttle_time_ms(
             quotas, user, client_id, response_bytes, now_ms
         )
-        if throttle_ms > 0:
+        if max(throttle_ms, request_throttle_ms) > 0:
             self.fetch.unrecord(quotas, user, client_id, response_bytes, now_ms)
-        return self._throttle(context, QuotaType.FETCH, throttle_ms)
+        return max(self._throttle(context, QuotaType.FETCH, throttle_ms), request_throttle_ms)

@@ -244,6 +244,7 @@ class BrokerServer:
             ),
             metrics=self.metrics,
         )
+        self.kafka_apis.request_quota = self.client_quotas.record_request
         self.kafka_apis.register_all(
             broker_handlers(
                 BrokerServices(

@@ -157,6 +157,7 @@ TIME_READS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "p
 READS_TIME = {
     "storage/system_clock.py": "the real clock",
     "broker/network.py": "request latency for the metrics histogram, in nanoseconds",
+    "broker/request_time.py": "a request handler's running time, for request_percentage quotas",
     "pykraft/dev.py": "pykraft dev waiting for its child processes",
 }
 

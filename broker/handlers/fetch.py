@@ -29,7 +29,7 @@ from collections.abc import Callable
 import attrs
 
 from pykraft.broker.handlers.services import BrokerServices, current_leader, topic_id_string
-from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
+from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, request_throttle_ms
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
@@ -71,9 +71,12 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
         )
         encoded = encode_fetch_response(response, version)
         if services.client_quotas is not None and fetch.replica_id < 0:
-            # consumer_byte_rate counts the response's bytes; a throttled fetch is answered
-            # empty (Kafka's FetchContext.getThrottledResponse) and its bytes not counted.
-            throttle_ms = services.client_quotas.record_fetch(request, encoded.length)
+            # request_percentage, then consumer_byte_rate over the response's bytes; a
+            # throttled fetch is answered empty (Kafka's FetchContext.getThrottledResponse)
+            # and its bytes not counted.
+            throttle_ms = services.client_quotas.record_fetch(
+                request, encoded.length, request_throttle_ms(request)
+            )
             if throttle_ms:
                 throttled = FetchResponse((), throttle_time_ms=throttle_ms, session_id=0)
                 return encode_fetch_response(throttled, version)

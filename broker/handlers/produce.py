@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from pykraft.broker.handlers.services import BrokerServices, current_leader
-from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
+from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, request_throttle_ms
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import AppendResult
 from pykraft.broker.transaction_verification import supported_operation
@@ -111,6 +111,8 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
         if produce.acks == 0:
             _close_if_failed(response, request)
             return None
+        # request_percentage too, for acks != 0 (KafkaApis); the larger throttle is answered.
+        throttle_ms = max(throttle_ms, request_throttle_ms(request))
         if throttle_ms:
             response = attrs.evolve(response, throttle_time_ms=throttle_ms)
         return encode_produce_response(response, version)
