@@ -9,7 +9,10 @@ and are read back from every broker once the metadata reached it.
 The issue's behaviour bound: a confluent-kafka producer trying to send five times its
 ``producer_byte_rate`` (500 KB/s on its client id, one partition, so one broker enforces it)
 is held to within 20% of the quota over 10 s of acknowledged bytes, measured after the first
-quota window (11 s) so the rate Kafka measures covers full samples.
+quota window (11 s) so the rate Kafka measures covers full samples. Kafka's sampled rate lets a
+throttled client send in bursts: a window's worth (the quota times up to 11 s) each time the
+oldest samples expire, nearly nothing between; a 10 s measure holds one such burst, so it reads
+~10-16% over the quota here (548-578 KB/s in repeated runs), as it would against Kafka.
 """
 
 from __future__ import annotations
@@ -203,6 +206,10 @@ def test_a_producer_over_its_byte_rate_is_held_to_it(cluster: DevCluster) -> Non
             "bootstrap.servers": cluster.bootstrap_servers,
             "client.id": client_id,
             "linger.ms": 5,
+            # Requests of at most 64 KB: one request's overshoot of the quota (and the
+            # throttle that answers it) stays small against 10 s of 500 KB/s; librdkafka's
+            # default 1 MB batches after a mute swing a 10 s measure by ±20%.
+            "batch.size": 64 * 1024,
             "acks": 1,
             "message.timeout.ms": 120_000,
             "queue.buffering.max.kbytes": 256 * 1024,
