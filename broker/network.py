@@ -95,6 +95,7 @@ from pykraft.protocol.segments import FileSliceLike, Segments
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
+PRODUCE_API_KEY = 0
 # connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
@@ -460,16 +461,18 @@ class _Connection:
             return True
         self._unanswered += 1
         self._queue.put_nowait(_Pending(context, self._start(response), started_ns))
-        if self._listener.throttles is not None:
-            # Let the handler start: a quota it records before its first await mutes this
-            # connection before the next request is dispatched (Kafka reads one at a time).
+        throttles = self._listener.throttles
+        if header.api_key == PRODUCE_API_KEY and throttles is not None and throttles.enforcing():
+            # Let the Produce handler start: the quota it records before its first await mutes
+            # this connection before the next request is dispatched (Kafka reads one at a time).
             await asyncio.sleep(0)
         return True
 
     def _start(self, response: ResponseFuture) -> asyncio.Future[Segments | None]:
-        """The handler as a task of its own; with client quotas on, timed step by step for
+        """The handler as a task of its own; while client quotas exist, timed step by step for
         request_percentage (``broker.request_time``; the task inherits ``REQUEST_TIME``)."""
-        if self._listener.throttles is None:
+        throttles = self._listener.throttles
+        if throttles is None or not throttles.enforcing():
             return asyncio.ensure_future(response)
         timer = RequestTime()
         token = REQUEST_TIME.set(timer)

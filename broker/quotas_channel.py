@@ -19,9 +19,12 @@ Wait = Callable[[asyncio.Event, int | None], Awaitable[None]]
 
 
 class ChannelThrottles:
-    def __init__(self, wait: Wait) -> None:
+    def __init__(self, wait: Wait, enforcing: Callable[[], bool] = lambda: True) -> None:
         # Clock.wait: a timed wait on an event nobody sets is the clock's sleep.
         self._wait = wait
+        # Whether any client quota exists (the image has one): the listener times handlers and
+        # lets Produce handlers record first only then, sparing every request the cost.
+        self.enforcing = enforcing
         # connection id -> monotonic ms until which it is muted.
         self._until: dict[str, int] = {}
 

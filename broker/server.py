@@ -234,7 +234,9 @@ class BrokerServer:
         )
         # KIP-546 client quotas, enforced by the Produce and Fetch handlers; the listeners mute
         # throttled connections (KIP-219).
-        self.channel_throttles = ChannelThrottles(self.clock.wait)
+        self.channel_throttles = ChannelThrottles(
+            self.clock.wait, enforcing=lambda: bool(self.loader.image.client_quotas.entities)
+        )
         self.client_quotas = ClientQuotas(
             lambda: self.loader.image.client_quotas,
             self.clock.monotonic_ms,

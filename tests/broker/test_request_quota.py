@@ -163,8 +163,10 @@ def test_kafka_apis_answers_the_request_quotas_throttle(cluster: Cluster) -> Non
     assert [api for api, _ in recorded] == [ApiKey.DESCRIBE_CLIENT_QUOTAS]
 
 
-def test_the_listener_times_each_request_it_dispatches() -> None:
-    """With client quotas on, a handler runs in a task that carries its own RequestTime."""
+@pytest.mark.parametrize("enforcing", [True, False])
+def test_the_listener_times_each_request_while_quotas_exist(enforcing: bool) -> None:
+    """While client quotas exist, a handler runs in a task that carries its own RequestTime;
+    without any, nothing is timed."""
 
     async def scenario() -> list[RequestTime | None]:
         clock = FakeClock()
@@ -175,7 +177,9 @@ def test_the_listener_times_each_request_it_dispatches() -> None:
             return frame_response(context.header.correlation_id, 0, b"")
 
         listener = KafkaListener(
-            handler, monotonic_ms=clock.monotonic_ms, throttles=ChannelThrottles(clock.wait)
+            handler,
+            monotonic_ms=clock.monotonic_ms,
+            throttles=ChannelThrottles(clock.wait, enforcing=lambda: enforcing),
         )
         server_side, client_side = socket.socketpair()
         server_reader, server_writer = await asyncio.open_connection(sock=server_side)
@@ -190,6 +194,9 @@ def test_the_listener_times_each_request_it_dispatches() -> None:
         return seen
 
     seen = asyncio.run(asyncio.wait_for(scenario(), timeout=10))
+    assert REQUEST_TIME.get() is None
+    if not enforcing:
+        assert seen == [None, None]
+        return
     assert len(seen) == 2 and all(isinstance(t, RequestTime) for t in seen)
     assert seen[0] is not seen[1]
-    assert REQUEST_TIME.get() is None
