@@ -169,3 +169,12 @@ class AdminCalls(ControllerTransport):
         return await self._write(
             route, route.path(), body, client_quotas.alter_client_quotas_response_from_json
         )
+
+    async def describe_client_quotas(
+        self, request: client_quotas.DescribeClientQuotasRequest
+    ) -> client_quotas.DescribeClientQuotasResponse:
+        route = routes.DESCRIBE_CLIENT_QUOTAS
+        body = client_quotas.describe_client_quotas_request_to_json(request)
+        return await self._write(
+            route, route.path(), body, client_quotas.describe_client_quotas_response_from_json
+        )

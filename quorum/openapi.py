@@ -295,6 +295,12 @@ def _security_paths() -> dict[str, Any]:
                 write=True,
             ),
         },
+        "/v1/client-quotas/describe": {
+            "post": _op(
+                "Describe the client quotas a filter matches (Kafka DescribeClientQuotas)",
+                _object({"components": "array", "strict": "boolean"}),
+            ),
+        },
     }
 
 

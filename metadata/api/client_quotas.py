@@ -10,10 +10,17 @@ forwarding Kafka's AlterClientQuotas and an operator's tool send the same thing:
      "validate_only": false}
     -> {"entries": [{"entity": [...], "error": "NONE", "message": null}]}
 
+  POST /v1/client-quotas/describe
+    {"components": [{"entity_type": "user", "match_type": "EXACT" | "DEFAULT" | "SPECIFIED",
+                     "match": "alice" | null}], "strict": false}
+    -> {"entries": [{"entity": [...], "values": {"producer_byte_rate": 1048576.0}}]}
+    (a filter Kafka refuses: the error body, INVALID_REQUEST or UNSUPPORTED_VERSION)
+
 An entity's parts are a map in Kafka (``AlterClientQuotasRequest.entries`` puts each part by its
 type, a repeated type keeping the last name); a null ``entity_name`` is the default entity.
-``value`` is ignored when ``remove`` is true. DescribeClientQuotas has no route: brokers answer
-it from their own image, as Kafka's brokers do (``ClientQuotasImage.describe``).
+``value`` is ignored when ``remove`` is true. The describe route is for operators; brokers
+answer Kafka's DescribeClientQuotas from their own image, as Kafka's brokers do
+(``ClientQuotasImage.describe``); both use ``metadata.client_quotas.describe_client_quotas``.
 """
 
 from __future__ import annotations
@@ -27,11 +34,17 @@ from pykraft.metadata.api.errors import (
     error_field_to_json,
 )
 from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject
-from pykraft.metadata.client_quotas import QuotaEntity, quota_entity
+from pykraft.metadata.client_quotas import (
+    FilterComponent,
+    MatchType,
+    QuotaEntity,
+    quota_entity,
+)
 
 # Bounds (STYLE.md §7): a batch holds at most 10,000 records (MAX_RECORDS_PER_USER_OP).
 MAX_QUOTA_ENTRIES = 1000
 MAX_QUOTA_OPS = 100
+MAX_FILTER_COMPONENTS = 3  # one per entity type
 
 
 @attrs.frozen
@@ -132,3 +145,79 @@ def alter_client_quotas_response_from_json(fields: Fields) -> AlterClientQuotasR
             for r in fields.objects("entries")
         )
     )
+
+
+# ------------------------------------------------------------------ describe (operators)
+
+
+@attrs.frozen
+class DescribeClientQuotasRequest:
+    components: tuple[FilterComponent, ...]
+    strict: bool = False
+
+
+@attrs.frozen
+class DescribeClientQuotasResponse:
+    entries: tuple[tuple[QuotaEntity, tuple[tuple[str, float], ...]], ...]
+
+
+def _match_type_from_json(text: str) -> int:
+    try:
+        return MatchType[text.upper()].value
+    except KeyError:
+        names = " or ".join(repr(m.name) for m in MatchType)
+        raise JsonBodyError(f"The field 'match_type' must be {names}.") from None
+
+
+def describe_client_quotas_request_to_json(request: DescribeClientQuotasRequest) -> JsonObject:
+    return {
+        "components": [
+            {
+                "entity_type": c.entity_type,
+                "match_type": MatchType(c.match_type).name,
+                "match": c.match,
+            }
+            for c in request.components
+        ],
+        "strict": request.strict,
+    }
+
+
+def describe_client_quotas_request_from_json(fields: Fields) -> DescribeClientQuotasRequest:
+    components = fields.objects("components", [])
+    if len(components) > MAX_FILTER_COMPONENTS:
+        raise JsonBodyError(
+            f"At most {MAX_FILTER_COMPONENTS} filter components; got {len(components)}."
+        )
+    return DescribeClientQuotasRequest(
+        tuple(
+            FilterComponent(
+                c.string("entity_type"),
+                _match_type_from_json(c.string("match_type")),
+                c.optional_string("match"),
+            )
+            for c in components
+        ),
+        fields.boolean("strict", False),
+    )
+
+
+def describe_client_quotas_response_to_json(response: DescribeClientQuotasResponse) -> JsonObject:
+    return {
+        "entries": [
+            {"entity": _entity_to_json(entity), "values": dict(values)}
+            for entity, values in response.entries
+        ]
+    }
+
+
+def describe_client_quotas_response_from_json(fields: Fields) -> DescribeClientQuotasResponse:
+    entries = []
+    for entry in fields.objects("entries"):
+        values = entry.json_object("values")
+        if not all(type(v) in (int, float) for v in values.values()):
+            raise JsonBodyError("The values of 'values' must be numbers.")
+        entries.append(
+            (_entity_from_json(entry), tuple((k, float(v)) for k, v in sorted(values.items())))
+        )
+    return DescribeClientQuotasResponse(tuple(entries))

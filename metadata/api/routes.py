@@ -155,6 +155,10 @@ DESCRIBE_SCRAM_CREDENTIALS = Route("GET", "/v1/scram-credentials", access=DESCRI
 ALTER_CLIENT_QUOTAS = Route(
     "POST", "/v1/client-quotas", access=Access("ALTER_CONFIGS", ResourceOf.CLUSTER)
 )
+# DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (KafkaApis); a read, with a JSON filter.
+DESCRIBE_CLIENT_QUOTAS = Route(
+    "POST", "/v1/client-quotas/describe", access=Access("DESCRIBE_CONFIGS", ResourceOf.CLUSTER)
+)
 
 ROUTES: tuple[Route, ...] = (
     REGISTER_BROKER,
@@ -183,4 +187,5 @@ ROUTES: tuple[Route, ...] = (
     ALTER_SCRAM_CREDENTIALS,
     DESCRIBE_SCRAM_CREDENTIALS,
     ALTER_CLIENT_QUOTAS,
+    DESCRIBE_CLIENT_QUOTAS,
 )

@@ -17,6 +17,7 @@ oldest samples expire, nearly nothing between; a 10 s measure holds one such bur
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -34,6 +35,9 @@ from kafka.protocol.admin import (
     DescribeClientQuotasResponse,
 )
 
+from pykraft.broker.controller_client import ControllerClient
+from pykraft.metadata.api import client_quotas as quota_api
+from pykraft.metadata.client_quotas import FilterComponent, MatchType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.headers import parse_response_header, response_header_version
 from tests.broker.wire_client import blocking_exchange, request_frame
@@ -115,6 +119,17 @@ def described_everywhere(
             time.sleep(0.05)
 
 
+async def described_by_controller(
+    cluster: DevCluster, client_id: str
+) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    request = quota_api.DescribeClientQuotasRequest(
+        (FilterComponent("client-id", MatchType.EXACT, client_id),), strict=False
+    )
+    async with ControllerClient(cluster.admin_urls) as controller:
+        answer = await controller.describe_client_quotas(request)
+    return {entity: dict(values) for entity, values in answer.entries}
+
+
 @pytest.mark.parametrize("version", [0, 1])
 def test_alter_and_describe_client_quotas(cluster: DevCluster, version: int) -> None:
     client_id = f"quota-{uuid.uuid4().hex[:8]}"
@@ -136,6 +151,11 @@ def test_alter_and_describe_client_quotas(cluster: DevCluster, version: int) -> 
     )
     both = describe(port, version, [("client-id", 0, client_id)])
     assert both[(("client-id", client_id), ("user", "alice"))] == {"request_percentage": 12.5}
+    # The controller's own describe route (operators' tools) answers the same.
+    assert asyncio.run(described_by_controller(cluster, client_id)) == {
+        (("client-id", client_id),): {"consumer_byte_rate": 2048.0, "producer_byte_rate": 1024.0},
+        (("client-id", client_id), ("user", "alice")): {"request_percentage": 12.5},
+    }
 
     # validate_only writes nothing; a bad value is refused with Kafka's message; removal.
     assert alter(

@@ -9,15 +9,21 @@ import pytest
 
 from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     QuotaAlteration,
     QuotaOp,
     alter_client_quotas_request_from_json,
     alter_client_quotas_request_to_json,
     alter_client_quotas_response_from_json,
     alter_client_quotas_response_to_json,
+    describe_client_quotas_request_from_json,
+    describe_client_quotas_request_to_json,
+    describe_client_quotas_response_from_json,
+    describe_client_quotas_response_to_json,
 )
 from pykraft.metadata.api.json_fields import Fields, JsonBodyError
-from pykraft.metadata.client_quotas import QuotaEntity, quota_entity
+from pykraft.metadata.client_quotas import FilterComponent, MatchType, QuotaEntity, quota_entity
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import ClientQuotaRecord
@@ -264,3 +270,25 @@ def test_the_route_json_round_trips() -> None:
 def test_the_route_refuses_bad_bodies(body: dict[str, object]) -> None:
     with pytest.raises(JsonBodyError):
         alter_client_quotas_request_from_json(Fields(body))
+
+
+def test_the_describe_route_json_round_trips_and_refuses_unknown_match_types() -> None:
+    request = DescribeClientQuotasRequest(
+        (
+            FilterComponent("user", MatchType.DEFAULT),
+            FilterComponent("client-id", MatchType.EXACT, "app"),
+        ),
+        strict=True,
+    )
+    body = describe_client_quotas_request_to_json(request)
+    assert body["components"][0]["match_type"] == "DEFAULT"
+    assert describe_client_quotas_request_from_json(Fields(body)) == request
+    response = DescribeClientQuotasResponse(
+        ((entity(user=None, client_id="app"), (("producer_byte_rate", 5.0),)),)
+    )
+    answer = describe_client_quotas_response_to_json(response)
+    assert describe_client_quotas_response_from_json(Fields(answer)) == response
+    with pytest.raises(JsonBodyError, match="match_type"):
+        describe_client_quotas_request_from_json(
+            Fields({"components": [{"entity_type": "user", "match_type": "ANY", "match": None}]})
+        )
