@@ -16,6 +16,7 @@ name, as Kafka's ``AlterClientQuotasRequest.entries`` builds a map.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +106,15 @@ def _alteration(wire: Any) -> QuotaAlteration:
     return QuotaAlteration(quota_entity(parts.items()), ops)
 
 
+def _not_finite(alteration: QuotaAlteration) -> ApiError | None:
+    """A NaN or infinite value (the wire's float64 allows them) is refused here, as the
+    controller would (``quorum.managers.client_quotas``): JSON cannot carry it there."""
+    for op in alteration.ops:
+        if op.value is not None and not math.isfinite(op.value):
+            return ApiError(Errors.INVALID_REQUEST, f"Quota {op.key} must be a finite number")
+    return None
+
+
 async def alter_client_quotas_handler(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
@@ -114,11 +124,7 @@ async def alter_client_quotas_handler(
     if not services.authorizer.authorize_cluster(context, AclOperation.ALTER_CONFIGS):
         results = _every(entities, ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED))
     else:
-        forwarded = AlterClientQuotasRequest(alterations, bool(request.validate_only))
-        try:
-            results = (await services.controller.alter_client_quotas(forwarded)).entries
-        except ControllerError as error:
-            results = _every(entities, ApiError(error.code, error.message))
+        results = await _forward(services, alterations, bool(request.validate_only))
     entry = _Alter.EntryData
     return _Alter(
         version=request.version,
@@ -131,6 +137,33 @@ async def alter_client_quotas_handler(
             )
             for r in results
         ],
+    )
+
+
+async def _forward(
+    services: BrokerServices, alterations: tuple[QuotaAlteration, ...], validate_only: bool
+) -> tuple[AlterClientQuotasEntryResult, ...]:
+    """The controller's answer per entity, in order of first mention; entities refused here
+    (``_not_finite``) are not sent."""
+    refused: dict[QuotaEntity, ApiError] = {}
+    for alteration in alterations:
+        error = _not_finite(alteration)
+        if error is not None:
+            refused.setdefault(alteration.entity, error)
+    entities = list(dict.fromkeys(a.entity for a in alterations))
+    forwarded = tuple(a for a in alterations if a.entity not in refused)
+    answered: dict[QuotaEntity, ApiError] = {}
+    if forwarded:
+        try:
+            response = await services.controller.alter_client_quotas(
+                AlterClientQuotasRequest(forwarded, validate_only)
+            )
+            answered = {r.entity: r.error for r in response.entries}
+        except ControllerError as error:
+            return _every(entities, ApiError(error.code, error.message))
+    return tuple(
+        AlterClientQuotasEntryResult(e, refused.get(e) or answered.get(e, ApiError(Errors.NONE)))
+        for e in entities
     )
 
 

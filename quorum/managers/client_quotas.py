@@ -14,7 +14,8 @@ no records (the others still apply, in one batch):
 - a key the entity's types do not have (``QuotaConfig.userAndClientQuotaConfigs``:
   producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate;
   ``ipConfigs``: connection_creation_rate): "Invalid configuration key <key>";
-- a value ≤ 0: "Quota <key> must be greater than 0"; a fractional value for an integral key
+- a value ≤ 0: "Quota <key> must be greater than 0" (NaN or infinite: "... must be a finite
+  number", pykraft's own); a fractional value for an integral key
   (the byte rates are LONG, connection_creation_rate INT): "<key> cannot be a fractional
   value."; too large for its type: "Proposed value for <key> is too large for a LONG.";
 - the same key twice in one entity: "Duplicate quota key <key> ..."; the same entity twice in
@@ -122,6 +123,10 @@ def _value_error(keys: dict[str, QuotaType], key: str, value: float) -> ApiError
     quota_type = keys.get(key)
     if quota_type is None:
         return _invalid(f"Invalid configuration key {key}")
+    if not math.isfinite(value):
+        # pykraft's own: Kafka would store NaN or infinity; no quota means either, and the
+        # metadata log's JSON has no spelling for them.
+        return _invalid(f"Quota {key} must be a finite number")
     if value <= 0.0:
         return _invalid(f"Quota {key} must be greater than 0")
     if quota_type is QuotaType.DOUBLE:

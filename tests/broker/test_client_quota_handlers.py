@@ -207,3 +207,20 @@ def test_alter_configs_implies_describe_configs(cluster: Cluster) -> None:
     )
     assert alter(apis, 1, alter_entry([("user", "a")], [("producer_byte_rate", 1.0)]))[0][0] == 0
     assert described(describe(apis, 1, [])) == {(("user", "a"),): {"producer_byte_rate": 1.0}}
+
+
+def test_a_value_json_cannot_carry_is_refused_and_the_rest_forwarded(cluster: Cluster) -> None:
+    apis, controller = apis_with(cluster)
+    answers = alter(
+        apis,
+        1,
+        alter_entry([("user", "nan")], [("request_percentage", float("nan"))]),
+        alter_entry([("user", "ok")], [("request_percentage", 5.0)]),
+    )
+    assert answers[0][:2] == (
+        Errors.INVALID_REQUEST,
+        "Quota request_percentage must be a finite number",
+    )
+    assert answers[1][0] == Errors.NONE
+    [(_, forwarded)] = controller.calls
+    assert [a.entity for a in forwarded.entries] == [(("user", "ok"),)]  # type: ignore[attr-defined]

@@ -165,6 +165,8 @@ def test_default_entities_and_every_valid_combination() -> None:
             "Quota producer_byte_rate must be greater than 0",
         ),
         (entity(user="u"), {"request_percentage": -1.0}, "must be greater than 0"),
+        (entity(user="u"), {"request_percentage": float("nan")}, "must be a finite number"),
+        (entity(user="u"), {"request_percentage": float("inf")}, "must be a finite number"),
         (
             entity(user="u"),
             {"producer_byte_rate": 10.5},
