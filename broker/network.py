@@ -76,7 +76,7 @@ from pykraft.broker.connection_quotas import (
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
 from pykraft.broker.quotas_channel import ChannelThrottles
-from pykraft.broker.request_time import REQUEST_TIME, RequestTime, timed
+from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
@@ -422,16 +422,11 @@ class _Connection:
             return False
         return True
 
-    async def _wait_while_muted(self) -> None:
-        """KIP-219: a client quota muted this connection; read nothing more until it expires
-        (the throttled response itself was not held back)."""
-        throttles = self._listener.throttles
-        if throttles is not None:
-            await throttles.wait_until_unmuted(self._id, self._listener.monotonic_ms)
-
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one request; False when the connection must stop reading."""
-        await self._wait_while_muted()
+        throttles = self._listener.throttles
+        if throttles is not None:  # KIP-219: a client quota muted this connection
+            await throttles.wait_until_unmuted(self._id, self._listener.monotonic_ms)
         await self._in_flight.acquire()
         started_ns = time.monotonic_ns()
         view = memoryview(frame)
@@ -460,26 +455,13 @@ class _Connection:
             self._in_flight.release()
             return True
         self._unanswered += 1
-        self._queue.put_nowait(_Pending(context, self._start(response), started_ns))
-        throttles = self._listener.throttles
-        if header.api_key == PRODUCE_API_KEY and throttles is not None and throttles.enforcing():
+        enforcing = throttles is not None and throttles.enforcing()
+        self._queue.put_nowait(_Pending(context, start_request(response, enforcing), started_ns))
+        if enforcing and header.api_key == PRODUCE_API_KEY:
             # Let the Produce handler start: the quota it records before its first await mutes
             # this connection before the next request is dispatched (Kafka reads one at a time).
             await asyncio.sleep(0)
         return True
-
-    def _start(self, response: ResponseFuture) -> asyncio.Future[Segments | None]:
-        """The handler as a task of its own; while client quotas exist, timed step by step for
-        request_percentage (``broker.request_time``; the task inherits ``REQUEST_TIME``)."""
-        throttles = self._listener.throttles
-        if throttles is None or not throttles.enforcing():
-            return asyncio.ensure_future(response)
-        timer = RequestTime()
-        token = REQUEST_TIME.set(timer)
-        try:
-            return asyncio.ensure_future(timed(response, timer))
-        finally:
-            REQUEST_TIME.reset(token)
 
     # --- writing ---
 

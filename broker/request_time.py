@@ -15,6 +15,7 @@ own ``clock_ns``).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -71,3 +72,16 @@ async def timed(
     """``await awaitable``, adding the time each of its steps runs to ``timer``."""
     result: T = await _Timed(awaitable, timer, clock_ns)
     return result
+
+
+def start_request(response: Awaitable[T], timing: bool) -> asyncio.Future[T]:
+    """The listener's task for one request's handler; with ``timing`` (client quotas exist) it
+    is timed step by step and its task carries its own ``REQUEST_TIME``."""
+    if not timing:
+        return asyncio.ensure_future(response)
+    timer = RequestTime()
+    token = REQUEST_TIME.set(timer)
+    try:
+        return asyncio.ensure_future(timed(response, timer))
+    finally:
+        REQUEST_TIME.reset(token)
