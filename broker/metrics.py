@@ -317,7 +317,7 @@ class BrokerMetrics:
         )
         self.client_quota_throttles = Counter(
             "pykraft_client_quota_throttles_total",
-            "Responses throttled by a client quota, by quota type (produce, fetch; "
+            "Responses throttled by a client quota, by quota type (produce, fetch, request; "
             "ClientQuotaManager throttle-time).",
             ["quota_type"],
         )
