@@ -288,6 +288,14 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.DESCRIBE_LOG_DIRS: (
             _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request: no results"),
         ),
+        # Client quotas (KIP-546): KafkaApis.handleDescribeClientQuotasRequest and
+        # ControllerApis.handleAlterClientQuotas.
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (
+            _check("DESCRIBE_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
+        ApiKey.ALTER_CLIENT_QUOTAS: (
+            _check("ALTER_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "every entity"),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

@@ -173,6 +173,10 @@ class BrokerConfig:
     replication_quota_window_size_seconds: int = 1
     # fetch.max.bytes: the broker's cap on one consumer Fetch response (55 MiB).
     fetch_max_bytes: int = 57_671_680
+    # quota.window.num / quota.window.size.seconds: the samples client quota rates are
+    # measured over (broker.quotas; Kafka's QuotaConfig defaults).
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     group_initial_rebalance_delay_ms: int = 3000
@@ -292,6 +296,8 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("replication_quota_window_size_seconds", "replication.quota.window.size.seconds", 1),
     ("fetch_max_bytes", "fetch.max.bytes", 1024),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", 1),
+    ("quota_window_num", "quota.window.num", 1),
+    ("quota_window_size_seconds", "quota.window.size.seconds", 1),
     ("offsets_topic_num_partitions", "offsets.topic.num.partitions", 1),
     ("offsets_topic_replication_factor", "offsets.topic.replication.factor", 1),
     ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", 0),

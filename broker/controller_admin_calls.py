@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pykraft.broker.controller_transport import ControllerTransport
-from pykraft.metadata.api import admin, quorum, reassignments, routes, security, topics
+from pykraft.metadata.api import (
+    admin,
+    client_quotas,
+    quorum,
+    reassignments,
+    routes,
+    security,
+    topics,
+)
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
 from pykraft.metadata.records import ConfigResourceType
@@ -230,4 +238,24 @@ class AdminCalls(ControllerTransport):
         params = [("user", user) for user in users or ()]
         return await self._read(
             route, route.path(), security.describe_scram_response_from_json, params=params
+        )
+
+    # ------------------------------------------------------------------ client quotas (KIP-546)
+
+    async def alter_client_quotas(
+        self, request: client_quotas.AlterClientQuotasRequest
+    ) -> client_quotas.AlterClientQuotasResponse:
+        route = routes.ALTER_CLIENT_QUOTAS
+        body = client_quotas.alter_client_quotas_request_to_json(request)
+        return await self._write(
+            route, route.path(), body, client_quotas.alter_client_quotas_response_from_json
+        )
+
+    async def describe_client_quotas(
+        self, request: client_quotas.DescribeClientQuotasRequest
+    ) -> client_quotas.DescribeClientQuotasResponse:
+        route = routes.DESCRIBE_CLIENT_QUOTAS
+        body = client_quotas.describe_client_quotas_request_to_json(request)
+        return await self._write(
+            route, route.path(), body, client_quotas.describe_client_quotas_response_from_json
         )

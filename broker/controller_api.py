@@ -28,6 +28,9 @@ AlterUserScramCredentials and DescribeUserScramCredentials APIs; ``quorum/servic
   alter_user_scram_credentials      POST   /v1/scram-credentials
   describe_user_scram_credentials   GET    /v1/scram-credentials?user=...
 
+and client quotas (Kafka's AlterClientQuotas, KIP-546; DescribeClientQuotas is answered from the
+broker's image): ``alter_client_quotas``  POST /v1/client-quotas
+
 An implementation (aiohttp, written elsewhere) follows NOT_CONTROLLER redirects itself and
 raises ``ControllerError`` for every failure — a rejected request (the controller's ``error``
 field is a Kafka error name, e.g. TOPIC_ALREADY_EXISTS) as well as an unreachable controller
@@ -44,6 +47,10 @@ from pykraft.metadata.api.admin import (
     AlterConfigsResource,
     ElectLeadersRequest,
     ElectLeadersResponse,
+)
+from pykraft.metadata.api.client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
 )
 from pykraft.metadata.api.quorum import DescribeQuorumResponse
 from pykraft.metadata.api.reassignments import (
@@ -141,3 +148,9 @@ class ControllerClient(Protocol):
     async def describe_user_scram_credentials(
         self, users: Sequence[str] | None = None
     ) -> DescribeUserScramCredentialsResponse: ...
+
+    async def alter_client_quotas(
+        self, request: AlterClientQuotasRequest
+    ) -> AlterClientQuotasResponse:
+        """KIP-546: one result per distinct entity (``quorum.managers.client_quotas``)."""
+        ...

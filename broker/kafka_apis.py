@@ -41,12 +41,14 @@ them before that) or a listener without SASL, so both are ILLEGAL_SASL_STATE.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pykraft.broker.authorization import API_ACL_CHECKS, AuthorizerNotReadyError
 from pykraft.broker.network import RequestContext
+from pykraft.broker.request_time import REQUEST_TIME
 from pykraft.protocol import unsupported
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import (
@@ -75,6 +77,11 @@ logger = logging.getLogger(__name__)
 
 ResponseBody = bytes | Segments
 ApiHandler = Callable[[RequestContext, memoryview], Awaitable[ResponseBody | None]]
+# (request, handler nanoseconds) -> throttle milliseconds.
+RequestQuota = Callable[[RequestContext, int], int]
+_REQUEST_QUOTA: contextvars.ContextVar[RequestQuota | None] = contextvars.ContextVar(
+    "pykraft_request_quota", default=None
+)
 
 
 class KafkaApis:
@@ -86,6 +93,10 @@ class KafkaApis:
             ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
         }
+
+        # KIP-124: records a request's handler time against its request_percentage quota
+        # and returns the throttle (broker.quotas_shell.ClientQuotas.record_request).
+        self.request_quota: RequestQuota | None = None
 
     @property
     def registered(self) -> frozenset[ApiKey]:
@@ -135,6 +146,8 @@ class KafkaApis:
     async def _respond(
         self, context: RequestContext, body: memoryview, handler: ApiHandler
     ) -> Segments | None:
+        if self.request_quota is not None:
+            _REQUEST_QUOTA.set(self.request_quota)  # this request's task only
         try:
             response = await handler(context, body)
         except AuthorizerNotReadyError:
@@ -162,9 +175,25 @@ def kafka_python_handler(
         response = await handle(context, request)
         if response is None:
             return None
+        # KIP-219: the response carries the larger of its own throttle and the request quota's.
+        throttle_ms = request_throttle_ms(context)
+        current = getattr(response, "throttle_time_ms", None)
+        if current is not None and throttle_ms > current:
+            response.throttle_time_ms = throttle_ms
         return encode_response(header.api_key, header.api_version, response)
 
     return handler
+
+
+def request_throttle_ms(context: RequestContext) -> int:
+    """KIP-124: record the time this request's handler has run so far against its
+    request_percentage quota; the throttle for its response (0 without request quotas, or
+    outside a request the listener timed)."""
+    record = _REQUEST_QUOTA.get()
+    timer = REQUEST_TIME.get()
+    if record is None or timer is None:
+        return 0
+    return record(context, timer.nanos)
 
 
 async def handle_api_versions(context: RequestContext, body: memoryview) -> ResponseBody:

@@ -327,6 +327,18 @@ class BrokerMetrics:
             "(follower).",
             ("side",),
         )
+        self.client_quota_throttles = Counter(
+            "pykraft_client_quota_throttles_total",
+            "Responses throttled by a client quota, by quota type (produce, fetch, request; "
+            "ClientQuotaManager throttle-time).",
+            ["quota_type"],
+        )
+        self.client_quota_throttle_time = Counter(
+            "pykraft_client_quota_throttle_time_ms_total",
+            "Milliseconds of throttle_time_ms given and connections muted for, by quota type "
+            "(KIP-219).",
+            ["quota_type"],
+        )
         for family in (
             self.replication_byte_rate, self.replication_bytes,
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,
@@ -334,6 +346,7 @@ class BrokerMetrics:
             self.acceptor_blocked, self.broker_state, self.partitions_led,
             self.under_replicated_partitions, self.metadata_offset, self.metadata_lag,
             self.offline_replicas, self.offline_log_dirs, self.corrupt_batch_reads,
+            self.client_quota_throttles, self.client_quota_throttle_time,
         ):  # fmt: skip
             self.registry.register(family)
         self.metadata_offset.set(-1)
@@ -391,6 +404,10 @@ class BrokerMetrics:
         ``committed_end_offset``: the offset the controller's next committed record will get."""
         self.metadata_offset.set(applied_offset)
         self.metadata_lag.set(max(0, committed_end_offset - applied_offset - 1))
+
+    def record_client_quota_throttle(self, quota_type: str, throttle_ms: int) -> None:
+        self.client_quota_throttles.inc(quota_type)
+        self.client_quota_throttle_time.inc(quota_type, amount=throttle_ms)
 
     def render(self) -> str:
         return self.registry.render()

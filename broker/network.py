@@ -30,6 +30,10 @@ one; ``connections.max.idle.ms``: close idle ones — ``broker.connection_quotas
 connection tells it when it was last active and whether a request is in flight, and closes
 when expired, after the responses already queued.
 
+Client quotas (KIP-219): a connection whose request was throttled (``broker.quotas_channel``)
+gets its response at once, and the reader dispatches nothing more from it until the throttle
+expires, so TCP backpressure holds a client that ignores ``throttle_time_ms``.
+
 Security (``ListenerSecurity``, issue 11): on SSL and SASL_SSL listeners the acceptor wraps the
 socket in TLS (``metadata.auth.tls_context``) before the connection starts; the client
 certificate, if any, becomes the principal (``metadata.auth.principal``, with the listener's
@@ -71,6 +75,8 @@ from pykraft.broker.connection_quotas import (
 )
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
+from pykraft.broker.quotas_channel import ChannelThrottles
+from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
@@ -89,6 +95,7 @@ from pykraft.protocol.segments import FileSliceLike, Segments
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
+PRODUCE_API_KEY = 0
 # connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
@@ -197,6 +204,7 @@ class KafkaListener:
         authentication: ListenerAuthentication | None = None,
         failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
         monotonic_ms: Callable[[], int],
+        throttles: ChannelThrottles | None = None,
     ) -> None:
         assert max_in_flight_requests >= 1 and max_request_bytes >= 0
         assert failed_authentication_delay_ms >= 0
@@ -205,6 +213,8 @@ class KafkaListener:
         # For connections.max.idle.ms (tests pass a simulated one).
         self.monotonic_ms = monotonic_ms
         self.dispatch = dispatch
+        # Connections a client quota muted (KIP-219; broker.quotas_shell records them).
+        self.throttles = throttles
         self.listener_name = listener_name
         self.max_request_bytes = max_request_bytes
         self.max_in_flight_requests = max_in_flight_requests
@@ -357,6 +367,8 @@ class _Connection:
         finally:
             reader_task.cancel()
             await asyncio.gather(reader_task, return_exceptions=True)
+            if self._listener.throttles is not None:
+                self._listener.throttles.forget(self._id)
             self._cancel_queued()
             self._writer.close()
             self._metrics.record_connection_closed(reason)
@@ -412,6 +424,9 @@ class _Connection:
 
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one request; False when the connection must stop reading."""
+        throttles = self._listener.throttles
+        if throttles is not None:  # KIP-219: a client quota muted this connection
+            await throttles.wait_until_unmuted(self._id, self._listener.monotonic_ms)
         await self._in_flight.acquire()
         started_ns = time.monotonic_ns()
         view = memoryview(frame)
@@ -440,7 +455,12 @@ class _Connection:
             self._in_flight.release()
             return True
         self._unanswered += 1
-        self._queue.put_nowait(_Pending(context, asyncio.ensure_future(response), started_ns))
+        enforcing = throttles is not None and throttles.enforcing()
+        self._queue.put_nowait(_Pending(context, start_request(response, enforcing), started_ns))
+        if enforcing and header.api_key == PRODUCE_API_KEY:
+            # Let the Produce handler start: the quota it records before its first await mutes
+            # this connection before the next request is dispatched (Kafka reads one at a time).
+            await asyncio.sleep(0)
         return True
 
     # --- writing ---

@@ -61,6 +61,9 @@ from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
 from pykraft.broker.producer_ids import ProducerIdManager
+from pykraft.broker.quotas import QuotaWindow
+from pykraft.broker.quotas_channel import ChannelThrottles
+from pykraft.broker.quotas_shell import ClientQuotas
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.replication_quotas import ReplicationQuotas
 from pykraft.broker.sasl_authentication import inter_broker_client_security
@@ -237,6 +240,21 @@ class BrokerServer:
             listeners=self.coordinators.metadata_listeners,
             authorizer=self.authorizer,
         )
+        # KIP-546 client quotas, enforced by the Produce and Fetch handlers; the listeners mute
+        # throttled connections (KIP-219).
+        self.channel_throttles = ChannelThrottles(
+            self.clock.wait, enforcing=lambda: bool(self.loader.image.client_quotas.entities)
+        )
+        self.client_quotas = ClientQuotas(
+            lambda: self.loader.image.client_quotas,
+            self.clock.monotonic_ms,
+            self.channel_throttles,
+            window=QuotaWindow(
+                self.config.quota_window_num, self.config.quota_window_size_seconds * 1000
+            ),
+            metrics=self.metrics,
+        )
+        self.kafka_apis.request_quota = self.client_quotas.record_request
         self.kafka_apis.register_all(
             broker_handlers(
                 BrokerServices(
@@ -251,6 +269,7 @@ class BrokerServer:
                     default_replication_factor=self.config.default_replication_factor,
                     authorizer=self.authorizer,
                     static_broker_configs=self.config.static_properties,
+                    client_quotas=self.client_quotas,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,
@@ -264,6 +283,7 @@ class BrokerServer:
             metrics=self.metrics,
             scram_credentials=self.scram_credentials,
             monotonic_ms=self.clock.monotonic_ms,
+            throttles=self.channel_throttles,
         )
         self.heartbeats = BrokerLifecycleManager(
             self.client,

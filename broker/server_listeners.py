@@ -21,6 +21,7 @@ from pykraft.broker.connection_quotas import ConnectionLimits, ConnectionQuotas
 from pykraft.broker.lifecycle import BrokerStartupError
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import Dispatch, KafkaListener
+from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.sasl_authentication import listener_authentication
 from pykraft.broker.sasl_mechanisms import ScramCredentialSource
 from pykraft.metadata.auth.tls_settings import TlsSettingsError
@@ -37,6 +38,7 @@ async def start_kafka_listeners(
     metrics: BrokerMetrics,
     scram_credentials: ScramCredentialSource,
     monotonic_ms: Callable[[], int],
+    throttles: ChannelThrottles | None = None,
 ) -> tuple[BrokerEndpoint, ...]:
     """Bind every listener, appending each to ``listeners`` as it starts (so shutdown closes
     the ones bound before a failure); the advertised endpoints, with their bound ports."""
@@ -70,6 +72,7 @@ async def start_kafka_listeners(
             ),
             failed_authentication_delay_ms=config.connection_failed_authentication_delay_ms,
             monotonic_ms=monotonic_ms,
+            throttles=throttles,
         )
         try:
             await listener.start()

@@ -14,6 +14,7 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DataType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -44,6 +45,8 @@ _FEATURE = _struct(
     ("min_supported_version", _INT, False),
     ("max_supported_version", _INT, False),
 )
+# A client quota entity's part (KIP-546): a null name is the type's default entity.
+_QUOTA_ENTITY = _struct(("entity_type", _STRING, False), ("entity_name", _STRING, True))
 
 LOG_SCHEMA = _struct(
     ("topic", _STRING, False),
@@ -99,6 +102,10 @@ _FIELD_TYPES: dict[str, DataType] = {
     "host": _STRING,
     "operation": _INT,
     "permission_type": _INT,
+    # Client quotas (KIP-546): the entity's parts, the quota key and its float64 value.
+    "entity": ArrayType(_QUOTA_ENTITY, containsNull=False),
+    "key": _STRING,
+    "remove": _BOOL,
 }
 _FIELD_OVERRIDES: dict[tuple[str, str], DataType] = {
     # -1 unfence / 0 no change / 1 fence (BrokerRegistrationFencingChange)
@@ -107,6 +114,7 @@ _FIELD_OVERRIDES: dict[tuple[str, str], DataType] = {
     # An ACL's id is a Kafka uuid string, a broker's an int.
     ("AccessControlEntryRecord", "id"): _STRING,
     ("RemoveAccessControlEntryRecord", "id"): _STRING,
+    ("ClientQuotaRecord", "value"): DoubleType(),
 }
 # Fields that may be null (None means "unchanged" in a PartitionChangeRecord).
 _NULLABLE_FIELDS = {"rack", "value", "isr", "replicas", "removing_replicas", "adding_replicas"}

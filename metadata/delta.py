@@ -18,7 +18,7 @@ own batches to keep its image current. The per-area rules follow Kafka's ``Clust
 - FeatureLevelRecord sets a level; level 0 removes the feature.
 - ProducerIdsRecord sets ``next_producer_id``. NoOpRecord changes nothing but the offset.
 - ACL and SCRAM credential records: ``metadata.auth.images`` (Kafka's ``AclsDelta``,
-  ``ScramDelta``).
+  ``ScramDelta``); client quota records: ``metadata.client_quotas`` (``ClientQuotasDelta``).
 
 A record that refers to something unknown raises ``MetadataReplayError`` and leaves the delta
 unchanged. Nothing here does I/O or reads a clock.
@@ -32,6 +32,7 @@ import attrs
 from immutables import Map
 
 from pykraft.metadata.auth.images import AclsDelta, ScramDelta
+from pykraft.metadata.client_quotas import ClientQuotasDelta
 from pykraft.metadata.errors import MetadataReplayError
 from pykraft.metadata.image import (
     BrokerRegistration,
@@ -46,6 +47,7 @@ from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     BrokerRegistrationFencingChange,
     BrokerRegistrationInControlledShutdownChange,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -216,6 +218,7 @@ class MetadataDelta:
         self.producer_ids: ProducerIdsImage | None = None
         self.acls = AclsDelta(image.acls)
         self.scram = ScramDelta(image.scram)
+        self.client_quotas = ClientQuotasDelta(image.client_quotas)
         # Set by ``between``: the image a snapshot load produced.
         self._target: MetadataImage | None = None
 
@@ -282,6 +285,8 @@ class MetadataDelta:
                 self.acls.replay(record)
             case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
                 self.scram.replay(record)
+            case ClientQuotaRecord():
+                self.client_quotas.replay(record)
             case NoOpRecord():
                 pass  # Only moves the offset (Kafka's NoOpRecord keeps idle brokers current).
             case _:
@@ -304,6 +309,7 @@ class MetadataDelta:
             producer_ids=self.producer_ids or self.image.producer_ids,
             acls=self.acls.apply(),
             scram=self.scram.apply(),
+            client_quotas=self.client_quotas.apply(),
         )
 
     def _apply_features(self) -> Map[str, int]:

@@ -2,7 +2,8 @@
 
 Mirrors Kafka's ``org.apache.kafka.image.MetadataImage``: brokers (``ClusterImage``), topics and
 their partitions (``TopicsImage``), configs, finalized feature levels, the producer-id
-allocator, ACLs and SCRAM credentials (``metadata.auth.images``). Every mapping is an
+allocator, ACLs and SCRAM credentials (``metadata.auth.images``), client quotas
+(``metadata.client_quotas``). Every mapping is an
 ``immutables.Map`` (a hash array mapped trie), so an image made by
 ``MetadataDelta.apply`` shares every untouched topic, partition and broker with its parent:
 changing one partition of a 100,000-partition image costs O(log n), not a copy.
@@ -21,6 +22,7 @@ import attrs
 from immutables import Map
 
 from pykraft.metadata.auth.images import AclsImage, ScramImage
+from pykraft.metadata.client_quotas import ClientQuotasImage
 from pykraft.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -204,6 +206,8 @@ class MetadataImage:
     producer_ids: ProducerIdsImage = ProducerIdsImage()
     acls: AclsImage = AclsImage.EMPTY
     scram: ScramImage = ScramImage.EMPTY
+    # KIP-546 client quotas (Kafka's ClientQuotasImage).
+    client_quotas: ClientQuotasImage = ClientQuotasImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 

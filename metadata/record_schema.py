@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import enum
 import functools
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from pykraft.metadata.records import (
     RECORD_CLASSES,
     BrokerEndpoint,
     BrokerFeature,
+    ClientQuotaEntityData,
     MetadataRecord,
     kafka_string_to_uuid,
 )
@@ -51,6 +53,9 @@ class Kind(enum.Enum):
     # Kafka's bytes: ``bytes`` in a record, canonical standard base64 text in JSON (what Kafka's
     # JSON converters write); check() turns that text into bytes.
     BYTES = "bytes"
+    # Kafka's float64 (a client quota's value): a finite ``float``; an integer is read as the
+    # float it names (JSON writes 5.0 as 5.0, but a hand-written 5 means the same).
+    FLOAT64 = "float64"
 
 
 @attrs.frozen
@@ -77,6 +82,8 @@ class FieldType:
             return tuple(self.struct.check(item) for item in _sequence(value))
         if self.kind is Kind.BYTES:
             return _bytes(value)
+        if self.kind is Kind.FLOAT64:
+            return _float64(value)
         if self.kind is Kind.BOOLEAN:
             if type(value) is not bool:
                 raise FieldError(f"must be true or false, got {value!r}")
@@ -116,6 +123,17 @@ def _bytes(value: Any) -> bytes:
         # One value, one spelling (no stray padding bits), as for uuids.
         raise FieldError("must be canonical standard base64 text")
     return raw
+
+
+def _float64(value: Any) -> float:
+    if type(value) is int:
+        value = float(value)
+    if type(value) is not float:
+        raise FieldError(f"must be a number (float64), got {value!r}")
+    if not math.isfinite(value):
+        # JSON has no spelling for them, and no quota is infinite or NaN.
+        raise FieldError(f"must be a finite number, got {value!r}")
+    return value
 
 
 def bytes_to_json(value: bytes) -> str:
@@ -173,6 +191,7 @@ UUID = FieldType(Kind.UUID)
 BOOLEAN = FieldType(Kind.BOOLEAN)
 INT32_LIST = FieldType(Kind.INTEGER_LIST, "int32", low=INT32.low, high=INT32.high)
 BYTES = FieldType(Kind.BYTES, "bytes")
+FLOAT64 = FieldType(Kind.FLOAT64, "float64")
 
 
 @attrs.frozen
@@ -210,6 +229,10 @@ ENDPOINT = StructSchema(
 FEATURE = StructSchema(
     BrokerFeature,
     _fields({"name": STRING, "minSupportedVersion": INT16, "maxSupportedVersion": INT16}),
+)
+ENTITY_DATA = StructSchema(
+    ClientQuotaEntityData,
+    _fields({"entityType": STRING, "entityName": _nullable(STRING)}),
 )
 
 # Per record type: JSON name -> type, in schema order (Kafka's metadata schemas' types).
@@ -286,6 +309,12 @@ _SPECS: dict[str, dict[str, FieldType]] = {
     },
     "RemoveAccessControlEntryRecord": {"id": UUID},
     "RemoveUserScramCredentialRecord": {"name": STRING, "mechanism": _one_of(1, 2)},
+    "ClientQuotaRecord": {
+        "entity": FieldType(Kind.STRUCT_LIST, struct=ENTITY_DATA),
+        "key": STRING,
+        "value": FLOAT64,
+        "remove": BOOLEAN,
+    },
 }
 
 
@@ -299,8 +328,8 @@ class _FastChecks:
     uuids: tuple[int, ...]
     booleans: tuple[int, ...]
     integer_lists: tuple[tuple[int, bool, int, int], ...]  # (position, nullable, low, high)
-    # Struct lists (broker registrations) and bytes (SCRAM credentials) are rare: always the
-    # careful path.
+    # Struct lists (broker registrations, quota entities), bytes (SCRAM credentials) and
+    # floats (quota values) are rare: always the careful path.
     has_structs: bool
 
     @classmethod
@@ -320,7 +349,7 @@ class _FastChecks:
             integer_lists=tuple(
                 (i, t.nullable, t.low, t.high) for i, t in where(Kind.INTEGER_LIST)
             ),
-            has_structs=bool(where(Kind.STRUCT_LIST) or where(Kind.BYTES)),
+            has_structs=bool(where(Kind.STRUCT_LIST) or where(Kind.BYTES) or where(Kind.FLOAT64)),
         )
 
     def passes(self, values: list[Any]) -> bool:

@@ -304,6 +304,29 @@ class RemoveUserScramCredentialRecord:
 
 
 @attrs.frozen(kw_only=True)
+class ClientQuotaEntityData:
+    """One part of a client quota entity (``ClientQuotaRecord.EntityData``): ``entity_type`` is
+    ``user``, ``client-id`` or ``ip``; ``entity_name`` None is that type's default entity."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+@attrs.frozen(kw_only=True)
+class ClientQuotaRecord:
+    """Sets or removes one quota key of one client quota entity (KIP-546; Kafka's record of the
+    same name, apiKey 14). ``value`` is ignored when ``remove`` is set."""
+
+    TYPE_ID: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+
+    entity: tuple[ClientQuotaEntityData, ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@attrs.frozen(kw_only=True)
 class NoOpRecord:
     TYPE_ID: ClassVar[int] = 20
     VERSION: ClassVar[int] = 0
@@ -327,6 +350,7 @@ MetadataRecord: TypeAlias = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
 )
 
 RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
@@ -347,4 +371,5 @@ RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
+    ClientQuotaRecord,
 )

@@ -136,6 +136,7 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
         records.extend(
             credentials[mechanism].to_record(user, mechanism) for mechanism in sorted(credentials)
         )
+    records.extend(image.client_quotas.to_records())
     return records
 
 

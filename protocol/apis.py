@@ -60,6 +60,8 @@ from typing import Any
 
 import attrs
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
@@ -82,6 +84,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -240,6 +244,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     # Kafka 3.9's ranges as far as the 4.x schemas go .
     (ApiKey.DELETE_RECORDS, 0, 2),
     (ApiKey.DESCRIBE_LOG_DIRS, 0, 4),
+    # Client quotas (KIP-546): v0-1, both Kafka 3.9's and 4.x's range.
+    (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
+    (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
 )
 
 # Versions that carry message format v0/v1; advertised, never served (KIP-896).
@@ -338,6 +345,8 @@ _CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ),
         ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
         ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+        ApiKey.ALTER_CLIENT_QUOTAS: (AlterClientQuotasRequest, AlterClientQuotasResponse),
     }
 )
 

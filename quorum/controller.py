@@ -63,6 +63,8 @@ API (requests and responses are attrs frozen classes, re-exported here):
     delete_acls(image, DeleteAclsRequest, now_ms) -> ControllerResult[DeleteAclsResponse]
     alter_user_scram_credentials(image, AlterUserScramCredentialsRequest, now_ms)
         -> ControllerResult[AlterUserScramCredentialsResponse]
+    alter_client_quotas(image, AlterClientQuotasRequest, now_ms)
+        -> ControllerResult[AlterClientQuotasResponse]     # KIP-546
         # DescribeAcls / DescribeUserScramCredentials read the committed image
         # (quorum.managers.acls.describe_acls, quorum.managers.scram.describe_...)
     fence_stale_brokers(image, now_ms) -> ControllerResult[tuple[int, ...]]  # fenced ids
@@ -111,6 +113,10 @@ from pykraft.metadata.api.brokers import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
+from pykraft.metadata.api.client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from pykraft.metadata.api.errors import SUCCESS, ApiError
 from pykraft.metadata.api.reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -144,6 +150,7 @@ from pykraft.metadata.records import NoOpRecord
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.managers import (
     acls,
+    client_quotas,
     cluster,
     configs,
     leader_balance,
@@ -226,6 +233,7 @@ ControllerRequest: TypeAlias = (
     | CreateAclsRequest
     | DeleteAclsRequest
     | AlterUserScramCredentialsRequest
+    | AlterClientQuotasRequest
 )
 
 R = TypeVar("R")
@@ -293,6 +301,8 @@ class QuorumController:
                 return self.delete_acls(image, request, now_ms)
             case AlterUserScramCredentialsRequest():
                 return self.alter_user_scram_credentials(image, request, now_ms)
+            case AlterClientQuotasRequest():
+                return self.alter_client_quotas(image, request, now_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def register_broker(
@@ -385,6 +395,11 @@ class QuorumController:
         self, image: MetadataImage, request: AlterUserScramCredentialsRequest, now_ms: int
     ) -> ControllerResult[AlterUserScramCredentialsResponse]:
         return self._wrote(scram.alter_user_scram_credentials(image, request), now_ms)
+
+    def alter_client_quotas(
+        self, image: MetadataImage, request: AlterClientQuotasRequest, now_ms: int
+    ) -> ControllerResult[AlterClientQuotasResponse]:
+        return self._wrote(client_quotas.alter_client_quotas(image, request), now_ms)
 
     def fence_stale_brokers(
         self, image: MetadataImage, now_ms: int

@@ -302,6 +302,19 @@ def _security_paths() -> dict[str, Any]:
                 parameters=[_text_query("user", "A user to describe; repeat for more")],
             ),
         },
+        "/v1/client-quotas": {
+            "post": _op(
+                "Alter client quotas (Kafka AlterClientQuotas, KIP-546); one result per entity",
+                _object({"entries": "array", "validate_only": "boolean"}, ("entries",)),
+                write=True,
+            ),
+        },
+        "/v1/client-quotas/describe": {
+            "post": _op(
+                "Describe the client quotas a filter matches (Kafka DescribeClientQuotas)",
+                _object({"components": "array", "strict": "boolean"}),
+            ),
+        },
     }
 
 

@@ -1,4 +1,4 @@
-"""ACL and SCRAM credential routes of the controller's HTTP service.
+"""ACL, SCRAM credential and client quota routes of the controller's HTTP service.
 
 Reads (GET) are answered by any controller from its committed image; writes go to the active
 controller. Bodies and answers are the contract's (``metadata/api/security.py``, where the
@@ -13,6 +13,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from pykraft.metadata.api import routes
+from pykraft.metadata.api.client_quotas import (
+    DescribeClientQuotasResponse,
+    alter_client_quotas_request_from_json,
+    alter_client_quotas_response_to_json,
+    describe_client_quotas_request_from_json,
+    describe_client_quotas_response_to_json,
+)
+from pykraft.metadata.api.errors import ApiError
 from pykraft.metadata.api.security import (
     ACL_FIELDS,
     DescribeAclsRequest,
@@ -27,6 +35,7 @@ from pykraft.metadata.api.security import (
     describe_scram_response_to_json,
     describe_scram_users_from_query,
 )
+from pykraft.metadata.client_quotas import DescribeError, describe_client_quotas
 from pykraft.quorum.managers.acls import describe_acls
 from pykraft.quorum.managers.scram import describe_user_scram_credentials
 from pykraft.quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
@@ -72,6 +81,27 @@ async def get_scram_credentials(request: web.Request) -> web.Response:
     return json_response(describe_scram_response_to_json(response))
 
 
+async def alter_client_quotas(request: web.Request) -> web.Response:
+    alter = await read_body(request, alter_client_quotas_request_from_json)
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.alter_client_quotas(image, alter, now_ms)
+    )
+    return json_response(alter_client_quotas_response_to_json(response))
+
+
+async def describe_client_quotas_route(request: web.Request) -> web.Response:
+    describe = await read_body(request, describe_client_quotas_request_from_json)
+    image = node_of(request).view.image
+    result = describe_client_quotas(image.client_quotas, describe.components, describe.strict)
+    if isinstance(result, DescribeError):
+        raise_for(ApiError.of(result.error, result.message))
+        raise AssertionError("raise_for refuses a failure")
+    response = DescribeClientQuotasResponse(
+        tuple((entity, tuple(sorted(quotas.items()))) for entity, quotas in result)
+    )
+    return json_response(describe_client_quotas_response_to_json(response))
+
+
 def add_security_routes(app: web.Application) -> None:
     add_routes(
         app,
@@ -81,5 +111,7 @@ def add_security_routes(app: web.Application) -> None:
             (routes.DELETE_ACLS, delete_acls),
             (routes.ALTER_SCRAM_CREDENTIALS, alter_scram_credentials),
             (routes.DESCRIBE_SCRAM_CREDENTIALS, get_scram_credentials),
+            (routes.ALTER_CLIENT_QUOTAS, alter_client_quotas),
+            (routes.DESCRIBE_CLIENT_QUOTAS, describe_client_quotas_route),
         ],
     )

@@ -57,6 +57,7 @@ PURE_CORES = [
     "metadata/auth/images.py",
     "metadata/auth/scram.py",
     "metadata/delta.py",
+    "metadata/client_quotas.py",
     "metadata/local_changes.py",
     # Kafka's config definitions: the controller validates with them, brokers describe them.
     "metadata/config_defs.py",
@@ -79,6 +80,8 @@ PURE_CORES = [
     "broker/connection_quotas.py",
     # DescribeConfigs' entries and the dynamic broker config layers (issue 13).
     "broker/config_describe.py",
+    # KIP-13/124/546: client quota rates, precedence and throttle times.
+    "broker/quotas.py",
     "broker/lifecycle.py",
     "broker/lifecycle_core.py",
     "broker/sasl_config.py",
@@ -170,6 +173,7 @@ TIME_READS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "p
 READS_TIME = {
     "storage/system_clock.py": "the real clock",
     "broker/network.py": "request latency for the metrics histogram, in nanoseconds",
+    "broker/request_time.py": "a request handler's running time, for request_percentage quotas",
     "pykraft/dev.py": "pykraft dev waiting for its child processes",
 }
 

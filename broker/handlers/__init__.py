@@ -25,6 +25,7 @@
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
   elect_leaders.py ElectLeaders (KIP-460: PREFERRED and UNCLEAN) forwarded to the controller
   describe_quorum.py  DescribeQuorum v0-v2 from the active controller's Raft state
+  client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
   find_coordinator.py  FindCoordinator v0-v6 for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
@@ -49,6 +50,7 @@ from pykraft.broker.controller_api import (
     ControllerError,
 )
 from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.client_quotas import client_quota_handlers
 from pykraft.broker.handlers.configs import config_handlers
 from pykraft.broker.handlers.delete_records import delete_records_handler
 from pykraft.broker.handlers.describe_quorum import describe_quorum_handler
@@ -104,6 +106,7 @@ def broker_handlers(
         ApiKey.ELECT_LEADERS: elect_leaders_handler(services),
         ApiKey.DESCRIBE_QUORUM: describe_quorum_handler(services),
         **reassignment_handlers(services),
+        **client_quota_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),
     }

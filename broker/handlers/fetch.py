@@ -27,8 +27,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+import attrs
+
 from pykraft.broker.handlers.services import BrokerServices, current_leader, topic_id_string
-from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
+from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, request_throttle_ms
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
@@ -63,12 +65,34 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, body: memoryview) -> ResponseBody:
         version = request.header.api_version
         fetch = decode_fetch_request(body, version)
+        if services.client_quotas is not None and fetch.replica_id < 0:
+            fetch = _bounded_by_quota(fetch, services.client_quotas.max_fetch_bytes(request))
         response = await handle_fetch(
             services, fetch, version, request.listener_name, readable(services, request, fetch)
         )
-        return encode_fetch_response(response, version)
+        encoded = encode_fetch_response(response, version)
+        if services.client_quotas is not None and fetch.replica_id < 0:
+            # request_percentage, then consumer_byte_rate over the response's bytes; a
+            # throttled fetch is answered empty (Kafka's FetchContext.getThrottledResponse)
+            # and its bytes not counted.
+            throttle_ms = services.client_quotas.record_fetch(
+                request, encoded.length, request_throttle_ms(request)
+            )
+            if throttle_ms:
+                throttled = FetchResponse((), throttle_time_ms=throttle_ms, session_id=0)
+                return encode_fetch_response(throttled, version)
+        return encoded
 
     return handle
+
+
+def _bounded_by_quota(fetch: FetchRequest, quota_max_bytes: int | None) -> FetchRequest:
+    """``KafkaApis.handleFetchRequest``: a consumer's max bytes (and so its min bytes) never
+    exceed what its quota allows in one quota window; the first batch still goes out whole."""
+    if quota_max_bytes is None or quota_max_bytes >= fetch.max_bytes:
+        return fetch
+    max_bytes = max(0, quota_max_bytes)
+    return attrs.evolve(fetch, max_bytes=max_bytes, min_bytes=min(fetch.min_bytes, max_bytes))
 
 
 def readable(

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import attrs
+
 from pykraft.broker.handlers.services import BrokerServices, current_leader
-from pykraft.broker.kafka_apis import ApiHandler, ResponseBody
+from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, request_throttle_ms
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import AppendResult
 from pykraft.broker.transaction_verification import supported_operation
@@ -90,6 +92,12 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, body: memoryview) -> ResponseBody | None:
         version = request.header.api_version
         produce = decode_produce_request(body, version)
+        throttle_ms = 0
+        if services.client_quotas is not None:
+            # KafkaApis records the request's size against producer_byte_rate; recorded before
+            # the first await, so the listener mutes the connection (KIP-219, acks=0 included)
+            # before it dispatches the next request, as Kafka reads one request at a time.
+            throttle_ms = services.client_quotas.record_produce(request, len(body))
         if version < FIRST_SERVED_VERSION:
             response = unsupported_version_response(produce)
         else:
@@ -103,6 +111,10 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
         if produce.acks == 0:
             _close_if_failed(response, request)
             return None
+        # request_percentage too, for acks != 0 (KafkaApis); the larger throttle is answered.
+        throttle_ms = max(throttle_ms, request_throttle_ms(request))
+        if throttle_ms:
+            response = attrs.evolve(response, throttle_time_ms=throttle_ms)
         return encode_produce_response(response, version)
 
     return handle

@@ -15,6 +15,7 @@ import attrs
 
 from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.controller_api import ControllerClient
+from pykraft.broker.quotas_shell import ClientQuotas
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.metadata.image import BrokerRegistration, MetadataImage
 from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
@@ -41,6 +42,8 @@ class BrokerServices:
     authorizer: RequestAuthorizer = ALLOW_EVERYTHING
     # server.properties as written: DescribeConfigs' STATIC_BROKER_CONFIG values.
     static_broker_configs: Mapping[str, str] = attrs.field(factory=dict)
+    # KIP-546 client quotas (Produce and consumer Fetch byte rates); None enforces none.
+    client_quotas: ClientQuotas | None = None
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:

@@ -12,6 +12,7 @@ failure.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,6 +84,10 @@ def _is_int(value: Any) -> bool:
     return type(value) is int
 
 
+def _is_finite_number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
 def _is_bool(value: Any) -> bool:
     return type(value) is bool
 
@@ -144,6 +149,11 @@ class Fields:
     def optional_integer(self, name: str) -> int | None:
         value: int | None = self._typed(name, None, _nullable(_is_int), "an integer or null")
         return value
+
+    def number(self, name: str, default: Any = _REQUIRED) -> float:
+        """A finite JSON number, integer or not (a client quota's value), as a float."""
+        value = self._typed(name, default, _is_finite_number, "a finite number")
+        return float(value)
 
     def boolean(self, name: str, default: Any = _REQUIRED) -> bool:
         value: bool = self._typed(name, default, _is_bool, "of JSON type boolean")

@@ -158,6 +158,17 @@ ALTER_SCRAM_CREDENTIALS = Route(
 )
 DESCRIBE_SCRAM_CREDENTIALS = Route("GET", "/v1/scram-credentials", access=DESCRIBE_CLUSTER)
 
+# Client quotas (``client_quotas.py``, KIP-546): AlterClientQuotas needs ALTER_CONFIGS on the
+# cluster (ControllerApis.handleAlterClientQuotas). Setting the same values again writes nothing,
+# and a removal of an absent key neither: a resend is harmless.
+ALTER_CLIENT_QUOTAS = Route(
+    "POST", "/v1/client-quotas", access=Access("ALTER_CONFIGS", ResourceOf.CLUSTER)
+)
+# DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (KafkaApis); a read, with a JSON filter.
+DESCRIBE_CLIENT_QUOTAS = Route(
+    "POST", "/v1/client-quotas/describe", access=Access("DESCRIBE_CONFIGS", ResourceOf.CLUSTER)
+)
+
 ROUTES: tuple[Route, ...] = (
     REGISTER_BROKER,
     BROKER_HEARTBEAT,
@@ -187,4 +198,6 @@ ROUTES: tuple[Route, ...] = (
     DELETE_ACLS,
     ALTER_SCRAM_CREDENTIALS,
     DESCRIBE_SCRAM_CREDENTIALS,
+    ALTER_CLIENT_QUOTAS,
+    DESCRIBE_CLIENT_QUOTAS,
 )

@@ -24,6 +24,10 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from pykraft.metadata.api.client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from pykraft.metadata.api.reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -321,6 +325,15 @@ class InProcessController:
     async def list_partition_reassignments(self) -> ListPartitionReassignmentsResponse:
         self.calls.append(("list_partition_reassignments", None))
         return list_partition_reassignments(self.cluster.image, ListPartitionReassignmentsRequest())
+
+    async def alter_client_quotas(
+        self, request: AlterClientQuotasRequest
+    ) -> AlterClientQuotasResponse:
+        self.calls.append(("alter_client_quotas", request))
+        result = self.controller.alter_client_quotas(self.cluster.image, request, NOW_MS)
+        if result.records:
+            self.cluster.publish(*result.records)
+        return result.response
 
 
 # ------------------------------------------------------------------ calling handlers

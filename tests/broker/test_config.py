@@ -317,3 +317,13 @@ def test_sasl_ssl_honours_only_the_listener_prefixed_client_auth() -> None:
     )
     sasl_ssl = prefixed.listener_security["SASL_SSL"].tls
     assert sasl_ssl is not None and sasl_ssl.client_auth.value == "requested"
+
+
+def test_quota_windows() -> None:
+    """quota.window.num (11) and quota.window.size.seconds (1): Kafka's QuotaConfig, atLeast(1)."""
+    c = BrokerConfig.from_properties(BASE)
+    assert (c.quota_window_num, c.quota_window_size_seconds) == (11, 1)
+    c = config(quota_window_num="5", quota_window_size_seconds="2")
+    assert (c.quota_window_num, c.quota_window_size_seconds) == (5, 2)
+    check_error({"quota.window.num": "0"}, "quota.window.num", "")
+    check_error({"quota.window.size.seconds": "0"}, "quota.window.size.seconds", "")

@@ -83,6 +83,8 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
         ApiKey.ELECT_LEADERS,
         ApiKey.DESCRIBE_QUORUM,
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        ApiKey.ALTER_CLIENT_QUOTAS,
         # They act on the partitions this broker leads: no coordinator needed.
         ApiKey.WRITE_TXN_MARKERS,
         ApiKey.DESCRIBE_PRODUCERS,

@@ -25,6 +25,8 @@ from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import (
     BrokerEndpoint,
+    ClientQuotaEntityData,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -261,6 +263,15 @@ def cluster_records(partitions_per_topic: int = 4) -> list[MetadataRecord]:
             resource_name="1",
             name="log.retention.bytes",
             value="1048576",
+        ),
+        # KIP-546: a struct list with a null name (the default user) and a float64 value.
+        ClientQuotaRecord(
+            entity=(
+                ClientQuotaEntityData(entity_type="client-id", entity_name="app"),
+                ClientQuotaEntityData(entity_type="user", entity_name=None),
+            ),
+            key="producer_byte_rate",
+            value=1048576.0,
         ),
     ]
     return records

@@ -10,6 +10,8 @@ from pykraft.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ClientQuotaEntityData,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -126,6 +128,16 @@ RECORD_STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
     RemoveAccessControlEntryRecord: st.builds(RemoveAccessControlEntryRecord, id=UUIDS),
     RemoveUserScramCredentialRecord: st.builds(
         RemoveUserScramCredentialRecord, name=TEXT, mechanism=st.sampled_from([1, 2])
+    ),
+    ClientQuotaRecord: st.builds(
+        ClientQuotaRecord,
+        entity=st.lists(
+            st.builds(ClientQuotaEntityData, entity_type=TEXT, entity_name=st.none() | TEXT),
+            max_size=3,
+        ).map(tuple),
+        key=TEXT,
+        value=st.floats(allow_nan=False, allow_infinity=False),
+        remove=st.booleans(),
     ),
 }
 

@@ -1,0 +1,253 @@
+"""Client quota enforcement, the pure core (Kafka's ``ClientQuotaManager``,
+``ClientRequestQuotaManager``, ``QuotaUtils``; KIP-13, KIP-55, KIP-124, KIP-219, KIP-546).
+
+Theory of operation. Each quota type — produce bytes (``producer_byte_rate``), fetch bytes
+(``consumer_byte_rate``), request handler time (``request_percentage``) — has one
+``ClientQuotaManager``. A request's (user principal name, client id) is mapped to the *metric
+tags* of the quota that applies (``quota_metric_tags``, Kafka's ``DefaultQuotaCallback``), in
+Kafka's precedence order::
+
+    1. /config/users/<user>/clients/<client-id>     5. /config/users/<default>/clients/<default>
+    2. /config/users/<user>/clients/<default>       6. /config/users/<default>
+    3. /config/users/<user>                         7. /config/clients/<client-id>
+    4. /config/users/<default>/clients/<client-id>  8. /config/clients/<default>
+
+The tags name who shares the rate: (user, "") when a user-level quota applies, so all of a
+user's clients share it; ("", client id) for client-id quotas; (user, client id) for the
+combined ones. ``quota_limit`` reads the bound for those tags back from the image. Each tag
+pair owns a ``Rate`` (Kafka's ``Rate`` over ``SampledStat``: ``quota.window.num`` samples of
+``quota.window.size.seconds`` each, 11 * 1 s by default). Recording adds the value, then
+measures: over the bound, the request is throttled for ``(rate - bound) / bound * window``
+milliseconds (``QuotaUtils.throttleTime``) — the time the client must stay silent for the rate
+to come back to the bound; request-time throttles are capped at one window
+(``QuotaUtils.boundedThrottleTime``). The response carries that ``throttle_time_ms`` and the
+shell mutes the connection for as long (KIP-219). Nothing here does I/O or reads a clock:
+every call takes ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+
+import attrs
+
+from pykraft.metadata.client_quotas import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    USER,
+    ClientQuotasImage,
+    quota_entity,
+)
+
+# quota.window.num and quota.window.size.seconds (Kafka's QuotaConfig defaults).
+DEFAULT_QUOTA_WINDOW_NUM = 11
+DEFAULT_QUOTA_WINDOW_SIZE_SECONDS = 1
+# Rates kept at most per quota type; the least recently used goes first (Kafka drops a sensor
+# after an hour without use, InactiveSensorExpirationTimeSeconds).
+MAX_QUOTA_SENSORS = 100_000
+# ClientRequestQuotaManager: request time is a percentage of one thread over a second.
+NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
+
+
+class QuotaType(enum.Enum):
+    """Kafka's ``ClientQuotaType`` with the quota key it reads."""
+
+    PRODUCE = PRODUCER_BYTE_RATE
+    FETCH = CONSUMER_BYTE_RATE
+    REQUEST = REQUEST_PERCENTAGE
+
+
+@attrs.frozen
+class QuotaWindow:
+    samples: int = DEFAULT_QUOTA_WINDOW_NUM
+    window_ms: int = DEFAULT_QUOTA_WINDOW_SIZE_SECONDS * 1000
+
+    def __attrs_post_init__(self) -> None:
+        # Kafka's atLeast(1) for both (broker.config enforces it on the properties).
+        assert self.samples >= 1 and self.window_ms >= 1, self
+
+
+@attrs.define
+class _Sample:
+    last_window_ms: int
+    value: float = 0.0
+
+    def reset(self, now_ms: int) -> None:
+        self.last_window_ms = now_ms
+        self.value = 0.0
+
+
+class Rate:
+    """Kafka's ``Rate`` (``SampledStat`` of a ``WindowedSum``), per second."""
+
+    def __init__(self, window: QuotaWindow) -> None:
+        self.window = window
+        # Invariant: at most window.samples samples; _current indexes one of them.
+        self._samples: list[_Sample] = []
+        self._current = 0
+
+    def record(self, value: float, now_ms: int) -> None:
+        sample = self._current_sample(now_ms)
+        if now_ms - sample.last_window_ms >= self.window.window_ms:
+            sample = self._advance(now_ms)
+        sample.value += value
+
+    def measure(self, now_ms: int) -> float:
+        """The rate per second over the retained samples."""
+        self._purge_obsolete(now_ms)
+        total = sum(sample.value for sample in self._samples)
+        return total / (self.window_size_ms(now_ms) / 1000.0)
+
+    def window_size_ms(self, now_ms: int) -> int:
+        """``Rate.windowSize``: the time the samples span, at least samples - 1 full windows
+        (so a new client is not judged on its first instant), never 0."""
+        self._purge_obsolete(now_ms)
+        elapsed = now_ms - self._oldest(now_ms).last_window_ms
+        full_windows = elapsed // self.window.window_ms
+        minimum = self.window.samples - 1
+        if full_windows < minimum:
+            elapsed += (minimum - full_windows) * self.window.window_ms
+        return max(elapsed, 1)
+
+    def _current_sample(self, now_ms: int) -> _Sample:
+        if not self._samples:
+            self._samples.append(_Sample(now_ms))
+        return self._samples[self._current]
+
+    def _advance(self, now_ms: int) -> _Sample:
+        self._current = (self._current + 1) % self.window.samples
+        if self._current >= len(self._samples):
+            self._samples.append(_Sample(now_ms))
+        else:
+            self._samples[self._current].reset(now_ms)
+        return self._samples[self._current]
+
+    def _oldest(self, now_ms: int) -> _Sample:
+        if not self._samples:
+            self._samples.append(_Sample(now_ms))
+        return min(self._samples, key=lambda sample: sample.last_window_ms)
+
+    def _purge_obsolete(self, now_ms: int) -> None:
+        expire_age = self.window.samples * self.window.window_ms
+        for sample in self._samples:
+            if now_ms - sample.last_window_ms >= expire_age:
+                sample.reset(now_ms)
+
+
+# (sanitized user, client id); "" leaves a part out of the quota (Kafka's DefaultTags).
+MetricTags = tuple[str, str]
+
+
+def _has(quotas: ClientQuotasImage, key: str, *parts: tuple[str, str | None]) -> bool:
+    return key in quotas.quotas(quota_entity(parts))
+
+
+def quota_metric_tags(
+    quotas: ClientQuotasImage, quota_type: QuotaType, user: str, client_id: str
+) -> MetricTags:
+    """Who shares the rate ``(user, client_id)`` is held to (``DefaultQuotaCallback
+    .quotaMetricTags``): walk the precedence order down to the first entity with a quota."""
+    key = quota_type.value
+    checks: tuple[tuple[tuple[tuple[str, str | None], ...], MetricTags], ...] = (
+        (((USER, user), (CLIENT_ID, client_id)), (user, client_id)),
+        (((USER, user), (CLIENT_ID, None)), (user, client_id)),
+        (((USER, user),), (user, "")),
+        (((USER, None), (CLIENT_ID, client_id)), (user, client_id)),
+        (((USER, None), (CLIENT_ID, None)), (user, client_id)),
+        (((USER, None),), (user, "")),
+    )
+    for parts, tags in checks:
+        if _has(quotas, key, *parts):
+            return tags
+    # 7) /config/clients/<client-id>, 8) /config/clients/<default>.
+    return ("", client_id)
+
+
+def quota_limit(quotas: ClientQuotasImage, quota_type: QuotaType, tags: MetricTags) -> float | None:
+    """The bound for ``tags`` (``DefaultQuotaCallback.quotaLimit``), None when unlimited."""
+    key = quota_type.value
+    user, client_id = tags
+    if user and client_id:
+        candidates: tuple[tuple[tuple[str, str | None], ...], ...] = (
+            ((USER, user), (CLIENT_ID, client_id)),
+            ((USER, user), (CLIENT_ID, None)),
+            ((USER, None), (CLIENT_ID, client_id)),
+            ((USER, None), (CLIENT_ID, None)),
+        )
+    elif user:
+        candidates = (((USER, user),), ((USER, None),))
+    else:
+        # An empty client id still falls back to the default client-id quota.
+        candidates = (((CLIENT_ID, client_id),), ((CLIENT_ID, None),))
+    for parts in candidates:
+        value = quotas.quotas(quota_entity(parts)).get(key)
+        if value is not None:
+            return value
+    return None
+
+
+class ClientQuotaManager:
+    """One quota type's rates and throttle decisions (Kafka's ``ClientQuotaManager``)."""
+
+    def __init__(self, quota_type: QuotaType, window: QuotaWindow | None = None) -> None:
+        self.quota_type = quota_type
+        self.window = window if window is not None else QuotaWindow()
+        self._rates: OrderedDict[MetricTags, Rate] = OrderedDict()
+        # For /metrics: how many responses were throttled, and for how long in all.
+        self.throttled_total = 0
+        self.throttle_time_ms_total = 0
+
+    def _rate(self, tags: MetricTags) -> Rate:
+        rate = self._rates.get(tags)
+        if rate is None:
+            rate = self._rates[tags] = Rate(self.window)
+            if len(self._rates) > MAX_QUOTA_SENSORS:
+                self._rates.popitem(last=False)
+        else:
+            self._rates.move_to_end(tags)
+        return rate
+
+    def record_and_get_throttle_time_ms(
+        self, quotas: ClientQuotasImage, user: str, client_id: str, value: float, now_ms: int
+    ) -> int:
+        """``maybeRecordAndGetThrottleTimeMs``: record ``value`` against the quota that applies
+        and return how long to throttle (0: within quota, or no quota applies)."""
+        tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
+        bound = quota_limit(quotas, self.quota_type, tags)
+        if bound is None:
+            return 0
+        rate = self._rate(tags)
+        rate.record(value, now_ms)
+        measured = rate.measure(now_ms)
+        if measured <= bound:
+            return 0
+        throttle_ms = round((measured - bound) / bound * rate.window_size_ms(now_ms))
+        if self.quota_type is QuotaType.REQUEST:
+            throttle_ms = min(throttle_ms, self.window.window_ms)
+        self.throttled_total += 1
+        self.throttle_time_ms_total += throttle_ms
+        return throttle_ms
+
+    def unrecord(
+        self, quotas: ClientQuotasImage, user: str, client_id: str, value: float, now_ms: int
+    ) -> None:
+        """``unrecordQuotaSensor``: take back a value whose response was not sent (a throttled
+        fetch answers empty)."""
+        tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
+        rate = self._rates.get(tags)
+        if rate is not None:
+            rate.record(-value, now_ms)
+
+    def max_value_in_quota_window(
+        self, quotas: ClientQuotasImage, user: str, client_id: str
+    ) -> float | None:
+        """``getMaxValueInQuotaWindow``: the most one request may carry (a fetch's max bytes
+        is bounded by it); None without a quota."""
+        tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
+        bound = quota_limit(quotas, self.quota_type, tags)
+        if bound is None:
+            return None
+        return bound * (self.window.samples - 1) * self.window.window_ms / 1000.0
