@@ -59,110 +59,10 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
-from kafka.protocol.admin import (
-    AlterClientQuotasRequest,
-    AlterClientQuotasResponse,
-    AlterConfigsRequest,
-    AlterConfigsResponse,
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
-    CreateAclsRequest,
-    CreateAclsResponse,
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteAclsRequest,
-    DeleteAclsResponse,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeAclsRequest,
-    DescribeAclsResponse,
-    DescribeClientQuotasRequest,
-    DescribeClientQuotasResponse,
-    DescribeClusterRequest,
-    DescribeClusterResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    DescribeLogDirsRequest,
-    DescribeLogDirsResponse,
-    DescribeProducersRequest,
-    DescribeProducersResponse,
-    DescribeQuorumRequest,
-    DescribeQuorumResponse,
-    DescribeTransactionsRequest,
-    DescribeTransactionsResponse,
-    DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
-    ListTransactionsRequest,
-    ListTransactionsResponse,
-)
-from kafka.protocol.consumer import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    AddOffsetsToTxnRequest,
-    AddOffsetsToTxnResponse,
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    EndTxnRequest,
-    EndTxnResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
-    WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
+from kafka.protocol.metadata import ApiVersionsResponse
 
 from pykraft.protocol import unsupported
+from pykraft.protocol.api_codecs import CODEC_CLASSES
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors, UnsupportedRequestError
 from pykraft.protocol.kafka_3_9_versions import LEGACY_MESSAGE_FORMAT_VERSIONS
@@ -284,76 +184,9 @@ def request_disposition(api_key: int, api_version: int) -> RequestDisposition:
     return RequestDisposition.SERVE
 
 
-_CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
-    {
-        ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
-        ApiKey.METADATA: (MetadataRequest, MetadataResponse),
-        ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
-        ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
-        ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
-        ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
-        ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
-        ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
-        ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
-        ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
-        ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
-        ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
-        ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
-        ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
-        ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
-        ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
-        ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
-        ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
-        ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
-        ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: (
-            IncrementalAlterConfigsRequest,
-            IncrementalAlterConfigsResponse,
-        ),
-        ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
-        ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
-        ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
-        ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
-        ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse),
-        ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse),
-        ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse),
-        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (
-            DescribeUserScramCredentialsRequest,
-            DescribeUserScramCredentialsResponse,
-        ),
-        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (
-            AlterUserScramCredentialsRequest,
-            AlterUserScramCredentialsResponse,
-        ),
-        ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
-        ApiKey.ADD_OFFSETS_TO_TXN: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
-        ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
-        ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
-        ApiKey.TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
-        ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
-        ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
-        ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
-        ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
-        ApiKey.DESCRIBE_QUORUM: (DescribeQuorumRequest, DescribeQuorumResponse),
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
-            AlterPartitionReassignmentsRequest,
-            AlterPartitionReassignmentsResponse,
-        ),
-        ApiKey.LIST_PARTITION_REASSIGNMENTS: (
-            ListPartitionReassignmentsRequest,
-            ListPartitionReassignmentsResponse,
-        ),
-        ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
-        ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
-        ApiKey.DESCRIBE_CLIENT_QUOTAS: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
-        ApiKey.ALTER_CLIENT_QUOTAS: (AlterClientQuotasRequest, AlterClientQuotasResponse),
-    }
-)
-
-
 def _codec(api_key: int, api_version: int) -> tuple[Any, Any]:
     try:
-        classes = _CODEC_CLASSES[ApiKey(api_key)]
+        classes = CODEC_CLASSES[ApiKey(api_key)]
     except (ValueError, KeyError):
         reason = "hand-written codec" if api_key in HAND_WRITTEN_APIS else "not served"
         raise UnsupportedRequestError(api_key, api_version, reason) from None
@@ -364,12 +197,12 @@ def _codec(api_key: int, api_version: int) -> tuple[Any, Any]:
 
 def request_class(api_key: ApiKey) -> Any:
     """kafka-python's request class (tests, tools and the replica fetcher build requests)."""
-    return _CODEC_CLASSES[api_key][0]
+    return CODEC_CLASSES[api_key][0]
 
 
 def response_class(api_key: ApiKey) -> Any:
     """kafka-python's response class; nested structs are attributes of it."""
-    return _CODEC_CLASSES[api_key][1]
+    return CODEC_CLASSES[api_key][1]
 
 
 def decode_request(api_key: int, api_version: int, body: Buffer) -> Any:

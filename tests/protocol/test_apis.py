@@ -20,9 +20,9 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as KioApiVer
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as KioApiVersionsV3
 from kio.serial import entity_reader
 
+from pykraft.protocol.api_codecs import CODEC_CLASSES
 from pykraft.protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, ApiKey
 from pykraft.protocol.apis import (
-    _CODEC_CLASSES,
     HAND_WRITTEN_APIS,
     KAFKA_RELEASE,
     SUPPORTED_API_VERSIONS,
@@ -285,7 +285,7 @@ def test_codec_refuses_what_it_does_not_serve(api_key: ApiKey, version: int) -> 
 
 
 def test_every_served_api_has_a_codec() -> None:
-    assert set(_CODEC_CLASSES) | HAND_WRITTEN_APIS == set(SUPPORTED_API_VERSIONS)
+    assert set(CODEC_CLASSES) | HAND_WRITTEN_APIS == set(SUPPORTED_API_VERSIONS)
 
 
 # ------------------------------------------------------------------ ApiVersions
