@@ -16,6 +16,7 @@ from pykraft.broker.controller_transport import ControllerTransport
 from pykraft.metadata.api import (
     admin,
     client_quotas,
+    features,
     quorum,
     reassignments,
     routes,
@@ -155,6 +156,18 @@ class AdminCalls(ControllerTransport):
             route.path(),
             admin.elect_leaders_request_to_json(request),
             admin.elect_leaders_response_from_json,
+        )
+
+    async def update_features(
+        self, request: features.UpdateFeaturesRequest
+    ) -> features.UpdateFeaturesResponse:
+        """POST /v1/features (Kafka's UpdateFeatures, KIP-584): one result per feature."""
+        route = routes.UPDATE_FEATURES
+        return await self._write(
+            route,
+            route.path(),
+            features.update_features_request_to_json(request),
+            features.update_features_response_from_json,
         )
 
     async def describe_quorum(self) -> quorum.DescribeQuorumResponse:

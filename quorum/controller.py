@@ -65,6 +65,8 @@ API (requests and responses are attrs frozen classes, re-exported here):
         -> ControllerResult[AlterUserScramCredentialsResponse]
     alter_client_quotas(image, AlterClientQuotasRequest, now_ms)
         -> ControllerResult[AlterClientQuotasResponse]     # KIP-546
+    update_features(image, UpdateFeaturesRequest, now_ms)
+        -> ControllerResult[UpdateFeaturesResponse]        # KIP-584 (managers/features.py)
         # DescribeAcls / DescribeUserScramCredentials read the committed image
         # (quorum.managers.acls.describe_acls, quorum.managers.scram.describe_...)
     fence_stale_brokers(image, now_ms) -> ControllerResult[tuple[int, ...]]  # fenced ids
@@ -118,6 +120,7 @@ from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasResponse,
 )
 from pykraft.metadata.api.errors import SUCCESS, ApiError
+from pykraft.metadata.api.features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from pykraft.metadata.api.reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -153,6 +156,7 @@ from pykraft.quorum.managers import (
     client_quotas,
     cluster,
     configs,
+    features,
     leader_balance,
     leadership,
     producer_ids,
@@ -234,6 +238,7 @@ ControllerRequest: TypeAlias = (
     | DeleteAclsRequest
     | AlterUserScramCredentialsRequest
     | AlterClientQuotasRequest
+    | UpdateFeaturesRequest
 )
 
 R = TypeVar("R")
@@ -303,6 +308,8 @@ class QuorumController:
                 return self.alter_user_scram_credentials(image, request, now_ms)
             case AlterClientQuotasRequest():
                 return self.alter_client_quotas(image, request, now_ms)
+            case UpdateFeaturesRequest():
+                return self.update_features(image, request, now_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def register_broker(
@@ -400,6 +407,11 @@ class QuorumController:
         self, image: MetadataImage, request: AlterClientQuotasRequest, now_ms: int
     ) -> ControllerResult[AlterClientQuotasResponse]:
         return self._wrote(client_quotas.alter_client_quotas(image, request), now_ms)
+
+    def update_features(
+        self, image: MetadataImage, request: UpdateFeaturesRequest, now_ms: int
+    ) -> ControllerResult[UpdateFeaturesResponse]:
+        return self._wrote(features.update_features(image, request), now_ms)
 
     def fence_stale_brokers(
         self, image: MetadataImage, now_ms: int

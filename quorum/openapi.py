@@ -225,6 +225,14 @@ def _paths() -> dict[str, Any]:
                 write=True,
             )
         },
+        "/v1/features": {
+            "post": _op(
+                "Kafka's UpdateFeatures: finalize feature levels (upgrade, safe or unsafe "
+                "downgrade), one result per feature",
+                _object({"feature_updates": "array", "validate_only": "boolean"}),
+                write=True,
+            )
+        },
         "/v1/reassignments": {
             "post": _op(
                 "Start or cancel partition reassignments (AlterPartitionReassignments, KIP-455)",

@@ -1,5 +1,5 @@
 """Admin routes of the controller's HTTP service: cluster, brokers, topics, configs, elections,
-reassignments.
+reassignments, feature levels.
 
 Reads (GET) are answered by any controller from its own committed image (like Kafka's metadata
 cache: possibly a few milliseconds behind the leader). Writes go to the active controller. Each
@@ -30,6 +30,10 @@ from pykraft.metadata.api.admin import (
     elect_leaders_response_to_json,
 )
 from pykraft.metadata.api.errors import ErrorBody
+from pykraft.metadata.api.features import (
+    update_features_request_from_json,
+    update_features_response_to_json,
+)
 from pykraft.metadata.api.reassignments import (
     ListPartitionReassignmentsRequest,
     alter_reassignments_request_from_json,
@@ -206,6 +210,14 @@ async def elect_leaders(request: web.Request) -> web.Response:
     return json_response(elect_leaders_response_to_json(response))
 
 
+async def update_features(request: web.Request) -> web.Response:
+    update = await read_body(request, update_features_request_from_json)
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.update_features(image, update, now_ms)
+    )
+    return json_response(update_features_response_to_json(response))
+
+
 async def alter_partition_reassignments(request: web.Request) -> web.Response:
     alter = await read_body(request, alter_reassignments_request_from_json)
     response = await node_of(request).write(
@@ -280,5 +292,6 @@ def add_admin_routes(app: web.Application) -> None:
             (routes.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments_route),
             (routes.DESCRIBE_CONFIGS, describe_configs),
             (routes.ALTER_CONFIGS, alter_configs),
+            (routes.UPDATE_FEATURES, update_features),
         ],
     )

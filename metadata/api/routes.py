@@ -168,6 +168,9 @@ ALTER_CLIENT_QUOTAS = Route(
 DESCRIBE_CLIENT_QUOTAS = Route(
     "POST", "/v1/client-quotas/describe", access=Access("DESCRIBE_CONFIGS", ResourceOf.CLUSTER)
 )
+# Finalized feature levels (``features.py``, KIP-584): ControllerApis.handleUpdateFeatures needs
+# ALTER on the cluster. A resend writes the same levels again: harmless.
+UPDATE_FEATURES = Route("POST", "/v1/features", access=ALTER_CLUSTER)
 
 ROUTES: tuple[Route, ...] = (
     REGISTER_BROKER,
@@ -200,4 +203,5 @@ ROUTES: tuple[Route, ...] = (
     DESCRIBE_SCRAM_CREDENTIALS,
     ALTER_CLIENT_QUOTAS,
     DESCRIBE_CLIENT_QUOTAS,
+    UPDATE_FEATURES,
 )
