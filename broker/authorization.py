@@ -296,6 +296,13 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.ALTER_CLIENT_QUOTAS: (
             _check("ALTER_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "every entity"),
         ),
+        # ControllerApis.handleUnregisterBroker / handleUpdateFeatures: authorizeClusterOperation.
+        ApiKey.UNREGISTER_BROKER: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
+        ApiKey.UPDATE_FEATURES: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
+        # DescribeTopicPartitionsRequestHandler: unauthorized topics left out when all are asked.
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
+            _check("DESCRIBE", "TOPIC", _TOPIC_FAILED, "per topic"),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

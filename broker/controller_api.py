@@ -16,6 +16,8 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
   elect_leaders       POST   /v1/elections
   describe_quorum     GET    /v1/quorum/describe
+  update_features     POST   /v1/features           (KIP-584)
+  unregister_broker   DELETE /v1/brokers/{broker_id} (KIP-631; a broker RPC's route too)
   alter_partition_reassignments   POST   /v1/reassignments   (KIP-455)
   list_partition_reassignments    GET    /v1/reassignments
 
@@ -52,6 +54,7 @@ from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
 )
+from pykraft.metadata.api.features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from pykraft.metadata.api.quorum import DescribeQuorumResponse
 from pykraft.metadata.api.reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -119,6 +122,15 @@ class ControllerClient(Protocol):
 
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """The metadata quorum as the active controller's Raft state describes it."""
+        ...
+
+    async def update_features(self, request: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
+        """One result per named feature (INVALID_UPDATE_VERSION for a refused level)."""
+        ...
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Remove a broker's registration; ControllerError BROKER_ID_NOT_REGISTERED for an id
+        with none."""
         ...
 
     async def alter_partition_reassignments(

@@ -52,6 +52,8 @@ from kafka.protocol.admin import (
     DescribeProducersResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -66,6 +68,8 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 from kafka.protocol.consumer import (
     HeartbeatRequest,
@@ -117,6 +121,7 @@ from kafka.protocol.sasl import (
 )
 
 from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.kraft_messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
 CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
     {
@@ -181,5 +186,11 @@ CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         ApiKey.ALTER_CLIENT_QUOTAS: (AlterClientQuotasRequest, AlterClientQuotasResponse),
+        ApiKey.UNREGISTER_BROKER: (UnregisterBrokerRequest, UnregisterBrokerResponse),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
+            DescribeTopicPartitionsRequest,
+            DescribeTopicPartitionsResponse,
+        ),
+        ApiKey.UPDATE_FEATURES: (UpdateFeaturesRequest, UpdateFeaturesResponse),
     }
 )

@@ -147,6 +147,12 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     # Client quotas (KIP-546): v0-1, both Kafka 3.9's and 4.x's range.
     (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
     (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
+    # KIP-631: forwarded to the controller.
+    (ApiKey.UNREGISTER_BROKER, 0, 0),
+    # KIP-966: the paginated describe, from the broker's metadata image.
+    (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0),
+    # KIP-584; v1: upgrade types and validate_only (KIP-778). v2 is Kafka 4.0's. Forwarded.
+    (ApiKey.UPDATE_FEATURES, 0, 1),
 )
 
 # Versions that carry message format v0/v1; advertised, never served (KIP-896).

@@ -20,6 +20,8 @@ import kafka.protocol.producer
 import kafka.protocol.sasl  # noqa: F401
 from kafka.protocol.api_message import ApiMessage
 
+# And the messages kafka-python has no schema for (UnregisterBroker), defined the same way.
+import pykraft.protocol.kraft_messages  # noqa: F401
 from pykraft.protocol.errors import MalformedRequestError
 from pykraft.protocol.segments import Buffer
 

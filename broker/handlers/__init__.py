@@ -25,6 +25,9 @@
                    DescribeUserScramCredentials forwarded to the controller (KIP-554)
   elect_leaders.py ElectLeaders (KIP-460: PREFERRED and UNCLEAN) forwarded to the controller
   describe_quorum.py  DescribeQuorum v0-v2 from the active controller's Raft state
+  describe_topic_partitions.py  DescribeTopicPartitions v0 (KIP-966) from the image, paged
+  update_features.py  UpdateFeatures v0-v1 (KIP-584) forwarded to the controller
+  unregister_broker.py  UnregisterBroker v0 (KIP-631) forwarded to the controller
   client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
   find_coordinator.py  FindCoordinator v0-v6 for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
@@ -54,6 +57,7 @@ from pykraft.broker.handlers.client_quotas import client_quota_handlers
 from pykraft.broker.handlers.configs import config_handlers
 from pykraft.broker.handlers.delete_records import delete_records_handler
 from pykraft.broker.handlers.describe_quorum import describe_quorum_handler
+from pykraft.broker.handlers.describe_topic_partitions import describe_topic_partitions_handler
 from pykraft.broker.handlers.elect_leaders import elect_leaders_handler
 from pykraft.broker.handlers.fetch import fetch_handler
 from pykraft.broker.handlers.find_coordinator import find_coordinator_handler
@@ -72,6 +76,8 @@ from pykraft.broker.handlers.transactions import (
     transaction_handlers,
 )
 from pykraft.broker.handlers.txn_admin import transaction_admin_handlers
+from pykraft.broker.handlers.unregister_broker import unregister_broker_handler
+from pykraft.broker.handlers.update_features import update_features_handler
 from pykraft.broker.handlers.write_txn_markers import write_txn_markers_handler
 from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -105,6 +111,9 @@ def broker_handlers(
         **security_handlers(services),
         ApiKey.ELECT_LEADERS: elect_leaders_handler(services),
         ApiKey.DESCRIBE_QUORUM: describe_quorum_handler(services),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions_handler(services),
+        ApiKey.UPDATE_FEATURES: update_features_handler(services),
+        ApiKey.UNREGISTER_BROKER: unregister_broker_handler(services),
         **reassignment_handlers(services),
         **client_quota_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),

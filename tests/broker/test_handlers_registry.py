@@ -85,6 +85,9 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.DESCRIBE_QUORUM,
         ApiKey.DESCRIBE_CLIENT_QUOTAS,
         ApiKey.ALTER_CLIENT_QUOTAS,
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        ApiKey.UPDATE_FEATURES,
+        ApiKey.UNREGISTER_BROKER,
         # They act on the partitions this broker leads: no coordinator needed.
         ApiKey.WRITE_TXN_MARKERS,
         ApiKey.DESCRIBE_PRODUCERS,

@@ -19,12 +19,9 @@ NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.RENEW_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
     ApiKey.EXPIRE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
     ApiKey.DESCRIBE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
-    ApiKey.UPDATE_FEATURES: "feature levels are fixed at bootstrap (KIP-584 updates not built)",
-    ApiKey.UNREGISTER_BROKER: "brokers are unregistered through the controller's HTTP API",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
     ApiKey.LIST_CONFIG_RESOURCES: "client metrics subscriptions (KIP-714) are not built",
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: "KIP-966's paginated describe is not built",
     ApiKey.ADD_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
     ApiKey.REMOVE_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
 }

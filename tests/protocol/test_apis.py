@@ -20,6 +20,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as KioApiVer
 from kio.schema.api_versions.v3.response import ApiVersionsResponse as KioApiVersionsV3
 from kio.serial import entity_reader
 
+from pykraft.protocol import kraft_messages
 from pykraft.protocol.api_codecs import CODEC_CLASSES
 from pykraft.protocol.api_keys import FIRST_FLEXIBLE_VERSION, NEVER_FLEXIBLE, ApiKey
 from pykraft.protocol.apis import (
@@ -191,7 +192,19 @@ def test_dispositions(api_key: int, version: int, disposition: RequestDispositio
     assert request_disposition(api_key, version) == disposition
 
 
+# The schemas kafka-python does not ship, written as data in protocol/kraft_messages.py.
+OUR_SCHEMAS = {
+    schema["name"]: schema
+    for schema in (
+        kraft_messages.UNREGISTER_BROKER_REQUEST_SCHEMA,
+        kraft_messages.UNREGISTER_BROKER_RESPONSE_SCHEMA,
+    )
+}
+
+
 def schema_json(name: str) -> dict[str, Any]:
+    if name in OUR_SCHEMAS:
+        return OUR_SCHEMAS[name]
     text = resources.files("kafka.protocol.schemas.resources").joinpath(f"{name}.json")
     raw = re.sub(r"(?m)^\s*//.*\n?", "", text.read_text())
     parsed: dict[str, Any] = json.loads(raw)
