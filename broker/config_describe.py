@@ -11,7 +11,8 @@ layer by layer and, within a layer, by the key's unit variants (``log.retention.
 ``.minutes``, ``.hours``), and the list starts at the described key itself: Kafka drops the
 entries before it (``allSynonyms.dropWhile``). A sensitive (PASSWORD) value is never returned.
 
-``BrokerConfigLayers.merged`` is also what the broker applies: ``broker/dynamic_config.py``.
+``BrokerConfigLayers.merged`` is the one resolution of a broker key's layers: the broker applies
+it too (``broker/topic_configs.py``: every log's default config, ``min.insync.replicas``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pykraft.metadata.broker_config_defs import (
     broker_config_synonyms,
     broker_value_in,
 )
-from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, TOPIC_CONFIGS, ConfigDef
+from pykraft.metadata.config_def import ConfigDef
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, TOPIC_CONFIGS
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import ConfigResourceType
 

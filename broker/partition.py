@@ -63,6 +63,7 @@ from pykraft.replica.partition_core import (
     PartitionCore,
 )
 from pykraft.replica.partition_state import (
+    CONSUMER_REPLICA_ID,
     DEBUGGING_REPLICA_ID,
     NO_PARTITION_LEADER_EPOCH,
     BrokerLookup,
@@ -91,6 +92,7 @@ from pykraft.storage.topic_partition import TopicPartition
 from pykraft.storage.verification_guard import VerificationGuard
 
 __all__ = [
+    "CONSUMER_REPLICA_ID",
     "DEBUGGING_REPLICA_ID",
     "NO_PARTITION_LEADER_EPOCH",
     "EpochEndOffset",

@@ -13,8 +13,7 @@ without an override of its own. ``min.insync.replicas`` resolves the same way
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
+from pykraft.broker.config_describe import BrokerConfigLayers
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import ConfigResourceType
@@ -39,12 +38,9 @@ def changed_topic_configs(delta: MetadataDelta, new_image: MetadataImage) -> fro
 
 
 def dynamic_broker_configs(image: MetadataImage, broker_id: int) -> dict[str, str]:
-    """This broker's dynamic configs: its own over the cluster default."""
-    configs = image.configs
-    return {
-        **configs.config(ConfigResourceType.BROKER, ""),
-        **configs.config(ConfigResourceType.BROKER, str(broker_id)),
-    }
+    """This broker's dynamic configs: its own over the cluster default (the layers of
+    ``BrokerConfigLayers.merged`` without the static file)."""
+    return BrokerConfigLayers.of(image, broker_id, static={}).merged()
 
 
 def broker_default_log_config(image: MetadataImage, broker_id: int, static: LogConfig) -> LogConfig:
@@ -57,14 +53,8 @@ def effective_min_insync_replicas(
     image: MetadataImage, topic: str, broker_id: int, static: int
 ) -> int:
     """The topic's override, else this broker's dynamic config, else the cluster default,
-    else ``server.properties``' (``static``)."""
-    layers: tuple[Mapping[str, str], ...] = (
-        image.configs.config(ConfigResourceType.TOPIC, topic),
-        image.configs.config(ConfigResourceType.BROKER, str(broker_id)),
-        image.configs.config(ConfigResourceType.BROKER, ""),
-    )
-    for layer in layers:
-        value = layer.get(MIN_INSYNC_REPLICAS)
-        if value is not None and value.strip().isdigit():
-            return int(value)
-    return static
+    else ``server.properties``' (``static``); the controller validated every value."""
+    value = image.configs.config(ConfigResourceType.TOPIC, topic).get(MIN_INSYNC_REPLICAS)
+    if value is None:
+        value = dynamic_broker_configs(image, broker_id).get(MIN_INSYNC_REPLICAS)
+    return static if value is None else int(value)

@@ -16,13 +16,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from pykraft.metadata.config_defs import (
-    TOPIC_CONFIG_SYNONYMS,
-    TOPIC_CONFIGS,
-    ConfigDef,
-    ConfigType,
-    config_defs,
-)
+from pykraft.metadata.config_def import ConfigDef, ConfigType, config_defs
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, TOPIC_CONFIGS
 
 _T = ConfigType
 
@@ -222,7 +217,7 @@ KAFKA_DYNAMIC_NOT_APPLIED: frozenset[str] = frozenset(
 def non_dynamic_configs(names: Iterable[str]) -> list[str]:
     """The keys among ``names`` a broker resource may not take (in ``names``' order): Kafka's
     read-only keys, and Kafka's dynamic ones pykraft does not apply live. Unknown keys are not
-    among them (they are INVALID_CONFIG "Unknown broker config name")."""
+    among them (a broker resource stores them: Kafka allows custom broker keys)."""
     return [
         name
         for name in names

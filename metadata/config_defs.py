@@ -7,121 +7,21 @@ answers DescribeConfigs from them; both may import ``metadata`` and neither impo
 ``TOPIC_CONFIGS`` are Kafka's ``LogConfig`` keys with their defaults, validators and (for
 DescribeConfigs v3+) documentation; ``TOPIC_CONFIG_SYNONYMS`` names each one's broker default
 (Kafka's ``ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS``). The broker keys are in
-``broker_config_defs.py``.
+``broker_config_defs.py``, the ``ConfigDef`` machinery in ``config_def.py``. Every key Kafka
+3.9's ``LogConfig`` accepts is here; those pykraft only stores and describes say so in their
+documentation (``_NOT_ACTED_ON``), and ``remote.storage.enable=true`` is refused as Kafka
+refuses it when tiered storage is disabled.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 
 import attrs
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-
-
-class ConfigType(enum.Enum):
-    """Kafka's ``ConfigDef.Type``; ``wire_id`` is DescribeConfigs v3+'s ``config_type``."""
-
-    BOOLEAN = "BOOLEAN"
-    STRING = "STRING"
-    INT = "INT"
-    SHORT = "SHORT"
-    LONG = "LONG"
-    DOUBLE = "DOUBLE"
-    LIST = "LIST"
-    CLASS = "CLASS"
-    PASSWORD = "PASSWORD"
-
-    @property
-    def wire_id(self) -> int:
-        # DescribeConfigsResponse.ConfigType: UNKNOWN 0, BOOLEAN 1, ..., PASSWORD 9.
-        return list(ConfigType).index(self) + 1
-
-
-class ConfigError(ValueError):
-    """A value does not parse or is out of range; str() is Kafka's ``ConfigException`` text."""
-
-    def __init__(self, name: str, value: object, reason: str) -> None:
-        super().__init__(f"Invalid value {value} for configuration {name}: {reason}")
-
-
-@attrs.frozen
-class ConfigDef:
-    """One key of Kafka's ``ConfigDef``: type, default (None: no default), validator, doc."""
-
-    name: str
-    type: ConfigType
-    default: str | None
-    at_least: float | None = None
-    at_most: float | None = None
-    # For STRING: the value must be one of these; for LIST: every element must be.
-    valid_strings: tuple[str, ...] = ()
-    documentation: str = ""
-    # A broker key pykraft changes at run time (DynamicBrokerConfig); topic keys all are.
-    dynamic: bool = True
-
-    @property
-    def sensitive(self) -> bool:
-        """Kafka's ``KafkaConfig.maybeSensitive``: passwords are never described."""
-        return self.type is ConfigType.PASSWORD
-
-    def parse(self, raw: str) -> object:
-        """Parse and validate ``raw``; raises ConfigError with Kafka's message."""
-        value = _parse(self, raw)
-        self._check(value)
-        return value
-
-    def _check(self, value: object) -> None:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if self.at_least is not None and value < self.at_least:
-                raise ConfigError(self.name, value, f"Value must be at least {_num(self.at_least)}")
-            if self.at_most is not None and value > self.at_most:
-                raise ConfigError(
-                    self.name, value, f"Value must be no more than {_num(self.at_most)}"
-                )
-        if self.valid_strings:
-            items = value if isinstance(value, list) else [value]
-            for item in items:
-                if item not in self.valid_strings:
-                    raise ConfigError(
-                        self.name, item, "String must be one of: " + ", ".join(self.valid_strings)
-                    )
-
-
-def _num(bound: float) -> str:
-    return str(int(bound)) if float(bound).is_integer() else str(bound)
-
-
-def _parse(definition: ConfigDef, raw: str) -> object:
-    # Kafka's ConfigDef.parseType: values are trimmed; numbers must fit the Java type.
-    text = raw.strip()
-    kind = definition.type
-    if kind is ConfigType.BOOLEAN:
-        if text.lower() in ("true", "false"):
-            return text.lower() == "true"
-        raise ConfigError(definition.name, raw, "Expected value to be either true or false")
-    if kind in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
-        low, high = (_INT_MIN, _INT_MAX) if kind is not ConfigType.LONG else (_LONG_MIN, _LONG_MAX)
-        if _INTEGER.fullmatch(text) and low <= int(text) <= high:
-            return int(text)
-        raise ConfigError(definition.name, raw, f"Not a number of type {kind.value}")
-    if kind is ConfigType.DOUBLE:
-        try:
-            return float(text)
-        except ValueError:
-            raise ConfigError(definition.name, raw, "Not a number of type DOUBLE") from None
-    if kind is ConfigType.LIST:
-        return [] if not text else [part.strip() for part in text.split(",")]
-    return text
-
-
-def config_defs(*definitions: ConfigDef) -> Mapping[str, ConfigDef]:
-    return {definition.name: definition for definition in definitions}
-
+from pykraft.metadata.config_def import LONG_MAX, ConfigDef, ConfigType, config_defs
+from pykraft.metadata.config_def import ConfigError as ConfigError
 
 # KIP-73 replication throttles (reassign-partitions): a topic's throttled replicas are checked as
 # Kafka's ThrottledReplicaListValidator does; the rows are at the end of TOPIC_CONFIGS.
@@ -142,7 +42,57 @@ class _ThrottledReplicasDef(ConfigDef):
         )
 
 
-_T, _L = ConfigType, str(_LONG_MAX)
+# Keys Kafka 3.9 accepts that pykraft stores and describes but does not act on: no timestamp
+# bounds on appends, no down-conversion (Fetch v0-3 is unsupported), no recompression, no tiered
+# storage. Their documentation says so.
+_NOT_ACTED_ON = " Stored and described; pykraft does not act on it."
+# KIP-390: gzip's levels are Deflater's 1..9, or -1 (Deflater.DEFAULT_COMPRESSION).
+_GZIP_DEFAULT_LEVEL = -1
+# Kafka's MetadataVersion strings ("0.10.2", "2.8-IV1", "3.0-IV1"): none is refused that Kafka
+# accepts; the value is ignored from 3.0 on in Kafka as here.
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+){1,3}(-IV[0-9]+)?")
+
+
+@attrs.frozen
+class _GzipLevelDef(ConfigDef):
+    """``GzipCompression.LevelValidator``."""
+
+    def _check(self, value: object) -> None:
+        assert isinstance(value, int)
+        if value != _GZIP_DEFAULT_LEVEL and not 1 <= value <= 9:
+            reason = f"Value must be between 1 and 9 or equal to {_GZIP_DEFAULT_LEVEL}"
+            raise ConfigError(self.name, value, reason)
+
+
+@attrs.frozen
+class _MessageFormatVersionDef(ConfigDef):
+    """``MetadataVersionValidator``: a Kafka version string."""
+
+    def _check(self, value: object) -> None:
+        if not _VERSION.fullmatch(str(value)):
+            raise ConfigError(self.name, value, f"Version `{value}` is not a valid version")
+
+
+class _TieredStorageDisabled(ConfigError):
+    def __init__(self) -> None:
+        ValueError.__init__(
+            self,
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage.",
+        )
+
+
+@attrs.frozen
+class _RemoteStorageEnableDef(ConfigDef):
+    """``LogConfig.validateRemoteStorageOnlyIfSystemEnabled``: pykraft has no tiered storage,
+    so it answers as Kafka with ``remote.log.storage.system.enable=false`` (the default)."""
+
+    def _check(self, value: object) -> None:
+        if value is True:
+            raise _TieredStorageDisabled()
+
+
+_T, _L = ConfigType, str(LONG_MAX)
 _POLICIES = ("compact", "delete")
 _CODECS = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -156,12 +106,34 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = config_defs(
         valid_strings=_POLICIES,
         documentation="Whether old segments are deleted, compacted, or both.",
     ),
+    _GzipLevelDef(
+        "compression.gzip.level",
+        _T.INT,
+        str(_GZIP_DEFAULT_LEVEL),
+        documentation="The gzip level when compression.type is gzip (KIP-390)." + _NOT_ACTED_ON,
+    ),
+    ConfigDef(
+        "compression.lz4.level",
+        _T.INT,
+        "9",
+        at_least=1,
+        at_most=17,
+        documentation="The lz4 level when compression.type is lz4 (KIP-390)." + _NOT_ACTED_ON,
+    ),
     ConfigDef(
         "compression.type",
         _T.STRING,
         "producer",
         valid_strings=_CODECS,
         documentation="The codec batches are stored with; producer keeps the producer's.",
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        _T.INT,
+        "3",
+        at_least=-131072,
+        at_most=22,
+        documentation="The zstd level when compression.type is zstd (KIP-390)." + _NOT_ACTED_ON,
     ),
     ConfigDef(
         "delete.retention.ms",
@@ -199,6 +171,20 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = config_defs(
         documentation="Bytes of log between two offset index entries.",
     ),
     ConfigDef(
+        "local.retention.bytes",
+        _T.LONG,
+        "-2",
+        at_least=-2,
+        documentation="Local bytes kept under tiered storage (KIP-405)." + _NOT_ACTED_ON,
+    ),
+    ConfigDef(
+        "local.retention.ms",
+        _T.LONG,
+        "-2",
+        at_least=-2,
+        documentation="Local time kept under tiered storage (KIP-405)." + _NOT_ACTED_ON,
+    ),
+    ConfigDef(
         "max.compaction.lag.ms",
         _T.LONG,
         _L,
@@ -211,6 +197,39 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = config_defs(
         "1048588",
         at_least=0,
         documentation="The largest record batch the topic accepts.",
+    ),
+    ConfigDef(
+        "message.downconversion.enable",
+        _T.BOOLEAN,
+        "true",
+        documentation="Whether old fetch versions get down-converted batches." + _NOT_ACTED_ON,
+    ),
+    _MessageFormatVersionDef(
+        "message.format.version",
+        _T.STRING,
+        "3.0-IV1",
+        documentation="Deprecated: ignored from Kafka 3.0 on." + _NOT_ACTED_ON,
+    ),
+    ConfigDef(
+        "message.timestamp.after.max.ms",
+        _T.LONG,
+        _L,
+        at_least=0,
+        documentation="How far past the broker's time a record may be (KIP-937)." + _NOT_ACTED_ON,
+    ),
+    ConfigDef(
+        "message.timestamp.before.max.ms",
+        _T.LONG,
+        _L,
+        at_least=0,
+        documentation="How far behind the broker's time a record may be (KIP-937)." + _NOT_ACTED_ON,
+    ),
+    ConfigDef(
+        "message.timestamp.difference.max.ms",
+        _T.LONG,
+        _L,
+        at_least=0,
+        documentation="Deprecated (KIP-937): the largest record timestamp skew." + _NOT_ACTED_ON,
     ),
     ConfigDef(
         "message.timestamp.type",
@@ -246,6 +265,24 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = config_defs(
         _T.BOOLEAN,
         "false",
         documentation="Whether segment files are preallocated on disk.",
+    ),
+    ConfigDef(
+        "remote.log.copy.disable",
+        _T.BOOLEAN,
+        "false",
+        documentation="Tiered storage (KIP-950): stop copying to remote." + _NOT_ACTED_ON,
+    ),
+    ConfigDef(
+        "remote.log.delete.on.disable",
+        _T.BOOLEAN,
+        "false",
+        documentation="Tiered storage (KIP-950): delete remote data on disable." + _NOT_ACTED_ON,
+    ),
+    _RemoteStorageEnableDef(
+        "remote.storage.enable",
+        _T.BOOLEAN,
+        "false",
+        documentation="Tiered storage (KIP-405); pykraft has none, so only false is accepted.",
     ),
     ConfigDef(
         "retention.bytes",
@@ -314,14 +351,24 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = config_defs(
 # A topic key -> the broker key that is its default (ServerTopicConfigSynonyms).
 TOPIC_CONFIG_SYNONYMS: Mapping[str, str] = {
     "cleanup.policy": "log.cleanup.policy",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
     "compression.type": "compression.type",
+    "compression.zstd.level": "compression.zstd.level",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "file.delete.delay.ms": "log.segment.delete.delay.ms",
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "index.interval.bytes": "log.index.interval.bytes",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "max.message.bytes": "message.max.bytes",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
     "message.timestamp.type": "log.message.timestamp.type",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",

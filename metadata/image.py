@@ -163,6 +163,11 @@ class TopicsImage:
     def partition_count(self) -> int:
         return sum(len(topic.partitions) for topic in self.by_id.values())
 
+    def contains(self, topic_name: str, partition_id: int) -> bool:
+        """Whether the metadata knows this partition: Kafka's ``MetadataCache.contains``."""
+        topic = self.by_name.get(topic_name)
+        return topic is not None and partition_id in topic.partitions
+
 
 @attrs.frozen(kw_only=True)
 class ClusterImage:

@@ -65,7 +65,7 @@ from pykraft.protocol import unsupported
 from pykraft.protocol.api_codecs import CODEC_CLASSES
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors, UnsupportedRequestError
-from pykraft.protocol.kafka_3_9_versions import LEGACY_MESSAGE_FORMAT_VERSIONS
+from pykraft.protocol.kafka_3_9_versions import LEGACY_FETCH_VERSIONS, LEGACY_PRODUCE_VERSIONS
 from pykraft.protocol.kafka_messages import decode_message
 from pykraft.protocol.segments import Buffer
 
@@ -155,9 +155,8 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.UPDATE_FEATURES, 0, 1),
 )
 
-# Versions that carry message format v0/v1; advertised, never served (KIP-896).
-LEGACY_PRODUCE_VERSIONS = LEGACY_MESSAGE_FORMAT_VERSIONS[ApiKey.PRODUCE]
-LEGACY_FETCH_VERSIONS = LEGACY_MESSAGE_FORMAT_VERSIONS[ApiKey.FETCH]
+# LEGACY_PRODUCE_VERSIONS / LEGACY_FETCH_VERSIONS (kafka_3_9_versions): the versions that carry
+# message format v0/v1; advertised, never served (KIP-896).
 HAND_WRITTEN_APIS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 
 

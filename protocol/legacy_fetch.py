@@ -20,10 +20,10 @@ import struct
 import attrs
 
 from pykraft.protocol.errors import Errors
+from pykraft.protocol.kafka_3_9_versions import LEGACY_FETCH_VERSIONS
 from pykraft.protocol.segments import Buffer
 from pykraft.protocol.wire import Reader, encode_array_length, encode_string
 
-LEGACY_FETCH_VERSIONS = range(0, 4)
 # FetchResponse.INVALID_HIGH_WATERMARK.
 INVALID_HIGH_WATERMARK = -1
 

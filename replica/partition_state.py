@@ -76,6 +76,8 @@ from pykraft.storage.record_batch import CorruptRecordError
 
 # A request's current_leader_epoch / last_fetched_epoch when the client sent none.
 NO_PARTITION_LEADER_EPOCH = -1
+# Kafka's ListOffsetsRequest.CONSUMER_REPLICA_ID: a client, reading only from the leader.
+CONSUMER_REPLICA_ID = -1
 # Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID: may read from any replica.
 DEBUGGING_REPLICA_ID = -2
 

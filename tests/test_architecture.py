@@ -124,6 +124,9 @@ PURE_CORES = [
     "protocol/kafka_3_9_versions.py",
     "protocol/legacy_fetch.py",
     "storage/legacy_offsets.py",
+    # Kafka's ConfigDef and the topic keys (split from config_defs.py).
+    "metadata/config_def.py",
+    "metadata/config_defs.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
 # with (leader_epoch_cache from leader_epoch_file, producer_append and producer_state from

@@ -7,7 +7,7 @@
   offsets_for_leader_epoch.py  OffsetsForLeaderEpoch v0-v4 from the leader-epoch cache
   delete_records.py  DeleteRecords v0-v2: the leaders' log starts move, answered at the low
                    watermark (``broker.delete_records``)
-  log_dirs.py      DescribeLogDirs v1-v4 from the ``LogManager``
+  log_dirs.py      DescribeLogDirs v0-v4 from the ``LogManager``
   metadata.py      Metadata v0-v12 from the metadata image (auto-create, on by default)
   init_producer_id.py  InitProducerId v0-v5: producer ids for idempotent producers from the
                    broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones

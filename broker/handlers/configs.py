@@ -9,16 +9,18 @@ this broker or be empty (the cluster default); BROKER_LOGGER lists this process'
 The alter APIs follow ``KafkaApis.handleIncrementalAlterConfigsRequest`` /
 ``handleAlterConfigsRequest``: first ``ConfigAdminManager.preprocess`` — a resource named twice
 is INVALID_REQUEST ("Each resource must appear at most once.") for both entries, a null value
-(except for DELETE) is INVALID_REQUEST, a broker resource must be this broker (or, for the
-incremental API, empty: the cluster default; the legacy API has no default resource), a
-read-only broker key is INVALID_REQUEST "Cannot update these configs dynamically: Set(...)",
-and a BROKER_LOGGER resource (incremental only) is applied right here, to this broker's
-loggers. Then ALTER_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or the cluster
-(CLUSTER_AUTHORIZATION_FAILED), checked with the client's principal as in
-``ControllerApis``; then each remaining resource goes to the controller, which validates
-(``ConfigurationControlManager``) and writes its ``ConfigRecord``s, or only validates with
-``validate_only``. Every broker then applies the change from its metadata image
-(``broker/dynamic_config.py``).
+(except for DELETE) is INVALID_REQUEST, a key named twice in one resource is INVALID_REQUEST
+"Error due to duplicate config keys", a broker resource must be this broker or empty (the
+cluster default, for both APIs), a read-only broker key is INVALID_REQUEST "Cannot update these
+configs dynamically: Set(...)", and a BROKER_LOGGER resource (incremental only) is authorized
+(CLUSTER ALTER_CONFIGS, before its node id is checked: ``RuntimeLoggerManager``) and applied
+right here, to this broker's loggers. Then ALTER_CONFIGS on the topic
+(TOPIC_AUTHORIZATION_FAILED) or the cluster (CLUSTER_AUTHORIZATION_FAILED), checked with the
+client's principal as in ``ControllerApis``; then each remaining resource goes to the
+controller, which validates (``ConfigurationControlManager``) and writes its ``ConfigRecord``s,
+or only validates with ``validate_only``; at most ``MAX_CONFIG_WRITES_IN_FLIGHT`` of a request's
+resources are at the controller at once. Every broker then applies the change from its metadata
+image (``broker/config_describe.py``'s ``BrokerConfigLayers``, ``broker/topic_configs.py``).
 """
 
 from __future__ import annotations
@@ -165,6 +167,11 @@ def _broker_name_problem(
 # ------------------------------------------------------------------ (Incremental)AlterConfigs
 
 
+# How many controller writes one alter request keeps in flight: each resource is one write (one
+# Raft entry) over the controller's HTTP API, which alters one resource per call.
+MAX_CONFIG_WRITES_IN_FLIGHT = 8
+
+
 async def alter_configs(
     services: BrokerServices,
     request: AlterConfigsRequestData,
@@ -173,6 +180,7 @@ async def alter_configs(
     """Both alter APIs: preprocess, authorize, forward (see the module docstring)."""
     keys = [(r.resource_type, r.resource_name) for r in request.resources]
     duplicates = {key for key, count in Counter(keys).items() if count > 1}
+    writes = asyncio.Semaphore(MAX_CONFIG_WRITES_IN_FLIGHT)
 
     async def one(resource: AlterConfigsResource) -> AlterResult:
         kind, name = resource.resource_type, resource.resource_name
@@ -182,19 +190,22 @@ async def alter_configs(
 
         if (kind, name) in duplicates:
             return result(Errors.INVALID_REQUEST, "Each resource must appear at most once.")
+        # RuntimeLoggerManager authorizes a logger resource before it looks at the node id.
+        logger = kind == BROKER_LOGGER and not request.replace
+        if logger and not _allowed(services, context, AclOperation.ALTER_CONFIGS, kind, name):
+            return result(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
         problem = _preprocess(services, request, resource)
         if problem is not None:
             return result(*problem)
         if kind == BROKER_LOGGER:
-            if not _allowed(services, context, AclOperation.ALTER_CONFIGS, kind, name):
-                return result(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
             return result(*alter_log_levels(resource.configs, validate_only=request.validate_only))
         if not _allowed(services, context, AclOperation.ALTER_CONFIGS, kind, name):
             return result(_refusal(kind), _DENIED)
         try:
-            await services.controller.alter_config_resource(
-                resource, validate_only=request.validate_only, replace=request.replace
-            )
+            async with writes:
+                await services.controller.alter_config_resource(
+                    resource, validate_only=request.validate_only, replace=request.replace
+                )
         except ControllerError as error:
             return result(error.code, error.message)
         return result(Errors.NONE)
@@ -218,11 +229,14 @@ def _preprocess(
     nulls = [c.name for c in configs if c.op is not AlterConfigOp.DELETE and c.value is None]
     if nulls:
         return Errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+    if len({c.name for c in configs}) != len(configs):
+        # Otherwise the later entry would silently win (or a DELETE undo a SET).
+        return Errors.INVALID_REQUEST, "Error due to duplicate config keys"
     if kind == TOPIC:
         return None
-    problem = _broker_name_problem(
-        services, name, allow_default=kind == BROKER and not request.replace
-    )
+    # Both APIs accept the cluster default ("") for a broker resource: the legacy
+    # preprocess checks the node id only when the name is non-empty.
+    problem = _broker_name_problem(services, name, allow_default=kind == BROKER)
     if problem is not None:
         return Errors.INVALID_REQUEST, problem
     if kind == BROKER:

@@ -18,7 +18,6 @@ from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
-from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
@@ -57,7 +56,7 @@ async def delete_records(
                 refused[topic_partition] = DeleteRecordsResult(
                     error=Errors.TOPIC_AUTHORIZATION_FAILED
                 )
-            elif not _known(image, topic_partition):
+            elif not image.topics.contains(topic.name, partition.partition_index):
                 refused[topic_partition] = DeleteRecordsResult(
                     error=Errors.UNKNOWN_TOPIC_OR_PARTITION
                 )
@@ -89,28 +88,26 @@ async def _delete(
             manager.delayed_delete_records.forget(waiter_id)  # a no-op once answered
 
 
-def _known(image: MetadataImage, topic_partition: TopicPartition) -> bool:
-    """Kafka's ``metadataCache.contains(topicPartition)``."""
-    topic = image.topics.by_name.get(topic_partition.topic)
-    return topic is not None and topic_partition.partition in topic.partitions
-
-
 def _response(request: Any, results: dict[TopicPartition, DeleteRecordsResult]) -> Any:
-    topics = []
-    for name in dict.fromkeys(topic.name for topic in request.topics):
-        indexes = dict.fromkeys(
-            p.partition_index
-            for topic in request.topics
-            if topic.name == name
-            for p in topic.partitions
+    """One pass over the request (Kafka's ``groupBy``): a topic named in several entries is
+    answered once, its partitions in first-named order."""
+    indexes: dict[str, dict[int, None]] = {}
+    for topic in request.topics:
+        named = indexes.setdefault(topic.name, {})
+        for partition in topic.partitions:
+            named[partition.partition_index] = None
+    topics = [
+        _TopicResult(
+            name=name,
+            partitions=[
+                _PartitionResult(
+                    partition_index=index,
+                    low_watermark=results[TopicPartition(name, index)].low_watermark,
+                    error_code=results[TopicPartition(name, index)].error,
+                )
+                for index in partition_indexes
+            ],
         )
-        partitions = [
-            _PartitionResult(
-                partition_index=index,
-                low_watermark=results[TopicPartition(name, index)].low_watermark,
-                error_code=results[TopicPartition(name, index)].error,
-            )
-            for index in indexes
-        ]
-        topics.append(_TopicResult(name=name, partitions=partitions))
+        for name, partition_indexes in indexes.items()
+    ]
     return _Response(version=request.version, throttle_time_ms=0, topics=topics)

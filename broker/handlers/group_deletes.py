@@ -106,12 +106,11 @@ async def offset_delete(
     errors: dict[TopicPartition, Errors] = {}
     valid: list[TopicPartition] = []
     for name, partitions in request.topics:
-        topic = image.topics.by_name.get(name)
         for index in partitions:
             tp = TopicPartition(name, index)
             if name not in readable:
                 errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
-            elif topic is None or index not in topic.partitions:
+            elif not image.topics.contains(name, index):
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 valid.append(tp)

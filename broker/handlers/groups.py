@@ -297,11 +297,11 @@ def _unknown_partitions(
     services: BrokerServices, named: list[tuple[str, OffsetCommitPartition]]
 ) -> dict[TopicPartition, Errors]:
     """UNKNOWN_TOPIC_OR_PARTITION for each partition the metadata does not know."""
-    topics = services.metadata().topics.by_name
+    topics = services.metadata().topics
     return {
         TopicPartition(name, p.partition_index): Errors.UNKNOWN_TOPIC_OR_PARTITION
         for name, p in named
-        if name not in topics or p.partition_index not in topics[name].partitions
+        if not topics.contains(name, p.partition_index)
     }
 
 

@@ -30,17 +30,21 @@ from pykraft.broker.handlers.list_offsets_v0 import list_offsets_v0
 from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
-from pykraft.broker.partition import DEBUGGING_REPLICA_ID, FetchIsolation, PartitionError
+from pykraft.broker.partition import (
+    CONSUMER_REPLICA_ID,
+    DEBUGGING_REPLICA_ID,
+    FetchIsolation,
+    PartitionError,
+)
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
 from pykraft.replica.partition_state import error_for
+from pykraft.storage.log_reader import EARLIEST_TIMESTAMP
 from pykraft.storage.log_validator import CorruptLogError
 from pykraft.storage.topic_partition import TopicPartition
 
-CONSUMER_REPLICA_ID = -1
-EARLIEST_TIMESTAMP = -2
 LATEST_TIERED_TIMESTAMP = -5
 # KafkaApis' timestampMinSupportedVersion: each special timestamp from the version that added it.
 _TIMESTAMP_MIN_VERSION = {-2: 1, -1: 1, -3: 7, -4: 8, LATEST_TIERED_TIMESTAMP: 9}

@@ -1,5 +1,5 @@
-"""DescribeLogDirs (v1-v4) — Kafka's ``KafkaApis.handleDescribeLogDirsRequest`` over
-``ReplicaManager.describeLogDirs``.
+"""DescribeLogDirs (v0-v4; v0 has v1's layout) — Kafka's
+``KafkaApis.handleDescribeLogDirsRequest`` over ``ReplicaManager.describeLogDirs``.
 
 Without DESCRIBE on the cluster the answer lists no dir and carries CLUSTER_AUTHORIZATION_FAILED
 in its top-level error (v3+; older versions just get nothing). Otherwise every configured log

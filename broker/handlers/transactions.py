@@ -46,7 +46,6 @@ from pykraft.coordinator.transaction.config import (
 from pykraft.coordinator.transaction.effects import error_for_version
 from pykraft.coordinator.transaction.shell import TransactionCoordinatorShell
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
-from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
@@ -117,11 +116,6 @@ def _may_write(services: BrokerServices, context: RequestContext, transactional_
 
 def _partitions(topics: Iterable[Any]) -> list[TopicPartition]:
     return [TopicPartition(topic.name, index) for topic in topics for index in topic.partitions]
-
-
-def _known(image: MetadataImage, tp: TopicPartition) -> bool:
-    topic = image.topics.by_name.get(tp.topic)
-    return topic is not None and tp.partition in topic.partitions
 
 
 # ------------------------------------------------------------------ AddPartitionsToTxn
@@ -214,7 +208,7 @@ async def _add_partitions(
     for tp in partitions:
         if tp.topic not in writable:
             refused[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
-        elif not _known(image, tp):
+        elif not image.topics.contains(tp.topic, tp.partition):
             refused[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
     if refused:
         return {tp: refused.get(tp, Errors.OPERATION_NOT_ATTEMPTED) for tp in partitions}
@@ -302,7 +296,7 @@ async def commit_txn_offsets(
     for tp, partition in asked:
         if tp.topic not in readable:
             errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
-        elif not _known(image, tp):
+        elif not image.topics.contains(tp.topic, tp.partition):
             errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
         else:
             offsets[tp] = OffsetAndMetadata(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from pykraft.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from pykraft.coordinator.group.effects import Append, CoordinatorRecord, Effects
 from pykraft.coordinator.group.manager import GroupMetadataManager, PendingCleanup
 from pykraft.coordinator.group.records import group_metadata_key, offset_commit_key
@@ -37,8 +38,6 @@ from pykraft.coordinator.group.state import GroupMetadata, GroupState
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupDeletion(GroupMetadataManager):

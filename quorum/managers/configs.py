@@ -11,17 +11,18 @@ default. Every value is parsed and range-checked with Kafka's ``ConfigDef`` rule
 ``incremental_alter_configs`` follows Kafka's ``ConfigurationControlManager``: SET, DELETE, and
 APPEND/SUBTRACT for list-typed keys; each resource succeeds or fails on its own; the whole
 resource's resulting config is validated, not just the changed keys. ``legacy_alter_configs``
-(the AlterConfigs API) replaces a resource's whole set. A broker resource takes only the keys
-pykraft applies live (``metadata/broker_config_defs.py``); a read-only broker key is
+(the AlterConfigs API) replaces a resource's whole set. On a broker resource a read-only key is
 INVALID_REQUEST "Cannot update these configs dynamically: Set(...)" as Kafka's
-``DynamicBrokerConfig.validateConfigs`` says it. The definitions themselves are in
-``metadata/config_defs.py``, shared with the brokers' DescribeConfigs.
+``DynamicBrokerConfig.validateConfigs`` says it, a bad value of a known key is INVALID_REQUEST
+(``ConfigAdminManager.validateBrokerConfigChange``), and a key Kafka does not know is stored.
+The definitions themselves are in ``metadata/config_defs.py``, shared with the brokers'
+DescribeConfigs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from pykraft.metadata.api.admin import (
     AlterableConfig,
@@ -35,7 +36,8 @@ from pykraft.metadata.api.admin import (
 from pykraft.metadata.api.errors import SUCCESS, ApiError
 from pykraft.metadata.broker_config_defs import BROKER_CONFIGS as BROKER_CONFIGS
 from pykraft.metadata.broker_config_defs import broker_value_in, non_dynamic_configs, scala_set
-from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, ConfigType
+from pykraft.metadata.config_def import ConfigType
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS
 from pykraft.metadata.config_defs import TOPIC_CONFIGS as TOPIC_CONFIGS
 from pykraft.metadata.config_defs import ConfigError as ConfigError
 from pykraft.metadata.image import MetadataImage
@@ -47,9 +49,14 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -> ApiError:
-    """Check a resource's whole resulting config; ``SUCCESS`` or INVALID_CONFIG/INVALID_REQUEST."""
+    """Check a resource's whole resulting config; ``SUCCESS`` or INVALID_CONFIG/INVALID_REQUEST.
+
+    A topic key must be one of Kafka's ``LogConfig`` keys and its value valid (INVALID_CONFIG).
+    A broker resource follows ``ConfigAdminManager.validateBrokerConfigChange``: a key Kafka
+    knows must have a valid value, else INVALID_REQUEST (the ``ConfigException`` wrapped,
+    KAFKA-13609); a key Kafka does not know is stored as given (``DynamicConfig.Broker.validate``
+    with ``customPropsAllowed``: plugins read their own keys)."""
     is_topic = resource_type == ConfigResourceType.TOPIC
-    definitions = TOPIC_CONFIGS if is_topic else BROKER_CONFIGS
     nulls = [name for name, value in configs.items() if value is None]
     if nulls and is_topic:
         # Kafka's ControllerConfigurationValidator.
@@ -64,18 +71,21 @@ def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -
                 Errors.INVALID_REQUEST,
                 "Cannot update these configs dynamically: " + scala_set(static),
             )
+    definitions = TOPIC_CONFIGS if is_topic else BROKER_CONFIGS
+    value_error = Errors.INVALID_CONFIG if is_topic else Errors.INVALID_REQUEST
     for name in sorted(configs):
         definition = definitions.get(name)
         if definition is None:
-            kind = "topic" if is_topic else "broker"
-            return ApiError.of(Errors.INVALID_CONFIG, f"Unknown {kind} config name: {name}")
+            if is_topic:
+                return ApiError.of(Errors.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            continue
         value = configs[name]
         if value is None:
             continue
         try:
             definition.parse(value)
         except ConfigError as error:
-            return ApiError.of(Errors.INVALID_CONFIG, str(error))
+            return ApiError.of(value_error, str(error))
     return SUCCESS
 
 
@@ -159,21 +169,32 @@ def incremental_alter_configs(
     image: MetadataImage, request: IncrementalAlterConfigsRequest
 ) -> ControllerResult[IncrementalAlterConfigsResponse]:
     """Kafka's ``ConfigurationControlManager.incrementalAlterConfigs``."""
+    return _alter_each(image, request.resources, request.validate_only, _alter_resource)
+
+
+def _alter_each(
+    image: MetadataImage,
+    resources: Sequence[AlterConfigsResource],
+    validate_only: bool,
+    alter: Callable[[MetadataImage, AlterConfigsResource], tuple[list[ConfigRecord], ApiError]],
+) -> ControllerResult[IncrementalAlterConfigsResponse]:
+    """Both alter APIs: each resource succeeds or fails on its own; a resource named again is
+    INVALID_REQUEST (the broker's preprocess already refused both, an HTTP caller may not)."""
     records: list[ConfigRecord] = []
     results: list[AlterConfigsResourceResult] = []
     seen: set[tuple[int, str]] = set()
-    for resource in request.resources:
+    for resource in resources:
         key = (resource.resource_type, resource.resource_name)
         if key in seen:
             error = ApiError.of(Errors.INVALID_REQUEST, "Duplicate resource in the request.")
             resource_records: list[ConfigRecord] = []
         else:
-            resource_records, error = _alter_resource(image, resource)
+            resource_records, error = alter(image, resource)
         seen.add(key)
         results.append(
             AlterConfigsResourceResult(resource.resource_type, resource.resource_name, error)
         )
-        if not request.validate_only:
+        if not validate_only:
             records.extend(resource_records)
     return ControllerResult(tuple(records), IncrementalAlterConfigsResponse(tuple(results)))
 
@@ -212,23 +233,7 @@ def legacy_alter_configs(
 ) -> ControllerResult[IncrementalAlterConfigsResponse]:
     """Kafka's ``ConfigurationControlManager.legacyAlterConfigs`` (the AlterConfigs API):
     each resource's whole set is replaced, each resource succeeds or fails on its own."""
-    records: list[ConfigRecord] = []
-    results: list[AlterConfigsResourceResult] = []
-    seen: set[tuple[int, str]] = set()
-    for resource in request.resources:
-        key = (resource.resource_type, resource.resource_name)
-        if key in seen:
-            error = ApiError.of(Errors.INVALID_REQUEST, "Duplicate resource in the request.")
-            resource_records: list[ConfigRecord] = []
-        else:
-            resource_records, error = _replace_resource(image, resource)
-        seen.add(key)
-        results.append(
-            AlterConfigsResourceResult(resource.resource_type, resource.resource_name, error)
-        )
-        if not request.validate_only:
-            records.extend(resource_records)
-    return ControllerResult(tuple(records), IncrementalAlterConfigsResponse(tuple(results)))
+    return _alter_each(image, request.resources, request.validate_only, _replace_resource)
 
 
 def unclean_leader_election_enabled(

@@ -7,6 +7,7 @@ BROKER_LOGGER), ``KafkaApisTest.testIncrementalAlterConfigsWithAuthorizer`` /
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ from pykraft.broker.config_describe import (
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIG,
 )
-from pykraft.broker.handlers.configs import config_handlers
+from pykraft.broker.handlers.configs import MAX_CONFIG_WRITES_IN_FLIGHT, config_handlers
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.metadata.auth.acl import AclOperation
 from pykraft.metadata.records import ConfigRecord, ConfigResourceType
@@ -127,7 +128,9 @@ def incremental(
 
 
 def legacy(
-    cluster: Cluster, *resources: tuple[int, str, dict[str, str | None]], version: int = 2
+    cluster: Cluster,
+    *resources: tuple[int, str, dict[str, str | None] | list[tuple[str, str | None]]],
+    version: int = 2,
 ) -> list[tuple[str, int, str | None]]:
     resource = AlterConfigsRequest.AlterConfigsResource
     request = AlterConfigsRequest(
@@ -137,7 +140,10 @@ def legacy(
             resource(
                 resource_type=t,
                 resource_name=n,
-                configs=[resource.AlterableConfig(name=k, value=v) for k, v in configs.items()],
+                configs=[
+                    resource.AlterableConfig(name=k, value=v)
+                    for k, v in (configs.items() if isinstance(configs, dict) else configs)
+                ],
             )
             for t, n, configs in resources
         ],
@@ -290,9 +296,10 @@ def test_incremental_preprocess_errors(cluster: Cluster) -> None:
             f"Unexpected broker id, expected {LOCAL} or empty string, but received {OTHER}",
         ),
         ("", Errors.INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.dirs)"),
+        # ConfigAdminManager.validateBrokerConfigChange wraps the ConfigException (KAFKA-13609).
         (
             str(LOCAL),
-            Errors.INVALID_CONFIG,
+            Errors.INVALID_REQUEST,
             "Invalid value 1 for configuration log.segment.bytes: Value must be at least 14",
         ),
         ("x", Errors.INVALID_REQUEST, "Unknown resource type 7"),
@@ -371,13 +378,84 @@ def test_alter_configs_preprocess_errors(cluster: Cluster) -> None:
         (BROKER, str(LOCAL), {"listeners": "PLAINTEXT://:1"}),
         (BROKER, str(LOCAL) + "", {}),
     )
+    # ConfigAdminManager.preprocess checks the node id only for a non-empty name: the
+    # cluster default ("") is a legal resource for the legacy API too.
     assert outcome[:4] == [
-        ("", Errors.INVALID_REQUEST, "Node id must be an integer, but it is: "),
+        ("", Errors.NONE, None),
         (str(LOCAL), Errors.INVALID_REQUEST, "Unknown resource type 8"),
         ("pets", Errors.INVALID_REQUEST, "Null value not supported for : retention.ms"),
         (str(LOCAL), Errors.INVALID_REQUEST, "Each resource must appear at most once."),
     ]
     assert topic_config(cluster) == {"retention.ms": "60000"}
+    default = cluster.image.configs.config(ConfigResourceType.BROKER, "")
+    assert dict(default) == {"min.insync.replicas": "2"}
+
+
+def test_a_key_named_twice_in_one_resource_is_refused(cluster: Cluster) -> None:
+    """``ConfigAdminManagerTest.testPreprocessWithDuplicateConfigKeys``-like: both APIs refuse
+    the resource before anything reaches the controller (else the later entry would win, or a
+    DELETE undo a SET)."""
+    message = "Error due to duplicate config keys"
+    outcome = incremental(
+        cluster,
+        (TOPIC, "pets", [("retention.ms", DELETE, None), ("retention.ms", SET, "5")]),
+        (BROKER, "", [("min.insync.replicas", SET, "2"), ("min.insync.replicas", SET, "3")]),
+        (BROKER, str(LOCAL), [("log.roll.ms", SET, "60000")]),
+    )
+    assert outcome == [
+        ("pets", Errors.INVALID_REQUEST, message),
+        ("", Errors.INVALID_REQUEST, message),
+        (str(LOCAL), Errors.NONE, None),
+    ]
+    assert legacy(cluster, (TOPIC, "pets", [("retention.ms", "1"), ("retention.ms", "2")])) == [
+        ("pets", Errors.INVALID_REQUEST, message)
+    ]
+    assert topic_config(cluster) == {"retention.ms": "60000"}
+    assert dict(cluster.image.configs.config(ConfigResourceType.BROKER, "")) == {}
+
+
+class _SlowController(InProcessController):
+    """Yields to the event loop inside each write, as the HTTP call does, and counts how many
+    writes are at the controller at once."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster)
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def alter_config_resource(self, resource: Any, **kw: Any) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            await super().alter_config_resource(resource, **kw)
+        finally:
+            self.in_flight -= 1
+
+
+def test_many_resources_keep_a_bounded_number_of_controller_writes_in_flight(
+    cluster: Cluster,
+) -> None:
+    controller = _SlowController(cluster)
+    handler = config_handlers(services(cluster, controller=controller))[
+        ApiKey.INCREMENTAL_ALTER_CONFIGS
+    ]
+    count = 5 * MAX_CONFIG_WRITES_IN_FLIGHT
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest(
+        version=1,
+        validate_only=True,
+        resources=[
+            resource(resource_type=TOPIC, resource_name=f"t{n}", configs=[]) for n in range(count)
+        ],
+    )
+    body = call(handler, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, encode(request, 1))
+    assert body is not None
+    answer = IncrementalAlterConfigsResponse.decode(body, version=1)
+    assert [r.resource_name for r in answer.responses] == [f"t{n}" for n in range(count)]
+    assert len(controller.calls) == count
+    assert controller.most_in_flight == MAX_CONFIG_WRITES_IN_FLIGHT
 
 
 # ------------------------------------------------------------------ authorization
@@ -407,6 +485,9 @@ def test_alter_configs_needs_alter_configs_and_forwards_nothing_refused(cluster:
                 (TOPIC, "birds", "retention.ms", "7"),
                 (BROKER, "", "min.insync.replicas", "2"),
                 (BROKER_LOGGER, str(LOCAL), "root", "INFO"),
+                # RuntimeLoggerManager authorizes first: a refused principal does not learn
+                # which node ids are wrong.
+                (BROKER_LOGGER, str(OTHER), "root", "INFO"),
             ]
         ],
     )
@@ -416,6 +497,7 @@ def test_alter_configs_needs_alter_configs_and_forwards_nothing_refused(cluster:
     assert [r.error_code for r in answer.responses] == [
         Errors.NONE,
         Errors.TOPIC_AUTHORIZATION_FAILED,
+        Errors.CLUSTER_AUTHORIZATION_FAILED,
         Errors.CLUSTER_AUTHORIZATION_FAILED,
         Errors.CLUSTER_AUTHORIZATION_FAILED,
     ]

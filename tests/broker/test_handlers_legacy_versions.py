@@ -36,6 +36,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.segments import Segments
+from pykraft.storage.segment import LogSegment
 from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.handler_support import pets_and_birds
 from tests.broker.replica_harness import (
@@ -252,6 +253,35 @@ def test_v0_errors(pets: Cluster) -> None:
 
 def test_a_time_before_every_segment_answers_nothing(pets: Cluster) -> None:
     assert list_offsets_v0(pets, [("pets", 0, 10, 5)]) == [(0, Errors.NONE, [])]
+
+
+def test_a_partition_named_thousands_of_times_reads_its_log_once(
+    pets: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # v0 has no duplicate check: every entry is answered, but the segments' times (a stat for
+    # a segment without records) are read once per partition and request, not once per entry.
+    pets.replica_manager.partition_or_error(PETS0).log.update_high_watermark(3)
+    reads: list[int] = []
+    original = LogSegment.largest_timestamp_ms
+
+    def counted(segment: LogSegment) -> int:
+        reads.append(segment.base_offset)
+        return original(segment)
+
+    monkeypatch.setattr(LogSegment, "largest_timestamp_ms", counted)
+    entries = 3_000
+    queries = [("pets", 0, (-1, -2, 5000)[n % 3], 1 + n % 2) for n in range(entries)]
+    answers = list_offsets_v0(pets, queries)
+    assert len(answers) == entries
+    assert answers[:6] == [
+        (0, Errors.NONE, [3]),
+        (0, Errors.NONE, [0]),
+        (0, Errors.NONE, [0]),
+        (0, Errors.NONE, [3, 0]),
+        (0, Errors.NONE, [0]),
+        (0, Errors.NONE, [0]),
+    ]
+    assert reads == [0]  # one segment, read once
 
 
 # ------------------------------------------------------------------ admin v0 and Fetch v0-3

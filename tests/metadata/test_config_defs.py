@@ -16,7 +16,8 @@ from pykraft.metadata.broker_config_defs import (
     non_dynamic_configs,
     scala_set,
 )
-from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, TOPIC_CONFIGS, ConfigType
+from pykraft.metadata.config_def import ConfigType
+from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS, TOPIC_CONFIGS
 from pykraft.metadata.records import ConfigResourceType
 
 
@@ -36,12 +37,16 @@ def test_config_type_wire_ids_are_kafkas() -> None:
 
 
 def test_every_topic_config_has_a_broker_synonym_and_documentation() -> None:
-    # KIP-73's throttled-replica lists have no broker default (ServerTopicConfigSynonyms).
-    throttle_lists = {
+    # KIP-73's throttled-replica lists and the tiered-storage switches have no broker default
+    # (ServerTopicConfigSynonyms).
+    no_broker_default = {
         "leader.replication.throttled.replicas",
         "follower.replication.throttled.replicas",
+        "remote.storage.enable",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
     }
-    assert set(TOPIC_CONFIG_SYNONYMS) == set(TOPIC_CONFIGS) - throttle_lists
+    assert set(TOPIC_CONFIG_SYNONYMS) == set(TOPIC_CONFIGS) - no_broker_default
     assert all(definition.documentation for definition in TOPIC_CONFIGS.values())
     assert all(definition.documentation for definition in BROKER_CONFIGS.values())
 

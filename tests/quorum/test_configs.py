@@ -115,6 +115,62 @@ TOPIC, BROKER = 2, 4
             "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
         ),
         ("message.timestamp.type", "LogAppendTime", None),
+        # Keys pykraft stores without acting on them, validated as Kafka 3.9's LogConfig does.
+        ("compression.gzip.level", "-1", None),
+        ("compression.gzip.level", "9", None),
+        (
+            "compression.gzip.level",
+            "0",
+            "Invalid value 0 for configuration compression.gzip.level: "
+            "Value must be between 1 and 9 or equal to -1",
+        ),
+        ("compression.lz4.level", "17", None),
+        (
+            "compression.lz4.level",
+            "18",
+            "Invalid value 18 for configuration compression.lz4.level: "
+            "Value must be no more than 17",
+        ),
+        ("compression.zstd.level", "-131072", None),
+        (
+            "compression.zstd.level",
+            "23",
+            "Invalid value 23 for configuration compression.zstd.level: "
+            "Value must be no more than 22",
+        ),
+        ("local.retention.ms", "-2", None),
+        (
+            "local.retention.bytes",
+            "-3",
+            "Invalid value -3 for configuration local.retention.bytes: Value must be at least -2",
+        ),
+        ("message.timestamp.before.max.ms", "3600000", None),
+        (
+            "message.timestamp.after.max.ms",
+            "-1",
+            "Invalid value -1 for configuration message.timestamp.after.max.ms: "
+            "Value must be at least 0",
+        ),
+        ("message.timestamp.difference.max.ms", "9223372036854775807", None),
+        ("message.downconversion.enable", "false", None),
+        ("message.format.version", "2.8-IV1", None),
+        ("message.format.version", "0.10.2", None),
+        (
+            "message.format.version",
+            "latest",
+            "Invalid value latest for configuration message.format.version: "
+            "Version `latest` is not a valid version",
+        ),
+        ("remote.storage.enable", "false", None),
+        # LogConfig.validateRemoteStorageOnlyIfSystemEnabled: pykraft has no tiered storage.
+        (
+            "remote.storage.enable",
+            "true",
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage.",
+        ),
+        ("remote.log.copy.disable", "true", None),
+        ("remote.log.delete.on.disable", "false", None),
     ],
 )
 def test_topic_config_values(name: str, value: str, message: str | None) -> None:
@@ -125,6 +181,70 @@ def test_topic_config_values(name: str, value: str, message: str | None) -> None
     with pytest.raises(ConfigError) as error:
         definition.parse(value)
     assert str(error.value) == message
+
+
+# Kafka 3.9's LogConfig keys (kafka-configs --describe --all on a topic).
+KAFKA_3_9_TOPIC_CONFIGS = [
+    "cleanup.policy",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.type",
+    "compression.zstd.level",
+    "delete.retention.ms",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "follower.replication.throttled.replicas",
+    "index.interval.bytes",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.downconversion.enable",
+    "message.format.version",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
+]
+
+
+def test_every_topic_config_kafka_3_9_accepts_is_defined() -> None:
+    assert sorted(TOPIC_CONFIGS) == sorted(KAFKA_3_9_TOPIC_CONFIGS)
+    # Each takes its own default.
+    for definition in TOPIC_CONFIGS.values():
+        if definition.default is not None:
+            definition.parse(definition.default)
+
+
+def test_a_topic_stores_the_keys_pykraft_does_not_act_on() -> None:
+    h = Harness(image_with({1: "unfenced"}, {"t": [((1,), (1,), 1)]}))
+    stored = {
+        "message.timestamp.before.max.ms": "3600000",
+        "compression.zstd.level": "9",
+        "local.retention.ms": "-2",
+        "message.format.version": "3.0-IV1",
+        "remote.storage.enable": "false",
+    }
+    result = alter(h, topic("t", *(AlterableConfig(k, SET, v) for k, v in stored.items())))
+    assert result.response.results[0].error.is_success()
+    assert dict(h.image.configs.config(TOPIC, "t")) == stored
+    assert effective_topic_configs(h.image, "t")["compression.gzip.level"] == "-1"
 
 
 def alter(h: Harness, *resources: AlterConfigsResource, validate_only: bool = False):
@@ -202,10 +322,12 @@ def test_set_and_delete_topic_configs() -> None:
             Errors.INVALID_REQUEST,
             "Illegal non-integral BROKER resource type name.",
         ),
+        # ConfigAdminManager.validateBrokerConfigChange: a bad broker value is INVALID_REQUEST
+        # (KAFKA-13609), not INVALID_CONFIG.
         (
-            AlterConfigsResource(BROKER, "", (AlterableConfig("no.such.config", SET, "2"),)),
-            Errors.INVALID_CONFIG,
-            "Unknown broker config name: no.such.config",
+            AlterConfigsResource(BROKER, "", (AlterableConfig("min.insync.replicas", SET, "0"),)),
+            Errors.INVALID_REQUEST,
+            "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1",
         ),
         # Dynamic in Kafka, not applied live by pykraft: refused as a read-only key.
         (
@@ -320,20 +442,24 @@ def broker_resource(name: str, *configs: AlterableConfig) -> AlterConfigsResourc
             Errors.INVALID_REQUEST,
             "Cannot update these configs dynamically: Set(num.partitions, node.id)",
         ),
-        # DynamicBrokerConfigTest.testValidateConfigType-like: the value is checked too.
+        # DynamicBrokerConfigTest.testValidateConfigType-like: the value is checked too, and a
+        # bad one is INVALID_REQUEST (ConfigAdminManager.validateBrokerConfigChange, KAFKA-13609).
         (
             {"log.segment.bytes": "13"},
-            Errors.INVALID_CONFIG,
+            Errors.INVALID_REQUEST,
             "Invalid value 13 for configuration log.segment.bytes: Value must be at least 14",
         ),
         (
             {"log.cleanup.policy": "shred"},
-            Errors.INVALID_CONFIG,
+            Errors.INVALID_REQUEST,
             "Invalid value shred for configuration log.cleanup.policy: "
             "String must be one of: compact, delete",
         ),
         ({"message.max.bytes": "2000000", "log.roll.ms": "60000"}, Errors.NONE, None),
         ({"log.flush.interval.ms": "5", "log.index.interval.bytes": "100"}, Errors.NONE, None),
+        # DynamicConfig.Broker.validate(..., customPropsAllowed = true): a key Kafka does not
+        # know (a plugin's) is stored as given.
+        ({"my.plugin.setting": "anything", "log.roll.ms": "60000"}, Errors.NONE, None),
     ],
 )
 @pytest.mark.parametrize("name", ["", "1"])
@@ -455,5 +581,7 @@ def test_replication_throttle_configs(
     if error is None:
         assert result.is_success()
     else:
-        assert result.error is Errors.INVALID_CONFIG
+        # A broker resource's bad value is INVALID_REQUEST (validateBrokerConfigChange).
+        expected = Errors.INVALID_CONFIG if resource_type == TOPIC else Errors.INVALID_REQUEST
+        assert result.error is expected
         assert error in (result.message or "")

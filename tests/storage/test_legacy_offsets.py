@@ -8,8 +8,11 @@ from collections.abc import Sequence
 import attrs
 import pytest
 
-from pykraft.storage.aborted_txn import AbortedTxn
-from pykraft.storage.legacy_offsets import legacy_offsets_before
+from pykraft.storage.legacy_offsets import (
+    MAX_LEGACY_OFFSETS,
+    legacy_offset_entries,
+    legacy_offsets_before,
+)
 
 
 @attrs.frozen
@@ -17,11 +20,6 @@ class Segment:
     base_offset: int
     written_ms: int
     size: int = 100
-    created_ms: int = 0
-    aborted_txns: Sequence[AbortedTxn] = ()
-
-    def largest_timestamp_ms(self) -> int:
-        return self.written_ms
 
 
 NOW = 10_000
@@ -40,15 +38,19 @@ def check(
     high_watermark: int = 300,
     is_from_consumer: bool = True,
 ) -> None:
+    entries = legacy_offset_entries(
+        [(segment.base_offset, segment.written_ms) for segment in segments],
+        log_start_offset=log_start_offset,
+        log_end_offset=log_end_offset,
+        active_segment_empty=segments[-1].size == 0,
+        now_ms=NOW,
+    )
     assert (
         legacy_offsets_before(
-            segments,
-            log_start_offset=log_start_offset,
-            log_end_offset=log_end_offset,
+            entries,
             high_watermark=high_watermark,
             timestamp=timestamp,
             max_num_offsets=max_num_offsets,
-            now_ms=NOW,
             is_from_consumer=is_from_consumer,
         )
         == expected
@@ -97,3 +99,11 @@ def test_a_consumer_gets_the_high_watermark_first_and_nothing_above() -> None:
 def test_other_special_timestamps_are_the_callers_to_refuse(timestamp: int) -> None:
     with pytest.raises(AssertionError):
         check(timestamp, 1, [])
+
+
+def test_an_answer_holds_at_most_max_legacy_offsets() -> None:
+    # max_num_offsets is a client's int32: pykraft bounds the answer (Kafka does not).
+    many = tuple(Segment(10 * n, 1000 + n) for n in range(MAX_LEGACY_OFFSETS + 50))
+    end = 10 * len(many) + 5
+    offsets = [end, *(10 * n for n in reversed(range(len(many))))][:MAX_LEGACY_OFFSETS]
+    check(-1, 2**31 - 1, offsets, segments=many, log_end_offset=end, high_watermark=end)
