@@ -19,36 +19,26 @@ from kafka.protocol.admin import (
     DescribeClientQuotasResponse,
 )
 
-from pykraft.broker.handlers import broker_handlers
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.metadata.auth.acl import AclBinding, AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
-from tests.broker.handler_support import pets_and_birds
-from tests.broker.replica_harness import Cluster, InProcessController, services
+from tests.broker.handler_support import apis_over, pets_and_birds, started_cluster
+from tests.broker.replica_harness import Cluster, InProcessController
 from tests.broker.test_authorization import ADMIN, CAROL, acl, authorizer, dispatch
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_and_birds(0))
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(tmp_path, *pets_and_birds(0))
 
 
 def apis_with(
     cluster: Cluster, *bindings: AclBinding, secured: bool = False
 ) -> tuple[KafkaApis, InProcessController]:
     controller = InProcessController(cluster)
-    overrides: dict[str, Any] = {"controller": controller}
-    if secured or bindings:
-        overrides["authorizer"] = authorizer(*bindings)
-    apis = KafkaApis()
-    apis.register_all(broker_handlers(services(cluster, **overrides)))
-    return apis, controller
+    holder = authorizer(*bindings) if secured or bindings else None
+    return apis_over(cluster, controller, holder), controller
 
 
 def alter_entry(parts: list[tuple[str, str | None]], ops: list[tuple[str, float | None]]) -> Any:
