@@ -26,6 +26,8 @@
   elect_leaders.py ElectLeaders (KIP-460: PREFERRED and UNCLEAN) forwarded to the controller
   describe_quorum.py  DescribeQuorum v0-v2 from the active controller's Raft state
   client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
+  forwarding.py    what the forwarding handlers share: services bound, the client's cluster
+                   permission checked, the controller's error as an ``ApiError``
   find_coordinator.py  FindCoordinator v0-v6 for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
