@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 from pykraft.broker.authorization import RequestAuthorizer
@@ -23,6 +22,7 @@ from tests.broker.replica_harness import (
 )
 
 T = TypeVar("T")
+C = TypeVar("C", bound=Cluster)
 
 
 def by_topic(partitions: Iterable[tuple[str, T]]) -> dict[str, list[T]]:
@@ -45,10 +45,10 @@ def pets_and_birds(pets0_leader_epoch: int) -> list[MetadataRecord]:
     ]
 
 
-def started_cluster(tmp_path: Path, *topic_records: MetadataRecord) -> Iterator[Cluster]:
+def started_cluster(harness: C, *topic_records: MetadataRecord) -> Iterator[C]:
     """A ``cluster`` fixture's body (``yield from`` it): brokers LOCAL and OTHER registered and
-    ``topic_records`` published; the cluster is closed after the test, however it ended."""
-    harness = Cluster(tmp_path)
+    ``topic_records`` published on ``harness``, which is closed after the test, however it
+    ended."""
     try:
         harness.start(*topic_records)
         yield harness

@@ -39,7 +39,7 @@ BROKER_CONFIGS = 4
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_and_birds(0))
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(0))
 
 
 class RecordingController(InProcessController):

@@ -32,7 +32,7 @@ from tests.broker.test_authorization import ADMIN, CAROL, acl, authorizer, dispa
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_and_birds(0))
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(0))
 
 
 def apis_with(

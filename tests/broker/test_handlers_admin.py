@@ -48,7 +48,7 @@ from tests.broker.replica_harness import (
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     yield from started_cluster(
-        tmp_path,
+        Cluster(tmp_path),
         *pets_led_here(),
         ConfigRecord(
             resource_type=ConfigResourceType.TOPIC,

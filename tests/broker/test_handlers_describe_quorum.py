@@ -55,7 +55,7 @@ class QuorumController(InProcessController):
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path)
+    yield from started_cluster(Cluster(tmp_path))
 
 
 def request(version: int, topics: dict[str, list[int]] | None = None) -> Any:

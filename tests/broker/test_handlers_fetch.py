@@ -42,7 +42,7 @@ _Partition = _Topic.FetchPartition
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_and_birds(pets0_leader_epoch=3))
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(pets0_leader_epoch=3))
 
 
 def fetch_request(

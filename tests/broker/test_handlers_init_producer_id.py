@@ -74,7 +74,7 @@ class QuorumAllocator:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_led_here())
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def manager(

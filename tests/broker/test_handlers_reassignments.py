@@ -27,7 +27,7 @@ _List: Any = request_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_and_birds(0))
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(0))
 
 
 def apis_with(cluster: Cluster, *bindings: AclBinding) -> tuple[KafkaApis, InProcessController]:

@@ -31,7 +31,7 @@ from tests.broker.replica_harness import (
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_led_here())
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def dispatch(apis: KafkaApis, api_key: ApiKey, version: int, body: bytes) -> bytes:

@@ -36,7 +36,7 @@ OFFSETS = CoordinatorTopic(
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path)
+    yield from started_cluster(Cluster(tmp_path))
 
 
 def metadata(

@@ -38,7 +38,7 @@ CLIENT_ID = "harness"  # the client id of replica_harness.request_context
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_led_here())
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def set_quota(cluster: Cluster, key: str, value: float, client_id: str | None = CLIENT_ID) -> None:

@@ -128,7 +128,7 @@ def test_broker_only_requests_are_exempt() -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *pets_led_here())
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def test_kafka_apis_answers_the_request_quotas_throttle(cluster: Cluster) -> None:

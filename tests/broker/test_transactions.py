@@ -62,7 +62,7 @@ def cluster_records() -> list[MetadataRecord]:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    yield from started_cluster(tmp_path, *cluster_records())
+    yield from started_cluster(Cluster(tmp_path), *cluster_records())
 
 
 class TransactionalProducer:
