@@ -7,26 +7,12 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=apt-install.sh
+. "$HERE/.ci/apt-install.sh"
 PACKAGE="$HERE/tests/clients/kafkajs"
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    if ! command -v apt-get >/dev/null 2>&1; then
-        echo "install-kafkajs: apt-get not found; install Node.js and npm by hand" >&2
-        exit 0
-    fi
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then
-        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-            SUDO="sudo -n"
-        else
-            echo "install-kafkajs: not root and no passwordless sudo; install Node.js and npm by hand" >&2
-            exit 0
-        fi
-    fi
-    if ! ($SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm) >/dev/null; then
-        echo "install-kafkajs: apt-get could not install nodejs and npm; install them by hand" >&2
-        exit 0
-    fi
+    apt_install install-kafkajs "Node.js and npm" nodejs npm || exit 0
 fi
 
 STAMP="$PACKAGE/node_modules/.package-lock.json"  # npm writes it on every install

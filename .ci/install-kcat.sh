@@ -7,22 +7,8 @@ set -uo pipefail
 if command -v kcat >/dev/null 2>&1; then
     exit 0
 fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install-kcat: apt-get not found; install kcat by hand (tests/clients/test_kcat.py needs it)" >&2
-    exit 0
-fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO="sudo -n"
-    else
-        echo "install-kcat: not root and no passwordless sudo; install kcat by hand" >&2
-        exit 0
-    fi
-fi
-if ! ($SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat) >/dev/null; then
-    echo "install-kcat: apt-get could not install kcat; install it by hand" >&2
-    exit 0
-fi
+# shellcheck source=apt-install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install install-kcat kcat kcat || exit 0
 command -v kcat >/dev/null 2>&1 || echo "install-kcat: kcat still not on PATH" >&2
 exit 0

@@ -9,30 +9,16 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=apt-install.sh
+. "$HERE/.ci/apt-install.sh"
 PACKAGE="$HERE/tests/clients/sarama"
 BINARY="$PACKAGE/bin/sarama-client"
 GOPATH_DIR=/usr/share/gocode
 SARAMA="$GOPATH_DIR/src/github.com/Shopify/sarama"
 
 if ! command -v go >/dev/null 2>&1 || [ ! -d "$SARAMA" ]; then
-    if ! command -v apt-get >/dev/null 2>&1; then
-        echo "install-sarama: apt-get not found; install golang-go and golang-github-shopify-sarama-dev by hand" >&2
-        exit 0
-    fi
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then
-        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-            SUDO="sudo -n"
-        else
-            echo "install-sarama: not root and no passwordless sudo; install golang-go and golang-github-shopify-sarama-dev by hand" >&2
-            exit 0
-        fi
-    fi
-    if ! ($SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-            golang-go golang-github-shopify-sarama-dev) >/dev/null; then
-        echo "install-sarama: apt-get could not install golang-go and golang-github-shopify-sarama-dev" >&2
-        exit 0
-    fi
+    apt_install install-sarama "golang-go and golang-github-shopify-sarama-dev" \
+        golang-go golang-github-shopify-sarama-dev || exit 0
 fi
 
 if [ -x "$BINARY" ] && [ -z "$(find "$PACKAGE" -maxdepth 1 -name '*.go' -newer "$BINARY")" ]; then

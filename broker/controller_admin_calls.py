@@ -35,11 +35,9 @@ class AdminCalls(ControllerTransport):
         self, topic: topics.CreatableTopic, *, validate_only: bool
     ) -> topics.CreatableTopicResult:
         request = topics.CreateTopicsRequest(topics=(topic,), validate_only=validate_only)
-        route = routes.CREATE_TOPIC
         # Resent only when it writes nothing: a second create would answer TOPIC_ALREADY_EXISTS.
-        return await self._write(
-            route,
-            route.path(),
+        return await self._write_route(
+            routes.CREATE_TOPIC,
             topics.create_topic_request_to_json(request),
             topics.created_topic_from_json,
             idempotent=validate_only,
@@ -150,10 +148,8 @@ class AdminCalls(ControllerTransport):
         """POST /v1/elections (Kafka's ElectLeaders, KIP-460); a refused request (an unknown
         election type) raises ``ControllerError``. Resent after a lost answer, an election that
         happened answers ELECTION_NOT_NEEDED for its partitions, as Kafka's retries do."""
-        route = routes.ELECT_LEADERS
-        return await self._write(
-            route,
-            route.path(),
+        return await self._write_route(
+            routes.ELECT_LEADERS,
             admin.elect_leaders_request_to_json(request),
             admin.elect_leaders_response_from_json,
         )
@@ -173,12 +169,10 @@ class AdminCalls(ControllerTransport):
     async def describe_quorum(self) -> quorum.DescribeQuorumResponse:
         """GET /v1/quorum/describe: Kafka's DescribeQuorum, from the active controller (a
         standby's 421 NOT_CONTROLLER is followed like a write's)."""
-        route = routes.DESCRIBE_QUORUM
-        return await self._read(route, route.path(), quorum.describe_quorum_from_json)
+        return await self._read_route(routes.DESCRIBE_QUORUM, quorum.describe_quorum_from_json)
 
     async def list_topics(self) -> tuple[TopicListing, ...]:
-        route = routes.LIST_TOPICS
-        return await self._read(route, route.path(), topics.topic_listings_from_json)
+        return await self._read_route(routes.LIST_TOPICS, topics.topic_listings_from_json)
 
     async def describe_topic(self, name: str) -> TopicDescription:
         route = routes.DESCRIBE_TOPIC
@@ -186,22 +180,18 @@ class AdminCalls(ControllerTransport):
 
     async def cluster(self) -> admin.ClusterDescription:
         """GET /v1/cluster: controller id, controllers, metadata offset, counts."""
-        route = routes.CLUSTER
-        return await self._read(route, route.path(), admin.cluster_from_json)
+        return await self._read_route(routes.CLUSTER, admin.cluster_from_json)
 
     async def list_brokers(self) -> tuple[admin.BrokerDescription, ...]:
-        route = routes.LIST_BROKERS
-        return await self._read(route, route.path(), admin.brokers_from_json)
+        return await self._read_route(routes.LIST_BROKERS, admin.brokers_from_json)
 
     # ------------------------------------------------------------------ reassignments (KIP-455)
 
     async def alter_partition_reassignments(
         self, request: reassignments.AlterPartitionReassignmentsRequest
     ) -> reassignments.AlterPartitionReassignmentsResponse:
-        route = routes.ALTER_PARTITION_REASSIGNMENTS
-        return await self._write(
-            route,
-            route.path(),
+        return await self._write_route(
+            routes.ALTER_PARTITION_REASSIGNMENTS,
             reassignments.alter_reassignments_request_to_json(request),
             reassignments.alter_reassignments_response_from_json,
         )
@@ -210,47 +200,49 @@ class AdminCalls(ControllerTransport):
         self,
     ) -> reassignments.ListPartitionReassignmentsResponse:
         """Every reassignment in progress; callers select (``select_reassignments``)."""
-        route = routes.LIST_PARTITION_REASSIGNMENTS
-        return await self._read(
-            route, route.path(), reassignments.list_reassignments_response_from_json
+        return await self._read_route(
+            routes.LIST_PARTITION_REASSIGNMENTS, reassignments.list_reassignments_response_from_json
         )
 
     # ------------------------------------------------------------------ ACLs, SCRAM (KIP-554)
 
     async def create_acls(self, creations: Sequence[AclBinding]) -> security.CreateAclsResponse:
-        route = routes.CREATE_ACLS
         request = security.CreateAclsRequest(tuple(creations))
         body = security.create_acls_request_to_json(request)
-        return await self._write(route, route.path(), body, security.create_acls_response_from_json)
+        return await self._write_route(
+            routes.CREATE_ACLS, body, security.create_acls_response_from_json
+        )
 
     async def describe_acls(self, acl_filter: AclBindingFilter) -> tuple[AclBinding, ...]:
-        route = routes.DESCRIBE_ACLS
         params = security.acl_filter_to_query(acl_filter)
-        answer = await self._read(
-            route, route.path(), security.describe_acls_response_from_json, params=params
+        answer = await self._read_route(
+            routes.DESCRIBE_ACLS, security.describe_acls_response_from_json, params=params
         )
         return answer.acls
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> security.DeleteAclsResponse:
-        route = routes.DELETE_ACLS
         body = security.delete_acls_request_to_json(security.DeleteAclsRequest(tuple(filters)))
-        return await self._write(route, route.path(), body, security.delete_acls_response_from_json)
+        return await self._write_route(
+            routes.DELETE_ACLS, body, security.delete_acls_response_from_json
+        )
 
     async def alter_user_scram_credentials(
         self, request: security.AlterUserScramCredentialsRequest
     ) -> security.AlterUserScramCredentialsResponse:
-        route = routes.ALTER_SCRAM_CREDENTIALS
         body = security.alter_scram_request_to_json(request)
-        return await self._write(route, route.path(), body, security.alter_scram_response_from_json)
+        return await self._write_route(
+            routes.ALTER_SCRAM_CREDENTIALS, body, security.alter_scram_response_from_json
+        )
 
     async def describe_user_scram_credentials(
         self, users: Sequence[str] | None = None
     ) -> security.DescribeUserScramCredentialsResponse:
         """``None``: every user with a credential."""
-        route = routes.DESCRIBE_SCRAM_CREDENTIALS
         params = [("user", user) for user in users or ()]
-        return await self._read(
-            route, route.path(), security.describe_scram_response_from_json, params=params
+        return await self._read_route(
+            routes.DESCRIBE_SCRAM_CREDENTIALS,
+            security.describe_scram_response_from_json,
+            params=params,
         )
 
     # ------------------------------------------------------------------ client quotas (KIP-546)
@@ -258,17 +250,17 @@ class AdminCalls(ControllerTransport):
     async def alter_client_quotas(
         self, request: client_quotas.AlterClientQuotasRequest
     ) -> client_quotas.AlterClientQuotasResponse:
-        route = routes.ALTER_CLIENT_QUOTAS
         body = client_quotas.alter_client_quotas_request_to_json(request)
-        return await self._write(
-            route, route.path(), body, client_quotas.alter_client_quotas_response_from_json
+        return await self._write_route(
+            routes.ALTER_CLIENT_QUOTAS, body, client_quotas.alter_client_quotas_response_from_json
         )
 
     async def describe_client_quotas(
         self, request: client_quotas.DescribeClientQuotasRequest
     ) -> client_quotas.DescribeClientQuotasResponse:
-        route = routes.DESCRIBE_CLIENT_QUOTAS
         body = client_quotas.describe_client_quotas_request_to_json(request)
-        return await self._write(
-            route, route.path(), body, client_quotas.describe_client_quotas_response_from_json
+        return await self._write_route(
+            routes.DESCRIBE_CLIENT_QUOTAS,
+            body,
+            client_quotas.describe_client_quotas_response_from_json,
         )

@@ -44,10 +44,8 @@ class BrokerRpcs(ControllerTransport):
             rack=rack,
             features=tuple(features),
         )
-        route = routes.REGISTER_BROKER
-        return await self._write(
-            route,
-            route.path(),
+        return await self._write_route(
+            routes.REGISTER_BROKER,
             brokers.registration_request_to_json(request),
             brokers.registration_reply_from_json,
             deadline_s=deadline_s,
@@ -76,10 +74,8 @@ class BrokerRpcs(ControllerTransport):
                 for topic_id, partition in offline_log_dirs.replicas
             ),
         )
-        route = routes.BROKER_HEARTBEAT
-        return await self._write(
-            route,
-            route.path(),
+        return await self._write_route(
+            routes.BROKER_HEARTBEAT,
             brokers.heartbeat_request_to_json(request),
             brokers.heartbeat_response_from_json,
             deadline_s=deadline_s,
@@ -126,10 +122,8 @@ class BrokerRpcs(ControllerTransport):
         request = brokers.AlterPartitionRequest(
             broker_id=broker_id, broker_epoch=broker_epoch, partitions=tuple(partitions)
         )
-        route = routes.ALTER_PARTITION
-        answer = await self._write(
-            route,
-            route.path(),
+        answer = await self._write_route(
+            routes.ALTER_PARTITION,
             brokers.alter_partition_request_to_json(request),
             brokers.alter_partition_response_from_json,
         )
@@ -138,10 +132,8 @@ class BrokerRpcs(ControllerTransport):
     async def allocate_producer_ids(self, *, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """POST /v1/producer-ids (KIP-730): (first producer id, block length)."""
         request = brokers.AllocateProducerIdsRequest(broker_id, broker_epoch)
-        route = routes.ALLOCATE_PRODUCER_IDS
-        answer = await self._write(
-            route,
-            route.path(),
+        answer = await self._write_route(
+            routes.ALLOCATE_PRODUCER_IDS,
             brokers.producer_ids_request_to_json(request),
             brokers.producer_ids_response_from_json,
         )

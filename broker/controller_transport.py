@@ -315,6 +315,30 @@ class ControllerTransport:
         self._remember_leader()
         return decode_answer(route, payload, decode)
 
+    async def _read_route(
+        self,
+        route: routes.Route,
+        decode: Callable[[Fields], T],
+        *,
+        params: Params | None = None,
+    ) -> T:
+        """``_read`` of a route whose path has no parameters."""
+        return await self._read(route, route.path(), decode, params=params)
+
+    async def _write_route(
+        self,
+        route: routes.Route,
+        body: JsonObject | None,
+        decode: Callable[[Fields], T],
+        *,
+        idempotent: bool | None = None,
+        deadline_s: float | None = None,
+    ) -> T:
+        """``_write`` to a route whose path has no parameters."""
+        return await self._write(
+            route, route.path(), body, decode, idempotent=idempotent, deadline_s=deadline_s
+        )
+
 
 def decode_answer(route: routes.Route, payload: bytes, decode: Callable[[Fields], T]) -> T:
     """A successful answer read by the contract; one it cannot read is the controller's

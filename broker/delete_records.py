@@ -12,9 +12,9 @@ with it) and the partition waits for the low watermark. The answer comes at once
 partition moved (``delayedDeleteRecordsRequired``), else once every moved partition's low
 watermark reached its offset, its leadership moved, or ``timeout_ms`` passed.
 
-Deadlines work as in ``broker.delayed_produce``: inside a ``ReplicaManager`` with a timer the
-purgatory is its ``ReplicaCore``'s, whose ``tick`` expires the waiters; standing alone the
-shell keeps its own ``DeadlineTimer``.
+Waiting requests are held by ``broker.delayed_operations.DelayedOperations``, as produces are:
+inside a ``ReplicaManager`` with a timer the purgatory is its ``ReplicaCore``'s, whose ``tick``
+expires the waiters; standing alone the shell keeps its own ``DeadlineTimer``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from pykraft.broker.delayed_operations import DelayedOperations
 from pykraft.broker.partition import Partition, PartitionError
 from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import INTERNAL_TOPICS
@@ -31,12 +32,10 @@ from pykraft.replica.delete_records_waiters import (
     DeleteRecordsPurgatory,
     DeleteRecordsResult,
     LowWatermarkChecker,
-    check_once,
     delete_offset,
     low_watermark,
 )
 from pykraft.replica.partition_state import error_for
-from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.log_config import CleanupPolicy
 from pykraft.storage.log_validator import LogError
 from pykraft.storage.topic_partition import TopicPartition
@@ -131,19 +130,21 @@ def start_delete_records(
     if not accepted:
         answer({})
         return None
-    watch_id, now = manager.delayed_delete_records.watch(
+    return manager.delayed_delete_records.try_complete_else_watch(
         accepted,
         timeout_ms=timeout_ms,
         checker=manager.low_watermark_or_error,
         on_done=answer,
     )
-    if now is not None:
-        answer(now)
-    return watch_id
 
 
-class DelayedDeleteRecords:
-    """The shell: a callback per waiter, one timer unless a ``ReplicaManager`` owns it."""
+class DelayedDeleteRecords(
+    DelayedOperations[tuple[int, int], LowWatermarkChecker, DeleteRecordsResult]
+):
+    """A callback per waiting DeleteRecords request, each answering every moved partition's
+    result; one timer unless a ``ReplicaManager`` owns it (``broker.delayed_operations``)."""
+
+    purgatory: DeleteRecordsPurgatory
 
     def __init__(
         self,
@@ -151,80 +152,4 @@ class DelayedDeleteRecords:
         monotonic_ms: Callable[[], int],
         max_waiters: int = MAX_DELAYED_DELETE_RECORDS,
     ) -> None:
-        self.purgatory = DeleteRecordsPurgatory(max_waiters)
-        self._monotonic_ms = monotonic_ms
-        self._callbacks: dict[int, DeleteRecordsDone] = {}
-        self._timer = DeadlineTimer(monotonic_ms, self.expire_due)
-        # Set by the owner of a shared timer (ReplicaManager): called instead of arming ours.
-        self.on_deadline_moved: Callable[[], None] | None = None
-
-    def watch(
-        self,
-        accepted: Mapping[TopicPartition, tuple[int, int]],
-        *,
-        timeout_ms: int,
-        checker: LowWatermarkChecker,
-        on_done: DeleteRecordsDone,
-    ) -> tuple[int | None, dict[TopicPartition, DeleteRecordsResult] | None]:
-        """Check once: (None, the results) when nothing needs to wait or the purgatory is
-        full, else (the waiter's id, None) and ``on_done`` gets the results later."""
-        deadline_ms = self._monotonic_ms() + max(0, timeout_ms)
-        waiter_id = self.purgatory.try_watch(accepted, deadline_ms)
-        if waiter_id is None:
-            return None, check_once(accepted, checker)
-        results = self.purgatory.try_complete(waiter_id, checker)
-        if results is not None:
-            return None, results
-        self._callbacks[waiter_id] = on_done
-        self._schedule()
-        return waiter_id, None
-
-    def forget(self, waiter_id: int) -> None:
-        """Nobody waits for the answer any more (its connection closed)."""
-        self._callbacks.pop(waiter_id, None)
-        self.purgatory.remove(waiter_id)
-
-    def check_and_complete(
-        self, topic_partition: TopicPartition, checker: LowWatermarkChecker
-    ) -> None:
-        """A follower fetched (its log start may have moved) or leadership changed."""
-        if self.purgatory.watching(topic_partition):
-            self._resolve(self.purgatory.check(topic_partition, checker))
-
-    def expire_due(self) -> int:
-        """Complete every waiter whose deadline has passed; returns how many."""
-        expired = self.purgatory.expire(self._monotonic_ms())
-        self._resolve(expired)
-        self._timer.fired()
-        self._schedule()
-        return len(expired)
-
-    def resolve_expired(
-        self, completed: Mapping[int, Mapping[TopicPartition, DeleteRecordsResult]]
-    ) -> None:
-        """Answer the waiters a ``ReplicaCore.tick`` expired (already out of the purgatory)."""
-        self._resolve(completed)
-
-    def close(self) -> None:
-        """Answer every waiter now (shutdown): unfinished partitions REQUEST_TIMED_OUT."""
-        answers = {}
-        for waiter_id in list(self._callbacks):
-            results = self.purgatory.remove(waiter_id)
-            if results is not None:
-                answers[waiter_id] = results
-        self._resolve(answers)
-        self._timer.cancel()
-
-    def _resolve(
-        self, completed: Mapping[int, Mapping[TopicPartition, DeleteRecordsResult]]
-    ) -> None:
-        for waiter_id, results in completed.items():
-            callback = self._callbacks.pop(waiter_id, None)
-            if callback is not None:
-                callback(dict(results))
-
-    def _schedule(self) -> None:
-        if self.on_deadline_moved is not None:
-            self.on_deadline_moved()
-        else:
-            self._timer.arm(self.purgatory.next_deadline_ms())
+        super().__init__(DeleteRecordsPurgatory(max_waiters), monotonic_ms=monotonic_ms)

@@ -303,15 +303,12 @@ class ReplicaManager:
                     results[topic_partition] = attrs.evolve(results[topic_partition], error=error)
             response_callback(results)
 
-        watch = self.delayed_produces.watch(
+        return self.delayed_produces.try_complete_else_watch(
             required_offsets,
             timeout_ms=timeout_ms,
             checker=self.check_enough_replicas,
             on_done=answer,
         )
-        if watch.errors is not None:
-            answer(watch.errors)
-        return watch.waiter_id
 
     async def append_records(
         self,

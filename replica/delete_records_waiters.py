@@ -23,20 +23,19 @@ completes it with NONE (``DelayedDeleteRecords.tryComplete``). A waiter complete
 its partitions waits. Checks run when the request starts waiting, on every follower fetch of a
 watched partition and when it changes leadership. At most ``max_waiters`` wait at once; a
 request that finds the purgatory full is checked once and answered (bounded, STYLE.md §7).
-No clock, no I/O: deadlines are monotonic milliseconds passed in; the asyncio shell is
-``broker.delete_records.DelayedDeleteRecords``.
+The waiting itself is ``replica.waiters.PartitionsPurgatory``'s, shared with produces; this
+module gives the rule. No clock, no I/O: deadlines are monotonic milliseconds passed in; the
+asyncio shell is ``broker.delete_records.DelayedDeleteRecords``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import NamedTuple
-
-import attrs
 
 from pykraft.protocol.errors import Errors
 from pykraft.replica.partition_state import BrokerLookup, PartitionRole, PartitionState
-from pykraft.replica.waiters import Purgatory
+from pykraft.replica.waiters import PartitionsPurgatory
 from pykraft.storage.topic_partition import TopicPartition
 
 # Upper bound on concurrently waiting DeleteRecords requests (STYLE.md §7).
@@ -82,108 +81,30 @@ def delete_offset(requested: int, high_watermark: int) -> int:
     return high_watermark if requested == HIGH_WATERMARK else requested
 
 
-@attrs.define
-class _PartitionStatus:
-    required_offset: int
-    low_watermark: int
-    acks_pending: bool = True
-    # Kafka starts every waiting partition at REQUEST_TIMED_OUT (DelayedDeleteRecords' body).
-    error: Errors = Errors.REQUEST_TIMED_OUT
-
-    def result(self) -> DeleteRecordsResult:
-        return DeleteRecordsResult(self.low_watermark, self.error)
-
-
-@attrs.define
-class _Waiter:
-    statuses: dict[TopicPartition, _PartitionStatus]
-
-    def results(self) -> dict[TopicPartition, DeleteRecordsResult]:
-        return {tp: status.result() for tp, status in self.statuses.items()}
-
-
-class DeleteRecordsPurgatory(Purgatory[_Waiter]):
-    """Pure bookkeeping of waiting DeleteRecords requests, keyed by partition."""
+class DeleteRecordsPurgatory(
+    PartitionsPurgatory[tuple[int, int], LowWatermarkChecker, DeleteRecordsResult]
+):
+    """Pure bookkeeping of waiting DeleteRecords requests, keyed by partition: each partition
+    accepted with (required offset, low watermark when accepted)."""
 
     def __init__(self, max_waiters: int = MAX_DELAYED_DELETE_RECORDS) -> None:
         super().__init__(max_waiters)
 
-    def watching(self, topic_partition: TopicPartition) -> int:
-        return self._index.watching(topic_partition)
+    def _accept(self, value: tuple[int, int]) -> tuple[int, DeleteRecordsResult]:
+        required_offset, low = value
+        # Kafka starts every waiting partition at REQUEST_TIMED_OUT (DelayedDeleteRecords' body).
+        return required_offset, DeleteRecordsResult(low, Errors.REQUEST_TIMED_OUT)
 
-    def try_watch(
-        self, accepted: Mapping[TopicPartition, tuple[int, int]], deadline_ms: int
-    ) -> int | None:
-        """Add a waiter for ``accepted``: partition -> (required offset, low watermark when
-        accepted). None when ``max_waiters`` already wait."""
-        assert accepted, "a delayed DeleteRecords waits on at least one partition"
-        return self._index.try_add(
-            accepted,
-            deadline_ms,
-            lambda _waiter_id: _Waiter(
-                {tp: _PartitionStatus(offset, low) for tp, (offset, low) in accepted.items()}
-            ),
-        )
-
-    def try_complete(
-        self, waiter_id: int, checker: LowWatermarkChecker
-    ) -> dict[TopicPartition, DeleteRecordsResult] | None:
-        """Check every waiting partition of one waiter; its results (removed) when done."""
-        waiter = self._index[waiter_id]
-        for topic_partition, status in waiter.statuses.items():
-            if status.acks_pending:
-                _check(topic_partition, status, checker)
-        if any(status.acks_pending for status in waiter.statuses.values()):
-            return None
-        self._index.pop(waiter_id)
-        return waiter.results()
-
-    def check(
-        self, topic_partition: TopicPartition, checker: LowWatermarkChecker
-    ) -> dict[int, dict[TopicPartition, DeleteRecordsResult]]:
-        """Check the waiters on ``topic_partition``; the completed ones' results (removed)."""
-        completed = {}
-        for waiter_id in self._index.watchers(topic_partition):
-            results = self.try_complete(waiter_id, checker)
-            if results is not None:
-                completed[waiter_id] = results
-        return completed
-
-    def expire(self, now_ms: int) -> dict[int, dict[TopicPartition, DeleteRecordsResult]]:
-        """Waiters whose deadline is at or before ``now_ms`` (removed): partitions still
-        waiting answer REQUEST_TIMED_OUT with the low watermark known when accepted."""
-        return {
-            waiter_id: waiter.results() for waiter_id, waiter in self._index.pop_expired(now_ms)
-        }
-
-    def remove(self, waiter_id: int) -> dict[TopicPartition, DeleteRecordsResult] | None:
-        """Forget a waiter; its results as they stand."""
-        waiter = self._index.pop(waiter_id)
-        return None if waiter is None else waiter.results()
-
-
-def _check(
-    topic_partition: TopicPartition, status: _PartitionStatus, checker: LowWatermarkChecker
-) -> None:
-    """Kafka ``DelayedDeleteRecords.tryComplete`` for one partition."""
-    found = checker(topic_partition)
-    if found.error is not Errors.NONE:
-        status.acks_pending = False
-        status.error = found.error
-        status.low_watermark = INVALID_LOW_WATERMARK
-    elif found.low_watermark >= status.required_offset:
-        status.acks_pending = False
-        status.error = Errors.NONE
-        status.low_watermark = found.low_watermark
-
-
-def check_once(
-    accepted: Mapping[TopicPartition, tuple[int, int]], checker: LowWatermarkChecker
-) -> dict[TopicPartition, DeleteRecordsResult]:
-    """No room to wait: one check now; what is not done answers REQUEST_TIMED_OUT."""
-    results = {}
-    for topic_partition, (required_offset, low) in accepted.items():
-        status = _PartitionStatus(required_offset, low)
-        _check(topic_partition, status, checker)
-        results[topic_partition] = status.result()
-    return results
+    def _try_answer(
+        self,
+        topic_partition: TopicPartition,
+        required_offset: int,
+        checker: LowWatermarkChecker,
+    ) -> DeleteRecordsResult | None:
+        """Kafka ``DelayedDeleteRecords.tryComplete`` for one partition."""
+        found = checker(topic_partition)
+        if found.error is not Errors.NONE:
+            return DeleteRecordsResult(INVALID_LOW_WATERMARK, found.error)
+        if found.low_watermark >= required_offset:
+            return DeleteRecordsResult(found.low_watermark, Errors.NONE)
+        return None

@@ -7,20 +7,32 @@ what a waiter holds: ``FetchPurgatory`` (bytes counted towards ``min_bytes``) an
 
 A waiter is added with the partitions it watches and its deadline, and leaves through ``pop``
 (completed or cancelled) or ``pop_expired`` (deadline passed). ``Purgatory`` is the part of a
-purgatory around its index that both kinds share. Deadlines sit in a heap whose
+purgatory around its index that every kind shares. Deadlines sit in a heap whose
 entries for waiters already gone are skipped lazily. At most ``max_waiters`` wait at once
 (STYLE.md §7): ``try_add`` answers None instead of queueing. No clock, no I/O.
+
+``PartitionsPurgatory`` is the shape Kafka's ``DelayedProduce`` and ``DelayedDeleteRecords``
+share: a request waits on several partitions, each with a required offset and the answer it
+gives if the request's deadline passes first (``onExpiration``: REQUEST_TIMED_OUT); a check
+(``tryComplete``) asks the rule about each partition still pending, and the request completes
+when none is. ``ProducePurgatory`` and ``DeleteRecordsPurgatory`` give only the rule.
 """
 
 from __future__ import annotations
 
+import abc
 import heapq
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Generic, TypeVar
+
+import attrs
 
 from pykraft.storage.topic_partition import TopicPartition
 
 W = TypeVar("W")
+V = TypeVar("V")  # what a request accepted for one partition (its required offset and more)
+C = TypeVar("C")  # the checker a check asks (Partition's view of the replicas)
+R = TypeVar("R")  # one partition's answer
 
 
 class WaiterIndex(Generic[W]):
@@ -113,3 +125,98 @@ class Purgatory(Generic[W]):
 
     def next_deadline_ms(self) -> int | None:
         return self._index.next_deadline_ms()
+
+
+@attrs.define
+class _PartitionWait(Generic[R]):
+    required_offset: int
+    # Invariant: while ``acks_pending``, the answer the deadline gives (REQUEST_TIMED_OUT);
+    # once done, the final answer.
+    answer: R
+    acks_pending: bool = True
+
+
+class PartitionsPurgatory(
+    Purgatory[dict[TopicPartition, _PartitionWait[R]]], Generic[V, C, R], abc.ABC
+):
+    """Requests waiting on several partitions each, keyed by partition; a subclass gives the
+    rule (``_accept``, ``_try_answer``). No clock, no I/O."""
+
+    @abc.abstractmethod
+    def _accept(self, value: V) -> tuple[int, R]:
+        """One accepted partition: (its required offset, what it answers at the deadline)."""
+
+    @abc.abstractmethod
+    def _try_answer(
+        self, topic_partition: TopicPartition, required_offset: int, checker: C
+    ) -> R | None:
+        """One partition's ``tryComplete``: its final answer, or None while it still waits."""
+
+    def watching(self, topic_partition: TopicPartition) -> int:
+        return self._index.watching(topic_partition)
+
+    def try_watch(self, waiting: Mapping[TopicPartition, V], deadline_ms: int) -> int | None:
+        """Add a waiter for ``waiting``; None when ``max_waiters`` already wait."""
+        assert waiting, "a delayed request waits on at least one partition"
+        return self._index.try_add(waiting, deadline_ms, lambda _waiter_id: self._statuses(waiting))
+
+    def try_complete(self, waiter_id: int, checker: C) -> dict[TopicPartition, R] | None:
+        """Check every waiting partition of one waiter; its answers (removed) when done."""
+        statuses = self._index[waiter_id]
+        if not self._check_pending(statuses, checker):
+            return None
+        self._index.pop(waiter_id)
+        return _answers(statuses)
+
+    def check(
+        self, topic_partition: TopicPartition, checker: C
+    ) -> dict[int, dict[TopicPartition, R]]:
+        """Check the waiters on ``topic_partition``; the completed ones' answers (removed)."""
+        completed = {}
+        for waiter_id in self._index.watchers(topic_partition):
+            answers = self.try_complete(waiter_id, checker)
+            if answers is not None:
+                completed[waiter_id] = answers
+        return completed
+
+    def expire(self, now_ms: int) -> dict[int, dict[TopicPartition, R]]:
+        """Waiters whose deadline is at or before ``now_ms`` (removed): partitions still
+        waiting give their deadline's answer."""
+        return {
+            waiter_id: _answers(statuses) for waiter_id, statuses in self._index.pop_expired(now_ms)
+        }
+
+    def remove(self, waiter_id: int) -> dict[TopicPartition, R] | None:
+        """Forget a waiter; its answers as they stand."""
+        statuses = self._index.pop(waiter_id)
+        return None if statuses is None else _answers(statuses)
+
+    def check_once(
+        self, waiting: Mapping[TopicPartition, V], checker: C
+    ) -> dict[TopicPartition, R]:
+        """No room to wait (the purgatory is full): one check now; what is not done gives its
+        deadline's answer."""
+        statuses = self._statuses(waiting)
+        self._check_pending(statuses, checker)
+        return _answers(statuses)
+
+    def _statuses(
+        self, waiting: Mapping[TopicPartition, V]
+    ) -> dict[TopicPartition, _PartitionWait[R]]:
+        return {tp: _PartitionWait(*self._accept(value)) for tp, value in waiting.items()}
+
+    def _check_pending(
+        self, statuses: Mapping[TopicPartition, _PartitionWait[R]], checker: C
+    ) -> bool:
+        """Check each partition still pending; True when none is any more."""
+        for topic_partition, status in statuses.items():
+            if status.acks_pending:
+                answer = self._try_answer(topic_partition, status.required_offset, checker)
+                if answer is not None:
+                    status.answer = answer
+                    status.acks_pending = False
+        return not any(status.acks_pending for status in statuses.values())
+
+
+def _answers(statuses: Mapping[TopicPartition, _PartitionWait[R]]) -> dict[TopicPartition, R]:
+    return {tp: status.answer for tp, status in statuses.items()}

@@ -29,6 +29,8 @@
   update_features.py  UpdateFeatures v0-v1 (KIP-584) forwarded to the controller
   unregister_broker.py  UnregisterBroker v0 (KIP-631) forwarded to the controller
   client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
+  forwarding.py    what the forwarding handlers share: services bound, the client's cluster
+                   permission checked, the controller's error as an ``ApiError``
   find_coordinator.py  FindCoordinator v0-v6 for groups and transactional ids
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator

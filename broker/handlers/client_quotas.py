@@ -10,19 +10,23 @@ AlterClientQuotas needs ALTER_CONFIGS on the cluster and is forwarded to the act
 (Kafka forwards it; ``ControllerApis.handleAlterClientQuotas`` authorizes it there): a refusal
 answers CLUSTER_AUTHORIZATION_FAILED on every entity, as does a controller that cannot be
 reached with its error; otherwise the controller's result per entity
-(``quorum.managers.client_quotas``). A repeated entity type inside one entity keeps the last
+(``quorum.managers.client_quotas``), an entity it leaves out UNKNOWN_SERVER_ERROR (never a
+success nobody reported). A repeated entity type inside one entity keeps the last
 name, as Kafka's ``AlterClientQuotasRequest.entries`` builds a map.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
-from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.forwarding import (
+    CLUSTER_DENIED,
+    bound_handlers,
+    forward_to_controller,
+)
 from pykraft.broker.handlers.services import BrokerServices
-from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasEntryResult,
@@ -45,26 +49,26 @@ from pykraft.protocol.errors import Errors
 
 _Describe: Any = response_class(ApiKey.DESCRIBE_CLIENT_QUOTAS)
 _Alter: Any = response_class(ApiKey.ALTER_CLIENT_QUOTAS)
-_DENIED = "Cluster authorization failed."
+# An entity the controller's answer leaves out: a bug there, not a success.
+_UNANSWERED = ApiError(
+    Errors.UNKNOWN_SERVER_ERROR, "The controller's answer did not include this entity."
+)
 
 
 def client_quota_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
-    def bind(handle: Callable[[BrokerServices, RequestContext, Any], Any]) -> ApiHandler:
-        async def call(context: RequestContext, message: Any) -> Any:
-            return await handle(services, context, message)
-
-        return kafka_python_handler(call)
-
-    return {
-        ApiKey.DESCRIBE_CLIENT_QUOTAS: bind(describe_client_quotas_handler),
-        ApiKey.ALTER_CLIENT_QUOTAS: bind(alter_client_quotas_handler),
-    }
+    return bound_handlers(
+        services,
+        {
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas_handler,
+            ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas_handler,
+        },
+    )
 
 
 async def describe_client_quotas_handler(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    def refused(error: Errors, message: str) -> Any:
+    def refused(error: Errors, message: str | None) -> Any:
         return _Describe(
             version=request.version,
             throttle_time_ms=0,
@@ -74,7 +78,7 @@ async def describe_client_quotas_handler(
         )
 
     if not services.authorizer.authorize_cluster(context, AclOperation.DESCRIBE_CONFIGS):
-        return refused(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
+        return refused(CLUSTER_DENIED.error, CLUSTER_DENIED.message)
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in request.components]
     result = describe_client_quotas(
         services.metadata().client_quotas, components, bool(request.strict)
@@ -120,11 +124,13 @@ async def alter_client_quotas_handler(
 ) -> Any:
     alterations = tuple(_alteration(entry) for entry in request.entries)
     entities = list(dict.fromkeys(a.entity for a in alterations))
-    results: tuple[AlterClientQuotasEntryResult, ...]
-    if not services.authorizer.authorize_cluster(context, AclOperation.ALTER_CONFIGS):
-        results = _every(entities, ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED))
-    else:
-        results = await _forward(services, alterations, bool(request.validate_only))
+    answer = await forward_to_controller(
+        services,
+        context,
+        AclOperation.ALTER_CONFIGS,
+        lambda: _forward(services, alterations, bool(request.validate_only)),
+    )
+    results = _every(entities, answer) if isinstance(answer, ApiError) else answer
     entry = _Alter.EntryData
     return _Alter(
         version=request.version,
@@ -144,7 +150,7 @@ async def _forward(
     services: BrokerServices, alterations: tuple[QuotaAlteration, ...], validate_only: bool
 ) -> tuple[AlterClientQuotasEntryResult, ...]:
     """The controller's answer per entity, in order of first mention; entities refused here
-    (``_not_finite``) are not sent."""
+    (``_not_finite``) are not sent. Raises ``ControllerError``."""
     refused: dict[QuotaEntity, ApiError] = {}
     for alteration in alterations:
         error = _not_finite(alteration)
@@ -154,15 +160,12 @@ async def _forward(
     forwarded = tuple(a for a in alterations if a.entity not in refused)
     answered: dict[QuotaEntity, ApiError] = {}
     if forwarded:
-        try:
-            response = await services.controller.alter_client_quotas(
-                AlterClientQuotasRequest(forwarded, validate_only)
-            )
-            answered = {r.entity: r.error for r in response.entries}
-        except ControllerError as error:
-            return _every(entities, ApiError(error.code, error.message))
+        response = await services.controller.alter_client_quotas(
+            AlterClientQuotasRequest(forwarded, validate_only)
+        )
+        answered = {r.entity: r.error for r in response.entries}
     return tuple(
-        AlterClientQuotasEntryResult(e, refused.get(e) or answered.get(e, ApiError(Errors.NONE)))
+        AlterClientQuotasEntryResult(e, refused.get(e) or answered.get(e, _UNANSWERED))
         for e in entities
     )
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.forwarding import bound_handler, forward_to_controller
 from pykraft.broker.handlers.services import BrokerServices
-from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.admin import (
     ElectionType,
@@ -38,7 +38,7 @@ from pykraft.metadata.api.admin import (
     TopicPartitions,
 )
 from pykraft.metadata.api.errors import ApiError
-from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.metadata.auth.acl import AclOperation
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
@@ -103,22 +103,25 @@ async def elect_leaders(
     services: BrokerServices, context: RequestContext, message: Any
 ) -> ElectLeadersResponse:
     request = elect_leaders_request(message)
-    if not services.authorizer.authorize(context, AclOperation.ALTER, ResourceType.CLUSTER):
-        return refused(request, ApiError.of(Errors.CLUSTER_AUTHORIZATION_FAILED))
-    if request.election_type not in tuple(ElectionType):
-        return refused(
-            request,
-            ApiError.of(Errors.INVALID_REQUEST, f"Unknown election type {request.election_type}"),
-        )
-    try:
+
+    async def call() -> ElectLeadersResponse:
+        # Checked once the cluster permission is, as ``ControllerApis.handleElectLeaders`` does.
+        if request.election_type not in tuple(ElectionType):
+            error = f"Unknown election type {request.election_type}"
+            return refused(request, ApiError.of(Errors.INVALID_REQUEST, error))
         return await services.controller.elect_leaders(request)
-    except ControllerError as error:
-        return refused(request, ApiError.of(error.code, error.message))
+
+    answer = await forward_to_controller(services, context, AclOperation.ALTER, call)
+    return refused(request, answer) if isinstance(answer, ApiError) else answer
+
+
+async def _elect_leaders_encoded(
+    services: BrokerServices, context: RequestContext, message: Any
+) -> Any:
+    return encode_elect_leaders_response(
+        message.version, await elect_leaders(services, context, message)
+    )
 
 
 def elect_leaders_handler(services: BrokerServices) -> ApiHandler:
-    async def handle(context: RequestContext, message: Any) -> Any:
-        response = await elect_leaders(services, context, message)
-        return encode_elect_leaders_response(message.version, response)
-
-    return kafka_python_handler(handle)
+    return bound_handler(services, _elect_leaders_encoded)

@@ -69,7 +69,7 @@ from pykraft.broker.handlers.group_responses import (
     offset_commit_response,
     sync_group_response,
 )
-from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.handlers.services import BrokerServices, authorized_topics
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
@@ -269,13 +269,7 @@ async def offset_commit(
             TopicPartition(name, p.partition_index): Errors.UNSUPPORTED_VERSION for name, p in named
         }
         return offset_commit_response(request, errors)
-    readable = (
-        {name for name, _ in named}
-        if context is None
-        else services.authorizer.authorized(
-            context, AclOperation.READ, ResourceType.TOPIC, (name for name, _ in named)
-        )
-    )
+    readable = authorized_topics(services, context, AclOperation.READ, (n for n, _ in named))
     for name, p in named:
         if name not in readable:
             errors[TopicPartition(name, p.partition_index)] = Errors.TOPIC_AUTHORIZATION_FAILED

@@ -27,7 +27,7 @@ from collections import Counter
 from typing import Any
 
 from pykraft.broker.handlers.list_offsets_v0 import list_offsets_v0
-from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.handlers.services import BrokerServices, authorized_topics
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.broker.partition import (
@@ -36,7 +36,7 @@ from pykraft.broker.partition import (
     FetchIsolation,
     PartitionError,
 )
-from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.metadata.auth.acl import AclOperation
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
@@ -74,12 +74,8 @@ def list_offsets(
         for topic in request.topics
         for p in topic.partitions
     )
-    described = (
-        {topic.name for topic in request.topics}
-        if context is None
-        else services.authorizer.authorized(
-            context, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
-        )
+    described = authorized_topics(
+        services, context, AclOperation.DESCRIBE, (t.name for t in request.topics)
     )
     topics = []
     for topic in request.topics:

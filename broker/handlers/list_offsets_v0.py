@@ -17,10 +17,10 @@ from typing import Any
 
 import attrs
 
-from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.handlers.services import BrokerServices, authorized_topics
 from pykraft.broker.network import RequestContext
 from pykraft.broker.partition import CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID, PartitionError
-from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.metadata.auth.acl import AclOperation
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
@@ -43,12 +43,8 @@ def list_offsets_v0(
 ) -> Any:
     """The v0 answer; ``request`` is kafka-python's ListOffsetsRequest at v0."""
     assert request.version == 0, request.version
-    described = (
-        {topic.name for topic in request.topics}
-        if context is None
-        else services.authorizer.authorized(
-            context, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
-        )
+    described = authorized_topics(
+        services, context, AclOperation.DESCRIBE, (t.name for t in request.topics)
     )
     lookup = _Lookup(services, request.replica_id)
     topics = []

@@ -13,11 +13,12 @@ The listing comes back whole and is narrowed here to the topics and partitions a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.forwarding import bound_handlers, forward_to_controller
 from pykraft.broker.handlers.services import BrokerServices
-from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.errors import ApiError
 from pykraft.metadata.api.reassignments import (
@@ -30,32 +31,22 @@ from pykraft.metadata.api.reassignments import (
 from pykraft.metadata.auth.acl import AclOperation
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
-from pykraft.protocol.errors import Errors
 
 _Alter: Any = response_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 _List: Any = response_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
-_DENIED = "Cluster authorization failed."
+
+# (topic, [(partition index, its error)]): one topic of an AlterPartitionReassignments answer.
+_TopicErrors = tuple[str, Iterable[tuple[int, ApiError]]]
 
 
 def reassignment_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
-    async def alter(context: RequestContext, request: Any) -> Any:
-        return await alter_partition_reassignments(services, context, request)
-
-    async def list_(context: RequestContext, request: Any) -> Any:
-        return await list_partition_reassignments(services, context, request)
-
-    return {
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS: kafka_python_handler(alter),
-        ApiKey.LIST_PARTITION_REASSIGNMENTS: kafka_python_handler(list_),
-    }
-
-
-def _refusal(
-    services: BrokerServices, context: RequestContext, operation: AclOperation
-) -> ApiError | None:
-    if services.authorizer.authorize_cluster(context, operation):
-        return None
-    return ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
+    return bound_handlers(
+        services,
+        {
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
+        },
+    )
 
 
 def _alter_request(request: Any) -> AlterPartitionReassignmentsRequest:
@@ -75,8 +66,7 @@ def _alter_request(request: Any) -> AlterPartitionReassignmentsRequest:
     )
 
 
-def _alter_failed(request: Any, error: ApiError) -> Any:
-    """Kafka's ``AlterPartitionReassignmentsRequest.getErrorResponse``."""
+def _alter_response(request: Any, error: ApiError, topics: Iterable[_TopicErrors]) -> Any:
     topic_type = _Alter.ReassignableTopicResponse
     partition_type = topic_type.ReassignablePartitionResponse
     return _Alter(
@@ -86,17 +76,17 @@ def _alter_failed(request: Any, error: ApiError) -> Any:
         error_message=error.message,
         responses=[
             topic_type(
-                name=topic.name,
+                name=name,
                 partitions=[
                     partition_type(
-                        partition_index=p.partition_index,
-                        error_code=error.code,
-                        error_message=error.message,
+                        partition_index=index,
+                        error_code=partition_error.code,
+                        error_message=partition_error.message,
                     )
-                    for p in topic.partitions
+                    for index, partition_error in partitions
                 ],
             )
-            for topic in request.topics
+            for name, partitions in topics
         ],
     )
 
@@ -104,52 +94,44 @@ def _alter_failed(request: Any, error: ApiError) -> Any:
 async def alter_partition_reassignments(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    refusal = _refusal(services, context, AclOperation.ALTER)
-    if refusal is not None:
-        return _alter_failed(request, refusal)
-    try:
-        answer = await services.controller.alter_partition_reassignments(_alter_request(request))
-    except ControllerError as error:
-        return _alter_failed(request, ApiError(error.code, error.message))
-    topic_type = _Alter.ReassignableTopicResponse
-    partition_type = topic_type.ReassignablePartitionResponse
-    return _Alter(
-        version=request.version,
-        throttle_time_ms=0,
-        error_code=answer.error.code,
-        error_message=answer.error.message,
-        responses=[
-            topic_type(
-                name=topic.name,
-                partitions=[
-                    partition_type(
-                        partition_index=p.partition_index,
-                        error_code=p.error.code,
-                        error_message=p.error.message,
-                    )
-                    for p in topic.partitions
-                ],
-            )
+    answer = await forward_to_controller(
+        services,
+        context,
+        AclOperation.ALTER,
+        lambda: services.controller.alter_partition_reassignments(_alter_request(request)),
+    )
+    if isinstance(answer, ApiError):
+        # Kafka's ``AlterPartitionReassignmentsRequest.getErrorResponse``.
+        return _alter_response(
+            request,
+            answer,
+            (
+                (topic.name, ((p.partition_index, answer) for p in topic.partitions))
+                for topic in request.topics
+            ),
+        )
+    return _alter_response(
+        request,
+        answer.error,
+        (
+            (topic.name, ((p.partition_index, p.error) for p in topic.partitions))
             for topic in answer.responses
-        ],
+        ),
     )
 
 
 async def list_partition_reassignments(
     services: BrokerServices, context: RequestContext, request: Any
 ) -> Any:
-    refusal = _refusal(services, context, AclOperation.DESCRIBE)
-    if refusal is None:
-        try:
-            everything = await services.controller.list_partition_reassignments()
-        except ControllerError as error:
-            refusal = ApiError(error.code, error.message)
-    if refusal is not None:
+    everything = await forward_to_controller(
+        services, context, AclOperation.DESCRIBE, services.controller.list_partition_reassignments
+    )
+    if isinstance(everything, ApiError):
         return _List(
             version=request.version,
             throttle_time_ms=0,
-            error_code=refusal.code,
-            error_message=refusal.message,
+            error_code=everything.code,
+            error_message=everything.message,
             topics=[],
         )
     asked = (

@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.forwarding import bound_handlers, forward_to_controller
 from pykraft.broker.handlers.services import BrokerServices
-from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api import security
 from pykraft.metadata.api.errors import ApiError
@@ -44,7 +44,6 @@ E = TypeVar("E", ResourceType, PatternType, AclOperation, AclPermissionType, Scr
 T = TypeVar("T")
 
 SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
-_DENIED = "Cluster authorization failed."
 
 _CreateAcls: Any = response_class(ApiKey.CREATE_ACLS)
 _DescribeAcls: Any = response_class(ApiKey.DESCRIBE_ACLS)
@@ -54,19 +53,16 @@ _DescribeScram: Any = response_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 
 
 def security_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandler]:
-    def bind(handle: Callable[[BrokerServices, RequestContext, Any], Any]) -> ApiHandler:
-        async def call(context: RequestContext, message: Any) -> Any:
-            return await handle(services, context, message)
-
-        return kafka_python_handler(call)
-
-    return {
-        ApiKey.CREATE_ACLS: bind(create_acls),
-        ApiKey.DESCRIBE_ACLS: bind(describe_acls),
-        ApiKey.DELETE_ACLS: bind(delete_acls),
-        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: bind(alter_scram),
-        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: bind(describe_scram),
-    }
+    return bound_handlers(
+        services,
+        {
+            ApiKey.CREATE_ACLS: create_acls,
+            ApiKey.DESCRIBE_ACLS: describe_acls,
+            ApiKey.DELETE_ACLS: delete_acls,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_scram,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_scram,
+        },
+    )
 
 
 def _code(cls: type[E], value: int) -> E:
@@ -95,15 +91,10 @@ async def _forward(
     """``operation`` on the cluster, then the controller's answer; or why not: SECURITY_DISABLED
     (an ACL API without an authorizer), CLUSTER_AUTHORIZATION_FAILED, or the controller's
     error."""
-    authorizer = services.authorizer
-    if acl_api and not authorizer.enabled:
+    if acl_api and not services.authorizer.enabled:
         return Refusal(ApiError(Errors.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE))
-    if not authorizer.authorize_cluster(context, operation):
-        return Refusal(ApiError(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED))
-    try:
-        return await call()
-    except ControllerError as error:
-        return Refusal(ApiError(error.code, error.message))
+    answer = await forward_to_controller(services, context, operation, call)
+    return Refusal(answer) if isinstance(answer, ApiError) else answer
 
 
 # ------------------------------------------------------------------ ACLs

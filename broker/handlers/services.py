@@ -9,14 +9,16 @@ leads a partition (KIP-951's ``CurrentLeader`` / ``NodeEndpoints`` hints).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 import attrs
 
 from pykraft.broker.authorization import ALLOW_EVERYTHING, RequestAuthorizer
 from pykraft.broker.controller_api import ControllerClient
+from pykraft.broker.network import RequestContext
 from pykraft.broker.quotas_shell import ClientQuotas
 from pykraft.broker.replica_manager import ReplicaManager
+from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.metadata.image import BrokerRegistration, MetadataImage
 from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
 from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
@@ -44,6 +46,19 @@ class BrokerServices:
     static_broker_configs: Mapping[str, str] = attrs.field(factory=dict)
     # KIP-546 client quotas (Produce and consumer Fetch byte rates); None enforces none.
     client_quotas: ClientQuotas | None = None
+
+
+def authorized_topics(
+    services: BrokerServices,
+    context: RequestContext | None,
+    operation: AclOperation,
+    names: Iterable[str],
+) -> Collection[str]:
+    """The topics the client may act on (Kafka's ``AuthHelper.filterByAuthorized``); every one
+    when no client asks (``context`` None: the broker's own callers)."""
+    if context is None:
+        return set(names)
+    return services.authorizer.authorized(context, operation, ResourceType.TOPIC, names)
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:

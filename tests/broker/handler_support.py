@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
+from pykraft.broker.authorization import RequestAuthorizer
+from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.metadata.records import MetadataRecord, TopicRecord
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,
     OTHER,
     PETS_ID,
+    Cluster,
+    InProcessController,
     partition_record,
     pets_led_here,
+    services,
 )
 
 T = TypeVar("T")
+C = TypeVar("C", bound=Cluster)
 
 
 def by_topic(partitions: Iterable[tuple[str, T]]) -> dict[str, list[T]]:
@@ -36,3 +43,27 @@ def pets_and_birds(pets0_leader_epoch: int) -> list[MetadataRecord]:
         TopicRecord(name="birds", topic_id=BIRDS_ID),
         partition_record(BIRDS_ID, 0, (OTHER, LOCAL), leader_epoch=6),
     ]
+
+
+def started_cluster(harness: C, *topic_records: MetadataRecord) -> Iterator[C]:
+    """A ``cluster`` fixture's body (``yield from`` it): brokers LOCAL and OTHER registered and
+    ``topic_records`` published on ``harness``, which is closed after the test, however it
+    ended."""
+    try:
+        harness.start(*topic_records)
+        yield harness
+    finally:
+        harness.close()
+
+
+def apis_over(
+    cluster: Cluster, controller: InProcessController, holder: RequestAuthorizer | None = None
+) -> KafkaApis:
+    """``KafkaApis`` with every broker handler over ``cluster``, forwarding to ``controller``;
+    ``holder`` says who may do what (None: everyone may everything)."""
+    overrides: dict[str, Any] = {"controller": controller}
+    if holder is not None:
+        overrides["authorizer"] = holder
+    apis = KafkaApis()
+    apis.register_all(broker_handlers(services(cluster, **overrides)))
+    return apis

@@ -56,6 +56,7 @@ from pykraft.protocol.headers import (
     response_header_version,
 )
 from pykraft.storage.file_slice import FileSlice
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import (
     PETS0,
     PETS_ID,
@@ -73,12 +74,7 @@ SETTINGS = AuthorizerSettings.from_config("User:admin")
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def acls(*bindings: AclBinding) -> AclsImage:

@@ -22,7 +22,6 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from pykraft.broker.handlers import broker_handlers
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.metadata.api import security
 from pykraft.metadata.api.errors import SUCCESS
@@ -30,8 +29,8 @@ from pykraft.metadata.auth.acl import AclBinding, AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response, request_class
 from pykraft.protocol.errors import Errors
-from tests.broker.handler_support import pets_and_birds
-from tests.broker.replica_harness import Cluster, InProcessController, services
+from tests.broker.handler_support import apis_over, pets_and_birds, started_cluster
+from tests.broker.replica_harness import Cluster, InProcessController
 from tests.broker.test_authorization import ADMIN, CAROL, acl, authorizer, dispatch
 
 TOPIC_CONFIGS = 2
@@ -40,12 +39,7 @@ BROKER_CONFIGS = 4
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_and_birds(0))
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(0))
 
 
 class RecordingController(InProcessController):
@@ -70,11 +64,7 @@ class RecordingController(InProcessController):
 
 def apis_with(cluster: Cluster, *bindings: AclBinding) -> tuple[KafkaApis, RecordingController]:
     controller = RecordingController(cluster)
-    apis = KafkaApis()
-    apis.register_all(
-        broker_handlers(services(cluster, authorizer=authorizer(*bindings), controller=controller))
-    )
-    return apis, controller
+    return apis_over(cluster, controller, authorizer(*bindings)), controller
 
 
 def cluster_acl(operation: AclOperation) -> AclBinding:

@@ -30,7 +30,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.protocol.headers import parse_response_header, response_header_version
 from pykraft.storage.file_slice import FileSlice
 from pykraft.storage.topic_partition import TopicPartition
-from tests.broker.handler_support import pets_and_birds
+from tests.broker.handler_support import pets_and_birds, started_cluster
 from tests.broker.replica_harness import encode, services
 from tests.broker.test_authorization import ADMIN, CAROL, acl, acls, authorizer, context
 from tests.broker.test_handlers_groups import GroupCluster, offsets_led_here, settle
@@ -42,12 +42,7 @@ OFFSETS0 = TopicPartition("__consumer_offsets", 0)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[GroupCluster]:
-    harness = GroupCluster(tmp_path)
-    try:
-        harness.start(*pets_and_birds(0))
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(GroupCluster(tmp_path), *pets_and_birds(0))
 
 
 class Broker:

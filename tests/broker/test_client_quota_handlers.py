@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
@@ -19,36 +20,27 @@ from kafka.protocol.admin import (
     DescribeClientQuotasResponse,
 )
 
-from pykraft.broker.handlers import broker_handlers
 from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.metadata.api import client_quotas as quota_api
 from pykraft.metadata.auth.acl import AclBinding, AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
-from tests.broker.handler_support import pets_and_birds
-from tests.broker.replica_harness import Cluster, InProcessController, services
+from tests.broker.handler_support import apis_over, pets_and_birds, started_cluster
+from tests.broker.replica_harness import Cluster, InProcessController
 from tests.broker.test_authorization import ADMIN, CAROL, acl, authorizer, dispatch
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_and_birds(0))
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(0))
 
 
 def apis_with(
     cluster: Cluster, *bindings: AclBinding, secured: bool = False
 ) -> tuple[KafkaApis, InProcessController]:
     controller = InProcessController(cluster)
-    overrides: dict[str, Any] = {"controller": controller}
-    if secured or bindings:
-        overrides["authorizer"] = authorizer(*bindings)
-    apis = KafkaApis()
-    apis.register_all(broker_handlers(services(cluster, **overrides)))
-    return apis, controller
+    holder = authorizer(*bindings) if secured or bindings else None
+    return apis_over(cluster, controller, holder), controller
 
 
 def alter_entry(parts: list[tuple[str, str | None]], ops: list[tuple[str, float | None]]) -> Any:
@@ -224,3 +216,34 @@ def test_a_value_json_cannot_carry_is_refused_and_the_rest_forwarded(cluster: Cl
     assert answers[1][0] == Errors.NONE
     [(_, forwarded)] = controller.calls
     assert [a.entity for a in forwarded.entries] == [(("user", "ok"),)]  # type: ignore[attr-defined]
+
+
+class ForgetfulController(InProcessController):
+    """Applies AlterClientQuotas but leaves the last entity out of its answer (a controller
+    bug the broker must not turn into a success)."""
+
+    async def alter_client_quotas(
+        self, request: quota_api.AlterClientQuotasRequest
+    ) -> quota_api.AlterClientQuotasResponse:
+        response = await super().alter_client_quotas(request)
+        return attrs.evolve(response, entries=response.entries[:-1])
+
+
+def test_an_entity_the_controllers_answer_leaves_out_is_an_unknown_server_error(
+    cluster: Cluster,
+) -> None:
+    apis = apis_over(cluster, ForgetfulController(cluster))
+    answers = alter(
+        apis,
+        1,
+        alter_entry([("user", "a")], [("producer_byte_rate", 1.0)]),
+        alter_entry([("user", "b")], [("producer_byte_rate", 2.0)]),
+    )
+    assert answers == [
+        (Errors.NONE, None, [("user", "a")]),
+        (
+            Errors.UNKNOWN_SERVER_ERROR,
+            "The controller's answer did not include this entity.",
+            [("user", "b")],
+        ),
+    ]

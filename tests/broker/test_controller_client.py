@@ -4,7 +4,9 @@ controllers in tests/integration/test_broker_controller_client.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import ssl
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,7 @@ from pykraft.broker.controller_client import (
 )
 from pykraft.metadata.api import brokers, routes
 from pykraft.metadata.api.errors import ErrorBody, SnapshotRef, error_body_to_json
+from pykraft.metadata.auth.acl import AclBindingFilter
 from pykraft.protocol.errors import Errors
 
 
@@ -99,3 +102,33 @@ def test_with_an_ssl_context_bare_addresses_are_https() -> None:
     assert controller_client.ControllerClient(["127.0.0.1:19093"]).urls == [
         "http://127.0.0.1:19093"
     ]
+
+
+class _Recorded(controller_client.ControllerClient):
+    """Answers every call with ``payload`` and records what was sent (no controller)."""
+
+    def __init__(self, payload: bytes) -> None:
+        super().__init__(["127.0.0.1:19093"])
+        self.payload = payload
+        self.sent: list[tuple[routes.Route, str, dict[str, Any]]] = []
+
+    async def _call(self, route: routes.Route, path: str, **options: Any) -> bytes:
+        self.sent.append((route, path, options))
+        return self.payload
+
+
+def test_calls_to_routes_without_path_parameters_go_to_the_routes_path() -> None:
+    """``_read_route`` / ``_write_route``: the route's own path, the options passed on."""
+    reads = _Recorded(b'{"acls": []}')
+    assert asyncio.run(reads.describe_acls(AclBindingFilter(principal="User:carol"))) == ()
+    [(route, path, options)] = reads.sent
+    assert (route, path) == (routes.DESCRIBE_ACLS, "/v1/acls")
+    assert options["params"] == {"principal": "User:carol"}
+
+    writes = _Recorded(b'{"producer_id_start": 5000, "producer_id_len": 1000}')
+    assert asyncio.run(writes.allocate_producer_ids(broker_id=1, broker_epoch=7)) == (5000, 1000)
+    [(route, path, options)] = writes.sent
+    assert (route, path) == (routes.ALLOCATE_PRODUCER_IDS, "/v1/producer-ids")
+    assert options["body"] == {"broker_id": 1, "broker_epoch": 7}
+    assert options["idempotent"] is None  # the route's own: a block is not resent
+    assert writes.leader_url == "http://127.0.0.1:19093"  # a write remembers its leader

@@ -182,9 +182,9 @@ def test_watch_answers_now_or_later_through_its_callback_and_forget_drops_the_wa
     answers: list[dict[TopicPartition, Errors]] = []
     replicas.high_watermarks[A] = 9
     now = produces.watch({A: 5}, timeout_ms=100, checker=replicas, on_done=answers.append)
-    assert now.errors == {A: Errors.NONE} and now.waiter_id is None and answers == []
+    assert now.answers == {A: Errors.NONE} and now.waiter_id is None and answers == []
     later = produces.watch({B: 5}, timeout_ms=100, checker=replicas, on_done=answers.append)
-    assert later.errors is None and later.waiter_id is not None and answers == []
+    assert later.answers is None and later.waiter_id is not None and answers == []
     assert moved == [100]  # the timer's owner hears of the new deadline
     replicas.high_watermarks[B] = 5
     produces.check_and_complete(B, replicas)
@@ -195,3 +195,23 @@ def test_watch_answers_now_or_later_through_its_callback_and_forget_drops_the_wa
     replicas.high_watermarks[B] = 7
     produces.check_and_complete(B, replicas)
     assert answers == [{B: Errors.NONE}] and len(produces.purgatory) == 0
+
+
+def test_try_complete_else_watch_answers_through_on_done_now_or_at_the_deadline() -> None:
+    """Kafka's ``tryCompleteElseWatch``, as ``ReplicaManager`` and DeleteRecords start waits."""
+    clock, replicas = FakeClock(0), Replicas()
+    produces = DelayedProduces(max_waiters=1, monotonic_ms=clock.monotonic_ms)
+    produces.on_deadline_moved = lambda: None  # the test owns the timer: no event loop
+    answers: list[dict[TopicPartition, Errors]] = []
+    replicas.high_watermarks[A] = 9
+    start = produces.try_complete_else_watch
+    assert start({A: 5}, timeout_ms=100, checker=replicas, on_done=answers.append) is None
+    assert answers == [{A: Errors.NONE}]
+    waiter = start({B: 5}, timeout_ms=100, checker=replicas, on_done=answers.append)
+    assert waiter is not None and len(answers) == 1
+    # Full: checked once and answered at once, unfinished partitions REQUEST_TIMED_OUT.
+    assert start({A: 5, B: 1}, timeout_ms=100, checker=replicas, on_done=answers.append) is None
+    assert answers[1] == {A: Errors.NONE, B: Errors.REQUEST_TIMED_OUT}
+    clock.now_ms += 100
+    assert produces.expire_due() == 1
+    assert answers[2] == {B: Errors.REQUEST_TIMED_OUT} and len(produces.purgatory) == 0

@@ -27,6 +27,7 @@ from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.record_batch import iter_batches
 from pykraft.storage.records import ControlRecordType, build_control_batch
 from pykraft.storage.topic_partition import TopicPartition
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import LOCAL, pets_led_here
 from tests.broker.test_handlers_groups import (
     GROUP,
@@ -47,12 +48,7 @@ PRODUCER, EPOCH = 4000, 0
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[GroupCluster]:
-    harness = GroupCluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(GroupCluster(tmp_path), *pets_led_here())
 
 
 async def ready(cluster: GroupCluster) -> Broker:

@@ -30,6 +30,7 @@ from pykraft.metadata.records import ConfigRecord, ConfigResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import (
     CLUSTER_ID,
     LOCAL,
@@ -46,20 +47,16 @@ from tests.broker.replica_harness import (
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(
-            *pets_led_here(),
-            ConfigRecord(
-                resource_type=ConfigResourceType.TOPIC,
-                resource_name="pets",
-                name="retention.ms",
-                value="60000",
-            ),
-        )
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(
+        Cluster(tmp_path),
+        *pets_led_here(),
+        ConfigRecord(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="pets",
+            name="retention.ms",
+            value="60000",
+        ),
+    )
 
 
 def admin(

@@ -21,6 +21,7 @@ from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.wire import ZERO_UUID
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import Cluster, InProcessController, call, encode, services
 from tests.broker.test_authorization import acl, authorizer, dispatch
 
@@ -54,12 +55,7 @@ class QuorumController(InProcessController):
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start()
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path))
 
 
 def request(version: int, topics: dict[str, list[int]] | None = None) -> Any:

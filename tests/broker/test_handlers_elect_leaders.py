@@ -21,6 +21,7 @@ from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.metadata.records import TopicRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import (
     LOCAL,
     OTHER,
@@ -40,24 +41,20 @@ GONE = 3  # a broker id never registered
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(
-            TopicRecord(name="pets", topic_id=PETS_ID),
-            # 0: led by LOCAL, preferred OTHER in the ISR — a PREFERRED election moves it.
-            partition_record(PETS_ID, 0, (OTHER, LOCAL), leader=LOCAL),
-            # 1: led by its preferred replica.
-            partition_record(PETS_ID, 1, (LOCAL, OTHER)),
-            # 2: the preferred replica OTHER is out of the ISR.
-            partition_record(PETS_ID, 2, (OTHER, LOCAL), leader=LOCAL, isr=(LOCAL,)),
-            # 3: leaderless, its only ISR member gone; LOCAL may lead only uncleanly.
-            partition_record(PETS_ID, 3, (LOCAL, GONE), leader=-1, isr=(GONE,)),
-            # 4: leaderless, no live replica at all.
-            partition_record(PETS_ID, 4, (GONE,), leader=-1, isr=(GONE,)),
-        )
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(
+        Cluster(tmp_path),
+        TopicRecord(name="pets", topic_id=PETS_ID),
+        # 0: led by LOCAL, preferred OTHER in the ISR — a PREFERRED election moves it.
+        partition_record(PETS_ID, 0, (OTHER, LOCAL), leader=LOCAL),
+        # 1: led by its preferred replica.
+        partition_record(PETS_ID, 1, (LOCAL, OTHER)),
+        # 2: the preferred replica OTHER is out of the ISR.
+        partition_record(PETS_ID, 2, (OTHER, LOCAL), leader=LOCAL, isr=(LOCAL,)),
+        # 3: leaderless, its only ISR member gone; LOCAL may lead only uncleanly.
+        partition_record(PETS_ID, 3, (LOCAL, GONE), leader=-1, isr=(GONE,)),
+        # 4: leaderless, no live replica at all.
+        partition_record(PETS_ID, 4, (GONE,), leader=-1, isr=(GONE,)),
+    )
 
 
 def elect(

@@ -20,7 +20,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.protocol.segments import Segments
 from pykraft.storage.file_slice import FileSlice
 from pykraft.storage.topic_partition import TopicPartition
-from tests.broker.handler_support import by_topic, pets_and_birds
+from tests.broker.handler_support import by_topic, pets_and_birds, started_cluster
 from tests.broker.replica_harness import (
     BIRDS_ID,
     LOCAL,
@@ -42,12 +42,7 @@ _Partition = _Topic.FetchPartition
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_and_birds(pets0_leader_epoch=3))
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(pets0_leader_epoch=3))
 
 
 def fetch_request(

@@ -23,7 +23,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
-from tests.broker.handler_support import pets_and_birds
+from tests.broker.handler_support import pets_and_birds, started_cluster
 from tests.broker.replica_harness import LOCAL
 from tests.broker.test_authorization import acl
 from tests.broker.test_authorization_groups import (
@@ -45,12 +45,7 @@ EVERYTHING = (
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[GroupCluster]:
-    harness = GroupCluster(tmp_path)
-    try:
-        harness.start(*pets_and_birds(0))
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(GroupCluster(tmp_path), *pets_and_birds(0))
 
 
 def delete_groups(version: int, *group_ids: str) -> Any:

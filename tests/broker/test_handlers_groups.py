@@ -43,6 +43,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import (
     LOCAL,
     OTHER,
@@ -102,12 +103,7 @@ class Broker:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[GroupCluster]:
-    harness = GroupCluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(GroupCluster(tmp_path), *pets_led_here())
 
 
 def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:

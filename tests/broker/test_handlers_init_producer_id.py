@@ -30,6 +30,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.headers import parse_response_header, response_header_version
 from pykraft.quorum.controller import AllocateProducerIdsRequest, QuorumController
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import (
     LOCAL,
     NOW_MS,
@@ -73,12 +74,7 @@ class QuorumAllocator:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def manager(

@@ -38,7 +38,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.protocol.segments import Segments
 from pykraft.storage.segment import LogSegment
 from pykraft.storage.topic_partition import TopicPartition
-from tests.broker.handler_support import pets_and_birds
+from tests.broker.handler_support import pets_and_birds, started_cluster
 from tests.broker.replica_harness import (
     LOCAL,
     PETS0,
@@ -66,12 +66,7 @@ UNSUPPORTED = Errors.UNSUPPORTED_VERSION
 
 @pytest.fixture
 def groups(tmp_path: Path) -> Iterator[GroupCluster]:
-    harness = GroupCluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(GroupCluster(tmp_path), *pets_led_here())
 
 
 async def send_raw(broker: Broker, api_key: ApiKey, version: int, body: bytes) -> bytes:

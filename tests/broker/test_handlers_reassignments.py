@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from pykraft.broker.handlers import broker_handlers
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.metadata.auth.acl import AclBinding, AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response, request_class
 from pykraft.protocol.errors import Errors
-from tests.broker.handler_support import pets_and_birds
-from tests.broker.replica_harness import LOCAL, OTHER, Cluster, InProcessController, services
+from tests.broker.handler_support import apis_over, pets_and_birds, started_cluster
+from tests.broker.replica_harness import LOCAL, OTHER, Cluster, InProcessController
 from tests.broker.test_authorization import ADMIN, CAROL, acl, authorizer, dispatch
 
 _Alter: Any = request_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
@@ -28,21 +27,12 @@ _List: Any = request_class(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_and_birds(0))
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_and_birds(0))
 
 
 def apis_with(cluster: Cluster, *bindings: AclBinding) -> tuple[KafkaApis, InProcessController]:
     controller = InProcessController(cluster)
-    apis = KafkaApis()
-    apis.register_all(
-        broker_handlers(services(cluster, authorizer=authorizer(*bindings), controller=controller))
-    )
-    return apis, controller
+    return apis_over(cluster, controller, authorizer(*bindings)), controller
 
 
 def alter(apis: KafkaApis, principal: Any, *targets: tuple[str, int, list[int] | None]) -> Any:

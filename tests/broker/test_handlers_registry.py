@@ -18,6 +18,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.protocol.headers import parse_response_header, response_header_version
 from pykraft.protocol.segments import Segments
 from pykraft.storage.file_slice import FileSlice
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import (
     Cluster,
     batch,
@@ -30,12 +31,7 @@ from tests.broker.replica_harness import (
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def dispatch(apis: KafkaApis, api_key: ApiKey, version: int, body: bytes) -> bytes:

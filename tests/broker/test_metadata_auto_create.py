@@ -19,6 +19,7 @@ from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.metadata.auth.acl import ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import Cluster, InProcessController, call, encode, services
 
 OFFSETS = CoordinatorTopic(
@@ -35,12 +36,7 @@ OFFSETS = CoordinatorTopic(
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start()
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path))
 
 
 def metadata(

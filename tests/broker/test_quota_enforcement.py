@@ -27,6 +27,7 @@ from pykraft.metadata.records import ClientQuotaRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.segments import Segments
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import Cluster, batch, encode, pets_led_here, services
 from tests.broker.test_handlers_registry import dispatch
 from tests.broker.wire_client import correlation_id, read_frame, request_frame
@@ -37,12 +38,7 @@ CLIENT_ID = "harness"  # the client id of replica_harness.request_context
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def set_quota(cluster: Cluster, key: str, value: float, client_id: str | None = CLIENT_ID) -> None:

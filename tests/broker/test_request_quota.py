@@ -27,6 +27,7 @@ from pykraft.metadata.records import ClientQuotaRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.segments import Segments
+from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import Cluster, pets_led_here, request_context, services
 from tests.broker.test_handlers_registry import dispatch
 from tests.broker.wire_client import read_frame, request_frame
@@ -127,12 +128,7 @@ def test_broker_only_requests_are_exempt() -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*pets_led_here())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *pets_led_here())
 
 
 def test_kafka_apis_answers_the_request_quotas_throttle(cluster: Cluster) -> None:

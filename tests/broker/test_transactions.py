@@ -28,7 +28,7 @@ from pykraft.storage.record_batch import iter_batches
 from pykraft.storage.records import SimpleRecord, build_batch, iter_records
 from pykraft.storage.topic_partition import TopicPartition
 from pykraft.storage.txn_markers import TxnMarker, decode_end_txn_marker
-from tests.broker.handler_support import pets_and_birds
+from tests.broker.handler_support import pets_and_birds, started_cluster
 from tests.broker.replica_harness import (
     LOCAL,
     NOW_MS,
@@ -62,12 +62,7 @@ def cluster_records() -> list[MetadataRecord]:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    harness = Cluster(tmp_path)
-    try:
-        harness.start(*cluster_records())
-        yield harness
-    finally:
-        harness.close()
+    yield from started_cluster(Cluster(tmp_path), *cluster_records())
 
 
 class TransactionalProducer:

@@ -13,7 +13,6 @@ from pykraft.replica.delete_records_waiters import (
     INVALID_LOW_WATERMARK,
     DeleteRecordsPurgatory,
     DeleteRecordsResult,
-    check_once,
     delete_offset,
     low_watermark,
 )
@@ -142,7 +141,7 @@ def test_the_purgatory_is_bounded_and_a_full_one_checks_once() -> None:
     assert purgatory.try_watch({PETS0: (10, 3)}, deadline_ms=1_000) is not None
     assert purgatory.try_watch({PETS1: (4, 0)}, deadline_ms=1_000) is None
     lows = fixed(p0=DeleteRecordsResult(10), p1=DeleteRecordsResult(2))
-    assert check_once({PETS0: (10, 3), PETS1: (4, 0)}, lows.__getitem__) == {
+    assert purgatory.check_once({PETS0: (10, 3), PETS1: (4, 0)}, lows.__getitem__) == {
         PETS0: DeleteRecordsResult(10, Errors.NONE),
         PETS1: DeleteRecordsResult(0, Errors.REQUEST_TIMED_OUT),
     }

@@ -1,0 +1,26 @@
+# Sourced by .ci/install-*.sh (not run): apt_install SCRIPT WHAT PACKAGE... installs Debian
+# packages as root, or through passwordless sudo. When it cannot (no apt-get, neither root nor
+# passwordless sudo, apt-get failed) it says why on stderr, naming SCRIPT and WHAT to install by
+# hand, and returns 1; the caller then exits 0, since an install script never fails the build.
+apt_install() {
+    local script="$1" what="$2"
+    shift 2
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "$script: apt-get not found; install $what by hand" >&2
+        return 1
+    fi
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo="sudo -n"
+        else
+            echo "$script: not root and no passwordless sudo; install $what by hand" >&2
+            return 1
+        fi
+    fi
+    if ! ($sudo apt-get update -qq \
+            && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@") >/dev/null; then
+        echo "$script: apt-get could not install $what; install it by hand, or run apt-get yourself" >&2
+        return 1
+    fi
+}
