@@ -15,23 +15,27 @@ Kafka's precedence order::
 The tags name who shares the rate: (user, "") when a user-level quota applies, so all of a
 user's clients share it; ("", client id) for client-id quotas; (user, client id) for the
 combined ones. ``quota_limit`` reads the bound for those tags back from the image. Each tag
-pair owns a ``Rate`` (Kafka's ``Rate`` over ``SampledStat``: ``quota.window.num`` samples of
-``quota.window.size.seconds`` each, 11 * 1 s by default). Recording adds the value, then
-measures: over the bound, the request is throttled for ``(rate - bound) / bound * window``
-milliseconds (``QuotaUtils.throttleTime``) — the time the client must stay silent for the rate
-to come back to the bound; request-time throttles are capped at one window
-(``QuotaUtils.boundedThrottleTime``). The response carries that ``throttle_time_ms`` and the
-shell mutes the connection for as long (KIP-219). Nothing here does I/O or reads a clock:
-every call takes ``now_ms``.
+pair owns a ``Rate`` (``fetcher/sampled_rate.py``, Kafka's ``Rate`` over ``SampledStat``:
+``quota.window.num`` samples of ``quota.window.size.seconds`` each, 11 * 1 s by default), kept
+under a fixed-size digest of the tags — a client id may be 32 KB — dropped after an hour unused
+(Kafka's inactive sensor expiry) or when ``MAX_QUOTA_SENSORS`` are kept. Recording adds the
+value, then measures: over the bound, the request is throttled for
+``(rate - bound) / bound * window`` milliseconds (``QuotaUtils.throttleTime``) — the time the
+client must stay silent for the rate to come back to the bound; request-time throttles are
+capped at one window (``QuotaUtils.boundedThrottleTime``). The response carries that
+``throttle_time_ms`` and the shell mutes the connection for as long (KIP-219). Nothing here
+does I/O or reads a clock: every call takes ``now_ms``.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections import OrderedDict
 
 import attrs
 
+from pykraft.fetcher.sampled_rate import Rate
 from pykraft.metadata.client_quotas import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
@@ -45,9 +49,10 @@ from pykraft.metadata.client_quotas import (
 # quota.window.num and quota.window.size.seconds (Kafka's QuotaConfig defaults).
 DEFAULT_QUOTA_WINDOW_NUM = 11
 DEFAULT_QUOTA_WINDOW_SIZE_SECONDS = 1
-# Rates kept at most per quota type; the least recently used goes first (Kafka drops a sensor
-# after an hour without use, InactiveSensorExpirationTimeSeconds).
+# Rates kept at most per quota type; the least recently used goes first.
 MAX_QUOTA_SENSORS = 100_000
+# A rate unused this long is dropped (ClientQuotaManager.InactiveSensorExpirationTimeSeconds).
+INACTIVE_SENSOR_EXPIRATION_MS = 3_600 * 1000
 # ClientRequestQuotaManager: request time is a percentage of one thread over a second.
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
 
@@ -68,73 +73,6 @@ class QuotaWindow:
     def __attrs_post_init__(self) -> None:
         # Kafka's atLeast(1) for both (broker.config enforces it on the properties).
         assert self.samples >= 1 and self.window_ms >= 1, self
-
-
-@attrs.define
-class _Sample:
-    last_window_ms: int
-    value: float = 0.0
-
-    def reset(self, now_ms: int) -> None:
-        self.last_window_ms = now_ms
-        self.value = 0.0
-
-
-class Rate:
-    """Kafka's ``Rate`` (``SampledStat`` of a ``WindowedSum``), per second."""
-
-    def __init__(self, window: QuotaWindow) -> None:
-        self.window = window
-        # Invariant: at most window.samples samples; _current indexes one of them.
-        self._samples: list[_Sample] = []
-        self._current = 0
-
-    def record(self, value: float, now_ms: int) -> None:
-        sample = self._current_sample(now_ms)
-        if now_ms - sample.last_window_ms >= self.window.window_ms:
-            sample = self._advance(now_ms)
-        sample.value += value
-
-    def measure(self, now_ms: int) -> float:
-        """The rate per second over the retained samples."""
-        self._purge_obsolete(now_ms)
-        total = sum(sample.value for sample in self._samples)
-        return total / (self.window_size_ms(now_ms) / 1000.0)
-
-    def window_size_ms(self, now_ms: int) -> int:
-        """``Rate.windowSize``: the time the samples span, at least samples - 1 full windows
-        (so a new client is not judged on its first instant), never 0."""
-        self._purge_obsolete(now_ms)
-        elapsed = now_ms - self._oldest(now_ms).last_window_ms
-        full_windows = elapsed // self.window.window_ms
-        minimum = self.window.samples - 1
-        if full_windows < minimum:
-            elapsed += (minimum - full_windows) * self.window.window_ms
-        return max(elapsed, 1)
-
-    def _current_sample(self, now_ms: int) -> _Sample:
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))
-        return self._samples[self._current]
-
-    def _advance(self, now_ms: int) -> _Sample:
-        self._current = (self._current + 1) % self.window.samples
-        if self._current >= len(self._samples):
-            self._samples.append(_Sample(now_ms))
-        else:
-            self._samples[self._current].reset(now_ms)
-        return self._samples[self._current]
-
-    def _oldest(self, now_ms: int) -> _Sample:
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))
-        return min(self._samples, key=lambda sample: sample.last_window_ms)
-
-    def _purge_obsolete(self, now_ms: int) -> None:
-        expire_age = self.window.samples * self.window.window_ms
-        for sample in self._samples:
-            if now_ms - sample.last_window_ms >= expire_age:
-                sample.reset(now_ms)
 
 
 # (sanitized user, client id); "" leaves a part out of the quota (Kafka's DefaultTags).
@@ -189,26 +127,49 @@ def quota_limit(quotas: ClientQuotasImage, quota_type: QuotaType, tags: MetricTa
     return None
 
 
+def sensor_key(tags: MetricTags) -> bytes:
+    """A fixed-size key for ``tags``: memory per rate stays bounded whatever the names' size."""
+    user, client_id = tags
+    text = f"{len(user)}:{user}{client_id}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(text, digest_size=16).digest()
+
+
 class ClientQuotaManager:
     """One quota type's rates and throttle decisions (Kafka's ``ClientQuotaManager``)."""
 
     def __init__(self, quota_type: QuotaType, window: QuotaWindow | None = None) -> None:
         self.quota_type = quota_type
         self.window = window if window is not None else QuotaWindow()
-        self._rates: OrderedDict[MetricTags, Rate] = OrderedDict()
+        # Least recently used first. Invariant: at most MAX_QUOTA_SENSORS entries, each used
+        # (last_used_ms) within INACTIVE_SENSOR_EXPIRATION_MS of the latest use.
+        self._rates: OrderedDict[bytes, tuple[Rate, int]] = OrderedDict()
         # For /metrics: how many responses were throttled, and for how long in all.
         self.throttled_total = 0
         self.throttle_time_ms_total = 0
 
-    def _rate(self, tags: MetricTags) -> Rate:
-        rate = self._rates.get(tags)
-        if rate is None:
-            rate = self._rates[tags] = Rate(self.window)
-            if len(self._rates) > MAX_QUOTA_SENSORS:
-                self._rates.popitem(last=False)
+    def _rate(self, tags: MetricTags, now_ms: int) -> Rate:
+        self._expire(now_ms)
+        key = sensor_key(tags)
+        entry = self._rates.pop(key, None)
+        if entry is None:
+            rate = Rate(samples=self.window.samples, window_ms=self.window.window_ms)
         else:
-            self._rates.move_to_end(tags)
+            rate = entry[0]
+        self._rates[key] = (rate, now_ms)
+        if len(self._rates) > MAX_QUOTA_SENSORS:
+            self._rates.popitem(last=False)
         return rate
+
+    def _expire(self, now_ms: int) -> None:
+        """Drop the rates unused for INACTIVE_SENSOR_EXPIRATION_MS, oldest first."""
+        while self._rates:
+            _, last_used_ms = next(iter(self._rates.values()))
+            if now_ms - last_used_ms < INACTIVE_SENSOR_EXPIRATION_MS:
+                return
+            self._rates.popitem(last=False)
+
+    def sensor_count(self) -> int:
+        return len(self._rates)
 
     def record_and_get_throttle_time_ms(
         self, quotas: ClientQuotasImage, user: str, client_id: str, value: float, now_ms: int
@@ -219,7 +180,7 @@ class ClientQuotaManager:
         bound = quota_limit(quotas, self.quota_type, tags)
         if bound is None:
             return 0
-        rate = self._rate(tags)
+        rate = self._rate(tags, now_ms)
         rate.record(value, now_ms)
         measured = rate.measure(now_ms)
         if measured <= bound:
@@ -237,9 +198,9 @@ class ClientQuotaManager:
         """``unrecordQuotaSensor``: take back a value whose response was not sent (a throttled
         fetch answers empty)."""
         tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
-        rate = self._rates.get(tags)
-        if rate is not None:
-            rate.record(-value, now_ms)
+        entry = self._rates.get(sensor_key(tags))
+        if entry is not None:
+            entry[0].record(-value, now_ms)
 
     def max_value_in_quota_window(
         self, quotas: ClientQuotasImage, user: str, client_id: str

@@ -10,12 +10,10 @@ bounds the bytes its fetchers pull for throttled partitions. Each has
   ``leader.replication.throttled.replicas`` / ``follower.replication.throttled.replicas``:
   ``*`` (every partition) or ``partition:broker`` entries, of which only this broker's count
   (Kafka's ``TopicConfigHandler.parseThrottledPartitions``);
-* a measured rate (Kafka's ``SimpleRate`` over a ``SampledStat``, which ReplicationQuotaManager
-  uses so that a fresh quota admits one window's worth of bytes, not ``Rate``'s ten):
-  ``replication.quota.window.num`` samples of ``replication.quota.window.size.seconds``; a
-  sample as old as all the windows together is dropped; the first measurement opens a sample;
-  the rate divides the bytes kept by the time since the oldest sample began, and never by less
-  than one window.
+* a measured rate (``fetcher/sampled_rate.SimpleRate``, Kafka's ``SimpleRate`` over a
+  ``SampledStat``, which ReplicationQuotaManager uses so that a fresh quota admits one window's
+  worth of bytes, not ``Rate``'s ten): ``replication.quota.window.num`` samples of
+  ``replication.quota.window.size.seconds``; the first check of the bound opens a sample.
 
 The quota is *exceeded* while the measured rate is above the bound. Then the leader leaves
 throttled partitions out of the records it sends a follower not in the ISR
@@ -34,6 +32,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from pykraft.fetcher.sampled_rate import SimpleRate
 from pykraft.storage.topic_partition import TopicPartition
 
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
@@ -70,24 +69,16 @@ def parse_throttled_replicas(value: str, broker_id: int) -> ThrottledPartitions:
     return frozenset(partitions)
 
 
-@attrs.define
-class _Sample:
-    start_ms: int
-    bytes: int = 0
-
-
 class ReplicationQuota:
     """Kafka's ``ReplicationQuotaManager`` for one side (leader or follower)."""
 
     def __init__(
         self, *, window_num: int = DEFAULT_WINDOW_NUM, window_size_ms: int = DEFAULT_WINDOW_SIZE_MS
     ) -> None:
-        assert window_num >= 1 and window_size_ms >= 1, (window_num, window_size_ms)
         self.window_num = window_num
         self.window_size_ms = window_size_ms
         self.settings = ThrottleSettings()
-        # Invariant: at most window_num samples, oldest first.
-        self._samples: list[_Sample] = []
+        self._rate = SimpleRate(samples=window_num, window_ms=window_size_ms)
         # Every byte recorded since start (the broker's metrics).
         self.total_bytes = 0
 
@@ -108,17 +99,12 @@ class ReplicationQuota:
         if size_bytes <= 0:
             return
         self.total_bytes += size_bytes
-        self._samples = self._live(now_ms)
-        if not self._samples or now_ms - self._samples[-1].start_ms >= self.window_size_ms:
-            self._samples.append(_Sample(now_ms))
-            del self._samples[: -self.window_num]
-        self._samples[-1].bytes += size_bytes
+        self._rate.record(size_bytes, now_ms)
 
     def rate(self, now_ms: int) -> float:
         """Measured bytes/s (Kafka's ``SimpleRate.measure``); a read: it opens no sample, so
         looking at the metrics does not change what the quota admits."""
-        live = self._live(now_ms)
-        return sum(sample.bytes for sample in live) * 1000 / self._elapsed_ms(live, now_ms)
+        return self._rate.measure(now_ms)
 
     def is_quota_exceeded(self, now_ms: int) -> bool:
         """The rate is above the bound. The first check opens the first sample (Kafka's
@@ -126,9 +112,7 @@ class ReplicationQuota:
         bound = self.settings.rate
         if bound is None:
             return False
-        self._samples = self._live(now_ms)
-        if not self._samples:
-            self._samples.append(_Sample(now_ms))
+        self._rate.open(now_ms)
         return self.rate(now_ms) > bound
 
     def ms_until_within_quota(self, now_ms: int) -> int:
@@ -139,19 +123,8 @@ class ReplicationQuota:
             return 0
         if bound == 0:
             return self.window_num * self.window_size_ms
-        live = self._live(now_ms)
-        total = sum(sample.bytes for sample in live)
-        return max(0, math.ceil(total * 1000 / bound - self._elapsed_ms(live, now_ms)))
-
-    def _elapsed_ms(self, live: list[_Sample], now_ms: int) -> int:
-        # SimpleRate.windowSize: the time since the oldest sample began, at least one window.
-        oldest = live[0].start_ms if live else now_ms
-        return max(now_ms - oldest, self.window_size_ms)
-
-    def _live(self, now_ms: int) -> list[_Sample]:
-        """The samples younger than all the windows together (purgeObsoleteSamples)."""
-        expire_ms = self.window_num * self.window_size_ms
-        return [s for s in self._samples if now_ms - s.start_ms < expire_ms]
+        total = self._rate.total(now_ms)
+        return max(0, math.ceil(total * 1000 / bound - self._rate.window_size_ms(now_ms)))
 
 
 def throttled_bytes(quota: ReplicationQuota, sizes: Iterable[tuple[TopicPartition, int]]) -> int:

@@ -57,8 +57,23 @@ FIRST_BROKER_ID = 10
 BROKER_STOP_TIMEOUT_S = 45.0  # above the broker's 30 s controlled-shutdown bound
 CONTROLLER_STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.2
+
+
+def internal_topic_properties(brokers: int) -> dict[str, str]:
+    """The coordinators' internal topics sized to a cluster of ``brokers``: Kafka's defaults
+    (replication factor 3, ``transaction.state.log.min.isr`` 2) lowered to what the cluster
+    can hold, as Kafka's single-node ``config/kraft/server.properties`` sets them to 1. Kafka
+    never auto-creates an internal topic with fewer alive brokers than its replication factor
+    (``AutoTopicCreationManager.hasEnoughLiveBrokers``)."""
+    return {
+        "offsets.topic.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.min.isr": str(min(2, brokers)),
+    }
+
+
 # node_properties() defaults a user may override; every other key it writes wires the layout.
-OVERRIDABLE_PROPERTIES = frozenset({"offsets.topic.replication.factor"})
+OVERRIDABLE_PROPERTIES = frozenset(internal_topic_properties(1))
 
 
 class DevClusterError(Exception):
@@ -194,7 +209,7 @@ def _plain_properties(
             f"127.0.0.1:{c.http_port}" for c in layout.controllers
         ),
         "http.listener": f"127.0.0.1:{node.http_port}",
-        "offsets.topic.replication.factor": str(min(3, len(layout.brokers))),
+        **internal_topic_properties(len(layout.brokers)),
     }
 
 

@@ -41,13 +41,15 @@ from pykraft.admin_reassignments import (
     PartitionReassignment,
 )
 from pykraft.command_config import CommandConfigError
-from pykraft.protocol.errors import Errors
-from pykraft.reassign_plan import (
-    BROKER_THROTTLE_CONFIGS,
+from pykraft.fetcher.replication_quota import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_RATE,
     LEADER_THROTTLED_REPLICAS,
+)
+from pykraft.protocol.errors import Errors
+from pykraft.reassign_plan import (
+    BROKER_THROTTLE_CONFIGS,
     TOPIC_THROTTLE_CONFIGS,
     Assignment,
     ReassignPlanError,
@@ -193,7 +195,8 @@ async def generate(
 
 async def execute_assignment(admin: ReassignAdmin, args: argparse.Namespace, out: Out) -> None:
     targets = parse_reassignment(args.reassignment_json_file.read_text())
-    if not args.additional and await admin.list_partition_reassignments():
+    running = await admin.list_partition_reassignments()
+    if not args.additional and running:
         raise ReassignPlanError(
             "Cannot execute because there is an existing partition assignment. Use "
             "--additional to override this and create a new partition assignment in addition "
@@ -214,7 +217,7 @@ async def execute_assignment(admin: ReassignAdmin, args: argparse.Namespace, out
     out("")
     out("Save this to use as the --reassignment-json-file option during rollback")
     if args.throttle >= 0:
-        await set_throttles(admin, current, targets, args.throttle)
+        await set_throttles(admin, current, targets, running, args.throttle)
         out(
             "Warning: You must run --verify periodically, until the reassignment completes, "
             "to ensure the throttle is removed."
@@ -231,9 +234,14 @@ async def execute_assignment(admin: ReassignAdmin, args: argparse.Namespace, out
 
 
 async def set_throttles(
-    admin: ReassignAdmin, current: Assignment, targets: Assignment, rate: int
+    admin: ReassignAdmin,
+    current: Assignment,
+    targets: Assignment,
+    running: Mapping[TopicPartition, PartitionReassignment],
+    rate: int,
 ) -> None:
-    throttles = throttles_for(current, targets)
+    moving = {tp: (r.replicas, r.adding_replicas) for tp, r in running.items()}
+    throttles = throttles_for(current, targets, moving)
     changes = [
         ConfigChange(TOPIC_RESOURCE, topic, name, ConfigOp.SET, value)
         for topic, (leaders, followers) in throttles.topics.items()
@@ -269,12 +277,14 @@ async def clear_throttles(admin: ReassignAdmin, topics: Sequence[str], out: Out)
 
 async def verify(admin: ReassignAdmin, args: argparse.Namespace, out: Out) -> None:
     targets = parse_reassignment(args.reassignment_json_file.read_text())
-    in_progress = await admin.list_partition_reassignments(list(targets))
+    # Kafka's findPartitionReassignmentStates lists every reassignment: the throttles are
+    # cleared only when none runs, the file's or another's (verifyAssignment).
+    in_progress = await admin.list_partition_reassignments()
     current = await current_assignment(admin, [tp.topic for tp in targets])
     lines, done = verify_lines(targets, current, in_progress)
     for line in lines:
         out(line)
-    if done and not args.preserve_throttles:
+    if done and not in_progress and not args.preserve_throttles:
         out("")
         await clear_throttles(admin, [tp.topic for tp in targets], out)
 

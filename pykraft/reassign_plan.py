@@ -12,10 +12,11 @@ JSON formats (kafka-reassign-partitions.sh's):
 (AlterReplicaLogDirs), which pykraft does not serve: they are refused.
 
 Throttles (KIP-73, ``ReassignPartitionsCommand.calculateProposedMoveMap``): the leader side
-throttles every current replica of a moving partition ("partition:broker" in the topic's
+throttles every source replica of a moving partition ("partition:broker" in the topic's
 ``leader.replication.throttled.replicas``), the follower side every replica being added
 (``follower.replication.throttled.replicas``), and each broker of a move gets
-``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate``.
+``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate``. Moves
+already running count too (``calculateCurrentMoveMap``).
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ from typing import Any
 
 import attrs
 
+from pykraft.fetcher.replication_quota import (
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+)
 from pykraft.quorum.placement import RandomSource
 from pykraft.storage.topic_partition import TopicPartition
 
-LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
-FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
-LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_THROTTLE_CONFIGS = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
 TOPIC_THROTTLE_CONFIGS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
 ANY_LOG_DIR = "any"
@@ -210,22 +213,35 @@ def _replica_list(entries: Iterable[tuple[int, int]]) -> str:
 def throttles_for(
     current: Mapping[TopicPartition, Sequence[int]],
     proposed: Mapping[TopicPartition, Sequence[int]],
+    in_progress: Mapping[TopicPartition, tuple[Sequence[int], Sequence[int]]] | None = None,
 ) -> Throttles:
-    """KIP-73 throttles for moving ``current`` to ``proposed`` (only partitions that move)."""
+    """KIP-73 throttles for moving ``current`` to ``proposed`` while the reassignments
+    ``in_progress`` (partition -> its replicas and adding replicas) still run.
+
+    Kafka's ``calculateProposedMoveMap`` starts from ``calculateCurrentMoveMap``: a running move's
+    sources are its replicas minus the adding ones, its destinations the adding ones. A
+    re-targeted partition keeps the running move's sources; the new targets outside them are
+    destinations. The topics' throttled-replica lists cover both, so ``--additional`` does not
+    overwrite a running move's throttles with only the new one's."""
+    moves: dict[TopicPartition, tuple[frozenset[int], frozenset[int]]] = {}
+    for tp, (replicas, adding) in (in_progress or {}).items():
+        moves[tp] = (frozenset(replicas) - frozenset(adding), frozenset(adding))
+    for tp, target in proposed.items():
+        now = current.get(tp, ())
+        if tp not in moves and tuple(now) == tuple(target):
+            continue  # does not move: throttled nowhere
+        sources = moves[tp][0] if tp in moves else frozenset(now)
+        moves[tp] = (sources, frozenset(target) - sources)
     leaders: dict[str, list[tuple[int, int]]] = {}
     followers: dict[str, list[tuple[int, int]]] = {}
     brokers: set[int] = set()
-    for tp, target in proposed.items():
-        now = current.get(tp, ())
-        if tuple(now) == tuple(target):
-            continue
-        leaders.setdefault(tp.topic, []).extend((tp.partition, b) for b in now)
-        followers.setdefault(tp.topic, []).extend((tp.partition, b) for b in target if b not in now)
-        brokers.update(now)
-        brokers.update(target)
+    for tp, (sources, destinations) in moves.items():
+        leaders.setdefault(tp.topic, []).extend((tp.partition, b) for b in sources)
+        followers.setdefault(tp.topic, []).extend((tp.partition, b) for b in destinations)
+        brokers.update(sources | destinations)
     return Throttles(
         topics={
-            topic: (_replica_list(leaders[topic]), _replica_list(followers.get(topic, ())))
+            topic: (_replica_list(leaders[topic]), _replica_list(followers[topic]))
             for topic in sorted(leaders)
         },
         brokers=tuple(sorted(brokers)),

@@ -432,13 +432,16 @@ class QuorumController:
         self, image: MetadataImage, now_ms: int
     ) -> ControllerResult[bool] | None:
         """PREFERRED elections for partitions not led by their preferred replica, when due
-        (Kafka's ``MAYBE_BALANCE_PARTITION_LEADERS`` event); None when not due."""
+        (Kafka's ``MAYBE_BALANCE_PARTITION_LEADERS`` event); None when not due.
+
+        The run stays due until the shell reports its write's outcome
+        (``leader_balance.committed`` / ``failed``): a write retried over a newer image (a
+        STALE proposal) computes the run again instead of losing it."""
         if not self.leader_balance.is_due(now_ms):
             return None
         result = leader_balance.maybe_balance_partition_leaders(
             image, self.settings.max_elections_per_imbalance
         )
-        self.leader_balance.ran(more_left=result.response)
         return self._wrote(result, now_ms)
 
     def next_deadline_ms(self, image: MetadataImage) -> int:

@@ -99,14 +99,31 @@ async def fence_stale_brokers(node: TimedNode) -> None:
 
 
 async def balance_partition_leaders(node: TimedNode) -> None:
+    """One balancing run when due; the schedule hears whether its write committed, so a run
+    whose write failed or was retried is not lost for a whole check interval."""
+    attempt: list[tuple[QuorumController, int]] = []  # the last attempt that ran, and when
+
     def balance(
         controller: QuorumController, image: MetadataImage, now_ms: int
-    ) -> ControllerResult[bool]:
-        # None: not due; "nothing left" writes nothing.
+    ) -> ControllerResult[bool | None]:
+        # None: not due; "nothing left" writes nothing. node.write may call this again over a
+        # newer image (STALE): the run stays due until reported below.
+        attempt.clear()
         result = controller.maybe_balance_partition_leaders(image, now_ms)
-        return ControllerResult((), False) if result is None else result
+        if result is None:
+            return ControllerResult((), None)
+        attempt.append((controller, now_ms))
+        return ControllerResult(result.records, result.response)
 
-    await node.write(balance)
+    try:
+        more_left = await node.write(balance)
+    except Exception:
+        for controller, _ in attempt:
+            controller.leader_balance.failed()
+        raise
+    if more_left is not None:
+        for controller, ran_ms in attempt:
+            controller.leader_balance.committed(more_left, ran_ms)
 
 
 async def run_timer(node: TimedNode, clock: Clock) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient
 
+from pykraft.dev import internal_topic_properties
 from pykraft.free_ports import pick_free_ports as free_ports
 from tests.hostile.conftest import SingleBroker
 from tests.integration.conftest import Cluster
@@ -64,6 +65,7 @@ def start_secure_brokers(
         broker = BrokerProcess(root, 10 + index, cluster.controllers[0].url)
         sasl, tls, sasl_tls = free_ports(3)
         properties = secure_listener_properties(material, broker.kafka_port, sasl, tls, sasl_tls)
+        properties.update(internal_topic_properties(count))
         properties.update(extra or {})
         with broker.config_path.open("a") as config:
             config.writelines(f"{key}={value}\n" for key, value in properties.items())

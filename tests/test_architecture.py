@@ -76,6 +76,9 @@ PURE_CORES = [
     # kafka-reassign-partitions' decisions (KIP-455): files, placement, throttles, messages.
     "pykraft/reassign_plan.py",
     "fetcher/responses.py",
+    # Rates over sampled windows (Kafka's SampledStat: Rate, SimpleRate) and the KIP-73 throttles.
+    "fetcher/sampled_rate.py",
+    "fetcher/replication_quota.py",
     "replica",
     "broker/connection_quotas.py",
     # DescribeConfigs' entries and the dynamic broker config layers (issue 13).

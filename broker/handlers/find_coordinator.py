@@ -5,12 +5,12 @@ A key's coordinator is the leader of one partition of the coordinator's internal
 group's of ``__consumer_offsets`` (``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``),
 a transactional id's of ``__transaction_state`` (``% transaction.state.log.num.partitions``) —
 an alive broker reachable on the request's listener. While the topic does not exist the broker
-asks the controller to create it with the coordinator's partitions, replication factor (capped
-at the alive brokers) and configs, and answers COORDINATOR_NOT_AVAILABLE, which clients retry
-(Kafka's ``AutoTopicCreationManager``). An unknown key type is INVALID_REQUEST. Share groups'
-key type 2 (KIP-932, v6+): Kafka 3.9 has no share coordinator yet and answers
-COORDINATOR_NOT_AVAILABLE after checking CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED);
-before v6 it is INVALID_REQUEST, an unknown type.
+asks the controller to create it with the coordinator's partitions, replication factor and
+configs — only once that many brokers are alive (``hasEnoughLiveBrokers``), never smaller — and
+answers COORDINATOR_NOT_AVAILABLE, which clients retry (Kafka's ``AutoTopicCreationManager``).
+An unknown key type is INVALID_REQUEST. Share groups' key type 2 (KIP-932, v6+): Kafka 3.9 has
+no share coordinator yet and answers COORDINATOR_NOT_AVAILABLE after checking CLUSTER_ACTION
+(else CLUSTER_AUTHORIZATION_FAILED); before v6 it is INVALID_REQUEST, an unknown type.
 
 Authorization (``KafkaApis.getCoordinator``): DESCRIBE on the group (else
 GROUP_AUTHORIZATION_FAILED) or on the transactional id (else
@@ -37,6 +37,7 @@ from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicConfig
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.errors import Errors
 
 logger = logging.getLogger(__name__)
@@ -62,20 +63,29 @@ class CoordinatorTopic:
     refusal: Errors
 
 
-def creatable_internal_topic(wanted: CoordinatorTopic, replication_factor: int) -> CreatableTopic:
+def alive_broker_count(image: MetadataImage) -> int:
+    """Kafka's ``MetadataCache.getAliveBrokers().size``: the registered, unfenced brokers."""
+    return sum(1 for broker in image.cluster.brokers.values() if not broker.fenced)
+
+
+def has_enough_live_brokers(image: MetadataImage, replication_factor: int) -> bool:
+    """Kafka's ``AutoTopicCreationManager.hasEnoughLiveBrokers``: a topic is auto-created only
+    once as many brokers are alive as its replication factor. Fewer is refused, never created
+    smaller: an internal topic created while the cluster starts would keep that replication
+    factor for good. Metadata answers INVALID_REPLICATION_FACTOR, FindCoordinator
+    COORDINATOR_NOT_AVAILABLE; clients retry either."""
+    return alive_broker_count(image) >= replication_factor
+
+
+def creatable_internal_topic(wanted: CoordinatorTopic) -> CreatableTopic:
     """The coordinator's topic as the controller creates it (Kafka's
-    ``AutoTopicCreationManager.creatableTopic`` for an internal topic)."""
-    configs = dict(wanted.configs)
-    if "min.insync.replicas" in configs:
-        # A topic created below its replication factor could never take a write.
-        configs["min.insync.replicas"] = str(
-            min(int(configs["min.insync.replicas"]), replication_factor)
-        )
+    ``AutoTopicCreationManager.creatableTopic`` for an internal topic): its configured
+    partitions, replication factor and configs, unchanged."""
     return CreatableTopic(
         name=wanted.topic,
         num_partitions=wanted.partitions,
-        replication_factor=replication_factor,
-        configs=tuple(CreatableTopicConfig(k, v) for k, v in configs.items()),
+        replication_factor=wanted.replication_factor,
+        configs=tuple(CreatableTopicConfig(k, v) for k, v in wanted.configs.items()),
     )
 
 
@@ -87,32 +97,27 @@ class InternalTopicCreator:
         self.topic = topic
         self._task: asyncio.Task[None] | None = None
 
-    def maybe_create(self, alive_brokers: int) -> None:
-        if self._task is not None and not self._task.done():
-            return
-        factor = max(1, min(self.topic.replication_factor, alive_brokers))
-        self._task = asyncio.ensure_future(self._create(factor))
+    def maybe_create(self, image: MetadataImage) -> bool:
+        """Starts creating the topic unless a request is in flight; False when too few brokers
+        are alive for its replication factor (nothing is asked)."""
+        if not has_enough_live_brokers(image, self.topic.replication_factor):
+            return False
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._create())
+        return True
 
-    async def _create(self, replication_factor: int) -> None:
+    async def _create(self) -> None:
         wanted = self.topic
-        topic = creatable_internal_topic(wanted, replication_factor)
         try:
-            await self.services.controller.create_topic(topic, validate_only=False)
+            await self.services.controller.create_topic(
+                creatable_internal_topic(wanted), validate_only=False
+            )
             logger.info(
                 "created %s (%d partitions, RF %d)",
                 wanted.topic,
                 wanted.partitions,
-                replication_factor,
+                wanted.replication_factor,
             )
-            if replication_factor < wanted.replication_factor:
-                logger.warning(
-                    "%s has replication factor %d, below the configured %d: only %d brokers "
-                    "were alive",
-                    wanted.topic,
-                    replication_factor,
-                    wanted.replication_factor,
-                    replication_factor,
-                )
         except ControllerError as error:
             if error.code is not Errors.TOPIC_ALREADY_EXISTS:
                 logger.warning("cannot create %s: %s", wanted.topic, error)
@@ -175,9 +180,13 @@ def _coordinator_for(
     image = services.metadata()
     topic = image.topics.by_name.get(wanted.topic)
     if topic is None:
-        alive = sum(1 for broker in image.cluster.brokers.values() if not broker.fenced)
-        creator.maybe_create(alive)
-        message = f"{wanted.topic} is being created"
+        if creator.maybe_create(image):
+            message = f"{wanted.topic} is being created"
+        else:
+            message = (
+                f"{wanted.topic} needs {wanted.replication_factor} alive brokers, "
+                f"{alive_broker_count(image)} are; the cluster may still be starting up"
+            )
         return FoundCoordinator(key=key, error=Errors.COORDINATOR_NOT_AVAILABLE, message=message)
     registration = topic.partitions.get(wanted.partition_for(key))
     leader = None

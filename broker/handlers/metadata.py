@@ -14,7 +14,9 @@ An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, unless ``auto.create.topics.enab
 default, as in Kafka) and the request allows it (always before v4): the broker then asks the
 controller to create it with ``num.partitions`` and ``default.replication.factor`` and answers
 LEADER_NOT_AVAILABLE, so the client retries until the leader is known (Kafka's
-``AutoTopicCreationManager``). An illegal name is INVALID_TOPIC_EXCEPTION.
+``AutoTopicCreationManager``). An illegal name is INVALID_TOPIC_EXCEPTION; fewer alive brokers
+than the replication factor is INVALID_REPLICATION_FACTOR and creates nothing
+(``hasEnoughLiveBrokers``: an internal topic is never created smaller while the cluster starts).
 
 Authorization (``handleTopicMetadataRequest``): asked for every topic, the principal sees only
 those it may DESCRIBE; a topic it names but may not describe answers TOPIC_AUTHORIZATION_FAILED
@@ -32,7 +34,11 @@ from types import MappingProxyType
 from typing import Any
 
 from pykraft.broker.controller_api import ControllerError
-from pykraft.broker.handlers.find_coordinator import CoordinatorTopic, creatable_internal_topic
+from pykraft.broker.handlers.find_coordinator import (
+    CoordinatorTopic,
+    creatable_internal_topic,
+    has_enough_live_brokers,
+)
 from pykraft.broker.handlers.services import (
     BrokerServices,
     alive_brokers,
@@ -113,7 +119,7 @@ async def handle_metadata(
                 topic.error_code = Errors.TOPIC_AUTHORIZATION_FAILED
         await asyncio.gather(
             *(
-                _auto_create(services, topic, internal_topics.get(topic.name), len(alive))
+                _auto_create(services, image, topic, internal_topics.get(topic.name))
                 for topic in creatable
             )
         )
@@ -256,21 +262,20 @@ def _may_auto_create(services: BrokerServices, request: Any) -> bool:
 
 
 async def _auto_create(
-    services: BrokerServices, topic: Any, internal: CoordinatorTopic | None, alive_brokers: int
+    services: BrokerServices, image: MetadataImage, topic: Any, internal: CoordinatorTopic | None
 ) -> None:
     """Ask the controller for the topic; rewrites ``topic.error_code`` with the outcome.
 
     ``AutoTopicCreationManager.creatableTopic``: ``__consumer_offsets`` and
-    ``__transaction_state`` with their coordinators' partitions, replication factor (capped at
-    the alive brokers, as FindCoordinator does) and configs; any other with ``num.partitions``
-    and ``default.replication.factor``. An internal topic whose coordinator this broker does
-    not run is left unknown: its partition count is the coordinator's to choose."""
+    ``__transaction_state`` with their coordinators' partitions, replication factor and
+    configs; any other with ``num.partitions`` and ``default.replication.factor``. An internal
+    topic whose coordinator this broker does not run is left unknown: its partition count is
+    the coordinator's to choose. ``filterCreatableTopics``: fewer alive brokers than the
+    replication factor is INVALID_REPLICATION_FACTOR, and nothing is asked."""
     if topic.name in INTERNAL_TOPICS:
         if internal is None:
             return
-        new_topic = creatable_internal_topic(
-            internal, max(1, min(internal.replication_factor, alive_brokers))
-        )
+        new_topic = creatable_internal_topic(internal)
     else:
         try:
             validate_topic_name(topic.name)
@@ -282,6 +287,9 @@ async def _auto_create(
             num_partitions=services.num_partitions,
             replication_factor=services.default_replication_factor,
         )
+    if not has_enough_live_brokers(image, new_topic.replication_factor):
+        topic.error_code = Errors.INVALID_REPLICATION_FACTOR
+        return
     try:
         await services.controller.create_topic(new_topic, validate_only=False)
     except ControllerError as error:

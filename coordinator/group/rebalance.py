@@ -82,7 +82,7 @@ class GroupConfig:
     # offset.metadata.max.bytes
     offset_metadata_max_bytes: int = 4096
     offsets_topic_num_partitions: int = 50
-    # Used when this broker creates __consumer_offsets (capped by the alive brokers).
+    # Used when this broker creates __consumer_offsets (only once that many brokers are alive).
     offsets_topic_replication_factor: int = 3
 
 

@@ -17,7 +17,10 @@ otherwise it changes nothing. The response says whether partitions were left for
 
 * DEFERRED (initial) → SCHEDULED, due ``leader.imbalance.check.interval.seconds`` after a write;
 * IMMEDIATELY → SCHEDULED, due ``IMMEDIATE_DELAY_MS`` after a write;
-* SCHEDULED → IMMEDIATELY when a run stopped at its bound, → DEFERRED when it did not.
+* SCHEDULED → IMMEDIATELY when a run stopped at its bound or its write failed, → DEFERRED when
+  it committed everything. Computing a run does not move the schedule: the shell reports the
+  write's outcome (``committed`` / ``failed``), so a write retried over a newer image runs it
+  again; a committed run is a write event itself and schedules the next at once.
 
 Kafka schedules after every controller write event, but only while some partition is
 imbalanced: its ``imbalancedPartitions`` set is kept current on every replay. The image has no
@@ -126,8 +129,21 @@ class LeaderBalanceSchedule:
         return self.due_ms is not None and now_ms >= self.due_ms
 
     def ran(self, more_left: bool) -> None:
-        """A due run happened; ``more_left``: it stopped at its bound."""
+        """A due run is over; ``more_left``: it stopped at its bound."""
         self._become(ImbalanceSchedule.IMMEDIATELY if more_left else ImbalanceSchedule.DEFERRED)
+
+    def committed(self, more_left: bool, now_ms: int) -> None:
+        """The write of the run computed at ``now_ms`` committed (or had no records). The run
+        is a write event itself, so the next is scheduled from it at once, as Kafka schedules
+        after every write event. Until this is said the run stays due, and a write retried over
+        a newer image computes it again."""
+        self.ran(more_left)
+        self.on_write(now_ms)
+
+    def failed(self) -> None:
+        """The run's write failed (not the controller any more, timed out, rejected): it comes
+        again right after the next write (IMMEDIATELY), not a whole interval later."""
+        self.ran(more_left=True)
 
     def _become(self, state: ImbalanceSchedule, due_ms: int | None = None) -> None:
         legal = (

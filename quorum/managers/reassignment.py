@@ -21,11 +21,13 @@ runs; otherwise the original replicas come back (``ReassignmentRevert``), which 
 election — allowed only with ``unclean.leader.election.enable`` (else INVALID_REPLICA_ASSIGNMENT)
 — when only adding replicas were in sync. Unknown topics and partitions are
 UNKNOWN_TOPIC_OR_PARTITION. Each partition succeeds or fails alone (Kafka writes the records of
-the partitions that succeeded).
+the partitions that succeeded); a partition named twice is INVALID_REQUEST, and a request that
+would write more than one batch's records (``MAX_BATCH_RECORDS``) is refused whole.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from pykraft.metadata.api.errors import SUCCESS, ApiError
@@ -41,6 +43,7 @@ from pykraft.metadata.api.reassignments import (
     ReassignableTopicResult,
     select_reassignments,
 )
+from pykraft.metadata.codec import MAX_BATCH_RECORDS
 from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from pykraft.metadata.records import MetadataRecord, PartitionChangeRecord
 from pykraft.protocol.errors import Errors
@@ -162,12 +165,23 @@ def alter_partition_reassignments(
     image: MetadataImage, request: AlterPartitionReassignmentsRequest, unclean: UncleanPolicy
 ) -> ControllerResult[AlterPartitionReassignmentsResponse]:
     """Kafka's ``ReplicationControlManager.alterPartitionReassignments``: one result per
-    partition; the records of the partitions that succeeded, in request order."""
+    partition; the records of the partitions that succeeded, in request order.
+
+    Every record is built from the same image, so a partition named twice would get two
+    conflicting records: each of its entries is INVALID_REQUEST instead. One request writes at
+    most ``MAX_BATCH_RECORDS`` records, one atomic batch (Kafka's ``MAX_RECORDS_PER_USER_OP``,
+    its ``BoundedList``); past that the whole request is INVALID_REQUEST and writes nothing."""
+    named = Counter(
+        (topic.name, p.partition_index) for topic in request.topics for p in topic.partitions
+    )
     records: list[MetadataRecord] = []
     responses: list[ReassignableTopicResult] = []
     for topic in request.topics:
         results: list[ReassignablePartitionResult] = []
         for target in topic.partitions:
+            if named[(topic.name, target.partition_index)] > 1:
+                results.append(ReassignablePartitionResult(target.partition_index, _DUPLICATE))
+                continue
             try:
                 record = _alter_one(image, topic.name, target, unclean)
             except _Refused as refused:
@@ -177,8 +191,34 @@ def alter_partition_reassignments(
                 records.append(record)
             results.append(ReassignablePartitionResult(target.partition_index, SUCCESS))
         responses.append(ReassignableTopicResult(topic.name, tuple(results)))
+    if len(records) > MAX_BATCH_RECORDS:
+        return ControllerResult((), _refuse_all(request, _TOO_MANY))
     return ControllerResult(
         tuple(records), AlterPartitionReassignmentsResponse(SUCCESS, tuple(responses))
+    )
+
+
+_DUPLICATE = ApiError.of(Errors.INVALID_REQUEST, "The partition is named more than once.")
+_TOO_MANY = ApiError.of(
+    Errors.INVALID_REQUEST,
+    f"Cannot reassign more than {MAX_BATCH_RECORDS} partitions in a single request.",
+)
+
+
+def _refuse_all(
+    request: AlterPartitionReassignmentsRequest, error: ApiError
+) -> AlterPartitionReassignmentsResponse:
+    return AlterPartitionReassignmentsResponse(
+        SUCCESS,
+        tuple(
+            ReassignableTopicResult(
+                topic.name,
+                tuple(
+                    ReassignablePartitionResult(p.partition_index, error) for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        ),
     )
 
 

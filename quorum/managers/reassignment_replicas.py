@@ -4,7 +4,8 @@ Kafka keeps it in two small classes, mirrored here:
 
 * ``PartitionReassignmentReplicas``: from the current replicas and the target, the replicas to
   write while the reassignment runs — the target followed by the replicas being removed — and
-  which are being added (``target - current``) or removed (``current - target``). A reassignment
+  which are being added (``target - current``) or removed (``current - target``), each in
+  ascending broker id order (Kafka's ``TreeSet``). A reassignment
   completes (``maybe_complete_reassignment``) once every target replica is in the ISR with the
   removing replicas taken out: the replicas become the target, the ISR loses the removing
   replicas, and adding / removing are cleared. It never completes into an empty ISR.
@@ -35,10 +36,11 @@ class ReassignmentReplicas:
 
     @classmethod
     def of(cls, current: tuple[int, ...], target: tuple[int, ...]) -> ReassignmentReplicas:
-        removing = _without(current, target)
-        return cls(
-            replicas=(*target, *removing), adding=_without(target, current), removing=removing
-        )
+        # Kafka's calculateDifference keeps each difference in a TreeSet: ascending broker ids,
+        # whatever the lists' order.
+        removing = tuple(sorted(_without(current, target)))
+        adding = tuple(sorted(_without(target, current)))
+        return cls(replicas=(*target, *removing), adding=adding, removing=removing)
 
     @classmethod
     def ongoing(cls, partition: PartitionRegistration) -> ReassignmentReplicas:

@@ -197,7 +197,7 @@ def fetch_v7(topics: list[str] | None) -> Any:
 def test_find_coordinator_creates_the_offsets_topic(cluster: GroupCluster) -> None:
     # KafkaApis.getCoordinator: no topic -> create it, COORDINATOR_NOT_AVAILABLE meanwhile
     async def scenario() -> None:
-        broker = Broker(cluster, offsets_topic_num_partitions=3, offsets_topic_replication_factor=3)
+        broker = Broker(cluster, offsets_topic_num_partitions=3, offsets_topic_replication_factor=2)
         request = FindCoordinatorRequest(version=0, key=GROUP)
         first = await broker.send(ApiKey.FIND_COORDINATOR, 0, request)
         assert (first.error_code, first.node_id) == (Errors.COORDINATOR_NOT_AVAILABLE, -1)
@@ -205,13 +205,28 @@ def test_find_coordinator_creates_the_offsets_topic(cluster: GroupCluster) -> No
         [(call, topic)] = broker.controller.calls
         assert call == "create_topic" and isinstance(topic, CreatableTopic)
         assert topic.name == OFFSETS_TOPIC
-        assert (topic.num_partitions, topic.replication_factor) == (3, 2)  # 2 brokers alive
+        assert (topic.num_partitions, topic.replication_factor) == (3, 2)
         assert ("cleanup.policy", "compact") in [(c.name, c.value) for c in topic.configs]
         offsets = cluster.image.topics.by_name[OFFSETS_TOPIC]
         leader = offsets.partitions[broker.shell.partition_for(GROUP)].leader
         found = await broker.send(ApiKey.FIND_COORDINATOR, 0, request)
         assert (found.error_code, found.node_id, found.port) == (Errors.NONE, leader, 9090 + leader)
         assert found.host == f"broker{leader}.local"
+
+    run(scenario)
+
+
+def test_find_coordinator_waits_for_enough_alive_brokers(cluster: GroupCluster) -> None:
+    # AutoTopicCreationManager.hasEnoughLiveBrokers: 2 brokers alive, replication factor 3 ->
+    # nothing created (never at a smaller factor, for good), COORDINATOR_NOT_AVAILABLE.
+    async def scenario() -> None:
+        broker = Broker(cluster, offsets_topic_num_partitions=3, offsets_topic_replication_factor=3)
+        request = FindCoordinatorRequest(version=0, key=GROUP)
+        first = await broker.send(ApiKey.FIND_COORDINATOR, 0, request)
+        assert (first.error_code, first.node_id) == (Errors.COORDINATOR_NOT_AVAILABLE, -1)
+        await settle()
+        assert broker.controller.calls == []
+        assert OFFSETS_TOPIC not in cluster.image.topics.by_name
 
     run(scenario)
 

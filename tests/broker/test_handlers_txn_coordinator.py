@@ -64,17 +64,15 @@ async def init(broker: TxnBroker, transactional_id: str | None = TXN, **fields: 
 # ------------------------------------------------------------------ FindCoordinator, key type 1
 
 
-@pytest.mark.parametrize(
-    ("alive", "replication_factor", "min_insync_replicas"),
-    [((LOCAL, OTHER), 2, "2"), ((LOCAL,), 1, "1")],
-)
+@pytest.mark.parametrize("alive", [(LOCAL, OTHER), (LOCAL,)])
 def test_find_coordinator_creates_the_transaction_state_topic(
-    tmp_path: Path, alive: tuple[int, ...], replication_factor: int, min_insync_replicas: str
+    tmp_path: Path, alive: tuple[int, ...]
 ) -> None:
     """``testFindCoordinatorAutoTopicCreationForTxnTopic``: no ``__transaction_state`` yet →
     create it with ``transaction.state.log.*`` and ``transactionTopicConfigs``, answer
-    COORDINATOR_NOT_AVAILABLE meanwhile. pykraft caps the replication factor at the alive
-    brokers, and min.insync.replicas at the factor it got, so the topic can take writes."""
+    COORDINATOR_NOT_AVAILABLE meanwhile. With fewer alive brokers than
+    ``transaction.state.log.replication.factor`` nothing is created
+    (``AutoTopicCreationManager.hasEnoughLiveBrokers``), never a smaller topic."""
     cluster = TxnCluster(tmp_path)
     cluster.publish(broker(LOCAL), broker(OTHER, fenced=OTHER not in alive), *pets_led_here())
 
@@ -82,25 +80,32 @@ def test_find_coordinator_creates_the_transaction_state_topic(
         txn = TxnBroker(
             cluster,
             transaction_state_log_num_partitions=3,
-            transaction_state_log_replication_factor=3,
-            transaction_state_log_min_isr=3,
+            transaction_state_log_replication_factor=2,
+            transaction_state_log_min_isr=2,
         )
         first = await txn.send(ApiKey.FIND_COORDINATOR, 3, find(3, TXN))
         assert (first.error_code, first.node_id) == (Errors.COORDINATOR_NOT_AVAILABLE, -1)
         await settle()
+        if len(alive) < 2:
+            assert txn.controller.calls == []
+            again = await txn.send(ApiKey.FIND_COORDINATOR, 3, find(3, TXN))
+            assert again.error_code == Errors.COORDINATOR_NOT_AVAILABLE
+            assert TRANSACTION_STATE_TOPIC not in cluster.image.topics.by_name
+            await txn.shutdown()
+            return
         [(call, topic)] = txn.controller.calls
         assert call == "create_topic" and isinstance(topic, CreatableTopic)
         assert (topic.name, topic.num_partitions) == (TRANSACTION_STATE_TOPIC, 3)
-        assert topic.replication_factor == replication_factor
+        assert topic.replication_factor == 2
         assert dict((c.name, c.value) for c in topic.configs) == {
             "unclean.leader.election.enable": "false",
             "compression.type": "uncompressed",
             "cleanup.policy": "compact",
-            "min.insync.replicas": min_insync_replicas,
+            "min.insync.replicas": "2",
             "segment.bytes": str(100 * 1024 * 1024),
         }
         configs = cluster.image.configs.config(ConfigResourceType.TOPIC, TRANSACTION_STATE_TOPIC)
-        assert configs["min.insync.replicas"] == min_insync_replicas
+        assert configs["min.insync.replicas"] == "2"
         created = cluster.image.topics.by_name[TRANSACTION_STATE_TOPIC]
         leader = created.partitions[txn.transactions.partition_for(TXN)].leader
         found = await txn.send(ApiKey.FIND_COORDINATOR, 3, find(3, TXN))

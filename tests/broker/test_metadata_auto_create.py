@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
@@ -26,7 +27,7 @@ OFFSETS = CoordinatorTopic(
     key_type=0,
     topic="__consumer_offsets",
     partitions=5,
-    replication_factor=3,  # more than the two brokers: capped, as FindCoordinator does
+    replication_factor=2,
     configs={"cleanup.policy": "compact", "min.insync.replicas": "2"},
     partition_for=lambda key: 0,
     resource_type=ResourceType.GROUP,
@@ -64,6 +65,7 @@ def test_the_offsets_topic_is_created_as_its_coordinator_wants_it(cluster: Clust
     created: dict[str, Any] = {topic.name: topic for _, topic in controller.calls}  # type: ignore[attr-defined]
     offsets = created["__consumer_offsets"]
     assert (offsets.num_partitions, offsets.replication_factor) == (5, 2)
+    # The coordinator's configs as they are: Kafka lowers none of them.
     assert {c.name: c.value for c in offsets.configs} == {
         "cleanup.policy": "compact",
         "min.insync.replicas": "2",
@@ -76,4 +78,32 @@ def test_an_internal_topic_without_its_coordinator_is_not_created(cluster: Clust
     controller = InProcessController(cluster)
     answer = metadata(cluster, ["__transaction_state"], (OFFSETS,), controller)
     assert answer.topics[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert controller.calls == []
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets", "plain"])
+def test_too_few_alive_brokers_is_invalid_replication_factor(cluster: Cluster, name: str) -> None:
+    # AutoTopicCreationManager.filterCreatableTopics / hasEnoughLiveBrokers: two brokers are
+    # alive, the replication factor is 3 -> INVALID_REPLICATION_FACTOR, nothing asked. An
+    # offsets topic created at a smaller factor while the cluster starts would keep it.
+    controller = InProcessController(cluster)
+    request = MetadataRequest(
+        version=12,
+        topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+        allow_auto_topic_creation=True,
+    )
+    options = {
+        "controller": controller,
+        "auto_create_topics_enable": True,
+        "num_partitions": 1,
+        "default_replication_factor": 3,
+    }
+    wide = attrs.evolve(OFFSETS, replication_factor=3)
+    handler = metadata_handler(services(cluster, **options), (wide,))
+    body = call(handler, ApiKey.METADATA, 12, encode(request, 12))
+    assert body is not None
+    answer = MetadataResponse.decode(body, version=12)
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        (name, Errors.INVALID_REPLICATION_FACTOR)
+    ]
     assert controller.calls == []

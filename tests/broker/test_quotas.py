@@ -8,14 +8,16 @@ from __future__ import annotations
 import pytest
 
 from pykraft.broker.quotas import (
+    INACTIVE_SENSOR_EXPIRATION_MS,
     MAX_QUOTA_SENSORS,
     ClientQuotaManager,
     QuotaType,
     QuotaWindow,
-    Rate,
     quota_limit,
     quota_metric_tags,
+    sensor_key,
 )
+from pykraft.fetcher.sampled_rate import Rate
 from pykraft.metadata.client_quotas import (
     ClientQuotasImage,
     entity_data,
@@ -159,7 +161,7 @@ def test_max_value_in_quota_window() -> None:
 
 
 def test_samples_older_than_the_window_are_forgotten() -> None:
-    rate = Rate(QuotaWindow(samples=2, window_ms=1000))
+    rate = Rate(samples=2, window_ms=1000)
     rate.record(1000, 0)
     assert rate.measure(0) == pytest.approx(1000.0)
     assert rate.measure(2000) == 0.0
@@ -170,4 +172,32 @@ def test_rates_are_bounded() -> None:
     quotas = image({DEFAULT_C: 100.0})
     for index in range(MAX_QUOTA_SENSORS + 10):
         manager.record_and_get_throttle_time_ms(quotas, "u", f"c{index}", 1, 0)
-    assert len(manager._rates) == MAX_QUOTA_SENSORS
+    assert manager.sensor_count() == MAX_QUOTA_SENSORS
+
+
+def test_rates_unused_for_an_hour_are_dropped() -> None:
+    # ClientQuotaManager.InactiveSensorExpirationTimeSeconds: a client id seen once does not
+    # keep its rate for good.
+    manager = ClientQuotaManager(QuotaType.PRODUCE)
+    quotas = image({DEFAULT_C: 100.0})
+    for index in range(50):
+        manager.record_and_get_throttle_time_ms(quotas, "u", f"c{index}", 1, index)
+    assert manager.sensor_count() == 50
+    manager.record_and_get_throttle_time_ms(
+        quotas, "u", "c49", 1, 49 + INACTIVE_SENSOR_EXPIRATION_MS
+    )
+    assert manager.sensor_count() == 1  # c0..c48 were idle an hour; c49 was just used
+
+
+def test_a_rate_costs_the_same_whatever_the_client_ids_size() -> None:
+    # A client id may be 32 KB: the rates are kept under a fixed-size digest of the tags.
+    manager = ClientQuotaManager(QuotaType.PRODUCE)
+    quotas = image({DEFAULT_C: 100.0})
+    for index in range(3):
+        manager.record_and_get_throttle_time_ms(quotas, "u", str(index) * 32_000, 1, 0)
+    assert manager.sensor_count() == 3
+    assert {len(key) for key in manager._rates} == {16}
+    # Distinct tags never share a rate.
+    assert sensor_key(("ab", "c")) != sensor_key(("a", "bc"))
+    manager.record_and_get_throttle_time_ms(quotas, "", "x", 1_000_000, 0)
+    assert manager.record_and_get_throttle_time_ms(quotas, "", "y", 1, 0) == 0

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from pykraft.dev import internal_topic_properties
 from pykraft.free_ports import pick_free_ports as free_ports
 from tests.integration.conftest import ROOT, Cluster, HttpError, http
 
@@ -96,15 +97,15 @@ def start_cluster(
     count: int,
     broker_properties: dict[str, str] | None = None,
 ) -> Cluster:
-    """One controller and ``count`` running brokers; ``broker_properties`` go into each file."""
+    """One controller and ``count`` running brokers; ``broker_properties`` go into each file,
+    over internal topics sized to ``count`` brokers (as ``pykraft dev`` sizes them)."""
     cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
     cluster.wait_for_leader()
+    properties = {**internal_topic_properties(count), **(broker_properties or {})}
     for index in range(count):
         broker = BrokerProcess(tmp_path, 10 + index, cluster.controllers[0].url)
         with broker.config_path.open("a") as config:
-            config.writelines(
-                f"{key}={value}\n" for key, value in (broker_properties or {}).items()
-            )
+            config.writelines(f"{key}={value}\n" for key, value in properties.items())
         brokers.append(broker)
         broker.start()
     for broker in brokers:

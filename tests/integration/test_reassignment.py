@@ -3,15 +3,14 @@ controllers and three brokers (the harness numbers brokers 10, 11, 12), the issu
 partition from brokers [10, 11] to [11, 12] with live acks=all traffic.
 
 A 1-partition topic on [10, 11] gets ~5 MB; a producer keeps writing acks=all throughout.
-The throttle — 1 MB/s on the leader side (10, 11) for the current replicas and on the follower
-side (12) for the added one — is set by ``pykraft reassign-partitions --execute --throttle``
-once the broker serves IncrementalAlterConfigs (another part of issue 13), through the
-controller's config route until then; ``--execute`` starts the move and ``--verify`` polls it
-(and, with the tool's throttles, clears them at the end). The copy
-must take at least ~4 s (5 MB at 1 MB/s, less the one window a fresh quota admits) and broker
-12's ``pykraft_replication_throttled_bytes{side="follower"}`` must grow near the limit; every
-acknowledged record must be readable from the new replicas afterwards, and broker 10 must have
-dropped its replica. Every process is always stopped.
+``pykraft reassign-partitions --execute --throttle`` sets the throttle — 1 MB/s on the leader
+side (10, 11) for the current replicas and on the follower side (12) for the added one — and
+starts the move; ``--verify`` polls it and, once done, clears the throttles. The copy must take
+at least ~4 s (5 MB at 1 MB/s, less the one window a fresh quota admits) and broker 12's
+``pykraft_replication_throttled_bytes{side="follower"}`` must never grow far above the limit
+(how fast it grows below the limit measures the machine, not the throttle). Every acknowledged
+record must be in the segment files of both new replicas afterwards, read from disk, and broker
+10 must have dropped its replica. Every process is always stopped.
 """
 
 from __future__ import annotations
@@ -27,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
-from pykraft.protocol.api_keys import ApiKey
-from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
+from pykraft.storage.record_batch import BATCH_HEADER_SIZE, CorruptRecordError, parse_header
+from pykraft.storage.records import decode_records
 from tests.integration.conftest import ROOT, Cluster
 from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
 
@@ -75,29 +74,6 @@ def start(cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path) ->
     return cluster
 
 
-# ``--throttle`` sets the throttles with IncrementalAlterConfigs, which another part of issue 13
-# serves; until the broker offers it, the same configs go through the controller's route.
-TOOL_SETS_THROTTLES = ApiKey.INCREMENTAL_ALTER_CONFIGS in SUPPORTED_API_VERSIONS
-
-
-def set_throttles_over_http(cluster: Cluster) -> None:
-    """The KIP-73 configs kafka-reassign-partitions --throttle sets for this move."""
-    cluster.request(
-        "PUT",
-        f"/v1/configs/topic/{TOPIC}",
-        {"set": {"leader.replication.throttled.replicas": "0:10,0:11",
-                 "follower.replication.throttled.replicas": "0:12"}},
-    )  # fmt: skip
-    for broker_id in (10, 11, 12):
-        cluster.request(
-            "PUT",
-            f"/v1/configs/broker/{broker_id}",
-            {"set": {"leader.replication.throttled.rate": str(THROTTLE),
-                     "follower.replication.throttled.rate": str(THROTTLE)}},
-        )  # fmt: skip
-    time.sleep(1.0)  # the brokers publish the configs
-
-
 def tool(bootstrap: str, *argv: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "pykraft.cli", "reassign-partitions", "--bootstrap-server",
@@ -113,6 +89,29 @@ def follower_bytes(broker: BrokerProcess) -> float:
         text = answer.read().decode()
     found = _FOLLOWER_BYTES.search(text)
     return float(found.group(1)) if found else 0.0
+
+
+def replica_records(log_dir: Path) -> dict[int, bytes]:
+    """Offset -> value of every data record in a replica's segment files, read from disk; a
+    batch still being written at the end is left for the next read."""
+    stored: dict[int, bytes] = {}
+    for segment in sorted(log_dir.glob("*.log")):
+        data = memoryview(segment.read_bytes())
+        position = 0
+        while position + BATCH_HEADER_SIZE <= len(data):
+            try:
+                header = parse_header(data, position)
+            except CorruptRecordError:
+                break
+            end = position + header.size_in_bytes
+            if end > len(data):
+                break
+            if not header.is_control:
+                body = data[position + BATCH_HEADER_SIZE : end]
+                for record in decode_records(header, body, position):
+                    stored[record.offset] = bytes(record.value or b"")
+            position = end
+    return stored
 
 
 class Sampler:
@@ -190,8 +189,6 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
         acknowledged[future.get(timeout=1).offset] = b"pre-%06d-" % i + b"p" * (RECORD_BYTES - 11)
     preload.close()
 
-    if not TOOL_SETS_THROTTLES:
-        set_throttles_over_http(cluster)
     plan = tmp_path / "plan.json"
     plan.write_text(
         json.dumps(
@@ -202,8 +199,10 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
     with LiveProducer(bootstrap) as live, Sampler(b12) as sampler:
         time.sleep(1.0)
         start_bytes, started = follower_bytes(b12), time.monotonic()
-        throttle = ("--throttle", str(THROTTLE)) if TOOL_SETS_THROTTLES else ()
-        out = tool(bootstrap, "--execute", "--reassignment-json-file", str(plan), *throttle)
+        out = tool(
+            bootstrap, "--execute", "--reassignment-json-file", str(plan),
+            "--throttle", str(THROTTLE),
+        )  # fmt: skip
         assert "Successfully started partition reassignment for moving-0" in out
         while True:
             status = tool(
@@ -219,7 +218,8 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
         time.sleep(1.0)  # live traffic continues on the new replicas
 
     # The throttle visibly bounded the copy: >= ~4 s for 5 MB at 1 MB/s (a fresh quota admits
-    # one window at once), and broker 12 fetched near the limit, never far above it.
+    # one window at once), and broker 12 never fetched far above the limit. No lower bound on
+    # the rate: below the limit it measures how fast six processes copy on a shared machine.
     samples = [(t, b - start_bytes) for t, b in sampler.samples if t >= started]
     copied = samples[-1][1]
     assert copied >= PRELOAD_RECORDS * RECORD_BYTES * 0.9, copied
@@ -229,9 +229,9 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
     first_t, first_b = moving[0]
     last_t, last_b = moving[-1]
     assert last_t - first_t >= 2.5, samples
-    # After the first window's burst, the copy ran at about the throttle.
+    # After the first window's burst, the copy ran at most at about the throttle.
     rate = (last_b - first_b) / (last_t - first_t)
-    assert THROTTLE * 0.5 <= rate <= THROTTLE * 1.3, (rate, samples)
+    assert rate <= THROTTLE * 1.3, (rate, samples)
     # Any 3 s span after the first second (one fetch carries up to replica.fetch.max.bytes,
     # 1 MiB, so shorter spans are lumpy).
     spans = [
@@ -242,29 +242,29 @@ def test_move_a_partition_with_live_traffic_under_a_throttle(
     ]
     assert all(span <= THROTTLE * 1.5 for span in spans), (spans, samples)
 
-    if TOOL_SETS_THROTTLES:
-        done = tool(bootstrap, "--verify", "--reassignment-json-file", str(plan))
-        assert "Clearing broker-level throttles on brokers 10,11,12" in done, done
-        topic_configs = cluster.request("GET", f"/v1/configs/topic/{TOPIC}")["configs"]
-        assert not topic_configs.get("follower.replication.throttled.replicas"), topic_configs
+    done = tool(bootstrap, "--verify", "--reassignment-json-file", str(plan))
+    assert "Clearing broker-level throttles on brokers 10,11,12" in done, done
+    topic_configs = cluster.request("GET", f"/v1/configs/topic/{TOPIC}")["configs"]
+    assert not topic_configs.get("follower.replication.throttled.replicas"), topic_configs
 
-    # Every acknowledged record is on the new replicas, at its offset.
+    # Every acknowledged record is on each new replica, at its offset: read from its segment
+    # files, not through the leader (11), so broker 12's own copy is what is checked.
     assert live.failures == [], live.failures[:3]
     acknowledged.update(live.acknowledged)
     assert len(live.acknowledged) > 50
-    consumer = KafkaConsumer(bootstrap_servers=b12.bootstrap, enable_auto_commit=False)
-    tp = TopicPartition(TOPIC, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    stored: dict[int, bytes] = {}
-    deadline = time.monotonic() + 60
-    end = max(acknowledged) + 1
-    while len(stored) < end and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=1000, max_records=5000).values():
-            stored.update((r.offset, r.value) for r in records)
-    consumer.close()
-    missing = [offset for offset, value in acknowledged.items() if stored.get(offset) != value]
-    assert missing == [], f"{len(missing)} acknowledged records lost, first {missing[:5]}"
+    for broker_id in (11, 12):
+        log_dir = tmp_path / f"broker-{broker_id}" / f"{TOPIC}-0"
+        deadline = time.monotonic() + 30
+        while True:
+            stored = replica_records(log_dir)
+            missing = [o for o, value in acknowledged.items() if stored.get(o) != value]
+            if not missing or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)  # the follower may still be fetching the last records
+        assert missing == [], (
+            f"broker {broker_id}: {len(missing)} acknowledged records missing, first "
+            f"{sorted(missing)[:5]}"
+        )
 
     # The replica set is [11, 12] and broker 10 let its replica go.
     topic = cluster.request("GET", f"/v1/topics/{TOPIC}")

@@ -14,6 +14,7 @@ from pykraft.dev import (
     DevClusterError,
     add_arguments,
     check_overrides,
+    internal_topic_properties,
     parse_property,
     plan_layout,
 )
@@ -125,3 +126,16 @@ def test_without_overrides_the_files_are_unchanged(tmp_path: Path) -> None:
     assert broker.get_int("offsets.topic.replication.factor") == 2
     assert broker.get_str("log.dirs") == str(tmp_path / "a" / "broker-10")
     assert file_of(extra, "broker-10").get_int("offsets.topic.replication.factor") == 2
+
+
+@pytest.mark.parametrize(
+    ("brokers", "factor", "min_isr"), [(1, "1", "1"), (2, "2", "2"), (3, "3", "2"), (5, "3", "2")]
+)
+def test_internal_topics_fit_the_cluster(brokers: int, factor: str, min_isr: str) -> None:
+    # Internal topics are created only once as many brokers as their replication factor are
+    # alive (Kafka's hasEnoughLiveBrokers): a smaller dev cluster must ask for fewer.
+    assert internal_topic_properties(brokers) == {
+        "offsets.topic.replication.factor": factor,
+        "transaction.state.log.replication.factor": factor,
+        "transaction.state.log.min.isr": min_isr,
+    }

@@ -190,6 +190,21 @@ def test_throttles_cover_the_current_replicas_and_the_added_ones() -> None:
     assert throttles.brokers == (10, 11, 12)
 
 
+def test_throttles_keep_the_moves_already_running() -> None:
+    # ReassignPartitionsUnitTest.testMoveMap: foo-0 runs [1,2,3] -> adding 4 (sources 1,2,3);
+    # the new plan re-targets foo-0 and moves bar-0; foo-1 runs on and keeps its throttles.
+    current = {FOO0: (1, 2, 3, 4), FOO1: (4, 5, 6, 7, 3), BAR0: (2, 3, 4)}
+    running = {FOO0: ((1, 2, 3, 4), (4,)), FOO1: ((4, 5, 6, 7, 3), (7, 3))}
+    proposed = {FOO0: (1, 2, 5), BAR0: (1, 2, 3)}
+    throttles = throttles_for(current, proposed, running)
+    assert throttles.topics == {
+        "bar": ("0:2,0:3,0:4", "0:1"),
+        # foo-0's sources stay 1,2,3 (4 is only being added), its destination is now 5.
+        "foo": ("0:1,0:2,0:3,1:4,1:5,1:6", "0:5,1:3,1:7"),
+    }
+    assert throttles.brokers == (1, 2, 3, 4, 5, 6, 7)
+
+
 def test_verify_and_list_lines() -> None:
     targets = {FOO0: (11, 12), FOO1: (10, 11), BAR0: (12,)}
     current = {FOO0: (11, 12), FOO1: (11, 12, 10), BAR0: (10,)}
@@ -278,6 +293,35 @@ def test_verify_clears_the_throttles_only_once_complete(tmp_path: Path) -> None:
     ]
     assert {c.op for c in admin.configs} == {ConfigOp.DELETE}
     assert len(admin.configs) == 3 * 2 + 2
+
+
+def test_verify_keeps_the_throttles_while_another_reassignment_runs(tmp_path: Path) -> None:
+    # ReassignPartitionsCommand.verifyAssignment clears throttles only when
+    # findPartitionReassignmentStates lists no reassignment at all.
+    admin = FakeAdmin({FOO0: (11, 12), BAR0: (10, 11, 12)})
+    admin.in_progress[BAR0] = PartitionReassignment((10, 11, 12), (12,), ())
+    path = plan_file(tmp_path, MOVE)
+    code, lines = command(admin, tmp_path, "--verify", "--reassignment-json-file", path)
+    assert (code, lines) == (
+        0,
+        ["Status of partition reassignment:", "Reassignment of partition foo-0 is completed."],
+    )
+    assert admin.configs == []
+
+
+def test_execute_additional_throttles_the_running_moves_too(tmp_path: Path) -> None:
+    admin = FakeAdmin({FOO0: (10, 11), FOO1: (10, 11, 12)})
+    admin.in_progress[FOO1] = PartitionReassignment((10, 11, 12), (12,), (10,))
+    code, _ = command(
+        admin, tmp_path, "--execute", "--additional", "--reassignment-json-file",
+        plan_file(tmp_path, MOVE), "--throttle", "1000",
+    )  # fmt: skip
+    assert code == 0
+    topic_sets = {(c.name, c.value) for c in admin.configs if c.resource_type == 2}
+    assert topic_sets == {
+        ("leader.replication.throttled.replicas", "0:10,0:11,1:10,1:11"),
+        ("follower.replication.throttled.replicas", "0:12,1:12"),
+    }
 
 
 def test_cancel_and_list(tmp_path: Path) -> None:

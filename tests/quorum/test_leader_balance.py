@@ -116,6 +116,7 @@ def test_balancing_is_due_an_interval_after_a_write_and_runs_then() -> None:
     result = h.controller.maybe_balance_partition_leaders(h.image, 1_100)
     assert result is not None and result.response is False
     h.commit(result)
+    h.controller.leader_balance.committed(result.response, 1_100)
     assert leaders(h.image, "t") == [1, 2, 3, 1, 2, 3]
     # The run is a write event itself: the next check is an interval later.
     assert h.controller.leader_balance.due_ms == 2_100
@@ -127,12 +128,38 @@ def test_a_bounded_run_is_followed_by_another_at_once() -> None:
     result = h.controller.maybe_balance_partition_leaders(h.image, 1_000)
     assert result is not None and (len(result.records), result.response) == (2, True)
     h.commit(result)
+    h.controller.leader_balance.committed(result.response, 1_000)
     assert h.controller.next_deadline_ms(h.image) == 1_000 + IMMEDIATE_DELAY_MS
     result = h.controller.maybe_balance_partition_leaders(h.image, 1_000 + IMMEDIATE_DELAY_MS)
     assert result is not None and (len(result.records), result.response) == (2, False)
     h.commit(result)
+    h.controller.leader_balance.committed(result.response, 1_000 + IMMEDIATE_DELAY_MS)
     assert leaders(h.image, "t") == [1, 2, 3, 1, 2, 3]
     assert h.controller.leader_balance.due_ms == 2_010
+
+
+def test_a_run_stays_due_until_its_write_is_reported() -> None:
+    # The write path retries an operation whose proposal went STALE over the newer image: the
+    # retry must compute the run again, not find it done and write nothing.
+    h = Harness(after_full_restart(), now_ms=0, settings=settings())
+    write_event(h, 0)
+    first = h.controller.maybe_balance_partition_leaders(h.image, 1_000)
+    retry = h.controller.maybe_balance_partition_leaders(h.image, 1_005)
+    assert first is not None and retry is not None
+    assert retry.records == first.records != ()
+    h.commit(retry)
+    h.controller.leader_balance.committed(retry.response, 1_005)
+    assert h.controller.leader_balance.due_ms == 2_005  # an interval after the run
+
+
+def test_a_failed_run_comes_again_right_after_the_next_write() -> None:
+    h = Harness(after_full_restart(), now_ms=0, settings=settings())
+    write_event(h, 0)
+    assert h.controller.maybe_balance_partition_leaders(h.image, 1_000) is not None
+    h.controller.leader_balance.failed()  # e.g. NOT_CONTROLLER while proposing
+    assert h.controller.leader_balance.state is ImbalanceSchedule.IMMEDIATELY
+    write_event(h, 1_500)
+    assert h.controller.leader_balance.due_ms == 1_500 + IMMEDIATE_DELAY_MS
 
 
 def test_disabled_balancing_is_never_due() -> None:

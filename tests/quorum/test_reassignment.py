@@ -20,6 +20,7 @@ from pykraft.metadata.image import MetadataImage, PartitionRegistration
 from pykraft.metadata.records import ConfigRecord, ConfigResourceType, PartitionChangeRecord
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.controller import AlterPartitionData, AlterPartitionRequest, BrokerState
+from pykraft.quorum.managers import reassignment
 from pykraft.quorum.managers.reassignment import list_partition_reassignments
 from pykraft.quorum.managers.reassignment_replicas import (
     CompletedReassignment,
@@ -71,9 +72,9 @@ def state(p: PartitionRegistration) -> tuple[object, ...]:
     ("current", "target", "replicas", "adding", "removing"),
     [
         ((3, 2, 1), (3, 2, 1), (3, 2, 1), (), ()),  # testNoneAddedOrRemoved
-        ((3, 2, 1), (3, 6, 2, 1, 5), (3, 6, 2, 1, 5), (6, 5), ()),  # testAdditions
-        ((3, 2, 1, 0), (3, 1), (3, 1, 2, 0), (), (2, 0)),  # testRemovals
-        ((3, 2, 1, 0), (7, 3, 1, 9), (7, 3, 1, 9, 2, 0), (7, 9), (2, 0)),  # ...AndRemovals
+        ((3, 2, 1), (3, 6, 2, 1, 5), (3, 6, 2, 1, 5), (5, 6), ()),  # testAdditions
+        ((3, 2, 1, 0), (3, 1), (3, 1, 0, 2), (), (0, 2)),  # testRemovals
+        ((3, 2, 1, 0), (7, 3, 1, 9), (7, 3, 1, 9, 0, 2), (7, 9), (0, 2)),  # ...AndRemovals
         ((0, 1, 2, 3), (3, 2, 1, 0), (3, 2, 1, 0), (), ()),  # testRearrangement
     ],
 )
@@ -205,8 +206,8 @@ def test_a_new_target_can_drop_a_replica_being_added() -> None:
     reassign(h, (0, (11, 12)))
     reassign(h, (0, (11, 13)))
     p = partition(h.image, "t", 0)
-    assert p.replicas == (11, 13, 12, 10)
-    assert (p.adding_replicas, p.removing_replicas) == ((13,), (12, 10))
+    assert p.replicas == (11, 13, 10, 12)
+    assert (p.adding_replicas, p.removing_replicas) == ((13,), (10, 12))
     expand_isr(h, (10, 11, 13))
     assert state(partition(h.image, "t", 0)) == ((11, 13), (11, 13), (), (), 11)
 
@@ -239,6 +240,38 @@ def test_unknown_topics_and_partitions_fail_alone() -> None:
         (0, Errors.NONE),
     ]
     assert partition(h.image, "t", 0).adding_replicas == (12,)
+
+
+def test_a_partition_named_twice_is_refused_and_written_nowhere() -> None:
+    # Both entries would be built from the same image: two conflicting records.
+    h = harness(((10, 11), (10, 11), 10), ((10, 11), (10, 11), 10))
+    before = h.image
+    assert reassign(h, (0, (11, 12)), (1, (11, 12)), (0, (12, 13))) == [
+        (0, Errors.INVALID_REQUEST),
+        (1, Errors.NONE),
+        (0, Errors.INVALID_REQUEST),
+    ]
+    assert partition(h.image, "t", 0) == partition(before, "t", 0)
+    assert partition(h.image, "t", 1).adding_replicas == (12,)
+
+
+def test_more_records_than_one_batch_are_refused_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # QuorumController.MAX_RECORDS_PER_USER_OP bounds one operation's records.
+    monkeypatch.setattr(reassignment, "MAX_BATCH_RECORDS", 1)
+    h = harness(((10, 11), (10, 11), 10), ((10, 11), (10, 11), 10))
+    request = AlterPartitionReassignmentsRequest(
+        (
+            ReassignableTopic(
+                "t", (ReassignablePartition(0, (11, 12)), ReassignablePartition(1, (11, 12)))
+            ),
+        )
+    )
+    result = h.controller.alter_partition_reassignments(h.image, request, 0)
+    assert result.records == ()
+    errors = [p.error.error for p in result.response.responses[0].partitions]
+    assert errors == [Errors.INVALID_REQUEST, Errors.INVALID_REQUEST]
+    # One record is within the bound.
+    assert reassign(h, (0, (11, 12))) == [(0, Errors.NONE)]
 
 
 # ---------------------------------------------------------------- cancellation

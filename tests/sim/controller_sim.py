@@ -31,7 +31,12 @@ from pykraft.metadata.api.reassignments import (
 )
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.records import MetadataRecord, RemoveTopicRecord, uuid_to_kafka_string
+from pykraft.metadata.records import (
+    LeaderRecoveryState,
+    MetadataRecord,
+    RemoveTopicRecord,
+    uuid_to_kafka_string,
+)
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.controller import (
     AlterableConfig,
@@ -56,7 +61,11 @@ from pykraft.quorum.controller import (
     TopicPartitions,
     UnregisterBrokerRequest,
 )
-from pykraft.quorum.managers.partition_change import all_partitions, is_active
+from pykraft.quorum.managers.partition_change import (
+    TopicPartitionRef,
+    all_partitions,
+    is_active,
+)
 
 MAX_EVENTS_SHOWN = 25
 # leader.imbalance.check.interval (Kafka: 300 s), short enough to run many times per seed.
@@ -123,7 +132,8 @@ def check_invariants(
             target = tuple(r for r in old.replicas if r not in old.removing_replicas)
             if old.is_reassigning() and not new.is_reassigning() and new.replicas == target:
                 # Completed (not cancelled): only with every target replica in sync (KIP-455).
-                assert set(target) <= set(new.isr) or new.leader_recovery_state.value == 1, (
+                recovering = new.leader_recovery_state is LeaderRecoveryState.RECOVERING
+                assert set(target) <= set(new.isr) or recovering, (
                     f"{name}: reassignment to {target} completed with ISR {new.isr}"
                 )
             if set(old.replicas) - set(new.replicas) and new.leader == old.leader >= 0:
@@ -190,6 +200,7 @@ class ControllerSimulation:
         balance = self.controller.maybe_balance_partition_leaders(self.image, self.now_ms)
         if balance is not None:
             self.commit("balance leaders", balance)
+            self.controller.leader_balance.committed(balance.response, self.now_ms)
 
     # --- brokers ----------------------------------------------------------------------------
 
@@ -425,20 +436,20 @@ class ControllerSimulation:
             p = ref.partition
             if not p.is_reassigning() or p.leader < 0:
                 continue
-            leader = self.brokers[p.leader]
-            data = AlterPartitionData(
-                ref.topic.topic_id,
-                ref.partition_id,
-                p.leader_epoch,
-                p.partition_epoch,
-                tuple(
-                    BrokerState(b) for b in (p.leader, *(r for r in p.replicas if r != p.leader))
-                ),
-            )
-            self.request(
-                f"catch up {ref.topic.name}-{ref.partition_id}",
-                AlterPartitionRequest(leader.id, leader.epoch, (data,)),
-            )
+            self._all_caught_up(f"catch up {ref.topic.name}-{ref.partition_id}", ref)
+
+    def _all_caught_up(self, what: str, ref: TopicPartitionRef) -> Any:
+        """The leader's AlterPartition putting every replica in the ISR, at current epochs."""
+        p = ref.partition
+        leader = self.brokers[p.leader]
+        data = AlterPartitionData(
+            ref.topic.topic_id,
+            ref.partition_id,
+            p.leader_epoch,
+            p.partition_epoch,
+            tuple(BrokerState(b) for b in (p.leader, *(r for r in p.replicas if r != p.leader))),
+        )
+        return self.request(what, AlterPartitionRequest(leader.id, leader.epoch, (data,)))
 
     # --- liveness ---------------------------------------------------------------------------
 
@@ -493,20 +504,7 @@ class ControllerSimulation:
             p = ref.partition
             if set(p.isr) == set(p.replicas):
                 continue
-            leader = self.brokers[p.leader]
-            data = AlterPartitionData(
-                ref.topic.topic_id,
-                ref.partition_id,
-                p.leader_epoch,
-                p.partition_epoch,
-                tuple(
-                    BrokerState(b) for b in (p.leader, *(r for r in p.replicas if r != p.leader))
-                ),
-            )
-            response = self.request(
-                f"caught up {ref.topic.name}-{ref.partition_id}",
-                AlterPartitionRequest(leader.id, leader.epoch, (data,)),
-            )
+            response = self._all_caught_up(f"caught up {ref.topic.name}-{ref.partition_id}", ref)
             assert response.partitions[0].error.is_success(), response
 
 

@@ -318,24 +318,31 @@ class SimBroker:
     def _install_publisher(self) -> None:
         """``BrokerServer._install_publisher``: the whole image first, then every image the
         loader publishes."""
-        self._observe_leaders(lambda: self.publisher.install(self.loader.image))
+        image = self.loader.image
+        self._observe_leaders(image, lambda: self.publisher.install(image))
         self.loader.add_listener(self._publish)
 
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        self._observe_leaders(lambda: self.publisher.publish(delta, image))
+        self._observe_leaders(image, lambda: self.publisher.publish(delta, image))
 
     def on_local_changes(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         """The publisher's listener, after the replica layer applied ``changes`` (where
         ``BrokerServer`` tells its coordinators); this broker runs none."""
 
-    def _observe_leaders(self, publish: Callable[[], LocalReplicaChanges]) -> None:
+    def _observe_leaders(
+        self, image: MetadataImage, publish: Callable[[], LocalReplicaChanges]
+    ) -> None:
         """Run ``publish`` and report each leader epoch it took to the checker (the sim never
         deletes topics: a replica goes only when a reassignment removes this broker)."""
         before = {key: p.leader_epoch for key, p in self.partitions.items()}
         changes = publish()
-        assert not changes.deletes or self.env.settings.reassign, (
-            f"unexpected deletes {changes.deletes}"
-        )
+        for deleted in changes.deletes:
+            assert self.env.settings.reassign, f"unexpected delete of {deleted}"
+            topic = image.topics.by_name.get(deleted.topic)
+            registration = None if topic is None else topic.partitions.get(deleted.partition)
+            assert registration is not None and self.broker_id not in registration.replicas, (
+                f"broker {self.broker_id} deleted {deleted}, still a replica: {registration}"
+            )
         for key in sorted(changes.leaders):
             partition = self.partitions.get((key.topic, key.partition))
             if partition is None or not partition.is_leader:
