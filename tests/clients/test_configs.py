@@ -187,6 +187,8 @@ def test_confluent_incremental_alter_and_describe_a_topic(
     assert "Value must be at least -1" in error.str()
 
 
+# The legacy API is what this test is about: confluent-kafka's deprecation notice is expected.
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_confluent_alter_configs_replaces_the_whole_set(
     configs_cluster: DevCluster, admin: AdminClient
 ) -> None:
