@@ -47,6 +47,7 @@ PURE_CORES = [
     "protocol/errors.py",
     "storage/topic_partition.py",
     "storage/clock.py",
+    "replica/alter_log_dir.py",
     "metadata/records.py",
     "metadata/image.py",
     # metadata/auth/tls_context.py is the shell that loads key files into an SSLContext.
