@@ -50,6 +50,13 @@ recovery point = log end, then write the clean-shutdown marker.
 
 Deleting a partition renames its directory to ``<topic>-<partition>.<uuid>-delete`` (atomic, so
 a crash mid-delete never leaves a half-deleted live partition), then removes it.
+
+Moving a replica between log dirs (KIP-113): ``future_logs`` (``storage.future_logs``) holds
+the ``-future`` copies; ``create_future_log`` starts one, ``replace_current_with_future_log``
+swaps a caught-up copy in as Kafka's ``replaceCurrentWithFutureLog`` does — the future directory
+is renamed to the partition's name first, then the current one to ``-delete`` and removed, so a
+crash between leaves two complete copies (start-up refuses with Kafka's duplicate-directories
+error) and never none.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ from pykraft.storage.checkpoints import (
 )
 from pykraft.storage.directory_id import new_directory_id
 from pykraft.storage.file_log_dir import FileLogDir
+from pykraft.storage.future_logs import FutureLogs
 from pykraft.storage.log_config import LONG_MAX, LogConfig
 from pykraft.storage.log_dir_load import load_partitions, read_log_dir
 from pykraft.storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
@@ -130,6 +138,7 @@ class LogManager:
         # Invariant: every log dir has an id once ``open`` returns.
         self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
+        self.future_logs = FutureLogs(self._stores, self.config_for)
         self._shut_down = False
         self._next_due: dict[str, int] = {
             name: now_ms + interval for name, interval, _ in self._tasks()
@@ -186,6 +195,7 @@ class LogManager:
                 continue
             self._register(tp, loaded, log_dir, now_ms)
             self.load_reports[tp] = loaded.load_report
+        self.future_logs.load_dir(store, now_ms, self.problems)
         # Only now: a crash after this point must be recovered on the next start.
         store.remove_clean_shutdown_marker()
 
@@ -287,6 +297,7 @@ class LogManager:
     def _mark_dir_offline(self, log_dir: Path, reason: str) -> list[TopicPartition]:
         logger.error("log dir %s is offline: %s", log_dir, reason)
         self.offline_dirs[log_dir] = reason
+        self.future_logs.forget_dir(log_dir)
         gone = sorted(tp for tp, d in self._dir_of.items() if d == log_dir and tp in self._logs)
         for tp in gone:
             with contextlib.suppress(OSError):
@@ -332,12 +343,59 @@ class LogManager:
         self._last_flush_ms.pop(tp, None)
         if log is not None:
             log.close_handlers()
+        self.future_logs.drop(tp)
         store = self._stores[log_dir]
         doomed = delete_dir_name(tp, store.unique_id())
         store.rename(tp.dir_name(), doomed)
         store.remove(doomed)
         self.checkpoint_all()
         return True
+
+    # ------------------------------------------------------------------ moving between dirs
+
+    def create_future_log(self, tp: TopicPartition, log_dir: Path, now_ms: int) -> PartitionLog:
+        """The future log of ``tp`` in ``log_dir`` (Kafka ``getOrCreateLog(isFuture = true)``):
+        ``tp`` must have a current log elsewhere and ``log_dir`` be online."""
+        assert tp in self._logs, f"{tp} has no current log"
+        assert self._dir_of[tp] != log_dir, f"{tp} already lives in {log_dir}"
+        if log_dir in self.offline_dirs or self.offline_dirs:
+            raise KafkaStorageError(f"cannot create the future log of {tp}: a log dir is offline")
+        try:
+            return self.future_logs.create(tp, log_dir, now_ms)
+        except OSError as error:
+            self.handle_log_dir_failure(log_dir, f"creating the future log of {tp}: {error}")
+            raise KafkaStorageError(f"cannot create the future log of {tp}: {error}") from error
+
+    def replace_current_with_future_log(self, tp: TopicPartition, now_ms: int) -> PartitionLog:
+        """Swap the caught-up future log in (Kafka ``LogManager.replaceCurrentWithFutureLog``);
+        returns the partition's log from now on. The caller holds the partition still: nothing
+        is appended to either log until this returns."""
+        future = self.future_logs.pop(tp)
+        current = self._logs.get(tp)
+        assert future is not None and current is not None, f"{tp}: nothing to swap"
+        assert future.log.log_end_offset == current.log_end_offset, f"{tp}: future not caught up"
+        source_dir = self._dir_of[tp]
+        future.log.close()
+        dest = self._stores[future.log_dir]
+        dest.rename(future.name, tp.dir_name())
+        log = PartitionLog.open(
+            dest.partition_store(tp.dir_name()),
+            self.config_for(tp.topic),
+            recovery_point=future.log.recovery_point,
+            now_ms=now_ms,
+            log_start_offset=current.log_start_offset,
+            had_clean_shutdown=True,
+        )
+        log.update_high_watermark(current.high_watermark)
+        self._register(tp, log, future.log_dir, now_ms)
+        current.close()
+        source = self._stores[source_dir]
+        doomed = delete_dir_name(tp, source.unique_id())
+        source.rename(tp.dir_name(), doomed)
+        source.remove(doomed)
+        self.checkpoint_all()
+        logger.info("%s moved from %s to %s", tp, source_dir, future.log_dir)
+        return log
 
     # ------------------------------------------------------------------ periodic work
 
@@ -437,6 +495,7 @@ class LogManager:
             return
         self._shut_down = True
         self._for_each_log(lambda tp, log: log.close())
+        self.future_logs.close_all()
         self.checkpoint_all()
         # An offline dir gets no marker: its logs were not closed cleanly.
         for log_dir in self.online_dirs:
