@@ -288,6 +288,10 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.DESCRIBE_LOG_DIRS: (
             _check("DESCRIBE", "CLUSTER", _CLUSTER_FAILED, "whole request: no results"),
         ),
+        # KafkaApis.handleAlterReplicaLogDirsRequest: every partition answers the error.
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (
+            _check("ALTER", "CLUSTER", _CLUSTER_FAILED, "every partition"),
+        ),
         # Client quotas (KIP-546): KafkaApis.handleDescribeClientQuotasRequest and
         # ControllerApis.handleAlterClientQuotas.
         ApiKey.DESCRIBE_CLIENT_QUOTAS: (

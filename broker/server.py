@@ -56,6 +56,7 @@ from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
 from pykraft.broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerStartupError, BrokerState
+from pykraft.broker.log_dir_mover import LogDirMover
 from pykraft.broker.metadata_loader import MetadataLoader
 from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
@@ -303,6 +304,9 @@ class BrokerServer:
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
         self._spawn(self._run_periodic(), "log manager")
         self._spawn(self._halt_when_log_dirs_fail(), "log dirs")
+        # KIP-113: replicas moving between log dirs (ReplicaAlterLogDirsManager).
+        mover = LogDirMover(self.replica_manager, self.clock.wall_clock_ms)
+        self._spawn(mover.run(), "log dir mover")
         await self._wait_until_running(self.heartbeats)
 
     async def _start_http(self) -> None:

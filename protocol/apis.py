@@ -144,6 +144,7 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     # Kafka 3.9's ranges as far as the 4.x schemas go .
     (ApiKey.DELETE_RECORDS, 0, 2),
     (ApiKey.DESCRIBE_LOG_DIRS, 0, 4),
+    (ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2),  # KIP-113; v0 = v1, v2 flexible
     # Client quotas (KIP-546): v0-1, both Kafka 3.9's and 4.x's range.
     (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
     (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),

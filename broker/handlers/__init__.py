@@ -8,6 +8,7 @@
   delete_records.py  DeleteRecords v0-v2: the leaders' log starts move, answered at the low
                    watermark (``broker.delete_records``)
   log_dirs.py      DescribeLogDirs v0-v4 from the ``LogManager``
+  alter_replica_log_dirs.py  AlterReplicaLogDirs v0-v2 (KIP-113) via ``broker.log_dir_mover``
   metadata.py      Metadata v0-v12 from the metadata image (auto-create, on by default)
   init_producer_id.py  InitProducerId v0-v5: producer ids for idempotent producers from the
                    broker's ``broker.producer_ids.ProducerIdManager``, for transactional ones
@@ -55,6 +56,7 @@ from pykraft.broker.controller_api import (
     ControllerError,
 )
 from pykraft.broker.handlers.admin import admin_handlers
+from pykraft.broker.handlers.alter_replica_log_dirs import alter_replica_log_dirs_handler
 from pykraft.broker.handlers.client_quotas import client_quota_handlers
 from pykraft.broker.handlers.configs import config_handlers
 from pykraft.broker.handlers.delete_records import delete_records_handler
@@ -108,6 +110,7 @@ def broker_handlers(
         ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets_for_leader_epoch_handler(services),
         ApiKey.DELETE_RECORDS: delete_records_handler(services),
         ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_handler(services),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs_handler(services),
         **admin_handlers(services),
         **config_handlers(services),
         **security_handlers(services),

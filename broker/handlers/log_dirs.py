@@ -6,11 +6,13 @@ in its top-level error (v3+; older versions just get nothing). Otherwise every c
 dir (``log.dirs``, by absolute path, once each) gets one result: an offline dir is
 KAFKA_STORAGE_ERROR and nothing else; an online one lists, per topic, the asked partitions it
 holds (all of them when ``topics`` is null) with their size in bytes, ``offset_lag`` (the high
-watermark past the log end: 0 for a current replica) and ``is_future_key`` false (no
-AlterReplicaLogDirs here); topics none of whose partitions were asked are left out, as Kafka
-does. v4 adds the volume's ``total_bytes`` and ``usable_bytes`` (Kafka's ``FileStore``
-``getTotalSpace`` / ``getUsableSpace``); a dir whose volume cannot be read answers
-UNKNOWN_SERVER_ERROR (Kafka's ``Errors.forException`` of the IOException).
+watermark past the log end: 0 for a current replica) and ``is_future_key`` false; a replica
+being moved here (AlterReplicaLogDirs, KIP-113) is listed in its destination too, with
+``is_future_key`` true and ``offset_lag`` the current log end past the future one; topics none
+of whose partitions were asked are left out, as Kafka does. v4 adds the volume's
+``total_bytes`` and ``usable_bytes`` (Kafka's ``FileStore`` ``getTotalSpace`` /
+``getUsableSpace``); a dir whose volume cannot be read answers UNKNOWN_SERVER_ERROR (Kafka's
+``Errors.forException`` of the IOException).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
+from pykraft.storage.log_dir_copier import offset_lag
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -114,6 +117,18 @@ def _describe_dir(
                 partition_size=log.size_in_bytes,
                 offset_lag=max(log.high_watermark - log.log_end_offset, 0),
                 is_future_key=False,
+            )
+        )
+    for topic_partition, future in sorted(log_manager.future_logs.logs.items()):
+        current = log_manager.get_log(topic_partition)
+        if topic_partition not in asked or future.log_dir != log_dir or current is None:
+            continue
+        by_topic.setdefault(topic_partition.topic, []).append(
+            _Partition(
+                partition_index=topic_partition.partition,
+                partition_size=future.log.size_in_bytes,
+                offset_lag=offset_lag(current, future.log),
+                is_future_key=True,
             )
         )
     return _Result(

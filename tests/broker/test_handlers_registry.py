@@ -65,6 +65,7 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
         ApiKey.DELETE_RECORDS,
         ApiKey.DESCRIBE_LOG_DIRS,
+        ApiKey.ALTER_REPLICA_LOG_DIRS,
         ApiKey.CREATE_TOPICS,
         ApiKey.DELETE_TOPICS,
         ApiKey.CREATE_PARTITIONS,

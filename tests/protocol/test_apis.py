@@ -163,8 +163,8 @@ def test_versions_clients_send_are_served(api_key: ApiKey, version: int) -> None
         (ApiKey.METADATA, 13, RequestDisposition.ANSWER_UNSUPPORTED),
         (ApiKey.SASL_HANDSHAKE, 1, RequestDisposition.SERVE),
         (ApiKey.SASL_AUTHENTICATE, 3, RequestDisposition.CLOSE_CONNECTION),
-        # Below the 4.x schema (1-2) but a Kafka 3.9 version: answered, not closed.
-        (ApiKey.ALTER_REPLICA_LOG_DIRS, 0, RequestDisposition.ANSWER_UNSUPPORTED),
+        # Below the 4.x schema (1-2) but a Kafka 3.9 version: served (v0 = v1, KIP-113).
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 0, RequestDisposition.SERVE),
         (ApiKey.ALTER_REPLICA_LOG_DIRS, 3, RequestDisposition.CLOSE_CONNECTION),
         # Kafka 4.x's DescribeLogDirs v5 (KIP-1066 cordoning): a schema, past 3.9's maximum 4.
         (ApiKey.DESCRIBE_LOG_DIRS, 5, RequestDisposition.ANSWER_UNSUPPORTED),

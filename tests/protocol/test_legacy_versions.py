@@ -70,10 +70,13 @@ def test_the_legacy_structs_cover_every_old_version_but_two() -> None:
     # it (test_write_txn_markers_v0_is_v1_without_tagged_fields). DescribeLogDirs v0 is v1's
     # layout ("Version 1 is the same as version 0", Kafka's DescribeLogDirsRequest.json), and
     # kafka-python's Struct for it is wrong (its partitions are one Int32, not an array), so it
-    # is no oracle (test_describe_log_dirs_v0_is_v1s_layout).
+    # is no oracle (test_describe_log_dirs_v0_is_v1s_layout). AlterReplicaLogDirs v0 is v1
+    # too ("Version 1 is the same as version 0"); kafka-python never had a Struct for it
+    # (test_alter_replica_log_dirs_v0_is_v1s_layout).
     assert set(BELOW_4X_MINIMUM) == set(LEGACY_STRUCTS) | {
         (ApiKey.WRITE_TXN_MARKERS, 0),
         (ApiKey.DESCRIBE_LOG_DIRS, 0),
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 0),
     }
 
 
@@ -171,6 +174,17 @@ def test_describe_log_dirs_v0_is_v1s_layout(seed: int) -> None:
     assert encode_response(ApiKey.DESCRIBE_LOG_DIRS, 0, response) == encode_response(
         ApiKey.DESCRIBE_LOG_DIRS, 1, response
     )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_alter_replica_log_dirs_v0_is_v1s_layout(seed: int) -> None:
+    key = ApiKey.ALTER_REPLICA_LOG_DIRS
+    request = random_message(request_class(key), 1, random.Random(seed))
+    v1 = bytes(request.encode(version=1))
+    assert bytes(request.encode(version=0)) == v1
+    assert decode_request(key, 0, v1).dirs == request.dirs
+    response = random_message(response_class(key), 1, random.Random(seed))
+    assert encode_response(key, 0, response) == encode_response(key, 1, response)
 
 
 # ------------------------------------------------------------------ Fetch v0-3
