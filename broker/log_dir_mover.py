@@ -63,6 +63,11 @@ def alter_replica_log_dir(
         frozenset(_absolute(d) for d in log_manager.offline_dirs),
         replica,
     )
+    if decision.preferred_dir is not None and log_manager.get_log(tp) is None:
+        # Kafka's maybeUpdatePreferredLogDir: a replica created here later starts there.
+        log_manager.preferred_log_dirs[tp] = next(
+            d for d in log_manager.log_dirs if _absolute(d) == decision.preferred_dir
+        )
     if decision.cancel_future:
         log_manager.future_logs.drop(tp)
         logger.info("%s: the move to %s is cancelled", tp, replica.future_dir)

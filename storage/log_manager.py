@@ -139,6 +139,9 @@ class LogManager:
         self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
         self.future_logs = FutureLogs(self._stores, self.config_for)
+        # Kafka's preferredLogDirs: where AlterReplicaLogDirs asked a replica not hosted yet to
+        # be created; used once, by the next get_or_create_log of the partition.
+        self.preferred_log_dirs: dict[TopicPartition, Path] = {}
         self._shut_down = False
         self._next_due: dict[str, int] = {
             name: now_ms + interval for name, interval, _ in self._tasks()
@@ -237,7 +240,11 @@ class LogManager:
         for log_dir in self._dir_of.values():
             if log_dir in counts:
                 counts[log_dir] += 1
-        log_dir = min(online, key=lambda d: counts[d])
+        preferred = self.preferred_log_dirs.pop(tp, None)
+        if preferred is not None and preferred in online:
+            log_dir = preferred
+        else:
+            log_dir = min(online, key=lambda d: counts[d])
         if config is not None:
             self.update_topic_config(tp.topic, config)
         store = self._stores[log_dir]

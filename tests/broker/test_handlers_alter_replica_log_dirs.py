@@ -28,7 +28,18 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition, is_future_dir
 from tests.broker.handler_support import pets_and_birds
-from tests.broker.replica_harness import PETS0, Cluster, batch, call, encode, services
+from tests.broker.replica_harness import (
+    LOCAL,
+    OTHER,
+    PETS0,
+    PETS_ID,
+    Cluster,
+    batch,
+    call,
+    encode,
+    partition_record,
+    services,
+)
 from tests.broker.test_authorization import acl, authorizer, context
 
 BIRDS0 = TopicPartition("birds", 0)
@@ -135,6 +146,21 @@ def test_describe_log_dirs_shows_the_future_replica_while_it_copies(cluster: Clu
         if p.is_future_key
     ]
     assert futures == [("pets", 0, 3)]  # nothing copied yet: three records behind
+
+
+def test_a_replica_not_hosted_yet_is_created_in_the_asked_dir(cluster: Cluster) -> None:
+    # ReplicaManager.alterReplicaLogDirs: maybeUpdatePreferredLogDir, then REPLICA_NOT_AVAILABLE.
+    pets2 = TopicPartition("pets", 2)
+    emptiest_first = cluster.log_manager.log_dirs
+    counts = {d: 0 for d in emptiest_first}
+    for tp in cluster.log_manager.logs:
+        counts[cluster.log_manager.log_dir_of(tp)] += 1  # type: ignore[index]
+    fuller = str(max(emptiest_first, key=lambda d: counts[d]).absolute())
+    assert errors(alter(cluster, {fuller: {"pets": [2]}})) == {
+        ("pets", 2): Errors.REPLICA_NOT_AVAILABLE
+    }
+    cluster.publish(partition_record(PETS_ID, 2, (LOCAL, OTHER), leader_epoch=1))
+    assert str(cluster.log_manager.log_dir_of(pets2).absolute()) == fuller  # type: ignore[union-attr]
 
 
 def test_the_current_dir_is_a_no_op(cluster: Cluster) -> None:

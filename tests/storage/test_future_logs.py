@@ -210,6 +210,20 @@ def test_two_future_logs_of_one_partition_refuse_to_load() -> None:
         open_on(d1, d2)
 
 
+def test_a_preferred_dir_places_the_next_new_log_once() -> None:
+    # Kafka's preferredLogDirs (maybeUpdatePreferredLogDir before the replica exists).
+    d1, d2 = dirs()
+    manager = open_on(d1, d2)
+    manager.preferred_log_dirs[ORDERS_0] = D2
+    manager.get_or_create_log(ORDERS_0, now_ms=0)
+    assert manager.log_dir_of(ORDERS_0) == D2  # not the emptiest-first D1
+    assert manager.preferred_log_dirs == {}
+    manager.preferred_log_dirs[TopicPartition("orders", 1)] = D2
+    manager.handle_log_dir_failure(D2, "disk gone")
+    manager.get_or_create_log(TopicPartition("orders", 1), now_ms=0)
+    assert manager.log_dir_of(TopicPartition("orders", 1)) == D1  # an offline preference
+
+
 def test_future_dir_names_are_kafkas() -> None:
     assert future_dir_name(ORDERS_0, "ab12") == "orders-0.ab12-future"
     assert TopicPartition.parse_dir_name("orders-0.ab12-future") == ORDERS_0
