@@ -220,3 +220,24 @@ def test_without_alter_on_the_cluster_every_partition_is_refused(cluster: Cluste
     )
     answer = alter_replica_log_dirs(allowed, request, context(ApiKey.ALTER_REPLICA_LOG_DIRS, 2))
     assert set(errors(answer).values()) == {Errors.NONE}
+
+
+def test_an_io_error_in_the_destination_fails_that_dir_and_the_replica_keeps_serving(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka: an IOException in the alter-dir thread goes to the LogDirFailureChannel.
+    destination = other_dir(cluster, PETS0)
+    alter(cluster, {destination: {"pets": [0]}})
+    future = cluster.log_manager.future_logs.get(PETS0)
+    assert future is not None
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(future.log, "append_as_follower", broken)
+    mover = LogDirMover(cluster.replica_manager, cluster.clock.wall_clock_ms)
+    assert not mover.step_all()
+    assert Path(destination) in cluster.log_manager.offline_dirs
+    assert cluster.log_manager.future_logs.logs == {}
+    assert cluster.produce(PETS0, batch(b"d")).error == Errors.NONE
+    assert str(cluster.log_manager.log_dir_of(PETS0).absolute()) != destination  # type: ignore[union-attr]
