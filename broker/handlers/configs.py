@@ -27,10 +27,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from pykraft.broker.config_describe import BrokerConfigLayers, broker_entries, topic_entries
+from pykraft.broker.config_describe import (
+    CLIENT_METRICS_CONFIG,
+    BrokerConfigLayers,
+    ConfigEntry,
+    broker_entries,
+    topic_entries,
+)
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.config_messages import (
     AlterConfigsRequestData,
@@ -56,6 +62,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 
 TOPIC, BROKER = ConfigResourceType.TOPIC.value, ConfigResourceType.BROKER.value
+CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS.value
 _DENIED = "Authorization failed."
 
 Request = TypeVar("Request")
@@ -122,13 +129,22 @@ def describe_one(
     def failed(error: Errors, message: str | None) -> ConfigsResult:
         return ConfigsResult(resource_type=kind, resource_name=name, error=error, message=message)
 
-    if kind not in (TOPIC, BROKER, BROKER_LOGGER):
+    if kind not in (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS):
         return failed(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
     # ConfigHelper authorizes every resource before it looks at one: a refused principal
     # learns nothing, not even which broker ids are valid.
     if not _allowed(services, context, AclOperation.DESCRIBE_CONFIGS, kind, name):
         return failed(_refusal(kind), _DENIED)
     image = services.metadata()
+    if kind == CLIENT_METRICS:
+        if name == "":
+            message = "Client metrics subscription name must not be empty"
+            return failed(Errors.INVALID_REQUEST, message)
+        subscription = image.configs.config(CLIENT_METRICS, name)
+        entries = client_metrics_entries(subscription, resource.configuration_keys)
+        return ConfigsResult(
+            resource_type=kind, resource_name=name, error=Errors.NONE, entries=entries
+        )
     layers = BrokerConfigLayers.of(image, services.broker_id, services.static_broker_configs)
     keys = resource.configuration_keys
     if kind == TOPIC:
@@ -145,6 +161,18 @@ def describe_one(
         else:
             entries = broker_entries(layers, keys, per_broker=name != "")
     return ConfigsResult(resource_type=kind, resource_name=name, error=Errors.NONE, entries=entries)
+
+
+def client_metrics_entries(
+    subscription: Mapping[str, str], keys: frozenset[str] | None
+) -> tuple[ConfigEntry, ...]:
+    """``ConfigHelper.describeConfigs`` for CLIENT_METRICS: the subscription's stored keys only,
+    source CLIENT_METRICS_CONFIG, no synonyms; a subscription never set has no entries."""
+    return tuple(
+        ConfigEntry(name=name, value=value, source=CLIENT_METRICS_CONFIG, synonyms=())
+        for name, value in sorted(subscription.items())
+        if keys is None or name in keys
+    )
 
 
 def _broker_name_problem(
@@ -219,7 +247,11 @@ def _preprocess(
 ) -> tuple[Errors, str] | None:
     """Kafka's ``ConfigAdminManager.preprocess`` for one resource (duplicates aside)."""
     kind, name = resource.resource_type, resource.resource_name
-    known_kinds = (TOPIC, BROKER) if request.replace else (TOPIC, BROKER, BROKER_LOGGER)
+    known_kinds = (
+        (TOPIC, BROKER, CLIENT_METRICS)
+        if request.replace
+        else (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS)
+    )
     if kind not in known_kinds:
         return Errors.INVALID_REQUEST, f"Unknown resource type {kind}"
     unknown_ops = [c.op for c in resource.configs if not isinstance(c.op, AlterConfigOp)]
@@ -232,7 +264,10 @@ def _preprocess(
     if len({c.name for c in configs}) != len(configs):
         # Otherwise the later entry would silently win (or a DELETE undo a SET).
         return Errors.INVALID_REQUEST, "Error due to duplicate config keys"
-    if kind == TOPIC:
+    if kind == CLIENT_METRICS and name == "":
+        # ClientMetricsConfigs.validate, said here: an empty name has no controller path.
+        return Errors.INVALID_REQUEST, "Subscription name can't be empty"
+    if kind in (TOPIC, CLIENT_METRICS):
         return None
     # Both APIs accept the cluster default ("") for a broker resource: the legacy
     # preprocess checks the node id only when the name is non-empty.

@@ -293,7 +293,11 @@ class IncrementalAlterConfigsResponse:
 
 
 # The path's ``{resource_type}``: Kafka's ConfigResource.Type, lower case.
-_RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER}
+_RESOURCE_TYPES = {
+    "topic": ConfigResourceType.TOPIC,
+    "broker": ConfigResourceType.BROKER,
+    "client_metrics": ConfigResourceType.CLIENT_METRICS,
+}
 
 
 # The cluster-wide default broker resource's name is empty, which a path cannot carry; the path
