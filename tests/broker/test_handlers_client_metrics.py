@@ -1,4 +1,5 @@
-"""CLIENT_METRICS (resource type 16, KIP-714) through the config handlers: altered through the
+"""CLIENT_METRICS (resource type 16, KIP-714) through the config handlers and
+ListClientMetricsResources (74 v0): altered through the
 in-process controller (the real ``QuorumController``), described from the broker's image as
 ``ConfigHelper.describeConfigs`` does, authorized on the cluster as ``KafkaApis`` does
 (``KafkaApisTest.testDescribeConfigsClientMetrics`` style)."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
@@ -14,18 +16,32 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
 )
 
+from pykraft.broker.authorization import API_ACL_CHECKS
 from pykraft.broker.config_describe import CLIENT_METRICS_CONFIG
+from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.handlers.client_metrics import list_client_metrics_resources_handler
 from pykraft.broker.handlers.configs import config_handlers
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.metadata.records import ConfigRecord, ConfigResourceType
 from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.apis import SUPPORTED_API_VERSIONS
 from pykraft.protocol.errors import Errors
 from tests.broker.replica_harness import Cluster, InProcessController, services
 from tests.broker.test_authorization import acl, authorizer, dispatch
-from tests.broker.test_handlers_configs import SET, describe, entries, incremental, legacy
+from tests.broker.test_handlers_configs import (
+    BROKER,
+    DELETE,
+    SET,
+    describe,
+    entries,
+    incremental,
+    legacy,
+)
 
 CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS.value
 
@@ -161,3 +177,54 @@ def test_subscriptions_are_authorized_on_the_cluster(cluster: Cluster) -> None:
         dispatch(refused, ApiKey.DESCRIBE_CONFIGS, 4, request), version=4
     )
     assert answer2.results[0].error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+
+
+# ------------------------------------------------------------------ ListClientMetricsResources
+
+
+def list_resources(cluster: Cluster, holder: object | None = None) -> Any:
+    apis = KafkaApis()
+    built = services(cluster) if holder is None else services(cluster, authorizer=holder)
+    apis.register_all({ApiKey.LIST_CONFIG_RESOURCES: list_client_metrics_resources_handler(built)})
+    body = dispatch(apis, ApiKey.LIST_CONFIG_RESOURCES, 0, ListConfigResourcesRequest(version=0))
+    return ListConfigResourcesResponse.decode(body, version=0)
+
+
+def test_list_client_metrics_resources_names_every_subscription(cluster: Cluster) -> None:
+    """``KafkaApisTest.testListClientMetricsResources``: the subscriptions' names; one whose
+    keys are all deleted is gone; topics' and brokers' configs are not listed."""
+    incremental(
+        cluster,
+        (CLIENT_METRICS, "consumers", [("metrics", SET, "org.apache.kafka.consumer.")]),
+        (BROKER, "", [("log.cleaner.threads", SET, "2")]),
+    )
+    answer = list_resources(cluster)
+    assert answer.error_code == Errors.NONE
+    assert [(r.resource_name, r.resource_type) for r in answer.config_resources] == [
+        ("consumers", CLIENT_METRICS),
+        ("existing", CLIENT_METRICS),
+    ]
+    incremental(cluster, (CLIENT_METRICS, "existing", [("interval.ms", DELETE, None)]))
+    assert [r.resource_name for r in list_resources(cluster).config_resources] == ["consumers"]
+
+
+def test_list_client_metrics_resources_needs_describe_configs_on_the_cluster(
+    cluster: Cluster,
+) -> None:
+    """``KafkaApisTest.testListClientMetricsResourcesUnauthorized``."""
+    refused = list_resources(cluster, authorizer(acl(AclOperation.DESCRIBE_CONFIGS)))
+    assert (refused.error_code, refused.config_resources) == (
+        Errors.CLUSTER_AUTHORIZATION_FAILED,
+        [],
+    )
+    allowed = authorizer(acl(AclOperation.DESCRIBE_CONFIGS, "kafka-cluster", ResourceType.CLUSTER))
+    assert [r.resource_name for r in list_resources(cluster, allowed).config_resources] == [
+        "existing"
+    ]
+
+
+def test_list_client_metrics_resources_is_registered_and_served_at_v0(cluster: Cluster) -> None:
+    served = SUPPORTED_API_VERSIONS[ApiKey.LIST_CONFIG_RESOURCES]
+    assert (served.min_version, served.max_version) == (0, 0)  # Kafka 3.9's range
+    assert ApiKey.LIST_CONFIG_RESOURCES in API_ACL_CHECKS
+    assert ApiKey.LIST_CONFIG_RESOURCES in broker_handlers(services(cluster))
