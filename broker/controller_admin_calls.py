@@ -16,6 +16,7 @@ from pykraft.broker.controller_transport import ControllerTransport
 from pykraft.metadata.api import (
     admin,
     client_quotas,
+    config_batch,
     features,
     quorum,
     reassignments,
@@ -142,6 +143,18 @@ class AdminCalls(ControllerTransport):
             ),
             admin.alter_configs_request_to_json(request),
             admin.configs_from_json,
+        )
+
+    async def alter_configs_batch(
+        self, request: admin.AlterConfigsRequest
+    ) -> admin.IncrementalAlterConfigsResponse:
+        """POST /v1/configs: every resource of one forwarded (Incremental)AlterConfigs."""
+        route = routes.ALTER_CONFIGS_BATCH
+        return await self._write(
+            route,
+            route.path(),
+            config_batch.alter_configs_batch_to_json(request),
+            config_batch.alter_configs_results_from_json,
         )
 
     async def elect_leaders(self, request: admin.ElectLeadersRequest) -> admin.ElectLeadersResponse:

@@ -46,9 +46,11 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from pykraft.metadata.api.admin import (
+    AlterConfigsRequest,
     AlterConfigsResource,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    IncrementalAlterConfigsResponse,
 )
 from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
@@ -112,6 +114,14 @@ class ControllerClient(Protocol):
     ) -> None:
         """One resource of IncrementalAlterConfigs, or of AlterConfigs (``replace``: its
         configs become the resource's whole set); ControllerError says why it failed."""
+        ...
+
+    async def alter_configs_batch(
+        self, request: AlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        """Every resource of one IncrementalAlterConfigs, or AlterConfigs
+        (``LegacyAlterConfigsRequest``), in one controller call (one Raft entry): a result per
+        resource, in order; ControllerError if the call as a whole failed."""
         ...
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:

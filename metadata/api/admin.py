@@ -321,7 +321,7 @@ def config_name_from_path(resource_type: ConfigResourceType, segment: str) -> st
 def config_resource_from_path(resource_type: str) -> ConfigResourceType:
     kind = resource_type.lower()
     if kind not in _RESOURCE_TYPES:
-        raise JsonBodyError("The resource type is 'topic' or 'broker'.")
+        raise JsonBodyError("The resource type is 'topic', 'broker' or 'client_metrics'.")
     return _RESOURCE_TYPES[kind]
 
 

@@ -24,10 +24,12 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from pykraft.metadata.api.admin import IncrementalAlterConfigsResponse
 from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
 )
+from pykraft.metadata.api.errors import SUCCESS
 from pykraft.metadata.api.reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -307,6 +309,20 @@ class InProcessController:
             incremental = IncrementalAlterConfigsRequest((resource,), validate_only)
             result = self.controller.incremental_alter_configs(image, incremental, NOW_MS)
         self._commit(result.records, result.response.results[0].error)
+
+    async def alter_configs_batch(
+        self, request: IncrementalAlterConfigsRequest | LegacyAlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        """As ``POST /v1/configs``: one ControllerResult, committed whole (each resource's
+        error in the response)."""
+        self.calls.append(("alter_configs_batch", request))
+        image = self.cluster.image
+        if isinstance(request, LegacyAlterConfigsRequest):
+            result = self.controller.legacy_alter_configs(image, request, NOW_MS)
+        else:
+            result = self.controller.incremental_alter_configs(image, request, NOW_MS)
+        self._commit(result.records, SUCCESS)
+        return result.response
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         self.calls.append(("elect_leaders", request))
