@@ -26,7 +26,6 @@ from pykraft.metadata.api import (
 )
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
-from pykraft.metadata.records import ConfigResourceType
 
 
 class AdminCalls(ControllerTransport):
@@ -120,30 +119,6 @@ class AdminCalls(ControllerTransport):
             admin.configs_from_json,
         )
         return answer.configs
-
-    async def alter_config_resource(
-        self, resource: admin.AlterConfigsResource, *, validate_only: bool, replace: bool
-    ) -> None:
-        """PUT /v1/configs/{type}/{name}: the forwarded AlterConfigs (``replace``) or
-        IncrementalAlterConfigs of one resource."""
-        kind = ConfigResourceType(resource.resource_type).name.lower()
-        request: admin.AlterConfigsRequest
-        if replace:
-            request = admin.LegacyAlterConfigsRequest((resource,), validate_only=validate_only)
-        else:
-            request = admin.IncrementalAlterConfigsRequest((resource,), validate_only=validate_only)
-        route = routes.ALTER_CONFIGS
-        await self._write(
-            route,
-            route.path(
-                resource_type=kind,
-                resource_name=admin.config_name_to_path(
-                    resource.resource_type, resource.resource_name
-                ),
-            ),
-            admin.alter_configs_request_to_json(request),
-            admin.configs_from_json,
-        )
 
     async def alter_configs_batch(
         self, request: admin.AlterConfigsRequest

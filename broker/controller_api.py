@@ -47,7 +47,6 @@ from typing import Protocol
 
 from pykraft.metadata.api.admin import (
     AlterConfigsRequest,
-    AlterConfigsResource,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsResponse,
@@ -107,13 +106,6 @@ class ControllerClient(Protocol):
 
     async def describe_configs(self, resource_type: str, resource_name: str) -> Mapping[str, str]:
         """``resource_type`` is "topic" or "broker"; every config with its effective value."""
-        ...
-
-    async def alter_config_resource(
-        self, resource: AlterConfigsResource, *, validate_only: bool, replace: bool
-    ) -> None:
-        """One resource of IncrementalAlterConfigs, or of AlterConfigs (``replace``: its
-        configs become the resource's whole set); ControllerError says why it failed."""
         ...
 
     async def alter_configs_batch(

@@ -50,7 +50,6 @@ from pykraft.metadata.records import (
 from pykraft.protocol.headers import RequestHeader, request_header_version
 from pykraft.protocol.segments import Segments
 from pykraft.quorum.controller import (
-    AlterConfigsResource,
     ApiError,
     CreatableTopic,
     CreatableTopicResult,
@@ -296,19 +295,6 @@ class InProcessController:
                 )
             return effective_topic_configs(image, resource_name)
         return dict(image.configs.config(ConfigResourceType.BROKER, resource_name))
-
-    async def alter_config_resource(
-        self, resource: AlterConfigsResource, *, validate_only: bool, replace: bool
-    ) -> None:
-        self.calls.append(("alter_config_resource", (resource, validate_only, replace)))
-        image = self.cluster.image
-        if replace:
-            legacy = LegacyAlterConfigsRequest((resource,), validate_only)
-            result = self.controller.legacy_alter_configs(image, legacy, NOW_MS)
-        else:
-            incremental = IncrementalAlterConfigsRequest((resource,), validate_only)
-            result = self.controller.incremental_alter_configs(image, incremental, NOW_MS)
-        self._commit(result.records, result.response.results[0].error)
 
     async def alter_configs_batch(
         self, request: IncrementalAlterConfigsRequest | LegacyAlterConfigsRequest
