@@ -303,6 +303,10 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         # ControllerApis.handleUnregisterBroker / handleUpdateFeatures: authorizeClusterOperation.
         ApiKey.UNREGISTER_BROKER: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
         ApiKey.UPDATE_FEATURES: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
+        # handleListClientMetricsResources: authorizeClusterOperation.
+        ApiKey.LIST_CONFIG_RESOURCES: (
+            _check("DESCRIBE_CONFIGS", "CLUSTER", _CLUSTER_FAILED, "whole request"),
+        ),
         # DescribeTopicPartitionsRequestHandler: unauthorized topics left out when all are asked.
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
             _check("DESCRIBE", "TOPIC", _TOPIC_FAILED, "per topic"),

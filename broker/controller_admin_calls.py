@@ -16,6 +16,7 @@ from pykraft.broker.controller_transport import ControllerTransport
 from pykraft.metadata.api import (
     admin,
     client_quotas,
+    config_batch,
     features,
     quorum,
     reassignments,
@@ -25,7 +26,6 @@ from pykraft.metadata.api import (
 )
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
-from pykraft.metadata.records import ConfigResourceType
 
 
 class AdminCalls(ControllerTransport):
@@ -120,28 +120,16 @@ class AdminCalls(ControllerTransport):
         )
         return answer.configs
 
-    async def alter_config_resource(
-        self, resource: admin.AlterConfigsResource, *, validate_only: bool, replace: bool
-    ) -> None:
-        """PUT /v1/configs/{type}/{name}: the forwarded AlterConfigs (``replace``) or
-        IncrementalAlterConfigs of one resource."""
-        kind = ConfigResourceType(resource.resource_type).name.lower()
-        request: admin.AlterConfigsRequest
-        if replace:
-            request = admin.LegacyAlterConfigsRequest((resource,), validate_only=validate_only)
-        else:
-            request = admin.IncrementalAlterConfigsRequest((resource,), validate_only=validate_only)
-        route = routes.ALTER_CONFIGS
-        await self._write(
+    async def alter_configs_batch(
+        self, request: admin.AlterConfigsRequest
+    ) -> admin.IncrementalAlterConfigsResponse:
+        """POST /v1/configs: every resource of one forwarded (Incremental)AlterConfigs."""
+        route = routes.ALTER_CONFIGS_BATCH
+        return await self._write(
             route,
-            route.path(
-                resource_type=kind,
-                resource_name=admin.config_name_to_path(
-                    resource.resource_type, resource.resource_name
-                ),
-            ),
-            admin.alter_configs_request_to_json(request),
-            admin.configs_from_json,
+            route.path(),
+            config_batch.alter_configs_batch_to_json(request),
+            config_batch.alter_configs_results_from_json,
         )
 
     async def elect_leaders(self, request: admin.ElectLeadersRequest) -> admin.ElectLeadersResponse:

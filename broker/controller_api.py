@@ -46,9 +46,10 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from pykraft.metadata.api.admin import (
-    AlterConfigsResource,
+    AlterConfigsRequest,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    IncrementalAlterConfigsResponse,
 )
 from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
@@ -107,11 +108,12 @@ class ControllerClient(Protocol):
         """``resource_type`` is "topic" or "broker"; every config with its effective value."""
         ...
 
-    async def alter_config_resource(
-        self, resource: AlterConfigsResource, *, validate_only: bool, replace: bool
-    ) -> None:
-        """One resource of IncrementalAlterConfigs, or of AlterConfigs (``replace``: its
-        configs become the resource's whole set); ControllerError says why it failed."""
+    async def alter_configs_batch(
+        self, request: AlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        """Every resource of one IncrementalAlterConfigs, or AlterConfigs
+        (``LegacyAlterConfigsRequest``), in one controller call (one Raft entry): a result per
+        resource, in order; ControllerError if the call as a whole failed."""
         ...
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:

@@ -64,6 +64,7 @@ class ConfigResourceType(enum.IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    CLIENT_METRICS = 16  # KIP-714 subscriptions (metadata/client_metrics_configs.py)
 
 
 def uuid_to_kafka_string(raw: bytes) -> str:

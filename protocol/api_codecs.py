@@ -64,6 +64,8 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
@@ -195,5 +197,7 @@ CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
             DescribeTopicPartitionsResponse,
         ),
         ApiKey.UPDATE_FEATURES: (UpdateFeaturesRequest, UpdateFeaturesResponse),
+        # Kafka 3.9's ListClientMetricsResources (KIP-714); renamed in 4.1, v0 the same bytes.
+        ApiKey.LIST_CONFIG_RESOURCES: (ListConfigResourcesRequest, ListConfigResourcesResponse),
     }
 )

@@ -154,6 +154,8 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0),
     # KIP-584; v1: upgrade types and validate_only (KIP-778). v2 is Kafka 4.0's. Forwarded.
     (ApiKey.UPDATE_FEATURES, 0, 1),
+    # KIP-714: ListClientMetricsResources v0, the CLIENT_METRICS subscriptions from the image.
+    (ApiKey.LIST_CONFIG_RESOURCES, 0, 0),
 )
 
 # LEGACY_PRODUCE_VERSIONS / LEGACY_FETCH_VERSIONS (kafka_3_9_versions): the versions that carry

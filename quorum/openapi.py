@@ -266,6 +266,13 @@ def _paths() -> dict[str, Any]:
                 "parameters": [_path("resource_type"), _path("resource_name")],
             },
         },
+        "/v1/configs": {
+            "post": _op(
+                "Alter every resource of one AlterConfigs / IncrementalAlterConfigs request",
+                _object({"resources": "array", "validate_only": "boolean", "replace": "boolean"}),
+                write=True,
+            )
+        },
         "/v1/openapi.json": {"get": _op("This document")},
         **_security_paths(),
     }

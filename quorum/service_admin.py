@@ -29,6 +29,10 @@ from pykraft.metadata.api.admin import (
     elect_leaders_request_from_json,
     elect_leaders_response_to_json,
 )
+from pykraft.metadata.api.config_batch import (
+    alter_configs_batch_from_json,
+    alter_configs_results_to_json,
+)
 from pykraft.metadata.api.errors import ErrorBody
 from pykraft.metadata.api.features import (
     update_features_request_from_json,
@@ -276,6 +280,26 @@ async def alter_configs(request: web.Request) -> web.Response:
     return json_response(configs_to_json(_configs(node.view.image, kind, name)))
 
 
+async def alter_configs_batch(request: web.Request) -> web.Response:
+    """``POST /v1/configs``: one request's resources as one ControllerResult (one Raft entry);
+    each resource's error is in the answer, not the status."""
+    alter = await read_body(request, alter_configs_batch_from_json)
+    node = node_of(request)
+    if isinstance(alter, LegacyAlterConfigsRequest):
+        legacy = alter
+        response = await node.write(
+            lambda controller, image, now_ms: controller.legacy_alter_configs(image, legacy, now_ms)
+        )
+    else:
+        incremental = alter
+        response = await node.write(
+            lambda controller, image, now_ms: controller.incremental_alter_configs(
+                image, incremental, now_ms
+            )
+        )
+    return json_response(alter_configs_results_to_json(response))
+
+
 def add_admin_routes(app: web.Application) -> None:
     add_routes(
         app,
@@ -292,6 +316,7 @@ def add_admin_routes(app: web.Application) -> None:
             (routes.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments_route),
             (routes.DESCRIBE_CONFIGS, describe_configs),
             (routes.ALTER_CONFIGS, alter_configs),
+            (routes.ALTER_CONFIGS_BATCH, alter_configs_batch),
             (routes.UPDATE_FEATURES, update_features),
         ],
     )

@@ -131,6 +131,8 @@ PURE_CORES = [
     # Kafka's ConfigDef and the topic keys (split from config_defs.py).
     "metadata/config_def.py",
     "metadata/config_defs.py",
+    # KIP-714's CLIENT_METRICS subscription keys and ClientMetricsConfigs.validate.
+    "metadata/client_metrics_configs.py",
 ]
 # The storage rules the pure cores build on: each split from the file it used to share a module
 # with (leader_epoch_cache from leader_epoch_file, producer_append and producer_state from

@@ -29,6 +29,8 @@
   describe_topic_partitions.py  DescribeTopicPartitions v0 (KIP-966) from the image, paged
   update_features.py  UpdateFeatures v0-v1 (KIP-584) forwarded to the controller
   unregister_broker.py  UnregisterBroker v0 (KIP-631) forwarded to the controller
+  client_metrics.py  ListClientMetricsResources v0 (KIP-714): CLIENT_METRICS subscriptions
+                   from the image
   client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
   forwarding.py    what the forwarding handlers share: services bound, the client's cluster
                    permission checked, the controller's error as an ``ApiError``
@@ -57,6 +59,7 @@ from pykraft.broker.controller_api import (
 )
 from pykraft.broker.handlers.admin import admin_handlers
 from pykraft.broker.handlers.alter_replica_log_dirs import alter_replica_log_dirs_handler
+from pykraft.broker.handlers.client_metrics import list_client_metrics_resources_handler
 from pykraft.broker.handlers.client_quotas import client_quota_handlers
 from pykraft.broker.handlers.configs import config_handlers
 from pykraft.broker.handlers.delete_records import delete_records_handler
@@ -119,6 +122,7 @@ def broker_handlers(
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions_handler(services),
         ApiKey.UPDATE_FEATURES: update_features_handler(services),
         ApiKey.UNREGISTER_BROKER: unregister_broker_handler(services),
+        ApiKey.LIST_CONFIG_RESOURCES: list_client_metrics_resources_handler(services),
         **reassignment_handlers(services),
         **client_quota_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),

@@ -18,19 +18,25 @@ right here, to this broker's loggers. Then ALTER_CONFIGS on the topic
 (TOPIC_AUTHORIZATION_FAILED) or the cluster (CLUSTER_AUTHORIZATION_FAILED), checked with the
 client's principal as in ``ControllerApis``; then each remaining resource goes to the
 controller, which validates (``ConfigurationControlManager``) and writes its ``ConfigRecord``s,
-or only validates with ``validate_only``; at most ``MAX_CONFIG_WRITES_IN_FLIGHT`` of a request's
-resources are at the controller at once. Every broker then applies the change from its metadata
+or only validates with ``validate_only``; the remaining resources go in one controller call
+(``POST /v1/configs``, one Raft entry) as Kafka forwards the whole request, each resource
+succeeding or failing on its own. Every broker then applies the change from its metadata
 image (``broker/config_describe.py``'s ``BrokerConfigLayers``, ``broker/topic_configs.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from pykraft.broker.config_describe import BrokerConfigLayers, broker_entries, topic_entries
+from pykraft.broker.config_describe import (
+    CLIENT_METRICS_CONFIG,
+    BrokerConfigLayers,
+    ConfigEntry,
+    broker_entries,
+    topic_entries,
+)
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.config_messages import (
     AlterConfigsRequestData,
@@ -48,7 +54,14 @@ from pykraft.broker.handlers.services import BrokerServices
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.log_levels import BROKER_LOGGER, alter_log_levels, logger_entries
 from pykraft.broker.network import RequestContext
-from pykraft.metadata.api.admin import AlterConfigOp, AlterConfigsResource
+from pykraft.metadata.api.admin import (
+    AlterConfigOp,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+    LegacyAlterConfigsRequest,
+)
+from pykraft.metadata.api.config_batch import MAX_BATCH_RESOURCES
 from pykraft.metadata.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
 from pykraft.metadata.broker_config_defs import non_dynamic_configs, scala_set
 from pykraft.metadata.records import ConfigResourceType
@@ -56,6 +69,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 
 TOPIC, BROKER = ConfigResourceType.TOPIC.value, ConfigResourceType.BROKER.value
+CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS.value
 _DENIED = "Authorization failed."
 
 Request = TypeVar("Request")
@@ -122,13 +136,22 @@ def describe_one(
     def failed(error: Errors, message: str | None) -> ConfigsResult:
         return ConfigsResult(resource_type=kind, resource_name=name, error=error, message=message)
 
-    if kind not in (TOPIC, BROKER, BROKER_LOGGER):
+    if kind not in (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS):
         return failed(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
     # ConfigHelper authorizes every resource before it looks at one: a refused principal
     # learns nothing, not even which broker ids are valid.
     if not _allowed(services, context, AclOperation.DESCRIBE_CONFIGS, kind, name):
         return failed(_refusal(kind), _DENIED)
     image = services.metadata()
+    if kind == CLIENT_METRICS:
+        if name == "":
+            message = "Client metrics subscription name must not be empty"
+            return failed(Errors.INVALID_REQUEST, message)
+        subscription = image.configs.config(CLIENT_METRICS, name)
+        entries = client_metrics_entries(subscription, resource.configuration_keys)
+        return ConfigsResult(
+            resource_type=kind, resource_name=name, error=Errors.NONE, entries=entries
+        )
     layers = BrokerConfigLayers.of(image, services.broker_id, services.static_broker_configs)
     keys = resource.configuration_keys
     if kind == TOPIC:
@@ -145,6 +168,18 @@ def describe_one(
         else:
             entries = broker_entries(layers, keys, per_broker=name != "")
     return ConfigsResult(resource_type=kind, resource_name=name, error=Errors.NONE, entries=entries)
+
+
+def client_metrics_entries(
+    subscription: Mapping[str, str], keys: frozenset[str] | None
+) -> tuple[ConfigEntry, ...]:
+    """``ConfigHelper.describeConfigs`` for CLIENT_METRICS: the subscription's stored keys only,
+    source CLIENT_METRICS_CONFIG, no synonyms; a subscription never set has no entries."""
+    return tuple(
+        ConfigEntry(name=name, value=value, source=CLIENT_METRICS_CONFIG, synonyms=())
+        for name, value in sorted(subscription.items())
+        if keys is None or name in keys
+    )
 
 
 def _broker_name_problem(
@@ -167,11 +202,6 @@ def _broker_name_problem(
 # ------------------------------------------------------------------ (Incremental)AlterConfigs
 
 
-# How many controller writes one alter request keeps in flight: each resource is one write (one
-# Raft entry) over the controller's HTTP API, which alters one resource per call.
-MAX_CONFIG_WRITES_IN_FLIGHT = 8
-
-
 async def alter_configs(
     services: BrokerServices,
     request: AlterConfigsRequestData,
@@ -180,38 +210,86 @@ async def alter_configs(
     """Both alter APIs: preprocess, authorize, forward (see the module docstring)."""
     keys = [(r.resource_type, r.resource_name) for r in request.resources]
     duplicates = {key for key, count in Counter(keys).items() if count > 1}
-    writes = asyncio.Semaphore(MAX_CONFIG_WRITES_IN_FLIGHT)
+    results: list[AlterResult | None] = []
+    forwarded: list[tuple[int, AlterConfigsResource]] = []
+    for resource in request.resources:
+        answer = _answer_here(services, request, resource, duplicates, context)
+        if answer is None:
+            forwarded.append((len(results), resource))
+        results.append(answer)
+    for index, result in await _forward(services, request, [r for _, r in forwarded]):
+        results[forwarded[index][0]] = result
+    assert all(result is not None for result in results)
+    return alter_configs_response(request, [r for r in results if r is not None])
 
-    async def one(resource: AlterConfigsResource) -> AlterResult:
-        kind, name = resource.resource_type, resource.resource_name
 
-        def result(error: Errors, message: str | None = None) -> AlterResult:
-            return AlterResult(resource_type=kind, resource_name=name, error=error, message=message)
+def _answer_here(
+    services: BrokerServices,
+    request: AlterConfigsRequestData,
+    resource: AlterConfigsResource,
+    duplicates: set[tuple[int, str]],
+    context: RequestContext | None,
+) -> AlterResult | None:
+    """A resource's answer when the broker gives it (preprocess, authorization, a logger);
+    None: it goes to the controller."""
+    kind, name = resource.resource_type, resource.resource_name
 
-        if (kind, name) in duplicates:
-            return result(Errors.INVALID_REQUEST, "Each resource must appear at most once.")
-        # RuntimeLoggerManager authorizes a logger resource before it looks at the node id.
-        logger = kind == BROKER_LOGGER and not request.replace
-        if logger and not _allowed(services, context, AclOperation.ALTER_CONFIGS, kind, name):
-            return result(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
-        problem = _preprocess(services, request, resource)
-        if problem is not None:
-            return result(*problem)
-        if kind == BROKER_LOGGER:
-            return result(*alter_log_levels(resource.configs, validate_only=request.validate_only))
-        if not _allowed(services, context, AclOperation.ALTER_CONFIGS, kind, name):
-            return result(_refusal(kind), _DENIED)
+    def result(error: Errors, message: str | None = None) -> AlterResult:
+        return AlterResult(resource_type=kind, resource_name=name, error=error, message=message)
+
+    if (kind, name) in duplicates:
+        return result(Errors.INVALID_REQUEST, "Each resource must appear at most once.")
+    # RuntimeLoggerManager authorizes a logger resource before it looks at the node id.
+    logger = kind == BROKER_LOGGER and not request.replace
+    if logger and not _allowed(services, context, AclOperation.ALTER_CONFIGS, kind, name):
+        return result(Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED)
+    problem = _preprocess(services, request, resource)
+    if problem is not None:
+        return result(*problem)
+    if kind == BROKER_LOGGER:
+        return result(*alter_log_levels(resource.configs, validate_only=request.validate_only))
+    if not _allowed(services, context, AclOperation.ALTER_CONFIGS, kind, name):
+        return result(_refusal(kind), _DENIED)
+    return None
+
+
+async def _forward(
+    services: BrokerServices,
+    request: AlterConfigsRequestData,
+    resources: list[AlterConfigsResource],
+) -> list[tuple[int, AlterResult]]:
+    """The resources in one controller call per ``MAX_BATCH_RESOURCES`` (one call for any
+    request a client sends in practice), as Kafka forwards the whole request; a call that
+    fails as a whole fails each of its resources with its error."""
+    answers: list[tuple[int, AlterResult]] = []
+    for start in range(0, len(resources), MAX_BATCH_RESOURCES):
+        chunk = tuple(resources[start : start + MAX_BATCH_RESOURCES])
+        batch: AlterConfigsRequest = (
+            LegacyAlterConfigsRequest(chunk, request.validate_only)
+            if request.replace
+            else IncrementalAlterConfigsRequest(chunk, request.validate_only)
+        )
+        failed: list[tuple[Errors, str | None]]
         try:
-            async with writes:
-                await services.controller.alter_config_resource(
-                    resource, validate_only=request.validate_only, replace=request.replace
-                )
+            response = await services.controller.alter_configs_batch(batch)
         except ControllerError as error:
-            return result(error.code, error.message)
-        return result(Errors.NONE)
-
-    results = await asyncio.gather(*(one(resource) for resource in request.resources))
-    return alter_configs_response(request, results)
+            failed = [(error.code, error.message)] * len(chunk)
+        else:
+            assert len(response.results) == len(chunk), "a result per resource, in order"
+            failed = [(r.error.error, r.error.message) for r in response.results]
+        for offset, (resource, (code, message)) in enumerate(zip(chunk, failed, strict=True)):
+            answers.append(
+                (
+                    start + offset,
+                    AlterResult(
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                        error=code,
+                        message=None if code is Errors.NONE else message,
+                    ),
+                )
+            )
+    return answers
 
 
 def _preprocess(
@@ -219,7 +297,11 @@ def _preprocess(
 ) -> tuple[Errors, str] | None:
     """Kafka's ``ConfigAdminManager.preprocess`` for one resource (duplicates aside)."""
     kind, name = resource.resource_type, resource.resource_name
-    known_kinds = (TOPIC, BROKER) if request.replace else (TOPIC, BROKER, BROKER_LOGGER)
+    known_kinds = (
+        (TOPIC, BROKER, CLIENT_METRICS)
+        if request.replace
+        else (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS)
+    )
     if kind not in known_kinds:
         return Errors.INVALID_REQUEST, f"Unknown resource type {kind}"
     unknown_ops = [c.op for c in resource.configs if not isinstance(c.op, AlterConfigOp)]
@@ -232,7 +314,10 @@ def _preprocess(
     if len({c.name for c in configs}) != len(configs):
         # Otherwise the later entry would silently win (or a DELETE undo a SET).
         return Errors.INVALID_REQUEST, "Error due to duplicate config keys"
-    if kind == TOPIC:
+    if kind == CLIENT_METRICS and name == "":
+        # ClientMetricsConfigs.validate, said here: an empty name has no controller path.
+        return Errors.INVALID_REQUEST, "Subscription name can't be empty"
+    if kind in (TOPIC, CLIENT_METRICS):
         return None
     # Both APIs accept the cluster default ("") for a broker resource: the legacy
     # preprocess checks the node id only when the name is non-empty.

@@ -293,7 +293,11 @@ class IncrementalAlterConfigsResponse:
 
 
 # The path's ``{resource_type}``: Kafka's ConfigResource.Type, lower case.
-_RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER}
+_RESOURCE_TYPES = {
+    "topic": ConfigResourceType.TOPIC,
+    "broker": ConfigResourceType.BROKER,
+    "client_metrics": ConfigResourceType.CLIENT_METRICS,
+}
 
 
 # The cluster-wide default broker resource's name is empty, which a path cannot carry; the path
@@ -317,7 +321,7 @@ def config_name_from_path(resource_type: ConfigResourceType, segment: str) -> st
 def config_resource_from_path(resource_type: str) -> ConfigResourceType:
     kind = resource_type.lower()
     if kind not in _RESOURCE_TYPES:
-        raise JsonBodyError("The resource type is 'topic' or 'broker'.")
+        raise JsonBodyError("The resource type is 'topic', 'broker' or 'client_metrics'.")
     return _RESOURCE_TYPES[kind]
 
 

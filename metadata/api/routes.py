@@ -145,6 +145,12 @@ ALTER_CONFIGS = Route(
     "/v1/configs/{resource_type}/{resource_name}",
     access=Access("ALTER_CONFIGS", ResourceOf.CONFIG_IN_PATH),
 )
+# Every resource of one (Incremental)AlterConfigs request, applied as one ControllerResult
+# (``config_batch.py``): the forwarding broker has authorized each resource with the client's
+# principal; an operator needs ALTER_CONFIGS on the cluster, which covers every resource.
+ALTER_CONFIGS_BATCH = Route(
+    "POST", "/v1/configs", access=Access("ALTER_CONFIGS", ResourceOf.CLUSTER)
+)
 
 # ACLs and SCRAM credentials (``security.py``). Creating an ACL twice is harmless (no
 # duplicate, success); a resent deletion would report nothing deleted, or RESOURCE_NOT_FOUND.
@@ -196,6 +202,7 @@ ROUTES: tuple[Route, ...] = (
     LIST_PARTITION_REASSIGNMENTS,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
+    ALTER_CONFIGS_BATCH,
     CREATE_ACLS,
     DESCRIBE_ACLS,
     DELETE_ACLS,

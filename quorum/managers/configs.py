@@ -1,12 +1,13 @@
-"""Topic and broker configs: Kafka's definitions, validation, and incremental alteration.
+"""Topic, broker and client-metrics configs: Kafka's definitions, validation, and alteration.
 
 Theory of operation. A config resource is ``(resource_type, resource_name)``: a topic by name, a
-broker by id, or ``(BROKER, "")`` — the cluster-wide default. The image stores only explicitly
-set keys; a key's effective value is the topic's, else the cluster default's (for the few broker
-configs that are topic defaults, e.g. ``unclean.leader.election.enable``), else Kafka's static
-default. Every value is parsed and range-checked with Kafka's ``ConfigDef`` rules and messages
-(``Invalid value 0 for configuration min.insync.replicas: Value must be at least 1``) before any
-``ConfigRecord`` is written; ``None`` as a record value deletes the key.
+broker by id, or ``(BROKER, "")`` — the cluster-wide default, or a KIP-714 metrics subscription
+by name (CLIENT_METRICS, ``metadata/client_metrics_configs.py``). The image stores only
+explicitly set keys; a key's effective value is the topic's, else the cluster default's (for the
+few broker configs that are topic defaults, e.g. ``unclean.leader.election.enable``), else
+Kafka's static default. Every value is parsed and range-checked with Kafka's ``ConfigDef`` rules
+and messages (``Invalid value 0 for configuration min.insync.replicas: Value must be at least
+1``) before any ``ConfigRecord`` is written; ``None`` as a record value deletes the key.
 
 ``incremental_alter_configs`` follows Kafka's ``ConfigurationControlManager``: SET, DELETE, and
 APPEND/SUBTRACT for list-typed keys; each resource succeeds or fails on its own; the whole
@@ -36,7 +37,8 @@ from pykraft.metadata.api.admin import (
 from pykraft.metadata.api.errors import SUCCESS, ApiError
 from pykraft.metadata.broker_config_defs import BROKER_CONFIGS as BROKER_CONFIGS
 from pykraft.metadata.broker_config_defs import broker_value_in, non_dynamic_configs, scala_set
-from pykraft.metadata.config_def import ConfigType
+from pykraft.metadata.client_metrics_configs import CLIENT_METRICS_CONFIGS, validate_client_metrics
+from pykraft.metadata.config_def import ConfigDef, ConfigType
 from pykraft.metadata.config_defs import TOPIC_CONFIG_SYNONYMS
 from pykraft.metadata.config_defs import TOPIC_CONFIGS as TOPIC_CONFIGS
 from pykraft.metadata.config_defs import ConfigError as ConfigError
@@ -48,14 +50,19 @@ from pykraft.quorum.managers.result import ControllerResult
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
-def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -> ApiError:
+def validate_config_map(
+    resource_type: int, configs: Mapping[str, str | None], resource_name: str = ""
+) -> ApiError:
     """Check a resource's whole resulting config; ``SUCCESS`` or INVALID_CONFIG/INVALID_REQUEST.
 
     A topic key must be one of Kafka's ``LogConfig`` keys and its value valid (INVALID_CONFIG).
     A broker resource follows ``ConfigAdminManager.validateBrokerConfigChange``: a key Kafka
     knows must have a valid value, else INVALID_REQUEST (the ``ConfigException`` wrapped,
     KAFKA-13609); a key Kafka does not know is stored as given (``DynamicConfig.Broker.validate``
-    with ``customPropsAllowed``: plugins read their own keys)."""
+    with ``customPropsAllowed``: plugins read their own keys). A CLIENT_METRICS subscription
+    is ``ClientMetricsConfigs.validate`` (``ControllerConfigurationValidator``)."""
+    if resource_type == ConfigResourceType.CLIENT_METRICS:
+        return _client_metrics_error(resource_name, configs)
     is_topic = resource_type == ConfigResourceType.TOPIC
     nulls = [name for name, value in configs.items() if value is None]
     if nulls and is_topic:
@@ -89,6 +96,20 @@ def validate_config_map(resource_type: int, configs: Mapping[str, str | None]) -
     return SUCCESS
 
 
+def _client_metrics_error(name: str, configs: Mapping[str, str | None]) -> ApiError:
+    present = {key: value for key, value in configs.items() if value is not None}
+    problem = validate_client_metrics(name, present)
+    return SUCCESS if problem is None else ApiError.of(*problem)
+
+
+def _definitions(resource_type: int) -> Mapping[str, ConfigDef]:
+    if resource_type == ConfigResourceType.TOPIC:
+        return TOPIC_CONFIGS
+    if resource_type == ConfigResourceType.CLIENT_METRICS:
+        return CLIENT_METRICS_CONFIGS
+    return BROKER_CONFIGS
+
+
 def check_config_resource(image: MetadataImage, resource_type: int, name: str) -> ApiError:
     """Kafka's ``ConfigurationControlManager.checkConfigResource``."""
     if resource_type == ConfigResourceType.TOPIC:
@@ -103,6 +124,8 @@ def check_config_resource(image: MetadataImage, resource_type: int, name: str) -
         return ApiError.of(
             Errors.INVALID_REQUEST, "Illegal non-integral BROKER resource type name."
         )
+    if resource_type == ConfigResourceType.CLIENT_METRICS:
+        return SUCCESS  # the name is checked with the configs (ClientMetricsConfigs.validate)
     return ApiError.of(Errors.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
 
 
@@ -113,8 +136,7 @@ def _apply_op(
         return config.value, SUCCESS
     if config.op is AlterConfigOp.DELETE:
         return None, SUCCESS
-    definitions = TOPIC_CONFIGS if resource_type == ConfigResourceType.TOPIC else BROKER_CONFIGS
-    definition = definitions.get(config.name)
+    definition = _definitions(resource_type).get(config.name)
     if definition is None or definition.type is not ConfigType.LIST:
         return current, ApiError.of(
             Errors.INVALID_CONFIG,
@@ -160,7 +182,9 @@ def _alter_resource(
             )
         resulting[config.name] = new_value
     error = validate_config_map(
-        resource.resource_type, {k: v for k, v in resulting.items() if v is not None}
+        resource.resource_type,
+        {k: v for k, v in resulting.items() if v is not None},
+        resource.resource_name,
     )
     return ([], error) if error.is_failure() else (records, SUCCESS)
 
@@ -209,7 +233,7 @@ def _replace_resource(
         return [], error
     existing = image.configs.config(resource.resource_type, resource.resource_name)
     wanted: dict[str, str | None] = {config.name: config.value for config in resource.configs}
-    error = validate_config_map(resource.resource_type, wanted)
+    error = validate_config_map(resource.resource_type, wanted, resource.resource_name)
     if error.is_failure():
         return [], error
 

@@ -24,10 +24,12 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from pykraft.metadata.api.admin import IncrementalAlterConfigsResponse
 from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
 )
+from pykraft.metadata.api.errors import SUCCESS
 from pykraft.metadata.api.reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -48,7 +50,6 @@ from pykraft.metadata.records import (
 from pykraft.protocol.headers import RequestHeader, request_header_version
 from pykraft.protocol.segments import Segments
 from pykraft.quorum.controller import (
-    AlterConfigsResource,
     ApiError,
     CreatableTopic,
     CreatableTopicResult,
@@ -295,18 +296,19 @@ class InProcessController:
             return effective_topic_configs(image, resource_name)
         return dict(image.configs.config(ConfigResourceType.BROKER, resource_name))
 
-    async def alter_config_resource(
-        self, resource: AlterConfigsResource, *, validate_only: bool, replace: bool
-    ) -> None:
-        self.calls.append(("alter_config_resource", (resource, validate_only, replace)))
+    async def alter_configs_batch(
+        self, request: IncrementalAlterConfigsRequest | LegacyAlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        """As ``POST /v1/configs``: one ControllerResult, committed whole (each resource's
+        error in the response)."""
+        self.calls.append(("alter_configs_batch", request))
         image = self.cluster.image
-        if replace:
-            legacy = LegacyAlterConfigsRequest((resource,), validate_only)
-            result = self.controller.legacy_alter_configs(image, legacy, NOW_MS)
+        if isinstance(request, LegacyAlterConfigsRequest):
+            result = self.controller.legacy_alter_configs(image, request, NOW_MS)
         else:
-            incremental = IncrementalAlterConfigsRequest((resource,), validate_only)
-            result = self.controller.incremental_alter_configs(image, incremental, NOW_MS)
-        self._commit(result.records, result.response.results[0].error)
+            result = self.controller.incremental_alter_configs(image, request, NOW_MS)
+        self._commit(result.records, SUCCESS)
+        return result.response
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         self.calls.append(("elect_leaders", request))

@@ -7,7 +7,6 @@ BROKER_LOGGER), ``KafkaApisTest.testIncrementalAlterConfigsWithAuthorizer`` /
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +29,12 @@ from pykraft.broker.config_describe import (
     STATIC_BROKER_CONFIG,
     TOPIC_CONFIG,
 )
-from pykraft.broker.handlers.configs import MAX_CONFIG_WRITES_IN_FLIGHT, config_handlers
+from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.configs import config_handlers
 from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.metadata.api.admin import (
+    IncrementalAlterConfigsRequest as PyIncrementalAlterConfigsRequest,
+)
 from pykraft.metadata.auth.acl import AclOperation
 from pykraft.metadata.records import ConfigRecord, ConfigResourceType
 from pykraft.protocol.api_keys import ApiKey
@@ -414,48 +417,70 @@ def test_a_key_named_twice_in_one_resource_is_refused(cluster: Cluster) -> None:
     assert dict(cluster.image.configs.config(ConfigResourceType.BROKER, "")) == {}
 
 
-class _SlowController(InProcessController):
-    """Yields to the event loop inside each write, as the HTTP call does, and counts how many
-    writes are at the controller at once."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster)
-        self.in_flight = 0
-        self.most_in_flight = 0
-
-    async def alter_config_resource(self, resource: Any, **kw: Any) -> None:
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            for _ in range(3):
-                await asyncio.sleep(0)
-            await super().alter_config_resource(resource, **kw)
-        finally:
-            self.in_flight -= 1
-
-
-def test_many_resources_keep_a_bounded_number_of_controller_writes_in_flight(
-    cluster: Cluster,
-) -> None:
-    controller = _SlowController(cluster)
+def test_one_request_is_one_controller_call(cluster: Cluster) -> None:
+    """Kafka forwards the whole request: the resources the broker does not answer itself go
+    to the controller in one call (one Raft entry), each succeeding or failing on its own
+    (``ConfigurationControlManager.incrementalAlterConfigs``)."""
+    controller = InProcessController(cluster)
     handler = config_handlers(services(cluster, controller=controller))[
         ApiKey.INCREMENTAL_ALTER_CONFIGS
     ]
-    count = 5 * MAX_CONFIG_WRITES_IN_FLIGHT
+    count = 40
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    config = resource.AlterableConfig
+    request = IncrementalAlterConfigsRequest(
+        version=1,
+        validate_only=False,
+        resources=[
+            resource(
+                resource_type=TOPIC,
+                resource_name="pets" if n == 0 else f"t{n}",
+                configs=[config(name="retention.ms", config_operation=SET, value="9")],
+            )
+            for n in range(count)
+        ]
+        + [resource(resource_type=BROKER, resource_name="bad", configs=[])],
+    )
+    body = call(handler, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, encode(request, 1))
+    assert body is not None
+    answer = IncrementalAlterConfigsResponse.decode(body, version=1)
+    codes = [r.error_code for r in answer.responses]
+    # pets exists; t1.. do not; the broker resource is refused by preprocess, not forwarded.
+    assert codes == [0] + [Errors.UNKNOWN_TOPIC_OR_PARTITION.code] * (count - 1) + [
+        Errors.INVALID_REQUEST.code
+    ]
+    assert answer.responses[1].error_message == "The topic 't1' does not exist."
+    assert [name for name, _ in controller.calls] == ["alter_configs_batch"]
+    forwarded = controller.calls[0][1]
+    assert isinstance(forwarded, PyIncrementalAlterConfigsRequest)
+    assert len(forwarded.resources) == count
+    assert topic_config(cluster) == {"retention.ms": "9"}
+
+
+class _FailingController(InProcessController):
+    async def alter_configs_batch(self, request: Any) -> Any:
+        raise ControllerError("NOT_CONTROLLER", "no controller answered")
+
+
+def test_a_failed_controller_call_fails_each_forwarded_resource(cluster: Cluster) -> None:
+    handler = config_handlers(services(cluster, controller=_FailingController(cluster)))[
+        ApiKey.INCREMENTAL_ALTER_CONFIGS
+    ]
     resource = IncrementalAlterConfigsRequest.AlterConfigsResource
     request = IncrementalAlterConfigsRequest(
         version=1,
-        validate_only=True,
+        validate_only=False,
         resources=[
-            resource(resource_type=TOPIC, resource_name=f"t{n}", configs=[]) for n in range(count)
+            resource(resource_type=TOPIC, resource_name=name, configs=[])
+            for name in ("pets", "other")
         ],
     )
     body = call(handler, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, encode(request, 1))
     assert body is not None
     answer = IncrementalAlterConfigsResponse.decode(body, version=1)
-    assert [r.resource_name for r in answer.responses] == [f"t{n}" for n in range(count)]
-    assert len(controller.calls) == count
-    assert controller.most_in_flight == MAX_CONFIG_WRITES_IN_FLIGHT
+    assert [(r.error_code, r.error_message) for r in answer.responses] == [
+        (Errors.NOT_CONTROLLER.code, "no controller answered")
+    ] * 2
 
 
 # ------------------------------------------------------------------ authorization
@@ -501,5 +526,8 @@ def test_alter_configs_needs_alter_configs_and_forwards_nothing_refused(cluster:
         Errors.CLUSTER_AUTHORIZATION_FAILED,
         Errors.CLUSTER_AUTHORIZATION_FAILED,
     ]
-    assert [name for name, _ in controller.calls] == ["alter_config_resource"]
+    assert [name for name, _ in controller.calls] == ["alter_configs_batch"]
+    forwarded = controller.calls[0][1]
+    assert isinstance(forwarded, PyIncrementalAlterConfigsRequest)
+    assert len(forwarded.resources) == 1
     assert topic_config(cluster) == {"retention.ms": "7"}

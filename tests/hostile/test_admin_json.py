@@ -49,7 +49,7 @@ BODY_ROUTES = [
     ("POST", "/v1/topics"), ("POST", f"/v1/topics/{TOPIC}/partitions"), ("POST", "/v1/elections"),
     ("PUT", "/v1/configs/topic/x"), ("POST", "/v1/brokers/register"),
     ("POST", "/v1/brokers/heartbeat"), ("POST", "/v1/alter-partition"),
-    ("POST", "/v1/producer-ids"),
+    ("POST", "/v1/producer-ids"), ("POST", "/v1/configs"),
 ]  # fmt: skip
 
 BODY_CASES: list[tuple[str, str, bytes, int, str]] = [

@@ -111,9 +111,10 @@ def test_a_bad_records_query_is_refused(params: dict[str, str], message: str) ->
     assert str(refusal.value) == message
 
 
-def test_a_resource_type_is_topic_or_broker() -> None:
+def test_a_resource_type_is_topic_broker_or_client_metrics() -> None:
     assert admin.config_resource_from_path("TOPIC") is ConfigResourceType.TOPIC
-    with pytest.raises(JsonBodyError, match="'topic' or 'broker'"):
+    assert admin.config_resource_from_path("client_metrics") is ConfigResourceType.CLIENT_METRICS
+    with pytest.raises(JsonBodyError, match="'topic', 'broker' or 'client_metrics'"):
         admin.config_resource_from_path("group")
 
 

@@ -20,7 +20,6 @@ NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
-    ApiKey.LIST_CONFIG_RESOURCES: "client metrics subscriptions (KIP-714) are not built",
     ApiKey.ADD_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
     ApiKey.REMOVE_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
 }

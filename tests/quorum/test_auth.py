@@ -259,3 +259,11 @@ def test_a_broker_id_is_bound_to_its_principal_by_the_naming_rule() -> None:
 def test_a_bad_broker_principal_rule_is_refused(template: str) -> None:
     with pytest.raises(BrokerBindingError, match=r"pykraft\.broker\.principal"):
         BrokerBinding(template)
+
+
+def test_the_config_batch_needs_alter_configs_on_the_cluster() -> None:
+    # POST /v1/configs carries any resources: ALTER_CONFIGS on one topic does not grant it.
+    batch = routes.ALTER_CONFIGS_BATCH
+    check(batch, ADMIN, [cluster(ADMIN, "ALTER_CONFIGS")], OK, None)
+    check(batch, ALICE, [topic(ALICE, "ALTER_CONFIGS", "orders")], CLUSTER_DENIED, None)
+    check(batch, ALICE, [cluster(ALICE, "DESCRIBE_CONFIGS")], CLUSTER_DENIED, None)
