@@ -332,6 +332,35 @@ class NoOpRecord:
     VERSION: ClassVar[int] = 0
 
 
+@attrs.frozen(kw_only=True)
+class DelegationTokenRecord:
+    """One delegation token's information (KIP-48; Kafka's record of the same name, apiKey 10).
+    Owner and requester are principal strings (``User:alice``; KIP-373 added the requester).
+    The token's HMAC is not in the record: each node derives it from the token id and
+    ``delegation.token.secret.key``, as Kafka's ``DelegationTokenManager`` does."""
+
+    TYPE_ID: ClassVar[int] = 10
+    VERSION: ClassVar[int] = 0
+
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+    token_id: str
+
+
+@attrs.frozen(kw_only=True)
+class RemoveDelegationTokenRecord:
+    """Removes a delegation token (Kafka's record of the same name, apiKey 26)."""
+
+    TYPE_ID: ClassVar[int] = 26
+    VERSION: ClassVar[int] = 0
+
+    token_id: str
+
+
 MetadataRecord: TypeAlias = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -351,6 +380,8 @@ MetadataRecord: TypeAlias = (
     | RemoveAccessControlEntryRecord
     | RemoveUserScramCredentialRecord
     | ClientQuotaRecord
+    | DelegationTokenRecord
+    | RemoveDelegationTokenRecord
 )
 
 RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
@@ -372,4 +403,6 @@ RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
     ClientQuotaRecord,
+    DelegationTokenRecord,
+    RemoveDelegationTokenRecord,
 )
