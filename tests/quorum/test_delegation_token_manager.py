@@ -24,6 +24,7 @@ from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import DelegationTokenRecord, RemoveDelegationTokenRecord
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import QuorumController
 from pykraft.quorum.managers.delegation_tokens import (
     MAX_TOKENS_PER_SWEEP,
     create_delegation_token,
@@ -275,3 +276,22 @@ def test_sweep_is_bounded() -> None:
     swept = sweep_expired_tokens(image, NOW + 8 * DAY_MS)
     assert len(swept.records) == MAX_TOKENS_PER_SWEEP
     assert len(sweep_expired_tokens(applied(image, swept), NOW + 8 * DAY_MS).records) == 5
+
+
+def test_the_controller_dispatches_token_requests_and_sweeps_on_its_timer() -> None:
+    controller = QuorumController(rng=random.Random(3), now_ms=NOW, settings=SETTINGS)
+    request = CreateDelegationTokenRequest(requester="User:alice")
+    result = controller.handle(MetadataImage.EMPTY, request, NOW)
+    assert result.response.error.error is Errors.NONE
+    image = applied(MetadataImage.EMPTY, result)
+    interval_ms = SETTINGS.delegation_token_expiry_check_interval_ms
+    # With a token held, the sweep is one of the timer's deadlines.
+    assert controller.next_deadline_ms(image) <= NOW + interval_ms
+    assert controller.maybe_sweep_expired_delegation_tokens(image, NOW + interval_ms - 1) is None
+    due = controller.maybe_sweep_expired_delegation_tokens(image, NOW + interval_ms)
+    assert due is not None and due.records == ()
+    # After a day the token has expired: the sweep removes it, then waits an interval.
+    later = NOW + DAY_MS + 1
+    swept = controller.maybe_sweep_expired_delegation_tokens(image, later)
+    assert swept is not None and swept.response == 1
+    assert controller.maybe_sweep_expired_delegation_tokens(image, later + 1) is None
