@@ -11,7 +11,9 @@ import random
 from typing import Any
 
 import attrs
+import pytest
 
+from pykraft.metadata.api import delegation_tokens as api
 from pykraft.metadata.api.delegation_tokens import (
     CreateDelegationTokenRequest,
     CreateDelegationTokenResponse,
@@ -19,6 +21,8 @@ from pykraft.metadata.api.delegation_tokens import (
     ExpireDelegationTokenRequest,
     RenewDelegationTokenRequest,
 )
+from pykraft.metadata.api.errors import ApiError
+from pykraft.metadata.api.json_fields import Fields, JsonBodyError
 from pykraft.metadata.delegation_tokens import token_hmac
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
@@ -295,3 +299,43 @@ def test_the_controller_dispatches_token_requests_and_sweeps_on_its_timer() -> N
     swept = controller.maybe_sweep_expired_delegation_tokens(image, later)
     assert swept is not None and swept.response == 1
     assert controller.maybe_sweep_expired_delegation_tokens(image, later + 1) is None
+
+
+def test_the_route_json_round_trips() -> None:
+    create = CreateDelegationTokenRequest(
+        requester="User:a", owner="User:b", renewers=("User:c",), max_lifetime_ms=5
+    )
+    assert api.create_request_from_json(Fields(api.create_request_to_json(create))) == create
+    _, response = created()
+    assert api.create_response_from_json(Fields(api.create_response_to_json(response))) == (
+        response
+    )
+    renewal = RenewDelegationTokenRequest(principal="User:a", hmac=b"\x00\xff", renew_period_ms=-1)
+    assert api.renew_request_from_json(Fields(api.renew_request_to_json(renewal))) == renewal
+    expiry = ExpireDelegationTokenRequest(
+        principal="User:a", hmac=b"\x01", expiry_time_period_ms=-1
+    )
+    assert api.expire_request_from_json(Fields(api.expire_request_to_json(expiry))) == expiry
+    answer = DelegationTokenExpiryResponse(
+        error=ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED), expiry_timestamp_ms=-1
+    )
+    assert api.expiry_response_from_json(Fields(api.expiry_response_to_json(answer))) == answer
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"principal": "User:a", "hmac": "not base64!", "renew_period_ms": 1},
+        {"principal": "User:a", "renew_period_ms": 1},
+        {"principal": "User:a", "hmac": "AA==", "renew_period_ms": "soon"},
+    ],
+)
+def test_the_route_refuses_bad_bodies(body: dict[str, object]) -> None:
+    with pytest.raises(JsonBodyError):
+        api.renew_request_from_json(Fields(body))
+
+
+def test_the_route_bounds_renewers() -> None:
+    body = {"requester": "User:a", "renewers": ["User:x"] * (api.MAX_RENEWERS + 1)}
+    with pytest.raises(JsonBodyError, match="renewers"):
+        api.create_request_from_json(Fields(body))
