@@ -270,6 +270,7 @@ class BrokerServer:
                     authorizer=self.authorizer,
                     static_broker_configs=self.config.static_properties,
                     client_quotas=self.client_quotas,
+                    delegation_token_secret_key=self.config.delegation_token_secret_key,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,

@@ -120,6 +120,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from pykraft.protocol import token_messages
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.kraft_messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
@@ -192,5 +193,22 @@ CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
             DescribeTopicPartitionsResponse,
         ),
         ApiKey.UPDATE_FEATURES: (UpdateFeaturesRequest, UpdateFeaturesResponse),
+        # KIP-48: schemas of our own (protocol/schemas), kafka-python ships none.
+        ApiKey.CREATE_DELEGATION_TOKEN: (
+            token_messages.CreateDelegationTokenRequest,
+            token_messages.CreateDelegationTokenResponse,
+        ),
+        ApiKey.RENEW_DELEGATION_TOKEN: (
+            token_messages.RenewDelegationTokenRequest,
+            token_messages.RenewDelegationTokenResponse,
+        ),
+        ApiKey.EXPIRE_DELEGATION_TOKEN: (
+            token_messages.ExpireDelegationTokenRequest,
+            token_messages.ExpireDelegationTokenResponse,
+        ),
+        ApiKey.DESCRIBE_DELEGATION_TOKEN: (
+            token_messages.DescribeDelegationTokenRequest,
+            token_messages.DescribeDelegationTokenResponse,
+        ),
     }
 )

@@ -15,10 +15,6 @@ KAFKA_3_9 = {key: tuple(versions) for key, versions in KAFKA_3_9_BROKER_API_VERS
 # Kafka 3.9 serves these; pykraft does not, and nobody is building them in issue 13.
 NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: "moving a replica between log dirs (KIP-113) is not built",
-    ApiKey.CREATE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
-    ApiKey.RENEW_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
-    ApiKey.EXPIRE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
-    ApiKey.DESCRIBE_DELEGATION_TOKEN: "no delegation-token authentication (KIP-48)",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
     ApiKey.LIST_CONFIG_RESOURCES: "client metrics subscriptions (KIP-714) are not built",
