@@ -106,7 +106,7 @@ class BrokerServer:
         # SASL/SCRAM users beyond each listener's bootstrap users (broker.sasl_authentication):
         # the metadata image's KIP-554 credentials.
         self.scram_credentials = scram_credentials or ImageScramCredentials(
-            lambda: self.loader.image
+            lambda: self.loader.image, config.delegation_token_secret_key
         )
         # authorizer.class.name: rebuilt from the image's ACLs by the metadata publisher.
         self.authorizer = RequestAuthorizer(config.authorizer)

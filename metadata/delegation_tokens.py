@@ -17,6 +17,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 from typing import ClassVar
@@ -24,8 +25,25 @@ from typing import ClassVar
 import attrs
 from immutables import Map
 
+from pykraft.metadata.auth.scram import ScramCredential, ScramMechanism, credential_from_password
 from pykraft.metadata.errors import MetadataReplayError
 from pykraft.metadata.records import DelegationTokenRecord, RemoveDelegationTokenRecord
+
+# Kafka's DelegationTokenCache makes each token's SCRAM credentials with the mechanism's
+# minimum iteration count.
+TOKEN_SCRAM_ITERATIONS = 4096
+
+
+def token_scram_credential(
+    token_id: str, secret_key: str, mechanism: ScramMechanism
+) -> ScramCredential:
+    """The SCRAM credential a client logs in with using the token: user name the token id,
+    password the base64 of its HMAC (Kafka's ``DelegationTokenCache.updateCache``, which keeps
+    one per mechanism). The salt is derived from the token id, so every broker derives the
+    same credential without storing one."""
+    password = base64.b64encode(token_hmac(token_id, secret_key)).decode("ascii")
+    salt = hashlib.sha256(b"pykraft delegation token salt:" + token_id.encode()).digest()[:16]
+    return credential_from_password(mechanism, password, salt, TOKEN_SCRAM_ITERATIONS)
 
 
 def token_hmac(token_id: str, secret_key: str) -> bytes:

@@ -8,8 +8,8 @@ principal is known:
 
 - ``allowTokenRequests``: a connection without an authenticated principal (PLAINTEXT, or SSL
   without a client certificate: ``User:ANONYMOUS``) may not use these APIs:
-  DELEGATION_TOKEN_REQUEST_NOT_ALLOWED. (A connection authenticated *with* a token may not
-  either; token authentication is not built yet, so no connection is.)
+  DELEGATION_TOKEN_REQUEST_NOT_ALLOWED; nor may a connection authenticated *with* a token
+  (SCRAM with ``tokenauth=true``: ``broker.authorization_scram``).
 - Create for another owner needs CREATE_TOKENS on that owner's USER resource, else
   DELEGATION_TOKEN_AUTHORIZATION_FAILED.
 
@@ -65,8 +65,9 @@ def delegation_token_handlers(services: BrokerServices) -> dict[ApiKey, ApiHandl
 
 
 def allow_token_requests(context: RequestContext) -> bool:
-    """Kafka's ``allowTokenRequests``: not over an unauthenticated connection."""
-    return context.principal != ANONYMOUS
+    """Kafka's ``allowTokenRequests``: not over an unauthenticated connection, nor one
+    authenticated with a token."""
+    return context.principal != ANONYMOUS and not context.principal.token_authenticated
 
 
 def _split(principal: str) -> tuple[str, str]:

@@ -185,3 +185,12 @@ def test_describe_lists_only_what_the_principal_may_see(cluster: Cluster) -> Non
     # the owner filter: nobody's tokens for an empty list, only bob's when asked
     assert describe(apis, owners=[], principal=user("eve")).tokens == []
     assert describe(apis, owners=["carol"], principal=user("eve")).tokens == []
+
+
+def test_a_connection_authenticated_with_a_token_may_not_use_tokens(cluster: Cluster) -> None:
+    apis, controller = apis_with(cluster)
+    by_token = KafkaPrincipal("User", "carol", token_authenticated=True)
+    not_allowed = Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    assert create(apis, principal=by_token).error_code == not_allowed
+    assert describe(apis, principal=by_token).error_code == not_allowed
+    assert controller.calls == []
