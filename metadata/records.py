@@ -332,17 +332,12 @@ class NoOpRecord:
     VERSION: ClassVar[int] = 0
 
 
+# A delegation token, without its HMAC (KIP-48, KIP-373; metadata.delegation_tokens).
 @attrs.frozen(kw_only=True)
 class DelegationTokenRecord:
-    """One delegation token's information (KIP-48; Kafka's record of the same name, apiKey 10).
-    Owner and requester are principal strings (``User:alice``; KIP-373 added the requester).
-    The token's HMAC is not in the record: each node derives it from the token id and
-    ``delegation.token.secret.key``, as Kafka's ``DelegationTokenManager`` does."""
-
     TYPE_ID: ClassVar[int] = 10
     VERSION: ClassVar[int] = 0
-
-    owner: str
+    owner: str  # principal strings (User:alice)
     requester: str
     renewers: tuple[str, ...]
     issue_timestamp: int
@@ -353,11 +348,8 @@ class DelegationTokenRecord:
 
 @attrs.frozen(kw_only=True)
 class RemoveDelegationTokenRecord:
-    """Removes a delegation token (Kafka's record of the same name, apiKey 26)."""
-
     TYPE_ID: ClassVar[int] = 26
     VERSION: ClassVar[int] = 0
-
     token_id: str
 
 

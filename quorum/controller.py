@@ -174,6 +174,7 @@ from pykraft.quorum.managers import (
     replication,
     scram,
 )
+from pykraft.quorum.managers.delegation_tokens import DelegationTokenRequest
 from pykraft.quorum.managers.result import ControllerResult
 from pykraft.quorum.managers.sessions import BrokerSessions
 from pykraft.quorum.managers.settings import ControllerSettings
@@ -255,9 +256,6 @@ ControllerRequest: TypeAlias = (
 )
 
 R = TypeVar("R")
-DelegationTokenRequest: TypeAlias = (
-    CreateDelegationTokenRequest | RenewDelegationTokenRequest | ExpireDelegationTokenRequest
-)
 
 
 class QuorumController:
@@ -327,11 +325,9 @@ class QuorumController:
                 return self.alter_client_quotas(image, request, now_ms)
             case UpdateFeaturesRequest():
                 return self.update_features(image, request, now_ms)
-            case (
-                CreateDelegationTokenRequest()
-                | RenewDelegationTokenRequest()
-                | ExpireDelegationTokenRequest()
-            ):
+            case CreateDelegationTokenRequest() | RenewDelegationTokenRequest():
+                return self.delegation_token(image, request, now_ms)
+            case ExpireDelegationTokenRequest():
                 return self.delegation_token(image, request, now_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
@@ -439,18 +435,8 @@ class QuorumController:
     def delegation_token(
         self, image: MetadataImage, request: DelegationTokenRequest, now_ms: int
     ) -> ControllerResult[Any]:
-        """CreateDelegationToken / RenewDelegationToken / ExpireDelegationToken (KIP-48,
-        ``managers/delegation_tokens.py``)."""
-        settings = self.settings
-        match request:
-            case CreateDelegationTokenRequest():
-                result: ControllerResult[Any] = delegation_tokens.create_delegation_token(
-                    image, request, settings, self._rng, now_ms
-                )
-            case RenewDelegationTokenRequest():
-                result = delegation_tokens.renew_delegation_token(image, request, settings, now_ms)
-            case ExpireDelegationTokenRequest():
-                result = delegation_tokens.expire_delegation_token(image, request, settings, now_ms)
+        """Create/Renew/ExpireDelegationToken (KIP-48, ``managers/delegation_tokens.py``)."""
+        result = delegation_tokens.handle(image, request, self.settings, self._rng, now_ms)
         return self._wrote(result, now_ms)
 
     def maybe_sweep_expired_delegation_tokens(

@@ -27,6 +27,7 @@ Pure: the image, the settings, ``now_ms`` and a random source in; records and a 
 from __future__ import annotations
 
 import hmac as hmac_module
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -47,6 +48,10 @@ from pykraft.protocol.errors import Errors
 from pykraft.quorum.managers.result import ControllerResult
 from pykraft.quorum.managers.settings import ControllerSettings
 from pykraft.quorum.placement import RandomSource
+
+DelegationTokenRequest: TypeAlias = (
+    CreateDelegationTokenRequest | RenewDelegationTokenRequest | ExpireDelegationTokenRequest
+)
 
 # Bound (STYLE.md §7): tokens one sweep removes in one batch; the next sweep takes the rest.
 MAX_TOKENS_PER_SWEEP = 1000
@@ -206,3 +211,20 @@ def sweep_expired_tokens(image: MetadataImage, now_ms: int) -> ControllerResult[
         for token_id in expired[:MAX_TOKENS_PER_SWEEP]
     )
     return ControllerResult(records, len(records))
+
+
+def handle(
+    image: MetadataImage,
+    request: DelegationTokenRequest,
+    settings: ControllerSettings,
+    rng: RandomSource,
+    now_ms: int,
+) -> ControllerResult[Any]:
+    """Dispatch one of the three requests (``QuorumController.delegation_token``)."""
+    match request:
+        case CreateDelegationTokenRequest():
+            return create_delegation_token(image, request, settings, rng, now_ms)
+        case RenewDelegationTokenRequest():
+            return renew_delegation_token(image, request, settings, now_ms)
+        case ExpireDelegationTokenRequest():
+            return expire_delegation_token(image, request, settings, now_ms)
