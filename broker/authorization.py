@@ -311,6 +311,33 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: (
             _check("DESCRIBE", "TOPIC", _TOPIC_FAILED, "per topic"),
         ),
+        # KIP-48 (ControllerApis.handleCreateDelegationTokenRequest; KafkaApis.
+        # handleDescribeTokensRequest with DelegationTokenManager.filterToken). Renew and Expire
+        # check only who owns or renews the token, in the controller.
+        ApiKey.CREATE_DELEGATION_TOKEN: (
+            _check(
+                "CREATE_TOKENS",
+                "USER",
+                Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+                "for another owner (KIP-373)",
+            ),
+        ),
+        ApiKey.RENEW_DELEGATION_TOKEN: (),
+        ApiKey.EXPIRE_DELEGATION_TOKEN: (),
+        ApiKey.DESCRIBE_DELEGATION_TOKEN: (
+            _check(
+                "DESCRIBE",
+                "DELEGATION_TOKEN",
+                Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+                "tokens not owned, renewed or described are left out",
+            ),
+            _check(
+                "DESCRIBE_TOKENS",
+                "USER",
+                Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+                "or DESCRIBE_TOKENS on the token's owner",
+            ),
+        ),
         # Kafka checks nothing for these: they come before or without authentication.
         ApiKey.API_VERSIONS: (),
         ApiKey.SASL_HANDSHAKE: (),

@@ -143,6 +143,9 @@ class BrokerConfig:
     # Metadata request for a missing topic that allows it (every version before v4) creates the
     # topic with num.partitions and default.replication.factor (Kafka's AutoTopicCreationManager).
     auto_create_topics_enable: bool = True
+    # delegation.token.secret.key (or the deprecated delegation.token.master.key): the HMAC
+    # key of KIP-48 delegation tokens; unset or empty: tokens are disabled.
+    delegation_token_secret_key: str | None = attrs.field(default=None, repr=False)
     socket_request_max_bytes: int = 104_857_600
     # connections.max.idle.ms, max.connections, max.connections.per.ip(.overrides): Kafka's
     # connection limits and defaults (broker.connection_quotas says what each does).
@@ -246,6 +249,10 @@ class BrokerConfig:
             "log_config": _log_config(values),
             "static_properties": MappingProxyType(dict(values)),
             "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", True),
+            "delegation_token_secret_key": (
+                _optional_str(values, "delegation.token.secret.key")
+                or _optional_str(values, "delegation.token.master.key")
+            ),
             "transaction_partition_verification_enable": _bool(
                 values, "transaction.partition.verification.enable", True
             ),

@@ -17,6 +17,7 @@ from pykraft.metadata.api import (
     admin,
     client_quotas,
     config_batch,
+    delegation_tokens,
     features,
     quorum,
     reassignments,
@@ -231,6 +232,35 @@ class AdminCalls(ControllerTransport):
             routes.DESCRIBE_SCRAM_CREDENTIALS,
             security.describe_scram_response_from_json,
             params=params,
+        )
+
+    # ------------------------------------------------------------------ delegation tokens (KIP-48)
+
+    async def create_delegation_token(
+        self, request: delegation_tokens.CreateDelegationTokenRequest
+    ) -> delegation_tokens.CreateDelegationTokenResponse:
+        return await self._write_route(
+            routes.CREATE_DELEGATION_TOKEN,
+            delegation_tokens.create_request_to_json(request),
+            delegation_tokens.create_response_from_json,
+        )
+
+    async def renew_delegation_token(
+        self, request: delegation_tokens.RenewDelegationTokenRequest
+    ) -> delegation_tokens.DelegationTokenExpiryResponse:
+        return await self._write_route(
+            routes.RENEW_DELEGATION_TOKEN,
+            delegation_tokens.renew_request_to_json(request),
+            delegation_tokens.expiry_response_from_json,
+        )
+
+    async def expire_delegation_token(
+        self, request: delegation_tokens.ExpireDelegationTokenRequest
+    ) -> delegation_tokens.DelegationTokenExpiryResponse:
+        return await self._write_route(
+            routes.EXPIRE_DELEGATION_TOKEN,
+            delegation_tokens.expire_request_to_json(request),
+            delegation_tokens.expiry_response_from_json,
         )
 
     # ------------------------------------------------------------------ client quotas (KIP-546)

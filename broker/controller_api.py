@@ -55,6 +55,13 @@ from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
 )
+from pykraft.metadata.api.delegation_tokens import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+    DelegationTokenExpiryResponse,
+    ExpireDelegationTokenRequest,
+    RenewDelegationTokenRequest,
+)
 from pykraft.metadata.api.features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from pykraft.metadata.api.quorum import DescribeQuorumResponse
 from pykraft.metadata.api.reassignments import (
@@ -162,6 +169,20 @@ class ControllerClient(Protocol):
     async def describe_user_scram_credentials(
         self, users: Sequence[str] | None = None
     ) -> DescribeUserScramCredentialsResponse: ...
+
+    async def create_delegation_token(
+        self, request: CreateDelegationTokenRequest
+    ) -> CreateDelegationTokenResponse:
+        """KIP-48: the controller creates the token (``quorum.managers.delegation_tokens``)."""
+        ...
+
+    async def renew_delegation_token(
+        self, request: RenewDelegationTokenRequest
+    ) -> DelegationTokenExpiryResponse: ...
+
+    async def expire_delegation_token(
+        self, request: ExpireDelegationTokenRequest
+    ) -> DelegationTokenExpiryResponse: ...
 
     async def alter_client_quotas(
         self, request: AlterClientQuotasRequest

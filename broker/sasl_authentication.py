@@ -31,6 +31,7 @@ from pykraft.broker.sasl_mechanisms import (
 )
 from pykraft.broker.sasl_server import MechanismFactory, SaslAuthenticator
 from pykraft.fetcher.broker_connection import ClientSecurity
+from pykraft.metadata.auth.principal import KafkaPrincipal
 from pykraft.metadata.auth.scram import ScramCredential, ScramMechanism, credential_from_password
 from pykraft.metadata.auth.tls_context import client_context, server_context
 from pykraft.metadata.auth.tls_settings import listener_prefix
@@ -52,6 +53,15 @@ class LayeredScramCredentials:
             credential = source.scram_credential(user, mechanism)
             if credential is not None:
                 return credential
+        return None
+
+    def token_credential(
+        self, token_id: str, mechanism: str
+    ) -> tuple[ScramCredential, KafkaPrincipal] | None:
+        for source in self._sources:
+            found = source.token_credential(token_id, mechanism)
+            if found is not None:
+                return found
         return None
 
 

@@ -27,6 +27,7 @@ from typing import Protocol
 import attrs
 import scramp
 
+from pykraft.metadata.auth.principal import KafkaPrincipal, user
 from pykraft.metadata.auth.scram import ScramCredential
 
 PLAIN = "PLAIN"
@@ -51,6 +52,12 @@ class ScramCredentialSource(Protocol):
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
 
+    def token_credential(
+        self, token_id: str, mechanism: str
+    ) -> tuple[ScramCredential, KafkaPrincipal] | None:
+        """A delegation token's credential and its owner (KIP-48), or None."""
+        ...
+
 
 class StaticScramCredentials:
     """A fixed set of credentials (tests, and brokers until the metadata image carries them)."""
@@ -61,6 +68,11 @@ class StaticScramCredentials:
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))
 
+    def token_credential(
+        self, token_id: str, mechanism: str
+    ) -> tuple[ScramCredential, KafkaPrincipal] | None:
+        return None
+
 
 class SaslServer(Protocol):
     """One mechanism's server for one connection (Kafka's ``javax.security.sasl.SaslServer``)."""
@@ -70,6 +82,11 @@ class SaslServer(Protocol):
 
     @property
     def authorization_id(self) -> str: ...
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who the exchange proved: ``User:<authorization id>``, or a token's owner."""
+        ...
 
     def evaluate_response(self, token: bytes) -> bytes:
         """The next challenge; raises ``SaslError``/``SaslAuthenticationError``."""
@@ -110,6 +127,10 @@ class _CompletingServer:
     def authorization_id(self) -> str:
         assert self._complete, "no authorization id before the exchange completes"
         return self._authorization_id
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return user(self.authorization_id)
 
     def _become_complete(self, authorization_id: str) -> None:
         assert not self._complete, "a SASL exchange completes once"
@@ -162,11 +183,21 @@ class ScramServer(_CompletingServer):
         self._rounds = 0
         # scramp wraps what the lookup raises; the lookup's own reason is kept for the log.
         self._lookup_failure: SaslError | None = None
+        # KIP-48: the client-first message asked for token authentication (``tokenauth=true``);
+        # then the token's owner, once its credential is found.
+        self._token_auth = False
+        self._token_owner: KafkaPrincipal | None = None
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        if self._token_owner is not None:
+            return attrs.evolve(self._token_owner, token_authenticated=True)
+        return user(self.authorization_id)
 
     def _lookup(self, sasl_name: str) -> tuple[bytes, bytes, bytes, int]:
         # ScramFormatter.username: "=2C" is ",", "=3D" is "=" (RFC 5802 saslname).
         username = sasl_name.replace("=2C", ",").replace("=3D", "=")
-        credential = self._credentials.scram_credential(username, self._mechanism)
+        credential = self._credential(username)
         if credential is None:
             self._lookup_failure = SaslError(
                 f"Authentication failed: Invalid user credentials ({username!r})"
@@ -184,6 +215,32 @@ class ScramServer(_CompletingServer):
             credential.server_key,
             credential.iterations,
         )
+
+    def _credential(self, username: str) -> ScramCredential | None:
+        if not self._token_auth:
+            return self._credentials.scram_credential(username, self._mechanism)
+        # ScramSaslServer: with tokenauth the user name is the token id (DelegationTokenCache).
+        found = self._credentials.token_credential(username, self._mechanism)
+        if found is None:
+            return None
+        credential, self._token_owner = found
+        return credential
+
+    def _client_first(self, message: str) -> str:
+        """``message`` without its extensions (scramp refuses them), remembering ``tokenauth``
+        (Kafka's ``ScramExtensions``: ``key=value`` attributes after the nonce)."""
+        header, _, bare = message.partition(",")
+        authzid, _, bare = bare.partition(",")
+        kept: list[str] = []
+        extensions: dict[str, str] = {}
+        for attribute in bare.split(","):
+            name, _, value = attribute.partition("=")
+            if name in ("n", "r", "m") or not kept or len(name) == 1:
+                kept.append(attribute)
+            else:
+                extensions[name] = value
+        self._token_auth = extensions.get("tokenauth", "").lower() == "true"
+        return f"{header},{authzid},{','.join(kept)}"
 
     def _accept_nonce_as_kafka_does(self, client_final: str) -> None:
         """Kafka's ``ScramSaslServer`` only checks that the client-final nonce *ends with* the
@@ -206,7 +263,9 @@ class ScramServer(_CompletingServer):
             message = token.decode("utf-8")
             self._rounds += 1
             if self._rounds == 1:
-                self._server.set_client_first(message)
+                self._server.set_client_first(self._client_first(message))
+                # The proof covers the client-first message as sent, extensions included.
+                self._server.client_first_bare = message.split(",", 2)[2]
                 server_first: str = self._server.get_server_first()
                 return server_first.encode()
             self._accept_nonce_as_kafka_does(message)

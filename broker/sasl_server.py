@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 
 from pykraft.broker.sasl_mechanisms import SaslAuthenticationError, SaslError, SaslServer
-from pykraft.metadata.auth.principal import KafkaPrincipal, user
+from pykraft.metadata.auth.principal import KafkaPrincipal
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import (
     SUPPORTED_API_VERSIONS,
@@ -231,7 +231,7 @@ class SaslAuthenticator:
         principal = None
         if self._server.complete:
             self._become(SaslState.COMPLETE)
-            principal = user(self._server.authorization_id)
+            principal = self._server.principal
         if request is None:
             return SaslStep(Segments.of([encode_frame(challenge)]), principal=principal)
         return SaslStep(

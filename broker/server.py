@@ -107,7 +107,7 @@ class BrokerServer:
         # SASL/SCRAM users beyond each listener's bootstrap users (broker.sasl_authentication):
         # the metadata image's KIP-554 credentials.
         self.scram_credentials = scram_credentials or ImageScramCredentials(
-            lambda: self.loader.image
+            lambda: self.loader.image, config.delegation_token_secret_key
         )
         # authorizer.class.name: rebuilt from the image's ACLs by the metadata publisher.
         self.authorizer = RequestAuthorizer(config.authorizer)
@@ -271,6 +271,7 @@ class BrokerServer:
                     authorizer=self.authorizer,
                     static_broker_configs=self.config.static_properties,
                     client_quotas=self.client_quotas,
+                    delegation_token_secret_key=self.config.delegation_token_secret_key,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,

@@ -106,6 +106,14 @@ _FIELD_TYPES: dict[str, DataType] = {
     "entity": ArrayType(_QUOTA_ENTITY, containsNull=False),
     "key": _STRING,
     "remove": _BOOL,
+    # Delegation tokens (KIP-48, KIP-373): principals as strings, times in ms.
+    "owner": _STRING,
+    "requester": _STRING,
+    "renewers": ArrayType(_STRING, containsNull=False),
+    "issue_timestamp": _LONG,
+    "max_timestamp": _LONG,
+    "expiration_timestamp": _LONG,
+    "token_id": _STRING,
 }
 _FIELD_OVERRIDES: dict[tuple[str, str], DataType] = {
     # -1 unfence / 0 no change / 1 fence (BrokerRegistrationFencingChange)

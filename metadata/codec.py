@@ -78,6 +78,7 @@ class _JsonShape:
     booleans: tuple[int, ...]
     integer_lists: tuple[int, ...]
     byte_strings: tuple[int, ...]
+    string_lists: tuple[int, ...]
     structs: tuple[tuple[int, StructSchema], ...]
 
     @classmethod
@@ -98,6 +99,7 @@ class _JsonShape:
             booleans=where(Kind.BOOLEAN),
             integer_lists=where(Kind.INTEGER_LIST),
             byte_strings=where(Kind.BYTES),
+            string_lists=where(Kind.STRING_LIST),
             structs=tuple(
                 (i, f.type.struct) for i, f in enumerate(schema.fields) if f.type.struct is not None
             ),
@@ -123,6 +125,8 @@ class _JsonShape:
         for i in self.byte_strings:
             value = values[i]  # bytes, or already base64 text when transcoding rows
             values[i] = '"' + (value if type(value) is str else bytes_to_json(value)) + '"'
+        for i in self.string_lists:
+            values[i] = _ENCODER.encode(list(values[i]))
         for i, struct in self.structs:
             values[i] = _ENCODER.encode([_struct_to_json(struct, item) for item in values[i]])
         return self.template % tuple(values)

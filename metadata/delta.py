@@ -18,7 +18,8 @@ own batches to keep its image current. The per-area rules follow Kafka's ``Clust
 - FeatureLevelRecord sets a level; level 0 removes the feature.
 - ProducerIdsRecord sets ``next_producer_id``. NoOpRecord changes nothing but the offset.
 - ACL and SCRAM credential records: ``metadata.auth.images`` (Kafka's ``AclsDelta``,
-  ``ScramDelta``); client quota records: ``metadata.client_quotas`` (``ClientQuotasDelta``).
+  ``ScramDelta``); client quota records: ``metadata.client_quotas`` (``ClientQuotasDelta``);
+  delegation token records: ``metadata.delegation_tokens`` (``DelegationTokenDelta``).
 
 A record that refers to something unknown raises ``MetadataReplayError`` and leaves the delta
 unchanged. Nothing here does I/O or reads a clock.
@@ -33,6 +34,7 @@ from immutables import Map
 
 from pykraft.metadata.auth.images import AclsDelta, ScramDelta
 from pykraft.metadata.client_quotas import ClientQuotasDelta
+from pykraft.metadata.delegation_tokens import DelegationTokenDelta
 from pykraft.metadata.errors import MetadataReplayError
 from pykraft.metadata.image import (
     BrokerRegistration,
@@ -50,6 +52,7 @@ from pykraft.metadata.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -59,6 +62,7 @@ from pykraft.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -219,6 +223,7 @@ class MetadataDelta:
         self.acls = AclsDelta(image.acls)
         self.scram = ScramDelta(image.scram)
         self.client_quotas = ClientQuotasDelta(image.client_quotas)
+        self.delegation_tokens = DelegationTokenDelta(image.delegation_tokens)
         # Set by ``between``: the image a snapshot load produced.
         self._target: MetadataImage | None = None
 
@@ -287,6 +292,8 @@ class MetadataDelta:
                 self.scram.replay(record)
             case ClientQuotaRecord():
                 self.client_quotas.replay(record)
+            case DelegationTokenRecord() | RemoveDelegationTokenRecord():
+                self.delegation_tokens.replay(record)
             case NoOpRecord():
                 pass  # Only moves the offset (Kafka's NoOpRecord keeps idle brokers current).
             case _:
@@ -310,6 +317,7 @@ class MetadataDelta:
             acls=self.acls.apply(),
             scram=self.scram.apply(),
             client_quotas=self.client_quotas.apply(),
+            delegation_tokens=self.delegation_tokens.apply(),
         )
 
     def _apply_features(self) -> Map[str, int]:

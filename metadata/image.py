@@ -3,8 +3,8 @@
 Mirrors Kafka's ``org.apache.kafka.image.MetadataImage``: brokers (``ClusterImage``), topics and
 their partitions (``TopicsImage``), configs, finalized feature levels, the producer-id
 allocator, ACLs and SCRAM credentials (``metadata.auth.images``), client quotas
-(``metadata.client_quotas``). Every mapping is an
-``immutables.Map`` (a hash array mapped trie), so an image made by
+(``metadata.client_quotas``), delegation tokens (``metadata.delegation_tokens``). Every
+mapping is an ``immutables.Map`` (a hash array mapped trie), so an image made by
 ``MetadataDelta.apply`` shares every untouched topic, partition and broker with its parent:
 changing one partition of a 100,000-partition image costs O(log n), not a copy.
 
@@ -23,6 +23,7 @@ from immutables import Map
 
 from pykraft.metadata.auth.images import AclsImage, ScramImage
 from pykraft.metadata.client_quotas import ClientQuotasImage
+from pykraft.metadata.delegation_tokens import DelegationTokenImage
 from pykraft.metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -213,6 +214,8 @@ class MetadataImage:
     scram: ScramImage = ScramImage.EMPTY
     # KIP-546 client quotas (Kafka's ClientQuotasImage).
     client_quotas: ClientQuotasImage = ClientQuotasImage.EMPTY
+    # KIP-48 delegation tokens (Kafka's DelegationTokenImage).
+    delegation_tokens: DelegationTokenImage = DelegationTokenImage.EMPTY
 
     EMPTY: ClassVar[MetadataImage]
 

@@ -56,6 +56,8 @@ class Kind(enum.Enum):
     # Kafka's float64 (a client quota's value): a finite ``float``; an integer is read as the
     # float it names (JSON writes 5.0 as 5.0, but a hand-written 5 means the same).
     FLOAT64 = "float64"
+    # Kafka's []string (a delegation token's renewers): a tuple of str in a record.
+    STRING_LIST = "string list"
 
 
 @attrs.frozen
@@ -80,6 +82,8 @@ class FieldType:
         if self.kind is Kind.STRUCT_LIST:
             assert self.struct is not None
             return tuple(self.struct.check(item) for item in _sequence(value))
+        if self.kind is Kind.STRING_LIST:
+            return tuple(_string(item) for item in _sequence(value))
         if self.kind is Kind.BYTES:
             return _bytes(value)
         if self.kind is Kind.FLOAT64:
@@ -108,6 +112,12 @@ class FieldType:
         elif not self.low <= value <= self.high:
             raise FieldError(f"must fit in {self.label} [{self.low}, {self.high}], got {value}")
         return int(value)
+
+
+def _string(value: Any) -> str:
+    if type(value) is not str:
+        raise FieldError(f"must hold strings, got {value!r}")
+    return value
 
 
 def _bytes(value: Any) -> bytes:
@@ -192,6 +202,7 @@ BOOLEAN = FieldType(Kind.BOOLEAN)
 INT32_LIST = FieldType(Kind.INTEGER_LIST, "int32", low=INT32.low, high=INT32.high)
 BYTES = FieldType(Kind.BYTES, "bytes")
 FLOAT64 = FieldType(Kind.FLOAT64, "float64")
+STRING_LIST = FieldType(Kind.STRING_LIST, "[]string")
 
 
 @attrs.frozen
@@ -315,6 +326,16 @@ _SPECS: dict[str, dict[str, FieldType]] = {
         "value": FLOAT64,
         "remove": BOOLEAN,
     },
+    "DelegationTokenRecord": {
+        "owner": STRING,
+        "requester": STRING,
+        "renewers": STRING_LIST,
+        "issueTimestamp": INT64,
+        "maxTimestamp": INT64,
+        "expirationTimestamp": INT64,
+        "tokenId": STRING,
+    },
+    "RemoveDelegationTokenRecord": {"tokenId": STRING},
 }
 
 
@@ -328,8 +349,8 @@ class _FastChecks:
     uuids: tuple[int, ...]
     booleans: tuple[int, ...]
     integer_lists: tuple[tuple[int, bool, int, int], ...]  # (position, nullable, low, high)
-    # Struct lists (broker registrations, quota entities), bytes (SCRAM credentials) and
-    # floats (quota values) are rare: always the careful path.
+    # Struct lists (broker registrations, quota entities), bytes (SCRAM credentials), floats
+    # (quota values) and string lists (token renewers) are rare: always the careful path.
     has_structs: bool
 
     @classmethod
@@ -349,7 +370,12 @@ class _FastChecks:
             integer_lists=tuple(
                 (i, t.nullable, t.low, t.high) for i, t in where(Kind.INTEGER_LIST)
             ),
-            has_structs=bool(where(Kind.STRUCT_LIST) or where(Kind.BYTES) or where(Kind.FLOAT64)),
+            has_structs=bool(
+                where(Kind.STRUCT_LIST)
+                or where(Kind.BYTES)
+                or where(Kind.FLOAT64)
+                or where(Kind.STRING_LIST)
+            ),
         )
 
     def passes(self, values: list[Any]) -> bool:

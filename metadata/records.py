@@ -333,6 +333,27 @@ class NoOpRecord:
     VERSION: ClassVar[int] = 0
 
 
+# A delegation token, without its HMAC (KIP-48, KIP-373; metadata.delegation_tokens).
+@attrs.frozen(kw_only=True)
+class DelegationTokenRecord:
+    TYPE_ID: ClassVar[int] = 10
+    VERSION: ClassVar[int] = 0
+    owner: str  # principal strings (User:alice)
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+    token_id: str
+
+
+@attrs.frozen(kw_only=True)
+class RemoveDelegationTokenRecord:
+    TYPE_ID: ClassVar[int] = 26
+    VERSION: ClassVar[int] = 0
+    token_id: str
+
+
 MetadataRecord: TypeAlias = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -352,6 +373,8 @@ MetadataRecord: TypeAlias = (
     | RemoveAccessControlEntryRecord
     | RemoveUserScramCredentialRecord
     | ClientQuotaRecord
+    | DelegationTokenRecord
+    | RemoveDelegationTokenRecord
 )
 
 RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
@@ -373,4 +396,6 @@ RECORD_CLASSES: tuple[type[MetadataRecord], ...] = (
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
     ClientQuotaRecord,
+    DelegationTokenRecord,
+    RemoveDelegationTokenRecord,
 )

@@ -137,6 +137,7 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
             credentials[mechanism].to_record(user, mechanism) for mechanism in sorted(credentials)
         )
     records.extend(image.client_quotas.to_records())
+    records.extend(image.delegation_tokens.to_records())
     return records
 
 

@@ -124,6 +124,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from pykraft.protocol import token_messages
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.kraft_messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
@@ -199,5 +200,22 @@ CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.UPDATE_FEATURES: (UpdateFeaturesRequest, UpdateFeaturesResponse),
         # Kafka 3.9's ListClientMetricsResources (KIP-714); renamed in 4.1, v0 the same bytes.
         ApiKey.LIST_CONFIG_RESOURCES: (ListConfigResourcesRequest, ListConfigResourcesResponse),
+        # KIP-48: schemas of our own (protocol/schemas), kafka-python ships none.
+        ApiKey.CREATE_DELEGATION_TOKEN: (
+            token_messages.CreateDelegationTokenRequest,
+            token_messages.CreateDelegationTokenResponse,
+        ),
+        ApiKey.RENEW_DELEGATION_TOKEN: (
+            token_messages.RenewDelegationTokenRequest,
+            token_messages.RenewDelegationTokenResponse,
+        ),
+        ApiKey.EXPIRE_DELEGATION_TOKEN: (
+            token_messages.ExpireDelegationTokenRequest,
+            token_messages.ExpireDelegationTokenResponse,
+        ),
+        ApiKey.DESCRIBE_DELEGATION_TOKEN: (
+            token_messages.DescribeDelegationTokenRequest,
+            token_messages.DescribeDelegationTokenResponse,
+        ),
     }
 )

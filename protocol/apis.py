@@ -156,6 +156,12 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.UPDATE_FEATURES, 0, 1),
     # KIP-714: ListClientMetricsResources v0, the CLIENT_METRICS subscriptions from the image.
     (ApiKey.LIST_CONFIG_RESOURCES, 0, 0),
+    # KIP-48 delegation tokens (v3 of Create and Describe: KIP-373's owner and requester);
+    # Create, Renew and Expire are forwarded to the controller.
+    (ApiKey.CREATE_DELEGATION_TOKEN, 0, 3),
+    (ApiKey.RENEW_DELEGATION_TOKEN, 0, 2),
+    (ApiKey.EXPIRE_DELEGATION_TOKEN, 0, 2),
+    (ApiKey.DESCRIBE_DELEGATION_TOKEN, 0, 3),
 )
 
 # LEGACY_PRODUCE_VERSIONS / LEGACY_FETCH_VERSIONS (kafka_3_9_versions): the versions that carry

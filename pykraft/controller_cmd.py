@@ -199,6 +199,19 @@ def load_controller_config(props: Properties) -> ControllerConfig:
             "leader.imbalance.per.broker.percentage", 10
         ),
         request_timeout_ms=props.get_int("controller.quorum.request.timeout.ms", 5000),
+        delegation_token_secret_key=props.get_str(
+            "delegation.token.secret.key", props.get_str("delegation.token.master.key", "")
+        )
+        or None,
+        delegation_token_max_lifetime_ms=props.get_int(
+            "delegation.token.max.lifetime.ms", 7 * 24 * 3600_000
+        ),
+        delegation_token_expiry_time_ms=props.get_int(
+            "delegation.token.expiry.time.ms", 24 * 3600_000
+        ),
+        delegation_token_expiry_check_interval_ms=props.get_int(
+            "delegation.token.expiry.check.interval.ms", 3600_000
+        ),
         http_tls=_http_tls(props, listener_name.strip()),
         authorizer_enabled=bool(props.get_str("authorizer.class.name", "").strip()),
         super_users=_super_users(props),

@@ -110,6 +110,12 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    # delegation.token.secret.key (or the deprecated delegation.token.master.key): unset or
+    # empty disables delegation tokens (KIP-48); the three times are Kafka's defaults.
+    delegation_token_secret_key: str | None = attrs.field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = 7 * 24 * 3600_000
+    delegation_token_expiry_time_ms: int = 24 * 3600_000
+    delegation_token_expiry_check_interval_ms: int = 3600_000
     # controller.quorum.request.timeout.ms (Kafka default 2000): how long a write waits to commit.
     request_timeout_ms: int = 5000
     # The HTTP listener's TLS (listener.security.protocol.map maps it to SSL); None: PLAINTEXT.

@@ -67,6 +67,10 @@ API (requests and responses are attrs frozen classes, re-exported here):
         -> ControllerResult[AlterClientQuotasResponse]     # KIP-546
     update_features(image, UpdateFeaturesRequest, now_ms)
         -> ControllerResult[UpdateFeaturesResponse]        # KIP-584 (managers/features.py)
+    delegation_token(image, Create/Renew/ExpireDelegationTokenRequest, now_ms)
+        -> ControllerResult[CreateDelegationTokenResponse | DelegationTokenExpiryResponse]
+        # KIP-48 (managers/delegation_tokens.py); Describe reads the committed image
+    maybe_sweep_expired_delegation_tokens(image, now_ms) -> ControllerResult[int] | None
         # DescribeAcls / DescribeUserScramCredentials read the committed image
         # (quorum.managers.acls.describe_acls, quorum.managers.scram.describe_...)
     fence_stale_brokers(image, now_ms) -> ControllerResult[tuple[int, ...]]  # fenced ids
@@ -119,6 +123,11 @@ from pykraft.metadata.api.client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
 )
+from pykraft.metadata.api.delegation_tokens import (
+    CreateDelegationTokenRequest,
+    ExpireDelegationTokenRequest,
+    RenewDelegationTokenRequest,
+)
 from pykraft.metadata.api.errors import SUCCESS, ApiError
 from pykraft.metadata.api.features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from pykraft.metadata.api.reassignments import (
@@ -156,6 +165,7 @@ from pykraft.quorum.managers import (
     client_quotas,
     cluster,
     configs,
+    delegation_tokens,
     features,
     leader_balance,
     leadership,
@@ -164,6 +174,7 @@ from pykraft.quorum.managers import (
     replication,
     scram,
 )
+from pykraft.quorum.managers.delegation_tokens import DelegationTokenRequest
 from pykraft.quorum.managers.result import ControllerResult
 from pykraft.quorum.managers.sessions import BrokerSessions
 from pykraft.quorum.managers.settings import ControllerSettings
@@ -239,6 +250,9 @@ ControllerRequest: TypeAlias = (
     | AlterUserScramCredentialsRequest
     | AlterClientQuotasRequest
     | UpdateFeaturesRequest
+    | CreateDelegationTokenRequest
+    | RenewDelegationTokenRequest
+    | ExpireDelegationTokenRequest
 )
 
 R = TypeVar("R")
@@ -254,6 +268,7 @@ class QuorumController:
         self._rng = rng
         self.sessions = BrokerSessions(self.settings.broker_session_timeout_ms, now_ms)
         self._last_write_ms = now_ms
+        self._next_token_sweep_ms = now_ms + self.settings.delegation_token_expiry_check_interval_ms
         self.leader_balance = leader_balance.LeaderBalanceSchedule(
             self.settings.leader_imbalance_check_interval_ms
             if self.settings.auto_leader_rebalance_enable
@@ -310,6 +325,10 @@ class QuorumController:
                 return self.alter_client_quotas(image, request, now_ms)
             case UpdateFeaturesRequest():
                 return self.update_features(image, request, now_ms)
+            case CreateDelegationTokenRequest() | RenewDelegationTokenRequest():
+                return self.delegation_token(image, request, now_ms)
+            case ExpireDelegationTokenRequest():
+                return self.delegation_token(image, request, now_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def register_broker(
@@ -413,6 +432,23 @@ class QuorumController:
     ) -> ControllerResult[UpdateFeaturesResponse]:
         return self._wrote(features.update_features(image, request), now_ms)
 
+    def delegation_token(
+        self, image: MetadataImage, request: DelegationTokenRequest, now_ms: int
+    ) -> ControllerResult[Any]:
+        """Create/Renew/ExpireDelegationToken (KIP-48, ``managers/delegation_tokens.py``)."""
+        result = delegation_tokens.handle(image, request, self.settings, self._rng, now_ms)
+        return self._wrote(result, now_ms)
+
+    def maybe_sweep_expired_delegation_tokens(
+        self, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[int] | None:
+        """Remove expired delegation tokens every delegation.token.expiry.check.interval.ms
+        (Kafka's ``sweepExpiredDelegationTokens``); None when not due."""
+        if now_ms < self._next_token_sweep_ms:
+            return None
+        self._next_token_sweep_ms = now_ms + self.settings.delegation_token_expiry_check_interval_ms
+        return self._wrote(delegation_tokens.sweep_expired_tokens(image, now_ms), now_ms)
+
     def fence_stale_brokers(
         self, image: MetadataImage, now_ms: int
     ) -> ControllerResult[tuple[int, ...]]:
@@ -453,6 +489,8 @@ class QuorumController:
             deadlines.append(expiry)
         if self.leader_balance.due_ms is not None:
             deadlines.append(self.leader_balance.due_ms)
+        if image.delegation_tokens.tokens:
+            deadlines.append(self._next_token_sweep_ms)
         return min(deadlines)
 
 

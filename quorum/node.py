@@ -132,6 +132,12 @@ class ControllerNode:
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_seconds
             * 1000,
+            delegation_token_secret_key=config.delegation_token_secret_key,
+            delegation_token_max_lifetime_ms=config.delegation_token_max_lifetime_ms,
+            delegation_token_expiry_time_ms=config.delegation_token_expiry_time_ms,
+            delegation_token_expiry_check_interval_ms=(
+                config.delegation_token_expiry_check_interval_ms
+            ),
         )
         self._controller: QuorumController | None = None
         self._controller_term = -1

@@ -330,6 +330,42 @@ def _security_paths() -> dict[str, Any]:
                 _object({"components": "array", "strict": "boolean"}),
             ),
         },
+        "/v1/delegation-tokens": {
+            "post": _op(
+                "Create a delegation token for a requester (Kafka CreateDelegationToken, "
+                "KIP-48); brokers only",
+                _object(
+                    {
+                        "requester": "string",
+                        "owner": "string",
+                        "renewers": "array",
+                        "max_lifetime_ms": "integer",
+                    },
+                    ("requester",),
+                ),
+                write=True,
+            ),
+        },
+        "/v1/delegation-tokens/renew": {
+            "post": _op(
+                "Renew the delegation token with this HMAC (Kafka RenewDelegationToken)",
+                _object(
+                    {"principal": "string", "hmac": "string", "renew_period_ms": "integer"},
+                    ("principal", "hmac", "renew_period_ms"),
+                ),
+                write=True,
+            ),
+        },
+        "/v1/delegation-tokens/expire": {
+            "post": _op(
+                "Expire the delegation token with this HMAC (Kafka ExpireDelegationToken)",
+                _object(
+                    {"principal": "string", "hmac": "string", "expiry_time_period_ms": "integer"},
+                    ("principal", "hmac", "expiry_time_period_ms"),
+                ),
+                write=True,
+            ),
+        },
     }
 
 

@@ -98,6 +98,18 @@ async def fence_stale_brokers(node: TimedNode) -> None:
         logger.info("fenced broker(s) %s: session expired", list(fenced))
 
 
+async def sweep_expired_delegation_tokens(node: TimedNode) -> None:
+    def sweep(
+        controller: QuorumController, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[int]:
+        result = controller.maybe_sweep_expired_delegation_tokens(image, now_ms)
+        return ControllerResult((), 0) if result is None else result
+
+    removed = await node.write(sweep)
+    if removed:
+        logger.info("removed %d expired delegation token(s)", removed)
+
+
 async def balance_partition_leaders(node: TimedNode) -> None:
     """One balancing run when due; the schedule hears whether its write committed, so a run
     whose write failed or was retried is not lost for a whole check interval."""
@@ -145,7 +157,12 @@ async def run_timer(node: TimedNode, clock: Clock) -> None:
 
 
 async def run_timed_operations(node: TimedNode) -> None:
-    for task in (write_noop, fence_stale_brokers, balance_partition_leaders):
+    for task in (
+        write_noop,
+        fence_stale_brokers,
+        balance_partition_leaders,
+        sweep_expired_delegation_tokens,
+    ):
         try:
             await task(node)
         except ServiceError as error:

@@ -20,6 +20,13 @@ from pykraft.metadata.api.client_quotas import (
     describe_client_quotas_request_from_json,
     describe_client_quotas_response_to_json,
 )
+from pykraft.metadata.api.delegation_tokens import (
+    create_request_from_json,
+    create_response_to_json,
+    expire_request_from_json,
+    expiry_response_to_json,
+    renew_request_from_json,
+)
 from pykraft.metadata.api.errors import ApiError
 from pykraft.metadata.api.security import (
     ACL_FIELDS,
@@ -102,6 +109,30 @@ async def describe_client_quotas_route(request: web.Request) -> web.Response:
     return json_response(describe_client_quotas_response_to_json(response))
 
 
+async def create_delegation_token(request: web.Request) -> web.Response:
+    create = await read_body(request, create_request_from_json)
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.delegation_token(image, create, now_ms)
+    )
+    return json_response(create_response_to_json(response))
+
+
+async def renew_delegation_token(request: web.Request) -> web.Response:
+    renew = await read_body(request, renew_request_from_json)
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.delegation_token(image, renew, now_ms)
+    )
+    return json_response(expiry_response_to_json(response))
+
+
+async def expire_delegation_token(request: web.Request) -> web.Response:
+    expire = await read_body(request, expire_request_from_json)
+    response = await node_of(request).write(
+        lambda controller, image, now_ms: controller.delegation_token(image, expire, now_ms)
+    )
+    return json_response(expiry_response_to_json(response))
+
+
 def add_security_routes(app: web.Application) -> None:
     add_routes(
         app,
@@ -113,5 +144,8 @@ def add_security_routes(app: web.Application) -> None:
             (routes.DESCRIBE_SCRAM_CREDENTIALS, get_scram_credentials),
             (routes.ALTER_CLIENT_QUOTAS, alter_client_quotas),
             (routes.DESCRIBE_CLIENT_QUOTAS, describe_client_quotas_route),
+            (routes.CREATE_DELEGATION_TOKEN, create_delegation_token),
+            (routes.RENEW_DELEGATION_TOKEN, renew_delegation_token),
+            (routes.EXPIRE_DELEGATION_TOKEN, expire_delegation_token),
         ],
     )

@@ -59,6 +59,7 @@ PURE_CORES = [
     "metadata/auth/scram.py",
     "metadata/delta.py",
     "metadata/client_quotas.py",
+    "metadata/delegation_tokens.py",
     "metadata/local_changes.py",
     # Kafka's config definitions: the controller validates with them, brokers describe them.
     "metadata/config_defs.py",

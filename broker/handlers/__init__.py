@@ -32,6 +32,7 @@
   client_metrics.py  ListClientMetricsResources v0 (KIP-714): CLIENT_METRICS subscriptions
                    from the image
   client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
+  delegation_tokens.py Create/Renew/ExpireDelegationToken forwarded, Describe from the image
   forwarding.py    what the forwarding handlers share: services bound, the client's cluster
                    permission checked, the controller's error as an ``ApiError``
   find_coordinator.py  FindCoordinator v0-v6 for groups and transactional ids
@@ -62,6 +63,7 @@ from pykraft.broker.handlers.alter_replica_log_dirs import alter_replica_log_dir
 from pykraft.broker.handlers.client_metrics import list_client_metrics_resources_handler
 from pykraft.broker.handlers.client_quotas import client_quota_handlers
 from pykraft.broker.handlers.configs import config_handlers
+from pykraft.broker.handlers.delegation_tokens import delegation_token_handlers
 from pykraft.broker.handlers.delete_records import delete_records_handler
 from pykraft.broker.handlers.describe_quorum import describe_quorum_handler
 from pykraft.broker.handlers.describe_topic_partitions import describe_topic_partitions_handler
@@ -125,6 +127,7 @@ def broker_handlers(
         ApiKey.LIST_CONFIG_RESOURCES: list_client_metrics_resources_handler(services),
         **reassignment_handlers(services),
         **client_quota_handlers(services),
+        **delegation_token_handlers(services),
         ApiKey.WRITE_TXN_MARKERS: write_txn_markers_handler(services, group_coordinator),
         **transaction_admin_handlers(services, transaction_coordinator),
     }

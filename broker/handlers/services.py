@@ -46,6 +46,8 @@ class BrokerServices:
     static_broker_configs: Mapping[str, str] = attrs.field(factory=dict)
     # KIP-546 client quotas (Produce and consumer Fetch byte rates); None enforces none.
     client_quotas: ClientQuotas | None = None
+    # delegation.token.secret.key: None disables delegation tokens (KIP-48).
+    delegation_token_secret_key: str | None = attrs.field(default=None, repr=False)
 
 
 def authorized_topics(

@@ -177,6 +177,19 @@ DESCRIBE_CLIENT_QUOTAS = Route(
 # Finalized feature levels (``features.py``, KIP-584): ControllerApis.handleUpdateFeatures needs
 # ALTER on the cluster. A resend writes the same levels again: harmless.
 UPDATE_FEATURES = Route("POST", "/v1/features", access=ALTER_CLUSTER)
+# Delegation tokens (``delegation_tokens.py``, KIP-48): brokers forward Kafka's Create, Renew
+# and ExpireDelegationToken with the principal they authenticated in the body, so only a broker
+# may call them (CLUSTER_ACTION, as Kafka's envelope forwarding needs). A resend would create a
+# second token, or renew again: not idempotent.
+CREATE_DELEGATION_TOKEN = Route(
+    "POST", "/v1/delegation-tokens", idempotent=False, access=CLUSTER_ACTION
+)
+RENEW_DELEGATION_TOKEN = Route(
+    "POST", "/v1/delegation-tokens/renew", idempotent=False, access=CLUSTER_ACTION
+)
+EXPIRE_DELEGATION_TOKEN = Route(
+    "POST", "/v1/delegation-tokens/expire", idempotent=False, access=CLUSTER_ACTION
+)
 
 ROUTES: tuple[Route, ...] = (
     REGISTER_BROKER,
@@ -211,4 +224,7 @@ ROUTES: tuple[Route, ...] = (
     ALTER_CLIENT_QUOTAS,
     DESCRIBE_CLIENT_QUOTAS,
     UPDATE_FEATURES,
+    CREATE_DELEGATION_TOKEN,
+    RENEW_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
 )

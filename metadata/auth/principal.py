@@ -44,6 +44,9 @@ class KafkaPrincipal:
 
     principal_type: str
     name: str
+    # Authenticated with a delegation token (KIP-48); like Kafka's KafkaPrincipal, not part of
+    # equality: the token's owner is the principal.
+    token_authenticated: bool = attrs.field(default=False, eq=False, order=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"

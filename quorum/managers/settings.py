@@ -32,6 +32,13 @@ class ControllerSettings:
     # pykraft bound (STYLE.md §7): partitions one CreateTopics / CreatePartitions request may
     # create. Kafka bounds records per user operation the same way (MAX_RECORDS_PER_USER_OP).
     max_partitions_per_request: int = 100_000
+    # KIP-48 delegation tokens (Kafka's DelegationTokenControlManager): no secret key, no
+    # tokens (DELEGATION_TOKEN_AUTH_DISABLED). delegation.token.max.lifetime.ms (7 days),
+    # delegation.token.expiry.time.ms (1 day), delegation.token.expiry.check.interval.ms (1 hour).
+    delegation_token_secret_key: str | None = attrs.field(default=None, repr=False)
+    delegation_token_max_lifetime_ms: int = 7 * 24 * 3600_000
+    delegation_token_expiry_time_ms: int = 24 * 3600_000
+    delegation_token_expiry_check_interval_ms: int = 3600_000
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -42,6 +49,9 @@ class ControllerSettings:
             "max_partitions_per_request",
             "leader_imbalance_check_interval_ms",
             "max_elections_per_imbalance",
+            "delegation_token_max_lifetime_ms",
+            "delegation_token_expiry_time_ms",
+            "delegation_token_expiry_check_interval_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -327,3 +327,14 @@ def test_quota_windows() -> None:
     assert (c.quota_window_num, c.quota_window_size_seconds) == (5, 2)
     check_error({"quota.window.num": "0"}, "quota.window.num", "")
     check_error({"quota.window.size.seconds": "0"}, "quota.window.size.seconds", "")
+
+
+def test_delegation_token_secret_key_and_its_deprecated_name() -> None:
+    assert BrokerConfig.from_properties(BASE).delegation_token_secret_key is None
+    old = BrokerConfig.from_properties({**BASE, "delegation.token.master.key": "old"})
+    assert old.delegation_token_secret_key == "old"
+    assert "old" not in repr(old)
+    both = {**BASE, "delegation.token.master.key": "old", "delegation.token.secret.key": "new"}
+    assert BrokerConfig.from_properties(both).delegation_token_secret_key == "new"
+    empty = BrokerConfig.from_properties({**BASE, "delegation.token.secret.key": " "})
+    assert empty.delegation_token_secret_key is None

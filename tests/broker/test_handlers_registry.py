@@ -93,6 +93,10 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         # KIP-455, forwarded to the controller.
         ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        ApiKey.CREATE_DELEGATION_TOKEN,
+        ApiKey.RENEW_DELEGATION_TOKEN,
+        ApiKey.EXPIRE_DELEGATION_TOKEN,
+        ApiKey.DESCRIBE_DELEGATION_TOKEN,
     }
 
 

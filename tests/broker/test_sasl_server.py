@@ -29,7 +29,7 @@ from pykraft.broker.sasl_server import (
     SaslState,
     SaslStep,
 )
-from pykraft.metadata.auth.principal import user
+from pykraft.metadata.auth.principal import KafkaPrincipal, user
 from pykraft.metadata.auth.scram import ScramMechanism, credential_from_password
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response, request_class
@@ -242,6 +242,7 @@ def test_tokens_are_bounded() -> None:
     class Endless:
         complete = False
         authorization_id = ""
+        principal = KafkaPrincipal("User", "never")
 
         def evaluate_response(self, token: bytes) -> bytes:
             return b"more"

@@ -13,6 +13,7 @@ from pykraft.metadata.records import (
     ClientQuotaEntityData,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -22,6 +23,7 @@ from pykraft.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -139,6 +141,17 @@ RECORD_STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
         value=st.floats(allow_nan=False, allow_infinity=False),
         remove=st.booleans(),
     ),
+    DelegationTokenRecord: st.builds(
+        DelegationTokenRecord,
+        owner=TEXT,
+        requester=TEXT,
+        renewers=st.lists(TEXT, max_size=3).map(tuple),
+        issue_timestamp=INT64,
+        max_timestamp=INT64,
+        expiration_timestamp=INT64,
+        token_id=TEXT,
+    ),
+    RemoveDelegationTokenRecord: st.builds(RemoveDelegationTokenRecord, token_id=TEXT),
 }
 
 ANY_RECORD = st.one_of(*RECORD_STRATEGIES.values())

@@ -205,6 +205,9 @@ OUR_SCHEMAS = {
 def schema_json(name: str) -> dict[str, Any]:
     if name in OUR_SCHEMAS:
         return OUR_SCHEMAS[name]
+    ours = resources.files("pykraft.protocol.schemas").joinpath(f"{name}.json")
+    if ours.is_file():  # KIP-48's, in protocol/schemas (protocol/token_messages.py)
+        return dict(json.loads(ours.read_text()))
     text = resources.files("kafka.protocol.schemas.resources").joinpath(f"{name}.json")
     raw = re.sub(r"(?m)^\s*//.*\n?", "", text.read_text())
     parsed: dict[str, Any] = json.loads(raw)

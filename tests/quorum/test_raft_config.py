@@ -66,6 +66,33 @@ def test_password_from_a_file(tmp_path: Path) -> None:
     assert load(text).quorum_password == "from-file"
 
 
+def test_delegation_token_properties_and_kafkas_defaults() -> None:
+    config = load(BASE)
+    assert config.delegation_token_secret_key is None
+    assert (
+        config.delegation_token_max_lifetime_ms,
+        config.delegation_token_expiry_time_ms,
+        config.delegation_token_expiry_check_interval_ms,
+    ) == (604_800_000, 86_400_000, 3_600_000)
+    config = load(
+        BASE
+        + "delegation.token.master.key=old\n"
+        + "delegation.token.max.lifetime.ms=1000\n"
+        + "delegation.token.expiry.time.ms=500\n"
+        + "delegation.token.expiry.check.interval.ms=100\n"
+    )
+    assert config.delegation_token_secret_key == "old"  # the deprecated name still works
+    assert "old" not in repr(config)
+    assert (
+        config.delegation_token_max_lifetime_ms,
+        config.delegation_token_expiry_time_ms,
+        config.delegation_token_expiry_check_interval_ms,
+    ) == (1000, 500, 100)
+    both = load(BASE + "delegation.token.master.key=old\ndelegation.token.secret.key=new\n")
+    assert both.delegation_token_secret_key == "new"
+    assert load(BASE + "delegation.token.secret.key=\n").delegation_token_secret_key is None
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
