@@ -87,6 +87,7 @@ from pykraft.metadata.auth.principal import (
     parse_mapping_rules,
     principal_from_certificate,
 )
+from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
@@ -95,7 +96,6 @@ from pykraft.protocol.segments import FileSliceLike, Segments
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
-PRODUCE_API_KEY = 0
 # connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
@@ -457,7 +457,7 @@ class _Connection:
         self._unanswered += 1
         enforcing = throttles is not None and throttles.enforcing()
         self._queue.put_nowait(_Pending(context, start_request(response, enforcing), started_ns))
-        if enforcing and header.api_key == PRODUCE_API_KEY:
+        if enforcing and header.api_key == ApiKey.PRODUCE:
             # Let the Produce handler start: the quota it records before its first await mutes
             # this connection before the next request is dispatched (Kafka reads one at a time).
             await asyncio.sleep(0)
