@@ -9,14 +9,17 @@ one record; the checks, their order and the error codes are Kafka's:
   requested)``; ``expiry = min(max_timestamp, now + delegation.token.expiry.time.ms)``. The
   token id is a fresh Kafka uuid string (``Uuid.randomUuid().toString()``), the HMAC
   HMAC-SHA512 of the id keyed by the secret (``metadata.delegation_tokens.token_hmac``).
-- renew / expire: disabled -> DELEGATION_TOKEN_AUTH_DISABLED; no token with that HMAC ->
+- renew: disabled -> DELEGATION_TOKEN_AUTH_DISABLED; no token with that HMAC ->
   DELEGATION_TOKEN_NOT_FOUND; past its expiry or max timestamp -> DELEGATION_TOKEN_EXPIRED;
   a principal neither owner nor renewer -> DELEGATION_TOKEN_OWNER_MISMATCH (Kafka's
   ``allowedToRenew``: the requester alone may not). A renewal sets expiry to
-  ``min(max, now + min(expiry time, period))`` (period <= 0: the configured time). An expiry
-  with a negative period removes the token (``RemoveDelegationTokenRecord``) and answers that
-  period as the expiry timestamp, as Kafka 3.9's controller does; otherwise it sets expiry to
-  ``min(max, now + period)``.
+  ``min(max, now + min(expiry time, period))`` (period <= 0: the configured time).
+- expire (Kafka 3.9's ``expireDelegationToken``, as KAFKA-17315 made it): disabled, not found,
+  then owner mismatch; a negative period removes the token (``RemoveDelegationTokenRecord``)
+  and answers ``now`` as its expiry timestamp, even when the token had already expired (3.6-3.8
+  answered the period itself and refused an expired token first); otherwise a token past its
+  expiry or max timestamp is DELEGATION_TOKEN_EXPIRED, and a live one gets expiry
+  ``min(max, now + period)`` (period 0: now, so it stays until the sweep).
 - ``sweep_expired_tokens``: the controller's timer removes every token past its expiry or max
   timestamp (Kafka's ``sweepExpiredDelegationTokens``, every
   ``delegation.token.expiry.check.interval.ms``).
@@ -143,20 +146,38 @@ def _disabled() -> ApiError:
     )
 
 
-def _renewable(
-    image: MetadataImage, principal: str, hmac: bytes, settings: ControllerSettings, now_ms: int
+def _owned_token(
+    image: MetadataImage, principal: str, hmac: bytes, settings: ControllerSettings
 ) -> TokenInformation | ApiError:
-    """The token a renewal or expiry may change, or why not (Kafka's checks, in its order)."""
+    """The token ``principal`` may renew or expire, or why not: disabled, not found, owner
+    mismatch (Kafka's checks; each caller places the expiry check where Kafka does)."""
     key = secret_key(settings)
     if key is None:
         return _disabled()
     token = token_for_hmac(image, hmac, key)
     if token is None:
         return ApiError.of(Errors.DELEGATION_TOKEN_NOT_FOUND)
-    if is_expired(token, now_ms):
-        return ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED)
     if principal != token.owner and principal not in token.renewers:
         return ApiError.of(Errors.DELEGATION_TOKEN_OWNER_MISMATCH)
+    return token
+
+
+def _refused(error: ApiError) -> ControllerResult[DelegationTokenExpiryResponse]:
+    """The controller's refusals leave the response's expiry timestamp at its schema default,
+    0 (Kafka's ``DelegationTokenControlManager`` sets only the error code); the broker's own
+    DELEGATION_TOKEN_REQUEST_NOT_ALLOWED answers -1 (``DelegationTokenManager.ErrorTimestamp``)."""
+    return ControllerResult((), DelegationTokenExpiryResponse(error=error, expiry_timestamp_ms=0))
+
+
+def _renewable(
+    image: MetadataImage, principal: str, hmac: bytes, settings: ControllerSettings, now_ms: int
+) -> TokenInformation | ApiError:
+    """Kafka's ``renewDelegationToken`` checks an expired token before its owner."""
+    token = _owned_token(image, principal, hmac, settings)
+    if isinstance(token, ApiError):
+        return token
+    if is_expired(token, now_ms):
+        return ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED)
     return token
 
 
@@ -168,7 +189,7 @@ def renew_delegation_token(
 ) -> ControllerResult[DelegationTokenExpiryResponse]:
     token = _renewable(image, request.principal, request.hmac, settings, now_ms)
     if isinstance(token, ApiError):
-        return ControllerResult((), DelegationTokenExpiryResponse(error=token))
+        return _refused(token)
     period_ms = settings.delegation_token_expiry_time_ms
     if request.renew_period_ms > 0:
         period_ms = min(period_ms, request.renew_period_ms)
@@ -185,15 +206,17 @@ def expire_delegation_token(
     settings: ControllerSettings,
     now_ms: int,
 ) -> ControllerResult[DelegationTokenExpiryResponse]:
-    token = _renewable(image, request.principal, request.hmac, settings, now_ms)
+    token = _owned_token(image, request.principal, request.hmac, settings)
     if isinstance(token, ApiError):
-        return ControllerResult((), DelegationTokenExpiryResponse(error=token))
+        return _refused(token)
     period_ms = request.expiry_time_period_ms
     if period_ms < 0:
         return ControllerResult(
             (RemoveDelegationTokenRecord(token_id=token.token_id),),
-            DelegationTokenExpiryResponse(expiry_timestamp_ms=period_ms),
+            DelegationTokenExpiryResponse(expiry_timestamp_ms=now_ms),
         )
+    if is_expired(token, now_ms):
+        return _refused(ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED))
     expiry_ms = min(token.max_timestamp_ms, now_ms + period_ms)
     expired = attrs.evolve(token, expiry_timestamp_ms=expiry_ms)
     return ControllerResult(

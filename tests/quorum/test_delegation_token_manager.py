@@ -226,20 +226,60 @@ def test_renew_and_expire_without_a_secret_key_are_disabled() -> None:
 
 
 def expire(
-    image: MetadataImage, principal: str, hmac: bytes, period_ms: int
+    image: MetadataImage, principal: str, hmac: bytes, period_ms: int, now_ms: int = NOW + 10
 ) -> ControllerResult[DelegationTokenExpiryResponse]:
     request = ExpireDelegationTokenRequest(
         principal=principal, hmac=hmac, expiry_time_period_ms=period_ms
     )
-    return expire_delegation_token(image, request, SETTINGS, NOW + 10)
+    return expire_delegation_token(image, request, SETTINGS, now_ms)
 
 
-def test_a_negative_period_removes_the_token_now() -> None:
+@pytest.mark.parametrize("period_ms", [-1, -5000])
+def test_a_negative_period_removes_the_token_and_answers_now(period_ms: int) -> None:
+    # Kafka 3.9's expireDelegationToken (KAFKA-17315; SaslSslAdminIntegrationTest.
+    # testExpireDelegationToken: "expireTokenOrFailWithAssert(token1, -1) < currentTimeMillis").
     image, token = created()
-    result = expire(image, "User:renewer", token.hmac, -1)
+    result = expire(image, "User:renewer", token.hmac, period_ms)
     assert result.records == (RemoveDelegationTokenRecord(token_id=token.token_id),)
-    assert result.response.expiry_timestamp_ms == -1  # Kafka 3.9 answers the period
+    assert result.response == DelegationTokenExpiryResponse(expiry_timestamp_ms=NOW + 10)
     assert token.token_id not in applied(image, result).delegation_tokens.tokens
+
+
+def test_an_expired_token_is_refused_unless_the_period_is_negative() -> None:
+    # testExpireDelegationToken: expiring an expired token with period 1 is
+    # DelegationTokenExpiredException; with -1 it succeeds and removes the token.
+    image, token = created()
+    later = token.expiry_timestamp_ms + 1
+    refused = expire(image, "User:alice", token.hmac, 1, now_ms=later)
+    assert refused.response == DelegationTokenExpiryResponse(
+        error=ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED), expiry_timestamp_ms=0
+    )
+    assert refused.records == ()
+    removed = expire(image, "User:alice", token.hmac, -1, now_ms=later)
+    assert removed.response == DelegationTokenExpiryResponse(expiry_timestamp_ms=later)
+    assert removed.records == (RemoveDelegationTokenRecord(token_id=token.token_id),)
+
+
+def test_expire_checks_the_owner_before_the_expiry() -> None:
+    # Kafka 3.9's order: not found, owner mismatch, then (period >= 0) expired.
+    image, token = created()
+    later = token.expiry_timestamp_ms + 1
+    stranger = expire(image, "User:eve", token.hmac, 1, now_ms=later)
+    assert stranger.response.error.error is Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+    unknown = expire(image, "User:alice", token_hmac(token.token_id, "x"), -1, now_ms=later)
+    assert unknown.response.error.error is Errors.DELEGATION_TOKEN_NOT_FOUND
+
+
+def test_a_zero_period_expires_the_token_now_and_keeps_it_until_the_sweep() -> None:
+    image, token = created()
+    result = expire(image, "User:alice", token.hmac, 0)
+    assert result.response.expiry_timestamp_ms == NOW + 10
+    after = applied(image, result)
+    assert after.delegation_tokens.tokens[token.token_id].expiry_timestamp_ms == NOW + 10
+    assert sweep_expired_tokens(after, NOW + 10).records == ()
+    assert sweep_expired_tokens(after, NOW + 11).records == (
+        RemoveDelegationTokenRecord(token_id=token.token_id),
+    )
 
 
 def test_a_positive_period_moves_the_expiry() -> None:
@@ -253,7 +293,9 @@ def test_a_positive_period_moves_the_expiry() -> None:
 def test_a_stranger_cannot_expire() -> None:
     image, token = created()
     result = expire(image, "User:eve", token.hmac, -1)
-    assert result.response.error.error is Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+    assert result.response == DelegationTokenExpiryResponse(
+        error=ApiError.of(Errors.DELEGATION_TOKEN_OWNER_MISMATCH), expiry_timestamp_ms=0
+    )
     assert result.records == ()
 
 
