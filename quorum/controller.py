@@ -67,10 +67,11 @@ API (requests and responses are attrs frozen classes, re-exported here):
         -> ControllerResult[AlterClientQuotasResponse]     # KIP-546
     update_features(image, UpdateFeaturesRequest, now_ms)
         -> ControllerResult[UpdateFeaturesResponse]        # KIP-584 (managers/features.py)
-    delegation_token(image, Create/Renew/ExpireDelegationTokenRequest, now_ms)
+    delegation_token(image, Create/Renew/ExpireDelegationTokenRequest, now_ms, wall_clock_ms)
         -> ControllerResult[CreateDelegationTokenResponse | DelegationTokenExpiryResponse]
         # KIP-48 (managers/delegation_tokens.py); Describe reads the committed image
-    maybe_sweep_expired_delegation_tokens(image, now_ms) -> ControllerResult[int] | None
+    maybe_sweep_expired_delegation_tokens(image, now_ms, wall_clock_ms)
+        -> ControllerResult[int] | None
         # DescribeAcls / DescribeUserScramCredentials read the committed image
         # (quorum.managers.acls.describe_acls, quorum.managers.scram.describe_...)
     fence_stale_brokers(image, now_ms) -> ControllerResult[tuple[int, ...]]  # fenced ids
@@ -289,7 +290,9 @@ class QuorumController:
     def handle(
         self, image: MetadataImage, request: ControllerRequest, now_ms: int
     ) -> ControllerResult[Any]:
-        """Dispatch ``request`` to its entry point."""
+        """Dispatch ``request`` to its entry point. Tests and simulations call this with one
+        clock, so a token request's wall clock is ``now_ms`` here; the HTTP service calls
+        ``delegation_token`` with both clocks."""
         match request:
             case BrokerRegistrationRequest():
                 return self.register_broker(image, request, now_ms)
@@ -326,9 +329,9 @@ class QuorumController:
             case UpdateFeaturesRequest():
                 return self.update_features(image, request, now_ms)
             case CreateDelegationTokenRequest() | RenewDelegationTokenRequest():
-                return self.delegation_token(image, request, now_ms)
+                return self.delegation_token(image, request, now_ms, now_ms)
             case ExpireDelegationTokenRequest():
-                return self.delegation_token(image, request, now_ms)
+                return self.delegation_token(image, request, now_ms, now_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def register_broker(
@@ -433,21 +436,26 @@ class QuorumController:
         return self._wrote(features.update_features(image, request), now_ms)
 
     def delegation_token(
-        self, image: MetadataImage, request: DelegationTokenRequest, now_ms: int
+        self, image: MetadataImage, request: DelegationTokenRequest, now_ms: int, wall_clock_ms: int
     ) -> ControllerResult[Any]:
-        """Create/Renew/ExpireDelegationToken (KIP-48, ``managers/delegation_tokens.py``)."""
-        result = delegation_tokens.handle(image, request, self.settings, self._rng, now_ms)
+        """Create/Renew/ExpireDelegationToken (KIP-48, ``managers/delegation_tokens.py``). A
+        token's issue, expiry and max timestamps are Unix times (Kafka's ``time.milliseconds()``)
+        that clients read and every node compares: they come from ``wall_clock_ms``, never from
+        the monotonic ``now_ms``."""
+        result = delegation_tokens.handle(image, request, self.settings, self._rng, wall_clock_ms)
         return self._wrote(result, now_ms)
 
     def maybe_sweep_expired_delegation_tokens(
-        self, image: MetadataImage, now_ms: int
+        self, image: MetadataImage, now_ms: int, wall_clock_ms: int
     ) -> ControllerResult[int] | None:
         """Remove expired delegation tokens every delegation.token.expiry.check.interval.ms
-        (Kafka's ``sweepExpiredDelegationTokens``); None when not due."""
+        (Kafka's ``sweepExpiredDelegationTokens``); None when not due. The schedule is
+        monotonic, the tokens' timestamps are compared with ``wall_clock_ms``."""
         if now_ms < self._next_token_sweep_ms:
             return None
         self._next_token_sweep_ms = now_ms + self.settings.delegation_token_expiry_check_interval_ms
-        return self._wrote(delegation_tokens.sweep_expired_tokens(image, now_ms), now_ms)
+        swept = delegation_tokens.sweep_expired_tokens(image, wall_clock_ms)
+        return self._wrote(swept, now_ms)
 
     def fence_stale_brokers(
         self, image: MetadataImage, now_ms: int

@@ -70,6 +70,9 @@ class TimedNode(Protocol):
 
     view: MetadataView
 
+    @property
+    def clock(self) -> Clock: ...
+
     def is_leader(self) -> bool: ...
 
     def next_deadline_ms(self) -> int: ...
@@ -102,7 +105,8 @@ async def sweep_expired_delegation_tokens(node: TimedNode) -> None:
     def sweep(
         controller: QuorumController, image: MetadataImage, now_ms: int
     ) -> ControllerResult[int]:
-        result = controller.maybe_sweep_expired_delegation_tokens(image, now_ms)
+        wall_clock_ms = node.clock.wall_clock_ms()
+        result = controller.maybe_sweep_expired_delegation_tokens(image, now_ms, wall_clock_ms)
         return ControllerResult((), 0) if result is None else result
 
     removed = await node.write(sweep)

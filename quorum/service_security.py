@@ -111,24 +111,33 @@ async def describe_client_quotas_route(request: web.Request) -> web.Response:
 
 async def create_delegation_token(request: web.Request) -> web.Response:
     create = await read_body(request, create_request_from_json)
-    response = await node_of(request).write(
-        lambda controller, image, now_ms: controller.delegation_token(image, create, now_ms)
+    node = node_of(request)
+    response = await node.write(
+        lambda controller, image, now_ms: controller.delegation_token(
+            image, create, now_ms, node.clock.wall_clock_ms()
+        )
     )
     return json_response(create_response_to_json(response))
 
 
 async def renew_delegation_token(request: web.Request) -> web.Response:
     renew = await read_body(request, renew_request_from_json)
-    response = await node_of(request).write(
-        lambda controller, image, now_ms: controller.delegation_token(image, renew, now_ms)
+    node = node_of(request)
+    response = await node.write(
+        lambda controller, image, now_ms: controller.delegation_token(
+            image, renew, now_ms, node.clock.wall_clock_ms()
+        )
     )
     return json_response(expiry_response_to_json(response))
 
 
 async def expire_delegation_token(request: web.Request) -> web.Response:
     expire = await read_body(request, expire_request_from_json)
-    response = await node_of(request).write(
-        lambda controller, image, now_ms: controller.delegation_token(image, expire, now_ms)
+    node = node_of(request)
+    response = await node.write(
+        lambda controller, image, now_ms: controller.delegation_token(
+            image, expire, now_ms, node.clock.wall_clock_ms()
+        )
     )
     return json_response(expiry_response_to_json(response))
 

@@ -354,7 +354,7 @@ class InProcessController:
     def _delegation_token(self, name: str, request: Any) -> Any:
         # Per-token failures are the response's error code (the route answers 200), as Kafka's.
         self.calls.append((name, request))
-        result = self.controller.delegation_token(self.cluster.image, request, NOW_MS)
+        result = self.controller.delegation_token(self.cluster.image, request, NOW_MS, NOW_MS)
         if result.records:
             self.cluster.publish(*result.records)
         return result.response

@@ -7,6 +7,7 @@ of ``DelegationTokenManagerTest`` (``testExpireToken``, ``testRemoveExpiredToken
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
@@ -38,6 +39,10 @@ from pykraft.quorum.managers.delegation_tokens import (
 )
 from pykraft.quorum.managers.result import ControllerResult
 from pykraft.quorum.managers.settings import ControllerSettings
+from pykraft.quorum.runner import sweep_expired_delegation_tokens
+from tests.fake_clock import FakeClock
+from tests.quorum.helpers import apply
+from tests.quorum.test_controller_timer import TimedNode
 
 DAY_MS = 24 * 3600_000
 SETTINGS = ControllerSettings(delegation_token_secret_key="secret")
@@ -333,14 +338,60 @@ def test_the_controller_dispatches_token_requests_and_sweeps_on_its_timer() -> N
     interval_ms = SETTINGS.delegation_token_expiry_check_interval_ms
     # With a token held, the sweep is one of the timer's deadlines.
     assert controller.next_deadline_ms(image) <= NOW + interval_ms
-    assert controller.maybe_sweep_expired_delegation_tokens(image, NOW + interval_ms - 1) is None
-    due = controller.maybe_sweep_expired_delegation_tokens(image, NOW + interval_ms)
+    sweep = controller.maybe_sweep_expired_delegation_tokens
+    assert sweep(image, NOW + interval_ms - 1, NOW + interval_ms - 1) is None
+    due = sweep(image, NOW + interval_ms, NOW + interval_ms)
     assert due is not None and due.records == ()
     # After a day the token has expired: the sweep removes it, then waits an interval.
     later = NOW + DAY_MS + 1
-    swept = controller.maybe_sweep_expired_delegation_tokens(image, later)
+    swept = sweep(image, later, later)
     assert swept is not None and swept.response == 1
-    assert controller.maybe_sweep_expired_delegation_tokens(image, later + 1) is None
+    assert sweep(image, later + 1, later + 1) is None
+
+
+WALL_MS = 1_795_000_000_000  # a Unix time in 2026; the monotonic clock starts near 0
+
+
+def test_token_times_are_unix_times_and_the_sweep_runs_on_the_monotonic_clock() -> None:
+    # Kafka dates tokens with time.milliseconds(): clients read these timestamps and every
+    # controller compares them, so a monotonic time (meaningless across processes) is a bug.
+    controller = QuorumController(rng=random.Random(3), now_ms=0, settings=SETTINGS)
+    request = CreateDelegationTokenRequest(requester="User:alice")
+    result = controller.delegation_token(MetadataImage.EMPTY, request, 5, WALL_MS)
+    response = result.response
+    assert (response.issue_timestamp_ms, response.expiry_timestamp_ms) == (
+        WALL_MS,
+        WALL_MS + DAY_MS,
+    )
+    image = applied(MetadataImage.EMPTY, result)
+    interval_ms = SETTINGS.delegation_token_expiry_check_interval_ms
+    sweep = controller.maybe_sweep_expired_delegation_tokens
+    # due by the monotonic clock, but by the wall clock the token lives: nothing removed
+    kept = sweep(image, interval_ms, WALL_MS + DAY_MS)
+    assert kept is not None and kept.records == ()
+    # not due by the monotonic clock, however late the wall clock
+    assert sweep(image, interval_ms + 1, WALL_MS + 2 * DAY_MS) is None
+    removed = sweep(image, 2 * interval_ms, WALL_MS + DAY_MS + 1)
+    assert removed is not None and removed.response == 1
+    expire = ExpireDelegationTokenRequest(
+        principal="User:alice", hmac=response.hmac, expiry_time_period_ms=-1
+    )
+    expired = controller.delegation_token(image, expire, 7, WALL_MS + 9)
+    assert expired.response.expiry_timestamp_ms == WALL_MS + 9
+
+
+def test_the_timer_sweeps_by_the_wall_clock() -> None:
+    # quorum.runner's sweep hands the controller its node's wall clock.
+    clock = FakeClock(0, wall_clock_start_ms=WALL_MS)
+    node = TimedNode(clock, SETTINGS)
+    request = CreateDelegationTokenRequest(requester="User:alice", max_lifetime_ms=1000)
+    created = node.controller.delegation_token(node.image, request, 0, clock.wall_clock_ms())
+    node.image = apply(node.image, created.records)
+    assert created.response.max_timestamp_ms == WALL_MS + 1000
+    clock.now_ms = SETTINGS.delegation_token_expiry_check_interval_ms  # due; wall: +1 hour
+    asyncio.run(sweep_expired_delegation_tokens(node))
+    assert created.response.token_id not in node.image.delegation_tokens.tokens
+    assert [type(record) for _, record in node.written] == [RemoveDelegationTokenRecord]
 
 
 def test_the_route_json_round_trips() -> None:
