@@ -56,9 +56,12 @@ def start_secure_brokers(
     root: Path,
     count: int = 1,
     extra: dict[str, str] | None = None,
+    controller_extra: dict[str, str] | None = None,
 ) -> list[SecureBroker]:
+    """``extra``: properties for every broker; ``controller_extra``: for the controller."""
     material = make_tls_material(root)
-    cluster: Cluster = cluster_factory(size=1, extra=CONTROLLER_PROPERTIES)
+    controller_properties = {**CONTROLLER_PROPERTIES, **(controller_extra or {})}
+    cluster: Cluster = cluster_factory(size=1, extra=controller_properties)
     cluster.wait_for_leader()
     started = []
     for index in range(count):
