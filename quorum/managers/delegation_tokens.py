@@ -146,20 +146,23 @@ def _disabled() -> ApiError:
     )
 
 
-def _owned_token(
-    image: MetadataImage, principal: str, hmac: bytes, settings: ControllerSettings
+def _token(
+    image: MetadataImage, hmac: bytes, settings: ControllerSettings
 ) -> TokenInformation | ApiError:
-    """The token ``principal`` may renew or expire, or why not: disabled, not found, owner
-    mismatch (Kafka's checks; each caller places the expiry check where Kafka does)."""
+    """The token with this HMAC, or why not: disabled, then not found (Kafka's first checks)."""
     key = secret_key(settings)
     if key is None:
         return _disabled()
     token = token_for_hmac(image, hmac, key)
     if token is None:
         return ApiError.of(Errors.DELEGATION_TOKEN_NOT_FOUND)
-    if principal != token.owner and principal not in token.renewers:
-        return ApiError.of(Errors.DELEGATION_TOKEN_OWNER_MISMATCH)
     return token
+
+
+def _owner_mismatch(token: TokenInformation, principal: str) -> bool:
+    """``principal`` is neither the owner nor a renewer (Kafka's ``allowedToRenew`` is false;
+    the requester alone is not allowed)."""
+    return principal != token.owner and principal not in token.renewers
 
 
 def _refused(error: ApiError) -> ControllerResult[DelegationTokenExpiryResponse]:
@@ -169,27 +172,20 @@ def _refused(error: ApiError) -> ControllerResult[DelegationTokenExpiryResponse]
     return ControllerResult((), DelegationTokenExpiryResponse(error=error, expiry_timestamp_ms=0))
 
 
-def _renewable(
-    image: MetadataImage, principal: str, hmac: bytes, settings: ControllerSettings, now_ms: int
-) -> TokenInformation | ApiError:
-    """Kafka's ``renewDelegationToken`` checks an expired token before its owner."""
-    token = _owned_token(image, principal, hmac, settings)
-    if isinstance(token, ApiError):
-        return token
-    if is_expired(token, now_ms):
-        return ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED)
-    return token
-
-
 def renew_delegation_token(
     image: MetadataImage,
     request: RenewDelegationTokenRequest,
     settings: ControllerSettings,
     now_ms: int,
 ) -> ControllerResult[DelegationTokenExpiryResponse]:
-    token = _renewable(image, request.principal, request.hmac, settings, now_ms)
+    # Kafka's renewDelegationToken: an expired token is refused before the owner is checked.
+    token = _token(image, request.hmac, settings)
     if isinstance(token, ApiError):
         return _refused(token)
+    if is_expired(token, now_ms):
+        return _refused(ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED))
+    if _owner_mismatch(token, request.principal):
+        return _refused(ApiError.of(Errors.DELEGATION_TOKEN_OWNER_MISMATCH))
     period_ms = settings.delegation_token_expiry_time_ms
     if request.renew_period_ms > 0:
         period_ms = min(period_ms, request.renew_period_ms)
@@ -206,9 +202,11 @@ def expire_delegation_token(
     settings: ControllerSettings,
     now_ms: int,
 ) -> ControllerResult[DelegationTokenExpiryResponse]:
-    token = _owned_token(image, request.principal, request.hmac, settings)
+    token = _token(image, request.hmac, settings)
     if isinstance(token, ApiError):
         return _refused(token)
+    if _owner_mismatch(token, request.principal):
+        return _refused(ApiError.of(Errors.DELEGATION_TOKEN_OWNER_MISMATCH))
     period_ms = request.expiry_time_period_ms
     if period_ms < 0:
         return ControllerResult(

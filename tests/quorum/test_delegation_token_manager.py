@@ -210,6 +210,15 @@ def test_an_expired_token_cannot_be_renewed() -> None:
     assert ok.response.error.error is Errors.NONE
 
 
+def test_renew_refuses_an_expired_token_before_checking_the_owner() -> None:
+    # Kafka 3.9's renewDelegationToken: not found, expired, then owner mismatch.
+    image, token = created()
+    stranger = renew(image, "User:eve", token.hmac, now_ms=token.expiry_timestamp_ms + 1)
+    assert stranger.response == DelegationTokenExpiryResponse(
+        error=ApiError.of(Errors.DELEGATION_TOKEN_EXPIRED), expiry_timestamp_ms=0
+    )
+
+
 def test_renew_and_expire_without_a_secret_key_are_disabled() -> None:
     image, token = created()
     renewal = renew_delegation_token(
