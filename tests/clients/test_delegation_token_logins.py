@@ -202,6 +202,15 @@ def test_a_token_logs_in_as_its_owner_on_every_broker_until_it_is_expired(
         # (b) a token's login may not use the token APIs
         refused = create_token(connection)
         assert refused.error_code == Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        renew = connection.call(ApiKey.RENEW_DELEGATION_TOKEN, 2, hmac=hmac, renew_period_ms=1)
+        # KafkaApis answers DelegationTokenManager.ErrorTimestamp (-1) with this refusal
+        assert (renew.error_code, renew.expiry_timestamp_ms) == (
+            Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, -1,
+        )  # fmt: skip
+        described = connection.call(ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, owners=None)
+        assert (described.error_code, described.tokens) == (
+            Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, [],
+        )  # fmt: skip
 
     # (c) a wrong HMAC: SASL_AUTHENTICATION_FAILED, then the broker closes the connection
     with pytest.raises(SaslLoginFailed) as failed:
