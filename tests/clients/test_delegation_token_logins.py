@@ -2,13 +2,15 @@
 ``authorizer.class.name`` set and ``delegation.token.secret.key`` on every node
 (``tests.secure_broker``), logins by ``tests.scram_client`` (SCRAM with ``tokenauth=true``).
 
-Mirrors Kafka's ``DelegationTokenEndToEndAuthorizationTest`` (a token login acts as the token's
-owner under the owner's ACLs, and may not create tokens: ``testCreateTokenForOtherUserFails``'s
-DELEGATION_TOKEN_REQUEST_NOT_ALLOWED), ``ScramSaslServerTest``'s failed token logins, and
-``SaslSslAdminIntegrationTest.testExpireDelegationToken`` (period -1 expires at once and answers
-the controller's time, KAFKA-17315). Every node derives the token's credential from the metadata
-image and the secret, so the second broker accepts it, and a restarted controller still finds the
-token by its HMAC: the HMAC is not in the log, it is derived again.
+Mirrors Kafka's ``DelegationTokenEndToEndAuthorizationTest`` (clients log in with a token and
+act as its owner under the owner's ACLs), ``KafkaApis.allowTokenRequests`` (a token's login may
+not use the token APIs: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, as
+``DelegationTokenRequestsOnPlainTextTest`` for an unauthenticated one), ``ScramSaslServer``'s
+refusal of a wrong proof, and ``SaslSslAdminIntegrationTest.testExpireDelegationToken``
+(period -1 expires at once and answers the controller's time, KAFKA-17315). Every node derives
+the token's credential from the metadata image and the secret, so the second broker accepts it,
+and a restarted controller still finds the token by its HMAC: the HMAC is not in the log, it is
+derived again.
 """
 
 from __future__ import annotations
