@@ -107,6 +107,8 @@ PURE_CORES = [
     "coordinator/group/views.py",
     "coordinator/group/deletion.py",
     "coordinator/group/consumer_protocol.py",
+    "coordinator/group/static_members.py",
+    "coordinator/group/commits.py",
     "coordinator/transaction/state.py",
     "coordinator/transaction/metadata.py",
     "coordinator/transaction/records.py",
