@@ -109,6 +109,7 @@ PURE_CORES = [
     "coordinator/group/consumer_protocol.py",
     "coordinator/group/static_members.py",
     "coordinator/group/commits.py",
+    "coordinator/group/expiration.py",
     "coordinator/transaction/state.py",
     "coordinator/transaction/metadata.py",
     "coordinator/transaction/records.py",

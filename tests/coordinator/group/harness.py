@@ -236,7 +236,7 @@ class Harness:
         return request_id
 
     def commit(
-        self, offsets: Mapping[TopicPartition, int], **kwargs: Any
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], **kwargs: Any
     ) -> dict[TopicPartition, Errors]:
         """Commit and complete the append; the per-partition errors."""
         request_id = self.send_commit(offsets, **kwargs)
