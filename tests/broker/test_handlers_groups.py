@@ -411,6 +411,39 @@ def test_static_member_restart_keeps_its_assignment_and_fences_the_old_id(
     run(scenario)
 
 
+def test_static_leader_restart_with_join_group_v9_skips_the_assignment(
+    cluster: GroupCluster,
+) -> None:
+    # KIP-814 (JoinGroup v9's SkipAssignment): GroupCoordinatorTest.staticMemberRejoinWith-
+    # LeaderIdAndUnknownMemberId(supportSkippingAssignment = true)
+    async def scenario() -> None:
+        broker = Broker(cluster)
+        cluster.publish(*offsets_led_here())
+        await settle()
+        joined = await broker.send(ApiKey.JOIN_GROUP, 9, join(9, instance="i-1"))
+        assert joined.error_code == Errors.NONE and not joined.skip_assignment
+        sync = SyncGroupRequest(
+            version=5,
+            group_id=GROUP,
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id="i-1",
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[_Assignment(member_id=joined.member_id, assignment=b"pets-0")],
+        )
+        assert (await broker.send(ApiKey.SYNC_GROUP, 5, sync)).error_code == Errors.NONE
+        rejoined = await broker.send(ApiKey.JOIN_GROUP, 9, join(9, instance="i-1"))
+        assert rejoined.error_code == Errors.NONE and rejoined.skip_assignment
+        assert rejoined.leader == rejoined.member_id != joined.member_id
+        assert rejoined.generation_id == joined.generation_id
+        assert [(m.member_id, m.group_instance_id) for m in rejoined.members] == [
+            (rejoined.member_id, "i-1")
+        ]
+
+    run(scenario)
+
+
 def test_commit_to_unknown_topic(cluster: GroupCluster) -> None:
     async def scenario() -> None:
         broker = Broker(cluster)

@@ -7,6 +7,12 @@ import attrs
 
 from pykraft.coordinator.group.effects import MemberLeaveResult
 from pykraft.coordinator.group.offsets import load_groups
+from pykraft.coordinator.group.records import (
+    GroupMetadataValue,
+    MemberRecord,
+    decode_group_metadata_value,
+    group_metadata_value,
+)
 from pykraft.coordinator.group.state import GroupState, Protocol
 from pykraft.protocol.errors import Errors
 from tests.coordinator.group.harness import (
@@ -348,3 +354,24 @@ def test_static_members_survive_a_reload() -> None:
     )
     synced = other.send_sync(joined.member_id, r.generation, group_instance_id=FOLLOWER)
     assert other.sync_result(synced).assignment == b"follower-assignment"
+
+
+def test_group_value_v3_carries_the_instance_id() -> None:
+    # GroupMetadataValue v3: member_id, then group_instance_id (nullable string), client_id
+    member = MemberRecord(
+        member_id="i-1-m1",
+        group_instance_id="i-1",
+        client_id="c",
+        client_host="/127.0.0.1",
+        rebalance_timeout_ms=30_000,
+        session_timeout_ms=10_000,
+        subscription=b"sub",
+        assignment=b"asg",
+    )
+    value = GroupMetadataValue(
+        protocol_type="consumer", generation=1, protocol="range", leader="i-1-m1", members=(member,)
+    )
+    data = group_metadata_value(value)
+    member_id, instance_id = b"\x00\x06i-1-m1", b"\x00\x03i-1"
+    assert member_id + instance_id + b"\x00\x01c" in data
+    assert decode_group_metadata_value(data) == value
