@@ -185,6 +185,9 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
+    # KIP-211: offsets.retention.minutes (7 days) and offsets.retention.check.interval.ms.
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
     # The transaction coordinator (TransactionStateManagerConfig / TransactionLogConfig).
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_replication_factor: int = 3
@@ -310,6 +313,8 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", 0),
     ("group_min_session_timeout_ms", "group.min.session.timeout.ms", 0),
     ("group_max_session_timeout_ms", "group.max.session.timeout.ms", 0),
+    ("offsets_retention_minutes", "offsets.retention.minutes", 1),
+    ("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms", 1),
     ("transaction_state_log_num_partitions", "transaction.state.log.num.partitions", 1),
     ("transaction_state_log_replication_factor", "transaction.state.log.replication.factor", 1),
     ("transaction_state_log_min_isr", "transaction.state.log.min.isr", 1),

@@ -55,6 +55,8 @@ def group_config(config: BrokerConfig) -> GroupConfig:
         group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
         offsets_topic_num_partitions=config.offsets_topic_num_partitions,
         offsets_topic_replication_factor=config.offsets_topic_replication_factor,
+        offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
     )
 
 

@@ -154,6 +154,18 @@ BROKER_CONFIGS: Mapping[str, ConfigDef] = config_defs(
     _static("offsets.topic.num.partitions", _T.INT, "50", "Partitions of __consumer_offsets."),
     _static("offsets.topic.replication.factor", _T.SHORT, "3", "Replicas of __consumer_offsets."),
     _static(
+        "offsets.retention.minutes",
+        _T.INT,
+        "10080",
+        "How long committed offsets are kept once their group is empty (KIP-211).",
+    ),
+    _static(
+        "offsets.retention.check.interval.ms",
+        _T.LONG,
+        "600000",
+        "How often the group coordinator looks for expired offsets.",
+    ),
+    _static(
         "transaction.state.log.replication.factor",
         _T.SHORT,
         "3",

@@ -258,7 +258,7 @@ def describe_groups_response(
                 members=[
                     member_class(
                         member_id=m.member_id,
-                        group_instance_id=None,
+                        group_instance_id=m.group_instance_id,
                         client_id=m.client_id,
                         client_host=m.client_host,
                         member_metadata=m.metadata,

@@ -5,15 +5,14 @@ DescribeGroups, ListGroups, DeleteGroups and OffsetDelete (``group_deletes.py``)
 transactional ids, is ``find_coordinator.py``; ``offsets_coordinator_topic`` tells it about
 ``__consumer_offsets``.
 
-Static membership (``group.instance.id`` in JoinGroup v5+, SyncGroup/Heartbeat v3+,
-OffsetCommit v7+) is answered UNSUPPORTED_VERSION, as Kafka does when the inter-broker protocol
-does not allow it (below 2.3): clients then fail with a clear error instead of running static
-members as dynamic ones. Clients without ``group.instance.id`` (the default everywhere) never
-see it.
+Static membership (KIP-345: ``group.instance.id`` in JoinGroup v5+, SyncGroup/Heartbeat v3+,
+LeaveGroup v3+, OffsetCommit v7+) is passed to the coordinator
+(``coordinator.group.static_members``); JoinGroup v9+ lets a restarted static leader skip the
+assignment (KIP-814).
 
 OffsetCommit: partitions of topics the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION;
-``retention_time_ms`` (v2-v4) sets the offset's expire timestamp (pykraft does not expire
-offsets yet); v1's ``commit_timestamp`` is stored as given. v0 and OffsetFetch v0 addressed
+``retention_time_ms`` (v2-v4) sets the offset's expire timestamp (KIP-211's expiry honours
+it); v1's ``commit_timestamp`` is stored as given. v0 and OffsetFetch v0 addressed
 ZooKeeper: answered UNSUPPORTED_VERSION, as Kafka 3.9 answers them in KRaft mode. OffsetFetch
 v8+ answers several groups per request; v0-v1 report a group error on every partition asked
 for, v2+ once for the group, as Kafka does.
@@ -73,7 +72,6 @@ from pykraft.broker.handlers.services import BrokerServices, authorized_topics
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
-from pykraft.coordinator.group.effects import JoinGroupResult, SyncGroupResult
 from pykraft.coordinator.group.offsets import OFFSETS_TOPIC
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -96,6 +94,8 @@ OFFSETS_TOPIC_CONFIGS = {
 }
 
 Request = TypeVar("Request")
+# JoinGroup v9 (KIP-814): the response's SkipAssignment.
+SKIP_ASSIGNMENT_VERSION = 9
 
 
 def group_handlers(
@@ -193,9 +193,6 @@ async def join_group(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: JoinGroupRequestData
 ) -> Any:
     version = request.version
-    if request.group_instance_id is not None:
-        result = JoinGroupResult(member_id=request.member_id, error=Errors.UNSUPPORTED_VERSION)
-        return join_group_response(version, result)
     join = JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -206,6 +203,8 @@ async def join_group(
         protocol_type=request.protocol_type,
         protocols=request.protocols,
         require_known_member_id=version >= 4,
+        group_instance_id=request.group_instance_id,
+        supports_skipping_assignment=version >= SKIP_ASSIGNMENT_VERSION,
     )
     return join_group_response(version, await coordinator.join_group(join))
 
@@ -213,29 +212,24 @@ async def join_group(
 async def sync_group(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: SyncGroupRequestData
 ) -> Any:
-    if request.group_instance_id is not None:
-        result = SyncGroupResult(error=Errors.UNSUPPORTED_VERSION)
-    else:
-        result = await coordinator.sync_group(
-            group_id=request.group_id,
-            generation_id=request.generation_id,
-            member_id=request.member_id,
-            protocol_type=request.protocol_type,
-            protocol_name=request.protocol_name,
-            assignments=request.assignments,
-        )
+    result = await coordinator.sync_group(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name,
+        assignments=request.assignments,
+        group_instance_id=request.group_instance_id,
+    )
     return sync_group_response(request.version, result)
 
 
 async def heartbeat(
     coordinator: GroupCoordinatorShell, context: RequestContext, request: HeartbeatRequestData
 ) -> Any:
-    if request.group_instance_id is not None:
-        error = Errors.UNSUPPORTED_VERSION
-    else:
-        error = await coordinator.heartbeat(
-            request.group_id, request.member_id, request.generation_id
-        )
+    error = await coordinator.heartbeat(
+        request.group_id, request.member_id, request.generation_id, request.group_instance_id
+    )
     return heartbeat_response(request.version, error)
 
 
@@ -264,11 +258,6 @@ async def offset_commit(
     and ``getErrorResponse`` puts it on every partition named)."""
     named = [(t.name, p) for t in request.topics for p in t.partitions]
     errors: dict[TopicPartition, Errors] = {}
-    if request.group_instance_id is not None:
-        errors = {
-            TopicPartition(name, p.partition_index): Errors.UNSUPPORTED_VERSION for name, p in named
-        }
-        return offset_commit_response(request, errors)
     readable = authorized_topics(services, context, AclOperation.READ, (n for n, _ in named))
     for name, p in named:
         if name not in readable:
@@ -329,5 +318,6 @@ async def _commit(
             member_id=request.member_id,
             generation_id=request.generation_id,
             offsets=offsets,
+            group_instance_id=request.group_instance_id,
         )
     )

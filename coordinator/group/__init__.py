@@ -9,7 +9,11 @@ Pure cores (no I/O, no clock: every call takes ``now_ms``):
                   coordinates (loading / active), the groups in them, writes and timers
   coordinator.py  ``GroupCoordinator``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
                   OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups, ListGroups
-  deletion.py     ``GroupDeletion``: DeleteGroups and OffsetDelete, their tombstones
+  deletion.py     ``GroupDeletion``: DeleteGroups and OffsetDelete, their tombstones, and the
+                  offset expiry task (KIP-211) that writes the same
+  expiration.py   which committed offsets have expired (``removeExpiredOffsets``)
+  static_members.py  static membership (KIP-345): instance ids, replacement, fencing
+  commits.py      ``OffsetCommits``: OffsetCommit and TxnOffsetCommit into the coordinator
   consumer_protocol.py  the topics a consumer group subscribes to (OffsetDelete keeps them)
   offsets.py      offset commit validation, the records to write, OffsetFetch (KIP-447's
                   require_stable), replay of a partition's log (transactions included)

@@ -13,10 +13,9 @@ until its records are). Group membership follows
 ``coordinator.group.rebalance``; offsets follow ``coordinator.group.offsets``, transactional
 ones ``coordinator.group.transactions``.
 
-Only dynamic members exist: the handlers answer a ``group.instance.id`` (static membership,
-KIP-345) with UNSUPPORTED_VERSION, which is what Kafka answers when it may not use static
-membership (``KafkaApis`` below inter-broker protocol 2.3); no static member can exist here, so
-a LeaveGroup naming one gets UNKNOWN_MEMBER_ID.
+Static members (``group.instance.id``, KIP-345) follow ``coordinator.group.static_members``:
+every handler checks a request's instance id with ``validate_current_member`` as Kafka does, so a
+replaced member id is FENCED_INSTANCE_ID.
 """
 
 from __future__ import annotations
@@ -25,26 +24,23 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from pykraft.coordinator.group import rebalance
-from pykraft.coordinator.group.deletion import GroupDeletion
+from pykraft.coordinator.group import rebalance, static_members
+from pykraft.coordinator.group.commits import OffsetCommits
 from pykraft.coordinator.group.effects import (
     NO_MEMBER_ID,
+    Append,
     Effects,
     HeartbeatResult,
     LeaveGroupResult,
     MemberLeaveResult,
-    OffsetCommitResult,
     SyncGroupResult,
-    TransactionalProducer,
 )
-from pykraft.coordinator.group.offsets import validate_offset_commit
+from pykraft.coordinator.group.offsets import group_record
 from pykraft.coordinator.group.rebalance import Step
-from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
-from pykraft.coordinator.group.transactions import validate_txn_offset_commit
+from pykraft.coordinator.group.static_members import StaticRejoin
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
-from pykraft.storage.topic_partition import TopicPartition
 
 
 @attrs.frozen(kw_only=True)
@@ -59,9 +55,13 @@ class JoinGroupRequest:
     protocols: tuple[Protocol, ...]
     # JoinGroup v4+: a new member first gets its id with MEMBER_ID_REQUIRED (KIP-394).
     require_known_member_id: bool
+    # JoinGroup v5+: a static member's group.instance.id (KIP-345).
+    group_instance_id: str | None = None
+    # JoinGroup v9+: a restarted static leader may be told to skip the assignment (KIP-814).
+    supports_skipping_assignment: bool = False
 
 
-class GroupCoordinator(GroupDeletion):
+class GroupCoordinator(OffsetCommits):
     def handle_join_group(self, request: JoinGroupRequest, request_id: int, now_ms: int) -> Effects:
         step = self._step(now_ms)
         error = self._join_error(request)
@@ -120,6 +120,10 @@ class GroupCoordinator(GroupDeletion):
         if error is not None:
             step.effects.answer(request_id, rebalance.join_error(NO_MEMBER_ID, error))
             return
+        instance_id = request.group_instance_id
+        if instance_id is not None:
+            self._join_new_static_member(group, request, instance_id, request_id, step)
+            return
         member_id = f"{request.client_id}-{self._new_member_suffix()}"
         if request.require_known_member_id:
             group.pending_members[member_id] = step.now_ms + request.session_timeout_ms
@@ -128,6 +132,39 @@ class GroupCoordinator(GroupDeletion):
             return
         member = _new_member(member_id, request)
         rebalance.add_member_and_rebalance(group, member, request_id, step)
+
+    def _join_new_static_member(
+        self,
+        group: GroupMetadata,
+        request: JoinGroupRequest,
+        instance_id: str,
+        request_id: int,
+        step: Step,
+    ) -> None:
+        """``doStaticNewMemberJoinGroup``: a new member id at once (no MEMBER_ID_REQUIRED)."""
+        member_id = static_members.new_static_member_id(instance_id, self._new_member_suffix())
+        if instance_id not in group.static_members:
+            member = _new_member(member_id, request)
+            rebalance.add_member_and_rebalance(group, member, request_id, step)
+            return
+        static_members.join_known_static_member(
+            group,
+            instance_id,
+            member_id,
+            request,
+            request_id,
+            request.supports_skipping_assignment,
+            lambda pending, assignment: self._store_static_rejoin(pending, assignment, step),
+            step,
+        )
+
+    def _store_static_rejoin(
+        self, pending: StaticRejoin, assignment: Mapping[str, bytes], step: Step
+    ) -> None:
+        write_id = self._new_write(pending)
+        record = group_record(pending.group, assignment)
+        partition = self.partition_for(pending.group.group_id)
+        step.effects.appends.append(Append(write_id, partition, (record,), step.now_ms))
 
     def _protocol_error(self, group: GroupMetadata, request: JoinGroupRequest) -> Errors | None:
         if group.is_(GroupState.DEAD):
@@ -140,12 +177,19 @@ class GroupCoordinator(GroupDeletion):
     def _join_current_member(
         self, group: GroupMetadata, request: JoinGroupRequest, request_id: int, step: Step
     ) -> None:
-        member_id = request.member_id
+        member_id, instance_id = request.member_id, request.group_instance_id
         error = self._protocol_error(group, request)
         if error is None and member_id in group.pending_members:
-            joined = _new_member(member_id, request)
-            rebalance.add_member_and_rebalance(group, joined, request_id, step)
-            return
+            # A pending member id was handed to a dynamic member (Kafka: IllegalStateException).
+            error = Errors.UNKNOWN_SERVER_ERROR if instance_id is not None else None
+            if error is None:
+                joined = _new_member(member_id, request)
+                rebalance.add_member_and_rebalance(group, joined, request_id, step)
+                return
+        if error is None and static_members.is_static_member_fenced(group, member_id, instance_id):
+            error = Errors.FENCED_INSTANCE_ID  # a duplicate instance: it must shut down
+        if error is None and instance_id is not None and instance_id not in group.static_members:
+            error = Errors.UNKNOWN_MEMBER_ID
         member = group.members.get(member_id)
         if error is not None or member is None:
             result = rebalance.join_error(member_id, error or Errors.UNKNOWN_MEMBER_ID)
@@ -183,6 +227,7 @@ class GroupCoordinator(GroupDeletion):
         assignments: Mapping[str, bytes],
         request_id: int,
         now_ms: int,
+        group_instance_id: str | None = None,
     ) -> Effects:
         step = self._step(now_ms)
         error = self.validate_group_status(group_id, ApiKey.SYNC_GROUP)
@@ -192,7 +237,9 @@ class GroupCoordinator(GroupDeletion):
             error = Errors.REBALANCE_IN_PROGRESS
         group = self.groups.get(group_id)
         if error is None:
-            error = _sync_error(group, generation_id, member_id, protocol_type, protocol_name)
+            error = _sync_error(
+                group, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+            )
         if error is not None or group is None:
             step.effects.answer(request_id, SyncGroupResult(error=error or Errors.NONE))
             return step.effects
@@ -218,27 +265,40 @@ class GroupCoordinator(GroupDeletion):
     # ------------------------------------------------------------------ Heartbeat, LeaveGroup
 
     def handle_heartbeat(
-        self, group_id: str, member_id: str, generation_id: int, request_id: int, now_ms: int
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        request_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
     ) -> Effects:
         step = self._step(now_ms)
         error = self.validate_group_status(group_id, ApiKey.HEARTBEAT)
         if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
             error = Errors.NONE  # the group is still loading: answer blindly
         if error is None:
-            error = self._heartbeat(self.groups.get(group_id), member_id, generation_id, step)
+            group = self.groups.get(group_id)
+            error = self._heartbeat(group, member_id, group_instance_id, generation_id, step)
         step.effects.answer(request_id, HeartbeatResult(error))
         return step.effects
 
     def _heartbeat(
-        self, group: GroupMetadata | None, member_id: str, generation_id: int, step: Step
+        self,
+        group: GroupMetadata | None,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        step: Step,
     ) -> Errors:
         if group is None:
             return Errors.UNKNOWN_MEMBER_ID
         if group.is_(GroupState.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
-        member = group.members.get(member_id)
-        if member is None:
-            return Errors.UNKNOWN_MEMBER_ID
+        error = static_members.validate_current_member(group, member_id, instance_id)
+        if error is not None:
+            return error
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return Errors.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
@@ -279,88 +339,28 @@ class GroupCoordinator(GroupDeletion):
     def _leave(
         self, group: GroupMetadata, member_id: str, instance_id: str | None, step: Step
     ) -> Errors:
-        if member_id in group.pending_members and instance_id is None:
+        """One member of ``handleLeaveGroup``; v3+ may name a static member by its instance id
+        alone (administrative removal)."""
+        if member_id == NO_MEMBER_ID:
+            current = None if instance_id is None else group.static_members.get(instance_id)
+            if current is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            rebalance.remove_member_and_update_group(group, current, step)
+            return Errors.NONE
+        if member_id in group.pending_members:
             rebalance.remove_pending_member_and_update_group(group, member_id, step)
             return Errors.NONE
-        if instance_id is not None or not group.has(member_id):
-            # No static member exists here, so no group.instance.id can name one.
-            return Errors.UNKNOWN_MEMBER_ID
+        error = static_members.validate_current_member(group, member_id, instance_id)
+        if error is not None:
+            return error
         rebalance.remove_member_and_update_group(group, member_id, step)
         return Errors.NONE
-
-    # ------------------------------------------------------------------ offsets
-
-    def handle_commit_offsets(
-        self,
-        *,
-        group_id: str,
-        member_id: str,
-        generation_id: int,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        request_id: int,
-        now_ms: int,
-    ) -> Effects:
-        step = self._step(now_ms)
-        error = self.validate_group_status(group_id, ApiKey.OFFSET_COMMIT)
-        group = self.groups.get(group_id)
-        if error is None and group is None:
-            if generation_id >= 0:
-                error = Errors.ILLEGAL_GENERATION  # an old generation of a group gone since
-            else:
-                group = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-                self.groups[group_id] = group
-        if error is None and group is not None:
-            error = validate_offset_commit(group, generation_id, member_id)
-        if error is None and group is not None and group.is_(GroupState.COMPLETING_REBALANCE):
-            # The member knows the new generation but has no assignment yet.
-            error = Errors.REBALANCE_IN_PROGRESS
-        if error is not None or group is None:
-            failed = {tp: error or Errors.NONE for tp in offsets}
-            step.effects.answer(request_id, OffsetCommitResult(failed))
-            if group is not None:
-                self._maybe_forget(group)
-            return step.effects
-        member = group.members.get(member_id)
-        if member is not None:
-            rebalance.schedule_heartbeat(member, step)
-        self._store_offsets(group, offsets, request_id, step)
-        self._maybe_forget(group)
-        return step.effects
-
-    def handle_txn_commit_offsets(
-        self,
-        *,
-        group_id: str,
-        producer: TransactionalProducer,
-        member_id: str,
-        generation_id: int,
-        group_instance_id: str | None,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        request_id: int,
-        now_ms: int,
-    ) -> Effects:
-        """``handleTxnCommitOffsets``: an unknown group is created EMPTY; the offsets wait in
-        the group for the transaction's marker (``complete_transaction``)."""
-        step = self._step(now_ms)
-        error = self.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT)
-        if error is not None:
-            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
-            return step.effects
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-        error = validate_txn_offset_commit(group, generation_id, member_id, group_instance_id)
-        if error is not None:
-            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
-        else:
-            self._store_offsets(group, offsets, request_id, step, producer)
-        self._maybe_forget(group)
-        return step.effects
 
 
 def _new_member(member_id: str, request: JoinGroupRequest) -> MemberMetadata:
     return MemberMetadata(
         member_id=member_id,
+        group_instance_id=request.group_instance_id,
         client_id=request.client_id,
         client_host=request.client_host,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
@@ -374,6 +374,7 @@ def _sync_error(
     group: GroupMetadata | None,
     generation_id: int,
     member_id: str,
+    instance_id: str | None,
     protocol_type: str | None,
     protocol_name: str | None,
 ) -> Errors | None:
@@ -382,8 +383,9 @@ def _sync_error(
         return Errors.UNKNOWN_MEMBER_ID
     if group.is_(GroupState.DEAD):
         return Errors.COORDINATOR_NOT_AVAILABLE
-    if not group.has(member_id):
-        return Errors.UNKNOWN_MEMBER_ID
+    error = static_members.validate_current_member(group, member_id, instance_id)
+    if error is not None:
+        return error
     if generation_id != group.generation_id:
         return Errors.ILLEGAL_GENERATION
     if protocol_type is not None and protocol_type != group.protocol_type:

@@ -1,4 +1,5 @@
-"""Deleting groups and committed offsets: DeleteGroups (KIP-229) and OffsetDelete (KIP-496).
+"""Deleting groups and committed offsets: DeleteGroups (KIP-229), OffsetDelete (KIP-496) and
+offset expiry (KIP-211).
 
 Theory of operation (Kafka 3.9's ``GroupCoordinator.handleDeleteGroups`` /
 ``handleDeleteOffsets`` over ``GroupMetadataManager.cleanupGroupMetadata``)
@@ -24,15 +25,27 @@ the partition (``offsets.OffsetsReplay``) on a new coordinator or after a restar
 it back. The answer does not wait for that append: Kafka's ``cleanupGroupMetadata`` appends
 the tombstones to the leader without waiting for followers and only logs a failure; here the
 shell appends them (acks=-1) and ``on_append_done`` ignores the outcome (``PendingCleanup``).
+
+Offset expiry runs the same cleanup over every group every
+``offsets.retention.check.interval.ms`` (Kafka's ``delete-expired-group-metadata`` task), the
+first run one interval after a partition is loaded: the offsets ``expiration.expired_offsets``
+names are removed and an EMPTY group without offsets left goes DEAD — the same tombstones as
+OffsetDelete and DeleteGroups. ``poll`` runs it when due; ``next_deadline_ms`` includes it.
+
+As Kafka 3.9's ``cleanupGroupMetadata``, a group that never had a generation gets no group
+tombstone: it only stored offsets and no record of it was ever written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pykraft.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from pykraft.coordinator.group.effects import Append, CoordinatorRecord, Effects
+from pykraft.coordinator.group.expiration import expired_offsets
 from pykraft.coordinator.group.manager import GroupMetadataManager, PendingCleanup
+from pykraft.coordinator.group.offsets import LoadedGroups
+from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.records import group_metadata_key, offset_commit_key
 from pykraft.coordinator.group.state import GroupMetadata, GroupState
 from pykraft.protocol.api_keys import ApiKey
@@ -41,6 +54,11 @@ from pykraft.storage.topic_partition import TopicPartition
 
 
 class GroupDeletion(GroupMetadataManager):
+    def __init__(self, config: GroupConfig, new_member_suffix: Callable[[], str]) -> None:
+        super().__init__(config, new_member_suffix)
+        # When offset expiry runs next; None until a partition of __consumer_offsets is loaded.
+        self.next_offset_expiration_ms: int | None = None
+
     def handle_delete_groups(
         self, group_ids: Iterable[str], now_ms: int
     ) -> tuple[dict[str, Errors], Effects]:
@@ -98,6 +116,43 @@ class GroupDeletion(GroupMetadataManager):
         errors.update(dict.fromkeys(eligible, Errors.NONE))
         return Errors.NONE, errors, effects
 
+    # ------------------------------------------------------------------ expiry (KIP-211)
+
+    def expire_offsets(self, now_ms: int) -> Effects:
+        """``cleanupGroupMetadata`` with ``removeExpiredOffsets``: every group here loses its
+        expired offsets; EMPTY groups left without any go DEAD."""
+        effects = Effects()
+        retention_ms = self.config.offsets_retention_ms
+        for group in list(self.groups.values()):
+            if group.is_(GroupState.DEAD):
+                continue
+            expired = expired_offsets(group, now_ms, retention_ms)
+            self._cleanup(group, expired, now_ms, effects)
+        return effects
+
+    def poll(self, now_ms: int) -> Effects:
+        effects = super().poll(now_ms)
+        due_ms = self.next_offset_expiration_ms
+        if due_ms is not None and due_ms <= now_ms:
+            effects.merge(self.expire_offsets(now_ms))
+            self.next_offset_expiration_ms = (
+                now_ms + self.config.offsets_retention_check_interval_ms
+            )
+        return effects
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = (super().next_deadline_ms(), self.next_offset_expiration_ms)
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def complete_loading(
+        self, partition: int, epoch: int, loaded: LoadedGroups, now_ms: int
+    ) -> tuple[Effects, tuple[str, ...]]:
+        result = super().complete_loading(partition, epoch, loaded, now_ms)
+        if self.next_offset_expiration_ms is None and partition in self.partitions:
+            interval_ms = self.config.offsets_retention_check_interval_ms
+            self.next_offset_expiration_ms = now_ms + interval_ms
+        return result
+
     def _cleanup(
         self,
         group: GroupMetadata,
@@ -115,7 +170,9 @@ class GroupDeletion(GroupMetadataManager):
         if group.is_(GroupState.DEAD) and self.groups.get(group_id) is group:
             del self.groups[group_id]
             self.producer_groups.forget_group(group_id)
-            records.append(CoordinatorRecord(group_metadata_key(group_id), None))
+            if group.generation_id > 0:
+                # A group without a generation only stored offsets: it has no record.
+                records.append(CoordinatorRecord(group_metadata_key(group_id), None))
         if records:
             write_id = self._new_write(PendingCleanup(group_id))
             partition = self.partition_for(group_id)

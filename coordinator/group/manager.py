@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
-from pykraft.coordinator.group import rebalance
+from pykraft.coordinator.group import rebalance, static_members
 from pykraft.coordinator.group.effects import (
     Append,
     Effects,
@@ -51,6 +51,7 @@ from pykraft.coordinator.group.offsets import (
 from pykraft.coordinator.group.rebalance import GroupConfig, Step
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import CommittedOffset, GroupMetadata, GroupState
+from pykraft.coordinator.group.static_members import StaticRejoin
 from pykraft.coordinator.group.transactions import ProducerGroups
 from pykraft.coordinator.group.views import DEAD_GROUP, NO_GROUP, summary
 
@@ -106,7 +107,7 @@ class PendingCleanup:
     group_id: str
 
 
-_Write = _PendingGroupStore | _PendingOffsetCommit | PendingCleanup
+_Write = _PendingGroupStore | _PendingOffsetCommit | PendingCleanup | StaticRejoin
 
 
 class GroupMetadataManager:
@@ -234,6 +235,10 @@ class GroupMetadataManager:
             self._offsets_stored(pending, offset_append_error(error), base_offset, step)
         elif isinstance(pending, _PendingGroupStore):
             self._group_stored(pending, group_append_error(error), step)
+        elif isinstance(pending, StaticRejoin) and self.groups.get(pending.group.group_id) is (
+            pending.group
+        ):
+            static_members.complete_static_rejoin(pending, group_append_error(error), step)
         return step.effects
 
     def _offsets_stored(

@@ -53,6 +53,7 @@ from pykraft.coordinator.group.state import (
     MemberMetadata,
     Protocol,
 )
+from pykraft.coordinator.group.static_members import validate_current_member
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -107,18 +108,27 @@ class LoadedGroups:
 
 
 def validate_offset_commit(
-    group: GroupMetadata, generation_id: int, member_id: str
+    group: GroupMetadata,
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None = None,
+    is_transactional: bool = False,
 ) -> Errors | None:
-    """``validateOffsetCommit`` for a non-transactional commit by a dynamic member."""
+    """``GroupCoordinator.validateOffsetCommit`` (Kafka 3.9): generation -1 on an EMPTY group
+    is an admin client or a consumer without group management; a member id, generation or
+    instance id that is set must match a current member (``validate_current_member``: a
+    replaced static member is FENCED_INSTANCE_ID). Without any of them only an EMPTY group takes
+    a commit, unless it is transactional (TxnOffsetCommit below v3 carries no member)."""
     if group.is_(GroupState.DEAD):
         return Errors.COORDINATOR_NOT_AVAILABLE
-    if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID:
-        if not group.has(member_id):
-            return Errors.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
+    if generation_id < 0 and group.is_(GroupState.EMPTY):
         return None
-    if not group.is_(GroupState.EMPTY):
+    if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+        error = validate_current_member(group, member_id, group_instance_id)
+        if error is None and generation_id != group.generation_id:
+            error = Errors.ILLEGAL_GENERATION
+        return error
+    if not is_transactional and not group.is_(GroupState.EMPTY):
         # Only members may commit to a group that has members.
         return Errors.UNKNOWN_MEMBER_ID
     return None
@@ -169,6 +179,7 @@ def group_record(group: GroupMetadata, assignment: Mapping[str, bytes] | None) -
     members = tuple(
         MemberRecord(
             member_id=member.member_id,
+            group_instance_id=member.group_instance_id,
             client_id=member.client_id,
             client_host=member.client_host,
             rebalance_timeout_ms=member.rebalance_timeout_ms,
@@ -325,6 +336,7 @@ def _group_from(group_id: str, value: GroupMetadataValue | None, now_ms: int) ->
         group.add(
             MemberMetadata(
                 member_id=record.member_id,
+                group_instance_id=record.group_instance_id,
                 client_id=record.client_id,
                 client_host=record.client_host,
                 rebalance_timeout_ms=record.rebalance_timeout_ms,

@@ -1,7 +1,8 @@
 """The rebalance protocol over one group: joins, generations, assignments and timers.
 
-Theory of operation (Kafka's ``GroupCoordinator`` for classic groups, dynamic members only)
-------------------------------------------------------------------------------------------
+Theory of operation (Kafka's ``GroupCoordinator`` for classic groups; ``static_members``
+adds what differs for members with a ``group.instance.id``)
+-------------------------------------------------------------------------------------------
 A rebalance starts (``prepare_rebalance``) when a member joins, the leader rejoins, a member's
 metadata changes, or a member leaves or fails. The group goes to PREPARING_REBALANCE and waits
 for every member to send JoinGroup again, at most the largest rebalance timeout of its members
@@ -84,6 +85,9 @@ class GroupConfig:
     offsets_topic_num_partitions: int = 50
     # Used when this broker creates __consumer_offsets (only once that many brokers are alive).
     offsets_topic_replication_factor: int = 3
+    # offsets.retention.minutes (7 days) in ms, and offsets.retention.check.interval.ms (KIP-211).
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
 
 
 @attrs.define
@@ -138,7 +142,8 @@ def current_join_result(group: GroupMetadata, member_id: str) -> JoinGroupResult
         assert group.protocol_name is not None
         protocol = group.protocol_name
         members = tuple(
-            JoinedMember(m.member_id, None, m.metadata(protocol)) for m in group.members.values()
+            JoinedMember(m.member_id, m.group_instance_id, m.metadata(protocol))
+            for m in group.members.values()
         )
     return JoinGroupResult(
         member_id=member_id,
@@ -237,9 +242,11 @@ def expire_join(group: GroupMetadata, step: Step) -> None:
 
 
 def complete_join(group: GroupMetadata, step: Step) -> None:
-    """``onCompleteJoin``: drop who did not rejoin, start the next generation, answer."""
+    """``onCompleteJoin``: drop the dynamic members that did not rejoin (a static one stays
+    until its session expires, KIP-345), start the next generation, answer."""
     for member in group.not_yet_rejoined_members():
-        drop_member(group, member.member_id, step)
+        if member.group_instance_id is None:
+            drop_member(group, member.member_id, step)
     if group.is_(GroupState.DEAD):
         return
     if not group.maybe_elect_new_joined_leader() and group.members:

@@ -111,6 +111,7 @@ class GroupCoordinatorShell:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: Mapping[str, bytes],
+        group_instance_id: str | None = None,
     ) -> SyncGroupResult:
         result = await self._call(
             lambda rid, now: self.core.handle_sync_group(
@@ -122,16 +123,23 @@ class GroupCoordinatorShell:
                 assignments=assignments,
                 request_id=rid,
                 now_ms=now,
+                group_instance_id=group_instance_id,
             ),
             SyncGroupResult(error=Errors.NOT_COORDINATOR),
         )
         assert isinstance(result, SyncGroupResult)
         return result
 
-    async def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> Errors:
+    async def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None = None,
+    ) -> Errors:
         result = await self._call(
             lambda rid, now: self.core.handle_heartbeat(
-                group_id, member_id, generation_id, rid, now
+                group_id, member_id, generation_id, rid, now, group_instance_id
             ),
             HeartbeatResult(Errors.NOT_COORDINATOR),
         )
@@ -156,6 +164,7 @@ class GroupCoordinatorShell:
         member_id: str,
         generation_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        group_instance_id: str | None = None,
     ) -> Mapping[TopicPartition, Errors]:
         result = await self._call(
             lambda rid, now: self.core.handle_commit_offsets(
@@ -165,6 +174,7 @@ class GroupCoordinatorShell:
                 offsets=offsets,
                 request_id=rid,
                 now_ms=now,
+                group_instance_id=group_instance_id,
             ),
             OffsetCommitResult({tp: Errors.NOT_COORDINATOR for tp in offsets}),
         )

@@ -107,9 +107,10 @@ class InitialJoin:
 
 @attrs.define(kw_only=True)
 class MemberMetadata:
-    """Kafka's ``MemberMetadata`` for a dynamic member (no group.instance.id)."""
+    """Kafka's ``MemberMetadata``; ``group_instance_id`` set makes it static (KIP-345)."""
 
     member_id: str
+    group_instance_id: str | None = None
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
@@ -172,6 +173,9 @@ class GroupMetadata:
         self.subscribed_topics: frozenset[str] | None = None
         # Insertion order decides the next leader when the leader leaves (Kafka: any member).
         self.members: dict[str, MemberMetadata] = {}
+        # Kafka's staticMembers: group.instance.id -> the member id holding it (KIP-345).
+        # Invariant: each value is a key of members whose group_instance_id is the key.
+        self.static_members: dict[str, str] = {}
         # Member ids handed out with MEMBER_ID_REQUIRED -> when they expire.
         self.pending_members: dict[str, int] = {}
         self.pending_sync_members: set[str] = set()
@@ -227,10 +231,14 @@ class GroupMetadata:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
         self.pending_members.pop(member.member_id, None)
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
+        if member is not None and member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
         self.pending_members.pop(member_id, None)

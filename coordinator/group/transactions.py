@@ -26,7 +26,8 @@ log stay pending and are settled by the marker still to come.
 
 from __future__ import annotations
 
-from pykraft.coordinator.group.state import GroupMetadata, GroupState
+from pykraft.coordinator.group.offsets import validate_offset_commit
+from pykraft.coordinator.group.state import GroupMetadata
 from pykraft.protocol.errors import Errors
 
 UNKNOWN_MEMBER_ID = ""
@@ -38,26 +39,13 @@ def validate_txn_offset_commit(
     member_id: str,
     group_instance_id: str | None,
 ) -> Errors | None:
-    """``GroupCoordinator.validateOffsetCommit`` with ``isTransactional = true``.
-
-    A ``group_instance_id`` must name a current static member (else UNKNOWN_MEMBER_ID; a
-    different member id holding it would be FENCED_INSTANCE_ID, ``validateCurrentMember``).
-    pykraft refuses static membership at JoinGroup, so no group has a static member and an
-    instance id is always unknown here.
-    """
-    if group.is_(GroupState.DEAD):
-        return Errors.COORDINATOR_NOT_AVAILABLE
-    if generation_id < 0 and group.is_(GroupState.EMPTY):
-        # An admin client or a consumer without group management: allowed while empty.
-        return None
-    if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-        if group_instance_id is not None or not group.has(member_id):
-            return Errors.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
-        return None
-    # Older TxnOffsetCommit versions carry no member: transactional commits need none.
-    return None
+    """``GroupCoordinator.validateOffsetCommit`` with ``isTransactional = true``: a
+    ``group_instance_id`` must be held by ``member_id`` (else FENCED_INSTANCE_ID, or
+    UNKNOWN_MEMBER_ID when no member holds it, ``validateCurrentMember``); older
+    TxnOffsetCommit versions carry no member, and transactional commits need none."""
+    return validate_offset_commit(
+        group, generation_id, member_id, group_instance_id, is_transactional=True
+    )
 
 
 class ProducerGroups:

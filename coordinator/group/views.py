@@ -15,6 +15,8 @@ class MemberSummary:
     client_host: str
     metadata: bytes
     assignment: bytes
+    # KIP-345: a static member's group.instance.id (DescribeGroups v4+).
+    group_instance_id: str | None = None
 
 
 @attrs.frozen
@@ -43,13 +45,18 @@ def summary(group: GroupMetadata) -> GroupSummary:
         protocol = group.protocol_name or ""
         members = tuple(
             MemberSummary(
-                m.member_id, m.client_id, m.client_host, m.metadata(protocol), m.assignment
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol),
+                m.assignment,
+                m.group_instance_id,
             )
             for m in group.members.values()
         )
         return GroupSummary(group.state.value, protocol_type, protocol, members)
     members = tuple(
-        MemberSummary(m.member_id, m.client_id, m.client_host, b"", b"")
+        MemberSummary(m.member_id, m.client_id, m.client_host, b"", b"", m.group_instance_id)
         for m in group.members.values()
     )
     return GroupSummary(group.state.value, protocol_type, "", members)

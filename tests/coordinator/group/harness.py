@@ -139,6 +139,8 @@ class Harness:
         rebalance_timeout_ms: int = REBALANCE_TIMEOUT_MS,
         require_known_member_id: bool = False,
         client_id: str = CLIENT,
+        group_instance_id: str | None = None,
+        supports_skipping_assignment: bool = False,
     ) -> int:
         request_id = self.new_request()
         request = JoinGroupRequest(
@@ -151,6 +153,8 @@ class Harness:
             protocol_type=protocol_type,
             protocols=protocols,
             require_known_member_id=require_known_member_id,
+            group_instance_id=group_instance_id,
+            supports_skipping_assignment=supports_skipping_assignment,
         )
         self.take(self.coordinator.handle_join_group(request, request_id, self.now_ms))
         return request_id
@@ -164,6 +168,7 @@ class Harness:
         group_id: str = GROUP,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
+        group_instance_id: str | None = None,
     ) -> int:
         request_id = self.new_request()
         effects = self.coordinator.handle_sync_group(
@@ -175,15 +180,22 @@ class Harness:
             assignments=assignments or {},
             request_id=request_id,
             now_ms=self.now_ms,
+            group_instance_id=group_instance_id,
         )
         self.take(effects)
         return request_id
 
-    def heartbeat(self, member_id: str, generation_id: int, group_id: str = GROUP) -> Errors:
+    def heartbeat(
+        self,
+        member_id: str,
+        generation_id: int,
+        group_id: str = GROUP,
+        group_instance_id: str | None = None,
+    ) -> Errors:
         request_id = self.new_request()
         self.take(
             self.coordinator.handle_heartbeat(
-                group_id, member_id, generation_id, request_id, self.now_ms
+                group_id, member_id, generation_id, request_id, self.now_ms, group_instance_id
             )
         )
         result = self.answers[request_id]
@@ -204,6 +216,7 @@ class Harness:
         member_id: str = "",
         generation_id: int = -1,
         group_id: str = GROUP,
+        group_instance_id: str | None = None,
     ) -> int:
         request_id = self.new_request()
         values = {
@@ -217,12 +230,13 @@ class Harness:
             offsets=values,
             request_id=request_id,
             now_ms=self.now_ms,
+            group_instance_id=group_instance_id,
         )
         self.take(effects)
         return request_id
 
     def commit(
-        self, offsets: Mapping[TopicPartition, int], **kwargs: Any
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], **kwargs: Any
     ) -> dict[TopicPartition, Errors]:
         """Commit and complete the append; the per-partition errors."""
         request_id = self.send_commit(offsets, **kwargs)

@@ -399,7 +399,7 @@ def test_valid_leave_group_and_errors() -> None:
     assert [m.error for m in result.members] == [
         Errors.UNKNOWN_MEMBER_ID,
         Errors.NONE,
-        Errors.UNKNOWN_MEMBER_ID,  # no static member can exist here
+        Errors.UNKNOWN_MEMBER_ID,  # no static member holds instance-1
     ]
     group = h.group()
     assert (group.state, group.generation_id) == (GroupState.EMPTY, generation + 1)

@@ -75,7 +75,8 @@ def consumer_group(h: Harness, *topics: str) -> str:
 
 
 def test_delete_empty_group_with_stored_offsets_writes_tombstones() -> None:
-    # testDeleteEmptyGroupWithStoredOffsets
+    # testDeleteEmptyGroupWithStoredOffsets; a group that only stored offsets (generation 0)
+    # never had a group record, so no group tombstone (testExpireGroupWithOffsetsOnly)
     h = Harness()
     assert h.commit({TOPIC0: 5, TOPIC1: 6}) == {TOPIC0: Errors.NONE, TOPIC1: Errors.NONE}
     before = len(h.appended)
@@ -84,7 +85,6 @@ def test_delete_empty_group_with_stored_offsets_writes_tombstones() -> None:
     assert tombstones(h.appended[before:]) == [
         OffsetCommitKey(GROUP, TOPIC0),
         OffsetCommitKey(GROUP, TOPIC1),
-        GroupMetadataKey(GROUP),
     ]
     assert h.coordinator.describe_group(GROUP)[1].state == "Dead"
     assert h.coordinator.list_groups(frozenset())[1] == []
@@ -197,9 +197,13 @@ def test_delete_offset_of_empty_group() -> None:
 
 
 def test_deleting_the_last_offsets_of_an_empty_group_retires_it() -> None:
-    # cleanupGroupMetadata: an EMPTY group left without offsets goes DEAD, tombstone included
+    # cleanupGroupMetadata: an EMPTY group left without offsets goes DEAD, with a tombstone
+    # for its group record (it had generations)
     h = Harness()
-    h.commit({TOPIC0: 5})
+    member_id, generation = h.stable_group_of_one()
+    h.commit({TOPIC0: 5}, member_id=member_id, generation_id=generation)
+    h.leave((member_id, None))
+    h.complete_appends()
     before = len(h.appended)
     assert delete_offsets(h, TOPIC0, TOPIC1) == (
         Errors.NONE,

@@ -94,7 +94,7 @@ def test_metadata_too_large() -> None:
     # testCommitOffsetWithLargeMetadata-like: only that partition fails
     h = Harness(offset_metadata_max_bytes=4)
     big = OffsetAndMetadata(offset=1, metadata="12345", commit_timestamp_ms=0)
-    errors = h.commit({TOPIC0: big, TOPIC1: 2})  # type: ignore[dict-item]
+    errors = h.commit({TOPIC0: big, TOPIC1: 2})
     assert errors == {TOPIC0: Errors.OFFSET_METADATA_TOO_LARGE, TOPIC1: Errors.NONE}
     only_big = h.send_commit({TOPIC0: big})
     assert h.result(only_big) == OffsetCommitResult({TOPIC0: Errors.OFFSET_METADATA_TOO_LARGE})

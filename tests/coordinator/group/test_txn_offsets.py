@@ -279,8 +279,8 @@ def test_txn_commit_without_member_is_allowed_while_the_group_has_members() -> N
 
 
 def test_txn_commit_with_an_instance_id_names_no_static_member() -> None:
-    # testTxnCommitOffsetWithFencedInstanceId's first step: pykraft has no static members, so
-    # validateCurrentMember finds no member for the instance id (FENCED_INSTANCE_ID needs one)
+    # testTxnCommitOffsetWithFencedInstanceId's first step: a dynamic member names an instance
+    # id no static member holds, so validateCurrentMember answers UNKNOWN_MEMBER_ID
     h = Harness()
     member_id, generation = h.stable_group_of_one()
     errors = h.txn_commit(
