@@ -19,7 +19,9 @@ members only).
 
   - STABLE, and the protocol the group would select is the one it runs: no rebalance. The group
     record is stored with the new member id; once it is, the JoinGroup is answered with the
-    current generation (``StaticRejoin``) and the member's SyncGroup gets its old assignment.
+    current generation (``StaticRejoin``), the group's subscribed topics are computed again from
+    the new subscription (as a reload of that record would), and the member's SyncGroup gets its
+    old assignment.
     Below JoinGroup v9 the answer names the leader as it was before the replacement, so a
     restarted leader does not run an assignment a stable group would ignore; from v9 a restarted
     leader is told it leads and ``skip_assignment`` (KIP-814). If the store fails, the
@@ -40,6 +42,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from pykraft.coordinator.group import rebalance
+from pykraft.coordinator.group.consumer_protocol import subscribed_topics
 from pykraft.coordinator.group.effects import NO_MEMBER_ID, JoinGroupResult, SyncGroupResult
 from pykraft.coordinator.group.rebalance import JoiningMember, Step
 from pykraft.coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
@@ -175,6 +178,10 @@ def complete_static_rejoin(pending: StaticRejoin, error: Errors, step: Step) -> 
     if error is not Errors.NONE:
         _undo_static_rejoin(pending, member, error, step)
         return
+    # The stored record carries the member's new subscription and a reload computes the
+    # subscribed topics from it (``loadGroup``): expiry and OffsetDelete must see them now, not
+    # at the next generation.
+    group.subscribed_topics = subscribed_topics(group)
     is_leader = group.is_leader(member.member_id)
     if pending.supports_skipping_assignment:
         result = rebalance.current_join_result(group, member.member_id)

@@ -15,6 +15,7 @@ from pykraft.coordinator.group.records import (
 )
 from pykraft.coordinator.group.state import GroupState, Protocol
 from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
 from tests.coordinator.group.harness import (
     RANGE,
     REBALANCE_TIMEOUT_MS,
@@ -23,6 +24,7 @@ from tests.coordinator.group.harness import (
     TOPIC0,
     Harness,
 )
+from tests.coordinator.group.test_deletion import delete_offsets, replayed_log, subscription
 from tests.coordinator.group.test_offsets import log_of
 
 LEADER = "leader-instance"
@@ -354,6 +356,49 @@ def test_static_members_survive_a_reload() -> None:
     )
     synced = other.send_sync(joined.member_id, r.generation, group_instance_id=FOLLOWER)
     assert other.sync_result(synced).assignment == b"follower-assignment"
+
+
+def test_rejoin_with_a_new_subscription_protects_its_offsets_at_once() -> None:
+    # A static rejoin stores the group with the member's new subscription and no new generation;
+    # the live group must know the subscribed topics the stored record gives a reload
+    # (GroupMetadata.loadGroup's computeSubscribedTopics), for expiry and OffsetDelete alike.
+    retention_ms, interval_ms = 60_000, 1_000
+    h = Harness(offsets_retention_ms=retention_ms, offsets_retention_check_interval_ms=interval_ms)
+    foo, bar, baz = TopicPartition("foo", 0), TopicPartition("bar", 0), TopicPartition("baz", 0)
+    first = h.join_result(
+        h.send_join(group_instance_id=LEADER, protocols=(Protocol("range", subscription("foo")),))
+    )
+    generation = first.generation_id
+    h.send_sync(first.member_id, generation, {first.member_id: b""}, group_instance_id=LEADER)
+    h.complete_appends()
+    h.commit(
+        {foo: 1, bar: 2, baz: 3},
+        member_id=first.member_id,
+        generation_id=generation,
+        group_instance_id=LEADER,
+    )
+    restarted = h.send_join(
+        group_instance_id=LEADER, protocols=(Protocol("range", subscription("foo", "bar")),)
+    )
+    h.complete_appends()
+    member_id = h.join_result(restarted).member_id
+    assert h.group().generation_id == generation  # no rebalance
+    assert h.group().subscribed_topics == frozenset({"foo", "bar"})
+    # OffsetDelete refuses the newly subscribed topic at once.
+    assert delete_offsets(h, bar)[1] == {bar: Errors.GROUP_SUBSCRIBED_TO_TOPIC}
+    # Expiry spares it: only the unsubscribed topic's offset goes.
+    for _ in range(2 * retention_ms // SESSION_TIMEOUT_MS):
+        h.advance(SESSION_TIMEOUT_MS // 2)
+        assert h.heartbeat(member_id, generation, group_instance_id=LEADER) is Errors.NONE
+    fetched = h.fetch([foo, bar, baz])
+    assert {tp: f.offset and f.offset.offset for tp, f in fetched.items()} == {
+        foo: 1,
+        bar: 2,
+        baz: None,
+    }
+    reloaded = Harness(load=False)
+    reloaded.load(0, epoch=1, records=replayed_log(h))
+    assert reloaded.group().subscribed_topics == h.group().subscribed_topics
 
 
 def test_group_value_v3_carries_the_instance_id() -> None:
