@@ -18,9 +18,11 @@ FOO0, FOO1, FOO2 = (TopicPartition("foo", p) for p in range(3))
 BAR0, BAR1 = TopicPartition("bar", 0), TopicPartition("bar", 1)
 
 
-def harness() -> Harness:
+def harness(load: bool = True) -> Harness:
     return Harness(
-        offsets_retention_ms=RETENTION_MS, offsets_retention_check_interval_ms=INTERVAL_MS
+        load=load,
+        offsets_retention_ms=RETENTION_MS,
+        offsets_retention_check_interval_ms=INTERVAL_MS,
     )
 
 
@@ -48,14 +50,16 @@ def keep_alive(h: Harness, member_id: str, generation: int, ms: int) -> None:
     h.advance(ms % step_ms)
 
 
-def consumer_member(h: Harness, *topics: str) -> tuple[str, int]:
+def consumer_member(h: Harness, *topics: str, group_id: str = GROUP) -> tuple[str, int]:
     """A STABLE group of one ``consumer`` member subscribed to ``topics``."""
     protocols = (Protocol("range", subscription(*topics)),)
-    first = h.join_result(h.send_join(require_known_member_id=True, protocols=protocols))
-    joined = h.join_result(h.send_join(first.member_id, protocols=protocols))
-    h.send_sync(first.member_id, joined.generation_id, {first.member_id: b""})
+    first = h.join_result(
+        h.send_join(require_known_member_id=True, protocols=protocols, group_id=group_id)
+    )
+    joined = h.join_result(h.send_join(first.member_id, protocols=protocols, group_id=group_id))
+    h.send_sync(first.member_id, joined.generation_id, {first.member_id: b""}, group_id=group_id)
     h.complete_appends()
-    assert h.group().state is GroupState.STABLE
+    assert h.group(group_id).state is GroupState.STABLE
     return first.member_id, joined.generation_id
 
 
@@ -200,19 +204,40 @@ def test_pending_commit_does_not_expire() -> None:
 
 
 def test_expired_offsets_stay_expired_after_a_reload() -> None:
-    # The tombstones replay: a new coordinator of the partition has neither offsets nor group
+    # The tombstones replay: a new coordinator of the partition has neither the expired offsets
+    # nor their group, and keeps a group that emptied later with the time it became EMPTY (group
+    # value v3's current_state_timestamp), so its offsets expire when they would have live.
     h = harness()
     member_id, generation = consumer_member(h, "foo")
     h.commit({FOO0: 5}, member_id=member_id, generation_id=generation)
-    h.commit({TopicPartition("keep", 0): 6}, group_id="other")
     h.leave((member_id, None))
     h.complete_appends()
-    h.advance(RETENTION_MS + INTERVAL_MS)
+    h.advance(RETENTION_MS // 2)
+    keep = TopicPartition("keep", 0)
+    other_id, other_generation = consumer_member(h, "keep", group_id="other")
+    h.commit({keep: 6}, member_id=other_id, generation_id=other_generation, group_id="other")
+    h.leave((other_id, None), group_id="other")
+    h.complete_appends()
+    other_emptied_ms = h.group("other").state_timestamp_ms
+    assert other_emptied_ms == h.now_ms
+    h.advance(RETENTION_MS // 2 + INTERVAL_MS)
     assert GROUP not in h.coordinator.groups
-    reloaded = Harness(load=False)
+    assert h.group("other").state is GroupState.EMPTY
+    live_offset = h.fetch([keep], group_id="other")[keep].offset
+    assert live_offset is not None and live_offset.offset == 6
+    reloaded = harness(load=False)
+    reloaded.now_ms = h.now_ms
     reloaded.load(0, epoch=1, records=replayed_log(h))
     assert GROUP not in reloaded.coordinator.groups
-    assert reloaded.fetch([FOO0])[FOO0].offset is None
+    assert set(reloaded.coordinator.groups) == {"other"}
+    assert reloaded.group("other").state_timestamp_ms == other_emptied_ms
+    assert reloaded.fetch([keep], group_id="other")[keep].offset == live_offset
+    # Both expire the survivor at the same check: retention after it became EMPTY.
+    for each in (h, reloaded):
+        each.advance(other_emptied_ms + RETENTION_MS - 1 - each.now_ms)
+        assert "other" in each.coordinator.groups
+        each.advance(INTERVAL_MS + 1)
+        assert "other" not in each.coordinator.groups
 
 
 def test_the_check_runs_every_interval_once_a_partition_is_loaded() -> None:
