@@ -313,10 +313,30 @@ def test_static_member_that_does_not_rejoin_stays_until_its_session_expires() ->
     joined = h.join_result(leader)
     # The follower did not rejoin but is still a member of the new generation.
     assert {m.group_instance_id for m in joined.members} == {LEADER, FOLLOWER, "new-member"}
+    newcomer_id = h.join_result(newcomer).member_id
     assert h.join_result(newcomer).leader_id == r.leader_id
-    assert h.group().generation_id == r.generation + 1
-    h.advance(REBALANCE_TIMEOUT_MS * 2 + 1)
-    assert h.group().static_members == {}  # sessions expired, no SyncGroup came either
+    generation = r.generation + 1
+    assert h.group().generation_id == generation
+    # Everyone syncs (the follower a little later), so no sync deadline removes anybody: only
+    # the follower's session, counted from its SyncGroup, can.
+    h.send_sync(r.leader_id, generation, group_instance_id=LEADER)
+    h.send_sync(newcomer_id, generation, group_instance_id="new-member")
+    h.complete_appends()
+    assert h.group().state is GroupState.STABLE
+    h.advance(1_000)
+    follower_sync = h.send_sync(r.follower_id, generation, group_instance_id=FOLLOWER)
+    assert h.sync_result(follower_sync).error is Errors.NONE
+    session_deadline_ms = h.now_ms + REBALANCE_TIMEOUT_MS * 2
+    alive = ((r.leader_id, LEADER), (newcomer_id, "new-member"))
+    while h.now_ms < session_deadline_ms - 1:
+        h.advance(min(SESSION_TIMEOUT_MS // 2, session_deadline_ms - 1 - h.now_ms))
+        for member_id, instance_id in alive:
+            assert h.heartbeat(member_id, generation, group_instance_id=instance_id) is Errors.NONE
+    assert h.group().static_members[FOLLOWER] == r.follower_id  # 1 ms before its deadline
+    h.advance(1)
+    assert FOLLOWER not in h.group().static_members
+    assert set(h.group().static_members) == {LEADER, "new-member"}
+    assert h.group().state is GroupState.PREPARING_REBALANCE
 
 
 def test_batch_leave_by_instance_id() -> None:
