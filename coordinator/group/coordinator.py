@@ -177,6 +177,8 @@ class GroupCoordinator(OffsetCommits):
     def _join_current_member(
         self, group: GroupMetadata, request: JoinGroupRequest, request_id: int, step: Step
     ) -> None:
+        """``doCurrentMemberJoinGroup``: a pending member joins for real; any other member id
+        must pass ``validateCurrentMember`` (a duplicate instance is FENCED_INSTANCE_ID)."""
         member_id, instance_id = request.member_id, request.group_instance_id
         error = self._protocol_error(group, request)
         if error is None and member_id in group.pending_members:
@@ -186,15 +188,12 @@ class GroupCoordinator(OffsetCommits):
                 joined = _new_member(member_id, request)
                 rebalance.add_member_and_rebalance(group, joined, request_id, step)
                 return
-        if error is None and static_members.is_static_member_fenced(group, member_id, instance_id):
-            error = Errors.FENCED_INSTANCE_ID  # a duplicate instance: it must shut down
-        if error is None and instance_id is not None and instance_id not in group.static_members:
-            error = Errors.UNKNOWN_MEMBER_ID
-        member = group.members.get(member_id)
-        if error is not None or member is None:
-            result = rebalance.join_error(member_id, error or Errors.UNKNOWN_MEMBER_ID)
-            step.effects.answer(request_id, result)
+        if error is None:
+            error = static_members.validate_current_member(group, member_id, instance_id)
+        if error is not None:
+            step.effects.answer(request_id, rebalance.join_error(member_id, error))
             return
+        member = group.members[member_id]
         state, unchanged = group.state, member.matches(request.protocols)
         if state is GroupState.PREPARING_REBALANCE:
             rejoin = True

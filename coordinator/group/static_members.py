@@ -65,16 +65,6 @@ def validate_current_member(
     return None
 
 
-def is_static_member_fenced(
-    group: GroupMetadata, member_id: str, group_instance_id: str | None
-) -> bool:
-    """``isStaticMemberFenced``: the instance id is held by another member id."""
-    if group_instance_id is None:
-        return False
-    current = group.static_members.get(group_instance_id)
-    return current is not None and current != member_id
-
-
 def new_static_member_id(group_instance_id: str, suffix: str) -> str:
     """``GroupMetadata.generateMemberId`` for a static member."""
     return f"{group_instance_id}-{suffix}"
