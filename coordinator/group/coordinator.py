@@ -28,17 +28,14 @@ from pykraft.coordinator.group import rebalance, static_members
 from pykraft.coordinator.group.commits import OffsetCommits
 from pykraft.coordinator.group.effects import (
     NO_MEMBER_ID,
-    Append,
     Effects,
     HeartbeatResult,
     LeaveGroupResult,
     MemberLeaveResult,
     SyncGroupResult,
 )
-from pykraft.coordinator.group.offsets import group_record
 from pykraft.coordinator.group.rebalance import Step
 from pykraft.coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
-from pykraft.coordinator.group.static_members import StaticRejoin
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 
@@ -154,17 +151,9 @@ class GroupCoordinator(OffsetCommits):
             request,
             request_id,
             request.supports_skipping_assignment,
-            lambda pending, assignment: self._store_static_rejoin(pending, assignment, step),
+            lambda pending, assignment: self._store_group(pending.group, assignment, step, pending),
             step,
         )
-
-    def _store_static_rejoin(
-        self, pending: StaticRejoin, assignment: Mapping[str, bytes], step: Step
-    ) -> None:
-        write_id = self._new_write(pending)
-        record = group_record(pending.group, assignment)
-        partition = self.partition_for(pending.group.group_id)
-        step.effects.appends.append(Append(write_id, partition, (record,), step.now_ms))
 
     def _protocol_error(self, group: GroupMetadata, request: JoinGroupRequest) -> Errors | None:
         if group.is_(GroupState.DEAD):

@@ -152,9 +152,19 @@ class GroupMetadataManager:
         return self._next_write_id
 
     def _store_group(
-        self, group: GroupMetadata, assignment: Mapping[str, bytes] | None, step: Step
+        self,
+        group: GroupMetadata,
+        assignment: Mapping[str, bytes] | None,
+        step: Step,
+        pending: StaticRejoin | None = None,
     ) -> None:
-        write_id = self._new_write(_PendingGroupStore(group, group.generation_id, assignment))
+        """``storeGroup``; ``pending`` waits for the write (default: the generation's syncs)."""
+        waiting = (
+            _PendingGroupStore(group, group.generation_id, assignment)
+            if pending is None
+            else pending
+        )
+        write_id = self._new_write(waiting)
         record = group_record(group, assignment)
         partition = self.partition_for(group.group_id)
         step.effects.appends.append(Append(write_id, partition, (record,), step.now_ms))
