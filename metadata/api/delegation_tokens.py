@@ -54,6 +54,8 @@ class CreateDelegationTokenResponse:
     error: ApiError = SUCCESS
     owner: str = ""
     requester: str = ""
+    # -1 is what the broker answers when it refuses by itself (Kafka's short
+    # ``CreateDelegationTokenResponse.prepareResponse``); the controller's refusals carry 0.
     issue_timestamp_ms: int = -1
     expiry_timestamp_ms: int = -1
     max_timestamp_ms: int = -1

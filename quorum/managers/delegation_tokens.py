@@ -108,7 +108,15 @@ def create_delegation_token(
     now_ms: int,
 ) -> ControllerResult[CreateDelegationTokenResponse]:
     owner = request.owner or request.requester
-    failed = CreateDelegationTokenResponse(owner=owner, requester=request.requester)
+    # A refusal sets only the error code: the timestamps keep the schema's default, 0 (Kafka's
+    # createDelegationToken), unlike the broker's own refusals' -1.
+    failed = CreateDelegationTokenResponse(
+        owner=owner,
+        requester=request.requester,
+        issue_timestamp_ms=0,
+        expiry_timestamp_ms=0,
+        max_timestamp_ms=0,
+    )
     key = secret_key(settings)
     if key is None:
         return ControllerResult((), attrs.evolve(failed, error=_disabled()))

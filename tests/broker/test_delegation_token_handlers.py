@@ -84,6 +84,10 @@ def create(
     return CreateDelegationTokenResponse.decode(body, version=version)
 
 
+def timestamps(response: Any) -> tuple[int, int, int]:
+    return response.issue_timestamp_ms, response.expiry_timestamp_ms, response.max_timestamp_ms
+
+
 def renew(apis: KafkaApis, hmac: bytes, principal: KafkaPrincipal = CAROL) -> Any:
     request = RenewDelegationTokenRequest(version=2, hmac=hmac, renew_period_ms=-1)
     body = dispatch(apis, ApiKey.RENEW_DELEGATION_TOKEN, 2, request, principal)
@@ -146,7 +150,10 @@ def test_create_describe_renew_expire(cluster: Cluster, version: int) -> None:
 def test_unauthenticated_connections_may_not_use_tokens(cluster: Cluster) -> None:
     apis, controller = apis_with(cluster)
     not_allowed = Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
-    assert create(apis, principal=ANONYMOUS).error_code == not_allowed
+    refused = create(apis, principal=ANONYMOUS)
+    assert refused.error_code == not_allowed
+    # The broker's own refusal: ErrorTimestamp, -1 (KafkaApis / ControllerApis prepareResponse).
+    assert timestamps(refused) == (-1, -1, -1)
     assert renew(apis, b"x", principal=ANONYMOUS).error_code == not_allowed
     assert expire(apis, b"x", -1, principal=ANONYMOUS).error_code == not_allowed
     assert describe(apis, principal=ANONYMOUS).error_code == not_allowed
@@ -155,7 +162,10 @@ def test_unauthenticated_connections_may_not_use_tokens(cluster: Cluster) -> Non
 
 def test_without_a_secret_key_tokens_are_disabled(cluster: Cluster) -> None:
     apis, _ = apis_with(cluster, secret=None)
-    assert create(apis).error_code == Errors.DELEGATION_TOKEN_AUTH_DISABLED
+    disabled = create(apis)
+    assert disabled.error_code == Errors.DELEGATION_TOKEN_AUTH_DISABLED
+    # The controller's refusal (DelegationTokenControlManager): only the error code is set.
+    assert timestamps(disabled) == (0, 0, 0)
     assert describe(apis).error_code == Errors.DELEGATION_TOKEN_AUTH_DISABLED
     assert renew(apis, b"x").error_code == Errors.DELEGATION_TOKEN_AUTH_DISABLED
 
@@ -165,6 +175,7 @@ def test_creating_for_another_owner_needs_create_tokens_on_that_user(cluster: Cl
     denied_apis, controller = apis_with(cluster, acl(AclOperation.DESCRIBE, "x"))
     denied = create(denied_apis, owner="bob")
     assert denied.error_code == Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED
+    assert timestamps(denied) == (-1, -1, -1)
     assert controller.calls == []
     apis, _ = apis_with(cluster, acl(AclOperation.CREATE_TOKENS, "User:bob", ResourceType.USER))
     created = create(apis, owner="bob")

@@ -107,11 +107,19 @@ def test_a_requested_max_lifetime_only_shortens() -> None:
     assert created(request=long)[1].max_timestamp_ms == NOW + 7 * DAY_MS
 
 
+def refused_timestamps(response: CreateDelegationTokenResponse) -> tuple[int, int, int]:
+    return response.issue_timestamp_ms, response.expiry_timestamp_ms, response.max_timestamp_ms
+
+
 def test_create_without_a_secret_key_is_disabled() -> None:
     for settings in (DISABLED, ControllerSettings(delegation_token_secret_key="")):
         image, response = created(settings=settings)
         assert response.error.error is Errors.DELEGATION_TOKEN_AUTH_DISABLED
         assert response.owner == "User:alice"
+        # DelegationTokenControlManager.createDelegationToken sets only the error code: the
+        # timestamps keep the schema's default, 0 (the broker's own refusals answer -1).
+        assert refused_timestamps(response) == (0, 0, 0)
+        assert (response.token_id, response.hmac) == ("", b"")
         assert not image.delegation_tokens.tokens
 
 
@@ -120,6 +128,7 @@ def test_a_renewer_not_of_type_user_is_refused() -> None:
         request = CreateDelegationTokenRequest(requester="User:a", renewers=renewers)
         image, response = created(request=request)
         assert response.error.error is Errors.INVALID_PRINCIPAL_TYPE, renewers
+        assert refused_timestamps(response) == (0, 0, 0)
         assert not image.delegation_tokens.tokens
 
 
