@@ -288,11 +288,16 @@ class QuorumController:
         return result
 
     def handle(
-        self, image: MetadataImage, request: ControllerRequest, now_ms: int
+        self,
+        image: MetadataImage,
+        request: ControllerRequest,
+        now_ms: int,
+        *,
+        wall_clock_ms: int | None = None,
     ) -> ControllerResult[Any]:
-        """Dispatch ``request`` to its entry point. Tests and simulations call this with one
-        clock, so a token request's wall clock is ``now_ms`` here; the HTTP service calls
-        ``delegation_token`` with both clocks."""
+        """Dispatch ``request`` to its entry point. A delegation-token request needs
+        ``wall_clock_ms`` (its timestamps are Unix times, ``now_ms`` is monotonic): without it
+        the request is refused with TypeError, so no caller dates a token by the wrong clock."""
         match request:
             case BrokerRegistrationRequest():
                 return self.register_broker(image, request, now_ms)
@@ -328,10 +333,15 @@ class QuorumController:
                 return self.alter_client_quotas(image, request, now_ms)
             case UpdateFeaturesRequest():
                 return self.update_features(image, request, now_ms)
-            case CreateDelegationTokenRequest() | RenewDelegationTokenRequest():
-                return self.delegation_token(image, request, now_ms, now_ms)
-            case ExpireDelegationTokenRequest():
-                return self.delegation_token(image, request, now_ms, now_ms)
+            case (
+                CreateDelegationTokenRequest()
+                | RenewDelegationTokenRequest()
+                | ExpireDelegationTokenRequest()
+            ):
+                if wall_clock_ms is None:
+                    name = type(request).__name__
+                    raise TypeError(f"{name} needs wall_clock_ms: token timestamps are Unix times")
+                return self.delegation_token(image, request, now_ms, wall_clock_ms)
         raise TypeError(f"not a controller request: {type(request).__name__}")
 
     def register_broker(

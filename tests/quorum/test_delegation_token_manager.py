@@ -350,7 +350,7 @@ def test_sweep_is_bounded() -> None:
 def test_the_controller_dispatches_token_requests_and_sweeps_on_its_timer() -> None:
     controller = QuorumController(rng=random.Random(3), now_ms=NOW, settings=SETTINGS)
     request = CreateDelegationTokenRequest(requester="User:alice")
-    result = controller.handle(MetadataImage.EMPTY, request, NOW)
+    result = controller.handle(MetadataImage.EMPTY, request, NOW, wall_clock_ms=NOW)
     assert result.response.error.error is Errors.NONE
     image = applied(MetadataImage.EMPTY, result)
     interval_ms = SETTINGS.delegation_token_expiry_check_interval_ms
@@ -396,6 +396,31 @@ def test_token_times_are_unix_times_and_the_sweep_runs_on_the_monotonic_clock() 
     )
     expired = controller.delegation_token(image, expire, 7, WALL_MS + 9)
     assert expired.response.expiry_timestamp_ms == WALL_MS + 9
+
+
+def test_handle_dates_tokens_by_the_wall_clock_it_is_given() -> None:
+    # handle() takes both clocks; a token request without the wall clock is refused rather
+    # than dated by the monotonic now_ms.
+    controller = QuorumController(rng=random.Random(3), now_ms=0, settings=SETTINGS)
+    create = CreateDelegationTokenRequest(requester="User:alice")
+    result = controller.handle(MetadataImage.EMPTY, create, 5, wall_clock_ms=WALL_MS)
+    assert (result.response.issue_timestamp_ms, result.response.max_timestamp_ms) == (
+        WALL_MS,
+        WALL_MS + 7 * DAY_MS,
+    )
+    image = applied(MetadataImage.EMPTY, result)
+    hmac = result.response.hmac
+    renew = RenewDelegationTokenRequest(principal="User:alice", hmac=hmac, renew_period_ms=-1)
+    expire = ExpireDelegationTokenRequest(
+        principal="User:alice", hmac=hmac, expiry_time_period_ms=0
+    )
+    for request in (create, renew, expire):
+        with pytest.raises(TypeError, match="wall_clock_ms"):
+            controller.handle(image, request, 6)
+    renewed = controller.handle(image, renew, 6, wall_clock_ms=WALL_MS + 1)
+    assert renewed.response.expiry_timestamp_ms == WALL_MS + 1 + DAY_MS
+    expired = controller.handle(image, expire, 7, wall_clock_ms=WALL_MS + 2)
+    assert expired.response.expiry_timestamp_ms == WALL_MS + 2
 
 
 def test_the_timer_sweeps_by_the_wall_clock() -> None:
