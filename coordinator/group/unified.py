@@ -1,0 +1,230 @@
+"""Classic and consumer groups side by side in one coordinator (KIP-848).
+
+``UnifiedGroupCoordinator`` is the classic ``GroupCoordinator`` plus a ``ConsumerGroupCore``
+(``coordinator.group.consumer_groups``): consumer group ids live in ``consumer_groups``, classic
+ones in ``groups``; one id is one kind of group, as in Kafka 3.9's ``GroupMetadataManager``:
+
+* ConsumerGroupHeartbeat on an id held by a classic group with members: GROUP_ID_NOT_FOUND.
+* JoinGroup on an id held by a consumer group with members: INCONSISTENT_GROUP_PROTOCOL (Kafka
+  answers so when it may not convert the group, ``group.consumer.migration.policy``; online
+  conversion is not built). An empty consumer group gives the id up (its tombstones written).
+* Offsets: a consumer group's committed offsets are kept where the classic ones are, in an
+  EMPTY ``GroupMetadata`` of the same id that is never shown as a group. OffsetCommit checks the
+  member id and member epoch (``ConsumerGroup.validateOffsetCommit``: UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH; epoch -1 only while the group has no members).
+* ListGroups shows consumer groups with type ``consumer`` and their state; DescribeGroups of a
+  consumer group answers it DEAD with no error, as Kafka 3.9's ``describeGroups`` does for a
+  group that is not classic.
+
+Timers, loading, unloading and appends are the classic manager's, extended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from pykraft.coordinator.group.consumer_group import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerGroup,
+)
+from pykraft.coordinator.group.consumer_groups import (
+    ConsumerGroupCore,
+    _PendingConsumerWrite,
+    refused,
+)
+from pykraft.coordinator.group.consumer_heartbeat import (
+    ConsumerGroupConfig,
+    ConsumerGroupHeartbeatRequest,
+    request_error,
+)
+from pykraft.coordinator.group.consumer_records import TopicMetadata, group_tombstones
+from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
+from pykraft.coordinator.group.effects import Append, Effects, OffsetCommitResult
+from pykraft.coordinator.group.offsets import LoadedGroups
+from pykraft.coordinator.group.rebalance import GroupConfig, join_error
+from pykraft.coordinator.group.records import OffsetAndMetadata
+from pykraft.coordinator.group.state import GroupMetadata, GroupState
+from pykraft.coordinator.group.views import DEAD_GROUP, GroupOverview, GroupSummary
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.errors import Errors
+from pykraft.storage.topic_partition import TopicPartition
+
+
+class UnifiedGroupCoordinator(GroupCoordinator):
+    def __init__(
+        self,
+        config: GroupConfig,
+        new_member_suffix: Callable[[], str],
+        consumer_config: ConsumerGroupConfig | None = None,
+    ) -> None:
+        super().__init__(config, new_member_suffix)
+        self.consumer = ConsumerGroupCore(
+            config,
+            consumer_config or ConsumerGroupConfig(),
+            new_member_id=new_member_suffix,
+            new_write=self._new_write,  # type: ignore[arg-type]
+            partition_for=self.partition_for,
+        )
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        return self.consumer.groups
+
+    def update_topics(self, topics: Mapping[str, TopicMetadata]) -> None:
+        """The broker's image changed: subscriptions are matched against these topics."""
+        self.consumer.topics = topics
+
+    # ------------------------------------------------------------------ consumer protocol
+
+    def handle_consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, request_id: int, now_ms: int
+    ) -> Effects:
+        effects = Effects()
+        refusal = request_error(request, self.consumer.consumer_config)
+        if refusal is not None:
+            effects.answer(request_id, refused(refusal))
+            return effects
+        error = self.validate_group_status(request.group_id, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        if error is not None:
+            effects.answer(request_id, refused((error, None)))
+            return effects
+        classic = self.groups.get(request.group_id)
+        self.consumer.heartbeat(request, classic, request_id, now_ms, effects)
+        return effects
+
+    def describe_consumer_group(self, group_id: str) -> tuple[Errors, ConsumerGroup | None]:
+        """ConsumerGroupDescribe of one group (``consumerGroupDescribe``)."""
+        error = self.validate_group_status(group_id, ApiKey.CONSUMER_GROUP_DESCRIBE)
+        if error is not None:
+            return error, None
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            return Errors.GROUP_ID_NOT_FOUND, None
+        return Errors.NONE, group
+
+    # ------------------------------------------------------------------ classic APIs
+
+    def handle_join_group(self, request: JoinGroupRequest, request_id: int, now_ms: int) -> Effects:
+        group = self.consumer_groups.get(request.group_id)
+        if group is None or self.validate_group_status(request.group_id, ApiKey.JOIN_GROUP):
+            return super().handle_join_group(request, request_id, now_ms)
+        if group.members:
+            effects = Effects()
+            result = join_error(request.member_id, Errors.INCONSISTENT_GROUP_PROTOCOL)
+            effects.answer(request_id, result)
+            return effects
+        effects = self._delete_consumer_group(group, now_ms)
+        effects.merge(super().handle_join_group(request, request_id, now_ms))
+        return effects
+
+    def _delete_consumer_group(self, group: ConsumerGroup, now_ms: int) -> Effects:
+        """An empty consumer group gives its id up: its records become tombstones."""
+        effects = Effects()
+        self.consumer.unload_group(group.group_id)
+        write_id = self._new_write(_PendingConsumerWrite(None, None))  # type: ignore[arg-type]
+        partition = self.partition_for(group.group_id)
+        tombstones = group_tombstones(group.group_id)
+        effects.appends.append(Append(write_id, partition, tombstones, now_ms))
+        return effects
+
+    def handle_commit_offsets(
+        self,
+        *,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        request_id: int,
+        now_ms: int,
+    ) -> Effects:
+        group = self.consumer_groups.get(group_id)
+        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_COMMIT):
+            return super().handle_commit_offsets(
+                group_id=group_id,
+                member_id=member_id,
+                generation_id=generation_id,
+                offsets=offsets,
+                request_id=request_id,
+                now_ms=now_ms,
+            )
+        step = self._step(now_ms)
+        error = _offset_commit_error(group, member_id, generation_id)
+        if error is not None:
+            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
+            return step.effects
+        holder = self.groups.get(group_id)
+        if holder is None:
+            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        self._store_offsets(holder, offsets, request_id, step)
+        return step.effects
+
+    def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
+        if group_id in self.consumer_groups and not self.validate_group_status(
+            group_id, ApiKey.DESCRIBE_GROUPS
+        ):
+            return Errors.NONE, DEAD_GROUP
+        return super().describe_group(group_id)
+
+    def list_groups(self, states: frozenset[str]) -> tuple[Errors, list[GroupOverview]]:
+        error, overviews = super().list_groups(states)
+        if error is Errors.COORDINATOR_NOT_AVAILABLE:
+            return error, overviews
+        listed = [g for g in overviews if g.group_id not in self.consumer_groups]
+        lowered = {state.lower() for state in states}
+        for group in self.consumer_groups.values():
+            state = group.state.value
+            if not states or state.lower() in lowered:
+                listed.append(
+                    GroupOverview(group.group_id, CONSUMER_PROTOCOL_TYPE, state, "consumer")
+                )
+        return error, sorted(listed, key=lambda g: g.group_id)
+
+    # ------------------------------------------------------------------ manager hooks
+
+    def on_append_done(
+        self, write_id: int, error: Errors, base_offset: int, now_ms: int
+    ) -> Effects:
+        pending = self._writes.get(write_id)
+        if not isinstance(pending, _PendingConsumerWrite):
+            return super().on_append_done(write_id, error, base_offset, now_ms)
+        del self._writes[write_id]
+        effects = Effects()
+        self.consumer.on_append_done(pending, error, effects)
+        return effects
+
+    def poll(self, now_ms: int) -> Effects:
+        effects = super().poll(now_ms)
+        self.consumer.poll(now_ms, effects)
+        return effects
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [super().next_deadline_ms(), self.consumer.next_deadline_ms()]
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def complete_loading(
+        self, partition: int, epoch: int, loaded: LoadedGroups, now_ms: int
+    ) -> tuple[Effects, tuple[str, ...]]:
+        effects, problems = super().complete_loading(partition, epoch, loaded, now_ms)
+        if self.partitions.get(partition) is not None:
+            mine = [
+                g for g in loaded.consumer_groups if self.partition_for(g.group_id) == partition
+            ]
+            self.consumer.install(mine, now_ms)
+        return effects, problems
+
+    def unload(self, partition: int, now_ms: int) -> Effects:
+        self.consumer.unload(partition)
+        return super().unload(partition, now_ms)
+
+
+def _offset_commit_error(group: ConsumerGroup, member_id: str, member_epoch: int) -> Errors | None:
+    """``ConsumerGroup.validateOffsetCommit``: an admin commit (epoch < 0) only to an empty
+    group; else a known member at its current epoch."""
+    if member_epoch < 0 and not group.members:
+        return None
+    member = group.members.get(member_id)
+    if member is None:
+        return Errors.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return Errors.STALE_MEMBER_EPOCH
+    return None
