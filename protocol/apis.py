@@ -162,6 +162,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.RENEW_DELEGATION_TOKEN, 0, 2),
     (ApiKey.EXPIRE_DELEGATION_TOKEN, 0, 2),
     (ApiKey.DESCRIBE_DELEGATION_TOKEN, 0, 3),
+    # KIP-848: the consumer group protocol, Kafka 3.9's v0 (coordinator/group/unified.py).
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 0),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0),
 )
 
 # LEGACY_PRODUCE_VERSIONS / LEGACY_FETCH_VERSIONS (kafka_3_9_versions): the versions that carry
