@@ -2,6 +2,9 @@
 ConsumerGroupDescribe (69), v0 as Kafka 3.9 serves them, in front of the group coordinator
 (``coordinator.group.unified``).
 
+Both answer UNSUPPORTED_VERSION when ``group.coordinator.rebalance.protocols`` leaves ``consumer``
+out (``KafkaApis.isConsumerGroupProtocolEnabled``).
+
 Kafka 3.9's ``KafkaApis.handleConsumerGroupHeartbeat``: READ on the group, else
 GROUP_AUTHORIZATION_FAILED; the request goes to the coordinator with the client's id and host.
 Topic ids cross the wire as uuids and are the image's Kafka base64 strings inside.
@@ -23,7 +26,10 @@ from pykraft.broker.handlers.services import BrokerServices, topic_id_string
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.coordinator.group.consumer_group import ConsumerGroup
-from pykraft.coordinator.group.consumer_heartbeat import ConsumerGroupHeartbeatRequest
+from pykraft.coordinator.group.consumer_heartbeat import (
+    CONSUMER_PROTOCOL,
+    ConsumerGroupHeartbeatRequest,
+)
 from pykraft.coordinator.group.consumer_member import ConsumerGroupMember
 from pykraft.coordinator.group.effects import ConsumerGroupHeartbeatResult
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
@@ -42,8 +48,12 @@ def consumer_group_handlers(
     services: BrokerServices, coordinator: GroupCoordinatorShell
 ) -> dict[ApiKey, ApiHandler]:
     authorizer = services.authorizer
+    enabled = CONSUMER_PROTOCOL in coordinator.core.consumer.consumer_config.rebalance_protocols
 
     async def heartbeat(context: RequestContext, request: Any) -> Any:
+        if not enabled:
+            refused = ConsumerGroupHeartbeatResult(error=Errors.UNSUPPORTED_VERSION)
+            return heartbeat_response(refused)
         if not authorizer.authorize(
             context, AclOperation.READ, ResourceType.GROUP, request.group_id
         ):
@@ -57,6 +67,9 @@ def consumer_group_handlers(
         image = services.metadata()
         groups = []
         for group_id in request.group_ids:
+            if not enabled:
+                groups.append(_failed_group(group_id, Errors.UNSUPPORTED_VERSION))
+                continue
             if not authorizer.authorize(
                 context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id
             ):

@@ -15,13 +15,16 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import ListGroupsRequest
 
+from pykraft.broker.handlers.consumer_groups import consumer_group_handlers
+from pykraft.broker.kafka_apis import KafkaApis
+from pykraft.coordinator.group.consumer_heartbeat import ConsumerGroupConfig
 from pykraft.metadata.auth.acl import AclOperation
 from pykraft.metadata.records import kafka_string_to_uuid
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import request_class
 from pykraft.protocol.errors import Errors
 from tests.broker.handler_support import pets_and_birds, started_cluster
-from tests.broker.replica_harness import PETS_ID
+from tests.broker.replica_harness import PETS_ID, services
 from tests.broker.test_authorization import ADMIN
 from tests.broker.test_authorization_groups import GROUP, Broker, group_acl, run
 from tests.broker.test_handlers_groups import GroupCluster, settle
@@ -146,5 +149,28 @@ def test_unknown_group_describes_as_group_id_not_found(cluster: GroupCluster) ->
             DESCRIBE(version=0, group_ids=["ghosts"], include_authorized_operations=False),
         )
         assert [g.error_code for g in described.groups] == [Errors.GROUP_ID_NOT_FOUND]
+
+    run(scenario)
+
+
+def test_without_the_consumer_protocol_both_apis_are_unsupported(cluster: GroupCluster) -> None:
+    """``group.coordinator.rebalance.protocols=classic``: ``isConsumerGroupProtocolEnabled``."""
+
+    async def scenario() -> None:
+        broker = Broker(cluster, group_acl(AclOperation.READ))
+        broker.shell.core.consumer.consumer_config = ConsumerGroupConfig(
+            rebalance_protocols=frozenset({"classic"})
+        )
+        broker.apis = KafkaApis()
+        broker.apis.register_all(consumer_group_handlers(services(cluster), broker.shell))
+        await settle()
+        refused = await broker.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, join())
+        assert refused.error_code == Errors.UNSUPPORTED_VERSION
+        described = await broker.send(
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
+            0,
+            DESCRIBE(version=0, group_ids=[GROUP], include_authorized_operations=False),
+        )
+        assert [g.error_code for g in described.groups] == [Errors.UNSUPPORTED_VERSION]
 
     run(scenario)
