@@ -10,6 +10,7 @@ from __future__ import annotations
 import attrs
 
 from pykraft.coordinator.group.assignors import RANGE_ASSIGNOR, UNIFORM_ASSIGNOR, Assignment
+from pykraft.coordinator.group.consumer_group import compile_regex
 from pykraft.coordinator.group.consumer_member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -109,6 +110,12 @@ def request_error(
             return invalid, "InstanceId can't be null."
     elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         return invalid, f"MemberEpoch is {epoch}, but must be greater than or equal to -2."
+    regex = request.subscribed_topic_regex
+    if regex is not None and compile_regex(regex) is None:
+        return (
+            Errors.INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex `{regex}` is not a valid regular expression.",
+        )
     assignor = request.server_assignor
     if assignor is not None and assignor not in config.assignors:
         supported = ", ".join(config.assignors)

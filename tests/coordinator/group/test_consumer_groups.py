@@ -205,6 +205,11 @@ def test_a_failed_write_is_the_clients_error():
             "RackId can't be empty.",
         ),
         (
+            {"member_epoch": 0, "subscribed_topic_regex": "topic-("},
+            Errors.INVALID_REGULAR_EXPRESSION,
+            "SubscribedTopicRegex `topic-(` is not a valid regular expression.",
+        ),
+        (
             {"member_epoch": 0, "subscribed_topic_names": ("foo",), "server_assignor": "sticky"},
             Errors.UNSUPPORTED_ASSIGNOR,
             "ServerAssignor sticky is not supported. Supported assignors: uniform, range.",

@@ -1,0 +1,212 @@
+"""confluent-kafka (librdkafka 2.16) with ``group.protocol=consumer`` (KIP-848) against a real
+pykraft cluster, as Kafka's ``PlaintextConsumerTest`` / ``ConsumerGroupHeartbeatRequestTest`` run
+the consumer protocol: members join one by one and the partitions spread evenly, assignment moves
+incrementally (a member's partitions that do not move are never revoked, seen through the
+``on_assign`` / ``on_revoke`` callbacks), committed offsets are where a restarted group resumes,
+and a regular-expression subscription picks up a topic created after it.
+
+The session cluster runs ``group.consumer.heartbeat.interval.ms=500`` (and its minimum), as
+Kafka's own consumer-protocol integration tests set it, so each reconciliation step takes
+about half a second instead of five.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from tests.clients.conftest import DevCluster
+from tests.clients.support import unique_topic
+
+pytestmark = pytest.mark.clients
+
+PARTITIONS = 6
+TIMEOUT_S = 30.0
+POLL_S = 0.05
+
+
+def create_topic(cluster: DevCluster, name: str, partitions: int = PARTITIONS) -> str:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=TIMEOUT_S,
+        request_timeout=TIMEOUT_S,
+    )
+    assert futures[name].result(timeout=TIMEOUT_S) is None
+    cluster.wait_for_topic(name, partitions)
+    return name
+
+
+def produce(cluster: DevCluster, topic: str, per_partition: int, tag: str) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for partition in range(PARTITIONS):
+        for index in range(per_partition):
+            producer.produce(
+                topic, value=f"{tag}-{partition}-{index}".encode(), partition=partition
+            )
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+class Member:
+    """One consumer-protocol consumer and what its rebalance callbacks told it."""
+
+    def __init__(self, cluster: DevCluster, group: str, name: str, **config: Any) -> None:
+        self.name = name
+        self.owned: set[tuple[str, int]] = set()
+        self.revoked: list[set[tuple[str, int]]] = []
+        self.assigned: list[set[tuple[str, int]]] = []
+        self.read: list[tuple[str, int, int, bytes]] = []
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "client.id": name,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                **config,
+            }
+        )
+
+    def subscribe(self, topics: list[str]) -> None:
+        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        added = {(p.topic, p.partition) for p in partitions}
+        assert not added & self.owned, f"{self.name} was given {added & self.owned} again"
+        self.assigned.append(added)
+        self.owned |= added
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        removed = {(p.topic, p.partition) for p in partitions}
+        self.revoked.append(removed)
+        self.owned -= removed
+
+    def poll(self) -> None:
+        record = self.consumer.poll(POLL_S)
+        if record is None:
+            return
+        assert record.error() is None, f"{self.name}: {record.error()}"
+        topic, partition, offset, value = (
+            record.topic(),
+            record.partition(),
+            record.offset(),
+            record.value(),
+        )
+        assert topic is not None and partition is not None and offset is not None
+        assert isinstance(value, bytes)
+        self.read.append((topic, partition, offset, value))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def poll_until(members: list[Member], done: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        for member in members:
+            member.poll()
+        if done():
+            return
+    owned = {m.name: sorted(m.owned) for m in members}
+    raise AssertionError(f"not {what} within {TIMEOUT_S}s: {owned}")
+
+
+def spread(members: list[Member], topic: str, sizes: list[int]) -> Callable[[], bool]:
+    def check() -> bool:
+        owned = [m.owned for m in members]
+        union = set().union(*owned)
+        return (
+            sorted(len(o) for o in owned) == sorted(sizes)
+            and union == {(topic, p) for p in range(PARTITIONS)}
+            and sum(len(o) for o in owned) == PARTITIONS
+        )
+
+    return check
+
+
+def test_members_join_spread_evenly_move_incrementally_and_resume_from_commits(
+    cluster: DevCluster,
+) -> None:
+    topic = create_topic(cluster, unique_topic("kip848"))
+    group = f"kip848-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 5, "first")
+    first, second, third = (Member(cluster, group, f"member-{n}") for n in (1, 2, 3))
+    members = [first]
+    try:
+        first.subscribe([topic])
+        poll_until(members, spread(members, topic, [6]), "all six partitions with one member")
+
+        for joining, sizes in ((second, [3, 3]), (third, [2, 2, 2])):
+            before = {m.name: set(m.owned) for m in members}
+            revoked_before = {m.name: len(m.revoked) for m in members}
+            joining.subscribe([topic])
+            members.append(joining)
+            poll_until(members, spread(members, topic, sizes), f"spread as {sizes}")
+            for member in members[:-1]:
+                # Incremental: only what moved was revoked; what it kept it held throughout.
+                revoked = set().union(*member.revoked[revoked_before[member.name] :])
+                assert revoked == before[member.name] - member.owned
+                assert member.owned <= before[member.name]
+            assert not joining.revoked
+
+        def distinct() -> set[tuple[int, int]]:
+            return {(p, offset) for m in members for _, p, offset, _ in m.read}
+
+        def caught_up() -> bool:
+            """Each owner has read its partitions to the end (a partition that moved is read
+            again by its new owner: nothing was committed yet)."""
+            return all(
+                (p, 4) in {(rp, offset) for _, rp, offset, _ in m.read}
+                for m in members
+                for _, p in m.owned
+            )
+
+        poll_until(members, caught_up, "every partition read to its end by its owner")
+        assert distinct() == {(p, offset) for p in range(PARTITIONS) for offset in range(5)}
+        for member in members:
+            member.consumer.commit(asynchronous=False)
+    finally:
+        for member in (first, second, third):
+            member.close()
+
+    produce(cluster, topic, 1, "second")
+    resumed = Member(cluster, group, "member-4")
+    try:
+        resumed.subscribe([topic])
+        poll_until([resumed], lambda: len(resumed.read) >= 6, "the six new records read")
+        time.sleep(0.5)
+        resumed.poll()
+        assert sorted(v for _, _, _, v in resumed.read) == sorted(
+            f"second-{p}-0".encode() for p in range(PARTITIONS)
+        )
+    finally:
+        resumed.close()
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(cluster: DevCluster) -> None:
+    prefix = f"topic-{uuid.uuid4().hex[:8]}"
+    early = create_topic(cluster, f"{prefix}-early", partitions=2)
+    member = Member(
+        cluster,
+        f"regex-{uuid.uuid4().hex[:8]}",
+        "regex",
+        **{"topic.metadata.refresh.interval.ms": 1000},
+    )
+    try:
+        member.subscribe([f"^{prefix}-.*"])
+        poll_until([member], lambda: member.owned == {(early, 0), (early, 1)}, "the early topic")
+        late = create_topic(cluster, f"{prefix}-late", partitions=2)
+        expected = {(early, 0), (early, 1), (late, 0), (late, 1)}
+        poll_until([member], lambda: member.owned == expected, "the late topic too")
+        assert not member.revoked  # the early topic's partitions never moved
+    finally:
+        member.close()
