@@ -21,7 +21,7 @@ Timers, loading, unloading and appends are the classic manager's, extended.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pykraft.coordinator.group.consumer_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -157,6 +157,52 @@ class UnifiedGroupCoordinator(GroupCoordinator):
             holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
         self._store_offsets(holder, offsets, request_id, step)
         return step.effects
+
+    def handle_delete_groups(
+        self, group_ids: Iterable[str], now_ms: int
+    ) -> tuple[dict[str, Errors], Effects]:
+        """DeleteGroups: a consumer group with members is NON_EMPTY_GROUP; an empty one goes
+        with its records (tombstones) and its committed offsets (``deleteGroups``)."""
+        asked = list(dict.fromkeys(group_ids))
+        effects = Effects()
+        decided: dict[str, Errors] = {}
+        for group_id in asked:
+            group = self.consumer_groups.get(group_id)
+            if group is None or self.validate_group_status(group_id, ApiKey.DELETE_GROUPS):
+                continue
+            if group.members:
+                decided[group_id] = Errors.NON_EMPTY_GROUP
+                continue
+            effects.merge(self._delete_consumer_group(group, now_ms))
+            decided[group_id] = Errors.NONE
+        # The classic groups asked for, and the offsets of the consumer groups just deleted.
+        rest = [
+            g for g in asked if g not in decided or (decided[g] is Errors.NONE and g in self.groups)
+        ]
+        results, classic_effects = super().handle_delete_groups(rest, now_ms)
+        effects.merge(classic_effects)
+        return {g: decided.get(g) or results[g] for g in asked}, effects
+
+    def handle_delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition], now_ms: int
+    ) -> tuple[Errors, dict[TopicPartition, Errors], Effects]:
+        """OffsetDelete on a consumer group: a partition of a topic it subscribes to is
+        GROUP_SUBSCRIBED_TO_TOPIC, members or not; the others are deleted
+        (``OffsetMetadataManager.deleteOffsets`` over ``ConsumerGroup.isSubscribedToTopic``)."""
+        group = self.consumer_groups.get(group_id)
+        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_DELETE):
+            return super().handle_delete_offsets(group_id, partitions, now_ms)
+        subscribed = set(group.subscription_metadata) | group.subscribed_topic_names(())
+        errors = {
+            tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp.topic in subscribed
+        }
+        eligible = [tp for tp in partitions if tp not in errors]
+        effects = Effects()
+        if eligible and group_id in self.groups:
+            _, deleted, effects = super().handle_delete_offsets(group_id, eligible, now_ms)
+            errors.update(deleted)
+        errors.update({tp: Errors.NONE for tp in eligible if tp not in errors})
+        return Errors.NONE, errors, effects
 
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
         if group_id in self.consumer_groups and not self.validate_group_status(

@@ -398,3 +398,56 @@ def test_the_group_survives_a_coordinator_failover():
     # A member that left stays gone after another reload.
     h.call(member_id=b.member_id, member_epoch=-1)
     assert list(h.reload().consumer_groups[GROUP].members) == [a.member_id]
+
+
+def commit_offsets(h: ConsumerHarness, member_id: str, epoch: int, *topics: str) -> None:
+    offsets = {
+        TopicPartition(name, 0): OffsetAndMetadata(offset=3, commit_timestamp_ms=h.now_ms)
+        for name in topics
+    }
+    h.take(
+        h.coordinator.handle_commit_offsets(
+            group_id=GROUP,
+            member_id=member_id,
+            generation_id=epoch,
+            offsets=offsets,
+            request_id=900,
+            now_ms=h.now_ms,
+        )
+    )
+
+
+def test_delete_groups_refuses_a_consumer_group_with_members_and_deletes_an_empty_one():
+    # GroupMetadataManagerTest.testConsumerGroupDelete / deleteGroups' NON_EMPTY_GROUP
+    h = harness()
+    a = h.join(("foo",))
+    commit_offsets(h, a.member_id, 1, "foo")
+    results, effects = h.coordinator.handle_delete_groups([GROUP, "nobody"], h.now_ms)
+    assert results == {GROUP: Errors.NON_EMPTY_GROUP, "nobody": Errors.GROUP_ID_NOT_FOUND}
+    h.call(member_id=a.member_id, member_epoch=-1)
+    results, effects = h.coordinator.handle_delete_groups([GROUP], h.now_ms)
+    assert results == {GROUP: Errors.NONE}
+    h.take(effects)
+    assert GROUP not in h.coordinator.consumer_groups
+    assert h.coordinator.fetch_offsets(GROUP, None)[1] == []
+    # Gone after a failover too: its tombstones are replayed.
+    reloaded = h.reload()
+    assert GROUP not in reloaded.consumer_groups and GROUP not in reloaded.groups
+
+
+def test_offset_delete_keeps_the_subscribed_topics_offsets():
+    # OffsetMetadataManagerTest.testDeleteOffsetsWithSubscribedTopics (GROUP_SUBSCRIBED_TO_TOPIC)
+    h = harness()
+    a = h.join(("foo",))
+    commit_offsets(h, a.member_id, 1, "foo", "bar")
+    error, errors, effects = h.coordinator.handle_delete_offsets(
+        GROUP, [TopicPartition("foo", 0), TopicPartition("bar", 0)], h.now_ms
+    )
+    h.take(effects)
+    assert error is Errors.NONE
+    assert errors == {
+        TopicPartition("foo", 0): Errors.GROUP_SUBSCRIBED_TO_TOPIC,
+        TopicPartition("bar", 0): Errors.NONE,
+    }
+    fetched = h.coordinator.fetch_offsets(GROUP, None)[1]
+    assert [f.topic_partition for f in fetched if f.offset] == [TopicPartition("foo", 0)]
