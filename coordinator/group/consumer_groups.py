@@ -23,7 +23,7 @@ One heartbeat, one pass, in Kafka's order:
    heartbeat or a changed assignment, the partitions it may consume.
 
 Records are applied to memory at once (Kafka replays them into its timeline); the answer waits
-until they are appended (``_PendingConsumerWrite``), as Kafka's runtime completes a write only
+until they are appended (``PendingConsumerWrite``), as Kafka's runtime completes a write only
 after the log has it. Leaving (epoch -1), a session timeout, and a rebalance timeout (partitions
 not revoked in time) remove the member with tombstones and bump the group epoch; a static member
 leaving with epoch -2 keeps its place and partitions until its session times out or its instance
@@ -44,8 +44,11 @@ from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
     ConsumerGroupHeartbeatRequest,
     Refusal,
+    assignment_record_changed,
+    is_simple_group,
     member_epoch_error,
     metadata_changed,
+    refused,
     subscription_changed,
     updated_member,
 )
@@ -66,12 +69,12 @@ from pykraft.coordinator.group.effects import (
 )
 from pykraft.coordinator.group.offsets import group_append_error
 from pykraft.coordinator.group.rebalance import GroupConfig
-from pykraft.coordinator.group.state import GroupMetadata, GroupState
+from pykraft.coordinator.group.state import GroupMetadata
 from pykraft.protocol.errors import Errors
 
 
 @attrs.frozen
-class _PendingConsumerWrite:
+class PendingConsumerWrite:
     # None: a timer's write (a fenced member); nobody waits.
     request_id: int | None
     result: ConsumerGroupHeartbeatResult | None
@@ -95,7 +98,7 @@ class ConsumerGroupCore:
         consumer_config: ConsumerGroupConfig,
         *,
         new_member_id: Callable[[], str],
-        new_write: Callable[[_PendingConsumerWrite], int],
+        new_write: Callable[[PendingConsumerWrite], int],
         partition_for: Callable[[str], int],
     ) -> None:
         self.config = config
@@ -164,7 +167,7 @@ class ConsumerGroupCore:
             group.current_partition_epoch,
             request.topic_partitions,
         )
-        if is_new or _assignment_record_changed(updated, reconciled):
+        if is_new or assignment_record_changed(updated, reconciled):
             group.update_member(reconciled)
             written.append(records.current_assignment_record(gid, reconciled))
         self.groups[gid] = group
@@ -371,12 +374,12 @@ class ConsumerGroupCore:
             if not written:
                 return
             result, request_id = None, None
-        write_id = self._new_write(_PendingConsumerWrite(request_id, result))
+        write_id = self._new_write(PendingConsumerWrite(request_id, result))
         append = Append(write_id, self._partition_for(group_id), tuple(written), now_ms)
         effects.appends.append(append)
 
     @staticmethod
-    def on_append_done(pending: _PendingConsumerWrite, error: Errors, effects: Effects) -> None:
+    def on_append_done(pending: PendingConsumerWrite, error: Errors, effects: Effects) -> None:
         if pending.request_id is None or pending.result is None:
             return
         if error is Errors.NONE:
@@ -401,24 +404,3 @@ class ConsumerGroupCore:
         self.groups.pop(group_id, None)
         for key in [k for k in self._deadlines if k[0] == group_id]:
             del self._deadlines[key]
-
-
-def is_simple_group(group: GroupMetadata) -> bool:
-    """Kafka's ``ClassicGroup.isSimpleGroup`` in spirit: an empty classic group that only
-    holds offsets, which a consumer group may take over."""
-    return group.is_(GroupState.EMPTY) and not group.members and not group.pending_members
-
-
-def refused(refusal: tuple[Errors, str | None]) -> ConsumerGroupHeartbeatResult:
-    error, message = refusal
-    return ConsumerGroupHeartbeatResult(error=error, error_message=message)
-
-
-def _assignment_record_changed(before: ConsumerGroupMember, after: ConsumerGroupMember) -> bool:
-    return (
-        before.member_epoch != after.member_epoch
-        or before.previous_member_epoch != after.previous_member_epoch
-        or before.state != after.state
-        or assignment_changed(before, after)
-        or dict(before.partitions_pending_revocation) != dict(after.partitions_pending_revocation)
-    )

@@ -16,8 +16,11 @@ from pykraft.coordinator.group.consumer_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupMember,
+    assignment_changed,
     is_subset,
 )
+from pykraft.coordinator.group.effects import ConsumerGroupHeartbeatResult
+from pykraft.coordinator.group.state import GroupMetadata, GroupState
 from pykraft.protocol.errors import Errors
 
 # Kafka's Integer.MAX_VALUE default of group.consumer.max.size.
@@ -202,4 +205,26 @@ def metadata_changed(before: ConsumerGroupMember, after: ConsumerGroupMember) ->
         or before.client_id != after.client_id
         or before.client_host != after.client_host
         or before.rebalance_timeout_ms != after.rebalance_timeout_ms
+    )
+
+
+def is_simple_group(group: GroupMetadata) -> bool:
+    """Kafka's ``ClassicGroup.isSimpleGroup`` in spirit: an empty classic group that only
+    holds offsets, which a consumer group may take over."""
+    return group.is_(GroupState.EMPTY) and not group.members and not group.pending_members
+
+
+def refused(refusal: tuple[Errors, str | None]) -> ConsumerGroupHeartbeatResult:
+    error, message = refusal
+    return ConsumerGroupHeartbeatResult(error=error, error_message=message)
+
+
+def assignment_record_changed(before: ConsumerGroupMember, after: ConsumerGroupMember) -> bool:
+    """Anything of the current assignment record changed (it is written again)."""
+    return (
+        before.member_epoch != after.member_epoch
+        or before.previous_member_epoch != after.previous_member_epoch
+        or before.state != after.state
+        or assignment_changed(before, after)
+        or dict(before.partitions_pending_revocation) != dict(after.partitions_pending_revocation)
     )

@@ -27,14 +27,11 @@ from pykraft.coordinator.group.consumer_group import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerGroup,
 )
-from pykraft.coordinator.group.consumer_groups import (
-    ConsumerGroupCore,
-    _PendingConsumerWrite,
-    refused,
-)
+from pykraft.coordinator.group.consumer_groups import ConsumerGroupCore, PendingConsumerWrite
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
     ConsumerGroupHeartbeatRequest,
+    refused,
     request_error,
 )
 from pykraft.coordinator.group.consumer_records import TopicMetadata, group_tombstones
@@ -121,7 +118,7 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         """An empty consumer group gives its id up: its records become tombstones."""
         effects = Effects()
         self.consumer.unload_group(group.group_id)
-        write_id = self._new_write(_PendingConsumerWrite(None, None))  # type: ignore[arg-type]
+        write_id = self._new_write(PendingConsumerWrite(None, None))  # type: ignore[arg-type]
         partition = self.partition_for(group.group_id)
         tombstones = group_tombstones(group.group_id)
         effects.appends.append(Append(write_id, partition, tombstones, now_ms))
@@ -231,7 +228,7 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         self, write_id: int, error: Errors, base_offset: int, now_ms: int
     ) -> Effects:
         pending = self._writes.get(write_id)
-        if not isinstance(pending, _PendingConsumerWrite):
+        if not isinstance(pending, PendingConsumerWrite):
             return super().on_append_done(write_id, error, base_offset, now_ms)
         del self._writes[write_id]
         effects = Effects()
