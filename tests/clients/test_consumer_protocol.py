@@ -210,3 +210,33 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(cluster: DevCluster
         assert not member.revoked  # the early topic's partitions never moved
     finally:
         member.close()
+
+
+def test_a_classic_group_restarted_with_the_consumer_protocol_resumes_from_its_offsets(
+    cluster: DevCluster,
+) -> None:
+    """The issue's conversion, as pykraft does it: the classic members leave, the same group id
+    comes back with ``group.protocol=consumer`` and reads on from the classic commits (online
+    conversion with both kinds of members at once is not built)."""
+    topic = create_topic(cluster, unique_topic("convert"))
+    group = f"convert-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 2, "before")
+    classic = Member(cluster, group, "classic", **{"group.protocol": "classic"})
+    try:
+        classic.subscribe([topic])
+        poll_until([classic], lambda: len(classic.read) == 12, "the classic member reads all")
+        classic.consumer.commit(asynchronous=False)
+    finally:
+        classic.close()
+    produce(cluster, topic, 1, "after")
+    converted = Member(cluster, group, "converted")
+    try:
+        converted.subscribe([topic])
+        poll_until([converted], lambda: len(converted.read) >= 6, "the new records read")
+        time.sleep(0.5)
+        converted.poll()
+        assert sorted(v for _, _, _, v in converted.read) == sorted(
+            f"after-{p}-0".encode() for p in range(PARTITIONS)
+        )
+    finally:
+        converted.close()

@@ -47,7 +47,9 @@ class Joined:
 
 class ConsumerHarness:
     def __init__(self, topics: list[TopicMetadata], **consumer: Any) -> None:
-        self.config = GroupConfig(offsets_topic_num_partitions=1)
+        self.config = GroupConfig(
+            offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0
+        )
         self.consumer_config = ConsumerGroupConfig(**consumer)
         self.ids = 0
         self.coordinator = self._new_coordinator()
@@ -96,6 +98,13 @@ class ConsumerHarness:
                 self.take(
                     self.coordinator.on_append_done(append.write_id, Errors.NONE, 0, self.now_ms)
                 )
+        self._poll_due()
+
+    def _poll_due(self) -> None:
+        """Deadlines already due are acted on at once, as the shell's timer does."""
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline is not None and deadline <= self.now_ms:
+            self.take(self.coordinator.poll(self.now_ms))
 
     def release(self, error: Errors = Errors.NONE) -> None:
         held, self.held = self.held, []

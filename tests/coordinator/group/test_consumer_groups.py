@@ -451,3 +451,58 @@ def test_offset_delete_keeps_the_subscribed_topics_offsets():
     }
     fetched = h.coordinator.fetch_offsets(GROUP, None)[1]
     assert [f.topic_partition for f in fetched if f.offset] == [TopicPartition("foo", 0)]
+
+
+def classic_join(h: ConsumerHarness, request_id: int, member_id: str = "") -> JoinGroupResult:
+    join = JoinGroupRequest(
+        group_id=GROUP,
+        member_id=member_id,
+        client_id="c",
+        client_host="h",
+        rebalance_timeout_ms=10_000,
+        session_timeout_ms=10_000,
+        protocol_type="consumer",
+        protocols=(Protocol("range", b""),),
+        require_known_member_id=False,
+    )
+    h.take(h.coordinator.handle_join_group(join, request_id, h.now_ms))
+    result = h.answers[request_id]
+    assert isinstance(result, JoinGroupResult)
+    return result
+
+
+def test_a_classic_group_whose_members_restart_with_the_consumer_protocol_keeps_its_offsets():
+    """The conversion pykraft does: once the classic members have left (the group is an empty
+    classic group holding offsets, Kafka's ``isSimpleGroup``), consumer members take the id over
+    and resume from its offsets; and back again once the consumer group is empty."""
+    h = harness()
+    joined = classic_join(h, 801)
+    assert joined.error is Errors.NONE
+    h.take(
+        h.coordinator.handle_sync_group(
+            group_id=GROUP,
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments={joined.member_id: b""},
+            request_id=802,
+            now_ms=h.now_ms,
+        )
+    )
+    commit_offsets(h, joined.member_id, joined.generation_id, "foo")
+    # A consumer member while the classic member is still there: not a consumer group.
+    assert h.join(("foo",)).error is Errors.GROUP_ID_NOT_FOUND
+    h.take(h.coordinator.handle_leave_group(GROUP, [(joined.member_id, None)], 803, h.now_ms))
+    member = h.join(("foo",))
+    assert member.error is Errors.NONE and member.assignment == ps(h, "foo", *range(6))
+    fetched = h.coordinator.fetch_offsets(GROUP, None)[1]
+    assert [(f.topic_partition, f.offset.offset) for f in fetched if f.offset] == [
+        (TopicPartition("foo", 0), 3)
+    ]
+    # Back to classic once the consumer group is empty: its records are tombstoned.
+    h.call(member_id=member.member_id, member_epoch=-1)
+    assert classic_join(h, 804).error is Errors.NONE
+    assert GROUP not in h.coordinator.consumer_groups
+    assert [f.offset.offset for f in h.coordinator.fetch_offsets(GROUP, None)[1] if f.offset] == [3]
+    assert GROUP not in h.reload().consumer_groups
