@@ -64,7 +64,7 @@ from pykraft.coordinator.group.unified import UnifiedGroupCoordinator
 from pykraft.coordinator.group.views import GroupOverview, GroupSummary
 from pykraft.coordinator.group.writer import OFFSET_COMMIT_TIMEOUT_MS, OffsetsWriter
 from pykraft.coordinator.shell_runtime import ShellRuntime
-from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.image import MetadataImage, TopicsImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.protocol.errors import Errors
 from pykraft.storage.deadline_timer import DeadlineTimer
@@ -101,6 +101,7 @@ class GroupCoordinatorShell:
         )
         self._runtime: ShellRuntime[Result] = ShellRuntime(logger)
         self._timer = DeadlineTimer(lambda: self.wall_clock_ms(), self._on_timer)
+        self._topics_seen: TopicsImage | None = None
 
     # ------------------------------------------------------------------ requests
 
@@ -323,12 +324,15 @@ class GroupCoordinatorShell:
         if topic is not None and topic.partitions and not self.core.partitions:
             # Kafka reads the partition count of an existing topic, not the config.
             self.core.num_partitions = len(topic.partitions)
-        self.core.update_topics(
-            {
-                name: TopicMetadata(t.topic_id, name, len(t.partitions))
-                for name, t in image.topics.by_name.items()
-            }
-        )
+        if image.topics is not self._topics_seen:
+            # Consumer groups match subscriptions (and regexes) against these (KIP-848).
+            self._topics_seen = image.topics
+            self.core.update_topics(
+                {
+                    name: TopicMetadata(t.topic_id, name, len(t.partitions))
+                    for name, t in image.topics.by_name.items()
+                }
+            )
         now_ms = self.wall_clock_ms()
         gone = [key for key in changes.deletes if key.topic == OFFSETS_TOPIC]
         gone += [key for key in changes.followers if key.topic == OFFSETS_TOPIC]
