@@ -240,3 +240,33 @@ def test_a_classic_group_restarted_with_the_consumer_protocol_resumes_from_its_o
         )
     finally:
         converted.close()
+
+
+def test_a_static_member_restarted_in_time_gets_its_partitions_back_without_a_rebalance(
+    cluster: DevCluster,
+) -> None:
+    """KIP-345 in the consumer protocol: closing sends member epoch -2, the member keeps its
+    place for the session timeout; its restart (a new member id, same ``group.instance.id``)
+    takes its partitions back and the other member sees no revocation or assignment."""
+    topic = create_topic(cluster, unique_topic("static"))
+    group = f"static-{uuid.uuid4().hex[:8]}"
+    first = Member(cluster, group, "static-a", **{"group.instance.id": "instance-a"})
+    second = Member(cluster, group, "static-b", **{"group.instance.id": "instance-b"})
+    restarted: Member | None = None
+    first_open = True
+    try:
+        first.subscribe([topic])
+        poll_until([first], spread([first], topic, [6]), "six partitions for the first")
+        second.subscribe([topic])
+        poll_until([first, second], spread([first, second], topic, [3, 3]), "spread as 3/3")
+        kept, events = set(first.owned), (len(second.assigned), len(second.revoked))
+        first.close()
+        first_open = False
+        restarted = Member(cluster, group, "static-a2", **{"group.instance.id": "instance-a"})
+        restarted.subscribe([topic])
+        poll_until([restarted, second], lambda: restarted.owned == kept, "its partitions back")
+        assert (len(second.assigned), len(second.revoked)) == events
+    finally:
+        for member in (first if first_open else None, second, restarted):
+            if member is not None:
+                member.close()
