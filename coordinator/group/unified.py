@@ -9,9 +9,12 @@ ones in ``groups``; one id is one kind of group, as in Kafka 3.9's ``GroupMetada
   answers so when it may not convert the group, ``group.consumer.migration.policy``; online
   conversion is not built). An empty consumer group gives the id up (its tombstones written).
 * Offsets: a consumer group's committed offsets are kept where the classic ones are, in an
-  EMPTY ``GroupMetadata`` of the same id that is never shown as a group. OffsetCommit checks the
-  member id and member epoch (``ConsumerGroup.validateOffsetCommit``: UNKNOWN_MEMBER_ID,
-  STALE_MEMBER_EPOCH; epoch -1 only while the group has no members).
+  EMPTY ``GroupMetadata`` of the same id that is never shown as a group. OffsetCommit and
+  TxnOffsetCommit check the member id and member epoch (``ConsumerGroup.validateOffsetCommit``:
+  UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; epoch -1 only while the group has no members).
+  Not checked: Kafka's UNSUPPORTED_VERSION for a consumer-protocol member committing below
+  OffsetCommit v9 (the core is not told the request's version), nor OffsetFetch v9's member
+  epoch.
 * ListGroups shows consumer groups with type ``consumer`` and their state; DescribeGroups of a
   consumer group answers it DEAD with no error, as Kafka 3.9's ``describeGroups`` does for a
   group that is not classic.
@@ -36,7 +39,13 @@ from pykraft.coordinator.group.consumer_heartbeat import (
 )
 from pykraft.coordinator.group.consumer_records import TopicMetadata, group_tombstones
 from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
-from pykraft.coordinator.group.effects import Append, Effects, OffsetCommitResult
+from pykraft.coordinator.group.effects import (
+    Append,
+    Effects,
+    OffsetCommitResult,
+    TransactionalProducer,
+)
+from pykraft.coordinator.group.manager import OwnedPartition, PartitionStatus
 from pykraft.coordinator.group.offsets import LoadedGroups
 from pykraft.coordinator.group.rebalance import GroupConfig, join_error
 from pykraft.coordinator.group.records import OffsetAndMetadata
@@ -201,6 +210,43 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         errors.update({tp: Errors.NONE for tp in eligible if tp not in errors})
         return Errors.NONE, errors, effects
 
+    def handle_txn_commit_offsets(
+        self,
+        *,
+        group_id: str,
+        producer: TransactionalProducer,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        request_id: int,
+        now_ms: int,
+    ) -> Effects:
+        """TxnOffsetCommit from a consumer group's member (KIP-447 with KIP-848): the same
+        member and epoch checks as OffsetCommit, then the classic transactional path."""
+        group = self.consumer_groups.get(group_id)
+        if group is None or self.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT):
+            return super().handle_txn_commit_offsets(
+                group_id=group_id,
+                producer=producer,
+                member_id=member_id,
+                generation_id=generation_id,
+                group_instance_id=group_instance_id,
+                offsets=offsets,
+                request_id=request_id,
+                now_ms=now_ms,
+            )
+        step = self._step(now_ms)
+        error = _offset_commit_error(group, member_id, generation_id)
+        if error is not None:
+            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
+            return step.effects
+        holder = self.groups.get(group_id)
+        if holder is None:
+            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        self._store_offsets(holder, offsets, request_id, step, producer)
+        return step.effects
+
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
         if group_id in self.consumer_groups and not self.validate_group_status(
             group_id, ApiKey.DESCRIBE_GROUPS
@@ -248,7 +294,7 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         self, partition: int, epoch: int, loaded: LoadedGroups, now_ms: int
     ) -> tuple[Effects, tuple[str, ...]]:
         effects, problems = super().complete_loading(partition, epoch, loaded, now_ms)
-        if self.partitions.get(partition) is not None:
+        if self.partitions.get(partition) == OwnedPartition(PartitionStatus.ACTIVE, epoch):
             mine = [
                 g for g in loaded.consumer_groups if self.partition_for(g.group_id) == partition
             ]

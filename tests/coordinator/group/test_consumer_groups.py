@@ -12,7 +12,12 @@ import pytest
 
 from pykraft.coordinator.group.consumer_group import ConsumerGroupState
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
-from pykraft.coordinator.group.effects import JoinGroupResult, OffsetCommitResult
+from pykraft.coordinator.group.effects import (
+    JoinGroupResult,
+    OffsetCommitResult,
+    TransactionalProducer,
+)
+from pykraft.coordinator.group.offsets import LogRecord, OffsetsReplay
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import Protocol
 from pykraft.protocol.errors import Errors
@@ -506,3 +511,48 @@ def test_a_classic_group_whose_members_restart_with_the_consumer_protocol_keeps_
     assert GROUP not in h.coordinator.consumer_groups
     assert [f.offset.offset for f in h.coordinator.fetch_offsets(GROUP, None)[1] if f.offset] == [3]
     assert GROUP not in h.reload().consumer_groups
+
+
+def test_txn_offset_commit_checks_member_and_epoch_then_waits_for_the_marker():
+    h = harness()
+    a = h.join(("foo",))
+    offsets = {TopicPartition("foo", 0): OffsetAndMetadata(offset=9, commit_timestamp_ms=h.now_ms)}
+
+    def commit(epoch: int, request_id: int) -> OffsetCommitResult:
+        h.take(
+            h.coordinator.handle_txn_commit_offsets(
+                group_id=GROUP,
+                producer=TransactionalProducer(7, 0),
+                member_id=a.member_id,
+                generation_id=epoch,
+                group_instance_id=None,
+                offsets=offsets,
+                request_id=request_id,
+                now_ms=h.now_ms,
+            )
+        )
+        result = h.answers[request_id]
+        assert isinstance(result, OffsetCommitResult)
+        return result
+
+    assert set(commit(5, 601).errors.values()) == {Errors.STALE_MEMBER_EPOCH}
+    assert set(commit(1, 602).errors.values()) == {Errors.NONE}
+    assert [f.offset for f in h.coordinator.fetch_offsets(GROUP, None)[1]] == []
+    h.coordinator.complete_transaction(0, 7, commit=True)
+    fetched = h.coordinator.fetch_offsets(GROUP, None)[1]
+    assert [f.offset.offset for f in fetched if f.offset] == [9]
+
+
+def test_a_stale_load_installs_no_consumer_group():
+    h = harness()
+    h.join(("foo",))
+    appended = list(h.appended)
+    fresh = h.reload()
+    # Leadership moves on (epoch 1) while an epoch-0 load is still replaying.
+    fresh.unload(0, h.now_ms)
+    fresh.begin_loading(0, 1, h.now_ms)
+    replay = OffsetsReplay()
+    for offset, append in enumerate(appended):
+        replay.replay(LogRecord(offset, r.key, r.value) for r in append.records)
+    fresh.complete_loading(0, 0, replay.loaded(h.now_ms), h.now_ms)
+    assert GROUP not in fresh.consumer_groups
