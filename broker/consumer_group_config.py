@@ -11,6 +11,7 @@
   group.consumer.assignors                 uniform,range (Kafka's class names are accepted too)
   group.coordinator.rebalance.protocols    classic,consumer (Kafka 3.9: classic; see
                                            ``coordinator.group.consumer_heartbeat``)
+  group.consumer.migration.policy          bidirectional (disabled, upgrade, downgrade)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ _ASSIGNOR_NAMES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM_ASSIGNOR,
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": RANGE_ASSIGNOR,
 }
+_MIGRATION_POLICIES = frozenset({"disabled", "upgrade", "downgrade", "bidirectional"})
 _INTS = (
     ("session_timeout_ms", "group.consumer.session.timeout.ms", 1),
     ("min_session_timeout_ms", "group.consumer.min.session.timeout.ms", 1),
@@ -52,6 +54,14 @@ def consumer_group_config(values: Mapping[str, str]) -> ConsumerGroupConfig:
     fields["rebalance_protocols"] = _protocols(
         values.get("group.coordinator.rebalance.protocols"), defaults.rebalance_protocols
     )
+    policy = values.get("group.consumer.migration.policy", defaults.migration_policy)
+    policy = policy.strip().lower()
+    if policy not in _MIGRATION_POLICIES:
+        raise BrokerConfigError(
+            "group.consumer.migration.policy",
+            f"{policy!r} is not one of {', '.join(sorted(_MIGRATION_POLICIES))}",
+        )
+    fields["migration_policy"] = policy
     config = ConsumerGroupConfig(**fields)  # type: ignore[arg-type]
     _check(config)
     return config

@@ -116,6 +116,8 @@ PURE_CORES = [
     "coordinator/group/consumer_records.py",
     "coordinator/group/consumer_replay.py",
     "coordinator/group/unified.py",
+    "coordinator/group/consumer_migration.py",
+    "coordinator/group/consumer_classic_members.py",
     "coordinator/transaction/state.py",
     "coordinator/transaction/metadata.py",
     "coordinator/transaction/records.py",

@@ -66,6 +66,11 @@ from pykraft.coordinator.group.effects import (
     ConsumerGroupHeartbeatResult,
     CoordinatorRecord,
     Effects,
+    HeartbeatResult,
+    JoinGroupResult,
+    LeaveGroupResult,
+    Result,
+    SyncGroupResult,
 )
 from pykraft.coordinator.group.offsets import group_append_error
 from pykraft.coordinator.group.rebalance import GroupConfig
@@ -77,7 +82,8 @@ from pykraft.protocol.errors import Errors
 class PendingConsumerWrite:
     # None: a timer's write (a fenced member); nobody waits.
     request_id: int | None
-    result: ConsumerGroupHeartbeatResult | None
+    # A ConsumerGroupHeartbeat's answer, or a classic member's (JoinGroup, SyncGroup, ...).
+    result: Result | None
 
 
 @attrs.define
@@ -120,14 +126,16 @@ class ConsumerGroupCore:
         request_id: int,
         now_ms: int,
         effects: Effects,
+        written_before: Iterable[CoordinatorRecord] = (),
     ) -> None:
         """``consumerGroupHeartbeat``, after the request's checks (``request_error``) and the
-        group's status (``validate_group_status``), both the caller's."""
+        group's status (``validate_group_status``), both the caller's; ``written_before``: the
+        records of an upgrade of the group just done (written first, in the same batch)."""
         if classic is not None and not is_simple_group(classic):
             message = f"Group {request.group_id} is not a consumer group."
             effects.answer(request_id, refused((Errors.GROUP_ID_NOT_FOUND, message)))
             return
-        written: list[CoordinatorRecord] = []
+        written: list[CoordinatorRecord] = list(written_before)
         if request.is_leave:
             outcome = self._leave(request, now_ms, written)
         else:
@@ -333,7 +341,10 @@ class ConsumerGroupCore:
 
     def _arm_timers(self, group_id: str, member: ConsumerGroupMember, now_ms: int) -> None:
         deadlines = self._deadlines.setdefault((group_id, member.member_id), _MemberDeadlines(0))
-        deadlines.session_ms = now_ms + self.consumer_config.session_timeout_ms
+        session_timeout_ms = member.classic_session_timeout_ms
+        if session_timeout_ms is None:
+            session_timeout_ms = self.consumer_config.session_timeout_ms
+        deadlines.session_ms = now_ms + session_timeout_ms
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if deadlines.rebalance_ms is None or deadlines.rebalance_epoch != member.member_epoch:
                 deadlines.rebalance_ms = now_ms + max(member.rebalance_timeout_ms, 0)
@@ -364,11 +375,11 @@ class ConsumerGroupCore:
         group_id: str,
         written: list[CoordinatorRecord],
         request_id: int | None,
-        result: ConsumerGroupHeartbeatResult | None,
+        result: Result | None,
         now_ms: int,
         effects: Effects,
     ) -> None:
-        if not written or result is None or result.error is not Errors.NONE:
+        if not written or result is None or getattr(result, "error", None) is not Errors.NONE:
             if request_id is not None and result is not None:
                 effects.answer(request_id, result)
             if not written:
@@ -385,7 +396,7 @@ class ConsumerGroupCore:
         if error is Errors.NONE:
             effects.answer(pending.request_id, pending.result)
         else:
-            effects.answer(pending.request_id, refused((group_append_error(error), None)))
+            effects.answer(pending.request_id, failed(pending.result, group_append_error(error)))
 
     # ------------------------------------------------------------------ loading
 
@@ -404,3 +415,16 @@ class ConsumerGroupCore:
         self.groups.pop(group_id, None)
         for key in [k for k in self._deadlines if k[0] == group_id]:
             del self._deadlines[key]
+
+
+def failed(result: Result, error: Errors) -> Result:
+    """``result``'s request answered with ``error`` instead (its records were not written)."""
+    if isinstance(result, JoinGroupResult):
+        return JoinGroupResult(member_id=result.member_id, error=error)
+    if isinstance(result, SyncGroupResult):
+        return SyncGroupResult(error=error)
+    if isinstance(result, HeartbeatResult):
+        return HeartbeatResult(error)
+    if isinstance(result, LeaveGroupResult):
+        return LeaveGroupResult(error)
+    return refused((error, None))

@@ -47,6 +47,9 @@ class ConsumerGroupConfig:
     # group.consumer.assignors: the first is the default.
     assignors: tuple[str, ...] = (UNIFORM_ASSIGNOR, RANGE_ASSIGNOR)
     rebalance_protocols: frozenset[str] = frozenset({CLASSIC_PROTOCOL, CONSUMER_PROTOCOL})
+    # group.consumer.migration.policy: disabled, upgrade, downgrade or bidirectional (Kafka
+    # 4.0's default; pykraft builds the upgrade only, coordinator.group.consumer_migration).
+    migration_policy: str = "bidirectional"
 
 
 @attrs.frozen(kw_only=True)

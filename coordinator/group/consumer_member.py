@@ -75,6 +75,16 @@ class ConsumerGroupMember:
     previous_member_epoch: int = 0
     assigned_partitions: Assignment = attrs.field(factory=dict)
     partitions_pending_revocation: Assignment = attrs.field(factory=dict)
+    # A member still on the classic protocol (JoinGroup/SyncGroup) inside a consumer group,
+    # KIP-848's online upgrade: its JoinGroup protocols (name, metadata), Kafka's
+    # ClassicMemberMetadata; None for a consumer-protocol member.
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+    # Its JoinGroup session timeout (not in the records: after a reload, the consumer one).
+    classic_session_timeout_ms: int | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_protocols is not None
 
     def owned(self) -> set[tuple[str, int]]:
         """Every partition this member holds: assigned and not yet revoked."""

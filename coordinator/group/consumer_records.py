@@ -45,6 +45,7 @@ CURRENT_MEMBER_ASSIGNMENT = 8
 CONSUMER_KEY_TYPES = range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1)
 _MEMBER_KEYS = (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT)
 VALUE_VERSION = 0
+_CLASSIC_MEMBER_METADATA_TAG = 0
 _MAX_VARINT_BYTES = 5
 _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 
@@ -169,7 +170,16 @@ def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> Coordi
         out.compact_string(name)
     out.compact_string(member.subscribed_topic_regex).int32(member.rebalance_timeout_ms)
     out.compact_string(member.server_assignor_name)
-    return CoordinatorRecord(_key(MEMBER_METADATA, group_id, member.member_id), _value(out))
+    key = _key(MEMBER_METADATA, group_id, member.member_id)
+    if member.classic_protocols is None:
+        return CoordinatorRecord(key, _value(out))
+    # Tagged field 0, ClassicMemberMetadata: SupportedProtocols [Name string, Metadata bytes].
+    struct_out = _Out().count(len(member.classic_protocols))
+    for name, metadata in member.classic_protocols:
+        struct_out.compact_string(name).uvarint(len(metadata) + 1).raw(metadata).no_tags()
+    body = bytes(struct_out.no_tags().out)
+    out.uvarint(1).uvarint(_CLASSIC_MEMBER_METADATA_TAG).uvarint(len(body)).raw(body)
+    return CoordinatorRecord(key, bytes(out.out))
 
 
 def target_assignment_epoch_record(group_id: str, epoch: int) -> CoordinatorRecord:
@@ -318,9 +328,35 @@ def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
     if version != VALUE_VERSION:
         raise CoordinatorRecordError(f"{reader.what}: version {version} is not readable (0)")
     value = _decode_fields(key, reader)
-    reader.tags()
+    classic = None
+    if key.record_type == MEMBER_METADATA:
+        classic = _member_tags(reader)
+    else:
+        reader.tags()
     reader.end()
+    if classic is not None and isinstance(value, ConsumerGroupMember):
+        return attrs.evolve(value, classic_protocols=classic)
     return value
+
+
+def _member_tags(reader: _In) -> tuple[tuple[str, bytes], ...] | None:
+    """The member record's tagged fields: tag 0 is ClassicMemberMetadata, others skipped."""
+    classic = None
+    for _ in range(reader.uvarint()):
+        tag, size = reader.uvarint(), reader.uvarint()
+        body = reader.take(size)
+        if tag != _CLASSIC_MEMBER_METADATA_TAG:
+            continue
+        inner = _In(body, f"{reader.what}, ClassicMemberMetadata")
+        protocols = []
+        for _ in range(inner.count()):
+            name = inner.required_string()
+            protocols.append((name, inner.take(inner.uvarint() - 1)))
+            inner.tags()
+        inner.tags()
+        inner.end()
+        classic = tuple(protocols)
+    return classic
 
 
 def _decode_fields(key: ConsumerKey, reader: _In) -> ConsumerValue:

@@ -26,23 +26,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCore
 from pykraft.coordinator.group.consumer_group import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerGroup,
 )
-from pykraft.coordinator.group.consumer_groups import ConsumerGroupCore, PendingConsumerWrite
+from pykraft.coordinator.group.consumer_groups import PendingConsumerWrite
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
     ConsumerGroupHeartbeatRequest,
+    is_simple_group,
     refused,
     request_error,
 )
+from pykraft.coordinator.group.consumer_member import JOIN_GROUP_MEMBER_EPOCH
 from pykraft.coordinator.group.consumer_records import TopicMetadata, group_tombstones
 from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
 from pykraft.coordinator.group.effects import (
     Append,
+    CoordinatorRecord,
     Effects,
     OffsetCommitResult,
+    SyncGroupResult,
     TransactionalProducer,
 )
 from pykraft.coordinator.group.manager import OwnedPartition, PartitionStatus
@@ -64,7 +69,7 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         consumer_config: ConsumerGroupConfig | None = None,
     ) -> None:
         super().__init__(config, new_member_suffix)
-        self.consumer = ConsumerGroupCore(
+        self.consumer = ClassicMembersCore(
             config,
             consumer_config or ConsumerGroupConfig(),
             new_member_id=new_member_suffix,
@@ -95,8 +100,27 @@ class UnifiedGroupCoordinator(GroupCoordinator):
             effects.answer(request_id, refused((error, None)))
             return effects
         classic = self.groups.get(request.group_id)
-        self.consumer.heartbeat(request, classic, request_id, now_ms, effects)
+        upgrade: list[CoordinatorRecord] = []
+        if (
+            classic is not None
+            and not is_simple_group(classic)
+            and request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+            and request.group_id not in self.consumer_groups
+            and self.consumer.maybe_upgrade(classic, upgrade) is not None
+        ):
+            # The classic group's members now live in the consumer group; its offsets stay.
+            self._keep_offsets_only(classic, now_ms)
+            classic = None
+        self.consumer.heartbeat(request, classic, request_id, now_ms, effects, upgrade)
         return effects
+
+    def _keep_offsets_only(self, classic: GroupMetadata, now_ms: int) -> None:
+        """Replace an upgraded classic group by an EMPTY one holding its offsets."""
+        holder = GroupMetadata(classic.group_id, GroupState.EMPTY, now_ms)
+        holder.offsets.update(classic.offsets)
+        holder.pending_offset_commits.update(classic.pending_offset_commits)
+        holder.pending_txn_offset_commits.update(classic.pending_txn_offset_commits)
+        self.groups[classic.group_id] = holder
 
     def describe_consumer_group(self, group_id: str) -> tuple[Errors, ConsumerGroup | None]:
         """ConsumerGroupDescribe of one group (``consumerGroupDescribe``)."""
@@ -115,10 +139,18 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         if group is None or self.validate_group_status(request.group_id, ApiKey.JOIN_GROUP):
             return super().handle_join_group(request, request_id, now_ms)
         if group.members:
-            effects = Effects()
-            result = join_error(request.member_id, Errors.INCONSISTENT_GROUP_PROTOCOL)
-            effects.answer(request_id, result)
-            return effects
+            timeout = request.session_timeout_ms
+            config = self.config
+            if not (
+                config.group_min_session_timeout_ms
+                <= timeout
+                <= config.group_max_session_timeout_ms
+            ):
+                effects = Effects()
+                result = join_error(request.member_id, Errors.INVALID_SESSION_TIMEOUT)
+                effects.answer(request_id, result)
+                return effects
+            return self.consumer.classic_join(group, request, request_id, now_ms)
         effects = self._delete_consumer_group(group, now_ms)
         effects.merge(super().handle_join_group(request, request_id, now_ms))
         return effects
@@ -132,6 +164,67 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         tombstones = group_tombstones(group.group_id)
         effects.appends.append(Append(write_id, partition, tombstones, now_ms))
         return effects
+
+    def _consumer_group_for(self, group_id: str, api: ApiKey) -> ConsumerGroup | None:
+        """The consumer group a classic API addresses (None: the classic path answers)."""
+        group = self.consumer_groups.get(group_id)
+        if group is None or self.validate_group_status(group_id, api) is not None:
+            return None
+        return group
+
+    def handle_sync_group(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+        request_id: int,
+        now_ms: int,
+    ) -> Effects:
+        group = self._consumer_group_for(group_id, ApiKey.SYNC_GROUP)
+        if group is None:
+            return super().handle_sync_group(
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                assignments=assignments,
+                request_id=request_id,
+                now_ms=now_ms,
+            )
+        if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
+            effects = Effects()
+            effects.answer(request_id, SyncGroupResult(error=Errors.INCONSISTENT_GROUP_PROTOCOL))
+            return effects
+        return self.consumer.classic_sync(
+            group, member_id, generation_id, protocol_name, request_id
+        )
+
+    def handle_heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, request_id: int, now_ms: int
+    ) -> Effects:
+        group = self._consumer_group_for(group_id, ApiKey.HEARTBEAT)
+        if group is None:
+            return super().handle_heartbeat(group_id, member_id, generation_id, request_id, now_ms)
+        return self.consumer.classic_heartbeat_effects(
+            group, member_id, generation_id, request_id, now_ms
+        )
+
+    def handle_leave_group(
+        self,
+        group_id: str,
+        members: Iterable[tuple[str, str | None]],
+        request_id: int,
+        now_ms: int,
+    ) -> Effects:
+        group = self._consumer_group_for(group_id, ApiKey.LEAVE_GROUP)
+        if group is None:
+            return super().handle_leave_group(group_id, members, request_id, now_ms)
+        return self.consumer.classic_leave(group, members, request_id, now_ms)
 
     def handle_commit_offsets(
         self,
@@ -308,12 +401,15 @@ class UnifiedGroupCoordinator(GroupCoordinator):
 
 def _offset_commit_error(group: ConsumerGroup, member_id: str, member_epoch: int) -> Errors | None:
     """``ConsumerGroup.validateOffsetCommit``: an admin commit (epoch < 0) only to an empty
-    group; else a known member at its current epoch."""
+    group; else a known member at its current epoch (``validateMemberEpoch``: a classic member's
+    mismatch is ILLEGAL_GENERATION, a consumer member's STALE_MEMBER_EPOCH)."""
     if member_epoch < 0 and not group.members:
         return None
     member = group.members.get(member_id)
     if member is None:
         return Errors.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
+        if member.uses_classic_protocol:
+            return Errors.ILLEGAL_GENERATION
         return Errors.STALE_MEMBER_EPOCH
     return None

@@ -17,6 +17,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.assignors == ("uniform", "range")
     assert config.max_size == 2**31 - 1
     assert config.rebalance_protocols == {"classic", "consumer"}
+    assert config.migration_policy == "bidirectional"
 
 
 def test_values_and_kafkas_class_names() -> None:
@@ -28,8 +29,10 @@ def test_values_and_kafkas_class_names() -> None:
             "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,"
             " uniform",
             "group.coordinator.rebalance.protocols": "classic",
+            "group.consumer.migration.policy": "Upgrade",
         }
     )
+    assert config.migration_policy == "upgrade"
     assert (config.heartbeat_interval_ms, config.max_size) == (500, 3)
     assert config.assignors == ("range", "uniform")
     assert config.rebalance_protocols == {"classic"}
@@ -48,6 +51,7 @@ def test_values_and_kafkas_class_names() -> None:
             "group.consumer.heartbeat.interval.ms",
         ),
         ({"group.consumer.max.size": "0"}, "group.consumer.max.size"),
+        ({"group.consumer.migration.policy": "sideways"}, "group.consumer.migration.policy"),
         ({"group.consumer.max.size": "many"}, "group.consumer.max.size"),
         ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
         ({"group.consumer.assignors": " , "}, "group.consumer.assignors"),
