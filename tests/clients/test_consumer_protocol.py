@@ -270,3 +270,59 @@ def test_a_static_member_restarted_in_time_gets_its_partitions_back_without_a_re
         for member in (first if first_open else None, second, restarted):
             if member is not None:
                 member.close()
+
+
+def test_a_rolling_restart_upgrades_a_classic_group_online(cluster: DevCluster) -> None:
+    """KIP-848's online upgrade: two classic members; one restarts with the consumer protocol
+    while the other still runs (the group converts, the classic member is driven through its
+    JoinGroup/SyncGroup), then the other; the records are consumed once from the commits."""
+    topic = create_topic(cluster, unique_topic("rolling"))
+    group = f"rolling-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 2, "old")
+    classic = [
+        Member(cluster, group, f"classic-{n}", **{"group.protocol": "classic"}) for n in (1, 2)
+    ]
+    upgraded: list[Member] = []
+    open_members = list(classic)
+
+    def read_to_end(members: list[Member], per_partition: int) -> None:
+        def done() -> bool:
+            return all(
+                (p, per_partition - 1) in {(rp, o) for _, rp, o, _ in m.read}
+                for m in members
+                for _, p in m.owned
+            )
+
+        poll_until(members, done, "every owned partition read to its end")
+        for member in members:
+            member.consumer.commit(asynchronous=False)
+
+    def restart(old: Member, name: str) -> None:
+        running = [m for m in open_members if m is not old]
+        old.close()
+        open_members.remove(old)
+        # The survivors take the partitions over (a classic rebalance, or a reassignment).
+        poll_until(
+            running, spread(running, topic, [6] if len(running) == 1 else [3, 3]), "taken over"
+        )
+        new = Member(cluster, group, name)
+        new.subscribe([topic])
+        open_members.append(new)
+        upgraded.append(new)
+        poll_until(open_members, spread(open_members, topic, [3, 3]), "spread over old and new")
+
+    try:
+        for member in classic:
+            member.subscribe([topic])
+        poll_until(classic, spread(classic, topic, [3, 3]), "the classic group spread")
+        read_to_end(classic, 2)
+        restart(classic[0], "upgraded-1")
+        restart(classic[1], "upgraded-2")
+        produce(cluster, topic, 1, "new")
+        read_to_end(upgraded, 3)
+        # Everything old was committed before the restarts: only the new records are read.
+        values = [v for m in upgraded for _, _, _, v in m.read]
+        assert sorted(values) == sorted(f"new-{p}-0".encode() for p in range(PARTITIONS))
+    finally:
+        for member in open_members:
+            member.close()
