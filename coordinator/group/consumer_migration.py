@@ -29,9 +29,13 @@ A classic member inside a consumer group is driven by the classic APIs:
   must revoke, or partitions it waits for have been released.
 * LeaveGroup: removed like a consumer member leaving (tombstones, a new group epoch).
 
-Its session timeout is its JoinGroup's. Not built: the downgrade (a consumer group whose last
-consumer-protocol member leaves becomes classic again); such a group stays a consumer group
-with classic members.
+Its session timeout is its JoinGroup's.
+
+Downgrade (policy downgrade or bidirectional, ``validateOnlineDowngrade`` /
+``convertToClassicGroup``): when the last consumer-protocol member leaves or is fenced and only
+classic members remain, the consumer group's records are tombstoned and the classic group is
+rebuilt at generation = the group epoch, each member with its protocols and its partitions as
+its assignment, then a rebalance starts (its members rejoin as in any classic group).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from pykraft.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, 
 from pykraft.coordinator.group.consumer_records import TopicMetadata
 from pykraft.coordinator.group.effects import CoordinatorRecord
 from pykraft.coordinator.group.records import group_metadata_key
-from pykraft.coordinator.group.state import GroupMetadata, GroupState, MemberMetadata
+from pykraft.coordinator.group.state import GroupMetadata, GroupState, MemberMetadata, Protocol
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -211,3 +215,47 @@ def classic_member_from_join(
         classic_protocols=protocols,
         classic_session_timeout_ms=session_timeout_ms,
     )
+
+
+def downgraded_members(
+    group: ConsumerGroup, topics: Mapping[str, TopicMetadata], default_session_timeout_ms: int
+) -> tuple[str, list[MemberMetadata]] | None:
+    """The classic members of a consumer group left with classic members only, and the
+    protocol they all support (the first member's first one that every member lists); None
+    when they share none."""
+    members = [group.members[m] for m in sorted(group.members)]
+    if not members or any(m.classic_protocols is None for m in members):
+        return None
+    first = members[0].classic_protocols
+    assert first is not None
+    common = [
+        name
+        for name, _ in first
+        if all(name in {n for n, _ in m.classic_protocols or ()} for m in members)
+    ]
+    if not common:
+        return None
+    names = {t.topic_id: t.topic_name for t in topics.values()}
+    classic = []
+    for member in members:
+        protocols = member.classic_protocols or ()
+        chosen = dict(protocols)[common[0]]
+        assigned = {
+            names[t]: partitions
+            for t, partitions in member.assigned_partitions.items()
+            if t in names
+        }
+        session_timeout_ms = member.classic_session_timeout_ms or default_session_timeout_ms
+        classic.append(
+            MemberMetadata(
+                member_id=member.member_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+                session_timeout_ms=session_timeout_ms,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocols=tuple(Protocol(n, md) for n, md in protocols),
+                assignment=encode_assignment(assigned, subscription_version(chosen)),
+            )
+        )
+    return common[0], classic

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from pykraft.coordinator.group import rebalance
 from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCore
 from pykraft.coordinator.group.consumer_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -40,7 +41,13 @@ from pykraft.coordinator.group.consumer_heartbeat import (
     request_error,
 )
 from pykraft.coordinator.group.consumer_member import JOIN_GROUP_MEMBER_EPOCH
-from pykraft.coordinator.group.consumer_records import TopicMetadata, group_tombstones
+from pykraft.coordinator.group.consumer_migration import downgraded_members
+from pykraft.coordinator.group.consumer_protocol import subscribed_topics
+from pykraft.coordinator.group.consumer_records import (
+    TopicMetadata,
+    group_tombstones,
+    member_tombstones,
+)
 from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
 from pykraft.coordinator.group.effects import (
     Append,
@@ -51,7 +58,7 @@ from pykraft.coordinator.group.effects import (
     TransactionalProducer,
 )
 from pykraft.coordinator.group.manager import OwnedPartition, PartitionStatus
-from pykraft.coordinator.group.offsets import LoadedGroups
+from pykraft.coordinator.group.offsets import LoadedGroups, group_record
 from pykraft.coordinator.group.rebalance import GroupConfig, join_error
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import GroupMetadata, GroupState
@@ -59,6 +66,8 @@ from pykraft.coordinator.group.views import DEAD_GROUP, GroupOverview, GroupSumm
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
+
+_DOWNGRADES = frozenset({"downgrade", "bidirectional"})
 
 
 class UnifiedGroupCoordinator(GroupCoordinator):
@@ -112,7 +121,48 @@ class UnifiedGroupCoordinator(GroupCoordinator):
             self._keep_offsets_only(classic, now_ms)
             classic = None
         self.consumer.heartbeat(request, classic, request_id, now_ms, effects, upgrade)
+        if request.is_leave:
+            self._maybe_downgrade(request.group_id, now_ms, effects)
         return effects
+
+    def _maybe_downgrade(self, group_id: str, now_ms: int, effects: Effects) -> None:
+        """A consumer group left with classic members only becomes classic again
+        (``convertToClassicGroup``; see ``coordinator.group.consumer_migration``)."""
+        group = self.consumer_groups.get(group_id)
+        if group is None or self.consumer.consumer_config.migration_policy not in _DOWNGRADES:
+            return
+        if len(group.members) > self.config.group_max_size:
+            return
+        session_timeout_ms = self.consumer.consumer_config.session_timeout_ms
+        found = downgraded_members(group, self.consumer.topics, session_timeout_ms)
+        if found is None:
+            return
+        protocol, members = found
+        written: list[CoordinatorRecord] = []
+        for member_id in sorted(group.members):
+            written.extend(member_tombstones(group_id, member_id))
+        written.extend(group_tombstones(group_id))
+        self.consumer.unload_group(group_id)
+        classic = self.groups.get(group_id)
+        if classic is None:
+            classic = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        step = self._step(now_ms)
+        for member in members:
+            classic.add(member)
+            rebalance.schedule_heartbeat(member, step)
+        classic.protocol_name = protocol
+        classic.generation_id = group.group_epoch
+        classic.subscribed_topics = subscribed_topics(classic)
+        assignments = {m.member_id: m.assignment for m in members}
+        written.append(group_record(classic, assignments))
+        write_id = self._new_write(PendingConsumerWrite(None, None))  # type: ignore[arg-type]
+        partition = self.partition_for(group_id)
+        effects.appends.append(Append(write_id, partition, tuple(written), now_ms))
+        rebalance.prepare_rebalance(classic, step)
+        # Not a new group's first rebalance: its members have their rebalance timeout to rejoin.
+        classic.initial_join = None
+        classic.join_deadline_ms = now_ms + classic.rebalance_timeout_ms()
+        effects.merge(step.effects)
 
     def _keep_offsets_only(self, classic: GroupMetadata, now_ms: int) -> None:
         """Replace an upgraded classic group by an EMPTY one holding its offsets."""
@@ -376,7 +426,12 @@ class UnifiedGroupCoordinator(GroupCoordinator):
 
     def poll(self, now_ms: int) -> Effects:
         effects = super().poll(now_ms)
+        before = {g: set(group.members) for g, group in self.consumer_groups.items()}
         self.consumer.poll(now_ms, effects)
+        for group_id, members in before.items():
+            group = self.consumer_groups.get(group_id)
+            if group is not None and set(group.members) != members:
+                self._maybe_downgrade(group_id, now_ms, effects)
         return effects
 
     def next_deadline_ms(self) -> int | None:

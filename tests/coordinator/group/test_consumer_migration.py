@@ -214,3 +214,37 @@ def test_a_new_classic_member_joins_a_consumer_group() -> None:
     # Its session timeout is its JoinGroup's.
     h.advance(10_001)
     assert joined.member_id not in h.coordinator.consumer_groups[GROUP].members
+
+
+def test_the_last_consumer_member_leaving_downgrades_the_group() -> None:
+    # GroupMetadataManagerTest.testLastConsumerProtocolMemberLeavingConsumerGroup
+    h = ConsumerHarness([FOO])
+    classic, old_id, generation = stable_classic_group(h)
+    joined = h.join(("foo",))
+    h.call(member_id=joined.member_id, member_epoch=-1)
+    assert GROUP not in h.coordinator.consumer_groups
+    group = h.coordinator.groups[GROUP]
+    assert group.state.value == "PreparingRebalance"
+    # generation: the group epoch after the leave (the join and the leave each bumped it)
+    assert group.generation_id == generation + 2 and group.protocol_name == "range"
+    # The classic member rejoins as in any classic rebalance and gets its partitions.
+    assert classic.heartbeat(old_id, generation + 2) is Errors.REBALANCE_IN_PROGRESS
+    rejoined = classic.join(old_id)
+    assert rejoined.error is Errors.NONE and rejoined.leader_id == old_id
+    assignment = encode_assignment({"foo": range(6)}, 1)
+    synced = classic.sync(old_id, rejoined.generation_id, {old_id: assignment})
+    assert synced.error is Errors.NONE and synced.assignment == assignment
+    fetched = h.coordinator.fetch_offsets(GROUP, None)[1]
+    assert [f.offset.offset for f in fetched if f.offset] == [4]
+    # A failover finds the classic group, not the consumer one.
+    reloaded = h.reload()
+    assert GROUP not in reloaded.consumer_groups
+    assert reloaded.groups[GROUP].generation_id == rejoined.generation_id
+
+
+def test_no_downgrade_under_the_upgrade_policy() -> None:
+    h = ConsumerHarness([FOO], migration_policy="upgrade")
+    stable_classic_group(h)
+    joined = h.join(("foo",))
+    h.call(member_id=joined.member_id, member_epoch=-1)
+    assert GROUP in h.coordinator.consumer_groups
