@@ -326,3 +326,28 @@ def test_a_rolling_restart_upgrades_a_classic_group_online(cluster: DevCluster) 
     finally:
         for member in open_members:
             member.close()
+
+
+def test_a_classic_member_joins_a_consumer_group_and_keeps_the_group_when_alone(
+    cluster: DevCluster,
+) -> None:
+    """The other direction: a classic consumer joins a consumer group (served through its
+    JoinGroup/SyncGroup), and when the consumer-protocol member leaves the group becomes
+    classic again (``group.consumer.migration.policy=bidirectional``) and it takes all six."""
+    topic = create_topic(cluster, unique_topic("downgrade"))
+    group = f"downgrade-{uuid.uuid4().hex[:8]}"
+    modern = Member(cluster, group, "modern")
+    classic = Member(cluster, group, "classic", **{"group.protocol": "classic"})
+    modern_open = True
+    try:
+        modern.subscribe([topic])
+        poll_until([modern], spread([modern], topic, [6]), "six for the consumer member")
+        classic.subscribe([topic])
+        poll_until([modern, classic], spread([modern, classic], topic, [3, 3]), "spread as 3/3")
+        modern.close()
+        modern_open = False
+        poll_until([classic], spread([classic], topic, [6]), "six for the classic member")
+    finally:
+        classic.close()
+        if modern_open:
+            modern.close()
