@@ -118,6 +118,7 @@ PURE_CORES = [
     "coordinator/group/unified.py",
     "coordinator/group/consumer_migration.py",
     "coordinator/group/consumer_classic_members.py",
+    "coordinator/group/classic_apis.py",
     "coordinator/transaction/state.py",
     "coordinator/transaction/metadata.py",
     "coordinator/transaction/records.py",

@@ -1,20 +1,23 @@
 """Classic and consumer groups side by side in one coordinator (KIP-848).
 
-``UnifiedGroupCoordinator`` is the classic ``GroupCoordinator`` plus a ``ConsumerGroupCore``
-(``coordinator.group.consumer_groups``): consumer group ids live in ``consumer_groups``, classic
-ones in ``groups``; one id is one kind of group, as in Kafka 3.9's ``GroupMetadataManager``:
+``UnifiedGroupCoordinator`` is the classic ``GroupCoordinator`` plus a ``ClassicMembersCore``
+(``coordinator.group.consumer_groups`` with ``consumer_classic_members``): consumer group ids
+live in ``consumer_groups``, classic ones in ``groups``; one id is one kind of group, as in
+Kafka 3.9's ``GroupMetadataManager``:
 
-* ConsumerGroupHeartbeat on an id held by a classic group with members: GROUP_ID_NOT_FOUND.
-* JoinGroup on an id held by a consumer group with members: INCONSISTENT_GROUP_PROTOCOL (Kafka
-  answers so when it may not convert the group, ``group.consumer.migration.policy``; online
-  conversion is not built). An empty consumer group gives the id up (its tombstones written).
+* ConsumerGroupHeartbeat on an id held by a classic group with members: the group is upgraded
+  online when ``group.consumer.migration.policy`` allows it and the group can convert
+  (``coordinator.group.consumer_migration``), else GROUP_ID_NOT_FOUND. A classic group holding
+  only offsets is taken over at once.
+* JoinGroup on an id held by a consumer group with members: the member joins as a classic
+  member (policy upgrade/bidirectional), else INCONSISTENT_GROUP_PROTOCOL. An empty consumer
+  group gives the id up (its tombstones written). The last consumer-protocol member leaving a
+  group of classic members downgrades it (policy downgrade/bidirectional).
 * Offsets: a consumer group's committed offsets are kept where the classic ones are, in an
-  EMPTY ``GroupMetadata`` of the same id that is never shown as a group. OffsetCommit and
-  TxnOffsetCommit check the member id and member epoch (``ConsumerGroup.validateOffsetCommit``:
-  UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; epoch -1 only while the group has no members).
-  Not checked: Kafka's UNSUPPORTED_VERSION for a consumer-protocol member committing below
-  OffsetCommit v9 (the core is not told the request's version), nor OffsetFetch v9's member
-  epoch.
+  EMPTY ``GroupMetadata`` of the same id that is never shown as a group; the classic APIs on a
+  consumer group are ``coordinator.group.classic_apis``'. Not checked: Kafka's
+  UNSUPPORTED_VERSION for a consumer-protocol member committing below OffsetCommit v9 (the core
+  is not told the request's version), nor OffsetFetch v9's member epoch.
 * ListGroups shows consumer groups with type ``consumer`` and their state; DescribeGroups of a
   consumer group answers it DEAD with no error, as Kafka 3.9's ``describeGroups`` does for a
   group that is not classic.
@@ -24,12 +27,12 @@ Timers, loading, unloading and appends are the classic manager's, extended.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from pykraft.coordinator.group import rebalance
+from pykraft.coordinator.group.classic_apis import ClassicApisOnConsumerGroups
 from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCore
 from pykraft.coordinator.group.consumer_group import (
-    CONSUMER_PROTOCOL_TYPE,
     ConsumerGroup,
 )
 from pykraft.coordinator.group.consumer_groups import PendingConsumerWrite
@@ -48,29 +51,23 @@ from pykraft.coordinator.group.consumer_records import (
     group_tombstones,
     member_tombstones,
 )
-from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
+from pykraft.coordinator.group.coordinator import JoinGroupRequest
 from pykraft.coordinator.group.effects import (
     Append,
     CoordinatorRecord,
     Effects,
-    OffsetCommitResult,
-    SyncGroupResult,
-    TransactionalProducer,
 )
 from pykraft.coordinator.group.manager import OwnedPartition, PartitionStatus
 from pykraft.coordinator.group.offsets import LoadedGroups, group_record
 from pykraft.coordinator.group.rebalance import GroupConfig, join_error
-from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import GroupMetadata, GroupState
-from pykraft.coordinator.group.views import DEAD_GROUP, GroupOverview, GroupSummary
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
-from pykraft.storage.topic_partition import TopicPartition
 
 _DOWNGRADES = frozenset({"downgrade", "bidirectional"})
 
 
-class UnifiedGroupCoordinator(GroupCoordinator):
+class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
     def __init__(
         self,
         config: GroupConfig,
@@ -85,10 +82,6 @@ class UnifiedGroupCoordinator(GroupCoordinator):
             new_write=self._new_write,  # type: ignore[arg-type]
             partition_for=self.partition_for,
         )
-
-    @property
-    def consumer_groups(self) -> dict[str, ConsumerGroup]:
-        return self.consumer.groups
 
     def update_topics(self, topics: Mapping[str, TopicMetadata]) -> None:
         """The broker's image changed: subscriptions are matched against these topics."""
@@ -205,212 +198,6 @@ class UnifiedGroupCoordinator(GroupCoordinator):
         effects.merge(super().handle_join_group(request, request_id, now_ms))
         return effects
 
-    def _delete_consumer_group(self, group: ConsumerGroup, now_ms: int) -> Effects:
-        """An empty consumer group gives its id up: its records become tombstones."""
-        effects = Effects()
-        self.consumer.unload_group(group.group_id)
-        write_id = self._new_write(PendingConsumerWrite(None, None))  # type: ignore[arg-type]
-        partition = self.partition_for(group.group_id)
-        tombstones = group_tombstones(group.group_id)
-        effects.appends.append(Append(write_id, partition, tombstones, now_ms))
-        return effects
-
-    def _consumer_group_for(self, group_id: str, api: ApiKey) -> ConsumerGroup | None:
-        """The consumer group a classic API addresses (None: the classic path answers)."""
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, api) is not None:
-            return None
-        return group
-
-    def handle_sync_group(
-        self,
-        *,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: Mapping[str, bytes],
-        request_id: int,
-        now_ms: int,
-    ) -> Effects:
-        group = self._consumer_group_for(group_id, ApiKey.SYNC_GROUP)
-        if group is None:
-            return super().handle_sync_group(
-                group_id=group_id,
-                generation_id=generation_id,
-                member_id=member_id,
-                protocol_type=protocol_type,
-                protocol_name=protocol_name,
-                assignments=assignments,
-                request_id=request_id,
-                now_ms=now_ms,
-            )
-        if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
-            effects = Effects()
-            effects.answer(request_id, SyncGroupResult(error=Errors.INCONSISTENT_GROUP_PROTOCOL))
-            return effects
-        return self.consumer.classic_sync(
-            group, member_id, generation_id, protocol_name, request_id
-        )
-
-    def handle_heartbeat(
-        self, group_id: str, member_id: str, generation_id: int, request_id: int, now_ms: int
-    ) -> Effects:
-        group = self._consumer_group_for(group_id, ApiKey.HEARTBEAT)
-        if group is None:
-            return super().handle_heartbeat(group_id, member_id, generation_id, request_id, now_ms)
-        return self.consumer.classic_heartbeat_effects(
-            group, member_id, generation_id, request_id, now_ms
-        )
-
-    def handle_leave_group(
-        self,
-        group_id: str,
-        members: Iterable[tuple[str, str | None]],
-        request_id: int,
-        now_ms: int,
-    ) -> Effects:
-        group = self._consumer_group_for(group_id, ApiKey.LEAVE_GROUP)
-        if group is None:
-            return super().handle_leave_group(group_id, members, request_id, now_ms)
-        return self.consumer.classic_leave(group, members, request_id, now_ms)
-
-    def handle_commit_offsets(
-        self,
-        *,
-        group_id: str,
-        member_id: str,
-        generation_id: int,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        request_id: int,
-        now_ms: int,
-    ) -> Effects:
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_COMMIT):
-            return super().handle_commit_offsets(
-                group_id=group_id,
-                member_id=member_id,
-                generation_id=generation_id,
-                offsets=offsets,
-                request_id=request_id,
-                now_ms=now_ms,
-            )
-        step = self._step(now_ms)
-        error = _offset_commit_error(group, member_id, generation_id)
-        if error is not None:
-            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
-            return step.effects
-        holder = self.groups.get(group_id)
-        if holder is None:
-            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-        self._store_offsets(holder, offsets, request_id, step)
-        return step.effects
-
-    def handle_delete_groups(
-        self, group_ids: Iterable[str], now_ms: int
-    ) -> tuple[dict[str, Errors], Effects]:
-        """DeleteGroups: a consumer group with members is NON_EMPTY_GROUP; an empty one goes
-        with its records (tombstones) and its committed offsets (``deleteGroups``)."""
-        asked = list(dict.fromkeys(group_ids))
-        effects = Effects()
-        decided: dict[str, Errors] = {}
-        for group_id in asked:
-            group = self.consumer_groups.get(group_id)
-            if group is None or self.validate_group_status(group_id, ApiKey.DELETE_GROUPS):
-                continue
-            if group.members:
-                decided[group_id] = Errors.NON_EMPTY_GROUP
-                continue
-            effects.merge(self._delete_consumer_group(group, now_ms))
-            decided[group_id] = Errors.NONE
-        # The classic groups asked for, and the offsets of the consumer groups just deleted.
-        rest = [
-            g for g in asked if g not in decided or (decided[g] is Errors.NONE and g in self.groups)
-        ]
-        results, classic_effects = super().handle_delete_groups(rest, now_ms)
-        effects.merge(classic_effects)
-        return {g: decided.get(g) or results[g] for g in asked}, effects
-
-    def handle_delete_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition], now_ms: int
-    ) -> tuple[Errors, dict[TopicPartition, Errors], Effects]:
-        """OffsetDelete on a consumer group: a partition of a topic it subscribes to is
-        GROUP_SUBSCRIBED_TO_TOPIC, members or not; the others are deleted
-        (``OffsetMetadataManager.deleteOffsets`` over ``ConsumerGroup.isSubscribedToTopic``)."""
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_DELETE):
-            return super().handle_delete_offsets(group_id, partitions, now_ms)
-        subscribed = set(group.subscription_metadata) | group.subscribed_topic_names(())
-        errors = {
-            tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp.topic in subscribed
-        }
-        eligible = [tp for tp in partitions if tp not in errors]
-        effects = Effects()
-        if eligible and group_id in self.groups:
-            _, deleted, effects = super().handle_delete_offsets(group_id, eligible, now_ms)
-            errors.update(deleted)
-        errors.update({tp: Errors.NONE for tp in eligible if tp not in errors})
-        return Errors.NONE, errors, effects
-
-    def handle_txn_commit_offsets(
-        self,
-        *,
-        group_id: str,
-        producer: TransactionalProducer,
-        member_id: str,
-        generation_id: int,
-        group_instance_id: str | None,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        request_id: int,
-        now_ms: int,
-    ) -> Effects:
-        """TxnOffsetCommit from a consumer group's member (KIP-447 with KIP-848): the same
-        member and epoch checks as OffsetCommit, then the classic transactional path."""
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT):
-            return super().handle_txn_commit_offsets(
-                group_id=group_id,
-                producer=producer,
-                member_id=member_id,
-                generation_id=generation_id,
-                group_instance_id=group_instance_id,
-                offsets=offsets,
-                request_id=request_id,
-                now_ms=now_ms,
-            )
-        step = self._step(now_ms)
-        error = _offset_commit_error(group, member_id, generation_id)
-        if error is not None:
-            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
-            return step.effects
-        holder = self.groups.get(group_id)
-        if holder is None:
-            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-        self._store_offsets(holder, offsets, request_id, step, producer)
-        return step.effects
-
-    def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
-        if group_id in self.consumer_groups and not self.validate_group_status(
-            group_id, ApiKey.DESCRIBE_GROUPS
-        ):
-            return Errors.NONE, DEAD_GROUP
-        return super().describe_group(group_id)
-
-    def list_groups(self, states: frozenset[str]) -> tuple[Errors, list[GroupOverview]]:
-        error, overviews = super().list_groups(states)
-        if error is Errors.COORDINATOR_NOT_AVAILABLE:
-            return error, overviews
-        listed = [g for g in overviews if g.group_id not in self.consumer_groups]
-        lowered = {state.lower() for state in states}
-        for group in self.consumer_groups.values():
-            state = group.state.value
-            if not states or state.lower() in lowered:
-                listed.append(
-                    GroupOverview(group.group_id, CONSUMER_PROTOCOL_TYPE, state, "consumer")
-                )
-        return error, sorted(listed, key=lambda g: g.group_id)
-
     # ------------------------------------------------------------------ manager hooks
 
     def on_append_done(
@@ -452,19 +239,3 @@ class UnifiedGroupCoordinator(GroupCoordinator):
     def unload(self, partition: int, now_ms: int) -> Effects:
         self.consumer.unload(partition)
         return super().unload(partition, now_ms)
-
-
-def _offset_commit_error(group: ConsumerGroup, member_id: str, member_epoch: int) -> Errors | None:
-    """``ConsumerGroup.validateOffsetCommit``: an admin commit (epoch < 0) only to an empty
-    group; else a known member at its current epoch (``validateMemberEpoch``: a classic member's
-    mismatch is ILLEGAL_GENERATION, a consumer member's STALE_MEMBER_EPOCH)."""
-    if member_epoch < 0 and not group.members:
-        return None
-    member = group.members.get(member_id)
-    if member is None:
-        return Errors.UNKNOWN_MEMBER_ID
-    if member_epoch != member.member_epoch:
-        if member.uses_classic_protocol:
-            return Errors.ILLEGAL_GENERATION
-        return Errors.STALE_MEMBER_EPOCH
-    return None
