@@ -351,3 +351,37 @@ def test_a_classic_member_joins_a_consumer_group_and_keeps_the_group_when_alone(
         classic.close()
         if modern_open:
             modern.close()
+
+
+def test_offsets_sent_in_a_transaction_by_a_consumer_protocol_member(cluster: DevCluster) -> None:
+    """KIP-447 with KIP-848: TxnOffsetCommit carries the member id and member epoch of
+    ``consumer_group_metadata()``; the offsets land with the commit, an abort drops them."""
+    topic = create_topic(cluster, unique_topic("eos"))
+    group = f"eos-{uuid.uuid4().hex[:8]}"
+    produce(cluster, topic, 2, "in")
+    member = Member(cluster, group, "eos", **{"isolation.level": "read_committed"})
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"eos-{group}"}
+    )
+    try:
+        producer.init_transactions(TIMEOUT_S)
+        member.subscribe([topic])
+        poll_until([member], lambda: len(member.read) == 12, "all twelve read")
+        positions = member.consumer.position(member.consumer.assignment())
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            positions, member.consumer.consumer_group_metadata(), TIMEOUT_S
+        )
+        producer.commit_transaction(TIMEOUT_S)
+        committed = member.consumer.committed(positions, TIMEOUT_S)
+        assert {(p.partition, p.offset) for p in committed} == {(p, 2) for p in range(PARTITIONS)}
+        producer.begin_transaction()
+        ahead = [TopicPartition(topic, p, 7) for p in range(PARTITIONS)]
+        producer.send_offsets_to_transaction(
+            ahead, member.consumer.consumer_group_metadata(), TIMEOUT_S
+        )
+        producer.abort_transaction(TIMEOUT_S)
+        again = member.consumer.committed(positions, TIMEOUT_S)
+        assert {(p.partition, p.offset) for p in again} == {(p, 2) for p in range(PARTITIONS)}
+    finally:
+        member.close()
