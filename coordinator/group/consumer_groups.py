@@ -37,14 +37,13 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from pykraft.coordinator.group import consumer_records as records
-from pykraft.coordinator.group.consumer_group import (
-    ConsumerGroup,
-)
+from pykraft.coordinator.group.consumer_group import ConsumerGroup
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
     ConsumerGroupHeartbeatRequest,
     Refusal,
     assignment_record_changed,
+    failed,
     is_simple_group,
     member_epoch_error,
     metadata_changed,
@@ -66,11 +65,7 @@ from pykraft.coordinator.group.effects import (
     ConsumerGroupHeartbeatResult,
     CoordinatorRecord,
     Effects,
-    HeartbeatResult,
-    JoinGroupResult,
-    LeaveGroupResult,
     Result,
-    SyncGroupResult,
 )
 from pykraft.coordinator.group.offsets import group_append_error
 from pykraft.coordinator.group.rebalance import GroupConfig
@@ -415,16 +410,3 @@ class ConsumerGroupCore:
         self.groups.pop(group_id, None)
         for key in [k for k in self._deadlines if k[0] == group_id]:
             del self._deadlines[key]
-
-
-def failed(result: Result, error: Errors) -> Result:
-    """``result``'s request answered with ``error`` instead (its records were not written)."""
-    if isinstance(result, JoinGroupResult):
-        return JoinGroupResult(member_id=result.member_id, error=error)
-    if isinstance(result, SyncGroupResult):
-        return SyncGroupResult(error=error)
-    if isinstance(result, HeartbeatResult):
-        return HeartbeatResult(error)
-    if isinstance(result, LeaveGroupResult):
-        return LeaveGroupResult(error)
-    return refused((error, None))

@@ -19,7 +19,14 @@ from pykraft.coordinator.group.consumer_member import (
     assignment_changed,
     is_subset,
 )
-from pykraft.coordinator.group.effects import ConsumerGroupHeartbeatResult
+from pykraft.coordinator.group.effects import (
+    ConsumerGroupHeartbeatResult,
+    HeartbeatResult,
+    JoinGroupResult,
+    LeaveGroupResult,
+    Result,
+    SyncGroupResult,
+)
 from pykraft.coordinator.group.state import GroupMetadata, GroupState
 from pykraft.protocol.errors import Errors
 
@@ -231,3 +238,16 @@ def assignment_record_changed(before: ConsumerGroupMember, after: ConsumerGroupM
         or assignment_changed(before, after)
         or dict(before.partitions_pending_revocation) != dict(after.partitions_pending_revocation)
     )
+
+
+def failed(result: Result, error: Errors) -> Result:
+    """``result``'s request answered with ``error`` instead (its records were not written)."""
+    if isinstance(result, JoinGroupResult):
+        return JoinGroupResult(member_id=result.member_id, error=error)
+    if isinstance(result, SyncGroupResult):
+        return SyncGroupResult(error=error)
+    if isinstance(result, HeartbeatResult):
+        return HeartbeatResult(error)
+    if isinstance(result, LeaveGroupResult):
+        return LeaveGroupResult(error)
+    return refused((error, None))
