@@ -197,6 +197,9 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
             _check("DESCRIBE", "TOPIC", _TOPIC_FAILED, "unauthorized topics left out"),
         ),
         ApiKey.DESCRIBE_GROUPS: (_check("DESCRIBE", "GROUP", _GROUP_FAILED, "per group"),),
+        # KIP-848 (Kafka 3.9's KafkaApis: no topic check on either).
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (_check("READ", "GROUP", _GROUP_FAILED, "whole request"),),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (_check("DESCRIBE", "GROUP", _GROUP_FAILED, "per group"),),
         ApiKey.DELETE_GROUPS: (_check("DELETE", "GROUP", _GROUP_FAILED, "per group"),),
         ApiKey.OFFSET_DELETE: (
             _check("DELETE", "GROUP", _GROUP_FAILED, "whole request"),

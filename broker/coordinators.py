@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import attrs
 
 from pykraft.broker.config import BrokerConfig
+from pykraft.broker.consumer_group_config import consumer_group_config
 from pykraft.broker.producer_ids import ProducerIdManager
 from pykraft.broker.replica_manager import ReplicaManager
 from pykraft.broker.txn_marker_channel import TxnMarkerChannel
@@ -100,7 +101,10 @@ def build_coordinators(
     )
     return Coordinators(
         group=GroupCoordinatorShell(
-            replica_manager, group_config(config), wall_clock_ms=clock.wall_clock_ms
+            replica_manager,
+            group_config(config),
+            wall_clock_ms=clock.wall_clock_ms,
+            consumer_config=consumer_group_config(config.static_properties),
         ),
         transaction=TransactionCoordinatorShell(
             replica_manager,

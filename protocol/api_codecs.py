@@ -124,7 +124,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from pykraft.protocol import token_messages
+from pykraft.protocol import consumer_group_messages, token_messages
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.kraft_messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
@@ -216,6 +216,15 @@ CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.DESCRIBE_DELEGATION_TOKEN: (
             token_messages.DescribeDelegationTokenRequest,
             token_messages.DescribeDelegationTokenResponse,
+        ),
+        # KIP-848: schemas of our own (protocol/schemas), kafka-python ships none.
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (
+            consumer_group_messages.ConsumerGroupHeartbeatRequest,
+            consumer_group_messages.ConsumerGroupHeartbeatResponse,
+        ),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (
+            consumer_group_messages.ConsumerGroupDescribeRequest,
+            consumer_group_messages.ConsumerGroupDescribeResponse,
         ),
     }
 )

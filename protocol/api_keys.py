@@ -177,6 +177,8 @@ FIRST_FLEXIBLE_VERSION: Mapping[ApiKey, int] = MappingProxyType(
         ApiKey.LIST_TRANSACTIONS: 0,
         ApiKey.LIST_CONFIG_RESOURCES: 0,
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
+        ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
     }
 )
 

@@ -162,6 +162,10 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.RENEW_DELEGATION_TOKEN, 0, 2),
     (ApiKey.EXPIRE_DELEGATION_TOKEN, 0, 2),
     (ApiKey.DESCRIBE_DELEGATION_TOKEN, 0, 3),
+    # KIP-848: the consumer group protocol (coordinator/group/unified.py). ConsumerGroupHeartbeat
+    # v1 is Kafka 4.0's (SubscribedTopicRegex): librdkafka 2.12+ sends nothing else.
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0),
 )
 
 # LEGACY_PRODUCE_VERSIONS / LEGACY_FETCH_VERSIONS (kafka_3_9_versions): the versions that carry

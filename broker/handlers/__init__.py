@@ -39,6 +39,7 @@
   groups.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
                    OffsetFetch, DescribeGroups, ListGroups over ``coordinator.group``'s coordinator
   group_deletes.py DeleteGroups v0-v2, OffsetDelete v0 (registered by groups.py)
+  consumer_groups.py  ConsumerGroupHeartbeat v0, ConsumerGroupDescribe v0 (KIP-848)
 
 Every handler checks what Kafka's ``KafkaApis`` authorizes (``broker.authorization``'s
 ``API_ACL_CHECKS``) through ``services.authorizer``.
@@ -63,6 +64,7 @@ from pykraft.broker.handlers.alter_replica_log_dirs import alter_replica_log_dir
 from pykraft.broker.handlers.client_metrics import list_client_metrics_resources_handler
 from pykraft.broker.handlers.client_quotas import client_quota_handlers
 from pykraft.broker.handlers.configs import config_handlers
+from pykraft.broker.handlers.consumer_groups import consumer_group_handlers
 from pykraft.broker.handlers.delegation_tokens import delegation_token_handlers
 from pykraft.broker.handlers.delete_records import delete_records_handler
 from pykraft.broker.handlers.describe_quorum import describe_quorum_handler
@@ -138,6 +140,7 @@ def broker_handlers(
     coordinators = []
     if group_coordinator is not None:
         handlers.update(group_handlers(services, group_coordinator))
+        handlers.update(consumer_group_handlers(services, group_coordinator))
         coordinators.append(offsets_coordinator_topic(group_coordinator))
     if group_coordinator is not None and transaction_coordinator is not None:
         handlers.update(transaction_handlers(services, transaction_coordinator, group_coordinator))

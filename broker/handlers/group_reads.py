@@ -25,7 +25,6 @@ from pykraft.broker.handlers.group_requests import (
     OffsetFetchRequestData,
 )
 from pykraft.broker.handlers.group_responses import (
-    CLASSIC_GROUP_TYPE,
     FetchedGroup,
     describe_groups_response,
     list_groups_response,
@@ -169,11 +168,13 @@ async def list_groups(
     authorizer: RequestAuthorizer = ALLOW_EVERYTHING,
 ) -> Any:
     """``handleListGroupsRequest``: every group with DESCRIBE on the cluster, else only the
-    groups the principal may DESCRIBE. Every group here is a classic one: a types filter
-    without "classic" lists none (Kafka 3.9's ``GroupCoordinator.handleListGroups``)."""
+    groups the principal may DESCRIBE. A types filter keeps the groups of those types,
+    "classic" or "consumer" (KIP-848), compared case-insensitively as Kafka 3.9's
+    ``GroupMetadataManager.listGroups`` does."""
     error, overviews = coordinator.list_groups(request.states_filter)
-    if request.types_filter and CLASSIC_GROUP_TYPE not in request.types_filter:
-        overviews = []
+    if request.types_filter:
+        types = {t.lower() for t in request.types_filter}
+        overviews = [g for g in overviews if g.group_type.lower() in types]
     if not authorizer.authorize_cluster(context, AclOperation.DESCRIBE):
         overviews = [
             g

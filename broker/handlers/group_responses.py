@@ -282,7 +282,7 @@ def list_groups_response(version: int, error: Errors, overviews: Iterable[GroupO
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
-                group_type=CLASSIC_GROUP_TYPE,  # v5+ (KIP-848)
+                group_type=g.group_type,  # v5+ (KIP-848)
             )
             for g in overviews
         ],

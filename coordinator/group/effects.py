@@ -82,7 +82,27 @@ class OffsetCommitResult:
     errors: Mapping[TopicPartition, Errors]
 
 
-Result = JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
+@attrs.frozen(kw_only=True)
+class ConsumerGroupHeartbeatResult:
+    """ConsumerGroupHeartbeat's answer (KIP-848); ``assignment`` None: not sent (unchanged).
+    Topic ids are the image's Kafka base64 strings."""
+
+    error: Errors
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Mapping[str, frozenset[int]] | None = None
+
+
+Result = (
+    JoinGroupResult
+    | SyncGroupResult
+    | HeartbeatResult
+    | LeaveGroupResult
+    | OffsetCommitResult
+    | ConsumerGroupHeartbeatResult
+)
 
 
 @attrs.frozen

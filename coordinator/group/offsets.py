@@ -30,7 +30,10 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from pykraft.coordinator.group.consumer_group import ConsumerGroup
 from pykraft.coordinator.group.consumer_protocol import subscribed_topics
+from pykraft.coordinator.group.consumer_records import is_consumer_group_key
+from pykraft.coordinator.group.consumer_replay import ConsumerGroupsReplay
 from pykraft.coordinator.group.effects import CoordinatorRecord
 from pykraft.coordinator.group.records import (
     CoordinatorRecordError,
@@ -102,6 +105,8 @@ class LoadedGroups:
     groups: tuple[GroupMetadata, ...]
     # Why records were skipped (malformed or of an unknown version): one line each.
     problems: tuple[str, ...] = ()
+    # KIP-848 consumer groups (record key versions 3-8, ``consumer_replay``).
+    consumer_groups: tuple[ConsumerGroup, ...] = ()
 
 
 # ------------------------------------------------------------------ commits
@@ -233,6 +238,7 @@ class OffsetsReplay:
         self.values: dict[str, GroupMetadataValue | None] = {}
         self.problems: list[str] = []
         self.records = 0
+        self.consumer_groups = ConsumerGroupsReplay()
 
     def replay(self, records: Iterable[LogRecord | TransactionMarker]) -> None:
         for record in records:
@@ -250,6 +256,9 @@ class OffsetsReplay:
     def _replay(self, record: LogRecord) -> None:
         if record.key is None:
             raise CoordinatorRecordError("a record without a key")
+        if is_consumer_group_key(record.key):
+            self.consumer_groups.replay(record.key, record.value)
+            return
         key = decode_key(record.key)
         if isinstance(key, GroupMetadataKey):
             value = None if record.value is None else decode_group_metadata_value(record.value)
@@ -306,7 +315,8 @@ class OffsetsReplay:
                 if mine:
                     group.pending_txn_offset_commits[producer_id] = mine
             groups.append(group)
-        return LoadedGroups(tuple(groups), tuple(self.problems))
+        consumer_groups = self.consumer_groups.groups()
+        return LoadedGroups(tuple(groups), tuple(self.problems), consumer_groups)
 
 
 def load_groups(records: Iterable[LogRecord | TransactionMarker], now_ms: int) -> LoadedGroups:

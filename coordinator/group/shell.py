@@ -35,9 +35,16 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from pykraft.coordinator.group.coordinator import GroupCoordinator, JoinGroupRequest
+from pykraft.coordinator.group.consumer_group import ConsumerGroup
+from pykraft.coordinator.group.consumer_heartbeat import (
+    ConsumerGroupConfig,
+    ConsumerGroupHeartbeatRequest,
+)
+from pykraft.coordinator.group.consumer_records import TopicMetadata
+from pykraft.coordinator.group.coordinator import JoinGroupRequest
 from pykraft.coordinator.group.effects import (
     Append,
+    ConsumerGroupHeartbeatResult,
     Effects,
     HeartbeatResult,
     JoinGroupResult,
@@ -53,10 +60,11 @@ from pykraft.coordinator.group.offsets import OFFSETS_TOPIC, FetchedOffset, Offs
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.replicas import Replicas
+from pykraft.coordinator.group.unified import UnifiedGroupCoordinator
 from pykraft.coordinator.group.views import GroupOverview, GroupSummary
 from pykraft.coordinator.group.writer import OFFSET_COMMIT_TIMEOUT_MS, OffsetsWriter
 from pykraft.coordinator.shell_runtime import ShellRuntime
-from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.image import MetadataImage, TopicsImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.protocol.errors import Errors
 from pykraft.storage.deadline_timer import DeadlineTimer
@@ -80,10 +88,12 @@ class GroupCoordinatorShell:
         wall_clock_ms: Callable[[], int],
         member_suffix: Callable[[], str] = random_member_suffix,
         offset_commit_timeout_ms: int = OFFSET_COMMIT_TIMEOUT_MS,
+        consumer_config: ConsumerGroupConfig | None = None,
     ) -> None:
         self.replica_manager = replica_manager
         self.config = config
-        self.core = GroupCoordinator(config, member_suffix)
+        # Classic and KIP-848 consumer groups side by side (coordinator.group.unified).
+        self.core = UnifiedGroupCoordinator(config, member_suffix, consumer_config)
         # Kafka's ``time.milliseconds()``: commit timestamps are wall time, so deadlines are too.
         self.wall_clock_ms = wall_clock_ms
         self.writer = OffsetsWriter(
@@ -91,6 +101,7 @@ class GroupCoordinatorShell:
         )
         self._runtime: ShellRuntime[Result] = ShellRuntime(logger)
         self._timer = DeadlineTimer(lambda: self.wall_clock_ms(), self._on_timer)
+        self._topics_seen: TopicsImage | None = None
 
     # ------------------------------------------------------------------ requests
 
@@ -222,6 +233,20 @@ class GroupCoordinatorShell:
         assert isinstance(result, OffsetCommitResult)
         return dict(result.errors)
 
+    async def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResult:
+        """ConsumerGroupHeartbeat (KIP-848); answered once its records are appended."""
+        result = await self._call(
+            lambda rid, now: self.core.handle_consumer_group_heartbeat(request, rid, now),
+            ConsumerGroupHeartbeatResult(error=Errors.NOT_COORDINATOR),
+        )
+        assert isinstance(result, ConsumerGroupHeartbeatResult)
+        return result
+
+    def describe_consumer_group(self, group_id: str) -> tuple[Errors, ConsumerGroup | None]:
+        return self.core.describe_consumer_group(group_id)
+
     def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is appended to partition
         ``offsets_partition`` of ``__consumer_offsets``: settle its pending offsets there."""
@@ -309,6 +334,15 @@ class GroupCoordinatorShell:
         if topic is not None and topic.partitions and not self.core.partitions:
             # Kafka reads the partition count of an existing topic, not the config.
             self.core.num_partitions = len(topic.partitions)
+        if image.topics is not self._topics_seen:
+            # Consumer groups match subscriptions (and regexes) against these (KIP-848).
+            self._topics_seen = image.topics
+            self.core.update_topics(
+                {
+                    name: TopicMetadata(t.topic_id, name, len(t.partitions))
+                    for name, t in image.topics.by_name.items()
+                }
+            )
         now_ms = self.wall_clock_ms()
         gone = [key for key in changes.deletes if key.topic == OFFSETS_TOPIC]
         gone += [key for key in changes.followers if key.topic == OFFSETS_TOPIC]

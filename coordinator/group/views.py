@@ -32,6 +32,8 @@ class GroupOverview:
     group_id: str
     protocol_type: str
     state: str
+    # ListGroups v5's GroupType (KIP-848): "classic" or "consumer".
+    group_type: str = "classic"
 
 
 DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "")

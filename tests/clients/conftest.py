@@ -40,6 +40,9 @@ BROKERS = 3
 SESSION_ARGS = (
     "--broker-property", "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
     "--broker-property", "group.initial.rebalance.delay.ms=0",
+    # KIP-848 consumers heartbeat every 500 ms, as in Kafka's consumer-protocol tests.
+    "--broker-property", "group.consumer.heartbeat.interval.ms=500",
+    "--broker-property", "group.consumer.min.heartbeat.interval.ms=500",
 )  # fmt: skip
 ATTACH_ENVIRONMENT = "PYKRAFT_CLIENTS_CLUSTER"
 

@@ -14,8 +14,6 @@ KAFKA_3_9 = {key: tuple(versions) for key, versions in KAFKA_3_9_BROKER_API_VERS
 
 # Kafka 3.9 serves these; pykraft does not, and nobody is building them in issue 13.
 NOT_SERVED: dict[ApiKey, str] = {
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
-    ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
     ApiKey.ADD_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
     ApiKey.REMOVE_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
 }
@@ -23,6 +21,15 @@ NOT_SERVED: dict[ApiKey, str] = {
 # APIs served below Kafka 3.9's maximum: (our maximum, why the next version is not served).
 # None today: every served API reaches Kafka 3.9's maximum.
 LOWER_MAXIMUM: dict[ApiKey, tuple[int, str]] = {}
+
+# APIs served beyond Kafka 3.9's maximum: (our maximum, why).
+HIGHER_MAXIMUM: dict[ApiKey, tuple[int, str]] = {
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (
+        1,
+        "Kafka 4.0's v1 (SubscribedTopicRegex): librdkafka 2.12+ (confluent-kafka 2.16) asks "
+        "for exactly v1, so group.protocol=consumer needs it; KIP-848 is GA in 4.0",
+    ),
+}
 
 
 def advertised() -> dict[int, tuple[int, int]]:
@@ -71,10 +78,10 @@ def test_minimum_versions_are_kafka_3_9s() -> None:
 
 def test_maximum_versions_are_kafka_3_9s_except_the_listed_ones() -> None:
     ours = advertised()
-    expected = {
-        k: LOWER_MAXIMUM[ApiKey(k)][0] if k in LOWER_MAXIMUM else KAFKA_3_9[ApiKey(k)][1]
-        for k in ours
-    }
+    listed = {**LOWER_MAXIMUM, **HIGHER_MAXIMUM}
+    expected = {k: listed[ApiKey(k)][0] if k in listed else KAFKA_3_9[ApiKey(k)][1] for k in ours}
     assert {k: high for k, (_, high) in ours.items()} == expected
     for key, (high, reason) in LOWER_MAXIMUM.items():
         assert high < KAFKA_3_9[key][1], f"{key.name} reaches 3.9's maximum: drop it ({reason})"
+    for key, (high, reason) in HIGHER_MAXIMUM.items():
+        assert high > KAFKA_3_9[key][1], f"{key.name} is back at 3.9's maximum ({reason})"

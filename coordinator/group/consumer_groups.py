@@ -1,0 +1,412 @@
+"""Consumer groups (KIP-848) beside the classic ones in one coordinator: the heartbeat, leaving,
+timeouts, describing, and the classic APIs' answers for a consumer group.
+
+Theory of operation (Kafka 3.9's ``GroupMetadataManager.consumerGroupHeartbeat``)
+--------------------------------------------------------------------------------
+One heartbeat, one pass, in Kafka's order:
+
+1. Check the request (``consumer_heartbeat.request_error``) and that this broker coordinates the
+   group. A classic group with members owns the id: GROUP_ID_NOT_FOUND ("not a consumer group";
+   pykraft does not convert groups online). A classic group holding only offsets is shared: its
+   offsets stay where they are (``self.groups``), the consumer group lives beside them.
+2. Find the member: epoch 0 joins (a new member id, GROUP_MAX_SIZE_REACHED past
+   ``group.consumer.max.size``, UNRELEASED_INSTANCE_ID for an instance id another live member
+   holds); otherwise UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH (``member_epoch_error``).
+3. Update the member from the heartbeat (null fields: unchanged). A new member, a changed
+   subscription, or changed metadata of the subscribed topics (a regex matching a topic created
+   since) bumps the *group epoch*.
+4. Group epoch ahead of the target assignment epoch: run the assignor
+   (``ConsumerGroup.compute_target_assignment``) and write the members whose target changed.
+5. Reconcile the member (``consumer_member.reconcile``); write its current assignment if it
+   changed; arm its session timeout, and its rebalance timeout while it must revoke.
+6. Answer with its member epoch, ``group.consumer.heartbeat.interval.ms`` and, for a full
+   heartbeat or a changed assignment, the partitions it may consume.
+
+Records are applied to memory at once (Kafka replays them into its timeline); the answer waits
+until they are appended (``PendingConsumerWrite``), as Kafka's runtime completes a write only
+after the log has it. Leaving (epoch -1), a session timeout, and a rebalance timeout (partitions
+not revoked in time) remove the member with tombstones and bump the group epoch; a static member
+leaving with epoch -2 keeps its place and partitions until its session times out or its instance
+id rejoins under a new member id, taking over its target assignment without a new group epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
+
+from pykraft.coordinator.group import consumer_records as records
+from pykraft.coordinator.group.consumer_group import ConsumerGroup
+from pykraft.coordinator.group.consumer_heartbeat import (
+    ConsumerGroupConfig,
+    ConsumerGroupHeartbeatRequest,
+    Refusal,
+    assignment_record_changed,
+    failed,
+    is_simple_group,
+    member_epoch_error,
+    metadata_changed,
+    refused,
+    subscription_changed,
+    updated_member,
+)
+from pykraft.coordinator.group.consumer_member import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupMember,
+    MemberState,
+    assignment_changed,
+    reconcile,
+)
+from pykraft.coordinator.group.consumer_records import TopicMetadata
+from pykraft.coordinator.group.effects import (
+    Append,
+    ConsumerGroupHeartbeatResult,
+    CoordinatorRecord,
+    Effects,
+    Result,
+)
+from pykraft.coordinator.group.offsets import group_append_error
+from pykraft.coordinator.group.rebalance import GroupConfig
+from pykraft.coordinator.group.state import GroupMetadata
+from pykraft.protocol.errors import Errors
+
+
+@attrs.frozen
+class PendingConsumerWrite:
+    # None: a timer's write (a fenced member); nobody waits.
+    request_id: int | None
+    # A ConsumerGroupHeartbeat's answer, or a classic member's (JoinGroup, SyncGroup, ...).
+    result: Result | None
+
+
+@attrs.define
+class _MemberDeadlines:
+    session_ms: int
+    # Set while the member must revoke partitions (UNREVOKED_PARTITIONS) at ``rebalance_epoch``.
+    rebalance_ms: int | None = None
+    rebalance_epoch: int = -1
+
+
+class ConsumerGroupCore:
+    """The consumer groups of one coordinator. It shares the classic manager's placement and
+    writes through the two callables it is handed."""
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        consumer_config: ConsumerGroupConfig,
+        *,
+        new_member_id: Callable[[], str],
+        new_write: Callable[[PendingConsumerWrite], int],
+        partition_for: Callable[[str], int],
+    ) -> None:
+        self.config = config
+        self.consumer_config = consumer_config
+        self.groups: dict[str, ConsumerGroup] = {}
+        # topic name -> id and partition count, from the broker's metadata image.
+        self.topics: Mapping[str, TopicMetadata] = {}
+        self._deadlines: dict[tuple[str, str], _MemberDeadlines] = {}
+        self._new_member_id = new_member_id
+        self._new_write = new_write
+        self._partition_for = partition_for
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def heartbeat(
+        self,
+        request: ConsumerGroupHeartbeatRequest,
+        classic: GroupMetadata | None,
+        request_id: int,
+        now_ms: int,
+        effects: Effects,
+        written_before: Iterable[CoordinatorRecord] = (),
+    ) -> None:
+        """``consumerGroupHeartbeat``, after the request's checks (``request_error``) and the
+        group's status (``validate_group_status``), both the caller's; ``written_before``: the
+        records of an upgrade of the group just done (written first, in the same batch)."""
+        if classic is not None and not is_simple_group(classic):
+            message = f"Group {request.group_id} is not a consumer group."
+            effects.answer(request_id, refused((Errors.GROUP_ID_NOT_FOUND, message)))
+            return
+        written: list[CoordinatorRecord] = list(written_before)
+        if request.is_leave:
+            outcome = self._leave(request, now_ms, written)
+        else:
+            outcome = self._join_or_heartbeat(request, now_ms, written)
+        result = outcome if isinstance(outcome, ConsumerGroupHeartbeatResult) else refused(outcome)
+        self._write(request.group_id, written, request_id, result, now_ms, effects)
+
+    def _join_or_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, now_ms: int, written: list[CoordinatorRecord]
+    ) -> ConsumerGroupHeartbeatResult | Refusal:
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if request.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+                return Errors.GROUP_ID_NOT_FOUND, f"Consumer group {request.group_id} not found."
+            group = ConsumerGroup(request.group_id)
+        found = self._member_for(group, request, written)
+        if not isinstance(found[0], ConsumerGroupMember):
+            return found
+        member, replaced = found
+        is_new = member.member_id not in group.members
+        updated = updated_member(member, request)
+        gid = group.group_id
+        # A static member's new incarnation (``replaced``) is no new member: it keeps its place.
+        bump = (is_new and not replaced) or subscription_changed(member, updated)
+        if is_new or metadata_changed(member, updated):
+            written.append(records.member_metadata_record(gid, updated))
+        group.update_member(updated)
+        bump = self._refresh_subscription_metadata(group, written) or bump
+        if bump:
+            group.group_epoch += 1
+            written.append(records.group_epoch_record(gid, group.group_epoch))
+        self._maybe_compute_target_assignment(group, written)
+        reconciled = reconcile(
+            updated,
+            group.assignment_epoch,
+            group.target_of(updated.member_id),
+            group.current_partition_epoch,
+            request.topic_partitions,
+        )
+        if is_new or assignment_record_changed(updated, reconciled):
+            group.update_member(reconciled)
+            written.append(records.current_assignment_record(gid, reconciled))
+        self.groups[gid] = group
+        self._arm_timers(gid, reconciled, now_ms)
+        show = request.is_full or is_new or assignment_changed(member, reconciled)
+        return ConsumerGroupHeartbeatResult(
+            error=Errors.NONE,
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.consumer_config.heartbeat_interval_ms,
+            assignment=dict(reconciled.assigned_partitions) if show else None,
+        )
+
+    def _member_for(
+        self,
+        group: ConsumerGroup,
+        request: ConsumerGroupHeartbeatRequest,
+        written: list[CoordinatorRecord],
+    ) -> tuple[ConsumerGroupMember, bool] | Refusal:
+        """The member this heartbeat is from, and whether it replaces a static member."""
+        member = group.members.get(request.member_id) if request.member_id else None
+        if request.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+            if member is None:
+                return (
+                    Errors.UNKNOWN_MEMBER_ID,
+                    f"Member {request.member_id} is not a member of group {group.group_id}.",
+                )
+            refusal = member_epoch_error(member, request.member_epoch, request.topic_partitions)
+            return (member, False) if refusal is None else refusal
+        if member is not None:
+            # A known member rejoining: it gave up its partitions; it starts over.
+            restarted = attrs.evolve(
+                member,
+                member_epoch=0,
+                previous_member_epoch=0,
+                state=MemberState.STABLE,
+                assigned_partitions={},
+                partitions_pending_revocation={},
+            )
+            return restarted, False
+        if len(group.members) >= self.consumer_config.max_size:
+            return (
+                Errors.GROUP_MAX_SIZE_REACHED,
+                "The consumer group has reached its maximum capacity of "
+                f"{self.consumer_config.max_size} members.",
+            )
+        member_id = request.member_id or self._new_member_id()
+        holder = None
+        if request.instance_id is not None:
+            holder = group.member_by_instance_id(request.instance_id)
+        if holder is None:
+            return ConsumerGroupMember(member_id=member_id), False
+        if holder.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            return (
+                Errors.UNRELEASED_INSTANCE_ID,
+                f"Static member {holder.member_id} with instance id {request.instance_id} "
+                f"is still in group {group.group_id}.",
+            )
+        return self._replace_static_member(group, holder, member_id, written), True
+
+    def _replace_static_member(
+        self,
+        group: ConsumerGroup,
+        old: ConsumerGroupMember,
+        member_id: str,
+        written: list[CoordinatorRecord],
+    ) -> ConsumerGroupMember:
+        """``consumerGroupStaticMemberGroupLeave``'s other half: the new member id takes over
+        the old one's partitions, epoch and target assignment; the group epoch does not move."""
+        target = group.target_of(old.member_id)
+        self._remove(group, old.member_id, written)
+        group.target_assignment[member_id] = target
+        written.append(records.target_assignment_member_record(group.group_id, member_id, target))
+        return attrs.evolve(old, member_id=member_id, member_epoch=old.previous_member_epoch)
+
+    def _leave(
+        self, request: ConsumerGroupHeartbeatRequest, now_ms: int, written: list[CoordinatorRecord]
+    ) -> ConsumerGroupHeartbeatResult | Refusal:
+        """``consumerGroupLeave``: -1 removes the member; -2 (a static member) keeps its place
+        and partitions until its session times out."""
+        group = self.groups.get(request.group_id)
+        member = group.members.get(request.member_id) if group is not None else None
+        if group is None or member is None:
+            return (
+                Errors.UNKNOWN_MEMBER_ID,
+                f"Member {request.member_id} is not a member of group {request.group_id}.",
+            )
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            left = attrs.evolve(
+                member,
+                previous_member_epoch=member.member_epoch,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            )
+            group.update_member(left)
+            written.append(records.current_assignment_record(group.group_id, left))
+            self._deadlines.setdefault(
+                (group.group_id, member.member_id), _MemberDeadlines(now_ms)
+            ).rebalance_ms = None
+        else:
+            self._fence(group, member.member_id, written)
+        return ConsumerGroupHeartbeatResult(
+            error=Errors.NONE, member_id=member.member_id, member_epoch=request.member_epoch
+        )
+
+    # ------------------------------------------------------------------ group changes
+
+    def _fence(
+        self, group: ConsumerGroup, member_id: str, written: list[CoordinatorRecord]
+    ) -> None:
+        """``removeMember`` + a group epoch bump: the member's partitions are free again."""
+        self._remove(group, member_id, written)
+        self._refresh_subscription_metadata(group, written)
+        group.group_epoch += 1
+        written.append(records.group_epoch_record(group.group_id, group.group_epoch))
+
+    def _remove(
+        self, group: ConsumerGroup, member_id: str, written: list[CoordinatorRecord]
+    ) -> None:
+        group.remove_member(member_id)
+        self._deadlines.pop((group.group_id, member_id), None)
+        written.extend(records.member_tombstones(group.group_id, member_id))
+
+    def _refresh_subscription_metadata(
+        self, group: ConsumerGroup, written: list[CoordinatorRecord]
+    ) -> bool:
+        """The subscribed topics' metadata from the image; True (and a record) if it changed."""
+        names = group.subscribed_topic_names(self.topics)
+        metadata = {name: self.topics[name] for name in sorted(names) if name in self.topics}
+        if metadata == group.subscription_metadata:
+            return False
+        group.subscription_metadata = metadata
+        written.append(records.partition_metadata_record(group.group_id, metadata))
+        return True
+
+    def _maybe_compute_target_assignment(
+        self, group: ConsumerGroup, written: list[CoordinatorRecord]
+    ) -> None:
+        if group.group_epoch <= group.assignment_epoch:
+            return
+        assignor = self._assignor_for(group)
+        target = group.compute_target_assignment(assignor)
+        for member_id, assignment in sorted(target.items()):
+            if group.target_assignment.get(member_id) != assignment:
+                written.append(
+                    records.target_assignment_member_record(group.group_id, member_id, assignment)
+                )
+        group.target_assignment = dict(target)
+        group.assignment_epoch = group.group_epoch
+        group.assignor_name = assignor
+        written.append(records.target_assignment_epoch_record(group.group_id, group.group_epoch))
+
+    def _assignor_for(self, group: ConsumerGroup) -> str:
+        """``defaultAssignor`` unless members ask for one: the most asked-for (ties by name)."""
+        asked: dict[str, int] = {}
+        for member in group.members.values():
+            if member.server_assignor_name is not None:
+                asked[member.server_assignor_name] = asked.get(member.server_assignor_name, 0) + 1
+        if not asked:
+            return self.consumer_config.assignors[0]
+        return min(asked, key=lambda name: (-asked[name], name))
+
+    # ------------------------------------------------------------------ timers
+
+    def _arm_timers(self, group_id: str, member: ConsumerGroupMember, now_ms: int) -> None:
+        deadlines = self._deadlines.setdefault((group_id, member.member_id), _MemberDeadlines(0))
+        session_timeout_ms = member.classic_session_timeout_ms
+        if session_timeout_ms is None:
+            session_timeout_ms = self.consumer_config.session_timeout_ms
+        deadlines.session_ms = now_ms + session_timeout_ms
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if deadlines.rebalance_ms is None or deadlines.rebalance_epoch != member.member_epoch:
+                deadlines.rebalance_ms = now_ms + max(member.rebalance_timeout_ms, 0)
+                deadlines.rebalance_epoch = member.member_epoch
+        else:
+            deadlines.rebalance_ms = None
+
+    def next_deadline_ms(self) -> int | None:
+        times = [d.session_ms for d in self._deadlines.values()]
+        times += [d.rebalance_ms for d in self._deadlines.values() if d.rebalance_ms is not None]
+        return min(times, default=None)
+
+    def poll(self, now_ms: int, effects: Effects) -> None:
+        """Fence every member whose session or rebalance timeout has passed."""
+        for (group_id, member_id), deadlines in sorted(self._deadlines.items()):
+            expired = deadlines.session_ms <= now_ms or (
+                deadlines.rebalance_ms is not None and deadlines.rebalance_ms <= now_ms
+            )
+            group = self.groups.get(group_id)
+            if not expired or group is None or member_id not in group.members:
+                continue
+            written: list[CoordinatorRecord] = []
+            self._fence(group, member_id, written)
+            self._write(group_id, written, None, None, now_ms, effects)
+
+    def _write(
+        self,
+        group_id: str,
+        written: list[CoordinatorRecord],
+        request_id: int | None,
+        result: Result | None,
+        now_ms: int,
+        effects: Effects,
+    ) -> None:
+        if not written or result is None or getattr(result, "error", None) is not Errors.NONE:
+            if request_id is not None and result is not None:
+                effects.answer(request_id, result)
+            if not written:
+                return
+            result, request_id = None, None
+        write_id = self._new_write(PendingConsumerWrite(request_id, result))
+        append = Append(write_id, self._partition_for(group_id), tuple(written), now_ms)
+        effects.appends.append(append)
+
+    @staticmethod
+    def on_append_done(pending: PendingConsumerWrite, error: Errors, effects: Effects) -> None:
+        if pending.request_id is None or pending.result is None:
+            return
+        if error is Errors.NONE:
+            effects.answer(pending.request_id, pending.result)
+        else:
+            effects.answer(pending.request_id, failed(pending.result, group_append_error(error)))
+
+    # ------------------------------------------------------------------ loading
+
+    def install(self, groups: Iterable[ConsumerGroup], now_ms: int) -> None:
+        """Groups replayed from a partition's log: every member's session starts now."""
+        for group in groups:
+            self.groups[group.group_id] = group
+            for member in group.members.values():
+                self._arm_timers(group.group_id, member, now_ms)
+
+    def unload(self, partition: int) -> None:
+        for group_id in [g for g in self.groups if self._partition_for(g) == partition]:
+            self.unload_group(group_id)
+
+    def unload_group(self, group_id: str) -> None:
+        self.groups.pop(group_id, None)
+        for key in [k for k in self._deadlines if k[0] == group_id]:
+            del self._deadlines[key]
