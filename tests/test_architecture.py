@@ -70,6 +70,8 @@ PURE_CORES = [
     "quorum/managers",
     # Kafka's DescribeQuorum from pysyncobj's status; quorum/service_quorum.py is its shell.
     "quorum/describe_quorum.py",
+    # KIP-853's AddRaftVoter / RemoveRaftVoter decisions; quorum/service_voters.py is the shell.
+    "quorum/voter_changes.py",
     # The doors' decisions (issue 11); quorum/auth_http.py is their aiohttp shell.
     "quorum/auth.py",
     "quorum/auth_basic.py",
