@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 import attrs
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.node import TCPNode
 
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import MetadataRecord
@@ -57,7 +58,13 @@ from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dum
 from pykraft.quorum.raft_serializer import BackgroundSerializer
 from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 from pykraft.quorum.raft_transport import GuardedTransport, cluster_key
+from pykraft.quorum.raft_voters import (
+    VOTER_SET_ATTRIBUTE,
+    RaftMembership,
+    voter_set_to_text,
+)
 from pykraft.quorum.snapshots import SnapshotStore
+from pykraft.quorum.voter_changes import Voter, VoterChangeKind, VoterSet
 
 logger = logging.getLogger(__name__)
 
@@ -117,11 +124,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         self._proposed: dict[bytes, tuple[MetadataRecord, ...]] = {}
         self.fatal_error: str | None = None
         self_address = str(config.self_raft_address)
-        others = [
-            str(address)
-            for node, address in sorted(config.voters.items())
-            if node != config.node_id
-        ]
+        # The voter set (quorum/raft_voters.py): its base is pysyncobj's initial member list.
+        self.membership = RaftMembership(config, raft_dir)
+        others = list(self.membership.initial_others)
         super().__init__(
             self_address, others, self._sync_obj_conf(config), transportClass=GuardedTransport
         )
@@ -141,8 +146,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         except Exception:
             self.destroy_synchronous()
             raise RaftBindError(
-                f"cannot listen on the Raft address {self_address} (controller.quorum.voters "
-                f"entry of node {config.node_id}): is another process using the port?"
+                f"cannot listen on the Raft address {self_address} (node {config.node_id}'s "
+                "controller.quorum.voters entry or RAFT listener): is another process using "
+                "the port?"
             ) from None
 
     def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
@@ -171,7 +177,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             logCompactionMinTime=max(1, config.snapshot_interval_ms // 1000),
             appendEntriesBatchSizeBytes=1 << 20,
             logCompactionBatchSize=LOG_COMPACTION_BATCH_BYTES,
-            dynamicMembershipChange=False,
+            # KIP-853 voter changes (quorum/raft_voters.py). Without a change proposed it
+            # behaves as the static mode did: the members are controller.quorum.voters.
+            dynamicMembershipChange=True,
             # Bind exactly the configured host (pysyncobj would bind 0.0.0.0).
             bindAddress=str(config.self_raft_address),
             bindRetryTime=BIND_RETRY_S,
@@ -271,6 +279,8 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             voters=tuple(sorted(str(getattr(node, "address", node)) for node in nodes)),
             checkpoint_name=None,
             checkpoint_size=0,
+            voter_set=self.membership.voter_set.voters,
+            dynamic_voters=self.membership.dynamic,
         )
 
     def _write_dump(self, path: Path, header: DumpHeader) -> None:
@@ -317,7 +327,60 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self._listener.handle_state_loaded(self._state)
         except Exception:
             logger.exception("metadata listener failed on a loaded snapshot")
-        return (header.last_entry.as_tuple(), header.prev_entry.as_tuple(), list(header.voters))
+        others = self.membership.handle_dump(header.voter_set, header.dynamic_voters, header.voters)
+        return (header.last_entry.as_tuple(), header.prev_entry.as_tuple(), others)
 
     def image(self) -> MetadataImage:
         return self._state.image
+
+    # ---- KIP-853 voter changes (quorum/raft_voters.py) ----
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voters as this node's log has them (committed or not); any thread."""
+        return self.membership.voter_set
+
+    def _other_addresses(self) -> set[str]:
+        """Raft thread: pysyncobj's current members other than this node."""
+        return {str(node.address) for node in self.otherNodes}
+
+    def _SyncObj__doChangeCluster(self, request: Any, reverse: bool = False) -> bool:
+        """pysyncobj applies every membership change through this (private) method: on append,
+        on truncation (``reverse``) and on replay. Overridden to follow the voter set."""
+        changed = bool(SyncObj._SyncObj__doChangeCluster(self, request, reverse))
+        try:
+            self.membership.handle_change(request, reverse, self._other_addresses())
+        except Exception:
+            logger.exception("voter set bookkeeping failed on %r", request)
+        return changed
+
+    def _SyncObj__updateClusterConfiguration(self, new_nodes: Any) -> None:
+        """pysyncobj sets the members from a loaded dump through this (private) method."""
+        SyncObj._SyncObj__updateClusterConfiguration(self, new_nodes)
+        try:
+            self.membership.handle_members(self._other_addresses())
+        except Exception:
+            logger.exception("voter set bookkeeping failed after loading a dump")
+
+    def propose_voter_change(
+        self, kind: VoterChangeKind, voter: Voter, new_set: VoterSet, on_result: ResultCallback
+    ) -> None:
+        """Enqueue one membership entry carrying the whole new voter set (any thread);
+        ``on_result(None, fail_reason)`` runs on the Raft thread once it commits or fails."""
+        node = TCPNode(str(voter.raft_address), **{VOTER_SET_ATTRIBUTE: voter_set_to_text(new_set)})
+        if kind is VoterChangeKind.ADD:
+            self.addNodeToCluster(node, callback=on_result)
+        else:
+            self.removeNodeFromCluster(node, callback=on_result)
+
+    def voter_change_state(self) -> tuple[bool, bool]:
+        """Raft thread: (has the leader applied its term's first entry — Kafka's known high
+        watermark; is the last membership change applied). pysyncobj refuses a change
+        otherwise (``SyncObj.__changeCluster``); these let the refusal carry Kafka's reason."""
+        last_applied = int(self.raftLastApplied)
+        noop_index = self._SyncObj__noopIDx
+        change_index = self._SyncObj__changeClusterIDx
+        return (
+            noop_index is not None and last_applied >= noop_index,
+            change_index is None or last_applied >= change_index,
+        )

@@ -267,3 +267,38 @@ def is_caught_up(*, match_index: int | None, leader_commit_index: int) -> bool:
     counts) reaches the leader's commit index. Kafka's ``LeaderState.isReplicaCaughtUp``
     compares the replica's fetch offset with the leader's log end in the same way."""
     return match_index is not None and match_index >= leader_commit_index
+
+
+def voter_to_json(voter: Voter) -> dict[str, object]:
+    """A voter as the voters file, the dump header and membership entries carry it."""
+    http = voter.http_listener
+    return {
+        "node_id": voter.node_id,
+        "directory_id": voter.directory_id,
+        "raft": str(voter.raft_address),
+        "http": None if http is None else str(http),
+    }
+
+
+def _host_port(text: object) -> HostPort:
+    if type(text) is not str:
+        raise ValueError(f"expected host:port, got {text!r:.80}")
+    host, separator, port = text.rpartition(":")
+    if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected host:port, got {text!r:.80}")
+    return HostPort(host=host, port=int(port))
+
+
+def voter_from_json(value: object) -> Voter:
+    """Raises ``ValueError`` on anything but ``voter_to_json``'s shape."""
+    if type(value) is not dict:
+        raise ValueError(f"a voter must be an object, got {value!r:.80}")
+    node_id, directory_id, http = value.get("node_id"), value.get("directory_id"), value.get("http")
+    if type(node_id) is not int or node_id < 0 or type(directory_id) is not str:
+        raise ValueError(f"malformed voter {value!r:.120}")
+    return Voter(
+        node_id=node_id,
+        directory_id=directory_id,
+        raft_address=_host_port(value.get("raft")),
+        http_listener=None if http is None else _host_port(http),
+    )

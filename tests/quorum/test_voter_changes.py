@@ -198,3 +198,22 @@ def test_caught_up_when_the_match_index_reaches_the_commit_index(
     match_index: int | None, commit_index: int, expected: bool
 ) -> None:
     assert is_caught_up(match_index=match_index, leader_commit_index=commit_index) is expected
+
+
+def test_voters_round_trip_through_json_and_bad_shapes_are_refused() -> None:
+    from pykraft.quorum.voter_changes import voter_from_json, voter_to_json
+
+    for one in (voter(1), voter(3, DIR_3), attrs.evolve(voter(2), http_listener=None)):
+        assert voter_from_json(voter_to_json(one)) == one
+    bad: object
+    for bad in (
+        None,
+        [],
+        {"node_id": "1", "directory_id": DIR_3, "raft": "h:1"},
+        {"node_id": -1, "directory_id": DIR_3, "raft": "h:1"},
+        {"node_id": 1, "directory_id": DIR_3, "raft": "h"},
+        {"node_id": 1, "directory_id": DIR_3, "raft": "h:70000"},
+        {"node_id": 1, "directory_id": DIR_3, "raft": "h:1", "http": 5},
+    ):
+        with pytest.raises(ValueError):
+            voter_from_json(bad)
