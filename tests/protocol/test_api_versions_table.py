@@ -16,8 +16,6 @@ KAFKA_3_9 = {key: tuple(versions) for key, versions in KAFKA_3_9_BROKER_API_VERS
 NOT_SERVED: dict[ApiKey, str] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "KIP-848 consumer groups are not built (ARCHITECTURE.md)",
-    ApiKey.ADD_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
-    ApiKey.REMOVE_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
 }
 
 # APIs served below Kafka 3.9's maximum: (our maximum, why the next version is not served).
