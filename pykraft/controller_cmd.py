@@ -57,6 +57,8 @@ from pykraft.quorum.config import (
 )
 from pykraft.quorum.runner import run_controller
 from pykraft.quorum.voter_changes import RAFT_LISTENER
+from pykraft.storage.atomic_file import write_atomically
+from pykraft.storage.directory_id import META_PROPERTIES, ensure_directory_id, new_directory_id
 from pykraft.storage.system_clock import SystemClock
 
 
@@ -80,7 +82,25 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ControllerConfigError, TlsSettingsError) as error:
         print(f"pykraft controller: {error}", file=sys.stderr)
         return 2
+    try:
+        ensure_meta_properties(config.metadata_log_dir, config.node_id)
+    except OSError as error:
+        print(f"pykraft controller: {config.metadata_log_dir}: {error}", file=sys.stderr)
+        return 2
     return run_controller(config, SystemClock())
+
+
+def ensure_meta_properties(log_dir: Path, node_id: int) -> str:
+    """The controller's ``directory.id`` (KIP-853: its voter key with ``node.id``), kept in
+    ``metadata.log.dir/meta.properties`` as Kafka's ``kafka-storage format`` writes it; made at
+    the first start. ``pykraft metadata-quorum add-controller`` reads it from there."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / META_PROPERTIES
+    if not path.exists():
+        write_atomically(
+            path, f"version=1\nnode.id={node_id}\ndirectory.id={new_directory_id()}\n".encode()
+        )
+    return ensure_directory_id(log_dir)
 
 
 def _password(props: Properties) -> str:

@@ -178,6 +178,7 @@ COMPOSITION_ROOTS = {
     # A tool's process: its admin client's deadlines and back-off, the wall clock it prints.
     "pykraft/transactions_cmd.py",
     "pykraft/reassign_cmd.py",
+    "pykraft/metadata_quorum_cmd.py",
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }
