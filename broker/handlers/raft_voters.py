@@ -17,6 +17,7 @@ checks the client's principal itself (the controller sees only the broker) and c
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pykraft.broker.controller_api import ControllerError
@@ -28,9 +29,15 @@ from pykraft.metadata.auth.acl import AclOperation
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
 from pykraft.protocol.errors import Errors
+from pykraft.protocol.wire import ZERO_UUID
 
 _AddResponse = response_class(ApiKey.ADD_RAFT_VOTER)
 _RemoveResponse = response_class(ApiKey.REMOVE_RAFT_VOTER)
+
+
+def _directory_id(value: uuid.UUID | None) -> str:
+    """kafka-python decodes the zero uuid (``ReplicaKey.NO_DIRECTORY_ID``) as None."""
+    return topic_id_string(value if value is not None else ZERO_UUID)
 
 
 def _response(cls: Any, version: int, error: Errors, message: str | None = None) -> Any:
@@ -50,7 +57,7 @@ async def add_raft_voter(services: BrokerServices, context: RequestContext, mess
         cluster_id=message.cluster_id,
         timeout_ms=max(0, message.timeout_ms),
         voter_id=message.voter_id,
-        voter_directory_id=topic_id_string(message.voter_directory_id),
+        voter_directory_id=_directory_id(message.voter_directory_id),
         listeners=tuple(
             VoterListener(name=item.name, host=item.host, port=item.port)
             for item in message.listeners
@@ -70,7 +77,7 @@ async def remove_raft_voter(services: BrokerServices, context: RequestContext, m
     request = RemoveVoterRequest(
         cluster_id=message.cluster_id,
         voter_id=message.voter_id,
-        voter_directory_id=topic_id_string(message.voter_directory_id),
+        voter_directory_id=_directory_id(message.voter_directory_id),
     )
     try:
         await services.controller.remove_raft_voter(request)

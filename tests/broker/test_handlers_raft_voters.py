@@ -171,3 +171,15 @@ def test_alter_on_the_cluster_is_required(cluster: Cluster) -> None:
     assert add(allowed, add_request()).error_code == Errors.NONE
     assert remove(allowed, remove_request()).error_code == Errors.NONE
     assert [name for name, _ in controller.calls] == ["add_raft_voter", "remove_raft_voter"]
+
+
+def test_the_zero_directory_id_names_a_static_voter(cluster: Cluster) -> None:
+    """kafka-python decodes Kafka's zero uuid as None; it is forwarded as the zero uuid."""
+    controller = VotersController(cluster)
+    message = RemoveRaftVoterRequest(
+        version=0, cluster_id=None, voter_id=3, voter_directory_id=uuid.UUID(int=0)
+    )
+    assert remove(apis(cluster, controller), message).error_code == Errors.NONE
+    [(_, forwarded)] = controller.calls
+    assert isinstance(forwarded, RemoveVoterRequest)
+    assert forwarded.voter_directory_id == "AAAAAAAAAAAAAAAAAAAAAA"
