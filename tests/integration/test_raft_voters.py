@@ -27,6 +27,7 @@ from tests.integration.conftest import (
     Cluster,
     Controller,
     HttpError,
+    http,
 )
 from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
 
@@ -182,3 +183,66 @@ def test_a_controller_is_replaced_while_the_cluster_runs(
             f"every topic on controller {node_id}",
             cluster,
         )
+
+
+def test_voter_changes_refused_and_the_leader_removing_itself(cluster_factory: Any) -> None:
+    """Kafka's refusals over the controller's route (KafkaRaftClientReconfigTest's cases:
+    testAddVoterInvalidClusterId, testDuplicateVoterIsRejected, testRemoveVoterNonExistingVoter,
+    a new voter that never catches up: REQUEST_TIMED_OUT), then the active controller removed:
+    it hands its leadership over (NOT_CONTROLLER) and the retried request succeeds."""
+    cluster: Cluster = cluster_factory(size=3, extra={"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk"})
+    leader = cluster.wait_for_leader()
+
+    def refusal(path: str, body: dict[str, Any]) -> str:
+        with pytest.raises(HttpError) as refused:
+            http("POST", leader.url + path, body, timeout=30)
+        return str(refused.value.body["error"])
+
+    dead_raft, dead_http = free_ports(2)
+    new_voter = {
+        "cluster_id": None,
+        "timeout_ms": 1500,
+        "voter_id": 9,
+        "voter_directory_id": "hFnSqqNsQQm7ZhaWQxTbcA",
+        "listeners": [
+            {"name": "CONTROLLER", "host": "127.0.0.1", "port": dead_http},
+            {"name": "RAFT", "host": "127.0.0.1", "port": dead_raft},
+        ],
+    }
+    add = "/v1/quorum/voters/add"
+    remove = "/v1/quorum/voters/remove"
+    assert refusal(add, {**new_voter, "cluster_id": "other"}) == "INCONSISTENT_CLUSTER_ID"
+    assert refusal(add, {**new_voter, "voter_id": 2}) == "DUPLICATE_VOTER"
+    assert refusal(add, {**new_voter, "listeners": []}) == "INVALID_REQUEST"
+    static = {"cluster_id": None, "voter_directory_id": STATIC_DIRECTORY_ID}
+    assert refusal(remove, {**static, "voter_id": 7}) == "VOTER_NOT_FOUND"
+    assert (
+        refusal(remove, {**static, "voter_id": 2, "voter_directory_id": "hFnSqqNsQQm7ZhaWQxTbcA"})
+        == "VOTER_NOT_FOUND"
+    )
+    # A voter that never comes up is added but never catches up: REQUEST_TIMED_OUT, and it
+    # stays a voter until it is removed.
+    assert refusal(add, new_voter) == "REQUEST_TIMED_OUT"
+    ids = [v["node_id"] for v in leader.get("/v1/quorum")["voters"]]
+    assert ids == [1, 2, 3, 9]
+    cluster.request("POST", remove, {**new_voter, "voter_id": 9} | {"listeners": None})
+    assert [v["node_id"] for v in cluster.request("GET", "/v1/quorum/describe")["nodes"]] == [
+        1,
+        2,
+        3,
+    ]
+
+    # The active controller removes itself: leadership moves, the retried request succeeds.
+    with pytest.raises(HttpError) as handed_over:
+        http("POST", leader.url + remove, {**static, "voter_id": leader.node_id})
+    assert handed_over.value.body["error"] == "NOT_CONTROLLER"
+    cluster.request("POST", remove, {**static, "voter_id": leader.node_id}, timeout_s=30)
+    rest = sorted({1, 2, 3} - {leader.node_id})
+    new_leader = cluster.wait_for_leader(exclude=leader.node_id)
+    assert [v["node_id"] for v in new_leader.get("/v1/quorum")["voters"]] == rest
+    described = cluster.request("GET", "/v1/quorum/describe")
+    assert sorted(v["replica_id"] for v in described["voters"]) == rest
+    leader.stop()
+    create = {"name": "after-leader-removed", "partitions": 1}
+    cluster.register_brokers([1])
+    cluster.request("POST", "/v1/topics", create)
