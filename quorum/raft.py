@@ -31,6 +31,13 @@ Sharp edges of pysyncobj and what we do about each:
   loss or kernel crash of a majority. The dump and checkpoints are fsync'd.
 * Writes are proposed only on the leader; the service checks ``is_leader`` and answers
   NOT_CONTROLLER otherwise (pysyncobj would silently forward a follower's proposal).
+* Voters (KIP-853): ``dynamicMembershipChange=True``; a voter change is pysyncobj's own
+  membership entry, one at a time, which pysyncobj applies on append, undoes on truncation and
+  replays on restart. ``quorum/raft_voters.py`` follows every change through the two private
+  methods pysyncobj routes them through (``__doChangeCluster``, ``__updateClusterConfiguration``)
+  and keeps the voters file that seeds the next start; the dump returns pysyncobj its members
+  without this node (pysyncobj compares them with its own node object, which a string never
+  equals: this node would count itself twice). pysyncobj's leader cannot remove itself.
 * Latency: ``appendEntriesUseBatch=True`` (the mode that never showed "truncating
   already-applied log entries") with ``appendEntriesPeriod`` = controller.quorum.append.linger.ms
   and ``autoTickPeriod`` = pykraft.raft.tick.ms; see bench/quorum.py for what that gives.
