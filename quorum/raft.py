@@ -355,6 +355,12 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         """pysyncobj applies every membership change through this (private) method: on append,
         on truncation (``reverse``) and on replay. Overridden to follow the voter set."""
         changed = bool(SyncObj._SyncObj__doChangeCluster(self, request, reverse))
+        if changed and not reverse and self._isLeader():
+            # The leader is appending this change as its next entry. pysyncobj refuses a second
+            # change until the entry at __changeClusterIDx is applied, but never sets that
+            # index: two changes could be in flight at once, whose majorities need not overlap
+            # (Raft's single-server changes must commit one by one). Set it here.
+            self._SyncObj__changeClusterIDx = int(self._SyncObj__getCurrentLogIndex()) + 1
         try:
             self.membership.handle_change(request, reverse, self._other_addresses())
         except Exception:
