@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -148,6 +149,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self._deserialize,
         )
         self.addOnTickCallback(self._drain_calls)
+        self.addOnTickCallback(self._hold_elections_while_observer)
         try:
             self.waitBinded()
         except Exception:
@@ -374,6 +376,15 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self.membership.handle_members(self._other_addresses())
         except Exception:
             logger.exception("voter set bookkeeping failed after loading a dump")
+
+    def _hold_elections_while_observer(self) -> None:
+        """Raft thread, every tick: a node outside its own voter set — an observer before it is
+        added, or a voter that learnt of its removal — never campaigns, as Kafka's observers
+        never become candidates. Without this a fresh observer that briefly reached a voter
+        (which then drops the unknown peer) could raise its term and, once added, depose the
+        leader with it. An append from a leader re-arms the timer; once a voter, it stays."""
+        if not self.membership.is_voter:
+            self._SyncObj__raftElectionDeadline = math.inf
 
     def propose_voter_change(
         self, kind: VoterChangeKind, voter: Voter, new_set: VoterSet, on_result: ResultCallback

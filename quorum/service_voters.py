@@ -3,8 +3,9 @@
 ``POST /v1/quorum/voters/add`` and ``/remove`` (``metadata/api/voters.py``) run on the active
 controller, one change at a time, as Kafka's ``AddVoterHandler`` / ``RemoveVoterHandler``:
 
-1. ``require_leader`` (a standby redirects: NOT_CONTROLLER), then the leader's Raft state read on
-   the Raft thread (``MetadataRaft.voter_change_state``) and the pure decision;
+1. ``require_leader`` (a standby redirects: NOT_CONTROLLER, also when the leadership moves
+   before the decision), then the leader's Raft state read on the Raft thread
+   (``MetadataRaft.voter_change_state``) and the pure decision;
 2. the change is proposed as one pysyncobj membership entry carrying the new voter set
    (``MetadataRaft.propose_voter_change``) and awaited until it commits, bounded by
    ``controller.quorum.request.timeout.ms`` (Kafka: the same bound);
@@ -69,6 +70,15 @@ def _default_message(error: Errors) -> str:
     if error is Errors.NOT_LEADER_OR_FOLLOWER:
         return "This controller is no longer the leader of the metadata quorum."
     return error.name
+
+
+def _refused_before_proposing(node: ControllerNode, refusal: Refusal) -> ErrorAnswer:
+    """A refusal before anything was proposed. Kafka's NOT_LEADER_OR_FOLLOWER (the leadership
+    moved between the route's check and the decision) is the HTTP API's NOT_CONTROLLER here,
+    naming the new leader, so callers resend as they do for every write not yet made."""
+    if refusal.error is Errors.NOT_LEADER_OR_FOLLOWER:
+        node.require_leader()
+    return _refuse(refusal)
 
 
 async def _leader_view(node: ControllerNode, pending: PendingVoterChange | None) -> LeaderView:
@@ -163,7 +173,7 @@ async def add_voter(request: web.Request) -> web.Response:
     view = await _leader_view(node, pending_slot.get("change"))
     decision = _decide_add(view, body)
     if isinstance(decision, Refusal):
-        raise _refuse(decision)
+        raise _refused_before_proposing(node, decision)
     deadline_ms = view.now_ms + body.timeout_ms
     change = PendingVoterChange(kind=VoterChangeKind.ADD, voter=decision, deadline_ms=deadline_ms)
     pending_slot["change"] = change
@@ -199,7 +209,7 @@ async def remove_voter(request: web.Request) -> web.Response:
         directory_id=body.voter_directory_id,
     )
     if isinstance(decision, Refusal):
-        raise _refuse(decision)
+        raise _refused_before_proposing(node, decision)
     if decision.node_id == node.config.node_id:
         node.raft.call_in_raft_thread(node.raft.transferLeadership)
         raise ErrorAnswer(
