@@ -92,3 +92,43 @@ def test_a_second_change_waits_for_the_first_to_commit(nodes: dict[int, Metadata
     assert sorted(results) == [(4, FAIL_REASON.SUCCESS), (5, FAIL_REASON.REQUEST_DENIED)]
     for node in nodes.values():
         wait(lambda n=node: n.voter_set.node_ids == (1, 2, 3, 4), "the same voters everywhere")
+
+
+def test_an_observer_never_campaigns_until_it_is_added(
+    nodes: dict[int, MetadataRaft], tmp_path: Path
+) -> None:
+    """Kafka's observers never become candidates; a pysyncobj node outside its own voter set
+    would, whenever it briefly reached a voter (which then drops the unknown peer)."""
+    leader = wait(lambda: next((n for n in nodes.values() if n.is_leader()), None), "a leader")
+    wait(lambda: leader.call_in_raft_thread(leader.voter_change_state).result()[0], "no-op")
+    raft_port, http_port = pick_free_ports(2)
+    address = HostPort(host="127.0.0.1", port=raft_port)
+    config = ControllerConfig(
+        node_id=4,
+        voters={},
+        bootstrap_servers=tuple(v.raft_address for v in leader.voter_set.voters),
+        raft_listener=address,
+        http_listener=HostPort(host="127.0.0.1", port=http_port),
+        http_voters={},
+        metadata_log_dir=tmp_path / "c4",
+        quorum_password="secret",
+    )
+    observer = MetadataRaft(config, Quiet(), wall_clock_ms=lambda: 0)
+    try:
+        time.sleep(2.5)  # over twice the election timeout
+        assert observer.raftCurrentTerm == 0
+        assert observer._SyncObj__raftElectionDeadline == float("inf")
+        voter = Voter(node_id=4, directory_id="hFnSqqNsQQm7ZhaWQxTbcA", raft_address=address)
+        done: list[int] = []
+        leader.propose_voter_change(
+            VoterChangeKind.ADD,
+            voter,
+            leader.voter_set.with_voter(voter),
+            lambda _, error: done.append(error),
+        )
+        assert wait(lambda: done, "the change") == [FAIL_REASON.SUCCESS]
+        wait(lambda: observer.voter_set.node_ids == (1, 2, 3, 4), "the observer a voter")
+        wait(lambda: observer._SyncObj__raftElectionDeadline < float("inf"), "armed timer")
+        assert not observer.is_leader()
+    finally:
+        observer.destroy_synchronous()
