@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -55,7 +54,6 @@ from typing import Any, Protocol
 
 import attrs
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
-from pysyncobj.node import TCPNode
 
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import MetadataRecord
@@ -66,13 +64,9 @@ from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dum
 from pykraft.quorum.raft_serializer import BackgroundSerializer
 from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 from pykraft.quorum.raft_transport import GuardedTransport, cluster_key
-from pykraft.quorum.raft_voters import (
-    VOTER_SET_ATTRIBUTE,
-    RaftMembership,
-    voter_set_to_text,
-)
+from pykraft.quorum.raft_voter_hooks import RaftVoterHooks
+from pykraft.quorum.raft_voters import RaftMembership
 from pykraft.quorum.snapshots import SnapshotStore
-from pykraft.quorum.voter_changes import Voter, VoterChangeKind, VoterSet
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +102,7 @@ def describe_failure(code: int) -> str:
     return str(names.get(code, f"FAIL_REASON {code}"))
 
 
-class MetadataRaft(SyncObj):  # type: ignore[misc]
+class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
     def __init__(
         self, config: ControllerConfig, listener: RaftListener, *, wall_clock_ms: Callable[[], int]
     ) -> None:
@@ -131,6 +125,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         self._calls_lock = threading.Lock()
         self._proposed: dict[bytes, tuple[MetadataRecord, ...]] = {}
         self.fatal_error: str | None = None
+        self._voters_settled = False
         self_address = str(config.self_raft_address)
         # The voter set (quorum/raft_voters.py): its base is pysyncobj's initial member list.
         self.membership = RaftMembership(config, raft_dir)
@@ -150,6 +145,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         )
         self.addOnTickCallback(self._drain_calls)
         self.addOnTickCallback(self._hold_elections_while_observer)
+        self.addOnTickCallback(self._settle_voters_after_replay)
         try:
             self.waitBinded()
         except Exception:
@@ -341,70 +337,3 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
 
     def image(self) -> MetadataImage:
         return self._state.image
-
-    # ---- KIP-853 voter changes (quorum/raft_voters.py) ----
-
-    @property
-    def voter_set(self) -> VoterSet:
-        """The voters as this node's log has them (committed or not); any thread."""
-        return self.membership.voter_set
-
-    def _other_addresses(self) -> set[str]:
-        """Raft thread: pysyncobj's current members other than this node."""
-        return {str(node.address) for node in self.otherNodes}
-
-    def _SyncObj__doChangeCluster(self, request: Any, reverse: bool = False) -> bool:
-        """pysyncobj applies every membership change through this (private) method: on append,
-        on truncation (``reverse``) and on replay. Overridden to follow the voter set."""
-        changed = bool(SyncObj._SyncObj__doChangeCluster(self, request, reverse))
-        if changed and not reverse and self._isLeader():
-            # The leader is appending this change as its next entry. pysyncobj refuses a second
-            # change until the entry at __changeClusterIDx is applied, but never sets that
-            # index: two changes could be in flight at once, whose majorities need not overlap
-            # (Raft's single-server changes must commit one by one). Set it here.
-            self._SyncObj__changeClusterIDx = int(self._SyncObj__getCurrentLogIndex()) + 1
-        try:
-            self.membership.handle_change(request, reverse, self._other_addresses())
-        except Exception:
-            logger.exception("voter set bookkeeping failed on %r", request)
-        return changed
-
-    def _SyncObj__updateClusterConfiguration(self, new_nodes: Any) -> None:
-        """pysyncobj sets the members from a loaded dump through this (private) method."""
-        SyncObj._SyncObj__updateClusterConfiguration(self, new_nodes)
-        try:
-            self.membership.handle_members(self._other_addresses())
-        except Exception:
-            logger.exception("voter set bookkeeping failed after loading a dump")
-
-    def _hold_elections_while_observer(self) -> None:
-        """Raft thread, every tick: a node outside its own voter set — an observer before it is
-        added, or a voter that learnt of its removal — never campaigns, as Kafka's observers
-        never become candidates. Without this a fresh observer that briefly reached a voter
-        (which then drops the unknown peer) could raise its term and, once added, depose the
-        leader with it. An append from a leader re-arms the timer; once a voter, it stays."""
-        if not self.membership.is_voter:
-            self._SyncObj__raftElectionDeadline = math.inf
-
-    def propose_voter_change(
-        self, kind: VoterChangeKind, voter: Voter, new_set: VoterSet, on_result: ResultCallback
-    ) -> None:
-        """Enqueue one membership entry carrying the whole new voter set (any thread);
-        ``on_result(None, fail_reason)`` runs on the Raft thread once it commits or fails."""
-        node = TCPNode(str(voter.raft_address), **{VOTER_SET_ATTRIBUTE: voter_set_to_text(new_set)})
-        if kind is VoterChangeKind.ADD:
-            self.addNodeToCluster(node, callback=on_result)
-        else:
-            self.removeNodeFromCluster(node, callback=on_result)
-
-    def voter_change_state(self) -> tuple[bool, bool]:
-        """Raft thread: (has the leader applied its term's first entry — Kafka's known high
-        watermark; is the last membership change applied). pysyncobj refuses a change
-        otherwise (``SyncObj.__changeCluster``); these let the refusal carry Kafka's reason."""
-        last_applied = int(self.raftLastApplied)
-        noop_index = self._SyncObj__noopIDx
-        change_index = self._SyncObj__changeClusterIDx
-        return (
-            noop_index is not None and last_applied >= noop_index,
-            change_index is None or last_applied >= change_index,
-        )

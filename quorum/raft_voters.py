@@ -36,6 +36,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,49 @@ VOTERS_FILE_VERSION = 1
 MAX_VOTERS_FILE_BYTES = 1 << 20
 # The attribute of a membership entry's node carrying the new voter set (JSON text).
 VOTER_SET_ATTRIBUTE = "voter_set"
+
+
+# pysyncobj's command type byte of a membership entry (``syncobj._COMMAND_TYPE.MEMBERSHIP``).
+MEMBERSHIP_COMMAND = 2
+
+
+def latest_membership_entry(journal: Sequence[Any]) -> tuple[int, Any] | None:
+    """The Raft index and node of the last membership entry in pysyncobj's journal (entries are
+    ``(command, index, term)``), or None. The entry is pickled by pysyncobj itself; it came from
+    this node or an authenticated peer (``quorum/raft_transport.py``)."""
+    for position in range(len(journal) - 1, -1, -1):
+        command, index, _ = journal[position]
+        if command[:1] != bytes([MEMBERSHIP_COMMAND]):
+            continue
+        try:
+            request = pickle.loads(command[1:])
+        except Exception:
+            return None
+        if isinstance(request, list | tuple) and len(request) >= 3:
+            return int(index), request[2]
+        return None
+    return None
+
+
+def members_after_replay(journal: Sequence[Any], last_applied: int) -> frozenset[str] | None:
+    """The members after a restart's replay, when pysyncobj's own would be stale: a replica
+    uses the latest voter set in its log, committed or not (Raft's rule; Kafka's
+    ``KRaftControlRecordStateMachine`` reads uncommitted VotersRecords too). pysyncobj replays
+    only committed entries over its starting list, so when the journal's last membership entry
+    is not committed yet, an older committed change replayed over the voters file (an ``add 4``
+    before an uncommitted ``remove 4``) would leave a stale set; that entry's own voter set is
+    the truth. None when the replay already ended on the last change (or there is none)."""
+    latest = latest_membership_entry(journal)
+    if latest is None or latest[0] <= last_applied:
+        return None
+    text = getattr(latest[1], VOTER_SET_ATTRIBUTE, None)
+    if type(text) is not str:
+        return None
+    try:
+        return frozenset(str(v.raft_address) for v in voter_set_from_text(text).voters)
+    except (ValueError, AssertionError):
+        logger.error("the journal's last membership entry has a malformed voter set")
+        return None
 
 
 class VotersFileError(ValueError):

@@ -4,6 +4,7 @@ restarts (quorum/raft_voters.py). The membership requests are pysyncobj's own sh
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from pykraft.quorum.raft_voters import (
     VOTER_SET_ATTRIBUTE,
     RaftMembership,
     VotersFileError,
+    members_after_replay,
     read_voters_file,
     static_voters,
     voter_set_to_text,
@@ -217,3 +219,30 @@ def test_observer_configuration(tmp_path: Path) -> None:
             metadata_log_dir=tmp_path,
             quorum_password="x",
         )
+
+
+def journal_entry(kind: str, voter: Voter, new_set: VoterSet, index: int) -> tuple[bytes, int, int]:
+    """A journal entry as pysyncobj writes a membership change: type byte 2, then the pickle."""
+    return (bytes([2]) + pickle.dumps(entry(kind, voter, new_set)), index, 1)
+
+
+def test_the_journals_last_uncommitted_change_is_the_voter_set_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Raft's rule: the latest voter set in the log wins, committed or not. pysyncobj replays
+    only committed entries, so an ``add 4`` (committed) replayed over a voters file that already
+    has the later ``remove 4`` (uncommitted) would bring 4 back."""
+    three = static_voters(config(tmp_path))
+    four = three.with_voter(VOTER_4)
+    journal = [
+        (bytes([1]), 1, 1),  # a no-op
+        journal_entry("add", VOTER_4, four, 5),
+        (bytes([0]) + b"regular", 6, 1),
+        journal_entry("rem", VOTER_4, three, 7),
+        (bytes([0]) + b"regular", 8, 1),
+    ]
+    assert members_after_replay(journal, 6) == frozenset(addresses(1, 2, 3))
+    assert members_after_replay(journal, 7) is None  # the replay ended on the last change
+    assert members_after_replay(journal[:3], 4) == frozenset(addresses(1, 2, 3, 4))
+    assert members_after_replay([(bytes([1]), 1, 1)], 0) is None
+    assert members_after_replay([(bytes([2]) + b"not a pickle", 3, 1)], 0) is None
