@@ -24,7 +24,12 @@ from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.handlers.services import BrokerServices, topic_id_string
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
-from pykraft.metadata.api.voters import AddVoterRequest, RemoveVoterRequest, VoterListener
+from pykraft.metadata.api.voters import (
+    MAX_TIMEOUT_MS,
+    AddVoterRequest,
+    RemoveVoterRequest,
+    VoterListener,
+)
 from pykraft.metadata.auth.acl import AclOperation
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
@@ -55,7 +60,8 @@ async def add_raft_voter(services: BrokerServices, context: RequestContext, mess
         return _response(_AddResponse, version, Errors.CLUSTER_AUTHORIZATION_FAILED)
     request = AddVoterRequest(
         cluster_id=message.cluster_id,
-        timeout_ms=max(0, message.timeout_ms),
+        # Kafka waits as long as asked; the controller's contract bounds the wait.
+        timeout_ms=min(max(0, message.timeout_ms), MAX_TIMEOUT_MS),
         voter_id=message.voter_id,
         voter_directory_id=_directory_id(message.voter_directory_id),
         listeners=tuple(

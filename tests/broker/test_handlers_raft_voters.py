@@ -183,3 +183,12 @@ def test_the_zero_directory_id_names_a_static_voter(cluster: Cluster) -> None:
     [(_, forwarded)] = controller.calls
     assert isinstance(forwarded, RemoveVoterRequest)
     assert forwarded.voter_directory_id == "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def test_a_timeout_beyond_the_contracts_bound_is_clamped(cluster: Cluster) -> None:
+    controller = VotersController(cluster)
+    answer = add(apis(cluster, controller), add_request(timeout_ms=2**31 - 1))
+    assert answer.error_code == Errors.NONE
+    [(_, forwarded)] = controller.calls
+    assert isinstance(forwarded, AddVoterRequest)
+    assert forwarded.timeout_ms == 10 * 60 * 1000
