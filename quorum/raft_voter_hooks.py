@@ -20,9 +20,10 @@ from pysyncobj.node import TCPNode
 
 from pykraft.quorum.metadata_view import ResultCallback
 from pykraft.quorum.raft_voters import (
+    MEMBERSHIP_COMMAND,
     VOTER_SET_ATTRIBUTE,
     RaftMembership,
-    members_after_replay,
+    members_of_latest_change,
     voter_set_to_text,
 )
 from pykraft.quorum.voter_changes import Voter, VoterChangeKind, VoterSet
@@ -53,21 +54,27 @@ class RaftVoterHooks:
         return {str(node.address) for node in _raft(self).otherNodes}
 
     def _SyncObj__doChangeCluster(self, request: Any, reverse: bool = False) -> bool:
-        """pysyncobj applies every membership change through this (private) method: on append,
-        on truncation (``reverse``) and on replay. Overridden to follow the voter set."""
+        """pysyncobj applies every membership change through this (private) method: on append
+        and on truncation (``reverse``). Overridden to follow the voter set."""
         changed = bool(SyncObj._SyncObj__doChangeCluster(self, request, reverse))
-        if changed and not reverse and _raft(self)._isLeader():
-            # The leader is appending this change as its next entry. pysyncobj refuses a second
-            # change until the entry at __changeClusterIDx is applied, but never sets that
-            # index: two changes could be in flight at once, whose majorities need not overlap
-            # (Raft's single-server changes must commit one by one). Set it here.
-            raft = _raft(self)
-            raft._SyncObj__changeClusterIDx = int(raft._SyncObj__getCurrentLogIndex()) + 1
         try:
             self.membership.handle_change(request, reverse, self._other_addresses())
         except Exception:
             logger.exception("voter set bookkeeping failed on %r", request)
         return changed
+
+    def _SyncObj__changeCluster(self, request: Any) -> bool:
+        """The leader's path for a change it is about to append as its next entry (pysyncobj's
+        private ``__changeCluster``). pysyncobj refuses a second change until the entry at
+        ``__changeClusterIDx`` is applied, but never sets that index: two changes could be in
+        flight at once, whose majorities need not overlap (Raft's single-server changes must
+        commit one by one). Set it here."""
+        raft = _raft(self)
+        next_index = int(raft._SyncObj__getCurrentLogIndex()) + 1
+        accepted = bool(SyncObj._SyncObj__changeCluster(self, request))
+        if accepted:
+            raft._SyncObj__changeClusterIDx = next_index
+        return accepted
 
     def _SyncObj__updateClusterConfiguration(self, new_nodes: Any) -> None:
         """pysyncobj sets the members from a loaded dump through this (private) method."""
@@ -85,18 +92,27 @@ class RaftVoterHooks:
         if not self.membership.is_voter:
             _raft(self)._SyncObj__raftElectionDeadline = math.inf
 
+    def _SyncObj__doApplyCommand(self, command: Any) -> Any:
+        """pysyncobj applies committed entries through this (private) method and re-applies a
+        membership change there, "required only after node restarts". pykraft never needs it:
+        a change is in effect from its append, and a restart starts from the voters file, the
+        dump and the journal's last change (``_settle_voters_after_replay``); re-applying older
+        changes over that would pass through stale voter sets."""
+        if command[:1] == bytes([MEMBERSHIP_COMMAND]):
+            return None
+        return SyncObj._SyncObj__doApplyCommand(self, command)
+
     def _settle_voters_after_replay(self) -> None:
-        """Raft thread, once, after the first replay: the latest voter set in the log wins,
-        committed or not (``raft_voters.members_after_replay``)."""
+        """Raft thread, once, on the first tick that ran (after the dump load): the journal's
+        last membership change sets the members (``raft_voters.members_of_latest_change``)."""
         if self._voters_settled:
             return
         self._voters_settled = True
-        raft = _raft(self)
-        members = members_after_replay(raft._SyncObj__raftLog, int(raft.raftLastApplied))
+        members = members_of_latest_change(_raft(self)._SyncObj__raftLog)
         if members is not None:
             self_address = str(self._config.self_raft_address)
             self.membership.is_voter = self_address in members
-            raft._SyncObj__updateClusterConfiguration(sorted(members - {self_address}))
+            _raft(self)._SyncObj__updateClusterConfiguration(sorted(members - {self_address}))
 
     def propose_voter_change(
         self, kind: VoterChangeKind, voter: Voter, new_set: VoterSet, on_result: ResultCallback

@@ -82,16 +82,15 @@ def latest_membership_entry(journal: Sequence[Any]) -> tuple[int, Any] | None:
     return None
 
 
-def members_after_replay(journal: Sequence[Any], last_applied: int) -> frozenset[str] | None:
-    """The members after a restart's replay, when pysyncobj's own would be stale: a replica
-    uses the latest voter set in its log, committed or not (Raft's rule; Kafka's
-    ``KRaftControlRecordStateMachine`` reads uncommitted VotersRecords too). pysyncobj replays
-    only committed entries over its starting list, so when the journal's last membership entry
-    is not committed yet, an older committed change replayed over the voters file (an ``add 4``
-    before an uncommitted ``remove 4``) would leave a stale set; that entry's own voter set is
-    the truth. None when the replay already ended on the last change (or there is none)."""
+def members_of_latest_change(journal: Sequence[Any]) -> frozenset[str] | None:
+    """The members the journal's last membership entry set (its ``voter_set``), or None when
+    the journal has none. A replica uses the latest voter set in its log, committed or not
+    (Raft's rule; Kafka's ``KRaftControlRecordStateMachine`` reads uncommitted VotersRecords
+    too), so after a restart this is the truth; pysyncobj's own replay would re-apply the
+    committed changes one by one over its starting list and pass through stale sets (an
+    ``add 4`` replayed over a list that already lacks 4 after a later ``remove 4``)."""
     latest = latest_membership_entry(journal)
-    if latest is None or latest[0] <= last_applied:
+    if latest is None:
         return None
     text = getattr(latest[1], VOTER_SET_ATTRIBUTE, None)
     if type(text) is not str:

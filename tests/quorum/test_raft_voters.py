@@ -17,7 +17,7 @@ from pykraft.quorum.raft_voters import (
     VOTER_SET_ATTRIBUTE,
     RaftMembership,
     VotersFileError,
-    members_after_replay,
+    members_of_latest_change,
     read_voters_file,
     static_voters,
     voter_set_to_text,
@@ -226,12 +226,10 @@ def journal_entry(kind: str, voter: Voter, new_set: VoterSet, index: int) -> tup
     return (bytes([2]) + pickle.dumps(entry(kind, voter, new_set)), index, 1)
 
 
-def test_the_journals_last_uncommitted_change_is_the_voter_set_after_a_restart(
-    tmp_path: Path,
-) -> None:
-    """Raft's rule: the latest voter set in the log wins, committed or not. pysyncobj replays
-    only committed entries, so an ``add 4`` (committed) replayed over a voters file that already
-    has the later ``remove 4`` (uncommitted) would bring 4 back."""
+def test_the_journals_last_change_is_the_voter_set_after_a_restart(tmp_path: Path) -> None:
+    """Raft's rule: the latest voter set in the log wins, committed or not; replaying the
+    committed ``add 4`` over a list that already lacks 4 (after the later ``remove 4``) would
+    bring 4 back."""
     three = static_voters(config(tmp_path))
     four = three.with_voter(VOTER_4)
     journal = [
@@ -241,8 +239,7 @@ def test_the_journals_last_uncommitted_change_is_the_voter_set_after_a_restart(
         journal_entry("rem", VOTER_4, three, 7),
         (bytes([0]) + b"regular", 8, 1),
     ]
-    assert members_after_replay(journal, 6) == frozenset(addresses(1, 2, 3))
-    assert members_after_replay(journal, 7) is None  # the replay ended on the last change
-    assert members_after_replay(journal[:3], 4) == frozenset(addresses(1, 2, 3, 4))
-    assert members_after_replay([(bytes([1]), 1, 1)], 0) is None
-    assert members_after_replay([(bytes([2]) + b"not a pickle", 3, 1)], 0) is None
+    assert members_of_latest_change(journal) == frozenset(addresses(1, 2, 3))
+    assert members_of_latest_change(journal[:3]) == frozenset(addresses(1, 2, 3, 4))
+    assert members_of_latest_change([(bytes([1]), 1, 1)]) is None
+    assert members_of_latest_change([(bytes([2]) + b"not a pickle", 3, 1)]) is None
