@@ -4,8 +4,8 @@ Kafka writes the voter set into the metadata log as ``VotersRecord`` control rec
 uses the latest one in its log, committed or not. pykraft's Raft is pysyncobj, whose dynamic
 membership (``SyncObjConf.dynamicMembershipChange``) already is that design: a change is a
 MEMBERSHIP entry of its own log, applied by the leader when it appends it and by a follower when
-it receives it, undone if the entry is truncated, replayed from the journal after a restart and
-carried in the full dump (pysyncobj's snapshot). The voter set therefore lives in pysyncobj's
+it receives it, undone if the entry is truncated, and carried in the full dump (pysyncobj's
+snapshot). The voter set therefore lives in pysyncobj's
 log — the one place where a change commits with the quorum that must agree on it — not in our
 metadata records, which would be a second Raft entry that could commit without the first.
 
@@ -13,8 +13,8 @@ pysyncobj knows members only by Raft address. Each membership entry pykraft prop
 whole new voter set (ids, directory ids, HTTP listeners) on the entry's node as ``voter_set``,
 like Kafka's ``VotersRecord``, so any replica that receives the entry learns who everyone is —
 including an observer that never saw the static ``controller.quorum.voters`` of the others.
-``RaftMembership`` sees every change through ``MetadataRaft``'s hook on pysyncobj's
-``__doChangeCluster`` (the Raft thread) and:
+``RaftMembership`` sees every change through ``MetadataRaft``'s hooks on pysyncobj
+(``quorum/raft_voter_hooks.py``, the Raft thread) and:
 
 * keeps ``known``: Raft address -> ``Voter``, from the static configuration, the voters file,
   the dump header and every entry's ``voter_set``;
@@ -22,13 +22,14 @@ including an observer that never saw the static ``controller.quorum.voters`` of 
   named through ``known`` — an immutable value any thread may read;
 * writes the voters file (``raft/voters.json``, atomically, fsync'd) whenever the set changes.
 
-At start-up the voters file, when present, is the base pysyncobj starts from, instead of
-``controller.quorum.voters`` / ``controller.quorum.bootstrap.servers``: pysyncobj replays
-membership entries on top of its constructor's list, and that list must be the latest set this
-node knew, or a replay over a stale base could leave it with a set the others do not share.
-Without the file (no change ever seen) the static configuration stays authoritative exactly as
-before: the dump's member list is ignored, so editing ``controller.quorum.voters`` while the
-quorum is down still works.
+At start-up the members are, in this order of precedence: the journal's last membership entry
+(committed or not: ``members_of_latest_change``), the dump's list, the voters file, and only
+without any of them ``controller.quorum.voters`` / ``controller.quorum.bootstrap.servers``.
+pysyncobj would re-apply committed changes one by one over its starting list; pykraft never does
+(``RaftVoterHooks._SyncObj__doApplyCommand``): that replay passes through stale sets. Without
+the file (no change ever seen) the static configuration stays authoritative exactly as before:
+the dump's member list is ignored, so editing ``controller.quorum.voters`` while the quorum is
+down still works.
 """
 
 from __future__ import annotations
