@@ -207,7 +207,7 @@ class RaftMembership:
             self.known[str(voter.raft_address)] = voter
 
     def handle_change(self, request: Any, reverse: bool, other_addresses: set[str]) -> None:
-        """A membership entry was appended, undone (``reverse``) or replayed."""
+        """A membership entry was appended or undone (``reverse``)."""
         kind = request[0] if isinstance(request, list | tuple) and request else None
         node = request[2] if isinstance(request, list | tuple) and len(request) >= 3 else None
         text = getattr(node, VOTER_SET_ATTRIBUTE, None)
