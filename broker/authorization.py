@@ -305,6 +305,10 @@ API_ACL_CHECKS: Mapping[ApiKey, tuple[AclCheck, ...]] = MappingProxyType(
         ),
         # ControllerApis.handleUnregisterBroker / handleUpdateFeatures: authorizeClusterOperation.
         ApiKey.UNREGISTER_BROKER: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
+        # KIP-853: ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter,
+        # authorizeClusterOperation(ALTER).
+        ApiKey.ADD_RAFT_VOTER: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
+        ApiKey.REMOVE_RAFT_VOTER: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
         ApiKey.UPDATE_FEATURES: (_check("ALTER", "CLUSTER", _CLUSTER_FAILED, "whole request"),),
         # handleListClientMetricsResources: authorizeClusterOperation.
         ApiKey.LIST_CONFIG_RESOURCES: (

@@ -24,9 +24,13 @@ from pykraft.metadata.api import (
     routes,
     security,
     topics,
+    voters,
 )
 from pykraft.metadata.api.topics import TopicDescription, TopicListing
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
+
+# How much longer than a voter change's own timeout the broker waits for the controller's answer.
+VOTER_CHANGE_SLACK_S = 5.0
 
 
 class AdminCalls(ControllerTransport):
@@ -159,6 +163,24 @@ class AdminCalls(ControllerTransport):
         """GET /v1/quorum/describe: Kafka's DescribeQuorum, from the active controller (a
         standby's 421 NOT_CONTROLLER is followed like a write's)."""
         return await self._read_route(routes.DESCRIBE_QUORUM, quorum.describe_quorum_from_json)
+
+    async def add_raft_voter(self, request: voters.AddVoterRequest) -> None:
+        """POST /v1/quorum/voters/add (KIP-853): answers once the voter is added and caught up;
+        the HTTP wait covers the request's own ``timeout_ms``. Not resent."""
+        route = routes.ADD_RAFT_VOTER
+        await self._call(
+            route,
+            route.path(),
+            body=voters.add_voter_to_json(request),
+            timeout_s=request.timeout_ms / 1000 + VOTER_CHANGE_SLACK_S,
+        )
+        self._remember_leader()
+
+    async def remove_raft_voter(self, request: voters.RemoveVoterRequest) -> None:
+        """POST /v1/quorum/voters/remove (KIP-853). Not resent."""
+        route = routes.REMOVE_RAFT_VOTER
+        await self._call(route, route.path(), body=voters.remove_voter_to_json(request))
+        self._remember_leader()
 
     async def list_topics(self) -> tuple[TopicListing, ...]:
         return await self._read_route(routes.LIST_TOPICS, topics.topic_listings_from_json)

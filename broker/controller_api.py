@@ -16,6 +16,8 @@ Kafka brokers forward CreateTopics, DeleteTopics and CreatePartitions to the act
   describe_configs    GET    /v1/configs/{topic|broker}/{name}
   elect_leaders       POST   /v1/elections
   describe_quorum     GET    /v1/quorum/describe
+  add_raft_voter      POST   /v1/quorum/voters/add    (KIP-853)
+  remove_raft_voter   POST   /v1/quorum/voters/remove (KIP-853)
   update_features     POST   /v1/features           (KIP-584)
   unregister_broker   DELETE /v1/brokers/{broker_id} (KIP-631; a broker RPC's route too)
   alter_partition_reassignments   POST   /v1/reassignments   (KIP-455)
@@ -77,6 +79,7 @@ from pykraft.metadata.api.security import (
     DescribeUserScramCredentialsResponse,
 )
 from pykraft.metadata.api.topics import CreatableTopic, CreatableTopicResult, DeletableTopicResult
+from pykraft.metadata.api.voters import AddVoterRequest, RemoveVoterRequest
 from pykraft.metadata.auth.acl import AclBinding, AclBindingFilter
 from pykraft.protocol.errors import Errors
 
@@ -131,6 +134,15 @@ class ControllerClient(Protocol):
 
     async def describe_quorum(self) -> DescribeQuorumResponse:
         """The metadata quorum as the active controller's Raft state describes it."""
+        ...
+
+    async def add_raft_voter(self, request: AddVoterRequest) -> None:
+        """Add a controller to the voters once it is caught up (KIP-853); ControllerError with
+        Kafka's error (DUPLICATE_VOTER, REQUEST_TIMED_OUT, ...) when refused."""
+        ...
+
+    async def remove_raft_voter(self, request: RemoveVoterRequest) -> None:
+        """Remove a controller from the voters (KIP-853); ControllerError VOTER_NOT_FOUND, ..."""
         ...
 
     async def update_features(self, request: UpdateFeaturesRequest) -> UpdateFeaturesResponse:

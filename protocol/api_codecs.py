@@ -124,7 +124,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from pykraft.protocol import consumer_group_messages, token_messages
+from pykraft.protocol import consumer_group_messages, raft_voter_messages, token_messages
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.kraft_messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
@@ -225,6 +225,15 @@ CODEC_CLASSES: Mapping[ApiKey, tuple[Any, Any]] = MappingProxyType(
         ApiKey.CONSUMER_GROUP_DESCRIBE: (
             consumer_group_messages.ConsumerGroupDescribeRequest,
             consumer_group_messages.ConsumerGroupDescribeResponse,
+        ),
+        # KIP-853: schemas of our own (protocol/schemas), kafka-python ships none.
+        ApiKey.ADD_RAFT_VOTER: (
+            raft_voter_messages.AddRaftVoterRequest,
+            raft_voter_messages.AddRaftVoterResponse,
+        ),
+        ApiKey.REMOVE_RAFT_VOTER: (
+            raft_voter_messages.RemoveRaftVoterRequest,
+            raft_voter_messages.RemoveRaftVoterResponse,
         ),
     }
 )

@@ -165,6 +165,8 @@ FIRST_FLEXIBLE_VERSION: Mapping[ApiKey, int] = MappingProxyType(
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
         ApiKey.DESCRIBE_QUORUM: 0,
+        ApiKey.ADD_RAFT_VOTER: 0,
+        ApiKey.REMOVE_RAFT_VOTER: 0,
         ApiKey.UNREGISTER_BROKER: 0,
         ApiKey.UPDATE_FEATURES: 0,
         ApiKey.CREATE_DELEGATION_TOKEN: 2,

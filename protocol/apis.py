@@ -138,6 +138,9 @@ SUPPORTED_API_VERSIONS: Mapping[ApiKey, ApiVersionRange] = _table(
     (ApiKey.LIST_TRANSACTIONS, 0, 1),  # v1: the duration filter (KIP-994)
     (ApiKey.ELECT_LEADERS, 0, 2),  # KIP-183, KIP-460 (v1: election type); forwarded
     (ApiKey.DESCRIBE_QUORUM, 0, 2),  # KIP-595, KIP-836 (v1), KIP-853 (v2); forwarded
+    # KIP-853 controller membership changes: Kafka 3.9 serves v0 of both; forwarded.
+    (ApiKey.ADD_RAFT_VOTER, 0, 0),
+    (ApiKey.REMOVE_RAFT_VOTER, 0, 0),
     # KIP-455 partition reassignment; Kafka 3.9 serves v0 of both (v1 of 45 is Kafka 4.1's).
     (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),
     (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),

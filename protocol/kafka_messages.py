@@ -23,6 +23,7 @@ from kafka.protocol.api_message import ApiMessage
 # And the messages kafka-python has no schema for (UnregisterBroker), defined the same way.
 import pykraft.protocol.consumer_group_messages
 import pykraft.protocol.kraft_messages
+import pykraft.protocol.raft_voter_messages
 import pykraft.protocol.token_messages  # noqa: F401
 from pykraft.protocol.errors import MalformedRequestError
 from pykraft.protocol.segments import Buffer

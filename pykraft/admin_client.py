@@ -47,6 +47,7 @@ from pykraft.admin_errors import (
     producers_done,
 )
 from pykraft.admin_network import AdminNetwork, ConnectionFactory
+from pykraft.admin_quorum import QuorumCalls
 from pykraft.admin_reassignments import ConfigChange, PartitionReassignment, ReassignmentCalls
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
@@ -81,6 +82,7 @@ class KafkaAdminClient:
     ) -> None:
         self._network = AdminNetwork(bootstrap_servers, config, clock, connect)
         self._reassignments = ReassignmentCalls(self._network)
+        self.quorum = QuorumCalls(self._network)
 
     async def __aenter__(self) -> KafkaAdminClient:
         return self

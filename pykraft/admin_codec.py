@@ -44,6 +44,11 @@ MIN_VERSIONS: Mapping[ApiKey, int] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
+    # pykraft metadata-quorum (KIP-853; DescribeCluster for the cluster id).
+    ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.ADD_RAFT_VOTER: 0,
+    ApiKey.REMOVE_RAFT_VOTER: 0,
+    ApiKey.DESCRIBE_CLUSTER: 0,
 }
 # What this client speaks of an API the broker's own table may not list (kafka-python's codec
 # covers Kafka 3.9's IncrementalAlterConfigs v0-v1).

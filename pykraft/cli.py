@@ -29,6 +29,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.transactions_cmd",
         "find and abort hanging transactions, like kafka-transactions",
     ),
+    "metadata-quorum": (
+        "pykraft.metadata_quorum_cmd",
+        "describe the controller quorum, add and remove controllers, like kafka-metadata-quorum",
+    ),
     "reassign-partitions": (
         "pykraft.reassign_cmd",
         "move partition replicas between brokers, like kafka-reassign-partitions",

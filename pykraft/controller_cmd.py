@@ -50,10 +50,15 @@ from pykraft.quorum.auth import BrokerBinding, BrokerBindingError
 from pykraft.quorum.config import (
     ControllerConfig,
     ControllerConfigError,
+    HostPort,
+    parse_host_port,
     parse_listener,
     parse_voters,
 )
 from pykraft.quorum.runner import run_controller
+from pykraft.quorum.voter_changes import RAFT_LISTENER
+from pykraft.storage.atomic_file import write_atomically
+from pykraft.storage.directory_id import META_PROPERTIES, ensure_directory_id, new_directory_id
 from pykraft.storage.system_clock import SystemClock
 
 
@@ -77,7 +82,25 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ControllerConfigError, TlsSettingsError) as error:
         print(f"pykraft controller: {error}", file=sys.stderr)
         return 2
+    try:
+        ensure_meta_properties(config.metadata_log_dir, config.node_id)
+    except OSError as error:
+        print(f"pykraft controller: {config.metadata_log_dir}: {error}", file=sys.stderr)
+        return 2
     return run_controller(config, SystemClock())
+
+
+def ensure_meta_properties(log_dir: Path, node_id: int) -> str:
+    """The controller's ``directory.id`` (KIP-853: its voter key with ``node.id``), kept in
+    ``metadata.log.dir/meta.properties`` as Kafka's ``kafka-storage format`` writes it; made at
+    the first start. ``pykraft metadata-quorum add-controller`` reads it from there."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / META_PROPERTIES
+    if not path.exists():
+        write_atomically(
+            path, f"version=1\nnode.id={node_id}\ndirectory.id={new_directory_id()}\n".encode()
+        )
+    return ensure_directory_id(log_dir)
 
 
 def _password(props: Properties) -> str:
@@ -156,6 +179,20 @@ def _broker_principal(props: Properties) -> str | None:
     return template
 
 
+def _static_voters(props: Properties) -> dict[int, HostPort]:
+    """controller.quorum.voters; empty when unset (an observer uses bootstrap servers)."""
+    items = [item for item in props.get_list("controller.quorum.voters", "") if item.strip()]
+    return parse_voters(items, "controller.quorum.voters") if items else {}
+
+
+def _raft_listener(props: Properties) -> HostPort | None:
+    """The ``RAFT://host:port`` entry of ``listeners`` (KIP-853 observers), if any."""
+    items = props.get_list("listeners")
+    if not any(item.strip().upper().startswith(f"{RAFT_LISTENER}://") for item in items):
+        return None
+    return parse_listener(items, RAFT_LISTENER)
+
+
 def load_controller_config(props: Properties) -> ControllerConfig:
     roles = props.get_list("process.roles", "controller")
     if "controller" not in roles:
@@ -169,7 +206,13 @@ def load_controller_config(props: Properties) -> ControllerConfig:
     log_dir = props.values.get("metadata.log.dir") or props.get_list("log.dirs")[0]
     return ControllerConfig(
         node_id=props.get_int("node.id"),
-        voters=parse_voters(props.get_list("controller.quorum.voters"), "controller.quorum.voters"),
+        voters=_static_voters(props),
+        bootstrap_servers=tuple(
+            parse_host_port(item, "controller.quorum.bootstrap.servers")
+            for item in props.get_list("controller.quorum.bootstrap.servers", "")
+            if item.strip()
+        ),
+        raft_listener=_raft_listener(props),
         http_listener=parse_listener(props.get_list("listeners"), listener_name.strip()),
         http_voters=http_voters,
         metadata_log_dir=Path(log_dir),

@@ -14,6 +14,13 @@ Addresses:
                                  HTTP listener, so a follower can name the leader's URL in a
                                  NOT_CONTROLLER answer. Optional; without it only this node's own
                                  URL is known.
+  controller.quorum.bootstrap.servers  ``127.0.0.1:9093,127.0.0.1:9094`` — instead of
+                                 ``controller.quorum.voters`` (KIP-853): the Raft addresses of the
+                                 current voters. The controller starts as an observer and becomes
+                                 a voter when AddRaftVoter adds it; its own Raft address is the
+                                 ``RAFT://host:port`` entry of ``listeners``. Once the voter set
+                                 has changed, the metadata log holds it (``quorum/raft_voters.py``)
+                                 and both properties only seed a controller's first start.
 
 Security (issue 11; ``quorum/auth.py`` and ``quorum/auth_http.py`` say why):
   listener.security.protocol.map  ``CONTROLLER:SSL`` puts the HTTP listener on TLS, with the
@@ -131,11 +138,37 @@ class ControllerConfig:
     # cluster.id: the Raft transport's key salt; None keeps pysyncobj's own fixed salt.
     cluster_id: str | None = None
 
+    # controller.quorum.bootstrap.servers: the voters' Raft addresses (observer start, KIP-853).
+    bootstrap_servers: tuple[HostPort, ...] = ()
+    # listeners' RAFT://host:port: this node's Raft address when controller.quorum.voters does
+    # not list it (an observer); must equal its entry there when it does.
+    raft_listener: HostPort | None = None
+
     def __attrs_post_init__(self) -> None:
-        if self.node_id not in self.voters:
+        if not self.voters:
+            if not self.bootstrap_servers:
+                raise ControllerConfigError(
+                    "one of controller.quorum.voters or controller.quorum.bootstrap.servers "
+                    "must be set"
+                )
+            if self.raft_listener is None:
+                raise ControllerConfigError(
+                    "listeners: a controller started with controller.quorum.bootstrap.servers "
+                    "needs a RAFT://host:port listener (its Raft address)"
+                )
+        elif self.bootstrap_servers:
+            raise ControllerConfigError(
+                "controller.quorum.voters and controller.quorum.bootstrap.servers are exclusive"
+            )
+        elif self.node_id not in self.voters:
             raise ControllerConfigError(
                 f"node.id={self.node_id} is not one of controller.quorum.voters "
                 f"({', '.join(str(n) for n in sorted(self.voters))})"
+            )
+        elif self.raft_listener is not None and self.raft_listener != self.voters[self.node_id]:
+            raise ControllerConfigError(
+                f"listeners: RAFT://{self.raft_listener} is not node {self.node_id}'s "
+                f"controller.quorum.voters entry {self.voters[self.node_id]}"
             )
         if not self.quorum_password:
             raise ControllerConfigError("controller.quorum.password must not be empty")
@@ -152,7 +185,9 @@ class ControllerConfig:
 
     @property
     def self_raft_address(self) -> HostPort:
-        return self.voters[self.node_id]
+        address = self.voters.get(self.node_id, self.raft_listener)
+        assert address is not None  # __attrs_post_init__
+        return address
 
     @property
     def http_scheme(self) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pykraft.metadata.api.quorum import UNKNOWN, DescribeQuorumResponse, QuorumNode, ReplicaState
+from pykraft.quorum.voter_changes import Voter, VoterSet
 
 
 def _int(status: Mapping[str, Any], key: str) -> int | None:
@@ -34,46 +35,50 @@ def _int(status: Mapping[str, Any], key: str) -> int | None:
 
 
 def _follower(
-    node_id: int, raft_address: str, status: Mapping[str, Any], high_watermark: int, now_ms: int
+    voter: Voter, status: Mapping[str, Any], high_watermark: int, now_ms: int
 ) -> ReplicaState:
-    match_index = _int(status, f"match_idx_server_{raft_address}")
+    match_index = _int(status, f"match_idx_server_{voter.raft_address}")
     applied_index = _int(status, "last_applied")
     if match_index is None or applied_index is None or match_index < applied_index:
-        return ReplicaState(replica_id=node_id)
+        return ReplicaState(replica_id=voter.node_id, replica_directory_id=voter.directory_id)
     return ReplicaState(
-        replica_id=node_id, log_end_offset=high_watermark, last_caught_up_timestamp=now_ms
+        replica_id=voter.node_id,
+        replica_directory_id=voter.directory_id,
+        log_end_offset=high_watermark,
+        last_caught_up_timestamp=now_ms,
     )
 
 
 def describe_quorum(
     *,
     leader_id: int,
-    voters: Mapping[int, str],
+    voters: VoterSet,
     status: Mapping[str, Any],
     committed_offset: int,
     observers: Sequence[tuple[int, int]],
     nodes: tuple[QuorumNode, ...],
     now_ms: int,
 ) -> DescribeQuorumResponse:
-    """The leader's answer: ``voters`` maps node ids to the Raft addresses pysyncobj keys its
-    status with, ``status`` is pysyncobj's ``getStatus()``, ``committed_offset`` the last
+    """The leader's answer: ``voters`` the voter set (KIP-853; pysyncobj keys its status with
+    their Raft addresses), ``status`` is pysyncobj's ``getStatus()``, ``committed_offset`` the last
     committed metadata offset (-1: none), ``observers`` (broker id, reported metadata offset),
     ``now_ms`` the leader's wall clock."""
-    assert leader_id in voters, (leader_id, sorted(voters))
+    assert leader_id in voters.node_ids, (leader_id, voters.node_ids)
     high_watermark = committed_offset + 1
     described = []
-    for node_id, raft_address in sorted(voters.items()):
-        if node_id == leader_id:
+    for voter in voters.voters:
+        if voter.node_id == leader_id:
             described.append(
                 ReplicaState(
-                    replica_id=node_id,
+                    replica_id=voter.node_id,
+                    replica_directory_id=voter.directory_id,
                     log_end_offset=high_watermark,
                     last_fetch_timestamp=now_ms,
                     last_caught_up_timestamp=now_ms,
                 )
             )
         else:
-            described.append(_follower(node_id, raft_address, status, high_watermark, now_ms))
+            described.append(_follower(voter, status, high_watermark, now_ms))
     return DescribeQuorumResponse(
         leader_id=leader_id,
         leader_epoch=_int(status, "raft_term") or 0,

@@ -151,11 +151,21 @@ class ControllerNode:
         if self.raft.is_leader():
             return self.config.node_id
         address = self.raft.leader_address()
-        return None if address is None else self.config.node_id_for_raft_address(address)
+        if address is None:
+            return None
+        voter = self.raft.voter_set.by_raft_address(address)
+        return voter.node_id if voter is not None else self.config.node_id_for_raft_address(address)
+
+    def http_url(self, node_id: int) -> str | None:
+        """A controller's HTTP base URL: the voter set's (KIP-853), else the configuration's."""
+        voter = self.raft.voter_set.get(node_id)
+        if node_id != self.config.node_id and voter is not None and voter.http_listener:
+            return voter.http_listener.url_with(self.config.http_scheme)
+        return self.config.http_url(node_id)
 
     def leader_url(self) -> str | None:
         leader = self.leader_id()
-        return None if leader is None else self.config.http_url(leader)
+        return None if leader is None else self.http_url(leader)
 
     def require_leader(self) -> None:
         if self.raft.is_leader():
@@ -168,7 +178,7 @@ class ControllerNode:
                 "No controller is active right now (an election is in progress); retry shortly.",
                 leader=None,
             )
-        url = self.config.http_url(leader)
+        url = self.http_url(leader)
         raise ServiceError(
             status_of(Errors.NOT_CONTROLLER),
             "NOT_CONTROLLER",

@@ -93,6 +93,13 @@ ENDPOINT = _object(
 )
 
 
+def _voter_op(summary: str, more: dict[str, str]) -> dict[str, Any]:
+    """AddRaftVoter / RemoveRaftVoter (``metadata/api/voters.py``)."""
+    fields = {"cluster_id": "string", "voter_id": "integer", "voter_directory_id": "string"}
+    body = _object(fields | more, ("voter_id", "voter_directory_id", *more))
+    return {"post": _op(summary, body, write=True)}
+
+
 def _paths() -> dict[str, Any]:
     return {
         "/v1/brokers/register": {
@@ -177,6 +184,11 @@ def _paths() -> dict[str, Any]:
                 "watermark, voters and observers (421 NOT_CONTROLLER from a standby)"
             )
         },
+        "/v1/quorum/voters/add": _voter_op(
+            "KIP-853 AddRaftVoter: add a caught-up observer controller to the voters",
+            {"timeout_ms": "integer", "listeners": "array"},
+        ),
+        "/v1/quorum/voters/remove": _voter_op("KIP-853 RemoveRaftVoter: remove a voter", {}),
         "/v1/topics": {
             "get": _op("List topics"),
             "post": _op(

@@ -31,6 +31,13 @@ Sharp edges of pysyncobj and what we do about each:
   loss or kernel crash of a majority. The dump and checkpoints are fsync'd.
 * Writes are proposed only on the leader; the service checks ``is_leader`` and answers
   NOT_CONTROLLER otherwise (pysyncobj would silently forward a follower's proposal).
+* Voters (KIP-853): ``dynamicMembershipChange=True``; a voter change is pysyncobj's own
+  membership entry, one at a time, which pysyncobj applies on append, undoes on truncation and
+  replays on restart. ``quorum/raft_voters.py`` follows every change through the two private
+  methods pysyncobj routes them through (``__doChangeCluster``, ``__updateClusterConfiguration``)
+  and keeps the voters file that seeds the next start; the dump returns pysyncobj its members
+  without this node (pysyncobj compares them with its own node object, which a string never
+  equals: this node would count itself twice). pysyncobj's leader cannot remove itself.
 * Latency: ``appendEntriesUseBatch=True`` (the mode that never showed "truncating
   already-applied log entries") with ``appendEntriesPeriod`` = controller.quorum.append.linger.ms
   and ``autoTickPeriod`` = pykraft.raft.tick.ms; see bench/quorum.py for what that gives.
@@ -57,6 +64,8 @@ from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dum
 from pykraft.quorum.raft_serializer import BackgroundSerializer
 from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 from pykraft.quorum.raft_transport import GuardedTransport, cluster_key
+from pykraft.quorum.raft_voter_hooks import RaftVoterHooks
+from pykraft.quorum.raft_voters import RaftMembership
 from pykraft.quorum.snapshots import SnapshotStore
 
 logger = logging.getLogger(__name__)
@@ -93,7 +102,7 @@ def describe_failure(code: int) -> str:
     return str(names.get(code, f"FAIL_REASON {code}"))
 
 
-class MetadataRaft(SyncObj):  # type: ignore[misc]
+class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
     def __init__(
         self, config: ControllerConfig, listener: RaftListener, *, wall_clock_ms: Callable[[], int]
     ) -> None:
@@ -116,12 +125,11 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         self._calls_lock = threading.Lock()
         self._proposed: dict[bytes, tuple[MetadataRecord, ...]] = {}
         self.fatal_error: str | None = None
+        self._voters_settled = False
         self_address = str(config.self_raft_address)
-        others = [
-            str(address)
-            for node, address in sorted(config.voters.items())
-            if node != config.node_id
-        ]
+        # The voter set (quorum/raft_voters.py): its base is pysyncobj's initial member list.
+        self.membership = RaftMembership(config, raft_dir)
+        others = list(self.membership.initial_others)
         super().__init__(
             self_address, others, self._sync_obj_conf(config), transportClass=GuardedTransport
         )
@@ -136,13 +144,16 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self._deserialize,
         )
         self.addOnTickCallback(self._drain_calls)
+        self.addOnTickCallback(self._hold_elections_while_observer)
+        self.addOnTickCallback(self._settle_voters_after_replay)
         try:
             self.waitBinded()
         except Exception:
             self.destroy_synchronous()
             raise RaftBindError(
-                f"cannot listen on the Raft address {self_address} (controller.quorum.voters "
-                f"entry of node {config.node_id}): is another process using the port?"
+                f"cannot listen on the Raft address {self_address} (node {config.node_id}'s "
+                "controller.quorum.voters entry or RAFT listener): is another process using "
+                "the port?"
             ) from None
 
     def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
@@ -171,7 +182,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             logCompactionMinTime=max(1, config.snapshot_interval_ms // 1000),
             appendEntriesBatchSizeBytes=1 << 20,
             logCompactionBatchSize=LOG_COMPACTION_BATCH_BYTES,
-            dynamicMembershipChange=False,
+            # KIP-853 voter changes (quorum/raft_voters.py). Without a change proposed it
+            # behaves as the static mode did: the members are controller.quorum.voters.
+            dynamicMembershipChange=True,
             # Bind exactly the configured host (pysyncobj would bind 0.0.0.0).
             bindAddress=str(config.self_raft_address),
             bindRetryTime=BIND_RETRY_S,
@@ -271,6 +284,8 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             voters=tuple(sorted(str(getattr(node, "address", node)) for node in nodes)),
             checkpoint_name=None,
             checkpoint_size=0,
+            voter_set=self.membership.voter_set.voters,
+            dynamic_voters=self.membership.dynamic,
         )
 
     def _write_dump(self, path: Path, header: DumpHeader) -> None:
@@ -317,7 +332,8 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self._listener.handle_state_loaded(self._state)
         except Exception:
             logger.exception("metadata listener failed on a loaded snapshot")
-        return (header.last_entry.as_tuple(), header.prev_entry.as_tuple(), list(header.voters))
+        others = self.membership.handle_dump(header.voter_set, header.dynamic_voters, header.voters)
+        return (header.last_entry.as_tuple(), header.prev_entry.as_tuple(), others)
 
     def image(self) -> MetadataImage:
         return self._state.image

@@ -28,6 +28,8 @@ from typing import Any, BinaryIO
 
 import attrs
 
+from pykraft.quorum.voter_changes import Voter, voter_from_json, voter_to_json
+
 DUMP_FORMAT = "pykraft-raft-dump"
 DUMP_VERSION = 1
 # A header line longer than this is not ours (bounds the search before parsing).
@@ -66,6 +68,11 @@ class DumpHeader:
     # None while nothing has been applied (an empty image has no checkpoint).
     checkpoint_name: str | None
     checkpoint_size: int
+    # KIP-853 (quorum/raft_voters.py): who the voters are, and whether the set has changed
+    # since the static configuration (then the dump's ``voters`` are the members). Optional
+    # in the header: dumps written before them have neither.
+    voter_set: tuple[Voter, ...] = ()
+    dynamic_voters: bool = False
 
 
 def _entry_json(entry: RaftEntry) -> dict[str, int]:
@@ -93,6 +100,8 @@ def write_dump(path: Path, header: DumpHeader, checkpoint: Path | None) -> None:
         "voters": list(header.voters),
         "checkpoint": header.checkpoint_name,
         "checkpointSize": header.checkpoint_size,
+        "voterSet": [voter_to_json(voter) for voter in header.voter_set],
+        "dynamicVoters": header.dynamic_voters,
     }
     line = json.dumps(document, separators=(",", ":")).encode("ascii") + b"\n"
     with open(path, "wb") as out:
@@ -154,6 +163,8 @@ def read_dump(path: Path) -> tuple[DumpHeader, bytes]:
         voters=fields["voters"],
         checkpoint_name=fields["checkpoint"],
         checkpoint_size=fields["checkpointSize"],
+        voter_set=fields["voterSet"],
+        dynamic_voters=fields["dynamicVoters"],
     )
     return header, data[position:]
 
@@ -190,4 +201,17 @@ def _header_fields(document: Any, path: Path) -> dict[str, Any]:
         raise DumpError(f"{path}: bad checkpoint name {name!r}")
     if type(voters) is not list or not all(type(voter) is str for voter in voters):
         raise DumpError(f"{path}: voters must be a list of host:port strings")
-    return {**integers, "voters": tuple(voters), "checkpoint": name}
+    dynamic = document.get("dynamicVoters", False)
+    if type(dynamic) is not bool or type(document.get("voterSet", [])) is not list:
+        raise DumpError(f"{path}: malformed voterSet / dynamicVoters")
+    try:
+        voter_set = tuple(voter_from_json(item) for item in document.get("voterSet", []))
+    except ValueError as error:
+        raise DumpError(f"{path}: {error}") from None
+    return {
+        **integers,
+        "voters": tuple(voters),
+        "checkpoint": name,
+        "voterSet": voter_set,
+        "dynamicVoters": dynamic,
+    }

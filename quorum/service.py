@@ -55,6 +55,7 @@ from pykraft.quorum.service_http import (
 )
 from pykraft.quorum.service_quorum import add_quorum_routes
 from pykraft.quorum.service_security import add_security_routes
+from pykraft.quorum.service_voters import add_voter_routes
 
 # ---- metadata log for brokers ----
 
@@ -179,4 +180,5 @@ def build_app(node: ControllerNode, doors: Doors) -> web.Application:
     add_admin_routes(app)
     add_security_routes(app)
     add_quorum_routes(app)
+    add_voter_routes(app)
     return app

@@ -115,8 +115,8 @@ async def get_cluster(request: web.Request) -> web.Response:
             ClusterDescription(
                 controller_id=node.leader_id(),
                 controllers=tuple(
-                    ControllerAddress(node_id=node_id, url=node.config.http_url(node_id))
-                    for node_id in sorted(node.config.voters)
+                    ControllerAddress(node_id=node_id, url=node.http_url(node_id))
+                    for node_id in node.raft.voter_set.node_ids
                 ),
                 metadata_offset=image.offset,
                 metadata_epoch=image.epoch,

@@ -23,6 +23,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.quorum.describe_quorum import describe_quorum
 from pykraft.quorum.node import ControllerNode
 from pykraft.quorum.service_http import ErrorAnswer, add_routes, json_response, node_of
+from pykraft.quorum.voter_changes import RAFT_LISTENER
 
 STATUS_TIMEOUT_S = 2.0
 # Kafka's name of the listener the controllers serve on (controller.listener.names).
@@ -65,8 +66,8 @@ def quorum_description(node: ControllerNode, status: dict[str, Any]) -> QuorumDe
     # Lag is counted in Raft entries behind the leader's commit index (only the leader knows).
     commit_index = int(status.get("commit_idx") or 0)
     voters = []
-    for node_id, address in sorted(config.voters.items()):
-        key = str(address)
+    for voter in node.raft.voter_set.voters:
+        node_id, key = voter.node_id, str(voter.raft_address)
         match_index = _optional_int(status.get(f"match_idx_server_{key}")) if leader else None
         if node_id == config.node_id:
             connected: bool | None = True
@@ -77,13 +78,15 @@ def quorum_description(node: ControllerNode, status: dict[str, Any]) -> QuorumDe
             VoterStatus(
                 node_id=node_id,
                 raft_address=key,
-                url=config.http_url(node_id),
+                url=node.http_url(node_id),
                 connected=connected,
                 match_index=match_index,
                 lag=None if match_index is None else max(0, commit_index - match_index),
             )
         )
     state = {0: "follower", 1: "candidate", 2: "leader"}.get(status.get("state", 0), "unknown")
+    if not node.raft.membership.is_voter:
+        state = "observer"  # KIP-853: started from bootstrap servers, not (yet) a voter
     has_quorum = status.get("has_quorum")
     return QuorumDescription(
         node_id=config.node_id,
@@ -105,17 +108,22 @@ def quorum_description(node: ControllerNode, status: dict[str, Any]) -> QuorumDe
 
 
 def _nodes(node: ControllerNode) -> tuple[QuorumNode, ...]:
-    """Every voter whose HTTP listener this controller knows (controller.quorum.http.voters)."""
+    """Every voter whose HTTP listener this controller knows (the voter set, KIP-853, or
+    controller.quorum.http.voters), with its Raft address as the ``RAFT`` listener."""
     config = node.config
-    listeners = {**config.http_voters, config.node_id: config.http_listener}
-    return tuple(
-        QuorumNode(
-            node_id=node_id,
-            listeners=(Listener(name=CONTROLLER_LISTENER, host=address.host, port=address.port),),
+    static = {**config.http_voters, config.node_id: config.http_listener}
+    described = []
+    for voter in node.raft.voter_set.voters:
+        http = voter.http_listener or static.get(voter.node_id)
+        listeners = (
+            []
+            if http is None
+            else [Listener(name=CONTROLLER_LISTENER, host=http.host, port=http.port)]
         )
-        for node_id, address in sorted(listeners.items())
-        if node_id in config.voters
-    )
+        raft = voter.raft_address
+        listeners.append(Listener(name=RAFT_LISTENER, host=raft.host, port=raft.port))
+        described.append(QuorumNode(node_id=voter.node_id, listeners=tuple(listeners)))
+    return tuple(described)
 
 
 async def describe(request: web.Request) -> web.Response:
@@ -132,7 +140,7 @@ async def describe(request: web.Request) -> web.Response:
     ]
     answer = describe_quorum(
         leader_id=node.config.node_id,
-        voters={node_id: str(address) for node_id, address in node.config.voters.items()},
+        voters=node.raft.voter_set,
         status=status,
         committed_offset=node.raft.state.last_offset,
         observers=observers,

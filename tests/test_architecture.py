@@ -70,6 +70,8 @@ PURE_CORES = [
     "quorum/managers",
     # Kafka's DescribeQuorum from pysyncobj's status; quorum/service_quorum.py is its shell.
     "quorum/describe_quorum.py",
+    # KIP-853's AddRaftVoter / RemoveRaftVoter decisions; quorum/service_voters.py is the shell.
+    "quorum/voter_changes.py",
     # The doors' decisions (issue 11); quorum/auth_http.py is their aiohttp shell.
     "quorum/auth.py",
     "quorum/auth_basic.py",
@@ -191,6 +193,7 @@ COMPOSITION_ROOTS = {
     # A tool's process: its admin client's deadlines and back-off, the wall clock it prints.
     "pykraft/transactions_cmd.py",
     "pykraft/reassign_cmd.py",
+    "pykraft/metadata_quorum_cmd.py",
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }

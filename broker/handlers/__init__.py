@@ -29,6 +29,7 @@
   describe_topic_partitions.py  DescribeTopicPartitions v0 (KIP-966) from the image, paged
   update_features.py  UpdateFeatures v0-v1 (KIP-584) forwarded to the controller
   unregister_broker.py  UnregisterBroker v0 (KIP-631) forwarded to the controller
+  raft_voters.py   AddRaftVoter v0, RemoveRaftVoter v0 (KIP-853) forwarded to the controller
   client_metrics.py  ListClientMetricsResources v0 (KIP-714): CLIENT_METRICS subscriptions
                    from the image
   client_quotas.py DescribeClientQuotas from the image, AlterClientQuotas forwarded (KIP-546)
@@ -79,6 +80,10 @@ from pykraft.broker.handlers.log_dirs import describe_log_dirs_handler
 from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.broker.handlers.offsets_for_leader_epoch import offsets_for_leader_epoch_handler
 from pykraft.broker.handlers.produce import produce_handler
+from pykraft.broker.handlers.raft_voters import (
+    add_raft_voter_handler,
+    remove_raft_voter_handler,
+)
 from pykraft.broker.handlers.reassignments import reassignment_handlers
 from pykraft.broker.handlers.security import security_handlers
 from pykraft.broker.handlers.services import BrokerServices
@@ -126,6 +131,8 @@ def broker_handlers(
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: describe_topic_partitions_handler(services),
         ApiKey.UPDATE_FEATURES: update_features_handler(services),
         ApiKey.UNREGISTER_BROKER: unregister_broker_handler(services),
+        ApiKey.ADD_RAFT_VOTER: add_raft_voter_handler(services),
+        ApiKey.REMOVE_RAFT_VOTER: remove_raft_voter_handler(services),
         ApiKey.LIST_CONFIG_RESOURCES: list_client_metrics_resources_handler(services),
         **reassignment_handlers(services),
         **client_quota_handlers(services),

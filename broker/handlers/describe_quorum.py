@@ -17,15 +17,17 @@ values pysyncobj lets it give and where it answers Kafka's -1), and answers:
   is known, REQUEST_TIMED_OUT);
 * otherwise the leader, its epoch, the high watermark, the voters and the observers (the
   brokers); v1+ with fetch and caught-up times, v2 with the voters' listeners (``nodes``) and
-  directory ids (pykraft has none: Kafka's zero uuid, ``ReplicaKey.NO_DIRECTORY_ID``).
+  directory ids (a voter added by AddRaftVoter has its own, KIP-853; static voters and brokers
+  have none: Kafka's zero uuid, ``ReplicaKey.NO_DIRECTORY_ID``).
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pykraft.broker.controller_api import ControllerError
-from pykraft.broker.handlers.services import BrokerServices
+from pykraft.broker.handlers.services import BrokerServices, topic_uuid
 from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.errors import ApiError
@@ -96,10 +98,17 @@ def partition_level_error(version: int, message: Any, error: Errors) -> Any:
     )
 
 
+def _directory_id(text: str) -> uuid.UUID:
+    try:
+        return topic_uuid(text)
+    except ValueError:
+        return ZERO_UUID
+
+
 def _replica(replica: ReplicaState) -> Any:
     return _Replica(
         replica_id=replica.replica_id,
-        replica_directory_id=ZERO_UUID,
+        replica_directory_id=_directory_id(replica.replica_directory_id),
         log_end_offset=replica.log_end_offset,
         last_fetch_timestamp=replica.last_fetch_timestamp,
         last_caught_up_timestamp=replica.last_caught_up_timestamp,

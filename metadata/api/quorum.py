@@ -20,6 +20,7 @@ import attrs
 from pykraft.metadata.api.json_fields import Fields, JsonObject
 
 UNKNOWN = -1
+NO_DIRECTORY_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 @attrs.frozen(kw_only=True)
@@ -30,6 +31,9 @@ class ReplicaState:
     log_end_offset: int = UNKNOWN
     last_fetch_timestamp: int = UNKNOWN
     last_caught_up_timestamp: int = UNKNOWN
+    # KIP-853: the replica's directory id (Kafka's text form); the zero uuid when unknown
+    # (a static voter, a broker), Kafka's ``ReplicaKey.NO_DIRECTORY_ID``.
+    replica_directory_id: str = NO_DIRECTORY_ID
 
 
 @attrs.frozen(kw_only=True)
@@ -65,6 +69,7 @@ def _replica_to_json(replica: ReplicaState) -> JsonObject:
         "log_end_offset": replica.log_end_offset,
         "last_fetch_timestamp": replica.last_fetch_timestamp,
         "last_caught_up_timestamp": replica.last_caught_up_timestamp,
+        "replica_directory_id": replica.replica_directory_id,
     }
 
 
@@ -74,6 +79,7 @@ def _replica_from_json(fields: Fields) -> ReplicaState:
         log_end_offset=fields.integer("log_end_offset"),
         last_fetch_timestamp=fields.integer("last_fetch_timestamp"),
         last_caught_up_timestamp=fields.integer("last_caught_up_timestamp"),
+        replica_directory_id=fields.string("replica_directory_id", NO_DIRECTORY_ID),
     )
 
 

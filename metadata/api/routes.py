@@ -103,6 +103,12 @@ CLUSTER = Route("GET", "/v1/cluster", access=DESCRIBE_CLUSTER)
 QUORUM = Route("GET", "/v1/quorum", access=DESCRIBE_CLUSTER)
 # Kafka's DescribeQuorum (``quorum.py``): ControllerApis.handleDescribeQuorum checks DESCRIBE.
 DESCRIBE_QUORUM = Route("GET", "/v1/quorum/describe", access=DESCRIBE_CLUSTER)
+# KIP-853 (``voters.py``): Kafka's ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter
+# check ALTER on the cluster. Not resent: a second add of the same voter is DUPLICATE_VOTER.
+ADD_RAFT_VOTER = Route("POST", "/v1/quorum/voters/add", idempotent=False, access=ALTER_CLUSTER)
+REMOVE_RAFT_VOTER = Route(
+    "POST", "/v1/quorum/voters/remove", idempotent=False, access=ALTER_CLUSTER
+)
 OPENAPI = Route("GET", "/v1/openapi.json", access=AUTHENTICATED)
 LIST_BROKERS = Route("GET", "/v1/brokers", access=DESCRIBE_CLUSTER)
 LIST_TOPICS = Route("GET", "/v1/topics", access=Access("DESCRIBE", ResourceOf.TOPICS_LISTED))
@@ -203,6 +209,8 @@ ROUTES: tuple[Route, ...] = (
     CLUSTER,
     QUORUM,
     DESCRIBE_QUORUM,
+    ADD_RAFT_VOTER,
+    REMOVE_RAFT_VOTER,
     OPENAPI,
     LIST_BROKERS,
     LIST_TOPICS,

@@ -85,6 +85,9 @@ def test_every_data_plane_api_registers(cluster: Cluster) -> None:
         ApiKey.DESCRIBE_TOPIC_PARTITIONS,
         ApiKey.UPDATE_FEATURES,
         ApiKey.UNREGISTER_BROKER,
+        # KIP-853, forwarded to the controller.
+        ApiKey.ADD_RAFT_VOTER,
+        ApiKey.REMOVE_RAFT_VOTER,
         # KIP-714's ListClientMetricsResources, from the image.
         ApiKey.LIST_CONFIG_RESOURCES,
         # They act on the partitions this broker leads: no coordinator needed.

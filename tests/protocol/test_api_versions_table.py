@@ -12,11 +12,8 @@ from pykraft.protocol.kafka_3_9_versions import KAFKA_3_9_BROKER_API_VERSIONS
 
 KAFKA_3_9 = {key: tuple(versions) for key, versions in KAFKA_3_9_BROKER_API_VERSIONS.items()}
 
-# Kafka 3.9 serves these; pykraft does not, and nobody is building them in issue 13.
-NOT_SERVED: dict[ApiKey, str] = {
-    ApiKey.ADD_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
-    ApiKey.REMOVE_RAFT_VOTER: "the quorum's voters are static pysyncobj members (no KIP-853)",
-}
+# Kafka 3.9 serves these; pykraft does not. None today: every API Kafka 3.9 serves is served.
+NOT_SERVED: dict[ApiKey, str] = {}
 
 # APIs served below Kafka 3.9's maximum: (our maximum, why the next version is not served).
 # None today: every served API reaches Kafka 3.9's maximum.

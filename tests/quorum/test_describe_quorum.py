@@ -19,9 +19,22 @@ from pykraft.metadata.api.quorum import (
     describe_quorum_from_json,
     describe_quorum_to_json,
 )
+from pykraft.quorum.config import HostPort
 from pykraft.quorum.describe_quorum import describe_quorum
+from pykraft.quorum.voter_changes import NO_DIRECTORY_ID, Voter, VoterSet
 
-VOTERS = {1: "127.0.0.1:9093", 2: "127.0.0.1:9094", 3: "127.0.0.1:9095"}
+DIR_3 = "c1HvGC5lRTWeCWkSXVRMXQ"
+VOTERS = VoterSet.of(
+    [
+        Voter(
+            node_id=node_id,
+            directory_id=DIR_3 if node_id == 3 else NO_DIRECTORY_ID,
+            raft_address=HostPort(host="127.0.0.1", port=9092 + node_id),
+        )
+        for node_id in (1, 2, 3)
+    ]
+)
+ADDRESS = {voter.node_id: str(voter.raft_address) for voter in VOTERS.voters}
 NOW_MS = 1_700_000_000_000
 NODES = (QuorumNode(node_id=1, listeners=(Listener(name="CONTROLLER", host="h", port=1),)),)
 
@@ -70,7 +83,7 @@ def test_the_leader_reports_its_epoch_high_watermark_and_itself_caught_up_now() 
 def test_a_follower_voter(match_index: object, expected: ReplicaState) -> None:
     raft = status()
     if match_index is not None:
-        raft[f"match_idx_server_{VOTERS[2]}"] = match_index
+        raft[f"match_idx_server_{ADDRESS[2]}"] = match_index
     assert describe(raft).voters[1] == expected
     assert expected.last_fetch_timestamp == UNKNOWN  # pysyncobj does not publish it
 
@@ -89,6 +102,18 @@ def test_observers_are_the_brokers_at_their_reported_offsets() -> None:
 
 
 def test_the_json_contract_round_trips() -> None:
-    raft = status(**{f"match_idx_server_{VOTERS[3]}": 40})
+    raft = status(**{f"match_idx_server_{ADDRESS[3]}": 40})
     answer = describe(raft, observers=((10, 5),))
     assert describe_quorum_from_json(Fields.of(describe_quorum_to_json(answer), "x")) == answer
+
+
+def test_voters_carry_their_directory_ids_kip_853() -> None:
+    """DescribeQuorum v2's ReplicaDirectoryId: a voter added with AddRaftVoter has its own, a
+    static voter Kafka's zero uuid; it survives the JSON between controller and broker."""
+    answer = describe(status(**{"match_idx_server_127.0.0.1:9095": 40}))
+    assert [v.replica_directory_id for v in answer.voters] == [
+        NO_DIRECTORY_ID,
+        NO_DIRECTORY_ID,
+        DIR_3,
+    ]
+    assert describe_quorum_from_json(Fields(describe_quorum_to_json(answer))) == answer

@@ -173,3 +173,25 @@ def test_a_secure_controller_listener() -> None:
 def test_bad_security_properties_are_refused(change: tuple[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load(SECURE.replace(*change))
+
+
+def test_an_observer_is_configured_with_bootstrap_servers_and_a_raft_listener(
+    tmp_path: Path,
+) -> None:
+    """KIP-853: ``controller.quorum.bootstrap.servers`` instead of ``controller.quorum.voters``;
+    the controller's own Raft address is the ``RAFT://`` listener."""
+    password = tmp_path / "password"
+    password.write_text("secret")
+    password.chmod(0o600)
+    props = Properties.parse(
+        "node.id=4\nprocess.roles=controller\n"
+        "controller.quorum.bootstrap.servers=127.0.0.1:9093, 127.0.0.1:9094\n"
+        "listeners=CONTROLLER://127.0.0.1:19096,RAFT://127.0.0.1:9096\n"
+        f"metadata.log.dir={tmp_path}\ncontroller.quorum.password.file={password}\n",
+        "observer.properties",
+    )
+    config = load_controller_config(props)
+    assert config.voters == {}
+    assert [str(a) for a in config.bootstrap_servers] == ["127.0.0.1:9093", "127.0.0.1:9094"]
+    assert str(config.self_raft_address) == "127.0.0.1:9096"
+    assert str(config.http_listener) == "127.0.0.1:19096"

@@ -1,0 +1,255 @@
+"""``pykraft metadata-quorum``: kafka-metadata-quorum.sh — describe the controller quorum, add and
+remove controllers (KIP-595, KIP-853).
+
+    pykraft metadata-quorum --bootstrap-server 127.0.0.1:9092 [--command-config FILE] \\
+        describe (--status | --replication)
+        add-controller              (--command-config is the new controller's properties)
+        remove-controller --controller-id ID --controller-directory-id DIR
+
+Subcommands, options and output follow Kafka's ``MetadataQuorumCommand``
+(tools/.../MetadataQuorumCommand.java): ``describe --status`` prints the leader, its epoch, the
+high watermark, the largest follower lag (records and ms) and the voters and observers as JSON;
+``describe --replication`` one row per replica (tab-separated, a header line first, the leader
+first, then the voters, then the observers). ``add-controller`` reads the new controller's
+``node.id``, its ``listeners`` (the ``CONTROLLER`` listener named by
+``controller.listener.names`` and the ``RAFT`` listener) and the ``directory.id`` of
+``metadata.log.dir/meta.properties`` (written by the controller at its first start; Kafka's
+``kafka-storage format``), then sends AddRaftVoter through a broker. A bad argument or a failed
+call prints one line on stderr and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from pykraft.admin_client import KafkaAdminClient
+from pykraft.admin_config import load_admin_config
+from pykraft.admin_errors import AdminError, BootstrapError
+from pykraft.admin_errors import parse_bootstrap_servers as parse_bootstrap
+from pykraft.admin_quorum import NewVoterListener, QuorumCalls, QuorumInfo, ReplicaDescription
+from pykraft.command_config import CommandConfigError
+from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
+from pykraft.properties import ConfigError, Properties
+from pykraft.quorum.config import ControllerConfigError, parse_listener
+from pykraft.storage.system_clock import SystemClock
+
+REPLICATION_HEADERS = (
+    "NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+    "LastCaughtUpTimestamp", "Status",
+)  # fmt: skip
+# AddRaftVoter's TimeoutMs: how long the leader waits for the new voter to catch up.
+ADD_CONTROLLER_TIMEOUT_MS = 20_000
+META_PROPERTIES = "meta.properties"
+
+Out = Callable[[str], None]
+
+
+class MetadataQuorumCommandError(Exception):
+    """Printed on stderr; exit status 1."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "This tool describes kraft metadata quorum status."
+    parser.add_argument("--bootstrap-server", metavar="host:port", help="REQUIRED")
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="admin client properties; for add-controller, the new controller's properties",
+    )
+    commands = parser.add_subparsers(dest="quorum_command", metavar="COMMAND")
+    describe = commands.add_parser("describe", help="Describe the metadata quorum info")
+    which = describe.add_mutually_exclusive_group()
+    which.add_argument("--status", action="store_true", help="the quorum's status")
+    which.add_argument("--replication", action="store_true", help="the replicas' progress")
+    commands.add_parser("add-controller", help="Add a controller to the KRaft controller cluster")
+    remove = commands.add_parser(
+        "remove-controller", help="Remove a controller from the KRaft controller cluster"
+    )
+    remove.add_argument("--controller-id", type=int, help="The id of the controller to remove.")
+    remove.add_argument(
+        "--controller-directory-id", help="The directory ID of the controller to remove."
+    )
+
+
+def run(args: argparse.Namespace, out: Out = print) -> int:
+    try:
+        check_args(args)
+        config = load_admin_config(args.command_config)
+        servers = parse_bootstrap(args.bootstrap_server)
+    except (MetadataQuorumCommandError, CommandConfigError, BootstrapError) as error:
+        print(error, file=sys.stderr)
+        return 1
+    clock = SystemClock()
+
+    async def main() -> int:
+        async with KafkaAdminClient(servers, config, clock) as admin:
+            try:
+                await execute(args, admin.quorum, out)
+            except (AdminError, MetadataQuorumCommandError) as error:
+                print(error, file=sys.stderr)
+                return 1
+            return 0
+
+    return asyncio.run(main())
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if not args.bootstrap_server:
+        raise MetadataQuorumCommandError("argument --bootstrap-server is required")
+    command = args.quorum_command
+    if command is None:
+        raise MetadataQuorumCommandError("a command is required: describe, add-controller, ...")
+    if command == "describe" and not (args.status or args.replication):
+        raise MetadataQuorumCommandError("One of --status or --replication must be specified")
+    if command == "add-controller" and args.command_config is None:
+        raise MetadataQuorumCommandError(
+            "You must supply the configuration file of the "
+            "controller you are adding when using add-controller."
+        )
+    if command == "remove-controller" and (
+        args.controller_id is None or not args.controller_directory_id
+    ):
+        raise MetadataQuorumCommandError(
+            "remove-controller needs --controller-id and --controller-directory-id"
+        )
+
+
+async def execute(args: argparse.Namespace, calls: QuorumCalls, out: Out) -> None:
+    command = args.quorum_command
+    if command == "describe":
+        info = await calls.describe_metadata_quorum()
+        if args.status:
+            cluster_id = await calls.cluster_id()
+            for line in status_lines(info, cluster_id):
+                out(line)
+        else:
+            for line in replication_lines(info):
+                out(line)
+    elif command == "add-controller":
+        voter_id, directory_id, listeners = new_controller(args.command_config)
+        await calls.add_raft_voter(
+            cluster_id=None,
+            timeout_ms=ADD_CONTROLLER_TIMEOUT_MS,
+            voter_id=voter_id,
+            directory_id=directory_id,
+            listeners=listeners,
+        )
+        endpoints = ", ".join(f"{item.name}://{item.host}:{item.port}" for item in listeners)
+        out(
+            f"Added controller {voter_id} with directory id "
+            f"{uuid_to_kafka_string(directory_id.bytes)} and endpoints: {endpoints}"
+        )
+    else:
+        directory_id = parse_directory_id(args.controller_directory_id)
+        await calls.remove_raft_voter(
+            cluster_id=None, voter_id=args.controller_id, directory_id=directory_id
+        )
+        out(
+            f"Removed KRaft controller {args.controller_id} with directory id "
+            f"{args.controller_directory_id}"
+        )
+
+
+def parse_directory_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(bytes=kafka_string_to_uuid(text.strip()))
+    except ValueError as error:
+        raise MetadataQuorumCommandError(f"--controller-directory-id: {error}") from None
+
+
+def new_controller(path: Path) -> tuple[int, uuid.UUID, tuple[NewVoterListener, ...]]:
+    """The new controller's id, directory id and listeners, from its properties file."""
+    try:
+        props = Properties.load(path)
+        node_id = props.get_int("node.id")
+        listener_name = props.get_str("controller.listener.names", "CONTROLLER").split(",")[0]
+        items = props.get_list("listeners")
+        http = parse_listener(items, listener_name.strip())
+        raft = parse_listener(items, "RAFT")
+        log_dir = Path(props.values.get("metadata.log.dir") or props.get_list("log.dirs")[0])
+    except (ConfigError, ControllerConfigError, IndexError) as error:
+        raise MetadataQuorumCommandError(f"{path}: {error}") from None
+    directory_id = read_directory_id(log_dir)
+    listeners = (
+        NewVoterListener(name="CONTROLLER", host=http.host, port=http.port),
+        NewVoterListener(name="RAFT", host=raft.host, port=raft.port),
+    )
+    return node_id, directory_id, listeners
+
+
+def read_directory_id(log_dir: Path) -> uuid.UUID:
+    path = log_dir / META_PROPERTIES
+    try:
+        props = Properties.load(path)
+        return uuid.UUID(bytes=kafka_string_to_uuid(props.get_str("directory.id")))
+    except (ConfigError, ValueError) as error:
+        raise MetadataQuorumCommandError(
+            f"{path}: no directory.id ({error}); start the new controller once first"
+        ) from None
+
+
+def _directory(replica: ReplicaDescription) -> str:
+    return uuid_to_kafka_string(replica.directory_id.bytes)
+
+
+def status_lines(info: QuorumInfo, cluster_id: str | None) -> list[str]:
+    leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
+    lags = [info.high_watermark - v.log_end_offset for v in info.voters if v.log_end_offset >= 0]
+    caught_up = [v.last_caught_up_timestamp for v in info.voters]
+    lag_time = (
+        leader.last_caught_up_timestamp - min(caught_up)
+        if leader is not None and caught_up and min(caught_up) >= 0
+        else -1
+    )
+    voters = [
+        {
+            "id": v.replica_id,
+            "directoryId": _directory(v),
+            "endpoints": list(info.nodes.get(v.replica_id, ())),
+        }
+        for v in info.voters
+    ]
+    observers = [{"id": o.replica_id, "directoryId": _directory(o)} for o in info.observers]
+    return [
+        f"ClusterId:              {cluster_id or ''}",
+        f"LeaderId:               {info.leader_id}",
+        f"LeaderEpoch:            {info.leader_epoch}",
+        f"HighWatermark:          {info.high_watermark}",
+        f"MaxFollowerLag:         {max(lags, default=0)}",
+        f"MaxFollowerLagTimeMs:   {lag_time}",
+        f"CurrentVoters:          {json.dumps(voters)}",
+        f"CurrentObservers:       {json.dumps(observers)}",
+    ]
+
+
+def replication_lines(info: QuorumInfo) -> list[str]:
+    def row(replica: ReplicaDescription, status: str) -> str:
+        lag = info.high_watermark - replica.log_end_offset if replica.log_end_offset >= 0 else -1
+        return "\t".join(
+            str(value)
+            for value in (
+                replica.replica_id,
+                _directory(replica),
+                replica.log_end_offset,
+                lag,
+                replica.last_fetch_timestamp,
+                replica.last_caught_up_timestamp,
+                status,
+            )
+        )
+
+    leader = [v for v in info.voters if v.replica_id == info.leader_id]
+    followers = [v for v in info.voters if v.replica_id != info.leader_id]
+    return [
+        "\t".join(REPLICATION_HEADERS),
+        *(row(v, "Leader") for v in leader),
+        *(row(v, "Follower") for v in followers),
+        *(row(o, "Observer") for o in info.observers),
+    ]

@@ -1,0 +1,134 @@
+"""Three ``MetadataRaft`` nodes in one process (pysyncobj on 127.0.0.1 ports): membership
+changes go one at a time. pysyncobj 0.3.17 alone lets two changes be in flight at once — its
+guard reads ``__changeClusterIDx``, which nothing sets — so ``MetadataRaft`` sets it: a second
+change proposed before the first commits is refused (REQUEST_DENIED), and the voter set every
+node reports is the same."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pysyncobj import FAIL_REASON
+
+from pykraft.free_ports import pick_free_ports
+from pykraft.quorum.config import ControllerConfig, HostPort
+from pykraft.quorum.raft import MetadataRaft
+from pykraft.quorum.voter_changes import Voter, VoterChangeKind
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 15.0
+
+
+class Quiet:
+    def handle_applied(self, applied: Any) -> None:
+        pass
+
+    def handle_state_loaded(self, state: Any) -> None:
+        pass
+
+    def handle_snapshot_written(self, end_offset: int) -> None:
+        pass
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[dict[int, MetadataRaft]]:
+    ports = pick_free_ports(6)
+    raft = {i: HostPort(host="127.0.0.1", port=ports[i - 1]) for i in (1, 2, 3)}
+    started: dict[int, MetadataRaft] = {}
+    try:
+        for i in (1, 2, 3):
+            config = ControllerConfig(
+                node_id=i,
+                voters=raft,
+                http_listener=HostPort(host="127.0.0.1", port=ports[i + 2]),
+                http_voters={},
+                metadata_log_dir=tmp_path / f"c{i}",
+                quorum_password="secret",
+            )
+            started[i] = MetadataRaft(config, Quiet(), wall_clock_ms=lambda: 0)
+        yield started
+    finally:
+        for node in started.values():
+            node.destroy_synchronous()
+
+
+def wait(condition: Any, what: str) -> Any:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} not reached in {TIMEOUT_S}s")
+
+
+def test_a_second_change_waits_for_the_first_to_commit(nodes: dict[int, MetadataRaft]) -> None:
+    leader = wait(lambda: next((n for n in nodes.values() if n.is_leader()), None), "a leader")
+    wait(lambda: leader.call_in_raft_thread(leader.voter_change_state).result()[0], "no-op")
+    spare = pick_free_ports(2)
+    new = [
+        Voter(
+            node_id=4 + index,
+            directory_id="hFnSqqNsQQm7ZhaWQxTbcA",
+            raft_address=HostPort(host="127.0.0.1", port=port),
+        )
+        for index, port in enumerate(spare)
+    ]
+    results: list[tuple[int, int]] = []
+    current = leader.voter_set
+    for voter in new:  # back to back: the second is proposed before the first commits
+        leader.propose_voter_change(
+            VoterChangeKind.ADD,
+            voter,
+            current.with_voter(voter),
+            lambda _, error, node_id=voter.node_id: results.append((node_id, error)),
+        )
+    wait(lambda: len(results) == 2, "both answers")
+    assert sorted(results) == [(4, FAIL_REASON.SUCCESS), (5, FAIL_REASON.REQUEST_DENIED)]
+    for node in nodes.values():
+        wait(lambda n=node: n.voter_set.node_ids == (1, 2, 3, 4), "the same voters everywhere")
+
+
+def test_an_observer_never_campaigns_until_it_is_added(
+    nodes: dict[int, MetadataRaft], tmp_path: Path
+) -> None:
+    """Kafka's observers never become candidates; a pysyncobj node outside its own voter set
+    would, whenever it briefly reached a voter (which then drops the unknown peer)."""
+    leader = wait(lambda: next((n for n in nodes.values() if n.is_leader()), None), "a leader")
+    wait(lambda: leader.call_in_raft_thread(leader.voter_change_state).result()[0], "no-op")
+    raft_port, http_port = pick_free_ports(2)
+    address = HostPort(host="127.0.0.1", port=raft_port)
+    config = ControllerConfig(
+        node_id=4,
+        voters={},
+        bootstrap_servers=tuple(v.raft_address for v in leader.voter_set.voters),
+        raft_listener=address,
+        http_listener=HostPort(host="127.0.0.1", port=http_port),
+        http_voters={},
+        metadata_log_dir=tmp_path / "c4",
+        quorum_password="secret",
+    )
+    observer = MetadataRaft(config, Quiet(), wall_clock_ms=lambda: 0)
+    try:
+        time.sleep(2.5)  # over twice the election timeout
+        assert observer.raftCurrentTerm == 0
+        assert observer._SyncObj__raftElectionDeadline == float("inf")
+        voter = Voter(node_id=4, directory_id="hFnSqqNsQQm7ZhaWQxTbcA", raft_address=address)
+        done: list[int] = []
+        leader.propose_voter_change(
+            VoterChangeKind.ADD,
+            voter,
+            leader.voter_set.with_voter(voter),
+            lambda _, error: done.append(error),
+        )
+        assert wait(lambda: done, "the change") == [FAIL_REASON.SUCCESS]
+        wait(lambda: observer.voter_set.node_ids == (1, 2, 3, 4), "the observer a voter")
+        wait(lambda: observer._SyncObj__raftElectionDeadline < float("inf"), "armed timer")
+        assert not observer.is_leader()
+    finally:
+        observer.destroy_synchronous()
