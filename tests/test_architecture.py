@@ -130,6 +130,10 @@ PURE_CORES = [
     "pykraft/hanging_transactions.py",
     # pykraft dev: when its cluster is ready (issue 16).
     "pykraft/dev_ready.py",
+    # Issue 16: Prometheus exposition, Kafka's broker topic meters, the controller's metrics.
+    "metadata/prometheus.py",
+    "broker/broker_topic_stats.py",
+    "quorum/metrics.py",
     # Issue 13: Kafka 3.9's version table, Fetch v0-3's answer, ListOffsets v0's offsets.
     "protocol/kafka_3_9_versions.py",
     "protocol/legacy_fetch.py",

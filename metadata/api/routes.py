@@ -104,6 +104,8 @@ QUORUM = Route("GET", "/v1/quorum", access=DESCRIBE_CLUSTER)
 # Kafka's DescribeQuorum (``quorum.py``): ControllerApis.handleDescribeQuorum checks DESCRIBE.
 DESCRIBE_QUORUM = Route("GET", "/v1/quorum/describe", access=DESCRIBE_CLUSTER)
 OPENAPI = Route("GET", "/v1/openapi.json", access=AUTHENTICATED)
+# Prometheus text in Kafka's metric names (quorum/metrics.py); described like /v1/cluster.
+METRICS = Route("GET", "/metrics", access=DESCRIBE_CLUSTER)
 LIST_BROKERS = Route("GET", "/v1/brokers", access=DESCRIBE_CLUSTER)
 LIST_TOPICS = Route("GET", "/v1/topics", access=Access("DESCRIBE", ResourceOf.TOPICS_LISTED))
 CREATE_TOPIC = Route(
@@ -204,6 +206,7 @@ ROUTES: tuple[Route, ...] = (
     QUORUM,
     DESCRIBE_QUORUM,
     OPENAPI,
+    METRICS,
     LIST_BROKERS,
     LIST_TOPICS,
     CREATE_TOPIC,
