@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.metadata.image import MetadataImage
 from pykraft.quorum.metrics import ControllerMetrics, ControllerSnapshot
-from tests.integration.conftest import ROOT
 
-DASHBOARD = ROOT / "examples" / "grafana" / "pykraft.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana" / "pykraft.json"
 
 
 def load() -> dict[str, Any]:
