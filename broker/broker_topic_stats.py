@@ -17,7 +17,9 @@ Where Kafka marks them, and so where pykraft calls these:
 - bytes out: ``KafkaApis.handleFetchRequest`` per partition answered, consumer reads as
   ``BytesOutPerSec``, follower reads as ``ReplicationBytesOutPerSec`` (``updateBytesOut``);
   replication bytes in: the follower's fetcher (not counted yet);
-- ISR shrinks and expands: a committed AlterPartition (``broker/partition.py``).
+- ISR shrinks and expands: a committed AlterPartition (``broker/partition.py``);
+- a deleted topic's series go when the broker publishes the deletion
+  (``broker/metadata_publisher.py``).
 
 Pure counting; topic labels are bounded by ``MAX_TOPIC_SERIES`` (``TopicCounter``).
 """
@@ -25,6 +27,7 @@ Pure counting; topic labels are bounded by ``MAX_TOPIC_SERIES`` (``TopicCounter`
 from __future__ import annotations
 
 from pykraft.metadata.prometheus import Counter, Family, TopicCounter
+from pykraft.metadata.topics_delta import TopicsDelta
 
 # Per-topic series kept per family; past it a topic counts only in the all-topics total.
 MAX_TOPIC_SERIES = 10_000
@@ -99,3 +102,12 @@ class BrokerTopicStats:
     def remove_topic(self, topic: str) -> None:
         for family in (self.messages_in, self.bytes_in, self.bytes_out):
             family.remove(topic)
+
+    def remove_deleted_topics(self, delta: TopicsDelta) -> None:
+        """Drop the series of the topics ``delta`` deletes (Kafka's ReplicaManager calls
+        ``brokerTopicStats.removeMetrics`` for a deleted topic), so the page lists live topics
+        and a re-created topic starts from 0."""
+        for topic_id in delta.deleted_topic_ids:
+            base = delta.image.by_id.get(topic_id)
+            if base is not None:
+                self.remove_topic(base.name)

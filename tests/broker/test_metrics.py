@@ -20,7 +20,10 @@ from pykraft.broker.metrics import (
     api_name,
     format_value,
 )
+from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.prometheus import RESERVOIR_SIZE, TopicCounter, quantile
+from pykraft.metadata.records import RemoveTopicRecord
+from tests.quorum.helpers import image_with, topic_id
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL_VALUE = r'"(?:[^"\\\n]|\\\\|\\"|\\n)*"'
@@ -330,3 +333,17 @@ def test_misuse_is_a_bug() -> None:
     registry.register(counter)
     with pytest.raises(AssertionError):
         registry.register(Counter("c_total", "twice"))
+
+
+def test_a_deleted_topics_series_go_and_a_recreated_one_starts_from_zero() -> None:
+    # Kafka's ReplicaManager removes a deleted topic's BrokerTopicMetrics (removeMetrics).
+    image = image_with({1: "unfenced"}, {"orders": [((1,), (1,), 1)], "audit": [((1,), (1,), 1)]})
+    metrics = BrokerMetrics()
+    stats = metrics.broker_topic_stats
+    stats.record_append("orders", 100, 1)
+    stats.record_append("audit", 10, 1)
+    delta = MetadataDelta(image)
+    delta.replay(RemoveTopicRecord(topic_id=topic_id("orders")))
+    stats.remove_deleted_topics(delta.topics)
+    assert (stats.messages_in.value("orders"), stats.messages_in.value("audit")) == (0, 1)
+    assert stats.messages_in.value() == 2  # the all-topics count never goes back
