@@ -38,7 +38,6 @@ import datetime
 import os
 import secrets
 import signal
-import ssl
 import subprocess
 import sys
 import threading
@@ -69,46 +68,22 @@ from pykraft.dev_layout import (
     plan_layout,
     secured,
 )
-from pykraft.dev_probe import probe
-from pykraft.dev_ready import Readiness, internal_replication_factor, progress_lines, readiness
+from pykraft.dev_probe import look
+from pykraft.dev_ready import Readiness, progress_lines
+from pykraft.dev_secure import ensure_secret_file
 from pykraft.free_ports import pick_free_ports
 
-# Where callers have always imported them from; they live in dev_layout / dev_cluster_file.
+# Re-exported where callers have always imported them from (dev_layout, dev_cluster_file).
 __all__ = [
-    "ClusterLayout",
-    "DevCluster",
-    "DevClusterError",
-    "Node",
-    "add_arguments",
-    "check_overrides",
-    "internal_topic_properties",
-    "main",
-    "parse_property",
-    "plan_layout",
-    "read_cluster_json",
-    "run",
-    "runs_config",
-    "secured",
+    "ClusterLayout", "DevClusterError", "Node", "check_overrides", "internal_topic_properties",
+    "parse_property", "plan_layout", "read_cluster_json", "runs_config", "secured",
     "stop_dev_process",
-]
+]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER_STOP_TIMEOUT_S = 45.0  # above the broker's 30 s controlled-shutdown bound
 CONTROLLER_STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.2
-
-
-def ensure_secret_file(path: Path, make: Any) -> str:
-    """The file's content, written once (mode 0600) with ``make()`` when absent."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        path.chmod(0o600)
-        return path.read_text(encoding="utf-8").strip()
-    value = str(make())
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(value + "\n")
-    return value
 
 
 class DevCluster:
@@ -209,30 +184,10 @@ class DevCluster:
             stop.wait(POLL_INTERVAL_S)
 
     def readiness(self) -> Readiness:
-        """One probe of every process, judged by ``dev_ready.readiness``."""
-        layout = self.layout
-        view = probe(
-            [(c.node_id, c.http_url) for c in layout.controllers],
-            [(b.node_id, b.http_url) for b in layout.brokers],
-            self._admin_tls(),
-        )
-        broker_properties = node_properties(
-            layout.brokers[0], layout, self.data_dir, self.cluster_id
-        ) | self.overrides.get("broker", {})
-        return readiness(
-            [c.node_id for c in layout.controllers],
-            [b.node_id for b in layout.brokers],
-            internal_replication_factor(broker_properties),
-            view,
-        )
-
-    def _admin_tls(self) -> ssl.SSLContext | None:
-        """--secure: the controllers' TLS with the admin's certificate (DESCRIBE_CLUSTER)."""
-        if self.material is None:
-            return None
-        context = ssl.create_default_context(cafile=str(self.material.ca_path))
-        context.load_cert_chain(str(self.material.key_store(dev_secure.ADMIN_USER)))
-        return context
+        """One look at every process (``dev_probe.look``)."""
+        broker = node_properties(self.layout.brokers[0], self.layout, self.data_dir, "-")
+        context = None if self.material is None else dev_secure.admin_ssl_context(self.material)
+        return look(self.layout, broker | self.overrides.get("broker", {}), context)
 
     def log_tails(self, names: list[str], lines: int = 15) -> str:
         tails = []

@@ -13,10 +13,17 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pykraft.dev_ready import ClusterView, RegisteredBroker
+from pykraft.dev_layout import ClusterLayout
+from pykraft.dev_ready import (
+    ClusterView,
+    Readiness,
+    RegisteredBroker,
+    internal_replication_factor,
+    readiness,
+)
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -28,6 +35,26 @@ def get_json(url: str, context: ssl.SSLContext | None = None) -> Any | None:
             return json.loads(response.read())
     except (OSError, ValueError):
         return None
+
+
+def look(
+    layout: ClusterLayout,
+    broker_properties: Mapping[str, str],
+    context: ssl.SSLContext | None = None,
+) -> Readiness:
+    """Probe ``layout``'s processes once and judge them (``dev_ready.readiness``), with the
+    internal topics' replication factor from the brokers' properties."""
+    view = probe(
+        [(c.node_id, c.http_url) for c in layout.controllers],
+        [(b.node_id, b.http_url) for b in layout.brokers],
+        context,
+    )
+    return readiness(
+        [c.node_id for c in layout.controllers],
+        [b.node_id for b in layout.brokers],
+        internal_replication_factor(broker_properties),
+        view,
+    )
 
 
 def probe(
