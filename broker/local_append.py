@@ -151,6 +151,9 @@ def _append_one(
         replica_manager.offline_storage.maybe_fail_log_dir(topic_partition, error)
         return AppendResult(error=error.error, error_message=error.message)
     appended = 0 if info.duplicate else info.valid_bytes
+    replica_manager.broker_topic_stats.record_append(
+        topic_partition.topic, len(records), 0 if info.duplicate else info.records_count
+    )
     if appended:
         replica_manager.delayed_fetches.on_bytes_appended(topic_partition, appended)
     return AppendResult(

@@ -66,6 +66,7 @@ class BrokerMetadataPublisher:
             self._authorizer.update(image.acls)
         changes = local_changes(delta, self.broker_id)
         self.replica_manager.apply_delta(changes, image, self._wall_clock_ms())
+        self.replica_manager.broker_topic_stats.remove_deleted_topics(delta.topics)
         # After the partitions, as Kafka's BrokerMetadataPublisher runs its
         # DynamicConfigPublisher after ReplicaManager.applyDelta.
         self.replica_manager.update_topic_configs(changed_topic_configs(delta, image), image)

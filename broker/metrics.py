@@ -1,44 +1,53 @@
-"""Broker metrics and their Prometheus text exposition (format 0.0.4).
+"""The broker's metrics, in Kafka's names, and the hooks that feed them (``GET /metrics``).
 
-Pure bookkeeping: counters, gauges and histograms updated by the broker's shells and rendered on
-``GET /metrics``. No clock (callers pass measured durations), no I/O, no threads — everything
-runs on the broker's one event loop. ``prometheus_client`` is not used: the subset needed here
-(three metric types, labels, text rendering) is small, and its global registry and threading
-would be the only ones in the process.
+Kafka's metrics are named as the Prometheus JMX exporter's Kafka rules (``kafka-2_0_0.yml``,
+``lowercaseOutputName: true``) name Kafka's MBeans: a gauge ``kafka.server:type=ReplicaManager,
+name=UnderReplicatedPartitions`` → ``kafka_server_replicamanager_underreplicatedpartitions``;
+a meter's ``Count`` (``…PerSec``) → ``kafka_<domain>_<type>_<name without PerSec>_total``; a
+histogram → one gauge per ``quantile`` label plus ``_count`` (here a Prometheus summary, with
+``_sum`` too). So dashboards and alerts written for Kafka work unchanged. The per-topic
+throughput and ISR change meters are in ``broker/broker_topic_stats.py``; the exposition
+primitives in ``metadata/prometheus.py``.
 
-Exposition rules followed (https://prometheus.io/docs/instrumenting/exposition_formats/):
-one ``# HELP`` and one ``# TYPE`` line per family before its samples; label values escape
-``\\``, ``"`` and newlines; HELP text escapes ``\\`` and newlines; histograms expose cumulative
-``_bucket{le="…"}`` samples ending in ``le="+Inf"`` (equal to ``_count``), then ``_sum`` and
-``_count``; counters end in ``_total``.
-
-Every family holds at most ``MAX_SERIES_PER_FAMILY`` label sets; label values come from closed
-sets (API names, close reasons), so reaching it is a bug and asserts.
+Kept under their old ``pykraft_`` names, because tests read them and Kafka's rules give them no
+name or a different meaning: connections (``pykraft_connections``, ``_closed_total``,
+``_refused_total``, ``pykraft_acceptor_blocked_total``: tests/hostile/test_connections.py),
+``pykraft_offline_replicas`` and ``pykraft_corrupt_batch_reads``
+(tests/hostile/test_damaged_files.py; Kafka's ``OfflineReplicaCount`` is exposed too),
+``pykraft_metadata_offset`` (tests/integration/test_broker_http.py), the replication throttle
+(tests/integration/test_reassignment.py), the client quota throttles
+(tests/broker/test_quota_enforcement.py), ``pykraft_requests_total`` (tests/broker/test_http.py)
+and ``pykraft_request_duration_seconds`` (a true histogram: unlike quantiles, its buckets add up
+across brokers); and the network byte counters and metadata lag, which Kafka's rules do not name.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Iterator, Mapping, Sequence
 
+from pykraft.broker.broker_topic_stats import BrokerTopicStats
 from pykraft.broker.lifecycle import BrokerState
+from pykraft.metadata.prometheus import (
+    Counter,
+    Gauge,
+    Histogram,
+    MetricsRegistry,
+    Summary,
+    format_value,
+)
 from pykraft.protocol.api_keys import ApiKey
 
-MAX_SERIES_PER_FAMILY = 512
-# Request latency buckets in seconds: 0.5 ms to 10 s, covering a local Metadata call up to a
-# Fetch long poll that waits fetch.max.wait.ms (500 ms) or a slow acks=all Produce.
-LATENCY_BUCKETS_SECONDS: tuple[float, ...] = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
-
-Labels = tuple[tuple[str, str], ...]
-
-
-class MetricType(enum.Enum):
-    COUNTER = "counter"
-    GAUGE = "gauge"
-    HISTOGRAM = "histogram"
+__all__ = [
+    "BrokerMetrics",
+    "CloseReason",
+    "Counter",
+    "Gauge",
+    "Histogram",
+    "MetricsRegistry",
+    "Summary",
+    "api_name",
+    "format_value",
+]
 
 
 class CloseReason(enum.Enum):
@@ -68,176 +77,6 @@ def api_name(api_key: int) -> str:
     return _API_NAMES.get(api_key, "Unknown")
 
 
-def format_value(value: float) -> str:
-    """A sample value as Prometheus parses it (Go's ParseFloat syntax)."""
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(value)
-
-
-def escape_label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _label_text(labels: Labels) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{name}="{escape_label_value(value)}"' for name, value in labels)
-    return "{" + inner + "}"
-
-
-class _Family:
-    """A metric name with its HELP, TYPE and label names."""
-
-    metric_type: MetricType
-
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        assert name.replace("_", "").isalnum() and not name[0].isdigit(), name
-        self.name = name
-        self.help_text = help_text
-        self.label_names = tuple(label_names)
-
-    def _labels(self, values: Sequence[str]) -> Labels:
-        assert len(values) == len(self.label_names), f"{self.name}: labels {self.label_names}"
-        return tuple(zip(self.label_names, values, strict=True))
-
-    def _check_room(self, series: Mapping[Labels, object], labels: Labels) -> None:
-        assert labels in series or len(series) < MAX_SERIES_PER_FAMILY, (
-            f"{self.name}: more than {MAX_SERIES_PER_FAMILY} label sets"
-        )
-
-    def header(self) -> Iterator[str]:
-        yield f"# HELP {self.name} {escape_help(self.help_text)}"
-        yield f"# TYPE {self.name} {self.metric_type.value}"
-
-    def samples(self) -> Iterator[str]:
-        raise NotImplementedError
-
-
-class Counter(_Family):
-    metric_type = MetricType.COUNTER
-
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        assert name.endswith("_total"), f"counter {name} must end in _total"
-        super().__init__(name, help_text, label_names)
-        self._values: dict[Labels, int | float] = {} if label_names else {(): 0}
-
-    def inc(self, *label_values: str, amount: float = 1) -> None:
-        assert amount >= 0, f"{self.name}: counters only go up"
-        labels = self._labels(label_values)
-        self._check_room(self._values, labels)
-        self._values[labels] = self._values.get(labels, 0) + amount
-
-    def value(self, *label_values: str) -> float:
-        return self._values.get(self._labels(label_values), 0)
-
-    def samples(self) -> Iterator[str]:
-        for labels, value in sorted(self._values.items()):
-            yield f"{self.name}{_label_text(labels)} {format_value(value)}"
-
-
-class Gauge(_Family):
-    metric_type = MetricType.GAUGE
-
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, label_names)
-        self._values: dict[Labels, int | float] = {} if label_names else {(): 0}
-
-    def set(self, value: float, *label_values: str) -> None:
-        labels = self._labels(label_values)
-        self._check_room(self._values, labels)
-        self._values[labels] = value
-
-    def add(self, amount: float, *label_values: str) -> None:
-        labels = self._labels(label_values)
-        self.set(self._values.get(labels, 0) + amount, *label_values)
-
-    def value(self, *label_values: str) -> float:
-        return self._values.get(self._labels(label_values), 0)
-
-    def samples(self) -> Iterator[str]:
-        for labels, value in sorted(self._values.items()):
-            yield f"{self.name}{_label_text(labels)} {format_value(value)}"
-
-
-class _HistogramSeries:
-    def __init__(self, bucket_count: int) -> None:
-        # Invariant: counts[i] observations fell in (bounds[i-1], bounds[i]]; the last slot is
-        # the +Inf bucket, so sum(counts) == count.
-        self.counts = [0] * (bucket_count + 1)
-        self.sum = 0.0
-        self.count = 0
-
-
-class Histogram(_Family):
-    metric_type = MetricType.HISTOGRAM
-
-    def __init__(
-        self,
-        name: str,
-        help_text: str,
-        label_names: Sequence[str] = (),
-        buckets: Sequence[float] = LATENCY_BUCKETS_SECONDS,
-    ) -> None:
-        assert list(buckets) == sorted(set(buckets)) and buckets, "buckets must increase"
-        assert "le" not in label_names
-        super().__init__(name, help_text, label_names)
-        self.buckets = tuple(float(bound) for bound in buckets)
-        self._series: dict[Labels, _HistogramSeries] = {}
-
-    def observe(self, value: float, *label_values: str) -> None:
-        labels = self._labels(label_values)
-        self._check_room(self._series, labels)
-        series = self._series.get(labels)
-        if series is None:
-            series = self._series[labels] = _HistogramSeries(len(self.buckets))
-        index = next((i for i, bound in enumerate(self.buckets) if value <= bound), -1)
-        series.counts[index] += 1
-        series.sum += value
-        series.count += 1
-
-    def count(self, *label_values: str) -> int:
-        series = self._series.get(self._labels(label_values))
-        return series.count if series is not None else 0
-
-    def samples(self) -> Iterator[str]:
-        for labels, series in sorted(self._series.items(), key=lambda item: item[0]):
-            cumulative = 0
-            bounds = [format_value(bound) for bound in self.buckets] + ["+Inf"]
-            for bound, bucket_count in zip(bounds, series.counts, strict=True):
-                cumulative += bucket_count
-                bucket_labels = (*labels, ("le", bound))
-                yield f"{self.name}_bucket{_label_text(bucket_labels)} {cumulative}"
-            yield f"{self.name}_sum{_label_text(labels)} {format_value(series.sum)}"
-            yield f"{self.name}_count{_label_text(labels)} {series.count}"
-
-
-class MetricsRegistry:
-    """Families in registration order; ``render`` is the /metrics body."""
-
-    def __init__(self) -> None:
-        self._families: dict[str, _Family] = {}
-
-    def register(self, family: _Family) -> None:
-        assert family.name not in self._families, f"metric {family.name} registered twice"
-        self._families[family.name] = family
-
-    def render(self) -> str:
-        lines: list[str] = []
-        for family in self._families.values():
-            lines.extend(family.header())
-            lines.extend(family.samples())
-        return "\n".join(lines) + "\n"
-
-
 class BrokerMetrics:
     """The broker's metrics (Kafka's MBean in brackets); the network listener's hooks.
 
@@ -247,6 +86,19 @@ class BrokerMetrics:
 
     def __init__(self) -> None:
         self.registry = MetricsRegistry()
+        self.broker_topic_stats = BrokerTopicStats()
+        self.kafka_requests = Counter(
+            "kafka_network_requestmetrics_requests_total",
+            "Requests completed, by request name (RequestMetrics RequestsPerSec; Kafka adds a "
+            "version label, and names Fetch FetchConsumer or FetchFollower).",
+            ["request"],
+        )
+        self.total_time_ms = Summary(
+            "kafka_network_requestmetrics_totaltimems",
+            "Milliseconds from a request's arrival to its response written, by request name, "
+            "over the latest 1028 requests (RequestMetrics TotalTimeMs).",
+            ["request"],
+        )
         self.requests = Counter(
             "pykraft_requests_total",
             "Requests completed, by API (kafka.network RequestMetrics RequestsPerSec).",
@@ -282,15 +134,16 @@ class BrokerMetrics:
             "(Kafka's AcceptorBlockedPercent).",
         )
         self.broker_state = Gauge(
-            "pykraft_broker_state",
+            "kafka_server_kafkaserver_brokerstate",
             "Kafka BrokerState value: 1 STARTING, 2 RECOVERY, 3 RUNNING, 6 "
             "PENDING_CONTROLLED_SHUTDOWN, 7 SHUTTING_DOWN (KafkaServer BrokerState).",
         )
         self.partitions_led = Gauge(
-            "pykraft_partitions_led", "Partitions this broker leads (ReplicaManager LeaderCount)."
+            "kafka_server_replicamanager_leadercount",
+            "Partitions this broker leads (ReplicaManager LeaderCount).",
         )
         self.under_replicated_partitions = Gauge(
-            "pykraft_under_replicated_partitions",
+            "kafka_server_replicamanager_underreplicatedpartitions",
             "Led partitions whose ISR is smaller than their replica set "
             "(ReplicaManager UnderReplicatedPartitions).",
         )
@@ -306,8 +159,12 @@ class BrokerMetrics:
             "Replicas on this broker whose log could not be loaded or whose log dir failed "
             "(ReplicaManager OfflineReplicaCount).",
         )
+        self.offline_replica_count = Gauge(
+            "kafka_server_replicamanager_offlinereplicacount",
+            "Replicas on this broker that are offline (ReplicaManager OfflineReplicaCount).",
+        )
         self.offline_log_dirs = Gauge(
-            "pykraft_offline_log_dirs",
+            "kafka_log_logmanager_offlinelogdirectorycount",
             "Log dirs taken offline by an I/O error (LogManager OfflineLogDirectoryCount).",
         )
         self.corrupt_batch_reads = Gauge(
@@ -340,6 +197,8 @@ class BrokerMetrics:
             ["quota_type"],
         )
         for family in (
+            *self.broker_topic_stats.families(), self.kafka_requests, self.total_time_ms,
+            self.offline_replica_count,
             self.replication_byte_rate, self.replication_bytes,
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,
             self.connections, self.connections_closed, self.connections_refused,
@@ -357,6 +216,8 @@ class BrokerMetrics:
         name = api_name(api_key)
         self.requests.inc(name)
         self.request_duration.observe(latency_seconds, name)
+        self.kafka_requests.inc(name)
+        self.total_time_ms.observe(latency_seconds * 1000.0, name)
 
     def record_bytes_in(self, count: int) -> None:
         self.bytes_in.inc(amount=count)
@@ -396,6 +257,7 @@ class BrokerMetrics:
     ) -> None:
         assert min(offline_replicas, offline_log_dirs, corrupt_batch_reads) >= 0
         self.offline_replicas.set(offline_replicas)
+        self.offline_replica_count.set(offline_replicas)
         self.offline_log_dirs.set(offline_log_dirs)
         self.corrupt_batch_reads.set(corrupt_batch_reads)
 

@@ -55,6 +55,7 @@ from pykraft.replica.isr import (
     NO_BROKER_EPOCH,
     AlterPartitionOutcome,
     AlterPartitionResult,
+    IsrState,
     PendingIsrChange,
 )
 from pykraft.replica.partition_core import (
@@ -133,6 +134,9 @@ class PartitionContext:
     alter_partition: AlterPartitionSubmitter = attrs.field(factory=RecordedAlterPartitions)
     on_high_watermark_moved: HighWatermarkListener = lambda tp, old, new: None
     on_last_stable_offset_moved: HighWatermarkListener = lambda tp, old, new: None
+    # A proposed ISR change committed: shrink True / False (Kafka's AlterPartitionListener
+    # markShrink / markExpand, ReplicaManager's IsrShrinksPerSec / IsrExpandsPerSec).
+    on_isr_committed: Callable[[bool], None] = lambda shrink: None
 
 
 class Partition:
@@ -340,6 +344,7 @@ class Partition:
                 outcome.value,
             )
         elif outcome is AlterPartitionOutcome.COMMITTED:
+            self.context.on_isr_committed(sent.kind is IsrState.PENDING_SHRINK)
             logger.info(
                 "%s: ISR is now %s at partition epoch %d",
                 self.topic_partition,

@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 import attrs
 
 from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
+from pykraft.broker.broker_topic_stats import BrokerTopicStats
 from pykraft.broker.delayed_produce import DelayedProduces
 from pykraft.broker.delete_records import (
     DelayedDeleteRecords,
@@ -143,8 +144,11 @@ class ReplicaManager:
         timer: TimerFactory | None = None,
         transaction_verifier: TransactionVerifier | None = None,
         replication_quotas: ReplicationQuotas | None = None,
+        broker_topic_stats: BrokerTopicStats | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # Kafka's BrokerTopicStats: messages and bytes in and out, ISR changes (GET /metrics).
+        self.broker_topic_stats = broker_topic_stats or BrokerTopicStats()
         # KIP-73: the leader throttle applied to follower reads (None: never throttled).
         self.replication_quotas = replication_quotas
         self.log_manager = log_manager
@@ -181,6 +185,9 @@ class ReplicaManager:
             alter_partition=self.alter_partition,
             on_high_watermark_moved=self._on_high_watermark_moved,
             on_last_stable_offset_moved=self._on_last_stable_offset_moved,
+            on_isr_committed=lambda shrink: self.broker_topic_stats.record_isr_change(
+                shrink=shrink
+            ),
         )
         self.hosted = HostedPartitions(
             broker_id,

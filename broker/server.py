@@ -220,6 +220,7 @@ class BrokerServer:
             timer=lambda on_due: DeadlineTimer(self.clock.monotonic_ms, on_due),
             transaction_verifier=self.add_partitions_to_txn,
             replication_quotas=self.replication_quotas,
+            broker_topic_stats=self.metrics.broker_topic_stats,
         )
         offline_storage = self.replica_manager.offline_storage
         self.fetcher_manager.on_storage_error = offline_storage.handle_storage_error

@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("pykraft.controller_cmd", "run one controller of the metadata quorum"),
     "broker": ("pykraft.broker_cmd", "run one broker"),
     "dev": ("pykraft.dev", "run a local cluster of controller and broker processes"),
+    "dev-wait": ("pykraft.dev_wait", "wait until a pykraft dev cluster is ready (for scripts)"),
     "spark": ("pykraft.spark_cmd", "Spark jobs over snapshots and segment files"),
     "topics": ("pykraft.topics_cmd", "create, list, describe, alter and delete topics"),
     "acls": ("pykraft.acls_cmd", "add, list and remove ACLs, like kafka-acls"),

@@ -12,9 +12,13 @@ the brokers' inter-broker SSL listeners B+40... Node ids: controllers 1..C, brok
 
 The data directory holds one ``.properties`` file per process (``config/``), their data
 (``controller-1/``, ``broker-10/``), their logs (``logs/``), the cluster's quorum password
-(``quorum.password``, generated once, mode 0600) and cluster id, and ``cluster.json``: the
-bootstrap servers, the admin URL and every process id, rewritten with ``"state": "stopped"`` at
-exit. Running it again on the same directory restarts the same cluster with its data.
+(``quorum.password``, generated once, mode 0600) and cluster id, and ``cluster.json``
+(``pykraft/dev_cluster_file.py``): every process id from the start, and the bootstrap servers and
+admin URL as top-level keys only once the cluster is ready (``pykraft/dev_ready.py``: a leader,
+every broker registered, unfenced and RUNNING, enough of them for the internal topics) — under
+``"not_ready"`` before that and after exit. While starting it prints a line each time a process
+moves on. ``pykraft dev-wait DIR`` (``pykraft/dev_wait.py``) blocks a script until then. Running
+it again on the same directory restarts the same cluster with its data.
 
 ``--controller-property KEY=VALUE`` / ``--broker-property KEY=VALUE`` (repeatable) add a property
 to every controller's / broker's file, e.g. ``metadata.log.max.records.between.snapshots=50`` for
@@ -31,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import os
 import secrets
 import signal
@@ -39,214 +42,48 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
-
-import attrs
 
 from pykraft import dev_secure
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker_cmd import new_cluster_id
 from pykraft.certs import write_private
+from pykraft.dev_cluster_file import (
+    RUNNING,
+    place_addresses,
+    read_cluster_json,
+    runs_config,
+    stop_dev_process,
+    write_cluster_json,
+)
+from pykraft.dev_layout import (
+    ClusterLayout,
+    DevClusterError,
+    Node,
+    check_overrides,
+    internal_topic_properties,
+    node_properties,
+    parse_property,
+    plan_layout,
+    secured,
+)
+from pykraft.dev_probe import look
+from pykraft.dev_ready import Readiness, progress_lines
+from pykraft.dev_secure import ensure_secret_file
 from pykraft.free_ports import pick_free_ports
 
+# Re-exported where callers have always imported them from (dev_layout, dev_cluster_file).
+__all__ = [
+    "ClusterLayout", "DevClusterError", "Node", "check_overrides", "internal_topic_properties",
+    "parse_property", "plan_layout", "read_cluster_json", "runs_config", "secured",
+    "stop_dev_process",
+]  # fmt: skip
+
 ROOT = Path(__file__).resolve().parents[1]
-MAX_NODES_PER_ROLE = 10
-FIRST_BROKER_ID = 10
 BROKER_STOP_TIMEOUT_S = 45.0  # above the broker's 30 s controlled-shutdown bound
 CONTROLLER_STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.2
-
-
-def internal_topic_properties(brokers: int) -> dict[str, str]:
-    """The coordinators' internal topics sized to a cluster of ``brokers``: Kafka's defaults
-    (replication factor 3, ``transaction.state.log.min.isr`` 2) lowered to what the cluster
-    can hold, as Kafka's single-node ``config/kraft/server.properties`` sets them to 1. Kafka
-    never auto-creates an internal topic with fewer alive brokers than its replication factor
-    (``AutoTopicCreationManager.hasEnoughLiveBrokers``)."""
-    return {
-        "offsets.topic.replication.factor": str(min(3, brokers)),
-        "transaction.state.log.replication.factor": str(min(3, brokers)),
-        "transaction.state.log.min.isr": str(min(2, brokers)),
-    }
-
-
-# node_properties() defaults a user may override; every other key it writes wires the layout.
-OVERRIDABLE_PROPERTIES = frozenset(internal_topic_properties(1))
-
-
-class DevClusterError(Exception):
-    """The cluster could not be set up or did not become ready."""
-
-
-@attrs.frozen(kw_only=True)
-class Node:
-    role: str  # "controller" or "broker"
-    node_id: int
-    port: int  # Kafka listener (broker) or Raft (controller)
-    http_port: int  # broker HTTP API or controller admin API
-    # --secure: a broker's inter-broker SSL listener (0: none); a controller's API on https.
-    inter_broker_port: int = 0
-    secure: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}-{self.node_id}"
-
-    @property
-    def http_url(self) -> str:
-        scheme = "https" if self.secure and self.role == "controller" else "http"
-        return f"{scheme}://127.0.0.1:{self.http_port}"
-
-
-@attrs.frozen(kw_only=True)
-class ClusterLayout:
-    controllers: tuple[Node, ...]
-    brokers: tuple[Node, ...]
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
-
-    @property
-    def admin_url(self) -> str:
-        return self.controllers[0].http_url
-
-    @property
-    def secure(self) -> bool:
-        return self.controllers[0].secure
-
-
-def secured(layout: ClusterLayout, inter_broker_ports: list[int]) -> ClusterLayout:
-    """``layout`` with ``--secure``: controllers on https, one inter-broker port per broker."""
-    assert len(inter_broker_ports) == len(layout.brokers)
-    return ClusterLayout(
-        controllers=tuple(attrs.evolve(c, secure=True) for c in layout.controllers),
-        brokers=tuple(
-            attrs.evolve(b, secure=True, inter_broker_port=port)
-            for b, port in zip(layout.brokers, inter_broker_ports, strict=True)
-        ),
-    )
-
-
-def plan_layout(
-    controllers: int, brokers: int, base_port: int, free_ports: list[int] | None = None
-) -> ClusterLayout:
-    """Node ids and ports; ``free_ports`` (2 per node) replaces the ``base_port`` scheme."""
-    if not 1 <= controllers <= MAX_NODES_PER_ROLE or not 1 <= brokers <= MAX_NODES_PER_ROLE:
-        raise DevClusterError(
-            f"--controllers and --brokers must be between 1 and {MAX_NODES_PER_ROLE}"
-        )
-    if free_ports is None:
-        if not 1024 <= base_port <= 65535 - 50:
-            raise DevClusterError("--base-port must be between 1024 and 65485 (or 0)")
-        free_ports = [
-            *(base_port + 20 + i for i in range(controllers)),
-            *(base_port + 10 + i for i in range(controllers)),
-            *(base_port + i for i in range(brokers)),
-            *(base_port + 30 + i for i in range(brokers)),
-        ]
-    assert len(free_ports) == 2 * (controllers + brokers)
-    raft, admin = free_ports[:controllers], free_ports[controllers : 2 * controllers]
-    kafka, http = free_ports[2 * controllers :][:brokers], free_ports[2 * controllers + brokers :]
-    return ClusterLayout(
-        controllers=tuple(
-            Node(role="controller", node_id=i + 1, port=raft[i], http_port=admin[i])
-            for i in range(controllers)
-        ),
-        brokers=tuple(
-            Node(role="broker", node_id=FIRST_BROKER_ID + i, port=kafka[i], http_port=http[i])
-            for i in range(brokers)
-        ),
-    )
-
-
-def node_properties(
-    node: Node,
-    layout: ClusterLayout,
-    data_dir: Path,
-    cluster_id: str,
-    material: dev_secure.SecureMaterial | None = None,
-) -> dict[str, str]:
-    """A node's properties; with ``material`` (``--secure``) its TLS, SASL and ACL ones too."""
-    plain = _plain_properties(node, layout, data_dir, cluster_id)
-    if material is None:
-        return plain
-    broker_ids = tuple(b.node_id for b in layout.brokers)
-    if node.role == "controller":
-        return plain | dev_secure.controller_properties(material, node.node_id, broker_ids)
-    return plain | dev_secure.broker_properties(
-        material, node.node_id, node.port, node.inter_broker_port, broker_ids
-    )
-
-
-def _plain_properties(
-    node: Node, layout: ClusterLayout, data_dir: Path, cluster_id: str
-) -> dict[str, str]:
-    http_voters = ",".join(f"{c.node_id}@127.0.0.1:{c.http_port}" for c in layout.controllers)
-    if node.role == "controller":
-        return {
-            "node.id": str(node.node_id),
-            "process.roles": "controller",
-            "controller.quorum.voters": ",".join(
-                f"{c.node_id}@127.0.0.1:{c.port}" for c in layout.controllers
-            ),
-            "controller.quorum.http.voters": http_voters,
-            "listeners": f"CONTROLLER://127.0.0.1:{node.http_port}",
-            "metadata.log.dir": str(data_dir / node.name),
-            "controller.quorum.password.file": str(data_dir / "quorum.password"),
-            # Salts the Raft transport's key (quorum/raft_transport.cluster_key).
-            "cluster.id": cluster_id,
-        }
-    return {
-        "node.id": str(node.node_id),
-        "process.roles": "broker",
-        "cluster.id": cluster_id,
-        "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-        "log.dirs": str(data_dir / node.name),
-        "controller.quorum.bootstrap.servers": ",".join(
-            f"127.0.0.1:{c.http_port}" for c in layout.controllers
-        ),
-        "http.listener": f"127.0.0.1:{node.http_port}",
-        **internal_topic_properties(len(layout.brokers)),
-    }
-
-
-def parse_property(text: str) -> tuple[str, str]:
-    """``KEY=VALUE`` of ``--controller-property`` / ``--broker-property``."""
-    key, separator, value = text.partition("=")
-    if not separator or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
-
-
-def check_overrides(
-    layout: ClusterLayout, role: str, pairs: list[tuple[str, str]]
-) -> dict[str, str]:
-    """The extra properties of every ``role`` node; refuses the keys that wire the layout."""
-    node = layout.controllers[0] if role == "controller" else layout.brokers[0]
-    managed = set(node_properties(node, layout, Path("."), "-")) - OVERRIDABLE_PROPERTIES
-    for key, _ in pairs:
-        if key in managed:
-            raise DevClusterError(
-                f"--{role}-property {key}: pykraft dev sets {key} itself "
-                f"(from the layout and --data-dir)"
-            )
-    return dict(pairs)  # a key given twice: the last one wins, as in a .properties file
-
-
-def ensure_secret_file(path: Path, make: Any) -> str:
-    """The file's content, written once (mode 0600) with ``make()`` when absent."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        path.chmod(0o600)
-        return path.read_text(encoding="utf-8").strip()
-    value = str(make())
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(value + "\n")
-    return value
 
 
 class DevCluster:
@@ -317,10 +154,12 @@ class DevCluster:
         return [name for name, p in self.processes.items() if p.poll() is not None]
 
     def wait_until_ready(self, timeout_s: float, stop: threading.Event) -> None:
-        """Until every broker reports RUNNING over its HTTP API (or ``stop`` is set)."""
+        """Until the cluster is ready (``dev_ready.readiness``), printing each process's moves;
+        raises when a process exits, ``stop`` is set or ``timeout_s`` passes."""
         deadline = time.monotonic() + timeout_s
-        pending = list(self.layout.brokers)
-        while pending:
+        # start() announced each process; print only what moves from here.
+        shown = {node.name: "starting" for node in (*self.layout.controllers, *self.layout.brokers)}
+        while True:
             if stop.is_set():
                 raise DevClusterError("interrupted during start-up")
             dead = self.exited()
@@ -328,14 +167,27 @@ class DevCluster:
                 raise DevClusterError(
                     f"{', '.join(dead)} exited during start-up\n" + self.log_tails(dead)
                 )
+            state = self.readiness()
+            for line in progress_lines(shown, state.progress):
+                print(line, flush=True)
+            shown = dict(state.progress)
+            if state.ready:
+                return
             if time.monotonic() > deadline:
-                names = [b.name for b in pending]
+                names = [name for name, phrase in state.progress.items() if phrase != "ready"]
                 raise DevClusterError(
-                    f"{', '.join(names)} not RUNNING after {timeout_s:.0f}s\n"
+                    f"not ready after {timeout_s:.0f}s: waiting for "
+                    + "; ".join(state.waiting_for)
+                    + "\n"
                     + self.log_tails(names)
                 )
-            pending = [b for b in pending if broker_state(b) != "RUNNING"]
             stop.wait(POLL_INTERVAL_S)
+
+    def readiness(self) -> Readiness:
+        """One look at every process (``dev_probe.look``)."""
+        broker = node_properties(self.layout.brokers[0], self.layout, self.data_dir, "-")
+        context = None if self.material is None else dev_secure.admin_ssl_context(self.material)
+        return look(self.layout, broker | self.overrides.get("broker", {}), context)
 
     def log_tails(self, names: list[str], lines: int = 15) -> str:
         tails = []
@@ -379,8 +231,7 @@ class DevCluster:
                 ),
             }
 
-        return {
-            "state": state,
+        body = {
             "cluster_id": self.cluster_id,
             **(
                 {"security": dev_secure.describe(self.material, self.data_dir, self.client_files)}
@@ -388,67 +239,19 @@ class DevCluster:
                 else {}
             ),
             "dev_pid": os.getpid(),
-            "bootstrap_servers": self.layout.bootstrap_servers,
-            "admin_url": self.layout.admin_url,
-            "admin_urls": [c.http_url for c in self.layout.controllers],
             "data_dir": str(self.data_dir),
             "controllers": [entry(c) for c in self.layout.controllers],
             "brokers": [entry(b) for b in self.layout.brokers],
         }
+        addresses = {
+            "bootstrap_servers": self.layout.bootstrap_servers,
+            "admin_url": self.layout.admin_url,
+            "admin_urls": [c.http_url for c in self.layout.controllers],
+        }
+        return place_addresses(body, addresses, state)
 
     def write_cluster_json(self, state: str) -> Path:
-        path = self.data_dir / "cluster.json"
-        partial = path.with_suffix(".json.partial")
-        partial.write_text(json.dumps(self.describe(state), indent=2) + "\n", encoding="utf-8")
-        partial.replace(path)
-        return path
-
-
-def read_cluster_json(data_dir: Path) -> dict[str, Any]:
-    """``cluster.json`` as ``pykraft dev`` last wrote it in ``data_dir`` ({} before it exists)."""
-    try:
-        info: dict[str, Any] = json.loads((data_dir / "cluster.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return info
-
-
-def stop_dev_process(process: subprocess.Popen[Any], data_dir: Path, timeout_s: float) -> None:
-    """Stop a ``pykraft dev`` run started as a subprocess, and every node it started.
-
-    SIGTERM first (brokers stop under control, then controllers); SIGKILL after ``timeout_s``.
-    Its nodes run in sessions of their own, so a killed ``pykraft dev`` leaves them behind:
-    every node in ``cluster.json`` still running its own config file is killed too.
-    """
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-    info = read_cluster_json(data_dir)
-    for node in info.get("controllers", []) + info.get("brokers", []):
-        if node.get("pid") and runs_config(node["pid"], node["config"]):
-            os.kill(node["pid"], signal.SIGKILL)
-
-
-def runs_config(pid: int, config: str) -> bool:
-    """Whether ``pid`` is still the node started with ``config`` (not a reused pid)."""
-    try:
-        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return config.encode() in command_line.split(b"\0")
-
-
-def broker_state(broker: Node) -> str | None:
-    try:
-        with urllib.request.urlopen(broker.http_url + "/v1/broker", timeout=2) as response:
-            state: str = json.loads(response.read())["state"]
-            return state
-    except (OSError, ValueError, KeyError):
-        return None
+        return write_cluster_json(self.data_dir, self.describe(state))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -524,6 +327,11 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
         return 2
     for node in (*cluster.layout.controllers, *cluster.layout.brokers):
         cluster.start(node)
+        print(
+            f"pykraft dev: {node.name} starting (pid {cluster.processes[node.name].pid}, "
+            f"log {cluster.log_path(node)})",
+            flush=True,
+        )
     cluster.write_cluster_json("starting")
     try:
         cluster.wait_until_ready(args.startup_timeout, stop)
@@ -538,7 +346,7 @@ def _run_cluster(cluster: DevCluster, args: argparse.Namespace, stop: threading.
     except DevClusterError as error:
         print(f"pykraft dev: {error}", file=sys.stderr)
         return 1
-    path = cluster.write_cluster_json("running")
+    path = cluster.write_cluster_json(RUNNING)
     layout = cluster.layout
     print(
         f"pykraft dev: {len(layout.controllers)} controller(s) and {len(layout.brokers)} "

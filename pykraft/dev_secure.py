@@ -30,9 +30,10 @@ can sign in once its credentials are written, before ``pykraft dev`` reports the
 from __future__ import annotations
 
 import datetime
+import os
 import secrets
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,15 +221,34 @@ def admin_credentials_requests(admin_password: str) -> list[AlterUserScramCreden
     ]
 
 
+def ensure_secret_file(path: Path, make: Callable[[], object]) -> str:
+    """The file's content, written once (mode 0600) with ``make()`` when absent (the quorum
+    password and cluster id of every cluster, the admin's password of a secure one)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        path.chmod(0o600)
+        return path.read_text(encoding="utf-8").strip()
+    value = str(make())
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(value + "\n")
+    return value
+
+
+def admin_ssl_context(material: SecureMaterial) -> ssl.SSLContext:
+    """TLS to the controllers as the admin (a super user): its certificate, the cluster's CA."""
+    context = ssl.create_default_context(cafile=str(material.ca_path))
+    context.load_cert_chain(str(material.key_store(ADMIN_USER)))
+    return context
+
+
 async def write_admin_credentials(
     material: SecureMaterial, controller_urls: Sequence[str], deadline_s: float
 ) -> None:
     """The admin's SCRAM credentials, written through the controllers with the admin's
     certificate (the admin is a super user; HTTP Basic needs these very credentials)."""
-    context = ssl.create_default_context(cafile=str(material.ca_path))
-    context.load_cert_chain(str(material.key_store(ADMIN_USER)))
     async with ControllerClient(
-        controller_urls, deadline_s=deadline_s, ssl_context=context
+        controller_urls, deadline_s=deadline_s, ssl_context=admin_ssl_context(material)
     ) as client:
         for request in admin_credentials_requests(material.admin_password):
             response = await client.alter_user_scram_credentials(request)

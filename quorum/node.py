@@ -40,6 +40,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
 from pykraft.quorum.metadata_view import MetadataView, RaftBridge
+from pykraft.quorum.metrics import ControllerMetrics
 from pykraft.quorum.raft import MetadataRaft, describe_failure
 from pykraft.quorum.raft_batch import CompactBatch, encode_batch
 from pykraft.quorum.raft_state import ApplyResult, ApplyStatus
@@ -141,6 +142,8 @@ class ControllerNode:
         )
         self._controller: QuorumController | None = None
         self._controller_term = -1
+        # GET /metrics (quorum/service_metrics.py); commit_blob feeds its commit latency.
+        self.metrics = ControllerMetrics()
 
     # ---- leadership ----
 
@@ -243,6 +246,7 @@ class ControllerNode:
         """Propose ``blob`` and wait for its outcome (used by the write path and benchmarks)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[ApplyResult | None, int]] = loop.create_future()
+        proposed_ms = self.clock.monotonic_ms()
         self.raft.propose(blob, self.bridge.result_callback(future), records)
         try:
             result, fail_reason = await asyncio.wait_for(
@@ -258,6 +262,8 @@ class ControllerNode:
         if fail_reason != FAIL_REASON.SUCCESS or result is None:
             self._raise_for_failure(fail_reason)
         assert result is not None
+        committed_ms = self.clock.monotonic_ms()
+        self.metrics.commit_latency.record(committed_ms - proposed_ms, committed_ms)
         return result
 
     def _raise_for_failure(self, fail_reason: int) -> None:

@@ -286,6 +286,7 @@ def _paths() -> dict[str, Any]:
             )
         },
         "/v1/openapi.json": {"get": _op("This document")},
+        "/metrics": {"get": _op("Prometheus text in Kafka's metric names (quorum/metrics.py)")},
         **_security_paths(),
     }
 

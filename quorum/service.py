@@ -53,6 +53,7 @@ from pykraft.quorum.service_http import (
     json_response,
     node_of,
 )
+from pykraft.quorum.service_metrics import add_metrics_routes
 from pykraft.quorum.service_quorum import add_quorum_routes
 from pykraft.quorum.service_security import add_security_routes
 from pykraft.quorum.service_voters import add_voter_routes
@@ -181,4 +182,5 @@ def build_app(node: ControllerNode, doors: Doors) -> web.Application:
     add_security_routes(app)
     add_quorum_routes(app)
     add_voter_routes(app)
+    add_metrics_routes(app)
     return app

@@ -142,6 +142,12 @@ PURE_CORES = [
     "pykraft/admin_codec.py",
     "pykraft/admin_errors.py",
     "pykraft/hanging_transactions.py",
+    # pykraft dev: when its cluster is ready (issue 16).
+    "pykraft/dev_ready.py",
+    # Issue 16: Prometheus exposition, Kafka's broker topic meters, the controller's metrics.
+    "metadata/prometheus.py",
+    "broker/broker_topic_stats.py",
+    "quorum/metrics.py",
     # Issue 13: Kafka 3.9's version table, Fetch v0-3's answer, ListOffsets v0's offsets.
     "protocol/kafka_3_9_versions.py",
     "protocol/legacy_fetch.py",
@@ -203,6 +209,7 @@ READS_TIME = {
     "broker/network.py": "request latency for the metrics histogram, in nanoseconds",
     "broker/request_time.py": "a request handler's running time, for request_percentage quotas",
     "pykraft/dev.py": "pykraft dev waiting for its child processes",
+    "pykraft/dev_wait.py": "pykraft dev-wait's deadline while it polls cluster.json",
 }
 
 

@@ -161,7 +161,13 @@ async def handle_fetch(
         isolation_level=fetch.isolation_level,
         partitions=tuple(fetches),
     )
-    results = iter(await services.replica_manager.fetch_messages(params))
+    read = await services.replica_manager.fetch_messages(params)
+    stats = services.replica_manager.broker_topic_stats
+    for result in read:  # KafkaApis: brokerTopicStats.updateBytesOut per partition answered
+        stats.record_bytes_out(
+            result.topic_partition.topic, result.size_in_bytes, follower=fetch.replica_id >= 0
+        )
+    results = iter(read)
     builder = _ResponseBuilder(services.metadata(), listener_name)
     for key in keys:
         if key in unknown:

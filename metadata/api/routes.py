@@ -110,6 +110,8 @@ REMOVE_RAFT_VOTER = Route(
     "POST", "/v1/quorum/voters/remove", idempotent=False, access=ALTER_CLUSTER
 )
 OPENAPI = Route("GET", "/v1/openapi.json", access=AUTHENTICATED)
+# Prometheus text in Kafka's metric names (quorum/metrics.py); described like /v1/cluster.
+METRICS = Route("GET", "/metrics", access=DESCRIBE_CLUSTER)
 LIST_BROKERS = Route("GET", "/v1/brokers", access=DESCRIBE_CLUSTER)
 LIST_TOPICS = Route("GET", "/v1/topics", access=Access("DESCRIBE", ResourceOf.TOPICS_LISTED))
 CREATE_TOPIC = Route(
@@ -212,6 +214,7 @@ ROUTES: tuple[Route, ...] = (
     ADD_RAFT_VOTER,
     REMOVE_RAFT_VOTER,
     OPENAPI,
+    METRICS,
     LIST_BROKERS,
     LIST_TOPICS,
     CREATE_TOPIC,

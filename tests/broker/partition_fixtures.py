@@ -72,6 +72,8 @@ class Env:
         self.alter = RecordedAlterPartitions()
         self.high_watermark_moves: list[tuple[int, int]] = []
         self.last_stable_offset_moves: list[tuple[int, int]] = []
+        # Committed ISR changes, True for a shrink (Kafka's MockAlterPartitionListener).
+        self.isr_commits: list[bool] = []
         self.log = PartitionLog.open(tmp_path / TP.dir_name(), LogConfig(segment_bytes=1 << 20))
         context = PartitionContext(
             monotonic_ms=lambda: self.now_ms,
@@ -86,6 +88,7 @@ class Env:
             on_last_stable_offset_moved=lambda tp, old, new: self.last_stable_offset_moves.append(
                 (old, new)
             ),
+            on_isr_committed=self.isr_commits.append,
         )
         self.partition = Partition(TP, TOPIC_ID, self.log, LOCAL, context)
 

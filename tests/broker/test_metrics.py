@@ -16,9 +16,14 @@ from pykraft.broker.metrics import (
     Gauge,
     Histogram,
     MetricsRegistry,
+    Summary,
     api_name,
     format_value,
 )
+from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.prometheus import RESERVOIR_SIZE, TopicCounter, quantile
+from pykraft.metadata.records import RemoveTopicRecord
+from tests.quorum.helpers import image_with, topic_id
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL_VALUE = r'"(?:[^"\\\n]|\\\\|\\"|\\n)*"'
@@ -49,7 +54,7 @@ def parse(text: str) -> dict[str, Any]:
             name, _, kind = line[7:].partition(" ")
             assert name in families and current is families[name], line
             assert current["type"] is None, line
-            assert kind in ("counter", "gauge", "histogram"), line
+            assert kind in ("counter", "gauge", "histogram", "summary"), line
             current["type"] = kind
         else:
             match = SAMPLE.match(line)
@@ -74,6 +79,8 @@ def check_family(name: str, family: Any) -> None:
         )
     elif family["type"] == "gauge":
         assert all(sample_name == name for sample_name, _, _ in family["samples"])
+    elif family["type"] == "summary":
+        check_summary(name, family["samples"])
     else:
         check_histogram(name, family["samples"])
 
@@ -97,6 +104,22 @@ def check_histogram(name: str, samples: Any) -> None:
         assert bounds == sorted(bounds) and bounds[-1] == math.inf
         assert counts == sorted(counts), "buckets must be cumulative"
         assert counts[-1] == entry["count"] and entry["sum"] is not None
+
+
+def check_summary(name: str, samples: Any) -> None:
+    """Each label set: the JMX exporter's six quantiles in order, then _sum and _count."""
+    series: dict[Any, list[Any]] = {}
+    for sample_name, labels, value in samples:
+        key = tuple(sorted((k, v) for k, v in labels.items() if k != "quantile"))
+        series.setdefault(key, []).append((sample_name, labels.get("quantile"), value))
+    for entries in series.values():
+        assert [(n, q) for n, q, _ in entries] == [
+            *((name, q) for q in ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")),
+            (f"{name}_sum", None),
+            (f"{name}_count", None),
+        ]
+        quantiles = [v for _, q, v in entries if q is not None]
+        assert quantiles == sorted(quantiles)
 
 
 def test_broker_metrics_render_and_parse_back() -> None:
@@ -140,12 +163,20 @@ def test_broker_metrics_render_and_parse_back() -> None:
     assert value("pykraft_network_bytes_out_total") == 120
     assert value("pykraft_connections") == 1
     assert value("pykraft_connections_closed_total", reason="malformed_request") == 1
-    assert value("pykraft_broker_state") == 3
-    assert value("pykraft_partitions_led") == 5
-    assert value("pykraft_under_replicated_partitions") == 2
+    assert value("kafka_server_kafkaserver_brokerstate") == 3
+    assert value("kafka_server_replicamanager_leadercount") == 5
+    assert value("kafka_server_replicamanager_underreplicatedpartitions") == 2
     assert value("pykraft_metadata_offset") == 99
     assert value("pykraft_metadata_lag_records") == 10
-    assert {f["type"] for f in families.values()} == {"counter", "gauge", "histogram"}
+    # RequestMetrics: RequestsPerSec's Count and TotalTimeMs in milliseconds, by request name.
+    assert value("kafka_network_requestmetrics_requests_total", request="Produce") == 2
+    total_time = "kafka_network_requestmetrics_totaltimems"
+    assert value(f"{total_time}_count", total_time, request="ApiVersions") == 2
+    assert value(f"{total_time}_sum", total_time, request="Produce") == pytest.approx(42_700)
+    # Two samples, 700 and 42000 ms: Yammer's median interpolates at position 1.5.
+    assert value(total_time, request="Produce", quantile="0.50") == pytest.approx(21_350)
+    assert value(total_time, request="Produce", quantile="0.99") == 42_000
+    assert {f["type"] for f in families.values()} == {"counter", "gauge", "histogram", "summary"}
 
 
 def test_fresh_metrics_parse_and_metadata_offset_starts_before_zero() -> None:
@@ -153,6 +184,94 @@ def test_fresh_metrics_parse_and_metadata_offset_starts_before_zero() -> None:
     assert families["pykraft_metadata_offset"]["samples"] == [("pykraft_metadata_offset", {}, -1)]
     # A labelled family with no observations yet has HELP and TYPE but no samples.
     assert families["pykraft_requests_total"]["samples"] == []
+
+
+KAFKA_NAMES = {
+    # Prometheus JMX exporter kafka-2_0_0.yml names of Kafka's broker MBeans.
+    "kafka_server_brokertopicmetrics_messagesin_total": "counter",
+    "kafka_server_brokertopicmetrics_bytesin_total": "counter",
+    "kafka_server_brokertopicmetrics_bytesout_total": "counter",
+    "kafka_server_brokertopicmetrics_replicationbytesout_total": "counter",
+    "kafka_server_replicamanager_underreplicatedpartitions": "gauge",
+    "kafka_server_replicamanager_leadercount": "gauge",
+    "kafka_server_replicamanager_offlinereplicacount": "gauge",
+    "kafka_server_replicamanager_isrshrinks_total": "counter",
+    "kafka_server_replicamanager_isrexpands_total": "counter",
+    "kafka_server_kafkaserver_brokerstate": "gauge",
+    "kafka_log_logmanager_offlinelogdirectorycount": "gauge",
+    "kafka_network_requestmetrics_requests_total": "counter",
+    "kafka_network_requestmetrics_totaltimems": "summary",
+}
+
+
+def test_the_broker_exposes_kafkas_names() -> None:
+    families = parse(BrokerMetrics().render())
+    assert {name: families[name]["type"] for name in KAFKA_NAMES} == KAFKA_NAMES
+
+
+def test_broker_topic_metrics_count_per_topic_and_for_all_topics() -> None:
+    metrics = BrokerMetrics()
+    stats = metrics.broker_topic_stats
+    stats.record_append("orders", 1000, 10)
+    stats.record_append("orders", 500, 0)  # a duplicate batch: bytes, no messages (Kafka)
+    stats.record_append("audit", 100, 1)
+    stats.record_bytes_out("orders", 700, follower=False)
+    stats.record_bytes_out("orders", 9000, follower=True)  # a follower: replication bytes
+    stats.record_isr_change(shrink=True)
+    stats.record_isr_change(shrink=True)
+    stats.record_isr_change(shrink=False)
+    families = parse(metrics.render())
+
+    def samples(name: str) -> dict[str, float]:
+        return {lab.get("topic", "*"): v for _, lab, v in families[name]["samples"]}
+
+    prefix = "kafka_server_brokertopicmetrics_"
+    assert samples(prefix + "messagesin_total") == {"*": 11, "audit": 1, "orders": 10}
+    assert samples(prefix + "bytesin_total") == {"*": 1600, "audit": 100, "orders": 1500}
+    assert samples(prefix + "bytesout_total") == {"*": 700, "orders": 700}
+    assert samples(prefix + "replicationbytesout_total") == {"*": 9000}
+    assert samples("kafka_server_replicamanager_isrshrinks_total") == {"*": 2}
+    assert samples("kafka_server_replicamanager_isrexpands_total") == {"*": 1}
+    stats.remove_topic("orders")
+    assert samples_after_removal(metrics) == {"*": 11, "audit": 1}
+
+
+def samples_after_removal(metrics: BrokerMetrics) -> dict[str, float]:
+    family = parse(metrics.render())["kafka_server_brokertopicmetrics_messagesin_total"]
+    return {lab.get("topic", "*"): v for _, lab, v in family["samples"]}
+
+
+def test_topic_series_are_bounded_and_the_total_still_counts() -> None:
+    counter = TopicCounter("in_total", "in", max_series=2)
+    for topic in ("a", "b", "c", "a"):
+        counter.inc(topic, 1)
+    assert (counter.value(), counter.value("a"), counter.value("c")) == (4, 2, 0)
+    assert list(counter.samples()) == [
+        "in_total 4",
+        'in_total{topic="a"} 2',
+        'in_total{topic="b"} 1',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    # Yammer metrics-core UniformSnapshotTest: the values 5, 1, 2, 3, 4.
+    [(0.5, 3.0), (0.75, 4.5), (0.95, 5.0), (0.98, 5.0), (0.99, 5.0), (0.999, 5.0), (0.0, 1.0)],
+)
+def test_quantiles_interpolate_as_yammer_snapshots(q: float, expected: float) -> None:
+    assert quantile([5, 1, 2, 3, 4], q) == expected
+
+
+def test_a_summary_keeps_the_latest_samples_only() -> None:
+    summary = Summary("t", "t")
+    for _ in range(RESERVOIR_SIZE):
+        summary.observe(1000.0)
+    for _ in range(RESERVOIR_SIZE):
+        summary.observe(1.0)  # the slow past has left the window; the count has not
+    lines = list(summary.samples())
+    assert lines[0] == 't{quantile="0.50"} 1.0' and lines[5] == 't{quantile="0.999"} 1.0'
+    assert lines[-1] == f"t_count {2 * RESERVOIR_SIZE}"
+    assert math.isnan(quantile([], 0.5))  # before any sample
 
 
 def test_label_values_and_help_are_escaped() -> None:
@@ -214,3 +333,17 @@ def test_misuse_is_a_bug() -> None:
     registry.register(counter)
     with pytest.raises(AssertionError):
         registry.register(Counter("c_total", "twice"))
+
+
+def test_a_deleted_topics_series_go_and_a_recreated_one_starts_from_zero() -> None:
+    # Kafka's ReplicaManager removes a deleted topic's BrokerTopicMetrics (removeMetrics).
+    image = image_with({1: "unfenced"}, {"orders": [((1,), (1,), 1)], "audit": [((1,), (1,), 1)]})
+    metrics = BrokerMetrics()
+    stats = metrics.broker_topic_stats
+    stats.record_append("orders", 100, 1)
+    stats.record_append("audit", 10, 1)
+    delta = MetadataDelta(image)
+    delta.replay(RemoveTopicRecord(topic_id=topic_id("orders")))
+    stats.remove_deleted_topics(delta.topics)
+    assert (stats.messages_in.value("orders"), stats.messages_in.value("audit")) == (0, 1)
+    assert stats.messages_in.value() == 2  # the all-topics count never goes back

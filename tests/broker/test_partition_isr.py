@@ -55,7 +55,10 @@ def test_isr_expansion(env: Env) -> None:
     assert env.partition.state.isr == (LOCAL,)
     assert env.partition.state.maximal_isr == {LOCAL, F2}
     assert env.partition.state.followers[F2].last_caught_up_time_ms == env.now_ms
+    assert env.isr_commits == []  # proposed, not committed: not counted yet
     env.alter.complete(partition_epoch=2)
+    # PartitionTest's alterPartitionListener.expands == 1 (IsrExpandsPerSec).
+    assert env.isr_commits == [False]
     committed = env.partition.state
     assert committed.isr == (LOCAL, F2)
     assert committed.partition_epoch == 2
@@ -70,6 +73,7 @@ def test_isr_not_expanded_if_update_fails(env: Env) -> None:
     assert env.partition.state.isr == (LOCAL,)
     assert env.partition.state.maximal_isr == {LOCAL, F2}
     assert env.alter.items == []
+    assert env.isr_commits == []  # a failed change is no expansion
 
 
 @pytest.mark.parametrize(
@@ -116,6 +120,7 @@ def test_retried_shrink_then_committed_moves_the_high_watermark(env: Env) -> Non
     env.alter.complete(partition_epoch=2)
     assert env.partition.state.isr == (LOCAL,)
     assert env.partition.high_watermark == 10
+    assert env.isr_commits == [True]  # one shrink (IsrShrinksPerSec), however often retried
 
 
 def test_maybe_shrink_isr(env: Env) -> None:
