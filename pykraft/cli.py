@@ -33,6 +33,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.reassign_cmd",
         "move partition replicas between brokers, like kafka-reassign-partitions",
     ),
+    "consumer-groups": (
+        "pykraft.consumer_groups_cmd",
+        "list, describe, reset offsets of and delete consumer groups, like kafka-consumer-groups",
+    ),
 }
 
 

@@ -77,6 +77,8 @@ PURE_CORES = [
     "fetcher/state.py",
     # kafka-reassign-partitions' decisions (KIP-455): files, placement, throttles, messages.
     "pykraft/reassign_plan.py",
+    "pykraft/consumer_groups_plan.py",
+    "pykraft/consumer_groups_views.py",
     "fetcher/responses.py",
     # Rates over sampled windows (Kafka's SampledStat: Rate, SimpleRate) and the KIP-73 throttles.
     "fetcher/sampled_rate.py",
@@ -179,6 +181,7 @@ COMPOSITION_ROOTS = {
     # A tool's process: its admin client's deadlines and back-off, the wall clock it prints.
     "pykraft/transactions_cmd.py",
     "pykraft/reassign_cmd.py",
+    "pykraft/consumer_groups_cmd.py",  # --by-duration counts back from the wall clock
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }
