@@ -37,6 +37,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.consumer_groups_cmd",
         "list, describe, reset offsets of and delete consumer groups, like kafka-consumer-groups",
     ),
+    "get-offsets": (
+        "pykraft.get_offsets_cmd",
+        "print the offsets of topic partitions at a time, like kafka-get-offsets",
+    ),
 }
 
 

@@ -40,7 +40,8 @@ _STATE_NAMES = {
     ConsumerGroupState.UNKNOWN: "Unknown",
 }
 STATES_BY_NAME = {name.lower(): state for state, name in _STATE_NAMES.items()}
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3  # Kafka's ListOffsetsRequest timestamps
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+LOG_WARNING = 4  # syslog levels, librdkafka's log_level  # Kafka's ListOffsetsRequest timestamps
 
 
 class GroupAdminError(Exception):
@@ -73,7 +74,9 @@ class GroupAdmin:
         self._bootstrap = bootstrap_servers
         self._properties = dict(properties)
         self._timeout_s = timeout_ms / 1000
-        self._admin = AdminClient(librdkafka_config(bootstrap_servers, properties))
+        # librdkafka's warnings and errors only, as Kafka's tools log at WARN.
+        config = {**librdkafka_config(bootstrap_servers, properties), "log_level": LOG_WARNING}
+        self._admin = AdminClient(config)
 
     def _wait(self, future: Future[T]) -> T:
         try:
@@ -174,19 +177,25 @@ class GroupAdmin:
     ) -> dict[TopicPartition, int]:
         """ListOffsets for ``timestamp`` (EARLIEST, LATEST, MAX_TIMESTAMP or a time in ms);
         a partition the broker gave no answer for is absent."""
+        answers = self.list_offsets_or_errors(partitions, timestamp)
+        return {p: answer for p, answer in answers.items() if isinstance(answer, int)}
+
+    def list_offsets_or_errors(
+        self, partitions: Collection[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int | str]:
+        """Each partition's offset, or the text of its error."""
         if not partitions:
             return {}
         spec = _offset_spec(timestamp)
         request = {ConfluentPartition(p.topic, p.partition): spec for p in partitions}
         futures = self._admin.list_offsets(request, request_timeout=self._timeout_s)
-        found = {}
+        found: dict[TopicPartition, int | str] = {}
         for partition, future in futures.items():
+            key = TopicPartition(partition.topic, partition.partition)
             try:
-                found[TopicPartition(partition.topic, partition.partition)] = self._wait(
-                    future
-                ).offset
-            except GroupAdminError:
-                continue
+                found[key] = int(self._wait(future).offset)
+            except GroupAdminError as error:
+                found[key] = str(error)
         return found
 
     def delete_offsets(

@@ -79,6 +79,7 @@ PURE_CORES = [
     "pykraft/reassign_plan.py",
     "pykraft/consumer_groups_plan.py",
     "pykraft/consumer_groups_views.py",
+    "pykraft/get_offsets_filter.py",
     "fetcher/responses.py",
     # Rates over sampled windows (Kafka's SampledStat: Rate, SimpleRate) and the KIP-73 throttles.
     "fetcher/sampled_rate.py",

@@ -194,3 +194,32 @@ def test_delete_and_delete_offsets(cluster: DevCluster, capsys: pytest.CaptureFi
     assert out == f"Deletion of requested consumer groups ('{group}') was successful.\n"
     out, _ = tool(cluster, capsys, "--list")
     assert group not in out.splitlines()
+
+
+def get_offsets(
+    cluster: DevCluster, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["get-offsets", "--bootstrap-server", cluster.bootstrap_servers, *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_get_offsets_prints_topic_partition_offset(
+    cluster: DevCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka's ``GetOffsetShellTest.testTopicPartitionsArg`` / ``testGetLatestOffsets`` /
+    ``testGetEarliestOffsets``: ``topic:partition:offset`` per partition."""
+    topic = filled_topic(cluster, partitions=3)
+    code, out, _ = get_offsets(cluster, capsys, "--topic", topic)
+    assert (code, out) == (0, f"{topic}:0:10\n{topic}:1:10\n{topic}:2:10\n")
+    _, out, _ = get_offsets(cluster, capsys, "--topic", topic, "--time", "-2", "--partitions", "1")
+    assert out == f"{topic}:1:0\n"
+    _, out, _ = get_offsets(cluster, capsys, "--topic-partitions", f"{topic}:1-", "--time", "1")
+    assert out == f"{topic}:1:0\n{topic}:2:0\n"  # the first record at or after 1 ms
+    _, out, _ = get_offsets(cluster, capsys, "--topic", topic, "--time", "-5")
+    assert out == ""  # latest-tiered: no tiered storage, no offset
+    code, _, err = get_offsets(cluster, capsys, "--topic", "no-such-topic-anywhere")
+    assert (code, err) == (
+        1, "Error occurred: Could not match any topic-partitions with the specified filters\n"
+    )  # fmt: skip
