@@ -41,6 +41,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.get_offsets_cmd",
         "print the offsets of topic partitions at a time, like kafka-get-offsets",
     ),
+    "configs": (
+        "pykraft.configs_cmd",
+        "describe and alter topic, broker, logger and user configs, like kafka-configs",
+    ),
 }
 
 

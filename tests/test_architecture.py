@@ -80,6 +80,7 @@ PURE_CORES = [
     "pykraft/consumer_groups_plan.py",
     "pykraft/consumer_groups_views.py",
     "pykraft/get_offsets_filter.py",
+    "pykraft/configs_plan.py",
     "fetcher/responses.py",
     # Rates over sampled windows (Kafka's SampledStat: Rate, SimpleRate) and the KIP-73 throttles.
     "fetcher/sampled_rate.py",

@@ -223,3 +223,99 @@ def test_get_offsets_prints_topic_partition_offset(
     assert (code, err) == (
         1, "Error occurred: Could not match any topic-partitions with the specified filters\n"
     )  # fmt: skip
+
+
+def configs(
+    cluster: DevCluster, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["configs", "--bootstrap-server", cluster.bootstrap_servers, *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_configs_alter_and_describe_a_topic(
+    cluster: DevCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka's ``ConfigCommandIntegrationTest``: alter, describe, delete a topic's configs."""
+    topic = create_topic(cluster, partitions=1)
+    cluster.wait_for_topic(topic, 1)
+    entity = ["--entity-type", "topics", "--entity-name", topic]
+    code, out, _ = configs(
+        cluster, capsys, "--alter", *entity,
+        "--add-config", "retention.ms=5000,cleanup.policy=[compact,delete]",
+    )  # fmt: skip
+    assert (code, out) == (0, f"Completed updating config for topic {topic}.\n")
+    _, out, _ = configs(cluster, capsys, "--describe", *entity)
+    lines = out.splitlines()
+    assert lines[:2] == [
+        f"Dynamic configs for topic {topic} are:",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
+        "cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}",
+    ]
+    # The broker layers follow as synonyms when set (another test may set the default).
+    assert lines[2].startswith(
+        "  retention.ms=5000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=5000"
+    )
+    assert len(lines) == 3
+    code, _, err = configs(cluster, capsys, "--alter", *entity, "--delete-config", "segment.ms")
+    assert (code, err) == (1, "Invalid config(s): segment.ms\n")
+    configs(cluster, capsys, "--alter", *entity, "--delete-config", "retention.ms")
+    _, out, _ = configs(cluster, capsys, "--describe", *entity)
+    assert [line.split("=")[0] for line in out.splitlines()[1:]] == ["  cleanup.policy"]
+    _, out, _ = configs(cluster, capsys, "--describe", *entity, "--all")
+    assert out.splitlines()[0] == f"All configs for topic {topic} are:"
+    assert (
+        "  segment.bytes=1073741824 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}" in out.splitlines()
+    )
+
+
+def test_configs_of_brokers_loggers_and_scram_users(
+    cluster: DevCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broker = str(min(cluster.brokers))
+    code, out, _ = configs(
+        cluster, capsys, "--alter", "--entity-type", "brokers", "--entity-default",
+        "--add-config", "log.retention.ms=86400000",
+    )  # fmt: skip
+    assert (code, out) == (0, "Completed updating default config for brokers in the cluster.\n")
+    try:
+        _, out, _ = configs(cluster, capsys, "--describe", "--entity-type", "brokers")
+        lines = out.splitlines()
+        assert [line for line in lines if not line.startswith("  ")] == [
+            *(f"Dynamic configs for broker {b} are:" for b in sorted(cluster.brokers)),
+            "Default configs for brokers in the cluster are:",
+        ]
+        assert lines[-1] == (
+            "  log.retention.ms=86400000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+            "log.retention.ms=86400000, DEFAULT_CONFIG:log.retention.hours=168}"
+        )
+    finally:
+        configs(
+            cluster, capsys, "--alter", "--entity-type", "brokers", "--entity-default",
+            "--delete-config", "log.retention.ms",
+        )  # fmt: skip
+    logger = ["--entity-type", "broker-loggers", "--entity-name", broker]
+    code, out, _ = configs(
+        cluster, capsys, "--alter", *logger, "--add-config", "pykraft.broker=DEBUG"
+    )
+    try:
+        assert (code, out) == (0, f"Completed updating config for broker-logger {broker}.\n")
+        _, out, _ = configs(cluster, capsys, "--describe", *logger)
+        assert "  pykraft.broker=DEBUG sensitive=false synonyms={}" in out.splitlines()
+    finally:
+        reset = ["--alter", *logger, "--add-config", "pykraft.broker=INFO"]
+        assert configs(cluster, capsys, *reset)[0] == 0
+    user = unique_topic("tool-user")
+    code, out, _ = configs(
+        cluster, capsys, "--alter", "--entity-type", "users", "--entity-name", user,
+        "--add-config", "SCRAM-SHA-256=[iterations=8192,password=tool-secret]",
+    )  # fmt: skip
+    assert (code, out) == (0, f"Completed updating config for user {user}.\n")
+    _, out, _ = configs(
+        cluster, capsys, "--describe", "--entity-type", "users", "--entity-name", user
+    )
+    assert out == (
+        f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=8192\n"
+    )
