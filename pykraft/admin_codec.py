@@ -44,6 +44,9 @@ MIN_VERSIONS: Mapping[ApiKey, int] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
+    # pykraft configs --entity-type users|clients (KIP-546).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 0,
+    ApiKey.ALTER_CLIENT_QUOTAS: 0,
 }
 # What this client speaks of an API the broker's own table may not list (kafka-python's codec
 # covers Kafka 3.9's IncrementalAlterConfigs v0-v1).

@@ -1,25 +1,27 @@
 """``pykraft configs``: kafka-configs.sh over the Kafka protocol (Kafka 3.9's ``ConfigCommand``).
 
     pykraft configs --bootstrap-server HOST:PORT [--command-config FILE] \\
-        --describe --entity-type topics|brokers|broker-loggers|client-metrics|users \\
+        --describe --entity-type topics|brokers|broker-loggers|client-metrics|users|clients \\
             [--entity-name NAME | --entity-default] [--all]
         --alter --entity-type ... (--entity-name NAME | --entity-default) \\
             [--add-config 'k1=v1,k2=[a,b]'] [--add-config-file FILE] [--delete-config k1,k2]
 
 Topics, brokers (one, or ``--entity-default``), broker loggers and client-metrics subscriptions
 are described with DescribeConfigs and altered with IncrementalAlterConfigs (SET and DELETE), a
-user's SCRAM credentials with Describe/AlterUserScramCredentials (KIP-554), as Kafka's tool does.
-The client is kafka-python's ``KafkaAdminClient``: librdkafka names no BROKER_LOGGER or
-CLIENT_METRICS resource. Parsing and printing are ``configs_plan``'s. Client quotas
-(``--entity-type clients``, a user's quota keys) are not served by this tool yet: it says so and
-exits 1.
+user's SCRAM credentials with Describe/AlterUserScramCredentials (KIP-554), and the client quotas
+of users or clients (``--entity-default`` for the default) with Describe/AlterClientQuotas
+(KIP-546), as Kafka's tool does. The client is kafka-python's ``KafkaAdminClient`` (librdkafka
+names no BROKER_LOGGER or CLIENT_METRICS resource), and pykraft's own ``KafkaAdminClient`` for
+the quotas, which neither library calls. Parsing and printing are ``configs_plan``'s. One entity
+type per run: Kafka's combined ``--entity-type users --entity-type clients`` is not taken.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,16 @@ from kafka.admin import (
 )
 from kafka.errors import KafkaError
 
+from pykraft.admin_client import KafkaAdminClient as PykraftAdminClient
+from pykraft.admin_client_quotas import (
+    MATCH_ANY,
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    Entity,
+    QuotaFilterComponent,
+)
+from pykraft.admin_config import load_admin_config
+from pykraft.admin_errors import AdminError, BootstrapError, parse_bootstrap_servers
 from pykraft.client_properties import kafka_python_config, load_client_properties
 from pykraft.command_config import CommandConfigError
 from pykraft.configs_plan import (
@@ -40,6 +52,7 @@ from pykraft.configs_plan import (
     BROKERS,
     CLIENT_METRICS,
     CLIENTS,
+    QUOTA_ENTITY_TYPES,
     SCRAM_MECHANISMS,
     TOPICS,
     USERS,
@@ -51,10 +64,13 @@ from pykraft.configs_plan import (
     missing_deletions,
     parse_add_config,
     parse_delete_config,
+    quota_lines,
+    quota_values,
     scram_description_line,
     scram_upsertions,
 )
 from pykraft.properties import ConfigError, Properties
+from pykraft.storage.system_clock import SystemClock
 
 Out = Callable[[str], None]
 RESOURCE_TYPES = {
@@ -75,12 +91,6 @@ class ConfigsAdminClient(KafkaAdminClient):  # type: ignore[misc]
         named = [r for r in config_resources if r.name != ""]
         by_broker, others = KafkaAdminClient._group_config_resources(named)
         return by_broker, [*others, *default]
-
-
-QUOTAS_NOT_SERVED = (
-    "Client quotas are not supported by pykraft configs yet; only SCRAM credentials of "
-    "--entity-type users"
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -190,7 +200,7 @@ def _entities(args: argparse.Namespace, admin: KafkaAdminClient) -> list[str]:
     if args.entity_type == CLIENT_METRICS:
         listed: Any = admin.list_config_resources([ConfigResourceType.CLIENT_METRICS])
         return sorted(_names_of(listed))
-    raise ConfigsError(QUOTAS_NOT_SERVED)
+    raise ConfigsError(f"Invalid entity type: {args.entity_type}")
 
 
 def _names_of(listed: Any) -> list[str]:
@@ -200,11 +210,12 @@ def _names_of(listed: Any) -> list[str]:
 
 
 def describe(args: argparse.Namespace, admin: KafkaAdminClient, out: Out) -> None:
-    if args.entity_type == USERS:
-        describe_users(args, admin, out)
+    if args.entity_type in (USERS, CLIENTS):
+        for line in asyncio.run(_quota_call(args, lambda a: _describe_quotas(args, a))):
+            out(line)
+        if args.entity_type == USERS:
+            describe_users(args, admin, out)
         return
-    if args.entity_type == CLIENTS:
-        raise ConfigsError(QUOTAS_NOT_SERVED)
     for entity in _entities(args, admin):
         entries = _entries(admin, args.entity_type, entity)
         for line in describe_lines(args.entity_type, entity, entries, args.all):
@@ -275,12 +286,23 @@ def alter_scram(
     additions: dict[str, str],
     deletions: list[str],
 ) -> None:
-    quota_keys = [k for k in [*additions, *deletions] if k not in SCRAM_MECHANISMS]
-    if args.entity_type == CLIENTS or quota_keys or args.entity_default:
-        raise ConfigsError(QUOTAS_NOT_SERVED)
+    quota_additions = {k: v for k, v in additions.items() if k not in SCRAM_MECHANISMS}
+    quota_deletions = [k for k in deletions if k not in SCRAM_MECHANISMS]
+    if quota_additions or quota_deletions:
+        values = quota_values(quota_additions)
+
+        async def change(admin: PykraftAdminClient) -> list[str]:
+            await _alter_quotas(args, admin, values, quota_deletions)
+            return []
+
+        asyncio.run(_quota_call(args, change))
+    scram_deletions = [k for k in deletions if k in SCRAM_MECHANISMS]
+    if not (scram_deletions or len(quota_additions) < len(additions)):
+        return
     user = args.entity_name
     alterations: list[Any] = [
-        UserScramCredentialDeletion(user, ScramMechanism[m.replace("-", "_")]) for m in deletions
+        UserScramCredentialDeletion(user, ScramMechanism[m.replace("-", "_")])
+        for m in scram_deletions
     ]
     alterations += [
         UserScramCredentialUpsertion(
@@ -292,3 +314,56 @@ def alter_scram(
     for error in answer.values():
         if error:
             raise ConfigsError(str(error))
+
+
+# ---------------------------------------------------------------------- client quotas (KIP-546)
+
+
+def _quota_entity(args: argparse.Namespace) -> Entity:
+    kind = QUOTA_ENTITY_TYPES[args.entity_type]
+    return ((kind, None if args.entity_default else args.entity_name),)
+
+
+def _quota_filter(args: argparse.Namespace) -> list[QuotaFilterComponent]:
+    """Kafka's ``getAllClientQuotasConfigs`` components for one entity type."""
+    kind = QUOTA_ENTITY_TYPES[args.entity_type]
+    if args.entity_default:
+        return [QuotaFilterComponent(kind, MATCH_DEFAULT)]
+    if args.entity_name is not None:
+        return [QuotaFilterComponent(kind, MATCH_EXACT, args.entity_name)]
+    return [QuotaFilterComponent(kind, MATCH_ANY)]
+
+
+async def _quota_call(
+    args: argparse.Namespace, call: Callable[[PykraftAdminClient], Awaitable[list[str]]]
+) -> list[str]:
+    """``call`` on pykraft's admin client (librdkafka and kafka-python have no client quota
+    calls), its failures as ``ConfigsError``."""
+    try:
+        servers = parse_bootstrap_servers(args.bootstrap_server)
+        config = load_admin_config(args.command_config)
+    except (BootstrapError, CommandConfigError) as error:
+        raise ConfigsError(str(error)) from None
+    try:
+        async with PykraftAdminClient(servers, config, SystemClock()) as admin:
+            return await call(admin)
+    except AdminError as error:
+        raise ConfigsError(str(error)) from None
+
+
+async def _describe_quotas(args: argparse.Namespace, admin: PykraftAdminClient) -> list[str]:
+    entries = await admin.describe_client_quotas(_quota_filter(args), strict=True)
+    return quota_lines(entries)
+
+
+async def _alter_quotas(
+    args: argparse.Namespace,
+    admin: PykraftAdminClient,
+    values: dict[str, float],
+    deletions: list[str],
+) -> None:
+    """Kafka's ``alterQuotaConfigs``: a deleted key must be set on the entity."""
+    current = await admin.describe_client_quotas(_quota_filter(args), strict=True)
+    missing_deletions(deletions, next(iter(current.values()), {}))
+    ops: dict[str, float | None] = {**values, **dict.fromkeys(deletions)}
+    await admin.alter_client_quotas(_quota_entity(args), ops)

@@ -188,3 +188,53 @@ def scram_description_line(user: str, credentials: Sequence[tuple[str, int]]) ->
         f"{mechanism}=iterations={iterations}" for mechanism, iterations in credentials
     )
     return f"SCRAM credential configs for user-principal '{user}' are {text}"
+
+
+# Kafka's ClientQuotaEntity types and how ConfigCommand names them.
+QUOTA_ENTITY_TYPES = {USERS: "user", CLIENTS: "client-id"}
+_QUOTA_NAMES = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+
+
+def java_double(value: float) -> str:
+    """A quota's value as Java's ``Double.toString`` prints it: ``1000.0``, ``0.5``, ``1.0E7``."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        text = repr(float(value))
+        return text if "e" not in text else text.replace("e", "E")
+    exponent = len(str(int(abs(value)))) - 1 if abs(value) >= 1 else 0
+    if abs(value) < 1:
+        exponent = -1
+        while abs(value) * 10 ** (-exponent) < 1:
+            exponent -= 1
+    mantissa = repr(round(value / 10**exponent, 15))
+    return f"{mantissa}E{exponent}"
+
+
+def quota_values(configs: Mapping[str, str]) -> dict[str, float]:
+    """A quota alteration's values (``alterQuotaConfigs``: each must parse as a double)."""
+    values = {}
+    for key, value in configs.items():
+        try:
+            values[key] = float(value)
+        except ValueError:
+            raise ConfigsError(
+                f"Cannot parse quota configuration value for {key}: {value}"
+            ) from None
+    return values
+
+
+def quota_lines(
+    entries: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]],
+) -> list[str]:
+    """``describeQuotaConfigs``: "Quota configs for user-principal 'u', client-id 'c' are k=v"."""
+    lines = []
+    for entity, values in entries.items():
+        named = dict(entity)
+        parts = [
+            f"{_QUOTA_NAMES[kind]} '{named[kind]}'" if named[kind] is not None
+            else f"the default {_QUOTA_NAMES[kind]}"
+            for kind in ("user", "client-id", "ip")
+            if kind in named
+        ]  # fmt: skip
+        text = ", ".join(f"{key}={java_double(value)}" for key, value in values.items())
+        lines.append(f"Quota configs for {', '.join(parts)} are {text}")
+    return lines

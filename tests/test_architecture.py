@@ -184,6 +184,7 @@ COMPOSITION_ROOTS = {
     "pykraft/transactions_cmd.py",
     "pykraft/reassign_cmd.py",
     "pykraft/consumer_groups_cmd.py",  # --by-duration counts back from the wall clock
+    "pykraft/configs_cmd.py",  # client quotas through KafkaAdminClient's deadlines
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }

@@ -319,3 +319,27 @@ def test_configs_of_brokers_loggers_and_scram_users(
     assert out == (
         f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=8192\n"
     )
+
+
+def test_configs_of_client_quotas(cluster: DevCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka's ``ConfigCommandIntegrationTest.testClientQuotaConfigs``-style round trip."""
+    client = unique_topic("tool-client")
+    entity = ["--entity-type", "clients", "--entity-name", client]
+    code, out, _ = configs(
+        cluster, capsys, "--alter", *entity,
+        "--add-config", "producer_byte_rate=1024,consumer_byte_rate=20000000",
+    )  # fmt: skip
+    assert (code, out) == (0, f"Completed updating config for client {client}.\n")
+    _, out, _ = configs(cluster, capsys, "--describe", *entity)
+    assert out == (
+        f"Quota configs for client-id '{client}' are consumer_byte_rate=2.0E7, "
+        "producer_byte_rate=1024.0\n"
+    )
+    code, _, err = configs(
+        cluster, capsys, "--alter", *entity, "--delete-config", "request_percentage"
+    )
+    assert (code, err) == (1, "Invalid config(s): request_percentage\n")
+    configs(cluster, capsys, "--alter", *entity, "--delete-config", "producer_byte_rate")
+    _, out, _ = configs(cluster, capsys, "--describe", *entity)
+    assert out == f"Quota configs for client-id '{client}' are consumer_byte_rate=2.0E7\n"
+    configs(cluster, capsys, "--alter", *entity, "--delete-config", "consumer_byte_rate")

@@ -13,9 +13,12 @@ from pykraft.configs_plan import (
     check_args,
     completed_line,
     describe_lines,
+    java_double,
     missing_deletions,
     parse_add_config,
     parse_delete_config,
+    quota_lines,
+    quota_values,
     scram_description_line,
     scram_upsertions,
 )
@@ -141,3 +144,35 @@ def test_scram_credentials() -> None:
     assert scram_description_line("alice", [("SCRAM-SHA-256", 8192)]) == (
         "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(1000.0, "1000.0"), (0.5, "0.5"), (1e7, "1.0E7"), (12345678.0, "1.2345678E7"),
+     (1024, "1024.0"), (0.0001, "1.0E-4"), (1.5e9, "1.5E9"), (0, "0.0")],
+)  # fmt: skip
+def test_quota_values_print_as_java_doubles(value: float, text: str) -> None:
+    assert java_double(value) == text
+
+
+def test_quota_values_must_be_numbers() -> None:
+    assert quota_values({"producer_byte_rate": "1024"}) == {"producer_byte_rate": 1024.0}
+    with pytest.raises(
+        ConfigsError, match=r"^Cannot parse quota configuration value for producer_byte_rate: x$"
+    ):
+        quota_values({"producer_byte_rate": "x"})
+
+
+def test_quota_lines_name_the_entity_as_kafka() -> None:
+    entries = {
+        (("user", "alice"),): {"consumer_byte_rate": 100.0},
+        (("user", None),): {"consumer_byte_rate": 5000.0},
+        (("user", "bob"), ("client-id", "c1")): {"request_percentage": 50.0},
+        (("client-id", None),): {"producer_byte_rate": 2e7},
+    }
+    assert quota_lines(entries) == [
+        "Quota configs for user-principal 'alice' are consumer_byte_rate=100.0",
+        "Quota configs for the default user-principal are consumer_byte_rate=5000.0",
+        "Quota configs for user-principal 'bob', client-id 'c1' are request_percentage=50.0",
+        "Quota configs for the default client-id are producer_byte_rate=2.0E7",
+    ]
