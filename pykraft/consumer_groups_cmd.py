@@ -110,7 +110,9 @@ def chosen_scenario(args: argparse.Namespace) -> Scenario:
     chosen = [
         scenario
         for name, scenario in SCENARIOS.items()
-        if getattr(args, name.replace("-", "_")) not in (None, False)
+        # "is": --to-offset 0 is given, though 0 == False.
+        if getattr(args, name.replace("-", "_")) is not None
+        and getattr(args, name.replace("-", "_")) is not False
     ]
     if len(chosen) != 1:
         raise GroupCommandError(
