@@ -222,10 +222,13 @@ def describe(
         elif args.state is not None and not args.offsets:
             lines, rows = state_table(description), 1
         else:
-            committed = admin.committed_offsets(group)
+            with_epochs = admin.committed_with_epochs(group)
+            committed = {p: offset for p, (offset, _) in with_epochs.items()}
+            epochs = {p: e for p, (_, e) in with_epochs.items() if e is not None}
             partitions = {p for m in description.members for p in m.assignment} | set(committed)
-            table_rows = offset_rows(description, committed, admin.list_offsets(partitions, LATEST))
-            lines, rows = offsets_table(table_rows), len(table_rows)
+            log_end = admin.list_offsets(partitions, LATEST)
+            table_rows = offset_rows(description, committed, log_end, epochs)
+            lines, rows = offsets_table(table_rows, args.verbose), len(table_rows)
         printed, show = state_message(group, description.state, rows)
         _emit(printed.out, out)
         _emit(printed.err, err)

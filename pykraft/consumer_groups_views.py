@@ -59,6 +59,7 @@ class OffsetRow:
     consumer_id: str = MISSING
     host: str = MISSING
     client_id: str = MISSING
+    leader_epoch: int | None = None  # of the committed offset (--verbose)
 
     @property
     def lag(self) -> int | None:
@@ -114,6 +115,7 @@ def offset_rows(
     description: GroupDescription,
     committed: Mapping[TopicPartition, int],
     log_end: Mapping[TopicPartition, int],
+    leader_epochs: Mapping[TopicPartition, int] | None = None,
 ) -> list[OffsetRow]:
     """Kafka's ``collectGroupsOffsets``: assigned partitions by member (most partitions first),
     then the committed partitions no member holds; each block sorted by topic, partition."""
@@ -135,6 +137,7 @@ def offset_rows(
                     member.consumer_id,
                     member.host,
                     member.client_id,
+                    (leader_epochs or {}).get(partition),
                 )
             )
     for partition in sorted(set(committed) - assigned):
@@ -145,6 +148,7 @@ def offset_rows(
                 partition.partition,
                 committed[partition],
                 log_end.get(partition),
+                leader_epoch=(leader_epochs or {}).get(partition),
             )
         )
     return rows
@@ -163,19 +167,33 @@ OFFSET_HEADER = (
 )
 
 
-def offsets_table(rows: Sequence[OffsetRow]) -> list[str]:
-    """Kafka's ``printOffsets`` (a blank line, the header, one line per row, a blank line)."""
+def offsets_table(rows: Sequence[OffsetRow], verbose: bool = False) -> list[str]:
+    """Kafka's ``printOffsets`` (a blank line, the header, one line per row, a blank line);
+    ``--verbose`` adds LEADER-EPOCH, the committed offset's leader epoch."""
     group_width = max([15, *(len(r.group) for r in rows)])
     topic_width = max([15, *(len(r.topic) for r in rows)])
     consumer_width = max([15, *(len(r.consumer_id) for r in rows)])
     host_width = max([15, *(len(r.host) for r in rows)])
-    widths = [group_width, topic_width, 10, 15, 15, 15, consumer_width, host_width]
-    lines = ["", _row(widths, OFFSET_HEADER)]
+    epoch = [15] if verbose else []
+    widths = [group_width, topic_width, 10, *epoch, 15, 15, 15, consumer_width, host_width]
+    header = list(OFFSET_HEADER)
+    if verbose:
+        header.insert(3, "LEADER-EPOCH")
+    lines = ["", _row(widths, header)]
     for r in rows:
         values = [
-            r.group, r.topic, str(r.partition), _text(r.current_offset),
-            _text(r.log_end_offset), _text(r.lag), r.consumer_id, r.host, r.client_id,
-        ]  # fmt: skip
+            r.group,
+            r.topic,
+            str(r.partition),
+            _text(r.current_offset),
+            _text(r.log_end_offset),
+            _text(r.lag),
+            r.consumer_id,
+            r.host,
+            r.client_id,
+        ]
+        if verbose:
+            values.insert(3, _text(r.leader_epoch))
         lines.append(_row(widths, values))
     return [*lines, ""]
 

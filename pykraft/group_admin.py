@@ -129,14 +129,22 @@ class GroupAdmin:
         return described
 
     def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
+        return {p: offset for p, (offset, _) in self.committed_with_epochs(group).items()}
+
+    def committed_with_epochs(self, group: str) -> dict[TopicPartition, tuple[int, int | None]]:
+        """The group's committed offsets with their leader epochs (None: not recorded)."""
         request = [ConsumerGroupTopicPartitions(group)]
         futures = self._admin.list_consumer_group_offsets(request, request_timeout=self._timeout_s)
         answer = self._wait(futures[group])
-        return {
-            TopicPartition(p.topic, p.partition): p.offset
-            for p in answer.topic_partitions or []
-            if p.offset != _NO_OFFSET and p.error is None
-        }
+        committed = {}
+        for p in answer.topic_partitions or []:
+            if p.offset != _NO_OFFSET and p.error is None:
+                epoch = p.leader_epoch
+                committed[TopicPartition(p.topic, p.partition)] = (
+                    p.offset,
+                    epoch if epoch is not None and epoch >= 0 else None,
+                )
+        return committed
 
     def alter_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         partitions = [ConfluentPartition(p.topic, p.partition, o) for p, o in offsets.items()]

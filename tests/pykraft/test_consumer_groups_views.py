@@ -146,3 +146,15 @@ def test_delete_offsets_lines() -> None:
         "t               0          Successful     ",
         "t               1          Successful     ",
     ]
+
+
+def test_verbose_offsets_add_the_committed_leader_epoch() -> None:
+    rows = offset_rows(STABLE, {T0: 5, T2: 9}, {T0: 8, T2: 9}, leader_epochs={T0: 4})
+    table = offsets_table(rows, verbose=True)
+    assert table[1].split() == [
+        "GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET",
+        "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID",
+    ]  # fmt: skip
+    assert table[2].split()[:5] == ["g", "t", "0", "4", "5"]
+    assert table[4].split()[:5] == ["g", "t", "2", "-", "9"]  # no epoch recorded: "-"
+    assert table[1].index("CURRENT-OFFSET") == table[1].index("LEADER-EPOCH") + 16
