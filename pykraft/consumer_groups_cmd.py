@@ -169,7 +169,11 @@ def run(args: argparse.Namespace, out: Out = print, err: Out | None = None) -> i
     except (GroupCommandError, CommandConfigError) as error:
         err(str(error))
         return 1
-    admin = GroupAdmin(args.bootstrap_server, properties, args.timeout)
+    try:
+        admin = GroupAdmin(args.bootstrap_server, properties, args.timeout)
+    except GroupAdminError as error:
+        err(str(error))
+        return 1
     try:
         return execute(action, args, admin, SystemClock(), out, err)
     except (GroupCommandError, GroupAdminError) as error:

@@ -76,7 +76,10 @@ class GroupAdmin:
         self._timeout_s = timeout_ms / 1000
         # librdkafka's warnings and errors only, as Kafka's tools log at WARN.
         config = {**librdkafka_config(bootstrap_servers, properties), "log_level": LOG_WARNING}
-        self._admin = AdminClient(config)
+        try:
+            self._admin = AdminClient(config)
+        except KafkaException as error:  # a setting librdkafka refuses
+            raise GroupAdminError(_error_text(error)) from None
 
     def _wait(self, future: Future[T]) -> T:
         try:
@@ -177,7 +180,10 @@ class GroupAdmin:
 
     def topic_partitions(self) -> dict[str, int]:
         """Every topic (internal ones too) and its number of partitions, from Metadata."""
-        metadata = self._admin.list_topics(timeout=self._timeout_s)
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout_s)
+        except KafkaException as error:
+            raise GroupAdminError(_error_text(error)) from None
         return {name: len(topic.partitions) for name, topic in metadata.topics.items()}
 
     def list_offsets(
