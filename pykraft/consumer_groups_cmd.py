@@ -25,9 +25,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import Progress
-
 from pykraft.client_properties import load_client_properties
 from pykraft.command_config import CommandConfigError
 from pykraft.consumer_groups_plan import (
@@ -341,6 +338,10 @@ def _timestamp_offsets(
 
 def commit_in_batches(admin: GroupAdmin, group: str, offsets: dict[TopicPartition, int]) -> None:
     """AlterConsumerGroupOffsets in batches; a progress bar on a terminal for big resets."""
+    # Imported here: every pykraft process builds this parser, few ever reset offsets.
+    from rich.console import Console
+    from rich.progress import Progress
+
     items = sorted(offsets.items())
     console = Console(stderr=True)
     disable = len(items) < PROGRESS_MIN_PARTITIONS or not console.is_terminal
