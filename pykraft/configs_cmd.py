@@ -9,11 +9,11 @@
 Topics, brokers (one, or ``--entity-default``), broker loggers and client-metrics subscriptions
 are described with DescribeConfigs and altered with IncrementalAlterConfigs (SET and DELETE), a
 user's SCRAM credentials with Describe/AlterUserScramCredentials (KIP-554), and the client quotas
-of users or clients (``--entity-default`` for the default) with Describe/AlterClientQuotas
+of users, clients or a user's client (``--entity-type users --entity-name u --entity-type
+clients --entity-name c``; ``--entity-default`` for a default) with Describe/AlterClientQuotas
 (KIP-546), as Kafka's tool does. The client is kafka-python's ``KafkaAdminClient`` (librdkafka
 names no BROKER_LOGGER or CLIENT_METRICS resource), and pykraft's own ``KafkaAdminClient`` for
-the quotas, which neither library calls. Parsing and printing are ``configs_plan``'s. One entity
-type per run: Kafka's combined ``--entity-type users --entity-type clients`` is not taken.
+the quotas, which neither library calls. Parsing and printing are ``configs_plan``'s.
 """
 
 from __future__ import annotations
@@ -103,9 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--describe", action="store_true")
     parser.add_argument("--alter", action="store_true")
     parser.add_argument("--all", action="store_true")
-    parser.add_argument("--entity-type")
-    parser.add_argument("--entity-name")
-    parser.add_argument("--entity-default", action="store_true")
+    # Kafka pairs each --entity-type with the --entity-name / --entity-default in the same
+    # position, so both append to one list (None: the default entity).
+    parser.add_argument("--entity-type", dest="entity_types", action="append", default=[])
+    parser.add_argument("--entity-name", dest="entities", action="append", default=[])
+    parser.add_argument(
+        "--entity-default", dest="entities", action="append_const", const=None, default=[]
+    )
     parser.add_argument("--add-config")
     parser.add_argument("--add-config-file", type=Path)
     parser.add_argument("--delete-config", action="append", default=[])
@@ -114,6 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: Out = print, err: Out | None = None) -> int:
     err = err or (lambda line: print(line, file=sys.stderr))
     try:
+        entities(args)
         if not args.bootstrap_server:
             raise ConfigsError('Missing required argument "[bootstrap-server]"')
         additions = _additions(args)
@@ -143,6 +148,20 @@ def run(args: argparse.Namespace, out: Out = print, err: Out | None = None) -> i
         return 1
     finally:
         admin.close()
+
+
+def entities(args: argparse.Namespace) -> None:
+    """The first entity as ``entity_type`` / ``entity_name`` / ``entity_default``, after Kafka's
+    checks of several: only a user with a client id (``<user, client-id>`` quotas), never more
+    names than types."""
+    types, names = args.entity_types, args.entities
+    if len(types) > 1 and sorted(types) != sorted([USERS, CLIENTS]):
+        raise ConfigsError("Only the entity types users and clients may be specified together")
+    if len(names) > max(len(types), 1):
+        raise ConfigsError("More entity names specified than entity types")
+    args.entity_type = types[0] if types else None
+    args.entity_default = bool(names) and names[0] is None
+    args.entity_name = names[0] if names else None
 
 
 def _args_text(args: argparse.Namespace) -> str:
@@ -213,7 +232,7 @@ def describe(args: argparse.Namespace, admin: KafkaAdminClient, out: Out) -> Non
     if args.entity_type in (USERS, CLIENTS):
         for line in asyncio.run(_quota_call(args, lambda a: _describe_quotas(args, a))):
             out(line)
-        if args.entity_type == USERS:
+        if args.entity_types == [USERS]:  # Kafka: no SCRAM lines once clients are named
             describe_users(args, admin, out)
         return
     for entity in _entities(args, admin):
@@ -320,18 +339,27 @@ def alter_scram(
 
 
 def _quota_entity(args: argparse.Namespace) -> Entity:
-    kind = QUOTA_ENTITY_TYPES[args.entity_type]
-    return ((kind, None if args.entity_default else args.entity_name),)
+    if len(args.entities) != len(args.entity_types):
+        raise ConfigsError("Exactly one entity name must be specified for every entity type")
+    return tuple(
+        (QUOTA_ENTITY_TYPES[kind], name)
+        for kind, name in zip(args.entity_types, args.entities, strict=True)
+    )
 
 
 def _quota_filter(args: argparse.Namespace) -> list[QuotaFilterComponent]:
-    """Kafka's ``getAllClientQuotasConfigs`` components for one entity type."""
-    kind = QUOTA_ENTITY_TYPES[args.entity_type]
-    if args.entity_default:
-        return [QuotaFilterComponent(kind, MATCH_DEFAULT)]
-    if args.entity_name is not None:
-        return [QuotaFilterComponent(kind, MATCH_EXACT, args.entity_name)]
-    return [QuotaFilterComponent(kind, MATCH_ANY)]
+    """Kafka's ``getAllClientQuotasConfigs``: per entity type, its name, the default, or any
+    name when none was given."""
+    components = []
+    for index, kind in enumerate(args.entity_types):
+        quota_type = QUOTA_ENTITY_TYPES[kind]
+        if index >= len(args.entities):
+            components.append(QuotaFilterComponent(quota_type, MATCH_ANY))
+        elif args.entities[index] is None:
+            components.append(QuotaFilterComponent(quota_type, MATCH_DEFAULT))
+        else:
+            components.append(QuotaFilterComponent(quota_type, MATCH_EXACT, args.entities[index]))
+    return components
 
 
 async def _quota_call(

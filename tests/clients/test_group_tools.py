@@ -343,3 +343,28 @@ def test_configs_of_client_quotas(cluster: DevCluster, capsys: pytest.CaptureFix
     _, out, _ = configs(cluster, capsys, "--describe", *entity)
     assert out == f"Quota configs for client-id '{client}' are consumer_byte_rate=2.0E7\n"
     configs(cluster, capsys, "--alter", *entity, "--delete-config", "consumer_byte_rate")
+
+
+def test_configs_of_a_users_client(cluster: DevCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """``<user, client-id>`` quotas: two entity types paired with their names in order."""
+    user, client = unique_topic("quota-user"), unique_topic("quota-client")
+    entity = ["--entity-type", "users", "--entity-name", user,
+              "--entity-type", "clients", "--entity-name", client]  # fmt: skip
+    code, out, _ = configs(
+        cluster, capsys, "--alter", *entity, "--add-config", "request_percentage=50"
+    )
+    assert (code, out) == (0, f"Completed updating config for user {user}.\n")
+    try:
+        _, out, _ = configs(cluster, capsys, "--describe", *entity)
+        assert out == (
+            f"Quota configs for user-principal '{user}', client-id '{client}' are "
+            "request_percentage=50.0\n"
+        )
+        _, out, _ = configs(cluster, capsys, "--describe", "--entity-type", "users",
+                            "--entity-name", user)  # fmt: skip
+        # Strict: the user alone has no quota line; it has no SCRAM credential either.
+        assert out.startswith(
+            f"Error retrieving SCRAM credential configs for user-principal '{user}': "
+        )
+    finally:
+        configs(cluster, capsys, "--alter", *entity, "--delete-config", "request_percentage")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pykraft import configs_cmd, get_offsets_cmd
+from pykraft.configs_plan import ConfigsError
 from pykraft.storage.topic_partition import TopicPartition
 
 
@@ -71,3 +72,30 @@ def test_tiered_specs_answer_as_a_broker_without_tiered_storage() -> None:
     assert admin.asked == [-2]  # earliest-local is the log start
     assert get_offsets_cmd.offsets_at(admin, partitions, -5) == {partitions[0]: -1}  # type: ignore[arg-type]
     assert admin.asked == [-2]  # latest-tiered: nothing asked, no offset
+
+
+def test_entity_types_pair_with_names_in_order() -> None:
+    args = parse(configs_cmd, "--entity-type", "users", "--entity-default",
+                 "--entity-type", "clients", "--entity-name", "c1")  # fmt: skip
+    configs_cmd.entities(args)
+    assert (args.entity_type, args.entity_name, args.entity_default) == ("users", None, True)
+    assert configs_cmd._quota_entity(args) == (("user", None), ("client-id", "c1"))
+    [user, client] = configs_cmd._quota_filter(args)
+    assert (user.match_type, client.match_type, client.match) == (1, 0, "c1")
+    every_client = parse(configs_cmd, "--entity-type", "clients")
+    configs_cmd.entities(every_client)
+    assert configs_cmd._quota_filter(every_client)[0].match_type == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--entity-type", "topics", "--entity-type", "users"],
+         "Only the entity types users and clients may be specified together"),
+        (["--entity-type", "users", "--entity-name", "a", "--entity-name", "b"],
+         "More entity names specified than entity types"),
+    ],
+)  # fmt: skip
+def test_bad_entity_combinations(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigsError, match=message):
+        configs_cmd.entities(parse(configs_cmd, *argv))
