@@ -19,6 +19,7 @@ import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
+from pykraft.admin_client_quotas import ClientQuotaCalls, Entity, QuotaFilterComponent
 from pykraft.admin_codec import (
     BATCHED_FIND_COORDINATOR_VERSION,
     AbortTransactionSpec,
@@ -83,6 +84,7 @@ class KafkaAdminClient:
         self._network = AdminNetwork(bootstrap_servers, config, clock, connect)
         self._reassignments = ReassignmentCalls(self._network)
         self.quorum = QuorumCalls(self._network)
+        self._client_quotas = ClientQuotaCalls(self._network)
 
     async def __aenter__(self) -> KafkaAdminClient:
         return self
@@ -131,6 +133,16 @@ class KafkaAdminClient:
 
     async def incremental_alter_configs(self, changes: Sequence[ConfigChange]) -> None:
         await self._reassignments.incremental_alter_configs(changes)
+
+    # ------------------------------------------------------------------ KIP-546
+
+    async def describe_client_quotas(
+        self, components: Sequence[QuotaFilterComponent], strict: bool
+    ) -> dict[Entity, dict[str, float]]:
+        return await self._client_quotas.describe_client_quotas(components, strict)
+
+    async def alter_client_quotas(self, entity: Entity, ops: Mapping[str, float | None]) -> None:
+        await self._client_quotas.alter_client_quotas(entity, ops)
 
     # ------------------------------------------------------------------ KIP-664
 

@@ -1,7 +1,5 @@
-"""The Kafka admin requests ``pykraft transactions`` sends, as values: encode the request, decode
-the answer into what Kafka's ``Admin`` hands its caller (no I/O here).
-
-Values mirror Kafka's admin classes (``ProducerState``, ``TransactionListing``,
+"""The Kafka admin requests pykraft's tools send through ``admin_client.py``, as values: encode the
+request, decode the answer into what Kafka's ``Admin`` hands its caller (no I/O here). Values mirror Kafka's admin classes (``ProducerState``, ``TransactionListing``,
 ``TransactionDescription``, ``AbortTransactionSpec``) and the decoders apply the rules of the
 matching ``clients/admin/internals`` handlers: a negative coordinator epoch or transaction start
 offset in DescribeProducers is "absent" (``DescribeProducersHandler``), a negative transaction
@@ -44,11 +42,12 @@ MIN_VERSIONS: Mapping[ApiKey, int] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
-    # pykraft metadata-quorum (KIP-853; DescribeCluster for the cluster id).
-    ApiKey.DESCRIBE_QUORUM: 0,
+    ApiKey.DESCRIBE_QUORUM: 0,  # pykraft metadata-quorum (KIP-853; DescribeCluster: cluster id)
     ApiKey.ADD_RAFT_VOTER: 0,
     ApiKey.REMOVE_RAFT_VOTER: 0,
     ApiKey.DESCRIBE_CLUSTER: 0,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 0,  # pykraft configs --entity-type users|clients (KIP-546)
+    ApiKey.ALTER_CLIENT_QUOTAS: 0,
 }
 # What this client speaks of an API the broker's own table may not list (kafka-python's codec
 # covers Kafka 3.9's IncrementalAlterConfigs v0-v1).

@@ -38,6 +38,18 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.reassign_cmd",
         "move partition replicas between brokers, like kafka-reassign-partitions",
     ),
+    "consumer-groups": (
+        "pykraft.consumer_groups_cmd",
+        "list, describe, reset offsets of and delete consumer groups, like kafka-consumer-groups",
+    ),
+    "get-offsets": (
+        "pykraft.get_offsets_cmd",
+        "print the offsets of topic partitions at a time, like kafka-get-offsets",
+    ),
+    "configs": (
+        "pykraft.configs_cmd",
+        "describe and alter topic, broker, logger and user configs, like kafka-configs",
+    ),
 }
 
 

@@ -79,6 +79,10 @@ PURE_CORES = [
     "fetcher/state.py",
     # kafka-reassign-partitions' decisions (KIP-455): files, placement, throttles, messages.
     "pykraft/reassign_plan.py",
+    "pykraft/consumer_groups_plan.py",
+    "pykraft/consumer_groups_views.py",
+    "pykraft/get_offsets_filter.py",
+    "pykraft/configs_plan.py",
     "fetcher/responses.py",
     # Rates over sampled windows (Kafka's SampledStat: Rate, SimpleRate) and the KIP-73 throttles.
     "fetcher/sampled_rate.py",
@@ -200,6 +204,8 @@ COMPOSITION_ROOTS = {
     "pykraft/transactions_cmd.py",
     "pykraft/reassign_cmd.py",
     "pykraft/metadata_quorum_cmd.py",
+    "pykraft/consumer_groups_cmd.py",  # --by-duration counts back from the wall clock
+    "pykraft/configs_cmd.py",  # client quotas through KafkaAdminClient's deadlines
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }
