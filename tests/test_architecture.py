@@ -163,6 +163,13 @@ STORAGE_RULES = [
     "storage/producer_replay.py",
     # KIP-890 part 1: a producer's verification in progress and its guard.
     "storage/verification_guard.py",
+    # The log cleaner's decisions; storage/cleaner.py and storage/cleaner_swap.py are its shells.
+    "storage/cleaner_offset_map.py",
+    "storage/cleaner_txn.py",
+    "storage/cleaner_batches.py",
+    "storage/cleaner_filter.py",
+    "storage/cleaner_policy.py",
+    "storage/cleaner_throttle.py",
 ]
 
 
