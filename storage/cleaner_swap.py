@@ -8,8 +8,9 @@ followed by ``crash_point(step)`` (tests raise there to stop the swap like a cra
    the next step leaves the old segments whole; recovery deletes the ``.cleaned`` file.
 2. ``SWAP``: ``<B>.log.cleaned`` is renamed ``<B>.log.swap`` and the directory fsync'd. From here
    the swap is decided: recovery completes it.
-3. ``OLD_DELETED``: every old segment after ``B`` has its ``.log`` renamed ``.log.deleted`` and its
-   indexes removed, then ``B``'s own indexes are removed (they describe the old file).
+3. ``OLD_RENAMED`` (each), ``OLD_DELETED``: every old segment after ``B`` has its ``.log`` renamed
+   ``.log.deleted`` and its indexes removed, then ``B``'s own indexes are removed (they describe
+   the old file).
 4. ``REPLACED``: ``<B>.log.swap`` is renamed over ``<B>.log`` (atomic) and the directory fsync'd;
    the ``.deleted`` files are removed. The new segment's indexes are built by reading it
    (``LogSegment.recover``) and its ``.txnindex`` gets the aborted transactions whose markers
@@ -51,6 +52,7 @@ logger = logging.getLogger(__name__)
 class SwapStep(enum.Enum):
     CLEANED = "cleaned"
     SWAP = "swap"
+    OLD_RENAMED = "old renamed"  # after each old segment after the first went to .deleted
     OLD_DELETED = "old deleted"
     REPLACED = "replaced"
 
@@ -93,6 +95,7 @@ def swap_in(
         os.rename(old_log, doomed)
         deleted.append(doomed)
         _remove_indexes(directory, old)
+        crash_point(SwapStep.OLD_RENAMED)
     _remove_indexes(directory, base_offset)
     crash_point(SwapStep.OLD_DELETED)
     os.rename(swap, directory / log_name)
