@@ -17,9 +17,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+import attrs
 import crc32c
 
-from pykraft.storage.compression import compress
+from pykraft.storage.compression import compress, decompress
 from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -31,12 +32,32 @@ from pykraft.storage.record_batch import (
     BatchHeader,
     CompressionType,
     encode_header,
+    validate_batch,
 )
-from pykraft.storage.records import Record
+from pykraft.storage.record_walk import max_inflated_bytes
+from pykraft.storage.records import Record, decode_records
 from pykraft.storage.varint import encode_varint, encode_varlong
 
 NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP
 _UINT32 = struct.Struct(">I")
+
+
+def read_batch(data: bytes) -> tuple[BatchHeader, list[Record]]:
+    """The batch ``data`` (CRC checked) and its records at their own offsets.
+
+    ``storage.records.iter_records`` checks, as the produce path must, that each record's
+    offsetDelta is its index; a batch the cleaner rebuilt keeps its records' offsets, so its
+    deltas have gaps. Here a compressed section is inflated (bounded as everywhere) and decoded
+    as an uncompressed one, which takes the deltas as they are.
+    """
+    header = validate_batch(data)
+    payload = memoryview(data)[BATCH_HEADER_SIZE : header.size_in_bytes]
+    if header.compression is CompressionType.NONE:
+        return header, decode_records(header, payload)
+    limit = max_inflated_bytes(header.size_in_bytes)
+    inflated = decompress(header.compression, payload, max_bytes=limit)
+    plain = attrs.evolve(header, attributes=header.attributes & ~COMPRESSION_MASK)
+    return header, decode_records(plain, inflated)
 
 
 def delete_horizon_ms(header: BatchHeader) -> int | None:

@@ -34,11 +34,16 @@ from collections.abc import Mapping
 import attrs
 
 from pykraft.storage.aborted_txn import AbortedTxn
-from pykraft.storage.cleaner_batches import delete_horizon_ms, empty_batch, rebuild_batch
+from pykraft.storage.cleaner_batches import (
+    delete_horizon_ms,
+    empty_batch,
+    read_batch,
+    rebuild_batch,
+)
 from pykraft.storage.cleaner_offset_map import OffsetMap
 from pykraft.storage.cleaner_txn import CleanedTransactionMetadata
 from pykraft.storage.record_batch import BatchHeader, parse_header
-from pykraft.storage.records import Record, iter_records
+from pykraft.storage.records import Record
 from pykraft.storage.txn_markers import decode_end_txn_marker
 
 
@@ -86,10 +91,10 @@ class OffsetMapBuilder:
         assert not self.full, "a full map takes no more batches"
         header = parse_header(data)
         if header.is_control:
-            marker = decode_end_txn_marker(data)
+            marker = decode_end_txn_marker(data) if header.records_count else None
             self._txn.on_control_batch_read(header, marker, has_records=header.records_count > 0)
         elif not self._txn.on_batch_read(header):
-            for record in iter_records(data):
+            for record in read_batch(data)[1]:
                 if record.key is None or record.offset < self.start_offset:
                     continue
                 if len(self.offset_map) >= self.offset_map.capacity:
@@ -122,8 +127,7 @@ class CleanerFilter:
     def filter(self, data: bytes, *, keep_header: bool = False) -> FilteredBatch:
         """What stays of the batch ``data``; ``keep_header``: the group's last batch, kept at
         least as an empty header."""
-        header = parse_header(data)
-        records = list(iter_records(data))  # checks the CRC and every record first
+        header, records = read_batch(data)  # checks the CRC and every record first
         can_discard = self._can_discard(header, data, records)
         horizon = delete_horizon_ms(header)
         if header.is_control:

@@ -144,7 +144,9 @@ class LocalLog:
         self, info: FetchDataInfo, first_offset: int, stop_offset: int
     ) -> tuple[FetchDataInfo, CorruptBatch | None]:
         """CRC-check what a read returned below ``stop_offset`` (bits rot at rest on disk)."""
-        return verified(info, first_offset, stop_offset)
+        ends = [segment.base_offset for segment in self._segments[1:]] + [self.log_end_offset]
+        segment_ends = {s.log_path: end for s, end in zip(self._segments, ends, strict=True)}
+        return verified(info, first_offset, stop_offset, segment_ends)
 
     def offset_for_timestamp(
         self, timestamp: int, log_start_offset: int, log_end_offset: int

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pykraft.storage.cleaner import Cleaner, CleanerStats, segment_summary
+from pykraft.storage.cleaner_batches import read_batch
 from pykraft.storage.cleaner_policy import LogSummary, grab_filthiest_compacted_log
 from pykraft.storage.log_config import CleanupPolicy, LogConfig
 from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.record_batch import BatchHeader, iter_batches
-from pykraft.storage.records import SimpleRecord, build_batch, iter_records
+from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
 from pykraft.storage.txn_markers import TxnMarker
 
@@ -73,7 +74,7 @@ def rows(log: PartitionLog) -> list[Row]:
         (record.offset, record.key, record.value)
         for header, data in batches(log)
         if not header.is_control
-        for record in iter_records(data)
+        for record in read_batch(data)[1]
     ]
 
 

@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings
 
 from pykraft.storage.cleaner import Cleaner
 from pykraft.storage.cleaner_batches import delete_horizon_ms
+from pykraft.storage.record_batch import CompressionType, iter_batches
+from pykraft.storage.records import iter_records
 from tests.storage.cleaner_support import (
     CONFIG,
     Row,
@@ -265,3 +267,49 @@ def test_cleaner_reads_its_throttle_and_can_stop(tmp_path: Path) -> None:
     moved: list[int] = []
     stats = clean(log, T0, cleaner=Cleaner(100, check_done=moved.append))
     assert stats is not None and sum(moved) == stats.bytes_read + stats.bytes_written
+
+
+def test_a_fetch_into_a_gap_serves_the_next_kept_batch(tmp_path: Path) -> None:
+    """Kafka's LocalLog.read on a compacted log: a fetch at a removed offset starts at the next
+    batch kept; the read path's corruption check (below the recovery point) accepts the gaps."""
+    log = open_log(tmp_path / "t-0")
+    for i in range(40):
+        append(log, [(b"k%d" % (i % 2), b"v%d" % i)], T0)
+    log.roll(T0)
+    append(log, [(b"z", b"z")], T0)
+    clean(log, T0)
+    log.flush()  # everything is below the recovery point: every read is verified
+    data = log.read(0, 10**6, log.log_end_offset).read_bytes()
+    served = [
+        (record.offset, record.key, record.value)
+        for position, _ in iter_batches(data)
+        for record in iter_records(data, position)
+    ]
+    assert served == rows(log) == [(38, b"k0", b"v38"), (39, b"k1", b"v39"), (40, b"z", b"z")]
+    assert log.corruptions.count == 0
+
+
+def test_compressed_batches_keep_their_offsets_and_clean_again(tmp_path: Path) -> None:
+    """MemoryRecords.filterTo: a rebuilt batch keeps the original compression and each kept
+    record's own offset; a second cleaning reads those gaps back."""
+    log = open_log(tmp_path / "t-0")
+    for i in range(0, 60, 4):
+        records = [(b"k%d" % ((i + j) % 3), b"v%d" % (i + j)) for j in range(4)]
+        append(log, records, T0, compression=CompressionType.LZ4)
+    log.roll(T0)
+    append(log, [(b"z", b"z")], T0)
+    first = clean(log, T0)
+    assert first is not None
+    kept = [h for h, _ in batches(log) if h.records_count and h.last_offset < 60]
+    assert all(h.compression is CompressionType.LZ4 for h in kept)
+    append(log, [(b"k0", b"newest")], T0)
+    log.roll(T0)
+    append(log, [(b"y", b"y")], T0)
+    clean(log, T0, checkpoint=first.end_offset)
+    assert rows(log) == [
+        (58, b"k1", b"v58"),
+        (59, b"k2", b"v59"),
+        (60, b"z", b"z"),
+        (61, b"k0", b"newest"),
+        (62, b"y", b"y"),
+    ]
