@@ -117,6 +117,9 @@ class LogCleanerShell:
             return self.cleaner.clean_filthiest(self._clock.wall_clock_ms())
         except CleaningAbortedError:
             return None
+        except Exception:  # a bug: the broker goes on, the cleaner backs off and tries again
+            logger.exception("the log cleaner's round failed")
+            return None
 
     def _check_done(self, moved_bytes: int) -> None:
         if self._stopping.is_set():

@@ -9,9 +9,9 @@ and records the end of what it cleaned as the log's first dirty offset in its lo
 ``cleaner-offset-checkpoint`` (Kafka's text format, ``storage.checkpoints``). It returns None
 when no log is cleanable; the caller then backs off ``log.cleaner.backoff.ms``.
 
-A cleaning that fails on bad data or I/O marks its partition uncleanable for the life of the
-process (Kafka's ``markPartitionUncleanable``) and the others go on; a partition deleted under
-the cleaning is simply dropped. ``CleaningAbortedError`` (shutdown) propagates.
+A cleaning that fails (bad data, I/O) marks its partition uncleanable for the life of the
+process (Kafka's ``markPartitionUncleanable``) and the others go on; a partition deleted or
+replaced under the cleaning is simply dropped. ``CleaningAbortedError`` (shutdown) propagates.
 
 Threads: ``run_on_log`` carries every look at the logs' state (see ``storage.cleaner``).
 """
@@ -40,7 +40,6 @@ from pykraft.storage.cleaner_offset_map import (
 from pykraft.storage.cleaner_policy import LogSummary, grab_filthiest_compacted_log
 from pykraft.storage.local_log import LocalLog
 from pykraft.storage.partition_log import PartitionLog
-from pykraft.storage.record_batch import CorruptRecordError
 from pykraft.storage.topic_partition import TopicPartition
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # Kafka's LogCleanerManager name
@@ -129,10 +128,12 @@ class LogCleaner:
             stats = self._cleaner.clean(logs[tp], chosen, now_ms)
         except CleaningAbortedError:
             raise
-        except (OSError, CorruptRecordError) as error:
-            if tp in self._source.logs:  # not merely deleted under the cleaning
-                logger.warning("cleaning %s failed, marking it uncleanable: %s", tp, error)
-                self.uncleanable[tp] = str(error)
+        except Exception as error:  # Kafka's LogCleaningException: this log only
+            # A log deleted or moved under the cleaning fails with whatever its closed files
+            # raise (OSError, or ValueError from a closed index map): nothing to mark then.
+            if self._run_on_log(lambda: self._source.logs.get(tp)) is logs[tp]:
+                logger.warning("cleaning %s failed, marking it uncleanable: %r", tp, error)
+                self.uncleanable[tp] = repr(error)
             return None
         self._checkpoints[tp] = stats.end_offset
         self._write_checkpoints({tp})

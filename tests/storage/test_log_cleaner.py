@@ -108,3 +108,19 @@ def test_throttler(rate: float, moves: list[tuple[int, int]], sleeps: list[int])
     """Kafka's ThrottlerTest: sleep just long enough to bring the interval to the rate."""
     throttler = Throttler(rate, now_ms=0)
     assert [throttler.maybe_throttle(size, at) for size, at in moves] == sleeps
+
+
+def test_a_log_deleted_under_the_cleaning_is_dropped(tmp_path: Path) -> None:
+    """LogCleanerManager.abortCleaning: deleting a partition stops its cleaning; the deleted
+    log is neither swapped into nor marked uncleanable."""
+    logs = manager(tmp_path)
+    fill(logs.get_or_create_log(COMPACTED, T0))
+
+    def delete_once(moved_bytes: int) -> None:
+        if logs.get_log(COMPACTED) is not None:
+            logs.delete_log(COMPACTED)
+
+    cleaner = LogCleaner(CleanerConfig(), logs, check_done=delete_once)
+    assert cleaner.clean_filthiest(T0) is None
+    assert cleaner.uncleanable == {}
+    assert not (tmp_path / COMPACTED.dir_name()).exists()
