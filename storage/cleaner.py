@@ -18,8 +18,6 @@ raises ``CleaningAbortedError`` to stop (Kafka's ``checkDone`` and ``Throttler``
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -29,13 +27,8 @@ from pykraft.storage.aborted_txn import AbortedTxn
 from pykraft.storage.cleaner_filter import CleanerFilter, LastRecord, OffsetMapBuilder
 from pykraft.storage.cleaner_offset_map import OffsetMap
 from pykraft.storage.cleaner_policy import LogToClean, SegmentSummary, group_segments_by_size
-from pykraft.storage.cleaner_swap import (
-    CrashPoint,
-    SwapStep,
-    cleaned_log_path,
-    open_swapped_segment,
-    swap_in,
-)
+from pykraft.storage.cleaner_segment import CleanedSegmentWriter
+from pykraft.storage.cleaner_swap import CrashPoint, SwapStep, open_swapped_segment, swap_in
 from pykraft.storage.cleaner_txn import CleanedTransactionMetadata
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.segment import LogSegment
@@ -193,42 +186,34 @@ class Cleaner:
             now_ms=now_ms,
             delete_retention_ms=log.config.delete_retention_ms,
         )
-        path = cleaned_log_path(log.directory, base)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        writer = CleanedSegmentWriter(log.directory, base, log.config)
         try:
-            written = 0
             for data, is_last in self._batches(group):
                 result = cleaner_filter.filter(data, keep_header=is_last)
                 self._records_read += result.records_read
                 self._records_kept += result.records_kept
                 if result.data is not None:
-                    os.write(fd, result.data)  # regular files take whole writes
-                    written += len(result.data)
+                    writer.write(result.data)
                     self._check_done(len(result.data))
-            os.fsync(fd)
+            writer.finish(cleaner_filter.retained_aborted_txns)
         except BaseException:
-            os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            writer.discard()
             raise
-        os.close(fd)
-        self._bytes_written += written
+        self._bytes_written += writer.size
         self._crash_point(SwapStep.CLEANED)
-        retained = list(cleaner_filter.retained_aborted_txns)
-        swapped: bool = self._run_on_log(lambda: self._swap(log, group, retained, now_ms))
+        swapped: bool = self._run_on_log(lambda: self._swap(log, group, writer, now_ms))
         return swapped
 
     def _swap(
         self,
         log: PartitionLog,
         group: Sequence[LogSegment],
-        retained: Sequence[AbortedTxn],
+        writer: CleanedSegmentWriter,
         now_ms: int,
     ) -> bool:
         local = log.local_log
         if local.index_of_run(group) is None:
-            with contextlib.suppress(FileNotFoundError):
-                cleaned_log_path(log.directory, group[0].base_offset).unlink()
+            writer.discard()
             return False
         swap_in(
             log.directory,
@@ -236,7 +221,7 @@ class Cleaner:
             [segment.base_offset for segment in group],
             self._crash_point,
         )
-        local.replace_segments(group, open_swapped_segment(group[0], retained, now_ms))
+        local.replace_segments(group, open_swapped_segment(group[0], now_ms))
         return True
 
 

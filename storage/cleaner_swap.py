@@ -4,25 +4,25 @@
 One group of segments ``[B, E)`` becomes one segment at base offset ``B`` in these steps, each
 followed by ``crash_point(step)`` (tests raise there to stop the swap like a crash):
 
-1. ``CLEANED``: the kept batches are written to ``<B>.log.cleaned`` and fsync'd. A crash before
-   the next step leaves the old segments whole; recovery deletes the ``.cleaned`` file.
+1. ``CLEANED``: the kept batches are written to ``<B>.log.cleaned``, its indexes to
+   ``<B>.index.cleaned`` etc. (``storage.cleaner_segment``), all fsync'd. A crash before the next
+   step leaves the old segments whole; recovery deletes the ``.cleaned`` files.
 2. ``SWAP``: ``<B>.log.cleaned`` is renamed ``<B>.log.swap`` and the directory fsync'd. From here
    the swap is decided: recovery completes it.
 3. ``OLD_RENAMED`` (each), ``OLD_DELETED``: every old segment after ``B`` has its ``.log`` renamed
-   ``.log.deleted`` and its indexes removed, then ``B``'s own indexes are removed (they describe
-   the old file).
+   ``.log.deleted`` and its indexes removed, then ``B``'s own indexes are replaced by the cleaned
+   ones (they described the old file).
 4. ``REPLACED``: ``<B>.log.swap`` is renamed over ``<B>.log`` (atomic) and the directory fsync'd;
-   the ``.deleted`` files are removed. The new segment's indexes are built by reading it
-   (``LogSegment.recover``) and its ``.txnindex`` gets the aborted transactions whose markers
-   stayed.
+   the ``.deleted`` files are removed. The new segment opens on the renamed files.
 
 Recovery (``complete_interrupted_swaps``, before ``storage.recovery`` removes temporary files):
 a ``<B>.log.swap`` whose batches read back whole ends at ``E`` (the cleaner keeps each group's
 last batch, ``storage.cleaner_filter``), so the old segments are exactly the ``.log`` files with
-a base offset in ``[B, E)``; they are removed and the swap file renamed to ``<B>.log``, whose
-missing indexes recovery then rebuilds. A swap file that does not read back (it was fsync'd
-before its rename, so only a damaged disk does this) is rolled back instead: the ``.deleted``
-logs are renamed back and the swap file removed.
+a base offset in ``[B, E)``; they and ``B``'s indexes (old or new: a crash may leave either)
+are removed and the swap file renamed to ``<B>.log``, whose indexes recovery then rebuilds. A
+swap file that does not read back (it was fsync'd before its rename, so only a damaged disk
+does this) is rolled back instead: the ``.deleted`` logs are renamed back and the swap file
+removed.
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX, AbortedTxn
+from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX
 from pykraft.storage.atomic_file import fsync_directory
 from pykraft.storage.batch_scan import read_batch_header
+from pykraft.storage.cleaner_segment import cleaned_path
 from pykraft.storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from pykraft.storage.record_batch import CorruptRecordError
 from pykraft.storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset, segment_file_name
 
-CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 _INDEX_SUFFIXES = (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -64,10 +64,6 @@ def _no_crash(step: SwapStep) -> None:
     return None
 
 
-def cleaned_log_path(directory: Path, base_offset: int) -> Path:
-    return directory / (segment_file_name(base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
-
-
 def _remove_indexes(directory: Path, base_offset: int) -> None:
     for suffix in _INDEX_SUFFIXES:
         with contextlib.suppress(FileNotFoundError):
@@ -85,7 +81,7 @@ def swap_in(
     assert old_base_offsets and old_base_offsets[0] == base_offset, "the group starts at base"
     log_name = segment_file_name(base_offset, LOG_SUFFIX)
     swap = directory / (log_name + SWAP_SUFFIX)
-    os.rename(cleaned_log_path(directory, base_offset), swap)
+    os.rename(cleaned_path(directory, base_offset, LOG_SUFFIX), swap)
     fsync_directory(directory)
     crash_point(SwapStep.SWAP)
     deleted: list[Path] = []
@@ -97,6 +93,12 @@ def swap_in(
         _remove_indexes(directory, old)
         crash_point(SwapStep.OLD_RENAMED)
     _remove_indexes(directory, base_offset)
+    for suffix in _INDEX_SUFFIXES:
+        with contextlib.suppress(FileNotFoundError):  # no aborted txn: no .txnindex
+            os.rename(
+                cleaned_path(directory, base_offset, suffix),
+                directory / segment_file_name(base_offset, suffix),
+            )
     crash_point(SwapStep.OLD_DELETED)
     os.rename(swap, directory / log_name)
     fsync_directory(directory)
@@ -156,15 +158,8 @@ def _roll_back(directory: Path, swap: Path) -> None:
     fsync_directory(directory)
 
 
-def open_swapped_segment(
-    old: LogSegment, aborted_txns: Sequence[AbortedTxn], now_ms: int
-) -> LogSegment:
-    """The segment now at ``old``'s name: indexes built by reading it, ``.txnindex`` filled."""
-    directory = old.log_path.parent
-    segment = LogSegment(directory, old.base_offset, old.config, now_ms)
+def open_swapped_segment(old: LogSegment, now_ms: int) -> LogSegment:
+    """The segment now at ``old``'s name, on the files the swap renamed into place."""
+    segment = LogSegment(old.log_path.parent, old.base_offset, old.config, now_ms)
     segment.created_ms = old.created_ms
-    segment.recover(lambda header: None)
-    for entry in aborted_txns:
-        segment.update_txn_index(entry)
-    segment.flush()
     return segment

@@ -106,7 +106,7 @@ def test_torn_cleaned_file_is_discarded(tmp_path: Path) -> None:
     with pytest.raises(Crash):
         clean(log, T0 + 1_000, cleaner=crash_at(SwapStep.CLEANED))
     log.close_handlers()
-    (cleaned,) = directory.glob("*.cleaned")
+    (cleaned,) = directory.glob("*.log.cleaned")
     cleaned.write_bytes(cleaned.read_bytes()[:-7])  # torn mid-batch
     reopened = PartitionLog.open(directory, CONFIG, had_clean_shutdown=False)
     assert rows(reopened) == original
@@ -127,3 +127,34 @@ def test_unreadable_swap_file_rolls_the_swap_back(tmp_path: Path) -> None:
     reopened = PartitionLog.open(directory, CONFIG, had_clean_shutdown=False)
     assert rows(reopened) == original
     assert any("rolled back" in line for line in reopened.load_report.removed_files)
+
+
+def test_swapped_indexes_equal_the_ones_recovery_builds(tmp_path: Path) -> None:
+    """The cleaned segment's indexes, written beside it on the worker, are exactly what
+    ``LogSegment.recover`` rebuilds from its batches (index.interval.bytes is 128 here)."""
+    directory = tmp_path / "compacted-0"
+    log = filled_log(directory)
+    for i in range(200):  # big enough cleaned segments to hold index entries
+        append(log, [(b"u%d" % i, b"unique" * 10)], T0 + 300)
+    log.roll(T0 + 300)
+    append(log, [(b"tail", b"t")], T0 + 300)
+    clean(log, T0 + 1_000)
+    suffixes = (".index", ".timeindex", ".txnindex")
+    written = {
+        path.name: path.read_bytes()
+        for path in sorted(directory.iterdir())
+        if path.suffix in suffixes and path.stat().st_size
+    }
+    assert any(name.endswith(".index") for name in written), "some index has entries"
+    log.close_handlers()
+    reopened = PartitionLog.open(directory, CONFIG, recovery_point=0, had_clean_shutdown=False)
+    reopened.close()
+    rebuilt = {
+        path.name: path.read_bytes()
+        for path in sorted(directory.iterdir())
+        if path.suffix in suffixes and path.stat().st_size
+    }
+    active = [name for name in written if name.startswith(f"{log.active_segment.base_offset:020d}")]
+    assert {k: v for k, v in written.items() if k not in active} == {
+        k: v for k, v in rebuilt.items() if k not in active
+    }
