@@ -40,6 +40,10 @@ class CleaningAbortedError(Exception):
     """Kafka ``LogCleaningAbortedException``: the cleaning stopped on request."""
 
 
+class LogChangedError(Exception):
+    """The log was truncated, deleted or replaced under the cleaning: it is dropped."""
+
+
 def _call(function: Callable[[], T]) -> T:
     return function()
 
@@ -99,11 +103,36 @@ class Cleaner:
         self._run_on_log = run_on_log
         self._crash_point = crash_point
         self._bytes_read = self._bytes_written = self._records_read = self._records_kept = 0
+        self._swapped: set[int] = set()  # ids of the segments this cleaning replaced
 
     def clean(self, log: PartitionLog, to_clean: LogToClean, now_ms: int) -> CleanerStats:
-        """One cleaning of ``log`` at wall time ``now_ms`` (delete horizons, KIP-534)."""
+        """One cleaning of ``log`` at wall time ``now_ms`` (delete horizons, KIP-534).
+
+        Raises ``LogChangedError`` when a segment it read was truncated, deleted or replaced
+        under it (its files closed): Kafka aborts a cleaning on truncation and deletion.
+        """
         self._bytes_read = self._bytes_written = self._records_read = self._records_kept = 0
+        self._swapped = set()
         snapshot: _LogSnapshot = self._run_on_log(lambda: _snapshot(log))
+        try:
+            return self._clean(log, snapshot, to_clean, now_ms)
+        except CleaningAbortedError:
+            raise
+        except Exception as error:  # closed files fail as OSError, ValueError, AssertionError
+            changed = self._run_on_log(
+                lambda: any(
+                    log.local_log.index_of_run([s]) is None
+                    for s in snapshot.segments
+                    if id(s) not in self._swapped
+                )
+            )
+            if changed:
+                raise LogChangedError(f"{log.directory} changed under the cleaning") from error
+            raise
+
+    def _clean(
+        self, log: PartitionLog, snapshot: _LogSnapshot, to_clean: LogToClean, now_ms: int
+    ) -> CleanerStats:
         offset_map = OffsetMap(self.offset_map_capacity)
         start, upper = to_clean.first_dirty_offset, to_clean.first_uncleanable_offset
         aborted: list[AbortedTxn] = self._run_on_log(
@@ -222,6 +251,7 @@ class Cleaner:
             self._crash_point,
         )
         local.replace_segments(group, open_swapped_segment(group[0], now_ms))
+        self._swapped.update(id(segment) for segment in group)
         return True
 
 

@@ -31,7 +31,13 @@ from pykraft.storage.checkpoints import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from pykraft.storage.cleaner import Cleaner, CleanerStats, CleaningAbortedError, segment_summary
+from pykraft.storage.cleaner import (
+    Cleaner,
+    CleanerStats,
+    CleaningAbortedError,
+    LogChangedError,
+    segment_summary,
+)
 from pykraft.storage.cleaner_offset_map import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
     DEFAULT_IO_BUFFER_LOAD_FACTOR,
@@ -128,6 +134,9 @@ class LogCleaner:
             stats = self._cleaner.clean(logs[tp], chosen, now_ms)
         except CleaningAbortedError:
             raise
+        except LogChangedError as changed:
+            logger.info("cleaning %s dropped: %s", tp, changed)
+            return None
         except Exception as error:  # Kafka's LogCleaningException: this log only
             # A log deleted or moved under the cleaning fails with whatever its closed files
             # raise (OSError, or ValueError from a closed index map): nothing to mark then.

@@ -124,3 +124,25 @@ def test_a_log_deleted_under_the_cleaning_is_dropped(tmp_path: Path) -> None:
     assert cleaner.clean_filthiest(T0) is None
     assert cleaner.uncleanable == {}
     assert not (tmp_path / COMPACTED.dir_name()).exists()
+
+
+def test_a_truncation_under_the_cleaning_drops_it(tmp_path: Path) -> None:
+    """LogCleanerManager.abortAndPauseCleaning on truncation (a follower diverged): the
+    cleaning is dropped, the partition stays cleanable, and the next round cleans it."""
+    logs = manager(tmp_path)
+    log = logs.get_or_create_log(COMPACTED, T0)
+    fill(log)
+    cut = log.local_log.segments[1].base_offset
+
+    def truncate_once(moved_bytes: int) -> None:
+        if log.log_end_offset > cut:
+            log.truncate_to(cut)
+
+    cleaner = LogCleaner(CleanerConfig(), logs, check_done=truncate_once)
+    assert cleaner.clean_filthiest(T0) is None
+    assert cleaner.uncleanable == {}
+    assert [offset for offset, _, _ in rows(log)] == list(range(cut))
+    log.roll(T0)
+    append(log, [(b"tail", b"t")], T0)
+    log.update_high_watermark(log.log_end_offset)
+    assert LogCleaner(CleanerConfig(), logs).clean_filthiest(T0) is not None
