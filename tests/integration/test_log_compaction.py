@@ -11,6 +11,7 @@ count, ``PYKRAFT_COMPACTION_TIMEOUT_S`` the waits (120 s).
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, Config
 from confluent_kafka.cimpl import NewTopic
 
 from tests.clients.conftest import DevCluster
-from tests.clients.support import unique_topic
+from tests.clients.support import metadata, unique_topic
 
 pytestmark = pytest.mark.integration
 
@@ -217,3 +218,94 @@ def test_consumer_offsets_stay_bounded_under_a_commit_loop(
         assert committed[0].offset == 9_999
     finally:
         consumer.close()
+
+
+def test_a_follower_behind_the_cleaned_region_catches_up(tmp_path: Path) -> None:
+    """A follower paused while its leader compacts resumes from an offset the cleaner removed,
+    replicates the gaps as they are (Kafka's follower append), rejoins the ISR, and once it
+    leads, a reader from the start sees every key's latest value."""
+    dev = DevCluster(
+        tmp_path / "cluster",
+        controllers=1,
+        brokers=2,
+        extra_args=(*PROPERTIES, "--broker-property", "replica.lag.time.max.ms=3000"),
+    )
+    try:
+        dev.start()
+        dev.wait_ready()
+        admin = AdminClient({"bootstrap.servers": dev.bootstrap_servers})
+        topic = unique_topic("replicated")
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(64 * 1024),
+            "min.cleanable.dirty.ratio": "0.01",
+        }
+        futures = admin.create_topics([NewTopic(topic, 1, 2, config=configs)])
+        assert futures[topic].result(timeout=TIMEOUT_S) is None
+        dev.wait_for_topic(topic, 1)
+        leader = partition_state(dev, topic)[0]
+        [follower] = [node for node in dev.brokers if node != leader]
+        pids = {int(b["node_id"]): int(b["pid"]) for b in dev.info()["brokers"]}
+        latest = {b"key-%d" % k: b"first-%d" % k for k in range(KEYS)}
+        produce_all(dev, topic, list(latest.items()))
+        os.kill(pids[follower], signal.SIGSTOP)
+        try:
+            eventually(lambda: partition_state(dev, topic)[1] == [leader], "the ISR shrank")
+            updates = [(b"key-%d" % (i % KEYS), b"value-%d" % i) for i in range(50_000)]
+            produce_all(dev, topic, updates, acks="1")
+            latest.update(updates)
+            leader_dir = dev.data_dir / f"broker-{leader}" / f"{topic}-0"
+            eventually(lambda: cleaned_up_to(leader_dir) > KEYS, "the leader cleaned")
+        finally:
+            os.kill(pids[follower], signal.SIGCONT)
+        eventually(lambda: sorted(partition_state(dev, topic)[1]) == sorted(dev.brokers), "ISR")
+        os.kill(pids[leader], signal.SIGSTOP)  # the follower must take over
+        try:
+            eventually(lambda: partition_state(dev, topic)[0] == follower, "the follower leads")
+            records = read_all(dev, topic)
+            assert dict(records) == latest
+        finally:
+            os.kill(pids[leader], signal.SIGCONT)
+    finally:
+        dev.stop()
+
+
+def partition_state(cluster: DevCluster, topic: str) -> tuple[int, list[int]]:
+    """(leader, ISR) of partition 0 as a broker that answers sees it."""
+    for port in cluster.broker_ports:
+        try:
+            answer = metadata(port, [topic])
+        except OSError:
+            continue
+        [partition] = answer.topics[0].partitions
+        return int(partition.leader_id), list(partition.isr_nodes)
+    raise AssertionError("no broker answers Metadata")
+
+
+def produce_all(
+    cluster: DevCluster, topic: str, records: list[tuple[bytes, bytes]], acks: str = "all"
+) -> None:
+    """Every record delivered (batches stay well under the topic's 64 KiB segment.bytes)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "linger.ms": 20,
+            "batch.size": 16_384,
+            "acks": acks,
+        }
+    )
+    errors: list[object] = []
+
+    def delivered(error: object, message: object) -> None:
+        if error is not None:
+            errors.append(error)
+
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value, key, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert errors == [], errors[:3]
