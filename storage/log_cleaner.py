@@ -144,6 +144,8 @@ class LogCleaner:
                 logger.warning("cleaning %s failed, marking it uncleanable: %r", tp, error)
                 self.uncleanable[tp] = repr(error)
             return None
+        if stats.end_offset <= chosen.first_dirty_offset:
+            return None  # nothing past the first dirty offset to map: back off, do not spin
         self._checkpoints[tp] = stats.end_offset
         self._write_checkpoints({tp})
         logger.info(
