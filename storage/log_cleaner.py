@@ -108,6 +108,7 @@ class LogCleaner:
         self._cleaner = Cleaner(capacity, run_on_log=run_on_log, **extra)
         self.uncleanable: dict[TopicPartition, str] = {}
         self._checkpoints: dict[TopicPartition, int] = {}
+        self._online_dirs = source.online_dirs
         for log_dir in source.online_dirs:
             self._checkpoints.update(_read_checkpoint(log_dir))
 
@@ -118,14 +119,17 @@ class LogCleaner:
 
     def clean_filthiest(self, now_ms: int) -> CleaningResult | None:
         """One round: clean the filthiest cleanable log at wall time ``now_ms``."""
-        logs, summaries = self._run_on_log(self._summaries)
+        logs, summaries, dirs_of = self._run_on_log(self._summaries)
+        gone = set(self._checkpoints) - set(dirs_of)  # deleted: Kafka drops their entries
+        for tp in gone:
+            del self._checkpoints[tp]
         choice = grab_filthiest_compacted_log(
             summaries, self._checkpoints, now_ms, skip=frozenset(self.uncleanable)
         )
         for tp, offset in choice.checkpoints_to_reset:
             self._checkpoints[tp] = offset
-        if choice.checkpoints_to_reset:
-            self._write_checkpoints({tp for tp, _ in choice.checkpoints_to_reset})
+        if gone or choice.checkpoints_to_reset:
+            self._write_checkpoints(dirs_of)
         chosen = choice.chosen
         if chosen is None:
             return None
@@ -147,7 +151,7 @@ class LogCleaner:
         if stats.end_offset <= chosen.first_dirty_offset:
             return None  # nothing past the first dirty offset to map: back off, do not spin
         self._checkpoints[tp] = stats.end_offset
-        self._write_checkpoints({tp})
+        self._write_checkpoints(dirs_of)
         logger.info(
             "cleaned %s up to offset %d: %d of %d records kept, %d -> %d bytes",
             tp,
@@ -159,11 +163,21 @@ class LogCleaner:
         )
         return CleaningResult(tp, stats)
 
-    def _summaries(self) -> tuple[dict[TopicPartition, PartitionLog], list[LogSummary]]:
+    def _summaries(
+        self,
+    ) -> tuple[dict[TopicPartition, PartitionLog], list[LogSummary], dict[TopicPartition, Path]]:
+        """The compacted logs on segment files, their summaries, and every log's dir (on the
+        event loop: the log manager's maps change there)."""
+        self._online_dirs = self._source.online_dirs
+        dirs_of: dict[TopicPartition, Path] = {}
+        for tp in self._source.logs:
+            log_dir = self._source.log_dir_of(tp)
+            if log_dir is not None and log_dir in self._source.online_dirs:
+                dirs_of[tp] = log_dir
         logs = {
             tp: log
             for tp, log in self._source.logs.items()
-            if log.config.compact and isinstance(log.store, LocalLog)
+            if log.config.compact and isinstance(log.store, LocalLog) and tp in dirs_of
         }
         summaries = [
             LogSummary(
@@ -176,19 +190,15 @@ class LogCleaner:
             )
             for tp, log in logs.items()
         ]
-        return logs, summaries
+        return logs, summaries, dirs_of
 
-    def _write_checkpoints(self, changed: set[TopicPartition]) -> None:
-        """Rewrite the checkpoint of each log dir holding a changed partition."""
-        present = self._source.logs
-        dirs = {self._source.log_dir_of(tp) for tp in changed}
-        for log_dir in dirs - {None}:
-            assert log_dir is not None
-            offsets = {
-                tp: offset
-                for tp, offset in self._checkpoints.items()
-                if tp in present and self._source.log_dir_of(tp) == log_dir
-            }
+    def _write_checkpoints(self, dirs_of: Mapping[TopicPartition, Path]) -> None:
+        """Rewrite ``cleaner-offset-checkpoint`` in every online log dir."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self._online_dirs}
+        for tp, offset in self._checkpoints.items():
+            if dirs_of.get(tp) in by_dir:
+                by_dir[dirs_of[tp]][tp] = offset
+        for log_dir, offsets in by_dir.items():
             write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
 
 

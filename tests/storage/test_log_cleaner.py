@@ -146,3 +146,16 @@ def test_a_truncation_under_the_cleaning_drops_it(tmp_path: Path) -> None:
     append(log, [(b"tail", b"t")], T0)
     log.update_high_watermark(log.log_end_offset)
     assert LogCleaner(CleanerConfig(), logs).clean_filthiest(T0) is not None
+
+
+def test_a_deleted_partition_leaves_the_checkpoint(tmp_path: Path) -> None:
+    """LogCleanerManager.updateCheckpoints(partitionToRemove): a deleted partition's entry
+    goes, so a topic created again under its name starts dirty from its log start."""
+    logs = manager(tmp_path)
+    fill(logs.get_or_create_log(COMPACTED, T0))
+    cleaner = LogCleaner(CleanerConfig(), logs)
+    assert cleaner.clean_filthiest(T0) is not None
+    logs.delete_log(COMPACTED)
+    assert cleaner.clean_filthiest(T0) is None
+    assert cleaner.checkpoints == {}
+    assert read_offset_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {}
