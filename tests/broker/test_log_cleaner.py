@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pykraft.broker.config import BrokerConfig
 from pykraft.broker.config_listeners import BrokerConfigError
 from pykraft.broker.log_cleaner import LogCleanerShell, cleaner_config_of
 from pykraft.storage.log_cleaner import CleanerConfig
@@ -108,3 +109,21 @@ async def stop_aborts_a_throttled_cleaning(tmp_path: Path) -> None:
     await asyncio.wait_for(task, 5)
     assert shell.cleanings == 0 and rows(log) == before
     assert not list((tmp_path / TP.dir_name()).glob("*.cleaned"))
+
+
+def test_broker_properties_reach_the_broker_config() -> None:
+    """``log.cleaner.*`` in server.properties: the cleaner's own settings, and the topic
+    defaults (``log.cleaner.min.cleanable.ratio`` → ``min.cleanable.dirty.ratio``)."""
+    values = {
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": "127.0.0.1:19093",
+        "log.cleaner.backoff.ms": "500",
+        "log.cleaner.min.cleanable.ratio": "0.1",
+        "log.cleaner.delete.retention.ms": "1000",
+    }
+    config = BrokerConfig.from_properties(values)
+    assert config.log_cleaner.backoff_ms == 500
+    assert config.log_config.min_cleanable_dirty_ratio == 0.1
+    assert config.log_config.delete_retention_ms == 1000
+    with pytest.raises(BrokerConfigError, match=r"log\.cleaner\.min\.cleanable\.ratio"):
+        BrokerConfig.from_properties({**values, "log.cleaner.min.cleanable.ratio": "2"})
