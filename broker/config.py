@@ -55,9 +55,11 @@ from pykraft.broker.connection_quotas import (
     DEFAULT_MAX_CONNECTIONS_PER_IP,
     parse_per_ip_overrides,
 )
+from pykraft.broker.log_cleaner import cleaner_config_of
 from pykraft.broker.sasl_config import ListenerSecurity, SecurityProtocol
 from pykraft.metadata.auth.authorizer import AuthorizerSettings
 from pykraft.metadata.auth.tls_settings import TlsSettings
+from pykraft.storage.log_cleaner import CleanerConfig
 from pykraft.storage.log_config import LogConfig, LogConfigError
 
 # Listeners and their security are parsed in config_listeners.py; its types and error are
@@ -87,6 +89,10 @@ BROKER_LOG_PROPERTIES = (
     "log.flush.interval.messages",
     "message.max.bytes",
     "log.cleanup.policy",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio",
 )
 # LogConfig's validators name topic-level properties; a broker file sets the broker-level ones.
 _TOPIC_TO_BROKER_NAME = {
@@ -100,6 +106,10 @@ _TOPIC_TO_BROKER_NAME = {
     "flush.ms": "log.flush.interval.ms",
     "flush.messages": "log.flush.interval.messages",
     "cleanup.policy": "log.cleanup.policy",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
 
 
@@ -212,6 +222,8 @@ class BrokerConfig:
     http_bearer_token: str | None = None
     # The log.* properties, as the default LogConfig of every partition.
     log_config: LogConfig = attrs.field(factory=LogConfig)
+    # log.cleaner.*: the log cleaner (broker/log_cleaner.py).
+    log_cleaner: CleanerConfig = attrs.field(factory=CleanerConfig)
     # log.retention.check.interval.ms: how often the log manager deletes what retention allows.
     log_retention_check_interval_ms: int = 300_000
     # Every property as the file gave it (secrets too: never in repr). DescribeConfigs reports
@@ -250,6 +262,7 @@ class BrokerConfig:
             "http_listener": _http_listener(values),
             "http_bearer_token": _optional_str(values, "http.bearer.token"),
             "log_config": _log_config(values),
+            "log_cleaner": cleaner_config_of(values),
             "static_properties": MappingProxyType(dict(values)),
             "auto_create_topics_enable": _bool(values, "auto.create.topics.enable", True),
             "delegation_token_secret_key": (

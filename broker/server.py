@@ -56,6 +56,7 @@ from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
 from pykraft.broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerStartupError, BrokerState
+from pykraft.broker.log_cleaner import LogCleanerShell
 from pykraft.broker.log_dir_mover import LogDirMover
 from pykraft.broker.metadata_loader import MetadataLoader
 from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
@@ -138,6 +139,7 @@ class BrokerServer:
         self.kafka_apis = KafkaApis()
         self.listeners: list[KafkaListener] = []
         self.log_manager: LogManager | None = None
+        self.log_cleaner: LogCleanerShell | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.coordinators: Coordinators | None = None
@@ -305,6 +307,11 @@ class BrokerServer:
         self._spawn(self.heartbeats.run(), "heartbeats")
         self._spawn(self.loader.run(self._stop_loader), "metadata loader")
         self._spawn(self._run_periodic(), "log manager")
+        if self.config.log_cleaner.enable:  # Kafka's LogCleaner, log.cleaner.enable
+            self.log_cleaner = LogCleanerShell(
+                self.config.log_cleaner, self.log_manager, self.clock
+            )
+            self._spawn(self.log_cleaner.run(), "log cleaner")
         self._spawn(self._halt_when_log_dirs_fail(), "log dirs")
         # KIP-113: replicas moving between log dirs (ReplicaAlterLogDirsManager).
         mover = LogDirMover(self.replica_manager, self.clock.wall_clock_ms)
@@ -460,6 +467,8 @@ class BrokerServer:
             self.lifecycle.become(BrokerState.SHUTTING_DOWN)
         self._stop_loader.set()
         self._serving.set()  # let held requests fail fast against closing listeners
+        if self.log_cleaner is not None:  # before its logs close
+            await self._bounded(self.log_cleaner.stop(), "stopping the log cleaner")
         for task in self._tasks:
             task.cancel()
         await self._bounded(

@@ -144,7 +144,9 @@ class LocalLog:
         self, info: FetchDataInfo, first_offset: int, stop_offset: int
     ) -> tuple[FetchDataInfo, CorruptBatch | None]:
         """CRC-check what a read returned below ``stop_offset`` (bits rot at rest on disk)."""
-        return verified(info, first_offset, stop_offset)
+        ends = [segment.base_offset for segment in self._segments[1:]] + [self.log_end_offset]
+        segment_ends = {s.log_path: end for s, end in zip(self._segments, ends, strict=True)}
+        return verified(info, first_offset, stop_offset, segment_ends)
 
     def offset_for_timestamp(
         self, timestamp: int, log_start_offset: int, log_end_offset: int
@@ -198,6 +200,25 @@ class LocalLog:
             if segment.base_offset in doomed:
                 segment.delete()
         self._segments = [s for s in self._segments if s.base_offset not in doomed]
+
+    def index_of_run(self, run: Sequence[LogSegment]) -> int | None:
+        """Where the consecutive inactive segments ``run`` (these very objects) are in the
+        log, or None when they no longer are (truncated, deleted, already replaced)."""
+        ids = [id(segment) for segment in self._segments[:-1]]
+        if not run or id(run[0]) not in ids:
+            return None
+        first = ids.index(id(run[0]))
+        return first if ids[first : first + len(run)] == [id(s) for s in run] else None
+
+    def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
+        """Kafka ``replaceSegments`` in memory: ``new`` (already on disk under the first old
+        segment's name, ``storage.cleaner_swap``) stands for the inactive segments ``old``,
+        whose files are gone; their handles are released."""
+        first = self.index_of_run(old)
+        assert first is not None, "replace only segments of this log"
+        for segment in old:
+            segment.close_handler()
+        self._segments[first : first + len(old)] = [new]
 
     def advance_recovery_point(self, offset: int) -> None:
         """Data below a new log start no longer needs recovery."""

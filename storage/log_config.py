@@ -6,9 +6,10 @@ raise ``LogConfigError`` naming the property.
 
 ``cleanup.policy`` (broker default ``log.cleanup.policy``) is Kafka's comma-separated list of
 ``delete`` and ``compact``, default ``delete``. Retention by time and size runs only when it
-contains ``delete`` (Kafka's ``LogConfig.delete``); ``compact`` alone keeps every segment until
-DeleteRecords moves the log start past it. pykraft has no log cleaner, so ``compact`` is
-recorded but compacts nothing.
+contains ``delete`` (Kafka's ``LogConfig.delete``); ``compact`` makes the log cleaner
+(``storage.log_cleaner``) keep the latest record of each key, as Kafka's ``LogCleaner`` does,
+under ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms`` and
+``delete.retention.ms`` (broker defaults ``log.cleaner.*``, Kafka's ``CleanerConfig``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ class LogConfigError(ValueError):
 
 
 _Validator = Callable[[object, "attrs.Attribute[int]", int], None]
+
+
+def _ratio(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    """Kafka's ``between(0, 1)`` on ``min.cleanable.dirty.ratio``."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+        raise LogConfigError("min.cleanable.dirty.ratio", f"{value!r} is outside [0, 1]")
 
 
 class CleanupPolicy(enum.Enum):
@@ -112,6 +119,17 @@ class LogConfig:
     cleanup_policy: frozenset[CleanupPolicy] = attrs.field(
         default=DEFAULT_CLEANUP_POLICY, validator=_cleanup_policy_set
     )
+    # The cleaner's topic settings (Kafka's TopicConfig / LogConfig defaults).
+    delete_retention_ms: int = attrs.field(
+        default=DAY_MS, validator=_at_least(0, "delete.retention.ms")
+    )
+    min_compaction_lag_ms: int = attrs.field(
+        default=0, validator=_at_least(0, "min.compaction.lag.ms")
+    )
+    max_compaction_lag_ms: int = attrs.field(
+        default=LONG_MAX, validator=_at_least(1, "max.compaction.lag.ms")
+    )
+    min_cleanable_dirty_ratio: float = attrs.field(default=0.5, validator=_ratio)
 
     @property
     def delete(self) -> bool:
@@ -120,7 +138,7 @@ class LogConfig:
 
     @property
     def compact(self) -> bool:
-        """Kafka's ``LogConfig.compact`` (no cleaner here: nothing acts on it yet)."""
+        """Kafka's ``LogConfig.compact``: the log cleaner compacts this log."""
         return CleanupPolicy.COMPACT in self.cleanup_policy
 
     @classmethod
@@ -138,6 +156,10 @@ class LogConfig:
                     # -1 means "unlimited" whatever the unit (log.retention.hours=-1).
                     values[field_name] = value * scale if value >= 0 else value
                     break
+        for name in _DIRTY_RATIO_NAMES:
+            if name in properties:
+                values["min_cleanable_dirty_ratio"] = _parse_double(name, properties[name])
+                break
         for name in _CLEANUP_POLICY_NAMES:
             if name in properties:
                 values["cleanup_policy"] = parse_cleanup_policy(name, properties[name])
@@ -151,6 +173,17 @@ def _parse_long(name: str, text: str) -> int:
     if not digits.isascii() or not digits.isdigit():
         raise LogConfigError(name, f"{text!r} is not an integer")
     return int(stripped)
+
+
+def _parse_double(name: str, text: str) -> float:
+    """Java's ``Double.parseDouble`` for the plain decimal forms Kafka configs use."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise LogConfigError(name, f"{text!r} is not a number") from None
+    if value != value:  # NaN fails Kafka's between(0, 1) too
+        raise LogConfigError(name, f"{text!r} is not a number")
+    return value
 
 
 def parse_cleanup_policy(name: str, text: str) -> frozenset[CleanupPolicy]:
@@ -174,6 +207,7 @@ def parse_cleanup_policy(name: str, text: str) -> frozenset[CleanupPolicy]:
 
 
 _HOUR_MS = 60 * 60 * 1000
+_DIRTY_RATIO_NAMES = ("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio")
 # Topic name first: a topic's own setting beats the broker default.
 _CLEANUP_POLICY_NAMES = ("cleanup.policy", "log.cleanup.policy")
 # field -> accepted property names, most specific first, with a unit scale. Kafka resolves
@@ -193,4 +227,16 @@ _PROPERTY_NAMES: dict[str, tuple[tuple[str, int], ...]] = {
     "max_message_bytes": (("max.message.bytes", 1), ("message.max.bytes", 1)),
     "flush_ms": (("flush.ms", 1), ("log.flush.interval.ms", 1)),
     "flush_messages": (("flush.messages", 1), ("log.flush.interval.messages", 1)),
+    "delete_retention_ms": (
+        ("delete.retention.ms", 1),
+        ("log.cleaner.delete.retention.ms", 1),
+    ),
+    "min_compaction_lag_ms": (
+        ("min.compaction.lag.ms", 1),
+        ("log.cleaner.min.compaction.lag.ms", 1),
+    ),
+    "max_compaction_lag_ms": (
+        ("max.compaction.lag.ms", 1),
+        ("log.cleaner.max.compaction.lag.ms", 1),
+    ),
 }

@@ -212,15 +212,17 @@ def _check_leader_batch(
 def validate_follower_batches(
     buffer: bytes | bytearray | memoryview, *, log_end_offset: int
 ) -> list[ValidatedBatch]:
-    """The complete batches of fetched data, which must continue the log at its end."""
+    """The complete batches of fetched data, which must start at or after the log end and go
+    forward (Kafka ``UnifiedLog.append`` without offset assignment): a compacted leader log
+    has gaps where the cleaner removed batches, which its followers keep."""
     batches: list[ValidatedBatch] = []
     position = 0
     expected = log_end_offset
     while _holds_complete_batch(buffer, position):
         header = validate_batch(buffer, position)
-        if not batches and header.base_offset != log_end_offset:
+        if not batches and header.base_offset < log_end_offset:
             raise UnexpectedAppendOffsetError(header.base_offset, log_end_offset)
-        if header.base_offset != expected:
+        if header.base_offset < expected:
             raise OffsetsOutOfOrderError(
                 f"batch at byte {position} starts at offset {header.base_offset}, "
                 f"expected {expected}"

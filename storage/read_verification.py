@@ -26,6 +26,8 @@ alone, and batches are bounded by ``max.message.bytes``).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from pathlib import Path
 
 import attrs
 
@@ -52,19 +54,29 @@ class _SliceCheck:
 
 
 def _offsets_problem(
-    header: BatchHeader, next_offset: int, first: bool
+    header: BatchHeader, next_offset: int, first: bool, end_offset: int | None
 ) -> CorruptRecordError | None:
-    """``baseOffset`` lies outside the CRC, so offsets are checked too: each batch continues
-    the one before, and the read's first batch holds the fetch offset."""
-    if first and not header.base_offset <= next_offset <= header.last_offset:
+    """``baseOffset`` lies outside the CRC, so offsets are checked too: offsets only increase
+    from batch to batch, and the read's first batch holds the fetch offset or, when the log
+    cleaner removed it, starts after it (a compacted log has gaps, as in Kafka)."""
+    if first and header.last_offset < next_offset:
         return CorruptRecordError("baseOffset", f"{header.base_offset} does not hold {next_offset}")
-    if not first and header.base_offset != next_offset:
+    if not first and header.base_offset < next_offset:
         return CorruptRecordError("baseOffset", f"{header.base_offset}, expected {next_offset}")
+    if end_offset is not None and header.last_offset >= end_offset:
+        return CorruptRecordError(
+            "baseOffset", f"{header.base_offset} is past its segment's end {end_offset}"
+        )
     return None
 
 
 def _check_slice(
-    fd: int, piece: FileSlice, next_offset: int, stop_offset: int, first: bool
+    fd: int,
+    piece: FileSlice,
+    next_offset: int,
+    stop_offset: int,
+    first: bool,
+    end_offset: int | None,
 ) -> _SliceCheck:
     position = 0
     while position < piece.length:
@@ -78,7 +90,7 @@ def _check_slice(
             except CorruptRecordError as bad_header:
                 corrupt = _bad(piece, where, next_offset, bad_header)
                 return _SliceCheck(position + offset, next_offset, corrupt, True)
-            problem = _offsets_problem(header, next_offset, first)
+            problem = _offsets_problem(header, next_offset, first, end_offset)
             if problem is not None:
                 corrupt = _bad(piece, where, next_offset, problem)
                 return _SliceCheck(position + offset, next_offset, corrupt, True)
@@ -108,12 +120,17 @@ def _bad(piece: FileSlice, position: int, offset: int, error: CorruptRecordError
 
 
 def verified(
-    info: FetchDataInfo, first_offset: int, stop_offset: int
+    info: FetchDataInfo,
+    first_offset: int,
+    stop_offset: int,
+    segment_ends: Mapping[Path, int] | None = None,
 ) -> tuple[FetchDataInfo, CorruptBatch | None]:
     """``info`` up to its first batch below ``stop_offset`` whose CRC (or header) is bad.
 
     ``first_offset`` is where the read's first batch starts. Batches at or past
-    ``stop_offset`` are not checked. Returns the (possibly shortened) read and the bad batch.
+    ``stop_offset`` are not checked. ``segment_ends``: the offset each segment file's batches
+    stay below (the next segment's base offset), so that a flipped ``baseOffset`` is caught
+    even where compaction left a gap. Returns the (possibly shortened) read and the bad batch.
     """
     kept: list[FileSlice] = []
     next_offset = first_offset
@@ -121,7 +138,8 @@ def verified(
         assert isinstance(piece, FileSlice), "only the file store's reads are verified"
         fd = os.open(piece.path, os.O_RDONLY)
         try:
-            check = _check_slice(fd, piece, next_offset, stop_offset, first=not kept)
+            end = None if segment_ends is None else segment_ends.get(piece.path)
+            check = _check_slice(fd, piece, next_offset, stop_offset, not kept, end)
         finally:
             os.close(fd)
         if check.corrupt is None and not check.done:

@@ -22,8 +22,10 @@ Theory of operation (Kafka's ``LogLoader``):
   ``LogLoader.recoverSegment``), so the report's ``recovered_segments`` names them. A corrupt
   ``leader-epoch-checkpoint`` is deleted and rebuilt by re-reading every segment. Kafka only
   sanity-checks the indexes here; it would read a torn tail as the log end.
-* Temporary files (``.cleaned``, ``.swap``, ``.deleted``, ``.tmp``) and index files without a
-  ``.log`` are removed first.
+* A swap of cleaned segments a crash interrupted is completed, or rolled back when its file
+  does not read back (``storage.cleaner_swap.complete_interrupted_swaps``); then temporary files
+  (``.cleaned``, ``.swap``, ``.deleted``, ``.tmp``) and index files without a ``.log`` are
+  removed.
 
 ``first_unflushed_segment`` is the pure decision; the rest does the file work and reports what
 it did in a ``RecoveryReport``.
@@ -41,6 +43,7 @@ import attrs
 
 from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX
 from pykraft.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError
+from pykraft.storage.cleaner_swap import complete_interrupted_swaps
 from pykraft.storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, CorruptIndexError
 from pykraft.storage.leader_epoch_file import LeaderEpochFileCache
 from pykraft.storage.log_config import LogConfig
@@ -210,7 +213,8 @@ def load_log(
 ) -> LoadedLog:
     """Open, clean up and recover a partition directory (creating it when absent)."""
     directory.mkdir(parents=True, exist_ok=True)
-    removed = remove_stray_files(directory)
+    removed = complete_interrupted_swaps(directory)
+    removed += remove_stray_files(directory)
     try:
         cache = LeaderEpochFileCache(directory)
     except CheckpointError as error:

@@ -271,18 +271,25 @@ class UnifiedLog:
                 start = chunk[0].position
                 end = chunk[-1].position + chunk[-1].header.size_in_bytes
                 rebased = [attrs.evolve(item, position=item.position - start) for item in chunk]
-                self._append(view[start:end], rebased, chunk[0].header.base_offset, now_ms)
+                self._append(
+                    view[start:end], rebased, chunk[0].header.base_offset, now_ms, leader=True
+                )
         except OSError:
             # Epochs were recorded for batches that are not all written: keep only the log's.
             with contextlib.suppress(OSError):
                 self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             raise
         valid_bytes = validated[-1].position + validated[-1].header.size_in_bytes
-        return append_info(
+        info = append_info(
             validated,
             first_offset,
             log_start_offset=self._log_start_offset,
             valid_bytes=valid_bytes,
+        )
+        return attrs.evolve(
+            info,
+            first_offset=validated[0].header.base_offset,
+            last_offset=validated[-1].header.last_offset,
         )
 
     def _append(
@@ -291,10 +298,16 @@ class UnifiedLog:
         batches: list[ValidatedBatch],
         first_offset: int,
         now_ms: int | None,
+        *,
+        leader: bool = False,
     ) -> LogAppendInfo:
+        """``leader``: the batches keep the leader's offsets (a follower's append), which may
+        leave gaps where the leader's cleaner removed batches; else they follow each other."""
         info = append_info(
             batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
         )
+        if leader:
+            info = attrs.evolve(info, last_offset=batches[-1].header.last_offset)
         clock = self.active_segment.created_ms if now_ms is None else now_ms
         if self.store.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
             self.roll(clock)
@@ -302,7 +315,7 @@ class UnifiedLog:
         next_offset = first_offset
         for item in batches:
             header = item.header
-            last_offset = next_offset + header.last_offset_delta
+            last_offset = header.last_offset if leader else next_offset + header.last_offset_delta
             appended.append(
                 AppendedBatch(
                     item.position, header.size_in_bytes, last_offset, header.max_timestamp

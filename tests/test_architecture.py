@@ -190,6 +190,14 @@ STORAGE_RULES = [
     "storage/producer_replay.py",
     # KIP-890 part 1: a producer's verification in progress and its guard.
     "storage/verification_guard.py",
+    # The log cleaner's decisions; its shells: storage/cleaner.py, cleaner_segment.py,
+    # cleaner_swap.py, log_cleaner.py and broker/log_cleaner.py.
+    "storage/cleaner_offset_map.py",
+    "storage/cleaner_txn.py",
+    "storage/cleaner_batches.py",
+    "storage/cleaner_filter.py",
+    "storage/cleaner_policy.py",
+    "storage/cleaner_throttle.py",
 ]
 
 

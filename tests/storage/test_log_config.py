@@ -108,3 +108,51 @@ def test_constructor_refuses_anything_but_a_frozenset_of_policies(value: object)
     with pytest.raises(LogConfigError) as raised:
         LogConfig(cleanup_policy=value)  # type: ignore[arg-type]
     assert raised.value.name == "cleanup.policy"
+
+
+def test_cleaner_settings_have_kafkas_defaults() -> None:
+    """TopicConfig / LogConfig defaults of the log cleaner's topic settings."""
+    config = LogConfig()
+    assert config.delete_retention_ms == 86_400_000
+    assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (0, 2**63 - 1)
+    assert config.min_cleanable_dirty_ratio == 0.5
+
+
+@pytest.mark.parametrize(
+    ("properties", "field", "expected"),
+    [
+        ({"min.cleanable.dirty.ratio": "0.01"}, "min_cleanable_dirty_ratio", 0.01),
+        ({"log.cleaner.min.cleanable.ratio": "1"}, "min_cleanable_dirty_ratio", 1.0),
+        (
+            {"min.cleanable.dirty.ratio": "0.2", "log.cleaner.min.cleanable.ratio": "0.9"},
+            "min_cleanable_dirty_ratio",
+            0.2,
+        ),
+        ({"delete.retention.ms": "0"}, "delete_retention_ms", 0),
+        ({"log.cleaner.delete.retention.ms": "5"}, "delete_retention_ms", 5),
+        ({"min.compaction.lag.ms": "60000"}, "min_compaction_lag_ms", 60_000),
+        ({"log.cleaner.max.compaction.lag.ms": "1"}, "max_compaction_lag_ms", 1),
+    ],
+)
+def test_cleaner_settings_from_properties(
+    properties: dict[str, str], field: str, expected: float
+) -> None:
+    assert getattr(LogConfig.from_properties(properties), field) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("min.cleanable.dirty.ratio", "1.5"),
+        ("min.cleanable.dirty.ratio", "-0.1"),
+        ("min.cleanable.dirty.ratio", "nan"),
+        ("min.cleanable.dirty.ratio", "half"),
+        ("delete.retention.ms", "-1"),
+        ("max.compaction.lag.ms", "0"),
+        ("min.compaction.lag.ms", "-5"),
+    ],
+)
+def test_bad_cleaner_settings_name_the_property(name: str, value: str) -> None:
+    """Kafka's validators: between(0, 1), atLeast(0), atLeast(1)."""
+    with pytest.raises(LogConfigError, match=name.replace(".", r"\.")):
+        LogConfig.from_properties({name: value})

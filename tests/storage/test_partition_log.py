@@ -226,18 +226,31 @@ def test_follower_append_keeps_the_leaders_offsets_and_epochs(tmp_path: Path) ->
     assert log.leader_epoch_cache.entries == (EpochEntry(2, 0), EpochEntry(5, 2))
 
 
-def test_follower_append_must_start_at_the_log_end(tmp_path: Path) -> None:
+def test_follower_append_may_not_start_below_the_log_end(tmp_path: Path) -> None:
     log = open_log(tmp_path)
+    log.append_as_follower(bytes(batch(b"a", b"b", base_offset=0)))
     with pytest.raises(UnexpectedAppendOffsetError):
-        log.append_as_follower(bytes(batch(b"a", base_offset=3)))
+        log.append_as_follower(bytes(batch(b"c", base_offset=1)))
 
 
-def test_follower_append_must_be_contiguous(tmp_path: Path) -> None:
+def test_follower_append_must_go_forward(tmp_path: Path) -> None:
     log = open_log(tmp_path)
-    data = batch(b"a", base_offset=0) + batch(b"b", base_offset=5)
+    data = batch(b"a", b"b", base_offset=0) + batch(b"c", base_offset=1)
     with pytest.raises(OffsetsOutOfOrderError):
         log.append_as_follower(bytes(data))
     assert log.log_end_offset == 0
+
+
+def test_follower_keeps_the_gaps_of_a_compacted_leader(tmp_path: Path) -> None:
+    """Kafka's UnifiedLog.append without offset assignment: only an offset below the log end,
+    or going back, is refused; the gaps the leader's cleaner left are replicated as they are."""
+    log = open_log(tmp_path)
+    data = batch(b"a", base_offset=0) + batch(b"b", base_offset=5)
+    info = log.append_as_follower(bytes(data))
+    assert (info.first_offset, info.last_offset, log.log_end_offset) == (0, 5, 6)
+    info = log.append_as_follower(bytes(batch(b"c", base_offset=9)))
+    assert (info.first_offset, info.last_offset, log.log_end_offset) == (9, 9, 10)
+    assert headers(log) == [(0, -1), (5, -1), (9, -1)]
 
 
 def test_follower_ignores_an_incomplete_last_batch(tmp_path: Path) -> None:

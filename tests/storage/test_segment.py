@@ -168,13 +168,22 @@ def test_recover_cuts_a_torn_tail(tmp_path: Path) -> None:
     assert reopened.size == 4 * len(written[0])
 
 
-def test_recover_rejects_a_batch_that_does_not_continue_the_offsets(tmp_path: Path) -> None:
+def test_recover_rejects_a_batch_whose_offsets_go_back(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 0, CONFIG, now_ms=0)
+    append(segment, make_batch(0, 4))
+    append(segment, make_batch(2, 2))  # overlaps offsets 2-3
+    result = segment.recover(lambda header: None)
+    assert result.next_offset == 4
+    assert result.error is not None and "baseOffset" in result.error
+
+
+def test_recover_accepts_the_gaps_compaction_leaves(tmp_path: Path) -> None:
+    """Kafka's LogSegment.recover checks no contiguity: the log cleaner removes batches."""
     segment = LogSegment(tmp_path, 0, CONFIG, now_ms=0)
     append(segment, make_batch(0, 2))
-    append(segment, make_batch(5, 2))  # a gap: offsets 2-4 are missing
+    append(segment, make_batch(5, 2))  # a gap: offsets 2-4 were cleaned away
     result = segment.recover(lambda header: None)
-    assert result.next_offset == 2
-    assert result.error is not None and "baseOffset" in result.error
+    assert (result.next_offset, result.error, result.truncated_bytes) == (7, None, 0)
 
 
 def test_find_offset_by_timestamp_decodes_the_batch(tmp_path: Path) -> None:

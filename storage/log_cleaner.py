@@ -1,0 +1,214 @@
+"""The log cleaner's manager (Kafka's ``LogCleaner`` and the file half of ``LogCleanerManager``):
+which log to clean next, the ``cleaner-offset-checkpoint`` of each log dir, and what a failed
+cleaning means.
+
+``clean_filthiest(now_ms)`` does one round of Kafka's ``CleanerThread.doWork``: it summarises
+every log whose ``cleanup.policy`` contains ``compact`` (on segment files), picks the filthiest
+with ``storage.cleaner_policy.grab_filthiest_compacted_log``, cleans it (``storage.cleaner``)
+and records the end of what it cleaned as the log's first dirty offset in its log dir's
+``cleaner-offset-checkpoint`` (Kafka's text format, ``storage.checkpoints``). It returns None
+when no log is cleanable; the caller then backs off ``log.cleaner.backoff.ms``.
+
+A cleaning that fails (bad data, I/O) marks its partition uncleanable for the life of the
+process (Kafka's ``markPartitionUncleanable``) and the others go on; a partition deleted or
+replaced under the cleaning is simply dropped. ``CleaningAbortedError`` (shutdown) propagates.
+
+Threads: ``run_on_log`` carries every look at the logs' state (see ``storage.cleaner``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from pykraft.storage.checkpoints import (
+    CheckpointError,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from pykraft.storage.cleaner import (
+    Cleaner,
+    CleanerStats,
+    CleaningAbortedError,
+    LogChangedError,
+    segment_summary,
+)
+from pykraft.storage.cleaner_offset_map import (
+    DEFAULT_DEDUPE_BUFFER_SIZE,
+    DEFAULT_IO_BUFFER_LOAD_FACTOR,
+    offset_map_capacity,
+)
+from pykraft.storage.cleaner_policy import LogSummary, grab_filthiest_compacted_log
+from pykraft.storage.local_log import LocalLog
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.topic_partition import TopicPartition
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # Kafka's LogCleanerManager name
+
+logger = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class CleanerConfig:
+    """Kafka's ``CleanerConfig`` (broker properties ``log.cleaner.*``), Kafka's defaults."""
+
+    enable: bool = True  # log.cleaner.enable
+    num_threads: int = 1  # log.cleaner.threads
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE  # log.cleaner.dedupe.buffer.size
+    io_buffer_load_factor: float = DEFAULT_IO_BUFFER_LOAD_FACTOR
+    max_io_bytes_per_second: float = math.inf  # log.cleaner.io.max.bytes.per.second
+    backoff_ms: int = 15_000  # log.cleaner.backoff.ms
+
+
+class LogSource(Protocol):
+    """What the cleaner reads of ``storage.log_manager.LogManager``."""
+
+    @property
+    def logs(self) -> Mapping[TopicPartition, PartitionLog]: ...
+
+    def log_dir_of(self, tp: TopicPartition) -> Path | None: ...
+
+    @property
+    def online_dirs(self) -> tuple[Path, ...]: ...
+
+
+@attrs.frozen
+class CleaningResult:
+    topic_partition: TopicPartition
+    stats: CleanerStats
+
+
+def _call(function: Callable[[], Any]) -> Any:
+    return function()
+
+
+class LogCleaner:
+    """Rounds of cleaning over a ``LogSource`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: CleanerConfig,
+        source: LogSource,
+        *,
+        check_done: Callable[[int], None] | None = None,
+        run_on_log: Callable[[Callable[[], Any]], Any] = _call,
+    ) -> None:
+        self.config = config
+        self._source = source
+        self._run_on_log = run_on_log
+        capacity = offset_map_capacity(
+            config.dedupe_buffer_size, config.num_threads, config.io_buffer_load_factor
+        )
+        extra: dict[str, Any] = {} if check_done is None else {"check_done": check_done}
+        self._cleaner = Cleaner(capacity, run_on_log=run_on_log, **extra)
+        self.uncleanable: dict[TopicPartition, str] = {}
+        self._checkpoints: dict[TopicPartition, int] = {}
+        self._online_dirs = source.online_dirs
+        for log_dir in source.online_dirs:
+            self._checkpoints.update(_read_checkpoint(log_dir))
+
+    @property
+    def checkpoints(self) -> Mapping[TopicPartition, int]:
+        """Each log's first dirty offset as the cleaner last recorded it."""
+        return dict(self._checkpoints)
+
+    def clean_filthiest(self, now_ms: int) -> CleaningResult | None:
+        """One round: clean the filthiest cleanable log at wall time ``now_ms``."""
+        logs, summaries, dirs_of = self._run_on_log(self._summaries)
+        gone = set(self._checkpoints) - set(dirs_of)  # deleted: Kafka drops their entries
+        for tp in gone:
+            del self._checkpoints[tp]
+        choice = grab_filthiest_compacted_log(
+            summaries, self._checkpoints, now_ms, skip=frozenset(self.uncleanable)
+        )
+        for tp, offset in choice.checkpoints_to_reset:
+            self._checkpoints[tp] = offset
+        if gone or choice.checkpoints_to_reset:
+            self._write_checkpoints(dirs_of)
+        chosen = choice.chosen
+        if chosen is None:
+            return None
+        tp = chosen.topic_partition
+        try:
+            stats = self._cleaner.clean(logs[tp], chosen, now_ms)
+        except CleaningAbortedError:
+            raise
+        except LogChangedError as changed:
+            logger.info("cleaning %s dropped: %s", tp, changed)
+            return None
+        except Exception as error:  # Kafka's LogCleaningException: this log only
+            # A log deleted or moved under the cleaning fails with whatever its closed files
+            # raise (OSError, or ValueError from a closed index map): nothing to mark then.
+            if self._run_on_log(lambda: self._source.logs.get(tp)) is logs[tp]:
+                logger.warning("cleaning %s failed, marking it uncleanable: %r", tp, error)
+                self.uncleanable[tp] = repr(error)
+            return None
+        if stats.end_offset <= chosen.first_dirty_offset:
+            return None  # nothing past the first dirty offset to map: back off, do not spin
+        self._checkpoints[tp] = stats.end_offset
+        self._write_checkpoints(dirs_of)
+        logger.info(
+            "cleaned %s up to offset %d: %d of %d records kept, %d -> %d bytes",
+            tp,
+            stats.end_offset,
+            stats.records_kept,
+            stats.records_read,
+            stats.bytes_read,
+            stats.bytes_written,
+        )
+        return CleaningResult(tp, stats)
+
+    def _summaries(
+        self,
+    ) -> tuple[dict[TopicPartition, PartitionLog], list[LogSummary], dict[TopicPartition, Path]]:
+        """The compacted logs on segment files, their summaries, and every log's dir (on the
+        event loop: the log manager's maps change there)."""
+        self._online_dirs = self._source.online_dirs
+        dirs_of: dict[TopicPartition, Path] = {}
+        for tp in self._source.logs:
+            log_dir = self._source.log_dir_of(tp)
+            if log_dir is not None and log_dir in self._source.online_dirs:
+                dirs_of[tp] = log_dir
+        logs = {
+            tp: log
+            for tp, log in self._source.logs.items()
+            if log.config.compact and isinstance(log.store, LocalLog) and tp in dirs_of
+        }
+        summaries = [
+            LogSummary(
+                topic_partition=tp,
+                config=log.config,
+                log_start_offset=log.log_start_offset,
+                log_end_offset=log.log_end_offset,
+                last_stable_offset=log.last_stable_offset,
+                segments=tuple(segment_summary(s) for s in log.local_log.segments),
+            )
+            for tp, log in logs.items()
+        ]
+        return logs, summaries, dirs_of
+
+    def _write_checkpoints(self, dirs_of: Mapping[TopicPartition, Path]) -> None:
+        """Rewrite ``cleaner-offset-checkpoint`` in every online log dir."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self._online_dirs}
+        for tp, offset in self._checkpoints.items():
+            if dirs_of.get(tp) in by_dir:
+                by_dir[dirs_of[tp]][tp] = offset
+        for log_dir, offsets in by_dir.items():
+            write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
+
+
+def _read_checkpoint(log_dir: Path) -> dict[TopicPartition, int]:
+    path = log_dir / CLEANER_OFFSET_CHECKPOINT
+    if not path.exists():
+        return {}
+    try:
+        return read_offset_checkpoint(path)
+    except CheckpointError as error:
+        # Kafka logs and starts over: every compacted log is dirty from its start again.
+        logger.warning("%s; the cleaner starts from each log's start", error)
+        return {}
