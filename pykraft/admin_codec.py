@@ -1,9 +1,10 @@
 """The Kafka admin requests pykraft's tools send through ``admin_client.py``, as values: encode the
 request, decode the answer into what Kafka's ``Admin`` hands its caller (no I/O here). Values
 mirror Kafka's admin classes (``ProducerState``, ``TransactionListing``, ``TransactionDescription``,
-``AbortTransactionSpec``) and the decoders apply the rules of the matching ``clients/admin/internals`` handlers: a negative coordinator epoch or transaction start
-offset in DescribeProducers is "absent" (``DescribeProducersHandler``), a negative transaction
-start time in DescribeTransactions is "absent" (``DescribeTransactionsHandler``), an abort is one
+``AbortTransactionSpec``) and the decoders apply the rules of the matching
+``clients/admin/internals`` handlers: a negative coordinator epoch or transaction start offset in
+DescribeProducers is "absent" (``DescribeProducersHandler``), a negative transaction start time in
+DescribeTransactions is "absent" (``DescribeTransactionsHandler``), an abort is one
 WriteTxnMarkers ABORT entry for one partition (``AbortTransactionHandler``, KIP-664).
 
 The codecs are kafka-python's, through ``protocol.apis`` (the broker decodes the same classes);
