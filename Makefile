@@ -33,7 +33,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -m "not integration and not clients and not chaos and not hostile" $(PYTEST_ARGS)
 
 ## bench: every benchmark (minutes each; each ends with one JSON line of figures)
-BENCHES := storage quorum produce_fetch secure_produce replication transactions spark_export
+BENCHES := storage quorum produce_fetch secure_produce replication transactions spark_export cleaner
 bench: $(STAMP)
 	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
 
