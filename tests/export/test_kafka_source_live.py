@@ -1,0 +1,223 @@
+"""``pykraft-kafka`` in Spark ``local[2]`` against a real cluster: 3 controllers + 3 brokers
+(``pykraft dev``, started once for this module, always stopped).
+
+What must hold: a batch read returns exactly what the brokers acknowledged, field by field
+(keys, values, headers, timestamps, offsets) through gzip, lz4 and zstd batches from
+confluent-kafka; ``read_committed`` (the default) hides an aborted transaction and its markers
+while ``read_uncommitted`` shows it (Kafka's ``TransactionsTest`` shape); Spark's offset options
+and split sizing bound what is read; and a streaming query into Spark's file sink, stopped
+mid-run and restarted from its checkpoint, writes every record exactly once
+(``KafkaMicroBatchSourceSuite``'s "stop and restart" with ``maxOffsetsPerTrigger``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from tests.clients.conftest import DevCluster
+from tests.clients.support import Message, Placed, check_read_back, keyed_messages
+from tests.clients.test_transactions_confluent import TrackedProducer, TransactionalProducer
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TIMEOUT_S = 30.0
+CODECS = ("gzip", "lz4", "zstd")
+PER_CODEC = 200
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    dev = DevCluster(tmp_path_factory.mktemp("kafka-source") / "cluster")
+    try:
+        dev.start()
+        dev.wait_ready()
+        yield dev
+    finally:
+        dev.stop()
+
+
+def create_topic(cluster: DevCluster, prefix: str, partitions: int) -> str:
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=3)],
+        operation_timeout=TIMEOUT_S,
+        request_timeout=TIMEOUT_S,
+    )
+    futures[topic].result(timeout=TIMEOUT_S)
+    cluster.wait_for_topic(topic, partitions)
+    return topic
+
+
+@pytest.fixture(scope="module")
+def compressed(cluster: DevCluster) -> tuple[str, list[Placed]]:
+    """Keyed records with headers (a null value, null header values), one producer per codec."""
+    topic = create_topic(cluster, "codecs", 3)
+    placed: list[Placed] = []
+    messages = keyed_messages(PER_CODEC * len(CODECS), payload_bytes=100)
+    for n, codec in enumerate(CODECS):
+        producer = TrackedProducer(cluster, **{"compression.type": codec, "acks": "all"})
+        placed += producer.send(topic, messages[n * PER_CODEC : (n + 1) * PER_CODEC])
+    return topic, placed
+
+
+@pytest.fixture(scope="module")
+def transactional(cluster: DevCluster) -> tuple[str, list[Placed], list[Placed]]:
+    """Commit 40, abort 25, commit 15 (one partition, so the abort sits between commits)."""
+    topic = create_topic(cluster, "txn", 1)
+    producer = TransactionalProducer(cluster, f"kafkasrc-{uuid.uuid4().hex[:8]}")
+    messages = keyed_messages(80, null_header_values=False)
+    first = producer.transaction(topic, messages[:40], commit=True)
+    aborted = producer.transaction(topic, messages[40:65], commit=False)
+    last = producer.transaction(topic, messages[65:], commit=True)
+    return topic, first + last, aborted
+
+
+def kafka_read(spark: Any, cluster: DevCluster, **options: str) -> Any:
+    reader = spark.read.format("pykraft-kafka").option(
+        "kafka.bootstrap.servers", cluster.bootstrap_servers
+    )
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def as_placed(rows: Sequence[Any]) -> list[Placed]:
+    placed = []
+    for row in rows:
+        headers = tuple(
+            (h["key"], None if h["value"] is None else bytes(h["value"]))
+            for h in row["headers"] or ()
+        )
+        message = Message(
+            None if row["key"] is None else bytes(row["key"]),
+            None if row["value"] is None else bytes(row["value"]),
+            headers,
+            row["timestamp_ms"],
+        )
+        placed.append(Placed(row["partition"], row["offset"], message))
+    return placed
+
+
+SELECT = ["key", "value", "topic", "partition", "offset", "unix_millis(timestamp) AS timestamp_ms"]
+
+
+def test_batch_reads_every_acknowledged_record_through_every_codec(
+    spark: Any, cluster: DevCluster, compressed: tuple[str, list[Placed]]
+) -> None:
+    topic, placed = compressed
+    df = kafka_read(spark, cluster, subscribe=topic, includeHeaders="true")
+    assert df.columns == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+    ]  # fmt: skip
+    rows = df.selectExpr(*SELECT, "headers", "timestampType").collect()
+    assert {row["topic"] for row in rows} == {topic}
+    assert {row["timestampType"] for row in rows} == {0}  # CREATE_TIME
+    check_read_back(placed, as_placed(rows))
+    # Without includeHeaders: Spark's seven columns, the same records.
+    plain = kafka_read(spark, cluster, subscribe=topic)
+    assert "headers" not in plain.columns and plain.count() == len(placed)
+
+
+def test_offsets_options_and_split_sizing(
+    spark: Any, cluster: DevCluster, compressed: tuple[str, list[Placed]]
+) -> None:
+    topic, placed = compressed
+    counts = {p: sum(1 for x in placed if x.partition == p) for p in range(3)}
+    starting = json.dumps({topic: {"0": 10, "1": -2, "2": -2}})
+    ending = json.dumps({topic: {"0": 30, "1": 5, "2": -1}})
+    df = kafka_read(
+        spark, cluster, subscribe=topic, startingOffsets=starting, endingOffsets=ending,
+        minPartitions="6",
+    )  # fmt: skip
+    offsets = sorted(
+        (r["partition"], r["offset"]) for r in df.select("partition", "offset").collect()
+    )
+    expected = (
+        [(0, o) for o in range(10, 30)]
+        + [(1, o) for o in range(5)]
+        + [(2, o) for o in range(counts[2])]
+    )
+    assert offsets == expected
+    assert df.rdd.getNumPartitions() >= 6
+    limited = kafka_read(
+        spark, cluster, assign=json.dumps({topic: [1]}), maxRecordsPerPartition="50"
+    )
+    assert limited.rdd.getNumPartitions() == -(-counts[1] // 50)
+    assert limited.count() == counts[1]
+    pattern = kafka_read(spark, cluster, subscribePattern=topic.split("-")[0] + "-.*")
+    assert pattern.filter(f"topic = '{topic}'").count() == len(placed)
+
+
+def test_read_committed_hides_the_aborted_transaction(
+    spark: Any, cluster: DevCluster, transactional: tuple[str, list[Placed], list[Placed]]
+) -> None:
+    topic, committed, aborted = transactional
+    rows = kafka_read(spark, cluster, subscribe=topic, includeHeaders="true")
+    check_read_back(committed, as_placed(rows.selectExpr(*SELECT, "headers").collect()))
+    everything = kafka_read(
+        spark, cluster, subscribe=topic, includeHeaders="true",
+        **{"kafka.isolation.level": "read_uncommitted"},
+    )  # fmt: skip
+    check_read_back(
+        committed + aborted, as_placed(everything.selectExpr(*SELECT, "headers").collect())
+    )
+    # The range's last offset is a COMMIT marker, never delivered: the read still ends.
+    offsets = [r["offset"] for r in rows.select("offset").collect()]
+    assert max(offsets) == committed[-1].offset
+
+
+def test_stream_stopped_and_restarted_writes_each_record_once(
+    spark: Any, cluster: DevCluster, tmp_path: Path
+) -> None:
+    topic = create_topic(cluster, "stream", 2)
+    producer = TrackedProducer(cluster, **{"compression.type": "lz4"})
+    first = producer.send(topic, keyed_messages(300))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def start() -> Any:
+        stream = (
+            spark.readStream.format("pykraft-kafka")
+            .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "40")
+            .load()
+            .selectExpr("partition", "offset", "value")
+        )
+        return (
+            stream.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+
+    query = start()
+    deadline = time.monotonic() + 60
+    while (query.lastProgress or {}).get("batchId", -1) < 2:
+        assert query.exception() is None and time.monotonic() < deadline, query.exception()
+        time.sleep(0.05)
+    query.stop()  # mid-run: later batches are planned or running
+    assert (query.lastProgress or {}).get("numInputRows", 0) <= 40 + 1  # maxOffsetsPerTrigger
+    second = producer.send(topic, keyed_messages(100))
+    query = start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    table = pq.read_table(out).to_pylist() if any(out.glob("*.parquet")) else []
+    read = spark.read.parquet(str(out)).collect()  # through the sink's log: committed files only
+    written = sorted((r["partition"], r["offset"]) for r in read)
+    assert written == sorted((p.partition, p.offset) for p in first + second)
+    assert len(table) >= len(written)  # files an interrupted batch left are not in the log
