@@ -44,7 +44,8 @@ MAX_CHUNK_RECORDS = 10_000  # records per Arrow batch handed to Spark
 PREFETCH_KBYTES = 16_384  # librdkafka's per-partition prefetch bound (its default is 64 MiB)
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's kafkaConsumer.pollTimeoutMs default (network timeout)
 REQUEST_TIMEOUT_S = 30.0
-POLL_INTERVAL_MS = 500  # one consume() call's longest wait
+FETCH_WAIT_MAX_MS = 100  # librdkafka's default is 500
+POLL_INTERVAL_MS = 500  # the longest wait for a record in one poll
 # Kafka's TimestampType ids, as Spark's timestampType column holds them.
 NO_TIMESTAMP_TYPE, CREATE_TIME, LOG_APPEND_TIME = -1, 0, 1
 _TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME: LOG_APPEND_TIME}
@@ -121,6 +122,9 @@ def consumer_config(
     """An executor's consumer: assigned partitions, no commits, end-of-log events on."""
     return {
         "queued.max.messages.kbytes": str(PREFETCH_KBYTES),
+        # A range whose last offsets are never delivered (markers, aborted records) ends on the
+        # end-of-log event, which comes after the broker's empty fetch wait: keep it short.
+        "fetch.wait.max.ms": str(FETCH_WAIT_MAX_MS),
         **consumer_config,
         "group.id": consumer_config.get("group.id", group_id),
         "enable.auto.commit": "false",
@@ -167,7 +171,7 @@ def _consume(
     while True:
         chunk = RecordChunk()
         done = False
-        for message in consumer.consume(MAX_CHUNK_RECORDS, POLL_INTERVAL_MS / 1000):
+        for message in _next_messages(consumer):
             error = message.error()
             if error is not None:
                 done = _handle_error(error, message, offset_range)
@@ -178,6 +182,9 @@ def _consume(
                 done = True
                 break
             _append(chunk, message, include_headers)
+            if message.offset() == until - 1:  # the last offset: no need to wait for more
+                done = True
+                break
         if len(chunk):
             idle_polls = 0
             yield chunk
@@ -189,6 +196,15 @@ def _consume(
                 f"Cannot fetch records of {offset_range.topic_partition} in "
                 f"[{offset_range.from_offset}, {until}) within {poll_timeout_ms} ms"
             )
+
+
+def _next_messages(consumer: Any) -> list[Any]:
+    """What the client has queued, up to a chunk, waiting at most ``POLL_INTERVAL_MS`` for the
+    first. (``consume(n, timeout)`` alone would wait the whole timeout for ``n`` records.)"""
+    first = consumer.poll(POLL_INTERVAL_MS / 1000)
+    if first is None:
+        return []
+    return [first, *consumer.consume(MAX_CHUNK_RECORDS - 1, 0)]
 
 
 def _handle_error(error: Any, message: Any, offset_range: KafkaRange) -> bool:
