@@ -14,7 +14,21 @@ latest)`` capped by ``maxOffsetsPerTrigger`` (Spark's ``ReadMaxRows`` read limit
 resumes at the checkpoint's last committed end, so with an exactly-once sink (Spark's file sink)
 nothing is lost or written twice.
 
-``register(spark)`` in ``spark_sources`` registers this source with the others.
+``register(spark)`` in ``spark_sources`` registers this source with the others::
+
+    df = (spark.read.format("pykraft-kafka")
+          .option("kafka.bootstrap.servers", "broker1:9092,broker2:9092")
+          .option("subscribe", "orders")              # or subscribePattern / assign
+          .option("startingOffsets", '{"orders": {"0": 100, "1": -2}}')
+          .option("kafka.security.protocol", "SASL_SSL")  # any librdkafka property
+          .load())
+
+Dependencies: the driver and every executor need ``confluent-kafka`` (``pip install
+'pykraft[spark]'`` brings it); ``kafka.*`` properties are librdkafka's names (the security ones,
+``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
+``ssl.ca.location``, ..., are the same as the Java client's except JAAS and keystores).
+Not supported from Spark's option list: ``startingOffsetsByTimestamp`` and friends,
+``minOffsetsPerTrigger`` / ``maxTriggerDelay``, ``Trigger.AvailableNow``, ``groupIdPrefix``.
 """
 
 from __future__ import annotations
