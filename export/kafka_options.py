@@ -8,7 +8,9 @@ Spark's ``KafkaSourceProvider`` (``validateGeneralOptions``, ``validateBatchOpti
 * ``kafka.bootstrap.servers`` is required; every other ``kafka.*`` option is a consumer property
   passed through (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``, ...), except the
   ones the source owns: ``auto.offset.reset``, ``enable.auto.commit``, the deserializers and
-  ``interceptor.classes`` are refused as Spark refuses them;
+  ``interceptor.classes`` are refused as Spark refuses them. The executors' client is librdkafka,
+  so a Java ``sasl.jaas.config`` (PLAIN, SCRAM) is turned into ``sasl.username`` /
+  ``sasl.password`` and JKS stores are refused with the PEM properties to use instead;
 * ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest`` or Spark's JSON
   (``{"t": {"0": 23, "1": -2}}``, -2 earliest, -1 latest). A batch may not start at ``latest``
   nor end at ``earliest``; a stream takes no ``endingOffsets`` and starts at ``latest`` by default;
@@ -136,7 +138,7 @@ def parse_stream_options(options: Mapping[str, str]) -> KafkaSourceOptions:
 
 
 def _parse(options: Mapping[str, str], default_starting: Bound) -> KafkaSourceOptions:
-    consumer_config = _consumer_config(options)
+    consumer_config = librdkafka_config(_consumer_config(options))
     isolation = _isolation_level(options, consumer_config)
     consumer_config.pop("isolation.level", None)
     return KafkaSourceOptions(
@@ -170,6 +172,45 @@ def _consumer_config(options: Mapping[str, str]) -> dict[str, str]:
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
         )
     return config
+
+
+# Java client properties a Spark user brings along, and what librdkafka calls them.
+_JAAS_MODULES = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+)
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAVA_ONLY = ("ssl.truststore.", "ssl.keystore.", "ssl.key.password")
+
+
+def librdkafka_config(config: Mapping[str, str]) -> dict[str, str]:
+    """Java-client spellings in ``kafka.*`` made librdkafka's: ``sasl.jaas.config`` with
+    ``PlainLoginModule`` or ``ScramLoginModule`` becomes ``sasl.username`` / ``sasl.password``
+    (Kafka's ``JaasContext`` options; ``tokenauth`` has no librdkafka equivalent). JKS key and
+    trust stores have none either: PEM files through ``ssl.ca.location`` and friends instead."""
+    result = dict(config)
+    for key in config:
+        if key.startswith(_JAVA_ONLY):
+            raise KafkaOptionError(
+                f"kafka.{key} is a Java keystore setting the executors' client (librdkafka) "
+                "does not read: give PEM files as kafka.ssl.ca.location, "
+                "kafka.ssl.certificate.location, kafka.ssl.key.location"
+            )
+    jaas = result.pop("sasl.jaas.config", None)
+    if jaas is None:
+        return result
+    module = jaas.strip().split(maxsplit=1)[0] if jaas.strip() else ""
+    options = dict(_JAAS_OPTION.findall(jaas))
+    if module not in _JAAS_MODULES or "username" not in options or "password" not in options:
+        raise KafkaOptionError(
+            "kafka.sasl.jaas.config: only PlainLoginModule and ScramLoginModule with username "
+            "and password are understood; or give kafka.sasl.username / kafka.sasl.password"
+        )
+    if options.get("tokenauth", "false").lower() == "true":
+        raise KafkaOptionError("kafka.sasl.jaas.config: tokenauth=true is not supported")
+    result.setdefault("sasl.username", options["username"])
+    result.setdefault("sasl.password", options["password"])
+    return result
 
 
 def _strategy(options: Mapping[str, str]) -> Strategy:

@@ -150,3 +150,25 @@ def test_numbers_flags_and_isolation() -> None:
     )
     assert parsed.isolation_level is IsolationLevel.READ_UNCOMMITTED and parsed.include_headers
     assert "isolation.level" not in parsed.consumer_config  # the source sets it from the level
+
+
+def test_java_jaas_config_becomes_librdkafkas_username_and_password() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="s3cret;x";'
+    )
+    parsed = parse_batch_options({**BOOTSTRAP, "subscribe": "a", "kafka.sasl.jaas.config": jaas})
+    assert parsed.consumer_config["sasl.username"] == "alice"
+    assert parsed.consumer_config["sasl.password"] == "s3cret;x"
+    assert "sasl.jaas.config" not in parsed.consumer_config
+    refused(
+        "only PlainLoginModule and ScramLoginModule",
+        subscribe="a",
+        extra={"kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"},
+    )
+    refused(
+        "tokenauth",
+        subscribe="a",
+        extra={"kafka.sasl.jaas.config": jaas[:-1] + ' tokenauth="true";'},
+    )
+    refused("PEM files", subscribe="a", extra={"kafka.ssl.truststore.location": "/t.jks"})
