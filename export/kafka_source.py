@@ -68,7 +68,6 @@ from pykraft.export.kafka_plan import (
     split_ranges,
     stream_starts,
 )
-from pykraft.export.spark_schemas import KAFKA_SCHEMA, KAFKA_SCHEMA_WITH_HEADERS
 from pykraft.storage.topic_partition import TopicPartition
 
 KAFKA_FORMAT = "pykraft-kafka"
@@ -84,6 +83,9 @@ class PykraftKafkaDataSource(DataSource):
         return KAFKA_FORMAT
 
     def schema(self) -> StructType:
+        # Driver side only: executors unpickling a reader need not import the metadata schemas.
+        from pykraft.export.spark_schemas import KAFKA_SCHEMA, KAFKA_SCHEMA_WITH_HEADERS
+
         include_headers = _options(self.options).get("includeheaders", "false").lower() == "true"
         return KAFKA_SCHEMA_WITH_HEADERS if include_headers else KAFKA_SCHEMA
 
