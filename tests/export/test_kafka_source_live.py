@@ -5,21 +5,24 @@ What must hold: a batch read returns exactly what the brokers acknowledged, fiel
 (keys, values, headers, timestamps, offsets) through gzip, lz4 and zstd batches from
 confluent-kafka; ``read_committed`` (the default) hides an aborted transaction and its markers
 while ``read_uncommitted`` shows it (Kafka's ``TransactionsTest`` shape); Spark's offset options
-and split sizing bound what is read; and a streaming query into Spark's file sink, stopped
-mid-run and restarted from its checkpoint, writes every record exactly once
-(``KafkaMicroBatchSourceSuite``'s "stop and restart" with ``maxOffsetsPerTrigger``).
+and split sizing bound what is read; and a streaming query into Spark's file sink whose driver
+process is killed mid-run, restarted from its checkpoint, writes every record exactly once
+(``KafkaMicroBatchSourceSuite``'s restart cases, with ``maxOffsetsPerTrigger``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
@@ -27,12 +30,15 @@ from confluent_kafka.cimpl import NewTopic
 from tests.clients.conftest import DevCluster
 from tests.clients.support import Message, Placed, check_read_back, keyed_messages
 from tests.clients.test_transactions_confluent import TrackedProducer, TransactionalProducer
+from tests.export.kafka_stream_driver import MAX_OFFSETS_PER_TRIGGER, start_stream
+from tests.integration.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TIMEOUT_S = 30.0
 CODECS = ("gzip", "lz4", "zstd")
 PER_CODEC = 200
+FIRST_STREAM_RECORDS = 200  # four micro-batches of MAX_OFFSETS_PER_TRIGGER; killed after two
 
 
 @pytest.fixture(scope="module")
@@ -177,47 +183,42 @@ def test_read_committed_hides_the_aborted_transaction(
     assert committed[-1].offset == 81
 
 
-def test_stream_stopped_and_restarted_writes_each_record_once(
+def test_stream_driver_killed_and_restarted_writes_each_record_once(
     spark: Any, cluster: DevCluster, tmp_path: Path
 ) -> None:
+    """A driver process killed (SIGKILL) mid-stream; the query restarted from its checkpoint
+    with more records produced meanwhile: the file sink's log holds each record once."""
     topic = create_topic(cluster, "stream", 2)
     producer = TrackedProducer(cluster, **{"compression.type": "lz4"})
-    first = producer.send(topic, keyed_messages(200))
+    first = producer.send(topic, keyed_messages(FIRST_STREAM_RECORDS))
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-
-    def start() -> Any:
-        stream = (
-            spark.readStream.format("pykraft-kafka")
-            .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "50")
-            .load()
-            .selectExpr("partition", "offset", "value")
-        )
-        return (
-            stream.writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="0 seconds")
-            .start()
-        )
-
-    query = start()
-    deadline = time.monotonic() + 60
-    while (query.lastProgress or {}).get("batchId", -1) < 2:
-        assert query.exception() is None and time.monotonic() < deadline, query.exception()
-        time.sleep(0.05)
-    query.stop()  # mid-run: later batches are planned or running
-    assert 0 < (query.lastProgress or {}).get("numInputRows", 0) <= 50 + 1  # maxOffsetsPerTrigger
-    second = producer.send(topic, keyed_messages(100))
-    query = start()
+    args = [cluster.bootstrap_servers, topic, str(out), str(checkpoint)]
+    driver_log = tmp_path / "driver.log"
+    with open(driver_log, "wb") as log:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "tests.export.kafka_stream_driver", *args],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True,
+        )  # fmt: skip
+    try:
+        sink_log = out / "_spark_metadata"
+        deadline = time.monotonic() + 180
+        while not (sink_log / "1").exists():  # two micro-batches committed by the sink
+            assert driver.poll() is None, driver_log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "no two batches in 180 s"
+            time.sleep(0.05)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver, its JVM and Python workers
+        driver.wait(30)
+    committed = len([p for p in sink_log.iterdir() if p.name.isdigit()])
+    assert committed < FIRST_STREAM_RECORDS / MAX_OFFSETS_PER_TRIGGER  # killed before the end
+    second = producer.send(topic, keyed_messages(50))
+    query = start_stream(spark, *args)
     try:
         query.processAllAvailable()
+        assert query.lastProgress["numInputRows"] <= MAX_OFFSETS_PER_TRIGGER + 1
     finally:
         query.stop()
-    table = pq.read_table(out).to_pylist() if any(out.glob("*.parquet")) else []
     read = spark.read.parquet(str(out)).collect()  # through the sink's log: committed files only
     written = sorted((r["partition"], r["offset"]) for r in read)
     assert written == sorted((p.partition, p.offset) for p in first + second)
-    assert len(table) >= len(written)  # files an interrupted batch left are not in the log
