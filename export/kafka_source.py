@@ -28,7 +28,7 @@ Dependencies: the driver and every executor need ``confluent-kafka`` (``pip inst
 ``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
 ``ssl.ca.location``, ..., are the same as the Java client's except JAAS and keystores).
 Not supported from Spark's option list: ``startingOffsetsByTimestamp`` and friends,
-``minOffsetsPerTrigger`` / ``maxTriggerDelay``, ``Trigger.AvailableNow``, ``groupIdPrefix``.
+``minOffsetsPerTrigger`` / ``maxTriggerDelay``, ``groupIdPrefix``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from pykraft.export.kafka_client import (
@@ -169,9 +174,17 @@ class KafkaBatchReader(_RangeReader, DataSourceReader):
         return self.input_partitions(ranges) or [InputPartition(None)]
 
 
-class KafkaStreamReader(_RangeReader, DataSourceStreamReader):
+class KafkaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
         super().__init__(options, schema, f"spark-kafka-source-{uuid.uuid4()}")
+        # Trigger.AvailableNow: the latest offsets when the query started; batches end there.
+        self._available_now: dict[TopicPartition, int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Spark's ``KafkaMicroBatchStream.prepareForTriggerAvailableNow``: read up to the
+        offsets latest now, in batches still capped by ``maxOffsetsPerTrigger``; partitions
+        found later wait for the next query."""
+        self._available_now = self.offset_reader.latest(self.topic_partitions())
 
     def initialOffset(self) -> dict[str, Any]:
         tps = self.topic_partitions()
@@ -196,7 +209,10 @@ class KafkaStreamReader(_RangeReader, DataSourceStreamReader):
             self.offset_reader.earliest(tps),
             fail_on_data_loss=self.options.fail_on_data_loss,
         )
-        latest = self.offset_reader.latest(tps)
+        if self._available_now is None:
+            latest = self.offset_reader.latest(tps)
+        else:
+            latest = {tp: end for tp, end in self._available_now.items() if tp in starts}
         if isinstance(limit, ReadMaxRows):
             return offsets_to_json(rate_limit(limit.max_rows, starts, latest))
         return offsets_to_json(latest)

@@ -10,7 +10,16 @@ from typing import Any
 MAX_OFFSETS_PER_TRIGGER = 50
 
 
-def start_stream(spark: Any, bootstrap_servers: str, topic: str, out: str, checkpoint: str) -> Any:
+def start_stream(
+    spark: Any,
+    bootstrap_servers: str,
+    topic: str,
+    out: str,
+    checkpoint: str,
+    *,
+    available_now: bool = False,
+) -> Any:
+    """The query; ``available_now``: Trigger.AvailableNow (read what is there, then stop)."""
     stream = (
         spark.readStream.format("pykraft-kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -20,13 +29,14 @@ def start_stream(spark: Any, bootstrap_servers: str, topic: str, out: str, check
         .load()
         .selectExpr("partition", "offset", "value")
     )
-    return (
+    writer = (
         stream.writeStream.format("parquet")
         .option("path", out)
         .option("checkpointLocation", checkpoint)
-        .trigger(processingTime="0 seconds")
-        .start()
     )
+    if available_now:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime="0 seconds").start()
 
 
 def main(argv: list[str]) -> int:

@@ -105,3 +105,20 @@ def test_the_reader_travels_to_executors_without_its_client() -> None:
     assert copy.executor_config["isolation.level"] == "read_committed"
     assert copy.executor_config["enable.auto.commit"] == "false"
     assert copy.executor_config["group.id"].startswith("spark-kafka-source-")
+
+
+def test_available_now_reads_to_the_offsets_latest_when_the_query_started() -> None:
+    # Spark's KafkaMicroBatchStream.prepareForTriggerAvailableNow.
+    brokers = Brokers()
+    stream = reader(brokers, startingOffsets="earliest", maxOffsetsPerTrigger="60")
+    start = stream.initialOffset()
+    stream.prepareForTriggerAvailableNow()
+    brokers.log_end[TopicPartition("t", 0)] = 500  # produced after the query started
+    brokers.counts["t"] = 3  # and a partition added: the next query's
+    brokers.log_start[TopicPartition("t", 2)] = 0
+    brokers.log_end[TopicPartition("t", 2)] = 9
+    first = stream.latestOffset(start, ReadMaxRows(60))
+    assert first == {"t": {"0": 54, "1": 10}}  # 60 shared over 100 and 10, still capped
+    second = stream.latestOffset(first, ReadMaxRows(60))
+    assert second == {"t": {"0": 100, "1": 15}}  # the end: 500 and partition 2 wait
+    assert stream.latestOffset(second, ReadMaxRows(60)) == second
