@@ -3,7 +3,9 @@
 1. pykraft-log: records/s exported to Parquet by ``spark.read.format("pykraft-log")`` next to a
    plain single-process Python read (``storage`` batch walk + ``decode_records``) of the same
    segments, all four codecs.
-2. pykraft-metadata on a 100,000-partition snapshot next to ``spark.read.json`` (explicit schema)
+2. pykraft-kafka (through a live cluster's brokers) next to pykraft-log over the same brokers'
+   segment files and a plain confluent-kafka consumer: ``bench/spark_kafka.py``.
+3. pykraft-metadata on a 100,000-partition snapshot next to ``spark.read.json`` (explicit schema)
    of the same file: the same query (partitions per leader) over both, results checked equal.
 
 Ends with one JSON line. Run from the repository root (``bench/storage.py`` would shadow the
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.spark_kafka import bench_kafka
 from pykraft.export.session import build_session
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage
@@ -206,6 +209,17 @@ def main() -> int:
                 f"({log['spark_export_parquet_first_run_records_per_s']:,} on a cold "
                 f"session), {log['splits']} splits"
             )
+            kafka = bench_kafka(spark, Path(scratch), args.records)
+            print(
+                f"pykraft-kafka: {kafka['records']} records ({kafka['payload_mb']} MB) via "
+                f"{kafka['splits']} splits: plain confluent-kafka consumer "
+                f"{kafka['plain_confluent_consumer_records_per_s']:,} records/s "
+                f"({kafka['plain_confluent_consumer_mb_per_s']} MB/s); pykraft-kafka to Parquet "
+                f"{kafka['pykraft_kafka_parquet_records_per_s']:,} records/s "
+                f"({kafka['pykraft_kafka_parquet_mb_per_s']} MB/s); pykraft-log to Parquet "
+                f"{kafka['pykraft_log_parquet_records_per_s']:,} records/s "
+                f"({kafka['pykraft_log_parquet_mb_per_s']} MB/s)"
+            )
             meta = bench_metadata(spark, Path(scratch), args.partitions)
             print(
                 f"pykraft-metadata: {meta['partitions']:,}-partition snapshot "
@@ -217,7 +231,15 @@ def main() -> int:
     finally:
         spark.stop()
     print(
-        json.dumps({"bench": "spark_export", "master": args.master, "log": log, "metadata": meta})
+        json.dumps(
+            {
+                "bench": "spark_export",
+                "master": args.master,
+                "log": log,
+                "kafka": kafka,
+                "metadata": meta,
+            }
+        )
     )
     return 0
 

@@ -63,6 +63,27 @@ LOG_SCHEMA = _struct(
     ("is_transactional", _BOOL, False),
 )
 
+# Spark's Kafka source's row (``KafkaRecordToRowConverter.kafkaSchema``): the file source's
+# columns where the two agree, taken from LOG_SCHEMA so there is one definition of each; only the
+# name ``timestampType`` is Spark's spelling of our ``timestamp_type``. ``headers`` is there when
+# the source's ``includeHeaders`` is true, as in Spark.
+KAFKA_COLUMNS = {
+    "key": "key",
+    "value": "value",
+    "topic": "topic",
+    "partition": "partition",
+    "offset": "offset",
+    "timestamp": "timestamp",
+    "timestampType": "timestamp_type",
+}
+KAFKA_SCHEMA = StructType(
+    [
+        StructField(name, LOG_SCHEMA[column].dataType, LOG_SCHEMA[column].nullable)
+        for name, column in KAFKA_COLUMNS.items()
+    ]
+)
+KAFKA_SCHEMA_WITH_HEADERS = StructType([*KAFKA_SCHEMA.fields, LOG_SCHEMA["headers"]])
+
 # Record field name -> Spark type; (record class name, field) overrides where types differ.
 _FIELD_TYPES: dict[str, DataType] = {
     "broker_id": _INT,

@@ -49,6 +49,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pykraft.export import metadata_rows
+from pykraft.export.kafka_source import PykraftKafkaDataSource
 from pykraft.export.log_dirs import LogScanError, parse_log_dirs
 from pykraft.export.log_scan import (
     LogFilter,
@@ -95,6 +96,7 @@ def register(spark: SparkSession) -> None:
     """Make ``spark.read.format("pykraft-log")`` and ``"pykraft-metadata"`` available."""
     spark.dataSource.register(PykraftLogDataSource)
     spark.dataSource.register(PykraftMetadataDataSource)
+    spark.dataSource.register(PykraftKafkaDataSource)
 
 
 def _options(options: Any) -> dict[str, str]:

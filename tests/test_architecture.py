@@ -142,6 +142,9 @@ PURE_CORES = [
     "coordinator/transaction/replay.py",
     "export/replica_choice.py",
     "export/isolation.py",
+    # The pykraft-kafka source's options and offset-range planning (Spark's Kafka connector).
+    "export/kafka_options.py",
+    "export/kafka_plan.py",
     # pykraft transactions: its requests as values, and find-hanging's decisions.
     "pykraft/admin_codec.py",
     "pykraft/admin_errors.py",

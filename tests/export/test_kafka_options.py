@@ -1,0 +1,174 @@
+"""``export.kafka_options``: the refusals and defaults of Spark's ``KafkaSourceProvider``
+(``validateGeneralOptions`` / ``validateBatchOptions`` / ``validateStreamOptions``; Spark's
+``KafkaSourceProviderSuite`` and ``KafkaRelationSuite`` "bad batch query options")."""
+
+from __future__ import annotations
+
+import pytest
+
+from pykraft.export.isolation import IsolationLevel
+from pykraft.export.kafka_options import (
+    Assign,
+    Bound,
+    KafkaOptionError,
+    SpecificOffsets,
+    Subscribe,
+    SubscribePattern,
+    parse_batch_options,
+    parse_stream_options,
+)
+from pykraft.storage.topic_partition import TopicPartition
+
+BOOTSTRAP = {"kafka.bootstrap.servers": "b1:9092,b2:9092"}
+
+
+def refused(
+    match: str, *, stream: bool = False, extra: dict[str, str] | None = None, **options: str
+) -> None:
+    given = {**BOOTSTRAP, **(extra or {}), **{k.lower(): v for k, v in options.items()}}
+    with pytest.raises(KafkaOptionError, match=match):
+        (parse_stream_options if stream else parse_batch_options)(given)
+
+
+def test_batch_defaults_match_sparks_and_the_file_source() -> None:
+    parsed = parse_batch_options({**BOOTSTRAP, "subscribe": "a, b"})
+    assert parsed.strategy == Subscribe(("a", "b"))
+    assert parsed.starting == Bound.EARLIEST and parsed.ending == Bound.LATEST
+    assert parsed.isolation_level is IsolationLevel.READ_COMMITTED  # as pykraft-log
+    assert parsed.fail_on_data_loss and not parsed.include_headers
+    assert parsed.min_partitions is None and parsed.max_records_per_partition is None
+    assert parsed.consumer_config == {"bootstrap.servers": "b1:9092,b2:9092"}
+
+
+def test_stream_defaults_start_at_latest() -> None:
+    parsed = parse_stream_options({**BOOTSTRAP, "subscribe": "a", "maxoffsetspertrigger": "7"})
+    assert parsed.starting == Bound.LATEST and parsed.max_offsets_per_trigger == 7
+
+
+def test_exactly_one_strategy() -> None:
+    refused("One of the following options must be specified")
+    refused("Only one of the following", subscribe="a", assign='{"a":[0]}')
+    refused("No topics to subscribe", subscribe=" , ")
+    refused("not a regex", subscribePattern="a[")
+    refused("assign", assign='{"a": 0}')
+    refused("assign", assign='["a"]')
+    assert parse_batch_options(
+        {**BOOTSTRAP, "assign": '{"b": [1, 0], "a": [2]}'}
+    ).strategy == Assign((TopicPartition("a", 2), TopicPartition("b", 0), TopicPartition("b", 1)))
+    assert parse_batch_options(
+        {**BOOTSTRAP, "subscribepattern": "topic-.*"}
+    ).strategy == SubscribePattern("topic-.*")
+
+
+def test_bootstrap_servers_required() -> None:
+    with pytest.raises(KafkaOptionError, match=r"kafka\.bootstrap\.servers"):
+        parse_batch_options({"subscribe": "a"})
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "auto.offset.reset",
+        "enable.auto.commit",
+        "key.deserializer",
+        "value.deserializer",
+        "interceptor.classes",
+    ],
+)
+def test_properties_the_source_owns_are_refused(name: str) -> None:
+    refused(f"'{name}' is not supported", subscribe="a", extra={f"kafka.{name}": "x"})
+
+
+def test_security_properties_pass_through() -> None:
+    parsed = parse_batch_options(
+        {
+            **BOOTSTRAP,
+            "subscribe": "a",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.username": "alice",
+            "kafka.ssl.ca.location": "/etc/ca.pem",
+        }
+    )
+    assert parsed.consumer_config["security.protocol"] == "SASL_SSL"
+    assert parsed.consumer_config["sasl.username"] == "alice"
+    assert parsed.consumer_config["ssl.ca.location"] == "/etc/ca.pem"
+
+
+def test_batch_offset_bounds() -> None:
+    # KafkaRelationSuite "bad batch query options"
+    refused("startingOffsets can't be latest", subscribe="a", startingOffsets="latest")
+    refused("endingOffsets can't be earliest", subscribe="a", endingOffsets="earliest")
+    refused("can't be latest", subscribe="a", startingOffsets='{"a": {"0": -1}}')
+    refused("can't be earliest", subscribe="a", endingOffsets='{"a": {"0": -2}}')
+    refused("not JSON", subscribe="a", startingOffsets="{")
+    refused("offset >= -2", subscribe="a", startingOffsets='{"a": {"0": -3}}')
+    refused("offset >= -2", subscribe="a", startingOffsets='{"a": {"x": 1}}')
+    refused("streaming queries only", subscribe="a", maxOffsetsPerTrigger="5")
+    parsed = parse_batch_options(
+        {**BOOTSTRAP, "subscribe": "a", "startingoffsets": '{"a": {"0": 5, "1": -2}}'}
+    )
+    assert parsed.starting == SpecificOffsets(
+        {TopicPartition("a", 0): 5, TopicPartition("a", 1): -2}
+    )
+
+
+def test_stream_refuses_ending_offsets() -> None:
+    refused(
+        "ending offset not valid in streaming queries",
+        stream=True,
+        subscribe="a",
+        endingOffsets="latest",
+    )
+
+
+def test_numbers_flags_and_isolation() -> None:
+    refused("minPartitions must be a positive integer", subscribe="a", minPartitions="0")
+    refused(
+        "maxRecordsPerPartition must be a positive integer",
+        subscribe="a",
+        maxRecordsPerPartition="x",
+    )
+    refused("failOnDataLoss must be true or false", subscribe="a", failOnDataLoss="maybe")
+    refused(
+        "isolation.level must be one of",
+        subscribe="a",
+        extra={"kafka.isolation.level": "READ_COMMITTED"},
+    )
+    refused(
+        "disagree",
+        subscribe="a",
+        extra={"isolation.level": "read_committed", "kafka.isolation.level": "read_uncommitted"},
+    )
+    parsed = parse_batch_options(
+        {
+            **BOOTSTRAP,
+            "subscribe": "a",
+            "kafka.isolation.level": "read_uncommitted",
+            "includeheaders": "TRUE",
+        }
+    )
+    assert parsed.isolation_level is IsolationLevel.READ_UNCOMMITTED and parsed.include_headers
+    assert "isolation.level" not in parsed.consumer_config  # the source sets it from the level
+
+
+def test_java_jaas_config_becomes_librdkafkas_username_and_password() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="s3cret;x";'
+    )
+    parsed = parse_batch_options({**BOOTSTRAP, "subscribe": "a", "kafka.sasl.jaas.config": jaas})
+    assert parsed.consumer_config["sasl.username"] == "alice"
+    assert parsed.consumer_config["sasl.password"] == "s3cret;x"
+    assert "sasl.jaas.config" not in parsed.consumer_config
+    refused(
+        "only PlainLoginModule and ScramLoginModule",
+        subscribe="a",
+        extra={"kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"},
+    )
+    refused(
+        "tokenauth",
+        subscribe="a",
+        extra={"kafka.sasl.jaas.config": jaas[:-1] + ' tokenauth="true";'},
+    )
+    refused("PEM files", subscribe="a", extra={"kafka.ssl.truststore.location": "/t.jks"})

@@ -1,0 +1,124 @@
+"""``KafkaStreamReader``'s offsets between Spark and the brokers, with the brokers' answers
+(Metadata, ListOffsets) scripted: Spark's checkpoint JSON, ``maxOffsetsPerTrigger`` as Spark's
+``ReadMaxRows``, ``ReadAllAvailable`` ignoring it (a trigger's own limit wins), partitions found
+between batches read from earliest, and what travels to executors."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from pykraft.export.kafka_options import parse_stream_options
+from pykraft.export.kafka_plan import DataLossError, KafkaRange
+from pykraft.export.kafka_source import KafkaStreamReader
+from pykraft.export.spark_schemas import KAFKA_SCHEMA
+from pykraft.storage.topic_partition import TopicPartition
+
+
+class Brokers:
+    """The ``KafkaOffsetReader`` double: partition counts and offsets as the test sets them."""
+
+    def __init__(self) -> None:
+        self.counts = {"t": 2, "other": 1}
+        self.log_start = {TopicPartition("t", 0): 0, TopicPartition("t", 1): 5}
+        self.log_end = {TopicPartition("t", 0): 100, TopicPartition("t", 1): 15}
+
+    def partition_counts(self) -> dict[str, int]:
+        return self.counts
+
+    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.log_start[tp] for tp in tps}
+
+    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.log_end[tp] for tp in tps}
+
+
+def reader(brokers: Brokers, **options: str) -> KafkaStreamReader:
+    given = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", **options}
+    stream = KafkaStreamReader(
+        parse_stream_options({k.lower(): v for k, v in given.items()}), KAFKA_SCHEMA
+    )
+    stream._offset_reader = brokers  # type: ignore[assignment]
+    return stream
+
+
+def ranges(stream: KafkaStreamReader, start: dict, end: dict) -> list[KafkaRange]:  # type: ignore[type-arg]
+    return [p.value for p in stream.partitions(start, end)]
+
+
+def test_initial_offset_is_latest_by_default_else_the_option() -> None:
+    brokers = Brokers()
+    assert reader(brokers).initialOffset() == {"t": {"0": 100, "1": 15}}
+    assert reader(brokers, startingOffsets="earliest").initialOffset() == {"t": {"0": 0, "1": 5}}
+    given = reader(brokers, startingOffsets='{"t": {"0": 42, "1": -2}}')
+    assert given.initialOffset() == {"t": {"0": 42, "1": 5}}
+
+
+def test_max_offsets_per_trigger_is_the_default_read_limit_and_is_shared_out() -> None:
+    brokers = Brokers()
+    stream = reader(brokers, startingOffsets="earliest", maxOffsetsPerTrigger="22")
+    assert stream.getDefaultReadLimit() == ReadMaxRows(22)
+    start = stream.initialOffset()
+    end = stream.latestOffset(start, ReadMaxRows(22))
+    assert end == {"t": {"0": 20, "1": 7}}  # 100 and 10 waiting: 20 + 2 of 22
+    assert ranges(stream, start, end) == [KafkaRange("t", 0, 0, 20), KafkaRange("t", 1, 5, 7)]
+    # A trigger reading everything (ReadAllAvailable) is not held to the option.
+    assert stream.latestOffset(end, ReadAllAvailable()) == {"t": {"0": 100, "1": 15}}
+    assert reader(brokers).getDefaultReadLimit() == ReadAllAvailable()
+
+
+def test_nothing_new_keeps_the_offset_and_plans_no_task() -> None:
+    stream = reader(Brokers())
+    start = stream.initialOffset()
+    assert stream.latestOffset(start, ReadAllAvailable()) == start
+    assert ranges(stream, start, start) == []
+
+
+def test_a_partition_found_between_batches_is_read_from_earliest() -> None:
+    brokers = Brokers()
+    stream = reader(brokers)
+    start = stream.initialOffset()
+    brokers.counts["t"] = 3
+    brokers.log_start[TopicPartition("t", 2)] = 3
+    brokers.log_end[TopicPartition("t", 2)] = 9
+    end = stream.latestOffset(start, ReadAllAvailable())
+    assert end == {"t": {"0": 100, "1": 15, "2": 9}}
+    assert ranges(stream, start, end) == [KafkaRange("t", 2, 3, 9)]
+
+
+def test_offsets_that_went_backwards_are_data_loss_unless_allowed() -> None:
+    brokers = Brokers()
+    start = {"t": {"0": 100, "1": 15}}
+    brokers.log_end[TopicPartition("t", 0)] = 50  # the topic was recreated
+    end = reader(brokers).latestOffset(start, ReadAllAvailable())
+    with pytest.raises(DataLossError):
+        ranges(reader(brokers), start, end)
+    assert ranges(reader(brokers, failOnDataLoss="false"), start, end) == []
+
+
+def test_the_reader_travels_to_executors_without_its_client() -> None:
+    stream = reader(Brokers(), minPartitions="4")
+    copy = pickle.loads(pickle.dumps(stream))
+    assert copy._offset_reader is None and stream._offset_reader is not None
+    assert copy.executor_config["isolation.level"] == "read_committed"
+    assert copy.executor_config["enable.auto.commit"] == "false"
+    assert copy.executor_config["group.id"].startswith("spark-kafka-source-")
+
+
+def test_available_now_reads_to_the_offsets_latest_when_the_query_started() -> None:
+    # Spark's KafkaMicroBatchStream.prepareForTriggerAvailableNow.
+    brokers = Brokers()
+    stream = reader(brokers, startingOffsets="earliest", maxOffsetsPerTrigger="60")
+    start = stream.initialOffset()
+    stream.prepareForTriggerAvailableNow()
+    brokers.log_end[TopicPartition("t", 0)] = 500  # produced after the query started
+    brokers.counts["t"] = 3  # and a partition added: the next query's
+    brokers.log_start[TopicPartition("t", 2)] = 0
+    brokers.log_end[TopicPartition("t", 2)] = 9
+    first = stream.latestOffset(start, ReadMaxRows(60))
+    assert first == {"t": {"0": 54, "1": 10}}  # 60 shared over 100 and 10, still capped
+    second = stream.latestOffset(first, ReadMaxRows(60))
+    assert second == {"t": {"0": 100, "1": 15}}  # the end: 500 and partition 2 wait
+    assert stream.latestOffset(second, ReadMaxRows(60)) == second
