@@ -52,10 +52,12 @@ class ClassicMembersCore(ConsumerGroupCore):
     # ------------------------------------------------------------------ the upgrade
 
     def maybe_upgrade(
-        self, classic: GroupMetadata, written: list[CoordinatorRecord]
+        self, classic: GroupMetadata, written: list[CoordinatorRecord], now_ms: int
     ) -> ConsumerGroup | None:
         """Convert ``classic`` for a consumer member's first heartbeat, when the policy and
-        the group allow it; the conversion's records go to ``written``."""
+        the group allow it; the conversion's records go to ``written``. Each converted member's
+        session timer starts now with its JoinGroup session timeout (``convertToConsumerGroup``
+        schedules ``scheduleConsumerGroupSessionTimeout`` per member)."""
         if self.consumer_config.migration_policy not in UPGRADE_POLICIES:
             return None
         if len(classic.members) >= self.consumer_config.max_size:
@@ -65,6 +67,8 @@ class ClassicMembersCore(ConsumerGroupCore):
             return None
         written.extend(converted_group_records(group))
         self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._arm_timers(group.group_id, member, now_ms)
         return group
 
     # ------------------------------------------------------------------ JoinGroup

@@ -108,7 +108,7 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
             and not is_simple_group(classic)
             and request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
             and request.group_id not in self.consumer_groups
-            and self.consumer.maybe_upgrade(classic, upgrade) is not None
+            and self.consumer.maybe_upgrade(classic, upgrade, now_ms) is not None
         ):
             # The classic group's members now live in the consumer group; its offsets stay.
             self._keep_offsets_only(classic, now_ms)

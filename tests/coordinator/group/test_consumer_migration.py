@@ -248,3 +248,20 @@ def test_no_downgrade_under_the_upgrade_policy() -> None:
     joined = h.join(("foo",))
     h.call(member_id=joined.member_id, member_epoch=-1)
     assert GROUP in h.coordinator.consumer_groups
+
+
+def test_an_upgraded_classic_member_that_goes_silent_is_fenced() -> None:
+    # GroupMetadataManager.convertToConsumerGroup schedules each converted member's session
+    # timeout (its classic session timeout); GroupMetadataManagerTest
+    # .testSessionTimeoutExpirationForClassicMemberAfterUpgrade... in spirit.
+    h = ConsumerHarness([FOO])
+    _, old_id, _ = stable_classic_group(h)
+    joined = h.join(("foo",))
+    group = h.coordinator.consumer_groups[GROUP]
+    h.advance(9_999)
+    h.call(member_id=joined.member_id, member_epoch=joined.member_epoch)
+    assert old_id in group.members
+    h.advance(2)  # its JoinGroup session timeout was 10 s
+    assert old_id not in group.members
+    h.call(member_id=joined.member_id, member_epoch=joined.member_epoch)
+    assert group.target_of(joined.member_id) == {FOO.topic_id: frozenset(range(6))}
