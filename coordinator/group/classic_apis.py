@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCore
 from pykraft.coordinator.group.consumer_group import CONSUMER_PROTOCOL_TYPE, ConsumerGroup
-from pykraft.coordinator.group.consumer_groups import PendingConsumerWrite
 from pykraft.coordinator.group.consumer_records import group_tombstones
+from pykraft.coordinator.group.consumer_writes import PendingConsumerWrite
 from pykraft.coordinator.group.coordinator import GroupCoordinator
 from pykraft.coordinator.group.effects import (
     Append,

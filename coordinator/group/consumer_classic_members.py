@@ -78,6 +78,7 @@ class ClassicMembersCore(ConsumerGroupCore):
     ) -> Effects:
         """``classicGroupJoinToConsumerGroup`` (the status and session timeout were checked)."""
         effects = Effects()
+        snapshot = self.snapshot(group.group_id)
         refusal = self._classic_join_error(group, request)
         if refusal is not None:
             effects.answer(request_id, JoinGroupResult(member_id=request.member_id, error=refusal))
@@ -129,7 +130,7 @@ class ClassicMembersCore(ConsumerGroupCore):
             protocol_type=request.protocol_type,
             protocol_name=protocols[0][0],
         )
-        self._write(group.group_id, written, request_id, result, now_ms, effects)
+        self._write(snapshot, written, request_id, result, now_ms, effects)
         return effects
 
     def _classic_join_error(self, group: ConsumerGroup, request: JoinGroupRequest) -> Errors | None:
@@ -231,6 +232,7 @@ class ClassicMembersCore(ConsumerGroupCore):
         """``classicGroupLeaveToConsumerGroup``: each member removed as a consumer member
         leaving; an unknown one is UNKNOWN_MEMBER_ID."""
         effects = Effects()
+        snapshot = self.snapshot(group.group_id)
         written: list[CoordinatorRecord] = []
         results = []
         for member_id, instance_id in members:
@@ -241,7 +243,7 @@ class ClassicMembersCore(ConsumerGroupCore):
             self._fence(group, member_id, written)
             results.append(MemberLeaveResult(member_id, instance_id, Errors.NONE))
         result = LeaveGroupResult(Errors.NONE, tuple(results))
-        self._write(group.group_id, written, request_id, result, now_ms, effects)
+        self._write(snapshot, written, request_id, result, now_ms, effects)
         return effects
 
 

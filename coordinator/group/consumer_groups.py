@@ -24,10 +24,12 @@ One heartbeat, one pass, in Kafka's order:
 
 Records are applied to memory at once (Kafka replays them into its timeline); the answer waits
 until they are appended (``PendingConsumerWrite``), as Kafka's runtime completes a write only
-after the log has it. Leaving (epoch -1), a session timeout, and a rebalance timeout (partitions
-not revoked in time) remove the member with tombstones and bump the group epoch; a static member
-leaving with epoch -2 keeps its place and partitions until its session times out or its instance
-id rejoins under a new member id, taking over its target assignment without a new group epoch.
+after the log has it; a failed append restores the group as it was before the write
+(``coordinator.group.consumer_writes``). Leaving (epoch -1), a session timeout, and a
+rebalance timeout (partitions not revoked in time) remove the member with tombstones and bump
+the group epoch; a static member leaving with epoch -2 keeps its place and assigned partitions
+(not those pending revocation) until its session times out or its instance id rejoins under a
+new member id, taking over at member epoch 0 without a new group epoch.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from pykraft.coordinator.group.consumer_heartbeat import (
     refused,
     subscription_changed,
     updated_member,
+    validate_member,
 )
 from pykraft.coordinator.group.consumer_member import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -60,6 +63,12 @@ from pykraft.coordinator.group.consumer_member import (
     reconcile,
 )
 from pykraft.coordinator.group.consumer_records import TopicMetadata
+from pykraft.coordinator.group.consumer_writes import (
+    GroupSnapshot,
+    MemberDeadlines,
+    PendingConsumerWrite,
+    copy_group,
+)
 from pykraft.coordinator.group.effects import (
     Append,
     ConsumerGroupHeartbeatResult,
@@ -71,22 +80,6 @@ from pykraft.coordinator.group.offsets import group_append_error
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.state import GroupMetadata
 from pykraft.protocol.errors import Errors
-
-
-@attrs.frozen
-class PendingConsumerWrite:
-    # None: a timer's write (a fenced member); nobody waits.
-    request_id: int | None
-    # A ConsumerGroupHeartbeat's answer, or a classic member's (JoinGroup, SyncGroup, ...).
-    result: Result | None
-
-
-@attrs.define
-class _MemberDeadlines:
-    session_ms: int
-    # Set while the member must revoke partitions (UNREVOKED_PARTITIONS) at ``rebalance_epoch``.
-    rebalance_ms: int | None = None
-    rebalance_epoch: int = -1
 
 
 class ConsumerGroupCore:
@@ -107,7 +100,7 @@ class ConsumerGroupCore:
         self.groups: dict[str, ConsumerGroup] = {}
         # topic name -> id and partition count, from the broker's metadata image.
         self.topics: Mapping[str, TopicMetadata] = {}
-        self._deadlines: dict[tuple[str, str], _MemberDeadlines] = {}
+        self._deadlines: dict[tuple[str, str], MemberDeadlines] = {}
         self._new_member_id = new_member_id
         self._new_write = new_write
         self._partition_for = partition_for
@@ -122,10 +115,14 @@ class ConsumerGroupCore:
         now_ms: int,
         effects: Effects,
         written_before: Iterable[CoordinatorRecord] = (),
+        before: GroupSnapshot | None = None,
     ) -> None:
         """``consumerGroupHeartbeat``, after the request's checks (``request_error``) and the
         group's status (``validate_group_status``), both the caller's; ``written_before``: the
-        records of an upgrade of the group just done (written first, in the same batch)."""
+        records of an upgrade of the group just done (written first, in the same batch), and
+        ``before`` the group as it was before that upgrade."""
+        if before is None:
+            before = self.snapshot(request.group_id)
         if classic is not None and not is_simple_group(classic):
             message = f"Group {request.group_id} is not a consumer group."
             effects.answer(request_id, refused((Errors.GROUP_ID_NOT_FOUND, message)))
@@ -136,7 +133,7 @@ class ConsumerGroupCore:
         else:
             outcome = self._join_or_heartbeat(request, now_ms, written)
         result = outcome if isinstance(outcome, ConsumerGroupHeartbeatResult) else refused(outcome)
-        self._write(request.group_id, written, request_id, result, now_ms, effects)
+        self._write(before, written, request_id, result, now_ms, effects)
 
     def _join_or_heartbeat(
         self, request: ConsumerGroupHeartbeatRequest, now_ms: int, written: list[CoordinatorRecord]
@@ -174,7 +171,7 @@ class ConsumerGroupCore:
             group.update_member(reconciled)
             written.append(records.current_assignment_record(gid, reconciled))
         self.groups[gid] = group
-        self._arm_timers(gid, reconciled, now_ms)
+        self._arm_timers(gid, reconciled, now_ms, changed=reconciled != updated)
         show = request.is_full or is_new or assignment_changed(member, reconciled)
         return ConsumerGroupHeartbeatResult(
             error=Errors.NONE,
@@ -191,15 +188,13 @@ class ConsumerGroupCore:
         written: list[CoordinatorRecord],
     ) -> tuple[ConsumerGroupMember, bool] | Refusal:
         """The member this heartbeat is from, and whether it replaces a static member."""
-        member = group.members.get(request.member_id) if request.member_id else None
         if request.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
-            if member is None:
-                return (
-                    Errors.UNKNOWN_MEMBER_ID,
-                    f"Member {request.member_id} is not a member of group {group.group_id}.",
-                )
-            refusal = member_epoch_error(member, request.member_epoch, request.topic_partitions)
-            return (member, False) if refusal is None else refusal
+            found = validate_member(group, request.member_id, request.instance_id)
+            if not isinstance(found, ConsumerGroupMember):
+                return found
+            refusal = member_epoch_error(found, request.member_epoch, request.topic_partitions)
+            return (found, False) if refusal is None else refusal
+        member = group.members.get(request.member_id) if request.member_id else None
         if member is not None:
             # A known member rejoining: it gave up its partitions; it starts over.
             restarted = attrs.evolve(
@@ -238,36 +233,38 @@ class ConsumerGroupCore:
         member_id: str,
         written: list[CoordinatorRecord],
     ) -> ConsumerGroupMember:
-        """``consumerGroupStaticMemberGroupLeave``'s other half: the new member id takes over
-        the old one's partitions, epoch and target assignment; the group epoch does not move."""
+        """``getOrMaybeSubscribeStaticConsumerGroupMember`` + ``replaceMember``: the new member
+        id takes over the old one's partitions and target assignment at member epoch 0 and
+        reconciles from there; the group epoch does not move."""
         target = group.target_of(old.member_id)
         self._remove(group, old.member_id, written)
         group.target_assignment[member_id] = target
         written.append(records.target_assignment_member_record(group.group_id, member_id, target))
-        return attrs.evolve(old, member_id=member_id, member_epoch=old.previous_member_epoch)
+        return attrs.evolve(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
 
     def _leave(
         self, request: ConsumerGroupHeartbeatRequest, now_ms: int, written: list[CoordinatorRecord]
     ) -> ConsumerGroupHeartbeatResult | Refusal:
-        """``consumerGroupLeave``: -1 removes the member; -2 (a static member) keeps its place
-        and partitions until its session times out."""
+        """``consumerGroupLeave``: -1 removes the member; -2 (a static member, found by its
+        instance id) keeps its place and assigned partitions until its session times out
+        (``consumerGroupStaticMemberGroupLeave``: epoch -2, nothing pending revocation)."""
         group = self.groups.get(request.group_id)
-        member = group.members.get(request.member_id) if group is not None else None
-        if group is None or member is None:
-            return (
-                Errors.UNKNOWN_MEMBER_ID,
-                f"Member {request.member_id} is not a member of group {request.group_id}.",
-            )
+        if group is None:
+            return Errors.GROUP_ID_NOT_FOUND, f"Consumer group {request.group_id} not found."
+        found = validate_member(group, request.member_id, request.instance_id)
+        if not isinstance(found, ConsumerGroupMember):
+            return found
+        member = found
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             left = attrs.evolve(
                 member,
-                previous_member_epoch=member.member_epoch,
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                partitions_pending_revocation={},
             )
             group.update_member(left)
             written.append(records.current_assignment_record(group.group_id, left))
             self._deadlines.setdefault(
-                (group.group_id, member.member_id), _MemberDeadlines(now_ms)
+                (group.group_id, member.member_id), MemberDeadlines(now_ms)
             ).rebalance_ms = None
         else:
             self._fence(group, member.member_id, written)
@@ -334,14 +331,23 @@ class ConsumerGroupCore:
 
     # ------------------------------------------------------------------ timers
 
-    def _arm_timers(self, group_id: str, member: ConsumerGroupMember, now_ms: int) -> None:
-        deadlines = self._deadlines.setdefault((group_id, member.member_id), _MemberDeadlines(0))
+    def _arm_timers(
+        self, group_id: str, member: ConsumerGroupMember, now_ms: int, changed: bool = False
+    ) -> None:
+        """The member's session timer restarts; its rebalance timer runs while it must revoke,
+        restarted whenever its assignment changed (``maybeReconcile``: every new
+        UNREVOKED_PARTITIONS step gets the full rebalance timeout)."""
+        deadlines = self._deadlines.setdefault((group_id, member.member_id), MemberDeadlines(0))
         session_timeout_ms = member.classic_session_timeout_ms
         if session_timeout_ms is None:
             session_timeout_ms = self.consumer_config.session_timeout_ms
         deadlines.session_ms = now_ms + session_timeout_ms
         if member.state is MemberState.UNREVOKED_PARTITIONS:
-            if deadlines.rebalance_ms is None or deadlines.rebalance_epoch != member.member_epoch:
+            if (
+                changed
+                or deadlines.rebalance_ms is None
+                or deadlines.rebalance_epoch != member.member_epoch
+            ):
                 deadlines.rebalance_ms = now_ms + max(member.rebalance_timeout_ms, 0)
                 deadlines.rebalance_epoch = member.member_epoch
         else:
@@ -361,13 +367,14 @@ class ConsumerGroupCore:
             group = self.groups.get(group_id)
             if not expired or group is None or member_id not in group.members:
                 continue
+            before = self.snapshot(group_id)
             written: list[CoordinatorRecord] = []
             self._fence(group, member_id, written)
-            self._write(group_id, written, None, None, now_ms, effects)
+            self._write(before, written, None, None, now_ms, effects)
 
     def _write(
         self,
-        group_id: str,
+        before: GroupSnapshot,
         written: list[CoordinatorRecord],
         request_id: int | None,
         result: Result | None,
@@ -380,18 +387,40 @@ class ConsumerGroupCore:
             if not written:
                 return
             result, request_id = None, None
-        write_id = self._new_write(PendingConsumerWrite(request_id, result))
-        append = Append(write_id, self._partition_for(group_id), tuple(written), now_ms)
+        write_id = self._new_write(PendingConsumerWrite(request_id, result, before))
+        append = Append(write_id, self._partition_for(before.group_id), tuple(written), now_ms)
         effects.appends.append(append)
 
     @staticmethod
     def on_append_done(pending: PendingConsumerWrite, error: Errors, effects: Effects) -> None:
+        """Answer the write's request: its result once appended, else the append's error
+        (the caller has restored the group: ``restore``)."""
         if pending.request_id is None or pending.result is None:
             return
         if error is Errors.NONE:
             effects.answer(pending.request_id, pending.result)
         else:
             effects.answer(pending.request_id, failed(pending.result, group_append_error(error)))
+
+    def snapshot(self, group_id: str, classic: GroupMetadata | None = None) -> GroupSnapshot:
+        """The group as it is now, to go back to if the next write fails."""
+        group = self.groups.get(group_id)
+        deadlines = {
+            member_id: attrs.evolve(d)
+            for (gid, member_id), d in self._deadlines.items()
+            if gid == group_id
+        }
+        copy = None if group is None else copy_group(group)
+        return GroupSnapshot(group_id, copy, deadlines, classic)
+
+    def restore(self, snapshot: GroupSnapshot) -> None:
+        """Back to ``snapshot`` after a failed write (``revertLastWrittenOffset``)."""
+        group_id = snapshot.group_id
+        self.unload_group(group_id)
+        if snapshot.group is not None:
+            self.groups[group_id] = copy_group(snapshot.group)
+        for member_id, deadlines in snapshot.deadlines.items():
+            self._deadlines[(group_id, member_id)] = attrs.evolve(deadlines)
 
     # ------------------------------------------------------------------ loading
 

@@ -35,7 +35,6 @@ from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCor
 from pykraft.coordinator.group.consumer_group import (
     ConsumerGroup,
 )
-from pykraft.coordinator.group.consumer_groups import PendingConsumerWrite
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
     ConsumerGroupHeartbeatRequest,
@@ -51,6 +50,7 @@ from pykraft.coordinator.group.consumer_records import (
     group_tombstones,
     member_tombstones,
 )
+from pykraft.coordinator.group.consumer_writes import GroupSnapshot, PendingConsumerWrite
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
 from pykraft.coordinator.group.effects import (
     Append,
@@ -102,6 +102,7 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
             effects.answer(request_id, refused((error, None)))
             return effects
         classic = self.groups.get(request.group_id)
+        before = self.consumer.snapshot(request.group_id, classic)
         upgrade: list[CoordinatorRecord] = []
         if (
             classic is not None
@@ -113,7 +114,7 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
             # The classic group's members now live in the consumer group; its offsets stay.
             self._keep_offsets_only(classic, now_ms)
             classic = None
-        self.consumer.heartbeat(request, classic, request_id, now_ms, effects, upgrade)
+        self.consumer.heartbeat(request, classic, request_id, now_ms, effects, upgrade, before)
         if request.is_leave:
             self._maybe_downgrade(request.group_id, now_ms, effects)
         return effects
@@ -208,8 +209,37 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
             return super().on_append_done(write_id, error, base_offset, now_ms)
         del self._writes[write_id]
         effects = Effects()
+        if error is not Errors.NONE and pending.before is not None:
+            self._fail_later_writes(write_id, pending.before.group_id, error, effects)
+            self._restore(pending.before)
         self.consumer.on_append_done(pending, error, effects)
         return effects
+
+    def _fail_later_writes(
+        self, write_id: int, group_id: str, error: Errors, effects: Effects
+    ) -> None:
+        """The group's writes after a failed one were built on state now reverted: each is
+        answered with the error at once, and its completion ignored."""
+        for later_id, later in sorted(self._writes.items()):
+            if (
+                later_id > write_id
+                and isinstance(later, PendingConsumerWrite)
+                and later.before is not None
+                and later.before.group_id == group_id
+            ):
+                self._writes[later_id] = PendingConsumerWrite(None, None)  # type: ignore[assignment]
+                self.consumer.on_append_done(later, error, effects)
+
+    def _restore(self, snapshot: GroupSnapshot) -> None:
+        """The group as it was before a failed write; an upgrade in that write is undone by
+        putting the classic group back (with the offsets committed since)."""
+        self.consumer.restore(snapshot)
+        classic = snapshot.classic
+        if classic is not None and snapshot.group is None:
+            holder = self.groups.get(snapshot.group_id)
+            if holder is not None and holder is not classic:
+                classic.offsets.update(holder.offsets)
+            self.groups[snapshot.group_id] = classic
 
     def poll(self, now_ms: int) -> Effects:
         effects = super().poll(now_ms)

@@ -107,7 +107,11 @@ class ConsumerHarness:
             self.take(self.coordinator.poll(self.now_ms))
 
     def release(self, error: Errors = Errors.NONE) -> None:
+        """Complete the held appends with ``error``; a failed append never reaches the log
+        (a reload does not see it)."""
         held, self.held = self.held, []
+        if error is not Errors.NONE:
+            self.appended = [a for a in self.appended if a not in held]
         for append in held:
             self.take(self.coordinator.on_append_done(append.write_id, error, 0, self.now_ms))
 
