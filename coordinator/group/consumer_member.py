@@ -80,7 +80,8 @@ class ConsumerGroupMember:
     # KIP-848's online upgrade: its JoinGroup protocols (name, metadata), Kafka's
     # ClassicMemberMetadata; None for a consumer-protocol member.
     classic_protocols: tuple[tuple[str, bytes], ...] | None = None
-    # Its JoinGroup session timeout (not in the records: after a reload, the consumer one).
+    # Its JoinGroup session timeout (ClassicMemberMetadata's SessionTimeoutMs); None for a
+    # consumer-protocol member.
     classic_session_timeout_ms: int | None = None
 
     @property

@@ -265,3 +265,17 @@ def test_an_upgraded_classic_member_that_goes_silent_is_fenced() -> None:
     assert old_id not in group.members
     h.call(member_id=joined.member_id, member_epoch=joined.member_epoch)
     assert group.target_of(joined.member_id) == {FOO.topic_id: frozenset(range(6))}
+
+
+def test_a_failover_keeps_a_classic_members_session_timeout():
+    # ClassicMemberMetadata.SessionTimeoutMs is replayed: after a failover the classic member
+    # still times out after its JoinGroup's 10 s, not group.consumer.session.timeout.ms.
+    h = ConsumerHarness([FOO])
+    _, old_id, _ = stable_classic_group(h)
+    joined = h.join(("foo",))
+    group = h.reload().consumer_groups[GROUP]
+    assert group.members[old_id].classic_session_timeout_ms == 10_000
+    h.advance(9_000)
+    h.call(member_id=joined.member_id, member_epoch=joined.member_epoch)
+    h.advance(1_001)
+    assert old_id not in group.members
