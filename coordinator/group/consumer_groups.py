@@ -425,8 +425,11 @@ class ConsumerGroupCore:
     # ------------------------------------------------------------------ loading
 
     def install(self, groups: Iterable[ConsumerGroup], now_ms: int) -> None:
-        """Groups replayed from a partition's log: every member's session starts now."""
+        """Groups replayed from a partition's log: every member's session starts now. The
+        assignor is not in the records: it is the one the members ask for, as Kafka derives
+        ``preferredServerAssignor`` from them."""
         for group in groups:
+            group.assignor_name = self._assignor_for(group)
             self.groups[group.group_id] = group
             for member in group.members.values():
                 self._arm_timers(group.group_id, member, now_ms)

@@ -555,6 +555,14 @@ def test_the_group_survives_a_coordinator_failover():
     assert list(h.reload().consumer_groups[GROUP].members) == [a.member_id]
 
 
+def test_a_failover_shows_the_assignor_the_members_ask_for():
+    # ConsumerGroup.asDescribedGroup: preferredServerAssignor, else the default.
+    h = harness()
+    h.join(("foo",), server_assignor="range")
+    assert h.coordinator.consumer_groups[GROUP].assignor_name == "range"
+    assert h.reload().consumer_groups[GROUP].assignor_name == "range"
+
+
 def commit_offsets(h: ConsumerHarness, member_id: str, epoch: int, *topics: str) -> None:
     offsets = {
         TopicPartition(name, 0): OffsetAndMetadata(offset=3, commit_timestamp_ms=h.now_ms)

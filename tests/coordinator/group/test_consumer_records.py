@@ -179,3 +179,21 @@ def test_classic_member_metadata_tag_bytes_and_back():
     null_tag = head + bytes.fromhex("01000100")  # one tag: 0, size 1, null
     plain = rec.decode_consumer_value(key, null_tag)
     assert isinstance(plain, ConsumerGroupMember) and plain.classic_protocols is None
+
+
+def test_an_assignment_without_member_metadata_is_dropped_on_replay():
+    # Kafka writes a member's metadata first and tombstones it last (removeMember); its replay
+    # of an assignment for no member finds none (getOrMaybeCreateMember(memberId, false)).
+    member = ConsumerGroupMember(member_id="m", member_epoch=3, assigned_partitions={})
+    ghost = ConsumerGroupMember(member_id="ghost", member_epoch=3)
+    records = [
+        rec.group_epoch_record("g", 3),
+        rec.member_metadata_record("g", member),
+        rec.current_assignment_record("g", member),
+        rec.current_assignment_record("g", ghost),
+        rec.target_assignment_member_record("g", "ghost", {TOPIC_ID: frozenset({0})}),
+    ]
+    replay = OffsetsReplay()
+    replay.replay(LogRecord(i, r.key, r.value) for i, r in enumerate(records))
+    (group,) = replay.loaded(0).consumer_groups
+    assert list(group.members) == ["m"] and group.target_assignment == {}
