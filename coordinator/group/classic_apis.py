@@ -20,7 +20,6 @@ from pykraft.coordinator.group.effects import (
     Append,
     Effects,
     OffsetCommitResult,
-    SyncGroupResult,
     TransactionalProducer,
 )
 from pykraft.coordinator.group.records import OffsetAndMetadata
@@ -55,6 +54,13 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
             return None
         return group
 
+    def _offsets_holder(self, group_id: str, now_ms: int) -> GroupMetadata:
+        """The EMPTY classic group holding a consumer group's offsets (made on first use)."""
+        holder = self.groups.get(group_id)
+        if holder is None:
+            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        return holder
+
     def handle_sync_group(
         self,
         *,
@@ -81,12 +87,15 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
                 now_ms=now_ms,
                 group_instance_id=group_instance_id,
             )
-        if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
-            effects = Effects()
-            effects.answer(request_id, SyncGroupResult(error=Errors.INCONSISTENT_GROUP_PROTOCOL))
-            return effects
         return self.consumer.classic_sync(
-            group, member_id, generation_id, protocol_name, request_id
+            group,
+            member_id=member_id,
+            instance_id=group_instance_id,
+            generation_id=generation_id,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            request_id=request_id,
+            now_ms=now_ms,
         )
 
     def handle_heartbeat(
@@ -103,8 +112,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
             return super().handle_heartbeat(
                 group_id, member_id, generation_id, request_id, now_ms, group_instance_id
             )
-        return self.consumer.classic_heartbeat_effects(
-            group, member_id, generation_id, request_id, now_ms
+        return self.consumer.classic_heartbeat(
+            group, member_id, group_instance_id, generation_id, request_id, now_ms
         )
 
     def handle_leave_group(
@@ -130,8 +139,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         now_ms: int,
         group_instance_id: str | None = None,
     ) -> Effects:
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_COMMIT):
+        group = self._consumer_group_for(group_id, ApiKey.OFFSET_COMMIT)
+        if group is None:
             return super().handle_commit_offsets(
                 group_id=group_id,
                 member_id=member_id,
@@ -146,10 +155,7 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         if error is not None:
             step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
             return step.effects
-        holder = self.groups.get(group_id)
-        if holder is None:
-            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-        self._store_offsets(holder, offsets, request_id, step)
+        self._store_offsets(self._offsets_holder(group_id, now_ms), offsets, request_id, step)
         return step.effects
 
     def handle_delete_groups(
@@ -161,8 +167,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         effects = Effects()
         decided: dict[str, Errors] = {}
         for group_id in asked:
-            group = self.consumer_groups.get(group_id)
-            if group is None or self.validate_group_status(group_id, ApiKey.DELETE_GROUPS):
+            group = self._consumer_group_for(group_id, ApiKey.DELETE_GROUPS)
+            if group is None:
                 continue
             if group.members:
                 decided[group_id] = Errors.NON_EMPTY_GROUP
@@ -183,8 +189,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         """OffsetDelete on a consumer group: a partition of a topic it subscribes to is
         GROUP_SUBSCRIBED_TO_TOPIC, members or not; the others are deleted
         (``OffsetMetadataManager.deleteOffsets`` over ``ConsumerGroup.isSubscribedToTopic``)."""
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_DELETE):
+        group = self._consumer_group_for(group_id, ApiKey.OFFSET_DELETE)
+        if group is None:
             return super().handle_delete_offsets(group_id, partitions, now_ms)
         subscribed = set(group.subscription_metadata) | group.subscribed_topic_names(())
         errors = {
@@ -212,8 +218,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
     ) -> Effects:
         """TxnOffsetCommit from a consumer group's member (KIP-447 with KIP-848): the same
         member and epoch checks as OffsetCommit, then the classic transactional path."""
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT):
+        group = self._consumer_group_for(group_id, ApiKey.TXN_OFFSET_COMMIT)
+        if group is None:
             return super().handle_txn_commit_offsets(
                 group_id=group_id,
                 producer=producer,
@@ -229,16 +235,12 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         if error is not None:
             step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
             return step.effects
-        holder = self.groups.get(group_id)
-        if holder is None:
-            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        holder = self._offsets_holder(group_id, now_ms)
         self._store_offsets(holder, offsets, request_id, step, producer)
         return step.effects
 
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
-        if group_id in self.consumer_groups and not self.validate_group_status(
-            group_id, ApiKey.DESCRIBE_GROUPS
-        ):
+        if self._consumer_group_for(group_id, ApiKey.DESCRIBE_GROUPS) is not None:
             return Errors.NONE, DEAD_GROUP
         return super().describe_group(group_id)
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from pykraft.coordinator.group import consumer_records as records
+from pykraft.coordinator.group.assignors import Assignment
 from pykraft.coordinator.group.consumer_group import ConsumerGroup
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
@@ -63,9 +64,9 @@ from pykraft.coordinator.group.consumer_member import (
     reconcile,
 )
 from pykraft.coordinator.group.consumer_records import TopicMetadata
+from pykraft.coordinator.group.consumer_timers import MemberTimers
 from pykraft.coordinator.group.consumer_writes import (
     GroupSnapshot,
-    MemberDeadlines,
     PendingConsumerWrite,
     copy_group,
 )
@@ -100,7 +101,7 @@ class ConsumerGroupCore:
         self.groups: dict[str, ConsumerGroup] = {}
         # topic name -> id and partition count, from the broker's metadata image.
         self.topics: Mapping[str, TopicMetadata] = {}
-        self._deadlines: dict[tuple[str, str], MemberDeadlines] = {}
+        self.timers = MemberTimers()
         self._new_member_id = new_member_id
         self._new_write = new_write
         self._partition_for = partition_for
@@ -149,29 +150,11 @@ class ConsumerGroupCore:
         member, replaced = found
         is_new = member.member_id not in group.members
         updated = updated_member(member, request)
-        gid = group.group_id
-        # A static member's new incarnation (``replaced``) is no new member: it keeps its place.
-        bump = (is_new and not replaced) or subscription_changed(member, updated)
-        if is_new or metadata_changed(member, updated):
-            written.append(records.member_metadata_record(gid, updated))
-        group.update_member(updated)
-        bump = self._refresh_subscription_metadata(group, written) or bump
-        if bump:
-            group.group_epoch += 1
-            written.append(records.group_epoch_record(gid, group.group_epoch))
-        self._maybe_compute_target_assignment(group, written)
-        reconciled = reconcile(
-            updated,
-            group.assignment_epoch,
-            group.target_of(updated.member_id),
-            group.current_partition_epoch,
-            request.topic_partitions,
+        self.groups[group.group_id] = group
+        reconciled = self._update_and_reconcile(
+            group, member, updated, request.topic_partitions, written, replaced=replaced
         )
-        if is_new or assignment_record_changed(updated, reconciled):
-            group.update_member(reconciled)
-            written.append(records.current_assignment_record(gid, reconciled))
-        self.groups[gid] = group
-        self._arm_timers(gid, reconciled, now_ms, changed=reconciled != updated)
+        self._arm_timers(group.group_id, reconciled, now_ms, changed=reconciled != updated)
         show = request.is_full or is_new or assignment_changed(member, reconciled)
         return ConsumerGroupHeartbeatResult(
             error=Errors.NONE,
@@ -180,6 +163,41 @@ class ConsumerGroupCore:
             heartbeat_interval_ms=self.consumer_config.heartbeat_interval_ms,
             assignment=dict(reconciled.assigned_partitions) if show else None,
         )
+
+    def _update_and_reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        owned: Assignment | None,
+        written: list[CoordinatorRecord],
+        *,
+        replaced: bool = False,
+    ) -> ConsumerGroupMember:
+        """Steps 3-5 of a heartbeat or a classic member's JoinGroup: write the member, bump
+        the group epoch if its subscription (or the subscribed topics) changed, compute the
+        target if due, reconcile the member given what it ``owned``. A static member's new
+        incarnation (``replaced``) is no new member: it keeps its place."""
+        gid = group.group_id
+        is_new = member.member_id not in group.members
+        bump = (is_new and not replaced) or subscription_changed(member, updated)
+        if is_new or metadata_changed(member, updated):
+            written.append(records.member_metadata_record(gid, updated))
+        group.update_member(updated)
+        if self._refresh_subscription_metadata(group, written) or bump:
+            self._bump_group_epoch(group, written)
+        self._maybe_compute_target_assignment(group, written)
+        reconciled = reconcile(
+            updated,
+            group.assignment_epoch,
+            group.target_of(updated.member_id),
+            group.current_partition_epoch,
+            owned,
+        )
+        if is_new or assignment_record_changed(updated, reconciled):
+            group.update_member(reconciled)
+            written.append(records.current_assignment_record(gid, reconciled))
+        return reconciled
 
     def _member_for(
         self,
@@ -263,9 +281,7 @@ class ConsumerGroupCore:
             )
             group.update_member(left)
             written.append(records.current_assignment_record(group.group_id, left))
-            self._deadlines.setdefault(
-                (group.group_id, member.member_id), MemberDeadlines(now_ms)
-            ).rebalance_ms = None
+            self.timers.of(group.group_id, member.member_id, now_ms).rebalance_ms = None
         else:
             self._fence(group, member.member_id, written)
         return ConsumerGroupHeartbeatResult(
@@ -280,6 +296,10 @@ class ConsumerGroupCore:
         """``removeMember`` + a group epoch bump: the member's partitions are free again."""
         self._remove(group, member_id, written)
         self._refresh_subscription_metadata(group, written)
+        self._bump_group_epoch(group, written)
+
+    @staticmethod
+    def _bump_group_epoch(group: ConsumerGroup, written: list[CoordinatorRecord]) -> None:
         group.group_epoch += 1
         written.append(records.group_epoch_record(group.group_id, group.group_epoch))
 
@@ -287,7 +307,7 @@ class ConsumerGroupCore:
         self, group: ConsumerGroup, member_id: str, written: list[CoordinatorRecord]
     ) -> None:
         group.remove_member(member_id)
-        self._deadlines.pop((group.group_id, member_id), None)
+        self.timers.remove(group.group_id, member_id)
         written.extend(records.member_tombstones(group.group_id, member_id))
 
     def _refresh_subscription_metadata(
@@ -334,38 +354,20 @@ class ConsumerGroupCore:
     def _arm_timers(
         self, group_id: str, member: ConsumerGroupMember, now_ms: int, changed: bool = False
     ) -> None:
-        """The member's session timer restarts; its rebalance timer runs while it must revoke,
-        restarted whenever its assignment changed (``maybeReconcile``: every new
-        UNREVOKED_PARTITIONS step gets the full rebalance timeout)."""
-        deadlines = self._deadlines.setdefault((group_id, member.member_id), MemberDeadlines(0))
-        session_timeout_ms = member.classic_session_timeout_ms
-        if session_timeout_ms is None:
-            session_timeout_ms = self.consumer_config.session_timeout_ms
-        deadlines.session_ms = now_ms + session_timeout_ms
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            if (
-                changed
-                or deadlines.rebalance_ms is None
-                or deadlines.rebalance_epoch != member.member_epoch
-            ):
-                deadlines.rebalance_ms = now_ms + max(member.rebalance_timeout_ms, 0)
-                deadlines.rebalance_epoch = member.member_epoch
-        else:
-            deadlines.rebalance_ms = None
+        """A heartbeat: the session restarts; the rebalance timer follows the reconciliation
+        (``coordinator.group.consumer_timers``)."""
+        self.timers.session(group_id, member, now_ms, self.consumer_config.session_timeout_ms)
+        self.timers.reconciled(group_id, member, now_ms, changed)
 
     def next_deadline_ms(self) -> int | None:
-        times = [d.session_ms for d in self._deadlines.values()]
-        times += [d.rebalance_ms for d in self._deadlines.values() if d.rebalance_ms is not None]
-        return min(times, default=None)
+        return self.timers.next_deadline_ms()
 
     def poll(self, now_ms: int, effects: Effects) -> None:
-        """Fence every member whose session or rebalance timeout has passed."""
-        for (group_id, member_id), deadlines in sorted(self._deadlines.items()):
-            expired = deadlines.session_ms <= now_ms or (
-                deadlines.rebalance_ms is not None and deadlines.rebalance_ms <= now_ms
-            )
+        """Fence every member one of whose timers has expired."""
+        for group_id, member_id in self.timers.expired(now_ms):
             group = self.groups.get(group_id)
-            if not expired or group is None or member_id not in group.members:
+            if group is None or member_id not in group.members:
+                self.timers.remove(group_id, member_id)
                 continue
             before = self.snapshot(group_id)
             written: list[CoordinatorRecord] = []
@@ -405,22 +407,16 @@ class ConsumerGroupCore:
     def snapshot(self, group_id: str, classic: GroupMetadata | None = None) -> GroupSnapshot:
         """The group as it is now, to go back to if the next write fails."""
         group = self.groups.get(group_id)
-        deadlines = {
-            member_id: attrs.evolve(d)
-            for (gid, member_id), d in self._deadlines.items()
-            if gid == group_id
-        }
         copy = None if group is None else copy_group(group)
-        return GroupSnapshot(group_id, copy, deadlines, classic)
+        return GroupSnapshot(group_id, copy, self.timers.of_group(group_id), classic)
 
     def restore(self, snapshot: GroupSnapshot) -> None:
         """Back to ``snapshot`` after a failed write (``revertLastWrittenOffset``)."""
         group_id = snapshot.group_id
-        self.unload_group(group_id)
+        self.groups.pop(group_id, None)
         if snapshot.group is not None:
             self.groups[group_id] = copy_group(snapshot.group)
-        for member_id, deadlines in snapshot.deadlines.items():
-            self._deadlines[(group_id, member_id)] = attrs.evolve(deadlines)
+        self.timers.replace_group(group_id, snapshot.deadlines)
 
     # ------------------------------------------------------------------ loading
 
@@ -440,5 +436,4 @@ class ConsumerGroupCore:
 
     def unload_group(self, group_id: str) -> None:
         self.groups.pop(group_id, None)
-        for key in [k for k in self._deadlines if k[0] == group_id]:
-            del self._deadlines[key]
+        self.timers.replace_group(group_id, {})

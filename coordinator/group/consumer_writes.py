@@ -14,16 +14,9 @@ from __future__ import annotations
 import attrs
 
 from pykraft.coordinator.group.consumer_group import ConsumerGroup
+from pykraft.coordinator.group.consumer_timers import MemberDeadlines
 from pykraft.coordinator.group.effects import Result
 from pykraft.coordinator.group.state import GroupMetadata
-
-
-@attrs.define
-class MemberDeadlines:
-    session_ms: int
-    # Set while the member must revoke partitions (UNREVOKED_PARTITIONS).
-    rebalance_ms: int | None = None
-    rebalance_epoch: int = -1
 
 
 @attrs.frozen

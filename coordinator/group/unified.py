@@ -10,9 +10,10 @@ Kafka 3.9's ``GroupMetadataManager``:
   (``coordinator.group.consumer_migration``), else GROUP_ID_NOT_FOUND. A classic group holding
   only offsets is taken over at once.
 * JoinGroup on an id held by a consumer group with members: the member joins as a classic
-  member (policy upgrade/bidirectional), else INCONSISTENT_GROUP_PROTOCOL. An empty consumer
-  group gives the id up (its tombstones written). The last consumer-protocol member leaving a
-  group of classic members downgrades it (policy downgrade/bidirectional).
+  member, whatever the migration policy (Kafka 3.9's ``classicGroupJoin``: the policy governs
+  conversions only). An empty consumer group gives the id up (its tombstones written). The
+  last consumer-protocol member leaving a group of classic members downgrades it (policy
+  downgrade/bidirectional).
 * Offsets: a consumer group's committed offsets are kept where the classic ones are, in an
   EMPTY ``GroupMetadata`` of the same id that is never shown as a group; the classic APIs on a
   consumer group are ``coordinator.group.classic_apis``'. Not checked: Kafka's
