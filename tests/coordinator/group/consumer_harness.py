@@ -153,10 +153,14 @@ class ConsumerHarness:
             assignment=result.assignment,
         )
 
-    def reload(self) -> UnifiedGroupCoordinator:
-        """A new coordinator that replays every record appended so far (a failover)."""
+    def replayed(self) -> UnifiedGroupCoordinator:
+        """A new coordinator that replays every record appended so far."""
         fresh = self._new_coordinator()
         fresh.update_topics(self.topics)
         self._load(fresh, self.appended)
-        self.coordinator = fresh
         return fresh
+
+    def reload(self) -> UnifiedGroupCoordinator:
+        """A failover: the replayed coordinator takes over."""
+        self.coordinator = self.replayed()
+        return self.coordinator
