@@ -304,7 +304,7 @@ class ClassicMembersCore(ConsumerGroupCore):
             self._remove(group, found.member_id, written)
             results.append(MemberLeaveResult(found.member_id, instance_id, Errors.NONE))
         if written:
-            self._refresh_subscription_metadata(group, written)
+            group.refresh_subscription_metadata(self.topics, written)
             self._bump_group_epoch(group, written)
         result = LeaveGroupResult(Errors.NONE, tuple(results))
         self._write(snapshot, written, request_id, result, now_ms, effects)

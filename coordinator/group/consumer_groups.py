@@ -184,9 +184,9 @@ class ConsumerGroupCore:
         if is_new or metadata_changed(member, updated):
             written.append(records.member_metadata_record(gid, updated))
         group.update_member(updated)
-        if self._refresh_subscription_metadata(group, written) or bump:
+        if group.refresh_subscription_metadata(self.topics, written) or bump:
             self._bump_group_epoch(group, written)
-        self._maybe_compute_target_assignment(group, written)
+        group.maybe_compute_target_assignment(self._assignor_for(group), written)
         reconciled = reconcile(
             updated,
             group.assignment_epoch,
@@ -295,7 +295,7 @@ class ConsumerGroupCore:
     ) -> None:
         """``removeMember`` + a group epoch bump: the member's partitions are free again."""
         self._remove(group, member_id, written)
-        self._refresh_subscription_metadata(group, written)
+        group.refresh_subscription_metadata(self.topics, written)
         self._bump_group_epoch(group, written)
 
     @staticmethod
@@ -310,44 +310,8 @@ class ConsumerGroupCore:
         self.timers.remove(group.group_id, member_id)
         written.extend(records.member_tombstones(group.group_id, member_id))
 
-    def _refresh_subscription_metadata(
-        self, group: ConsumerGroup, written: list[CoordinatorRecord]
-    ) -> bool:
-        """The subscribed topics' metadata from the image; True (and a record) if it changed."""
-        names = group.subscribed_topic_names(self.topics)
-        metadata = {name: self.topics[name] for name in sorted(names) if name in self.topics}
-        if metadata == group.subscription_metadata:
-            return False
-        group.subscription_metadata = metadata
-        written.append(records.partition_metadata_record(group.group_id, metadata))
-        return True
-
-    def _maybe_compute_target_assignment(
-        self, group: ConsumerGroup, written: list[CoordinatorRecord]
-    ) -> None:
-        if group.group_epoch <= group.assignment_epoch:
-            return
-        assignor = self._assignor_for(group)
-        target = group.compute_target_assignment(assignor)
-        for member_id, assignment in sorted(target.items()):
-            if group.target_assignment.get(member_id) != assignment:
-                written.append(
-                    records.target_assignment_member_record(group.group_id, member_id, assignment)
-                )
-        group.target_assignment = dict(target)
-        group.assignment_epoch = group.group_epoch
-        group.assignor_name = assignor
-        written.append(records.target_assignment_epoch_record(group.group_id, group.group_epoch))
-
     def _assignor_for(self, group: ConsumerGroup) -> str:
-        """``defaultAssignor`` unless members ask for one: the most asked-for (ties by name)."""
-        asked: dict[str, int] = {}
-        for member in group.members.values():
-            if member.server_assignor_name is not None:
-                asked[member.server_assignor_name] = asked.get(member.server_assignor_name, 0) + 1
-        if not asked:
-            return self.consumer_config.assignors[0]
-        return min(asked, key=lambda name: (-asked[name], name))
+        return group.preferred_assignor(self.consumer_config.assignors[0])
 
     # ------------------------------------------------------------------ timers
 
