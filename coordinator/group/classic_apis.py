@@ -29,6 +29,9 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
 
+# OffsetCommit v9 (KIP-848) carries the member epoch; a consumer-protocol member needs it.
+CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION = 9
+
 
 class ClassicApisOnConsumerGroups(GroupCoordinator):
     consumer: ClassicMembersCore
@@ -138,7 +141,10 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         request_id: int,
         now_ms: int,
         group_instance_id: str | None = None,
+        api_version: int = CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION,
     ) -> Effects:
+        """OffsetCommit; ``api_version``: the request's (a consumer-protocol member must
+        use v9+)."""
         group = self._consumer_group_for(group_id, ApiKey.OFFSET_COMMIT)
         if group is None:
             return super().handle_commit_offsets(
@@ -151,7 +157,7 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
                 group_instance_id=group_instance_id,
             )
         step = self._step(now_ms)
-        error = _offset_commit_error(group, member_id, generation_id)
+        error = _offset_commit_error(group, member_id, generation_id, api_version)
         if error is not None:
             step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
             return step.effects
@@ -259,15 +265,25 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         return error, sorted(listed, key=lambda g: g.group_id)
 
 
-def _offset_commit_error(group: ConsumerGroup, member_id: str, member_epoch: int) -> Errors | None:
+def _offset_commit_error(
+    group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int | None = None
+) -> Errors | None:
     """``ConsumerGroup.validateOffsetCommit``: an admin commit (epoch < 0) only to an empty
     group; else a known member at its current epoch (``validateMemberEpoch``: a classic member's
-    mismatch is ILLEGAL_GENERATION, a consumer member's STALE_MEMBER_EPOCH)."""
+    mismatch is ILLEGAL_GENERATION, a consumer member's STALE_MEMBER_EPOCH). A consumer-protocol
+    member's OffsetCommit (``api_version``; None: TxnOffsetCommit, not checked) below v9 is
+    UNSUPPORTED_VERSION."""
     if member_epoch < 0 and not group.members:
         return None
     member = group.members.get(member_id)
     if member is None:
         return Errors.UNKNOWN_MEMBER_ID
+    if (
+        api_version is not None
+        and api_version < CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION
+        and not member.uses_classic_protocol
+    ):
+        return Errors.UNSUPPORTED_VERSION
     if member_epoch != member.member_epoch:
         if member.uses_classic_protocol:
             return Errors.ILLEGAL_GENERATION

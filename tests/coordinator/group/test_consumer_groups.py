@@ -478,7 +478,7 @@ def test_offset_commit_checks_member_and_epoch():
     a = h.join(("foo",))
     offsets = {TopicPartition("foo", 0): OffsetAndMetadata(offset=7, commit_timestamp_ms=h.now_ms)}
 
-    def commit(member_id: str, epoch: int, request_id: int) -> OffsetCommitResult:
+    def commit(member_id: str, epoch: int, request_id: int, version: int = 9) -> OffsetCommitResult:
         effects = h.coordinator.handle_commit_offsets(
             group_id=GROUP,
             member_id=member_id,
@@ -486,6 +486,7 @@ def test_offset_commit_checks_member_and_epoch():
             offsets=offsets,
             request_id=request_id,
             now_ms=h.now_ms,
+            api_version=version,
         )
         h.take(effects)
         result = h.answers[request_id]
@@ -495,6 +496,8 @@ def test_offset_commit_checks_member_and_epoch():
     assert set(commit(a.member_id, 0, 501).errors.values()) == {Errors.STALE_MEMBER_EPOCH}
     assert set(commit("other", 1, 502).errors.values()) == {Errors.UNKNOWN_MEMBER_ID}
     assert set(commit("", -1, 503).errors.values()) == {Errors.UNKNOWN_MEMBER_ID}
+    # ConsumerGroup.validateOffsetCommit: a consumer-protocol member needs OffsetCommit v9+.
+    assert set(commit(a.member_id, 1, 505, 8).errors.values()) == {Errors.UNSUPPORTED_VERSION}
     assert set(commit(a.member_id, 1, 504).errors.values()) == {Errors.NONE}
     error, fetched = h.coordinator.fetch_offsets(GROUP, None)
     assert error is Errors.NONE and [f.offset.offset for f in fetched if f.offset] == [7]
