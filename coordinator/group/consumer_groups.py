@@ -6,12 +6,14 @@ Theory of operation (Kafka 3.9's ``GroupMetadataManager.consumerGroupHeartbeat``
 One heartbeat, one pass, in Kafka's order:
 
 1. Check the request (``consumer_heartbeat.request_error``) and that this broker coordinates the
-   group. A classic group with members owns the id: GROUP_ID_NOT_FOUND ("not a consumer group";
-   pykraft does not convert groups online). A classic group holding only offsets is shared: its
-   offsets stay where they are (``self.groups``), the consumer group lives beside them.
+   group. A classic group with members that could not be upgraded (``unified``) owns the id:
+   GROUP_ID_NOT_FOUND ("not a consumer group"). A classic group holding only offsets is shared:
+   its offsets stay where they are (``self.groups``), the consumer group lives beside them.
 2. Find the member: epoch 0 joins (a new member id, GROUP_MAX_SIZE_REACHED past
    ``group.consumer.max.size``, UNRELEASED_INSTANCE_ID for an instance id another live member
-   holds); otherwise UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH (``member_epoch_error``).
+   holds); otherwise by its instance id when it has one (UNKNOWN_MEMBER_ID,
+   FENCED_INSTANCE_ID: ``validate_member``), else by its member id, then FENCED_MEMBER_EPOCH
+   (``member_epoch_error``).
 3. Update the member from the heartbeat (null fields: unchanged). A new member, a changed
    subscription, or changed metadata of the subscribed topics (a regex matching a topic created
    since) bumps the *group epoch*.
