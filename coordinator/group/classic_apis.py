@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCore
 from pykraft.coordinator.group.consumer_group import CONSUMER_PROTOCOL_TYPE, ConsumerGroup
+from pykraft.coordinator.group.consumer_member import ConsumerGroupMember
 from pykraft.coordinator.group.consumer_records import group_tombstones
 from pykraft.coordinator.group.consumer_writes import PendingConsumerWrite
 from pykraft.coordinator.group.coordinator import GroupCoordinator
@@ -22,6 +23,7 @@ from pykraft.coordinator.group.effects import (
     OffsetCommitResult,
     TransactionalProducer,
 )
+from pykraft.coordinator.group.offsets import FetchedOffset
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import GroupMetadata, GroupState
 from pykraft.coordinator.group.views import DEAD_GROUP, GroupOverview, GroupSummary
@@ -164,6 +166,27 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         self._store_offsets(self._offsets_holder(group_id, now_ms), offsets, request_id, step)
         return step.effects
 
+    def fetch_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        require_stable: bool = False,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> tuple[Errors, list[FetchedOffset]]:
+        """OffsetFetch; of a consumer group, v9's member id and epoch are checked
+        (``ConsumerGroup.validateOffsetFetch``: anyone without both is let through)."""
+        group = self._consumer_group_for(group_id, ApiKey.OFFSET_FETCH)
+        if group is not None and not (member_id is None and member_epoch < 0):
+            member = group.members.get(member_id or "")
+            if member is None:
+                return Errors.UNKNOWN_MEMBER_ID, []
+            error = _member_epoch_error(member, member_epoch)
+            if error is not None:
+                return error, []
+        return super().fetch_offsets(group_id, partitions, require_stable)
+
     def handle_delete_groups(
         self, group_ids: Iterable[str], now_ms: int
     ) -> tuple[dict[str, Errors], Effects]:
@@ -284,8 +307,14 @@ def _offset_commit_error(
         and not member.uses_classic_protocol
     ):
         return Errors.UNSUPPORTED_VERSION
-    if member_epoch != member.member_epoch:
-        if member.uses_classic_protocol:
-            return Errors.ILLEGAL_GENERATION
-        return Errors.STALE_MEMBER_EPOCH
-    return None
+    return _member_epoch_error(member, member_epoch)
+
+
+def _member_epoch_error(member: ConsumerGroupMember, member_epoch: int) -> Errors | None:
+    """``validateMemberEpoch``: a classic member's mismatch is ILLEGAL_GENERATION, a consumer
+    member's STALE_MEMBER_EPOCH."""
+    if member_epoch == member.member_epoch:
+        return None
+    if member.uses_classic_protocol:
+        return Errors.ILLEGAL_GENERATION
+    return Errors.STALE_MEMBER_EPOCH

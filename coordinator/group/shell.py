@@ -284,8 +284,12 @@ class GroupCoordinatorShell:
         partitions: Iterable[TopicPartition] | None,
         *,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[Errors, list[FetchedOffset]]:
-        return self.core.fetch_offsets(group_id, partitions, require_stable)
+        return self.core.fetch_offsets(
+            group_id, partitions, require_stable, member_id=member_id, member_epoch=member_epoch
+        )
 
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
         return self.core.describe_group(group_id)

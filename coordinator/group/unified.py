@@ -17,8 +17,8 @@ Kafka 3.9's ``GroupMetadataManager``:
 * Offsets: a consumer group's committed offsets are kept where the classic ones are, in an
   EMPTY ``GroupMetadata`` of the same id that is never shown as a group; the classic APIs on a
   consumer group are ``coordinator.group.classic_apis``' (a consumer-protocol member committing
-  below OffsetCommit v9 is UNSUPPORTED_VERSION). Not checked: OffsetFetch v9's member id and
-  epoch (``validateOffsetFetch``; the broker does not pass them yet).
+  below OffsetCommit v9 is UNSUPPORTED_VERSION; OffsetFetch v9's member id and epoch are
+  checked as ``validateOffsetFetch`` does).
 * ListGroups shows consumer groups with type ``consumer`` and their state; DescribeGroups of a
   consumer group answers it DEAD with no error, as Kafka 3.9's ``describeGroups`` does for a
   group that is not classic.
