@@ -133,14 +133,18 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
         if found is None:
             return
         protocol, members = found
+        # A failed write puts the consumer group and the offsets holder back (``_restore``).
+        holder = self.groups.get(group_id)
+        before = self.consumer.snapshot(group_id, holder)
         written: list[CoordinatorRecord] = []
         for member_id in sorted(group.members):
             written.extend(member_tombstones(group_id, member_id))
         written.extend(group_tombstones(group_id))
         self.consumer.unload_group(group_id)
-        classic = self.groups.get(group_id)
-        if classic is None:
+        if holder is None:
             classic = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        else:
+            classic = self._keep_offsets_only(holder, now_ms)  # the holder stays as it was
         step = self._step(now_ms)
         for member in members:
             classic.add(member)
@@ -150,7 +154,7 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
         classic.subscribed_topics = subscribed_topics(classic)
         assignments = {m.member_id: m.assignment for m in members}
         written.append(group_record(classic, assignments))
-        write_id = self._new_write(PendingConsumerWrite(None, None))  # type: ignore[arg-type]
+        write_id = self._new_write(PendingConsumerWrite(None, None, before))  # type: ignore[arg-type]
         partition = self.partition_for(group_id)
         effects.appends.append(Append(write_id, partition, tuple(written), now_ms))
         rebalance.prepare_rebalance(classic, step)
@@ -159,13 +163,14 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
         classic.join_deadline_ms = now_ms + classic.rebalance_timeout_ms()
         effects.merge(step.effects)
 
-    def _keep_offsets_only(self, classic: GroupMetadata, now_ms: int) -> None:
-        """Replace an upgraded classic group by an EMPTY one holding its offsets."""
+    def _keep_offsets_only(self, classic: GroupMetadata, now_ms: int) -> GroupMetadata:
+        """Replace ``classic`` by a new EMPTY group holding its offsets."""
         holder = GroupMetadata(classic.group_id, GroupState.EMPTY, now_ms)
         holder.offsets.update(classic.offsets)
         holder.pending_offset_commits.update(classic.pending_offset_commits)
         holder.pending_txn_offset_commits.update(classic.pending_txn_offset_commits)
         self.groups[classic.group_id] = holder
+        return holder
 
     def describe_consumer_group(self, group_id: str) -> tuple[Errors, ConsumerGroup | None]:
         """ConsumerGroupDescribe of one group (``consumerGroupDescribe``)."""
@@ -212,7 +217,7 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
         effects = Effects()
         if error is not Errors.NONE and pending.before is not None:
             self._fail_later_writes(write_id, pending.before.group_id, error, effects)
-            self._restore(pending.before)
+            self._restore(pending.before, now_ms)
         self.consumer.on_append_done(pending, error, effects)
         return effects
 
@@ -231,16 +236,19 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
                 self._writes[later_id] = PendingConsumerWrite(None, None)  # type: ignore[assignment]
                 self.consumer.on_append_done(later, error, effects)
 
-    def _restore(self, snapshot: GroupSnapshot) -> None:
-        """The group as it was before a failed write; an upgrade in that write is undone by
-        putting the classic group back (with the offsets committed since)."""
+    def _restore(self, snapshot: GroupSnapshot, now_ms: int) -> None:
+        """The group as it was before a failed write: the consumer group, and the classic
+        group of that id (an upgraded one, or the offsets holder) put back with the offsets
+        committed since; a classic group a downgrade made since goes back to holding offsets
+        only."""
         self.consumer.restore(snapshot)
-        classic = snapshot.classic
-        if classic is not None and snapshot.group is None:
-            holder = self.groups.get(snapshot.group_id)
-            if holder is not None and holder is not classic:
-                classic.offsets.update(holder.offsets)
+        classic, current = snapshot.classic, self.groups.get(snapshot.group_id)
+        if classic is not None:
+            if current is not None and current is not classic:
+                classic.offsets.update(current.offsets)
             self.groups[snapshot.group_id] = classic
+        elif current is not None and (current.members or not current.is_(GroupState.EMPTY)):
+            self._keep_offsets_only(current, now_ms)
 
     def poll(self, now_ms: int) -> Effects:
         effects = super().poll(now_ms)

@@ -161,3 +161,28 @@ def test_a_failover_shows_the_assignor_the_members_ask_for():
     h.join(("foo",), server_assignor="range")
     assert h.coordinator.consumer_groups[GROUP].assignor_name == "range"
     assert h.reload().consumer_groups[GROUP].assignor_name == "range"
+
+
+def test_a_failed_downgrade_puts_the_consumer_group_back():
+    # Kafka writes the leave and convertToClassicGroup's records in one batch: a failed append
+    # reverts both. Here the leave is written, the downgrade's batch fails.
+    h = ConsumerHarness([FOO6])
+    _, old_id, _ = stable_classic_group(h)
+    joined = h.join(("foo",))
+    h.hold_appends = True
+    h.heartbeat(member_id=joined.member_id, member_epoch=-1)
+    leave, downgrade = h.held
+    h.held = []
+    h.hold_appends = False
+    h.take(h.coordinator.on_append_done(leave.write_id, Errors.NONE, 0, h.now_ms))
+    h.appended.remove(downgrade)
+    h.take(
+        h.coordinator.on_append_done(downgrade.write_id, Errors.NOT_ENOUGH_REPLICAS, 0, h.now_ms)
+    )
+    group = h.coordinator.consumer_groups[GROUP]
+    assert list(group.members) == [old_id]
+    holder = h.coordinator.groups[GROUP]
+    assert not holder.members and [o.value.offset for o in holder.offsets.values()] == [4]
+    fresh = h.replayed()
+    assert fresh.consumer_groups[GROUP].members == group.members
+    assert not fresh.groups[GROUP].members
