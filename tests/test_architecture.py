@@ -122,6 +122,8 @@ PURE_CORES = [
     "coordinator/group/consumer_group.py",
     "coordinator/group/consumer_heartbeat.py",
     "coordinator/group/consumer_groups.py",
+    "coordinator/group/consumer_writes.py",
+    "coordinator/group/consumer_timers.py",
     "coordinator/group/consumer_records.py",
     "coordinator/group/consumer_replay.py",
     "coordinator/group/unified.py",

@@ -66,7 +66,11 @@ async def offset_fetch(
             continue
         wanted = None if group.partitions is None else list(group.partitions)
         error, found = coordinator.fetch_offsets(
-            group.group_id, wanted, require_stable=request.require_stable
+            group.group_id,
+            wanted,
+            require_stable=request.require_stable,
+            member_id=group.member_id,
+            member_epoch=group.member_epoch,
         )
         described = authorizer.authorized(
             context,

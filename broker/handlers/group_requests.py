@@ -125,6 +125,9 @@ class OffsetFetchGroup:
     group_id: str
     # None: every partition the group has committed.
     partitions: tuple[TopicPartition, ...] | None
+    # v9+ (KIP-848): the asking member of a consumer group; None / -1 for anyone else.
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @attrs.frozen(kw_only=True)
@@ -246,7 +249,12 @@ def offset_fetch_request(message: Any) -> OffsetFetchRequestData:
     version = message.version
     if version >= 8:
         groups = tuple(
-            OffsetFetchGroup(group_id=g.group_id, partitions=_partitions(g.topics))
+            OffsetFetchGroup(
+                group_id=g.group_id,
+                partitions=_partitions(g.topics),
+                member_id=g.member_id if version >= 9 else None,
+                member_epoch=g.member_epoch if version >= 9 else -1,
+            )
             for g in message.groups
         )
     else:

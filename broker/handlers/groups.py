@@ -319,5 +319,6 @@ async def _commit(
             generation_id=request.generation_id,
             offsets=offsets,
             group_instance_id=request.group_instance_id,
+            api_version=request.version,
         )
     )

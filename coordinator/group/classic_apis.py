@@ -13,22 +13,26 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCore
 from pykraft.coordinator.group.consumer_group import CONSUMER_PROTOCOL_TYPE, ConsumerGroup
-from pykraft.coordinator.group.consumer_groups import PendingConsumerWrite
+from pykraft.coordinator.group.consumer_member import ConsumerGroupMember
 from pykraft.coordinator.group.consumer_records import group_tombstones
+from pykraft.coordinator.group.consumer_writes import PendingConsumerWrite
 from pykraft.coordinator.group.coordinator import GroupCoordinator
 from pykraft.coordinator.group.effects import (
     Append,
     Effects,
     OffsetCommitResult,
-    SyncGroupResult,
     TransactionalProducer,
 )
+from pykraft.coordinator.group.offsets import FetchedOffset
 from pykraft.coordinator.group.records import OffsetAndMetadata
 from pykraft.coordinator.group.state import GroupMetadata, GroupState
 from pykraft.coordinator.group.views import DEAD_GROUP, GroupOverview, GroupSummary
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
+
+# OffsetCommit v9 (KIP-848) carries the member epoch; a consumer-protocol member needs it.
+CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION = 9
 
 
 class ClassicApisOnConsumerGroups(GroupCoordinator):
@@ -54,6 +58,13 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         if group is None or self.validate_group_status(group_id, api) is not None:
             return None
         return group
+
+    def _offsets_holder(self, group_id: str, now_ms: int) -> GroupMetadata:
+        """The EMPTY classic group holding a consumer group's offsets (made on first use)."""
+        holder = self.groups.get(group_id)
+        if holder is None:
+            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        return holder
 
     def handle_sync_group(
         self,
@@ -81,12 +92,15 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
                 now_ms=now_ms,
                 group_instance_id=group_instance_id,
             )
-        if protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE:
-            effects = Effects()
-            effects.answer(request_id, SyncGroupResult(error=Errors.INCONSISTENT_GROUP_PROTOCOL))
-            return effects
         return self.consumer.classic_sync(
-            group, member_id, generation_id, protocol_name, request_id
+            group,
+            member_id=member_id,
+            instance_id=group_instance_id,
+            generation_id=generation_id,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            request_id=request_id,
+            now_ms=now_ms,
         )
 
     def handle_heartbeat(
@@ -103,8 +117,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
             return super().handle_heartbeat(
                 group_id, member_id, generation_id, request_id, now_ms, group_instance_id
             )
-        return self.consumer.classic_heartbeat_effects(
-            group, member_id, generation_id, request_id, now_ms
+        return self.consumer.classic_heartbeat(
+            group, member_id, group_instance_id, generation_id, request_id, now_ms
         )
 
     def handle_leave_group(
@@ -129,9 +143,12 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         request_id: int,
         now_ms: int,
         group_instance_id: str | None = None,
+        api_version: int = CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION,
     ) -> Effects:
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_COMMIT):
+        """OffsetCommit; ``api_version``: the request's (a consumer-protocol member must
+        use v9+)."""
+        group = self._consumer_group_for(group_id, ApiKey.OFFSET_COMMIT)
+        if group is None:
             return super().handle_commit_offsets(
                 group_id=group_id,
                 member_id=member_id,
@@ -142,15 +159,33 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
                 group_instance_id=group_instance_id,
             )
         step = self._step(now_ms)
-        error = _offset_commit_error(group, member_id, generation_id)
+        error = _offset_commit_error(group, member_id, generation_id, api_version)
         if error is not None:
             step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
             return step.effects
-        holder = self.groups.get(group_id)
-        if holder is None:
-            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-        self._store_offsets(holder, offsets, request_id, step)
+        self._store_offsets(self._offsets_holder(group_id, now_ms), offsets, request_id, step)
         return step.effects
+
+    def fetch_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        require_stable: bool = False,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> tuple[Errors, list[FetchedOffset]]:
+        """OffsetFetch; of a consumer group, v9's member id and epoch are checked
+        (``ConsumerGroup.validateOffsetFetch``: anyone without both is let through)."""
+        group = self._consumer_group_for(group_id, ApiKey.OFFSET_FETCH)
+        if group is not None and not (member_id is None and member_epoch < 0):
+            member = group.members.get(member_id or "")
+            if member is None:
+                return Errors.UNKNOWN_MEMBER_ID, []
+            error = _member_epoch_error(member, member_epoch)
+            if error is not None:
+                return error, []
+        return super().fetch_offsets(group_id, partitions, require_stable)
 
     def handle_delete_groups(
         self, group_ids: Iterable[str], now_ms: int
@@ -161,8 +196,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         effects = Effects()
         decided: dict[str, Errors] = {}
         for group_id in asked:
-            group = self.consumer_groups.get(group_id)
-            if group is None or self.validate_group_status(group_id, ApiKey.DELETE_GROUPS):
+            group = self._consumer_group_for(group_id, ApiKey.DELETE_GROUPS)
+            if group is None:
                 continue
             if group.members:
                 decided[group_id] = Errors.NON_EMPTY_GROUP
@@ -183,8 +218,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         """OffsetDelete on a consumer group: a partition of a topic it subscribes to is
         GROUP_SUBSCRIBED_TO_TOPIC, members or not; the others are deleted
         (``OffsetMetadataManager.deleteOffsets`` over ``ConsumerGroup.isSubscribedToTopic``)."""
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.OFFSET_DELETE):
+        group = self._consumer_group_for(group_id, ApiKey.OFFSET_DELETE)
+        if group is None:
             return super().handle_delete_offsets(group_id, partitions, now_ms)
         subscribed = set(group.subscription_metadata) | group.subscribed_topic_names(())
         errors = {
@@ -212,8 +247,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
     ) -> Effects:
         """TxnOffsetCommit from a consumer group's member (KIP-447 with KIP-848): the same
         member and epoch checks as OffsetCommit, then the classic transactional path."""
-        group = self.consumer_groups.get(group_id)
-        if group is None or self.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT):
+        group = self._consumer_group_for(group_id, ApiKey.TXN_OFFSET_COMMIT)
+        if group is None:
             return super().handle_txn_commit_offsets(
                 group_id=group_id,
                 producer=producer,
@@ -229,16 +264,12 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         if error is not None:
             step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
             return step.effects
-        holder = self.groups.get(group_id)
-        if holder is None:
-            holder = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        holder = self._offsets_holder(group_id, now_ms)
         self._store_offsets(holder, offsets, request_id, step, producer)
         return step.effects
 
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
-        if group_id in self.consumer_groups and not self.validate_group_status(
-            group_id, ApiKey.DESCRIBE_GROUPS
-        ):
+        if self._consumer_group_for(group_id, ApiKey.DESCRIBE_GROUPS) is not None:
             return Errors.NONE, DEAD_GROUP
         return super().describe_group(group_id)
 
@@ -257,17 +288,33 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
         return error, sorted(listed, key=lambda g: g.group_id)
 
 
-def _offset_commit_error(group: ConsumerGroup, member_id: str, member_epoch: int) -> Errors | None:
+def _offset_commit_error(
+    group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int | None = None
+) -> Errors | None:
     """``ConsumerGroup.validateOffsetCommit``: an admin commit (epoch < 0) only to an empty
     group; else a known member at its current epoch (``validateMemberEpoch``: a classic member's
-    mismatch is ILLEGAL_GENERATION, a consumer member's STALE_MEMBER_EPOCH)."""
+    mismatch is ILLEGAL_GENERATION, a consumer member's STALE_MEMBER_EPOCH). A consumer-protocol
+    member's OffsetCommit (``api_version``; None: TxnOffsetCommit, not checked) below v9 is
+    UNSUPPORTED_VERSION."""
     if member_epoch < 0 and not group.members:
         return None
     member = group.members.get(member_id)
     if member is None:
         return Errors.UNKNOWN_MEMBER_ID
-    if member_epoch != member.member_epoch:
-        if member.uses_classic_protocol:
-            return Errors.ILLEGAL_GENERATION
-        return Errors.STALE_MEMBER_EPOCH
-    return None
+    if (
+        api_version is not None
+        and api_version < CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION
+        and not member.uses_classic_protocol
+    ):
+        return Errors.UNSUPPORTED_VERSION
+    return _member_epoch_error(member, member_epoch)
+
+
+def _member_epoch_error(member: ConsumerGroupMember, member_epoch: int) -> Errors | None:
+    """``validateMemberEpoch``: a classic member's mismatch is ILLEGAL_GENERATION, a consumer
+    member's STALE_MEMBER_EPOCH."""
+    if member_epoch == member.member_epoch:
+        return None
+    if member.uses_classic_protocol:
+        return Errors.ILLEGAL_GENERATION
+    return Errors.STALE_MEMBER_EPOCH

@@ -29,6 +29,7 @@ import enum
 import re
 from collections.abc import Iterable, Mapping
 
+from pykraft.coordinator.group import consumer_records as records
 from pykraft.coordinator.group.assignors import (
     Assignment,
     AssignmentSpec,
@@ -42,6 +43,7 @@ from pykraft.coordinator.group.consumer_member import (
     normalize,
 )
 from pykraft.coordinator.group.consumer_records import TopicMetadata
+from pykraft.coordinator.group.effects import CoordinatorRecord
 
 
 class ConsumerGroupState(enum.Enum):
@@ -159,7 +161,48 @@ class ConsumerGroup:
                 names.update(t for t in metadata if compiled.fullmatch(t))
         return frozenset(metadata[name].topic_id for name in names if name in metadata)
 
+    def refresh_subscription_metadata(
+        self, topics: Mapping[str, TopicMetadata], written: list[CoordinatorRecord]
+    ) -> bool:
+        """The subscribed topics' metadata from the image; True (and a record) if it changed."""
+        names = self.subscribed_topic_names(topics)
+        metadata = {name: topics[name] for name in sorted(names) if name in topics}
+        if metadata == self.subscription_metadata:
+            return False
+        self.subscription_metadata = metadata
+        written.append(records.partition_metadata_record(self.group_id, metadata))
+        return True
+
     # ------------------------------------------------------------------ target assignment
+
+    def preferred_assignor(self, default: str) -> str:
+        """``preferredServerAssignor``, else ``default``: the assignor most members ask for
+        (ties by name)."""
+        asked: dict[str, int] = {}
+        for member in self.members.values():
+            if member.server_assignor_name is not None:
+                asked[member.server_assignor_name] = asked.get(member.server_assignor_name, 0) + 1
+        if not asked:
+            return default
+        return min(asked, key=lambda name: (-asked[name], name))
+
+    def maybe_compute_target_assignment(
+        self, assignor: str, written: list[CoordinatorRecord]
+    ) -> None:
+        """When the group epoch is ahead of the target's: a new target, writing the members
+        whose target changed, then the target epoch."""
+        if self.group_epoch <= self.assignment_epoch:
+            return
+        target = self.compute_target_assignment(assignor)
+        for member_id, assignment in sorted(target.items()):
+            if self.target_assignment.get(member_id) != assignment:
+                written.append(
+                    records.target_assignment_member_record(self.group_id, member_id, assignment)
+                )
+        self.target_assignment = dict(target)
+        self.assignment_epoch = self.group_epoch
+        self.assignor_name = assignor
+        written.append(records.target_assignment_epoch_record(self.group_id, self.group_epoch))
 
     def compute_target_assignment(self, assignor: str) -> dict[str, Assignment]:
         """``TargetAssignmentBuilder.build``: the members' new targets at ``group_epoch``

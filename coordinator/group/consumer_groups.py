@@ -6,12 +6,14 @@ Theory of operation (Kafka 3.9's ``GroupMetadataManager.consumerGroupHeartbeat``
 One heartbeat, one pass, in Kafka's order:
 
 1. Check the request (``consumer_heartbeat.request_error``) and that this broker coordinates the
-   group. A classic group with members owns the id: GROUP_ID_NOT_FOUND ("not a consumer group";
-   pykraft does not convert groups online). A classic group holding only offsets is shared: its
-   offsets stay where they are (``self.groups``), the consumer group lives beside them.
+   group. A classic group with members that could not be upgraded (``unified``) owns the id:
+   GROUP_ID_NOT_FOUND ("not a consumer group"). A classic group holding only offsets is shared:
+   its offsets stay where they are (``self.groups``), the consumer group lives beside them.
 2. Find the member: epoch 0 joins (a new member id, GROUP_MAX_SIZE_REACHED past
    ``group.consumer.max.size``, UNRELEASED_INSTANCE_ID for an instance id another live member
-   holds); otherwise UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH (``member_epoch_error``).
+   holds); otherwise by its instance id when it has one (UNKNOWN_MEMBER_ID,
+   FENCED_INSTANCE_ID: ``validate_member``), else by its member id, then FENCED_MEMBER_EPOCH
+   (``member_epoch_error``).
 3. Update the member from the heartbeat (null fields: unchanged). A new member, a changed
    subscription, or changed metadata of the subscribed topics (a regex matching a topic created
    since) bumps the *group epoch*.
@@ -24,10 +26,12 @@ One heartbeat, one pass, in Kafka's order:
 
 Records are applied to memory at once (Kafka replays them into its timeline); the answer waits
 until they are appended (``PendingConsumerWrite``), as Kafka's runtime completes a write only
-after the log has it. Leaving (epoch -1), a session timeout, and a rebalance timeout (partitions
-not revoked in time) remove the member with tombstones and bump the group epoch; a static member
-leaving with epoch -2 keeps its place and partitions until its session times out or its instance
-id rejoins under a new member id, taking over its target assignment without a new group epoch.
+after the log has it; a failed append restores the group as it was before the write
+(``coordinator.group.consumer_writes``). Leaving (epoch -1), a session timeout, and a
+rebalance timeout (partitions not revoked in time) remove the member with tombstones and bump
+the group epoch; a static member leaving with epoch -2 keeps its place and assigned partitions
+(not those pending revocation) until its session times out or its instance id rejoins under a
+new member id, taking over at member epoch 0 without a new group epoch.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from pykraft.coordinator.group import consumer_records as records
+from pykraft.coordinator.group.assignors import Assignment
 from pykraft.coordinator.group.consumer_group import ConsumerGroup
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
@@ -50,6 +55,7 @@ from pykraft.coordinator.group.consumer_heartbeat import (
     refused,
     subscription_changed,
     updated_member,
+    validate_member,
 )
 from pykraft.coordinator.group.consumer_member import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -60,6 +66,12 @@ from pykraft.coordinator.group.consumer_member import (
     reconcile,
 )
 from pykraft.coordinator.group.consumer_records import TopicMetadata
+from pykraft.coordinator.group.consumer_timers import MemberTimers
+from pykraft.coordinator.group.consumer_writes import (
+    GroupSnapshot,
+    PendingConsumerWrite,
+    copy_group,
+)
 from pykraft.coordinator.group.effects import (
     Append,
     ConsumerGroupHeartbeatResult,
@@ -71,22 +83,6 @@ from pykraft.coordinator.group.offsets import group_append_error
 from pykraft.coordinator.group.rebalance import GroupConfig
 from pykraft.coordinator.group.state import GroupMetadata
 from pykraft.protocol.errors import Errors
-
-
-@attrs.frozen
-class PendingConsumerWrite:
-    # None: a timer's write (a fenced member); nobody waits.
-    request_id: int | None
-    # A ConsumerGroupHeartbeat's answer, or a classic member's (JoinGroup, SyncGroup, ...).
-    result: Result | None
-
-
-@attrs.define
-class _MemberDeadlines:
-    session_ms: int
-    # Set while the member must revoke partitions (UNREVOKED_PARTITIONS) at ``rebalance_epoch``.
-    rebalance_ms: int | None = None
-    rebalance_epoch: int = -1
 
 
 class ConsumerGroupCore:
@@ -107,7 +103,7 @@ class ConsumerGroupCore:
         self.groups: dict[str, ConsumerGroup] = {}
         # topic name -> id and partition count, from the broker's metadata image.
         self.topics: Mapping[str, TopicMetadata] = {}
-        self._deadlines: dict[tuple[str, str], _MemberDeadlines] = {}
+        self.timers = MemberTimers()
         self._new_member_id = new_member_id
         self._new_write = new_write
         self._partition_for = partition_for
@@ -122,10 +118,14 @@ class ConsumerGroupCore:
         now_ms: int,
         effects: Effects,
         written_before: Iterable[CoordinatorRecord] = (),
+        before: GroupSnapshot | None = None,
     ) -> None:
         """``consumerGroupHeartbeat``, after the request's checks (``request_error``) and the
         group's status (``validate_group_status``), both the caller's; ``written_before``: the
-        records of an upgrade of the group just done (written first, in the same batch)."""
+        records of an upgrade of the group just done (written first, in the same batch), and
+        ``before`` the group as it was before that upgrade."""
+        if before is None:
+            before = self.snapshot(request.group_id)
         if classic is not None and not is_simple_group(classic):
             message = f"Group {request.group_id} is not a consumer group."
             effects.answer(request_id, refused((Errors.GROUP_ID_NOT_FOUND, message)))
@@ -136,7 +136,7 @@ class ConsumerGroupCore:
         else:
             outcome = self._join_or_heartbeat(request, now_ms, written)
         result = outcome if isinstance(outcome, ConsumerGroupHeartbeatResult) else refused(outcome)
-        self._write(request.group_id, written, request_id, result, now_ms, effects)
+        self._write(before, written, request_id, result, now_ms, effects)
 
     def _join_or_heartbeat(
         self, request: ConsumerGroupHeartbeatRequest, now_ms: int, written: list[CoordinatorRecord]
@@ -152,29 +152,11 @@ class ConsumerGroupCore:
         member, replaced = found
         is_new = member.member_id not in group.members
         updated = updated_member(member, request)
-        gid = group.group_id
-        # A static member's new incarnation (``replaced``) is no new member: it keeps its place.
-        bump = (is_new and not replaced) or subscription_changed(member, updated)
-        if is_new or metadata_changed(member, updated):
-            written.append(records.member_metadata_record(gid, updated))
-        group.update_member(updated)
-        bump = self._refresh_subscription_metadata(group, written) or bump
-        if bump:
-            group.group_epoch += 1
-            written.append(records.group_epoch_record(gid, group.group_epoch))
-        self._maybe_compute_target_assignment(group, written)
-        reconciled = reconcile(
-            updated,
-            group.assignment_epoch,
-            group.target_of(updated.member_id),
-            group.current_partition_epoch,
-            request.topic_partitions,
+        self.groups[group.group_id] = group
+        reconciled = self._update_and_reconcile(
+            group, member, updated, request.topic_partitions, written, replaced=replaced
         )
-        if is_new or assignment_record_changed(updated, reconciled):
-            group.update_member(reconciled)
-            written.append(records.current_assignment_record(gid, reconciled))
-        self.groups[gid] = group
-        self._arm_timers(gid, reconciled, now_ms)
+        self._arm_timers(group.group_id, reconciled, now_ms, changed=reconciled != updated)
         show = request.is_full or is_new or assignment_changed(member, reconciled)
         return ConsumerGroupHeartbeatResult(
             error=Errors.NONE,
@@ -184,6 +166,41 @@ class ConsumerGroupCore:
             assignment=dict(reconciled.assigned_partitions) if show else None,
         )
 
+    def _update_and_reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        owned: Assignment | None,
+        written: list[CoordinatorRecord],
+        *,
+        replaced: bool = False,
+    ) -> ConsumerGroupMember:
+        """Steps 3-5 of a heartbeat or a classic member's JoinGroup: write the member, bump
+        the group epoch if its subscription (or the subscribed topics) changed, compute the
+        target if due, reconcile the member given what it ``owned``. A static member's new
+        incarnation (``replaced``) is no new member: it keeps its place."""
+        gid = group.group_id
+        is_new = member.member_id not in group.members
+        bump = (is_new and not replaced) or subscription_changed(member, updated)
+        if is_new or metadata_changed(member, updated):
+            written.append(records.member_metadata_record(gid, updated))
+        group.update_member(updated)
+        if group.refresh_subscription_metadata(self.topics, written) or bump:
+            self._bump_group_epoch(group, written)
+        group.maybe_compute_target_assignment(self._assignor_for(group), written)
+        reconciled = reconcile(
+            updated,
+            group.assignment_epoch,
+            group.target_of(updated.member_id),
+            group.current_partition_epoch,
+            owned,
+        )
+        if is_new or assignment_record_changed(updated, reconciled):
+            group.update_member(reconciled)
+            written.append(records.current_assignment_record(gid, reconciled))
+        return reconciled
+
     def _member_for(
         self,
         group: ConsumerGroup,
@@ -191,15 +208,13 @@ class ConsumerGroupCore:
         written: list[CoordinatorRecord],
     ) -> tuple[ConsumerGroupMember, bool] | Refusal:
         """The member this heartbeat is from, and whether it replaces a static member."""
-        member = group.members.get(request.member_id) if request.member_id else None
         if request.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
-            if member is None:
-                return (
-                    Errors.UNKNOWN_MEMBER_ID,
-                    f"Member {request.member_id} is not a member of group {group.group_id}.",
-                )
-            refusal = member_epoch_error(member, request.member_epoch, request.topic_partitions)
-            return (member, False) if refusal is None else refusal
+            found = validate_member(group, request.member_id, request.instance_id)
+            if not isinstance(found, ConsumerGroupMember):
+                return found
+            refusal = member_epoch_error(found, request.member_epoch, request.topic_partitions)
+            return (found, False) if refusal is None else refusal
+        member = group.members.get(request.member_id) if request.member_id else None
         if member is not None:
             # A known member rejoining: it gave up its partitions; it starts over.
             restarted = attrs.evolve(
@@ -238,37 +253,37 @@ class ConsumerGroupCore:
         member_id: str,
         written: list[CoordinatorRecord],
     ) -> ConsumerGroupMember:
-        """``consumerGroupStaticMemberGroupLeave``'s other half: the new member id takes over
-        the old one's partitions, epoch and target assignment; the group epoch does not move."""
+        """``getOrMaybeSubscribeStaticConsumerGroupMember`` + ``replaceMember``: the new member
+        id takes over the old one's partitions and target assignment at member epoch 0 and
+        reconciles from there; the group epoch does not move."""
         target = group.target_of(old.member_id)
         self._remove(group, old.member_id, written)
         group.target_assignment[member_id] = target
         written.append(records.target_assignment_member_record(group.group_id, member_id, target))
-        return attrs.evolve(old, member_id=member_id, member_epoch=old.previous_member_epoch)
+        return attrs.evolve(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
 
     def _leave(
         self, request: ConsumerGroupHeartbeatRequest, now_ms: int, written: list[CoordinatorRecord]
     ) -> ConsumerGroupHeartbeatResult | Refusal:
-        """``consumerGroupLeave``: -1 removes the member; -2 (a static member) keeps its place
-        and partitions until its session times out."""
+        """``consumerGroupLeave``: -1 removes the member; -2 (a static member, found by its
+        instance id) keeps its place and assigned partitions until its session times out
+        (``consumerGroupStaticMemberGroupLeave``: epoch -2, nothing pending revocation)."""
         group = self.groups.get(request.group_id)
-        member = group.members.get(request.member_id) if group is not None else None
-        if group is None or member is None:
-            return (
-                Errors.UNKNOWN_MEMBER_ID,
-                f"Member {request.member_id} is not a member of group {request.group_id}.",
-            )
+        if group is None:
+            return Errors.GROUP_ID_NOT_FOUND, f"Consumer group {request.group_id} not found."
+        found = validate_member(group, request.member_id, request.instance_id)
+        if not isinstance(found, ConsumerGroupMember):
+            return found
+        member = found
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             left = attrs.evolve(
                 member,
-                previous_member_epoch=member.member_epoch,
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                partitions_pending_revocation={},
             )
             group.update_member(left)
             written.append(records.current_assignment_record(group.group_id, left))
-            self._deadlines.setdefault(
-                (group.group_id, member.member_id), _MemberDeadlines(now_ms)
-            ).rebalance_ms = None
+            self.timers.of(group.group_id, member.member_id, now_ms).rebalance_ms = None
         else:
             self._fence(group, member.member_id, written)
         return ConsumerGroupHeartbeatResult(
@@ -282,7 +297,11 @@ class ConsumerGroupCore:
     ) -> None:
         """``removeMember`` + a group epoch bump: the member's partitions are free again."""
         self._remove(group, member_id, written)
-        self._refresh_subscription_metadata(group, written)
+        group.refresh_subscription_metadata(self.topics, written)
+        self._bump_group_epoch(group, written)
+
+    @staticmethod
+    def _bump_group_epoch(group: ConsumerGroup, written: list[CoordinatorRecord]) -> None:
         group.group_epoch += 1
         written.append(records.group_epoch_record(group.group_id, group.group_epoch))
 
@@ -290,84 +309,40 @@ class ConsumerGroupCore:
         self, group: ConsumerGroup, member_id: str, written: list[CoordinatorRecord]
     ) -> None:
         group.remove_member(member_id)
-        self._deadlines.pop((group.group_id, member_id), None)
+        self.timers.remove(group.group_id, member_id)
         written.extend(records.member_tombstones(group.group_id, member_id))
 
-    def _refresh_subscription_metadata(
-        self, group: ConsumerGroup, written: list[CoordinatorRecord]
-    ) -> bool:
-        """The subscribed topics' metadata from the image; True (and a record) if it changed."""
-        names = group.subscribed_topic_names(self.topics)
-        metadata = {name: self.topics[name] for name in sorted(names) if name in self.topics}
-        if metadata == group.subscription_metadata:
-            return False
-        group.subscription_metadata = metadata
-        written.append(records.partition_metadata_record(group.group_id, metadata))
-        return True
-
-    def _maybe_compute_target_assignment(
-        self, group: ConsumerGroup, written: list[CoordinatorRecord]
-    ) -> None:
-        if group.group_epoch <= group.assignment_epoch:
-            return
-        assignor = self._assignor_for(group)
-        target = group.compute_target_assignment(assignor)
-        for member_id, assignment in sorted(target.items()):
-            if group.target_assignment.get(member_id) != assignment:
-                written.append(
-                    records.target_assignment_member_record(group.group_id, member_id, assignment)
-                )
-        group.target_assignment = dict(target)
-        group.assignment_epoch = group.group_epoch
-        group.assignor_name = assignor
-        written.append(records.target_assignment_epoch_record(group.group_id, group.group_epoch))
-
     def _assignor_for(self, group: ConsumerGroup) -> str:
-        """``defaultAssignor`` unless members ask for one: the most asked-for (ties by name)."""
-        asked: dict[str, int] = {}
-        for member in group.members.values():
-            if member.server_assignor_name is not None:
-                asked[member.server_assignor_name] = asked.get(member.server_assignor_name, 0) + 1
-        if not asked:
-            return self.consumer_config.assignors[0]
-        return min(asked, key=lambda name: (-asked[name], name))
+        return group.preferred_assignor(self.consumer_config.assignors[0])
 
     # ------------------------------------------------------------------ timers
 
-    def _arm_timers(self, group_id: str, member: ConsumerGroupMember, now_ms: int) -> None:
-        deadlines = self._deadlines.setdefault((group_id, member.member_id), _MemberDeadlines(0))
-        session_timeout_ms = member.classic_session_timeout_ms
-        if session_timeout_ms is None:
-            session_timeout_ms = self.consumer_config.session_timeout_ms
-        deadlines.session_ms = now_ms + session_timeout_ms
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            if deadlines.rebalance_ms is None or deadlines.rebalance_epoch != member.member_epoch:
-                deadlines.rebalance_ms = now_ms + max(member.rebalance_timeout_ms, 0)
-                deadlines.rebalance_epoch = member.member_epoch
-        else:
-            deadlines.rebalance_ms = None
+    def _arm_timers(
+        self, group_id: str, member: ConsumerGroupMember, now_ms: int, changed: bool = False
+    ) -> None:
+        """A heartbeat: the session restarts; the rebalance timer follows the reconciliation
+        (``coordinator.group.consumer_timers``)."""
+        self.timers.session(group_id, member, now_ms, self.consumer_config.session_timeout_ms)
+        self.timers.reconciled(group_id, member, now_ms, changed)
 
     def next_deadline_ms(self) -> int | None:
-        times = [d.session_ms for d in self._deadlines.values()]
-        times += [d.rebalance_ms for d in self._deadlines.values() if d.rebalance_ms is not None]
-        return min(times, default=None)
+        return self.timers.next_deadline_ms()
 
     def poll(self, now_ms: int, effects: Effects) -> None:
-        """Fence every member whose session or rebalance timeout has passed."""
-        for (group_id, member_id), deadlines in sorted(self._deadlines.items()):
-            expired = deadlines.session_ms <= now_ms or (
-                deadlines.rebalance_ms is not None and deadlines.rebalance_ms <= now_ms
-            )
+        """Fence every member one of whose timers has expired."""
+        for group_id, member_id in self.timers.expired(now_ms):
             group = self.groups.get(group_id)
-            if not expired or group is None or member_id not in group.members:
+            if group is None or member_id not in group.members:
+                self.timers.remove(group_id, member_id)
                 continue
+            before = self.snapshot(group_id)
             written: list[CoordinatorRecord] = []
             self._fence(group, member_id, written)
-            self._write(group_id, written, None, None, now_ms, effects)
+            self._write(before, written, None, None, now_ms, effects)
 
     def _write(
         self,
-        group_id: str,
+        before: GroupSnapshot,
         written: list[CoordinatorRecord],
         request_id: int | None,
         result: Result | None,
@@ -380,12 +355,14 @@ class ConsumerGroupCore:
             if not written:
                 return
             result, request_id = None, None
-        write_id = self._new_write(PendingConsumerWrite(request_id, result))
-        append = Append(write_id, self._partition_for(group_id), tuple(written), now_ms)
+        write_id = self._new_write(PendingConsumerWrite(request_id, result, before))
+        append = Append(write_id, self._partition_for(before.group_id), tuple(written), now_ms)
         effects.appends.append(append)
 
     @staticmethod
     def on_append_done(pending: PendingConsumerWrite, error: Errors, effects: Effects) -> None:
+        """Answer the write's request: its result once appended, else the append's error
+        (the caller has restored the group: ``restore``)."""
         if pending.request_id is None or pending.result is None:
             return
         if error is Errors.NONE:
@@ -393,11 +370,28 @@ class ConsumerGroupCore:
         else:
             effects.answer(pending.request_id, failed(pending.result, group_append_error(error)))
 
+    def snapshot(self, group_id: str, classic: GroupMetadata | None = None) -> GroupSnapshot:
+        """The group as it is now, to go back to if the next write fails."""
+        group = self.groups.get(group_id)
+        copy = None if group is None else copy_group(group)
+        return GroupSnapshot(group_id, copy, self.timers.of_group(group_id), classic)
+
+    def restore(self, snapshot: GroupSnapshot) -> None:
+        """Back to ``snapshot`` after a failed write (``revertLastWrittenOffset``)."""
+        group_id = snapshot.group_id
+        self.groups.pop(group_id, None)
+        if snapshot.group is not None:
+            self.groups[group_id] = copy_group(snapshot.group)
+        self.timers.replace_group(group_id, snapshot.deadlines)
+
     # ------------------------------------------------------------------ loading
 
     def install(self, groups: Iterable[ConsumerGroup], now_ms: int) -> None:
-        """Groups replayed from a partition's log: every member's session starts now."""
+        """Groups replayed from a partition's log: every member's session starts now. The
+        assignor is not in the records: it is the one the members ask for, as Kafka derives
+        ``preferredServerAssignor`` from them."""
         for group in groups:
+            group.assignor_name = self._assignor_for(group)
             self.groups[group.group_id] = group
             for member in group.members.values():
                 self._arm_timers(group.group_id, member, now_ms)
@@ -408,5 +402,4 @@ class ConsumerGroupCore:
 
     def unload_group(self, group_id: str) -> None:
         self.groups.pop(group_id, None)
-        for key in [k for k in self._deadlines if k[0] == group_id]:
-            del self._deadlines[key]
+        self.timers.replace_group(group_id, {})

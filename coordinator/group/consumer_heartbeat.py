@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 
 from pykraft.coordinator.group.assignors import RANGE_ASSIGNOR, UNIFORM_ASSIGNOR, Assignment
-from pykraft.coordinator.group.consumer_group import compile_regex
+from pykraft.coordinator.group.consumer_group import ConsumerGroup, compile_regex
 from pykraft.coordinator.group.consumer_member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -119,6 +119,8 @@ def request_error(
                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
             )
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if request.member_id == "":
+            return invalid, "MemberId can't be empty."
         if request.instance_id is None:
             return invalid, "InstanceId can't be null."
     elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -137,6 +139,34 @@ def request_error(
             f"ServerAssignor {assignor} is not supported. Supported assignors: {supported}.",
         )
     return None
+
+
+def validate_member(
+    group: ConsumerGroup, member_id: str, instance_id: str | None, *, admin: bool = False
+) -> ConsumerGroupMember | Refusal:
+    """``validateConsumerGroupMember``: the member a request names, by its member id, or by its
+    instance id when it has one (UNKNOWN_MEMBER_ID when no member holds it, FENCED_INSTANCE_ID
+    when another member id does: ``throwIfStaticMemberIsUnknown`` /
+    ``throwIfInstanceIdIsFenced``). ``admin``: LeaveGroup, where an empty ``member_id`` with
+    an instance id is an administrative removal (``classicGroupLeaveToConsumerGroup``)."""
+    if instance_id is None:
+        member = group.members.get(member_id)
+        if member is None:
+            return (
+                Errors.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group.group_id}.",
+            )
+        return member
+    member = group.member_by_instance_id(instance_id)
+    if member is None:
+        return Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown."
+    if member.member_id != member_id and not (admin and member_id == ""):
+        return (
+            Errors.FENCED_INSTANCE_ID,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{member.member_id}.",
+        )
+    return member
 
 
 def member_epoch_error(
@@ -194,6 +224,10 @@ def updated_member(
         ),
         client_id=request.client_id,
         client_host=request.client_host,
+        # A classic member heartbeating with the consumer protocol has upgraded itself
+        # (``setClassicMemberMetadata(null)``).
+        classic_protocols=None,
+        classic_session_timeout_ms=None,
     )
 
 
@@ -215,6 +249,8 @@ def metadata_changed(before: ConsumerGroupMember, after: ConsumerGroupMember) ->
         or before.client_id != after.client_id
         or before.client_host != after.client_host
         or before.rebalance_timeout_ms != after.rebalance_timeout_ms
+        or before.classic_protocols != after.classic_protocols
+        or before.classic_session_timeout_ms != after.classic_session_timeout_ms
     )
 
 

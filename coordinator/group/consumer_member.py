@@ -10,8 +10,9 @@ says what it should own. Reconciling moves it there in steps, revoke before assi
 
 * ``STABLE``: it owns its target at epoch ``E``. A newer target epoch starts a new step.
 * ``UNREVOKED_PARTITIONS``: it owns partitions the target takes away. It keeps its member epoch
-  and only the partitions it may retain, and waits until a heartbeat's owned partitions show the
-  revoked ones are gone (or its rebalance timeout fences it).
+  (one more after a revocation it just finished: Kafka's ``build`` passes ``memberEpoch + 1``)
+  and only the partitions it may retain, and waits until a heartbeat's owned partitions show
+  the revoked ones are gone (or its rebalance timeout fences it).
   -> next step once revoked.
 * ``UNRELEASED_PARTITIONS``: it is at epoch ``E`` but some target partitions are still owned by
   another member (not yet revoked there); it gets them as they are released.
@@ -79,7 +80,8 @@ class ConsumerGroupMember:
     # KIP-848's online upgrade: its JoinGroup protocols (name, metadata), Kafka's
     # ClassicMemberMetadata; None for a consumer-protocol member.
     classic_protocols: tuple[tuple[str, bytes], ...] | None = None
-    # Its JoinGroup session timeout (not in the records: after a reload, the consumer one).
+    # Its JoinGroup session timeout (ClassicMemberMetadata's SessionTimeoutMs); None for a
+    # consumer-protocol member.
     classic_session_timeout_ms: int | None = None
 
     @property
@@ -132,8 +134,14 @@ def reconcile(
     if member.state is MemberState.UNREVOKED_PARTITIONS:
         if _still_owns(member.partitions_pending_revocation, owned_topic_partitions):
             return member
+        # Revoked: the member moves on to the next epoch (CAB ``memberEpoch() + 1``).
         return compute_next_assignment(
-            member, target_epoch, target, current_partition_epoch, owned_topic_partitions
+            member,
+            target_epoch,
+            target,
+            current_partition_epoch,
+            owned_topic_partitions,
+            revoking_epoch=member.member_epoch + 1,
         )
     if member.state is MemberState.UNRELEASED_PARTITIONS:
         return compute_next_assignment(
@@ -155,10 +163,13 @@ def compute_next_assignment(
     target: Assignment,
     current_partition_epoch: Callable[[str, int], int],
     owned_topic_partitions: Assignment | None = None,
+    revoking_epoch: int | None = None,
 ) -> ConsumerGroupMember:
     """``CurrentAssignmentBuilder.computeNextAssignment`` (see the module docstring). A
     partition this member itself is revoking is not "unreleased" when the target gives it back;
-    revocation is skipped when the heartbeat shows the member no longer owns those partitions."""
+    revocation is skipped when the heartbeat shows the member no longer owns those partitions.
+    ``revoking_epoch``: the member epoch while it revokes (default: its own; one more after a
+    revocation just done)."""
     current = _pairs(member.assigned_partitions)
     wanted = _pairs(target)
     revoking = _pairs(member.partitions_pending_revocation)
@@ -177,6 +188,7 @@ def compute_next_assignment(
             member,
             state=MemberState.UNREVOKED_PARTITIONS,
             previous_member_epoch=member.member_epoch,
+            member_epoch=member.member_epoch if revoking_epoch is None else revoking_epoch,
             assigned_partitions=_from_pairs(current & wanted),
             partitions_pending_revocation=_from_pairs(pending_revocation),
         )

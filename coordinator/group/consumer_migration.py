@@ -19,17 +19,23 @@ classic, and the heartbeat gets GROUP_ID_NOT_FOUND as before.
 A classic member inside a consumer group is driven by the classic APIs:
 
 * JoinGroup: updates its subscription from its protocol metadata, joins the group epoch, runs
-  the assignor if due, reconciles (it has given up what it was asked to revoke: a classic
-  consumer revokes before rejoining) and answers at once with generation = its member epoch, no
-  leader role (it never assigns), the first of its protocols. An unknown member joining with
-  JoinGroup v4+ first gets MEMBER_ID_REQUIRED and a member id, as in a classic group.
+  the assignor if due, reconciles given the partitions its subscription says it still owns
+  (``ownedPartitions``, v1+: a cooperative consumer keeps its partitions across a rejoin; an
+  eager one owns none) and answers at once with generation = its member epoch, no leader role
+  (it never assigns), the first of its protocols. An unknown member joining with JoinGroup v4+
+  and no ``group.instance.id`` first gets MEMBER_ID_REQUIRED and a member id; a static member
+  joining with an unknown member id replaces its instance id's holder at once.
 * SyncGroup: its assigned partitions as a ConsumerProtocolAssignment (at its subscription's
-  version); ILLEGAL_GENERATION unless at its member epoch.
+  version); ILLEGAL_GENERATION unless at its member epoch; REBALANCE_IN_PROGRESS when the
+  group epoch moved past it and it is not revoking.
 * Heartbeat: REBALANCE_IN_PROGRESS when it must rejoin: the group epoch moved past its epoch, it
   must revoke, or partitions it waits for have been released.
-* LeaveGroup: removed like a consumer member leaving (tombstones, a new group epoch).
+* LeaveGroup: removed with tombstones, one new group epoch per request; a consumer-protocol
+  member named there is UNKNOWN_MEMBER_ID.
 
-Its session timeout is its JoinGroup's.
+SyncGroup, Heartbeat and LeaveGroup find a static member by its instance id. Its session timeout
+is its JoinGroup's; it must send SyncGroup within its rebalance timeout after a JoinGroup, and
+rejoin within it after being told to (``coordinator.group.consumer_timers``).
 
 Downgrade (policy downgrade or bidirectional, ``validateOnlineDowngrade`` /
 ``convertToClassicGroup``): when the last consumer-protocol member leaves or is fenced and only
@@ -48,7 +54,11 @@ import attrs
 from pykraft.coordinator.group import consumer_records as records
 from pykraft.coordinator.group.consumer_group import ConsumerGroup
 from pykraft.coordinator.group.consumer_member import ConsumerGroupMember, MemberState, normalize
-from pykraft.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE, topics_of
+from pykraft.coordinator.group.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    subscription_rack,
+    topics_of,
+)
 from pykraft.coordinator.group.consumer_records import TopicMetadata
 from pykraft.coordinator.group.effects import CoordinatorRecord
 from pykraft.coordinator.group.records import group_metadata_key
@@ -163,6 +173,8 @@ def _converted_member(
     }
     return ConsumerGroupMember(
         member_id=member.member_id,
+        instance_id=member.group_instance_id,
+        rack_id=subscription_rack(chosen[0][1]),
         client_id=member.client_id,
         client_host=member.client_host,
         rebalance_timeout_ms=member.rebalance_timeout_ms,
@@ -199,15 +211,20 @@ def classic_member_from_join(
     protocols: tuple[tuple[str, bytes], ...],
     names: tuple[str, ...],
     *,
+    instance_id: str | None,
     client_id: str,
     client_host: str,
     rebalance_timeout_ms: int,
     session_timeout_ms: int,
 ) -> ConsumerGroupMember:
     """The member as a JoinGroup describes it (``ConsumerGroupMember.Builder`` in
-    ``classicGroupJoinToConsumerGroup``)."""
+    ``classicGroupJoinToConsumerGroup``: ``maybeUpdateInstanceId``, ``maybeUpdateRackId``
+    from the subscription, and the rest)."""
+    rack_id = subscription_rack(protocols[0][1]) if protocols else None
     return attrs.evolve(
         member,
+        instance_id=instance_id if instance_id is not None else member.instance_id,
+        rack_id=rack_id if rack_id is not None else member.rack_id,
         client_id=client_id,
         client_host=client_host,
         rebalance_timeout_ms=rebalance_timeout_ms,

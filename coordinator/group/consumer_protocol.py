@@ -70,6 +70,12 @@ def topics_of(
 def _subscription_topics(metadata: bytes) -> list[str] | None:
     """The ``topics`` of a ConsumerProtocolSubscription, None when it does not parse (Kafka's
     ``SchemaException``)."""
+    parsed = _read_v0(metadata)
+    return None if parsed is None else parsed[0]
+
+
+def _read_v0(metadata: bytes) -> tuple[list[str], int] | None:
+    """The version-0 fields' topics, and the position after them (after ``user_data``)."""
     try:
         (version,) = _INT16.unpack_from(metadata, 0)
         if version < 0:
@@ -92,4 +98,52 @@ def _subscription_topics(metadata: bytes) -> list[str] | None:
             return None
     except (struct.error, UnicodeDecodeError):
         return None
-    return topics
+    return topics, position + 4 + max(user_data_size, 0)
+
+
+def owned_partitions(metadata: bytes) -> dict[str, frozenset[int]]:
+    """A ConsumerProtocolSubscription's ``owned_partitions`` (v1+: [topic string, partitions
+    [int32]] after ``user_data``), by topic name: what a cooperative classic member still owns
+    when it rejoins. Version 0, or anything unreadable, owns nothing (Kafka's
+    ``ConsumerProtocolSubscription.ownedPartitions()`` defaults to an empty list)."""
+    return _read_v1(metadata)[0]
+
+
+def subscription_rack(metadata: bytes) -> str | None:
+    """A ConsumerProtocolSubscription's ``rack_id`` (v3+, after v2's ``generation_id``)."""
+    return _read_v1(metadata)[1]
+
+
+def _read_v1(metadata: bytes) -> tuple[dict[str, frozenset[int]], str | None]:
+    parsed = _read_v0(metadata)
+    if parsed is None:
+        return {}, None
+    version: int = _INT16.unpack_from(metadata, 0)[0]
+    position = parsed[1]
+    owned: dict[str, set[int]] = {}
+    rack = None
+    try:
+        if version >= 1:
+            (count,) = _INT32.unpack_from(metadata, position)
+            position += 4
+            for _ in range(max(count, 0)):
+                name, position = _string(metadata, position)
+                (partitions,) = _INT32.unpack_from(metadata, position)
+                position += 4
+                for _ in range(max(partitions, 0)):
+                    owned.setdefault(name, set()).add(_INT32.unpack_from(metadata, position)[0])
+                    position += 4
+        if version >= 3:
+            position += 4  # generation_id (v2+)
+            (size,) = _INT16.unpack_from(metadata, position)
+            rack = None if size < 0 else _string(metadata, position)[0]
+    except (struct.error, UnicodeDecodeError):
+        return {}, None
+    return {name: frozenset(ps) for name, ps in sorted(owned.items())}, rack
+
+
+def _string(data: bytes, position: int) -> tuple[str, int]:
+    (size,) = _INT16.unpack_from(data, position)
+    if size < 0 or position + 2 + size > len(data):
+        raise struct.error("string past the end")
+    return data[position + 2 : position + 2 + size].decode("utf-8"), position + 2 + size

@@ -173,12 +173,17 @@ def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> Coordi
     key = _key(MEMBER_METADATA, group_id, member.member_id)
     if member.classic_protocols is None:
         return CoordinatorRecord(key, _value(out))
-    # Tagged field 0, ClassicMemberMetadata: SupportedProtocols [Name string, Metadata bytes].
-    struct_out = _Out().count(len(member.classic_protocols))
+    # Tagged field 0, ClassicMemberMetadata, a nullable struct: the generated code writes its
+    # size + 1, a presence varint 1, then SessionTimeoutMs int32 and SupportedProtocols
+    # [Name string, Metadata bytes] (ConsumerGroupMemberMetadataValue.json, Kafka 3.9).
+    session_timeout_ms = member.classic_session_timeout_ms
+    struct_out = _Out().int32(-1 if session_timeout_ms is None else session_timeout_ms)
+    struct_out.count(len(member.classic_protocols))
     for name, metadata in member.classic_protocols:
         struct_out.compact_string(name).uvarint(len(metadata) + 1).raw(metadata).no_tags()
     body = bytes(struct_out.no_tags().out)
-    out.uvarint(1).uvarint(_CLASSIC_MEMBER_METADATA_TAG).uvarint(len(body)).raw(body)
+    out.uvarint(1).uvarint(_CLASSIC_MEMBER_METADATA_TAG).uvarint(len(body) + 1).uvarint(1)
+    out.raw(body)
     return CoordinatorRecord(key, bytes(out.out))
 
 
@@ -335,12 +340,16 @@ def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
         reader.tags()
     reader.end()
     if classic is not None and isinstance(value, ConsumerGroupMember):
-        return attrs.evolve(value, classic_protocols=classic)
+        protocols, session_timeout_ms = classic
+        return attrs.evolve(
+            value, classic_protocols=protocols, classic_session_timeout_ms=session_timeout_ms
+        )
     return value
 
 
-def _member_tags(reader: _In) -> tuple[tuple[str, bytes], ...] | None:
-    """The member record's tagged fields: tag 0 is ClassicMemberMetadata, others skipped."""
+def _member_tags(reader: _In) -> tuple[tuple[tuple[str, bytes], ...], int] | None:
+    """The member record's tagged fields: tag 0 is ClassicMemberMetadata (its protocols and
+    session timeout; absent or null: None), others skipped."""
     classic = None
     for _ in range(reader.uvarint()):
         tag, size = reader.uvarint(), reader.uvarint()
@@ -348,6 +357,10 @@ def _member_tags(reader: _In) -> tuple[tuple[str, bytes], ...] | None:
         if tag != _CLASSIC_MEMBER_METADATA_TAG:
             continue
         inner = _In(body, f"{reader.what}, ClassicMemberMetadata")
+        if inner.uvarint() <= 0:  # null
+            classic = None
+            continue
+        session_timeout_ms = inner.int32()
         protocols = []
         for _ in range(inner.count()):
             name = inner.required_string()
@@ -355,7 +368,7 @@ def _member_tags(reader: _In) -> tuple[tuple[str, bytes], ...] | None:
             inner.tags()
         inner.tags()
         inner.end()
-        classic = tuple(protocols)
+        classic = tuple(protocols), session_timeout_ms
     return classic
 
 

@@ -4,9 +4,12 @@
 Records come in log order; the latest value of each key wins and a tombstone removes it. Once
 the whole partition is read, ``groups()`` assembles each group: its epoch (key 3), subscription
 metadata (4), members (5, with their current assignment, 8), target assignment (6, 7). A member
-record without a group epoch record, or a current assignment without member metadata, is kept
-as Kafka keeps it (the group exists from its first record); a group whose epoch record is a
-tombstone is gone, with whatever else it had.
+record without a group epoch record is kept as Kafka keeps it (the group exists from its first
+record). A current assignment (or a target) without member metadata is dropped: Kafka writes a
+member's metadata before its assignment and tombstones it last (``removeMember``), and its
+replay of such a record finds no member (``getOrMaybeCreateMember(memberId, false)``). A group
+whose epoch record is a tombstone is gone, with whatever else it had. The assignor name is not
+in the records (``ConsumerGroupCore.install`` derives it from the members).
 """
 
 from __future__ import annotations

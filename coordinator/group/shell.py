@@ -35,6 +35,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from pykraft.coordinator.group.classic_apis import CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION
 from pykraft.coordinator.group.consumer_group import ConsumerGroup
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
@@ -176,6 +177,7 @@ class GroupCoordinatorShell:
         generation_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         group_instance_id: str | None = None,
+        api_version: int = CONSUMER_PROTOCOL_OFFSET_COMMIT_VERSION,
     ) -> Mapping[TopicPartition, Errors]:
         result = await self._call(
             lambda rid, now: self.core.handle_commit_offsets(
@@ -186,6 +188,7 @@ class GroupCoordinatorShell:
                 request_id=rid,
                 now_ms=now,
                 group_instance_id=group_instance_id,
+                api_version=api_version,
             ),
             OffsetCommitResult({tp: Errors.NOT_COORDINATOR for tp in offsets}),
         )
@@ -281,8 +284,12 @@ class GroupCoordinatorShell:
         partitions: Iterable[TopicPartition] | None,
         *,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[Errors, list[FetchedOffset]]:
-        return self.core.fetch_offsets(group_id, partitions, require_stable)
+        return self.core.fetch_offsets(
+            group_id, partitions, require_stable, member_id=member_id, member_epoch=member_epoch
+        )
 
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
         return self.core.describe_group(group_id)

@@ -10,14 +10,15 @@ Kafka 3.9's ``GroupMetadataManager``:
   (``coordinator.group.consumer_migration``), else GROUP_ID_NOT_FOUND. A classic group holding
   only offsets is taken over at once.
 * JoinGroup on an id held by a consumer group with members: the member joins as a classic
-  member (policy upgrade/bidirectional), else INCONSISTENT_GROUP_PROTOCOL. An empty consumer
-  group gives the id up (its tombstones written). The last consumer-protocol member leaving a
-  group of classic members downgrades it (policy downgrade/bidirectional).
+  member, whatever the migration policy (Kafka 3.9's ``classicGroupJoin``: the policy governs
+  conversions only). An empty consumer group gives the id up (its tombstones written). The
+  last consumer-protocol member leaving a group of classic members downgrades it (policy
+  downgrade/bidirectional).
 * Offsets: a consumer group's committed offsets are kept where the classic ones are, in an
   EMPTY ``GroupMetadata`` of the same id that is never shown as a group; the classic APIs on a
-  consumer group are ``coordinator.group.classic_apis``'. Not checked: Kafka's
-  UNSUPPORTED_VERSION for a consumer-protocol member committing below OffsetCommit v9 (the core
-  is not told the request's version), nor OffsetFetch v9's member epoch.
+  consumer group are ``coordinator.group.classic_apis``' (a consumer-protocol member committing
+  below OffsetCommit v9 is UNSUPPORTED_VERSION; OffsetFetch v9's member id and epoch are
+  checked as ``validateOffsetFetch`` does).
 * ListGroups shows consumer groups with type ``consumer`` and their state; DescribeGroups of a
   consumer group answers it DEAD with no error, as Kafka 3.9's ``describeGroups`` does for a
   group that is not classic.
@@ -35,7 +36,6 @@ from pykraft.coordinator.group.consumer_classic_members import ClassicMembersCor
 from pykraft.coordinator.group.consumer_group import (
     ConsumerGroup,
 )
-from pykraft.coordinator.group.consumer_groups import PendingConsumerWrite
 from pykraft.coordinator.group.consumer_heartbeat import (
     ConsumerGroupConfig,
     ConsumerGroupHeartbeatRequest,
@@ -51,6 +51,7 @@ from pykraft.coordinator.group.consumer_records import (
     group_tombstones,
     member_tombstones,
 )
+from pykraft.coordinator.group.consumer_writes import GroupSnapshot, PendingConsumerWrite
 from pykraft.coordinator.group.coordinator import JoinGroupRequest
 from pykraft.coordinator.group.effects import (
     Append,
@@ -102,18 +103,19 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
             effects.answer(request_id, refused((error, None)))
             return effects
         classic = self.groups.get(request.group_id)
+        before = self.consumer.snapshot(request.group_id, classic)
         upgrade: list[CoordinatorRecord] = []
         if (
             classic is not None
             and not is_simple_group(classic)
             and request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
             and request.group_id not in self.consumer_groups
-            and self.consumer.maybe_upgrade(classic, upgrade) is not None
+            and self.consumer.maybe_upgrade(classic, upgrade, now_ms) is not None
         ):
             # The classic group's members now live in the consumer group; its offsets stay.
             self._keep_offsets_only(classic, now_ms)
             classic = None
-        self.consumer.heartbeat(request, classic, request_id, now_ms, effects, upgrade)
+        self.consumer.heartbeat(request, classic, request_id, now_ms, effects, upgrade, before)
         if request.is_leave:
             self._maybe_downgrade(request.group_id, now_ms, effects)
         return effects
@@ -131,14 +133,18 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
         if found is None:
             return
         protocol, members = found
+        # A failed write puts the consumer group and the offsets holder back (``_restore``).
+        holder = self.groups.get(group_id)
+        before = self.consumer.snapshot(group_id, holder)
         written: list[CoordinatorRecord] = []
         for member_id in sorted(group.members):
             written.extend(member_tombstones(group_id, member_id))
         written.extend(group_tombstones(group_id))
         self.consumer.unload_group(group_id)
-        classic = self.groups.get(group_id)
-        if classic is None:
+        if holder is None:
             classic = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+        else:
+            classic = self._keep_offsets_only(holder, now_ms)  # the holder stays as it was
         step = self._step(now_ms)
         for member in members:
             classic.add(member)
@@ -148,7 +154,7 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
         classic.subscribed_topics = subscribed_topics(classic)
         assignments = {m.member_id: m.assignment for m in members}
         written.append(group_record(classic, assignments))
-        write_id = self._new_write(PendingConsumerWrite(None, None))  # type: ignore[arg-type]
+        write_id = self._new_write(PendingConsumerWrite(None, None, before))  # type: ignore[arg-type]
         partition = self.partition_for(group_id)
         effects.appends.append(Append(write_id, partition, tuple(written), now_ms))
         rebalance.prepare_rebalance(classic, step)
@@ -157,13 +163,14 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
         classic.join_deadline_ms = now_ms + classic.rebalance_timeout_ms()
         effects.merge(step.effects)
 
-    def _keep_offsets_only(self, classic: GroupMetadata, now_ms: int) -> None:
-        """Replace an upgraded classic group by an EMPTY one holding its offsets."""
+    def _keep_offsets_only(self, classic: GroupMetadata, now_ms: int) -> GroupMetadata:
+        """Replace ``classic`` by a new EMPTY group holding its offsets."""
         holder = GroupMetadata(classic.group_id, GroupState.EMPTY, now_ms)
         holder.offsets.update(classic.offsets)
         holder.pending_offset_commits.update(classic.pending_offset_commits)
         holder.pending_txn_offset_commits.update(classic.pending_txn_offset_commits)
         self.groups[classic.group_id] = holder
+        return holder
 
     def describe_consumer_group(self, group_id: str) -> tuple[Errors, ConsumerGroup | None]:
         """ConsumerGroupDescribe of one group (``consumerGroupDescribe``)."""
@@ -208,8 +215,40 @@ class UnifiedGroupCoordinator(ClassicApisOnConsumerGroups):
             return super().on_append_done(write_id, error, base_offset, now_ms)
         del self._writes[write_id]
         effects = Effects()
+        if error is not Errors.NONE and pending.before is not None:
+            self._fail_later_writes(write_id, pending.before.group_id, error, effects)
+            self._restore(pending.before, now_ms)
         self.consumer.on_append_done(pending, error, effects)
         return effects
+
+    def _fail_later_writes(
+        self, write_id: int, group_id: str, error: Errors, effects: Effects
+    ) -> None:
+        """The group's writes after a failed one were built on state now reverted: each is
+        answered with the error at once, and its completion ignored."""
+        for later_id, later in sorted(self._writes.items()):
+            if (
+                later_id > write_id
+                and isinstance(later, PendingConsumerWrite)
+                and later.before is not None
+                and later.before.group_id == group_id
+            ):
+                self._writes[later_id] = PendingConsumerWrite(None, None)  # type: ignore[assignment]
+                self.consumer.on_append_done(later, error, effects)
+
+    def _restore(self, snapshot: GroupSnapshot, now_ms: int) -> None:
+        """The group as it was before a failed write: the consumer group, and the classic
+        group of that id (an upgraded one, or the offsets holder) put back with the offsets
+        committed since; a classic group a downgrade made since goes back to holding offsets
+        only."""
+        self.consumer.restore(snapshot)
+        classic, current = snapshot.classic, self.groups.get(snapshot.group_id)
+        if classic is not None:
+            if current is not None and current is not classic:
+                classic.offsets.update(current.offsets)
+            self.groups[snapshot.group_id] = classic
+        elif current is not None and (current.members or not current.is_(GroupState.EMPTY)):
+            self._keep_offsets_only(current, now_ms)
 
     def poll(self, now_ms: int) -> Effects:
         effects = super().poll(now_ms)

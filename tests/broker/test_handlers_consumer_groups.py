@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.consumer import OffsetFetchRequest
 
 from pykraft.broker.handlers.consumer_groups import consumer_group_handlers
 from pykraft.broker.kafka_apis import KafkaApis
@@ -25,9 +26,9 @@ from pykraft.protocol.apis import request_class
 from pykraft.protocol.errors import Errors
 from tests.broker.handler_support import pets_and_birds, started_cluster
 from tests.broker.replica_harness import PETS_ID, services
-from tests.broker.test_authorization import ADMIN
+from tests.broker.test_authorization import ADMIN, acl
 from tests.broker.test_authorization_groups import GROUP, Broker, group_acl, run
-from tests.broker.test_handlers_groups import GroupCluster, settle
+from tests.broker.test_handlers_groups import GroupCluster, commit, settle
 
 PETS_UUID = uuid.UUID(bytes=kafka_string_to_uuid(PETS_ID))
 HEARTBEAT = request_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
@@ -172,5 +173,58 @@ def test_without_the_consumer_protocol_both_apis_are_unsupported(cluster: GroupC
             DESCRIBE(version=0, group_ids=[GROUP], include_authorized_operations=False),
         )
         assert [g.error_code for g in described.groups] == [Errors.UNSUPPORTED_VERSION]
+
+    run(scenario)
+
+
+def test_a_consumer_member_commits_with_offset_commit_v9_only(cluster: GroupCluster) -> None:
+    # ConsumerGroup.validateOffsetCommit: OffsetCommit below v9 from a member of the consumer
+    # protocol is UNSUPPORTED_VERSION (the handler passes the request version through).
+    async def scenario() -> None:
+        broker = Broker(cluster, group_acl(AclOperation.READ), acl(AclOperation.READ, "pets"))
+        await settle()
+        joined = await broker.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, join())
+        member_id, epoch = joined.member_id, joined.member_epoch
+        old = await broker.send(ApiKey.OFFSET_COMMIT, 8, commit(8, 5, member_id, epoch))
+        assert old.topics[0].partitions[0].error_code == Errors.UNSUPPORTED_VERSION
+        new = await broker.send(ApiKey.OFFSET_COMMIT, 9, commit(9, 5, member_id, epoch))
+        assert new.topics[0].partitions[0].error_code == Errors.NONE
+
+    run(scenario)
+
+
+def test_offset_fetch_v9_checks_the_member_epoch(cluster: GroupCluster) -> None:
+    # ConsumerGroup.validateOffsetFetch: v9's member id and epoch, when given, must match.
+    group_class = OffsetFetchRequest.OffsetFetchRequestGroup
+    topic_class = group_class.OffsetFetchRequestTopics
+
+    def fetch(member_id: str | None, epoch: int) -> Any:
+        group = group_class(
+            group_id=GROUP,
+            member_id=member_id,
+            member_epoch=epoch,
+            topics=[topic_class(name="pets", partition_indexes=[0])],
+        )
+        return OffsetFetchRequest(version=9, require_stable=False, groups=[group])
+
+    async def scenario() -> None:
+        broker = Broker(cluster, group_acl(AclOperation.READ), group_acl(AclOperation.DESCRIBE))
+        broker.allow(
+            group_acl(AclOperation.READ),
+            group_acl(AclOperation.DESCRIBE),
+            acl(AclOperation.DESCRIBE, "pets"),
+        )
+        await settle()
+        joined = await broker.send(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, join())
+        member_id, epoch = joined.member_id, joined.member_epoch
+        cases = [
+            ((member_id, epoch), Errors.NONE),
+            ((None, -1), Errors.NONE),
+            ((member_id, epoch + 1), Errors.STALE_MEMBER_EPOCH),
+            (("nobody", epoch), Errors.UNKNOWN_MEMBER_ID),
+        ]
+        for (asker, asked_epoch), error in cases:
+            response = await broker.send(ApiKey.OFFSET_FETCH, 9, fetch(asker, asked_epoch))
+            assert response.groups[0].error_code == error, (asker, asked_epoch)
 
     run(scenario)

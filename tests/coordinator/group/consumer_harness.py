@@ -107,7 +107,11 @@ class ConsumerHarness:
             self.take(self.coordinator.poll(self.now_ms))
 
     def release(self, error: Errors = Errors.NONE) -> None:
+        """Complete the held appends with ``error``; a failed append never reaches the log
+        (a reload does not see it)."""
         held, self.held = self.held, []
+        if error is not Errors.NONE:
+            self.appended = [a for a in self.appended if a not in held]
         for append in held:
             self.take(self.coordinator.on_append_done(append.write_id, error, 0, self.now_ms))
 
@@ -149,10 +153,14 @@ class ConsumerHarness:
             assignment=result.assignment,
         )
 
-    def reload(self) -> UnifiedGroupCoordinator:
-        """A new coordinator that replays every record appended so far (a failover)."""
+    def replayed(self) -> UnifiedGroupCoordinator:
+        """A new coordinator that replays every record appended so far."""
         fresh = self._new_coordinator()
         fresh.update_topics(self.topics)
         self._load(fresh, self.appended)
-        self.coordinator = fresh
         return fresh
+
+    def reload(self) -> UnifiedGroupCoordinator:
+        """A failover: the replayed coordinator takes over."""
+        self.coordinator = self.replayed()
+        return self.coordinator

@@ -167,6 +167,10 @@ def test_a_failed_write_is_the_clients_error():
     request_id = h.heartbeat(member_epoch=0, subscribed_topic_names=("foo",))
     h.release(Errors.NOT_LEADER_OR_FOLLOWER)
     assert h.answer(request_id).error is Errors.NOT_COORDINATOR
+    # Kafka reverts its timeline to the last written offset: the member that was never
+    # written is gone, and the group is what a reload of the log finds.
+    assert GROUP not in h.coordinator.consumer_groups
+    assert h.coordinator.consumer.next_deadline_ms() is None
 
 
 @pytest.mark.parametrize(
@@ -328,7 +332,7 @@ def test_offset_commit_checks_member_and_epoch():
     a = h.join(("foo",))
     offsets = {TopicPartition("foo", 0): OffsetAndMetadata(offset=7, commit_timestamp_ms=h.now_ms)}
 
-    def commit(member_id: str, epoch: int, request_id: int) -> OffsetCommitResult:
+    def commit(member_id: str, epoch: int, request_id: int, version: int = 9) -> OffsetCommitResult:
         effects = h.coordinator.handle_commit_offsets(
             group_id=GROUP,
             member_id=member_id,
@@ -336,6 +340,7 @@ def test_offset_commit_checks_member_and_epoch():
             offsets=offsets,
             request_id=request_id,
             now_ms=h.now_ms,
+            api_version=version,
         )
         h.take(effects)
         result = h.answers[request_id]
@@ -345,6 +350,8 @@ def test_offset_commit_checks_member_and_epoch():
     assert set(commit(a.member_id, 0, 501).errors.values()) == {Errors.STALE_MEMBER_EPOCH}
     assert set(commit("other", 1, 502).errors.values()) == {Errors.UNKNOWN_MEMBER_ID}
     assert set(commit("", -1, 503).errors.values()) == {Errors.UNKNOWN_MEMBER_ID}
+    # ConsumerGroup.validateOffsetCommit: a consumer-protocol member needs OffsetCommit v9+.
+    assert set(commit(a.member_id, 1, 505, 8).errors.values()) == {Errors.UNSUPPORTED_VERSION}
     assert set(commit(a.member_id, 1, 504).errors.values()) == {Errors.NONE}
     error, fetched = h.coordinator.fetch_offsets(GROUP, None)
     assert error is Errors.NONE and [f.offset.offset for f in fetched if f.offset] == [7]

@@ -126,12 +126,14 @@ def test_remains_in_unrevoked_partitions_while_it_owns_them():
 
 
 def test_unrevoked_partitions_to_unrevoked_partitions():
+    # CurrentAssignmentBuilderTest.testUnrevokedPartitionsToUnrevokedPartitions: revoked, the
+    # member moves to epoch 11 (memberEpoch + 1) while it revokes the next ones.
     before = member(
         MemberState.UNREVOKED_PARTITIONS, 10, parts(t1={2, 3}, t2={5, 6}), parts(t1={1}, t2={4})
     )
     after = member(
         MemberState.UNREVOKED_PARTITIONS,
-        10,
+        11,
         parts(t1={3}, t2={6}),
         parts(t1={2}, t2={5}),
         previous=10,

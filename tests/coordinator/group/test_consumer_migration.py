@@ -7,6 +7,7 @@ through JoinGroup, SyncGroup, Heartbeat and LeaveGroup until they leave."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Mapping
 
 from pykraft.coordinator.group.consumer_group import ConsumerGroupState
 from pykraft.coordinator.group.consumer_migration import decode_assignment, encode_assignment
@@ -26,12 +27,17 @@ from tests.coordinator.group.consumer_harness import GROUP, ConsumerHarness, top
 FOO = topic("foo", 6)
 
 
-def subscription(*topics: str) -> bytes:
-    """ConsumerProtocolSubscription v1: version, topics, null user data, no owned partitions."""
+def subscription(*topics: str, owned: Mapping[str, Iterable[int]] | None = None) -> bytes:
+    """ConsumerProtocolSubscription v1: version, topics, null user data, owned partitions."""
     out = struct.pack(">hi", 1, len(topics))
     for name in topics:
         out += struct.pack(">h", len(name)) + name.encode()
-    return out + struct.pack(">ii", -1, 0)
+    out += struct.pack(">ii", -1, len(owned or {}))
+    for name, partitions in (owned or {}).items():
+        numbers = sorted(partitions)
+        out += struct.pack(">h", len(name)) + name.encode() + struct.pack(">i", len(numbers))
+        out += b"".join(struct.pack(">i", p) for p in numbers)
+    return out
 
 
 class Classic:
@@ -43,7 +49,15 @@ class Classic:
         self.ids += 1
         return self.ids
 
-    def join(self, member_id: str = "", session_timeout_ms: int = 10_000) -> JoinGroupResult:
+    def join(
+        self,
+        member_id: str = "",
+        session_timeout_ms: int = 10_000,
+        *,
+        instance_id: str | None = None,
+        owned: Mapping[str, Iterable[int]] | None = None,
+        require_known_member_id: bool = False,
+    ) -> JoinGroupResult:
         request = JoinGroupRequest(
             group_id=GROUP,
             member_id=member_id,
@@ -52,8 +66,9 @@ class Classic:
             rebalance_timeout_ms=10_000,
             session_timeout_ms=session_timeout_ms,
             protocol_type="consumer",
-            protocols=(Protocol("range", subscription("foo")),),
-            require_known_member_id=False,
+            protocols=(Protocol("range", subscription("foo", owned=owned)),),
+            require_known_member_id=require_known_member_id,
+            group_instance_id=instance_id,
         )
         rid = self.rid()
         self.h.take(self.h.coordinator.handle_join_group(request, rid, self.h.now_ms))
@@ -62,7 +77,11 @@ class Classic:
         return result
 
     def sync(
-        self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        instance_id: str | None = None,
     ) -> SyncGroupResult:
         rid = self.rid()
         effects = self.h.coordinator.handle_sync_group(
@@ -74,27 +93,29 @@ class Classic:
             assignments=assignments or {},
             request_id=rid,
             now_ms=self.h.now_ms,
+            group_instance_id=instance_id,
         )
         self.h.take(effects)
         result = self.h.answers[rid]
         assert isinstance(result, SyncGroupResult)
         return result
 
-    def heartbeat(self, member_id: str, generation: int) -> Errors:
+    def heartbeat(self, member_id: str, generation: int, instance_id: str | None = None) -> Errors:
         rid = self.rid()
         effects = self.h.coordinator.handle_heartbeat(
-            GROUP, member_id, generation, rid, self.h.now_ms
+            GROUP, member_id, generation, rid, self.h.now_ms, instance_id
         )
         self.h.take(effects)
         result = self.h.answers[rid]
         assert isinstance(result, HeartbeatResult)
         return result.error
 
-    def leave(self, member_id: str) -> LeaveGroupResult:
+    def leave(self, member_id: str, instance_id: str | None = None) -> LeaveGroupResult:
+        return self.leave_many([(member_id, instance_id)])
+
+    def leave_many(self, members: list[tuple[str, str | None]]) -> LeaveGroupResult:
         rid = self.rid()
-        effects = self.h.coordinator.handle_leave_group(
-            GROUP, [(member_id, None)], rid, self.h.now_ms
-        )
+        effects = self.h.coordinator.handle_leave_group(GROUP, members, rid, self.h.now_ms)
         self.h.take(effects)
         result = self.h.answers[rid]
         assert isinstance(result, LeaveGroupResult)
@@ -182,10 +203,11 @@ def test_no_upgrade_while_the_policy_is_disabled() -> None:
     stable_classic_group(h)
     assert h.join(("foo",)).error is Errors.GROUP_ID_NOT_FOUND
     assert GROUP not in h.coordinator.consumer_groups
-    # And a classic member may not join a consumer group.
+    # The policy governs conversions only: Kafka 3.9's classicGroupJoin sends every join to
+    # a non-empty consumer group to classicGroupJoinToConsumerGroup.
     other = ConsumerHarness([FOO], migration_policy="disabled")
     other.join(("foo",))
-    assert Classic(other).join().error is Errors.INCONSISTENT_GROUP_PROTOCOL
+    assert Classic(other).join().error is Errors.NONE
 
 
 def test_no_upgrade_of_a_rebalancing_group() -> None:
@@ -248,3 +270,34 @@ def test_no_downgrade_under_the_upgrade_policy() -> None:
     joined = h.join(("foo",))
     h.call(member_id=joined.member_id, member_epoch=-1)
     assert GROUP in h.coordinator.consumer_groups
+
+
+def test_an_upgraded_classic_member_that_goes_silent_is_fenced() -> None:
+    # GroupMetadataManager.convertToConsumerGroup schedules each converted member's session
+    # timeout (its classic session timeout); GroupMetadataManagerTest
+    # .testSessionTimeoutExpirationForClassicMemberAfterUpgrade... in spirit.
+    h = ConsumerHarness([FOO])
+    _, old_id, _ = stable_classic_group(h)
+    joined = h.join(("foo",))
+    group = h.coordinator.consumer_groups[GROUP]
+    h.advance(9_999)
+    h.call(member_id=joined.member_id, member_epoch=joined.member_epoch)
+    assert old_id in group.members
+    h.advance(2)  # its JoinGroup session timeout was 10 s
+    assert old_id not in group.members
+    h.call(member_id=joined.member_id, member_epoch=joined.member_epoch)
+    assert group.target_of(joined.member_id) == {FOO.topic_id: frozenset(range(6))}
+
+
+def test_a_failover_keeps_a_classic_members_session_timeout():
+    # ClassicMemberMetadata.SessionTimeoutMs is replayed: after a failover the classic member
+    # still times out after its JoinGroup's 10 s, not group.consumer.session.timeout.ms.
+    h = ConsumerHarness([FOO])
+    _, old_id, _ = stable_classic_group(h)
+    joined = h.join(("foo",))
+    group = h.reload().consumer_groups[GROUP]
+    assert group.members[old_id].classic_session_timeout_ms == 10_000
+    h.advance(9_000)
+    h.call(member_id=joined.member_id, member_epoch=joined.member_epoch)
+    h.advance(1_001)
+    assert old_id not in group.members

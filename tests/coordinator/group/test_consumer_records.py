@@ -144,3 +144,56 @@ def test_a_group_epoch_tombstone_removes_the_group():
     records = [member, epoch, *rec.member_tombstones("g", "m"), *rec.group_tombstones("g")]
     replay.replay(LogRecord(i, r.key, r.value) for i, r in enumerate(records))
     assert replay.loaded(0).consumer_groups == ()
+
+
+def test_classic_member_metadata_tag_bytes_and_back():
+    # ConsumerGroupMemberMetadataValue.json tag 0: ClassicMemberMetadata, a nullable struct
+    # {SessionTimeoutMs int32, SupportedProtocols [Name, Metadata]}; the generated writer puts
+    # size + 1 and a presence varint 1 before it.
+    member = ConsumerGroupMember(
+        member_id="m",
+        client_id="c",
+        client_host="h",
+        subscribed_topic_names=("t",),
+        rebalance_timeout_ms=30_000,
+        classic_protocols=(("range", b"\x01\x02"),),
+        classic_session_timeout_ms=10_000,
+    )
+    record = rec.member_metadata_record("g", member)
+    head = bytes.fromhex("0000000002630268020274000000753000")  # as above, no assignor
+    assert record.value == head + bytes.fromhex(
+        "01"  # one tagged field
+        "00"  # tag 0
+        "11"  # size 16 + 1
+        "01"  # not null
+        "00002710"  # SessionTimeoutMs 10000
+        "02"  # SupportedProtocols: one
+        "0672616e6765"  # Name "range"
+        "030102"  # Metadata, 2 bytes
+        "00"  # protocol tags
+        "00"  # struct tags
+    )
+    key = rec.decode_consumer_key(record.key)
+    assert rec.decode_consumer_value(key, record.value) == member
+    # A null ClassicMemberMetadata (presence 0) is a consumer-protocol member.
+    null_tag = head + bytes.fromhex("01000100")  # one tag: 0, size 1, null
+    plain = rec.decode_consumer_value(key, null_tag)
+    assert isinstance(plain, ConsumerGroupMember) and plain.classic_protocols is None
+
+
+def test_an_assignment_without_member_metadata_is_dropped_on_replay():
+    # Kafka writes a member's metadata first and tombstones it last (removeMember); its replay
+    # of an assignment for no member finds none (getOrMaybeCreateMember(memberId, false)).
+    member = ConsumerGroupMember(member_id="m", member_epoch=3, assigned_partitions={})
+    ghost = ConsumerGroupMember(member_id="ghost", member_epoch=3)
+    records = [
+        rec.group_epoch_record("g", 3),
+        rec.member_metadata_record("g", member),
+        rec.current_assignment_record("g", member),
+        rec.current_assignment_record("g", ghost),
+        rec.target_assignment_member_record("g", "ghost", {TOPIC_ID: frozenset({0})}),
+    ]
+    replay = OffsetsReplay()
+    replay.replay(LogRecord(i, r.key, r.value) for i, r in enumerate(records))
+    (group,) = replay.loaded(0).consumer_groups
+    assert list(group.members) == ["m"] and group.target_assignment == {}
