@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Tests that start no process of ours: run on both cores (pytest-xdist); the rest run one at a time.
+UNIT   := not integration and not clients and not chaos and not hostile
 
 .PHONY: run test lint unit integration bench clean
 
@@ -17,12 +19,14 @@ $(STAMP): pyproject.toml setup.py storage/_record_walk.c
 run: $(STAMP)
 	$(BIN)/pykraft dev --data-dir data/dev
 
-## test: lint, type-check, then every test suite (unit, simulation, integration, clients, chaos)
+## test: lint, type-check, then every test suite: unit and simulation on two workers, then integration,
+## clients, chaos and hostile one at a time
 test: $(STAMP) lint
 	bash .ci/install-kcat.sh
 	bash .ci/install-kafkajs.sh
 	bash .ci/install-sarama.sh
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 -m "$(UNIT)" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not ($(UNIT))" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -30,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/mypy .
 
 unit: $(STAMP)
-	$(BIN)/pytest -m "not integration and not clients and not chaos and not hostile" $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 -m "$(UNIT)" $(PYTEST_ARGS)
 
 ## bench: every benchmark (minutes each; each ends with one JSON line of figures)
 BENCHES := storage quorum produce_fetch secure_produce replication transactions spark_export cleaner
