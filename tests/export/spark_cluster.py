@@ -1,19 +1,20 @@
 """A Spark standalone cluster for tests: one master and two workers, each its own process.
 
-Use it through the module-scoped fixture (one cluster per test module: starting one costs
-seconds of CPU), by naming it in a test module::
+Use it through the module-scoped fixture ``spark_standalone`` (``tests/export/conftest.py``
+provides it to every module under ``tests/export``; one cluster per test module, since starting
+one costs seconds of CPU)::
 
-    from tests.export.spark_cluster import spark_standalone  # noqa: F401  (the fixture)
-
-    def test_x(spark_standalone: SparkStandalone) -> None:
-        subprocess.run([...driver..., "--master", spark_standalone.master_url,
-                        *spark_standalone.conf_args()], env=spark_standalone.driver_env(), ...)
+    def test_x(spark_standalone: SparkStandalone, tmp_path: Path) -> None:
+        command = [sys.executable, "-m", "pykraft.cli", "spark", ...,
+                   "--master", spark_standalone.master_url, *spark_standalone.conf_args()]
+        subprocess.run(command, env={**spark_standalone.driver_env(), "PYTHONPATH": ROOT}, ...)
 
 What it models is a cluster of separate machines, as far as one machine allows:
 
-* each worker has its own working directory, so its executors resolve relative paths
-  somewhere else than the driver does, and files only they write are not where the driver
-  looks (``worker_dirs``);
+* each worker has its own working directory (``worker_dirs``), so its executors resolve
+  relative paths somewhere else than the driver does (the disk itself is shared: to hide the
+  executors' files from a driver, run the driver in a mount namespace of its own, as
+  ``test_spark_standalone.py`` does);
 * each worker's ``python3`` (the name PySpark runs when ``PYSPARK_PYTHON`` is unset) is a venv
   that reaches the third-party packages (pyspark, pyarrow) but NOT pykraft: a job works only
   if it ships its code (``check_pykraft_hidden`` proves it at start-up);
@@ -74,6 +75,7 @@ class SparkStandalone:
             "spark.cores.max": str(WORKERS * WORKER_CORES),
             "spark.driver.host": "127.0.0.1",
             "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
         }
 
     def conf_args(self) -> list[str]:
