@@ -50,7 +50,9 @@ DRIVER_TIMEOUT_S = 240.0
 TOPIC = "orders"
 
 
-def driver_command(cluster: SparkStandalone, *args: str) -> list[str]:
+def driver_command(cluster: SparkStandalone, *args: str, executors: int = 2) -> list[str]:
+    """The CLI as a driver; ``executors=1`` saves a JVM per run where one executor shows as
+    much (each --conf given later wins)."""
     return [
         sys.executable,
         "-m",
@@ -60,6 +62,8 @@ def driver_command(cluster: SparkStandalone, *args: str) -> list[str]:
         "--master",
         cluster.master_url,
         *cluster.conf_args(),
+        "--conf",
+        f"spark.cores.max={executors}",
     ]
 
 
@@ -217,7 +221,7 @@ def test_driver_killed_at_each_stage_then_rerun_exports_every_record_once(
     out = tmp_path / "out"
     # Relative --log-dirs: the driver makes them absolute; the executors' cwd is elsewhere.
     relative = ",".join(os.path.relpath(d, driver_dir) for d in logs.log_dirs)
-    command = driver_command(spark_standalone, *export_args(relative, f"file://{out}"))
+    command = driver_command(spark_standalone, *export_args(relative, f"file://{out}"), executors=1)
     orders0 = TopicPartition(TOPIC, 0)
     for n, stage in enumerate(STAGES):
         append_and_commit(logs, orders0, 3 + n)  # something new for every run
@@ -241,7 +245,7 @@ def test_report_on_a_fresh_cluster_reads_the_raft_journal(
     build_fresh_metadata_dir(tmp_path / "meta")
     records = cluster_records() + [r for batch in journal_batches() for r in batch]
     image = apply_records(MetadataImage.EMPTY, records, offset=len(records) - 1, epoch=3)
-    command = driver_command(spark_standalone, "report", "meta", "--out", "report")
+    command = driver_command(spark_standalone, "report", "meta", "--out", "report", executors=1)
     done = run_driver(spark_standalone, command, tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"pykraft report: snapshot journal (end offset {len(records)})" in done.stdout
