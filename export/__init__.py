@@ -12,9 +12,13 @@ checkpoints — never a live process; imports ``storage`` and ``metadata``, neve
 * ``metadata_journal``the retained metadata log: Raft journal -> committed records + offsets
 * ``metadata_rows``   records and images as rows (``records``, ``brokers``, ``topics``, …)
 * ``manifest``        export-topic's record of exported offset ranges and run states
-* ``job_args``        the jobs' command-line arguments
+* ``output_check``    a run's committed output holds exactly the rows it read, or nothing commits
+* ``job_args``        the jobs' command-line arguments (spark-submit's options, absolute inputs)
+* ``shipping``        the running pykraft package as a zip for the executors
 
 Spark side (thin): ``spark_schemas`` (explicit schemas), ``spark_sources`` (the
 ``pykraft-log`` and ``pykraft-metadata`` data sources, ``register(spark)``), ``session``
-(``build_session``), ``report_job`` and ``export_topic_job`` (also ``spark-submit`` scripts).
+(``build_session``: ships pykraft to a cluster), ``output_store`` (the output directory on any
+Hadoop filesystem, through Spark's JVM), ``report_job`` and ``export_topic_job`` (also
+``spark-submit`` scripts).
 """

@@ -1,10 +1,16 @@
 """``export-topic``: a topic's committed records as Parquet, partitioned by partition.
 
 Incremental: ``OUT/_pykraft_manifest.json`` lists the offset ranges already exported, so a rerun
-reads only what is new (see ``export.manifest`` for the run states and crash recovery). Runs as
-``pykraft spark export-topic --log-dirs … --topic T --out DIR`` or, on a cluster, as
-``spark-submit export/export_topic_job.py --log-dirs … --topic T --out DIR`` (with
-``PYSPARK_PYTHON`` pointing at a Python that has pykraft installed).
+reads only what is new (see ``export.manifest`` for the run states and crash recovery). ``OUT``
+is any URI Spark can write (``hdfs://``, ``s3a://``, ``file:``; a bare path is qualified as
+Spark qualifies it): the Parquet files are written by Spark's writers on the executors, and the
+driver reaches the output only through Hadoop's filesystem API (``export.output_store``). A
+run is recorded in the manifest only after Spark's output commit succeeded and the rows found
+in the committed files equal the rows the run read, per partition (``export.output_check``):
+otherwise it fails, saying why, and commits nothing — a later run exports those offsets.
+
+Runs as ``pykraft spark export-topic --log-dirs … --topic T --out URI [--master URL]``, which
+ships pykraft to the executors itself (``export.shipping``), or under ``spark-submit``.
 
 ``--isolation-level read_committed`` (the default) exports what a read_committed consumer
 reads: no aborted transaction's records, nothing from the first still-open transaction on (that
@@ -16,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -41,12 +46,15 @@ from pykraft.export.manifest import (
     begin_run,
     commit_run,
     encode_manifest,
-    load_manifest,
+    manifest_from_bytes,
     plan_export,
 )
+from pykraft.export.output_check import checked_ranges
+from pykraft.export.output_store import OutputStore
 from pykraft.export.txn_scan import read_txn_state
-from pykraft.storage.atomic_file import write_atomically
 from pykraft.storage.system_clock import SystemClock
+
+SUCCESS_MARKER = "_SUCCESS"  # Spark's output committer writes it when the job commit is done
 
 
 @attrs.frozen
@@ -67,38 +75,48 @@ class ExportResult:
 add_arguments = add_export_topic_arguments
 
 
-def _save(out_dir: Path, manifest: Manifest) -> None:
-    write_atomically(out_dir / MANIFEST_FILE, encode_manifest(manifest))
+def _save(store: OutputStore, manifest: Manifest) -> None:
+    store.write_replacing(MANIFEST_FILE, encode_manifest(manifest))
 
 
-def _run_dir(out_dir: Path, run_id: int) -> Path:
-    return out_dir / STAGING_DIR / f"run-{run_id}"
+def _run_name(run_id: int) -> str:
+    return f"{STAGING_DIR}/run-{run_id}"
 
 
-def recover(out_dir: Path, manifest: Manifest) -> tuple[Manifest, int | None]:
+def _quiet(line: str) -> None:
+    del line
+
+
+def recover(store: OutputStore, manifest: Manifest) -> tuple[Manifest, int | None]:
     """Finish a pending run (move its staged files, commit) and drop orphaned staging dirs."""
     pending = manifest.pending_run()
     recovered = None
     if pending is not None:
-        _publish(out_dir, pending.run_id)
+        _publish(store, pending.run_id)
         manifest = commit_run(manifest, pending.run_id)
-        _save(out_dir, manifest)
+        _save(store, manifest)
         recovered = pending.run_id
-    staging = out_dir / STAGING_DIR
-    if staging.exists():
-        shutil.rmtree(staging)  # runs that never reached PENDING: nothing refers to them
+    store.delete(STAGING_DIR)  # runs that never reached PENDING: nothing refers to them
     return manifest, recovered
 
 
-def _publish(out_dir: Path, run_id: int) -> None:
-    """Rename the run's staged Parquet files into ``partition=N/`` (idempotent)."""
-    run_dir = _run_dir(out_dir, run_id)
-    if not run_dir.exists():
-        return
-    for staged in sorted(run_dir.glob("partition=*/*.parquet")):
-        target_dir = out_dir / staged.parent.name
-        target_dir.mkdir(parents=True, exist_ok=True)
-        staged.replace(target_dir / f"run-{run_id}-{staged.name}")
+def _staged_files(store: OutputStore, run_id: int) -> list[str]:
+    """The run's committed Parquet files (``_temporary`` and other hidden paths left out, as
+    Spark's readers leave them out)."""
+    run_name = _run_name(run_id)
+    return [
+        name
+        for name in store.list_files(run_name, ".parquet")
+        if not any(part.startswith(("_", ".")) for part in name[len(run_name) + 1 :].split("/"))
+    ]
+
+
+def _publish(store: OutputStore, run_id: int) -> None:
+    """Rename the run's staged Parquet files into ``partition=N/`` (idempotent: a file moved
+    already is not staged any more)."""
+    for staged in _staged_files(store, run_id):
+        *_, partition_dir, file_name = staged.split("/")
+        store.rename(staged, f"{partition_dir}/run-{run_id}-{file_name}")
 
 
 @attrs.frozen
@@ -154,28 +172,54 @@ def export_topic(
     spark: Any,
     log_dirs: str,
     topic: str,
-    out_dir: Path,
+    out: str | Path,
     *,
     wall_clock_ms: Callable[[], int],
     isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL,
+    progress: Callable[[str], None] = _quiet,
 ) -> ExportResult:
-    """Export what is new; ``wall_clock_ms`` dates the run in the manifest."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifest, recovered = recover(out_dir, load_manifest(out_dir, topic, isolation_level))
+    """Export what is new; ``wall_clock_ms`` dates the run in the manifest; ``progress`` is
+    told each step as it starts."""
+    store = OutputStore(spark, str(out))
+    try:
+        return _export(spark, log_dirs, topic, store, wall_clock_ms, isolation_level, progress)
+    finally:
+        store.close()
+
+
+def _export(
+    spark: Any,
+    log_dirs: str,
+    topic: str,
+    store: OutputStore,
+    wall_clock_ms: Callable[[], int],
+    isolation_level: IsolationLevel,
+    progress: Callable[[str], None],
+) -> ExportResult:
+    store.mkdirs()
+    stored = manifest_from_bytes(store.read_bytes(MANIFEST_FILE), store.uri, topic, isolation_level)
+    manifest, recovered = recover(store, stored)
+    progress(f"planning: offsets of {topic} in {log_dirs}")
     ends = available_offsets(log_dirs, topic, isolation_level)
     plan = plan_export(manifest, readable(ends))
     waiting = held_back(ends)
     if not plan.ranges:
         return ExportResult(None, (), plan.skipped, recovered, waiting)
     run_id = manifest.next_run_id()
-    run_dir = _run_dir(out_dir, run_id)
-    counts = _write_run(spark, log_dirs, topic, plan, run_dir, isolation_level)
-    ranges = tuple(attrs.evolve(r, records=counts.get(r.partition, 0)) for r in plan.ranges)
+    offsets = sum(r.end_offset - r.start_offset for r in plan.ranges)
+    progress(
+        f"run {run_id}: writing {offsets} offsets of {len(plan.ranges)} partitions "
+        f"to {store.location(_run_name(run_id))}"
+    )
+    ranges = _write_run(spark, log_dirs, topic, plan, store, run_id, isolation_level)
+    progress(f"run {run_id}: output committed, {sum(r.records for r in ranges)} rows checked")
     manifest = begin_run(manifest, run_id, ranges, wall_clock_ms())
-    _save(out_dir, manifest)
-    _publish(out_dir, run_id)
-    _save(out_dir, commit_run(manifest, run_id))
-    shutil.rmtree(out_dir / STAGING_DIR, ignore_errors=True)
+    _save(store, manifest)
+    progress(f"run {run_id}: pending in the manifest; moving its files into place")
+    _publish(store, run_id)
+    _save(store, commit_run(manifest, run_id))
+    store.delete(STAGING_DIR)
+    progress(f"run {run_id}: committed")
     return ExportResult(run_id, ranges, plan.skipped, recovered, waiting)
 
 
@@ -184,12 +228,17 @@ def _write_run(
     log_dirs: str,
     topic: str,
     plan: ExportPlan,
-    run_dir: Path,
+    store: OutputStore,
+    run_id: int,
     isolation_level: IsolationLevel,
-) -> dict[int, int]:
-    """Spark reads exactly the planned ranges and writes them; returns rows per partition.
-    (The scan plans again: its last stable offset is at least the plan's, which ends the
-    ranges, so it reads exactly them.)"""
+) -> tuple[ExportedRange, ...]:
+    """Spark reads exactly the planned ranges and writes them; returns the ranges with their
+    row counts once the committed output is checked to hold every row read. (The scan plans
+    again: its last stable offset is at least the plan's, which ends the ranges, so it reads
+    exactly them.)"""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     from pykraft.export.spark_sources import LOG_FORMAT
 
     starting = {topic: {str(r.partition): r.start_offset for r in plan.ranges}}
@@ -201,14 +250,32 @@ def _write_run(
         .option(ISOLATION_LEVEL_OPTION, isolation_level.value)
         .load(log_dirs)
     )
-    df.write.mode("overwrite").partitionBy("partition").parquet(str(run_dir))
-    if not any(run_dir.glob("partition=*/*.parquet")):
-        return {}  # the ranges held only control records
-    written = spark.read.parquet(str(run_dir)).groupBy("partition").count().collect()
-    return {int(row["partition"]): int(row["count"]) for row in written}
+    # Rows per planned partition, counted by the write job itself (no second read).
+    observation = Observation(f"pykraft-export-run-{run_id}")
+    counts = [
+        F.count_if(F.col("partition") == r.partition).alias(str(r.partition)) for r in plan.ranges
+    ]
+    location = store.location(_run_name(run_id))
+    observed = df.observe(observation, *counts)
+    observed.write.mode("overwrite").partitionBy("partition").parquet(location)
+    read = {int(name): int(count) for name, count in observation.get.items()}
+    found = _found_rows(spark, store, run_id, location)
+    committed = store.exists(f"{_run_name(run_id)}/{SUCCESS_MARKER}")
+    return checked_ranges(plan.ranges, read, found, location, committed=committed)
 
 
-def print_result(result: ExportResult, topic: str, out_dir: Path) -> None:
+def _found_rows(spark: Any, store: OutputStore, run_id: int, location: str) -> dict[int, int]:
+    """Rows per partition in the run's committed files, as the driver lists them (Parquet
+    footers only: no column is read)."""
+    files = [store.location(name) for name in _staged_files(store, run_id)]
+    if not files:
+        return {}
+    written = spark.read.option("basePath", location).parquet(*files)
+    rows = written.groupBy("partition").count().collect()
+    return {int(row["partition"]): int(row["count"]) for row in rows}
+
+
+def print_result(result: ExportResult, topic: str, out_dir: str | Path) -> None:
     if result.recovered_run is not None:
         print(f"finished run {result.recovered_run}, left pending by an interrupted export")
     for r in result.skipped:
@@ -232,6 +299,10 @@ def print_result(result: ExportResult, topic: str, out_dir: Path) -> None:
         )
 
 
+def _progress(line: str) -> None:
+    print(f"export-topic: {line}", flush=True)
+
+
 def run(spark: Any, args: argparse.Namespace) -> int:
     """The job's entry point (``pykraft spark export-topic`` or ``spark-submit``): a
     composition root, so it builds the clock."""
@@ -242,6 +313,7 @@ def run(spark: Any, args: argparse.Namespace) -> int:
         args.out,
         wall_clock_ms=SystemClock().wall_clock_ms,
         isolation_level=IsolationLevel(args.isolation_level),
+        progress=_progress,
     )
     print_result(result, args.topic, args.out)
     return 0

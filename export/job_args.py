@@ -3,11 +3,17 @@
 ``pykraft`` builds its whole parser at start-up; importing pyspark there would slow every
 command and break them all where the ``spark`` extra is not installed. The job modules and
 ``pykraft spark`` share these definitions.
+
+Spark options are ``spark-submit``'s: ``--master``, ``--conf KEY=VALUE`` (repeatable),
+``--py-files`` and ``--archives`` (comma-separated). Input paths are made absolute here, on the
+driver: executors run in their own working directories, where a relative path names something
+else. ``--out`` stays as given: Spark qualifies it (``export.output_store``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,31 +23,86 @@ from pykraft.export.isolation import DEFAULT_ISOLATION_LEVEL, ISOLATION_LEVEL_NA
 MASTER_HELP = "Spark master URL (default local[*]; under spark-submit, spark-submit's own)"
 
 
+def absolute_path(text: str) -> Path:
+    """A local input path, absolute against the driver's working directory."""
+    return Path(os.path.abspath(text))
+
+
+def absolute_log_dirs(text: str) -> str:
+    """``log.dirs`` syntax (comma-separated), each directory made absolute."""
+    return ",".join(os.path.abspath(d.strip()) for d in text.split(",") if d.strip())
+
+
+def spark_conf_pair(text: str) -> tuple[str, str]:
+    """``KEY=VALUE``, as ``spark-submit --conf`` takes it."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--conf takes KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """spark-submit's options that a job's driver applies itself."""
+    parser.add_argument("--master", default=None, help=MASTER_HELP)
+    parser.add_argument(
+        "--conf",
+        action="append",
+        type=spark_conf_pair,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark configuration property, as spark-submit's --conf (repeatable)",
+    )
+    parser.add_argument(
+        "--py-files",
+        type=comma_list,
+        default=[],
+        metavar="FILES",
+        help="comma-separated .zip, .egg or .py files for the executors' Python path "
+        "(pykraft itself is shipped to a cluster without being named)",
+    )
+    parser.add_argument(
+        "--archives",
+        type=comma_list,
+        default=[],
+        metavar="ARCHIVES",
+        help="comma-separated archives unpacked in each executor's working directory "
+        "(ARCHIVE#NAME names the directory), as spark-submit's --archives",
+    )
+
+
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "snapshot_dir",
-        type=Path,
+        type=absolute_path,
         metavar="SNAPSHOT_DIR",
         help="a controller's metadata.log.dir, or a directory of snapshots",
     )
-    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--out", required=True, type=absolute_path, help="output directory")
     parser.add_argument(
         "--snapshot", default="latest", help="snapshot id or end offset (default: the latest)"
     )
-    parser.add_argument("--master", default=None, help=MASTER_HELP)
+    add_spark_arguments(parser)
 
 
 def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-dirs",
         required=True,
+        type=absolute_log_dirs,
         help="comma-separated log.dirs of every broker holding the topic "
         "(each partition is read from its replica with the highest "
         "high watermark)",
     )
     parser.add_argument("--topic", required=True, help="the topic to export")
     parser.add_argument(
-        "--out", required=True, type=Path, help="output directory (Parquet files and the manifest)"
+        "--out",
+        required=True,
+        help="output directory or URI (hdfs://, s3a://, file:…) for the Parquet files and "
+        "the manifest; every executor and the driver must reach it",
     )
     parser.add_argument(
         "--isolation-level",
@@ -52,7 +113,7 @@ def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
         "on (a later run exports it once it ends); read_uncommitted: every record below the "
         "high watermark. An output directory keeps the level of its first run",
     )
-    parser.add_argument("--master", default=None, help=MASTER_HELP)
+    add_spark_arguments(parser)
 
 
 def run_job(
@@ -71,8 +132,17 @@ def run_job(
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    spark = build_session(args.master, app_name)
+    spark = build_session(args.master, app_name, **session_options(args))
     try:
         return run(spark, args)
     finally:
         spark.stop()
+
+
+def session_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``build_session``'s keyword arguments from the Spark options."""
+    return {
+        "extra_conf": dict(args.conf),
+        "py_files": tuple(args.py_files),
+        "archives": tuple(args.archives),
+    }

@@ -10,15 +10,17 @@ two states, and only the manifest says which:
    the end of the committed ranges (or the log start offset, if retention or DeleteRecords has
    removed records that were never exported: the skipped range is reported), and the end is
    the high watermark, or under ``read_committed`` the last stable offset.
-2. Spark writes the run to ``_staging/run-K`` (Spark and Parquet readers ignore ``_`` paths).
+2. Spark writes the run to ``_staging/run-K`` (Spark and Parquet readers ignore ``_`` paths)
+   and commits it; the committed files must hold, per partition, exactly the rows the job read
+   (``export.output_check``), or the run stops here, loudly.
 3. ``begin_run`` records the run as PENDING with its ranges and record counts; the manifest is
-   replaced atomically (``storage.atomic_file``).
+   replaced by a complete new file, renamed over it (``export.output_store``).
 4. The staged files are renamed into ``partition=N/`` with a ``run-K-`` prefix.
 5. ``commit_run`` marks the run COMMITTED.
 
-A crash before 3 leaves only staging files, deleted by the next run; a crash between 3 and 5 is
-rolled forward by the next run (the staged files are complete: Spark finished writing them
-before 3). So a rerun exports exactly the offsets that are new, never one twice. Pure: the
+A crash (or a failed check) before 3 leaves only staging files, deleted by the next run; a
+crash between 3 and 5 is rolled forward by the next run (the staged files are complete and
+checked before 3). So a rerun exports exactly the offsets that are new, never one twice. Pure: the
 moves and Spark live in ``export.export_topic_job``.
 
 Transactions. Under ``read_committed`` a range ends at the last stable offset, the first offset
@@ -211,16 +213,26 @@ def _run(obj: Any) -> ExportRun:
 def load_manifest(
     out_dir: Path, topic: str, isolation_level: IsolationLevel | None = None
 ) -> Manifest:
-    """The manifest in ``out_dir`` (an empty one if absent) for a run at ``isolation_level``
-    (None: any, for reading it); refuses another topic's, or another isolation level's."""
+    """The manifest in the local directory ``out_dir`` (see ``manifest_from_bytes``)."""
     path = out_dir / MANIFEST_FILE
     try:
-        data = path.read_bytes()
+        data: bytes | None = path.read_bytes()
     except FileNotFoundError:
-        return Manifest(topic, isolation_level=isolation_level)
+        data = None
     except OSError as error:
         raise ManifestError(f"manifest {path}: cannot read: {error.strerror}") from None
-    manifest = decode_manifest(data, str(path))
+    return manifest_from_bytes(data, str(out_dir), topic, isolation_level)
+
+
+def manifest_from_bytes(
+    data: bytes | None, out_dir: str, topic: str, isolation_level: IsolationLevel | None = None
+) -> Manifest:
+    """The manifest read from output ``out_dir`` (``data`` None: there is none yet, so an empty
+    one) for a run at ``isolation_level`` (None: any, for reading it); refuses another topic's,
+    or another isolation level's."""
+    if data is None:
+        return Manifest(topic, isolation_level=isolation_level)
+    manifest = decode_manifest(data, f"{out_dir}/{MANIFEST_FILE}")
     if manifest.topic != topic:
         raise ManifestError(
             f"{out_dir} holds an export of topic {manifest.topic!r}, not {topic!r}: "

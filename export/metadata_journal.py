@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import itertools
 import json
 import pickle
 import struct
@@ -278,3 +279,22 @@ def read_retained_log(metadata_dir: Path, snapshot_dir: Path) -> list[LogRecord]
         return []
     state = read_dump_state(raft_dir, snapshot_dir)
     return list(replay(read_journal(journal), state, read_commit_index(journal)))
+
+
+def retained_image(metadata_dir: Path, snapshot_dir: Path) -> MetadataImage | None:
+    """The image at the end of the retained log: the dump's checkpoint image with every
+    committed record after it applied, entry by entry as the controller applied them; None
+    without a journal. What the views read on a fresh cluster, before any snapshot exists."""
+    raft_dir = metadata_dir / RAFT_SUBDIR
+    journal = raft_dir / JOURNAL_FILE
+    if not journal.exists():
+        return None
+    state = read_dump_state(raft_dir, snapshot_dir)
+    image = state.image
+    records = replay(read_journal(journal), state, read_commit_index(journal))
+    for _, entry in itertools.groupby(records, key=lambda log_record: log_record.raft_index):
+        batch = list(entry)
+        image = apply_records(
+            image, [r.record for r in batch], offset=batch[-1].offset, epoch=batch[-1].epoch
+        )
+    return image

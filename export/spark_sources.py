@@ -21,7 +21,10 @@ a partition with several replicas is read from the one with the highest high wat
                               accepted as ``kafka.isolation.level``, Spark's Kafka source's name
 pykraft-metadata, ``load(DIR)`` (a ``metadata.log.dir`` or a snapshot directory):
   ``view``       ``records`` (default), ``brokers``, ``topics``, ``partitions``, ``configs``
-  ``snapshot``   ``all`` (records default), ``latest`` (views default), an id or end offset
+  ``snapshot``   ``all`` (records default), ``latest`` (views default), an id or end offset;
+                 with no snapshot yet (a fresh cluster), ``latest`` and ``all`` read the Raft
+                 journal: the views show the image at its end (``snapshot_id`` ``journal``)
+                 and ``includeLog`` reads every retained record
   ``includeLog`` ``true`` adds the retained log's committed records after the last snapshot
   ``recordsPerSplit``  snapshot lines per input split (default 50,000)
 """
@@ -60,7 +63,7 @@ from pykraft.export.log_scan import (
     parse_offset_ranges,
     plan_splits,
 )
-from pykraft.export.metadata_journal import read_retained_log
+from pykraft.export.metadata_journal import RAFT_SUBDIR, read_retained_log, retained_image
 from pykraft.export.metadata_rows import SOURCE_LOG, RecordPosition, record_row
 from pykraft.export.segment_reader import (
     MAX_CHUNK_RECORDS,
@@ -78,7 +81,7 @@ from pykraft.export.snapshot_scan import (
     snapshot_split_rows,
 )
 from pykraft.export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
-from pykraft.metadata.snapshot import load_snapshot
+from pykraft.metadata.snapshot import list_snapshots, load_snapshot
 
 LOG_FORMAT = "pykraft-log"
 METADATA_FORMAT = "pykraft-metadata"
@@ -92,11 +95,30 @@ _OPS = {
 }
 
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
 def register(spark: SparkSession) -> None:
-    """Make ``spark.read.format("pykraft-log")`` and ``"pykraft-metadata"`` available."""
-    spark.dataSource.register(PykraftLogDataSource)
-    spark.dataSource.register(PykraftMetadataDataSource)
-    spark.dataSource.register(PykraftKafkaDataSource)
+    """Make ``spark.read.format("pykraft-log")``, ``"pykraft-metadata"`` and ``"pykraft-kafka"``
+    (also ``spark.readStream``) available, on any
+    session: Spark 4 refuses a Python source that takes filters (``pushFilters``) unless
+    Python filter pushdown is on (DATA_SOURCE_PUSHDOWN_DISABLED), so this turns it on."""
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    _register_once(spark, PykraftLogDataSource)
+    _register_once(spark, PykraftMetadataDataSource)
+    _register_once(spark, PykraftKafkaDataSource)
+
+
+def _register_once(spark: SparkSession, source: type[DataSource]) -> None:
+    """Register ``source`` unless the application has it already (its sessions share their
+    data sources): calling ``register`` again, or on another session, is no error."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.dataSource.register(source)
+    except AnalysisException as error:
+        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
 
 
 def _options(options: Any) -> dict[str, str]:
@@ -232,6 +254,18 @@ class _ViewTask:
 
 
 @attrs.frozen
+class _JournalViewTask:
+    """Build a typed view of the image at the end of the retained log (no snapshot yet)."""
+
+    view: str
+    metadata_dir: str
+    snapshot_dir: str
+
+
+JOURNAL_VIEW_ID = "journal"  # the views' snapshot_id when they come from the journal
+
+
+@attrs.frozen
 class _LogTask:
     """The retained log's committed records from ``min_end_offset`` on."""
 
@@ -246,7 +280,9 @@ class MetadataReader(DataSourceReader):
         root = Path(_path(options, METADATA_FORMAT))
         self.view = options.get("view", "records")
         self.snapshot_dir = snapshot_directory(root)
-        self.metadata_dir = root if self.snapshot_dir != root else root.parent
+        # A metadata.log.dir holds snapshots/ (once the first is written) and raft/.
+        is_metadata_dir = self.snapshot_dir != root or (root / RAFT_SUBDIR).is_dir()
+        self.metadata_dir = root if is_metadata_dir else root.parent
         default = "all" if self.view == "records" else "latest"
         self.selector = options.get("snapshot", default)
         self.include_log = _flag(options, "includeLog")
@@ -255,6 +291,8 @@ class MetadataReader(DataSourceReader):
             raise MetadataScanError("includeLog applies to the records view only")
 
     def partitions(self) -> Sequence[InputPartition]:
+        if self.selector in ("latest", "all") and not list_snapshots(self.snapshot_dir):
+            return self._journal_partitions()
         snapshots = select_snapshots(self.snapshot_dir, self.selector)
         if self.view != "records":
             return [InputPartition(_ViewTask(self.view, str(path))) for path in snapshots]
@@ -266,6 +304,15 @@ class MetadataReader(DataSourceReader):
             tasks.append(_LogTask(str(self.metadata_dir), str(self.snapshot_dir), end_offset))
         return [InputPartition(task) for task in tasks] or [InputPartition(None)]
 
+    def _journal_partitions(self) -> list[InputPartition]:
+        """A fresh cluster: its whole history is still in the Raft journal."""
+        if self.view != "records":
+            task = _JournalViewTask(self.view, str(self.metadata_dir), str(self.snapshot_dir))
+            return [InputPartition(task)]
+        if not self.include_log:
+            select_snapshots(self.snapshot_dir, self.selector)  # raises: no snapshot files
+        return [InputPartition(_LogTask(str(self.metadata_dir), str(self.snapshot_dir), 0))]
+
     def read(self, partition: InputPartition) -> Iterator[Any]:
         task = partition.value
         if isinstance(task, SnapshotSplit):
@@ -274,6 +321,8 @@ class MetadataReader(DataSourceReader):
             rows = _log_rows(task)
         elif isinstance(task, _ViewTask):
             rows = _view_rows(task)
+        elif isinstance(task, _JournalViewTask):
+            rows = _journal_view_rows(task)
         else:
             return
         import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
@@ -323,6 +372,16 @@ _VIEW_ROWS = {
     "partitions": metadata_rows.partition_rows,
     "configs": metadata_rows.config_rows,
 }
+
+
+def _journal_view_rows(task: _JournalViewTask) -> Iterator[tuple[Any, ...]]:
+    image = retained_image(Path(task.metadata_dir), Path(task.snapshot_dir))
+    if image is None:
+        raise MetadataScanError(
+            f"no snapshot files and no Raft journal in {task.metadata_dir}: "
+            "is it a controller's metadata.log.dir?"
+        )
+    yield from _VIEW_ROWS[task.view](image, JOURNAL_VIEW_ID)
 
 
 def _view_rows(task: _ViewTask) -> Iterator[tuple[Any, ...]]:

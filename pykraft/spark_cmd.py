@@ -1,24 +1,31 @@
 """``pykraft spark …``: the Spark jobs over snapshots and segment files.
 
-    pykraft spark report SNAPSHOT_DIR --out DIR [--snapshot ID] [--master URL]
-    pykraft spark export-topic --log-dirs DIRS --topic T --out DIR
-                               [--isolation-level read_committed|read_uncommitted] [--master URL]
+    pykraft spark report SNAPSHOT_DIR --out DIR [--snapshot ID] [SPARK OPTIONS]
+    pykraft spark export-topic --log-dirs DIRS --topic T --out URI
+                               [--isolation-level read_committed|read_uncommitted] [SPARK OPTIONS]
+    SPARK OPTIONS: --master URL --conf KEY=VALUE --py-files FILES --archives ARCHIVES
 
-``--master`` runs the same job on a real cluster (``spark://host:7077``, ``yarn``); the default
-is ``local[*]``. The jobs are ``export.report_job`` and ``export.export_topic_job``, also
-runnable with ``spark-submit``. A problem with the input (a corrupt snapshot or segment, a
-missing directory, another topic's manifest) is one line on stderr and exit status 1, never a
-traceback.
+``--master`` runs the same job on a real cluster (``spark://host:7077``, ``yarn``; pykraft is
+shipped to the executors); the default is ``local[*]``. The jobs are ``export.report_job`` and
+``export.export_topic_job``, also runnable with ``spark-submit``. A problem with the input (a
+corrupt snapshot or segment, a missing directory, another topic's manifest) is one line on
+stderr and exit status 1, never a traceback; an error inside a Python worker is shown by its
+exception line (``ModuleNotFoundError: No module named 'x'``), not by the traceback's first line.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Callable
 
-from pykraft.export.job_args import add_export_topic_arguments, add_report_arguments
+from pykraft.export.job_args import (
+    add_export_topic_arguments,
+    add_report_arguments,
+    session_options,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -32,6 +39,11 @@ _ERROR_NAMES = (
     "CheckpointError",
     "ManifestError",
     "CorruptRecordError",
+    "OutputCommitError",
+)
+# The line of a Python traceback that names the exception: ``pkg.mod.SomeError: message``.
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b(?::.*)?$"
 )
 
 
@@ -68,7 +80,28 @@ def user_message(error: BaseException) -> str:
         for name in _ERROR_NAMES:
             if stripped.startswith(f"{name}:") or f".{name}: " in stripped:
                 return stripped[stripped.index(name) :]
+    cause = python_exception_line(text)
+    if cause is not None:
+        return cause
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def python_exception_line(text: str) -> str | None:
+    """The exception line of the last Python traceback in ``text`` (a Spark error quoting a
+    Python worker's), or None if it quotes none."""
+    lines = text.splitlines()
+    # Spark may put the header at the end of its own message line.
+    header = "Traceback (most recent call last):"
+    starts = [n for n, line in enumerate(lines) if line.rstrip().endswith(header)]
+    if not starts:
+        return None
+    found = None
+    for line in lines[starts[-1] + 1 :]:
+        if line.startswith((" ", "\t")):
+            continue  # a frame, its source line, or the JVM's stack
+        if _EXCEPTION_LINE.match(line.strip()):
+            found = line.strip()
+    return found
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,7 +117,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     try:
         spark = build_session(
-            args.master or DEFAULT_MASTER, f"pykraft {args.spark_job}", log_level="OFF"
+            args.master or DEFAULT_MASTER,
+            f"pykraft {args.spark_job}",
+            log_level="OFF",
+            progress=True,
+            **session_options(args),
         )
     except Exception as error:  # no Java, bad master URL: say so, no traceback
         print(f"pykraft spark: cannot start Spark: {user_message(error)}", file=sys.stderr)

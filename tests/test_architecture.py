@@ -147,6 +147,8 @@ PURE_CORES = [
     # The pykraft-kafka source's options and offset-range planning (Spark's Kafka connector).
     "export/kafka_options.py",
     "export/kafka_plan.py",
+    # Issue 15: whether a run's committed output holds what it read (before the manifest).
+    "export/output_check.py",
     # pykraft transactions: its requests as values, and find-hanging's decisions.
     "pykraft/admin_codec.py",
     "pykraft/admin_errors.py",

@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+# The Spark standalone cluster (a master and two workers without pykraft), one per module.
+from tests.export.spark_cluster import spark_standalone  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:

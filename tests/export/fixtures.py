@@ -47,6 +47,7 @@ from pykraft.quorum.raft_state import MetadataState, apply_entry
 from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_CHECKPOINT,
+    read_offset_checkpoint,
     write_offset_checkpoint,
 )
 from pykraft.storage.log_config import LogConfig
@@ -86,6 +87,27 @@ class LogFixture:
 def export_now(spark: Any, log_dirs: str, topic: str, out: Path) -> ExportResult:
     """``export_topic`` with its runs dated on a fake clock."""
     return export_topic(spark, log_dirs, topic, out, wall_clock_ms=FakeClock().wall_clock_ms)
+
+
+def append_and_commit(logs: LogFixture, tp: TopicPartition, count: int) -> None:
+    """More records on ``tp`` and a high watermark at the new log end, as a broker would."""
+    directory = logs.partitions[tp][0]
+    log = PartitionLog.open(directory, LogConfig(segment_bytes=600))
+    for n in range(count):
+        batch = build_batch(
+            [SimpleRecord(value=f"new {n}".encode(), timestamp=BASE_MS + n)],
+            compression=CompressionType.LZ4,
+        )
+        log.append_as_leader(bytearray(batch), 4, BASE_MS + n)
+    log.update_high_watermark(log.log_end_offset)
+    hw = log.high_watermark
+    log.flush()
+    log.close()
+    checkpoint = directory.parent / REPLICATION_CHECKPOINT
+    offsets = read_offset_checkpoint(checkpoint)
+    offsets[tp] = hw
+    write_offset_checkpoint(checkpoint, offsets)
+    logs.partitions[tp] = (directory, logs.partitions[tp][1], hw, hw)
 
 
 def _records(tp: TopicPartition, batch: int, count: int) -> list[SimpleRecord]:
@@ -402,6 +424,27 @@ def _write_journal(path: Path, last_offset: int) -> int:
     journal.onOneSecondTimer()
     journal._destroy()
     return commit_index
+
+
+def build_fresh_metadata_dir(root: Path, partitions_per_topic: int = 4) -> Path:
+    """A fresh controller's metadata.log.dir: every record still in the Raft journal, no
+    snapshot and no dump yet (a controller writes its first after 20,000 records). The image
+    at its end is ``apply_records(EMPTY, cluster_records(…) + journal batches)``."""
+    raft = root / "raft"
+    raft.mkdir(parents=True)
+    records = cluster_records(partitions_per_topic)
+    batches = [records[n : n + 5] for n in range(0, len(records), 5)] + journal_batches()
+    journal = FileJournal(str(raft / "journal.bin"))
+    journal.add(b"\x01", 1, 1)  # the leader's no-op
+    next_offset = 0
+    for index, batch in enumerate(batches, start=2):
+        blob = _blob(batch, next_offset - 1, BASE_MS + index, compact=False)
+        journal.add(_command(blob), index, 1)
+        next_offset += len(batch)
+    journal.setRaftCommitIndex(len(batches) + 1)
+    journal.onOneSecondTimer()
+    journal._destroy()
+    return root
 
 
 def expected_log_records(fixture: MetadataFixture) -> list[tuple[int, int, int, str]]:

@@ -13,11 +13,16 @@ from pykraft.export.metadata_journal import (
     batch_blob,
     read_journal,
     read_retained_log,
+    retained_image,
 )
 from pykraft.metadata.codec import encode_record
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
 from tests.export.fixtures import (
     MetadataFixture,
+    build_fresh_metadata_dir,
     build_metadata_dir,
+    cluster_records,
     expected_log_records,
     journal_batches,
 )
@@ -67,3 +72,26 @@ def test_truncated_journal_names_file_and_byte(tmp_path: Path, meta: MetadataFix
     path.write_bytes(b"not a journal")
     with pytest.raises(JournalError, match="not a pysyncobj journal"):
         list(read_journal(path))
+
+
+def test_a_fresh_clusters_image_comes_from_the_journal_alone(tmp_path: Path) -> None:
+    """Issue 15: before the first snapshot (20,000 records) the report had nothing to read."""
+    root = build_fresh_metadata_dir(tmp_path / "meta")
+    records = cluster_records() + [r for batch in journal_batches() for r in batch]
+    image = retained_image(root, root / "snapshots")
+    expected = apply_records(MetadataImage.EMPTY, records, offset=len(records) - 1, epoch=3)
+    assert image is not None and image.offset == len(records) - 1
+    assert (image.topics, image.cluster) == (expected.topics, expected.cluster)
+    assert [r.offset for r in read_retained_log(root, root / "snapshots")] == list(
+        range(len(records))
+    )
+    assert retained_image(tmp_path, tmp_path / "snapshots") is None  # no journal at all
+
+
+def test_the_journal_image_continues_the_dumps_checkpoint(meta: MetadataFixture) -> None:
+    image = retained_image(meta.metadata_dir, meta.metadata_dir / "snapshots")
+    committed = journal_batches()[:-1]  # the fixture's last batch is not committed yet
+    records = cluster_records() + [r for batch in committed for r in batch]
+    expected = apply_records(MetadataImage.EMPTY, records, offset=len(records) - 1, epoch=3)
+    assert image is not None and image.offset == expected.offset
+    assert (image.topics, image.cluster) == (expected.topics, expected.cluster)

@@ -29,8 +29,8 @@ def test_parser_builds_without_importing_pyspark() -> None:
     args = parse(["report", "snap", "--out", "o"])
     assert (args.spark_job, args.snapshot_dir, args.out, args.snapshot, args.master) == (
         "report",
-        Path("snap"),
-        Path("o"),
+        Path.cwd() / "snap",
+        Path.cwd() / "o",
         "latest",
         None,
     )
@@ -47,7 +47,11 @@ def test_parser_builds_without_importing_pyspark() -> None:
             "spark://h:7077",
         ]
     )
-    assert (args.log_dirs, args.topic, args.master) == ("a,b", "t", "spark://h:7077")
+    assert (args.log_dirs, args.topic, args.master) == (
+        f"{Path.cwd() / 'a'},{Path.cwd() / 'b'}",
+        "t",
+        "spark://h:7077",
+    )
     assert args.isolation_level == "read_committed"  # the default: no aborted records
     with pytest.raises(SystemExit):
         parse(["export-topic", "--topic", "t", "--out", "o"])  # --log-dirs is required
@@ -91,3 +95,90 @@ def test_summary_table_alignment() -> None:
         "clicks           3       0.50  no",
         "orders          16          -  yes",
     ]
+
+
+def test_spark_submit_options_and_absolute_inputs(tmp_path: Path) -> None:
+    """spark-submit's --conf/--py-files/--archives shapes; inputs absolute on the driver
+    (executors run elsewhere); --out left for Spark to qualify (any Hadoop URI)."""
+    args = parse(
+        [
+            "export-topic",
+            "--log-dirs",
+            "logs/a, /data/b",
+            "--topic",
+            "t",
+            "--out",
+            "s3a://bucket/exports/t",
+            "--conf",
+            "spark.executor.memory=2g",
+            "--conf",
+            "spark.x=a=b",
+            "--py-files",
+            "deps.zip,more.py",
+            "--archives",
+            "env.tar.gz#env",
+        ]
+    )
+    assert args.log_dirs == f"{Path.cwd() / 'logs/a'},/data/b"
+    assert args.out == "s3a://bucket/exports/t"
+    assert args.conf == [("spark.executor.memory", "2g"), ("spark.x", "a=b")]
+    assert (args.py_files, args.archives) == (["deps.zip", "more.py"], ["env.tar.gz#env"])
+    report = parse(["report", "snap", "--out", "o"])
+    assert (report.snapshot_dir, report.out) == (Path.cwd() / "snap", Path.cwd() / "o")
+    assert (report.conf, report.py_files, report.archives) == ([], [], [])
+
+
+def test_conf_needs_key_equals_value(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("spark.executor.memory", "=2g"):
+        with pytest.raises(SystemExit):
+            parse(["report", "snap", "--out", "o", "--conf", bad])
+        assert "--conf takes KEY=VALUE" in capsys.readouterr().err
+
+
+def test_user_message_shows_a_python_workers_exception_not_its_traceback_header() -> None:
+    """Issue 15: the error shown was "Traceback (most recent call last):"."""
+    spark_text = (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: "
+        "Traceback (most recent call last):\n"
+        '  File "/w/pyspark.zip/pyspark/serializers.py", line 193, in _read_with_length\n'
+        "    return self.loads(obj)\n"
+        "           ^^^^^^^^^^^^^^^\n"
+        "ModuleNotFoundError: No module named 'pykraft'\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException\n"
+        "\tat java.base/java.lang.Thread.run(Thread.java:840)"
+    )
+    assert spark_cmd.user_message(RuntimeError(spark_text)) == (
+        "ModuleNotFoundError: No module named 'pykraft'"
+    )
+    chained = (
+        "Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'x'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        'Traceback (most recent call last):\n  File "b.py", line 2\n'
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: [X] boom\n"
+    )
+    assert spark_cmd.python_exception_line(chained) == (
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: [X] boom"
+    )
+    assert spark_cmd.python_exception_line("Traceback (most recent call last):\n") is None
+    assert spark_cmd.python_exception_line("no traceback here") is None
+
+
+def test_package_zip_imports_where_pykraft_is_not_installed(tmp_path: Path) -> None:
+    from pykraft.export.shipping import package_zip
+
+    zipped = package_zip(tmp_path)
+    assert package_zip(tmp_path) == zipped  # same package, same zip
+    code = (
+        "import sys\nsys.path.insert(0, sys.argv[1])\n"
+        "import pykraft.export.spark_sources, pykraft.storage.record_walk\n"
+        "assert pykraft.__file__.startswith(sys.argv[1]), pykraft.__file__\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(zipped)],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr

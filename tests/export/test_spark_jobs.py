@@ -10,21 +10,11 @@ from typing import Any
 import pytest
 
 from pykraft.export.isolation import IsolationLevel
-from pykraft.export.manifest import MANIFEST_FILE, ExportedRange, RunState, load_manifest
+from pykraft.export.manifest import MANIFEST_FILE, ExportedRange, load_manifest
 from pykraft.export.report_job import CHART_FILE, TABLES, run_report
 from pykraft.metadata.snapshot import load_snapshot
-from pykraft.storage.checkpoints import (
-    REPLICATION_CHECKPOINT,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
-)
-from pykraft.storage.log_config import LogConfig
-from pykraft.storage.partition_log import PartitionLog
-from pykraft.storage.record_batch import CompressionType
-from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import (
-    BASE_MS,
     build_log_dirs,
     build_metadata_dir,
     expected_log_records,
@@ -83,48 +73,6 @@ def parquet_rows(spark: Any, out: Path) -> list[tuple[Any, ...]]:
 
 def expected_rows(logs: Any, topic: str) -> list[tuple[Any, ...]]:
     return sorted((r[0], r[1], r[2], r[6]) for r in expected_log_rows(logs) if r[0] == topic)
-
-
-def append_and_commit(logs: Any, tp: TopicPartition, count: int) -> None:
-    """More records on ``tp`` and a high watermark at the new log end, as a broker would."""
-    directory = logs.partitions[tp][0]
-    log = PartitionLog.open(directory, LogConfig(segment_bytes=600))
-    for n in range(count):
-        batch = build_batch(
-            [SimpleRecord(value=f"new {n}".encode(), timestamp=BASE_MS + n)],
-            compression=CompressionType.LZ4,
-        )
-        log.append_as_leader(bytearray(batch), 4, BASE_MS + n)
-    log.update_high_watermark(log.log_end_offset)
-    hw = log.high_watermark
-    log.flush()
-    log.close()
-    checkpoint = directory.parent / REPLICATION_CHECKPOINT
-    offsets = read_offset_checkpoint(checkpoint)
-    offsets[tp] = hw
-    write_offset_checkpoint(checkpoint, offsets)
-    logs.partitions[tp] = (directory, logs.partitions[tp][1], hw, hw)
-
-
-def test_export_topic_rerun_exports_only_new_offsets(spark: Any, tmp_path: Path) -> None:
-    logs = build_log_dirs(tmp_path / "logs")
-    out = tmp_path / "out"
-    first = export_now(spark, logs.log_dirs_option, "orders", out)
-    assert first.run_id == 1
-    assert parquet_rows(spark, out) == expected_rows(logs, "orders")
-    assert first.records == len(expected_rows(logs, "orders"))
-    # Nothing new: no run, no Spark job.
-    assert export_now(spark, logs.log_dirs_option, "orders", out).run_id is None
-    orders0 = TopicPartition("orders", 0)
-    old_hw = logs.partitions[orders0][2]
-    append_and_commit(logs, orders0, 5)
-    second = export_now(spark, logs.log_dirs_option, "orders", out)
-    assert second.run_id == 2
-    assert [(r.partition, r.start_offset, r.records) for r in second.ranges] == [(0, old_hw, 8)]
-    rows = parquet_rows(spark, out)
-    assert rows == expected_rows(logs, "orders")  # the 3 held back + 5 new, nothing twice
-    manifest = load_manifest(out, "orders")
-    assert [run.state for run in manifest.runs] == [RunState.COMMITTED] * 2
 
 
 def test_export_topic_finishes_an_interrupted_run(spark: Any, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pykraft.export.metadata_journal import retained_image
 from pykraft.export.metadata_rows import (
     BROKER_COLUMNS,
     CONFIG_COLUMNS,
@@ -23,10 +24,12 @@ from pykraft.export.metadata_rows import (
 )
 from pykraft.export.segment_reader import LOG_COLUMNS
 from pykraft.export.spark_schemas import LOG_SCHEMA, VIEW_SCHEMAS
+from pykraft.export.spark_sources import JOURNAL_VIEW_ID
 from pykraft.metadata.snapshot import load_snapshot, read_snapshot
 from tests.export.fixtures import (
     LogFixture,
     MetadataFixture,
+    build_fresh_metadata_dir,
     build_log_dirs,
     build_metadata_dir,
     expected_log_records,
@@ -93,6 +96,39 @@ def test_log_pushdown_prunes_and_stays_exact(spark: Any, logs: LogFixture) -> No
     # One input split per surviving segment: the pushed filters pruned the others.
     all_splits = spark.read.format("pykraft-log").load(logs.log_dirs_option).rdd
     assert df.rdd.getNumPartitions() < all_splits.getNumPartitions()
+
+
+def test_register_works_on_a_plain_session(spark: Any, logs: LogFixture) -> None:
+    """Issue 15: ``register`` on a session without Python filter pushdown left every filtered
+    read failing with DATA_SOURCE_PUSHDOWN_DISABLED; registering twice is no error."""
+    from pykraft.export.spark_sources import PUSHDOWN_CONF, register
+
+    def filtered_count() -> int:
+        df = spark.read.format("pykraft-log").load(logs.log_dirs_option)
+        return int(df.where("topic = 'orders' AND partition = 1").count())
+
+    spark.conf.set(PUSHDOWN_CONF, "false")
+    try:
+        with pytest.raises(Exception, match="DATA_SOURCE_PUSHDOWN_DISABLED"):
+            filtered_count()
+        register(spark)
+        expected = sum(1 for r in expected_log_rows(logs) if r[0] == "orders" and r[1] == 1)
+        assert filtered_count() == expected
+    finally:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+
+
+def test_metadata_views_of_a_fresh_cluster_come_from_its_journal(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = build_fresh_metadata_dir(tmp_path / "meta")
+    image = retained_image(root, root / "snapshots")
+    assert image is not None
+    df = spark.read.format("pykraft-metadata").option("view", "partitions").load(str(root))
+    got = sorted(plain(r) for r in df.collect())
+    assert got == sorted(plain(r) for r in partition_rows(image, JOURNAL_VIEW_ID))
+    records = spark.read.format("pykraft-metadata").option("includeLog", "true")
+    assert records.load(str(root)).count() == image.offset + 1
 
 
 def test_corrupt_segment_names_file_and_position(
