@@ -100,9 +100,9 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 def register(spark: SparkSession) -> None:
     """Make ``spark.read.format("pykraft-log")``, ``"pykraft-metadata"`` and ``"pykraft-kafka"``
-    (also ``spark.readStream``) available, on any
-    session: Spark 4 refuses a Python source that takes filters (``pushFilters``) unless
-    Python filter pushdown is on (DATA_SOURCE_PUSHDOWN_DISABLED), so this turns it on."""
+    (also ``spark.readStream``) available, on any session: Spark 4 refuses a Python source that
+    takes filters (``pushFilters``) unless Python filter pushdown is on
+    (DATA_SOURCE_PUSHDOWN_DISABLED), so this turns it on."""
     spark.conf.set(PUSHDOWN_CONF, "true")
     _register_once(spark, PykraftLogDataSource)
     _register_once(spark, PykraftMetadataDataSource)

@@ -204,11 +204,19 @@ def test_executors_output_the_driver_cannot_see_fails_loudly_and_commits_nothing
     assert_exported_once(logs, out)
 
 
-STAGES = (
+ALL_STAGES = (
     "planning:",
     "writing",
     "output committed",
     "pending in the manifest",
+)
+# Each stage is one more driver JVM on the cluster (about a minute here): CI kills the driver at
+# the two stages after the write, where a run is half committed; PYKRAFT_SPARK_CRASH_STAGES=all
+# kills it at every stage (ARCHITECTURE.md, Testing).
+STAGES = (
+    ALL_STAGES
+    if os.environ.get("PYKRAFT_SPARK_CRASH_STAGES") == "all"
+    else ("output committed", "pending in the manifest")
 )
 
 
