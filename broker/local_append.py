@@ -149,7 +149,9 @@ def _append_one(
         )
     except PartitionError as error:
         replica_manager.offline_storage.maybe_fail_log_dir(topic_partition, error)
-        return AppendResult(error=error.error, error_message=error.message)
+        return AppendResult(
+            error=error.error, error_message=error.message, record_errors=error.record_errors
+        )
     appended = 0 if info.duplicate else info.valid_bytes
     replica_manager.broker_topic_stats.record_append(
         topic_partition.topic, len(records), 0 if info.duplicate else info.records_count

@@ -7,7 +7,8 @@ reads and writes segment files only: every look at a log's state and every swap 
 segments runs on the event loop (``run_on_log``), between requests. Between batches the worker
 reports the bytes it moved: the throttle (``storage.cleaner_throttle``, Kafka's ``Throttler`` at
 ``log.cleaner.io.max.bytes.per.second``) says how long to sleep, and the sleep ends early when
-the broker stops (``stop``), which also aborts the cleaning at its next batch.
+the broker stops (``stop``), which also aborts the cleaning at its next batch. After each
+round the shell sets Kafka's cleaner gauges (``broker.log_cleaner_metrics``), on the loop.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pykraft.broker.config_listeners import BrokerConfigError
+from pykraft.broker.log_cleaner_metrics import LogCleanerMetrics
 from pykraft.storage.cleaner import CleaningAbortedError
 from pykraft.storage.cleaner_throttle import Throttler
 from pykraft.storage.clock import Clock
@@ -76,9 +78,17 @@ def _number(values: Mapping[str, str], name: str, default: float, minimum: float
 class LogCleanerShell:
     """The cleaner task of one broker (see the module docstring)."""
 
-    def __init__(self, config: CleanerConfig, source: LogSource, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: CleanerConfig,
+        source: LogSource,
+        clock: Clock,
+        metrics: LogCleanerMetrics | None = None,
+    ) -> None:
         self.config = config
         self._clock = clock
+        self._metrics = metrics
+        self._last_clean_time_ms = 0  # the worker's last cleaning, start to end
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None  # made on the loop, by run()
@@ -98,6 +108,7 @@ class LogCleanerShell:
             self._worker = asyncio.ensure_future(asyncio.to_thread(self._round))
             result = await self._worker
             self.rounds += 1
+            self._record_round(result)
             if result is None:
                 await self._clock.wait(self._stopped, self.config.backoff_ms)
             else:
@@ -112,9 +123,23 @@ class LogCleanerShell:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(self._worker)
 
+    def _record_round(self, result: CleaningResult | None) -> None:
+        if self._metrics is None:
+            return
+        self._metrics.record_round(
+            max_dirty_ratio=self.cleaner.max_dirty_ratio,
+            uncleanable=self.cleaner.uncleanable_partitions_count(),
+            cleaned=None if result is None else result.stats,
+            clean_time_ms=self._last_clean_time_ms,
+        )
+
     def _round(self) -> CleaningResult | None:
+        started_ms = self._clock.monotonic_ms()
         try:
-            return self.cleaner.clean_filthiest(self._clock.wall_clock_ms())
+            result = self.cleaner.clean_filthiest(self._clock.wall_clock_ms())
+            if result is not None:
+                self._last_clean_time_ms = self._clock.monotonic_ms() - started_ms
+            return result
         except CleaningAbortedError:
             return None
         except Exception:  # a bug: the broker goes on, the cleaner backs off and tries again

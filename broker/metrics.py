@@ -27,6 +27,7 @@ import enum
 
 from pykraft.broker.broker_topic_stats import BrokerTopicStats
 from pykraft.broker.lifecycle import BrokerState
+from pykraft.broker.log_cleaner_metrics import LogCleanerMetrics
 from pykraft.metadata.prometheus import (
     Counter,
     Gauge,
@@ -87,6 +88,7 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = MetricsRegistry()
         self.broker_topic_stats = BrokerTopicStats()
+        self.log_cleaner = LogCleanerMetrics()
         self.kafka_requests = Counter(
             "kafka_network_requestmetrics_requests_total",
             "Requests completed, by request name (RequestMetrics RequestsPerSec; Kafka adds a "
@@ -198,6 +200,7 @@ class BrokerMetrics:
         )
         for family in (
             *self.broker_topic_stats.families(), self.kafka_requests, self.total_time_ms,
+            *self.log_cleaner.families(),
             self.offline_replica_count,
             self.replication_byte_rate, self.replication_bytes,
             self.requests, self.request_duration, self.bytes_in, self.bytes_out,

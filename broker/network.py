@@ -44,12 +44,13 @@ here only carries its answers to the writer — and frames are capped at
 it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
 
 A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
-(``storage.file_slice.FileSlice``: path, position, length) of at least ``SENDFILE_MIN_BYTES`` go
-out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller ones, or all of them where
-sendfile is unavailable, by reading the file in chunks (``SENDFILE_MIN_BYTES`` says why). Open
-files are shared across connections in a bounded cache keyed by path
-(``broker.file_cache.OpenFileCache``: re-opened when the path names a new file, closed on
-shutdown).
+(``storage.file_slice.FileSlice``: path, position, length, the file's identity) of at least
+``SENDFILE_MIN_BYTES`` go out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller
+ones, or all of them where sendfile is unavailable, by reading the file in chunks
+(``SENDFILE_MIN_BYTES`` says why). Open files are shared across connections in a bounded cache
+(``broker.file_cache.OpenFileCache``); a slice is sent only from the file it was cut from — when
+a cleaner swap or a re-created segment made its path name another file and the old one is no
+longer open, the connection closes instead (the client fetches again).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
 from pykraft.protocol.segments import FileSliceLike, Segments
+from pykraft.storage.file_slice import FileSlice, StaleFileSliceError
 
 logger = logging.getLogger(__name__)
 
@@ -507,7 +509,7 @@ class _Connection:
         if response is not None:
             try:
                 await self._send(response)
-            except (ConnectionError, ShortFileSliceError, OSError) as error:
+            except (ConnectionError, ShortFileSliceError, StaleFileSliceError, OSError) as error:
                 logger.warning("sending to %s failed: %s", self._id, error)
                 return CloseReason.SEND_FAILED
         self._record(header, item.started_ns)
@@ -527,7 +529,11 @@ class _Connection:
         self._metrics.record_bytes_out(segments.length)
 
     async def _send_file_slice(self, part: FileSliceLike) -> None:
-        with self._listener.files.open(Path(part.path)) as file:
+        # Only the file the slice was cut from (a cleaner swap may have renamed another over
+        # its path since): StaleFileSliceError closes the connection rather than send its bytes.
+        file_id = part.file_id if isinstance(part, FileSlice) else None
+        now_ms = self._listener.monotonic_ms()
+        with self._listener.files.open(Path(part.path), file_id, now_ms) as file:
             sent = None
             if self._listener.use_sendfile and part.length >= SENDFILE_MIN_BYTES:
                 sent = await self._sendfile(file, part)

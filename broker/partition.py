@@ -85,6 +85,7 @@ from pykraft.storage.log_validator import (
     AppendOrigin,
     LogAppendInfo,
     LogError,
+    RecordValidationError,
 )
 from pykraft.storage.partition_log import OffsetAndTimestamp, PartitionLog
 from pykraft.storage.producer_entry import ProducerStateEntry
@@ -390,7 +391,10 @@ class Partition:
                 verification_guard=verification_guard,
             )
         except (CorruptRecordError, OSError, LogError) as failure:
-            raise PartitionError(error_for(failure), str(failure)) from failure
+            record_errors = (
+                failure.record_errors if isinstance(failure, RecordValidationError) else ()
+            )
+            raise PartitionError(error_for(failure), str(failure), record_errors) from failure
         self.maybe_increment_high_watermark()
         return info
 

@@ -309,7 +309,7 @@ class BrokerServer:
         self._spawn(self._run_periodic(), "log manager")
         if self.config.log_cleaner.enable:  # Kafka's LogCleaner, log.cleaner.enable
             self.log_cleaner = LogCleanerShell(
-                self.config.log_cleaner, self.log_manager, self.clock
+                self.config.log_cleaner, self.log_manager, self.clock, self.metrics.log_cleaner
             )
             self._spawn(self.log_cleaner.run(), "log cleaner")
         self._spawn(self._halt_when_log_dirs_fail(), "log dirs")

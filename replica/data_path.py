@@ -25,6 +25,7 @@ from pykraft.replica.partition_state import FetchIsolation, LogReadInfo
 from pykraft.storage.aborted_txn import AbortedTxn
 from pykraft.storage.fetch_data import RecordSlice
 from pykraft.storage.leader_epoch_cache import OffsetAndEpoch
+from pykraft.storage.log_validator import RecordError
 from pykraft.storage.topic_partition import TopicPartition
 
 UNKNOWN_OFFSET = -1
@@ -87,6 +88,8 @@ class AppendResult:
     log_append_time_ms: int = -1
     log_start_offset: int = UNKNOWN_OFFSET
     error_message: str | None = None
+    # KIP-467: the records that made an append fail (Kafka's PartitionResponse.recordErrors).
+    record_errors: tuple[RecordError, ...] = ()
     # The bytes appended (0 for a duplicate retry or an error).
     appended_bytes: int = 0
     # The last offset of the batch (the original one for a duplicate); acks=-1 waits for the

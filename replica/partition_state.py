@@ -68,6 +68,7 @@ from pykraft.storage.log_validator import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordBatchTooLargeError,
+    RecordError,
     RecordTooLargeError,
     StaleLeaderEpochError,
     TransactionCoordinatorFencedError,
@@ -431,12 +432,16 @@ def handle_alter_partition_result(
 
 
 class PartitionError(Exception):
-    """An expected per-partition failure, carrying the Kafka error code a response needs."""
+    """An expected per-partition failure, carrying the Kafka error code a response needs (and
+    for a refused append's records, KIP-467's per-record errors)."""
 
-    def __init__(self, error: Errors, message: str) -> None:
+    def __init__(
+        self, error: Errors, message: str, record_errors: tuple[RecordError, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.error = error
         self.message = message
+        self.record_errors = record_errors
 
 
 # Storage failures and their Kafka error codes (Kafka's ReplicaManager.appendToLocalLog).

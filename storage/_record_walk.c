@@ -6,7 +6,7 @@
  * about 0.75 us per record, a quarter of one broker's produce throughput; the issue allows 15%.
  * This file is a line-for-line translation of ``storage.record_walk._py_walk_records``, which
  * stays the reference and the fallback when the extension is not built. Both must return the
- * same ``(status, index, pos)`` for every input (tests/storage/test_record_walk_accelerator.py
+ * same ``(status, index, pos, last_delta)`` for every input (tests/storage/test_record_walk_accelerator.py
  * checks that with Hypothesis), so the rules below mirror the Python one by one:
  *
  * - reads are bounded by the end of the data, never the record: a field that runs past its
@@ -15,7 +15,9 @@
  *   must fit 32 or 64 bits, otherwise the record is malformed;
  * - a length varint that cannot be read is NEED_MORE when fewer than 5 bytes remain after the
  *   record's start, CORRUPT otherwise;
- * - header keys must be valid UTF-8 (checked with CPython's own strict decoder).
+ * - header keys must be valid UTF-8 (checked with CPython's own strict decoder);
+ * - a record's offsetDelta lies in (last_delta, max_delta]: deltas increase and stay within the
+ *   batch's lastOffsetDelta, with gaps allowed (a compacted batch keeps its records' offsets).
  *
  * Every read is bounds-checked; positions are 64-bit and only grow by at most 2^31 per field,
  * so no arithmetic can overflow for any buffer Python can hold. The GIL is held throughout
@@ -125,10 +127,11 @@ walk_headers(const uint8_t *data, int64_t end, int64_t *pos, int64_t record_end)
 /* The walk over a held buffer; see ``storage.record_walk._py_walk_records``. */
 static int
 walk(const uint8_t *data, int64_t end, int64_t *pos_io, int64_t *index_io, int64_t stop,
-     int64_t max_record_bytes)
+     int64_t max_record_bytes, int64_t *last_delta_io, int64_t max_delta)
 {
     int64_t pos = *pos_io;
     int64_t index = *index_io;
+    int64_t last_delta = *last_delta_io;
     int status = WALK_DONE;
     while (index < stop) {
         int64_t start = pos;
@@ -157,9 +160,11 @@ walk(const uint8_t *data, int64_t end, int64_t *pos_io, int64_t *index_io, int64
         }
         /* attributes (one byte, unused in v2), then timestampDelta: only its shape matters. */
         pos += 1;
+        int64_t offset_delta = 0;
         int ok = read_varint(data, end, &pos, MAX_VARLONG_BYTES, 64, &value)
-                 /* offsetDelta must be the record's index */
-                 && read_varint(data, end, &pos, MAX_VARINT_BYTES, 32, &value) && value == index;
+                 /* offsetDelta in (last_delta, max_delta] */
+                 && read_varint(data, end, &pos, MAX_VARINT_BYTES, 32, &offset_delta)
+                 && offset_delta > last_delta && offset_delta <= max_delta;
         /* keyLength + key, valueLength + value; -1 is null */
         for (int field = 0; ok && field < 2; field++) {
             ok = read_varint(data, end, &pos, MAX_VARINT_BYTES, 32, &value) && value >= -1;
@@ -184,40 +189,43 @@ walk(const uint8_t *data, int64_t end, int64_t *pos_io, int64_t *index_io, int64
             break;
         }
         index += 1;
+        last_delta = offset_delta;
     }
     *pos_io = pos;
     *index_io = index;
+    *last_delta_io = last_delta;
     return status;
 }
 
-PyDoc_STRVAR(walk_records_doc,
-             "walk_records(data, pos, index, stop, max_record_bytes) -> (status_code, index, pos)\n"
+PyDoc_STRVAR(walk_batch_records_doc,
+             "walk_batch_records(data, pos, index, stop, max_record_bytes, last_delta, max_delta)\n"
+             "-> (status_code, index, pos, last_delta)\n"
              "\n"
              "storage.record_walk's walk in C; status_code indexes (DONE, NEED_MORE, CORRUPT,\n"
              "TOO_LARGE). data is any contiguous buffer of bytes; pos and index must be\n"
-             "non-negative (ValueError otherwise).");
+             "non-negative and last_delta at least -1 (ValueError otherwise).");
 
 static PyObject *
-walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+walk_batch_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "walk_records takes exactly 5 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "walk_batch_records takes exactly 7 arguments");
         return NULL;
     }
-    Py_ssize_t numbers[4];
-    for (int i = 0; i < 4; i++) {
+    Py_ssize_t numbers[6];
+    for (int i = 0; i < 6; i++) {
         numbers[i] = PyLong_AsSsize_t(args[i + 1]);
         if (numbers[i] == -1 && PyErr_Occurred()) {
             return NULL;
         }
     }
     int64_t pos = numbers[0], index = numbers[1], stop = numbers[2];
-    int64_t max_record_bytes = numbers[3];
-    /* Python would index from the end for a negative pos, and a negative index could match
-     * a negative offsetDelta: neither is a walk any caller makes. */
-    if (pos < 0 || index < 0) {
-        PyErr_SetString(PyExc_ValueError, "pos and index must be >= 0");
+    int64_t max_record_bytes = numbers[3], last_delta = numbers[4], max_delta = numbers[5];
+    /* Python would index from the end for a negative pos; no walk starts below index 0 or
+     * below the delta -1 (before the first record). */
+    if (pos < 0 || index < 0 || last_delta < -1) {
+        PyErr_SetString(PyExc_ValueError, "pos and index must be >= 0, last_delta >= -1");
         return NULL;
     }
     Py_buffer view;
@@ -225,13 +233,15 @@ walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     int status = walk((const uint8_t *)view.buf, (int64_t)view.len, &pos, &index, stop,
-                      max_record_bytes);
+                      max_record_bytes, &last_delta, max_delta);
     PyBuffer_Release(&view);
-    return Py_BuildValue("(iLL)", status, (long long)index, (long long)pos);
+    return Py_BuildValue("(iLLL)", status, (long long)index, (long long)pos,
+                         (long long)last_delta);
 }
 
 static PyMethodDef methods[] = {
-    {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL, walk_records_doc},
+    {"walk_batch_records", (PyCFunction)(void (*)(void))walk_batch_records, METH_FASTCALL,
+     walk_batch_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

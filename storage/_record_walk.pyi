@@ -2,6 +2,13 @@
 
 from typing_extensions import Buffer
 
-def walk_records(
-    data: Buffer, pos: int, index: int, stop: int, max_record_bytes: int, /
-) -> tuple[int, int, int]: ...
+def walk_batch_records(
+    data: Buffer,
+    pos: int,
+    index: int,
+    stop: int,
+    max_record_bytes: int,
+    last_delta: int,
+    max_delta: int,
+    /,
+) -> tuple[int, int, int, int]: ...

@@ -17,10 +17,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-import attrs
 import crc32c
 
-from pykraft.storage.compression import compress, decompress
+from pykraft.storage.compression import compress
 from pykraft.storage.record_batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -34,7 +33,6 @@ from pykraft.storage.record_batch import (
     encode_header,
     validate_batch,
 )
-from pykraft.storage.record_walk import max_inflated_bytes
 from pykraft.storage.records import Record, decode_records
 from pykraft.storage.varint import encode_varint, encode_varlong
 
@@ -43,21 +41,12 @@ _UINT32 = struct.Struct(">I")
 
 
 def read_batch(data: bytes) -> tuple[BatchHeader, list[Record]]:
-    """The batch ``data`` (CRC checked) and its records at their own offsets.
-
-    ``storage.records.iter_records`` checks, as the produce path must, that each record's
-    offsetDelta is its index; a batch the cleaner rebuilt keeps its records' offsets, so its
-    deltas have gaps. Here a compressed section is inflated (bounded as everywhere) and decoded
-    as an uncompressed one, which takes the deltas as they are.
-    """
+    """The batch ``data`` (CRC checked) and its records at their own offsets: a batch the
+    cleaner rebuilt keeps its records' offsets, so its deltas may have gaps, which
+    ``storage.records`` reads as Kafka does (offset = base offset + offsetDelta)."""
     header = validate_batch(data)
     payload = memoryview(data)[BATCH_HEADER_SIZE : header.size_in_bytes]
-    if header.compression is CompressionType.NONE:
-        return header, decode_records(header, payload)
-    limit = max_inflated_bytes(header.size_in_bytes)
-    inflated = decompress(header.compression, payload, max_bytes=limit)
-    plain = attrs.evolve(header, attributes=header.attributes & ~COMPRESSION_MASK)
-    return header, decode_records(plain, inflated)
+    return header, decode_records(header, payload)
 
 
 def delete_horizon_ms(header: BatchHeader) -> int | None:

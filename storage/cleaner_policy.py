@@ -153,6 +153,9 @@ def log_to_clean(log: LogSummary, offsets: CleanableOffsets, now_ms: int) -> Log
 class FilthiestChoice:
     chosen: LogToClean | None
     checkpoints_to_reset: tuple[tuple[TopicPartition, int], ...]
+    # Kafka's dirtiestLogCleanableRatio (the max-dirty-percent gauge): the highest dirty ratio
+    # of the compacted logs holding any bytes, cleanable now or not; 0 when there are none.
+    max_dirty_ratio: float = 0.0
 
 
 def grab_filthiest_compacted_log(
@@ -186,7 +189,8 @@ def grab_filthiest_compacted_log(
         key=lambda c: (c.cleanable_ratio, c.topic_partition.topic, -c.topic_partition.partition),
         default=None,
     )
-    return FilthiestChoice(chosen, tuple(resets))
+    dirtiest = max((candidate.cleanable_ratio for candidate, _ in candidates), default=0.0)
+    return FilthiestChoice(chosen, tuple(resets), dirtiest)
 
 
 def group_segments_by_size(

@@ -107,6 +107,10 @@ class LogCleaner:
         extra: dict[str, Any] = {} if check_done is None else {"check_done": check_done}
         self._cleaner = Cleaner(capacity, run_on_log=run_on_log, **extra)
         self.uncleanable: dict[TopicPartition, str] = {}
+        # For the metrics (Kafka's LogCleanerManager dirtiestLogCleanableRatio and the last
+        # cleaning's CleanerStats): set by each round.
+        self.max_dirty_ratio = 0.0
+        self.last_stats: CleanerStats | None = None
         self._checkpoints: dict[TopicPartition, int] = {}
         self._online_dirs = source.online_dirs
         for log_dir in source.online_dirs:
@@ -117,6 +121,16 @@ class LogCleaner:
         """Each log's first dirty offset as the cleaner last recorded it."""
         return dict(self._checkpoints)
 
+    def uncleanable_partitions_count(self) -> dict[Path, int]:
+        """Uncleanable partitions per online log dir, 0s included (Kafka's
+        ``uncleanable-partitions-count`` gauge per ``logDirectory``). Read on the event loop."""
+        counts = dict.fromkeys(self._source.online_dirs, 0)
+        for tp in self.uncleanable:
+            log_dir = self._source.log_dir_of(tp)
+            if log_dir in counts:
+                counts[log_dir] += 1
+        return counts
+
     def clean_filthiest(self, now_ms: int) -> CleaningResult | None:
         """One round: clean the filthiest cleanable log at wall time ``now_ms``."""
         logs, summaries, dirs_of = self._run_on_log(self._summaries)
@@ -126,6 +140,7 @@ class LogCleaner:
         choice = grab_filthiest_compacted_log(
             summaries, self._checkpoints, now_ms, skip=frozenset(self.uncleanable)
         )
+        self.max_dirty_ratio = choice.max_dirty_ratio
         for tp, offset in choice.checkpoints_to_reset:
             self._checkpoints[tp] = offset
         if gone or choice.checkpoints_to_reset:
@@ -152,6 +167,7 @@ class LogCleaner:
             return None  # nothing past the first dirty offset to map: back off, do not spin
         self._checkpoints[tp] = stats.end_offset
         self._write_checkpoints(dirs_of)
+        self.last_stats = stats
         logger.info(
             "cleaned %s up to offset %d: %d of %d records kept, %d -> %d bytes",
             tp,

@@ -29,7 +29,7 @@ from pykraft.storage.record_batch import (
     validate_batch,
 )
 from pykraft.storage.record_walk import max_inflated_bytes
-from pykraft.storage.records import validate_records
+from pykraft.storage.records import decode_records, validate_records
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 from pykraft.storage.verification_guard import VerificationGuard, VerificationStateEntry
 
@@ -64,6 +64,37 @@ class RecordBatchTooLargeError(LogError):
 
 class InvalidRecordError(LogError):
     """A well-formed batch that breaks a rule (Kafka INVALID_RECORD)."""
+
+
+@attrs.frozen
+class RecordError:
+    """One refused record (KIP-467, Kafka's ``ProduceResponse.RecordError``): its index in its
+    batch and why; a Produce response v8+ carries them as ``record_errors``."""
+
+    batch_index: int
+    message: str
+
+    def __str__(self) -> str:  # Kafka's RecordError.toString, quoted in the append's message
+        return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
+
+
+# Kafka's LogValidator.processRecordErrors shows at most this many in the append's message.
+MAX_RECORD_ERRORS_SHOWN = 3
+
+
+class RecordValidationError(InvalidRecordError):
+    """Records a batch may not hold (Kafka's ``RecordValidationException`` over an
+    ``InvalidRecordException``): the whole append fails with INVALID_RECORD and the response
+    names each record in ``record_errors``."""
+
+    def __init__(self, record_errors: tuple[RecordError, ...]) -> None:
+        assert record_errors, "a record validation error names at least one record"
+        shown = ", ".join(str(e) for e in record_errors[:MAX_RECORD_ERRORS_SHOWN])
+        super().__init__(
+            f"One or more records have been rejected due to {len(record_errors)} record errors "
+            f"in total, and only showing the first three errors at most: [{shown}]"
+        )
+        self.record_errors = record_errors
 
 
 class CorruptLogError(LogError):
@@ -140,8 +171,14 @@ def validate_leader_batches(
     max_message_bytes: int,
     segment_bytes: int,
     origin: AppendOrigin,
+    compacted_topic_partition: str | None = None,
 ) -> list[ValidatedBatch]:
-    """Every batch of a leader append, checked; raises a typed error on the first problem."""
+    """Every batch of a leader append, checked; raises a typed error on the first problem.
+
+    ``compacted_topic_partition``: the partition's name when its topic's ``cleanup.policy``
+    includes ``compact`` (None otherwise); every record must then have a key, as the cleaner
+    keeps the latest value per key (``RecordValidationError``, Kafka's
+    ``LogValidator.validateKey``)."""
     if len(buffer) == 0:
         raise InvalidRecordError("an append needs at least one record batch")
     if len(buffer) > segment_bytes:
@@ -154,9 +191,30 @@ def validate_leader_batches(
         header = validate_batch(buffer, position)
         _check_leader_batch(header, position, max_message_bytes, origin)
         _check_records(buffer, position, header)
+        if compacted_topic_partition is not None and not header.is_control:
+            _check_keys(buffer, position, header, compacted_topic_partition)
         batches.append(_validated(buffer, position, header))
         position += header.size_in_bytes
     return batches
+
+
+def _check_keys(
+    buffer: bytes | bytearray | memoryview, position: int, header: BatchHeader, name: str
+) -> None:
+    """Kafka's ``LogValidator.validateKey``: a compacted topic refuses keyless records, each
+    named by its index in the batch. Only compacted topics pay for decoding the records."""
+    payload = memoryview(buffer)[position + BATCH_HEADER_SIZE : position + header.size_in_bytes]
+    records = decode_records(header, payload, position)
+    errors = tuple(
+        RecordError(
+            index,
+            f"Compacted topic cannot accept message without key in topic partition {name}.",
+        )
+        for index, record in enumerate(records)
+        if record.key is None
+    )
+    if errors:
+        raise RecordValidationError(errors)
 
 
 def _check_records(

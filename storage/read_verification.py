@@ -149,7 +149,7 @@ def verified(
         if check.corrupt is None:
             return info, None  # the rest lies above the stop offset: served as read
         if check.good_bytes:
-            kept.append(FileSlice(piece.path, piece.position, check.good_bytes))
+            kept.append(FileSlice(piece.path, piece.position, check.good_bytes, piece.file_id))
         shortened = FetchDataInfo(info.fetch_offset_metadata, tuple(kept), check.next_offset)
         return shortened, check.corrupt
     return info, None

@@ -7,8 +7,9 @@ iterator) and rejects a batch whose records disagree with its header: too few re
 ("records still remaining"), a record length that runs past the data, varints that are too long
 or overflow, fields that do not add up to the record's length — all ``InvalidRecordException``.
 This module is that walk, built for the append hot path: it checks lengths, varints and offset
-deltas and allocates nothing per record. When it finds a problem it only says where; the
-careful decoder of ``storage.records`` then names the field (the caller passes it in).
+deltas (increasing, within lastOffsetDelta) and allocates nothing per record. When it finds a
+problem it only says where; the careful decoder of ``storage.records`` then names the field
+(the caller passes it in).
 
 Compressed batches are walked as they inflate (``iter_record_runs``): memory is one inflate
 chunk (``storage.compression.DECOMPRESS_CHUNK_BYTES``) plus the largest record, and the inflated
@@ -39,7 +40,9 @@ from pykraft.storage.record_batch import BatchHeader, CompressionType, CorruptRe
 from pykraft.storage.varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES
 
 try:
-    from pykraft.storage._record_walk import walk_records as _c_walk
+    # Named apart from the old 5-argument walk_records so that an extension built before offset
+    # gaps were allowed is not called with the new arguments: it falls back to Python instead.
+    from pykraft.storage._record_walk import walk_batch_records as _c_walk
 except ImportError:  # not built (a plain checkout): the Python walk below does the same
     _c_walk = None  # type: ignore[assignment]
 
@@ -98,16 +101,32 @@ _KEY_AND_VALUE = (0, 1)
 
 
 def py_walk_records(
-    data: bytes | bytearray | memoryview, pos: int, index: int, stop: int, max_record_bytes: int
-) -> tuple[WalkStatus, int, int]:
-    """Walk records ``index`` .. ``stop - 1`` from ``pos``; return ``(status, index, pos)`` of
-    where the walk ended (the first unwalked record). ``pos`` and ``index`` are >= 0.
+    data: bytes | bytearray | memoryview,
+    pos: int,
+    index: int,
+    stop: int,
+    max_record_bytes: int,
+    last_delta: int,
+    max_delta: int,
+) -> tuple[WalkStatus, int, int, int]:
+    """Walk records ``index`` .. ``stop - 1`` from ``pos``; return ``(status, index, pos,
+    last_delta)`` of where the walk ended (the first unwalked record, and the offsetDelta of the
+    last walked one). ``pos`` and ``index`` are >= 0; ``last_delta`` is -1 before the first
+    record and ``max_delta`` the batch's lastOffsetDelta.
 
     Every walked record is whole, its fields end exactly at its length, its varints are
-    canonical-length and fit their type, and its offsetDelta equals its index. This is the
-    reference walk: ``storage/_record_walk.c`` is its translation, which ``walk_records`` uses
-    when built, and the two must agree on every input. Still one long function with
-    single-byte varints inline, as it is the hot loop of every produce without the extension.
+    canonical-length and fit their type, and its offsetDelta is above the previous record's and
+    at most ``max_delta``. A record's offset is the batch's base offset plus its offsetDelta
+    (Kafka's ``DefaultRecord.readFrom``), so deltas may leave gaps: the cleaner's rebuilt batches
+    keep their records' offsets (``MemoryRecords.filterTo`` keeps ``lastOffsetDelta`` too). A
+    client append has no gaps because ``storage.log_validator`` also requires
+    ``lastOffsetDelta + 1 == recordsCount`` (Kafka's "Inconsistent batch offset range"), which
+    with increasing deltas leaves exactly ``0 .. count - 1``.
+
+    This is the reference walk: ``storage/_record_walk.c`` is its translation, which
+    ``walk_records`` uses when built, and the two must agree on every input. Still one long
+    function with single-byte varints inline, as it is the hot loop of every produce without
+    the extension.
     """
     end = len(data)
     while index < stop:
@@ -125,16 +144,16 @@ def py_walk_records(
                 u = length << 1 if length >= 0 else 1
         except IndexError:
             if end - start < MAX_VARINT_BYTES:
-                return WalkStatus.NEED_MORE, index, start
-            return WalkStatus.CORRUPT, index, start
+                return WalkStatus.NEED_MORE, index, start, last_delta
+            return WalkStatus.CORRUPT, index, start, last_delta
         if u & 1 or u == 0:  # a length below 1
-            return WalkStatus.CORRUPT, index, start
+            return WalkStatus.CORRUPT, index, start, last_delta
         length = u >> 1
         if length > max_record_bytes:
-            return WalkStatus.TOO_LARGE, index, start
+            return WalkStatus.TOO_LARGE, index, start, last_delta
         record_end = pos + length
         if record_end > end:
-            return WalkStatus.NEED_MORE, index, start
+            return WalkStatus.NEED_MORE, index, start, last_delta
         try:
             # attributes (unused in v2), then timestampDelta: only its shape matters here.
             b = data[pos + 1]
@@ -144,34 +163,33 @@ def py_walk_records(
                 pos += 3
             else:
                 _, pos = varint_rest(data, pos + 2, b & 0x7F, 64, _LONG_SHIFT)
-            b = data[pos]  # offsetDelta, which must be the record's index: zig-zag 2 * index
+            b = data[pos]  # offsetDelta, in (last_delta, max_delta]
             if b < 0x80:
-                if b != index << 1:
-                    return WalkStatus.CORRUPT, index, start
-                pos += 1
+                u, pos = b, pos + 1
             elif (c := data[pos + 1]) < 0x80:
-                if (b & 0x7F) | (c << 7) != index << 1:
-                    return WalkStatus.CORRUPT, index, start
-                pos += 2
+                u, pos = (b & 0x7F) | (c << 7), pos + 2
             else:
                 offset_delta, pos = varint_rest(data, pos + 1, b & 0x7F)
-                if offset_delta != index:
-                    return WalkStatus.CORRUPT, index, start
+                u = offset_delta << 1 if offset_delta >= 0 else 1
+            # Negative (odd zig-zag) deltas are never above last_delta, which is at least -1.
+            if u & 1 or not last_delta < u >> 1 <= max_delta:
+                return WalkStatus.CORRUPT, index, start, last_delta
+            offset_delta = u >> 1
             for _ in _KEY_AND_VALUE:  # keyLength + key, valueLength + value; -1 is null
                 b = data[pos]
                 if b < 0x80:
                     if b & 1 and b != 1:
-                        return WalkStatus.CORRUPT, index, start
+                        return WalkStatus.CORRUPT, index, start, last_delta
                     pos += 1 + (b >> 1 if not b & 1 else 0)
                 elif (c := data[pos + 1]) < 0x80:
                     u = (b & 0x7F) | (c << 7)
                     if u & 1 and u != 1:  # u == 1: -1 (null) written in two bytes
-                        return WalkStatus.CORRUPT, index, start
+                        return WalkStatus.CORRUPT, index, start, last_delta
                     pos += 2 + (u >> 1 if not u & 1 else 0)
                 else:
                     size, pos = varint_rest(data, pos + 1, b & 0x7F)
                     if size < -1:
-                        return WalkStatus.CORRUPT, index, start
+                        return WalkStatus.CORRUPT, index, start, last_delta
                     if size > 0:
                         pos += size
             if data[pos] == 0:  # headersCount 0: the common case
@@ -179,24 +197,33 @@ def py_walk_records(
             else:
                 pos = _walk_headers(data, pos, record_end)
         except (IndexError, UnicodeDecodeError):
-            return WalkStatus.CORRUPT, index, start
+            return WalkStatus.CORRUPT, index, start, last_delta
         if pos != record_end:
-            return WalkStatus.CORRUPT, index, start
+            return WalkStatus.CORRUPT, index, start, last_delta
         index += 1
-    return WalkStatus.DONE, index, pos
+        last_delta = offset_delta
+    return WalkStatus.DONE, index, pos, last_delta
 
 
 _STATUSES = (WalkStatus.DONE, WalkStatus.NEED_MORE, WalkStatus.CORRUPT, WalkStatus.TOO_LARGE)
 
 
 def c_walk_records(
-    data: bytes | bytearray | memoryview, pos: int, index: int, stop: int, max_record_bytes: int
-) -> tuple[WalkStatus, int, int]:
+    data: bytes | bytearray | memoryview,
+    pos: int,
+    index: int,
+    stop: int,
+    max_record_bytes: int,
+    last_delta: int,
+    max_delta: int,
+) -> tuple[WalkStatus, int, int, int]:
     """``py_walk_records`` in C (``storage/_record_walk.c``); only defined to be called when
     ``ACCELERATED``."""
     assert _c_walk is not None, "storage._record_walk is not built"
-    code, index, pos = _c_walk(data, pos, index, stop, max_record_bytes)
-    return _STATUSES[code], index, pos
+    code, index, pos, last_delta = _c_walk(
+        data, pos, index, stop, max_record_bytes, last_delta, max_delta
+    )
+    return _STATUSES[code], index, pos, last_delta
 
 
 # Per 64-record 64 KiB batch the C walk takes about 0.8 us, the Python one about 48 us (a
@@ -248,7 +275,7 @@ def check_uncompressed_records(
             "recordsCount",
             f"{count} records cannot fit {len(data)} bytes (at least {MIN_RECORD_BYTES} each)",
         )
-    status, index, pos = walk_records(data, 0, 0, count, len(data))
+    status, index, pos, _ = walk_records(data, 0, 0, count, len(data), -1, header.last_offset_delta)
     if status is not WalkStatus.DONE:
         explain(bytes(data), pos, index)
     if pos != len(data):
@@ -285,9 +312,12 @@ def iter_record_runs(
     buffer = bytearray()
     dropped = 0  # inflated bytes already walked and let go
     index = pos = 0
+    last_delta, max_delta = -1, header.last_offset_delta
     while True:  # each pass takes a new chunk or ends, and the chunks end by max_bytes
         run_start, first = pos, index
-        status, index, pos = walk_records(buffer, pos, index, count, max_bytes)
+        status, index, pos, last_delta = walk_records(
+            buffer, pos, index, count, max_bytes, last_delta, max_delta
+        )
         if keep_runs and index > first:
             yield bytes(buffer[run_start:pos]), index - first
         if status is WalkStatus.DONE:

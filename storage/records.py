@@ -504,11 +504,14 @@ def explain_record(data: bytes | bytearray, pos: int, index: int) -> NoReturn:
     """Raise the ``CorruptRecordError`` for record ``index`` at ``pos``, which a fast walk
     found malformed (``storage.record_walk.Explain``)."""
     _, offset_delta, _, _, _, _ = _read_record_checked(data, pos, index)
-    if offset_delta != index:
-        raise CorruptRecordError(
-            "offsetDelta", f"record {index} has offsetDelta {offset_delta}", pos
-        )
-    raise AssertionError(f"the fast walk and the checked decoder disagree at byte {pos}")
+    # The record reads back, so the walk refused its offsetDelta: not above the previous
+    # record's, or past the batch's lastOffsetDelta (storage.record_walk.py_walk_records).
+    raise CorruptRecordError(
+        "offsetDelta",
+        f"record {index} has offsetDelta {offset_delta}, not above the previous record's "
+        "or past the batch's lastOffsetDelta",
+        pos,
+    )
 
 
 def _read_bytes(

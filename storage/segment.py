@@ -25,7 +25,7 @@ import attrs
 
 from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX, AbortedTxn
 from pykraft.storage.batch_scan import iter_valid_batches, read_batch_header
-from pykraft.storage.file_slice import FileSlice
+from pykraft.storage.file_slice import FileSlice, file_id_of
 from pykraft.storage.index import (
     NO_TIMESTAMP,
     OFFSET_INDEX_SUFFIX,
@@ -91,6 +91,9 @@ class LogSegment:
         self.txn_index_path = directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
+        # Which file this segment is, for the slices it cuts (storage.file_slice): the path may
+        # later name another file (a cleaner swap, a re-created segment); truncation keeps it.
+        self.file_id = file_id_of(self._fd)
         self.created_ms = now_ms
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -273,7 +276,8 @@ class LogSegment:
         if min_one_batch:
             limit = max(limit, min(max_position, start + first.header.size_in_bytes))
         end, next_offset = self._whole_batches_end(first, limit)
-        return SegmentRead(FileSlice(self.log_path, start, end - start), start, next_offset)
+        piece = FileSlice(self.log_path, start, end - start, self.file_id)
+        return SegmentRead(piece, start, next_offset)
 
     def _whole_batches_end(self, first: BatchLocation, limit: int) -> tuple[int, int]:
         """Extend from ``first`` over whole batches ending at or before ``limit``."""

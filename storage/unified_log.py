@@ -223,6 +223,7 @@ class UnifiedLog:
             max_message_bytes=self.config.max_message_bytes,
             segment_bytes=self.config.segment_bytes,
             origin=origin,
+            compacted_topic_partition=self.store.directory.name if self.config.compact else None,
         )
         first_offset = self.log_end_offset
         duplicate = check_producers(

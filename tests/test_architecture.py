@@ -158,6 +158,7 @@ PURE_CORES = [
     # Issue 16: Prometheus exposition, Kafka's broker topic meters, the controller's metrics.
     "metadata/prometheus.py",
     "broker/broker_topic_stats.py",
+    "broker/log_cleaner_metrics.py",
     "quorum/metrics.py",
     # Issue 13: Kafka 3.9's version table, Fetch v0-3's answer, ListOffsets v0's offsets.
     "protocol/kafka_3_9_versions.py",

@@ -34,6 +34,7 @@ from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
 from pykraft.protocol.errors import Errors, ProtocolError
 from pykraft.protocol.produce import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -198,6 +199,10 @@ def _response(
                 base_offset=result.base_offset,
                 log_append_time_ms=result.log_append_time_ms,
                 log_start_offset=result.log_start_offset,
+                record_errors=tuple(
+                    BatchIndexAndErrorMessage(e.batch_index, e.message)
+                    for e in result.record_errors
+                ),
                 error_message=result.error_message,
                 current_leader=leader,
             )

@@ -20,7 +20,7 @@ from pykraft.broker.handlers.produce import (
 from pykraft.metadata.records import PartitionChangeRecord, TopicRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors, ProtocolError
-from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_config import CleanupPolicy, LogConfig
 from pykraft.storage.record_batch import CompressionType
 from pykraft.storage.records import SimpleRecord, build_batch
 from tests.broker.handler_support import by_topic
@@ -275,3 +275,28 @@ def test_legacy_versions_get_unsupported_version_per_partition(cluster: Cluster)
     response = produce(cluster, {("pets", 0): bytes(batch(b"a"))}, version=2)
     assert outcome(response) == {("pets", 0): (Errors.UNSUPPORTED_VERSION, -1)}
     assert cluster.replica_manager.get_partition(PETS0).log_end_offset == 0  # type: ignore[union-attr]
+
+
+def test_keyless_records_to_a_compacted_topic_get_record_errors(tmp_path: Path) -> None:
+    # Kafka's LogValidator.validateKey + KIP-467: INVALID_RECORD, each keyless record named by
+    # its index in the batch (ProduceResponse v8+ record_errors).
+    compacted = Cluster(tmp_path, LogConfig(cleanup_policy=frozenset({CleanupPolicy.COMPACT})))
+    try:
+        compacted.start(*pets_led_here(replicas=(LOCAL, OTHER)))
+        records = [SimpleRecord(b"v", key) for key in (b"k", None, b"k2", None)]
+        response = produce(compacted, {("pets", 0): build_batch(records)}, version=9)
+        partition = response.responses[0].partition_responses[0]
+        assert (partition.error_code, partition.base_offset) == (Errors.INVALID_RECORD, -1)
+        message = "Compacted topic cannot accept message without key in topic partition pets-0."
+        assert [(e.batch_index, e.batch_index_error_message) for e in partition.record_errors] == [
+            (1, message),
+            (3, message),
+        ]
+        assert partition.error_message.startswith(
+            "One or more records have been rejected due to 2 record errors in total"
+        )
+        keyed = [SimpleRecord(b"v", b"k")]
+        accepted = produce(compacted, {("pets", 0): build_batch(keyed)}, version=9)
+        assert outcome(accepted) == {("pets", 0): (Errors.NONE, 0)}
+    finally:
+        compacted.close()

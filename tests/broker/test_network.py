@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -34,7 +35,7 @@ from pykraft.protocol.apis import request_class
 from pykraft.protocol.errors import MalformedRequestError, UnsupportedRequestError
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.segments import Segments
-from pykraft.storage.file_slice import FileSlice
+from pykraft.storage.file_slice import FileSlice, file_id_of
 from tests.broker.wire_client import correlation_id, read_frame, request_frame
 from tests.fake_clock import FakeClock
 
@@ -554,6 +555,37 @@ def test_plaintext_requests_are_anonymous() -> None:
         writer.write(request_frame(METADATA, 0, 1))
         assert await read_frame(reader) is not None
         assert [c.principal for c in seen] == [ANONYMOUS]
+        await harness.listener.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("size", [100, 2 * SENDFILE_MIN_BYTES])
+def test_a_slice_whose_file_was_swapped_before_sending_is_never_sent(
+    tmp_path: Path, size: int
+) -> None:
+    # Issue 14's swap race: the Fetch handler cut the slice, then the cleaner renamed a cleaned
+    # file over the segment (storage.cleaner_swap) before the writer sent it. The new file has
+    # other bytes at those positions; the connection closes instead of sending them.
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"o" * size)
+    fd = os.open(segment, os.O_RDONLY)
+    piece = FileSlice(segment, 0, size, file_id_of(fd))
+    os.close(fd)
+
+    async def scenario() -> None:
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            swap = tmp_path / "00000000000000000000.log.swap"
+            swap.write_bytes(b"n" * size)
+            os.rename(swap, segment)  # between the cut and the send
+            return frame_response(context.header.correlation_id, 0, Segments.of([piece]))
+
+        harness = Harness(handler)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 1))
+        received = await reader.read()  # until EOF
+        assert b"n" not in received
+        assert harness.closed(CloseReason.SEND_FAILED) == 1
         await harness.listener.close()
 
     run(scenario)

@@ -29,6 +29,7 @@ from pykraft.metadata.records import (
 from pykraft.storage.log_config import CleanupPolicy, LogConfig
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     BIRDS_ID,
@@ -37,7 +38,6 @@ from tests.broker.replica_harness import (
     OTHER,
     PETS0,
     PETS_ID,
-    batch,
     broker,
     partition_record,
     replay,
@@ -106,7 +106,7 @@ class Broker:
     def produce_old_batches(self, count: int) -> None:
         for n in range(count):
             result = self.replica_manager.append_to_local_log(
-                {PETS0: batch(b"v" * 200, timestamp=OLD_TIMESTAMP + n)},
+                {PETS0: keyed_batch(b"v" * 200, timestamp=OLD_TIMESTAMP + n)},
                 required_acks=1,
                 now_ms=NOW_MS,
             )
@@ -115,6 +115,11 @@ class Broker:
     def close(self) -> None:
         self.replica_manager.shutdown()
         self.log_manager.shutdown()
+
+
+def keyed_batch(value: bytes, timestamp: int) -> bytearray:
+    """A one-record batch with a key: a compacted topic refuses keyless records."""
+    return bytearray(build_batch([SimpleRecord(value, b"k", timestamp)]))
 
 
 # ------------------------------------------------------------------ restart

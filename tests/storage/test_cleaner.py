@@ -7,11 +7,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import attrs
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
 from pykraft.storage.cleaner import Cleaner
 from pykraft.storage.cleaner_batches import delete_horizon_ms
+from pykraft.storage.log_config import CleanupPolicy
 from pykraft.storage.record_batch import CompressionType, iter_batches
 from pykraft.storage.records import iter_records
 from tests.storage.cleaner_support import (
@@ -77,9 +79,14 @@ def test_tombstone_kept_until_delete_retention_passes(tmp_path: Path) -> None:
 
 
 def test_keyless_records_are_removed(tmp_path: Path) -> None:
-    """Cleaner.shouldRetainRecord: a record without a key in a compacted log is invalid."""
-    log = open_log(tmp_path / "t-0")
+    """Cleaner.shouldRetainRecord: a record without a key in a compacted log is invalid. A
+    compacted log refuses keyless appends (LogValidator.validateKey), so it got this one while
+    its topic was still cleanup.policy=delete."""
+    log = open_log(
+        tmp_path / "t-0", attrs.evolve(CONFIG, cleanup_policy=frozenset({CleanupPolicy.DELETE}))
+    )
     append(log, [(None, b"no key"), (b"k", b"v")], T0)
+    log.update_config(CONFIG)
     log.roll(T0)
     append(log, [(b"z", b"z")], T0)
     clean(log, T0)

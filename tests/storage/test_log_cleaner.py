@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from pykraft.storage.checkpoints import read_offset_checkpoint
@@ -159,3 +160,50 @@ def test_a_deleted_partition_leaves_the_checkpoint(tmp_path: Path) -> None:
     assert cleaner.clean_filthiest(T0) is None
     assert cleaner.checkpoints == {}
     assert read_offset_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {}
+
+
+def test_the_dirtiest_ratio_is_kept_for_max_dirty_percent_cleanable_or_not(tmp_path: Path) -> None:
+    """LogCleanerManager.dirtiestLogCleanableRatio: the highest dirty ratio among compacted logs
+    holding bytes, at each grabFilthiestCompactedLog, even when under min.cleanable.dirty.ratio;
+    delete-policy logs do not count."""
+    config = attrs.evolve(CONFIG, min_cleanable_dirty_ratio=0.9)
+    logs = LogManager.open(
+        [tmp_path], LogConfig(segment_bytes=1024), T0, topic_configs={"compacted": config}
+    )
+    log = logs.get_or_create_log(COMPACTED, T0)
+    fill(logs.get_or_create_log(PLAIN, T0))
+    cleaner = LogCleaner(CleanerConfig(), logs)
+    assert cleaner.clean_filthiest(T0) is None and cleaner.max_dirty_ratio == 0.0  # no bytes
+    fill(log)
+    assert cleaner.clean_filthiest(T0) is not None
+    assert cleaner.max_dirty_ratio == 1.0  # nothing was clean before the first cleaning
+    assert cleaner.last_stats is not None and cleaner.last_stats.records_kept == 3
+    append(log, [(b"k0", b"again")], T0)
+    log.roll(T0)
+    append(log, [(b"tail", b"t2")], T0)
+    log.update_high_watermark(log.log_end_offset)
+    assert cleaner.clean_filthiest(T0) is None  # the new dirty bytes are under the ratio
+    assert 0.0 < cleaner.max_dirty_ratio < 0.9
+
+
+def test_uncleanable_partitions_are_counted_per_log_dir(tmp_path: Path) -> None:
+    """LogCleanerManager's uncleanable-partitions-count gauge per logDirectory, 0 included."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    logs = LogManager.open(
+        dirs, LogConfig(segment_bytes=1024), T0, topic_configs={"compacted": CONFIG}
+    )
+    log = logs.get_or_create_log(COMPACTED, T0)
+    fill(log)
+    cleaner = LogCleaner(CleanerConfig(), logs)
+    home = logs.log_dir_of(COMPACTED)
+    assert cleaner.uncleanable_partitions_count() == {dirs[0]: 0, dirs[1]: 0}
+    first = log.local_log.segments[0]
+    with open(first.log_path, "r+b") as file:
+        file.seek(first.size - 3)
+        file.write(b"\x00\x00\x00")  # breaks the last batch's CRC
+    assert cleaner.clean_filthiest(T0) is None
+    assert home is not None
+    assert cleaner.uncleanable_partitions_count() == {
+        home: 1,
+        next(d for d in dirs if d != home): 0,
+    }

@@ -2,9 +2,10 @@
 
 Why: the produce path walks records in C for issue 9's throughput bound, while the Python walk
 stays the readable reference and the fallback. A disagreement would accept a batch the
-reference rejects (or the reverse), so Hypothesis compares ``(status, index, pos)`` of both
-over arbitrary bytes, mutated valid record sections (the generators of
-test_record_validation.py), and records built field by field from edge-case varints.
+reference rejects (or the reverse), so Hypothesis compares ``(status, index, pos, last_delta)``
+of both over arbitrary bytes, mutated valid record sections (the generators of
+test_record_validation.py), and records built field by field from edge-case varints — with
+offset deltas that leave gaps, as the cleaner's rebuilt batches do (issue 14).
 """
 
 from __future__ import annotations
@@ -17,14 +18,26 @@ from pykraft.storage import record_walk
 from pykraft.storage.record_batch import BATCH_HEADER_SIZE, CompressionType
 from pykraft.storage.record_walk import WalkStatus, c_walk_records, py_walk_records
 from pykraft.storage.records import SimpleRecord, build_batch
+from pykraft.storage.varint import decode_varint, decode_varlong, encode_varint
 from tests.storage.test_record_validation import TWO, mutated
 from tests.storage.test_records import records_strategy
 
+NO_DELTA_BOUND = 2**31 - 1
 
-def assert_same_walk(data: bytes, pos: int, index: int, stop: int, max_record_bytes: int) -> None:
-    expected = py_walk_records(data, pos, index, stop, max_record_bytes)
+
+def assert_same_walk(
+    data: bytes,
+    pos: int,
+    index: int,
+    stop: int,
+    max_record_bytes: int,
+    last_delta: int = -1,
+    max_delta: int = NO_DELTA_BOUND,
+) -> None:
+    expected = py_walk_records(data, pos, index, stop, max_record_bytes, last_delta, max_delta)
     for buffer in (data, bytearray(data)):
-        assert c_walk_records(buffer, pos, index, stop, max_record_bytes) == expected
+        got = c_walk_records(buffer, pos, index, stop, max_record_bytes, last_delta, max_delta)
+        assert got == expected
 
 
 def test_the_extension_is_built_so_produce_walks_in_c() -> None:
@@ -36,19 +49,67 @@ def test_the_extension_is_built_so_produce_walks_in_c() -> None:
 def test_an_honest_section_walks_to_its_end_in_both() -> None:
     records = [SimpleRecord(b"x" * 1024, timestamp=1000 + i) for i in range(64)]
     data = build_batch(records)[BATCH_HEADER_SIZE:]
-    assert c_walk_records(data, 0, 0, 64, len(data)) == (WalkStatus.DONE, 64, len(data))
-    assert_same_walk(data, 0, 0, 64, len(data))
+    expected = (WalkStatus.DONE, 64, len(data), 63)
+    assert c_walk_records(data, 0, 0, 64, len(data), -1, 63) == expected
+    assert_same_walk(data, 0, 0, 64, len(data), -1, 63)
 
 
 def test_any_contiguous_buffer_is_walked_and_other_objects_are_refused() -> None:
-    expected = (WalkStatus.DONE, 2, len(TWO))
-    assert c_walk_records(memoryview(TWO), 0, 0, 2, len(TWO)) == expected
+    expected = (WalkStatus.DONE, 2, len(TWO), 1)
+    assert c_walk_records(memoryview(TWO), 0, 0, 2, len(TWO), -1, 1) == expected
     with pytest.raises(TypeError):
-        c_walk_records("not bytes", 0, 0, 2, 10)  # type: ignore[arg-type]
+        c_walk_records("not bytes", 0, 0, 2, 10, -1, 1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=">= 0"):
-        c_walk_records(TWO, -1, 0, 2, len(TWO))
+        c_walk_records(TWO, -1, 0, 2, len(TWO), -1, 1)
     with pytest.raises(ValueError, match=">= 0"):
-        c_walk_records(TWO, 0, -1, 2, len(TWO))
+        c_walk_records(TWO, 0, -1, 2, len(TWO), -1, 1)
+    with pytest.raises(ValueError, match=">= -1"):
+        c_walk_records(TWO, 0, 0, 2, len(TWO), -2, 1)
+
+
+def gapped_section(deltas: list[int]) -> bytes:
+    """The records section of a batch whose records keep these offset deltas (a batch the
+    cleaner rebuilt: Kafka's MemoryRecords.filterTo keeps each retained record's offset)."""
+    records = [SimpleRecord(b"v%d" % delta, key=b"k%d" % delta) for delta in deltas]
+    plain = build_batch(records)[BATCH_HEADER_SIZE:]
+    status, _, pos, _ = py_walk_records(plain, 0, 0, len(deltas), len(plain), -1, NO_DELTA_BOUND)
+    assert status is WalkStatus.DONE and pos == len(plain)
+    out, pos = bytearray(), 0
+    for index, delta in enumerate(deltas):
+        length, body_start = decode_varint(plain, pos, "length")
+        body = bytearray(plain[body_start : body_start + length])
+        _, after_timestamp = decode_varlong(body, 1, "timestampDelta")
+        _, after_delta = decode_varint(body, after_timestamp, "offsetDelta")
+        assert body[after_timestamp:after_delta] == encode_varint(index)
+        body[after_timestamp:after_delta] = encode_varint(delta)
+        out += encode_varint(len(body)) + body
+        pos = body_start + length
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    ("deltas", "last_offset_delta", "expected_status", "expected_index"),
+    [
+        ([0, 2, 5], 5, WalkStatus.DONE, 3),  # gaps, the last record at lastOffsetDelta
+        ([3, 4, 9], 12, WalkStatus.DONE, 3),  # the first record's gone too; the batch's end kept
+        ([1], 1, WalkStatus.DONE, 1),
+        ([0, 2, 2], 5, WalkStatus.CORRUPT, 2),  # a repeated delta
+        ([0, 3, 1], 5, WalkStatus.CORRUPT, 2),  # going back
+        ([0, 2, 6], 5, WalkStatus.CORRUPT, 2),  # past lastOffsetDelta
+        ([-1, 0], 5, WalkStatus.CORRUPT, 0),  # negative
+    ],
+)
+def test_offset_deltas_may_leave_gaps_but_only_increase_within_last_offset_delta(
+    deltas: list[int], last_offset_delta: int, expected_status: WalkStatus, expected_index: int
+) -> None:
+    # Kafka's DefaultRecord.readFrom: offset = baseOffset + offsetDelta, whatever the index.
+    data = gapped_section(deltas)
+    status, index, _, last = py_walk_records(
+        data, 0, 0, len(deltas), len(data), -1, last_offset_delta
+    )
+    assert (status, index) == (expected_status, expected_index)
+    assert last == (deltas[index - 1] if index else -1)
+    assert_same_walk(data, 0, 0, len(deltas), len(data), -1, last_offset_delta)
 
 
 # --------------------------------------------------------------------------------- properties
@@ -106,6 +167,7 @@ def sized(draw: st.DrawFn, low: int, utf8: bool = False) -> bytes:
 
 @st.composite
 def field_built_record(draw: st.DrawFn, index: int) -> bytes:
+    """``index`` is the offset delta the record should carry (an index, or one after gaps)."""
     """Record ``index`` built field by field, each field mostly right and sometimes an edge
     case (over-long or overflowing varints, negative sizes, non-UTF-8 header keys, a wrong
     length prefix), so that one wrong field in an otherwise valid record is common."""
@@ -121,7 +183,11 @@ def field_built_record(draw: st.DrawFn, index: int) -> bytes:
 
 @st.composite
 def field_built_section(draw: st.DrawFn) -> bytes:
-    return b"".join(draw(field_built_record(i)) for i in range(draw(st.integers(1, 4))))
+    """1-4 records; their offset deltas increase, with gaps half the time (a compacted batch)."""
+    count = draw(st.integers(1, 4))
+    gaps = draw(st.booleans())
+    deltas = sorted(draw(st.sets(st.integers(0, 9), min_size=count, max_size=count)))
+    return b"".join(draw(field_built_record(d if gaps else i)) for i, d in enumerate(deltas))
 
 
 @settings(max_examples=1500, deadline=None)
@@ -131,20 +197,37 @@ def field_built_section(draw: st.DrawFn) -> bytes:
     index=st.integers(0, 5),
     stop=st.integers(0, 2**31),
     max_record_bytes=st.integers(-1, 300),
+    last_delta=st.integers(-1, 6),
+    max_delta=st.integers(-1, 9) | st.just(NO_DELTA_BOUND),
 )
-@example(data=b"\xff\xff\xff\xff\x0f" + TWO, pos=0, index=0, stop=1, max_record_bytes=2**31)
+@example(
+    data=b"\xff\xff\xff\xff\x0f" + TWO,
+    pos=0,
+    index=0,
+    stop=1,
+    max_record_bytes=2**31,
+    last_delta=-1,
+    max_delta=1,
+)
 def test_property_c_and_python_walks_agree_on_any_bytes(
-    data: bytes, pos: int, index: int, stop: int, max_record_bytes: int
+    data: bytes,
+    pos: int,
+    index: int,
+    stop: int,
+    max_record_bytes: int,
+    last_delta: int,
+    max_delta: int,
 ) -> None:
-    assert_same_walk(data, pos, index, stop, max_record_bytes)
+    assert_same_walk(data, pos, index, stop, max_record_bytes, last_delta, max_delta)
 
 
 @settings(max_examples=1500, deadline=None)
-@given(data=field_built_section(), stop=st.integers(0, 5))
+@given(data=field_built_section(), stop=st.integers(0, 5), max_delta=st.integers(-1, 10))
 def test_property_c_and_python_walks_agree_on_records_built_field_by_field(
-    data: bytes, stop: int
+    data: bytes, stop: int, max_delta: int
 ) -> None:
     assert_same_walk(data, 0, 0, stop, len(data))
+    assert_same_walk(data, 0, 0, stop, len(data), -1, max_delta)
     assert_same_walk(data, 0, 0, stop, 8)  # TOO_LARGE against NEED_MORE and CORRUPT
 
 
@@ -160,6 +243,8 @@ def test_property_c_and_python_walks_agree_on_mutated_valid_sections(
     for stop in {count, len(records), 2**31 - 1}:
         assert_same_walk(section, 0, 0, stop, len(section))
         assert_same_walk(section[:cut], 0, 0, stop, len(section))
-    status, index, pos = py_walk_records(section[:cut], 0, 0, len(records), len(section))
+    status, index, pos, last = py_walk_records(
+        section[:cut], 0, 0, len(records), len(section), -1, NO_DELTA_BOUND
+    )
     if status is WalkStatus.NEED_MORE:  # resuming where the walk stopped, as iter_record_runs
-        assert_same_walk(section, pos, index, len(records), len(section))
+        assert_same_walk(section, pos, index, len(records), len(section), last)

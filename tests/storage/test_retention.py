@@ -184,7 +184,8 @@ def make_log(
     )
     log = PartitionLog.open(tmp_path / "t-0", config)
     for n in range(30):
-        data = build_batch([SimpleRecord(value=b"x" * 100, timestamp=1000 * n)])
+        # Keyed: a compacted log refuses keyless records (LogValidator.validateKey).
+        data = build_batch([SimpleRecord(b"x" * 100, b"k%d" % n, timestamp=1000 * n)])
         log.append_as_leader(bytearray(data), leader_epoch=0, now_ms=0)
     log.update_high_watermark(log.log_end_offset)
     return log
