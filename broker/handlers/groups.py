@@ -84,13 +84,12 @@ from pykraft.storage.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-# Kafka's GroupCoordinator.offsetsTopicConfigs, plus retention.ms=-1: pykraft has no log
-# cleaner yet, so nothing may delete the segments compaction would have kept.
+# Kafka's GroupCoordinator.offsetsTopicConfigs (segment.bytes: offsets.topic.segment.bytes'
+# default); the log cleaner (storage/log_cleaner.py) compacts the topic.
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "compression.type": "producer",
     "segment.bytes": str(100 * 1024 * 1024),
-    "retention.ms": "-1",
 }
 
 Request = TypeVar("Request")
