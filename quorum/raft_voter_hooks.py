@@ -1,6 +1,7 @@
-"""``MetadataRaft``'s part in KIP-853 voter changes: the hooks into pysyncobj's dynamic membership.
+"""``DynamicMetadataRaft``'s hooks into pysyncobj's dynamic membership (KIP-853, kraft.version 1).
 
-A mixin, listed before ``SyncObj`` in ``MetadataRaft``'s bases, so its two methods named
+A mixin, listed before ``MetadataRaft`` in ``quorum/raft_dynamic.DynamicMetadataRaft``'s bases
+(a static quorum never has them), so its two methods named
 ``_SyncObj__…`` replace pysyncobj's private ``__doChangeCluster`` / ``__updateClusterConfiguration``
 (Python mangles ``self.__x`` inside ``SyncObj`` to ``self._SyncObj__x``) and report every change to
 ``quorum/raft_voters.RaftMembership``; the Raft thread runs them all. The other private state read
@@ -15,7 +16,7 @@ import logging
 import math
 from typing import Any
 
-from pysyncobj import SyncObj
+from pysyncobj import FAIL_REASON, SyncObj
 from pysyncobj.node import TCPNode
 
 from pykraft.quorum.metadata_view import ResultCallback
@@ -44,11 +45,6 @@ class RaftVoterHooks:
     _voters_settled: bool
     _config: Any
 
-    @property
-    def voter_set(self) -> VoterSet:
-        """The voters as this node's log has them (committed or not); any thread."""
-        return self.membership.voter_set
-
     def _other_addresses(self) -> set[str]:
         """Raft thread: pysyncobj's current members other than this node."""
         return {str(node.address) for node in _raft(self).otherNodes}
@@ -68,7 +64,12 @@ class RaftVoterHooks:
         private ``__changeCluster``). pysyncobj refuses a second change until the entry at
         ``__changeClusterIDx`` is applied, but never sets that index: two changes could be in
         flight at once, whose majorities need not overlap (Raft's single-server changes must
-        commit one by one). Set it here."""
+        commit one by one). Set it here. A change without a ``voter_set`` did not come from
+        ``propose_voter_change`` (pysyncobj's ``syncobj_admin -add/-remove``): refused."""
+        node = request[2] if isinstance(request, list | tuple) and len(request) >= 3 else None
+        if type(getattr(node, VOTER_SET_ATTRIBUTE, None)) is not str:
+            logger.warning("refused a membership change without a voter set: %.200r", request)
+            return False
         raft = _raft(self)
         next_index = int(raft._SyncObj__getCurrentLogIndex()) + 1
         accepted = bool(SyncObj._SyncObj__changeCluster(self, request))
@@ -83,6 +84,13 @@ class RaftVoterHooks:
             self.membership.handle_members(self._other_addresses())
         except Exception:
             logger.exception("voter set bookkeeping failed after loading a dump")
+
+    def _deny_utility_command(self, args: Any, callback: Any) -> None:
+        """pysyncobj's utility commands ``add``/``remove``/``set_version`` (``syncobj_admin``)
+        would change the voters past every KIP-853 check (ALTER on CLUSTER, the cluster id,
+        DUPLICATE_VOTER, one change at a time) for any holder of the quorum password: refused.
+        Voters change through AddRaftVoter / RemoveRaftVoter only."""
+        callback(None, FAIL_REASON.REQUEST_DENIED)
 
     def _hold_elections_while_observer(self) -> None:
         """Raft thread, every tick: a node outside its own voter set (an observer, a removed
@@ -124,15 +132,3 @@ class RaftVoterHooks:
             _raft(self).addNodeToCluster(node, callback=on_result)
         else:
             _raft(self).removeNodeFromCluster(node, callback=on_result)
-
-    def voter_change_state(self) -> tuple[bool, bool]:
-        """Raft thread: (has the leader applied its term's first entry — Kafka's known high
-        watermark; is the last membership change applied). pysyncobj refuses a change
-        otherwise (``SyncObj.__changeCluster``); these let the refusal carry Kafka's reason."""
-        last_applied = int(_raft(self).raftLastApplied)
-        noop_index = _raft(self)._SyncObj__noopIDx
-        change_index = _raft(self)._SyncObj__changeClusterIDx
-        return (
-            noop_index is not None and last_applied >= noop_index,
-            change_index is None or last_applied >= change_index,
-        )

@@ -120,9 +120,11 @@ def voter_set_from_text(text: str) -> VoterSet:
 
 
 def static_voters(config: ControllerConfig) -> VoterSet:
-    """``controller.quorum.voters`` (with ``controller.quorum.http.voters``) as voters whose
-    directory ids are unknown; empty for an observer."""
+    """``controller.quorum.voters``, or a dynamic quorum's founding voters
+    (``pykraft.quorum.initial.controllers``), with ``controller.quorum.http.voters``, as voters
+    whose directory ids are unknown; empty for an observer."""
     http = {**config.http_voters, config.node_id: config.http_listener}
+    founders = config.voters or config.initial_controllers
     return VoterSet.of(
         [
             Voter(
@@ -131,7 +133,7 @@ def static_voters(config: ControllerConfig) -> VoterSet:
                 raft_address=address,
                 http_listener=http.get(node_id),
             )
-            for node_id, address in config.voters.items()
+            for node_id, address in founders.items()
         ]
     )
 
@@ -186,19 +188,21 @@ class RaftMembership:
     def __init__(self, config: ControllerConfig, raft_dir: Path) -> None:
         self._path = raft_dir / VOTERS_FILE_NAME
         self._self_address = str(config.self_raft_address)
-        stored = read_voters_file(self._path)
+        # A static quorum (kraft.version 0) has controller.quorum.voters and nothing else.
+        stored = read_voters_file(self._path) if config.kraft_version == 1 else None
         # Any membership change seen: pysyncobj's log, not the configuration, holds the set.
         self.dynamic = stored is not None
         if stored is not None:
             base, self.is_voter = stored
         else:
-            base, self.is_voter = static_voters(config), bool(config.voters)
+            base = static_voters(config)
+            self.is_voter = base.get(config.node_id) is not None
         self.known: dict[str, Voter] = {str(v.raft_address): v for v in base.voters}
         self.voter_set = base
         self.initial_others: list[str] = [
             address for address in self.known if address != self._self_address
         ]
-        if not config.voters and stored is None:
+        if not self.is_voter and stored is None:
             # An observer: its bootstrap servers are the voters it will follow.
             self.initial_others = [str(address) for address in config.bootstrap_servers]
 

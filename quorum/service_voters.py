@@ -99,6 +99,7 @@ async def _leader_view(node: ControllerNode, pending: PendingVoterChange | None)
         voters=node.raft.voter_set,
         pending=pending,
         now_ms=node.clock.monotonic_ms(),
+        kraft_version=node.config.kraft_version,
     )
 
 

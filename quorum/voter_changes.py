@@ -11,13 +11,17 @@ in ``VoterSet.VoterNode`` — node id, directory id, endpoints. This module make
 as a pure function of the request, the voter set and ``now_ms``; ``quorum/service_voters.py``
 carries them out on ``quorum/raft.py``.
 
+A static quorum (``controller.quorum.voters``) has kraft.version 0 and, as Kafka 3.9's, answers
+both with UNSUPPORTED_VERSION "Cluster doesn't support adding voter because the kraft.version
+feature is 0" (``AddVoterHandler``; "removing" in ``RemoveVoterHandler``), after the pending and
+high-watermark checks; only a dynamic quorum (``quorum/raft_dynamic.py``) changes voters.
+
 Where pykraft answers differently from Kafka, and why:
 
-* A static voter (``controller.quorum.voters``) has no directory id: Kafka's
-  ``ReplicaKey.NO_DIRECTORY_ID`` (the zero uuid). Kafka refuses that id in RemoveRaftVoter
-  (INVALID_REQUEST), because its static voters cannot be removed at all (``kraft.version`` 0:
-  UNSUPPORTED_VERSION). pykraft's static voters can be removed, and the zero uuid is how a
-  request names a voter whose directory id is unknown; a non-zero id never matches it.
+* A founding voter (``pykraft.quorum.initial.controllers``) has no directory id: Kafka's
+  ``ReplicaKey.NO_DIRECTORY_ID`` (the zero uuid), which Kafka refuses in RemoveRaftVoter
+  (INVALID_REQUEST). Here the zero uuid is how a request names a voter whose directory id is
+  unknown; a non-zero id never matches it.
 * Removing the last voter is refused with INVALID_REQUEST (Kafka's ``VoterSet`` cannot be
   empty; its handler leaves that check as a TODO).
 * A new voter catches up after it joins, not before: pysyncobj replicates only to members, so
@@ -136,6 +140,8 @@ class LeaderView:
     voters: VoterSet
     pending: PendingVoterChange | None
     now_ms: int
+    # Kafka's kraft.version feature level (quorum/config.py): voter changes need 1.
+    kraft_version: int = 1
 
 
 def check_cluster_id(requested: str | None, cluster_id: str | None) -> Refusal | None:
@@ -159,7 +165,10 @@ def _common_checks(view: LeaderView, cluster_id: str | None) -> Refusal | None:
     return None
 
 
-def _state_checks(view: LeaderView) -> Refusal | None:
+def _state_checks(view: LeaderView, kind: VoterChangeKind) -> Refusal | None:
+    """``AddVoterHandler`` / ``RemoveVoterHandler``'s checks in their order: a change pending,
+    the high watermark, kraft.version (``KRaftVersion.isReconfigSupported``), the last
+    VotersRecord committed."""
     if view.pending is not None and not view.pending.expired(view.now_ms):
         return Refusal(
             error=Errors.REQUEST_TIMED_OUT,
@@ -170,6 +179,13 @@ def _state_checks(view: LeaderView) -> Refusal | None:
             error=Errors.REQUEST_TIMED_OUT,
             message="Request timed out waiting for leader to establish HWM and fence previous "
             "voter changes",
+        )
+    if view.kraft_version < 1:
+        verb = "adding" if kind is VoterChangeKind.ADD else "removing"
+        return Refusal(
+            error=Errors.UNSUPPORTED_VERSION,
+            message=f"Cluster doesn't support {verb} voter because the kraft.version feature "
+            f"is {view.kraft_version}",
         )
     if not view.last_change_committed:
         return Refusal(
@@ -210,7 +226,7 @@ def decide_add_voter(
             message="Add voter request didn't include the endpoint for the default listener "
             f"{RAFT_LISTENER}",
         )
-    refused = _state_checks(view)
+    refused = _state_checks(view, VoterChangeKind.ADD)
     if refused is not None:
         return refused
     if view.voters.get(voter_id) is not None:
@@ -244,7 +260,7 @@ def decide_remove_voter(
             error=Errors.INVALID_REQUEST,
             message="Remove voter request didn't include a valid voter",
         )
-    refused = _state_checks(view)
+    refused = _state_checks(view, VoterChangeKind.REMOVE)
     if refused is not None:
         return refused
     voter = view.voters.get(voter_id)

@@ -24,6 +24,7 @@ from pykraft.metadata.records import NoOpRecord
 from pykraft.quorum.config import ControllerConfig, HostPort
 from pykraft.quorum.node import proposal_blob
 from pykraft.quorum.raft import MetadataRaft
+from pykraft.quorum.raft_dynamic import open_metadata_raft
 from pykraft.quorum.voter_changes import Voter, VoterChangeKind
 from tests.integration.test_raft_membership import Quiet
 
@@ -64,17 +65,19 @@ class Quorum:
             "metadata_log_dir": self.root / f"c{node_id}",
             "quorum_password": "secret",
         }
-        if node_id in self.static:
-            return ControllerConfig(voters=self.static, **common)
         return ControllerConfig(
             voters={},
             bootstrap_servers=bootstrap or tuple(self.address[i] for i in sorted(self.model)),
             raft_listener=self.address[node_id],
+            # The founders of a dynamic quorum (kraft.version 1).
+            initial_controllers=self.static if node_id in self.static else {},
             **common,
         )
 
     def start(self, node_id: int) -> None:
-        self.live[node_id] = MetadataRaft(self.config(node_id), Quiet(), wall_clock_ms=lambda: 0)
+        self.live[node_id] = open_metadata_raft(
+            self.config(node_id), Quiet(), wall_clock_ms=lambda: 0
+        )
 
     def stop(self, node_id: int) -> None:
         self.live.pop(node_id).destroy_synchronous()

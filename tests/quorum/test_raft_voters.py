@@ -32,7 +32,11 @@ def raft(node_id: int) -> HostPort:
     return HostPort(host="127.0.0.1", port=9090 + node_id)
 
 
-def config(tmp_path: Path, node_id: int = 1, *, observer: bool = False) -> ControllerConfig:
+def config(
+    tmp_path: Path, node_id: int = 1, *, observer: bool = False, static: bool = False
+) -> ControllerConfig:
+    """A dynamic quorum's controller (kraft.version 1): a founding voter of {1, 2, 3}, or an
+    observer; ``static``: controller.quorum.voters (kraft.version 0)."""
     common: dict[str, Any] = {
         "node_id": node_id,
         "http_listener": HostPort(host="127.0.0.1", port=19090 + node_id),
@@ -47,7 +51,15 @@ def config(tmp_path: Path, node_id: int = 1, *, observer: bool = False) -> Contr
             raft_listener=raft(node_id),
             **common,
         )
-    return ControllerConfig(voters={n: raft(n) for n in (1, 2, 3)}, **common)
+    if static:
+        return ControllerConfig(voters={n: raft(n) for n in (1, 2, 3)}, **common)
+    return ControllerConfig(
+        voters={},
+        bootstrap_servers=(raft(1), raft(2), raft(3)),
+        raft_listener=raft(node_id),
+        initial_controllers={n: raft(n) for n in (1, 2, 3)},
+        **common,
+    )
 
 
 VOTER_4 = Voter(node_id=4, directory_id=DIR_4, raft_address=raft(4))
@@ -62,7 +74,17 @@ def addresses(*node_ids: int) -> set[str]:
     return {str(raft(n)) for n in node_ids}
 
 
-def test_static_voters_seed_the_members_and_the_dump_list_is_ignored(tmp_path: Path) -> None:
+def test_a_static_quorum_ignores_a_voters_file_and_never_writes_one(tmp_path: Path) -> None:
+    """kraft.version 0: controller.quorum.voters is the voter set, whatever a file says (a
+    voters.json left by a dynamic run must not override the static configuration)."""
+    write_voters_file(tmp_path / "voters.json", VoterSet.of([VOTER_4]), False)
+    membership = RaftMembership(config(tmp_path, static=True), tmp_path)
+    assert membership.voter_set == static_voters(config(tmp_path, static=True))
+    assert membership.is_voter and not membership.dynamic
+    assert sorted(membership.initial_others) == sorted(addresses(2, 3))
+
+
+def test_founding_voters_seed_the_members_and_the_dump_list_is_ignored(tmp_path: Path) -> None:
     membership = RaftMembership(config(tmp_path), tmp_path)
     assert membership.voter_set == static_voters(config(tmp_path))
     assert membership.voter_set.get(2) == Voter(

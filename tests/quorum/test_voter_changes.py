@@ -217,3 +217,41 @@ def test_voters_round_trip_through_json_and_bad_shapes_are_refused() -> None:
     ):
         with pytest.raises(ValueError):
             voter_from_json(bad)
+
+
+STATIC = attrs.evolve(VIEW, kraft_version=0)
+
+
+def test_a_static_quorum_refuses_voter_changes_with_kafkas_unsupported_version() -> None:
+    """Kafka 3.9's ``AddVoterHandler`` / ``RemoveVoterHandler`` at kraft.version 0
+    (``KRaftVersion.isReconfigSupported``): a quorum of static controller.quorum.voters."""
+    assert add(STATIC) == Refusal(
+        error=Errors.UNSUPPORTED_VERSION,
+        message="Cluster doesn't support adding voter because the kraft.version feature is 0",
+    )
+    assert remove(STATIC) == Refusal(
+        error=Errors.UNSUPPORTED_VERSION,
+        message="Cluster doesn't support removing voter because the kraft.version feature is 0",
+    )
+
+
+@pytest.mark.parametrize(
+    ("view_change", "expected"),
+    [
+        # Kafka's order: a pending change and the high watermark come before kraft.version ...
+        ({"pending": PENDING}, Errors.REQUEST_TIMED_OUT),
+        ({"committed_in_term": False}, Errors.REQUEST_TIMED_OUT),
+        ({"is_leader": False}, Errors.NOT_LEADER_OR_FOLLOWER),
+        # ... which comes before the last change's commit and the voter set's checks.
+        ({"last_change_committed": False}, Errors.UNSUPPORTED_VERSION),
+        ({}, Errors.UNSUPPORTED_VERSION),
+    ],
+)
+def test_the_kraft_version_check_comes_in_kafkas_order(
+    view_change: dict[str, Any], expected: Errors
+) -> None:
+    view = attrs.evolve(STATIC, **view_change)
+    assert error_of(add(view)) is expected
+    assert error_of(add(view, voter_id=3)) is expected  # a duplicate too
+    assert error_of(remove(view)) is expected
+    assert error_of(remove(view, voter_id=7)) is expected  # an unknown voter too
