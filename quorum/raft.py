@@ -297,8 +297,9 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
     def _prepare_dump(self, data: Any) -> DumpHeader:
         """Raft thread: capture the state as of the entries in ``data`` (last, previous,
         nodes). The image is immutable, so the background writer sees exactly this state."""
-        last_entry, prev_entry, nodes = data
+        last_entry, prev_entry, _ = data
         state = self._state
+        committed = self.membership.committed
         self._dumped_state = state
         self._snapshot_offset = state.next_offset
         return DumpHeader(
@@ -307,11 +308,14 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             epoch=state.image.epoch,
             last_entry=RaftEntry.from_tuple(last_entry),
             prev_entry=RaftEntry.from_tuple(prev_entry),
-            voters=tuple(sorted(str(getattr(node, "address", node)) for node in nodes)),
+            # The committed voter set at the dump's last entry (Kafka: the snapshot's
+            # voterSetAtOffset), never pysyncobj's live members, which may hold an uncommitted
+            # change that a new leader truncates.
+            voters=tuple(sorted(str(v.raft_address) for v in committed.voters)),
             checkpoint_name=None,
             checkpoint_size=0,
-            voter_set=self.membership.voter_set.voters,
-            dynamic_voters=self.membership.dynamic,
+            voter_set=committed.voters,
+            dynamic_voters=self.DYNAMIC_MEMBERSHIP,
         )
 
     def _write_dump(self, path: Path, header: DumpHeader) -> None:

@@ -42,7 +42,7 @@ class DynamicMetadataRaft(RaftVoterHooks, MetadataRaft):
         self.addOnTickCallback(self._settle_voters_after_replay)
 
     def _members_from_dump(self, header: DumpHeader) -> list[str]:
-        return self.membership.handle_dump(header.voter_set, header.dynamic_voters, header.voters)
+        return self.membership.handle_dump(header.voter_set)
 
 
 def open_metadata_raft(

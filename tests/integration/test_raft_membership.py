@@ -184,3 +184,36 @@ def test_pysyncobjs_utility_commands_are_refused(nodes: dict[int, MetadataRaft])
     assert wait(lambda: done, "the answer") == [FAIL_REASON.REQUEST_DENIED]
     time.sleep(0.2)
     assert all(n.voter_set.node_ids == (1, 2, 3) for n in nodes.values())
+
+
+def test_a_refused_or_misplaced_change_leaves_no_trace(nodes: dict[int, MetadataRaft]) -> None:
+    """Review finding 3: only the leader appends a change, on its Raft thread (pysyncobj would
+    forward a queued one to the next leader, possibly the voter it removes, which refuses it
+    and yet marked itself an observer); a refused change changes nothing anywhere."""
+    leader = wait(lambda: next((n for n in nodes.values() if n.is_leader()), None), "a leader")
+    wait(lambda: leader.call_in_raft_thread(leader.voter_change_state).result()[0], "no-op")
+    follower = next(n for n in nodes.values() if n is not leader)
+    leader_id = next(i for i, n in nodes.items() if n is leader)
+    answers: list[int] = []
+    me = leader.voter_set.get(leader_id)
+    assert me is not None
+    # The leader naming itself, and a follower asked to append: both refused at once.
+    leader.propose_voter_change(
+        VoterChangeKind.REMOVE,
+        me,
+        leader.voter_set.without(leader_id),
+        lambda _, e: answers.append(e),
+    )
+    follower.propose_voter_change(
+        VoterChangeKind.REMOVE,
+        me,
+        leader.voter_set.without(leader_id),
+        lambda _, e: answers.append(e),
+    )
+    wait(lambda: len(answers) == 2, "both answers")
+    assert sorted(answers) == sorted([FAIL_REASON.REQUEST_DENIED, FAIL_REASON.NOT_LEADER])
+    time.sleep(0.3)
+    for node in nodes.values():
+        assert node.voter_set.node_ids == (1, 2, 3) and node.membership.is_voter
+        assert node.membership.uncommitted == []
+    assert leader.call_in_raft_thread(leader.voter_change_state).result() == (True, True)
