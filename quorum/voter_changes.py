@@ -25,9 +25,12 @@ Where pykraft answers differently from Kafka, and why:
 * Removing the last voter is refused with INVALID_REQUEST (Kafka's ``VoterSet`` cannot be
   empty; its handler leaves that check as a TODO).
 * A new voter catches up after it joins, not before: pysyncobj replicates only to members, so
-  the observer waits idle until it is added. ``TimeoutMs`` bounds how long the leader waits for
-  it to hold the committed log; past it the answer is REQUEST_TIMED_OUT, as Kafka's for a
-  lagging voter, but the voter stays in the set (remove it to undo).
+  the observer waits idle until it is added. Before the append the leader checks what it can
+  (``check_new_voter_ready``): the new voter's Raft listener answers, and the voters it reaches
+  plus the new one are a majority of the new set; otherwise REQUEST_TIMED_OUT and nothing is
+  appended. ``TimeoutMs`` then bounds how long the leader waits for it to hold the committed
+  log; past it the answer is REQUEST_TIMED_OUT, as Kafka's for a lagging voter, but the voter
+  stays in the set (remove it to undo).
 * pysyncobj's leader cannot remove itself: the leader hands its leadership to the most
   caught-up voter and answers NOT_CONTROLLER, which the caller retries at the new leader.
 """
@@ -276,6 +279,30 @@ def decide_remove_voter(
             message=f"Cannot remove voter {voter_id}: it is the last voter of the quorum",
         )
     return voter
+
+
+def check_new_voter_ready(
+    voter: Voter, *, reachable: bool, connected_voters: int, new_set: VoterSet
+) -> Refusal | None:
+    """Before the entry is appended (Kafka's ``AddVoterHandler`` sends API_VERSIONS to the new
+    voter and checks ``isReplicaCaughtUp`` first, answering REQUEST_TIMED_OUT with nothing
+    appended): the new voter's Raft listener answers, and the voters the leader reaches now
+    (``connected_voters``, itself included) with the new one are a majority of the new set,
+    so the entry can commit. pysyncobj replicates only to members, so the catch-up itself
+    still comes after the append (``is_caught_up``)."""
+    key = f"ReplicaKey(id={voter.node_id}, directoryId={voter.directory_id})"
+    if not reachable:
+        return Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message=f"New voter {key} is not ready to receive requests",
+        )
+    if 2 * (connected_voters + 1) <= len(new_set.voters):
+        return Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message=f"Aborted add voter operation for {key}: the leader reaches "
+            f"{connected_voters} of the voters {list(new_set.node_ids)}, too few to commit it",
+        )
+    return None
 
 
 def is_caught_up(*, match_index: int | None, leader_commit_index: int) -> bool:

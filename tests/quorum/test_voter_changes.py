@@ -23,6 +23,7 @@ from pykraft.quorum.voter_changes import (
     VoterChangeKind,
     VoterSet,
     check_cluster_id,
+    check_new_voter_ready,
     decide_add_voter,
     decide_remove_voter,
     is_caught_up,
@@ -255,3 +256,34 @@ def test_the_kraft_version_check_comes_in_kafkas_order(
     assert error_of(add(view, voter_id=3)) is expected  # a duplicate too
     assert error_of(remove(view)) is expected
     assert error_of(remove(view, voter_id=7)) is expected  # an unknown voter too
+
+
+@pytest.mark.parametrize(
+    ("reachable", "connected_voters", "expected"),
+    [
+        (True, 3, None),
+        (True, 2, None),  # {1, 2, 3} with 3 down: 2 reached + the new one = 3 of 4
+        (True, 1, Errors.REQUEST_TIMED_OUT),  # 1 + the new one = 2 of 4: could never commit
+        (False, 3, Errors.REQUEST_TIMED_OUT),  # a dead or wrong RAFT endpoint
+    ],
+)
+def test_a_new_voter_must_answer_and_keep_a_majority_before_it_is_appended(
+    reachable: bool, connected_voters: int, expected: Errors | None
+) -> None:
+    """Review finding 5, Kafka's ``AddVoterHandler``: the new voter is probed (API_VERSIONS)
+    before ``appendVotersRecord``; REQUEST_TIMED_OUT with nothing appended otherwise. An entry
+    that needs more voters than the leader reaches would stall every later write."""
+    new = voter(4, DIR_4)
+    refused = check_new_voter_ready(
+        new,
+        reachable=reachable,
+        connected_voters=connected_voters,
+        new_set=VOTERS.with_voter(new),
+    )
+    assert error_of(refused) is expected
+    if not reachable:
+        assert refused == Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message=f"New voter ReplicaKey(id=4, directoryId={DIR_4}) is not ready to receive "
+            "requests",
+        )
