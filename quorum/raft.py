@@ -148,7 +148,8 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
             self._write_dump,
             self._deserialize,
         )
-        self.addOnTickCallback(self._drain_calls)
+        for callback in self._tick_callbacks():
+            self.addOnTickCallback(callback)
         try:
             self.waitBinded()
         except Exception:
@@ -158,6 +159,10 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
                 "controller.quorum.voters entry or RAFT listener): is another process using "
                 "the port?"
             ) from None
+
+    def _tick_callbacks(self) -> list[Callable[[], None]]:
+        """Run by pysyncobj at the end of every tick, in this order."""
+        return [self._drain_calls]
 
     def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
         election_s = config.election_timeout_ms / 1000

@@ -23,6 +23,7 @@ from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.raft import MetadataRaft, RaftListener
 from pykraft.quorum.raft_dump import DumpHeader
 from pykraft.quorum.raft_voter_hooks import RaftVoterHooks
+from pykraft.quorum.raft_voters import uncommitted_voter_sets
 
 # pysyncobj's utility commands that would change the cluster or its code version.
 REFUSED_UTILITY_COMMANDS = ("add", "remove", "set_version")
@@ -38,11 +39,30 @@ class DynamicMetadataRaft(RaftVoterHooks, MetadataRaft):
         transport = self._SyncObj__transport
         for command in REFUSED_UTILITY_COMMANDS:
             transport.setOnUtilityMessageCallback(command, self._deny_utility_command)
-        self.addOnTickCallback(self._hold_elections_while_observer)
-        self.addOnTickCallback(self._settle_voters_after_replay)
+
+    def _tick_callbacks(self) -> list[Callable[[], None]]:
+        # The voter set settles before anything else reads it (_drain_calls answers readers).
+        return [
+            self._settle_voters_after_replay,
+            self._hold_elections_while_observer,
+            *super()._tick_callbacks(),
+        ]
 
     def _members_from_dump(self, header: DumpHeader) -> list[str]:
-        return self.membership.handle_dump(header.voter_set)
+        others = self.membership.handle_dump(header.voter_set)
+        if not self._voters_settled:
+            # This node's own dump at start-up: pysyncobj keeps the journal that follows it
+            # (its first two entries are the dump's), whose membership entries come after the
+            # dump's committed set at once — no tick runs with the dump's set alone.
+            journal = self._SyncObj__raftLog
+            prev_entry, last_entry = header.prev_entry.as_tuple(), header.last_entry.as_tuple()
+            if len(journal) >= 2 and journal[0] == prev_entry and journal[1] == last_entry:
+                self._voters_settled = True
+                self.membership.handle_journal(
+                    uncommitted_voter_sets(journal, header.last_entry.index)
+                )
+                others = self.membership.members()
+        return others
 
 
 def open_metadata_raft(

@@ -43,6 +43,7 @@ from pykraft.quorum.raft import describe_failure
 from pykraft.quorum.service_http import ErrorAnswer, add_routes, json_response, node_of, read_body
 from pykraft.quorum.service_quorum import raft_status
 from pykraft.quorum.voter_changes import (
+    HWM_NOT_ESTABLISHED,
     LeaderView,
     Listener,
     PendingVoterChange,
@@ -136,8 +137,7 @@ async def _commit_change(node: ControllerNode, kind: VoterChangeKind, voter: Vot
         raise _refuse(
             Refusal(
                 error=Errors.REQUEST_TIMED_OUT,
-                message="Request timed out waiting for leader to establish HWM and fence "
-                "previous voter changes",
+                message=HWM_NOT_ESTABLISHED,
             )
         )
     raise _refuse(

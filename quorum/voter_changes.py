@@ -42,13 +42,17 @@ import enum
 import attrs
 
 from pykraft.protocol.errors import Errors
-from pykraft.quorum.config import HostPort
+from pykraft.quorum.config import HostPort, parse_host_port
 
 # ReplicaKey.NO_DIRECTORY_ID: the zero uuid in Kafka's text form (URL-safe base64, no padding).
 NO_DIRECTORY_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 # The listener names of an AddRaftVoter request: the pysyncobj port and the HTTP API.
 RAFT_LISTENER = "RAFT"
 CONTROLLER_LISTENER = "CONTROLLER"
+# AddVoterHandler / RemoveVoterHandler's answer while the leader's high watermark is unknown.
+HWM_NOT_ESTABLISHED = (
+    "Request timed out waiting for leader to establish HWM and fence previous voter changes"
+)
 # Bound on a request's listeners (STYLE.md §7); Kafka's request has one per listener name.
 MAX_LISTENERS = 16
 
@@ -180,8 +184,7 @@ def _state_checks(view: LeaderView, kind: VoterChangeKind) -> Refusal | None:
     if not view.committed_in_term:
         return Refusal(
             error=Errors.REQUEST_TIMED_OUT,
-            message="Request timed out waiting for leader to establish HWM and fence previous "
-            "voter changes",
+            message=HWM_NOT_ESTABLISHED,
         )
     if view.kraft_version < 1:
         verb = "adding" if kind is VoterChangeKind.ADD else "removing"
@@ -326,10 +329,7 @@ def voter_to_json(voter: Voter) -> dict[str, object]:
 def _host_port(text: object) -> HostPort:
     if type(text) is not str:
         raise ValueError(f"expected host:port, got {text!r:.80}")
-    host, separator, port = text.rpartition(":")
-    if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected host:port, got {text!r:.80}")
-    return HostPort(host=host, port=int(port))
+    return parse_host_port(text, "voter")  # ControllerConfigError is a ValueError
 
 
 def voter_from_json(value: object) -> Voter:

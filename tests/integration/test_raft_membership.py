@@ -62,14 +62,15 @@ def nodes(tmp_path: Path) -> Iterator[dict[int, MetadataRaft]]:
             node.destroy_synchronous()
 
 
-def wait(condition: Any, what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
+def wait(condition: Any, what: str, timeout_s: float = TIMEOUT_S) -> Any:
+    """``condition()`` once it is truthy, polled every 20 ms; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.02)
-    raise AssertionError(f"{what} not reached in {TIMEOUT_S}s")
+    raise AssertionError(f"{what} not reached in {timeout_s}s")
 
 
 def test_a_second_change_waits_for_the_first_to_commit(nodes: dict[int, MetadataRaft]) -> None:
