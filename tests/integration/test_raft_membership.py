@@ -218,3 +218,29 @@ def test_a_refused_or_misplaced_change_leaves_no_trace(nodes: dict[int, Metadata
         assert node.voter_set.node_ids == (1, 2, 3) and node.membership.is_voter
         assert node.membership.uncommitted == []
     assert leader.call_in_raft_thread(leader.voter_change_state).result() == (True, True)
+
+
+def test_a_new_leader_is_not_blocked_by_a_truncated_changes_index(
+    nodes: dict[int, MetadataRaft],
+) -> None:
+    """Review finding 7: ``__changeClusterIDx`` of a change that was truncated (an index this
+    log may not reach for long) is cleared when a node becomes leader; the new term's no-op
+    fences every earlier change, so the new leader accepts changes once it is applied."""
+    leader = wait(lambda: next((n for n in nodes.values() if n.is_leader()), None), "a leader")
+    wait(lambda: leader.call_in_raft_thread(leader.voter_change_state).result()[0], "no-op")
+    for node in nodes.values():
+        node.call_in_raft_thread(
+            lambda n=node: setattr(n, "_SyncObj__changeClusterIDx", 10**9)
+        ).result(5)
+    leader.call_in_raft_thread(leader.transferLeadership).result(5)
+    new_leader = wait(
+        lambda: next((n for n in nodes.values() if n.is_leader() and n is not leader), None),
+        "a new leader",
+    )
+    state = wait(
+        lambda: (
+            all(s := new_leader.call_in_raft_thread(new_leader.voter_change_state).result(5)) and s
+        ),
+        "the new leader ready for a change",
+    )
+    assert state == (True, True)
