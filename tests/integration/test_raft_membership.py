@@ -7,6 +7,7 @@ is refused (REQUEST_DENIED), and the voter set every node reports is the same.""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,18 +230,18 @@ def test_a_new_leader_is_not_blocked_by_a_truncated_changes_index(
     leader = wait(lambda: next((n for n in nodes.values() if n.is_leader()), None), "a leader")
     wait(lambda: leader.call_in_raft_thread(leader.voter_change_state).result()[0], "no-op")
     for node in nodes.values():
-        node.call_in_raft_thread(
-            lambda n=node: setattr(n, "_SyncObj__changeClusterIDx", 10**9)
-        ).result(5)
+        far = functools.partial(setattr, node, "_SyncObj__changeClusterIDx", 10**9)
+        node.call_in_raft_thread(far).result(5)
     leader.call_in_raft_thread(leader.transferLeadership).result(5)
     new_leader = wait(
         lambda: next((n for n in nodes.values() if n.is_leader() and n is not leader), None),
         "a new leader",
     )
-    state = wait(
-        lambda: (
-            all(s := new_leader.call_in_raft_thread(new_leader.voter_change_state).result(5)) and s
-        ),
-        "the new leader ready for a change",
-    )
-    assert state == (True, True)
+
+    def ready() -> tuple[bool, bool] | None:
+        state: tuple[bool, bool] = new_leader.call_in_raft_thread(
+            new_leader.voter_change_state
+        ).result(5)
+        return state if all(state) else None
+
+    assert wait(ready, "the new leader ready for a change") == (True, True)
