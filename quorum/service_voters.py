@@ -43,7 +43,6 @@ from pykraft.quorum.raft import describe_failure
 from pykraft.quorum.service_http import ErrorAnswer, add_routes, json_response, node_of, read_body
 from pykraft.quorum.service_quorum import raft_status
 from pykraft.quorum.voter_changes import (
-    HWM_NOT_ESTABLISHED,
     LeaderView,
     Listener,
     PendingVoterChange,
@@ -54,6 +53,7 @@ from pykraft.quorum.voter_changes import (
     decide_add_voter,
     decide_remove_voter,
     is_caught_up,
+    refusal_at_append,
 )
 
 # How often the leader looks at a new voter's progress while it catches up.
@@ -132,12 +132,13 @@ async def _commit_change(node: ControllerNode, kind: VoterChangeKind, voter: Vot
     if fail_reason == FAIL_REASON.SUCCESS:
         return
     if fail_reason == FAIL_REASON.REQUEST_DENIED:
-        # pysyncobj's own guard (SyncObj.__changeCluster): its term's first entry or the last
-        # change not applied yet — Kafka's unknown high watermark / uncommitted VotersRecord.
+        # Refused at the append (SyncObj.__changeCluster, RaftVoterHooks): its term's first
+        # entry or the last change not applied yet, or the voter set changed since the decision.
+        view = await _leader_view(node, None)
         raise _refuse(
-            Refusal(
-                error=Errors.REQUEST_TIMED_OUT,
-                message=HWM_NOT_ESTABLISHED,
+            refusal_at_append(
+                committed_in_term=view.committed_in_term,
+                last_change_committed=view.last_change_committed,
             )
         )
     raise _refuse(

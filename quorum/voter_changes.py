@@ -284,6 +284,22 @@ def decide_remove_voter(
     return voter
 
 
+def refusal_at_append(*, committed_in_term: bool, last_change_committed: bool) -> Refusal:
+    """Why the leader refused to append a change it had decided (pysyncobj's REQUEST_DENIED),
+    from its state read just after: the state changed between the decision and the append."""
+    if not committed_in_term:
+        return Refusal(error=Errors.REQUEST_TIMED_OUT, message=HWM_NOT_ESTABLISHED)
+    if not last_change_committed:
+        return Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message="Request timed out waiting for voters to commit the latest voter change",
+        )
+    return Refusal(
+        error=Errors.REQUEST_TIMED_OUT,
+        message="The voter set changed before the change was appended; retry",
+    )
+
+
 def check_new_voter_ready(
     voter: Voter, *, reachable: bool, connected_voters: int, new_set: VoterSet
 ) -> Refusal | None:

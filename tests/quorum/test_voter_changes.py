@@ -14,6 +14,7 @@ import pytest
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.config import HostPort
 from pykraft.quorum.voter_changes import (
+    HWM_NOT_ESTABLISHED,
     NO_DIRECTORY_ID,
     LeaderView,
     Listener,
@@ -27,6 +28,7 @@ from pykraft.quorum.voter_changes import (
     decide_add_voter,
     decide_remove_voter,
     is_caught_up,
+    refusal_at_append,
 )
 
 DIR_3 = "c1HvGC5lRTWeCWkSXVRMXQ"
@@ -287,3 +289,21 @@ def test_a_new_voter_must_answer_and_keep_a_majority_before_it_is_appended(
             message=f"New voter ReplicaKey(id=4, directoryId={DIR_4}) is not ready to receive "
             "requests",
         )
+
+
+@pytest.mark.parametrize(
+    ("committed_in_term", "last_change_committed", "message"),
+    [
+        (False, True, HWM_NOT_ESTABLISHED),
+        (True, False, "Request timed out waiting for voters to commit the latest voter change"),
+        (True, True, "The voter set changed before the change was appended; retry"),
+    ],
+)
+def test_a_refusal_at_the_append_names_its_reason(
+    committed_in_term: bool, last_change_committed: bool, message: str
+) -> None:
+    """Review finding 8: a change refused at the append was reported as the HWM reason even
+    when the last change was still in flight."""
+    assert refusal_at_append(
+        committed_in_term=committed_in_term, last_change_committed=last_change_committed
+    ) == Refusal(error=Errors.REQUEST_TIMED_OUT, message=message)
