@@ -193,6 +193,14 @@ def _raft_listener(props: Properties) -> HostPort | None:
     return parse_listener(items, RAFT_LISTENER)
 
 
+def _initial_controllers(props: Properties) -> dict[int, HostPort]:
+    """pykraft.quorum.initial.controllers (Kafka's format --initial-controllers); empty when
+    unset."""
+    name = "pykraft.quorum.initial.controllers"
+    items = [item for item in props.get_list(name, "") if item.strip()]
+    return parse_voters(items, name) if items else {}
+
+
 def load_controller_config(props: Properties) -> ControllerConfig:
     roles = props.get_list("process.roles", "controller")
     if "controller" not in roles:
@@ -213,6 +221,7 @@ def load_controller_config(props: Properties) -> ControllerConfig:
             if item.strip()
         ),
         raft_listener=_raft_listener(props),
+        initial_controllers=_initial_controllers(props),
         http_listener=parse_listener(props.get_list("listeners"), listener_name.strip()),
         http_voters=http_voters,
         metadata_log_dir=Path(log_dir),

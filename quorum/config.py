@@ -21,6 +21,22 @@ Addresses:
                                  ``RAFT://host:port`` entry of ``listeners``. Once the voter set
                                  has changed, the metadata log holds it (``quorum/raft_voters.py``)
                                  and both properties only seed a controller's first start.
+  pykraft.quorum.initial.controllers  ``1@127.0.0.1:9093,2@127.0.0.1:9094`` — with
+                                 ``controller.quorum.bootstrap.servers`` only: the founding voters
+                                 of a dynamic quorum (Kafka's ``kafka-storage format
+                                 --initial-controllers``; one entry naming this node is
+                                 ``--standalone``). pykraft formats a controller on its first
+                                 start, so the format flag is a property; it seeds that start only.
+
+kraft.version (``ControllerConfig.kraft_version``, KIP-853): Kafka 3.9 allows voter changes only
+when the quorum was formatted for them (``--standalone`` / ``--initial-controllers``, kraft.version
+1) and its controllers find it through ``controller.quorum.bootstrap.servers``; a quorum of static
+``controller.quorum.voters`` has kraft.version 0 and answers AddRaftVoter / RemoveRaftVoter with
+UNSUPPORTED_VERSION. pykraft's equivalent: ``controller.quorum.voters`` is kraft.version 0
+(pysyncobj's static membership, as before KIP-853); ``controller.quorum.bootstrap.servers`` is
+kraft.version 1 (pysyncobj's dynamic membership, ``quorum/raft_voters.py``), a founding voter when
+``pykraft.quorum.initial.controllers`` names it and an observer until added otherwise. Every
+controller of one quorum must be configured the same way.
 
 Security (issue 11; ``quorum/auth.py`` and ``quorum/auth_http.py`` say why):
   listener.security.protocol.map  ``CONTROLLER:SSL`` puts the HTTP listener on TLS, with the
@@ -143,6 +159,9 @@ class ControllerConfig:
     # listeners' RAFT://host:port: this node's Raft address when controller.quorum.voters does
     # not list it (an observer); must equal its entry there when it does.
     raft_listener: HostPort | None = None
+    # pykraft.quorum.initial.controllers: a dynamic quorum's founding voters (their Raft
+    # addresses), Kafka's format --initial-controllers; empty otherwise.
+    initial_controllers: Mapping[int, HostPort] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if not self.voters:
@@ -156,9 +175,21 @@ class ControllerConfig:
                     "listeners: a controller started with controller.quorum.bootstrap.servers "
                     "needs a RAFT://host:port listener (its Raft address)"
                 )
+            founder = self.initial_controllers.get(self.node_id)
+            if founder is not None and founder != self.raft_listener:
+                raise ControllerConfigError(
+                    f"listeners: RAFT://{self.raft_listener} is not node {self.node_id}'s "
+                    f"pykraft.quorum.initial.controllers entry {founder}"
+                )
         elif self.bootstrap_servers:
             raise ControllerConfigError(
                 "controller.quorum.voters and controller.quorum.bootstrap.servers are exclusive"
+            )
+        elif self.initial_controllers:
+            raise ControllerConfigError(
+                "pykraft.quorum.initial.controllers needs controller.quorum.bootstrap.servers, "
+                "not controller.quorum.voters (Kafka: --initial-controllers cannot be used with "
+                "controller.quorum.voters)"
             )
         elif self.node_id not in self.voters:
             raise ControllerConfigError(
@@ -182,6 +213,11 @@ class ControllerConfig:
                 "controller.quorum.append.linger.ms must be under a third of "
                 "controller.quorum.election.timeout.ms"
             )
+
+    @property
+    def kraft_version(self) -> int:
+        """Kafka's ``kraft.version`` feature level (module docstring): 1 allows voter changes."""
+        return 0 if self.voters else 1
 
     @property
     def self_raft_address(self) -> HostPort:

@@ -41,8 +41,9 @@ from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
 from pykraft.quorum.metadata_view import MetadataView, RaftBridge
 from pykraft.quorum.metrics import ControllerMetrics
-from pykraft.quorum.raft import MetadataRaft, describe_failure
+from pykraft.quorum.raft import describe_failure
 from pykraft.quorum.raft_batch import CompactBatch, encode_batch
+from pykraft.quorum.raft_dynamic import open_metadata_raft
 from pykraft.quorum.raft_state import ApplyResult, ApplyStatus
 from pykraft.storage.clock import Clock
 
@@ -122,7 +123,7 @@ class ControllerNode:
         self.clock = clock
         self.view = MetadataView(config.window_records)
         self.bridge = RaftBridge(loop, self.view)
-        self.raft = MetadataRaft(config, self.bridge, wall_clock_ms=clock.wall_clock_ms)
+        self.raft = open_metadata_raft(config, self.bridge, wall_clock_ms=clock.wall_clock_ms)
         self._write_lock = asyncio.Lock()
         self._settings = ControllerSettings(
             broker_session_timeout_ms=config.broker_session_timeout_ms,

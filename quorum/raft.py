@@ -31,13 +31,12 @@ Sharp edges of pysyncobj and what we do about each:
   loss or kernel crash of a majority. The dump and checkpoints are fsync'd.
 * Writes are proposed only on the leader; the service checks ``is_leader`` and answers
   NOT_CONTROLLER otherwise (pysyncobj would silently forward a follower's proposal).
-* Voters (KIP-853): ``dynamicMembershipChange=True``; a voter change is pysyncobj's own
-  membership entry, one at a time, which pysyncobj applies on append, undoes on truncation and
-  replays on restart. ``quorum/raft_voters.py`` follows every change through the two private
-  methods pysyncobj routes them through (``__doChangeCluster``, ``__updateClusterConfiguration``)
-  and keeps the voters file that seeds the next start; the dump returns pysyncobj its members
-  without this node (pysyncobj compares them with its own node object, which a string never
-  equals: this node would count itself twice). pysyncobj's leader cannot remove itself.
+* Voters (KIP-853): a static quorum (``controller.quorum.voters``, kraft.version 0) runs with
+  ``dynamicMembershipChange=False`` and no hooks, exactly as before KIP-853: AddRaftVoter /
+  RemoveRaftVoter answer UNSUPPORTED_VERSION as Kafka 3.9's do. Only a dynamic quorum
+  (``controller.quorum.bootstrap.servers``, kraft.version 1; ``quorum/config.py``) gets
+  ``quorum/raft_dynamic.DynamicMetadataRaft``, pysyncobj's dynamic membership and the hooks of
+  ``quorum/raft_voter_hooks.py``; ``open_metadata_raft`` picks the class from the config.
 * Latency: ``appendEntriesUseBatch=True`` (the mode that never showed "truncating
   already-applied log entries") with ``appendEntriesPeriod`` = controller.quorum.append.linger.ms
   and ``autoTickPeriod`` = pykraft.raft.tick.ms; see bench/quorum.py for what that gives.
@@ -64,9 +63,9 @@ from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dum
 from pykraft.quorum.raft_serializer import BackgroundSerializer
 from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 from pykraft.quorum.raft_transport import GuardedTransport, cluster_key
-from pykraft.quorum.raft_voter_hooks import RaftVoterHooks
 from pykraft.quorum.raft_voters import RaftMembership
 from pykraft.quorum.snapshots import SnapshotStore
+from pykraft.quorum.voter_changes import Voter, VoterChangeKind, VoterSet
 
 logger = logging.getLogger(__name__)
 
@@ -102,10 +101,16 @@ def describe_failure(code: int) -> str:
     return str(names.get(code, f"FAIL_REASON {code}"))
 
 
-class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
+class MetadataRaft(SyncObj):  # type: ignore[misc]
+    """A static quorum's Raft (kraft.version 0); ``DynamicMetadataRaft`` adds KIP-853."""
+
+    # pysyncobj's dynamicMembershipChange; True only in quorum/raft_dynamic.py.
+    DYNAMIC_MEMBERSHIP = False
+
     def __init__(
         self, config: ControllerConfig, listener: RaftListener, *, wall_clock_ms: Callable[[], int]
     ) -> None:
+        assert (config.kraft_version == 1) == self.DYNAMIC_MEMBERSHIP, "use open_metadata_raft"
         raft_dir = config.metadata_log_dir / "raft"
         raft_dir.mkdir(parents=True, exist_ok=True)
         self._config = config
@@ -143,9 +148,8 @@ class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
             self._write_dump,
             self._deserialize,
         )
-        self.addOnTickCallback(self._drain_calls)
-        self.addOnTickCallback(self._hold_elections_while_observer)
-        self.addOnTickCallback(self._settle_voters_after_replay)
+        for callback in self._tick_callbacks():
+            self.addOnTickCallback(callback)
         try:
             self.waitBinded()
         except Exception:
@@ -155,6 +159,10 @@ class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
                 "controller.quorum.voters entry or RAFT listener): is another process using "
                 "the port?"
             ) from None
+
+    def _tick_callbacks(self) -> list[Callable[[], None]]:
+        """Run by pysyncobj at the end of every tick, in this order."""
+        return [self._drain_calls]
 
     def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
         election_s = config.election_timeout_ms / 1000
@@ -182,9 +190,8 @@ class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
             logCompactionMinTime=max(1, config.snapshot_interval_ms // 1000),
             appendEntriesBatchSizeBytes=1 << 20,
             logCompactionBatchSize=LOG_COMPACTION_BATCH_BYTES,
-            # KIP-853 voter changes (quorum/raft_voters.py). Without a change proposed it
-            # behaves as the static mode did: the members are controller.quorum.voters.
-            dynamicMembershipChange=True,
+            # KIP-853 voter changes (quorum/raft_dynamic.py): a dynamic quorum only.
+            dynamicMembershipChange=self.DYNAMIC_MEMBERSHIP,
             # Bind exactly the configured host (pysyncobj would bind 0.0.0.0).
             bindAddress=str(config.self_raft_address),
             bindRetryTime=BIND_RETRY_S,
@@ -245,6 +252,30 @@ class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
         leader = self._getLeader()
         return None if leader is None else str(leader.address)
 
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voters as this node's log has them (committed or not); any thread."""
+        return self.membership.voter_set
+
+    def voter_change_state(self) -> tuple[bool, bool]:
+        """Raft thread: (has the leader applied its term's first entry — Kafka's known high
+        watermark; is the last membership change applied). pysyncobj refuses a change
+        otherwise (``SyncObj.__changeCluster``); these let the refusal carry Kafka's reason."""
+        last_applied = int(self.raftLastApplied)
+        noop_index = self._SyncObj__noopIDx
+        change_index = self._SyncObj__changeClusterIDx
+        return (
+            noop_index is not None and last_applied >= noop_index,
+            change_index is None or last_applied >= change_index,
+        )
+
+    def propose_voter_change(
+        self, kind: VoterChangeKind, voter: Voter, new_set: VoterSet, on_result: ResultCallback
+    ) -> None:
+        """Only a dynamic quorum changes voters (``DynamicMetadataRaft``); a static one's
+        requests are refused before (``voter_changes`` answers UNSUPPORTED_VERSION)."""
+        raise AssertionError("a static quorum (kraft.version 0) never changes its voters")
+
     def call_in_raft_thread(self, function: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._calls_lock:
@@ -271,8 +302,9 @@ class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
     def _prepare_dump(self, data: Any) -> DumpHeader:
         """Raft thread: capture the state as of the entries in ``data`` (last, previous,
         nodes). The image is immutable, so the background writer sees exactly this state."""
-        last_entry, prev_entry, nodes = data
+        last_entry, prev_entry, _ = data
         state = self._state
+        committed = self.membership.committed
         self._dumped_state = state
         self._snapshot_offset = state.next_offset
         return DumpHeader(
@@ -281,11 +313,14 @@ class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
             epoch=state.image.epoch,
             last_entry=RaftEntry.from_tuple(last_entry),
             prev_entry=RaftEntry.from_tuple(prev_entry),
-            voters=tuple(sorted(str(getattr(node, "address", node)) for node in nodes)),
+            # The committed voter set at the dump's last entry (Kafka: the snapshot's
+            # voterSetAtOffset), never pysyncobj's live members, which may hold an uncommitted
+            # change that a new leader truncates.
+            voters=tuple(sorted(str(v.raft_address) for v in committed.voters)),
             checkpoint_name=None,
             checkpoint_size=0,
-            voter_set=self.membership.voter_set.voters,
-            dynamic_voters=self.membership.dynamic,
+            voter_set=committed.voters,
+            dynamic_voters=self.DYNAMIC_MEMBERSHIP,
         )
 
     def _write_dump(self, path: Path, header: DumpHeader) -> None:
@@ -332,8 +367,13 @@ class MetadataRaft(RaftVoterHooks, SyncObj):  # type: ignore[misc]
             self._listener.handle_state_loaded(self._state)
         except Exception:
             logger.exception("metadata listener failed on a loaded snapshot")
-        others = self.membership.handle_dump(header.voter_set, header.dynamic_voters, header.voters)
+        others = self._members_from_dump(header)
         return (header.last_entry.as_tuple(), header.prev_entry.as_tuple(), others)
+
+    def _members_from_dump(self, header: DumpHeader) -> list[str]:
+        """The other members pysyncobj takes from a loaded dump; a static quorum's pysyncobj
+        ignores them (dynamicMembershipChange=False)."""
+        return list(self.membership.initial_others)
 
     def image(self) -> MetadataImage:
         return self._state.image

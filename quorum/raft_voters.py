@@ -11,25 +11,19 @@ metadata records, which would be a second Raft entry that could commit without t
 
 pysyncobj knows members only by Raft address. Each membership entry pykraft proposes carries the
 whole new voter set (ids, directory ids, HTTP listeners) on the entry's node as ``voter_set``,
-like Kafka's ``VotersRecord``, so any replica that receives the entry learns who everyone is —
-including an observer that never saw the static ``controller.quorum.voters`` of the others.
-``RaftMembership`` sees every change through ``MetadataRaft``'s hooks on pysyncobj
-(``quorum/raft_voter_hooks.py``, the Raft thread) and:
+like Kafka's ``VotersRecord``, and every replica applies that whole set, never a delta:
+``RaftMembership`` keeps Kafka's ``VoterSetHistory`` — the committed set (the last membership
+entry applied, in commit order: ``KRaftControlRecordStateMachine``) and the sets of the entries
+appended after it, popped again if they are truncated (``truncateNewEntries``). The latest set
+is what pysyncobj counts (``quorum/raft_voter_hooks.py`` sets its members from it); a dump
+carries the committed set at its last entry, as Kafka's snapshot carries
+``voterSetAtOffset(snapshot offset)``, never an uncommitted one.
 
-* keeps ``known``: Raft address -> ``Voter``, from the static configuration, the voters file,
-  the dump header and every entry's ``voter_set``;
-* publishes ``voter_set``: pysyncobj's current members (this node included once it is a voter)
-  named through ``known`` — an immutable value any thread may read;
-* writes the voters file (``raft/voters.json``, atomically, fsync'd) whenever the set changes.
-
-At start-up the members are, in this order of precedence: the journal's last membership entry
-(committed or not: ``members_of_latest_change``), the dump's list, the voters file, and only
-without any of them ``controller.quorum.voters`` / ``controller.quorum.bootstrap.servers``.
-pysyncobj would re-apply committed changes one by one over its starting list; pykraft never does
-(``RaftVoterHooks._SyncObj__doApplyCommand``): that replay passes through stale sets. Without
-the file (no change ever seen) the static configuration stays authoritative exactly as before:
-the dump's member list is ignored, so editing ``controller.quorum.voters`` while the quorum is
-down still works.
+At start-up: the voters file (the last committed set this node applied) or the founding voters
+(``pykraft.quorum.initial.controllers``), then the dump's committed set, then the journal's
+committed membership entries re-applied in order, then its uncommitted ones
+(``uncommitted_voter_sets``) on the first tick. A static quorum (kraft.version 0) uses none of
+this: ``controller.quorum.voters`` is its voter set.
 """
 
 from __future__ import annotations
@@ -65,42 +59,44 @@ VOTER_SET_ATTRIBUTE = "voter_set"
 MEMBERSHIP_COMMAND = 2
 
 
-def latest_membership_entry(journal: Sequence[Any]) -> tuple[int, Any] | None:
-    """The Raft index and node of the last membership entry in pysyncobj's journal (entries are
-    ``(command, index, term)``), or None. The entry is pickled by pysyncobj itself; it came from
-    this node or an authenticated peer (``quorum/raft_transport.py``)."""
-    for position in range(len(journal) - 1, -1, -1):
-        command, index, _ = journal[position]
-        if command[:1] != bytes([MEMBERSHIP_COMMAND]):
-            continue
-        try:
-            request = pickle.loads(command[1:])
-        except Exception:
-            return None
-        if isinstance(request, list | tuple) and len(request) >= 3:
-            return int(index), request[2]
-        return None
-    return None
-
-
-def members_of_latest_change(journal: Sequence[Any]) -> frozenset[str] | None:
-    """The members the journal's last membership entry set (its ``voter_set``), or None when
-    the journal has none. A replica uses the latest voter set in its log, committed or not
-    (Raft's rule; Kafka's ``KRaftControlRecordStateMachine`` reads uncommitted VotersRecords
-    too), so after a restart this is the truth; pysyncobj's own replay would re-apply the
-    committed changes one by one over its starting list and pass through stale sets (an
-    ``add 4`` replayed over a list that already lacks 4 after a later ``remove 4``)."""
-    latest = latest_membership_entry(journal)
-    if latest is None:
-        return None
-    text = getattr(latest[1], VOTER_SET_ATTRIBUTE, None)
+def entry_voter_set(request: Any) -> VoterSet | None:
+    """The whole voter set a membership entry (``[kind, node id, node]``) carries, or None when
+    it carries none or a malformed one (pysyncobj's own ``syncobj_admin`` entries)."""
+    node = request[2] if isinstance(request, list | tuple) and len(request) >= 3 else None
+    text = getattr(node, VOTER_SET_ATTRIBUTE, None)
     if type(text) is not str:
         return None
     try:
-        return frozenset(str(v.raft_address) for v in voter_set_from_text(text).voters)
+        return voter_set_from_text(text)
     except (ValueError, AssertionError):
-        logger.error("the journal's last membership entry has a malformed voter set")
+        logger.error("membership entry with a malformed voter set: %.200s", text)
         return None
+
+
+def parse_membership_command(command: bytes) -> Any:
+    """A journal command's membership request, or None for any other command. The entry is
+    pickled by pysyncobj itself; it came from this node or an authenticated peer
+    (``quorum/raft_transport.py``)."""
+    if command[:1] != bytes([MEMBERSHIP_COMMAND]):
+        return None
+    try:
+        return pickle.loads(command[1:])
+    except Exception:
+        return None
+
+
+def uncommitted_voter_sets(journal: Sequence[Any], last_applied: int) -> list[VoterSet | None]:
+    """The voter sets of the membership entries after ``last_applied`` in pysyncobj's journal
+    (entries are ``(command, index, term)``), oldest first; None for an entry without one."""
+    found: list[VoterSet | None] = []
+    for position in range(len(journal) - 1, -1, -1):
+        command, index, _ = journal[position]
+        if index <= last_applied:
+            break
+        request = parse_membership_command(command)
+        if request is not None:
+            found.append(entry_voter_set(request))
+    return found[::-1]
 
 
 class VotersFileError(ValueError):
@@ -120,9 +116,11 @@ def voter_set_from_text(text: str) -> VoterSet:
 
 
 def static_voters(config: ControllerConfig) -> VoterSet:
-    """``controller.quorum.voters`` (with ``controller.quorum.http.voters``) as voters whose
-    directory ids are unknown; empty for an observer."""
+    """``controller.quorum.voters``, or a dynamic quorum's founding voters
+    (``pykraft.quorum.initial.controllers``), with ``controller.quorum.http.voters``, as voters
+    whose directory ids are unknown; empty for an observer."""
     http = {**config.http_voters, config.node_id: config.http_listener}
+    founders = config.voters or config.initial_controllers
     return VoterSet.of(
         [
             Voter(
@@ -131,7 +129,7 @@ def static_voters(config: ControllerConfig) -> VoterSet:
                 raft_address=address,
                 http_listener=http.get(node_id),
             )
-            for node_id, address in config.voters.items()
+            for node_id, address in founders.items()
         ]
     )
 
@@ -180,88 +178,119 @@ def write_voters_file(path: Path, voter_set: VoterSet, is_voter: bool) -> None:
 
 
 class RaftMembership:
-    """The voter set as this controller's pysyncobj sees it. Only the Raft thread calls the
-    ``handle_*`` methods; ``voter_set``/``is_voter`` are immutable values for any thread."""
+    """The voter set as this controller's log has it, as Kafka's ``VoterSetHistory`` keeps it:
+    ``committed`` is the set of the last membership entry applied (commit order, or the dump's);
+    every membership entry appended after it pushes its whole set on ``uncommitted``, a
+    truncation pops it, its commit moves it to ``committed``. The latest set (``voter_set``) is
+    the last uncommitted one, else the committed one, and is what pysyncobj counts.
+
+    Only the Raft thread calls the ``handle_*`` methods; ``voter_set`` / ``committed`` /
+    ``is_voter`` are immutable values for any thread. The voters file holds ``committed``."""
 
     def __init__(self, config: ControllerConfig, raft_dir: Path) -> None:
         self._path = raft_dir / VOTERS_FILE_NAME
         self._self_address = str(config.self_raft_address)
-        stored = read_voters_file(self._path)
-        # Any membership change seen: pysyncobj's log, not the configuration, holds the set.
-        self.dynamic = stored is not None
-        if stored is not None:
-            base, self.is_voter = stored
-        else:
-            base, self.is_voter = static_voters(config), bool(config.voters)
-        self.known: dict[str, Voter] = {str(v.raft_address): v for v in base.voters}
-        self.voter_set = base
-        self.initial_others: list[str] = [
-            address for address in self.known if address != self._self_address
+        self._node_id = config.node_id
+        # A static quorum (kraft.version 0) has controller.quorum.voters and nothing else.
+        stored = read_voters_file(self._path) if config.kraft_version == 1 else None
+        base = stored[0] if stored is not None else static_voters(config)
+        self.committed: VoterSet = base
+        # Invariant: the sets of the membership entries after the last applied one, in log order.
+        self.uncommitted: list[VoterSet] = []
+        self.voter_set: VoterSet = base
+        self.is_voter = base.by_raft_address(self._self_address) is not None
+        # Until the log names any voter (an observer never added), pysyncobj's members are the
+        # voters it follows: controller.quorum.bootstrap.servers.
+        self._bootstrap = [str(address) for address in config.bootstrap_servers]
+        self.initial_others: list[str] = self.members()
+
+    def members(self) -> list[str]:
+        """pysyncobj's other members: the latest voter set without this node."""
+        if not self.voter_set.voters:
+            return [address for address in self._bootstrap if address != self._self_address]
+        return [
+            str(voter.raft_address)
+            for voter in self.voter_set.voters
+            if str(voter.raft_address) != self._self_address
         ]
-        if not config.voters and stored is None:
-            # An observer: its bootstrap servers are the voters it will follow.
-            self.initial_others = [str(address) for address in config.bootstrap_servers]
 
-    def learn(self, voter_set: VoterSet) -> None:
-        for voter in voter_set.voters:
-            self.known[str(voter.raft_address)] = voter
-
-    def handle_change(self, request: Any, reverse: bool, other_addresses: set[str]) -> None:
-        """A membership entry was appended or undone (``reverse``)."""
-        kind = request[0] if isinstance(request, list | tuple) and request else None
-        node = request[2] if isinstance(request, list | tuple) and len(request) >= 3 else None
-        text = getattr(node, VOTER_SET_ATTRIBUTE, None)
-        if type(text) is str:
-            try:
-                self.learn(voter_set_from_text(text))
-            except (ValueError, AssertionError):
-                logger.error("membership entry with a malformed voter set: %.200s", text)
-        if str(getattr(node, "address", "")) == self._self_address and kind in ("add", "rem"):
-            self.is_voter = (kind == "add") != reverse
-        self.dynamic = True
-        self.handle_members(other_addresses)
-
-    def handle_members(self, other_addresses: set[str]) -> None:
-        """pysyncobj's member list (without this node) may have changed: publish and persist."""
-        members = set(other_addresses)
-        if self.is_voter:
-            members.add(self._self_address)
-        voters = []
-        for address in sorted(members):
-            voter = self.known.get(address)
-            if voter is None:
-                logger.warning("Raft member %s has no known node id; left out", address)
-                continue
-            voters.append(voter)
+    def is_valid_change(self, request: Any) -> bool:
+        """The leader's check before it appends a change: the entry's set is the latest set
+        with the named voter added or removed, one voter at a time (Kafka's ``VoterSet.addVoter``
+        / ``removeVoter``), and still holds this node (pysyncobj's leader cannot remove itself)."""
+        new_set = entry_voter_set(request)
+        if new_set is None or new_set.by_raft_address(self._self_address) is None:
+            return False
+        kind = request[0]
+        address = str(getattr(request[2], "address", ""))
         try:
-            voter_set = VoterSet.of(voters)
-        except AssertionError:
-            logger.error("Raft members name one node id twice: %s", voters)
+            if kind == "add":
+                added = new_set.by_raft_address(address)
+                return added is not None and new_set == self.voter_set.with_voter(added)
+            removed = self.voter_set.by_raft_address(address)
+            return (
+                kind == "rem"
+                and removed is not None
+                and new_set == self.voter_set.without(removed.node_id)
+            )
+        except AssertionError:  # the added voter's id or address is already a voter's
+            return False
+
+    def handle_appended(self, request: Any) -> None:
+        """A membership entry was appended to this node's log (by the leader, or received from
+        it): its whole set is the latest (Kafka: ``voterSetHistory.addAt``). An entry without
+        a set keeps the latest one, so its truncation pops the right entry."""
+        new_set = entry_voter_set(request)
+        self.uncommitted.append(self.voter_set if new_set is None else new_set)
+        self._publish()
+
+    def handle_truncated(self, request: Any) -> None:
+        """The last uncommitted membership entry was truncated (Kafka:
+        ``truncateNewEntries``): the set before it is the latest again."""
+        if not self.uncommitted:
+            logger.error(
+                "truncation of a membership entry this node never appended: %.200r", request
+            )
             return
-        if voter_set == self.voter_set and not self.dynamic:
-            return
-        changed = voter_set != self.voter_set
-        self.voter_set = voter_set
-        if changed or not self._path.exists():
+        self.uncommitted.pop()
+        self._publish()
+
+    def handle_committed(self, request: Any) -> None:
+        """A membership entry was applied, in commit order: its set is the committed one."""
+        new_set = entry_voter_set(request)
+        if self.uncommitted:
+            self.uncommitted.pop(0)
+        if new_set is not None and new_set != self.committed:
+            self.committed = new_set
             try:
-                write_voters_file(self._path, voter_set, self.is_voter)
+                is_voter = new_set.by_raft_address(self._self_address) is not None
+                write_voters_file(self._path, new_set, is_voter)
             except OSError:
                 logger.exception("cannot write %s", self._path)
+        self._publish()
 
-    def handle_dump(
-        self, voters: tuple[Voter, ...], dynamic: bool, dump_members: tuple[str, ...]
-    ) -> list[str]:
-        """A dump was loaded (this node's own, or one the leader sent): learn its voters and
-        return what pysyncobj should take as the other members — the dump's list once the set
-        is dynamic, this node's configured base otherwise (module docstring). Never this node:
-        pysyncobj compares the list with its own node object, which a string never equals."""
-        self.learn(VoterSet.of(list(voters)))
-        if dynamic and not self.dynamic:
-            self.dynamic = True
-            self.is_voter = self._self_address in dump_members
-        if not self.dynamic:
-            return list(self.initial_others)
-        return [address for address in dump_members if address != self._self_address]
+    def handle_dump(self, voters: tuple[Voter, ...]) -> list[str]:
+        """A dump was loaded (this node's own, or one the leader sent): its voter set is the
+        committed set at its last entry (Kafka: the snapshot's ``VotersRecord``), and no entry
+        follows it yet. Returns pysyncobj's other members (never this node: pysyncobj compares
+        the list with its own node object, which a string never equals)."""
+        if voters:
+            self.committed = VoterSet.of(list(voters))
+        self.uncommitted = []
+        self._publish()
+        return self.members()
+
+    def handle_journal(self, uncommitted: list[VoterSet | None]) -> None:
+        """At start-up, after the dump and the committed entries: the sets of the journal's
+        membership entries not applied yet (``uncommitted_voter_sets``)."""
+        self.uncommitted = []
+        for voter_set in uncommitted:
+            self.uncommitted.append(self.voter_set if voter_set is None else voter_set)
+            self._publish()
+
+    def _publish(self) -> None:
+        self.voter_set = self.uncommitted[-1] if self.uncommitted else self.committed
+        self.is_voter = self.voter_set.by_raft_address(self._self_address) is not None
 
     def raft_address_of(self, node_id: int) -> HostPort | None:
         voter = self.voter_set.get(node_id)

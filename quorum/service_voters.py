@@ -6,10 +6,14 @@ controller, one change at a time, as Kafka's ``AddVoterHandler`` / ``RemoveVoter
 1. ``require_leader`` (a standby redirects: NOT_CONTROLLER, also when the leadership moves
    before the decision), then the leader's Raft state read on the Raft thread
    (``MetadataRaft.voter_change_state``) and the pure decision;
-2. the change is proposed as one pysyncobj membership entry carrying the new voter set
+2. an added voter's Raft listener is probed, and the voters the leader reaches plus the new
+   one must be a majority of the new set (``voter_changes.check_new_voter_ready``; Kafka's
+   API_VERSIONS probe and catch-up check before ``appendVotersRecord``): REQUEST_TIMED_OUT
+   with nothing appended otherwise;
+3. the change is proposed as one pysyncobj membership entry carrying the new voter set
    (``MetadataRaft.propose_voter_change``) and awaited until it commits, bounded by
    ``controller.quorum.request.timeout.ms`` (Kafka: the same bound);
-3. an added voter must then hold the committed log within the request's ``TimeoutMs``
+4. an added voter must then hold the committed log within the request's ``TimeoutMs``
    (``voter_changes.is_caught_up`` over pysyncobj's match index), polled every
    ``CATCH_UP_POLL_S``; past it, REQUEST_TIMED_OUT.
 
@@ -45,13 +49,17 @@ from pykraft.quorum.voter_changes import (
     Refusal,
     Voter,
     VoterChangeKind,
+    check_new_voter_ready,
     decide_add_voter,
     decide_remove_voter,
     is_caught_up,
+    refusal_at_append,
 )
 
 # How often the leader looks at a new voter's progress while it catches up.
 CATCH_UP_POLL_S = 0.05
+# The longest the leader waits for a new voter's Raft listener to accept a connection.
+PROBE_TIMEOUT_S = 1.0
 STATE_TIMEOUT_S = 2.0
 # The one change in flight per controller process (Kafka: per LeaderState).
 PENDING_KEY = web.AppKey("pending_voter_change", dict)
@@ -99,6 +107,7 @@ async def _leader_view(node: ControllerNode, pending: PendingVoterChange | None)
         voters=node.raft.voter_set,
         pending=pending,
         now_ms=node.clock.monotonic_ms(),
+        kraft_version=node.config.kraft_version,
     )
 
 
@@ -123,13 +132,13 @@ async def _commit_change(node: ControllerNode, kind: VoterChangeKind, voter: Vot
     if fail_reason == FAIL_REASON.SUCCESS:
         return
     if fail_reason == FAIL_REASON.REQUEST_DENIED:
-        # pysyncobj's own guard (SyncObj.__changeCluster): its term's first entry or the last
-        # change not applied yet — Kafka's unknown high watermark / uncommitted VotersRecord.
+        # Refused at the append (SyncObj.__changeCluster, RaftVoterHooks): its term's first
+        # entry or the last change not applied yet, or the voter set changed since the decision.
+        view = await _leader_view(node, None)
         raise _refuse(
-            Refusal(
-                error=Errors.REQUEST_TIMED_OUT,
-                message="Request timed out waiting for leader to establish HWM and fence "
-                "previous voter changes",
+            refusal_at_append(
+                committed_in_term=view.committed_in_term,
+                last_change_committed=view.last_change_committed,
             )
         )
     raise _refuse(
@@ -139,6 +148,37 @@ async def _commit_change(node: ControllerNode, kind: VoterChangeKind, voter: Vot
             f"({describe_failure(fail_reason)})",
         )
     )
+
+
+async def _probe_new_voter(node: ControllerNode, voter: Voter, deadline_ms: int) -> None:
+    """Refuse (REQUEST_TIMED_OUT, nothing appended) a new voter whose Raft listener does not
+    answer, or whose addition would need more voters than the leader reaches
+    (``voter_changes.check_new_voter_ready``)."""
+    timeout_s = min(PROBE_TIMEOUT_S, max(0.0, (deadline_ms - node.clock.monotonic_ms()) / 1000))
+    address = voter.raft_address
+    reachable = False
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(address.host, address.port), timeout_s
+        )
+        writer.close()
+        reachable = True
+    except (OSError, TimeoutError):
+        pass
+    status = await raft_status(node)
+    current = node.raft.voter_set
+    self_address = str(node.config.self_raft_address)
+    connected = 1 + sum(
+        1
+        for other in current.voters
+        if str(other.raft_address) != self_address
+        and status.get(f"partner_node_status_server_{other.raft_address}") == 2
+    )
+    refused = check_new_voter_ready(
+        voter, reachable=reachable, connected_voters=connected, new_set=current.with_voter(voter)
+    )
+    if refused is not None:
+        raise _refuse(refused)
 
 
 async def _wait_caught_up(node: ControllerNode, voter: Voter, deadline_ms: int) -> None:
@@ -178,6 +218,7 @@ async def add_voter(request: web.Request) -> web.Response:
     change = PendingVoterChange(kind=VoterChangeKind.ADD, voter=decision, deadline_ms=deadline_ms)
     pending_slot["change"] = change
     try:
+        await _probe_new_voter(node, decision, deadline_ms)
         await _commit_change(node, VoterChangeKind.ADD, decision)
         await _wait_caught_up(node, decision, deadline_ms)
     finally:

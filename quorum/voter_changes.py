@@ -11,19 +11,26 @@ in ``VoterSet.VoterNode`` — node id, directory id, endpoints. This module make
 as a pure function of the request, the voter set and ``now_ms``; ``quorum/service_voters.py``
 carries them out on ``quorum/raft.py``.
 
+A static quorum (``controller.quorum.voters``) has kraft.version 0 and, as Kafka 3.9's, answers
+both with UNSUPPORTED_VERSION "Cluster doesn't support adding voter because the kraft.version
+feature is 0" (``AddVoterHandler``; "removing" in ``RemoveVoterHandler``), after the pending and
+high-watermark checks; only a dynamic quorum (``quorum/raft_dynamic.py``) changes voters.
+
 Where pykraft answers differently from Kafka, and why:
 
-* A static voter (``controller.quorum.voters``) has no directory id: Kafka's
-  ``ReplicaKey.NO_DIRECTORY_ID`` (the zero uuid). Kafka refuses that id in RemoveRaftVoter
-  (INVALID_REQUEST), because its static voters cannot be removed at all (``kraft.version`` 0:
-  UNSUPPORTED_VERSION). pykraft's static voters can be removed, and the zero uuid is how a
-  request names a voter whose directory id is unknown; a non-zero id never matches it.
+* A founding voter (``pykraft.quorum.initial.controllers``) has no directory id: Kafka's
+  ``ReplicaKey.NO_DIRECTORY_ID`` (the zero uuid), which Kafka refuses in RemoveRaftVoter
+  (INVALID_REQUEST). Here the zero uuid is how a request names a voter whose directory id is
+  unknown; a non-zero id never matches it.
 * Removing the last voter is refused with INVALID_REQUEST (Kafka's ``VoterSet`` cannot be
   empty; its handler leaves that check as a TODO).
 * A new voter catches up after it joins, not before: pysyncobj replicates only to members, so
-  the observer waits idle until it is added. ``TimeoutMs`` bounds how long the leader waits for
-  it to hold the committed log; past it the answer is REQUEST_TIMED_OUT, as Kafka's for a
-  lagging voter, but the voter stays in the set (remove it to undo).
+  the observer waits idle until it is added. Before the append the leader checks what it can
+  (``check_new_voter_ready``): the new voter's Raft listener answers, and the voters it reaches
+  plus the new one are a majority of the new set; otherwise REQUEST_TIMED_OUT and nothing is
+  appended. ``TimeoutMs`` then bounds how long the leader waits for it to hold the committed
+  log; past it the answer is REQUEST_TIMED_OUT, as Kafka's for a lagging voter, but the voter
+  stays in the set (remove it to undo).
 * pysyncobj's leader cannot remove itself: the leader hands its leadership to the most
   caught-up voter and answers NOT_CONTROLLER, which the caller retries at the new leader.
 """
@@ -35,13 +42,17 @@ import enum
 import attrs
 
 from pykraft.protocol.errors import Errors
-from pykraft.quorum.config import HostPort
+from pykraft.quorum.config import HostPort, parse_host_port
 
 # ReplicaKey.NO_DIRECTORY_ID: the zero uuid in Kafka's text form (URL-safe base64, no padding).
 NO_DIRECTORY_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 # The listener names of an AddRaftVoter request: the pysyncobj port and the HTTP API.
 RAFT_LISTENER = "RAFT"
 CONTROLLER_LISTENER = "CONTROLLER"
+# AddVoterHandler / RemoveVoterHandler's answer while the leader's high watermark is unknown.
+HWM_NOT_ESTABLISHED = (
+    "Request timed out waiting for leader to establish HWM and fence previous voter changes"
+)
 # Bound on a request's listeners (STYLE.md §7); Kafka's request has one per listener name.
 MAX_LISTENERS = 16
 
@@ -136,6 +147,8 @@ class LeaderView:
     voters: VoterSet
     pending: PendingVoterChange | None
     now_ms: int
+    # Kafka's kraft.version feature level (quorum/config.py): voter changes need 1.
+    kraft_version: int = 1
 
 
 def check_cluster_id(requested: str | None, cluster_id: str | None) -> Refusal | None:
@@ -159,7 +172,10 @@ def _common_checks(view: LeaderView, cluster_id: str | None) -> Refusal | None:
     return None
 
 
-def _state_checks(view: LeaderView) -> Refusal | None:
+def _state_checks(view: LeaderView, kind: VoterChangeKind) -> Refusal | None:
+    """``AddVoterHandler`` / ``RemoveVoterHandler``'s checks in their order: a change pending,
+    the high watermark, kraft.version (``KRaftVersion.isReconfigSupported``), the last
+    VotersRecord committed."""
     if view.pending is not None and not view.pending.expired(view.now_ms):
         return Refusal(
             error=Errors.REQUEST_TIMED_OUT,
@@ -168,8 +184,14 @@ def _state_checks(view: LeaderView) -> Refusal | None:
     if not view.committed_in_term:
         return Refusal(
             error=Errors.REQUEST_TIMED_OUT,
-            message="Request timed out waiting for leader to establish HWM and fence previous "
-            "voter changes",
+            message=HWM_NOT_ESTABLISHED,
+        )
+    if view.kraft_version < 1:
+        verb = "adding" if kind is VoterChangeKind.ADD else "removing"
+        return Refusal(
+            error=Errors.UNSUPPORTED_VERSION,
+            message=f"Cluster doesn't support {verb} voter because the kraft.version feature "
+            f"is {view.kraft_version}",
         )
     if not view.last_change_committed:
         return Refusal(
@@ -210,7 +232,7 @@ def decide_add_voter(
             message="Add voter request didn't include the endpoint for the default listener "
             f"{RAFT_LISTENER}",
         )
-    refused = _state_checks(view)
+    refused = _state_checks(view, VoterChangeKind.ADD)
     if refused is not None:
         return refused
     if view.voters.get(voter_id) is not None:
@@ -244,7 +266,7 @@ def decide_remove_voter(
             error=Errors.INVALID_REQUEST,
             message="Remove voter request didn't include a valid voter",
         )
-    refused = _state_checks(view)
+    refused = _state_checks(view, VoterChangeKind.REMOVE)
     if refused is not None:
         return refused
     voter = view.voters.get(voter_id)
@@ -260,6 +282,46 @@ def decide_remove_voter(
             message=f"Cannot remove voter {voter_id}: it is the last voter of the quorum",
         )
     return voter
+
+
+def refusal_at_append(*, committed_in_term: bool, last_change_committed: bool) -> Refusal:
+    """Why the leader refused to append a change it had decided (pysyncobj's REQUEST_DENIED),
+    from its state read just after: the state changed between the decision and the append."""
+    if not committed_in_term:
+        return Refusal(error=Errors.REQUEST_TIMED_OUT, message=HWM_NOT_ESTABLISHED)
+    if not last_change_committed:
+        return Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message="Request timed out waiting for voters to commit the latest voter change",
+        )
+    return Refusal(
+        error=Errors.REQUEST_TIMED_OUT,
+        message="The voter set changed before the change was appended; retry",
+    )
+
+
+def check_new_voter_ready(
+    voter: Voter, *, reachable: bool, connected_voters: int, new_set: VoterSet
+) -> Refusal | None:
+    """Before the entry is appended (Kafka's ``AddVoterHandler`` sends API_VERSIONS to the new
+    voter and checks ``isReplicaCaughtUp`` first, answering REQUEST_TIMED_OUT with nothing
+    appended): the new voter's Raft listener answers, and the voters the leader reaches now
+    (``connected_voters``, itself included) with the new one are a majority of the new set,
+    so the entry can commit. pysyncobj replicates only to members, so the catch-up itself
+    still comes after the append (``is_caught_up``)."""
+    key = f"ReplicaKey(id={voter.node_id}, directoryId={voter.directory_id})"
+    if not reachable:
+        return Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message=f"New voter {key} is not ready to receive requests",
+        )
+    if 2 * (connected_voters + 1) <= len(new_set.voters):
+        return Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message=f"Aborted add voter operation for {key}: the leader reaches "
+            f"{connected_voters} of the voters {list(new_set.node_ids)}, too few to commit it",
+        )
+    return None
 
 
 def is_caught_up(*, match_index: int | None, leader_commit_index: int) -> bool:
@@ -283,10 +345,7 @@ def voter_to_json(voter: Voter) -> dict[str, object]:
 def _host_port(text: object) -> HostPort:
     if type(text) is not str:
         raise ValueError(f"expected host:port, got {text!r:.80}")
-    host, separator, port = text.rpartition(":")
-    if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected host:port, got {text!r:.80}")
-    return HostPort(host=host, port=int(port))
+    return parse_host_port(text, "voter")  # ControllerConfigError is a ValueError
 
 
 def voter_from_json(value: object) -> Voter:

@@ -1,5 +1,9 @@
-"""Replacing a controller without stopping the cluster (KIP-853), with real processes: three
-controllers and one broker. Controller 3 is removed (RemoveRaftVoter through the broker, as
+"""Voter changes (KIP-853) with real processes. A static quorum (controller.quorum.voters,
+kraft.version 0) refuses them with Kafka 3.9's UNSUPPORTED_VERSION, through the broker and
+``kafka-metadata-quorum add-controller``. A dynamic quorum (controller.quorum.bootstrap.servers
+and pykraft.quorum.initial.controllers, kraft.version 1) replaces a controller without stopping
+the cluster: three controllers and one broker. Controller 3 is removed (RemoveRaftVoter through
+the broker, as
 ``kafka-metadata-quorum remove-controller``); a fresh controller 4 starts as an observer from
 ``controller.quorum.bootstrap.servers`` and is added (``add-controller``), catching up; with
 controller 1 stopped, the quorum {2, 4} still elects a leader and commits writes; after a
@@ -85,6 +89,80 @@ def create_topic(cluster: Cluster, name: str) -> None:
     cluster.request("POST", "/v1/topics", {"name": name, "partitions": 1, "replication_factor": 1})
 
 
+def dynamic_cluster(cluster_factory: Any, extra: dict[str, str] | None = None) -> Cluster:
+    """Three controllers of a dynamic quorum (kraft.version 1): each finds the quorum through
+    controller.quorum.bootstrap.servers and was "formatted" with the founding voters (Kafka's
+    ``kafka-storage format --initial-controllers``)."""
+    cluster: Cluster = cluster_factory(size=3, extra=extra, start=False)
+    founders = ",".join(f"{c.node_id}@127.0.0.1:{c.raft_port}" for c in cluster.controllers)
+    servers = ",".join(f"127.0.0.1:{c.raft_port}" for c in cluster.controllers)
+    for controller in cluster.controllers:
+        text = re.sub(
+            r"^controller\.quorum\.voters=.*$",
+            f"controller.quorum.bootstrap.servers={servers}\n"
+            f"pykraft.quorum.initial.controllers={founders}",
+            controller.config_path.read_text(),
+            flags=re.M,
+        )
+        text = re.sub(
+            r"^listeners=(.*)$",
+            rf"listeners=\1,RAFT://127.0.0.1:{controller.raft_port}",
+            text,
+            flags=re.M,
+        )
+        controller.config_path.write_text(text)
+    cluster.start()
+    return cluster
+
+
+def test_a_static_quorum_answers_unsupported_version(
+    cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
+) -> None:
+    """Kafka 3.9 at kraft.version 0: ``AddVoterHandler`` / ``RemoveVoterHandler`` answer
+    UNSUPPORTED_VERSION and ``kafka-metadata-quorum`` prints their message; nothing changes."""
+    cluster: Cluster = cluster_factory(size=3, extra=CONTROLLER_PROPERTIES)
+    cluster.wait_for_leader()
+    broker = broker_of(cluster, tmp_path)
+    brokers.append(broker)
+    broker.start()
+    broker.wait_running()
+    four = observer(cluster, cluster.controllers[0].data_dir.parent)
+    cluster.controllers.append(four)
+    four.start()  # writes its meta.properties (its directory id)
+    assert eventually((four.data_dir / "meta.properties").exists, "meta.properties", cluster)
+    added = tool(broker.bootstrap, "--command-config", str(four.config_path), "add-controller")
+    assert added.returncode == 1, added.stdout
+    assert (
+        "UNSUPPORTED_VERSION: Cluster doesn't support adding voter because the kraft.version "
+        "feature is 0" in added.stderr
+    ), added.stderr
+    removed = tool(broker.bootstrap, "remove-controller", "--controller-id", "3",
+                   "--controller-directory-id", STATIC_DIRECTORY_ID)  # fmt: skip
+    assert removed.returncode == 1, removed.stdout
+    assert (
+        "UNSUPPORTED_VERSION: Cluster doesn't support removing voter because the kraft.version "
+        "feature is 0" in removed.stderr
+    ), removed.stderr
+    assert voters(broker.bootstrap) == [1, 2, 3]
+    for controller in cluster.controllers:
+        assert not (controller.data_dir / "raft" / "voters.json").exists()
+
+
+def broker_of(cluster: Cluster, tmp_path: Path) -> BrokerProcess:
+    """Broker 10, bootstrapped from every controller's HTTP listener."""
+    servers = ",".join(c.url.removeprefix("http://") for c in cluster.controllers)
+    broker = BrokerProcess(tmp_path, 10, cluster.controllers[0].url)
+    broker.config_path.write_text(
+        re.sub(
+            r"^controller\.quorum\.bootstrap\.servers=.*$",
+            f"controller.quorum.bootstrap.servers={servers}",
+            broker.config_path.read_text(),
+            flags=re.M,
+        )
+    )
+    return broker
+
+
 def observer(cluster: Cluster, root: Path) -> Controller:
     """Controller 4's files: bootstrap servers (the voters' Raft addresses) and a RAFT listener."""
     raft_port, http_port = free_ports(2)
@@ -108,20 +186,11 @@ def observer(cluster: Cluster, root: Path) -> Controller:
 def test_a_controller_is_replaced_while_the_cluster_runs(
     cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
 ) -> None:
-    cluster: Cluster = cluster_factory(size=3, extra=CONTROLLER_PROPERTIES)
+    cluster = dynamic_cluster(cluster_factory, CONTROLLER_PROPERTIES)
     root = cluster.controllers[0].data_dir.parent
     assert (root / "quorum.password").read_text() == PASSWORD
     cluster.wait_for_leader()
-    servers = ",".join(c.url.removeprefix("http://") for c in cluster.controllers)
-    broker = BrokerProcess(tmp_path, 10, cluster.controllers[0].url)
-    broker.config_path.write_text(
-        re.sub(
-            r"^controller\.quorum\.bootstrap\.servers=.*$",
-            f"controller.quorum.bootstrap.servers={servers}",
-            broker.config_path.read_text(),
-            flags=re.M,
-        )
-    )
+    broker = broker_of(cluster, tmp_path)
     brokers.append(broker)
     broker.start()
     broker.wait_running()
@@ -188,9 +257,10 @@ def test_a_controller_is_replaced_while_the_cluster_runs(
 def test_voter_changes_refused_and_the_leader_removing_itself(cluster_factory: Any) -> None:
     """Kafka's refusals over the controller's route (KafkaRaftClientReconfigTest's cases:
     testAddVoterInvalidClusterId, testDuplicateVoterIsRejected, testRemoveVoterNonExistingVoter,
-    a new voter that never catches up: REQUEST_TIMED_OUT), then the active controller removed:
-    it hands its leadership over (NOT_CONTROLLER) and the retried request succeeds."""
-    cluster: Cluster = cluster_factory(size=3, extra={"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk"})
+    a new voter that does not answer: REQUEST_TIMED_OUT, nothing appended), then the active
+    controller removed: it hands its leadership over (NOT_CONTROLLER) and the retried request
+    succeeds."""
+    cluster = dynamic_cluster(cluster_factory, {"cluster.id": "MkU3OEVBNTcwNTJENDM2Qk"})
     leader = cluster.wait_for_leader()
 
     def refusal(path: str, body: dict[str, Any]) -> str:
@@ -220,12 +290,10 @@ def test_voter_changes_refused_and_the_leader_removing_itself(cluster_factory: A
         refusal(remove, {**static, "voter_id": 2, "voter_directory_id": "hFnSqqNsQQm7ZhaWQxTbcA"})
         == "VOTER_NOT_FOUND"
     )
-    # A voter that never comes up is added but never catches up: REQUEST_TIMED_OUT, and it
-    # stays a voter until it is removed.
+    # A voter that never comes up is refused before anything is appended (Kafka's
+    # AddVoterHandler probes it first): REQUEST_TIMED_OUT, and the voters are unchanged.
     assert refusal(add, new_voter) == "REQUEST_TIMED_OUT"
-    ids = [v["node_id"] for v in leader.get("/v1/quorum")["voters"]]
-    assert ids == [1, 2, 3, 9]
-    cluster.request("POST", remove, {**new_voter, "voter_id": 9} | {"listeners": None})
+    assert [v["node_id"] for v in leader.get("/v1/quorum")["voters"]] == [1, 2, 3]
     assert [v["node_id"] for v in cluster.request("GET", "/v1/quorum/describe")["nodes"]] == [
         1,
         2,

@@ -195,3 +195,47 @@ def test_an_observer_is_configured_with_bootstrap_servers_and_a_raft_listener(
     assert [str(a) for a in config.bootstrap_servers] == ["127.0.0.1:9093", "127.0.0.1:9094"]
     assert str(config.self_raft_address) == "127.0.0.1:9096"
     assert str(config.http_listener) == "127.0.0.1:19096"
+
+
+def dynamic_properties(tmp_path: Path, extra: str = "") -> Properties:
+    password = tmp_path / "password"
+    password.write_text("secret")
+    password.chmod(0o600)
+    return Properties.parse(
+        "node.id=1\nprocess.roles=controller\n"
+        "controller.quorum.bootstrap.servers=127.0.0.1:9093,127.0.0.1:9094\n"
+        "listeners=CONTROLLER://127.0.0.1:19093,RAFT://127.0.0.1:9093\n"
+        f"metadata.log.dir={tmp_path}\ncontroller.quorum.password.file={password}\n" + extra,
+        "dynamic.properties",
+    )
+
+
+def test_static_voters_are_kraft_version_0_and_bootstrap_servers_kraft_version_1(
+    tmp_path: Path,
+) -> None:
+    """Kafka 3.9: controller.quorum.voters is kraft.version 0 (no voter changes); a quorum
+    formatted with --standalone / --initial-controllers and found through
+    controller.quorum.bootstrap.servers is kraft.version 1."""
+    assert load(BASE).kraft_version == 0
+    config = load_controller_config(
+        dynamic_properties(
+            tmp_path, "pykraft.quorum.initial.controllers=1@127.0.0.1:9093,2@127.0.0.1:9094\n"
+        )
+    )
+    assert config.kraft_version == 1
+    assert {n: str(a) for n, a in config.initial_controllers.items()} == {
+        1: "127.0.0.1:9093",
+        2: "127.0.0.1:9094",
+    }
+    assert load_controller_config(dynamic_properties(tmp_path)).initial_controllers == {}
+
+
+def test_initial_controllers_are_refused_with_static_voters_or_another_raft_address(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ControllerConfigError, match="initial-controllers cannot be used"):
+        load(BASE + "pykraft.quorum.initial.controllers=1@127.0.0.1:9093\n")
+    with pytest.raises(ControllerConfigError, match=r"initial\.controllers entry"):
+        load_controller_config(
+            dynamic_properties(tmp_path, "pykraft.quorum.initial.controllers=1@127.0.0.1:9999\n")
+        )

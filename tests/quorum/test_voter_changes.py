@@ -14,6 +14,7 @@ import pytest
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.config import HostPort
 from pykraft.quorum.voter_changes import (
+    HWM_NOT_ESTABLISHED,
     NO_DIRECTORY_ID,
     LeaderView,
     Listener,
@@ -23,9 +24,11 @@ from pykraft.quorum.voter_changes import (
     VoterChangeKind,
     VoterSet,
     check_cluster_id,
+    check_new_voter_ready,
     decide_add_voter,
     decide_remove_voter,
     is_caught_up,
+    refusal_at_append,
 )
 
 DIR_3 = "c1HvGC5lRTWeCWkSXVRMXQ"
@@ -217,3 +220,90 @@ def test_voters_round_trip_through_json_and_bad_shapes_are_refused() -> None:
     ):
         with pytest.raises(ValueError):
             voter_from_json(bad)
+
+
+STATIC = attrs.evolve(VIEW, kraft_version=0)
+
+
+def test_a_static_quorum_refuses_voter_changes_with_kafkas_unsupported_version() -> None:
+    """Kafka 3.9's ``AddVoterHandler`` / ``RemoveVoterHandler`` at kraft.version 0
+    (``KRaftVersion.isReconfigSupported``): a quorum of static controller.quorum.voters."""
+    assert add(STATIC) == Refusal(
+        error=Errors.UNSUPPORTED_VERSION,
+        message="Cluster doesn't support adding voter because the kraft.version feature is 0",
+    )
+    assert remove(STATIC) == Refusal(
+        error=Errors.UNSUPPORTED_VERSION,
+        message="Cluster doesn't support removing voter because the kraft.version feature is 0",
+    )
+
+
+@pytest.mark.parametrize(
+    ("view_change", "expected"),
+    [
+        # Kafka's order: a pending change and the high watermark come before kraft.version ...
+        ({"pending": PENDING}, Errors.REQUEST_TIMED_OUT),
+        ({"committed_in_term": False}, Errors.REQUEST_TIMED_OUT),
+        ({"is_leader": False}, Errors.NOT_LEADER_OR_FOLLOWER),
+        # ... which comes before the last change's commit and the voter set's checks.
+        ({"last_change_committed": False}, Errors.UNSUPPORTED_VERSION),
+        ({}, Errors.UNSUPPORTED_VERSION),
+    ],
+)
+def test_the_kraft_version_check_comes_in_kafkas_order(
+    view_change: dict[str, Any], expected: Errors
+) -> None:
+    view = attrs.evolve(STATIC, **view_change)
+    assert error_of(add(view)) is expected
+    assert error_of(add(view, voter_id=3)) is expected  # a duplicate too
+    assert error_of(remove(view)) is expected
+    assert error_of(remove(view, voter_id=7)) is expected  # an unknown voter too
+
+
+@pytest.mark.parametrize(
+    ("reachable", "connected_voters", "expected"),
+    [
+        (True, 3, None),
+        (True, 2, None),  # {1, 2, 3} with 3 down: 2 reached + the new one = 3 of 4
+        (True, 1, Errors.REQUEST_TIMED_OUT),  # 1 + the new one = 2 of 4: could never commit
+        (False, 3, Errors.REQUEST_TIMED_OUT),  # a dead or wrong RAFT endpoint
+    ],
+)
+def test_a_new_voter_must_answer_and_keep_a_majority_before_it_is_appended(
+    reachable: bool, connected_voters: int, expected: Errors | None
+) -> None:
+    """Review finding 5, Kafka's ``AddVoterHandler``: the new voter is probed (API_VERSIONS)
+    before ``appendVotersRecord``; REQUEST_TIMED_OUT with nothing appended otherwise. An entry
+    that needs more voters than the leader reaches would stall every later write."""
+    new = voter(4, DIR_4)
+    refused = check_new_voter_ready(
+        new,
+        reachable=reachable,
+        connected_voters=connected_voters,
+        new_set=VOTERS.with_voter(new),
+    )
+    assert error_of(refused) is expected
+    if not reachable:
+        assert refused == Refusal(
+            error=Errors.REQUEST_TIMED_OUT,
+            message=f"New voter ReplicaKey(id=4, directoryId={DIR_4}) is not ready to receive "
+            "requests",
+        )
+
+
+@pytest.mark.parametrize(
+    ("committed_in_term", "last_change_committed", "message"),
+    [
+        (False, True, HWM_NOT_ESTABLISHED),
+        (True, False, "Request timed out waiting for voters to commit the latest voter change"),
+        (True, True, "The voter set changed before the change was appended; retry"),
+    ],
+)
+def test_a_refusal_at_the_append_names_its_reason(
+    committed_in_term: bool, last_change_committed: bool, message: str
+) -> None:
+    """Review finding 8: a change refused at the append was reported as the HWM reason even
+    when the last change was still in flight."""
+    assert refusal_at_append(
+        committed_in_term=committed_in_term, last_change_committed=last_change_committed
+    ) == Refusal(error=Errors.REQUEST_TIMED_OUT, message=message)
