@@ -107,6 +107,7 @@ PURE_CORES = [
     "coordinator/group/coordinator.py",
     "coordinator/group/offsets.py",
     "coordinator/group/records.py",
+    "coordinator/record_reader.py",
     "coordinator/group/effects.py",
     "coordinator/group/replicas.py",
     "coordinator/group/transactions.py",

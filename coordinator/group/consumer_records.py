@@ -34,6 +34,7 @@ from pykraft.coordinator.group.assignors import Assignment
 from pykraft.coordinator.group.consumer_member import ConsumerGroupMember, MemberState
 from pykraft.coordinator.group.effects import CoordinatorRecord
 from pykraft.coordinator.group.records import CoordinatorRecordError
+from pykraft.coordinator.record_reader import RecordReader
 from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
 
 GROUP_METADATA = 3
@@ -46,7 +47,6 @@ CONSUMER_KEY_TYPES = range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1)
 _MEMBER_KEYS = (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT)
 VALUE_VERSION = 0
 _CLASSIC_MEMBER_METADATA_TAG = 0
-_MAX_VARINT_BYTES = 5
 _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 
 
@@ -231,50 +231,16 @@ def group_tombstones(group_id: str) -> tuple[CoordinatorRecord, ...]:
 # ------------------------------------------------------------------ reading
 
 
-class _In:
+class _In(RecordReader):
     def __init__(self, data: bytes, what: str) -> None:
-        self.data, self.position, self.what = data, 0, what
-
-    def take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise CoordinatorRecordError(f"{self.what}: truncated at byte {self.position}")
-        chunk, self.position = self.data[self.position : end], end
-        return chunk
-
-    def int8(self) -> int:
-        value: int = struct.unpack(">b", self.take(1))[0]
-        return value
-
-    def int16(self) -> int:
-        value: int = _INT16.unpack(self.take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = _INT32.unpack(self.take(4))[0]
-        return value
-
-    def uvarint(self) -> int:
-        value = 0
-        for index in range(_MAX_VARINT_BYTES):
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << (7 * index)
-            if not byte & 0x80:
-                return value
-        raise CoordinatorRecordError(f"{self.what}: a varint is too long")
-
-    def _text(self, size: int) -> str:
-        try:
-            return self.take(size).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CoordinatorRecordError(f"{self.what}: a string is not UTF-8") from None
+        super().__init__(data, what, CoordinatorRecordError)
 
     def string(self) -> str:
-        return self._text(self.int16())
+        return self.text(self.int16())
 
     def compact_string(self) -> str | None:
         size = self.uvarint() - 1
-        return None if size == -1 else self._text(size)
+        return None if size == -1 else self.text(size)
 
     def required_string(self) -> str:
         value = self.compact_string()
@@ -295,10 +261,6 @@ class _In:
         for _ in range(self.uvarint()):
             self.uvarint()
             self.take(self.uvarint())
-
-    def end(self) -> None:
-        if self.position != len(self.data):
-            raise CoordinatorRecordError(f"{self.what}: bytes left after the last field")
 
 
 def is_consumer_group_key(data: bytes) -> bool:

@@ -30,6 +30,7 @@ import struct
 
 import attrs
 
+from pykraft.coordinator.record_reader import RecordReader
 from pykraft.coordinator.transaction.metadata import TxnTransitMetadata
 from pykraft.coordinator.transaction.state import TransactionState
 from pykraft.storage.record_batch import NO_PRODUCER_ID
@@ -44,7 +45,6 @@ _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
 _TAG_CLIENT_TRANSACTION_VERSION = 2
 # A varint past this many bytes is corrupt: an unsigned 32-bit value needs at most 5.
-_MAX_VARINT_BYTES = 5
 
 _INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
@@ -262,64 +262,21 @@ def _put_value_tags(out: bytearray, value: TransactionLogValue) -> None:
 # ------------------------------------------------------------------ reading
 
 
-class _Reader:
+class _Reader(RecordReader):
     def __init__(self, data: bytes, what: str) -> None:
-        self.data = data
-        self.position = 0
-        self.what = what
-
-    def take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise TransactionLogError(
-                f"{self.what}: needs {size} bytes at byte {self.position}, has {len(self.data)}"
-            )
-        chunk = self.data[self.position : end]
-        self.position = end
-        return chunk
-
-    def int8(self) -> int:
-        value: int = _INT8.unpack(self.take(1))[0]
-        return value
-
-    def int16(self) -> int:
-        value: int = _INT16.unpack(self.take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = _INT32.unpack(self.take(4))[0]
-        return value
-
-    def int64(self) -> int:
-        value: int = _INT64.unpack(self.take(8))[0]
-        return value
-
-    def uvarint(self) -> int:
-        value = 0
-        for index in range(_MAX_VARINT_BYTES):
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << (7 * index)
-            if not byte & 0x80:
-                return value
-        raise TransactionLogError(f"{self.what}: a varint longer than {_MAX_VARINT_BYTES} bytes")
-
-    def decode(self, size: int) -> str:
-        try:
-            return self.take(size).decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise TransactionLogError(f"{self.what}: a string is not UTF-8 ({error})") from None
+        super().__init__(data, what, TransactionLogError)
 
     def string(self) -> str:
         size = self.int16()
         if size < 0:
             raise TransactionLogError(f"{self.what}: a non-nullable string is null")
-        return self.decode(size)
+        return self.text(size)
 
     def compact_string(self) -> str:
         size = self.uvarint() - 1
         if size < 0:
             raise TransactionLogError(f"{self.what}: a non-nullable string is null")
-        return self.decode(size)
+        return self.text(size)
 
     def count(self, flexible: bool) -> int:
         """An array's length; -1 for a null array."""
@@ -328,12 +285,6 @@ class _Reader:
             # Every element takes at least one byte: a longer count is corrupt.
             raise TransactionLogError(f"{self.what}: an array of {count} elements")
         return count
-
-    def end(self) -> None:
-        if self.position != len(self.data):
-            raise TransactionLogError(
-                f"{self.what}: {len(self.data) - self.position} bytes left after the last field"
-            )
 
 
 def _read_partitions(
