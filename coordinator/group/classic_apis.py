@@ -158,13 +158,8 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
                 now_ms=now_ms,
                 group_instance_id=group_instance_id,
             )
-        step = self._step(now_ms)
         error = _offset_commit_error(group, member_id, generation_id, api_version)
-        if error is not None:
-            step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
-            return step.effects
-        self._store_offsets(self._offsets_holder(group_id, now_ms), offsets, request_id, step)
-        return step.effects
+        return self._commit_consumer_group_offsets(group_id, error, offsets, request_id, now_ms)
 
     def fetch_offsets(
         self,
@@ -259,13 +254,28 @@ class ClassicApisOnConsumerGroups(GroupCoordinator):
                 request_id=request_id,
                 now_ms=now_ms,
             )
-        step = self._step(now_ms)
         error = _offset_commit_error(group, member_id, generation_id)
+        return self._commit_consumer_group_offsets(
+            group_id, error, offsets, request_id, now_ms, producer
+        )
+
+    def _commit_consumer_group_offsets(
+        self,
+        group_id: str,
+        error: Errors | None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        request_id: int,
+        now_ms: int,
+        producer: TransactionalProducer | None = None,
+    ) -> Effects:
+        """A consumer group's (Txn)OffsetCommit once checked: ``error`` for every partition,
+        else stored in the group's offsets holder (transactionally for a ``producer``)."""
+        step = self._step(now_ms)
         if error is not None:
             step.effects.answer(request_id, OffsetCommitResult(dict.fromkeys(offsets, error)))
-            return step.effects
-        holder = self._offsets_holder(group_id, now_ms)
-        self._store_offsets(holder, offsets, request_id, step, producer)
+        else:
+            holder = self._offsets_holder(group_id, now_ms)
+            self._store_offsets(holder, offsets, request_id, step, producer)
         return step.effects
 
     def describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
