@@ -25,7 +25,8 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Generic, TypeVar
 
 MAX_SERIES_PER_FAMILY = 512
 # Request latency buckets in seconds: 0.5 ms to 10 s, covering a local Metadata call up to a
@@ -158,16 +159,66 @@ class Gauge(Family):
             yield f"{self.name}{_label_text(labels)} {format_value(value)}"
 
 
-class _HistogramSeries:
-    def __init__(self, bucket_count: int) -> None:
-        # Invariant: counts[i] observations fell in (bounds[i-1], bounds[i]]; the last slot is
-        # the +Inf bucket, so sum(counts) == count.
-        self.counts = [0] * (bucket_count + 1)
+class _Observations:
+    """One label set's observed values: their ``_sum`` and ``_count``, which histograms and
+    summaries both expose."""
+
+    def __init__(self) -> None:
         self.sum = 0.0
         self.count = 0
 
+    def add(self, value: float) -> None:
+        self.sum += value
+        self.count += 1
 
-class Histogram(Family):
+
+_SeriesT = TypeVar("_SeriesT", bound=_Observations)
+
+
+class _ObservedFamily(Family, Generic[_SeriesT]):
+    """A family of observed values (histogram, summary): a series per label set, made on its
+    first observation, rendered as the type's own samples then ``_sum`` and ``_count``."""
+
+    def __init__(
+        self,
+        name: str,
+        help_text: str,
+        label_names: Sequence[str],
+        new_series: Callable[[], _SeriesT],
+    ) -> None:
+        super().__init__(name, help_text, label_names)
+        self._new_series = new_series
+        self._series: dict[Labels, _SeriesT] = {}
+
+    def _series_for(self, label_values: Sequence[str]) -> _SeriesT:
+        labels = self._labels(label_values)
+        self._check_room(self._series, labels)
+        series = self._series.get(labels)
+        if series is None:
+            series = self._series[labels] = self._new_series()
+        return series
+
+    def count(self, *label_values: str) -> int:
+        series = self._series.get(self._labels(label_values))
+        return series.count if series is not None else 0
+
+    def _sorted_series(self) -> list[tuple[Labels, _SeriesT]]:
+        return sorted(self._series.items(), key=lambda item: item[0])
+
+    def _sum_and_count(self, labels: Labels, series: _SeriesT) -> Iterator[str]:
+        yield f"{self.name}_sum{_label_text(labels)} {format_value(series.sum)}"
+        yield f"{self.name}_count{_label_text(labels)} {series.count}"
+
+
+class _HistogramSeries(_Observations):
+    def __init__(self, bucket_count: int) -> None:
+        super().__init__()
+        # Invariant: counts[i] observations fell in (bounds[i-1], bounds[i]]; the last slot is
+        # the +Inf bucket, so sum(counts) == count.
+        self.counts = [0] * (bucket_count + 1)
+
+
+class Histogram(_ObservedFamily[_HistogramSeries]):
     metric_type = MetricType.HISTOGRAM
 
     def __init__(
@@ -179,35 +230,24 @@ class Histogram(Family):
     ) -> None:
         assert list(buckets) == sorted(set(buckets)) and buckets, "buckets must increase"
         assert "le" not in label_names
-        super().__init__(name, help_text, label_names)
+        super().__init__(name, help_text, label_names, lambda: _HistogramSeries(len(self.buckets)))
         self.buckets = tuple(float(bound) for bound in buckets)
-        self._series: dict[Labels, _HistogramSeries] = {}
 
     def observe(self, value: float, *label_values: str) -> None:
-        labels = self._labels(label_values)
-        self._check_room(self._series, labels)
-        series = self._series.get(labels)
-        if series is None:
-            series = self._series[labels] = _HistogramSeries(len(self.buckets))
+        series = self._series_for(label_values)
         index = next((i for i, bound in enumerate(self.buckets) if value <= bound), -1)
         series.counts[index] += 1
-        series.sum += value
-        series.count += 1
-
-    def count(self, *label_values: str) -> int:
-        series = self._series.get(self._labels(label_values))
-        return series.count if series is not None else 0
+        series.add(value)
 
     def samples(self) -> Iterator[str]:
-        for labels, series in sorted(self._series.items(), key=lambda item: item[0]):
+        for labels, series in self._sorted_series():
             cumulative = 0
             bounds = [format_value(bound) for bound in self.buckets] + ["+Inf"]
             for bound, bucket_count in zip(bounds, series.counts, strict=True):
                 cumulative += bucket_count
                 bucket_labels = (*labels, ("le", bound))
                 yield f"{self.name}_bucket{_label_text(bucket_labels)} {cumulative}"
-            yield f"{self.name}_sum{_label_text(labels)} {format_value(series.sum)}"
-            yield f"{self.name}_count{_label_text(labels)} {series.count}"
+            yield from self._sum_and_count(labels, series)
 
 
 # Kafka's histogram percentiles as the JMX exporter labels them (``50thPercentile`` ->
@@ -221,12 +261,11 @@ KAFKA_QUANTILES: tuple[tuple[str, float], ...] = (
 RESERVOIR_SIZE = 1028
 
 
-class _SummarySeries:
+class _SummarySeries(_Observations):
     def __init__(self) -> None:
+        super().__init__()
         # Invariant: at most RESERVOIR_SIZE samples, the latest observed.
         self.window: deque[float] = deque(maxlen=RESERVOIR_SIZE)
-        self.sum = 0.0
-        self.count = 0
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -246,7 +285,7 @@ def quantile(values: Sequence[float], q: float) -> float:
     return lower + (position - math.floor(position)) * (upper - lower)
 
 
-class Summary(Family):
+class Summary(_ObservedFamily[_SummarySeries]):
     """Kafka's Yammer histograms (``RequestMetrics`` ``TotalTimeMs``) the way the JMX exporter
     shows them: a gauge per ``quantile`` label over the latest ``RESERVOIR_SIZE`` samples,
     ``_count``, and (which the exporter lacks) ``_sum``."""
@@ -255,29 +294,20 @@ class Summary(Family):
 
     def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
         assert "quantile" not in label_names
-        super().__init__(name, help_text, label_names)
-        self._series: dict[Labels, _SummarySeries] = {}
+        super().__init__(name, help_text, label_names, _SummarySeries)
 
     def observe(self, value: float, *label_values: str) -> None:
-        labels = self._labels(label_values)
-        self._check_room(self._series, labels)
-        series = self._series.setdefault(labels, _SummarySeries())
+        series = self._series_for(label_values)
         series.window.append(value)
-        series.sum += value
-        series.count += 1
-
-    def count(self, *label_values: str) -> int:
-        series = self._series.get(self._labels(label_values))
-        return series.count if series is not None else 0
+        series.add(value)
 
     def samples(self) -> Iterator[str]:
-        for labels, series in sorted(self._series.items(), key=lambda item: item[0]):
+        for labels, series in self._sorted_series():
             window = list(series.window)
             for text, q in KAFKA_QUANTILES:
                 value = format_value(quantile(window, q))
                 yield f"{self.name}{_label_text((*labels, ('quantile', text)))} {value}"
-            yield f"{self.name}_sum{_label_text(labels)} {format_value(series.sum)}"
-            yield f"{self.name}_count{_label_text(labels)} {series.count}"
+            yield from self._sum_and_count(labels, series)
 
 
 class TopicCounter(Family):
