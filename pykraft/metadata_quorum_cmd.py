@@ -21,7 +21,6 @@ call prints one line on stderr and exits 1.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import uuid
@@ -29,11 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pykraft.admin_client import KafkaAdminClient
-from pykraft.admin_config import load_admin_config
-from pykraft.admin_errors import AdminError, BootstrapError
-from pykraft.admin_errors import parse_bootstrap_servers as parse_bootstrap
+from pykraft.admin_errors import AdminError
 from pykraft.admin_quorum import NewVoterListener, QuorumCalls, QuorumInfo, ReplicaDescription
-from pykraft.command_config import CommandConfigError
+from pykraft.admin_tool import run_admin_tool
 from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
 from pykraft.properties import ConfigError, Properties
 from pykraft.quorum.config import ControllerConfigError, parse_listener
@@ -79,25 +76,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Out = print) -> int:
-    try:
-        check_args(args)
-        config = load_admin_config(args.command_config)
-        servers = parse_bootstrap(args.bootstrap_server)
-    except (MetadataQuorumCommandError, CommandConfigError, BootstrapError) as error:
-        print(error, file=sys.stderr)
-        return 1
-    clock = SystemClock()
+    async def body(admin: KafkaAdminClient, _: None) -> int:
+        try:
+            await execute(args, admin.quorum, out)
+        except (AdminError, MetadataQuorumCommandError) as error:
+            print(error, file=sys.stderr)
+            return 1
+        return 0
 
-    async def main() -> int:
-        async with KafkaAdminClient(servers, config, clock) as admin:
-            try:
-                await execute(args, admin.quorum, out)
-            except (AdminError, MetadataQuorumCommandError) as error:
-                print(error, file=sys.stderr)
-                return 1
-            return 0
-
-    return asyncio.run(main())
+    return run_admin_tool(args, check_args, (MetadataQuorumCommandError,), SystemClock(), body)
 
 
 def check_args(args: argparse.Namespace) -> None:

@@ -26,7 +26,6 @@ for the id at its coordinator) is not offered yet.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,10 +36,8 @@ from pykraft.admin_codec import (
     AbortTransactionSpec,
     TransactionDescription,
 )
-from pykraft.admin_config import load_admin_config
-from pykraft.admin_errors import AdminError, BootstrapError
-from pykraft.admin_errors import parse_bootstrap_servers as parse_bootstrap
-from pykraft.command_config import CommandConfigError
+from pykraft.admin_errors import AdminError
+from pykraft.admin_tool import run_admin_tool
 from pykraft.storage.system_clock import SystemClock
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -111,20 +108,12 @@ def _add_partition_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Out = print) -> int:
-    try:
-        check_args(args)
-        config = load_admin_config(args.command_config)
-        servers = parse_bootstrap(args.bootstrap_server)
-    except (TransactionsCommandError, CommandConfigError, BootstrapError) as error:
-        print(error, file=sys.stderr)
-        return 1
     clock = SystemClock()
 
-    async def main() -> int:
-        async with KafkaAdminClient(servers, config, clock) as admin:
-            return await execute(args, admin, out, _stderr, clock.wall_clock_ms)
+    async def body(admin: KafkaAdminClient, _: None) -> int:
+        return await execute(args, admin, out, _stderr, clock.wall_clock_ms)
 
-    return asyncio.run(main())
+    return run_admin_tool(args, check_args, (TransactionsCommandError,), clock, body)
 
 
 def _stderr(line: str) -> None:
