@@ -85,84 +85,83 @@ class ControllerMetrics:
 
     def __init__(self) -> None:
         self.commit_latency = CommitLatency()
+        self.registry = MetricsRegistry()
+
+        def gauge(name: str, help_text: str, *label_names: str) -> Gauge:
+            """A gauge registered as it is made: rendered in the order made, none forgotten."""
+            family = Gauge(name, help_text, label_names)
+            self.registry.register(family)
+            return family
+
         controller = "kafka_controller_kafkacontroller_"
         raft = "kafka_server_raftmetrics_"
-        self.active_controller = Gauge(
+        self.active_controller = gauge(
             controller + "activecontrollercount",
             "1 on the active controller, else 0 (KafkaController ActiveControllerCount).",
         )
-        self.offline_partitions = Gauge(
+        self.offline_partitions = gauge(
             controller + "offlinepartitionscount",
             "Partitions without a leader (KafkaController OfflinePartitionsCount).",
         )
-        self.global_partitions = Gauge(
+        self.global_partitions = gauge(
             controller + "globalpartitioncount",
             "Partitions in the cluster (KafkaController GlobalPartitionCount).",
         )
-        self.global_topics = Gauge(
+        self.global_topics = gauge(
             controller + "globaltopiccount",
             "Topics in the cluster (KafkaController GlobalTopicCount).",
         )
-        self.preferred_imbalance = Gauge(
+        self.preferred_imbalance = gauge(
             controller + "preferredreplicaimbalancecount",
             "Partitions led by a replica other than the first (KafkaController "
             "PreferredReplicaImbalanceCount).",
         )
-        self.active_brokers = Gauge(
+        self.active_brokers = gauge(
             controller + "activebrokercount",
             "Registered unfenced brokers (KafkaController ActiveBrokerCount).",
         )
-        self.fenced_brokers = Gauge(
+        self.fenced_brokers = gauge(
             controller + "fencedbrokercount",
             "Registered fenced brokers (KafkaController FencedBrokerCount).",
         )
-        self.last_applied = Gauge(
+        self.last_applied = gauge(
             controller + "lastappliedrecordoffset",
             "Offset of the last metadata record in this controller's image "
             "(KafkaController LastAppliedRecordOffset).",
         )
-        self.last_committed = Gauge(
+        self.last_committed = gauge(
             controller + "lastcommittedrecordoffset",
             "Offset of the last committed metadata record (KafkaController "
             "LastCommittedRecordOffset).",
         )
-        self.current_leader = Gauge(
+        self.current_leader = gauge(
             raft + "current_leader",
             "The quorum leader's node id, -1 when none is known (raft-metrics current-leader).",
         )
-        self.current_epoch = Gauge(
+        self.current_epoch = gauge(
             raft + "current_epoch",
             "The Raft term (raft-metrics current-epoch).",
         )
-        self.high_watermark = Gauge(
+        self.high_watermark = gauge(
             raft + "high_watermark",
             "The metadata log's committed end offset, -1 before any record "
             "(raft-metrics high-watermark).",
         )
-        self.current_state = Gauge(
+        self.current_state = gauge(
             raft + "current_state",
             "1 for this controller's Raft state (raft-metrics current-state).",
-            ("current_state",),
+            "current_state",
         )
-        self.commit_latency_avg = Gauge(
+        self.commit_latency_avg = gauge(
             raft + "commit_latency_avg",
             "Average milliseconds from proposing a metadata batch to its commit, over the last "
             "60 s (raft-metrics commit-latency-avg).",
         )
-        self.commit_latency_max = Gauge(
+        self.commit_latency_max = gauge(
             raft + "commit_latency_max",
             "Largest commit latency in milliseconds over the last 60 s "
             "(raft-metrics commit-latency-max).",
         )
-        self.registry = MetricsRegistry()
-        for family in (
-            self.active_controller, self.offline_partitions, self.global_partitions,
-            self.global_topics, self.preferred_imbalance, self.active_brokers,
-            self.fenced_brokers, self.last_applied, self.last_committed, self.current_leader,
-            self.current_epoch, self.high_watermark, self.current_state,
-            self.commit_latency_avg, self.commit_latency_max,
-        ):  # fmt: skip
-            self.registry.register(family)
 
     def render(self, snapshot: ControllerSnapshot, now_ms: int) -> str:
         self._set_image_gauges(snapshot.image)
