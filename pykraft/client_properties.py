@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from pykraft.admin_config import client_security_of
 from pykraft.command_config import CommandConfigError, sasl_credentials
 from pykraft.properties import ConfigError, Properties
@@ -53,33 +55,83 @@ def _ca_file(values: Mapping[str, str]) -> str | None:
     return values.get("ssl.ca.location", values.get("ssl.truststore.location"))
 
 
+@attrs.frozen
+class _ClientNames:
+    """One client library's names for the settings carried over from Kafka's properties."""
+
+    client_id: str
+    security_protocol: str
+    ca_file: str
+    certificate_file: str
+    key_file: str
+    key_password: str
+    sasl_mechanism: str
+    sasl_username: str
+    sasl_password: str
+
+
+_LIBRDKAFKA = _ClientNames(
+    client_id="client.id",
+    security_protocol="security.protocol",
+    ca_file="ssl.ca.location",
+    certificate_file="ssl.certificate.location",
+    key_file="ssl.key.location",
+    key_password="ssl.key.password",
+    sasl_mechanism="sasl.mechanisms",
+    sasl_username="sasl.username",
+    sasl_password="sasl.password",
+)
+_KAFKA_PYTHON = _ClientNames(
+    client_id="client_id",
+    security_protocol="security_protocol",
+    ca_file="ssl_cafile",
+    certificate_file="ssl_certfile",
+    key_file="ssl_keyfile",
+    key_password="ssl_password",
+    sasl_mechanism="sasl_mechanism",
+    sasl_username="sasl_plain_username",
+    sasl_password="sasl_plain_password",
+)
+
+
+def _client_settings(values: Mapping[str, str], names: _ClientNames, source: str) -> dict[str, Any]:
+    """The client id, TLS files and SASL credentials of ``values`` under ``names``."""
+    config: dict[str, Any] = {}
+    if "client.id" in values:
+        config[names.client_id] = values["client.id"]
+    protocol = _protocol(values)
+    config[names.security_protocol] = protocol
+    if protocol in ("SSL", "SASL_SSL"):
+        ca_file = _ca_file(values)
+        if ca_file:
+            config[names.ca_file] = ca_file
+        keystore = values.get("ssl.keystore.location")
+        if keystore:
+            config[names.certificate_file] = keystore
+            config[names.key_file] = values.get("ssl.key.location", keystore)
+        if "ssl.key.password" in values:
+            config[names.key_password] = values["ssl.key.password"]
+    if protocol.startswith("SASL_"):
+        username, password = sasl_credentials(values, source)
+        config[names.sasl_mechanism] = _mechanism(values)
+        config[names.sasl_username] = username
+        config[names.sasl_password] = password
+    return config
+
+
+def _uses_tls(values: Mapping[str, str]) -> bool:
+    return _protocol(values) in ("SSL", "SASL_SSL")
+
+
 def librdkafka_config(
     bootstrap_servers: str, values: Mapping[str, str], source: str = "--command-config"
 ) -> dict[str, Any]:
     """confluent-kafka's configuration for ``values`` (Kafka's client property names)."""
     config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
-    if "client.id" in values:
-        config["client.id"] = values["client.id"]
-    protocol = _protocol(values)
-    config["security.protocol"] = protocol
-    if protocol in ("SSL", "SASL_SSL"):
-        ca_file = _ca_file(values)
-        if ca_file:
-            config["ssl.ca.location"] = ca_file
-        keystore = values.get("ssl.keystore.location")
-        if keystore:
-            config["ssl.certificate.location"] = keystore
-            config["ssl.key.location"] = values.get("ssl.key.location", keystore)
-        if "ssl.key.password" in values:
-            config["ssl.key.password"] = values["ssl.key.password"]
-        algorithm = values.get("ssl.endpoint.identification.algorithm")
-        if algorithm is not None:
-            config["ssl.endpoint.identification.algorithm"] = algorithm or _NO_ENDPOINT_CHECK
-    if protocol.startswith("SASL_"):
-        username, password = sasl_credentials(values, source)
-        config["sasl.mechanisms"] = _mechanism(values)
-        config["sasl.username"] = username
-        config["sasl.password"] = password
+    config.update(_client_settings(values, _LIBRDKAFKA, source))
+    algorithm = values.get("ssl.endpoint.identification.algorithm")
+    if _uses_tls(values) and algorithm is not None:
+        config["ssl.endpoint.identification.algorithm"] = algorithm or _NO_ENDPOINT_CHECK
     return config
 
 
@@ -88,25 +140,7 @@ def kafka_python_config(
 ) -> dict[str, Any]:
     """kafka-python's keyword arguments for ``values`` (Kafka's client property names)."""
     config: dict[str, Any] = {"bootstrap_servers": bootstrap_servers.split(",")}
-    if "client.id" in values:
-        config["client_id"] = values["client.id"]
-    protocol = _protocol(values)
-    config["security_protocol"] = protocol
-    if protocol in ("SSL", "SASL_SSL"):
-        ca_file = _ca_file(values)
-        if ca_file:
-            config["ssl_cafile"] = ca_file
-        keystore = values.get("ssl.keystore.location")
-        if keystore:
-            config["ssl_certfile"] = keystore
-            config["ssl_keyfile"] = values.get("ssl.key.location", keystore)
-        if "ssl.key.password" in values:
-            config["ssl_password"] = values["ssl.key.password"]
-        if values.get("ssl.endpoint.identification.algorithm") == "":
-            config["ssl_check_hostname"] = False
-    if protocol.startswith("SASL_"):
-        username, password = sasl_credentials(values, source)
-        config["sasl_mechanism"] = _mechanism(values)
-        config["sasl_plain_username"] = username
-        config["sasl_plain_password"] = password
+    config.update(_client_settings(values, _KAFKA_PYTHON, source))
+    if _uses_tls(values) and values.get("ssl.endpoint.identification.algorithm") == "":
+        config["ssl_check_hostname"] = False
     return config

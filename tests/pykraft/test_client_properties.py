@@ -75,3 +75,56 @@ def test_load_checks_security_and_hides_the_password(tmp_path: Path) -> None:
     )
     assert load_client_properties(path)["sasl.username"] == "bob"
     assert load_client_properties(None) == {}
+
+
+def test_tls_settings_are_carried_only_over_tls() -> None:
+    # SASL_PLAINTEXT: credentials, but no TLS file, password or host check reaches the client.
+    values = {
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "plain",
+        "sasl.username": "bob",
+        "sasl.password": "bob-secret",
+        "ssl.truststore.location": "/tls/ca.pem",
+        "ssl.keystore.location": "/tls/me.pem",
+        "ssl.key.password": "key-secret",
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    assert librdkafka_config("h:1", values) == {
+        "bootstrap.servers": "h:1",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": "bob",
+        "sasl.password": "bob-secret",
+    }
+    assert kafka_python_config("h:1", values) == {
+        "bootstrap_servers": ["h:1"],
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": "bob-secret",
+    }
+
+
+def test_a_separate_key_file_and_its_password_over_ssl() -> None:
+    values = {
+        "security.protocol": "SSL",
+        "ssl.keystore.location": "/tls/chain.pem",
+        "ssl.key.location": "/tls/key.pem",
+        "ssl.key.password": "key-secret",
+        "ssl.endpoint.identification.algorithm": "https",
+    }
+    assert librdkafka_config("h:1", values) == {
+        "bootstrap.servers": "h:1",
+        "security.protocol": "SSL",
+        "ssl.certificate.location": "/tls/chain.pem",
+        "ssl.key.location": "/tls/key.pem",
+        "ssl.key.password": "key-secret",
+        "ssl.endpoint.identification.algorithm": "https",
+    }
+    assert kafka_python_config("h:1", values) == {
+        "bootstrap_servers": ["h:1"],
+        "security_protocol": "SSL",
+        "ssl_certfile": "/tls/chain.pem",
+        "ssl_keyfile": "/tls/key.pem",
+        "ssl_password": "key-secret",
+    }
