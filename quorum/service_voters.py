@@ -25,6 +25,8 @@ new leader (Kafka's leader instead resigns after the change commits).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
@@ -63,6 +65,18 @@ PROBE_TIMEOUT_S = 1.0
 STATE_TIMEOUT_S = 2.0
 # The one change in flight per controller process (Kafka: per LeaderState).
 PENDING_KEY = web.AppKey("pending_voter_change", dict)
+
+
+@contextlib.contextmanager
+def _in_flight(pending_slot: dict[str, Any], change: PendingVoterChange) -> Iterator[None]:
+    """``change`` is the one in flight while the block runs (the next decision refuses a
+    second change: ``voter_changes``); it is cleared after, unless it is no longer the one."""
+    pending_slot["change"] = change
+    try:
+        yield
+    finally:
+        if pending_slot.get("change") is change:
+            pending_slot.pop("change")
 
 
 def _refuse(refusal: Refusal) -> ErrorAnswer:
@@ -216,14 +230,10 @@ async def add_voter(request: web.Request) -> web.Response:
         raise _refused_before_proposing(node, decision)
     deadline_ms = view.now_ms + body.timeout_ms
     change = PendingVoterChange(kind=VoterChangeKind.ADD, voter=decision, deadline_ms=deadline_ms)
-    pending_slot["change"] = change
-    try:
+    with _in_flight(pending_slot, change):
         await _probe_new_voter(node, decision, deadline_ms)
         await _commit_change(node, VoterChangeKind.ADD, decision)
         await _wait_caught_up(node, decision, deadline_ms)
-    finally:
-        if pending_slot.get("change") is change:
-            pending_slot.pop("change")
     return json_response({})
 
 
@@ -266,12 +276,8 @@ async def remove_voter(request: web.Request) -> web.Response:
         voter=decision,
         deadline_ms=view.now_ms + node.config.request_timeout_ms,
     )
-    pending_slot["change"] = change
-    try:
+    with _in_flight(pending_slot, change):
         await _commit_change(node, VoterChangeKind.REMOVE, decision)
-    finally:
-        if pending_slot.get("change") is change:
-            pending_slot.pop("change")
     return json_response({})
 
 
