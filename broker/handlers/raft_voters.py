@@ -21,8 +21,9 @@ import uuid
 from typing import Any
 
 from pykraft.broker.controller_api import ControllerError
+from pykraft.broker.handlers.forwarding import bound_handler
 from pykraft.broker.handlers.services import BrokerServices, topic_id_string
-from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
+from pykraft.broker.kafka_apis import ApiHandler
 from pykraft.broker.network import RequestContext
 from pykraft.metadata.api.voters import (
     MAX_TIMEOUT_MS,
@@ -93,14 +94,8 @@ async def remove_raft_voter(services: BrokerServices, context: RequestContext, m
 
 
 def add_raft_voter_handler(services: BrokerServices) -> ApiHandler:
-    async def handle(context: RequestContext, message: Any) -> Any:
-        return await add_raft_voter(services, context, message)
-
-    return kafka_python_handler(handle)
+    return bound_handler(services, add_raft_voter)
 
 
 def remove_raft_voter_handler(services: BrokerServices) -> ApiHandler:
-    async def handle(context: RequestContext, message: Any) -> Any:
-        return await remove_raft_voter(services, context, message)
-
-    return kafka_python_handler(handle)
+    return bound_handler(services, remove_raft_voter)
