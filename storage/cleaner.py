@@ -152,9 +152,11 @@ class Cleaner:
                 summaries, log.config.segment_bytes, log.config.segment_index_bytes, end_offset
             )
             by_base = {segment.base_offset: segment for segment in below}
+            # one transaction state for the whole cleaning (Kafka Cleaner.doClean)
+            txn = CleanedTransactionMetadata()
             for group in groups:
                 segments = [by_base[summary.base_offset] for summary in group]
-                if self._clean_group(log, segments, offset_map, snapshot, now_ms):
+                if self._clean_group(log, segments, offset_map, txn, snapshot, now_ms):
                     swapped += 1
                 else:
                     dropped += 1
@@ -193,11 +195,15 @@ class Cleaner:
         log: PartitionLog,
         group: Sequence[LogSegment],
         offset_map: OffsetMap,
+        txn: CleanedTransactionMetadata,
         snapshot: _LogSnapshot,
         now_ms: int,
     ) -> bool:
         """Write the group's kept batches to ``.cleaned`` and swap it in; False when the
-        group's segments changed meanwhile (the file is removed)."""
+        group's segments changed meanwhile (the file is removed). Unlike Kafka 3.9 (which
+        keeps only the round's last batch), each group's last batch stays at least as an
+        empty header: an interrupted swap is completed from the end offset of the ``.swap``
+        file's last batch (``cleaner_swap.complete_interrupted_swaps``), so it is never empty."""
         following = snapshot.segments.index(group[-1]) + 1
         group_end = (
             snapshot.segments[following].base_offset
@@ -208,9 +214,10 @@ class Cleaner:
         aborted: list[AbortedTxn] = self._run_on_log(
             lambda: log.collect_aborted_transactions(base, group_end)
         )
+        txn.add_aborted_txns(aborted)
         cleaner_filter = CleanerFilter(
             offset_map,
-            CleanedTransactionMetadata(aborted),
+            txn,
             snapshot.last_records,
             now_ms=now_ms,
             delete_retention_ms=log.config.delete_retention_ms,
@@ -224,7 +231,7 @@ class Cleaner:
                 if result.data is not None:
                     writer.write(result.data)
                     self._check_done(len(result.data))
-            writer.finish(cleaner_filter.retained_aborted_txns)
+            writer.finish(cleaner_filter.take_retained_aborted_txns())
         except BaseException:
             writer.discard()
             raise

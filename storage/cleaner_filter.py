@@ -188,7 +188,7 @@ class CleanerFilter:
             return False
         return record.value is not None or horizon is None or self._now_ms < horizon
 
-    @property
-    def retained_aborted_txns(self) -> list[AbortedTxn]:
-        """Aborted transactions whose marker stayed: the new segment's ``.txnindex``."""
-        return self._txn.retained_aborted_txns
+    def take_retained_aborted_txns(self) -> list[AbortedTxn]:
+        """Aborted transactions whose marker stayed since the last call: the ``.txnindex`` of
+        the group just filtered."""
+        return self._txn.take_retained_aborted_txns()
