@@ -56,6 +56,10 @@ def _no_crash(step: SwapStep) -> None:
     return None
 
 
+def _always() -> bool:
+    return True
+
+
 @attrs.frozen
 class CleanerStats:
     """Kafka ``CleanerStats``, for one cleaning."""
@@ -104,15 +108,26 @@ class Cleaner:
         self._crash_point = crash_point
         self._bytes_read = self._bytes_written = self._records_read = self._records_kept = 0
         self._swapped: set[int] = set()  # ids of the segments this cleaning replaced
+        self._still_current: Callable[[], bool] = _always
 
-    def clean(self, log: PartitionLog, to_clean: LogToClean, now_ms: int) -> CleanerStats:
+    def clean(
+        self,
+        log: PartitionLog,
+        to_clean: LogToClean,
+        now_ms: int,
+        *,
+        still_current: Callable[[], bool] = _always,
+    ) -> CleanerStats:
         """One cleaning of ``log`` at wall time ``now_ms`` (delete horizons, KIP-534).
 
         Raises ``LogChangedError`` when a segment it read was truncated, deleted or replaced
-        under it (its files closed): Kafka aborts a cleaning on truncation and deletion.
+        under it (its files closed), or when ``still_current`` (asked between batches and,
+        on the event loop, before each swap) says its cleaning was aborted: Kafka aborts a
+        cleaning on truncation and deletion (``LogCleanerManager.abortAndPauseCleaning``).
         """
         self._bytes_read = self._bytes_written = self._records_read = self._records_kept = 0
         self._swapped = set()
+        self._still_current = still_current
         snapshot: _LogSnapshot = self._run_on_log(lambda: _snapshot(log))
         try:
             return self._clean(log, snapshot, to_clean, now_ms)
@@ -184,6 +199,8 @@ class Cleaner:
                 data = segment.read_batch(item)
                 self._bytes_read += len(data)
                 self._check_done(len(data))
+                if not self._still_current():
+                    raise LogChangedError("the cleaning was aborted (truncation or deletion)")
                 if pending is not None:
                     yield pending, False
                 pending = data
@@ -248,6 +265,9 @@ class Cleaner:
         now_ms: int,
     ) -> bool:
         local = log.local_log
+        if not self._still_current():
+            writer.discard()
+            raise LogChangedError("the cleaning was aborted before its swap")
         if local.index_of_run(group) is None:
             writer.discard()
             return False
