@@ -322,7 +322,9 @@ class UnifiedLog:
             info = attrs.evolve(info, last_offset=batches[-1].header.last_offset)
         clock = self.active_segment.created_ms if now_ms is None else now_ms
         if self.store.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
-            self.roll(clock)
+            # Kafka maybeRoll: roll(Some(firstOffset)), so a follower's batch past a gap wider
+            # than a segment's relative offsets opens a segment of its own
+            self.roll(clock, batches[0].header.base_offset if leader else None)
         appended: list[AppendedBatch] = []
         next_offset = first_offset
         for item in batches:
@@ -344,12 +346,13 @@ class UnifiedLog:
         apply_appended(self.producer_state, self.store, written_batches)
         return info
 
-    def roll(self, now_ms: int) -> None:
-        """Start a new active segment at the log end (no-op while the active one is empty);
-        producer state is snapshotted at the new base offset, as Kafka does."""
-        if self.active_segment.size:
+    def roll(self, now_ms: int, base_offset: int | None = None) -> None:
+        """Start a new active segment at the log end, or at ``base_offset`` when past it (no-op
+        while the active one is empty); producer state is snapshotted at the log end."""
+        active = self.active_segment
+        if active.size or (base_offset is not None and base_offset > active.base_offset):
             self.producer_state.take_snapshot(self.log_end_offset)
-            self.store.roll(now_ms)
+            self.store.roll(now_ms, base_offset)
 
     def maybe_start_transaction_verification(
         self, producer_id: int, sequence: int, epoch: int, now_ms: int
