@@ -109,6 +109,7 @@ class Cleaner:
         self._bytes_read = self._bytes_written = self._records_read = self._records_kept = 0
         self._swapped: set[int] = set()  # ids of the segments this cleaning replaced
         self._still_current: Callable[[], bool] = _always
+        self._swap_started = False  # the group's swap began: its files are the swap's
 
     def clean(
         self,
@@ -253,24 +254,30 @@ class Cleaner:
             writer.discard()
             raise
         self._bytes_written += writer.size
-        self._crash_point(SwapStep.CLEANED)
-        swapped: bool = self._run_on_log(lambda: self._swap(log, group, writer, now_ms))
-        return swapped
+        self._crash_point(SwapStep.CLEANED)  # a crash here leaves the .cleaned files behind
+        self._swap_started = False
+        try:
+            swapped: bool = self._run_on_log(lambda: self._swap(log, group, now_ms))
+            return swapped
+        finally:
+            # Whatever stopped the group before its swap began (an abort, a stop, a dropped
+            # swap), its .cleaned files go; once the swap began, its files are the swap's
+            # (completed or rolled back at the next load).
+            if not self._swap_started:
+                writer.discard()
 
     def _swap(
         self,
         log: PartitionLog,
         group: Sequence[LogSegment],
-        writer: CleanedSegmentWriter,
         now_ms: int,
     ) -> bool:
         local = log.local_log
         if not self._still_current():
-            writer.discard()
             raise LogChangedError("the cleaning was aborted before its swap")
         if local.index_of_run(group) is None:
-            writer.discard()
             return False
+        self._swap_started = True
         swap_in(
             log.directory,
             group[0].base_offset,

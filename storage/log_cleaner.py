@@ -9,8 +9,9 @@ and records the end of what it cleaned as the log's first dirty offset in its lo
 ``cleaner-offset-checkpoint`` (Kafka's text format, ``storage.checkpoints``). It returns None
 when no log is cleanable; the caller then backs off ``log.cleaner.backoff.ms``.
 
-A cleaning that fails (bad data, I/O) marks its partition uncleanable for the life of the
-process (Kafka's ``markPartitionUncleanable``) and the others go on; a partition deleted or
+A cleaning that fails on bad data marks its partition uncleanable for the life of the process
+(Kafka's ``markPartitionUncleanable``) and the others go on; one that fails on I/O takes the
+log dir offline (the log manager's log-dir failure handling); a partition deleted or
 replaced under the cleaning is simply dropped. ``CleaningAbortedError`` (shutdown) propagates.
 
 The log manager calls the ``storage.cleaner_hooks.CleanerHooks`` (Kafka's
@@ -26,6 +27,7 @@ Threads: ``run_on_log`` carries every look at the logs' state (see ``storage.cle
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -85,6 +87,8 @@ class LogSource(Protocol):
     def log_dir_of(self, tp: TopicPartition) -> Path | None: ...
 
     def has_future_log(self, tp: TopicPartition) -> bool: ...
+
+    def handle_log_dir_failure(self, log_dir: Path, reason: str) -> list[TopicPartition]: ...
 
     @property
     def online_dirs(self) -> tuple[Path, ...]: ...
@@ -224,11 +228,7 @@ class LogCleaner:
             logger.info("cleaning %s dropped: %s", tp, changed)
             return None
         except Exception as error:  # Kafka's LogCleaningException: this log only
-            # A log deleted or moved under the cleaning fails with whatever its closed files
-            # raise (OSError, or ValueError from a closed index map): nothing to mark then.
-            if self._run_on_log(lambda: self._still_current(tp, log, aborts)):
-                logger.warning("cleaning %s failed, marking it uncleanable: %r", tp, error)
-                self.uncleanable[tp] = repr(error)
+            self._run_on_log(functools.partial(self._on_failure, tp, log, aborts, error))
             return None
         if stats.end_offset <= chosen.to_clean.first_dirty_offset:
             return None  # nothing past the first dirty offset to map: back off, do not spin
@@ -267,6 +267,24 @@ class LogCleaner:
             return None
         tp = choice.chosen.topic_partition
         return _Chosen(choice.chosen, logs[tp], self._aborts.get(tp, 0))
+
+    def _on_failure(
+        self, tp: TopicPartition, log: PartitionLog, aborts: int, error: Exception
+    ) -> None:
+        """A cleaning failed (on the event loop). A log deleted, moved or truncated under it
+        fails with whatever its closed files raise: nothing to do then. An I/O error takes the
+        log dir offline, as Kafka's ``LogCleaner.cleanLog`` does on an ``IOException``
+        (``LogDirFailureChannel.maybeAddOfflineLogDir``): a swap cut short leaves files only
+        the next load repairs. Anything else marks the partition uncleanable."""
+        if not self._still_current(tp, log, aborts):
+            return
+        log_dir = self._source.log_dir_of(tp)
+        if isinstance(error, OSError) and log_dir is not None:
+            logger.error("cleaning %s failed on I/O, taking %s offline: %r", tp, log_dir, error)
+            self._source.handle_log_dir_failure(log_dir, f"cleaning {tp}: {error!r}")
+            return
+        logger.warning("cleaning %s failed, marking it uncleanable: %r", tp, error)
+        self.uncleanable[tp] = repr(error)
 
     def _commit(self, tp: TopicPartition, log: PartitionLog, aborts: int, end: int) -> bool:
         """Record the new first dirty offset unless the log changed since the cleaning began

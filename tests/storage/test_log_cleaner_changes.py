@@ -7,9 +7,11 @@ cleaner skip a tombstone and bring a deleted key back (LogCleanerManagerTest
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pykraft.storage.checkpoints import read_offset_checkpoint
+from pykraft.storage.cleaner_swap import SwapStep
 from pykraft.storage.log_cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleaner
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.partition_log import PartitionLog
@@ -138,3 +140,45 @@ def test_a_partition_deleted_and_created_again_starts_dirty(tmp_path: Path) -> N
     _ten_then_tail(log)
     result = cleaner.clean_filthiest(T0)
     assert result is not None and cleaner.checkpoints == {COMPACTED: 10}
+
+
+def _fail_at(step_name: str, error: Exception) -> Callable[[SwapStep], None]:
+    def crash_point(step: SwapStep) -> None:
+        if step.name == step_name:
+            raise error
+
+    return crash_point
+
+
+def test_an_io_error_mid_swap_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    """Kafka LogCleaner.cleanLog: an IOException goes to LogDirFailureChannel
+    (maybeAddOfflineLogDir), not markPartitionUncleanable: the half-done swap is repaired by
+    the next load, so the in-memory log must not be served any longer."""
+    logs = manager(tmp_path)
+    log = logs.get_or_create_log(COMPACTED, T0)
+    _ten_then_tail(log)
+    cleaner = LogCleaner(CleanerConfig(), logs)
+    cleaner._cleaner._crash_point = _fail_at("OLD_DELETED", OSError(5, "I/O error"))
+    assert cleaner.clean_filthiest(T0) is None
+    assert tmp_path in logs.offline_dirs
+    assert cleaner.uncleanable == {}
+
+
+def test_a_swap_dropped_before_it_begins_leaves_no_cleaned_files(tmp_path: Path) -> None:
+    """A truncation between the writing and the swap: the .cleaned files go (no file or
+    descriptor is left until the next restart)."""
+    logs = manager(tmp_path)
+    log = logs.get_or_create_log(COMPACTED, T0)
+    _ten_then_tail(log)
+    append(log, [(b"more", b"m")], T0)
+    cleaner = LogCleaner(CleanerConfig(), logs)
+
+    def truncate_before_swap(step: SwapStep) -> None:
+        if step is SwapStep.CLEANED:
+            log.truncate_to(11)
+
+    cleaner._cleaner._crash_point = truncate_before_swap
+    assert cleaner.clean_filthiest(T0) is None
+    directory = tmp_path / COMPACTED.dir_name()
+    assert not [p.name for p in directory.iterdir() if ".cleaned" in p.name]
+    assert cleaner.checkpoints == {}
