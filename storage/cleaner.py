@@ -96,7 +96,7 @@ class Cleaner:
 
     def __init__(
         self,
-        offset_map_capacity: int,
+        offset_map_capacity: int,  # bytes (cleaner_offset_map.entry_bytes)
         *,
         check_done: Callable[[int], None] = _no_check,
         run_on_log: Callable[[Callable[[], Any]], Any] = _call,

@@ -97,7 +97,7 @@ class OffsetMapBuilder:
             for record in read_batch(data)[1]:
                 if record.key is None or record.offset < self.start_offset:
                     continue
-                if len(self.offset_map) >= self.offset_map.capacity:
+                if not self.offset_map.has_room_for(record.key):
                     self.full = True
                     return False
                 self.offset_map.put(record.key, record.offset)
