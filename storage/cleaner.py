@@ -28,7 +28,13 @@ from pykraft.storage.cleaner_filter import CleanerFilter, LastRecord, OffsetMapB
 from pykraft.storage.cleaner_offset_map import OffsetMap
 from pykraft.storage.cleaner_policy import LogToClean, SegmentSummary, group_segments_by_size
 from pykraft.storage.cleaner_segment import CleanedSegmentWriter
-from pykraft.storage.cleaner_swap import CrashPoint, SwapStep, open_swapped_segment, swap_in
+from pykraft.storage.cleaner_swap import (
+    CrashPoint,
+    SwapStep,
+    no_crash,
+    open_swapped_segment,
+    swap_in,
+)
 from pykraft.storage.cleaner_txn import CleanedTransactionMetadata
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.segment import LogSegment
@@ -44,15 +50,12 @@ class LogChangedError(Exception):
     """The log was truncated, deleted or replaced under the cleaning: it is dropped."""
 
 
-def _call(function: Callable[[], T]) -> T:
+def call_here(function: Callable[[], T]) -> T:
+    """The default ``run_on_log``: a plain call, on the cleaning's own thread."""
     return function()
 
 
 def _no_check(moved_bytes: int) -> None:
-    return None
-
-
-def _no_crash(step: SwapStep) -> None:
     return None
 
 
@@ -99,8 +102,8 @@ class Cleaner:
         offset_map_capacity: int,  # bytes (cleaner_offset_map.entry_bytes)
         *,
         check_done: Callable[[int], None] = _no_check,
-        run_on_log: Callable[[Callable[[], Any]], Any] = _call,
-        crash_point: CrashPoint = _no_crash,
+        run_on_log: Callable[[Callable[[], Any]], Any] = call_here,
+        crash_point: CrashPoint = no_crash,
     ) -> None:
         self.offset_map_capacity = offset_map_capacity
         self._check_done = check_done

@@ -46,6 +46,7 @@ from pykraft.storage.cleaner import (
     CleanerStats,
     CleaningAbortedError,
     LogChangedError,
+    call_here,
     segment_summary,
 )
 from pykraft.storage.cleaner_hooks import CleanerHooks
@@ -107,10 +108,6 @@ class _Chosen:
     aborts: int  # the partition's abort count when chosen
 
 
-def _call(function: Callable[[], Any]) -> Any:
-    return function()
-
-
 class LogCleaner:
     """Rounds of cleaning over a ``LogSource`` (see the module docstring)."""
 
@@ -120,7 +117,7 @@ class LogCleaner:
         source: LogSource,
         *,
         check_done: Callable[[int], None] | None = None,
-        run_on_log: Callable[[Callable[[], Any]], Any] = _call,
+        run_on_log: Callable[[Callable[[], Any]], Any] = call_here,
     ) -> None:
         self.config = config
         self._source = source
