@@ -28,7 +28,13 @@ from pykraft.storage.cleaner_filter import CleanerFilter, LastRecord, OffsetMapB
 from pykraft.storage.cleaner_offset_map import OffsetMap
 from pykraft.storage.cleaner_policy import LogToClean, SegmentSummary, group_segments_by_size
 from pykraft.storage.cleaner_segment import CleanedSegmentWriter
-from pykraft.storage.cleaner_swap import CrashPoint, SwapStep, open_swapped_segment, swap_in
+from pykraft.storage.cleaner_swap import (
+    CrashPoint,
+    SwapStep,
+    no_crash,
+    open_swapped_segment,
+    swap_in,
+)
 from pykraft.storage.cleaner_txn import CleanedTransactionMetadata
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.segment import LogSegment
@@ -44,7 +50,8 @@ class LogChangedError(Exception):
     """The log was truncated, deleted or replaced under the cleaning: it is dropped."""
 
 
-def _call(function: Callable[[], T]) -> T:
+def call_here(function: Callable[[], T]) -> T:
+    """The default ``run_on_log``: a plain call, on the cleaning's own thread."""
     return function()
 
 
@@ -52,8 +59,8 @@ def _no_check(moved_bytes: int) -> None:
     return None
 
 
-def _no_crash(step: SwapStep) -> None:
-    return None
+def _always() -> bool:
+    return True
 
 
 @attrs.frozen
@@ -92,11 +99,11 @@ class Cleaner:
 
     def __init__(
         self,
-        offset_map_capacity: int,
+        offset_map_capacity: int,  # bytes (cleaner_offset_map.entry_bytes)
         *,
         check_done: Callable[[int], None] = _no_check,
-        run_on_log: Callable[[Callable[[], Any]], Any] = _call,
-        crash_point: CrashPoint = _no_crash,
+        run_on_log: Callable[[Callable[[], Any]], Any] = call_here,
+        crash_point: CrashPoint = no_crash,
     ) -> None:
         self.offset_map_capacity = offset_map_capacity
         self._check_done = check_done
@@ -104,15 +111,27 @@ class Cleaner:
         self._crash_point = crash_point
         self._bytes_read = self._bytes_written = self._records_read = self._records_kept = 0
         self._swapped: set[int] = set()  # ids of the segments this cleaning replaced
+        self._still_current: Callable[[], bool] = _always
+        self._swap_started = False  # the group's swap began: its files are the swap's
 
-    def clean(self, log: PartitionLog, to_clean: LogToClean, now_ms: int) -> CleanerStats:
+    def clean(
+        self,
+        log: PartitionLog,
+        to_clean: LogToClean,
+        now_ms: int,
+        *,
+        still_current: Callable[[], bool] = _always,
+    ) -> CleanerStats:
         """One cleaning of ``log`` at wall time ``now_ms`` (delete horizons, KIP-534).
 
         Raises ``LogChangedError`` when a segment it read was truncated, deleted or replaced
-        under it (its files closed): Kafka aborts a cleaning on truncation and deletion.
+        under it (its files closed), or when ``still_current`` (asked between batches and,
+        on the event loop, before each swap) says its cleaning was aborted: Kafka aborts a
+        cleaning on truncation and deletion (``LogCleanerManager.abortAndPauseCleaning``).
         """
         self._bytes_read = self._bytes_written = self._records_read = self._records_kept = 0
         self._swapped = set()
+        self._still_current = still_current
         snapshot: _LogSnapshot = self._run_on_log(lambda: _snapshot(log))
         try:
             return self._clean(log, snapshot, to_clean, now_ms)
@@ -152,9 +171,11 @@ class Cleaner:
                 summaries, log.config.segment_bytes, log.config.segment_index_bytes, end_offset
             )
             by_base = {segment.base_offset: segment for segment in below}
+            # one transaction state for the whole cleaning (Kafka Cleaner.doClean)
+            txn = CleanedTransactionMetadata()
             for group in groups:
                 segments = [by_base[summary.base_offset] for summary in group]
-                if self._clean_group(log, segments, offset_map, snapshot, now_ms):
+                if self._clean_group(log, segments, offset_map, txn, snapshot, now_ms):
                     swapped += 1
                 else:
                     dropped += 1
@@ -182,6 +203,8 @@ class Cleaner:
                 data = segment.read_batch(item)
                 self._bytes_read += len(data)
                 self._check_done(len(data))
+                if not self._still_current():
+                    raise LogChangedError("the cleaning was aborted (truncation or deletion)")
                 if pending is not None:
                     yield pending, False
                 pending = data
@@ -193,11 +216,15 @@ class Cleaner:
         log: PartitionLog,
         group: Sequence[LogSegment],
         offset_map: OffsetMap,
+        txn: CleanedTransactionMetadata,
         snapshot: _LogSnapshot,
         now_ms: int,
     ) -> bool:
         """Write the group's kept batches to ``.cleaned`` and swap it in; False when the
-        group's segments changed meanwhile (the file is removed)."""
+        group's segments changed meanwhile (the file is removed). Unlike Kafka 3.9 (which
+        keeps only the round's last batch), each group's last batch stays at least as an
+        empty header: an interrupted swap is completed from the end offset of the ``.swap``
+        file's last batch (``cleaner_swap.complete_interrupted_swaps``), so it is never empty."""
         following = snapshot.segments.index(group[-1]) + 1
         group_end = (
             snapshot.segments[following].base_offset
@@ -208,9 +235,10 @@ class Cleaner:
         aborted: list[AbortedTxn] = self._run_on_log(
             lambda: log.collect_aborted_transactions(base, group_end)
         )
+        txn.add_aborted_txns(aborted)
         cleaner_filter = CleanerFilter(
             offset_map,
-            CleanedTransactionMetadata(aborted),
+            txn,
             snapshot.last_records,
             now_ms=now_ms,
             delete_retention_ms=log.config.delete_retention_ms,
@@ -224,26 +252,35 @@ class Cleaner:
                 if result.data is not None:
                     writer.write(result.data)
                     self._check_done(len(result.data))
-            writer.finish(cleaner_filter.retained_aborted_txns)
+            writer.finish(cleaner_filter.take_retained_aborted_txns())
         except BaseException:
             writer.discard()
             raise
         self._bytes_written += writer.size
-        self._crash_point(SwapStep.CLEANED)
-        swapped: bool = self._run_on_log(lambda: self._swap(log, group, writer, now_ms))
-        return swapped
+        self._crash_point(SwapStep.CLEANED)  # a crash here leaves the .cleaned files behind
+        self._swap_started = False
+        try:
+            swapped: bool = self._run_on_log(lambda: self._swap(log, group, now_ms))
+            return swapped
+        finally:
+            # Whatever stopped the group before its swap began (an abort, a stop, a dropped
+            # swap), its .cleaned files go; once the swap began, its files are the swap's
+            # (completed or rolled back at the next load).
+            if not self._swap_started:
+                writer.discard()
 
     def _swap(
         self,
         log: PartitionLog,
         group: Sequence[LogSegment],
-        writer: CleanedSegmentWriter,
         now_ms: int,
     ) -> bool:
         local = log.local_log
+        if not self._still_current():
+            raise LogChangedError("the cleaning was aborted before its swap")
         if local.index_of_run(group) is None:
-            writer.discard()
             return False
+        self._swap_started = True
         swap_in(
             log.directory,
             group[0].base_offset,

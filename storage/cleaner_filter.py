@@ -97,7 +97,7 @@ class OffsetMapBuilder:
             for record in read_batch(data)[1]:
                 if record.key is None or record.offset < self.start_offset:
                     continue
-                if len(self.offset_map) >= self.offset_map.capacity:
+                if not self.offset_map.has_room_for(record.key):
                     self.full = True
                     return False
                 self.offset_map.put(record.key, record.offset)
@@ -188,7 +188,7 @@ class CleanerFilter:
             return False
         return record.value is not None or horizon is None or self._now_ms < horizon
 
-    @property
-    def retained_aborted_txns(self) -> list[AbortedTxn]:
-        """Aborted transactions whose marker stayed: the new segment's ``.txnindex``."""
-        return self._txn.retained_aborted_txns
+    def take_retained_aborted_txns(self) -> list[AbortedTxn]:
+        """Aborted transactions whose marker stayed since the last call: the ``.txnindex`` of
+        the group just filtered."""
+        return self._txn.take_retained_aborted_txns()

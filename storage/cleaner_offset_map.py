@@ -3,17 +3,23 @@
 Kafka's ``SkimpyOffsetMap`` stores an MD5 of each key and its offset in a fixed buffer of
 ``log.cleaner.dedupe.buffer.size / log.cleaner.threads`` bytes, 24 bytes a slot (16 of hash, 8
 of offset), and the cleaner fills it to ``log.cleaner.io.buffer.load.factor`` (0.9) of its slots
-before it stops and cleans what it mapped (``Cleaner.buildOffsetMap``). This map keeps the same
-bound on the number of keys but stores the keys themselves (a Python dict), so no two keys ever
-collide; ``latest_offset`` is the last offset mapped, the end of what one cleaning covers.
+before it stops and cleans what it mapped (``Cleaner.buildOffsetMap``).
+
+This map keeps the keys themselves (a Python dict), so no two keys ever collide: a digest
+collision would make the cleaner drop a live record for another key's later write. It is
+bounded by the same budget in bytes, each entry counted as what it costs here:
+``len(key) + ENTRY_OVERHEAD_BYTES`` (the bytes object's header, the int offset and the dict's
+slot), so a log of long keys cannot make the map grow past ``log.cleaner.dedupe.buffer.size``.
+``latest_offset`` is the last offset mapped, the end of what one cleaning covers.
 """
 
 from __future__ import annotations
 
-# Kafka's SkimpyOffsetMap: an MD5 digest (16 bytes) plus an 8-byte offset per slot.
-BYTES_PER_ENTRY = 16 + 8
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_IO_BUFFER_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
+# CPython, 64-bit: a bytes object's header (33), an int (28-32), a dict entry (hash, key and
+# value pointers, 24) and its share of the sparse index and spare room (~12).
+ENTRY_OVERHEAD_BYTES = 100
 NO_OFFSET = -1
 
 
@@ -22,32 +28,44 @@ def offset_map_capacity(
     cleaner_threads: int = 1,
     load_factor: float = DEFAULT_IO_BUFFER_LOAD_FACTOR,
 ) -> int:
-    """Keys one cleaning may map: Kafka's ``maxDesiredMapSize`` for one cleaner thread."""
+    """Bytes one cleaning's map may hold: Kafka's ``maxDesiredMapSize`` for one cleaner
+    thread, in bytes rather than slots."""
     assert cleaner_threads >= 1, "log.cleaner.threads is at least 1"
-    slots = dedupe_buffer_size // cleaner_threads // BYTES_PER_ENTRY
-    return max(1, int(slots * load_factor))
+    return max(1, int(dedupe_buffer_size // cleaner_threads * load_factor))
+
+
+def entry_bytes(key: bytes) -> int:
+    """What mapping ``key`` costs against the budget."""
+    return len(key) + ENTRY_OVERHEAD_BYTES
 
 
 class OffsetMap:
-    """Key → the largest offset seen for it, at most ``capacity`` keys."""
+    """Key → the largest offset seen for it, its entries costing at most ``capacity`` bytes
+    (``entry_bytes``); one key always fits, however long."""
 
-    # Invariant: every mapped offset <= latest_offset; len(self) <= capacity.
+    # Invariant: every mapped offset <= latest_offset; used_bytes <= capacity, or one entry.
 
     def __init__(self, capacity: int) -> None:
         assert capacity >= 1, "an offset map holds at least one key"
         self.capacity = capacity
+        self.used_bytes = 0
         self._offsets: dict[bytes, int] = {}
         self.latest_offset = NO_OFFSET
 
     def __len__(self) -> int:
         return len(self._offsets)
 
-    def has_room_for(self, keys: int) -> bool:
-        """Could ``keys`` new keys be mapped without passing the capacity?"""
-        return len(self._offsets) + keys <= self.capacity
+    def has_room_for(self, key: bytes) -> bool:
+        """Could ``key`` be mapped (a key already mapped always can) without passing the
+        budget? An empty map takes any one key."""
+        if key in self._offsets or not self._offsets:
+            return True
+        return self.used_bytes + entry_bytes(key) <= self.capacity
 
     def put(self, key: bytes, offset: int) -> None:
         assert offset >= self.latest_offset, "offsets are mapped in log order"
+        if key not in self._offsets:
+            self.used_bytes += entry_bytes(key)
         self._offsets[key] = offset
         self.latest_offset = offset
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX
 from pykraft.storage.atomic_file import fsync_directory
-from pykraft.storage.batch_scan import read_batch_header
+from pykraft.storage.batch_scan import iter_valid_batches
 from pykraft.storage.cleaner_segment import cleaned_path
 from pykraft.storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from pykraft.storage.record_batch import CorruptRecordError
@@ -60,7 +60,7 @@ class SwapStep(enum.Enum):
 CrashPoint = Callable[[SwapStep], None]
 
 
-def _no_crash(step: SwapStep) -> None:
+def no_crash(step: SwapStep) -> None:
     return None
 
 
@@ -74,7 +74,7 @@ def swap_in(
     directory: Path,
     base_offset: int,
     old_base_offsets: Sequence[int],
-    crash_point: CrashPoint = _no_crash,
+    crash_point: CrashPoint = no_crash,
 ) -> None:
     """Steps 2 to 4 for a fsync'd ``<base>.log.cleaned`` replacing ``old_base_offsets`` (whose
     first is ``base_offset``). The caller reopens the segment afterwards."""
@@ -109,13 +109,12 @@ def swap_in(
 
 
 def _swap_end_offset(path: Path) -> int | None:
-    """The offset after the last batch of a swap file; None when it does not read back."""
+    """The offset after the last batch of a swap file; None when it does not read back whole
+    (a torn or CRC-invalid batch: the cleaned copy is not trusted)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        size, position, end = os.fstat(fd).st_size, 0, None
-        while position < size:
-            header = read_batch_header(fd, position, size)
-            position += header.size_in_bytes
+        end = None
+        for _, header in iter_valid_batches(fd, os.fstat(fd).st_size):
             end = header.next_offset
         return end
     except CorruptRecordError:

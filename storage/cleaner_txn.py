@@ -1,4 +1,4 @@
-"""What the cleaner knows of transactions while it walks a group of segments (Kafka's
+"""What the cleaner knows of transactions while it walks the segments of one cleaning (Kafka's
 ``CleanedTransactionMetadata``).
 
 The walk learns which transactions were aborted from the transaction index (``.txnindex``,
@@ -36,18 +36,33 @@ class _AbortedTxnInWalk:
 
 
 class CleanedTransactionMetadata:
-    """One walk's transaction state; ``retained_aborted_txns`` feed the new ``.txnindex``."""
+    """One cleaning's transaction state, shared by every group of segments it rewrites (Kafka's
+    ``Cleaner.doClean`` makes one and hands it to each ``cleanSegments``): a transaction whose
+    data sits in one group and whose marker sits in the next is still seen as one.
+    ``retained_aborted_txns`` feed the ``.txnindex`` of the group being written."""
 
-    def __init__(self, aborted_txns: Iterable[AbortedTxn]) -> None:
-        self._pending = deque(sorted(aborted_txns, key=lambda txn: txn.first_offset))
+    def __init__(self, aborted_txns: Iterable[AbortedTxn] = ()) -> None:
+        self._pending: deque[AbortedTxn] = deque()
         self._ongoing_aborted: dict[int, _AbortedTxnInWalk] = {}
         self._ongoing_committed: set[int] = set()
         self.retained_aborted_txns: list[AbortedTxn] = []
+        self.add_aborted_txns(aborted_txns)
+
+    def add_aborted_txns(self, aborted_txns: Iterable[AbortedTxn]) -> None:
+        """Kafka ``addAbortedTransactions``: the next group's aborted transactions."""
+        merged = [*self._pending, *aborted_txns]
+        self._pending = deque(sorted(merged, key=lambda txn: txn.first_offset))
+
+    def take_retained_aborted_txns(self) -> list[AbortedTxn]:
+        """The aborted transactions retained since the last call: one group's ``.txnindex``."""
+        retained, self.retained_aborted_txns = self.retained_aborted_txns, []
+        return retained
 
     def _consume_aborted_txns_up_to(self, offset: int) -> None:
         while self._pending and self._pending[0].first_offset <= offset:
             txn = self._pending.popleft()
-            self._ongoing_aborted[txn.producer_id] = _AbortedTxnInWalk(txn)
+            # Kafka getOrElseUpdate: a transaction already ongoing keeps what was observed of it
+            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnInWalk(txn))
 
     def on_batch_read(self, header: BatchHeader) -> bool:
         """Kafka ``onBatchRead``: True when the data batch belongs to an aborted transaction

@@ -84,12 +84,13 @@ class LocalLog:
             relative_offset=last_offset - segment.base_offset,
         )
 
-    def roll(self, now_ms: int) -> bool:
-        """Start a new active segment at the log end; False while the active one is empty."""
+    def roll(self, now_ms: int, base_offset: int | None = None) -> bool:
+        """Start a new active segment at the log end, or at ``base_offset`` when past it;
+        False while the active one is empty."""
         active = self.active_segment
-        if active.size == 0:
-            return False
-        base = self.log_end_offset
+        if active.size == 0 and (base_offset is None or base_offset <= active.base_offset):
+            return False  # an empty segment stays active, unless it cannot hold base_offset
+        base = max(self.log_end_offset, base_offset or 0)
         active.on_become_inactive()
         for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             # Leftovers of an earlier life of this offset would be read as entries.

@@ -9,15 +9,25 @@ and records the end of what it cleaned as the log's first dirty offset in its lo
 ``cleaner-offset-checkpoint`` (Kafka's text format, ``storage.checkpoints``). It returns None
 when no log is cleanable; the caller then backs off ``log.cleaner.backoff.ms``.
 
-A cleaning that fails (bad data, I/O) marks its partition uncleanable for the life of the
-process (Kafka's ``markPartitionUncleanable``) and the others go on; a partition deleted or
+A cleaning that fails on bad data marks its partition uncleanable for the life of the process
+(Kafka's ``markPartitionUncleanable``) and the others go on; one that fails on I/O takes the
+log dir offline (the log manager's log-dir failure handling); a partition deleted or
 replaced under the cleaning is simply dropped. ``CleaningAbortedError`` (shutdown) propagates.
+
+The log manager calls the ``storage.cleaner_hooks.CleanerHooks`` (Kafka's
+``LogCleanerManager.abortAndPauseCleaning`` / ``resumeCleaning`` / ``maybeTruncateCheckpoint``
+/ ``abortCleaning``) on the event loop: a paused partition is not chosen, and a cleaning of it
+in progress stops at its next batch or before its next swap (``LogChangedError``) — Kafka
+waits for the cleaning to stop; here the swap and the checkpoint update, both on the event
+loop, check that nothing paused, truncated, deleted or replaced the log since the cleaning
+started. A partition with a future log (a move between log dirs) is not cleaned either.
 
 Threads: ``run_on_log`` carries every look at the logs' state (see ``storage.cleaner``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -36,14 +46,16 @@ from pykraft.storage.cleaner import (
     CleanerStats,
     CleaningAbortedError,
     LogChangedError,
+    call_here,
     segment_summary,
 )
+from pykraft.storage.cleaner_hooks import CleanerHooks
 from pykraft.storage.cleaner_offset_map import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
     DEFAULT_IO_BUFFER_LOAD_FACTOR,
     offset_map_capacity,
 )
-from pykraft.storage.cleaner_policy import LogSummary, grab_filthiest_compacted_log
+from pykraft.storage.cleaner_policy import LogSummary, LogToClean, grab_filthiest_compacted_log
 from pykraft.storage.local_log import LocalLog
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.topic_partition import TopicPartition
@@ -68,10 +80,16 @@ class CleanerConfig:
 class LogSource(Protocol):
     """What the cleaner reads of ``storage.log_manager.LogManager``."""
 
+    cleaner: CleanerHooks | None
+
     @property
     def logs(self) -> Mapping[TopicPartition, PartitionLog]: ...
 
     def log_dir_of(self, tp: TopicPartition) -> Path | None: ...
+
+    def has_future_log(self, tp: TopicPartition) -> bool: ...
+
+    def handle_log_dir_failure(self, log_dir: Path, reason: str) -> list[TopicPartition]: ...
 
     @property
     def online_dirs(self) -> tuple[Path, ...]: ...
@@ -83,8 +101,11 @@ class CleaningResult:
     stats: CleanerStats
 
 
-def _call(function: Callable[[], Any]) -> Any:
-    return function()
+@attrs.frozen
+class _Chosen:
+    to_clean: LogToClean
+    log: PartitionLog
+    aborts: int  # the partition's abort count when chosen
 
 
 class LogCleaner:
@@ -96,7 +117,7 @@ class LogCleaner:
         source: LogSource,
         *,
         check_done: Callable[[int], None] | None = None,
-        run_on_log: Callable[[Callable[[], Any]], Any] = _call,
+        run_on_log: Callable[[Callable[[], Any]], Any] = call_here,
     ) -> None:
         self.config = config
         self._source = source
@@ -107,6 +128,9 @@ class LogCleaner:
         extra: dict[str, Any] = {} if check_done is None else {"check_done": check_done}
         self._cleaner = Cleaner(capacity, run_on_log=run_on_log, **extra)
         self.uncleanable: dict[TopicPartition, str] = {}
+        self._paused: dict[TopicPartition, int] = {}  # Kafka LogCleaningPaused(count)
+        # Bumped by every abort: a cleaning that started before one is stale.
+        self._aborts: dict[TopicPartition, int] = {}
         # For the metrics (Kafka's LogCleanerManager dirtiestLogCleanableRatio and the last
         # cleaning's CleanerStats): set by each round.
         self.max_dirty_ratio = 0.0
@@ -115,6 +139,57 @@ class LogCleaner:
         self._online_dirs = source.online_dirs
         for log_dir in source.online_dirs:
             self._checkpoints.update(_read_checkpoint(log_dir))
+        source.cleaner = self
+
+    # ------------------------------------------------------------------ the log manager's hooks
+
+    def abort_and_pause(self, tp: TopicPartition) -> None:
+        """Kafka ``abortAndPauseCleaning``: a cleaning of ``tp`` in progress is dropped, none
+        starts until as many ``resume`` calls."""
+        self._paused[tp] = self._paused.get(tp, 0) + 1
+        self._aborts[tp] = self._aborts.get(tp, 0) + 1
+
+    def resume(self, tp: TopicPartition) -> None:
+        """Kafka ``resumeCleaning``."""
+        count = self._paused.get(tp, 0)
+        assert count > 0, f"cleaning of {tp} is not paused"
+        if count == 1:
+            del self._paused[tp]
+        else:
+            self._paused[tp] = count - 1
+
+    def maybe_truncate_checkpoint(self, tp: TopicPartition, offset: int) -> None:
+        """Kafka ``maybeTruncateCheckpoint``: a first dirty offset past ``offset`` (the log was
+        truncated below it) moves back to ``offset``, on disk too."""
+        checkpoint = self._checkpoints.get(tp)
+        if checkpoint is not None and checkpoint > offset:
+            self._checkpoints[tp] = offset
+            self._write_checkpoints(self._current_dirs())
+
+    def forget(self, tp: TopicPartition) -> None:
+        """The partition was deleted (Kafka ``abortCleaning`` and ``updateCheckpoints`` with
+        its entry removed): a log created again under its name starts dirty from its start."""
+        self._paused.pop(tp, None)
+        self.uncleanable.pop(tp, None)
+        if self._checkpoints.pop(tp, None) is not None:
+            self._write_checkpoints(self._current_dirs())
+
+    def is_paused(self, tp: TopicPartition) -> bool:
+        return tp in self._paused or self._source.has_future_log(tp)
+
+    def _still_current(self, tp: TopicPartition, log: PartitionLog, aborts: int) -> bool:
+        """No abort, pause, deletion or replacement of ``tp`` since its cleaning started."""
+        return (
+            self._aborts.get(tp, 0) == aborts
+            and not self.is_paused(tp)
+            and self._source.logs.get(tp) is log
+        )
+
+    def _current_dirs(self) -> dict[TopicPartition, Path]:
+        dirs = {tp: self._source.log_dir_of(tp) for tp in self._source.logs}
+        return {tp: d for tp, d in dirs.items() if d is not None}
+
+    # ------------------------------------------------------------------ rounds
 
     @property
     def checkpoints(self) -> Mapping[TopicPartition, int]:
@@ -133,40 +208,30 @@ class LogCleaner:
 
     def clean_filthiest(self, now_ms: int) -> CleaningResult | None:
         """One round: clean the filthiest cleanable log at wall time ``now_ms``."""
-        logs, summaries, dirs_of = self._run_on_log(self._summaries)
-        gone = set(self._checkpoints) - set(dirs_of)  # deleted: Kafka drops their entries
-        for tp in gone:
-            del self._checkpoints[tp]
-        choice = grab_filthiest_compacted_log(
-            summaries, self._checkpoints, now_ms, skip=frozenset(self.uncleanable)
-        )
-        self.max_dirty_ratio = choice.max_dirty_ratio
-        for tp, offset in choice.checkpoints_to_reset:
-            self._checkpoints[tp] = offset
-        if gone or choice.checkpoints_to_reset:
-            self._write_checkpoints(dirs_of)
-        chosen = choice.chosen
+        chosen: _Chosen | None = self._run_on_log(lambda: self._choose(now_ms))
         if chosen is None:
             return None
-        tp = chosen.topic_partition
+        tp, log, aborts = chosen.to_clean.topic_partition, chosen.log, chosen.aborts
         try:
-            stats = self._cleaner.clean(logs[tp], chosen, now_ms)
+            stats = self._cleaner.clean(
+                log,
+                chosen.to_clean,
+                now_ms,
+                still_current=lambda: self._still_current(tp, log, aborts),
+            )
         except CleaningAbortedError:
             raise
         except LogChangedError as changed:
             logger.info("cleaning %s dropped: %s", tp, changed)
             return None
         except Exception as error:  # Kafka's LogCleaningException: this log only
-            # A log deleted or moved under the cleaning fails with whatever its closed files
-            # raise (OSError, or ValueError from a closed index map): nothing to mark then.
-            if self._run_on_log(lambda: self._source.logs.get(tp)) is logs[tp]:
-                logger.warning("cleaning %s failed, marking it uncleanable: %r", tp, error)
-                self.uncleanable[tp] = repr(error)
+            self._run_on_log(functools.partial(self._on_failure, tp, log, aborts, error))
             return None
-        if stats.end_offset <= chosen.first_dirty_offset:
+        if stats.end_offset <= chosen.to_clean.first_dirty_offset:
             return None  # nothing past the first dirty offset to map: back off, do not spin
-        self._checkpoints[tp] = stats.end_offset
-        self._write_checkpoints(dirs_of)
+        if not self._run_on_log(lambda: self._commit(tp, log, aborts, stats.end_offset)):
+            logger.info("cleaning %s dropped: its log changed after the last swap", tp)
+            return None
         self.last_stats = stats
         logger.info(
             "cleaned %s up to offset %d: %d of %d records kept, %d -> %d bytes",
@@ -178,6 +243,54 @@ class LogCleaner:
             stats.bytes_written,
         )
         return CleaningResult(tp, stats)
+
+    def _choose(self, now_ms: int) -> _Chosen | None:
+        """The log to clean, if any, its checkpoints brought up to date first (on the event
+        loop: the log manager's maps and the checkpoint files change there)."""
+        logs, summaries, dirs_of = self._summaries()
+        gone = set(self._checkpoints) - set(dirs_of)  # deleted: Kafka drops their entries
+        for tp in gone:
+            del self._checkpoints[tp]
+        paused = frozenset(tp for tp in logs if self.is_paused(tp))
+        choice = grab_filthiest_compacted_log(
+            summaries, self._checkpoints, now_ms, skip=frozenset(self.uncleanable) | paused
+        )
+        self.max_dirty_ratio = choice.max_dirty_ratio
+        for tp, offset in choice.checkpoints_to_reset:
+            self._checkpoints[tp] = offset
+        if gone or choice.checkpoints_to_reset:
+            self._write_checkpoints(dirs_of)
+        if choice.chosen is None:
+            return None
+        tp = choice.chosen.topic_partition
+        return _Chosen(choice.chosen, logs[tp], self._aborts.get(tp, 0))
+
+    def _on_failure(
+        self, tp: TopicPartition, log: PartitionLog, aborts: int, error: Exception
+    ) -> None:
+        """A cleaning failed (on the event loop). A log deleted, moved or truncated under it
+        fails with whatever its closed files raise: nothing to do then. An I/O error takes the
+        log dir offline, as Kafka's ``LogCleaner.cleanLog`` does on an ``IOException``
+        (``LogDirFailureChannel.maybeAddOfflineLogDir``): a swap cut short leaves files only
+        the next load repairs. Anything else marks the partition uncleanable."""
+        if not self._still_current(tp, log, aborts):
+            return
+        log_dir = self._source.log_dir_of(tp)
+        if isinstance(error, OSError) and log_dir is not None:
+            logger.error("cleaning %s failed on I/O, taking %s offline: %r", tp, log_dir, error)
+            self._source.handle_log_dir_failure(log_dir, f"cleaning {tp}: {error!r}")
+            return
+        logger.warning("cleaning %s failed, marking it uncleanable: %r", tp, error)
+        self.uncleanable[tp] = repr(error)
+
+    def _commit(self, tp: TopicPartition, log: PartitionLog, aborts: int, end: int) -> bool:
+        """Record the new first dirty offset unless the log changed since the cleaning began
+        (a truncation moved the checkpoint back meanwhile): on the event loop."""
+        if not self._still_current(tp, log, aborts):
+            return False
+        self._checkpoints[tp] = end
+        self._write_checkpoints(self._current_dirs())
+        return True
 
     def _summaries(
         self,

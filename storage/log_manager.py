@@ -73,6 +73,7 @@ from pykraft.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
 )
+from pykraft.storage.cleaner_hooks import CleanerHooks, CleanerTruncationListener
 from pykraft.storage.directory_id import new_directory_id
 from pykraft.storage.file_log_dir import FileLogDir
 from pykraft.storage.future_logs import FutureLogs
@@ -138,6 +139,7 @@ class LogManager:
         # Invariant: every log dir has an id once ``open`` returns.
         self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
+        self.cleaner: CleanerHooks | None = None  # set by storage.log_cleaner.LogCleaner
         self.future_logs = FutureLogs(self._stores, self.config_for)
         # Kafka's preferredLogDirs: where AlterReplicaLogDirs asked a replica not hosted yet to
         # be created; used once, by the next get_or_create_log of the partition.
@@ -206,6 +208,7 @@ class LogManager:
         self._logs[tp] = log
         self._dir_of[tp] = log_dir
         self._last_flush_ms[tp] = now_ms
+        log.truncation_listener = CleanerTruncationListener(tp, lambda: self.cleaner)
 
     # ------------------------------------------------------------------ partitions
 
@@ -215,6 +218,10 @@ class LogManager:
 
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         return self._logs.get(tp)
+
+    def has_future_log(self, tp: TopicPartition) -> bool:
+        """A move to another log dir is under way (the cleaner leaves the partition alone)."""
+        return self.future_logs.get(tp) is not None
 
     def get_or_create_log(
         self, tp: TopicPartition, now_ms: int, config: LogConfig | None = None
@@ -345,11 +352,15 @@ class LogManager:
         if log is None and (tp not in self.offline_partitions or log_dir in self.offline_dirs):
             return False
         assert log_dir is not None
+        if self.cleaner is not None:
+            self.cleaner.abort_and_pause(tp)  # Kafka asyncDelete: abortCleaning
         del self._dir_of[tp]
         self.offline_partitions.pop(tp, None)
         self._last_flush_ms.pop(tp, None)
         if log is not None:
             log.close_handlers()
+        if self.cleaner is not None:
+            self.cleaner.forget(tp)  # its checkpoint entry and pause go with it
         self.future_logs.drop(tp)
         store = self._stores[log_dir]
         doomed = delete_dir_name(tp, store.unique_id())

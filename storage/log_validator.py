@@ -30,6 +30,7 @@ from pykraft.storage.record_batch import (
 )
 from pykraft.storage.record_walk import max_inflated_bytes
 from pykraft.storage.records import decode_records, validate_records
+from pykraft.storage.segment_store import MAX_RELATIVE_OFFSET
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 from pykraft.storage.verification_guard import VerificationGuard, VerificationStateEntry
 
@@ -405,11 +406,16 @@ def _raise_refusal(kind: AppendCheckKind, message: str) -> None:
 def segment_sized_chunks(
     batches: list[ValidatedBatch], segment_bytes: int
 ) -> Iterator[list[ValidatedBatch]]:
-    """Consecutive runs of batches of at most ``segment_bytes`` (at least one batch each)."""
+    """Consecutive runs of batches of at most ``segment_bytes`` (at least one batch each),
+    each spanning at most ``MAX_RELATIVE_OFFSET`` offsets: a follower's batches may leave gaps
+    (the leader's cleaner removed batches) too wide for one segment's 32-bit relative offsets."""
     chunk: list[ValidatedBatch] = []
     size = 0
     for item in batches:
-        if chunk and size + item.header.size_in_bytes > segment_bytes:
+        too_wide = (
+            chunk and item.header.last_offset - chunk[0].header.base_offset > MAX_RELATIVE_OFFSET
+        )
+        if chunk and (size + item.header.size_in_bytes > segment_bytes or too_wide):
             yield chunk
             chunk, size = [], 0
         chunk.append(item)

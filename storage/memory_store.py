@@ -111,11 +111,12 @@ class MemorySegmentStore:
             relative_offset=last_offset - segment.base_offset,
         )
 
-    def roll(self, now_ms: int) -> bool:
-        if self.active_segment.size == 0:
-            return False
+    def roll(self, now_ms: int, base_offset: int | None = None) -> bool:
+        active = self.active_segment
+        if active.size == 0 and (base_offset is None or base_offset <= active.base_offset):
+            return False  # an empty segment stays active, unless it cannot hold base_offset
         self._check("roll")
-        base = self.log_end_offset
+        base = max(self.log_end_offset, base_offset or 0)
         self.disk.segments.append(MemorySegment(base, now_ms))
         self._pending_flush_offset = base
         return True

@@ -49,7 +49,7 @@ from pykraft.storage.leader_epoch_file import LeaderEpochFileCache
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.record_batch import BatchHeader, CorruptRecordError
 from pykraft.storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
-from pykraft.storage.segment_store import RecoveryReport
+from pykraft.storage.segment_store import MAX_RELATIVE_OFFSET, RecoveryReport
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's LogLoader.CleanShutdownFile
 TEMP_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
@@ -118,10 +118,26 @@ def _tail_problem(segments: Sequence[LogSegment], number: int) -> str | None:
         end = segment.read_next_offset()
     except CorruptRecordError as error:
         return f"{segment.log_path.name}: {error}"
-    if number + 1 < len(segments) and end != segments[number + 1].base_offset:
+    if number + 1 < len(segments) and not _continues(segment, end, segments[number + 1]):
         later = segments[number + 1].base_offset
         return f"{segment.log_path.name} ends at offset {end}, the next segment starts at {later}"
     return None
+
+
+def _continues(segment: LogSegment, end: int, following: LogSegment) -> bool:
+    """Whether ``following`` continues the log after ``segment`` (which ends at ``end``):
+    it starts at ``end``, or past it after a gap only a roll at a follower's batch explains
+    (``UnifiedLog.roll(base_offset)``, Kafka ``roll(Some(firstOffset))``): its last offset
+    would not fit ``segment``'s 32-bit relative offsets."""
+    if following.base_offset == end:
+        return True
+    if following.base_offset < end:
+        return False
+    try:
+        last_offset = following.read_next_offset() - 1
+    except CorruptRecordError:
+        return False
+    return last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
 
 
 def _inconsistency(segments: Sequence[LogSegment], number: int) -> str | None:
@@ -161,7 +177,9 @@ def recover_segments(
             problems.append(f"{segment.log_path.name}: {result.error}")
         truncated_total += result.truncated_bytes
         later = segments[number + 1 :]
-        if later and (result.truncated_bytes or result.next_offset != later[0].base_offset):
+        if later and (
+            result.truncated_bytes or not _continues(segment, result.next_offset, later[0])
+        ):
             # The later segments no longer continue the log (Kafka deletes them too).
             for doomed in later:
                 doomed.delete()

@@ -79,8 +79,10 @@ class RecoverResult:
 
 
 class LogSegment:
-    # Invariant: batches in the file are contiguous: the first starts at base_offset and
-    # each starts at the previous one's next offset. size == bytes of whole batches.
+    # Invariant: batches in the file are in increasing offset order, each starting at or
+    # after the previous one's next offset and at or after base_offset: a cleaned segment
+    # has gaps where records went, and a follower's segment may start past a gap in the
+    # leader's offsets. size == bytes of whole batches.
 
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
         self.base_offset = base_offset

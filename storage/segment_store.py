@@ -80,15 +80,17 @@ def should_roll(
 ) -> bool:
     """Kafka's ``LogSegment.shouldRoll``: roll before appending ``messages_size`` bytes?
 
-    An empty segment never rolls: a batch bigger than ``segment.bytes`` goes into it alone.
+    An empty segment rolls only for offsets it cannot hold (a follower's batch past a gap):
+    a batch bigger than ``segment.bytes`` goes into it alone.
     """
+    if not 0 <= relative_offset <= MAX_RELATIVE_OFFSET:
+        return True  # even when empty (Kafka: no size condition on canConvertToRelativeOffset)
     if segment_size == 0:
         return False
     return (
         segment_size > config.segment_bytes - messages_size
         or time_waited_ms > config.segment_ms
         or indexes_full
-        or not 0 <= relative_offset <= MAX_RELATIVE_OFFSET
     )
 
 
@@ -145,8 +147,10 @@ class SegmentStore(Protocol):
         self, messages_size: int, max_timestamp: int, last_offset: int, now_ms: int
     ) -> bool: ...
 
-    def roll(self, now_ms: int) -> bool:
-        """A new active segment at the log end; False while the active one is empty."""
+    def roll(self, now_ms: int, base_offset: int | None = None) -> bool:
+        """A new active segment at the log end, or at ``base_offset`` when past it (Kafka
+        ``roll(expectedNextOffset)``: a follower's next batch after a gap); False while the
+        active one is empty."""
         ...
 
     def append(

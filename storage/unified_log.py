@@ -46,8 +46,9 @@ transitively); ``storage.partition_log.PartitionLog`` opens it on files or in me
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import Protocol, Self
 
 import attrs
 
@@ -84,6 +85,15 @@ from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, Segment
 from pykraft.storage.verification_guard import SENTINEL, VerificationGuard
 
 
+class TruncationListener(Protocol):
+    """Told around every truncation of a log (Kafka's ``LogManager.truncateTo`` aborts and
+    pauses the log's cleaning first, then moves the cleaner checkpoint back)."""
+
+    def before_truncation(self) -> None: ...
+
+    def after_truncation(self, active_segment_base_offset: int) -> None: ...
+
+
 class UnifiedLog:
     """A partition log's rules over any segment store (see the module docstring)."""
 
@@ -105,6 +115,7 @@ class UnifiedLog:
         self.producer_state = producer_state
         self.load_report = load_report
         self.corruptions = CorruptionReports()
+        self.truncation_listener: TruncationListener | None = None
 
     @classmethod
     def loaded(
@@ -311,7 +322,9 @@ class UnifiedLog:
             info = attrs.evolve(info, last_offset=batches[-1].header.last_offset)
         clock = self.active_segment.created_ms if now_ms is None else now_ms
         if self.store.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
-            self.roll(clock)
+            # Kafka maybeRoll: roll(Some(firstOffset)), so a follower's batch past a gap wider
+            # than a segment's relative offsets opens a segment of its own
+            self.roll(clock, batches[0].header.base_offset if leader else None)
         appended: list[AppendedBatch] = []
         next_offset = first_offset
         for item in batches:
@@ -333,12 +346,13 @@ class UnifiedLog:
         apply_appended(self.producer_state, self.store, written_batches)
         return info
 
-    def roll(self, now_ms: int) -> None:
-        """Start a new active segment at the log end (no-op while the active one is empty);
-        producer state is snapshotted at the new base offset, as Kafka does."""
-        if self.active_segment.size:
+    def roll(self, now_ms: int, base_offset: int | None = None) -> None:
+        """Start a new active segment at the log end, or at ``base_offset`` when past it (no-op
+        while the active one is empty); producer state is snapshotted at the log end."""
+        active = self.active_segment
+        if active.size or (base_offset is not None and base_offset > active.base_offset):
             self.producer_state.take_snapshot(self.log_end_offset)
-            self.store.roll(now_ms)
+            self.store.roll(now_ms, base_offset)
 
     def maybe_start_transaction_verification(
         self, producer_id: int, sequence: int, epoch: int, now_ms: int
@@ -431,6 +445,23 @@ class UnifiedLog:
         if self.segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        with self._truncating():
+            self._truncate_to(offset)
+        return True
+
+    @contextlib.contextmanager
+    def _truncating(self) -> Iterator[None]:
+        listener = self.truncation_listener
+        if listener is None:
+            yield
+            return
+        listener.before_truncation()
+        try:
+            yield
+        finally:
+            listener.after_truncation(self.active_segment.base_offset)
+
+    def _truncate_to(self, offset: int) -> None:
         self.store.truncate_to(offset)
         end = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(end)
@@ -441,17 +472,17 @@ class UnifiedLog:
         # below the high watermark are not (Kafka's truncateTo updates the high watermark after
         # the rebuild when it reaches the log end), or the LSO would stay behind them.
         self.producer_state.on_high_watermark_updated(self._high_watermark)
-        return True
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         """Delete everything; the log restarts empty at ``offset`` (a follower far behind)."""
         if offset < 0:
             raise ValueError(f"cannot start the log at negative offset {offset}")
         created_ms = self.active_segment.created_ms if now_ms is None else now_ms
-        self.store.truncate_fully_and_start_at(offset, created_ms)
-        self._log_start_offset = self._high_watermark = offset
-        self.leader_epoch_cache.clear()
-        self.producer_state.truncate_fully_and_start_at(offset)
+        with self._truncating():
+            self.store.truncate_fully_and_start_at(offset, created_ms)
+            self._log_start_offset = self._high_watermark = offset
+            self.leader_epoch_cache.clear()
+            self.producer_state.truncate_fully_and_start_at(offset)
 
     def delete_records(self, offset: int) -> int:
         """Kafka ``maybeIncrementLogStartOffset`` (DeleteRecords on a leader, or a follower

@@ -207,6 +207,7 @@ STORAGE_RULES = [
     "storage/cleaner_filter.py",
     "storage/cleaner_policy.py",
     "storage/cleaner_throttle.py",
+    "storage/cleaner_hooks.py",
 ]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pykraft.storage.cleaner import Cleaner, CleanerStats, segment_summary
 from pykraft.storage.cleaner_batches import read_batch
+from pykraft.storage.cleaner_offset_map import entry_bytes
 from pykraft.storage.cleaner_policy import LogSummary, grab_filthiest_compacted_log
 from pykraft.storage.log_config import CleanupPolicy, LogConfig
 from pykraft.storage.log_validator import AppendOrigin
@@ -104,4 +105,6 @@ def clean(
     choice = grab_filthiest_compacted_log([summary(log)], checkpoints, now_ms)
     if choice.chosen is None:
         return None
-    return (cleaner or Cleaner(capacity)).clean(log, choice.chosen, now_ms)
+    # ``capacity`` in keys of up to 3 bytes (b"k10"), the map's budget being in bytes
+    budget = capacity * entry_bytes(b"k10")
+    return (cleaner or Cleaner(budget)).clean(log, choice.chosen, now_ms)

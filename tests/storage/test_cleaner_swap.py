@@ -129,6 +129,24 @@ def test_unreadable_swap_file_rolls_the_swap_back(tmp_path: Path) -> None:
     assert any("rolled back" in line for line in reopened.load_report.removed_files)
 
 
+def test_swap_file_with_a_bad_crc_rolls_the_swap_back(tmp_path: Path) -> None:
+    """A swap file whose last batch fails its CRC (its length intact) is not trusted either
+    (Kafka's LogLoader validates a .swap segment's batches before completing it)."""
+    directory = tmp_path / "compacted-0"
+    log = filled_log(directory)
+    original = rows(log)
+    with pytest.raises(Crash):
+        clean(log, T0 + 1_000, cleaner=crash_at(SwapStep.OLD_DELETED))
+    log.close_handlers()
+    (swap,) = directory.glob("*.swap")
+    data = bytearray(swap.read_bytes())
+    data[-1] ^= 0xFF  # the last batch's last record byte: the CRC no longer matches
+    swap.write_bytes(bytes(data))
+    reopened = PartitionLog.open(directory, CONFIG, had_clean_shutdown=False)
+    assert any("rolled back" in line for line in reopened.load_report.removed_files)
+    assert rows(reopened) == original
+
+
 def test_swapped_indexes_equal_the_ones_recovery_builds(tmp_path: Path) -> None:
     """The cleaned segment's indexes, written beside it on the worker, are exactly what
     ``LogSegment.recover`` rebuilds from its batches (index.interval.bytes is 128 here)."""

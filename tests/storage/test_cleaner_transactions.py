@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pykraft.storage.cleaner_batches import read_batch
 from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.txn_markers import decode_end_txn_marker
 from tests.storage.cleaner_support import CONFIG, append, append_marker, batches, clean, open_log
 
 T0 = 1_000_000
@@ -30,22 +31,43 @@ OP = st.tuples(
 
 
 def committed_latest(log: PartitionLog) -> dict[bytes | None, bytes | None]:
-    """Each key's latest value as a read_committed consumer sees it: every data record but
-    those of the aborted transactions the log lists (Kafka's fetch ``AbortedTransactions``)."""
+    """Each key's latest value as a read_committed consumer sees it: a transaction's data only
+    once its COMMIT marker follows it (unmarked data is not yet visible, and the data of the
+    aborted transactions the log lists, Kafka's fetch ``AbortedTransactions``, never is)."""
     aborted = log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset)
     latest: dict[bytes | None, tuple[int, bytes | None]] = {}
+    pending: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {}
     for header, data in batches(log):
+        records = read_batch(data)[1]
         if header.is_control:
+            marker = decode_end_txn_marker(data) if records else None
+            done = pending.pop(header.producer_id, [])
+            if marker is not None and not marker.is_abort:
+                for offset, key, value in done:
+                    latest[key] = max(latest.get(key, (-1, None)), (offset, value))
             continue
-        for record in read_batch(data)[1]:
+        for record in records:
             if header.is_transactional and any(
                 txn.producer_id == header.producer_id
                 and txn.first_offset <= record.offset <= txn.last_offset
                 for txn in aborted
             ):
                 continue
-            latest[record.key] = (record.offset, record.value)
+            row = (record.offset, record.key, record.value)
+            if header.is_transactional:
+                pending.setdefault(header.producer_id, []).append(row)
+            else:
+                latest[record.key] = (record.offset, record.value)
     return {key: value for key, (_, value) in latest.items()}
+
+
+def follower_copy(log: PartitionLog, directory: Path) -> PartitionLog:
+    """A replica fetching ``log`` from offset 0 onto an empty log, its high watermark moved to
+    its end: every transaction it replays must be closed (LSO == HW)."""
+    follower = open_log(directory)
+    follower.append_as_follower(log.read(0, 10**7, log.log_end_offset).read_bytes(), T0)
+    follower.update_high_watermark(follower.log_end_offset)
+    return follower
 
 
 def write(log: PartitionLog, ops: list[tuple[int | None, bytes, bytes, bool | None]]) -> None:
@@ -96,4 +118,33 @@ def test_read_committed_view_survives_cleaning(
         log.close()
         reopened = PartitionLog.open(Path(directory) / "t-0", CONFIG)
         assert committed_latest(reopened) == expected, "the same after a restart"
+        follower = follower_copy(reopened, Path(directory) / "f-0")
+        assert follower.last_stable_offset == follower.high_watermark, "no marker lost"
+        assert committed_latest(follower) == expected
+        follower.close()
         reopened.close()
+
+
+def test_commit_marker_stays_while_its_data_stays_in_an_earlier_group() -> None:
+    """The transaction's data fills one group and its COMMIT marker opens the next: the marker
+    must stay as long as the data does (Kafka keeps one CleanedTransactionMetadata for the
+    whole cleaning, Cleaner.doClean; LogCleanerTest.testCleanWithTransactionsSpanningSegments).
+    A replica copying the cleaned log from zero then finds no open transaction."""
+    with tempfile.TemporaryDirectory() as directory:
+        log = open_log(Path(directory) / "t-0")
+        txn = {"producer_id": 9, "producer_epoch": 0, "base_sequence": 0}
+        append(log, [(b"a", b"x" * 700)], T0, is_transactional=True, **txn)
+        log.roll(T0)
+        append_marker(log, 9, commit=True, now_ms=T0)
+        append(log, [(b"b", b"y" * 600)], T0)
+        log.roll(T0)
+        append(log, [(b"z", b"z")], T0)
+        for round_number in range(3):
+            clean(log, T0 + round_number * 5 * CONFIG.delete_retention_ms, checkpoint=0)
+        controls = [header.base_offset for header, _ in batches(log) if header.is_control]
+        assert controls == [1]
+        assert committed_latest(log) == {b"a": b"x" * 700, b"b": b"y" * 600, b"z": b"z"}
+        follower = follower_copy(log, Path(directory) / "f-0")
+        assert follower.last_stable_offset == follower.high_watermark == 4
+        follower.close()
+        log.close()
