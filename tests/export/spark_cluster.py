@@ -134,12 +134,14 @@ def _spark_class(
 
 
 def _alive_workers(ui_url: str) -> int:
+    """Workers the master's UI lists as ALIVE; -1 while the UI is not answering yet (no port,
+    or a page that is not JSON while the master starts)."""
     try:
         with urllib.request.urlopen(f"{ui_url}/json/", timeout=2) as response:
             import json
 
             state = json.loads(response.read())
-    except OSError:
+    except (OSError, ValueError):
         return -1
     return sum(1 for worker in state.get("workers", ()) if worker.get("state") == "ALIVE")
 
