@@ -90,6 +90,8 @@ def carol(broker: SecureBroker, password: str = CAROL_PASSWORD) -> dict[str, Any
         "sasl_plain_username": "carol",
         "sasl_plain_password": password,
         "request_timeout_ms": 10_000,
+        # A refused login fails bootstrap: kafka-python would wait 30 s for a first broker.
+        "bootstrap_timeout_ms": 10_000,
     }
 
 

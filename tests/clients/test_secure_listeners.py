@@ -115,7 +115,10 @@ def test_kafka_python_wrong_password_is_refused(
     topic = topic_on(secure_broker)
     with pytest.raises(KafkaError):
         KafkaProducer(
-            **sasl_plain(secure_broker, "wrong"), max_block_ms=5000, request_timeout_ms=5000
+            **sasl_plain(secure_broker, "wrong"),
+            max_block_ms=5000,
+            request_timeout_ms=5000,
+            bootstrap_timeout_ms=5000,  # kafka-python waits 30 s for a first broker by default
         )
     # The client logs the broker's SaslAuthenticate answer before it gives up.
     assert (
