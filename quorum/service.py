@@ -45,6 +45,7 @@ from pykraft.quorum.node import ControllerNode
 from pykraft.quorum.openapi import openapi_document
 from pykraft.quorum.service_admin import add_admin_routes
 from pykraft.quorum.service_brokers import add_broker_routes
+from pykraft.quorum.service_console import add_console_routes
 from pykraft.quorum.service_http import (
     NODE_KEY,
     ErrorAnswer,
@@ -183,4 +184,5 @@ def build_app(node: ControllerNode, doors: Doors) -> web.Application:
     add_quorum_routes(app)
     add_voter_routes(app)
     add_metrics_routes(app)
+    add_console_routes(app)
     return app

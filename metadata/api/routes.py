@@ -239,3 +239,29 @@ ROUTES: tuple[Route, ...] = (
     RENEW_DELEGATION_TOKEN,
     EXPIRE_DELEGATION_TOKEN,
 )
+
+# The web console (issue 16, ``quorum/service_console.py``): HTML pages, read-only, under the
+# same doors as the API's reads. Not part of the JSON API (``ROUTES``, the OpenAPI document).
+# Consumer groups need DESCRIBE on the cluster: the routes table has no group resource, and the
+# stricter check is the safe one. The journal shows metadata records (secrets redacted), which
+# a caller with DESCRIBE on the cluster may read as DescribeCluster/DescribeQuorum answers.
+CONSOLE_OVERVIEW = Route("GET", "/console", access=DESCRIBE_CLUSTER)
+CONSOLE_BROKERS = Route("GET", "/console/brokers", access=DESCRIBE_CLUSTER)
+CONSOLE_TOPICS = Route(
+    "GET", "/console/topics", access=Access("DESCRIBE", ResourceOf.TOPICS_LISTED)
+)
+CONSOLE_TOPIC = Route(
+    "GET", "/console/topics/{name}", access=Access("DESCRIBE", ResourceOf.TOPIC_IN_PATH)
+)
+CONSOLE_GROUPS = Route("GET", "/console/groups", access=DESCRIBE_CLUSTER)
+CONSOLE_GROUP = Route("GET", "/console/groups/{group}", access=DESCRIBE_CLUSTER)
+CONSOLE_JOURNAL = Route("GET", "/console/journal", access=DESCRIBE_CLUSTER)
+CONSOLE_ROUTES: tuple[Route, ...] = (
+    CONSOLE_OVERVIEW,
+    CONSOLE_BROKERS,
+    CONSOLE_TOPICS,
+    CONSOLE_TOPIC,
+    CONSOLE_GROUPS,
+    CONSOLE_GROUP,
+    CONSOLE_JOURNAL,
+)

@@ -1,0 +1,313 @@
+"""The web console's HTML: server-rendered pages from ``console_views`` rows (pure functions).
+
+Why server-rendered HTML and not a built JavaScript bundle: the pages are tables of values the
+controller already holds; rendering them where the data is costs one request per page, no
+JSON API to keep in step with a client, no build step, no node_modules in the repository, and
+every page works with JavaScript off. The little JavaScript there is (``_REFRESH``) reloads the
+page every few seconds while "auto-refresh" is ticked, remembered in ``localStorage``.
+
+Every value goes through ``_e`` (``html.escape``, quotes too): topic names, group ids, client ids
+and record fields are chosen by clients and must never become markup.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+from collections.abc import Iterable, Sequence
+from urllib.parse import quote
+
+from pykraft.quorum.console_views import (
+    BrokerRow,
+    ControllerRow,
+    GroupOffsetRow,
+    GroupRow,
+    JournalRow,
+    PartitionRow,
+    TopicPage,
+    TopicRow,
+)
+
+PREFIX = "/console"
+REFRESH_SECONDS = 5
+NAV = (
+    ("Overview", PREFIX),
+    ("Brokers", f"{PREFIX}/brokers"),
+    ("Topics", f"{PREFIX}/topics"),
+    ("Consumer groups", f"{PREFIX}/groups"),
+    ("Journal", f"{PREFIX}/journal"),
+)
+
+_STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2430;
+background:#f5f7fa}
+header{background:#1f3147;color:#fff;padding:10px 24px;display:flex;gap:24px;align-items:center}
+header b{font-size:16px;margin-right:16px}
+header a{color:#c9d6e6;text-decoration:none}header a.on{color:#fff;font-weight:600}
+header label{margin-left:auto;font-size:12px;color:#c9d6e6}
+main{padding:16px 24px}h1{font-size:20px;margin:4px 0 12px}h2{font-size:16px;margin:20px 0 8px}
+table{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0002;margin-bottom:12px}
+th,td{padding:5px 12px;border-bottom:1px solid #e3e8ef;text-align:left;white-space:nowrap}
+th{background:#eef2f7;font-weight:600;font-size:12px;text-transform:uppercase;color:#4a5568}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.j{white-space:normal;font-family:ui-monospace,monospace;font-size:12px;max-width:900px;
+overflow-wrap:anywhere}
+.bad{color:#b42318;font-weight:600}.ok{color:#067647}.muted{color:#718096}
+.cards{display:flex;gap:12px;margin-bottom:8px}
+.card{background:#fff;box-shadow:0 1px 2px #0002;padding:10px 16px;min-width:120px}
+.card .v{font-size:22px;font-weight:600}.card .k{font-size:12px;color:#718096}
+.note{background:#fff8e6;border-left:3px solid #f0b429;padding:6px 12px;margin:8px 0}
+"""
+
+_REFRESH = f"""
+<script>
+(function () {{
+  var box = document.getElementById("refresh");
+  box.checked = localStorage.getItem("console.refresh") !== "off";
+  box.addEventListener("change", function () {{
+    localStorage.setItem("console.refresh", box.checked ? "on" : "off");
+  }});
+  setInterval(function () {{ if (box.checked) location.reload(); }}, {REFRESH_SECONDS * 1000});
+}})();
+</script>
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _opt(value: int | float | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def topic_href(name: str) -> str:
+    return f"{PREFIX}/topics/{quote(name, safe='')}"
+
+
+def group_href(group: str) -> str:
+    return f"{PREFIX}/groups/{quote(group, safe='')}"
+
+
+def page(title: str, active: str, body: str, cluster_id: str = "") -> str:
+    links = "".join(
+        f'<a href="{_e(href)}"{" class=on" if href == active else ""}>{_e(name)}</a>'
+        for name, href in NAV
+    )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)} · pykraft</title><style>{_STYLE}</style></head><body>"
+        f"<header><b>pykraft {_e(cluster_id)}</b>{links}"
+        '<label><input type="checkbox" id="refresh"> auto-refresh</label></header>'
+        f"<main><h1>{_e(title)}</h1>{body}</main>{_REFRESH}</body></html>"
+    )
+
+
+def _table(headers: Sequence[str], rows: Iterable[str], empty: str = "None.") -> str:
+    body = "".join(rows)
+    if not body:
+        return f'<p class="muted">{_e(empty)}</p>'
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cards(items: Sequence[tuple[str, object, bool]]) -> str:
+    cards = "".join(
+        f'<div class="card"><div class="v{" bad" if bad else ""}">{_e(value)}</div>'
+        f'<div class="k">{_e(key)}</div></div>'
+        for key, value, bad in items
+    )
+    return f'<div class="cards">{cards}</div>'
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{_e(text)}</p>'
+
+
+def controllers_table(rows: Sequence[ControllerRow]) -> str:
+    return _table(
+        ("Node", "Raft role", "Term", "Commit lag", "URL"),
+        (
+            f"<tr><td>{r.node_id}</td><td>{_e(r.role)}</td><td class=n>{_opt(r.raft_term)}</td>"
+            f"<td class=n>{_opt(r.lag)}</td><td>{_e(r.url or '-')}</td></tr>"
+            for r in rows
+        ),
+    )
+
+
+def brokers_table(rows: Sequence[BrokerRow], rates: bool = True) -> str:
+    headers = ["Broker", "State", "Epoch", "Leaders", "Replicas", "Rack", "Endpoints"]
+    if rates:
+        headers += ["Records in /s", "Records consumed /s"]
+
+    def row(r: BrokerRow) -> str:
+        state = f'<span class="{"ok" if r.state == "RUNNING" else "bad"}">{_e(r.state)}</span>'
+        cells = (
+            f"<tr><td>{r.broker_id}</td><td>{state}</td><td class=n>{r.broker_epoch}</td>"
+            f"<td class=n>{r.leaders:,}</td><td class=n>{r.replicas:,}</td><td>{_e(r.rack)}</td>"
+            f"<td>{_e(r.endpoints)}</td>"
+        )
+        if rates:
+            cells += (
+                f"<td class=n>{_opt(r.records_in_per_s, 1)}</td>"
+                f"<td class=n>{_opt(r.records_consumed_per_s, 1)}</td>"
+            )
+        return cells + "</tr>"
+
+    return _table(headers, (row(r) for r in rows), "No broker is registered.")
+
+
+def overview(
+    controllers: Sequence[ControllerRow],
+    brokers: Sequence[BrokerRow],
+    topics: TopicPage,
+    metadata_offset: int,
+) -> str:
+    cards = _cards(
+        (
+            ("Brokers", len(brokers), False),
+            ("Topics", f"{topics.topics:,}", False),
+            ("Partitions", f"{topics.partitions:,}", False),
+            ("Under-replicated", f"{topics.under_replicated:,}", topics.under_replicated > 0),
+            ("Offline", f"{topics.offline:,}", topics.offline > 0),
+            ("Metadata offset", f"{metadata_offset:,}", False),
+        )
+    )
+    return (
+        f"{cards}<h2>Controllers</h2>{controllers_table(controllers)}"
+        f"<h2>Brokers</h2>{brokers_table(brokers, rates=False)}"
+    )
+
+
+def _topic_row(r: TopicRow) -> str:
+    under = f'<span class="bad">{r.under_replicated:,}</span>' if r.under_replicated else "0"
+    offline = f'<span class="bad">{r.offline:,}</span>' if r.offline else "0"
+    return (
+        f'<tr><td><a href="{_e(topic_href(r.name))}">{_e(r.name)}</a></td>'
+        f"<td class=n>{r.partitions:,}</td><td class=n>{r.replication_factor}</td>"
+        f"<td class=n>{under}</td><td class=n>{offline}</td></tr>"
+    )
+
+
+def _pager(base: str, current: int, pages: int) -> str:
+    if pages <= 1:
+        return ""
+    links = []
+    if current > 1:
+        links.append(f'<a href="{_e(base)}?page={current - 1}">← previous</a>')
+    links.append(f"page {current} of {pages}")
+    if current < pages:
+        links.append(f'<a href="{_e(base)}?page={current + 1}">next →</a>')
+    return f"<p>{' · '.join(links)}</p>"
+
+
+def topics(listing: TopicPage) -> str:
+    cards = _cards(
+        (
+            ("Topics", f"{listing.topics:,}", False),
+            ("Partitions", f"{listing.partitions:,}", False),
+            ("Under-replicated", f"{listing.under_replicated:,}", listing.under_replicated > 0),
+            ("Offline", f"{listing.offline:,}", listing.offline > 0),
+        )
+    )
+    table = _table(
+        ("Topic", "Partitions", "Replication factor", "Under-replicated", "Offline"),
+        (_topic_row(r) for r in listing.rows),
+        "No topic.",
+    )
+    return cards + table + _pager(f"{PREFIX}/topics", listing.page, listing.pages)
+
+
+def topic(name: str, topic_id: str, rows: Sequence[PartitionRow], current: int, pages: int) -> str:
+    def row(r: PartitionRow) -> str:
+        mark = ""
+        if r.offline:
+            mark = '<span class="bad">offline</span>'
+        elif r.under_replicated:
+            mark = '<span class="bad">under-replicated</span>'
+        return (
+            f"<tr><td class=n>{r.partition}</td><td class=n>{r.leader}</td>"
+            f"<td class=n>{r.leader_epoch}</td><td>{_ids(r.replicas)}</td><td>{_ids(r.isr)}</td>"
+            f"<td class=n>{_opt(r.log_end_offset)}</td><td>{mark}</td></tr>"
+        )
+
+    table = _table(
+        ("Partition", "Leader", "Leader epoch", "Replicas", "ISR", "Log end offset", ""),
+        (row(r) for r in rows),
+        "No partition.",
+    )
+    return (
+        f'<p class="muted">Topic id {_e(topic_id)}</p>{table}'
+        f"{_pager(topic_href(name), current, pages)}"
+    )
+
+
+def groups(rows: Sequence[GroupRow]) -> str:
+    return _table(
+        ("Group", "State", "Members", "Lag"),
+        (
+            f'<tr><td><a href="{_e(group_href(r.group))}">{_e(r.group)}</a></td>'
+            f"<td>{_e(r.state)}</td><td class=n>{r.members}</td><td class=n>{_opt(r.lag)}</td></tr>"
+            for r in rows
+        ),
+        "No consumer group.",
+    )
+
+
+def group(state: str, rows: Sequence[GroupOffsetRow]) -> str:
+    # Kafka's kafka-consumer-groups --describe columns.
+    table = _table(
+        (
+            "Topic",
+            "Partition",
+            "Current-offset",
+            "Log-end-offset",
+            "Lag",
+            "Consumer-id",
+            "Host",
+            "Client-id",
+        ),
+        (
+            f'<tr><td><a href="{_e(topic_href(r.topic))}">{_e(r.topic)}</a></td>'
+            f"<td class=n>{r.partition}</td><td class=n>{_opt(r.current_offset)}</td>"
+            f"<td class=n>{_opt(r.log_end_offset)}</td><td class=n>{_opt(r.lag)}</td>"
+            f"<td>{_e(r.consumer_id)}</td><td>{_e(r.host)}</td><td>{_e(r.client_id)}</td></tr>"
+            for r in rows
+        ),
+        "The group has no committed offset and no member.",
+    )
+    return f"<p>State: <b>{_e(state)}</b></p>{table}"
+
+
+def _time(ms: int) -> str:
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def journal(rows: Sequence[JournalRow], start_offset: int, next_offset: int, no_ops: bool) -> str:
+    table = _table(
+        ("Offset", "Epoch", "Appended (UTC)", "Record", "Fields"),
+        (
+            f"<tr><td class=n>{r.offset}</td><td class=n>{r.epoch}</td>"
+            f"<td>{_e(_time(r.append_time_ms))}</td><td>{_e(r.record_type)}</td>"
+            f'<td class="j">{_e(r.fields)}</td></tr>'
+            for r in rows
+        ),
+        "The retained window holds no record.",
+    )
+    toggle = (
+        f'<a href="{PREFIX}/journal">hide NoOpRecords</a>'
+        if no_ops
+        else f'<a href="{PREFIX}/journal?noop=1">show NoOpRecords</a>'
+    )
+    return (
+        f'<p class="muted">The newest {len(rows)} records of the retained window '
+        f"(offsets {start_offset:,} to {max(start_offset, next_offset - 1):,}), newest first"
+        f" · {toggle}</p>{table}"
+    )

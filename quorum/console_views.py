@@ -1,0 +1,367 @@
+"""The web console's view models (issue 16): metadata image and probe answers in, table rows out.
+
+Pure: no I/O, no clock (``now_ms`` is passed in), no HTML. ``quorum/service_console.py`` is the
+aiohttp shell that gathers the inputs, ``quorum/console_html.py`` renders the rows. Each page's
+rows come from one function here, so the pages are tested without a server or a browser.
+
+Bounds (STYLE.md §7), so a cluster of 10,000 partitions stays fast: the topic list is one pass
+over the image and shows ``TOPICS_PER_PAGE`` topics per page (the totals — partitions,
+under-replicated, offline — cover every topic); a topic's page lists at most
+``PARTITIONS_PER_PAGE`` partitions per page; the journal shows the last ``JOURNAL_RECORDS``
+records of the retained window.
+
+Kafka's meanings: a partition is under-replicated when its ISR is smaller than its replica set
+(``Partition.isUnderReplicated``), offline when it has no leader (leader -1,
+``OfflinePartitionsCount``); a group's lag per partition is LOG-END-OFFSET - CURRENT-OFFSET
+(``ConsumerGroupCommand``), unknown when either is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import attrs
+
+from pykraft.metadata.api.admin import QuorumDescription
+from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+
+TOPICS_PER_PAGE = 100
+PARTITIONS_PER_PAGE = 500
+JOURNAL_RECORDS = 200
+# The journal reads at most this many records back to find JOURNAL_RECORDS it shows: the
+# active controller appends a NoOpRecord every 500 ms (Kafka's metadata.max.idle.interval.ms),
+# which the journal hides unless asked.
+JOURNAL_SCAN_RECORDS = 5000
+NO_OP_RECORD = "NoOpRecord"
+# Fields of metadata records the console never shows: SCRAM's salt and keys (what a password
+# check needs), a delegation token's id (half of what a client authenticates with).
+REDACTED_FIELDS = frozenset({"salt", "storedKey", "serverKey", "tokenId"})
+NO_LEADER = -1
+
+
+@attrs.frozen
+class ControllerRow:
+    node_id: int
+    role: str  # leader, follower, candidate, observer, voter (a standby's view of the others)
+    raft_term: int | None
+    # Raft entries behind the leader's commit index; None where this controller cannot know.
+    lag: int | None
+    url: str | None
+
+
+@attrs.frozen
+class BrokerRow:
+    broker_id: int
+    broker_epoch: int
+    state: str  # Kafka's: RUNNING, FENCED, PENDING_CONTROLLED_SHUTDOWN
+    endpoints: str
+    rack: str
+    leaders: int
+    replicas: int
+    # Records per second appended to the partitions it leads / committed by consumer groups on
+    # them, between the last two samples; None until two samples exist.
+    records_in_per_s: float | None = None
+    records_consumed_per_s: float | None = None
+
+
+@attrs.frozen
+class TopicRow:
+    name: str
+    partitions: int
+    replication_factor: int
+    under_replicated: int
+    offline: int
+
+
+@attrs.frozen
+class TopicPage:
+    rows: tuple[TopicRow, ...]
+    page: int
+    pages: int
+    topics: int
+    partitions: int
+    under_replicated: int
+    offline: int
+
+
+@attrs.frozen
+class PartitionRow:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    under_replicated: bool
+    offline: bool
+    log_end_offset: int | None = None
+
+
+@attrs.frozen
+class GroupOffsetRow:
+    """One row of Kafka's ``kafka-consumer-groups --describe``."""
+
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int | None
+    consumer_id: str = "-"
+    host: str = "-"
+    client_id: str = "-"
+
+    @property
+    def lag(self) -> int | None:
+        if self.current_offset is None or self.log_end_offset is None:
+            return None
+        return max(0, self.log_end_offset - self.current_offset)
+
+
+@attrs.frozen
+class GroupRow:
+    group: str
+    state: str
+    members: int
+    lag: int | None  # the sum over its partitions; None when no partition's lag is known
+
+
+@attrs.frozen
+class JournalRow:
+    offset: int
+    epoch: int
+    append_time_ms: int
+    record_type: str
+    fields: str  # the record's other fields as JSON, secrets redacted
+
+
+@attrs.frozen
+class Member:
+    consumer_id: str
+    host: str
+    client_id: str
+    assignment: tuple[tuple[str, int], ...]
+
+
+def controller_rows(quorum: QuorumDescription) -> tuple[ControllerRow, ...]:
+    """The voters as this controller sees them (``GET /v1/quorum``): its own role from Raft, the
+    leader's from who it follows, the others ``follower`` (known to the leader) or ``voter``."""
+    rows = []
+    for voter in quorum.voters:
+        if voter.node_id == quorum.node_id:
+            role = quorum.state
+        elif voter.node_id == quorum.leader_id:
+            role = "leader"
+        else:
+            role = "follower" if quorum.state == "leader" else "voter"
+        rows.append(
+            ControllerRow(
+                node_id=voter.node_id,
+                role=role,
+                raft_term=quorum.raft_term,
+                lag=voter.lag,
+                url=voter.url,
+            )
+        )
+    return tuple(sorted(rows, key=lambda row: row.node_id))
+
+
+def broker_state(fenced: bool, in_controlled_shutdown: bool) -> str:
+    """Kafka's ``BrokerRegistration`` states as its admin tools name them."""
+    if in_controlled_shutdown:
+        return "PENDING_CONTROLLED_SHUTDOWN"
+    return "FENCED" if fenced else "RUNNING"
+
+
+def broker_rows(
+    image: MetadataImage,
+    records_in_per_s: Mapping[int, float] | None = None,
+    records_consumed_per_s: Mapping[int, float] | None = None,
+) -> tuple[BrokerRow, ...]:
+    leaders: dict[int, int] = {}
+    replicas: dict[int, int] = {}
+    for topic in image.topics.by_name.values():
+        for partition in topic.partitions.values():
+            leaders[partition.leader] = leaders.get(partition.leader, 0) + 1
+            for replica in partition.replicas:
+                replicas[replica] = replicas.get(replica, 0) + 1
+    rows = []
+    for broker_id, broker in sorted(image.cluster.brokers.items()):
+        rows.append(
+            BrokerRow(
+                broker_id=broker_id,
+                broker_epoch=broker.epoch,
+                state=broker_state(broker.fenced, broker.in_controlled_shutdown),
+                endpoints=", ".join(f"{e.name}://{e.host}:{e.port}" for e in broker.endpoints),
+                rack=broker.rack or "-",
+                leaders=leaders.get(broker_id, 0),
+                replicas=replicas.get(broker_id, 0),
+                records_in_per_s=(records_in_per_s or {}).get(broker_id),
+                records_consumed_per_s=(records_consumed_per_s or {}).get(broker_id),
+            )
+        )
+    return tuple(rows)
+
+
+def _is_under_replicated(partition: PartitionRegistration) -> bool:
+    return len(partition.isr) < len(partition.replicas)
+
+
+def topic_row(topic: TopicImage) -> TopicRow:
+    partitions = topic.partitions.values()
+    first = next(iter(partitions), None)
+    return TopicRow(
+        name=topic.name,
+        partitions=len(topic.partitions),
+        replication_factor=0 if first is None else len(first.replicas),
+        under_replicated=sum(1 for p in partitions if _is_under_replicated(p)),
+        offline=sum(1 for p in partitions if p.leader == NO_LEADER),
+    )
+
+
+def page_count(items: int, per_page: int) -> int:
+    return max(1, -(-items // per_page))
+
+
+def topic_page(
+    image: MetadataImage,
+    visible: Callable[[Iterable[str]], set[str]],
+    page: int = 1,
+    per_page: int = TOPICS_PER_PAGE,
+) -> TopicPage:
+    """Page ``page`` (from 1; clamped) of the topics ``visible`` lets the caller DESCRIBE, by
+    name; the totals count every visible topic."""
+    names = sorted(visible(image.topics.by_name.keys()))
+    rows = [topic_row(image.topics.by_name[name]) for name in names]
+    pages = page_count(len(rows), per_page)
+    page = min(max(1, page), pages)
+    return TopicPage(
+        rows=tuple(rows[(page - 1) * per_page : page * per_page]),
+        page=page,
+        pages=pages,
+        topics=len(rows),
+        partitions=sum(row.partitions for row in rows),
+        under_replicated=sum(row.under_replicated for row in rows),
+        offline=sum(row.offline for row in rows),
+    )
+
+
+def partition_rows(
+    topic: TopicImage,
+    log_end_offsets: Mapping[int, int] | None = None,
+    page: int = 1,
+    per_page: int = PARTITIONS_PER_PAGE,
+) -> tuple[PartitionRow, ...]:
+    """Page ``page`` of the topic's partitions (``partition_pages`` counts the pages)."""
+    ends = log_end_offsets or {}
+    indexes = sorted(topic.partitions.keys())[(page - 1) * per_page : page * per_page]
+    return tuple(
+        PartitionRow(
+            partition=index,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            replicas=tuple(p.replicas),
+            isr=tuple(p.isr),
+            under_replicated=_is_under_replicated(p),
+            offline=p.leader == NO_LEADER,
+            log_end_offset=ends.get(index),
+        )
+        for index in indexes
+        for p in (topic.partitions[index],)
+    )
+
+
+def group_offset_rows(
+    members: Sequence[Member],
+    committed: Mapping[tuple[str, int], int],
+    log_end_offsets: Mapping[tuple[str, int], int],
+) -> tuple[GroupOffsetRow, ...]:
+    """Kafka's ``collectGroupsOffsets`` order: each member's partitions (members with the most
+    partitions first), then the committed partitions no member holds."""
+    rows = []
+    assigned: set[tuple[str, int]] = set()
+    for member in sorted(members, key=lambda m: (-len(m.assignment), m.consumer_id)):
+        assigned.update(member.assignment)
+        for topic, partition in sorted(member.assignment):
+            rows.append(
+                GroupOffsetRow(
+                    topic,
+                    partition,
+                    committed.get((topic, partition)),
+                    log_end_offsets.get((topic, partition)),
+                    member.consumer_id,
+                    member.host,
+                    member.client_id,
+                )
+            )
+    for key in sorted(set(committed) - assigned):
+        rows.append(GroupOffsetRow(key[0], key[1], committed[key], log_end_offsets.get(key)))
+    return tuple(rows)
+
+
+def total_lag(rows: Iterable[GroupOffsetRow]) -> int | None:
+    lags = [row.lag for row in rows if row.lag is not None]
+    return sum(lags) if lags else None
+
+
+def journal_rows(
+    batches: Iterable[tuple[int, int, int, Sequence[bytes]]],
+    limit: int = JOURNAL_RECORDS,
+    no_ops: bool = False,
+) -> tuple[JournalRow, ...]:
+    """The last ``limit`` records, newest first, of ``batches`` (base offset, epoch, append
+    time, the records' JSON lines as ``metadata.codec`` writes them), secrets redacted;
+    NoOpRecords only with ``no_ops``."""
+    rows: list[JournalRow] = []
+    for base_offset, epoch, append_time_ms, lines in batches:
+        for index, line in enumerate(lines):
+            record = json.loads(line)
+            record_type = str(record.pop("type", "?"))
+            if record_type == NO_OP_RECORD and not no_ops:
+                continue
+            record.pop("version", None)
+            for name in REDACTED_FIELDS.intersection(record):
+                record[name] = "(redacted)"
+            rows.append(
+                JournalRow(
+                    offset=base_offset + index,
+                    epoch=epoch,
+                    append_time_ms=append_time_ms,
+                    record_type=record_type,
+                    fields=json.dumps(record, separators=(", ", ": ")),
+                )
+            )
+    return tuple(reversed(rows[-limit:])) if limit > 0 else ()
+
+
+@attrs.frozen
+class RateSample:
+    """Per-broker counters (records appended, records committed) at ``now_ms``."""
+
+    now_ms: int
+    counters: Mapping[int, int]
+
+
+def rates_per_s(previous: RateSample | None, current: RateSample) -> dict[int, float]:
+    """Each broker's counter growth per second between two samples; none before a second
+    sample, none for a broker absent from either; a counter that went backwards (a leader moved,
+    a log truncated) counts as 0."""
+    if previous is None or current.now_ms <= previous.now_ms:
+        return {}
+    seconds = (current.now_ms - previous.now_ms) / 1000
+    return {
+        broker: max(0, count - previous.counters[broker]) / seconds
+        for broker, count in current.counters.items()
+        if broker in previous.counters
+    }
+
+
+def counters_by_leader(
+    image: MetadataImage, offsets: Mapping[tuple[str, int], int]
+) -> dict[int, int]:
+    """The sum of ``offsets`` (per topic partition) over the partitions each broker leads."""
+    totals = dict.fromkeys(image.cluster.brokers.keys(), 0)
+    for (topic_name, index), offset in offsets.items():
+        topic = image.topics.by_name.get(topic_name)
+        partition = None if topic is None else topic.partitions.get(index)
+        if partition is not None and partition.leader != NO_LEADER:
+            totals[partition.leader] = totals.get(partition.leader, 0) + offset
+    return totals

@@ -1,0 +1,217 @@
+"""The web console in a real headless browser: Debian's ``chromium``, driven by Selenium through
+Debian's ``chromium-driver`` (``.ci/install-chromium.sh``), against ``pykraft dev
+--controllers 1 --brokers 1``.
+
+Why Selenium and not the DevTools protocol by hand: chromedriver starts, watches and stops the
+browser, waits for page loads and takes screenshots in a few calls; a hand-written DevTools
+client would need its own process management, target discovery and load events. Selenium is
+told where chromedriver is, so its Selenium Manager never downloads a browser.
+
+Every page is loaded, its real content asserted (the broker's id, the topic, the group's lag),
+and a PNG screenshot written under ``tests/.artifacts/console/`` (printed; gitignored) for
+people to look at. Then records are produced and the pages show the new log end offsets and lag.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.wait import WebDriverWait
+
+from pykraft.dev_cluster_file import stop_dev_process
+from pykraft.dev_wait import wait_ready
+from tests.integration.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+SCREENSHOTS = ROOT / "tests" / ".artifacts" / "console"
+TOPIC = "console-orders"
+GROUP = "console-readers"
+PARTITIONS = 3
+FIRST_RECORDS = 12
+MORE_RECORDS = 7
+TIMEOUT_S = 20.0
+WIDTH = 1280
+# The pages reload themselves every console_html.REFRESH_SECONDS (5 s): two periods and slack.
+REFRESH_WAIT_S = 12.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    data_dir = tmp_path_factory.mktemp("console") / "cluster"
+    properties = ("offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0")
+    with open(data_dir.parent / "dev.out", "wb") as out:
+        dev = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "pykraft.dev", "--controllers", "1", "--brokers", "1"),
+                *("--base-port", "0", "--data-dir", str(data_dir)),
+                *(arg for prop in properties for arg in ("--broker-property", prop)),
+            ],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+    try:
+        code, info = wait_ready(data_dir, timeout_s=60)
+        assert code == 0, (data_dir.parent / "dev.out").read_text()
+        bootstrap = str(info["bootstrap_servers"])
+        _create_topic(bootstrap)
+        _produce(bootstrap, FIRST_RECORDS)
+        _consume(bootstrap, FIRST_RECORDS)
+        yield {
+            "bootstrap": bootstrap,
+            "console": f"{info['admin_url']}/console",
+            "broker": str(info["brokers"][0]["node_id"]),
+        }
+    finally:
+        stop_dev_process(dev, data_dir, 60)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    driver_path = shutil.which("chromedriver")
+    assert driver_path is not None, "chromedriver not found: run .ci/install-chromium.sh"
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", f"--window-size={WIDTH},900"):  # fmt: skip
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(TIMEOUT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _create_topic(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)], request_timeout=TIMEOUT_S)
+    futures[TOPIC].result(timeout=TIMEOUT_S)
+
+
+def _produce(bootstrap: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(count):
+        producer.produce(TOPIC, value=f"order-{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def _consume(bootstrap: str, count: int) -> None:
+    """Read ``count`` records in GROUP and commit them, then leave: the group stays, Empty."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    try:
+        seen = 0
+        while seen < count:
+            message = consumer.poll(TIMEOUT_S)
+            assert message is not None, f"read {seen} of {count} records"
+            assert message.error() is None, message.error()
+            seen += 1
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _load(browser: webdriver.Chrome, url: str, shot: str | None = None) -> str:
+    browser.get(url)
+    text = str(browser.find_element(By.TAG_NAME, "main").text)
+    if shot is not None:
+        height = int(browser.execute_script("return document.body.scrollHeight"))
+        browser.set_window_size(WIDTH, max(600, min(height + 40, 4000)))
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        assert browser.save_screenshot(str(SCREENSHOTS / f"{shot}.png"))
+    return text
+
+
+def _rows(browser: webdriver.Chrome) -> list[list[str]]:
+    return [
+        [str(cell.text) for cell in row.find_elements(By.TAG_NAME, "td")]
+        for row in browser.find_elements(By.CSS_SELECTOR, "tbody tr")
+    ]
+
+
+def _group_lag(browser: webdriver.Chrome, url: str) -> tuple[int, int]:
+    """(sum of LOG-END-OFFSET, sum of LAG) on the group's page, loaded now."""
+    _load(browser, url)
+    return _group_sums(browser)
+
+
+def _group_sums(browser: webdriver.Chrome) -> tuple[int, int]:
+    rows = [row for row in _rows(browser) if row and row[0] == TOPIC]
+    assert len(rows) == PARTITIONS, rows
+    return sum(int(r[3].replace(",", "")) for r in rows), sum(int(r[4]) for r in rows)
+
+
+def test_every_page_shows_the_live_cluster(cluster: dict[str, Any], browser: Any) -> None:
+    console, broker = cluster["console"], cluster["broker"]
+    print(f"\nconsole screenshots: {SCREENSHOTS}")
+    overview = _load(browser, console, "overview")
+    assert "Controllers" in overview and "leader" in overview
+    assert _rows(browser)[1][:2] == [broker, "RUNNING"]  # the broker, after the controller row
+
+    brokers = _load(browser, f"{console}/brokers")
+    assert "RUNNING" in brokers and "PLAINTEXT://127.0.0.1:" in brokers
+    _produce(cluster["bootstrap"], 1)  # so the next sample sees records appended
+    _load(browser, f"{console}/brokers", "brokers")
+    rates = _rows(browser)[0]
+    assert rates[0] == broker and float(rates[7]) > 0, rates  # records in /s
+
+    topics = _load(browser, f"{console}/topics", "topics")
+    assert TOPIC in topics
+    assert [TOPIC, str(PARTITIONS), "1", "0", "0"] in _rows(browser)
+
+    browser.find_element(By.LINK_TEXT, TOPIC).click()
+    topic = _load(browser, browser.current_url, "topic")
+    assert f"Topic {TOPIC}" in topic
+    partitions = _rows(browser)
+    assert [row[:5] for row in partitions] == [
+        [str(p), broker, "0", broker, broker] for p in range(3)
+    ]
+    assert sum(int(row[5]) for row in partitions) == FIRST_RECORDS + 1
+
+    groups = _load(browser, f"{console}/groups", "groups")
+    assert [GROUP, "Empty", "0", "1"] in _rows(browser), groups
+
+    group = _load(browser, f"{console}/groups/{GROUP}", "group")
+    assert "State: Empty" in group
+    assert _group_lag(browser, f"{console}/groups/{GROUP}") == (FIRST_RECORDS + 1, 1)
+
+    journal = _load(browser, f"{console}/journal", "journal")
+    assert "TopicRecord" in journal and TOPIC in journal and "RegisterBrokerRecord" in journal
+
+
+def test_pages_follow_a_produce(cluster: dict[str, Any], browser: Any) -> None:
+    """Reloaded by hand, then by the page's own auto-refresh (no navigation by the test)."""
+    group_url = f"{cluster['console']}/groups/{GROUP}"
+    ends_before, lag_before = _group_lag(browser, group_url)
+    _produce(cluster["bootstrap"], MORE_RECORDS)
+    ends_after, lag_after = _group_lag(browser, group_url)
+    assert (ends_after - ends_before, lag_after - lag_before) == (MORE_RECORDS, MORE_RECORDS)
+
+    _produce(cluster["bootstrap"], MORE_RECORDS)
+    expected = (ends_after + MORE_RECORDS, lag_after + MORE_RECORDS)
+    WebDriverWait(
+        browser, REFRESH_WAIT_S, ignored_exceptions=(StaleElementReferenceException, ValueError)
+    ).until(lambda _: _group_sums(browser) == expected)
+    _load(browser, browser.current_url, "group-after-produce")

@@ -1,0 +1,48 @@
+"""The web console is behind the API's doors: on a secure (TLS) controller an anonymous browser
+gets 401 with the Basic challenge on every console page, and no page handler runs. Checked on
+the routes ``add_console_routes`` registers, with aiohttp's mocked requests (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+
+from pykraft.metadata.api.routes import CONSOLE_ROUTES
+from pykraft.quorum.auth import BrokerBinding
+from pykraft.quorum.auth_http import DOORS_KEY, Doors
+from pykraft.quorum.service_console import add_console_routes
+from pykraft.quorum.service_http import error_middleware
+
+TLS_DOORS = Doors(tls=True, mapping_rules=(), authorizer=None, binding=BrokerBinding())
+PATHS = [route.path(name="orders", group="readers") for route in CONSOLE_ROUTES]
+
+
+def test_every_console_route_is_registered() -> None:
+    app = web.Application()
+    add_console_routes(app)
+    registered = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource}
+    assert registered == {(route.method, route.template) for route in CONSOLE_ROUTES}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_anonymous_browser_is_asked_to_log_in(path: str) -> None:
+    app = web.Application()
+    app[DOORS_KEY] = TLS_DOORS  # no NODE_KEY: a handler that ran would fail with KeyError
+    add_console_routes(app)
+
+    async def answer() -> web.StreamResponse:
+        probe = make_mocked_request("GET", path, app=app)
+        match = await app.router.resolve(probe)
+        request = make_mocked_request("GET", path, app=app, match_info=match)
+        return await error_middleware(request, match.handler)
+
+    response = asyncio.run(answer())
+    assert isinstance(response, web.Response)
+    assert response.status == 401
+    assert response.headers["WWW-Authenticate"] == 'Basic realm="pykraft"'
+    assert isinstance(response.body, bytes)
+    assert json.loads(response.body)["error"] == "SASL_AUTHENTICATION_FAILED"
