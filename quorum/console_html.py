@@ -4,7 +4,8 @@ Why server-rendered HTML and not a built JavaScript bundle: the pages are tables
 controller already holds; rendering them where the data is costs one request per page, no
 JSON API to keep in step with a client, no build step, no node_modules in the repository, and
 every page works with JavaScript off. The little JavaScript there is (``_REFRESH``) reloads the
-page every few seconds while "auto-refresh" is ticked, remembered in ``localStorage``.
+page every ``REFRESH_SECONDS`` (or ``?refresh=N``) while "auto-refresh" is ticked, remembered in
+``localStorage``.
 
 Every value goes through ``_e`` (``html.escape``, quotes too): topic names, group ids, client ids
 and record fields are chosen by clients and must never become markup.
@@ -29,7 +30,9 @@ from pykraft.quorum.console_views import (
 )
 
 PREFIX = "/console"
+# Auto-refresh period; ``?refresh=N`` on any page asks for N seconds (1 to the maximum).
 REFRESH_SECONDS = 5
+MAX_REFRESH_SECONDS = 300
 NAV = (
     ("Overview", PREFIX),
     ("Brokers", f"{PREFIX}/brokers"),
@@ -45,7 +48,8 @@ header{background:#1f3147;color:#fff;padding:10px 24px;display:flex;gap:24px;ali
 header b{font-size:16px;margin-right:16px}
 header a{color:#c9d6e6;text-decoration:none}header a.on{color:#fff;font-weight:600}
 header label{margin-left:auto;font-size:12px;color:#c9d6e6}
-main{padding:16px 24px}h1{font-size:20px;margin:4px 0 12px}h2{font-size:16px;margin:20px 0 8px}
+main{padding:16px 24px}main a{color:#1f5fa8}
+h1{font-size:20px;margin:4px 0 12px}h2{font-size:16px;margin:20px 0 8px}
 table{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0002;margin-bottom:12px}
 th,td{padding:5px 12px;border-bottom:1px solid #e3e8ef;text-align:left;white-space:nowrap}
 th{background:#eef2f7;font-weight:600;font-size:12px;text-transform:uppercase;color:#4a5568}
@@ -67,7 +71,9 @@ _REFRESH = f"""
   box.addEventListener("change", function () {{
     localStorage.setItem("console.refresh", box.checked ? "on" : "off");
   }});
-  setInterval(function () {{ if (box.checked) location.reload(); }}, {REFRESH_SECONDS * 1000});
+  var asked = parseInt(new URLSearchParams(location.search).get("refresh"), 10);
+  var seconds = Math.min({MAX_REFRESH_SECONDS}, Math.max(1, asked || {REFRESH_SECONDS}));
+  setInterval(function () {{ if (box.checked) location.reload(); }}, seconds * 1000);
 }})();
 </script>
 """

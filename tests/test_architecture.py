@@ -75,6 +75,9 @@ PURE_CORES = [
     # The doors' decisions (issue 11); quorum/auth_http.py is their aiohttp shell.
     "quorum/auth.py",
     "quorum/auth_basic.py",
+    # The web console's rows and HTML (issue 16); quorum/service_console.py is their shell.
+    "quorum/console_views.py",
+    "quorum/console_html.py",
     "fetcher/truncation.py",
     "fetcher/state.py",
     # kafka-reassign-partitions' decisions (KIP-455): files, placement, throttles, messages.
