@@ -24,7 +24,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import attrs
 
 from pykraft.metadata.api.admin import QuorumDescription
-from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from pykraft.metadata.image import (
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    TopicsImage,
+)
 
 TOPICS_PER_PAGE = 100
 PARTITIONS_PER_PAGE = 500
@@ -206,14 +211,21 @@ def _is_under_replicated(partition: PartitionRegistration) -> bool:
 
 
 def topic_row(topic: TopicImage) -> TopicRow:
-    partitions = topic.partitions.values()
-    first = next(iter(partitions), None)
+    """One pass over the topic's partitions (the topic list makes one per topic)."""
+    replication_factor = under_replicated = offline = 0
+    for partition in topic.partitions.values():
+        replicas = len(partition.replicas)
+        replication_factor = replication_factor or replicas
+        if len(partition.isr) < replicas:
+            under_replicated += 1
+        if partition.leader == NO_LEADER:
+            offline += 1
     return TopicRow(
         name=topic.name,
         partitions=len(topic.partitions),
-        replication_factor=0 if first is None else len(first.replicas),
-        under_replicated=sum(1 for p in partitions if _is_under_replicated(p)),
-        offline=sum(1 for p in partitions if p.leader == NO_LEADER),
+        replication_factor=replication_factor,
+        under_replicated=under_replicated,
+        offline=offline,
     )
 
 
@@ -221,26 +233,35 @@ def page_count(items: int, per_page: int) -> int:
     return max(1, -(-items // per_page))
 
 
+def topic_rows(topics: TopicsImage) -> dict[str, TopicRow]:
+    """Every topic's row, by name: one pass over the image. The shell keeps the answer while
+    the image's ``TopicsImage`` is the same object (it is immutable; records that touch no
+    topic, such as the NoOpRecord every 500 ms, leave it as it is)."""
+    return {name: topic_row(topic) for name, topic in topics.by_name.items()}
+
+
 def topic_page(
     image: MetadataImage,
     visible: Callable[[Iterable[str]], set[str]],
     page: int = 1,
     per_page: int = TOPICS_PER_PAGE,
+    rows: Mapping[str, TopicRow] | None = None,
 ) -> TopicPage:
     """Page ``page`` (from 1; clamped) of the topics ``visible`` lets the caller DESCRIBE, by
-    name; the totals count every visible topic."""
-    names = sorted(visible(image.topics.by_name.keys()))
-    rows = [topic_row(image.topics.by_name[name]) for name in names]
-    pages = page_count(len(rows), per_page)
+    name; the totals count every visible topic. ``rows``: ``topic_rows(image.topics)``, if the
+    caller kept it."""
+    by_name = topic_rows(image.topics) if rows is None else rows
+    shown = [by_name[name] for name in sorted(visible(by_name.keys()))]
+    pages = page_count(len(shown), per_page)
     page = min(max(1, page), pages)
     return TopicPage(
-        rows=tuple(rows[(page - 1) * per_page : page * per_page]),
+        rows=tuple(shown[(page - 1) * per_page : page * per_page]),
         page=page,
         pages=pages,
-        topics=len(rows),
-        partitions=sum(row.partitions for row in rows),
-        under_replicated=sum(row.under_replicated for row in rows),
-        offline=sum(row.offline for row in rows),
+        topics=len(shown),
+        partitions=sum(row.partitions for row in shown),
+        under_replicated=sum(row.under_replicated for row in shown),
+        offline=sum(row.offline for row in shown),
     )
 
 

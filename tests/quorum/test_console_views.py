@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 from immutables import Map
 
 from pykraft.metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus
@@ -38,6 +39,7 @@ from pykraft.quorum.console_views import (
     topic_row,
     total_lag,
 )
+from pykraft.quorum.service_console import TopicRowsCache
 
 
 def partition(
@@ -198,3 +200,12 @@ def test_partition_marks_render() -> None:
     ]
     html = console_html.topic("t", "id-t", rows, 1, 1)
     assert html.count("under-replicated") == 1 and html.count(">offline<") == 1
+
+
+def test_topic_rows_are_kept_while_the_topics_image_is_the_same() -> None:
+    cache = TopicRowsCache()
+    first = image(topic("a", partition((1,), (1,), 1)))
+    rows = cache.rows_of(first)
+    assert cache.rows_of(attrs.evolve(first, offset=99)) is rows  # a NoOpRecord later
+    changed = image(topic("a", partition((1, 2), (1,), 1)))
+    assert cache.rows_of(changed)["a"] == TopicRow("a", 1, 2, under_replicated=1, offline=0)
