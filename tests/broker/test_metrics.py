@@ -192,6 +192,7 @@ KAFKA_NAMES = {
     "kafka_server_brokertopicmetrics_bytesin_total": "counter",
     "kafka_server_brokertopicmetrics_bytesout_total": "counter",
     "kafka_server_brokertopicmetrics_replicationbytesout_total": "counter",
+    "kafka_server_brokertopicmetrics_replicationbytesin_total": "counter",
     "kafka_server_replicamanager_underreplicatedpartitions": "gauge",
     "kafka_server_replicamanager_leadercount": "gauge",
     "kafka_server_replicamanager_offlinereplicacount": "gauge",
@@ -217,6 +218,8 @@ def test_broker_topic_metrics_count_per_topic_and_for_all_topics() -> None:
     stats.record_append("audit", 100, 1)
     stats.record_bytes_out("orders", 700, follower=False)
     stats.record_bytes_out("orders", 9000, follower=True)  # a follower: replication bytes
+    stats.record_replication_bytes_in(4000)  # this broker's followers appended
+    stats.record_replication_bytes_in(96)
     stats.record_isr_change(shrink=True)
     stats.record_isr_change(shrink=True)
     stats.record_isr_change(shrink=False)
@@ -230,6 +233,7 @@ def test_broker_topic_metrics_count_per_topic_and_for_all_topics() -> None:
     assert samples(prefix + "bytesin_total") == {"*": 1600, "audit": 100, "orders": 1500}
     assert samples(prefix + "bytesout_total") == {"*": 700, "orders": 700}
     assert samples(prefix + "replicationbytesout_total") == {"*": 9000}
+    assert samples(prefix + "replicationbytesin_total") == {"*": 4096}
     assert samples("kafka_server_replicamanager_isrshrinks_total") == {"*": 2}
     assert samples("kafka_server_replicamanager_isrexpands_total") == {"*": 1}
     stats.remove_topic("orders")
