@@ -124,10 +124,10 @@ def check_summary(name: str, samples: Any) -> None:
 
 def test_broker_metrics_render_and_parse_back() -> None:
     metrics = BrokerMetrics()
-    metrics.record_request(18, 0.0002)
-    metrics.record_request(18, 0.003)
-    metrics.record_request(0, 0.7)
-    metrics.record_request(0, 42.0)  # beyond the last bucket: only +Inf counts it
+    metrics.record_request(18, 3, 0.0002)
+    metrics.record_request(18, 4, 0.003)
+    metrics.record_request(0, 9, 0.7)
+    metrics.record_request(0, 9, 42.0)  # beyond the last bucket: only +Inf counts it
     metrics.record_bytes_in(300)
     metrics.record_bytes_out(120)
     metrics.record_connection_opened()
@@ -168,8 +168,12 @@ def test_broker_metrics_render_and_parse_back() -> None:
     assert value("kafka_server_replicamanager_underreplicatedpartitions") == 2
     assert value("pykraft_metadata_offset") == 99
     assert value("pykraft_metadata_lag_records") == 10
-    # RequestMetrics: RequestsPerSec's Count and TotalTimeMs in milliseconds, by request name.
-    assert value("kafka_network_requestmetrics_requests_total", request="Produce") == 2
+    # RequestMetrics: RequestsPerSec's Count by request name and version (one MBean each) and
+    # TotalTimeMs in milliseconds by request name.
+    requests = "kafka_network_requestmetrics_requests_total"
+    assert value(requests, request="Produce", version="9") == 2
+    assert value(requests, request="ApiVersions", version="3") == 1
+    assert value(requests, request="ApiVersions", version="4") == 1
     total_time = "kafka_network_requestmetrics_totaltimems"
     assert value(f"{total_time}_count", total_time, request="ApiVersions") == 2
     assert value(f"{total_time}_sum", total_time, request="Produce") == pytest.approx(42_700)
