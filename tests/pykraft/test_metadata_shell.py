@@ -3,11 +3,12 @@ shell's commands (Kafka's ``org.apache.kafka.shell.command`` handlers), over a s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pykraft.cli import main
+from pykraft import cli
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.image_node import image_node, quota_entity_name
@@ -54,6 +55,14 @@ IMAGE = apply_records(
 
 def shell() -> ShellState:
     return ShellState(root_node(image_node(IMAGE, "1970-01-01T00:00Z[UTC]")))
+
+
+@pytest.fixture
+def main(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], int]:
+    """``pykraft ARGS`` through the real CLI, building only this subcommand's parser (the
+    others' imports cost seconds and are not what these tests are about)."""
+    monkeypatch.setattr(cli, "SUBCOMMANDS", {"metadata-shell": cli.SUBCOMMANDS["metadata-shell"]})
+    return cli.main
 
 
 def check(line: str, expected: list[str], state: ShellState | None = None) -> None:
@@ -223,7 +232,7 @@ def test_iso_zoned_utc_drops_zero_seconds_and_fraction_as_java_does() -> None:
 
 
 def test_the_command_runs_one_command_over_a_snapshot_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_snapshot(tmp_path, IMAGE, created_ms=1_000)
     assert main(["metadata-shell", "--snapshot", str(path), "ls", "/image/topics/byName"]) == 0
@@ -233,7 +242,7 @@ def test_the_command_runs_one_command_over_a_snapshot_file(
 
 
 def test_bad_arguments_and_bad_files_are_clear_errors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["metadata-shell", "ls"]) == 1
     assert "Exactly one of --snapshot and --bootstrap-controller" in capsys.readouterr().err
@@ -245,7 +254,7 @@ def test_bad_arguments_and_bad_files_are_clear_errors(
 
 
 def test_the_interactive_shell_reads_commands_until_exit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    main, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_snapshot(tmp_path, IMAGE, created_ms=0)
     lines = iter(["cd /image/topics/byName/foo", "cat name", "exit", "pwd"])
