@@ -9,7 +9,9 @@ one command, run without a prompt (Kafka's non-interactive mode), else an intera
 reads commands until ``exit`` or end of input. ``--bootstrap-controller`` (ours: Kafka's shell
 reads only files) reads the live image the way a broker does: the records feed
 ``GET /v1/metadata/records`` from offset 0, through a snapshot when the log starts later
-(``broker/metadata_loader.py``), until caught up with the log end the controller reported.
+(``broker/metadata_loader.py``), until caught up with the log end the controller reported. That
+route is the brokers' (Kafka's Fetch of the metadata log): on a secure cluster the
+``--command-config`` principal needs CLUSTER_ACTION on the cluster.
 
 The tree is ``metadata/image_node.py``; the commands ``metadata_shell_commands.py``; this module
 only loads the image and reads and prints lines.
