@@ -2,16 +2,16 @@
 remove controllers (KIP-595, KIP-853).
 
     pykraft metadata-quorum --bootstrap-server 127.0.0.1:9092 [--command-config FILE] \\
-        describe (--status | --replication)
+        describe (--status | --replication [--human-readable])
         add-controller              (--command-config is the new controller's properties)
         remove-controller --controller-id ID --controller-directory-id DIR
 
 Subcommands, options and output follow Kafka's ``MetadataQuorumCommand``
 (tools/.../MetadataQuorumCommand.java): ``describe --status`` prints the leader, its epoch, the
 high watermark, the largest follower lag (records and ms) and the voters and observers as JSON;
-``describe --replication`` one row per replica (``ToolsUtils.prettyPrintTable``: padded columns,
-each followed by a tab; a header line first, the leader first, then the voters, then the
-observers). ``add-controller`` reads the new controller's
+``describe --replication [--human-readable]`` one row per replica (``ToolsUtils.prettyPrintTable``:
+padded columns, each followed by a tab; a header line first, the leader first, then the voters,
+then the observers). ``add-controller`` reads the new controller's
 ``node.id``, its ``listeners`` (the ``CONTROLLER`` listener named by
 ``controller.listener.names`` and the ``RAFT`` listener) and the ``directory.id`` of
 ``metadata.log.dir/meta.properties`` (written by the controller at its first start; Kafka's
@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = describe.add_mutually_exclusive_group()
     which.add_argument("--status", action="store_true", help="the quorum's status")
     which.add_argument("--replication", action="store_true", help="the replicas' progress")
+    describe.add_argument(
+        "--human-readable",
+        action="store_true",
+        help="with --replication: the timestamps as how long ago (ms)",
+    )
     commands.add_parser("add-controller", help="Add a controller to the KRaft controller cluster")
     remove = commands.add_parser(
         "remove-controller", help="Remove a controller from the KRaft controller cluster"
@@ -118,7 +123,8 @@ async def execute(args: argparse.Namespace, calls: QuorumCalls, out: Out) -> Non
             for line in status_lines(info, cluster_id):
                 out(line)
         else:
-            for line in replication_lines(info):
+            now_ms = SystemClock().wall_clock_ms() if args.human_readable else None
+            for line in replication_lines(info, now_ms):
                 out(line)
     elif command == "add-controller":
         voter_id, directory_id, listeners = new_controller(args.command_config)
@@ -237,10 +243,16 @@ def _replica_states(info: QuorumInfo, replicas: Sequence[ReplicaDescription]) ->
     return "[" + ", ".join(nodes) + "]"
 
 
-def replication_lines(info: QuorumInfo) -> list[str]:
+def replication_lines(info: QuorumInfo, now_ms: int | None = None) -> list[str]:
     """``describe --replication``: the leader, then the other voters, then the observers; Lag
-    is the leader's log end minus the replica's (handleDescribeReplication)."""
+    is the leader's log end minus the replica's (handleDescribeReplication). With ``now_ms``
+    (``--human-readable``) a known timestamp prints as ``N ms ago``."""
     leader = _leader(info)
+
+    def when(timestamp_ms: int, what: str) -> str:
+        if timestamp_ms < 0 or now_ms is None:
+            return str(timestamp_ms)
+        return f"{relative_time_ms(timestamp_ms, now_ms, what)} ms ago"
 
     def row(replica: ReplicaDescription, status: str) -> list[str]:
         return [
@@ -250,8 +262,8 @@ def replication_lines(info: QuorumInfo) -> list[str]:
                 _directory(replica),
                 replica.log_end_offset,
                 leader.log_end_offset - replica.log_end_offset,
-                replica.last_fetch_timestamp,
-                replica.last_caught_up_timestamp,
+                when(replica.last_fetch_timestamp, "last fetch"),
+                when(replica.last_caught_up_timestamp, "last caught up"),
                 status,
             )
         ]
@@ -263,6 +275,16 @@ def replication_lines(info: QuorumInfo) -> list[str]:
         *(row(o, "Observer") for o in info.observers),
     ]
     return pretty_table(REPLICATION_HEADERS, rows)
+
+
+def relative_time_ms(timestamp_ms: int, now_ms: int, what: str) -> int:
+    """MetadataQuorumCommand.relativeTimeMs: a time after the epoch and not in the future."""
+    if not 0 < timestamp_ms <= now_ms:
+        raise MetadataQuorumCommandError(
+            "Error while computing relative time, possible drift in system clock.\n"
+            f"Current timestamp is {now_ms}, {what} timestamp is {timestamp_ms}"
+        )
+    return now_ms - timestamp_ms
 
 
 def pretty_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -117,6 +117,23 @@ def test_replication_is_kafkas_pretty_printed_table() -> None:
     ]
 
 
+def test_human_readable_replication_prints_how_long_ago() -> None:
+    # handleDescribeReplication --human-readable: "N ms ago"; an unknown time stays -1.
+    rows = [line.split("\t") for line in replication_lines(INFO, now_ms=1_000)]
+    assert [(row[0].strip(), row[4].strip(), row[5].strip()) for row in rows[1:]] == [
+        ("2", "991 ms ago", "991 ms ago"),
+        ("1", "997 ms ago", "997 ms ago"),
+        ("4", "995 ms ago", "995 ms ago"),
+        ("10", "-1", "-1"),
+    ]
+    with pytest.raises(MetadataQuorumCommandError) as drift:
+        replication_lines(INFO, now_ms=4)
+    assert str(drift.value) == (
+        "Error while computing relative time, possible drift in system clock.\n"
+        "Current timestamp is 4, last fetch timestamp is 9"
+    )
+
+
 def test_describe_quorum_decodes_what_the_broker_encodes() -> None:
     answer = DescribeQuorumResponse(
         leader_id=1,
