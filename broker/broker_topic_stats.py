@@ -16,7 +16,9 @@ Where Kafka marks them, and so where pykraft calls these:
   leader append, with the records' size and appended message count (``broker/local_append.py``);
 - bytes out: ``KafkaApis.handleFetchRequest`` per partition answered, consumer reads as
   ``BytesOutPerSec``, follower reads as ``ReplicationBytesOutPerSec`` (``updateBytesOut``);
-  replication bytes in: the follower's fetcher (not counted yet);
+  replication bytes in: the follower's fetcher after each successful append
+  (``ReplicaFetcherThread.processPartitionData``; ``fetcher/replica_fetcher.py``), all topics only
+  as Kafka's ``updateReplicationBytesIn``;
 - ISR shrinks and expands: a committed AlterPartition (``broker/partition.py``);
 - a deleted topic's series go when the broker publishes the deletion
   (``broker/metadata_publisher.py``).
@@ -59,6 +61,11 @@ class BrokerTopicStats:
             "Bytes of record batches sent to followers (BrokerTopicMetrics "
             "ReplicationBytesOutPerSec).",
         )
+        self.replication_bytes_in = Counter(
+            prefix + "replicationbytesin_total",
+            "Bytes of record batches appended from leaders by this broker's followers "
+            "(BrokerTopicMetrics ReplicationBytesInPerSec).",
+        )
         self.isr_shrinks = Counter(
             "kafka_server_replicamanager_isrshrinks_total",
             "Committed ISR shrinks of partitions this broker leads (ReplicaManager "
@@ -76,6 +83,7 @@ class BrokerTopicStats:
             self.bytes_in,
             self.bytes_out,
             self.replication_bytes_out,
+            self.replication_bytes_in,
             self.isr_shrinks,
             self.isr_expands,
         )
@@ -94,6 +102,11 @@ class BrokerTopicStats:
             self.replication_bytes_out.inc(amount=size_in_bytes)
         else:
             self.bytes_out.inc(topic, size_in_bytes)
+
+    def record_replication_bytes_in(self, size_in_bytes: int) -> None:
+        """A follower append of ``size_in_bytes`` of the leader's batches."""
+        assert size_in_bytes >= 0
+        self.replication_bytes_in.inc(amount=size_in_bytes)
 
     def record_isr_change(self, *, shrink: bool) -> None:
         """A leader's proposed ISR change committed by the controller."""

@@ -89,11 +89,14 @@ class BrokerMetrics:
         self.registry = MetricsRegistry()
         self.broker_topic_stats = BrokerTopicStats()
         self.log_cleaner = LogCleanerMetrics()
+        # RequestMetrics' RequestsPerSec meter is one MBean per request and version
+        # (kafka.network:type=RequestMetrics,name=RequestsPerSec,request=X,version=N), so the
+        # JMX exporter's series carry both labels; its timers are per request only.
         self.kafka_requests = Counter(
             "kafka_network_requestmetrics_requests_total",
-            "Requests completed, by request name (RequestMetrics RequestsPerSec; Kafka adds a "
-            "version label, and names Fetch FetchConsumer or FetchFollower).",
-            ["request"],
+            "Requests completed, by request name and API version (RequestMetrics "
+            "RequestsPerSec; Kafka names Fetch FetchConsumer or FetchFollower).",
+            ["request", "version"],
         )
         self.total_time_ms = Summary(
             "kafka_network_requestmetrics_totaltimems",
@@ -215,11 +218,11 @@ class BrokerMetrics:
 
     # --- NetworkMetrics hooks (broker.network) ---
 
-    def record_request(self, api_key: int, latency_seconds: float) -> None:
+    def record_request(self, api_key: int, api_version: int, latency_seconds: float) -> None:
         name = api_name(api_key)
         self.requests.inc(name)
         self.request_duration.observe(latency_seconds, name)
-        self.kafka_requests.inc(name)
+        self.kafka_requests.inc(name, str(api_version))
         self.total_time_ms.observe(latency_seconds * 1000.0, name)
 
     def record_bytes_in(self, count: int) -> None:

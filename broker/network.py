@@ -132,7 +132,7 @@ Dispatch = Callable[[RequestContext, memoryview], ResponseFuture | None]
 class NetworkMetrics(AcceptorMetrics, Protocol):
     """The hooks the listener calls; ``broker.metrics.BrokerMetrics`` implements them."""
 
-    def record_request(self, api_key: int, latency_seconds: float) -> None: ...
+    def record_request(self, api_key: int, api_version: int, latency_seconds: float) -> None: ...
 
     def record_bytes_in(self, count: int) -> None: ...
 
@@ -517,7 +517,7 @@ class _Connection:
 
     def _record(self, header: RequestHeader, started_ns: int) -> None:
         elapsed = (time.monotonic_ns() - started_ns) / 1e9
-        self._metrics.record_request(header.api_key, elapsed)
+        self._metrics.record_request(header.api_key, header.api_version, elapsed)
 
     async def _send(self, segments: Segments) -> None:
         for part in segments.parts:

@@ -199,6 +199,7 @@ class BrokerServer:
             broker_epoch=self._broker_epoch,
             clock=self.clock,
             quota=self.replication_quotas.follower,
+            on_replication_bytes_in=self.metrics.broker_topic_stats.record_replication_bytes_in,
         )
         # KIP-890 part 1: transactional writes verified with their coordinator first.
         self.add_partitions_to_txn = build_add_partitions_to_txn_manager(

@@ -44,7 +44,7 @@ from pykraft.fetcher.fetcher_config import FetcherConfig, PartitionStart
 from pykraft.fetcher.fetcher_id import fetcher_id
 from pykraft.fetcher.follower_log import LogLookup
 from pykraft.fetcher.leader_endpoint import EndpointSettings, KafkaLeaderEndpoint, LeaderEndpoint
-from pykraft.fetcher.replica_fetcher import ReplicaFetcher
+from pykraft.fetcher.replica_fetcher import BytesInListener, ReplicaFetcher
 from pykraft.fetcher.replication_quota import ReplicationQuota
 from pykraft.fetcher.responses import FailureReason
 from pykraft.storage.clock import Clock
@@ -109,8 +109,10 @@ class ReplicaFetcherManager:
         endpoint_factory: EndpointFactory | None = None,
         broker_epoch: Callable[[], int] = lambda: -1,
         quota: ReplicationQuota | None = None,
+        on_replication_bytes_in: BytesInListener | None = None,
     ) -> None:
         self.config = config
+        self._on_replication_bytes_in = on_replication_bytes_in
         # The follower replication throttle every fetcher shares (KIP-73).
         self.quota = quota
         self._log_for = log_for
@@ -217,6 +219,7 @@ class ReplicaFetcherManager:
             on_partition_failed=self._on_partition_failed,
             clock=self._clock,
             quota=self.quota,
+            on_replication_bytes_in=self._on_replication_bytes_in,
         )
         if current is not None:
             logger.info(

@@ -59,6 +59,7 @@ from pykraft.fetcher.leader_endpoint import (
 )
 from pykraft.fetcher.replication_quota import ReplicationQuota
 from pykraft.fetcher.responses import (
+    Append,
     FailureReason,
     FetchOutcome,
     MarkFailed,
@@ -88,6 +89,9 @@ logger = logging.getLogger(__name__)
 
 
 FailureListener = Callable[[TopicPartition, FailureReason], None]
+# Told the size of the records each successful follower append wrote (Kafka's
+# ReplicaFetcherThread.processPartitionData: brokerTopicStats.updateReplicationBytesIn).
+BytesInListener = Callable[[int], None]
 
 
 class ReplicaFetcher:
@@ -101,8 +105,10 @@ class ReplicaFetcher:
         clock: Clock,
         on_partition_failed: FailureListener | None = None,
         quota: ReplicationQuota | None = None,
+        on_replication_bytes_in: BytesInListener | None = None,
     ) -> None:
         self.fetcher_id = fetcher_id
+        self._on_replication_bytes_in = on_replication_bytes_in
         # The broker's follower replication throttle (KIP-73); None: never throttled.
         self.quota = quota
         self.endpoint = endpoint
@@ -438,6 +444,10 @@ class ReplicaFetcher:
             self._on_local_error(topic_partition, error)
             return
         self._states[topic_partition] = new_state
+        if isinstance(outcome.action, Append) and self._on_replication_bytes_in is not None:
+            size = sum(segment_length(segment) for segment in outcome.action.records)
+            if size:
+                self._on_replication_bytes_in(size)
 
     def _on_local_error(self, topic_partition: TopicPartition, error: Exception) -> None:
         kind = local_error_kind(error)

@@ -46,6 +46,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.get_offsets_cmd",
         "print the offsets of topic partitions at a time, like kafka-get-offsets",
     ),
+    "metadata-shell": (
+        "pykraft.metadata_shell_cmd",
+        "browse the metadata image as a tree (ls, cat, cd, find), like kafka-metadata-shell",
+    ),
     "configs": (
         "pykraft.configs_cmd",
         "describe and alter topic, broker, logger and user configs, like kafka-configs",

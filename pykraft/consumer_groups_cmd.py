@@ -1,7 +1,7 @@
 """``pykraft consumer-groups``: kafka-consumer-groups.sh (Kafka 3.9's ``ConsumerGroupCommand``).
 
     pykraft consumer-groups --bootstrap-server HOST:PORT [--command-config FILE] \\
-        --list [--state [STATES]]
+        --list [--state [STATES]] [--type [TYPES]]
         --describe (--group G ... | --all-groups) [--offsets | --members [--verbose] | --state]
         --reset-offsets (--group G ... | --all-groups) (--topic T[:P,P] ... | --all-topics)
             (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N
@@ -45,7 +45,7 @@ from pykraft.consumer_groups_views import (
     EMPTY,
     delete_groups_lines,
     delete_offsets_lines,
-    list_with_state,
+    group_info_lines,
     members_table,
     offset_rows,
     offsets_table,
@@ -53,7 +53,14 @@ from pykraft.consumer_groups_views import (
     state_message,
     state_table,
 )
-from pykraft.group_admin import EARLIEST, LATEST, STATES_BY_NAME, GroupAdmin, GroupAdminError
+from pykraft.group_admin import (
+    EARLIEST,
+    LATEST,
+    STATES_BY_NAME,
+    TYPES_BY_NAME,
+    GroupAdmin,
+    GroupAdminError,
+)
 from pykraft.storage.clock import Clock
 from pykraft.storage.system_clock import SystemClock
 from pykraft.storage.topic_partition import TopicPartition
@@ -88,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--members", action="store_true")
     parser.add_argument("--offsets", action="store_true")
     parser.add_argument("--state", nargs="?", const="", default=None, metavar="state")
+    parser.add_argument("--type", nargs="?", const="", default=None, metavar="type")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--timeout", type=int, default=5000, metavar="timeout (ms)")
     parser.add_argument("--dry-run", action="store_true")
@@ -155,6 +163,18 @@ def check_args(args: argparse.Namespace) -> str:
                 f"Invalid state list '{args.state}'. Valid states are: "
                 "Unknown, PreparingRebalance, CompletingRebalance, Stable, Dead, Empty"
             )
+    if args.type is not None and action != "list":
+        # jopt-simple's answer to ``typeOpt.availableIf(listOpt)``.
+        raise GroupCommandError(
+            "Option(s) [type] are unavailable given other options on the command line"
+        )
+    if args.type:
+        bad = [t for t in args.type.split(",") if t.strip().lower() not in TYPES_BY_NAME]
+        if bad:
+            # ConsumerGroupCommand.consumerGroupTypesFromString's message.
+            raise GroupCommandError(
+                f"Invalid types list '{args.type}'. Valid types are: Consumer, Classic"
+            )
     return action
 
 
@@ -185,12 +205,14 @@ def execute(
     action: str, args: argparse.Namespace, admin: GroupAdmin, clock: Clock, out: Out, err: Out
 ) -> int:
     if action == "list":
-        if args.state is None:
+        if args.state is None and args.type is None:
             for group, _ in admin.list_groups():
                 out(group)
         else:
-            states = [s.strip() for s in args.state.split(",") if s.strip()]
-            for line in list_with_state(admin.list_groups(states)):
+            states = [s.strip() for s in (args.state or "").split(",") if s.strip()]
+            types = [t.strip() for t in (args.type or "").split(",") if t.strip()]
+            listings = admin.list_group_listings(states, types)
+            for line in group_info_lines(listings, args.type is not None, args.state is not None):
                 out(line)
         return 0
     groups = args.group or [group for group, _ in admin.list_groups()]

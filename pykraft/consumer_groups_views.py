@@ -2,7 +2,8 @@
 
 Values in, lines out, so the columns, widths and messages are tested without a cluster:
 
-* ``--list`` with ``--state``: ``GROUP`` padded to max(15, longest)+10, then ``STATE`` (20);
+* ``--list`` with ``--type`` / ``--state``: ``GROUP`` padded to max(15, longest)+10, then ``TYPE``
+  and/or ``STATE`` (20 each);
 * ``--describe`` (``--offsets``, the default): ``GROUP TOPIC PARTITION CURRENT-OFFSET
   LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID``; the rows are ``collectGroupsOffsets``'s —
   members with the most partitions first, then the committed partitions no member holds (their
@@ -90,10 +91,24 @@ def _row(widths: Sequence[int], values: Sequence[str]) -> str:
 
 def list_with_state(groups: Sequence[tuple[str, str]]) -> list[str]:
     """``--list --state``: Kafka's ``printGroupInfo`` with the STATE column."""
-    width = max((max(15, len(group)) for group, _ in groups), default=15) + 10
-    return [
-        f"{group.ljust(width)} {state.ljust(20)}" for group, state in [("GROUP", "STATE"), *groups]
-    ]
+    return group_info_lines([(group, "", state) for group, state in groups], False, True)
+
+
+def group_info_lines(
+    listings: Sequence[tuple[str, str, str]], include_type: bool, include_state: bool
+) -> list[str]:
+    """``--list`` with ``--type`` and/or ``--state`` (Kafka 3.8+, KIP-848): Kafka's
+    ``printGroupInfo``: GROUP padded to max(15, longest)+10, then TYPE and/or STATE (20 each)."""
+    width = max((max(15, len(group)) for group, _, _ in listings), default=15) + 10
+    lines = []
+    for group, group_type, state in [("GROUP", "TYPE", "STATE"), *listings]:
+        line = group.ljust(width)
+        if include_type:
+            line += " " + group_type.ljust(20)
+        if include_state:
+            line += " " + state.ljust(20)
+        lines.append(line)
+    return lines
 
 
 def state_message(group: str, state: str, rows: int | None) -> tuple[Printed, bool]:

@@ -9,6 +9,10 @@ lastStableOffset: S`` line per aborted transaction (``dumpTxnIndex``). Unlike Ka
 file is never a stack trace: we print everything valid up to the damage, then one
 ``Found corrupt ...`` line naming the position and the field, and the command exits with
 status 1. Status 1 also covers missing or unknown files.
+
+A ``.log`` file of ``PROGRESS_MIN_BYTES`` or more shows a ``rich`` progress bar (bytes read) on
+stderr, only when stderr is a terminal and stdout is not (the output goes to a file or a pipe;
+a bar drawn between the lines it prints would garble them).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import bisect
 import mmap
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -52,6 +56,9 @@ _OTHER_CONTROL_TYPES = {
 _TIMESTAMP_TYPE_NAMES = ("CreateTime", "LogAppendTime")
 EXIT_OK = 0
 EXIT_DAMAGED = 1
+# Segments from this size show a progress bar; it moves at most once per step.
+PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+PROGRESS_STEP_BYTES = 1024 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -161,8 +168,8 @@ def _dump_log(path: Path, args: argparse.Namespace, out: TextIO, err: TextIO) ->
         out.write(f"Log starting offset: {base_offset}\n")
     deep = args.deep_iteration or args.print_data
     gaps: list[tuple[int, int]] = []
-    with _mapped(path) as buf:
-        position, problem = _dump_batches(buf, args, deep, gaps, out)
+    with _mapped(path) as buf, _byte_progress(path.name, len(buf), out, err) as advance:
+        position, problem = _dump_batches(buf, args, deep, gaps, out, advance)
         size = len(buf)
     if problem is not None:
         out.write(f"Found corrupt batch at position {position}: {problem}\n")
@@ -174,21 +181,49 @@ def _dump_log(path: Path, args: argparse.Namespace, out: TextIO, err: TextIO) ->
     return problem is None and position == size
 
 
+def wants_progress(size: int, stdout_is_terminal: bool, stderr_is_terminal: bool) -> bool:
+    return size >= PROGRESS_MIN_BYTES and stderr_is_terminal and not stdout_is_terminal
+
+
+@contextmanager
+def _byte_progress(
+    name: str, size: int, out: TextIO, err: TextIO
+) -> Iterator[Callable[[int], None]]:
+    """A function that moves a progress bar to a byte position (a no-op when not wanted)."""
+    if not wants_progress(size, out.isatty(), err.isatty()):
+        yield lambda position: None
+        return
+    # Imported here: every pykraft process builds this parser, few dump big segments.
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(file=err)
+    with Progress(console=console, transient=True, redirect_stdout=False) as progress:
+        task = progress.add_task(f"Dumping {name}", total=size)
+        yield lambda position: progress.update(task, completed=position)
+
+
 def _dump_batches(
     buf: memoryview,
     args: argparse.Namespace,
     deep: bool,
     gaps: list[tuple[int, int]],
     out: TextIO,
+    advance: Callable[[int], None] = lambda position: None,
 ) -> tuple[int, str | None]:
     """Print batches until the end or the first damage; return where we stopped and why.
+    ``advance`` hears the position every ``PROGRESS_STEP_BYTES`` and at the end.
 
     Damage comes back as text, not as the exception: a live traceback would pin slices of
     the memory map and make closing it fail.
     """
     position = 0
+    reported = 0
     last_offset = -1
     while position < len(buf):
+        if position - reported >= PROGRESS_STEP_BYTES:
+            advance(position)
+            reported = position
         try:
             header = parse_header(buf, position)
         except CorruptRecordError as error:
@@ -214,6 +249,7 @@ def _dump_batches(
                     format_record(header, record, args.print_data, args.skip_record_metadata) + "\n"
                 )
         position += header.size_in_bytes
+    advance(position)
     return position, None
 
 

@@ -17,7 +17,12 @@ from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    ConsumerGroupType,
+    KafkaException,
+)
 from confluent_kafka import TopicCollection as ConfluentTopics
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient
@@ -40,6 +45,13 @@ _STATE_NAMES = {
     ConsumerGroupState.UNKNOWN: "Unknown",
 }
 STATES_BY_NAME = {name.lower(): state for state, name in _STATE_NAMES.items()}
+# Kafka's GroupType.toString; --type accepts these two (ConsumerGroupCommand's validTypes).
+_TYPE_NAMES = {
+    ConsumerGroupType.CONSUMER: "Consumer",
+    ConsumerGroupType.CLASSIC: "Classic",
+    ConsumerGroupType.UNKNOWN: "Unknown",
+}
+TYPES_BY_NAME = {"consumer": ConsumerGroupType.CONSUMER, "classic": ConsumerGroupType.CLASSIC}
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 LOG_WARNING = 4  # syslog levels, librdkafka's log_level  # Kafka's ListOffsetsRequest timestamps
 
@@ -99,6 +111,29 @@ class GroupAdmin:
         if result.errors:
             raise GroupAdminError(_error_text(result.errors[0]))
         listed = [(g.group_id, _STATE_NAMES.get(g.state, "Unknown")) for g in result.valid]
+        return sorted(listed)
+
+    def list_group_listings(
+        self, states: Collection[str] = (), types: Collection[str] = ()
+    ) -> list[tuple[str, str, str]]:
+        """``--list --type/--state``: (group, type, state) of every consumer group matching
+        both filters (KIP-848's ListGroups v5 ``TypesFilter``)."""
+        options: dict[str, Any] = {"request_timeout": self._timeout_s}
+        if states:
+            options["states"] = {STATES_BY_NAME[s.lower()] for s in states}
+        if types:
+            options["types"] = {TYPES_BY_NAME[t.lower()] for t in types}
+        result = self._wait(self._admin.list_consumer_groups(**options))
+        if result.errors:
+            raise GroupAdminError(_error_text(result.errors[0]))
+        listed = [
+            (
+                g.group_id,
+                _TYPE_NAMES.get(g.type, "Unknown"),
+                _STATE_NAMES.get(g.state, "Unknown"),
+            )
+            for g in result.valid
+        ]
         return sorted(listed)
 
     def describe_groups(self, groups: Sequence[str]) -> dict[str, GroupDescription]:

@@ -2,15 +2,16 @@
 remove controllers (KIP-595, KIP-853).
 
     pykraft metadata-quorum --bootstrap-server 127.0.0.1:9092 [--command-config FILE] \\
-        describe (--status | --replication)
+        describe (--status | --replication [--human-readable])
         add-controller              (--command-config is the new controller's properties)
         remove-controller --controller-id ID --controller-directory-id DIR
 
 Subcommands, options and output follow Kafka's ``MetadataQuorumCommand``
 (tools/.../MetadataQuorumCommand.java): ``describe --status`` prints the leader, its epoch, the
 high watermark, the largest follower lag (records and ms) and the voters and observers as JSON;
-``describe --replication`` one row per replica (tab-separated, a header line first, the leader
-first, then the voters, then the observers). ``add-controller`` reads the new controller's
+``describe --replication [--human-readable]`` one row per replica (``ToolsUtils.prettyPrintTable``:
+padded columns, each followed by a tab; a header line first, the leader first, then the voters,
+then the observers). ``add-controller`` reads the new controller's
 ``node.id``, its ``listeners`` (the ``CONTROLLER`` listener named by
 ``controller.listener.names`` and the ``RAFT`` listener) and the ``directory.id`` of
 ``metadata.log.dir/meta.properties`` (written by the controller at its first start; Kafka's
@@ -21,10 +22,9 @@ call prints one line on stderr and exits 1.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pykraft.admin_client import KafkaAdminClient
@@ -42,6 +42,7 @@ REPLICATION_HEADERS = (
 )  # fmt: skip
 # AddRaftVoter's TimeoutMs: how long the leader waits for the new voter to catch up.
 ADD_CONTROLLER_TIMEOUT_MS = 20_000
+ZERO_UUID = uuid.UUID(int=0)
 META_PROPERTIES = "meta.properties"
 
 Out = Callable[[str], None]
@@ -65,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = describe.add_mutually_exclusive_group()
     which.add_argument("--status", action="store_true", help="the quorum's status")
     which.add_argument("--replication", action="store_true", help="the replicas' progress")
+    describe.add_argument(
+        "--human-readable",
+        action="store_true",
+        help="with --replication: the timestamps as how long ago (ms)",
+    )
     commands.add_parser("add-controller", help="Add a controller to the KRaft controller cluster")
     remove = commands.add_parser(
         "remove-controller", help="Remove a controller from the KRaft controller cluster"
@@ -117,7 +123,8 @@ async def execute(args: argparse.Namespace, calls: QuorumCalls, out: Out) -> Non
             for line in status_lines(info, cluster_id):
                 out(line)
         else:
-            for line in replication_lines(info):
+            now_ms = SystemClock().wall_clock_ms() if args.human_readable else None
+            for line in replication_lines(info, now_ms):
                 out(line)
     elif command == "add-controller":
         voter_id, directory_id, listeners = new_controller(args.command_config)
@@ -187,56 +194,104 @@ def _directory(replica: ReplicaDescription) -> str:
 
 
 def status_lines(info: QuorumInfo, cluster_id: str | None) -> list[str]:
-    leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
-    lags = [info.high_watermark - v.log_end_offset for v in info.voters if v.log_end_offset >= 0]
-    caught_up = [v.last_caught_up_timestamp for v in info.voters]
-    lag_time = (
-        leader.last_caught_up_timestamp - min(caught_up)
-        if leader is not None and caught_up and min(caught_up) >= 0
-        else -1
-    )
-    voters = [
-        {
-            "id": v.replica_id,
-            "directoryId": _directory(v),
-            "endpoints": list(info.nodes.get(v.replica_id, ())),
-        }
-        for v in info.voters
-    ]
-    observers = [{"id": o.replica_id, "directoryId": _directory(o)} for o in info.observers]
+    """``describe --status``: MetadataQuorumCommand.handleDescribeStatus. The largest lag is the
+    leader's log end minus the smallest voter log end (the leader's own row counts, so 0 when
+    all are caught up); its time the leader's last caught-up time minus that voter's (0 when the
+    leader is that voter, -1 when either time is unknown)."""
+    leader = _leader(info)
+    slowest = min(info.voters, key=lambda voter: voter.log_end_offset)
+    if slowest is leader:
+        lag_time_ms = 0
+    elif leader.last_caught_up_timestamp >= 0 and slowest.last_caught_up_timestamp >= 0:
+        lag_time_ms = leader.last_caught_up_timestamp - slowest.last_caught_up_timestamp
+    else:
+        lag_time_ms = -1
     return [
         f"ClusterId:              {cluster_id or ''}",
         f"LeaderId:               {info.leader_id}",
         f"LeaderEpoch:            {info.leader_epoch}",
         f"HighWatermark:          {info.high_watermark}",
-        f"MaxFollowerLag:         {max(lags, default=0)}",
-        f"MaxFollowerLagTimeMs:   {lag_time}",
-        f"CurrentVoters:          {json.dumps(voters)}",
-        f"CurrentObservers:       {json.dumps(observers)}",
+        f"MaxFollowerLag:         {leader.log_end_offset - slowest.log_end_offset}",
+        f"MaxFollowerLagTimeMs:   {lag_time_ms}",
+        f"CurrentVoters:          {_replica_states(info, info.voters)}",
+        f"CurrentObservers:       {_replica_states(info, info.observers)}",
     ]
 
 
-def replication_lines(info: QuorumInfo) -> list[str]:
-    def row(replica: ReplicaDescription, status: str) -> str:
-        lag = info.high_watermark - replica.log_end_offset if replica.log_end_offset >= 0 else -1
-        return "\t".join(
+def _leader(info: QuorumInfo) -> ReplicaDescription:
+    leader = next((v for v in info.voters if v.replica_id == info.leader_id), None)
+    if leader is None:  # Kafka's tool fails on Optional.get() here; say why instead
+        raise MetadataQuorumCommandError(
+            f"The quorum has no leader among its voters (LeaderId {info.leader_id}); "
+            "try again once one is elected."
+        )
+    return leader
+
+
+def _replica_states(info: QuorumInfo, replicas: Sequence[ReplicaDescription]) -> str:
+    """MetadataQuorumCommand's ``Node.toString`` per replica: a zero directory id and an empty
+    endpoint list are left out (``{"id": 1}``), endpoints are ``NAME://host:port``."""
+    nodes = []
+    for replica in replicas:
+        text = f'{{"id": {replica.replica_id}'
+        if replica.directory_id != ZERO_UUID:
+            text += f', "directoryId": "{_directory(replica)}"'
+        endpoints = info.nodes.get(replica.replica_id, ())
+        if endpoints:
+            text += ', "endpoints": [' + ", ".join(f'"{e}"' for e in endpoints) + "]"
+        nodes.append(text + "}")
+    return "[" + ", ".join(nodes) + "]"
+
+
+def replication_lines(info: QuorumInfo, now_ms: int | None = None) -> list[str]:
+    """``describe --replication``: the leader, then the other voters, then the observers; Lag
+    is the leader's log end minus the replica's (handleDescribeReplication). With ``now_ms``
+    (``--human-readable``) a known timestamp prints as ``N ms ago``."""
+    leader = _leader(info)
+
+    def when(timestamp_ms: int, what: str) -> str:
+        if timestamp_ms < 0 or now_ms is None:
+            return str(timestamp_ms)
+        return f"{relative_time_ms(timestamp_ms, now_ms, what)} ms ago"
+
+    def row(replica: ReplicaDescription, status: str) -> list[str]:
+        return [
             str(value)
             for value in (
                 replica.replica_id,
                 _directory(replica),
                 replica.log_end_offset,
-                lag,
-                replica.last_fetch_timestamp,
-                replica.last_caught_up_timestamp,
+                leader.log_end_offset - replica.log_end_offset,
+                when(replica.last_fetch_timestamp, "last fetch"),
+                when(replica.last_caught_up_timestamp, "last caught up"),
                 status,
             )
-        )
+        ]
 
-    leader = [v for v in info.voters if v.replica_id == info.leader_id]
     followers = [v for v in info.voters if v.replica_id != info.leader_id]
-    return [
-        "\t".join(REPLICATION_HEADERS),
-        *(row(v, "Leader") for v in leader),
+    rows = [
+        row(leader, "Leader"),
         *(row(v, "Follower") for v in followers),
         *(row(o, "Observer") for o in info.observers),
+    ]
+    return pretty_table(REPLICATION_HEADERS, rows)
+
+
+def relative_time_ms(timestamp_ms: int, now_ms: int, what: str) -> int:
+    """MetadataQuorumCommand.relativeTimeMs: a time after the epoch and not in the future."""
+    if not 0 < timestamp_ms <= now_ms:
+        raise MetadataQuorumCommandError(
+            "Error while computing relative time, possible drift in system clock.\n"
+            f"Current timestamp is {now_ms}, {what} timestamp is {timestamp_ms}"
+        )
+    return now_ms - timestamp_ms
+
+
+def pretty_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Kafka's ``ToolsUtils.prettyPrintTable``: each cell padded to its column's widest value
+    (header included) and followed by a tab, the last one too."""
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    return [
+        "".join(cell.ljust(width) + "\t" for cell, width in zip(row, widths, strict=True))
+        for row in [headers, *rows]
     ]

@@ -94,7 +94,7 @@ def test_healthz_is_200_only_while_running() -> None:
 
 def test_metrics_is_prometheus_text() -> None:
     broker = FakeBroker()
-    broker.metrics.record_request(18, 0.001)
+    broker.metrics.record_request(18, 3, 0.001)
     response = call(broker.app(), "/metrics")
     assert response.status == 200
     assert response.headers["Content-Type"] == PROMETHEUS_CONTENT_TYPE

@@ -124,10 +124,10 @@ def check_summary(name: str, samples: Any) -> None:
 
 def test_broker_metrics_render_and_parse_back() -> None:
     metrics = BrokerMetrics()
-    metrics.record_request(18, 0.0002)
-    metrics.record_request(18, 0.003)
-    metrics.record_request(0, 0.7)
-    metrics.record_request(0, 42.0)  # beyond the last bucket: only +Inf counts it
+    metrics.record_request(18, 3, 0.0002)
+    metrics.record_request(18, 4, 0.003)
+    metrics.record_request(0, 9, 0.7)
+    metrics.record_request(0, 9, 42.0)  # beyond the last bucket: only +Inf counts it
     metrics.record_bytes_in(300)
     metrics.record_bytes_out(120)
     metrics.record_connection_opened()
@@ -168,8 +168,12 @@ def test_broker_metrics_render_and_parse_back() -> None:
     assert value("kafka_server_replicamanager_underreplicatedpartitions") == 2
     assert value("pykraft_metadata_offset") == 99
     assert value("pykraft_metadata_lag_records") == 10
-    # RequestMetrics: RequestsPerSec's Count and TotalTimeMs in milliseconds, by request name.
-    assert value("kafka_network_requestmetrics_requests_total", request="Produce") == 2
+    # RequestMetrics: RequestsPerSec's Count by request name and version (one MBean each) and
+    # TotalTimeMs in milliseconds by request name.
+    requests = "kafka_network_requestmetrics_requests_total"
+    assert value(requests, request="Produce", version="9") == 2
+    assert value(requests, request="ApiVersions", version="3") == 1
+    assert value(requests, request="ApiVersions", version="4") == 1
     total_time = "kafka_network_requestmetrics_totaltimems"
     assert value(f"{total_time}_count", total_time, request="ApiVersions") == 2
     assert value(f"{total_time}_sum", total_time, request="Produce") == pytest.approx(42_700)
@@ -192,6 +196,7 @@ KAFKA_NAMES = {
     "kafka_server_brokertopicmetrics_bytesin_total": "counter",
     "kafka_server_brokertopicmetrics_bytesout_total": "counter",
     "kafka_server_brokertopicmetrics_replicationbytesout_total": "counter",
+    "kafka_server_brokertopicmetrics_replicationbytesin_total": "counter",
     "kafka_server_replicamanager_underreplicatedpartitions": "gauge",
     "kafka_server_replicamanager_leadercount": "gauge",
     "kafka_server_replicamanager_offlinereplicacount": "gauge",
@@ -217,6 +222,8 @@ def test_broker_topic_metrics_count_per_topic_and_for_all_topics() -> None:
     stats.record_append("audit", 100, 1)
     stats.record_bytes_out("orders", 700, follower=False)
     stats.record_bytes_out("orders", 9000, follower=True)  # a follower: replication bytes
+    stats.record_replication_bytes_in(4000)  # this broker's followers appended
+    stats.record_replication_bytes_in(96)
     stats.record_isr_change(shrink=True)
     stats.record_isr_change(shrink=True)
     stats.record_isr_change(shrink=False)
@@ -230,6 +237,7 @@ def test_broker_topic_metrics_count_per_topic_and_for_all_topics() -> None:
     assert samples(prefix + "bytesin_total") == {"*": 1600, "audit": 100, "orders": 1500}
     assert samples(prefix + "bytesout_total") == {"*": 700, "orders": 700}
     assert samples(prefix + "replicationbytesout_total") == {"*": 9000}
+    assert samples(prefix + "replicationbytesin_total") == {"*": 4096}
     assert samples("kafka_server_replicamanager_isrshrinks_total") == {"*": 2}
     assert samples("kafka_server_replicamanager_isrexpands_total") == {"*": 1}
     stats.remove_topic("orders")

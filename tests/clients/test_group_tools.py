@@ -126,6 +126,12 @@ def test_describe_shows_kafkas_columns_for_a_live_member(
         assert (
             f"{group.ljust(max(15, len(group)) + 10)} {'Stable'.ljust(20)}" in listed.splitlines()
         )
+        # KIP-848's --type: librdkafka's default group.protocol is the classic one.
+        typed, _ = tool(cluster, capsys, "--list", "--type", "classic", "--state")
+        assert typed.splitlines()[0].split() == ["GROUP", "TYPE", "STATE"]
+        assert [group, "Classic", "Stable"] in [line.split() for line in typed.splitlines()]
+        consumers, _ = tool(cluster, capsys, "--list", "--type", "consumer")
+        assert group not in consumers.split()
     assert committed(cluster, group, topic, 2) == {0: 3, 1: 7}
 
 

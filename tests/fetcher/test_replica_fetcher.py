@@ -34,6 +34,7 @@ from tests.fetcher.fake_leader import (
     PRE_KIP_320,
     FailingLog,
     FakeLeaderEndpoint,
+    batch,
     leader_of,
     open_log,
     records_of,
@@ -54,6 +55,8 @@ class Rig:
     logs: dict[TopicPartition, Any]
     clock: FakeClock
     failed: list[tuple[TopicPartition, FailureReason]] = field(default_factory=list)
+    # What the fetcher reported as ReplicationBytesIn, one entry per append.
+    bytes_in: list[int] = field(default_factory=list)
 
     def log(self, topic_partition: TopicPartition = T0) -> PartitionLog:
         log = self.logs[topic_partition]
@@ -99,6 +102,7 @@ def rig(
         log = open_log(tmp_path / tp.dir_name(), epochs, high_watermark=hw)
         logs[tp] = FailingLog(log) if failing else log
     failed: list[tuple[TopicPartition, FailureReason]] = []
+    bytes_in: list[int] = []
     fetcher = ReplicaFetcher(
         0,
         endpoint,
@@ -106,8 +110,9 @@ def rig(
         FetcherConfig(replica_id=2, fetch_backoff_ms=BACKOFF_MS),
         on_partition_failed=lambda tp, reason: failed.append((tp, reason)),
         clock=clock,
+        on_replication_bytes_in=bytes_in.append,
     )
-    result = Rig(fetcher, endpoint, logs, clock, failed)
+    result = Rig(fetcher, endpoint, logs, clock, failed, bytes_in)
     result.add(epoch, *followers)
     return result
 
@@ -125,6 +130,11 @@ def test_replicates_a_log_from_scratch(tmp_path: Path, features: LeaderFeatures)
     assert log.leader_epoch_cache.entries == leader.log.entries
     assert r.state() is FetchState.FETCHING
     assert r.fetcher.partition_states[T0].last_fetched_epoch == 3
+    # ReplicaFetcherThread.processPartitionData: ReplicationBytesIn counts every appended batch
+    # once; answers without records count nothing.
+    epochs = [0, 0, 1, 1, 1, 3]
+    assert sum(r.bytes_in) == sum(len(batch(o, e)) for o, e in enumerate(epochs))
+    assert 0 not in r.bytes_in
 
 
 @both_paths

@@ -65,11 +65,11 @@ def eventually(condition: Callable[[], Any], what: str, cluster: Cluster) -> Any
 
 
 def replication(bootstrap: str) -> dict[int, str]:
-    """``describe --replication``: node id -> Status, or {} when the call failed."""
+    """``describe --replication`` (padded columns): node id -> Status, or {} when it failed."""
     done = tool(bootstrap, "describe", "--replication")
     if done.returncode != 0:
         return {}
-    rows = [line.split("\t") for line in done.stdout.splitlines()[1:]]
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
     return {int(row[0]): row[6] for row in rows}
 
 

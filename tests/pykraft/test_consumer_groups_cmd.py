@@ -40,6 +40,11 @@ def parse(*argv: str) -> argparse.Namespace:
         (("--delete-offsets", "--group", "g"),
          "Option [delete-offsets] takes the following options: [topic], [group]"),
         (("--list", "--state", "Stable,Sleeping"), "Invalid state list 'Stable,Sleeping'"),
+        # ConsumerGroupCommand.consumerGroupTypesFromString; share groups are not consumer groups.
+        (("--list", "--type", "classic,share"),
+         "Invalid types list 'classic,share'. Valid types are: Consumer, Classic"),
+        (("--describe", "--all-groups", "--type"),
+         "Option(s) [type] are unavailable given other options on the command line"),
     ],
 )  # fmt: skip
 def test_refused_options(argv: tuple[str, ...], message: str) -> None:
@@ -50,6 +55,8 @@ def test_refused_options(argv: tuple[str, ...], message: str) -> None:
 
 def test_accepted_options() -> None:
     assert check_args(parse("--list", "--state", "stable,Empty")) == "list"
+    assert check_args(parse("--list", "--type", "CONSUMER,classic", "--state")) == "list"
+    assert check_args(parse("--list", "--type")) == "list"
     assert check_args(parse("--reset-offsets", "--all-groups", "--topic", "t:0",
                             "--to-offset", "0")) == "reset-offsets"  # fmt: skip
     assert check_args(parse("--reset-offsets", "--group", "g", "--from-file", "p.csv")) == (

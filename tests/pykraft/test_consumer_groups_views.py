@@ -13,6 +13,7 @@ from pykraft.consumer_groups_views import (
     assignment_text,
     delete_groups_lines,
     delete_offsets_lines,
+    group_info_lines,
     list_with_state,
     members_table,
     offset_rows,
@@ -112,6 +113,21 @@ def test_list_with_state() -> None:
         "GROUP" + " " * 20 + " STATE" + " " * 15,
         "g" + " " * 24 + " Stable" + " " * 14,
     ]
+
+
+def test_list_with_type_and_state() -> None:
+    # ConsumerGroupCommand.printGroupInfo (Kafka 3.8+): TYPE before STATE, 20 wide each.
+    listings = [("a-long-consumer-group", "Consumer", "Stable"), ("g", "Classic", "Empty")]
+    assert group_info_lines(listings, True, True) == [
+        "GROUP".ljust(31) + " " + "TYPE".ljust(20) + " " + "STATE".ljust(20),
+        "a-long-consumer-group".ljust(31) + " " + "Consumer".ljust(20) + " " + "Stable".ljust(20),
+        "g".ljust(31) + " " + "Classic".ljust(20) + " " + "Empty".ljust(20),
+    ]
+    assert group_info_lines(listings[1:], True, False) == [
+        "GROUP".ljust(25) + " " + "TYPE".ljust(20),
+        "g".ljust(25) + " " + "Classic".ljust(20),
+    ]
+    assert group_info_lines([], True, False) == ["GROUP".ljust(25) + " " + "TYPE".ljust(20)]
 
 
 def test_reset_table() -> None:

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from pykraft.admin_errors import AdminError
@@ -76,30 +77,61 @@ def test_status_prints_kafkas_fields() -> None:
         "MaxFollowerLag:         2",
         "MaxFollowerLagTimeMs:   6",
     ]
+    # MetadataQuorumCommand's Node.toString: no zero directory id, no empty endpoint list.
     assert lines[6] == (
-        'CurrentVoters:          [{"id": 1, "directoryId": "AAAAAAAAAAAAAAAAAAAAAA", '
-        '"endpoints": []}, {"id": 2, "directoryId": "AAAAAAAAAAAAAAAAAAAAAA", "endpoints": '
+        'CurrentVoters:          [{"id": 1}, {"id": 2, "endpoints": '
         '["CONTROLLER://h2:19092", "RAFT://h2:9092"]}, {"id": 4, "directoryId": '
-        f'"{uuid_to_kafka_string(DIR_4.bytes)}", "endpoints": []}}]'
+        f'"{uuid_to_kafka_string(DIR_4.bytes)}"}}]'
     )
-    assert lines[7] == (
-        'CurrentObservers:       [{"id": 10, "directoryId": "AAAAAAAAAAAAAAAAAAAAAA"}]'
-    )
+    assert lines[7] == 'CurrentObservers:       [{"id": 10}]'
 
 
-def test_replication_lists_the_leader_then_followers_then_observers() -> None:
-    rows = [line.split("\t") for line in replication_lines(INFO)]
-    assert rows[0] == [
-        "NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
-        "LastCaughtUpTimestamp", "Status",
-    ]  # fmt: skip
-    assert [(r[0], r[2], r[3], r[6]) for r in rows[1:]] == [
-        ("2", "120", "0", "Leader"),
-        ("1", "118", "2", "Follower"),
-        ("4", "120", "0", "Follower"),
-        ("10", "119", "1", "Observer"),
+def test_status_lag_time_is_zero_when_the_leader_is_slowest_and_unknown_without_times() -> None:
+    leader_behind = attrs.evolve(INFO, voters=(replica(1, 120), replica(2, 118)))
+    assert status_lines(leader_behind, None)[4:6] == [
+        "MaxFollowerLag:         0",
+        "MaxFollowerLagTimeMs:   0",
     ]
-    assert rows[3][1] == uuid_to_kafka_string(DIR_4.bytes)
+    never_caught_up = attrs.evolve(INFO, voters=(replica(1, 100, caught_up=-1), replica(2, 120)))
+    assert status_lines(never_caught_up, None)[4:6] == [
+        "MaxFollowerLag:         20",
+        "MaxFollowerLagTimeMs:   -1",
+    ]
+    no_leader = attrs.evolve(INFO, leader_id=-1)
+    with pytest.raises(MetadataQuorumCommandError, match="no leader"):
+        status_lines(no_leader, None)
+
+
+def test_replication_is_kafkas_pretty_printed_table() -> None:
+    # ToolsUtils.prettyPrintTable: every cell padded to its column's width and followed by a tab;
+    # Lag is the leader's log end minus the replica's.
+    zero = "AAAAAAAAAAAAAAAAAAAAAA"
+    d4 = uuid_to_kafka_string(DIR_4.bytes)
+    assert replication_lines(INFO) == [
+        "NodeId\tDirectoryId           \tLogEndOffset\tLag\tLastFetchTimestamp\t"
+        "LastCaughtUpTimestamp\tStatus  \t",
+        f"2     \t{zero}\t120         \t0  \t9                 \t9                    \tLeader  \t",
+        f"1     \t{zero}\t118         \t2  \t3                 \t3                    \tFollower\t",
+        f"4     \t{d4}\t120         \t0  \t5                 \t5                    \tFollower\t",
+        f"10    \t{zero}\t119         \t1  \t-1                \t-1                   \tObserver\t",
+    ]
+
+
+def test_human_readable_replication_prints_how_long_ago() -> None:
+    # handleDescribeReplication --human-readable: "N ms ago"; an unknown time stays -1.
+    rows = [line.split("\t") for line in replication_lines(INFO, now_ms=1_000)]
+    assert [(row[0].strip(), row[4].strip(), row[5].strip()) for row in rows[1:]] == [
+        ("2", "991 ms ago", "991 ms ago"),
+        ("1", "997 ms ago", "997 ms ago"),
+        ("4", "995 ms ago", "995 ms ago"),
+        ("10", "-1", "-1"),
+    ]
+    with pytest.raises(MetadataQuorumCommandError) as drift:
+        replication_lines(INFO, now_ms=4)
+    assert str(drift.value) == (
+        "Error while computing relative time, possible drift in system clock.\n"
+        "Current timestamp is 4, last fetch timestamp is 9"
+    )
 
 
 def test_describe_quorum_decodes_what_the_broker_encodes() -> None:

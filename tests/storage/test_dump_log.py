@@ -6,12 +6,13 @@ Expected lines follow ``DumpLogSegments.printBatchLevel`` / ``dumpLog`` / ``dump
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
 
 import pytest
 
-from pykraft import cli
+from pykraft import cli, dump_log
 from pykraft.storage.aborted_txn import AbortedTxn
 from pykraft.storage.record_batch import CompressionType, validate_batch
 from pykraft.storage.records import (
@@ -343,3 +344,40 @@ def test_transaction_index_prints_each_aborted_transaction(dump, tmp_path: Path)
     future = write(tmp_path, f"{'2'.zfill(20)}.txnindex", struct.pack(">hqqqq", 1, 7, 0, 9, 10))
     code, out, _ = dump(future)
     assert code == 1 and out[-1].startswith("Found corrupt transaction index at position 0")
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, as a console's stderr does."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_progress_bar_only_for_big_segments_on_a_terminal_stderr() -> None:
+    big, small = dump_log.PROGRESS_MIN_BYTES, dump_log.PROGRESS_MIN_BYTES - 1
+    assert dump_log.wants_progress(big, stdout_is_terminal=False, stderr_is_terminal=True)
+    assert not dump_log.wants_progress(small, stdout_is_terminal=False, stderr_is_terminal=True)
+    # Lines printed to the terminal would be torn by a bar drawn between them.
+    assert not dump_log.wants_progress(big, stdout_is_terminal=True, stderr_is_terminal=True)
+    assert not dump_log.wants_progress(big, stdout_is_terminal=False, stderr_is_terminal=False)
+
+
+def test_the_progress_bar_follows_the_bytes_read_and_leaves_stdout_alone(
+    dump, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = BATCH_1 + BATCH_2 + COMMIT
+    log = write(tmp_path, f"{SEGMENT}.log", data)
+    _, expected, _ = dump(log)
+    monkeypatch.setattr(dump_log, "PROGRESS_MIN_BYTES", 1)
+    monkeypatch.setattr(dump_log, "PROGRESS_STEP_BYTES", 1)
+    positions: list[int] = []
+    args = cli.build_parser().parse_args(["dump-log", str(log)])
+    out = io.StringIO()
+    with dump_log._mapped(log) as buf:
+        dump_log._dump_batches(buf, args, False, [], out, positions.append)
+    # Every batch start past the first, then the end.
+    assert positions == [len(BATCH_1), len(BATCH_1) + len(BATCH_2), len(data)]
+    out, err = io.StringIO(), Terminal()
+    assert dump_log._dump_log(log, args, out, err)
+    assert out.getvalue().splitlines() == expected[1:]  # "Dumping ..." is run()'s line
+    assert f"Dumping {log.name}" in err.getvalue()
