@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -40,6 +39,8 @@ from pykraft.console_plans import (
 )
 from pykraft.console_records import NO_TIMESTAMP_TYPE, ConsumedRecord, MessageFormatter
 from pykraft.properties import ConfigError, Properties
+from pykraft.storage.clock import Clock
+from pykraft.storage.system_clock import SystemClock
 
 Err = Callable[[str], None]
 DEFAULT_FORMATTERS = (
@@ -128,14 +129,16 @@ def start(consumer: Consumer, plan: ConsumerPlan) -> None:
         consumer.subscribe([f"^({plan.include})$"])
 
 
-def receive(consumer: Consumer, timeout_ms: int | None, err: Err) -> Message | None:
+def receive(consumer: Consumer, timeout_ms: int | None, err: Err, clock: Clock) -> Message | None:
     """The next record, or None when nothing came for ``timeout_ms`` (Kafka's TimeoutException)."""
-    deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
+    deadline_ms = None if timeout_ms is None else clock.monotonic_ms() + timeout_ms
     while True:
-        remaining = POLL_STEP_S if deadline is None else deadline - time.monotonic()
-        if remaining <= 0:
+        remaining_s = POLL_STEP_S
+        if deadline_ms is not None:
+            remaining_s = min(POLL_STEP_S, (deadline_ms - clock.monotonic_ms()) / 1000.0)
+        if remaining_s <= 0:
             return None
-        message = consumer.poll(min(remaining, POLL_STEP_S))
+        message = consumer.poll(remaining_s)
         if message is None:
             continue
         error = message.error()
@@ -146,14 +149,16 @@ def receive(consumer: Consumer, timeout_ms: int | None, err: Err) -> Message | N
         err(f"WARN {error.str()}")
 
 
-def consume(plan: ConsumerPlan, formatter: MessageFormatter, out: BinaryIO, err: Err) -> int:
+def consume(
+    plan: ConsumerPlan, formatter: MessageFormatter, out: BinaryIO, err: Err, clock: Clock
+) -> int:
     """Kafka's ``process``: print records until ``max_messages`` or the timeout; the count."""
     consumer = Consumer(plan.config)
     count = 0
     try:
         start(consumer, plan)
         while plan.max_messages == -1 or count < plan.max_messages:
-            message = receive(consumer, plan.timeout_ms, err)
+            message = receive(consumer, plan.timeout_ms, err, clock)
             if message is None:
                 err(
                     "ERROR Error processing message, terminating consumer process: "
@@ -183,7 +188,7 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None, err: Err | None =
         err(str(error))
         return 1
     try:
-        consume(plan, formatter, out or sys.stdout.buffer, err)
+        consume(plan, formatter, out or sys.stdout.buffer, err, SystemClock())
     except KafkaException as error:
         err(f"ERROR Unknown error when running consumer: {error}")
         return 1

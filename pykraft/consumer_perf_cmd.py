@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +41,8 @@ from pykraft.perf_stats import (
     consumer_total_line,
     format_date,
 )
+from pykraft.storage.clock import Clock
+from pykraft.storage.system_clock import SystemClock
 from pykraft.tool_progress import Advance, progress_bar
 
 Out = Callable[[str], None]
@@ -100,14 +101,11 @@ def consumer_config(args: argparse.Namespace, group_suffix: int) -> dict[str, ob
     )
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 @attrs.define
 class _Rebalances:
     """``ConsumerPerfRebListener``: time from (re)joining to holding partitions again."""
 
+    clock: Clock
     join_start_ms: int
     join_time_ms: int = 0
     join_time_in_round_ms: int = 0
@@ -115,7 +113,7 @@ class _Rebalances:
 
     def on_assign(self, _: Consumer, partitions: list[ConfluentPartition]) -> None:
         if not self.assigned:
-            elapsed = _now_ms() - self.join_start_ms
+            elapsed = self.clock.wall_clock_ms() - self.join_start_ms
             self.join_time_ms += elapsed
             self.join_time_in_round_ms += elapsed
         self.assigned.update((p.topic, p.partition) for p in partitions)
@@ -123,7 +121,7 @@ class _Rebalances:
     def on_revoke(self, _: Consumer, partitions: list[ConfluentPartition]) -> None:
         self.assigned.difference_update((p.topic, p.partition) for p in partitions)
         if not self.assigned:
-            self.join_start_ms = _now_ms()
+            self.join_start_ms = self.clock.wall_clock_ms()
 
 
 @attrs.define
@@ -145,10 +143,11 @@ def consume(
     subscription = [args.topic] if args.topic is not None else [f"^({args.include})$"]
     consumer.subscribe(subscription, on_assign=rebalances.on_assign, on_revoke=rebalances.on_revoke)
     read = _Progress()
-    now = last_report = last_consumed = _now_ms()
+    clock = rebalances.clock
+    now = last_report = last_consumed = clock.wall_clock_ms()
     while read.messages_read < args.messages and now - last_consumed <= args.timeout:
         messages = consumer.consume(MAX_POLL_RECORDS, POLL_TIMEOUT_S)
-        now = _now_ms()
+        now = clock.wall_clock_ms()
         records = [m for m in messages if m.error() is None]
         if records:
             last_consumed = now
@@ -185,12 +184,13 @@ def run(args: argparse.Namespace, out: Out = print) -> int:
         return 1
     if not args.hide_header:
         out(consumer_header(args.show_detailed_stats))
-    start_ms = _now_ms()
-    rebalances = _Rebalances(join_start_ms=start_ms)
+    clock = SystemClock()
+    start_ms = clock.wall_clock_ms()
+    rebalances = _Rebalances(clock, join_start_ms=start_ms)
     try:
         with progress_bar("Consuming", args.messages, args.no_progress) as advance:
             read = consume(consumer, args, rebalances, out, advance)
-        end_ms = _now_ms()
+        end_ms = clock.wall_clock_ms()
     finally:
         consumer.close()
     if not args.show_detailed_stats:

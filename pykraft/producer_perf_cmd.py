@@ -31,6 +31,8 @@ from pykraft.client_properties import load_client_properties
 from pykraft.command_config import CommandConfigError
 from pykraft.console_plans import ConsoleOptionsError, client_config
 from pykraft.perf_stats import ProducerStats, ThroughputThrottler
+from pykraft.storage.clock import Clock
+from pykraft.storage.system_clock import SystemClock
 from pykraft.tool_progress import Advance, progress_bar
 
 Out = Callable[[str], None]
@@ -88,22 +90,26 @@ def payloads(args: argparse.Namespace, out: Out) -> list[bytes]:
     return [text.encode() for text in texts]
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def send_all(
-    producer: Producer, args: argparse.Namespace, records: list[bytes], out: Out, advance: Advance
+    producer: Producer,
+    args: argparse.Namespace,
+    records: list[bytes],
+    out: Out,
+    advance: Advance,
+    clock: Clock,
 ) -> ProducerStats:
+    """Kafka's send loop: every record, throttled, then a flush; the statistics."""
     choice = random.Random(0)
-    stats = ProducerStats(_now_ms(), args.num_records)
+    stats = ProducerStats(clock.wall_clock_ms(), args.num_records)
     throttler = ThroughputThrottler(args.throughput, stats.start_ms)
     errors: list[str] = []
 
     def completion(iteration: int, size: int) -> Callable[[KafkaError | None, Message], None]:
         def done(error: KafkaError | None, message: Message) -> None:
             latency = message.latency()
-            line = stats.record(iteration, int((latency or 0.0) * 1000), size, _now_ms())
+            line = stats.record(
+                iteration, int((latency or 0.0) * 1000), size, clock.wall_clock_ms()
+            )
             if line is not None:
                 out(line)
             if error is not None:
@@ -123,7 +129,7 @@ def send_all(
             except BufferError:
                 producer.poll(QUEUE_FULL_WAIT_S)
         producer.poll(0)
-        if throttler.should_throttle(iteration, _now_ms()):
+        if throttler.should_throttle(iteration, clock.wall_clock_ms()):
             if args.throughput == 0:
                 while True:  # Kafka's tool waits for ever at 0 records/sec
                     time.sleep(3600)
@@ -153,7 +159,8 @@ def run(args: argparse.Namespace, out: Out = print) -> int:
     except KafkaException as error:
         print(f"ERROR {error}", file=sys.stderr)
         return 1
+    clock = SystemClock()
     with progress_bar(f"Producing to {args.topic}", args.num_records, args.no_progress) as advance:
-        stats = send_all(producer, args, records, out, advance)
-    out(stats.total_line(_now_ms()))
+        stats = send_all(producer, args, records, out, advance, clock)
+    out(stats.total_line(clock.wall_clock_ms()))
     return 0
