@@ -185,10 +185,11 @@ def run(args: argparse.Namespace, out: Out = print) -> int:
     if not args.hide_header:
         out(consumer_header(args.show_detailed_stats))
     clock = SystemClock()
-    start_ms = clock.wall_clock_ms()
-    rebalances = _Rebalances(clock, join_start_ms=start_ms)
     try:
         with progress_bar("Consuming", args.messages, args.no_progress) as advance:
+            # The clock starts once the bar is up (rich's import is not the consumer's time).
+            start_ms = clock.wall_clock_ms()
+            rebalances = _Rebalances(clock, join_start_ms=start_ms)
             read = consume(consumer, args, rebalances, out, advance)
         end_ms = clock.wall_clock_ms()
     finally:

@@ -21,8 +21,14 @@ def progress_bar(description: str, total: int, disabled: bool) -> Iterator[Advan
     from rich.progress import Progress
 
     console = Console(stderr=True)
+    # No redirection: rich would send the tool's stdout lines through its stderr console, and
+    # `pykraft producer-perf-test > out.txt` on a terminal would lose them from the file.
     with Progress(
-        console=console, disable=disabled or not console.is_terminal, transient=True
+        console=console,
+        disable=disabled or not console.is_terminal,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
     ) as bar:
         task = bar.add_task(description, total=total)
 

@@ -97,16 +97,24 @@ def test_console_round_trip_prints_kafkas_format(
 def test_a_line_without_the_key_separator_stops_the_producer(
     cluster: DevCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    topic = unique_topic("bad-line")  # auto-created (auto.create.topics.enable), 1 partition
     monkeypatch.setattr("sys.stdin", io.StringIO("a:1\nno separator\nb:2\n"))
     _, err = tool(
         capsys, "console-producer", "--bootstrap-server", cluster.bootstrap_servers,
-        "--topic", unique_topic("never-written"), "--property", "parse.key=true",
-        "--property", "key.separator=:", code=1,
+        "--topic", topic, "--property", "parse.key=true", "--property", "key.separator=:",
+        code=1,
     )  # fmt: skip
     assert err.splitlines()[-1] == (
         "org.apache.kafka.common.KafkaException: No key separator found on line number 2: "
         "'no separator'"
     )
+    # The line before the bad one was delivered; nothing after it was sent.
+    out, _ = tool(
+        capsys, "console-consumer", "--bootstrap-server", cluster.bootstrap_servers,
+        "--topic", topic, "--partition", "0", "--offset", "earliest", "--timeout-ms", "1000",
+        "--property", "print.key=true",
+    )  # fmt: skip
+    assert out == "a\t1\n"
 
 
 def test_a_group_consume_commits_so_lag_is_zero(

@@ -30,3 +30,19 @@ def test_bar_only_on_a_terminal_and_not_when_disabled(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert ("Producing to t" in captured.err) is shown
+
+
+def test_stdout_lines_printed_under_the_bar_stay_on_stdout(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    with progress_bar("Producing to t", total=2, disabled=False) as advance:
+        print(
+            "1 records sent, 1.0 records/sec (0.00 MB/sec), 1.0 ms avg latency, 1.0 ms max latency."
+        )
+        advance(2)
+    captured = capsys.readouterr()
+    assert captured.out == (
+        "1 records sent, 1.0 records/sec (0.00 MB/sec), 1.0 ms avg latency, 1.0 ms max latency.\n"
+    )
+    assert "records sent" not in captured.err
