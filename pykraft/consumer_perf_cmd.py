@@ -11,8 +11,10 @@ a progress line per reporting interval instead of the final line, as Kafka does.
 ``--messages`` records or when none arrived for ``--timeout`` ms (default 10 s, with Kafka's
 WARNING line). ``rebalance.time.ms`` is the time until the group assigned partitions (the
 ``on_assign`` callback, Kafka's ``ConsumerPerfRebListener``). A rich progress bar of records
-read goes to stderr on a terminal (``--no-progress`` turns it off); ``--print-metrics`` is not
-offered. Source: ``tools/src/main/java/org/apache/kafka/tools/ConsumerPerformance.java``.
+read goes to stderr on a terminal (``--no-progress`` turns it off). ``--print-metrics`` prints
+``records-consumed-total`` and ``bytes-consumed-total`` (the tool's counts) and librdkafka's
+request and byte totals under Kafka's names, in ``ToolsUtils.printMetrics``' layout.
+Source: ``tools/src/main/java/org/apache/kafka/tools/ConsumerPerformance.java``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 from confluent_kafka import Consumer, KafkaException
@@ -35,12 +38,15 @@ from pykraft.perf_stats import (
     ConsumerTotals,
     ConsumerWindow,
     DateFormatError,
+    client_metrics,
     consumer_header,
     consumer_progress_line,
     consumer_timeout_warning,
     consumer_total_line,
     format_date,
+    metrics_lines,
 )
+from pykraft.producer_perf_cmd import statistics_config
 from pykraft.storage.clock import Clock
 from pykraft.storage.system_clock import SystemClock
 from pykraft.tool_progress import Advance, progress_bar
@@ -66,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reporting-interval", type=int, default=5_000, metavar="interval_ms")
     parser.add_argument("--date-format", default=DEFAULT_DATE_FORMAT, metavar="date format")
     parser.add_argument("--hide-header", action="store_true")
+    parser.add_argument("--print-metrics", action="store_true")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -171,10 +178,13 @@ def consume(
 
 
 def run(args: argparse.Namespace, out: Out = print) -> int:
+    statistics: dict[str, Any] = {}
     try:
         check_args(args)
         config = consumer_config(args, random.randrange(100_000))
         config["check.crcs"] = False
+        if args.print_metrics:
+            config.update(statistics_config(statistics))
         consumer = Consumer(config)
     except (ConsoleOptionsError, CommandConfigError, DateFormatError) as error:
         print(error, file=sys.stderr)
@@ -199,4 +209,14 @@ def run(args: argparse.Namespace, out: Out = print) -> int:
             start_ms, end_ms, read.bytes_read, read.messages_read, rebalances.join_time_ms
         )
         out(consumer_total_line(totals, args.date_format))
+    if args.print_metrics:
+        client_id = str(config["client.id"])
+        counts = {
+            "records-consumed-total": read.messages_read,
+            "bytes-consumed-total": read.bytes_read,
+        }
+        metrics = client_metrics("consumer-fetch-manager-metrics", client_id, {}, counts)
+        metrics.update(client_metrics("consumer-metrics", client_id, statistics, {}))
+        for line in metrics_lines(dict(metrics)):
+            out(line)
     return 0

@@ -18,6 +18,8 @@ import datetime
 import decimal
 import math
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -281,3 +283,40 @@ def consumer_timeout_warning(timeout_ms: int) -> str:
         "WARNING: Exiting before consuming the expected number of messages: timeout "
         f"({timeout_ms} ms) exceeded. You can use the --timeout option to increase the timeout."
     )
+
+
+# librdkafka's statistics (its STATISTICS.md top-level totals) -> Kafka's network metrics.
+_NETWORK_METRICS = {
+    "request-total": "tx",
+    "response-total": "rx",
+    "outgoing-byte-total": "tx_bytes",
+    "incoming-byte-total": "rx_bytes",
+}
+
+
+def client_metrics(
+    group: str, client_id: str, statistics: Mapping[str, Any], totals: Mapping[str, float]
+) -> dict[str, float]:
+    """``--print-metrics``' values under Kafka's names (``group:name:{client-id=...}``): the
+    tool's own ``totals`` (e.g. ``record-send-total``) and librdkafka's last ``statistics``'
+    request and byte counts under ``group``."""
+    tags = f"{{client-id={client_id}}}"
+    values = {f"{group}:{name}:{tags}": float(value) for name, value in totals.items()}
+    for name, field in _NETWORK_METRICS.items():
+        if field in statistics:
+            values[f"{group}:{name}:{tags}"] = float(statistics[field])
+    return values
+
+
+def metrics_lines(metrics: Mapping[str, float | str]) -> list[str]:
+    """``ToolsUtils.printMetrics``: a blank line, ``Metric Name   Value``, then each metric
+    sorted by name, padded to the longest, doubles as ``%.3f``."""
+    if not metrics:
+        return []
+    width = max(len(name) for name in metrics)
+    lines = ["", f"{'Metric Name':<{width}}   Value"]
+    for name in sorted(metrics):
+        value = metrics[name]
+        shown = java_double(value, 3) if isinstance(value, float) else value
+        lines.append(f"{name:<{width}} : {shown}")
+    return lines

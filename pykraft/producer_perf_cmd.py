@@ -11,26 +11,32 @@ the latency percentiles. ``--throughput`` -1 sends as fast as the producer takes
 Latency is librdkafka's per-record time from ``produce`` to acknowledgement (Kafka's: send
 call to callback). ``--bootstrap-server`` (Kafka 4.1's, KIP-1147) is the same as
 ``--producer-props bootstrap.servers=...``. A rich progress bar of acknowledged records goes to
-stderr on a terminal (``--no-progress`` turns it off). Kafka's ``--print-metrics`` and its
-transactional options are not offered. Source:
+stderr on a terminal (``--no-progress`` turns it off). ``--print-metrics`` prints, in Kafka's
+``ToolsUtils.printMetrics`` layout, the few producer metrics pykraft can give under Kafka's
+names: ``record-send-total`` and ``record-error-total`` (the tool's counts) and
+``request-total``, ``response-total``, ``outgoing-byte-total``, ``incoming-byte-total``
+(librdkafka's statistics), not Kafka's full list. Kafka's transactional options are not
+offered. Source:
 ``tools/src/main/java/org/apache/kafka/tools/ProducerPerformance.java``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from pykraft.client_properties import load_client_properties
 from pykraft.command_config import CommandConfigError
 from pykraft.console_plans import ConsoleOptionsError, client_config
-from pykraft.perf_stats import ProducerStats, ThroughputThrottler
+from pykraft.perf_stats import ProducerStats, ThroughputThrottler, client_metrics, metrics_lines
 from pykraft.storage.clock import Clock
 from pykraft.storage.system_clock import SystemClock
 from pykraft.tool_progress import Advance, progress_bar
@@ -38,6 +44,9 @@ from pykraft.tool_progress import Advance, progress_bar
 Out = Callable[[str], None]
 FLUSH_TIMEOUT_S = 300.0
 QUEUE_FULL_WAIT_S = 0.01
+CLIENT_ID = "perf-producer-client"  # ProducerPerformance's client.id unless one is given
+STATISTICS_INTERVAL_MS = 100  # --print-metrics: librdkafka's statistics this often
+STATISTICS_WAIT_S = 0.3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE")
     parser.add_argument("--producer.config", "--command-config", dest="producer_config", type=Path)
     parser.add_argument("--bootstrap-server", metavar="BOOTSTRAP-SERVERS")
+    parser.add_argument("--print-metrics", action="store_true")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -97,8 +107,9 @@ def send_all(
     out: Out,
     advance: Advance,
     clock: Clock,
-) -> ProducerStats:
-    """Kafka's send loop: every record, throttled, then a flush; the statistics."""
+) -> tuple[ProducerStats, int]:
+    """Kafka's send loop: every record, throttled, then a flush; the statistics and the number
+    of records the cluster refused."""
     choice = random.Random(0)
     stats = ProducerStats(clock.wall_clock_ms(), args.num_records)
     throttler = ThroughputThrottler(args.throughput, stats.start_ms)
@@ -143,16 +154,19 @@ def send_all(
         print(
             f"{left} records were not acknowledged within {FLUSH_TIMEOUT_S:.0f} s", file=sys.stderr
         )
-    return stats
+    return stats, len(errors)
 
 
 def run(args: argparse.Namespace, out: Out = print) -> int:
+    statistics: dict[str, Any] = {}
     try:
         properties = producer_props(args)
+        properties.setdefault("client.id", CLIENT_ID)
         records = payloads(args, out)
-        producer = Producer(
-            client_config(properties["bootstrap.servers"], properties, "--producer-props")
-        )
+        config = client_config(properties["bootstrap.servers"], properties, "--producer-props")
+        if args.print_metrics:
+            config.update(statistics_config(statistics))
+        producer = Producer(config)
     except (ConsoleOptionsError, CommandConfigError) as error:
         print(error, file=sys.stderr)
         return 1
@@ -161,6 +175,22 @@ def run(args: argparse.Namespace, out: Out = print) -> int:
         return 1
     clock = SystemClock()
     with progress_bar(f"Producing to {args.topic}", args.num_records, args.no_progress) as advance:
-        stats = send_all(producer, args, records, out, advance, clock)
+        stats, failed = send_all(producer, args, records, out, advance, clock)
     out(stats.total_line(clock.wall_clock_ms()))
+    if args.print_metrics:
+        producer.poll(STATISTICS_WAIT_S)  # librdkafka's statistics after the last acknowledgement
+        totals = {"record-send-total": stats.count, "record-error-total": failed}
+        metrics = client_metrics("producer-metrics", properties["client.id"], statistics, totals)
+        for line in metrics_lines(dict(metrics)):
+            out(line)
     return 0
+
+
+def statistics_config(into: dict[str, Any]) -> dict[str, Any]:
+    """librdkafka's statistics every ``STATISTICS_INTERVAL_MS``, the last one kept in ``into``."""
+
+    def keep(text: str) -> None:
+        into.clear()
+        into.update(json.loads(text))
+
+    return {"statistics.interval.ms": STATISTICS_INTERVAL_MS, "stats_cb": keep}

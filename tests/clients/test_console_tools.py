@@ -193,8 +193,20 @@ def test_perf_tests_print_kafkas_lines(
         capsys, "producer-perf-test", "--topic", topic, "--num-records", str(PERF_RECORDS),
         "--record-size", str(PERF_RECORD_SIZE), "--throughput", "-1",
         "--producer-props", f"bootstrap.servers={cluster.bootstrap_servers}", "acks=all",
+        "--print-metrics",
     )  # fmt: skip
-    *windows, total = out.splitlines()
+    lines = out.splitlines()
+    metrics_at = lines.index("")  # ToolsUtils.printMetrics starts with an empty line
+    *windows, total = lines[:metrics_at]
+    assert lines[metrics_at + 1].split() == ["Metric", "Name", "Value"]
+    metrics = {
+        name.rstrip(): value
+        for name, value in (line.split(" : ") for line in lines[metrics_at + 2 :])
+    }
+    tags = "{client-id=perf-producer-client}"
+    assert metrics[f"producer-metrics:record-send-total:{tags}"] == f"{PERF_RECORDS}.000"
+    assert metrics[f"producer-metrics:record-error-total:{tags}"] == "0.000"
+    assert float(metrics[f"producer-metrics:request-total:{tags}"]) >= 1
     assert all(PRODUCER_WINDOW.match(line) for line in windows), windows
     match = PRODUCER_TOTAL.match(total)
     assert match, total

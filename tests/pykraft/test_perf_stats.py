@@ -13,12 +13,14 @@ from pykraft.perf_stats import (
     DateFormatError,
     ProducerStats,
     ThroughputThrottler,
+    client_metrics,
     consumer_header,
     consumer_progress_line,
     consumer_timeout_warning,
     consumer_total_line,
     format_date,
     java_double,
+    metrics_lines,
     percentiles,
 )
 
@@ -129,3 +131,20 @@ def test_date_format_subset_of_simple_date_format() -> None:
     assert format_date("dd/MM/yy 'at' HH:mm", 0, UTC) == "01/01/70 at 00:00"
     with pytest.raises(DateFormatError, match="Unsupported date pattern letter 'E'"):
         format_date("E yyyy", 0, UTC)
+
+
+def test_metrics_printed_as_kafkas_tools_utils_prints_them() -> None:
+    metrics = client_metrics(
+        "producer-metrics", "perf-producer-client", {"tx": 4, "rx": 4, "tx_bytes": 2074, "ts": 9},
+        {"record-send-total": 100, "record-error-total": 0},
+    )  # fmt: skip
+    assert metrics_lines(metrics) == [
+        "",
+        "Metric Name                                                             Value",
+        "producer-metrics:outgoing-byte-total:{client-id=perf-producer-client} : 2074.000",
+        "producer-metrics:record-error-total:{client-id=perf-producer-client}  : 0.000",
+        "producer-metrics:record-send-total:{client-id=perf-producer-client}   : 100.000",
+        "producer-metrics:request-total:{client-id=perf-producer-client}       : 4.000",
+        "producer-metrics:response-total:{client-id=perf-producer-client}      : 4.000",
+    ]
+    assert metrics_lines({}) == []
