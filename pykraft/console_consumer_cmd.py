@@ -68,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--isolation-level", metavar="read_committed|read_uncommitted")
     parser.add_argument("--skip-message-on-error", action="store_true")
     parser.add_argument("--formatter", default=DEFAULT_FORMATTERS[0], metavar="class")
+    # --formatter-property, --command-property, --command-config: Kafka 4.2's names (KIP-1147).
     parser.add_argument("--property", "--formatter-property", action="append", metavar="prop")
     parser.add_argument("--formatter-config", type=Path, metavar="config file")
     parser.add_argument(
@@ -168,6 +169,8 @@ def consume(
             count += 1
             out.write(formatter.format(consumed(message)))
             out.flush()
+    except BrokenPipeError:  # Kafka's checkErr: nobody reads the output any more
+        err("Unable to write to standard out, closing consumer.")
     except KeyboardInterrupt:
         pass
     finally:

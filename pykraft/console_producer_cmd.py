@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-memory-bytes", type=int)
     parser.add_argument("--max-partition-memory-bytes", type=int)
     parser.add_argument("--socket-buffer-size", type=int, metavar="size")
-    parser.add_argument("--property", action="append", metavar="prop")
+    # --reader-property: Kafka 4.2's name (KIP-1147) for --property.
+    parser.add_argument("--property", "--reader-property", action="append", metavar="prop")
     parser.add_argument("--reader-config", type=Path, metavar="config file")
     parser.add_argument(
         "--producer-property", "--command-property", action="append", metavar="producer_prop"

@@ -9,7 +9,7 @@ over confluent-kafka.
 Prints Kafka's lines on stdout (``perf_stats``): a window line every 5 s and the total line with
 the latency percentiles. ``--throughput`` -1 sends as fast as the producer takes records.
 Latency is librdkafka's per-record time from ``produce`` to acknowledgement (Kafka's: send
-call to callback). ``--bootstrap-server`` (Kafka 4.1's, KIP-1147) is the same as
+call to callback). ``--bootstrap-server`` (Kafka 4.2's, KIP-1147) is the same as
 ``--producer-props bootstrap.servers=...``. A rich progress bar of acknowledged records goes to
 stderr on a terminal (``--no-progress`` turns it off). ``--print-metrics`` prints, in Kafka's
 ``ToolsUtils.printMetrics`` layout, the few producer metrics pykraft can give under Kafka's
