@@ -54,6 +54,22 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "pykraft.configs_cmd",
         "describe and alter topic, broker, logger and user configs, like kafka-configs",
     ),
+    "console-producer": (
+        "pykraft.console_producer_cmd",
+        "produce lines of standard input as records, like kafka-console-producer",
+    ),
+    "console-consumer": (
+        "pykraft.console_consumer_cmd",
+        "print records of topics to standard output, like kafka-console-consumer",
+    ),
+    "producer-perf-test": (
+        "pykraft.producer_perf_cmd",
+        "measure producer throughput and latency, like kafka-producer-perf-test",
+    ),
+    "consumer-perf-test": (
+        "pykraft.consumer_perf_cmd",
+        "measure consumer throughput, like kafka-consumer-perf-test",
+    ),
 }
 
 

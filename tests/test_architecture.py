@@ -227,6 +227,9 @@ COMPOSITION_ROOTS = {
     "pykraft/metadata_quorum_cmd.py",
     "pykraft/consumer_groups_cmd.py",  # --by-duration counts back from the wall clock
     "pykraft/configs_cmd.py",  # client quotas through KafkaAdminClient's deadlines
+    "pykraft/console_consumer_cmd.py",  # --timeout-ms
+    "pykraft/producer_perf_cmd.py",  # the perf tests' windows, rates and dates
+    "pykraft/consumer_perf_cmd.py",
     # A Spark job's entry point: ``spark-submit`` runs it as a process of its own.
     "export/export_topic_job.py",
 }
