@@ -150,7 +150,7 @@ def _alive_workers(ui_url: str) -> int:
     return sum(1 for worker in state.get("workers", ()) if worker.get("state") == "ALIVE")
 
 
-def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
     for process in reversed(processes):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -284,7 +284,7 @@ def standalone_cluster(
     try:
         yield start_cluster(tmp_path_factory.mktemp("spark-standalone"), processes, apps=apps)
     finally:
-        _stop(processes)
+        stop_processes(processes)
 
 
 @pytest.fixture(scope="module")

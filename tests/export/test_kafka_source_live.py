@@ -28,9 +28,11 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from confluent_kafka import TopicPartition as ClientTopicPartition
 from confluent_kafka.admin import AdminClient
@@ -42,8 +44,9 @@ from tests.clients.test_transactions_confluent import TrackedProducer, Transacti
 from tests.export.kafka_stream_driver import MAX_OFFSETS_PER_TRIGGER, start_stream
 from tests.export.spark_cluster import (
     SparkStandalone,
-    standalone_cluster,
+    start_cluster,
     start_driver_session,
+    stop_processes,
 )
 from tests.integration.conftest import ROOT
 
@@ -55,32 +58,57 @@ PER_CODEC = 200
 FIRST_STREAM_RECORDS = 200  # four micro-batches of MAX_OFFSETS_PER_TRIGGER; killed after two
 
 
+@attrs.frozen
+class Clusters:
+    kafka: DevCluster
+    spark_standalone: SparkStandalone
+    session: Any  # this process's SparkSession, its tasks on spark_standalone
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    """Both clusters for the module, started side by side (the Spark side in a thread: its
+    JVMs start while the Kafka side's processes elect and register), always stopped.
+
+    The workers have room for two apps (``apps=2``): the stream test's driver process gets an
+    executor while this process's session keeps its own, so nothing restarts after the kill."""
     dev = DevCluster(tmp_path_factory.mktemp("kafka-source") / "cluster")
-    try:
-        dev.start()
-        dev.wait_ready()
-        yield dev
-    finally:
-        dev.stop()
+    spark_dir = tmp_path_factory.mktemp("spark-standalone")
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start_spark() -> tuple[SparkStandalone, Any]:
+        standalone = start_cluster(spark_dir, processes, apps=2)
+        return standalone, start_driver_session(standalone, "kafka-source-live")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        starting = pool.submit(start_spark)
+        try:
+            dev.start()
+            dev.wait_ready()
+            standalone, session = starting.result()
+            yield Clusters(dev, standalone, session)
+        finally:
+            wait([starting])  # a start that failed is reported by result() above
+            if starting.exception() is None:
+                starting.result()[1].stop()
+            stop_processes(processes)
+            dev.stop()
 
 
 @pytest.fixture(scope="module")
-def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
-    """Workers with room for two apps: the stream test's driver process gets executors while
-    this process's session keeps its own (no second session to start after the kill)."""
-    yield from standalone_cluster(tmp_path_factory, apps=2)
+def cluster(clusters: Clusters) -> DevCluster:
+    return clusters.kafka
 
 
 @pytest.fixture(scope="module")
-def spark(spark_standalone: SparkStandalone) -> Iterator[Any]:
+def spark_standalone(clusters: Clusters) -> SparkStandalone:
+    return clusters.spark_standalone
+
+
+@pytest.fixture(scope="module")
+def spark(clusters: Clusters) -> Any:
     """This module's session: driven from here, its tasks on the standalone cluster."""
-    session = start_driver_session(spark_standalone, "kafka-source-live")
-    try:
-        yield session
-    finally:
-        session.stop()
+    return clusters.session
 
 
 def create_topic(cluster: DevCluster, prefix: str, partitions: int) -> str:
