@@ -11,15 +11,29 @@ import pytest
 from tests.export.spark_cluster import spark_standalone  # noqa: F401
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def _build_local() -> Any:
     from pykraft.export.session import build_session
 
     # Two cores: the machine's. Tiny data: two shuffle partitions are plenty.
-    session = build_session(
+    return build_session(
         "local[2]", "pykraft-tests", extra_conf={"spark.sql.shuffle.partitions": "2"}
     )
+
+
+@pytest.fixture(scope="session")
+def _local_sessions() -> Iterator[list[Any]]:
+    """The ``local[2]`` session, built once; again only after something stopped it (a module
+    whose session drives the standalone cluster: a process holds one SparkContext at a time)."""
+    sessions: list[Any] = []
     try:
-        yield session
+        yield sessions
     finally:
-        session.stop()
+        if sessions:
+            sessions[-1].stop()
+
+
+@pytest.fixture
+def spark(_local_sessions: list[Any]) -> Any:
+    if not _local_sessions or _local_sessions[-1].sparkContext._jsc is None:
+        _local_sessions.append(_build_local())
+    return _local_sessions[-1]

@@ -1,6 +1,7 @@
 """A streaming query from ``pykraft-kafka`` into Spark's file sink, shared by the live test and
 the driver process it kills: ``python -m tests.export.kafka_stream_driver BOOTSTRAP TOPIC OUT
-CHECKPOINT`` runs the query until killed."""
+CHECKPOINT MASTER [KEY=VALUE ...]`` runs the query until killed, its tasks on ``MASTER`` with
+the ``KEY=VALUE`` pairs as Spark conf (pykraft shipped to the executors, as for any cluster)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ def start_stream(
 def main(argv: list[str]) -> int:
     from pykraft.export.session import build_session
 
-    bootstrap_servers, topic, out, checkpoint = argv
-    spark = build_session("local[1]", "kafka-stream-driver")
+    bootstrap_servers, topic, out, checkpoint, master, *conf = argv
+    pairs = dict(pair.split("=", 1) for pair in conf)
+    spark = build_session(master, "kafka-stream-driver", extra_conf=pairs)
     start_stream(spark, bootstrap_servers, topic, out, checkpoint).awaitTermination()
     return 0
 

@@ -18,7 +18,8 @@ What it models is a cluster of separate machines, as far as one machine allows:
 * each worker's ``python3`` (the name PySpark runs when ``PYSPARK_PYTHON`` is unset) is a venv
   that reaches the third-party packages (pyspark, pyarrow) but NOT pykraft: a job works only
   if it ships its code (``check_pykraft_hidden`` proves it at start-up);
-* every process listens on 127.0.0.1 on free ports, workers have 1 core and 512 MiB each,
+* every process listens on 127.0.0.1 on free ports, workers have 1 core and 512 MiB each
+  (twice that with ``apps=2``, for a second app's executors next to the first's),
   and the cluster is always stopped (SIGTERM, then SIGKILL), also when a test fails.
 
 ``driver_env()`` is the environment for a driver process: the same ``python3`` first on
@@ -38,6 +39,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -47,6 +49,8 @@ from pykraft.free_ports import pick_free_ports
 WORKERS = 2
 WORKER_CORES = 1
 WORKER_MEMORY = "512m"
+# Room on each worker for one executor of each of two apps at once (``apps=2``).
+WORKER_MEMORY_TWO_APPS = "1g"
 EXECUTOR_MEMORY = "450m"
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -71,8 +75,8 @@ class SparkStandalone:
     def conf(self) -> dict[str, str]:
         return {
             "spark.executor.memory": EXECUTOR_MEMORY,
-            "spark.executor.cores": str(WORKER_CORES),
-            "spark.cores.max": str(WORKERS * WORKER_CORES),
+            "spark.executor.cores": "1",
+            "spark.cores.max": str(WORKERS),  # an executor on each worker
             "spark.driver.host": "127.0.0.1",
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
@@ -146,7 +150,7 @@ def _alive_workers(ui_url: str) -> int:
     return sum(1 for worker in state.get("workers", ()) if worker.get("state") == "ALIVE")
 
 
-def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
     for process in reversed(processes):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -166,9 +170,16 @@ def _tail(path: Path, lines: int = 30) -> str:
         return ""
 
 
-def start_cluster(base_dir: Path, processes: list[subprocess.Popen[bytes]]) -> SparkStandalone:
+def start_cluster(
+    base_dir: Path, processes: list[subprocess.Popen[bytes]], *, apps: int = 1
+) -> SparkStandalone:
     """Start master and workers, appending each process to ``processes`` as it starts (so the
-    caller stops whatever started, even if start-up fails half-way)."""
+    caller stops whatever started, even if start-up fails half-way). ``apps=2``: each worker
+    has a core and the memory for an executor of a second app running meanwhile (a driver
+    process next to this process's session, whose executors keep the first cores)."""
+    assert apps in (1, 2), apps
+    cores = WORKER_CORES * apps
+    memory = WORKER_MEMORY if apps == 1 else WORKER_MEMORY_TWO_APPS
     worker_python = make_worker_python(base_dir / "worker-venv")
     master_port, master_ui, *worker_ports = pick_free_ports(2 + 2 * WORKERS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
@@ -200,7 +211,7 @@ def start_cluster(base_dir: Path, processes: list[subprocess.Popen[bytes]]) -> S
         worker_dirs.append(work_dir)
         port, ui_port = worker_ports[2 * n], worker_ports[2 * n + 1]
         args = ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port)]
-        args += ["--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY]
+        args += ["--cores", str(cores), "--memory", memory]
         args += ["--work-dir", str(work_dir), master_url]
         log = base_dir / f"worker-{n}.log"
         processes.append(
@@ -215,11 +226,68 @@ def start_cluster(base_dir: Path, processes: list[subprocess.Popen[bytes]]) -> S
     return SparkStandalone(master_url, ui_url, tuple(worker_dirs), worker_python, base_dir)
 
 
+def stop_active_session() -> None:
+    """Stop this process's SparkContext, if one runs: a process holds one at a time (the
+    ``spark`` fixture builds its ``local[2]`` session again when next asked)."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+
+
+def wait_for_executors(session: Any, count: int) -> None:
+    """Until ``count`` executors have registered with the driver (they start after the
+    context does): every job after this one can run on all of them."""
+    context = session.sparkContext._jsc.sc()
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while context.getExecutorMemoryStatus().size() < count + 1:  # the driver counts too
+        assert time.monotonic() < deadline, f"fewer than {count} executors registered"
+        time.sleep(_POLL_S)
+
+
+def start_driver_session(cluster: SparkStandalone, app_name: str) -> Any:
+    """A SparkSession in this process (the driver, which has pykraft) whose tasks run on the
+    cluster's executors, which do not: ``build_session`` ships pykraft, as for any non-local
+    master. Any other context of this process is stopped first (one at a time per process; the
+    cluster's cores go to one app at a time too). Its Python (``PYSPARK_PYTHON``, read once as
+    the context starts) is the workers' pykraft-less venv by absolute path: the executors'
+    Pythons and the driver-side planner of the Python data sources both run it. Returns once
+    every worker's executor has registered; the caller stops the session."""
+    from pykraft.export.session import build_session
+
+    stop_active_session()
+    saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP")}
+    os.environ["PYSPARK_PYTHON"] = str(cluster.worker_python)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # for a JVM this context starts
+    try:
+        session = build_session(cluster.master_url, app_name, extra_conf=cluster.conf())
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    try:
+        wait_for_executors(session, WORKERS)
+    except BaseException:
+        session.stop()
+        raise
+    return session
+
+
+def standalone_cluster(
+    tmp_path_factory: pytest.TempPathFactory, *, apps: int = 1
+) -> Iterator[SparkStandalone]:
+    """The body of a module-scoped fixture: the cluster, always stopped."""
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        yield start_cluster(tmp_path_factory.mktemp("spark-standalone"), processes, apps=apps)
+    finally:
+        stop_processes(processes)
+
+
 @pytest.fixture(scope="module")
 def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
     """A master and two workers for the whole test module; always stopped."""
-    processes: list[subprocess.Popen[bytes]] = []
-    try:
-        yield start_cluster(tmp_path_factory.mktemp("spark-standalone"), processes)
-    finally:
-        _stop(processes)
+    yield from standalone_cluster(tmp_path_factory)

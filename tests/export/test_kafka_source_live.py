@@ -1,17 +1,25 @@
-"""``pykraft-kafka`` in Spark ``local[2]`` against a real cluster: 3 controllers + 3 brokers
-(``pykraft dev``, started once for this module, always stopped).
+"""``pykraft-kafka`` on a Spark standalone cluster against a real Kafka-protocol cluster
+(issue 15): 3 controllers + 3 brokers (``pykraft dev``) and a Spark master with two workers
+(``tests/export/spark_cluster.py``), each started once for this module, always stopped.
+
+The driver is this test process (it has pykraft); the tasks run on the workers' executors, whose
+Python is a venv without pykraft but with the third-party libraries, confluent-kafka among them
+(a compiled wheel, as a cluster's image would carry it): pykraft reaches them only through the
+zip ``export.shipping`` adds. The driver-side planner of the source runs that Python too.
 
 What must hold: a batch read returns exactly what the brokers acknowledged, field by field
 (keys, values, headers, timestamps, offsets) through gzip, lz4 and zstd batches from
 confluent-kafka; ``read_committed`` (the default) hides an aborted transaction and its markers
 while ``read_uncommitted`` shows it (Kafka's ``TransactionsTest`` shape); Spark's offset options
 and split sizing bound what is read; and a streaming query into Spark's file sink whose driver
-process is killed mid-run, restarted from its checkpoint, writes every record exactly once
-(``KafkaMicroBatchSourceSuite``'s restart cases, with ``maxOffsetsPerTrigger``).
+process (its own, on the same cluster) is killed mid-run, restarted from its checkpoint, writes
+every record exactly once (``KafkaMicroBatchSourceSuite``'s restart cases, with
+``maxOffsetsPerTrigger``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,9 +28,11 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from confluent_kafka import TopicPartition as ClientTopicPartition
 from confluent_kafka.admin import AdminClient
@@ -32,9 +42,15 @@ from tests.clients.conftest import DevCluster
 from tests.clients.support import Message, Placed, check_read_back, keyed_messages
 from tests.clients.test_transactions_confluent import TrackedProducer, TransactionalProducer
 from tests.export.kafka_stream_driver import MAX_OFFSETS_PER_TRIGGER, start_stream
+from tests.export.spark_cluster import (
+    SparkStandalone,
+    start_cluster,
+    start_driver_session,
+    stop_processes,
+)
 from tests.integration.conftest import ROOT
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 TIMEOUT_S = 30.0
 CODECS = ("gzip", "lz4", "zstd")
@@ -42,15 +58,57 @@ PER_CODEC = 200
 FIRST_STREAM_RECORDS = 200  # four micro-batches of MAX_OFFSETS_PER_TRIGGER; killed after two
 
 
+@attrs.frozen
+class Clusters:
+    kafka: DevCluster
+    spark_standalone: SparkStandalone
+    session: Any  # this process's SparkSession, its tasks on spark_standalone
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    """Both clusters for the module, started side by side (the Spark side in a thread: its
+    JVMs start while the Kafka side's processes elect and register), always stopped.
+
+    The workers have room for two apps (``apps=2``): the stream test's driver process gets an
+    executor while this process's session keeps its own, so nothing restarts after the kill."""
     dev = DevCluster(tmp_path_factory.mktemp("kafka-source") / "cluster")
-    try:
-        dev.start()
-        dev.wait_ready()
-        yield dev
-    finally:
-        dev.stop()
+    spark_dir = tmp_path_factory.mktemp("spark-standalone")
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start_spark() -> tuple[SparkStandalone, Any]:
+        standalone = start_cluster(spark_dir, processes, apps=2)
+        return standalone, start_driver_session(standalone, "kafka-source-live")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        starting = pool.submit(start_spark)
+        try:
+            dev.start()
+            dev.wait_ready()
+            standalone, session = starting.result()
+            yield Clusters(dev, standalone, session)
+        finally:
+            wait([starting])  # a start that failed is reported by result() above
+            if starting.exception() is None:
+                starting.result()[1].stop()
+            stop_processes(processes)
+            dev.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(clusters: Clusters) -> DevCluster:
+    return clusters.kafka
+
+
+@pytest.fixture(scope="module")
+def spark_standalone(clusters: Clusters) -> SparkStandalone:
+    return clusters.spark_standalone
+
+
+@pytest.fixture(scope="module")
+def spark(clusters: Clusters) -> Any:
+    """This module's session: driven from here, its tasks on the standalone cluster."""
+    return clusters.session
 
 
 def create_topic(cluster: DevCluster, prefix: str, partitions: int) -> str:
@@ -117,6 +175,36 @@ def as_placed(rows: Sequence[Any]) -> list[Placed]:
 
 
 SELECT = ["key", "value", "topic", "partition", "offset", "unix_millis(timestamp) AS timestamp_ms"]
+
+
+def where_tasks_run(_: Iterator[Any]) -> Iterator[tuple[str, str, str | None]]:
+    """A task's Python, working directory and where it imports ``pykraft`` from."""
+    import importlib.util
+    import os
+    import sys
+
+    spec = importlib.util.find_spec("pykraft")
+    yield sys.executable, os.getcwd(), None if spec is None else spec.origin
+
+
+def test_tasks_run_on_the_workers_pythons_with_pykraft_only_shipped(
+    spark: Any, spark_standalone: SparkStandalone
+) -> None:
+    """What the checks below prove things on: executors in the workers' own directories, in
+    the venv without pykraft, importing it from the shipped zip only."""
+    from pyspark import cloudpickle
+
+    this_module = sys.modules[__name__]  # not shipped: its probe travels by value
+    cloudpickle.register_pickle_by_value(this_module)  # type: ignore[no-untyped-call]
+    try:
+        tasks = spark.sparkContext.parallelize(range(4), 4).mapPartitions(where_tasks_run)
+        found = tasks.collect()
+    finally:
+        cloudpickle.unregister_pickle_by_value(this_module)  # type: ignore[no-untyped-call]
+    assert {python for python, _, _ in found} == {str(spark_standalone.worker_python)}
+    for _, cwd, origin in found:
+        assert any(Path(cwd).is_relative_to(d) for d in spark_standalone.worker_dirs), cwd
+        assert origin is not None and ".zip/pykraft/" in origin, origin
 
 
 def test_batch_reads_every_acknowledged_record_through_every_codec(
@@ -202,21 +290,28 @@ def test_fail_on_data_loss_when_the_start_was_deleted(
 
 
 def test_stream_driver_killed_and_restarted_writes_each_record_once(
-    spark: Any, cluster: DevCluster, tmp_path: Path
+    spark: Any, spark_standalone: SparkStandalone, cluster: DevCluster, tmp_path: Path
 ) -> None:
-    """A driver process killed (SIGKILL) mid-stream; the query restarted from its checkpoint
-    with more records produced meanwhile: the file sink's log holds each record once."""
+    """A driver process with its query on the cluster (one executor: its tasks on a worker
+    without pykraft), killed (SIGKILL) mid-stream; the query restarted from its checkpoint (a
+    path every process sees) by this process's session on the same cluster, with more records
+    produced meanwhile: the file sink's log holds each record once."""
     topic = create_topic(cluster, "stream", 2)
     producer = TrackedProducer(cluster, **{"compression.type": "lz4"})
     first = producer.send(topic, keyed_messages(FIRST_STREAM_RECORDS))
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     args = [cluster.bootstrap_servers, topic, str(out), str(checkpoint)]
+    on_cluster = [
+        spark_standalone.master_url,
+        *(f"{k}={v}" for k, v in spark_standalone.conf().items()),
+    ]
     driver_log = tmp_path / "driver.log"
     with open(driver_log, "wb") as log:
         driver = subprocess.Popen(
-            [sys.executable, "-m", "tests.export.kafka_stream_driver", *args],
+            [sys.executable, "-m", "tests.export.kafka_stream_driver", *args, *on_cluster],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True,
+            env=dict(spark_standalone.driver_env(), PYTHONPATH=str(ROOT)),
+            start_new_session=True,
         )  # fmt: skip
     try:
         sink_log = out / "_spark_metadata"
@@ -226,7 +321,8 @@ def test_stream_driver_killed_and_restarted_writes_each_record_once(
             assert time.monotonic() < deadline, "no two batches in 180 s"
             time.sleep(0.05)
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)  # the driver, its JVM and Python workers
+        with contextlib.suppress(ProcessLookupError):  # a driver that died is the failure
+            os.killpg(driver.pid, signal.SIGKILL)  # the driver, its JVM and Python workers
         driver.wait(30)
     committed = len([p for p in sink_log.iterdir() if p.name.isdigit()])
     assert committed < FIRST_STREAM_RECORDS / MAX_OFFSETS_PER_TRIGGER  # killed before the end
