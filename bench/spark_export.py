@@ -7,10 +7,15 @@
    segment files and a plain confluent-kafka consumer: ``bench/spark_kafka.py``.
 3. pykraft-metadata on a 100,000-partition snapshot next to ``spark.read.json`` (explicit schema)
    of the same file: the same query (partitions per leader) over both, results checked equal.
+4. ``export-topic``'s fixed overhead (issue 15): a full run over ``records`` records in one
+   1 GiB segment per partition (Kafka's ``segment.bytes`` default, so every run reads the active
+   segment), then incremental runs after 4 new records (1 per partition), after 10,000, and
+   with nothing new; each time and its ratio to the full run. Runs share the bench's session
+   (its start-up, timed apart, is what a ``pykraft spark export-topic`` process adds).
 
-Ends with one JSON line. Run from the repository root (``bench/storage.py`` would shadow the
-``storage`` package if run as a script): ``.venv/bin/python -m bench.spark_export [--records N]
-[--partitions N] [--master URL]``.
+Ends with one JSON line of every figure. Run from the repository root (``bench/storage.py``
+would shadow the ``storage`` package if run as a script): ``.venv/bin/python -m
+bench.spark_export [--records N] [--partitions N] [--master URL]``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.spark_kafka import bench_kafka
+from pykraft.export.export_topic_job import export_topic
 from pykraft.export.session import build_session
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage
@@ -34,7 +40,11 @@ from pykraft.metadata.records import (
     uuid_to_kafka_string,
 )
 from pykraft.metadata.snapshot import write_snapshot
-from pykraft.storage.checkpoints import REPLICATION_CHECKPOINT, write_offset_checkpoint
+from pykraft.storage.checkpoints import (
+    REPLICATION_CHECKPOINT,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.record_batch import BATCH_HEADER_SIZE, CompressionType, iter_batches
@@ -47,14 +57,20 @@ RECORDS_PER_BATCH = 100
 NOW_MS = 1_700_000_000_000
 
 
-def write_logs(log_dir: Path, records: int) -> None:
+def write_logs(
+    log_dir: Path, records: int, segment_bytes: int = 4 << 20, first_batch: int = 0
+) -> None:
+    """``records`` more records in each of the topic's partitions' logs (batches of 100, the
+    codecs in turn), committed: the high watermark checkpoint moves to the log end."""
     per_partition = records // LOG_PARTITIONS
     codecs = list(CompressionType)
-    high_watermarks = {}
+    high_watermarks = read_offset_checkpoint(log_dir / REPLICATION_CHECKPOINT)
     for partition in range(LOG_PARTITIONS):
         tp = TopicPartition(TOPIC, partition)
-        log = PartitionLog.open(log_dir / tp.dir_name(), LogConfig(segment_bytes=4 << 20))
-        for n in range(per_partition // RECORDS_PER_BATCH):
+        log = PartitionLog.open(log_dir / tp.dir_name(), LogConfig(segment_bytes=segment_bytes))
+        batches = max(per_partition // RECORDS_PER_BATCH, 1)
+        size = min(RECORDS_PER_BATCH, per_partition)
+        for n in range(first_batch, first_batch + batches):
             batch = build_batch(
                 [
                     SimpleRecord(
@@ -62,7 +78,7 @@ def write_logs(log_dir: Path, records: int) -> None:
                         value=f'{{"n": {n}, "i": {i}, "pad": "{"x" * 60}"}}'.encode(),
                         timestamp=NOW_MS + n,
                     )
-                    for i in range(RECORDS_PER_BATCH)
+                    for i in range(size)
                 ],
                 compression=codecs[n % len(codecs)],
             )
@@ -112,6 +128,35 @@ def bench_log(spark: Any, root: Path, records: int) -> dict[str, Any]:
         "spark_export_s": round(min(times[1:]), 2),
         "splits": df.rdd.getNumPartitions(),
     }
+
+
+GIB = 1 << 30
+
+
+def bench_incremental(spark: Any, root: Path, records: int) -> dict[str, Any]:
+    """export-topic's full run, then incremental ones (see the module doc)."""
+    log_dir, out = root / "incremental-logs", root / "incremental-out"
+    write_logs(log_dir, records, segment_bytes=GIB)
+
+    def run(expected: int) -> float:
+        result, seconds = timed(
+            lambda: export_topic(spark, str(log_dir), TOPIC, out, wall_clock_ms=lambda: NOW_MS)
+        )
+        assert result.records == expected, (result.records, expected)
+        return seconds
+
+    full_s = run(records)
+    figures: dict[str, Any] = {"records": records, "full_run_s": round(full_s, 2)}
+    batch = records // LOG_PARTITIONS // RECORDS_PER_BATCH
+    for name, new in (("few", LOG_PARTITIONS), ("10k", 10_000)):
+        write_logs(log_dir, new, segment_bytes=GIB, first_batch=batch)
+        batch += max(new // LOG_PARTITIONS // RECORDS_PER_BATCH, 1)
+        seconds = run(new)
+        figures[f"incremental_{name}_records"] = new
+        figures[f"incremental_{name}_s"] = round(seconds, 2)
+        figures[f"incremental_{name}_to_full_ratio"] = round(seconds / full_s, 3)
+    figures["nothing_new_s"] = round(run(0), 3)
+    return figures
 
 
 def snapshot_records(partitions: int) -> list[MetadataRecord]:
@@ -198,7 +243,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--master", default="local[*]")
     args = parser.parse_args()
-    spark = build_session(args.master, "pykraft bench")
+    spark, session_s = timed(lambda: build_session(args.master, "pykraft bench"))
     try:
         with tempfile.TemporaryDirectory(prefix="pykraft-bench-") as scratch:
             log = bench_log(spark, Path(scratch), args.records)
@@ -220,6 +265,18 @@ def main() -> int:
                 f"{kafka['pykraft_log_parquet_records_per_s']:,} records/s "
                 f"({kafka['pykraft_log_parquet_mb_per_s']} MB/s)"
             )
+            incremental = bench_incremental(spark, Path(scratch), args.records)
+            print(
+                f"export-topic fixed overhead: full run of {incremental['records']:,} records "
+                f"{incremental['full_run_s']} s; incremental run of "
+                f"{incremental['incremental_few_records']} new records "
+                f"{incremental['incremental_few_s']} s "
+                f"({incremental['incremental_few_to_full_ratio']:.1%} of the full run), of "
+                f"{incremental['incremental_10k_records']:,} new "
+                f"{incremental['incremental_10k_s']} s "
+                f"({incremental['incremental_10k_to_full_ratio']:.1%}); nothing new "
+                f"{incremental['nothing_new_s']} s; a new Spark session {session_s:.1f} s more"
+            )
             meta = bench_metadata(spark, Path(scratch), args.partitions)
             print(
                 f"pykraft-metadata: {meta['partitions']:,}-partition snapshot "
@@ -237,6 +294,7 @@ def main() -> int:
                 "master": args.master,
                 "log": log,
                 "kafka": kafka,
+                "incremental": {**incremental, "session_start_s": round(session_s, 2)},
                 "metadata": meta,
             }
         )

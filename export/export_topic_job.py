@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from pykraft.export.manifest import (
     encode_manifest,
     manifest_from_bytes,
     plan_export,
+    staging_dir,
 )
 from pykraft.export.output_check import checked_ranges
 from pykraft.export.output_store import OutputStore
@@ -79,10 +81,6 @@ def _save(store: OutputStore, manifest: Manifest) -> None:
     store.write_replacing(MANIFEST_FILE, encode_manifest(manifest))
 
 
-def _run_name(run_id: int) -> str:
-    return f"{STAGING_DIR}/run-{run_id}"
-
-
 def _quiet(line: str) -> None:
     del line
 
@@ -92,18 +90,23 @@ def recover(store: OutputStore, manifest: Manifest) -> tuple[Manifest, int | Non
     pending = manifest.pending_run()
     recovered = None
     if pending is not None:
-        _publish(store, pending.run_id)
+        _publish(store, pending.run_id, pending.staging_dir)
         manifest = commit_run(manifest, pending.run_id)
         _save(store, manifest)
         recovered = pending.run_id
-    store.delete(STAGING_DIR)  # runs that never reached PENDING: nothing refers to them
+    # Attempts that never reached PENDING (of this run id or older ones): nothing refers to them.
+    store.delete(STAGING_DIR)
     return manifest, recovered
 
 
-def _staged_files(store: OutputStore, run_id: int) -> list[str]:
-    """The run's committed Parquet files (``_temporary`` and other hidden paths left out, as
-    Spark's readers leave them out)."""
-    run_name = _run_name(run_id)
+def new_attempt() -> str:
+    """A name for this driver attempt's staging directory, unique to it."""
+    return uuid.uuid4().hex[:16]
+
+
+def _staged_files(store: OutputStore, run_name: str) -> list[str]:
+    """The run's committed Parquet files in staging directory ``run_name`` (``_temporary``
+    and other hidden paths left out, as Spark's readers leave them out)."""
     return [
         name
         for name in store.list_files(run_name, ".parquet")
@@ -111,10 +114,10 @@ def _staged_files(store: OutputStore, run_id: int) -> list[str]:
     ]
 
 
-def _publish(store: OutputStore, run_id: int) -> None:
+def _publish(store: OutputStore, run_id: int, run_name: str) -> None:
     """Rename the run's staged Parquet files into ``partition=N/`` (idempotent: a file moved
     already is not staged any more)."""
-    for staged in _staged_files(store, run_id):
+    for staged in _staged_files(store, run_name):
         *_, partition_dir, file_name = staged.split("/")
         store.rename(staged, f"{partition_dir}/run-{run_id}-{file_name}")
 
@@ -177,12 +180,15 @@ def export_topic(
     wall_clock_ms: Callable[[], int],
     isolation_level: IsolationLevel = DEFAULT_ISOLATION_LEVEL,
     progress: Callable[[str], None] = _quiet,
+    attempt: Callable[[], str] = new_attempt,
 ) -> ExportResult:
     """Export what is new; ``wall_clock_ms`` dates the run in the manifest; ``progress`` is
-    told each step as it starts."""
+    told each step as it starts; ``attempt`` names this driver attempt's staging directory."""
     store = OutputStore(spark, str(out))
     try:
-        return _export(spark, log_dirs, topic, store, wall_clock_ms, isolation_level, progress)
+        return _export(
+            spark, log_dirs, topic, store, wall_clock_ms, isolation_level, progress, attempt()
+        )
     finally:
         store.close()
 
@@ -195,6 +201,7 @@ def _export(
     wall_clock_ms: Callable[[], int],
     isolation_level: IsolationLevel,
     progress: Callable[[str], None],
+    attempt: str,
 ) -> ExportResult:
     store.mkdirs()
     stored = manifest_from_bytes(store.read_bytes(MANIFEST_FILE), store.uri, topic, isolation_level)
@@ -206,17 +213,18 @@ def _export(
     if not plan.ranges:
         return ExportResult(None, (), plan.skipped, recovered, waiting)
     run_id = manifest.next_run_id()
+    run_name = staging_dir(run_id, attempt)
     offsets = sum(r.end_offset - r.start_offset for r in plan.ranges)
     progress(
         f"run {run_id}: writing {offsets} offsets of {len(plan.ranges)} partitions "
-        f"to {store.location(_run_name(run_id))}"
+        f"to {store.location(run_name)}"
     )
-    ranges = _write_run(spark, log_dirs, topic, plan, store, run_id, isolation_level)
+    ranges = _write_run(spark, log_dirs, topic, plan, store, run_id, run_name, isolation_level)
     progress(f"run {run_id}: output committed, {sum(r.records for r in ranges)} rows checked")
-    manifest = begin_run(manifest, run_id, ranges, wall_clock_ms())
+    manifest = begin_run(manifest, run_id, ranges, wall_clock_ms(), run_name)
     _save(store, manifest)
     progress(f"run {run_id}: pending in the manifest; moving its files into place")
-    _publish(store, run_id)
+    _publish(store, run_id, run_name)
     _save(store, commit_run(manifest, run_id))
     store.delete(STAGING_DIR)
     progress(f"run {run_id}: committed")
@@ -230,6 +238,7 @@ def _write_run(
     plan: ExportPlan,
     store: OutputStore,
     run_id: int,
+    run_name: str,
     isolation_level: IsolationLevel,
 ) -> tuple[ExportedRange, ...]:
     """Spark reads exactly the planned ranges and writes them; returns the ranges with their
@@ -255,19 +264,19 @@ def _write_run(
     counts = [
         F.count_if(F.col("partition") == r.partition).alias(str(r.partition)) for r in plan.ranges
     ]
-    location = store.location(_run_name(run_id))
+    location = store.location(run_name)
     observed = df.observe(observation, *counts)
     observed.write.mode("overwrite").partitionBy("partition").parquet(location)
     read = {int(name): int(count) for name, count in observation.get.items()}
-    found = _found_rows(spark, store, run_id, location)
-    committed = store.exists(f"{_run_name(run_id)}/{SUCCESS_MARKER}")
+    found = _found_rows(spark, store, run_name, location)
+    committed = store.exists(f"{run_name}/{SUCCESS_MARKER}")
     return checked_ranges(plan.ranges, read, found, location, committed=committed)
 
 
-def _found_rows(spark: Any, store: OutputStore, run_id: int, location: str) -> dict[int, int]:
+def _found_rows(spark: Any, store: OutputStore, run_name: str, location: str) -> dict[int, int]:
     """Rows per partition in the run's committed files, as the driver lists them (Parquet
     footers only: no column is read)."""
-    files = [store.location(name) for name in _staged_files(store, run_id)]
+    files = [store.location(name) for name in _staged_files(store, run_name)]
     if not files:
         return {}
     written = spark.read.option("basePath", location).parquet(*files)

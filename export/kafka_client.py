@@ -96,6 +96,27 @@ class KafkaOffsetReader:
     def latest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list_offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
 
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """ListOffsets by timestamp: the first offset at or after each timestamp, None where
+        there is none (the broker answers -1)."""
+        if not timestamps:
+            return {}
+        futures = self._admin.list_offsets(
+            {
+                ClientTopicPartition(tp.topic, tp.partition): OffsetSpec.for_timestamp(ts)
+                for tp, ts in timestamps.items()
+            },
+            isolation_level=self._isolation,
+            request_timeout=REQUEST_TIMEOUT_S,
+        )
+        found: dict[TopicPartition, int | None] = {}
+        for tp, future in futures.items():
+            offset = future.result(REQUEST_TIMEOUT_S).offset
+            found[TopicPartition(tp.topic, tp.partition)] = offset if offset >= 0 else None
+        return found
+
     def _list_offsets(
         self, partitions: Sequence[TopicPartition], spec: Any
     ) -> dict[TopicPartition, int]:

@@ -14,9 +14,20 @@ Spark's ``KafkaSourceProvider`` (``validateGeneralOptions``, ``validateBatchOpti
 * ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest`` or Spark's JSON
   (``{"t": {"0": 23, "1": -2}}``, -2 earliest, -1 latest). A batch may not start at ``latest``
   nor end at ``earliest``; a stream takes no ``endingOffsets`` and starts at ``latest`` by default;
+* by timestamp (Spark 3.3's ``getKafkaOffsetRangeLimit``, in its order of preference):
+  ``startingTimestamp`` / ``endingTimestamp`` (one timestamp for every partition), then
+  ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (``{"t": {"0": ms}}``), then
+  the offsets options. A timestamp means the first offset whose timestamp is at or after it
+  (ListOffsets by timestamp); where there is none, a start fails or, with
+  ``startingOffsetsByTimestampStrategy=latest``, is the latest offset, and an end is the latest
+  offset. A stream takes no ``endingOffsetsByTimestamp``;
 * ``minPartitions``, ``maxRecordsPerPartition`` (split sizing, ``kafka_plan.split_ranges``),
-  ``maxOffsetsPerTrigger`` (streams), ``failOnDataLoss`` (default true), ``includeHeaders``
-  (default false);
+  ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (default 15m)
+  (streams; a batch ignores them, as Spark does after a warning), ``failOnDataLoss`` (default
+  true), ``includeHeaders`` (default false);
+* ``groupIdPrefix`` (the source's own group ids start with it) and ``kafka.group.id`` (used as
+  it is; Spark warns that queries sharing it interfere): the source assigns partitions and never
+  joins nor commits, so a group id names the consumers only;
 * ``isolation.level`` / ``kafka.isolation.level``: ``read_committed`` by default, as the file
   source (Kafka's consumer defaults to ``read_uncommitted``; an export must never hold records a
   transaction took back).
@@ -72,7 +83,31 @@ class SpecificOffsets:
     offsets: Mapping[TopicPartition, int]
 
 
-OffsetLimit = Bound | SpecificOffsets
+class NoMatch(enum.Enum):
+    """``startingOffsetsByTimestampStrategy``: a start whose timestamp matches no offset."""
+
+    ERROR = "error"
+    LATEST = "latest"
+
+
+@attrs.frozen
+class SpecificTimestamps:
+    """Spark's ``SpecificTimestampRangeLimit``: a timestamp (ms) per partition."""
+
+    timestamps: Mapping[TopicPartition, int]
+    no_match: NoMatch = NoMatch.ERROR
+
+
+@attrs.frozen
+class GlobalTimestamp:
+    """Spark's ``GlobalTimestampRangeLimit``: one timestamp (ms) for every partition."""
+
+    timestamp: int
+    no_match: NoMatch = NoMatch.ERROR
+
+
+OffsetLimit = Bound | SpecificOffsets | SpecificTimestamps | GlobalTimestamp
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's "15m"
 
 
 @attrs.frozen
@@ -105,6 +140,9 @@ class KafkaSourceOptions:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    group_id_prefix: str | None = None
 
 
 def parse_batch_options(options: Mapping[str, str]) -> KafkaSourceOptions:
@@ -125,15 +163,18 @@ def parse_batch_options(options: Mapping[str, str]) -> KafkaSourceOptions:
                     raise KafkaOptionError(
                         f"{name} for {tp} can't be {word} for batch queries on Kafka"
                     )
-    if parsed.max_offsets_per_trigger is not None:
-        raise KafkaOptionError("maxOffsetsPerTrigger applies to streaming queries only")
-    return parsed
+    _check_limits(parsed.starting, parsed.ending)
+    # Spark logs "maxOffsetsPerTrigger option ignored in batch queries" (and the same for
+    # minOffsetsPerTrigger, maxTriggerDelay) and goes on.
+    return attrs.evolve(parsed, max_offsets_per_trigger=None, min_offsets_per_trigger=None)
 
 
 def parse_stream_options(options: Mapping[str, str]) -> KafkaSourceOptions:
     """A streaming read's options (Spark's ``validateStreamOptions``)."""
     if "endingoffsets" in options:
         raise KafkaOptionError("ending offset not valid in streaming queries")
+    if "endingoffsetsbytimestamp" in options:
+        raise KafkaOptionError("ending timestamp not valid in streaming queries")
     return _parse(options, default_starting=Bound.LATEST)
 
 
@@ -141,18 +182,79 @@ def _parse(options: Mapping[str, str], default_starting: Bound) -> KafkaSourceOp
     consumer_config = librdkafka_config(_consumer_config(options))
     isolation = _isolation_level(options, consumer_config)
     consumer_config.pop("isolation.level", None)
-    return KafkaSourceOptions(
+    no_match = _no_match(options)
+    parsed = KafkaSourceOptions(
         strategy=_strategy(options),
         consumer_config=consumer_config,
-        starting=_offset_limit(options, "startingOffsets", default_starting),
-        ending=_offset_limit(options, "endingOffsets", Bound.LATEST),
+        starting=_limit(options, "starting", default_starting, no_match),
+        ending=_limit(options, "ending", Bound.LATEST, no_match),
         isolation_level=isolation,
         min_partitions=_positive(options, "minPartitions"),
         max_records_per_partition=_positive(options, "maxRecordsPerPartition"),
         max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger"),
         fail_on_data_loss=_flag(options, "failOnDataLoss", default=True),
         include_headers=_flag(options, "includeHeaders", default=False),
+        min_offsets_per_trigger=_positive(options, "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay"),
+        group_id_prefix=options.get("groupidprefix"),
     )
+    low, high = parsed.min_offsets_per_trigger, parsed.max_offsets_per_trigger
+    if low is not None and high is not None and low > high:
+        raise KafkaOptionError(
+            f"The value of minOffsetPerTrigger({low}) is higher than the "
+            f"maxOffsetsPerTrigger({high})."
+        )
+    return parsed
+
+
+def _limit(options: Mapping[str, str], side: str, default: Bound, no_match: NoMatch) -> OffsetLimit:
+    """Spark's ``getKafkaOffsetRangeLimit``: ``{side}Timestamp``, else
+    ``{side}OffsetsByTimestamp``, else ``{side}Offsets``, else the default."""
+    text = options.get(f"{side}timestamp")
+    if text is not None:
+        try:
+            return GlobalTimestamp(int(text.strip()), no_match)
+        except ValueError:
+            raise KafkaOptionError(f"Expected a single long value, got {text.strip()}") from None
+    name = f"{side}OffsetsByTimestamp"
+    text = options.get(name.lower())
+    if text is not None:
+        return SpecificTimestamps(
+            _partition_numbers(name, text, minimum=0, what="a timestamp"), no_match
+        )
+    return _offset_limit(options, f"{side}Offsets", default)
+
+
+def _no_match(options: Mapping[str, str]) -> NoMatch:
+    text = options.get("startingoffsetsbytimestampstrategy", NoMatch.ERROR.value)
+    try:
+        return NoMatch(text.strip().lower())
+    except ValueError:
+        raise KafkaOptionError(
+            f"startingOffsetsByTimestampStrategy must be error or latest, got {text!r}"
+        ) from None
+
+
+def _check_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
+    """Spark's ``checkOffsetLimitValidity``: specific starts and ends (both offsets, or both
+    timestamps) name the same partitions, and no start is after its end."""
+    if isinstance(starting, SpecificOffsets) and isinstance(ending, SpecificOffsets):
+        starts, ends, word = starting.offsets, ending.offsets, "offset"
+    elif isinstance(starting, SpecificTimestamps) and isinstance(ending, SpecificTimestamps):
+        starts, ends, word = starting.timestamps, ending.timestamps, "timestamp"
+    else:
+        return
+    if set(starts) != set(ends):
+        raise KafkaOptionError(
+            f"The starting and ending {word}s name different partitions: "
+            f"{sorted(map(str, starts))} and {sorted(map(str, ends))}"
+        )
+    for tp, start in sorted(starts.items()):
+        end = ends[tp]
+        if start > end >= 0 and start >= 0:  # -2/-1 are resolved later, never compared
+            raise KafkaOptionError(
+                f"The starting {word} ({start}) for {tp} is greater than the ending {word} ({end})"
+            )
 
 
 def _consumer_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -259,19 +361,26 @@ def _offset_limit(options: Mapping[str, str], name: str, default: Bound) -> Offs
     for bound in Bound:
         if word == bound.value:
             return bound
+    return SpecificOffsets(_partition_numbers(name, text, minimum=EARLIEST))
+
+
+def _partition_numbers(
+    name: str, text: str, *, minimum: int, what: str = "an offset"
+) -> dict[TopicPartition, int]:
+    """``{"topic": {"partition": number}}`` (offsets, or timestamps in ms)."""
     document = _json(name, text)
-    offsets: dict[TopicPartition, int] = {}
+    numbers: dict[TopicPartition, int] = {}
     for topic, partitions in document.items():
         if type(partitions) is not dict:
-            raise KafkaOptionError(f"{name}: topic {topic!r} must map partitions to offsets")
-        for partition, offset in partitions.items():
-            if not str(partition).isdigit() or type(offset) is not int or offset < EARLIEST:
+            raise KafkaOptionError(f"{name}: topic {topic!r} must map partitions to numbers")
+        for partition, number in partitions.items():
+            if not str(partition).isdigit() or type(number) is not int or number < minimum:
                 raise KafkaOptionError(
-                    f"{name}: {topic}/{partition} needs a partition number and an offset "
-                    f">= -2, got {offset!r}"
+                    f"{name}: {topic}/{partition} needs a partition number and {what} "
+                    f">= {minimum}, got {number!r}"
                 )
-            offsets[TopicPartition(topic, int(partition))] = offset
-    return SpecificOffsets(offsets)
+            numbers[TopicPartition(topic, int(partition))] = number
+    return numbers
 
 
 def _json(name: str, text: str) -> dict[str, object]:
@@ -316,6 +425,23 @@ def _positive(options: Mapping[str, str], name: str) -> int | None:
     if value <= 0:
         raise KafkaOptionError(f"{name} must be a positive integer, got {text!r}")
     return value
+
+
+# Spark's JavaUtils.timeStringAsMs units; a bare number is milliseconds.
+_DURATION = re.compile(r"(-?[0-9]+)\s*([a-z]*)")
+_DURATION_UNITS_MS = {
+    "": 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000,
+}  # fmt: skip
+
+
+def _duration_ms(options: Mapping[str, str], name: str) -> int:
+    text = options.get(name.lower())
+    if text is None:
+        return DEFAULT_MAX_TRIGGER_DELAY_MS
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match is None or match.group(2) not in _DURATION_UNITS_MS or int(match.group(1)) < 0:
+        raise KafkaOptionError(f"{name} must be a duration such as 15m, 30s or 500ms, got {text!r}")
+    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)]
 
 
 def _flag(options: Mapping[str, str], name: str, *, default: bool) -> bool:

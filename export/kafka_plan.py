@@ -5,9 +5,11 @@ source's isolation level: ``latest`` is the last stable offset under ``read_comm
 them here with the options. What comes back is a list of ``KafkaRange``s, ``[from, until)`` each,
 which executors read with a consumer. Names and rules follow Spark's Kafka connector:
 
-* ``resolve_batch_ranges``: ``KafkaRelation.buildScan`` with ``KafkaOffsetReaderAdmin``'s
+* ``resolve_offsets``: ``KafkaRelation.buildScan`` with ``KafkaOffsetReaderAdmin``'s
   checks (specific offsets must name every assigned partition; -2/-1 resolve to earliest/latest;
-  a start below the log start offset is data loss);
+  a start below the log start offset is data loss); timestamps resolve through ListOffsets by
+  timestamp (``fetchSpecificTimestampBasedOffsets`` / ``fetchGlobalTimestampBasedOffsets``,
+  ``readTimestampOffsets`` for a timestamp no offset matches), asked through the lookup given;
 * ``split_ranges``: ``KafkaOffsetRangeCalculator.getRanges`` (``minPartitions``), preceded by the
   ``maxRecordsPerPartition`` cut Spark 4 documents ("divvy up partitions based on
   maxRecordsPerPartition and if the final partition count is less than minPartitions it will
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -34,14 +36,20 @@ from pykraft.export.kafka_options import (
     LATEST,
     Assign,
     Bound,
+    GlobalTimestamp,
+    NoMatch,
     OffsetLimit,
     SpecificOffsets,
+    SpecificTimestamps,
     Strategy,
     Subscribe,
 )
 from pykraft.storage.topic_partition import TopicPartition
 
 Offsets = Mapping[TopicPartition, int]
+# ListOffsets by timestamp: per partition, the first offset whose timestamp is at or after the
+# one asked for, or None where there is none (the client's offsets_for_times).
+TimestampLookup = Callable[[Offsets], Mapping[TopicPartition, int | None]]
 # Kafka's Topic.isInternal; a pattern never matches them (the Java consumer's
 # exclude.internal.topics=true, which Spark leaves on).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -108,12 +116,18 @@ def resolve_offsets(
     *,
     name: str,
     fail_on_data_loss: bool,
+    by_timestamp: TimestampLookup | None = None,
 ) -> dict[TopicPartition, int]:
-    """A limit as an offset per partition (``KafkaOffsetReaderAdmin.fetchPartitionOffsets``)."""
+    """A limit as an offset per partition (``KafkaOffsetReaderAdmin.fetchPartitionOffsets``);
+    ``name`` is the option (``startingOffsets``/``endingOffsets``); timestamp limits ask
+    ``by_timestamp``."""
     if limit == Bound.EARLIEST:
         return {tp: earliest[tp] for tp in partitions}
     if limit == Bound.LATEST:
         return {tp: latest[tp] for tp in partitions}
+    if isinstance(limit, SpecificTimestamps | GlobalTimestamp):
+        assert by_timestamp is not None, "a timestamp limit needs a ListOffsets lookup"
+        return _resolve_timestamps(limit, partitions, latest, name, by_timestamp)
     assert isinstance(limit, SpecificOffsets)
     if set(limit.offsets) != set(partitions):
         raise PlanError(
@@ -137,6 +151,50 @@ def resolve_offsets(
             offset = earliest[tp]
         resolved[tp] = offset
     return resolved
+
+
+def _resolve_timestamps(
+    limit: SpecificTimestamps | GlobalTimestamp,
+    partitions: Sequence[TopicPartition],
+    latest: Offsets,
+    name: str,
+    by_timestamp: TimestampLookup,
+) -> dict[TopicPartition, int]:
+    if isinstance(limit, SpecificTimestamps):
+        if set(limit.timestamps) != set(partitions):
+            raise PlanError(
+                f"If {name.removesuffix('Offsets')}OffsetsByTimestamp contains specific "
+                f"offsets, you must specify all topics. Specified: {_names(limit.timestamps)} "
+                f"Assigned: {_names(partitions)}"
+            )
+        timestamps = dict(limit.timestamps)
+    else:
+        timestamps = {tp: limit.timestamp for tp in partitions}
+    found = by_timestamp(timestamps) if timestamps else {}
+    starting = name.startswith("starting")
+    resolved = {}
+    for tp in partitions:
+        offset = found.get(tp)
+        if offset is None:
+            if starting and limit.no_match is NoMatch.ERROR:
+                raise PlanError(
+                    f"No offset matched from request of topic-partition {tp} and timestamp "
+                    f"{timestamps[tp]}."
+                )
+            offset = latest[tp]
+        resolved[tp] = offset
+    return resolved
+
+
+def delay_batch(
+    min_offsets: int, starts: Offsets, latest: Offsets, waited_ms: int, max_delay_ms: int
+) -> bool:
+    """``minOffsetsPerTrigger``: skip this trigger while fewer offsets than ``min_offsets``
+    are new and the last batch ran less than ``max_delay_ms`` ago (``maxTriggerDelay``);
+    Spark's ``KafkaMicroBatchStream.delayBatch``."""
+    if waited_ms >= max_delay_ms:
+        return False
+    return sum(end - starts.get(tp, 0) for tp, end in latest.items()) < min_offsets
 
 
 def offset_ranges(starts: Offsets, ends: Offsets, *, fail_on_data_loss: bool) -> list[KafkaRange]:

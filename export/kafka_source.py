@@ -27,14 +27,17 @@ Dependencies: the driver and every executor need ``confluent-kafka`` (``pip inst
 'pykraft[spark]'`` brings it); ``kafka.*`` properties are librdkafka's names (the security ones,
 ``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
 ``ssl.ca.location``, ..., are the same as the Java client's except JAAS and keystores).
-Not supported from Spark's option list: ``startingOffsetsByTimestamp`` and friends,
-``minOffsetsPerTrigger`` / ``maxTriggerDelay``, ``groupIdPrefix``.
+Timestamps (``startingTimestamp``, ``startingOffsetsByTimestamp``, their ``ending`` pair)
+resolve through ListOffsets by timestamp (``KafkaOffsetReader.offsets_for_times``). A stream
+with ``minOffsetsPerTrigger`` skips triggers with fewer new offsets until ``maxTriggerDelay``
+has passed since its last batch (``kafka_plan.delay_batch``; the first trigger always runs).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -47,6 +50,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -64,6 +68,7 @@ from pykraft.export.kafka_options import (
 )
 from pykraft.export.kafka_plan import (
     KafkaRange,
+    delay_batch,
     offset_ranges,
     offsets_from_json,
     offsets_to_json,
@@ -128,6 +133,11 @@ class _RangeReader:
             )
         return self._offset_reader
 
+    def _offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> Mapping[TopicPartition, int | None]:
+        return self.offset_reader.offsets_for_times(timestamps)
+
     def topic_partitions(self) -> list[TopicPartition]:
         return select_partitions(self.options.strategy, self.offset_reader.partition_counts())
 
@@ -155,30 +165,50 @@ class _RangeReader:
 class KafkaBatchReader(_RangeReader, DataSourceReader):
     def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
         # Spark's KafkaRelation: a fresh group per query, never joined, never committed.
-        super().__init__(options, schema, f"spark-kafka-relation-{uuid.uuid4()}")
+        prefix = options.group_id_prefix or "spark-kafka-relation"
+        super().__init__(options, schema, f"{prefix}-{uuid.uuid4()}")
 
     def partitions(self) -> Sequence[InputPartition]:
         tps = self.topic_partitions()
         earliest = self.offset_reader.earliest(tps)
         latest = self.offset_reader.latest(tps)
         loss = self.options.fail_on_data_loss
+        lookup = self._offsets_for_times
         starts = resolve_offsets(
             self.options.starting, tps, earliest, latest,
-            name="startingOffsets", fail_on_data_loss=loss,
+            name="startingOffsets", fail_on_data_loss=loss, by_timestamp=lookup,
         )  # fmt: skip
         ends = resolve_offsets(
             self.options.ending, tps, earliest, latest,
-            name="endingOffsets", fail_on_data_loss=loss,
+            name="endingOffsets", fail_on_data_loss=loss, by_timestamp=lookup,
         )  # fmt: skip
         ranges = offset_ranges(starts, ends, fail_on_data_loss=loss)
         return self.input_partitions(ranges) or [InputPartition(None)]
 
 
+def time_ms() -> int:
+    """The stream's trigger clock (monotonic milliseconds)."""
+    return time.monotonic_ns() // 1_000_000
+
+
 class KafkaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
-        super().__init__(options, schema, f"spark-kafka-source-{uuid.uuid4()}")
+    def __init__(
+        self,
+        options: KafkaSourceOptions,
+        schema: StructType,
+        monotonic_ms: Callable[[], int] = time_ms,
+    ) -> None:
+        prefix = options.group_id_prefix or "spark-kafka-source"
+        super().__init__(options, schema, f"{prefix}-{uuid.uuid4()}")
         # Trigger.AvailableNow: the latest offsets when the query started; batches end there.
         self._available_now: dict[TopicPartition, int] | None = None
+        self._monotonic_ms = monotonic_ms
+        self._last_trigger_ms: int | None = None  # None: no batch yet, the first never waits
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_monotonic_ms"] = time_ms  # executors read ranges: no trigger clock travels
+        return state
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Spark's ``KafkaMicroBatchStream.prepareForTriggerAvailableNow``: read up to the
@@ -195,12 +225,18 @@ class KafkaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAva
             self.offset_reader.latest(tps),
             name="startingOffsets",
             fail_on_data_loss=self.options.fail_on_data_loss,
+            by_timestamp=self._offsets_for_times,
         )
         return offsets_to_json(starts)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_offsets_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+        """Spark's: ``maxOffsetsPerTrigger`` as ``ReadMaxRows``, else ``minOffsetsPerTrigger``
+        as ``ReadMinRows``, else everything (PySpark has no composite limit: with both, the
+        minimum is applied by ``latestOffset`` under the ``ReadMaxRows``)."""
+        high, low = self.options.max_offsets_per_trigger, self.options.min_offsets_per_trigger
+        if high is not None:
+            return ReadMaxRows(high)
+        return ReadAllAvailable() if low is None else ReadMinRows(low)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         tps = self.topic_partitions()
@@ -213,9 +249,25 @@ class KafkaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAva
             latest = self.offset_reader.latest(tps)
         else:
             latest = {tp: end for tp, end in self._available_now.items() if tp in starts}
+        if not isinstance(limit, ReadAllAvailable) and self._delayed(starts, latest):
+            return offsets_to_json(starts)
         if isinstance(limit, ReadMaxRows):
             return offsets_to_json(rate_limit(limit.max_rows, starts, latest))
         return offsets_to_json(latest)
+
+    def _delayed(
+        self, starts: dict[TopicPartition, int], latest: dict[TopicPartition, int]
+    ) -> bool:
+        """Whether ``minOffsetsPerTrigger`` holds this trigger back (not under AvailableNow,
+        which reads what is there)."""
+        low = self.options.min_offsets_per_trigger
+        now = self._monotonic_ms()
+        if low is not None and self._available_now is None and self._last_trigger_ms is not None:
+            waited = now - self._last_trigger_ms
+            if delay_batch(low, starts, latest, waited, self.options.max_trigger_delay_ms):
+                return True
+        self._last_trigger_ms = now
+        return False
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         starts = offsets_from_json(start)

@@ -4,23 +4,26 @@ Theory of operation. ``export-topic`` writes a topic's records below the high wa
 ``OUT/partition=N/`` and records every run in ``OUT/_pykraft_manifest.json``. A run goes through
 two states, and only the manifest says which:
 
-    (none) --plan+write to OUT/_staging/run-K/--> PENDING --files moved into place--> COMMITTED
+    (none) --plan+write to OUT/_staging/run-K-A/--> PENDING --files moved into place--> COMMITTED
 
 1. ``plan_export`` asks, per partition, for ``[next offset, end)``, where the next offset is
    the end of the committed ranges (or the log start offset, if retention or DeleteRecords has
    removed records that were never exported: the skipped range is reported), and the end is
    the high watermark, or under ``read_committed`` the last stable offset.
-2. Spark writes the run to ``_staging/run-K`` (Spark and Parquet readers ignore ``_`` paths)
-   and commits it; the committed files must hold, per partition, exactly the rows the job read
-   (``export.output_check``), or the run stops here, loudly.
-3. ``begin_run`` records the run as PENDING with its ranges and record counts; the manifest is
+2. Spark writes the run to ``_staging/run-K-A`` (Spark and Parquet readers ignore ``_`` paths),
+   ``A`` naming this driver's attempt, so a task of an earlier, killed driver still running
+   cannot add files to it, and commits it; the committed files must hold, per partition,
+   exactly the rows the job read (``export.output_check``), or the run stops here, loudly.
+3. ``begin_run`` records the run as PENDING with its ranges, record counts and staging
+   directory (recovery moves that directory's files, no other attempt's); the manifest is
    replaced by a complete new file, renamed over it (``export.output_store``).
 4. The staged files are renamed into ``partition=N/`` with a ``run-K-`` prefix.
 5. ``commit_run`` marks the run COMMITTED.
 
 A crash (or a failed check) before 3 leaves only staging files, deleted by the next run; a
-crash between 3 and 5 is rolled forward by the next run (the staged files are complete and
-checked before 3). So a rerun exports exactly the offsets that are new, never one twice. Pure: the
+crash between 3 and 5 is rolled forward by the next run, which moves the files of the staging
+directory the manifest names (complete and checked before 3), then deletes every attempt's
+staging directory. So a rerun exports exactly the offsets that are new, never one twice. Pure: the
 moves and Spark live in ``export.export_topic_job``.
 
 Transactions. Under ``read_committed`` a range ends at the last stable offset, the first offset
@@ -77,6 +80,13 @@ class ExportRun:
     state: RunState
     created_ms: int
     ranges: tuple[ExportedRange, ...]
+    # Where the run was staged, relative to the output; None in manifests written before
+    # staging directories were named per attempt: ``_staging/run-K`` then.
+    staging: str | None = None
+
+    @property
+    def staging_dir(self) -> str:
+        return self.staging if self.staging is not None else f"{STAGING_DIR}/run-{self.run_id}"
 
 
 @attrs.frozen
@@ -130,12 +140,23 @@ def plan_export(manifest: Manifest, available: Mapping[int, tuple[int, int]]) ->
     return ExportPlan(tuple(ranges), tuple(skipped))
 
 
+def staging_dir(run_id: int, attempt: str) -> str:
+    """The staging directory of run ``run_id`` written by driver attempt ``attempt``."""
+    if not attempt or not all(c.isalnum() or c in "-_" for c in attempt):
+        raise ValueError(f"an attempt name is letters, digits, - and _: {attempt!r}")
+    return f"{STAGING_DIR}/run-{run_id}-{attempt}"
+
+
 def begin_run(
-    manifest: Manifest, run_id: int, ranges: tuple[ExportedRange, ...], created_ms: int
+    manifest: Manifest,
+    run_id: int,
+    ranges: tuple[ExportedRange, ...],
+    created_ms: int,
+    staging: str | None = None,
 ) -> Manifest:
     if manifest.pending_run() is not None:
         raise ManifestError(f"run {manifest.pending_run()} is still pending; recover it first")
-    run = ExportRun(run_id, RunState.PENDING, created_ms, ranges)
+    run = ExportRun(run_id, RunState.PENDING, created_ms, ranges, staging)
     return attrs.evolve(manifest, runs=(*manifest.runs, run))
 
 
@@ -151,27 +172,31 @@ def encode_manifest(manifest: Manifest) -> bytes:
     document: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "topic": manifest.topic,
-        "runs": [
-            {
-                "runId": run.run_id,
-                "state": run.state.value,
-                "createdMs": run.created_ms,
-                "ranges": [
-                    {
-                        "partition": r.partition,
-                        "startOffset": r.start_offset,
-                        "endOffset": r.end_offset,
-                        "records": r.records,
-                    }
-                    for r in run.ranges
-                ],
-            }
-            for run in manifest.runs
-        ],
+        "runs": [_run_document(run) for run in manifest.runs],
     }
     if manifest.isolation_level is not None:
         document["isolationLevel"] = manifest.isolation_level.value
     return (json.dumps(document, indent=1) + "\n").encode("utf-8")
+
+
+def _run_document(run: ExportRun) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "runId": run.run_id,
+        "state": run.state.value,
+        "createdMs": run.created_ms,
+        "ranges": [
+            {
+                "partition": r.partition,
+                "startOffset": r.start_offset,
+                "endOffset": r.end_offset,
+                "records": r.records,
+            }
+            for r in run.ranges
+        ],
+    }
+    if run.staging is not None:
+        document["staging"] = run.staging
+    return document
 
 
 def decode_manifest(data: bytes, source: str) -> Manifest:
@@ -207,7 +232,18 @@ def _run(obj: Any) -> ExportRun:
         )
         for r in obj["ranges"]
     )
-    return ExportRun(int(obj["runId"]), RunState(obj["state"]), int(obj["createdMs"]), ranges)
+    staging = obj.get("staging")
+    if staging is not None and (
+        not str(staging).startswith(f"{STAGING_DIR}/run-") or str(staging).count("/") != 1
+    ):
+        raise ValueError(f"run {obj['runId']}: staging {staging!r} is not below {STAGING_DIR}/")
+    return ExportRun(
+        int(obj["runId"]),
+        RunState(obj["state"]),
+        int(obj["createdMs"]),
+        ranges,
+        None if staging is None else str(staging),
+    )
 
 
 def load_manifest(

@@ -3,7 +3,11 @@
 This is the body of one ``pykraft-log`` input split and of the plain-Python baseline in
 bench/spark_export.py. It reads the file once, walks its RecordBatch v2 batches, and for each
 batch that overlaps the split's offset range checks the CRC32C and decodes its records
-(``storage.records.decode_records``: all four Kafka codecs). Batches wholly below the range are
+(``storage.records.decode_records``: all four Kafka codecs). The read starts where the segment's
+offset index (``.index``) says the batch holding the range's start is, or below (as a broker's
+Fetch finds it, ``OffsetIndex.lookup``), so an incremental run reads what is new, not the whole
+segment; an index entry is trusted only if the batch it points at is there with the offset it
+names (else, or with no index, the read starts at byte 0). Batches below the range are
 skipped by header alone; the walk stops at the first batch at or past the range's end, so bytes
 above the high watermark (possibly a torn tail the broker has not recovered yet) are never read.
 
@@ -19,6 +23,8 @@ split never holds a whole 1 GiB segment's records in memory.
 
 from __future__ import annotations
 
+import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +32,8 @@ import attrs
 
 from pykraft.export.isolation import AbortedBatches
 from pykraft.storage.aborted_txn import AbortedTxn
+from pykraft.storage.batch_scan import read_batch_header
+from pykraft.storage.index import OFFSET_INDEX_SUFFIX
 from pykraft.storage.record_batch import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
@@ -145,12 +153,76 @@ class SegmentChunk:
             )
 
 
-def read_segment_chunks(split: SegmentSplit) -> Iterator[SegmentChunk]:
-    """The split's records as column chunks; raises SegmentReadError on a corrupt batch."""
+_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position (Kafka's OffsetIndex entry)
+
+
+def start_position(fd: int, index_path: Path, base_offset: int, start_offset: int) -> int:
+    """A byte position in the segment open as ``fd`` at or below the batch holding
+    ``start_offset``: the largest offset index entry at or below it, if the batch there is
+    the one the entry names (a broker keys entries by a batch's last offset); else 0.
+
+    The active segment's index is preallocated with zeros past its entries, and a broker may
+    be appending to it: an entry after the first with relative offset 0 ends the entries, and
+    a torn or stale entry fails the check against the batch and is not used."""
     try:
-        data = Path(split.path).read_bytes()
+        index_fd = os.open(index_path, os.O_RDONLY)
+    except OSError:
+        return 0  # no index (a copied segment, one being deleted): read from the start
+    try:
+        return _indexed_position(fd, index_fd, base_offset, start_offset)
+    finally:
+        os.close(index_fd)
+
+
+def _indexed_position(fd: int, index_fd: int, base_offset: int, start_offset: int) -> int:
+    target = start_offset - base_offset
+    count = os.fstat(index_fd).st_size // _INDEX_ENTRY.size
+
+    def entry(slot: int) -> tuple[int, int] | None:  # None: past the last entry
+        data = os.pread(index_fd, _INDEX_ENTRY.size, slot * _INDEX_ENTRY.size)
+        if len(data) < _INDEX_ENTRY.size:
+            return None
+        offset, position = _INDEX_ENTRY.unpack(data)
+        return None if slot and offset <= 0 else (int(offset), int(position))
+
+    low, high, found = 0, count - 1, None  # the last entry with relative offset <= target
+    while low <= high:
+        middle = (low + high) // 2
+        probe = entry(middle)
+        if probe is not None and probe[0] <= target:
+            found, low = probe, middle + 1
+        else:
+            high = middle - 1
+    if found is None:
+        return 0
+    offset, position = found
+    try:
+        header = read_batch_header(fd, position, os.fstat(fd).st_size)
+    except (CorruptRecordError, OSError, ValueError):
+        return 0
+    return position if header.last_offset == base_offset + offset else 0
+
+
+def _read_from_index(split: SegmentSplit) -> tuple[int, bytes]:
+    """The segment's bytes from the start position on, and that position."""
+    path = Path(split.path)
+    try:
+        with path.open("rb") as file:
+            first = start_position(
+                file.fileno(),
+                path.with_suffix(OFFSET_INDEX_SUFFIX),
+                split.base_offset,
+                split.start_offset,
+            )
+            file.seek(first)
+            return first, file.read()
     except OSError as error:
         raise SegmentReadError(split.path, 0, f"cannot read: {error.strerror}") from None
+
+
+def read_segment_chunks(split: SegmentSplit) -> Iterator[SegmentChunk]:
+    """The split's records as column chunks; raises SegmentReadError on a corrupt batch."""
+    first, data = _read_from_index(split)
     chunk = SegmentChunk(split.topic, split.partition)
     aborted = AbortedBatches.of(split.aborted_txns)
     position = 0
@@ -158,12 +230,12 @@ def read_segment_chunks(split: SegmentSplit) -> Iterator[SegmentChunk]:
         try:
             header = parse_header(data, position)
         except CorruptRecordError as error:
-            raise SegmentReadError(split.path, error.position, str(error)) from None
+            raise SegmentReadError(split.path, first + error.position, str(error)) from None
         if split.end_offset is not None and header.base_offset >= split.end_offset:
             break
         wanted = header.last_offset >= split.start_offset and not header.is_control
         if wanted and not aborted.holds(header):
-            _append_batch(chunk, data, position, split)
+            _append_batch(chunk, data, position, split, first)
             if len(chunk) >= MAX_CHUNK_RECORDS:
                 yield chunk
                 chunk = SegmentChunk(split.topic, split.partition)
@@ -172,14 +244,17 @@ def read_segment_chunks(split: SegmentSplit) -> Iterator[SegmentChunk]:
         yield chunk
 
 
-def _append_batch(chunk: SegmentChunk, data: bytes, position: int, split: SegmentSplit) -> None:
-    """Validate (CRC included) and decode the batch at ``position`` into ``chunk``."""
+def _append_batch(
+    chunk: SegmentChunk, data: bytes, position: int, split: SegmentSplit, first: int
+) -> None:
+    """Validate (CRC included) and decode the batch at ``position`` into ``chunk`` (``data``
+    starts at byte ``first`` of the segment)."""
     try:
         header = validate_batch(data, position)
         payload = memoryview(data)[position + BATCH_HEADER_SIZE : position + header.size_in_bytes]
         records = decode_records(header, payload, position)
     except CorruptRecordError as error:
-        raise SegmentReadError(split.path, error.position, str(error)) from None
+        raise SegmentReadError(split.path, first + error.position, str(error)) from None
     timestamp_type = 1 if header.attributes & TIMESTAMP_TYPE_MASK else 0
     epoch, producer_id = header.partition_leader_epoch, header.producer_id
     producer_epoch, transactional = header.producer_epoch, header.is_transactional

@@ -10,8 +10,11 @@ from pykraft.export.isolation import IsolationLevel
 from pykraft.export.kafka_options import (
     Assign,
     Bound,
+    GlobalTimestamp,
     KafkaOptionError,
+    NoMatch,
     SpecificOffsets,
+    SpecificTimestamps,
     Subscribe,
     SubscribePattern,
     parse_batch_options,
@@ -104,7 +107,10 @@ def test_batch_offset_bounds() -> None:
     refused("not JSON", subscribe="a", startingOffsets="{")
     refused("offset >= -2", subscribe="a", startingOffsets='{"a": {"0": -3}}')
     refused("offset >= -2", subscribe="a", startingOffsets='{"a": {"x": 1}}')
-    refused("streaming queries only", subscribe="a", maxOffsetsPerTrigger="5")
+    # Spark: "maxOffsetsPerTrigger option ignored in batch queries" (a warning, not a refusal).
+    ignored = {"maxoffsetspertrigger": "5", "minoffsetspertrigger": "2", "maxtriggerdelay": "1m"}
+    parsed = parse_batch_options({**BOOTSTRAP, "subscribe": "a", **ignored})
+    assert parsed.max_offsets_per_trigger is None and parsed.min_offsets_per_trigger is None
     parsed = parse_batch_options(
         {**BOOTSTRAP, "subscribe": "a", "startingoffsets": '{"a": {"0": 5, "1": -2}}'}
     )
@@ -172,3 +178,102 @@ def test_java_jaas_config_becomes_librdkafkas_username_and_password() -> None:
         extra={"kafka.sasl.jaas.config": jaas[:-1] + ' tokenauth="true";'},
     )
     refused("PEM files", subscribe="a", extra={"kafka.ssl.truststore.location": "/t.jks"})
+
+
+A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
+
+
+def options(**given: str) -> dict[str, str]:
+    return {**BOOTSTRAP, "subscribe": "a", **{k.lower(): v for k, v in given.items()}}
+
+
+def test_timestamps_take_sparks_order_of_preference() -> None:
+    """Issue 15: Spark 3.3's getKafkaOffsetRangeLimit: {side}Timestamp, then
+    {side}OffsetsByTimestamp, then {side}Offsets."""
+    by_partition = '{"a": {"0": 1000, "1": 2000}}'
+    parsed = parse_batch_options(
+        options(
+            startingTimestamp="500",
+            startingOffsetsByTimestamp=by_partition,
+            startingOffsets="earliest",
+            endingOffsetsByTimestamp='{"a": {"0": 3000, "1": 4000}}',
+            endingOffsets="latest",
+        )
+    )
+    assert parsed.starting == GlobalTimestamp(500)
+    assert parsed.ending == SpecificTimestamps({A0: 3000, A1: 4000})
+    parsed = parse_batch_options(
+        options(startingOffsetsByTimestamp=by_partition, startingOffsets='{"a": {"0": 1}}')
+    )
+    assert parsed.starting == SpecificTimestamps({A0: 1000, A1: 2000}, NoMatch.ERROR)
+    parsed = parse_stream_options(
+        options(startingTimestamp=" 77 ", startingOffsetsByTimestampStrategy="LATEST")
+    )
+    assert parsed.starting == GlobalTimestamp(77, NoMatch.LATEST)
+    assert parse_batch_options(options(endingTimestamp="9")).ending == GlobalTimestamp(9)
+
+
+def test_bad_timestamp_options_are_refused() -> None:
+    refused("Expected a single long value, got 1h", subscribe="a", startingTimestamp="1h")
+    refused("a timestamp >= 0, got -1", subscribe="a", startingOffsetsByTimestamp='{"a":{"0":-1}}')
+    refused("error or latest", subscribe="a", startingOffsetsByTimestampStrategy="earliest")
+    refused(
+        "ending timestamp not valid in streaming queries",
+        stream=True,
+        subscribe="a",
+        endingOffsetsByTimestamp='{"a": {"0": 1}}',
+    )
+    # checkOffsetLimitValidity: the same partitions on both sides, no start after its end.
+    refused(
+        "name different partitions",
+        subscribe="a",
+        startingOffsetsByTimestamp='{"a": {"0": 1}}',
+        endingOffsetsByTimestamp='{"a": {"1": 5}}',
+    )
+    refused(
+        r"starting timestamp \(9\) for a-0 is greater than the ending timestamp \(5\)",
+        subscribe="a",
+        startingOffsetsByTimestamp='{"a": {"0": 9}}',
+        endingOffsetsByTimestamp='{"a": {"0": 5}}',
+    )
+    refused(
+        r"starting offset \(9\) for a-0 is greater than the ending offset \(5\)",
+        subscribe="a",
+        startingOffsets='{"a": {"0": 9}}',
+        endingOffsets='{"a": {"0": 5}}',
+    )
+    # -2/-1 are resolved later, never compared.
+    parse_batch_options(
+        options(startingOffsets='{"a": {"0": -2}}', endingOffsets='{"a": {"0": -1}}')
+    )
+
+
+def test_min_offsets_and_trigger_delay_and_group_ids() -> None:
+    parsed = parse_stream_options(options())
+    assert parsed.min_offsets_per_trigger is None
+    assert parsed.max_trigger_delay_ms == 15 * 60 * 1000  # Spark's default "15m"
+    assert parsed.group_id_prefix is None
+    parsed = parse_stream_options(
+        options(
+            minOffsetsPerTrigger="10",
+            maxOffsetsPerTrigger="10",
+            maxTriggerDelay="30s",
+            groupIdPrefix="etl",
+            **{"kafka.group.id": "mine"},
+        )
+    )
+    assert parsed.min_offsets_per_trigger == 10 and parsed.max_offsets_per_trigger == 10
+    assert parsed.max_trigger_delay_ms == 30_000
+    assert parsed.group_id_prefix == "etl"
+    assert parsed.consumer_config["group.id"] == "mine"  # accepted, as Spark accepts it
+    for text, ms in (("250", 250), ("250ms", 250), ("2m", 120_000), ("1h", 3_600_000)):
+        assert parse_stream_options(options(maxTriggerDelay=text)).max_trigger_delay_ms == ms
+    refused("duration such as 15m", stream=True, subscribe="a", maxTriggerDelay="soon")
+    refused(
+        r"minOffsetPerTrigger\(11\) is higher than the maxOffsetsPerTrigger\(10\)",
+        stream=True,
+        subscribe="a",
+        minOffsetsPerTrigger="11",
+        maxOffsetsPerTrigger="10",
+    )
+    refused("positive integer", stream=True, subscribe="a", minOffsetsPerTrigger="0")

@@ -7,13 +7,25 @@ assertions of ``KafkaOffsetReaderAdmin.fetchPartitionOffsets``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
-from pykraft.export.kafka_options import Assign, Bound, SpecificOffsets, Subscribe, SubscribePattern
+from pykraft.export.kafka_options import (
+    Assign,
+    Bound,
+    GlobalTimestamp,
+    NoMatch,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscribe,
+    SubscribePattern,
+)
 from pykraft.export.kafka_plan import (
     DataLossError,
     KafkaRange,
     PlanError,
+    delay_batch,
     offset_ranges,
     offsets_from_json,
     offsets_to_json,
@@ -172,3 +184,65 @@ def test_offsets_json_is_sparks_shape_and_round_trips() -> None:
     assert offsets_from_json(document) == offsets
     with pytest.raises(PlanError):
         offsets_from_json({"a": {"x": 1}})
+
+
+class ListOffsetsByTimestamp:
+    """A client double: each partition's records' timestamps, answered as a broker answers
+    ListOffsets by timestamp (the first offset at or after it, None past the last)."""
+
+    def __init__(self, timestamps: dict[TopicPartition, list[int]]) -> None:
+        self.timestamps = timestamps
+        self.asked: list[dict[TopicPartition, int]] = []
+
+    def __call__(self, wanted: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        self.asked.append(dict(wanted))
+        return {
+            tp: next((o for o, t in enumerate(self.timestamps[tp]) if t >= ts), None)
+            for tp, ts in wanted.items()
+        }
+
+
+LOG = {T1: [100, 200, 300, 400], T2: [150, 250]}
+EARLIEST, LATEST = {T1: 0, T2: 0}, {T1: 4, T2: 2}
+
+
+def by_time(limit: object, name: str = "startingOffsets") -> dict[TopicPartition, int]:
+    lookup = ListOffsetsByTimestamp(LOG)
+    resolved = resolve_offsets(
+        limit,  # type: ignore[arg-type]
+        [T1, T2], EARLIEST, LATEST, name=name, fail_on_data_loss=True, by_timestamp=lookup,
+    )  # fmt: skip
+    assert lookup.asked, "timestamps are resolved by ListOffsets"
+    return resolved
+
+
+def test_timestamps_resolve_to_the_first_offset_at_or_after_them() -> None:
+    """Issue 15: KafkaOffsetReaderAdmin.fetchGlobalTimestampBasedOffsets and
+    fetchSpecificTimestampBasedOffsets."""
+    assert by_time(GlobalTimestamp(200)) == {T1: 1, T2: 1}
+    assert by_time(GlobalTimestamp(0)) == {T1: 0, T2: 0}
+    assert by_time(SpecificTimestamps({T1: 301, T2: 150})) == {T1: 3, T2: 0}
+    # An end no offset matches is the latest offset (readTimestampOffsets).
+    assert by_time(GlobalTimestamp(260), "endingOffsets") == {T1: 2, T2: 2}
+
+
+def test_a_start_no_offset_matches_fails_or_takes_latest() -> None:
+    with pytest.raises(PlanError, match="No offset matched from request of topic-partition t-2"):
+        by_time(GlobalTimestamp(260))
+    assert by_time(GlobalTimestamp(260, NoMatch.LATEST)) == {T1: 2, T2: 2}
+    assert by_time(GlobalTimestamp(999, NoMatch.LATEST)) == LATEST
+
+
+def test_specific_timestamps_must_name_every_partition() -> None:
+    with pytest.raises(PlanError, match="startingOffsetsByTimestamp contains specific offsets"):
+        by_time(SpecificTimestamps({T1: 100}))
+
+
+def test_min_offsets_per_trigger_delays_until_enough_or_too_long() -> None:
+    """KafkaMicroBatchStream.delayBatch."""
+    starts, latest = {T1: 10, T2: 0}, {T1: 15, T2: 3}  # 8 new offsets
+    assert delay_batch(9, starts, latest, waited_ms=1_000, max_delay_ms=60_000)
+    assert not delay_batch(8, starts, latest, waited_ms=1_000, max_delay_ms=60_000)
+    assert not delay_batch(9, starts, latest, waited_ms=60_000, max_delay_ms=60_000)
+    # A partition found since the last batch counts from offset 0.
+    assert not delay_batch(9, {T1: 10}, {T1: 15, T3: 4}, waited_ms=0, max_delay_ms=60_000)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from pykraft.export.kafka_options import parse_stream_options
 from pykraft.export.kafka_plan import DataLossError, KafkaRange
@@ -35,10 +35,13 @@ class Brokers:
         return {tp: self.log_end[tp] for tp in tps}
 
 
-def reader(brokers: Brokers, **options: str) -> KafkaStreamReader:
+def reader(brokers: Brokers, clock: list[int] | None = None, **options: str) -> KafkaStreamReader:
     given = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", **options}
+    now = clock if clock is not None else [0]
     stream = KafkaStreamReader(
-        parse_stream_options({k.lower(): v for k, v in given.items()}), KAFKA_SCHEMA
+        parse_stream_options({k.lower(): v for k, v in given.items()}),
+        KAFKA_SCHEMA,
+        monotonic_ms=lambda: now[0],
     )
     stream._offset_reader = brokers  # type: ignore[assignment]
     return stream
@@ -122,3 +125,32 @@ def test_available_now_reads_to_the_offsets_latest_when_the_query_started() -> N
     second = stream.latestOffset(first, ReadMaxRows(60))
     assert second == {"t": {"0": 100, "1": 15}}  # the end: 500 and partition 2 wait
     assert stream.latestOffset(second, ReadMaxRows(60)) == second
+
+
+def test_min_offsets_per_trigger_waits_for_enough_or_for_max_trigger_delay() -> None:
+    """Issue 15: minOffsetsPerTrigger / maxTriggerDelay (KafkaMicroBatchStream.delayBatch);
+    the first trigger never waits."""
+    brokers, clock = Brokers(), [1_000]
+    stream = reader(brokers, clock, minOffsetsPerTrigger="10", maxTriggerDelay="5s")
+    assert stream.getDefaultReadLimit() == ReadMinRows(10)
+    start = stream.initialOffset()  # latest: 100 and 15
+    brokers.log_end = {TopicPartition("t", 0): 103, TopicPartition("t", 1): 17}  # 5 new
+    first = stream.latestOffset(start, ReadMinRows(10))
+    assert first == {"t": {"0": 103, "1": 17}}
+    brokers.log_end = {TopicPartition("t", 0): 106, TopicPartition("t", 1): 19}  # 5 new
+    clock[0] += 4_999
+    assert stream.latestOffset(first, ReadMinRows(10)) == first  # too few, too soon
+    clock[0] += 1
+    assert stream.latestOffset(first, ReadMinRows(10)) == {"t": {"0": 106, "1": 19}}
+    second = {"t": {"0": 106, "1": 19}}
+    brokers.log_end = {TopicPartition("t", 0): 116, TopicPartition("t", 1): 19}  # 10 new
+    clock[0] += 1
+    assert stream.latestOffset(second, ReadMinRows(10)) == {"t": {"0": 116, "1": 19}}
+    # With maxOffsetsPerTrigger too: the minimum waits, the maximum caps.
+    both = reader(brokers, clock, minOffsetsPerTrigger="3", maxOffsetsPerTrigger="4")
+    assert both.getDefaultReadLimit() == ReadMaxRows(4)
+    begin = {"t": {"0": 100, "1": 19}}
+    assert both.latestOffset(begin, ReadMaxRows(4)) == {"t": {"0": 104, "1": 19}}
+    assert both.latestOffset({"t": {"0": 115, "1": 19}}, ReadMaxRows(4)) == {
+        "t": {"0": 115, "1": 19}
+    }

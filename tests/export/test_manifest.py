@@ -21,6 +21,7 @@ from pykraft.export.manifest import (
     encode_manifest,
     load_manifest,
     plan_export,
+    staging_dir,
 )
 
 
@@ -107,3 +108,27 @@ def test_a_plan_stops_at_the_end_it_is_given() -> None:
     after = commit_run(begin_run(Manifest("orders"), 1, first.ranges, 0), 1)
     assert plan_export(after, {0: (0, 16)}).ranges == ()
     assert plan_export(after, {0: (0, 21)}).ranges == (ExportedRange(0, 16, 21),)
+
+
+def test_each_attempt_stages_in_its_own_directory_and_the_manifest_names_it() -> None:
+    """Issue 15: a run's staging directory names the driver attempt; recovery reads it back,
+    and a manifest written before that (no ``staging``) means ``_staging/run-K``."""
+    first, second = staging_dir(3, "a1b2"), staging_dir(3, "c3d4")
+    assert first == "_staging/run-3-a1b2" and first != second
+    for bad in ("", "../x", "a/b", "a b"):
+        with pytest.raises(ValueError, match="attempt name"):
+            staging_dir(3, bad)
+    manifest = begin_run(Manifest("orders"), 3, (ExportedRange(0, 0, 10, 9),), 5, first)
+    decoded = decode_manifest(encode_manifest(manifest), "m")
+    assert decoded == manifest
+    pending = decoded.pending_run()
+    assert pending is not None and pending.staging_dir == first
+    legacy = encode_manifest(manifest).replace(b'"staging": "_staging/run-3-a1b2"', b'"x": 0')
+    assert b"staging" not in legacy
+    pending = decode_manifest(legacy, "m").pending_run()
+    assert pending is not None and pending.staging is None
+    assert pending.staging_dir == "_staging/run-3"
+    for outside in ("partition=0", "_staging/run-3/../../x", "/tmp/run-3"):
+        text = encode_manifest(manifest).replace(first.encode(), outside.encode())
+        with pytest.raises(ManifestError, match="is not below _staging/"):
+            decode_manifest(text, "m")

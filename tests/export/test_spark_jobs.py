@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -79,17 +81,29 @@ def test_export_topic_finishes_an_interrupted_run(spark: Any, tmp_path: Path) ->
     logs = build_log_dirs(tmp_path / "logs")
     out = tmp_path / "out"
     export_now(spark, logs.log_dirs_option, "orders", out)
-    # Replay the crash window: the manifest says PENDING and the files are still staged.
-    text = (out / MANIFEST_FILE).read_text().replace('"COMMITTED"', '"PENDING"')
-    (out / MANIFEST_FILE).write_text(text)
-    staged = out / "_staging" / "run-1"
-    for published in out.glob("partition=*/run-1-*.parquet"):
-        target = staged / published.parent.name / published.name.removeprefix("run-1-")
+    # Replay the crash window: the manifest says PENDING and the files are still staged, in
+    # the directory the manifest names (issue 15: run-1-<attempt>; a manifest from before
+    # has none, meaning run-1: test_manifest.py).
+    document = json.loads((out / MANIFEST_FILE).read_text())
+    [run] = document["runs"]
+    assert re.fullmatch(r"_staging/run-1-[0-9a-f]{16}", run["staging"]), run
+    run["state"] = "PENDING"
+    (out / MANIFEST_FILE).write_text(json.dumps(document))
+    staged = out / run["staging"]
+    published = sorted(out.glob("partition=*/run-1-*.parquet"))
+    for file in published:
+        target = staged / file.parent.name / file.name.removeprefix("run-1-")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(published, target)
+        shutil.move(file, target)
+    # A task of another (killed) driver attempt of run 1 left a file in its own directory:
+    # never published, deleted with it.
+    zombie = out / "_staging" / "run-1-0123456789abcdef" / published[0].parent.name
+    zombie.mkdir(parents=True)
+    shutil.copy(next(staged.glob("partition=*/*.parquet")), zombie / "part-zombie.parquet")
     result = export_now(spark, logs.log_dirs_option, "orders", out)
     assert result.recovered_run == 1 and result.run_id is None
     assert parquet_rows(spark, out) == expected_rows(logs, "orders")
+    assert not list(out.glob("partition=*/*zombie*"))
     assert not (out / "_staging").exists()
 
 
