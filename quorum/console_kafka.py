@@ -318,9 +318,12 @@ class Probes:
         return answer
 
     def close(self) -> None:
-        """Stop taking work; the threads end once their calls return (by the deadline)."""
+        """Stop taking work: queued loads cancelled, the client dropped on the pool's thread
+        after the running ones, which return by their deadline."""
+        for load in self._loads.values():
+            load.future.cancel()  # a queued load's pool future with it (asyncio.wrap_future)
         self._pool.submit(self._drop_probe)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=False)
 
     def _drop_probe(self) -> None:
         self._probe = None
