@@ -2,6 +2,7 @@
 # packages as root, or through passwordless sudo. When it cannot (no apt-get, neither root nor
 # passwordless sudo, apt-get failed) it says why on stderr, naming SCRIPT and WHAT to install by
 # hand, and returns 1; the caller then exits 0, since an install script never fails the build.
+# DEBIAN_FRONTEND goes through `env` after sudo: sudo's env_reset drops a variable set before it.
 apt_install() {
     local script="$1" what="$2"
     shift 2
@@ -19,7 +20,8 @@ apt_install() {
         fi
     fi
     if ! ($sudo apt-get update -qq \
-            && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@") >/dev/null; then
+            && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+                --no-install-recommends "$@") >/dev/null; then
         echo "$script: apt-get could not install $what; install it by hand, or run apt-get yourself" >&2
         return 1
     fi

@@ -46,6 +46,7 @@ from pykraft.protocol.errors import Errors
 # Kafka's ResourceType names and Resource.CLUSTER_NAME.
 CLUSTER = "CLUSTER"
 TOPIC = "TOPIC"
+GROUP = "GROUP"
 CLUSTER_NAME = "kafka-cluster"
 BROKER_ID_PLACEHOLDER = "{broker_id}"
 
@@ -208,6 +209,7 @@ def check_route(
     access: Access,
     *,
     topic: str | None = None,
+    group: str | None = None,
 ) -> Refusal | None:
     """The check a route's access column asks for. ``topic`` is the topic of a
     TOPIC_IN_PATH / TOPIC_IN_BODY route, or of a CONFIG_IN_PATH route on a topic (None there
@@ -217,10 +219,25 @@ def check_route(
         return None  # authentication only; the listing is filtered by ``describable``
     if resource is ResourceOf.CLUSTER:
         return check_cluster(authorizer, principal, host, access.operation)
+    if resource is ResourceOf.GROUP_IN_PATH:
+        assert group is not None, "a group_in_path route needs its group"
+        return check_group(authorizer, principal, host, access.operation, group)
     if resource is ResourceOf.CONFIG_IN_PATH and topic is None:
         return check_cluster(authorizer, principal, host, access.operation)
     assert topic is not None, f"a {resource.value} route needs its topic"
     return check_topic(authorizer, principal, host, access, topic)
+
+
+def check_group(
+    authorizer: Authorizer | None, principal: KafkaPrincipal, host: str, operation: str, group: str
+) -> Refusal | None:
+    if allowed(authorizer, principal, host, operation, GROUP, group):
+        return None
+    # Kafka's GroupAuthorizationException: "Not authorized to access group: <id>".
+    return Refusal(
+        Errors.GROUP_AUTHORIZATION_FAILED,
+        f"Principal {principal} does not have required {operation} on group {group!r}.",
+    )
 
 
 def describable(

@@ -52,6 +52,7 @@ from pykraft.quorum.auth import (
     BrokerBinding,
     ImageAuthorizer,
     Refusal,
+    check_group,
     check_route,
     describable,
 )
@@ -217,6 +218,11 @@ def guard(route: Route, handler: Handler) -> Handler:
                     _host(request),
                     access,
                     topic=_path_topic(request, access),
+                    group=(
+                        request.match_info["group"]
+                        if access.resource is ResourceOf.GROUP_IN_PATH
+                        else None
+                    ),
                 )
             )
         return await handler(request)
@@ -235,6 +241,14 @@ def require_topic(request: web.Request, access: Access, topic: str) -> None:
 def require_broker(request: web.Request, broker_id: int) -> None:
     """The caller must be broker ``broker_id``'s principal (``pykraft.broker.principal``)."""
     _raise_refusal(request.app[DOORS_KEY].binding.check(principal_of(request), broker_id))
+
+
+def require_group(request: web.Request, operation: str, group: str) -> None:
+    """``operation`` on consumer group ``group`` (a group named outside the path)."""
+    doors = request.app[DOORS_KEY]
+    _raise_refusal(
+        check_group(doors.authorizer, principal_of(request), _host(request), operation, group)
+    )
 
 
 def visible_topics(request: web.Request, names: Iterable[str]) -> set[str]:

@@ -18,12 +18,12 @@ import html
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
+from pykraft.quorum.console_journal import JournalRow
 from pykraft.quorum.console_views import (
     BrokerRow,
     ControllerRow,
     GroupOffsetRow,
     GroupRow,
-    JournalRow,
     PartitionRow,
     TopicPage,
     TopicRow,
@@ -98,6 +98,10 @@ def topic_href(name: str) -> str:
 
 
 def group_href(group: str) -> str:
+    """A group's page. The ids "." and ".." cannot be a path segment (a browser resolves them,
+    encoded or not: the URL standard treats "%2e" as a dot), so they go as ``?group=``."""
+    if group in (".", ".."):
+        return f"{PREFIX}/groups?group={quote(group, safe='')}"
     return f"{PREFIX}/groups/{quote(group, safe='')}"
 
 
@@ -254,16 +258,18 @@ def topic(name: str, topic_id: str, rows: Sequence[PartitionRow], current: int, 
     )
 
 
-def groups(rows: Sequence[GroupRow]) -> str:
-    return _table(
-        ("Group", "State", "Members", "Lag"),
-        (
+def groups(rows: Sequence[GroupRow], current: int = 1, pages: int = 1) -> str:
+    def row(r: GroupRow) -> str:
+        members = str(r.members) if r.known else '<span class="bad">not described</span>'
+        return (
             f'<tr><td><a href="{_e(group_href(r.group))}">{_e(r.group)}</a></td>'
-            f"<td>{_e(r.state)}</td><td class=n>{r.members}</td><td class=n>{_opt(r.lag)}</td></tr>"
-            for r in rows
-        ),
-        "No consumer group.",
+            f"<td>{_e(r.state)}</td><td class=n>{members}</td><td class=n>{_opt(r.lag)}</td></tr>"
+        )
+
+    table = _table(
+        ("Group", "State", "Members", "Lag"), (row(r) for r in rows), "No consumer group."
     )
+    return table + _pager(f"{PREFIX}/groups", current, pages)
 
 
 def group(state: str, rows: Sequence[GroupOffsetRow]) -> str:
@@ -281,14 +287,25 @@ def group(state: str, rows: Sequence[GroupOffsetRow]) -> str:
         ),
         (
             f'<tr><td><a href="{_e(topic_href(r.topic))}">{_e(r.topic)}</a></td>'
-            f"<td class=n>{r.partition}</td><td class=n>{_opt(r.current_offset)}</td>"
-            f"<td class=n>{_opt(r.log_end_offset)}</td><td class=n>{_opt(r.lag)}</td>"
+            f"<td class=n>{r.partition}</td><td class=n>{_offset(r.current_offset)}</td>"
+            f"<td class=n>{_offset(r.log_end_offset)}</td><td class=n>{_lag(r)}</td>"
             f"<td>{_e(r.consumer_id)}</td><td>{_e(r.host)}</td><td>{_e(r.client_id)}</td></tr>"
             for r in rows
         ),
         "The group has no committed offset and no member.",
     )
     return f"<p>State: <b>{_e(state)}</b></p>{table}"
+
+
+def _offset(value: int | None) -> str:
+    """An offset; a negative one (librdkafka's -1001 "invalid") is unknown, "-"."""
+    return "-" if value is None or value < 0 else _opt(value)
+
+
+def _lag(row: GroupOffsetRow) -> str:
+    if row.known:
+        return _opt(row.lag)
+    return '<span class="bad" title="an offset is unknown">-</span>'
 
 
 def _time(ms: int) -> str:

@@ -8,7 +8,7 @@ Bounds (STYLE.md §7), so a cluster of 10,000 partitions stays fast: the topic l
 over the image and shows ``TOPICS_PER_PAGE`` topics per page (the totals — partitions,
 under-replicated, offline — cover every topic); a topic's page lists at most
 ``PARTITIONS_PER_PAGE`` partitions per page; the journal shows the last ``JOURNAL_RECORDS``
-records of the retained window.
+records of the retained window (``console_journal``).
 
 Kafka's meanings: a partition is under-replicated when its ISR is smaller than its replica set
 (``Partition.isUnderReplicated``), offline when it has no leader (leader -1,
@@ -18,7 +18,6 @@ Kafka's meanings: a partition is under-replicated when its ISR is smaller than i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
@@ -32,16 +31,8 @@ from pykraft.metadata.image import (
 )
 
 TOPICS_PER_PAGE = 100
+GROUPS_PER_PAGE = 100
 PARTITIONS_PER_PAGE = 500
-JOURNAL_RECORDS = 200
-# The journal reads at most this many records back to find JOURNAL_RECORDS it shows: the
-# active controller appends a NoOpRecord every 500 ms (Kafka's metadata.max.idle.interval.ms),
-# which the journal hides unless asked.
-JOURNAL_SCAN_RECORDS = 5000
-NO_OP_RECORD = "NoOpRecord"
-# Fields of metadata records the console never shows: SCRAM's salt and keys (what a password
-# check needs), a delegation token's id (half of what a client authenticates with).
-REDACTED_FIELDS = frozenset({"salt", "storedKey", "serverKey", "tokenId"})
 NO_LEADER = -1
 
 
@@ -116,9 +107,21 @@ class GroupOffsetRow:
 
     @property
     def lag(self) -> int | None:
-        if self.current_offset is None or self.log_end_offset is None:
+        if not self.known:
             return None
+        assert self.current_offset is not None and self.log_end_offset is not None
         return max(0, self.log_end_offset - self.current_offset)
+
+    @property
+    def known(self) -> bool:
+        """Both offsets answered and valid: a negative offset (librdkafka's -1001, "invalid",
+        when the leader is down) is unknown, never a lag of 0."""
+        return (
+            self.current_offset is not None
+            and self.log_end_offset is not None
+            and self.current_offset >= 0
+            and self.log_end_offset >= 0
+        )
 
 
 @attrs.frozen
@@ -127,15 +130,8 @@ class GroupRow:
     state: str
     members: int
     lag: int | None  # the sum over its partitions; None when no partition's lag is known
-
-
-@attrs.frozen
-class JournalRow:
-    offset: int
-    epoch: int
-    append_time_ms: int
-    record_type: str
-    fields: str  # the record's other fields as JSON, secrets redacted
+    # False: listed but not described before the page's deadline (state from ListGroups).
+    known: bool = True
 
 
 @attrs.frozen
@@ -323,66 +319,46 @@ def total_lag(rows: Iterable[GroupOffsetRow]) -> int | None:
     return sum(lags) if lags else None
 
 
-def journal_rows(
-    batches: Iterable[tuple[int, int, int, Sequence[bytes]]],
-    limit: int = JOURNAL_RECORDS,
-    no_ops: bool = False,
-) -> tuple[JournalRow, ...]:
-    """The last ``limit`` records, newest first, of ``batches`` (base offset, epoch, append
-    time, the records' JSON lines as ``metadata.codec`` writes them), secrets redacted;
-    NoOpRecords only with ``no_ops``."""
-    rows: list[JournalRow] = []
-    for base_offset, epoch, append_time_ms, lines in batches:
-        for index, line in enumerate(lines):
-            record = json.loads(line)
-            record_type = str(record.pop("type", "?"))
-            if record_type == NO_OP_RECORD and not no_ops:
-                continue
-            record.pop("version", None)
-            for name in REDACTED_FIELDS.intersection(record):
-                record[name] = "(redacted)"
-            rows.append(
-                JournalRow(
-                    offset=base_offset + index,
-                    epoch=epoch,
-                    append_time_ms=append_time_ms,
-                    record_type=record_type,
-                    fields=json.dumps(record, separators=(", ", ": ")),
-                )
-            )
-    return tuple(reversed(rows[-limit:])) if limit > 0 else ()
+@attrs.frozen
+class RateSample:
+    """Counters per partition (log end offsets, or committed offsets summed over groups) at
+    ``now_ms``, taken after the brokers answered; ``complete`` False when some partitions were
+    not asked (the sampling bound) or did not answer."""
+
+    now_ms: int
+    offsets: Mapping[tuple[str, int], int]
+    complete: bool = True
 
 
 @attrs.frozen
-class RateSample:
-    """Per-broker counters (records appended, records committed) at ``now_ms``."""
+class Rates:
+    per_broker: Mapping[int, float]
+    # Some partition was in one sample only, or a sample was incomplete: the rates cover less.
+    partial: bool = False
 
-    now_ms: int
-    counters: Mapping[int, int]
 
-
-def rates_per_s(previous: RateSample | None, current: RateSample) -> dict[int, float]:
-    """Each broker's counter growth per second between two samples; none before a second
-    sample, none for a broker absent from either; a counter that went backwards (a leader moved,
-    a log truncated) counts as 0."""
+def rates_per_s(previous: RateSample | None, current: RateSample, image: MetadataImage) -> Rates:
+    """Records per second per broker between two samples: each partition's growth, only for
+    partitions in both samples, credited to its leader in ``image`` (the current one: a leader
+    move is no traffic); none before a second sample; an offset that went back (a truncated
+    log) counts 0."""
     if previous is None or current.now_ms <= previous.now_ms:
-        return {}
+        return Rates({})
     seconds = (current.now_ms - previous.now_ms) / 1000
-    return {
-        broker: max(0, count - previous.counters[broker]) / seconds
-        for broker, count in current.counters.items()
-        if broker in previous.counters
-    }
-
-
-def counters_by_leader(
-    image: MetadataImage, offsets: Mapping[tuple[str, int], int]
-) -> dict[int, int]:
-    """The sum of ``offsets`` (per topic partition) over the partitions each broker leads."""
-    totals = dict.fromkeys(image.cluster.brokers.keys(), 0)
-    for (topic_name, index), offset in offsets.items():
-        topic = image.topics.by_name.get(topic_name)
-        partition = None if topic is None else topic.partitions.get(index)
+    growth = dict.fromkeys(image.cluster.brokers.keys(), 0)
+    both = 0
+    for key, offset in current.offsets.items():
+        before = previous.offsets.get(key)
+        if before is None:
+            continue
+        both += 1
+        topic = image.topics.by_name.get(key[0])
+        partition = None if topic is None else topic.partitions.get(key[1])
         if partition is not None and partition.leader != NO_LEADER:
-            totals[partition.leader] = totals.get(partition.leader, 0) + offset
-    return totals
+            growth[partition.leader] = growth.get(partition.leader, 0) + max(0, offset - before)
+    partial = (
+        not (previous.complete and current.complete)
+        or both != len(current.offsets)
+        or both != len(previous.offsets)
+    )
+    return Rates({broker: count / seconds for broker, count in growth.items()}, partial)

@@ -1,44 +1,49 @@
 """The web console's routes (issue 16): HTML pages on the controller's HTTP port, read-only.
 
 Each handler gathers its inputs — the committed image (``node.view``), pysyncobj's status, the
-retained window, and what the brokers answer over the Kafka protocol (``console_kafka.Probe``,
-in a worker thread) — and hands them to the pure ``console_views`` and ``console_html``. Every
-page is behind the API's doors (``service_http.add_routes`` → ``auth_http.guard``): on a secure
-cluster an anonymous browser gets 401 with a Basic challenge, and the topic pages show only the
-topics the caller may DESCRIBE. Nothing here writes.
+retained window, and what the brokers answer over the Kafka protocol (``console_kafka.Probes``:
+the console's own small thread pool, one long-lived client, a cap, one deadline per page,
+concurrent loads of a page merged) — and hands them to the pure ``console_views``,
+``console_journal`` and ``console_html``. Every page is behind the API's doors
+(``service_http.add_routes`` → ``auth_http.guard``): on a secure cluster an anonymous browser
+gets 401 with a Basic challenge, the topic pages show only the topics the caller may DESCRIBE,
+a group's page needs DESCRIBE on the group, and rows of topics the caller may not DESCRIBE are
+dropped from the group pages and the journal. Nothing here writes.
 
-A page whose brokers cannot be asked (none running, no PLAINTEXT listener, a timeout) still
-renders what the controller knows, with a note saying why the rest is missing. The rate sampler
-(``RATES_KEY``) keeps the last counters of the brokers page so the next load shows per-second
-rates; its arithmetic is ``console_views.rates_per_s``.
+A page whose brokers cannot be asked (none running, no PLAINTEXT listener, the deadline, the
+console busy) still renders what the controller knows, with a note saying why the rest is
+missing. The rate sampler (``RATES_KEY``) keeps the last per-partition counters of the brokers
+page so the next load shows per-second rates; its arithmetic is ``console_views.rates_per_s``.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable
 
 import attrs
 from aiohttp import web
 
 from pykraft.metadata.api import routes
 from pykraft.metadata.api.errors import ErrorBody
+from pykraft.metadata.auth.images import AclsImage
 from pykraft.metadata.image import MetadataImage, TopicsImage
-from pykraft.quorum import console_html, console_views
-from pykraft.quorum.auth_http import visible_topics
+from pykraft.quorum import console_html, console_journal, console_views
+from pykraft.quorum.auth_http import principal_of, require_group, visible_topics
 from pykraft.quorum.console_kafka import (
+    MAX_SAMPLED_GROUPS,
+    MAX_SAMPLED_PARTITIONS,
+    Budget,
     Probe,
     ProbeError,
+    Probes,
     all_partitions,
-    bootstrap_servers,
+    committed_totals,
     group_partitions,
 )
 from pykraft.quorum.service_http import ErrorAnswer, add_routes, node_of
 from pykraft.quorum.service_quorum import quorum_description, raft_status
 
-T = TypeVar("T")
-PROBE_TIMEOUT_S = 3.0
+PROBES_KEY = web.AppKey("console_probes", Probes)
 
 
 @attrs.define
@@ -47,6 +52,11 @@ class RateSampler:
 
     appended: console_views.RateSample | None = None
     consumed: console_views.RateSample | None = None
+    # The rates between the last two samples (a merged or cached load shows them again).
+    rates: tuple[console_views.Rates, console_views.Rates] = (
+        console_views.Rates({}),
+        console_views.Rates({}),
+    )
 
 
 RATES_KEY = web.AppKey("console_rates", RateSampler)
@@ -67,6 +77,41 @@ class TopicRowsCache:
 
 
 TOPIC_ROWS_KEY = web.AppKey("console_topic_rows", TopicRowsCache)
+MAX_VISIBLE_SETS = 32
+
+
+@attrs.define
+class VisibleTopicsCache:
+    """The topics each (principal, host) may DESCRIBE, kept while the ACL image and the topics
+    image are the same objects (10,000 topics and 50 ACLs cost ~80 ms per load otherwise)."""
+
+    images: tuple[AclsImage, TopicsImage] | None = None
+    sets: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)
+
+    def of(
+        self, image: MetadataImage, who: tuple[str, str], ask: Callable[[Iterable[str]], set[str]]
+    ) -> frozenset[str]:
+        images = (image.acls, image.topics)
+        if (
+            self.images is None
+            or self.images[0] is not images[0]
+            or self.images[1] is not images[1]
+        ):
+            self.images, self.sets = images, {}
+        found = self.sets.get(who)
+        if found is None:
+            if len(self.sets) >= MAX_VISIBLE_SETS:
+                self.sets.pop(next(iter(self.sets)))
+            found = self.sets[who] = frozenset(ask(image.topics.by_name.keys()))
+        return found
+
+
+VISIBLE_KEY = web.AppKey("console_visible_topics", VisibleTopicsCache)
+
+
+def _visible(request: web.Request, image: MetadataImage) -> frozenset[str]:
+    who = (str(principal_of(request)), request.remote or "")
+    return request.app[VISIBLE_KEY].of(image, who, lambda names: visible_topics(request, names))
 
 
 def _html(text: str) -> web.Response:
@@ -80,31 +125,26 @@ def _page_number(request: web.Request) -> int:
         return 1
 
 
+def _notes(notes: Iterable[str]) -> str:
+    return "".join(console_html.note(text) for text in notes)
+
+
 def _render(request: web.Request, title: str, active: str, body: str) -> web.Response:
     cluster_id = node_of(request).config.cluster_id or ""
     return _html(console_html.page(title, active, body, cluster_id))
-
-
-async def _ask(image: MetadataImage, work: Callable[[Probe], T]) -> T:
-    """``work`` on a fresh Probe in a worker thread; ProbeError says why it failed."""
-    bootstrap = bootstrap_servers(image)
-
-    def run() -> T:
-        return work(Probe(bootstrap, PROBE_TIMEOUT_S))
-
-    return await asyncio.to_thread(run)
 
 
 async def overview(request: web.Request) -> web.Response:
     node = node_of(request)
     image = node.view.image
     quorum = quorum_description(node, await raft_status(node))
+    visible = _visible(request, image)
     body = console_html.overview(
         console_views.controller_rows(quorum),
         console_views.broker_rows(image),
         console_views.topic_page(
             image,
-            lambda names: visible_topics(request, names),
+            lambda names: set(visible.intersection(names)),
             rows=request.app[TOPIC_ROWS_KEY].rows_of(image),
         ),
         image.offset,
@@ -112,43 +152,71 @@ async def overview(request: web.Request) -> web.Response:
     return _render(request, "Cluster overview", console_html.PREFIX, body)
 
 
+Samples = tuple[console_views.RateSample, console_views.RateSample]
+
+
 async def brokers(request: web.Request) -> web.Response:
     node = node_of(request)
     image = node.view.image
     sampler = request.app[RATES_KEY]
-    now_ms = node.clock.monotonic_ms()
-    notes = ""
+    partitions = all_partitions(image)
+    asked = partitions[:MAX_SAMPLED_PARTITIONS]
 
-    def sample(probe: Probe) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-        groups = [group for group, _ in probe.list_groups()]
-        return probe.log_end_offsets(all_partitions(image)), probe.committed_totals(groups)
+    def sample(probe: Probe, budget: Budget) -> Samples:
+        groups = [group for group, _ in probe.list_groups(budget)]
+        ends = probe.log_end_offsets(asked, budget)
+        sampled = groups[:MAX_SAMPLED_GROUPS]
+        committed = probe.committed(sampled, budget)
+        now_ms = node.clock.monotonic_ms()  # after the answers: the rates' interval ends here
+        complete = len(ends) == len(partitions)
+        return (
+            console_views.RateSample(now_ms, ends, complete),
+            console_views.RateSample(
+                now_ms,
+                committed_totals(committed),
+                len(committed) == len(groups),
+            ),
+        )
 
+    notes: list[str] = []
     appended_rates: dict[int, float] = {}
     consumed_rates: dict[int, float] = {}
     try:
-        ends, committed = await _ask(image, sample)
+        (appended, consumed), notes = await request.app[PROBES_KEY].ask(("brokers",), image, sample)
     except ProbeError as error:
-        notes = console_html.note(f"Rates unavailable: {error}")
+        notes = [f"Rates unavailable: {error}"]
     else:
-        appended = console_views.RateSample(now_ms, console_views.counters_by_leader(image, ends))
-        consumed = console_views.RateSample(
-            now_ms, console_views.counters_by_leader(image, committed)
-        )
-        appended_rates = console_views.rates_per_s(sampler.appended, appended)
-        consumed_rates = console_views.rates_per_s(sampler.consumed, consumed)
-        sampler.appended, sampler.consumed = appended, consumed
+        if len(partitions) > len(asked):
+            notes = [
+                *notes,
+                f"Rates cover the first {len(asked):,} of {len(partitions):,} partitions.",
+            ]
+        if sampler.appended is not appended:  # a merged or cached load adds no sample
+            previous = (sampler.appended, sampler.consumed)
+            sampler.appended, sampler.consumed = appended, consumed
+            rates_in = console_views.rates_per_s(previous[0], appended, image)
+            rates_out = console_views.rates_per_s(previous[1], consumed, image)
+            sampler.rates = (rates_in, rates_out)
+        rates_in, rates_out = sampler.rates
+        appended_rates, consumed_rates = dict(rates_in.per_broker), dict(rates_out.per_broker)
         if not appended_rates:
-            notes = console_html.note("Rates appear from the next refresh on.")
+            notes = [*notes, "Rates appear from the next refresh on."]
+        elif rates_in.partial or rates_out.partial:
+            notes = [
+                *notes,
+                "Rates are partial: some partitions or groups were in one sample only.",
+            ]
     rows = console_views.broker_rows(image, appended_rates, consumed_rates)
-    body = notes + console_html.brokers_table(rows)
+    body = _notes(notes) + console_html.brokers_table(rows)
     return _render(request, "Brokers", f"{console_html.PREFIX}/brokers", body)
 
 
 async def topics(request: web.Request) -> web.Response:
     image = node_of(request).view.image
+    visible = _visible(request, image)
     listing = console_views.topic_page(
         image,
-        lambda names: visible_topics(request, names),
+        lambda names: set(visible.intersection(names)),
         _page_number(request),
         rows=request.app[TOPIC_ROWS_KEY].rows_of(image),
     )
@@ -170,77 +238,150 @@ async def topic(request: web.Request) -> web.Response:
     pages = console_views.page_count(len(found.partitions), console_views.PARTITIONS_PER_PAGE)
     current = min(_page_number(request), pages)
     shown = console_views.partition_rows(found, page=current)
-    notes = ""
+    asked = [(name, r.partition) for r in shown]
     ends: dict[int, int] = {}
     try:
-        answered = await _ask(
-            image, lambda probe: probe.log_end_offsets([(name, r.partition) for r in shown])
+        answered, notes = await request.app[PROBES_KEY].ask(
+            ("topic", name, current),
+            image,
+            lambda probe, budget: probe.log_end_offsets(asked, budget),
         )
         ends = {index: offset for (_, index), offset in answered.items()}
     except ProbeError as error:
-        notes = console_html.note(f"Log end offsets unavailable: {error}")
+        notes = [f"Log end offsets unavailable: {error}"]
     rows = console_views.partition_rows(found, ends, page=current)
-    body = notes + console_html.topic(name, found.topic_id, rows, current, pages)
+    body = _notes(notes) + console_html.topic(name, found.topic_id, rows, current, pages)
     return _render(request, f"Topic {name}", f"{console_html.PREFIX}/topics", body)
 
 
-async def groups(request: web.Request) -> web.Response:
-    image = node_of(request).view.image
+GroupAnswer = tuple[str, tuple[console_views.Member, ...], tuple[console_views.GroupOffsetRow, ...]]
 
-    def describe_all(probe: Probe) -> list[console_views.GroupRow]:
-        rows = []
-        for group, state in probe.list_groups()[: console_views.TOPICS_PER_PAGE]:
-            _, members = probe.describe_group(group)
-            committed = probe.committed(group)
-            ends = probe.log_end_offsets(sorted(group_partitions(members, committed)))
-            offsets = console_views.group_offset_rows(members, committed, ends)
-            rows.append(
-                console_views.GroupRow(group, state, len(members), console_views.total_lag(offsets))
-            )
-        return rows
+
+def _describe_groups(
+    probe: Probe, budget: Budget, listed: list[tuple[str, str]]
+) -> dict[str, GroupAnswer]:
+    """Every group of ``listed`` described at once, their offsets asked together, then one
+    ListOffsets for all their partitions; a group not described (or whose offsets did not
+    arrive) by the deadline is absent, with a note on the budget."""
+    names = [group for group, _ in listed]
+    described = probe.describe_groups(names, budget)
+    committed = probe.committed(names, budget)
+    wanted: set[tuple[str, int]] = set()
+    for group in names:
+        members = described.get(group, ("", ()))[1]
+        wanted |= group_partitions(members, committed.get(group, {}))
+    ends = probe.log_end_offsets(sorted(wanted), budget)
+    return {
+        group: (state, members, console_views.group_offset_rows(members, committed[group], ends))
+        for group, (state, members) in described.items()
+        if group in committed
+    }
+
+
+def _shown(
+    rows: Iterable[console_views.GroupOffsetRow], visible: frozenset[str]
+) -> tuple[console_views.GroupOffsetRow, ...]:
+    return tuple(row for row in rows if row.topic in visible)
+
+
+async def groups(request: web.Request) -> web.Response:
+    if "group" in request.query:  # a group id a path cannot carry ("." and "..")
+        return await _group_page(request, request.query["group"], checked=False)
+    image = node_of(request).view.image
+    current = _page_number(request)
+
+    def describe_page(
+        probe: Probe, budget: Budget
+    ) -> tuple[int, list[tuple[str, str]], dict[str, GroupAnswer]]:
+        listed = probe.list_groups(budget)
+        per_page = console_views.GROUPS_PER_PAGE
+        pages = console_views.page_count(len(listed), per_page)
+        page = min(current, pages)
+        shown = listed[(page - 1) * per_page : page * per_page]
+        return pages, shown, _describe_groups(probe, budget, shown)
 
     try:
-        body = console_html.groups(await _ask(image, describe_all))
+        (pages, listed, answers), notes = await request.app[PROBES_KEY].ask(
+            ("groups", current), image, describe_page
+        )
     except ProbeError as error:
         body = console_html.note(f"Consumer groups unavailable: {error}")
+    else:
+        visible = _visible(request, image)
+        rows = []
+        for group_id, listed_state in listed:
+            if group_id not in answers:  # not described in time: what ListGroups said
+                rows.append(console_views.GroupRow(group_id, listed_state, 0, None, known=False))
+                continue
+            state, members, offsets = answers[group_id]
+            lag = console_views.total_lag(_shown(offsets, visible))
+            rows.append(console_views.GroupRow(group_id, state, len(members), lag))
+        body = _notes(notes) + console_html.groups(rows, min(current, pages), pages)
     return _render(request, "Consumer groups", f"{console_html.PREFIX}/groups", body)
 
 
 async def group(request: web.Request) -> web.Response:
-    image = node_of(request).view.image
-    group_id = request.match_info["group"]
+    return await _group_page(request, request.match_info["group"], checked=True)
 
-    def describe(probe: Probe) -> tuple[str, tuple[console_views.GroupOffsetRow, ...]]:
-        state, members = probe.describe_group(group_id)
-        committed = probe.committed(group_id)
-        ends = probe.log_end_offsets(sorted(group_partitions(members, committed)))
-        return state, console_views.group_offset_rows(members, committed, ends)
+
+async def _group_page(request: web.Request, group_id: str, *, checked: bool) -> web.Response:
+    if not checked:
+        require_group(request, "DESCRIBE", group_id)
+    image = node_of(request).view.image
+
+    def describe(probe: Probe, budget: Budget) -> GroupAnswer:
+        answer = _describe_groups(probe, budget, [(group_id, "?")])
+        if group_id not in answer:
+            raise ProbeError(budget.notes[0] if budget.notes else "The group was not described.")
+        return answer[group_id]
 
     try:
-        state, rows = await _ask(image, describe)
-        body = console_html.group(state, rows)
+        (state, _, rows), notes = await request.app[PROBES_KEY].ask(
+            ("group", group_id), image, describe
+        )
+        shown = _shown(rows, _visible(request, image))
+        body = _notes(notes) + console_html.group(state, shown)
     except ProbeError as error:
         body = console_html.note(f"Consumer group unavailable: {error}")
     return _render(request, f"Consumer group {group_id}", f"{console_html.PREFIX}/groups", body)
 
 
 async def journal(request: web.Request) -> web.Response:
-    window = node_of(request).view.window
+    node = node_of(request)
+    window = node.view.window
+    image = node.view.image
     no_ops = request.query.get("noop") == "1"
-    scan = console_views.JOURNAL_SCAN_RECORDS if not no_ops else console_views.JOURNAL_RECORDS
+    scan = console_journal.JOURNAL_SCAN_RECORDS if not no_ops else console_journal.JOURNAL_RECORDS
     start = max(window.start_offset, window.next_offset - scan)
     read = window.read(start, scan)
-    rows = console_views.journal_rows(
-        ((b.base_offset, b.epoch, b.append_time_ms, b.records) for b in read.batches),
+    visible = _visible(request, image)
+    listing = console_journal.journal_rows(
+        [(b.base_offset, b.epoch, b.append_time_ms, b.records) for b in read.batches],
         no_ops=no_ops,
+        visible=visible.__contains__,
+        topic_names={topic_id: t.name for topic_id, t in image.topics.by_id.items()},
     )
-    body = console_html.journal(rows, window.start_offset, window.next_offset, no_ops)
+    notes = ""
+    if listing.hidden:
+        notes = console_html.note(
+            f"{listing.hidden:,} records about topics you may not DESCRIBE are not shown."
+        )
+    body = notes + console_html.journal(
+        listing.rows, window.start_offset, window.next_offset, no_ops
+    )
     return _render(request, "Metadata journal", f"{console_html.PREFIX}/journal", body)
 
 
-def add_console_routes(app: web.Application) -> None:
+async def _close_probes(app: web.Application) -> None:
+    app[PROBES_KEY].close()
+
+
+def add_console_routes(app: web.Application, probes: Probes | None = None) -> None:
+    app[PROBES_KEY] = probes or Probes()
     app[RATES_KEY] = RateSampler()
     app[TOPIC_ROWS_KEY] = TopicRowsCache()
+    app[VISIBLE_KEY] = VisibleTopicsCache()
+    app.on_cleanup.append(_close_probes)
     add_routes(
         app,
         [

@@ -98,6 +98,7 @@ _STATUS: dict[Errors, int] = {
     Errors.SASL_AUTHENTICATION_FAILED: 401,
     Errors.CLUSTER_AUTHORIZATION_FAILED: 403,
     Errors.TOPIC_AUTHORIZATION_FAILED: 403,
+    Errors.GROUP_AUTHORIZATION_FAILED: 403,
 }
 NO_LEADER_STATUS = 503
 # Errors of the HTTP API itself, not Kafka's (their names are the body's ``error``).

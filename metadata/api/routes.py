@@ -45,6 +45,8 @@ class ResourceOf(enum.Enum):
     CONFIG_IN_PATH = "config_in_path"
     # The answer lists only the topics the caller may DESCRIBE (Kafka's Metadata hides the rest).
     TOPICS_LISTED = "topics_listed"
+    # The consumer group named by the path's ``{group}`` (Kafka's GROUP resource).
+    GROUP_IN_PATH = "group_in_path"
 
 
 @attrs.frozen
@@ -242,9 +244,12 @@ ROUTES: tuple[Route, ...] = (
 
 # The web console (issue 16, ``quorum/service_console.py``): HTML pages, read-only, under the
 # same doors as the API's reads. Not part of the JSON API (``ROUTES``, the OpenAPI document).
-# Consumer groups need DESCRIBE on the cluster: the routes table has no group resource, and the
-# stricter check is the safe one. The journal shows metadata records (secrets redacted), which
-# a caller with DESCRIBE on the cluster may read as DescribeCluster/DescribeQuorum answers.
+# The group list needs DESCRIBE on the cluster (Kafka's ListGroups then lists every group); a
+# group's page needs DESCRIBE on that group (DescribeGroups, OffsetFetch), and both drop the
+# rows of topics the caller may not DESCRIBE. The journal shows metadata records — broker and
+# topic configs, client quotas, ACLs, SCRAM users — so it needs DESCRIBE_CONFIGS on the cluster,
+# what Kafka's DescribeConfigs (broker) and DescribeClientQuotas need; sensitive values are
+# redacted, records of topics the caller may not DESCRIBE dropped (quorum/console_journal.py).
 CONSOLE_OVERVIEW = Route("GET", "/console", access=DESCRIBE_CLUSTER)
 CONSOLE_BROKERS = Route("GET", "/console/brokers", access=DESCRIBE_CLUSTER)
 CONSOLE_TOPICS = Route(
@@ -254,8 +259,12 @@ CONSOLE_TOPIC = Route(
     "GET", "/console/topics/{name}", access=Access("DESCRIBE", ResourceOf.TOPIC_IN_PATH)
 )
 CONSOLE_GROUPS = Route("GET", "/console/groups", access=DESCRIBE_CLUSTER)
-CONSOLE_GROUP = Route("GET", "/console/groups/{group}", access=DESCRIBE_CLUSTER)
-CONSOLE_JOURNAL = Route("GET", "/console/journal", access=DESCRIBE_CLUSTER)
+CONSOLE_GROUP = Route(
+    "GET", "/console/groups/{group}", access=Access("DESCRIBE", ResourceOf.GROUP_IN_PATH)
+)
+CONSOLE_JOURNAL = Route(
+    "GET", "/console/journal", access=Access("DESCRIBE_CONFIGS", ResourceOf.CLUSTER)
+)
 CONSOLE_ROUTES: tuple[Route, ...] = (
     CONSOLE_OVERVIEW,
     CONSOLE_BROKERS,

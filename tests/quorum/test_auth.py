@@ -26,6 +26,7 @@ from pykraft.protocol.errors import Errors
 from pykraft.quorum.auth import (
     CLUSTER,
     CLUSTER_NAME,
+    GROUP,
     TOPIC,
     BrokerBinding,
     BrokerBindingError,
@@ -158,6 +159,24 @@ def test_topic_routes_are_authorized_on_the_topic_only() -> None:
     check(routes.CREATE_PARTITIONS, ADMIN, [cluster(ADMIN, "ALTER")], TOPIC_DENIED, "orders")
     check(routes.DESCRIBE_TOPIC, ALICE, [topic(ALICE, "DESCRIBE", "orders")], OK, "orders")
     check(routes.DESCRIBE_TOPIC, ALICE, [], TOPIC_DENIED, "orders")
+
+
+def test_a_console_group_page_needs_describe_on_that_group() -> None:
+    page = routes.CONSOLE_GROUP.access
+    authorizer = TableAuthorizer(frozenset({(ALICE, "DESCRIBE", GROUP, "readers")}))
+    assert check_route(authorizer, ALICE, "h", page, group="readers") is None
+    refusal = check_route(authorizer, ALICE, "h", page, group="writers")
+    assert refusal is not None and refusal.error is Errors.GROUP_AUTHORIZATION_FAILED
+    # DESCRIBE on the cluster does not open a group's offsets and members.
+    admin = TableAuthorizer(frozenset({cluster(ADMIN, "DESCRIBE")}))
+    refusal = check_route(admin, ADMIN, "h", page, group="readers")
+    assert refusal is not None and refusal.error is Errors.GROUP_AUTHORIZATION_FAILED
+
+
+def test_the_console_journal_needs_describe_configs_on_the_cluster() -> None:
+    journal = routes.CONSOLE_JOURNAL
+    check(journal, ADMIN, [cluster(ADMIN, "DESCRIBE_CONFIGS")], OK)
+    check(journal, ALICE, [cluster(ALICE, "DESCRIBE")], CLUSTER_DENIED)
 
 
 def test_configs_are_authorized_on_the_topic_or_on_the_cluster_for_brokers() -> None:

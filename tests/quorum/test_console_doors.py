@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import attrs
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
@@ -46,3 +47,39 @@ def test_an_anonymous_browser_is_asked_to_log_in(path: str) -> None:
     assert response.headers["WWW-Authenticate"] == 'Basic realm="pykraft"'
     assert isinstance(response.body, bytes)
     assert json.loads(response.body)["error"] == "SASL_AUTHENTICATION_FAILED"
+
+
+@attrs.frozen
+class ClusterDescribeOnly:
+    """ACLs granting DESCRIBE on the cluster only: no group, no topic, no DESCRIBE_CONFIGS."""
+
+    def authorize(
+        self, principal: object, host: str, operation: str, resource_type: str, name: str
+    ) -> bool:
+        return resource_type == "CLUSTER" and operation == "DESCRIBE"
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("/console/groups/readers", "GROUP_AUTHORIZATION_FAILED"),
+        ("/console/groups?group=..", "GROUP_AUTHORIZATION_FAILED"),  # the dot-only ids' form
+        ("/console/journal", "CLUSTER_AUTHORIZATION_FAILED"),  # needs DESCRIBE_CONFIGS
+    ],
+)
+def test_describe_on_the_cluster_opens_no_group_and_no_journal(path: str, error: str) -> None:
+    app = web.Application()
+    app[DOORS_KEY] = Doors(
+        tls=False, mapping_rules=(), authorizer=ClusterDescribeOnly(), binding=BrokerBinding()
+    )
+    add_console_routes(app)  # no NODE_KEY: a handler that got past its check would fail
+
+    async def answer() -> web.StreamResponse:
+        probe = make_mocked_request("GET", path, app=app)
+        match = await app.router.resolve(probe)
+        request = make_mocked_request("GET", path, app=app, match_info=match)
+        return await error_middleware(request, match.handler)
+
+    response = asyncio.run(answer())
+    assert isinstance(response, web.Response) and isinstance(response.body, bytes)
+    assert (response.status, json.loads(response.body)["error"]) == (403, error)

@@ -5,11 +5,13 @@ test_console_browser.py loads the pages in Chromium)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 import attrs
 from immutables import Map
 
 from pykraft.metadata.api.admin import QuorumDescription, RaftStatus, VoterStatus
+from pykraft.metadata.auth.images import AclsImage
 from pykraft.metadata.image import (
     BrokerRegistration,
     ClusterImage,
@@ -20,26 +22,27 @@ from pykraft.metadata.image import (
 )
 from pykraft.metadata.records import BrokerEndpoint
 from pykraft.quorum import console_html
+from pykraft.quorum.console_journal import journal_rows
 from pykraft.quorum.console_views import (
     ControllerRow,
     GroupOffsetRow,
+    GroupRow,
     Member,
     PartitionRow,
+    Rates,
     RateSample,
     TopicRow,
     broker_rows,
     broker_state,
     controller_rows,
-    counters_by_leader,
     group_offset_rows,
-    journal_rows,
     partition_rows,
     rates_per_s,
     topic_page,
     topic_row,
     total_lag,
 )
-from pykraft.quorum.service_console import TopicRowsCache
+from pykraft.quorum.service_console import TopicRowsCache, VisibleTopicsCache
 
 
 def partition(
@@ -158,29 +161,141 @@ def test_journal_rows_newest_first_with_secrets_redacted() -> None:
     ).encode()  # fmt: skip
     topic_record = b'{"type":"TopicRecord","version":0,"name":"orders","topicId":"x"}'
     rows = journal_rows([(10, 2, 0, (topic_record,)), (11, 2, 5, (scram, topic_record))], limit=2)
-    assert [(r.offset, r.record_type) for r in rows] == [
+    assert [(r.offset, r.record_type) for r in rows.rows] == [
         (12, "TopicRecord"),
         (11, "UserScramCredentialRecord"),
     ]
-    assert "AAA" not in rows[1].fields and "c2FsdA" not in rows[1].fields
-    assert json.loads(rows[1].fields)["storedKey"] == "(redacted)"
-    assert json.loads(rows[0].fields) == {"name": "orders", "topicId": "x"}
+    assert "AAA" not in rows.rows[1].fields and "c2FsdA" not in rows.rows[1].fields
+    assert json.loads(rows.rows[1].fields)["storedKey"] == "(redacted)"
+    assert json.loads(rows.rows[0].fields) == {"name": "orders", "topicId": "x"}
     no_op = b'{"type":"NoOpRecord","version":0}'
-    assert [r.offset for r in journal_rows([(5, 1, 0, (topic_record, no_op))])] == [5]
-    assert [r.offset for r in journal_rows([(5, 1, 0, (topic_record, no_op))], no_ops=True)] == [
-        6,
-        5,
+    assert [r.offset for r in journal_rows([(5, 1, 0, (topic_record, no_op))]).rows] == [5]
+    with_no_ops = journal_rows([(5, 1, 0, (topic_record, no_op))], no_ops=True)
+    assert [r.offset for r in with_no_ops.rows] == [6, 5]
+
+
+def config(resource_type: int, resource: str, name: str, value: str | None) -> bytes:
+    return json.dumps(
+        {"type": "ConfigRecord", "version": 0, "resourceType": resource_type,
+         "resourceName": resource, "name": name, "value": value}
+    ).encode()  # fmt: skip
+
+
+def test_journal_redacts_config_values_describe_configs_would_hide() -> None:
+    records = (
+        config(4, "1", "listener.name.internal.ssl.keystore.password", "hunter2"),
+        config(4, "", "ssl.key.password", "hunter3"),  # a PASSWORD key
+        config(4, "1", "some.plugin.secret", "hunter4"),  # unknown to the broker's definitions
+        config(4, "1", "log.retention.ms", "1000"),
+        config(2, "orders", "retention.ms", "2000"),
+        config(4, "1", "ssl.key.password", None),  # a deletion has nothing to hide
+        json.dumps(
+            {"type": "DelegationTokenRecord", "owner": "User:alice", "renewers": ["User:bob"],
+             "requester": "User:alice", "tokenId": "t1", "expirationTimestamp": 5}
+        ).encode(),
+    )  # fmt: skip
+    rows = journal_rows([(0, 1, 0, records)]).rows
+    fields = [json.loads(r.fields) for r in reversed(rows)]
+    assert [f.get("value") for f in fields[:6]] == [
+        "(redacted)",
+        "(redacted)",
+        "(redacted)",
+        "1000",
+        "2000",
+        None,
     ]
+    assert "hunter" not in "".join(r.fields for r in rows)
+    assert fields[6]["owner"] == fields[6]["requester"] == fields[6]["renewers"] == "(redacted)"
+    assert fields[6]["expirationTimestamp"] == 5
+
+
+def test_journal_drops_records_of_topics_the_caller_may_not_describe() -> None:
+    records = (
+        b'{"type":"TopicRecord","name":"secret","topicId":"s"}',
+        b'{"type":"PartitionRecord","partitionId":0,"topicId":"s"}',
+        config(2, "secret", "retention.ms", "1"),
+        b'{"type":"TopicRecord","name":"public","topicId":"p"}',
+        b'{"type":"PartitionChangeRecord","partitionId":0,"topicId":"p","leader":2}',
+        b'{"type":"PartitionRecord","partitionId":0,"topicId":"gone"}',  # a deleted topic
+        b'{"type":"FeatureLevelRecord","name":"metadata.version","featureLevel":21}',
+    )
+    listing = journal_rows(
+        [(0, 1, 0, records)],
+        visible={"public"}.__contains__,
+        topic_names={"s": "secret", "p": "public"},
+    )
+    assert [r.offset for r in listing.rows] == [6, 4, 3]
+    assert listing.hidden == 4
+    assert "secret" not in "".join(r.fields for r in listing.rows)
+
+
+def test_journal_walks_from_the_newest_and_stops_at_the_rows_shown() -> None:
+    # The older batch is not JSON: a walk that parsed the whole window would fail on it.
+    shown = b'{"type":"TopicRecord","name":"t","topicId":"x"}'
+    listing = journal_rows([(0, 1, 0, (b"not json",)), (1, 1, 0, (shown,) * 3)], limit=3)
+    assert [r.offset for r in listing.rows] == [3, 2, 1]
 
 
 def test_rates_per_second_between_two_samples() -> None:
     snapshot = image(topic("t", partition((1,), (1,), 1), partition((2,), (2,), 2)))
-    first = RateSample(1_000, counters_by_leader(snapshot, {("t", 0): 10, ("t", 1): 4}))
-    second = RateSample(3_000, counters_by_leader(snapshot, {("t", 0): 30, ("t", 1): 2}))
-    assert rates_per_s(None, first) == {}
-    assert rates_per_s(first, second) == {1: 10.0, 2: 0.0}  # a counter going back counts 0
-    assert rates_per_s(second, second) == {}
-    assert counters_by_leader(snapshot, {("gone", 0): 5}) == {1: 0, 2: 0}
+    first = RateSample(1_000, {("t", 0): 10, ("t", 1): 4})
+    second = RateSample(3_000, {("t", 0): 30, ("t", 1): 2})
+    assert rates_per_s(None, first, snapshot) == Rates({})
+    # An offset going back (a truncated log) counts 0.
+    assert rates_per_s(first, second, snapshot) == Rates({1: 10.0, 2: 0.0})
+    assert rates_per_s(second, second, snapshot) == Rates({})
+
+
+def test_rates_follow_partitions_not_brokers_across_a_leader_move() -> None:
+    before = image(topic("t", partition((1, 2), (1, 2), 1), partition((2,), (2,), 2)))
+    after = image(topic("t", partition((1, 2), (1, 2), 2), partition((2,), (2,), 2)))
+    first = RateSample(1_000, {("t", 0): 1_000_000, ("t", 1): 50})
+    second = RateSample(2_000, {("t", 0): 1_000_000, ("t", 1): 60})
+    del before  # the leader of t-0 moved from 1 to 2 between the samples; nothing was produced
+    assert rates_per_s(first, second, after) == Rates({1: 0.0, 2: 10.0})
+    # A partition missing from one sample (its leader did not answer) is left out, and said.
+    missing = RateSample(3_000, {("t", 1): 70})
+    assert rates_per_s(second, missing, after) == Rates({1: 0.0, 2: 10.0}, partial=True)
+    back = RateSample(4_000, {("t", 0): 1_000_005, ("t", 1): 80})
+    assert rates_per_s(missing, back, after) == Rates({1: 0.0, 2: 10.0}, partial=True)
+    incomplete = RateSample(5_000, {("t", 0): 1_000_005, ("t", 1): 80}, complete=False)
+    assert rates_per_s(back, incomplete, after).partial
+
+
+def test_a_negative_offset_is_unknown_and_marked() -> None:
+    # librdkafka answers -1001 (invalid) when the partition's leader is down.
+    row = GroupOffsetRow("t", 0, 5, -1001, "m", "/h", "c")
+    assert row.lag is None and not row.known
+    assert total_lag([row, GroupOffsetRow("t", 1, 5, 8)]) == 3
+    html = console_html.group("Stable", [row])
+    assert "-1,001" not in html and "-1001" not in html
+    assert '<span class="bad" title="an offset is unknown">-</span>' in html
+
+
+def test_group_ids_a_browser_would_resolve_go_as_a_query() -> None:
+    assert console_html.group_href(".") == "/console/groups?group=."
+    assert console_html.group_href("..") == "/console/groups?group=.."
+    assert console_html.group_href("a.b") == "/console/groups/a.b"
+    html = console_html.groups([GroupRow("..", "Empty", 0, None)], 2, 3)
+    assert 'href="/console/groups?group=.."' in html
+    assert 'href="/console/groups?page=3"' in html and 'href="/console/groups?page=1"' in html
+
+
+def test_the_visible_topics_are_kept_per_caller_and_images() -> None:
+    cache = VisibleTopicsCache()
+    asked: list[str] = []
+
+    def ask(names: Iterable[str]) -> set[str]:
+        asked.append("x")
+        return {n for n in names if n != "b"}
+
+    first = image(topic("a", partition((1,), (1,), 1)), topic("b", partition((1,), (1,), 1)))
+    assert cache.of(first, ("User:alice", "h"), ask) == {"a"}
+    assert cache.of(attrs.evolve(first, offset=99), ("User:alice", "h"), ask) == {"a"}
+    assert len(asked) == 1
+    cache.of(first, ("User:bob", "h"), ask)  # another caller
+    cache.of(attrs.evolve(first, acls=attrs.evolve(AclsImage.EMPTY)), ("User:alice", "h"), ask)
+    assert len(asked) == 3
 
 
 def test_every_value_is_escaped() -> None:
