@@ -24,6 +24,11 @@ BARS_MAX = 30
 # Matplotlib's default palette: blue for leaders / expands, orange for replicas, red for shrinks.
 COLOURS = {"leaders": "#1f77b4", "replicas": "#ff7f0e", "shrinks": "#d62728", "expands": "#2ca02c"}
 DPI = 100
+WIDTH_MAX_INCHES = 16.0  # a laptop screen at DPI; more bars get thinner, not wider
+# Bars a chart labels with their values at most (beyond, the labels overlap); over this many
+# the axis and the tables carry the numbers.
+VALUE_LABELS_MAX = 64
+ISR_BUCKETS_MAX = 20
 
 Row = Mapping[str, Any]
 
@@ -45,7 +50,7 @@ class SizeBars:
     sizes: tuple[int, ...]
 
 
-def isr_timeline(changes: Sequence[Row], buckets_max: int = BARS_MAX) -> IsrTimeline:
+def isr_timeline(changes: Sequence[Row], buckets_max: int = ISR_BUCKETS_MAX) -> IsrTimeline:
     """Count the changes that shrank or expanded an ISR, per distinct time (or offset when
     a record has no timestamp), grouped into at most ``buckets_max`` equal-width buckets."""
     counted = [c for c in changes if c["shrink"] or c["expand"]]
@@ -158,7 +163,7 @@ def human_bytes(size: int) -> str:
 
 def broker_load_chart(load: Sequence[Row]) -> bytes:
     """Grouped bars: leaders and replicas per broker id, each bar labelled with its count."""
-    ids = [f"broker {row['broker_id']}" + (" (fenced)" if row["fenced"] else "") for row in load]
+    ids = [f"broker {row['broker_id']}" + ("\n(fenced)" if row["fenced"] else "") for row in load]
     series = {
         "leaders": [int(row["leaders"]) for row in load],
         "replicas": [int(row["replicas"]) for row in load],
@@ -192,10 +197,21 @@ def partition_sizes_chart(bars: SizeBars) -> bytes:
     axes.bar_label(drawn, [human_bytes(s) for s in bars.sizes], padding=3, fontsize=9)
     axes.set_yticks(positions, list(bars.labels), fontsize=9)
     axes.invert_yaxis()  # first name on top, as a table reads
-    axes.set_xlabel("bytes on disk (segment files)")
+    axes.set_xticks(_byte_ticks(max(bars.sizes)))
+    axes.xaxis.set_major_formatter(lambda value, _: human_bytes(int(value)))
     axes.set_xlim(0, max([*bars.sizes, 1]) * 1.25)  # room for the labels
+    axes.set_xlabel("bytes on disk (segment files)")
     axes.set_title(bars.title)
     return _png(plt, figure)
+
+
+def _byte_ticks(largest: int) -> list[int]:
+    """About five ticks at round multiples of a binary unit (0, 50 MiB, 100 MiB, …)."""
+    unit = 1
+    while unit * 1024 <= largest:
+        unit *= 1024
+    step = _round_width(max(1, -(-largest // (5 * unit))), timed=False) * unit
+    return list(range(0, largest + step, step))
 
 
 def _grouped_bars(
@@ -203,13 +219,18 @@ def _grouped_bars(
 ) -> bytes:
     plt = _pyplot()
     width = 0.8 / len(series)
-    figure, axes = plt.subplots(figsize=(max(5.0, 0.9 * len(labels) * len(series) + 2), 4.0))
+    bars = len(labels) * len(series)
+    width_inches = min(WIDTH_MAX_INCHES, max(5.0, 0.5 * bars + 2))
+    figure, axes = plt.subplots(figsize=(width_inches, 4.0))
     for number, (name, values) in enumerate(series.items()):
         offset = (number - (len(series) - 1) / 2) * width
         positions = [p + offset for p in range(len(labels))]
         drawn = axes.bar(positions, values, width, label=name, color=COLOURS[name])
-        axes.bar_label(drawn, padding=2, fontsize=9)
-    rotate = len(labels) > 6 or max(len(label) for label in labels) > 10
+        if bars <= VALUE_LABELS_MAX:
+            axes.bar_label(drawn, padding=2, fontsize=9 if bars <= 24 else 7)
+    # Slanted only when the labels would not fit side by side (about 10 characters an inch).
+    longest = max(len(line) for label in labels for line in label.splitlines())
+    rotate = longest * len(labels) > 8 * width_inches
     axes.set_xticks(
         list(range(len(labels))),
         labels,

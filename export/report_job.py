@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
@@ -312,9 +312,9 @@ def _run(
         collected[name] = tables[name].collect()
     if log_dirs is not None:
         progress(f"[{next(step)}/{steps}] measuring partition sizes in {log_dirs}")
-        sizes = [attrs.astuple(s) for s in replica_sizes(parse_log_dirs(log_dirs))]
-        tables[SIZES_TABLE] = spark.createDataFrame(sizes, SIZES_SCHEMA)
-        collected[SIZES_TABLE] = tables[SIZES_TABLE].collect()
+        sizes = replica_sizes(parse_log_dirs(log_dirs))  # the driver reads the log dirs
+        collected[SIZES_TABLE] = [Row(**attrs.asdict(size)) for size in sizes]
+        tables[SIZES_TABLE] = spark.createDataFrame(collected[SIZES_TABLE], SIZES_SCHEMA)
     progress(f"[{next(step)}/{steps}] writing the tables as Parquet to {store.uri}")
     store.mkdirs()
     write_tables(spark, tables, collected, store)

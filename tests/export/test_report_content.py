@@ -123,6 +123,14 @@ def test_human_bytes(size: int, text: str) -> None:
     assert human_bytes(size) == text
 
 
+def test_size_axis_ticks_are_round_in_binary_units() -> None:
+    from pykraft.export.report_charts import _byte_ticks
+
+    assert [human_bytes(t) for t in _byte_ticks(2215)] == ["0 B", "1.0 KiB", "2.0 KiB", "3.0 KiB"]
+    assert _byte_ticks(168 << 20) == [n * 50 << 20 for n in range(5)]
+    assert _byte_ticks(5) == [0, 1, 2, 3, 4, 5]
+
+
 def test_charts_are_pngs_that_grow_with_their_bars() -> None:
     load = [
         {"broker_id": b, "fenced": b == 4, "leaders": b, "replicas": 2 * b} for b in (1, 2, 3, 4)
