@@ -1,8 +1,9 @@
 """The report's charts as PNG bytes, from collected rows (no Spark here).
 
-Each chart labels its values on the bars and names its axes, so a reader needs no legend
-lookup to read a number. Rows are mappings (Spark ``Row`` objects or dicts) with the report
-tables' columns. The time series is pure data first (``isr_timeline``), then drawn.
+Each chart labels its values on the bars (while the labels fit) and names its axes, so a
+reader needs no axis lookup to read a number. Rows are mappings (Spark ``Row`` objects or
+dicts) with the report tables' columns. The time series is pure data first (``isr_timeline``),
+then drawn.
 
 * ``broker_load_chart``: leaders and replicas per broker (``broker_load``);
 * ``isr_changes_chart``: ISR shrinks and expands over time (``isr_changes``), by the metadata
@@ -19,7 +20,7 @@ from typing import Any
 
 import attrs
 
-# Bars a chart draws at most before it groups: beyond this, labels stop being legible.
+# Partitions the size chart shows one by one at most; beyond, it shows topics (at most as many).
 BARS_MAX = 30
 # Matplotlib's default palette: blue for leaders / expands, orange for replicas, red for shrinks.
 COLOURS = {"leaders": "#1f77b4", "replicas": "#ff7f0e", "shrinks": "#d62728", "expands": "#2ca02c"}
@@ -52,7 +53,8 @@ class SizeBars:
 
 def isr_timeline(changes: Sequence[Row], buckets_max: int = ISR_BUCKETS_MAX) -> IsrTimeline:
     """Count the changes that shrank or expanded an ISR, per distinct time (or offset when
-    a record has no timestamp), grouped into at most ``buckets_max`` equal-width buckets."""
+    a record has no timestamp); more distinct keys than ``buckets_max`` are grouped into about
+    as many buckets of a round width (``_round_width``), aligned to multiples of it."""
     counted = [c for c in changes if c["shrink"] or c["expand"]]
     timed = all(_epoch_ms(c["timestamp"]) > 0 for c in counted)
     keys = [_epoch_ms(c["timestamp"]) if timed else int(c["offset"]) for c in counted]

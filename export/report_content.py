@@ -20,6 +20,7 @@ from pykraft.export.report_html import Chart, Table, format_table, render_page
 SIZES_TABLE = "partition_sizes"  # with --log-dirs: one row per replica
 NO_SIZES = "partition sizes: not measured (the report reads metadata only; give --log-dirs)"
 CHART_FILE = "broker_load.png"
+SIZES_CHART_FILE = "partition_sizes.png"
 HTML_FILE = "report.html"
 SUMMARY_FILE = "summary.txt"
 _PARTITION_COLUMNS = ("topic", "partition", "leader", "replicas", "isr", "leader_epoch")
@@ -68,7 +69,7 @@ def report_charts(collected: dict[str, list[Any]]) -> list[Chart]:
     ]
     if SIZES_TABLE in collected:
         bars = size_bars(collected[SIZES_TABLE])
-        charts.append(Chart("Partition sizes", "partition_sizes.png", partition_sizes_chart(bars)))
+        charts.append(Chart("Partition sizes", SIZES_CHART_FILE, partition_sizes_chart(bars)))
     else:
         charts.append(Chart("Partition sizes", None, None, NO_SIZES))
     return charts

@@ -43,6 +43,7 @@ from pykraft.export.output_store import OutputStore
 from pykraft.export.report_content import (
     CHART_FILE,
     HTML_FILE,
+    SIZES_CHART_FILE,
     SIZES_TABLE,
     SUMMARY_FILE,
     page,
@@ -317,6 +318,9 @@ def _run(
         tables[SIZES_TABLE] = spark.createDataFrame(collected[SIZES_TABLE], SIZES_SCHEMA)
     progress(f"[{next(step)}/{steps}] writing the tables as Parquet to {store.uri}")
     store.mkdirs()
+    if log_dirs is None:  # no sizes from an earlier run with --log-dirs left beside these
+        store.delete(SIZES_TABLE)
+        store.delete(SIZES_CHART_FILE)
     write_tables(spark, tables, collected, store)
     progress(f"[{next(step)}/{steps}] drawing the charts")
     charts = report_charts(collected)
