@@ -7,11 +7,12 @@ Builds, in a scratch directory:
 * a broker's log dir: the ``clicks`` topic's partitions written by ``storage.PartitionLog``
   (several segments each, all four compression codecs) and its high-watermark checkpoint;
 
-then runs both jobs in one local Spark session — ``report`` (Parquet tables, a summary, a PNG
-chart) and ``export-topic`` twice, the second time after more records were committed, to show
-that a rerun exports only the new offsets. The same jobs from the command line:
+then runs both jobs in one local Spark session — ``report`` (Parquet tables, a summary, PNG
+charts and ``report.html`` holding them all) and ``export-topic`` twice, the second time after
+more records were committed, to show that a rerun exports only the new offsets. The same
+jobs from the command line:
 
-    pykraft spark report DATA/metadata --out DATA/report
+    pykraft spark report DATA/metadata --out DATA/report --log-dirs DATA/logs
     pykraft spark export-topic --log-dirs DATA/logs --topic clicks --out DATA/clicks
 
 No process runs here: the files are written directly. ``examples/spark_live_cluster.py`` runs
@@ -145,7 +146,7 @@ def main() -> int:
     clock = SystemClock()
     try:
         started = time.monotonic()
-        run_report(spark, data / "metadata", data / "report")
+        run_report(spark, data / "metadata", data / "report", log_dirs=str(data / "logs"))
         print()
         first = export_topic(
             spark, str(data / "logs"), TOPIC, data / TOPIC, wall_clock_ms=clock.wall_clock_ms

@@ -15,6 +15,8 @@ checkpoints — never a live process; imports ``storage`` and ``metadata``, neve
 * ``output_check``    a run's committed output holds exactly the rows it read, or nothing commits
 * ``job_args``        the jobs' command-line arguments (spark-submit's options, absolute inputs)
 * ``shipping``        the running pykraft package as a zip for the executors
+* ``report_charts``, ``report_html``, ``report_content``  the report's PNG charts, its HTML page
+  and what they show, from collected rows
 
 Spark side (thin): ``spark_schemas`` (explicit schemas), ``spark_sources`` (the
 ``pykraft-log`` and ``pykraft-metadata`` data sources, ``register(spark)``), ``session``

@@ -81,9 +81,21 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SNAPSHOT_DIR",
         help="a controller's metadata.log.dir, or a directory of snapshots",
     )
-    parser.add_argument("--out", required=True, type=absolute_path, help="output directory")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output directory or URI (hdfs://, s3a://, file:…) for the Parquet tables, the "
+        "charts, report.html and summary.txt",
+    )
     parser.add_argument(
         "--snapshot", default="latest", help="snapshot id or end offset (default: the latest)"
+    )
+    parser.add_argument(
+        "--log-dirs",
+        type=absolute_log_dirs,
+        default=None,
+        help="comma-separated log.dirs of the brokers (optional): adds each replica's size on "
+        "disk, as kafka-log-dirs --describe reports it; the driver reads them",
     )
     add_spark_arguments(parser)
 

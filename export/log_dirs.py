@@ -8,6 +8,10 @@ one replica per broker (``export.replica_choice``); and never log dirs of two cl
 same-named topics are different data. A log dir without ``meta.properties`` (copied without
 it, or written by a tool) is still readable: it just cannot be placed on a broker.
 
+``replica_sizes`` is what ``kafka-log-dirs --describe`` reports as each replica's ``size``: the
+bytes of its segment files (Kafka's ``UnifiedLog.size``, the DescribeLogDirs response's
+``PartitionSize``), read from the directory listing alone.
+
 ``measure_log_end_offset`` reads only batch headers of the last segment, from its last offset
 index entry on: a replica's log end offset is the next offset after its last whole batch (a
 torn tail ends the log there, as recovery would truncate it).
@@ -23,6 +27,7 @@ import attrs
 
 from pykraft.storage.batch_scan import read_batch_header
 from pykraft.storage.record_batch import CorruptRecordError
+from pykraft.storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
 
 META_PROPERTIES = "meta.properties"
 LOG_SUFFIX = ".log"
@@ -34,6 +39,17 @@ META_PROPERTIES_BYTES_MAX = 64 * 1024
 
 class LogScanError(ValueError):
     """The log dirs or the scan options cannot be used; the message names the path or option."""
+
+
+@attrs.frozen
+class ReplicaSize:
+    """One partition replica's bytes on disk; ``broker_id`` is None without meta.properties."""
+
+    topic: str
+    partition: int
+    broker_id: int | None
+    log_dir: str
+    size: int
 
 
 @attrs.frozen
@@ -111,6 +127,34 @@ def _properties(text: str) -> dict[str, str]:
         if cuts:
             values[stripped[: min(cuts)].strip()] = stripped[min(cuts) + 1 :].strip()
     return values
+
+
+def partition_dir(path: Path) -> TopicPartition | None:
+    """The partition a log dir's entry holds; None for anything else and for ``-delete`` and
+    ``-future`` directories (being deleted / a replica being moved), as Kafka's LogManager
+    skips them."""
+    if not path.is_dir() or is_deleted_dir(path.name) or is_future_dir(path.name):
+        return None
+    try:
+        return TopicPartition.parse_dir_name(path.name)
+    except ValueError:
+        return None
+
+
+def replica_sizes(log_dirs: Sequence[Path]) -> list[ReplicaSize]:
+    """Every live replica's segment bytes, per log dir (checked as a scan checks them)."""
+    sizes = []
+    for log_dir, identity in zip(log_dirs, check_log_dirs(log_dirs), strict=True):
+        for path in sorted(log_dir.iterdir()):
+            tp = partition_dir(path)
+            if tp is None:
+                continue
+            try:
+                size = sum(segment.stat().st_size for _, segment in list_segments(path))
+            except OSError as error:
+                raise LogScanError(f"{path}: cannot read: {error.strerror}") from None
+            sizes.append(ReplicaSize(tp.topic, tp.partition, identity.node_id, str(log_dir), size))
+    return sorted(sizes, key=lambda r: (r.topic, r.partition, r.log_dir))
 
 
 def list_segments(directory: Path) -> list[tuple[int, Path]]:

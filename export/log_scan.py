@@ -53,6 +53,7 @@ from pykraft.export.log_dirs import (
     check_log_dirs,
     list_segments,
     measure_log_end_offset,
+    partition_dir,
 )
 from pykraft.export.replica_choice import ReplicaCandidate, choose_replica, same_broker_duplicate
 from pykraft.export.segment_reader import SegmentSplit
@@ -63,7 +64,7 @@ from pykraft.storage.checkpoints import (
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
 )
-from pykraft.storage.topic_partition import TopicPartition, is_deleted_dir, is_future_dir
+from pykraft.storage.topic_partition import TopicPartition
 
 
 @attrs.frozen(order=True)
@@ -184,7 +185,7 @@ def _scan_log_dir(log_dir: Path, index: int, node_id: int | None) -> Iterator[_R
     high_watermarks = read_offset_checkpoint(log_dir / REPLICATION_CHECKPOINT)
     log_starts = read_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
     for path in sorted(log_dir.iterdir()):
-        tp = _topic_partition(path)
+        tp = partition_dir(path)
         if tp is not None:
             yield _Replica(
                 tp, path, index, node_id, log_starts.get(tp, 0), high_watermarks.get(tp, 0)
@@ -223,15 +224,6 @@ def _choose(replicas: list[_Replica], ignore_high_watermark: bool) -> PartitionL
     return PartitionLocation(
         only.topic_partition, only.directory, only.log_start_offset, only.high_watermark
     )
-
-
-def _topic_partition(path: Path) -> TopicPartition | None:
-    if not path.is_dir() or is_deleted_dir(path.name) or is_future_dir(path.name):
-        return None
-    try:
-        return TopicPartition.parse_dir_name(path.name)
-    except ValueError:
-        return None
 
 
 def plan_splits(

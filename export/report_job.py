@@ -10,9 +10,16 @@ with Spark SQL, and writes as Parquet under ``OUT/``:
 * ``under_replicated`` (a leader but fewer ISR members than replicas) and ``offline`` (no leader,
   or a leader that is fenced or not registered: Kafka's OfflinePartitionsCount);
 * ``topics``: partitions, replication factor, under-replicated, offline and config overrides;
-* ``isr_changes``: the ISR history of the retained metadata log's PartitionChange records.
+* ``isr_changes``: the retained metadata log's PartitionChange records, each with the ISR it
+  replaced and whether it shrank or expanded it;
+* ``partition_sizes`` (with ``--log-dirs``): each replica's segment bytes, as
+  ``kafka-log-dirs --describe`` reports them (``export.log_dirs.replica_sizes``).
 
-It also prints a summary table and draws ``broker_load.png`` (leaders and replicas per broker).
+``OUT`` is a directory or any Hadoop URI (``hdfs://``, ``s3a://``, ``file:``): the tables go
+through Spark's writers, the small files (the charts, ``report.html`` — summary, charts and
+every small table on one page — and ``summary.txt``, the printed summary) through the driver's
+``export.output_store``. What to show is ``export.report_content``'s (pure); each step is
+announced on stderr as it starts, under Spark's console progress bar when the CLI runs it.
 Runs as ``pykraft spark report SNAPSHOT_DIR --out DIR`` or with ``spark-submit
 export/report_job.py SNAPSHOT_DIR --out DIR``.
 """
@@ -21,14 +28,29 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+import attrs
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from pykraft.export.job_args import add_report_arguments, run_job
+from pykraft.export.log_dirs import parse_log_dirs, replica_sizes
+from pykraft.export.output_store import OutputStore
+from pykraft.export.report_content import (
+    CHART_FILE,
+    HTML_FILE,
+    SIZES_CHART_FILE,
+    SIZES_TABLE,
+    SUMMARY_FILE,
+    page,
+    position_text,
+    report_charts,
+    summary,
+)
 from pykraft.export.spark_sources import METADATA_FORMAT
 
 TABLES = (
@@ -49,10 +71,18 @@ SMALL_TABLES = (
     "offline",
     "isr_changes",
 )
-CHART_FILE = "broker_load.png"
-
+SIZES_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("broker_id", IntegerType(), True),
+        StructField("log_dir", StringType(), False),
+        StructField("size", LongType(), False),
+    ]
+)
 
 add_arguments = add_report_arguments
+__all__ = ["CHART_FILE", "HTML_FILE", "SIZES_TABLE", "SUMMARY_FILE", "TABLES", "run_report"]
 
 
 def _view(spark: SparkSession, root: Path, view: str, snapshot: str) -> DataFrame:
@@ -177,23 +207,52 @@ def _topics(
 
 
 def _isr_changes(spark: SparkSession, root: Path, snapshot: str) -> DataFrame:
+    """The retained log's PartitionChangeRecords, each with the ISR it replaced (from the
+    partition's previous PartitionRecord or change, in the snapshot or the log) and whether
+    it removed members (Kafka's IsrShrinksPerSec) or added them (IsrExpandsPerSec)."""
     records = (
         spark.read.format(METADATA_FORMAT)
         .option("snapshot", snapshot)
         .option("includeLog", "true")
         .load(str(root))
+        .where("record_type IN ('PartitionRecord', 'PartitionChangeRecord')")
     )
-    changes = records.where("source = 'log' AND record_type = 'PartitionChangeRecord'")
+    history = records.select(
+        "source",
+        "offset",
+        "epoch",
+        "timestamp",
+        "record_index",
+        "record_type",
+        F.coalesce("partition.topic_id", "partition_change.topic_id").alias("topic_id"),
+        F.coalesce("partition.partition_id", "partition_change.partition_id").alias("partition"),
+        F.coalesce("partition.isr", "partition_change.isr").alias("isr"),
+        F.col("partition_change.leader").alias("leader"),
+    )
+    # A snapshot's records (no offset) come before the log's; an absent ISR means unchanged.
+    before = (
+        Window.partitionBy("topic_id", "partition")
+        .orderBy(F.coalesce("offset", F.lit(-1)), "record_index")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    isr_before = F.last("isr", ignorenulls=True).over(before)
+    changes = history.withColumn("isr_before", isr_before).where(
+        "source = 'log' AND record_type = 'PartitionChangeRecord'"
+    )
     names = _view(spark, root, "topics", snapshot).select("topic", "topic_id")
+    changed = F.col("isr").isNotNull() & F.col("isr_before").isNotNull()
     return (
         changes.select(
             "offset",
             "epoch",
             "timestamp",
-            "partition_change.topic_id",
-            F.col("partition_change.partition_id").alias("partition"),
-            F.col("partition_change.isr").alias("isr"),
-            F.col("partition_change.leader").alias("leader"),
+            "topic_id",
+            "partition",
+            "isr_before",
+            "isr",
+            "leader",
+            (changed & (F.size(F.array_except("isr_before", "isr")) > 0)).alias("shrink"),
+            (changed & (F.size(F.array_except("isr", "isr_before")) > 0)).alias("expand"),
         )
         .join(names, "topic_id", "left")
         .orderBy("offset")
@@ -204,130 +263,95 @@ def write_tables(
     spark: SparkSession,
     tables: dict[str, DataFrame],
     collected: dict[str, list[Any]],
-    out_dir: Path,
+    store: OutputStore,
 ) -> None:
-    """Write every table; the small ones from their collected rows (no second computation)."""
-    for name in TABLES:
-        frame = tables[name]
+    """Write every table with Spark's writer; the small ones from their collected rows (no
+    second computation)."""
+    for name, frame in tables.items():
         if name in collected:
             frame = spark.createDataFrame(collected[name], frame.schema)
-        frame.coalesce(1).write.mode("overwrite").parquet(str(out_dir / name))
+        frame.coalesce(1).write.mode("overwrite").parquet(store.location(name))
 
 
-def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain aligned text table (what the summary prints)."""
-    cells = [[_cell(value) for value in row] for row in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    # Numbers align right, text left (decided by the first row's values).
-    right = [bool(rows) and _is_number(rows[0][i]) for i in range(len(columns))]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
-        ).rstrip()
-
-    return "\n".join([line(columns), *(line(row) for row in cells)])
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
-
-
-def draw_chart(load: Sequence[Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, never a window
-    import matplotlib.pyplot as plt
-
-    ids = [str(row["broker_id"]) for row in load]
-    positions = range(len(ids))
-    figure, axes = plt.subplots(figsize=(max(4.0, 1.2 * len(ids) + 2), 3.5))
-    axes.bar([p - 0.2 for p in positions], [row["leaders"] for row in load], 0.4, label="leaders")
-    axes.bar([p + 0.2 for p in positions], [row["replicas"] for row in load], 0.4, label="replicas")
-    axes.set_xticks(list(positions), ids)
-    axes.set_xlabel("broker")
-    axes.set_ylabel("partitions")
-    axes.set_title("Leaders and replicas per broker")
-    tallest = max([row["replicas"] for row in load] + [1])
-    axes.set_ylim(0, tallest * 1.3)  # room for the legend above the bars
-    axes.legend(loc="upper center", ncols=2)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+def _quiet(line: str) -> None:
+    pass
 
 
 def run_report(
-    spark: SparkSession, root: Path, out_dir: Path, snapshot: str = "latest"
+    spark: SparkSession,
+    root: Path,
+    out: str | Path,
+    snapshot: str = "latest",
+    *,
+    log_dirs: str | None = None,
+    progress: Callable[[str], None] = _quiet,
 ) -> dict[str, list[Any]]:
-    """Compute, write and summarise; returns the small tables as collected rows."""
+    """Compute, write and summarise; returns the small tables as collected rows. ``out`` is
+    a directory or any Hadoop URI (``export.output_store``); ``log_dirs`` (``log.dirs``
+    syntax) adds the replicas' sizes; ``progress`` is told each step as it starts."""
+    store = OutputStore(spark, str(out))
+    try:
+        return _run(spark, root, store, snapshot, log_dirs, progress)
+    finally:
+        store.close()
+
+
+def _run(
+    spark: SparkSession,
+    root: Path,
+    store: OutputStore,
+    snapshot: str,
+    log_dirs: str | None,
+    progress: Callable[[str], None],
+) -> dict[str, list[Any]]:
     tables = compute(spark, root, snapshot)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    collected = {name: tables[name].collect() for name in SMALL_TABLES}
-    write_tables(spark, tables, collected, out_dir)
-    draw_chart(collected["broker_load"], out_dir / CHART_FILE)
-    print(
-        summary(
-            tables["partitions"].select("snapshot_id", "end_offset").first(), collected, out_dir
-        )
-    )
+    steps = len(SMALL_TABLES) + 3 + (log_dirs is not None)
+    step = iter(range(1, steps + 1))
+    collected = {}
+    for name in SMALL_TABLES:
+        progress(f"[{next(step)}/{steps}] computing {name}")
+        collected[name] = tables[name].collect()
+    if log_dirs is not None:
+        progress(f"[{next(step)}/{steps}] measuring partition sizes in {log_dirs}")
+        sizes = replica_sizes(parse_log_dirs(log_dirs))  # the driver reads the log dirs
+        collected[SIZES_TABLE] = [Row(**attrs.asdict(size)) for size in sizes]
+        tables[SIZES_TABLE] = spark.createDataFrame(collected[SIZES_TABLE], SIZES_SCHEMA)
+    progress(f"[{next(step)}/{steps}] writing the tables as Parquet to {store.uri}")
+    store.mkdirs()
+    if log_dirs is None:  # no sizes from an earlier run with --log-dirs left beside these
+        store.delete(SIZES_TABLE)
+        store.delete(SIZES_CHART_FILE)
+    write_tables(spark, tables, collected, store)
+    progress(f"[{next(step)}/{steps}] drawing the charts")
+    charts = report_charts(collected)
+    for chart in charts:
+        if chart.file_name is not None and chart.png is not None:
+            store.write_replacing(chart.file_name, chart.png)
+    progress(f"[{next(step)}/{steps}] writing {HTML_FILE} and {SUMMARY_FILE}")
+    position = tables["partitions"].select("snapshot_id", "end_offset").first()
+    heading = f"pykraft report: {position_text(position)}"
+    files = [*tables, *(c.file_name for c in charts if c.file_name), HTML_FILE, SUMMARY_FILE]
+    text = summary(heading, collected, f"wrote {', '.join(files)} to {store.uri}")
+    store.write_replacing(HTML_FILE, page(heading, collected, charts).encode())
+    store.write_replacing(SUMMARY_FILE, text.encode() + b"\n")
+    print(text)
     return collected
 
 
-def summary(position: Any, collected: dict[str, list[Any]], out_dir: Path) -> str:
-    snapshot = (
-        "no partitions"
-        if position is None
-        else (f"snapshot {position['snapshot_id']} (end offset {position['end_offset']})")
-    )
-    load_columns = (
-        "broker_id",
-        "fenced",
-        "leaders",
-        "replicas",
-        "preferred_leaders",
-        "leader_imbalance",
-    )
-    topic_columns = (
-        "topic",
-        "partitions",
-        "replication_factor",
-        "under_replicated",
-        "offline",
-        "config_overrides",
-    )
-    skew_columns = ("metric", "min", "max", "mean", "max_over_mean")
-    parts = [
-        f"pykraft report: {snapshot}",
-        format_table(
-            load_columns, [[row[c] for c in load_columns] for row in collected["broker_load"]]
-        ),
-        format_table(
-            skew_columns, [[row[c] for c in skew_columns] for row in collected["broker_skew"]]
-        ),
-        format_table(
-            topic_columns, [[row[c] for c in topic_columns] for row in collected["topics"]]
-        ),
-        f"under-replicated partitions: {len(collected['under_replicated'])}   "
-        f"offline partitions: {len(collected['offline'])}   "
-        f"ISR changes in the retained log: {len(collected['isr_changes'])}",
-        f"wrote {', '.join(TABLES)} (Parquet) and {CHART_FILE} to {out_dir}",
-    ]
-    return "\n\n".join(parts)
-
-
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
-    run_report(spark, args.snapshot_dir, args.out, args.snapshot)
+    run_report(
+        spark,
+        args.snapshot_dir,
+        args.out,
+        args.snapshot,
+        log_dirs=args.log_dirs,
+        progress=_progress,
+    )
     return 0
+
+
+def _progress(line: str) -> None:
+    print(f"report: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

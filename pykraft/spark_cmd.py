@@ -1,6 +1,6 @@
 """``pykraft spark …``: the Spark jobs over snapshots and segment files.
 
-    pykraft spark report SNAPSHOT_DIR --out DIR [--snapshot ID] [SPARK OPTIONS]
+    pykraft spark report SNAPSHOT_DIR --out URI [--snapshot ID] [--log-dirs DIRS] [SPARK OPTIONS]
     pykraft spark export-topic --log-dirs DIRS --topic T --out URI
                                [--isolation-level read_committed|read_uncommitted] [SPARK OPTIONS]
     SPARK OPTIONS: --master URL --conf KEY=VALUE --py-files FILES --archives ARCHIVES
@@ -52,8 +52,8 @@ _JOBS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
     "report": (
         "pykraft.export.report_job",
         add_report_arguments,
-        "leaders, replicas, skew, under-replicated and offline partitions and ISR "
-        "history from a metadata snapshot",
+        "leaders, replicas, skew, under-replicated and offline partitions, ISR "
+        "history and partition sizes as tables, charts and one HTML page",
     ),
     "export-topic": (
         "pykraft.export.export_topic_job",

@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from pykraft.export.log_dirs import LogScanError, parse_log_dirs
+from pykraft.export.log_dirs import LogScanError, ReplicaSize, parse_log_dirs, replica_sizes
 from pykraft.export.log_scan import (
     LogFilter,
     Op,
@@ -73,6 +73,19 @@ def test_discovery_reads_checkpoints_and_skips_deleted_dirs(logs: LogFixture) ->
         for p in discover_partitions(logs.log_dirs)
     }
     assert found == {tp: (d, start, hw) for tp, (d, start, hw, _) in logs.partitions.items()}
+
+
+def test_replica_sizes_are_segment_bytes_as_kafka_log_dirs_reports(logs: LogFixture) -> None:
+    # DescribeLogDirs' PartitionSize is the log's size: its segment files, not the indexes.
+    expected = []
+    for tp, (directory, *_) in logs.partitions.items():
+        size = sum(p.stat().st_size for p in directory.glob("*.log"))
+        node_id = 1 if directory.parent == logs.log_dirs[0] else None  # b has no meta.properties
+        expected.append(ReplicaSize(tp.topic, tp.partition, node_id, str(directory.parent), size))
+    assert replica_sizes(logs.log_dirs) == sorted(expected, key=lambda r: (r.topic, r.partition))
+    assert all(r.size > 0 for r in expected)
+    with pytest.raises(LogScanError, match="is given twice"):
+        replica_sizes([logs.log_dirs[0], logs.log_dirs[0]])
 
 
 def test_missing_log_dir_and_log_dir_given_twice(tmp_path: Path, logs: LogFixture) -> None:

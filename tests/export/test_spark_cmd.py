@@ -30,7 +30,7 @@ def test_parser_builds_without_importing_pyspark() -> None:
     assert (args.spark_job, args.snapshot_dir, args.out, args.snapshot, args.master) == (
         "report",
         Path.cwd() / "snap",
-        Path.cwd() / "o",
+        "o",  # Spark qualifies it (any Hadoop URI)
         "latest",
         None,
     )
@@ -84,7 +84,7 @@ def test_user_message_finds_our_error_inside_a_spark_traceback() -> None:
 
 
 def test_summary_table_alignment() -> None:
-    from pykraft.export.report_job import format_table
+    from pykraft.export.report_html import format_table
 
     table = format_table(
         ("topic", "partitions", "imbalance", "fenced"),
@@ -124,7 +124,9 @@ def test_spark_submit_options_and_absolute_inputs(tmp_path: Path) -> None:
     assert args.conf == [("spark.executor.memory", "2g"), ("spark.x", "a=b")]
     assert (args.py_files, args.archives) == (["deps.zip", "more.py"], ["env.tar.gz#env"])
     report = parse(["report", "snap", "--out", "o"])
-    assert (report.snapshot_dir, report.out) == (Path.cwd() / "snap", Path.cwd() / "o")
+    assert (report.snapshot_dir, report.out, report.log_dirs) == (Path.cwd() / "snap", "o", None)
+    report = parse(["report", "snap", "--out", "hdfs://nn/r", "--log-dirs", "l1,/l2"])
+    assert (report.out, report.log_dirs) == ("hdfs://nn/r", f"{Path.cwd() / 'l1'},/l2")
     assert (report.conf, report.py_files, report.archives) == ([], [], [])
 
 

@@ -13,7 +13,14 @@ import pytest
 
 from pykraft.export.isolation import IsolationLevel
 from pykraft.export.manifest import MANIFEST_FILE, ExportedRange, load_manifest
-from pykraft.export.report_job import CHART_FILE, TABLES, run_report
+from pykraft.export.report_job import (
+    CHART_FILE,
+    HTML_FILE,
+    SIZES_TABLE,
+    SUMMARY_FILE,
+    TABLES,
+    run_report,
+)
 from pykraft.metadata.snapshot import load_snapshot
 from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import (
@@ -32,8 +39,17 @@ def test_report_matches_the_image(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     meta = build_metadata_dir(tmp_path / "meta")
+    logs = build_log_dirs(tmp_path / "logs")
     out = tmp_path / "report"
-    collected = run_report(spark, meta.metadata_dir, out)
+    steps: list[str] = []
+    # A file: URI goes through the Hadoop store (export.output_store) as hdfs:// or s3a:// would.
+    collected = run_report(
+        spark,
+        meta.metadata_dir,
+        f"file://{out}",
+        log_dirs=logs.log_dirs_option,
+        progress=steps.append,
+    )
     image = load_snapshot(meta.snapshot_paths[-1])
     partitions = {
         (t.name, p): reg for t in image.topics.by_name.values() for p, reg in t.partitions.items()
@@ -60,11 +76,34 @@ def test_report_matches_the_image(
     ]
     assert [r["offset"] for r in collected["isr_changes"]] == [o for o, _ in changes]
     assert all(r["topic"] == "orders" for r in collected["isr_changes"])
-    for name in TABLES:
+    # journal_batches: orders-0 shrinks to [1, 2] and expands back; orders-1 changes leader only.
+    assert [
+        (r["partition"], r["isr_before"], r["isr"], r["shrink"], r["expand"])
+        for r in collected["isr_changes"]
+    ] == [
+        (0, [1, 2, 3], [1, 2], True, False),
+        (0, [1, 2], [1, 2, 3], False, True),
+        (1, [2, 3, 1], None, False, False),
+        (2, [3, 1, 2], [1, 2], True, False),
+    ]
+    sizes = {(r["topic"], r["partition"]): r["size"] for r in collected[SIZES_TABLE]}
+    assert sizes == {
+        (tp.topic, tp.partition): sum(p.stat().st_size for p in d.glob("*.log"))
+        for tp, (d, *_) in logs.partitions.items()
+    }
+    for name in (*TABLES, SIZES_TABLE):
         assert list((out / name).glob("*.parquet")), name
-    assert (out / CHART_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for chart in (CHART_FILE, "isr_changes.png", "partition_sizes.png"):
+        assert (out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (out / HTML_FILE).read_text()
+    assert page.count("data:image/png;base64,") == 3
+    assert '<td>payments</td><td class="number">1</td>' in page  # the under-replicated one
+    assert "<td>audit-log</td>" in page  # a partition size
     printed = capsys.readouterr().out
     assert "under-replicated partitions: 1   offline partitions: 1" in printed
+    assert (out / SUMMARY_FILE).read_text() == printed
+    assert len(steps) == 10 and steps[-1] == "[10/10] writing report.html and summary.txt"
+    print(f"the report's page and charts: {out / HTML_FILE}")
 
 
 def parquet_rows(spark: Any, out: Path) -> list[tuple[Any, ...]]:

@@ -270,3 +270,28 @@ def test_report_on_a_fresh_cluster_reads_the_raft_journal(
     changes = pq.read_table(tmp_path / "report" / "isr_changes").to_pylist()
     expected = [n for n, r in enumerate(records) if isinstance(r, PartitionChangeRecord)]
     assert [row["offset"] for row in changes] == expected
+    assert "report: [1/9] computing broker_load" in done.stderr  # a line per step, as it starts
+    assert "report: [9/9] writing report.html and summary.txt" in done.stderr
+    assert_report_page(tmp_path / "report", image)
+
+
+def assert_report_page(out: Path, image: MetadataImage) -> None:
+    """report.html names every broker and every under-replicated partition; its charts are
+    PNGs that decode."""
+    from matplotlib import image as png_image
+
+    page = (out / "report.html").read_text()
+    for broker_id in image.cluster.brokers:
+        assert f'<tr><td class="number">{broker_id}</td>' in page
+    live = {b.id for b in image.cluster.brokers.values() if not b.fenced}
+    under = [
+        (t.name, n)
+        for t in image.topics.by_name.values()
+        for n, p in t.partitions.items()
+        if p.leader in live and len(p.isr) < len(p.replicas)
+    ]
+    section = page.split('<h3 id="under_replicated">')[1].split("<h3")[0]
+    assert under and all(f'<td>{t}</td><td class="number">{n}</td>' in section for t, n in under)
+    for chart in ("broker_load.png", "isr_changes.png"):
+        assert png_image.imread(out / chart).shape[0] > 0
+    print(f"the report's page and charts: {out / 'report.html'}")
