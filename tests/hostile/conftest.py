@@ -151,3 +151,13 @@ def module_single_brokers(
         return started[key]
 
     return get
+
+
+@pytest.fixture
+def shared_single_broker(
+    module_single_brokers: Callable[[dict[str, str]], SingleBroker], request: pytest.FixtureRequest
+) -> SingleBroker:
+    """``single_broker`` shared by a module's cases, one per ``@pytest.mark.broker_properties``;
+    a module opts in by defining its ``single_broker`` fixture as this one."""
+    marker = request.node.get_closest_marker("broker_properties")
+    return module_single_brokers(dict(marker.args[0]) if marker else {})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,13 +35,9 @@ TIMEOUT_S = 10.0
 
 
 @pytest.fixture
-def single_broker(
-    module_single_brokers: Callable[[dict[str, str]], SingleBroker], request: pytest.FixtureRequest
-) -> SingleBroker:
-    """The suite's broker, shared by this module's cases (each checks before and after), one per
-    ``@pytest.mark.broker_properties``."""
-    marker = request.node.get_closest_marker("broker_properties")
-    return module_single_brokers(dict(marker.args[0]) if marker else {})
+def single_broker(shared_single_broker: SingleBroker) -> SingleBroker:
+    """One broker for the module's cases: each checks before and after (``harmless``)."""
+    return shared_single_broker
 
 
 class RawConnection:
