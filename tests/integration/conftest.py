@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer
+from kafka.consumer.fetcher import ConsumerRecord
 
 from pykraft.free_ports import pick_free_ports as free_ports  # shared with `pykraft dev`
 from pykraft.metadata.records import uuid_to_kafka_string
@@ -57,6 +59,21 @@ def http(
         except ValueError:
             parsed = {"raw": payload.decode(errors="replace")}
         raise HttpError(error.code, parsed) from None
+
+
+def records_to_end(consumer: KafkaConsumer, timeout_s: float = 30.0) -> list[ConsumerRecord]:
+    """Every record of the consumer's assigned partitions from its position up to their end
+    offsets (the high watermark) at the call: what iterating until an idle timeout reads once
+    nothing produces any more, without waiting the timeout out (CI time)."""
+    assigned = sorted(consumer.assignment())
+    ends = consumer.end_offsets(assigned)
+    records: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.position(tp) < ends[tp] for tp in assigned):
+        assert time.monotonic() < deadline, f"could not read {assigned} to {ends} in {timeout_s}s"
+        for tp, messages in consumer.poll(timeout_ms=200).items():
+            records.extend(m for m in messages if m.offset < ends[tp])
+    return records
 
 
 class Controller:
