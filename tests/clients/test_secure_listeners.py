@@ -12,6 +12,7 @@ PLAINTEXT, SASL_PLAINTEXT, SSL with client certificates required, SASL_SSL; test
 from __future__ import annotations
 
 import asyncio
+import itertools
 import shutil
 import subprocess
 import time
@@ -26,7 +27,14 @@ from confluent_kafka import KafkaException, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
-from tests.integration.conftest import brokers, cluster_factory, http  # noqa: F401 (fixtures)
+from tests.integration.conftest import (  # noqa: F401 (fixtures)
+    brokers,
+    cluster_factory,
+    http,
+    module_brokers,
+    module_cluster_factory,
+    module_path,
+)
 from tests.integration.test_broker_process import BrokerProcess, wait_for
 from tests.secure_broker import SecureBroker, confluent_round_trip, start_secure_brokers
 from tests.tls_material import PLAIN_USERS, SCRAM_USERS
@@ -37,13 +45,14 @@ TIMEOUT_S = 30.0
 MESSAGES = 20
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def secure_broker(
-    cluster_factory: Any,  # noqa: F811
-    brokers: list[BrokerProcess],  # noqa: F811
-    tmp_path: Path,
+    module_cluster_factory: Any,  # noqa: F811
+    module_brokers: list[BrokerProcess],  # noqa: F811
+    module_path: Path,  # noqa: F811
 ) -> SecureBroker:
-    return start_secure_brokers(cluster_factory, brokers, tmp_path)[0]
+    """Shared by the module's single-broker cases: each works on a topic of its own."""
+    return start_secure_brokers(module_cluster_factory, module_brokers, module_path)[0]
 
 
 def topic_on(broker: SecureBroker, replicas: int = 1) -> str:
@@ -73,7 +82,8 @@ def kafka_python_round_trip(topic: str, **security: Any) -> list[bytes]:
         topic, auto_offset_reset="earliest", consumer_timeout_ms=10_000, **security
     )
     try:
-        return [record.value for record in consumer][:MESSAGES]
+        # Stop at the last one expected: the idle timeout only bounds a wait for missing ones.
+        return [record.value for record in itertools.islice(consumer, MESSAGES)]
     finally:
         consumer.close()
 

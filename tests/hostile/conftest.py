@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
-from tests.integration.conftest import Cluster, brokers, cluster_factory  # noqa: F401 (fixtures)
+from tests.integration.conftest import (  # noqa: F401 (fixtures)
+    Cluster,
+    HttpError,
+    brokers,
+    cluster_factory,
+    module_brokers,
+    module_cluster_factory,
+    module_path,
+)
 from tests.integration.test_broker_process import BrokerProcess, start_cluster, wait_for
 
 
@@ -53,6 +62,14 @@ class SingleBroker:
             body["configs"] = configs
         self.cluster.request("POST", "/v1/topics", body)
         wait_for(lambda: self.cluster.request("GET", f"/v1/topics/{name}"))
+
+    def ensure_topic(self, name: str) -> None:
+        """``create_topic`` for a broker that tests share: the topic may be there already."""
+        try:
+            self.create_topic(name)
+        except HttpError as error:
+            if error.status != 409:
+                raise
 
     def partition_files(self, topic: str, partition: int = 0) -> dict[str, str]:
         """name -> sha256 of every file in the partition directory (``nothing was written``)."""
@@ -107,3 +124,40 @@ def single_broker(
     properties: dict[str, str] = dict(marker.args[0]) if marker else {}
     cluster = start_cluster(cluster_factory, brokers, tmp_path, 1, properties)
     return SingleBroker(cluster, brokers[0], tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_single_brokers(
+    module_cluster_factory: Any,  # noqa: F811
+    module_brokers: list[BrokerProcess],  # noqa: F811
+    module_path: Path,  # noqa: F811
+) -> Callable[[dict[str, str]], SingleBroker]:
+    """One controller and broker per set of broker properties, shared by a module's tests:
+    for cases that attack over the wire and check before and after (``nothing_written``,
+    ``assert_still_serves``), so the broker's earlier cases are part of what it survives."""
+    started: dict[frozenset[tuple[str, str]], SingleBroker] = {}
+
+    def get(properties: dict[str, str]) -> SingleBroker:
+        key = frozenset(properties.items())
+        if key not in started:
+            root = module_path / f"broker-set-{len(started)}"
+            root.mkdir()
+            own: list[BrokerProcess] = []
+            try:
+                cluster = start_cluster(module_cluster_factory, own, root, 1, properties)
+            finally:
+                module_brokers.extend(own)  # killed at the module's end, also on failure
+            started[key] = SingleBroker(cluster, own[0], root)
+        return started[key]
+
+    return get
+
+
+@pytest.fixture
+def shared_single_broker(
+    module_single_brokers: Callable[[dict[str, str]], SingleBroker], request: pytest.FixtureRequest
+) -> SingleBroker:
+    """``single_broker`` shared by a module's cases, one per ``@pytest.mark.broker_properties``;
+    a module opts in by defining its ``single_broker`` fixture as this one."""
+    marker = request.node.get_closest_marker("broker_properties")
+    return module_single_brokers(dict(marker.args[0]) if marker else {})

@@ -14,7 +14,7 @@ VICTIM = "victim"
 @contextmanager
 def nothing_written(broker: SingleBroker) -> Iterator[None]:
     """The victim partition's log end offset and files are the same after the block."""
-    broker.create_topic(VICTIM)
+    broker.ensure_topic(VICTIM)
     before = (broker.log_end_offset(VICTIM), broker.partition_files(VICTIM))
     yield
     assert (broker.log_end_offset(VICTIM), broker.partition_files(VICTIM)) == before

@@ -14,6 +14,8 @@ import socket
 import time
 from typing import Any
 
+import pytest
+
 from pykraft.metadata.api.json_fields import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
 from tests.hostile.conftest import SingleBroker
 
@@ -87,6 +89,12 @@ BODY_CASES: list[tuple[str, str, bytes, int, str]] = [
     ("an election item not an object", "/v1/elections", b'{"partitions": [1]}',
      400, "INVALID_REQUEST"),
 ]  # fmt: skip
+
+
+@pytest.fixture
+def single_broker(shared_single_broker: SingleBroker) -> SingleBroker:
+    """One broker for the module's cases: each compares the topics before and after."""
+    return shared_single_broker
 
 
 def topic_names(single_broker: SingleBroker) -> set[str]:

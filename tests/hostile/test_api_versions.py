@@ -34,6 +34,12 @@ from tests.hostile.support import VICTIM, nothing_written
 TIMEOUT_S = 10.0
 
 
+@pytest.fixture
+def single_broker(shared_single_broker: SingleBroker) -> SingleBroker:
+    """One broker for the module's cases: each checks before and after (``harmless``)."""
+    return shared_single_broker
+
+
 class RawConnection:
     """One TCP connection: send bytes, read whole response frames, see the close."""
 

@@ -32,7 +32,7 @@ from tests.hostile.test_disk_full import (  # noqa: F401 (small_disk is a fixtur
     wait_for_partition_files,
     wait_until,
 )
-from tests.integration.conftest import Cluster, http
+from tests.integration.conftest import Cluster, http, records_to_end
 from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
 
 TOPIC = "moves"
@@ -86,16 +86,15 @@ def time_to_failover(cluster: Cluster, broker: BrokerProcess, disk: Path) -> flo
 
 
 def consume(bootstrap: str) -> list[bytes]:
-    """Every value of partition 0 from offset 0 (until 5 s pass idle)."""
+    """Every value of partition 0 from offset 0 to its end."""
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=5_000,
-        request_timeout_ms=10_000,
-    )  # fmt: skip
+        bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10_000
+    )
     try:
         partition = TopicPartition(TOPIC, 0)
         consumer.assign([partition])
         consumer.seek(partition, 0)
-        return [message.value for message in consumer]
+        return [message.value for message in records_to_end(consumer)]
     finally:
         consumer.close()
 

@@ -28,9 +28,13 @@ CLOSE_TIMEOUT_S = 10.0
 RECEIVE_BYTES_MAX = 1 << 20
 
 
-@pytest.fixture
-def secure_broker(cluster_factory: Any, brokers: list[Any], tmp_path: Path) -> SecureBroker:
-    return start_secure_brokers(cluster_factory, brokers, tmp_path)[0]
+@pytest.fixture(scope="module")
+def secure_broker(
+    module_cluster_factory: Any, module_brokers: list[Any], module_path: Path
+) -> SecureBroker:
+    """Shared by the module's cases: each attacks on its own connections, then checks that the
+    broker still serves (so it also survived the cases before it)."""
+    return start_secure_brokers(module_cluster_factory, module_brokers, module_path)[0]
 
 
 def exchange_until_closed(

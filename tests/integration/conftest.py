@@ -11,10 +11,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer
+from kafka.consumer.fetcher import ConsumerRecord
 
 from pykraft.free_ports import pick_free_ports as free_ports  # shared with `pykraft dev`
 from pykraft.metadata.records import uuid_to_kafka_string
@@ -56,6 +59,21 @@ def http(
         except ValueError:
             parsed = {"raw": payload.decode(errors="replace")}
         raise HttpError(error.code, parsed) from None
+
+
+def records_to_end(consumer: KafkaConsumer, timeout_s: float = 30.0) -> list[ConsumerRecord]:
+    """Every record of the consumer's assigned partitions from its position up to their end
+    offsets (the high watermark) at the call: what iterating until an idle timeout reads once
+    nothing produces any more, without waiting the timeout out (CI time)."""
+    assigned = sorted(consumer.assignment())
+    ends = consumer.end_offsets(assigned)
+    records: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.position(tp) < ends[tp] for tp in assigned):
+        assert time.monotonic() < deadline, f"could not read {assigned} to {ends} in {timeout_s}s"
+        for tp, messages in consumer.poll(timeout_ms=200).items():
+            records.extend(m for m in messages if m.offset < ends[tp])
+    return records
 
 
 class Controller:
@@ -263,12 +281,13 @@ class Cluster:
 TEST_PROPERTIES = {"broker.session.timeout.ms": "120000"}
 
 
-@pytest.fixture
-def cluster_factory(tmp_path: Path) -> Iterator[Any]:
+@contextmanager
+def clusters_under(root: Path) -> Iterator[Any]:
+    """``make(size, extra, start)`` for clusters under ``root``; their controllers die on exit."""
     clusters: list[Cluster] = []
 
     def make(size: int = 3, extra: dict[str, str] | None = None, start: bool = True) -> Cluster:
-        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", size, extra)
+        cluster = Cluster(root / f"cluster-{len(clusters)}", size, extra)
         clusters.append(cluster)
         if start:
             cluster.start()
@@ -282,12 +301,44 @@ def cluster_factory(tmp_path: Path) -> Iterator[Any]:
                 controller.kill()
 
 
-@pytest.fixture
-def brokers() -> Iterator[list[Any]]:
-    """Broker processes a test starts (``test_broker_process.BrokerProcess``), always killed."""
+@contextmanager
+def killed_on_exit() -> Iterator[list[Any]]:
+    """A list for broker processes (``test_broker_process.BrokerProcess``), each killed on exit."""
     started: list[Any] = []
     try:
         yield started
     finally:
         for broker in started:
             broker.kill()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[Any]:
+    with clusters_under(tmp_path) as make:
+        yield make
+
+
+@pytest.fixture
+def brokers() -> Iterator[list[Any]]:
+    """Broker processes a test starts (``test_broker_process.BrokerProcess``), always killed."""
+    with killed_on_exit() as started:
+        yield started
+
+
+# The same for a module whose tests share one cluster: cases that only talk to it over the
+# wire and check what they need before and after (CI time: one start instead of one a test).
+@pytest.fixture(scope="module")
+def module_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("module")
+
+
+@pytest.fixture(scope="module")
+def module_cluster_factory(module_path: Path) -> Iterator[Any]:
+    with clusters_under(module_path) as make:
+        yield make
+
+
+@pytest.fixture(scope="module")
+def module_brokers() -> Iterator[list[Any]]:
+    with killed_on_exit() as started:
+        yield started

@@ -20,7 +20,7 @@ from kafka.admin import NewTopic
 from pykraft.dev import internal_topic_properties
 from pykraft.storage.record_batch import LOG_OVERHEAD, validate_batch
 from pykraft.storage.topic_partition import is_future_dir
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, records_to_end
 from tests.integration.test_broker_process import CONTROLLER_PROPERTIES, BrokerProcess
 
 pytestmark = pytest.mark.integration
@@ -121,12 +121,10 @@ def test_a_partition_moves_to_the_other_dir_under_produce_traffic(
     # The moved log loads from its new dir after a restart, and serves every record.
     broker.start()
     broker.wait_running()
-    consumer = KafkaConsumer(
-        bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000
-    )
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
     try:
         consumer.assign([TopicPartition(TOPIC, 0)])
-        consumed = {record.offset: record.value for record in consumer}
+        consumed = {record.offset: record.value for record in records_to_end(consumer)}
     finally:
         consumer.close()
     assert {offset: consumed.get(offset) for offset in acknowledged} == acknowledged

@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from pykraft.dev import internal_topic_properties
 from pykraft.free_ports import pick_free_ports as free_ports
-from tests.integration.conftest import ROOT, Cluster, HttpError, http
+from tests.integration.conftest import ROOT, Cluster, HttpError, http, records_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -146,11 +146,10 @@ def test_a_killed_broker_reregisters_and_serves_every_acknowledged_record(
         bootstrap_servers=broker.bootstrap,
         group_id=None,
         auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
         enable_auto_commit=False,
     )
     consumer.assign([TopicPartition("pets", 0), TopicPartition("pets", 1)])
-    read = {(m.partition, m.offset): m.value for m in consumer}
+    read = {(m.partition, m.offset): m.value for m in records_to_end(consumer)}
     consumer.close()
     assert set(read) == acknowledged
     assert sorted(read.values()) == sorted(b"value-%d" % i for i in range(500))
@@ -213,11 +212,10 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(
         bootstrap_servers=survivors,
         group_id=None,
         auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
         enable_auto_commit=False,
     )
     consumer.assign([TopicPartition("pets", p) for p in range(3)])
-    assert {(m.partition, m.offset) for m in consumer} == acknowledged
+    assert {(m.partition, m.offset) for m in records_to_end(consumer)} == acknowledged
     consumer.close()
 
 

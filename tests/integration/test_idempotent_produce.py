@@ -33,7 +33,7 @@ from pykraft.protocol.headers import parse_response_header, response_header_vers
 from pykraft.storage.record_batch import BatchHeader, iter_batches
 from pykraft.storage.records import SimpleRecord, build_batch
 from tests.broker.wire_client import request_frame
-from tests.integration.conftest import http
+from tests.integration.conftest import http, records_to_end
 from tests.integration.test_dev_cluster import kill_everything, start_dev
 
 pytestmark = pytest.mark.integration
@@ -120,12 +120,11 @@ def test_kafka_python_default_producer_is_idempotent_and_reads_back(dev: DevClus
         bootstrap_servers=bootstrap,
         group_id=None,
         auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
         enable_auto_commit=False,
     )
     try:
         consumer.assign([TopicPartition("orders", p) for p in range(PARTITIONS)])
-        read = {(m.partition, m.offset): m.value for m in consumer}
+        read = {(m.partition, m.offset): m.value for m in records_to_end(consumer)}
     finally:
         consumer.close()
     assert set(read) == written
