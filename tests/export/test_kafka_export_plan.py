@@ -5,6 +5,7 @@ records (pure: no Spark, no brokers)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -58,11 +59,11 @@ class Brokers:
     def partition_counts(self) -> dict[str, int]:
         return self.counts
 
-    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    def earliest(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         assert all(tp.topic == "t" for tp in tps)
         return {tp: self.log_start[tp.partition] for tp in tps}
 
-    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    def latest(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         ends = self.last_stable if self.isolation_level is RC else self.high_watermark
         return {tp: ends[tp.partition] for tp in tps}
 
