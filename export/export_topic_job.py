@@ -29,11 +29,12 @@ import sys
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import attrs
 
 from pykraft.client_properties import load_client_properties
+from pykraft.export.export_source import ExportArgumentError, ExportSource
 from pykraft.export.isolation import (
     DEFAULT_ISOLATION_LEVEL,
     ISOLATION_LEVEL_OPTION,
@@ -175,27 +176,6 @@ def held_back(ends: Mapping[int, PartitionEnds]) -> tuple[ExportedRange, ...]:
         for partition, e in sorted(ends.items())
         if e.held_back
     )
-
-
-class ExportSource(Protocol):
-    """Where a run's offsets are planned from and its rows read: ``LogDirsSource`` or
-    ``kafka_export_plan.KafkaExportSource``."""
-
-    name: ClassVar[str]  # recorded in the manifest (``manifest.SOURCE_FLAGS``)
-
-    def where(self, topic: str) -> str: ...
-
-    def plan(
-        self, manifest: Manifest, topic: str, isolation_level: IsolationLevel
-    ) -> tuple[ExportPlan, tuple[ExportedRange, ...]]: ...
-
-    def read(
-        self, spark: Any, topic: str, plan: ExportPlan, isolation_level: IsolationLevel
-    ) -> Any: ...
-
-
-class ExportArgumentError(ValueError):
-    """Options that do not go together."""
 
 
 @attrs.frozen

@@ -13,11 +13,8 @@ import pytest
 
 from pykraft import spark_cmd
 from pykraft.command_config import CommandConfigError
-from pykraft.export.export_topic_job import (
-    ExportArgumentError,
-    LogDirsSource,
-    source_of,
-)
+from pykraft.export.export_source import ExportArgumentError
+from pykraft.export.export_topic_job import LogDirsSource, source_of
 from pykraft.export.isolation import IsolationLevel
 from pykraft.export.kafka_export_plan import (
     EXPORT_COLUMNS,
