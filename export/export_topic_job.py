@@ -10,7 +10,10 @@ in the committed files equal the rows the run read, per partition (``export.outp
 otherwise it fails, saying why, and commits nothing — a later run exports those offsets.
 
 Runs as ``pykraft spark export-topic --log-dirs … --topic T --out URI [--master URL]``, which
-ships pykraft to the executors itself (``export.shipping``), or under ``spark-submit``.
+ships pykraft to the executors itself (``export.shipping``), or under ``spark-submit``. With
+``--bootstrap-server HOST:PORT [--command-config FILE]`` instead of ``--log-dirs`` it plans and
+reads through the Kafka protocol (``export.kafka_export_plan``): one pipeline, two sources, each
+an ``ExportSource`` (its planner and its reader).
 
 ``--isolation-level read_committed`` (the default) exports what a read_committed consumer
 reads: no aborted transaction's records, nothing from the first still-open transaction on (that
@@ -26,19 +29,23 @@ import sys
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
+from pykraft.client_properties import load_client_properties
+from pykraft.export.export_source import ExportArgumentError, ExportSource
 from pykraft.export.isolation import (
     DEFAULT_ISOLATION_LEVEL,
     ISOLATION_LEVEL_OPTION,
     IsolationLevel,
 )
 from pykraft.export.job_args import add_export_topic_arguments, run_job
+from pykraft.export.kafka_export_plan import KafkaExportSource
 from pykraft.export.log_dirs import parse_log_dirs
 from pykraft.export.log_scan import LogFilter, discover_partitions
 from pykraft.export.manifest import (
+    LOG_DIRS_SOURCE,
     MANIFEST_FILE,
     STAGING_DIR,
     ExportedRange,
@@ -171,9 +178,43 @@ def held_back(ends: Mapping[int, PartitionEnds]) -> tuple[ExportedRange, ...]:
     )
 
 
+@attrs.frozen
+class LogDirsSource:
+    """``--log-dirs``: the brokers' disks, planned here and read by ``pykraft-log``."""
+
+    name: ClassVar[str] = LOG_DIRS_SOURCE
+    log_dirs: str
+
+    def where(self, topic: str) -> str:
+        return f"offsets of {topic} in {self.log_dirs}"
+
+    def plan(
+        self, manifest: Manifest, topic: str, isolation_level: IsolationLevel
+    ) -> tuple[ExportPlan, tuple[ExportedRange, ...]]:
+        ends = available_offsets(self.log_dirs, topic, isolation_level)
+        return plan_export(manifest, readable(ends)), held_back(ends)
+
+    def read(
+        self, spark: Any, topic: str, plan: ExportPlan, isolation_level: IsolationLevel
+    ) -> Any:
+        """Exactly the planned ranges. (The scan plans again: its last stable offset is at
+        least the plan's, which ends the ranges, so it reads exactly them.)"""
+        from pykraft.export.spark_sources import LOG_FORMAT
+
+        starting = {topic: {str(r.partition): r.start_offset for r in plan.ranges}}
+        ending = {topic: {str(r.partition): r.end_offset for r in plan.ranges}}
+        return (
+            spark.read.format(LOG_FORMAT)
+            .option("startingOffsets", json.dumps(starting))
+            .option("endingOffsets", json.dumps(ending))
+            .option(ISOLATION_LEVEL_OPTION, isolation_level.value)
+            .load(self.log_dirs)
+        )
+
+
 def export_topic(
     spark: Any,
-    log_dirs: str,
+    source: str | ExportSource,
     topic: str,
     out: str | Path,
     *,
@@ -182,12 +223,15 @@ def export_topic(
     progress: Callable[[str], None] = _quiet,
     attempt: Callable[[], str] = new_attempt,
 ) -> ExportResult:
-    """Export what is new; ``wall_clock_ms`` dates the run in the manifest; ``progress`` is
-    told each step as it starts; ``attempt`` names this driver attempt's staging directory."""
+    """Export what is new from ``source`` (a string: ``log.dirs``); ``wall_clock_ms`` dates
+    the run in the manifest; ``progress`` is told each step as it starts; ``attempt`` names this
+    driver attempt's staging directory."""
+    if isinstance(source, str):
+        source = LogDirsSource(source)
     store = OutputStore(spark, str(out))
     try:
         return _export(
-            spark, log_dirs, topic, store, wall_clock_ms, isolation_level, progress, attempt()
+            spark, source, topic, store, wall_clock_ms, isolation_level, progress, attempt()
         )
     finally:
         store.close()
@@ -195,7 +239,7 @@ def export_topic(
 
 def _export(
     spark: Any,
-    log_dirs: str,
+    source: ExportSource,
     topic: str,
     store: OutputStore,
     wall_clock_ms: Callable[[], int],
@@ -204,12 +248,12 @@ def _export(
     attempt: str,
 ) -> ExportResult:
     store.mkdirs()
-    stored = manifest_from_bytes(store.read_bytes(MANIFEST_FILE), store.uri, topic, isolation_level)
+    stored = manifest_from_bytes(
+        store.read_bytes(MANIFEST_FILE), store.uri, topic, isolation_level, source.name
+    )
     manifest, recovered = recover(store, stored)
-    progress(f"planning: offsets of {topic} in {log_dirs}")
-    ends = available_offsets(log_dirs, topic, isolation_level)
-    plan = plan_export(manifest, readable(ends))
-    waiting = held_back(ends)
+    progress(f"planning: {source.where(topic)}")
+    plan, waiting = source.plan(manifest, topic, isolation_level)
     if not plan.ranges:
         return ExportResult(None, (), plan.skipped, recovered, waiting)
     run_id = manifest.next_run_id()
@@ -219,7 +263,7 @@ def _export(
         f"run {run_id}: writing {offsets} offsets of {len(plan.ranges)} partitions "
         f"to {store.location(run_name)}"
     )
-    ranges = _write_run(spark, log_dirs, topic, plan, store, run_id, run_name, isolation_level)
+    ranges = _write_run(spark, source, topic, plan, store, run_id, run_name, isolation_level)
     progress(f"run {run_id}: output committed, {sum(r.records for r in ranges)} rows checked")
     manifest = begin_run(manifest, run_id, ranges, wall_clock_ms(), run_name)
     _save(store, manifest)
@@ -233,7 +277,7 @@ def _export(
 
 def _write_run(
     spark: Any,
-    log_dirs: str,
+    source: ExportSource,
     topic: str,
     plan: ExportPlan,
     store: OutputStore,
@@ -242,23 +286,11 @@ def _write_run(
     isolation_level: IsolationLevel,
 ) -> tuple[ExportedRange, ...]:
     """Spark reads exactly the planned ranges and writes them; returns the ranges with their
-    row counts once the committed output is checked to hold every row read. (The scan plans
-    again: its last stable offset is at least the plan's, which ends the ranges, so it reads
-    exactly them.)"""
+    row counts once the committed output is checked to hold every row read."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    from pykraft.export.spark_sources import LOG_FORMAT
-
-    starting = {topic: {str(r.partition): r.start_offset for r in plan.ranges}}
-    ending = {topic: {str(r.partition): r.end_offset for r in plan.ranges}}
-    df = (
-        spark.read.format(LOG_FORMAT)
-        .option("startingOffsets", json.dumps(starting))
-        .option("endingOffsets", json.dumps(ending))
-        .option(ISOLATION_LEVEL_OPTION, isolation_level.value)
-        .load(log_dirs)
-    )
+    df = source.read(spark, topic, plan, isolation_level)
     # Rows per planned partition, counted by the write job itself (no second read).
     observation = Observation(f"pykraft-export-run-{run_id}")
     counts = [
@@ -312,12 +344,26 @@ def _progress(line: str) -> None:
     print(f"export-topic: {line}", flush=True)
 
 
+def source_of(args: argparse.Namespace) -> ExportSource:
+    """``--log-dirs``, or ``--bootstrap-server`` with ``--command-config`` (the parser lets
+    exactly one of the two sources through)."""
+    if args.bootstrap_server is None:
+        if args.command_config is not None:
+            raise ExportArgumentError(
+                "--command-config configures the Kafka client of --bootstrap-server; "
+                "--log-dirs reads files"
+            )
+        return LogDirsSource(args.log_dirs)
+    properties = load_client_properties(args.command_config)
+    return KafkaExportSource(args.bootstrap_server, properties)
+
+
 def run(spark: Any, args: argparse.Namespace) -> int:
     """The job's entry point (``pykraft spark export-topic`` or ``spark-submit``): a
     composition root, so it builds the clock."""
     result = export_topic(
         spark,
-        args.log_dirs,
+        source_of(args),
         args.topic,
         args.out,
         wall_clock_ms=SystemClock().wall_clock_ms,

@@ -101,13 +101,26 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_export_topic_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--log-dirs",
-        required=True,
         type=absolute_log_dirs,
         help="comma-separated log.dirs of every broker holding the topic "
         "(each partition is read from its replica with the highest "
-        "high watermark)",
+        "high watermark); the driver and the executors read them",
+    )
+    source.add_argument(
+        "--bootstrap-server",
+        metavar="HOST1:PORT1,...,HOST3:PORT3",
+        help="read through the Kafka protocol instead: the brokers to connect to (the driver "
+        "and every executor must reach them; their Python needs confluent-kafka)",
+    )
+    parser.add_argument(
+        "--command-config",
+        type=absolute_path,
+        metavar="FILE",
+        help="with --bootstrap-server: a Kafka client properties file (security.protocol, "
+        "ssl.*, sasl.*) for the driver's and the executors' clients",
     )
     parser.add_argument("--topic", required=True, help="the topic to export")
     parser.add_argument(

@@ -34,6 +34,12 @@ one, so it began at or after the earlier last stable offset), so no offset is sk
 aborted transaction's records are dropped whichever run reads them. The manifest records the
 isolation level and refuses a run at the other one: one output never mixes aborted records with
 committed ones. A manifest written before isolation levels existed takes its next run's.
+
+Sources. A run reads the brokers' disks (``--log-dirs``) or the Kafka protocol
+(``--bootstrap-server``, ``export.kafka_export_plan``). The Kafka protocol carries no leader
+epoch or producer fields, so its output has fewer columns: the manifest records
+``"source": "kafka"`` for such an output (and nothing for the disks', as before), and refuses a
+run from the other source, so one output never mixes Parquet schemas.
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ from pykraft.export.isolation import IsolationLevel, parse_isolation_level
 MANIFEST_FILE = "_pykraft_manifest.json"
 STAGING_DIR = "_staging"
 FORMAT_VERSION = 1
+LOG_DIRS_SOURCE = "log-dirs"  # never written: a manifest without "source" is this one's
+KAFKA_SOURCE = "kafka"
+SOURCE_FLAGS = {LOG_DIRS_SOURCE: "--log-dirs", KAFKA_SOURCE: "--bootstrap-server"}
 
 
 class ManifestError(ValueError):
@@ -95,6 +104,7 @@ class Manifest:
     runs: tuple[ExportRun, ...] = ()
     # None: written before isolation levels were recorded (the next run sets it).
     isolation_level: IsolationLevel | None = None
+    source: str = LOG_DIRS_SOURCE  # what the runs read; see "Sources" above
 
     def next_offsets(self) -> dict[int, int]:
         """Per partition, the end of what committed runs exported."""
@@ -176,6 +186,8 @@ def encode_manifest(manifest: Manifest) -> bytes:
     }
     if manifest.isolation_level is not None:
         document["isolationLevel"] = manifest.isolation_level.value
+    if manifest.source != LOG_DIRS_SOURCE:
+        document["source"] = manifest.source
     return (json.dumps(document, indent=1) + "\n").encode("utf-8")
 
 
@@ -208,7 +220,11 @@ def decode_manifest(data: bytes, source: str) -> Manifest:
                 f"supported (this build reads {FORMAT_VERSION})"
             )
         runs = tuple(_run(run) for run in document["runs"])
-        return Manifest(str(document["topic"]), runs, _isolation_level(document, source))
+        level = _isolation_level(document, source)
+        made_with = str(document.get("source", LOG_DIRS_SOURCE))
+        if made_with not in SOURCE_FLAGS:
+            raise ManifestError(f"manifest {source}: source {made_with!r} is not known")
+        return Manifest(str(document["topic"]), runs, level, made_with)
     except (ValueError, KeyError, TypeError) as error:
         if isinstance(error, ManifestError):
             raise
@@ -261,13 +277,17 @@ def load_manifest(
 
 
 def manifest_from_bytes(
-    data: bytes | None, out_dir: str, topic: str, isolation_level: IsolationLevel | None = None
+    data: bytes | None,
+    out_dir: str,
+    topic: str,
+    isolation_level: IsolationLevel | None = None,
+    source: str = LOG_DIRS_SOURCE,
 ) -> Manifest:
     """The manifest read from output ``out_dir`` (``data`` None: there is none yet, so an empty
-    one) for a run at ``isolation_level`` (None: any, for reading it); refuses another topic's,
-    or another isolation level's."""
+    one) for a run at ``isolation_level`` (None: any, for reading it) from ``source``; refuses
+    another topic's, another isolation level's, or another source's."""
     if data is None:
-        return Manifest(topic, isolation_level=isolation_level)
+        return Manifest(topic, isolation_level=isolation_level, source=source)
     manifest = decode_manifest(data, f"{out_dir}/{MANIFEST_FILE}")
     if manifest.topic != topic:
         raise ManifestError(
@@ -276,6 +296,12 @@ def manifest_from_bytes(
         )
     if isolation_level is None:
         return manifest
+    if manifest.source != source:
+        raise ManifestError(
+            f"{out_dir} holds an export of {topic!r} read with {SOURCE_FLAGS[manifest.source]}, "
+            f"whose Parquet columns differ from {SOURCE_FLAGS[source]}'s: use another --out "
+            f"directory, or {SOURCE_FLAGS[manifest.source]}"
+        )
     if manifest.isolation_level not in (None, isolation_level):
         raise ManifestError(
             f"{out_dir} holds a {manifest.isolation_level.value} export of {topic!r}, not "

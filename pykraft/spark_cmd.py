@@ -1,7 +1,8 @@
 """``pykraft spark …``: the Spark jobs over snapshots and segment files.
 
     pykraft spark report SNAPSHOT_DIR --out URI [--snapshot ID] [--log-dirs DIRS] [SPARK OPTIONS]
-    pykraft spark export-topic --log-dirs DIRS --topic T --out URI
+    pykraft spark export-topic (--log-dirs DIRS | --bootstrap-server HOST:PORT[,...]
+                               [--command-config FILE]) --topic T --out URI
                                [--isolation-level read_committed|read_uncommitted] [SPARK OPTIONS]
     SPARK OPTIONS: --master URL --conf KEY=VALUE --py-files FILES --archives ARCHIVES
 

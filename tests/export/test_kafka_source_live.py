@@ -346,3 +346,34 @@ def test_stream_driver_killed_and_restarted_writes_each_record_once(
     read = spark.read.parquet(str(out)).collect()  # through the sink's log: committed files only
     written = sorted((r["partition"], r["offset"]) for r in read)
     assert written == sorted((p.partition, p.offset) for p in first + second)
+
+
+def test_export_topic_through_the_brokers_exports_each_record_once(
+    spark: Any, cluster: DevCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``export-topic --bootstrap-server`` (in this process, its tasks on the workers): a run,
+    more records, a second run from the manifest's end, then a rerun with nothing new."""
+    from pykraft.export.export_topic_job import export_topic, print_result
+    from pykraft.export.kafka_export_plan import EXPORT_COLUMNS, KafkaExportSource
+
+    topic = create_topic(cluster, "export", 2)
+    producer = TrackedProducer(cluster, **{"compression.type": "zstd"})
+    first = producer.send(topic, keyed_messages(60))
+    source, out = KafkaExportSource(cluster.bootstrap_servers), tmp_path / "out"
+
+    def export() -> Any:
+        return export_topic(spark, source, topic, out, wall_clock_ms=lambda: 1_000)
+
+    runs = [export()]
+    second = producer.send(topic, keyed_messages(40))
+    runs.append(export())
+    assert [(r.run_id, r.records) for r in runs] == [(1, len(first)), (2, len(second))]
+    assert {r.start_offset for r in runs[1].ranges} == {  # each partition from run 1's end
+        r.end_offset for r in runs[0].ranges
+    }
+    written = spark.read.parquet(str(out))
+    assert sorted(written.columns) == sorted(EXPORT_COLUMNS)
+    rows = written.selectExpr(*SELECT, "headers").collect()
+    check_read_back(first + second, as_placed(rows))
+    print_result(export(), topic, out)
+    assert f"{topic}: nothing new to export; {out} is up to date" in capsys.readouterr().out
