@@ -50,7 +50,13 @@ from pykraft.export.isolation import IsolationLevel, parse_isolation_level
 
 MANIFEST_FILE = "_pykraft_manifest.json"
 STAGING_DIR = "_staging"
-FORMAT_VERSION = 1
+# Version 2: a run may name its staging directory (``staging``). A build that reads only
+# version 1 ignores that field and would publish from ``_staging/run-K`` (empty), mark the run
+# COMMITTED and delete the staged files; so a manifest naming one is written as version 2,
+# which such a build refuses. Version 1 (no run names one) is still written and read.
+FORMAT_VERSION = 2
+LEGACY_FORMAT_VERSION = 1
+READ_FORMAT_VERSIONS = (LEGACY_FORMAT_VERSION, FORMAT_VERSION)
 
 
 class ManifestError(ValueError):
@@ -142,9 +148,13 @@ def plan_export(manifest: Manifest, available: Mapping[int, tuple[int, int]]) ->
 
 def staging_dir(run_id: int, attempt: str) -> str:
     """The staging directory of run ``run_id`` written by driver attempt ``attempt``."""
-    if not attempt or not all(c.isalnum() or c in "-_" for c in attempt):
+    if not _is_attempt(attempt):
         raise ValueError(f"an attempt name is letters, digits, - and _: {attempt!r}")
     return f"{STAGING_DIR}/run-{run_id}-{attempt}"
+
+
+def _is_attempt(attempt: str) -> bool:
+    return bool(attempt) and all(c.isascii() and (c.isalnum() or c in "-_") for c in attempt)
 
 
 def begin_run(
@@ -169,8 +179,9 @@ def commit_run(manifest: Manifest, run_id: int) -> Manifest:
 
 
 def encode_manifest(manifest: Manifest) -> bytes:
+    staged = any(run.staging is not None for run in manifest.runs)
     document: dict[str, Any] = {
-        "version": FORMAT_VERSION,
+        "version": FORMAT_VERSION if staged else LEGACY_FORMAT_VERSION,
         "topic": manifest.topic,
         "runs": [_run_document(run) for run in manifest.runs],
     }
@@ -202,10 +213,11 @@ def _run_document(run: ExportRun) -> dict[str, Any]:
 def decode_manifest(data: bytes, source: str) -> Manifest:
     try:
         document = json.loads(data)
-        if document["version"] != FORMAT_VERSION:
+        if document["version"] not in READ_FORMAT_VERSIONS:
             raise ManifestError(
-                f"manifest {source}: version {document['version']!r} is not "
-                f"supported (this build reads {FORMAT_VERSION})"
+                f"manifest {source}: version {document['version']!r} is not supported (this "
+                f"build reads {' and '.join(map(str, READ_FORMAT_VERSIONS))}): run a newer "
+                "pykraft"
             )
         runs = tuple(_run(run) for run in document["runs"])
         return Manifest(str(document["topic"]), runs, _isolation_level(document, source))
@@ -232,13 +244,16 @@ def _run(obj: Any) -> ExportRun:
         )
         for r in obj["ranges"]
     )
+    run_id = int(obj["runId"])
     staging = obj.get("staging")
-    if staging is not None and (
-        not str(staging).startswith(f"{STAGING_DIR}/run-") or str(staging).count("/") != 1
-    ):
-        raise ValueError(f"run {obj['runId']}: staging {staging!r} is not below {STAGING_DIR}/")
+    if staging is not None:
+        # Only this run's own directory, as staging_dir names it: never another run's.
+        prefix = f"{STAGING_DIR}/run-{run_id}-"
+        attempt = str(staging).removeprefix(prefix)
+        if not str(staging).startswith(prefix) or not _is_attempt(attempt):
+            raise ValueError(f"run {run_id}: staging {staging!r} is not {prefix}<attempt>")
     return ExportRun(
-        int(obj["runId"]),
+        run_id,
         RunState(obj["state"]),
         int(obj["createdMs"]),
         ranges,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import attrs
@@ -128,7 +129,29 @@ def test_each_attempt_stages_in_its_own_directory_and_the_manifest_names_it() ->
     pending = decode_manifest(legacy, "m").pending_run()
     assert pending is not None and pending.staging is None
     assert pending.staging_dir == "_staging/run-3"
-    for outside in ("partition=0", "_staging/run-3/../../x", "/tmp/run-3"):
+    # Only this run's own directory: not outside _staging/, not another run's (review 10).
+    outsiders = ("partition=0", "_staging/run-3/../../x", "/tmp/run-3", "_staging/run-3-")
+    for outside in (*outsiders, "_staging/run-4-a1b2", "_staging/run-33-a1b2"):
         text = encode_manifest(manifest).replace(first.encode(), outside.encode())
-        with pytest.raises(ManifestError, match="is not below _staging/"):
+        with pytest.raises(ManifestError, match="is not _staging/run-3-<attempt>"):
             decode_manifest(text, "m")
+
+
+def test_a_manifest_naming_a_staging_directory_is_version_2() -> None:
+    """Review 2: a build reading only version 1 ignores ``staging``, and its recovery would
+    commit a pending run without moving its files, then delete them; so such a manifest is
+    version 2, which that build refuses. One without is still version 1, and both are read."""
+    ranges = (ExportedRange(0, 0, 10, 9),)
+    staged = begin_run(Manifest("orders"), 3, ranges, 5, staging_dir(3, "a1b2"))
+    plain = begin_run(Manifest("orders"), 3, ranges, 5)
+    assert json.loads(encode_manifest(staged))["version"] == 2
+    assert json.loads(encode_manifest(commit_run(staged, 3)))["version"] == 2
+    assert json.loads(encode_manifest(plain))["version"] == 1
+    for manifest in (staged, plain):
+        assert decode_manifest(encode_manifest(manifest), "m") == manifest
+    # What the previous build wrote: version 1 with staging.
+    earlier = encode_manifest(staged).replace(b'"version": 2', b'"version": 1')
+    assert decode_manifest(earlier, "m") == staged
+    newer = encode_manifest(staged).replace(b'"version": 2', b'"version": 3')
+    with pytest.raises(ManifestError, match="version 3 is not supported .* reads 1 and 2"):
+        decode_manifest(newer, "m")
