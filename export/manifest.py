@@ -38,6 +38,7 @@ committed ones. A manifest written before isolation levels existed takes its nex
 
 from __future__ import annotations
 
+import datetime
 import enum
 import json
 from collections.abc import Mapping
@@ -50,6 +51,8 @@ from pykraft.export.isolation import IsolationLevel, parse_isolation_level
 
 MANIFEST_FILE = "_pykraft_manifest.json"
 STAGING_DIR = "_staging"
+# Held by the run writing the output (created only if absent), so two runs never overlap.
+LOCK_FILE = "_pykraft_lock"
 # Version 2: a run may name its staging directory (``staging``). A build that reads only
 # version 1 ignores that field and would publish from ``_staging/run-K`` (empty), mark the run
 # COMMITTED and delete the staged files; so a manifest naming one is written as version 2,
@@ -176,6 +179,39 @@ def commit_run(manifest: Manifest, run_id: int) -> Manifest:
         for run in manifest.runs
     )
     return attrs.evolve(manifest, runs=runs)
+
+
+def lock_text(attempt: str, now_ms: int) -> bytes:
+    """What ``LOCK_FILE`` holds: which driver attempt runs, since when."""
+    return (json.dumps({"attempt": attempt, "sinceMs": now_ms}) + "\n").encode("utf-8")
+
+
+def locked_message(out_dir: str, holder: bytes | None) -> str:
+    """Why a run cannot start: another run's lock, and what an operator does if it is stale."""
+    try:
+        document = json.loads(holder or b"")
+        since = datetime.datetime.fromtimestamp(int(document["sinceMs"]) / 1000, datetime.UTC)
+        who = f"export-topic attempt {document['attempt']} since {since:%Y-%m-%d %H:%M:%S} UTC"
+    except (ValueError, KeyError, TypeError, OverflowError):
+        who = f"an unreadable lock ({holder!r:.80})"
+    return (
+        f"{out_dir}/{LOCK_FILE} is held by {who}: another export-topic run on this output "
+        "is running, or one was killed and left its lock. If no export-topic driver is alive "
+        f"for {out_dir}, delete {LOCK_FILE} and run again (the next run finishes or discards "
+        "what the killed one left)"
+    )
+
+
+def unpublished_partitions(run: ExportRun, published: Mapping[int, list[str]]) -> list[int]:
+    """The partitions of ``run`` that exported records but have no ``run-K-`` file among
+    ``published`` (file names per partition directory)."""
+    prefix = f"run-{run.run_id}-"
+    return [
+        r.partition
+        for r in run.ranges
+        if r.records > 0
+        and not any(name.rsplit("/", 1)[-1].startswith(prefix) for name in published[r.partition])
+    ]
 
 
 def encode_manifest(manifest: Manifest) -> bytes:

@@ -21,8 +21,11 @@ from pykraft.export.manifest import (
     decode_manifest,
     encode_manifest,
     load_manifest,
+    lock_text,
+    locked_message,
     plan_export,
     staging_dir,
+    unpublished_partitions,
 )
 
 
@@ -153,5 +156,20 @@ def test_a_manifest_naming_a_staging_directory_is_version_2() -> None:
     earlier = encode_manifest(staged).replace(b'"version": 2', b'"version": 1')
     assert decode_manifest(earlier, "m") == staged
     newer = encode_manifest(staged).replace(b'"version": 2', b'"version": 3')
-    with pytest.raises(ManifestError, match="version 3 is not supported .* reads 1 and 2"):
+    with pytest.raises(ManifestError, match=r"version 3 is not supported .* reads 1 and 2"):
         decode_manifest(newer, "m")
+
+
+def test_lock_messages_and_unpublished_partitions() -> None:
+    held = locked_message("file:/out", lock_text("a1b2", 0))
+    assert "held by export-topic attempt a1b2 since 1970-01-01 00:00:00 UTC" in held
+    assert "delete _pykraft_lock and run again" in held
+    assert "held by an unreadable lock (b'{')" in locked_message("file:/out", b"{")
+    ranges = (ExportedRange(0, 0, 10, 9), ExportedRange(1, 0, 4, 0), ExportedRange(2, 0, 5, 5))
+    run = begin_run(Manifest("orders"), 3, ranges, 0).runs[0]
+    published = {
+        0: ["partition=0/run-3-part-0.parquet"],
+        1: [],  # no records: no file expected
+        2: ["partition=2/run-30-part-0.parquet", "partition=2/run-2-part-0.parquet"],
+    }
+    assert unpublished_partitions(run, published) == [2]
