@@ -62,12 +62,15 @@ from pykraft.export.kafka_client import (
     read_range,
 )
 from pykraft.export.kafka_options import (
+    GlobalTimestamp,
     KafkaSourceOptions,
+    SpecificTimestamps,
     parse_batch_options,
     parse_stream_options,
 )
 from pykraft.export.kafka_plan import (
     KafkaRange,
+    batch_ranges,
     delay_batch,
     offset_ranges,
     offsets_from_json,
@@ -178,12 +181,16 @@ class KafkaBatchReader(_RangeReader, DataSourceReader):
             self.options.starting, tps, earliest, latest,
             name="startingOffsets", fail_on_data_loss=loss, by_timestamp=lookup,
         )  # fmt: skip
+        if isinstance(self.options.starting, SpecificTimestamps | GlobalTimestamp):
+            # The starts were looked up live, after ``latest``: records appended in between
+            # may put a start past it. The ends are resolved after the starts, as Spark's
+            # getOffsetRangesFromUnresolvedOffsets does.
+            latest = self.offset_reader.latest(tps)
         ends = resolve_offsets(
             self.options.ending, tps, earliest, latest,
             name="endingOffsets", fail_on_data_loss=loss, by_timestamp=lookup,
         )  # fmt: skip
-        ranges = offset_ranges(starts, ends, fail_on_data_loss=loss)
-        return self.input_partitions(ranges) or [InputPartition(None)]
+        return self.input_partitions(batch_ranges(starts, ends)) or [InputPartition(None)]
 
 
 def time_ms() -> int:
