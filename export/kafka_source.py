@@ -257,7 +257,10 @@ class KafkaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAva
         else:
             latest = {tp: end for tp, end in self._available_now.items() if tp in starts}
         if not isinstance(limit, ReadAllAvailable) and self._delayed(starts, latest):
-            return offsets_to_json(starts)
+            # The start as given (Spark's KafkaMicroBatchStream returns its start offsets):
+            # with partitions found since filled in, it would differ, and Spark would run an
+            # empty batch instead of waiting.
+            return start
         if isinstance(limit, ReadMaxRows):
             return offsets_to_json(rate_limit(limit.max_rows, starts, latest))
         return offsets_to_json(latest)

@@ -156,6 +156,25 @@ def test_min_offsets_per_trigger_waits_for_enough_or_for_max_trigger_delay() -> 
     }
 
 
+def test_a_held_back_trigger_returns_its_start_as_given() -> None:
+    """Review of issue 15, finding 8: a partition found while a trigger is held back is not
+    filled into the offset returned (it would differ from the start, and Spark would run an
+    empty batch); it is read from earliest by the batch that runs."""
+    brokers, clock = Brokers(), [0]
+    stream = reader(brokers, clock, minOffsetsPerTrigger="1000")
+    start = {"t": {"0": 100, "1": 15}}
+    assert stream.latestOffset(start, ReadMinRows(1000)) == start  # the first never waits
+    brokers.counts["t"] = 3
+    brokers.log_start[TopicPartition("t", 2)] = 0
+    brokers.log_end[TopicPartition("t", 2)] = 3
+    clock[0] = 1_000
+    assert stream.latestOffset(start, ReadMinRows(1000)) == start
+    clock[0] = 1_000 + 15 * 60_000  # maxTriggerDelay's default, 15m, has passed
+    end = stream.latestOffset(start, ReadMinRows(1000))
+    assert end == {"t": {"0": 100, "1": 15, "2": 3}}
+    assert ranges(stream, start, end) == [KafkaRange("t", 2, 0, 3)]
+
+
 class AppendingBrokers(Brokers):
     """Two records reach t-0 while ListOffsets by timestamp is asked: only the second is at
     or after the timestamp (the first carries an older one)."""
