@@ -24,8 +24,9 @@ A crash (or a failed check) before 3 leaves only staging files, deleted by the n
 crash between 3 and 5 is rolled forward by the next run, which moves the files of the staging
 directory the manifest names (complete and checked before 3), checks every partition with
 records has its files, then deletes every attempt's staging directory. Only one run works on an
-output at a time: it holds ``LOCK_FILE`` (``export.export_topic_job``) from before recovery on. So a rerun exports exactly the offsets that are new, never one twice. Pure: the
-moves and Spark live in ``export.export_topic_job``.
+output at a time: it holds ``LOCK_FILE`` (``export.export_topic_job``) from before recovery on.
+So a rerun exports exactly the offsets that are new, never one twice. Pure: the moves and Spark
+live in ``export.export_topic_job``.
 
 Transactions. Under ``read_committed`` a range ends at the last stable offset, the first offset
 of the oldest transaction still open; the records from there on (committed or not) wait for
