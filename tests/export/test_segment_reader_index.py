@@ -141,7 +141,7 @@ def test_an_entry_whose_batch_fails_its_crc_is_not_used(tmp_path: Path) -> None:
 _BATCH_SIZES = st.lists(st.integers(1, 12), min_size=1, max_size=12)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
         st.tuples(_BATCH_SIZES, st.integers(1, 60), st.one_of(st.none(), st.integers(1, 80))),
