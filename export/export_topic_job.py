@@ -15,6 +15,12 @@ ships pykraft to the executors itself (``export.shipping``), or under ``spark-su
 reads through the Kafka protocol (``export.kafka_export_plan``): one pipeline, two sources, each
 an ``ExportSource`` (its planner and its reader).
 
+One run at a time per output: a run holds ``OUT/_pykraft_lock`` (created only if absent,
+naming the driver attempt and when it started) from before recovery until it ends, and a second
+run (a cron overrun) fails at once with ``ExportLockedError``, touching nothing. A driver killed
+outright leaves its lock behind: once no export-topic driver for ``OUT`` is alive, the operator
+deletes ``OUT/_pykraft_lock`` and reruns, and that run finishes or discards what was left.
+
 ``--isolation-level read_committed`` (the default) exports what a read_committed consumer
 reads: no aborted transaction's records, nothing from the first still-open transaction on (that
 waits for a later run, reported as held back); ``read_uncommitted`` exports everything below
@@ -45,6 +51,7 @@ from pykraft.export.kafka_export_plan import KafkaExportSource
 from pykraft.export.log_dirs import parse_log_dirs
 from pykraft.export.log_scan import LogFilter, discover_partitions
 from pykraft.export.manifest import (
+    LOCK_FILE,
     LOG_DIRS_SOURCE,
     MANIFEST_FILE,
     STAGING_DIR,
@@ -54,9 +61,12 @@ from pykraft.export.manifest import (
     begin_run,
     commit_run,
     encode_manifest,
+    lock_text,
+    locked_message,
     manifest_from_bytes,
     plan_export,
     staging_dir,
+    unpublished_partitions,
 )
 from pykraft.export.output_check import checked_ranges
 from pykraft.export.output_store import OutputStore
@@ -84,6 +94,14 @@ class ExportResult:
 add_arguments = add_export_topic_arguments
 
 
+class ExportLockedError(RuntimeError):
+    """Another run holds the output's lock; says how to clear a stale one."""
+
+
+class RecoveryError(RuntimeError):
+    """A pending run cannot be committed: some of its files are gone."""
+
+
 def _save(store: OutputStore, manifest: Manifest) -> None:
     store.write_replacing(MANIFEST_FILE, encode_manifest(manifest))
 
@@ -98,6 +116,19 @@ def recover(store: OutputStore, manifest: Manifest) -> tuple[Manifest, int | Non
     recovered = None
     if pending is not None:
         _publish(store, pending.run_id, pending.staging_dir)
+        published = {
+            r.partition: store.list_files(f"partition={r.partition}", ".parquet")
+            for r in pending.ranges
+        }
+        missing = unpublished_partitions(pending, published)
+        if missing:
+            raise RecoveryError(
+                f"run {pending.run_id} is pending in {store.uri}/{MANIFEST_FILE}, but partitions "
+                f"{missing} have none of its files (staged in {pending.staging_dir}, published "
+                f"as partition=N/run-{pending.run_id}-*): not committing it. Restore the files, "
+                f"or remove run {pending.run_id} from the manifest and every "
+                f"partition=*/run-{pending.run_id}-* file, so the next run exports its offsets"
+            )
         manifest = commit_run(manifest, pending.run_id)
         _save(store, manifest)
         recovered = pending.run_id
@@ -230,9 +261,18 @@ def export_topic(
         source = LogDirsSource(source)
     store = OutputStore(spark, str(out))
     try:
-        return _export(
-            spark, source, topic, store, wall_clock_ms, isolation_level, progress, attempt()
-        )
+        store.mkdirs()
+        name = attempt()
+        lock = lock_text(name, wall_clock_ms())
+        if not store.create_new(LOCK_FILE, lock):
+            raise ExportLockedError(locked_message(store.uri, store.read_bytes(LOCK_FILE)))
+        try:
+            return _export(
+                spark, source, topic, store, wall_clock_ms, isolation_level, progress, name
+            )
+        finally:
+            if store.read_bytes(LOCK_FILE) == lock:  # still ours (not deleted by hand)
+                store.delete(LOCK_FILE)
     finally:
         store.close()
 
@@ -247,7 +287,6 @@ def _export(
     progress: Callable[[str], None],
     attempt: str,
 ) -> ExportResult:
-    store.mkdirs()
     stored = manifest_from_bytes(
         store.read_bytes(MANIFEST_FILE), store.uri, topic, isolation_level, source.name
     )

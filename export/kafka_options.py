@@ -147,7 +147,7 @@ class KafkaSourceOptions:
 
 def parse_batch_options(options: Mapping[str, str]) -> KafkaSourceOptions:
     """A batch read's options (Spark's ``validateBatchOptions``)."""
-    parsed = _parse(options, default_starting=Bound.EARLIEST)
+    parsed = _parse(options, default_starting=Bound.EARLIEST, stream=False)
     if parsed.starting == Bound.LATEST:
         raise KafkaOptionError("startingOffsets can't be latest for batch queries on Kafka")
     if parsed.ending == Bound.EARLIEST:
@@ -164,9 +164,7 @@ def parse_batch_options(options: Mapping[str, str]) -> KafkaSourceOptions:
                         f"{name} for {tp} can't be {word} for batch queries on Kafka"
                     )
     _check_limits(parsed.starting, parsed.ending)
-    # Spark logs "maxOffsetsPerTrigger option ignored in batch queries" (and the same for
-    # minOffsetsPerTrigger, maxTriggerDelay) and goes on.
-    return attrs.evolve(parsed, max_offsets_per_trigger=None, min_offsets_per_trigger=None)
+    return parsed
 
 
 def parse_stream_options(options: Mapping[str, str]) -> KafkaSourceOptions:
@@ -175,10 +173,12 @@ def parse_stream_options(options: Mapping[str, str]) -> KafkaSourceOptions:
         raise KafkaOptionError("ending offset not valid in streaming queries")
     if "endingoffsetsbytimestamp" in options:
         raise KafkaOptionError("ending timestamp not valid in streaming queries")
-    return _parse(options, default_starting=Bound.LATEST)
+    return _parse(options, default_starting=Bound.LATEST, stream=True)
 
 
-def _parse(options: Mapping[str, str], default_starting: Bound) -> KafkaSourceOptions:
+def _parse(
+    options: Mapping[str, str], default_starting: Bound, *, stream: bool
+) -> KafkaSourceOptions:
     consumer_config = librdkafka_config(_consumer_config(options))
     isolation = _isolation_level(options, consumer_config)
     consumer_config.pop("isolation.level", None)
@@ -191,12 +191,19 @@ def _parse(options: Mapping[str, str], default_starting: Bound) -> KafkaSourceOp
         isolation_level=isolation,
         min_partitions=_positive(options, "minPartitions"),
         max_records_per_partition=_positive(options, "maxRecordsPerPartition"),
-        max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger"),
         fail_on_data_loss=_flag(options, "failOnDataLoss", default=True),
         include_headers=_flag(options, "includeHeaders", default=False),
+        group_id_prefix=options.get("groupidprefix"),
+    )
+    if not stream:
+        # Spark logs "maxOffsetsPerTrigger option ignored in batch queries" (and the same for
+        # minOffsetsPerTrigger, maxTriggerDelay) and goes on: they are not even parsed.
+        return parsed
+    parsed = attrs.evolve(
+        parsed,
+        max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger"),
         min_offsets_per_trigger=_positive(options, "minOffsetsPerTrigger"),
         max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay"),
-        group_id_prefix=options.get("groupidprefix"),
     )
     low, high = parsed.min_offsets_per_trigger, parsed.max_offsets_per_trigger
     if low is not None and high is not None and low > high:
@@ -427,10 +434,12 @@ def _positive(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
-# Spark's JavaUtils.timeStringAsMs units; a bare number is milliseconds.
-_DURATION = re.compile(r"(-?[0-9]+)\s*([a-z]*)")
-_DURATION_UNITS_MS = {
-    "": 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000,
+# Spark's JavaUtils.timeStringAsMs: a number and a unit, nothing between them; a bare
+# number is milliseconds; microseconds are truncated to whole milliseconds (TimeUnit.convert).
+_DURATION = re.compile(r"(-?[0-9]+)([a-z]*)")
+_DURATION_UNITS_US = {
+    "": 1000, "us": 1, "ms": 1000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
+    "h": 3_600_000_000, "d": 86_400_000_000,
 }  # fmt: skip
 
 
@@ -439,9 +448,9 @@ def _duration_ms(options: Mapping[str, str], name: str) -> int:
     if text is None:
         return DEFAULT_MAX_TRIGGER_DELAY_MS
     match = _DURATION.fullmatch(text.strip().lower())
-    if match is None or match.group(2) not in _DURATION_UNITS_MS or int(match.group(1)) < 0:
+    if match is None or match.group(2) not in _DURATION_UNITS_US or int(match.group(1)) < 0:
         raise KafkaOptionError(f"{name} must be a duration such as 15m, 30s or 500ms, got {text!r}")
-    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)]
+    return int(match.group(1)) * _DURATION_UNITS_US[match.group(2)] // 1000
 
 
 def _flag(options: Mapping[str, str], name: str, *, default: bool) -> bool:

@@ -214,6 +214,19 @@ def offset_ranges(starts: Offsets, ends: Offsets, *, fail_on_data_loss: bool) ->
     return ranges
 
 
+def batch_ranges(starts: Offsets, ends: Offsets) -> list[KafkaRange]:
+    """A batch query's ranges: a start after its end is the options' fault (or a damaged
+    topic), whatever failOnDataLoss says, as Spark's ``KafkaSourceRDD`` asserts."""
+    for tp in sorted(ends):
+        if starts[tp] > ends[tp]:
+            raise PlanError(
+                f"Beginning offset {starts[tp]} is after the ending offset {ends[tp]} for "
+                f"topic {tp.topic} partition {tp.partition}. You either provided an invalid "
+                "fromOffset, or the Kafka topic has been damaged"
+            )
+    return offset_ranges(starts, ends, fail_on_data_loss=True)
+
+
 def split_ranges(
     ranges: Iterable[KafkaRange],
     min_partitions: int | None = None,

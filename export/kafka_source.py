@@ -62,12 +62,15 @@ from pykraft.export.kafka_client import (
     read_range,
 )
 from pykraft.export.kafka_options import (
+    GlobalTimestamp,
     KafkaSourceOptions,
+    SpecificTimestamps,
     parse_batch_options,
     parse_stream_options,
 )
 from pykraft.export.kafka_plan import (
     KafkaRange,
+    batch_ranges,
     delay_batch,
     offset_ranges,
     offsets_from_json,
@@ -178,12 +181,16 @@ class KafkaBatchReader(_RangeReader, DataSourceReader):
             self.options.starting, tps, earliest, latest,
             name="startingOffsets", fail_on_data_loss=loss, by_timestamp=lookup,
         )  # fmt: skip
+        if isinstance(self.options.starting, SpecificTimestamps | GlobalTimestamp):
+            # The starts were looked up live, after ``latest``: records appended in between
+            # may put a start past it. The ends are resolved after the starts, as Spark's
+            # getOffsetRangesFromUnresolvedOffsets does.
+            latest = self.offset_reader.latest(tps)
         ends = resolve_offsets(
             self.options.ending, tps, earliest, latest,
             name="endingOffsets", fail_on_data_loss=loss, by_timestamp=lookup,
         )  # fmt: skip
-        ranges = offset_ranges(starts, ends, fail_on_data_loss=loss)
-        return self.input_partitions(ranges) or [InputPartition(None)]
+        return self.input_partitions(batch_ranges(starts, ends)) or [InputPartition(None)]
 
 
 def time_ms() -> int:
@@ -250,7 +257,10 @@ class KafkaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAva
         else:
             latest = {tp: end for tp, end in self._available_now.items() if tp in starts}
         if not isinstance(limit, ReadAllAvailable) and self._delayed(starts, latest):
-            return offsets_to_json(starts)
+            # The start as given (Spark's KafkaMicroBatchStream returns its start offsets):
+            # with partitions found since filled in, it would differ, and Spark would run an
+            # empty batch instead of waiting.
+            return start
         if isinstance(limit, ReadMaxRows):
             return offsets_to_json(rate_limit(limit.max_rows, starts, latest))
         return offsets_to_json(latest)

@@ -297,11 +297,17 @@ def _segment_splits(
             continue  # every offset of this segment is below the range
         if end is not None and base_offset >= end:
             break
+        # A split ends at the next segment's base offset, so splits never overlap: the
+        # cleaner may merge this segment with the next into one file named after this one
+        # (storage/cleaner.py, Kafka's LogCleaner.groupSegmentsBySize) between two tasks'
+        # reads, and the next segment's records belong to the next split only.
+        high = end if next_base is None else next_base if end is None else min(end, next_base)
         aborted_here = aborted
-        if aborted and end is not None:  # those with records in this segment's part
-            high = end if next_base is None else min(end, next_base)
+        if aborted and high is not None:  # those with records in this segment's part
             aborted_here = overlapping(aborted, max(start, base_offset), high)
-        yield SegmentSplit(str(path), tp.topic, tp.partition, base_offset, start, end, aborted_here)
+        yield SegmentSplit(
+            str(path), tp.topic, tp.partition, base_offset, start, high, aborted_here
+        )
 
 
 def parse_offset_ranges(

@@ -22,9 +22,11 @@ two states, and only the manifest says which:
 
 A crash (or a failed check) before 3 leaves only staging files, deleted by the next run; a
 crash between 3 and 5 is rolled forward by the next run, which moves the files of the staging
-directory the manifest names (complete and checked before 3), then deletes every attempt's
-staging directory. So a rerun exports exactly the offsets that are new, never one twice. Pure: the
-moves and Spark live in ``export.export_topic_job``.
+directory the manifest names (complete and checked before 3), checks every partition with
+records has its files, then deletes every attempt's staging directory. Only one run works on an
+output at a time: it holds ``LOCK_FILE`` (``export.export_topic_job``) from before recovery on.
+So a rerun exports exactly the offsets that are new, never one twice. Pure: the moves and Spark
+live in ``export.export_topic_job``.
 
 Transactions. Under ``read_committed`` a range ends at the last stable offset, the first offset
 of the oldest transaction still open; the records from there on (committed or not) wait for
@@ -44,6 +46,7 @@ run from the other source, so one output never mixes Parquet schemas.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import json
 from collections.abc import Mapping
@@ -56,7 +59,15 @@ from pykraft.export.isolation import IsolationLevel, parse_isolation_level
 
 MANIFEST_FILE = "_pykraft_manifest.json"
 STAGING_DIR = "_staging"
-FORMAT_VERSION = 1
+# Held by the run writing the output (created only if absent), so two runs never overlap.
+LOCK_FILE = "_pykraft_lock"
+# Version 2: a run may name its staging directory (``staging``). A build that reads only
+# version 1 ignores that field and would publish from ``_staging/run-K`` (empty), mark the run
+# COMMITTED and delete the staged files; so a manifest naming one is written as version 2,
+# which such a build refuses. Version 1 (no run names one) is still written and read.
+FORMAT_VERSION = 2
+LEGACY_FORMAT_VERSION = 1
+READ_FORMAT_VERSIONS = (LEGACY_FORMAT_VERSION, FORMAT_VERSION)
 LOG_DIRS_SOURCE = "log-dirs"  # never written: a manifest without "source" is this one's
 KAFKA_SOURCE = "kafka"
 SOURCE_FLAGS = {LOG_DIRS_SOURCE: "--log-dirs", KAFKA_SOURCE: "--bootstrap-server"}
@@ -152,9 +163,13 @@ def plan_export(manifest: Manifest, available: Mapping[int, tuple[int, int]]) ->
 
 def staging_dir(run_id: int, attempt: str) -> str:
     """The staging directory of run ``run_id`` written by driver attempt ``attempt``."""
-    if not attempt or not all(c.isalnum() or c in "-_" for c in attempt):
+    if not _is_attempt(attempt):
         raise ValueError(f"an attempt name is letters, digits, - and _: {attempt!r}")
     return f"{STAGING_DIR}/run-{run_id}-{attempt}"
+
+
+def _is_attempt(attempt: str) -> bool:
+    return bool(attempt) and all(c.isascii() and (c.isalnum() or c in "-_") for c in attempt)
 
 
 def begin_run(
@@ -178,9 +193,46 @@ def commit_run(manifest: Manifest, run_id: int) -> Manifest:
     return attrs.evolve(manifest, runs=runs)
 
 
+def lock_text(attempt: str, now_ms: int) -> bytes:
+    """What ``LOCK_FILE`` holds: which driver attempt runs, since when."""
+    return (json.dumps({"attempt": attempt, "sinceMs": now_ms}) + "\n").encode("utf-8")
+
+
+def locked_message(out_dir: str, holder: bytes | None) -> str:
+    """Why a run cannot start: another run's lock, and what an operator does if it is stale."""
+    try:
+        document = json.loads(holder or b"")
+        since = datetime.datetime.fromtimestamp(int(document["sinceMs"]) / 1000, datetime.UTC)
+        who = f"export-topic attempt {document['attempt']} since {since:%Y-%m-%d %H:%M:%S} UTC"
+    except (ValueError, KeyError, TypeError, OverflowError):
+        who = f"an unreadable lock ({holder!r:.80})"
+    return (
+        f"{out_dir}/{LOCK_FILE} is held by {who}: another export-topic run on this output "
+        "is running, or one was killed and left its lock. If no export-topic driver is alive "
+        f"for {out_dir}, delete {LOCK_FILE} and run again (the next run finishes or discards "
+        "what the killed one left)"
+    )
+
+
+def unpublished_partitions(run: ExportRun, published: Mapping[int, list[str]]) -> list[int]:
+    """The partitions of ``run`` that exported records but have no ``run-K-`` file among
+    ``published`` (file names per partition directory)."""
+    prefix = f"run-{run.run_id}-"
+    return [
+        r.partition
+        for r in run.ranges
+        if r.records > 0
+        and not any(name.rsplit("/", 1)[-1].startswith(prefix) for name in published[r.partition])
+    ]
+
+
 def encode_manifest(manifest: Manifest) -> bytes:
+    # What a version-1 reader would ignore (a named staging directory, a Kafka-read output's
+    # "source") is written as version 2, which such a reader refuses.
+    staged = any(run.staging is not None for run in manifest.runs)
+    newer = staged or manifest.source != LOG_DIRS_SOURCE
     document: dict[str, Any] = {
-        "version": FORMAT_VERSION,
+        "version": FORMAT_VERSION if newer else LEGACY_FORMAT_VERSION,
         "topic": manifest.topic,
         "runs": [_run_document(run) for run in manifest.runs],
     }
@@ -214,10 +266,11 @@ def _run_document(run: ExportRun) -> dict[str, Any]:
 def decode_manifest(data: bytes, source: str) -> Manifest:
     try:
         document = json.loads(data)
-        if document["version"] != FORMAT_VERSION:
+        if document["version"] not in READ_FORMAT_VERSIONS:
             raise ManifestError(
-                f"manifest {source}: version {document['version']!r} is not "
-                f"supported (this build reads {FORMAT_VERSION})"
+                f"manifest {source}: version {document['version']!r} is not supported (this "
+                f"build reads {' and '.join(map(str, READ_FORMAT_VERSIONS))}): run a newer "
+                "pykraft"
             )
         runs = tuple(_run(run) for run in document["runs"])
         level = _isolation_level(document, source)
@@ -248,13 +301,16 @@ def _run(obj: Any) -> ExportRun:
         )
         for r in obj["ranges"]
     )
+    run_id = int(obj["runId"])
     staging = obj.get("staging")
-    if staging is not None and (
-        not str(staging).startswith(f"{STAGING_DIR}/run-") or str(staging).count("/") != 1
-    ):
-        raise ValueError(f"run {obj['runId']}: staging {staging!r} is not below {STAGING_DIR}/")
+    if staging is not None:
+        # Only this run's own directory, as staging_dir names it: never another run's.
+        prefix = f"{STAGING_DIR}/run-{run_id}-"
+        attempt = str(staging).removeprefix(prefix)
+        if not str(staging).startswith(prefix) or not _is_attempt(attempt):
+            raise ValueError(f"run {run_id}: staging {staging!r} is not {prefix}<attempt>")
     return ExportRun(
-        int(obj["runId"]),
+        run_id,
         RunState(obj["state"]),
         int(obj["createdMs"]),
         ranges,

@@ -79,6 +79,24 @@ class OutputStore:
         rename = self._jvm.org.apache.hadoop.fs.Options.Rename
         context.rename(temporary, self._path(name), _java_array(rename, [rename.OVERWRITE]))
 
+    def create_new(self, name: str, data: bytes) -> bool:
+        """Create ``name`` holding ``data`` unless it exists; False if it did. Exclusive where
+        the filesystem's create-if-absent is (HDFS; a local disk up to a race of a few
+        microseconds; an object store only as far as its listing is consistent)."""
+        path = self._path(name)
+        try:
+            stream = self._fs.create(path, False)
+        except Exception:  # py4j's Py4JJavaError: FileAlreadyExistsException, or a real error
+            if self._fs.exists(path):
+                return False
+            raise
+        try:
+            stream.write(bytearray(data))
+            stream.hsync()
+        finally:
+            stream.close()
+        return True
+
     def list_files(self, name: str, suffix: str) -> list[str]:
         """Every file below ``name`` whose name ends with ``suffix``, as names relative to the
         root, sorted; none if ``name`` does not exist."""

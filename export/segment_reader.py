@@ -155,6 +155,10 @@ class SegmentChunk:
 
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position (Kafka's OffsetIndex entry)
 
+# Index slots tried at most: the one the search finds, then half its slot number, and so on
+# down to slot 0 (enough for any index: a slot number has at most 31 bits).
+MAX_INDEX_TRIES = 32
+
 
 def start_position(fd: int, index_path: Path, base_offset: int, start_offset: int) -> int:
     """A byte position in the segment open as ``fd`` at or below the batch holding
@@ -163,7 +167,11 @@ def start_position(fd: int, index_path: Path, base_offset: int, start_offset: in
 
     The active segment's index is preallocated with zeros past its entries, and a broker may
     be appending to it: an entry after the first with relative offset 0 ends the entries, and
-    a torn or stale entry fails the check against the batch and is not used."""
+    a torn or stale entry fails the check against the batch (its header and CRC) and is not
+    used. After a truncation the entries past the truncation point stay in the file (only the
+    broker's count of entries moves back), so the search may land on one of those: then the
+    slot half as far in is tried, and so on, down to the valid entries at the front, rather
+    than reading the whole segment from byte 0."""
     try:
         index_fd = os.open(index_path, os.O_RDONLY)
     except OSError:
@@ -185,22 +193,37 @@ def _indexed_position(fd: int, index_fd: int, base_offset: int, start_offset: in
         offset, position = _INDEX_ENTRY.unpack(data)
         return None if slot and offset <= 0 else (int(offset), int(position))
 
-    low, high, found = 0, count - 1, None  # the last entry with relative offset <= target
+    low, high, slot = 0, count - 1, -1  # the last entry with relative offset <= target
     while low <= high:
         middle = (low + high) // 2
         probe = entry(middle)
         if probe is not None and probe[0] <= target:
-            found, low = probe, middle + 1
+            slot, low = middle, middle + 1
         else:
             high = middle - 1
-    if found is None:
-        return 0
-    offset, position = found
+    file_size = os.fstat(fd).st_size
+    for _ in range(MAX_INDEX_TRIES):
+        if slot < 0:
+            break
+        probe = entry(slot)
+        usable = probe is not None and probe[0] <= target
+        if probe is not None and usable and _batch_is_at(fd, file_size, base_offset, *probe):
+            return probe[1]
+        slot = slot // 2 if slot else -1
+    return 0
+
+
+def _batch_is_at(fd: int, file_size: int, base_offset: int, relative: int, position: int) -> bool:
+    """Whether a whole, CRC-valid batch ending at offset ``base_offset + relative`` starts at
+    ``position``."""
     try:
-        header = read_batch_header(fd, position, os.fstat(fd).st_size)
+        header = read_batch_header(fd, position, file_size)
+        if header.last_offset != base_offset + relative:
+            return False
+        validate_batch(os.pread(fd, header.size_in_bytes, position))
     except (CorruptRecordError, OSError, ValueError):
-        return 0
-    return position if header.last_offset == base_offset + offset else 0
+        return False
+    return True
 
 
 def _read_from_index(split: SegmentSplit) -> tuple[int, bytes]:

@@ -5,6 +5,7 @@ records (pure: no Spark, no brokers)."""
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -128,6 +129,9 @@ def test_the_manifest_records_the_kafka_source_and_refuses_mixing() -> None:
     log_dirs = encode_manifest(attrs.evolve(committed((0, 0, 10)), source=LOG_DIRS_SOURCE))
     assert b'"source": "kafka"' in kafka
     assert b'"source"' not in log_dirs  # the file path's manifests are as before
+    # A version-1 reader would ignore "source" and mix schemas: such a manifest is version 2.
+    assert json.loads(kafka)["version"] == 2
+    assert json.loads(log_dirs)["version"] == 1
     assert manifest_from_bytes(kafka, "out", "t", RC, KAFKA_SOURCE).next_offsets() == {0: 10}
     with pytest.raises(ManifestError, match=r"with --bootstrap-server.*differ from --log-dirs"):
         manifest_from_bytes(kafka, "out", "t", RC, LOG_DIRS_SOURCE)

@@ -111,6 +111,10 @@ def test_batch_offset_bounds() -> None:
     ignored = {"maxoffsetspertrigger": "5", "minoffsetspertrigger": "2", "maxtriggerdelay": "1m"}
     parsed = parse_batch_options({**BOOTSTRAP, "subscribe": "a", **ignored})
     assert parsed.max_offsets_per_trigger is None and parsed.min_offsets_per_trigger is None
+    # Ignored means not even parsed: values a stream refuses do not fail a batch (review 9).
+    bad = {"maxoffsetspertrigger": "0", "minoffsetspertrigger": "x", "maxtriggerdelay": "abc"}
+    parsed = parse_batch_options({**BOOTSTRAP, "subscribe": "a", **bad})
+    assert parsed.max_offsets_per_trigger is None and parsed.min_offsets_per_trigger is None
     parsed = parse_batch_options(
         {**BOOTSTRAP, "subscribe": "a", "startingoffsets": '{"a": {"0": 5, "1": -2}}'}
     )
@@ -266,9 +270,14 @@ def test_min_offsets_and_trigger_delay_and_group_ids() -> None:
     assert parsed.max_trigger_delay_ms == 30_000
     assert parsed.group_id_prefix == "etl"
     assert parsed.consumer_config["group.id"] == "mine"  # accepted, as Spark accepts it
-    for text, ms in (("250", 250), ("250ms", 250), ("2m", 120_000), ("1h", 3_600_000)):
+    # Spark's JavaUtils.timeStringAsMs: microseconds too (truncated to milliseconds), and no
+    # space between the number and its unit (review 9).
+    durations = [("250", 250), ("250ms", 250), ("2m", 120_000), ("1h", 3_600_000)]
+    durations += [("500us", 0), ("2500us", 2), (" 3s ", 3000), ("2MIN", 120_000)]
+    for text, ms in durations:
         assert parse_stream_options(options(maxTriggerDelay=text)).max_trigger_delay_ms == ms
-    refused("duration such as 15m", stream=True, subscribe="a", maxTriggerDelay="soon")
+    for bad in ("soon", "10 s", "5ns", "-1s", "1.5s"):
+        refused("duration such as 15m", stream=True, subscribe="a", maxTriggerDelay=bad)
     refused(
         r"minOffsetPerTrigger\(11\) is higher than the maxOffsetsPerTrigger\(10\)",
         stream=True,

@@ -10,9 +10,9 @@ import pickle
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from pykraft.export.kafka_options import parse_stream_options
-from pykraft.export.kafka_plan import DataLossError, KafkaRange
-from pykraft.export.kafka_source import KafkaStreamReader
+from pykraft.export.kafka_options import parse_batch_options, parse_stream_options
+from pykraft.export.kafka_plan import DataLossError, KafkaRange, PlanError
+from pykraft.export.kafka_source import KafkaBatchReader, KafkaStreamReader
 from pykraft.export.spark_schemas import KAFKA_SCHEMA
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -154,3 +154,73 @@ def test_min_offsets_per_trigger_waits_for_enough_or_for_max_trigger_delay() -> 
     assert both.latestOffset({"t": {"0": 115, "1": 19}}, ReadMaxRows(4)) == {
         "t": {"0": 115, "1": 19}
     }
+
+
+def test_a_held_back_trigger_returns_its_start_as_given() -> None:
+    """Review of issue 15, finding 8: a partition found while a trigger is held back is not
+    filled into the offset returned (it would differ from the start, and Spark would run an
+    empty batch); it is read from earliest by the batch that runs."""
+    brokers, clock = Brokers(), [0]
+    stream = reader(brokers, clock, minOffsetsPerTrigger="1000")
+    start = {"t": {"0": 100, "1": 15}}
+    assert stream.latestOffset(start, ReadMinRows(1000)) == start  # the first never waits
+    brokers.counts["t"] = 3
+    brokers.log_start[TopicPartition("t", 2)] = 0
+    brokers.log_end[TopicPartition("t", 2)] = 3
+    clock[0] = 1_000
+    assert stream.latestOffset(start, ReadMinRows(1000)) == start
+    clock[0] = 1_000 + 15 * 60_000  # maxTriggerDelay's default, 15m, has passed
+    end = stream.latestOffset(start, ReadMinRows(1000))
+    assert end == {"t": {"0": 100, "1": 15, "2": 3}}
+    assert ranges(stream, start, end) == [KafkaRange("t", 2, 0, 3)]
+
+
+class AppendingBrokers(Brokers):
+    """Two records reach t-0 while ListOffsets by timestamp is asked: only the second is at
+    or after the timestamp (the first carries an older one)."""
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict:  # type: ignore[type-arg]
+        tp = TopicPartition("t", 0)
+        if self.log_end[tp] == 100:
+            self.log_end[tp] = 102
+        return {p: (101 if p == tp else self.log_end[p]) for p in timestamps}
+
+
+def batch_ranges_of(brokers: Brokers, **options: str) -> list[KafkaRange | None]:
+    given = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", **options}
+    batch = KafkaBatchReader(
+        parse_batch_options({k.lower(): v for k, v in given.items()}), KAFKA_SCHEMA
+    )
+    batch._offset_reader = brokers  # type: ignore[assignment]
+    return [p.value for p in batch.partitions()]
+
+
+def test_a_batch_resolves_its_timestamp_starts_before_the_latest_ends() -> None:
+    """Review of issue 15, finding 7: records appended between the latest offsets and the
+    timestamp lookup put a start past a latest fetched before it; that is no data loss."""
+    got = batch_ranges_of(AppendingBrokers(), startingTimestamp="1700000000000")
+    assert got == [KafkaRange("t", 0, 101, 102)]  # t-1: 15 to 15, nothing to read
+
+
+class TimedBrokers(Brokers):
+    """t-0's first offset at or after 2000 is 60, after 1000 it is 40; t-1 has none."""
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict:  # type: ignore[type-arg]
+        return {
+            tp: (60 if ts >= 2000 else 40) if tp.partition == 0 else None
+            for tp, ts in timestamps.items()
+        }
+
+
+def test_a_batch_start_after_its_end_says_so_whatever_fail_on_data_loss() -> None:
+    """startingTimestamp after endingTimestamp: Spark's KafkaSourceRDD assertion, not a
+    data-loss report (the options are wrong, nothing was lost)."""
+    options = {"startingTimestamp": "2000", "endingTimestamp": "1000"}
+    options["startingOffsetsByTimestampStrategy"] = "latest"
+    message = (
+        "Beginning offset 60 is after the ending offset 40 for topic t partition 0. You "
+        "either provided an invalid fromOffset, or the Kafka topic has been damaged"
+    )
+    for loss in ("true", "false"):
+        with pytest.raises(PlanError, match=message):
+            batch_ranges_of(TimedBrokers(), failOnDataLoss=loss, **options)

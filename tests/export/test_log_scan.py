@@ -11,13 +11,17 @@ from pykraft.export.log_dirs import LogScanError, ReplicaSize, parse_log_dirs, r
 from pykraft.export.log_scan import (
     LogFilter,
     Op,
+    PartitionLocation,
     Predicate,
     discover_partitions,
     parse_offset_ranges,
     plan_splits,
 )
 from pykraft.export.segment_reader import LogRow, read_segment_rows
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.record_batch import CompressionType
+from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.topic_partition import TopicPartition
 from tests.export.fixtures import LogFixture, build_log_dirs, expected_log_rows
 
@@ -148,6 +152,31 @@ def test_kafka_style_offset_ranges(logs: LogFixture) -> None:
     for bad in ('{"t": {"x": 1}}', "[1]", "nope", '{"t": {"0": -1}}'):
         with pytest.raises(LogScanError):
             parse_offset_ranges(bad, None)
+
+
+def test_splits_do_not_overlap_when_the_cleaner_merges_segments(tmp_path: Path) -> None:
+    # The cleaner merges segments [A, B] into one file named after A (storage/cleaner.py);
+    # when task B has read B before the swap and task A reads A after it, split A must
+    # still stop at B's base offset, or B's records are exported twice.
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(directory, LogConfig(segment_bytes=2000))
+    for n in range(30):
+        batch = build_batch([SimpleRecord(key=b"k%d" % n, value=b"v" * 40, timestamp=n)] * 3)
+        log.append_as_leader(bytearray(batch), 0, 0)
+    log.flush()
+    log.close()
+    location = PartitionLocation(TopicPartition("t", 0), directory, 0, 90)
+    for ranges in (None, {TopicPartition("t", 0): (0, 90)}):
+        split_a, split_b, *rest = plan_splits([location], LogFilter(), offset_ranges=ranges)
+        assert split_a.end_offset == split_b.base_offset
+        offsets_b = [r.offset for r in read_segment_rows(split_b)]
+        merged = Path(split_a.path)
+        original = merged.read_bytes()
+        merged.write_bytes(original + Path(split_b.path).read_bytes())
+        offsets_a = [r.offset for r in read_segment_rows(split_a)]
+        merged.write_bytes(original)
+        offsets_rest = [r.offset for s in rest for r in read_segment_rows(s)]
+        assert offsets_a + offsets_b + offsets_rest == list(range(90))
 
 
 def _tuple(row: LogRow) -> tuple[object, ...]:

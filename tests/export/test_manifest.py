@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import attrs
@@ -20,8 +21,11 @@ from pykraft.export.manifest import (
     decode_manifest,
     encode_manifest,
     load_manifest,
+    lock_text,
+    locked_message,
     plan_export,
     staging_dir,
+    unpublished_partitions,
 )
 
 
@@ -128,7 +132,44 @@ def test_each_attempt_stages_in_its_own_directory_and_the_manifest_names_it() ->
     pending = decode_manifest(legacy, "m").pending_run()
     assert pending is not None and pending.staging is None
     assert pending.staging_dir == "_staging/run-3"
-    for outside in ("partition=0", "_staging/run-3/../../x", "/tmp/run-3"):
+    # Only this run's own directory: not outside _staging/, not another run's (review 10).
+    outsiders = ("partition=0", "_staging/run-3/../../x", "/tmp/run-3", "_staging/run-3-")
+    for outside in (*outsiders, "_staging/run-4-a1b2", "_staging/run-33-a1b2"):
         text = encode_manifest(manifest).replace(first.encode(), outside.encode())
-        with pytest.raises(ManifestError, match="is not below _staging/"):
+        with pytest.raises(ManifestError, match="is not _staging/run-3-<attempt>"):
             decode_manifest(text, "m")
+
+
+def test_a_manifest_naming_a_staging_directory_is_version_2() -> None:
+    """Review 2: a build reading only version 1 ignores ``staging``, and its recovery would
+    commit a pending run without moving its files, then delete them; so such a manifest is
+    version 2, which that build refuses. One without is still version 1, and both are read."""
+    ranges = (ExportedRange(0, 0, 10, 9),)
+    staged = begin_run(Manifest("orders"), 3, ranges, 5, staging_dir(3, "a1b2"))
+    plain = begin_run(Manifest("orders"), 3, ranges, 5)
+    assert json.loads(encode_manifest(staged))["version"] == 2
+    assert json.loads(encode_manifest(commit_run(staged, 3)))["version"] == 2
+    assert json.loads(encode_manifest(plain))["version"] == 1
+    for manifest in (staged, plain):
+        assert decode_manifest(encode_manifest(manifest), "m") == manifest
+    # What the previous build wrote: version 1 with staging.
+    earlier = encode_manifest(staged).replace(b'"version": 2', b'"version": 1')
+    assert decode_manifest(earlier, "m") == staged
+    newer = encode_manifest(staged).replace(b'"version": 2', b'"version": 3')
+    with pytest.raises(ManifestError, match=r"version 3 is not supported .* reads 1 and 2"):
+        decode_manifest(newer, "m")
+
+
+def test_lock_messages_and_unpublished_partitions() -> None:
+    held = locked_message("file:/out", lock_text("a1b2", 0))
+    assert "held by export-topic attempt a1b2 since 1970-01-01 00:00:00 UTC" in held
+    assert "delete _pykraft_lock and run again" in held
+    assert "held by an unreadable lock (b'{')" in locked_message("file:/out", b"{")
+    ranges = (ExportedRange(0, 0, 10, 9), ExportedRange(1, 0, 4, 0), ExportedRange(2, 0, 5, 5))
+    run = begin_run(Manifest("orders"), 3, ranges, 0).runs[0]
+    published = {
+        0: ["partition=0/run-3-part-0.parquet"],
+        1: [],  # no records: no file expected
+        2: ["partition=2/run-30-part-0.parquet", "partition=2/run-2-part-0.parquet"],
+    }
+    assert unpublished_partitions(run, published) == [2]

@@ -130,7 +130,11 @@ def test_discovery_reads_one_replica_per_partition(tmp_path: Path) -> None:
     }
     # The read never goes above the chosen replica's high watermark.
     splits = plan_splits(discover_partitions(replicas.log_dirs), LogFilter())
-    assert {(s.partition, s.end_offset) for s in splits} == {(0, hw[(TP, 1)]), (1, hw[(tp1, 2)])}
+    # (A split ends at the next segment's base offset, the last one at the high watermark.)
+    last = {s.partition: s.end_offset for s in splits}
+    assert last == {0: hw[(TP, 1)], 1: hw[(tp1, 2)]}
+    assert all((s.end_offset or 0) <= (last[s.partition] or 0) for s in splits)
+    assert None not in last.values() and all(s.end_offset is not None for s in splits)
     assert all(Path(s.path).parent.parent == replicas.log_dirs[1 + s.partition] for s in splits)
 
 

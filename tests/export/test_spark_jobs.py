@@ -11,8 +11,15 @@ from typing import Any
 
 import pytest
 
+from pykraft.export.export_topic_job import ExportLockedError, RecoveryError
 from pykraft.export.isolation import IsolationLevel
-from pykraft.export.manifest import MANIFEST_FILE, ExportedRange, load_manifest
+from pykraft.export.manifest import (
+    LOCK_FILE,
+    MANIFEST_FILE,
+    ExportedRange,
+    load_manifest,
+    lock_text,
+)
 from pykraft.export.report_job import (
     CHART_FILE,
     HTML_FILE,
@@ -144,6 +151,45 @@ def test_export_topic_finishes_an_interrupted_run(spark: Any, tmp_path: Path) ->
     assert parquet_rows(spark, out) == expected_rows(logs, "orders")
     assert not list(out.glob("partition=*/*zombie*"))
     assert not (out / "_staging").exists()
+
+
+def test_export_topic_runs_alone_and_never_commits_a_run_whose_files_are_gone(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Review of issue 15, findings 3 and 4: a second run on the same output while one holds
+    its lock (a cron overrun) touches nothing; a pending run missing a partition's files is
+    not committed (its records would be lost)."""
+    logs = build_log_dirs(tmp_path / "logs")
+    out = tmp_path / "out"
+    export_now(spark, logs.log_dirs_option, "orders", out)
+    assert not (out / LOCK_FILE).exists()  # released
+    document = json.loads((out / MANIFEST_FILE).read_text())
+    [run] = document["runs"]
+    run["state"] = "PENDING"
+    (out / MANIFEST_FILE).write_text(json.dumps(document))
+    live = out / run["staging"] / "partition=0" / "part-live.parquet"
+    live.parent.mkdir(parents=True)
+    live.write_bytes(b"a live run's file")
+    (out / LOCK_FILE).write_bytes(lock_text("feedfacefeedface", 1_700_000_000_000))
+    message = (
+        f"{out}/{LOCK_FILE} is held by export-topic attempt feedfacefeedface since "
+        f"2023-11-14 22:13:20 UTC: .* delete {LOCK_FILE} and run again"
+    )
+    with pytest.raises(ExportLockedError, match=message):
+        export_now(spark, logs.log_dirs_option, "orders", out)
+    assert live.exists() and json.loads((out / MANIFEST_FILE).read_text()) == document
+    # The operator removes the stale lock; the files of partition 1 are gone.
+    (out / LOCK_FILE).unlink()
+    live.unlink()
+    lost = [r for r in run["ranges"] if r["partition"] == 1 and r["records"] > 0]
+    assert lost
+    for file in out.glob("partition=1/run-1-*.parquet"):
+        file.unlink()
+    with pytest.raises(RecoveryError, match=r"run 1 is pending .* partitions \[1\] have none"):
+        export_now(spark, logs.log_dirs_option, "orders", out)
+    pending = load_manifest(out, "orders").pending_run()
+    assert pending is not None and pending.run_id == 1
+    assert not (out / LOCK_FILE).exists()
 
 
 def test_export_topic_exports_committed_transactions_once_they_end(
