@@ -60,6 +60,7 @@ class BrokerRpcs(ControllerTransport):
         want_fence: bool,
         want_shut_down: bool,
         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
+        counters: brokers.BrokerTopicCounters | None = None,
         deadline_s: float | None = None,
     ) -> HeartbeatReply:
         request = brokers.BrokerHeartbeatRequest(
@@ -73,6 +74,7 @@ class BrokerRpcs(ControllerTransport):
                 brokers.OfflineReplica(topic_id, partition)
                 for topic_id, partition in offline_log_dirs.replicas
             ),
+            counters=counters,
         )
         return await self._write_route(
             routes.BROKER_HEARTBEAT,

@@ -30,6 +30,12 @@ sent), so the controller moves those leaderships away and takes the broker out o
 offline dir the controller has not acknowledged within ``log.dir.failure.timeout.ms``; pykraft
 does not (the report repeats in every heartbeat until the controller acts on it).
 
+Throughput counters (issue 16): every heartbeat also carries the broker's cumulative
+``BrokerTopicMetrics`` counts (``counters``, read when it is sent), so the active controller's
+web console shows live per-broker rates. The heartbeat is the channel because the controller
+already hears from every broker on it every ``broker.heartbeat.interval.ms``, authenticated,
+while it knows no broker's metrics endpoint; the counts are not written to the metadata log.
+
 Registration failures (a controller election, or DUPLICATE_BROKER_REGISTRATION while the
 previous incarnation's session is still alive after a kill -9) are retried every heartbeat
 interval, as Kafka does. Heartbeat errors are logged and retried; none is fatal.
@@ -59,6 +65,7 @@ from pykraft.broker.lifecycle_core import (
     heartbeat_decision,
 )
 from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.api.brokers import BrokerTopicCounters
 from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 logger = logging.getLogger(__name__)
@@ -99,6 +106,7 @@ class HeartbeatClient(Protocol):
         want_fence: bool,
         want_shut_down: bool,
         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
+        counters: BrokerTopicCounters | None = None,
         deadline_s: float | None = None,
     ) -> HeartbeatReply: ...
 
@@ -127,9 +135,11 @@ class BrokerLifecycleManager:
         heartbeat_interval_ms: int,
         wait: Wait | None = None,
         offline_log_dirs: Callable[[], OfflineLogDirs] = lambda: NO_OFFLINE_LOG_DIRS,
+        counters: Callable[[], BrokerTopicCounters | None] = lambda: None,
     ) -> None:
         self._client = client
         self._offline_log_dirs = offline_log_dirs
+        self._counters = counters
         self.identity = identity
         self.core = LifecycleCore(
             identity.broker_id,
@@ -267,6 +277,7 @@ class BrokerLifecycleManager:
                 want_fence=request.want_fence,
                 want_shut_down=request.want_shut_down,
                 offline_log_dirs=self._offline_log_dirs(),
+                counters=self._counters(),
                 deadline_s=self._deadline_s(),
             )
         except ControllerError as error:

@@ -28,6 +28,7 @@ import enum
 from pykraft.broker.broker_topic_stats import BrokerTopicStats
 from pykraft.broker.lifecycle import BrokerState
 from pykraft.broker.log_cleaner_metrics import LogCleanerMetrics
+from pykraft.metadata.api.brokers import BrokerTopicCounters
 from pykraft.metadata.prometheus import (
     Counter,
     Gauge,
@@ -276,6 +277,19 @@ class BrokerMetrics:
     def record_client_quota_throttle(self, quota_type: str, throttle_ms: int) -> None:
         self.client_quota_throttles.inc(quota_type)
         self.client_quota_throttle_time.inc(quota_type, amount=throttle_ms)
+
+    def heartbeat_counters(self) -> BrokerTopicCounters:
+        """The all-topics throughput counts each heartbeat carries to the active controller
+        (``broker/heartbeat.py``), the same numbers the Prometheus page shows."""
+        stats = self.broker_topic_stats
+        return BrokerTopicCounters(
+            messages_in=stats.messages_in.value(),
+            bytes_in=stats.bytes_in.value(),
+            bytes_out=stats.bytes_out.value(),
+            replication_bytes_in=int(stats.replication_bytes_in.value()),
+            replication_bytes_out=int(stats.replication_bytes_out.value()),
+            fetch_requests=int(self.requests.value(api_name(ApiKey.FETCH))),
+        )
 
     def render(self) -> str:
         return self.registry.render()

@@ -51,7 +51,7 @@ header label{margin-left:auto;font-size:12px;color:#c9d6e6}
 main{padding:16px 24px}main a{color:#1f5fa8}
 h1{font-size:20px;margin:4px 0 12px}h2{font-size:16px;margin:20px 0 8px}
 table{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0002;margin-bottom:12px}
-th,td{padding:5px 12px;border-bottom:1px solid #e3e8ef;text-align:left;white-space:nowrap}
+th,td{padding:5px 10px;border-bottom:1px solid #e3e8ef;text-align:left;white-space:nowrap}
 th{background:#eef2f7;font-weight:600;font-size:12px;text-transform:uppercase;color:#4a5568}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.j{white-space:normal;font-family:ui-monospace,monospace;font-size:12px;max-width:900px;
@@ -119,11 +119,21 @@ def page(title: str, active: str, body: str, cluster_id: str = "") -> str:
     )
 
 
-def _table(headers: Sequence[str], rows: Iterable[str], empty: str = "None.") -> str:
+# A column title, or (title, tooltip).
+Header = str | tuple[str, str]
+
+
+def _th(header: Header) -> str:
+    if isinstance(header, str):
+        return f"<th>{_e(header)}</th>"
+    return f'<th title="{_e(header[1])}">{_e(header[0])}</th>'
+
+
+def _table(headers: Sequence[Header], rows: Iterable[str], empty: str = "None.") -> str:
     body = "".join(rows)
     if not body:
         return f'<p class="muted">{_e(empty)}</p>'
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    head = "".join(_th(h) for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -140,6 +150,15 @@ def note(text: str) -> str:
     return f'<p class="note">{_e(text)}</p>'
 
 
+def rates_elsewhere_note(leader_url: str | None) -> str:
+    """A standby's brokers page: the rates live on the active controller."""
+    text = "Rates are kept by the active controller, from the brokers' heartbeats"
+    if leader_url is None:
+        return note(f"{text}; none is active right now.")
+    href = f"{leader_url.rstrip('/')}{PREFIX}/brokers"
+    return f'<p class="note">{_e(text)}: <a href="{_e(href)}">its console</a>.</p>'
+
+
 def controllers_table(rows: Sequence[ControllerRow]) -> str:
     return _table(
         ("Node", "Raft role", "Term", "Commit lag", "URL"),
@@ -151,10 +170,48 @@ def controllers_table(rows: Sequence[ControllerRow]) -> str:
     )
 
 
+_METER = "kafka.server:type=BrokerTopicMetrics,name="
+# The rate columns: title, Kafka's metrics (all topics) as the tooltip, the BrokerRates fields
+# shown ("a / b" for two), decimals. Replication in and out share a column so the table fits
+# a 1280-pixel window.
+RATE_COLUMNS: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
+    ("Msgs in /s", f"{_METER}MessagesInPerSec", ("messages_in",), 1),
+    ("Bytes in /s", f"{_METER}BytesInPerSec", ("bytes_in",), 0),
+    ("Bytes out /s", f"{_METER}BytesOutPerSec (consumer fetches)", ("bytes_out",), 0),
+    (
+        "Repl. in / out /s",
+        f"{_METER}ReplicationBytesInPerSec / {_METER}ReplicationBytesOutPerSec",
+        ("replication_bytes_in", "replication_bytes_out"),
+        0,
+    ),
+    (
+        "Fetches /s",
+        "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Fetch "
+        "(consumer and follower fetches)",
+        ("fetch_requests",),
+        1,
+    ),
+)
+
+
+def _rate_cells(r: BrokerRow) -> str:
+    rates = r.rates
+    return "".join(
+        "<td class=n>"
+        + " / ".join(_opt(None if rates is None else getattr(rates, f), digits) for f in fields)
+        + "</td>"
+        for _, _, fields, digits in RATE_COLUMNS
+    )
+
+
 def brokers_table(rows: Sequence[BrokerRow], rates: bool = True) -> str:
-    headers = ["Broker", "State", "Epoch", "Leaders", "Replicas", "Rack", "Endpoints"]
+    """``rates``: the columns of the brokers' heartbeat rates (per second between a broker's
+    last two heartbeats, ``quorum/broker_rates.py``), titled with Kafka's metric names."""
+    headers: list[Header] = [
+        *("Broker", "State", "Epoch", "Leaders", "Replicas", "Rack", "Endpoints")
+    ]
     if rates:
-        headers += ["Records in /s", "Records consumed /s"]
+        headers += [(title, tooltip) for title, tooltip, _, _ in RATE_COLUMNS]
 
     def row(r: BrokerRow) -> str:
         state = f'<span class="{"ok" if r.state == "RUNNING" else "bad"}">{_e(r.state)}</span>'
@@ -164,10 +221,7 @@ def brokers_table(rows: Sequence[BrokerRow], rates: bool = True) -> str:
             f"<td>{_e(r.endpoints)}</td>"
         )
         if rates:
-            cells += (
-                f"<td class=n>{_opt(r.records_in_per_s, 1)}</td>"
-                f"<td class=n>{_opt(r.records_consumed_per_s, 1)}</td>"
-            )
+            cells += _rate_cells(r)
         return cells + "</tr>"
 
     return _table(headers, (row(r) for r in rows), "No broker is registered.")

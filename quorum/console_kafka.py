@@ -3,10 +3,8 @@
 Why the Kafka protocol and not the brokers' ``/metrics``: consumer groups live on the brokers'
 group coordinators, and Kafka's own tools read them with ListGroups, DescribeGroups, OffsetFetch
 and ListOffsets; the controller knows every broker's Kafka listeners from its metadata image
-(``RegisterBrokerRecord.EndPoints``) but not their HTTP ports. The same ListOffsets answers give
-the console its live rates: records appended per second on the partitions a broker leads (the
-growth of their log end offsets) and records consumed per second (the growth of the groups'
-committed offsets), sampled each time a page asks (``console_views.rates_per_s``).
+(``RegisterBrokerRecord.EndPoints``) but not their HTTP ports. The brokers' live rates do not
+come from here: they ride on the brokers' heartbeats (``quorum/broker_rates.py``).
 
 The controller connects to a PLAINTEXT listener of the brokers (security protocol 0); a cluster
 whose brokers have none shows the groups and rates as unavailable, with the reason, rather than
@@ -43,10 +41,6 @@ T = TypeVar("T")
 # mypy calls it private; untyped, hence Any).
 OffsetSpec: Any = _OffsetSpec
 PLAINTEXT = 0  # Kafka's SecurityProtocol id
-# Bounds: ListOffsets for the rates covers at most this many partitions, committed offsets at
-# most this many groups; past them the rates say so instead of growing the page's cost.
-MAX_SAMPLED_PARTITIONS = 2000
-MAX_SAMPLED_GROUPS = 50
 PROBE_THREADS = 2
 MAX_PROBES_IN_FLIGHT = 4
 PAGE_DEADLINE_S = 4.0
@@ -220,27 +214,6 @@ class Probe:
                 f"{failures[0]}"
             )
         return found
-
-
-def committed_totals(
-    committed: Mapping[str, Mapping[tuple[str, int], int]],
-) -> dict[tuple[str, int], int]:
-    """The committed offsets of every group, summed per partition."""
-    totals: dict[tuple[str, int], int] = {}
-    for offsets in committed.values():
-        for key, offset in offsets.items():
-            totals[key] = totals.get(key, 0) + offset
-    return totals
-
-
-def all_partitions(image: MetadataImage) -> list[tuple[str, int]]:
-    """Every partition of the image, internal topics excepted, by name."""
-    return [
-        (name, index)
-        for name, topic in sorted(image.topics.by_name.items())
-        if not name.startswith("__")
-        for index in sorted(topic.partitions.keys())
-    ]
 
 
 def group_partitions(

@@ -29,6 +29,7 @@ from pykraft.metadata.image import (
     TopicImage,
     TopicsImage,
 )
+from pykraft.quorum.broker_rates import BrokerRates
 
 TOPICS_PER_PAGE = 100
 GROUPS_PER_PAGE = 100
@@ -55,10 +56,9 @@ class BrokerRow:
     rack: str
     leaders: int
     replicas: int
-    # Records per second appended to the partitions it leads / committed by consumer groups on
-    # them, between the last two samples; None until two samples exist.
-    records_in_per_s: float | None = None
-    records_consumed_per_s: float | None = None
+    # Per second between its last two heartbeats (``quorum/broker_rates.py``); None without
+    # two recent samples, or on a controller that is not the active one.
+    rates: BrokerRates | None = None
 
 
 @attrs.frozen
@@ -173,9 +173,7 @@ def broker_state(fenced: bool, in_controlled_shutdown: bool) -> str:
 
 
 def broker_rows(
-    image: MetadataImage,
-    records_in_per_s: Mapping[int, float] | None = None,
-    records_consumed_per_s: Mapping[int, float] | None = None,
+    image: MetadataImage, rates: Mapping[int, BrokerRates] | None = None
 ) -> tuple[BrokerRow, ...]:
     leaders: dict[int, int] = {}
     replicas: dict[int, int] = {}
@@ -195,8 +193,7 @@ def broker_rows(
                 rack=broker.rack or "-",
                 leaders=leaders.get(broker_id, 0),
                 replicas=replicas.get(broker_id, 0),
-                records_in_per_s=(records_in_per_s or {}).get(broker_id),
-                records_consumed_per_s=(records_consumed_per_s or {}).get(broker_id),
+                rates=(rates or {}).get(broker_id),
             )
         )
     return tuple(rows)
@@ -317,48 +314,3 @@ def group_offset_rows(
 def total_lag(rows: Iterable[GroupOffsetRow]) -> int | None:
     lags = [row.lag for row in rows if row.lag is not None]
     return sum(lags) if lags else None
-
-
-@attrs.frozen
-class RateSample:
-    """Counters per partition (log end offsets, or committed offsets summed over groups) at
-    ``now_ms``, taken after the brokers answered; ``complete`` False when some partitions were
-    not asked (the sampling bound) or did not answer."""
-
-    now_ms: int
-    offsets: Mapping[tuple[str, int], int]
-    complete: bool = True
-
-
-@attrs.frozen
-class Rates:
-    per_broker: Mapping[int, float]
-    # Some partition was in one sample only, or a sample was incomplete: the rates cover less.
-    partial: bool = False
-
-
-def rates_per_s(previous: RateSample | None, current: RateSample, image: MetadataImage) -> Rates:
-    """Records per second per broker between two samples: each partition's growth, only for
-    partitions in both samples, credited to its leader in ``image`` (the current one: a leader
-    move is no traffic); none before a second sample; an offset that went back (a truncated
-    log) counts 0."""
-    if previous is None or current.now_ms <= previous.now_ms:
-        return Rates({})
-    seconds = (current.now_ms - previous.now_ms) / 1000
-    growth = dict.fromkeys(image.cluster.brokers.keys(), 0)
-    both = 0
-    for key, offset in current.offsets.items():
-        before = previous.offsets.get(key)
-        if before is None:
-            continue
-        both += 1
-        topic = image.topics.by_name.get(key[0])
-        partition = None if topic is None else topic.partitions.get(key[1])
-        if partition is not None and partition.leader != NO_LEADER:
-            growth[partition.leader] = growth.get(partition.leader, 0) + max(0, offset - before)
-    partial = (
-        not (previous.complete and current.complete)
-        or both != len(current.offsets)
-        or both != len(previous.offsets)
-    )
-    return Rates({broker: count / seconds for broker, count in growth.items()}, partial)

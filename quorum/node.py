@@ -37,6 +37,7 @@ from pykraft.metadata.compact_codec import encode_records
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import MetadataRecord
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.broker_rates import HeartbeatRates
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
 from pykraft.quorum.metadata_view import MetadataView, RaftBridge
@@ -143,6 +144,8 @@ class ControllerNode:
         )
         self._controller: QuorumController | None = None
         self._controller_term = -1
+        # The brokers' heartbeat counters (the console's rates): in memory, per leadership.
+        self.broker_rates = HeartbeatRates()
         # GET /metrics (quorum/service_metrics.py); commit_blob feeds its commit latency.
         self.metrics = ControllerMetrics()
 
@@ -201,6 +204,7 @@ class ControllerNode:
                 rng=random.Random(), now_ms=self.clock.monotonic_ms(), settings=self._settings
             )
             self._controller_term = term
+            self.broker_rates = HeartbeatRates()
         return self._controller
 
     def next_deadline_ms(self) -> int:

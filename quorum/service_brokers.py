@@ -52,10 +52,15 @@ async def register_broker(request: web.Request) -> web.Response:
 async def broker_heartbeat(request: web.Request) -> web.Response:
     heartbeat = await read_body(request, heartbeat_request_from_json)
     require_broker(request, heartbeat.broker_id)
-    response = await node_of(request).write(
+    node = node_of(request)
+    response = await node.write(
         lambda controller, image, now_ms: controller.broker_heartbeat(image, heartbeat, now_ms)
     )
     raise_for(response.error)
+    # After the write: an accepted heartbeat only, once (a write may run its operation again).
+    node.broker_rates.handle_heartbeat(
+        heartbeat.broker_id, heartbeat.broker_epoch, heartbeat.counters, node.clock.monotonic_ms()
+    )
     return json_response(heartbeat_response_to_json(response))
 
 

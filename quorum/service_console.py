@@ -12,8 +12,9 @@ dropped from the group pages and the journal. Nothing here writes.
 
 A page whose brokers cannot be asked (none running, no PLAINTEXT listener, the deadline, the
 console busy) still renders what the controller knows, with a note saying why the rest is
-missing. The rate sampler (``RATES_KEY``) keeps the last per-partition counters of the brokers
-page so the next load shows per-second rates; its arithmetic is ``console_views.rates_per_s``.
+missing. The brokers page asks no broker: its live rates come from the counters the brokers
+send with their heartbeats, kept by the active controller (``quorum/broker_rates.py``); a
+standby's page says so and links to the active controller's.
 """
 
 from __future__ import annotations
@@ -30,36 +31,16 @@ from pykraft.metadata.image import MetadataImage, TopicsImage
 from pykraft.quorum import console_html, console_journal, console_views
 from pykraft.quorum.auth_http import principal_of, require_group, visible_topics
 from pykraft.quorum.console_kafka import (
-    MAX_SAMPLED_GROUPS,
-    MAX_SAMPLED_PARTITIONS,
     Budget,
     Probe,
     ProbeError,
     Probes,
-    all_partitions,
-    committed_totals,
     group_partitions,
 )
 from pykraft.quorum.service_http import ErrorAnswer, add_routes, node_of
 from pykraft.quorum.service_quorum import quorum_description, raft_status
 
 PROBES_KEY = web.AppKey("console_probes", Probes)
-
-
-@attrs.define
-class RateSampler:
-    """The last samples of the two counters the brokers page turns into rates."""
-
-    appended: console_views.RateSample | None = None
-    consumed: console_views.RateSample | None = None
-    # The rates between the last two samples (a merged or cached load shows them again).
-    rates: tuple[console_views.Rates, console_views.Rates] = (
-        console_views.Rates({}),
-        console_views.Rates({}),
-    )
-
-
-RATES_KEY = web.AppKey("console_rates", RateSampler)
 
 
 @attrs.define
@@ -152,62 +133,19 @@ async def overview(request: web.Request) -> web.Response:
     return _render(request, "Cluster overview", console_html.PREFIX, body)
 
 
-Samples = tuple[console_views.RateSample, console_views.RateSample]
-
-
 async def brokers(request: web.Request) -> web.Response:
+    """The brokers with their live rates, from the heartbeats the active controller received
+    (``node.broker_rates``): no broker is asked anything. A rate is "-" until a broker's second
+    heartbeat with counters, and once its last heartbeat is older than its session timeout."""
     node = node_of(request)
     image = node.view.image
-    sampler = request.app[RATES_KEY]
-    partitions = all_partitions(image)
-    asked = partitions[:MAX_SAMPLED_PARTITIONS]
-
-    def sample(probe: Probe, budget: Budget) -> Samples:
-        groups = [group for group, _ in probe.list_groups(budget)]
-        ends = probe.log_end_offsets(asked, budget)
-        sampled = groups[:MAX_SAMPLED_GROUPS]
-        committed = probe.committed(sampled, budget)
-        now_ms = node.clock.monotonic_ms()  # after the answers: the rates' interval ends here
-        complete = len(ends) == len(partitions)
-        return (
-            console_views.RateSample(now_ms, ends, complete),
-            console_views.RateSample(
-                now_ms,
-                committed_totals(committed),
-                len(committed) == len(groups),
-            ),
-        )
-
-    notes: list[str] = []
-    appended_rates: dict[int, float] = {}
-    consumed_rates: dict[int, float] = {}
-    try:
-        (appended, consumed), notes = await request.app[PROBES_KEY].ask(("brokers",), image, sample)
-    except ProbeError as error:
-        notes = [f"Rates unavailable: {error}"]
-    else:
-        if len(partitions) > len(asked):
-            notes = [
-                *notes,
-                f"Rates cover the first {len(asked):,} of {len(partitions):,} partitions.",
-            ]
-        if sampler.appended is not appended:  # a merged or cached load adds no sample
-            previous = (sampler.appended, sampler.consumed)
-            sampler.appended, sampler.consumed = appended, consumed
-            rates_in = console_views.rates_per_s(previous[0], appended, image)
-            rates_out = console_views.rates_per_s(previous[1], consumed, image)
-            sampler.rates = (rates_in, rates_out)
-        rates_in, rates_out = sampler.rates
-        appended_rates, consumed_rates = dict(rates_in.per_broker), dict(rates_out.per_broker)
-        if not appended_rates:
-            notes = [*notes, "Rates appear from the next refresh on."]
-        elif rates_in.partial or rates_out.partial:
-            notes = [
-                *notes,
-                "Rates are partial: some partitions or groups were in one sample only.",
-            ]
-    rows = console_views.broker_rows(image, appended_rates, consumed_rates)
-    body = _notes(notes) + console_html.brokers_table(rows)
+    if node.is_leader():
+        now_ms = node.clock.monotonic_ms()
+        rates = node.broker_rates.all_rates(now_ms, node.config.broker_session_timeout_ms)
+        notes = _notes([] if rates else ["Rates appear after a broker's second heartbeat."])
+    else:  # a standby's samples are none or from an old leadership: none shown
+        rates, notes = {}, console_html.rates_elsewhere_note(node.leader_url())
+    body = notes + console_html.brokers_table(console_views.broker_rows(image, rates))
     return _render(request, "Brokers", f"{console_html.PREFIX}/brokers", body)
 
 
@@ -378,7 +316,6 @@ async def _close_probes(app: web.Application) -> None:
 
 def add_console_routes(app: web.Application, probes: Probes | None = None) -> None:
     app[PROBES_KEY] = probes or Probes()
-    app[RATES_KEY] = RateSampler()
     app[TOPIC_ROWS_KEY] = TopicRowsCache()
     app[VISIBLE_KEY] = VisibleTopicsCache()
     app.on_cleanup.append(_close_probes)

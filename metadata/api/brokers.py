@@ -16,7 +16,10 @@ POST /v1/brokers/heartbeat
     {"broker_id": 1, "broker_epoch": 17, "current_metadata_offset": 42,
      "want_fence": false, "want_shut_down": false,
      "offline_log_dirs": ["<directory id>"],                          (KIP-858; optional)
-     "offline_replicas": [{"topic_id": "<topic id>", "partition": 0}]}  (optional)
+     "offline_replicas": [{"topic_id": "<topic id>", "partition": 0}],  (optional)
+     "broker_topic_metrics": {"messages_in": 120, "bytes_in": 9000, "bytes_out": 4500,
+                              "replication_bytes_in": 0, "replication_bytes_out": 0,
+                              "fetch_requests": 31}}                  (pykraft; optional)
     -> {"is_caught_up": true, "is_fenced": false, "in_controlled_shutdown": false,
         "should_shut_down": false}
 DELETE /v1/brokers/{broker_id}        (UnregisterBroker) -> {"broker_id": 1}
@@ -157,6 +160,42 @@ class OfflineReplica:
 
 
 @attrs.frozen
+class BrokerTopicCounters:
+    """The broker's cumulative all-topics ``BrokerTopicMetrics`` counts since it started (the
+    meters' ``Count``: MessagesInPerSec, BytesInPerSec, BytesOutPerSec,
+    ReplicationBytesInPerSec, ReplicationBytesOutPerSec) and its Fetch requests (RequestMetrics
+    RequestsPerSec request=Fetch; consumer and follower fetches together, as pykraft counts
+    them). Sent with each heartbeat so the active controller's web console can show live
+    rates without knowing the brokers' metrics endpoints (``quorum/broker_rates.py``); never
+    written to the metadata log."""
+
+    messages_in: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    replication_bytes_in: int = 0
+    replication_bytes_out: int = 0
+    fetch_requests: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        assert min(attrs.astuple(self)) >= 0, f"counters only go up: {self}"
+
+
+_COUNTER_NAMES = tuple(field.name for field in attrs.fields(BrokerTopicCounters))
+
+
+def counters_to_json(counters: BrokerTopicCounters) -> JsonObject:
+    return attrs.asdict(counters)
+
+
+def counters_from_json(fields: Fields) -> BrokerTopicCounters:
+    values = {name: fields.integer(name) for name in _COUNTER_NAMES}
+    negative = [name for name, value in values.items() if value < 0]
+    if negative:
+        raise JsonBodyError(f"The counter {negative[0]!r} must not be negative.")
+    return BrokerTopicCounters(**values)
+
+
+@attrs.frozen
 class BrokerHeartbeatRequest:
     broker_id: int
     broker_epoch: int
@@ -168,6 +207,9 @@ class BrokerHeartbeatRequest:
     # pykraft: the broker's replicas on those dirs (Kafka reads them from the partitions'
     # ``Directories``; see quorum.managers.directories).
     offline_replicas: tuple[OfflineReplica, ...] = ()
+    # pykraft: the broker's throughput counters for the console's rates; None from a broker
+    # that does not send them (older, or a test's), which heartbeats as before.
+    counters: BrokerTopicCounters | None = None
 
 
 @attrs.frozen
@@ -183,7 +225,7 @@ class BrokerHeartbeatResponse:
 
 
 def heartbeat_request_to_json(request: BrokerHeartbeatRequest) -> JsonObject:
-    return {
+    body: JsonObject = {
         "broker_id": request.broker_id,
         "broker_epoch": request.broker_epoch,
         "current_metadata_offset": request.current_metadata_offset,
@@ -194,6 +236,9 @@ def heartbeat_request_to_json(request: BrokerHeartbeatRequest) -> JsonObject:
             {"topic_id": r.topic_id, "partition": r.partition_id} for r in request.offline_replicas
         ],
     }
+    if request.counters is not None:
+        body["broker_topic_metrics"] = counters_to_json(request.counters)
+    return body
 
 
 def _offline_log_dirs(fields: Fields) -> tuple[str, ...]:
@@ -215,7 +260,13 @@ def heartbeat_request_from_json(fields: Fields) -> BrokerHeartbeatRequest:
             OfflineReplica(topic_id=r.string("topic_id"), partition_id=r.integer("partition"))
             for r in fields.objects("offline_replicas", [])
         ),
+        counters=_optional_counters(fields),
     )
+
+
+def _optional_counters(fields: Fields) -> BrokerTopicCounters | None:
+    counters = fields.optional_object("broker_topic_metrics")
+    return None if counters is None else counters_from_json(counters)
 
 
 def heartbeat_response_to_json(response: BrokerHeartbeatResponse) -> JsonObject:

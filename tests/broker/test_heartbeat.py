@@ -21,7 +21,9 @@ from pykraft.broker.heartbeat import (
     heartbeat_decision,
 )
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerState
+from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
+from pykraft.metadata.api.brokers import BrokerTopicCounters
 from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
 INTERVAL_MS = 2000
@@ -87,6 +89,7 @@ class Sent:
     want_shut_down: bool
     broker_epoch: int
     offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS
+    counters: BrokerTopicCounters | None = None
 
 
 class FakeController:
@@ -127,11 +130,17 @@ class FakeController:
         want_fence: bool,
         want_shut_down: bool,
         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
+        counters: BrokerTopicCounters | None = None,
         deadline_s: float | None = None,
     ) -> HeartbeatReply:
         self.sent.append(
             Sent(
-                current_metadata_offset, want_fence, want_shut_down, broker_epoch, offline_log_dirs
+                current_metadata_offset,
+                want_fence,
+                want_shut_down,
+                broker_epoch,
+                offline_log_dirs,
+                counters,
             )
         )
         answer = self.heartbeats.pop(0)
@@ -340,3 +349,46 @@ def test_a_directory_failure_heartbeats_at_once() -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=5))
     assert [s.offline_log_dirs for s in controller.sent] == [FAILED_DIR, FAILED_DIR]
+
+
+def test_every_heartbeat_carries_the_broker_topic_counters_of_its_time() -> None:
+    # Issue 16: the active controller's console turns these into live rates.
+    controller = FakeController([REGISTERED], [reply(fenced=False)] * 2)
+    metrics = BrokerMetrics()
+    manager = BrokerLifecycleManager(
+        controller,
+        IDENTITY,
+        BrokerLifecycle(BrokerState.RUNNING),
+        lambda: 41,
+        heartbeat_interval_ms=60_000,
+        counters=metrics.heartbeat_counters,
+    )
+
+    async def scenario() -> None:
+        runner = asyncio.ensure_future(manager.run())
+        while len(controller.sent) < 1:
+            await asyncio.sleep(0)
+        metrics.broker_topic_stats.record_append("t", 300, 4)
+        metrics.broker_topic_stats.record_bytes_out("t", 120, follower=False)
+        metrics.broker_topic_stats.record_bytes_out("t", 80, follower=True)
+        metrics.broker_topic_stats.record_replication_bytes_in(50)
+        metrics.record_request(1, 16, 0.001)  # a Fetch
+        metrics.record_request(0, 9, 0.001)  # a Produce: not a fetch
+        manager.propagate_directory_failure()  # heartbeat now
+        while len(controller.sent) < 2:
+            await asyncio.sleep(0)
+        manager.stop()
+        await runner
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=5))
+    assert [s.counters for s in controller.sent] == [
+        BrokerTopicCounters(),
+        BrokerTopicCounters(
+            messages_in=4,
+            bytes_in=300,
+            bytes_out=120,
+            replication_bytes_in=50,
+            replication_bytes_out=80,
+            fetch_requests=1,
+        ),
+    ]

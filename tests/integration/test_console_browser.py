@@ -9,7 +9,9 @@ told where chromedriver is, so its Selenium Manager never downloads a browser.
 
 Every page is loaded, its real content asserted (the broker's id, the topic, the group's lag),
 and a PNG screenshot written under ``tests/.artifacts/console/`` (printed; gitignored) for
-people to look at. Then records are produced and the pages show the new log end offsets and lag.
+people to look at. The brokers page shows the broker's MessagesInPerSec and BytesOutPerSec
+above 0 after a produce and a read. Then records are produced and the pages show the new log end
+offsets and lag.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
@@ -46,6 +48,8 @@ TIMEOUT_S = 20.0
 WIDTH = 1280
 # The group page is opened with ?refresh=1 (it reloads itself every second): a few periods.
 REFRESH_WAIT_S = 10.0
+# The brokers table's columns of MessagesInPerSec and BytesOutPerSec.
+MESSAGES_IN, BYTES_OUT = 7, 9
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +137,24 @@ def _consume(bootstrap: str, count: int) -> None:
         consumer.close()
 
 
+def _read_back(bootstrap: str, count: int) -> None:
+    """Fetch ``count`` records of TOPIC from the start, by assignment: no group joined, no
+    offset committed, so the broker's BytesOutPerSec moves and the group pages do not."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    try:
+        seen = 0
+        while seen < count:
+            message = consumer.poll(TIMEOUT_S)
+            assert message is not None, f"read {seen} of {count} records"
+            assert message.error() is None, message.error()
+            seen += 1
+    finally:
+        consumer.close()
+
+
 def _load(browser: webdriver.Chrome, url: str, shot: str | None = None) -> str:
     browser.get(url)
     text = str(browser.find_element(By.TAG_NAME, "main").text)
@@ -187,7 +209,23 @@ def test_every_page_shows_the_live_cluster(cluster: dict[str, Any], browser: Any
 
     brokers = _load(browser, f"{console}/brokers")
     assert "RUNNING" in brokers and "PLAINTEXT://127.0.0.1:" in brokers
-    _produce(cluster["bootstrap"], 1)  # so the next sample sees records appended
+    # The rates come from the broker's heartbeats (every 2 s): each is the growth between the
+    # last two, so it shows for one interval after the traffic. Records produced and read back
+    # now; the page reloaded until both rates were seen above 0.
+    _produce(cluster["bootstrap"], 1)
+    _read_back(cluster["bootstrap"], FIRST_RECORDS + 1)
+    seen: dict[str, float] = {}
+
+    def rates_seen() -> bool:
+        row = _rows(browser)[0]
+        assert row[0] == broker, row
+        for name, column in (("messages in", MESSAGES_IN), ("bytes out", BYTES_OUT)):
+            if row[column] != "-":
+                seen[name] = max(seen.get(name, 0.0), _number(row[column]))
+        return seen.get("messages in", 0) > 0 and seen.get("bytes out", 0) > 0
+
+    _reload_until(browser, f"{console}/brokers", rates_seen)
+    _load(browser, browser.current_url, "brokers")
 
     topics = _load(browser, f"{console}/topics", "topics")
     assert TOPIC in topics
@@ -201,12 +239,6 @@ def test_every_page_shows_the_live_cluster(cluster: dict[str, Any], browser: Any
         [str(p), broker, "0", broker, broker] for p in range(3)
     ]
     assert sum(int(row[5]) for row in partitions) == FIRST_RECORDS + 1
-
-    # The second rate sample, after the topic pages: past the first one's CACHE_S.
-    _reload_until(browser, f"{console}/brokers", lambda: _rows(browser)[0][7] != "-")
-    _load(browser, browser.current_url, "brokers")
-    rates = _rows(browser)[0]
-    assert rates[0] == broker and _number(rates[7]) > 0, rates  # records in /s
 
     groups = _load(browser, f"{console}/groups", "groups")
     assert [GROUP, "Empty", "0", "1"] in _rows(browser), groups

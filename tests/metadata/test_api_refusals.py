@@ -17,6 +17,10 @@ from pykraft.metadata.records import ConfigResourceType
 
 REG = {"broker_id": 7, "incarnation_id": "x", "endpoints": []}
 BEAT = {"broker_id": 1, "broker_epoch": 2}
+COUNTERS = dict.fromkeys(
+    ("messages_in", "bytes_in", "bytes_out", "replication_bytes_in", "replication_bytes_out",
+     "fetch_requests"), 0,
+)  # fmt: skip
 ALTER = {
     "broker_id": 1,
     "broker_epoch": 2,
@@ -58,6 +62,12 @@ def refused(decode: Callable[[Fields], Any], body: JsonObject) -> str:
      "Each offline log dir is a directory id."),
     (brokers.heartbeat_request_from_json, {**BEAT, "offline_replicas": [{"topic_id": "t"}]},
      "The field 'partition' of an item of 'offline_replicas' is required."),
+    (brokers.heartbeat_request_from_json,
+     {**BEAT, "broker_topic_metrics": {**COUNTERS, "bytes_out": -1}},
+     "The counter 'bytes_out' must not be negative."),
+    (brokers.heartbeat_request_from_json,
+     {**BEAT, "broker_topic_metrics": {**COUNTERS, "messages_in": 1.5}},
+     "The field 'messages_in' of the field 'broker_topic_metrics' must be an integer."),
     (brokers.alter_partition_request_from_json, {**ALTER, "partitions": {}},
      "The field 'partitions' must be of JSON type array."),
     (brokers.alter_partition_request_from_json,

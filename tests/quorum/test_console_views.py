@@ -22,6 +22,7 @@ from pykraft.metadata.image import (
 )
 from pykraft.metadata.records import BrokerEndpoint
 from pykraft.quorum import console_html
+from pykraft.quorum.broker_rates import BrokerRates
 from pykraft.quorum.console_journal import journal_rows
 from pykraft.quorum.console_views import (
     ControllerRow,
@@ -29,15 +30,12 @@ from pykraft.quorum.console_views import (
     GroupRow,
     Member,
     PartitionRow,
-    Rates,
-    RateSample,
     TopicRow,
     broker_rows,
     broker_state,
     controller_rows,
     group_offset_rows,
     partition_rows,
-    rates_per_s,
     topic_page,
     topic_row,
     total_lag,
@@ -105,16 +103,53 @@ def test_topic_page_counts_every_visible_topic_and_shows_one_page() -> None:
     assert (hidden.topics, [r.name for r in hidden.rows]) == (1, ["t001"])
 
 
+RATES = BrokerRates(
+    messages_in=12.5,
+    bytes_in=4_096.0,
+    bytes_out=20_480.0,
+    replication_bytes_in=0.0,
+    replication_bytes_out=1_024.0,
+    fetch_requests=3.0,
+)
+
+
 def test_broker_rows_count_leaders_and_replicas_with_kafka_states() -> None:
     snapshot = image(topic("a", partition((1, 2), (1, 2), 1), partition((2, 1), (2, 1), 2)))
-    rows = broker_rows(snapshot, {1: 5.0})
-    assert [(r.broker_id, r.state, r.leaders, r.replicas, r.records_in_per_s) for r in rows] == [
-        (1, "RUNNING", 1, 2, 5.0),
+    rows = broker_rows(snapshot, {1: RATES, 3: RATES})  # broker 3 is not registered
+    assert [(r.broker_id, r.state, r.leaders, r.replicas, r.rates) for r in rows] == [
+        (1, "RUNNING", 1, 2, RATES),
         (2, "RUNNING", 1, 2, None),
     ]
     assert rows[0].endpoints == "PLAINTEXT://127.0.0.1:9091"
     assert broker_state(fenced=True, in_controlled_shutdown=False) == "FENCED"
     assert broker_state(fenced=False, in_controlled_shutdown=True) == "PENDING_CONTROLLED_SHUTDOWN"
+
+
+def test_the_brokers_table_shows_the_heartbeat_rates_under_kafka_metric_names() -> None:
+    rows = broker_rows(image(), {1: RATES})
+    html = console_html.brokers_table(rows)
+    cells = [
+        "<td class=n>12.5</td>",
+        "<td class=n>4,096</td>",
+        "<td class=n>20,480</td>",
+        "<td class=n>0 / 1,024</td>",  # replication in / out
+        "<td class=n>3.0</td>",
+    ]
+    assert "".join(cells) in html
+    assert "<td class=n>-</td>" * 3 + "<td class=n>- / -</td><td class=n>-</td></tr>" in html
+    assert (
+        '<th title="kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec (consumer fetches)">'
+        "Bytes out /s</th>"
+    ) in html
+    assert "MessagesInPerSec" in html and "request=Fetch" in html
+    assert "Bytes out" not in console_html.brokers_table(rows, rates=False)  # the overview
+
+
+def test_a_standby_says_where_the_rates_are() -> None:
+    note = console_html.rates_elsewhere_note("http://127.0.0.1:9093/")
+    assert 'href="http://127.0.0.1:9093/console/brokers"' in note
+    assert "kept by the active controller" in note
+    assert "none is active" in console_html.rates_elsewhere_note(None)
 
 
 def test_controller_rows_from_the_quorum() -> None:
@@ -234,32 +269,6 @@ def test_journal_walks_from_the_newest_and_stops_at_the_rows_shown() -> None:
     shown = b'{"type":"TopicRecord","name":"t","topicId":"x"}'
     listing = journal_rows([(0, 1, 0, (b"not json",)), (1, 1, 0, (shown,) * 3)], limit=3)
     assert [r.offset for r in listing.rows] == [3, 2, 1]
-
-
-def test_rates_per_second_between_two_samples() -> None:
-    snapshot = image(topic("t", partition((1,), (1,), 1), partition((2,), (2,), 2)))
-    first = RateSample(1_000, {("t", 0): 10, ("t", 1): 4})
-    second = RateSample(3_000, {("t", 0): 30, ("t", 1): 2})
-    assert rates_per_s(None, first, snapshot) == Rates({})
-    # An offset going back (a truncated log) counts 0.
-    assert rates_per_s(first, second, snapshot) == Rates({1: 10.0, 2: 0.0})
-    assert rates_per_s(second, second, snapshot) == Rates({})
-
-
-def test_rates_follow_partitions_not_brokers_across_a_leader_move() -> None:
-    before = image(topic("t", partition((1, 2), (1, 2), 1), partition((2,), (2,), 2)))
-    after = image(topic("t", partition((1, 2), (1, 2), 2), partition((2,), (2,), 2)))
-    first = RateSample(1_000, {("t", 0): 1_000_000, ("t", 1): 50})
-    second = RateSample(2_000, {("t", 0): 1_000_000, ("t", 1): 60})
-    del before  # the leader of t-0 moved from 1 to 2 between the samples; nothing was produced
-    assert rates_per_s(first, second, after) == Rates({1: 0.0, 2: 10.0})
-    # A partition missing from one sample (its leader did not answer) is left out, and said.
-    missing = RateSample(3_000, {("t", 1): 70})
-    assert rates_per_s(second, missing, after) == Rates({1: 0.0, 2: 10.0}, partial=True)
-    back = RateSample(4_000, {("t", 0): 1_000_005, ("t", 1): 80})
-    assert rates_per_s(missing, back, after) == Rates({1: 0.0, 2: 10.0}, partial=True)
-    incomplete = RateSample(5_000, {("t", 0): 1_000_005, ("t", 1): 80}, complete=False)
-    assert rates_per_s(back, incomplete, after).partial
 
 
 def test_a_negative_offset_is_unknown_and_marked() -> None:
