@@ -35,7 +35,6 @@ has passed since its last batch (``kafka_plan.delay_batch``; the first trigger a
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -81,6 +80,7 @@ from pykraft.export.kafka_plan import (
     split_ranges,
     stream_starts,
 )
+from pykraft.storage.system_clock import SystemClock
 from pykraft.storage.topic_partition import TopicPartition
 
 KAFKA_FORMAT = "pykraft-kafka"
@@ -194,8 +194,9 @@ class KafkaBatchReader(_RangeReader, DataSourceReader):
 
 
 def time_ms() -> int:
-    """The stream's trigger clock (monotonic milliseconds)."""
-    return time.monotonic_ns() // 1_000_000
+    """The stream's trigger clock (monotonic milliseconds): Spark builds the reader, so this
+    module is its composition root and the real clock is made here."""
+    return SystemClock().monotonic_ms()
 
 
 class KafkaStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -22,7 +22,6 @@ Concurrent loads of the same page share one probe, and its answer serves ``CACHE
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -88,13 +87,16 @@ def _reason(error: BaseException) -> str:
 
 @attrs.define
 class Budget:
-    """One page's deadline (``time.monotonic`` seconds) and the notes of what fell short."""
+    """One page's deadline (milliseconds on ``monotonic_ms``, the controller's clock) and the
+    notes of what fell short."""
 
-    until: float
+    until_ms: int
+    monotonic_ms: Callable[[], int]
     notes: list[str] = attrs.field(factory=list)
 
     def left(self) -> float:
-        return max(0.0, self.until - time.monotonic())
+        """Seconds left (what ``Future.result`` takes)."""
+        return max(0, self.until_ms - self.monotonic_ms()) / 1000
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -235,11 +237,13 @@ class Probes:
 
     def __init__(
         self,
+        monotonic_ms: Callable[[], int],
         threads: int = PROBE_THREADS,
         max_in_flight: int = MAX_PROBES_IN_FLIGHT,
         deadline_s: float = PAGE_DEADLINE_S,
         cache_s: float = CACHE_S,
     ) -> None:
+        self.monotonic_ms = monotonic_ms
         self.max_in_flight = max_in_flight
         self.deadline_s = deadline_s
         self.cache_s = cache_s
@@ -262,7 +266,7 @@ class Probes:
     ) -> tuple[T, list[str]]:
         """``work``'s answer and the notes of what fell short; ProbeError when the brokers
         cannot be asked, the console is busy or nothing arrived before the deadline."""
-        now = time.monotonic()
+        now = self.monotonic_ms() / 1000
         for old in [k for k, load in self._loads.items() if _expired(load, now, self.cache_s)]:
             del self._loads[old]
         load = self._loads.get(key)
@@ -273,14 +277,14 @@ class Probes:
                     "(console MAX_PROBES_IN_FLIGHT); try again shortly."
                 )
             bootstrap = bootstrap_servers(image)
-            budget = Budget(now + self.deadline_s)
+            budget = Budget(round((now + self.deadline_s) * 1000), self.monotonic_ms)
 
             def run() -> tuple[T, list[str]]:
                 return work(self._probe_for(bootstrap), budget), budget.notes
 
             self.started += 1
             load = _Load(asyncio.wrap_future(self._pool.submit(run)))
-            load.future.add_done_callback(lambda _: _finished(load))
+            load.future.add_done_callback(lambda _: _finished(load, self.monotonic_ms))
             self._loads[key] = load
         try:
             answer: tuple[T, list[str]] = await asyncio.wait_for(
@@ -302,8 +306,8 @@ class Probes:
         self._probe = None
 
 
-def _finished(load: _Load) -> None:
-    load.done_at = time.monotonic()
+def _finished(load: _Load, monotonic_ms: Callable[[], int]) -> None:
+    load.done_at = monotonic_ms() / 1000
     if not load.future.cancelled():
         load.future.exception()  # retrieved: a failed load is not "never retrieved"
 

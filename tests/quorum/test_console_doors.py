@@ -17,6 +17,7 @@ from pykraft.quorum.auth import BrokerBinding
 from pykraft.quorum.auth_http import DOORS_KEY, Doors
 from pykraft.quorum.service_console import add_console_routes
 from pykraft.quorum.service_http import error_middleware
+from pykraft.storage.system_clock import SystemClock
 
 TLS_DOORS = Doors(tls=True, mapping_rules=(), authorizer=None, binding=BrokerBinding())
 PATHS = [route.path(name="orders", group="readers") for route in CONSOLE_ROUTES]
@@ -24,7 +25,7 @@ PATHS = [route.path(name="orders", group="readers") for route in CONSOLE_ROUTES]
 
 def test_every_console_route_is_registered() -> None:
     app = web.Application()
-    add_console_routes(app)
+    add_console_routes(app, SystemClock())
     registered = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource}
     assert registered == {(route.method, route.template) for route in CONSOLE_ROUTES}
 
@@ -33,7 +34,7 @@ def test_every_console_route_is_registered() -> None:
 def test_an_anonymous_browser_is_asked_to_log_in(path: str) -> None:
     app = web.Application()
     app[DOORS_KEY] = TLS_DOORS  # no NODE_KEY: a handler that ran would fail with KeyError
-    add_console_routes(app)
+    add_console_routes(app, SystemClock())
 
     async def answer() -> web.StreamResponse:
         probe = make_mocked_request("GET", path, app=app)
@@ -72,7 +73,8 @@ def test_describe_on_the_cluster_opens_no_group_and_no_journal(path: str, error:
     app[DOORS_KEY] = Doors(
         tls=False, mapping_rules=(), authorizer=ClusterDescribeOnly(), binding=BrokerBinding()
     )
-    add_console_routes(app)  # no NODE_KEY: a handler that got past its check would fail
+    # No NODE_KEY: a handler that got past its check would fail.
+    add_console_routes(app, SystemClock())
 
     async def answer() -> web.StreamResponse:
         probe = make_mocked_request("GET", path, app=app)

@@ -18,7 +18,9 @@ from immutables import Map
 from pykraft.metadata.image import BrokerRegistration, ClusterImage, MetadataImage
 from pykraft.metadata.records import BrokerEndpoint
 from pykraft.quorum.console_kafka import Budget, Probe, ProbeError, Probes
+from pykraft.storage.system_clock import SystemClock
 
+CLOCK = SystemClock()
 DEADLINE_S = 0.5
 
 
@@ -45,7 +47,7 @@ def list_groups(probe: Probe, budget: Budget) -> list[tuple[str, str]]:
 def test_a_page_load_ends_by_its_deadline_and_many_loads_leave_asyncios_pool_free(
     silent_broker: MetadataImage,
 ) -> None:
-    probes = Probes(threads=2, max_in_flight=4, deadline_s=DEADLINE_S)
+    probes = Probes(CLOCK.monotonic_ms, threads=2, max_in_flight=4, deadline_s=DEADLINE_S)
 
     async def loads() -> tuple[list[Any], float, float]:
         began = time.monotonic()
@@ -76,7 +78,9 @@ def test_a_page_load_ends_by_its_deadline_and_many_loads_leave_asyncios_pool_fre
 def test_loads_of_one_page_share_one_probe_and_its_answer_for_a_second(
     silent_broker: MetadataImage,
 ) -> None:
-    probes = Probes(threads=1, max_in_flight=1, deadline_s=DEADLINE_S, cache_s=30)
+    probes = Probes(
+        CLOCK.monotonic_ms, threads=1, max_in_flight=1, deadline_s=DEADLINE_S, cache_s=30
+    )
 
     async def loads() -> list[object]:
         same = [probes.ask(("groups", 1), silent_broker, list_groups) for _ in range(5)]
@@ -99,7 +103,7 @@ def test_a_groups_page_asks_every_group_at_once_under_one_budget(
 ) -> None:
     probe = Probe(f"127.0.0.1:{silent_broker.cluster.brokers[1].endpoints[0].port}")
     groups = [f"grp-{n:03}" for n in range(100)]
-    budget = Budget(time.monotonic() + DEADLINE_S)
+    budget = Budget(CLOCK.monotonic_ms() + round(DEADLINE_S * 1000), CLOCK.monotonic_ms)
     began = time.monotonic()
     described = probe.describe_groups(groups, budget)
     committed = probe.committed(groups, budget)
@@ -113,7 +117,9 @@ def test_a_groups_page_asks_every_group_at_once_under_one_budget(
 
 
 def test_failing_loads_reuse_one_client(silent_broker: MetadataImage) -> None:
-    probes = Probes(threads=2, max_in_flight=4, deadline_s=DEADLINE_S, cache_s=0)
+    probes = Probes(
+        CLOCK.monotonic_ms, threads=2, max_in_flight=4, deadline_s=DEADLINE_S, cache_s=0
+    )
 
     async def wave(n: int) -> None:
         pages = [probes.ask(("w", n, i), silent_broker, list_groups) for i in range(4)]
