@@ -4,8 +4,10 @@ Pure work only (the view models and the HTML, ``quorum/console_views.py`` and
 ``console_html.py``), on two shapes of 10,000 partitions: 10,000 single-partition topics (the
 topic list pages them; measured with its rows computed, and kept as the shell keeps them while
 the topics do not change) and one topic of 10,000 partitions (its page lists 500 at a time). The
-brokers' answers (ListOffsets, groups) are network time and not measured here. Ends with one
-JSON line of figures: the median of ``--runs`` runs per page.
+brokers' answers (ListOffsets, groups) are network time and not measured here. The peer in the
+same run: the same 10,000 topic rows serialized as one JSON answer (``topics_page_to_json_peer``
+is the topics page's time over it). Ends with one JSON line of figures: the median of ``--runs``
+runs per page.
 
     python -m bench.console [--partitions 10000] [--runs 20]
 
@@ -22,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 
+import attrs
 from immutables import Map
 
 from pykraft.metadata.image import (
@@ -100,9 +103,20 @@ def measure(partitions: int, runs: int) -> dict[str, float]:
     def wide_brokers_page() -> str:
         return console_html.brokers_table(console_views.broker_rows(wide))
 
+    def topics_json_peer() -> str:
+        # The peer: every topic's row put in a JSON answer, as a JSON listing would send it —
+        # the least a page about these topics could cost in Python.
+        return json.dumps(
+            [attrs.astuple(row) for row in console_views.topic_rows(many.topics).values()]
+        )
+
+    topics_ms = _median_ms(topics_page, runs)
+    peer_ms = _median_ms(topics_json_peer, runs)
     return {
         "partitions": partitions,
-        "topics_page_ms": _median_ms(topics_page, runs),
+        "topics_page_ms": topics_ms,
+        "topics_json_peer_ms": peer_ms,
+        "topics_page_to_json_peer": round(topics_ms / peer_ms, 2) if peer_ms else 0.0,
         "topics_page_rows_kept_ms": _median_ms(topics_page_kept, runs),
         "overview_page_ms": _median_ms(overview_page, runs),
         "wide_topic_page_ms": _median_ms(wide_topic_page, runs),

@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -342,3 +342,39 @@ def module_cluster_factory(module_path: Path) -> Iterator[Any]:
 def module_brokers() -> Iterator[list[Any]]:
     with killed_on_exit() as started:
         yield started
+
+
+@contextmanager
+def dev_cluster(
+    data_dir: Path,
+    *,
+    controllers: int = 1,
+    brokers: int = 1,
+    broker_properties: tuple[str, ...] = (),
+) -> Iterator[Mapping[str, Any]]:
+    """``pykraft dev`` on free ports under ``data_dir``: its ``cluster.json`` once ready (the
+    output in ``dev.out`` beside it when it is not), always stopped."""
+    from pykraft.dev_cluster_file import stop_dev_process
+    from pykraft.dev_wait import wait_ready
+
+    command = [
+        *(sys.executable, "-m", "pykraft.dev"),
+        *("--controllers", str(controllers), "--brokers", str(brokers)),
+        *("--base-port", "0", "--data-dir", str(data_dir)),
+        *(arg for prop in broker_properties for arg in ("--broker-property", prop)),
+    ]
+    output = data_dir.parent / "dev.out"
+    with open(output, "wb") as out:
+        dev = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+    try:
+        code, info = wait_ready(data_dir, timeout_s=60)
+        assert code == 0, output.read_text()
+        yield info
+    finally:
+        stop_dev_process(dev, data_dir, 60)

@@ -16,10 +16,7 @@ offsets and lag.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,9 +29,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
 
-from pykraft.dev_cluster_file import stop_dev_process
-from pykraft.dev_wait import wait_ready
-from tests.integration.conftest import ROOT
+from tests.integration.conftest import ROOT, dev_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -56,21 +51,7 @@ MESSAGES_IN, BYTES_OUT = 7, 9
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     data_dir = tmp_path_factory.mktemp("console") / "cluster"
     properties = ("offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0")
-    with open(data_dir.parent / "dev.out", "wb") as out:
-        dev = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "pykraft.dev", "--controllers", "1", "--brokers", "1"),
-                *("--base-port", "0", "--data-dir", str(data_dir)),
-                *(arg for prop in properties for arg in ("--broker-property", prop)),
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )
-    try:
-        code, info = wait_ready(data_dir, timeout_s=60)
-        assert code == 0, (data_dir.parent / "dev.out").read_text()
+    with dev_cluster(data_dir, broker_properties=properties) as info:
         bootstrap = str(info["bootstrap_servers"])
         _create_topic(bootstrap)
         _produce(bootstrap, FIRST_RECORDS)
@@ -80,8 +61,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             "console": f"{info['admin_url']}/console",
             "broker": str(info["brokers"][0]["node_id"]),
         }
-    finally:
-        stop_dev_process(dev, data_dir, 60)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,7 @@ work. The names checked are the ones ``examples/grafana/pykraft.json`` graphs.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,9 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from pykraft.dev_cluster_file import stop_dev_process
-from pykraft.dev_wait import wait_ready
-from tests.integration.conftest import ROOT
+from tests.integration.conftest import ROOT, dev_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -51,27 +46,12 @@ def scrape(url: str) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     data_dir = tmp_path_factory.mktemp("metrics") / "cluster"
-    with open(data_dir.parent / "dev.out", "wb") as out:
-        dev = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "pykraft.dev", "--controllers", "1", "--brokers", "1"),
-                *("--base-port", "0", "--data-dir", str(data_dir)),
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )
-    try:
-        code, info = wait_ready(data_dir, timeout_s=60)
-        assert code == 0, (data_dir.parent / "dev.out").read_text()
+    with dev_cluster(data_dir) as info:
         yield {
             "bootstrap": str(info["bootstrap_servers"]),
             "broker": str(info["brokers"][0]["http_url"]),
             "controller": str(info["admin_url"]),
         }
-    finally:
-        stop_dev_process(dev, data_dir, 60)
 
 
 def produce_and_consume(bootstrap: str) -> None:
