@@ -184,5 +184,5 @@ def build_app(node: ControllerNode, doors: Doors) -> web.Application:
     add_quorum_routes(app)
     add_voter_routes(app)
     add_metrics_routes(app)
-    add_console_routes(app, node.clock)
+    add_console_routes(app, lambda: node.clock.monotonic_ms())  # read when a page is asked
     return app

@@ -39,7 +39,6 @@ from pykraft.quorum.console_kafka import (
 )
 from pykraft.quorum.service_http import ErrorAnswer, add_routes, node_of
 from pykraft.quorum.service_quorum import quorum_description, raft_status
-from pykraft.storage.clock import Clock
 
 PROBES_KEY = web.AppKey("console_probes", Probes)
 
@@ -315,8 +314,11 @@ async def _close_probes(app: web.Application) -> None:
     app[PROBES_KEY].close()
 
 
-def add_console_routes(app: web.Application, clock: Clock, probes: Probes | None = None) -> None:
-    app[PROBES_KEY] = probes or Probes(clock.monotonic_ms)
+def add_console_routes(
+    app: web.Application, monotonic_ms: Callable[[], int], probes: Probes | None = None
+) -> None:
+    """``monotonic_ms``: the controller's clock, for the probes' deadlines and cache."""
+    app[PROBES_KEY] = probes or Probes(monotonic_ms)
     app[TOPIC_ROWS_KEY] = TopicRowsCache()
     app[VISIBLE_KEY] = VisibleTopicsCache()
     app.on_cleanup.append(_close_probes)

@@ -25,7 +25,7 @@ PATHS = [route.path(name="orders", group="readers") for route in CONSOLE_ROUTES]
 
 def test_every_console_route_is_registered() -> None:
     app = web.Application()
-    add_console_routes(app, SystemClock())
+    add_console_routes(app, SystemClock().monotonic_ms)
     registered = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource}
     assert registered == {(route.method, route.template) for route in CONSOLE_ROUTES}
 
@@ -34,7 +34,7 @@ def test_every_console_route_is_registered() -> None:
 def test_an_anonymous_browser_is_asked_to_log_in(path: str) -> None:
     app = web.Application()
     app[DOORS_KEY] = TLS_DOORS  # no NODE_KEY: a handler that ran would fail with KeyError
-    add_console_routes(app, SystemClock())
+    add_console_routes(app, SystemClock().monotonic_ms)
 
     async def answer() -> web.StreamResponse:
         probe = make_mocked_request("GET", path, app=app)
@@ -74,7 +74,7 @@ def test_describe_on_the_cluster_opens_no_group_and_no_journal(path: str, error:
         tls=False, mapping_rules=(), authorizer=ClusterDescribeOnly(), binding=BrokerBinding()
     )
     # No NODE_KEY: a handler that got past its check would fail.
-    add_console_routes(app, SystemClock())
+    add_console_routes(app, SystemClock().monotonic_ms)
 
     async def answer() -> web.StreamResponse:
         probe = make_mocked_request("GET", path, app=app)
