@@ -32,7 +32,7 @@ class OpType(enum.Enum):
 
 @attrs.frozen
 class Send:
-    partition: int
+    partition: int | None  # None until the producer's partitioner has chosen
     value: bytes
     offset: int | None = None  # as acknowledged; None until (or unless) it is
 
@@ -72,9 +72,10 @@ class Op:
 
 
 def describe(mop: MicroOp) -> str:
-    at = "?" if mop.offset is None else mop.offset
     verb = "send" if isinstance(mop, Send) else "poll"
-    return f"{verb} {mop.partition}@{at}={mop.value.decode(errors='replace')}"
+    partition = "?" if mop.partition is None else mop.partition
+    at = "?" if mop.offset is None else mop.offset
+    return f"{verb} {partition}@{at}={mop.value.decode(errors='replace')}"
 
 
 class Recorder:

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from tests.chaos.history import Op, OpType, completions, invocation_order
+from tests.chaos.history import Op, OpType, Send, completions, invocation_order
 
 KINDS = (
     "inconsistent-offsets",
@@ -103,7 +103,7 @@ class _Observations:
         for op in done:
             for send in op.sends:
                 self.writer[send.value] = op
-                if send.offset is not None:
+                if send.partition is not None and send.offset is not None:
                     self.at[(send.partition, send.offset)][send.value].append(op)
             if op.type is OpType.OK:
                 for poll in op.polls:
@@ -139,10 +139,11 @@ class _Observations:
         between = offsets[bisect_right(offsets, after) : bisect_left(offsets, before)]
         return [v for o in between for v in self.at[(partition, o)] if self.should_be_read(v)]
 
-    def offset_of(self, partition: int, value: bytes, acknowledged: int | None) -> int | None:
-        if acknowledged is not None:
-            return acknowledged
-        slots = [o for p, o in self.offsets.get(value, ()) if p == partition]
+    def place(self, send: Send) -> Slot | None:
+        """Where ``send`` landed: as acknowledged, else where some poll saw its value."""
+        if send.partition is not None and send.offset is not None:
+            return (send.partition, send.offset)
+        slots = [s for s in self.offsets.get(send.value, ()) if send.partition in (None, s[0])]
         return min(slots) if slots else None
 
 
@@ -188,10 +189,11 @@ def _writes_unread(
         for send in op.sends:
             if send.value in seen.readers:
                 continue
-            offset = seen.offset_of(send.partition, send.value, send.offset)
-            reached, reader = seen.max_read.get(send.partition, (-1, op))
-            what = f"{send.value.decode(errors='replace')} at {send.partition}@{offset}"
-            if offset is not None and offset < reached:
+            slot = seen.place(send)
+            reached, reader = seen.max_read.get(slot[0], (-1, op)) if slot else (-1, op)
+            where = "an unknown offset" if slot is None else f"{slot[0]}@{slot[1]}"
+            what = f"{send.value.decode(errors='replace')} at {where}"
+            if slot is not None and slot[1] < reached:
                 found["lost-write"].append(
                     Anomaly("lost-write", f"{what}, polls reached {reached}", (op, reader))
                 )
@@ -233,9 +235,9 @@ def _sends(seen: _Observations, history: Sequence[Op], found: dict[str, list[Ano
             continue
         mine: dict[int, list[int]] = defaultdict(list)
         for send in op.sends:
-            offset = seen.offset_of(send.partition, send.value, send.offset)
-            if offset is not None:
-                mine[send.partition].append(offset)
+            slot = seen.place(send)
+            if slot is not None:
+                mine[slot[0]].append(slot[1])
         for partition, offsets in mine.items():
             steps: list[tuple[int, int, tuple[Op, ...], str]] = [
                 (offsets[i], offsets[i + 1], (op,), "int-") for i in range(len(offsets) - 1)

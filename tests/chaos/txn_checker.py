@@ -35,7 +35,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from tests.chaos.checker import EXAMPLES_MAX, Placed
+from tests.chaos.checker import Placed
+from tests.chaos.history_checker import EXAMPLES_MAX
 
 ENTRY_PREFIX = b"bank|"
 
