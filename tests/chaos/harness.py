@@ -263,12 +263,9 @@ class Workload:
 
     def history(self, final_log: Mapping[int, Sequence[Placed]]) -> list[Op]:
         """The run's history, closed by a read of every partition's final log."""
-        for partition, log in sorted(final_log.items()):
-            self.recorder.ok(
-                f"final-reader-{partition}",
-                "poll",
-                [Poll(p.partition, p.offset, p.value) for p in log],
-            )
+        self.recorder.final_read(
+            {k: [Poll(p.partition, p.offset, p.value) for p in log] for k, log in final_log.items()}
+        )
         return self.recorder.history()
 
     def _produce(self) -> None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
+
+FINAL_READER = "final-reader"  # the processes that read every partition to its end, last
 
 
 class OpType(enum.Enum):
@@ -101,6 +103,11 @@ class Recorder:
     def ok(self, process: str, f: str, value: Iterable[MicroOp]) -> Op:
         """An operation that completed as it began (a poll that returned records)."""
         return self.complete(self.invoke(process, f), OpType.OK, value)
+
+    def final_read(self, logs: Mapping[int, Iterable[Poll]]) -> None:
+        """A read of each partition from its start to its end, once the run is over."""
+        for partition, log in sorted(logs.items()):
+            self.ok(f"{FINAL_READER}-{partition}", "poll", log)
 
     def history(self) -> list[Op]:
         with self._lock:

@@ -12,6 +12,9 @@ consumer never returns) instead of Jepsen's dense indices:
   although some poll read past its offset;
 * ``unseen``: an acknowledged value never polled, at no offset below what polls reached (with a
   final read of everything in the history, this is loss too);
+* ``vanished`` (ours, not Jepsen's): a value polled during the run that the final read (polls
+  by processes named ``FINAL_READER-…``, which read every partition to its end) does not
+  return: consumers read only committed records, so this is loss of a record that was read;
 * ``aborted-read`` (Jepsen's G1a): a polled value whose writer definitely failed;
 * ``poll-skip`` / ``int-poll-skip``: one consumer's successive polls (across two operations /
   inside one) jumped over an offset holding a value it should have seen;
@@ -36,13 +39,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from tests.chaos.history import Op, OpType, Send, completions, invocation_order
+from tests.chaos.history import FINAL_READER, Op, OpType, Send, completions, invocation_order
 
 KINDS = (
     "inconsistent-offsets",
     "duplicate",
     "lost-write",
     "unseen",
+    "vanished",
     "aborted-read",
     "poll-skip",
     "int-poll-skip",
@@ -171,6 +175,13 @@ def check(history: Sequence[Op]) -> Report:
             found["aborted-read"].append(
                 Anomaly("aborted-read", f"{value.decode(errors='replace')}", (writer, readers[0]))
             )
+    finals = [op for op in done if op.process.startswith(FINAL_READER) and op.type is OpType.OK]
+    if finals:
+        at_end = {poll.value for op in finals for poll in op.polls}
+        for value, readers in seen.readers.items():
+            if value not in at_end:
+                text = value.decode(errors="replace")
+                found["vanished"].append(Anomaly("vanished", text, (readers[0],)))
     _polls(seen, done, found)
     _sends(seen, history, found)
     _cycles(seen, done, found)

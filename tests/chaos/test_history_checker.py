@@ -254,3 +254,24 @@ def test_random_clean_histories_are_clean(partitions: list[int], batches: list[i
             poll(r, "consumer", partition, *records[:size])
             records = records[size:]
     assert check(r.history()).clean
+
+
+def test_a_value_read_during_the_run_and_not_at_the_end_vanished() -> None:
+    r = recorder()
+    send(r, "producer", 0, "a", 0)
+    reader = poll(r, "consumer", 0, (0, "a"), (1, "b"))  # b: never acknowledged, but read
+    r.final_read({0: [Poll(0, 0, v("a"))]})
+    report = check(r.history())
+    assert found(report) == {"vanished": 1}
+    assert report.anomalies["vanished"][0].ops == (reader,)
+
+
+def test_a_send_whose_partition_the_client_chose_is_placed_by_the_reads() -> None:
+    r = recorder()
+    first = r.complete(r.invoke("producer", "send", [Send(None, v("a"))]), OpType.INFO)
+    second = send(r, "producer", 0, "b", 0)
+    r.final_read({0: [Poll(0, 0, v("b")), Poll(0, 1, v("a"))]})
+    report = check(r.history())
+    # a was sent first, so it must not land after b (idempotent producer's order, KIP-98)
+    assert found(report) == {"nonmonotonic-send": 1}
+    assert report.anomalies["nonmonotonic-send"][0].ops == (first, second)
