@@ -108,7 +108,7 @@ class TransactionSimulation(ReplicationSimulation):
             self.txn.marker_jitter_ms + self.settings.max_delay_ms + SLOW_LINK_EXTRA_MS[1]
             < self.settings.request_timeout_ms
         ), "a marker could arrive after the coordinator sent it again"
-        self.checker = TxnChecker(TOPIC)
+        self.checker = TxnChecker(TOPIC, lambda: self.now_ms / 1000)
         self.faults = TxnFaultInjector(self, crash_rule=crash_rule)
         self.txn_config = TransactionConfig(
             transaction_state_log_num_partitions=self.txn.state_partitions,
