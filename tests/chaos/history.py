@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import attrs
 
 FINAL_READER = "final-reader"  # the processes that read every partition to its end, last
+MICRO_OPS_SHOWN = 6  # an op's text names its first few micro-ops only (a final read holds all)
 
 
 class OpType(enum.Enum):
@@ -69,7 +70,9 @@ class Op:
         return tuple(m for m in self.value if isinstance(m, Poll))
 
     def __str__(self) -> str:
-        mops = " ".join(describe(m) for m in self.value)
+        mops = " ".join(describe(m) for m in self.value[:MICRO_OPS_SHOWN])
+        if len(self.value) > MICRO_OPS_SHOWN:
+            mops += f" … {len(self.value) - MICRO_OPS_SHOWN} more"
         return f"#{self.index} {self.process} {self.type.value} {self.f} [{mops}]"
 
 

@@ -275,3 +275,10 @@ def test_a_send_whose_partition_the_client_chose_is_placed_by_the_reads() -> Non
     # a was sent first, so it must not land after b (idempotent producer's order, KIP-98)
     assert found(report) == {"nonmonotonic-send": 1}
     assert report.anomalies["nonmonotonic-send"][0].ops == (first, second)
+
+
+def test_an_op_names_its_first_micro_ops_only() -> None:
+    r = recorder()
+    op = poll(r, "reader", 0, *((o, f"v{o}") for o in range(10)))
+    assert str(op).startswith("#1 reader ok poll [poll 0@0=v0 poll 0@1=v1")
+    assert str(op).endswith("poll 0@5=v5 … 4 more]")

@@ -144,6 +144,11 @@ class TransactionSimulation(ReplicationSimulation):
     def _produce(self) -> None:
         """The replication sim's plain producer does not run: the topic is transactional."""
 
+    def check_history(self) -> None:
+        """No plain producer, no history of its own: ``TxnChecker.check_transactions`` judges
+        the transactional clients' history (the topic's logs hold markers and aborted records,
+        which only a read_committed read may skip)."""
+
     def run_on(
         self, broker_id: int, incarnation: int, what: str, action: Callable[[], None]
     ) -> None:
