@@ -5,8 +5,8 @@
   fault injection needs: kill -9, SIGSTOP/SIGCONT, SIGTERM, restart, and waits on the admin API
   (leaders, ISR) and each broker's ``/v1/partitions`` (log end offsets, high watermarks).
 * ``Workload`` runs an idempotent kafka-python producer (``acks=all``, unique values) and a
-  consumer in two threads, recording what the producer sent,
-  every acknowledgement with its partition and offset, and every record the consumer read.
+  consumer in two threads, recording every send and poll as a history in Jepsen's terms
+  (``tests.chaos.history``), which ``tests.chaos.history_checker`` judges.
 
 Timeouts are lowered to keep runs short, and said so here: the controllers fence a broker after
 ``broker.session.timeout.ms`` = 3000 (Kafka: 9000) with heartbeats every 500 ms (Kafka: 2000);
@@ -21,7 +21,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from pykraft.protocol.api_keys import ApiKey
 from tests.broker.wire_client import blocking_exchange, request_frame
 from tests.chaos.checker import Placed, encode_value
+from tests.chaos.history import Op, OpType, Poll, Recorder, Send
 from tests.integration.conftest import Cluster, HttpError, http
 from tests.integration.test_broker_process import BrokerProcess
 
@@ -226,16 +227,18 @@ class ChaosCluster:
 
 
 class Workload:
-    """A producer and a consumer of ``topic`` in two threads, until ``stop()``."""
+    """A producer and a consumer of ``topic`` in two threads, until ``stop()``, recording every
+    operation in a history (``tests.chaos.history``): each send (invoked, then ok with where it
+    landed, fail if the client refused it, info if no acknowledgement came) and each poll."""
 
     def __init__(self, bootstrap_servers: list[str], topic: str, partitions: int) -> None:
         self.topic = topic
         self.partitions = partitions
         self.bootstrap_servers = bootstrap_servers
-        self.sent = 0
-        self.acknowledged: list[Placed] = []
+        self.recorder = Recorder(wall=time.time, monotonic=time.monotonic)
         self.failures: list[str] = []
-        self.consumed: list[Placed] = []
+        self._sent = 0
+        self._acknowledged = 0
         self._lock = threading.Lock()
         self._outstanding = threading.BoundedSemaphore(OUTSTANDING_SENDS_MAX)
         self._stop = threading.Event()
@@ -256,7 +259,14 @@ class Workload:
 
     def acknowledged_count(self) -> int:
         with self._lock:
-            return len(self.acknowledged)
+            return self._acknowledged
+
+    def history(self, final_log: Mapping[int, Sequence[Placed]]) -> list[Op]:
+        """The run's history, closed by a read of every partition's final log."""
+        self.recorder.final_read(
+            {k: [Poll(p.partition, p.offset, p.value) for p in log] for k, log in final_log.items()}
+        )
+        return self.recorder.history()
 
     def _produce(self) -> None:
         producer = KafkaProducer(
@@ -278,32 +288,39 @@ class Workload:
             while not self._stop.is_set():
                 if not self._outstanding.acquire(timeout=0.5):
                     continue
-                value = encode_value(self.sent)
+                value = encode_value(self._sent)
+                self._sent += 1
+                # The partitioner chooses the partition inside send(): unknown until acknowledged.
+                invocation = self.recorder.invoke("producer", "send", [Send(None, value)])
                 try:
                     future = producer.send(self.topic, value=value)
                 except Exception as error:  # metadata unavailable: the send never happened
                     self._outstanding.release()
+                    self.recorder.complete(invocation, OpType.FAIL)
                     self._failed(value, error)
                     continue
-                self.sent += 1
-                future.add_callback(self._acknowledged, value)
-                future.add_errback(self._send_failed, value)
+                future.add_callback(self._acknowledged_at, invocation)
+                future.add_errback(self._send_failed, invocation)
                 time.sleep(SEND_INTERVAL_S)
             producer.flush(timeout=40)
         finally:
             producer.close(timeout=10)
 
-    def _acknowledged(self, value: bytes, metadata: Any) -> None:
+    def _acknowledged_at(self, invocation: Op, metadata: Any) -> None:
+        [send] = invocation.sends
+        landed = Send(metadata.partition, send.value, metadata.offset)
+        self.recorder.complete(invocation, OpType.OK, [landed])
         with self._lock:
-            self.acknowledged.append(Placed(metadata.partition, metadata.offset, value))
+            self._acknowledged += 1
         self._outstanding.release()
 
-    def _send_failed(self, value: bytes, error: BaseException) -> None:
-        self._failed(value, error)
+    def _send_failed(self, invocation: Op, error: BaseException) -> None:
+        # Given up on (delivery timeout): it may have been written all the same.
+        self.recorder.complete(invocation, OpType.INFO)
+        self._failed(invocation.sends[0].value, error)
         self._outstanding.release()
 
     def _failed(self, value: bytes, error: BaseException) -> None:
-        """A send given up on (delivery timeout, metadata unavailable): allowed to be lost."""
         with self._lock:
             self.failures.append(f"{value.decode()}: {type(error).__name__}")
 
@@ -321,11 +338,17 @@ class Workload:
         try:
             consumer.assign([TopicPartition(self.topic, p) for p in range(self.partitions)])
             while not self._stop.is_set():
-                for tp, messages in consumer.poll(timeout_ms=200).items():
-                    with self._lock:
-                        self.consumed.extend(
-                            Placed(tp.partition, m.offset, m.value) for m in messages
-                        )
+                invocation = self.recorder.invoke("consumer", "poll")
+                records = consumer.poll(timeout_ms=200)
+                self.recorder.complete(
+                    invocation,
+                    OpType.OK,
+                    [
+                        Poll(tp.partition, m.offset, m.value)
+                        for tp, messages in records.items()
+                        for m in messages
+                    ],
+                )
         finally:
             consumer.close()
 

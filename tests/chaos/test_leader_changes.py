@@ -26,7 +26,6 @@ import pytest
 
 from pykraft.storage.records import SimpleRecord, build_batch
 from tests.chaos.checker import (
-    check_history,
     compare_replicas,
     encode_value,
     segment_batches,
@@ -41,6 +40,7 @@ from tests.chaos.harness import (
     raw_produce,
     read_to_end,
 )
+from tests.chaos.history_checker import check
 
 pytestmark = pytest.mark.chaos
 
@@ -59,14 +59,9 @@ def led_by(cluster: ChaosCluster, topic: str, broker_id: int) -> list[int]:
 
 def assert_nothing_lost(workload: Workload, cluster: ChaosCluster, partitions: int) -> None:
     final_log = read_to_end(cluster.bootstrap_servers, workload.topic, partitions)
-    history = check_history(
-        sent=workload.sent,
-        acknowledged=workload.acknowledged,
-        final_log=final_log,
-        consumed=workload.consumed,
-    )
-    assert history.acknowledged > 0
-    assert history.lost == () and history.consumer_mismatches == (), history
+    report = check(workload.history(final_log))
+    assert report.operations["send ok"] > 0
+    assert report.bad() == {}, report.render()
 
 
 def assert_replicas_agree(cluster: ChaosCluster, topic: str) -> None:

@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -36,7 +36,8 @@ from confluent_kafka import (
 )
 
 from tests.chaos.checker import Placed
-from tests.chaos.txn_checker import Outcome, Transaction, encode_entry, transfer
+from tests.chaos.history import Op, OpType, Poll, Recorder, Send
+from tests.chaos.txn_checker import OP_TYPES, Outcome, Transaction, encode_entry, transfer
 
 # The producers' transaction.timeout.ms (Kafka: 60000): a transaction its producer abandons
 # is aborted by the coordinator this long after it began, plus the cluster's check interval.
@@ -103,7 +104,10 @@ class TransferWorkload:
         self.transactional_ids = [f"chaos-bank-{slot}" for slot in range(producers)]
         self.transactions: dict[str, Transaction] = {}
         self.outcomes: dict[str, Outcome] = {}
-        self.live_reads: list[Placed] = []
+        # Every transaction (invoked at begin, ok at commit, fail at abort, fencing or timeout,
+        # info while unknown) and every poll of the read_committed consumer.
+        self.recorder = Recorder(wall=time.time, monotonic=time.monotonic)
+        self._invocations: dict[str, Op] = {}
         self.errors: list[str] = []  # what ended producer instances or failed transactions
         self.instances = 0  # producer instances made: one per transactional id, fatal and fence
         self.zombie_commits: list[str] = []  # commits acknowledged to a fenced instance
@@ -193,9 +197,14 @@ class TransferWorkload:
         except KafkaException as exception:  # nothing written: not a transaction of the run
             self._error(transaction.transaction_id, exception.args[0])
             return False
+        sends = [Send(self.partition_of(e.account), encode_entry(e)) for e in transaction.entries]
+        process = transaction.transaction_id.rsplit("-", 1)[0]
         with self._lock:
             self.transactions[transaction.transaction_id] = transaction
             self.outcomes[transaction.transaction_id] = Outcome.UNKNOWN
+            self._invocations[transaction.transaction_id] = self.recorder.invoke(
+                process, "txn", sends
+            )
         return True
 
     def _write(self, producer: Producer, transaction: Transaction) -> None:
@@ -210,7 +219,21 @@ class TransferWorkload:
     def _ended(self, transaction: Transaction, outcome: Outcome) -> bool:
         with self._lock:
             self.outcomes[transaction.transaction_id] = outcome
+            invocation = self._invocations.pop(transaction.transaction_id)
+        self.recorder.complete(invocation, OP_TYPES[outcome])
         return True
+
+    def history(self, final_log: Mapping[int, Sequence[Placed]]) -> list[Op]:
+        """The run's history: transactions still unknown end as info, and a read of every
+        partition's final read_committed log closes it."""
+        with self._lock:
+            still_open, self._invocations = list(self._invocations.values()), {}
+        for invocation in still_open:
+            self.recorder.complete(invocation, OpType.INFO)
+        self.recorder.final_read(
+            {k: [Poll(p.partition, p.offset, p.value) for p in log] for k, log in final_log.items()}
+        )
+        return self.recorder.history()
 
     def _error(self, transaction_id: str, error: KafkaError) -> None:
         with self._lock:
@@ -282,11 +305,12 @@ class TransferWorkload:
                 [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)]
             )
             while not self._stop.is_set():
+                invocation = self.recorder.invoke("consumer", "poll")
                 message = consumer.poll(POLL_S)
-                if message is None or message.error() is not None:
-                    continue
-                with self._lock:
-                    self.live_reads.append(placed(message))
+                read = [] if message is None or message.error() is not None else [placed(message)]
+                self.recorder.complete(
+                    invocation, OpType.OK, [Poll(p.partition, p.offset, p.value) for p in read]
+                )
         finally:
             consumer.close()
 

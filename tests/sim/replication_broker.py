@@ -106,6 +106,10 @@ class BrokerEnv(Protocol):
 
     def on_clean_shutdown(self, broker: SimBroker) -> None: ...
 
+    def on_produce_answer(
+        self, values: tuple[str, ...], error: Errors, base_offset: int
+    ) -> None: ...
+
 
 def incarnation_id(broker_id: int, incarnation: int) -> str:
     return uuid_to_kafka_string(((broker_id + 1) << 64 | incarnation).to_bytes(16, "big"))
@@ -414,5 +418,6 @@ class _Produce:
         if not self.appended and result.base_offset != UNKNOWN_OFFSET:
             # Answered at once (acks met already, or too few replicas).
             self.on_appended(result.base_offset)
+        self.broker.env.on_produce_answer(self.values, result.error, result.base_offset)
         if result.error is Errors.NONE:
             self.broker.env.checker.on_ack(self.key, result.base_offset, self.values)

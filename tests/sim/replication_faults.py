@@ -334,6 +334,7 @@ class FaultInjector:
                 sim.check()
         for key in sim.partition_keys():
             sim.checker.check_converged(key, {b: sim.disks[b].log(key) for b in sim.brokers})
+        sim.check_history()
 
     def converged(self) -> bool:
         sim = self.sim

@@ -49,6 +49,7 @@ from pykraft.metadata.api.reassignments import (
 from pykraft.metadata.delta import apply_records
 from pykraft.metadata.image import MetadataImage, PartitionRegistration
 from pykraft.metadata.records import NO_LEADER_CHANGE, MetadataRecord, PartitionChangeRecord
+from pykraft.protocol.errors import Errors
 from pykraft.quorum.controller import (
     ControllerResult,
     ControllerSettings,
@@ -56,9 +57,11 @@ from pykraft.quorum.controller import (
     CreateTopicsRequest,
     QuorumController,
 )
+from tests.chaos.history import Op, OpType, Poll, Recorder, Send
+from tests.chaos.history_checker import check
 from tests.sim.controller_sim import SimulationFailure, check_invariants
 from tests.sim.replication_broker import MetadataFetch, SimBroker
-from tests.sim.replication_checks import Checker, PartitionKey, Tenure
+from tests.sim.replication_checks import Checker, PartitionKey, Tenure, fail
 from tests.sim.replication_faults import FaultInjector
 from tests.sim.replication_log import BrokerDisk, records
 from tests.sim.replication_net import (
@@ -76,6 +79,9 @@ BROKERS = 3
 TOPIC = "t"
 CONTROLLER_TICK_MS = 250
 REPLAY = "PYKRAFT_SIM_SEED={seed} .venv/bin/pytest -q tests/sim/test_replication_sim.py"
+# A producer with several requests in flight over a network that reorders them may see its
+# sends land out of order: it is not idempotent, and Kafka promises no order then.
+TOLERATED = frozenset({"nonmonotonic-send"})
 T = TypeVar("T")
 
 
@@ -113,10 +119,17 @@ class ReplicationSimulation:
         self.producing = True
         self.produced = 0
         self.step = 0
+        # The producer's sends in Jepsen's terms (``tests.chaos.history``), closed at quiescence
+        # by a read of every converged log and judged by ``history_checker`` (``check_history``).
+        self.sends = Recorder(wall=self.clock_s, monotonic=self.clock_s)
+        self._sending: dict[tuple[str, ...], Op] = {}
 
     @property
     def now_ms(self) -> int:
         return self.queue.now_ms
+
+    def clock_s(self) -> float:
+        return self.queue.now_ms / 1000
 
     # ------------------------------------------------------------------ running
 
@@ -424,6 +437,8 @@ class ReplicationSimulation:
         count = self.rng.choice((1, 1, 1, 2, 3))
         values = tuple(f"{key[1]}:{self.produced + i}" for i in range(count))
         self.produced += count
+        sends = [Send(key[1], value.encode()) for value in values]
+        self._sending[values] = self.sends.invoke("producer", "send", sends)
         leader_id, incarnation = leader.broker_id, leader.incarnation
 
         def deliver() -> None:
@@ -435,6 +450,39 @@ class ReplicationSimulation:
             )
 
         self.network.send(PRODUCER, leader_id, f"Produce {key} {values}", deliver)
+
+    def on_produce_answer(self, values: tuple[str, ...], error: Errors, base_offset: int) -> None:
+        """The producer's answer: ok with where the values landed; info for any error (a
+        timed-out or refused append may still be in the log)."""
+        invocation = self._sending.pop(values, None)
+        if invocation is None:
+            return
+        if error is not Errors.NONE:
+            self.sends.complete(invocation, OpType.INFO)
+            return
+        landed = [
+            Send(s.partition, s.value, base_offset + i) for i, s in enumerate(invocation.sends)
+        ]
+        self.sends.complete(invocation, OpType.OK, landed)
+
+    def check_history(self) -> None:
+        """Once converged: sends never answered end as info, every partition's log is read
+        whole, and the history must be free of anomalies but ``TOLERATED``."""
+        for values in sorted(self._sending):
+            self.sends.complete(self._sending.pop(values), OpType.INFO)
+        final = {}
+        for topic, partition in self.partition_keys():
+            if topic == TOPIC:
+                log = self.disks[0].log((topic, partition))
+                final[partition] = [Poll(partition, o, v.encode()) for o, _, v in records(log)]
+        self.sends.final_read(final)
+        report = check(self.sends.history())
+        bad = report.bad(tolerate=TOLERATED)
+        self.checker.stats["non-monotonic sends (a reordering network)"] += len(
+            report.anomalies["nonmonotonic-send"]
+        )
+        if bad:
+            fail(f"the producer's history has anomalies {bad}:\n{report.render()}")
 
     def _leader(self, broker_id: int) -> SimBroker:
         broker = self.brokers[broker_id]

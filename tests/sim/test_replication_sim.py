@@ -28,9 +28,11 @@ from pykraft.fetcher.truncation import FollowerLog, Truncation
 from pykraft.protocol.errors import Errors
 from pykraft.replica.partition_state import PartitionRole, PartitionState, high_watermark_candidate
 from pykraft.storage.partition_log import PartitionLog
+from tests.chaos.history import FINAL_READER, OpType
+from tests.chaos.history_checker import check
 from tests.sim.replication_log import BrokerDisk, client_batch, records
 from tests.sim.replication_net import SimSettings
-from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
+from tests.sim.replication_sim import TOLERATED, ReplicationSimulation, SimulationFailure
 
 DEFAULT_SEEDS = 8
 DEFAULT_STEPS = 8000
@@ -74,6 +76,28 @@ def finished(seed: int, steps: int) -> ReplicationSimulation:
 def test_replication_simulation(seed: int) -> None:
     sim = finished(seed, STEPS)
     assert sim.checker.acked, "nothing was acknowledged: the run tested nothing"
+
+
+def test_the_producers_history_is_judged_in_jepsens_terms() -> None:
+    """Every send the run made is in its history (ok with its offset, or info), closed by a
+    read of each converged log; it was judged at quiescence, and a final read that lacks one
+    acknowledged value shows it as lost (read past) or unseen (beyond every read)."""
+    sim = finished(0, STEPS)
+    history = sim.sends.history()
+    report = check(history)
+    assert report.bad(tolerate=TOLERATED) == {}, report.render()
+    acked = sum(len(values) for values in sim.checker.acked.values())
+    assert sum(len(op.sends) for op in history if op.type is OpType.OK) == acked > 0
+    victim = next(op for op in history if op.type is OpType.OK)
+    [send] = victim.sends[:1]
+    planted = [
+        attrs.evolve(op, value=tuple(p for p in op.polls if p.value != send.value))
+        if op.process.startswith(FINAL_READER)
+        else op
+        for op in history
+    ]
+    found = check(planted).anomalies
+    assert [a.ops[0] for a in (*found["lost-write"], *found["unseen"])] == [victim]
 
 
 def test_same_seed_same_history() -> None:

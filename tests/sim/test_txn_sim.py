@@ -37,6 +37,8 @@ from pykraft.storage.fetch_data import FetchDataInfo
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.records import SimpleRecord, build_batch
 from pykraft.storage.txn_markers import TxnMarker
+from tests.chaos.history import OpType
+from tests.chaos.history_checker import check
 from tests.sim.replication_net import EventQueue, SimSettings
 from tests.sim.txn_consumer import read_committed
 from tests.sim.txn_log import txn_batches
@@ -93,6 +95,28 @@ def test_transaction_simulation(seed: int) -> None:
     stats = finished(seed, STEPS).checker.stats
     assert stats["transactions committed by their producer"] > 0, dict(stats)
     assert stats["records read by read_committed consumers"] > 0, dict(stats)
+
+
+def test_the_clients_history_is_judged_in_jepsens_terms() -> None:
+    """The run's history (``TxnChecker.history``) holds its committed, aborted and unknown
+    transactions and the consumer's reads, and was judged clean (G0 aside) at quiescence;
+    the same history with one committed transaction recorded as aborted shows it read."""
+    sim = finished(0, STEPS)
+    history = sim.checker.history.history()
+    report = check(history)
+    assert report.bad() == {}, report.render()
+    assert report.operations["txn ok"] > 0 and report.operations["txn fail"] > 0
+    assert (
+        report.operations["poll ok"]
+        == sim.checker.stats["records read by read_committed consumers"]
+    )
+    read = {poll.value for op in history for poll in op.polls}
+    [victim] = [op for op in history if op.type is OpType.OK and op.f == "txn"][:1]
+    assert {send.value for send in victim.sends} <= read
+    planted = [attrs.evolve(op, type=OpType.FAIL) if op is victim else op for op in history]
+    aborted_reads = check(planted).anomalies["aborted-read"]
+    assert {a.ops[0] for a in aborted_reads} == {planted[victim.index]}
+    assert len(aborted_reads) == len(victim.sends)
 
 
 def test_same_seed_same_history() -> None:

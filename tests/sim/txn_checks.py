@@ -37,6 +37,8 @@ import attrs
 from pykraft.coordinator.transaction.state import TransactionState
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.topic_partition import TopicPartition
+from tests.chaos.history import Op, OpType, Poll, Recorder, Send
+from tests.chaos.history_checker import check
 from tests.sim.replication_checks import Checker, InvariantViolation, PartitionKey, fail
 from tests.sim.txn_log import (
     StableOffsetScan,
@@ -80,9 +82,15 @@ class ClientTransaction:
 
 
 class TxnChecker(Checker):
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, clock_s: Callable[[], float]) -> None:
         super().__init__()
         self.topic = topic
+        # The clients' history in Jepsen's terms (``tests.chaos.history``), judged at the end by
+        # the chaos suite's ``history_checker``: a transaction is invoked when begun, ok or
+        # fail when its EndTxn commit or abort is answered, info if its producer restarted
+        # first; every record the read_committed consumer got is a poll. Simulated time.
+        self.history = Recorder(wall=clock_s, monotonic=clock_s)
+        self._open: dict[tuple[str, int], Op] = {}
         self._scans: dict[tuple[PartitionKey, int], StableOffsetScan] = {}
         self._last_seen: dict[tuple[PartitionKey, int], tuple[int, int, int, int]] = {}
         # (producer id, epoch) -> its decisions in write order; each by its place in the log
@@ -110,12 +118,14 @@ class TxnChecker(Checker):
             producer_id, producer_epoch, frozenset(partitions)
         )
         self._client_epochs.add((producer_id, producer_epoch))
+        self._open[key] = self.history.invoke(key[0], "txn")
 
     def on_produce_acked(self, key: tuple[str, int], values: Iterable[str]) -> None:
         self.transactions[key].acked.update(values)
 
     def on_transaction_ended(self, key: tuple[str, int], commit: bool) -> None:
         self.transactions[key].committed = commit
+        self._complete(key, OpType.OK if commit else OpType.FAIL)
         self.stats[f"transactions {'committed' if commit else 'aborted'} by their producer"] += 1
 
     # ------------------------------------------------------------------ two-phase commit
@@ -258,7 +268,26 @@ class TxnChecker(Checker):
         if transaction is not None and transaction.committed is False:
             fail(f"{key}: read_committed returned {value} of an aborted transaction")
         consumed.append((offset, value))
+        self.history.ok("consumer", "poll", [Poll(partition, offset, value.encode())])
         self.stats["records read by read_committed consumers"] += 1
+
+    def _complete(self, key: tuple[str, int], outcome: OpType) -> None:
+        sends = [
+            Send(parse_value(v).partition, v.encode()) for v in sorted(self.transactions[key].acked)
+        ]
+        self.history.complete(self._open.pop(key), outcome, sends)
+
+    def check_history(self) -> None:
+        """Transactions still open end unknown; then no anomaly but G0 (expected of Kafka's
+        transactions: their writes interleave) may be in the history."""
+        for key in sorted(self._open):
+            self._complete(key, OpType.INFO)
+        report = check(self.history.history())
+        self.stats["G0 cycles of interleaved transactions (expected)"] += len(
+            report.anomalies["G0"]
+        )
+        if report.bad():
+            fail(f"the clients' history has anomalies {report.bad()}:\n{report.render()}")
 
     # ------------------------------------------------------------------ after quiescing
 
@@ -286,6 +315,7 @@ class TxnChecker(Checker):
                     f"the committed log has {len(expected)}: first difference at "
                     f"{_first_difference(consumed, expected)}"
                 )
+        self.check_history()
 
     def _fates(
         self,

@@ -108,7 +108,7 @@ class TransactionSimulation(ReplicationSimulation):
             self.txn.marker_jitter_ms + self.settings.max_delay_ms + SLOW_LINK_EXTRA_MS[1]
             < self.settings.request_timeout_ms
         ), "a marker could arrive after the coordinator sent it again"
-        self.checker = TxnChecker(TOPIC)
+        self.checker = TxnChecker(TOPIC, lambda: self.now_ms / 1000)
         self.faults = TxnFaultInjector(self, crash_rule=crash_rule)
         self.txn_config = TransactionConfig(
             transaction_state_log_num_partitions=self.txn.state_partitions,
@@ -143,6 +143,11 @@ class TransactionSimulation(ReplicationSimulation):
 
     def _produce(self) -> None:
         """The replication sim's plain producer does not run: the topic is transactional."""
+
+    def check_history(self) -> None:
+        """No plain producer, no history of its own: ``TxnChecker.check_transactions`` judges
+        the transactional clients' history (the topic's logs hold markers and aborted records,
+        which only a read_committed read may skip)."""
 
     def run_on(
         self, broker_id: int, incarnation: int, what: str, action: Callable[[], None]
