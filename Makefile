@@ -30,6 +30,7 @@ test: $(STAMP) lint
 	bash .ci/install-kafkajs.sh
 	bash .ci/install-sarama.sh
 	bash .ci/install-chromium.sh
+	bash .ci/install-nftables.sh
 	$(BIN)/pytest -n 2 -m "$(UNIT)" $(PYTEST_ARGS)
 	$(BIN)/pytest -m "not ($(UNIT))" $(PYTEST_ARGS)
 

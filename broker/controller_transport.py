@@ -196,8 +196,15 @@ class ControllerTransport:
         timeout_s: float = REQUEST_TIMEOUT_S,
         deadline_s: float | None = None,
     ) -> bytes:
-        """The payload of a successful answer; ``idempotent`` defaults to the route's."""
+        """The payload of a successful answer; ``idempotent`` defaults to the route's.
+
+        An explicit ``deadline_s`` bounds each attempt too: the retry policy stops only between
+        attempts, so a controller that takes the request and goes silent (partitioned away)
+        would otherwise hold a heartbeat for ``timeout_s`` — past the session a new active
+        controller grants, which then fences the broker (tests/chaos/test_network_faults.py)."""
         resend = route.idempotent if idempotent is None else idempotent
+        if deadline_s is not None:
+            timeout_s = min(timeout_s, deadline_s)
         retrying = AsyncRetrying(
             stop=(
                 tenacity_stop_after_delay(deadline_s or self.deadline_s)

@@ -92,7 +92,12 @@ class ChaosBroker(BrokerProcess):
         if self.paused:
             return {}
         try:
-            rows = http("GET", self.http_url + f"/v1/partitions?topic={topic}", timeout=2)
+            rows = http(
+                "GET",
+                self.http_url + f"/v1/partitions?topic={topic}",
+                timeout=2,
+                headers=self.http_headers,
+            )
         except (OSError, HttpError):
             return {}
         return {row["partition"]: row for row in rows["partitions"]}

@@ -217,20 +217,20 @@ def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> 
 
 
 def replica_divergences(
-    cluster: ChaosCluster, final_log: dict[int, list[Placed]]
+    cluster: ChaosCluster, final_log: dict[int, list[Placed]], topic: str = TOPIC
 ) -> list[ReplicaDivergence]:
     """Every replica's segment files against the leader's, below each one's high watermark;
     and the leader's files against what a consumer read from it."""
     out = []
-    for partition in cluster.topic(TOPIC):
+    for partition in cluster.topic(topic):
         index, leader_id = partition["partition"], partition["leader"]
         logs = {
-            b.node_id: segment_batches(b.data_dir / f"{TOPIC}-{index}")
+            b.node_id: segment_batches(b.data_dir / f"{topic}-{index}")
             for b in cluster.brokers
             if b.node_id in partition["replicas"]
         }
         high_watermarks = {
-            b.node_id: b.partitions(TOPIC)[index]["high_watermark"]
+            b.node_id: b.partitions(topic)[index]["high_watermark"]
             for b in cluster.brokers
             if b.node_id in partition["replicas"]
         }

@@ -41,10 +41,14 @@ def http(
     body: Any = None,
     timeout: float = REQUEST_TIMEOUT_S,
     raw: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Any:
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -87,17 +91,29 @@ class Controller:
         self.config_path = config_path
         self.log_path = data_dir.parent / f"controller-{node_id}.log"
         self.process: subprocess.Popen[bytes] | None = None
+        # Where it listens, and what runs it (``ip netns exec NS``: tests/chaos/netns.py).
+        self.host = "127.0.0.1"
+        self.command_prefix: list[str] = []
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"http://{self.host}:{self.http_port}"
 
     def start(self) -> None:
         assert self.process is None or self.process.poll() is not None
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pykraft.controller_cmd", "--config", str(self.config_path)],
+            [
+                *self.command_prefix,
+                *(
+                    sys.executable,
+                    "-m",
+                    "pykraft.controller_cmd",
+                    "--config",
+                    str(self.config_path),
+                ),
+            ],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -82,6 +82,42 @@ def test_an_unreachable_quorum_is_a_controller_error_within_the_deadline() -> No
     assert time.monotonic() - started < 5
 
 
+def test_a_silent_controller_is_a_controller_error_within_the_heartbeat_deadline() -> None:
+    """A controller partitioned away takes the request and never answers: the heartbeat fails
+    within its deadline, not the transport's per-request timeout, and the next call goes to
+    another controller (here the second, as silent)."""
+
+    async def scenario() -> list[float]:
+        accepted: list[asyncio.StreamWriter] = []
+
+        async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(writer)  # read nothing, answer nothing
+
+        servers = [await asyncio.start_server(hold, "127.0.0.1", 0) for _ in range(2)]
+        urls = [f"127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers]
+        took = []
+        try:
+            async with ControllerClient(urls) as client:
+                for _ in range(2):
+                    started = time.monotonic()
+                    with pytest.raises(ControllerError) as failure:
+                        await client.heartbeat(
+                            broker_id=1, broker_epoch=1, current_metadata_offset=0,
+                            want_fence=False, want_shut_down=False, deadline_s=1.0,
+                        )  # fmt: skip
+                    assert failure.value.error == "REQUEST_TIMED_OUT"
+                    took.append(time.monotonic() - started)
+        finally:
+            for writer in accepted:
+                writer.close()
+            for server in servers:
+                server.close()
+        assert len(accepted) == 2  # one connection to each controller
+        return took
+
+    assert all(seconds < 3 for seconds in run(scenario()))
+
+
 def test_a_broker_far_behind_loads_the_snapshot_then_the_log(cluster_factory: Any) -> None:
     # A tiny retained window and frequent snapshots, so offset 0 is long gone.
     cluster: Cluster = cluster_factory(

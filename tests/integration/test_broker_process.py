@@ -43,15 +43,28 @@ class BrokerProcess:
             f"broker.session.timeout.ms=2000\n"
         )
         self.process: subprocess.Popen[bytes] | None = None
+        # Where it listens, and what runs it (``ip netns exec NS``: tests/chaos/netns.py).
+        self.host = "127.0.0.1"
+        self.command_prefix: list[str] = []
+        self.http_headers: dict[str, str] = {}  # Authorization, when it has http.bearer.token
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.kafka_port}"
+        return f"{self.host}:{self.kafka_port}"
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "pykraft.broker_cmd", "--config", str(self.config_path)],
+                [
+                    *self.command_prefix,
+                    *(
+                        sys.executable,
+                        "-m",
+                        "pykraft.broker_cmd",
+                        "--config",
+                        str(self.config_path),
+                    ),
+                ],
                 cwd=ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -60,7 +73,9 @@ class BrokerProcess:
 
     def status(self) -> dict[str, Any] | None:
         try:
-            answer: dict[str, Any] = http("GET", self.http_url + "/v1/broker", timeout=2)
+            answer: dict[str, Any] = http(
+                "GET", self.http_url + "/v1/broker", timeout=2, headers=self.http_headers
+            )
             return answer
         except (OSError, HttpError):
             return None
