@@ -304,7 +304,10 @@ def _export(
     )
     ranges = _write_run(spark, source, topic, plan, store, run_id, run_name, isolation_level)
     progress(f"run {run_id}: output committed, {sum(r.records for r in ranges)} rows checked")
-    manifest = begin_run(manifest, run_id, ranges, wall_clock_ms(), run_name)
+    manifest = begin_run(
+        _with_topic_id(manifest, plan), run_id, tuple(sorted((*ranges, *plan.empty))),
+        wall_clock_ms(), run_name,
+    )  # fmt: skip
     _save(store, manifest)
     progress(f"run {run_id}: pending in the manifest; moving its files into place")
     _publish(store, run_id, run_name)
@@ -312,6 +315,13 @@ def _export(
     store.delete(STAGING_DIR)
     progress(f"run {run_id}: committed")
     return ExportResult(run_id, ranges, plan.skipped, recovered, waiting)
+
+
+def _with_topic_id(manifest: Manifest, plan: ExportPlan) -> Manifest:
+    """The manifest recording the topic id the plan was made against (planning refused another)."""
+    if plan.topic_id is None:
+        return manifest
+    return attrs.evolve(manifest, topic_id=plan.topic_id)
 
 
 def _write_run(
