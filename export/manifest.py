@@ -46,7 +46,6 @@ run from the other source, so one output never mixes Parquet schemas.
 
 from __future__ import annotations
 
-import datetime
 import enum
 import json
 from collections.abc import Mapping
@@ -204,27 +203,6 @@ def commit_run(manifest: Manifest, run_id: int) -> Manifest:
         for run in manifest.runs
     )
     return attrs.evolve(manifest, runs=runs)
-
-
-def lock_text(attempt: str, now_ms: int) -> bytes:
-    """What ``LOCK_FILE`` holds: which driver attempt runs, since when."""
-    return (json.dumps({"attempt": attempt, "sinceMs": now_ms}) + "\n").encode("utf-8")
-
-
-def locked_message(out_dir: str, holder: bytes | None) -> str:
-    """Why a run cannot start: another run's lock, and what an operator does if it is stale."""
-    try:
-        document = json.loads(holder or b"")
-        since = datetime.datetime.fromtimestamp(int(document["sinceMs"]) / 1000, datetime.UTC)
-        who = f"export-topic attempt {document['attempt']} since {since:%Y-%m-%d %H:%M:%S} UTC"
-    except (ValueError, KeyError, TypeError, OverflowError):
-        who = f"an unreadable lock ({holder!r:.80})"
-    return (
-        f"{out_dir}/{LOCK_FILE} is held by {who}: another export-topic run on this output "
-        "is running, or one was killed and left its lock. If no export-topic driver is alive "
-        f"for {out_dir}, delete {LOCK_FILE} and run again (the next run finishes or discards "
-        "what the killed one left)"
-    )
 
 
 def unpublished_partitions(run: ExportRun, published: Mapping[int, list[str]]) -> list[int]:

@@ -21,12 +21,11 @@ from pykraft.export.manifest import (
     decode_manifest,
     encode_manifest,
     load_manifest,
-    lock_text,
-    locked_message,
     plan_export,
     staging_dir,
     unpublished_partitions,
 )
+from pykraft.export.output_lock import lock_text, locked_message
 
 
 def committed(*ranges: tuple[int, int, int]) -> Manifest:
