@@ -103,7 +103,9 @@ class KafkaOffsetReader:
             if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return None
             raise KafkaReadError(f"Metadata for topic {topic}: {error.args[0]}") from None
-        return DescribedTopic(str(description.topic_id), len(description.partitions))
+        return DescribedTopic(
+            kafka_uuid_text(str(description.topic_id)), len(description.partitions)
+        )
 
     def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list_offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
@@ -146,6 +148,12 @@ class KafkaOffsetReader:
             TopicPartition(tp.topic, tp.partition): future.result(REQUEST_TIMEOUT_S).offset
             for tp, future in futures.items()
         }
+
+
+def kafka_uuid_text(text: str) -> str:
+    """A topic id as Kafka writes it (``Uuid.toString``: URL-safe base64, as kafka-topics.sh
+    prints it) from librdkafka's text (standard base64)."""
+    return text.replace("+", "-").replace("/", "_")
 
 
 def consumer_config(
