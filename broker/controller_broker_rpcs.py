@@ -61,6 +61,7 @@ class BrokerRpcs(ControllerTransport):
         want_shut_down: bool,
         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
         counters: brokers.BrokerTopicCounters | None = None,
+        counters_sampled_ms: int | None = None,
         deadline_s: float | None = None,
     ) -> HeartbeatReply:
         request = brokers.BrokerHeartbeatRequest(
@@ -75,6 +76,7 @@ class BrokerRpcs(ControllerTransport):
                 for topic_id, partition in offline_log_dirs.replicas
             ),
             counters=counters,
+            counters_sampled_ms=counters_sampled_ms,
         )
         return await self._write_route(
             routes.BROKER_HEARTBEAT,

@@ -31,10 +31,12 @@ offline dir the controller has not acknowledged within ``log.dir.failure.timeout
 does not (the report repeats in every heartbeat until the controller acts on it).
 
 Throughput counters (issue 16): every heartbeat also carries the broker's cumulative
-``BrokerTopicMetrics`` counts (``counters``, read when it is sent), so the active controller's
-web console shows live per-broker rates. The heartbeat is the channel because the controller
-already hears from every broker on it every ``broker.heartbeat.interval.ms``, authenticated,
-while it knows no broker's metrics endpoint; the counts are not written to the metadata log.
+``BrokerTopicMetrics`` counts (``counters``, read when it is sent, with the broker's own monotonic
+time then, ``counters_sampled_ms``, so a heartbeat the controller handles late skews no rate), so
+the active controller's web console shows live per-broker rates. The heartbeat is the channel
+because the controller already hears from every broker on it every ``broker.heartbeat.interval.ms``,
+authenticated, while it knows no broker's metrics endpoint; the counts are not written to the
+metadata log.
 
 Registration failures (a controller election, or DUPLICATE_BROKER_REGISTRATION while the
 previous incarnation's session is still alive after a kill -9) are retried every heartbeat
@@ -107,6 +109,7 @@ class HeartbeatClient(Protocol):
         want_shut_down: bool,
         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
         counters: BrokerTopicCounters | None = None,
+        counters_sampled_ms: int | None = None,
         deadline_s: float | None = None,
     ) -> HeartbeatReply: ...
 
@@ -136,10 +139,13 @@ class BrokerLifecycleManager:
         wait: Wait | None = None,
         offline_log_dirs: Callable[[], OfflineLogDirs] = lambda: NO_OFFLINE_LOG_DIRS,
         counters: Callable[[], BrokerTopicCounters | None] = lambda: None,
+        monotonic_ms: Callable[[], int] | None = None,
     ) -> None:
         self._client = client
         self._offline_log_dirs = offline_log_dirs
         self._counters = counters
+        # The broker's Clock.monotonic_ms: when the counters were read (None: not sent).
+        self._monotonic_ms = monotonic_ms
         self.identity = identity
         self.core = LifecycleCore(
             identity.broker_id,
@@ -269,6 +275,10 @@ class BrokerLifecycleManager:
         """Send one heartbeat and act on the answer; returns the delay to the next one."""
         request = self.core.request(self._metadata_offset())
         assert isinstance(request, HeartbeatRequest)
+        counters = self._counters()
+        sampled_ms = None
+        if counters is not None and self._monotonic_ms is not None:
+            sampled_ms = self._monotonic_ms()
         try:
             reply = await self._client.heartbeat(
                 broker_id=request.broker_id,
@@ -277,7 +287,8 @@ class BrokerLifecycleManager:
                 want_fence=request.want_fence,
                 want_shut_down=request.want_shut_down,
                 offline_log_dirs=self._offline_log_dirs(),
-                counters=self._counters(),
+                counters=counters,
+                counters_sampled_ms=sampled_ms,
                 deadline_s=self._deadline_s(),
             )
         except ControllerError as error:

@@ -304,6 +304,7 @@ class BrokerServer:
             heartbeat_interval_ms=self.config.broker_heartbeat_interval_ms,
             offline_log_dirs=lambda: offline_storage.offline_log_dirs(self.loader.image),
             counters=self.metrics.heartbeat_counters,
+            monotonic_ms=self.clock.monotonic_ms,
         )
         offline_storage.on_directory_failure = self.heartbeats.propagate_directory_failure
         self._spawn(self.heartbeats.run(), "heartbeats")

@@ -16,10 +16,12 @@ reads through the Kafka protocol (``export.kafka_export_plan``): one pipeline, t
 an ``ExportSource`` (its planner and its reader).
 
 One run at a time per output: a run holds ``OUT/_pykraft_lock`` (created only if absent,
-naming the driver attempt and when it started) from before recovery until it ends, and a second
-run (a cron overrun) fails at once with ``ExportLockedError``, touching nothing. A driver killed
-outright leaves its lock behind: once no export-topic driver for ``OUT`` is alive, the operator
-deletes ``OUT/_pykraft_lock`` and reruns, and that run finishes or discards what was left.
+naming the driver attempt, when it started, its host and process id: ``export.output_lock``)
+from before recovery until it ends however it ends, and a second run (a cron overrun) fails at
+once with ``ExportLockedError``, touching nothing, saying whether the holder is alive when it
+ran on the same host. A driver killed outright leaves its lock behind: once no export-topic
+driver for ``OUT`` is alive, the operator deletes ``OUT/_pykraft_lock`` and reruns, and that run
+finishes or discards what was left.
 
 ``--isolation-level read_committed`` (the default) exports what a read_committed consumer
 reads: no aborted transaction's records, nothing from the first still-open transaction on (that
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 import uuid
 from collections.abc import Callable, Mapping
@@ -61,14 +65,13 @@ from pykraft.export.manifest import (
     begin_run,
     commit_run,
     encode_manifest,
-    lock_text,
-    locked_message,
     manifest_from_bytes,
     plan_export,
     staging_dir,
     unpublished_partitions,
 )
 from pykraft.export.output_check import checked_ranges
+from pykraft.export.output_lock import holder_alive, lock_text, locked_message, release_lock
 from pykraft.export.output_store import OutputStore
 from pykraft.export.txn_scan import read_txn_state
 from pykraft.storage.system_clock import SystemClock
@@ -263,16 +266,19 @@ def export_topic(
     try:
         store.mkdirs()
         name = attempt()
-        lock = lock_text(name, wall_clock_ms())
+        lock = lock_text(name, wall_clock_ms(), socket.gethostname(), os.getpid())
         if not store.create_new(LOCK_FILE, lock):
-            raise ExportLockedError(locked_message(store.uri, store.read_bytes(LOCK_FILE)))
+            held = store.read_bytes(LOCK_FILE)
+            raise ExportLockedError(locked_message(store.uri, held, holder_alive(held)))
         try:
-            return _export(
+            result = _export(
                 spark, source, topic, store, wall_clock_ms, isolation_level, progress, name
             )
-        finally:
-            if store.read_bytes(LOCK_FILE) == lock:  # still ours (not deleted by hand)
-                store.delete(LOCK_FILE)
+        except BaseException:
+            release_lock(store, lock, quiet=True)  # the run's own error is the one to show
+            raise
+        release_lock(store, lock)
+        return result
     finally:
         store.close()
 
@@ -304,7 +310,10 @@ def _export(
     )
     ranges = _write_run(spark, source, topic, plan, store, run_id, run_name, isolation_level)
     progress(f"run {run_id}: output committed, {sum(r.records for r in ranges)} rows checked")
-    manifest = begin_run(manifest, run_id, ranges, wall_clock_ms(), run_name)
+    manifest = begin_run(
+        _with_topic_id(manifest, plan), run_id, tuple(sorted((*ranges, *plan.empty))),
+        wall_clock_ms(), run_name,
+    )  # fmt: skip
     _save(store, manifest)
     progress(f"run {run_id}: pending in the manifest; moving its files into place")
     _publish(store, run_id, run_name)
@@ -312,6 +321,13 @@ def _export(
     store.delete(STAGING_DIR)
     progress(f"run {run_id}: committed")
     return ExportResult(run_id, ranges, plan.skipped, recovered, waiting)
+
+
+def _with_topic_id(manifest: Manifest, plan: ExportPlan) -> Manifest:
+    """The manifest recording the topic id the plan was made against (planning refused another)."""
+    if plan.topic_id is None:
+        return manifest
+    return attrs.evolve(manifest, topic_id=plan.topic_id)
 
 
 def _write_run(

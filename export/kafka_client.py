@@ -30,6 +30,7 @@ from confluent_kafka import (
     Consumer,
     KafkaError,
     KafkaException,
+    TopicCollection,
 )
 from confluent_kafka import IsolationLevel as ClientIsolationLevel
 from confluent_kafka import TopicPartition as ClientTopicPartition
@@ -37,7 +38,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from pykraft.export.isolation import IsolationLevel
-from pykraft.export.kafka_plan import DataLossError, KafkaRange
+from pykraft.export.kafka_plan import DataLossError, DescribedTopic, KafkaRange
 from pykraft.storage.topic_partition import TopicPartition
 
 MAX_CHUNK_RECORDS = 10_000  # records per Arrow batch handed to Spark
@@ -90,6 +91,22 @@ class KafkaOffsetReader:
             counts[name] = len(topic.partitions)
         return counts
 
+    def describe_topic(self, topic: str) -> DescribedTopic | None:
+        """Metadata of ``topic`` alone (not every topic of the cluster): its id and partition
+        count; None if the brokers do not have it."""
+        futures = self._admin.describe_topics(
+            TopicCollection([topic]), request_timeout=REQUEST_TIMEOUT_S
+        )
+        try:
+            description = futures[topic].result(REQUEST_TIMEOUT_S)
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise KafkaReadError(f"Metadata for topic {topic}: {error.args[0]}") from None
+        return DescribedTopic(
+            kafka_uuid_text(str(description.topic_id)), len(description.partitions)
+        )
+
     def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list_offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
 
@@ -131,6 +148,12 @@ class KafkaOffsetReader:
             TopicPartition(tp.topic, tp.partition): future.result(REQUEST_TIMEOUT_S).offset
             for tp, future in futures.items()
         }
+
+
+def kafka_uuid_text(text: str) -> str:
+    """A topic id as Kafka writes it (``Uuid.toString``: URL-safe base64, as kafka-topics.sh
+    prints it) from librdkafka's text (standard base64)."""
+    return text.replace("+", "-").replace("/", "_")
 
 
 def consumer_config(

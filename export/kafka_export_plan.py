@@ -38,6 +38,7 @@ from pykraft.export.isolation import ISOLATION_LEVEL_OPTION, IsolationLevel
 from pykraft.export.kafka_options import EARLIEST, SpecificOffsets, Subscribe, parse_batch_options
 from pykraft.export.kafka_plan import (
     DataLossError,
+    DescribedTopic,
     offset_ranges,
     resolve_offsets,
     select_partitions,
@@ -57,7 +58,9 @@ EXPORT_COLUMNS = tuple(
 class OffsetReader(Protocol):
     """What planning asks the brokers (``kafka_client.KafkaOffsetReader``)."""
 
-    def partition_counts(self) -> dict[str, int]: ...
+    def describe_topic(self, topic: str) -> DescribedTopic | None:
+        """None: the brokers do not have the topic."""
+        ...
 
     def earliest(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]: ...
 
@@ -71,9 +74,17 @@ class TopicNotFoundError(ValueError):
 def plan_kafka_export(manifest: Manifest, topic: str, reader: OffsetReader) -> ExportPlan:
     """The ranges to export now (see the module doc); raises ``DataLossError`` when offsets the
     manifest has not exported are gone from the log."""
-    partitions = select_partitions(Subscribe((topic,)), reader.partition_counts())
-    if not partitions:
+    described = reader.describe_topic(topic)
+    partitions = select_partitions(
+        Subscribe((topic,)), {} if described is None else {topic: described.partitions}
+    )
+    if described is None or not partitions:
         raise TopicNotFoundError(f"topic {topic!r} is not in the brokers' metadata")
+    if manifest.topic_id not in (None, described.topic_id):
+        _lost(
+            f"topic {topic} was deleted and recreated since the last export (its topic id is "
+            f"{described.topic_id}, the exported one's {manifest.topic_id})"
+        )
     earliest = reader.earliest(partitions)
     latest = reader.latest(partitions)
     done = manifest.next_offsets()
@@ -88,7 +99,13 @@ def plan_kafka_export(manifest: Manifest, topic: str, reader: OffsetReader) -> E
     )
     ranges = offset_ranges(starts, latest, fail_on_data_loss=True)
     return ExportPlan(
-        tuple(ExportedRange(r.partition, r.from_offset, r.until_offset) for r in ranges if r.size)
+        tuple(ExportedRange(r.partition, r.from_offset, r.until_offset) for r in ranges if r.size),
+        empty=tuple(
+            ExportedRange(r.partition, r.from_offset, r.until_offset)
+            for r in ranges
+            if not r.size and r.partition not in done
+        ),
+        topic_id=described.topic_id,
     )
 
 
@@ -102,6 +119,14 @@ def _check_nothing_lost(
     """Spark's ``failOnDataLoss``, said in the export's terms (``kafka_plan`` would also fail,
     naming the source option the export does not take)."""
     found = {tp.partition: tp for tp in partitions}
+    for unknown in partitions:
+        # Once the topic was exported, a partition the manifest does not know (empty then, or
+        # added since) starts at offset 0: a later log start means records were removed.
+        if done and unknown.partition not in done and earliest[unknown] > 0:
+            _lost(
+                f"offsets 0..{earliest[unknown] - 1} of {unknown} were removed from the log (it "
+                f"starts at {earliest[unknown]}) before they were exported"
+            )
     for partition, exported_to in sorted(done.items()):
         tp = found.get(partition)
         if tp is None:

@@ -63,6 +63,14 @@ class PlanError(ValueError):
     """Options that do not fit the topics found (Spark's assertion failures)."""
 
 
+@attrs.frozen
+class DescribedTopic:
+    """A topic as the brokers describe it (Metadata of that one topic): its id and partitions."""
+
+    topic_id: str
+    partitions: int
+
+
 @attrs.frozen(order=True)
 class KafkaRange:
     """Spark's ``KafkaOffsetRange``: offsets ``[from_offset, until_offset)`` of one partition."""

@@ -46,7 +46,6 @@ run from the other source, so one output never mixes Parquet schemas.
 
 from __future__ import annotations
 
-import datetime
 import enum
 import json
 from collections.abc import Mapping
@@ -116,6 +115,10 @@ class Manifest:
     # None: written before isolation levels were recorded (the next run sets it).
     isolation_level: IsolationLevel | None = None
     source: str = LOG_DIRS_SOURCE  # what the runs read; see "Sources" above
+    # The topic's id when the runs read it (Kafka source); None: not known yet (a manifest
+    # written before ids were recorded takes its next run's). Another id: the topic was
+    # deleted and recreated since.
+    topic_id: str | None = None
 
     def next_offsets(self) -> dict[int, int]:
         """Per partition, the end of what committed runs exported."""
@@ -141,24 +144,33 @@ class ExportPlan:
     ranges: tuple[ExportedRange, ...]
     # Offsets removed from the log (retention, DeleteRecords) before they were ever exported.
     skipped: tuple[ExportedRange, ...] = ()
+    # Partitions the manifest does not know with nothing to export now: recorded with the run
+    # as empty ranges at their end, so a later run knows where they stood (an unknown
+    # partition of an exported topic whose log starts past 0 has lost records).
+    empty: tuple[ExportedRange, ...] = ()
+    # The topic's id as the brokers describe it (Kafka source), recorded with the run.
+    topic_id: str | None = None
 
 
 def plan_export(manifest: Manifest, available: Mapping[int, tuple[int, int]]) -> ExportPlan:
     """What to export now, given each partition's ``(log start offset, end)``: the end is the
     high watermark, or the last stable offset under read_committed."""
     done = manifest.next_offsets()
-    ranges, skipped = [], []
+    ranges, skipped, empty = [], [], []
     for partition in sorted(available):
         log_start, end = available[partition]
         exported_to = done.get(partition, 0)
-        # A partition exported before lost records it never exported; a new one just starts
-        # at its log start.
-        if partition in done and log_start > exported_to:
+        # Once the topic was exported, records of any partition it did not export (a partition
+        # empty then, or added since: its log starts at 0) were lost; on the first run a
+        # partition just starts at its log start.
+        if done and log_start > exported_to:
             skipped.append(ExportedRange(partition, exported_to, log_start))
         start = max(exported_to, log_start)
         if start < end:
             ranges.append(ExportedRange(partition, start, end))
-    return ExportPlan(tuple(ranges), tuple(skipped))
+        elif partition not in done:
+            empty.append(ExportedRange(partition, start, start))
+    return ExportPlan(tuple(ranges), tuple(skipped), tuple(empty))
 
 
 def staging_dir(run_id: int, attempt: str) -> str:
@@ -193,27 +205,6 @@ def commit_run(manifest: Manifest, run_id: int) -> Manifest:
     return attrs.evolve(manifest, runs=runs)
 
 
-def lock_text(attempt: str, now_ms: int) -> bytes:
-    """What ``LOCK_FILE`` holds: which driver attempt runs, since when."""
-    return (json.dumps({"attempt": attempt, "sinceMs": now_ms}) + "\n").encode("utf-8")
-
-
-def locked_message(out_dir: str, holder: bytes | None) -> str:
-    """Why a run cannot start: another run's lock, and what an operator does if it is stale."""
-    try:
-        document = json.loads(holder or b"")
-        since = datetime.datetime.fromtimestamp(int(document["sinceMs"]) / 1000, datetime.UTC)
-        who = f"export-topic attempt {document['attempt']} since {since:%Y-%m-%d %H:%M:%S} UTC"
-    except (ValueError, KeyError, TypeError, OverflowError):
-        who = f"an unreadable lock ({holder!r:.80})"
-    return (
-        f"{out_dir}/{LOCK_FILE} is held by {who}: another export-topic run on this output "
-        "is running, or one was killed and left its lock. If no export-topic driver is alive "
-        f"for {out_dir}, delete {LOCK_FILE} and run again (the next run finishes or discards "
-        "what the killed one left)"
-    )
-
-
 def unpublished_partitions(run: ExportRun, published: Mapping[int, list[str]]) -> list[int]:
     """The partitions of ``run`` that exported records but have no ``run-K-`` file among
     ``published`` (file names per partition directory)."""
@@ -230,7 +221,7 @@ def encode_manifest(manifest: Manifest) -> bytes:
     # What a version-1 reader would ignore (a named staging directory, a Kafka-read output's
     # "source") is written as version 2, which such a reader refuses.
     staged = any(run.staging is not None for run in manifest.runs)
-    newer = staged or manifest.source != LOG_DIRS_SOURCE
+    newer = staged or manifest.source != LOG_DIRS_SOURCE or manifest.topic_id is not None
     document: dict[str, Any] = {
         "version": FORMAT_VERSION if newer else LEGACY_FORMAT_VERSION,
         "topic": manifest.topic,
@@ -240,6 +231,8 @@ def encode_manifest(manifest: Manifest) -> bytes:
         document["isolationLevel"] = manifest.isolation_level.value
     if manifest.source != LOG_DIRS_SOURCE:
         document["source"] = manifest.source
+    if manifest.topic_id is not None:
+        document["topicId"] = manifest.topic_id
     return (json.dumps(document, indent=1) + "\n").encode("utf-8")
 
 
@@ -277,7 +270,14 @@ def decode_manifest(data: bytes, source: str) -> Manifest:
         made_with = str(document.get("source", LOG_DIRS_SOURCE))
         if made_with not in SOURCE_FLAGS:
             raise ManifestError(f"manifest {source}: source {made_with!r} is not known")
-        return Manifest(str(document["topic"]), runs, level, made_with)
+        topic_id = document.get("topicId")
+        return Manifest(
+            str(document["topic"]),
+            runs,
+            level,
+            made_with,
+            None if topic_id is None else str(topic_id),
+        )
     except (ValueError, KeyError, TypeError) as error:
         if isinstance(error, ManifestError):
             raise

@@ -91,10 +91,15 @@ class OutputStore:
                 return False
             raise
         try:
-            stream.write(bytearray(data))
-            stream.hsync()
-        finally:
-            stream.close()
+            try:
+                stream.write(bytearray(data))
+                stream.hsync()
+            finally:
+                stream.close()
+        except BaseException:
+            # Not left half-written: a file that exists would hold the name for ever.
+            self._fs.delete(path, False)
+            raise
         return True
 
     def list_files(self, name: str, suffix: str) -> list[str]:

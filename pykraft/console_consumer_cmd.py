@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from pykraft.client_properties import load_client_properties
@@ -50,6 +50,26 @@ DEFAULT_FORMATTERS = (
 POLL_STEP_S = 0.5  # one poll's longest wait, so Ctrl-C is seen
 # librdkafka's timestamp types -> Kafka's TimestampType names.
 _TIMESTAMP_TYPES = {0: NO_TIMESTAMP_TYPE, 1: "CreateTime", 2: "LogAppendTime"}
+# Kafka's error codes whose exceptions are RetriableException (clients/.../protocol/Errors.java):
+# the Java consumer retries these itself. librdkafka's KafkaError.retriable() is False for every
+# consumer error, so the codes are listed here.
+KAFKA_RETRIABLE_CODES = frozenset(
+    {2, 3, 5, 6, 7, 13, 14, 15, 16, 19, 20, 51, 56, 70, 71, 72, 74, 75, 78, 80, 83, 88, 89}
+)
+
+
+class ConsumerTerminated(Exception):
+    """``process`` stopped on an error receive() raised (already logged)."""
+
+
+def stops_consumer(error: KafkaError) -> bool:
+    """Kafka's ``process`` ends on any exception ``receive`` throws; the Java consumer throws
+    broker errors it cannot retry (TOPIC_AUTHORIZATION_FAILED...) and authentication failures,
+    and retries the rest itself (librdkafka's local errors, codes below 0, are its retries)."""
+    code = error.code()
+    if error.fatal() or code == KafkaError._AUTHENTICATION:
+        return True
+    return code > 0 and code not in KAFKA_RETRIABLE_CODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,7 +165,7 @@ def receive(consumer: Consumer, timeout_ms: int | None, err: Err, clock: Clock) 
         error = message.error()
         if error is None:
             return message
-        if error.fatal():
+        if stops_consumer(error):
             raise KafkaException(error)
         err(f"WARN {error.str()}")
 
@@ -156,6 +176,7 @@ def consume(
     """Kafka's ``process``: print records until ``max_messages`` or the timeout; the count."""
     consumer = Consumer(plan.config)
     count = 0
+    failure: KafkaException | None = None
     try:
         start(consumer, plan)
         while plan.max_messages == -1 or count < plan.max_messages:
@@ -171,11 +192,16 @@ def consume(
             out.flush()
     except BrokenPipeError:  # Kafka's checkErr: nobody reads the output any more
         err("Unable to write to standard out, closing consumer.")
+    except KafkaException as error:
+        err(f"ERROR Error processing message, terminating consumer process: {error}")
+        failure = error
     except KeyboardInterrupt:
         pass
     finally:
         consumer.close()
         err(f"Processed a total of {count} messages")
+    if failure is not None:  # unlike Kafka's tool (exit 0), the status says the tool failed
+        raise ConsumerTerminated from failure
     return count
 
 
@@ -192,6 +218,8 @@ def run(args: argparse.Namespace, out: BinaryIO | None = None, err: Err | None =
         return 1
     try:
         consume(plan, formatter, out or sys.stdout.buffer, err, SystemClock())
+    except ConsumerTerminated:
+        return 1
     except KafkaException as error:
         err(f"ERROR Unknown error when running consumer: {error}")
         return 1

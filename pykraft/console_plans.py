@@ -50,6 +50,32 @@ def merge_option(properties: dict[str, str], name: str, value: str, given: bool)
         properties[name] = value
 
 
+# ProducerConfig.postProcessAndValidateIdempotenceConfigs (KIP-679): a Java producer is idempotent
+# unless enable.idempotence is set or a setting it cannot keep is (acks other than all, retries
+# 0, more than 5 requests in flight). librdkafka's default is not idempotent: without this a
+# retry after a timed-out but appended produce writes the record twice.
+MAX_IN_FLIGHT_IDEMPOTENT = 5
+
+
+def with_idempotence_default(properties: dict[str, str]) -> dict[str, str]:
+    """The properties with ``enable.idempotence=true`` added where Kafka's producer would be
+    idempotent by default."""
+    if "enable.idempotence" in properties:
+        return properties
+    acks = properties.get("acks", properties.get("request.required.acks", "all"))
+    retries = properties.get("retries", properties.get("message.send.max.retries", "1"))
+    in_flight = properties.get(
+        "max.in.flight.requests.per.connection", properties.get("max.in.flight", "5")
+    )
+    try:
+        conflicts = int(retries) == 0 or int(in_flight) > MAX_IN_FLIGHT_IDEMPOTENT
+    except ValueError:
+        return properties  # librdkafka refuses the bad number with its own message
+    if acks.strip().lower() not in ("all", "-1") or conflicts:
+        return properties
+    return {**properties, "enable.idempotence": "true"}
+
+
 _RENAMED = {
     "fetch.max.wait.ms": "fetch.wait.max.ms",
     "send.buffer.bytes": "socket.send.buffer.bytes",
@@ -235,4 +261,4 @@ def producer_properties(args: Any, from_file: Mapping[str, str]) -> dict[str, st
     for option, (name, default) in PRODUCER_OPTIONS.items():
         value = getattr(args, option)
         merge_option(properties, name, default if value is None else str(value), value is not None)
-    return properties
+    return with_idempotence_default(properties)

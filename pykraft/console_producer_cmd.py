@@ -20,9 +20,11 @@ exits 0 after logging it) the exit status is then 1, so a script sees the loss. 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -92,12 +94,14 @@ class _Delivery:
         self.failed = 0
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            return
+        if error is not None:
+            self.report(message.topic() or "", message.key(), message.value(), error)
+
+    def report(self, topic: str, key: bytes | None, value: bytes | None, error: KafkaError) -> None:
         self.failed += 1
         self.err(
-            f"ERROR Error when sending message to topic {message.topic()} with key: "
-            f"{_size(message.key())}, value: {_size(message.value())} with error: {error.str()}"
+            f"ERROR Error when sending message to topic {topic} with key: "
+            f"{_size(key)}, value: {_size(value)} with error: {error.str()}"
         )
 
 
@@ -116,6 +120,11 @@ def send(
             break
         except BufferError:  # librdkafka's queue is full: serve deliveries, then try again
             producer.poll(QUEUE_FULL_WAIT_S)
+        except KafkaException as error:
+            # Refused before sending (MSG_SIZE_TOO_LARGE...): Kafka's send() hands this to the
+            # callback too, so it is reported and the next line goes on.
+            delivery.report(topic, record.key, record.value, error.args[0])
+            return
     if sync:
         producer.flush(FLUSH_TIMEOUT_S)
     else:
@@ -143,6 +152,12 @@ def produce_lines(
     return 1 if status or delivery.failed or left else 0
 
 
+def decoded_lines(stream: BinaryIO) -> Iterable[str]:
+    """Standard input's lines as Kafka reads them (``InputStreamReader``, UTF-8): a byte that is
+    not UTF-8 becomes U+FFFD, never an error."""
+    return io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
+
+
 def _prompted(lines: Iterable[str]) -> Iterable[str]:
     """Kafka prints ">" before each line when a person types them (``System.console()``)."""
     for line in lines:
@@ -168,7 +183,7 @@ def run(
         err(f"ERROR {error}")
         return 1
     if lines is None:
-        lines = sys.stdin
+        lines = decoded_lines(sys.stdin.buffer)
         if sys.stdin.isatty() and sys.stdout.isatty():
             print(">", end="", flush=True)
             lines = _prompted(lines)

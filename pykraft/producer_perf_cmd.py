@@ -35,7 +35,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from pykraft.client_properties import load_client_properties
 from pykraft.command_config import CommandConfigError
-from pykraft.console_plans import ConsoleOptionsError, client_config
+from pykraft.console_plans import ConsoleOptionsError, client_config, with_idempotence_default
 from pykraft.perf_stats import ProducerStats, ThroughputThrottler, client_metrics, metrics_lines
 from pykraft.storage.clock import Clock
 from pykraft.storage.system_clock import SystemClock
@@ -82,7 +82,7 @@ def producer_props(args: argparse.Namespace) -> dict[str, str]:
         raise ConsoleOptionsError(
             "No bootstrap.servers: give --bootstrap-server or --producer-props"
         )
-    return properties
+    return with_idempotence_default(properties)
 
 
 def payloads(args: argparse.Namespace, out: Out) -> list[bytes]:
@@ -117,13 +117,15 @@ def send_all(
 
     def completion(iteration: int, size: int) -> Callable[[KafkaError | None, Message], None]:
         def done(error: KafkaError | None, message: Message) -> None:
-            latency = message.latency()
-            line = stats.record(
-                iteration, int((latency or 0.0) * 1000), size, clock.wall_clock_ms()
-            )
-            if line is not None:
-                out(line)
-            if error is not None:
+            # PerfCallback.onCompletion: only a record the cluster took is counted as sent.
+            if error is None:
+                latency = message.latency()
+                line = stats.record(
+                    iteration, int((latency or 0.0) * 1000), size, clock.wall_clock_ms()
+                )
+                if line is not None:
+                    out(line)
+            else:
                 errors.append(error.str())
             advance(1)
 
@@ -139,6 +141,10 @@ def send_all(
                 break
             except BufferError:
                 producer.poll(QUEUE_FULL_WAIT_S)
+            except KafkaException as refused:  # refused before sending (MSG_SIZE_TOO_LARGE...)
+                errors.append(refused.args[0].str())
+                advance(1)
+                break
         producer.poll(0)
         if throttler.should_throttle(iteration, clock.wall_clock_ms()):
             if args.throughput == 0:

@@ -4,10 +4,15 @@ Why heartbeats: every broker already heartbeats to the active controller over th
 (``metadata/api/brokers.py``) every ``broker.heartbeat.interval.ms``, authenticated as that
 broker, while the controller knows none of the brokers' metrics endpoints. So each heartbeat
 carries the broker's cumulative all-topics ``BrokerTopicMetrics`` counts
-(``BrokerTopicCounters``) and the active controller keeps, per broker, the last two of them with
-its monotonic time at receipt — in memory only, per leadership, as Kafka's
+(``BrokerTopicCounters``) with the broker's own monotonic time when it read them
+(``sampled_ms``), and the active controller keeps, per broker, the last two of them with its
+monotonic time at receipt — in memory only, per leadership, as Kafka's
 ``BrokerHeartbeatManager`` keeps its per-broker state; nothing goes to the metadata log. A rate
-is the difference of the two samples over the time between them.
+is the difference of the two samples over the time between them: the broker's own times (one
+clock per process, so per broker epoch), else, from a broker that does not send them, the
+controller's times of receipt (taken before the heartbeat waits for the controller's write).
+Two samples less than ``MIN_RATE_WINDOW_MS`` apart never make a rate: a heartbeat delayed and
+then one on time would otherwise divide a second's records by a fraction of one.
 
 No negative or invented rate:
 - a sample from another broker epoch (the broker restarted or re-registered) or with a counter
@@ -26,6 +31,8 @@ import attrs
 from pykraft.metadata.api.brokers import BrokerTopicCounters
 
 MAX_TRACKED_BROKERS = 10_000
+# Half Kafka's broker.heartbeat.interval.ms default (2000): the shortest time a rate spans.
+MIN_RATE_WINDOW_MS = 1_000
 
 
 @attrs.frozen
@@ -33,6 +40,8 @@ class CounterSample:
     broker_epoch: int
     counters: BrokerTopicCounters
     received_ms: int  # the controller's monotonic clock when the heartbeat arrived
+    # The broker's monotonic clock when it read the counters; None from a broker without it.
+    sampled_ms: int | None = None
 
 
 @attrs.frozen
@@ -50,8 +59,17 @@ class BrokerRates:
 @attrs.frozen
 class _Samples:
     latest: CounterSample
-    # Invariant: same broker epoch as ``latest``, received before it, no counter above it.
+    # Invariant: same broker epoch as ``latest``, at least MIN_RATE_WINDOW_MS before it
+    # (``_elapsed_ms``), no counter above it.
     previous: CounterSample | None = None
+
+
+def _elapsed_ms(before: CounterSample, after: CounterSample) -> int:
+    """The time between two samples of one broker epoch: on the broker's clock if both carry
+    it, else on the controller's."""
+    if before.sampled_ms is not None and after.sampled_ms is not None:
+        return after.sampled_ms - before.sampled_ms
+    return after.received_ms - before.received_ms
 
 
 def _went_back(before: BrokerTopicCounters, after: BrokerTopicCounters) -> bool:
@@ -72,19 +90,24 @@ class HeartbeatRates:
         broker_epoch: int,
         counters: BrokerTopicCounters | None,
         now_ms: int,
+        sampled_ms: int | None = None,
     ) -> None:
-        """An accepted heartbeat of ``broker_id`` arrived at ``now_ms``."""
+        """An accepted heartbeat of ``broker_id`` arrived at ``now_ms`` carrying ``counters``
+        read at ``sampled_ms`` on the broker's clock."""
         known = self._samples.pop(broker_id, None)
         if counters is None:
             return
-        sample = CounterSample(broker_epoch, counters, now_ms)
+        sample = CounterSample(broker_epoch, counters, now_ms, sampled_ms)
         if (
             known is None
             or known.latest.broker_epoch != broker_epoch
             or _went_back(known.latest.counters, counters)
+            or _elapsed_ms(known.latest, sample) < 0  # not a later sample of this process
         ):
             kept = _Samples(sample)
-        elif now_ms <= known.latest.received_ms:  # same millisecond: the newer counts win
+        elif _elapsed_ms(known.latest, sample) < MIN_RATE_WINDOW_MS:
+            # Too close to the last one (or in its millisecond): the newer counts replace it,
+            # the window stays open.
             kept = _Samples(sample, known.previous)
         else:
             kept = _Samples(sample, known.latest)
@@ -101,8 +124,9 @@ class HeartbeatRates:
         latest, previous = known.latest, known.previous
         if now_ms - latest.received_ms > max_age_ms:
             return None
-        assert latest.received_ms > previous.received_ms, known
-        seconds = (latest.received_ms - previous.received_ms) / 1000
+        elapsed_ms = _elapsed_ms(previous, latest)
+        assert elapsed_ms >= MIN_RATE_WINDOW_MS, known
+        seconds = elapsed_ms / 1000
         growth = [
             (after - before) / seconds
             for before, after in zip(

@@ -9,6 +9,8 @@ names the broker, to come from that broker's principal (``require_broker``).
 
 from __future__ import annotations
 
+import logging
+
 from aiohttp import web
 
 from pykraft.metadata.api import routes
@@ -27,6 +29,8 @@ from pykraft.metadata.api.brokers import (
 )
 from pykraft.quorum.auth_http import require_broker
 from pykraft.quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
+
+logger = logging.getLogger(__name__)
 
 
 async def register_broker(request: web.Request) -> web.Response:
@@ -53,13 +57,25 @@ async def broker_heartbeat(request: web.Request) -> web.Response:
     heartbeat = await read_body(request, heartbeat_request_from_json)
     require_broker(request, heartbeat.broker_id)
     node = node_of(request)
+    # On arrival, not after the write (which may wait for the write lock and a Raft commit).
+    received_ms = node.clock.monotonic_ms()
+    if heartbeat.counters_refused is not None:
+        logger.warning(
+            "broker %d: heartbeat counters dropped: %s",
+            heartbeat.broker_id,
+            heartbeat.counters_refused,
+        )
     response = await node.write(
         lambda controller, image, now_ms: controller.broker_heartbeat(image, heartbeat, now_ms)
     )
     raise_for(response.error)
     # After the write: an accepted heartbeat only, once (a write may run its operation again).
     node.broker_rates.handle_heartbeat(
-        heartbeat.broker_id, heartbeat.broker_epoch, heartbeat.counters, node.clock.monotonic_ms()
+        heartbeat.broker_id,
+        heartbeat.broker_epoch,
+        heartbeat.counters,
+        received_ms,
+        heartbeat.counters_sampled_ms,
     )
     return json_response(heartbeat_response_to_json(response))
 

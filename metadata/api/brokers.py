@@ -19,7 +19,7 @@ POST /v1/brokers/heartbeat
      "offline_replicas": [{"topic_id": "<topic id>", "partition": 0}],  (optional)
      "broker_topic_metrics": {"messages_in": 120, "bytes_in": 9000, "bytes_out": 4500,
                               "replication_bytes_in": 0, "replication_bytes_out": 0,
-                              "fetch_requests": 31}}                  (pykraft; optional)
+                              "fetch_requests": 31, "sampled_ms": 81234}}  (pykraft; optional)
     -> {"is_caught_up": true, "is_fenced": false, "in_controlled_shutdown": false,
         "should_shut_down": false}
 DELETE /v1/brokers/{broker_id}        (UnregisterBroker) -> {"broker_id": 1}
@@ -181,6 +181,8 @@ class BrokerTopicCounters:
 
 
 _COUNTER_NAMES = tuple(field.name for field in attrs.fields(BrokerTopicCounters))
+# Each counter is a Java long's count (Kafka's meters), so a value past it is not a count.
+MAX_COUNTER = 2**63 - 1
 
 
 def counters_to_json(counters: BrokerTopicCounters) -> JsonObject:
@@ -189,9 +191,9 @@ def counters_to_json(counters: BrokerTopicCounters) -> JsonObject:
 
 def counters_from_json(fields: Fields) -> BrokerTopicCounters:
     values = {name: fields.integer(name) for name in _COUNTER_NAMES}
-    negative = [name for name, value in values.items() if value < 0]
-    if negative:
-        raise JsonBodyError(f"The counter {negative[0]!r} must not be negative.")
+    wrong = [name for name, value in values.items() if not 0 <= value <= MAX_COUNTER]
+    if wrong:
+        raise JsonBodyError(f"The counter {wrong[0]!r} must be between 0 and {MAX_COUNTER}.")
     return BrokerTopicCounters(**values)
 
 
@@ -210,6 +212,12 @@ class BrokerHeartbeatRequest:
     # pykraft: the broker's throughput counters for the console's rates; None from a broker
     # that does not send them (older, or a test's), which heartbeats as before.
     counters: BrokerTopicCounters | None = None
+    # pykraft: the broker's own monotonic clock when it read ``counters`` (one clock per
+    # process, so per broker epoch): rates use it, not when the controller got to the heartbeat.
+    counters_sampled_ms: int | None = None
+    # Why the counters sent were dropped (the heartbeat itself is accepted: counters only feed
+    # the console, never a broker's liveness); None when they were fine or absent.
+    counters_refused: str | None = None
 
 
 @attrs.frozen
@@ -237,7 +245,10 @@ def heartbeat_request_to_json(request: BrokerHeartbeatRequest) -> JsonObject:
         ],
     }
     if request.counters is not None:
-        body["broker_topic_metrics"] = counters_to_json(request.counters)
+        metrics = counters_to_json(request.counters)
+        if request.counters_sampled_ms is not None:
+            metrics["sampled_ms"] = request.counters_sampled_ms
+        body["broker_topic_metrics"] = metrics
     return body
 
 
@@ -249,6 +260,11 @@ def _offline_log_dirs(fields: Fields) -> tuple[str, ...]:
 
 
 def heartbeat_request_from_json(fields: Fields) -> BrokerHeartbeatRequest:
+    try:
+        counters, sampled_ms = _optional_counters(fields)
+        refused = None
+    except JsonBodyError as error:
+        counters, sampled_ms, refused = None, None, str(error)
     return BrokerHeartbeatRequest(
         broker_id=fields.integer("broker_id"),
         broker_epoch=fields.integer("broker_epoch"),
@@ -260,13 +276,17 @@ def heartbeat_request_from_json(fields: Fields) -> BrokerHeartbeatRequest:
             OfflineReplica(topic_id=r.string("topic_id"), partition_id=r.integer("partition"))
             for r in fields.objects("offline_replicas", [])
         ),
-        counters=_optional_counters(fields),
+        counters=counters,
+        counters_sampled_ms=sampled_ms,
+        counters_refused=refused,
     )
 
 
-def _optional_counters(fields: Fields) -> BrokerTopicCounters | None:
+def _optional_counters(fields: Fields) -> tuple[BrokerTopicCounters | None, int | None]:
     counters = fields.optional_object("broker_topic_metrics")
-    return None if counters is None else counters_from_json(counters)
+    if counters is None:
+        return None, None
+    return counters_from_json(counters), counters.optional_integer("sampled_ms")
 
 
 def heartbeat_response_to_json(response: BrokerHeartbeatResponse) -> JsonObject:

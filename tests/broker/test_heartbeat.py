@@ -25,6 +25,7 @@ from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.offline_log_dirs import NO_OFFLINE_LOG_DIRS, OfflineLogDirs
 from pykraft.metadata.api.brokers import BrokerTopicCounters
 from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
+from tests.fake_clock import FakeClock
 
 INTERVAL_MS = 2000
 S = BrokerState
@@ -90,6 +91,7 @@ class Sent:
     broker_epoch: int
     offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS
     counters: BrokerTopicCounters | None = None
+    counters_sampled_ms: int | None = None
 
 
 class FakeController:
@@ -131,6 +133,7 @@ class FakeController:
         want_shut_down: bool,
         offline_log_dirs: OfflineLogDirs = NO_OFFLINE_LOG_DIRS,
         counters: BrokerTopicCounters | None = None,
+        counters_sampled_ms: int | None = None,
         deadline_s: float | None = None,
     ) -> HeartbeatReply:
         self.sent.append(
@@ -141,6 +144,7 @@ class FakeController:
                 broker_epoch,
                 offline_log_dirs,
                 counters,
+                counters_sampled_ms,
             )
         )
         answer = self.heartbeats.pop(0)
@@ -355,6 +359,7 @@ def test_every_heartbeat_carries_the_broker_topic_counters_of_its_time() -> None
     # Issue 16: the active controller's console turns these into live rates.
     controller = FakeController([REGISTERED], [reply(fenced=False)] * 2)
     metrics = BrokerMetrics()
+    clock = FakeClock(5_000)
     manager = BrokerLifecycleManager(
         controller,
         IDENTITY,
@@ -362,6 +367,7 @@ def test_every_heartbeat_carries_the_broker_topic_counters_of_its_time() -> None
         lambda: 41,
         heartbeat_interval_ms=60_000,
         counters=metrics.heartbeat_counters,
+        monotonic_ms=clock.monotonic_ms,
     )
 
     async def scenario() -> None:
@@ -374,6 +380,7 @@ def test_every_heartbeat_carries_the_broker_topic_counters_of_its_time() -> None
         metrics.broker_topic_stats.record_replication_bytes_in(50)
         metrics.record_request(1, 16, 0.001)  # a Fetch
         metrics.record_request(0, 9, 0.001)  # a Produce: not a fetch
+        clock.now_ms += 1_234
         manager.propagate_directory_failure()  # heartbeat now
         while len(controller.sent) < 2:
             await asyncio.sleep(0)
@@ -392,3 +399,5 @@ def test_every_heartbeat_carries_the_broker_topic_counters_of_its_time() -> None
             fetch_requests=1,
         ),
     ]
+    # Review 2: each with the broker's own time of reading them, for the controller's rates.
+    assert [s.counters_sampled_ms for s in controller.sent] == [5_000, 6_234]

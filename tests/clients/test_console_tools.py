@@ -31,6 +31,11 @@ PERF_RECORDS = 2000
 PERF_RECORD_SIZE = 100
 
 
+def stdin(text: str) -> io.TextIOWrapper:
+    """Standard input as a process has it: bytes underneath (the producer reads those)."""
+    return io.TextIOWrapper(io.BytesIO(text.encode()), encoding="utf-8")
+
+
 def tool(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> tuple[str, str]:
     capsys.readouterr()
     assert main(list(argv)) == code
@@ -42,7 +47,7 @@ def produce_lines(
     cluster: DevCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     topic: str, lines: list[str], *properties: str,
 ) -> str:  # fmt: skip
-    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    monkeypatch.setattr("sys.stdin", stdin("".join(f"{line}\n" for line in lines)))
     _, err = tool(
         capsys, "console-producer", "--bootstrap-server", cluster.bootstrap_servers,
         "--topic", topic, "--request-required-acks", "all", *properties,
@@ -98,7 +103,7 @@ def test_a_line_without_the_key_separator_stops_the_producer(
     cluster: DevCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     topic = unique_topic("bad-line")  # auto-created (auto.create.topics.enable), 1 partition
-    monkeypatch.setattr("sys.stdin", io.StringIO("a:1\nno separator\nb:2\n"))
+    monkeypatch.setattr("sys.stdin", stdin("a:1\nno separator\nb:2\n"))
     _, err = tool(
         capsys, "console-producer", "--bootstrap-server", cluster.bootstrap_servers,
         "--topic", topic, "--property", "parse.key=true", "--property", "key.separator=:",

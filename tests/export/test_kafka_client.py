@@ -15,7 +15,7 @@ from confluent_kafka import (
 )
 
 from pykraft.export import kafka_client
-from pykraft.export.kafka_client import KafkaReadError, RecordChunk, read_range
+from pykraft.export.kafka_client import KafkaReadError, RecordChunk, kafka_uuid_text, read_range
 from pykraft.export.kafka_plan import DataLossError, KafkaRange
 
 
@@ -165,3 +165,9 @@ def test_no_progress_for_the_poll_timeout_fails_the_task(monkeypatch: pytest.Mon
 def test_an_empty_range_opens_no_consumer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kafka_client, "Consumer", None)
     assert list(read_range({}, KafkaRange("t", 0, 4, 4), include_headers=False)) == []
+
+
+def test_a_topic_id_is_written_as_kafka_writes_it() -> None:
+    # librdkafka's Uuid text is standard base64; Kafka's (and the export manifest's) URL-safe.
+    assert kafka_uuid_text("5uH/YQS44JTZZViIk0C/2Q") == "5uH_YQS44JTZZViIk0C_2Q"
+    assert kafka_uuid_text("a+b-c_d") == "a-b-c_d"

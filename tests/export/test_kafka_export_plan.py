@@ -24,7 +24,7 @@ from pykraft.export.kafka_export_plan import (
     plan_kafka_export,
 )
 from pykraft.export.kafka_options import parse_batch_options
-from pykraft.export.kafka_plan import DataLossError
+from pykraft.export.kafka_plan import DataLossError, DescribedTopic
 from pykraft.export.manifest import (
     KAFKA_SOURCE,
     LOG_DIRS_SOURCE,
@@ -40,6 +40,11 @@ from pykraft.export.manifest import (
 from pykraft.storage.topic_partition import TopicPartition
 
 RC, RU = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
+TOPIC_ID = "y2GxlZ8qS8uuxYzXcWw6nA"
+
+
+def planned(*ranges: ExportedRange, empty: tuple[ExportedRange, ...] = ()) -> ExportPlan:
+    return ExportPlan(ranges, empty=empty, topic_id=TOPIC_ID)
 
 
 @attrs.define
@@ -53,9 +58,11 @@ class Brokers:
     log_start: dict[int, int] = attrs.Factory(lambda: {0: 0, 1: 5})
     high_watermark: dict[int, int] = attrs.Factory(lambda: {0: 100, 1: 15})
     last_stable: dict[int, int] = attrs.Factory(lambda: {0: 80, 1: 15})
+    topic_id: str = TOPIC_ID
 
-    def partition_counts(self) -> dict[str, int]:
-        return self.counts
+    def describe_topic(self, topic: str) -> DescribedTopic | None:
+        count = self.counts.get(topic)
+        return None if count is None else DescribedTopic(self.topic_id, count)
 
     def earliest(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         assert all(tp.topic == "t" for tp in tps)
@@ -66,34 +73,83 @@ class Brokers:
         return {tp: ends[tp.partition] for tp in tps}
 
 
-def committed(*ranges: tuple[int, int, int]) -> Manifest:
+def committed(*ranges: tuple[int, int, int], topic_id: str | None = None) -> Manifest:
     exported = tuple(ExportedRange(p, s, e) for p, s, e in ranges)
-    return commit_run(begin_run(Manifest("t", source=KAFKA_SOURCE), 1, exported, 0), 1)
+    manifest = Manifest("t", source=KAFKA_SOURCE, topic_id=topic_id)
+    return commit_run(begin_run(manifest, 1, exported, 0), 1)
 
 
 def test_first_run_reads_from_log_start_to_the_isolation_levels_end() -> None:
     empty = Manifest("t", source=KAFKA_SOURCE)
-    assert plan_kafka_export(empty, "t", Brokers(RC)) == ExportPlan(
-        (ExportedRange(0, 0, 80), ExportedRange(1, 5, 15))
+    assert plan_kafka_export(empty, "t", Brokers(RC)) == planned(
+        ExportedRange(0, 0, 80), ExportedRange(1, 5, 15)
     )
-    assert plan_kafka_export(empty, "t", Brokers(RU)) == ExportPlan(
-        (ExportedRange(0, 0, 100), ExportedRange(1, 5, 15))
+    assert plan_kafka_export(empty, "t", Brokers(RU)) == planned(
+        ExportedRange(0, 0, 100), ExportedRange(1, 5, 15)
     )
 
 
 def test_rerun_starts_at_the_committed_end_and_skips_unchanged_partitions() -> None:
     manifest = committed((0, 0, 60), (1, 5, 15))
-    assert plan_kafka_export(manifest, "t", Brokers(RC)) == ExportPlan((ExportedRange(0, 60, 80),))
+    assert plan_kafka_export(manifest, "t", Brokers(RC)) == planned(ExportedRange(0, 60, 80))
     # Everything exported: nothing to do (the export says "up to date").
     done = committed((0, 0, 80), (1, 5, 15))
-    assert plan_kafka_export(done, "t", Brokers(RC)) == ExportPlan(())
+    assert plan_kafka_export(done, "t", Brokers(RC)) == planned()
 
 
-def test_partitions_added_since_start_at_their_log_start() -> None:
+def test_partitions_added_since_start_at_offset_0_or_lost_records() -> None:
     brokers = Brokers(RU, counts={"t": 3})
-    brokers.log_start[2], brokers.high_watermark[2] = 7, 9
+    brokers.log_start[2], brokers.high_watermark[2] = 0, 9
     manifest = committed((0, 0, 100), (1, 5, 15))
-    assert plan_kafka_export(manifest, "t", brokers) == ExportPlan((ExportedRange(2, 7, 9),))
+    assert plan_kafka_export(manifest, "t", brokers) == planned(ExportedRange(2, 0, 9))
+    # Spark's "Added partition t-2 starts from 7 instead of 0": records 0..6 were removed.
+    brokers.log_start[2] = 7
+    with pytest.raises(DataLossError, match=r"offsets 0\.\.6 of t-2 were removed from the log"):
+        plan_kafka_export(manifest, "t", brokers)
+
+
+def test_an_empty_partition_is_recorded_so_later_losses_are_seen() -> None:
+    """Review 2 (empty_partition_loss.py): partition 1 is empty at run 1; records 0..99 arrive
+    and retention removes 0..49 before run 2, which must not start at 50 silently."""
+    first = Brokers(RU, log_start={0: 0, 1: 0}, high_watermark={0: 10, 1: 0})
+    plan = plan_kafka_export(Manifest("t", source=KAFKA_SOURCE), "t", first)
+    assert plan == planned(ExportedRange(0, 0, 10), empty=(ExportedRange(1, 0, 0),))
+    manifest = committed((0, 0, 10), (1, 0, 0))
+    trimmed = Brokers(RU, log_start={0: 0, 1: 50}, high_watermark={0: 10, 1: 100})
+    with pytest.raises(DataLossError, match=r"offsets 0\.\.49 of t-1 were removed"):
+        plan_kafka_export(manifest, "t", trimmed)
+    # Its first records arriving, nothing removed: read from 0.
+    grown = Brokers(RU, log_start={0: 0, 1: 0}, high_watermark={0: 10, 1: 100})
+    assert plan_kafka_export(manifest, "t", grown) == planned(ExportedRange(1, 0, 100))
+    # A manifest written before empty partitions were recorded: still caught.
+    with pytest.raises(DataLossError, match=r"offsets 0\.\.49 of t-1 were removed"):
+        plan_kafka_export(committed((0, 0, 10)), "t", trimmed)
+
+
+def test_a_recreated_topic_is_data_loss_even_when_it_holds_as_many_offsets() -> None:
+    brokers = Brokers(RU)  # as many offsets as were exported: offsets alone cannot tell
+    plan = plan_kafka_export(committed((0, 0, 60), (1, 5, 15), topic_id=TOPIC_ID), "t", brokers)
+    assert plan == planned(ExportedRange(0, 60, 100))
+    brokers.topic_id = "AAAAAAAAAAAAAAAAAAAAAA"  # deleted and created again
+    with pytest.raises(DataLossError, match=r"topic t was deleted and recreated") as error:
+        plan_kafka_export(committed((0, 0, 60), (1, 5, 15), topic_id=TOPIC_ID), "t", brokers)
+    assert TOPIC_ID in str(error.value) and "nothing was exported or committed" in str(error.value)
+    # A manifest from before topic ids were recorded takes the current one (its next run
+    # records it).
+    assert (
+        plan_kafka_export(committed((0, 0, 60), (1, 5, 15)), "t", brokers).topic_id
+        == brokers.topic_id
+    )
+
+
+def test_the_topic_id_is_recorded_in_the_manifest() -> None:
+    manifest = committed((0, 0, 10), topic_id=TOPIC_ID)
+    encoded = encode_manifest(manifest)
+    assert json.loads(encoded)["topicId"] == TOPIC_ID
+    assert manifest_from_bytes(encoded, "out", "t", RC, KAFKA_SOURCE).topic_id == TOPIC_ID
+    older = encode_manifest(committed((0, 0, 10)))
+    assert "topicId" not in json.loads(older)
+    assert manifest_from_bytes(older, "out", "t", RC, KAFKA_SOURCE).topic_id is None
 
 
 def test_log_start_past_the_committed_end_is_data_loss() -> None:
@@ -107,7 +163,7 @@ def test_log_start_past_the_committed_end_is_data_loss() -> None:
     # Exactly at the committed end: nothing lost.
     brokers.log_start[0] = 60
     plan = plan_kafka_export(committed((0, 0, 60), (1, 5, 15)), "t", brokers)
-    assert plan == ExportPlan((ExportedRange(0, 60, 80),))
+    assert plan == planned(ExportedRange(0, 60, 80))
 
 
 def test_a_partition_ending_before_the_committed_end_or_gone_is_data_loss() -> None:

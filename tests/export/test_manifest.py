@@ -21,12 +21,11 @@ from pykraft.export.manifest import (
     decode_manifest,
     encode_manifest,
     load_manifest,
-    lock_text,
-    locked_message,
     plan_export,
     staging_dir,
     unpublished_partitions,
 )
+from pykraft.export.output_lock import lock_text, locked_message
 
 
 def committed(*ranges: tuple[int, int, int]) -> Manifest:
@@ -41,8 +40,13 @@ def check(manifest: Manifest, available: dict[int, tuple[int, int]], expected: E
 
 def test_plans() -> None:
     empty = Manifest("orders")
-    # First run: everything from the log start to the high watermark.
-    check(empty, {0: (0, 10), 1: (0, 0)}, ExportPlan((ExportedRange(0, 0, 10),)))
+    # First run: everything from the log start to the high watermark; an empty partition is
+    # recorded where it stands.
+    check(
+        empty,
+        {0: (0, 10), 1: (0, 0)},
+        ExportPlan((ExportedRange(0, 0, 10),), empty=(ExportedRange(1, 0, 0),)),
+    )
     # A rerun: only what is new; an unchanged partition is not read at all.
     check(
         committed((0, 0, 10), (1, 0, 4)),
@@ -55,8 +59,22 @@ def test_plans() -> None:
         {0: (12, 20)},
         ExportPlan((ExportedRange(0, 12, 20),), (ExportedRange(0, 10, 12),)),
     )
-    # A new partition starts at its log start.
-    check(committed((0, 0, 10)), {0: (0, 10), 2: (3, 5)}, ExportPlan((ExportedRange(2, 3, 5),)))
+    # A partition added since the last run starts at offset 0.
+    check(committed((0, 0, 10)), {0: (0, 10), 2: (0, 5)}, ExportPlan((ExportedRange(2, 0, 5),)))
+    # One the manifest does not know whose log starts later lost records (review 2: empty at
+    # the last run, then appended to and trimmed by retention): reported, then skipped.
+    check(
+        committed((0, 0, 10)),
+        {0: (0, 10), 1: (50, 100)},
+        ExportPlan((ExportedRange(1, 50, 100),), (ExportedRange(1, 0, 50),)),
+    )
+    # Recorded empty at its log start 50 (all its records were removed before the first run):
+    # nothing is lost.
+    check(
+        committed((0, 0, 10), (1, 50, 50)),
+        {0: (0, 10), 1: (50, 60)},
+        ExportPlan((ExportedRange(1, 50, 60),)),
+    )
 
 
 def test_run_states_and_round_trip() -> None:

@@ -18,8 +18,8 @@ from pykraft.export.manifest import (
     MANIFEST_FILE,
     ExportedRange,
     load_manifest,
-    lock_text,
 )
+from pykraft.export.output_lock import lock_text
 from pykraft.export.report_job import (
     CHART_FILE,
     HTML_FILE,

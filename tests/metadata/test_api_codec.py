@@ -110,6 +110,11 @@ def test_heartbeat_counters_are_optional_both_ways() -> None:
     body["broker_topic_metrics"]["future_counter"] = 9
     body["future_field"] = True
     assert brokers.heartbeat_request_from_json(Fields(body)).counters == counters
+    # The broker's own time of reading them (review 2), inside the counters object.
+    sampled = attrs.evolve(old, counters=counters, counters_sampled_ms=81_234)
+    encoded = brokers.heartbeat_request_to_json(sampled)
+    assert encoded["broker_topic_metrics"]["sampled_ms"] == 81_234
+    assert brokers.heartbeat_request_from_json(Fields(encoded)) == sampled
 
 
 @given(

@@ -62,12 +62,6 @@ def refused(decode: Callable[[Fields], Any], body: JsonObject) -> str:
      "Each offline log dir is a directory id."),
     (brokers.heartbeat_request_from_json, {**BEAT, "offline_replicas": [{"topic_id": "t"}]},
      "The field 'partition' of an item of 'offline_replicas' is required."),
-    (brokers.heartbeat_request_from_json,
-     {**BEAT, "broker_topic_metrics": {**COUNTERS, "bytes_out": -1}},
-     "The counter 'bytes_out' must not be negative."),
-    (brokers.heartbeat_request_from_json,
-     {**BEAT, "broker_topic_metrics": {**COUNTERS, "messages_in": 1.5}},
-     "The field 'messages_in' of the field 'broker_topic_metrics' must be an integer."),
     (brokers.alter_partition_request_from_json, {**ALTER, "partitions": {}},
      "The field 'partitions' must be of JSON type array."),
     (brokers.alter_partition_request_from_json,
@@ -134,3 +128,25 @@ def test_a_path_segment_is_escaped() -> None:
         routes.DESCRIBE_CONFIGS.path(resource_type="topic", resource_name="t.1")
         == "/v1/configs/topic/t.1"
     )
+
+
+@pytest.mark.parametrize(("counters", "message"), [
+    ({**COUNTERS, "bytes_out": -1}, "The counter 'bytes_out' must be between 0 and 2**63-1."),
+    ({**COUNTERS, "bytes_in": 10**400}, "The counter 'bytes_in' must be between 0 and 2**63-1."),
+    ({**COUNTERS, "bytes_in": 2**63}, "The counter 'bytes_in' must be between 0 and 2**63-1."),
+    ({**COUNTERS, "messages_in": 1.5},
+     "The field 'messages_in' of the field 'broker_topic_metrics' must be an integer."),
+    ({k: v for k, v in COUNTERS.items() if k != "fetch_requests"},
+     "The field 'fetch_requests' of the field 'broker_topic_metrics' is required."),
+    (7, "The field 'broker_topic_metrics' must be a JSON object."),
+])  # fmt: skip
+def test_bad_counters_are_dropped_and_the_heartbeat_kept(counters: object, message: str) -> None:
+    """Review 2: counters only feed the console's rates; refusing the whole heartbeat for them
+    would fence a broker that keeps sending them."""
+    beat = brokers.heartbeat_request_from_json(Fields({**BEAT, "broker_topic_metrics": counters}))
+    assert (beat.broker_id, beat.broker_epoch) == (BEAT["broker_id"], BEAT["broker_epoch"])
+    assert beat.counters is None and beat.counters_sampled_ms is None
+    assert beat.counters_refused == message.replace("2**63-1", str(2**63 - 1))
+    largest = {**COUNTERS, "bytes_in": 2**63 - 1}
+    kept = brokers.heartbeat_request_from_json(Fields({**BEAT, "broker_topic_metrics": largest}))
+    assert kept.counters is not None and kept.counters.bytes_in == 2**63 - 1

@@ -147,6 +147,7 @@ def test_producer_properties_are_kafkas_defaults() -> None:
         "buffer.memory": "33554432",
         "batch.size": "16384",
         "metadata.max.age.ms": "300000",
+        "enable.idempotence": "true",  # the Java producer's default with these settings
     }
 
 

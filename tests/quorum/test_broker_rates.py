@@ -4,7 +4,7 @@ samples in, rates out, no clock, no server."""
 from __future__ import annotations
 
 from pykraft.metadata.api.brokers import BrokerTopicCounters
-from pykraft.quorum.broker_rates import BrokerRates, HeartbeatRates
+from pykraft.quorum.broker_rates import MIN_RATE_WINDOW_MS, BrokerRates, HeartbeatRates
 
 MAX_AGE_MS = 9_000
 EPOCH = 17
@@ -87,6 +87,43 @@ def test_a_silent_broker_has_no_rate_once_its_last_heartbeat_is_too_old() -> Non
     beats = ((1_000, EPOCH, counters(100)), (3_000, EPOCH, counters(150)))
     assert rates_after(*beats, now_ms=3_000 + MAX_AGE_MS) is not None
     assert rates_after(*beats, now_ms=3_001 + MAX_AGE_MS) is None
+
+
+def test_a_heartbeat_the_controller_handled_late_skews_no_rate() -> None:
+    """Review 2 (rate_skew.py): a steady 1,000 messages/s, sampled by the broker every 2 s;
+    heartbeat 2 waits 1.5 s for the controller's write, heartbeat 3 is on time."""
+    beats = [(0, 0), (2_000, 3_500), (4_000, 4_000)]  # (sampled_ms, received_ms)
+    rates = HeartbeatRates()
+    seen = []
+    for sampled_ms, received_ms in beats:
+        rates.handle_heartbeat(1, EPOCH, counters(sampled_ms), received_ms, sampled_ms)
+        found = rates.rates(1, received_ms, MAX_AGE_MS)
+        seen.append(None if found is None else found.messages_in)
+    assert seen == [None, 1_000.0, 1_000.0]  # the broker's clock: exact
+    # From a broker that sends no time: never a rate over less than the minimum window.
+    rates = HeartbeatRates()
+    seen = []
+    for sampled_ms, received_ms in beats:
+        rates.handle_heartbeat(1, EPOCH, counters(sampled_ms), received_ms)
+        found = rates.rates(1, received_ms, MAX_AGE_MS)
+        seen.append(None if found is None else round(found.messages_in))
+    assert seen == [None, 571, 1_000]  # not 4,000/s over the 500 ms between the last two
+
+
+def test_a_rate_spans_at_least_the_minimum_window() -> None:
+    close = MIN_RATE_WINDOW_MS - 1
+    assert rates_after(
+        (1_000, EPOCH, counters(100)),
+        (1_000 + close, EPOCH, counters(150)),
+        now_ms=1_000 + close,
+    ) is None  # fmt: skip
+    assert rates_after(
+        (1_000, EPOCH, counters(100)),
+        (1_000 + MIN_RATE_WINDOW_MS, EPOCH, counters(150)),
+        now_ms=1_000 + MIN_RATE_WINDOW_MS,
+    ) == BrokerRates(
+        50_000 / MIN_RATE_WINDOW_MS, 500_000 / MIN_RATE_WINDOW_MS, 0.0, 0.0, 0.0, 0.0
+    )  # fmt: skip
 
 
 def test_two_heartbeats_in_one_millisecond_keep_the_interval() -> None:
