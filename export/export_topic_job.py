@@ -19,9 +19,11 @@ One run at a time per output: a run holds ``OUT/_pykraft_lock`` (created only if
 naming the driver attempt, when it started, its host and process id: ``export.output_lock``)
 from before recovery until it ends however it ends, and a second run (a cron overrun) fails at
 once with ``ExportLockedError``, touching nothing, saying whether the holder is alive when it
-ran on the same host. A driver killed outright leaves its lock behind: once no export-topic
-driver for ``OUT`` is alive, the operator deletes ``OUT/_pykraft_lock`` and reruns, and that run
-finishes or discards what was left.
+ran on the same host. A driver killed outright leaves its lock behind: the next run on the same
+host sees that process gone and takes the lock over (``output_lock.acquire_lock``: one taker per
+dead holder), then finishes or discards what was left. A lock from another host cannot be judged
+from here: once no export-topic driver for ``OUT`` is alive, the operator deletes
+``OUT/_pykraft_lock`` and reruns.
 
 ``--isolation-level read_committed`` (the default) exports what a read_committed consumer
 reads: no aborted transaction's records, nothing from the first still-open transaction on (that
@@ -55,7 +57,6 @@ from pykraft.export.kafka_export_plan import KafkaExportSource
 from pykraft.export.log_dirs import parse_log_dirs
 from pykraft.export.log_scan import LogFilter, discover_partitions
 from pykraft.export.manifest import (
-    LOCK_FILE,
     LOG_DIRS_SOURCE,
     MANIFEST_FILE,
     STAGING_DIR,
@@ -71,7 +72,13 @@ from pykraft.export.manifest import (
     unpublished_partitions,
 )
 from pykraft.export.output_check import checked_ranges
-from pykraft.export.output_lock import holder_alive, lock_text, locked_message, release_lock
+from pykraft.export.output_lock import (
+    acquire_lock,
+    holder_alive,
+    lock_text,
+    locked_message,
+    release_lock,
+)
 from pykraft.export.output_store import OutputStore
 from pykraft.export.txn_scan import read_txn_state
 from pykraft.storage.system_clock import SystemClock
@@ -267,8 +274,8 @@ def export_topic(
         store.mkdirs()
         name = attempt()
         lock = lock_text(name, wall_clock_ms(), socket.gethostname(), os.getpid())
-        if not store.create_new(LOCK_FILE, lock):
-            held = store.read_bytes(LOCK_FILE)
+        held = acquire_lock(store, lock, progress)
+        if held is not None:
             raise ExportLockedError(locked_message(store.uri, held, holder_alive(held)))
         try:
             result = _export(

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pykraft.export.manifest import LOCK_FILE
@@ -74,6 +75,43 @@ def locked_message(out_dir: str, holder: bytes | None, holder_alive: bool | None
         "is running, or one was killed and left its lock. If no export-topic driver is alive "
         f"for {out_dir}, {stale}"
     )
+
+
+def takeover_claim(holder: bytes | None) -> str:
+    """The file a run creates (only if absent) to take over the lock of a dead ``holder``: of
+    two runs that both find the same dead holder, one creates it and takes the lock over, the
+    other stops as locked. Named after the dead attempt, so the next takeover (of the new
+    holder, should it die too) has a name of its own."""
+    try:
+        attempt = str(json.loads(holder or b"")["attempt"])
+    except (ValueError, KeyError, TypeError):
+        attempt = "unreadable"
+    return f"{LOCK_FILE}.takeover-{''.join(c for c in attempt if c.isalnum())[:32]}"
+
+
+def acquire_lock(store: OutputStore, lock: bytes, progress: Callable[[str], None]) -> bytes | None:
+    """Create ``LOCK_FILE`` holding ``lock``; None when taken, else what holds it. A lock whose
+    holder ran on this host and is dead (a driver killed outright) is taken over, once, through
+    ``takeover_claim``; a live holder, or one on another host (unknowable), keeps it."""
+    if store.create_new(LOCK_FILE, lock):
+        return None
+    held = store.read_bytes(LOCK_FILE)
+    claim = takeover_claim(held)
+    if holder_alive(held) is not False or not store.create_new(claim, lock):
+        return held
+    try:
+        # Still the dead holder's? A run that claimed it before us has replaced it (and only
+        # then dropped its claim, so no two runs ever hold the claim of one dead holder).
+        if store.read_bytes(LOCK_FILE) == held:
+            store.delete(LOCK_FILE)
+        if not store.create_new(LOCK_FILE, lock):
+            return store.read_bytes(LOCK_FILE)
+    finally:
+        store.delete(claim)
+    who = lock_holder(held)
+    progress(f"took over {LOCK_FILE} from a driver that is gone (host {who and who[0]}, pid "
+             f"{who and who[1]})")  # fmt: skip
+    return None
 
 
 def release_lock(store: OutputStore, lock: bytes, *, quiet: bool = False) -> None:

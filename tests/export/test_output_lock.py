@@ -14,11 +14,13 @@ import pytest
 
 from pykraft.export.manifest import LOCK_FILE
 from pykraft.export.output_lock import (
+    acquire_lock,
     holder_alive,
     lock_holder,
     lock_text,
     locked_message,
     release_lock,
+    takeover_claim,
 )
 from pykraft.export.output_store import OutputStore
 
@@ -110,3 +112,53 @@ def test_a_lock_that_could_not_be_written_is_not_left_behind() -> None:
     with pytest.raises(OSError, match="quota"):
         store.create_new(LOCK_FILE, b"lock")
     assert filesystem.files == set()  # the next run can take the lock
+
+
+class Files:
+    """An output directory in memory with the three calls the lock makes (create-if-absent is
+    exclusive, as on HDFS)."""
+
+    uri = "hdfs://nn/out"
+
+    def __init__(self, **files: bytes) -> None:
+        self.files = dict(files)
+
+    def create_new(self, name: str, data: bytes) -> bool:
+        if name in self.files:
+            return False
+        self.files[name] = data
+        return True
+
+    def read_bytes(self, name: str) -> bytes | None:
+        return self.files.get(name)
+
+    def delete(self, name: str) -> None:
+        self.files.pop(name, None)
+
+
+def test_a_dead_drivers_lock_on_this_host_is_taken_over_once() -> None:
+    here = socket.gethostname()
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    dead = lock_text("dead1", 0, here, pid_max + 1)
+    ours, theirs = lock_text("ours1", 1, here, os.getpid()), lock_text("b2", 1, here, 1)
+    said: list[str] = []
+    store: Any = Files(**{LOCK_FILE: dead})
+    assert acquire_lock(store, ours, said.append) is None
+    assert store.files == {LOCK_FILE: ours}  # the claim is gone once the lock is ours
+    assert said and "took over _pykraft_lock" in said[0]
+    # A second run that found the same dead holder: the claim is free again, but the lock is
+    # no longer the dead one's, so it is neither deleted nor taken.
+    assert acquire_lock(store, theirs, said.append) == ours
+    assert store.files == {LOCK_FILE: ours}
+    # While a run holds the claim of a dead holder, another finds it taken and stops.
+    racing: Any = Files(**{LOCK_FILE: dead, takeover_claim(dead): b"x"})
+    assert acquire_lock(racing, theirs, said.append) == dead
+    assert racing.files[LOCK_FILE] == dead
+
+
+def test_a_live_or_remote_holder_keeps_its_lock() -> None:
+    here = socket.gethostname()
+    for holder in (lock_text("live", 0, here, os.getpid()), lock_text("far", 0, "elsewhere", 1)):
+        store: Any = Files(**{LOCK_FILE: holder})
+        assert acquire_lock(store, lock_text("new", 1, here, os.getpid()), print) == holder
+        assert store.files == {LOCK_FILE: holder}
