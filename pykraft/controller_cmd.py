@@ -230,6 +230,8 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         fetch_timeout_ms=props.get_int("controller.quorum.fetch.timeout.ms", 2000),
         append_linger_ms=props.get_int("controller.quorum.append.linger.ms", 5),
         raft_tick_ms=props.get_int("pykraft.raft.tick.ms", 2),
+        fsync=props.get_bool("controller.quorum.fsync", True),
+        durable_images=props.get_bool("pykraft.quorum.durable.images", False),
         broker_session_timeout_ms=props.get_int("broker.session.timeout.ms", 9000),
         broker_heartbeat_interval_ms=props.get_int("broker.heartbeat.interval.ms", 2000),
         metadata_max_idle_interval_ms=props.get_int("metadata.max.idle.interval.ms", 500),

@@ -102,6 +102,14 @@ class ControllerConfig:
     # controller.quorum.append.linger.ms (Kafka default 25): how long the leader lets entries
     # accumulate before sending AppendEntries. pykraft defaults lower to meet a 10 ms p50 commit.
     append_linger_ms: int = 5
+    # controller.quorum.fsync (pykraft; KRaft always flushes): the Raft journal is fsynced
+    # before an entry counts towards commit (the leader) or is acknowledged (a follower), one
+    # flush per Raft tick for every entry appended since the last (quorum/raft_journal.py).
+    # false: pysyncobj's old mode, never synced (survives kill -9, not a power loss).
+    fsync: bool = True
+    # pykraft.quorum.durable.images (tests only): keep a copy of what each sync made durable,
+    # for the simulated power loss of tests/sim/journal_faults.py.
+    durable_images: bool = False
     # pykraft.raft.tick.ms: the Raft thread's poll timeout; bounds how late a proposal is noticed.
     raft_tick_ms: int = 2
     # broker.session.timeout.ms: a broker without heartbeat this long is fenced.

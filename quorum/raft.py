@@ -26,9 +26,11 @@ Sharp edges of pysyncobj and what we do about each:
   (``quorum.raft_dump``) via ``serializer``/``deserializer``, written off the Raft thread by
   ``quorum.raft_serializer.BackgroundSerializer``, fsync'd (file and directory) before pysyncobj
   may truncate the journal.
-* Durability: pysyncobj writes the journal through ``mmap`` and never msyncs it, so a committed
-  entry survives the process being killed (``kill -9``: the page cache stays) but not a power
-  loss or kernel crash of a majority. The dump and checkpoints are fsync'd.
+* Durability: pysyncobj writes the journal through ``mmap`` and never msyncs it. With
+  ``controller.quorum.fsync`` (default) ``quorum/raft_journal.py`` syncs it (group commit)
+  before the leader counts an entry towards commit and before a follower acknowledges it, as
+  KRaft does; off, a committed entry survives ``kill -9`` but not a power loss of a majority.
+  The dump and checkpoints are always fsync'd.
 * Writes are proposed only on the leader; the service checks ``is_leader`` and answers
   NOT_CONTROLLER otherwise (pysyncobj would silently forward a follower's proposal).
 * Voters (KIP-853): a static quorum (``controller.quorum.voters``, kraft.version 0) runs with
@@ -60,6 +62,7 @@ from pykraft.metadata.snapshot import load_snapshot
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.metadata_view import ResultCallback
 from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
+from pykraft.quorum.raft_journal import DurableJournalMixin
 from pykraft.quorum.raft_serializer import BackgroundSerializer
 from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 from pykraft.quorum.raft_transport import GuardedTransport, cluster_key
@@ -78,6 +81,7 @@ MAX_REMEMBERED_PROPOSALS = 64
 BIND_RETRY_S = 0.25
 MAX_BIND_RETRIES = 20
 DUMP_FILE_NAME = "dump.bin"
+JOURNAL_FILE_NAME = "journal.bin"
 # Chunk size of a dump sent to a follower that fell behind the leader's journal.
 LOG_COMPACTION_BATCH_BYTES = 1 << 20
 
@@ -101,7 +105,7 @@ def describe_failure(code: int) -> str:
     return str(names.get(code, f"FAIL_REASON {code}"))
 
 
-class MetadataRaft(SyncObj):  # type: ignore[misc]
+class MetadataRaft(DurableJournalMixin, SyncObj):  # type: ignore[misc]
     """A static quorum's Raft (kraft.version 0); ``DynamicMetadataRaft`` adds KIP-853."""
 
     # pysyncobj's dynamicMembershipChange; True only in quorum/raft_dynamic.py.
@@ -135,6 +139,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         # The voter set (quorum/raft_voters.py): its base is pysyncobj's initial member list.
         self.membership = RaftMembership(config, raft_dir)
         others = list(self.membership.initial_others)
+        self._init_durability(config.fsync, raft_dir / JOURNAL_FILE_NAME, config.durable_images)
         super().__init__(
             self_address, others, self._sync_obj_conf(config), transportClass=GuardedTransport
         )
@@ -169,7 +174,7 @@ class MetadataRaft(SyncObj):  # type: ignore[misc]
         return SyncObjConf(
             # Salted per cluster (raft_transport.cluster_key), then pysyncobj's own derivation.
             password=cluster_key(config.quorum_password, config.cluster_id),
-            journalFile=str(self._raft_dir / "journal.bin"),
+            journalFile=str(self._raft_dir / JOURNAL_FILE_NAME),
             fullDumpFile=str(self._raft_dir / DUMP_FILE_NAME),
             serializer=self._serialize_in_raft_thread,
             deserializer=self._deserialize,

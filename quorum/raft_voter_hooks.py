@@ -101,7 +101,8 @@ class RaftVoterHooks:
         return accepted
 
     def _SyncObj__onBecomeLeader(self) -> None:
-        SyncObj._SyncObj__onBecomeLeader(self)
+        # super(): quorum/raft_journal.py's mixin syncs the new term's no-op after pysyncobj.
+        super()._SyncObj__onBecomeLeader()  # type: ignore[misc]
         _raft(self)._SyncObj__changeClusterIDx = None
 
     def _SyncObj__doApplyCommand(self, command: Any) -> Any:
