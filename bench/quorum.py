@@ -1,7 +1,9 @@
 """Benchmark the metadata quorum: commit latency, batched throughput, failover, big topics,
-snapshots. Real controller processes on 127.0.0.1; ends with one JSON line of figures.
+snapshots, and the cost of ``controller.quorum.fsync`` (on next to off next to this disk's
+fdatasync latency, the floor of an etcd/ZooKeeper-style one-fsync-per-commit log). Real
+controller processes on 127.0.0.1; ends with one JSON line of figures.
 
-    .venv/bin/python bench/quorum.py [--quick]
+    .venv/bin/python bench/quorum.py [--quick] [--fsync-only]
 
 Latency and throughput are measured as a client sees them: an HTTP write (aiohttp + JSON) that
 returns once its batch is committed by a Raft majority and applied. Single-record writes are
@@ -21,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -203,6 +206,85 @@ def bench_latency(quorum: Quorum, epochs: dict[int, int], writes: int) -> dict[s
     }
 
 
+def bench_concurrent(quorum: Quorum, epochs: dict[int, int], writers: int, writes: int) -> float:
+    """Single-record writes from ``writers`` clients at once: commits/s. The active controller
+    handles one write at a time (quorum/node.py), so this is still one entry per commit."""
+    port = quorum.http_ports[quorum.leader()]
+
+    def write_all() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        for _ in range(writes):
+            status, body = call(
+                port,
+                "POST",
+                "/v1/producer-ids",
+                {"broker_id": 1, "broker_epoch": epochs[1]},
+                connection=connection,
+            )
+            assert status == 200, body
+        connection.close()
+
+    threads = [threading.Thread(target=write_all) for _ in range(writers)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return round(writers * writes / (time.perf_counter() - started), 1)
+
+
+def fdatasync_latency(directory: Path, count: int) -> dict[str, float]:
+    """This disk's append + fdatasync latency: the floor of a commit that does one fsync."""
+    path = directory / "fdatasync.bin"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    latencies = []
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            os.write(descriptor, b"x" * 128)
+            os.fdatasync(descriptor)
+            latencies.append((time.perf_counter() - started) * 1000)
+    finally:
+        os.close(descriptor)
+        path.unlink()
+    p50 = percentile(latencies, 0.5)
+    return {
+        "fdatasync_p50_ms": round(p50, 3),
+        "fdatasync_p99_ms": round(percentile(latencies, 0.99), 3),
+        # etcd / ZooKeeper style, one fsync per commit: at most this many commits per second.
+        "one_fsync_per_commit_max_commits_per_s": round(1000 / p50, 1),
+    }
+
+
+def bench_fsync(root: Path, writes: int, writers: int = 8) -> dict[str, Any]:
+    """controller.quorum.fsync on (group commit) next to off, 3 controllers each, and the disk's
+    own fdatasync latency measured in between (the same disk as the journals)."""
+    figures: dict[str, Any] = {}
+    for fsync in (True, False):
+        name = "fsync_on" if fsync else "fsync_off"
+        quorum = Quorum(root / name, 3, f"controller.quorum.fsync={str(fsync).lower()}\n")
+        try:
+            epochs = register_brokers(quorum.http_ports[quorum.leader()], 3)
+            latency = bench_latency(quorum, epochs, writes)
+            concurrent = bench_concurrent(quorum, epochs, writers, writes // writers or 1)
+        finally:
+            quorum.close()
+        figures[name] = {
+            "p50_ms": latency["p50_ms"],
+            "p99_ms": latency["p99_ms"],
+            f"commits_per_s_{writers}_writers": concurrent,
+        }
+        print(f"3 controllers, {name}: {figures[name]}", flush=True)
+        if fsync:
+            figures["disk"] = fdatasync_latency(root, writes)
+            print(f"this disk: {figures['disk']}", flush=True)
+    # The etcd / ZooKeeper-style floor: the commit path without syncing plus one fdatasync.
+    figures["one_fsync_per_commit_p50_ms"] = round(
+        figures["fsync_off"]["p50_ms"] + figures["disk"]["fdatasync_p50_ms"], 2
+    )
+    return figures
+
+
 def cpu_seconds(process: subprocess.Popen[bytes] | None) -> float | None:
     """User + system CPU time of a live process (Linux /proc), else None."""
     if process is None:
@@ -364,6 +446,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
     parser.add_argument(
+        "--fsync-only",
+        action="store_true",
+        help="only controller.quorum.fsync on / off and this disk's fdatasync latency",
+    )
+    parser.add_argument(
         "--repeats",
         type=int,
         default=3,
@@ -373,8 +460,13 @@ def main() -> int:
     writes, trials = (100, 3) if args.quick else (400, 10)
     repeats = 1 if args.quick else max(1, args.repeats)
     figures: dict[str, Any] = {}
+    if args.fsync_only:
+        with tempfile.TemporaryDirectory(prefix="pykraft-bench-") as temp:
+            print(json.dumps({"fsync": bench_fsync(Path(temp), writes)}, separators=(",", ":")))
+        return 0
     with tempfile.TemporaryDirectory(prefix="pykraft-bench-") as temp:
         root = Path(temp)
+        figures["fsync"] = bench_fsync(root / "fsync", writes)
         for size in (1, 3):
             quorum = Quorum(root / f"quorum-{size}", size)
             try:

@@ -13,7 +13,9 @@ heartbeats: the followers depose a healthy leader. ``BackgroundSerializer`` keep
                         after SUCCESS does pysyncobj truncate its journal, so the journal always
                         holds every entry the durable dump does not.
   setTransmissionData   (a snapshot installed by the leader) waits for a running write first,
-                        so our older dump can never be renamed over the installed one.
+                        so our older dump can never be renamed over the installed one, and
+                        fsyncs the installed dump and its directory (pysyncobj does not)
+                        before the follower loads and acknowledges it (issue 17).
 
 Reading, transmission to followers and installing snapshots are pysyncobj's own code.
 """
@@ -101,13 +103,23 @@ class BackgroundSerializer(Serializer):  # type: ignore[misc]
             thread.join()
 
     def setTransmissionData(self, data: Any) -> bool:
+        """A dump received from the leader; pysyncobj renames it in place without a sync.
+        Synced (file, then directory) before the follower loads it and acknowledges it."""
         self.wait_idle()
-        return bool(super().setTransmissionData(data))
+        complete = bool(super().setTransmissionData(data))
+        if complete:
+            _fsync_path(self._file_name)
+            _fsync_directory(self._file_name.parent)
+        return complete
 
 
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
+def _fsync_path(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def _fsync_directory(directory: Path) -> None:
+    _fsync_path(directory)

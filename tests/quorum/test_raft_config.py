@@ -57,6 +57,13 @@ def test_leader_balancing_properties_and_kafkas_defaults() -> None:
     ) == (False, 2, 20)
 
 
+def test_the_journal_is_fsynced_unless_turned_off() -> None:
+    config = load(BASE)
+    assert (config.fsync, config.durable_images) == (True, False)
+    config = load(BASE + "controller.quorum.fsync=false\npykraft.quorum.durable.images=true\n")
+    assert (config.fsync, config.durable_images) == (False, True)
+
+
 def test_password_from_a_file(tmp_path: Path) -> None:
     secret = tmp_path / "password"
     secret.write_text("from-file\n")

@@ -1,5 +1,6 @@
 """BackgroundSerializer: pysyncobj's dump protocol, with the write off the Raft thread."""
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,20 @@ def test_an_installed_snapshot_waits_for_a_running_write(tmp_path: Path) -> None
     assert installed == [True]
     # The leader's snapshot was renamed in after ours: it is what stays.
     assert (tmp_path / "dump.bin").read_bytes() == b"installed"
+
+
+def test_an_installed_snapshot_is_fsynced_before_it_is_loaded(tmp_path: Path, monkeypatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    serializer = make(tmp_path, lambda path, data: path.write_bytes(data))
+    assert serializer.setTransmissionData((b"part one ", True, False)) is False
+    assert synced == []  # nothing to load yet
+    assert serializer.setTransmissionData((b"part two", False, True)) is True
+    assert (tmp_path / "dump.bin").read_bytes() == b"part one part two"
+    assert synced == [str(tmp_path / "dump.bin"), str(tmp_path)]
