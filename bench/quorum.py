@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -183,7 +182,8 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def bench_latency(quorum: Quorum, epochs: dict[int, int], writes: int) -> dict[str, float]:
+def write_latencies(quorum: Quorum, epochs: dict[int, int], writes: int) -> list[float]:
+    """Milliseconds of ``writes`` single-record writes, one after another."""
     port = quorum.http_ports[quorum.leader()]
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     latencies = []
@@ -199,38 +199,16 @@ def bench_latency(quorum: Quorum, epochs: dict[int, int], writes: int) -> dict[s
         latencies.append((time.perf_counter() - started) * 1000)
         assert status == 200, body
     connection.close()
+    return latencies
+
+
+def bench_latency(quorum: Quorum, epochs: dict[int, int], writes: int) -> dict[str, float]:
+    latencies = write_latencies(quorum, epochs, writes)
     return {
         "p50_ms": round(percentile(latencies, 0.5), 2),
         "p99_ms": round(percentile(latencies, 0.99), 2),
         "single_records_per_s": round(writes / (sum(latencies) / 1000), 1),
     }
-
-
-def bench_concurrent(quorum: Quorum, epochs: dict[int, int], writers: int, writes: int) -> float:
-    """Single-record writes from ``writers`` clients at once: commits/s. The active controller
-    handles one write at a time (quorum/node.py), so this is still one entry per commit."""
-    port = quorum.http_ports[quorum.leader()]
-
-    def write_all() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        for _ in range(writes):
-            status, body = call(
-                port,
-                "POST",
-                "/v1/producer-ids",
-                {"broker_id": 1, "broker_epoch": epochs[1]},
-                connection=connection,
-            )
-            assert status == 200, body
-        connection.close()
-
-    threads = [threading.Thread(target=write_all) for _ in range(writers)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return round(writers * writes / (time.perf_counter() - started), 1)
 
 
 def fdatasync_latency(directory: Path, count: int) -> dict[str, float]:
@@ -256,32 +234,44 @@ def fdatasync_latency(directory: Path, count: int) -> dict[str, float]:
     }
 
 
-def bench_fsync(root: Path, writes: int, writers: int = 8) -> dict[str, Any]:
-    """controller.quorum.fsync on (group commit) next to off, 3 controllers each, and the disk's
-    own fdatasync latency measured in between (the same disk as the journals)."""
-    figures: dict[str, Any] = {}
-    for fsync in (True, False):
-        name = "fsync_on" if fsync else "fsync_off"
-        quorum = Quorum(root / name, 3, f"controller.quorum.fsync={str(fsync).lower()}\n")
-        try:
-            epochs = register_brokers(quorum.http_ports[quorum.leader()], 3)
-            latency = bench_latency(quorum, epochs, writes)
-            concurrent = bench_concurrent(quorum, epochs, writers, writes // writers or 1)
-        finally:
-            quorum.close()
-        figures[name] = {
-            "p50_ms": latency["p50_ms"],
-            "p99_ms": latency["p99_ms"],
-            f"commits_per_s_{writers}_writers": concurrent,
+def bench_fsync(root: Path, writes: int, rounds: int = 8) -> dict[str, Any]:
+    """controller.quorum.fsync on (group commit) next to off: two 3-controller quorums side by
+    side, written to in alternating rounds (a busy moment of the shared machine, or the first
+    quorum's warm-up, hits both alike), and this disk's fdatasync latency between the rounds."""
+    quorums = {
+        name: Quorum(root / name, 3, f"controller.quorum.fsync={value}\n")
+        for name, value in (("fsync_on", "true"), ("fsync_off", "false"))
+    }
+    try:
+        epochs = {
+            name: register_brokers(q.http_ports[q.leader()], 1) for name, q in quorums.items()
         }
-        print(f"3 controllers, {name}: {figures[name]}", flush=True)
-        if fsync:
-            figures["disk"] = fdatasync_latency(root, writes)
-            print(f"this disk: {figures['disk']}", flush=True)
+        latencies: dict[str, list[float]] = {name: [] for name in quorums}
+        disk: dict[str, float] = {}
+        for round_index in range(rounds):
+            order = list(quorums) if round_index % 2 == 0 else list(reversed(quorums))
+            for name in order:
+                latencies[name] += write_latencies(
+                    quorums[name], epochs[name], max(1, writes // rounds)
+                )
+            if round_index == rounds // 2:
+                disk = fdatasync_latency(root, writes)
+    finally:
+        for quorum in quorums.values():
+            quorum.close()
+    figures: dict[str, Any] = {
+        name: {
+            "p50_ms": round(percentile(values, 0.5), 2),
+            "p99_ms": round(percentile(values, 0.99), 2),
+        }
+        for name, values in latencies.items()
+    }
+    figures["disk"] = disk
     # The etcd / ZooKeeper-style floor: the commit path without syncing plus one fdatasync.
     figures["one_fsync_per_commit_p50_ms"] = round(
-        figures["fsync_off"]["p50_ms"] + figures["disk"]["fdatasync_p50_ms"], 2
+        figures["fsync_off"]["p50_ms"] + disk["fdatasync_p50_ms"], 2
     )
+    print(f"3 controllers: {figures}", flush=True)
     return figures
 
 
