@@ -15,8 +15,9 @@ reports the new end offset (``KafkaRaftClient``: ``flushLeaderLog`` before
   appended since the last one.
 * ``DurableJournalMixin`` (mixed into ``MetadataRaft``) syncs at the start of every Raft tick,
   before pysyncobj computes the commit index, so the leader counts its own log end only up to
-  what is on disk. It also syncs right after becoming leader (a one-node quorum commits the
-  leader's no-op in the same tick).
+  what is on disk. A leader whose AppendEntries are due sends them just before that sync, so
+  its sync overlaps the followers' (Raft §10.2.1). It also syncs right after becoming leader
+  (a one-node quorum commits the leader's no-op in the same tick).
 * A follower's AppendEntries answer (``next_node_idx`` with success: its match index) is held
   while the journal is dirty and sent after the sync at the start of the next tick; every
   answer of one poll round waits for the same sync. An answer is sent only to the node that
@@ -38,6 +39,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pysyncobj.monotonic import monotonic
 
 DURABLE_SUFFIX = ".durable"
 
@@ -170,14 +173,18 @@ class HeldAnswers:
 class DurableJournalMixin:
     """Mixed into ``MetadataRaft`` ahead of ``SyncObj``: the group commit of the docstring.
 
-    The reaches into pysyncobj's internals (its journal, its leader, two of its private
-    methods) are all here; each override calls pysyncobj's own method.
+    The reaches into pysyncobj's internals (its journal, its leader, the time its next
+    AppendEntries is due, three of its private methods) are all here; each override calls
+    pysyncobj's own method.
     """
 
     _journal: DurableJournal | None = None
     # pysyncobj's own attributes, set by SyncObj.__init__.
     _SyncObj__raftLog: Any
     _SyncObj__raftLeader: Any
+    _SyncObj__newAppendEntriesTime: float
+    _isLeader: Callable[[], bool]
+    _SyncObj__sendAppendEntries: Callable[[], None]
 
     def _init_durability(self, fsync: bool, journal_path: Path, images: bool) -> None:
         """Before ``SyncObj.__init__``; the wrapper is installed on the Raft thread's first tick
@@ -193,8 +200,18 @@ class DurableJournalMixin:
             journal = DurableJournal(self._SyncObj__raftLog, self._journal_path, self._images)
             self._SyncObj__raftLog = self._journal = journal
         if journal is not None:
+            if journal.dirty and self._isLeader() and monotonic() > self._append_entries_due():
+                # Raft §10.2.1: the leader may write its log in parallel with replicating it.
+                # Due entries go out first, then the sync; pysyncobj's commit computation that
+                # follows in this tick counts the leader only after it.
+                self._SyncObj__sendAppendEntries()
             self._sync_journal(journal)
         super()._onTick(timeToWait)  # type: ignore[misc]
+
+    def _append_entries_due(self) -> float:
+        """When pysyncobj sends its next AppendEntries (controller.quorum.append.linger.ms
+        after the last): sending earlier would change its batching."""
+        return float(self._SyncObj__newAppendEntriesTime)
 
     def _sync_journal(self, journal: DurableJournal) -> None:
         journal.sync()

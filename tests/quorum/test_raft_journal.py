@@ -9,6 +9,7 @@ survives; off (pysyncobj's old mode), acknowledged entries are lost.
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,17 @@ class SyncObjStandIn:
         self._SyncObj__raftLeader: Any = LEADER
         self.answers: list[tuple[Any, int]] = []
         self.ticks = 0
+        self.leader = False
+        self._SyncObj__newAppendEntriesTime = 0.0
+        # For each AppendEntries sent: was the journal still unsynced then?
+        self.appends_sent_dirty: list[bool] = []
+
+    def _isLeader(self) -> bool:
+        return self.leader
+
+    def _SyncObj__sendAppendEntries(self) -> None:
+        self.appends_sent_dirty.append(self._SyncObj__raftLog.dirty)
+        self._SyncObj__newAppendEntriesTime = math.inf  # the next one after the linger
 
     def _onTick(self, timeToWait: float = 0.0) -> None:
         self.ticks += 1
@@ -153,3 +165,20 @@ def test_without_fsync_pysyncobj_journal_is_left_alone(tmp_path: Path) -> None:
     assert node._journal is None and isinstance(node.log, FileJournal)
     node.receive_entries(1)
     assert node.answers == [(LEADER, 3)]
+
+
+def test_a_leader_sends_due_entries_before_its_sync_and_counts_them_after(tmp_path: Path) -> None:
+    leader = Follower(tmp_path / "journal.bin", fsync=True)
+    leader.log.add(b"\x00", 1, 0)
+    leader._onTick()
+    leader.leader = True
+    journal = leader._journal
+    assert journal is not None
+    leader.log.add(b"entry 2", 2, 1)  # appended by _checkCommandsToApply
+    leader._onTick()  # AppendEntries due: sent while the entry is unsynced, then the sync
+    assert leader.appends_sent_dirty == [True]
+    assert not journal.dirty  # before pysyncobj's commit computation (super()._onTick)
+    leader.log.add(b"entry 3", 3, 1)
+    leader._onTick()  # not due (the linger): synced now, sent when pysyncobj's time comes
+    assert leader.appends_sent_dirty == [True]
+    assert not journal.dirty
