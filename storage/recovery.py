@@ -14,7 +14,7 @@ Theory of operation (Kafka's ``LogLoader``):
   ``.index``/``.timeindex`` is missing or fails its sanity check (size not a multiple of the
   entry size, entries out of order, a position past the log), whose ``.txnindex`` fails its
   (a torn entry, an entry ending before the segment, Kafka's ``TransactionIndex.sanityCheck``),
-  whose last batch is torn, or that ends short of the next segment's base offset is recovered
+  whose last batch is torn, or that ends past the next segment's base offset is recovered
   the same way — which rebuilds the indexes and cuts the log at the last valid batch. A
   ``.txnindex`` may be missing: Kafka creates it with its first aborted transaction.
 * Recovering a segment empties its ``.txnindex``; the log writes the aborted transactions whose
@@ -49,7 +49,7 @@ from pykraft.storage.leader_epoch_file import LeaderEpochFileCache
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.record_batch import BatchHeader, CorruptRecordError
 from pykraft.storage.segment import LOG_SUFFIX, LogSegment, parse_base_offset
-from pykraft.storage.segment_store import MAX_RELATIVE_OFFSET, RecoveryReport
+from pykraft.storage.segment_store import RecoveryReport
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's LogLoader.CleanShutdownFile
 TEMP_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
@@ -111,33 +111,28 @@ def _tail_problem(segments: Sequence[LogSegment], number: int) -> str | None:
 
     Cheap — the offset index's last entry, then the few headers after it — so every segment
     is checked at every start, clean or not: a file cut short after a clean shutdown (issue 9)
-    is torn at its tail, or, cut at a batch boundary, ends before the next segment begins.
+    is torn at its tail, or ends past where the next segment begins. A file cut at a batch
+    boundary reads as a gap, which compaction makes too: it is not damage that can be told.
     """
     segment = segments[number]
     try:
         end = segment.read_next_offset()
     except CorruptRecordError as error:
         return f"{segment.log_path.name}: {error}"
-    if number + 1 < len(segments) and not _continues(segment, end, segments[number + 1]):
+    if number + 1 < len(segments) and not _continues(end, segments[number + 1]):
         later = segments[number + 1].base_offset
         return f"{segment.log_path.name} ends at offset {end}, the next segment starts at {later}"
     return None
 
 
-def _continues(segment: LogSegment, end: int, following: LogSegment) -> bool:
-    """Whether ``following`` continues the log after ``segment`` (which ends at ``end``):
-    it starts at ``end``, or past it after a gap only a roll at a follower's batch explains
-    (``UnifiedLog.roll(base_offset)``, Kafka ``roll(Some(firstOffset))``): its last offset
-    would not fit ``segment``'s 32-bit relative offsets."""
-    if following.base_offset == end:
-        return True
-    if following.base_offset < end:
-        return False
-    try:
-        last_offset = following.read_next_offset() - 1
-    except CorruptRecordError:
-        return False
-    return last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
+def _continues(end: int, following: LogSegment) -> bool:
+    """Whether ``following`` continues the log after a segment that ends at ``end``: it
+    starts at ``end`` or past it. A gap is the log's own shape, not damage: a follower of a
+    compacted leader rolls at the first offset of the batch it appends (Kafka ``UnifiedLog``
+    ``roll(Some(firstOffset))``), past the offsets the leader's cleaner removed, and Kafka's
+    ``LogLoader`` never compares a segment's end with the next one's base. Only a segment that
+    starts inside the one before it (overlapping offsets) does not continue the log."""
+    return following.base_offset >= end
 
 
 def _inconsistency(segments: Sequence[LogSegment], number: int) -> str | None:
@@ -178,7 +173,7 @@ def recover_segments(
         truncated_total += result.truncated_bytes
         later = segments[number + 1 :]
         if later and (
-            result.truncated_bytes or not _continues(segment, result.next_offset, later[0])
+            result.truncated_bytes or not _continues(result.next_offset, later[0])
         ):
             # The later segments no longer continue the log (Kafka deletes them too).
             for doomed in later:

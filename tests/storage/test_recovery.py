@@ -3,6 +3,7 @@ last valid batch, missing or corrupt indexes are rebuilt, and reads come back id
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -301,17 +302,14 @@ def test_a_torn_active_segment_after_a_clean_shutdown_is_recovered(tmp_path: Pat
     assert reopened.load_report.rebuilt_indexes[0][1].startswith(active.name)
 
 
-@pytest.mark.parametrize("bytes_off", [30, 0], ids=["mid-batch", "at-a-batch-boundary"])
-def test_a_torn_older_segment_after_a_clean_shutdown_cuts_the_log_there(
-    tmp_path: Path, bytes_off: int
-) -> None:
+def test_a_torn_older_segment_after_a_clean_shutdown_cuts_the_log_there(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    log, sizes = written_log(directory)
+    log, _ = written_log(directory)
     expected = contents(log)
     first = log.local_log.segments[0]
     first_end = log.local_log.segments[1].base_offset
     log.close()
-    cut(first.log_path, first.log_path.stat().st_size - (bytes_off or sizes[0]))
+    cut(first.log_path, first.log_path.stat().st_size - 30)
     reopened = open_log(directory, recovery_point=80, clean=True)
     assert len(reopened.local_log.segments) == 1
     assert reopened.log_end_offset == first_end - 2  # the last batch of segment 0 went
@@ -319,6 +317,55 @@ def test_a_torn_older_segment_after_a_clean_shutdown_cuts_the_log_there(
     assert reopened.load_report.deleted_segments  # they no longer continued the log
     reopened.append_as_leader(batch(b"next"), leader_epoch=0, now_ms=0)
     assert reopened.log_end_offset == first_end
+
+
+def test_a_segment_cut_at_a_batch_boundary_reads_as_a_gap_and_the_rest_stays(
+    tmp_path: Path,
+) -> None:
+    """A whole batch gone from the end of a segment cannot be told from a gap compaction makes
+    (see the next test): Kafka's LogLoader keeps the later segments, and so do we."""
+    directory = tmp_path / "t-0"
+    log, sizes = written_log(directory)
+    expected = contents(log)
+    first = log.local_log.segments[0]
+    first_end = log.local_log.segments[1].base_offset
+    log.close()
+    cut(first.log_path, first.log_path.stat().st_size - sizes[0])
+    reopened = open_log(directory, recovery_point=80, clean=True)
+    assert reopened.load_report.deleted_segments == ()
+    gone = {first_end - 2, first_end - 1}
+    assert contents(reopened) == [row for row in expected if row[0] not in gone]
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
+def test_a_followers_segments_with_compaction_gaps_are_kept_on_every_start(
+    tmp_path: Path, clean: bool
+) -> None:
+    """A follower of a compacted leader rolls at the first offset of the batch it appends, past
+    the offsets the leader's cleaner removed: its segments have gaps between them. Recovery once
+    read such a gap as damage and deleted every later segment (the live compaction test's
+    follower lost all but its first segment on a restart)."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    offset, placed = 0, []
+    for n in range(120):
+        data = bytearray(batch(b"v%03d-" % n))
+        struct.pack_into(">q", data, 0, offset)  # baseOffset lies outside the CRC
+        log.append_as_follower(bytes(data), 0)
+        placed.append(offset)
+        offset += 2 + 97 * (n % 3 > 0)  # two records, then what the leader's cleaner removed
+    ends = [s.read_next_offset() for s in log.local_log.segments[:-1]]
+    bases = [s.base_offset for s in log.local_log.segments[1:]]
+    assert any(end < base for end, base in zip(ends, bases, strict=True))  # gaps between them
+    expected = contents(log)
+    if clean:
+        log.close()
+    else:
+        crash(log)
+    reopened = open_log(directory, recovery_point=0, clean=clean)
+    assert reopened.load_report.deleted_segments == ()
+    assert contents(reopened) == expected
+    assert [row[0] for row in expected][::2] == placed
 
 
 def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path: Path) -> None:
