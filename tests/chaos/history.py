@@ -17,8 +17,10 @@ for durations. This module is pure; ``tests.chaos.history_checker`` judges a his
 from __future__ import annotations
 
 import enum
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import attrs
 
@@ -48,6 +50,7 @@ class Poll:
 
 
 MicroOp = Send | Poll
+M = TypeVar("M", Send, Poll)
 
 
 @attrs.frozen(kw_only=True)
@@ -61,19 +64,25 @@ class Op:
     monotonic: float
     invoked: int | None = None  # a completion's invocation index
 
-    @property
+    # Cached: the checker asks for them once per (value, reader) pair and more.
+    @functools.cached_property
     def sends(self) -> tuple[Send, ...]:
-        return tuple(m for m in self.value if isinstance(m, Send))
+        return micro_ops(self.value, Send)
 
-    @property
+    @functools.cached_property
     def polls(self) -> tuple[Poll, ...]:
-        return tuple(m for m in self.value if isinstance(m, Poll))
+        return micro_ops(self.value, Poll)
 
     def __str__(self) -> str:
         mops = " ".join(describe(m) for m in self.value[:MICRO_OPS_SHOWN])
         if len(self.value) > MICRO_OPS_SHOWN:
             mops += f" … {len(self.value) - MICRO_OPS_SHOWN} more"
         return f"#{self.index} {self.process} {self.type.value} {self.f} [{mops}]"
+
+
+def micro_ops(value: Iterable[MicroOp], kind: type[M]) -> tuple[M, ...]:
+    """The micro-ops of ``value`` that are ``kind``s, in order."""
+    return tuple(m for m in value if isinstance(m, kind))
 
 
 def describe(mop: MicroOp) -> str:

@@ -280,13 +280,14 @@ def _cycles(seen: _Observations, done: Sequence[Op], found: dict[str, list[Anoma
         for (_, a), (_, b) in itertools.pairwise(placed):
             if a != b:
                 graph[a][b] = "ww"
+    writers = {op.index for op in done if op.sends}
     for value, readers in seen.readers.items():
         writer = seen.writer.get(value)
         for reader in readers:
             if (
                 writer is not None
                 and writer.index in seen.committed
-                and reader.sends
+                and reader.index in writers
                 and reader.index != writer.index
             ):
                 graph[writer.index].setdefault(reader.index, "wr")
