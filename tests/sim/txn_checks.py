@@ -278,8 +278,8 @@ class TxnChecker(Checker):
         self.history.complete(self._open.pop(key), outcome, sends)
 
     def check_history(self) -> None:
-        """Transactions still open end unknown; then no anomaly but G0 (expected of Kafka's
-        transactions: their writes interleave) may be in the history."""
+        """Transactions still open end unknown; then no anomaly but G0 and G1c-ww (expected
+        of Kafka's transactions: their writes interleave) may be in the history."""
         for key in sorted(self._open):
             self._complete(key, OpType.INFO)
         report = check(self.history.history())
