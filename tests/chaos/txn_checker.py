@@ -10,7 +10,8 @@ The workload records its history (``tests.chaos.history``: a transaction is ``ok
 commit is acknowledged, ``fail`` once aborted — by its producer, by a new instance's fencing or
 at its timeout — and ``info`` while unknown, ``OP_TYPES``), and ``tests.chaos.history_checker``
 judges it in Jepsen's terms: aborted reads (at the end or by the consumer running beside the
-faults), duplicates, records read during the run and gone at the end, poll skips, G0/G1c cycles (G0 and G1c-ww tolerated).
+faults), duplicates, records read during the run and gone at the end, poll skips, G0/G1c cycles
+(G0 and G1c-ww tolerated).
 This module adds what is particular to the bank, read against Kafka's promise for
 ``isolation.level = read_committed`` (KIP-98: a read_committed consumer reads up to the last
 stable offset and never returns an aborted transaction's records), per transaction:
