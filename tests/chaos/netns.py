@@ -26,7 +26,9 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import subprocess
+from collections import Counter
 from collections.abc import Iterable
 
 from tests.chaos.harness import BROKER_IDS, ChaosCluster
@@ -93,6 +95,7 @@ class Network:
         self.addresses: dict[str, str] = {}
         self.limited: set[str] = set()
         self.dropping: dict[str, list[str]] = {}  # node -> source addresses it drops
+        self.dropped: Counter[str] = Counter()  # node -> packets its drop rules dropped, so far
 
     def namespace(self, name: str) -> str:
         return f"{self.tag}-{name}"
@@ -110,16 +113,11 @@ class Network:
         run("ip", "addr", "add", f"{self.test_address}/24", "dev", self.bridge)
         run("ip", "link", "set", self.bridge, "up")
         for index, name in enumerate(self.names):
-            ns, host_end, node_end = (
-                self.namespace(name),
-                f"{self.tag}h{index}",
-                f"{self.tag}n{index}",
-            )
+            ns, host_end = self.namespace(name), f"{self.tag}h{index}"
             run("ip", "netns", "add", ns)
-            run("ip", "link", "add", host_end, "type", "veth", "peer", "name", node_end)
+            # The node's end is made inside its namespace: nothing is left in ours to leak.
+            run("ip", "link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns)
             run("ip", "link", "set", host_end, "master", self.bridge, "up")
-            run("ip", "link", "set", node_end, "netns", ns)
-            run("ip", "-n", ns, "link", "set", node_end, "name", "eth0")
             run("ip", "-n", ns, "addr", "add", f"{self.addresses[name]}/24", "dev", "eth0")
             run("ip", "-n", ns, "link", "set", "eth0", "up")
             run("ip", "-n", ns, "link", "set", "lo", "up")
@@ -128,8 +126,7 @@ class Network:
     def destroy(self) -> None:
         """Delete every namespace (its veth pair goes with it) and the bridge; never raises."""
         for name in self.names:
-            with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
-                run("ip", "netns", "delete", self.namespace(name))
+            delete_namespace(self.namespace(name))
         with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
             run("ip", "link", "delete", self.bridge)
 
@@ -137,29 +134,34 @@ class Network:
 
     def apply(self, drops: Drops) -> None:
         """Make exactly ``drops`` hold (replacing the previous fault): one ``nft`` script per
-        namespace whose sources change, all run at once (a flapping fault switches often)."""
-        scripts = {}
+        namespace whose sources change, all run at once (a flapping fault switches often). Each
+        script first lists the chain it replaces, whose drop rule counts what it dropped."""
+        scripts, sources_of = {}, {}
         for name in self.names:
             sources = [self.addresses[s] for s in dropped_sources(drops, name)]
             if self.dropping.get(name, []) == sources:
                 continue
-            script = "flush chain inet chaos input\n"
+            script = "list chain inet chaos input\nflush chain inet chaos input\n"
             if sources:
-                script += f"add rule inet chaos input ip saddr {{ {', '.join(sources)} }} drop\n"
-            scripts[name] = script
-            self.dropping[name] = sources
+                script += (
+                    f"add rule inet chaos input ip saddr {{ {', '.join(sources)} }} counter drop\n"
+                )
+            scripts[name], sources_of[name] = script, sources
         running = [
             (name, subprocess.Popen(
                 ["ip", "netns", "exec", self.namespace(name), "nft", "-f", "-"],
-                stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             ))
             for name in scripts
         ]  # fmt: skip
         failures = []
         for name, process in running:
-            _, error = process.communicate(scripts[name], timeout=20)
+            listed, error = process.communicate(scripts[name], timeout=20)
             if process.returncode != 0:
                 failures.append(f"{name}: {error.strip()}")
+                continue
+            self.dropping[name] = sources_of[name]
+            self.dropped[name] += sum(int(n) for n in re.findall(r"counter packets (\d+)", listed))
         if failures:
             raise RuntimeError(f"nft failed in {failures}")
 
@@ -194,14 +196,25 @@ def remove_stale() -> None:
     namespaces = run("ip", "netns", "list").split()
     links = re.findall(r"^\d+: ([^:@]+)", run("ip", "-o", "link"), re.MULTILINE)
     for name in namespaces + links:
-        match = re.fullmatch(rf"{PREFIX}(\d+)[a-z](-.*|br)", name)
+        # pkc<pid><letter>: -<node> a namespace, br the bridge, h<index> a veth's host end
+        match = re.fullmatch(rf"{PREFIX}(\d+)[a-z](-.*|br|h\d+)", name)
         if match is None or os.path.exists(f"/proc/{match[1]}"):
             continue
-        with contextlib.suppress(RuntimeError):
-            if name in namespaces:
-                run("ip", "netns", "delete", name)
-            else:
+        if name in namespaces:
+            delete_namespace(name)
+        else:
+            with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
                 run("ip", "link", "delete", name)
+
+
+def delete_namespace(name: str) -> None:
+    """Kill what still runs in namespace ``name`` (it would keep it alive), then delete it;
+    never raises."""
+    with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
+        for pid in run("ip", "netns", "pids", name).split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        run("ip", "netns", "delete", name)
 
 
 def place(cluster: ChaosCluster, network: Network) -> None:

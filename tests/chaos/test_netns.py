@@ -69,12 +69,17 @@ def arrives(network: Network, source: str | None, destination: str) -> bool:
 
 def test_one_way_loss_drops_one_direction_and_heal_restores_it(network: Network) -> None:
     assert arrives(network, "x", "y") and arrives(network, "y", "x")
+    before = network.dropped.copy()
     network.apply(one_way({"x"}, {"y"}))
     assert not arrives(network, "x", "y")
     assert arrives(network, "y", "x")
     assert arrives(network, None, "y")  # the test client is never cut off
     network.heal()
     assert arrives(network, "x", "y")
+    # Only y had a rule; it counted the three datagrams x sent it (and any ICMP port
+    # unreachable x sent back for y's datagrams that came after its receiver had gone).
+    dropped = network.dropped - before
+    assert set(dropped) == {"y"} and dropped["y"] >= 3
 
 
 def test_isolation_drops_both_directions(network: Network) -> None:
@@ -94,4 +99,5 @@ def test_destroy_leaves_nothing_behind() -> None:
     assert namespace in run("ip", "netns", "list")
     network.destroy()
     assert namespace not in run("ip", "netns", "list")
-    assert bridge not in run("ip", "-o", "link")
+    links = run("ip", "-o", "link")
+    assert bridge not in links and f"{network.tag}h0" not in links

@@ -14,6 +14,7 @@ kinds; ``CHAOS_SEED`` replays a schedule. Without namespaces the module skips, s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -102,15 +103,25 @@ def test_acknowledged_writes_survive_network_faults(
     cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
     faults = net_schedule(seed, kinds_of_run(random.Random(seed)), SESSION_TIMEOUT_MS / 1000)
     workload = Workload(cluster.bootstrap_servers, topic, PARTITIONS)
-    probe = availability_probe(cluster)
     availability: list[tuple[FaultKind, float]] = []
-    workload.start()
-    try:
+    silent: list[str] = []  # faults whose cut links dropped nothing
+    # Each cleanup runs even if one before it raises (the workload's threads would hang pytest).
+    with contextlib.ExitStack() as cleanup:
+        probe = availability_probe(cluster)
+        cleanup.callback(probe.close, timeout=5)
+        workload.start()
+        cleanup.callback(workload.stop)
+        cleanup.callback(network.heal)
         cluster.eventually(
             lambda: workload.acknowledged_count() >= WARM_UP_ACKNOWLEDGED, "the producer gets going"
         )
         for fault in faults:
-            what = inject(cluster, network, topic, fault)
+            before = network.dropped.copy()
+            what, expected = inject(cluster, network, topic, fault)
+            dropped = network.dropped - before
+            what += f"; packets dropped {dict(sorted(dropped.items()))}"
+            if expected and sum(dropped[n] for n in expected) == 0:
+                silent.append(f"{fault.kind.name}: none at {sorted(expected)}")
             healed = time.monotonic()
             took = wait_available(probe, topic)
             time.sleep(fault.settle_s)
@@ -125,10 +136,6 @@ def test_acknowledged_writes_survive_network_faults(
                 f"{time.monotonic() - started:6.1f}s {fault.kind.name} ({fault.hold_s}s): {what}; "
                 f"every partition took an acks=all write {took:.2f}s after the heal"
             )
-    finally:
-        network.heal()
-        probe.close(timeout=5)
-        workload.stop()
     try:
         cluster.eventually(lambda: cluster.in_sync(topic), "replicas converge")
         converged = True
@@ -147,10 +154,17 @@ def test_acknowledged_writes_survive_network_faults(
     assert report.operations["send ok"] >= WARM_UP_ACKNOWLEDGED
     slow = [(kind.name, round(took, 2)) for kind, took in availability if took > AVAILABLE_WITHIN_S]
     assert slow == [], f"partitions unavailable for over {AVAILABLE_WITHIN_S}s after a heal"
+    assert silent == [], "a fault dropped no packet where traffic had to cross it"
 
 
-def inject(cluster: ChaosCluster, network: Network, topic: str, fault: NetFault) -> str:
-    """Apply ``fault`` for its hold, then heal; returns what it hit."""
+def inject(
+    cluster: ChaosCluster, network: Network, topic: str, fault: NetFault
+) -> tuple[str, set[str]]:
+    """Apply ``fault`` for its hold, then heal; returns what it hit, and the nodes of which at
+    least one must have dropped packets (traffic that had to cross the cut): the leader, which
+    its followers fetch from; the active controller, which every broker heartbeats to; under
+    one-way loss the other brokers, the leader's followers, whose fetch responses it sends.
+    A bridge cuts nodes that need not talk to each other: nothing is expected of it."""
     leader = f"b{fault.choose(set(cluster.leaders(topic).values()) - {-1})}"
     controller = f"c{cluster.controllers.wait_for_leader().node_id}"
     nodes = network.names
@@ -158,7 +172,7 @@ def inject(cluster: ChaosCluster, network: Network, topic: str, fault: NetFault)
         network.limit(leader, BANDWIDTH_LIMIT)
         time.sleep(fault.hold_s)
         network.heal()
-        return f"{leader} at {BANDWIDTH_LIMIT}"
+        return f"{leader} at {BANDWIDTH_LIMIT}", set()
     others = [n for n in nodes if n not in (leader, controller)]
     drops = {
         FaultKind.ISOLATE_LEADER: isolate(leader, nodes),
@@ -181,7 +195,13 @@ def inject(cluster: ChaosCluster, network: Network, topic: str, fault: NetFault)
         leaders = cluster.leaders(topic)
         assert int(leader[1:]) not in leaders.values(), f"{leader} still leads: {leaders}"
     network.heal()
-    return f"leader {leader}, active controller {controller}, {len(drops)} directed links cut"
+    expected = {
+        FaultKind.ISOLATE_CONTROLLER: {controller},
+        FaultKind.ONE_WAY: {n for n in nodes if n.startswith("b")} - {leader},
+        FaultKind.BRIDGE: set(),
+    }.get(fault.kind, {leader})
+    what = f"leader {leader}, active controller {controller}, {len(drops)} directed links cut"
+    return what, expected
 
 
 def availability_probe(cluster: ChaosCluster) -> KafkaProducer:
