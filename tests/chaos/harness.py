@@ -267,7 +267,8 @@ class Workload:
             return self._acknowledged
 
     def history(self, final_log: Mapping[int, Sequence[Placed]]) -> list[Op]:
-        """The run's history, closed by a read of every partition's final log."""
+        """The run's history, closed by a read of every partition's final log (once: asked
+        again with the same log, the same history)."""
         self.recorder.final_read(
             {k: [Poll(p.partition, p.offset, p.value) for p in log] for k, log in final_log.items()}
         )

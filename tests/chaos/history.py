@@ -100,6 +100,7 @@ class Recorder:
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._ops: list[Op] = []
+        self._final: dict[int, tuple[Poll, ...]] | None = None
 
     def invoke(self, process: str, f: str, value: Iterable[MicroOp] = ()) -> Op:
         return self._append(process, OpType.INVOKE, f, tuple(value), None)
@@ -117,8 +118,17 @@ class Recorder:
         return self.complete(self.invoke(process, f), OpType.OK, value)
 
     def final_read(self, logs: Mapping[int, Iterable[Poll]]) -> None:
-        """A read of each partition from its start to its end, once the run is over."""
-        for partition, log in sorted(logs.items()):
+        """A read of each partition from its start to its end, once the run is over. A history
+        has one: the same read again records nothing (a workload's ``history()`` may be asked
+        twice), another is an error (two final reads would read as nonmonotonic polls)."""
+        polls = {partition: tuple(log) for partition, log in sorted(logs.items())}
+        with self._lock:
+            if self._final is not None:
+                if polls != self._final:
+                    raise ValueError("this history already has a different final read")
+                return
+            self._final = polls
+        for partition, log in polls.items():
             self.ok(f"{FINAL_READER}-{partition}", "poll", log)
 
     def history(self) -> list[Op]:

@@ -333,3 +333,15 @@ def test_checking_reads_each_operations_micro_ops_once(monkeypatch: pytest.Monke
     monkeypatch.setattr(history, "micro_ops", counting)
     assert check(ops).clean
     assert 0 < scanned <= 2 * sum(len(op.value) for op in ops)
+
+
+def test_a_history_has_one_final_read() -> None:
+    r = recorder()
+    send(r, "producer", 0, "a", 0)
+    r.final_read({0: [Poll(0, 0, v("a"))]})
+    closed = r.history()
+    r.final_read({0: [Poll(0, 0, v("a"))]})  # a workload's history() asked twice
+    assert r.history() == closed and check(closed).clean
+    with pytest.raises(ValueError, match="different final read"):
+        r.final_read({0: [Poll(0, 0, v("a")), Poll(0, 1, v("b"))]})
+    assert r.history() == closed

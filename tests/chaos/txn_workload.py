@@ -225,7 +225,8 @@ class TransferWorkload:
 
     def history(self, final_log: Mapping[int, Sequence[Placed]]) -> list[Op]:
         """The run's history: transactions still unknown end as info, and a read of every
-        partition's final read_committed log closes it."""
+        partition's final read_committed log closes it (once: asked again with the same log,
+        the same history)."""
         with self._lock:
             still_open, self._invocations = list(self._invocations.values()), {}
         for invocation in still_open:
