@@ -76,7 +76,9 @@ class ClientTransaction:
     producer_id: int
     producer_epoch: int
     partitions: frozenset[int]
-    acked: set[str] = attrs.Factory(set)
+    # Acknowledged values in write order (an ordered set: per partition, batches go one at a
+    # time, so acknowledgements come in the order written).
+    acked: dict[str, None] = attrs.Factory(dict)
     # True / False once EndTxn answered NONE for a commit / an abort; None while unknown.
     committed: bool | None = None
 
@@ -121,7 +123,7 @@ class TxnChecker(Checker):
         self._open[key] = self.history.invoke(key[0], "txn")
 
     def on_produce_acked(self, key: tuple[str, int], values: Iterable[str]) -> None:
-        self.transactions[key].acked.update(values)
+        self.transactions[key].acked.update(dict.fromkeys(values))
 
     def on_transaction_ended(self, key: tuple[str, int], commit: bool) -> None:
         self.transactions[key].committed = commit
@@ -272,9 +274,7 @@ class TxnChecker(Checker):
         self.stats["records read by read_committed consumers"] += 1
 
     def _complete(self, key: tuple[str, int], outcome: OpType) -> None:
-        sends = [
-            Send(parse_value(v).partition, v.encode()) for v in sorted(self.transactions[key].acked)
-        ]
+        sends = [Send(parse_value(v).partition, v.encode()) for v in self.transactions[key].acked]
         self.history.complete(self._open.pop(key), outcome, sends)
 
     def check_history(self) -> None:
@@ -363,7 +363,7 @@ class TxnChecker(Checker):
         fates: Mapping[int, set[bool]],
         present: set[str],
     ) -> None:
-        lost = sorted(transaction.acked - present)
+        lost = sorted(transaction.acked.keys() - present)
         if lost:
             fail(f"transaction {key}: acknowledged values {lost[:3]} are in no log")
         if transaction.committed is None:
