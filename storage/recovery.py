@@ -172,9 +172,7 @@ def recover_segments(
             problems.append(f"{segment.log_path.name}: {result.error}")
         truncated_total += result.truncated_bytes
         later = segments[number + 1 :]
-        if later and (
-            result.truncated_bytes or not _continues(result.next_offset, later[0])
-        ):
+        if later and (result.truncated_bytes or not _continues(result.next_offset, later[0])):
             # The later segments no longer continue the log (Kafka deletes them too).
             for doomed in later:
                 doomed.delete()
