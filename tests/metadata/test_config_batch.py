@@ -13,7 +13,7 @@ from pykraft.metadata.api.errors import ApiError
 from pykraft.metadata.api.json_fields import JsonBodyError
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.protocol.errors import Errors
-from tests.metadata.test_api_codec import over_the_wire, round_trip
+from tests.metadata.api_codec_support import over_the_wire, round_trip
 
 names = st.text(min_size=1, max_size=12)
 kinds = st.sampled_from([t.value for t in ConfigResourceType])

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pykraft.metadata.api import features
 from pykraft.metadata.api.features import UpgradeType
 from pykraft.metadata.api.json_fields import Fields
-from tests.metadata.test_api_codec import api_errors, names, round_trip, small
+from tests.metadata.api_codec_support import api_errors, names, round_trip, small
 from tests.metadata.test_api_refusals import refused
 
 updates = st.builds(features.FeatureUpdate, names, small, st.sampled_from(list(UpgradeType)))
