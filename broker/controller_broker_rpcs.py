@@ -10,7 +10,7 @@ share (redirects, retries, error mapping) in ``controller_transport.py``. ``Cont
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pykraft.broker.controller_api import ControllerError
 from pykraft.broker.controller_transport import REQUEST_TIMEOUT_S, ControllerTransport
@@ -22,9 +22,20 @@ from pykraft.metadata.api.json_fields import Fields, JsonBodyError, parse_json_o
 from pykraft.metadata.api.records import RecordsPage
 from pykraft.metadata.records import BrokerEndpoint, BrokerFeature
 
+# The broker's id and current broker epoch (-1 before it is registered).
+BrokerIdentity = Callable[[], tuple[int, int]]
+
 
 class BrokerRpcs(ControllerTransport):
     """The broker RPC routes, one method each (``ControllerClient`` has them all)."""
+
+    # Set by a broker process (``identify_as``); tools and tests read anonymously.
+    _identity: BrokerIdentity | None = None
+
+    def identify_as(self, identity: BrokerIdentity) -> None:
+        """Name the registered broker in every metadata long poll, so the active controller can
+        tell its process died when the connection closes (quorum/managers/sessions.py)."""
+        self._identity = identity
 
     async def register_broker(
         self,
@@ -90,8 +101,15 @@ class BrokerRpcs(ControllerTransport):
     ) -> RecordsPage:
         """GET /v1/metadata/records (long poll); raises ``SnapshotRequiredError`` below the
         controller's window and ``ControllerError`` for an undecodable record."""
+        broker_id, broker_epoch = (-1, -1) if self._identity is None else self._identity()
+        if broker_epoch < 0:
+            broker_id = -1
         query = records.RecordsQuery(
-            from_offset=from_offset, max_wait_ms=max_wait_ms, max_records=max_records
+            from_offset=from_offset,
+            max_wait_ms=max_wait_ms,
+            max_records=max_records,
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
         )
         route = routes.METADATA_RECORDS
         payload = await self._call(

@@ -127,6 +127,7 @@ class BrokerServer:
                 None if config.controller_tls is None else client_context(config.controller_tls)
             ),
         )
+        self.client.identify_as(lambda: (config.node_id, self._broker_epoch()))
         self.loader = MetadataLoader(self.client)
         self.http = BrokerHttpServer(
             BrokerHttpApi(

@@ -233,6 +233,9 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         fsync=props.get_bool("controller.quorum.fsync", True),
         durable_images=props.get_bool("pykraft.quorum.durable.images", False),
         broker_session_timeout_ms=props.get_int("broker.session.timeout.ms", 9000),
+        broker_channel_closed_timeout_ms=props.get_int(
+            "pykraft.broker.channel.closed.timeout.ms", 1000
+        ),
         broker_heartbeat_interval_ms=props.get_int("broker.heartbeat.interval.ms", 2000),
         metadata_max_idle_interval_ms=props.get_int("metadata.max.idle.interval.ms", 500),
         snapshot_interval_records=props.get_int(

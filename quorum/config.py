@@ -114,6 +114,10 @@ class ControllerConfig:
     raft_tick_ms: int = 2
     # broker.session.timeout.ms: a broker without heartbeat this long is fenced.
     broker_session_timeout_ms: int = 9000
+    # pykraft.broker.channel.closed.timeout.ms (not in Kafka): a broker whose metadata long-poll
+    # connection was closed (its process died) is fenced after this long unless it calls in
+    # again, instead of after broker.session.timeout.ms (quorum/managers/sessions.py); -1: off.
+    broker_channel_closed_timeout_ms: int = 1000
     # broker.heartbeat.interval.ms: told to brokers in the registration answer.
     broker_heartbeat_interval_ms: int = 2000
     # metadata.max.idle.interval.ms: the active controller appends a NoOpRecord this often.

@@ -267,7 +267,11 @@ class QuorumController:
     ) -> None:
         self.settings = settings if settings is not None else ControllerSettings()
         self._rng = rng
-        self.sessions = BrokerSessions(self.settings.broker_session_timeout_ms, now_ms)
+        self.sessions = BrokerSessions(
+            self.settings.broker_session_timeout_ms,
+            now_ms,
+            self.settings.broker_channel_closed_timeout_ms,
+        )
         self._last_write_ms = now_ms
         self._next_token_sweep_ms = now_ms + self.settings.delegation_token_expiry_check_interval_ms
         self.leader_balance = leader_balance.LeaderBalanceSchedule(
@@ -359,6 +363,20 @@ class QuorumController:
             cluster.broker_heartbeat(image, request, self.sessions, now_ms, self._unclean(image)),
             now_ms,
         )
+
+    def broker_channel_opened(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int
+    ) -> None:
+        """A metadata long poll of this broker incarnation arrived (soft state only)."""
+        self.sessions.channel_opened(image, broker_id, broker_epoch)
+
+    def broker_channel_closed(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> None:
+        """Its long-poll connection was closed by the broker's side: if it does not call in
+        again within ``pykraft.broker.channel.closed.timeout.ms``, its session ends
+        (``managers/sessions.py``), and ``fence_stale_brokers`` fences it."""
+        self.sessions.channel_closed(image, broker_id, broker_epoch, now_ms)
 
     def unregister_broker(
         self, image: MetadataImage, request: UnregisterBrokerRequest, now_ms: int

@@ -75,13 +75,8 @@ def _op(
 
 
 def _query(name: str, description: str, required: bool = False) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "query",
-        "required": required,
-        "description": description,
-        "schema": {"type": "integer"},
-    }
+    field = {"name": name, "in": "query", "required": required, "description": description}
+    return field | {"schema": {"type": "integer"}}
 
 
 def _path(name: str) -> dict[str, Any]:
@@ -143,6 +138,8 @@ def _paths() -> dict[str, Any]:
                     _query("from", "first offset wanted", True),
                     _query("max_wait_ms", "wait up to this long for new records"),
                     _query("max_records", "about this many records at most"),
+                    _query("broker_id", "the registered broker asking (its connection is watched)"),
+                    _query("broker_epoch", "that broker's epoch"),
                 ],
                 extra_errors={
                     "409": "SNAPSHOT_REQUIRED: load `snapshot`, continue at its end_offset"

@@ -38,14 +38,22 @@ class RecordsQuery:
     from_offset: int
     max_wait_ms: int = 0
     max_records: int = DEFAULT_FETCH_RECORDS
+    # The registered broker asking, -1 for anyone else (a tool, a broker not registered yet):
+    # the active controller watches a broker's long-poll connection (quorum/managers/sessions.py).
+    broker_id: int = -1
+    broker_epoch: int = -1
 
 
 def records_query_to_params(query: RecordsQuery) -> dict[str, str]:
-    return {
+    params = {
         "from": str(query.from_offset),
         "max_wait_ms": str(query.max_wait_ms),
         "max_records": str(query.max_records),
     }
+    if query.broker_id >= 0:
+        params["broker_id"] = str(query.broker_id)
+        params["broker_epoch"] = str(query.broker_epoch)
+    return params
 
 
 def _query_int(params: Mapping[str, str], name: str, default: int | None, minimum: int) -> int:
@@ -71,6 +79,8 @@ def records_query_from_params(params: Mapping[str, str]) -> RecordsQuery:
         from_offset=_query_int(params, "from", None, 0),
         max_wait_ms=_query_int(params, "max_wait_ms", 0, 0),
         max_records=_query_int(params, "max_records", DEFAULT_FETCH_RECORDS, 1),
+        broker_id=_query_int(params, "broker_id", -1, -1),
+        broker_epoch=_query_int(params, "broker_epoch", -1, -1),
     )
 
 

@@ -11,6 +11,26 @@ can be fenced (Kafka's ``BrokerHeartbeatManager`` is likewise rebuilt on failove
 A session is valid while ``now_ms <= last_contact_ms + session_timeout_ms`` and the broker is
 unfenced; an unfenced broker without a valid session is stale and gets fenced.
 
+A dead process is told from a silent one (issue 18; not in Kafka, whose controller waits out
+the session either way). A broker's metadata long poll (``GET /v1/metadata/records`` with its id
+and epoch) is outstanding almost all the time on a connection to the active controller. When
+the process dies, its kernel closes that connection; a paused or partitioned process keeps it
+open. So the service reports a closed long-poll connection (``channel_closed``), and unless the
+same incarnation calls in again — a new long poll (``channel_opened``) or a heartbeat — within
+``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns it off), the session ends
+there instead of at ``broker.session.timeout.ms``. A live broker's next long poll follows its
+last within ``metadata.fetch.max.wait.ms`` of the broker (500 ms), so a connection it dropped
+itself is answered in time.
+
+Why ending a session early cannot elect a replica that lacks acknowledged data: it only brings
+the fencing forward; fencing is the same batch as on expiry (``cluster.fence_records``: the
+broker leaves every ISR and its leaderships move), and elections pick from the remaining ISR
+(or the ELR), each member of which holds every record acknowledged with acks=all — an
+acknowledgement needs the whole ISR. Nothing is elected that the session timeout would not
+have elected a few seconds later. A live broker fenced by mistake (its connection reset and
+none of its calls reached this controller within the timeout) costs availability only: its
+next heartbeat finds it fenced, it catches up, and it is unfenced and rejoins the ISRs.
+
 Broker states (Kafka's ``BrokerControlState``) and the heartbeat transitions
 (``next_broker_state``, Kafka's ``BrokerHeartbeatManager.calculateNextBrokerState``):
 
@@ -85,6 +105,9 @@ class BrokerSession:
     controlled_shutdown_offset: int = -1
     # (topic id, partition id) of the replicas on offline log dirs, as last reported.
     offline_replicas: frozenset[tuple[str, int]] = frozenset()
+    # When its metadata long-poll connection was seen closed, None while it is connected (or
+    # called in since).
+    channel_closed_ms: int | None = None
 
 
 @attrs.frozen
@@ -135,8 +158,12 @@ def next_broker_state(
 class BrokerSessions:
     """Heartbeat soft state of the active controller; see the module docstring."""
 
-    def __init__(self, session_timeout_ms: int, activated_ms: int) -> None:
+    def __init__(
+        self, session_timeout_ms: int, activated_ms: int, channel_closed_timeout_ms: int = -1
+    ) -> None:
         self.session_timeout_ms = session_timeout_ms
+        # pykraft.broker.channel.closed.timeout.ms; negative: a closed channel changes nothing.
+        self.channel_closed_timeout_ms = channel_closed_timeout_ms
         self.activated_ms = activated_ms
         self._sessions: dict[int, BrokerSession] = {}
 
@@ -159,6 +186,24 @@ class BrokerSessions:
         session = self.session(registration)
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
         session.metadata_offset = metadata_offset
+        session.channel_closed_ms = None
+
+    def channel_opened(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
+        """A long poll of this incarnation arrived: it is connected."""
+        registration = image.cluster.brokers.get(broker_id)
+        if registration is not None and registration.epoch == broker_epoch:
+            self.session(registration).channel_closed_ms = None
+
+    def channel_closed(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> None:
+        """The connection of a long poll of this incarnation was closed by its peer."""
+        registration = image.cluster.brokers.get(broker_id)
+        if registration is None or registration.epoch != broker_epoch:
+            return
+        session = self.session(registration)
+        if session.channel_closed_ms is None:
+            session.channel_closed_ms = now_ms
 
     def report_offline_replicas(
         self, registration: BrokerRegistration, replicas: frozenset[tuple[str, int]]
@@ -187,7 +232,15 @@ class BrokerSessions:
         """Kafka: a fenced broker has no valid session; otherwise the timeout decides."""
         if registration.fenced:
             return False
-        return now_ms <= self.session(registration).last_contact_ms + self.session_timeout_ms
+        return now_ms < self._expiry_ms(self.session(registration))
+
+    def _expiry_ms(self, session: BrokerSession) -> int:
+        """The first time at which the session is no longer valid."""
+        expiry = session.last_contact_ms + self.session_timeout_ms + 1
+        closed = session.channel_closed_ms
+        if closed is not None and self.channel_closed_timeout_ms >= 0:
+            expiry = min(expiry, closed + self.channel_closed_timeout_ms + 1)
+        return expiry
 
     def stale_brokers(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session expired, longest silent first."""
@@ -202,9 +255,7 @@ class BrokerSessions:
     def next_expiry_ms(self, image: MetadataImage) -> int | None:
         """The earliest time an unfenced broker becomes stale, if any broker is unfenced."""
         deadlines = [
-            self.session(r).last_contact_ms + self.session_timeout_ms + 1
-            for r in image.cluster.brokers.values()
-            if not r.fenced
+            self._expiry_ms(self.session(r)) for r in image.cluster.brokers.values() if not r.fenced
         ]
         return min(deadlines) if deadlines else None
 

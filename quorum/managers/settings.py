@@ -15,6 +15,10 @@ class ControllerSettings:
 
     # broker.session.timeout.ms: an unfenced broker silent this long is fenced.
     broker_session_timeout_ms: int = 9000
+    # pykraft.broker.channel.closed.timeout.ms (not in Kafka): a broker whose metadata long-poll
+    # connection closed and that has not called in since is fenced after this long, not after
+    # the whole session (managers/sessions.py); -1: off.
+    broker_channel_closed_timeout_ms: int = 1000
     # metadata.max.idle.interval.ms: append a NoOpRecord when nothing was written this long.
     metadata_max_idle_interval_ms: int = 500
     # num.partitions / default.replication.factor: used when CreateTopics says -1.
@@ -55,3 +59,8 @@ class ControllerSettings:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.broker_channel_closed_timeout_ms < -1:
+            raise ValueError(
+                "broker_channel_closed_timeout_ms must be -1 (off) or at least 0, got "
+                f"{self.broker_channel_closed_timeout_ms}"
+            )

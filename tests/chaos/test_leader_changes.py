@@ -7,6 +7,9 @@ a real client (kafka-python):
 * a paused (SIGSTOP) leader is fenced once ``broker.session.timeout.ms`` passes without a
   heartbeat, and loses its leaderships then — not before, not much later; each new leader's
   epoch is higher; the broker rejoins every ISR when it comes back;
+* a killed (SIGKILL) leader is fenced sooner: its connections close, and the active controller
+  ends its session ``pykraft.broker.channel.closed.timeout.ms`` (1 s) after its metadata long
+  poll's connection closed — before any session expiry could have fenced it;
 * a SIGTERM runs a controlled shutdown that moves leadership away at once; a preferred-leader
   election (POST /v1/elections) moves it back; a producer meanwhile gets NOT_LEADER_OR_FOLLOWER,
   refreshes its metadata and carries on, losing no acknowledged record;
@@ -139,6 +142,43 @@ def test_a_paused_leader_is_fenced_within_the_session_timeout_and_rejoins(
     assert_nothing_lost(workload, cluster, 3)
     cluster.eventually(lambda: cluster.in_sync(topic), "replicas converge")
     assert_replicas_agree(cluster, topic)
+
+
+def test_a_killed_leader_is_fenced_before_its_session_could_expire(cluster: ChaosCluster) -> None:
+    topic = "killed"
+    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+    before = {p["partition"]: p for p in cluster.topic(topic)}
+    victim = cluster.broker(before[0]["leader"])
+    workload = Workload(cluster.bootstrap_servers, topic, 3)
+    workload.start()
+    try:
+        cluster.eventually(lambda: workload.acknowledged_count() > 20, "producing")
+        victim.kill()
+        took = cluster.eventually(
+            lambda: not led_by(cluster, topic, victim.node_id),
+            f"broker {victim.node_id} loses its leaderships",
+        )
+        # A session expiry fences at the earliest one heartbeat interval short of the session
+        # timeout after the kill; the closed connection must have fenced it before that.
+        session_s, interval_s = SESSION_TIMEOUT_MS / 1000, HEARTBEAT_INTERVAL_MS / 1000
+        assert took < session_s - interval_s, took
+        after = {p["partition"]: p for p in cluster.topic(topic)}
+        for index, partition in before.items():
+            assert victim.node_id not in after[index]["isr"]
+            if partition["leader"] == victim.node_id:
+                assert after[index]["leader"] not in (victim.node_id, -1)
+        # acks=all writes go on through the two ISR members left (min.insync.replicas=2).
+        acknowledged = workload.acknowledged_count()
+        cluster.eventually(lambda: workload.acknowledged_count() > acknowledged + 20, "producing")
+        cluster.restart(victim)
+        cluster.eventually(
+            lambda: all(victim.node_id in p["isr"] for p in cluster.topic(topic)),
+            f"broker {victim.node_id} rejoins every ISR",
+        )
+    finally:
+        workload.stop()
+    assert_nothing_lost(workload, cluster, 3)
+    cluster.eventually(lambda: cluster.in_sync(topic), "replicas converge")
 
 
 def test_controlled_shutdown_and_preferred_election_move_leadership_and_clients_follow(

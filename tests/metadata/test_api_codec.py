@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -337,9 +338,12 @@ def test_records_page(groups: list[list[Any]], from_offset: int, log_end_offset:
         from_offset=st.integers(0, 2**63 - 1),
         max_wait_ms=st.integers(0, 10**6),
         max_records=st.integers(1, 10**6),
-    )
+    ),
+    st.one_of(st.just((-1, -1)), st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**62))),
 )
-def test_records_query(value: records.RecordsQuery) -> None:
+def test_records_query(value: records.RecordsQuery, broker: tuple[int, int]) -> None:
+    # Anonymous readers send no broker; a broker sends its id and epoch (-1 not registered).
+    value = attrs.evolve(value, broker_id=broker[0], broker_epoch=broker[1])
     assert records.records_query_from_params(records.records_query_to_params(value)) == value
 
 

@@ -1,0 +1,114 @@
+"""A dead broker process is fenced after ``pykraft.broker.channel.closed.timeout.ms``, a silent one
+after ``broker.session.timeout.ms`` (quorum/managers/sessions.py, issue 18).
+
+The active controller hears of a closed metadata long-poll connection (``broker_channel_closed``)
+and of every new long poll (``broker_channel_opened``); these tests drive the pure core with
+those calls and the clock, as the service does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pykraft.metadata.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
+from pykraft.protocol.errors import Errors
+from pykraft.quorum.controller import BrokerHeartbeatRequest
+from pykraft.quorum.managers.settings import ControllerSettings
+from tests.quorum.helpers import Harness, image_with, partition, topic_id
+
+SESSION_MS = 9000  # broker.session.timeout.ms
+CLOSED_MS = 1000  # pykraft.broker.channel.closed.timeout.ms
+
+
+def harness(closed_timeout_ms: int = CLOSED_MS) -> Harness:
+    """Brokers 1 and 2 unfenced; partition t-0 led by 1 with ISR (1, 2); sessions from 0 ms."""
+    image = image_with({1: "unfenced", 2: "unfenced"}, {"t": [((1, 2), (1, 2), 1)]})
+    settings = ControllerSettings(broker_channel_closed_timeout_ms=closed_timeout_ms)
+    return Harness(image, now_ms=0, settings=settings)
+
+
+def epoch(h: Harness, broker_id: int) -> int:
+    return h.image.cluster.brokers[broker_id].epoch
+
+
+def test_a_closed_channel_fences_the_broker_after_the_closed_timeout() -> None:
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    assert h.controller.sessions.next_expiry_ms(h.image) == 2000 + CLOSED_MS + 1
+    assert h.controller.fence_stale_brokers(h.image, 2000 + CLOSED_MS).records == ()
+    result = h.controller.fence_stale_brokers(h.image, 2000 + CLOSED_MS + 1)
+    assert result.response == (1,)
+    # The same batch as a session expiry: out of the ISR, leadership to the ISR's other member.
+    assert result.records == (
+        PartitionChangeRecord(partition_id=0, topic_id=topic_id("t"), isr=(2,), leader=2),
+        BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=epoch(h, 1), fenced=1),
+    )
+    h.commit(result)
+    assert partition(h.image, "t", 0).leader == 2
+    # Broker 2 keeps its whole session.
+    assert h.controller.fence_stale_brokers(h.image, SESSION_MS).records == ()
+
+
+def test_the_first_close_counts_and_a_second_does_not_extend_it() -> None:
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2900)
+    assert h.controller.fence_stale_brokers(h.image, 3001).response == (1,)
+
+
+def test_a_new_long_poll_of_the_same_incarnation_keeps_the_broker() -> None:
+    # A live broker whose connection dropped polls again at once.
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    h.controller.broker_channel_opened(h.image, 1, epoch(h, 1))
+    assert h.controller.fence_stale_brokers(h.image, 5000).records == ()
+    assert h.controller.fence_stale_brokers(h.image, SESSION_MS + 1).response == (1,)
+
+
+def test_a_heartbeat_keeps_the_broker() -> None:
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    h.now_ms = 2500
+    answer = h.run(
+        BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch(h, 1), current_metadata_offset=0)
+    )
+    assert answer.error.code == Errors.NONE.code
+    assert h.controller.fence_stale_brokers(h.image, 3001).records == ()
+    # Broker 2 (silent since 0) is fenced at its session's end; broker 1 at 2500 + its session.
+    h.commit(result := h.controller.fence_stale_brokers(h.image, SESSION_MS + 1))
+    assert result.response == (2,)
+    assert h.controller.fence_stale_brokers(h.image, 2500 + SESSION_MS).records == ()
+    assert h.controller.fence_stale_brokers(h.image, 2500 + SESSION_MS + 1).response == (1,)
+
+
+def test_a_closed_channel_of_another_incarnation_changes_nothing() -> None:
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1) + 7, 2000)
+    h.controller.broker_channel_closed(h.image, 3, 0, 2000)  # not registered at all
+    assert h.controller.fence_stale_brokers(h.image, 5000).records == ()
+
+
+def test_an_open_channel_of_another_incarnation_does_not_cancel_the_close() -> None:
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    h.controller.broker_channel_opened(h.image, 1, epoch(h, 1) + 7)
+    assert h.controller.fence_stale_brokers(h.image, 3001).response == (1,)
+
+
+def test_minus_one_turns_it_off() -> None:
+    h = harness(closed_timeout_ms=-1)
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    assert h.controller.fence_stale_brokers(h.image, SESSION_MS).records == ()
+    assert h.controller.fence_stale_brokers(h.image, SESSION_MS + 1).response == (1,)
+
+
+def test_the_session_timeout_still_applies_when_it_comes_first() -> None:
+    h = harness(closed_timeout_ms=60_000)
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    assert h.controller.fence_stale_brokers(h.image, SESSION_MS + 1).response == (1,)
+
+
+@pytest.mark.parametrize("value", [-2, -1000])
+def test_a_timeout_below_minus_one_is_refused(value: int) -> None:
+    with pytest.raises(ValueError, match="broker_channel_closed_timeout_ms must be -1"):
+        ControllerSettings(broker_channel_closed_timeout_ms=value)
