@@ -228,7 +228,7 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         quorum_password=_password(props),
         election_timeout_ms=props.get_int("controller.quorum.election.timeout.ms", 1000),
         fetch_timeout_ms=props.get_int("controller.quorum.fetch.timeout.ms", 2000),
-        append_linger_ms=props.get_int("controller.quorum.append.linger.ms", 5),
+        append_linger_ms=props.get_int("controller.quorum.append.linger.ms", 0),
         raft_tick_ms=props.get_int("pykraft.raft.tick.ms", 2),
         fsync=props.get_bool("controller.quorum.fsync", True),
         durable_images=props.get_bool("pykraft.quorum.durable.images", False),

@@ -40,8 +40,10 @@ Sharp edges of pysyncobj and what we do about each:
   ``quorum/raft_dynamic.DynamicMetadataRaft``, pysyncobj's dynamic membership and the hooks of
   ``quorum/raft_voter_hooks.py``; ``open_metadata_raft`` picks the class from the config.
 * Latency: ``appendEntriesUseBatch=True`` (the mode that never showed "truncating
-  already-applied log entries") with ``appendEntriesPeriod`` = controller.quorum.append.linger.ms
-  and ``autoTickPeriod`` = pykraft.raft.tick.ms; see bench/quorum.py for what that gives.
+  already-applied log entries"), ``autoTickPeriod`` = pykraft.raft.tick.ms, and
+  ``quorum/raft_prompt.py``: a proposal wakes the Raft thread and goes to the followers in the
+  tick that appends it (after controller.quorum.append.linger.ms, default 0);
+  ``appendEntriesPeriod`` is only an idle leader's heartbeat. See bench/quorum.py.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.metadata_view import ResultCallback
 from pykraft.quorum.raft_dump import DumpHeader, RaftEntry, read_dump, write_dump
 from pykraft.quorum.raft_journal import DurableJournalMixin
+from pykraft.quorum.raft_prompt import PromptAppendMixin, heartbeat_period_s
 from pykraft.quorum.raft_serializer import BackgroundSerializer
 from pykraft.quorum.raft_state import Applied, ApplyResult, ApplyStatus, MetadataState, apply_entry
 from pykraft.quorum.raft_transport import GuardedTransport, cluster_key
@@ -105,7 +108,7 @@ def describe_failure(code: int) -> str:
     return str(names.get(code, f"FAIL_REASON {code}"))
 
 
-class MetadataRaft(DurableJournalMixin, SyncObj):  # type: ignore[misc]
+class MetadataRaft(PromptAppendMixin, DurableJournalMixin, SyncObj):  # type: ignore[misc]
     """A static quorum's Raft (kraft.version 0); ``DynamicMetadataRaft`` adds KIP-853."""
 
     # pysyncobj's dynamicMembershipChange; True only in quorum/raft_dynamic.py.
@@ -140,6 +143,7 @@ class MetadataRaft(DurableJournalMixin, SyncObj):  # type: ignore[misc]
         self.membership = RaftMembership(config, raft_dir)
         others = list(self.membership.initial_others)
         self._init_durability(config.fsync, raft_dir / JOURNAL_FILE_NAME, config.durable_images)
+        self._init_prompt_append(config.append_linger_ms)
         super().__init__(
             self_address, others, self._sync_obj_conf(config), transportClass=GuardedTransport
         )
@@ -167,7 +171,7 @@ class MetadataRaft(DurableJournalMixin, SyncObj):  # type: ignore[misc]
 
     def _tick_callbacks(self) -> list[Callable[[], None]]:
         """Run by pysyncobj at the end of every tick, in this order."""
-        return [self._drain_calls]
+        return [self._drain_calls, self._send_new_entries]
 
     def _sync_obj_conf(self, config: ControllerConfig) -> SyncObjConf:
         election_s = config.election_timeout_ms / 1000
@@ -179,7 +183,7 @@ class MetadataRaft(DurableJournalMixin, SyncObj):  # type: ignore[misc]
             serializer=self._serialize_in_raft_thread,
             deserializer=self._deserialize,
             appendEntriesUseBatch=True,
-            appendEntriesPeriod=config.append_linger_ms / 1000,
+            appendEntriesPeriod=heartbeat_period_s(config.election_timeout_ms),
             autoTickPeriod=config.raft_tick_ms / 1000,
             raftMinTimeout=election_s,
             raftMaxTimeout=2 * election_s,
@@ -249,6 +253,7 @@ class MetadataRaft(DurableJournalMixin, SyncObj):  # type: ignore[misc]
                 self._proposed.pop(next(iter(self._proposed)), None)
             self._proposed[blob] = records
         self.apply_batch(blob, callback=on_result)
+        self._wake_raft_thread()
 
     def is_leader(self) -> bool:
         return bool(self._isLeader())

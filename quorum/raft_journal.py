@@ -213,6 +213,12 @@ class DurableJournalMixin:
         after the last): sending earlier would change its batching."""
         return float(self._SyncObj__newAppendEntriesTime)
 
+    def _sync_after_send(self) -> None:
+        """After AppendEntries went out (``raft_prompt.py``): sync what they carried."""
+        journal = self._journal
+        if journal is not None and journal.dirty:
+            self._sync_journal(journal)
+
     def _sync_journal(self, journal: DurableJournal) -> None:
         journal.sync()
         if len(self._held_answers):
