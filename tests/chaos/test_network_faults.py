@@ -31,6 +31,7 @@ import pytest
 from kafka import KafkaProducer
 
 from tests.chaos.checker import format_report
+from tests.chaos.election_checker import check_cluster
 from tests.chaos.harness import SESSION_TIMEOUT_MS, ChaosCluster, Workload, read_to_end
 from tests.chaos.history import Op, Poll
 from tests.chaos.history_checker import check
@@ -154,9 +155,12 @@ def test_acknowledged_writes_survive_network_faults(
     # leave the history (its polls and its final read) before it is judged.
     report = check(without_probes(workload.history(final_log)))
     divergences = replica_divergences(cluster, final_log, topic)
+    elections = check_cluster(cluster.controllers)
     print(format_report(report, divergences, converged))
+    print(elections.of_topic(topic).render())
     print(f"run time {time.monotonic() - started:.1f}s; send failures {len(workload.failures)}")
     assert report.bad() == {}, report.render()
+    assert elections.violations == (), elections.render()
     assert divergences == [] and converged
     assert report.operations["send ok"] >= WARM_UP_ACKNOWLEDGED
     slow = [(kind.name, round(took, 2)) for kind, took in availability if took > AVAILABLE_WITHIN_S]
