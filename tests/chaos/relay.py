@@ -12,6 +12,11 @@ a relay on every node every link between two nodes gets ``delay`` each way (a ro
 ``2 x delay``), as netem on every node does in Jepsen's ``slow`` nemesis; the test process,
 outside every namespace, opens connections no relay sees.
 
+The partitions of ``netns.py`` still cut relayed connections as they would direct ones: the
+relay's answers to a local client come back through the redirect with the peer's address as
+their source, so a node that drops that peer drops them too (a connection to a cut-off peer is
+not even accepted), and the peer drops what the relay sends it.
+
 The relays run for the whole life of a namespaced cluster with no delay: a redirect only
 catches connections opened after it, and brokers keep theirs for the run, so installing one at
 the fault would slow nothing. The fault sets the delay and the heal sets it back to zero,
@@ -90,6 +95,14 @@ class Relay:
         self.stats: collections.Counter[str] = collections.Counter()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self.relay(reader, writer)
+        except asyncio.CancelledError:
+            # The relay is exiting. (Python 3.11's start_server callback calls exception() on
+            # a cancelled handler task, which raises: end normally instead.)
+            writer.close()
+
+    async def relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats["connections"] += 1
         client = writer.get_extra_info("socket")
         try:

@@ -63,7 +63,7 @@ for _ in range(int(sys.argv[3])):
 def network() -> Iterator[Network]:
     reason = unavailable_reason()
     if reason is not None:
-        pytest.skip(f"network faults NOT run (no network namespaces: {reason})")
+        pytest.skip(f"network faults and latency relays NOT run (no network namespaces: {reason})")
     network = Network(["x", "y"])
     try:
         network.create()

@@ -9,9 +9,10 @@ by 2 to 4 x the delay while it holds). After every heal, every partition must ta
 nothing acknowledged is lost, nothing inconsistent was read, and the replicas are identical
 below the high watermark (``tests/chaos/checker.py``).
 
-CI runs one run of ``CI_KINDS`` fault kinds drawn from the seed. ``PYKRAFT_CHAOS_RUNS=N`` makes N
-runs of every kind; ``PYKRAFT_CHAOS_NET_FAULTS=split,bridge`` (``FaultKind`` names) picks the
-kinds; ``CHAOS_SEED`` replays a schedule. Without namespaces the module skips, saying why.
+CI runs one run of latency and ``CI_KINDS`` other kinds drawn from the seed.
+``PYKRAFT_CHAOS_RUNS=N`` makes N runs of every kind; ``PYKRAFT_CHAOS_NET_FAULTS=split,bridge``
+(``FaultKind`` names) picks the kinds; ``CHAOS_SEED`` replays a schedule.
+Without namespaces the module skips, saying why.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def netns_cluster(
 ) -> Iterator[tuple[ChaosCluster, Network]]:
     reason = unavailable_reason()
     if reason is not None:
-        pytest.skip(f"network faults NOT run (no network namespaces: {reason})")
+        pytest.skip(f"network faults and latency relays NOT run (no network namespaces: {reason})")
     network = Network()
     try:
         network.create()
@@ -92,7 +93,10 @@ def kinds_of_run(rng: random.Random) -> list[FaultKind]:
         return [FaultKind[name.strip().upper()] for name in named.split(",")]
     if RUNS > 1:
         return list(FaultKind)
-    return rng.sample(list(FaultKind), CI_KINDS)
+    # Latency in every CI run (its round-trip check proves the relays work; ~5 s), with
+    # CI_KINDS partition kinds drawn from the seed.
+    others = [kind for kind in FaultKind if kind is not FaultKind.LATENCY]
+    return [FaultKind.LATENCY, *rng.sample(others, CI_KINDS)]
 
 
 @pytest.mark.parametrize("run", range(RUNS))
