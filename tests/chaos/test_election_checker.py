@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 
 from pykraft.metadata.api.records import MetadataBatch
+from pykraft.metadata.codec import record_to_json
+from pykraft.metadata.delta import apply_records
+from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -21,7 +24,13 @@ from pykraft.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from tests.chaos.election_checker import UNCLEAN, ElectionReport, check_elections
+from pykraft.metadata.snapshot import encode_snapshot
+from tests.chaos.election_checker import (
+    UNCLEAN,
+    ElectionReport,
+    check_elections,
+    fetch_metadata_log,
+)
 
 FOO = "ThIaNwRnSM2Nt9Mx1v0RvA"
 CREATED: list[MetadataRecord] = [
@@ -129,3 +138,27 @@ def test_a_topic_config_set_back_to_false_reports_again() -> None:
     )  # fmt: skip
     report = run([on], [off, change(isr=(1,))], [change(leader=2)], unclean_default=False)
     assert len(report.violations) == 1
+
+
+def test_a_log_below_the_controllers_window_is_read_from_its_snapshot_then_checked() -> None:
+    # The controller kept offsets 6.. only (409 SNAPSHOT_REQUIRED below): the snapshot at 5
+    # holds the ISR [1] the election at 6 must come from.
+    snapshot = encode_snapshot(
+        apply_records(MetadataImage.EMPTY, [*CREATED, change(isr=(1,))], offset=5, epoch=1), 0
+    )
+    tail = {"base_offset": 6, "last_offset": 6, "epoch": 1, "append_time_ms": 0,
+            "records": [record_to_json(change(leader=3))]}  # fmt: skip
+    answers: dict[str, Any] = {
+        "/v1/metadata/snapshots": {"snapshots": [], "latest": "s5"},
+        "/v1/metadata/records?from=0&max_records=100000": None,
+        "/v1/metadata/snapshots/s5": snapshot,
+        "/v1/metadata/records?from=6&max_records=100000": {
+            "from_offset": 6, "next_offset": 7, "log_end_offset": 7, "batches": [tail],
+        },
+    }  # fmt: skip
+    base, batches = fetch_metadata_log(answers.__getitem__)
+    assert base.offset == 5 and [b.base_offset for b in batches] == [6]
+    report = check_elections(batches, base)
+    assert (report.first_offset, report.last_offset) == (6, 6)
+    [violation] = report.violations
+    assert "leader 3 (epoch 1) is not in the ISR [1]" in violation.detail
