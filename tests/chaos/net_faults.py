@@ -11,12 +11,16 @@ drops them on input), while the reverse direction still flows. Jepsen's partitio
 * ``bridge(left, middle, right)``: two halves that cannot reach each other, each still reaching
   the middle nodes (Jepsen's "bridge" nemesis);
 * flapping: one of the above switched on and off on a schedule (``FaultKind.FLAP``);
-* a bandwidth limit on one node's outgoing link (a token bucket, ``tc tbf``).
+* a bandwidth limit on one node's outgoing link (a token bucket, ``tc tbf``);
+* added latency on every link between two nodes (``FaultKind.LATENCY``): each way delayed by
+  ``delay_ms``, drawn from ``LATENCY_MS``. Jepsen's ``slow`` nemesis puts netem's delay (50 ms
+  by default) on every node, so every link slows, not one node; this kernel lacks netem
+  ("Specified qdisc kind is unknown"), so the delay comes from a user-space relay in every node's
+  namespace (``tests/chaos/relay.py``), idle until the fault.
 
-Added latency would need ``tc netem``, which this machine's kernel lacks ("Specified qdisc kind
-is unknown"), so ``LATENCY_AVAILABLE`` is False and no fault kind adds delay. The test client
-(the test process, outside every node's namespace) is never cut off: the faults are between the
-cluster's own nodes, so what the checker sees is what the cluster did with them.
+The test client (the test process, outside every node's namespace) is never cut off nor
+slowed: the faults are between the cluster's own nodes, so what the checker sees is what the
+cluster did with them.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from collections.abc import Collection, Iterable
 import attrs
 
 Drops = frozenset[tuple[str, str]]
-LATENCY_AVAILABLE = False  # no netem in this kernel; see the module docstring
 BANDWIDTH_LIMIT = "256kbit"  # one node's outgoing link under FaultKind.BANDWIDTH
+LATENCY_MS = (50, 150)  # the one-way delay of every link under FaultKind.LATENCY
 
 
 def one_way(sources: Iterable[str], destinations: Iterable[str]) -> Drops:
@@ -65,6 +69,7 @@ class FaultKind(enum.Enum):
     BRIDGE = "two halves that each reach only the middle (a leader and a controller)"
     FLAP = "a leader isolated and healed, on and off"
     BANDWIDTH = f"a leader's outgoing link limited to {BANDWIDTH_LIMIT}"
+    LATENCY = f"every link between two nodes {LATENCY_MS[0]}-{LATENCY_MS[1]} ms slower each way"
 
 
 @attrs.frozen
@@ -73,6 +78,7 @@ class NetFault:
     hold_s: float  # how long the fault stays (for FLAP: the whole flapping period)
     settle_s: float  # workload undisturbed after every partition is available again
     pick: float  # which leader, in [0, 1)
+    delay_ms: int = 0  # FaultKind.LATENCY: each link's added one-way delay
 
     def choose(self, candidates: Iterable[int]) -> int:
         ordered = sorted(candidates)
@@ -92,7 +98,9 @@ def net_schedule(seed: int, kinds: list[FaultKind], session_timeout_s: float) ->
     for kind in order:
         low, high = (2.0, 4.0) if kind is FaultKind.FLAP else (1.0, session_timeout_s + 1.5)
         hold_s = round(rng.uniform(low, high), 2)
-        faults.append(NetFault(kind, hold_s, round(rng.uniform(0.3, 1.0), 2), rng.random()))
+        settle_s, pick = round(rng.uniform(0.3, 1.0), 2), rng.random()
+        delay_ms = rng.randint(*LATENCY_MS) if kind is FaultKind.LATENCY else 0
+        faults.append(NetFault(kind, hold_s, settle_s, pick, delay_ms))
     return faults
 
 

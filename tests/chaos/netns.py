@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 from tests.chaos.harness import BROKER_IDS, ChaosCluster
 from tests.chaos.net_faults import Drops, dropped_sources
@@ -44,6 +47,16 @@ NETWORKS = itertools.count()
 CHAOS_TABLE = (
     "add table inet chaos\nadd chain inet chaos input { type filter hook input priority 0; }\n"
 )
+RELAY = Path(__file__).with_name("relay.py")
+RELAY_PORT = 2999  # inside each namespace; the cluster's free ports are ephemeral ones
+# Each new TCP connection a node opens to another node goes through its relay (relay.py); the
+# relay's own connections (SO_MARK 1) pass.
+RELAY_NAT = """add table ip chaos_nat
+add chain ip chaos_nat output {{ type nat hook output priority -100; }}
+add rule ip chaos_nat output meta mark {mark} return
+add rule ip chaos_nat output ip daddr {subnet}.0/24 ip daddr != {own} meta l4proto tcp \
+redirect to :{port}
+"""
 
 
 def run(*command: str, input_text: str | None = None) -> str:
@@ -96,6 +109,8 @@ class Network:
         self.limited: set[str] = set()
         self.dropping: dict[str, list[str]] = {}  # node -> source addresses it drops
         self.dropped: Counter[str] = Counter()  # node -> packets its drop rules dropped, so far
+        self.relays: dict[str, subprocess.Popen[str]] = {}
+        self.delay_ms = 0
 
     def namespace(self, name: str) -> str:
         return f"{self.tag}-{name}"
@@ -123,8 +138,61 @@ class Network:
             run("ip", "-n", ns, "link", "set", "lo", "up")
             run("ip", "netns", "exec", ns, "nft", "-f", "-", input_text=CHAOS_TABLE)
 
+    def start_relays(self) -> None:
+        """A latency relay in every node namespace (``tests/chaos/relay.py``), with no delay
+        until ``set_delay``; before the nodes' processes start, so it carries all their links."""
+        for name in self.names:
+            relay = subprocess.Popen(
+                ["ip", "netns", "exec", self.namespace(name), sys.executable, str(RELAY),
+                 str(RELAY_PORT)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            self.relays[name] = relay
+            assert relay.stdout is not None
+            if relay.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"the relay of {name} did not start")
+            script = RELAY_NAT.format(
+                mark=1, subnet=self.subnet, own=self.addresses[name], port=RELAY_PORT
+            )
+            run("ip", "netns", "exec", self.namespace(name), "nft", "-f", "-", input_text=script)
+
+    def _ask_relay(self, name: str, command: str) -> str:
+        relay = self.relays[name]
+        assert relay.stdin is not None and relay.stdout is not None
+        relay.stdin.write(command + "\n")
+        relay.stdin.flush()
+        return relay.stdout.readline().strip()
+
+    def set_delay(self, delay_ms: int) -> None:
+        """Every relay holds each chunk ``delay_ms`` (0: none) from now on."""
+        for name in self.relays:
+            answer = self._ask_relay(name, f"delay {delay_ms}")
+            if answer != "ok":
+                raise RuntimeError(f"the relay of {name} answered {answer!r}")
+        self.delay_ms = delay_ms
+
+    def relay_stats(self) -> dict[str, Counter[str]]:
+        """Per node: connections relayed, bytes out and back, bytes delayed, connect failures."""
+        return {n: Counter(json.loads(self._ask_relay(n, "stats"))) for n in self.relays}
+
+    def stop_relays(self) -> None:
+        """Close every relay's stdin (it exits), kill one that does not; never raises."""
+        for relay in self.relays.values():
+            with contextlib.suppress(OSError):
+                if relay.stdin is not None:
+                    relay.stdin.close()
+        for relay in self.relays.values():
+            try:
+                relay.wait(5)
+            except subprocess.TimeoutExpired:
+                relay.kill()
+                relay.wait(5)
+        self.relays.clear()
+
     def destroy(self) -> None:
-        """Delete every namespace (its veth pair goes with it) and the bridge; never raises."""
+        """Stop the relays, delete every namespace (its veth pair goes with it) and the
+        bridge; never raises."""
+        self.stop_relays()
         for name in self.names:
             delete_namespace(self.namespace(name))
         with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
@@ -175,6 +243,8 @@ class Network:
 
     def heal(self) -> None:
         self.apply(frozenset())
+        if self.delay_ms:
+            self.set_delay(0)
         for name in sorted(self.limited):
             run(
                 "ip",

@@ -8,7 +8,8 @@ follower is stopped, and the active controller is killed (``FaultKind`` lists th
 The fault schedule is drawn from a seed, printed at the start; ``CHAOS_SEED=<seed>`` replays the
 same schedule (which broker is hit is chosen among the leaders of the moment, so timing can still
 differ). The run's history is judged by ``tests.chaos.history_checker`` (pinned by
-``test_history_checker.py``); the replica comparison is pinned at the end.
+``test_history_checker.py``), and its metadata log by ``tests.chaos.election_checker``: no leader
+elected from outside the ISR. The replica comparison is pinned at the end.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.chaos.checker import (
     replica_divergence,
     segment_batches,
 )
+from tests.chaos.election_checker import check_cluster
 from tests.chaos.harness import (
     SESSION_TIMEOUT_MS,
     ChaosBroker,
@@ -203,7 +205,9 @@ def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> 
     final_log = read_to_end(cluster.bootstrap_servers, TOPIC, PARTITIONS)
     report = check(workload.history(final_log))
     divergences = replica_divergences(cluster, final_log)
+    elections = check_cluster(cluster.controllers)
     print(format_report(report, divergences, converged))
+    print(elections.of_topic(TOPIC).render())
     print(
         f"send failures (never acknowledged; may be lost): {len(workload.failures)}; "
         f"run time {time.monotonic() - started:.1f}s"
@@ -213,6 +217,9 @@ def test_acknowledged_writes_survive_kills_and_pauses(cluster: ChaosCluster) -> 
     # duplicates, no reordering in a partition (duplicate, nonmonotonic-send; KIP-98).
     assert report.bad() == {}, report.render()
     assert divergences == [] and converged
+    # No leader from outside the ISR, in this test's topic or any other (tests/chaos/
+    # election_checker.py, over the metadata log).
+    assert elections.violations == (), elections.render()
     assert report.operations["send ok"] >= WARM_UP_ACKNOWLEDGED
 
 

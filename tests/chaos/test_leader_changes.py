@@ -33,6 +33,7 @@ from tests.chaos.checker import (
     encode_value,
     segment_batches,
 )
+from tests.chaos.election_checker import check_cluster
 from tests.chaos.harness import (
     HEARTBEAT_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
@@ -352,3 +353,9 @@ def test_unclean_leader_election_is_off_by_default_and_works_when_enabled(
     assert cluster.topic(unclean)[0]["leader_recovery_state"] == RECOVERED
     for topic in both:
         assert_replicas_agree(cluster, topic)
+    # The election checker over the same metadata log (tests/chaos/election_checker.py): the
+    # one unclean election is seen as such, and allowed by the topic's configuration.
+    elections = check_cluster(cluster.controllers)
+    assert elections.violations == (), elections.render()
+    assert elections.of_topic(unclean).by_cause()["unclean"] == 1
+    assert elections.of_topic(clean).by_cause()["unclean"] == 0

@@ -57,6 +57,9 @@ def test_schedules_repeat_from_a_seed_and_hold_each_kind_once() -> None:
         faults = net_schedule(seed, kinds, 3.0)
         assert sorted(f.kind.name for f in faults) == sorted(k.name for k in kinds)
         assert all(1.0 <= f.hold_s <= 4.5 for f in faults)
+        [latency] = [f for f in faults if f.kind is FaultKind.LATENCY]
+        assert 50 <= latency.delay_ms <= 150
+        assert all(f.delay_ms == 0 for f in faults if f is not latency)
 
 
 def test_free_subnet_skips_those_in_use_and_stays_in_the_benchmarking_range() -> None:

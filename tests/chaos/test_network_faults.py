@@ -1,15 +1,18 @@
 """Network faults between real processes (issue 17): each controller and broker in its own
 network namespace (``tests/chaos/netns.py``), an ``acks=all``, RF=3, ``min.insync.replicas=2``
 workload, and Jepsen's partitions — one node cut off, a minority/majority split, one-way loss,
-a bridge, flapping — and a bandwidth limit (``tests/chaos/net_faults.py``; added latency needs
-netem, which this kernel lacks). After every heal, every partition must take an ``acks=all``
-write again within ``broker.session.timeout.ms`` + 2 s (measured); at the end nothing
-acknowledged is lost, nothing inconsistent was read, and the replicas are identical below the
-high watermark (``tests/chaos/checker.py``).
+a bridge, flapping — a bandwidth limit, and added latency on every link
+(``tests/chaos/net_faults.py``; the delay comes from relays in the namespaces,
+``tests/chaos/relay.py``, as this kernel has no netem; an acks=all produce round trip must rise
+by 2 to 4 x the delay while it holds). After every heal, every partition must take an
+``acks=all`` write again within ``broker.session.timeout.ms`` + 2 s (measured); at the end
+nothing acknowledged is lost, nothing inconsistent was read, and the replicas are identical
+below the high watermark (``tests/chaos/checker.py``).
 
-CI runs one run of ``CI_KINDS`` fault kinds drawn from the seed. ``PYKRAFT_CHAOS_RUNS=N`` makes N
-runs of every kind; ``PYKRAFT_CHAOS_NET_FAULTS=split,bridge`` (``FaultKind`` names) picks the
-kinds; ``CHAOS_SEED`` replays a schedule. Without namespaces the module skips, saying why.
+CI runs one run of latency and ``CI_KINDS`` other kinds drawn from the seed.
+``PYKRAFT_CHAOS_RUNS=N`` makes N runs of every kind; ``PYKRAFT_CHAOS_NET_FAULTS=split,bridge``
+(``FaultKind`` names) picks the kinds; ``CHAOS_SEED`` replays a schedule.
+Without namespaces the module skips, saying why.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -28,12 +32,12 @@ import pytest
 from kafka import KafkaProducer
 
 from tests.chaos.checker import format_report
+from tests.chaos.election_checker import check_cluster
 from tests.chaos.harness import SESSION_TIMEOUT_MS, ChaosCluster, Workload, read_to_end
 from tests.chaos.history import Op, Poll
 from tests.chaos.history_checker import check
 from tests.chaos.net_faults import (
     BANDWIDTH_LIMIT,
-    LATENCY_AVAILABLE,
     FaultKind,
     NetFault,
     bridge,
@@ -54,6 +58,7 @@ WARM_UP_ACKNOWLEDGED = 50
 AVAILABLE_WITHIN_S = SESSION_TIMEOUT_MS / 1000 + 2.0
 PROBE_PREFIX = b"probe-"
 RUNS = int(os.environ.get("PYKRAFT_CHAOS_RUNS", "1"))
+ROUND_TRIPS = 7  # acks=all sends timed one after another, before and during the latency fault
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +67,14 @@ def netns_cluster(
 ) -> Iterator[tuple[ChaosCluster, Network]]:
     reason = unavailable_reason()
     if reason is not None:
-        pytest.skip(f"network faults NOT run (no network namespaces: {reason})")
+        pytest.skip(f"network faults and latency relays NOT run (no network namespaces: {reason})")
     network = Network()
     try:
         network.create()
+        network.start_relays()
         print(
             f"\nnetwork faults run in network namespaces + nftables on {network.subnet}.0/24 "
-            f"(latency: {'netem' if LATENCY_AVAILABLE else 'not available, no netem'}; "
-            f"bandwidth: tc tbf)"
+            "(latency: a relay in every namespace, no netem here; bandwidth: tc tbf)"
         )
         cluster = ChaosCluster(Path(tmp_path_factory.mktemp("netns")))
         place(cluster, network)
@@ -88,7 +93,10 @@ def kinds_of_run(rng: random.Random) -> list[FaultKind]:
         return [FaultKind[name.strip().upper()] for name in named.split(",")]
     if RUNS > 1:
         return list(FaultKind)
-    return rng.sample(list(FaultKind), CI_KINDS)
+    # Latency in every CI run (its round-trip check proves the relays work; ~5 s), with
+    # CI_KINDS partition kinds drawn from the seed.
+    others = [kind for kind in FaultKind if kind is not FaultKind.LATENCY]
+    return [FaultKind.LATENCY, *rng.sample(others, CI_KINDS)]
 
 
 @pytest.mark.parametrize("run", range(RUNS))
@@ -105,6 +113,7 @@ def test_acknowledged_writes_survive_network_faults(
     workload = Workload(cluster.bootstrap_servers, topic, PARTITIONS)
     availability: list[tuple[FaultKind, float]] = []
     silent: list[str] = []  # faults whose cut links dropped nothing
+    slowed: list[str] = []  # latency faults whose round trips did not rise as they must
     # Each cleanup runs even if one before it raises (the workload's threads would hang pytest).
     with contextlib.ExitStack() as cleanup:
         probe = availability_probe(cluster)
@@ -117,7 +126,10 @@ def test_acknowledged_writes_survive_network_faults(
         )
         for fault in faults:
             before = network.dropped.copy()
-            what, expected = inject(cluster, network, topic, fault)
+            if fault.kind is FaultKind.LATENCY:
+                what, expected = slow_links(cluster, network, probe, topic, fault, slowed)
+            else:
+                what, expected = inject(cluster, network, topic, fault)
             dropped = network.dropped - before
             what += f"; packets dropped {dict(sorted(dropped.items()))}"
             if expected and sum(dropped[n] for n in expected) == 0:
@@ -147,14 +159,68 @@ def test_acknowledged_writes_survive_network_faults(
     # leave the history (its polls and its final read) before it is judged.
     report = check(without_probes(workload.history(final_log)))
     divergences = replica_divergences(cluster, final_log, topic)
+    elections = check_cluster(cluster.controllers)
     print(format_report(report, divergences, converged))
+    print(elections.of_topic(topic).render())
     print(f"run time {time.monotonic() - started:.1f}s; send failures {len(workload.failures)}")
     assert report.bad() == {}, report.render()
+    assert elections.violations == (), elections.render()
     assert divergences == [] and converged
     assert report.operations["send ok"] >= WARM_UP_ACKNOWLEDGED
     slow = [(kind.name, round(took, 2)) for kind, took in availability if took > AVAILABLE_WITHIN_S]
     assert slow == [], f"partitions unavailable for over {AVAILABLE_WITHIN_S}s after a heal"
     assert silent == [], "a fault dropped no packet where traffic had to cross it"
+    assert slowed == [], "added latency did not slow an acks=all round trip by 2 to 4 x the delay"
+
+
+def slow_links(
+    cluster: ChaosCluster,
+    network: Network,
+    probe: KafkaProducer,
+    topic: str,
+    fault: NetFault,
+    slowed: list[str],
+) -> tuple[str, set[str]]:
+    """Every link ``fault.delay_ms`` slower each way for ``fault.hold_s``, and the proof: the
+    round trip of an acks=all produce to a partition (from the test process, which no relay
+    slows) rises by 2 to 4 x the delay. The leader acknowledges once each follower has fetched
+    past the record: the fetch that picks it up reaches the leader up to one fetch cycle
+    (2 x delay: the follower's relay holds both the fetch and its answer) after the produce, its
+    answer takes one delay, and the next fetch, which tells the leader, another."""
+    leaders = cluster.leaders(topic)
+    partition = fault.choose(p for p, leader in leaders.items() if leader >= 0)
+    before_stats = network.relay_stats()
+    baseline = statistics.median(round_trips_s(probe, topic, partition))
+    started = time.monotonic()
+    network.set_delay(fault.delay_ms)
+    try:
+        during = statistics.median(round_trips_s(probe, topic, partition))
+        time.sleep(max(0.0, fault.hold_s - (time.monotonic() - started)))
+    finally:
+        network.heal()
+    carried = {n: c - before_stats[n] for n, c in network.relay_stats().items()}
+    delayed = {n: c["bytes delayed"] for n, c in carried.items() if c["bytes delayed"]}
+    rise_ms, delay_ms = (during - baseline) * 1000, fault.delay_ms
+    if not 1.8 * delay_ms <= rise_ms <= 4 * delay_ms + 300:
+        slowed.append(f"+{rise_ms:.0f} ms at {delay_ms} ms each way (baseline {baseline:.3f}s)")
+    if not delayed:
+        slowed.append("the relays delayed no byte")
+    what = (
+        f"{delay_ms} ms each way on every link; acks=all round trip to partition {partition} "
+        f"(leader b{leaders[partition]}) {baseline * 1000:.0f} -> {during * 1000:.0f} ms; "
+        f"bytes delayed {dict(sorted(delayed.items()))}"
+    )
+    return what, set()
+
+
+def round_trips_s(probe: KafkaProducer, topic: str, partition: int) -> list[float]:
+    """Seconds each of ``ROUND_TRIPS`` acks=all sends to ``partition`` took, one at a time."""
+    out = []
+    for _ in range(ROUND_TRIPS):
+        start = time.monotonic()
+        probe.send(topic, value=PROBE_PREFIX + b"rtt", partition=partition).get(timeout=10)
+        out.append(time.monotonic() - start)
+    return out
 
 
 def inject(

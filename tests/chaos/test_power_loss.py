@@ -8,7 +8,8 @@ client creates topics without pause; once some are acknowledged every controller
 acknowledged topic is there on each of them. With ``controller.quorum.fsync=false`` the same
 procedure loses them (nothing of the journal was ever synced): that run is behind
 ``PYKRAFT_CHAOS_RUNS`` >= 2 (tests/quorum/test_raft_journal.py shows the loss on every CI run,
-without processes).
+without processes). The metadata log they come back with is replayed by
+``tests/chaos/election_checker.py``: no leader elected from outside an ISR.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.chaos.election_checker import check_cluster
 from tests.integration.conftest import Cluster, HttpError, clusters_under
 from tests.sim.journal_faults import power_off
 
@@ -131,6 +133,10 @@ def test_every_acknowledged_topic_survives_a_power_loss_of_all_controllers(
         assert len(seen) == 3, logs
         for names in seen:
             assert sorted(set(acknowledged) - names) == [], logs
+        # The log the controllers came back with elects no leader from outside an ISR.
+        elections = check_cluster(cluster)
+        print(elections.render())
+        assert elections.violations == (), elections.render()
 
 
 @pytest.mark.skipif(RUNS < 2, reason="PYKRAFT_CHAOS_RUNS >= 2: the fsync-off contrast run")

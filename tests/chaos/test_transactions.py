@@ -38,6 +38,7 @@ import pytest
 
 from pykraft.coordinator.transaction.config import partition_for
 from tests.chaos.checker import compare_replicas, segment_batches
+from tests.chaos.election_checker import check_cluster
 from tests.chaos.harness import (
     SESSION_TIMEOUT_MS,
     TRANSACTION_STATE_PARTITIONS,
@@ -244,7 +245,9 @@ def test_transfers_stay_atomic_through_coordinator_and_leader_failures(
         uncommitted_log=read_log(servers, TOPIC, high_watermarks, "read_uncommitted"),
     )
     history = check(workload.history(committed_log))
+    elections = check_cluster(cluster.controllers)  # every topic's, __transaction_state too
     summary = history.render() + "\n" + format_txn_report(report, stalls)
+    summary += "\n" + elections.render()
     print(summary)
     print(
         f"fenced instances' commits acknowledged {len(workload.zombie_commits)}, refused "
@@ -255,6 +258,7 @@ def test_transfers_stay_atomic_through_coordinator_and_leader_failures(
     )
     # G0 is expected of Kafka's transactions (writes are not isolated from each other).
     assert report.anomalies == 0 and history.bad() == {} and stalls == [], summary
+    assert elections.violations == (), summary
     assert workload.zombie_commits == [], "a fenced instance's commit was acknowledged"
     assert report.committed_total == DEPOSIT * ACCOUNTS
     # The run exercised both ends: commits, and aborted records really in the log.
