@@ -22,13 +22,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchRequest
 
 from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
 from pykraft.protocol.errors import Errors, ProtocolError
-from pykraft.protocol.fetch import NO_DIVERGING_EPOCH, EpochEndOffset, FetchPartition, PartitionData
+from pykraft.protocol.fetch import FetchPartition, PartitionData
+from pykraft.protocol.fetch_client import decode_fetch_response as decode_response_body
 from pykraft.storage.topic_partition import TopicPartition
 
 FIRST_TRUNCATION_ON_FETCH_VERSION = 12
@@ -170,11 +171,15 @@ def decode_fetch_response(
 ) -> dict[TopicPartition, PartitionData]:
     """Each requested partition's answer; partitions the request did not name are dropped.
 
-    A top-level error (v7+, e.g. FETCH_SESSION_ID_NOT_FOUND) fails the whole request, as in
-    Kafka's ``ReplicaFetcherThread``.
+    Hand-written (``protocol.fetch_client``, the inverse of the leader's encoder): each
+    partition's records stay one zero-copy slice of ``body`` for ``append_as_follower``, where
+    kafka-python's generated decoder copied the frame and then every partition's records. Bytes
+    that end early, lie about a length or run past the response raise ``MalformedRequestError``
+    naming the field. A top-level error (v7+, e.g. FETCH_SESSION_ID_NOT_FOUND) fails the whole
+    request, as in Kafka's ``ReplicaFetcherThread``.
     """
-    response = FetchResponse.decode(bytes(body), version=version)
-    if version >= 7 and response.error_code != Errors.NONE:
+    response = decode_response_body(body, version)
+    if response.error_code != Errors.NONE:
         raise LeaderProtocolError(f"Fetch answered top-level error {response.error_code}")
     by_id = version >= FIRST_TOPIC_ID_FETCH_VERSION
     wanted = {
@@ -190,24 +195,12 @@ def decode_fetch_response(
         for partition in topic.partitions:
             topic_partition = wanted.get((key, partition.partition_index))
             if topic_partition is not None:
-                answers[topic_partition] = _partition_data(partition)
+                answers[topic_partition] = (
+                    partition
+                    if partition.records is not None
+                    else attrs.evolve(partition, records=())
+                )
     return answers
-
-
-def _partition_data(partition: Any) -> PartitionData:
-    diverging = partition.diverging_epoch
-    records = partition.records
-    return PartitionData(
-        partition_index=partition.partition_index,
-        error_code=partition.error_code,
-        high_watermark=partition.high_watermark,
-        last_stable_offset=partition.last_stable_offset,
-        log_start_offset=partition.log_start_offset,
-        diverging_epoch=NO_DIVERGING_EPOCH
-        if diverging is None
-        else EpochEndOffset(diverging.epoch, diverging.end_offset),
-        records=(records,) if records else (),
-    )
 
 
 # ---------------------------------------------------------------------- OffsetForLeaderEpoch
