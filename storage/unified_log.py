@@ -76,6 +76,7 @@ from pykraft.storage.producer_replay import (
 )
 from pykraft.storage.producer_state import ProducerStateManager
 from pykraft.storage.record_batch import (
+    NO_PRODUCER_ID,
     CorruptRecordError,
     patch_base_offset,
     patch_partition_leader_epoch,
@@ -279,12 +280,17 @@ class UnifiedLog:
                 self.leader_epoch_cache.assign(epoch, item.header.base_offset)
         view = memoryview(batches)
         try:
+            # One write per segment the batches go to: usually one for the whole fetch.
             for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
                 start = chunk[0].position
                 end = chunk[-1].position + chunk[-1].header.size_in_bytes
-                rebased = [attrs.evolve(item, position=item.position - start) for item in chunk]
                 self._append(
-                    view[start:end], rebased, chunk[0].header.base_offset, now_ms, leader=True
+                    view[start:end],
+                    chunk,
+                    chunk[0].header.base_offset,
+                    now_ms,
+                    leader=True,
+                    buffer_start=start,
                 )
         except OSError:
             # Epochs were recorded for batches that are not all written: keep only the log's.
@@ -312,9 +318,11 @@ class UnifiedLog:
         now_ms: int | None,
         *,
         leader: bool = False,
+        buffer_start: int = 0,
     ) -> LogAppendInfo:
         """``leader``: the batches keep the leader's offsets (a follower's append), which may
-        leave gaps where the leader's cleaner removed batches; else they follow each other."""
+        leave gaps where the leader's cleaner removed batches; else they follow each other.
+        ``buffer_start``: where ``buffer`` begins in the data the batches' positions count in."""
         info = append_info(
             batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
         )
@@ -332,16 +340,22 @@ class UnifiedLog:
             last_offset = header.last_offset if leader else next_offset + header.last_offset_delta
             appended.append(
                 AppendedBatch(
-                    item.position, header.size_in_bytes, last_offset, header.max_timestamp
+                    item.position - buffer_start,
+                    header.size_in_bytes,
+                    last_offset,
+                    header.max_timestamp,
                 )
             )
             next_offset = last_offset + 1
         self.store.append(buffer, appended)  # an OSError here has changed nothing
         # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
         # it, a failed write would answer the producer's retry as a duplicate (issue 9).
+        # A batch without a producer id only moves the map's end offset, which the last batch
+        # (always folded in) moves past them all: no per-batch call for plain data.
         written_batches = [
             (item.header, end - item.header.last_offset_delta, end, item.marker)
             for item, end in zip(batches, (batch.last_offset for batch in appended), strict=True)
+            if item.header.producer_id != NO_PRODUCER_ID or end == next_offset - 1
         ]
         apply_appended(self.producer_state, self.store, written_batches)
         return info
