@@ -419,6 +419,28 @@ def _raise_refusal(kind: AppendCheckKind, message: str) -> None:
         raise refusal(message)
 
 
+def follower_append_info(batches: list[ValidatedBatch], *, log_start_offset: int) -> LogAppendInfo:
+    """Summarise a follower's batches, which carry the leader's offsets (gaps and all)."""
+    max_timestamp, offset_of_max, records = -1, batches[0].header.base_offset, 0
+    for batch in batches:
+        header = batch.header
+        if header.max_timestamp > max_timestamp:
+            max_timestamp = header.max_timestamp
+            offset_of_max = header.base_offset + header.last_offset_delta
+        records += header.records_count
+    last = batches[-1]
+    return LogAppendInfo(
+        first_offset=batches[0].header.base_offset,
+        last_offset=last.header.base_offset + last.header.last_offset_delta,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max,
+        log_append_time_ms=-1,
+        log_start_offset=log_start_offset,
+        records_count=records,
+        valid_bytes=last.position + last.header.batch_length + LOG_OVERHEAD,
+    )
+
+
 def segment_sized_chunks(
     batches: list[ValidatedBatch], segment_bytes: int
 ) -> Iterator[list[ValidatedBatch]]:

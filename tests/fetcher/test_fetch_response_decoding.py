@@ -125,6 +125,10 @@ def our_view(answers: dict[TopicPartition, PartitionData]) -> dict[TopicPartitio
     view = {}
     for topic_partition, p in answers.items():
         assert p.records is not None
+        chunks = []
+        for chunk in p.records:
+            assert isinstance(chunk, memoryview), f"records decode as frame slices: {chunk!r}"
+            chunks.append(chunk)
         view[topic_partition] = (
             p.partition_index,
             p.error_code,
@@ -136,7 +140,7 @@ def our_view(answers: dict[TopicPartition, PartitionData]) -> dict[TopicPartitio
             p.snapshot_id,
             p.aborted_transactions,
             p.preferred_read_replica,
-            b"".join(p.records),
+            b"".join(chunks),
         )
     return view
 
