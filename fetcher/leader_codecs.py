@@ -3,8 +3,10 @@
 Pure ``bytes <-> values`` functions for ``fetcher.leader_endpoint`` (STYLE.md §8): which
 version of each API to use with a leader (``negotiate``), and the Fetch, OffsetForLeaderEpoch,
 ListOffsets and ApiVersions bodies a follower sends and receives, through kafka-python's
-classes generated from Kafka's JSON schemas. Answers come back as the values the fetcher core
-reads (``protocol.fetch.PartitionData``, ``fetcher.truncation.LeaderEpochEndOffset``).
+classes generated from Kafka's JSON schemas — except Fetch answers, the bulk of replication's
+bytes, which the hand-written ``protocol.fetch_client`` decodes without copying the records
+(issue 18). Answers come back as the values the fetcher core reads
+(``protocol.fetch.PartitionData``, ``fetcher.truncation.LeaderEpochEndOffset``).
 
 Version choice follows Kafka's ``ReplicaFetcherThread`` for a current metadata version: Fetch
 v13+ names topics by id (v12 when a partition has no topic id yet), v12+ is needed for
