@@ -51,7 +51,10 @@ from pykraft.protocol.wire import encode_uvarint
 from pykraft.storage.topic_partition import TopicPartition
 from tests.protocol.test_fetch import VERSIONS, fetch_responses, read_fake
 
-FOLLOWER_VERSIONS = VERSIONS  # a follower negotiates any of v4-v17 (leader_codecs.negotiate)
+# A follower negotiates any of v4-v17 (leader_codecs.negotiate); each version where a field
+# the follower reads or writes appears or moves, the first and the last.
+assert list(VERSIONS) == list(range(4, 18))
+FOLLOWER_VERSIONS = [4, 5, 7, 9, 11, 12, 13, 15, 16, 17]
 
 
 def body_of(response: FetchResponse, version: int) -> bytes:
@@ -154,7 +157,7 @@ error_free_responses = fetch_responses.map(lambda response: attrs.evolve(respons
 
 
 @pytest.mark.parametrize("version", FOLLOWER_VERSIONS)
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(response=error_free_responses)
 def test_decoder_reads_what_the_generated_decoder_reads(
     version: int, response: FetchResponse
@@ -165,8 +168,8 @@ def test_decoder_reads_what_the_generated_decoder_reads(
     assert our_view(answers) == kafka_python_view(body, version, request)
 
 
-@pytest.mark.parametrize("version", [4, 12, 16, 17])
-@settings(max_examples=15, deadline=None)
+@pytest.mark.parametrize("version", [4, 16])
+@settings(max_examples=10, deadline=None)
 @given(response=error_free_responses)
 def test_records_are_slices_of_the_frame_not_copies(version: int, response: FetchResponse) -> None:
     frame = bytearray(body_of(response, version))
@@ -317,7 +320,7 @@ def kafka_python_request(
 
 
 @pytest.mark.parametrize("version", FOLLOWER_VERSIONS)
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(request=replica_fetches, replica_id=st.integers(0, 2**31 - 1), broker_epoch=int64s)
 def test_request_bytes_equal_the_generated_encoder(
     version: int, request: ReplicaFetch, replica_id: int, broker_epoch: int
