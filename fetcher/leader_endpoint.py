@@ -5,9 +5,9 @@ Theory of operation
 A replica fetcher talks to its leader through a ``LeaderEndpoint``: Fetch, OffsetsForLeaderEpoch
 and ListOffsets (earliest and latest) for the partitions it replicates. The fetcher only sees
 ``fetcher.responses``' values (``PartitionData``, ``LeaderEpochEndOffset``, ``LeaderOffsets``);
-every byte is encoded and decoded here, with kafka-python's classes generated from Kafka's JSON
-schemas (``protocol.apis``; the client side of Fetch is not in the broker's hand-written hot path)
-and ``protocol``'s request/response headers.
+every byte is encoded and decoded here (``fetcher.leader_codecs``: kafka-python's classes
+generated from Kafka's JSON schemas, and the hand-written ``protocol.fetch_client`` for Fetch,
+whose answers' records stay slices of the frame) with ``protocol``'s request/response headers.
 
 ``KafkaLeaderEndpoint`` sends one request at a time on one ``fetcher.broker_connection``
 connection (Kafka's ``BlockingSend``), whose ApiVersions answer ``leader_codecs.negotiate`` turns

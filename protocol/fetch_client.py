@@ -1,8 +1,9 @@
 """The client side of the Fetch codec: what a follower sends and reads, hand-written.
 
-Today it serves the tests (the codec round-trips on its own, and the hostile suite speaks it);
-the replica fetcher still encodes and decodes Fetch with kafka-python (``fetcher/leader_codecs.py``)
-— moving it here, zero-copy into ``append_as_follower``, is issue 18's.
+The replica fetcher speaks Fetch with it (``fetcher.leader_codecs``, issue 18: kafka-python's
+generated classes copied every partition's records and took ~5 us a partition to encode a
+request); the tests use both directions too (the codec round-trips on its own, and the hostile
+suite speaks it).
 
 ``encode_fetch_request`` is the inverse of ``fetch.decode_fetch_request`` and
 ``decode_fetch_response`` the inverse of ``fetch.encode_fetch_response``; together they make
@@ -16,6 +17,7 @@ from __future__ import annotations
 import attrs
 
 from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, decode_node_endpoints
+from pykraft.protocol.errors import MalformedRequestError
 from pykraft.protocol.fetch import (
     FIRST_FLEXIBLE_VERSION,
     NO_DIVERGING_EPOCH,
@@ -126,6 +128,11 @@ def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
         tags = reader.tagged_fields("FetchResponse tagged fields")
         if 0 in tags and api_version >= 16:
             response = attrs.evolve(response, node_endpoints=decode_node_endpoints(Reader(tags[0])))
+    if reader.remaining:
+        # A length that lied short leaves bytes behind: the answer is not what it says.
+        raise MalformedRequestError(
+            "FetchResponse", f"{reader.remaining} bytes left after the response", reader.position
+        )
     return response
 
 

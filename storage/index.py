@@ -147,6 +147,18 @@ class _IndexFile:
         self.entries += 1
         self._last = (first, second)
 
+    def _pack_many(self, entries: list[tuple[int, int]]) -> None:
+        """``_pack`` each of ``entries``, with one copy into the map."""
+        assert self._mmap is not None and self.entries + len(entries) <= self.max_entries
+        if not entries:
+            return
+        pack = self.ENTRY.pack
+        start = self.entries * self._entry_size
+        data = b"".join([pack(first, second) for first, second in entries])
+        self._mmap[start : start + len(data)] = data
+        self.entries += len(entries)
+        self._last = entries[-1]
+
     def _last_raw(self) -> tuple[int, int] | None:
         if self._last is None and self.entries:
             self._last = self._unpack(self.entries - 1)
@@ -277,6 +289,22 @@ class OffsetIndex(_IndexFile):
             )
         self._pack(offset - self.base_offset, position)
 
+    def append_many(self, entries: list[tuple[int, int]]) -> None:
+        """``append`` each ``(offset, position)`` (ascending) while the index has room: the
+        entries of one append, written at once. A full index takes no more (the log rolls)."""
+        room = self.max_entries - self.entries
+        relative: list[tuple[int, int]] = []
+        last = self.last_offset if self.entries else None
+        for offset, position in entries[:room]:
+            if last is not None and offset <= last:
+                raise ValueError(
+                    f"attempt to append offset {offset} to {self.path} at or below the last "
+                    f"indexed offset {last}"
+                )
+            relative.append((offset - self.base_offset, position))
+            last = offset
+        self._pack_many(relative)
+
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The largest entry with offset <= target, else ``(base_offset, 0)``."""
         slot = self._floor_slot(target_offset - self.base_offset, self._relative_offset)
@@ -347,6 +375,27 @@ class TimeIndex(_IndexFile):
         if self.entries >= self.max_entries or (self.is_full and not skip_full_check):
             raise ValueError(f"attempt to append to a full time index {self.path}")
         self._pack(timestamp, offset - self.base_offset)
+
+    def maybe_append_many(self, entries: list[tuple[int, int]]) -> None:
+        """``maybe_append`` each ``(timestamp, offset)`` while the index is not full: the
+        entries of one append, written at once."""
+        last = self.last_entry
+        last_timestamp, last_offset = last.timestamp, last.offset
+        room = max(0, self.max_entries - 1 - self.entries)  # ``is_full`` keeps the last slot
+        kept: list[tuple[int, int]] = []
+        for timestamp, offset in entries:
+            if timestamp <= last_timestamp:
+                continue
+            if (self.entries or kept) and offset < last_offset:
+                raise ValueError(
+                    f"attempt to append offset {offset} to {self.path} below the last "
+                    f"indexed offset {last_offset}"
+                )
+            if len(kept) == room:
+                break
+            kept.append((timestamp, offset - self.base_offset))
+            last_timestamp, last_offset = timestamp, offset
+        self._pack_many(kept)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, else ``(NO_TIMESTAMP, base)``."""

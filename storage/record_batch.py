@@ -138,38 +138,39 @@ def parse_header(buf: bytes | bytearray | memoryview, position: int = 0) -> Batc
         raise CorruptRecordError(
             "header", f"only {available} bytes left, a v2 header needs 61", position
         )
-    header = BatchHeader(*_HEADER.unpack_from(buf, position))
-    if header.magic != CURRENT_MAGIC:
-        raise CorruptRecordError("magic", f"{header.magic} is not supported, need 2", position)
-    if header.batch_length < MIN_BATCH_LENGTH:
+    fields = _HEADER.unpack_from(buf, position)
+    # Checked on the unpacked fields (every append reads every header: issue 18's hot path).
+    _, batch_length, _, magic, _, attributes, last_offset_delta = fields[:7]
+    records_count = fields[12]
+    if magic != CURRENT_MAGIC:
+        raise CorruptRecordError("magic", f"{magic} is not supported, need 2", position)
+    if batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(
             "batchLength",
-            f"{header.batch_length} is below the minimum {MIN_BATCH_LENGTH}",
+            f"{batch_length} is below the minimum {MIN_BATCH_LENGTH}",
             position,
         )
-    if header.size_in_bytes > available:
+    if batch_length + LOG_OVERHEAD > available:
         raise CorruptRecordError(
             "batchLength",
-            f"batch claims {header.size_in_bytes} bytes but only {available} remain",
+            f"batch claims {batch_length + LOG_OVERHEAD} bytes but only {available} remain",
             position,
         )
-    if header.records_count < 0:
-        raise CorruptRecordError("recordsCount", f"{header.records_count} is negative", position)
-    if header.last_offset_delta < 0:
-        raise CorruptRecordError(
-            "lastOffsetDelta", f"{header.last_offset_delta} is negative", position
-        )
-    if header.records_count > 0 and header.last_offset_delta < header.records_count - 1:
+    if records_count < 0:
+        raise CorruptRecordError("recordsCount", f"{records_count} is negative", position)
+    if last_offset_delta < 0:
+        raise CorruptRecordError("lastOffsetDelta", f"{last_offset_delta} is negative", position)
+    if records_count > 0 and last_offset_delta < records_count - 1:
         raise CorruptRecordError(
             "lastOffsetDelta",
-            f"{header.last_offset_delta} is below recordsCount - 1 ({header.records_count - 1})",
+            f"{last_offset_delta} is below recordsCount - 1 ({records_count - 1})",
             position,
         )
-    if header.attributes & COMPRESSION_MASK > CompressionType.ZSTD:
+    if attributes & COMPRESSION_MASK > CompressionType.ZSTD:
         raise CorruptRecordError(
-            "attributes", f"unknown compression codec {header.attributes & 7}", position
+            "attributes", f"unknown compression codec {attributes & 7}", position
         )
-    return header
+    return BatchHeader(*fields)
 
 
 def compute_crc(buf: bytes | bytearray | memoryview, position: int, header: BatchHeader) -> int:

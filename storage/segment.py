@@ -219,13 +219,31 @@ class LogSegment:
         if physical_position == 0 and batches:
             self._rolling_timestamp = batches[0].max_timestamp
         self.size += len(buffer)
+        self._index_batches(batches, physical_position)
+
+    def _index_batches(self, batches: Sequence[AppendedBatch], physical_position: int) -> None:
+        """``_after_batch`` for every batch of one append, the index entries written in bulk
+        (a fetch of many small batches adds one entry per ``index.interval.bytes``)."""
+        best = self.max_timestamp_so_far
+        best_timestamp, best_offset = best.timestamp, best.offset
+        interval = self.config.index_interval_bytes
+        since = self._bytes_since_last_index_entry
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
         for batch in batches:
-            self._after_batch(
-                batch.last_offset,
-                batch.max_timestamp,
-                physical_position + batch.position,
-                batch.size,
-            )
+            if batch.max_timestamp > best_timestamp:
+                best_timestamp, best_offset = batch.max_timestamp, batch.last_offset
+            if since > interval:
+                offset_entries.append((batch.last_offset, physical_position + batch.position))
+                time_entries.append((best_timestamp, best_offset))
+                since = 0
+            since += batch.size
+        self._bytes_since_last_index_entry = since
+        if best_timestamp > best.timestamp:
+            self._max_timestamp = TimestampOffset(best_timestamp, best_offset)
+        if offset_entries:
+            self.offset_index.append_many(offset_entries)
+            self.time_index.maybe_append_many(time_entries)
 
     def _after_batch(self, last_offset: int, max_timestamp: int, position: int, size: int) -> None:
         """Track the max timestamp and add index entries every index.interval.bytes."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import attrs
 
@@ -45,9 +45,10 @@ if TYPE_CHECKING:
     from pykraft.storage.txn_markers import EndTransactionMarker
 
 
-@attrs.frozen
-class AppendedBatch:
-    """A batch about to be written: where it is in the append buffer and what it holds."""
+class AppendedBatch(NamedTuple):
+    """A batch about to be written: where it is in the append buffer and what it holds.
+
+    A tuple rather than an attrs class: an append makes one per batch (issue 18's lean path)."""
 
     position: int  # within the buffer passed to ``append``
     size: int

@@ -65,6 +65,7 @@ from pykraft.storage.log_validator import (
     ValidatedBatch,
     append_info,
     check_producers,
+    follower_append_info,
     segment_sized_chunks,
     validate_follower_batches,
     validate_leader_batches,
@@ -76,6 +77,8 @@ from pykraft.storage.producer_replay import (
 )
 from pykraft.storage.producer_state import ProducerStateManager
 from pykraft.storage.record_batch import (
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
     CorruptRecordError,
     patch_base_offset,
     patch_partition_leader_epoch,
@@ -279,30 +282,27 @@ class UnifiedLog:
                 self.leader_epoch_cache.assign(epoch, item.header.base_offset)
         view = memoryview(batches)
         try:
+            # One write per segment the batches go to: usually one for the whole fetch.
             for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
                 start = chunk[0].position
                 end = chunk[-1].position + chunk[-1].header.size_in_bytes
-                rebased = [attrs.evolve(item, position=item.position - start) for item in chunk]
-                self._append(
-                    view[start:end], rebased, chunk[0].header.base_offset, now_ms, leader=True
+                max_timestamp = max(-1, *(item.header.max_timestamp for item in chunk))
+                self._write(
+                    view[start:end],
+                    chunk,
+                    chunk[0].header.base_offset,
+                    max_timestamp,
+                    chunk[-1].header.last_offset,
+                    now_ms,
+                    leader=True,
+                    buffer_start=start,
                 )
         except OSError:
             # Epochs were recorded for batches that are not all written: keep only the log's.
             with contextlib.suppress(OSError):
                 self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             raise
-        valid_bytes = validated[-1].position + validated[-1].header.size_in_bytes
-        info = append_info(
-            validated,
-            first_offset,
-            log_start_offset=self._log_start_offset,
-            valid_bytes=valid_bytes,
-        )
-        return attrs.evolve(
-            info,
-            first_offset=validated[0].header.base_offset,
-            last_offset=validated[-1].header.last_offset,
-        )
+        return follower_append_info(validated, log_start_offset=self._log_start_offset)
 
     def _append(
         self,
@@ -310,18 +310,34 @@ class UnifiedLog:
         batches: list[ValidatedBatch],
         first_offset: int,
         now_ms: int | None,
-        *,
-        leader: bool = False,
     ) -> LogAppendInfo:
-        """``leader``: the batches keep the leader's offsets (a follower's append), which may
-        leave gaps where the leader's cleaner removed batches; else they follow each other."""
+        """Write a leader's batches, their offsets assigned from ``first_offset`` on."""
         info = append_info(
             batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
         )
-        if leader:
-            info = attrs.evolve(info, last_offset=batches[-1].header.last_offset)
+        self._write(buffer, batches, first_offset, info.max_timestamp, info.last_offset, now_ms)
+        return info
+
+    def _write(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        batches: list[ValidatedBatch],
+        first_offset: int,
+        max_timestamp: int,
+        last_offset: int,
+        now_ms: int | None,
+        *,
+        leader: bool = False,
+        buffer_start: int = 0,
+    ) -> None:
+        """Roll if due, write ``buffer``, fold the batches into producer state.
+
+        ``leader``: the batches keep the leader's offsets (a follower's append), which may
+        leave gaps where the leader's cleaner removed batches; else they follow each other
+        from ``first_offset``. ``buffer_start``: where ``buffer`` begins in the data the
+        batches' positions count in."""
         clock = self.active_segment.created_ms if now_ms is None else now_ms
-        if self.store.should_roll(len(buffer), info.max_timestamp, info.last_offset, clock):
+        if self.store.should_roll(len(buffer), max_timestamp, last_offset, clock):
             # Kafka maybeRoll: roll(Some(firstOffset)), so a follower's batch past a gap wider
             # than a segment's relative offsets opens a segment of its own
             self.roll(clock, batches[0].header.base_offset if leader else None)
@@ -329,22 +345,27 @@ class UnifiedLog:
         next_offset = first_offset
         for item in batches:
             header = item.header
-            last_offset = header.last_offset if leader else next_offset + header.last_offset_delta
+            end = header.last_offset if leader else next_offset + header.last_offset_delta
             appended.append(
                 AppendedBatch(
-                    item.position, header.size_in_bytes, last_offset, header.max_timestamp
+                    item.position - buffer_start,
+                    header.batch_length + LOG_OVERHEAD,
+                    end,
+                    header.max_timestamp,
                 )
             )
-            next_offset = last_offset + 1
+            next_offset = end + 1
         self.store.append(buffer, appended)  # an OSError here has changed nothing
         # Producer state follows the write, as in Kafka's UnifiedLog.append: updated before
         # it, a failed write would answer the producer's retry as a duplicate (issue 9).
+        # A batch without a producer id only moves the map's end offset, which the last batch
+        # (always folded in) moves past them all: no per-batch call for plain data.
         written_batches = [
             (item.header, end - item.header.last_offset_delta, end, item.marker)
             for item, end in zip(batches, (batch.last_offset for batch in appended), strict=True)
+            if item.header.producer_id != NO_PRODUCER_ID or end == next_offset - 1
         ]
         apply_appended(self.producer_state, self.store, written_batches)
-        return info
 
     def roll(self, now_ms: int, base_offset: int | None = None) -> None:
         """Start a new active segment at the log end, or at ``base_offset`` when past it (no-op

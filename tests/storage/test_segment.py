@@ -3,10 +3,13 @@ decisions (Kafka's LogSegmentTest behaviour)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pykraft.storage.index import TimestampOffset
 from pykraft.storage.log_config import LogConfig
@@ -260,3 +263,48 @@ def test_config_changes_apply(tmp_path: Path) -> None:
     fill(segment, 0, 5)
     # index.interval.bytes = 0: every batch after the first gets an entry.
     assert segment.offset_index.entries == 4
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 60), st.integers(0, 50)),
+        min_size=1,
+        max_size=40,
+    ),
+    cuts=st.lists(st.booleans(), min_size=40, max_size=40),
+)
+def test_bulk_index_entries_equal_one_batch_at_a_time(
+    batches: list[tuple[int, int, int]], cuts: list[bool]
+) -> None:
+    """An append indexes its batches in one go (issue 18); what it writes must equal what
+    recovery's batch-by-batch ``_after_batch`` rebuilds: the same entries, timestamps going
+    back and forth, and a small index that fills up."""
+    data, offset = [], 0
+    for number, (count, value_size, jitter) in enumerate(batches):
+        # Mostly later and later, sometimes earlier: the max timestamp moves in steps.
+        timestamp = 1000 + 10 * number - jitter
+        data.append(make_batch(offset, count, timestamp=timestamp, value_size=value_size))
+        offset += count
+    # An interval the first two batches fill exactly: the boundary case of "more than".
+    interval = len(data[0]) + len(data[1]) if len(data) > 1 else 150
+    config = LogConfig(index_interval_bytes=interval, segment_index_bytes=48)
+    with tempfile.TemporaryDirectory() as directory:
+        segment = LogSegment(Path(directory), 0, config, now_ms=0)
+        pending = b""
+        for batch, cut in zip(data, cuts, strict=False):
+            pending += batch
+            if cut:
+                append(segment, pending)
+                pending = b""
+        if pending:
+            append(segment, pending)
+        appended = (segment.max_timestamp_so_far, segment.offset_index.entries)
+        segment.on_become_inactive()
+        offset_index = segment.offset_index_path.read_bytes()
+        time_index = segment.time_index_path.read_bytes()
+        segment.recover(lambda header: None)
+        assert (segment.max_timestamp_so_far, segment.offset_index.entries) == appended
+        assert segment.offset_index_path.read_bytes() == offset_index
+        assert segment.time_index_path.read_bytes() == time_index
+        segment.close()
