@@ -37,6 +37,7 @@ from pykraft.metadata.compact_codec import encode_records
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import MetadataRecord
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.broker_channels import BrokerChannels
 from pykraft.quorum.broker_rates import HeartbeatRates
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
@@ -124,6 +125,8 @@ class ControllerNode:
         self.clock = clock
         self.view = MetadataView(config.window_records)
         self.bridge = RaftBridge(loop, self.view)
+        # The active controller's watch on its brokers' long-poll connections.
+        self.broker_channels = BrokerChannels()
         self.raft = open_metadata_raft(config, self.bridge, wall_clock_ms=clock.wall_clock_ms)
         self._write_lock = asyncio.Lock()
         self._settings = ControllerSettings(
@@ -206,6 +209,7 @@ class ControllerNode:
             )
             self._controller_term = term
             self.broker_rates = HeartbeatRates()
+            self.broker_channels.clear()
         return self._controller
 
     def next_deadline_ms(self) -> int:

@@ -36,6 +36,7 @@ from aiohttp import web
 from pykraft.metadata.auth.tls_context import server_context
 from pykraft.metadata.image import MetadataImage
 from pykraft.quorum.auth_http import Doors
+from pykraft.quorum.broker_channels import BrokerChannels
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller import ControllerResult, QuorumController
 from pykraft.quorum.metadata_view import MetadataView
@@ -69,6 +70,7 @@ class TimedNode(Protocol):
     """What the timer needs of a ``ControllerNode``."""
 
     view: MetadataView
+    broker_channels: BrokerChannels
 
     @property
     def clock(self) -> Clock: ...
@@ -98,7 +100,25 @@ async def fence_stale_brokers(node: TimedNode) -> None:
         )
         if not fenced:
             return
-        logger.info("fenced broker(s) %s: session expired", list(fenced))
+        logger.info("fenced broker(s) %s: session expired or connection closed", list(fenced))
+
+
+async def watch_broker_channels(node: TimedNode) -> None:
+    """Tell the active controller which brokers' long-poll connections closed since the last
+    turn (quorum/broker_channels.py); their sessions end soon after unless they call in."""
+    closed = node.broker_channels.closed()
+    if not closed:
+        return
+
+    def mark(
+        controller: QuorumController, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[None]:
+        for broker_id, broker_epoch in closed:
+            controller.broker_channel_closed(image, broker_id, broker_epoch, now_ms)
+        return _NOTHING
+
+    await node.write(mark)
+    logger.info("metadata long-poll connection closed by broker(s) %s", [b for b, _ in closed])
 
 
 async def sweep_expired_delegation_tokens(node: TimedNode) -> None:
@@ -150,6 +170,12 @@ async def run_timer(node: TimedNode, clock: Clock) -> None:
     while True:  # until cancelled; every turn waits at least TIMER_MIN_DELAY_MS
         delay_ms = TIMER_MAX_DELAY_MS
         if node.is_leader():
+            # Every turn, busy log or not: a dead broker's closed connection starts its short
+            # way out at once.
+            try:
+                await watch_broker_channels(node)
+            except ServiceError as error:
+                logger.info("watching broker connections skipped: %s", error.message)
             # The operations run when the timer fired (at the deadline, or after the longest
             # wait) or are due; a wake-up by the log only re-arms, so a busy log does not
             # queue them behind every write.

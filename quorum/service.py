@@ -67,20 +67,15 @@ async def get_records(request: web.Request) -> web.Response:
     query = records_query_from_params(request.query)
     max_wait_ms = min(query.max_wait_ms, node.config.fetch_max_wait_ms)
     max_records = min(query.max_records, MAX_FETCH_RECORDS)
-    watched = query.broker_id >= 0 and node.is_leader()
-    if watched:
+    if query.broker_id >= 0 and node.is_leader() and request.transport is not None:
+        # A registered broker's poll: it is connected, and this connection is the one to
+        # watch (quorum/broker_channels.py; the timer reports it closed).
         node.active_controller().broker_channel_opened(
             node.view.image, query.broker_id, query.broker_epoch
         )
+        node.broker_channels.polled(query.broker_id, query.broker_epoch, request.transport)
     if query.from_offset >= node.view.window.start_offset and max_wait_ms > 0:
         await node.view.wait_beyond(query.from_offset, max_wait_ms / 1000)
-    if watched and request.transport is None and node.is_leader():
-        # The broker's side closed the connection while its long poll waited: its process
-        # is likely gone (managers/sessions.py). The answer below goes nowhere.
-        now_ms = node.clock.monotonic_ms()
-        node.active_controller().broker_channel_closed(
-            node.view.image, query.broker_id, query.broker_epoch, now_ms
-        )
     read = node.view.read(query.from_offset, max_records)
     if read.status is ReadStatus.SNAPSHOT_REQUIRED:
         raise _snapshot_required(node, query.from_offset)

@@ -15,7 +15,8 @@ A dead process is told from a silent one (issue 18; not in Kafka, whose controll
 the session either way). A broker's metadata long poll (``GET /v1/metadata/records`` with its id
 and epoch) is outstanding almost all the time on a connection to the active controller. When
 the process dies, its kernel closes that connection; a paused or partitioned process keeps it
-open. So the service reports a closed long-poll connection (``channel_closed``), and unless the
+open. So the timer reports the closed connection of a broker's latest long poll — waiting or
+idle in the broker's pool (``quorum/broker_channels.py``) — as ``channel_closed``, and unless the
 same incarnation calls in again — a new long poll (``channel_opened``) or a heartbeat — within
 ``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns it off), the session ends
 there instead of at ``broker.session.timeout.ms``. A live broker's next long poll follows its

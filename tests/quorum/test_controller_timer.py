@@ -18,6 +18,7 @@ from pykraft.metadata.records import (
     PartitionChangeRecord,
     RegisterBrokerRecord,
 )
+from pykraft.quorum.broker_channels import BrokerChannels
 from pykraft.quorum.controller import ControllerSettings, QuorumController
 from pykraft.quorum.metadata_view import MetadataView
 from pykraft.quorum.node import Operation, ServiceError
@@ -56,6 +57,7 @@ class TimedNode:
         )
         self.leader = True
         self.written: list[tuple[int, MetadataRecord]] = []
+        self.broker_channels = BrokerChannels()
 
     def is_leader(self) -> bool:
         return self.leader
@@ -129,6 +131,36 @@ def test_a_broker_is_fenced_when_its_session_expires_not_a_fixed_period_later() 
     (fenced_1_ms, _), (fenced_2_ms, _) = fencings(node)
     assert 9_001 <= fenced_1_ms <= 9_001 + TIMER_MIN_DELAY_MS
     assert 11_001 <= fenced_2_ms <= 11_001 + TIMER_MIN_DELAY_MS
+
+
+class Connection:
+    """What the controller keeps of a broker's long-poll connection: whether it is closing."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_a_broker_whose_connection_closed_is_fenced_a_second_later_not_at_its_session_end() -> None:
+    # pykraft.broker.channel.closed.timeout.ms (1000): the timer notices the closed long-poll
+    # connection on its next turn; broker 2's heartbeat keeps it in (its session ends at 11,000).
+    def arrive() -> None:
+        connection.closed = True
+
+    clock = ArrivalClock(3_000, arrive)
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=100),
+    )
+    connection = Connection()
+    node.broker_channels.polled(1, node.image.cluster.brokers[1].epoch, connection)  # type: ignore[arg-type]
+    node.heartbeat(2)
+    asyncio.run(run_until(node, clock, 6_000))
+    [(fenced_ms, broker)] = fencings(node)
+    assert broker == 1
+    assert 4_001 <= fenced_ms <= 4_001 + TIMER_MAX_DELAY_MS
 
 
 def test_the_noop_is_written_when_the_log_was_idle_for_the_interval() -> None:
