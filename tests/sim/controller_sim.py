@@ -61,6 +61,7 @@ from pykraft.quorum.controller import (
     TopicPartitions,
     UnregisterBrokerRequest,
 )
+from pykraft.quorum.managers.elr import elr_enabled
 from pykraft.quorum.managers.partition_change import (
     TopicPartitionRef,
     all_partitions,
@@ -101,7 +102,11 @@ def check_invariants(
     """The safety properties every committed batch must keep."""
     for ref in all_partitions(after):
         name, p = f"{ref.topic.name}-{ref.partition_id}", ref.partition
-        assert p.isr, f"{name}: empty ISR"
+        # KIP-966: with ELR on the ISR may be empty, but then nobody leads; ISR and ELR are
+        # disjoint sets of replicas (Kafka's ReplicationControlManager.updatePartitionInfo).
+        assert p.isr or (elr_enabled(after) and p.leader == -1), f"{name}: empty ISR"
+        assert not set(p.isr) & set(p.elr), f"{name}: ISR {p.isr} and ELR {p.elr} overlap"
+        assert set(p.elr) <= set(p.replicas), f"{name}: ELR {p.elr} not in {p.replicas}"
         assert len(set(p.replicas)) == len(p.replicas), f"{name}: repeated replicas {p.replicas}"
         assert len(set(p.isr)) == len(p.isr), f"{name}: repeated ISR members {p.isr}"
         assert set(p.isr) <= set(p.replicas), f"{name}: ISR {p.isr} not in {p.replicas}"

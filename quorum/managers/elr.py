@@ -1,0 +1,137 @@
+"""KIP-966 eligible leader replicas: when they are on, each topic's min ISR, and the policy
+every election of the controller follows.
+
+The ``eligible.leader.replicas.version`` feature (Kafka 4.0+, levels 0-1) switches ELR on: at
+level 1 the controller keeps each partition's ELR and LastKnownElr (``partition_change``), and a
+broker holds a partition's high watermark while its ISR is smaller than min ISR. Kafka 4.1
+formats new clusters with level 1 ("ELR is enabled by default on new clusters starting 4.1",
+Kafka's docs, operations/eligible-leader-replicas); pykraft's first active controller writes
+that level into an empty metadata log (``bootstrap_records``; ``ControllerSettings
+.eligible_leader_replicas_version`` says 0 for an old-style cluster). ``UpdateFeatures`` moves
+it either way; a downgrade to 0 clears the fields as each partition next changes (Kafka's
+builder with ELR off).
+
+The effective min ISR is ``min(min.insync.replicas, replication factor)`` (Kafka's
+``ReplicationControlManager.getTopicEffectiveMinIsr``), ``min.insync.replicas`` being the
+topic's config, else the cluster-wide broker config, else the controller's static one. Changing
+it for a topic clears that topic's ELR state; changing the cluster-wide value (even to the same
+value) clears every partition's (Kafka's docs, same page; ``elr_clearing_records``).
+
+``ElectionPolicy`` is what the managers pass around: called with a topic name it says whether
+unclean election is enabled for it (unclean.leader.election.enable), and ``elr(topic, rf)``
+gives the ``ElrSettings`` of a build, or None when the feature is off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import (
+    ConfigResourceType,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+)
+from pykraft.quorum.managers.configs import unclean_leader_election_enabled
+
+ELR_FEATURE = "eligible.leader.replicas.version"
+# The levels this software supports (Kafka's EligibleLeaderReplicasVersion ELRV_0, ELRV_1).
+ELR_MIN_LEVEL, ELR_MAX_LEVEL = 0, 1
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+@attrs.frozen
+class ElrSettings:
+    """KIP-966 inputs of one partition change: the feature is on for a build given these."""
+
+    # The topic's effective min ISR: min(min.insync.replicas, replication factor).
+    min_isr: int
+    # Brokers that shut down uncleanly (KIP-966 PreviousBrokerEpoch mismatch): never ELR.
+    unclean_shutdown_replicas: tuple[int, ...] = ()
+
+
+def elr_enabled(image: MetadataImage) -> bool:
+    """Kafka's ``ReplicationControlManager.isElrEnabled``: the feature's finalized level."""
+    return image.features.get(ELR_FEATURE, 0) >= 1
+
+
+def min_insync_replicas(image: MetadataImage, topic_name: str, static_default: int) -> int:
+    """The topic's ``min.insync.replicas``, else the cluster-wide one, else the static one."""
+    for resource_type, resource_name in (
+        (ConfigResourceType.TOPIC, topic_name),
+        (ConfigResourceType.BROKER, ""),
+    ):
+        value = image.configs.config(resource_type, resource_name).get(MIN_INSYNC_REPLICAS)
+        if value is not None:
+            return int(value)
+    return static_default
+
+
+@attrs.frozen
+class ElectionPolicy:
+    """unclean.leader.election.enable per topic, and the ELR settings when the feature is on."""
+
+    unclean_enabled: Callable[[str], bool]
+    # topic name -> its min.insync.replicas; None: ELR is off.
+    min_isr: Callable[[str], int] | None = None
+
+    def __call__(self, topic_name: str) -> bool:
+        return self.unclean_enabled(topic_name)
+
+    def elr(
+        self, topic_name: str, replication_factor: int, unclean_shutdown: tuple[int, ...] = ()
+    ) -> ElrSettings | None:
+        if self.min_isr is None:
+            return None
+        effective = min(self.min_isr(topic_name), replication_factor)
+        return ElrSettings(min_isr=effective, unclean_shutdown_replicas=unclean_shutdown)
+
+
+def election_policy(
+    image: MetadataImage, unclean_default: bool, min_insync_default: int
+) -> ElectionPolicy:
+    def unclean(topic: str) -> bool:
+        return unclean_leader_election_enabled(image, topic, unclean_default)
+
+    def min_isr(topic: str) -> int:
+        return min_insync_replicas(image, topic, min_insync_default)
+
+    return ElectionPolicy(unclean, min_isr if elr_enabled(image) else None)
+
+
+def bootstrap_records(image: MetadataImage, elr_level: int) -> tuple[MetadataRecord, ...]:
+    """The feature levels a new cluster starts with, for an empty metadata log; else ()."""
+    if image.offset >= 0 or elr_level == 0:
+        return ()
+    return (FeatureLevelRecord(name=ELR_FEATURE, feature_level=elr_level),)
+
+
+def elr_clearing_records(
+    image: MetadataImage, changed_min_isr: Iterable[tuple[int, str]]
+) -> list[MetadataRecord]:
+    """Empty ELR and LastKnownElr for the partitions whose min ISR was just set: a topic's
+    (resource type TOPIC) or every topic's (the cluster-wide BROKER "" resource)."""
+    if not elr_enabled(image):
+        return []
+    changed = set(changed_min_isr)
+    every_topic = (ConfigResourceType.BROKER, "") in changed
+    records: list[MetadataRecord] = []
+    for name in sorted(image.topics.by_name):
+        if not every_topic and (ConfigResourceType.TOPIC, name) not in changed:
+            continue
+        topic = image.topics.by_name[name]
+        for partition_id in sorted(topic.partitions):
+            partition = topic.partitions[partition_id]
+            if partition.elr or partition.last_known_elr:
+                records.append(
+                    PartitionChangeRecord(
+                        partition_id=partition_id,
+                        topic_id=topic.topic_id,
+                        eligible_leader_replicas=() if partition.elr else None,
+                        last_known_elr=() if partition.last_known_elr else None,
+                    )
+                )
+    return records
