@@ -410,13 +410,15 @@ class QuorumController:
     def incremental_alter_configs(
         self, image: MetadataImage, request: IncrementalAlterConfigsRequest, now_ms: int
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
-        return self._wrote(configs.incremental_alter_configs(image, request), now_ms)
+        result = configs.incremental_alter_configs(image, request)
+        return self._wrote(elr.clearing_elr_on_min_isr_change(image, result), now_ms)
 
     def legacy_alter_configs(
         self, image: MetadataImage, request: LegacyAlterConfigsRequest, now_ms: int
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
         """Kafka's AlterConfigs: each resource's whole config set is replaced."""
-        return self._wrote(configs.legacy_alter_configs(image, request), now_ms)
+        result = configs.legacy_alter_configs(image, request)
+        return self._wrote(elr.clearing_elr_on_min_isr_change(image, result), now_ms)
 
     def allocate_producer_ids(
         self, image: MetadataImage, request: AllocateProducerIdsRequest, now_ms: int

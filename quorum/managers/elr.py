@@ -25,21 +25,27 @@ gives the ``ElrSettings`` of a build, or None when the feature is off.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import attrs
 
+from pykraft.metadata.elr import ELR_FEATURE as ELR_FEATURE
+from pykraft.metadata.elr import ELR_MAX_LEVEL as ELR_MAX_LEVEL
+from pykraft.metadata.elr import ELR_MIN_LEVEL as ELR_MIN_LEVEL
+from pykraft.metadata.elr import elr_enabled
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import (
+    ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
     MetadataRecord,
     PartitionChangeRecord,
 )
 from pykraft.quorum.managers.configs import unclean_leader_election_enabled
+from pykraft.quorum.managers.result import ControllerResult
 
-ELR_FEATURE = "eligible.leader.replicas.version"
-# The levels this software supports (Kafka's EligibleLeaderReplicasVersion ELRV_0, ELRV_1).
-ELR_MIN_LEVEL, ELR_MAX_LEVEL = 0, 1
+R = TypeVar("R")
+
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
@@ -51,11 +57,6 @@ class ElrSettings:
     min_isr: int
     # Brokers that shut down uncleanly (KIP-966 PreviousBrokerEpoch mismatch): never ELR.
     unclean_shutdown_replicas: tuple[int, ...] = ()
-
-
-def elr_enabled(image: MetadataImage) -> bool:
-    """Kafka's ``ReplicationControlManager.isElrEnabled``: the feature's finalized level."""
-    return image.features.get(ELR_FEATURE, 0) >= 1
 
 
 def min_insync_replicas(image: MetadataImage, topic_name: str, static_default: int) -> int:
@@ -107,6 +108,22 @@ def bootstrap_records(image: MetadataImage, elr_level: int) -> tuple[MetadataRec
     if image.offset >= 0 or elr_level == 0:
         return ()
     return (FeatureLevelRecord(name=ELR_FEATURE, feature_level=elr_level),)
+
+
+def clearing_elr_on_min_isr_change(
+    image: MetadataImage, result: ControllerResult[R]
+) -> ControllerResult[R]:
+    """``result`` (an AlterConfigs write) with the ELR clearing its min.insync.replicas
+    changes call for appended, in the same atomic batch."""
+    changed = [
+        (record.resource_type, record.resource_name)
+        for record in result.records
+        if isinstance(record, ConfigRecord) and record.name == MIN_INSYNC_REPLICAS
+    ]
+    if not changed:
+        return result
+    extra = elr_clearing_records(image, changed)
+    return attrs.evolve(result, records=(*result.records, *extra)) if extra else result
 
 
 def elr_clearing_records(

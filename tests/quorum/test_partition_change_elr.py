@@ -148,7 +148,8 @@ def elr_cases(draw: st.DrawFn) -> tuple[PartitionRegistration, tuple[int, ...], 
     replicas = tuple(draw(st.permutations(range(1, draw(st.integers(1, 5)) + 1))))
     isr = tuple(draw(st.lists(st.sampled_from(replicas), unique=True)))
     elr = tuple(sorted(draw(st.sets(st.sampled_from(replicas))) - set(isr)))
-    leader = draw(st.sampled_from(isr)) if isr and draw(st.booleans()) else NO_LEADER
+    leads: bool = bool(isr) and draw(st.booleans())
+    leader = draw(st.sampled_from(isr)) if leads else NO_LEADER
     partition = PartitionRegistration(replicas=replicas, isr=isr, elr=elr, leader=leader)
     # A target ISR as fencing / AlterPartition shrinks make it: a subset of the ISR, whose
     # removed members may not lead (a fenced or removed broker; AlterPartition keeps the leader).

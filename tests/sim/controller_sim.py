@@ -30,6 +30,7 @@ from pykraft.metadata.api.reassignments import (
     ReassignableTopic,
 )
 from pykraft.metadata.delta import apply_records
+from pykraft.metadata.elr import elr_enabled
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import (
     LeaderRecoveryState,
@@ -61,7 +62,6 @@ from pykraft.quorum.controller import (
     TopicPartitions,
     UnregisterBrokerRequest,
 )
-from pykraft.quorum.managers.elr import elr_enabled
 from pykraft.quorum.managers.partition_change import (
     TopicPartitionRef,
     all_partitions,
