@@ -1,9 +1,9 @@
 """KIP-966's ``eligible.leader.replicas.version`` feature, as brokers and controllers read it.
 
 Level 1 turns eligible leader replicas on: controllers keep each partition's ELR and
-LastKnownElr (``quorum/managers/elr.py``) and a leader holds its high watermark while its ISR is
-smaller than min ISR (``replica/``). Both sides support levels 0-1 (Kafka's
-``EligibleLeaderReplicasVersion``); brokers register that range.
+LastKnownElr (``quorum/managers/elr.py``). Leaders hold their high watermark while the ISR is
+smaller than min ISR at every level (``replica/partition_state.py``, Kafka 3.7+). Both sides
+support levels 0-1 (Kafka's ``EligibleLeaderReplicasVersion``); brokers register that range.
 """
 
 from __future__ import annotations

@@ -2,14 +2,20 @@
 every election of the controller follows.
 
 The ``eligible.leader.replicas.version`` feature (Kafka 4.0+, levels 0-1) switches ELR on: at
-level 1 the controller keeps each partition's ELR and LastKnownElr (``partition_change``), and a
-broker holds a partition's high watermark while its ISR is smaller than min ISR. Kafka 4.1
+level 1 the controller keeps each partition's ELR and LastKnownElr (``partition_change``). What
+makes that safe holds at every level, as in Kafka 3.7+: a leader's high watermark stays put
+while its ISR is smaller than min ISR (``replica/partition_state.py``). Kafka 4.1
 formats new clusters with level 1 ("ELR is enabled by default on new clusters starting 4.1",
-Kafka's docs, operations/eligible-leader-replicas); pykraft's first active controller writes
-that level into an empty metadata log (``bootstrap_records``; ``ControllerSettings
-.eligible_leader_replicas_version`` says 0 for an old-style cluster). ``UpdateFeatures`` moves
-it either way; a downgrade to 0 clears the fields as each partition next changes (Kafka's
-builder with ELR off).
+Kafka's docs, operations/eligible-leader-replicas). pykraft starts new clusters at 0, as Kafka
+4.0 did: Kafka 4.1 can default to 1 because, when ISR and ELR are both empty, its controller
+elects the last known leader (``useLastKnownLeaderInBalancedRecovery``) — an unclean election
+that pykraft leaves out, so with ELR on a partition whose every eligible replica was killed
+(and so restarted without a clean-shutdown epoch) waits offline; with RF 1 that is every
+kill -9. ``ControllerSettings.eligible_leader_replicas_version`` 1 makes the first active
+controller write level 1 into an empty metadata log (``bootstrap_records``, Kafka's
+``kafka-storage format --feature``); ``UpdateFeatures`` (kafka-features) moves it either way on
+a running cluster, and a downgrade to 0 clears the fields as each partition next changes
+(Kafka's builder with ELR off).
 
 The effective min ISR is ``min(min.insync.replicas, replication factor)`` (Kafka's
 ``ReplicationControlManager.getTopicEffectiveMinIsr``), ``min.insync.replicas`` being the

@@ -34,21 +34,23 @@ def test_noop_after_500_ms_without_writes() -> None:
     assert controller.next_deadline_ms(image) == 2000
 
 
-def test_a_new_cluster_starts_with_eligible_leader_replicas_on() -> None:
-    # Kafka 4.1 formats new clusters with eligible.leader.replicas.version=1 (KIP-966): the
-    # first active controller of an empty metadata log writes that level at once.
-    controller = QuorumController(rng=random.Random(1), now_ms=1000)
+def test_a_new_cluster_starts_at_its_bootstrap_eligible_leader_replicas_level() -> None:
+    # kafka-storage format --feature eligible.leader.replicas.version=1 (KIP-966): the first
+    # active controller of an empty metadata log writes that level at once.
+    controller = QuorumController(
+        rng=random.Random(1),
+        now_ms=1000,
+        settings=ControllerSettings(eligible_leader_replicas_version=1),
+    )
     assert controller.next_deadline_ms(MetadataImage.EMPTY) == 1000
     result = controller.maybe_noop(MetadataImage.EMPTY, 1000)
     assert result is not None
     assert result.records == (FeatureLevelRecord(name=ELR_FEATURE, feature_level=1),)
-    # Level 0 (kafka-storage format --feature eligible.leader.replicas.version=0): nothing.
-    old_style = QuorumController(
-        rng=random.Random(1),
-        now_ms=1000,
-        settings=ControllerSettings(eligible_leader_replicas_version=0),
-    )
-    assert old_style.maybe_noop(MetadataImage.EMPTY, 1000) is None
+    # Once written, never again (the log is no longer empty).
+    assert controller.maybe_noop(attrs.evolve(MetadataImage.EMPTY, offset=0), 1001) is None
+    # pykraft's default is level 0, Kafka 4.0's (see quorum/managers/elr.py): nothing.
+    default = QuorumController(rng=random.Random(1), now_ms=1000)
+    assert default.maybe_noop(MetadataImage.EMPTY, 1000) is None
 
 
 def test_writes_postpone_the_noop() -> None:
