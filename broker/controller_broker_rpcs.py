@@ -45,6 +45,7 @@ class BrokerRpcs(ControllerTransport):
         endpoints: Sequence[BrokerEndpoint],
         rack: str | None,
         features: Sequence[BrokerFeature] = (),
+        previous_broker_epoch: int = -1,
         deadline_s: float | None = None,
     ) -> BrokerRegistrationReply:
         """POST /v1/brokers/register (KIP-631); idempotent for one incarnation id."""
@@ -54,6 +55,7 @@ class BrokerRpcs(ControllerTransport):
             listeners=tuple(endpoints),
             rack=rack,
             features=tuple(features),
+            previous_broker_epoch=previous_broker_epoch,
         )
         return await self._write_route(
             routes.REGISTER_BROKER,

@@ -96,6 +96,7 @@ class HeartbeatClient(Protocol):
         endpoints: Sequence[BrokerEndpoint],
         rack: str | None,
         features: Sequence[BrokerFeature] = (),
+        previous_broker_epoch: int = -1,
         deadline_s: float | None = None,
     ) -> BrokerRegistrationReply: ...
 
@@ -123,6 +124,8 @@ class BrokerIdentity:
     endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None = None
     features: tuple[BrokerFeature, ...] = ()
+    # KIP-966: the epoch of the last clean shutdown (LogManager.previous_broker_epoch), or -1.
+    previous_broker_epoch: int = -1
 
 
 class BrokerLifecycleManager:
@@ -249,6 +252,7 @@ class BrokerLifecycleManager:
                     endpoints=identity.endpoints,
                     rack=identity.rack,
                     features=identity.features,
+                    previous_broker_epoch=identity.previous_broker_epoch,
                     deadline_s=self._deadline_s(),
                 )
             except ControllerError as error:

@@ -75,6 +75,7 @@ from pykraft.broker.server_views import broker_status, metrics_text, partition_r
 from pykraft.fetcher import FetcherConfig, ReplicaFetcherManager
 from pykraft.metadata.auth.tls_context import client_context
 from pykraft.metadata.delta import MetadataDelta
+from pykraft.metadata.elr import ELR_BROKER_FEATURE
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.protocol.segments import Segments
@@ -299,6 +300,10 @@ class BrokerServer:
                 incarnation_id=self.incarnation_id,
                 endpoints=endpoints,
                 rack=self.config.rack,
+                features=(ELR_BROKER_FEATURE,),
+                previous_broker_epoch=(
+                    -1 if self.log_manager is None else self.log_manager.previous_broker_epoch()
+                ),
             ),
             self.lifecycle,
             lambda: self.loader.image.offset,
@@ -494,7 +499,8 @@ class BrokerServer:
             self.replica_manager.shutdown()
         await self._bounded(self.alter_partition.close(), "stopping AlterPartition requests")
         if self.log_manager is not None:
-            await asyncio.to_thread(self.log_manager.shutdown)
+            # KIP-966: the marker holds this broker's epoch, sent back at the next registration.
+            await asyncio.to_thread(self.log_manager.shutdown, self._broker_epoch())
         await self.producer_ids.close()
         await self.client.close()
         self.lifecycle.become(BrokerState.NOT_RUNNING)

@@ -101,6 +101,9 @@ _FIELD_TYPES: dict[str, DataType] = {
     "isr": _INT_ARRAY,
     "removing_replicas": _INT_ARRAY,
     "adding_replicas": _INT_ARRAY,
+    # KIP-966 (tagged fields: empty when a record has none; null = unchanged in a change).
+    "eligible_leader_replicas": _INT_ARRAY,
+    "last_known_elr": _INT_ARRAY,
     "leader": _INT,
     "leader_recovery_state": _INT,
     "leader_epoch": _INT,
@@ -146,7 +149,16 @@ _FIELD_OVERRIDES: dict[tuple[str, str], DataType] = {
     ("ClientQuotaRecord", "value"): DoubleType(),
 }
 # Fields that may be null (None means "unchanged" in a PartitionChangeRecord).
-_NULLABLE_FIELDS = {"rack", "value", "isr", "replicas", "removing_replicas", "adding_replicas"}
+_NULLABLE_FIELDS = {
+    "rack",
+    "value",
+    "isr",
+    "replicas",
+    "removing_replicas",
+    "adding_replicas",
+    "eligible_leader_replicas",
+    "last_known_elr",
+}
 
 
 def record_struct(cls: type) -> StructType:

@@ -3,7 +3,9 @@
 One record is one flat JSON object on one line: ``type`` (the class name), ``version`` (pykraft's
 shape version, ``VERSION`` on the class), then every field under Kafka's camelCase JSON name, in
 schema order, nulls included — so the shape of a type never varies and ``jq`` and
-``spark.read.json`` with an explicit schema read it directly::
+``spark.read.json`` with an explicit schema read it directly. The one exception is Kafka's tagged
+fields (KIP-966's ELR fields of the partition records): written after the others only when they
+hold something, read as empty when absent, as Kafka's tagged fields are::
 
     {"type":"PartitionRecord","version":0,"partitionId":0,"topicId":"x2O...","replicas":[1,2],...}
 
@@ -71,6 +73,8 @@ class _JsonShape:
 
     schema: RecordSchema
     keys: frozenset[str]
+    # The keys a line must have (all but the tagged fields').
+    required_keys: frozenset[str]
     # '{"type":"PartitionRecord","version":0,"partitionId":%d,"topicId":%s,...}'
     template: str
     # Positions in the values, by how their JSON text is made (integers go in as %d).
@@ -84,16 +88,19 @@ class _JsonShape:
     @classmethod
     def of(cls, schema: RecordSchema) -> _JsonShape:
         def where(*kinds: Kind) -> tuple[int, ...]:
-            return tuple(i for i, f in enumerate(schema.fields) if f.type.kind in kinds)
+            required = schema.fields[: schema.required]
+            return tuple(i for i, f in enumerate(required) if f.type.kind in kinds)
 
         header = f'{{"type":"{schema.name}","version":{schema.cls.VERSION}'
         slots = "".join(
             f',"{f.json_name}":{"%d" if f.type.kind is Kind.INTEGER else "%s"}'
-            for f in schema.fields
+            for f in schema.fields[: schema.required]
         )
+        keys = frozenset({"type", "version", *(f.json_name for f in schema.fields)})
         return cls(
             schema=schema,
-            keys=frozenset({"type", "version", *(f.json_name for f in schema.fields)}),
+            keys=keys,
+            required_keys=keys - {f.json_name for f in schema.tagged},
             template=header + slots + "}",
             quoted=where(Kind.STRING, Kind.UUID),
             booleans=where(Kind.BOOLEAN),
@@ -107,6 +114,7 @@ class _JsonShape:
 
     def line(self, values: list[Any]) -> str:
         """The JSON text of checked (canonical) ``values``; rewrites the list in place."""
+        tags = self._tags(values) if self.schema.tagged else ""
         for i in self.quoted:
             value = values[i]
             values[i] = "null" if value is None else encode_basestring_ascii(value)
@@ -129,7 +137,18 @@ class _JsonShape:
             values[i] = _ENCODER.encode(list(values[i]))
         for i, struct in self.structs:
             values[i] = _ENCODER.encode([_struct_to_json(struct, item) for item in values[i]])
-        return self.template % tuple(values)
+        text = self.template % tuple(values[: self.schema.required])
+        return text[:-1] + tags + "}" if tags else text
+
+    def _tags(self, values: list[Any]) -> str:
+        """The tagged fields that hold something, as ``,"name":[...]`` text (values may stop
+        before the tagged fields: transcoded rows leave defaults out)."""
+        parts = []
+        for i, field in enumerate(self.schema.tagged, start=self.schema.required):
+            value = values[i] if i < len(values) else field.type.default
+            if value is not None and tuple(value) != field.type.default:
+                parts.append(f',"{field.json_name}":{_list_text(tuple(value))}')
+        return "".join(parts)
 
 
 # Replica lists repeat (a few brokers, a few combinations): remember their JSON text.
@@ -181,6 +200,8 @@ def record_to_json(record: MetadataRecord) -> dict[str, Any]:
     schema, values = _checked_values(record)
     obj: dict[str, Any] = {"type": schema.name, "version": schema.cls.VERSION}
     for field, value in zip(schema.fields, values, strict=True):
+        if field.type.tagged and value == field.type.default:
+            continue
         struct = field.type.struct
         if field.type.kind is Kind.BYTES:
             value = bytes_to_json(value)
@@ -223,13 +244,15 @@ def record_from_json(obj: Any) -> MetadataRecord:
             f"{type_name} version {version!r} is not supported (this build reads version "
             f"{schema.cls.VERSION})"
         )
-    if obj.keys() != shape.keys:
-        missing = sorted(shape.keys - obj.keys())
-        extra = sorted(obj.keys() - shape.keys)
+    keys = obj.keys()
+    if keys != shape.keys and not shape.required_keys <= keys <= shape.keys:
+        missing = sorted(shape.required_keys - keys)
+        extra = sorted(keys - shape.keys)
         raise MetadataCodecError(
             f"{type_name} has missing fields {missing} and unknown fields {extra}"
         )
-    values = [obj[field.json_name] for field in schema.fields]
+    values = [obj[field.json_name] for field in schema.fields[: schema.required]]
+    values.extend(obj.get(field.json_name, field.type.default) for field in schema.tagged)
     for i, struct in shape.structs:
         try:
             values[i] = _struct_from_json(struct, values[i])

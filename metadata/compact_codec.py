@@ -4,7 +4,8 @@
 
 A row is ``[type id, version, values...]``: the type id is Kafka's ``apiKey`` for the record
 (``TYPE_ID``), the version pykraft's shape version (``VERSION``), and the values are the record's
-fields in schema order (``metadata.record_schema``), nested structs (endpoints, features) as rows
+fields in schema order (``metadata.record_schema``; trailing tagged fields that hold their
+default left out), nested structs (endpoints, features) as rows
 of their own fields, bytes as standard base64 text. A whole batch is parsed with one
 ``json.loads`` and written with one encoder call, and no field name is repeated per record.
 
@@ -64,6 +65,9 @@ _FAST_SCHEMAS = {
     if schema.cls.VERSION == 0 and not _STRUCTS[schema.cls]
 }
 _FAST_CLASSES = {schema.cls: schema for schema in _FAST_SCHEMAS.values()}
+_TAG_DEFAULTS = {
+    schema.cls: tuple(f.type.default for f in schema.tagged) for schema in SCHEMAS.values()
+}
 
 
 def encode_records(records: Sequence[MetadataRecord]) -> bytes:
@@ -75,7 +79,7 @@ def encode_records(records: Sequence[MetadataRecord]) -> bytes:
         if fast is not None:  # the common case inline, as in decode_records
             values = list(fast.values_of(record))
             if fast.checks.passes(values):
-                rows.append([fast.cls.TYPE_ID, 0, *values])
+                rows.append([fast.cls.TYPE_ID, 0, *fast.without_default_tags(values)])
                 continue
         schema = SCHEMAS.get(type(record))
         if schema is None:
@@ -88,7 +92,7 @@ def encode_records(records: Sequence[MetadataRecord]) -> bytes:
             values[i] = [[getattr(item, f.attr) for f in struct.fields] for item in values[i]]
         for i in _BYTES[schema.cls]:
             values[i] = bytes_to_json(values[i])
-        rows.append([schema.cls.TYPE_ID, schema.cls.VERSION, *values])
+        rows.append([schema.cls.TYPE_ID, schema.cls.VERSION, *schema.without_default_tags(values)])
     return _ENCODER.encode(rows).encode("ascii")
 
 
@@ -115,8 +119,10 @@ def decode_records(payload: bytes, count: int) -> tuple[MetadataRecord, ...]:
             and type(row[1]) is int
             else None
         )
-        if schema is not None and len(row) == len(schema.fields) + 2:
+        if schema is not None and schema.required + 2 <= len(row) <= len(schema.fields) + 2:
             values = row[2:]
+            if len(values) < len(schema.fields):  # tagged fields left out: their defaults
+                values.extend(_TAG_DEFAULTS[schema.cls][len(values) - schema.required :])
             if schema.checks.passes(values):
                 records.append(schema.build(values))
                 continue

@@ -73,6 +73,10 @@ class PartitionRegistration:
     # Invariant: leader_epoch and partition_epoch never decrease across merges.
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # KIP-966: replicas out of the ISR that still hold every acknowledged record (ISR and ELR
+    # never overlap), and the last known ELR members (Kafka's ``elr`` / ``lastKnownElr``).
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @classmethod
     def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
@@ -85,6 +89,8 @@ class PartitionRegistration:
             leader_recovery_state=LeaderRecoveryState(record.leader_recovery_state),
             leader_epoch=record.leader_epoch,
             partition_epoch=record.partition_epoch,
+            elr=record.eligible_leader_replicas,
+            last_known_elr=record.last_known_elr,
         )
 
     def to_record(self, topic_id: str, partition_id: int) -> PartitionRecord:
@@ -99,6 +105,8 @@ class PartitionRegistration:
             leader_recovery_state=self.leader_recovery_state.value,
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,
+            eligible_leader_replicas=self.elr,
+            last_known_elr=self.last_known_elr,
         )
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
@@ -107,7 +115,7 @@ class PartitionRegistration:
         Absent fields keep their value. The partition epoch always goes up by one. The leader
         epoch goes up by one whenever the record carries a leader (even the same one: the
         controller sets it precisely to bump the epoch). The leader recovery state changes only
-        when the record carries one.
+        when the record carries one; so do the ELR fields (KIP-966).
         """
         if change.leader == NO_LEADER_CHANGE:
             leader, leader_epoch = self.leader, self.leader_epoch
@@ -126,6 +134,8 @@ class PartitionRegistration:
             leader_recovery_state=leader_recovery_state,
             leader_epoch=leader_epoch,
             partition_epoch=self.partition_epoch + 1,
+            elr=_or(change.eligible_leader_replicas, self.elr),
+            last_known_elr=_or(change.last_known_elr, self.last_known_elr),
         )
 
     def has_leader(self) -> bool:

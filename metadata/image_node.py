@@ -231,6 +231,8 @@ def partition_text(partition: PartitionRegistration) -> str:
         f"isr={_ints(partition.isr)}, "
         f"removingReplicas={_ints(partition.removing_replicas)}, "
         f"addingReplicas={_ints(partition.adding_replicas)}, "
+        f"elr={_ints(partition.elr)}, "
+        f"lastKnownElr={_ints(partition.last_known_elr)}, "
         f"leader={partition.leader}, "
         f"leaderRecoveryState={partition.leader_recovery_state.name}, "
         f"leaderEpoch={partition.leader_epoch}, "

@@ -70,6 +70,14 @@ class FieldType:
     # INTEGER: the only legal values (Kafka enum fields), instead of a range.
     allowed: tuple[int, ...] = ()
     struct: StructSchema | None = None
+    # A Kafka tagged field: left out when it holds its default (None when nullable, else an
+    # empty list), read as the default when absent. Only integer lists are tagged so far.
+    tagged: bool = False
+
+    @property
+    def default(self) -> Any:
+        assert self.tagged and self.kind is Kind.INTEGER_LIST, self
+        return None if self.nullable else ()
 
     def check(self, value: Any) -> Any:
         """The canonical value, or FieldError saying what is wrong."""
@@ -194,6 +202,10 @@ def _nullable(field_type: FieldType) -> FieldType:
     return attrs.evolve(field_type, nullable=True)
 
 
+def _tagged(field_type: FieldType) -> FieldType:
+    return attrs.evolve(field_type, tagged=True)
+
+
 INT8, INT16, INT32, INT64 = _integer(8), _integer(16), _integer(32), _integer(64)
 UINT16 = _integer(16, signed=False)
 STRING = FieldType(Kind.STRING)
@@ -271,6 +283,8 @@ _SPECS: dict[str, dict[str, FieldType]] = {
         "leaderRecoveryState": _one_of(0, 1),
         "leaderEpoch": INT32,
         "partitionEpoch": INT32,
+        "eligibleLeaderReplicas": _tagged(INT32_LIST),
+        "lastKnownElr": _tagged(INT32_LIST),
     },
     "ConfigRecord": {
         "resourceType": INT8,
@@ -287,6 +301,8 @@ _SPECS: dict[str, dict[str, FieldType]] = {
         "removingReplicas": _nullable(INT32_LIST),
         "addingReplicas": _nullable(INT32_LIST),
         "leaderRecoveryState": _one_of(-1, 0, 1),
+        "eligibleLeaderReplicas": _tagged(_nullable(INT32_LIST)),
+        "lastKnownElr": _tagged(_nullable(INT32_LIST)),
     },
     "FenceBrokerRecord": {"id": INT32, "epoch": INT64},
     "UnfenceBrokerRecord": {"id": INT32, "epoch": INT64},
@@ -425,14 +441,30 @@ class RecordSchema:
     build: Callable[[list[Any]], MetadataRecord]
     # record -> its values, in schema order.
     values_of: Callable[[MetadataRecord], tuple[Any, ...]]
+    # Invariant: the tagged fields are the last ones; the first ``required`` fields are not.
+    required: int
 
     @property
     def name(self) -> str:
         return self.cls.__name__
 
+    @property
+    def tagged(self) -> tuple[Field, ...]:
+        return self.fields[self.required :]
+
+    def without_default_tags(self, values: list[Any]) -> list[Any]:
+        """``values`` with the trailing tagged fields that hold their default dropped."""
+        end = len(values)
+        while end > self.required and values[end - 1] == self.fields[end - 1].type.default:
+            end -= 1
+        return values if end == len(values) else values[:end]
+
     def check_values(self, values: list[Any]) -> list[Any]:
         """``values`` made canonical (in place when they already are), or MetadataCodecError
-        naming the record type and the first bad field."""
+        naming the record type and the first bad field. Absent trailing tagged fields are
+        filled in with their defaults."""
+        if len(values) < len(self.fields) and len(values) >= self.required:
+            values.extend(f.type.default for f in self.fields[len(values) :])
         if len(values) != len(self.fields):
             raise MetadataCodecError(
                 f"{self.name} has {len(self.fields)} fields, got {len(values)} values"
@@ -487,12 +519,15 @@ def _build_schemas() -> dict[type[MetadataRecord], RecordSchema]:
         names = tuple(field.attr for field in fields)
         # Invariant: the schema names exactly the attrs fields of the class, in order.
         assert list(names) == [a.name for a in attrs.fields(cls)], cls
+        required = sum(1 for field in fields if not field.type.tagged)
+        assert not any(field.type.tagged for field in fields[:required]), cls
         schemas[cls] = RecordSchema(
             cls=cls,
             fields=fields,
             checks=_FastChecks.of(fields),
             build=_slot_builder(cls, fields),
             values_of=_values_getter(names),
+            required=required,
         )
     return schemas
 

@@ -6,7 +6,13 @@ are the snake_case of Kafka's field names, the sentinel values are Kafka's (``le
 "no change" in a ``PartitionChangeRecord``, ``-1`` means "no leader"), and ``TYPE_ID`` is Kafka's
 ``apiKey`` for the record. ``VERSION`` is the version of *pykraft's* JSON shape for the record
 (see ``metadata.codec``), not Kafka's binary schema version; only the fields pykraft uses are kept
-(no ZK migration, directory or ELR fields).
+(no ZK migration or directory fields).
+
+Kafka's *tagged* fields are the last fields of a class and default to empty: the KIP-966
+``eligible_leader_replicas`` / ``last_known_elr`` of ``PartitionRecord`` (``()``) and
+``PartitionChangeRecord`` (``None``, "unchanged"). Both codecs leave a tagged field out when it
+holds its default and read an absent one as the default (``record_schema.Field.tagged``), so a
+record without ELR state is written exactly as before and older files read unchanged.
 
 All classes are keyword-only (``PartitionRecord(partition_id=0, topic_id=..., ...)``) so that a
 call site reads like the record it builds and a field can never be passed in the wrong slot.
@@ -157,6 +163,10 @@ class PartitionRecord:
     leader_recovery_state: int = LeaderRecoveryState.RECOVERED.value
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # KIP-966 (tagged fields 1 and 2 of Kafka's PartitionRecord.json): replicas that may lead
+    # cleanly although out of the ISR, and the last known ELR members.
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -191,6 +201,9 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
     leader_recovery_state: int = NO_LEADER_RECOVERY_STATE_CHANGE
+    # KIP-966 (tagged fields 6 and 7 of Kafka's PartitionChangeRecord.json): None = unchanged.
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @attrs.frozen(kw_only=True)

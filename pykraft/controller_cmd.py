@@ -248,6 +248,7 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         num_partitions=props.get_int("num.partitions", 1),
         default_replication_factor=props.get_int("default.replication.factor", 1),
         unclean_leader_election_enable=props.get_bool("unclean.leader.election.enable", False),
+        min_insync_replicas=props.get_int("min.insync.replicas", 1),
         auto_leader_rebalance_enable=props.get_bool("auto.leader.rebalance.enable", True),
         leader_imbalance_check_interval_seconds=props.get_int(
             "leader.imbalance.check.interval.seconds", 300

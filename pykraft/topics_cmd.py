@@ -336,8 +336,8 @@ def topic_line(description: TopicDescription, overrides: dict[str, str]) -> str:
 
 
 def partition_line(topic: str, partition: PartitionDescription) -> str:
-    """One partition as kafka-topics.sh prints it. Elr/LastKnownElr read N/A, what Kafka's tool
-    prints for a broker that does not answer DescribeTopicPartitions (KIP-966)."""
+    """One partition as kafka-topics.sh prints it (Kafka's TopicCommand.PartitionDescription):
+    Elr/LastKnownElr as comma-separated ids (KIP-966), N/A when the controller did not say."""
     leader = str(partition.leader) if partition.leader >= 0 else "none"
     line = (
         f"\tTopic: {topic}\tPartition: {partition.partition}\tLeader: {leader}\t"
@@ -348,7 +348,12 @@ def partition_line(topic: str, partition: PartitionDescription) -> str:
             f"\tAdding Replicas: {_ids(partition.adding_replicas)}"
             f"\tRemoving Replicas: {_ids(partition.removing_replicas)}"
         )
-    return line + "\tElr: N/A\tLastKnownElr: N/A"
+    elr, last_known = partition.eligible_leader_replicas, partition.last_known_elr
+    return (
+        line
+        + f"\tElr: {'N/A' if elr is None else _ids(elr)}"
+        + f"\tLastKnownElr: {'N/A' if last_known is None else _ids(last_known)}"
+    )
 
 
 def _ids(ids: Sequence[int]) -> str:

@@ -141,6 +141,8 @@ class ControllerConfig:
     default_replication_factor: int = 1
     # unclean.leader.election.enable
     unclean_leader_election_enable: bool = False
+    # min.insync.replicas: the static default of KIP-966's effective min ISR (managers/elr.py).
+    min_insync_replicas: int = 1
     # auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds (Kafka: at least 1)
     # and leader.imbalance.per.broker.percentage (read by ZooKeeper's controller only; KRaft
     # balances whenever a partition is imbalanced: quorum/managers/leader_balance.py).

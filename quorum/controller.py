@@ -167,6 +167,7 @@ from pykraft.quorum.managers import (
     cluster,
     configs,
     delegation_tokens,
+    elr,
     features,
     leader_balance,
     leadership,
@@ -280,9 +281,11 @@ class QuorumController:
             else None
         )
 
-    def _unclean(self, image: MetadataImage) -> cluster.UncleanPolicy:
-        default = self.settings.unclean_leader_election_enable
-        return lambda topic: configs.unclean_leader_election_enabled(image, topic, default)
+    def _unclean(self, image: MetadataImage) -> elr.ElectionPolicy:
+        """unclean.leader.election.enable per topic, and KIP-966 ELR when the feature is on."""
+        return elr.election_policy(
+            image, self.settings.unclean_leader_election_enable, self.settings.min_insync_replicas
+        )
 
     def _wrote(self, result: ControllerResult[R], now_ms: int) -> ControllerResult[R]:
         """Every write event ends here (with records or without)."""
@@ -412,7 +415,7 @@ class QuorumController:
     def elect_leaders(
         self, image: MetadataImage, request: ElectLeadersRequest, now_ms: int
     ) -> ControllerResult[ElectLeadersResponse]:
-        return self._wrote(leadership.elect_leaders(image, request), now_ms)
+        return self._wrote(leadership.elect_leaders(image, request, self._unclean(image)), now_ms)
 
     def alter_partition_reassignments(
         self, image: MetadataImage, request: AlterPartitionReassignmentsRequest, now_ms: int
@@ -425,13 +428,15 @@ class QuorumController:
     def incremental_alter_configs(
         self, image: MetadataImage, request: IncrementalAlterConfigsRequest, now_ms: int
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
-        return self._wrote(configs.incremental_alter_configs(image, request), now_ms)
+        result = configs.incremental_alter_configs(image, request)
+        return self._wrote(elr.clearing_elr_on_min_isr_change(image, result), now_ms)
 
     def legacy_alter_configs(
         self, image: MetadataImage, request: LegacyAlterConfigsRequest, now_ms: int
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
         """Kafka's AlterConfigs: each resource's whole config set is replaced."""
-        return self._wrote(configs.legacy_alter_configs(image, request), now_ms)
+        result = configs.legacy_alter_configs(image, request)
+        return self._wrote(elr.clearing_elr_on_min_isr_change(image, result), now_ms)
 
     def allocate_producer_ids(
         self, image: MetadataImage, request: AllocateProducerIdsRequest, now_ms: int
@@ -496,6 +501,9 @@ class QuorumController:
     def maybe_noop(self, image: MetadataImage, now_ms: int) -> ControllerResult[None] | None:
         """A ``NoOpRecord`` when nothing was written for metadata.max.idle.interval.ms, so
         brokers see the log advance (and the leader's term confirmed) while the cluster idles."""
+        bootstrap = elr.bootstrap_records(image, self.settings.eligible_leader_replicas_version)
+        if bootstrap:  # a new cluster: its first records are its feature levels
+            return self._wrote(ControllerResult(bootstrap, None), now_ms)
         if now_ms - self._last_write_ms < self.settings.metadata_max_idle_interval_ms:
             return None
         return self._wrote(ControllerResult((NoOpRecord(),), None), now_ms)
@@ -512,7 +520,7 @@ class QuorumController:
         if not self.leader_balance.is_due(now_ms):
             return None
         result = leader_balance.maybe_balance_partition_leaders(
-            image, self.settings.max_elections_per_imbalance
+            image, self.settings.max_elections_per_imbalance, self._unclean(image)
         )
         return self._wrote(result, now_ms)
 
@@ -520,6 +528,8 @@ class QuorumController:
         """When to call ``fence_stale_brokers`` / ``maybe_noop`` /
         ``maybe_balance_partition_leaders`` next."""
         deadlines = [self._last_write_ms + self.settings.metadata_max_idle_interval_ms]
+        if elr.bootstrap_records(image, self.settings.eligible_leader_replicas_version):
+            deadlines.append(self._last_write_ms)  # bootstrap a new cluster now
         expiry = self.sessions.next_expiry_ms(image)
         if expiry is not None:
             deadlines.append(expiry)

@@ -136,6 +136,7 @@ class ControllerNode:
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
+            min_insync_replicas=config.min_insync_replicas,
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_seconds
             * 1000,

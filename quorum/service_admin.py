@@ -100,6 +100,8 @@ def topic_description(image: MetadataImage, topic: TopicImage) -> TopicDescripti
                 adding_replicas=tuple(p.adding_replicas),
                 removing_replicas=tuple(p.removing_replicas),
                 leader_recovery_state=int(p.leader_recovery_state),
+                eligible_leader_replicas=p.elr,
+                last_known_elr=p.last_known_elr,
             )
             for index, p in sorted(topic.partitions.items())
         ),

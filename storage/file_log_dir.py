@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pykraft.storage.atomic_file import fsync_directory, write_atomically
 from pykraft.storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from pykraft.storage.clean_shutdown import decode_clean_shutdown, encode_clean_shutdown
 from pykraft.storage.directory_id import ensure_directory_id
 from pykraft.storage.log_dir_store import Item, Loaded
 from pykraft.storage.recovery import CLEAN_SHUTDOWN_FILE
@@ -44,8 +45,14 @@ class FileLogDir:
     def has_clean_shutdown_marker(self) -> bool:
         return (self._path / CLEAN_SHUTDOWN_FILE).exists()
 
-    def write_clean_shutdown_marker(self) -> None:
-        write_atomically(self._path / CLEAN_SHUTDOWN_FILE, b"")
+    def write_clean_shutdown_marker(self, broker_epoch: int) -> None:
+        write_atomically(self._path / CLEAN_SHUTDOWN_FILE, encode_clean_shutdown(broker_epoch))
+
+    def read_clean_shutdown_broker_epoch(self) -> int | None:
+        try:
+            return decode_clean_shutdown((self._path / CLEAN_SHUTDOWN_FILE).read_bytes())
+        except OSError:
+            return None
 
     def remove_clean_shutdown_marker(self) -> None:
         with contextlib.suppress(FileNotFoundError):

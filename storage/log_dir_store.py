@@ -59,7 +59,13 @@ class LogDirStore(Protocol):
 
     def has_clean_shutdown_marker(self) -> bool: ...
 
-    def write_clean_shutdown_marker(self) -> None: ...
+    def write_clean_shutdown_marker(self, broker_epoch: int) -> None:
+        """Durably, holding ``broker_epoch`` (``storage.clean_shutdown``, KIP-966)."""
+        ...
+
+    def read_clean_shutdown_broker_epoch(self) -> int | None:
+        """The epoch the marker holds; None when there is no marker or it holds none."""
+        ...
 
     def remove_clean_shutdown_marker(self) -> None:
         """Durably; a missing marker is fine."""

@@ -73,6 +73,7 @@ from pykraft.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
 )
+from pykraft.storage.clean_shutdown import NO_BROKER_EPOCH, previous_broker_epoch
 from pykraft.storage.cleaner_hooks import CleanerHooks, CleanerTruncationListener
 from pykraft.storage.directory_id import new_directory_id
 from pykraft.storage.file_log_dir import FileLogDir
@@ -133,6 +134,8 @@ class LogManager:
         self._last_flush_ms: dict[TopicPartition, int] = {}
         self.load_reports: dict[TopicPartition, RecoveryReport] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # The broker epoch each dir's clean-shutdown marker held at start-up (KIP-966).
+        self._clean_shutdown_epochs: dict[Path, int | None] = {}
         self.problems: list[str] = []
         self.offline_partitions: dict[TopicPartition, str] = {}  # partition -> why
         self.offline_dirs: dict[Path, str] = {}  # log dir -> why
@@ -186,6 +189,7 @@ class LogManager:
             self._mark_dir_offline(log_dir, f"cannot be read: {error}")
             return
         self.had_clean_shutdown[log_dir] = contents.had_clean_shutdown
+        self._clean_shutdown_epochs[log_dir] = store.read_clean_shutdown_broker_epoch()
         for tp, name in contents.partitions:
             if tp in self._logs:
                 raise LogDirError(
@@ -503,8 +507,17 @@ class LogManager:
 
     # ------------------------------------------------------------------ shutdown
 
-    def shutdown(self) -> None:
-        """Close every log durably, checkpoint, then mark each log dir cleanly shut down.
+    def previous_broker_epoch(self) -> int:
+        """The registration's PreviousBrokerEpoch (KIP-966): the epoch every log dir's
+        clean-shutdown marker held at start-up, else -1 (``storage.clean_shutdown``)."""
+        return previous_broker_epoch(
+            (self._clean_shutdown_epochs.get(d) for d in self._stores),
+            all_dirs_live=len(self.online_dirs) == len(self._stores),
+        )
+
+    def shutdown(self, broker_epoch: int = NO_BROKER_EPOCH) -> None:
+        """Close every log durably, checkpoint, then mark each log dir cleanly shut down,
+        with ``broker_epoch`` in the marker (KIP-966).
 
         Once only: the logs are forgotten afterwards, so a second call would write empty
         checkpoints over the good ones (the next start would recover every segment and forget
@@ -518,7 +531,7 @@ class LogManager:
         # An offline dir gets no marker: its logs were not closed cleanly.
         for log_dir in self.online_dirs:
             try:
-                self._stores[log_dir].write_clean_shutdown_marker()
+                self._stores[log_dir].write_clean_shutdown_marker(broker_epoch)
             except OSError as error:
                 logger.error("log dir %s: cannot mark a clean shutdown: %s", log_dir, error)
         self._logs.clear()

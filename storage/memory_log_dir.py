@@ -27,6 +27,7 @@ class MemoryLogDir:
         self.disks: dict[str, MemoryDisk] = {}
         self.checkpoints: dict[str, dict[TopicPartition, int]] = {}
         self.clean_shutdown_marker = False
+        self.clean_shutdown_broker_epoch: int | None = None
         self._unique_ids = 0
 
     @property
@@ -42,8 +43,12 @@ class MemoryLogDir:
     def has_clean_shutdown_marker(self) -> bool:
         return self.clean_shutdown_marker
 
-    def write_clean_shutdown_marker(self) -> None:
+    def write_clean_shutdown_marker(self, broker_epoch: int) -> None:
         self.clean_shutdown_marker = True
+        self.clean_shutdown_broker_epoch = broker_epoch
+
+    def read_clean_shutdown_broker_epoch(self) -> int | None:
+        return self.clean_shutdown_broker_epoch if self.clean_shutdown_marker else None
 
     def remove_clean_shutdown_marker(self) -> None:
         self.clean_shutdown_marker = False

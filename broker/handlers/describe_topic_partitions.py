@@ -22,10 +22,10 @@ every topic there are none.
 
 Each partition: the leader when it is registered with this listener (else -1, fenced or not, as
 ``getAliveEndpoint``), leader epoch, replicas and ISR unfiltered, offline replicas (not
-registered, fenced, or without this listener). Eligible leader replicas (KIP-966's ELR) and the
-last known ELR are empty lists: pykraft keeps no ELR, and Kafka answers an empty ELR as an empty
-list (``Replicas.toList``), not null. Each described topic carries its KIP-430 authorized
-operations.
+registered, fenced, or without this listener), and KIP-966's eligible leader replicas and last
+known ELR from the image (``KRaftMetadataCache.getPartitionMetadataForDescribeTopicResponse``):
+empty ones are empty lists (``Replicas.toList``), not null. Each described topic carries its
+KIP-430 authorized operations.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def _partition(
         leader_epoch=partition.leader_epoch,
         replica_nodes=list(partition.replicas),
         isr_nodes=list(partition.isr),
-        eligible_leader_replicas=[],
-        last_known_elr=[],
+        eligible_leader_replicas=list(partition.elr),
+        last_known_elr=list(partition.last_known_elr),
         offline_replicas=[r for r in partition.replicas if _offline(image, r, listener)],
     )
 

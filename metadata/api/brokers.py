@@ -60,6 +60,9 @@ class BrokerRegistrationRequest:
     listeners: tuple[BrokerEndpoint, ...] = ()
     rack: str | None = None
     features: tuple[BrokerFeature, ...] = ()
+    # KIP-966 PreviousBrokerEpoch (BrokerRegistrationRequest v3+): the epoch the broker had at
+    # its last clean shutdown, -1 when it has none (an unclean shutdown, or a first start).
+    previous_broker_epoch: int = -1
 
 
 @attrs.frozen
@@ -110,6 +113,7 @@ def registration_request_to_json(request: BrokerRegistrationRequest) -> JsonObje
             }
             for f in request.features
         ],
+        "previous_broker_epoch": request.previous_broker_epoch,
     }
 
 
@@ -127,6 +131,7 @@ def registration_request_from_json(fields: Fields) -> BrokerRegistrationRequest:
             )
             for f in fields.objects("features", [])
         ),
+        previous_broker_epoch=fields.integer("previous_broker_epoch", -1),
     )
 
 

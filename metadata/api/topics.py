@@ -273,6 +273,9 @@ class PartitionDescription:
     removing_replicas: tuple[int, ...] = ()
     partition_epoch: int = 0
     leader_recovery_state: int = 0
+    # KIP-966 ELR and last known ELR; None from a controller that does not report them.
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -295,7 +298,20 @@ def _partition_to_json(p: PartitionDescription) -> JsonObject:
         "adding_replicas": list(p.adding_replicas),
         "removing_replicas": list(p.removing_replicas),
         "leader_recovery_state": p.leader_recovery_state,
+        "eligible_leader_replicas": _list_or_none(p.eligible_leader_replicas),
+        "last_known_elr": _list_or_none(p.last_known_elr),
     }
+
+
+def _list_or_none(values: tuple[int, ...] | None) -> list[int] | None:
+    return None if values is None else list(values)
+
+
+def _integers_or_none(fields: Fields, name: str) -> tuple[int, ...] | None:
+    values = fields.optional_array(name)
+    if values is None:
+        return None
+    return fields.integers(name)
 
 
 def _partition_from_json(fields: Fields) -> PartitionDescription:
@@ -309,6 +325,8 @@ def _partition_from_json(fields: Fields) -> PartitionDescription:
         removing_replicas=fields.integers("removing_replicas", []),
         partition_epoch=fields.integer("partition_epoch", 0),
         leader_recovery_state=fields.integer("leader_recovery_state", 0),
+        eligible_leader_replicas=_integers_or_none(fields, "eligible_leader_replicas"),
+        last_known_elr=_integers_or_none(fields, "last_known_elr"),
     )
 
 

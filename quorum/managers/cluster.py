@@ -10,6 +10,11 @@ controlled shutdown and unregistration all first move the broker's leaderships a
 from every ISR (``generate_leader_and_isr_updates``), in the same atomic batch as the broker's
 own record, so the image never shows a fenced broker leading.
 
+KIP-966 (eligible leader replicas on): a broker whose registration's PreviousBrokerEpoch is not
+the epoch of its last registration shut down uncleanly, so its logs may miss acknowledged
+records: the registration also takes it out of every ISR and ELR (Kafka's
+``handleBrokerUncleanShutdown``), and it may lead again only after rejoining the ISR.
+
 A new incarnation of a registered broker id replaces the old one unless the old one's session is
 still alive (``DUPLICATE_BROKER_REGISTRATION``); the old incarnation's leaderships and ISR
 memberships are dropped in the same batch because the new registration starts fenced.
@@ -22,6 +27,7 @@ leadership of its replicas there (``quorum.managers.directories``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 
 from pykraft.metadata.api.brokers import (
     BrokerHeartbeatRequest,
@@ -48,9 +54,11 @@ from pykraft.quorum.managers.directories import (
     handle_directories_offline,
     validate_offline_dirs,
 )
+from pykraft.quorum.managers.elr import ElectionPolicy
 from pykraft.quorum.managers.partition_change import (
     generate_leader_and_isr_updates,
     leads_any,
+    partitions_with_broker_in_elr,
     partitions_with_broker_in_isr,
     partitions_without_leader,
 )
@@ -114,6 +122,26 @@ def fence_records(
     return records
 
 
+def _shut_down_uncleanly(
+    existing: BrokerRegistration | None,
+    request: BrokerRegistrationRequest,
+    unclean: UncleanPolicy,
+) -> bool:
+    """KIP-966 (Kafka's ``ClusterControlManager.registerBroker`` as KAFKA-15582 wrote it): a new
+    incarnation whose PreviousBrokerEpoch is not the epoch the controller knows did not shut
+    down cleanly — its logs may have lost acknowledged records. Only with ELR on; a retried
+    registration of the same incarnation is not a restart. (Kafka since KAFKA-16952 treats
+    every new incarnation so; the KIP's rule keeps a cleanly restarted broker in the ELR.)"""
+    if not isinstance(unclean, ElectionPolicy) or unclean.min_isr is None:
+        return False
+    if existing is None:
+        return True
+    return (
+        existing.incarnation_id != request.incarnation_id
+        and request.previous_broker_epoch != existing.epoch
+    )
+
+
 def register_broker(
     image: MetadataImage,
     request: BrokerRegistrationRequest,
@@ -126,20 +154,36 @@ def register_broker(
         return ControllerResult((), BrokerRegistrationResponse(error))
     existing = image.cluster.brokers.get(request.broker_id)
     records: list[MetadataRecord] = []
-    if existing is not None:
-        if (
-            sessions.has_valid_session(existing, now_ms)
-            and existing.incarnation_id != request.incarnation_id
-        ):
-            return ControllerResult(
-                (),
-                BrokerRegistrationResponse(
-                    ApiError.of(
-                        Errors.DUPLICATE_BROKER_REGISTRATION,
-                        "Another broker is registered with that broker id.",
-                    )
+    if (
+        existing is not None
+        and sessions.has_valid_session(existing, now_ms)
+        and existing.incarnation_id != request.incarnation_id
+    ):
+        return ControllerResult(
+            (),
+            BrokerRegistrationResponse(
+                ApiError.of(
+                    Errors.DUPLICATE_BROKER_REGISTRATION,
+                    "Another broker is registered with that broker id.",
+                )
+            ),
+        )
+    if _shut_down_uncleanly(existing, request, unclean):
+        # KIP-966: out of every ISR and ELR, and never elected, in this same batch.
+        records.extend(
+            generate_leader_and_isr_updates(
+                image,
+                chain(
+                    partitions_with_broker_in_isr(image, request.broker_id),
+                    partitions_with_broker_in_elr(image, request.broker_id),
                 ),
+                unclean_enabled=unclean,
+                broker_to_remove=request.broker_id,
+                broker_with_unclean_shutdown=request.broker_id,
+                replica_offline=sessions.replica_offline(image),
             )
+        )
+    elif existing is not None:
         # The new registration starts fenced: the old one must not keep leading.
         records.extend(
             generate_leader_and_isr_updates(

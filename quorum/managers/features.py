@@ -18,10 +18,10 @@ Every accepted feature writes one ``FeatureLevelRecord`` (level 0 removes the fe
 one atomic batch, unless ``validate_only``; refused ones write nothing. Results come back sorted
 by feature name (Kafka's ``TreeMap``).
 
-What the cluster supports today: pykraft versions no feature. Its metadata log has one format,
-and its brokers register no feature ranges, so ``CONTROLLER_SUPPORTED_FEATURES`` is empty and
-every level above 0 is refused at step 3 — what Kafka answers for a feature its software does
-not know. The rules above still run in full against the ranges brokers register, which the
+What the cluster supports today: ``eligible.leader.replicas.version`` 0-1 (KIP-966, which
+brokers register too); no other feature. Its metadata log has one format, so every other
+feature's level above 0 is refused at step 3 — what Kafka answers for a feature its software
+does not know. The rules above still run in full against the ranges brokers register, which the
 tests exercise. Kafka's extra ``metadata.version`` downgrade rules (lossy downgrades refused,
 UNSAFE_DOWNGRADE unsupported) need a table of which levels change the metadata format, which
 pykraft, with no metadata versions, does not have.
@@ -45,6 +45,7 @@ from pykraft.metadata.api.features import (
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import FeatureLevelRecord, MetadataRecord
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.elr import ELR_FEATURE, ELR_MAX_LEVEL, ELR_MIN_LEVEL
 from pykraft.quorum.managers.result import ControllerResult
 
 METADATA_VERSION = "metadata.version"
@@ -70,8 +71,10 @@ class VersionRange:
 DISABLED = VersionRange(0, 0)
 
 # What this controller's software supports (Kafka's ``QuorumFeatures.localSupportedFeatures``):
-# nothing (see the module docstring).
-CONTROLLER_SUPPORTED_FEATURES: Mapping[str, VersionRange] = MappingProxyType({})
+# KIP-966's eligible.leader.replicas.version 0-1 (quorum/managers/elr.py).
+CONTROLLER_SUPPORTED_FEATURES: Mapping[str, VersionRange] = MappingProxyType(
+    {ELR_FEATURE: VersionRange(ELR_MIN_LEVEL, ELR_MAX_LEVEL)}
+)
 
 
 def reason_not_supported(level: int, what: str, supported: VersionRange) -> str | None:

@@ -36,7 +36,7 @@ KRaft.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import NO_LEADER, MetadataRecord
@@ -44,6 +44,7 @@ from pykraft.quorum.managers.partition_change import (
     Election,
     TopicPartitionRef,
     build_partition_change,
+    elr_for,
     is_active,
 )
 from pykraft.quorum.managers.result import ControllerResult
@@ -71,7 +72,9 @@ def imbalanced_partitions(image: MetadataImage) -> Iterator[TopicPartitionRef]:
 
 
 def maybe_balance_partition_leaders(
-    image: MetadataImage, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE
+    image: MetadataImage,
+    max_elections: int = MAX_ELECTIONS_PER_IMBALANCE,
+    policy: Callable[[str], bool] | None = None,
 ) -> ControllerResult[bool]:
     """PREFERRED elections on imbalanced partitions, at most ``max_elections``; the response
     is True when imbalanced partitions were left unvisited (run again soon)."""
@@ -86,6 +89,7 @@ def maybe_balance_partition_leaders(
             partition_id=ref.partition_id,
             election=Election.PREFERRED,
             acceptable=lambda replica: is_active(image, replica),
+            elr=elr_for(policy, ref.topic.name, ref.partition),
         )
         if record is not None:
             records.append(record)

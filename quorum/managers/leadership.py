@@ -47,6 +47,7 @@ from pykraft.quorum.managers.cluster_checks import check_broker_epoch
 from pykraft.quorum.managers.partition_change import (
     Election,
     build_partition_change,
+    elr_for,
     is_active,
 )
 from pykraft.quorum.managers.result import ControllerResult
@@ -154,6 +155,7 @@ def _alter_one(
         target_isr=tuple(state.broker_id for state in data.new_isr_with_epochs),
         election=Election.UNCLEAN if unclean(topic.name) else Election.ONLINE,
         target_leader_recovery_state=LeaderRecoveryState(data.leader_recovery_state),
+        elr=elr_for(unclean, topic.name, partition),
     )
     after = partition if record is None else partition.merge(record)
     if after.leader != broker_id:
@@ -206,7 +208,11 @@ def alter_partition(
 
 
 def _elect_one(
-    image: MetadataImage, topic_name: str, partition_id: int, election_type: ElectionType
+    image: MetadataImage,
+    topic_name: str,
+    partition_id: int,
+    election_type: ElectionType,
+    policy: Callable[[str], bool] | None,
 ) -> tuple[PartitionChangeRecord | None, ApiError]:
     """Kafka's ``ReplicationControlManager.electLeader``."""
     topic = image.topics.by_name.get(topic_name)
@@ -231,6 +237,7 @@ def _elect_one(
         partition_id=partition_id,
         election=election,
         acceptable=lambda replica: is_active(image, replica),
+        elr=elr_for(policy, topic_name, partition),
     )
     if record is None:
         return None, ApiError.of(
@@ -253,7 +260,9 @@ def _requested(
 
 
 def elect_leaders(
-    image: MetadataImage, request: ElectLeadersRequest
+    image: MetadataImage,
+    request: ElectLeadersRequest,
+    policy: Callable[[str], bool] | None = None,
 ) -> ControllerResult[ElectLeadersResponse]:
     """Kafka's ``ReplicationControlManager.electLeaders``."""
     try:
@@ -273,7 +282,7 @@ def elect_leaders(
     for topic_name, partition_ids in _requested(image, request):
         partition_results: list[PartitionResult] = []
         for partition_id in dict.fromkeys(partition_ids):
-            record, error = _elect_one(image, topic_name, partition_id, election_type)
+            record, error = _elect_one(image, topic_name, partition_id, election_type, policy)
             if record is not None:
                 records.append(record)
             # For "every partition", partitions that already have the right leader are left out.

@@ -17,9 +17,22 @@ and returns the ``PartitionChangeRecord`` that gets there — or ``None`` when n
   replicas — so a leader being removed hands leadership to the first valid target replica. A
   change that drops a replica from the replicas bumps the leader epoch even when the leader
   stays (``triggerLeaderEpochBumpForReplicaReassignmentIfNeeded``), fencing the removed one.
-* The ISR never shrinks to empty: without eligible leader replicas (KIP-966 ELR, which pykraft
-  does not implement) Kafka keeps the last ISR member when the target ISR is empty, and the
-  partition goes leaderless (-1) until that replica comes back.
+* KIP-966 eligible leader replicas (ELR), when ``elr`` is given (the
+  ``eligible.leader.replicas.version`` feature is on; ``quorum/managers/elr.py``): a target ISR
+  of at least the effective min ISR clears ELR and LastKnownElr; a smaller one moves the members
+  that leave the ISR (and keeps the ELR members) into the ELR, except brokers that shut down
+  uncleanly, which go to LastKnownElr (``maybePopulateTargetElr``). While the ISR is empty an
+  unfenced ELR member may be elected: a clean election (it holds every acknowledged record,
+  because the high watermark only advances while the ISR is at least min ISR); the ISR becomes
+  that leader and it leaves the ELR. An unclean election clears both fields. Without ``elr``
+  both fields are cleared (Kafka's downgrade) and the ISR never shrinks to empty: Kafka keeps
+  the last ISR member when the target ISR is empty, and the partition goes leaderless (-1)
+  until that replica comes back; with ``elr`` the ISR may become empty.
+* Kafka's builder also elects the *last known leader* when ISR and ELR are both empty
+  (``useLastKnownLeaderInBalancedRecovery``, on in Kafka 4.x): an unclean election that does not
+  ask ``unclean.leader.election.enable``. pykraft does not (Kafka's builder with that switch off,
+  as its own tests run it): with unclean election off no replica that may lack acknowledged data
+  is ever elected; LastKnownElr holds the real last known ELR members, as KIP-966 specifies.
 
 Epochs are not set here: replaying the record bumps the partition epoch, and the leader epoch
 whenever ``leader`` is set (``PartitionRegistration.merge``). Since metadata version 3.6 an ISR
@@ -47,6 +60,7 @@ from pykraft.metadata.records import (
     LeaderRecoveryState,
     PartitionChangeRecord,
 )
+from pykraft.quorum.managers.elr import ElectionPolicy, ElrSettings
 from pykraft.quorum.managers.reassignment_replicas import ReassignmentReplicas
 
 LeaderAcceptor = Callable[[int], bool]
@@ -100,12 +114,15 @@ def elect_leader(
     election: Election,
     acceptable: LeaderAcceptor,
     replicas: tuple[int, ...] | None = None,
+    target_elr: tuple[int, ...] = (),
 ) -> ElectionResult:
     """Pick the leader ``election`` asks for among ``replicas`` (default: the partition's);
-    ``NO_LEADER`` when there is none."""
+    ``NO_LEADER`` when there is none. An ELR member is valid while the target ISR is empty
+    (Kafka's ``isValidNewLeader``)."""
 
     def valid(replica: int) -> bool:
-        return replica in target_isr and acceptable(replica)
+        in_sync = replica in target_isr or (not target_isr and replica in target_elr)
+        return in_sync and acceptable(replica)
 
     replicas = partition.replicas if replicas is None else replicas
     if election is Election.PREFERRED:
@@ -156,6 +173,31 @@ def _target_assignment(
     return _Assignment(ongoing.replicas, ongoing.adding, ongoing.removing, isr_goal)
 
 
+def _target_elr(
+    partition: PartitionRegistration, isr_goal: tuple[int, ...], elr: ElrSettings
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Kafka's ``maybePopulateTargetElr``: the ELR and LastKnownElr before the election.
+    Sorted (Kafka collects them from a HashSet, so its order is unspecified)."""
+    if len(isr_goal) >= elr.min_isr:
+        return (), ()
+    candidates = set(partition.elr) | set(partition.isr)
+    target_elr = tuple(
+        sorted(
+            replica
+            for replica in candidates
+            if replica not in isr_goal and replica not in elr.unclean_shutdown_replicas
+        )
+    )
+    last_known = tuple(
+        sorted(
+            replica
+            for replica in candidates | set(partition.last_known_elr)
+            if replica not in isr_goal and replica not in target_elr
+        )
+    )
+    return target_elr, last_known
+
+
 def build_partition_change(
     partition: PartitionRegistration,
     *,
@@ -168,9 +210,11 @@ def build_partition_change(
     target_replicas: tuple[int, ...] | None = None,
     target_adding: tuple[int, ...] | None = None,
     target_removing: tuple[int, ...] | None = None,
+    elr: ElrSettings | None = None,
 ) -> PartitionChangeRecord | None:
     """The record moving ``partition`` to ``target_isr`` (and, for a reassignment, to the
-    target replica fields) with a fresh election, or None (Kafka's ``PartitionChangeBuilder``)."""
+    target replica fields) with a fresh election, or None (Kafka's ``PartitionChangeBuilder``;
+    ``elr`` None is its ``eligibleLeaderReplicasEnabled`` false)."""
     goal = _target_assignment(
         partition,
         partition.isr if target_isr is None else target_isr,
@@ -179,21 +223,34 @@ def build_partition_change(
         target_removing,
     )
     isr_goal = goal.isr
-    result = elect_leader(partition, isr_goal, election, acceptable, goal.replicas)
+    target_elr, last_known = (
+        (partition.elr, partition.last_known_elr)
+        if elr is None
+        else _target_elr(partition, isr_goal, elr)
+    )
+    result = elect_leader(partition, isr_goal, election, acceptable, goal.replicas, target_elr)
     leader = NO_LEADER_CHANGE
     isr: tuple[int, ...] | None = None
     recovery = NO_LEADER_RECOVERY_STATE_CHANGE
     if result.node != partition.leader:
         leader = result.node
-        if result.unclean:
+        if result.node in target_elr:
+            # A clean election from the ELR (KIP-966): the new leader alone is in sync.
+            isr_goal = (result.node,)
+            target_elr = tuple(r for r in target_elr if r != result.node)
+        elif result.unclean:
             # The new leader is outside the ISR: it alone is in sync now, and it must recover.
             isr = (result.node,)
             if partition.leader_recovery_state is not LeaderRecoveryState.RECOVERING:
                 recovery = LeaderRecoveryState.RECOVERING.value
     elif not set(goal.replicas) >= set(partition.replicas):
         leader = partition.leader  # a replica leaves: bump the leader epoch to fence it
-    if isr is None and isr_goal and isr_goal != partition.isr:
-        isr = isr_goal
+    if isr is not None or elr is None:
+        target_elr, last_known = (), ()  # maybeUpdateRecordElr: unclean, or ELR off
+    elr_change = target_elr if target_elr != partition.elr else None
+    last_known_change = last_known if last_known != partition.last_known_elr else None
+    if isr is None and (isr_goal or elr is not None) and isr_goal != partition.isr:
+        isr = isr_goal  # with ELR on the ISR may become empty
     if (
         target_leader_recovery_state is not None
         and target_leader_recovery_state is not partition.leader_recovery_state
@@ -209,6 +266,8 @@ def build_partition_change(
         and replicas is None
         and adding is None
         and removing is None
+        and elr_change is None
+        and last_known_change is None
     ):
         return None
     return PartitionChangeRecord(
@@ -220,7 +279,18 @@ def build_partition_change(
         adding_replicas=adding,
         removing_replicas=removing,
         leader_recovery_state=recovery,
+        eligible_leader_replicas=elr_change,
+        last_known_elr=last_known_change,
     )
+
+
+def elr_for(
+    policy: Callable[[str], bool] | None, topic_name: str, partition: PartitionRegistration
+) -> ElrSettings | None:
+    """The ELR settings of a build for this topic, or None (ELR off, or no ``ElectionPolicy``)."""
+    if not isinstance(policy, ElectionPolicy):
+        return None
+    return policy.elr(topic_name, len(partition.replicas))
 
 
 def all_partitions(image: MetadataImage) -> Iterator[TopicPartitionRef]:
@@ -236,6 +306,13 @@ def partitions_with_broker_in_isr(
     image: MetadataImage, broker_id: int
 ) -> Iterator[TopicPartitionRef]:
     return (ref for ref in all_partitions(image) if broker_id in ref.partition.isr)
+
+
+def partitions_with_broker_in_elr(
+    image: MetadataImage, broker_id: int
+) -> Iterator[TopicPartitionRef]:
+    """Kafka's ``BrokersToElrs.partitionsWithBrokerInElr``."""
+    return (ref for ref in all_partitions(image) if broker_id in ref.partition.elr)
 
 
 def partitions_without_leader(image: MetadataImage) -> Iterator[TopicPartitionRef]:
@@ -254,6 +331,7 @@ def generate_leader_and_isr_updates(
     unclean_enabled: Callable[[str], bool],
     broker_to_remove: int = NO_LEADER,
     broker_to_add: int = NO_LEADER,
+    broker_with_unclean_shutdown: int = NO_LEADER,
     replica_offline: ReplicaOffline = no_offline_replicas,
 ) -> list[PartitionChangeRecord]:
     """Remove ``broker_to_remove`` from ISRs and leadership; let ``broker_to_add`` lead.
@@ -262,19 +340,35 @@ def generate_leader_and_isr_updates(
     unfencing record is in the same batch); ``broker_to_remove`` never does, even for an unclean
     election, although the image still shows it active. Nor does a replica its broker reported
     on an offline log dir (``replica_offline``; Kafka's ``isActive(brokerId, directoryId)``).
+    ``broker_with_unclean_shutdown`` (KIP-966) leaves the ISR, the ELR and leadership.
+    ``unclean_enabled`` is an ``ElectionPolicy`` when ELR may be on; a plain predicate means
+    ELR off.
     """
+    gone = (broker_to_remove, broker_with_unclean_shutdown)
+    unclean_shutdown = (
+        () if broker_with_unclean_shutdown == NO_LEADER else (broker_with_unclean_shutdown,)
+    )
 
     def acceptable(replica: int, ref: TopicPartitionRef) -> bool:
         return (
-            replica != broker_to_remove
+            replica not in gone
             and (replica == broker_to_add or is_active(image, replica))
             and not replica_offline(replica, ref.topic.topic_id, ref.partition_id)
         )
 
     records: list[PartitionChangeRecord] = []
+    seen: set[tuple[str, int]] = set()
     for ref in partitions:
+        if (ref.topic.topic_id, ref.partition_id) in seen:
+            continue  # a partition with the broker in both ISR and ELR lists (never both)
+        seen.add((ref.topic.topic_id, ref.partition_id))
         election = Election.UNCLEAN if unclean_enabled(ref.topic.name) else Election.ONLINE
-        target_isr = tuple(r for r in ref.partition.isr if r != broker_to_remove)
+        target_isr = tuple(r for r in ref.partition.isr if r not in gone)
+        elr = (
+            unclean_enabled.elr(ref.topic.name, len(ref.partition.replicas), unclean_shutdown)
+            if isinstance(unclean_enabled, ElectionPolicy)
+            else None
+        )
         record = build_partition_change(
             ref.partition,
             topic_id=ref.topic.topic_id,
@@ -282,6 +376,7 @@ def generate_leader_and_isr_updates(
             acceptable=functools.partial(acceptable, ref=ref),
             target_isr=target_isr,
             election=election,
+            elr=elr,
         )
         if record is not None:
             records.append(record)

@@ -47,7 +47,12 @@ from pykraft.metadata.codec import MAX_BATCH_RECORDS
 from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from pykraft.metadata.records import MetadataRecord, PartitionChangeRecord
 from pykraft.protocol.errors import Errors
-from pykraft.quorum.managers.partition_change import Election, build_partition_change, is_active
+from pykraft.quorum.managers.partition_change import (
+    Election,
+    build_partition_change,
+    elr_for,
+    is_active,
+)
 from pykraft.quorum.managers.reassignment_replicas import ReassignmentReplicas, ReassignmentRevert
 from pykraft.quorum.managers.result import ControllerResult
 
@@ -90,6 +95,7 @@ def _change(
     index: int,
     part: PartitionRegistration,
     target: tuple[int, ...],
+    unclean: UncleanPolicy,
 ) -> PartitionChangeRecord | None:
     """Kafka's ``changePartitionReassignment``."""
     validate_manual_assignment(image, target)
@@ -104,6 +110,7 @@ def _change(
         # reassignment in progress changes nothing.
         target_adding=moving.adding or None,
         target_removing=moving.removing or None,
+        elr=elr_for(unclean, topic.name, part),
     )
 
 
@@ -134,6 +141,7 @@ def _cancel(
         target_replicas=revert.replicas,
         target_adding=(),
         target_removing=(),
+        elr=elr_for(unclean, topic.name, part),
     )
 
 
@@ -158,7 +166,7 @@ def _alter_one(
         )
     if target.replicas is None:
         return _cancel(image, topic, target.partition_index, part, unclean)
-    return _change(image, topic, target.partition_index, part, target.replicas)
+    return _change(image, topic, target.partition_index, part, target.replicas, unclean)
 
 
 def alter_partition_reassignments(

@@ -27,6 +27,14 @@ class ControllerSettings:
     # unclean.leader.election.enable: the static default when neither the topic nor the
     # cluster-wide broker config sets it.
     unclean_leader_election_enable: bool = False
+    # min.insync.replicas: the static default when neither the topic nor the cluster-wide broker
+    # config sets it (KIP-966 effective min ISR, quorum/managers/elr.py).
+    min_insync_replicas: int = 1
+    # The eligible.leader.replicas.version a new cluster starts with. Kafka 4.1 formats new
+    # clusters with 1; pykraft with 0 (Kafka 4.0's default) because it lacks Kafka's
+    # last-known-leader election, without which a partition whose every eligible replica was
+    # killed stays offline (quorum/managers/elr.py). UpdateFeatures turns it on.
+    eligible_leader_replicas_version: int = 0
     # auto.leader.rebalance.enable / leader.imbalance.check.interval.seconds (in ms here):
     # move leaderships back to preferred replicas (managers/leader_balance.py).
     auto_leader_rebalance_enable: bool = True
@@ -50,6 +58,7 @@ class ControllerSettings:
             "metadata_max_idle_interval_ms",
             "default_num_partitions",
             "default_replication_factor",
+            "min_insync_replicas",
             "max_partitions_per_request",
             "leader_imbalance_check_interval_ms",
             "max_elections_per_imbalance",

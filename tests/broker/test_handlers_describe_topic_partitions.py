@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import attrs
 import pytest
 from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 
@@ -56,12 +57,12 @@ IMAGE = image_of(
 )
 
 
-def apis(holder: RequestAuthorizer = ALLOW_EVERYTHING) -> KafkaApis:
+def apis(holder: RequestAuthorizer = ALLOW_EVERYTHING, image: MetadataImage = IMAGE) -> KafkaApis:
     services = BrokerServices(
         broker_id=1,
         cluster_id="q1Sh-9_ISia_zwGINzRvyQ",
         replica_manager=cast(Any, None),  # unused: the answer comes from the image alone
-        metadata=lambda: IMAGE,
+        metadata=lambda: image,
         controller=cast(Any, None),
         wall_clock_ms=lambda: 0,
         authorizer=holder,
@@ -78,6 +79,7 @@ def describe(
     limit: int = 2000,
     cursor: tuple[str, int] | None = None,
     holder: RequestAuthorizer = ALLOW_EVERYTHING,
+    image: MetadataImage = IMAGE,
 ) -> Any:
     request = DescribeTopicPartitionsRequest(
         version=0,
@@ -87,7 +89,7 @@ def describe(
         if cursor is None
         else DescribeTopicPartitionsRequest.Cursor(topic_name=cursor[0], partition_index=cursor[1]),
     )
-    body = dispatch(apis(holder), ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, request)
+    body = dispatch(apis(holder, image), ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, request)
     return DescribeTopicPartitionsResponse.decode(body, version=0)
 
 
@@ -209,6 +211,23 @@ def test_partition_fields_leaders_offline_replicas_and_an_empty_elr() -> None:
     assert (partition.eligible_leader_replicas, partition.last_known_elr) == ([], [])
     [offsets] = describe(["__consumer_offsets"]).topics
     assert offsets.partitions[0].leader_id == -1  # broker 4 is not registered
+
+
+def test_partition_elr_fields_come_from_the_image() -> None:
+    # KIP-966: the ISR is empty, 1 and 3 are eligible, 4 is the last known ELR.
+    image = image_of(
+        broker(1),
+        TopicRecord(name="d", topic_id=C_ID),
+        attrs.evolve(
+            partition_record(C_ID, 0, (3, 4, 1), isr=(), leader=-1),
+            eligible_leader_replicas=(1, 3),
+            last_known_elr=(4,),
+        ),
+    )
+    [d] = describe(["d"], image=image).topics
+    [partition] = d.partitions
+    assert (partition.isr_nodes, partition.eligible_leader_replicas) == ([], [1, 3])
+    assert partition.last_known_elr == [4]
 
 
 def test_authorized_operations_without_an_authorizer_are_every_topic_operation() -> None:

@@ -105,6 +105,7 @@ class FakeController:
         self.registrations = list(registrations)
         self.heartbeats = list(heartbeats)
         self.registered: list[tuple[int, str, tuple[BrokerEndpoint, ...]]] = []
+        self.previous_broker_epochs: list[int] = []
         self.sent: list[Sent] = []
 
     async def register_broker(
@@ -115,9 +116,11 @@ class FakeController:
         endpoints: Sequence[BrokerEndpoint],
         rack: str | None,
         features: Sequence[BrokerFeature] = (),
+        previous_broker_epoch: int = -1,
         deadline_s: float | None = None,
     ) -> BrokerRegistrationReply:
         self.registered.append((broker_id, incarnation_id, tuple(endpoints)))
+        self.previous_broker_epochs.append(previous_broker_epoch)
         answer = self.registrations.pop(0)
         if isinstance(answer, ControllerError):
             raise answer
@@ -166,7 +169,12 @@ REGISTERED = BrokerRegistrationReply(
 class Harness:
     """Drives the manager with a fake wait that records delays and runs a hook per wait."""
 
-    def __init__(self, controller: FakeController, metadata_offset: int = 41) -> None:
+    def __init__(
+        self,
+        controller: FakeController,
+        metadata_offset: int = 41,
+        identity: BrokerIdentity = IDENTITY,
+    ) -> None:
         self.controller = controller
         self.lifecycle = BrokerLifecycle(BrokerState.STARTING)
         self.metadata_offset = metadata_offset
@@ -174,7 +182,7 @@ class Harness:
         self.hooks: dict[int, list[object]] = {}
         self.manager = BrokerLifecycleManager(
             controller,
-            IDENTITY,
+            identity,
             self.lifecycle,
             lambda: self.metadata_offset,
             heartbeat_interval_ms=INTERVAL_MS,
@@ -208,6 +216,7 @@ def test_registers_then_heartbeats_to_running() -> None:
     harness = Harness(controller)
     harness.run()
     assert controller.registered == [(10, IDENTITY.incarnation_id, IDENTITY.endpoints)]
+    assert controller.previous_broker_epochs == [-1]  # KIP-966: no clean shutdown known
     assert harness.lifecycle.state is BrokerState.RUNNING
     assert harness.manager.caught_up.is_set() and harness.manager.unfenced.is_set()
     # Asks to stay fenced until ready, carries the metadata offset and the broker epoch.
@@ -216,6 +225,14 @@ def test_registers_then_heartbeats_to_running() -> None:
     # First beat right after registering, 10 ms while STARTING, then the interval.
     assert harness.delays[:3] == [0.0, 0.01, 0.01]
     assert harness.delays[3:] == [2.0, 2.0, 2.0]
+
+
+def test_registration_sends_the_epoch_of_the_last_clean_shutdown() -> None:
+    # KIP-966 PreviousBrokerEpoch, read from the clean-shutdown markers, on every attempt.
+    busy = ControllerError("REQUEST_TIMED_OUT", "no controller answered")
+    controller = FakeController([busy, REGISTERED], [reply(caught_up=False)])
+    Harness(controller, identity=attrs.evolve(IDENTITY, previous_broker_epoch=7)).run()
+    assert controller.previous_broker_epochs == [7, 7]
 
 
 def test_registration_is_retried_every_interval_until_the_old_session_expires() -> None:

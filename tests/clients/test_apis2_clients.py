@@ -68,15 +68,26 @@ def test_kafka_python_describe_topic_partitions_pages_with_the_cursor(
 
 
 def test_kafka_python_update_features(cluster: DevCluster) -> None:
-    """pykraft versions no feature: a level above 0 is refused per feature with Kafka's
-    INVALID_UPDATE_VERSION message, a level-0 removal passes (validated only, then written)."""
+    """pykraft versions one feature, KIP-966's eligible.leader.replicas.version 0-1, which every
+    broker registers (validated only: the shared cluster keeps ELR off); any other level above
+    0 is refused per feature with Kafka's INVALID_UPDATE_VERSION message, a level-0 removal
+    passes (validated only, then written)."""
     admin = admin_of(cluster)
     try:
         refused = admin.update_features({"metadata.version": 21})
         validated = admin.update_features({"group.version": 0}, validate_only=True)
         written = admin.update_features({"group.version": ("SAFE_DOWNGRADE", 0)})
+        elr = admin.update_features({"eligible.leader.replicas.version": 1}, validate_only=True)
+        too_high = admin.update_features(
+            {"eligible.leader.replicas.version": 2}, validate_only=True
+        )
     finally:
         admin.close()
+    assert elr == {"eligible.leader.replicas.version": "OK"}
+    assert (
+        "Local controller only supports versions 0-1"
+        in too_high["eligible.leader.replicas.version"]
+    )
     assert "INVALID_UPDATE_VERSION" in refused["metadata.version"] or (
         "Invalid update version 21 for feature metadata.version" in refused["metadata.version"]
     )

@@ -162,7 +162,7 @@ def test_topics_create_list_describe_alter_delete(
         f"Topic: pet\tTopicId: {topic_id}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: ",
         *(
             f"\tTopic: pet\tPartition: {p}\tLeader: 10\tReplicas: 10\tIsr: 10"
-            "\tElr: N/A\tLastKnownElr: N/A"
+            "\tElr: \tLastKnownElr: "
             for p in range(3)
         ),
     ]

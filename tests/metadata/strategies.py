@@ -77,6 +77,8 @@ RECORD_STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
         leader_recovery_state=st.sampled_from([0, 1]),
         leader_epoch=INT32,
         partition_epoch=INT32,
+        eligible_leader_replicas=INT32_LISTS,
+        last_known_elr=INT32_LISTS,
     ),
     ConfigRecord: st.builds(
         ConfigRecord, resource_type=INT8, resource_name=TEXT, name=TEXT, value=st.none() | TEXT
@@ -91,6 +93,8 @@ RECORD_STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
         removing_replicas=st.none() | INT32_LISTS,
         adding_replicas=st.none() | INT32_LISTS,
         leader_recovery_state=st.sampled_from([-1, 0, 1]),
+        eligible_leader_replicas=st.none() | INT32_LISTS,
+        last_known_elr=st.none() | INT32_LISTS,
     ),
     FenceBrokerRecord: st.builds(FenceBrokerRecord, id=INT32, epoch=INT64),
     UnfenceBrokerRecord: st.builds(UnfenceBrokerRecord, id=INT32, epoch=INT64),
@@ -187,6 +191,8 @@ def _partition(draw: st.DrawFn, topic_id: str, partition_id: int) -> PartitionRe
         leader_recovery_state=draw(st.sampled_from([0, 1])),
         leader_epoch=draw(st.integers(0, 5)),
         partition_epoch=draw(st.integers(0, 5)),
+        eligible_leader_replicas=draw(st.just(()) | REPLICA_LISTS),
+        last_known_elr=draw(st.just(()) | REPLICA_LISTS),
     )
 
 
@@ -201,6 +207,8 @@ def _change(draw: st.DrawFn, topic_id: str, partition_id: int) -> PartitionChang
         removing_replicas=draw(st.none() | st.just(())),
         adding_replicas=draw(st.none() | st.just(())),
         leader_recovery_state=draw(st.sampled_from([-1, -1, 0, 1])),
+        eligible_leader_replicas=draw(maybe_replicas),
+        last_known_elr=draw(st.none() | st.just(())),
     )
 
 

@@ -126,6 +126,8 @@ partition_descriptions = st.builds(
     removing_replicas=id_lists,
     partition_epoch=small,
     leader_recovery_state=st.integers(0, 1),
+    eligible_leader_replicas=st.none() | id_lists,
+    last_known_elr=st.none() | id_lists,
 )
 
 

@@ -33,6 +33,7 @@ from tests.metadata.api_codec_support import (
         listeners=st.lists(endpoints, max_size=3).map(tuple),
         rack=optional_names,
         features=st.lists(features, max_size=3).map(tuple),
+        previous_broker_epoch=ints,
     )
 )
 def test_registration_request(value: brokers.BrokerRegistrationRequest) -> None:

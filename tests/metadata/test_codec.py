@@ -166,6 +166,36 @@ def test_nulls_are_written_so_the_shape_never_varies() -> None:
     }
 
 
+def test_elr_fields_are_tagged_absent_when_empty_and_read_as_empty() -> None:
+    # KIP-966: EligibleLeaderReplicas / LastKnownElr are tagged fields of Kafka's
+    # PartitionRecord.json and PartitionChangeRecord.json: a record without ELR state is written
+    # exactly as before, and a line without them (an older file) reads them as empty / unchanged.
+    plain = PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2), isr=(1,), leader=1)
+    assert "eligibleLeaderReplicas" not in encode_record(plain)
+    with_elr = attrs.evolve(plain, eligible_leader_replicas=(2,), last_known_elr=(3,))
+    line = encode_record(with_elr)
+    assert json.loads(line)["eligibleLeaderReplicas"] == [2]
+    assert json.loads(line)["lastKnownElr"] == [3]
+    assert decode_record(line) == with_elr
+    assert json.loads(line) == json.loads(json.dumps(record_to_json(with_elr)))
+    # An empty list is a change (ELR cleared) in a PartitionChangeRecord; null is "unchanged".
+    cleared = PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID, eligible_leader_replicas=())
+    assert json.loads(encode_record(cleared))["eligibleLeaderReplicas"] == []
+    assert "lastKnownElr" not in encode_record(cleared)
+    assert decode_record(encode_record(cleared)) == cleared
+    assert decode_record(encode_record(plain)) == plain  # its ELR fields read as empty
+
+
+def test_an_unknown_extra_field_is_still_refused_next_to_tagged_ones() -> None:
+    obj = json.loads(encode_record(PartitionChangeRecord(partition_id=1, topic_id=TOPIC_ID)))
+    obj["elr"] = [1]
+    with pytest.raises(MetadataCodecError, match="unknown fields \\['elr'\\]"):
+        decode_record(json.dumps(obj))
+    del obj["elr"], obj["isr"]
+    with pytest.raises(MetadataCodecError, match="missing fields \\['isr'\\]"):
+        decode_record(json.dumps(obj))
+
+
 def test_nested_endpoints_use_camel_case() -> None:
     record = RegisterBrokerRecord(
         broker_id=1,

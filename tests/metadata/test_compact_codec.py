@@ -183,3 +183,17 @@ def test_a_valid_row_with_one_value_replaced_decodes_or_is_refused(record, data)
         return
     # Accepted only if it is exactly a valid record of that row.
     assert json.loads(encode_records([decoded])) == [row]
+
+
+def test_rows_leave_empty_elr_tags_out_and_read_them_back_as_empty() -> None:
+    # KIP-966's tagged fields: a PartitionRecord without ELR state keeps the row it always had.
+    topic_id = "ThIaNwRnSM2Nt9Mx1v0RvA"
+    plain = PartitionRecord(partition_id=0, topic_id=topic_id, replicas=(1, 2), isr=(1,), leader=1)
+    row = json.loads(encode_records([plain]))[0]
+    assert len(row) == 2 + 10
+    assert decode_records(encode_records([plain]), 1) == (plain,)
+    only_last = attrs.evolve(plain, last_known_elr=(2,))
+    row = json.loads(encode_records([only_last]))[0]
+    assert row[-2:] == [[], [2]]
+    assert decode_records(encode_records([only_last]), 1) == (only_last,)
+    assert json_lines(encode_records([only_last])) == (encode_record(only_last).encode(),)

@@ -124,6 +124,15 @@ def test_merge_rules() -> None:
         leader_epoch=1,
         partition_epoch=2,
     )
+    # KIP-966: the ELR fields change only when the record carries them ([] clears them).
+    to_elr = change(isr=(1,), eligible_leader_replicas=(2,), last_known_elr=(3,))
+    check_partition([to_elr], isr=(1,), elr=(2,), last_known_elr=(3,), partition_epoch=1)
+    check_partition([to_elr, change(leader=2)], elr=(2,), last_known_elr=(3,))
+    check_partition(
+        [to_elr, change(isr=(1, 2), eligible_leader_replicas=(), last_known_elr=())],
+        elr=(),
+        last_known_elr=(),
+    )
     # TopicDelta.replay(PartitionRecord) replaces the registration wholesale.
     check_partition(
         [

@@ -123,7 +123,8 @@ def test_cat_prints_leaves_in_kafkas_value_shapes() -> None:
         "cat /image/topics/byName/foo/0",
         [
             "PartitionRegistration(replicas=[1], isr=[1], removingReplicas=[], addingReplicas=[], "
-            "leader=1, leaderRecoveryState=RECOVERED, leaderEpoch=0, partitionEpoch=0)"
+            "elr=[], lastKnownElr=[], leader=1, leaderRecoveryState=RECOVERED, leaderEpoch=0, "
+            "partitionEpoch=0)"
         ],
     )
     check(

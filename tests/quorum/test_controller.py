@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import random
 
+import attrs
 import pytest
 
 from pykraft.metadata.image import MetadataImage
-from pykraft.metadata.records import NoOpRecord
+from pykraft.metadata.records import FeatureLevelRecord, NoOpRecord
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.controller import (
     BrokerHeartbeatRequest,
@@ -17,6 +18,7 @@ from pykraft.quorum.controller import (
     QuorumController,
     not_controller,
 )
+from pykraft.quorum.managers.elr import ELR_FEATURE
 from tests.quorum.helpers import Harness, image_with
 
 
@@ -24,12 +26,31 @@ def test_noop_after_500_ms_without_writes() -> None:
     # metadata.max.idle.interval.ms (KIP-835): the active controller appends a NoOpRecord so
     # brokers can tell the log is live while nothing happens.
     controller = QuorumController(rng=random.Random(1), now_ms=1000)
-    image = MetadataImage.EMPTY
+    image = attrs.evolve(MetadataImage.EMPTY, offset=0)
     assert controller.maybe_noop(image, 1499) is None
     result = controller.maybe_noop(image, 1500)
     assert result is not None and result.records == (NoOpRecord(),)
     assert controller.maybe_noop(image, 1999) is None
     assert controller.next_deadline_ms(image) == 2000
+
+
+def test_a_new_cluster_starts_at_its_bootstrap_eligible_leader_replicas_level() -> None:
+    # kafka-storage format --feature eligible.leader.replicas.version=1 (KIP-966): the first
+    # active controller of an empty metadata log writes that level at once.
+    controller = QuorumController(
+        rng=random.Random(1),
+        now_ms=1000,
+        settings=ControllerSettings(eligible_leader_replicas_version=1),
+    )
+    assert controller.next_deadline_ms(MetadataImage.EMPTY) == 1000
+    result = controller.maybe_noop(MetadataImage.EMPTY, 1000)
+    assert result is not None
+    assert result.records == (FeatureLevelRecord(name=ELR_FEATURE, feature_level=1),)
+    # Once written, never again (the log is no longer empty).
+    assert controller.maybe_noop(attrs.evolve(MetadataImage.EMPTY, offset=0), 1001) is None
+    # pykraft's default is level 0, Kafka 4.0's (see quorum/managers/elr.py): nothing.
+    default = QuorumController(rng=random.Random(1), now_ms=1000)
+    assert default.maybe_noop(MetadataImage.EMPTY, 1000) is None
 
 
 def test_writes_postpone_the_noop() -> None:

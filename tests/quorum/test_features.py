@@ -14,6 +14,7 @@ from pykraft.metadata.api.features import FeatureUpdate, UpdateFeaturesRequest, 
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import BrokerFeature, FeatureLevelRecord, RegisterBrokerRecord
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.managers.elr import ELR_FEATURE
 from pykraft.quorum.managers.features import (
     CONTROLLER_SUPPORTED_FEATURES,
     VersionRange,
@@ -175,9 +176,10 @@ def test_validate_only_answers_the_same_and_writes_nothing() -> None:
     assert written.records and validated.records == ()
 
 
-def test_pykraft_versions_no_feature_so_only_level_0_passes() -> None:
-    # The real controller, through QuorumController.handle, with its own (empty) ranges.
-    assert CONTROLLER_SUPPORTED_FEATURES == {}
+def test_pykraft_versions_only_elr_so_other_features_pass_at_level_0_only() -> None:
+    # The real controller, through QuorumController.handle, with its own ranges: KIP-966's
+    # eligible.leader.replicas.version 0-1 and nothing else.
+    assert {ELR_FEATURE: VersionRange(0, 1)} == CONTROLLER_SUPPORTED_FEATURES
     harness = Harness(image_of({1: {"metadata.version": (1, 21)}}, {"group.version": 1}))
     response = harness.run(
         UpdateFeaturesRequest(

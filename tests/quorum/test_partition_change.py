@@ -1,8 +1,8 @@
 """Leader election and ISR changes, following Kafka's ``PartitionChangeBuilderTest``.
 
 Cases mirror metadata/src/test/java/org/apache/kafka/controller/PartitionChangeBuilderTest.java
-(testElectLeader, testNoChange, testIsrChanges, testUncleanLeaderElection...) with ELR disabled,
-the way pykraft runs.
+(testElectLeader, testNoChange, testIsrChanges, testUncleanLeaderElection...) with ELR disabled
+(eligible.leader.replicas.version 0; the ELR cases are in test_partition_change_elr.py).
 """
 
 from __future__ import annotations

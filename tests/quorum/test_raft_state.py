@@ -196,11 +196,11 @@ MALFORMED_COMPACT = [
     (b"[[3.0,0]]", 1, "unknown metadata record type id 3.0"),
     (b"[[20,1]]", 1, "NoOpRecord version 1 is not supported"),
     (b"[[20,0,1]]", 1, "NoOpRecord has 0 fields, got 1 values"),
-    (b"[[3,0,0]]", 1, "PartitionRecord has 10 fields, got 1 values"),
+    (b"[[3,0,0]]", 1, "PartitionRecord has 12 fields, got 1 values"),
     (
-        PARTITION.replace(",0,0,0]", ",0,0,0,0]").encode(),
+        PARTITION.replace(",0,0,0]", ",0,0,0,[],[],0]").encode(),
         1,
-        "PartitionRecord has 10 fields, got 11 values",
+        "PartitionRecord has 12 fields, got 13 values",
     ),
     (
         PARTITION.replace("[1],[1]", '[1],["1"]').encode(),

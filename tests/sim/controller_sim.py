@@ -30,6 +30,7 @@ from pykraft.metadata.api.reassignments import (
     ReassignableTopic,
 )
 from pykraft.metadata.delta import apply_records
+from pykraft.metadata.elr import elr_enabled
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import (
     LeaderRecoveryState,
@@ -93,6 +94,8 @@ class SimBroker:
     # -1 until a registration commits (and again after being told to re-register).
     epoch: int = -1
     applied_offset: int = -1
+    # KIP-966: the epoch its clean-shutdown marker holds (-1 after a crash).
+    clean_epoch: int = -1
 
 
 def check_invariants(
@@ -101,7 +104,11 @@ def check_invariants(
     """The safety properties every committed batch must keep."""
     for ref in all_partitions(after):
         name, p = f"{ref.topic.name}-{ref.partition_id}", ref.partition
-        assert p.isr, f"{name}: empty ISR"
+        # KIP-966: with ELR on the ISR may be empty, but then nobody leads; ISR and ELR are
+        # disjoint sets of replicas (Kafka's ReplicationControlManager.updatePartitionInfo).
+        assert p.isr or (elr_enabled(after) and p.leader == -1), f"{name}: empty ISR"
+        assert not set(p.isr) & set(p.elr), f"{name}: ISR {p.isr} and ELR {p.elr} overlap"
+        assert set(p.elr) <= set(p.replicas), f"{name}: ELR {p.elr} not in {p.replicas}"
         assert len(set(p.replicas)) == len(p.replicas), f"{name}: repeated replicas {p.replicas}"
         assert len(set(p.isr)) == len(p.isr), f"{name}: repeated ISR members {p.isr}"
         assert set(p.isr) <= set(p.replicas), f"{name}: ISR {p.isr} not in {p.replicas}"
@@ -143,8 +150,11 @@ def check_invariants(
 class ControllerSimulation:
     """Run ``steps`` random events for one seed; ``run()`` raises SimulationFailure."""
 
-    def __init__(self, seed: int, *, brokers: int = 5, racks: int = 0) -> None:
+    def __init__(self, seed: int, *, brokers: int = 5, racks: int = 0, elr: bool = False) -> None:
         self.seed = seed
+        # KIP-966 eligible leader replicas (the cluster's bootstrap level); off, the liveness
+        # check is that every partition has a leader after quiescing.
+        self.elr = elr
         self.rng = random.Random(seed)
         # The controller's own seeded source (topic ids, placement starts), kept across
         # failovers so the run stays a function of the seed.
@@ -161,7 +171,10 @@ class ControllerSimulation:
         return QuorumController(
             rng=self.controller_rng,
             now_ms=self.now_ms,
-            settings=ControllerSettings(leader_imbalance_check_interval_ms=BALANCE_INTERVAL_MS),
+            settings=ControllerSettings(
+                leader_imbalance_check_interval_ms=BALANCE_INTERVAL_MS,
+                eligible_leader_replicas_version=1 if self.elr else 0,
+            ),
         )
 
     # --- committing -------------------------------------------------------------------------
@@ -210,7 +223,9 @@ class ControllerSimulation:
         )
         response = self.request(
             f"register {broker.id}#{broker.incarnation}",
-            BrokerRegistrationRequest(broker.id, incarnation, rack=broker.rack),
+            BrokerRegistrationRequest(
+                broker.id, incarnation, rack=broker.rack, previous_broker_epoch=broker.clean_epoch
+            ),
         )
         if response.error.is_success():
             broker.epoch = response.broker_epoch
@@ -239,6 +254,7 @@ class ControllerSimulation:
         elif response.should_shut_down:
             assert broker.process is Process.SHUTTING_DOWN, "told to shut down unasked"
             assert self._leads_nothing(broker.id), f"broker {broker.id} exits still leading"
+            broker.clean_epoch = broker.epoch
             broker.process, broker.epoch = Process.STOPPED, -1
 
     def _leads_nothing(self, broker_id: int) -> bool:
@@ -293,7 +309,7 @@ class ControllerSimulation:
         roll = self.rng.random()
         if broker.process is Process.RUNNING and roll < 0.4:
             self.events.append(f"t={self.now_ms} broker {broker.id} dies")
-            broker.process = Process.STOPPED
+            broker.process, broker.clean_epoch = Process.STOPPED, -1
         elif broker.process is Process.RUNNING and roll < 0.7 and broker.epoch >= 0:
             self.events.append(f"t={self.now_ms} broker {broker.id} starts controlled shutdown")
             broker.process = Process.SHUTTING_DOWN
@@ -475,12 +491,12 @@ class ControllerSimulation:
             assert registration is not None and not registration.fenced, (
                 f"broker {broker.id} still fenced after quiescing: {registration}"
             )
-        for ref in all_partitions(self.image):
+        for ref in self._online_partitions():
             assert ref.partition.leader >= 0, (
                 f"{ref.topic.name}-{ref.partition_id} has no leader after quiescing"
             )
         self.complete_reassignments()
-        for ref in all_partitions(self.image):
+        for ref in self._online_partitions():
             assert not ref.partition.is_reassigning(), (
                 f"{ref.topic.name}-{ref.partition_id} still reassigning with every replica in "
                 f"sync: {ref.partition}"
@@ -490,7 +506,7 @@ class ControllerSimulation:
         self._expand_every_isr()
         self.now_ms += BALANCE_INTERVAL_MS + 1
         self.tick()
-        for ref in all_partitions(self.image):
+        for ref in self._online_partitions():
             preferred = ref.partition.replicas[0]
             if preferred in ref.partition.isr:
                 assert ref.partition.leader == preferred, (
@@ -498,9 +514,19 @@ class ControllerSimulation:
                     f"its preferred replica {preferred} in ISR {ref.partition.isr}"
                 )
 
+    def _online_partitions(self) -> list[TopicPartitionRef]:
+        """Every partition, but with KIP-966 on those whose every eligible replica restarted
+        without a clean shutdown (empty ISR and ELR): no replica may lead them cleanly, so they
+        wait, unclean election being off."""
+        return [
+            ref
+            for ref in all_partitions(self.image)
+            if not (self.elr and not ref.partition.isr and not ref.partition.elr)
+        ]
+
     def _expand_every_isr(self) -> None:
         """Each leader reports all its replicas caught up (AlterPartition at current epochs)."""
-        for ref in all_partitions(self.image):
+        for ref in self._online_partitions():
             p = ref.partition
             if set(p.isr) == set(p.replicas):
                 continue

@@ -220,7 +220,11 @@ class SimBroker:
         if isinstance(request, RegistrationRequest):
             self.call_controller(
                 "BrokerRegistration",
-                BrokerRegistrationRequest(request.broker_id, request.incarnation_id),
+                BrokerRegistrationRequest(
+                    request.broker_id,
+                    request.incarnation_id,
+                    previous_broker_epoch=self.replica_manager.log_manager.previous_broker_epoch(),
+                ),
                 lambda answer: self._on_registration(number, answer),
             )
         else:
@@ -284,9 +288,9 @@ class SimBroker:
         """``BrokerServer.shutdown``'s replica and storage half: waiting requests answer (an
         unfinished acks=all produce is not acknowledged), then the shipped
         ``LogManager.shutdown`` (close every log, write every checkpoint, then the
-        clean-shutdown marker)."""
+        clean-shutdown marker with the broker epoch, KIP-966's PreviousBrokerEpoch)."""
         self.replica_manager.shutdown()
-        self.replica_manager.log_manager.shutdown()
+        self.replica_manager.log_manager.shutdown(self.broker_epoch)
 
     # ------------------------------------------------------------------ metadata
 

@@ -23,6 +23,9 @@ clean elections only, and no fsync (replication is the durability; see the crash
 6. **Log matching.** Batches at the same base offset written in the same leader epoch are the
    same batch on every replica; after a completed truncation a follower's log is a prefix of
    the log of the leader that answered; a follower never truncates below its high watermark.
+7. **Every elected leader holds every acknowledged record** when the controller's election
+   commits (``check_elected``): the clean-election guarantee itself, checked on the elected
+   replica's disk at the moment of the election rather than once it acts as leader (2).
 
 ``SimulationFailure`` carries the message; the simulation adds the seed, step and trace.
 """
@@ -213,6 +216,24 @@ class Checker:
                 )
         self._leader_checked[tenure] = len(reference)
 
+    def check_elected(self, key: PartitionKey, broker_id: int, log: PartitionLog | None) -> None:
+        """Invariant 7 (``log`` None: the broker has no log for the partition yet)."""
+        self.stats["elections checked against every acknowledged record"] += 1
+        acked = self.acked.get(key, {})
+        if not acked:
+            return
+        held = (
+            {}
+            if log is None
+            else {offset: value for offset, _, value in records_from(log, min(acked))}
+        )
+        for offset, value in sorted(acked.items()):
+            if held.get(offset) != value:
+                fail(
+                    f"{key}: broker {broker_id} was elected leader but lacks committed record "
+                    f"{value!r} (acknowledged at offset {offset}; it holds {held.get(offset)!r})"
+                )
+
     def check_acks(self) -> None:
         """Invariant 4 for acknowledgements made during the last event."""
         for key, offset, value in self._unchecked_acks:
@@ -224,6 +245,23 @@ class Checker:
                     f"log has {found} there"
                 )
         self._unchecked_acks.clear()
+
+    def check_kept(self, key: PartitionKey, logs: dict[int, PartitionLog]) -> None:
+        """A partition left offline (KIP-966 runs): every acknowledged value is still on some
+        replica, at its offset — unavailable, not lost."""
+        held = {offset: value for log in logs.values() for offset, _, value in records(log)}
+        kept = {
+            (offset, value)
+            for log in logs.values()
+            for offset, _, value in records(log)
+            if offset in self.acked.get(key, {})
+        }
+        for offset, value in sorted(self.acked.get(key, {}).items()):
+            if (offset, value) not in kept:
+                fail(
+                    f"{key}: {value} acknowledged at offset {offset} is on no replica of the "
+                    f"offline partition ({held.get(offset)!r} there)"
+                )
 
     def check_converged(self, key: PartitionKey, logs: dict[int, PartitionLog]) -> None:
         """After quiescing: every replica holds every acknowledged value at its offset."""

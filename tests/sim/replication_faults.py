@@ -55,6 +55,18 @@ SLOW_LINK_EXTRA_MS = (100, 1500)
 REACT_PROBABILITY = 0.15
 
 
+class CrashRule(enum.Enum):
+    """When a power loss may be scheduled (``replication_sim``'s docstring says why)."""
+
+    # Replication alone keeps acknowledged data: the last copy is never at risk.
+    KAFKA = "kafka"
+    # KIP-966's guarantee with eligible leader replicas on: any broker, any time, while fewer
+    # than min.insync.replicas brokers are missing records they held before a power loss.
+    KIP_966 = "kip-966"
+    # Anything goes: acknowledged records can be lost (the rules' own tests).
+    NONE = "none"
+
+
 class FaultKind(enum.Enum):
     KILL = "kill -9"
     POWER_LOSS = "power loss"
@@ -84,10 +96,16 @@ class FaultInjector:
     fault_interval_ms = (500, 5000)
     max_faulty = MAX_FAULTY
 
-    def __init__(self, sim: ReplicationSimulation, *, crash_rule: bool) -> None:
+    def __init__(self, sim: ReplicationSimulation, *, crash_rule: bool | CrashRule) -> None:
         self.sim = sim
-        self.crash_rule = crash_rule
+        if isinstance(crash_rule, bool):
+            crash_rule = CrashRule.KAFKA if crash_rule else CrashRule.NONE
+        self.rule = crash_rule
+        self.crash_rule = crash_rule is CrashRule.KAFKA
         self.active = True
+        # KIP-966 rule: brokers that lost unflushed data -> per partition, the log end they
+        # must reach again (the acknowledged records then) before they count as whole.
+        self.missing: dict[int, dict[tuple[str, int], int]] = {}
         # Brokers that lost unflushed data -> the broker epoch of the registration that may
         # still be in an ISR (until the controller fences it or a new one replaces it).
         self.suspect: dict[int, int] = {}
@@ -121,8 +139,11 @@ class FaultInjector:
 
     def _may_lose_unflushed(self, broker: SimBroker) -> bool:
         """The crash rule (see ``replication_sim``)."""
-        if not self.crash_rule:
+        if self.rule is CrashRule.NONE:
             return True
+        if self.rule is CrashRule.KIP_966:
+            others = set(self.missing) - {broker.broker_id}
+            return len(others) < self.sim.settings.min_insync_replicas - 1
         sim = self.sim
         if self.suspect or not broker.alter_partitions.idle:
             return False
@@ -150,7 +171,7 @@ class FaultInjector:
         unhealthy = sum(not self.healthy(b) for b in sim.brokers)
         if not self.healthy(broker_id) or unhealthy >= self.max_faulty:
             return False
-        if self.crash_rule and self.suspect:
+        if self.rule is CrashRule.KAFKA and self.suspect:
             return False
         return kind is not FaultKind.ISOLATE or sim.network.isolated is None
 
@@ -233,6 +254,8 @@ class FaultInjector:
         )
         if lose_unflushed and registration is not None:
             self.suspect[broker_id] = registration.epoch
+        if lose_unflushed:
+            self._note_missing(broker_id)
         self._restart_later(broker_id, sim.rng.randint(200, 15_000))
 
     def _count_losses(self, broker_id: int) -> None:
@@ -247,6 +270,28 @@ class FaultInjector:
                 for base_offset, last_offset in lost
                 for offset in range(base_offset, last_offset + 1)
             )
+
+    def _note_missing(self, broker_id: int) -> None:
+        """KIP-966 rule: the broker is missing acknowledged records until its logs reach,
+        again, every offset acknowledged before the loss."""
+        acked = self.sim.checker.acked
+        ends = {key: max(acked[key]) + 1 for key in acked if acked[key]}
+        self.missing[broker_id] = {**self.missing.get(broker_id, {}), **ends}
+
+    def _update_missing(self) -> None:
+        sim = self.sim
+        for broker_id, ends in list(self.missing.items()):
+            disk = sim.disks[broker_id]
+            whole = True
+            for key, end in ends.items():
+                registration = sim.registration(key)
+                if registration is None or broker_id not in registration.replicas:
+                    continue  # no longer a replica: it will never fetch the records again
+                log = disk.logs.get(key)
+                if log is None or log.log_end_offset < end or broker_id not in registration.isr:
+                    whole = False
+            if whole and sim.brokers[broker_id] is not None:
+                del self.missing[broker_id]
 
     def _note(self, what: str) -> None:
         self.sim.queue.note(what)
@@ -307,6 +352,7 @@ class FaultInjector:
             registration = brokers.get(broker_id)
             if registration is None or registration.epoch != epoch or registration.fenced:
                 del self.suspect[broker_id]
+        self._update_missing()
         self.react(records)
 
     # ------------------------------------------------------------------ the end
@@ -323,7 +369,7 @@ class FaultInjector:
             sim.paused_until[broker_id] = min(sim.paused_until[broker_id], sim.now_ms)
             sim.start_broker(broker_id)
         deadline = sim.now_ms + QUIESCE_LIMIT_MS
-        while not self.converged():
+        while not self.converged() or not self._settled():
             if sim.now_ms > deadline:
                 fail(
                     f"replicas did not converge within {QUIESCE_LIMIT_MS} ms of healing: "
@@ -333,8 +379,36 @@ class FaultInjector:
                 sim.queue.run_next()
                 sim.check()
         for key in sim.partition_keys():
-            sim.checker.check_converged(key, {b: sim.disks[b].log(key) for b in sim.brokers})
+            logs = {b: sim.disks[b].log(key) for b in sim.brokers}
+            if key in self.offline():
+                sim.checker.stats["KIP-966: partitions left offline"] += 1
+                sim.checker.check_kept(key, logs)
+            else:
+                sim.checker.check_converged(key, logs)
         sim.check_history()
+
+    def offline(self) -> set[tuple[str, int]]:
+        """KIP-966 runs: partitions no replica may lead cleanly any more — empty ISR and ELR
+        (every eligible replica restarted without a clean-shutdown epoch). KIP-966 keeps them
+        offline rather than elect a replica that may lack acknowledged records; Kafka 4.x then
+        elects the last known leader, an unclean election pykraft leaves to the operator."""
+        if self.rule is not CrashRule.KIP_966:
+            return set()
+        return {
+            key
+            for key in self.sim.partition_keys()
+            if (registration := self.sim.registration(key)) is not None
+            and registration.isr == ()
+            and registration.elr == ()
+        }
+
+    def _settled(self) -> bool:
+        """Every broker running and registered (checked apart from the partitions, which an
+        offline partition would keep from converging)."""
+        return all(
+            b is not None and b.lifecycle.state is BrokerState.RUNNING
+            for b in self.sim.brokers.values()
+        )
 
     def converged(self) -> bool:
         sim = self.sim
@@ -342,7 +416,10 @@ class FaultInjector:
             b is None or b.lifecycle.state is not BrokerState.RUNNING for b in sim.brokers.values()
         ):
             return False
+        offline = self.offline()
         for key in sim.partition_keys():
+            if key in offline:
+                continue
             registration = sim.registration(key)
             if (
                 registration is None

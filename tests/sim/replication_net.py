@@ -34,6 +34,12 @@ class SimSettings:
     partitions: int = 2
     replication_factor: int = 3
     min_insync_replicas: int = 2
+    # KIP-966: the eligible.leader.replicas.version the cluster starts with. 0 (off) here: the
+    # Kafka crash rule's runs keep their liveness check (every partition converges), which ELR
+    # without Kafka's last-known-leader election cannot promise after kill -9s (a broker that
+    # cannot show a clean shutdown leaves the ELR). The KIP-966 runs set 1 (Kafka 4.1's
+    # default for new clusters; ``replication_faults.CrashRule.KIP_966``).
+    eligible_leader_replicas_version: int = 0
     # broker.session.timeout.ms / broker.heartbeat.interval.ms (Kafka's defaults).
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000

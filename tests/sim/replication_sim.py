@@ -32,6 +32,29 @@ isolated or shut down. Without the rule Kafka itself loses acknowledged writes (
 losing unflushed data at once; or the last ISR member losing it — the case KIP-966's eligible
 leader replicas address), and so does the sim: ``crash_rule=False`` shows it. A kill -9 keeps
 the page cache, so it loses nothing; it only counts as a broker taken out.
+
+The KIP-966 crash rule (``CrashRule.KIP_966``, with ``eligible.leader.replicas.version`` 1).
+Eligible leader replicas make three things true: the high watermark moves only while the ISR
+has at least min ISR (= min(min.insync.replicas, RF)) members, so every acknowledged record is
+on at least min ISR brokers; a member leaving an ISR below min ISR stays electable in the ELR,
+so ISR and ELR hold only brokers that have every committed record; and a broker that restarts
+without its clean-shutdown epoch leaves every ISR and ELR in its registration's batch, before
+it can be unfenced, so a broker that lost data is never elected once it has registered again.
+What remains is the window between the power loss and that registration (the old session is
+still alive): the controller may elect the old registration, but no process serves it — the new
+process acts only after registering, which drops it first. So the guarantee holds while fewer
+than min ISR brokers are missing records they once held: a power loss is allowed at any time,
+of any broker, whatever else is down, as long as at most min.insync.replicas - 1 brokers
+(counting it) have lost unflushed data and not yet fetched back, into the ISR, every record
+acknowledged before their loss (``FaultInjector.missing``). "Not yet re-registered" would not
+be enough: after its registration a broker is out of the ISR but still lacks the records, and
+a second power loss on the one broker that holds them would take the last copy. Availability
+is what KIP-966 gives up: a kill -9 cannot show a clean shutdown either, so once every ISR and
+ELR member has restarted that way the partition stays offline (Kafka 4.x then elects its last
+known leader uncleanly; pykraft leaves that to an operator), and such partitions are checked
+for keeping every acknowledged record on some replica instead of converging. Without eligible
+leader replicas the same rule loses acknowledged records: the last ISR member, having lost its
+tail, is kept in the ISR and elected when it comes back.
 """
 
 from __future__ import annotations
@@ -62,7 +85,7 @@ from tests.chaos.history_checker import check
 from tests.sim.controller_sim import SimulationFailure, check_invariants
 from tests.sim.replication_broker import MetadataFetch, SimBroker
 from tests.sim.replication_checks import Checker, PartitionKey, Tenure, fail
-from tests.sim.replication_faults import FaultInjector
+from tests.sim.replication_faults import CrashRule, FaultInjector
 from tests.sim.replication_log import BrokerDisk, records
 from tests.sim.replication_net import (
     CONTROLLER,
@@ -93,7 +116,11 @@ class ReplicationSimulation:
     replay_command = REPLAY
 
     def __init__(
-        self, seed: int, settings: SimSettings | None = None, *, crash_rule: bool = True
+        self,
+        seed: int,
+        settings: SimSettings | None = None,
+        *,
+        crash_rule: bool | CrashRule = True,
     ) -> None:
         self.seed = seed
         self.settings = settings or SimSettings()
@@ -105,7 +132,9 @@ class ReplicationSimulation:
             rng=random.Random(seed * 7919 + 1),
             now_ms=0,
             settings=ControllerSettings(
-                broker_session_timeout_ms=self.settings.broker_session_timeout_ms
+                broker_session_timeout_ms=self.settings.broker_session_timeout_ms,
+                min_insync_replicas=self.settings.min_insync_replicas,
+                eligible_leader_replicas_version=self.settings.eligible_leader_replicas_version,
             ),
         )
         self.image = MetadataImage.EMPTY
@@ -354,9 +383,26 @@ class ReplicationSimulation:
             new = None if topic_after is None else topic_after.partitions.get(key[1])
             if old is not None and new is not None and old.is_reassigning():
                 self.checker.stats["reassignments ended"] += not new.is_reassigning()
+            if new is not None and new.leader >= 0 and (old is None or old.leader != new.leader):
+                self._check_elected(key, new.leader, after)
+                if old is not None and old.isr == () and new.leader in old.elr:
+                    self.checker.stats["clean elections from the ELR"] += 1
         self.metadata_log.extend(result.records)
         self.image = after
         self.faults.on_commit(result.records)
+
+    def _check_elected(self, key: PartitionKey, leader: int, image: MetadataImage) -> None:
+        """Invariant 7 (``replication_checks``) for the registration the controller elected,
+        when the running process is that registration. A process that restarted and has not
+        registered yet (its old session still alive) cannot act on the election; its
+        registration, when it comes, takes it out of the ISR and ELR first (KIP-966)."""
+        broker = self.brokers[leader]
+        registration = image.cluster.brokers.get(leader)
+        if broker is None or registration is None or broker.broker_epoch != registration.epoch:
+            self.checker.stats["elections of a broker whose process restarted unregistered"] += 1
+            return
+        log = self.disks[leader].logs.get(key)  # never created here: that would change the run
+        self.checker.check_elected(key, leader, log)
 
     def _controller_tick(self) -> None:
         """The active controller's timer: fence stale brokers, NoOp, create the topic."""

@@ -4,7 +4,8 @@ Three brokers (leader shell + pure leader core, pure follower core) and the cont
 a simulated clock, network and disk; invariants after every event (``replication_checks``).
 CI runs fixed seeds; ``PYKRAFT_SIM_SEEDS=200`` runs seeds 0..199, ``PYKRAFT_SIM_SEED=17``
 replays one seed, ``PYKRAFT_SIM_STEPS`` changes the number of events per seed (the same
-variables as the controller simulation). A failure names its seed and the replay command.
+variables as the controller simulation); ``PYKRAFT_SIM_ELR_SEEDS`` sets how many seeds the
+KIP-966 runs take (default the CI seeds). A failure names its seed and the replay command.
 Models: Kafka's ``RaftEventSimulationTest``, Jepsen's Kafka tests (acks=all, RF 3,
 min.insync.replicas 2, kill -9, pauses, partitions), KIP-101 / KIP-279 / KIP-320.
 """
@@ -30,6 +31,7 @@ from pykraft.replica.partition_state import PartitionRole, PartitionState, high_
 from pykraft.storage.partition_log import PartitionLog
 from tests.chaos.history import FINAL_READER, OpType
 from tests.chaos.history_checker import check
+from tests.sim.replication_faults import CrashRule
 from tests.sim.replication_log import BrokerDisk, client_batch, records
 from tests.sim.replication_net import SimSettings
 from tests.sim.replication_sim import TOLERATED, ReplicationSimulation, SimulationFailure
@@ -398,3 +400,47 @@ def test_a_reassignment_completed_before_its_replicas_catch_up_is_caught(
             assert "InvariantViolation" in str(failure), str(failure)
             return
     raise AssertionError(f"no seed below {REASSIGN_SEEDS} caught the injected bug")
+
+
+# ---------------------------------------------------------------------------- KIP-966
+# The relaxed crash rule eligible leader replicas allow (``replication_sim``'s docstring):
+# power loss of any broker at any time while fewer than min.insync.replicas brokers miss data.
+ELR_SEEDS = int(os.environ.get("PYKRAFT_SIM_ELR_SEEDS", 4))
+
+
+def kip_966_run(seed: int, elr_level: int) -> ReplicationSimulation:
+    settings = attrs.evolve(settings_for(seed), eligible_leader_replicas_version=elr_level)
+    sim = ReplicationSimulation(seed, settings, crash_rule=CrashRule.KIP_966)
+    sim.run(STEPS)
+    return sim
+
+
+def test_eligible_leader_replicas_lose_nothing_under_the_kip_966_crash_rule() -> None:
+    stats: Counter[str] = Counter()
+    acked = 0
+    for seed in range(ELR_SEEDS):
+        sim = kip_966_run(seed, elr_level=1)
+        acked += sum(len(values) for values in sim.checker.acked.values())
+        stats += sim.checker.stats
+    # Every run ended with every acknowledged record on its converged replicas, or (for a
+    # partition left offline) on some replica; none was ever missing from an elected leader.
+    assert acked > 0, "nothing was acknowledged: the runs tested nothing"
+    # The rule let power losses through that the Kafka rule would have held back, they took
+    # acknowledged records from a replica, and elections went to ELR members.
+    assert stats["faults: power loss"] > 0, dict(stats)
+    assert stats["power loss: acknowledged records lost on one replica"] > 0, dict(stats)
+    assert stats["clean elections from the ELR"] > 0, dict(stats)
+    assert stats["elections checked against every acknowledged record"] > 0, dict(stats)
+
+
+def test_without_eligible_leader_replicas_the_same_rule_loses_acknowledged_records() -> None:
+    """The contrast: the last ISR member keeps its place after losing its tail, is elected,
+    and acknowledged records are gone — counted, as ``crash_rule=False`` shows for the other
+    rule; the first CI seed that shows it is enough (seeds 0 and 1 both do)."""
+    for seed in range(DEFAULT_SEEDS):
+        try:
+            kip_966_run(seed, elr_level=0)
+        except SimulationFailure as failure:
+            assert "lacks committed record" in str(failure), str(failure)
+            return
+    raise AssertionError("no CI seed lost an acknowledged record without ELR: no contrast")
