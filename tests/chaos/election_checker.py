@@ -99,9 +99,9 @@ class ElectionReport:
 
 
 def eligible_leaders(before: PartitionRegistration) -> set[int]:
-    """The replicas a clean election may choose: the ISR as it stood (KIP-966 will add
-    ``| set(before.eligible_leader_replicas)`` here, the one line to change)."""
-    return set(before.isr)
+    """The replicas a clean election may choose: the ISR as it stood, and with KIP-966 the
+    eligible leader replicas (each held every record committed when it left the ISR)."""
+    return set(before.isr) | set(before.elr)
 
 
 @attrs.define
@@ -228,6 +228,7 @@ def judge(
         found.append(
             f"leader {after.leader} (epoch {after.leader_epoch}) is not in the ISR "
             f"{sorted(before.isr)} it was elected from (leader was {before.leader})"
+            + (f" nor in the ELR {sorted(before.elr)}" if before.elr else "")
         )
     if after.leader_recovery_state == LeaderRecoveryState.RECOVERING:
         found.append(f"leader {after.leader} is RECOVERING with {UNCLEAN}=false")

@@ -101,6 +101,20 @@ def test_the_isr_is_the_one_before_the_change_not_the_one_it_sets() -> None:
     assert "not in the ISR [1, 2]" in violation.detail
 
 
+def test_a_leader_from_the_eligible_leader_replicas_is_clean_one_from_neither_is_not() -> None:
+    # KIP-966: with min.insync.replicas 2, the ISR shrank to [1] and 2 went to the ELR; 1 is
+    # fenced, the ISR empties into the ELR, then 2 is elected from it (its ISR becomes [2]).
+    shrink = change(isr=(1,), eligible_leader_replicas=(2,))
+    fence = [
+        FenceBrokerRecord(id=1, epoch=5),
+        change(isr=(), leader=-1, eligible_leader_replicas=(1, 2)),
+    ]
+    clean = run([shrink], fence, [change(leader=2, isr=(2,), eligible_leader_replicas=(1,))])
+    assert clean.violations == ()
+    [violation] = run([shrink], fence, [change(leader=3, isr=(3,))]).violations
+    assert violation.detail.endswith("nor in the ELR [1, 2]")
+
+
 def test_a_leader_recovering_with_unclean_election_off_is_reported() -> None:
     # In the ISR, yet RECOVERING: only an unclean election sets that (KIP-704).
     report = run([change(leader=2, leader_recovery_state=LeaderRecoveryState.RECOVERING.value)])
