@@ -105,7 +105,7 @@ def test_a_leader_from_the_eligible_leader_replicas_is_clean_one_from_neither_is
     # KIP-966: with min.insync.replicas 2, the ISR shrank to [1] and 2 went to the ELR; 1 is
     # fenced, the ISR empties into the ELR, then 2 is elected from it (its ISR becomes [2]).
     shrink = change(isr=(1,), eligible_leader_replicas=(2,))
-    fence = [
+    fence: list[MetadataRecord] = [
         FenceBrokerRecord(id=1, epoch=5),
         change(isr=(), leader=-1, eligible_leader_replicas=(1, 2)),
     ]
