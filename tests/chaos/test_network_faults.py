@@ -58,6 +58,7 @@ WARM_UP_ACKNOWLEDGED = 50
 AVAILABLE_WITHIN_S = SESSION_TIMEOUT_MS / 1000 + 2.0
 PROBE_PREFIX = b"probe-"
 RUNS = int(os.environ.get("PYKRAFT_CHAOS_RUNS", "1"))
+ELR_ON = {"feature": "eligible.leader.replicas.version", "max_version_level": 1}
 ROUND_TRIPS = 7  # acks=all sends timed one after another, before and during the latency fault
 
 
@@ -80,6 +81,9 @@ def netns_cluster(
         place(cluster, network)
         try:
             cluster.start()
+            # KIP-966 on here (new clusters start with it off; the kill -9 chaos cluster keeps
+            # Kafka's older rule): the election checker then also sees elections from the ELR.
+            cluster.request("POST", "/v1/features", {"feature_updates": [ELR_ON]})
             yield cluster, network
         finally:
             cluster.stop()
