@@ -167,6 +167,8 @@ class SimBroker:
             "recovery-point checkpoint",
             self._checkpoint_recovery_points,
         )
+        if settings.log_flush_scheduler_interval_ms is not None:
+            self.schedule(0, "log manager tick", self._log_manager_tick)
 
     def __repr__(self) -> str:
         return (
@@ -367,6 +369,13 @@ class SimBroker:
             if self.env.rng.random() < 0.5:
                 self.disk.logs[key].flush()
         self.schedule(self._flush_interval_ms, "flush", self._flush)
+
+    def _log_manager_tick(self) -> None:
+        """``BrokerServer._run_periodic``: ``LogManager``'s periodic work when due — with it
+        the flush.ms check of every log each log.flush.scheduler.interval.ms."""
+        now_ms = self.env.now_ms
+        next_due_ms = self.disk.log_manager.maybe_run_periodic(now_ms)
+        self.schedule(max(next_due_ms - now_ms, 1), "log manager tick", self._log_manager_tick)
 
     def _checkpoint_recovery_points(self) -> None:
         # Kafka checkpoints recovery points on a slower timer of its own (LogManager's

@@ -16,6 +16,18 @@ random source, and injects it if the rules allow (else it skips this turn):
   watermarks checkpointed, then the broker restarts;
 * ``ELECT_PREFERRED``: an operator's preferred leader election.
 
+A data-centre outage (``OUTAGE``) is scheduled, not drawn: with ``SimSettings.outage_at_ms``
+every broker loses power at once — running, paused or already down (a dead process's page
+cache goes too) — and all come back together after a seeded 1-10 s; no broker starts in
+between. It ignores the crash rule: it is the case the rule keeps out (every replica of a
+partition losing its unflushed tail at once), which only ``flush.messages`` survives: each
+append is fsynced before the leader counts it or a follower's next fetch reports it, so an
+acknowledged record is durable on every ISR member. With Kafka's default (no flush.messages,
+leave it to the OS and replication) the outage loses acknowledged records — the trade-off
+Kafka documents — and ``flush.ms`` bounds the loss to records acknowledged within flush.ms
+(plus log.flush.scheduler.interval.ms, how often brokers check it) of the outage. The
+controller keeps running: its journal's durability is ``journal_faults``' concern.
+
 Besides, a committed leader or ISR change sometimes draws a fault at the partition's leader
 within 100 ms (``react``): back-to-back leader failures (KIP-279), and a follower that just
 joined the ISR becoming leader — timings random faults every few seconds almost never hit.
@@ -76,6 +88,8 @@ class FaultKind(enum.Enum):
     SLOW_LINK = "slow link"
     CONTROLLED_SHUTDOWN = "controlled shutdown"
     ELECT_PREFERRED = "preferred election"
+    # Never drawn (not in WEIGHTS): scheduled by SimSettings.outage_at_ms.
+    OUTAGE = "outage"
 
 
 WEIGHTS = {
@@ -110,11 +124,18 @@ class FaultInjector:
         # still be in an ISR (until the controller fences it or a new one replaces it).
         self.suspect: dict[int, int] = {}
         self.injected: Counter[FaultKind] = Counter()
+        # Until then every broker is without power (an outage): nothing restarts.
+        self.powered_off_until = 0
+        # What the outage found: acknowledged records then, and the ones no replica kept.
+        self.outage_acked: dict[tuple[str, int], dict[int, str]] = {}
+        self.outage_lost: dict[tuple[str, int], dict[int, str]] = {}
         # The latest faults and restarts, for the failure message.
         self.history: deque[str] = deque(maxlen=MAX_HISTORY)
 
     def start(self) -> None:
         self.sim.queue.after(self.sim.rng.randint(3000, 6000), "fault", self._fault)
+        if self.sim.settings.outage_at_ms is not None:
+            self.sim.queue.at(self.sim.settings.outage_at_ms, "outage", self.outage)
 
     # ------------------------------------------------------------------ rules
 
@@ -242,6 +263,50 @@ class FaultInjector:
             )
 
     def crash(self, broker_id: int, *, lose_unflushed: bool) -> None:
+        self._power_off(broker_id, lose_unflushed=lose_unflushed)
+        self._restart_later(broker_id, self.sim.rng.randint(200, 15_000))
+
+    def outage(self) -> None:
+        """Every broker loses power at once (see the module docstring); all restart together."""
+        sim = self.sim
+        if not self.active:
+            return
+        self.injected[FaultKind.OUTAGE] += 1
+        sim.checker.stats[f"faults: {FaultKind.OUTAGE.value}"] += 1
+        self._note("FAULT outage: every broker loses power")
+        self.outage_acked = {key: dict(acked) for key, acked in sim.checker.acked.items()}
+        for broker_id in sim.brokers:
+            self._power_off(broker_id, lose_unflushed=True)
+        kept = {
+            key: {
+                (offset, value)
+                for disk in sim.disks.values()
+                if key in disk.logs
+                for offset, _, value in log_records(disk.logs[key])
+            }
+            for key in self.outage_acked
+        }
+        self.outage_lost = {
+            key: {o: v for o, v in acked.items() if (o, v) not in kept[key]}
+            for key, acked in self.outage_acked.items()
+        }
+        sim.checker.stats["outage: acknowledged records before it"] += sum(
+            map(len, self.outage_acked.values())
+        )
+        sim.checker.stats["outage: acknowledged records on no replica after it"] += sum(
+            map(len, self.outage_lost.values())
+        )
+        self.powered_off_until = sim.now_ms + sim.rng.randint(1000, 10_000)
+
+        def power_back() -> None:
+            self._note("outage over: every broker restarts")
+            for broker_id in sim.brokers:
+                sim.start_broker(broker_id)
+
+        sim.queue.at(self.powered_off_until, "power back", power_back)
+
+    def _power_off(self, broker_id: int, *, lose_unflushed: bool) -> None:
+        """The process dies (if it runs); with ``lose_unflushed`` the page cache goes too."""
         sim = self.sim
         registration = sim.image.cluster.brokers.get(broker_id)
         sim.brokers[broker_id] = None
@@ -256,7 +321,6 @@ class FaultInjector:
             self.suspect[broker_id] = registration.epoch
         if lose_unflushed:
             self._note_missing(broker_id)
-        self._restart_later(broker_id, sim.rng.randint(200, 15_000))
 
     def _count_losses(self, broker_id: int) -> None:
         checker = self.sim.checker
@@ -299,6 +363,8 @@ class FaultInjector:
 
     def _restart_later(self, broker_id: int, delay_ms: int) -> None:
         def restart() -> None:
+            if self.sim.now_ms < self.powered_off_until:
+                return  # no power: the outage's end starts every broker
             if self.sim.brokers[broker_id] is None:
                 self._note(f"restart broker {broker_id}")
                 self.sim.start_broker(broker_id)

@@ -27,7 +27,7 @@ from pathlib import Path
 import attrs
 
 from pykraft.storage.log_config import LogConfig
-from pykraft.storage.log_manager import LogManager
+from pykraft.storage.log_manager import LogManager, LogManagerSettings
 from pykraft.storage.memory_disk import MemoryDisk
 from pykraft.storage.memory_log_dir import MemoryLogDir
 from pykraft.storage.partition_log import PartitionLog
@@ -124,12 +124,13 @@ class BrokerDisk:
     """One broker's log dir and its current process's ``LogManager`` (see the module
     docstring)."""
 
-    def __init__(self, broker_id: int = 0) -> None:
+    def __init__(self, broker_id: int = 0, settings: LogManagerSettings | None = None) -> None:
         self.store = MemoryLogDir(Path(f"/sim/broker-{broker_id}"), f"sim-dir-{broker_id}")
+        self.settings = settings or LogManagerSettings()
         self.log_manager = self._open(now_ms=0)
 
     def _open(self, now_ms: int) -> LogManager:
-        return LogManager.open([self.store], SIM_LOG_CONFIG, now_ms)
+        return LogManager.open([self.store], SIM_LOG_CONFIG, now_ms, settings=self.settings)
 
     @property
     def logs(self) -> dict[PartitionKey, PartitionLog]:

@@ -65,6 +65,16 @@ class SimSettings:
     # KIP-455: an operator moves partitions between RF 3 and RF 2 every few seconds (and
     # cancels some moves); at quiesce every partition goes back to all brokers.
     reassign: bool = False
+    # The topic's own configs, given at CreateTopics as an operator would (Kafka's topic-level
+    # names: ``flush.messages``, ``flush.ms``, ...); the brokers' ``LogManager`` applies them.
+    topic_configs: tuple[tuple[str, str], ...] = ()
+    # A data-centre outage (``replication_faults.FaultInjector.outage``): every broker loses
+    # power at this simulated time, and all come back together a few seconds later.
+    outage_at_ms: int | None = None
+    # log.flush.scheduler.interval.ms: how often each broker's ``LogManager`` runs its periodic
+    # work (the flush.ms check among it); Kafka's default (never) leaves it to the sim's
+    # page-cache writeback alone.
+    log_flush_scheduler_interval_ms: int | None = None
 
 
 @attrs.frozen

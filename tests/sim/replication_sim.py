@@ -77,9 +77,11 @@ from pykraft.quorum.controller import (
     ControllerResult,
     ControllerSettings,
     CreatableTopic,
+    CreatableTopicConfig,
     CreateTopicsRequest,
     QuorumController,
 )
+from pykraft.storage.log_manager import LogManagerSettings
 from tests.chaos.history import Op, OpType, Poll, Recorder, Send
 from tests.chaos.history_checker import check
 from tests.sim.controller_sim import SimulationFailure, check_invariants
@@ -140,7 +142,13 @@ class ReplicationSimulation:
         self.image = MetadataImage.EMPTY
         # Record i has metadata offset i.
         self.metadata_log: list[MetadataRecord] = []
-        self.disks = {broker_id: BrokerDisk(broker_id) for broker_id in range(BROKERS)}
+        flush_check_ms = self.settings.log_flush_scheduler_interval_ms
+        manager_settings = (
+            LogManagerSettings()
+            if flush_check_ms is None
+            else LogManagerSettings(log_flush_scheduler_interval_ms=flush_check_ms)
+        )
+        self.disks = {b: BrokerDisk(b, manager_settings) for b in range(BROKERS)}
         self.brokers: dict[int, SimBroker | None] = dict.fromkeys(range(BROKERS))
         self.incarnations = dict.fromkeys(range(BROKERS), 0)
         self.paused_until = dict.fromkeys(range(BROKERS), 0)
@@ -418,7 +426,12 @@ class ReplicationSimulation:
         unfenced = [b for b in self.image.cluster.brokers.values() if not b.fenced]
         if TOPIC not in self.image.topics.by_name and len(unfenced) == BROKERS:
             topic = CreatableTopic(
-                TOPIC, self.settings.partitions, self.settings.replication_factor
+                TOPIC,
+                self.settings.partitions,
+                self.settings.replication_factor,
+                configs=tuple(
+                    CreatableTopicConfig(name, value) for name, value in self.settings.topic_configs
+                ),
             )
             self.commit(
                 self.controller.handle(self.image, CreateTopicsRequest((topic,)), self.now_ms)
