@@ -31,7 +31,10 @@ its old incarnation may still be in an ISR (``suspect``) no other broker is cras
 isolated or shut down. Without the rule Kafka itself loses acknowledged writes (two replicas
 losing unflushed data at once; or the last ISR member losing it — the case KIP-966's eligible
 leader replicas address), and so does the sim: ``crash_rule=False`` shows it. A kill -9 keeps
-the page cache, so it loses nothing; it only counts as a broker taken out.
+the page cache, so it loses nothing; it only counts as a broker taken out. With the topic's
+``flush.messages=1`` (``SimSettings.topic_configs``) no rule is needed: every append is fsynced
+before it counts, and power losses anywhere, even of every broker at once, lose nothing
+acknowledged (``test_power_outage``).
 
 The KIP-966 crash rule (``CrashRule.KIP_966``, with ``eligible.leader.replicas.version`` 1).
 Eligible leader replicas make three things true: the high watermark moves only while the ISR

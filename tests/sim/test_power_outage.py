@@ -11,6 +11,10 @@ bounds the loss: a broker's ``LogManager`` fsyncs every log whose last flush is 
 checking every ``log.flush.scheduler.interval.ms`` (both Kafka's names, both off by default), so
 only records acknowledged within flush.ms + that interval of the outage can go.
 
+With flush.messages=1 the runs also drop the crash rule (``CrashRule.NONE``: a power loss of
+any broker at any time), and a planted bug — followers that skip the flush and report an
+unflushed offset — is caught.
+
 CI runs ``OUTAGE_SEEDS`` seeds (``PYKRAFT_SIM_OUTAGE_SEEDS=N`` runs N; ``PYKRAFT_SIM_STEPS``
 as for the other sims).
 """
@@ -20,10 +24,14 @@ from __future__ import annotations
 import functools
 import os
 import random
+from typing import Any
 
 import attrs
 import pytest
 
+from pykraft.storage.log_config import LONG_MAX
+from pykraft.storage.unified_log import UnifiedLog
+from tests.sim.replication_faults import CrashRule
 from tests.sim.replication_sim import ReplicationSimulation, SimulationFailure
 from tests.sim.test_replication_sim import settings_for
 
@@ -47,6 +55,7 @@ def outage_run(
     seed: int,
     topic_configs: tuple[tuple[str, str], ...] = (),
     log_flush_scheduler_interval_ms: int | None = None,
+    crash_rule: CrashRule = CrashRule.KAFKA,
 ) -> ReplicationSimulation:
     """The CI seed's settings with an outage 20-50 simulated seconds in (the run lasts 75-135)."""
     settings = attrs.evolve(
@@ -55,16 +64,25 @@ def outage_run(
         topic_configs=topic_configs,
         log_flush_scheduler_interval_ms=log_flush_scheduler_interval_ms,
     )
-    return ReplicationSimulation(seed, settings)
+    return ReplicationSimulation(seed, settings, crash_rule=crash_rule)
 
 
 def lost_acknowledged(sim: ReplicationSimulation) -> int:
     return sum(map(len, sim.faults.outage_lost.values()))
 
 
+FLUSH_EVERY_APPEND = (("flush.messages", "1"),)
+
+
+@pytest.mark.parametrize("rule", [CrashRule.KAFKA, CrashRule.NONE], ids=lambda rule: rule.value)
 @pytest.mark.parametrize("seed", range(OUTAGE_SEEDS))
-def test_flush_messages_1_loses_nothing_acknowledged_in_an_outage(seed: int) -> None:
-    sim = outage_run(seed, topic_configs=(("flush.messages", "1"),))
+def test_flush_messages_1_loses_nothing_acknowledged_in_an_outage(
+    seed: int, rule: CrashRule
+) -> None:
+    """Under the Kafka crash rule, and with no rule at all: a power loss of any broker at any
+    time (``CrashRule.NONE``, which loses acknowledged records without fsync) loses nothing
+    once every append is fsynced."""
+    sim = outage_run(seed, topic_configs=FLUSH_EVERY_APPEND, crash_rule=rule)
     sim.run(STEPS)  # converged: every acknowledged value on every replica
     stats = sim.checker.stats
     assert stats["faults: outage"] == 1, "the outage did not happen within the run"
@@ -76,6 +94,27 @@ def test_flush_messages_1_loses_nothing_acknowledged_in_an_outage(seed: int) -> 
     logs = [log for disk in sim.disks.values() for log in disk.logs.values()]
     configs = {log.config.flush_messages for log in logs}
     assert configs == {1}, "the topic's flush.messages did not reach the logs"
+
+
+def test_a_follower_reporting_an_unflushed_append_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bug item 2 looks for, planted: followers skip the flush.messages flush, so a fetch
+    reports an offset not on disk yet and the leader acknowledges it. The outage then takes
+    acknowledged records from followers, and one is elected without them (seed 2)."""
+    append_as_follower = UnifiedLog.append_as_follower
+
+    def unflushed(log: UnifiedLog, *args: Any, **kwargs: Any) -> Any:
+        config = log.store.config
+        log.store.config = attrs.evolve(config, flush_messages=LONG_MAX)
+        try:
+            return append_as_follower(log, *args, **kwargs)
+        finally:
+            log.store.config = config
+
+    monkeypatch.setattr(UnifiedLog, "append_as_follower", unflushed)
+    with pytest.raises(SimulationFailure, match="lacks committed record"):
+        outage_run(FIRST_LOSING_SEED, topic_configs=FLUSH_EVERY_APPEND).run(STEPS)
 
 
 def test_without_flush_messages_an_outage_loses_acknowledged_records() -> None:
