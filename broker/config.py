@@ -60,7 +60,7 @@ from pykraft.broker.sasl_config import ListenerSecurity, SecurityProtocol
 from pykraft.metadata.auth.authorizer import AuthorizerSettings
 from pykraft.metadata.auth.tls_settings import TlsSettings
 from pykraft.storage.log_cleaner import CleanerConfig
-from pykraft.storage.log_config import LogConfig, LogConfigError
+from pykraft.storage.log_config import LONG_MAX, LogConfig, LogConfigError
 
 # Listeners and their security are parsed in config_listeners.py; its types and error are
 # imported from here as they always were.
@@ -226,6 +226,9 @@ class BrokerConfig:
     log_cleaner: CleanerConfig = attrs.field(factory=CleanerConfig)
     # log.retention.check.interval.ms: how often the log manager deletes what retention allows.
     log_retention_check_interval_ms: int = 300_000
+    # log.flush.scheduler.interval.ms (Kafka default Long.MAX_VALUE: never): how often the log
+    # manager looks for logs whose flush.ms has passed and flushes them.
+    log_flush_scheduler_interval_ms: int = LONG_MAX
     # Every property as the file gave it (secrets too: never in repr). DescribeConfigs reports
     # the keys it knows as STATIC_BROKER_CONFIG, beneath the image's dynamic broker configs.
     static_properties: Mapping[str, str] = attrs.field(
@@ -319,6 +322,7 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("replication_quota_window_size_seconds", "replication.quota.window.size.seconds", 1),
     ("fetch_max_bytes", "fetch.max.bytes", 1024),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", 1),
+    ("log_flush_scheduler_interval_ms", "log.flush.scheduler.interval.ms", 1),
     ("quota_window_num", "quota.window.num", 1),
     ("quota_window_size_seconds", "quota.window.size.seconds", 1),
     ("offsets_topic_num_partitions", "offsets.topic.num.partitions", 1),

@@ -360,7 +360,8 @@ class BrokerServer:
                 self.config.log_config,
                 now_ms,
                 settings=LogManagerSettings(
-                    log_retention_check_interval_ms=self.config.log_retention_check_interval_ms
+                    log_retention_check_interval_ms=self.config.log_retention_check_interval_ms,
+                    log_flush_scheduler_interval_ms=self.config.log_flush_scheduler_interval_ms,
                 ),
             )
         except OSError as error:

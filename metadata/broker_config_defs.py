@@ -119,6 +119,12 @@ BROKER_CONFIGS: Mapping[str, ConfigDef] = config_defs(
         "300000",
         "How often the log manager deletes the segments retention allows it to.",
     ),
+    _static(
+        "log.flush.scheduler.interval.ms",
+        _T.LONG,
+        "9223372036854775807",
+        "How often the log manager flushes the logs whose flush.ms has passed.",
+    ),
     _static("node.id", _T.INT, "-1", "This node's id in the cluster."),
     _static("process.roles", _T.LIST, "", "The roles of this process: broker, controller."),
     _static("listeners", _T.STRING, None, "The addresses the Kafka protocol is served on."),

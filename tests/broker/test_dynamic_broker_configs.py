@@ -159,3 +159,13 @@ def test_the_static_file_is_kept_for_describe_and_the_retention_check_interval_r
     assert BrokerConfig.from_properties(BASE).log_retention_check_interval_ms == 300_000
     with pytest.raises(BrokerConfigError, match=r"log\.retention\.check\.interval\.ms"):
         BrokerConfig.from_properties({**BASE, "log.retention.check.interval.ms": "0"})
+
+
+def test_the_flush_scheduler_interval_is_read_and_never_by_default() -> None:
+    # Kafka's log.flush.scheduler.interval.ms: Long.MAX_VALUE, so flush.ms does nothing until an
+    # operator sets it (the simulation's outage test runs the same LogManager with 500 ms).
+    config = BrokerConfig.from_properties({**BASE, "log.flush.scheduler.interval.ms": "500"})
+    assert config.log_flush_scheduler_interval_ms == 500
+    assert BrokerConfig.from_properties(BASE).log_flush_scheduler_interval_ms == 2**63 - 1
+    with pytest.raises(BrokerConfigError, match=r"log\.flush\.scheduler\.interval\.ms"):
+        BrokerConfig.from_properties({**BASE, "log.flush.scheduler.interval.ms": "0"})
