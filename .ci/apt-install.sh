@@ -26,3 +26,24 @@ apt_install() {
         return 1
     fi
 }
+
+# go_build SCRIPT PACKAGE BINARY: builds the Go program in PACKAGE into BINARY in GOPATH mode
+# against Debian's /usr/share/gocode (GO111MODULE=off: nothing is downloaded), only when a .go
+# file is newer than BINARY; the build cache lives beside the binary (no $HOME needed, and
+# `git clean` takes both away). On a failed build it prints the compiler's output, naming
+# SCRIPT, and returns 1.
+go_build() {
+    local script="$1" package="$2" binary="$3"
+    if [ -x "$binary" ] && [ -z "$(find "$package" -maxdepth 1 -name '*.go' -newer "$binary")" ]; then
+        return 0
+    fi
+    mkdir -p "$(dirname "$binary")"
+    local log
+    if ! log="$(cd "$package" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= \
+            GOCACHE="$(dirname "$binary")/go-build-cache" go build -o "$binary.tmp" . 2>&1)"; then
+        echo "$script: go build failed in $package:" >&2
+        echo "$log" >&2
+        return 1
+    fi
+    mv "$binary.tmp" "$binary"
+}

@@ -12,23 +12,12 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$HERE/.ci/apt-install.sh"
 PACKAGE="$HERE/bench/nats"
 BINARY="$PACKAGE/bin/natsbench"
-GOPATH_DIR=/usr/share/gocode
 
 if ! command -v nats-server >/dev/null 2>&1 || ! command -v go >/dev/null 2>&1 \
-        || [ ! -d "$GOPATH_DIR/src/github.com/nats-io/nats.go" ]; then
+        || [ ! -d /usr/share/gocode/src/github.com/nats-io/nats.go ]; then
     apt_install install-nats "nats-server, golang-go and golang-github-nats-io-go-nats-dev" \
         nats-server golang-go golang-github-nats-io-go-nats-dev || exit 0
 fi
 
-if [ -x "$BINARY" ] && [ -z "$(find "$PACKAGE" -maxdepth 1 -name '*.go' -newer "$BINARY")" ]; then
-    exit 0
-fi
-mkdir -p "$PACKAGE/bin"
-if ! LOG="$(cd "$PACKAGE" && GO111MODULE=off GOPATH="$GOPATH_DIR" GOFLAGS= \
-        GOCACHE="$PACKAGE/bin/go-build-cache" go build -o "$BINARY.tmp" . 2>&1)"; then
-    echo "install-nats: go build failed in $PACKAGE:" >&2
-    echo "$LOG" >&2
-    exit 0
-fi
-mv "$BINARY.tmp" "$BINARY"
+go_build install-nats "$PACKAGE" "$BINARY"
 exit 0

@@ -21,16 +21,5 @@ if ! command -v go >/dev/null 2>&1 || [ ! -d "$SARAMA" ]; then
         golang-go golang-github-shopify-sarama-dev || exit 0
 fi
 
-if [ -x "$BINARY" ] && [ -z "$(find "$PACKAGE" -maxdepth 1 -name '*.go' -newer "$BINARY")" ]; then
-    exit 0
-fi
-mkdir -p "$PACKAGE/bin"
-# The build cache lives beside the binary: it needs no $HOME, and `git clean` takes both away.
-if ! LOG="$(cd "$PACKAGE" && GO111MODULE=off GOPATH="$GOPATH_DIR" GOFLAGS= \
-        GOCACHE="$PACKAGE/bin/go-build-cache" go build -o "$BINARY.tmp" . 2>&1)"; then
-    echo "install-sarama: go build failed in $PACKAGE:" >&2
-    echo "$LOG" >&2
-    exit 0
-fi
-mv "$BINARY.tmp" "$BINARY"
+go_build install-sarama "$PACKAGE" "$BINARY"
 exit 0

@@ -6,9 +6,11 @@ cluster here is started inside ``with`` and stopped on the way out, also when st
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from pykraft.dev import ClusterLayout, DevCluster
 
@@ -35,3 +37,15 @@ class RunningCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.dev.stop()
+
+
+def print_table(figures: Mapping[str, Any]) -> None:
+    width = max(len(name) for name in figures)
+    for name, value in figures.items():
+        print(f"{name.ljust(width)}  {value}")
+
+
+def print_figures(figures: Mapping[str, Any]) -> None:
+    """A benchmark's end: its figures as a table, then as the one JSON line."""
+    print_table(figures)
+    print(json.dumps(figures))

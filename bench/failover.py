@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -43,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import confluent_kafka
 
+from bench.common import print_figures
 from bench.replication import SESSION_TIMEOUT_S, Cluster, wait_for
 
 TOPIC = "failover"
@@ -191,9 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["kill9_target_s"] = 2.0
     figures["sigstop_limit_s"] = SESSION_TIMEOUT_S + 1
     figures["load_average_1m"] = round(os.getloadavg()[0], 2)
-    for name, value in figures.items():
-        print(f"{name.ljust(26)}  {value}")
-    print(json.dumps(figures))
+    print_figures(figures)
     return 0
 
 

@@ -46,6 +46,7 @@ from typing import Any, Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import print_figures
 from bench.replication import (
     CONFIGURATIONS,
     MB,
@@ -248,10 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             figures = measure(nats, cluster, megabytes, samples, repeats, args.streams)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    width = max(len(name) for name in figures)
-    for name, value in figures.items():
-        print(f"{name.ljust(width)}  {value}")
-    print(json.dumps(figures))
+    print_figures(figures)
     return 0
 
 

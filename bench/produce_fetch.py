@@ -23,7 +23,6 @@ Never run by the tests.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import shutil
@@ -41,7 +40,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench.common import RunningCluster
+from bench.common import RunningCluster, print_figures
 from pykraft.dev import plan_layout
 from pykraft.free_ports import pick_free_ports
 
@@ -213,12 +212,6 @@ def measure_cluster(brokers: int, records: int, root: Path, repeats: int) -> dic
 # ------------------------------------------------------------------ report
 
 
-def print_table(figures: dict[str, float | int]) -> None:
-    width = max(len(name) for name in figures)
-    for name, value in figures.items():
-        print(f"{name.ljust(width)}  {value}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=256, help="record bytes per run (MB)")
@@ -241,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     figures["ratio"] = round(figures["produce_mb_s_1_broker"] / figures["tcp_mb_s"], 3)
     figures["target_met"] = int(figures["produce_mb_s_1_broker"] >= 100)
-    print_table(figures)
-    print(json.dumps(figures))
+    print_figures(figures)
     return 0
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RunningCluster
+from bench.common import RunningCluster, print_figures
 from pykraft.dev import Node, plan_layout
 from pykraft.free_ports import pick_free_ports
 
@@ -373,12 +373,6 @@ def measure(
     return figures
 
 
-def print_table(figures: dict[str, Any]) -> None:
-    width = max(len(name) for name in figures)
-    for name, value in figures.items():
-        print(f"{name.ljust(width)}  {value}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=128, help="MB per throughput run")
@@ -408,8 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print_table(figures)
-    print(json.dumps(figures))
+    print_figures(figures)
     return 0
 
 

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench.common import RunningCluster
-from bench.produce_fetch import MB, RECORD_BYTES, print_table, produce
+from bench.common import RunningCluster, print_table
+from bench.produce_fetch import MB, RECORD_BYTES, produce
 from pykraft import dev_secure
 from pykraft.dev import plan_layout, secured
 from pykraft.free_ports import pick_free_ports

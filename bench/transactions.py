@@ -26,7 +26,6 @@ records/s of the idempotent producer (``ratio_<n>`` for each size). Never run by
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -42,7 +41,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench.common import RunningCluster
+from bench.common import RunningCluster, print_figures
 from pykraft.dev import plan_layout
 from pykraft.free_ports import pick_free_ports
 
@@ -227,12 +226,6 @@ def measure(seconds: float, records: int, repeats: int, root: Path) -> dict[str,
     return figures
 
 
-def print_table(figures: dict[str, Any]) -> None:
-    width = max(len(name) for name in figures)
-    for name, value in figures.items():
-        print(f"{name.ljust(width)}  {value}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=15.0, help="per transaction size")
@@ -246,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = measure(seconds, records, args.repeats, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print_table(figures)
-    print(json.dumps(figures))
+    print_figures(figures)
     return 0
 
 

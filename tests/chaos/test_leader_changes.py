@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -87,6 +88,24 @@ def assert_replicas_agree(cluster: ChaosCluster, topic: str) -> None:
         )
 
 
+def start_producing(
+    cluster: ChaosCluster, topic: str
+) -> tuple[dict[int, dict[str, Any]], ChaosBroker, Workload]:
+    """A new 3-partition RF=3 topic (min.insync.replicas 2) with a workload acknowledging
+    records: its partitions as created, and the broker leading partition 0 (the victim)."""
+    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+    before = {p["partition"]: p for p in cluster.topic(topic)}
+    victim = cluster.broker(before[0]["leader"])
+    workload = Workload(cluster.bootstrap_servers, topic, 3)
+    workload.start()
+    try:
+        cluster.eventually(lambda: workload.acknowledged_count() > 20, "producing")
+    except BaseException:
+        workload.stop()
+        raise
+    return before, victim, workload
+
+
 @pytest.fixture
 def producer_warnings() -> Iterator[list[str]]:
     """kafka-python's producer warnings (the errors it retried) while the test runs."""
@@ -109,13 +128,8 @@ def test_a_paused_leader_is_fenced_within_the_session_timeout_and_rejoins(
     cluster: ChaosCluster,
 ) -> None:
     topic = "fenced"
-    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
-    before = {p["partition"]: p for p in cluster.topic(topic)}
-    victim = cluster.broker(before[0]["leader"])
-    workload = Workload(cluster.bootstrap_servers, topic, 3)
-    workload.start()
+    before, victim, workload = start_producing(cluster, topic)
     try:
-        cluster.eventually(lambda: workload.acknowledged_count() > 20, "producing")
         paused_at = time.monotonic()
         victim.pause()
         took = cluster.eventually(
@@ -147,13 +161,8 @@ def test_a_paused_leader_is_fenced_within_the_session_timeout_and_rejoins(
 
 def test_a_killed_leader_is_fenced_before_its_session_could_expire(cluster: ChaosCluster) -> None:
     topic = "killed"
-    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
-    before = {p["partition"]: p for p in cluster.topic(topic)}
-    victim = cluster.broker(before[0]["leader"])
-    workload = Workload(cluster.bootstrap_servers, topic, 3)
-    workload.start()
+    before, victim, workload = start_producing(cluster, topic)
     try:
-        cluster.eventually(lambda: workload.acknowledged_count() > 20, "producing")
         victim.kill()
         took = cluster.eventually(
             lambda: not led_by(cluster, topic, victim.node_id),
