@@ -52,6 +52,7 @@ from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_client import ControllerClient
 from pykraft.broker.coordinators import Coordinators, build_coordinators
 from pykraft.broker.handlers import BrokerServices, broker_handlers
+from pykraft.broker.handlers.services import random_session_id
 from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
 from pykraft.broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow
 from pykraft.broker.kafka_apis import KafkaApis
@@ -78,6 +79,7 @@ from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.protocol.segments import Segments
+from pykraft.replica.fetch_sessions import FetchSessionCache
 from pykraft.storage.clock import Clock
 from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.log_manager import LogManager, LogManagerSettings
@@ -277,6 +279,9 @@ class BrokerServer:
                     static_broker_configs=self.config.static_properties,
                     client_quotas=self.client_quotas,
                     delegation_token_secret_key=self.config.delegation_token_secret_key,
+                    fetch_sessions=FetchSessionCache(
+                        random_session_id, self.config.max_incremental_fetch_session_cache_slots
+                    ),
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,
