@@ -1,6 +1,7 @@
 """Incremental fetch sessions (KIP-227) as pure bookkeeping: Kafka's ``FetchSession.scala``
 (``CachedPartition``, ``FetchSession``, ``FetchSessionCache``, ``FetchManager.newContext``) and
-the epochs of ``FetchMetadata.java``. No clock, no I/O: ``now_ms`` is passed in.
+the epochs of ``FetchMetadata.java`` (``fetcher.fetch_session``, the follower's side). No clock,
+no I/O: ``now_ms`` is passed in.
 
 Theory of operation
 -------------------
@@ -38,12 +39,15 @@ from typing import Generic, TypeVar
 
 import attrs
 
+from pykraft.fetcher.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    is_full,
+    next_epoch,
+)
 from pykraft.protocol.errors import Errors
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-_MAX_EPOCH = 2**31 - 1
 # max.incremental.fetch.session.cache.slots; KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS.
 MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS = 1000
 MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
@@ -51,17 +55,6 @@ NO_OFFSET = -1
 
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
-
-
-def next_epoch(epoch: int) -> int:
-    """``FetchMetadata.nextEpoch``: -1 stays -1; after the largest int comes 1, never 0."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == _MAX_EPOCH else epoch + 1
-
-
-def is_full(epoch: int) -> bool:
-    return epoch in (INITIAL_EPOCH, FINAL_EPOCH)
 
 
 @attrs.frozen

@@ -44,6 +44,7 @@ from pykraft.broker.handlers.services import (
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, request_throttle_ms
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
+from pykraft.fetcher.fetch_session import INVALID_SESSION_ID
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
@@ -62,7 +63,6 @@ from pykraft.protocol.fetch import (
 )
 from pykraft.protocol.wire import ZERO_UUID
 from pykraft.replica.fetch_sessions import (
-    INVALID_SESSION_ID,
     FullContext,
     IncrementalContext,
     PartitionOutcome,

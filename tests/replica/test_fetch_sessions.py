@@ -9,18 +9,15 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pykraft.fetcher.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from pykraft.protocol.errors import Errors
 from pykraft.replica.fetch_sessions import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    INVALID_SESSION_ID,
     FetchSessionCache,
     FullContext,
     IncrementalContext,
     PartitionOutcome,
     SessionError,
     Sessionless,
-    next_epoch,
 )
 
 Key = tuple[str, int]
