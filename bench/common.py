@@ -7,14 +7,25 @@ cluster here is started inside ``with`` and stopped on the way out, also when st
 from __future__ import annotations
 
 import json
+import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
 from pykraft.dev import ClusterLayout, DevCluster
 
 STARTUP_TIMEOUT_S = 90.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU time of the processes so far (``/proc/PID/stat`` fields 14 and 15)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
 
 
 class RunningCluster:

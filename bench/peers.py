@@ -40,13 +40,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_figures
+from bench.common import cpu_seconds, print_figures
 from bench.replication import (
     CONFIGURATIONS,
     MB,
@@ -61,18 +61,8 @@ NATSBENCH = Path(__file__).resolve().parent / "nats" / "bin" / "natsbench"
 NATS_SERVERS = 3
 READY_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 600.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # pykraft configuration name -> the JetStream replicas it is set beside.
 PEER_REPLICAS = {"acks_all_rf3": 3, "rf1": 1}
-
-
-def cpu_seconds(pids: Iterable[int]) -> float:
-    """User + system CPU time of the processes so far (``/proc/PID/stat`` fields 14 and 15)."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / CLOCK_TICKS
 
 
 class NatsCluster:

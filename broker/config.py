@@ -180,6 +180,8 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = 10_485_760
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30_000
+    # KIP-227: the broker's incremental fetch sessions (replica.fetch_sessions).
+    max_incremental_fetch_session_cache_slots: int = 1000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     # KIP-73 replication throttles: samples and sample length of the measured rate.
     replication_quota_window_num: int = 11
@@ -313,6 +315,11 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("replica_fetch_response_max_bytes", "replica.fetch.response.max.bytes", 0),
     ("replica_fetch_backoff_ms", "replica.fetch.backoff.ms", 0),
     ("replica_socket_timeout_ms", "replica.socket.timeout.ms", 1),
+    (
+        "max_incremental_fetch_session_cache_slots",
+        "max.incremental.fetch.session.cache.slots",
+        0,
+    ),
     (
         "replica_high_watermark_checkpoint_interval_ms",
         "replica.high.watermark.checkpoint.interval.ms",

@@ -153,6 +153,15 @@ class BrokerMetrics:
             "Led partitions whose ISR is smaller than their replica set "
             "(ReplicaManager UnderReplicatedPartitions).",
         )
+        self.fetch_sessions = Gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+            "Incremental fetch sessions this broker keeps (FetchSessionCache "
+            "NumIncrementalFetchSessions, KIP-227).",
+        )
+        self.fetch_session_partitions = Gauge(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions in those sessions (FetchSessionCache NumIncrementalFetchPartitionsCached).",
+        )
         self.metadata_offset = Gauge(
             "pykraft_metadata_offset", "Offset of the last metadata record applied to the image."
         )
@@ -213,6 +222,7 @@ class BrokerMetrics:
             self.under_replicated_partitions, self.metadata_offset, self.metadata_lag,
             self.offline_replicas, self.offline_log_dirs, self.corrupt_batch_reads,
             self.client_quota_throttles, self.client_quota_throttle_time,
+            self.fetch_sessions, self.fetch_session_partitions,
         ):  # fmt: skip
             self.registry.register(family)
         self.metadata_offset.set(-1)
@@ -267,6 +277,10 @@ class BrokerMetrics:
         self.offline_replica_count.set(offline_replicas)
         self.offline_log_dirs.set(offline_log_dirs)
         self.corrupt_batch_reads.set(corrupt_batch_reads)
+
+    def set_fetch_sessions(self, *, sessions: int, partitions: int) -> None:
+        self.fetch_sessions.set(sessions)
+        self.fetch_session_partitions.set(partitions)
 
     def set_metadata_progress(self, *, applied_offset: int, committed_end_offset: int) -> None:
         """``applied_offset``: the last applied record's offset (-1 before any);

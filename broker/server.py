@@ -52,6 +52,7 @@ from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_client import ControllerClient
 from pykraft.broker.coordinators import Coordinators, build_coordinators
 from pykraft.broker.handlers import BrokerServices, broker_handlers
+from pykraft.broker.handlers.services import FetchKey, random_session_id
 from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
 from pykraft.broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow
 from pykraft.broker.kafka_apis import KafkaApis
@@ -78,7 +79,9 @@ from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.elr import ELR_BROKER_FEATURE
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import uuid_to_kafka_string
+from pykraft.protocol.fetch import FetchPartition
 from pykraft.protocol.segments import Segments
+from pykraft.replica.fetch_sessions import FetchSessionCache
 from pykraft.storage.clock import Clock
 from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.log_manager import LogManager, LogManagerSettings
@@ -121,6 +124,9 @@ class BrokerServer:
         self.incarnation_id = uuid_to_kafka_string(uuid.uuid4().bytes)
         self.lifecycle = BrokerLifecycle()
         self.metrics = BrokerMetrics()
+        self.fetch_sessions: FetchSessionCache[FetchKey, FetchPartition] = FetchSessionCache(
+            random_session_id, config.max_incremental_fetch_session_cache_slots
+        )
         self.client = ControllerClient(
             # host:port; the client picks http or https.
             [hp.url.removeprefix("http://") for hp in config.controller_bootstrap_servers],
@@ -177,6 +183,10 @@ class BrokerServer:
         return partition_rows(self.replica_manager, self.log_manager)
 
     def _metrics_text(self) -> str:
+        self.metrics.set_fetch_sessions(
+            sessions=len(self.fetch_sessions.sessions),
+            partitions=self.fetch_sessions.total_partitions,
+        )
         return metrics_text(
             self.metrics, self.lifecycle.state, self.loader, self.replica_manager, self.log_manager
         )
@@ -278,6 +288,7 @@ class BrokerServer:
                     static_broker_configs=self.config.static_properties,
                     client_quotas=self.client_quotas,
                     delegation_token_secret_key=self.config.delegation_token_secret_key,
+                    fetch_sessions=self.fetch_sessions,
                 ),
                 producer_ids=self.producer_ids,
                 group_coordinator=self.coordinators.group,

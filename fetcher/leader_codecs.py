@@ -25,6 +25,12 @@ from typing import Any
 
 import attrs
 
+from pykraft.fetcher.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    SessionFetch,
+    SessionTarget,
+)
 from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import SUPPORTED_API_VERSIONS, decode_response, request_class
@@ -34,6 +40,7 @@ from pykraft.protocol.fetch import (
     FetchPartition,
     FetchRequest,
     FetchTopic,
+    ForgottenTopic,
     PartitionData,
     ReplicaState,
 )
@@ -50,8 +57,6 @@ MIN_FETCH_VERSION = 4
 MIN_OFFSET_FOR_LEADER_EPOCH_VERSION = 2
 # ListOffsets v0 answers a list of segment offsets (OldStyleOffsets), not one offset.
 MIN_LIST_OFFSETS_VERSION = 1
-# Kafka's FetchMetadata.FINAL_EPOCH with session 0: a full fetch that opens no session.
-SESSIONLESS_EPOCH = -1
 
 
 class LeaderProtocolError(ProtocolError):
@@ -134,8 +139,8 @@ def fetch_version_for(request: ReplicaFetch, features: LeaderFeatures) -> int:
     return features.fetch_version
 
 
-def _grouped(targets: Iterable[FetchTarget], by_id: bool) -> dict[Any, list[FetchTarget]]:
-    topics: dict[Any, list[FetchTarget]] = {}
+def _grouped(targets: Iterable[SessionTarget], by_id: bool) -> dict[Any, list[SessionTarget]]:
+    topics: dict[Any, list[SessionTarget]] = {}
     for target in targets:
         key = target.topic_id if by_id else target.topic_partition.topic
         topics.setdefault(key, []).append(target)
@@ -143,20 +148,36 @@ def _grouped(targets: Iterable[FetchTarget], by_id: bool) -> dict[Any, list[Fetc
 
 
 def encode_fetch_request(
-    request: ReplicaFetch, version: int, replica_id: int, broker_epoch: int
+    request: ReplicaFetch,
+    version: int,
+    replica_id: int,
+    broker_epoch: int,
+    session: SessionFetch | None = None,
 ) -> bytes:
-    """The Fetch body: the follower's id (body field to v14, ``ReplicaState`` from v15).
+    """The Fetch body: the follower's id (body field to v14, ``ReplicaState`` from v15), and
+    with ``session`` (``fetcher.fetch_session``) its session fields, the partitions it sends
+    and the ones it forgets; without, a sessionless full fetch of every target.
 
     Hand-written (``protocol.fetch_client``, whose bytes equal kafka-python's): the generated
     encoder took ~5 us per partition, each fetch (issue 18)."""
     by_id = version >= FIRST_TOPIC_ID_FETCH_VERSION
+    if session is None:
+        session = SessionFetch(INVALID_SESSION_ID, FINAL_EPOCH, request.targets)
     topics = tuple(
         FetchTopic(
             tuple(target.partition for target in group),
             topic="" if by_id else key,
             topic_id=key if by_id else ZERO_UUID,
         )
-        for key, group in _grouped(request.targets, by_id).items()
+        for key, group in _grouped(session.to_send, by_id).items()
+    )
+    forgotten = tuple(
+        ForgottenTopic(
+            tuple(target.partition.partition for target in group),
+            topic="" if by_id else key,
+            topic_id=key if by_id else ZERO_UUID,
+        )
+        for key, group in _grouped(session.to_forget, by_id).items()
     )
     message = FetchRequest(
         replica_id=replica_id,
@@ -165,8 +186,9 @@ def encode_fetch_request(
         topics=topics,
         max_bytes=request.max_bytes,
         isolation_level=0,
-        session_id=0,
-        session_epoch=SESSIONLESS_EPOCH,
+        session_id=session.session_id,
+        session_epoch=session.epoch,
+        forgotten_topics_data=forgotten,
         replica_state=ReplicaState(replica_id, broker_epoch)
         if version >= FIRST_REPLICA_STATE_FETCH_VERSION
         else NO_REPLICA_STATE,
@@ -177,18 +199,34 @@ def encode_fetch_request(
 def decode_fetch_response(
     body: memoryview | bytes, version: int, request: ReplicaFetch
 ) -> dict[TopicPartition, PartitionData]:
+    """Each requested partition's answer (``decode_fetch_answer``); a top-level error (v7+,
+    e.g. FETCH_SESSION_ID_NOT_FOUND) fails the whole request, as in Kafka's
+    ``ReplicaFetcherThread``."""
+    answer = decode_fetch_answer(body, version, request)
+    if answer.error_code != Errors.NONE:
+        raise LeaderProtocolError(f"Fetch answered top-level error {answer.error_code}")
+    return answer.partitions
+
+
+@attrs.frozen
+class FetchAnswer:
+    error_code: int
+    session_id: int
+    partitions: dict[TopicPartition, PartitionData]
+
+
+def decode_fetch_answer(
+    body: memoryview | bytes, version: int, request: ReplicaFetch
+) -> FetchAnswer:
     """Each requested partition's answer; partitions the request did not name are dropped.
 
     Hand-written (``protocol.fetch_client``, the inverse of the leader's encoder): each
     partition's records stay one zero-copy slice of ``body`` for ``append_as_follower``, where
     kafka-python's generated decoder copied the frame and then every partition's records. Bytes
     that end early, lie about a length or run past the response raise ``MalformedRequestError``
-    naming the field. A top-level error (v7+, e.g. FETCH_SESSION_ID_NOT_FOUND) fails the whole
-    request, as in Kafka's ``ReplicaFetcherThread``.
+    naming the field. With the top-level error and session id (v7+), for the fetch session.
     """
     response = decode_response_body(body, version)
-    if response.error_code != Errors.NONE:
-        raise LeaderProtocolError(f"Fetch answered top-level error {response.error_code}")
     by_id = version >= FIRST_TOPIC_ID_FETCH_VERSION
     wanted = {
         (
@@ -208,7 +246,7 @@ def decode_fetch_response(
                     if partition.records is not None
                     else attrs.evolve(partition, records=())
                 )
-    return answers
+    return FetchAnswer(response.error_code, response.session_id, answers)
 
 
 # ---------------------------------------------------------------------- OffsetForLeaderEpoch

@@ -18,6 +18,7 @@ with back-off.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -28,11 +29,12 @@ from pykraft.fetcher.broker_connection import (
     BrokerConnectionError,
     ConnectionSettings,
 )
+from pykraft.fetcher.fetch_session import FetchSessionHandler
 from pykraft.fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
     ReplicaFetch,
-    decode_fetch_response,
+    decode_fetch_answer,
     decode_list_offsets_response,
     decode_offset_for_leader_epoch_response,
     encode_fetch_request,
@@ -48,6 +50,8 @@ from pykraft.protocol.errors import Errors
 from pykraft.protocol.fetch import PartitionData
 from pykraft.storage.topic_partition import TopicPartition
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "FetchTarget",
     "KafkaLeaderEndpoint",
@@ -62,6 +66,13 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # A leader request fails as its connection does: the fetcher catches this one name.
 LeaderEndpointError = BrokerConnectionError
+# Fetch v7 brought sessions (KIP-227); these top-level errors only reset the session.
+FIRST_SESSION_VERSION = 7
+_SESSION_ERRORS = frozenset({
+    Errors.FETCH_SESSION_ID_NOT_FOUND,
+    Errors.INVALID_FETCH_SESSION_EPOCH,
+    Errors.FETCH_SESSION_TOPIC_ID_ERROR,
+})  # fmt: skip
 
 
 class LeaderEndpoint(Protocol):
@@ -114,6 +125,8 @@ class KafkaLeaderEndpoint:
     ) -> None:
         self.settings = settings
         self._broker_epoch = broker_epoch
+        # KIP-227: this leader's fetch session, as the follower sees it.
+        self.fetch_session = FetchSessionHandler()
         self.connection = BrokerConnection(
             leader_id,
             host,
@@ -149,13 +162,35 @@ class KafkaLeaderEndpoint:
         return await self.connection.versions()
 
     async def fetch(self, request: ReplicaFetch) -> dict[TopicPartition, PartitionData]:
+        """Kafka's ``RemoteLeaderEndPoint.fetch`` through this leader's fetch session: an
+        answer the session refuses (a session error) is an empty one, and the next fetch is
+        full; any other top-level error fails the request."""
+        session = self.fetch_session
+
         def build(features: LeaderFeatures) -> tuple[int, bytes]:
             version = fetch_version_for(request, features)
+            asked = session.build(request.targets) if version >= FIRST_SESSION_VERSION else None
             replica_id = self.settings.replica_id
-            return version, encode_fetch_request(request, version, replica_id, self._broker_epoch())
+            body = encode_fetch_request(request, version, replica_id, self._broker_epoch(), asked)
+            return version, body
 
-        version, body = await self.connection.exchange(ApiKey.FETCH, build)
-        return self.connection.decoded(lambda: decode_fetch_response(body, version, request))
+        try:
+            version, body = await self.connection.exchange(ApiKey.FETCH, build)
+            answer = self.connection.decoded(lambda: decode_fetch_answer(body, version, request))
+        except LeaderEndpointError:
+            session.handle_error()
+            raise
+        if version < FIRST_SESSION_VERSION:
+            return answer.partitions
+        if answer.error_code not in _SESSION_ERRORS and answer.error_code != Errors.NONE:
+            session.handle_error()
+            raise LeaderEndpointError(f"{self}: Fetch answered top-level error {answer.error_code}")
+        if not session.handle_response(Errors(answer.error_code), answer.session_id):
+            logger.info(
+                "%s: fetch session error %s; the next fetch is full", self, answer.error_code
+            )
+            return {}
+        return answer.partitions
 
     async def fetch_epoch_end_offsets(
         self, requests: Mapping[TopicPartition, LeaderEpochRequest]

@@ -11,11 +11,17 @@ transactions (producer id, first offset) overlapping the batches sent, an empty 
 or nothing was read; other answers send null, as Kafka does (the consumer drops the aborted
 transactions' records and every control batch itself).
 
-Fetch sessions (KIP-227) are not kept: every fetch is a full fetch answered with session id 0,
-which tells the client no session was created, so it keeps sending full fetches (Kafka does the
-same when its session cache is full). A request naming a session (an incremental fetch) gets the
-top-level FETCH_SESSION_ID_NOT_FOUND, after which clients fall back to a full fetch.
-``forgotten_topics_data`` only matters inside a session and is ignored.
+Fetch sessions (KIP-227, ``replica.fetch_sessions``, Kafka's ``FetchManager.newContext``): a
+full fetch with epoch 0 may open a session, answered with its id (0 when the cache of
+``max.incremental.fetch.session.cache.slots`` has no room, and the client goes on with full
+fetches); epoch -1 opens none. An incremental fetch names only what changed and what to
+forget (``forgotten_topics_data``), is read over every partition of its session and answered
+with the partitions that have records, a moved high watermark or log start offset, an error or
+a diverging epoch; a session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
+FETCH_SESSION_TOPIC_ID_ERROR) is answered top-level with no partitions. A consumer fetch that
+a quota throttles is answered empty with session id 0 and its session closed, since its
+session already counts the answer as sent (Kafka keeps the session and defers the update; the
+client's next fetch here is a full one).
 
 v13+ names topics by id; an id this broker does not know gets UNKNOWN_TOPIC_ID. Partitions that
 failed with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the current leader (v12+) and
@@ -25,14 +31,20 @@ its endpoint (v16) so the client can retry without a Metadata round trip (KIP-95
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 
-from pykraft.broker.handlers.services import BrokerServices, current_leader, topic_id_string
+from pykraft.broker.handlers.services import (
+    BrokerServices,
+    FetchKey,
+    current_leader,
+    topic_id_string,
+)
 from pykraft.broker.kafka_apis import ApiHandler, ResponseBody, request_throttle_ms
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import FetchParams, LogReadResult, PartitionFetch
+from pykraft.fetcher.fetch_session import INVALID_SESSION_ID
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.metadata.image import MetadataImage
 from pykraft.protocol.common import UNKNOWN_LEADER, NodeEndpoint
@@ -42,6 +54,7 @@ from pykraft.protocol.fetch import (
     AbortedTransaction,
     EpochEndOffset,
     FetchableTopicResponse,
+    FetchPartition,
     FetchRequest,
     FetchResponse,
     PartitionData,
@@ -49,16 +62,18 @@ from pykraft.protocol.fetch import (
     encode_fetch_response,
 )
 from pykraft.protocol.wire import ZERO_UUID
+from pykraft.replica.fetch_sessions import (
+    FullContext,
+    IncrementalContext,
+    PartitionOutcome,
+    SessionError,
+)
 from pykraft.storage.topic_partition import TopicPartition
 
 FIRST_TOPIC_ID_VERSION = 13
-# Kafka's FetchMetadata epochs: a full fetch opens (0) or needs no (-1) session.
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
 _LEADER_HINT_ERRORS = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH})
 
-# A partition as the request named it: (topic name or "", topic id or None, partition).
-_Key = tuple[str, uuid.UUID | None, int]
+_Key = FetchKey
 
 
 def fetch_handler(services: BrokerServices) -> ApiHandler:
@@ -79,6 +94,7 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
                 request, encoded.length, request_throttle_ms(request)
             )
             if throttle_ms:
+                services.fetch_sessions.remove(response.session_id)
                 throttled = FetchResponse((), throttle_time_ms=throttle_ms, session_id=0)
                 return encode_fetch_response(throttled, version)
         return encoded
@@ -123,35 +139,44 @@ async def handle_fetch(
     listener_name: str,
     authorized: Callable[[str], bool] | None = None,
 ) -> FetchResponse:
-    if fetch.session_id != 0 or fetch.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
-        return FetchResponse((), error_code=Errors.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
-    image = services.metadata()
     by_topic_id = api_version >= FIRST_TOPIC_ID_VERSION
+    sessions = services.fetch_sessions
+    now_ms = services.replica_manager.monotonic_ms()
+    context = sessions.new_context(
+        fetch.session_id,
+        fetch.session_epoch,
+        _requested(fetch, by_topic_id),
+        _forgotten(fetch, by_topic_id),
+        privileged=fetch.replica_id >= 0,
+        uses_topic_ids=by_topic_id,
+        now_ms=now_ms,
+    )
+    if isinstance(context, SessionError):
+        return FetchResponse((), error_code=context.error, session_id=INVALID_SESSION_ID)
+    image = services.metadata()
     keys: list[_Key] = []
     fetches: list[PartitionFetch] = []
     unknown: set[_Key] = set()
     denied: set[_Key] = set()
-    for topic in fetch.topics:
-        name = _topic_name(image, topic.topic_id) if by_topic_id else topic.topic
-        for partition in topic.partitions:
-            key = (topic.topic, topic.topic_id if by_topic_id else None, partition.partition)
-            keys.append(key)
-            if name is None:
-                unknown.add(key)
-                continue
-            if authorized is not None and not authorized(name):
-                denied.add(key)
-                continue
-            fetches.append(
-                PartitionFetch(
-                    topic_partition=TopicPartition(name, partition.partition),
-                    fetch_offset=partition.fetch_offset,
-                    partition_max_bytes=partition.partition_max_bytes,
-                    current_leader_epoch=partition.current_leader_epoch,
-                    last_fetched_epoch=partition.last_fetched_epoch,
-                    log_start_offset=partition.log_start_offset,
-                )
+    for key, partition in context.partitions.items():
+        keys.append(key)
+        name = _topic_name(image, key[1]) if key[1] is not None else key[0]
+        if name is None:
+            unknown.add(key)
+            continue
+        if authorized is not None and not authorized(name):
+            denied.add(key)
+            continue
+        fetches.append(
+            PartitionFetch(
+                topic_partition=TopicPartition(name, partition.partition),
+                fetch_offset=partition.fetch_offset,
+                partition_max_bytes=partition.partition_max_bytes,
+                current_leader_epoch=partition.current_leader_epoch,
+                last_fetched_epoch=partition.last_fetched_epoch,
+                log_start_offset=partition.log_start_offset,
             )
+        )
     params = FetchParams(
         replica_id=fetch.replica_id,
         replica_epoch=fetch.replica_state.replica_epoch,
@@ -169,14 +194,60 @@ async def handle_fetch(
         )
     results = iter(read)
     builder = _ResponseBuilder(services.metadata(), listener_name)
+    answers: dict[_Key, PartitionData] = {}
+    outcomes: dict[_Key, PartitionOutcome] = {}
     for key in keys:
         if key in unknown:
-            builder.add(key, PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID))
+            answers[key] = PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID)
         elif key in denied:
-            builder.add(key, PartitionData(key[2], error_code=Errors.TOPIC_AUTHORIZATION_FAILED))
+            answers[key] = PartitionData(key[2], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
         else:
-            builder.add(key, builder.partition_data(next(results)))
-    return builder.response()
+            result = next(results)
+            answers[key] = builder.partition_data(result)
+            outcomes[key] = _outcome(answers[key], result.size_in_bytes)
+            continue
+        outcomes[key] = _outcome(answers[key], 0)
+    session_id = INVALID_SESSION_ID
+    answered: Iterable[_Key] = keys
+    if isinstance(context, FullContext):
+        session_id = sessions.full_response(context, outcomes, now_ms)
+    elif isinstance(context, IncrementalContext):
+        session_id = context.session.id
+        error, answered = sessions.incremental_response(context, outcomes)
+        if error is not Errors.NONE:
+            return FetchResponse((), error_code=error, session_id=session_id)
+    for key in answered:
+        builder.add(key, answers[key])
+    return builder.response(session_id)
+
+
+def _requested(fetch: FetchRequest, by_topic_id: bool) -> dict[_Key, FetchPartition]:
+    """The request's partitions by key, in request order (the last of a repeated one)."""
+    return {
+        (topic.topic, topic.topic_id if by_topic_id else None, partition.partition): partition
+        for topic in fetch.topics
+        for partition in topic.partitions
+    }
+
+
+def _forgotten(fetch: FetchRequest, by_topic_id: bool) -> list[_Key]:
+    return [
+        (topic.topic, topic.topic_id if by_topic_id else None, partition)
+        for topic in fetch.forgotten_topics_data
+        for partition in topic.partitions
+    ]
+
+
+def _outcome(data: PartitionData, records_bytes: int) -> PartitionOutcome:
+    """What a session compares to decide whether the partition is answered."""
+    return PartitionOutcome(
+        records_bytes=records_bytes,
+        high_watermark=data.high_watermark,
+        log_start_offset=data.log_start_offset,
+        error=Errors(data.error_code),
+        diverging_epoch=data.diverging_epoch != NO_DIVERGING_EPOCH,
+        preferred_read_replica=data.preferred_read_replica >= 0,
+    )
 
 
 def _topic_name(image: MetadataImage, topic_id: uuid.UUID) -> str | None:
@@ -226,10 +297,10 @@ class _ResponseBuilder:
             records=result.slices,
         )
 
-    def response(self) -> FetchResponse:
+    def response(self, session_id: int) -> FetchResponse:
         topics = tuple(
             FetchableTopicResponse(tuple(partitions), topic=name, topic_id=topic_id or ZERO_UUID)
             for (name, topic_id), partitions in self._topics.items()
         )
         endpoints = tuple(self._endpoints[node_id] for node_id in sorted(self._endpoints))
-        return FetchResponse(topics, session_id=0, node_endpoints=endpoints)
+        return FetchResponse(topics, session_id=session_id, node_endpoints=endpoints)

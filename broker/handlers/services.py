@@ -8,6 +8,7 @@ leads a partition (KIP-951's ``CurrentLeader`` / ``NodeEndpoints`` hints).
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
 
@@ -22,7 +23,18 @@ from pykraft.metadata.auth.acl import AclOperation, ResourceType
 from pykraft.metadata.image import BrokerRegistration, MetadataImage
 from pykraft.metadata.records import kafka_string_to_uuid, uuid_to_kafka_string
 from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
+from pykraft.protocol.fetch import FetchPartition
+from pykraft.replica.fetch_sessions import FetchSessionCache
 from pykraft.storage.topic_partition import TopicPartition
+
+
+def random_session_id() -> int:
+    """Kafka's ``FetchSessionCache.newSessionId``: ``nextInt(1, Int.MaxValue)``."""
+    return random.randint(1, 2**31 - 2)
+
+
+# A Fetch request's partition as it names it: (topic name or "", topic id or None, partition).
+FetchKey = tuple[str, uuid.UUID | None, int]
 
 
 @attrs.frozen(kw_only=True)
@@ -48,6 +60,11 @@ class BrokerServices:
     client_quotas: ClientQuotas | None = None
     # delegation.token.secret.key: None disables delegation tokens (KIP-48).
     delegation_token_secret_key: str | None = attrs.field(default=None, repr=False)
+    # KIP-227 incremental fetch sessions (broker.handlers.fetch), keyed as a request names
+    # its partitions; max.incremental.fetch.session.cache.slots.
+    fetch_sessions: FetchSessionCache[FetchKey, FetchPartition] = attrs.field(
+        factory=lambda: FetchSessionCache(random_session_id)
+    )
 
 
 def authorized_topics(

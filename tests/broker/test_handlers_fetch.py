@@ -59,6 +59,7 @@ def fetch_request(
     session_epoch: int = -1,
     current_leader_epoch: int = -1,
     last_fetched_epoch: int = -1,
+    forgotten: dict[str, list[int]] | None = None,
 ) -> bytes:
     topics = by_topic(
         (
@@ -95,7 +96,14 @@ def fetch_request(
             )
             for name, parts in topics.items()
         ],
-        forgotten_topics_data=[],
+        forgotten_topics_data=[
+            FetchRequest.ForgottenTopic(
+                topic="" if by_id else name,
+                topic_id=_id_of(name) if by_id else None,
+                partitions=indexes,
+            )
+            for name, indexes in (forgotten or {}).items()
+        ],
         rack_id="",
     )
     return encode(message, version)
@@ -226,9 +234,51 @@ def test_diverging_epoch_for_a_follower(cluster: Cluster) -> None:
     assert partition.records == b""
 
 
-def test_fetch_sessions_are_not_kept(cluster: Cluster) -> None:
-    # A full fetch asking for a session (epoch 0) gets session id 0: no session was created.
-    response = fetch(cluster, 12, {("pets", 0): 0}, session_epoch=0)
+def test_an_incremental_session_answers_what_changed_and_forgets_partitions(
+    cluster: Cluster,
+) -> None:
+    """KIP-227 through the handler: a full fetch opens a session, incremental fetches name only
+    what changed, answer only partitions with news, and the session moves epoch by epoch."""
+    handler = fetch_handler(services(cluster))
+    cluster.produce(PETS0, batch(b"a"))
+
+    def send(version: int, partitions: dict[tuple[str, int], int], **options: Any) -> Any:
+        body = call(handler, ApiKey.FETCH, version, fetch_request(version, partitions, **options))
+        assert body is not None
+        return FetchResponse.decode(body, version=version)
+
+    def answered(response: Any) -> list[tuple[int, bytes]]:
+        return [(p.partition_index, p.records) for t in response.responses for p in t.partitions]
+
+    full = send(13, {("pets", 0): 0, ("pets", 1): 0}, session_epoch=0)
+    session = full.session_id
+    assert session != 0 and answered(full) == [(0, stored_bytes(cluster)), (1, b"")]
+    # The client read pets-0 up to 1 and says so; nothing new: no partition answered.
+    nothing = send(13, {("pets", 0): 1}, session_id=session, session_epoch=1)
+    assert (nothing.error_code, nothing.session_id, answered(nothing)) == (0, session, [])
+    # pets-0 gets a record: only pets-0 is answered, though the request named no partition.
+    cluster.produce(PETS0, batch(b"b"))
+    news = send(13, {}, session_id=session, session_epoch=2)
+    assert [index for index, _ in answered(news)] == [0]
+    # The client read pets-0 up to 2 and forgets pets-1; a repeated epoch is then refused.
+    forgot = send(
+        13, {("pets", 0): 2}, session_id=session, session_epoch=3, forgotten={"pets": [1]}
+    )
+    assert answered(forgot) == []
+    repeated = send(13, {}, session_id=session, session_epoch=3)
+    assert (repeated.error_code, repeated.responses) == (Errors.INVALID_FETCH_SESSION_EPOCH, [])
+    # Fetch v12 names topics, the session topic ids: FETCH_SESSION_TOPIC_ID_ERROR.
+    by_name = send(12, {}, session_id=session, session_epoch=4)
+    assert by_name.error_code == Errors.FETCH_SESSION_TOPIC_ID_ERROR
+    # Forgetting the last partition closes the session: answered sessionless.
+    closing = send(13, {}, session_id=session, session_epoch=4, forgotten={"pets": [0]})
+    assert (closing.error_code, closing.session_id) == (Errors.NONE, 0)
+    gone = send(13, {}, session_id=session, session_epoch=5)
+    assert (gone.error_code, gone.responses) == (Errors.FETCH_SESSION_ID_NOT_FOUND, [])
+
+
+def test_full_fetches_with_the_final_epoch_open_no_session(cluster: Cluster) -> None:
+    response = fetch(cluster, 12, {("pets", 0): 0}, session_epoch=-1)
     assert (response.error_code, response.session_id) == (Errors.NONE, 0)
     # An incremental fetch names a session this broker never handed out.
     response = fetch(cluster, 12, {("pets", 0): 0}, session_id=1234, session_epoch=5)

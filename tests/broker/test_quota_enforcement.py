@@ -17,6 +17,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from pykraft.broker.handlers import broker_handlers
+from pykraft.broker.handlers.services import random_session_id
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
@@ -27,6 +28,7 @@ from pykraft.metadata.records import ClientQuotaRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.segments import Segments
+from pykraft.replica.fetch_sessions import FetchSessionCache
 from tests.broker.handler_support import started_cluster
 from tests.broker.replica_harness import Cluster, batch, encode, pets_led_here, services
 from tests.broker.test_handlers_registry import dispatch
@@ -46,7 +48,7 @@ def set_quota(cluster: Cluster, key: str, value: float, client_id: str | None = 
     cluster.publish(ClientQuotaRecord(entity=entity, key=key, value=value))
 
 
-def quota_apis(cluster: Cluster) -> tuple[KafkaApis, ClientQuotas, BrokerMetrics]:
+def quota_apis(cluster: Cluster, **overrides: Any) -> tuple[KafkaApis, ClientQuotas, BrokerMetrics]:
     metrics = BrokerMetrics()
     quotas = ClientQuotas(
         lambda: cluster.image.client_quotas,
@@ -55,7 +57,7 @@ def quota_apis(cluster: Cluster) -> tuple[KafkaApis, ClientQuotas, BrokerMetrics
         metrics=metrics,
     )
     apis = KafkaApis()
-    apis.register_all(broker_handlers(services(cluster, client_quotas=quotas)))
+    apis.register_all(broker_handlers(services(cluster, client_quotas=quotas, **overrides)))
     return apis, quotas, metrics
 
 
@@ -76,14 +78,14 @@ def produce(apis: KafkaApis, size: int) -> Any:
     )
 
 
-def fetch(apis: KafkaApis, replica_id: int = -1) -> Any:
+def fetch(apis: KafkaApis, replica_id: int = -1, session_epoch: int = -1) -> Any:
     partition = FetchRequest.FetchTopic.FetchPartition(
         partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
         log_start_offset=-1, partition_max_bytes=1 << 20,
     )  # fmt: skip
     request = FetchRequest(
         version=12, replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-        isolation_level=0, session_id=0, session_epoch=-1,
+        isolation_level=0, session_id=0, session_epoch=session_epoch,
         topics=[FetchRequest.FetchTopic(topic="pets", partitions=[partition])],
         forgotten_topics_data=[], rack_id="",
     )  # fmt: skip
@@ -129,6 +131,20 @@ def test_a_throttled_fetch_is_answered_empty_and_not_counted(cluster: Cluster) -
     assert answer.throttle_time_ms == 0
     assert len(answer.responses[0].partitions[0].records) > 5000
     assert quotas.fetch.throttled_total == 1
+
+
+def test_a_throttled_fetch_keeps_no_fetch_session(cluster: Cluster) -> None:
+    """The session would count the throttled, empty answer as sent: none is kept, id 0."""
+    sessions: FetchSessionCache[Any, Any] = FetchSessionCache(random_session_id)
+    apis, _, _ = quota_apis(cluster, fetch_sessions=sessions)
+    produce(apis, 5000)
+    set_quota(cluster, "consumer_byte_rate", 100.0)
+    throttled = fetch(apis, session_epoch=0)
+    assert throttled.throttle_time_ms > 0
+    assert (throttled.session_id, sessions.sessions) == (0, {})
+    set_quota(cluster, "consumer_byte_rate", 1e9)
+    opened = fetch(apis, session_epoch=0)
+    assert opened.throttle_time_ms == 0 and list(sessions.sessions) == [opened.session_id]
 
 
 def test_a_followers_fetch_is_not_client_quotad(cluster: Cluster) -> None:

@@ -141,6 +141,39 @@ def test_keyed_messages_round_trip_through_several_partitions(cluster: DevCluste
     )
 
 
+def test_the_consumer_reads_through_incremental_fetch_sessions(cluster: DevCluster) -> None:
+    """KIP-227: kafka-python (enable_incremental_fetch_sessions, its default) opens a session
+    with its first full fetch of each broker and then fetches incrementally; records produced
+    meanwhile arrive through those sessions, none twice."""
+    topic = create_topic(cluster)
+    first = produce(cluster, topic, keyed_messages(20, null_header_values=False))
+    consumer = new_consumer(cluster)
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        consumer.seek_to_beginning()
+        read: list[Placed] = []
+
+        def poll_until(count: int) -> None:
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(read) < count and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    read.extend(_placed(record) for record in records)
+
+        poll_until(len(first))
+        second = produce(cluster, topic, keyed_messages(20, null_header_values=False))
+        poll_until(len(first) + len(second))
+        assert consumer.poll(timeout_ms=200) == {}, "more messages than were produced"
+        # The client's own session state (FetchSessionHandler.next_metadata): an id the
+        # broker handed out, at an epoch past the first incremental fetch.
+        sessions = [h.next_metadata for h in consumer._fetcher._session_handlers.values()]
+        assert sessions and all(m.session_id > 0 and m.epoch >= 2 for m in sessions), [
+            (m.session_id, m.epoch) for m in sessions
+        ]
+    finally:
+        consumer.close()
+    check_read_back(first + second, read)
+
+
 def test_seek_reads_from_the_offset_asked_for_even_inside_a_batch(cluster: DevCluster) -> None:
     topic = create_topic(cluster, partitions=1)
     messages = keyed_messages(30, null_header_values=False)

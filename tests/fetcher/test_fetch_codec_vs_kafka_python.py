@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest as KafkaPythonFetchRequest
 from kafka.protocol.consumer import FetchResponse as KafkaPythonFetchResponse
 
+from pykraft.fetcher.fetch_session import FINAL_EPOCH
 from pykraft.fetcher.leader_codecs import (
     FIRST_REPLICA_STATE_FETCH_VERSION,
     FIRST_TOPIC_ID_FETCH_VERSION,
-    SESSIONLESS_EPOCH,
     FetchTarget,
     LeaderProtocolError,
     ReplicaFetch,
@@ -311,7 +311,7 @@ def kafka_python_request(
         max_bytes=request.max_bytes,
         isolation_level=0,
         session_id=0,
-        session_epoch=SESSIONLESS_EPOCH,
+        session_epoch=FINAL_EPOCH,
         topics=topics,
         forgotten_topics_data=[],
         rack_id="",

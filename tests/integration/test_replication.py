@@ -11,6 +11,7 @@ beyond the leader, fetching the rest (DESIGN.md §3.4, §5). Every process is al
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,20 @@ def test_rf3_replicas_agree_and_a_killed_follower_catches_up(
     # It is a follower again, fetching from the same leaders.
     rows = partitions_of(victim)
     assert all(row["role"] == "follower" for row in rows.values())
+    # KIP-227: each leader keeps a fetch session for each of its two followers (and, until
+    # evicted, the killed follower's old one), holding the partitions it leads.
+    for leader in (b for b in brokers if b.node_id in leaders):
+        led = sum(1 for p in topic["partitions"] if p["leader"] == leader.node_id)
+        sessions = fetch_session_gauges(leader)
+        assert sessions[0] >= 2 and sessions[1] >= 2 * led, (leader.node_id, sessions)
+
+
+def fetch_session_gauges(broker: BrokerProcess) -> tuple[float, float]:
+    """The leader's FetchSessionCache gauges: sessions, partitions cached."""
+    with urllib.request.urlopen(broker.http_url + "/metrics", timeout=5) as answer:
+        lines = answer.read().decode().splitlines()
+    values = dict(line.rsplit(" ", 1) for line in lines if line and not line.startswith("#"))
+    return (
+        float(values["kafka_server_fetchsessioncache_numincrementalfetchsessions"]),
+        float(values["kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"]),
+    )
