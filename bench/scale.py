@@ -229,50 +229,66 @@ def measure(partitions: int, brokers: int, rounds: int, root: Path) -> dict[str,
     result: dict[str, Any] = {"partitions": partitions, "brokers": brokers}
     result["peer_empty_dirs_s"] = round(empty_partition_dirs_s(root, partitions), 2)
     with Cluster(root, brokers) as cluster:
-        pids = [cluster.pid(b) for b in cluster.brokers]
-        rss_before = [rss_bytes(p) for p in pids]
-        fds_before = [open_files(p) for p in pids]
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        create_s = timed(lambda: create_topics(admin, topics))
-        result["create_s"] = round(create_s, 2)
-        result["create_partitions_per_s"] = round(partitions / create_s)
-        served_s, _ = produce_rounds(cluster.bootstrap_servers, everything, 1)
-        result["served_after_create_s"] = round(served_s, 2)
-        probe = f"probe-{partitions}"
-        probe_create_s = timed(lambda: create_topics(admin, [probe]))
-        probe_served_s, _ = produce_rounds(
-            cluster.bootstrap_servers, [(probe, p) for p in range(PARTITIONS_PER_TOPIC)], 1
-        )
-        result["new_topic_create_ms"] = round(probe_create_s * 1000)
-        result["new_topic_served_ms"] = round(probe_served_s * 1000)
-        rss_after = [rss_bytes(p) for p in pids]
-        fds_after = [open_files(p) for p in pids]
-        per_broker = partitions / brokers
-        result["rss_mib_per_broker"] = [round(r / 2**20) for r in rss_after]
-        result["rss_kib_per_partition"] = round(
-            max(a - b for a, b in zip(rss_after, rss_before, strict=True)) / per_broker / 1024, 1
-        )
-        result["open_files_per_partition"] = round(
-            max(a - b for a, b in zip(fds_after, fds_before, strict=True)) / per_broker, 2
-        )
-        elapsed, records = produce_rounds(cluster.bootstrap_servers, everything, rounds)
-        result["produce_records_per_s"] = round(records / elapsed)
-        create_topics(admin, ["one-partition"])
-        one = [("one-partition", 0)] * partitions
-        produce_rounds(cluster.bootstrap_servers, one[:100], 1)
-        elapsed, records = produce_rounds(cluster.bootstrap_servers, one, rounds)
-        result["peer_one_partition_records_per_s"] = round(records / elapsed)
-        victim = cluster.brokers[-1]
-        mine = hosted(cluster, victim, topics)
-        result["restart_partitions"] = len(mine)
-        result["peer_walk_log_dirs_s"] = round(walk_s(cluster.data_dir(victim)), 2)
-        result["restart_clean"] = restart_broker(cluster, victim, mine, signal.SIGTERM)
-        result["restart_kill9"] = restart_broker(cluster, victim, mine, signal.SIGKILL)
-        controller = cluster.dev.layout.controllers[0]
-        size, read_s = read_tree_s(cluster.data_dir(controller))
-        result["controller_metadata_mib"] = round(size / 2**20, 1)
-        result["controller_metadata_read_s"] = round(read_s, 3)
+        try:
+            _measure_on(cluster, result, topics, everything, rounds)
+        except Exception:
+            names = [n.name for n in (*cluster.dev.layout.controllers, *cluster.brokers)]
+            print(cluster.dev.log_tails(names, lines=40), file=sys.stderr)
+            raise
     return result
+
+
+def _measure_on(
+    cluster: Cluster,
+    result: dict[str, Any],
+    topics: list[str],
+    everything: list[tuple[str, int]],
+    rounds: int,
+) -> None:
+    partitions, brokers = result["partitions"], result["brokers"]
+    pids = [cluster.pid(b) for b in cluster.brokers]
+    rss_before = [rss_bytes(p) for p in pids]
+    fds_before = [open_files(p) for p in pids]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    create_s = timed(lambda: create_topics(admin, topics))
+    result["create_s"] = round(create_s, 2)
+    result["create_partitions_per_s"] = round(partitions / create_s)
+    served_s, _ = produce_rounds(cluster.bootstrap_servers, everything, 1)
+    result["served_after_create_s"] = round(served_s, 2)
+    probe = f"probe-{partitions}"
+    probe_create_s = timed(lambda: create_topics(admin, [probe]))
+    probe_served_s, _ = produce_rounds(
+        cluster.bootstrap_servers, [(probe, p) for p in range(PARTITIONS_PER_TOPIC)], 1
+    )
+    result["new_topic_create_ms"] = round(probe_create_s * 1000)
+    result["new_topic_served_ms"] = round(probe_served_s * 1000)
+    rss_after = [rss_bytes(p) for p in pids]
+    fds_after = [open_files(p) for p in pids]
+    per_broker = partitions / brokers
+    result["rss_mib_per_broker"] = [round(r / 2**20) for r in rss_after]
+    result["rss_kib_per_partition"] = round(
+        max(a - b for a, b in zip(rss_after, rss_before, strict=True)) / per_broker / 1024, 1
+    )
+    result["open_files_per_partition"] = round(
+        max(a - b for a, b in zip(fds_after, fds_before, strict=True)) / per_broker, 2
+    )
+    elapsed, records = produce_rounds(cluster.bootstrap_servers, everything, rounds)
+    result["produce_records_per_s"] = round(records / elapsed)
+    create_topics(admin, ["one-partition"])
+    one = [("one-partition", 0)] * partitions
+    produce_rounds(cluster.bootstrap_servers, one[:100], 1)
+    elapsed, records = produce_rounds(cluster.bootstrap_servers, one, rounds)
+    result["peer_one_partition_records_per_s"] = round(records / elapsed)
+    victim = cluster.brokers[-1]
+    mine = hosted(cluster, victim, topics)
+    result["restart_partitions"] = len(mine)
+    result["peer_walk_log_dirs_s"] = round(walk_s(cluster.data_dir(victim)), 2)
+    result["restart_clean"] = restart_broker(cluster, victim, mine, signal.SIGTERM)
+    result["restart_kill9"] = restart_broker(cluster, victim, mine, signal.SIGKILL)
+    controller = cluster.dev.layout.controllers[0]
+    size, read_s = read_tree_s(cluster.data_dir(controller))
+    result["controller_metadata_mib"] = round(size / 2**20, 1)
+    result["controller_metadata_read_s"] = round(read_s, 3)
 
 
 def show(result: dict[str, Any]) -> None:
