@@ -9,8 +9,12 @@ every partition is one log; the figures are per partition, as Kafka's are per re
 each next to a peer or limit from the same run where one exists:
 
 * create: topics of 100 partitions, 10 topics per CreateTopics request (confluent-kafka's
-  AdminClient, as an operator's script would batch them); partitions/s. Peer: the same number of
-  partition directories with their two files (``.log``, ``.index``) made empty on this disk.
+  AdminClient, as an operator's script would batch them; ``--topics-per-request``); partitions/s.
+  Peer: the same number of partition directories with their two files (``.log``, ``.index``)
+  made empty on this disk. Known limit (2026-11, load average 8-10 on this 2-core machine): a
+  request of 1,000 partitions can keep the controller from answering a broker heartbeat within
+  ``broker.session.timeout.ms``; the broker is fenced and the next CreateTopics fails
+  (INVALID_REPLICATION_FACTOR, or REQUEST_TIMED_OUT). ``--topics-per-request 1`` gets through.
 * served: from the last CreateTopics answer to one record produced to every partition and
   acknowledged (metadata at every broker, leaders loaded); and, on the loaded cluster, the same
   for one new topic of 100 partitions.
@@ -139,11 +143,11 @@ def read_tree_s(directory: Path) -> tuple[int, float]:
 # ------------------------------------------------------------------ the measurements
 
 
-def create_topics(admin: AdminClient, names: list[str]) -> None:
-    for start in range(0, len(names), TOPICS_PER_REQUEST):
+def create_topics(admin: AdminClient, names: list[str], per_request: int = 1) -> None:
+    for start in range(0, len(names), per_request):
         batch = [
             NewTopic(name, num_partitions=PARTITIONS_PER_TOPIC, replication_factor=1)
-            for name in names[start : start + TOPICS_PER_REQUEST]
+            for name in names[start : start + per_request]
         ]
         for future in admin.create_topics(batch, request_timeout=600).values():
             future.result()
@@ -223,10 +227,16 @@ def hosted(cluster: Cluster, node: Node, topics: list[str]) -> list[tuple[str, i
     ]
 
 
-def measure(partitions: int, brokers: int, rounds: int, root: Path) -> dict[str, Any]:
+def measure(
+    partitions: int, brokers: int, rounds: int, root: Path, topics_per_request: int
+) -> dict[str, Any]:
     topics = [f"scale-{i:05}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
     everything = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
-    result: dict[str, Any] = {"partitions": partitions, "brokers": brokers}
+    result: dict[str, Any] = {
+        "partitions": partitions,
+        "brokers": brokers,
+        "topics_per_request": topics_per_request,
+    }
     result["peer_empty_dirs_s"] = round(empty_partition_dirs_s(root, partitions), 2)
     with Cluster(root, brokers) as cluster:
         try:
@@ -250,7 +260,7 @@ def _measure_on(
     rss_before = [rss_bytes(p) for p in pids]
     fds_before = [open_files(p) for p in pids]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    create_s = timed(lambda: create_topics(admin, topics))
+    create_s = timed(lambda: create_topics(admin, topics, result["topics_per_request"]))
     result["create_s"] = round(create_s, 2)
     result["create_partitions_per_s"] = round(partitions / create_s)
     served_s, _ = produce_rounds(cluster.bootstrap_servers, everything, 1)
@@ -322,6 +332,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, help="one configuration of this many")
     parser.add_argument("--brokers", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--topics-per-request",
+        type=int,
+        default=TOPICS_PER_REQUEST,
+        help="topics of 100 partitions per CreateTopics (10; fewer on a loaded machine: see the "
+        "module docstring)",
+    )
     args = parser.parse_args(argv)
     if args.partitions:
         configurations = [(args.partitions, args.brokers)]
@@ -333,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     for partitions, brokers in configurations:
         root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
         try:
-            results.append(measure(partitions, brokers, args.rounds, root))
+            results.append(measure(partitions, brokers, args.rounds, root, args.topics_per_request))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         show(results[-1])
