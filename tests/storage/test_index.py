@@ -229,7 +229,7 @@ def test_an_index_holds_a_descriptor_only_once_it_has_entries(tmp_path: Path) ->
         OffsetPosition(5, 100),
         OffsetPosition(105, 100),
     ]
-    for index in (*indexes, *times):
-        index.close()
+    for opened in (*indexes, *times):
+        opened.close()
     assert open_descriptors() == before
     assert [offset_index(tmp_path, base).entries for base in (0, 100)] == [1, 1]  # trimmed
