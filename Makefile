@@ -43,7 +43,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -n 2 -m "$(UNIT)" $(PYTEST_ARGS)
 
 ## bench: every benchmark (minutes each; each ends with one JSON line of figures)
-BENCHES := storage quorum produce_fetch secure_produce replication transactions spark_export cleaner console peers failover
+BENCHES := storage quorum produce_fetch secure_produce replication transactions spark_export cleaner console peers failover scale
 bench: $(STAMP)
 	bash .ci/install-nats.sh
 	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done

@@ -13,6 +13,12 @@ twice as fast). The active segment's index files are preallocated to ``segment.i
   far and the offset of its batch; an entry is only added when the timestamp grows. The last
   slot is reserved for the entry written when the segment rolls (``is_full`` says so early).
 
+The map is made on first use, not at open: CPython's ``mmap`` keeps a dup of the file
+descriptor for as long as the map lives (unlike Java's, which Kafka relies on), so mapping both
+indexes of every partition at open cost three descriptors per partition and a broker of
+10,000 partitions ran out of them (``ulimit -n`` 20,000 here). A partition whose active segment
+has no index entry yet (less than ``index.interval.bytes`` written) holds only its ``.log``.
+
 On an existing file the entry count is ``file size // entry size`` (Kafka's rule), so an
 untrimmed index left by a crash has a zero tail; ``sanity_check`` catches that (entries must
 strictly increase) along with a size that is not a multiple of the entry size and positions
@@ -112,10 +118,20 @@ class _IndexFile:
             else:
                 self.entries = length // self._entry_size
             self._length = length
-            self._mmap = mmap.mmap(fd, length) if length else None
+            self._mmap: mmap.mmap | None = None  # made by _mapped on first use
             self._last: tuple[int, int] | None = None  # the last entry, cached (hot path)
         finally:
             os.close(fd)
+
+    def _mapped(self) -> mmap.mmap:
+        """The map of the whole file, made now if it is not yet (see the module docstring)."""
+        if self._mmap is None:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                self._mmap = mmap.mmap(fd, self._length)
+            finally:
+                os.close(fd)
+        return self._mmap
 
     def _round_down(self, size: int) -> int:
         return size - size % self._entry_size
@@ -137,25 +153,25 @@ class _IndexFile:
         return os.stat(self.path).st_size
 
     def _unpack(self, slot: int) -> tuple[int, int]:
-        assert self._mmap is not None and 0 <= slot < self.entries
-        first, second = self.ENTRY.unpack_from(self._mmap, slot * self._entry_size)
+        assert 0 <= slot < self.entries
+        first, second = self.ENTRY.unpack_from(self._mapped(), slot * self._entry_size)
         return int(first), int(second)
 
     def _pack(self, first: int, second: int) -> None:
-        assert self._mmap is not None and self.entries < self.max_entries
-        self.ENTRY.pack_into(self._mmap, self.entries * self._entry_size, first, second)
+        assert self.entries < self.max_entries
+        self.ENTRY.pack_into(self._mapped(), self.entries * self._entry_size, first, second)
         self.entries += 1
         self._last = (first, second)
 
     def _pack_many(self, entries: list[tuple[int, int]]) -> None:
         """``_pack`` each of ``entries``, with one copy into the map."""
-        assert self._mmap is not None and self.entries + len(entries) <= self.max_entries
+        assert self.entries + len(entries) <= self.max_entries
         if not entries:
             return
         pack = self.ENTRY.pack
         start = self.entries * self._entry_size
         data = b"".join([pack(first, second) for first, second in entries])
-        self._mmap[start : start + len(data)] = data
+        self._mapped()[start : start + len(data)] = data
         self.entries += len(entries)
         self._last = entries[-1]
 
@@ -190,8 +206,7 @@ class _IndexFile:
         """All entries as two lists (sanity checks: C-speed comparisons over whole columns)."""
         if self.entries == 0:
             return [], []
-        assert self._mmap is not None
-        raw = self._mmap[: self.size_in_bytes]
+        raw = self._mapped()[: self.size_in_bytes]
         firsts, seconds = [], []
         for first, second in self.ENTRY.iter_unpack(raw):
             firsts.append(first)
@@ -210,6 +225,7 @@ class _IndexFile:
         rounded = max(self._round_down(new_size), self.size_in_bytes)
         if rounded == self._length:
             return
+        was_mapped = self._mmap is not None
         self._release_map()
         fd = os.open(self.path, os.O_RDWR)
         try:
@@ -217,7 +233,8 @@ class _IndexFile:
                 _reserve(fd, self._length, rounded)
             else:
                 os.ftruncate(fd, rounded)
-            self._mmap = mmap.mmap(fd, rounded) if rounded else None
+            if was_mapped and rounded:  # stay mapped: flush's msync covers what was written
+                self._mmap = mmap.mmap(fd, rounded)
         finally:
             os.close(fd)
         self._length = rounded
@@ -244,9 +261,10 @@ class _IndexFile:
             self._mmap = None
 
     def close(self) -> None:
-        """Trim to the real entries and unmap (a clean close)."""
-        self.trim_to_valid_size()
+        """Unmap and trim to the real entries (a clean close; unmapped first, so the trim does
+        not map the file again)."""
         self._release_map()
+        self.trim_to_valid_size()
 
     def close_handler(self) -> None:
         """Unmap without trimming (log dir offline / simulated crash)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,27 @@ def test_time_index_sanity_check_rejects_a_wrong_size(tmp_path: Path) -> None:
     path.write_bytes(bytes(13))
     with pytest.raises(CorruptIndexError, match="not a multiple"):
         TimeIndex(path, 0, 120).sanity_check(log_size=1000)
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_an_index_holds_a_descriptor_only_once_it_has_entries(tmp_path: Path) -> None:
+    # CPython's mmap keeps a dup of the descriptor while mapped: with the map made at open, a
+    # broker of 10,000 partitions needed three descriptors each and hit `ulimit -n`.
+    before = open_descriptors()
+    indexes = [offset_index(tmp_path, base) for base in range(0, 2000, 100)]
+    times = [time_index(tmp_path, base) for base in range(0, 2000, 100)]
+    assert open_descriptors() == before
+    for index in indexes:
+        index.append(index.base_offset + 5, 100)
+    assert open_descriptors() == before + len(indexes)
+    assert [index.lookup(index.base_offset + 7) for index in indexes[:2]] == [
+        OffsetPosition(5, 100),
+        OffsetPosition(105, 100),
+    ]
+    for opened in (*indexes, *times):
+        opened.close()
+    assert open_descriptors() == before
+    assert [offset_index(tmp_path, base).entries for base in (0, 100)] == [1, 1]  # trimmed

@@ -1,0 +1,381 @@
+"""Many partitions (issue 18): 10,000 on one broker, 100,000 across three.
+
+    .venv/bin/python -m bench.scale            # 10,000 on 1 broker, then 100,000 on 3 (long)
+    .venv/bin/python -m bench.scale --quick    # 2,000 on 1 broker, then 10,000 on 3
+    .venv/bin/python -m bench.scale --partitions 10000 --brokers 1   # one configuration
+
+Each configuration is one ``pykraft dev`` cluster (1 controller, ``--brokers`` brokers, RF=1 so
+every partition is one log; the figures are per partition, as Kafka's are per replica). Measured,
+each next to a peer or limit from the same run where one exists:
+
+* create: topics of 100 partitions, 10 topics per CreateTopics request (confluent-kafka's
+  AdminClient, as an operator's script would batch them; ``--topics-per-request``); partitions/s.
+  Peer: the same number of partition directories with their two files (``.log``, ``.index``)
+  made empty on this disk. Known limit (2026-11, load average 8-10 on this 2-core machine): a
+  request of 1,000 partitions can keep the controller from answering a broker heartbeat within
+  ``broker.session.timeout.ms``; the broker is fenced and the next CreateTopics fails
+  (INVALID_REPLICATION_FACTOR, or REQUEST_TIMED_OUT). ``--topics-per-request 1`` gets through.
+* served: from the last CreateTopics answer to one record produced to every partition and
+  acknowledged (metadata at every broker, leaders loaded); and, on the loaded cluster, the same
+  for one new topic of 100 partitions.
+* produce: records/s, one 100-byte record per partition round-robin, ``--rounds`` rounds (linger
+  5 ms); peer: the same number of records into one partition.
+* RSS and open files per partition: each broker's growth from before creation, divided by its
+  partitions.
+* restart of one broker with its partitions, clean (SIGTERM) and after kill -9: seconds to exit,
+  to RUNNING, and to every one of its partitions taking a produce again. Peer: listing the
+  broker's log directories and stat-ing every file in them (what any start-up must at least do).
+* controller: the size of its metadata log directory and the time to read it whole.
+
+Kafka's published KRaft figures, as a reference only (another machine, JVM, many cores):
+KIP-500 (cwiki.apache.org KIP-500 "Replace ZooKeeper with a Self-Managed Metadata Quorum") and
+Confluent's "A First Glimpse of a Kafka Without ZooKeeper" (confluent.io blog, 2021) aim KRaft
+at millions of partitions per cluster with controlled shutdown and failover in seconds; KIP-578
+quotes the ZooKeeper-era guideline of at most 4,000 partitions per broker and 200,000 per
+cluster. Prints a table per configuration, then one JSON line. Never run by the tests.
+
+Measured 2026-11-26 on the 2-core CI machine (load average ~3.3, other benches running),
+2,000 partitions on 1 broker, ``--topics-per-request 1``, before -> after the leader-epoch
+and index changes of that day: create 184 -> 342 partitions/s (empty dirs on this disk: 0.7-3.5
+s for 2,000); open files per partition 3.15 -> 1.05; round-robin produce 10,179 -> 20,363
+records/s (one partition: ~520,000); clean restart exit 11.8 -> 3.0 s, to RUNNING 5.4 -> 4.5 s;
+after kill -9, RUNNING 17.5 -> 6.3 s; RSS ~7 KiB per partition; controller metadata 0.8 MiB.
+With ``ulimit -n`` 20,000 a broker could not hold 10,000 partitions before (3.15 descriptors
+each); 100,000 across 3 brokers (33,000 each) needs a higher limit even at one per partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import confluent_kafka
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from bench.common import RunningCluster
+from bench.replication import broker_state, wait_for
+from pykraft.dev import Node, plan_layout
+from pykraft.free_ports import pick_free_ports
+
+PARTITIONS_PER_TOPIC = 100
+TOPICS_PER_REQUEST = 10
+VALUE = b"x" * 100
+TIMEOUT_S = 1800.0
+# pykraft reserves (posix_fallocate) an active segment's two indexes whole when they are first
+# used: with Kafka's default segment.index.bytes (10 MiB) that is 20 MiB of disk per partition
+# that took a record, 200 GB for 10,000 (this bench filled the machine's disk once). Kafka
+# preallocates them sparse. Until pykraft does, the topics here use 64 KiB indexes.
+TOPIC_CONFIG = {"segment.index.bytes": "65536"}
+KAFKA_REFERENCE = {
+    "zookeeper_era_partitions_per_broker": 4_000,  # KIP-578's quoted guideline
+    "zookeeper_era_partitions_per_cluster": 200_000,
+    "kraft_partitions_per_cluster": "millions (KIP-500, Confluent 2021)",
+}
+
+
+class Cluster(RunningCluster):
+    def __init__(self, root: Path, brokers: int) -> None:
+        layout = plan_layout(1, brokers, 0, pick_free_ports(2 * (1 + brokers)))
+        super().__init__(layout, root / "cluster")
+
+    @property
+    def brokers(self) -> tuple[Node, ...]:
+        return self.dev.layout.brokers
+
+    def pid(self, node: Node) -> int:
+        return self.dev.processes[node.name].pid
+
+    def data_dir(self, node: Node) -> Path:
+        return self.dev.data_dir / node.name
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def timed(work: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+# ------------------------------------------------------------------ the peers on this disk
+
+
+def empty_partition_dirs_s(root: Path, count: int) -> float:
+    """Kafka's least work per new partition on disk: a directory and its empty files."""
+    base = root / "peer-dirs"
+
+    def make() -> None:
+        for index in range(count):
+            directory = base / f"topic-{index}"
+            directory.mkdir(parents=True)
+            for name in ("00000000000000000000.log", "00000000000000000000.index"):
+                (directory / name).touch()
+
+    elapsed = timed(make)
+    shutil.rmtree(base)
+    return elapsed
+
+
+def walk_s(directory: Path) -> float:
+    def walk() -> None:
+        for entry in os.scandir(directory):
+            if entry.is_dir():
+                for child in os.scandir(entry.path):
+                    child.stat()
+
+    return timed(walk)
+
+
+def read_tree_s(directory: Path) -> tuple[int, float]:
+    files = [p for p in directory.rglob("*") if p.is_file()]
+    started = time.perf_counter()
+    size = sum(len(p.read_bytes()) for p in files)
+    return size, time.perf_counter() - started
+
+
+# ------------------------------------------------------------------ the measurements
+
+
+def create_topics(admin: AdminClient, names: list[str], per_request: int = 1) -> None:
+    for start in range(0, len(names), per_request):
+        batch = [
+            NewTopic(
+                name,
+                num_partitions=PARTITIONS_PER_TOPIC,
+                replication_factor=1,
+                config=TOPIC_CONFIG,
+            )
+            for name in names[start : start + per_request]
+        ]
+        for future in admin.create_topics(batch, request_timeout=600).values():
+            future.result()
+
+
+def produce_rounds(
+    bootstrap: str, targets: list[tuple[str, int]], rounds: int
+) -> tuple[float, int]:
+    """Seconds until ``rounds`` records to each of ``targets`` are acknowledged; retries."""
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": "1",
+            "queue.buffering.max.messages": 2_000_000,
+            "message.timeout.ms": int(TIMEOUT_S * 1000),
+            "topic.metadata.refresh.fast.interval.ms": 50,
+            "log_level": 2,
+        }
+    )
+    failures: list[str] = []
+
+    def done(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    started = time.perf_counter()
+    for _ in range(rounds):
+        for index, (topic, partition) in enumerate(targets):
+            while True:
+                try:
+                    producer.produce(topic, VALUE, partition=partition, on_delivery=done)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if index % 1000 == 0:
+                producer.poll(0)
+    remaining = producer.flush(TIMEOUT_S)
+    elapsed = time.perf_counter() - started
+    if remaining or failures:
+        raise RuntimeError(f"{remaining} undelivered, {len(failures)} failed: {failures[:1]}")
+    return elapsed, rounds * len(targets)
+
+
+def restart_broker(
+    cluster: Cluster, node: Node, targets: list[tuple[str, int]], signum: signal.Signals
+) -> dict[str, float]:
+    process = cluster.dev.processes[node.name]
+    stopped = time.perf_counter()
+    process.send_signal(signum)
+    process.wait(TIMEOUT_S)
+    exit_s = time.perf_counter() - stopped
+    started = time.perf_counter()
+    cluster.dev.start(node)
+    wait_for(lambda: broker_state(node) == "RUNNING", f"{node.name} RUNNING", TIMEOUT_S)
+    running_s = time.perf_counter() - started
+    produce_rounds(cluster.bootstrap_servers, targets, 1)
+    served_s = time.perf_counter() - started
+    return {
+        "exit_s": round(exit_s, 2),
+        "running_s": round(running_s, 2),
+        "served_s": round(served_s, 2),
+    }
+
+
+def hosted(cluster: Cluster, node: Node, topics: list[str]) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs ``node`` leads, from the cluster's metadata."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    metadata = admin.list_topics(timeout=120)
+    wanted = set(topics)
+    return [
+        (name, p.id)
+        for name, topic in metadata.topics.items()
+        if name in wanted
+        for p in topic.partitions.values()
+        if p.leader == node.node_id
+    ]
+
+
+def measure(
+    partitions: int, brokers: int, rounds: int, root: Path, topics_per_request: int
+) -> dict[str, Any]:
+    topics = [f"scale-{i:05}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
+    everything = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
+    result: dict[str, Any] = {
+        "partitions": partitions,
+        "brokers": brokers,
+        "topics_per_request": topics_per_request,
+    }
+    result["peer_empty_dirs_s"] = round(empty_partition_dirs_s(root, partitions), 2)
+    with Cluster(root, brokers) as cluster:
+        try:
+            _measure_on(cluster, result, topics, everything, rounds)
+        except Exception:
+            names = [n.name for n in (*cluster.dev.layout.controllers, *cluster.brokers)]
+            print(cluster.dev.log_tails(names, lines=40), file=sys.stderr)
+            raise
+    return result
+
+
+def _measure_on(
+    cluster: Cluster,
+    result: dict[str, Any],
+    topics: list[str],
+    everything: list[tuple[str, int]],
+    rounds: int,
+) -> None:
+    partitions, brokers = result["partitions"], result["brokers"]
+    pids = [cluster.pid(b) for b in cluster.brokers]
+    rss_before = [rss_bytes(p) for p in pids]
+    fds_before = [open_files(p) for p in pids]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    create_s = timed(lambda: create_topics(admin, topics, result["topics_per_request"]))
+    result["create_s"] = round(create_s, 2)
+    result["create_partitions_per_s"] = round(partitions / create_s)
+    served_s, _ = produce_rounds(cluster.bootstrap_servers, everything, 1)
+    result["served_after_create_s"] = round(served_s, 2)
+    probe = f"probe-{partitions}"
+    probe_create_s = timed(lambda: create_topics(admin, [probe]))
+    probe_served_s, _ = produce_rounds(
+        cluster.bootstrap_servers, [(probe, p) for p in range(PARTITIONS_PER_TOPIC)], 1
+    )
+    result["new_topic_create_ms"] = round(probe_create_s * 1000)
+    result["new_topic_served_ms"] = round(probe_served_s * 1000)
+    rss_after = [rss_bytes(p) for p in pids]
+    fds_after = [open_files(p) for p in pids]
+    per_broker = partitions / brokers
+    result["rss_mib_per_broker"] = [round(r / 2**20) for r in rss_after]
+    result["rss_kib_per_partition"] = round(
+        max(a - b for a, b in zip(rss_after, rss_before, strict=True)) / per_broker / 1024, 1
+    )
+    result["open_files_per_partition"] = round(
+        max(a - b for a, b in zip(fds_after, fds_before, strict=True)) / per_broker, 2
+    )
+    elapsed, records = produce_rounds(cluster.bootstrap_servers, everything, rounds)
+    result["produce_records_per_s"] = round(records / elapsed)
+    create_topics(admin, ["one-partition"])
+    one = [("one-partition", 0)] * partitions
+    produce_rounds(cluster.bootstrap_servers, one[:100], 1)
+    elapsed, records = produce_rounds(cluster.bootstrap_servers, one, rounds)
+    result["peer_one_partition_records_per_s"] = round(records / elapsed)
+    victim = cluster.brokers[-1]
+    mine = hosted(cluster, victim, topics)
+    result["restart_partitions"] = len(mine)
+    result["peer_walk_log_dirs_s"] = round(walk_s(cluster.data_dir(victim)), 2)
+    result["restart_clean"] = restart_broker(cluster, victim, mine, signal.SIGTERM)
+    result["restart_kill9"] = restart_broker(cluster, victim, mine, signal.SIGKILL)
+    controller = cluster.dev.layout.controllers[0]
+    size, read_s = read_tree_s(cluster.data_dir(controller))
+    result["controller_metadata_mib"] = round(size / 2**20, 1)
+    result["controller_metadata_read_s"] = round(read_s, 3)
+
+
+def show(result: dict[str, Any]) -> None:
+    n = result["partitions"]
+    rows = [
+        ("create (partitions/s)", result["create_partitions_per_s"],
+         f"{n} empty dirs+files on this disk: {result['peer_empty_dirs_s']} s"),
+        ("create total (s)", result["create_s"], ""),
+        ("served after create (s)", result["served_after_create_s"], "one record per partition"),
+        ("new topic of 100: create / served (ms)",
+         f"{result['new_topic_create_ms']} / {result['new_topic_served_ms']}", ""),
+        ("RSS per partition (KiB)", result["rss_kib_per_partition"],
+         f"broker RSS MiB {result['rss_mib_per_broker']}"),
+        ("open files per partition", result["open_files_per_partition"], ""),
+        ("produce round-robin (records/s)", result["produce_records_per_s"],
+         f"same records into 1 partition: {result['peer_one_partition_records_per_s']}"),
+        (f"restart clean, {result['restart_partitions']} partitions",
+         result["restart_clean"], f"walk of its log dirs: {result['peer_walk_log_dirs_s']} s"),
+        ("restart after kill -9", result["restart_kill9"], ""),
+        ("controller metadata (MiB)", result["controller_metadata_mib"],
+         f"read whole: {result['controller_metadata_read_s']} s"),
+    ]  # fmt: skip
+    print(f"--- {n} partitions on {result['brokers']} broker(s)")
+    for name, value, peer in rows:
+        print(f"  {name:<42} {value!s:<44} {peer}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2,000 on 1 broker, 10,000 on 3")
+    parser.add_argument("--partitions", type=int, help="one configuration of this many")
+    parser.add_argument("--brokers", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--topics-per-request",
+        type=int,
+        default=TOPICS_PER_REQUEST,
+        help="topics of 100 partitions per CreateTopics (10; fewer on a loaded machine: see the "
+        "module docstring)",
+    )
+    args = parser.parse_args(argv)
+    if args.partitions:
+        configurations = [(args.partitions, args.brokers)]
+    elif args.quick:
+        configurations = [(2_000, 1), (10_000, 3)]
+    else:
+        configurations = [(10_000, 1), (100_000, 3)]
+    results = []
+    for partitions, brokers in configurations:
+        root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+        try:
+            results.append(measure(partitions, brokers, args.rounds, root, args.topics_per_request))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        show(results[-1])
+    print(json.dumps({"configurations": results, "kafka_reference": KAFKA_REFERENCE}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
