@@ -88,9 +88,18 @@ class FetchSessionHandler:
         to_send = tuple(
             target
             for key, target in wanted.items()
-            if key not in self.partitions or self.partitions[key].partition != target.partition
+            if key not in self.partitions
+            or self.partitions[key].partition != target.partition
+            or self.partitions[key].topic_id != target.topic_id
         )
-        to_forget = tuple(target for key, target in self.partitions.items() if key not in wanted)
+        # A partition the follower stopped fetching, or one whose topic was deleted and created
+        # again under its name (Kafka's ``replaced``: the old topic id is forgotten and the new
+        # one sent, else the leader's session keeps answering the old id and never the new).
+        to_forget = tuple(
+            target
+            for key, target in self.partitions.items()
+            if key not in wanted or wanted[key].topic_id != target.topic_id
+        )
         self.partitions = wanted
         return SessionFetch(self.session_id, self.epoch, to_send, to_forget)
 

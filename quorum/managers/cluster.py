@@ -345,6 +345,17 @@ def unregister_broker(
             replica_offline=sessions.replica_offline(image),
         )
     )
+    # KIP-966 (Kafka's handleBrokerUnregistered): a broker that is gone leaves every ELR too.
+    records.extend(
+        generate_leader_and_isr_updates(
+            image,
+            partitions_with_broker_in_elr(image, registration.id),
+            unclean_enabled=unclean,
+            broker_to_remove=registration.id,
+            broker_with_unclean_shutdown=registration.id,
+            replica_offline=sessions.replica_offline(image),
+        )
+    )
     records.append(
         UnregisterBrokerRecord(broker_id=registration.id, broker_epoch=registration.epoch)
     )

@@ -228,13 +228,16 @@ def build_partition_change(
         if elr is None
         else _target_elr(partition, isr_goal, elr)
     )
-    result = elect_leader(partition, isr_goal, election, acceptable, goal.replicas, target_elr)
+    # With ELR off, ELR entries a partition still carries (from before a downgrade) elect no one
+    # (Kafka's isValidNewLeader asks whether the feature is on).
+    electable_elr = () if elr is None else target_elr
+    result = elect_leader(partition, isr_goal, election, acceptable, goal.replicas, electable_elr)
     leader = NO_LEADER_CHANGE
     isr: tuple[int, ...] | None = None
     recovery = NO_LEADER_RECOVERY_STATE_CHANGE
     if result.node != partition.leader:
         leader = result.node
-        if result.node in target_elr:
+        if result.node in electable_elr:
             # A clean election from the ELR (KIP-966): the new leader alone is in sync.
             isr_goal = (result.node,)
             target_elr = tuple(r for r in target_elr if r != result.node)

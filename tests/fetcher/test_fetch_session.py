@@ -40,6 +40,22 @@ def test_full_then_incremental_fetches_send_only_what_changed() -> None:
     assert sent(handler, target(0, 0), target(1, 5), target(3, 0)) == ([], [])
 
 
+def test_a_topic_created_again_under_its_name_is_sent_and_the_old_one_forgotten() -> None:
+    # Deleted and created again between two fetches, at the same position (empty, epoch 1):
+    # only the topic id differs. Kafka's Builder.build puts the old id in ``replaced``.
+    handler = FetchSessionHandler()
+    handler.build([target(0, 0), target(1, 0)])
+    assert handler.handle_response(Errors.NONE, 77)
+    recreated = FetchTarget(
+        TopicPartition("pets", 0), uuid.UUID(int=8), FetchPartition(0, 0, 1 << 20)
+    )
+    fetch = handler.build([recreated, target(1, 0)])
+    assert [(t.topic_id, t.partition.partition) for t in fetch.to_send] == [(uuid.UUID(int=8), 0)]
+    assert [(t.topic_id, t.partition.partition) for t in fetch.to_forget] == [(TOPIC_ID, 0)]
+    assert handler.handle_response(Errors.NONE, 77)
+    assert sent(handler, recreated, target(1, 0)) == ([], [])
+
+
 def test_a_full_answer_without_a_session_keeps_fetching_full() -> None:
     handler = FetchSessionHandler()
     handler.build([target(0, 0)])

@@ -16,6 +16,7 @@ from pykraft.quorum.controller import (
     AlterConfigsResource,
     BrokerRegistrationRequest,
     IncrementalAlterConfigsRequest,
+    UnregisterBrokerRequest,
 )
 from tests.quorum.helpers import Harness, apply, endpoint, image_with, incarnation, partition
 from tests.quorum.test_cluster_control import heartbeat
@@ -113,6 +114,18 @@ def test_a_clean_restart_stays_eligible() -> None:
     epoch = h.image.cluster.brokers[2].epoch
     reregister(h, 2, previous_broker_epoch=epoch)
     assert state(h) == (1, (1,), (2,))
+
+
+def test_an_unregistered_broker_leaves_every_elr() -> None:
+    # Kafka's handleBrokerUnregistered scans the ELRs too: a decommissioned broker is no
+    # eligible leader (and must not be one should its id register again).
+    h = Harness(elr_image({"t": [((1, 2, 3), (1, 2, 3), 1)]}))
+    heartbeat(h, 3, fence=True)
+    heartbeat(h, 2, fence=True)
+    assert state(h) == (1, (1,), (2,))
+    h.run(UnregisterBrokerRequest(broker_id=2))
+    assert 2 not in h.image.cluster.brokers
+    assert state(h) == (1, (1,), ())
 
 
 def alter(h: Harness, *resources: AlterConfigsResource) -> None:

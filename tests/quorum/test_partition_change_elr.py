@@ -116,6 +116,17 @@ def test_the_isr_may_shrink_to_empty_with_elr_on_and_never_without() -> None:
     assert build(partition, target_isr=(), acceptable=(), min_isr=None) == change(leader=NO_LEADER)
 
 
+def test_with_elr_off_the_elr_a_partition_still_carries_elects_no_one() -> None:
+    # Written while ELR was on (ISR [1], ELR [2, 3]), then the feature went back to 0: 2 may
+    # since have restarted uncleanly unseen (the check runs only with ELR on). With 1 fenced
+    # the partition waits for it, as before KIP-966, instead of electing 2 "cleanly".
+    partition = registration(replicas=(1, 2, 3), isr=(1,), elr=(2, 3))
+    record = build(
+        partition, target_isr=(), acceptable=(2, 3), min_isr=None, election=Election.ONLINE
+    )
+    assert record is not None and record.leader == NO_LEADER
+
+
 def test_fenced_elr_members_wait_unless_unclean_election_is_enabled() -> None:
     # The ISR is empty and the only ELR member (3) is fenced: ONLINE elects nobody, even though
     # replica 2 is alive — it may lack acknowledged records.
