@@ -153,12 +153,9 @@ def _parse_epoch_entry(line: str) -> tuple[int, int] | None:
     return epoch, start_offset
 
 
-def write_leader_epoch_checkpoint(
-    path: Path, entries: Iterable[tuple[int, int]], *, durable: bool = True
-) -> None:
+def write_leader_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
     """Write ``epoch startOffset`` lines in the given (ascending) order."""
-    lines = encode_checkpoint(f"{epoch} {start}" for epoch, start in entries)
-    write_atomically(path, lines, durable=durable)
+    write_atomically(path, encode_checkpoint(f"{epoch} {start}" for epoch, start in entries))
 
 
 def read_leader_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:

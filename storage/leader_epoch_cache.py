@@ -180,12 +180,8 @@ class EpochCheckpoint(Protocol):
 
     def read(self) -> Entries: ...
 
-    def write(self, entries: Entries, *, durable: bool = True) -> None:
-        """Replace the stored history atomically; durably unless ``durable=False``."""
-        ...
-
-    def sync(self) -> None:
-        """Make the last ``write(durable=False)`` durable."""
+    def write(self, entries: Entries) -> None:
+        """Replace the stored history durably and atomically."""
         ...
 
 
@@ -196,7 +192,6 @@ class LeaderEpochCache:
     def __init__(self, checkpoint: EpochCheckpoint) -> None:
         self.checkpoint = checkpoint
         self._entries: Entries = checkpoint.read()
-        self._unsynced = False
 
     @property
     def entries(self) -> Entries:
@@ -221,22 +216,8 @@ class LeaderEpochCache:
         return previous_epoch(self._entries, latest.epoch) if latest else None
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record ``epoch`` starting at ``start_offset``; True if the history changed.
-
-        Written without fsync (Kafka KAFKA-15046: one fsync per partition per leader change
-        made becoming leader of thousands of partitions take minutes): ``flush`` makes it
-        durable before the log's recovery point passes ``start_offset``. A power loss before
-        that loses nothing recovery cannot rebuild: it re-reads every batch from the recovery
-        point and assigns their epochs again (``recovery._recovered_epoch_assigner``); only an
-        epoch that never got a batch can be forgotten, and a leader assigns a new one anyway.
-        """
-        return self._replace(assign_epoch(self._entries, epoch, start_offset), durable=False)
-
-    def flush(self) -> None:
-        """fsync the history if an ``assign`` left it unsynced (before the log's flush)."""
-        if self._unsynced:
-            self.checkpoint.sync()
-            self._unsynced = False
+        """Record ``epoch`` starting at ``start_offset``; True if the history changed."""
+        return self._replace(assign_epoch(self._entries, epoch, start_offset))
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> OffsetAndEpoch:
         return end_offset_for(self._entries, requested_epoch, log_end_offset)
@@ -264,14 +245,13 @@ class LeaderEpochCache:
         self._entries = ()
         self._write()
 
-    def _replace(self, entries: Entries, *, durable: bool = True) -> bool:
+    def _replace(self, entries: Entries) -> bool:
         if entries == self._entries:
             return False
         assert is_valid_history(entries), f"epoch history broke its invariant: {entries}"
         self._entries = entries
-        self._write(durable=durable)
+        self._write()
         return True
 
-    def _write(self, *, durable: bool = True) -> None:
-        self.checkpoint.write(self._entries, durable=durable)
-        self._unsynced = not durable
+    def _write(self) -> None:
+        self.checkpoint.write(self._entries)

@@ -3,17 +3,15 @@
 ``storage.leader_epoch_cache`` holds Kafka's rules as pure functions over a tuple of entries and
 ``LeaderEpochCache``, which keeps the tuple and writes it to a checkpoint after every change.
 This module gives it its file: ``LeaderEpochFileCache`` loads the checkpoint through the same
-``assign`` rule Kafka uses on load and rewrites it atomically after every change. Truncations are
-fsynced at once (Kafka flushes them asynchronously; synchronously is simpler and never leaves
-stale entries); a new epoch (``assign``) is renamed into place without fsync and made durable by
-the log's next flush (``LeaderEpochCache.flush``), as Kafka does since KAFKA-15046.
+``assign`` rule Kafka uses on load and rewrites it atomically after every change. (Kafka flushes
+truncations asynchronously to avoid fsync latency under a lock; we flush synchronously, which is
+simpler and never leaves stale entries.)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pykraft.storage.atomic_file import sync_file
 from pykraft.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     CheckpointError,
@@ -43,12 +41,8 @@ class EpochCheckpointFile:
     def read(self) -> Entries:
         return load_entries(self.path)
 
-    def write(self, entries: Entries, *, durable: bool = True) -> None:
-        pairs = ((e.epoch, e.start_offset) for e in entries)
-        write_leader_epoch_checkpoint(self.path, pairs, durable=durable)
-
-    def sync(self) -> None:
-        sync_file(self.path)
+    def write(self, entries: Entries) -> None:
+        write_leader_epoch_checkpoint(self.path, ((e.epoch, e.start_offset) for e in entries))
 
 
 class LeaderEpochFileCache(LeaderEpochCache):

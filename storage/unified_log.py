@@ -563,18 +563,15 @@ class UnifiedLog:
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""
-        self.leader_epoch_cache.flush()
         self.store.flush(up_to_offset)
 
     def flush_rolled(self) -> bool:
         """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
-        self.leader_epoch_cache.flush()
         return self.store.flush_rolled()
 
     def close(self) -> None:
         """Snapshot producer state, flush, trim indexes and release files (clean shutdown)."""
         self.producer_state.take_snapshot(self.log_end_offset)
-        self.leader_epoch_cache.flush()
         self.store.close()
 
     def close_handlers(self) -> None:

@@ -106,39 +106,6 @@ def test_a_crash_keeps_the_flushed_batches_only() -> None:
     assert reopened.append_as_leader(batch(99), leader_epoch=2, now_ms=0).first_offset == 6
 
 
-def test_a_crash_loses_an_unsynced_epoch_and_recovery_rebuilds_it_from_the_batches() -> None:
-    # A new epoch is written without fsync (KAFKA-15046); only the log's flush syncs it.
-    disk = MemoryDisk(Path("memory/t-0"))
-    log = PartitionLog.open(disk, CONFIG)
-    log.append_as_leader(batch(0), leader_epoch=0, now_ms=0)
-    log.flush()
-    assert disk.synced_epoch_entries == log.leader_epoch_cache.entries
-    log.append_as_leader(batch(1), leader_epoch=3, now_ms=0)
-    assert disk.synced_epoch_entries != log.leader_epoch_cache.entries  # epoch 3 not synced
-    for segment in disk.segments:  # its data reached the disk, its epoch entry did not
-        segment.flushed_size = segment.size
-    recovery_point = log.recovery_point
-    log.close_handlers()
-    disk.crash()
-    assert [e.epoch for e in disk.epoch_entries] == [0]
-    reopened = PartitionLog.open(disk, CONFIG, recovery_point=recovery_point)
-    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.entries] == [
-        (0, 0),
-        (3, 1),
-    ]
-
-
-def test_a_flush_syncs_the_epoch_before_moving_the_recovery_point() -> None:
-    disk = MemoryDisk(Path("memory/t-0"))
-    log = PartitionLog.open(disk, CONFIG)
-    log.append_as_leader(batch(0), leader_epoch=2, now_ms=0)
-    log.flush()
-    log.close_handlers()
-    disk.crash()
-    reopened = PartitionLog.open(disk, CONFIG, recovery_point=1)  # nothing left to re-read
-    assert reopened.leader_epoch_cache.latest_epoch == 2
-
-
 def test_a_crash_keeps_flushed_segments_behind_one_the_log_start_passed_unflushed() -> None:
     # Found by the Hypothesis machine: DeleteRecords moves the recovery point with the log start
     # (as Kafka does) past a segment never flushed; the flushed segment after it must survive.
