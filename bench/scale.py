@@ -35,11 +35,14 @@ quotes the ZooKeeper-era guideline of at most 4,000 partitions per broker and 20
 cluster. Prints a table per configuration, then one JSON line. Never run by the tests.
 
 Measured 2026-11-26 on the 2-core CI machine (load average ~3.3, other benches running),
-2,000 partitions on 1 broker, ``--topics-per-request 1``, before -> after the leader-epoch
-and index changes of that day: create 184 -> 342 partitions/s (empty dirs on this disk: 0.7-3.5
-s for 2,000); open files per partition 3.15 -> 1.05; round-robin produce 10,179 -> 20,363
-records/s (one partition: ~520,000); clean restart exit 11.8 -> 3.0 s, to RUNNING 5.4 -> 4.5 s;
-after kill -9, RUNNING 17.5 -> 6.3 s; RSS ~7 KiB per partition; controller metadata 0.8 MiB.
+2,000 partitions on 1 broker, ``--topics-per-request 1``, before -> after a leader-epoch write
+without fsync (since reverted: it let a follower truncate below its high watermark after a
+power loss in the KIP-966 simulation) and indexes mapped on first use (kept): create 184 -> 342
+partitions/s (empty dirs on this disk: 0.7-3.5 s for 2,000); open files per partition 3.15 ->
+1.05 (the index change); round-robin produce 10,179 -> 20,363 records/s (one partition:
+~520,000); clean restart exit 11.8 -> 3.0 s; after kill -9, RUNNING 17.5 -> 6.3 s; RSS ~7 KiB
+per partition; controller metadata 0.8 MiB. The create and restart gains were mostly the
+unsynced epoch write, so they are gone again until that is done safely.
 With ``ulimit -n`` 20,000 a broker could not hold 10,000 partitions before (3.15 descriptors
 each); 100,000 across 3 brokers (33,000 each) needs a higher limit even at one per partition.
 """
