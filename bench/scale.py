@@ -41,8 +41,8 @@ power loss in the KIP-966 simulation) and indexes mapped on first use (kept): cr
 partitions/s (empty dirs on this disk: 0.7-3.5 s for 2,000); open files per partition 3.15 ->
 1.05 (the index change); round-robin produce 10,179 -> 20,363 records/s (one partition:
 ~520,000); clean restart exit 11.8 -> 3.0 s; after kill -9, RUNNING 17.5 -> 6.3 s; RSS ~7 KiB
-per partition; controller metadata 0.8 MiB. The create and restart gains were mostly the
-unsynced epoch write, so they are gone again until that is done safely.
+per partition; controller metadata 0.8 MiB. Part of the create and restart gains (44% and 33%
+of busy time was that fsync in py-spy) came from the reverted write.
 With ``ulimit -n`` 20,000 a broker could not hold 10,000 partitions before (3.15 descriptors
 each); 100,000 across 3 brokers (33,000 each) needs a higher limit even at one per partition.
 """
