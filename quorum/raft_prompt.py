@@ -12,6 +12,8 @@ p50 5.3-6.8 ms, most of it the old 5 ms period. ``PromptAppendMixin`` removes th
 * a tick callback, run after pysyncobj appended the tick's proposals, sends AppendEntries at once
   when some connected follower lacks entries — or, with ``controller.quorum.append.linger.ms`` >
   0, once the oldest unsent entry has waited that long (Kafka's linger: let writes accumulate);
+* when the commit index moves, AppendEntries go out at once too: followers learn it only from
+  them, and a standby controller answers reads from what it applied;
 * ``appendEntriesPeriod`` is then only the heartbeat of an idle leader (``HEARTBEAT_PERIOD_S``,
   or a tenth of the election timeout if that is shorter), no longer a delay on every commit.
 
@@ -52,6 +54,7 @@ class PromptAppendMixin:
     _SyncObj__connectedNodes: set[Any]
     _SyncObj__otherNodes: set[Any]
     _SyncObj__getCurrentLogIndex: Callable[[], int]
+    _SyncObj__raftCommitIndex: int
     _SyncObj__sendAppendEntries: Callable[[], None]
     _isLeader: Callable[[], bool]
     # raft_journal.DurableJournalMixin's: sync the journal if it has unsynced entries.
@@ -64,6 +67,8 @@ class PromptAppendMixin:
         self._wake: PipeNotifier | None = None
         # When an entry was first seen unsent (for the linger); None when all are sent.
         self._unsent_since: float | None = None
+        # The commit index the followers were last told of by a send here.
+        self._commit_sent = 0
 
     def _wake_raft_thread(self) -> None:
         """From any thread: end the Raft thread's poll now."""
@@ -84,6 +89,15 @@ class PromptAppendMixin:
         last = self._SyncObj__getCurrentLogIndex()
         next_index = self._SyncObj__raftNextIndex
         connected = self._SyncObj__connectedNodes
+        commit = self._SyncObj__raftCommitIndex
+        if commit > self._commit_sent:
+            # Followers learn the commit index only from AppendEntries: without this they would
+            # apply (and serve reads of) a committed entry up to a heartbeat period late.
+            self._commit_sent = commit
+            self._SyncObj__sendAppendEntries()
+            self._unsent_since = None
+            self._sync_after_send()
+            return
         if not any(
             next_index.get(node, last + 1) <= last
             for node in self._SyncObj__otherNodes
