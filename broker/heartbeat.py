@@ -209,6 +209,11 @@ class BrokerLifecycleManager:
         """A log dir failed: heartbeat now, so the controller moves its leaderships away."""
         self._wake.set()
 
+    def call_in_now(self) -> None:
+        """Heartbeat now: a metadata poll failed, and the active controller may have seen its
+        connection close (``MetadataLoader.run``)."""
+        self._wake.set()
+
     def stop(self) -> None:
         self._stopped = True
         self._wake.set()

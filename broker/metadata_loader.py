@@ -202,8 +202,19 @@ class MetadataLoader:
 
     # ------------------------------------------------------------------ the loop
 
-    async def run(self, stop: asyncio.Event, sleep: Sleep = asyncio.sleep) -> None:
-        """Poll until ``stop`` is set; failures are logged and retried with back-off."""
+    async def run(
+        self,
+        stop: asyncio.Event,
+        sleep: Sleep = asyncio.sleep,
+        on_failure: Callable[[], None] | None = None,
+    ) -> None:
+        """Poll until ``stop`` is set; failures are logged and retried with back-off.
+
+        ``on_failure`` is called at each failed poll: the broker's heartbeat calls in at once,
+        because a poll that failed (timed out, reset) closed its connection, and the active
+        controller ends the session ``pykraft.broker.channel.closed.timeout.ms`` after that
+        unless this broker calls in — which the retried poll may not do if it goes to a standby
+        controller (``quorum/managers/sessions.py``)."""
         failures = 0
         while not stop.is_set():
             try:
@@ -211,6 +222,8 @@ class MetadataLoader:
                 failures = 0
             except (ControllerError, MetadataLoadError) as error:
                 failures += 1
+                if on_failure is not None:
+                    on_failure()
                 delay = min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** min(failures, 16))
                 if failures == 1 or failures % 20 == 0:
                     logger.warning(

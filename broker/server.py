@@ -325,7 +325,10 @@ class BrokerServer:
         )
         offline_storage.on_directory_failure = self.heartbeats.propagate_directory_failure
         self._spawn(self.heartbeats.run(), "heartbeats")
-        self._spawn(self.loader.run(self._stop_loader), "metadata loader")
+        self._spawn(
+            self.loader.run(self._stop_loader, on_failure=self.heartbeats.call_in_now),
+            "metadata loader",
+        )
         self._spawn(self._run_periodic(), "log manager")
         if self.config.log_cleaner.enable:  # Kafka's LogCleaner, log.cleaner.enable
             self.log_cleaner = LogCleanerShell(

@@ -21,7 +21,9 @@ same incarnation calls in again — a new long poll (``channel_opened``) or a he
 ``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns it off), the session ends
 there instead of at ``broker.session.timeout.ms``. A live broker's next long poll follows its
 last within ``metadata.fetch.max.wait.ms`` of the broker (500 ms), so a connection it dropped
-itself is answered in time.
+itself is answered in time; a poll that failed (timed out on a slow controller, reset) makes
+the broker heartbeat at once (``MetadataLoader.run``'s ``on_failure``), because its retry may
+go to a standby controller, which this one never hears of.
 
 Why ending a session early cannot elect a replica that lacks acknowledged data: it only brings
 the fencing forward; fencing is the same batch as on expiry (``cluster.fence_records``: the

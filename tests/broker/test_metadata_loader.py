@@ -335,8 +335,14 @@ def test_run_backs_off_after_failures_and_stops_when_asked() -> None:
             stop.set()
 
         loader.add_listener(stop_after_publish)
-        await asyncio.wait_for(loader.run(stop, sleep=fake_sleep), timeout=5)
+        await asyncio.wait_for(
+            loader.run(stop, sleep=fake_sleep, on_failure=lambda: calls_in.append(len(delays))),
+            timeout=5,
+        )
 
+    calls_in: list[int] = []
     asyncio.run(scenario())
     assert delays == sorted(delays) and len(delays) == 3 and delays[0] > 0
     assert len(recorder.calls) == 1
+    # Every failed poll asks the heartbeat to call in before the back-off sleep.
+    assert calls_in == [0, 1, 2]
