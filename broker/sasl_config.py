@@ -28,12 +28,12 @@ credentials; they never appear in a ``repr`` or an error message.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 
 import attrs
 
 from pykraft.broker.sasl_mechanisms import PLAIN, SUPPORTED_MECHANISMS, PlainUsers
+from pykraft.metadata.auth.jaas import JaasConfigError, parse_jaas_config
 from pykraft.metadata.auth.tls_settings import (
     ClientAuth,
     TlsSettings,
@@ -44,9 +44,6 @@ from pykraft.metadata.auth.tls_settings import (
 
 # Kafka's default for sasl.enabled.mechanisms and sasl.mechanism.inter.broker.protocol.
 KAFKA_DEFAULT_MECHANISM = "GSSAPI"
-# One JAAS option: key=value or key="value" (a quoted value may hold \" escapes).
-_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:\\.|[^"\\])*)"|([^\s;"]+))')
-_MODULE = re.compile(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", re.I)
 
 
 class SecurityProtocol(enum.IntEnum):
@@ -71,12 +68,6 @@ class SecurityConfigError(ValueError):
 
 
 @attrs.frozen
-class JaasConfig:
-    login_module: str
-    options: Mapping[str, str] = attrs.field(repr=False)
-
-
-@attrs.frozen
 class ClientCredentials:
     """The broker's own SASL user on a listener (JAAS ``username``/``password``)."""
 
@@ -96,31 +87,6 @@ class ListenerSecurity:
     scram_bootstrap_users: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict, repr=False)
     # mechanism -> the broker's credentials for it (inter-broker connections).
     client_credentials: Mapping[str, ClientCredentials] = attrs.field(factory=dict, repr=False)
-
-
-def parse_jaas_config(text: str, property_name: str) -> JaasConfig:
-    """``<LoginModule> <flag> key="value" ...;`` (one login module, as Kafka's
-    ``sasl.jaas.config`` takes)."""
-    module = _MODULE.match(text)
-    if module is None:
-        raise SecurityConfigError(
-            property_name, "expected '<LoginModule class> required key=\"value\" ...;'"
-        )
-    options: dict[str, str] = {}
-    position = module.end()
-    rest = text.rstrip()
-    while position < len(rest) and rest[position:].strip() != ";":
-        option = _OPTION.match(rest, position)
-        if option is None:
-            raise SecurityConfigError(
-                property_name, f"cannot parse the JAAS options from character {position}"
-            )
-        value = option[2] if option[2] is not None else option[3]
-        options[option[1]] = re.sub(r"\\(.)", r"\1", value)
-        position = option.end()
-    if not rest.endswith(";"):
-        raise SecurityConfigError(property_name, "a JAAS entry ends with ';'")
-    return JaasConfig(module[1], options)
 
 
 def parse_listener_security(
@@ -155,7 +121,10 @@ def parse_listener_security(
             if mechanism == PLAIN:
                 raise SecurityConfigError(name, "missing; PLAIN needs its users (user_<name>=...)")
             continue
-        jaas = parse_jaas_config(raw, name)
+        try:
+            jaas = parse_jaas_config(raw, name)
+        except JaasConfigError as error:
+            raise SecurityConfigError(name, error.message) from None
         users = {key[5:]: value for key, value in jaas.options.items() if key.startswith("user_")}
         if mechanism == PLAIN:
             plain_users = PlainUsers.from_passwords(users)

@@ -51,6 +51,7 @@ from pykraft.export.isolation import (
     IsolationLevel,
     parse_isolation_level,
 )
+from pykraft.metadata.auth.jaas import JaasConfigError, parse_jaas_config
 from pykraft.storage.topic_partition import TopicPartition
 
 KAFKA_PREFIX = "kafka."
@@ -288,7 +289,6 @@ _JAAS_MODULES = (
     "org.apache.kafka.common.security.plain.PlainLoginModule",
     "org.apache.kafka.common.security.scram.ScramLoginModule",
 )
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAVA_ONLY = ("ssl.truststore.", "ssl.keystore.", "ssl.key.password")
 
 
@@ -308,8 +308,11 @@ def librdkafka_config(config: Mapping[str, str]) -> dict[str, str]:
     jaas = result.pop("sasl.jaas.config", None)
     if jaas is None:
         return result
-    module = jaas.strip().split(maxsplit=1)[0] if jaas.strip() else ""
-    options = dict(_JAAS_OPTION.findall(jaas))
+    try:
+        parsed = parse_jaas_config(jaas, "kafka.sasl.jaas.config")
+    except JaasConfigError as error:
+        raise KafkaOptionError(str(error)) from None
+    module, options = parsed.login_module, parsed.options
     if module not in _JAAS_MODULES or "username" not in options or "password" not in options:
         raise KafkaOptionError(
             "kafka.sasl.jaas.config: only PlainLoginModule and ScramLoginModule with username "

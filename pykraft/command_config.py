@@ -27,7 +27,7 @@ from pathlib import Path
 import attrs
 
 from pykraft.broker.controller_client import ControllerClient
-from pykraft.broker.sasl_config import SecurityConfigError, parse_jaas_config
+from pykraft.metadata.auth.jaas import JaasConfigError, parse_jaas_config
 from pykraft.metadata.auth.tls_context import client_context
 from pykraft.metadata.auth.tls_settings import TlsSettingsError, parse_tls_settings
 from pykraft.properties import ConfigError, Properties
@@ -101,7 +101,7 @@ def sasl_credentials(values: Mapping[str, str], source: str) -> tuple[str, str]:
         )
     try:
         options = parse_jaas_config(jaas, "sasl.jaas.config").options
-    except SecurityConfigError as error:
+    except JaasConfigError as error:
         raise CommandConfigError(f"{source}: {error}") from None
     if "username" not in options or "password" not in options:
         raise CommandConfigError(f"{source}: sasl.jaas.config needs username and password")

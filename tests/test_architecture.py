@@ -58,6 +58,7 @@ PURE_CORES = [
     "metadata/image.py",
     # metadata/auth/tls_context.py is the shell that loads key files into an SSLContext.
     "metadata/auth/principal.py",
+    "metadata/auth/jaas.py",
     "metadata/auth/tls_settings.py",
     "metadata/auth/acl.py",
     "metadata/auth/authorizer.py",

@@ -177,6 +177,22 @@ def test_java_jaas_config_becomes_librdkafkas_username_and_password() -> None:
         extra={"kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required;"},
     )
     refused(
+        "invalid value for kafka.sasl.jaas.config: a JAAS entry ends with ';'",
+        subscribe="a",
+        extra={"kafka.sasl.jaas.config": jaas[:-1]},
+    )
+    # Kafka's JAAS grammar (the broker's parser): unquoted values are options too.
+    unquoted = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required username=bob password=pw;"
+    )
+    parsed = parse_batch_options(
+        {**BOOTSTRAP, "subscribe": "a", "kafka.sasl.jaas.config": unquoted}
+    )
+    assert (parsed.consumer_config["sasl.username"], parsed.consumer_config["sasl.password"]) == (
+        "bob",
+        "pw",
+    )
+    refused(
         "tokenauth",
         subscribe="a",
         extra={"kafka.sasl.jaas.config": jaas[:-1] + ' tokenauth="true";'},
