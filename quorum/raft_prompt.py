@@ -7,8 +7,9 @@ AppendEntries only every ``appendEntriesPeriod``, and its Raft thread notices a 
 when its poll times out (``pykraft.raft.tick.ms``). A commit on 3 controllers waited for both:
 p50 5.3-6.8 ms, most of it the old 5 ms period. ``PromptAppendMixin`` removes the two waits:
 
-* ``propose`` wakes the Raft thread through a pipe the poller watches (pysyncobj's own
-  ``PipeNotifier``, which it installs only in non-batch mode);
+* ``propose`` wakes the Raft thread through a pipe the poller watches (``WakePipe``, like
+  pysyncobj's ``PipeNotifier`` — which it installs only in non-batch mode — but closed with the
+  Raft instance: ``_doDestroy``);
 * a tick callback, run after pysyncobj appended the tick's proposals, sends AppendEntries at once
   when some connected follower lacks entries — or, with ``controller.quorum.append.linger.ms`` >
   0, once the oldest unsent entry has waited that long (Kafka's linger: let writes accumulate);
@@ -30,11 +31,13 @@ index and ``__sendAppendEntries``) are read-only but for the send, which is pysy
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from pysyncobj.monotonic import monotonic
-from pysyncobj.pipe_notifier import PipeNotifier
+from pysyncobj.poller import POLL_EVENT_TYPE
 
 # An idle leader's AppendEntries (heartbeat) period; pysyncobj's default is 100 ms.
 HEARTBEAT_PERIOD_S = 0.05
@@ -43,6 +46,37 @@ HEARTBEAT_PERIOD_S = 0.05
 def heartbeat_period_s(election_timeout_ms: int) -> float:
     """``appendEntriesPeriod``: pysyncobj wants it under a third of the election timeout."""
     return min(HEARTBEAT_PERIOD_S, election_timeout_ms / 1000 / 10)
+
+
+class WakePipe:
+    """A pipe whose read end the Raft thread's poller watches; ``notify`` from any thread ends
+    its poll. ``close`` (on the Raft thread) unsubscribes and closes both ends; a ``notify``
+    after it does nothing — never a write to a descriptor number since reused."""
+
+    def __init__(self, poller: Any) -> None:
+        self._read, self._write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._lock = threading.Lock()
+        poller.subscribe(self._read, self._drain, POLL_EVENT_TYPE.READ)
+
+    def notify(self) -> None:
+        with self._lock:
+            if self._write < 0:
+                return
+            # A full pipe means a wake-up is already pending.
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._write, b"w")
+
+    def _drain(self, descriptor: int, event_mask: int) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._read, 1024):
+                pass
+
+    def close(self, poller: Any) -> None:
+        poller.unsubscribe(self._read)
+        with self._lock:
+            os.close(self._write)
+            self._write = -1
+        os.close(self._read)
 
 
 class PromptAppendMixin:
@@ -64,7 +98,7 @@ class PromptAppendMixin:
         """Before ``SyncObj.__init__``."""
         self._linger_s = linger_ms / 1000
         # Installed on the Raft thread's first tick (the poller is not thread-safe).
-        self._wake: PipeNotifier | None = None
+        self._wake: WakePipe | None = None
         # When an entry was first seen unsent (for the linger); None when all are sent.
         self._unsent_since: float | None = None
         # The commit index the followers were last told of by a send here.
@@ -73,16 +107,19 @@ class PromptAppendMixin:
     def _wake_raft_thread(self) -> None:
         """From any thread: end the Raft thread's poll now."""
         notifier = self._wake
-        if notifier is None:
-            return
-        # A full pipe means a wake-up is already pending.
-        with contextlib.suppress(BlockingIOError):
+        if notifier is not None:
             notifier.notify()
+
+    def _doDestroy(self) -> None:
+        """pysyncobj's teardown, then the wake pipe's descriptors (on the Raft thread)."""
+        super()._doDestroy()  # type: ignore[misc]
+        if self._wake is not None:
+            self._wake.close(self._poller)
 
     def _send_new_entries(self) -> None:
         """Tick callback: AppendEntries now if a connected follower lacks entries."""
         if self._wake is None:
-            self._wake = PipeNotifier(self._poller)
+            self._wake = WakePipe(self._poller)
         if not self._isLeader():
             self._unsent_since = None
             return
