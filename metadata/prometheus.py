@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
@@ -89,10 +90,18 @@ class Family:
         self.help_text = help_text
         self.label_names = tuple(label_names)
         self.max_series = max_series
+        # The label sets already made, by their values: updates on the request path (several
+        # per request) skip rebuilding them. Bounded as the series are.
+        self._known: dict[tuple[str, ...], Labels] = {}
 
-    def _labels(self, values: Sequence[str]) -> Labels:
-        assert len(values) == len(self.label_names), f"{self.name}: labels {self.label_names}"
-        return tuple(zip(self.label_names, values, strict=True))
+    def _labels(self, values: tuple[str, ...]) -> Labels:
+        labels = self._known.get(values)
+        if labels is None:
+            assert len(values) == len(self.label_names), f"{self.name}: labels {self.label_names}"
+            labels = tuple(zip(self.label_names, values, strict=True))
+            if len(self._known) < self.max_series:
+                self._known[values] = labels
+        return labels
 
     def _check_room(self, series: Mapping[Labels, object], labels: Labels) -> None:
         assert labels in series or len(series) < self.max_series, (
@@ -124,8 +133,11 @@ class Counter(Family):
     def inc(self, *label_values: str, amount: float = 1) -> None:
         assert amount >= 0, f"{self.name}: counters only go up"
         labels = self._labels(label_values)
-        self._check_room(self._values, labels)
-        self._values[labels] = self._values.get(labels, 0) + amount
+        current = self._values.get(labels)
+        if current is None:
+            self._check_room(self._values, labels)
+            current = 0
+        self._values[labels] = current + amount
 
     def value(self, *label_values: str) -> float:
         return self._values.get(self._labels(label_values), 0)
@@ -190,11 +202,11 @@ class _ObservedFamily(Family, Generic[_SeriesT]):
         self._new_series = new_series
         self._series: dict[Labels, _SeriesT] = {}
 
-    def _series_for(self, label_values: Sequence[str]) -> _SeriesT:
+    def _series_for(self, label_values: tuple[str, ...]) -> _SeriesT:
         labels = self._labels(label_values)
-        self._check_room(self._series, labels)
         series = self._series.get(labels)
         if series is None:
+            self._check_room(self._series, labels)
             series = self._series[labels] = self._new_series()
         return series
 
@@ -235,7 +247,8 @@ class Histogram(_ObservedFamily[_HistogramSeries]):
 
     def observe(self, value: float, *label_values: str) -> None:
         series = self._series_for(label_values)
-        index = next((i for i, bound in enumerate(self.buckets) if value <= bound), -1)
+        # The first bucket whose bound is >= value; NaN (no bound holds it) counts in +Inf.
+        index = bisect_left(self.buckets, value) if value == value else len(self.buckets)
         series.counts[index] += 1
         series.add(value)
 

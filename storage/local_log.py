@@ -139,7 +139,7 @@ class LocalLog:
     def read(self, offset: int, max_bytes: int, upper: int, min_one_batch: bool) -> FetchDataInfo:
         """Whole batches from the one holding ``offset`` (which must be below ``upper``)."""
         segments = self._segments[self.floor_segment(offset) :]
-        return read_segments(segments, offset, max_bytes, upper, min_one_batch)
+        return read_segments(segments, offset, max_bytes, upper, min_one_batch, self.log_end_offset)
 
     def verify(
         self, info: FetchDataInfo, first_offset: int, stop_offset: int

@@ -29,18 +29,30 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 
-def _max_position(segment: LogSegment, next_base_offset: int | None, upper: int) -> int:
-    """The position in ``segment`` where reads must stop to stay below ``upper``."""
-    if next_base_offset is not None and next_base_offset <= upper:
+def _max_position(
+    segment: LogSegment, next_base_offset: int | None, upper: int, log_end_offset: int | None
+) -> int:
+    """The position in ``segment`` where reads must stop to stay below ``upper``. Every batch
+    of a segment ends below the next one's base offset, and the last segment's below the log
+    end offset: an ``upper`` at or past that bound needs no index lookup (a follower's read is
+    bounded by the log end, so every one of its reads takes this way)."""
+    end = log_end_offset if next_base_offset is None else next_base_offset
+    if end is not None and end <= upper:
         return segment.size
     location = segment.translate_offset(upper)
     return segment.size if location is None else location.position
 
 
 def read_segments(
-    segments: Sequence[LogSegment], offset: int, max_bytes: int, upper: int, min_one_batch: bool
+    segments: Sequence[LogSegment],
+    offset: int,
+    max_bytes: int,
+    upper: int,
+    min_one_batch: bool,
+    log_end_offset: int | None = None,
 ) -> FetchDataInfo:
-    """Read from ``segments[0]`` (the one holding ``offset``) onwards; see PartitionLog.read."""
+    """Read from ``segments[0]`` (the one holding ``offset``) onwards; see PartitionLog.read.
+    ``log_end_offset``, when given, is the offset after the last segment's last batch."""
     slices: list[FileSlice] = []
     remaining = max_bytes
     next_offset = offset
@@ -50,7 +62,7 @@ def read_segments(
     for segment, next_base in zip(segments, next_bases, strict=True):
         if segment.base_offset >= upper:
             break
-        max_position = _max_position(segment, next_base, upper)
+        max_position = _max_position(segment, next_base, upper, log_end_offset)
         result = segment.read(next_offset, remaining, max_position, min_one_batch and not slices)
         if result is None:
             continue  # nothing at or after the offset in this segment

@@ -298,6 +298,57 @@ def test_file_slices_are_written_between_buffers(tmp_path: Path, use_sendfile: b
     run(scenario)
 
 
+def test_a_finished_handler_writes_its_small_response_before_the_next_woken_handler_runs(
+    tmp_path: Path,
+) -> None:
+    # Two followers' Fetches woken by one append: the first answer (buffers and a small file
+    # slice, read) is on the wire, whole, before the second handler resumes — not one loop
+    # turn later, after every woken handler ran.
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"records-")
+
+    async def scenario() -> None:
+        append = asyncio.Event()
+        first_client: list[socket.socket] = []
+        seen_by_second: list[bytes] = []
+        waiting: list[int] = []
+
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            waiting.append(context.header.correlation_id)
+            await append.wait()
+            if context.header.correlation_id == 2:
+                try:
+                    seen_by_second.append(first_client[0].recv(1024, socket.MSG_PEEK))
+                except BlockingIOError:
+                    seen_by_second.append(b"")  # nothing written yet
+            parts = Segments.of([b"head-", FileSlice(segment, 0, 8), b"-tail"])
+            return frame_response(context.header.correlation_id, 0, parts)
+
+        harness = Harness(handler)
+        clients = []
+        for correlation in (1, 2):
+            server_side, client_side = socket.socketpair()
+            reader, writer = await asyncio.open_connection(sock=server_side)
+            harness.tasks.append(
+                asyncio.create_task(harness.listener.serve_connection(reader, writer))
+            )
+            client_side.sendall(request_frame(1, 4, correlation))
+            client_side.setblocking(False)
+            clients.append(client_side)
+        first_client.append(clients[0])
+        await until(lambda: len(waiting) == 2)
+        append.set()
+        await until(lambda: bool(seen_by_second))
+        frame = b"head-records--tail"
+        size_and_correlation_id = (4 + len(frame)).to_bytes(4, "big") + (1).to_bytes(4, "big")
+        assert seen_by_second == [size_and_correlation_id + frame]
+        await harness.listener.close()
+        for client in clients:
+            client.close()
+
+    run(scenario)
+
+
 @pytest.mark.parametrize("size", [100, 2 * SENDFILE_MIN_BYTES])
 def test_a_slice_beyond_the_end_of_its_file_closes_the_connection(
     tmp_path: Path, size: int

@@ -40,6 +40,16 @@ def test_a_histogram_counts_every_observation_in_exactly_one_bucket() -> None:
     ]
 
 
+def test_a_nan_observation_falls_in_the_inf_bucket_only() -> None:
+    histogram = Histogram("h_seconds", "h", buckets=[1.0, 2.0])
+    histogram.observe(float("nan"))
+    assert list(histogram.samples())[:3] == [
+        'h_seconds_bucket{le="1.0"} 0',
+        'h_seconds_bucket{le="2.0"} 0',
+        'h_seconds_bucket{le="+Inf"} 1',
+    ]
+
+
 @pytest.mark.parametrize("make", [Histogram, Summary], ids=["histogram", "summary"])
 def test_label_sets_are_bounded(make: type[Histogram] | type[Summary]) -> None:
     family = make("h_seconds", "h", ["api"])
