@@ -263,7 +263,7 @@ class LogManager:
             log = PartitionLog.open(
                 store.partition_store(tp.dir_name()), self.config_for(tp.topic), now_ms=now_ms
             )
-            store.sync()
+            log.sync_before_first_flush(store.sync)
         except OSError as error:  # Kafka: an IOException in getOrCreateLog fails the dir
             self.handle_log_dir_failure(log_dir, f"creating {tp}: {error}")
             raise KafkaStorageError(f"cannot create {tp} in {log_dir}: {error}") from error

@@ -46,7 +46,7 @@ transitively); ``storage.partition_log.PartitionLog`` opens it on files or in me
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -569,6 +569,20 @@ class UnifiedLog:
         self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
 
     # ------------------------------------------------------------------ durability and lifecycle
+
+    def sync_before_first_flush(self, sync: Callable[[], None]) -> None:
+        """Run ``sync`` once, before the recovery point first moves: a new partition directory's
+        entry in its log dir (Kafka KAFKA-3968, apache/kafka#10680: flushed at the first flush,
+        since an fsync per created partition made creating thousands of them too slow). Until
+        then nothing of the log is durable, so losing the whole directory loses no more."""
+        flush_epochs = self.leader_epoch_cache.flush
+
+        def first() -> None:
+            sync()
+            self.store.before_flush = flush_epochs
+            flush_epochs()
+
+        self.store.before_flush = first
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""

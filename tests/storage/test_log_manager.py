@@ -3,6 +3,7 @@ deletion, and periodic work on a caller-driven clock (Kafka's LogManagerTest beh
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,37 @@ def test_idle_producers_are_forgotten_on_their_interval_unless_in_a_transaction(
     assert set(log.producer_state.producers) == {7, 8}
     manager.maybe_run_periodic(now_ms=day_ms + 600_000)  # the next check after a day
     assert set(log.producer_state.producers) == {8}
+
+
+def test_a_new_partition_costs_no_fsync_until_its_first_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Creating and leading a partition used to be 3 fsyncs (log dir entry, epoch file and its
+    # directory); they now wait for the log's first flush (KAFKA-3968's lazy directory flush,
+    # the epoch entry synced before the recovery point moves).
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    manager = open_manager([tmp_path / "d1"])
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    tp = TopicPartition("t", 0)
+    log = manager.get_or_create_log(tp, 0)
+    log.leader_epoch_cache.assign(3, 0)
+    assert synced == []
+    log.append_as_leader(
+        bytearray(build_batch([SimpleRecord(value=b"v")])), leader_epoch=3, now_ms=0
+    )
+    assert synced == []
+    log.flush()  # the log dir entry, the epoch file and its directory, the segment...
+    assert len(synced) >= 3
+    flushed = len(synced)
+    log.append_as_leader(
+        bytearray(build_batch([SimpleRecord(value=b"w")])), leader_epoch=3, now_ms=0
+    )
+    log.flush()
+    assert len(synced) - flushed == 1  # ...once: later flushes sync the segment only
+    manager.shutdown()
