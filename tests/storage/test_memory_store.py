@@ -164,7 +164,7 @@ def test_a_history_read_after_a_kill_is_synced_by_the_first_flush() -> None:
     log.close_handlers()  # kill -9: the page cache (the unsynced entry) survives
     restarted = PartitionLog.open(disk, CONFIG)
     assert restarted.leader_epoch_cache.latest_epoch == 1
-    assert disk.synced_epoch_entries == ()
+    assert not disk.synced_epoch_entries
     restarted.flush()
     assert disk.synced_epoch_entries == restarted.leader_epoch_cache.entries
     restarted.close_handlers()
@@ -179,7 +179,7 @@ def test_an_assign_that_drops_entries_is_synced_at_once() -> None:
     disk = MemoryDisk(Path("memory/t-0"))
     log = PartitionLog.open(disk, CONFIG)
     log.leader_epoch_cache.assign(2, 0)  # a leader with no batch yet
-    assert disk.synced_epoch_entries == ()
+    assert not disk.synced_epoch_entries
     log.leader_epoch_cache.assign(5, 0)  # replaces (2, 0): synced with the drop
     assert [(e.epoch, e.start_offset) for e in disk.synced_epoch_entries] == [(5, 0)]
 
