@@ -297,3 +297,28 @@ def test_a_new_partition_costs_no_fsync_until_its_first_flush(
     log.flush()
     assert len(synced) - flushed == 1  # ...once: later flushes sync the segment only
     manager.shutdown()
+
+
+def test_new_logs_are_planned_on_the_least_full_dirs_opened_anywhere_then_adopted(
+    tmp_path: Path,
+) -> None:
+    # broker.new_logs: plan and adopt on the event loop, open (the file work) in a thread.
+    manager = open_manager([tmp_path / "d1", tmp_path / "d2"])
+    held = manager.get_or_create_log(TopicPartition("held", 0), 0)
+    wanted = [(TopicPartition("new", p), CONFIG) for p in range(3)]
+    plan = manager.plan_new_logs([*wanted, (TopicPartition("held", 0), CONFIG)])
+    assert [new.tp for new in plan] == [tp for tp, _ in wanted]  # the held one is skipped
+    held_dir = manager.log_dir_of(TopicPartition("held", 0))
+    assert [new.log_dir == held_dir for new in plan] == [False, True, False]
+    logs = [manager.open_new_log(new, 0) for new in plan]
+    assert TopicPartition("new", 0) not in manager.logs  # opened, not registered yet
+    assert (plan[0].log_dir / "new-0").is_dir()
+    assert manager.adopt_new_log(plan[0], logs[0], 0)
+    assert manager.get_or_create_log(TopicPartition("new", 0), 0) is logs[0]
+    assert not manager.adopt_new_log(plan[0], logs[0], 0)  # already registered
+    manager.handle_log_dir_failure(plan[1].log_dir, "test: the dir failed meanwhile")
+    assert not manager.adopt_new_log(plan[1], logs[1], 0)
+    assert TopicPartition("new", 1) not in manager.logs
+    assert held is not None
+    logs[2].close_handlers()
+    manager.shutdown()
