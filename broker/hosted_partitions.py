@@ -28,6 +28,7 @@ from pykraft.broker.offline_storage import OfflineStorage
 from pykraft.broker.partition import Partition, PartitionContext
 from pykraft.broker.topic_configs import broker_default_log_config, dynamic_broker_configs
 from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.replica.data_path import FetcherManager
 from pykraft.replica.replica_core import MetadataReady, PartitionTransition, ReplicaCore
@@ -182,6 +183,18 @@ class HostedPartitions:
             logger.info("deleting stray replica %s: not assigned to this broker", topic_partition)
             self._delete_partition(topic_partition)
         return stray
+
+    def new_logs_wanted(
+        self, changes: LocalReplicaChanges, image: MetadataImage
+    ) -> list[tuple[TopicPartition, LogConfig]]:
+        """The logs ``changes`` will create, with their topic's config in ``image``, for
+        ``broker.new_logs`` to create first off the event loop: only of topics this broker
+        holds no log of (a new topic, such as ``__consumer_offsets`` on a group's first use),
+        so never a log that a re-created topic replaces or one already loaded."""
+        held = {tp.topic for tp in self.log_manager.logs}
+        held.update(tp.topic for tp in self.log_manager.offline_partitions)
+        wanted = sorted({*changes.leaders, *changes.followers})
+        return [(tp, self._log_config(tp.topic, image)) for tp in wanted if tp.topic not in held]
 
     def _get_or_create_partition(
         self, transition: PartitionTransition, wall_clock_ms: int

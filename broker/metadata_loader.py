@@ -99,6 +99,9 @@ class MetadataLoader:
         self.load_errors = 0
         self.publish_count = 0
         self._listeners: list[MetadataListener] = []
+        # Awaited by ``poll_once`` before it publishes a delta (not a snapshot's): the broker
+        # creates the delta's new logs there off the event loop (``broker.new_logs``).
+        self.before_publish: Callable[[MetadataDelta], Awaitable[None]] | None = None
 
     @property
     def next_offset(self) -> int:
@@ -127,7 +130,12 @@ class MetadataLoader:
             # ends, so only then is it known whether the loader has caught up.
             await self._load_snapshot(required.snapshot)
             return False
-        return self.on_page(page)
+        self.log_end_offset = max(self.log_end_offset, page.log_end_offset)
+        self._replay_page(page)
+        if self.before_publish is not None and self._publish_due() and not self._snapshot_loaded:
+            # The delta as it will be published; nothing is applied or published meanwhile.
+            await self.before_publish(self._working)
+        return self._maybe_publish()
 
     def on_page(self, page: RecordsPage) -> bool:
         """Replay one records answer and publish when due; whether a new image was published."""
@@ -176,6 +184,12 @@ class MetadataLoader:
         self._snapshot_loaded = True
 
     # ------------------------------------------------------------------ publishing
+
+    def _publish_due(self) -> bool:
+        """Whether ``_maybe_publish`` would publish now."""
+        if self._working_offset <= self.image.offset and not self._snapshot_loaded:
+            return False
+        return self.caught_up or self.next_offset >= self.log_end_offset
 
     def _maybe_publish(self) -> bool:
         if self._working_offset <= self.image.offset and not self._snapshot_loaded:

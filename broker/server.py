@@ -63,6 +63,7 @@ from pykraft.broker.metadata_loader import MetadataLoader
 from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.metrics import BrokerMetrics
 from pykraft.broker.network import KafkaListener, RequestContext
+from pykraft.broker.new_logs import create_new_logs
 from pykraft.broker.producer_ids import ProducerIdManager
 from pykraft.broker.quotas import QuotaWindow
 from pykraft.broker.quotas_channel import ChannelThrottles
@@ -413,6 +414,18 @@ class BrokerServer:
         assert self.publisher is not None
         self.publisher.install(self.loader.image)
         self.loader.add_listener(self._on_metadata)
+        self.loader.before_publish = self._create_new_logs
+
+    async def _create_new_logs(self, delta: MetadataDelta) -> None:
+        """A delta's new logs, made off the event loop before it is published."""
+        assert self.replica_manager is not None and self.log_manager is not None
+        await create_new_logs(
+            delta,
+            broker_id=self.config.node_id,
+            replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
+            now_ms=self.clock.wall_clock_ms(),
+        )
 
     def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
         assert self.publisher is not None

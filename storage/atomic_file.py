@@ -16,8 +16,10 @@ from pathlib import Path
 TEMP_SUFFIX = ".tmp"
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably."""
+def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically and durably. ``durable=False`` skips both
+    fsyncs: still atomic against a process crash (the rename), but a power loss may keep the
+    old content; the caller makes it durable later (``sync_file``)."""
     temp = path.with_name(path.name + TEMP_SUFFIX)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -25,7 +27,8 @@ def write_atomically(path: Path, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -33,6 +36,17 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
     os.close(fd)
     os.replace(temp, path)
+    if durable:
+        fsync_directory(path.parent)
+
+
+def sync_file(path: Path) -> None:
+    """Make a file written with ``durable=False`` durable: its bytes, then its name."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     fsync_directory(path.parent)
 
 

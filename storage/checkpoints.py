@@ -153,9 +153,12 @@ def _parse_epoch_entry(line: str) -> tuple[int, int] | None:
     return epoch, start_offset
 
 
-def write_leader_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+def write_leader_epoch_checkpoint(
+    path: Path, entries: Iterable[tuple[int, int]], *, durable: bool = True
+) -> None:
     """Write ``epoch startOffset`` lines in the given (ascending) order."""
-    write_atomically(path, encode_checkpoint(f"{epoch} {start}" for epoch, start in entries))
+    lines = encode_checkpoint(f"{epoch} {start}" for epoch, start in entries)
+    write_atomically(path, lines, durable=durable)
 
 
 def read_leader_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:

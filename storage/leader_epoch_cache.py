@@ -180,8 +180,12 @@ class EpochCheckpoint(Protocol):
 
     def read(self) -> Entries: ...
 
-    def write(self, entries: Entries) -> None:
-        """Replace the stored history durably and atomically."""
+    def write(self, entries: Entries, *, durable: bool = True) -> None:
+        """Replace the stored history atomically; durably unless ``durable=False``."""
+        ...
+
+    def sync(self) -> None:
+        """Make the last ``write(durable=False)`` durable."""
         ...
 
 
@@ -192,6 +196,9 @@ class LeaderEpochCache:
     def __init__(self, checkpoint: EpochCheckpoint) -> None:
         self.checkpoint = checkpoint
         self._entries: Entries = checkpoint.read()
+        # What was read may be an unsynced write of an earlier process (killed, or stopped
+        # before any flush): only the page cache holds it, so the first flush syncs it too.
+        self._unsynced = bool(self._entries)
 
     @property
     def entries(self) -> Entries:
@@ -216,8 +223,23 @@ class LeaderEpochCache:
         return previous_epoch(self._entries, latest.epoch) if latest else None
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record ``epoch`` starting at ``start_offset``; True if the history changed."""
-        return self._replace(assign_epoch(self._entries, epoch, start_offset))
+        """Record ``epoch`` starting at ``start_offset``; True if the history changed.
+
+        A new entry at the tail is written without fsync: the log's next flush syncs it before
+        the recovery point can pass ``start_offset`` (``flush``, through the segment store's
+        ``before_flush``). An assign that also drops entries (it overrides history) is synced
+        at once, like a truncation, so a power loss only ever loses a suffix of new entries.
+        ``storage.leader_epoch_file`` has the argument why that loses nothing.
+        """
+        entries = assign_epoch(self._entries, epoch, start_offset)
+        extends = entries[:-1] == self._entries
+        return self._replace(entries, durable=not extends)
+
+    def flush(self) -> None:
+        """fsync the history if an ``assign`` left it unsynced (before the recovery point moves)."""
+        if self._unsynced:
+            self.checkpoint.sync()
+            self._unsynced = False
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> OffsetAndEpoch:
         return end_offset_for(self._entries, requested_epoch, log_end_offset)
@@ -245,13 +267,14 @@ class LeaderEpochCache:
         self._entries = ()
         self._write()
 
-    def _replace(self, entries: Entries) -> bool:
+    def _replace(self, entries: Entries, *, durable: bool = True) -> bool:
         if entries == self._entries:
             return False
         assert is_valid_history(entries), f"epoch history broke its invariant: {entries}"
         self._entries = entries
-        self._write()
+        self._write(durable=durable)
         return True
 
-    def _write(self) -> None:
-        self.checkpoint.write(self._entries)
+    def _write(self, *, durable: bool = True) -> None:
+        self.checkpoint.write(self._entries, durable=durable)
+        self._unsynced = not durable

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX, AbortedTxn
@@ -29,7 +29,7 @@ from pykraft.storage.log_reader import fetch_offset_for_timestamp, read_segments
 from pykraft.storage.read_verification import verified
 from pykraft.storage.record_batch import BatchHeader
 from pykraft.storage.segment import LogSegment, segment_file_name
-from pykraft.storage.segment_store import AppendedBatch, should_roll
+from pykraft.storage.segment_store import AppendedBatch, no_flush_hook, should_roll
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
 
@@ -52,6 +52,8 @@ class LocalLog:
         self.recovery_point = recovery_point
         self._directory_dirty = False  # a segment file was created since the last flush
         self._pending_flush_offset = recovery_point  # rolled segments await a flush up to here
+        # Called before the recovery point moves up (the log syncs its epoch history there).
+        self.before_flush: Callable[[], None] = no_flush_hook
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -223,6 +225,8 @@ class LocalLog:
 
     def advance_recovery_point(self, offset: int) -> None:
         """Data below a new log start no longer needs recovery."""
+        if offset > self.recovery_point:
+            self.before_flush()
         self.recovery_point = min(max(self.recovery_point, offset), self.log_end_offset)
 
     # ------------------------------------------------------------------ durability and lifecycle
@@ -233,6 +237,7 @@ class LocalLog:
         end = self.log_end_offset
         target = end if up_to_offset is None else min(up_to_offset, end)
         if target > self.recovery_point:
+            self.before_flush()
             for segment in self._segments[self.floor_segment(self.recovery_point) :]:
                 if segment.base_offset >= target:
                     break

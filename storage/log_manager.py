@@ -113,6 +113,15 @@ class LogManagerSettings:
     producer_id_expiration_check_interval_ms: int = 600_000
 
 
+@attrs.frozen
+class NewLog:
+    """A log to create (``LogManager.plan_new_logs``)."""
+
+    tp: TopicPartition
+    log_dir: Path
+    config: LogConfig
+
+
 class LogManager:
     def __init__(
         self,
@@ -263,12 +272,50 @@ class LogManager:
             log = PartitionLog.open(
                 store.partition_store(tp.dir_name()), self.config_for(tp.topic), now_ms=now_ms
             )
-            store.sync()
+            log.sync_before_first_flush(store.sync)
         except OSError as error:  # Kafka: an IOException in getOrCreateLog fails the dir
             self.handle_log_dir_failure(log_dir, f"creating {tp}: {error}")
             raise KafkaStorageError(f"cannot create {tp} in {log_dir}: {error}") from error
         self._register(tp, log, log_dir, now_ms)
         return log
+
+    # Creating logs off the event loop (``broker.new_logs``): the dirs are chosen and the logs
+    # registered on the caller's thread; only ``open_new_log``'s file work runs elsewhere.
+
+    def plan_new_logs(self, wanted: Sequence[tuple[TopicPartition, LogConfig]]) -> list[NewLog]:
+        """Where each absent, online partition of ``wanted`` goes: the log dir holding the
+        fewest, counting those planned before it (as ``get_or_create_log`` chooses)."""
+        online = self.online_dirs
+        counts = {log_dir: 0 for log_dir in online}
+        for log_dir in self._dir_of.values():
+            if log_dir in counts:
+                counts[log_dir] += 1
+        plan: list[NewLog] = []
+        for tp, config in wanted:
+            if not online or tp in self._logs or tp in self.offline_partitions:
+                continue
+            TopicPartition.parse_dir_name(tp.dir_name())
+            log_dir = min(online, key=lambda d: counts[d])
+            counts[log_dir] += 1
+            plan.append(NewLog(tp, log_dir, config))
+        return plan
+
+    def open_new_log(self, new: NewLog, now_ms: int) -> PartitionLog:
+        """Create ``new``'s directory and files. Reads and changes no state of the manager, so
+        it may run on another thread; ``adopt_new_log`` then registers the log."""
+        store = self._stores[new.log_dir]
+        log = PartitionLog.open(store.partition_store(new.tp.dir_name()), new.config, now_ms=now_ms)
+        log.sync_before_first_flush(store.sync)
+        return log
+
+    def adopt_new_log(self, new: NewLog, log: PartitionLog, now_ms: int) -> bool:
+        """Register a log ``open_new_log`` made; False (its files released) when meanwhile its
+        dir went offline or the partition got a log, which ``get_or_create_log`` then decides."""
+        if new.log_dir not in self.online_dirs or new.tp in self._logs:
+            log.close_handlers()
+            return False
+        self._register(new.tp, log, new.log_dir, now_ms)
+        return True
 
     def update_topic_config(self, topic: str, config: LogConfig) -> list[TopicPartition]:
         """``config`` is ``topic``'s from now on (Kafka ``LogManager.updateTopicConfig``): every

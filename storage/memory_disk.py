@@ -121,8 +121,13 @@ class MemoryEpochCheckpoint:
     def read(self) -> Entries:
         return self.disk.epoch_entries
 
-    def write(self, entries: Entries) -> None:
+    def write(self, entries: Entries, *, durable: bool = True) -> None:
         self.disk.epoch_entries = entries
+        if durable:
+            self.disk.synced_epoch_entries = entries
+
+    def sync(self) -> None:
+        self.disk.synced_epoch_entries = self.disk.epoch_entries
 
 
 class MemoryDisk:
@@ -132,6 +137,7 @@ class MemoryDisk:
         self.directory = directory  # a name only: nothing is ever written there
         self.segments: list[MemorySegment] = []
         self.epoch_entries: Entries = ()
+        self.synced_epoch_entries: Entries = ()  # what a crash keeps
         self.snapshots = MemorySnapshots()
         self.faults = MemoryFaults()
         self.crashes = 0
@@ -143,6 +149,7 @@ class MemoryDisk:
         (DeleteRecords or retention advance the recovery point with the log start, as Kafka
         does): its bytes are below the log start, and the flushed segments after it stay."""
         self.crashes += 1
+        self.epoch_entries = self.synced_epoch_entries  # an unsynced assign is lost
         durable = [index for index, segment in enumerate(self.segments) if segment.flushed_size]
         last_durable = durable[-1] if durable else 0
         for index, segment in enumerate(self.segments):

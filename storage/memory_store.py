@@ -14,7 +14,7 @@ whose files were released does.
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -35,7 +35,7 @@ from pykraft.storage.memory_disk import MemoryDisk, MemoryEpochCheckpoint, Memor
 from pykraft.storage.producer_entry import NO_TIMESTAMP
 from pykraft.storage.record_batch import BatchHeader, CorruptRecordError, parse_header
 from pykraft.storage.records import iter_records
-from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, should_roll
+from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, no_flush_hook, should_roll
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
 
@@ -52,6 +52,7 @@ class MemorySegmentStore:
         self._recovery_point = recovery_point
         self._pending_flush_offset = recovery_point
         self._open = True
+        self.before_flush: Callable[[], None] = no_flush_hook  # as ``LocalLog.before_flush``
 
     # ------------------------------------------------------------------ views
 
@@ -243,6 +244,8 @@ class MemorySegmentStore:
         self.disk.segments[:] = [s for s in self.disk.segments if s.base_offset not in doomed]
 
     def advance_recovery_point(self, offset: int) -> None:
+        if offset > self._recovery_point:
+            self.before_flush()
         self._recovery_point = min(max(self._recovery_point, offset), self.log_end_offset)
 
     # ------------------------------------------------------------------ durability and lifecycle
@@ -255,6 +258,7 @@ class MemorySegmentStore:
         end = self.log_end_offset
         target = end if up_to_offset is None else min(up_to_offset, end)
         if target > self._recovery_point:
+            self.before_flush()
             for segment in self.disk.segments:
                 if segment.next_offset > self._recovery_point and segment.base_offset < target:
                     segment.flushed_size = segment.size  # fsync writes the whole file

@@ -27,7 +27,7 @@ recovery point (bytes at rest can rot on disk, not in memory).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -117,10 +117,17 @@ class SegmentView(Protocol):
         ...
 
 
+def no_flush_hook() -> None:
+    """``SegmentStore.before_flush`` until the log sets its own."""
+
+
 class SegmentStore(Protocol):
     """The segments of one partition; see the module docstring for the contract."""
 
     config: LogConfig
+    # Called before the recovery point moves up (a flush, a new log start): the log makes its
+    # epoch history durable there, since recovery re-reads only the batches above that point.
+    before_flush: Callable[[], None]
 
     @property
     def directory(self) -> Path:

@@ -46,7 +46,7 @@ transitively); ``storage.partition_log.PartitionLog`` opens it on files or in me
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -115,6 +115,9 @@ class UnifiedLog:
         self._log_start_offset = log_start_offset
         self._high_watermark = log_start_offset
         self.leader_epoch_cache = leader_epoch_cache
+        # An epoch entry is written without fsync (``LeaderEpochCache.assign``): it is synced
+        # before the recovery point can pass it, which is all recovery needs.
+        store.before_flush = leader_epoch_cache.flush
         self.producer_state = producer_state
         self.load_report = load_report
         self.corruptions = CorruptionReports()
@@ -255,12 +258,18 @@ class UnifiedLog:
             patch_base_offset(batch, validated.position, next_offset)
             patch_partition_leader_epoch(batch, validated.position, leader_epoch)
             next_offset += validated.header.last_offset_delta + 1
-        info = self._append(batch, batches, first_offset, now_ms)
-        # Only once the batches are written: a failed write leaves no epoch at the log end.
-        # (Recovery re-derives epochs from the batches, so a crash in between loses nothing.)
+        # Recorded before the write, as Kafka's UnifiedLog.append does: a ``flush.messages``
+        # flush inside the write syncs the epoch history first (``store.before_flush``), so no
+        # batch is ever durable below the recovery point without its epoch.
         if latest != leader_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        return info
+        try:
+            return self._append(batch, batches, first_offset, now_ms)
+        except OSError:
+            # A failed write leaves no epoch at the log end.
+            with contextlib.suppress(OSError):
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            raise
 
     def append_as_follower(
         self, batches: bytes | bytearray | memoryview, now_ms: int | None = None
@@ -560,6 +569,20 @@ class UnifiedLog:
         self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
 
     # ------------------------------------------------------------------ durability and lifecycle
+
+    def sync_before_first_flush(self, sync: Callable[[], None]) -> None:
+        """Run ``sync`` once, before the recovery point first moves: a new partition directory's
+        entry in its log dir (Kafka KAFKA-3968, apache/kafka#10680: flushed at the first flush,
+        since an fsync per created partition made creating thousands of them too slow). Until
+        then nothing of the log is durable, so losing the whole directory loses no more."""
+        flush_epochs = self.leader_epoch_cache.flush
+
+        def first() -> None:
+            sync()
+            self.store.before_flush = flush_epochs
+            flush_epochs()
+
+        self.store.before_flush = first
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""

@@ -455,10 +455,10 @@ def test_checker_follows_imports_through_our_modules(tmp_path: Path) -> None:
     """The transitive check must see I/O two imports away, and skip type-only imports."""
     core = ROOT / "storage" / "leader_epoch_cache.py"
     assert io_reached(core) == {}
-    assert io_reached(ROOT / "storage" / "leader_epoch_file.py")["os"] == [
-        "storage/leader_epoch_file.py",
-        "storage/checkpoints.py",
-        "storage/atomic_file.py",
+    assert io_reached(ROOT / "storage" / "partition_log.py")["os"] == [
+        "storage/partition_log.py",
+        "storage/recovery.py",
+        "storage/segment.py",
     ]
     sample = tmp_path / "sample.py"
     sample.write_text(

@@ -212,6 +212,29 @@ def test_after_catch_up_each_answer_is_one_published_delta_in_order() -> None:
     assert loader.image is image
 
 
+def test_before_publish_is_awaited_with_the_delta_before_any_listener_sees_it() -> None:
+    # broker.new_logs creates a delta's new logs there, off the event loop: the delta must be
+    # the one published next, and nothing may be applied or published while it runs.
+    controller = FakeController(batches_of([register(LOCAL, 0)]))
+    loader, recorder = loader_for(controller)
+    assert poll(loader) == [True]
+    seen: list[tuple[MetadataDelta, int, int]] = []
+
+    async def before_publish(delta: MetadataDelta) -> None:
+        await asyncio.sleep(0)  # the loop runs other work meanwhile
+        seen.append((delta, len(recorder.calls), loader.image.offset))
+
+    loader.before_publish = before_publish
+    controller.batches += batches_of(topic("pets", PETS, [LOCAL]), base=1, epoch=2)
+    assert poll(loader) == [True]
+    ((delta, published_before, image_offset),) = seen
+    assert (published_before, image_offset) == (1, 0)
+    assert recorder.calls[1][0] is delta
+    assert set(local_changes(delta, LOCAL).leaders) == {TopicPartition("pets", 0)}
+    assert poll(loader) == [False]  # an idle poll: nothing to publish, no call
+    assert len(seen) == 1
+
+
 def test_an_idle_poll_publishes_nothing() -> None:
     controller = FakeController(batches_of([register(LOCAL, 0)]))
     loader, recorder = loader_for(controller)

@@ -100,10 +100,12 @@ def test_a_failed_leader_epoch_write_takes_its_dir_offline_and_the_others_lead_o
     KafkaStorageException); the metadata change applies to every other partition."""
     cluster.start_pets_led_here()
 
-    def failing_on_dir_a(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+    def failing_on_dir_a(
+        path: Path, entries: Iterable[tuple[int, int]], *, durable: bool = True
+    ) -> None:
         if cluster.log_dirs[0] in path.parents:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        write_leader_epoch_checkpoint(path, entries)
+        write_leader_epoch_checkpoint(path, entries, durable=durable)
 
     with monkeypatch.context() as patch:
         patch.setattr(leader_epoch_file_module, "write_leader_epoch_checkpoint", failing_on_dir_a)

@@ -8,6 +8,7 @@ tested separately for persistence.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,29 @@ def test_cache_persists_between_instances(tmp_path: Path) -> None:
     assert not cache.assign(2, 7)
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n2 6\n"
     assert LeaderEpochFileCache(tmp_path).entries == (E(2, 6),)
+
+
+def test_assign_writes_without_fsync_and_flush_syncs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    cache = LeaderEpochFileCache(tmp_path)
+    cache.assign(4, 10)
+    assert synced == []  # becoming leader of 10,000 partitions is not 20,000 fsyncs
+    assert LeaderEpochFileCache(tmp_path).entries == (E(4, 10),)  # yet on disk (renamed)
+    cache.flush()
+    assert len(synced) == 2  # the file, then its directory
+    cache.flush()
+    assert len(synced) == 2  # nothing new to sync
+    cache.truncate_from_end(10)
+    assert len(synced) == 4  # truncations stay synchronous
 
 
 def test_cache_writes_checkpoint_on_truncation(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ deletion, and periodic work on a caller-driven clock (Kafka's LogManagerTest beh
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,62 @@ def test_idle_producers_are_forgotten_on_their_interval_unless_in_a_transaction(
     assert set(log.producer_state.producers) == {7, 8}
     manager.maybe_run_periodic(now_ms=day_ms + 600_000)  # the next check after a day
     assert set(log.producer_state.producers) == {8}
+
+
+def test_a_new_partition_costs_no_fsync_until_its_first_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Creating and leading a partition used to be 3 fsyncs (log dir entry, epoch file and its
+    # directory); they now wait for the log's first flush (KAFKA-3968's lazy directory flush,
+    # the epoch entry synced before the recovery point moves).
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    manager = open_manager([tmp_path / "d1"])
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    tp = TopicPartition("t", 0)
+    log = manager.get_or_create_log(tp, 0)
+    log.leader_epoch_cache.assign(3, 0)
+    assert synced == []
+    log.append_as_leader(
+        bytearray(build_batch([SimpleRecord(value=b"v")])), leader_epoch=3, now_ms=0
+    )
+    assert synced == []
+    log.flush()  # the log dir entry, the epoch file and its directory, the segment...
+    assert len(synced) >= 3
+    flushed = len(synced)
+    log.append_as_leader(
+        bytearray(build_batch([SimpleRecord(value=b"w")])), leader_epoch=3, now_ms=0
+    )
+    log.flush()
+    assert len(synced) - flushed == 1  # ...once: later flushes sync the segment only
+    manager.shutdown()
+
+
+def test_new_logs_are_planned_on_the_least_full_dirs_opened_anywhere_then_adopted(
+    tmp_path: Path,
+) -> None:
+    # broker.new_logs: plan and adopt on the event loop, open (the file work) in a thread.
+    manager = open_manager([tmp_path / "d1", tmp_path / "d2"])
+    held = manager.get_or_create_log(TopicPartition("held", 0), 0)
+    wanted = [(TopicPartition("new", p), CONFIG) for p in range(3)]
+    plan = manager.plan_new_logs([*wanted, (TopicPartition("held", 0), CONFIG)])
+    assert [new.tp for new in plan] == [tp for tp, _ in wanted]  # the held one is skipped
+    held_dir = manager.log_dir_of(TopicPartition("held", 0))
+    assert [new.log_dir == held_dir for new in plan] == [False, True, False]
+    logs = [manager.open_new_log(new, 0) for new in plan]
+    assert TopicPartition("new", 0) not in manager.logs  # opened, not registered yet
+    assert (plan[0].log_dir / "new-0").is_dir()
+    assert manager.adopt_new_log(plan[0], logs[0], 0)
+    assert manager.get_or_create_log(TopicPartition("new", 0), 0) is logs[0]
+    assert not manager.adopt_new_log(plan[0], logs[0], 0)  # already registered
+    manager.handle_log_dir_failure(plan[1].log_dir, "test: the dir failed meanwhile")
+    assert not manager.adopt_new_log(plan[1], logs[1], 0)
+    assert TopicPartition("new", 1) not in manager.logs
+    assert held is not None
+    logs[2].close_handlers()
+    manager.shutdown()

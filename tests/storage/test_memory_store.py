@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from pykraft.protocol.segments import FileSliceLike, Segments, segment_length
@@ -104,6 +105,83 @@ def test_a_crash_keeps_the_flushed_batches_only() -> None:
     assert [offset for offset, _ in values(reopened)] == list(range(6))
     assert reopened.leader_epoch_cache.latest_epoch == 0  # epoch 1's entry went with its data
     assert reopened.append_as_leader(batch(99), leader_epoch=2, now_ms=0).first_offset == 6
+
+
+def test_a_crash_loses_an_unsynced_epoch_and_recovery_rebuilds_it_from_the_batches() -> None:
+    # A new epoch is written without fsync (KAFKA-15046); only the log's flush syncs it.
+    disk = MemoryDisk(Path("memory/t-0"))
+    log = PartitionLog.open(disk, CONFIG)
+    log.append_as_leader(batch(0), leader_epoch=0, now_ms=0)
+    log.flush()
+    assert disk.synced_epoch_entries == log.leader_epoch_cache.entries
+    log.append_as_leader(batch(1), leader_epoch=3, now_ms=0)
+    assert disk.synced_epoch_entries != log.leader_epoch_cache.entries  # epoch 3 not synced
+    for segment in disk.segments:  # its data reached the disk, its epoch entry did not
+        segment.flushed_size = segment.size
+    recovery_point = log.recovery_point
+    log.close_handlers()
+    disk.crash()
+    assert [e.epoch for e in disk.epoch_entries] == [0]
+    reopened = PartitionLog.open(disk, CONFIG, recovery_point=recovery_point)
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.entries] == [
+        (0, 0),
+        (3, 1),
+    ]
+
+
+def test_a_flush_syncs_the_epoch_before_moving_the_recovery_point() -> None:
+    disk = MemoryDisk(Path("memory/t-0"))
+    log = PartitionLog.open(disk, CONFIG)
+    log.append_as_leader(batch(0), leader_epoch=2, now_ms=0)
+    log.flush()
+    log.close_handlers()
+    disk.crash()
+    reopened = PartitionLog.open(disk, CONFIG, recovery_point=1)  # nothing left to re-read
+    assert reopened.leader_epoch_cache.latest_epoch == 2
+
+
+def test_an_inline_flush_syncs_the_new_epoch_of_the_batch_it_makes_durable() -> None:
+    # flush.messages=1: the leader's append flushes inside the write, so its new epoch must be
+    # recorded (and synced by before_flush) before the write, as Kafka's UnifiedLog.append does.
+    disk = MemoryDisk(Path("memory/t-0"))
+    log = PartitionLog.open(disk, attrs.evolve(CONFIG, flush_messages=1))
+    log.append_as_leader(batch(0), leader_epoch=4, now_ms=0)
+    assert log.recovery_point == 1
+    log.close_handlers()
+    disk.crash()
+    reopened = PartitionLog.open(disk, CONFIG, recovery_point=1)  # nothing left to re-read
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.entries] == [(4, 0)]
+
+
+def test_a_history_read_after_a_kill_is_synced_by_the_first_flush() -> None:
+    # The replication sim's seed 3 (KIP-966 crash rule): a kill -9 leaves an unsynced epoch in
+    # the page cache; the restarted process read it back and, taking it as durable, flushed
+    # that epoch's batches without syncing it; a power loss then dropped the entry below the
+    # recovery point and the follower truncated below its high watermark.
+    disk = MemoryDisk(Path("memory/t-0"))
+    log = PartitionLog.open(disk, CONFIG)
+    log.append_as_leader(batch(0), leader_epoch=1, now_ms=0)
+    log.close_handlers()  # kill -9: the page cache (the unsynced entry) survives
+    restarted = PartitionLog.open(disk, CONFIG)
+    assert restarted.leader_epoch_cache.latest_epoch == 1
+    assert not disk.synced_epoch_entries
+    restarted.flush()
+    assert disk.synced_epoch_entries == restarted.leader_epoch_cache.entries
+    restarted.close_handlers()
+    disk.crash()
+    reopened = PartitionLog.open(disk, CONFIG, recovery_point=1)
+    assert reopened.leader_epoch_cache.latest_epoch == 1
+
+
+def test_an_assign_that_drops_entries_is_synced_at_once() -> None:
+    # Only additions wait for the flush: after a power loss the history is then always the
+    # synced one plus some added entries, which recovery re-derives from the batches.
+    disk = MemoryDisk(Path("memory/t-0"))
+    log = PartitionLog.open(disk, CONFIG)
+    log.leader_epoch_cache.assign(2, 0)  # a leader with no batch yet
+    assert not disk.synced_epoch_entries
+    log.leader_epoch_cache.assign(5, 0)  # replaces (2, 0): synced with the drop
+    assert [(e.epoch, e.start_offset) for e in disk.synced_epoch_entries] == [(5, 0)]
 
 
 def test_a_crash_keeps_flushed_segments_behind_one_the_log_start_passed_unflushed() -> None:
