@@ -8,7 +8,9 @@ Driven the way asyncio's selector transport drives a ``BufferedProtocol`` (``get
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 
 from pykraft.fetcher.frame_stream import STAGING_BYTES, FrameStream
 from pykraft.protocol.errors import FrameError
+from tests.tls_material import make_tls_material
 
 
 class RecordingTransport(asyncio.Transport):
@@ -67,7 +70,7 @@ bodies = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(bodies, st.lists(st.integers(0, 4 * STAGING_BYTES), max_size=8))
 def test_frames_come_out_whole_and_in_order_however_split(
     frames: list[bytes], cuts: list[int]
@@ -163,3 +166,34 @@ def test_a_split_prefix_after_a_whole_frame_is_carried_over() -> None:
         assert bytes(await stream.next_frame()) == b"s" * 70_000
 
     run(check)
+
+
+def test_frames_over_tls_on_loopback(tmp_path: Path) -> None:
+    """asyncio's TLS transport drives a ``BufferedProtocol`` too (an SSL inter-broker listener)."""
+    material = make_tls_material(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(str(material.server.path))
+    client_context = ssl.create_default_context(cafile=str(material.ca_path))
+    big, small = bytes(range(256)) * 4096, b"small"
+
+    async def main() -> None:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readexactly(1)
+            writer.write(frame(big) + frame(small))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=server_context)
+        async with server:
+            port = server.sockets[0].getsockname()[1]
+            _, stream = await asyncio.get_running_loop().create_connection(
+                lambda: FrameStream(1 << 22), "127.0.0.1", port, ssl=client_context
+            )
+            assert stream.transport is not None
+            stream.transport.write(b"?")
+            assert bytes(await stream.next_frame()) == big
+            assert bytes(await stream.next_frame()) == small
+            stream.transport.close()
+            await stream.wait_closed()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
