@@ -16,6 +16,14 @@ Measures, in one run of one ``pykraft dev`` cluster with Kafka's default timeout
   (target <= broker.session.timeout.ms + 1 s), and the same after a SIGTERM's controlled
   shutdown (target <= 1 s); a producer sends a record every 5 ms throughout.
 
+Each throughput figure comes with the CPU-seconds per 100 MB of the median run: of the servers
+(``*_cpu_s_per_100mb``: user + system time of the brokers and the controller) and of this bench's
+producer (``*_client_cpu_s_per_100mb``), next to the machine's floor measured in the same run
+(``bench/floor.py``: loopback TCP and pwrite of 100 MB; ``acks_all_rf3_floor_cpu_s_per_100mb``).
+``--throughput-only`` stops there (A/B runs); ``--profile DIR`` first records every broker with
+py-spy (``PY_SPY`` or on PATH; raw stacks, one file per broker) during an extra acks=all RF=3 run
+that counts in no figure.
+
 Uses confluent-kafka when installed, else kafka-python. Prints a table, then one JSON line;
 ``ratio = acks_all_rf3_mb_s / rf1_mb_s``, target >= 0.5. Never run by the tests.
 """
@@ -39,7 +47,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RunningCluster, print_figures
+from bench.common import RunningCluster, cpu_seconds, print_figures
+from bench.floor import floor_cpu_s_per_100mb
 from pykraft.dev import Node, plan_layout
 from pykraft.free_ports import pick_free_ports
 
@@ -67,11 +76,21 @@ Done = Callable[[str | None], None]  # a delivery callback: error text or None
 class Producer:
     """The little of a producer this bench needs, over confluent-kafka or kafka-python."""
 
-    def __init__(self, bootstrap_servers: str, acks: str, linger_ms: int = LINGER_MS) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        acks: str,
+        linger_ms: int = LINGER_MS,
+        report_only_errors: bool = False,
+    ) -> None:
         if CLIENT == "confluent-kafka":
             self._producer: Any = confluent_kafka.Producer(
                 {
                     "bootstrap.servers": bootstrap_servers,
+                    # librdkafka's delivery.report.only.error: no Python callback per delivered
+                    # record, only per failed one. The throughput runs use it so the bench's
+                    # own loop takes less of this 2-core box from the brokers it measures.
+                    "delivery.report.only.error": report_only_errors,
                     "acks": acks,
                     "linger.ms": linger_ms,
                     "batch.size": BATCH_BYTES,
@@ -194,6 +213,13 @@ class Cluster(RunningCluster):
         ]
         return rows
 
+    def broker_pids(self) -> list[int]:
+        return [self.dev.processes[b.name].pid for b in self.dev.layout.brokers]
+
+    def server_pids(self) -> list[int]:
+        """Every process of the cluster: the brokers and the controller."""
+        return [process.pid for process in self.dev.processes.values()]
+
     def log_end_offset(self, node_id: int, topic: str, partition: int) -> int | None:
         try:
             rows = http("GET", self.broker(node_id).http_url + f"/v1/partitions?topic={topic}")
@@ -224,7 +250,7 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = TIMEOU
 
 
 def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> float:
-    producer = Producer(cluster.bootstrap_servers, acks)
+    producer = Producer(cluster.bootstrap_servers, acks, report_only_errors=True)
     value = os.urandom(RECORD_BYTES)
     failures: list[str] = []
 
@@ -335,6 +361,35 @@ def failover_s(cluster: Cluster, topic: str, signum: signal.Signals) -> float:
     return acknowledged_at[0] - signalled[0]
 
 
+# ------------------------------------------------------------------ profiles
+
+
+def start_profiles(cluster: Cluster, directory: Path) -> list[Any]:
+    """py-spy (``PY_SPY``, else on PATH) recording every broker, one flame graph each."""
+    import subprocess
+
+    directory.mkdir(parents=True, exist_ok=True)
+    spy = os.environ.get("PY_SPY") or shutil.which("py-spy") or "py-spy"
+    return [
+        subprocess.Popen(
+            [
+                *(spy, "record", "--nonblocking", "--rate", "200", "--format", "raw"),
+                *("--pid", str(pid), "--output", str(directory / f"broker-{node_id}.txt")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for node_id, pid in zip((10, 11, 12), cluster.broker_pids(), strict=True)
+    ]
+
+
+def stop_profiles(spies: list[Any]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    for spy in spies:
+        spy.wait(60)
+
+
 # ------------------------------------------------------------------ the run
 
 
@@ -342,7 +397,13 @@ CONFIGURATIONS = (("acks_all_rf3", "rf3", "all"), ("acks_1_rf3", "rf3", "1"), ("
 
 
 def measure(
-    cluster: Cluster, megabytes: int, catch_up_bytes: int, latency_samples: int, repeats: int
+    cluster: Cluster,
+    megabytes: int,
+    catch_up_bytes: int,
+    latency_samples: int,
+    repeats: int,
+    throughput_only: bool = False,
+    profile_to: Path | None = None,
 ) -> dict[str, Any]:
     records = megabytes * MB // RECORD_BYTES
     figures: dict[str, Any] = {
@@ -357,12 +418,33 @@ def measure(
     # Best of ``repeats``, the configurations taking turns: the machine is shared, and a busy
     # moment should not land on one configuration only.
     best: dict[str, float] = {}
+    cpu: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in CONFIGURATIONS}
+    if profile_to is not None:  # an extra run, counted nowhere: the sampling slows the brokers
+        spies = start_profiles(cluster, profile_to)
+        try:
+            throughput_mb_s(cluster, "rf3", "all", records)
+        finally:
+            stop_profiles(spies)
     for _ in range(repeats):
         for name, topic, acks in CONFIGURATIONS:
+            servers, client = cpu_seconds(cluster.server_pids()), time.process_time()
             rate = throughput_mb_s(cluster, topic, acks, records)
+            servers = cpu_seconds(cluster.server_pids()) - servers
+            cpu[name].append((servers, time.process_time() - client))
             best[name] = max(best.get(name, 0.0), rate)
-    for name, topic, acks in CONFIGURATIONS:
+    per_100mb = 100 * MB / (records * RECORD_BYTES)
+    for name, _, _ in CONFIGURATIONS:
         figures[f"{name}_mb_s"] = round(best[name], 1)
+        # The median run's CPU: user + system seconds of every server process (the brokers
+        # and the controller), and of this bench's producer, per 100 MB of record values.
+        servers, client = sorted(cpu[name])[len(cpu[name]) // 2]
+        figures[f"{name}_cpu_s_per_100mb"] = round(servers * per_100mb, 3)
+        figures[f"{name}_client_cpu_s_per_100mb"] = round(client * per_100mb, 3)
+    figures["ratio"] = round(figures["acks_all_rf3_mb_s"] / figures["rf1_mb_s"], 3)
+    figures.update(floor_cpu_s_per_100mb(cluster.dev.data_dir))
+    if throughput_only:
+        return figures
+    for name, topic, acks in CONFIGURATIONS:
         p50, p99 = latency_ms(cluster, topic, acks, latency_samples)
         figures[f"{name}_p50_ms"], figures[f"{name}_p99_ms"] = round(p50, 2), round(p99, 2)
     rate, log_bytes = catch_up_mb_s(cluster, catch_up_bytes)
@@ -374,7 +456,6 @@ def measure(
     cluster.create_topic("failover-kill", [[11, 12, 10]], **{"min.insync.replicas": "2"})
     figures["failover_kill9_s"] = round(failover_s(cluster, "failover-kill", signal.SIGKILL), 3)
     figures["failover_kill9_target_s"] = SESSION_TIMEOUT_S + 1
-    figures["ratio"] = round(figures["acks_all_rf3_mb_s"] / figures["rf1_mb_s"], 3)
     figures["target_met"] = int(
         figures["ratio"] >= 0.5
         and figures["failover_kill9_s"] <= SESSION_TIMEOUT_S + 1
@@ -393,6 +474,16 @@ def main(argv: list[str] | None = None) -> int:
         "--repeats", type=int, default=3, help="throughput runs per configuration; the best counts"
     )
     parser.add_argument(
+        "--throughput-only",
+        action="store_true",
+        help="only the throughput runs and their CPU (no latency, catch-up or failover)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="record every broker with py-spy (raw stacks) during the first acks=all RF=3 run",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="16 MB per run, 64 MiB catch-up, fewer latency samples, 1 repeat",
@@ -409,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
                 catch_up_bytes,
                 300 if args.quick else 2000,
                 1 if args.quick else args.repeats,
+                args.throughput_only,
+                args.profile,
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -31,14 +31,11 @@ from typing import Generic, NoReturn, TypeVar
 import attrs
 from kafka.protocol.metadata import ApiVersionsRequest
 
+from pykraft.fetcher.frame_stream import FrameStream
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import decode_response, request_class
-from pykraft.protocol.errors import Errors, FrameError, ProtocolError
-from pykraft.protocol.framing import (
-    DEFAULT_SOCKET_REQUEST_MAX_BYTES,
-    SIZE_PREFIX_BYTES,
-    encode_frame,
-)
+from pykraft.protocol.errors import Errors, ProtocolError
+from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, encode_frame
 from pykraft.protocol.headers import (
     RequestHeader,
     encode_request_header,
@@ -47,7 +44,6 @@ from pykraft.protocol.headers import (
     response_header_version,
 )
 from pykraft.protocol.sasl_client import SaslClient, SaslClientCredentials, SaslClientError
-from pykraft.protocol.wire import INT32
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -138,8 +134,8 @@ class BrokerConnection(Generic[F]):
         self._monotonic_ms = monotonic_ms  # reconnect backoff
         self._name = name
         self._lock = asyncio.Lock()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        # The connection: its transport and the frames received on it (``FrameStream``).
+        self._stream: FrameStream | None = None
         self._versions: F | None = None
         self._correlation_id = 0
         # Invariant: _failures counts consecutive failed connections/requests (0 when healthy).
@@ -151,7 +147,7 @@ class BrokerConnection(Generic[F]):
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and self._versions is not None
+        return self._stream is not None and self._versions is not None
 
     async def versions(self) -> F:
         """The negotiated versions; connects (and negotiates) when not connected."""
@@ -179,15 +175,15 @@ class BrokerConnection(Generic[F]):
         self._close_connection()
 
     async def close(self) -> None:
-        writer = self._close_connection()
-        if writer is not None:
+        stream = self._close_connection()
+        if stream is not None:
             with contextlib.suppress(OSError):
-                await writer.wait_closed()
+                await stream.wait_closed()
 
     # ------------------------------------------------------------------ connection
 
     async def _connect_if_needed(self) -> F:
-        if self._versions is not None and self._writer is not None:
+        if self._versions is not None and self._stream is not None:
             return self._versions
         now_ms = self._monotonic_ms()
         if now_ms < self._reconnect_at_ms:
@@ -198,8 +194,10 @@ class BrokerConnection(Generic[F]):
         timeout_s = self.settings.socket_timeout_ms / 1000
         security = self.settings.security
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(
+            max_bytes = self.settings.max_response_bytes
+            _, self._stream = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(
+                    lambda: FrameStream(max_bytes),
                     self.host,
                     self.port,
                     ssl=security.ssl_context,
@@ -299,8 +297,8 @@ class BrokerConnection(Generic[F]):
             self._fail(error, f"{api_key.name} v{version}")
 
     async def _round_trip(self, api_key: ApiKey, version: int, body: bytes) -> memoryview:
-        reader, writer = self._reader, self._writer
-        assert reader is not None and writer is not None, "round trip without a connection"
+        stream = self._stream
+        assert stream is not None and stream.transport, "round trip without a connection"
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id
         header = RequestHeader(
@@ -310,12 +308,9 @@ class BrokerConnection(Generic[F]):
             self.settings.client_id,
             request_header_version(api_key, version),
         )
-        writer.write(encode_frame(encode_request_header(header) + body))
-        await writer.drain()
-        size: int = INT32.unpack(await reader.readexactly(SIZE_PREFIX_BYTES))[0]
-        if not 0 <= size <= self.settings.max_response_bytes:
-            raise FrameError(size, self.settings.max_response_bytes)
-        frame = await reader.readexactly(size)
+        stream.transport.write(encode_frame(encode_request_header(header) + body))
+        await stream.drain()
+        frame = await stream.next_frame()
         answered, start = parse_response_header(frame, response_header_version(api_key, version))
         if answered != correlation_id:
             raise BrokerConnectionError(
@@ -335,10 +330,10 @@ class BrokerConnection(Generic[F]):
         message = str(error) or type(error).__name__
         raise BrokerConnectionError(f"{self}: {during} failed: {message}") from None
 
-    def _close_connection(self) -> asyncio.StreamWriter | None:
+    def _close_connection(self) -> FrameStream | None:
         """Drop the connection at once (the transport closes in the background); returns the
-        writer so ``close`` can wait for it."""
-        writer, self._reader, self._writer, self._versions = self._writer, None, None, None
-        if writer is not None:
-            writer.close()
-        return writer
+        stream so ``close`` can wait for it."""
+        stream, self._stream, self._versions = self._stream, None, None
+        if stream is not None and stream.transport is not None:
+            stream.transport.close()
+        return stream

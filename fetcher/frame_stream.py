@@ -1,0 +1,147 @@
+"""Size-prefixed response frames received straight into their own buffers, for
+``fetcher.broker_connection``.
+
+``asyncio.StreamReader`` copies every received byte twice on top of the kernel's copy: into its
+buffer (``feed_data``) and out again (``readexactly``). A follower receives most of what the
+cluster writes this way — a Fetch response of up to ``replica.fetch.response.max.bytes`` — so
+this protocol is an ``asyncio.BufferedProtocol`` instead, as Kafka's ``NetworkReceive`` reads a
+frame: the size prefix, then the socket reads into a buffer of exactly that frame's size, which
+becomes the response. Bytes that arrive ahead of a frame's end (small frames, the next prefix)
+land in a small staging buffer and are carried over.
+
+One request at a time (``BlockingSend``): ``next_frame`` waits for the next whole frame; a frame
+over ``max_bytes`` (``FrameError``), end of stream or a lost connection fail the waiter and every
+later wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+from pykraft.protocol.errors import FrameError
+from pykraft.protocol.framing import SIZE_PREFIX_BYTES
+from pykraft.protocol.wire import INT32
+
+STAGING_BYTES = 256 * 1024
+
+
+class FrameStream(asyncio.BufferedProtocol):
+    """The receiving side of one connection; the transport is written directly."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._staging = bytearray(STAGING_BYTES)
+        self._staged = 0  # bytes of _staging not yet framed, from its start
+        self._frame: bytearray | None = None  # the frame being filled past the staging buffer
+        self._filled = 0
+        self._frames: collections.deque[bytearray] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self._closed = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    # ------------------------------------------------------------------ the owner's side
+
+    async def next_frame(self) -> bytearray:
+        while not self._frames:
+            if self._error is not None:
+                raise self._error
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._frames.popleft()
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is over its high-water mark."""
+        if self._error is not None:
+            raise self._error
+        if self._writable is not None:
+            await asyncio.shield(self._writable)
+            if self._error is not None:
+                raise self._error
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+    # ------------------------------------------------------------------ asyncio's side
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:  # read no further than this frame's end
+            return memoryview(self._frame)[self._filled :]
+        return memoryview(self._staging)[self._staged :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._filled += nbytes
+            if self._filled == len(self._frame):
+                self._deliver(self._frame)
+                self._frame = None
+            return
+        self._staged += nbytes
+        self._split_staged()
+
+    def _split_staged(self) -> None:
+        """Frame what the staging buffer holds; a frame larger than what is staged moves to
+        a buffer of its own size, the rest of it to be read straight into that."""
+        view, start = memoryview(self._staging), 0
+        while self._staged - start >= SIZE_PREFIX_BYTES:
+            size: int = INT32.unpack_from(self._staging, start)[0]
+            if not 0 <= size <= self._max_bytes:
+                self._fail(FrameError(size, self._max_bytes))
+                return
+            body = start + SIZE_PREFIX_BYTES
+            if self._staged - body >= size:
+                self._deliver(bytearray(view[body : body + size]))
+                start = body + size
+                continue
+            frame = bytearray(size)
+            held = self._staged - body
+            frame[:held] = view[body : self._staged]
+            self._frame, self._filled = frame, held
+            start = self._staged
+            break
+        rest = self._staged - start
+        if start and rest:
+            self._staging[:rest] = view[start : self._staged]
+        self._staged = rest
+        view.release()
+
+    def _deliver(self, frame: bytearray) -> None:
+        self._frames.append(frame)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _fail(self, error: BaseException) -> None:
+        if self._error is None:
+            self._error = error
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+        self.resume_writing()  # a drain under way sees the error
+        if self.transport is not None:
+            self.transport.close()
+
+    def eof_received(self) -> bool | None:
+        self._fail(asyncio.IncompleteReadError(b"", None))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc if exc is not None else ConnectionResetError("connection closed"))
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
