@@ -16,9 +16,10 @@ name or a different meaning: connections (``pykraft_connections``, ``_closed_tot
 (tests/hostile/test_damaged_files.py; Kafka's ``OfflineReplicaCount`` is exposed too),
 ``pykraft_metadata_offset`` (tests/integration/test_broker_http.py), the replication throttle
 (tests/integration/test_reassignment.py), the client quota throttles
-(tests/broker/test_quota_enforcement.py), ``pykraft_requests_total`` (tests/broker/test_http.py)
-and ``pykraft_request_duration_seconds`` (a true histogram: unlike quantiles, its buckets add up
-across brokers); and the network byte counters and metadata lag, which Kafka's rules do not name.
+(tests/broker/test_quota_enforcement.py) and ``pykraft_request_duration_seconds`` (a true
+histogram: unlike quantiles, its buckets add up across brokers; its ``_count`` by API is the
+request count, so no separate counter repeats it: tests/broker/test_http.py); and the network
+byte counters and metadata lag, which Kafka's rules do not name.
 """
 
 from __future__ import annotations
@@ -104,11 +105,6 @@ class BrokerMetrics:
             "Milliseconds from a request's arrival to its response written, by request name, "
             "over the latest 1028 requests (RequestMetrics TotalTimeMs).",
             ["request"],
-        )
-        self.requests = Counter(
-            "pykraft_requests_total",
-            "Requests completed, by API (kafka.network RequestMetrics RequestsPerSec).",
-            ["api"],
         )
         self.request_duration = Histogram(
             "pykraft_request_duration_seconds",
@@ -216,7 +212,7 @@ class BrokerMetrics:
             *self.log_cleaner.families(),
             self.offline_replica_count,
             self.replication_byte_rate, self.replication_bytes,
-            self.requests, self.request_duration, self.bytes_in, self.bytes_out,
+            self.request_duration, self.bytes_in, self.bytes_out,
             self.connections, self.connections_closed, self.connections_refused,
             self.acceptor_blocked, self.broker_state, self.partitions_led,
             self.under_replicated_partitions, self.metadata_offset, self.metadata_lag,
@@ -231,7 +227,6 @@ class BrokerMetrics:
 
     def record_request(self, api_key: int, api_version: int, latency_seconds: float) -> None:
         name = api_name(api_key)
-        self.requests.inc(name)
         self.request_duration.observe(latency_seconds, name)
         self.kafka_requests.inc(name, str(api_version))
         self.total_time_ms.observe(latency_seconds * 1000.0, name)
@@ -302,7 +297,7 @@ class BrokerMetrics:
             bytes_out=stats.bytes_out.value(),
             replication_bytes_in=int(stats.replication_bytes_in.value()),
             replication_bytes_out=int(stats.replication_bytes_out.value()),
-            fetch_requests=int(self.requests.value(api_name(ApiKey.FETCH))),
+            fetch_requests=self.request_duration.count(api_name(ApiKey.FETCH)),
         )
 
     def render(self) -> str:

@@ -164,6 +164,7 @@ class ReplicaManager:
         self.alter_partition = alter_partition or RecordedAlterPartitions()
         self.inter_broker_listener_name = inter_broker_listener_name
         self.min_insync_replicas = min_insync_replicas
+        self._min_insync_cache: tuple[MetadataImage | None, dict[str, int]] = (None, {})
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._monotonic_ms = monotonic_ms
         self.core = ReplicaCore(
@@ -262,10 +263,19 @@ class ReplicaManager:
         return self.hosted.delete_stray_logs(image)
 
     def _min_insync_replicas(self, topic: str) -> int:
-        """Read at every append and HW move, so a changed config applies at once."""
-        return effective_min_insync_replicas(
-            self.image, topic, self.broker_id, self.min_insync_replicas
-        )
+        """Read at every append, follower fetch and HW move, so a changed config applies at
+        once: worked out once per topic and metadata image (images are immutable)."""
+        image = self.image
+        cached_image, by_topic = self._min_insync_cache
+        if cached_image is not image:
+            by_topic = {}
+            self._min_insync_cache = (image, by_topic)
+        value = by_topic.get(topic)
+        if value is None:
+            value = by_topic[topic] = effective_min_insync_replicas(
+                image, topic, self.broker_id, self.min_insync_replicas
+            )
+        return value
 
     # ------------------------------------------------------------------ produce
 

@@ -79,6 +79,9 @@ class Reader:
     def uvarint(self, field: str) -> int:
         """An unsigned varint of at most 32 bits (``ByteUtils.readUnsignedVarint``)."""
         start = self.position
+        if start < self._end and self._buf[start] < 0x80:  # one byte: most lengths and counts
+            self.position = start + 1
+            return int(self._buf[start])
         value = 0
         for index in range(MAX_UVARINT_BYTES):
             byte = self._buf[self._need(1, field)]

@@ -237,20 +237,26 @@ class FetchSessionCache(Generic[K, R]):
         )
 
     def incremental_response(
-        self, context: IncrementalContext[K, R], outcomes: Mapping[K, PartitionOutcome]
+        self,
+        context: IncrementalContext[K, R],
+        outcomes: Mapping[K, PartitionOutcome],
+        update: bool = True,
     ) -> tuple[Errors, list[K]]:
         """``IncrementalFetchContext.updateAndGenerateResponseData``: the top-level error and
         the partitions to answer, in read order; answered ones move to the end of the session.
-        A session that moved on meanwhile (a duplicate request) is INVALID_FETCH_SESSION_EPOCH."""
+        A session that moved on meanwhile (a duplicate request) is INVALID_FETCH_SESSION_EPOCH.
+        With ``update`` False the session is left as it was (``getResponseSize``: what the
+        answer would be, to weigh it against a quota before sending it)."""
         session = context.session
         if session.epoch != context.expected_epoch:
             return Errors.INVALID_FETCH_SESSION_EPOCH, []
         answered = []
         for key, outcome in outcomes.items():
             cached = session.partitions.get(key)
-            if cached is not None and cached.must_respond(outcome):
+            if cached is not None and cached.must_respond(outcome, update):
                 answered.append(key)
-                session.partitions[key] = session.partitions.pop(key)
+                if update:
+                    session.partitions[key] = session.partitions.pop(key)
         return Errors.NONE, answered
 
     # ------------------------------------------------------------------ the cache

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import attrs
-
 from pykraft.protocol.errors import Errors
 from pykraft.replica.isr import (
     LEGAL_ISR_TRANSITIONS,
@@ -53,6 +51,7 @@ from pykraft.replica.partition_state import (
     out_of_sync_replicas,
     prepare_isr_expand,
     prepare_isr_shrink,
+    with_follower,
 )
 from pykraft.replica.ready import Ready
 from pykraft.storage.leader_epoch_cache import (
@@ -229,7 +228,7 @@ class PartitionCore:
             leader_end_offset=leader_end_offset,
             broker_epoch=broker_epoch,
         )
-        state = attrs.evolve(self.state, followers=self.state.followers.set(replica_id, updated))
+        state = with_follower(self.state, replica_id, updated)
         proposal = None
         if needs_expand_isr(state, replica_id, view.high_watermark, view.brokers(replica_id)):
             state = prepare_isr_expand(state, replica_id, view.local_broker_epoch)

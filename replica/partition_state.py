@@ -171,6 +171,22 @@ class PartitionState:
         return frozenset(self.isr)
 
 
+def with_follower(state: PartitionState, replica_id: int, progress: ReplicaState) -> PartitionState:
+    """``state`` with one follower's progress replaced: every follower fetch makes one, so it
+    is built field by field (``attrs.evolve`` looks the fields up each time)."""
+    return PartitionState(
+        role=state.role,
+        leader_id=state.leader_id,
+        leader_epoch=state.leader_epoch,
+        partition_epoch=state.partition_epoch,
+        replicas=state.replicas,
+        isr=state.isr,
+        pending_isr_change=state.pending_isr_change,
+        leader_epoch_start_offset=state.leader_epoch_start_offset,
+        followers=state.followers.set(replica_id, progress),
+    )
+
+
 def is_stale(state: PartitionState, change: LeaderAndIsr) -> bool:
     return change.partition_epoch < state.partition_epoch
 

@@ -19,9 +19,9 @@ forget (``forgotten_topics_data``), is read over every partition of its session 
 with the partitions that have records, a moved high watermark or log start offset, an error or
 a diverging epoch; a session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 FETCH_SESSION_TOPIC_ID_ERROR) is answered top-level with no partitions. A consumer fetch that
-a quota throttles is answered empty with session id 0 and its session closed, since its
-session already counts the answer as sent (Kafka keeps the session and defers the update; the
-client's next fetch here is a full one).
+a quota throttles is answered empty (``FetchAnswer.throttled``): an incremental one with its
+session id, the session kept and not updated, so the next fetch is answered what this one
+would have been; a full one with session id 0 and no session opened.
 
 v13+ names topics by id; an id this broker does not know gets UNKNOWN_TOPIC_ID. Partitions that
 failed with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry the current leader (v12+) and
@@ -63,6 +63,8 @@ from pykraft.protocol.fetch import (
 )
 from pykraft.protocol.wire import ZERO_UUID
 from pykraft.replica.fetch_sessions import (
+    FetchContext,
+    FetchSessionCache,
     FullContext,
     IncrementalContext,
     PartitionOutcome,
@@ -80,24 +82,21 @@ def fetch_handler(services: BrokerServices) -> ApiHandler:
     async def handle(request: RequestContext, body: memoryview) -> ResponseBody:
         version = request.header.api_version
         fetch = decode_fetch_request(body, version)
-        if services.client_quotas is not None and fetch.replica_id < 0:
-            fetch = _bounded_by_quota(fetch, services.client_quotas.max_fetch_bytes(request))
-        response = await handle_fetch(
+        quotas = services.client_quotas if fetch.replica_id < 0 else None
+        if quotas is not None:
+            fetch = _bounded_by_quota(fetch, quotas.max_fetch_bytes(request))
+        answer = await read_fetch(
             services, fetch, version, request.listener_name, readable(services, request, fetch)
         )
-        encoded = encode_fetch_response(response, version)
-        if services.client_quotas is not None and fetch.replica_id < 0:
-            # request_percentage, then consumer_byte_rate over the response's bytes; a
-            # throttled fetch is answered empty (Kafka's FetchContext.getThrottledResponse)
-            # and its bytes not counted.
-            throttle_ms = services.client_quotas.record_fetch(
-                request, encoded.length, request_throttle_ms(request)
-            )
+        if quotas is not None:
+            # request_percentage, then consumer_byte_rate over the bytes the answer would have
+            # (Kafka's FetchContext.getResponseSize, which leaves the session as it is); a
+            # throttled fetch is answered empty (getThrottledResponse) and its bytes not counted.
+            size = encode_fetch_response(answer.response(update_session=False), version).length
+            throttle_ms = quotas.record_fetch(request, size, request_throttle_ms(request))
             if throttle_ms:
-                services.fetch_sessions.remove(response.session_id)
-                throttled = FetchResponse((), throttle_time_ms=throttle_ms, session_id=0)
-                return encode_fetch_response(throttled, version)
-        return encoded
+                return encode_fetch_response(answer.throttled(throttle_ms), version)
+        return encode_fetch_response(answer.response(), version)
 
     return handle
 
@@ -139,6 +138,19 @@ async def handle_fetch(
     listener_name: str,
     authorized: Callable[[str], bool] | None = None,
 ) -> FetchResponse:
+    answer = await read_fetch(services, fetch, api_version, listener_name, authorized)
+    return answer.response()
+
+
+async def read_fetch(
+    services: BrokerServices,
+    fetch: FetchRequest,
+    api_version: int,
+    listener_name: str,
+    authorized: Callable[[str], bool] | None = None,
+) -> FetchAnswer:
+    """Read the fetch's partitions (``FetchManager.newContext``, then the replica manager);
+    the returned answer updates the session only when it is sent."""
     by_topic_id = api_version >= FIRST_TOPIC_ID_VERSION
     sessions = services.fetch_sessions
     now_ms = services.replica_manager.monotonic_ms()
@@ -152,7 +164,7 @@ async def handle_fetch(
         now_ms=now_ms,
     )
     if isinstance(context, SessionError):
-        return FetchResponse((), error_code=context.error, session_id=INVALID_SESSION_ID)
+        return FetchAnswer(sessions, context, now_ms)
     image = services.metadata()
     keys: list[_Key] = []
     fetches: list[PartitionFetch] = []
@@ -194,31 +206,77 @@ async def handle_fetch(
         )
     results = iter(read)
     builder = _ResponseBuilder(services.metadata(), listener_name)
-    answers: dict[_Key, PartitionData] = {}
-    outcomes: dict[_Key, PartitionOutcome] = {}
+    answer = FetchAnswer(sessions, context, now_ms, builder)
     for key in keys:
         if key in unknown:
-            answers[key] = PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID)
+            data = PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID)
+            size = 0
         elif key in denied:
-            answers[key] = PartitionData(key[2], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
+            data = PartitionData(key[2], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
+            size = 0
         else:
             result = next(results)
-            answers[key] = builder.partition_data(result)
-            outcomes[key] = _outcome(answers[key], result.size_in_bytes)
-            continue
-        outcomes[key] = _outcome(answers[key], 0)
-    session_id = INVALID_SESSION_ID
-    answered: Iterable[_Key] = keys
-    if isinstance(context, FullContext):
-        session_id = sessions.full_response(context, outcomes, now_ms)
-    elif isinstance(context, IncrementalContext):
-        session_id = context.session.id
-        error, answered = sessions.incremental_response(context, outcomes)
-        if error is not Errors.NONE:
-            return FetchResponse((), error_code=error, session_id=session_id)
-    for key in answered:
-        builder.add(key, answers[key])
-    return builder.response(session_id)
+            data, size = builder.partition_data(result), result.size_in_bytes
+        answer.answers[key] = data
+        answer.outcomes[key] = _outcome(data, size)
+    return answer
+
+
+class FetchAnswer:
+    """A fetch read, each partition's answer known, its session not yet updated.
+
+    ``response`` updates the session and answers (``updateAndGenerateResponseData``);
+    ``response(update_session=False)`` is the same answer leaving the session as it is
+    (``getResponseSize`` weighs it against a quota); ``throttled`` answers empty and leaves the
+    session as it is (``getThrottledResponse``), so an incremental session lives on and its
+    next fetch is answered what this one would have been (Kafka's ``FetchSession.scala``,
+    ``KafkaApis.handleFetchRequest``)."""
+
+    def __init__(
+        self,
+        sessions: FetchSessionCache[_Key, FetchPartition],
+        context: FetchContext[_Key, FetchPartition],
+        now_ms: int,
+        builder: _ResponseBuilder | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._context = context
+        self._now_ms = now_ms
+        self._builder = builder
+        self.answers: dict[_Key, PartitionData] = {}
+        self.outcomes: dict[_Key, PartitionOutcome] = {}
+
+    def response(self, update_session: bool = True) -> FetchResponse:
+        context = self._context
+        if isinstance(context, SessionError):
+            return FetchResponse((), error_code=context.error, session_id=INVALID_SESSION_ID)
+        session_id = INVALID_SESSION_ID
+        answered: Iterable[_Key] = self.answers
+        if isinstance(context, FullContext):
+            if update_session:
+                session_id = self._sessions.full_response(context, self.outcomes, self._now_ms)
+        elif isinstance(context, IncrementalContext):
+            session_id = context.session.id
+            error, answered = self._sessions.incremental_response(
+                context, self.outcomes, update_session
+            )
+            if error is not Errors.NONE:
+                return FetchResponse((), error_code=error, session_id=session_id)
+        assert self._builder is not None
+        return self._builder.response(session_id, [(key, self.answers[key]) for key in answered])
+
+    def throttled(self, throttle_ms: int) -> FetchResponse:
+        context = self._context
+        error, session_id = Errors.NONE, INVALID_SESSION_ID
+        if isinstance(context, SessionError):
+            error = context.error
+        elif isinstance(context, IncrementalContext):
+            session_id = context.session.id
+            if context.session.epoch != context.expected_epoch:
+                error = Errors.INVALID_FETCH_SESSION_EPOCH
+        return FetchResponse(
+            (), throttle_time_ms=throttle_ms, error_code=error, session_id=session_id
+        )
 
 
 def _requested(fetch: FetchRequest, by_topic_id: bool) -> dict[_Key, FetchPartition]:
@@ -261,11 +319,7 @@ class _ResponseBuilder:
     def __init__(self, image: MetadataImage, listener_name: str) -> None:
         self._image = image
         self._listener_name = listener_name
-        self._topics: dict[tuple[str, uuid.UUID | None], list[PartitionData]] = {}
         self._endpoints: dict[int, NodeEndpoint] = {}
-
-    def add(self, key: _Key, data: PartitionData) -> None:
-        self._topics.setdefault((key[0], key[1]), []).append(data)
 
     def partition_data(self, result: LogReadResult) -> PartitionData:
         leader = UNKNOWN_LEADER
@@ -297,10 +351,15 @@ class _ResponseBuilder:
             records=result.slices,
         )
 
-    def response(self, session_id: int) -> FetchResponse:
+    def response(
+        self, session_id: int, answered: Iterable[tuple[_Key, PartitionData]]
+    ) -> FetchResponse:
+        by_topic: dict[tuple[str, uuid.UUID | None], list[PartitionData]] = {}
+        for key, data in answered:
+            by_topic.setdefault((key[0], key[1]), []).append(data)
         topics = tuple(
             FetchableTopicResponse(tuple(partitions), topic=name, topic_id=topic_id or ZERO_UUID)
-            for (name, topic_id), partitions in self._topics.items()
+            for (name, topic_id), partitions in by_topic.items()
         )
         endpoints = tuple(self._endpoints[node_id] for node_id in sorted(self._endpoints))
         return FetchResponse(topics, session_id=session_id, node_endpoints=endpoints)

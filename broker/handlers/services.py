@@ -8,6 +8,7 @@ leads a partition (KIP-951's ``CurrentLeader`` / ``NodeEndpoints`` hints).
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -85,7 +86,10 @@ def topic_uuid(topic_id: str) -> uuid.UUID:
     return uuid.UUID(bytes=kafka_string_to_uuid(topic_id))
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_id_string(value: uuid.UUID) -> str:
+    """The image's key of a request's topic id; cached, as each fetch names its topics by id
+    (bounded: ids a client makes up only push others out)."""
     return uuid_to_kafka_string(value.bytes)
 
 

@@ -98,7 +98,7 @@ def test_metrics_is_prometheus_text() -> None:
     response = call(broker.app(), "/metrics")
     assert response.status == 200
     assert response.headers["Content-Type"] == PROMETHEUS_CONTENT_TYPE
-    assert 'pykraft_requests_total{api="ApiVersions"} 1' in (response.text or "")
+    assert 'pykraft_request_duration_seconds_count{api="ApiVersions"} 1' in (response.text or "")
 
 
 def test_broker_endpoint() -> None:

@@ -144,8 +144,10 @@ def test_broker_metrics_render_and_parse_back() -> None:
         [found] = [v for n, lab, v in samples if n == name and lab == labels]
         return float(found)
 
-    assert value("pykraft_requests_total", api="ApiVersions") == 2
-    assert value("pykraft_requests_total", api="Produce") == 2
+    duration = "pykraft_request_duration_seconds"
+    assert value(f"{duration}_count", duration, api="ApiVersions") == 2
+    assert value(f"{duration}_count", duration, api="Produce") == 2
+    assert "pykraft_requests_total" not in families  # the histogram's _count is the count
     hist = {
         (labels["api"], labels["le"]): v
         for n, labels, v in families["pykraft_request_duration_seconds"]["samples"]
@@ -187,7 +189,7 @@ def test_fresh_metrics_parse_and_metadata_offset_starts_before_zero() -> None:
     families = parse(BrokerMetrics().render())
     assert families["pykraft_metadata_offset"]["samples"] == [("pykraft_metadata_offset", {}, -1)]
     # A labelled family with no observations yet has HELP and TYPE but no samples.
-    assert families["pykraft_requests_total"]["samples"] == []
+    assert families["pykraft_request_duration_seconds"]["samples"] == []
 
 
 KAFKA_NAMES = {

@@ -125,8 +125,8 @@ def test_no_response_for_a_request_dispatch_answers_with_none() -> None:
         writer.write(request_frame(0, 9, 1, b"fire-and-forget") + request_frame(METADATA, 0, 2))
         frame = await read_frame(reader)
         assert frame is not None and correlation_id(frame) == 2
-        assert harness.metrics.requests.value("Produce") == 1
-        assert harness.metrics.requests.value("Metadata") == 1
+        assert harness.metrics.request_duration.count("Produce") == 1
+        assert harness.metrics.request_duration.count("Metadata") == 1
         await harness.listener.close()
 
     run(scenario)

@@ -78,16 +78,21 @@ def produce(apis: KafkaApis, size: int) -> Any:
     )
 
 
-def fetch(apis: KafkaApis, replica_id: int = -1, session_epoch: int = -1) -> Any:
+def fetch(
+    apis: KafkaApis, replica_id: int = -1, session_epoch: int = -1, session_id: int = 0
+) -> Any:
+    """A fetch of pets-0 from offset 0; an incremental one (session_epoch > 0) names nothing."""
     partition = FetchRequest.FetchTopic.FetchPartition(
         partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
         log_start_offset=-1, partition_max_bytes=1 << 20,
     )  # fmt: skip
+    topics = (
+        [] if session_epoch > 0 else [FetchRequest.FetchTopic(topic="pets", partitions=[partition])]
+    )
     request = FetchRequest(
         version=12, replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-        isolation_level=0, session_id=0, session_epoch=session_epoch,
-        topics=[FetchRequest.FetchTopic(topic="pets", partitions=[partition])],
-        forgotten_topics_data=[], rack_id="",
+        isolation_level=0, session_id=session_id, session_epoch=session_epoch,
+        topics=topics, forgotten_topics_data=[], rack_id="",
     )  # fmt: skip
     return FetchResponse.decode(dispatch(apis, ApiKey.FETCH, 12, encode(request, 12)), version=12)
 
@@ -133,8 +138,8 @@ def test_a_throttled_fetch_is_answered_empty_and_not_counted(cluster: Cluster) -
     assert quotas.fetch.throttled_total == 1
 
 
-def test_a_throttled_fetch_keeps_no_fetch_session(cluster: Cluster) -> None:
-    """The session would count the throttled, empty answer as sent: none is kept, id 0."""
+def test_a_throttled_full_fetch_opens_no_fetch_session(cluster: Cluster) -> None:
+    """``FullFetchContext.getThrottledResponse``: empty, session id 0, no session kept."""
     sessions: FetchSessionCache[Any, Any] = FetchSessionCache(random_session_id)
     apis, _, _ = quota_apis(cluster, fetch_sessions=sessions)
     produce(apis, 5000)
@@ -145,6 +150,28 @@ def test_a_throttled_fetch_keeps_no_fetch_session(cluster: Cluster) -> None:
     set_quota(cluster, "consumer_byte_rate", 1e9)
     opened = fetch(apis, session_epoch=0)
     assert opened.throttle_time_ms == 0 and list(sessions.sessions) == [opened.session_id]
+
+
+def test_a_throttled_incremental_fetch_keeps_its_session_as_it_was(cluster: Cluster) -> None:
+    """``IncrementalFetchContext.getThrottledResponse`` (Kafka's FetchSession.scala): empty,
+    with the session's id; the session lives on, not updated, so the next incremental fetch
+    is answered the records the throttled one held back."""
+    sessions: FetchSessionCache[Any, Any] = FetchSessionCache(random_session_id)
+    apis, _, _ = quota_apis(cluster, fetch_sessions=sessions)
+    opened = fetch(apis, session_epoch=0)  # an empty log: high watermark 0
+    assert opened.session_id != 0 and opened.responses[0].partitions[0].high_watermark == 0
+    produce(apis, 5000)
+    set_quota(cluster, "consumer_byte_rate", 100.0)
+    throttled = fetch(apis, session_epoch=1, session_id=opened.session_id)
+    assert throttled.throttle_time_ms > 0
+    assert (throttled.error_code, throttled.session_id, throttled.responses) == (
+        0, opened.session_id, [],
+    )  # fmt: skip
+    set_quota(cluster, "consumer_byte_rate", 1e9)
+    answer = fetch(apis, session_epoch=2, session_id=opened.session_id)
+    assert (answer.error_code, answer.session_id) == (0, opened.session_id)
+    [partition] = answer.responses[0].partitions
+    assert partition.high_watermark == 1 and len(partition.records) > 5000
 
 
 def test_a_followers_fetch_is_not_client_quotad(cluster: Cluster) -> None:

@@ -131,7 +131,7 @@ def test_metrics_count_requests_and_bytes() -> None:
     with background_broker() as broker:
         request = api_versions_frame(1, 3)
         [frame] = blocking_exchange(broker.port, request)
-        _wait_for(lambda: broker.metrics.requests.value("ApiVersions") == 1)
+        _wait_for(lambda: broker.metrics.request_duration.count("ApiVersions") == 1)
         assert broker.metrics.bytes_in.value() == len(request)
         assert broker.metrics.bytes_out.value() == 4 + len(frame)
 

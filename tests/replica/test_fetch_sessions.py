@@ -122,6 +122,21 @@ def test_incremental_fetch_reads_the_whole_session_and_answers_what_changed() ->
     assert sessions.sessions[session_id].epoch == 2
 
 
+def test_sizing_an_incremental_answer_leaves_the_session_as_it_was() -> None:
+    """``getResponseSize`` (a quota weighs the answer first): same partitions, nothing kept."""
+    sessions = cache()
+    session_id = open_session(sessions, {FOO0: 0, FOO1: 0})
+    context = incremental(sessions, session_id, 1)
+    assert isinstance(context, IncrementalContext)
+    outcomes = {FOO0: outcome(11), FOO1: outcome(10)}
+    sized = sessions.incremental_response(context, outcomes, update=False)
+    assert sized == (Errors.NONE, [FOO0])
+    assert list(sessions.sessions[session_id].partitions) == [FOO0, FOO1]
+    # Not remembered: answering for real still finds foo-0's HW moved, then moves it last.
+    assert sessions.incremental_response(context, outcomes) == sized
+    assert list(sessions.sessions[session_id].partitions) == [FOO1, FOO0]
+
+
 def test_hw_and_log_start_moves_errors_and_diverging_epochs_must_be_answered() -> None:
     sessions = cache()
     session_id = open_session(sessions, {FOO0: 0})
