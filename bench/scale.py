@@ -76,11 +76,6 @@ PARTITIONS_PER_TOPIC = 100
 TOPICS_PER_REQUEST = 10
 VALUE = b"x" * 100
 TIMEOUT_S = 1800.0
-# pykraft reserves (posix_fallocate) an active segment's two indexes whole when they are first
-# used: with Kafka's default segment.index.bytes (10 MiB) that is 20 MiB of disk per partition
-# that took a record, 200 GB for 10,000 (this bench filled the machine's disk once). Kafka
-# preallocates them sparse. Until pykraft does, the topics here use 64 KiB indexes.
-TOPIC_CONFIG = {"segment.index.bytes": "65536"}
 KAFKA_REFERENCE = {
     "zookeeper_era_partitions_per_broker": 4_000,  # KIP-578's quoted guideline
     "zookeeper_era_partitions_per_cluster": 200_000,
@@ -167,7 +162,6 @@ def create_topics(admin: AdminClient, names: list[str], per_request: int = 1) ->
                 name,
                 num_partitions=PARTITIONS_PER_TOPIC,
                 replication_factor=1,
-                config=TOPIC_CONFIG,
             )
             for name in names[start : start + per_request]
         ]
