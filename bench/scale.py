@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -76,6 +77,11 @@ PARTITIONS_PER_TOPIC = 100
 TOPICS_PER_REQUEST = 10
 VALUE = b"x" * 100
 TIMEOUT_S = 1800.0
+# A broker holds at least one descriptor per partition; 100,000 across 3 is ~33,000 each, over
+# this machine's `ulimit -n` (20,000). Kafka leaves the limit to the operator ("File descriptors
+# and mmap": 100,000 or more); the bench (run as root) raises its own hard limit, which the
+# brokers inherit and raise their soft limit to (pykraft/open_files.py).
+OPEN_FILES_HARD_LIMIT = 262_144
 KAFKA_REFERENCE = {
     "zookeeper_era_partitions_per_broker": 4_000,  # KIP-578's quoted guideline
     "zookeeper_era_partitions_per_cluster": 200_000,
@@ -342,6 +348,18 @@ def show(result: dict[str, Any]) -> None:
         print(f"  {name:<42} {value!s:<44} {peer}")
 
 
+def raise_hard_open_files_limit(wanted: int = OPEN_FILES_HARD_LIMIT) -> int:
+    """Raise this process's hard RLIMIT_NOFILE (for the brokers it starts); the limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = min(wanted, int(Path("/proc/sys/fs/nr_open").read_text()))
+    if hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, wanted))
+        except (OSError, ValueError) as error:
+            print(f"cannot raise the open files hard limit to {wanted}: {error}", file=sys.stderr)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2,000 on 1 broker, 10,000 on 3")
@@ -362,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         configurations = [(2_000, 1), (10_000, 3)]
     else:
         configurations = [(10_000, 1), (100_000, 3)]
+    hard_limit = raise_hard_open_files_limit()
+    print(f"brokers start with an open files hard limit of {hard_limit} (soft raised to it)")
     results = []
     for partitions, brokers in configurations:
         root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
