@@ -249,16 +249,27 @@ def hosted(cluster: Cluster, node: Node, topics: list[str]) -> list[tuple[str, i
     ]
 
 
+class _Shown(dict[str, Any]):
+    """A result that prints each figure as it is measured (a long run that fails late still
+    leaves the figures it got)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        print(f"  {key}: {value}", flush=True)
+
+
 def measure(
     partitions: int, brokers: int, rounds: int, root: Path, topics_per_request: int
 ) -> dict[str, Any]:
     topics = [f"scale-{i:05}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
     everything = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
-    result: dict[str, Any] = {
-        "partitions": partitions,
-        "brokers": brokers,
-        "topics_per_request": topics_per_request,
-    }
+    result: dict[str, Any] = _Shown(
+        {
+            "partitions": partitions,
+            "brokers": brokers,
+            "topics_per_request": topics_per_request,
+        }
+    )
     result["peer_empty_dirs_s"] = round(empty_partition_dirs_s(root, partitions), 2)
     with Cluster(root, brokers) as cluster:
         try:

@@ -201,9 +201,24 @@ class _IndexFile:
         self.entries += len(entries)
         self._last = entries[-1]
 
+    def _read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the file: from the map if there is one, else read with a
+        descriptor closed at once. A broker loading 10,000 partitions reads every time index's
+        last entry (its segment's max timestamp) and, after a crash, checks every index:
+        mapping them held a descriptor each, past ``ulimit -n`` (issue 18)."""
+        if self._mmap is not None:
+            return self._mmap[start:end]
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
+
     def _last_raw(self) -> tuple[int, int] | None:
         if self._last is None and self.entries:
-            self._last = self._unpack(self.entries - 1)
+            start = (self.entries - 1) * self._entry_size
+            first, second = self.ENTRY.unpack(self._read(start, start + self._entry_size))
+            self._last = (int(first), int(second))
         return self._last
 
     def _floor_slot(self, target: int, key: Callable[[int], int]) -> int:
@@ -232,7 +247,7 @@ class _IndexFile:
         """All entries as two lists (sanity checks: C-speed comparisons over whole columns)."""
         if self.entries == 0:
             return [], []
-        raw = self._mapped()[: self.size_in_bytes]
+        raw = self._read(0, self.size_in_bytes)
         firsts, seconds = [], []
         for first, second in self.ENTRY.iter_unpack(raw):
             firsts.append(first)

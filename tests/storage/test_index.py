@@ -289,3 +289,24 @@ def test_an_entry_past_the_reserved_pages_needs_its_blocks_first(
     assert index.lookup(per_page) == OffsetPosition(per_page, per_page * 10)
     assert RESERVE_BYTES < allocated_bytes(index.path) < MIB
     index.close()
+
+
+def test_a_reopened_index_answers_its_last_entry_and_checks_without_a_descriptor(
+    tmp_path: Path,
+) -> None:
+    # A broker restarting with 10,000 partitions reads every time index's last entry and,
+    # after a crash, sanity-checks every index: a map for that held a descriptor each.
+    index, times = offset_index(tmp_path, base=0), time_index(tmp_path, base=0)
+    index.append(5, 100)
+    times.maybe_append(1000, 5)
+    index.close()
+    times.close()
+    before = open_descriptors()
+    index, times = offset_index(tmp_path, base=0), time_index(tmp_path, base=0)
+    assert (index.last_offset, times.last_entry) == (5, TimestampOffset(1000, 5))
+    index.sanity_check(log_size=200)
+    times.sanity_check(log_size=200)
+    assert open_descriptors() == before
+    assert index.lookup(7) == OffsetPosition(5, 100)  # a lookup maps the file
+    assert open_descriptors() == before + 1
+    index.close()
