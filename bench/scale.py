@@ -12,9 +12,14 @@ each next to a peer or limit from the same run where one exists:
   AdminClient, as an operator's script would batch them; ``--topics-per-request``); partitions/s.
   Peer: the same number of partition directories with their two files (``.log``, ``.index``)
   made empty on this disk. Known limit (2026-11, load average 8-10 on this 2-core machine): a
-  request of 1,000 partitions can keep the controller from answering a broker heartbeat within
-  ``broker.session.timeout.ms``; the broker is fenced and the next CreateTopics fails
-  (INVALID_REPLICATION_FACTOR, or REQUEST_TIMED_OUT). ``--topics-per-request 1`` gets through.
+  request of 1,000 partitions gets the broker fenced (no heartbeat within
+  ``broker.session.timeout.ms``) and the next CreateTopics fails (INVALID_REPLICATION_FACTOR,
+  or REQUEST_TIMED_OUT); ``--topics-per-request 1`` gets through. Reproduced at the first
+  request and profiled (py-spy): not the controller (80% of its samples idle in pysyncobj's
+  poll) but the broker's event loop, held by ``ReplicaManager.apply_delta`` creating the new
+  partitions one after another (each: directory fsyncs, the leader-epoch checkpoint written and
+  fsynced), so the heartbeat task does not run. Kafka heartbeats from its own thread
+  (``BrokerLifecycleManager``'s event queue).
 * served: from the last CreateTopics answer to one record produced to every partition and
   acknowledged (metadata at every broker, leaders loaded); and, on the loaded cluster, the same
   for one new topic of 100 partitions.
@@ -45,6 +50,25 @@ per partition; controller metadata 0.8 MiB. Part of the create and restart gains
 of busy time was that fsync in py-spy) came from the reverted write.
 With ``ulimit -n`` 20,000 a broker could not hold 10,000 partitions before (3.15 descriptors
 each); 100,000 across 3 brokers (33,000 each) needs a higher limit even at one per partition.
+
+Measured 2026-11-26 16:05-16:20 UTC on the same machine, load average 8-9 (other helpers'
+benches), ``--partitions 10000 --brokers 1 --topics-per-request 1``, with index files sparse
+(``storage/index.py``; before, each partition that took a record reserved 20 MiB):
+create 162.9 s = 61 partitions/s (10,000 empty dirs with two files: 4.9 s); served after
+create 9.0 s; a new topic of 100 on the loaded cluster: created in 2,555 ms, served 86 ms later;
+RSS 140 MiB, 6.6 KiB per partition; 1.01 open files per partition; round-robin produce 2,177
+records/s (into one partition: 260,598); disk 209 MiB allocated in all (~21 KiB per
+partition). Clean restart: exit 124 s (closing 10,000 logs: a producer snapshot written and
+fsynced with its directory, the final time-index entry, the index trims), 10,200 logs loaded
+in 18 s, RUNNING 30 s after the start, and then not served: becoming leader again writes
+10,000 leader-epoch checkpoints (file and directory fsync) on the event loop, the heartbeat
+starves, the controller fences the broker (5 times in 5 minutes), which unfences, gets the
+leaderships back with new epochs and writes them all again. Before the index fix of that day
+the restart did not even load: reading each time index's last entry mapped it, a descriptor
+each, and the broker stopped with ``[Errno 24] Too many open files``. Where the create time
+goes (py-spy, broker): 87% in ``apply_delta``; directory fsyncs 33% self, the leader-epoch
+checkpoint 27%, creating the three files 27%. 100,000 on 3 brokers was not run: the hard limit
+here is 20,000 and the container cannot raise it (no CAP_SYS_RESOURCE: ``setrlimit`` EPERM).
 """
 
 from __future__ import annotations
