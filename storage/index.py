@@ -124,10 +124,12 @@ class _IndexFile:
                         os.ftruncate(fd, 0)
                     raise
                 self.entries = 0
+                reserved = min(length, RESERVE_BYTES)
             else:
                 self.entries = length // self._entry_size
+                reserved = 0  # not known: the first append reserves (a no-op where allocated)
             self._length = length
-            self._reserved = 0  # bytes from the start known to have blocks (see _reserve)
+            self._reserved = reserved  # bytes from the start known to have blocks (_reserve)
             self._mmap: mmap.mmap | None = None  # made by _mapped on first use
             self._last: tuple[int, int] | None = None  # the last entry, cached (hot path)
         finally:
