@@ -12,9 +12,14 @@ each next to a peer or limit from the same run where one exists:
   AdminClient, as an operator's script would batch them; ``--topics-per-request``); partitions/s.
   Peer: the same number of partition directories with their two files (``.log``, ``.index``)
   made empty on this disk. Known limit (2026-11, load average 8-10 on this 2-core machine): a
-  request of 1,000 partitions can keep the controller from answering a broker heartbeat within
-  ``broker.session.timeout.ms``; the broker is fenced and the next CreateTopics fails
-  (INVALID_REPLICATION_FACTOR, or REQUEST_TIMED_OUT). ``--topics-per-request 1`` gets through.
+  request of 1,000 partitions gets the broker fenced (no heartbeat within
+  ``broker.session.timeout.ms``) and the next CreateTopics fails (INVALID_REPLICATION_FACTOR,
+  or REQUEST_TIMED_OUT); ``--topics-per-request 1`` gets through. Reproduced at the first
+  request and profiled (py-spy): not the controller (80% of its samples idle in pysyncobj's
+  poll) but the broker's event loop, held by ``ReplicaManager.apply_delta`` creating the new
+  partitions one after another (each: directory fsyncs, the leader-epoch checkpoint written and
+  fsynced), so the heartbeat task does not run. Kafka heartbeats from its own thread
+  (``BrokerLifecycleManager``'s event queue).
 * served: from the last CreateTopics answer to one record produced to every partition and
   acknowledged (metadata at every broker, leaders loaded); and, on the loaded cluster, the same
   for one new topic of 100 partitions.
@@ -45,6 +50,32 @@ per partition; controller metadata 0.8 MiB. Part of the create and restart gains
 of busy time was that fsync in py-spy) came from the reverted write.
 With ``ulimit -n`` 20,000 a broker could not hold 10,000 partitions before (3.15 descriptors
 each); 100,000 across 3 brokers (33,000 each) needs a higher limit even at one per partition.
+
+Measured 2026-11-26 16:05-16:20 UTC on the same machine, load average 8-9 (other helpers'
+benches), ``--partitions 10000 --brokers 1 --topics-per-request 1``, with index files sparse
+(``storage/index.py``; before, each partition that took a record reserved 20 MiB):
+create 162.9 s = 61 partitions/s (10,000 empty dirs with two files: 4.9 s); served after
+create 9.0 s; a new topic of 100 on the loaded cluster: created in 2,555 ms, served 86 ms later;
+RSS 140 MiB, 6.6 KiB per partition; 1.01 open files per partition; round-robin produce 2,177
+records/s (into one partition: 260,598); disk 209 MiB allocated in all (~21 KiB per
+partition). Clean restart: exit 124 s (closing 10,000 logs: a producer snapshot written and
+fsynced with its directory, the final time-index entry, the index trims), 10,200 logs loaded
+in 18 s, RUNNING 30 s after the start, and then not served: becoming leader again writes
+10,000 leader-epoch checkpoints (file and directory fsync) on the event loop, the heartbeat
+starves, the controller fences the broker (5 times in 5 minutes), which unfences, gets the
+leaderships back with new epochs and writes them all again. Before the index fix of that day
+the restart did not even load: reading each time index's last entry mapped it, a descriptor
+each, and the broker stopped with ``[Errno 24] Too many open files``. Where the create time
+goes (py-spy, broker): 87% in ``apply_delta``; directory fsyncs 33% self, the leader-epoch
+checkpoint 27%, creating the three files 27%. 100,000 on 3 brokers was not run: the hard limit
+here is 20,000 and the container cannot raise it (no CAP_SYS_RESOURCE: ``setrlimit`` EPERM).
+Instead ``--partitions 30000 --brokers 3 --topics-per-request 1`` (16:20-16:37, load 10-12):
+create 384.9 s = 78 partitions/s, during which the controller fenced a broker 13 times (the
+loop held by leader-epoch checkpoint writes, 97% of broker 11's samples; the controller idle);
+each fence moved leaderships and new partitions to the others (broker 10 ended with ~16,000
+partition dirs, 11 and 12 with ~5,700 and ~8,300), whose new epochs were written again, and
+so on: one record to every partition was still not acknowledged 6 minutes after the last
+CreateTopics (49 fences after 8 minutes), and the run was stopped there.
 """
 
 from __future__ import annotations
@@ -52,6 +83,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -76,11 +108,12 @@ PARTITIONS_PER_TOPIC = 100
 TOPICS_PER_REQUEST = 10
 VALUE = b"x" * 100
 TIMEOUT_S = 1800.0
-# pykraft reserves (posix_fallocate) an active segment's two indexes whole when they are first
-# used: with Kafka's default segment.index.bytes (10 MiB) that is 20 MiB of disk per partition
-# that took a record, 200 GB for 10,000 (this bench filled the machine's disk once). Kafka
-# preallocates them sparse. Until pykraft does, the topics here use 64 KiB indexes.
-TOPIC_CONFIG = {"segment.index.bytes": "65536"}
+RESTART_SERVED_TIMEOUT_S = 240.0
+# A broker holds at least one descriptor per partition; 100,000 across 3 is ~33,000 each, over
+# this machine's `ulimit -n` (20,000). Kafka leaves the limit to the operator ("File descriptors
+# and mmap": 100,000 or more); the bench (run as root) raises its own hard limit, which the
+# brokers inherit and raise their soft limit to (pykraft/open_files.py).
+OPEN_FILES_HARD_LIMIT = 262_144
 KAFKA_REFERENCE = {
     "zookeeper_era_partitions_per_broker": 4_000,  # KIP-578's quoted guideline
     "zookeeper_era_partitions_per_cluster": 200_000,
@@ -167,7 +200,6 @@ def create_topics(admin: AdminClient, names: list[str], per_request: int = 1) ->
                 name,
                 num_partitions=PARTITIONS_PER_TOPIC,
                 replication_factor=1,
-                config=TOPIC_CONFIG,
             )
             for name in names[start : start + per_request]
         ]
@@ -176,7 +208,7 @@ def create_topics(admin: AdminClient, names: list[str], per_request: int = 1) ->
 
 
 def produce_rounds(
-    bootstrap: str, targets: list[tuple[str, int]], rounds: int
+    bootstrap: str, targets: list[tuple[str, int]], rounds: int, timeout_s: float = TIMEOUT_S
 ) -> tuple[float, int]:
     """Seconds until ``rounds`` records to each of ``targets`` are acknowledged; retries."""
     producer = confluent_kafka.Producer(
@@ -185,7 +217,7 @@ def produce_rounds(
             "linger.ms": 5,
             "acks": "1",
             "queue.buffering.max.messages": 2_000_000,
-            "message.timeout.ms": int(TIMEOUT_S * 1000),
+            "message.timeout.ms": int(timeout_s * 1000),
             "topic.metadata.refresh.fast.interval.ms": 50,
             "log_level": 2,
         }
@@ -207,7 +239,7 @@ def produce_rounds(
                     producer.poll(0.05)
             if index % 1000 == 0:
                 producer.poll(0)
-    remaining = producer.flush(TIMEOUT_S)
+    remaining = producer.flush(timeout_s)
     elapsed = time.perf_counter() - started
     if remaining or failures:
         raise RuntimeError(f"{remaining} undelivered, {len(failures)} failed: {failures[:1]}")
@@ -216,7 +248,7 @@ def produce_rounds(
 
 def restart_broker(
     cluster: Cluster, node: Node, targets: list[tuple[str, int]], signum: signal.Signals
-) -> dict[str, float]:
+) -> dict[str, Any]:
     process = cluster.dev.processes[node.name]
     stopped = time.perf_counter()
     process.send_signal(signum)
@@ -226,13 +258,14 @@ def restart_broker(
     cluster.dev.start(node)
     wait_for(lambda: broker_state(node) == "RUNNING", f"{node.name} RUNNING", TIMEOUT_S)
     running_s = time.perf_counter() - started
-    produce_rounds(cluster.bootstrap_servers, targets, 1)
-    served_s = time.perf_counter() - started
-    return {
-        "exit_s": round(exit_s, 2),
-        "running_s": round(running_s, 2),
-        "served_s": round(served_s, 2),
-    }
+    figures: dict[str, Any] = {"exit_s": round(exit_s, 2), "running_s": round(running_s, 2)}
+    try:
+        produce_rounds(cluster.bootstrap_servers, targets, 1, RESTART_SERVED_TIMEOUT_S)
+    except RuntimeError as error:  # e.g. fenced again and again (see the module docstring)
+        figures["served_s"] = f"not within {RESTART_SERVED_TIMEOUT_S:.0f} s: {error}"[:160]
+        return figures
+    figures["served_s"] = round(time.perf_counter() - started, 2)
+    return figures
 
 
 def hosted(cluster: Cluster, node: Node, topics: list[str]) -> list[tuple[str, int]]:
@@ -249,16 +282,27 @@ def hosted(cluster: Cluster, node: Node, topics: list[str]) -> list[tuple[str, i
     ]
 
 
+class _Shown(dict[str, Any]):
+    """A result that prints each figure as it is measured (a long run that fails late still
+    leaves the figures it got)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        print(f"  {key}: {value}", flush=True)
+
+
 def measure(
     partitions: int, brokers: int, rounds: int, root: Path, topics_per_request: int
 ) -> dict[str, Any]:
     topics = [f"scale-{i:05}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
     everything = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
-    result: dict[str, Any] = {
-        "partitions": partitions,
-        "brokers": brokers,
-        "topics_per_request": topics_per_request,
-    }
+    result: dict[str, Any] = _Shown(
+        {
+            "partitions": partitions,
+            "brokers": brokers,
+            "topics_per_request": topics_per_request,
+        }
+    )
     result["peer_empty_dirs_s"] = round(empty_partition_dirs_s(root, partitions), 2)
     with Cluster(root, brokers) as cluster:
         try:
@@ -316,7 +360,10 @@ def _measure_on(
     result["restart_partitions"] = len(mine)
     result["peer_walk_log_dirs_s"] = round(walk_s(cluster.data_dir(victim)), 2)
     result["restart_clean"] = restart_broker(cluster, victim, mine, signal.SIGTERM)
-    result["restart_kill9"] = restart_broker(cluster, victim, mine, signal.SIGKILL)
+    if isinstance(result["restart_clean"]["served_s"], str):
+        result["restart_kill9"] = "skipped: the clean restart was not served"
+    else:
+        result["restart_kill9"] = restart_broker(cluster, victim, mine, signal.SIGKILL)
     controller = cluster.dev.layout.controllers[0]
     size, read_s = read_tree_s(cluster.data_dir(controller))
     result["controller_metadata_mib"] = round(size / 2**20, 1)
@@ -348,6 +395,18 @@ def show(result: dict[str, Any]) -> None:
         print(f"  {name:<42} {value!s:<44} {peer}")
 
 
+def raise_hard_open_files_limit(wanted: int = OPEN_FILES_HARD_LIMIT) -> int:
+    """Raise this process's hard RLIMIT_NOFILE (for the brokers it starts); the limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = min(wanted, int(Path("/proc/sys/fs/nr_open").read_text()))
+    if hard < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, wanted))
+        except (OSError, ValueError) as error:
+            print(f"cannot raise the open files hard limit to {wanted}: {error}", file=sys.stderr)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2,000 on 1 broker, 10,000 on 3")
@@ -368,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         configurations = [(2_000, 1), (10_000, 3)]
     else:
         configurations = [(10_000, 1), (100_000, 3)]
+    hard_limit = raise_hard_open_files_limit()
+    print(f"brokers start with an open files hard limit of {hard_limit} (soft raised to it)")
     results = []
     for partitions, brokers in configurations:
         root = Path(tempfile.mkdtemp(prefix="bench-scale-"))

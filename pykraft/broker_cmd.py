@@ -37,9 +37,11 @@ from pykraft.broker.config import BrokerConfig, BrokerConfigError
 from pykraft.broker.server import BrokerServer
 from pykraft.broker.server_run import run_broker
 from pykraft.metadata.records import uuid_to_kafka_string
+from pykraft.open_files import raise_open_files_limit
 from pykraft.properties import ConfigError, Properties
 from pykraft.storage.system_clock import SystemClock
 
+logger = logging.getLogger(__name__)
 META_PROPERTIES = "meta.properties"
 
 
@@ -117,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    limit = raise_open_files_limit()  # each partition holds a descriptor
+    logger.log(logging.WARNING if limit.error else logging.INFO, "%s", limit.describe())
     try:
         props = Properties.load(args.config)
         config = load_broker_config(props)

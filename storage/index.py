@@ -2,8 +2,10 @@
 
 Both are files of fixed-size big-endian entries, memory-mapped (as Kafka does; a measurement on
 this machine gave 0.2 us per mmap append against 0.7 us for ``os.pwrite``, and lookups about
-twice as fast). The active segment's index files are preallocated to ``segment.index.bytes``
-(zeros past the last entry) and trimmed to their entries when the segment rolls or closes.
+twice as fast). The active segment's index files are made ``segment.index.bytes`` long, sparse
+(zeros past the last entry, no blocks behind them: Kafka's ``AbstractIndex`` sizes a new index
+with ``RandomAccessFile.setLength``), and trimmed to their entries when the segment rolls or
+closes. Blocks are reserved a page at a time just ahead of the entries (see ``_reserve``).
 
 * ``.index``: ``relativeOffset int32, position int32`` — an entry every
   ``index.interval.bytes`` of log, keyed by the last offset of the batch at ``position``.
@@ -76,26 +78,26 @@ def _non_decreasing(values: list[int]) -> bool:
     return all(map(operator.le, values, values[1:]))
 
 
-def _reserve(fd: int, old_size: int, new_size: int) -> None:
-    """Grow the file to ``new_size`` with its blocks allocated (``posix_fallocate``).
+RESERVE_BYTES = 4096  # blocks reserved ahead of the entries: one page (512 offset entries)
+
+
+def _reserve(fd: int, offset: int, length: int) -> None:
+    """Allocate the blocks of ``[offset, offset + length)`` (``posix_fallocate``).
 
     Entries are written through the memory map, and a write to a page of a sparse file that
     the file system has no room for kills the process with SIGBUS — no ``OSError`` to answer
-    KAFKA_STORAGE_ERROR with (measured on a full 1 MiB tmpfs: exit -7). Reserving the blocks
-    up front moves ENOSPC here, where a roll or an open fails cleanly before anything is
-    written. (Kafka preallocates sparse and gets an ``InternalError`` from the JVM instead.)
-    On ext4 this is an extent update, not a write of zeros: opening a new 10 MiB index took
-    1.5 ms against 0.9 ms sparse (200 opens, this machine) — twice per roll.
+    KAFKA_STORAGE_ERROR with (measured on a full 1 MiB tmpfs: exit -7). So the file stays
+    sparse (as Kafka's) but the page an entry goes to is reserved before the entry is written:
+    the first page when the file is made (ENOSPC fails the open or the roll), the next ones
+    before an append writes its batch (``ensure_room``). Whole 10 MiB reservations cost 20 MiB
+    of disk per partition (200 GB for 10,000; issue 18).
     """
     try:
-        os.posix_fallocate(fd, old_size, new_size - old_size)
+        os.posix_fallocate(fd, offset, length)
     except OSError as error:
-        if error.errno in (errno.EOPNOTSUPP, errno.EINVAL):
-            os.ftruncate(fd, new_size)  # the file system cannot reserve: stay sparse
-            return
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, old_size)
-        raise
+        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        # The file system cannot reserve: the file stays sparse.
 
 
 class _IndexFile:
@@ -111,13 +113,23 @@ class _IndexFile:
         try:
             length = os.fstat(fd).st_size
             if length == 0:
-                # A new (or empty) file: preallocate. Kafka: AbstractIndex's constructor.
+                # A new (or empty) file: its full length, sparse. Kafka: AbstractIndex's
+                # constructor, ``raf.setLength(roundDownToExactMultiple(maxIndexSize, ...))``.
                 length = self._round_down(max_index_size)
-                _reserve(fd, 0, length)
+                try:
+                    os.ftruncate(fd, length)
+                    _reserve(fd, 0, min(length, RESERVE_BYTES))
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, 0)
+                    raise
                 self.entries = 0
+                reserved = min(length, RESERVE_BYTES)
             else:
                 self.entries = length // self._entry_size
+                reserved = 0  # not known: the first append reserves (a no-op where allocated)
             self._length = length
+            self._reserved = reserved  # bytes from the start known to have blocks (_reserve)
             self._mmap: mmap.mmap | None = None  # made by _mapped on first use
             self._last: tuple[int, int] | None = None  # the last entry, cached (hot path)
         finally:
@@ -132,6 +144,20 @@ class _IndexFile:
             finally:
                 os.close(fd)
         return self._mmap
+
+    def ensure_room(self, more_entries: int) -> None:
+        """Reserve the blocks of the next ``more_entries`` entries (at most to the end of the
+        file), a page at a time: an ``OSError`` here, not SIGBUS at the write."""
+        end = min(self._length, (self.entries + more_entries) * self._entry_size)
+        if end <= self._reserved:
+            return
+        end = min(self._length, -(-end // RESERVE_BYTES) * RESERVE_BYTES)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            _reserve(fd, self._reserved, end - self._reserved)
+        finally:
+            os.close(fd)
+        self._reserved = end
 
     def _round_down(self, size: int) -> int:
         return size - size % self._entry_size
@@ -159,6 +185,7 @@ class _IndexFile:
 
     def _pack(self, first: int, second: int) -> None:
         assert self.entries < self.max_entries
+        self.ensure_room(1)
         self.ENTRY.pack_into(self._mapped(), self.entries * self._entry_size, first, second)
         self.entries += 1
         self._last = (first, second)
@@ -168,6 +195,7 @@ class _IndexFile:
         assert self.entries + len(entries) <= self.max_entries
         if not entries:
             return
+        self.ensure_room(len(entries))
         pack = self.ENTRY.pack
         start = self.entries * self._entry_size
         data = b"".join([pack(first, second) for first, second in entries])
@@ -175,9 +203,24 @@ class _IndexFile:
         self.entries += len(entries)
         self._last = entries[-1]
 
+    def _read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the file: from the map if there is one, else read with a
+        descriptor closed at once. A broker loading 10,000 partitions reads every time index's
+        last entry (its segment's max timestamp) and, after a crash, checks every index:
+        mapping them held a descriptor each, past ``ulimit -n`` (issue 18)."""
+        if self._mmap is not None:
+            return self._mmap[start:end]
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
+
     def _last_raw(self) -> tuple[int, int] | None:
         if self._last is None and self.entries:
-            self._last = self._unpack(self.entries - 1)
+            start = (self.entries - 1) * self._entry_size
+            first, second = self.ENTRY.unpack(self._read(start, start + self._entry_size))
+            self._last = (int(first), int(second))
         return self._last
 
     def _floor_slot(self, target: int, key: Callable[[int], int]) -> int:
@@ -206,7 +249,7 @@ class _IndexFile:
         """All entries as two lists (sanity checks: C-speed comparisons over whole columns)."""
         if self.entries == 0:
             return [], []
-        raw = self._mapped()[: self.size_in_bytes]
+        raw = self._read(0, self.size_in_bytes)
         firsts, seconds = [], []
         for first, second in self.ENTRY.iter_unpack(raw):
             firsts.append(first)
@@ -221,7 +264,7 @@ class _IndexFile:
             )
 
     def resize(self, new_size: int) -> None:
-        """Grow (preallocate) or shrink the file, keeping the entries (Kafka ``resize``)."""
+        """Grow (sparse) or shrink the file, keeping the entries (Kafka ``resize``)."""
         rounded = max(self._round_down(new_size), self.size_in_bytes)
         if rounded == self._length:
             return
@@ -229,21 +272,22 @@ class _IndexFile:
         self._release_map()
         fd = os.open(self.path, os.O_RDWR)
         try:
-            if rounded > self._length:
-                _reserve(fd, self._length, rounded)
-            else:
-                os.ftruncate(fd, rounded)
+            os.ftruncate(fd, rounded)
+            self._reserved = min(self._reserved, rounded)
             if was_mapped and rounded:  # stay mapped: flush's msync covers what was written
                 self._mmap = mmap.mmap(fd, rounded)
         finally:
             os.close(fd)
+        grew = rounded > self._length
         self._length = rounded
+        if grew:
+            self.ensure_room(1)  # ENOSPC here, when the segment becomes active again
 
     def trim_to_valid_size(self) -> None:
         self.resize(self.size_in_bytes)
 
     def reset(self) -> None:
-        """Drop every entry (recovery rebuilds from scratch), keeping the preallocation."""
+        """Drop every entry (recovery rebuilds from scratch), keeping the file's length."""
         self._truncate_to_entries(0)
 
     def _truncate_to_entries(self, entries: int) -> None:

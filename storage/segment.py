@@ -208,7 +208,10 @@ class LogSegment:
         A failed write (``OSError``) is cut back off the file and changes nothing else.
         """
         physical_position = self.size
-        self.open_indexes()  # before the write: a failure must leave no batch behind
+        # Before the write: a failure must leave no batch behind. A batch adds at most one
+        # entry to each index; their pages are reserved now (index.py, ``_reserve``).
+        self.offset_index.ensure_room(len(batches))
+        self.time_index.ensure_room(len(batches))
         try:
             _write_fully(self._fd, memoryview(buffer), physical_position)
         except OSError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -9,12 +10,18 @@ import pytest
 
 from pykraft.storage.index import (
     NO_TIMESTAMP,
+    RESERVE_BYTES,
     CorruptIndexError,
     OffsetIndex,
     OffsetPosition,
     TimeIndex,
     TimestampOffset,
 )
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
+
+MIB = 1 << 20
 
 MAX_SIZE = 80  # ten offset entries
 
@@ -233,3 +240,73 @@ def test_an_index_holds_a_descriptor_only_once_it_has_entries(tmp_path: Path) ->
         opened.close()
     assert open_descriptors() == before
     assert [offset_index(tmp_path, base).entries for base in (0, 100)] == [1, 1]  # trimmed
+
+
+# ------------------------------------------------------------------ sparse files
+
+
+def allocated_bytes(path: Path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_a_new_partitions_index_files_are_sparse(tmp_path: Path) -> None:
+    # Kafka sizes a new index with RandomAccessFile.setLength: the file is segment.index.bytes
+    # long with no blocks behind it. Reserving both whole cost 20 MiB of disk per partition.
+    config = LogConfig()  # segment.index.bytes 10 MiB
+    log = PartitionLog.open(tmp_path / "orders-0", config)
+    log.append_as_leader(
+        bytearray(build_batch([SimpleRecord(b"v", timestamp=1)])), leader_epoch=0, now_ms=0
+    )
+    for suffix, entry_size in ((".index", 8), (".timeindex", 12)):
+        (path,) = log.directory.glob(f"*{suffix}")
+        assert path.stat().st_size == config.segment_index_bytes // entry_size * entry_size
+        assert allocated_bytes(path) <= 8192  # the first page only (a file system block or two)
+    log.local_log.close()  # trimmed to the entries: the time index keeps the max timestamp
+    assert [p.stat().st_size for p in sorted(log.directory.glob("*index"))] == [0, 12]
+
+
+def test_an_entry_past_the_reserved_pages_needs_its_blocks_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A write through the map into a hole the disk has no room for is SIGBUS, so the page an
+    # entry goes to is reserved before: a full disk is an OSError and the index is unchanged.
+    index = offset_index(tmp_path, base=0, size=MIB)
+    per_page = RESERVE_BYTES // 8
+    index.append_many([(n, n * 10) for n in range(per_page)])  # fills the first page
+    assert allocated_bytes(index.path) <= 8192
+
+    def no_room(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "posix_fallocate", no_room)
+        with pytest.raises(OSError, match="No space"):
+            index.append(per_page, per_page * 10)
+        with pytest.raises(OSError, match="No space"):
+            index.ensure_room(1)
+    assert index.entries == per_page
+    index.append(per_page, per_page * 10)
+    assert index.lookup(per_page) == OffsetPosition(per_page, per_page * 10)
+    assert RESERVE_BYTES < allocated_bytes(index.path) < MIB
+    index.close()
+
+
+def test_a_reopened_index_answers_its_last_entry_and_checks_without_a_descriptor(
+    tmp_path: Path,
+) -> None:
+    # A broker restarting with 10,000 partitions reads every time index's last entry and,
+    # after a crash, sanity-checks every index: a map for that held a descriptor each.
+    index, times = offset_index(tmp_path, base=0), time_index(tmp_path, base=0)
+    index.append(5, 100)
+    times.maybe_append(1000, 5)
+    index.close()
+    times.close()
+    before = open_descriptors()
+    index, times = offset_index(tmp_path, base=0), time_index(tmp_path, base=0)
+    assert (index.last_offset, times.last_entry) == (5, TimestampOffset(1000, 5))
+    index.sanity_check(log_size=200)
+    times.sanity_check(log_size=200)
+    assert open_descriptors() == before
+    assert index.lookup(7) == OffsetPosition(5, 100)  # a lookup maps the file
+    assert open_descriptors() == before + 1
+    index.close()
