@@ -246,22 +246,27 @@ class Checker:
                 )
         self._unchecked_acks.clear()
 
-    def check_kept(self, key: PartitionKey, logs: dict[int, PartitionLog]) -> None:
+    def check_kept(self, key: PartitionKey, logs: dict[int, PartitionLog]) -> int:
         """A partition left offline (KIP-966 runs): every acknowledged value is still on some
-        replica, at its offset — unavailable, not lost."""
+        replica, at its offset — unavailable, not lost — and one replica holds them all (the
+        one an operator's unclean election must pick); that replica's id is returned."""
+        acked = self.acked.get(key, {})
         held = {offset: value for log in logs.values() for offset, _, value in records(log)}
         kept = {
-            (offset, value)
-            for log in logs.values()
-            for offset, _, value in records(log)
-            if offset in self.acked.get(key, {})
+            broker_id: {(o, v) for o, _, v in records(log) if acked.get(o) == v}
+            for broker_id, log in logs.items()
         }
-        for offset, value in sorted(self.acked.get(key, {}).items()):
-            if (offset, value) not in kept:
+        anywhere = set().union(*kept.values())
+        for offset, value in sorted(acked.items()):
+            if (offset, value) not in anywhere:
                 fail(
                     f"{key}: {value} acknowledged at offset {offset} is on no replica of the "
                     f"offline partition ({held.get(offset)!r} there)"
                 )
+        whole = [broker_id for broker_id, pairs in sorted(kept.items()) if len(pairs) == len(acked)]
+        if not whole:
+            fail(f"{key}: no replica of the offline partition holds every acknowledged value")
+        return whole[0]
 
     def check_converged(self, key: PartitionKey, logs: dict[int, PartitionLog]) -> None:
         """After quiescing: every replica holds every acknowledged value at its offset."""

@@ -54,16 +54,18 @@ be enough: after its registration a broker is out of the ISR but still lacks the
 a second power loss on the one broker that holds them would take the last copy. Availability
 is what KIP-966 gives up: a kill -9 cannot show a clean shutdown either, so once every ISR and
 ELR member has restarted that way the partition stays offline (Kafka 4.x then elects its last
-known leader uncleanly; pykraft leaves that to an operator), and such partitions are checked
-for keeping every acknowledged record on some replica instead of converging. Without eligible
-leader replicas the same rule loses acknowledged records: the last ISR member, having lost its
-tail, is kept in the ISR and elected when it comes back.
+known leader uncleanly; pykraft leaves that to an operator), and such partitions are checked,
+instead of converging, for one replica holding every acknowledged record (the one such an
+election must pick); the producer's final read is of it, as the other replicas may hold a stale
+or divergent tail they never got to truncate. Without eligible leader replicas the same rule
+loses acknowledged records: the last ISR member, having lost its tail, is kept in the ISR and
+elected when it comes back.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pykraft.broker.controller_client import MetadataBatch, RecordsPage
@@ -527,15 +529,17 @@ class ReplicationSimulation:
         ]
         self.sends.complete(invocation, OpType.OK, landed)
 
-    def check_history(self) -> None:
+    def check_history(self, readers: Mapping[PartitionKey, int]) -> None:
         """Once converged: sends never answered end as info, every partition's log is read
-        whole, and the history must be free of anomalies but ``TOLERATED``."""
+        whole (of broker 0, or of the broker ``readers`` names: for a partition left offline,
+        the replica that kept every acknowledged record, where another may hold a stale or
+        divergent tail), and the history must be free of anomalies but ``TOLERATED``."""
         for values in sorted(self._sending):
             self.sends.complete(self._sending.pop(values), OpType.INFO)
         final = {}
         for topic, partition in self.partition_keys():
             if topic == TOPIC:
-                log = self.disks[0].log((topic, partition))
+                log = self.disks[readers.get((topic, partition), 0)].log((topic, partition))
                 final[partition] = [Poll(partition, o, v.encode()) for o, _, v in records(log)]
         self.sends.final_read(final)
         report = check(self.sends.history())

@@ -31,6 +31,7 @@ from pykraft.replica.partition_state import PartitionRole, PartitionState, high_
 from pykraft.storage.partition_log import PartitionLog
 from tests.chaos.history import FINAL_READER, OpType
 from tests.chaos.history_checker import check
+from tests.sim.replication_checks import Checker, InvariantViolation
 from tests.sim.replication_faults import CrashRule
 from tests.sim.replication_log import BrokerDisk, client_batch, records
 from tests.sim.replication_net import SimSettings
@@ -406,6 +407,9 @@ def test_a_reassignment_completed_before_its_replicas_catch_up_is_caught(
 # The relaxed crash rule eligible leader replicas allow (``replication_sim``'s docstring):
 # power loss of any broker at any time while fewer than min.insync.replicas brokers miss data.
 ELR_SEEDS = int(os.environ.get("PYKRAFT_SIM_ELR_SEEDS", 4))
+# Past failures, run besides: 34 leaves every partition offline with broker 0 holding an
+# unacknowledged leader-epoch-0 tail where the acknowledged epoch-1 records are on 1 and 2.
+ELR_REGRESSION_SEEDS = (34,)
 
 
 def kip_966_run(seed: int, elr_level: int) -> ReplicationSimulation:
@@ -418,7 +422,7 @@ def kip_966_run(seed: int, elr_level: int) -> ReplicationSimulation:
 def test_eligible_leader_replicas_lose_nothing_under_the_kip_966_crash_rule() -> None:
     stats: Counter[str] = Counter()
     acked = 0
-    for seed in range(ELR_SEEDS):
+    for seed in sorted({*range(ELR_SEEDS), *ELR_REGRESSION_SEEDS}):
         sim = kip_966_run(seed, elr_level=1)
         acked += sum(len(values) for values in sim.checker.acked.values())
         stats += sim.checker.stats
@@ -431,6 +435,22 @@ def test_eligible_leader_replicas_lose_nothing_under_the_kip_966_crash_rule() ->
     assert stats["power loss: acknowledged records lost on one replica"] > 0, dict(stats)
     assert stats["clean elections from the ELR"] > 0, dict(stats)
     assert stats["elections checked against every acknowledged record"] > 0, dict(stats)
+
+
+def test_an_offline_partition_is_read_from_the_replica_that_kept_every_ack() -> None:
+    """KIP-966 leaves a partition offline once every ISR and ELR member restarted uncleanly;
+    another replica may then hold a stale or divergent tail (seed 34: broker 0 kept offset 24+
+    of leader epoch 0, never truncated, while 1 and 2 held the acknowledged epoch-1 records).
+    The final read is of the replica an unclean election must pick; with the acknowledged
+    records split over replicas, none may be picked."""
+    checker = Checker()
+    checker.acked[KEY] = {0: "0.0", 1: "1.0"}
+    stale, whole = _disk_with({0: 2}), _disk_with({0: 1, 1: 1})
+    assert checker.check_kept(KEY, {0: stale.log(KEY), 1: whole.log(KEY)}) == 1
+    checker.acked[KEY] = {0: "0.0", 1: "0.1", 2: "1.1"}
+    split = _disk_with({0: 1, 1: 2})
+    with pytest.raises(InvariantViolation, match=r"no replica .* holds every acknowledged"):
+        checker.check_kept(KEY, {0: stale.log(KEY), 1: split.log(KEY)})
 
 
 def test_without_eligible_leader_replicas_the_same_rule_loses_acknowledged_records() -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -144,7 +144,7 @@ class TransactionSimulation(ReplicationSimulation):
     def _produce(self) -> None:
         """The replication sim's plain producer does not run: the topic is transactional."""
 
-    def check_history(self) -> None:
+    def check_history(self, readers: Mapping[PartitionKey, int]) -> None:
         """No plain producer, no history of its own: ``TxnChecker.check_transactions`` judges
         the transactional clients' history (the topic's logs hold markers and aborted records,
         which only a read_committed read may skip)."""
