@@ -29,8 +29,9 @@ Why a power loss loses no acknowledged record and no follower truncates below it
 ----------------------------------------------------------------------------------------------
 1. After a power loss the file holds the last synced history S followed by some of the entries
    added after it (each write is a whole-file rename; every write that removes entries is
-   synced, so the unsynced writes only append). A torn or empty file fails to parse and the
-   loader rebuilds the history from every batch (``recovery.load_log``: recovery point 0).
+   synced, so the unsynced writes only append). A torn or empty file fails to parse (an empty
+   one is refused by ``load_entries``: pykraft never writes one) and the loader rebuilds the
+   history from every batch (``recovery.load_log``: recovery point 0).
 2. Every entry added after S starts at or above the recovery point R that survives: entries are
    added at the log end (a leader's new epoch, a follower's or recovery's first batch of an
    epoch), which is never below R, and R cannot move past an offset while an unsynced entry
@@ -67,7 +68,16 @@ from pykraft.storage.leader_epoch_cache import Entries, LeaderEpochCache, assign
 
 
 def load_entries(path: Path) -> Entries:
-    """Read a leader-epoch-checkpoint, folding its lines through ``assign_epoch`` as Kafka does."""
+    """Read a leader-epoch-checkpoint, folding its lines through ``assign_epoch`` as Kafka does.
+
+    An empty file is torn, never written: pykraft always writes the version and count lines,
+    and an unsynced rewrite renamed over the synced copy can come back empty after a power loss
+    (file systems that do not flush a file's data before a rename over it; KAFKA-16541)."""
+    try:
+        if path.stat().st_size == 0:
+            raise CheckpointError(path, 1, "empty file (a write torn by a power loss)")
+    except FileNotFoundError:
+        return ()
     entries: Entries = ()
     for line, (epoch, start_offset) in enumerate(read_leader_epoch_checkpoint(path), start=3):
         try:

@@ -235,6 +235,7 @@ def load_log(
         removed.append(f"{LEADER_EPOCH_CHECKPOINT} ({error})")
         cache = LeaderEpochFileCache(directory)
         recovery_point, had_clean_shutdown = 0, False
+    history_before_recovery = cache.entries
     segments, report = recover_segments(
         open_segments(directory, config, now_ms),
         recovery_point=recovery_point,
@@ -255,6 +256,12 @@ def load_log(
     # Kafka: only a clean shutdown moves the recovery point to the log end; otherwise it only
     # advances when the log is flushed.
     point = log_end if had_clean_shutdown else min(recovery_point, log_end)
+    recovered = set(cache.entries) - set(history_before_recovery)
+    if any(entry.start_offset < point for entry in recovered):
+        # A clean start that still recovered a segment (it failed its sanity check) assigned
+        # epochs below the log end, where the point now stands: sync them before it passes
+        # them (storage/leader_epoch_file.py, step 2 of the argument).
+        cache.flush()
     cache.truncate_from_end(log_end)
     cache.truncate_from_start(start)
     return LoadedLog(segments, start, max(point, start), cache, report)

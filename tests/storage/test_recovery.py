@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pykraft.storage import leader_epoch_cache
 from pykraft.storage.leader_epoch_cache import EpochEntry
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.partition_log import PartitionLog
@@ -377,3 +378,47 @@ def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path: Path) 
     reopened = open_log(directory, recovery_point=80, clean=True)
     assert reopened.leader_epoch_cache.entries == (EpochEntry(3, 0),)
     assert contents(reopened) == expected
+
+
+def test_an_empty_epoch_checkpoint_is_torn_and_rebuilt_from_the_batches(tmp_path: Path) -> None:
+    # An unsynced rewrite renamed over the synced copy can come back empty after a power loss;
+    # read as "no history" it would answer OffsetsForLeaderEpoch wrongly (KAFKA-16541).
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    for n in range(30):
+        log.append_as_leader(batch(b"a%02d" % n), leader_epoch=0, now_ms=0)
+    for n in range(30):
+        log.append_as_leader(batch(b"b%02d" % n), leader_epoch=1, now_ms=0)
+    log.close()
+    (directory / "leader-epoch-checkpoint").write_bytes(b"")
+    reopened = open_log(directory, recovery_point=120, clean=True)
+    assert reopened.leader_epoch_cache.entries == (EpochEntry(0, 0), EpochEntry(1, 60))
+
+
+def test_epochs_recovered_on_a_clean_start_are_synced_before_the_point_passes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clean start recovers a torn active segment and re-assigns an epoch below the log end,
+    # where the recovery point then stands: that entry must be durable before it is.
+    directory = tmp_path / "t-0"
+    log, _ = written_log(directory, epoch=0)
+    log.append_as_leader(batch(b"e1"), leader_epoch=1, now_ms=0)
+    log.append_as_leader(batch(b"e1-tail"), leader_epoch=1, now_ms=0)
+    active = log.local_log.active_segment.log_path
+    log.close()
+    cut(active, active.stat().st_size - 30)  # the last batch is torn
+    checkpoint = directory / "leader-epoch-checkpoint"
+    checkpoint.write_bytes(b"0\n1\n0 0\n")  # the epoch-1 entry never reached the disk
+    synced: list[bool] = []
+    flush = leader_epoch_cache.LeaderEpochCache.flush
+
+    def recording_flush(self: leader_epoch_cache.LeaderEpochCache) -> None:
+        synced.append(self._unsynced)
+        flush(self)
+
+    monkeypatch.setattr(leader_epoch_cache.LeaderEpochCache, "flush", recording_flush)
+    reopened = open_log(directory, recovery_point=84, clean=True)
+    assert reopened.leader_epoch_cache.entries == (EpochEntry(0, 0), EpochEntry(1, 80))
+    assert reopened.recovery_point == reopened.log_end_offset == 82
+    assert synced and synced[-1], "the recovered entry was not synced"
+    assert not reopened.leader_epoch_cache._unsynced
