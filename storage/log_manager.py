@@ -284,7 +284,9 @@ class LogManager:
 
     def plan_new_logs(self, wanted: Sequence[tuple[TopicPartition, LogConfig]]) -> list[NewLog]:
         """Where each absent, online partition of ``wanted`` goes: the log dir holding the
-        fewest, counting those planned before it (as ``get_or_create_log`` chooses)."""
+        fewest, counting those planned before it (as ``get_or_create_log`` chooses). A partition
+        with a preferred dir (AlterReplicaLogDirs) is left to ``get_or_create_log``, which takes
+        the preference."""
         online = self.online_dirs
         counts = {log_dir: 0 for log_dir in online}
         for log_dir in self._dir_of.values():
@@ -292,7 +294,12 @@ class LogManager:
                 counts[log_dir] += 1
         plan: list[NewLog] = []
         for tp, config in wanted:
-            if not online or tp in self._logs or tp in self.offline_partitions:
+            if (
+                not online
+                or tp in self._logs
+                or tp in self.offline_partitions
+                or tp in self.preferred_log_dirs
+            ):
                 continue
             TopicPartition.parse_dir_name(tp.dir_name())
             log_dir = min(online, key=lambda d: counts[d])

@@ -322,3 +322,18 @@ def test_new_logs_are_planned_on_the_least_full_dirs_opened_anywhere_then_adopte
     assert held is not None
     logs[2].close_handlers()
     manager.shutdown()
+
+
+def test_a_partition_with_a_preferred_log_dir_is_left_to_the_publication(tmp_path: Path) -> None:
+    # AlterReplicaLogDirs named its dir before the replica existed here: get_or_create_log takes
+    # that preference; planning it on the least-full dir would put it elsewhere and leave the
+    # preference for a later incarnation.
+    manager = open_manager([tmp_path / "d1", tmp_path / "d2"])
+    placed = TopicPartition("placed", 0)
+    manager.preferred_log_dirs[placed] = tmp_path / "d2"
+    plan = manager.plan_new_logs([(placed, CONFIG), (TopicPartition("other", 0), CONFIG)])
+    assert [new.tp for new in plan] == [TopicPartition("other", 0)]
+    manager.get_or_create_log(placed, 0)
+    assert manager.log_dir_of(placed) == tmp_path / "d2"
+    assert placed not in manager.preferred_log_dirs
+    manager.shutdown()
