@@ -24,6 +24,9 @@ from pykraft.protocol.framing import SIZE_PREFIX_BYTES
 from pykraft.protocol.wire import INT32
 
 STAGING_BYTES = 256 * 1024
+# Bound (STYLE.md §7): frames received and not yet taken before reading pauses. One request is
+# in flight at a time, so only a peer sending unasked-for frames reaches it.
+MAX_QUEUED_FRAMES = 2
 
 
 class FrameStream(asyncio.BufferedProtocol):
@@ -36,6 +39,7 @@ class FrameStream(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None  # the frame being filled past the staging buffer
         self._filled = 0
         self._frames: collections.deque[bytearray] = collections.deque()
+        self._reading_paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self._writable: asyncio.Future[None] | None = None
@@ -53,7 +57,12 @@ class FrameStream(asyncio.BufferedProtocol):
                 await self._waiter
             finally:
                 self._waiter = None
-        return self._frames.popleft()
+        frame = self._frames.popleft()
+        if self._reading_paused and len(self._frames) < MAX_QUEUED_FRAMES:
+            self._reading_paused = False
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
+        return frame
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is over its high-water mark."""
@@ -116,6 +125,10 @@ class FrameStream(asyncio.BufferedProtocol):
 
     def _deliver(self, frame: bytearray) -> None:
         self._frames.append(frame)
+        if len(self._frames) >= MAX_QUEUED_FRAMES and not self._reading_paused:
+            self._reading_paused = True  # what is staged is still framed: at most 256 KiB
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.pause_reading()
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 

@@ -72,11 +72,15 @@ class WakePipe:
                 pass
 
     def close(self, poller: Any) -> None:
+        """Idempotent: a second call closes nothing (never a descriptor number since reused)."""
+        if self._read < 0:
+            return
         poller.unsubscribe(self._read)
         with self._lock:
             os.close(self._write)
             self._write = -1
         os.close(self._read)
+        self._read = -1
 
 
 class PromptAppendMixin:
@@ -112,9 +116,12 @@ class PromptAppendMixin:
 
     def _doDestroy(self) -> None:
         """pysyncobj's teardown, then the wake pipe's descriptors (on the Raft thread)."""
-        super()._doDestroy()  # type: ignore[misc]
-        if self._wake is not None:
-            self._wake.close(self._poller)
+        try:
+            super()._doDestroy()  # type: ignore[misc]
+        finally:
+            wake, self._wake = self._wake, None
+            if wake is not None:
+                wake.close(self._poller)
 
     def _send_new_entries(self) -> None:
         """Tick callback: AppendEntries now if a connected follower lacks entries."""

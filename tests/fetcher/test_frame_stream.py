@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pykraft.fetcher.frame_stream import STAGING_BYTES, FrameStream
+from pykraft.fetcher.frame_stream import MAX_QUEUED_FRAMES, STAGING_BYTES, FrameStream
 from pykraft.protocol.errors import FrameError
 from tests.tls_material import make_tls_material
 
@@ -25,9 +25,19 @@ class RecordingTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.closed = False
+        self.reading = True
 
     def close(self) -> None:
         self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
 
 
 def frame(body: bytes) -> bytes:
@@ -197,3 +207,18 @@ def test_frames_over_tls_on_loopback(tmp_path: Path) -> None:
             await stream.wait_closed()
 
     asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_unasked_for_frames_pause_reading_until_they_are_taken() -> None:
+    # One request is in flight at a time: a peer that keeps sending fills no unbounded queue.
+    async def check(stream: FrameStream) -> None:
+        transport = stream.transport
+        assert isinstance(transport, RecordingTransport)
+        receive(stream, frame(b"a") + frame(b"b"), [])
+        assert not transport.reading  # MAX_QUEUED_FRAMES frames wait: the socket is not read
+        assert await stream.next_frame() == b"a"
+        assert transport.reading
+        assert await stream.next_frame() == b"b"
+
+    assert MAX_QUEUED_FRAMES == 2
+    run(check)

@@ -31,6 +31,12 @@ def test_a_notify_ends_the_poll_and_close_releases_both_ends() -> None:
         os.read(pipe._read, 1)  # drained by the poll's callback
     pipe.close(poller)
     assert not any(is_open(descriptor) for descriptor in descriptors)
+    reused = os.open(os.devnull, os.O_RDONLY)  # may take one of the numbers just freed
+    try:
+        pipe.close(poller)  # idempotent: closes nothing more
+        assert is_open(reused)
+    finally:
+        os.close(reused)
     pipe.notify()  # after close: nothing written anywhere, no error
 
 

@@ -15,6 +15,7 @@ from pykraft.replica.isr import (
     AlterPartitionResult,
     BrokerState,
     IsrState,
+    PendingIsrChange,
     ReplicaState,
     alter_partition_error_outcome,
     is_caught_up,
@@ -37,6 +38,7 @@ from pykraft.replica.partition_state import (
     out_of_sync_replicas,
     prepare_isr_expand,
     prepare_isr_shrink,
+    with_follower,
 )
 
 LOCAL, F2, F3 = 1, 2, 3
@@ -437,3 +439,34 @@ def test_a_committed_answer_takes_the_controller_isr_and_epoch() -> None:
 def test_alter_partition_error_outcome(error: Errors, outcome: AlterPartitionOutcome) -> None:
     # Kafka Partition.handleAlterPartitionError.
     assert alter_partition_error_outcome(error) is outcome
+
+
+def test_with_follower_is_evolve_of_one_follower_for_every_field() -> None:
+    # Built field by field for speed: a field added to PartitionState and not copied there would
+    # silently reset at every follower fetch. Every field is given a non-default value here.
+    values = {
+        "role": PartitionRole.LEADER,
+        "leader_id": LOCAL,
+        "leader_epoch": 7,
+        "partition_epoch": 9,
+        "replicas": (LOCAL, F2, F3),
+        "isr": (LOCAL, F2),
+        "pending_isr_change": PendingIsrChange(
+            kind=IsrState.PENDING_EXPAND,
+            leader_epoch=7,
+            partition_epoch=9,
+            new_isr=tuple(BrokerState(broker_id=b) for b in (LOCAL, F2, F3)),
+            changed=frozenset({F3}),
+        ),
+        "leader_epoch_start_offset": 40,
+        "followers": Map({F2: at(10)}),
+    }
+    assert set(values) == {field.name for field in attrs.fields(PartitionState)}
+    state = PartitionState(**values)  # type: ignore[arg-type]
+    assert all(
+        getattr(state, name) != field.default
+        for name, field in attrs.fields_dict(PartitionState).items()
+    )
+    assert with_follower(state, F3, at(12)) == attrs.evolve(
+        state, followers=state.followers.set(F3, at(12))
+    )
