@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from typing import cast
 
 from pykraft.protocol.errors import FrameError
 from pykraft.protocol.framing import SIZE_PREFIX_BYTES
@@ -79,8 +80,9 @@ class FrameStream(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ asyncio's side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport, though not always an asyncio.Transport subclass: uvloop's
+        # TCPTransport and SSL transports implement the interface without inheriting it.
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:  # read no further than this frame's end

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -36,6 +37,7 @@ from pathlib import Path
 from pykraft.broker.config import BrokerConfig, BrokerConfigError
 from pykraft.broker.server import BrokerServer
 from pykraft.broker.server_run import run_broker
+from pykraft.event_loop import EventLoopChoiceError, loop_factory
 from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.open_files import raise_open_files_limit
 from pykraft.properties import ConfigError, Properties
@@ -122,12 +124,13 @@ def run(args: argparse.Namespace) -> int:
     limit = raise_open_files_limit()  # each partition holds a descriptor
     logger.log(logging.WARNING if limit.error else logging.INFO, "%s", limit.describe())
     try:
+        factory = loop_factory(os.environ)
         props = Properties.load(args.config)
         config = load_broker_config(props)
         cluster_id = ensure_meta_properties(
             config.log_dirs, config.node_id, props.values.get("cluster.id")
         )
-    except ConfigError as error:
+    except (ConfigError, EventLoopChoiceError) as error:
         print(f"pykraft broker: {error}", file=sys.stderr)
         return 2
     except OSError as error:
@@ -137,12 +140,14 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        logger.info("event loop %s.%s", type(loop).__module__, type(loop).__qualname__)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         server = BrokerServer(config, cluster_id=cluster_id, clock=SystemClock())
         return await run_broker(server, stop)
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main())
 
 
 def main(argv: list[str] | None = None) -> int:

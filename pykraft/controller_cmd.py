@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
+from pykraft.event_loop import EventLoopChoiceError, loop_factory
 from pykraft.metadata.auth.principal import KafkaPrincipal, PrincipalError
 from pykraft.metadata.auth.tls_context import server_context
 from pykraft.metadata.auth.tls_settings import (
@@ -76,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        factory = loop_factory(os.environ)
         config = load_controller_config(Properties.load(args.config))
         if config.http_tls is not None:
             server_context(config.http_tls)  # reads the key files now: a bad one stops here
-    except (ConfigError, ControllerConfigError, TlsSettingsError) as error:
+    except (ConfigError, ControllerConfigError, TlsSettingsError, EventLoopChoiceError) as error:
         print(f"pykraft controller: {error}", file=sys.stderr)
         return 2
     try:
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as error:
         print(f"pykraft controller: {config.metadata_log_dir}: {error}", file=sys.stderr)
         return 2
-    return run_controller(config, SystemClock())
+    return run_controller(config, SystemClock(), factory)
 
 
 def ensure_meta_properties(log_dir: Path, node_id: int) -> str:

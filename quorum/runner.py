@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from aiohttp import web
@@ -264,14 +265,21 @@ async def _wait_until_stopped(node: ControllerNode, stop: asyncio.Event) -> int:
     return 0
 
 
-def run_controller(config: ControllerConfig, clock: Clock) -> int:
-    """Run until SIGTERM or SIGINT; returns the process exit code."""
+def run_controller(
+    config: ControllerConfig,
+    clock: Clock,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+) -> int:
+    """Run until SIGTERM or SIGINT on a loop of ``loop_factory`` (asyncio's default when None);
+    returns the process exit code."""
 
     async def main() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        logger.info("event loop %s.%s", type(loop).__module__, type(loop).__qualname__)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         return await serve(config, stop, clock)
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(main())
