@@ -10,6 +10,7 @@ Processes are always killed, even when a test fails (the integration fixtures do
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,19 @@ class SingleBroker:
             body["configs"] = configs
         self.cluster.request("POST", "/v1/topics", body)
         wait_for(lambda: self.cluster.request("GET", f"/v1/topics/{name}"))
+        # The controller has it; the broker hosts it once it applied the records (Kafka's
+        # CreateTopics returns before that too: a produce in between is UNKNOWN_TOPIC_OR_PARTITION).
+        deadline = time.monotonic() + 10
+        while not all(self._hosts(name, p) for p in range(partitions)):
+            assert time.monotonic() < deadline, f"broker never hosted {name}"
+            time.sleep(0.01)
+
+    def _hosts(self, topic: str, partition: int) -> bool:
+        try:
+            self.log_end_offset(topic, partition)
+        except AssertionError:
+            return False
+        return True
 
     def ensure_topic(self, name: str) -> None:
         """``create_topic`` for a broker that tests share: the topic may be there already."""
