@@ -38,26 +38,9 @@ because the controller already hears from every broker on it every ``broker.hear
 authenticated, while it knows no broker's metrics endpoint; the counts are not written to the
 metadata log.
 
-Threads (issue 18): ``HeartbeatThread`` (``broker/heartbeat_thread.py``) runs ``run`` on an event
-loop of its own, in a thread of its own, with a ``ControllerClient`` of its own, as Kafka's
-``BrokerLifecycleManager`` runs on its own event-queue thread: a long metadata apply on the
-broker's loop (becoming leader for 10,000 partitions) no longer delays a heartbeat past
-``broker.session.timeout.ms``. What crosses threads, and why it is safe:
-
-* the core (``LifecycleCore`` and the ``BrokerLifecycle`` it moves) is read and changed only
-  under ``_lock``, from either thread (a request built, an answer applied, an event from the
-  broker); ``stop`` sets ``_stopped`` under the same lock, and an answer that arrives after it is
-  dropped, so once ``stop`` returns no heartbeat moves the lifecycle (the broker's own
-  ``become(SHUTTING_DOWN)`` cannot race one);
-* the events ``BrokerServer`` awaits (``caught_up``, ``unfenced``, ``shutdown_allowed``) belong to
-  the broker's loop and are set there (``call_soon_threadsafe``); the wake-up event belongs to
-  the heartbeat loop and is set there the same way;
-* the metadata offset is ``loader.image.offset``: one reference read (atomic under the GIL) of
-  an image the loader assigns only after every listener applied it, so the offset reported was
-  applied. Stale while the broker's loop is busy, which is what the controller should hear;
-* the offline log dirs and counters are read from the broker's structures while its loop may
-  change them: a read that meets a change (``RuntimeError``: changed size during iteration)
-  sends the last value read, and the next heartbeat the new one.
+Threads (issue 18): ``broker/heartbeat_thread.py`` runs ``run`` on a thread and loop of its
+own; the core is read and changed under ``_lock``, and each event is set on the loop it belongs
+to. Why that is safe is argued there.
 
 Registration failures (a controller election, or DUPLICATE_BROKER_REGISTRATION while the
 previous incarnation's session is still alive after a kill -9) are retried every heartbeat
@@ -183,8 +166,8 @@ class BrokerLifecycleManager:
         self._wait = wait or self._wait_or_wake
         self._wake = asyncio.Event()
         self._stopped = False
-        # See "Threads" above: the core under _lock; each event set on the loop it belongs to
-        # (None: the loop the caller runs on, when everything runs on one loop).
+        # broker/heartbeat_thread.py: the core under _lock; each event set on its own loop
+        # (None: the caller's, when everything runs on one loop).
         self._lock = threading.Lock()
         self._events_loop: asyncio.AbstractEventLoop | None = None
         self._run_loop: asyncio.AbstractEventLoop | None = None
@@ -384,7 +367,7 @@ class BrokerLifecycleManager:
         return step.next_request_ms
 
     def _read_offline_log_dirs(self) -> OfflineLogDirs:
-        with contextlib.suppress(RuntimeError):  # changed while read: see "Threads" above
+        with contextlib.suppress(RuntimeError):  # changed while read: heartbeat_thread.py
             self._last_offline_log_dirs = self._offline_log_dirs()
         return self._last_offline_log_dirs
 

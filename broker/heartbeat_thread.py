@@ -5,8 +5,24 @@ Theory of operation: ``start`` (on the broker's loop) starts a daemon thread tha
 ``BrokerLifecycleManager.run`` on a new event loop, with a ``ControllerClient`` made there (an
 aiohttp session belongs to one loop) and closed there when ``run`` ends. ``wait`` (on the
 broker's loop) ends when the thread's ``run`` ended and raises what it raised, so
-``BrokerServer`` watches it like any background task. What the two threads share, and why
-that is safe, is in ``broker/heartbeat.py`` ("Threads").
+``BrokerServer`` watches it like any background task.
+
+What crosses threads, and why it is safe:
+
+* the core (``LifecycleCore`` and the ``BrokerLifecycle`` it moves) is read and changed only
+  under ``_lock``, from either thread (a request built, an answer applied, an event from the
+  broker); ``stop`` sets ``_stopped`` under the same lock, and an answer that arrives after it is
+  dropped, so once ``stop`` returns no heartbeat moves the lifecycle (the broker's own
+  ``become(SHUTTING_DOWN)`` cannot race one);
+* the events ``BrokerServer`` awaits (``caught_up``, ``unfenced``, ``shutdown_allowed``) belong to
+  the broker's loop and are set there (``call_soon_threadsafe``); the wake-up event belongs to
+  the heartbeat loop and is set there the same way;
+* the metadata offset is ``loader.image.offset``: one reference read (atomic under the GIL) of
+  an image the loader assigns only after every listener applied it, so the offset reported was
+  applied. Stale while the broker's loop is busy, which is what the controller should hear;
+* the offline log dirs and counters are read from the broker's structures while its loop may
+  change them: a read that meets a change (``RuntimeError``: changed size during iteration)
+  sends the last value read, and the next heartbeat the new one.
 
 Why a thread and not an apply that yields to the loop in slices: becoming leader for 10,000
 partitions is one ``MetadataDelta`` whose parts must stay in order with every request the loop
