@@ -388,6 +388,7 @@ class BrokerServer:
                 settings=LogManagerSettings(
                     log_retention_check_interval_ms=self.config.log_retention_check_interval_ms,
                     log_flush_scheduler_interval_ms=self.config.log_flush_scheduler_interval_ms,
+                    num_recovery_threads_per_data_dir=self.config.num_recovery_threads_per_data_dir,
                 ),
             )
         except OSError as error:
