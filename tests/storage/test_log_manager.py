@@ -210,6 +210,23 @@ def test_parallel_loading_gives_the_same_logs(tmp_path: Path) -> None:
     }
 
 
+def test_logs_recovered_after_a_crash_hold_one_descriptor_each(tmp_path: Path) -> None:
+    # Issue 18: after kill -9, recovery rebuilt every active segment's time index through a
+    # map, which kept a dup of its descriptor: 10,000 partitions held 20,000 and the broker
+    # could not start (EMFILE, `ulimit -n` 20,000 here). Each small log now holds its .log only.
+    manager = open_manager([tmp_path])
+    for partition in range(20):
+        append(manager.get_or_create_log(TopicPartition("t", partition), now_ms=0), 3)
+    for log in manager.logs.values():
+        log.close_handlers()  # the process dies
+    before = len(os.listdir("/proc/self/fd"))
+    again = open_manager([tmp_path])
+    assert again.had_clean_shutdown == {tmp_path: False}
+    assert all(report.recovered_segments == (0,) for report in again.load_reports.values())
+    assert len(os.listdir("/proc/self/fd")) == before + 20
+    assert {log.log_end_offset for log in again.logs.values()} == {3}
+
+
 def test_shutdown_closes_logs_on_the_recovery_threads_before_the_marker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
