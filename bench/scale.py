@@ -100,9 +100,9 @@ active segment's time index through a map that kept a descriptor, two per partit
 RUNNING in 25.1 s, served in 31.1 s. Then ``--partitions 30000 --brokers 3`` (16:59-17:07,
 load 5-8; before: 13 fences during creation and never served): served 245.7 s after the
 CreateTopics (answered in 10.0 s), with 6 fences meanwhile (the controller's "session expired or
-connection closed": the heartbeats no longer starve, but a metadata long poll that fails on a
-busy loop ends the session ``pykraft.broker.channel.closed.timeout.ms`` later unless a heartbeat
-lands within it; not chased further); a new topic of 100 served in 125 ms; produce 1,646
+connection closed"; not chased further: probably a metadata long poll that failed on a busy
+loop, which ends the session ``pykraft.broker.channel.closed.timeout.ms`` later unless a
+heartbeat lands within it); a new topic of 100 served in 125 ms; produce 1,646
 records/s; restart of a broker with 10,000 of them: clean exit 15.1 s, RUNNING 26.2 s, served
 40.1 s; after kill -9 RUNNING 24.5 s, served 53.8 s; controller metadata 30.8 MiB.
 """
