@@ -231,6 +231,9 @@ class BrokerConfig:
     # log.flush.scheduler.interval.ms (Kafka default Long.MAX_VALUE: never): how often the log
     # manager looks for logs whose flush.ms has passed and flushes them.
     log_flush_scheduler_interval_ms: int = LONG_MAX
+    # num.recovery.threads.per.data.dir (Kafka 4.0 default 2, KIP-1030): threads per log dir
+    # opening logs at start-up and closing them at shutdown (storage/log_manager.py).
+    num_recovery_threads_per_data_dir: int = 2
     # Every property as the file gave it (secrets too: never in repr). DescribeConfigs reports
     # the keys it knows as STATIC_BROKER_CONFIG, beneath the image's dynamic broker configs.
     static_properties: Mapping[str, str] = attrs.field(
@@ -330,6 +333,7 @@ _INT_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("fetch_max_bytes", "fetch.max.bytes", 1024),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", 1),
     ("log_flush_scheduler_interval_ms", "log.flush.scheduler.interval.ms", 1),
+    ("num_recovery_threads_per_data_dir", "num.recovery.threads.per.data.dir", 1),
     ("quota_window_num", "quota.window.num", 1),
     ("quota_window_size_seconds", "quota.window.size.seconds", 1),
     ("offsets_topic_num_partitions", "offsets.topic.num.partitions", 1),

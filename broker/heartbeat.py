@@ -38,6 +38,10 @@ because the controller already hears from every broker on it every ``broker.hear
 authenticated, while it knows no broker's metrics endpoint; the counts are not written to the
 metadata log.
 
+Threads (issue 18): ``broker/heartbeat_thread.py`` runs ``run`` on a thread and loop of its
+own; the core is read and changed under ``_lock``, and each event is set on the loop it belongs
+to. Why that is safe is argued there.
+
 Registration failures (a controller election, or DUPLICATE_BROKER_REGISTRATION while the
 previous incarnation's session is still alive after a kill -9) are retried every heartbeat
 interval, as Kafka does. Heartbeat errors are logged and retried; none is fatal.
@@ -48,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
@@ -161,6 +166,13 @@ class BrokerLifecycleManager:
         self._wait = wait or self._wait_or_wake
         self._wake = asyncio.Event()
         self._stopped = False
+        # broker/heartbeat_thread.py: the core under _lock; each event set on its own loop
+        # (None: the caller's, when everything runs on one loop).
+        self._lock = threading.Lock()
+        self._events_loop: asyncio.AbstractEventLoop | None = None
+        self._run_loop: asyncio.AbstractEventLoop | None = None
+        self._last_offline_log_dirs = NO_OFFLINE_LOG_DIRS
+        self._last_counters: BrokerTopicCounters | None = None
         # Set when the broker reached RECOVERY / RUNNING / the controller allowed shutdown.
         self.caught_up = asyncio.Event()
         self.unfenced = asyncio.Event()
@@ -187,36 +199,70 @@ class BrokerLifecycleManager:
     def registered(self) -> bool:
         return self.core.registered
 
+    # ------------------------------------------------------------------ threads
+
+    def bind_loops(
+        self, *, events_loop: asyncio.AbstractEventLoop, run_loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """``run`` goes on ``run_loop``; the broker awaits the events on ``events_loop``."""
+        self._events_loop = events_loop
+        self._run_loop = run_loop
+
+    def use_client(self, client: HeartbeatClient) -> None:
+        """The client ``run`` sends with (one made on the loop that runs it)."""
+        self._client = client
+
+    @staticmethod
+    def _set_on(loop: asyncio.AbstractEventLoop | None, event: asyncio.Event) -> None:
+        if loop is None or _running_loop() is loop:
+            event.set()
+        elif not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(event.set)
+
+    def _signal(self, event: asyncio.Event) -> None:
+        """Set one of the events the broker awaits, on the broker's loop."""
+        self._set_on(self._events_loop, event)
+
+    def _wake_up(self) -> None:
+        self._set_on(self._run_loop, self._wake)
+
     # ------------------------------------------------------------------ events from the broker
 
     def set_ready_to_unfence(self) -> None:
         """The broker can serve (logs loaded, image applied): stop asking to stay fenced."""
-        self.core.set_ready_to_unfence()
-        self._wake.set()
+        with self._lock:
+            self.core.set_ready_to_unfence()
+        self._wake_up()
 
     def begin_controlled_shutdown(self) -> bool:
         """Ask for shutdown; True when a controlled phase started (the broker was RUNNING)."""
-        if not self.core.begin_shutdown():
-            if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
-                self.shutdown_allowed.set()  # nothing leads here: no controller round trip
-                self._wake.set()
+        with self._lock:
+            began = self.core.begin_shutdown()
+            state = self.lifecycle.state
+        if not began:
+            if state is BrokerState.SHUTTING_DOWN:
+                self._signal(self.shutdown_allowed)  # nothing leads here: no round trip
+                self._wake_up()
             return False
         logger.info("broker %d: beginning controlled shutdown", self.identity.broker_id)
-        self._wake.set()
+        self._wake_up()
         return True
 
     def propagate_directory_failure(self) -> None:
         """A log dir failed: heartbeat now, so the controller moves its leaderships away."""
-        self._wake.set()
+        self._wake_up()
 
     def call_in_now(self) -> None:
         """Heartbeat now: a metadata poll failed, and the active controller may have seen its
         connection close (``MetadataLoader.run``)."""
-        self._wake.set()
+        self._wake_up()
 
     def stop(self) -> None:
-        self._stopped = True
-        self._wake.set()
+        """No heartbeat answer moves the lifecycle once this returns."""
+        with self._lock:
+            self._stopped = True
+        self._wake_up()
 
     # ------------------------------------------------------------------ the loop
 
@@ -248,7 +294,8 @@ class BrokerLifecycleManager:
         identity = self.identity
         failures = 0
         while not self._done():
-            request = self.core.request(self._metadata_offset())
+            with self._lock:
+                request = self.core.request(self._metadata_offset())
             assert isinstance(request, RegistrationRequest)
             try:
                 reply = await self._client.register_broker(
@@ -269,9 +316,14 @@ class BrokerLifecycleManager:
                         failures,
                         error,
                     )
-                await self._wait(self.core.on_registration(None).next_request_ms / 1000)
+                with self._lock:
+                    delay_ms = self.core.on_registration(None).next_request_ms
+                await self._wait(delay_ms / 1000)
                 continue
-            self.core.on_registration(reply.broker_epoch)
+            with self._lock:
+                if self._stopped:
+                    return
+                self.core.on_registration(reply.broker_epoch)
             logger.info(
                 "broker %d registered with broker epoch %d (incarnation %s)",
                 identity.broker_id,
@@ -282,9 +334,10 @@ class BrokerLifecycleManager:
 
     async def _heartbeat_once(self) -> int:
         """Send one heartbeat and act on the answer; returns the delay to the next one."""
-        request = self.core.request(self._metadata_offset())
+        with self._lock:
+            request = self.core.request(self._metadata_offset())
         assert isinstance(request, HeartbeatRequest)
-        counters = self._counters()
+        counters = self._read_counters()
         sampled_ms = None
         if counters is not None and self._monotonic_ms is not None:
             sampled_ms = self._monotonic_ms()
@@ -295,19 +348,33 @@ class BrokerLifecycleManager:
                 current_metadata_offset=request.current_metadata_offset,
                 want_fence=request.want_fence,
                 want_shut_down=request.want_shut_down,
-                offline_log_dirs=self._offline_log_dirs(),
+                offline_log_dirs=self._read_offline_log_dirs(),
                 counters=counters,
                 counters_sampled_ms=sampled_ms,
                 deadline_s=self._deadline_s(),
             )
         except ControllerError as error:
             logger.warning("broker %d: heartbeat failed: %s", self.identity.broker_id, error)
-            return self.core.on_heartbeat(None).next_request_ms
-        self.last_reply = reply
-        before = self.lifecycle.state
-        step = self.core.on_heartbeat(reply)
+            with self._lock:
+                return self.core.on_heartbeat(None).next_request_ms
+        with self._lock:
+            if self._stopped:
+                return 0
+            self.last_reply = reply
+            before = self.lifecycle.state
+            step = self.core.on_heartbeat(reply)
         self._announce(before, step)
         return step.next_request_ms
+
+    def _read_offline_log_dirs(self) -> OfflineLogDirs:
+        with contextlib.suppress(RuntimeError):  # changed while read: heartbeat_thread.py
+            self._last_offline_log_dirs = self._offline_log_dirs()
+        return self._last_offline_log_dirs
+
+    def _read_counters(self) -> BrokerTopicCounters | None:
+        with contextlib.suppress(RuntimeError):
+            self._last_counters = self._counters()
+        return self._last_counters
 
     def _announce(self, before: BrokerState, step: LifecycleStep) -> None:
         """Log the transition the core made and set the event ``BrokerServer`` waits on."""
@@ -315,11 +382,11 @@ class BrokerLifecycleManager:
             return
         logger.info("broker %d: %s -> %s", self.identity.broker_id, before.name, step.target.name)
         if step.install_publisher:
-            self.caught_up.set()
+            self._signal(self.caught_up)
         elif step.target is BrokerState.RUNNING:
-            self.unfenced.set()
+            self._signal(self.unfenced)
         elif step.shutdown_allowed:
-            self.shutdown_allowed.set()
+            self._signal(self.shutdown_allowed)
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Run the controlled shutdown; True when the controller allowed it in time.
@@ -333,12 +400,22 @@ class BrokerLifecycleManager:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await self.shutdown_allowed.wait()
-        if self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+        with self._lock:
+            pending = self.lifecycle.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN
+            if pending:
+                self.core.give_up_controlled_shutdown()
+        if pending:
             logger.warning(
                 "broker %d: controlled shutdown not confirmed within %.1fs; shutting down anyway",
                 self.identity.broker_id,
                 timeout_s,
             )
-            self.core.give_up_controlled_shutdown()
             return False
         return True
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -54,6 +54,7 @@ from pykraft.broker.coordinators import Coordinators, build_coordinators
 from pykraft.broker.handlers import BrokerServices, broker_handlers
 from pykraft.broker.handlers.services import FetchKey, random_session_id
 from pykraft.broker.heartbeat import BrokerIdentity, BrokerLifecycleManager
+from pykraft.broker.heartbeat_thread import HeartbeatThread
 from pykraft.broker.http import BrokerHttpApi, BrokerHttpServer, BrokerStatus, PartitionRow
 from pykraft.broker.kafka_apis import KafkaApis
 from pykraft.broker.lifecycle import BrokerLifecycle, BrokerStartupError, BrokerState
@@ -128,14 +129,8 @@ class BrokerServer:
         self.fetch_sessions: FetchSessionCache[FetchKey, FetchPartition] = FetchSessionCache(
             random_session_id, config.max_incremental_fetch_session_cache_slots
         )
-        self.client = ControllerClient(
-            # host:port; the client picks http or https.
-            [hp.url.removeprefix("http://") for hp in config.controller_bootstrap_servers],
-            ssl_context=(
-                None if config.controller_tls is None else client_context(config.controller_tls)
-            ),
-        )
-        self.client.identify_as(lambda: (config.node_id, self._broker_epoch()))
+        self.client = self._new_controller_client()
+        self.heartbeat_thread: HeartbeatThread | None = None
         self.loader = MetadataLoader(self.client)
         self.http = BrokerHttpServer(
             BrokerHttpApi(
@@ -325,7 +320,11 @@ class BrokerServer:
             monotonic_ms=self.clock.monotonic_ms,
         )
         offline_storage.on_directory_failure = self.heartbeats.propagate_directory_failure
-        self._spawn(self.heartbeats.run(), "heartbeats")
+        # Its own thread, loop and client (issue 18): a long metadata apply on this loop does
+        # not starve it (broker/heartbeat_thread.py).
+        self.heartbeat_thread = HeartbeatThread(self.heartbeats, self._new_controller_client)
+        self.heartbeat_thread.start()
+        self._spawn(self.heartbeat_thread.wait(), "heartbeats")
         self._spawn(
             self.loader.run(self._stop_loader, on_failure=self.heartbeats.call_in_now),
             "metadata loader",
@@ -350,6 +349,18 @@ class BrokerServer:
                 f"cannot listen on {self.config.http_listener.url} "
                 f"(http.listener): {error.strerror}"
             ) from None
+
+    def _new_controller_client(self) -> ControllerClient:
+        config = self.config
+        client = ControllerClient(
+            # host:port; the client picks http or https.
+            [hp.url.removeprefix("http://") for hp in config.controller_bootstrap_servers],
+            ssl_context=(
+                None if config.controller_tls is None else client_context(config.controller_tls)
+            ),
+        )
+        client.identify_as(lambda: (config.node_id, self._broker_epoch()))
+        return client
 
     def _broker_epoch(self) -> int:
         return self.heartbeats.broker_epoch if self.heartbeats is not None else -1
@@ -377,6 +388,7 @@ class BrokerServer:
                 settings=LogManagerSettings(
                     log_retention_check_interval_ms=self.config.log_retention_check_interval_ms,
                     log_flush_scheduler_interval_ms=self.config.log_flush_scheduler_interval_ms,
+                    num_recovery_threads_per_data_dir=self.config.num_recovery_threads_per_data_dir,
                 ),
             )
         except OSError as error:
@@ -498,6 +510,8 @@ class BrokerServer:
                     "complete" if allowed else "timed out",
                 )
             self.heartbeats.stop()
+            if self.heartbeat_thread is not None:  # its client closes before the process ends
+                await self._bounded(self.heartbeat_thread.wait(), "stopping the heartbeats")
         else:
             self.lifecycle.maybe_begin_shutdown()
         if self.lifecycle.state is not BrokerState.SHUTTING_DOWN:

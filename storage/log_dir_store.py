@@ -108,5 +108,6 @@ class LogDirStore(Protocol):
         self, load: Callable[[Item], Loaded], items: Sequence[Item], threads: int
     ) -> list[Loaded]:
         """``[load(item) for item in items]``, on up to ``threads`` threads where the store has
-        any (``num.recovery.threads.per.data.dir``)."""
+        any (``num.recovery.threads.per.data.dir``): opening logs at start-up, closing them at
+        shutdown."""
         ...

@@ -45,7 +45,8 @@ Kafka uuid that names the dir to the controller when it fails (heartbeat ``Offli
 ``MetaPropertiesEnsemble`` does on start-up; a dir without ``meta.properties`` (tests, tools)
 or that cannot be read gets an id for this process only.
 
-Shutdown: close every log (flush, producer snapshot, trim indexes), write all checkpoints with
+Shutdown: close every log (flush, producer snapshot, trim indexes; each log dir's logs on
+``num.recovery.threads.per.data.dir`` threads, as Kafka does), write all checkpoints with
 recovery point = log end, then write the clean-shutdown marker.
 
 Deleting a partition renames its directory to ``<topic>-<partition>.<uuid>-delete`` (atomic, so
@@ -103,7 +104,9 @@ LogDirFailureListener = Callable[[Path, Sequence[TopicPartition]], None]
 class LogManagerSettings:
     """Broker-level settings with Kafka's names and defaults."""
 
-    num_recovery_threads_per_data_dir: int = 1
+    # Kafka 4.0's default (KIP-1030; 1 before): threads per log dir loading logs at start-up
+    # and closing them at shutdown.
+    num_recovery_threads_per_data_dir: int = 2
     log_flush_scheduler_interval_ms: int = LONG_MAX
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
@@ -561,6 +564,29 @@ class LogManager:
 
     # ------------------------------------------------------------------ shutdown
 
+    def _close_logs(self) -> None:
+        """Close every log, each log dir's on ``num.recovery.threads.per.data.dir`` threads, as
+        Kafka's ``LogManager.shutdown`` does ("flushing at shutdown"): a close is mostly fsyncs
+        (producer snapshot and its directory, the segment, its indexes), which release the GIL,
+        so 10,000 logs close in a fraction of the serial time. Every close has returned before
+        this does, and so before any checkpoint or clean-shutdown marker is written. A close
+        that fails with an ``OSError`` takes its dir offline afterwards, on this thread (the
+        dir gets no marker; its other logs' closes are harmless)."""
+        threads = max(1, self.settings.num_recovery_threads_per_data_dir)
+
+        def close(item: tuple[TopicPartition, PartitionLog]) -> OSError | None:
+            try:
+                item[1].close()
+            except OSError as error:
+                return error
+            return None
+
+        for log_dir, store in self._stores.items():
+            logs = [(tp, log) for tp, log in self._logs.items() if self._dir_of[tp] == log_dir]
+            for (tp, _), error in zip(logs, store.load_all(close, logs, threads), strict=True):
+                if error is not None:
+                    self._on_io_error(tp, error)
+
     def previous_broker_epoch(self) -> int:
         """The registration's PreviousBrokerEpoch (KIP-966): the epoch every log dir's
         clean-shutdown marker held at start-up, else -1 (``storage.clean_shutdown``)."""
@@ -579,7 +605,7 @@ class LogManager:
         if self._shut_down:
             return
         self._shut_down = True
-        self._for_each_log(lambda tp, log: log.close())
+        self._close_logs()
         self.future_logs.close_all()
         self.checkpoint_all()
         # An offline dir gets no marker: its logs were not closed cleanly.

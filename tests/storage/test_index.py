@@ -231,6 +231,11 @@ def test_an_index_holds_a_descriptor_only_once_it_has_entries(tmp_path: Path) ->
     assert open_descriptors() == before
     for index in indexes:
         index.append(index.base_offset + 5, 100)
+    # The first entry goes by pwrite (a page fault through a fresh map holds the GIL); the
+    # second maps the file.
+    assert open_descriptors() == before
+    for index in indexes:
+        index.append(index.base_offset + 8, 200)
     assert open_descriptors() == before + len(indexes)
     assert [index.lookup(index.base_offset + 7) for index in indexes[:2]] == [
         OffsetPosition(5, 100),
@@ -239,7 +244,7 @@ def test_an_index_holds_a_descriptor_only_once_it_has_entries(tmp_path: Path) ->
     for opened in (*indexes, *times):
         opened.close()
     assert open_descriptors() == before
-    assert [offset_index(tmp_path, base).entries for base in (0, 100)] == [1, 1]  # trimmed
+    assert [offset_index(tmp_path, base).entries for base in (0, 100)] == [2, 2]  # trimmed
 
 
 # ------------------------------------------------------------------ sparse files
@@ -310,3 +315,29 @@ def test_a_reopened_index_answers_its_last_entry_and_checks_without_a_descriptor
     assert index.lookup(7) == OffsetPosition(5, 100)  # a lookup maps the file
     assert open_descriptors() == before + 1
     index.close()
+
+
+def test_a_first_entry_written_unmapped_is_read_back_and_flushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first entry is written with pwrite, not through a map: a flush must fsync the file
+    # (no msync covers that write), and the map made for the second entry must see the first.
+    index = time_index(tmp_path, 0)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    index.maybe_append(1000, 3)
+    index.flush()
+    assert synced == [str(index.path)]
+    index.flush()
+    assert synced == [str(index.path)]  # once per unmapped write
+    index.maybe_append(2000, 9)
+    assert index.lookup(1500) == TimestampOffset(1000, 3)
+    assert index.lookup(2500) == TimestampOffset(2000, 9)
+    index.close()
+    assert time_index(tmp_path, 0).last_entry == TimestampOffset(2000, 9)

@@ -140,3 +140,28 @@ def test_an_unloadable_partition_can_still_be_deleted(tmp_path: Path) -> None:
     assert manager.offline_partitions == {}
     assert not (tmp_path / "orders-1").exists()
     assert manager.get_or_create_log(ORDERS_1, now_ms=0).log_end_offset == 0
+
+
+def test_an_io_error_closing_a_log_on_a_recovery_thread_leaves_that_dir_unmarked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Closing runs on num.recovery.threads.per.data.dir threads; the failure is handled on the
+    # caller's thread, after every close returned, and before any marker is written.
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager.open(dirs, CONFIG, 0)
+    failed: list[Path] = []
+    manager.on_log_dir_failure = lambda log_dir, _tps: failed.append(log_dir)
+    for partition in range(8):
+        append(manager.get_or_create_log(TopicPartition("orders", partition), now_ms=0), 2)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if str(dirs[0]) in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    manager.shutdown()
+    assert failed == [dirs[0]]
+    assert not (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
+    assert (dirs[1] / CLEAN_SHUTDOWN_FILE).exists()

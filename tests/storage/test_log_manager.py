@@ -4,6 +4,8 @@ deletion, and periodic work on a caller-driven clock (Kafka's LogManagerTest beh
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from pykraft.storage.checkpoints import (
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
 )
+from pykraft.storage.file_log_dir import FileLogDir
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.log_manager import LogDirError, LogManager, LogManagerSettings
 from pykraft.storage.partition_log import PartitionLog
@@ -205,6 +208,63 @@ def test_parallel_loading_gives_the_same_logs(tmp_path: Path) -> None:
     assert {tp.partition: log.log_end_offset for tp, log in loaded.logs.items()} == {
         partition: partition + 1 for partition in range(6)
     }
+
+
+def test_logs_recovered_after_a_crash_hold_one_descriptor_each(tmp_path: Path) -> None:
+    # Issue 18: after kill -9, recovery rebuilt every active segment's time index through a
+    # map, which kept a dup of its descriptor: 10,000 partitions held 20,000 and the broker
+    # could not start (EMFILE, `ulimit -n` 20,000 here). Each small log now holds its .log only.
+    manager = open_manager([tmp_path])
+    for partition in range(20):
+        append(manager.get_or_create_log(TopicPartition("t", partition), now_ms=0), 3)
+    for log in manager.logs.values():
+        log.close_handlers()  # the process dies
+    before = len(os.listdir("/proc/self/fd"))
+    again = open_manager([tmp_path])
+    assert again.had_clean_shutdown == {tmp_path: False}
+    assert all(report.recovered_segments == (0,) for report in again.load_reports.values())
+    assert len(os.listdir("/proc/self/fd")) == before + 20
+    assert {log.log_end_offset for log in again.logs.values()} == {3}
+
+
+def test_shutdown_closes_logs_on_the_recovery_threads_before_the_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka's LogManager.shutdown closes each dir's logs on num.recovery.threads.per.data.dir
+    # threads; the clean-shutdown marker vouches for every one of them, so it comes after all.
+    manager = open_manager([tmp_path], num_recovery_threads_per_data_dir=3)
+    for partition in range(12):
+        append(manager.get_or_create_log(TopicPartition("t", partition), now_ms=0), 2)
+    closed_on: set[str] = set()
+    closes_left = [12]
+    real_close = PartitionLog.close
+
+    def close(log: PartitionLog) -> None:
+        assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+        time.sleep(0.005)  # long enough that the pool's threads all take a turn
+        real_close(log)
+        closed_on.add(threading.current_thread().name)
+        closes_left[0] -= 1
+
+    monkeypatch.setattr(PartitionLog, "close", close)
+    real_marker = FileLogDir.write_clean_shutdown_marker
+
+    def marker(store: FileLogDir, broker_epoch: int) -> None:
+        assert closes_left == [0]
+        real_marker(store, broker_epoch)
+
+    monkeypatch.setattr(FileLogDir, "write_clean_shutdown_marker", marker)
+    manager.shutdown(broker_epoch=7)
+    assert len(closed_on) == 3
+    assert all(name.startswith("log-recovery") for name in closed_on)
+    monkeypatch.undo()
+    again = open_manager([tmp_path])
+    assert again.had_clean_shutdown == {tmp_path: True}
+    assert again.previous_broker_epoch() == 7
+    assert {tp.partition: log.log_end_offset for tp, log in again.logs.items()} == {
+        partition: 2 for partition in range(12)
+    }
+    assert all(log.load_report.recovered_segments == () for log in again.logs.values())
 
 
 # ------------------------------------------------------------------ topic configs
