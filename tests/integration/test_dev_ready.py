@@ -65,8 +65,13 @@ def create_rf3_topic(bootstrap: str, name: str) -> None:
         [NewTopic(name, num_partitions=3, replication_factor=3)], request_timeout=15
     )
     futures[name].result(timeout=20)  # raises KafkaException on any error
-    described = admin.list_topics(topic=name, timeout=10).topics[name]
-    assert described.error is None
+    # Kafka's Admin.createTopics documents that brokers learn of a new topic some time after the
+    # result succeeds; a broker that has not applied the records yet answers
+    # LEADER_NOT_AVAILABLE meanwhile.
+    deadline = time.monotonic() + 10
+    while (described := admin.list_topics(topic=name, timeout=10).topics[name]).error is not None:
+        assert time.monotonic() < deadline, described.error
+        time.sleep(0.05)
     assert sorted(len(p.replicas) for p in described.partitions.values()) == [3, 3, 3]
 
 
