@@ -185,16 +185,20 @@ class HostedPartitions:
         return stray
 
     def new_logs_wanted(
-        self, changes: LocalReplicaChanges, image: MetadataImage
+        self, changes: LocalReplicaChanges, image_of: Callable[[], MetadataImage]
     ) -> list[tuple[TopicPartition, LogConfig]]:
-        """The logs ``changes`` will create, with their topic's config in ``image``, for
-        ``broker.new_logs`` to create first off the event loop: only of topics this broker
+        """The logs ``changes`` will create, with their topic's config in the image
+        ``image_of`` makes (only when there are some: most deltas move leaders of held topics),
+        for ``broker.new_logs`` to create first off the event loop: only of topics this broker
         holds no log of (a new topic, such as ``__consumer_offsets`` on a group's first use),
         so never a log that a re-created topic replaces or one already loaded."""
         held = {tp.topic for tp in self.log_manager.logs}
         held.update(tp.topic for tp in self.log_manager.offline_partitions)
-        wanted = sorted({*changes.leaders, *changes.followers})
-        return [(tp, self._log_config(tp.topic, image)) for tp in wanted if tp.topic not in held]
+        wanted = sorted(tp for tp in {*changes.leaders, *changes.followers} if tp.topic not in held)
+        if not wanted:
+            return []
+        image = image_of()
+        return [(tp, self._log_config(tp.topic, image)) for tp in wanted]
 
     def _get_or_create_partition(
         self, transition: PartitionTransition, wall_clock_ms: int

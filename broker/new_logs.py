@@ -43,7 +43,7 @@ async def create_new_logs(
     changes = local_changes(delta, broker_id)
     if not (changes.leaders or changes.followers):
         return 0
-    wanted = replica_manager.hosted.new_logs_wanted(changes, delta.apply())
+    wanted = replica_manager.hosted.new_logs_wanted(changes, delta.apply)
     plan = log_manager.plan_new_logs(wanted)
     if not plan:
         return 0
