@@ -80,7 +80,9 @@ func main() {
 		futures := make([]nats.PubAckFuture, 0, *count)
 		started := time.Now()
 		for i := 0; i < *count; i++ {
-			future, err := js.PublishAsync(*stream, payload)
+			// Wait for acknowledgements when 4096 are outstanding instead of failing after the
+			// client's default 200 ms: a replicated stream's first acks can take longer.
+			future, err := js.PublishAsync(*stream, payload, nats.StallWait(30*time.Second))
 			if err != nil {
 				fail("publish %d: %v", i, err)
 			}
