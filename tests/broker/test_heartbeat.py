@@ -345,8 +345,11 @@ def test_every_heartbeat_reports_the_offline_log_dirs_of_its_time() -> None:
     ]
 
 
-def test_a_directory_failure_heartbeats_at_once() -> None:
+@pytest.mark.parametrize("wake", ["propagate_directory_failure", "call_in_now"])
+def test_a_wake_up_heartbeats_at_once(wake: str) -> None:
     # Kafka's BrokerLifecycleManager.propagateDirectoryFailure: no waiting for the interval.
+    # call_in_now: a failed metadata poll closed its connection, and the active controller ends
+    # the session pykraft.broker.channel.closed.timeout.ms later unless the broker calls in.
     controller = FakeController([REGISTERED], [reply(fenced=False)] * 2)
     lifecycle = BrokerLifecycle(BrokerState.RUNNING)
     manager = BrokerLifecycleManager(
@@ -362,7 +365,7 @@ def test_a_directory_failure_heartbeats_at_once() -> None:
         runner = asyncio.ensure_future(manager.run())
         while len(controller.sent) < 1:  # the first heartbeat goes at once after registering
             await asyncio.sleep(0)
-        manager.propagate_directory_failure()  # the 60 s interval is not waited for
+        getattr(manager, wake)()  # the 60 s interval is not waited for
         while len(controller.sent) < 2:
             await asyncio.sleep(0)
         manager.stop()
@@ -370,32 +373,6 @@ def test_a_directory_failure_heartbeats_at_once() -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=5))
     assert [s.offline_log_dirs for s in controller.sent] == [FAILED_DIR, FAILED_DIR]
-
-
-def test_a_failed_metadata_poll_heartbeats_at_once() -> None:
-    # The failed poll's connection closed; the active controller ends the session
-    # pykraft.broker.channel.closed.timeout.ms later unless the broker calls in.
-    controller = FakeController([REGISTERED], [reply(fenced=False)] * 2)
-    manager = BrokerLifecycleManager(
-        controller,
-        IDENTITY,
-        BrokerLifecycle(BrokerState.RUNNING),
-        lambda: 41,
-        heartbeat_interval_ms=60_000,
-    )
-
-    async def scenario() -> None:
-        runner = asyncio.ensure_future(manager.run())
-        while len(controller.sent) < 1:
-            await asyncio.sleep(0)
-        manager.call_in_now()  # the 60 s interval is not waited for
-        while len(controller.sent) < 2:
-            await asyncio.sleep(0)
-        manager.stop()
-        await runner
-
-    asyncio.run(asyncio.wait_for(scenario(), timeout=5))
-    assert len(controller.sent) == 2
 
 
 def test_every_heartbeat_carries_the_broker_topic_counters_of_its_time() -> None:
