@@ -8,7 +8,7 @@ tested separately for persistence.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -243,16 +243,9 @@ def test_cache_persists_between_instances(tmp_path: Path) -> None:
 
 
 def test_assign_writes_without_fsync_and_flush_syncs_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, count_fsyncs: Callable[[], list[int]]
 ) -> None:
-    synced: list[int] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(fd)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", counting_fsync)
+    synced = count_fsyncs()
     cache = LeaderEpochFileCache(tmp_path)
     cache.assign(4, 10)
     assert synced == []  # becoming leader of 10,000 partitions is not 20,000 fsyncs

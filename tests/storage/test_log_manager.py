@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -326,20 +327,13 @@ def test_idle_producers_are_forgotten_on_their_interval_unless_in_a_transaction(
 
 
 def test_a_new_partition_costs_no_fsync_until_its_first_flush(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, count_fsyncs: Callable[[], list[int]]
 ) -> None:
     # Creating and leading a partition used to be 3 fsyncs (log dir entry, epoch file and its
     # directory); they now wait for the log's first flush (KAFKA-3968's lazy directory flush,
     # the epoch entry synced before the recovery point moves).
-    synced: list[int] = []
-    real_fsync = os.fsync
-
-    def counting_fsync(fd: int) -> None:
-        synced.append(fd)
-        real_fsync(fd)
-
     manager = open_manager([tmp_path / "d1"])
-    monkeypatch.setattr(os, "fsync", counting_fsync)
+    synced = count_fsyncs()
     tp = TopicPartition("t", 0)
     log = manager.get_or_create_log(tp, 0)
     log.leader_epoch_cache.assign(3, 0)
