@@ -44,6 +44,18 @@ def two_partitions_one_unloadable(log_dir: Path) -> Path:
     return segment
 
 
+def fail_fsyncs_in(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    """From now on every fsync of a file below ``directory`` fails with EIO."""
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if str(directory) in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
 def test_an_unloadable_partition_is_offline_and_the_others_load(tmp_path: Path) -> None:
     segment = two_partitions_one_unloadable(tmp_path)
     manager = LogManager.open([tmp_path], CONFIG, 0)
@@ -88,14 +100,7 @@ def test_an_io_error_in_periodic_work_takes_only_that_dir_offline(
     manager = LogManager.open(dirs, CONFIG, 0)
     append(manager.get_or_create_log(ORDERS_0, now_ms=0), 30)  # rolls: a flush is pending
     append(manager.get_or_create_log(ORDERS_1, now_ms=0), 1)
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        if str(dirs[0]) in os.readlink(f"/proc/self/fd/{fd}"):
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    fail_fsyncs_in(monkeypatch, dirs[0])
     manager.maybe_run_periodic(now_ms=1)
     assert list(manager.offline_dirs) == [dirs[0]]
     assert list(manager.logs) == [ORDERS_1]
@@ -153,14 +158,7 @@ def test_an_io_error_closing_a_log_on_a_recovery_thread_leaves_that_dir_unmarked
     manager.on_log_dir_failure = lambda log_dir, _tps: failed.append(log_dir)
     for partition in range(8):
         append(manager.get_or_create_log(TopicPartition("orders", partition), now_ms=0), 2)
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        if str(dirs[0]) in os.readlink(f"/proc/self/fd/{fd}"):
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    fail_fsyncs_in(monkeypatch, dirs[0])
     manager.shutdown()
     assert failed == [dirs[0]]
     assert not (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
