@@ -20,9 +20,12 @@ Each throughput figure comes with the CPU-seconds per 100 MB of the median run: 
 (``*_cpu_s_per_100mb``: user + system time of the brokers and the controller) and of this bench's
 producer (``*_client_cpu_s_per_100mb``), next to the machine's floor measured in the same run
 (``bench/floor.py``: loopback TCP and pwrite of 100 MB; ``acks_all_rf3_floor_cpu_s_per_100mb``).
-``--throughput-only`` stops there (A/B runs); ``--profile DIR`` first records every broker with
-py-spy (``PY_SPY`` or on PATH; raw stacks, one file per broker) during an extra acks=all RF=3 run
-that counts in no figure.
+With them, the ceiling that CPU alone sets (``*_cpu_ceiling_mb_s``: this machine's cores times
+100 over the server + client CPU-s per 100 MB), ``*_busy_cores`` (how near the run came to it),
+the ceiling if the servers met the 0.6 s goal with this client, and ``ratio_cpu_bound`` (the
+ratio two CPU-bound runs give). ``--throughput-only`` stops there (A/B runs); ``--profile DIR``
+first records every broker with py-spy (``PY_SPY`` or on PATH; raw stacks, one file per
+broker) during an extra acks=all RF=3 run that counts in no figure.
 
 Uses confluent-kafka when installed, else kafka-python. Prints a table, then one JSON line;
 ``ratio = acks_all_rf3_mb_s / rf1_mb_s``, target >= 0.5. Never run by the tests.
@@ -67,6 +70,7 @@ PARTITIONS = 3
 SESSION_TIMEOUT_S = 9.0  # Kafka's default broker.session.timeout.ms, which pykraft dev keeps
 FAILOVER_SEND_INTERVAL_S = 0.005
 TIMEOUT_S = 600.0  # any single measurement
+GOAL_SERVER_CPU_S_PER_100MB = 0.6  # issue 18's goal for acks=all RF=3
 Done = Callable[[str | None], None]  # a delivery callback: error text or None
 
 
@@ -396,6 +400,25 @@ def stop_profiles(spies: list[Any]) -> None:
 CONFIGURATIONS = (("acks_all_rf3", "rf3", "all"), ("acks_1_rf3", "rf3", "1"), ("rf1", "rf1", "all"))
 
 
+def cpu_ceilings(figures: dict[str, Any], cores: int) -> dict[str, float]:
+    """What the measured CPU allows on this machine, whatever the code's latency: with client
+    and servers sharing ``cores``, MB/s can be at most cores * 100 / (server + client CPU-s per
+    100 MB). Next to it, the ceiling if the servers met issue 18's goal of 0.6 s per 100 MB for
+    acks=all RF=3 with this client, and the RF=3 ÷ RF=1 ratio two CPU-bound runs give."""
+    total = {
+        name: figures[f"{name}_cpu_s_per_100mb"] + figures[f"{name}_client_cpu_s_per_100mb"]
+        for name, _, _ in CONFIGURATIONS
+    }
+    ceilings = {f"{name}_cpu_ceiling_mb_s": round(cores * 100 / total[name], 1) for name in total}
+    client_rf3 = figures["acks_all_rf3_client_cpu_s_per_100mb"]
+    ceilings["acks_all_rf3_ceiling_at_goal_cpu_mb_s"] = round(
+        cores * 100 / (GOAL_SERVER_CPU_S_PER_100MB + client_rf3), 1
+    )
+    ceilings["ratio_cpu_bound"] = round(total["rf1"] / total["acks_all_rf3"], 3)
+    ceilings["cores"] = cores
+    return ceilings
+
+
 def measure(
     cluster: Cluster,
     megabytes: int,
@@ -418,7 +441,7 @@ def measure(
     # Best of ``repeats``, the configurations taking turns: the machine is shared, and a busy
     # moment should not land on one configuration only.
     best: dict[str, float] = {}
-    cpu: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in CONFIGURATIONS}
+    cpu: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in CONFIGURATIONS}
     if profile_to is not None:  # an extra run, counted nowhere: the sampling slows the brokers
         spies = start_profiles(cluster, profile_to)
         try:
@@ -430,17 +453,20 @@ def measure(
             servers, client = cpu_seconds(cluster.server_pids()), time.process_time()
             rate = throughput_mb_s(cluster, topic, acks, records)
             servers = cpu_seconds(cluster.server_pids()) - servers
-            cpu[name].append((servers, time.process_time() - client))
+            elapsed = records * RECORD_BYTES / MB / rate
+            cpu[name].append((servers, time.process_time() - client, elapsed))
             best[name] = max(best.get(name, 0.0), rate)
     per_100mb = 100 * MB / (records * RECORD_BYTES)
     for name, _, _ in CONFIGURATIONS:
         figures[f"{name}_mb_s"] = round(best[name], 1)
         # The median run's CPU: user + system seconds of every server process (the brokers
         # and the controller), and of this bench's producer, per 100 MB of record values.
-        servers, client = sorted(cpu[name])[len(cpu[name]) // 2]
+        servers, client, elapsed = sorted(cpu[name])[len(cpu[name]) // 2]
         figures[f"{name}_cpu_s_per_100mb"] = round(servers * per_100mb, 3)
         figures[f"{name}_client_cpu_s_per_100mb"] = round(client * per_100mb, 3)
+        figures[f"{name}_busy_cores"] = round((servers + client) / elapsed, 2)
     figures["ratio"] = round(figures["acks_all_rf3_mb_s"] / figures["rf1_mb_s"], 3)
+    figures.update(cpu_ceilings(figures, os.cpu_count() or 1))
     figures.update(floor_cpu_s_per_100mb(cluster.dev.data_dir))
     if throughput_only:
         return figures
