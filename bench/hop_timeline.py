@@ -13,7 +13,8 @@ completed. This bench sends each record only after the previous one was acknowle
 times, and for every mark between them takes its offset from the send. Marks are named by
 role: the partition's ``leader`` or a ``follower``; a mark seen twice in one record (two
 followers, two Fetches) gets ``#2``. Printed: per configuration, each mark's median offset in
-microseconds (and in how many records it was seen), ordered by that median; then one JSON line
+microseconds (and in how many records it was seen), ordered by that median; then acks=all
+RF=3's critical path, each hop's median microseconds (``CRITICAL_PATH``); then one JSON line
 with each configuration's p50/p99 and the servers' CPU microseconds per record (user + system
 of the brokers and the controller: what the 2 cores must do for each record, which contention
 moves less than the latency).
@@ -121,6 +122,87 @@ def timeline(
     return sorted(table, key=lambda row: row[1])
 
 
+# The hops of an acks=all RF=3 record, in causal order: (name, from mark, to mark). The faster
+# follower is the one that receives its Fetch answer first.
+CRITICAL_PATH = (
+    ("client send -> leader reads Produce", "send", "read"),
+    ("leader reads Produce -> appended, fetches woken", "read", "woken"),
+    ("fetches woken -> 1st Fetch answer written", "woken", "write 1"),
+    ("1st answer -> 2nd Fetch answer written", "write 1", "write 2"),
+    ("1st answer written -> faster follower receives it", "write 1", "fast receive"),
+    ("faster follower receives -> appended", "fast receive", "fast appended"),
+    ("faster follower appended -> its next Fetch sent", "fast appended", "fast send"),
+    ("2nd answer written -> slower follower receives it", "write 2", "slow receive"),
+    ("slower follower receives -> appended", "slow receive", "slow appended"),
+    ("slower follower appended -> its next Fetch sent", "slow appended", "slow send"),
+    ("slower follower's Fetch sent -> leader reads it", "slow send", "read fetch 2"),
+    ("leader reads last Fetch -> high watermark moved", "read fetch 2", "hw"),
+    ("high watermark moved -> delayed produce completed", "hw", "completed"),
+    ("delayed produce completed -> client has the ack", "completed", "ack"),
+)
+
+
+def _first(rows: list[tuple[int, str]], event: str, after: int, count: int = 1) -> list[int]:
+    return [nanos for nanos, name in rows if name == event and nanos >= after][:count]
+
+
+def critical_path_points(
+    window: Window, marks: dict[int, list[tuple[int, str]]], broker_pids: list[int]
+) -> dict[str, int] | None:
+    """One acks=all RF=3 record's points on its critical path; None when a mark is missing."""
+    partition, started, ended = window
+    replicas = [broker_pids[(partition + i) % len(broker_pids)] for i in range(3)]
+    leader = marks.get(replicas[0], [])
+    points = {"send": started, "ack": ended}
+    found = _first(leader, "read PRODUCE", started)
+    if not found:
+        return None
+    points["read"] = found[0]
+    woken = _first(leader, "fetch woken ENOUGH_BYTES", points["read"])
+    writes = _first(leader, "write FETCH", woken[0] if woken else ended, 2)
+    if not woken or len(writes) < 2:
+        return None
+    points["woken"], points["write 1"], points["write 2"] = woken[0], writes[0], writes[1]
+    followers = []
+    for pid in replicas[1:]:
+        rows = marks.get(pid, [])
+        received_at = _first(rows, "receive FETCH", points["woken"])
+        appended_at = _first(rows, "follower appended", received_at[0] if received_at else ended)
+        sent_at = _first(rows, "send FETCH", appended_at[0] if appended_at else ended)
+        if not (received_at and appended_at and sent_at):
+            return None
+        followers.append((received_at[0], appended_at[0], sent_at[0]))
+    for role, (receive, appended, sent) in zip(("fast", "slow"), sorted(followers), strict=True):
+        points[f"{role} receive"], points[f"{role} appended"] = receive, appended
+        points[f"{role} send"] = sent
+    reads = _first(leader, "read FETCH", min(points["fast send"], points["slow send"]), 2)
+    high_watermark = _first(leader, "high watermark moved", points["woken"])
+    if len(reads) < 2 or not high_watermark:
+        return None
+    points["read fetch 2"], points["hw"] = reads[1], high_watermark[0]
+    completed = _first(leader, "delayed completed", points["hw"])
+    if not completed:
+        return None
+    points["completed"] = completed[0]
+    return points
+
+
+def critical_path(
+    windows: list[Window], marks: dict[int, list[tuple[int, str]]], broker_pids: list[int]
+) -> tuple[list[tuple[str, float]], int]:
+    """Each acks=all RF=3 hop's median microseconds, and over how many records."""
+    samples: dict[str, list[float]] = defaultdict(list)
+    records = 0
+    for window in windows:
+        points = critical_path_points(window, marks, broker_pids)
+        if points is None:
+            continue
+        records += 1
+        for name, start, end in CRITICAL_PATH:
+            samples[name].append((points[end] - points[start]) / 1000)
+    return [(name, statistics.median(samples[name])) for name, _, _ in CRITICAL_PATH], records
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--count", type=int, default=300, help="records per configuration")
@@ -163,7 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         factor = 1 if topic == "rf1" else 3
         for label, median_us, seen in timeline(windows[name], marks, broker_pids, factor):
             print(f"  {median_us:8.0f}  {label}  ({seen} records)")
-            figures[f"{name} {label}"] = round(median_us)
+    hops, records = critical_path(windows["acks_all_rf3"], marks, broker_pids)
+    print(f"\nacks_all_rf3 critical path: median microseconds per hop ({records} records)")
+    for name, median_us in hops:
+        print(f"  {median_us:8.0f}  {name}")
+        figures[f"acks_all_rf3 {name} us"] = round(median_us)
     print()
     print_figures(figures)
     return 0
