@@ -207,7 +207,7 @@ def measure(
         replicas = PEER_REPLICAS[name]
         p50, p99 = nats_latency_ms(nats, replicas, samples)
         figures[f"nats_r{replicas}_p50_ms"], figures[f"nats_r{replicas}_p99_ms"] = p50, p99
-        p50, p99 = latency_ms(cluster, topic, acks, samples)
+        p50, p99 = latency_ms(cluster.bootstrap_servers, topic, acks, samples)
         figures[f"{name}_p50_ms"], figures[f"{name}_p99_ms"] = round(p50, 3), round(p99, 3)
         peer_name = f"nats_r{replicas}"
         for figure in ("mb_s", "cpu_s_per_100mb", "p50_ms", "p99_ms"):

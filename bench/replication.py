@@ -10,6 +10,10 @@ Measures, in one run of one ``pykraft dev`` cluster with Kafka's default timeout
   by each broker; best of ``--repeats`` runs, the configurations taking turns) and the p50/p99
   latency of one record at a time (send, wait for the ack) for acks=all on RF=3
   (``min.insync.replicas=2``), acks=1 on RF=3, and RF=1;
+* the floor under that latency, in the same run (``bench/null_broker.py``): the same client and
+  loop against a null broker that answers Produce at once and stores nothing
+  (``null_broker_p50_ms``, ``null_broker_p99_ms``), and a raw loopback TCP round trip
+  (``loopback_ping_pong_p50_ms``);
 * catch-up: a follower stopped (SIGTERM) while its leader takes 1 GiB, restarted; MB/s from its
   first fetched byte to its log end offset matching the leader's;
 * failover: time from kill -9 of a partition's leader to the next acks=all produce acknowledged
@@ -52,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RunningCluster, cpu_seconds, print_figures
 from bench.floor import floor_cpu_s_per_100mb
+from bench.null_broker import measure_floors
 from pykraft.dev import Node, plan_layout
 from pykraft.free_ports import pick_free_ports
 
@@ -275,9 +280,10 @@ def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> fl
     return records * RECORD_BYTES / MB / elapsed
 
 
-def latency_ms(cluster: Cluster, topic: str, acks: str, count: int) -> tuple[float, float]:
-    """p50 and p99 of one record at a time, sent only once the previous one is acknowledged."""
-    producer = Producer(cluster.bootstrap_servers, acks, linger_ms=0)
+def latency_ms(bootstrap_servers: str, topic: str, acks: str, count: int) -> tuple[float, float]:
+    """p50 and p99 of one record at a time, sent only once the previous one is acknowledged
+    (``bench/null_broker.py`` times its null broker with this loop too)."""
+    producer = Producer(bootstrap_servers, acks, linger_ms=0)
     value = os.urandom(RECORD_BYTES)
     samples = []
     for index in range(count):
@@ -471,8 +477,11 @@ def measure(
     if throughput_only:
         return figures
     for name, topic, acks in CONFIGURATIONS:
-        p50, p99 = latency_ms(cluster, topic, acks, latency_samples)
+        p50, p99 = latency_ms(cluster.bootstrap_servers, topic, acks, latency_samples)
         figures[f"{name}_p50_ms"], figures[f"{name}_p99_ms"] = round(p50, 2), round(p99, 2)
+    # The floor under those: librdkafka, this loop and loopback against a broker that stores
+    # nothing, and a raw TCP round trip (bench/null_broker.py), in the same sitting.
+    figures.update(measure_floors(latency_samples, latency_ms))
     rate, log_bytes = catch_up_mb_s(cluster, catch_up_bytes)
     figures["catch_up_mb_s"], figures["catch_up_bytes"] = round(rate, 1), log_bytes
     cluster.create_topic("failover", [[10, 11, 12]], **{"min.insync.replicas": "2"})

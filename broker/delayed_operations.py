@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Generic, NamedTuple, TypeVar
 
 from pykraft.replica.waiters import PartitionsPurgatory
+from pykraft.storage import hop_trace
 from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -57,6 +58,8 @@ class DelayedOperations(Generic[V, C, R]):
     ) -> Watch[R]:
         """Check once; the answers now when nothing needs to wait (or the purgatory is full),
         else a waiter whose answers go to ``on_done`` (never called from here)."""
+        if hop_trace.ENABLED:
+            hop_trace.mark("delayed watch")
         deadline_ms = self._monotonic_ms() + max(0, timeout_ms)
         waiter_id = self.purgatory.try_watch(waiting, deadline_ms)
         if waiter_id is None:
@@ -119,6 +122,8 @@ class DelayedOperations(Generic[V, C, R]):
         for waiter_id, answers in completed.items():
             callback = self._callbacks.pop(waiter_id, None)
             if callback is not None:
+                if hop_trace.ENABLED:
+                    hop_trace.mark("delayed completed")
                 callback(dict(answers))
 
     def _schedule(self) -> None:

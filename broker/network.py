@@ -93,6 +93,7 @@ from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
 from pykraft.protocol.segments import FileSliceLike, Segments
+from pykraft.storage import hop_trace
 from pykraft.storage.file_slice import FileSlice, StaleFileSliceError
 
 logger = logging.getLogger(__name__)
@@ -451,6 +452,8 @@ class _Connection:
                 _Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}")
             )
             return False
+        if hop_trace.ENABLED:
+            hop_trace.mark(f"read {ApiKey(header.api_key).name}")
         context = RequestContext(
             header, self._id, self._listener.listener_name, *self._client, self.principal
         )
@@ -494,6 +497,8 @@ class _Connection:
             if buffers is not None:
                 self._write(buffers)
                 pending.written = True
+                if hop_trace.ENABLED:
+                    hop_trace.mark(f"write {ApiKey(pending.context.header.api_key).name}")
         return segments
 
     async def _write_responses(self) -> CloseReason:
@@ -546,6 +551,8 @@ class _Connection:
                     self._metrics.record_bytes_out(response.length)
                 else:
                     await self._send(response)
+                    if hop_trace.ENABLED:
+                        hop_trace.mark(f"write {ApiKey(header.api_key).name}")
             except (ConnectionError, ShortFileSliceError, StaleFileSliceError, OSError) as error:
                 logger.warning("sending to %s failed: %s", self._id, error)
                 return CloseReason.SEND_FAILED

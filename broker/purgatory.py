@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from pykraft.replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
 from pykraft.replica.partition_state import FetchIsolation
+from pykraft.storage import hop_trace
 from pykraft.storage.deadline_timer import DeadlineTimer
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -116,6 +117,8 @@ class DelayedFetches:
         for waiter_id in waiter_ids:
             future = self._futures.pop(waiter_id, None)
             if future is not None and not future.done():
+                if hop_trace.ENABLED:
+                    hop_trace.mark(f"fetch woken {completion.name}")
                 future.set_result(completion)
 
     def _schedule(self) -> None:

@@ -96,6 +96,7 @@ from pykraft.replica.isr import NO_BROKER_EPOCH
 from pykraft.replica.partition_core import LogView
 from pykraft.replica.ready import Ready
 from pykraft.replica.replica_core import ReplicaCore, TickReady
+from pykraft.storage import hop_trace
 from pykraft.storage.deadline_timer import Timer
 from pykraft.storage.log_manager import LogManager
 from pykraft.storage.log_validator import AppendOrigin
@@ -304,6 +305,8 @@ class ReplicaManager:
             origin=origin,
             verification_guards=verification_guards,
         )
+        if hop_trace.ENABLED:
+            hop_trace.mark("appended")
         required_offsets = {
             tp: result.last_offset + 1
             for tp, result in results.items()
@@ -545,6 +548,8 @@ class ReplicaManager:
     def _on_high_watermark_moved(self, topic_partition: TopicPartition, old: int, new: int) -> None:
         """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
         ``tryCompleteDelayedRequests``): consumers may read more, produces may be done."""
+        if hop_trace.ENABLED:
+            hop_trace.mark("high watermark moved")
         self._wake_fetches(topic_partition, FetchIsolation.HIGH_WATERMARK, old, new)
         self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
 

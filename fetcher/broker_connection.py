@@ -44,6 +44,7 @@ from pykraft.protocol.headers import (
     response_header_version,
 )
 from pykraft.protocol.sasl_client import SaslClient, SaslClientCredentials, SaslClientError
+from pykraft.storage import hop_trace
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -309,8 +310,12 @@ class BrokerConnection(Generic[F]):
             request_header_version(api_key, version),
         )
         stream.transport.write(encode_frame(encode_request_header(header) + body))
+        if hop_trace.ENABLED:
+            hop_trace.mark(f"send {ApiKey(api_key).name}")
         await stream.drain()
         frame = await stream.next_frame()
+        if hop_trace.ENABLED:
+            hop_trace.mark(f"receive {ApiKey(api_key).name}")
         answered, start = parse_response_header(frame, response_header_version(api_key, version))
         if answered != correlation_id:
             raise BrokerConnectionError(

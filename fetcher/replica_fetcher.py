@@ -82,6 +82,7 @@ from pykraft.fetcher.truncation import LeaderEpochEndOffset, LeaderEpochRequest
 from pykraft.protocol.errors import Errors
 from pykraft.protocol.fetch import PartitionData
 from pykraft.protocol.segments import segment_length
+from pykraft.storage import hop_trace
 from pykraft.storage.clock import Clock
 from pykraft.storage.topic_partition import TopicPartition
 
@@ -444,6 +445,8 @@ class ReplicaFetcher:
             self._on_local_error(topic_partition, error)
             return
         self._states[topic_partition] = new_state
+        if hop_trace.ENABLED and isinstance(outcome.action, Append):
+            hop_trace.mark("follower appended")
         if isinstance(outcome.action, Append) and self._on_replication_bytes_in is not None:
             size = sum(segment_length(segment) for segment in outcome.action.records)
             if size:

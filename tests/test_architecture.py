@@ -249,6 +249,7 @@ READS_TIME = {
     "broker/request_time.py": "a request handler's running time, for request_percentage quotas",
     "pykraft/dev.py": "pykraft dev waiting for its child processes",
     "pykraft/dev_wait.py": "pykraft dev-wait's deadline while it polls cluster.json",
+    "storage/hop_trace.py": "PYKRAFT_HOP_TRACE's marks, on the clock every process shares",
 }
 
 

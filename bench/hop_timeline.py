@@ -1,0 +1,259 @@
+"""Where one record's time goes, hop by hop (issue 18): a per-hop timeline of records sent one
+at a time through 1 controller + 3 brokers, for acks=all RF=3, acks=1 RF=3 and RF=1.
+
+    .venv/bin/python -m bench.hop_timeline             # 300 records per configuration
+    .venv/bin/python -m bench.hop_timeline --count 1000
+
+The brokers run with ``PYKRAFT_HOP_TRACE`` (``storage/hop_trace.py``): each marks, on the
+machine-wide monotonic clock, when it reads and writes a request or response (``read PRODUCE``,
+``write FETCH``; the follower's fetcher ``send FETCH`` / ``receive FETCH``), when a follower
+appended, a delayed fetch woke, the high watermark moved, and a delayed produce was watched and
+completed. This bench sends each record only after the previous one was acknowledged
+(confluent-kafka, linger.ms 0, as ``bench/replication.py``), keeps each record's send and ack
+times, and for every mark between them takes its offset from the send. Marks are named by
+role: the partition's ``leader`` or a ``follower``; a mark seen twice in one record (two
+followers, two Fetches) gets ``#2``. Printed: per configuration, each mark's median offset in
+microseconds (and in how many records it was seen), ordered by that median; then acks=all
+RF=3's critical path, each hop's median microseconds (``CRITICAL_PATH``); then one JSON line
+with each configuration's p50/p99 and the servers' CPU microseconds per record (user + system
+of the brokers and the controller: what the 2 cores must do for each record, which contention
+moves less than the latency).
+The tracing itself costs each mark a few microseconds, so the offsets run a little late.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import cpu_seconds, print_figures
+from bench.replication import CONFIGURATIONS, PARTITIONS, RECORD_BYTES, Cluster, Producer
+from pykraft.storage import hop_trace
+
+WARM_UP_RECORDS = 20
+# (partition, send ns, ack ns) of each record
+Window = tuple[int, int, int]
+
+
+def one_at_a_time(bootstrap_servers: str, topic: str, acks: str, count: int) -> list[Window]:
+    """Each record's partition and its send and acknowledgement times (monotonic ns)."""
+    producer = Producer(bootstrap_servers, acks, linger_ms=0)
+    value = os.urandom(RECORD_BYTES)
+    windows = []
+    for index in range(count + WARM_UP_RECORDS):
+        acknowledged = threading.Event()
+        errors: list[str] = []
+
+        def done(
+            error: str | None,
+            acknowledged: threading.Event = acknowledged,
+            errors: list[str] = errors,
+        ) -> None:
+            if error is not None:
+                errors.append(error)
+            acknowledged.set()
+
+        partition = index % PARTITIONS
+        started = time.monotonic_ns()
+        producer.send(topic, partition, value, done)
+        while not acknowledged.is_set():
+            producer.wait(acknowledged)
+        ended = time.monotonic_ns()
+        if errors:
+            raise RuntimeError(f"send failed: {errors[0]}")
+        if index >= WARM_UP_RECORDS:
+            windows.append((partition, started, ended))
+    producer.close()
+    return windows
+
+
+def read_marks(directory: Path) -> dict[int, list[tuple[int, str]]]:
+    """Each traced process's marks, by pid, in time order."""
+    marks: dict[int, list[tuple[int, str]]] = {}
+    for path in directory.glob("*.txt"):
+        rows = []
+        for line in path.read_text().splitlines():
+            nanos, event = line.split(" ", 1)
+            rows.append((int(nanos), event))
+        marks[int(path.stem)] = sorted(rows)
+    return marks
+
+
+def timeline(
+    windows: list[Window],
+    marks: dict[int, list[tuple[int, str]]],
+    broker_pids: list[int],
+    replication_factor: int,
+) -> list[tuple[str, float, int]]:
+    """(mark, median microseconds after the send, records it was seen in), by median.
+    Partition p's replicas are brokers p, p+1, ... (mod 3) of ``broker_pids``: the leader,
+    then ``follower 2`` and ``follower 3``; other brokers' marks are ``other``."""
+    offsets: dict[str, list[float]] = defaultdict(list)
+    for partition, started, ended in windows:
+        roles = {
+            broker_pids[(partition + i) % len(broker_pids)]: i for i in range(replication_factor)
+        }
+        seen: list[tuple[int, str]] = []
+        for pid, rows in marks.items():
+            index = roles.get(pid)
+            role = "other" if index is None else "leader" if index == 0 else f"follower {index + 1}"
+            seen.extend(
+                (nanos, f"{role} {event}") for nanos, event in rows if started <= nanos <= ended
+            )
+        counts: Counter[str] = Counter()
+        for nanos, label in sorted(seen):
+            counts[label] += 1
+            name = label if counts[label] == 1 else f"{label} #{counts[label]}"
+            offsets[name].append((nanos - started) / 1000)
+        offsets["client acknowledged"].append((ended - started) / 1000)
+    table = [(name, statistics.median(values), len(values)) for name, values in offsets.items()]
+    return sorted(table, key=lambda row: row[1])
+
+
+# The hops of an acks=all RF=3 record, in causal order: (name, from mark, to mark). The faster
+# follower is the one that receives its Fetch answer first.
+CRITICAL_PATH = (
+    ("client send -> leader reads Produce", "send", "read"),
+    ("leader reads Produce -> appended, fetches woken", "read", "woken"),
+    ("fetches woken -> 1st Fetch answer written", "woken", "write 1"),
+    ("1st answer -> 2nd Fetch answer written", "write 1", "write 2"),
+    ("1st answer written -> faster follower receives it", "write 1", "fast receive"),
+    ("faster follower receives -> appended", "fast receive", "fast appended"),
+    ("faster follower appended -> its next Fetch sent", "fast appended", "fast send"),
+    ("2nd answer written -> slower follower receives it", "write 2", "slow receive"),
+    ("slower follower receives -> appended", "slow receive", "slow appended"),
+    ("slower follower appended -> its next Fetch sent", "slow appended", "slow send"),
+    ("slower follower's Fetch sent -> leader reads it", "slow send", "read fetch 2"),
+    ("leader reads last Fetch -> high watermark moved", "read fetch 2", "hw"),
+    ("high watermark moved -> delayed produce completed", "hw", "completed"),
+    ("delayed produce completed -> client has the ack", "completed", "ack"),
+)
+
+
+def _first(rows: list[tuple[int, str]], event: str, after: int, count: int = 1) -> list[int]:
+    return [nanos for nanos, name in rows if name == event and nanos >= after][:count]
+
+
+def critical_path_points(
+    window: Window, marks: dict[int, list[tuple[int, str]]], broker_pids: list[int]
+) -> dict[str, int] | None:
+    """One acks=all RF=3 record's points on its critical path; None when a mark is missing."""
+    partition, started, ended = window
+    replicas = [broker_pids[(partition + i) % len(broker_pids)] for i in range(3)]
+    leader = marks.get(replicas[0], [])
+    points = {"send": started, "ack": ended}
+    found = _first(leader, "read PRODUCE", started)
+    if not found:
+        return None
+    points["read"] = found[0]
+    woken = _first(leader, "fetch woken ENOUGH_BYTES", points["read"])
+    writes = _first(leader, "write FETCH", woken[0] if woken else ended, 2)
+    if not woken or len(writes) < 2:
+        return None
+    points["woken"], points["write 1"], points["write 2"] = woken[0], writes[0], writes[1]
+    followers = []
+    for pid in replicas[1:]:
+        rows = marks.get(pid, [])
+        received_at = _first(rows, "receive FETCH", points["woken"])
+        appended_at = _first(rows, "follower appended", received_at[0] if received_at else ended)
+        sent_at = _first(rows, "send FETCH", appended_at[0] if appended_at else ended)
+        if not (received_at and appended_at and sent_at):
+            return None
+        followers.append((received_at[0], appended_at[0], sent_at[0]))
+    for role, (receive, appended, sent) in zip(("fast", "slow"), sorted(followers), strict=True):
+        points[f"{role} receive"], points[f"{role} appended"] = receive, appended
+        points[f"{role} send"] = sent
+    reads = _first(leader, "read FETCH", min(points["fast send"], points["slow send"]), 2)
+    high_watermark = _first(leader, "high watermark moved", points["woken"])
+    if len(reads) < 2 or not high_watermark:
+        return None
+    points["read fetch 2"], points["hw"] = reads[1], high_watermark[0]
+    completed = _first(leader, "delayed completed", points["hw"])
+    if not completed:
+        return None
+    points["completed"] = completed[0]
+    return points
+
+
+def critical_path(
+    windows: list[Window], marks: dict[int, list[tuple[int, str]]], broker_pids: list[int]
+) -> tuple[list[tuple[str, float]], int]:
+    """Each acks=all RF=3 hop's median microseconds, and over how many records."""
+    samples: dict[str, list[float]] = defaultdict(list)
+    records = 0
+    for window in windows:
+        points = critical_path_points(window, marks, broker_pids)
+        if points is None:
+            continue
+        records += 1
+        for name, start, end in CRITICAL_PATH:
+            samples[name].append((points[end] - points[start]) / 1000)
+    return [(name, statistics.median(samples[name])) for name, _, _ in CRITICAL_PATH], records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=300, help="records per configuration")
+    parser.add_argument(
+        "--keep", type=Path, help="keep the marks: each process's file goes to this folder"
+    )
+    args = parser.parse_args(argv)
+    trace_directory = Path(tempfile.mkdtemp(prefix="pykraft-hop-trace-"))
+    root = Path(tempfile.mkdtemp(prefix="pykraft-bench-hops-"))
+    os.environ[hop_trace.ENV] = str(trace_directory)  # the brokers inherit it
+    windows: dict[str, list[Window]] = {}
+    cpu_us: dict[str, float] = {}
+    try:
+        with Cluster(root) as cluster:
+            cluster.create_topic(
+                "rf3", [[10, 11, 12], [11, 12, 10], [12, 10, 11]], **{"min.insync.replicas": "2"}
+            )
+            cluster.create_topic("rf1", [[10], [11], [12]])
+            broker_pids = cluster.broker_pids()  # brokers 10, 11, 12
+            for name, topic, acks in CONFIGURATIONS:
+                servers = cpu_seconds(cluster.server_pids())
+                windows[name] = one_at_a_time(cluster.bootstrap_servers, topic, acks, args.count)
+                servers = cpu_seconds(cluster.server_pids()) - servers
+                cpu_us[name] = servers * 1e6 / (args.count + WARM_UP_RECORDS)
+        marks = read_marks(trace_directory)  # the brokers wrote theirs as they exited
+        if args.keep is not None:
+            shutil.copytree(trace_directory, args.keep, dirs_exist_ok=True)
+            (args.keep / "windows.json").write_text(json.dumps({**windows, "pids": broker_pids}))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(trace_directory, ignore_errors=True)
+    figures: dict[str, Any] = {"records": args.count, "load_average": os.getloadavg()[0]}
+    for name, topic, _ in CONFIGURATIONS:
+        latencies = [(ended - started) / 1e6 for _, started, ended in windows[name]]
+        percentiles = statistics.quantiles(latencies, n=100)
+        figures[f"{name}_p50_ms"] = round(percentiles[49], 3)
+        figures[f"{name}_p99_ms"] = round(percentiles[98], 3)
+        figures[f"{name}_server_cpu_us_per_record"] = round(cpu_us[name])
+        print(f"\n{name}: median microseconds after the client's send")
+        factor = 1 if topic == "rf1" else 3
+        for label, median_us, seen in timeline(windows[name], marks, broker_pids, factor):
+            print(f"  {median_us:8.0f}  {label}  ({seen} records)")
+    hops, records = critical_path(windows["acks_all_rf3"], marks, broker_pids)
+    print(f"\nacks_all_rf3 critical path: median microseconds per hop ({records} records)")
+    for name, median_us in hops:
+        print(f"  {median_us:8.0f}  {name}")
+        figures[f"acks_all_rf3 {name} us"] = round(median_us)
+    print()
+    print_figures(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
