@@ -45,9 +45,10 @@ it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
 
 A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
 (``storage.file_slice.FileSlice``: path, position, length, the file's identity) of at least
-``SENDFILE_MIN_BYTES`` go out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller
-ones, or all of them where sendfile is unavailable, by reading the file in chunks
-(``SENDFILE_MIN_BYTES`` says why). Open files are shared across connections in a bounded cache
+``SENDFILE_MIN_BYTES`` go out with ``os.sendfile`` on a plain socket while the transport holds
+nothing unsent (``broker.socket_sendfile``) — Kafka's zero-copy fetch — and smaller ones, the
+rest of a slice the socket did not take, or all of them over TLS, by reading the file in
+chunks. Open files are shared across connections in a bounded cache
 (``broker.file_cache.OpenFileCache``); a slice is sent only from the file it was cut from — when
 a cleaner swap or a re-created segment made its path name another file and the old one is no
 longer open, the connection closes instead (the client fetches again).
@@ -79,6 +80,12 @@ from pykraft.broker.metrics import BrokerMetrics, CloseReason
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
+from pykraft.broker.socket_sendfile import (
+    SendfileUnsupportedError,
+    corked,
+    send_while_idle,
+    sendfile_socket,
+)
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
     DEFAULT_RULES,
@@ -103,15 +110,12 @@ DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
 # Reading path: bytes read from a file per write.
 FILE_CHUNK_BYTES = 256 * 1024
-# Smaller file slices are read and written rather than sent with loop.sendfile: asyncio's
-# sendfile waits for an empty write buffer and pauses reading around every call, which costs
-# more than the copy it saves. Measured on loopback (2 cores): 16 KiB slices 480 MiB/s read vs
-# 110 MiB/s sendfile at 4x the CPU; 256 KiB slices 1000 vs 630 MiB/s; 1 MiB slices even.
-# uvloop (pykraft/event_loop.py) has no loop.sendfile (NotImplementedError): the first big
-# slice turns it off and every slice is copied; 4 MiB slices on loopback, 256 MiB, copied under
-# uvloop 2478-2565 MiB/s vs asyncio's sendfile 1765-2332 MiB/s, os.sendfile beside the
-# transport 2282-2288 MiB/s: the copy is no regression.
-SENDFILE_MIN_BYTES = 1024 * 1024
+# Smaller file slices are read and sent with the rest of their response in one write (a small
+# answer is one segment); larger ones go out with os.sendfile beside the transport, which costs
+# less CPU per byte from 64 KiB up (broker.socket_sendfile has the figures). loop.sendfile is
+# not used: uvloop (pykraft/event_loop.py) has none, and asyncio's pauses reading around every
+# call (16 KiB slices measured 4x the CPU of a copy).
+SENDFILE_MIN_BYTES = 64 * 1024
 # A response up to this size is gathered (small file slices read) and written in one send: one
 # system call, and its reader wakes once, not once per part (a follower's Fetch answer to a
 # one-record produce is three parts). Larger ones stream part by part.
@@ -343,6 +347,8 @@ class _Connection:
         new_authenticator = listener.authentication.new_sasl_authenticator
         # Invariant: not None exactly while SASL authentication is under way.
         self._authenticator = new_authenticator() if new_authenticator else None
+        # Where big file slices are sendfile'd; None over TLS or when the listener copies.
+        self._sendfile_socket = sendfile_socket(writer.transport) if listener.use_sendfile else None
 
     @property
     def busy(self) -> bool:
@@ -563,18 +569,25 @@ class _Connection:
             await self._writer.drain()
             self._metrics.record_bytes_out(segments.length)
             return
-        for part in segments.parts:
-            if isinstance(part, bytes | bytearray | memoryview):
-                self._writer.write(part)
-            elif part.length:
-                await self._send_file_slice(part)
+        with corked(self._sendfile_socket):  # the headers leave with the first slice
+            for part in segments.parts:
+                if isinstance(part, bytes | bytearray | memoryview):
+                    self._writer.write(part)
+                elif part.length:
+                    await self._send_file_slice(part)
         await self._writer.drain()
         self._metrics.record_bytes_out(segments.length)
 
     def _gathered(self, segments: Segments) -> list[bytes | bytearray | memoryview] | None:
         """A response of at most WRITE_COALESCE_BYTES as buffers, its file slices read; None
-        for a larger one (sent part by part, big slices with sendfile)."""
+        for a larger one, or one with a slice to sendfile (sent part by part)."""
         if segments.length > WRITE_COALESCE_BYTES:
+            return None
+        if self._sendfile_socket is not None and any(
+            not isinstance(part, bytes | bytearray | memoryview)
+            and part.length >= SENDFILE_MIN_BYTES
+            for part in segments.parts
+        ):
             return None
         buffers: list[bytes | bytearray | memoryview] = []
         for part in segments.parts:
@@ -605,29 +618,33 @@ class _Connection:
         file_id = part.file_id if isinstance(part, FileSlice) else None
         now_ms = self._listener.monotonic_ms()
         with self._listener.files.open(Path(part.path), file_id, now_ms) as file:
-            sent = None
-            if self._listener.use_sendfile and part.length >= SENDFILE_MIN_BYTES:
-                sent = await self._sendfile(file, part)
-            if sent is None:
-                sent = await self._copy_file(file, part)
+            sent = self._sendfile_now(file, part) if part.length >= SENDFILE_MIN_BYTES else 0
+            sent = await self._copy_file(file, part, sent)
         if sent != part.length:
             raise ShortFileSliceError(
                 f"{part.path} ended after {sent} of {part.length} bytes from {part.position}"
             )
 
-    async def _sendfile(self, file: BinaryIO, part: FileSliceLike) -> int | None:
-        """Zero-copy send; None when this platform or transport cannot sendfile."""
+    def _sendfile_now(self, file: BinaryIO, part: FileSliceLike) -> int:
+        """Bytes of the slice's start sent with os.sendfile (0 if none could be)."""
+        if self._sendfile_socket is None:
+            return 0
         try:
-            return await asyncio.get_running_loop().sendfile(
-                self._writer.transport, file, part.position, part.length, fallback=False
+            return send_while_idle(
+                self._writer.transport,
+                self._sendfile_socket,
+                file.fileno(),
+                part.position,
+                part.length,
             )
-        except (asyncio.SendfileNotAvailableError, NotImplementedError):
-            logger.info("sendfile unavailable; reading segment files instead")
+        except SendfileUnsupportedError as error:
+            logger.info("sendfile unavailable (%s); reading segment files instead", error)
             self._listener.use_sendfile = False
-            return None
+            self._sendfile_socket = None
+            return 0
 
-    async def _copy_file(self, file: BinaryIO, part: FileSliceLike) -> int:
-        sent = 0
+    async def _copy_file(self, file: BinaryIO, part: FileSliceLike, sent: int) -> int:
+        """Read and write the slice from ``sent`` bytes on; the bytes sent in all."""
         while sent < part.length:
             size = min(FILE_CHUNK_BYTES, part.length - sent)
             chunk = os.pread(file.fileno(), size, part.position + sent)
