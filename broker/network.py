@@ -82,9 +82,8 @@ from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
 from pykraft.broker.socket_sendfile import (
     SendfileUnsupportedError,
-    corked,
-    send_while_idle,
-    sendfile_socket,
+    SocketSender,
+    can_send_directly,
 )
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
@@ -347,8 +346,10 @@ class _Connection:
         new_authenticator = listener.authentication.new_sasl_authenticator
         # Invariant: not None exactly while SASL authentication is under way.
         self._authenticator = new_authenticator() if new_authenticator else None
-        # Where big file slices are sendfile'd; None over TLS or when the listener copies.
-        self._sendfile_socket = sendfile_socket(writer.transport) if listener.use_sendfile else None
+        # Big file slices are sendfile'd (not over TLS, nor when the listener copies), by a
+        # sender made for the first one.
+        self._direct = listener.use_sendfile and can_send_directly(writer.transport)
+        self._sender: SocketSender | None = None
 
     @property
     def busy(self) -> bool:
@@ -390,6 +391,8 @@ class _Connection:
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
+            if self._sender is not None:
+                self._sender.close()
             self._writer.close()
             self._metrics.record_connection_closed(reason)
             logger.debug("connection %s closed: %s", self._id, reason.value)
@@ -569,12 +572,17 @@ class _Connection:
             await self._writer.drain()
             self._metrics.record_bytes_out(segments.length)
             return
-        with corked(self._sendfile_socket):  # the headers leave with the first slice
-            for part in segments.parts:
-                if isinstance(part, bytes | bytearray | memoryview):
-                    self._writer.write(part)
-                elif part.length:
-                    await self._send_file_slice(part)
+        if self._sender is None and self._wants_sendfile(segments):
+            self._sender = SocketSender(self._writer.transport)
+        last = len(segments.parts) - 1
+        for index, part in enumerate(segments.parts):
+            if isinstance(part, bytes | bytearray | memoryview):
+                # The headers before a sendfile'd slice leave in its first packet.
+                sent = self._sender.send_buffer(part, index < last) if self._sender else 0
+                if sent < len(part):
+                    self._writer.write(memoryview(part)[sent:] if sent else part)
+            elif part.length:
+                await self._send_file_slice(part)
         await self._writer.drain()
         self._metrics.record_bytes_out(segments.length)
 
@@ -583,11 +591,7 @@ class _Connection:
         for a larger one, or one with a slice to sendfile (sent part by part)."""
         if segments.length > WRITE_COALESCE_BYTES:
             return None
-        if self._sendfile_socket is not None and any(
-            not isinstance(part, bytes | bytearray | memoryview)
-            and part.length >= SENDFILE_MIN_BYTES
-            for part in segments.parts
-        ):
+        if self._wants_sendfile(segments):
             return None
         buffers: list[bytes | bytearray | memoryview] = []
         for part in segments.parts:
@@ -596,6 +600,14 @@ class _Connection:
             elif part.length:
                 buffers.append(self._read_file_slice(part))
         return buffers
+
+    def _wants_sendfile(self, segments: Segments) -> bool:
+        """A slice big enough to sendfile, on a connection that can."""
+        return self._direct and any(
+            not isinstance(part, bytes | bytearray | memoryview)
+            and part.length >= SENDFILE_MIN_BYTES
+            for part in segments.parts
+        )
 
     def _write(self, buffers: list[bytes | bytearray | memoryview]) -> None:
         self._writer.write(buffers[0] if len(buffers) == 1 else b"".join(buffers))
@@ -627,20 +639,15 @@ class _Connection:
 
     def _sendfile_now(self, file: BinaryIO, part: FileSliceLike) -> int:
         """Bytes of the slice's start sent with os.sendfile (0 if none could be)."""
-        if self._sendfile_socket is None:
+        if self._sender is None:
             return 0
         try:
-            return send_while_idle(
-                self._writer.transport,
-                self._sendfile_socket,
-                file.fileno(),
-                part.position,
-                part.length,
-            )
+            return self._sender.send_file(file.fileno(), part.position, part.length)
         except SendfileUnsupportedError as error:
             logger.info("sendfile unavailable (%s); reading segment files instead", error)
-            self._listener.use_sendfile = False
-            self._sendfile_socket = None
+            self._listener.use_sendfile = self._direct = False
+            self._sender.close()
+            self._sender = None
             return 0
 
     async def _copy_file(self, file: BinaryIO, part: FileSliceLike, sent: int) -> int:

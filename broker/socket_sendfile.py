@@ -1,30 +1,32 @@
-"""File slices sent from the page cache straight to a connection's socket with ``os.sendfile``
-(Kafka's ``FileChannel.transferTo``), beside the asyncio transport that owns the socket.
+"""A response's parts written straight to a connection's socket — file slices with
+``os.sendfile`` (Kafka's ``FileChannel.transferTo``), buffers with ``MSG_MORE`` — beside the
+asyncio transport that owns the socket.
 
 uvloop (``pykraft/event_loop.py``) has no ``loop.sendfile``, and asyncio's pauses reading around
 every call. Writing to the transport's socket directly is safe only while the transport holds
-no unsent bytes: those were written before and must leave first. So ``send_while_idle`` sends
-only then, until the socket is full, and the caller writes the rest of the slice through the
-transport (read, then write), behind it. TLS encrypts in user space: no sendfile there.
+no unsent bytes: those were written before and must leave first. So ``SocketSender`` writes only
+then, until the socket is full, and the caller writes what it did not take through the
+transport, behind it. TLS encrypts in user space: no sendfile there.
 
-Measured before choosing it (CPU of the sending thread per 100 MB, uvloop, loopback TCP, a
-reader thread draining; pread + one write vs a small write + os.sendfile, two runs each):
-16 KiB 0.081 / 0.073 vs 0.042 / 0.086, 64 KiB 0.050 / 0.044 vs 0.030 / 0.028, 256 KiB 0.032 /
-0.033 vs 0.020 / 0.017, 1 MiB 0.019 / 0.019 vs 0.022 / 0.021 — hence
-``broker.network.SENDFILE_MIN_BYTES``.
+The buffers before a slice (size prefix, response and partition headers) go with ``MSG_MORE``:
+sent through the transport they leave as a packet of their own (``TCP_NODELAY``), which cost
+more CPU than sendfile saved. ``bench/fetch_send.py`` (the listener on uvloop, one Fetch answer
+at a time over loopback, CPU of the loop's thread per 100 MB, median of 3; copy vs this):
+64 KiB slices 0.131 vs 0.111, 256 KiB 0.049 vs 0.042. Headers through the transport and
+sendfile: 0.132 vs 0.144, 0.046 vs 0.048; with ``TCP_CORK`` around each answer: 0.131 vs 0.178,
+0.046 vs 0.072.
 
-The response's first bytes go out with the slice (``corked``): without it the size prefix and
-headers leave alone (``TCP_NODELAY``) and wake the reader once more per response.
+The sender holds a duplicate of the socket's descriptor (Python sends flags only through a
+socket object, and the transport's is a stand-in without ``send``): one more descriptor per
+connection that was answered with a big slice, closed with the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import socket
-from collections.abc import Iterator
 
 # sendfile refused for this pair of descriptors, not a failed connection: copy instead.
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
@@ -34,49 +36,53 @@ class SendfileUnsupportedError(Exception):
     """This socket or file system cannot sendfile; the bytes go through the transport."""
 
 
-def sendfile_socket(transport: asyncio.BaseTransport) -> socket.socket | None:
-    """The transport's socket, if slices may be sendfile'd to it: a plain stream socket."""
+def can_send_directly(transport: asyncio.BaseTransport) -> bool:
+    """A plain stream socket under the transport (not TLS)."""
     if transport.get_extra_info("ssl_object") is not None:
-        return None
+        return False
     sock = transport.get_extra_info("socket")
-    if sock is None or sock.type != socket.SOCK_STREAM:
-        return None
-    return sock  # type: ignore[no-any-return]
+    return sock is not None and sock.type == socket.SOCK_STREAM
 
 
-def send_while_idle(
-    transport: asyncio.WriteTransport, sock: socket.socket, file_fd: int, position: int, length: int
-) -> int:
-    """Send up to ``length`` bytes of the file from ``position`` to ``sock``; 0 while the
-    transport holds unsent bytes. Stops when the socket is full or the file ends (the caller
-    finds a short slice). Connection errors propagate."""
-    if transport.get_write_buffer_size():
-        return 0
-    sent = 0
-    while sent < length:
+class SocketSender:
+    """Writes to one connection's socket while its transport holds nothing unsent."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        assert can_send_directly(transport)
+        self._transport = transport
+        self._socket = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
+        self._socket.setblocking(False)
+
+    def send_buffer(self, data: bytes | bytearray | memoryview, more: bool) -> int:
+        """Bytes of ``data`` sent (0 while the transport holds unsent bytes); ``more``: the
+        response goes on, so the kernel may hold a partial packet for it."""
+        if self._transport.get_write_buffer_size():
+            return 0
         try:
-            count = os.sendfile(sock.fileno(), file_fd, position + sent, length - sent)
+            return self._socket.send(data, socket.MSG_MORE if more else 0)
         except BlockingIOError:
-            break
-        except OSError as error:
-            if error.errno in _UNSUPPORTED and not sent:
-                raise SendfileUnsupportedError(str(error)) from error
-            raise
-        if count == 0:
-            break
-        sent += count
-    return sent
+            return 0
 
+    def send_file(self, file_fd: int, position: int, length: int) -> int:
+        """Bytes of the file from ``position`` sent, up to ``length`` (0 while the transport
+        holds unsent bytes); stops when the socket is full or the file ends (the caller finds
+        a short slice). Connection errors propagate."""
+        if self._transport.get_write_buffer_size():
+            return 0
+        sent = 0
+        while sent < length:
+            try:
+                count = os.sendfile(self._socket.fileno(), file_fd, position + sent, length - sent)
+            except BlockingIOError:
+                break
+            except OSError as error:
+                if error.errno in _UNSUPPORTED and not sent:
+                    raise SendfileUnsupportedError(str(error)) from error
+                raise
+            if count == 0:
+                break
+            sent += count
+        return sent
 
-@contextlib.contextmanager
-def corked(sock: socket.socket | None) -> Iterator[None]:
-    """Hold partial TCP segments (``TCP_CORK``) while the body runs, then push them."""
-    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        yield
-        return
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):  # the connection may be gone by now
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+    def close(self) -> None:
+        self._socket.close()

@@ -4,6 +4,7 @@ TLS, and the listener's responses byte for byte either way (socketpairs, no port
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import ssl
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from pykraft.broker.network import SENDFILE_MIN_BYTES, ListenerAuthentication, RequestContext
-from pykraft.broker.socket_sendfile import send_while_idle, sendfile_socket
+from pykraft.broker.socket_sendfile import SocketSender
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.segments import Segments
 from pykraft.storage.file_slice import FileSlice
@@ -96,23 +97,25 @@ def test_nothing_is_sendfiled_while_the_transport_holds_unsent_bytes(segment: Pa
     async def scenario() -> None:
         server_side, client_side = socket.socketpair()
         _, writer = await asyncio.open_connection(sock=server_side)
-        sock = sendfile_socket(writer.transport)
-        assert sock is not None
+        sender = SocketSender(writer.transport)
         earlier = b"e" * (4 * 1024 * 1024)  # more than the socket takes: the transport holds some
         writer.write(earlier)
         assert writer.transport.get_write_buffer_size() > 0
         fd = os.open(segment, os.O_RDONLY)
         try:
-            assert send_while_idle(writer.transport, sock, fd, 0, 1000) == 0
+            assert sender.send_buffer(b"head", more=True) == 0
+            assert sender.send_file(fd, 0, 1000) == 0
             reader, _ = await asyncio.open_connection(sock=client_side)
-            drained = asyncio.create_task(reader.readexactly(len(earlier) + 1000))
+            drained = asyncio.create_task(reader.readexactly(len(earlier) + 4 + 1000))
             await writer.drain()
             while writer.transport.get_write_buffer_size():
                 await asyncio.sleep(0)
-            assert send_while_idle(writer.transport, sock, fd, 0, 1000) == 1000
+            assert sender.send_buffer(b"head", more=True) == 4
+            assert sender.send_file(fd, 0, 1000) == 1000
         finally:
             os.close(fd)
-        assert await drained == earlier + segment.read_bytes()[:1000]
+            sender.close()
+        assert await drained == earlier + b"head" + segment.read_bytes()[:1000]
         writer.close()
 
     run(scenario)
@@ -157,3 +160,22 @@ def test_tls_connections_copy_their_slices(
         writer.close()
 
     run(scenario)
+
+
+@pytest.mark.filterwarnings("error")  # an unclosed socket's ResourceWarning fails it
+def test_the_senders_descriptor_is_closed_with_its_connection(segment: Path) -> None:
+    async def scenario() -> None:
+        before = set(os.listdir("/proc/self/fd"))
+        harness = Harness(slice_handler(segment, 0, SENDFILE_MIN_BYTES))
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 1))
+        assert await read_frame(reader) is not None
+        during = set(os.listdir("/proc/self/fd"))
+        writer.close()
+        await writer.wait_closed()
+        await harness.listener.close()
+        assert len(during - before) == 4  # both socket ends, the sender's dup, the segment
+        assert set(os.listdir("/proc/self/fd")) == before
+
+    run(scenario)
+    gc.collect()
