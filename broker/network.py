@@ -98,7 +98,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
-from pykraft.protocol.segments import FileSliceLike, Segments
+from pykraft.protocol.segments import FileSliceLike, Segments, segment_length
 from pykraft.storage.file_slice import FileSlice, StaleFileSliceError
 
 logger = logging.getLogger(__name__)
@@ -574,13 +574,17 @@ class _Connection:
             return
         if self._sender is None and self._wants_sendfile(segments):
             self._sender = SocketSender(self._writer.transport)
-        last = len(segments.parts) - 1
-        for index, part in enumerate(segments.parts):
+        parts = segments.parts
+        # Buffers before the last part with bytes go with MSG_MORE: the headers before a
+        # sendfile'd slice leave in its first packet, and nothing is held after the end.
+        last = max((i for i, part in enumerate(parts) if segment_length(part)), default=-1)
+        for index, part in enumerate(parts):
             if isinstance(part, bytes | bytearray | memoryview):
-                # The headers before a sendfile'd slice leave in its first packet.
-                sent = self._sender.send_buffer(part, index < last) if self._sender else 0
-                if sent < len(part):
-                    self._writer.write(memoryview(part)[sent:] if sent else part)
+                size = segment_length(part)
+                more = index < last
+                sent = self._sender.send_buffer(part, more) if self._sender and size else 0
+                if sent < size:
+                    self._writer.write(memoryview(part).cast("B")[sent:] if sent else part)
             elif part.length:
                 await self._send_file_slice(part)
         await self._writer.drain()
