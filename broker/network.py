@@ -45,9 +45,10 @@ it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
 
 A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
 (``storage.file_slice.FileSlice``: path, position, length, the file's identity) of at least
-``SENDFILE_MIN_BYTES`` go out with ``loop.sendfile`` — Kafka's zero-copy fetch — and smaller
-ones, or all of them where sendfile is unavailable, by reading the file in chunks
-(``SENDFILE_MIN_BYTES`` says why). Open files are shared across connections in a bounded cache
+``SENDFILE_MIN_BYTES`` go out with ``os.sendfile`` on a plain socket while the transport holds
+nothing unsent (``broker.socket_sendfile``) — Kafka's zero-copy fetch — and smaller ones, the
+rest of a slice the socket did not take, or all of them over TLS, by reading the file in
+chunks. Open files are shared across connections in a bounded cache
 (``broker.file_cache.OpenFileCache``); a slice is sent only from the file it was cut from — when
 a cleaner swap or a re-created segment made its path name another file and the old one is no
 longer open, the connection closes instead (the client fetches again).
@@ -79,6 +80,11 @@ from pykraft.broker.metrics import BrokerMetrics, CloseReason
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
+from pykraft.broker.socket_sendfile import (
+    SendfileUnsupportedError,
+    SocketSender,
+    can_send_directly,
+)
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
     DEFAULT_RULES,
@@ -92,7 +98,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
-from pykraft.protocol.segments import FileSliceLike, Segments
+from pykraft.protocol.segments import FileSliceLike, Segments, segment_length
 from pykraft.storage import hop_trace
 from pykraft.storage.file_slice import FileSlice, StaleFileSliceError
 
@@ -104,15 +110,12 @@ DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
 # Reading path: bytes read from a file per write.
 FILE_CHUNK_BYTES = 256 * 1024
-# Smaller file slices are read and written rather than sent with loop.sendfile: asyncio's
-# sendfile waits for an empty write buffer and pauses reading around every call, which costs
-# more than the copy it saves. Measured on loopback (2 cores): 16 KiB slices 480 MiB/s read vs
-# 110 MiB/s sendfile at 4x the CPU; 256 KiB slices 1000 vs 630 MiB/s; 1 MiB slices even.
-# uvloop (pykraft/event_loop.py) has no loop.sendfile (NotImplementedError): the first big
-# slice turns it off and every slice is copied; 4 MiB slices on loopback, 256 MiB, copied under
-# uvloop 2478-2565 MiB/s vs asyncio's sendfile 1765-2332 MiB/s, os.sendfile beside the
-# transport 2282-2288 MiB/s: the copy is no regression.
-SENDFILE_MIN_BYTES = 1024 * 1024
+# Smaller file slices are read and sent with the rest of their response in one write (a small
+# answer is one segment); larger ones go out with os.sendfile beside the transport, which costs
+# less CPU per byte from 64 KiB up (broker.socket_sendfile has the figures). loop.sendfile is
+# not used: uvloop (pykraft/event_loop.py) has none, and asyncio's pauses reading around every
+# call (16 KiB slices measured 4x the CPU of a copy).
+SENDFILE_MIN_BYTES = 64 * 1024
 # A response up to this size is gathered (small file slices read) and written in one send: one
 # system call, and its reader wakes once, not once per part (a follower's Fetch answer to a
 # one-record produce is three parts). Larger ones stream part by part.
@@ -344,6 +347,10 @@ class _Connection:
         new_authenticator = listener.authentication.new_sasl_authenticator
         # Invariant: not None exactly while SASL authentication is under way.
         self._authenticator = new_authenticator() if new_authenticator else None
+        # Big file slices are sendfile'd (not over TLS, nor when the listener copies), by a
+        # sender made for the first one.
+        self._direct = listener.use_sendfile and can_send_directly(writer.transport)
+        self._sender: SocketSender | None = None
 
     @property
     def busy(self) -> bool:
@@ -385,6 +392,8 @@ class _Connection:
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
+            if self._sender is not None:
+                self._sender.close()
             self._writer.close()
             self._metrics.record_connection_closed(reason)
             logger.debug("connection %s closed: %s", self._id, reason.value)
@@ -570,9 +579,19 @@ class _Connection:
             await self._writer.drain()
             self._metrics.record_bytes_out(segments.length)
             return
-        for part in segments.parts:
+        if self._sender is None and self._wants_sendfile(segments):
+            self._sender = SocketSender(self._writer.transport)
+        parts = segments.parts
+        # Buffers before the last part with bytes go with MSG_MORE: the headers before a
+        # sendfile'd slice leave in its first packet, and nothing is held after the end.
+        last = max((i for i, part in enumerate(parts) if segment_length(part)), default=-1)
+        for index, part in enumerate(parts):
             if isinstance(part, bytes | bytearray | memoryview):
-                self._writer.write(part)
+                size = segment_length(part)
+                more = index < last
+                sent = self._sender.send_buffer(part, more) if self._sender and size else 0
+                if sent < size:
+                    self._writer.write(memoryview(part).cast("B")[sent:] if sent else part)
             elif part.length:
                 await self._send_file_slice(part)
         await self._writer.drain()
@@ -580,8 +599,10 @@ class _Connection:
 
     def _gathered(self, segments: Segments) -> list[bytes | bytearray | memoryview] | None:
         """A response of at most WRITE_COALESCE_BYTES as buffers, its file slices read; None
-        for a larger one (sent part by part, big slices with sendfile)."""
+        for a larger one, or one with a slice to sendfile (sent part by part)."""
         if segments.length > WRITE_COALESCE_BYTES:
+            return None
+        if self._wants_sendfile(segments):
             return None
         buffers: list[bytes | bytearray | memoryview] = []
         for part in segments.parts:
@@ -590,6 +611,14 @@ class _Connection:
             elif part.length:
                 buffers.append(self._read_file_slice(part))
         return buffers
+
+    def _wants_sendfile(self, segments: Segments) -> bool:
+        """A slice big enough to sendfile, on a connection that can."""
+        return self._direct and any(
+            not isinstance(part, bytes | bytearray | memoryview)
+            and part.length >= SENDFILE_MIN_BYTES
+            for part in segments.parts
+        )
 
     def _write(self, buffers: list[bytes | bytearray | memoryview]) -> None:
         self._writer.write(buffers[0] if len(buffers) == 1 else b"".join(buffers))
@@ -612,29 +641,28 @@ class _Connection:
         file_id = part.file_id if isinstance(part, FileSlice) else None
         now_ms = self._listener.monotonic_ms()
         with self._listener.files.open(Path(part.path), file_id, now_ms) as file:
-            sent = None
-            if self._listener.use_sendfile and part.length >= SENDFILE_MIN_BYTES:
-                sent = await self._sendfile(file, part)
-            if sent is None:
-                sent = await self._copy_file(file, part)
+            sent = self._sendfile_now(file, part) if part.length >= SENDFILE_MIN_BYTES else 0
+            sent = await self._copy_file(file, part, sent)
         if sent != part.length:
             raise ShortFileSliceError(
                 f"{part.path} ended after {sent} of {part.length} bytes from {part.position}"
             )
 
-    async def _sendfile(self, file: BinaryIO, part: FileSliceLike) -> int | None:
-        """Zero-copy send; None when this platform or transport cannot sendfile."""
+    def _sendfile_now(self, file: BinaryIO, part: FileSliceLike) -> int:
+        """Bytes of the slice's start sent with os.sendfile (0 if none could be)."""
+        if self._sender is None:
+            return 0
         try:
-            return await asyncio.get_running_loop().sendfile(
-                self._writer.transport, file, part.position, part.length, fallback=False
-            )
-        except (asyncio.SendfileNotAvailableError, NotImplementedError):
-            logger.info("sendfile unavailable; reading segment files instead")
-            self._listener.use_sendfile = False
-            return None
+            return self._sender.send_file(file.fileno(), part.position, part.length)
+        except SendfileUnsupportedError as error:
+            logger.info("sendfile unavailable (%s); reading segment files instead", error)
+            self._listener.use_sendfile = self._direct = False
+            self._sender.close()
+            self._sender = None
+            return 0
 
-    async def _copy_file(self, file: BinaryIO, part: FileSliceLike) -> int:
-        sent = 0
+    async def _copy_file(self, file: BinaryIO, part: FileSliceLike, sent: int) -> int:
+        """Read and write the slice from ``sent`` bytes on; the bytes sent in all."""
         while sent < part.length:
             size = min(FILE_CHUNK_BYTES, part.length - sent)
             chunk = os.pread(file.fileno(), size, part.position + sent)

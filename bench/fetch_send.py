@@ -1,0 +1,132 @@
+"""The leader's answer to a follower Fetch on its own: the listener writing a response of a few
+header bytes and one file slice, CPU of the event loop's thread per 100 MB.
+
+    .venv/bin/python bench/fetch_send.py            # 16 KiB .. 1 MiB slices, 200 MB each
+    .venv/bin/python bench/fetch_send.py --quick    # 20 MB each: a smoke run
+
+Why: under acks=all RF=3 every byte leaves the leader twice, once to each follower, and issue
+18's profile had the leader's writing of Fetch answers at ~18% of the brokers' busy time. This
+runs ``broker.network.KafkaListener`` on uvloop (as the brokers do) over loopback TCP; a thread
+plays the follower (one Fetch at a time: send, read the whole answer). Each slice size runs with
+the listener's ``use_sendfile`` on (``broker.socket_sendfile``: os.sendfile for slices of
+``SENDFILE_MIN_BYTES`` and more) and off (every slice read and written), taking turns, and
+reports the median of ``--repeats`` runs of each. Only the loop thread's CPU counts
+(``time.thread_time``), not the reading thread's. Ends with one JSON line. Never run by the
+tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import uvloop
+
+from bench.common import print_figures
+from pykraft.broker.network import KafkaListener, RequestContext
+from pykraft.protocol.framing import frame_response
+from pykraft.protocol.segments import Segments
+from pykraft.storage.file_slice import FileSlice, file_id_of
+
+KIB, MB = 1024, 1_000_000
+SIZES_KIB = (16, 64, 256, 1024)
+FILE_BYTES = 8 * KIB * KIB
+HEADER = bytes(60)  # about a v16 Fetch answer's bytes before one partition's records
+
+
+def follower(address: tuple[str, int], requests: int, done: list[float]) -> None:
+    """One Fetch at a time, each answer read whole (a blocking socket, its own thread)."""
+    with socket.create_connection(address) as sock:
+        buffer = bytearray(4 * KIB * KIB)
+        for correlation_id in range(requests):
+            body = struct.pack(">hhih", 1, 4, correlation_id, -1)  # Fetch v4: header v1
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            size_prefix = sock.recv(4, socket.MSG_WAITALL)
+            (size,) = struct.unpack(">i", size_prefix)
+            view, left = memoryview(buffer), size
+            while left:
+                got = sock.recv_into(view[: min(left, len(buffer))])
+                assert got, "the listener closed the connection"
+                left -= got
+    done.append(time.perf_counter())
+
+
+async def one_run(segment: Path, slice_bytes: int, total_bytes: int, sendfile: bool) -> float:
+    """CPU-seconds of the loop thread per 100 MB of slices sent."""
+    position = 0
+    fd = os.open(segment, os.O_RDONLY)
+    file_id = file_id_of(fd)  # as a segment's slices carry it: no stat per answer
+    os.close(fd)
+
+    async def fetch(context: RequestContext, body: memoryview) -> Segments:
+        nonlocal position
+        piece = FileSlice(segment, position, slice_bytes, file_id)
+        position = (position + slice_bytes) % (FILE_BYTES - slice_bytes)
+        return frame_response(context.header.correlation_id, 0, Segments.of([HEADER, piece]))
+
+    listener = KafkaListener(
+        fetch, port=0, use_sendfile=sendfile, monotonic_ms=lambda: time.monotonic_ns() // 10**6
+    )
+    await listener.start()
+    try:
+        requests = max(1, total_bytes // slice_bytes)
+        done: list[float] = []
+        reader = threading.Thread(
+            target=follower, args=(("127.0.0.1", listener.port), requests, done)
+        )
+        started = time.thread_time()
+        reader.start()
+        await asyncio.to_thread(reader.join)
+        cpu = time.thread_time() - started
+        assert done, "the follower thread failed"
+    finally:
+        await listener.close()
+    return cpu * 100 * MB / (requests * slice_bytes)
+
+
+async def measure(
+    total_bytes: int, repeats: int, sizes_kib: tuple[int, ...]
+) -> dict[str, float | int]:
+    figures: dict[str, float | int] = {"megabytes_per_run": total_bytes // MB, "repeats": repeats}
+    with tempfile.TemporaryDirectory(prefix="pykraft-bench-fetch-send-") as directory:
+        segment = Path(directory) / "00000000000000000000.log"
+        segment.write_bytes(os.urandom(FILE_BYTES))
+        for size_kib in sizes_kib:
+            runs: dict[str, list[float]] = {"copy": [], "sendfile": []}
+            for _ in range(repeats):
+                for name in ("copy", "sendfile"):
+                    cpu = await one_run(segment, size_kib * KIB, total_bytes, name == "sendfile")
+                    runs[name].append(cpu)
+            for name, values in runs.items():
+                figures[f"{name}_{size_kib}k_cpu_s_per_100mb"] = round(statistics.median(values), 4)
+    figures["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--megabytes", type=int, default=200, help="MB sent per run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="20 MB per run, 1 repeat")
+    parser.add_argument(
+        "--sizes-kib", type=int, nargs="+", default=SIZES_KIB, help="slice sizes (KiB)"
+    )
+    args = parser.parse_args(argv)
+    megabytes, repeats = (20, 1) if args.quick else (args.megabytes, args.repeats)
+    print_figures(uvloop.run(measure(megabytes * MB, repeats, tuple(args.sizes_kib))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""File slices sendfile'd beside the transport: only while it holds nothing unsent, never over
+TLS, and the listener's responses byte for byte either way (socketpairs, no ports, no sleeps)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import socket
+import ssl
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pykraft.broker.network import SENDFILE_MIN_BYTES, ListenerAuthentication, RequestContext
+from pykraft.broker.socket_sendfile import SocketSender
+from pykraft.protocol.framing import frame_response
+from pykraft.protocol.segments import Segments
+from pykraft.storage.file_slice import FileSlice
+from tests.broker.test_network import Harness
+from tests.broker.wire_client import read_frame, request_frame
+from tests.tls_material import make_tls_material
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), timeout=10))
+
+
+@pytest.fixture
+def sendfile_bytes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The bytes each os.sendfile call of the listener moved (the real call, counted)."""
+    counts: list[int] = []
+    real = os.sendfile
+
+    def counting(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        sent = real(out_fd, in_fd, offset, count)
+        counts.append(sent)
+        return sent
+
+    monkeypatch.setattr(os, "sendfile", counting)  # the module calls os.sendfile
+    return counts
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> Path:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    return path
+
+
+def slice_handler(segment: Path, position: int, length: int) -> Any:
+    async def handler(context: RequestContext, body: memoryview) -> Segments:
+        parts = Segments.of([b"head", FileSlice(segment, position, length), b"tail"])
+        return frame_response(context.header.correlation_id, 0, parts)
+
+    return handler
+
+
+@pytest.mark.parametrize("length", [SENDFILE_MIN_BYTES, 300_000, 1_000_000])
+def test_a_big_slice_is_sendfiled_in_order_between_its_buffers(
+    segment: Path, sendfile_bytes: list[int], length: int
+) -> None:
+    # 300 KB and 1 MB overfill a socketpair's buffer: the rest of the slice is read and
+    # written behind what sendfile sent.
+    async def scenario() -> None:
+        harness = Harness(slice_handler(segment, 7, length))
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 5) + request_frame(1, 4, 6))
+        data = segment.read_bytes()
+        for correlation in (5, 6):
+            expected = correlation.to_bytes(4, "big") + b"head" + data[7 : 7 + length] + b"tail"
+            assert await read_frame(reader) == expected
+        assert sendfile_bytes and 0 < sum(sendfile_bytes) <= 2 * length
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_a_small_slice_is_read_and_sent_with_its_response(
+    segment: Path, sendfile_bytes: list[int]
+) -> None:
+    async def scenario() -> None:
+        harness = Harness(slice_handler(segment, 0, SENDFILE_MIN_BYTES - 1))
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 5))
+        frame = await read_frame(reader)
+        assert frame is not None and len(frame) == 4 + 4 + SENDFILE_MIN_BYTES - 1 + 4
+        assert sendfile_bytes == []
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_nothing_is_sendfiled_while_the_transport_holds_unsent_bytes(segment: Path) -> None:
+    async def scenario() -> None:
+        server_side, client_side = socket.socketpair()
+        _, writer = await asyncio.open_connection(sock=server_side)
+        sender = SocketSender(writer.transport)
+        earlier = b"e" * (4 * 1024 * 1024)  # more than the socket takes: the transport holds some
+        writer.write(earlier)
+        assert writer.transport.get_write_buffer_size() > 0
+        fd = os.open(segment, os.O_RDONLY)
+        try:
+            assert sender.send_buffer(b"head", more=True) == 0
+            assert sender.send_file(fd, 0, 1000) == 0
+            reader, _ = await asyncio.open_connection(sock=client_side)
+            drained = asyncio.create_task(reader.readexactly(len(earlier) + 4 + 1000))
+            await writer.drain()
+            while writer.transport.get_write_buffer_size():
+                await asyncio.sleep(0)
+            assert sender.send_buffer(b"head", more=True) == 4
+            assert sender.send_file(fd, 0, 1000) == 1000
+        finally:
+            os.close(fd)
+            sender.close()
+        assert await drained == earlier + b"head" + segment.read_bytes()[:1000]
+        writer.close()
+
+    run(scenario)
+
+
+def test_tls_connections_copy_their_slices(
+    tmp_path: Path, segment: Path, sendfile_bytes: list[int]
+) -> None:
+    # TLS encrypts in user space: bytes sendfile'd to its socket would be plaintext in the
+    # record stream.
+    material = make_tls_material(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(material.server.path)
+    client_tls = ssl.create_default_context(cafile=str(material.ca_path))
+
+    async def scenario() -> None:
+        harness = Harness(
+            slice_handler(segment, 0, 200_000),
+            authentication=ListenerAuthentication(ssl_context=server_tls),
+        )
+        server_side, client_side = socket.socketpair()
+
+        def on_connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            harness.tasks.append(
+                asyncio.create_task(harness.listener.serve_connection(reader, writer))
+            )
+
+        loop = asyncio.get_running_loop()
+        _, (reader, writer) = await asyncio.gather(  # the two ends' handshakes
+            loop.connect_accepted_socket(
+                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), on_connected),
+                server_side,
+                ssl=server_tls,
+            ),
+            asyncio.open_connection(sock=client_side, ssl=client_tls, server_hostname="localhost"),
+        )
+        writer.write(request_frame(1, 4, 9))
+        expected = (9).to_bytes(4, "big") + b"head" + segment.read_bytes()[:200_000] + b"tail"
+        assert await read_frame(reader) == expected
+        assert sendfile_bytes == []
+        await harness.listener.close()
+        writer.close()
+
+    run(scenario)
+
+
+@pytest.mark.filterwarnings("error")  # an unclosed socket's ResourceWarning fails it
+def test_the_senders_descriptor_is_closed_with_its_connection(segment: Path) -> None:
+    async def scenario() -> None:
+        before = set(os.listdir("/proc/self/fd"))
+        harness = Harness(slice_handler(segment, 0, SENDFILE_MIN_BYTES))
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 1))
+        assert await read_frame(reader) is not None
+        during = set(os.listdir("/proc/self/fd"))
+        writer.close()
+        await writer.wait_closed()
+        await harness.listener.close()
+        assert len(during - before) == 4  # both socket ends, the sender's dup, the segment
+        assert set(os.listdir("/proc/self/fd")) == before
+
+    run(scenario)
+    gc.collect()
