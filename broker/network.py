@@ -77,6 +77,7 @@ from pykraft.broker.connection_quotas import (
 )
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
+from pykraft.broker.network_queue import WriterQueue
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
@@ -333,7 +334,7 @@ class _Connection:
         # the queue holds those plus at most two end/failure markers (the reader's, and the
         # broker's one ``expire``).
         self._in_flight = asyncio.Semaphore(listener.max_in_flight_requests)
-        self._queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
+        self._queue: WriterQueue[_QueueItem] = WriterQueue()
         # Requests dispatched and not yet answered (a connection serving one is not idle).
         self._unanswered = 0
         # Invariant: the request whose response the writer awaits, every earlier one written.
@@ -361,7 +362,7 @@ class _Connection:
         if self.expiring:
             return
         self.expiring = True
-        self._queue.put_nowait(_Failure(reason, f"closed by the broker: {reason.value}"))
+        self._queue.put(_Failure(reason, f"closed by the broker: {reason.value}"))
 
     def _principal_from_certificate(self) -> KafkaPrincipal:
         """The TLS client's principal; ANONYMOUS without TLS or a client certificate."""
@@ -409,7 +410,7 @@ class _Connection:
             while True:
                 data = await self._reader.read(READ_CHUNK_BYTES)
                 if not data:
-                    self._queue.put_nowait(_Entry.END_OF_INPUT)
+                    self._queue.put(_Entry.END_OF_INPUT)
                     return
                 self._metrics.record_bytes_in(len(data))
                 self.last_active_ms = self._listener.monotonic_ms()
@@ -422,44 +423,51 @@ class _Connection:
                             decoder.max_frame_bytes = self._listener.max_request_bytes
                     elif not await self._handle_frame(frame):
                         return
+                # The requests of this read were queued asleep (``_handle_frame``).
+                self._queue.wake()
         except ProtocolError as error:
-            self._queue.put_nowait(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
+            self._queue.put(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
         except ConnectionError as error:
-            self._queue.put_nowait(_Failure(CloseReason.CLIENT_CLOSED, str(error)))
+            self._queue.put(_Failure(CloseReason.CLIENT_CLOSED, str(error)))
         except Exception as error:
             logger.exception("reading from connection %s failed", self._id)
-            self._queue.put_nowait(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+            self._queue.put(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
 
     def _authenticate(self, frame: bytearray) -> bool:
         """Hand one frame to the SASL authenticator; False when the connection must close."""
         assert self._authenticator is not None
         step = self._authenticator.handle_frame(bytes(frame))
         if step.response is not None:
-            self._queue.put_nowait(_Answer(step.response))
+            self._queue.put(_Answer(step.response))
         if step.principal is not None:
             self.principal = step.principal
             self._authenticator = None
             logger.debug("connection %s authenticated as %s", self._id, step.principal)
         if step.close:
             message = f"SASL authentication failed: {step.reason}"
-            self._queue.put_nowait(_Failure(CloseReason.AUTHENTICATION_FAILED, message))
+            self._queue.put(_Failure(CloseReason.AUTHENTICATION_FAILED, message))
             return False
         return True
 
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one request; False when the connection must stop reading."""
+        # Requests are queued without waking the writer (its wake-up is scheduled behind the
+        # handlers dispatched so far, so it finds their responses complete and writes them at
+        # once): wake it before any wait here, and after the read's last frame.
         throttles = self._listener.throttles
-        if throttles is not None:  # KIP-219: a client quota muted this connection
-            await throttles.wait_until_unmuted(self._id, self._listener.monotonic_ms)
+        monotonic_ms = self._listener.monotonic_ms
+        if throttles is not None and throttles.muted_for_ms(self._id, monotonic_ms()):
+            self._queue.wake()  # KIP-219: a client quota muted this connection
+            await throttles.wait_until_unmuted(self._id, monotonic_ms)
+        if self._in_flight.locked():
+            self._queue.wake()
         await self._in_flight.acquire()
         started_ns = time.monotonic_ns()
         view = memoryview(frame)
         try:
             header, body_start = parse_request_header(view)
         except ProtocolError as error:
-            self._queue.put_nowait(
-                _Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}")
-            )
+            self._queue.put(_Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
             return False
         if hop_trace.ENABLED:
             hop_trace.mark(f"read {ApiKey(header.api_key).name}")
@@ -470,11 +478,11 @@ class _Connection:
             response = self._listener.dispatch(context, view[body_start:])
         except ProtocolError as error:
             message = f"{_describe(header)}: {error}"
-            self._queue.put_nowait(_Failure(CloseReason.REQUEST_REJECTED, message))
+            self._queue.put(_Failure(CloseReason.REQUEST_REJECTED, message))
             return False
         except Exception as error:
             logger.exception("dispatch of %s on %s failed", _describe(header), self._id)
-            self._queue.put_nowait(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+            self._queue.put(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
             return False
         if response is None:
             self._record(header, started_ns)
@@ -484,10 +492,11 @@ class _Connection:
         enforcing = throttles is not None and throttles.enforcing()
         pending = _Pending(context, started_ns)
         pending.response = start_request(self._answer(pending, response), enforcing)
-        self._queue.put_nowait(pending)
+        self._queue.put(pending, wake=False)
         if enforcing and header.api_key == ApiKey.PRODUCE:
             # Let the Produce handler start: the quota it records before its first await mutes
             # this connection before the next request is dispatched (Kafka reads one at a time).
+            self._queue.wake()
             await asyncio.sleep(0)
         return True
 
@@ -531,6 +540,12 @@ class _Connection:
                     return CloseReason.SEND_FAILED
                 continue
             assert isinstance(item, _Pending)
+            buffers = self._ready_buffers(item)
+            if buffers is not None:
+                reason = await self._write_ready(item, buffers)
+                if reason is not None:
+                    return reason
+                continue
             self._awaited = item
             try:
                 reason = await self._complete(item)
@@ -538,9 +553,56 @@ class _Connection:
                 self._awaited = None
             if reason is not None:
                 return reason
-            self._unanswered -= 1
-            self.last_active_ms = self._listener.monotonic_ms()
-            self._in_flight.release()
+            self._answered(item)
+
+    def _answered(self, item: _Pending) -> None:
+        self._unanswered -= 1
+        self.last_active_ms = self._listener.monotonic_ms()
+        self._in_flight.release()
+
+    def _ready_buffers(self, item: _Pending) -> list[bytes | bytearray | memoryview] | None:
+        """A response already complete, not yet written, that fits one write: its buffers
+        (None otherwise: ``_complete`` takes it the long way, failures included)."""
+        response = item.response
+        if item.written or not response.done() or response.cancelled():
+            return None
+        if response.exception() is not None or (segments := response.result()) is None:
+            return None
+        try:
+            return self._gathered(segments)
+        except (ShortFileSliceError, StaleFileSliceError, OSError):
+            return None
+
+    async def _write_ready(
+        self, first: _Pending, buffers: list[bytes | bytearray | memoryview]
+    ) -> CloseReason | None:
+        """Write ``first`` and every complete response queued right behind it in one write
+        (up to WRITE_COALESCE_BYTES): a pipelining client's answers cost one system call."""
+        batch = [first]
+        size = first.response.result().length  # type: ignore[union-attr]
+        while isinstance(following := self._queue.peek(), _Pending):
+            more = self._ready_buffers(following)
+            length = following.response.result().length if more is not None else 0  # type: ignore[union-attr]
+            if more is None or size + length > WRITE_COALESCE_BYTES:
+                break
+            self._queue.take()
+            batch.append(following)
+            buffers += more
+            size += length
+        self._write(buffers)
+        if hop_trace.ENABLED:
+            for item in batch:
+                hop_trace.mark(f"write {ApiKey(item.context.header.api_key).name}")
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as error:
+            logger.warning("sending to %s failed: %s", self._id, error)
+            return CloseReason.SEND_FAILED
+        self._metrics.record_bytes_out(size)
+        for item in batch:
+            self._record(item.context.header, item.started_ns)
+            self._answered(item)
+        return None
 
     async def _complete(self, item: _Pending) -> CloseReason | None:
         """Await one response and write it; a close reason if the connection must end."""
@@ -614,10 +676,14 @@ class _Connection:
 
     def _wants_sendfile(self, segments: Segments) -> bool:
         """A slice big enough to sendfile, on a connection that can."""
-        return self._direct and any(
-            not isinstance(part, bytes | bytearray | memoryview)
-            and part.length >= SENDFILE_MIN_BYTES
-            for part in segments.parts
+        return (
+            self._direct
+            and segments.length >= SENDFILE_MIN_BYTES
+            and any(
+                not isinstance(part, bytes | bytearray | memoryview)
+                and part.length >= SENDFILE_MIN_BYTES
+                for part in segments.parts
+            )
         )
 
     def _write(self, buffers: list[bytes | bytearray | memoryview]) -> None:
@@ -674,8 +740,8 @@ class _Connection:
         return sent
 
     def _cancel_queued(self) -> None:
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
+        while self._queue.peek() is not None:
+            item = self._queue.take()
             if isinstance(item, _Pending):
                 # On a finished handler this also marks its failure as seen (Future.cancel
                 # clears the "exception was never retrieved" flag): the connection is gone.

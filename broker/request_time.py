@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -74,14 +74,17 @@ async def timed(
     return result
 
 
-def start_request(response: Awaitable[T], timing: bool) -> asyncio.Future[T]:
+def start_request(response: Coroutine[Any, Any, T], timing: bool) -> asyncio.Future[T]:
     """The listener's task for one request's handler; with ``timing`` (client quotas exist) it
     is timed step by step and its task carries its own ``REQUEST_TIME``."""
+    # The loop's create_task, not ensure_future: no type checks and event loop lookups (each
+    # a getpid) on every request's path (issue 18).
+    loop = asyncio.get_running_loop()
     if not timing:
-        return asyncio.ensure_future(response)
+        return loop.create_task(response)
     timer = RequestTime()
     token = REQUEST_TIME.set(timer)
     try:
-        return asyncio.ensure_future(timed(response, timer))
+        return loop.create_task(timed(response, timer))
     finally:
         REQUEST_TIME.reset(token)

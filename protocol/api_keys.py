@@ -187,8 +187,6 @@ FIRST_FLEXIBLE_VERSION: Mapping[ApiKey, int] = MappingProxyType(
 
 def is_flexible(api_key: int, api_version: int) -> bool:
     """Whether this API version uses compact types and tagged fields; False for unknown APIs."""
-    try:
-        first = FIRST_FLEXIBLE_VERSION[ApiKey(api_key)]
-    except (ValueError, KeyError):
-        return False
-    return api_version >= first
+    # ApiKey is an IntEnum: an int finds its member's entry without building the member.
+    first = FIRST_FLEXIBLE_VERSION.get(api_key)  # type: ignore[call-overload]
+    return first is not None and api_version >= first

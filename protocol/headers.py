@@ -26,6 +26,8 @@ there; answering is what lets such a client fall back.
 
 from __future__ import annotations
 
+import struct
+
 import attrs
 
 from pykraft.protocol.api_keys import ApiKey, is_flexible
@@ -70,6 +72,36 @@ def parse_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
 
     Raises ``MalformedRequestError`` when the frame is too short or the client id is not UTF-8.
     """
+    return _parse_usual_header(frame) or _parse_request_header(frame)
+
+
+# api key, api version, correlation id, client id length (header v1 and v2).
+_FIXED_PREFIX = struct.Struct(">hhih")
+
+
+def _parse_usual_header(frame: Buffer) -> tuple[RequestHeader, int] | None:
+    """Every request's path (issue 18): the usual header (v1, or v2 without tagged fields, a
+    client id in UTF-8) in one unpack; None for anything else (read field by field then)."""
+    view = memoryview(frame)
+    if view.nbytes < _FIXED_PREFIX.size:
+        return None
+    api_key, api_version, correlation_id, id_length = _FIXED_PREFIX.unpack_from(view)
+    header_version = request_header_version(api_key, api_version)
+    end = _FIXED_PREFIX.size + id_length
+    body_start = end + header_version - 1  # v2: one byte, no tagged fields
+    if not header_version or id_length < 0 or body_start > view.nbytes:
+        return None
+    if header_version == 2 and view[end] != 0:
+        return None
+    try:
+        client_id = str(view[_FIXED_PREFIX.size : end], "utf-8")
+    except UnicodeDecodeError:
+        return None
+    header = RequestHeader(api_key, api_version, correlation_id, client_id, header_version)
+    return header, body_start
+
+
+def _parse_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
     reader = Reader(frame)
     api_key = reader.int16("request_api_key")
     api_version = reader.int16("request_api_version")

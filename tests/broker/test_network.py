@@ -113,6 +113,48 @@ def test_responses_leave_in_request_order_when_handlers_finish_out_of_order() ->
     run(scenario)
 
 
+def test_pipelined_requests_answered_at_once_leave_in_one_write() -> None:
+    async def scenario() -> None:
+        async def answer(context: RequestContext, body: memoryview) -> Segments:
+            return echo_response(context, body)
+
+        harness = Harness(answer)
+        server_side, client_side = socket.socketpair()
+        server_reader, server_writer = await asyncio.open_connection(sock=server_side)
+        writes: list[bytes] = []
+        write = server_writer.write
+
+        def counted(data: bytes | bytearray | memoryview) -> None:
+            writes.append(bytes(data))
+            write(data)
+
+        server_writer.write = counted  # type: ignore[method-assign]
+        serving = asyncio.create_task(
+            harness.listener.serve_connection(server_reader, server_writer)
+        )
+        reader, writer = await asyncio.open_connection(sock=client_side)
+        # Five requests in one read: the writer wakes once, finds all five answered, and
+        # writes them in order with one system call (issue 18: a pipelining client's answers).
+        writer.write(
+            b"".join(request_frame(METADATA, 0, cid, b"req%d" % cid) for cid in range(1, 6))
+        )
+        frames = [await read_frame(reader) for _ in range(5)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2, 3, 4, 5]
+        assert len(writes) == 1 and writes[0] == b"".join(
+            len(f).to_bytes(4, "big") + f for f in frames if f
+        )
+        assert harness.metrics.bytes_out.value() == len(writes[0])
+        assert harness.metrics.kafka_requests.value("Metadata", "0") == 5
+        # One more request later is written on its own.
+        writer.write(request_frame(METADATA, 0, 6, b"req6"))
+        assert correlation_id(await read_frame(reader) or b"") == 6
+        assert len(writes) == 2
+        await harness.listener.close()
+        await asyncio.gather(serving, return_exceptions=True)
+
+    run(scenario)
+
+
 def test_no_response_for_a_request_dispatch_answers_with_none() -> None:
     async def scenario() -> None:
         def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments] | None:
