@@ -135,7 +135,9 @@ async def _idle_run(requests: int, depth: int) -> float:
     return time.thread_time() - started
 
 
-async def measure(requests: int, depth: int, repeats: int) -> dict[str, float | int]:
+async def measure(
+    requests: int, depth: int, repeats: int, shapes: tuple[str, ...] = ("serial", "pipelined")
+) -> dict[str, float | int]:
     runs: dict[str, Callable[[int, int], object]] = {
         "listener": _listener_run,
         "floor": _floor_run,
@@ -143,7 +145,8 @@ async def measure(requests: int, depth: int, repeats: int) -> dict[str, float | 
     }
     figures: dict[str, float | int] = {"requests_per_run": requests, "depth": depth}
     results: dict[str, list[float]] = {}
-    for shape, shape_depth in (("serial", 1), ("pipelined", depth)):
+    for shape in shapes:
+        shape_depth = 1 if shape == "serial" else depth
         samples: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(repeats):
             for name, run in runs.items():
@@ -166,13 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=32, help="pipelined requests in flight")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="2000 requests, 1 repeat")
+    parser.add_argument(
+        "--shapes", nargs="+", choices=("serial", "pipelined"), default=("serial", "pipelined")
+    )
     parser.add_argument("--client", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client:
         client(*args.client)
         return 0
     requests, repeats = (2000, 1) if args.quick else (args.requests, args.repeats)
-    print_figures(uvloop.run(measure(requests, args.depth, repeats)))
+    print_figures(uvloop.run(measure(requests, args.depth, repeats, tuple(args.shapes))))
     return 0
 
 
