@@ -3,6 +3,8 @@ that answers at once, loop-thread CPU microseconds per request, next to a raw-so
 
     .venv/bin/python bench/listener_requests.py            # 20000 requests per run, 3 repeats
     .venv/bin/python bench/listener_requests.py --quick    # 2000 requests, 1 repeat: a smoke run
+    taskset -c 1 .venv/bin/python bench/listener_requests.py   # steadier: server and client on
+                                                               # one core (no cross-core wake-ups)
 
 Why (issue 18): every request of every client and follower pays the listener's framing, header
 parse, dispatch, per-connection queue and writer, metrics and response write, and the brokers are

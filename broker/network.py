@@ -12,6 +12,13 @@ Theory of operation. Per connection two tasks cooperate through one bounded queu
   leave in request order even when handlers finish out of order (Kafka clients match responses
   by position as well as correlation id).
 
+Per request the loop does as little as it can (issue 18, ``bench/listener_requests.py``): the
+reader queues a read's requests without waking the writer (``broker.network_queue``) and wakes
+it with ``call_soon`` behind their handlers' first steps. A handler whose request is the only one
+queued, with the writer idle and nothing unsent, writes its own response and finishes it, and
+the writer sleeps on (one task step per request fewer); otherwise the writer finds the responses
+complete and writes them all in one write (a pipelining client's answers, one system call).
+
 At most ``MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION`` dispatched requests wait for their response
 per connection; at the bound the reader stops reading (TCP backpressure) until one is written.
 
@@ -43,14 +50,9 @@ here only carries its answers to the writer — and frames are capped at
 ``sasl.server.max.receive.size`` meanwhile. Then the SASL user is the principal. Handlers see
 it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
 
-A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
-(``storage.file_slice.FileSlice``: path, position, length, the file's identity) of at least
-``SENDFILE_MIN_BYTES`` go out with ``os.sendfile`` on a plain socket while the transport holds
-nothing unsent (``broker.socket_sendfile``) — Kafka's zero-copy fetch — and smaller ones, the
-rest of a slice the socket did not take, or all of them over TLS, by reading the file in
-chunks. Open files are shared across connections in a bounded cache
-(``broker.file_cache.OpenFileCache``); a slice is sent only from the file it was cut from — when
-a cleaner swap or a re-created segment made its path name another file and the old one is no
+A response is ``protocol.segments.Segments``, written by ``broker.network_writes`` (buffers,
+file slices read or sendfile'd); a slice is sent only from the file it was cut from — when a
+cleaner swap or a re-created segment made its path name another file and the old one is no
 longer open, the connection closes instead (the client fetches again).
 """
 
@@ -60,12 +62,10 @@ import asyncio
 import contextlib
 import enum
 import logging
-import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 import attrs
 
@@ -78,14 +78,17 @@ from pykraft.broker.connection_quotas import (
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
 from pykraft.broker.network_queue import WriterQueue
+from pykraft.broker.network_writes import (
+    SENDFILE_MIN_BYTES as SENDFILE_MIN_BYTES,
+)
+from pykraft.broker.network_writes import (
+    WRITE_COALESCE_BYTES,
+    ResponseWriter,
+    ShortFileSliceError,
+)
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
-from pykraft.broker.socket_sendfile import (
-    SendfileUnsupportedError,
-    SocketSender,
-    can_send_directly,
-)
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
     DEFAULT_RULES,
@@ -99,9 +102,9 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
-from pykraft.protocol.segments import FileSliceLike, Segments, segment_length
+from pykraft.protocol.segments import Segments
 from pykraft.storage import hop_trace
-from pykraft.storage.file_slice import FileSlice, StaleFileSliceError
+from pykraft.storage.file_slice import StaleFileSliceError
 
 logger = logging.getLogger(__name__)
 
@@ -109,18 +112,6 @@ MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
 # connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 READ_CHUNK_BYTES = 64 * 1024
-# Reading path: bytes read from a file per write.
-FILE_CHUNK_BYTES = 256 * 1024
-# Smaller file slices are read and sent with the rest of their response in one write (a small
-# answer is one segment); larger ones go out with os.sendfile beside the transport, which costs
-# less CPU per byte from 64 KiB up (broker.socket_sendfile has the figures). loop.sendfile is
-# not used: uvloop (pykraft/event_loop.py) has none, and asyncio's pauses reading around every
-# call (16 KiB slices measured 4x the CPU of a copy).
-SENDFILE_MIN_BYTES = 64 * 1024
-# A response up to this size is gathered (small file slices read) and written in one send: one
-# system call, and its reader wakes once, not once per part (a follower's Fetch answer to a
-# one-record produce is three parts). Larger ones stream part by part.
-WRITE_COALESCE_BYTES = FILE_CHUNK_BYTES
 
 
 @attrs.frozen
@@ -154,10 +145,6 @@ class NetworkMetrics(AcceptorMetrics, Protocol):
     def record_connection_opened(self) -> None: ...
 
     def record_connection_closed(self, reason: CloseReason) -> None: ...
-
-
-class ShortFileSliceError(Exception):
-    """A file ended before the slice did: the response is already partly written."""
 
 
 class _Entry(enum.Enum):
@@ -350,10 +337,7 @@ class _Connection:
         new_authenticator = listener.authentication.new_sasl_authenticator
         # Invariant: not None exactly while SASL authentication is under way.
         self._authenticator = new_authenticator() if new_authenticator else None
-        # Big file slices are sendfile'd (not over TLS, nor when the listener copies), by a
-        # sender made for the first one.
-        self._direct = listener.use_sendfile and can_send_directly(writer.transport)
-        self._sender: SocketSender | None = None
+        self._out = ResponseWriter(writer, listener)
 
     @property
     def busy(self) -> bool:
@@ -395,8 +379,7 @@ class _Connection:
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
-            if self._sender is not None:
-                self._sender.close()
+            self._out.close()
             self._writer.close()
             self._metrics.record_connection_closed(reason)
             logger.debug("connection %s closed: %s", self._id, reason.value)
@@ -518,11 +501,11 @@ class _Connection:
                 return segments
         elif segments is not None and self._awaited is pending:
             try:
-                buffers = self._gathered(segments)
+                buffers = self._out.gathered(segments)
             except (ShortFileSliceError, StaleFileSliceError, OSError):
                 buffers = None  # the writer sends it the long way and reports the failure
             if buffers is not None:
-                self._write(buffers)
+                self._out.write(buffers)
                 pending.written = True
                 if hop_trace.ENABLED:
                     hop_trace.mark(f"write {ApiKey(pending.context.header.api_key).name}")
@@ -536,22 +519,22 @@ class _Connection:
             and not self._stopping
             and len(self._queue) == 1
             and self._queue.peek() is pending
-            and not self._writer.transport.get_write_buffer_size()
+            and not self._out.unsent_bytes()
         )
 
     def _answer_alone(self, pending: _Pending, segments: Segments) -> bool:
         """Write ``pending``'s response in the handler's task (one loop turn per request
         fewer: issue 18); False when it does not fit one write (the writer sends it)."""
         try:
-            buffers = self._gathered(segments)
+            buffers = self._out.gathered(segments)
         except (ShortFileSliceError, StaleFileSliceError, OSError):
             return False  # the writer sends it the long way and reports the failure
         if buffers is None:
             return False
-        self._write(buffers)
+        self._out.write(buffers)
         if hop_trace.ENABLED:
             hop_trace.mark(f"write {ApiKey(pending.context.header.api_key).name}")
-        if self._writer.transport.get_write_buffer_size():
+        if self._out.unsent_bytes():
             pending.written = True  # the writer waits until it drained
             self._queue.wake()
             return True
@@ -578,7 +561,8 @@ class _Connection:
                 return item.reason
             if isinstance(item, _Answer):
                 try:
-                    await self._send(item.response)
+                    await self._out.send(item.response)
+                    self._metrics.record_bytes_out(item.response.length)
                 except (ConnectionError, OSError) as error:
                     logger.debug("sending to %s failed: %s", self._id, error)
                     return CloseReason.SEND_FAILED
@@ -613,7 +597,7 @@ class _Connection:
         if response.exception() is not None or (segments := response.result()) is None:
             return None
         try:
-            return self._gathered(segments)
+            return self._out.gathered(segments)
         except (ShortFileSliceError, StaleFileSliceError, OSError):
             return None
 
@@ -633,12 +617,12 @@ class _Connection:
             batch.append(following)
             buffers += more
             size += length
-        self._write(buffers)
+        self._out.write(buffers)
         if hop_trace.ENABLED:
             for item in batch:
                 hop_trace.mark(f"write {ApiKey(item.context.header.api_key).name}")
         try:
-            await self._writer.drain()
+            await self._out.drain()
         except (ConnectionError, OSError) as error:
             logger.warning("sending to %s failed: %s", self._id, error)
             return CloseReason.SEND_FAILED
@@ -662,10 +646,11 @@ class _Connection:
         if response is not None:
             try:
                 if item.written:
-                    await self._writer.drain()
+                    await self._out.drain()
                     self._metrics.record_bytes_out(response.length)
                 else:
-                    await self._send(response)
+                    await self._out.send(response)
+                    self._metrics.record_bytes_out(response.length)
                     if hop_trace.ENABLED:
                         hop_trace.mark(f"write {ApiKey(header.api_key).name}")
             except (ConnectionError, ShortFileSliceError, StaleFileSliceError, OSError) as error:
@@ -677,111 +662,6 @@ class _Connection:
     def _record(self, header: RequestHeader, started_ns: int) -> None:
         elapsed = (time.monotonic_ns() - started_ns) / 1e9
         self._metrics.record_request(header.api_key, header.api_version, elapsed)
-
-    async def _send(self, segments: Segments) -> None:
-        buffers = self._gathered(segments)
-        if buffers is not None:
-            self._write(buffers)
-            await self._writer.drain()
-            self._metrics.record_bytes_out(segments.length)
-            return
-        if self._sender is None and self._wants_sendfile(segments):
-            self._sender = SocketSender(self._writer.transport)
-        parts = segments.parts
-        # Buffers before the last part with bytes go with MSG_MORE: the headers before a
-        # sendfile'd slice leave in its first packet, and nothing is held after the end.
-        last = max((i for i, part in enumerate(parts) if segment_length(part)), default=-1)
-        for index, part in enumerate(parts):
-            if isinstance(part, bytes | bytearray | memoryview):
-                size = segment_length(part)
-                more = index < last
-                sent = self._sender.send_buffer(part, more) if self._sender and size else 0
-                if sent < size:
-                    self._writer.write(memoryview(part).cast("B")[sent:] if sent else part)
-            elif part.length:
-                await self._send_file_slice(part)
-        await self._writer.drain()
-        self._metrics.record_bytes_out(segments.length)
-
-    def _gathered(self, segments: Segments) -> list[bytes | bytearray | memoryview] | None:
-        """A response of at most WRITE_COALESCE_BYTES as buffers, its file slices read; None
-        for a larger one, or one with a slice to sendfile (sent part by part)."""
-        if segments.length > WRITE_COALESCE_BYTES:
-            return None
-        if self._wants_sendfile(segments):
-            return None
-        buffers: list[bytes | bytearray | memoryview] = []
-        for part in segments.parts:
-            if isinstance(part, bytes | bytearray | memoryview):
-                buffers.append(part)
-            elif part.length:
-                buffers.append(self._read_file_slice(part))
-        return buffers
-
-    def _wants_sendfile(self, segments: Segments) -> bool:
-        """A slice big enough to sendfile, on a connection that can."""
-        return (
-            self._direct
-            and segments.length >= SENDFILE_MIN_BYTES
-            and any(
-                not isinstance(part, bytes | bytearray | memoryview)
-                and part.length >= SENDFILE_MIN_BYTES
-                for part in segments.parts
-            )
-        )
-
-    def _write(self, buffers: list[bytes | bytearray | memoryview]) -> None:
-        self._writer.write(buffers[0] if len(buffers) == 1 else b"".join(buffers))
-
-    def _read_file_slice(self, part: FileSliceLike) -> bytes:
-        """A small slice's bytes (the file it was cut from only, as ``_send_file_slice``)."""
-        file_id = part.file_id if isinstance(part, FileSlice) else None
-        now_ms = self._listener.monotonic_ms()
-        with self._listener.files.open(Path(part.path), file_id, now_ms) as file:
-            data = os.pread(file.fileno(), part.length, part.position)
-        if len(data) != part.length:
-            raise ShortFileSliceError(
-                f"{part.path} ended after {len(data)} of {part.length} bytes from {part.position}"
-            )
-        return data
-
-    async def _send_file_slice(self, part: FileSliceLike) -> None:
-        # Only the file the slice was cut from (a cleaner swap may have renamed another over
-        # its path since): StaleFileSliceError closes the connection rather than send its bytes.
-        file_id = part.file_id if isinstance(part, FileSlice) else None
-        now_ms = self._listener.monotonic_ms()
-        with self._listener.files.open(Path(part.path), file_id, now_ms) as file:
-            sent = self._sendfile_now(file, part) if part.length >= SENDFILE_MIN_BYTES else 0
-            sent = await self._copy_file(file, part, sent)
-        if sent != part.length:
-            raise ShortFileSliceError(
-                f"{part.path} ended after {sent} of {part.length} bytes from {part.position}"
-            )
-
-    def _sendfile_now(self, file: BinaryIO, part: FileSliceLike) -> int:
-        """Bytes of the slice's start sent with os.sendfile (0 if none could be)."""
-        if self._sender is None:
-            return 0
-        try:
-            return self._sender.send_file(file.fileno(), part.position, part.length)
-        except SendfileUnsupportedError as error:
-            logger.info("sendfile unavailable (%s); reading segment files instead", error)
-            self._listener.use_sendfile = self._direct = False
-            self._sender.close()
-            self._sender = None
-            return 0
-
-    async def _copy_file(self, file: BinaryIO, part: FileSliceLike, sent: int) -> int:
-        """Read and write the slice from ``sent`` bytes on; the bytes sent in all."""
-        while sent < part.length:
-            size = min(FILE_CHUNK_BYTES, part.length - sent)
-            chunk = os.pread(file.fileno(), size, part.position + sent)
-            if not chunk:
-                break
-            self._writer.write(chunk)
-            sent += len(chunk)
-            await self._writer.drain()
-        return sent
 
     def _cancel_queued(self) -> None:
         while self._queue.peek() is not None:
