@@ -326,7 +326,8 @@ class _Connection:
         self._unanswered = 0
         # Invariant: the request whose response the writer awaits, every earlier one written.
         self._awaited: _Pending | None = None
-        # Set once the writer took the end of input or a failure: it writes nothing more.
+        # Set once the writer took the end of input or a failure, or ended: nothing more is
+        # written.
         self._stopping = False
         # When bytes were last read or written (connections.max.idle.ms).
         self.last_active_ms = self._listener.monotonic_ms()
@@ -374,6 +375,9 @@ class _Connection:
         try:
             reason = await self._write_responses()
         finally:
+            # No handler writes its own response any more (the writer ended: on a failure,
+            # nothing behind it is answered).
+            self._stopping = True
             reader_task.cancel()
             await asyncio.gather(reader_task, return_exceptions=True)
             if self._listener.throttles is not None:
