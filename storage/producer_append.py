@@ -227,12 +227,12 @@ def apply_batch(
         if marker is None:
             return current
         return ProducerStateEntry(
-            current.producer_id,
-            header.producer_epoch,
-            batches,
-            marker.coordinator_epoch,
-            timestamp,
-            None,
+            producer_id=current.producer_id,
+            producer_epoch=header.producer_epoch,
+            batches=batches,
+            coordinator_epoch=marker.coordinator_epoch,
+            last_timestamp=timestamp,
+            current_txn_first_offset=None,
         )
     batch = BatchMetadata(
         header.base_sequence, header.last_sequence, first_offset, last_offset, timestamp
@@ -243,12 +243,12 @@ def apply_batch(
     # The constructor, not ``attrs.evolve``: this runs for every idempotent batch, and evolve
     # looks the class's fields up on each call (a quarter of this function's time).
     return ProducerStateEntry(
-        current.producer_id,
-        header.producer_epoch,
-        (*batches, batch)[-NUM_BATCHES_TO_RETAIN:],
-        current.coordinator_epoch,
-        timestamp,
-        txn_first_offset,
+        producer_id=current.producer_id,
+        producer_epoch=header.producer_epoch,
+        batches=(*batches, batch)[-NUM_BATCHES_TO_RETAIN:],
+        coordinator_epoch=current.coordinator_epoch,
+        last_timestamp=timestamp,
+        current_txn_first_offset=txn_first_offset,
     )
 
 
