@@ -39,6 +39,7 @@ from pykraft.metadata.records import MetadataRecord
 from pykraft.protocol.errors import Errors
 from pykraft.quorum.broker_channels import BrokerChannels
 from pykraft.quorum.broker_rates import HeartbeatRates
+from pykraft.quorum.commit_trace import CommitTrace
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.controller import ControllerResult, ControllerSettings, QuorumController
 from pykraft.quorum.metadata_view import MetadataView, RaftBridge
@@ -127,7 +128,11 @@ class ControllerNode:
         self.bridge = RaftBridge(loop, self.view)
         # The active controller's watch on its brokers' long-poll connections.
         self.broker_channels = BrokerChannels()
-        self.raft = open_metadata_raft(config, self.bridge, wall_clock_ms=clock.wall_clock_ms)
+        # PYKRAFT_COMMIT_TRACE (benchmarks): time every commit's hand-offs; None by default.
+        self.commit_trace = CommitTrace.from_environment(config.node_id)
+        self.raft = open_metadata_raft(
+            config, self.bridge, wall_clock_ms=clock.wall_clock_ms, trace=self.commit_trace
+        )
         self._write_lock = asyncio.Lock()
         self._settings = ControllerSettings(
             broker_session_timeout_ms=config.broker_session_timeout_ms,
@@ -273,6 +278,8 @@ class ControllerNode:
         if fail_reason != FAIL_REASON.SUCCESS or result is None:
             self._raise_for_failure(fail_reason)
         assert result is not None
+        if self.commit_trace is not None:
+            self.commit_trace.mark("resumed", getattr(self.raft, "last_traced_index", -1))
         committed_ms = self.clock.monotonic_ms()
         self.metrics.commit_latency.record(committed_ms - proposed_ms, committed_ms)
         return result
