@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pykraft.quorum.metadata_view import ResultCallback
+from pykraft.storage.hop_trace import trace_clock_ns
 
 ENV = "PYKRAFT_COMMIT_TRACE"
 TRACE_EVENTS = (
@@ -76,7 +76,7 @@ class CommitTrace:
 
     def mark(self, event: str, index: int, at_ns: int | None = None) -> None:
         """``event`` happened to ``index`` now (or at ``at_ns``), unless it was marked before."""
-        now = time.monotonic_ns() if at_ns is None else at_ns
+        now = trace_clock_ns() if at_ns is None else at_ns
         with self._lock:
             seen = self._seen.setdefault(event, {})
             if index in seen:
@@ -92,7 +92,7 @@ class CommitTrace:
     def mark_up_to(self, event: str, last_index: int, at_ns: int | None = None) -> None:
         """``event`` happened to every index after the last one it covered, up to
         ``last_index`` (a send, a sync or an answer covers all the entries before it)."""
-        now = time.monotonic_ns() if at_ns is None else at_ns
+        now = trace_clock_ns() if at_ns is None else at_ns
         first = self._covered.get(event, last_index - 1) + 1
         if last_index < first:
             return
@@ -122,7 +122,7 @@ class CommitTraceMixin:
     _SyncObj__getCurrentLogIndex: Callable[[], int]
 
     def propose(self, blob: bytes, on_result: ResultCallback, records: Any = None) -> None:
-        proposed_ns = time.monotonic_ns()
+        proposed_ns = trace_clock_ns()
         trace = self.commit_trace
 
         def traced(result: Any, fail_reason: int) -> None:
@@ -139,7 +139,7 @@ class CommitTraceMixin:
         self.commit_trace.mark_up_to("appended", self._SyncObj__getCurrentLogIndex())
 
     def _SyncObj__sendAppendEntries(self) -> None:
-        started_ns = time.monotonic_ns()
+        started_ns = trace_clock_ns()
         super()._SyncObj__sendAppendEntries()  # type: ignore[misc]
         last = self._SyncObj__getCurrentLogIndex()
         self.commit_trace.mark_up_to("ae_start", last, started_ns)
@@ -156,7 +156,7 @@ class CommitTraceMixin:
             self.commit_trace.mark_up_to("answer_sent", next_index - 1)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
-        received_ns = time.monotonic_ns()
+        received_ns = trace_clock_ns()
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "append_entries" and message.get("entries"):
             self.commit_trace.mark_up_to("ae_received", message["entries"][-1][1], received_ns)
