@@ -163,7 +163,7 @@ def _ends_with_default_tag(schema: RecordSchema, values: list[Any]) -> bool:
     if not schema.required < count <= len(schema.fields):
         return False
     default = schema.fields[count - 1].type.default
-    return values[-1] == (list(default) if type(default) is tuple else default)
+    return bool(values[-1] == (list(default) if type(default) is tuple else default))
 
 
 def _record(row: Any) -> MetadataRecord:
