@@ -13,17 +13,18 @@ unfenced; an unfenced broker without a valid session is stale and gets fenced.
 
 A dead process is told from a silent one (issue 18; not in Kafka, whose controller waits out
 the session either way). A broker's metadata long poll (``GET /v1/metadata/records`` with its id
-and epoch) is outstanding almost all the time on a connection to the active controller. When
-the process dies, its kernel closes that connection; a paused or partitioned process keeps it
-open. So the timer reports the closed connection of a broker's latest long poll — waiting or
-idle in the broker's pool (``quorum/broker_channels.py``) — as ``channel_closed``, and unless the
-same incarnation calls in again — a new long poll (``channel_opened``) or a heartbeat — within
+and epoch) waits on a connection to the active controller almost all the time. When the process
+dies, its kernel closes that connection; a paused or partitioned process keeps it open. So the
+timer reports the connection of a broker's latest long poll that closed while the poll waited
+on it (``quorum/broker_channels.py``) as ``channel_closed``, and unless the same incarnation
+calls in again — a new long poll (``channel_opened``) or a heartbeat — within
 ``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns it off), the session ends
-there instead of at ``broker.session.timeout.ms``. A live broker's next long poll follows its
-last within ``metadata.fetch.max.wait.ms`` of the broker (500 ms), so a connection it dropped
-itself is answered in time; a poll that failed (timed out on a slow controller, reset) makes
-the broker heartbeat at once (``MetadataLoader.run``'s ``on_failure``), because its retry may
-go to a standby controller, which this one never hears of.
+there instead of at ``broker.session.timeout.ms``. A connection closed after its poll was
+answered does not count: between polls it is the live broker's to close or lend to another call
+(broker_channels.py has the fences that cost). A poll that failed (timed out on a slow
+controller, reset) makes the broker heartbeat at once (``MetadataLoader.run``'s
+``on_failure``), because its retry may go to a standby controller, which this one never hears
+of.
 
 Why ending a session early cannot elect a replica that lacks acknowledged data: it only brings
 the fencing forward; fencing is the same batch as on expiry (``cluster.fence_records``: the
@@ -200,7 +201,7 @@ class BrokerSessions:
     def channel_closed(
         self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
     ) -> None:
-        """The connection of a long poll of this incarnation was closed by its peer."""
+        """The connection of a long poll of this incarnation closed while the poll waited."""
         registration = image.cluster.brokers.get(broker_id)
         if registration is None or registration.epoch != broker_epoch:
             return
@@ -244,6 +245,18 @@ class BrokerSessions:
         if closed is not None and self.channel_closed_timeout_ms >= 0:
             expiry = min(expiry, closed + self.channel_closed_timeout_ms + 1)
         return expiry
+
+    def why_stale(self, registration: BrokerRegistration, now_ms: int) -> str:
+        """Why this broker's session ended (or would end) by ``now_ms``, for the log."""
+        session = self.session(registration)
+        silent_ms = now_ms - session.last_contact_ms
+        closed = session.channel_closed_ms
+        if now_ms > session.last_contact_ms + self.session_timeout_ms or closed is None:
+            return f"no heartbeat for {silent_ms} ms (broker.session.timeout.ms)"
+        return (
+            f"metadata long-poll connection closed {now_ms - closed} ms ago, no heartbeat for "
+            f"{silent_ms} ms (pykraft.broker.channel.closed.timeout.ms)"
+        )
 
     def stale_brokers(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session expired, longest silent first."""

@@ -3,7 +3,8 @@ after ``broker.session.timeout.ms`` (quorum/managers/sessions.py, issue 18).
 
 The active controller hears of a closed metadata long-poll connection (``broker_channel_closed``)
 and of every new long poll (``broker_channel_opened``); these tests drive the pure core with
-those calls and the clock, as the service does.
+those calls and the clock, as the service does. The last ones check which closed connections
+``BrokerChannels`` reports: only those closed while a poll waited on them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 
 from pykraft.metadata.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.broker_channels import BrokerChannels
 from pykraft.quorum.controller import BrokerHeartbeatRequest
 from pykraft.quorum.managers.settings import ControllerSettings
 from tests.quorum.helpers import Harness, image_with, partition, topic_id
@@ -108,7 +110,82 @@ def test_the_session_timeout_still_applies_when_it_comes_first() -> None:
     assert h.controller.fence_stale_brokers(h.image, SESSION_MS + 1).response == (1,)
 
 
+def test_the_fence_log_says_which_timeout_ended_the_session() -> None:
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    one, two = h.image.cluster.brokers[1], h.image.cluster.brokers[2]
+    assert h.controller.sessions.why_stale(one, 3001) == (
+        "metadata long-poll connection closed 1001 ms ago, no heartbeat for 3001 ms "
+        "(pykraft.broker.channel.closed.timeout.ms)"
+    )
+    assert h.controller.sessions.why_stale(two, SESSION_MS + 1) == (
+        "no heartbeat for 9001 ms (broker.session.timeout.ms)"
+    )
+
+
 @pytest.mark.parametrize("value", [-2, -1000])
 def test_a_timeout_below_minus_one_is_refused(value: int) -> None:
     with pytest.raises(ValueError, match="broker_channel_closed_timeout_ms must be -1"):
         ControllerSettings(broker_channel_closed_timeout_ms=value)
+
+
+# ---- which closed connections count (quorum/broker_channels.py)
+
+
+class Connection:
+    """What ``BrokerChannels`` keeps of a long poll's connection: whether it is closing."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def channels_with_poll(broker_id: int = 1, epoch_: int = 5) -> tuple[BrokerChannels, Connection]:
+    channels, connection = BrokerChannels(), Connection()
+    channels.polled(broker_id, epoch_, connection)  # type: ignore[arg-type]
+    return channels, connection
+
+
+def test_a_connection_closed_under_a_waiting_poll_is_reported_once() -> None:
+    # A killed broker: the kernel closes the connection its long poll waits on.
+    channels, connection = channels_with_poll()
+    assert channels.closed() == []
+    connection.closed = True
+    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == []
+
+
+def test_a_close_during_the_wait_counts_when_the_poll_ends_before_the_timer_looks() -> None:
+    channels, connection = channels_with_poll()
+    connection.closed = True
+    channels.answered(1, connection)  # type: ignore[arg-type]
+    assert channels.closed() == [(1, 5)]
+
+
+def test_a_connection_closed_after_its_poll_was_answered_is_not_reported() -> None:
+    # Issue 18 (bench/scale.py, 30,000 partitions on 3 brokers): between two polls the
+    # connection sits in the broker's HTTP pool, which closes it after its keep-alive time or
+    # lends it to a call that times out; the broker is alive, its next poll just late.
+    channels, connection = channels_with_poll()
+    channels.answered(1, connection)  # type: ignore[arg-type]
+    connection.closed = True
+    assert channels.closed() == []
+    # Forgotten: the next poll is watched afresh.
+    later = Connection()
+    channels.polled(1, 5, later)  # type: ignore[arg-type]
+    later.closed = True
+    assert channels.closed() == [(1, 5)]
+
+
+def test_an_older_polls_connection_closing_is_not_reported() -> None:
+    # A poll that timed out at the broker ends at the controller after its retry arrived.
+    channels, first = channels_with_poll()
+    second = Connection()
+    channels.polled(1, 5, second)  # type: ignore[arg-type]
+    first.closed = True
+    channels.answered(1, first)  # type: ignore[arg-type]
+    assert channels.closed() == []
+    second.closed = True
+    assert channels.closed() == [(1, 5)]
