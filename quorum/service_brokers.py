@@ -59,6 +59,10 @@ async def broker_heartbeat(request: web.Request) -> web.Response:
     node = node_of(request)
     # On arrival, not after the write (which may wait for the write lock and a Raft commit).
     received_ms = node.clock.monotonic_ms()
+    if node.is_leader():  # a standby answers NOT_CONTROLLER in the write
+        node.active_controller().broker_heartbeat_arrived(
+            node.view.image, heartbeat.broker_id, heartbeat.broker_epoch, received_ms
+        )
     if heartbeat.counters_refused is not None:
         logger.warning(
             "broker %d: heartbeat counters dropped: %s",

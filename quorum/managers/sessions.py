@@ -192,6 +192,20 @@ class BrokerSessions:
         session.metadata_offset = metadata_offset
         session.channel_closed_ms = None
 
+    def heard_from(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> None:
+        """A heartbeat of this incarnation arrived: its contact time, before the write that
+        handles it (Kafka's ``BrokerHeartbeatTracker``, updated from the request handler threads
+        "so that heartbeats always get through, even if the main controller thread is busy").
+        Here the write may wait for the write lock behind a large commit (a CreateTopics of
+        thousands of partitions), and a fencing queued before it would not see it."""
+        registration = image.cluster.brokers.get(broker_id)
+        if registration is not None and registration.epoch == broker_epoch:
+            session = self.session(registration)
+            session.last_contact_ms = max(session.last_contact_ms, now_ms)
+            session.channel_closed_ms = None
+
     def channel_opened(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
         """A long poll of this incarnation arrived: it is connected."""
         registration = image.cluster.brokers.get(broker_id)

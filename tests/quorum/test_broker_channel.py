@@ -83,6 +83,22 @@ def test_a_heartbeat_keeps_the_broker() -> None:
     assert h.controller.fence_stale_brokers(h.image, 2500 + SESSION_MS + 1).response == (1,)
 
 
+def test_a_heartbeat_counts_from_its_arrival_not_from_its_write() -> None:
+    # The service calls broker_heartbeat_arrived before its write, which may wait behind a large
+    # commit while the timer's fencing runs (Kafka's BrokerHeartbeatTracker).
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2500)
+    assert h.controller.fence_stale_brokers(h.image, 3001).records == ()
+    h.controller.broker_heartbeat_arrived(h.image, 2, epoch(h, 2), 8000)
+    h.commit(result := h.controller.fence_stale_brokers(h.image, 2500 + SESSION_MS + 1))
+    assert result.response == (1,)
+    assert h.controller.fence_stale_brokers(h.image, 8000 + SESSION_MS).records == ()
+    # Another incarnation's heartbeat is not this one's contact.
+    h.controller.broker_heartbeat_arrived(h.image, 2, epoch(h, 2) + 7, 16_000)
+    assert h.controller.fence_stale_brokers(h.image, 8000 + SESSION_MS + 1).response == (2,)
+
+
 def test_a_closed_channel_of_another_incarnation_changes_nothing() -> None:
     h = harness()
     h.controller.broker_channel_closed(h.image, 1, epoch(h, 1) + 7, 2000)
