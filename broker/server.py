@@ -131,11 +131,7 @@ class BrokerServer:
         )
         self.client = self._new_controller_client()
         self.heartbeat_thread: HeartbeatThread | None = None
-        # The metadata long poll on a client of its own (issue 18): on the shared one it queued
-        # for a connection (aiohttp's pool holds 100) behind bursts of other calls, such as the
-        # topics auto-created for metadata requests while this broker lags, which lag it more.
-        self._metadata_client = self._new_controller_client()
-        self.loader = MetadataLoader(self._metadata_client)
+        self.loader = MetadataLoader(self.client)
         self.http = BrokerHttpServer(
             BrokerHttpApi(
                 status=self.status, metrics_text=self._metrics_text, partitions=self.partition_rows
@@ -549,7 +545,6 @@ class BrokerServer:
             await asyncio.to_thread(self.log_manager.shutdown, self._broker_epoch())
         await self.producer_ids.close()
         await self.client.close()
-        await self._metadata_client.close()
         self.lifecycle.become(BrokerState.NOT_RUNNING)
         await self.http.close()
         logger.info("broker %d stopped", self.config.node_id)
