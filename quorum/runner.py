@@ -113,9 +113,9 @@ async def fence_stale_brokers(node: TimedNode) -> None:
 
 
 async def watch_broker_channels(node: TimedNode) -> None:
-    """Tell the active controller which brokers' long-poll connections closed under a waiting
-    poll since the last turn (quorum/broker_channels.py); their sessions end soon after unless
-    they call in."""
+    """Tell the active controller which brokers' connections closed as only a dead process
+    closes them since the last turn (quorum/broker_channels.py); their sessions end soon after
+    unless they call in."""
     closed = node.broker_channels.closed()
     if not closed:
         return
@@ -128,7 +128,7 @@ async def watch_broker_channels(node: TimedNode) -> None:
         return _NOTHING
 
     await node.write(mark)
-    logger.info("metadata long-poll connection closed by broker(s) %s", [b for b, _ in closed])
+    logger.info("connection closed by broker(s) %s", [b for b, _ in closed])
 
 
 async def sweep_expired_delegation_tokens(node: TimedNode) -> None:

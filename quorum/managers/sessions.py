@@ -12,16 +12,16 @@ A session is valid while ``now_ms <= last_contact_ms + session_timeout_ms`` and 
 unfenced; an unfenced broker without a valid session is stale and gets fenced.
 
 A dead process is told from a silent one (issue 18; not in Kafka, whose controller waits out
-the session either way). A broker's metadata long poll (``GET /v1/metadata/records`` with its id
-and epoch) waits on a connection to the active controller almost all the time. When the process
-dies, its kernel closes that connection; a paused or partitioned process keeps it open. So the
-timer reports the connection of a broker's latest long poll that closed while the poll waited
-on it (``quorum/broker_channels.py``) as ``channel_closed``, and unless the same incarnation
-calls in again — a new long poll (``channel_opened``) or a heartbeat — within
+the session either way). A broker holds two connections to the active controller: its metadata
+long poll's (``GET /v1/metadata/records`` with its id and epoch), waiting there most of the
+time, and its heartbeat thread's, idle between heartbeats. When the process dies, its kernel
+closes both; a paused or partitioned process keeps them open. So the timer reports as
+``channel_closed`` a broker whose poll connection closed while the poll waited, or whose
+heartbeat connection closed while idle (``quorum/broker_channels.py``: the two states in which
+a live broker never closes them), and unless the same incarnation calls in again — a new long
+poll (``channel_opened``) or a heartbeat (``heard_from``) — within
 ``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns it off), the session ends
-there instead of at ``broker.session.timeout.ms``. A connection closed after its poll was
-answered does not count: between polls it is the live broker's to close or lend to another call
-(broker_channels.py has the fences that cost). A poll that failed (timed out on a slow
+there instead of at ``broker.session.timeout.ms``. A poll that failed (timed out on a slow
 controller, reset) makes the broker heartbeat at once (``MetadataLoader.run``'s
 ``on_failure``), because its retry may go to a standby controller, which this one never hears
 of.
@@ -215,7 +215,7 @@ class BrokerSessions:
     def channel_closed(
         self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
     ) -> None:
-        """The connection of a long poll of this incarnation closed while the poll waited."""
+        """A connection of this incarnation closed as only a dead process closes it."""
         registration = image.cluster.brokers.get(broker_id)
         if registration is None or registration.epoch != broker_epoch:
             return
@@ -268,7 +268,7 @@ class BrokerSessions:
         if now_ms > session.last_contact_ms + self.session_timeout_ms or closed is None:
             return f"no heartbeat for {silent_ms} ms (broker.session.timeout.ms)"
         return (
-            f"metadata long-poll connection closed {now_ms - closed} ms ago, no heartbeat for "
+            f"its connection closed {now_ms - closed} ms ago, no heartbeat for "
             f"{silent_ms} ms (pykraft.broker.channel.closed.timeout.ms)"
         )
 

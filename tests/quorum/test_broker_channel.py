@@ -131,7 +131,7 @@ def test_the_fence_log_says_which_timeout_ended_the_session() -> None:
     h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
     one, two = h.image.cluster.brokers[1], h.image.cluster.brokers[2]
     assert h.controller.sessions.why_stale(one, 3001) == (
-        "metadata long-poll connection closed 1001 ms ago, no heartbeat for 3001 ms "
+        "its connection closed 1001 ms ago, no heartbeat for 3001 ms "
         "(pykraft.broker.channel.closed.timeout.ms)"
     )
     assert h.controller.sessions.why_stale(two, SESSION_MS + 1) == (
@@ -205,3 +205,32 @@ def test_an_older_polls_connection_closing_is_not_reported() -> None:
     assert channels.closed() == []
     second.closed = True
     assert channels.closed() == [(1, 5)]
+
+
+def test_an_idle_heartbeat_connection_closed_is_reported() -> None:
+    # A killed broker between two polls (bench/failover.py: its loop busy with produce traffic):
+    # its heartbeat connection, idle between heartbeats, closes with the process.
+    channels, poll = channels_with_poll()
+    channels.answered(1, poll)  # type: ignore[arg-type]
+    heartbeat = Connection()
+    channels.heartbeat_arrived(1, 5, heartbeat)  # type: ignore[arg-type]
+    channels.heartbeat_answered(1, heartbeat)  # type: ignore[arg-type]
+    assert channels.closed() == []
+    poll.closed = heartbeat.closed = True
+    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == []
+
+
+def test_a_heartbeat_connection_closed_under_its_heartbeat_is_not_reported() -> None:
+    # The broker's deadline for that heartbeat passed (a slow controller): it calls again.
+    channels, heartbeat = BrokerChannels(), Connection()
+    channels.heartbeat_arrived(1, 5, heartbeat)  # type: ignore[arg-type]
+    heartbeat.closed = True
+    assert channels.closed() == []
+    later = Connection()
+    channels.heartbeat_arrived(1, 5, later)  # type: ignore[arg-type]
+    heartbeat_closed_late = Connection()
+    channels.heartbeat_answered(1, heartbeat_closed_late)  # type: ignore[arg-type]  # not the latest
+    later.closed = True
+    channels.heartbeat_answered(1, later)  # type: ignore[arg-type]
+    assert channels.closed() == []
