@@ -111,6 +111,28 @@ loop, which ends the session ``pykraft.broker.channel.closed.timeout.ms`` later 
 heartbeat lands within it); a new topic of 100 served in 125 ms; produce 1,646
 records/s; restart of a broker with 10,000 of them: clean exit 15.1 s, RUNNING 26.2 s, served
 40.1 s; after kill -9 RUNNING 24.5 s, served 53.8 s; controller metadata 30.8 MiB.
+
+Those fences, 2026-11-26 18:40-18:57 UTC, ``--partitions 15000 --brokers 3 --create-only --logs``
+(load average 2-8, then 8-14 with another helper's scale bench): on main 2 fences, both of
+broker 12 and both the fast kind (the controller's log, now naming the timeout: "connection
+closed 1004 ms ago, no heartbeat for 1121 ms"); broker 12's log shows no failed poll, but 100+
+auto-create CreateTopics calls (for topics its lagging image lacked) timing out together on the
+client its loader polls with, after 56 s of making logs in the worker thread: the closed
+connection was its last poll's, answered and back in the pool. Only a connection closed under a
+waiting poll (or a heartbeat connection closed idle) counts now (``quorum/broker_channels.py``):
+0 fences in two runs (served 122.1 s at load 7-8; 303.2 s at load 9-14). CreateTopics answered
+in 2.6-5.0 s in all; the served time is the brokers making 5,000 logs each in a worker thread
+(before_publish 56-111 s) and applying them on the loop (publish up to 17 s), every lagging
+broker answering metadata requests with thousands of auto-create calls (5,465-9,802 per run,
+all timing out: no in-flight set as Kafka's ``AutoTopicCreationManager`` keeps).
+
+Restart, ``--partitions 10000 --brokers 1 --rounds 1`` (19:01-19:05, load 9-13): clean exit
+28.1 s, RUNNING 52.6 s, served 95.8 s; kill -9 RUNNING 46.7 s (its fast fence, correct), served
+84.5 s. From the broker's log, clean: process up 2 s, 10,200 logs loaded 12 s, registered,
+metadata caught up 3 s (20,932 records), then 35 s from RECOVERY to RUNNING: installing the
+publisher applies the whole image (10,000 leaderships) on the event loop in one go, the loop
+held throughout (the loader's poll meanwhile timed out at 15 s). The step that varies with load
+(13.4 against 26.5 s before) is that one; not changed here.
 """
 
 from __future__ import annotations
