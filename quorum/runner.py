@@ -95,18 +95,27 @@ async def write_noop(node: TimedNode) -> None:
 
 
 async def fence_stale_brokers(node: TimedNode) -> None:
+    why: list[str] = []  # of the attempt that ran last (a write may run it again)
+
+    def fence(
+        controller: QuorumController, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[tuple[int, ...]]:
+        result = controller.fence_stale_brokers(image, now_ms)
+        brokers = image.cluster.brokers
+        why[:] = [controller.sessions.why_stale(brokers[b], now_ms) for b in result.response]
+        return result
+
     for _ in range(MAX_FENCINGS_PER_ROUND):
-        fenced = await node.write(
-            lambda controller, image, now_ms: controller.fence_stale_brokers(image, now_ms)
-        )
+        fenced = await node.write(fence)
         if not fenced:
             return
-        logger.info("fenced broker(s) %s: session expired or connection closed", list(fenced))
+        logger.info("fenced broker(s) %s: %s", list(fenced), "; ".join(why))
 
 
 async def watch_broker_channels(node: TimedNode) -> None:
-    """Tell the active controller which brokers' long-poll connections closed since the last
-    turn (quorum/broker_channels.py); their sessions end soon after unless they call in."""
+    """Tell the active controller which brokers' connections closed as only a dead process
+    closes them since the last turn (quorum/broker_channels.py); their sessions end soon after
+    unless they call in."""
     closed = node.broker_channels.closed()
     if not closed:
         return
@@ -119,7 +128,7 @@ async def watch_broker_channels(node: TimedNode) -> None:
         return _NOTHING
 
     await node.write(mark)
-    logger.info("metadata long-poll connection closed by broker(s) %s", [b for b, _ in closed])
+    logger.info("connection closed by broker(s) %s", [b for b, _ in closed])
 
 
 async def sweep_expired_delegation_tokens(node: TimedNode) -> None:
