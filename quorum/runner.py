@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 HEALTH_CHECK_INTERVAL_S = 0.2
 # In-flight requests get this long to finish on SIGTERM (long polls are released at once).
 SHUTDOWN_TIMEOUT_S = 5.0
+AIOHTTP_KEEPALIVE_TIMEOUT_S = 75.0  # aiohttp's server default
 
 
 # Fencing writes one broker per batch (Kafka's maybeFenceOneStaleBroker); bound one round.
@@ -219,7 +220,14 @@ async def serve(config: ControllerConfig, stop: asyncio.Event, clock: Clock) -> 
         logger.error("%s", error)
         return 1
     runner = web.AppRunner(
-        build_app(node, Doors.of(config, lambda: node.view.image)), access_log=None
+        build_app(node, Doors.of(config, lambda: node.view.image)),
+        access_log=None,
+        # A broker's heartbeat connection idles between beats (below broker.session.timeout.ms
+        # apart) and must not be closed by us then: one closed while idle fences the broker
+        # (quorum/broker_channels.py).
+        keepalive_timeout=max(
+            AIOHTTP_KEEPALIVE_TIMEOUT_S, 2 * config.broker_session_timeout_ms / 1000
+        ),
     )
     timer: asyncio.Task[None] | None = None
     try:
