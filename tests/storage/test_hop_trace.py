@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -43,7 +47,40 @@ def test_a_full_buffer_is_written_without_a_flush(trace_directory: Path) -> None
     assert marks_in(trace_directory)[-1][1] == "one more"
 
 
-def test_tracing_is_off_without_the_environment_variable() -> None:
-    # The test run does not set PYKRAFT_HOP_TRACE: every call site skips its mark.
-    assert os.environ.get(hop_trace.ENV) is None
-    assert hop_trace.ENABLED is False
+@pytest.fixture
+def reload_with(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str | None], ModuleType]]:
+    """Call it to re-import hop_trace with ``PYKRAFT_HOP_TRACE`` set to a value (None: unset);
+    afterwards the environment is restored and the module re-imported under it."""
+
+    def reload(value: str | None) -> ModuleType:
+        if value is None:
+            monkeypatch.delenv(hop_trace.ENV, raising=False)
+        else:
+            monkeypatch.setenv(hop_trace.ENV, value)
+        atexit.unregister(hop_trace.flush)  # the flush a traced import registered, if any
+        return importlib.reload(hop_trace)
+
+    yield reload
+    monkeypatch.undo()
+    atexit.unregister(hop_trace.flush)
+    importlib.reload(hop_trace)
+
+
+def test_the_environment_variable_turns_tracing_on_and_names_the_directory(
+    reload_with: Callable[[str | None], ModuleType], tmp_path: Path
+) -> None:
+    traced = reload_with(str(tmp_path))
+    assert traced.ENABLED is True
+    assert str(tmp_path) == traced.DIRECTORY
+    traced.mark("read PRODUCE")
+    traced.flush()
+    assert [event for _, event in marks_in(tmp_path)] == ["read PRODUCE"]
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_tracing_is_off_without_the_environment_variable(
+    reload_with: Callable[[str | None], ModuleType], value: str | None
+) -> None:
+    untraced = reload_with(value)
+    assert untraced.ENABLED is False
+    assert untraced.DIRECTORY is None
