@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
+import select
 import socket
 import statistics
 import subprocess
@@ -60,7 +62,8 @@ NODE_ID = 0
 CLUSTER_ID = "null-broker-bench-cluster"
 PING_BYTES = 1100  # about a one-record (1 KiB value) Produce request
 PONG_BYTES = 60  # about its response
-STARTUP_TIMEOUT_S = 30.0
+STARTUP_TIMEOUT_S = 30.0  # until the null broker prints its ports
+STOP_TIMEOUT_S = 10.0  # from stdin closed to the process gone (then it is killed)
 
 _Metadata: Any = response_class(ApiKey.METADATA)
 
@@ -205,17 +208,32 @@ def null_broker() -> Iterator[tuple[str, int]]:
         text=True,
     )
     try:
-        assert process.stdout is not None
-        kafka_port, ping_port = (int(word) for word in process.stdout.readline().split())
+        kafka_port, ping_port = (int(word) for word in _ports_line(process).split())
         yield f"127.0.0.1:{kafka_port}", ping_port
     finally:
         assert process.stdin is not None
         process.stdin.close()
         try:
-            process.wait(STARTUP_TIMEOUT_S)
+            process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _ports_line(process: subprocess.Popen[str]) -> str:
+    """The ``<kafka port> <ping port>`` line the null broker prints once it listens; an error
+    if it exits first or prints nothing within STARTUP_TIMEOUT_S."""
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], STARTUP_TIMEOUT_S)
+    if not ready:
+        raise RuntimeError(f"the null broker printed no ports within {STARTUP_TIMEOUT_S}s")
+    line = process.stdout.readline()  # it prints the whole line at once
+    if not line:
+        code = process.wait(STOP_TIMEOUT_S)
+        raise RuntimeError(f"the null broker exited (code {code}) before printing its ports")
+    if len(line.split()) != 2:
+        raise RuntimeError(f"the null broker printed {line!r}, not its two ports")
+    return line
 
 
 def ping_pong_p50_ms(port: int, count: int) -> float:
@@ -263,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.replication import PARTITIONS, latency_ms
 
     if args.serve:
-        with asyncio.Runner(loop_factory=loop_factory({})) as runner:
+        with asyncio.Runner(loop_factory=loop_factory(os.environ)) as runner:
             runner.run(serve(PARTITIONS))
         return 0
     print_figures(measure_floors(args.count, latency_ms))
