@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import importlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from pykraft.broker.network import RequestContext
+from pykraft.protocol.api_keys import ApiKey
+from pykraft.protocol.segments import Segments
 from pykraft.storage import hop_trace
+from tests.broker.test_network import Harness, echo_response, run
+from tests.broker.wire_client import correlation_id, read_frame, request_frame
 
 
 @pytest.fixture
@@ -84,3 +90,29 @@ def test_tracing_is_off_without_the_environment_variable(
     untraced = reload_with(value)
     assert untraced.ENABLED is False
     assert untraced.DIRECTORY is None
+
+
+def test_a_traced_listener_marks_an_unknown_api_key_by_number_and_still_answers(
+    trace_directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tracing must not change behaviour: an API key Kafka does not define is marked by its number
+    # (ApiKey(999) would raise), and the request is dispatched and answered as without tracing.
+    monkeypatch.setattr(hop_trace, "ENABLED", True)
+    unknown = 999
+    assert unknown not in ApiKey.__members__.values()
+
+    def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+        return asyncio.sleep(0, echo_response(context, body))
+
+    async def scenario() -> None:
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(unknown, 0, 7, b"body"))
+        frame = await read_frame(reader)
+        assert frame is not None and correlation_id(frame) == 7 and frame[4:] == b"body"
+        await harness.listener.close()
+
+    run(scenario)
+    hop_trace.flush()
+    events = [event.split(" @")[0] for _, event in marks_in(trace_directory)]
+    assert events == [f"read {unknown}", f"write {unknown}"]
