@@ -17,7 +17,9 @@ microseconds (and in how many records it was seen), ordered by that median; then
 RF=3's critical path, each hop's median microseconds (``CRITICAL_PATH``); then one JSON line
 with each configuration's p50/p99 and the servers' CPU microseconds per record (user + system
 of the brokers and the controller: what the 2 cores must do for each record, which contention
-moves less than the latency).
+moves less than the latency), keyed ``traced_*``: measured with tracing on and records spaced
+out, they are not ``bench/replication.py``'s figures. The brokers write their marks as they
+exit; a broker that left no marks file (killed, crashed) fails the run.
 The tracing itself costs each mark a few microseconds, so the offsets run a little late.
 """
 
@@ -228,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                 servers = cpu_seconds(cluster.server_pids()) - servers
                 cpu_us[name] = servers * 1e6 / (args.count + WARM_UP_RECORDS)
         marks = read_marks(trace_directory)  # the brokers wrote theirs as they exited
+        missing = [pid for pid in broker_pids if pid not in marks]
+        if missing:  # hop_trace writes at exit: a broker killed or crashed took its marks along
+            raise RuntimeError(f"brokers with pids {missing} left no marks in {trace_directory}")
         if args.keep is not None:
             shutil.copytree(trace_directory, args.keep, dirs_exist_ok=True)
             (args.keep / "windows.json").write_text(json.dumps({**windows, "pids": broker_pids}))
@@ -238,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, topic, _ in CONFIGURATIONS:
         latencies = [(ended - started) / 1e6 for _, started, ended in windows[name]]
         percentiles = statistics.quantiles(latencies, n=100)
-        figures[f"{name}_p50_ms"] = round(percentiles[49], 3)
-        figures[f"{name}_p99_ms"] = round(percentiles[98], 3)
-        figures[f"{name}_server_cpu_us_per_record"] = round(cpu_us[name])
+        figures[f"traced_{name}_p50_ms"] = round(percentiles[49], 3)
+        figures[f"traced_{name}_p99_ms"] = round(percentiles[98], 3)
+        figures[f"traced_{name}_server_cpu_us_per_record"] = round(cpu_us[name])
         print(f"\n{name}: median microseconds after the client's send")
         factor = 1 if topic == "rf1" else 3
         for label, median_us, seen in timeline(windows[name], marks, broker_pids, factor):
