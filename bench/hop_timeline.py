@@ -9,17 +9,21 @@ machine-wide monotonic clock, when it reads and writes a request or response (``
 ``write FETCH``; the follower's fetcher ``send FETCH`` / ``receive FETCH``), when a follower
 appended, a delayed fetch woke, the high watermark moved, and a delayed produce was watched and
 completed. This bench sends each record only after the previous one was acknowledged
-(confluent-kafka, linger.ms 0, as ``bench/replication.py``), keeps each record's send and ack
-times, and for every mark between them takes its offset from the send. Marks are named by
+(confluent-kafka, linger.ms 0, as ``bench/replication.py``) and then stays idle for a gap
+(``--gap-ms``, 5 ms by default) before the next: with acks=1 the followers receive, append and
+fetch again after the ack, and without the gap their marks would land among the next record's.
+Record N's window is [send N, send N+1) (the last one's ends with its gap), so its after-ack
+marks stay with it; its latency is its send to its ack, outside the gap. For every mark in its
+window it takes the offset from the send. Marks are named by
 role: the partition's ``leader`` or a ``follower``; a mark seen twice in one record (two
 followers, two Fetches) gets ``#2``. Printed: per configuration, each mark's median offset in
 microseconds (and in how many records it was seen), ordered by that median; then acks=all
 RF=3's critical path, each hop's median microseconds (``CRITICAL_PATH``); then one JSON line
-with each configuration's p50/p99 and the servers' CPU microseconds per record (user + system
-of the brokers and the controller: what the 2 cores must do for each record, which contention
-moves less than the latency), keyed ``traced_*``: measured with tracing on and records spaced
-out, they are not ``bench/replication.py``'s figures. The brokers write their marks as they
-exit; a broker that left no marks file (killed, crashed) fails the run.
+with each configuration's p50/p99 and the servers' CPU microseconds per record (user + system of
+the brokers and the controller, idle gaps included: what the 2 cores must do for each record,
+which contention moves less than the latency), keyed ``traced_*``: measured with tracing on and
+records spaced out, they are not ``bench/replication.py``'s figures. The brokers write their
+marks as they exit; a broker that left no marks file (killed, crashed) fails the run.
 The tracing itself costs each mark a few microseconds, so the offsets run a little late.
 """
 
@@ -45,12 +49,16 @@ from bench.replication import CONFIGURATIONS, PARTITIONS, RECORD_BYTES, Cluster,
 from pykraft.storage import hop_trace
 
 WARM_UP_RECORDS = 20
-# (partition, send ns, ack ns) of each record
-Window = tuple[int, int, int]
+GAP_MS = 5.0  # idle after each ack, so the followers' after-ack marks fall before the next send
+# (partition, send ns, ack ns, window end ns) of each record: its marks are in [send, end)
+Window = tuple[int, int, int, int]
 
 
-def one_at_a_time(bootstrap_servers: str, topic: str, acks: str, count: int) -> list[Window]:
-    """Each record's partition and its send and acknowledgement times (monotonic ns)."""
+def one_at_a_time(
+    bootstrap_servers: str, topic: str, acks: str, count: int, gap_ms: float = GAP_MS
+) -> list[Window]:
+    """Each record's partition, send and acknowledgement times (monotonic ns) and the end of
+    its window: the next record's send, ``gap_ms`` after this one's ack."""
     producer = Producer(bootstrap_servers, acks, linger_ms=0)
     value = os.urandom(RECORD_BYTES)
     windows = []
@@ -75,8 +83,9 @@ def one_at_a_time(bootstrap_servers: str, topic: str, acks: str, count: int) -> 
         ended = time.monotonic_ns()
         if errors:
             raise RuntimeError(f"send failed: {errors[0]}")
+        time.sleep(gap_ms / 1000)
         if index >= WARM_UP_RECORDS:
-            windows.append((partition, started, ended))
+            windows.append((partition, started, ended, time.monotonic_ns()))
     producer.close()
     return windows
 
@@ -103,7 +112,7 @@ def timeline(
     Partition p's replicas are brokers p, p+1, ... (mod 3) of ``broker_pids``: the leader,
     then ``follower 2`` and ``follower 3``; other brokers' marks are ``other``."""
     offsets: dict[str, list[float]] = defaultdict(list)
-    for partition, started, ended in windows:
+    for partition, started, ended, window_end in windows:
         roles = {
             broker_pids[(partition + i) % len(broker_pids)]: i for i in range(replication_factor)
         }
@@ -112,7 +121,7 @@ def timeline(
             index = roles.get(pid)
             role = "other" if index is None else "leader" if index == 0 else f"follower {index + 1}"
             seen.extend(
-                (nanos, f"{role} {event}") for nanos, event in rows if started <= nanos <= ended
+                (nanos, f"{role} {event}") for nanos, event in rows if started <= nanos < window_end
             )
         counts: Counter[str] = Counter()
         for nanos, label in sorted(seen):
@@ -144,45 +153,47 @@ CRITICAL_PATH = (
 )
 
 
-def _first(rows: list[tuple[int, str]], event: str, after: int, count: int = 1) -> list[int]:
-    return [nanos for nanos, name in rows if name == event and nanos >= after][:count]
+def _first(
+    rows: list[tuple[int, str]], event: str, after: int, before: int, count: int = 1
+) -> list[int]:
+    return [nanos for nanos, name in rows if name == event and after <= nanos < before][:count]
 
 
 def critical_path_points(
     window: Window, marks: dict[int, list[tuple[int, str]]], broker_pids: list[int]
 ) -> dict[str, int] | None:
     """One acks=all RF=3 record's points on its critical path; None when a mark is missing."""
-    partition, started, ended = window
+    partition, started, ended, end = window
     replicas = [broker_pids[(partition + i) % len(broker_pids)] for i in range(3)]
     leader = marks.get(replicas[0], [])
     points = {"send": started, "ack": ended}
-    found = _first(leader, "read PRODUCE", started)
+    found = _first(leader, "read PRODUCE", started, end)
     if not found:
         return None
     points["read"] = found[0]
-    woken = _first(leader, "fetch woken ENOUGH_BYTES", points["read"])
-    writes = _first(leader, "write FETCH", woken[0] if woken else ended, 2)
+    woken = _first(leader, "fetch woken ENOUGH_BYTES", points["read"], end)
+    writes = _first(leader, "write FETCH", woken[0] if woken else ended, end, 2)
     if not woken or len(writes) < 2:
         return None
     points["woken"], points["write 1"], points["write 2"] = woken[0], writes[0], writes[1]
     followers = []
     for pid in replicas[1:]:
         rows = marks.get(pid, [])
-        received_at = _first(rows, "receive FETCH", points["woken"])
-        appended_at = _first(rows, "follower appended", received_at[0] if received_at else ended)
-        sent_at = _first(rows, "send FETCH", appended_at[0] if appended_at else ended)
+        received_at = _first(rows, "receive FETCH", points["woken"], end)
+        appended_at = _first(rows, "follower appended", received_at[0] if received_at else end, end)
+        sent_at = _first(rows, "send FETCH", appended_at[0] if appended_at else end, end)
         if not (received_at and appended_at and sent_at):
             return None
         followers.append((received_at[0], appended_at[0], sent_at[0]))
     for role, (receive, appended, sent) in zip(("fast", "slow"), sorted(followers), strict=True):
         points[f"{role} receive"], points[f"{role} appended"] = receive, appended
         points[f"{role} send"] = sent
-    reads = _first(leader, "read FETCH", min(points["fast send"], points["slow send"]), 2)
-    high_watermark = _first(leader, "high watermark moved", points["woken"])
+    reads = _first(leader, "read FETCH", min(points["fast send"], points["slow send"]), end, 2)
+    high_watermark = _first(leader, "high watermark moved", points["woken"], end)
     if len(reads) < 2 or not high_watermark:
         return None
     points["read fetch 2"], points["hw"] = reads[1], high_watermark[0]
-    completed = _first(leader, "delayed completed", points["hw"])
+    completed = _first(leader, "delayed completed", points["hw"], end)
     if not completed:
         return None
     points["completed"] = completed[0]
@@ -209,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--count", type=int, default=300, help="records per configuration")
     parser.add_argument(
+        "--gap-ms", type=float, default=GAP_MS, help="idle after each ack, before the next send"
+    )
+    parser.add_argument(
         "--keep", type=Path, help="keep the marks: each process's file goes to this folder"
     )
     args = parser.parse_args(argv)
@@ -226,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
             broker_pids = cluster.broker_pids()  # brokers 10, 11, 12
             for name, topic, acks in CONFIGURATIONS:
                 servers = cpu_seconds(cluster.server_pids())
-                windows[name] = one_at_a_time(cluster.bootstrap_servers, topic, acks, args.count)
+                windows[name] = one_at_a_time(
+                    cluster.bootstrap_servers, topic, acks, args.count, args.gap_ms
+                )
                 servers = cpu_seconds(cluster.server_pids()) - servers
                 cpu_us[name] = servers * 1e6 / (args.count + WARM_UP_RECORDS)
         marks = read_marks(trace_directory)  # the brokers wrote theirs as they exited
@@ -241,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(trace_directory, ignore_errors=True)
     figures: dict[str, Any] = {"records": args.count, "load_average": os.getloadavg()[0]}
     for name, topic, _ in CONFIGURATIONS:
-        latencies = [(ended - started) / 1e6 for _, started, ended in windows[name]]
+        latencies = [(ended - started) / 1e6 for _, started, ended, _ in windows[name]]
         percentiles = statistics.quantiles(latencies, n=100)
         figures[f"traced_{name}_p50_ms"] = round(percentiles[49], 3)
         figures[f"traced_{name}_p99_ms"] = round(percentiles[98], 3)
