@@ -252,18 +252,21 @@ def critical_path_points(
 
 def critical_path(
     windows: list[Window], marks: Marks, broker_pids: list[int]
-) -> tuple[list[tuple[str, float]], int]:
-    """Each acks=all RF=3 hop's median microseconds, and over how many records."""
+) -> tuple[list[tuple[str, float]], int, int]:
+    """Each acks=all RF=3 hop's median microseconds, over how many records, and in how many
+    of them the slower follower's answer was written first (pairing by order got those wrong)."""
     samples: dict[str, list[float]] = defaultdict(list)
-    records = 0
+    records = slower_answered_first = 0
     for window in windows:
         points = critical_path_points(window, marks, broker_pids)
         if points is None:
             continue
         records += 1
+        slower_answered_first += points["slower write"] < points["faster write"]
         for name, start, end in CRITICAL_PATH:
             samples[name].append((points[end] - points[start]) / 1000)
-    return [(name, statistics.median(samples[name])) for name, _, _ in CRITICAL_PATH], records
+    hops = [(name, statistics.median(samples[name])) for name, _, _ in CRITICAL_PATH]
+    return hops, records, slower_answered_first
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,8 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         factor = 1 if topic == "rf1" else 3
         for label, median_us, seen in timeline(windows[name], marks, broker_pids, factor):
             print(f"  {median_us:8.0f}  {label}  ({seen} records)")
-    hops, records = critical_path(windows["acks_all_rf3"], marks, broker_pids)
-    print(f"\nacks_all_rf3 critical path: median microseconds per hop ({records} records)")
+    hops, records, swapped = critical_path(windows["acks_all_rf3"], marks, broker_pids)
+    print(
+        f"\nacks_all_rf3 critical path: median microseconds per hop ({records} records; in "
+        f"{swapped} the slower follower's answer was written first)"
+    )
+    figures["acks_all_rf3_slower_answered_first_records"] = swapped
     for name, median_us in hops:
         print(f"  {median_us:8.0f}  {name}")
         figures[f"acks_all_rf3 {name} us"] = round(median_us)
