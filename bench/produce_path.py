@@ -52,7 +52,7 @@ from pykraft.protocol.produce import (
 from pykraft.protocol.wire import INT16, INT32
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.partition_log import PartitionLog
-from pykraft.storage.record_batch import ATTRIBUTES_POS
+from pykraft.storage.record_batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, CRC_POS, parse_header
 from pykraft.storage.records import SimpleRecord, build_batch
 
 KIB, MB = 1024, 1_000_000
@@ -60,9 +60,10 @@ VERSION = 9
 TOPIC = "bench"
 PRODUCER_ID, PRODUCER_EPOCH = 4000, 0
 WARM_UP_ROUNDS = 5
-_SEQUENCE = struct.Struct(">i")
 _CRC = struct.Struct(">I")
-SEQUENCE_POS, CRC_POS = 53, 17
+# baseSequence is the header's last field but one: recordsCount (int32) ends it (KIP-98 layout,
+# KAFKA_FORMATS.md); ``with_sequence`` reads it back.
+SEQUENCE_POS = BATCH_HEADER_SIZE - 2 * INT32.size
 
 
 def make_batch(record_bytes: int, count: int) -> bytearray:
@@ -80,8 +81,9 @@ def make_batch(record_bytes: int, count: int) -> bytearray:
 def with_sequence(batch: bytearray, sequence: int) -> bytes:
     """``batch`` with base sequence ``sequence`` and its CRC recomputed."""
     copy = bytearray(batch)
-    _SEQUENCE.pack_into(copy, SEQUENCE_POS, sequence)
+    INT32.pack_into(copy, SEQUENCE_POS, sequence)
     _CRC.pack_into(copy, CRC_POS, crc32c.crc32c(memoryview(copy)[ATTRIBUTES_POS:]))
+    assert parse_header(copy).base_sequence == sequence
     return bytes(copy)
 
 

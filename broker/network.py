@@ -461,8 +461,10 @@ class _Connection:
                 _Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}")
             )
             return False
-        if hop_trace.ENABLED:
-            hop_trace.mark(f"read {ApiKey(header.api_key).name}")
+        if hop_trace.ENABLED:  # an unknown key by its number: tracing changes no behaviour
+            key = header.api_key
+            traced = ApiKey(key).name if key in ApiKey.__members__.values() else key
+            hop_trace.mark(f"read {traced} @{self._id}")
         context = RequestContext(
             header, self._id, self._listener.listener_name, *self._client, self.principal
         )
@@ -507,7 +509,9 @@ class _Connection:
                 self._write(buffers)
                 pending.written = True
                 if hop_trace.ENABLED:
-                    hop_trace.mark(f"write {ApiKey(pending.context.header.api_key).name}")
+                    key = pending.context.header.api_key
+                    traced = ApiKey(key).name if key in ApiKey.__members__.values() else key
+                    hop_trace.mark(f"write {traced} @{self._id}")
         return segments
 
     async def _write_responses(self) -> CloseReason:
@@ -561,7 +565,9 @@ class _Connection:
                 else:
                     await self._send(response)
                     if hop_trace.ENABLED:
-                        hop_trace.mark(f"write {ApiKey(header.api_key).name}")
+                        key = header.api_key
+                        traced = ApiKey(key).name if key in ApiKey.__members__.values() else key
+                        hop_trace.mark(f"write {traced} @{self._id}")
             except (ConnectionError, ShortFileSliceError, StaleFileSliceError, OSError) as error:
                 logger.warning("sending to %s failed: %s", self._id, error)
                 return CloseReason.SEND_FAILED
