@@ -134,6 +134,7 @@ def test_calls_to_routes_without_path_parameters_go_to_the_routes_path() -> None
     assert writes.leader_url == "http://127.0.0.1:19093"  # a write remembers its leader
 
 
+@pytest.mark.integration  # a real HTTP server on a loopback port, and idle waits
 @pytest.mark.parametrize(("keepalive_s", "same_connection"), [(5.0, True), (0.1, False)])
 def test_an_idle_connection_is_kept_for_the_keepalive_timeout(
     keepalive_s: float, same_connection: bool
