@@ -9,15 +9,24 @@ machine-wide monotonic clock, when it reads and writes a request or response (``
 ``write FETCH``; the follower's fetcher ``send FETCH`` / ``receive FETCH``), when a follower
 appended, a delayed fetch woke, the high watermark moved, and a delayed produce was watched and
 completed. This bench sends each record only after the previous one was acknowledged
-(confluent-kafka, linger.ms 0, as ``bench/replication.py``), keeps each record's send and ack
-times, and for every mark between them takes its offset from the send. Marks are named by
+(confluent-kafka, linger.ms 0, as ``bench/replication.py``) and then stays idle for a gap
+(``--gap-ms``, 5 ms by default) before the next: with acks=1 the followers receive, append and
+fetch again after the ack, and without the gap their marks would land among the next record's.
+Record N's window is [send N, send N+1) (the last one's ends with its gap), so its after-ack
+marks stay with it; its latency is its send to its ack, outside the gap. For every mark in its
+window it takes the offset from the send. Marks are named by
 role: the partition's ``leader`` or a ``follower``; a mark seen twice in one record (two
-followers, two Fetches) gets ``#2``. Printed: per configuration, each mark's median offset in
+followers, two Fetches) gets ``#2``; a mark of the leader's listener names the other end of
+its connection (``leader write FETCH [follower 3]``, ``[client]``): the brokers' marks carry
+the connection, so each Fetch answer, receive, append and next Fetch is paired with its
+follower, never by order. Printed: per configuration, each mark's median offset in
 microseconds (and in how many records it was seen), ordered by that median; then acks=all
 RF=3's critical path, each hop's median microseconds (``CRITICAL_PATH``); then one JSON line
-with each configuration's p50/p99 and the servers' CPU microseconds per record (user + system
-of the brokers and the controller: what the 2 cores must do for each record, which contention
-moves less than the latency).
+with each configuration's p50/p99 and the servers' CPU microseconds per record (user + system of
+the brokers and the controller, idle gaps included: what the 2 cores must do for each record,
+which contention moves less than the latency), keyed ``traced_*``: measured with tracing on and
+records spaced out, they are not ``bench/replication.py``'s figures. The brokers write their
+marks as they exit; a broker that left no marks file (killed, crashed) fails the run.
 The tracing itself costs each mark a few microseconds, so the offsets run a little late.
 """
 
@@ -43,12 +52,16 @@ from bench.replication import CONFIGURATIONS, PARTITIONS, RECORD_BYTES, Cluster,
 from pykraft.storage import hop_trace
 
 WARM_UP_RECORDS = 20
-# (partition, send ns, ack ns) of each record
-Window = tuple[int, int, int]
+GAP_MS = 5.0  # idle after each ack, so the followers' after-ack marks fall before the next send
+# (partition, send ns, ack ns, window end ns) of each record: its marks are in [send, end)
+Window = tuple[int, int, int, int]
 
 
-def one_at_a_time(bootstrap_servers: str, topic: str, acks: str, count: int) -> list[Window]:
-    """Each record's partition and its send and acknowledgement times (monotonic ns)."""
+def one_at_a_time(
+    bootstrap_servers: str, topic: str, acks: str, count: int, gap_ms: float = GAP_MS
+) -> list[Window]:
+    """Each record's partition, send and acknowledgement times (monotonic ns) and the end of
+    its window: the next record's send, ``gap_ms`` after this one's ack."""
     producer = Producer(bootstrap_servers, acks, linger_ms=0)
     value = os.urandom(RECORD_BYTES)
     windows = []
@@ -73,45 +86,72 @@ def one_at_a_time(bootstrap_servers: str, topic: str, acks: str, count: int) -> 
         ended = time.monotonic_ns()
         if errors:
             raise RuntimeError(f"send failed: {errors[0]}")
+        time.sleep(gap_ms / 1000)
         if index >= WARM_UP_RECORDS:
-            windows.append((partition, started, ended))
+            windows.append((partition, started, ended, time.monotonic_ns()))
     producer.close()
     return windows
 
 
-def read_marks(directory: Path) -> dict[int, list[tuple[int, str]]]:
+# A mark: (ns, event, endpoint). The endpoint is the follower end's ``host:port`` of the
+# connection the mark was made on: a fetcher marks its own local address (``send FETCH @a``),
+# the leader's listener its connection id ``local-peer-index`` (``write FETCH @l-a-3``), whose
+# peer is that same address. Marks of no connection have "".
+Mark = tuple[int, str, str]
+Marks = dict[int, list[Mark]]
+
+
+def parse_mark(line: str) -> Mark:
+    nanos, event = line.split(" ", 1)
+    event, _, where = event.partition(" @")
+    parts = where.split("-")
+    return int(nanos), event, parts[1] if len(parts) == 3 else where
+
+
+def read_marks(directory: Path) -> Marks:
     """Each traced process's marks, by pid, in time order."""
-    marks: dict[int, list[tuple[int, str]]] = {}
-    for path in directory.glob("*.txt"):
-        rows = []
-        for line in path.read_text().splitlines():
-            nanos, event = line.split(" ", 1)
-            rows.append((int(nanos), event))
-        marks[int(path.stem)] = sorted(rows)
-    return marks
+    return {
+        int(path.stem): sorted(parse_mark(line) for line in path.read_text().splitlines())
+        for path in directory.glob("*.txt")
+    }
+
+
+def endpoint_pids(marks: Marks, broker_pids: list[int]) -> dict[str, int]:
+    """Which broker each fetcher connection's follower end belongs to (its own marks say)."""
+    return {
+        endpoint: pid
+        for pid in broker_pids
+        for _, event, endpoint in marks.get(pid, [])
+        if endpoint and event.startswith(("send ", "receive "))
+    }
 
 
 def timeline(
-    windows: list[Window],
-    marks: dict[int, list[tuple[int, str]]],
-    broker_pids: list[int],
-    replication_factor: int,
+    windows: list[Window], marks: Marks, broker_pids: list[int], replication_factor: int
 ) -> list[tuple[str, float, int]]:
     """(mark, median microseconds after the send, records it was seen in), by median.
     Partition p's replicas are brokers p, p+1, ... (mod 3) of ``broker_pids``: the leader,
-    then ``follower 2`` and ``follower 3``; other brokers' marks are ``other``."""
+    then ``follower 2`` and ``follower 3``; other brokers' marks are ``other``. A listener's
+    mark names the other end in brackets: ``[follower 2]``, or ``[client]``."""
+    owners = endpoint_pids(marks, broker_pids)
     offsets: dict[str, list[float]] = defaultdict(list)
-    for partition, started, ended in windows:
+    for partition, started, ended, window_end in windows:
+        replicas = [broker_pids[(partition + i) % len(broker_pids)] for i in range(3)]
         roles = {
-            broker_pids[(partition + i) % len(broker_pids)]: i for i in range(replication_factor)
+            pid: "leader" if index == 0 else f"follower {index + 1}"
+            for index, pid in enumerate(replicas[:replication_factor])
         }
         seen: list[tuple[int, str]] = []
         for pid, rows in marks.items():
-            index = roles.get(pid)
-            role = "other" if index is None else "leader" if index == 0 else f"follower {index + 1}"
-            seen.extend(
-                (nanos, f"{role} {event}") for nanos, event in rows if started <= nanos <= ended
-            )
+            role = roles.get(pid, "other")
+            for nanos, event, endpoint in rows:
+                if not started <= nanos < window_end:
+                    continue
+                label = f"{role} {event}"
+                if endpoint and not event.startswith(("send ", "receive ")):
+                    other = owners.get(endpoint)
+                    label += f" [{'client' if other is None else roles.get(other, 'other')}]"
+                seen.append((nanos, label))
         counts: Counter[str] = Counter()
         for nanos, label in sorted(seen):
             counts[label] += 1
@@ -122,90 +162,119 @@ def timeline(
     return sorted(table, key=lambda row: row[1])
 
 
-# The hops of an acks=all RF=3 record, in causal order: (name, from mark, to mark). The faster
-# follower is the one that receives its Fetch answer first.
+# The hops of an acks=all RF=3 record, in causal order: (name, from point, to point). Each
+# follower's hops are paired by connection (``Mark``); the slower follower is the one whose next
+# Fetch the leader reads last: the high watermark waits for it.
+_FOLLOWER_HOPS = (
+    ("fetches woken -> its Fetch answer written", "woken", "write"),
+    ("answer written -> it receives it", "write", "receive"),
+    ("receives -> appended", "receive", "appended"),
+    ("appended -> its next Fetch sent", "appended", "send"),
+    ("next Fetch sent -> leader reads it", "send", "read"),
+)
 CRITICAL_PATH = (
     ("client send -> leader reads Produce", "send", "read"),
     ("leader reads Produce -> appended, fetches woken", "read", "woken"),
-    ("fetches woken -> 1st Fetch answer written", "woken", "write 1"),
-    ("1st answer -> 2nd Fetch answer written", "write 1", "write 2"),
-    ("1st answer written -> faster follower receives it", "write 1", "fast receive"),
-    ("faster follower receives -> appended", "fast receive", "fast appended"),
-    ("faster follower appended -> its next Fetch sent", "fast appended", "fast send"),
-    ("2nd answer written -> slower follower receives it", "write 2", "slow receive"),
-    ("slower follower receives -> appended", "slow receive", "slow appended"),
-    ("slower follower appended -> its next Fetch sent", "slow appended", "slow send"),
-    ("slower follower's Fetch sent -> leader reads it", "slow send", "read fetch 2"),
-    ("leader reads last Fetch -> high watermark moved", "read fetch 2", "hw"),
+    *(
+        (
+            f"{speed} follower: {hop}",
+            start if start == "woken" else f"{speed} {start}",
+            f"{speed} {end}",
+        )
+        for speed in ("faster", "slower")
+        for hop, start, end in _FOLLOWER_HOPS
+    ),
+    ("leader reads the slower's Fetch -> high watermark moved", "slower read", "hw"),
     ("high watermark moved -> delayed produce completed", "hw", "completed"),
     ("delayed produce completed -> client has the ack", "completed", "ack"),
 )
 
 
-def _first(rows: list[tuple[int, str]], event: str, after: int, count: int = 1) -> list[int]:
-    return [nanos for nanos, name in rows if name == event and nanos >= after][:count]
+def _first(
+    rows: list[Mark], event: str, after: int, before: int, endpoints: set[str] | None = None
+) -> int | None:
+    """The time of the first ``event`` in [after, before), on one of ``endpoints`` if given."""
+    return next(
+        (
+            nanos
+            for nanos, name, endpoint in rows
+            if name == event
+            and after <= nanos < before
+            and (endpoints is None or endpoint in endpoints)
+        ),
+        None,
+    )
+
+
+def _follower_points(
+    leader: list[Mark], rows: list[Mark], woken: int, end: int
+) -> dict[str, int] | None:
+    """One follower's points, each on its connection to the leader; None when one is missing."""
+    endpoints = {endpoint for _, event, endpoint in rows if event == "send FETCH"}
+    endpoints &= {endpoint for _, _, endpoint in leader}
+    write = _first(leader, "write FETCH", woken, end, endpoints)
+    receive = _first(rows, "receive FETCH", woken, end, endpoints)
+    appended = _first(rows, "follower appended", receive or end, end)
+    if write is None or receive is None or appended is None:
+        return None
+    send = _first(rows, "send FETCH", appended, end, endpoints)
+    # From its append: the leader may read the Fetch before the follower's mark after the write.
+    read = _first(leader, "read FETCH", appended, end, endpoints)
+    if send is None or read is None:
+        return None
+    return {"write": write, "receive": receive, "appended": appended, "send": send, "read": read}
 
 
 def critical_path_points(
-    window: Window, marks: dict[int, list[tuple[int, str]]], broker_pids: list[int]
+    window: Window, marks: Marks, broker_pids: list[int]
 ) -> dict[str, int] | None:
     """One acks=all RF=3 record's points on its critical path; None when a mark is missing."""
-    partition, started, ended = window
+    partition, started, ended, end = window
     replicas = [broker_pids[(partition + i) % len(broker_pids)] for i in range(3)]
     leader = marks.get(replicas[0], [])
-    points = {"send": started, "ack": ended}
-    found = _first(leader, "read PRODUCE", started)
-    if not found:
+    read = _first(leader, "read PRODUCE", started, end)
+    woken = _first(leader, "fetch woken ENOUGH_BYTES", read or end, end)
+    if read is None or woken is None:
         return None
-    points["read"] = found[0]
-    woken = _first(leader, "fetch woken ENOUGH_BYTES", points["read"])
-    writes = _first(leader, "write FETCH", woken[0] if woken else ended, 2)
-    if not woken or len(writes) < 2:
+    followers = [_follower_points(leader, marks.get(pid, []), woken, end) for pid in replicas[1:]]
+    if None in followers:
         return None
-    points["woken"], points["write 1"], points["write 2"] = woken[0], writes[0], writes[1]
-    followers = []
-    for pid in replicas[1:]:
-        rows = marks.get(pid, [])
-        received_at = _first(rows, "receive FETCH", points["woken"])
-        appended_at = _first(rows, "follower appended", received_at[0] if received_at else ended)
-        sent_at = _first(rows, "send FETCH", appended_at[0] if appended_at else ended)
-        if not (received_at and appended_at and sent_at):
-            return None
-        followers.append((received_at[0], appended_at[0], sent_at[0]))
-    for role, (receive, appended, sent) in zip(("fast", "slow"), sorted(followers), strict=True):
-        points[f"{role} receive"], points[f"{role} appended"] = receive, appended
-        points[f"{role} send"] = sent
-    reads = _first(leader, "read FETCH", min(points["fast send"], points["slow send"]), 2)
-    high_watermark = _first(leader, "high watermark moved", points["woken"])
-    if len(reads) < 2 or not high_watermark:
+    points = {"send": started, "ack": ended, "read": read, "woken": woken}
+    by_read = sorted((f for f in followers if f is not None), key=lambda f: f["read"])
+    for speed, follower in zip(("faster", "slower"), by_read, strict=True):
+        points |= {f"{speed} {name}": nanos for name, nanos in follower.items()}
+    high_watermark = _first(leader, "high watermark moved", woken, end)
+    completed = _first(leader, "delayed completed", high_watermark or end, end)
+    if high_watermark is None or completed is None:
         return None
-    points["read fetch 2"], points["hw"] = reads[1], high_watermark[0]
-    completed = _first(leader, "delayed completed", points["hw"])
-    if not completed:
-        return None
-    points["completed"] = completed[0]
-    return points
+    return points | {"hw": high_watermark, "completed": completed}
 
 
 def critical_path(
-    windows: list[Window], marks: dict[int, list[tuple[int, str]]], broker_pids: list[int]
-) -> tuple[list[tuple[str, float]], int]:
-    """Each acks=all RF=3 hop's median microseconds, and over how many records."""
+    windows: list[Window], marks: Marks, broker_pids: list[int]
+) -> tuple[list[tuple[str, float]], int, int]:
+    """Each acks=all RF=3 hop's median microseconds, over how many records, and in how many
+    of them the slower follower's answer was written first (pairing by order got those wrong)."""
     samples: dict[str, list[float]] = defaultdict(list)
-    records = 0
+    records = slower_answered_first = 0
     for window in windows:
         points = critical_path_points(window, marks, broker_pids)
         if points is None:
             continue
         records += 1
+        slower_answered_first += points["slower write"] < points["faster write"]
         for name, start, end in CRITICAL_PATH:
             samples[name].append((points[end] - points[start]) / 1000)
-    return [(name, statistics.median(samples[name])) for name, _, _ in CRITICAL_PATH], records
+    hops = [(name, statistics.median(samples[name])) for name, _, _ in CRITICAL_PATH]
+    return hops, records, slower_answered_first
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--count", type=int, default=300, help="records per configuration")
+    parser.add_argument(
+        "--gap-ms", type=float, default=GAP_MS, help="idle after each ack, before the next send"
+    )
     parser.add_argument(
         "--keep", type=Path, help="keep the marks: each process's file goes to this folder"
     )
@@ -224,10 +293,15 @@ def main(argv: list[str] | None = None) -> int:
             broker_pids = cluster.broker_pids()  # brokers 10, 11, 12
             for name, topic, acks in CONFIGURATIONS:
                 servers = cpu_seconds(cluster.server_pids())
-                windows[name] = one_at_a_time(cluster.bootstrap_servers, topic, acks, args.count)
+                windows[name] = one_at_a_time(
+                    cluster.bootstrap_servers, topic, acks, args.count, args.gap_ms
+                )
                 servers = cpu_seconds(cluster.server_pids()) - servers
                 cpu_us[name] = servers * 1e6 / (args.count + WARM_UP_RECORDS)
         marks = read_marks(trace_directory)  # the brokers wrote theirs as they exited
+        missing = [pid for pid in broker_pids if pid not in marks]
+        if missing:  # hop_trace writes at exit: a broker killed or crashed took its marks along
+            raise RuntimeError(f"brokers with pids {missing} left no marks in {trace_directory}")
         if args.keep is not None:
             shutil.copytree(trace_directory, args.keep, dirs_exist_ok=True)
             (args.keep / "windows.json").write_text(json.dumps({**windows, "pids": broker_pids}))
@@ -236,17 +310,21 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(trace_directory, ignore_errors=True)
     figures: dict[str, Any] = {"records": args.count, "load_average": os.getloadavg()[0]}
     for name, topic, _ in CONFIGURATIONS:
-        latencies = [(ended - started) / 1e6 for _, started, ended in windows[name]]
+        latencies = [(ended - started) / 1e6 for _, started, ended, _ in windows[name]]
         percentiles = statistics.quantiles(latencies, n=100)
-        figures[f"{name}_p50_ms"] = round(percentiles[49], 3)
-        figures[f"{name}_p99_ms"] = round(percentiles[98], 3)
-        figures[f"{name}_server_cpu_us_per_record"] = round(cpu_us[name])
+        figures[f"traced_{name}_p50_ms"] = round(percentiles[49], 3)
+        figures[f"traced_{name}_p99_ms"] = round(percentiles[98], 3)
+        figures[f"traced_{name}_server_cpu_us_per_record"] = round(cpu_us[name])
         print(f"\n{name}: median microseconds after the client's send")
         factor = 1 if topic == "rf1" else 3
         for label, median_us, seen in timeline(windows[name], marks, broker_pids, factor):
             print(f"  {median_us:8.0f}  {label}  ({seen} records)")
-    hops, records = critical_path(windows["acks_all_rf3"], marks, broker_pids)
-    print(f"\nacks_all_rf3 critical path: median microseconds per hop ({records} records)")
+    hops, records, swapped = critical_path(windows["acks_all_rf3"], marks, broker_pids)
+    print(
+        f"\nacks_all_rf3 critical path: median microseconds per hop ({records} records; in "
+        f"{swapped} the slower follower's answer was written first)"
+    )
+    figures["acks_all_rf3_slower_answered_first_records"] = swapped
     for name, median_us in hops:
         print(f"  {median_us:8.0f}  {name}")
         figures[f"acks_all_rf3 {name} us"] = round(median_us)

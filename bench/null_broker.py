@@ -5,12 +5,12 @@ loopback ping-pong, measured by ``bench/replication.py`` next to pykraft's p50/p
 
 The **null broker** is a process (the event loop pykraft's brokers run, ``pykraft.event_loop``)
 that speaks just enough Kafka for a producer: ApiVersions (pykraft's own table), Metadata (every
-topic asked for has ``PARTITIONS`` partitions, all led by itself) and Produce, answered at once
-with no storage, through pykraft's codecs (``protocol.framing``, ``protocol.headers``,
-``protocol.apis``, ``protocol.produce``). The same client and loop that time pykraft
-(``replication.latency_ms``) time it, so its p50 is what librdkafka, the Python client around
-it, the loopback and one asyncio request-response cost on this box: the part of pykraft's RF=1
-p50 that is not the broker's own work.
+topic asked for has ``replication.PARTITIONS`` partitions, all led by itself) and Produce,
+answered at once with no storage, through pykraft's codecs (``protocol.framing``,
+``protocol.headers``, ``protocol.apis``, ``protocol.produce``). The same client and loop that
+time pykraft (``replication.latency_ms``) time it, so its p50 is what librdkafka, the Python
+client around it, the loopback and one asyncio request-response cost on this box: the part of
+pykraft's RF=1 p50 that is not the broker's own work.
 
 The **ping-pong** is a blocking TCP round trip over 127.0.0.1 between this process and the null
 broker's process (``TCP_NODELAY`` both ends): a request-sized message out, a response-sized one
@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
+import select
 import socket
 import statistics
 import subprocess
@@ -57,11 +59,11 @@ from pykraft.protocol.produce import (
 from pykraft.protocol.wire import ZERO_UUID
 
 NODE_ID = 0
-PARTITIONS = 3
 CLUSTER_ID = "null-broker-bench-cluster"
 PING_BYTES = 1100  # about a one-record (1 KiB value) Produce request
 PONG_BYTES = 60  # about its response
-STARTUP_TIMEOUT_S = 30.0
+STARTUP_TIMEOUT_S = 30.0  # until the null broker prints its ports
+STOP_TIMEOUT_S = 10.0  # from stdin closed to the process gone (then it is killed)
 
 _Metadata: Any = response_class(ApiKey.METADATA)
 
@@ -69,8 +71,9 @@ _Metadata: Any = response_class(ApiKey.METADATA)
 class NullBroker(asyncio.Protocol):
     """One connection: every request answered in the callback that read it."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, partitions: int) -> None:
         self._port = port
+        self._partitions = partitions
         self._decoder = FrameDecoder(100 * 1024 * 1024)
         self._transport: asyncio.Transport | None = None
         self._offsets = itertools.count()
@@ -125,7 +128,7 @@ class NullBroker(asyncio.Protocol):
                         isr_nodes=[NODE_ID],
                         offline_replicas=[],
                     )
-                    for index in range(PARTITIONS)
+                    for index in range(self._partitions)
                 ],
             )
             for entry in request.topics or []
@@ -180,12 +183,12 @@ class Pong(asyncio.Protocol):
             self._transport.write(b"p" * PONG_BYTES)
 
 
-async def serve() -> None:
+async def serve(partitions: int) -> None:
     """Both servers on free ports of 127.0.0.1; prints ``<kafka port> <ping port>``, runs until
     stdin closes (so it never outlives the bench that started it)."""
     loop = asyncio.get_running_loop()
     holder: list[int] = []
-    kafka = await loop.create_server(lambda: NullBroker(holder[0]), "127.0.0.1", 0)
+    kafka = await loop.create_server(lambda: NullBroker(holder[0], partitions), "127.0.0.1", 0)
     holder.append(kafka.sockets[0].getsockname()[1])
     ping = await loop.create_server(Pong, "127.0.0.1", 0)
     print(holder[0], ping.sockets[0].getsockname()[1], flush=True)
@@ -205,17 +208,32 @@ def null_broker() -> Iterator[tuple[str, int]]:
         text=True,
     )
     try:
-        assert process.stdout is not None
-        kafka_port, ping_port = (int(word) for word in process.stdout.readline().split())
+        kafka_port, ping_port = (int(word) for word in _ports_line(process).split())
         yield f"127.0.0.1:{kafka_port}", ping_port
     finally:
         assert process.stdin is not None
         process.stdin.close()
         try:
-            process.wait(STARTUP_TIMEOUT_S)
+            process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _ports_line(process: subprocess.Popen[str]) -> str:
+    """The ``<kafka port> <ping port>`` line the null broker prints once it listens; an error
+    if it exits first or prints nothing within STARTUP_TIMEOUT_S."""
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], STARTUP_TIMEOUT_S)
+    if not ready:
+        raise RuntimeError(f"the null broker printed no ports within {STARTUP_TIMEOUT_S}s")
+    line = process.stdout.readline()  # it prints the whole line at once
+    if not line:
+        code = process.wait(STOP_TIMEOUT_S)
+        raise RuntimeError(f"the null broker exited (code {code}) before printing its ports")
+    if len(line.split()) != 2:
+        raise RuntimeError(f"the null broker printed {line!r}, not its two ports")
+    return line
 
 
 def ping_pong_p50_ms(port: int, count: int) -> float:
@@ -259,12 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help="be the null broker (internal)")
     parser.add_argument("--count", type=int, default=2000, help="records one at a time")
     args = parser.parse_args(argv)
-    if args.serve:
-        with asyncio.Runner(loop_factory=loop_factory({})) as runner:
-            runner.run(serve())
-        return 0
-    from bench.replication import latency_ms
+    # Here, not at the top: bench/replication.py imports this module (measure_floors).
+    from bench.replication import PARTITIONS, latency_ms
 
+    if args.serve:
+        with asyncio.Runner(loop_factory=loop_factory(os.environ)) as runner:
+            runner.run(serve(PARTITIONS))
+        return 0
     print_figures(measure_floors(args.count, latency_ms))
     return 0
 

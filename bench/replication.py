@@ -20,7 +20,8 @@ Measures, in one run of one ``pykraft dev`` cluster with Kafka's default timeout
   (target <= broker.session.timeout.ms + 1 s), and the same after a SIGTERM's controlled
   shutdown (target <= 1 s); a producer sends a record every 5 ms throughout.
 
-Each throughput figure comes with the CPU-seconds per 100 MB of the median run: of the servers
+Each throughput figure comes with the CPU-seconds per 100 MB of the median run, taken over the
+span its MB/s is timed over (first send to the end of the flush): of the servers
 (``*_cpu_s_per_100mb``: user + system time of the brokers and the controller) and of this bench's
 producer (``*_client_cpu_s_per_100mb``), next to the machine's floor measured in the same run
 (``bench/floor.py``: loopback TCP and pwrite of 100 MB; ``acks_all_rf3_floor_cpu_s_per_100mb``).
@@ -50,7 +51,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -258,7 +259,19 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = TIMEOU
 # ------------------------------------------------------------------ measurements
 
 
-def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> float:
+class Throughput(NamedTuple):
+    """One throughput run: MB/s, and the seconds and CPU-seconds it was measured over."""
+
+    mb_s: float
+    elapsed_s: float  # first send to the end of the flush
+    server_cpu_s: float  # brokers and controller, user + system, over elapsed_s
+    client_cpu_s: float  # this process (the producer and its librdkafka threads), likewise
+
+
+def throughput_run(cluster: Cluster, topic: str, acks: str, records: int) -> Throughput:
+    """``records`` records sent as fast as the producer takes them; the time and the CPU are
+    both measured from the first send to the end of the flush (the producer's creation and
+    close are outside both), so CPU over elapsed is how many cores the run kept busy."""
     producer = Producer(cluster.bootstrap_servers, acks, report_only_errors=True)
     value = os.urandom(RECORD_BYTES)
     failures: list[str] = []
@@ -267,6 +280,7 @@ def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> fl
         if error is not None:
             failures.append(error)
 
+    servers, client = cpu_seconds(cluster.server_pids()), time.process_time()
     started = time.perf_counter()
     for index in range(records):
         producer.send(topic, index % PARTITIONS, value, done)
@@ -274,10 +288,17 @@ def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> fl
             producer.poll()
     producer.flush()
     elapsed = time.perf_counter() - started
+    client = time.process_time() - client
+    servers = cpu_seconds(cluster.server_pids()) - servers
     producer.close()
     if failures:
         raise RuntimeError(f"{len(failures)} deliveries failed, e.g. {failures[0]}")
-    return records * RECORD_BYTES / MB / elapsed
+    return Throughput(records * RECORD_BYTES / MB / elapsed, elapsed, servers, client)
+
+
+def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> float:
+    """MB/s alone (``bench/peers.py`` measures its CPU around the whole call)."""
+    return throughput_run(cluster, topic, acks, records).mb_s
 
 
 def latency_ms(bootstrap_servers: str, topic: str, acks: str, count: int) -> tuple[float, float]:
@@ -456,12 +477,9 @@ def measure(
             stop_profiles(spies)
     for _ in range(repeats):
         for name, topic, acks in CONFIGURATIONS:
-            servers, client = cpu_seconds(cluster.server_pids()), time.process_time()
-            rate = throughput_mb_s(cluster, topic, acks, records)
-            servers = cpu_seconds(cluster.server_pids()) - servers
-            elapsed = records * RECORD_BYTES / MB / rate
-            cpu[name].append((servers, time.process_time() - client, elapsed))
-            best[name] = max(best.get(name, 0.0), rate)
+            run = throughput_run(cluster, topic, acks, records)
+            cpu[name].append((run.server_cpu_s, run.client_cpu_s, run.elapsed_s))
+            best[name] = max(best.get(name, 0.0), run.mb_s)
     per_100mb = 100 * MB / (records * RECORD_BYTES)
     for name, _, _ in CONFIGURATIONS:
         figures[f"{name}_mb_s"] = round(best[name], 1)

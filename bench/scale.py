@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.scale            # 10,000 on 1 broker, then 100,000 on 3 (long)
     .venv/bin/python -m bench.scale --quick    # 2,000 on 1 broker, then 10,000 on 3
     .venv/bin/python -m bench.scale --partitions 10000 --brokers 1   # one configuration
+    .venv/bin/python -m bench.scale --partitions 15000 --brokers 3 --create-only --logs DIR
 
 Each configuration is one ``pykraft dev`` cluster (1 controller, ``--brokers`` brokers, RF=1 so
 every partition is one log; the figures are per partition, as Kafka's are per replica). Measured,
@@ -33,6 +34,11 @@ each next to a peer or limit from the same run where one exists:
   to RUNNING, and to every one of its partitions taking a produce again. Peer: listing the
   broker's log directories and stat-ing every file in them (what any start-up must at least do).
 * controller: the size of its metadata log directory and the time to read it whole.
+* fences: how many times the controller fenced a broker (its ``fenced broker(s)`` log lines)
+  by the end of each stage; a live broker should never be (``fences_after_*``).
+
+``--create-only`` stops after the served figures; ``--logs DIR`` keeps every node's log there
+(the data directories are deleted either way), to read both sides of a fence.
 
 Kafka's published KRaft figures, as a reference only (another machine, JVM, many cores):
 KIP-500 (cwiki.apache.org KIP-500 "Replace ZooKeeper with a Self-Managed Metadata Quorum") and
@@ -105,6 +111,35 @@ loop, which ends the session ``pykraft.broker.channel.closed.timeout.ms`` later 
 heartbeat lands within it); a new topic of 100 served in 125 ms; produce 1,646
 records/s; restart of a broker with 10,000 of them: clean exit 15.1 s, RUNNING 26.2 s, served
 40.1 s; after kill -9 RUNNING 24.5 s, served 53.8 s; controller metadata 30.8 MiB.
+
+Those fences, 2026-11-26 18:40-18:57 UTC, ``--partitions 15000 --brokers 3 --create-only --logs``
+(load average 2-8, then 8-14 with another helper's scale bench): on main 2 fences, both of
+broker 12 and both the fast kind (the controller's log, now naming the timeout: "connection
+closed 1004 ms ago, no heartbeat for 1121 ms"); broker 12's log shows no failed poll, but 100+
+auto-create CreateTopics calls (for topics its lagging image lacked) timing out together on the
+client its loader polls with, after 56 s of making logs in the worker thread: the closed
+connection was its last poll's, answered and back in the pool. Only a connection closed under a
+waiting poll (or a heartbeat connection closed idle) counts now (``quorum/broker_channels.py``):
+0 fences in two runs (served 122.1 s at load 7-8; 303.2 s at load 9-14), and with the heartbeat
+connection watched too (19:19, load 2-4: no broker lagged, no auto-create) 0, served 21.9 s.
+CreateTopics answered
+in 2.6-5.0 s in all; the served time is the brokers making 5,000 logs each in a worker thread
+(before_publish 56-111 s) and applying them on the loop (publish up to 17 s), every lagging
+broker answering metadata requests with thousands of auto-create calls (5,465-9,802 per run,
+all timing out: no in-flight set as Kafka's ``AutoTopicCreationManager`` keeps).
+
+Restart, ``--partitions 10000 --brokers 1 --rounds 1`` (19:01-19:05, load 9-13): clean exit
+28.1 s, RUNNING 52.6 s, served 95.8 s; kill -9 RUNNING 46.7 s (its fast fence, correct), served
+84.5 s. From the broker's log, clean: process up 2 s, 10,200 logs loaded 12 s, registered,
+metadata caught up 3 s (20,932 records), then 35 s from RECOVERY to RUNNING: installing the
+publisher applies the whole image (10,000 leaderships) on the event loop in one go, the loop
+held throughout (the loader's poll meanwhile timed out at 15 s). The step that varies with load
+(13.4 against 26.5 s before) is that one; not changed here. Where it goes (cProfile, in process:
+``tests/broker/replica_harness.Cluster`` with 2,000 partitions, closed, reopened, the whole
+image published again; load 4): 5.2 s, of which 3.6 s ``os.replace`` in writing each new
+leader's leader-epoch checkpoint (``storage/atomic_file.write_atomically``, 1.8 ms a rename on
+this disk; without fsync since the fix above, but still a rename per partition, on the loop)
+and 0.75 s ``LogManager.update_topic_config`` (each partition's call walks its topic's 100).
 """
 
 from __future__ import annotations
@@ -137,6 +172,7 @@ PARTITIONS_PER_TOPIC = 100
 TOPICS_PER_REQUEST = 10
 VALUE = b"x" * 100
 TIMEOUT_S = 1800.0
+FENCE_LOG_LINE = "fenced broker(s)"
 RESTART_SERVED_TIMEOUT_S = 240.0
 # A broker holds at least one descriptor per partition; 100,000 across 3 is ~33,000 each, over
 # this machine's `ulimit -n` (20,000). Kafka leaves the limit to the operator ("File descriptors
@@ -164,6 +200,12 @@ class Cluster(RunningCluster):
 
     def data_dir(self, node: Node) -> Path:
         return self.dev.data_dir / node.name
+
+    def fences(self) -> int:
+        """How many times the controller fenced a broker so far (quorum/runner.py's log)."""
+        controller = self.dev.layout.controllers[0]
+        text = self.dev.log_path(controller).read_text(errors="replace")
+        return text.count(FENCE_LOG_LINE)
 
 
 def rss_bytes(pid: int) -> int:
@@ -321,7 +363,14 @@ class _Shown(dict[str, Any]):
 
 
 def measure(
-    partitions: int, brokers: int, rounds: int, root: Path, topics_per_request: int
+    partitions: int,
+    brokers: int,
+    rounds: int,
+    root: Path,
+    topics_per_request: int,
+    *,
+    create_only: bool = False,
+    logs: Path | None = None,
 ) -> dict[str, Any]:
     topics = [f"scale-{i:05}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
     everything = [(t, p) for t in topics for p in range(PARTITIONS_PER_TOPIC)]
@@ -335,11 +384,16 @@ def measure(
     result["peer_empty_dirs_s"] = round(empty_partition_dirs_s(root, partitions), 2)
     with Cluster(root, brokers) as cluster:
         try:
-            _measure_on(cluster, result, topics, everything, rounds)
+            _measure_on(cluster, result, topics, everything, rounds, create_only)
         except Exception:
             names = [n.name for n in (*cluster.dev.layout.controllers, *cluster.brokers)]
             print(cluster.dev.log_tails(names, lines=40), file=sys.stderr)
             raise
+        finally:
+            if logs is not None:
+                kept = logs / f"{partitions}-on-{brokers}"
+                shutil.copytree(cluster.dev.data_dir / "logs", kept, dirs_exist_ok=True)
+                print(f"  node logs kept in {kept}", flush=True)
     return result
 
 
@@ -349,6 +403,7 @@ def _measure_on(
     topics: list[str],
     everything: list[tuple[str, int]],
     rounds: int,
+    create_only: bool,
 ) -> None:
     partitions, brokers = result["partitions"], result["brokers"]
     pids = [cluster.pid(b) for b in cluster.brokers]
@@ -358,8 +413,10 @@ def _measure_on(
     create_s = timed(lambda: create_topics(admin, topics, result["topics_per_request"]))
     result["create_s"] = round(create_s, 2)
     result["create_partitions_per_s"] = round(partitions / create_s)
+    result["fences_after_create"] = cluster.fences()
     served_s, _ = produce_rounds(cluster.bootstrap_servers, everything, 1)
     result["served_after_create_s"] = round(served_s, 2)
+    result["fences_after_served"] = cluster.fences()
     probe = f"probe-{partitions}"
     probe_create_s = timed(lambda: create_topics(admin, [probe]))
     probe_served_s, _ = produce_rounds(
@@ -367,6 +424,8 @@ def _measure_on(
     )
     result["new_topic_create_ms"] = round(probe_create_s * 1000)
     result["new_topic_served_ms"] = round(probe_served_s * 1000)
+    if create_only:
+        return
     rss_after = [rss_bytes(p) for p in pids]
     fds_after = [open_files(p) for p in pids]
     per_broker = partitions / brokers
@@ -397,6 +456,7 @@ def _measure_on(
     size, read_s = read_tree_s(cluster.data_dir(controller))
     result["controller_metadata_mib"] = round(size / 2**20, 1)
     result["controller_metadata_read_s"] = round(read_s, 3)
+    result["fences_after_restarts"] = cluster.fences()
 
 
 def show(result: dict[str, Any]) -> None:
@@ -408,17 +468,23 @@ def show(result: dict[str, Any]) -> None:
         ("served after create (s)", result["served_after_create_s"], "one record per partition"),
         ("new topic of 100: create / served (ms)",
          f"{result['new_topic_create_ms']} / {result['new_topic_served_ms']}", ""),
-        ("RSS per partition (KiB)", result["rss_kib_per_partition"],
-         f"broker RSS MiB {result['rss_mib_per_broker']}"),
-        ("open files per partition", result["open_files_per_partition"], ""),
-        ("produce round-robin (records/s)", result["produce_records_per_s"],
-         f"same records into 1 partition: {result['peer_one_partition_records_per_s']}"),
-        (f"restart clean, {result['restart_partitions']} partitions",
-         result["restart_clean"], f"walk of its log dirs: {result['peer_walk_log_dirs_s']} s"),
-        ("restart after kill -9", result["restart_kill9"], ""),
-        ("controller metadata (MiB)", result["controller_metadata_mib"],
-         f"read whole: {result['controller_metadata_read_s']} s"),
+        ("fences after create / served",
+         f"{result['fences_after_create']} / {result['fences_after_served']}", ""),
     ]  # fmt: skip
+    if "restart_clean" in result:  # not --create-only
+        rows += [
+            ("RSS per partition (KiB)", result["rss_kib_per_partition"],
+             f"broker RSS MiB {result['rss_mib_per_broker']}"),
+            ("open files per partition", result["open_files_per_partition"], ""),
+            ("produce round-robin (records/s)", result["produce_records_per_s"],
+             f"same records into 1 partition: {result['peer_one_partition_records_per_s']}"),
+            (f"restart clean, {result['restart_partitions']} partitions",
+             result["restart_clean"], f"walk of its log dirs: {result['peer_walk_log_dirs_s']} s"),
+            ("restart after kill -9", result["restart_kill9"], ""),
+            ("controller metadata (MiB)", result["controller_metadata_mib"],
+             f"read whole: {result['controller_metadata_read_s']} s"),
+            ("fences after the restarts", result["fences_after_restarts"], ""),
+        ]  # fmt: skip
     print(f"--- {n} partitions on {result['brokers']} broker(s)")
     for name, value, peer in rows:
         print(f"  {name:<42} {value!s:<44} {peer}")
@@ -449,6 +515,10 @@ def main(argv: list[str] | None = None) -> int:
         help="topics of 100 partitions per CreateTopics (10; fewer on a loaded machine: see the "
         "module docstring)",
     )
+    parser.add_argument(
+        "--create-only", action="store_true", help="stop after the served-after-create figures"
+    )
+    parser.add_argument("--logs", type=Path, help="keep every node's log in this directory")
     args = parser.parse_args(argv)
     if args.partitions:
         configurations = [(args.partitions, args.brokers)]
@@ -462,7 +532,17 @@ def main(argv: list[str] | None = None) -> int:
     for partitions, brokers in configurations:
         root = Path(tempfile.mkdtemp(prefix="bench-scale-"))
         try:
-            results.append(measure(partitions, brokers, args.rounds, root, args.topics_per_request))
+            results.append(
+                measure(
+                    partitions,
+                    brokers,
+                    args.rounds,
+                    root,
+                    args.topics_per_request,
+                    create_only=args.create_only,
+                    logs=args.logs,
+                )
+            )
         finally:
             shutil.rmtree(root, ignore_errors=True)
         show(results[-1])

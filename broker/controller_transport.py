@@ -69,6 +69,7 @@ Params = Mapping[str, str] | Sequence[tuple[str, str]]
 MAX_ATTEMPTS = 50
 DEFAULT_DEADLINE_S = 30.0
 REQUEST_TIMEOUT_S = 15.0
+DEFAULT_KEEPALIVE_TIMEOUT_S = 15.0  # aiohttp's own default
 BACKOFF_INITIAL_S = 0.05
 BACKOFF_MAX_S = 1.0
 # The JSON body of one answer; a records page of 100,000 records stays well below.
@@ -134,6 +135,7 @@ class ControllerTransport:
         bearer_token: str | None = None,
         ssl_context: ssl.SSLContext | None = None,
         basic_auth: tuple[str, str] | None = None,
+        keepalive_timeout_s: float = DEFAULT_KEEPALIVE_TIMEOUT_S,
     ) -> None:
         if not bootstrap:
             raise ValueError("at least one controller address is needed")
@@ -149,6 +151,10 @@ class ControllerTransport:
             user, password = basic_auth
             token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
             self._headers = {"Authorization": f"Basic {token}"}  # RFC 7617
+        # How long an idle pooled connection is kept: a broker's heartbeat client keeps its
+        # connection across beats, since the controller takes one closed while idle for a dead
+        # process (quorum/broker_channels.py).
+        self._keepalive_timeout_s = keepalive_timeout_s
         self._leader_url: str | None = None
         self._next_index = 0
         self._session: aiohttp.ClientSession | None = None
@@ -233,8 +239,9 @@ class ControllerTransport:
     ) -> bytes:
         url = self._target()
         if self._session is None:
-            connector = (
-                None if self._ssl_context is None else aiohttp.TCPConnector(ssl=self._ssl_context)
+            connector = aiohttp.TCPConnector(
+                ssl=True if self._ssl_context is None else self._ssl_context,
+                keepalive_timeout=self._keepalive_timeout_s,
             )
             self._session = aiohttp.ClientSession(headers=self._headers, connector=connector)
         try:

@@ -463,7 +463,7 @@ class _Connection:
             self._queue.put(_Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
             return False
         if hop_trace.ENABLED:
-            hop_trace.mark(f"read {ApiKey(header.api_key).name}")
+            self._mark("read", header.api_key)
         context = RequestContext(
             header, self._id, self._listener.listener_name, *self._client, self.principal
         )
@@ -512,7 +512,7 @@ class _Connection:
                 self._out.write(buffers)
                 pending.written = True
                 if hop_trace.ENABLED:
-                    hop_trace.mark(f"write {ApiKey(pending.context.header.api_key).name}")
+                    self._mark("write", pending.context.header.api_key)
         return segments
 
     def _writes_alone(self, pending: _Pending) -> bool:
@@ -537,7 +537,7 @@ class _Connection:
             return False
         self._out.write(buffers)
         if hop_trace.ENABLED:
-            hop_trace.mark(f"write {ApiKey(pending.context.header.api_key).name}")
+            self._mark("write", pending.context.header.api_key)
         if self._out.unsent_bytes():
             pending.written = True  # the writer waits until it drained
             self._queue.wake()
@@ -624,7 +624,7 @@ class _Connection:
         self._out.write(buffers)
         if hop_trace.ENABLED:
             for item in batch:
-                hop_trace.mark(f"write {ApiKey(item.context.header.api_key).name}")
+                self._mark("write", item.context.header.api_key)
         try:
             await self._out.drain()
         except (ConnectionError, OSError) as error:
@@ -656,12 +656,18 @@ class _Connection:
                     await self._out.send(response)
                     self._metrics.record_bytes_out(response.length)
                     if hop_trace.ENABLED:
-                        hop_trace.mark(f"write {ApiKey(header.api_key).name}")
+                        self._mark("write", header.api_key)
             except (ConnectionError, ShortFileSliceError, StaleFileSliceError, OSError) as error:
                 logger.warning("sending to %s failed: %s", self._id, error)
                 return CloseReason.SEND_FAILED
         self._record(header, item.started_ns)
         return None
+
+    def _mark(self, event: str, api_key: int) -> None:
+        """A hop_trace mark naming this connection (tracing only); an API key Kafka does not
+        define by its number: tracing changes no behaviour."""
+        traced = ApiKey(api_key).name if api_key in ApiKey.__members__.values() else api_key
+        hop_trace.mark(f"{event} {traced} @{self._id}")
 
     def _record(self, header: RequestHeader, started_ns: int) -> None:
         elapsed = (time.monotonic_ns() - started_ns) / 1e9

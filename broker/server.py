@@ -50,6 +50,7 @@ from pykraft.broker.authorization import RequestAuthorizer
 from pykraft.broker.authorization_scram import ImageScramCredentials
 from pykraft.broker.config import BrokerConfig
 from pykraft.broker.controller_client import ControllerClient
+from pykraft.broker.controller_transport import DEFAULT_KEEPALIVE_TIMEOUT_S
 from pykraft.broker.coordinators import Coordinators, build_coordinators
 from pykraft.broker.handlers import BrokerServices, broker_handlers
 from pykraft.broker.handlers.services import FetchKey, random_session_id
@@ -322,7 +323,14 @@ class BrokerServer:
         offline_storage.on_directory_failure = self.heartbeats.propagate_directory_failure
         # Its own thread, loop and client (issue 18): a long metadata apply on this loop does
         # not starve it (broker/heartbeat_thread.py).
-        self.heartbeat_thread = HeartbeatThread(self.heartbeats, self._new_controller_client)
+        # Its idle connection outlives the gap between beats: the active controller fences a
+        # broker whose heartbeat connection closed while idle (quorum/broker_channels.py).
+        keepalive_s = max(
+            DEFAULT_KEEPALIVE_TIMEOUT_S, 2 * self.config.broker_heartbeat_interval_ms / 1000
+        )
+        self.heartbeat_thread = HeartbeatThread(
+            self.heartbeats, lambda: self._new_controller_client(keepalive_timeout_s=keepalive_s)
+        )
         self.heartbeat_thread.start()
         self._spawn(self.heartbeat_thread.wait(), "heartbeats")
         self._spawn(
@@ -350,7 +358,9 @@ class BrokerServer:
                 f"(http.listener): {error.strerror}"
             ) from None
 
-    def _new_controller_client(self) -> ControllerClient:
+    def _new_controller_client(
+        self, keepalive_timeout_s: float = DEFAULT_KEEPALIVE_TIMEOUT_S
+    ) -> ControllerClient:
         config = self.config
         client = ControllerClient(
             # host:port; the client picks http or https.
@@ -358,6 +368,7 @@ class BrokerServer:
             ssl_context=(
                 None if config.controller_tls is None else client_context(config.controller_tls)
             ),
+            keepalive_timeout_s=keepalive_timeout_s,
         )
         client.identify_as(lambda: (config.node_id, self._broker_epoch()))
         return client

@@ -310,12 +310,12 @@ class BrokerConnection(Generic[F]):
             request_header_version(api_key, version),
         )
         stream.transport.write(encode_frame(encode_request_header(header) + body))
-        if hop_trace.ENABLED:
-            hop_trace.mark(f"send {ApiKey(api_key).name}")
+        if hop_trace.ENABLED:  # this end's address: the leader's marks name it as the peer
+            hop_trace.mark(f"send {ApiKey(api_key).name} @{_address(stream)}")
         await stream.drain()
         frame = await stream.next_frame()
         if hop_trace.ENABLED:
-            hop_trace.mark(f"receive {ApiKey(api_key).name}")
+            hop_trace.mark(f"receive {ApiKey(api_key).name} @{_address(stream)}")
         answered, start = parse_response_header(frame, response_header_version(api_key, version))
         if answered != correlation_id:
             raise BrokerConnectionError(
@@ -342,3 +342,11 @@ class BrokerConnection(Generic[F]):
         if stream is not None and stream.transport is not None:
             stream.transport.close()
         return stream
+
+
+def _address(stream: FrameStream) -> str:
+    """``host:port`` of this end of the connection, written as the leader's connection id
+    (``broker/network.py``) writes its peer, so ``bench/hop_timeline.py`` pairs the two ends."""
+    transport = stream.transport
+    local = None if transport is None else transport.get_extra_info("sockname")
+    return f"{local[0]}:{local[1]}" if local else "?"

@@ -1,42 +1,100 @@
-"""The connection of each broker's latest metadata long poll, as the active controller saw it.
+"""The connections of each broker's latest metadata long poll and latest heartbeat, as the
+active controller saw them.
 
 Why: a dead broker process is told from a silent one by its connections — the kernel closes a
 killed process's sockets, a paused or partitioned process keeps them open
 (``managers/sessions.py`` has the rule and why it is safe). A broker names itself (id, epoch)
-in its long polls (``GET /v1/metadata/records``); ``BrokerChannels`` keeps the transport of the
-latest, and ``closed`` reports the brokers whose connection has closed since — whether a poll was
-waiting on it at that moment or it sat between two polls in the broker's connection pool. The
-timer (``runner.watch_broker_channels``) asks every turn, at most ``TIMER_MAX_DELAY_MS`` apart.
+in its long polls (``GET /v1/metadata/records``) and heartbeats; ``BrokerChannels`` keeps the
+transport of the latest of each and whether that request is still in flight (from ``polled`` /
+``heartbeat_arrived`` until ``answered`` / ``heartbeat_answered``). ``closed`` reports a broker
+whose connection closed in the one state where only a dead process closes it — seen by the
+timer (``runner.watch_broker_channels``, every turn, at most ``TIMER_MAX_DELAY_MS`` apart) or
+when the request ended:
+
+* the long poll's, while the poll waited on it. Between two polls the connection is the broker's
+  to use and close: it sits in the main HTTP client's pool, which closes it after its keep-alive
+  time (aiohttp's 15 s) while the broker applies a large delta, or lends it to another call (a
+  CreateTopics for a topic auto-created on a metadata request) whose timeout closes it (issue 18:
+  15,000 partitions created on 3 brokers had a live broker fenced twice that way in
+  ``bench/scale.py``: its latest poll's connection closed, no poll failed, no heartbeat within
+  the second). A waiting poll closes only if the process died or the poll timed out, and a
+  failed poll makes the broker heartbeat at once.
+* the heartbeat's, while no heartbeat was in flight on it. The heartbeat thread's client is its
+  own (``broker/heartbeat_thread.py``) and calls every ``broker.heartbeat.interval.ms`` (2 s,
+  below aiohttp's keep-alive), so its idle connection is never closed by a live broker; one in
+  flight closes when the broker's deadline for it passed, and the broker heartbeats again.
+
+The poll alone missed a killed broker whose loop was between two polls (busy with produce
+traffic in ``bench/failover.py``: fenced only at the session timeout); the heartbeat connection
+is idle almost all the time.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import attrs
+
 # Bound (STYLE.md §7): one entry per broker id; a cluster has far fewer brokers.
 MAX_BROKERS = 100_000
 
 
+@attrs.define
+class _Latest:
+    broker_epoch: int
+    transport: asyncio.BaseTransport
+    in_flight: bool = True
+
+
 class BrokerChannels:
     def __init__(self) -> None:
-        # broker id -> (broker epoch, transport of its latest long poll)
-        self._latest: dict[int, tuple[int, asyncio.BaseTransport]] = {}
+        self._polls: dict[int, _Latest] = {}
+        self._heartbeats: dict[int, _Latest] = {}
 
     def polled(self, broker_id: int, broker_epoch: int, transport: asyncio.BaseTransport) -> None:
-        if broker_id not in self._latest and len(self._latest) >= MAX_BROKERS:
-            return
-        self._latest[broker_id] = (broker_epoch, transport)
+        """A long poll of this broker arrived on ``transport`` and waits for its answer."""
+        _remember(self._polls, broker_id, _Latest(broker_epoch, transport))
+
+    def answered(self, broker_id: int, transport: asyncio.BaseTransport) -> None:
+        """The poll on ``transport`` ended; a connection that closed meanwhile still counts."""
+        latest = self._polls.get(broker_id)
+        if latest is not None and latest.transport is transport and not transport.is_closing():
+            latest.in_flight = False
+
+    def heartbeat_arrived(
+        self, broker_id: int, broker_epoch: int, transport: asyncio.BaseTransport
+    ) -> None:
+        _remember(self._heartbeats, broker_id, _Latest(broker_epoch, transport))
+
+    def heartbeat_answered(self, broker_id: int, transport: asyncio.BaseTransport) -> None:
+        """The heartbeat on ``transport`` was handled; its connection idles until the next."""
+        latest = self._heartbeats.get(broker_id)
+        if latest is not None and latest.transport is transport:
+            if transport.is_closing():  # the broker gave up on it: it calls again
+                del self._heartbeats[broker_id]
+            else:
+                latest.in_flight = False
 
     def closed(self) -> list[tuple[int, int]]:
-        """(broker id, broker epoch) of every watched connection now closed; forgotten after."""
-        gone = [
-            (broker_id, epoch)
-            for broker_id, (epoch, transport) in self._latest.items()
-            if transport.is_closing()
-        ]
-        for broker_id, _ in gone:
-            del self._latest[broker_id]
-        return gone
+        """(broker id, broker epoch) of every broker whose latest poll's connection closed
+        while the poll waited, or whose latest heartbeat's closed while idle; each connection
+        closed is forgotten after, whether it counted or not."""
+        gone = _closed(self._polls, counts_in_flight=True)
+        gone += _closed(self._heartbeats, counts_in_flight=False)
+        return sorted(set(gone))
 
     def clear(self) -> None:
-        self._latest.clear()
+        self._polls.clear()
+        self._heartbeats.clear()
+
+
+def _remember(latest: dict[int, _Latest], broker_id: int, request: _Latest) -> None:
+    if broker_id in latest or len(latest) < MAX_BROKERS:
+        latest[broker_id] = request
+
+
+def _closed(latest: dict[int, _Latest], *, counts_in_flight: bool) -> list[tuple[int, int]]:
+    gone = [(broker_id, r) for broker_id, r in latest.items() if r.transport.is_closing()]
+    for broker_id, _ in gone:
+        del latest[broker_id]
+    return [(broker_id, r.broker_epoch) for broker_id, r in gone if r.in_flight == counts_in_flight]

@@ -367,6 +367,12 @@ class QuorumController:
             now_ms,
         )
 
+    def broker_heartbeat_arrived(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> None:
+        """Its heartbeat arrived: contact from now, before ``broker_heartbeat`` (soft state)."""
+        self.sessions.heard_from(image, broker_id, broker_epoch, now_ms)
+
     def broker_channel_opened(
         self, image: MetadataImage, broker_id: int, broker_epoch: int
     ) -> None:

@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 HEALTH_CHECK_INTERVAL_S = 0.2
 # In-flight requests get this long to finish on SIGTERM (long polls are released at once).
 SHUTDOWN_TIMEOUT_S = 5.0
+AIOHTTP_KEEPALIVE_TIMEOUT_S = 75.0  # aiohttp's server default
 
 
 # Fencing writes one broker per batch (Kafka's maybeFenceOneStaleBroker); bound one round.
@@ -95,18 +96,27 @@ async def write_noop(node: TimedNode) -> None:
 
 
 async def fence_stale_brokers(node: TimedNode) -> None:
+    why: list[str] = []  # of the attempt that ran last (a write may run it again)
+
+    def fence(
+        controller: QuorumController, image: MetadataImage, now_ms: int
+    ) -> ControllerResult[tuple[int, ...]]:
+        result = controller.fence_stale_brokers(image, now_ms)
+        brokers = image.cluster.brokers
+        why[:] = [controller.sessions.why_stale(brokers[b], now_ms) for b in result.response]
+        return result
+
     for _ in range(MAX_FENCINGS_PER_ROUND):
-        fenced = await node.write(
-            lambda controller, image, now_ms: controller.fence_stale_brokers(image, now_ms)
-        )
+        fenced = await node.write(fence)
         if not fenced:
             return
-        logger.info("fenced broker(s) %s: session expired or connection closed", list(fenced))
+        logger.info("fenced broker(s) %s: %s", list(fenced), "; ".join(why))
 
 
 async def watch_broker_channels(node: TimedNode) -> None:
-    """Tell the active controller which brokers' long-poll connections closed since the last
-    turn (quorum/broker_channels.py); their sessions end soon after unless they call in."""
+    """Tell the active controller which brokers' connections closed as only a dead process
+    closes them since the last turn (quorum/broker_channels.py); their sessions end soon after
+    unless they call in."""
     closed = node.broker_channels.closed()
     if not closed:
         return
@@ -119,7 +129,7 @@ async def watch_broker_channels(node: TimedNode) -> None:
         return _NOTHING
 
     await node.write(mark)
-    logger.info("metadata long-poll connection closed by broker(s) %s", [b for b, _ in closed])
+    logger.info("connection closed by broker(s) %s", [b for b, _ in closed])
 
 
 async def sweep_expired_delegation_tokens(node: TimedNode) -> None:
@@ -210,7 +220,14 @@ async def serve(config: ControllerConfig, stop: asyncio.Event, clock: Clock) -> 
         logger.error("%s", error)
         return 1
     runner = web.AppRunner(
-        build_app(node, Doors.of(config, lambda: node.view.image)), access_log=None
+        build_app(node, Doors.of(config, lambda: node.view.image)),
+        access_log=None,
+        # A broker's heartbeat connection idles between beats (below broker.session.timeout.ms
+        # apart) and must not be closed by us then: one closed while idle fences the broker
+        # (quorum/broker_channels.py).
+        keepalive_timeout=max(
+            AIOHTTP_KEEPALIVE_TIMEOUT_S, 2 * config.broker_session_timeout_ms / 1000
+        ),
     )
     timer: asyncio.Task[None] | None = None
     try:

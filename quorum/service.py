@@ -67,20 +67,31 @@ async def get_records(request: web.Request) -> web.Response:
     query = records_query_from_params(request.query)
     max_wait_ms = min(query.max_wait_ms, node.config.fetch_max_wait_ms)
     max_records = min(query.max_records, MAX_FETCH_RECORDS)
-    if query.broker_id >= 0 and node.is_leader() and request.transport is not None:
+    watched = request.transport if query.broker_id >= 0 and node.is_leader() else None
+    if watched is not None:
         # A registered broker's poll: it is connected, and this connection is the one to
-        # watch (quorum/broker_channels.py; the timer reports it closed).
+        # watch while the poll waits (quorum/broker_channels.py; the timer reports it closed).
         node.active_controller().broker_channel_opened(
             node.view.image, query.broker_id, query.broker_epoch
         )
-        node.broker_channels.polled(query.broker_id, query.broker_epoch, request.transport)
-    if query.from_offset >= node.view.window.start_offset and max_wait_ms > 0:
-        await node.view.wait_beyond(query.from_offset, max_wait_ms / 1000)
-    read = node.view.read(query.from_offset, max_records)
+        node.broker_channels.polled(query.broker_id, query.broker_epoch, watched)
+    try:
+        return await _records_answer(node, query.from_offset, max_wait_ms, max_records)
+    finally:
+        if watched is not None:
+            node.broker_channels.answered(query.broker_id, watched)
+
+
+async def _records_answer(
+    node: ControllerNode, from_offset: int, max_wait_ms: int, max_records: int
+) -> web.Response:
+    if from_offset >= node.view.window.start_offset and max_wait_ms > 0:
+        await node.view.wait_beyond(from_offset, max_wait_ms / 1000)
+    read = node.view.read(from_offset, max_records)
     if read.status is ReadStatus.SNAPSHOT_REQUIRED:
-        raise _snapshot_required(node, query.from_offset)
+        raise _snapshot_required(node, from_offset)
     body = records_page_json(
-        query.from_offset,
+        from_offset,
         read.next_offset,
         node.view.window.next_offset,
         [

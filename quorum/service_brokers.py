@@ -15,6 +15,7 @@ from aiohttp import web
 
 from pykraft.metadata.api import routes
 from pykraft.metadata.api.brokers import (
+    BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     alter_partition_request_from_json,
     alter_partition_response_to_json,
@@ -28,6 +29,7 @@ from pykraft.metadata.api.brokers import (
     unregister_request_from_path,
 )
 from pykraft.quorum.auth_http import require_broker
+from pykraft.quorum.node import ControllerNode
 from pykraft.quorum.service_http import add_routes, json_response, node_of, raise_for, read_body
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,24 @@ async def broker_heartbeat(request: web.Request) -> web.Response:
     node = node_of(request)
     # On arrival, not after the write (which may wait for the write lock and a Raft commit).
     received_ms = node.clock.monotonic_ms()
+    watched = request.transport if node.is_leader() else None  # a standby: NOT_CONTROLLER
+    if watched is not None:
+        node.active_controller().broker_heartbeat_arrived(
+            node.view.image, heartbeat.broker_id, heartbeat.broker_epoch, received_ms
+        )
+        # Its connection idles between heartbeats; closed then, the process died
+        # (quorum/broker_channels.py).
+        node.broker_channels.heartbeat_arrived(heartbeat.broker_id, heartbeat.broker_epoch, watched)
+    try:
+        return await _handle_heartbeat(node, heartbeat, received_ms)
+    finally:
+        if watched is not None:
+            node.broker_channels.heartbeat_answered(heartbeat.broker_id, watched)
+
+
+async def _handle_heartbeat(
+    node: ControllerNode, heartbeat: BrokerHeartbeatRequest, received_ms: int
+) -> web.Response:
     if heartbeat.counters_refused is not None:
         logger.warning(
             "broker %d: heartbeat counters dropped: %s",

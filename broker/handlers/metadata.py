@@ -64,6 +64,8 @@ EMPTY: Mapping[str, CoordinatorTopic] = MappingProxyType({})
 FIRST_TOPIC_ID_VERSION = 10
 FIRST_LISTENER_NOT_FOUND_VERSION = 6
 FIRST_AUTO_CREATE_FLAG_VERSION = 4
+# Bound (STYLE.md §7) on topics awaiting the controller's auto-create answer at once.
+MAX_AUTO_CREATES_IN_FLIGHT = 10_000
 
 _Response: Any = response_class(ApiKey.METADATA)
 _Broker: Any = _Response.MetadataResponseBroker
@@ -290,6 +292,14 @@ async def _auto_create(
     if not has_enough_live_brokers(image, new_topic.replication_factor):
         topic.error_code = Errors.INVALID_REPLICATION_FACTOR
         return
+    in_flight = services.auto_create_in_flight
+    if topic.name in in_flight or len(in_flight) >= MAX_AUTO_CREATES_IN_FLIGHT:
+        # filterCreatableTopics: a topic already asked for is UNKNOWN_TOPIC_OR_PARTITION until
+        # the controller answered (a broker whose image lags would otherwise ask again on every
+        # client's Metadata: thousands of CreateTopics timing out in bench/scale.py).
+        topic.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return
+    in_flight.add(topic.name)
     try:
         await services.controller.create_topic(new_topic, validate_only=False)
     except ControllerError as error:
@@ -297,4 +307,6 @@ async def _auto_create(
             logger.info("auto-creating topic %s failed: %s", topic.name, error)
             topic.error_code = error.code
             return
+    finally:
+        in_flight.discard(topic.name)
     topic.error_code = Errors.LEADER_NOT_AVAILABLE

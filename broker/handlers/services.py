@@ -61,6 +61,10 @@ class BrokerServices:
     client_quotas: ClientQuotas | None = None
     # delegation.token.secret.key: None disables delegation tokens (KIP-48).
     delegation_token_secret_key: str | None = attrs.field(default=None, repr=False)
+    # Topics this broker asked the controller to auto-create and awaits: another Metadata
+    # request naming one does not ask again (Kafka's AutoTopicCreationManager inflightTopics);
+    # at most MAX_AUTO_CREATES_IN_FLIGHT (broker/handlers/metadata.py).
+    auto_create_in_flight: set[str] = attrs.field(factory=set)
     # KIP-227 incremental fetch sessions (broker.handlers.fetch), keyed as a request names
     # its partitions; max.incremental.fetch.session.cache.slots.
     fetch_sessions: FetchSessionCache[FetchKey, FetchPartition] = attrs.field(

@@ -12,18 +12,19 @@ A session is valid while ``now_ms <= last_contact_ms + session_timeout_ms`` and 
 unfenced; an unfenced broker without a valid session is stale and gets fenced.
 
 A dead process is told from a silent one (issue 18; not in Kafka, whose controller waits out
-the session either way). A broker's metadata long poll (``GET /v1/metadata/records`` with its id
-and epoch) is outstanding almost all the time on a connection to the active controller. When
-the process dies, its kernel closes that connection; a paused or partitioned process keeps it
-open. So the timer reports the closed connection of a broker's latest long poll — waiting or
-idle in the broker's pool (``quorum/broker_channels.py``) — as ``channel_closed``, and unless the
-same incarnation calls in again — a new long poll (``channel_opened``) or a heartbeat — within
+the session either way). A broker holds two connections to the active controller: its metadata
+long poll's (``GET /v1/metadata/records`` with its id and epoch), waiting there most of the
+time, and its heartbeat thread's, idle between heartbeats. When the process dies, its kernel
+closes both; a paused or partitioned process keeps them open. So the timer reports as
+``channel_closed`` a broker whose poll connection closed while the poll waited, or whose
+heartbeat connection closed while idle (``quorum/broker_channels.py``: the two states in which
+a live broker never closes them), and unless the same incarnation calls in again — a new long
+poll (``channel_opened``) or a heartbeat (``heard_from``) — within
 ``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns it off), the session ends
-there instead of at ``broker.session.timeout.ms``. A live broker's next long poll follows its
-last within ``metadata.fetch.max.wait.ms`` of the broker (500 ms), so a connection it dropped
-itself is answered in time; a poll that failed (timed out on a slow controller, reset) makes
-the broker heartbeat at once (``MetadataLoader.run``'s ``on_failure``), because its retry may
-go to a standby controller, which this one never hears of.
+there instead of at ``broker.session.timeout.ms``. A poll that failed (timed out on a slow
+controller, reset) makes the broker heartbeat at once (``MetadataLoader.run``'s
+``on_failure``), because its retry may go to a standby controller, which this one never hears
+of.
 
 Why ending a session early cannot elect a replica that lacks acknowledged data: it only brings
 the fencing forward; fencing is the same batch as on expiry (``cluster.fence_records``: the
@@ -191,6 +192,20 @@ class BrokerSessions:
         session.metadata_offset = metadata_offset
         session.channel_closed_ms = None
 
+    def heard_from(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> None:
+        """A heartbeat of this incarnation arrived: its contact time, before the write that
+        handles it (Kafka's ``BrokerHeartbeatTracker``, updated from the request handler threads
+        "so that heartbeats always get through, even if the main controller thread is busy").
+        Here the write may wait for the write lock behind a large commit (a CreateTopics of
+        thousands of partitions), and a fencing queued before it would not see it."""
+        registration = image.cluster.brokers.get(broker_id)
+        if registration is not None and registration.epoch == broker_epoch:
+            session = self.session(registration)
+            session.last_contact_ms = max(session.last_contact_ms, now_ms)
+            session.channel_closed_ms = None
+
     def channel_opened(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
         """A long poll of this incarnation arrived: it is connected."""
         registration = image.cluster.brokers.get(broker_id)
@@ -200,7 +215,7 @@ class BrokerSessions:
     def channel_closed(
         self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
     ) -> None:
-        """The connection of a long poll of this incarnation was closed by its peer."""
+        """A connection of this incarnation closed as only a dead process closes it."""
         registration = image.cluster.brokers.get(broker_id)
         if registration is None or registration.epoch != broker_epoch:
             return
@@ -244,6 +259,18 @@ class BrokerSessions:
         if closed is not None and self.channel_closed_timeout_ms >= 0:
             expiry = min(expiry, closed + self.channel_closed_timeout_ms + 1)
         return expiry
+
+    def why_stale(self, registration: BrokerRegistration, now_ms: int) -> str:
+        """Why this broker's session ended (or would end) by ``now_ms``, for the log."""
+        session = self.session(registration)
+        silent_ms = now_ms - session.last_contact_ms
+        closed = session.channel_closed_ms
+        if now_ms > session.last_contact_ms + self.session_timeout_ms or closed is None:
+            return f"no heartbeat for {silent_ms} ms (broker.session.timeout.ms)"
+        return (
+            f"its connection closed {now_ms - closed} ms ago, no heartbeat for "
+            f"{silent_ms} ms (pykraft.broker.channel.closed.timeout.ms)"
+        )
 
     def stale_brokers(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session expired, longest silent first."""

@@ -132,3 +132,44 @@ def test_calls_to_routes_without_path_parameters_go_to_the_routes_path() -> None
     assert options["body"] == {"broker_id": 1, "broker_epoch": 7}
     assert options["idempotent"] is None  # the route's own: a block is not resent
     assert writes.leader_url == "http://127.0.0.1:19093"  # a write remembers its leader
+
+
+@pytest.mark.integration  # a real HTTP server on a loopback port, and idle waits
+@pytest.mark.parametrize(("keepalive_s", "same_connection"), [(5.0, True), (0.1, False)])
+def test_an_idle_connection_is_kept_for_the_keepalive_timeout(
+    keepalive_s: float, same_connection: bool
+) -> None:
+    """The heartbeat client keeps its connection across beats (broker/server.py passes at least
+    twice broker.heartbeat.interval.ms): the controller takes a heartbeat connection closed
+    while idle for a dead broker process (quorum/broker_channels.py)."""
+    from aiohttp import web
+
+    async def scenario() -> list[Any]:
+        peers: list[Any] = []
+
+        async def answer(request: web.Request) -> web.Response:
+            assert request.transport is not None
+            peers.append(request.transport.get_extra_info("peername"))
+            return web.json_response({})
+
+        app = web.Application()
+        app.router.add_get("/v1/ping", answer)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        client = controller_client.ControllerClient(
+            [f"127.0.0.1:{port}"], keepalive_timeout_s=keepalive_s
+        )
+        try:
+            for _ in range(2):
+                await client._attempt("GET", "/v1/ping", None, None, True, 5.0)
+                await asyncio.sleep(0.4)
+        finally:
+            await client.close()
+            await runner.cleanup()
+        return peers
+
+    first, second = asyncio.run(scenario())
+    assert (first == second) is same_connection

@@ -3,6 +3,7 @@ handleTopicMetadataRequest over KRaftMetadataCache), kafka-python encoding both 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from tests.broker.replica_harness import (
     InProcessController,
     broker,
     call,
+    call_async,
     encode,
     partition_record,
     services,
@@ -203,3 +205,49 @@ def test_auto_create_asks_the_controller_and_answers_leader_not_available(
     # A client that disallows it (v4+) gets UNKNOWN_TOPIC_OR_PARTITION.
     refused = metadata(cluster, 12, ["other"], allow_auto_topic_creation=False, **options)
     assert refused.topics[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_topic_being_auto_created_is_not_asked_for_again(cluster: Cluster) -> None:
+    # Kafka's AutoTopicCreationManager.filterCreatableTopics: a topic in flight is
+    # UNKNOWN_TOPIC_OR_PARTITION for other Metadata requests until the controller answered.
+    class Slow(InProcessController):
+        def __init__(self, cluster: Cluster) -> None:
+            super().__init__(cluster)
+            self.release = asyncio.Event()
+
+        async def create_topic(self, topic: Any, *, validate_only: bool) -> Any:
+            await self.release.wait()
+            return await super().create_topic(topic, validate_only=validate_only)
+
+    controller = Slow(cluster)
+    handler = metadata_handler(
+        services(cluster, controller=controller, auto_create_topics_enable=True)
+    )
+    request = MetadataRequest(
+        version=12,
+        topics=[MetadataRequest.MetadataRequestTopic(name="fresh")],
+        allow_auto_topic_creation=True,
+    )
+
+    async def scenario() -> tuple[bytes | None, bytes | None]:
+        body = encode(request, 12)
+        first = asyncio.ensure_future(call_async(handler, ApiKey.METADATA, 12, body))
+        await asyncio.sleep(0)  # the first request now waits for the controller
+        # Not asked again, so answered without waiting for the controller.
+        second = await asyncio.wait_for(call_async(handler, ApiKey.METADATA, 12, body), 5)
+        controller.release.set()
+        return await first, second
+
+    first, second = asyncio.run(scenario())
+    answers = [
+        [(t.name, t.error_code) for t in MetadataResponse.decode(body, version=12).topics]
+        for body in (first, second)
+        if body is not None
+    ]
+    assert answers == [
+        [("fresh", Errors.LEADER_NOT_AVAILABLE)],
+        [("fresh", Errors.UNKNOWN_TOPIC_OR_PARTITION)],
+    ]
+    assert [c[0] for c in controller.calls] == ["create_topic"]
+    again = metadata(cluster, 12, ["fresh"], controller=controller, auto_create_topics_enable=True)
+    assert again.topics[0].error_code == Errors.NONE  # created once, then found

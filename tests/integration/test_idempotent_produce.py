@@ -84,11 +84,26 @@ def dev(tmp_path: Path) -> Iterator[DevCluster]:
 
 
 def create_topic(dev: DevCluster, name: str) -> None:
+    """Create ``name`` and wait until the broker hosts every partition: the controller answers
+    once the records commit, the broker serves them once it applied them (Kafka's CreateTopics
+    too); the raw-protocol tests below produce without a client's retries in between."""
     http(
         "POST",
         dev.info["admin_url"] + "/v1/topics",
         {"name": name, "partitions": PARTITIONS, "replication_factor": 1},
     )
+    broker_url = dev.info["brokers"][0]["http_url"]
+    deadline = time.monotonic() + 10
+    while True:
+        hosted = {
+            row["partition"]
+            for row in http("GET", broker_url + "/v1/partitions")["partitions"]
+            if row["topic"] == name
+        }
+        if hosted == set(range(PARTITIONS)):
+            return
+        assert time.monotonic() < deadline, f"broker hosts {sorted(hosted)} of {name}"
+        time.sleep(0.01)
 
 
 def batches_on_disk(dev: DevCluster, topic: str, partition: int) -> list[BatchHeader]:

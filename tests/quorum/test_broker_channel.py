@@ -3,7 +3,8 @@ after ``broker.session.timeout.ms`` (quorum/managers/sessions.py, issue 18).
 
 The active controller hears of a closed metadata long-poll connection (``broker_channel_closed``)
 and of every new long poll (``broker_channel_opened``); these tests drive the pure core with
-those calls and the clock, as the service does.
+those calls and the clock, as the service does. The last ones check which closed connections
+``BrokerChannels`` reports: only those closed while a poll waited on them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 
 from pykraft.metadata.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
 from pykraft.protocol.errors import Errors
+from pykraft.quorum.broker_channels import BrokerChannels
 from pykraft.quorum.controller import BrokerHeartbeatRequest
 from pykraft.quorum.managers.settings import ControllerSettings
 from tests.quorum.helpers import Harness, image_with, partition, topic_id
@@ -81,6 +83,22 @@ def test_a_heartbeat_keeps_the_broker() -> None:
     assert h.controller.fence_stale_brokers(h.image, 2500 + SESSION_MS + 1).response == (1,)
 
 
+def test_a_heartbeat_counts_from_its_arrival_not_from_its_write() -> None:
+    # The service calls broker_heartbeat_arrived before its write, which may wait behind a large
+    # commit while the timer's fencing runs (Kafka's BrokerHeartbeatTracker).
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2500)
+    assert h.controller.fence_stale_brokers(h.image, 3001).records == ()
+    h.controller.broker_heartbeat_arrived(h.image, 2, epoch(h, 2), 8000)
+    h.commit(result := h.controller.fence_stale_brokers(h.image, 2500 + SESSION_MS + 1))
+    assert result.response == (1,)
+    assert h.controller.fence_stale_brokers(h.image, 8000 + SESSION_MS).records == ()
+    # Another incarnation's heartbeat is not this one's contact.
+    h.controller.broker_heartbeat_arrived(h.image, 2, epoch(h, 2) + 7, 16_000)
+    assert h.controller.fence_stale_brokers(h.image, 8000 + SESSION_MS + 1).response == (2,)
+
+
 def test_a_closed_channel_of_another_incarnation_changes_nothing() -> None:
     h = harness()
     h.controller.broker_channel_closed(h.image, 1, epoch(h, 1) + 7, 2000)
@@ -108,7 +126,111 @@ def test_the_session_timeout_still_applies_when_it_comes_first() -> None:
     assert h.controller.fence_stale_brokers(h.image, SESSION_MS + 1).response == (1,)
 
 
+def test_the_fence_log_says_which_timeout_ended_the_session() -> None:
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    one, two = h.image.cluster.brokers[1], h.image.cluster.brokers[2]
+    assert h.controller.sessions.why_stale(one, 3001) == (
+        "its connection closed 1001 ms ago, no heartbeat for 3001 ms "
+        "(pykraft.broker.channel.closed.timeout.ms)"
+    )
+    assert h.controller.sessions.why_stale(two, SESSION_MS + 1) == (
+        "no heartbeat for 9001 ms (broker.session.timeout.ms)"
+    )
+
+
 @pytest.mark.parametrize("value", [-2, -1000])
 def test_a_timeout_below_minus_one_is_refused(value: int) -> None:
     with pytest.raises(ValueError, match="broker_channel_closed_timeout_ms must be -1"):
         ControllerSettings(broker_channel_closed_timeout_ms=value)
+
+
+# ---- which closed connections count (quorum/broker_channels.py)
+
+
+class Connection:
+    """What ``BrokerChannels`` keeps of a long poll's connection: whether it is closing."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def channels_with_poll(broker_id: int = 1, epoch_: int = 5) -> tuple[BrokerChannels, Connection]:
+    channels, connection = BrokerChannels(), Connection()
+    channels.polled(broker_id, epoch_, connection)  # type: ignore[arg-type]
+    return channels, connection
+
+
+def test_a_connection_closed_under_a_waiting_poll_is_reported_once() -> None:
+    # A killed broker: the kernel closes the connection its long poll waits on.
+    channels, connection = channels_with_poll()
+    assert channels.closed() == []
+    connection.closed = True
+    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == []
+
+
+def test_a_close_during_the_wait_counts_when_the_poll_ends_before_the_timer_looks() -> None:
+    channels, connection = channels_with_poll()
+    connection.closed = True
+    channels.answered(1, connection)  # type: ignore[arg-type]
+    assert channels.closed() == [(1, 5)]
+
+
+def test_a_connection_closed_after_its_poll_was_answered_is_not_reported() -> None:
+    # Issue 18 (bench/scale.py, 30,000 partitions on 3 brokers): between two polls the
+    # connection sits in the broker's HTTP pool, which closes it after its keep-alive time or
+    # lends it to a call that times out; the broker is alive, its next poll just late.
+    channels, connection = channels_with_poll()
+    channels.answered(1, connection)  # type: ignore[arg-type]
+    connection.closed = True
+    assert channels.closed() == []
+    # Forgotten: the next poll is watched afresh.
+    later = Connection()
+    channels.polled(1, 5, later)  # type: ignore[arg-type]
+    later.closed = True
+    assert channels.closed() == [(1, 5)]
+
+
+def test_an_older_polls_connection_closing_is_not_reported() -> None:
+    # A poll that timed out at the broker ends at the controller after its retry arrived.
+    channels, first = channels_with_poll()
+    second = Connection()
+    channels.polled(1, 5, second)  # type: ignore[arg-type]
+    first.closed = True
+    channels.answered(1, first)  # type: ignore[arg-type]
+    assert channels.closed() == []
+    second.closed = True
+    assert channels.closed() == [(1, 5)]
+
+
+def test_an_idle_heartbeat_connection_closed_is_reported() -> None:
+    # A killed broker between two polls (bench/failover.py: its loop busy with produce traffic):
+    # its heartbeat connection, idle between heartbeats, closes with the process.
+    channels, poll = channels_with_poll()
+    channels.answered(1, poll)  # type: ignore[arg-type]
+    heartbeat = Connection()
+    channels.heartbeat_arrived(1, 5, heartbeat)  # type: ignore[arg-type]
+    channels.heartbeat_answered(1, heartbeat)  # type: ignore[arg-type]
+    assert channels.closed() == []
+    poll.closed = heartbeat.closed = True
+    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == []
+
+
+def test_a_heartbeat_connection_closed_under_its_heartbeat_is_not_reported() -> None:
+    # The broker's deadline for that heartbeat passed (a slow controller): it calls again.
+    channels, heartbeat = BrokerChannels(), Connection()
+    channels.heartbeat_arrived(1, 5, heartbeat)  # type: ignore[arg-type]
+    heartbeat.closed = True
+    assert channels.closed() == []
+    later = Connection()
+    channels.heartbeat_arrived(1, 5, later)  # type: ignore[arg-type]
+    heartbeat_closed_late = Connection()
+    channels.heartbeat_answered(1, heartbeat_closed_late)  # type: ignore[arg-type]  # not the latest
+    later.closed = True
+    channels.heartbeat_answered(1, later)  # type: ignore[arg-type]
+    assert channels.closed() == []

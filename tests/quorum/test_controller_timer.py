@@ -163,6 +163,30 @@ def test_a_broker_whose_connection_closed_is_fenced_a_second_later_not_at_its_se
     assert 4_001 <= fenced_ms <= 4_001 + TIMER_MAX_DELAY_MS
 
 
+def test_a_live_broker_whose_idle_connection_closed_keeps_its_session() -> None:
+    # Issue 18: its poll was answered and the connection then closed in the broker's own pool
+    # (keep-alive expiry, or lent to a call that timed out); the next poll comes late. Not a
+    # dead process: fenced only at its session's end (9,000), not a second after the close.
+    def arrive() -> None:
+        connection.closed = True
+
+    clock = ArrivalClock(3_000, arrive)
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=100),
+    )
+    connection = Connection()
+    node.broker_channels.polled(1, node.image.cluster.brokers[1].epoch, connection)  # type: ignore[arg-type]
+    node.broker_channels.answered(1, connection)  # type: ignore[arg-type]
+    node.heartbeat(2)
+    asyncio.run(run_until(node, clock, 9_000))
+    assert fencings(node) == []
+    asyncio.run(run_until(node, clock, 9_500))
+    # With broker 2, silent as long (since 0).
+    assert [broker for _, broker in fencings(node)] == [1, 2]
+    assert all(9_001 <= at_ms <= 9_001 + TIMER_MAX_DELAY_MS for at_ms, _ in fencings(node))
+
+
 def test_the_noop_is_written_when_the_log_was_idle_for_the_interval() -> None:
     clock = FakeClock(now_ms=0)
     node = TimedNode(
