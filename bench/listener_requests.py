@@ -11,10 +11,12 @@ parse, dispatch, per-connection queue and writer, metrics and response write, an
 CPU-bound, so what the listener spends per request moves throughput and latency at once. The
 handler here does nothing but frame an empty answer, so what is measured is the listener alone.
 
-Two shapes, each over one loopback TCP connection from a client in its own process (so it takes
-no CPU from the loop's thread, not even the GIL): ``serial``, one request at a time (send, read
-the answer: a follower's Fetch, a one-at-a-time producer), and ``pipelined``, ``--depth``
-requests written at once and then their answers read (a client with many in flight).
+Three shapes, each over one loopback TCP connection from a client in its own process (so it
+takes no CPU from the loop's thread, not even the GIL): ``serial``, one request at a time (send,
+read the answer: a one-at-a-time producer), ``serial_later``, the same with a handler that
+answers a loop turn later (a follower's Fetch completed by an append, the writer waiting for
+it), and ``pipelined``, ``--depth`` requests written at once and then their answers read (a
+client with many in flight).
 
 The floor: an ``asyncio.Protocol`` on the same loop that cuts frames and writes a fixed answer
 per frame from ``data_received`` (no task, no queue, no header parse, no metrics): what one
@@ -49,6 +51,7 @@ ANSWER_BODY = bytes(12)  # about a small answer's body (ApiVersions' error code 
 # Metadata v1: header v1 (api_key, api_version, correlation_id, client_id "bench").
 REQUEST_HEADER = struct.Struct(">hhih")
 CLIENT_ID = b"bench"
+SHAPES = ("serial", "serial_later", "pipelined")
 
 
 def client(port: int, requests: int, depth: int) -> None:
@@ -71,6 +74,12 @@ def client(port: int, requests: int, depth: int) -> None:
 
 
 async def _answer(context: RequestContext, body: memoryview) -> Segments:
+    return frame_response(context.header.correlation_id, 0, ANSWER_BODY)
+
+
+async def _answer_later(context: RequestContext, body: memoryview) -> Segments:
+    """Answered a loop turn later, as a Fetch its append completes (the writer waits for it)."""
+    await asyncio.sleep(0)
     return frame_response(context.header.correlation_id, 0, ANSWER_BODY)
 
 
@@ -107,8 +116,9 @@ async def _client_cpu(port: int, requests: int, depth: int) -> float:
     return time.thread_time() - started
 
 
-async def _listener_run(requests: int, depth: int) -> float:
-    listener = KafkaListener(_answer, port=0, monotonic_ms=lambda: time.monotonic_ns() // 10**6)
+async def _listener_run(requests: int, depth: int, later: bool = False) -> float:
+    handler = _answer_later if later else _answer
+    listener = KafkaListener(handler, port=0, monotonic_ms=lambda: time.monotonic_ns() // 10**6)
     await listener.start()
     try:
         return await _client_cpu(listener.port, requests, depth)
@@ -138,7 +148,7 @@ async def _idle_run(requests: int, depth: int) -> float:
 
 
 async def measure(
-    requests: int, depth: int, repeats: int, shapes: tuple[str, ...] = ("serial", "pipelined")
+    requests: int, depth: int, repeats: int, shapes: tuple[str, ...] = SHAPES
 ) -> dict[str, float | int]:
     runs: dict[str, Callable[[int, int], object]] = {
         "listener": _listener_run,
@@ -148,11 +158,14 @@ async def measure(
     figures: dict[str, float | int] = {"requests_per_run": requests, "depth": depth}
     results: dict[str, list[float]] = {}
     for shape in shapes:
-        shape_depth = 1 if shape == "serial" else depth
+        shape_depth = depth if shape == "pipelined" else 1
         samples: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(repeats):
             for name, run in runs.items():
-                cpu = await run(requests, shape_depth)  # type: ignore[misc]
+                if name == "listener":
+                    cpu = await _listener_run(requests, shape_depth, shape == "serial_later")
+                else:
+                    cpu = await run(requests, shape_depth)  # type: ignore[misc]
                 samples[name].append(cpu)
         idle = statistics.median(samples["idle"])
         for name in ("listener", "floor"):
@@ -171,9 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=32, help="pipelined requests in flight")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="2000 requests, 1 repeat")
-    parser.add_argument(
-        "--shapes", nargs="+", choices=("serial", "pipelined"), default=("serial", "pipelined")
-    )
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=SHAPES)
     parser.add_argument("--client", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client:
