@@ -28,6 +28,8 @@ import errno
 import os
 import socket
 
+# Linux only; elsewhere the buffers before a slice leave as packets of their own.
+MSG_MORE: int = getattr(socket, "MSG_MORE", 0)
 # sendfile refused for this pair of descriptors, not a failed connection: copy instead.
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
 
@@ -59,7 +61,7 @@ class SocketSender:
         if self._transport.get_write_buffer_size():
             return 0
         try:
-            return self._socket.send(data, socket.MSG_MORE if more else 0)
+            return self._socket.send(data, MSG_MORE if more else 0)
         except BlockingIOError:
             return 0
 
