@@ -348,9 +348,8 @@ class _Connection:
         # Invariant: not None exactly while SASL authentication is under way.
         self._authenticator = new_authenticator() if new_authenticator else None
         # Big file slices are sendfile'd (not over TLS, nor when the listener copies), by a
-        # sender made for the first one.
+        # sender made for each response that has one.
         self._direct = listener.use_sendfile and can_send_directly(writer.transport)
-        self._sender: SocketSender | None = None
 
     @property
     def busy(self) -> bool:
@@ -392,8 +391,6 @@ class _Connection:
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
-            if self._sender is not None:
-                self._sender.close()
             self._writer.close()
             self._metrics.record_connection_closed(reason)
             logger.debug("connection %s closed: %s", self._id, reason.value)
@@ -579,8 +576,16 @@ class _Connection:
             await self._writer.drain()
             self._metrics.record_bytes_out(segments.length)
             return
-        if self._sender is None and self._wants_sendfile(segments):
-            self._sender = SocketSender(self._writer.transport)
+        sender = SocketSender(self._writer.transport) if self._wants_sendfile(segments) else None
+        try:
+            await self._send_parts(segments, sender)
+        finally:
+            if sender is not None:
+                sender.close()
+        await self._writer.drain()
+        self._metrics.record_bytes_out(segments.length)
+
+    async def _send_parts(self, segments: Segments, sender: SocketSender | None) -> None:
         parts = segments.parts
         # Buffers before the last part with bytes go with MSG_MORE: the headers before a
         # sendfile'd slice leave in its first packet, and nothing is held after the end.
@@ -589,13 +594,11 @@ class _Connection:
             if isinstance(part, bytes | bytearray | memoryview):
                 size = segment_length(part)
                 more = index < last
-                sent = self._sender.send_buffer(part, more) if self._sender and size else 0
+                sent = sender.send_buffer(part, more) if sender and self._direct and size else 0
                 if sent < size:
                     self._writer.write(memoryview(part).cast("B")[sent:] if sent else part)
             elif part.length:
-                await self._send_file_slice(part)
-        await self._writer.drain()
-        self._metrics.record_bytes_out(segments.length)
+                await self._send_file_slice(part, sender if self._direct else None)
 
     def _gathered(self, segments: Segments) -> list[bytes | bytearray | memoryview] | None:
         """A response of at most WRITE_COALESCE_BYTES as buffers, its file slices read; None
@@ -635,30 +638,28 @@ class _Connection:
             )
         return data
 
-    async def _send_file_slice(self, part: FileSliceLike) -> None:
+    async def _send_file_slice(self, part: FileSliceLike, sender: SocketSender | None) -> None:
         # Only the file the slice was cut from (a cleaner swap may have renamed another over
         # its path since): StaleFileSliceError closes the connection rather than send its bytes.
         file_id = part.file_id if isinstance(part, FileSlice) else None
         now_ms = self._listener.monotonic_ms()
         with self._listener.files.open(Path(part.path), file_id, now_ms) as file:
-            sent = self._sendfile_now(file, part) if part.length >= SENDFILE_MIN_BYTES else 0
+            sent = 0
+            if sender is not None and part.length >= SENDFILE_MIN_BYTES:
+                sent = self._sendfile_now(file, part, sender)
             sent = await self._copy_file(file, part, sent)
         if sent != part.length:
             raise ShortFileSliceError(
                 f"{part.path} ended after {sent} of {part.length} bytes from {part.position}"
             )
 
-    def _sendfile_now(self, file: BinaryIO, part: FileSliceLike) -> int:
+    def _sendfile_now(self, file: BinaryIO, part: FileSliceLike, sender: SocketSender) -> int:
         """Bytes of the slice's start sent with os.sendfile (0 if none could be)."""
-        if self._sender is None:
-            return 0
         try:
-            return self._sender.send_file(file.fileno(), part.position, part.length)
+            return sender.send_file(file.fileno(), part.position, part.length)
         except SendfileUnsupportedError as error:
             logger.info("sendfile unavailable (%s); reading segment files instead", error)
             self._listener.use_sendfile = self._direct = False
-            self._sender.close()
-            self._sender = None
             return 0
 
     async def _copy_file(self, file: BinaryIO, part: FileSliceLike, sent: int) -> int:
