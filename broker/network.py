@@ -576,6 +576,11 @@ class _Connection:
             await self._writer.drain()
             self._metrics.record_bytes_out(segments.length)
             return
+        if self._writer.transport.is_closing():
+            # Closed while the handler worked (a peer's reset: uvloop has closed the socket and
+            # reports its descriptor as -1). Nothing can be sent; the reader ends the connection.
+            logger.debug("connection %s closed before its response was sent", self._id)
+            return
         sender = SocketSender(self._writer.transport) if self._wants_sendfile(segments) else None
         try:
             await self._send_parts(segments, sender)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import socket
 import ssl
@@ -14,12 +15,13 @@ from typing import Any
 
 import pytest
 
+from pykraft.broker.metrics import CloseReason
 from pykraft.broker.network import SENDFILE_MIN_BYTES, ListenerAuthentication, RequestContext
 from pykraft.broker.socket_sendfile import SocketSender
 from pykraft.protocol.framing import frame_response
 from pykraft.protocol.segments import Segments
 from pykraft.storage.file_slice import FileSlice
-from tests.broker.test_network import Harness
+from tests.broker.test_network import Harness, until
 from tests.broker.wire_client import read_frame, request_frame
 from tests.tls_material import make_tls_material
 
@@ -181,3 +183,38 @@ def test_a_sendfiled_answer_leaves_no_descriptor_of_its_own(segment: Path) -> No
 
     run(scenario)
     gc.collect()
+
+
+def test_a_connection_closed_while_its_handler_waits_is_closed_quietly(
+    segment: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A peer's reset closes the transport while the handler waits (uvloop then reports the
+    # socket's descriptor as -1): the answer is not sent, no "Bad file descriptor" warning.
+    async def scenario() -> None:
+        started, gate = asyncio.Event(), asyncio.Event()
+
+        async def handler(context: RequestContext, body: memoryview) -> Segments:
+            started.set()
+            await gate.wait()
+            return await slice_handler(segment, 0, SENDFILE_MIN_BYTES)(context, body)
+
+        harness = Harness(handler)
+        server_side, client_side = socket.socketpair()
+        server_reader, server_writer = await asyncio.open_connection(sock=server_side)
+        served = asyncio.create_task(
+            harness.listener.serve_connection(server_reader, server_writer)
+        )
+        _, writer = await asyncio.open_connection(sock=client_side)
+        writer.write(request_frame(1, 4, 1))
+        await started.wait()
+        server_writer.transport.abort()
+        await until(lambda: server_writer.transport.get_extra_info("socket").fileno() == -1)
+        gate.set()
+        await served
+        assert harness.closed(CloseReason.CLIENT_CLOSED) == 1
+        writer.close()
+        await harness.listener.close()
+
+    with caplog.at_level(logging.DEBUG, logger="pykraft.broker.network"):
+        run(scenario)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
