@@ -52,7 +52,9 @@ def segment(tmp_path: Path) -> Path:
     return path
 
 
-def slice_handler(segment: Path, position: int, length: int) -> Any:
+def slice_handler(
+    segment: Path, position: int, length: int
+) -> Callable[[RequestContext, memoryview], Coroutine[Any, Any, Segments]]:
     async def handler(context: RequestContext, body: memoryview) -> Segments:
         parts = Segments.of([b"head", FileSlice(segment, position, length), b"tail"])
         return frame_response(context.header.correlation_id, 0, parts)
