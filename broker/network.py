@@ -80,6 +80,7 @@ from pykraft.broker.metrics import BrokerMetrics, CloseReason
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.request_time import start_request
 from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
+from pykraft.broker.send_plan import send_steps
 from pykraft.broker.socket_sendfile import (
     SendfileUnsupportedError,
     SocketSender,
@@ -98,7 +99,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
-from pykraft.protocol.segments import FileSliceLike, Segments, segment_length
+from pykraft.protocol.segments import FileSliceLike, Segments
 from pykraft.storage import hop_trace
 from pykraft.storage.file_slice import FileSlice, StaleFileSliceError
 
@@ -591,18 +592,16 @@ class _Connection:
         self._metrics.record_bytes_out(segments.length)
 
     async def _send_parts(self, segments: Segments, sender: SocketSender | None) -> None:
-        parts = segments.parts
-        # Buffers before the last part with bytes go with MSG_MORE: the headers before a
-        # sendfile'd slice leave in its first packet, and nothing is held after the end.
-        last = max((i for i, part in enumerate(parts) if segment_length(part)), default=-1)
-        for index, part in enumerate(parts):
+        # broker.send_plan: which sends carry MSG_MORE (the headers before a sendfile'd slice
+        # leave in its first packet, and nothing is held after the end).
+        for step in send_steps(segments.parts):
+            part = step.part
             if isinstance(part, bytes | bytearray | memoryview):
-                size = segment_length(part)
-                more = index < last
-                sent = sender.send_buffer(part, more) if sender and self._direct and size else 0
-                if sent < size:
+                sending = sender is not None and self._direct
+                sent = sender.send_buffer(part, step.more) if sender and sending else 0
+                if sent < step.length:
                     self._writer.write(memoryview(part).cast("B")[sent:] if sent else part)
-            elif part.length:
+            else:
                 await self._send_file_slice(part, sender if self._direct else None)
 
     def _gathered(self, segments: Segments) -> list[bytes | bytearray | memoryview] | None:
