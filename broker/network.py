@@ -99,7 +99,7 @@ from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
 from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
 from pykraft.protocol.headers import RequestHeader, parse_request_header
-from pykraft.protocol.segments import FileSliceLike, Segments
+from pykraft.protocol.segments import FileSliceLike, Segment, Segments
 from pykraft.storage import hop_trace
 from pykraft.storage.file_slice import FileSlice, StaleFileSliceError
 
@@ -592,17 +592,28 @@ class _Connection:
         self._metrics.record_bytes_out(segments.length)
 
     async def _send_parts(self, segments: Segments, sender: SocketSender | None) -> None:
-        # broker.send_plan: which sends carry MSG_MORE (the headers before a sendfile'd slice
-        # leave in its first packet, and nothing is held after the end).
-        for step in send_steps(segments.parts):
-            part = step.part
-            if isinstance(part, bytes | bytearray | memoryview):
-                sending = sender is not None and self._direct
-                sent = sender.send_buffer(part, step.more) if sender and sending else 0
-                if sent < step.length:
-                    self._writer.write(memoryview(part).cast("B")[sent:] if sent else part)
-            else:
-                await self._send_file_slice(part, sender if self._direct else None)
+        # broker.send_plan: big slices alone, the parts between them joined into one send
+        # each, and which sends carry MSG_MORE (the headers before a sendfile'd slice leave
+        # in its first packet, and nothing is held after the end).
+        for step in send_steps(segments.parts, SENDFILE_MIN_BYTES, WRITE_COALESCE_BYTES):
+            if step.big_slice is not None:
+                await self._send_file_slice(step.big_slice, sender if self._direct else None)
+                continue
+            data = self._joined(step.run)
+            sending = sender is not None and self._direct
+            sent = sender.send_buffer(data, step.more) if sender and sending else 0
+            if sent < step.length:
+                self._writer.write(memoryview(data).cast("B")[sent:] if sent else data)
+                await self._writer.drain()  # at most one run held in the transport
+
+    def _joined(self, run: tuple[Segment, ...]) -> bytes | bytearray | memoryview:
+        """A run of buffers and small slices as one buffer, its slices read."""
+        if len(run) == 1 and isinstance(run[0], bytes | bytearray | memoryview):
+            return run[0]
+        read = self._read_file_slice
+        return b"".join(
+            part if isinstance(part, bytes | bytearray | memoryview) else read(part) for part in run
+        )
 
     def _gathered(self, segments: Segments) -> list[bytes | bytearray | memoryview] | None:
         """A response of at most WRITE_COALESCE_BYTES as buffers, its file slices read; None

@@ -1,6 +1,12 @@
 """How a response sent part by part goes out (``broker.network``'s ``_send``): the sends it
 takes and which of them carry ``MSG_MORE``. Pure: no socket, no file.
 
+A file slice of at least ``sendfile_min_bytes`` is a send of its own (``os.sendfile``, or read
+in chunks where it cannot be). Everything between two such slices — buffers and the bytes of
+smaller slices — is joined into one send (up to ``run_max_bytes``): a consumer's Fetch over 100
+partitions with one big slice is three sends, not one per part (a ``send`` and a ``pread`` plus
+a transport write for each small slice cost ~200 system calls).
+
 ``MSG_MORE`` tells the kernel more of this response follows, so it may hold a partial packet
 for it: the headers before a sendfile'd slice then leave in the slice's first packet. It must
 never be on the last send with bytes: over TCP the kernel may hold that tail until its ~200 ms
@@ -14,22 +20,44 @@ from collections.abc import Iterable
 
 import attrs
 
-from pykraft.protocol.segments import Segment, segment_length
+from pykraft.protocol.segments import FileSliceLike, Segment, segment_length
 
 
 @attrs.frozen
 class SendStep:
-    """One send of a response: ``part`` (a buffer or a file slice) with ``MSG_MORE`` or not."""
+    """One send of a response: a big file slice alone, or a run of buffers and small slices
+    joined into one buffer; with ``MSG_MORE`` or not."""
 
-    part: Segment
+    # Invariant: exactly one of the two holds bytes.
+    big_slice: FileSliceLike | None
+    run: tuple[Segment, ...]
     length: int
     # Bytes of the response follow this send.
     more: bool
 
 
-def send_steps(parts: Iterable[Segment]) -> list[SendStep]:
-    """The sends of a response's ``parts``, in order: every part with bytes, ``more`` on all
-    but the last."""
-    sized = [(part, length) for part in parts if (length := segment_length(part))]
-    last = len(sized) - 1
-    return [SendStep(part, length, index < last) for index, (part, length) in enumerate(sized)]
+def send_steps(
+    parts: Iterable[Segment], sendfile_min_bytes: int, run_max_bytes: int
+) -> list[SendStep]:
+    """The sends of a response's ``parts``, in order, ``more`` on all but the last. A run ends
+    at a big slice or before the part that would take it past ``run_max_bytes`` (a buffer
+    larger than that is a run of its own)."""
+    groups: list[tuple[FileSliceLike | None, list[Segment], int]] = []
+    for part in parts:
+        length = segment_length(part)
+        if not length:
+            continue
+        if not isinstance(part, bytes | bytearray | memoryview) and length >= sendfile_min_bytes:
+            groups.append((part, [], length))
+            continue
+        if groups and groups[-1][0] is None and groups[-1][2] + length <= run_max_bytes:
+            _, run, run_length = groups[-1]
+            run.append(part)
+            groups[-1] = (None, run, run_length + length)
+        else:
+            groups.append((None, [part], length))
+    last = len(groups) - 1
+    return [
+        SendStep(big_slice, tuple(run), length, index < last)
+        for index, (big_slice, run, length) in enumerate(groups)
+    ]

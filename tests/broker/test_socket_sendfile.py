@@ -259,3 +259,51 @@ def test_a_connection_closed_while_its_handler_waits_is_closed_quietly(
     with caplog.at_level(logging.DEBUG, logger="pykraft.broker.network"):
         run(scenario)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_the_parts_between_big_slices_go_in_one_send_each(
+    segment: Path, sendfile_bytes: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A consumer's Fetch over 100 partitions, one with a big slice: the buffers and small
+    # slices before it go in one send, those after it in another (not one send per part).
+    sends: list[int] = []
+    real_send_buffer = SocketSender.send_buffer
+
+    def counting(sender: SocketSender, data: Any, more: bool) -> int:
+        sends.append(memoryview(data).nbytes)
+        return real_send_buffer(sender, data, more)
+
+    monkeypatch.setattr(SocketSender, "send_buffer", counting)
+    writes: list[int] = []
+    real_write = asyncio.StreamWriter.write
+
+    def counting_write(writer: asyncio.StreamWriter, data: Any) -> None:
+        writes.append(memoryview(data).nbytes)
+        real_write(writer, data)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", counting_write)
+    parts: list[bytes | FileSlice] = [b"head"]
+    for index in range(100):
+        length = SENDFILE_MIN_BYTES if index == 50 else 500
+        parts += [b"partition%03d" % index, FileSlice(segment, index * 1000, length)]
+    data = segment.read_bytes()
+    expected = b"".join(
+        part if isinstance(part, bytes) else data[part.position : part.position + part.length]
+        for part in parts
+    )
+
+    async def handler(context: RequestContext, body: memoryview) -> Segments:
+        return frame_response(context.header.correlation_id, 0, Segments.of(parts))
+
+    async def scenario() -> None:
+        harness = Harness(handler)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(1, 4, 3))
+        del writes[:]  # the request
+        assert await read_frame(reader) == (3).to_bytes(4, "big") + expected
+        # Size prefix, header and the first 50 partitions; the 51st's slice; the rest.
+        assert len(sends) + len(writes) == 2
+        assert sendfile_bytes == [SENDFILE_MIN_BYTES]
+        await harness.listener.close()
+
+    run(scenario)
