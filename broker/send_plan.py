@@ -20,7 +20,10 @@ from collections.abc import Iterable
 
 import attrs
 
-from pykraft.protocol.segments import FileSliceLike, Segment, segment_length
+from pykraft.protocol.segments import FileSliceLike, Segment
+
+# A tuple, not a union: isinstance is faster on it (this runs once per part).
+_BUFFERS = (bytes, bytearray, memoryview)
 
 
 @attrs.frozen
@@ -42,20 +45,30 @@ def send_steps(
     """The sends of a response's ``parts``, in order, ``more`` on all but the last. A run ends
     at a big slice or before the part that would take it past ``run_max_bytes`` (a buffer
     larger than that is a run of its own)."""
+    # One pass, no per-part objects: a consumer's answer has a few hundred parts.
     groups: list[tuple[FileSliceLike | None, list[Segment], int]] = []
+    run: list[Segment] = []
+    run_length = 0
     for part in parts:
-        length = segment_length(part)
+        if isinstance(part, _BUFFERS):
+            length = memoryview(part).nbytes if type(part) is not bytes else len(part)
+        else:
+            length = part.length
+            if length >= sendfile_min_bytes:
+                if run:
+                    groups.append((None, run, run_length))
+                    run, run_length = [], 0
+                groups.append((part, [], length))
+                continue
         if not length:
             continue
-        if not isinstance(part, bytes | bytearray | memoryview) and length >= sendfile_min_bytes:
-            groups.append((part, [], length))
-            continue
-        if groups and groups[-1][0] is None and groups[-1][2] + length <= run_max_bytes:
-            _, run, run_length = groups[-1]
-            run.append(part)
-            groups[-1] = (None, run, run_length + length)
-        else:
-            groups.append((None, [part], length))
+        if run and run_length + length > run_max_bytes:
+            groups.append((None, run, run_length))
+            run, run_length = [], 0
+        run.append(part)
+        run_length += length
+    if run:
+        groups.append((None, run, run_length))
     last = len(groups) - 1
     return [
         SendStep(big_slice, tuple(run), length, index < last)
