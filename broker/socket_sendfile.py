@@ -16,6 +16,13 @@ at a time over loopback, CPU of the loop's thread per 100 MB, median of 3; copy 
 sendfile: 0.132 vs 0.144, 0.046 vs 0.048; with ``TCP_CORK`` around each answer: 0.131 vs 0.178,
 0.046 vs 0.072.
 
+sendfile hands the kernel references to the file's pages, not copies: the bytes are read from
+the page cache when the socket transmits them, not when the call returns. A log truncated and
+appended to again (a replica truncating after a leader change, then fetching the new leader's
+records) while an answer still sits in the socket's send buffer can therefore send the new
+bytes where the old ones were: a batch cut across fails the client's CRC check, a whole new one
+does not. Kafka's ``FileChannel.transferTo`` has the same exposure; nothing here guards it.
+
 A sender lives for one response and holds no descriptor of its own: Python sends flags only
 through a socket object, and the transport's is a stand-in without ``send``, so the sender wraps
 the transport's descriptor and ``close`` detaches it (never closes it). A long-lived duplicate
