@@ -43,12 +43,13 @@ here only carries its answers to the writer — and frames are capped at
 ``sasl.server.max.receive.size`` meanwhile. Then the SASL user is the principal. Handlers see
 it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
 
-A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
-(``storage.file_slice.FileSlice``: path, position, length, the file's identity) of at least
-``SENDFILE_MIN_BYTES`` go out with ``os.sendfile`` on a plain socket while the transport holds
-nothing unsent (``broker.socket_sendfile``) — Kafka's zero-copy fetch — and smaller ones, the
-rest of a slice the socket did not take, or all of them over TLS, by reading the file in
-chunks. Open files are shared across connections in a bounded cache
+A response is ``protocol.segments.Segments``: buffers and file slices
+(``storage.file_slice.FileSlice``: path, position, length, the file's identity). Slices of at
+least ``SENDFILE_MIN_BYTES`` go out with ``os.sendfile`` on a plain socket while the transport
+holds nothing unsent (``broker.socket_sendfile``) — Kafka's zero-copy fetch — and the rest of a
+slice the socket did not take, or all of them over TLS, by reading the file in chunks; smaller
+slices are read and joined with the buffers around them into one send (``broker.send_plan``).
+Open files are shared across connections in a bounded cache
 (``broker.file_cache.OpenFileCache``); a slice is sent only from the file it was cut from — when
 a cleaner swap or a re-created segment made its path name another file and the old one is no
 longer open, the connection closes instead (the client fetches again).
