@@ -3,7 +3,7 @@ snapshots, and the cost of ``controller.quorum.fsync`` (on next to off next to t
 fdatasync latency, the floor of an etcd/ZooKeeper-style one-fsync-per-commit log). Real
 controller processes on 127.0.0.1; ends with one JSON line of figures.
 
-    .venv/bin/python bench/quorum.py [--quick] [--fsync-only]
+    .venv/bin/python bench/quorum.py [--quick] [--fsync-only] [--trace]
 
 Latency and throughput are measured as a client sees them: an HTTP write (aiohttp + JSON) that
 returns once its batch is committed by a Raft majority and applied. Single-record writes are
@@ -15,6 +15,7 @@ on fresh quorums, with each controller's CPU per batch (robust when the machine 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -41,6 +42,8 @@ from pykraft.metadata.records import (  # noqa: E402
     uuid_to_kafka_string,
 )
 from pykraft.metadata.snapshot import load_snapshot, write_snapshot  # noqa: E402
+from pykraft.quorum.commit_timeline import commits, parse_trace, timeline  # noqa: E402
+from pykraft.quorum.commit_trace import ENV as COMMIT_TRACE_ENV  # noqa: E402
 
 TARGETS = {
     "p50_commit_ms_3": 10.0,
@@ -54,8 +57,11 @@ TARGETS = {
 class Quorum:
     """N controller processes; always stopped by ``close``."""
 
-    def __init__(self, root: Path, size: int, extra: str = "") -> None:
+    def __init__(
+        self, root: Path, size: int, extra: str = "", env: dict[str, str] | None = None
+    ) -> None:
         root.mkdir(parents=True)
+        self.env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
         ports = pick_free_ports(2 * size)
         self.raft_ports, self.http_ports = ports[:size], ports[size:]
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(self.raft_ports))
@@ -91,7 +97,7 @@ class Quorum:
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            env=self.env,
         )
         log.close()
 
@@ -104,6 +110,17 @@ class Quorum:
     def close(self) -> None:
         for index in range(len(self.processes)):
             self.kill(index)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM (a controller flushes its commit trace), then ``close``."""
+        for process in self.processes:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            if process is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout_s)
+        self.close()
 
     def alive(self, index: int) -> bool:
         process = self.processes[index]
@@ -182,13 +199,19 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def write_latencies(quorum: Quorum, epochs: dict[int, int], writes: int) -> list[float]:
-    """Milliseconds of ``writes`` single-record writes, one after another."""
+def write_latencies(
+    quorum: Quorum,
+    epochs: dict[int, int],
+    writes: int,
+    stamps: list[tuple[int, int]] | None = None,
+) -> list[float]:
+    """Milliseconds of ``writes`` single-record writes, one after another; each one's
+    (request, response) CLOCK_MONOTONIC ns are appended to ``stamps`` if given."""
     port = quorum.http_ports[quorum.leader()]
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     latencies = []
     for _ in range(writes):
-        started = time.perf_counter()
+        started = time.monotonic_ns()
         status, body = call(
             port,
             "POST",
@@ -196,7 +219,10 @@ def write_latencies(quorum: Quorum, epochs: dict[int, int], writes: int) -> list
             {"broker_id": 1, "broker_epoch": epochs[1]},
             connection=connection,
         )
-        latencies.append((time.perf_counter() - started) * 1000)
+        ended = time.monotonic_ns()
+        latencies.append((ended - started) / 1e6)
+        if stamps is not None:
+            stamps.append((started, ended))
         assert status == 200, body
     connection.close()
     return latencies
@@ -248,6 +274,7 @@ def bench_fsync(root: Path, writes: int, rounds: int = 8) -> dict[str, Any]:
         }
         latencies: dict[str, list[float]] = {name: [] for name in quorums}
         disk: dict[str, float] = {}
+        cpu_before = {name: quorum_cpu_seconds(q) for name, q in quorums.items()}
         for round_index in range(rounds):
             order = list(quorums) if round_index % 2 == 0 else list(reversed(quorums))
             for name in order:
@@ -256,6 +283,12 @@ def bench_fsync(root: Path, writes: int, rounds: int = 8) -> dict[str, Any]:
                 )
             if round_index == rounds // 2:
                 disk = fdatasync_latency(root, writes)
+        # CPU of the 3 controllers per commit (their idle heartbeats while the other quorum is
+        # written to included): what contention on the shared box moves least.
+        cpu_us = {
+            name: round((quorum_cpu_seconds(q) - cpu_before[name]) * 1e6 / len(latencies[name]))
+            for name, q in quorums.items()
+        }
     finally:
         for quorum in quorums.values():
             quorum.close()
@@ -263,6 +296,7 @@ def bench_fsync(root: Path, writes: int, rounds: int = 8) -> dict[str, Any]:
         name: {
             "p50_ms": round(percentile(values, 0.5), 2),
             "p99_ms": round(percentile(values, 0.99), 2),
+            "controllers_cpu_us_per_commit": cpu_us[name],
         }
         for name, values in latencies.items()
     }
@@ -272,6 +306,40 @@ def bench_fsync(root: Path, writes: int, rounds: int = 8) -> dict[str, Any]:
         figures["fsync_off"]["p50_ms"] + disk["fdatasync_p50_ms"], 2
     )
     print(f"3 controllers: {figures}", flush=True)
+    return figures
+
+
+def bench_trace(root: Path, writes: int) -> dict[str, Any]:
+    """Where a commit's time goes: each controller writes its hand-off timestamps
+    (``PYKRAFT_COMMIT_TRACE``, ``quorum/commit_trace.py``), the client its own; the median
+    microseconds of every hop (``quorum/commit_timeline.py``), fsync off and on."""
+    figures: dict[str, Any] = {}
+    for name, value in (("fsync_off", "false"), ("fsync_on", "true")):
+        trace_dir = root / f"trace-{name}"
+        quorum = Quorum(
+            root / name,
+            3,
+            f"controller.quorum.fsync={value}\n",
+            env={COMMIT_TRACE_ENV: str(trace_dir)},
+        )
+        stamps: list[tuple[int, int]] = []
+        try:
+            epochs = register_brokers(quorum.http_ports[quorum.leader()], 1)
+            write_latencies(quorum, epochs, max(1, writes // 4))  # warm up, untraced
+            leader = quorum.leader()
+            write_latencies(quorum, epochs, writes, stamps)
+        finally:
+            quorum.stop()
+        traces = {
+            index: parse_trace((trace_dir / f"trace-{index + 1}.tsv").read_text("ascii"))
+            for index in range(3)
+            if (trace_dir / f"trace-{index + 1}.tsv").exists()
+        }
+        followers = [trace for index, trace in traces.items() if index != leader]
+        merged = commits(traces[leader], followers, stamps)
+        figures[name] = timeline(merged)
+        print(f"{name}: {json.dumps(figures[name], indent=1)}", flush=True)
+    figures["disk"] = fdatasync_latency(root, writes)
     return figures
 
 
@@ -285,6 +353,11 @@ def cpu_seconds(process: subprocess.Popen[bytes] | None) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def quorum_cpu_seconds(quorum: Quorum) -> float:
+    """User + system CPU seconds of all of ``quorum``'s live controllers."""
+    return sum(cpu_seconds(process) or 0.0 for process in quorum.processes)
 
 
 def _per_batch_ms(before: float | None, after: float | None, batches: int) -> float | None:
@@ -446,8 +519,17 @@ def main() -> int:
         default=3,
         help="batched runs per quorum size, each on a fresh quorum; the best counts",
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="only the median microseconds of each hand-off of a commit, fsync off and on",
+    )
     args = parser.parse_args()
     writes, trials = (100, 3) if args.quick else (400, 10)
+    if args.trace:
+        with tempfile.TemporaryDirectory(prefix="pykraft-bench-") as temp:
+            print(json.dumps({"trace": bench_trace(Path(temp), writes)}, separators=(",", ":")))
+        return 0
     repeats = 1 if args.quick else max(1, args.repeats)
     figures: dict[str, Any] = {}
     if args.fsync_only:

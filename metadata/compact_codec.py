@@ -119,7 +119,11 @@ def decode_records(payload: bytes, count: int) -> tuple[MetadataRecord, ...]:
             and type(row[1]) is int
             else None
         )
-        if schema is not None and schema.required + 2 <= len(row) <= len(schema.fields) + 2:
+        if (
+            schema is not None
+            and schema.required + 2 <= len(row) <= len(schema.fields) + 2
+            and (len(row) == schema.required + 2 or not _ends_with_default_tag(schema, row[2:]))
+        ):
             values = row[2:]
             if len(values) < len(schema.fields):  # tagged fields left out: their defaults
                 values.extend(_TAG_DEFAULTS[schema.cls][len(values) - schema.required :])
@@ -152,6 +156,16 @@ def json_lines(payload: bytes) -> tuple[bytes, ...]:
     return tuple(lines)
 
 
+def _ends_with_default_tag(schema: RecordSchema, values: list[Any]) -> bool:
+    """A row's last value is a tagged field at its default: not a row ``encode_records``
+    writes (it leaves trailing defaults out), so not one to accept — one encoding per record."""
+    count = len(values)
+    if not schema.required < count <= len(schema.fields):
+        return False
+    default = schema.fields[count - 1].type.default
+    return bool(values[-1] == (list(default) if type(default) is tuple else default))
+
+
 def _record(row: Any) -> MetadataRecord:
     if type(row) is not list or len(row) < 2:
         raise MetadataCodecError(f"a record is a [type, version, ...] array, got {row!r:.80}")
@@ -166,6 +180,11 @@ def _record(row: Any) -> MetadataRecord:
             f"{schema.cls.VERSION})"
         )
     values = row[2:]
+    if _ends_with_default_tag(schema, values):
+        field = schema.fields[len(values) - 1]
+        raise MetadataCodecError(
+            f"{schema.name} tagged field {field.json_name!r} holds its default: rows leave it out"
+        )
     for i, struct in _STRUCTS[schema.cls]:
         if i < len(values):
             values[i] = _structs_from_rows(schema, i, struct, values[i])

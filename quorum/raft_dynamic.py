@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pykraft.quorum.commit_trace import CommitTrace, traced_class
 from pykraft.quorum.config import ControllerConfig
 from pykraft.quorum.raft import MetadataRaft, RaftListener
 from pykraft.quorum.raft_dump import DumpHeader
@@ -66,8 +67,17 @@ class DynamicMetadataRaft(RaftVoterHooks, MetadataRaft):
 
 
 def open_metadata_raft(
-    config: ControllerConfig, listener: RaftListener, *, wall_clock_ms: Callable[[], int]
+    config: ControllerConfig,
+    listener: RaftListener,
+    *,
+    wall_clock_ms: Callable[[], int],
+    trace: CommitTrace | None = None,
 ) -> MetadataRaft:
-    """The Raft of ``config``'s mode: static (kraft.version 0) or dynamic (1)."""
-    raft_class = DynamicMetadataRaft if config.kraft_version == 1 else MetadataRaft
+    """The Raft of ``config``'s mode: static (kraft.version 0) or dynamic (1); with ``trace``,
+    timing every commit's hand-offs (``quorum/commit_trace.py``)."""
+    raft_class: type[MetadataRaft] = (
+        DynamicMetadataRaft if config.kraft_version == 1 else MetadataRaft
+    )
+    if trace is not None:
+        raft_class = traced_class(raft_class, trace)
     return raft_class(config, listener, wall_clock_ms=wall_clock_ms)

@@ -13,8 +13,13 @@ p50 5.3-6.8 ms, most of it the old 5 ms period. ``PromptAppendMixin`` removes th
 * a tick callback, run after pysyncobj appended the tick's proposals, sends AppendEntries at once
   when some connected follower lacks entries — or, with ``controller.quorum.append.linger.ms`` >
   0, once the oldest unsent entry has waited that long (Kafka's linger: let writes accumulate);
-* when the commit index moves, AppendEntries go out at once too: followers learn it only from
-  them, and a standby controller answers reads from what it applied;
+* followers learn the commit index only from AppendEntries (a standby controller answers reads
+  from what it applied): a new one rides on the next entries' AppendEntries when they come within
+  ``COMMIT_NOTICE_DELAY_S`` (1 ms), else it goes out alone then (within a
+  ``pykraft.raft.tick.ms`` poll). Sent at once, as before, it cost every commit two more frames
+  each way, encoded and decoded on the leader right while its event loop answered the write;
+  one-at-a-time writes now carry it in the next write's AppendEntries (issue 18, the commit
+  trace of ``quorum/commit_trace.py``: frames per commit 8 -> 4);
 * ``appendEntriesPeriod`` is then only the heartbeat of an idle leader (``HEARTBEAT_PERIOD_S``,
   or a tenth of the election timeout if that is shorter), no longer a delay on every commit.
 
@@ -25,7 +30,8 @@ followers' round trip. The follower side needs nothing: it appends and answers i
 the poll that received the entries (after its sync, with ``controller.quorum.fsync``).
 
 The reaches into pysyncobj's internals here (its poller, next-index map, connected nodes, log
-index and ``__sendAppendEntries``) are read-only but for the send, which is pysyncobj's own.
+index, commit index and ``__sendAppendEntries``, wrapped to note the commit index every
+AppendEntries carries) are read-only but for the send, which is pysyncobj's own.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 
 # An idle leader's AppendEntries (heartbeat) period; pysyncobj's default is 100 ms.
 HEARTBEAT_PERIOD_S = 0.05
+# How long a new commit index waits for the next entries' AppendEntries to carry it before it is
+# sent on its own (then within a pysyncobj.raft.tick.ms poll): see the module docstring.
+COMMIT_NOTICE_DELAY_S = 0.001
 
 
 def heartbeat_period_s(election_timeout_ms: int) -> float:
@@ -93,7 +102,6 @@ class PromptAppendMixin:
     _SyncObj__otherNodes: set[Any]
     _SyncObj__getCurrentLogIndex: Callable[[], int]
     _SyncObj__raftCommitIndex: int
-    _SyncObj__sendAppendEntries: Callable[[], None]
     _isLeader: Callable[[], bool]
     # raft_journal.DurableJournalMixin's: sync the journal if it has unsynced entries.
     _sync_after_send: Callable[[], None]
@@ -105,8 +113,10 @@ class PromptAppendMixin:
         self._wake: WakePipe | None = None
         # When an entry was first seen unsent (for the linger); None when all are sent.
         self._unsent_since: float | None = None
-        # The commit index the followers were last told of by a send here.
+        # The commit index the followers were last told of (by any AppendEntries).
         self._commit_sent = 0
+        # When a commit index no AppendEntries carried yet goes out on its own; None: none.
+        self._commit_notice_due: float | None = None
 
     def _wake_raft_thread(self) -> None:
         """From any thread: end the Raft thread's poll now."""
@@ -123,38 +133,53 @@ class PromptAppendMixin:
             if wake is not None:
                 wake.close(self._poller)
 
+    def _SyncObj__sendAppendEntries(self) -> None:
+        """Every AppendEntries carries the commit index: it is the followers' notice."""
+        commit = self._SyncObj__raftCommitIndex
+        super()._SyncObj__sendAppendEntries()  # type: ignore[misc]
+        self._commit_sent = max(self._commit_sent, commit)
+        self._commit_notice_due = None
+
     def _send_new_entries(self) -> None:
-        """Tick callback: AppendEntries now if a connected follower lacks entries."""
+        """Tick callback (on the Raft thread, after pysyncobj appended the tick's proposals)."""
         if self._wake is None:
             self._wake = WakePipe(self._poller)
+        self._send_new_entries_at(monotonic())
+
+    def _send_new_entries_at(self, now: float) -> None:
+        """AppendEntries now if a connected follower lacks entries, or when a new commit index
+        waited ``COMMIT_NOTICE_DELAY_S`` for entries to carry it."""
         if not self._isLeader():
             self._unsent_since = None
+            self._commit_notice_due = None
             return
+        if self._entries_due(now):
+            self._SyncObj__sendAppendEntries()
+            self._unsent_since = None
+            # With controller.quorum.fsync the leader's own sync overlaps the followers' round
+            # trip instead of waiting for the next tick (Raft §10.2.1).
+            self._sync_after_send()
+            return
+        if self._SyncObj__raftCommitIndex <= self._commit_sent:
+            return
+        if self._commit_notice_due is None:
+            self._commit_notice_due = now + COMMIT_NOTICE_DELAY_S
+        elif now >= self._commit_notice_due:
+            self._SyncObj__sendAppendEntries()
+            self._sync_after_send()
+
+    def _entries_due(self, now: float) -> bool:
+        """Whether a connected follower lacks entries that waited the linger."""
         last = self._SyncObj__getCurrentLogIndex()
         next_index = self._SyncObj__raftNextIndex
         connected = self._SyncObj__connectedNodes
-        commit = self._SyncObj__raftCommitIndex
-        if commit > self._commit_sent:
-            # Followers learn the commit index only from AppendEntries: without this they would
-            # apply (and serve reads of) a committed entry up to a heartbeat period late.
-            self._commit_sent = commit
-            self._SyncObj__sendAppendEntries()
-            self._unsent_since = None
-            self._sync_after_send()
-            return
         if not any(
             next_index.get(node, last + 1) <= last
             for node in self._SyncObj__otherNodes
             if node in connected
         ):
             self._unsent_since = None
-            return
-        now = monotonic()
+            return False
         if self._unsent_since is None:
             self._unsent_since = now
-        if now - self._unsent_since >= self._linger_s:
-            self._SyncObj__sendAppendEntries()
-            self._unsent_since = None
-            # With controller.quorum.fsync the leader's own sync overlaps the followers' round
-            # trip instead of waiting for the next tick (Raft §10.2.1).
-            self._sync_after_send()
+        return now - self._unsent_since >= self._linger_s

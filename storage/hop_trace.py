@@ -21,11 +21,14 @@ ENABLED = DIRECTORY is not None
 MAX_BUFFERED_MARKS = 4096
 
 _marks: list[str] = []
+# The one clock of every trace (this module's marks and quorum/commit_trace.py's): system-wide,
+# so the marks of the client, the brokers and the controllers line up.
+trace_clock_ns = time.monotonic_ns
 
 
 def mark(event: str) -> None:
     """Record that ``event`` happened now in this process."""
-    _marks.append(f"{time.monotonic_ns()} {event}\n")
+    _marks.append(f"{trace_clock_ns()} {event}\n")
     if len(_marks) >= MAX_BUFFERED_MARKS:
         flush()
 

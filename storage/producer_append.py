@@ -226,8 +226,8 @@ def apply_batch(
     if header.is_control:
         if marker is None:
             return current
-        return attrs.evolve(
-            current,
+        return ProducerStateEntry(
+            producer_id=current.producer_id,
             producer_epoch=header.producer_epoch,
             batches=batches,
             coordinator_epoch=marker.coordinator_epoch,
@@ -240,10 +240,13 @@ def apply_batch(
     txn_first_offset = current.current_txn_first_offset
     if header.is_transactional and txn_first_offset is None:
         txn_first_offset = first_offset
-    return attrs.evolve(
-        current,
+    # The constructor, not ``attrs.evolve``: this runs for every idempotent batch, and evolve
+    # looks the class's fields up on each call (a quarter of this function's time).
+    return ProducerStateEntry(
+        producer_id=current.producer_id,
         producer_epoch=header.producer_epoch,
         batches=(*batches, batch)[-NUM_BATCHES_TO_RETAIN:],
+        coordinator_epoch=current.coordinator_epoch,
         last_timestamp=timestamp,
         current_txn_first_offset=txn_first_offset,
     )

@@ -41,7 +41,9 @@ ALLOWED: dict[str, set[str]] = {
 VOCABULARY = {"protocol.errors", "storage.topic_partition", "storage.clock"}
 ALLOWED_MODULES: dict[str, set[str]] = {
     "metadata": VOCABULARY,
-    "quorum": VOCABULARY,
+    # The trace clock (storage/hop_trace.py, stdlib only): PYKRAFT_COMMIT_TRACE's marks line up
+    # with PYKRAFT_HOP_TRACE's.
+    "quorum": VOCABULARY | {"storage.hop_trace"},
     # export-topic --command-config: the one reading of a Kafka client properties file into
     # librdkafka's settings that every client tool uses (PEM trust stores, JAAS, SCRAM).
     "export": {"pykraft.client_properties"},
@@ -249,7 +251,7 @@ READS_TIME = {
     "broker/request_time.py": "a request handler's running time, for request_percentage quotas",
     "pykraft/dev.py": "pykraft dev waiting for its child processes",
     "pykraft/dev_wait.py": "pykraft dev-wait's deadline while it polls cluster.json",
-    "storage/hop_trace.py": "PYKRAFT_HOP_TRACE's marks, on the clock every process shares",
+    "storage/hop_trace.py": "the trace clock of PYKRAFT_HOP_TRACE and PYKRAFT_COMMIT_TRACE",
 }
 
 

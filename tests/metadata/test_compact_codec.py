@@ -185,6 +185,25 @@ def test_a_valid_row_with_one_value_replaced_decodes_or_is_refused(record, data)
     assert json.loads(encode_records([decoded])) == [row]
 
 
+def test_a_row_ending_in_a_tagged_field_at_its_default_is_refused() -> None:
+    # One row per record: encode_records leaves trailing defaults out, so a row that spells one
+    # out was not written by it (Hypothesis found [.., [2], []] accepted as the row without []).
+    topic_id = "ThIaNwRnSM2Nt9Mx1v0RvA"
+    record = PartitionRecord(
+        partition_id=0,
+        topic_id=topic_id,
+        replicas=(1, 2),
+        isr=(1,),
+        leader=1,
+        eligible_leader_replicas=(2,),
+    )
+    (row,) = json.loads(encode_records([record]))
+    assert row[-1] == [2]
+    with pytest.raises(MetadataCodecError, match="'lastKnownElr' holds its default"):
+        decode_records(json.dumps([[*row, []]]).encode(), 1)
+    assert decode_records(json.dumps([row]).encode(), 1) == (record,)
+
+
 def test_rows_leave_empty_elr_tags_out_and_read_them_back_as_empty() -> None:
     # KIP-966's tagged fields: a PartitionRecord without ELR state keeps the row it always had.
     topic_id = "ThIaNwRnSM2Nt9Mx1v0RvA"

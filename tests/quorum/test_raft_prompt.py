@@ -1,5 +1,6 @@
 """The Raft thread's wake pipe (quorum/raft_prompt.py): it wakes the poller and is closed with
-the Raft instance."""
+the Raft instance; a new commit index reaches the followers with the next entries, or alone
+after COMMIT_NOTICE_DELAY_S."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import pytest
 from pysyncobj.poller import PollPoller
 
-from pykraft.quorum.raft_prompt import PromptAppendMixin, WakePipe
+from pykraft.quorum.raft_prompt import COMMIT_NOTICE_DELAY_S, PromptAppendMixin, WakePipe
 
 
 def is_open(descriptor: int) -> bool:
@@ -63,3 +64,59 @@ def test_destroying_the_raft_closes_its_wake_pipe() -> None:
     raft._doDestroy()
     assert raft.torn_down
     assert not any(is_open(descriptor) for descriptor in descriptors)
+
+
+class Leader:
+    """What ``_send_new_entries_at`` reads of pysyncobj: a leader with two connected followers
+    that have every entry; ``sends`` lists the commit index each AppendEntries carried."""
+
+    def __init__(self) -> None:
+        self._poller = PollPoller()
+        self._SyncObj__otherNodes = {"f1", "f2"}
+        self._SyncObj__connectedNodes = {"f1", "f2"}
+        self._SyncObj__raftNextIndex = {"f1": 11, "f2": 11}
+        self._SyncObj__raftCommitIndex = 10
+        self.log_index = 10
+        self.sends: list[int] = []
+
+    def _isLeader(self) -> bool:
+        return True
+
+    def _SyncObj__getCurrentLogIndex(self) -> int:
+        return self.log_index
+
+    def _SyncObj__sendAppendEntries(self) -> None:
+        self.sends.append(self._SyncObj__raftCommitIndex)
+        for node in self._SyncObj__raftNextIndex:
+            self._SyncObj__raftNextIndex[node] = self.log_index + 1
+
+    def _sync_after_send(self) -> None:
+        pass
+
+
+class PromptLeader(PromptAppendMixin, Leader):
+    def __init__(self) -> None:
+        super().__init__()
+        self._init_prompt_append(0)
+        self._commit_sent = 10
+
+
+def test_a_new_commit_index_goes_out_alone_after_the_notice_delay() -> None:
+    leader = PromptLeader()
+    leader._SyncObj__raftCommitIndex = 11  # committed; no entry waits
+    leader._send_new_entries_at(100.0)
+    leader._send_new_entries_at(100.0 + COMMIT_NOTICE_DELAY_S / 2)
+    assert leader.sends == []
+    leader._send_new_entries_at(100.0 + COMMIT_NOTICE_DELAY_S)
+    leader._send_new_entries_at(100.0 + 2 * COMMIT_NOTICE_DELAY_S)
+    assert leader.sends == [11]  # once
+
+
+def test_a_new_commit_index_rides_on_the_next_entries() -> None:
+    leader = PromptLeader()
+    leader._SyncObj__raftCommitIndex = 11
+    leader._send_new_entries_at(100.0)
+    leader.log_index = 12  # the next write, appended before the notice was due
+    leader._send_new_entries_at(100.0 + COMMIT_NOTICE_DELAY_S / 2)
+    leader._send_new_entries_at(100.0 + 2 * COMMIT_NOTICE_DELAY_S)
+    assert leader.sends == [11]  # the entries' AppendEntries told the followers

@@ -12,6 +12,7 @@ import inspect
 import os
 import socket
 import struct
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,11 +35,13 @@ from pykraft.quorum.raft_transport import (
     MAX_UNAUTHENTICATED_BYTES,
     MAX_UNAUTHENTICATED_CONNECTIONS,
     PYSYNCOBJ_VERSION,
+    SMALL_FRAME_BYTES,
     FrameVerdict,
     GuardedTcpConnection,
     GuardedTcpServer,
     GuardedTransport,
     cluster_key,
+    compress_frame,
     judge_frame,
 )
 
@@ -248,6 +251,40 @@ def test_an_authenticated_large_frame_arrives_in_bounded_reads(pair: Pair) -> No
     rounds = pair.poll_until(lambda: bool(pair.messages))
     assert pair.messages == [payload] and not pair.disconnected
     assert rounds >= (8 << 20) // MAX_READ_BYTES_PER_EVENT  # the Raft thread ticked in between
+
+
+def test_frames_are_zlib_streams_pysyncobj_reads() -> None:
+    small = b"an AppendEntries answer " * 7
+    large = os.urandom(SMALL_FRAME_BYTES // 2) * 2  # compressible: its second half repeats
+    assert zlib.decompress(compress_frame(small)) == small
+    # Small frames skip pysyncobj's 256 KiB deflate state; large ones keep its level 3.
+    assert compress_frame(small) != zlib.compress(small, 3)
+    assert compress_frame(large) == zlib.compress(large, 3)
+    assert zlib.decompress(compress_frame(large)) == large
+
+
+def test_a_guarded_sender_talks_to_a_plain_pysyncobj_receiver() -> None:
+    # Both ends of a rolling upgrade: our frames are read by pysyncobj's own parser.
+    poller = createPoller("auto")
+    mine, theirs = socket.socketpair()
+    mine.setblocking(False)
+    theirs.setblocking(False)
+    received: list[Any] = []
+    sender = GuardedTcpConnection.guard(TcpConnection(poller, socket=mine))
+    receiver = TcpConnection(poller, socket=theirs, onMessageReceived=received.append)
+    sender.encryptor = receiver.encryptor = ENCRYPTOR
+    messages = [{"type": "next_node_idx", "next_node_idx": 8}, os.urandom(SMALL_FRAME_BYTES)]
+    try:
+        for message in messages:
+            sender.send(message)
+        for _ in range(MAX_POLL_ROUNDS):
+            poller.poll(0)
+            if len(received) == len(messages):
+                break
+        assert received == messages
+    finally:
+        sender.disconnect()
+        receiver.disconnect()
 
 
 def test_the_same_frame_is_refused_before_authentication(pair: Pair) -> None:
