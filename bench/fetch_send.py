@@ -3,6 +3,11 @@ header bytes and one file slice, CPU of the event loop's thread per 100 MB.
 
     .venv/bin/python bench/fetch_send.py            # 16 KiB .. 1 MiB slices, 200 MB each
     .venv/bin/python bench/fetch_send.py --quick    # 20 MB each: a smoke run
+    .venv/bin/python bench/fetch_send.py --sizes-kib 256 --partitions 100   # a consumer's Fetch
+
+``--partitions N`` answers for N partitions instead of one: each a partition header and a slice,
+the middle one of the slice size, the others of ``SMALL_SLICE_BYTES`` (a consumer's Fetch over
+many partitions, one with a backlog: one big slice among small ones, all sent part by part).
 
 Why: under acks=all RF=3 every byte leaves the leader twice, once to each follower, and issue
 18's profile had the leader's writing of Fetch answers at ~18% of the brokers' busy time. This
@@ -43,6 +48,8 @@ KIB, MB = 1024, 1_000_000
 SIZES_KIB = (16, 64, 256, 1024)
 FILE_BYTES = 8 * KIB * KIB
 HEADER = bytes(60)  # about a v16 Fetch answer's bytes before one partition's records
+PARTITION_HEADER = bytes(40)  # about a v16 Fetch answer's bytes per further partition
+SMALL_SLICE_BYTES = 1 * KIB
 
 
 def follower(address: tuple[str, int], requests: int, done: list[float]) -> None:
@@ -62,25 +69,37 @@ def follower(address: tuple[str, int], requests: int, done: list[float]) -> None
     done.append(time.perf_counter())
 
 
-async def one_run(segment: Path, slice_bytes: int, total_bytes: int, sendfile: bool) -> float:
+async def one_run(
+    segment: Path, slice_bytes: int, total_bytes: int, sendfile: bool, partitions: int = 1
+) -> float:
     """CPU-seconds of the loop thread per 100 MB of slices sent."""
     position = 0
     fd = os.open(segment, os.O_RDONLY)
     file_id = file_id_of(fd)  # as a segment's slices carry it: no stat per answer
     os.close(fd)
+    sizes = [SMALL_SLICE_BYTES] * partitions
+    sizes[partitions // 2] = slice_bytes
+    answer_bytes = sum(sizes)
+
+    def next_slice(length: int) -> FileSlice:
+        nonlocal position
+        position = position if position + length <= FILE_BYTES else 0
+        piece = FileSlice(segment, position, length, file_id)
+        position += length
+        return piece
 
     async def fetch(context: RequestContext, body: memoryview) -> Segments:
-        nonlocal position
-        piece = FileSlice(segment, position, slice_bytes, file_id)
-        position = (position + slice_bytes) % (FILE_BYTES - slice_bytes)
-        return frame_response(context.header.correlation_id, 0, Segments.of([HEADER, piece]))
+        parts: list[bytes | FileSlice] = [HEADER]
+        for index, length in enumerate(sizes):
+            parts += [PARTITION_HEADER, next_slice(length)] if index else [next_slice(length)]
+        return frame_response(context.header.correlation_id, 0, Segments.of(parts))
 
     listener = KafkaListener(
         fetch, port=0, use_sendfile=sendfile, monotonic_ms=lambda: time.monotonic_ns() // 10**6
     )
     await listener.start()
     try:
-        requests = max(1, total_bytes // slice_bytes)
+        requests = max(1, total_bytes // answer_bytes)
         done: list[float] = []
         reader = threading.Thread(
             target=follower, args=(("127.0.0.1", listener.port), requests, done)
@@ -92,13 +111,15 @@ async def one_run(segment: Path, slice_bytes: int, total_bytes: int, sendfile: b
         assert done, "the follower thread failed"
     finally:
         await listener.close()
-    return cpu * 100 * MB / (requests * slice_bytes)
+    return cpu * 100 * MB / (requests * answer_bytes)
 
 
 async def measure(
-    total_bytes: int, repeats: int, sizes_kib: tuple[int, ...]
+    total_bytes: int, repeats: int, sizes_kib: tuple[int, ...], partitions: int
 ) -> dict[str, float | int]:
     figures: dict[str, float | int] = {"megabytes_per_run": total_bytes // MB, "repeats": repeats}
+    figures["partitions"] = partitions
+    shape = f"_p{partitions}" if partitions > 1 else ""
     with tempfile.TemporaryDirectory(prefix="pykraft-bench-fetch-send-") as directory:
         segment = Path(directory) / "00000000000000000000.log"
         segment.write_bytes(os.urandom(FILE_BYTES))
@@ -106,10 +127,12 @@ async def measure(
             runs: dict[str, list[float]] = {"copy": [], "sendfile": []}
             for _ in range(repeats):
                 for name in ("copy", "sendfile"):
-                    cpu = await one_run(segment, size_kib * KIB, total_bytes, name == "sendfile")
+                    sendfile = name == "sendfile"
+                    cpu = await one_run(segment, size_kib * KIB, total_bytes, sendfile, partitions)
                     runs[name].append(cpu)
             for name, values in runs.items():
-                figures[f"{name}_{size_kib}k_cpu_s_per_100mb"] = round(statistics.median(values), 4)
+                key = f"{name}_{size_kib}k{shape}_cpu_s_per_100mb"
+                figures[key] = round(statistics.median(values), 4)
     figures["loadavg_1m"] = round(os.getloadavg()[0], 2)
     return figures
 
@@ -122,9 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes-kib", type=int, nargs="+", default=SIZES_KIB, help="slice sizes (KiB)"
     )
+    parser.add_argument(
+        "--partitions", type=int, default=1, help="partitions per answer (one big slice)"
+    )
     args = parser.parse_args(argv)
+    if args.partitions < 1:
+        parser.error("--partitions must be at least 1")
     megabytes, repeats = (20, 1) if args.quick else (args.megabytes, args.repeats)
-    print_figures(uvloop.run(measure(megabytes * MB, repeats, tuple(args.sizes_kib))))
+    sizes = tuple(args.sizes_kib)
+    print_figures(uvloop.run(measure(megabytes * MB, repeats, sizes, args.partitions)))
     return 0
 
 

@@ -383,7 +383,6 @@ class _Connection:
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
-            self._out.close()
             self._writer.close()
             self._metrics.record_connection_closed(reason)
             logger.debug("connection %s closed: %s", self._id, reason.value)
@@ -565,8 +564,7 @@ class _Connection:
                 return item.reason
             if isinstance(item, _Answer):
                 try:
-                    await self._out.send(item.response)
-                    self._metrics.record_bytes_out(item.response.length)
+                    self._metrics.record_bytes_out(await self._out.send(item.response))
                 except (ConnectionError, OSError) as error:
                     logger.debug("sending to %s failed: %s", self._id, error)
                     return CloseReason.SEND_FAILED
@@ -653,8 +651,7 @@ class _Connection:
                     await self._out.drain()
                     self._metrics.record_bytes_out(response.length)
                 else:
-                    await self._out.send(response)
-                    self._metrics.record_bytes_out(response.length)
+                    self._metrics.record_bytes_out(await self._out.send(response))
                     if hop_trace.ENABLED:
                         self._mark("write", header.api_key)
             except (ConnectionError, ShortFileSliceError, StaleFileSliceError, OSError) as error:

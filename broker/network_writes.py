@@ -1,11 +1,12 @@
 """A Kafka connection's response bytes onto its socket (``broker.network``'s writing half).
 
-A response is ``protocol.segments.Segments``: buffers are written as they are; file slices
-(``storage.file_slice.FileSlice``: path, position, length, the file's identity) of at least
-``SENDFILE_MIN_BYTES`` go out with ``os.sendfile`` on a plain socket while the transport holds
-nothing unsent (``broker.socket_sendfile``) — Kafka's zero-copy fetch — and smaller ones, the
-rest of a slice the socket did not take, or all of them over TLS, by reading the file in
-chunks. A response up to ``WRITE_COALESCE_BYTES`` without such a slice is gathered and written
+A response is ``protocol.segments.Segments``: buffers and file slices
+(``storage.file_slice.FileSlice``: path, position, length, the file's identity). Slices of at
+least ``SENDFILE_MIN_BYTES`` go out with ``os.sendfile`` on a plain socket while the transport
+holds nothing unsent (``broker.socket_sendfile``) — Kafka's zero-copy fetch — and the rest of a
+slice the socket did not take, or all of them over TLS, by reading the file in chunks; smaller
+slices are read and joined with the buffers around them into one send (``broker.send_plan``).
+A response up to ``WRITE_COALESCE_BYTES`` without such a slice is gathered and written
 in one write. Open files are shared across connections in a bounded cache
 (``broker.file_cache.OpenFileCache``); a slice is sent only from the file it was cut from.
 Ordering, metrics and failures stay with the connection.
@@ -21,12 +22,13 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from pykraft.broker.file_cache import OpenFileCache
+from pykraft.broker.send_plan import send_steps
 from pykraft.broker.socket_sendfile import (
     SendfileUnsupportedError,
     SocketSender,
     can_send_directly,
 )
-from pykraft.protocol.segments import FileSliceLike, Segments, segment_length
+from pykraft.protocol.segments import FileSliceLike, Segment, Segments
 from pykraft.storage.file_slice import FileSlice
 
 logger = logging.getLogger(__name__)
@@ -65,9 +67,8 @@ class ResponseWriter:
         self._writer = writer
         self._listener = listener
         # Big file slices are sendfile'd (not over TLS, nor when the listener copies), by a
-        # sender made for the first one.
+        # sender made for each response that has one.
         self._direct = listener.use_sendfile and can_send_directly(writer.transport)
-        self._sender: SocketSender | None = None
 
     def unsent_bytes(self) -> int:
         """Bytes the transport holds, not yet taken by the socket."""
@@ -76,35 +77,51 @@ class ResponseWriter:
     async def drain(self) -> None:
         await self._writer.drain()
 
-    def close(self) -> None:
-        """The sender's descriptor (the connection's stream is its owner's to close)."""
-        if self._sender is not None:
-            self._sender.close()
-            self._sender = None
-
-    async def send(self, segments: Segments) -> None:
-        """Write a response whole, big file slices sendfile'd; waits while the socket is full."""
+    async def send(self, segments: Segments) -> int:
+        """Write a response whole, big file slices sendfile'd; waits while the socket is full.
+        The bytes written: all of them, or none when the connection closed before."""
         buffers = self.gathered(segments)
         if buffers is not None:
             self.write(buffers)
             await self._writer.drain()
-            return
-        if self._sender is None and self._wants_sendfile(segments):
-            self._sender = SocketSender(self._writer.transport)
-        parts = segments.parts
-        # Buffers before the last part with bytes go with MSG_MORE: the headers before a
-        # sendfile'd slice leave in its first packet, and nothing is held after the end.
-        last = max((i for i, part in enumerate(parts) if segment_length(part)), default=-1)
-        for index, part in enumerate(parts):
-            if isinstance(part, bytes | bytearray | memoryview):
-                size = segment_length(part)
-                more = index < last
-                sent = self._sender.send_buffer(part, more) if self._sender and size else 0
-                if sent < size:
-                    self._writer.write(memoryview(part).cast("B")[sent:] if sent else part)
-            elif part.length:
-                await self._send_file_slice(part)
+            return segments.length
+        if self._writer.transport.is_closing():
+            # Closed while the handler worked (a peer's reset: uvloop has closed the socket and
+            # reports its descriptor as -1). Nothing can be sent; the reader ends the connection.
+            logger.debug("a connection closed before its response was sent")
+            return 0
+        sender = SocketSender(self._writer.transport) if self._wants_sendfile(segments) else None
+        try:
+            await self._send_parts(segments, sender)
+        finally:
+            if sender is not None:
+                sender.close()
         await self._writer.drain()
+        return segments.length
+
+    async def _send_parts(self, segments: Segments, sender: SocketSender | None) -> None:
+        # broker.send_plan: big slices alone, the parts between them joined into one send
+        # each, and which sends carry MSG_MORE (the headers before a sendfile'd slice leave
+        # in its first packet, and nothing is held after the end).
+        for step in send_steps(segments.parts, SENDFILE_MIN_BYTES, WRITE_COALESCE_BYTES):
+            if step.big_slice is not None:
+                await self._send_file_slice(step.big_slice, sender if self._direct else None)
+                continue
+            data = self._joined(step.run)
+            sending = sender is not None and self._direct
+            sent = sender.send_buffer(data, step.more) if sender and sending else 0
+            if sent < step.length:
+                self._writer.write(memoryview(data).cast("B")[sent:] if sent else data)
+                await self._writer.drain()  # at most one run held in the transport
+
+    def _joined(self, run: tuple[Segment, ...]) -> bytes | bytearray | memoryview:
+        """A run of buffers and small slices as one buffer, its slices read."""
+        if len(run) == 1 and isinstance(run[0], bytes | bytearray | memoryview):
+            return run[0]
+        read = self._read_file_slice
+        return b"".join(
+            part if isinstance(part, bytes | bytearray | memoryview) else read(part) for part in run
+        )
 
     def gathered(self, segments: Segments) -> list[bytes | bytearray | memoryview] | None:
         """A response of at most WRITE_COALESCE_BYTES as buffers, its file slices read; None
@@ -149,30 +166,28 @@ class ResponseWriter:
             )
         return data
 
-    async def _send_file_slice(self, part: FileSliceLike) -> None:
+    async def _send_file_slice(self, part: FileSliceLike, sender: SocketSender | None) -> None:
         # Only the file the slice was cut from (a cleaner swap may have renamed another over
         # its path since): StaleFileSliceError closes the connection rather than send its bytes.
         file_id = part.file_id if isinstance(part, FileSlice) else None
         now_ms = self._listener.monotonic_ms()
         with self._listener.files.open(Path(part.path), file_id, now_ms) as file:
-            sent = self._sendfile_now(file, part) if part.length >= SENDFILE_MIN_BYTES else 0
+            sent = 0
+            if sender is not None and part.length >= SENDFILE_MIN_BYTES:
+                sent = self._sendfile_now(file, part, sender)
             sent = await self._copy_file(file, part, sent)
         if sent != part.length:
             raise ShortFileSliceError(
                 f"{part.path} ended after {sent} of {part.length} bytes from {part.position}"
             )
 
-    def _sendfile_now(self, file: BinaryIO, part: FileSliceLike) -> int:
+    def _sendfile_now(self, file: BinaryIO, part: FileSliceLike, sender: SocketSender) -> int:
         """Bytes of the slice's start sent with os.sendfile (0 if none could be)."""
-        if self._sender is None:
-            return 0
         try:
-            return self._sender.send_file(file.fileno(), part.position, part.length)
+            return sender.send_file(file.fileno(), part.position, part.length)
         except SendfileUnsupportedError as error:
             logger.info("sendfile unavailable (%s); reading segment files instead", error)
             self._listener.use_sendfile = self._direct = False
-            self._sender.close()
-            self._sender = None
             return 0
 
     async def _copy_file(self, file: BinaryIO, part: FileSliceLike, sent: int) -> int:

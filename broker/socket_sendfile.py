@@ -16,9 +16,19 @@ at a time over loopback, CPU of the loop's thread per 100 MB, median of 3; copy 
 sendfile: 0.132 vs 0.144, 0.046 vs 0.048; with ``TCP_CORK`` around each answer: 0.131 vs 0.178,
 0.046 vs 0.072.
 
-The sender holds a duplicate of the socket's descriptor (Python sends flags only through a
-socket object, and the transport's is a stand-in without ``send``): one more descriptor per
-connection that was answered with a big slice, closed with the connection.
+sendfile hands the kernel references to the file's pages, not copies: the bytes are read from
+the page cache when the socket transmits them, not when the call returns. A log truncated and
+appended to again (a replica truncating after a leader change, then fetching the new leader's
+records) while an answer still sits in the socket's send buffer can therefore send the new
+bytes where the old ones were: a batch cut across fails the client's CRC check, a whole new one
+does not. Kafka's ``FileChannel.transferTo`` has the same exposure; nothing here guards it.
+
+A sender lives for one response and holds no descriptor of its own: Python sends flags only
+through a socket object, and the transport's is a stand-in without ``send``, so the sender wraps
+the transport's descriptor and ``close`` detaches it (never closes it). A long-lived duplicate
+cost a second descriptor per connection. The transport may close while the response waits for
+the socket to drain (its descriptor then closed, its number free for reuse): the sender checks
+``is_closing`` before each call and sends nothing then.
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ import errno
 import os
 import socket
 
+# Linux only; elsewhere the buffers before a slice leave as packets of their own.
+MSG_MORE: int = getattr(socket, "MSG_MORE", 0)
 # sendfile refused for this pair of descriptors, not a failed connection: copy instead.
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP})
 
@@ -45,29 +57,39 @@ def can_send_directly(transport: asyncio.BaseTransport) -> bool:
 
 
 class SocketSender:
-    """Writes to one connection's socket while its transport holds nothing unsent."""
+    """Writes one response to a connection's socket while its transport holds nothing unsent
+    and is open; ``close`` (always, once the response is sent) leaves the descriptor open."""
 
     def __init__(self, transport: asyncio.WriteTransport) -> None:
-        assert can_send_directly(transport)
+        assert can_send_directly(transport) and not transport.is_closing()
         self._transport = transport
-        self._socket = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
-        self._socket.setblocking(False)
+        stand_in = transport.get_extra_info("socket")
+        # Family, type and protocol given: the kernel is not asked. The descriptor is already
+        # non-blocking (the loop's); the object's own timeout stays None, so a full socket
+        # raises BlockingIOError rather than waiting.
+        self._socket = socket.socket(
+            stand_in.family, stand_in.type, stand_in.proto, stand_in.fileno()
+        )
+
+    def _idle(self) -> bool:
+        """Nothing unsent in the transport, and its socket still open."""
+        return not self._transport.get_write_buffer_size() and not self._transport.is_closing()
 
     def send_buffer(self, data: bytes | bytearray | memoryview, more: bool) -> int:
-        """Bytes of ``data`` sent (0 while the transport holds unsent bytes); ``more``: the
-        response goes on, so the kernel may hold a partial packet for it."""
-        if self._transport.get_write_buffer_size():
+        """Bytes of ``data`` sent (0 while the transport holds unsent bytes or is closing);
+        ``more``: the response goes on, so the kernel may hold a partial packet for it."""
+        if not self._idle():
             return 0
         try:
-            return self._socket.send(data, socket.MSG_MORE if more else 0)
+            return self._socket.send(data, MSG_MORE if more else 0)
         except BlockingIOError:
             return 0
 
     def send_file(self, file_fd: int, position: int, length: int) -> int:
         """Bytes of the file from ``position`` sent, up to ``length`` (0 while the transport
-        holds unsent bytes); stops when the socket is full or the file ends (the caller finds
-        a short slice). Connection errors propagate."""
-        if self._transport.get_write_buffer_size():
+        holds unsent bytes or is closing); stops when the socket is full or the file ends (the
+        caller finds a short slice). Connection errors propagate."""
+        if not self._idle():
             return 0
         sent = 0
         while sent < length:
@@ -85,4 +107,5 @@ class SocketSender:
         return sent
 
     def close(self) -> None:
-        self._socket.close()
+        """Release the socket object; the descriptor stays the transport's."""
+        self._socket.detach()
