@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, ItemsView
 from pathlib import Path
 
 import pytest
@@ -398,7 +398,7 @@ class _CountingWalks(dict[TopicPartition, PartitionLog]):
 
     walks = 0
 
-    def items(self):  # type: ignore[override]
+    def items(self) -> ItemsView[TopicPartition, PartitionLog]:  # type: ignore[override]
         self.walks += 1
         return super().items()
 
