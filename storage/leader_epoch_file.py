@@ -17,6 +17,14 @@ as unsynced until then (a killed process's write may be in the page cache only).
 leader of 2,000 new partitions was 4,000 fsyncs, 44% of the time (py-spy); now it is none, and
 a partition that never flushes never pays for it.
 
+At load the entries at or above the log end are cut in memory only
+(``LeaderEpochCache.truncate_loaded_from_end``; Kafka's ``LogLoader`` also defers that write,
+``truncateFromEndAsyncFlush(nextOffset)``); the file is rewritten, with fsync, before the log
+next grows or its recovery point moves (``write_pending``), unless an ``assign`` first restores
+exactly what the file holds: an empty partition led again in the same epoch after a restart.
+Meanwhile the file only has extra entries at or above a log end that has not moved, which any
+load cuts again, so the argument below holds unchanged.
+
 Kafka does it the other way round: since KAFKA-16541 (apache/kafka#15993, reverting part of
 KAFKA-15046, #14242) ``LeaderEpochFileCache.assign`` writes with fsync and only
 ``truncateFromStartAsyncFlush`` / ``truncateFromEndAsyncFlush`` write later on the scheduler

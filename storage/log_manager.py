@@ -330,7 +330,14 @@ class LogManager:
     def update_topic_config(self, topic: str, config: LogConfig) -> list[TopicPartition]:
         """``config`` is ``topic``'s from now on (Kafka ``LogManager.updateTopicConfig``): every
         open log of the topic takes it (``PartitionLog.update_config``), and so does any log of
-        the topic created later. Returns the partitions whose config changed."""
+        the topic created later. Returns the partitions whose config changed.
+
+        A config the topic already has changes nothing and walks no log: every open log holds
+        its topic's config (logs open with ``config_for``, and only this method changes one),
+        so handing each of a topic's partitions the same config on the first image is one walk
+        per topic, not one per partition (a restart with 2,000 partitions spent 0.75 s here)."""
+        if self.topic_configs.get(topic) == config:
+            return []
         self.topic_configs[topic] = config
         changed = []
         for tp, log in self._logs.items():

@@ -318,7 +318,7 @@ def load_memory_log(
         disk.segments.append(MemorySegment(start, now_ms))
     log_end = disk.segments[-1].next_offset
     point = log_end if had_clean_shutdown else min(recovery_point, log_end)
-    cache.truncate_from_end(log_end)
+    cache.truncate_loaded_from_end(log_end)
     cache.truncate_from_start(start)
     report = RecoveryReport(
         had_clean_shutdown=had_clean_shutdown,

@@ -262,6 +262,6 @@ def load_log(
         # epochs below the log end, where the point now stands: sync them before it passes
         # them (storage/leader_epoch_file.py, step 2 of the argument).
         cache.flush()
-    cache.truncate_from_end(log_end)
+    cache.truncate_loaded_from_end(log_end)  # the file when the log next changes
     cache.truncate_from_start(start)
     return LoadedLog(segments, start, max(point, start), cache, report)

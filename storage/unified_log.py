@@ -261,6 +261,7 @@ class UnifiedLog:
         # Recorded before the write, as Kafka's UnifiedLog.append does: a ``flush.messages``
         # flush inside the write syncs the epoch history first (``store.before_flush``), so no
         # batch is ever durable below the recovery point without its epoch.
+        self.leader_epoch_cache.write_pending()
         if latest != leader_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         try:
@@ -285,6 +286,7 @@ class UnifiedLog:
             return append_info(
                 [], first_offset, log_start_offset=self._log_start_offset, valid_bytes=0
             )
+        self.leader_epoch_cache.write_pending()
         for item in validated:
             epoch = item.header.partition_leader_epoch
             if epoch >= 0 and epoch != self.leader_epoch_cache.latest_epoch:

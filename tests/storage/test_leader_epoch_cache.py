@@ -8,17 +8,19 @@ tested separately for persistence.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-from pykraft.storage.checkpoints import CheckpointError
+from pykraft.storage import leader_epoch_file
+from pykraft.storage.checkpoints import CheckpointError, write_leader_epoch_checkpoint
 from pykraft.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     Entries,
     EpochEntry,
+    LeaderEpochCache,
     OffsetAndEpoch,
     assign_epoch,
     end_offset_for,
@@ -33,6 +35,9 @@ from pykraft.storage.leader_epoch_cache import (
     truncate_from_start,
 )
 from pykraft.storage.leader_epoch_file import LeaderEpochFileCache
+from pykraft.storage.log_config import LogConfig
+from pykraft.storage.partition_log import PartitionLog
+from pykraft.storage.records import SimpleRecord, build_batch
 
 Op = tuple[str, int] | tuple[str, int, int]
 E = EpochEntry
@@ -297,3 +302,87 @@ def test_cache_load_rejects_bad_files(tmp_path: Path) -> None:
     path.write_text("0\n2\n1 5\n")
     with pytest.raises(CheckpointError, match="expected 2 entries"):
         LeaderEpochFileCache(path)
+
+
+# ------------------------------------------------------------------ a restart's writes
+# Kafka's LogLoader cuts the entries at or above the log end in memory and writes the file later
+# (truncateFromEndAsyncFlush(nextOffset)); its LeaderEpochFileCache.assign writes nothing when
+# the epoch is already the latest (isUpdateNeeded). An empty partition's only entry starts at its
+# log end, so each restart cut it and its leader's assign put it back: two rewrites for nothing.
+
+
+class RecordingCheckpoint:
+    """An ``EpochCheckpoint`` in memory that records every write and sync."""
+
+    def __init__(self, *entries: EpochEntry) -> None:
+        self.stored: Entries = entries
+        self.writes: list[tuple[Entries, bool]] = []
+        self.syncs = 0
+
+    def read(self) -> Entries:
+        return self.stored
+
+    def write(self, entries: Entries, *, durable: bool = True) -> None:
+        self.stored = entries
+        self.writes.append((entries, durable))
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+
+def test_a_restarted_leader_of_an_empty_partition_rewrites_no_checkpoint() -> None:
+    checkpoint = RecordingCheckpoint(E(3, 0))
+    cache = LeaderEpochCache(checkpoint)
+    cache.truncate_loaded_from_end(0)  # the load: log end 0
+    assert not cache.entries  # Kafka's history: the entry at the log end is cut
+    assert cache.assign(3, 0)  # the image makes it leader in the same epoch
+    assert cache.entries == (E(3, 0),)
+    assert checkpoint.writes == []  # the file already holds exactly this
+    cache.flush()  # still counts as unsynced (read at start-up): the first flush syncs it
+    assert (checkpoint.writes, checkpoint.syncs) == ([], 1)
+
+
+def test_a_cut_left_in_memory_is_written_with_fsync_before_the_log_changes() -> None:
+    checkpoint = RecordingCheckpoint(E(0, 0), E(1, 5))
+    cache = LeaderEpochCache(checkpoint)
+    cache.truncate_loaded_from_end(5)
+    cache.write_pending()  # an append follows
+    assert checkpoint.writes == [((E(0, 0),), True)]
+    cache.write_pending()
+    assert len(checkpoint.writes) == 1  # nothing left to write
+
+    checkpoint = RecordingCheckpoint(E(0, 0), E(1, 5))
+    cache = LeaderEpochCache(checkpoint)
+    cache.truncate_loaded_from_end(5)
+    cache.flush()  # before the recovery point moves
+    assert checkpoint.writes == [((E(0, 0),), True)]
+
+    checkpoint = RecordingCheckpoint(E(0, 0), E(1, 5))
+    cache = LeaderEpochCache(checkpoint)
+    cache.truncate_loaded_from_end(5)
+    cache.assign(2, 5)  # it only appends to the history, but drops (1, 5) from the file
+    assert checkpoint.writes == [((E(0, 0), E(2, 5)), True)]
+    cache.assign(3, 9)  # a plain addition again
+    assert checkpoint.writes[-1] == ((E(0, 0), E(2, 5), E(3, 9)), False)
+
+
+def test_reopening_an_empty_log_and_leading_it_in_the_same_epoch_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "orders-0"
+    log = PartitionLog.open(directory, LogConfig())
+    log.leader_epoch_cache.assign(7, log.log_end_offset)
+    log.close()
+    writes: list[list[tuple[int, int]]] = []
+
+    def recording(path: Path, entries: Iterable[tuple[int, int]], *, durable: bool) -> None:
+        writes.append(list(entries))
+        write_leader_epoch_checkpoint(path, writes[-1], durable=durable)
+
+    monkeypatch.setattr(leader_epoch_file, "write_leader_epoch_checkpoint", recording)
+    log = PartitionLog.open(directory, LogConfig(), had_clean_shutdown=True)
+    log.leader_epoch_cache.assign(7, log.log_end_offset)  # what becoming leader does
+    assert writes == []  # was a synced rewrite at load and another at the assign
+    log.append_as_leader(bytearray(build_batch([SimpleRecord(b"v")])), 7, now_ms=0)
+    log.close()
+    assert PartitionLog.open(directory, LogConfig()).leader_epoch_cache.entries == (E(7, 0),)

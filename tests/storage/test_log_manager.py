@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, ItemsView
 from pathlib import Path
 
 import pytest
@@ -391,3 +391,28 @@ def test_a_partition_with_a_preferred_log_dir_is_left_to_the_publication(tmp_pat
     assert manager.log_dir_of(placed) == tmp_path / "d2"
     assert placed not in manager.preferred_log_dirs
     manager.shutdown()
+
+
+class _CountingWalks(dict[TopicPartition, PartitionLog]):
+    """The manager's log table, counting the walks over it."""
+
+    walks = 0
+
+    def items(self) -> ItemsView[TopicPartition, PartitionLog]:  # type: ignore[override]
+        self.walks += 1
+        return super().items()
+
+
+def test_handing_each_partition_its_topics_config_walks_the_logs_once_per_topic(
+    tmp_path: Path,
+) -> None:
+    manager = open_manager([tmp_path])
+    partitions = [TopicPartition("orders", p) for p in range(20)] + [AUDIT_0]
+    for tp in partitions:
+        manager.get_or_create_log(tp, now_ms=0)
+    manager._logs = counting = _CountingWalks(manager._logs)
+    # What the first image does on a restart: each partition's log, with its topic's config.
+    for tp in partitions:
+        manager.get_or_create_log(tp, now_ms=0, config=COMPACT)
+    assert counting.walks == 2  # one per topic, not one per partition
+    assert all(manager.logs[tp].config == COMPACT for tp in partitions)
