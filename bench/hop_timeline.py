@@ -39,7 +39,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -48,7 +47,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import cpu_seconds, print_figures
-from bench.replication import CONFIGURATIONS, PARTITIONS, RECORD_BYTES, Cluster, Producer
+from bench.replication import (
+    CONFIGURATIONS,
+    PARTITIONS,
+    RECORD_BYTES,
+    Cluster,
+    Producer,
+    send_one,
+)
 from pykraft.storage import hop_trace
 
 WARM_UP_RECORDS = 20
@@ -66,26 +72,10 @@ def one_at_a_time(
     value = os.urandom(RECORD_BYTES)
     windows = []
     for index in range(count + WARM_UP_RECORDS):
-        acknowledged = threading.Event()
-        errors: list[str] = []
-
-        def done(
-            error: str | None,
-            acknowledged: threading.Event = acknowledged,
-            errors: list[str] = errors,
-        ) -> None:
-            if error is not None:
-                errors.append(error)
-            acknowledged.set()
-
         partition = index % PARTITIONS
         started = time.monotonic_ns()
-        producer.send(topic, partition, value, done)
-        while not acknowledged.is_set():
-            producer.wait(acknowledged)
+        send_one(producer, topic, partition, value)
         ended = time.monotonic_ns()
-        if errors:
-            raise RuntimeError(f"send failed: {errors[0]}")
         time.sleep(gap_ms / 1000)
         if index >= WARM_UP_RECORDS:
             windows.append((partition, started, ended, time.monotonic_ns()))

@@ -49,7 +49,7 @@ from pykraft.protocol.produce import (
     decode_produce_request,
     encode_produce_response,
 )
-from pykraft.protocol.wire import INT16, INT32
+from pykraft.protocol.wire import INT16, INT32, encode_uvarint
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.record_batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, CRC_POS, parse_header
@@ -90,20 +90,12 @@ def with_sequence(batch: bytearray, sequence: int) -> bytes:
 def encode_request(batches: list[bytes]) -> bytearray:
     """Produce v9 (flexible): acks=-1, one topic, partition i carries ``batches[i]``."""
 
-    def uvarint(value: int) -> bytes:
-        out = bytearray()
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-        return bytes(out)
-
     out = bytearray(b"\x00")  # null transactional_id (compact: length + 1 = 0)
     out += INT16.pack(-1) + INT32.pack(30_000)
-    out += uvarint(2) + uvarint(len(TOPIC) + 1) + TOPIC.encode()
-    out += uvarint(len(batches) + 1)
+    out += encode_uvarint(2) + encode_uvarint(len(TOPIC) + 1) + TOPIC.encode()
+    out += encode_uvarint(len(batches) + 1)
     for index, batch in enumerate(batches):
-        out += INT32.pack(index) + uvarint(len(batch) + 1) + batch + b"\x00"
+        out += INT32.pack(index) + encode_uvarint(len(batch) + 1) + batch + b"\x00"
     out += b"\x00\x00"
     return out
 

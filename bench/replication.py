@@ -301,6 +301,23 @@ def throughput_mb_s(cluster: Cluster, topic: str, acks: str, records: int) -> fl
     return throughput_run(cluster, topic, acks, records).mb_s
 
 
+def send_one(producer: Producer, topic: str, partition: int, value: bytes) -> None:
+    """Send one record and return once it is acknowledged; RuntimeError if it failed."""
+    acknowledged = threading.Event()
+    errors: list[str] = []
+
+    def done(error: str | None) -> None:
+        if error is not None:
+            errors.append(error)
+        acknowledged.set()
+
+    producer.send(topic, partition, value, done)
+    while not acknowledged.is_set():
+        producer.wait(acknowledged)
+    if errors:
+        raise RuntimeError(f"send failed: {errors[0]}")
+
+
 def latency_ms(bootstrap_servers: str, topic: str, acks: str, count: int) -> tuple[float, float]:
     """p50 and p99 of one record at a time, sent only once the previous one is acknowledged
     (``bench/null_broker.py`` times its null broker with this loop too)."""
@@ -308,24 +325,8 @@ def latency_ms(bootstrap_servers: str, topic: str, acks: str, count: int) -> tup
     value = os.urandom(RECORD_BYTES)
     samples = []
     for index in range(count):
-        acknowledged = threading.Event()
-        errors: list[str] = []
-
-        def done(
-            error: str | None,
-            acknowledged: threading.Event = acknowledged,
-            errors: list[str] = errors,
-        ) -> None:
-            if error is not None:
-                errors.append(error)
-            acknowledged.set()
-
         started = time.perf_counter()
-        producer.send(topic, index % PARTITIONS, value, done)
-        while not acknowledged.is_set():
-            producer.wait(acknowledged)
-        if errors:
-            raise RuntimeError(f"send failed: {errors[0]}")
+        send_one(producer, topic, index % PARTITIONS, value)
         samples.append((time.perf_counter() - started) * 1000)
     producer.close()
     percentiles = statistics.quantiles(samples, n=100)
