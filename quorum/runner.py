@@ -81,6 +81,8 @@ class TimedNode(Protocol):
 
     def next_deadline_ms(self) -> int: ...
 
+    def active_controller(self) -> QuorumController: ...
+
     async def write(self, operation: Operation[T]) -> T: ...
 
 
@@ -117,6 +119,9 @@ async def watch_broker_channels(node: TimedNode) -> None:
     """Tell the active controller which brokers' connections closed as only a dead process
     closes them since the last turn (quorum/broker_channels.py); their sessions end soon after
     unless they call in."""
+    # The term's controller first: a new term clears the channels a past term of ours watched
+    # (their connections may have closed for any reason while we stood by).
+    node.active_controller()
     closed = node.broker_channels.closed()
     if not closed:
         return

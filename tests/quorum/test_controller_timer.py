@@ -56,6 +56,8 @@ class TimedNode:
             rng=random.Random(1), now_ms=clock.now_ms, settings=settings
         )
         self.leader = True
+        self.settings = settings
+        self.term = self.controller_term = 1
         self.written: list[tuple[int, MetadataRecord]] = []
         self.broker_channels = BrokerChannels()
 
@@ -64,6 +66,17 @@ class TimedNode:
 
     def next_deadline_ms(self) -> int:
         return self.controller.next_deadline_ms(self.image)
+
+    def active_controller(self) -> QuorumController:
+        # ControllerNode.active_controller's contract: a new term, a new controller and no
+        # connections watched from before.
+        if self.term != self.controller_term:
+            self.controller = QuorumController(
+                rng=random.Random(1), now_ms=self.clock.now_ms, settings=self.settings
+            )
+            self.controller_term = self.term
+            self.broker_channels.clear()
+        return self.controller
 
     async def write(self, operation: Operation[T]) -> T:
         outcome = operation(self.controller, self.image, self.clock.now_ms)
@@ -185,6 +198,28 @@ def test_a_live_broker_whose_idle_connection_closed_keeps_its_session() -> None:
     # With broker 2, silent as long (since 0).
     assert [broker for _, broker in fencings(node)] == [1, 2]
     assert all(9_001 <= at_ms <= 9_001 + TIMER_MAX_DELAY_MS for at_ms, _ in fencings(node))
+
+
+def test_connections_watched_in_an_earlier_term_do_not_count_in_a_new_one() -> None:
+    # Leadership left and came back: the broker's idle heartbeat connection to us closed in
+    # between (keep-alive expiry, or it moved to the new leader). Our new term starts with a full
+    # session of grace (KIP-631), not a fence a second after its first timer turn.
+    clock = FakeClock(now_ms=0)
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=100),
+    )
+    connection = Connection()
+    epoch = node.image.cluster.brokers[1].epoch
+    node.broker_channels.heartbeat_arrived(1, epoch, connection)  # type: ignore[arg-type]
+    node.broker_channels.heartbeat_answered(1, connection)  # type: ignore[arg-type]
+    connection.closed = True
+    node.term = 3
+    clock.now_ms = 5_000
+    node.heartbeat(2)
+    node.controller.sessions.register(1, epoch, 0)
+    asyncio.run(run_until(node, clock, 7_000))
+    assert fencings(node) == []
 
 
 def test_the_noop_is_written_when_the_log_was_idle_for_the_interval() -> None:
