@@ -156,9 +156,11 @@ class Connection:
         return self.closed
 
 
-def test_a_broker_whose_connection_closed_is_fenced_a_second_later_not_at_its_session_end() -> None:
-    # pykraft.broker.channel.closed.timeout.ms (1000): the timer notices the closed long-poll
-    # connection on its next turn; broker 2's heartbeat keeps it in (its session ends at 11,000).
+def poll_closing_at_3_000(*, answered: bool) -> tuple[TimedNode, ArrivalClock]:
+    """Broker 1's long poll watched on a connection that closes at 3,000 ms — while the poll
+    waits, or after it was ``answered``; broker 2 heartbeats at 0 (9,000 ms sessions)."""
+    connection = Connection()
+
     def arrive() -> None:
         connection.closed = True
 
@@ -167,9 +169,17 @@ def test_a_broker_whose_connection_closed_is_fenced_a_second_later_not_at_its_se
         clock,
         ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=100),
     )
-    connection = Connection()
     node.broker_channels.polled(1, node.image.cluster.brokers[1].epoch, connection)  # type: ignore[arg-type]
+    if answered:
+        node.broker_channels.answered(1, connection)  # type: ignore[arg-type]
     node.heartbeat(2)
+    return node, clock
+
+
+def test_a_broker_whose_connection_closed_is_fenced_a_second_later_not_at_its_session_end() -> None:
+    # pykraft.broker.channel.closed.timeout.ms (1000): the timer notices the closed long-poll
+    # connection on its next turn; broker 2's heartbeat keeps it in (its session ends at 11,000).
+    node, clock = poll_closing_at_3_000(answered=False)
     asyncio.run(run_until(node, clock, 6_000))
     [(fenced_ms, broker)] = fencings(node)
     assert broker == 1
@@ -180,18 +190,7 @@ def test_a_live_broker_whose_idle_connection_closed_keeps_its_session() -> None:
     # Issue 18: its poll was answered and the connection then closed in the broker's own pool
     # (keep-alive expiry, or lent to a call that timed out); the next poll comes late. Not a
     # dead process: fenced only at its session's end (9,000), not a second after the close.
-    def arrive() -> None:
-        connection.closed = True
-
-    clock = ArrivalClock(3_000, arrive)
-    node = TimedNode(
-        clock,
-        ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=100),
-    )
-    connection = Connection()
-    node.broker_channels.polled(1, node.image.cluster.brokers[1].epoch, connection)  # type: ignore[arg-type]
-    node.broker_channels.answered(1, connection)  # type: ignore[arg-type]
-    node.heartbeat(2)
+    node, clock = poll_closing_at_3_000(answered=True)
     asyncio.run(run_until(node, clock, 9_000))
     assert fencings(node) == []
     asyncio.run(run_until(node, clock, 9_500))
