@@ -53,6 +53,9 @@ DEFAULT_QUOTA_WINDOW_SIZE_SECONDS = 1
 MAX_QUOTA_SENSORS = 100_000
 # A rate unused this long is dropped (ClientQuotaManager.InactiveSensorExpirationTimeSeconds).
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600 * 1000
+# (user, client id) pairs whose quota is kept worked out per image (``_applicable``); past it
+# the memo starts over. Client ids are bounded by the request header, so this bounds its memory.
+MAX_RESOLVED_QUOTAS = 1_024
 # ClientRequestQuotaManager: request time is a percentage of one thread over a second.
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
 
@@ -146,6 +149,29 @@ class ClientQuotaManager:
         # For /metrics: how many responses were throttled, and for how long in all.
         self.throttled_total = 0
         self.throttle_time_ms_total = 0
+        # ``_applicable``'s memo: the image it holds for, and (user, client id) -> (tags, bound).
+        # Invariant: at most MAX_RESOLVED_QUOTAS entries, all worked out from that image.
+        self._resolved_for: ClientQuotasImage | None = None
+        self._resolved: dict[tuple[str, str], tuple[MetricTags, float | None]] = {}
+
+    def _applicable(
+        self, quotas: ClientQuotasImage, user: str, client_id: str
+    ) -> tuple[MetricTags, float | None]:
+        """``quota_metric_tags`` and their ``quota_limit``: a pure function of the (immutable)
+        image, so worked out once per client and image, not per request (8 entity lookups).
+        Without any quota in the image (the usual case) nothing is looked up at all."""
+        if not quotas.entities:
+            return ("", client_id), None
+        if self._resolved_for is not quotas:
+            self._resolved_for, self._resolved = quotas, {}
+        key = (user, client_id)
+        found = self._resolved.get(key)
+        if found is None:
+            if len(self._resolved) >= MAX_RESOLVED_QUOTAS:
+                self._resolved = {}
+            tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
+            found = self._resolved[key] = (tags, quota_limit(quotas, self.quota_type, tags))
+        return found
 
     def _rate(self, tags: MetricTags, now_ms: int) -> Rate:
         self._expire(now_ms)
@@ -176,8 +202,7 @@ class ClientQuotaManager:
     ) -> int:
         """``maybeRecordAndGetThrottleTimeMs``: record ``value`` against the quota that applies
         and return how long to throttle (0: within quota, or no quota applies)."""
-        tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
-        bound = quota_limit(quotas, self.quota_type, tags)
+        tags, bound = self._applicable(quotas, user, client_id)
         if bound is None:
             return 0
         rate = self._rate(tags, now_ms)
@@ -197,7 +222,7 @@ class ClientQuotaManager:
     ) -> None:
         """``unrecordQuotaSensor``: take back a value whose response was not sent (a throttled
         fetch answers empty)."""
-        tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
+        tags, _ = self._applicable(quotas, user, client_id)
         entry = self._rates.get(sensor_key(tags))
         if entry is not None:
             entry[0].record(-value, now_ms)
@@ -207,8 +232,7 @@ class ClientQuotaManager:
     ) -> float | None:
         """``getMaxValueInQuotaWindow``: the most one request may carry (a fetch's max bytes
         is bounded by it); None without a quota."""
-        tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
-        bound = quota_limit(quotas, self.quota_type, tags)
+        _, bound = self._applicable(quotas, user, client_id)
         if bound is None:
             return None
         return bound * (self.window.samples - 1) * self.window.window_ms / 1000.0

@@ -10,6 +10,7 @@ import pytest
 from pykraft.broker.quotas import (
     INACTIVE_SENSOR_EXPIRATION_MS,
     MAX_QUOTA_SENSORS,
+    MAX_RESOLVED_QUOTAS,
     ClientQuotaManager,
     QuotaType,
     QuotaWindow,
@@ -122,6 +123,29 @@ def test_no_quota_records_nothing_and_never_throttles() -> None:
     manager = ClientQuotaManager(QuotaType.PRODUCE)
     assert manager.record_and_get_throttle_time_ms(image({}), "u", "c", 1e12, 0) == 0
     assert manager.max_value_in_quota_window(image({}), "u", "c") is None
+
+
+def test_each_image_is_judged_by_its_own_quotas() -> None:
+    """The quota a client is held to is worked out once per image: a quota added, changed or
+    removed by a later image applies from that image's first request on."""
+    manager = ClientQuotaManager(QuotaType.PRODUCE)
+    assert manager.record_and_get_throttle_time_ms(image({}), "u", "c", 1e6, 0) == 0
+    assert manager.record_and_get_throttle_time_ms(image({C1: 1e9}), "u", "c", 1e6, 0) == 0
+    limited = image({DEFAULT_C: 100.0})
+    assert manager.record_and_get_throttle_time_ms(limited, "u", "c", 2000, 0) == 10_000
+    assert manager.record_and_get_throttle_time_ms(limited, "u", "c", 1, 0) > 0
+    assert manager.record_and_get_throttle_time_ms(image({C1: 100.0}), "u", "c", 2000, 0) == 0
+    assert manager.max_value_in_quota_window(image({U1: 10.0}), "u1", "c") == pytest.approx(100.0)
+
+
+def test_the_quotas_worked_out_per_client_are_bounded() -> None:
+    manager = ClientQuotaManager(QuotaType.PRODUCE)
+    quotas = image({C1: 100.0, DEFAULT_C: 1e12})
+    for index in range(MAX_RESOLVED_QUOTAS + 10):
+        assert manager.record_and_get_throttle_time_ms(quotas, "u", f"c{index}", 1000, 0) == 0
+        assert len(manager._resolved) <= MAX_RESOLVED_QUOTAS
+    # c1 was forgotten and worked out again: still held to its own 100 B/s.
+    assert manager.record_and_get_throttle_time_ms(quotas, "u", "c1", 2000, 0) > 0
 
 
 def test_a_new_client_is_judged_over_the_whole_window() -> None:
