@@ -34,9 +34,9 @@ from pykraft.protocol.common import (
 from pykraft.protocol.errors import Errors, UnsupportedRequestError
 from pykraft.protocol.segments import Buffer
 from pykraft.protocol.wire import (
+    EMPTY_TAGGED_FIELDS,
     INT16,
     INT32,
-    INT64,
     Reader,
     encode_array_length,
     encode_nullable_string,
@@ -256,29 +256,58 @@ def encode_produce_response(response: ProduceResponse, api_version: int) -> byte
     return bytes(out)
 
 
+# A partition's leading fields: index, error_code, base_offset, then log_append_time_ms (v2+)
+# and log_start_offset (v5+), packed at once.
+_PARTITION_HEAD_V0 = struct.Struct(">ihq")
+_PARTITION_HEAD_V2 = struct.Struct(">ihqq")
+_PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
+# v8+ without record errors or an error message: an empty array and a null string.
+_NO_RECORD_ERRORS = {False: INT32.pack(0) + INT16.pack(-1), True: b"\x01\x00"}
+
+
 def _encode_partition(
     out: bytearray, partition: PartitionProduceResponse, api_version: int, flexible: bool
 ) -> None:
-    out += INT32.pack(partition.index)
-    out += INT16.pack(partition.error_code)
-    out += INT64.pack(partition.base_offset)
-    if api_version >= 2:
-        out += INT64.pack(partition.log_append_time_ms)
     if api_version >= 5:
-        out += INT64.pack(partition.log_start_offset)
+        out += _PARTITION_HEAD_V5.pack(
+            partition.index,
+            partition.error_code,
+            partition.base_offset,
+            partition.log_append_time_ms,
+            partition.log_start_offset,
+        )
+    elif api_version >= 2:
+        out += _PARTITION_HEAD_V2.pack(
+            partition.index,
+            partition.error_code,
+            partition.base_offset,
+            partition.log_append_time_ms,
+        )
+    else:
+        out += _PARTITION_HEAD_V0.pack(partition.index, partition.error_code, partition.base_offset)
     if api_version >= 8:
-        out += encode_array_length(len(partition.record_errors), compact=flexible)
-        for record_error in partition.record_errors:
-            out += INT32.pack(record_error.batch_index)
-            out += encode_nullable_string(record_error.batch_index_error_message, compact=flexible)
-            if flexible:
-                out += b"\x00"
-        out += encode_nullable_string(partition.error_message, compact=flexible)
+        if not partition.record_errors and partition.error_message is None:
+            out += _NO_RECORD_ERRORS[flexible]  # every successful append's answer
+        else:
+            _encode_record_errors(out, partition, flexible)
     if flexible:
-        tagged = []
         if api_version >= 10 and not partition.current_leader.is_default():
-            tagged.append((0, partition.current_leader.encode()))
-        out += encode_tagged_fields(tagged)
+            out += encode_tagged_fields([(0, partition.current_leader.encode())])
+        else:
+            out += EMPTY_TAGGED_FIELDS
+
+
+def _encode_record_errors(
+    out: bytearray, partition: PartitionProduceResponse, flexible: bool
+) -> None:
+    """v8+: ``record_errors`` and ``error_message`` (KIP-467)."""
+    out += encode_array_length(len(partition.record_errors), compact=flexible)
+    for record_error in partition.record_errors:
+        out += INT32.pack(record_error.batch_index)
+        out += encode_nullable_string(record_error.batch_index_error_message, compact=flexible)
+        if flexible:
+            out += b"\x00"
+    out += encode_nullable_string(partition.error_message, compact=flexible)
 
 
 def unsupported_version_response(request: ProduceRequest) -> ProduceResponse:

@@ -123,12 +123,15 @@ def produce_handler(services: BrokerServices) -> ApiHandler:
 
 def writable(
     services: BrokerServices, request: RequestContext, transactional_id: str | None
-) -> Callable[[str], Errors]:
+) -> Callable[[str], Errors] | None:
     """``KafkaApis.handleProduceRequest``'s checks: WRITE on the transactional id when there is
     one (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic
     (else TOPIC_AUTHORIZATION_FAILED). Since KIP-679 (Kafka 3.0) an idempotent Produce needs
-    no IDEMPOTENT_WRITE: InitProducerId checked it."""
+    no IDEMPOTENT_WRITE: InitProducerId checked it. None when authorization is off: every
+    write is allowed, and no check runs per topic."""
     authorizer = services.authorizer
+    if not authorizer.enabled:
+        return None
     allowed: dict[str, Errors] = {}
     if transactional_id is not None and not authorizer.authorize(
         request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
@@ -183,33 +186,37 @@ async def append(
 def _response(
     services: BrokerServices, results: Mapping[TopicPartition, AppendResult], listener_name: str
 ) -> ProduceResponse:
-    image = services.metadata()
+    image = None  # read only for a NOT_LEADER_OR_FOLLOWER partition's current leader
     topics: dict[str, list[PartitionProduceResponse]] = {}
     endpoints: dict[int, NodeEndpoint] = {}
     for topic_partition, result in results.items():
         leader = UNKNOWN_LEADER
         if result.error is Errors.NOT_LEADER_OR_FOLLOWER:
+            image = services.metadata() if image is None else image
             leader, endpoint = current_leader(image, topic_partition, listener_name)
             if endpoint is not None:
                 endpoints[endpoint.node_id] = endpoint
-        topics.setdefault(topic_partition.topic, []).append(
-            PartitionProduceResponse(
-                index=topic_partition.partition,
-                error_code=result.error,
-                base_offset=result.base_offset,
-                log_append_time_ms=result.log_append_time_ms,
-                log_start_offset=result.log_start_offset,
-                record_errors=tuple(
-                    BatchIndexAndErrorMessage(e.batch_index, e.message)
-                    for e in result.record_errors
-                ),
-                error_message=result.error_message,
-                current_leader=leader,
-            )
+        partition = PartitionProduceResponse(
+            topic_partition.partition,
+            result.error,
+            result.base_offset,
+            result.log_append_time_ms,
+            result.log_start_offset,
+            tuple(BatchIndexAndErrorMessage(e.batch_index, e.message) for e in result.record_errors)
+            if result.record_errors
+            else (),
+            result.error_message,
+            leader,
         )
+        partitions = topics.get(topic_partition.topic)
+        if partitions is None:
+            topics[topic_partition.topic] = [partition]
+        else:
+            partitions.append(partition)
     return ProduceResponse(
-        tuple(TopicProduceResponse(name, tuple(parts)) for name, parts in topics.items()),
-        node_endpoints=tuple(endpoints[node_id] for node_id in sorted(endpoints)),
+        tuple([TopicProduceResponse(name, tuple(parts)) for name, parts in topics.items()]),
+        0,
+        tuple([endpoints[node_id] for node_id in sorted(endpoints)]) if endpoints else (),
     )
 
 
