@@ -347,6 +347,17 @@ def append_info(
     )
 
 
+@attrs.frozen
+class ProducerCheck:
+    """``check_producers``' answer: a duplicate's original offsets (the append writes
+    nothing), or the producer entry each batch leaves once written (None for a batch without a
+    producer id) — folded into producer state by the write (``ProducerStateManager.update``'s
+    ``updated``), not worked out a second time."""
+
+    duplicate: LogAppendInfo | None
+    entries: list[ProducerStateEntry | None] = attrs.field(factory=list)
+
+
 def check_producers(
     last_entry: Callable[[int], ProducerStateEntry | None],
     batches: list[ValidatedBatch],
@@ -355,7 +366,7 @@ def check_producers(
     *,
     verification_entry: Callable[[int], VerificationStateEntry | None] = lambda _: None,
     verification_guard: VerificationGuard | None = None,
-) -> LogAppendInfo | None:
+) -> ProducerCheck:
     """Check idempotent batches against producer state (Kafka analyzeAndValidateProducerState).
 
     ``last_entry`` looks a producer id up in the partition's producer state (the manager's
@@ -366,14 +377,17 @@ def check_producers(
 
     Batches of one append are folded in order, so two batches of the same producer in one
     append are checked against each other. Returns the original offsets of a duplicate (the
-    append must then write nothing); raises on a sequence gap, a fenced producer epoch, a
-    non-transactional batch inside a transaction or a fenced coordinator's marker.
+    append must then write nothing), else each batch's producer entry once it is written;
+    raises on a sequence gap, a fenced producer epoch, a non-transactional batch inside a
+    transaction or a fenced coordinator's marker.
     """
     pending: dict[int, ProducerStateEntry | None] = {}
+    entries: list[ProducerStateEntry | None] = []
     next_offset = first_offset
     for item in batches:
         header = item.header
         last_offset = next_offset + header.last_offset_delta
+        entry = None
         if header.has_producer_id:
             producer_id = header.producer_id
             entry = pending.get(producer_id, last_entry(producer_id))
@@ -386,7 +400,7 @@ def check_producers(
                 request_guard=verification_guard,
             )
             if check.kind is AppendCheckKind.DUPLICATE:
-                return LogAppendInfo(
+                duplicate = LogAppendInfo(
                     first_offset=check.first_offset,
                     last_offset=check.last_offset,
                     max_timestamp=header.max_timestamp,
@@ -397,12 +411,14 @@ def check_producers(
                     valid_bytes=0,
                     duplicate=True,
                 )
+                return ProducerCheck(duplicate)
             _raise_refusal(check.kind, check.message)
-            pending[producer_id] = apply_batch(
+            entry = pending[producer_id] = apply_batch(
                 entry, header, next_offset, last_offset, header.max_timestamp, item.marker
             )
+        entries.append(entry)
         next_offset = last_offset + 1
-    return None
+    return ProducerCheck(None, entries)
 
 
 _REFUSALS: dict[AppendCheckKind, type[LogError]] = {

@@ -60,10 +60,8 @@ class ProducerStateEntry:
         """Kafka ``findDuplicateBatch``: a retained batch with this epoch and sequence range."""
         if header.producer_epoch != self.producer_epoch:
             return None
+        first_sequence, last_sequence = header.base_sequence, header.last_sequence
         for batch in self.batches:
-            if (batch.first_sequence, batch.last_sequence) == (
-                header.base_sequence,
-                header.last_sequence,
-            ):
+            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
                 return batch
         return None

@@ -25,6 +25,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from pykraft.storage.aborted_txn import AbortedTxn, CompletedTxn
+from pykraft.storage.producer_entry import ProducerStateEntry
 from pykraft.storage.producer_state import ProducerStateManager, SnapshotStore
 from pykraft.storage.record_batch import BatchHeader
 from pykraft.storage.segment_store import SegmentStore
@@ -46,14 +47,21 @@ def index_and_complete(
 def apply_appended(
     producer_state: ProducerStateManager,
     store: SegmentStore,
-    batches: Iterable[tuple[BatchHeader, int, int, EndTransactionMarker | None]],
+    batches: Iterable[
+        tuple[BatchHeader, int, int, EndTransactionMarker | None, ProducerStateEntry | None]
+    ],
 ) -> None:
-    """Fold written batches ``(header, first offset, last offset, marker)`` into producer
-    state, then index and complete the transactions their markers ended."""
+    """Fold written batches ``(header, first offset, last offset, marker, updated)`` into
+    producer state, then index and complete the transactions their markers ended. ``updated``:
+    the producer's entry after the batch when the append's check already worked it out."""
     completed = [
         txn
-        for header, first, last, marker in batches
-        if (txn := producer_state.update(header, first, last, header.max_timestamp, marker=marker))
+        for header, first, last, marker, updated in batches
+        if (
+            txn := producer_state.update(
+                header, first, last, header.max_timestamp, marker=marker, updated=updated
+            )
+        )
         is not None
     ]
     for txn in completed:

@@ -171,16 +171,20 @@ class ProducerStateManager:
         timestamp: int,
         *,
         marker: EndTransactionMarker | None = None,
+        updated: ProducerStateEntry | None = None,
     ) -> CompletedTxn | None:
         """Record an appended batch (plain ones only advance the map end offset); a control
         batch needs its decoded ``marker``. Returns the transaction a marker completed, which
-        the caller indexes (if aborted) and then hands to ``complete_txn``."""
+        the caller indexes (if aborted) and then hands to ``complete_txn``. ``updated``: the
+        producer's entry after the batch, when the caller already has it (a leader's append,
+        ``log_validator.check_producers``: ``apply_batch`` over this same state)."""
         completed = None
         if header.has_producer_id:
             producer_id = header.producer_id
             entry = self._producers.get(producer_id)
             completed = completed_txn(entry, header, marker, first_offset)
-            updated = apply_batch(entry, header, first_offset, last_offset, timestamp, marker)
+            if updated is None:
+                updated = apply_batch(entry, header, first_offset, last_offset, timestamp, marker)
             self._producers[producer_id] = updated
             started = updated.current_txn_first_offset
             if started is not None and (entry is None or entry.current_txn_first_offset is None):

@@ -70,6 +70,7 @@ from pykraft.storage.log_validator import (
     validate_follower_batches,
     validate_leader_batches,
 )
+from pykraft.storage.producer_entry import ProducerStateEntry
 from pykraft.storage.producer_replay import (
     apply_appended,
     rebuild_producer_state,
@@ -243,7 +244,7 @@ class UnifiedLog:
             compacted_topic_partition=self.store.directory.name if self.config.compact else None,
         )
         first_offset = self.log_end_offset
-        duplicate = check_producers(
+        checked = check_producers(
             self.producer_state.last_entry,
             batches,
             first_offset,
@@ -251,8 +252,8 @@ class UnifiedLog:
             verification_entry=self.producer_state.verification_state_entry,
             verification_guard=verification_guard,
         )
-        if duplicate is not None:
-            return attrs.evolve(duplicate, log_start_offset=self._log_start_offset)
+        if checked.duplicate is not None:
+            return attrs.evolve(checked.duplicate, log_start_offset=self._log_start_offset)
         next_offset = first_offset
         for validated in batches:
             patch_base_offset(batch, validated.position, next_offset)
@@ -265,7 +266,7 @@ class UnifiedLog:
         if latest != leader_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         try:
-            return self._append(batch, batches, first_offset, now_ms)
+            return self._append(batch, batches, first_offset, now_ms, checked.entries)
         except OSError:
             # A failed write leaves no epoch at the log end.
             with contextlib.suppress(OSError):
@@ -321,12 +322,15 @@ class UnifiedLog:
         batches: list[ValidatedBatch],
         first_offset: int,
         now_ms: int | None,
+        entries: list[ProducerStateEntry | None],
     ) -> LogAppendInfo:
-        """Write a leader's batches, their offsets assigned from ``first_offset`` on."""
+        """Write a leader's batches, their offsets assigned from ``first_offset`` on, and the
+        producer ``entries`` ``check_producers`` made of them."""
         info = append_info(
             batches, first_offset, log_start_offset=self._log_start_offset, valid_bytes=len(buffer)
         )
-        self._write(buffer, batches, first_offset, info.max_timestamp, info.last_offset, now_ms)
+        last = info.last_offset
+        self._write(buffer, batches, first_offset, info.max_timestamp, last, now_ms, entries)
         return info
 
     def _write(
@@ -337,6 +341,7 @@ class UnifiedLog:
         max_timestamp: int,
         last_offset: int,
         now_ms: int | None,
+        producer_entries: list[ProducerStateEntry | None] | None = None,
         *,
         leader: bool = False,
         buffer_start: int = 0,
@@ -346,7 +351,8 @@ class UnifiedLog:
         ``leader``: the batches keep the leader's offsets (a follower's append), which may
         leave gaps where the leader's cleaner removed batches; else they follow each other
         from ``first_offset``. ``buffer_start``: where ``buffer`` begins in the data the
-        batches' positions count in."""
+        batches' positions count in. ``producer_entries``: each batch's producer entry once
+        written, when ``check_producers`` worked them out (a leader's append)."""
         clock = self.active_segment.created_ms if now_ms is None else now_ms
         if self.store.should_roll(len(buffer), max_timestamp, last_offset, clock):
             # Kafka maybeRoll: roll(Some(firstOffset)), so a follower's batch past a gap wider
@@ -371,9 +377,12 @@ class UnifiedLog:
         # it, a failed write would answer the producer's retry as a duplicate (issue 9).
         # A batch without a producer id only moves the map's end offset, which the last batch
         # (always folded in) moves past them all: no per-batch call for plain data.
+        entries = producer_entries or [None] * len(batches)
         written_batches = [
-            (item.header, end - item.header.last_offset_delta, end, item.marker)
-            for item, end in zip(batches, (batch.last_offset for batch in appended), strict=True)
+            (item.header, end - item.header.last_offset_delta, end, item.marker, entry)
+            for item, end, entry in zip(
+                batches, (batch.last_offset for batch in appended), entries, strict=True
+            )
             if item.header.producer_id != NO_PRODUCER_ID or end == next_offset - 1
         ]
         apply_appended(self.producer_state, self.store, written_batches)

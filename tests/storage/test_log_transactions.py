@@ -397,3 +397,27 @@ def test_a_crash_loses_no_flushed_index_entry(tmp_path: Path) -> None:
     assert all_aborted(reopened) == EXPECTED_ABORTED[:1]
     reopened.update_high_watermark(39)
     assert reopened.last_stable_offset == 8  # pid 2's transaction is open again
+
+
+def test_a_leaders_producer_state_is_what_replaying_its_batches_makes(tmp_path: Path) -> None:
+    """A leader folds each idempotent batch into producer state with the entry its append check
+    worked out (``check_producers``), not by applying the batch again; a follower applies the
+    same batches one by one. Both end with the same producers and transactions — including an
+    append carrying two batches of one producer, checked against each other."""
+    leader = open_log(tmp_path)
+    mixed_transactions(leader)
+    records = [SimpleRecord(value=b"i", timestamp=NOW_MS)]
+    two = b"".join(
+        build_batch(records, producer_id=9, producer_epoch=EPOCH, base_sequence=sequence)
+        for sequence in (0, 1)
+    )
+    leader.append_as_leader(bytearray(two), EPOCH, NOW_MS)
+    Producer(leader, 5)(2)  # left open
+    follower = OPENER["open"](tmp_path / "topic-1", CONFIG)
+    follower.append_as_follower(leader.read(0, 10**7, leader.log_end_offset).read_bytes(), NOW_MS)
+    assert leader.producer_state.producers[9].last_sequence == 1
+    assert dict(leader.producer_state.producers) == dict(follower.producer_state.producers)
+    assert dict(leader.producer_state.ongoing_txns) == dict(follower.producer_state.ongoing_txns)
+    assert unstable(leader) == unstable(follower)
+    leader.close()
+    follower.close()
