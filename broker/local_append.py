@@ -101,7 +101,7 @@ def append_to_local_log(
     verification_guards: Guards = NO_GUARDS,
 ) -> dict[TopicPartition, AppendResult]:
     """Append each partition's records as leader; every partition gets a result."""
-    refused = invalid_acks(list(entries), required_acks)
+    refused = invalid_acks(entries.keys(), required_acks)
     if refused is not None:
         return refused
     # Without verification the log is asked for none (None); with it, a partition whose write

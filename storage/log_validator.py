@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import attrs
 import crc32c
@@ -347,15 +348,14 @@ def append_info(
     )
 
 
-@attrs.frozen
-class ProducerCheck:
+class ProducerCheck(NamedTuple):
     """``check_producers``' answer: a duplicate's original offsets (the append writes
     nothing), or the producer entry each batch leaves once written (None for a batch without a
     producer id) — folded into producer state by the write (``ProducerStateManager.update``'s
-    ``updated``), not worked out a second time."""
+    ``updated``), not worked out a second time. A tuple: every append makes one."""
 
     duplicate: LogAppendInfo | None
-    entries: list[ProducerStateEntry | None] = attrs.field(factory=list)
+    entries: list[ProducerStateEntry | None]
 
 
 def check_producers(
@@ -411,7 +411,7 @@ def check_producers(
                     valid_bytes=0,
                     duplicate=True,
                 )
-                return ProducerCheck(duplicate)
+                return ProducerCheck(duplicate, [])
             _raise_refusal(check.kind, check.message)
             entry = pending[producer_id] = apply_batch(
                 entry, header, next_offset, last_offset, header.max_timestamp, item.marker

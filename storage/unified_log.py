@@ -380,9 +380,7 @@ class UnifiedLog:
         entries = producer_entries or [None] * len(batches)
         written_batches = [
             (item.header, end - item.header.last_offset_delta, end, item.marker, entry)
-            for item, end, entry in zip(
-                batches, (batch.last_offset for batch in appended), entries, strict=True
-            )
+            for item, (_, _, end, _), entry in zip(batches, appended, entries, strict=True)
             if item.header.producer_id != NO_PRODUCER_ID or end == next_offset - 1
         ]
         apply_appended(self.producer_state, self.store, written_batches)
