@@ -14,7 +14,9 @@ Kafka's precedence order::
 
 The tags name who shares the rate: (user, "") when a user-level quota applies, so all of a
 user's clients share it; ("", client id) for client-id quotas; (user, client id) for the
-combined ones. ``quota_limit`` reads the bound for those tags back from the image. Each tag
+combined ones. ``quota_limit`` reads the bound for those tags back from the image; both are
+worked out once per client and image (``_applicable``), and not at all while the image holds no
+quota (Kafka's ``quotasEnabled``: then nothing is recorded). Each tag
 pair owns a ``Rate`` (``fetcher/sampled_rate.py``, Kafka's ``Rate`` over ``SampledStat``:
 ``quota.window.num`` samples of ``quota.window.size.seconds`` each, 11 * 1 s by default), kept
 under a fixed-size digest of the tags — a client id may be 32 KB — dropped after an hour unused
