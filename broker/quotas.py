@@ -56,8 +56,10 @@ MAX_QUOTA_SENSORS = 100_000
 # A rate unused this long is dropped (ClientQuotaManager.InactiveSensorExpirationTimeSeconds).
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600 * 1000
 # (user, client id) pairs whose quota is kept worked out per image (``_applicable``); past it
-# the memo starts over. Client ids are bounded by the request header, so this bounds its memory.
+# the memo starts over. A pair longer than MAX_RESOLVED_KEY_CHARS (a client id may be 32 KB) is
+# worked out each time instead, so the memo holds at most about 1,024 x 2 x 256 characters.
 MAX_RESOLVED_QUOTAS = 1_024
+MAX_RESOLVED_KEY_CHARS = 256
 # ClientRequestQuotaManager: request time is a percentage of one thread over a second.
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
 
@@ -169,10 +171,12 @@ class ClientQuotaManager:
         key = (user, client_id)
         found = self._resolved.get(key)
         if found is None:
-            if len(self._resolved) >= MAX_RESOLVED_QUOTAS:
-                self._resolved = {}
             tags = quota_metric_tags(quotas, self.quota_type, user, client_id)
-            found = self._resolved[key] = (tags, quota_limit(quotas, self.quota_type, tags))
+            found = (tags, quota_limit(quotas, self.quota_type, tags))
+            if len(user) + len(client_id) <= MAX_RESOLVED_KEY_CHARS:
+                if len(self._resolved) >= MAX_RESOLVED_QUOTAS:
+                    self._resolved = {}
+                self._resolved[key] = found
         return found
 
     def _rate(self, tags: MetricTags, now_ms: int) -> Rate:

@@ -10,6 +10,7 @@ import pytest
 from pykraft.broker.quotas import (
     INACTIVE_SENSOR_EXPIRATION_MS,
     MAX_QUOTA_SENSORS,
+    MAX_RESOLVED_KEY_CHARS,
     MAX_RESOLVED_QUOTAS,
     ClientQuotaManager,
     QuotaType,
@@ -146,6 +147,19 @@ def test_the_quotas_worked_out_per_client_are_bounded() -> None:
         assert len(manager._resolved) <= MAX_RESOLVED_QUOTAS
     # c1 was forgotten and worked out again: still held to its own 100 B/s.
     assert manager.record_and_get_throttle_time_ms(quotas, "u", "c1", 2000, 0) > 0
+
+
+def test_long_client_ids_are_judged_but_not_kept() -> None:
+    """A client id may be 32 KB: such a client is worked out per request, and the memo keeps
+    only short pairs, so 1,024 clients with long ids cannot pin 32 MB of ids."""
+    manager = ClientQuotaManager(QuotaType.PRODUCE)
+    quotas = image({DEFAULT_C: 100.0})
+    long_id = "c" * (MAX_RESOLVED_KEY_CHARS + 1)
+    assert manager.record_and_get_throttle_time_ms(quotas, "u", long_id, 1000, 0) == 0
+    assert manager.record_and_get_throttle_time_ms(quotas, "u", long_id, 1000, 0) == 10_000
+    assert manager._resolved == {}
+    assert manager.record_and_get_throttle_time_ms(quotas, "u", "c", 1000, 0) == 0
+    assert list(manager._resolved) == [("u", "c")]
 
 
 def test_a_new_client_is_judged_over_the_whole_window() -> None:
