@@ -319,8 +319,11 @@ class LogSegment:
     def _whole_batches_end(self, first: BatchLocation, limit: int) -> tuple[int, int]:
         """Extend from ``first`` over whole batches ending at or before ``limit``."""
         end, next_offset = first.position, first.header.base_offset
-        # Jump over most batches with the index: an entry's position starts a whole batch.
-        jump = self.offset_index.lookup_by_position(limit)
+        # Jump over most batches with the index: an entry's position starts a whole batch. Less
+        # than an index interval from ``first``, the index has at most one entry to offer.
+        jump = None
+        if limit - end > self.config.index_interval_bytes:
+            jump = self.offset_index.lookup_by_position(limit)
         if jump is not None and jump.position > end:
             end = jump.position
             next_offset = self._read_header(end).base_offset
