@@ -179,14 +179,42 @@ def decode_fetch_request(body: Buffer, api_version: int) -> FetchRequest:
     )
 
 
+# partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
+# partition_max_bytes (v12+).
+_PARTITION_V12 = struct.Struct(">iiqiqi")
+# Topic ids this broker was asked for lately, by their 16 bytes: a follower names the same few
+# topics in every Fetch, and building a ``uuid.UUID`` costs more than the rest of a topic's head.
+_TOPIC_IDS: dict[bytes, uuid.UUID] = {}
+MAX_CACHED_TOPIC_IDS = 10_000
+
+
+def _topic_id(reader: Reader) -> uuid.UUID:
+    raw = bytes(reader.bytes_view(16, "topic_id"))
+    topic_id = _TOPIC_IDS.get(raw)
+    if topic_id is None:
+        if len(_TOPIC_IDS) >= MAX_CACHED_TOPIC_IDS:
+            _TOPIC_IDS.clear()
+        topic_id = _TOPIC_IDS[raw] = uuid.UUID(bytes=raw)
+    return topic_id
+
+
 def _decode_fetch_topic(reader: Reader, api_version: int, flexible: bool) -> FetchTopic:
     topic, topic_id = "", ZERO_UUID
     if api_version >= 13:
-        topic_id = reader.uuid("topic_id")
+        topic_id = _topic_id(reader)
     else:
         topic = reader.string("topic", compact=flexible)
     partitions = []
     for _ in range(reader.array_length("partitions", compact=flexible)):
+        if flexible and reader.remaining > _PARTITION_V12.size:
+            # A whole partition in one unpack (each follower fetch); short input takes the
+            # field by field path below, which names the field that is cut off.
+            fields = _PARTITION_V12.unpack(reader.bytes_view(_PARTITION_V12.size, "partition"))
+            reader.skip_tagged_fields("FetchPartition tagged fields")
+            partitions.append(
+                FetchPartition(fields[0], fields[2], fields[5], fields[1], fields[3], fields[4])
+            )
+            continue
         partition = reader.int32("partition")
         current_leader_epoch = reader.int32("current_leader_epoch") if api_version >= 9 else -1
         fetch_offset = reader.int64("fetch_offset")
@@ -213,7 +241,7 @@ def _decode_fetch_topic(reader: Reader, api_version: int, flexible: bool) -> Fet
 def _decode_forgotten_topic(reader: Reader, api_version: int, flexible: bool) -> ForgottenTopic:
     topic, topic_id = "", ZERO_UUID
     if api_version >= 13:
-        topic_id = reader.uuid("topic_id")
+        topic_id = _topic_id(reader)
     else:
         topic = reader.string("topic", compact=flexible)
     count = reader.array_length("partitions", compact=flexible)

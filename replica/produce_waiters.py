@@ -18,8 +18,9 @@ Kafka's ``DelayedProduce.tryComplete``, marks a partition done when it answers d
 
 A waiter completes when none of its partitions waits any more; partitions still waiting at its
 deadline (``timeout_ms`` of the request) answer REQUEST_TIMED_OUT (``onExpiration``). Checks run
-once when the produce starts waiting, and again for every waiter on a partition whenever its
-high watermark moves or it changes leadership (``check_and_complete``). At most ``max_waiters``
+once when the produce starts waiting, and again for the waiters on a partition whenever its
+high watermark moves or it changes leadership (``check_and_complete``; those waiting for a
+higher offset than one still waiting are not asked). At most ``max_waiters``
 wait at once; a produce that finds the purgatory full answers at once, its unfinished partitions
 with REQUEST_TIMED_OUT (bounded, never an unbounded queue).
 

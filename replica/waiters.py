@@ -150,7 +150,11 @@ class PartitionsPurgatory(
     def _try_answer(
         self, topic_partition: TopicPartition, required_offset: int, checker: C
     ) -> R | None:
-        """One partition's ``tryComplete``: its final answer, or None while it still waits."""
+        """One partition's ``tryComplete``: its final answer, or None while it still waits.
+
+        Invariant (``check`` relies on it): for one state of the partition, a partition that
+        still waits at ``required_offset`` also waits at every higher one (the high watermark
+        or the low watermark has not reached it)."""
 
     def watching(self, topic_partition: TopicPartition) -> int:
         return self._index.watching(topic_partition)
@@ -171,12 +175,25 @@ class PartitionsPurgatory(
     def check(
         self, topic_partition: TopicPartition, checker: C
     ) -> dict[int, dict[TopicPartition, R]]:
-        """Check the waiters on ``topic_partition``; the completed ones' answers (removed)."""
+        """Check the waiters on ``topic_partition``; the completed ones' answers (removed).
+
+        Once a waiter still waits on ``topic_partition`` at some required offset, every waiter
+        whose required offset there is as high waits too (``_try_answer``'s invariant) and is
+        not asked again: a moved high watermark costs the waiters it completes, not every
+        acks=all produce in flight on the partition (issue 18)."""
         completed = {}
+        waiting_from: int | None = None  # the lowest required offset found still waiting
         for waiter_id in self._index.watchers(topic_partition):
+            status = self._index[waiter_id][topic_partition]
+            pending = status.acks_pending
+            if pending and waiting_from is not None and status.required_offset >= waiting_from:
+                continue
             answers = self.try_complete(waiter_id, checker)
             if answers is not None:
                 completed[waiter_id] = answers
+            elif status.acks_pending:
+                offset = status.required_offset
+                waiting_from = offset if waiting_from is None else min(waiting_from, offset)
         return completed
 
     def expire(self, now_ms: int) -> dict[int, dict[TopicPartition, R]]:

@@ -42,6 +42,8 @@ from pykraft.storage.transaction_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 CLOSED_FD = -1  # os calls on it fail with EBADF
+# Where the last few reads ended: each read's next offset and the batch boundary it starts at.
+MAX_READ_HINTS = 8
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -103,6 +105,13 @@ class LogSegment:
         self._max_timestamp: TimestampOffset | None = None  # loaded lazily from the time index
         self._rolling_timestamp: int | None = None  # first batch's max timestamp
         self._bytes_since_last_index_entry = 0
+        # {next offset of a recent read: the position it starts at} (at most MAX_READ_HINTS).
+        # Followers read on from where their last read ended, mostly into the batch appended
+        # since: ``translate_offset`` starts there rather than scanning from the offset index's
+        # floor entry (5 headers read for a follower's newest 1 KiB batch, issue 18). Every
+        # batch before that position holds smaller offsets, and only truncation rewrites bytes
+        # already written: it drops the hints.
+        self._read_hints: dict[int, int] = {}
 
     # ------------------------------------------------------------------ indexes
 
@@ -279,8 +288,10 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
         """The first batch whose last offset >= ``offset`` (Kafka ``translateOffset``)."""
-        floor = self.offset_index.lookup(offset)
-        for location in self.iter_headers(max(floor.position, starting_position)):
+        start = self._read_hints.get(offset)
+        if start is None:
+            start = self.offset_index.lookup(offset).position
+        for location in self.iter_headers(max(start, starting_position)):
             if location.header.last_offset >= offset:
                 return location
         return None
@@ -299,17 +310,27 @@ class LogSegment:
         if min_one_batch:
             limit = max(limit, min(max_position, start + first.header.size_in_bytes))
         end, next_offset = self._whole_batches_end(first, limit)
+        if len(self._read_hints) >= MAX_READ_HINTS:
+            self._read_hints.clear()
+        self._read_hints[next_offset] = end
         piece = FileSlice(self.log_path, start, end - start, self.file_id)
         return SegmentRead(piece, start, next_offset)
 
     def _whole_batches_end(self, first: BatchLocation, limit: int) -> tuple[int, int]:
         """Extend from ``first`` over whole batches ending at or before ``limit``."""
         end, next_offset = first.position, first.header.base_offset
-        # Jump over most batches with the index: an entry's position starts a whole batch.
-        jump = self.offset_index.lookup_by_position(limit)
+        # Jump over most batches with the index: an entry's position starts a whole batch. Less
+        # than an index interval from ``first``, the index has at most one entry to offer.
+        jump = None
+        if limit - end > self.config.index_interval_bytes:
+            jump = self.offset_index.lookup_by_position(limit)
         if jump is not None and jump.position > end:
             end = jump.position
             next_offset = self._read_header(end).base_offset
+        elif end + first.header.size_in_bytes > limit:
+            return end, next_offset
+        else:  # ``first``'s header is read already
+            end, next_offset = end + first.header.size_in_bytes, first.header.next_offset
         for location in self.iter_headers(end, self.size):
             batch_end = location.position + location.header.size_in_bytes
             if batch_end > limit:
@@ -414,6 +435,7 @@ class LogSegment:
     def _truncate_file(self, size: int) -> None:
         os.ftruncate(self._fd, size)
         self.size = size
+        self._read_hints.clear()
 
     # ------------------------------------------------------------------ lifecycle
 

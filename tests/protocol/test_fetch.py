@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest as KafkaPythonFetchRequest
 from kafka.protocol.consumer import FetchResponse as KafkaPythonFetchResponse
 
+from pykraft.protocol import fetch as fetch_codec
 from pykraft.protocol.common import UNKNOWN_LEADER, LeaderIdAndEpoch, NodeEndpoint
 from pykraft.protocol.errors import MalformedRequestError, ProtocolError, UnsupportedRequestError
 from pykraft.protocol.fetch import (
@@ -231,6 +232,26 @@ def test_follower_fetch_v15_carries_replica_state_not_replica_id() -> None:
     assert decoded.replica_id == 2
     assert decoded.replica_state == ReplicaState(2, 1234)
     assert decoded.topics[0].partitions[0].last_fetched_epoch == 6
+
+
+def test_topic_ids_decode_as_sent_however_often_and_the_cache_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Repeated ids come from a bounded cache of the 16 bytes; each request keeps its own.
+    monkeypatch.setattr(fetch_codec, "MAX_CACHED_TOPIC_IDS", 2)
+    monkeypatch.setattr(fetch_codec, "_TOPIC_IDS", {})
+    ids = [uuid.uuid4() for _ in range(3)]
+    for topic_id in [*ids, ids[0], ids[2], ids[1]]:
+        request = FetchRequest(
+            replica_id=2,
+            max_wait_ms=500,
+            min_bytes=1,
+            topics=(FetchTopic((FetchPartition(3, 42, 1 << 20, 7, 6, 0),), topic_id=topic_id),),
+            forgotten_topics_data=(ForgottenTopic((1,), topic_id=topic_id),),
+            replica_state=ReplicaState(replica_id=2, replica_epoch=1234),
+        )
+        assert decode_fetch_request(request_as_kafka_python(request, 17), 17) == request
+        assert len(fetch_codec._TOPIC_IDS) <= 2
 
 
 @pytest.mark.parametrize("version", [4, 11, 12, 15])

@@ -72,3 +72,36 @@ def test_a_full_purgatory_refuses_the_waiter_and_check_once_answers_now() -> Non
     log.high_watermarks[B] = 1
     assert purgatory.check_once({A: 5, B: 1}, log) == {A: "timed out", B: "done"}
     assert len(purgatory) == 1  # check_once adds nothing
+
+
+def test_a_check_stops_asking_at_the_first_required_offset_still_waiting() -> None:
+    # Produces in flight on A wait for 5, 10 and 15 (and 12 with B): the high watermark at 11
+    # completes 5 and 10; 15 waits as 12 does, so it is not asked, and nothing is answered
+    # differently from asking every waiter (the rule is monotonic in the required offset).
+    purgatory, log = Purgatory(10), Log()
+    first, second, with_b, last = (
+        purgatory.try_watch({A: 5}, deadline_ms=100),
+        purgatory.try_watch({A: 10}, deadline_ms=100),
+        purgatory.try_watch({A: 12, B: 1}, deadline_ms=100),
+        purgatory.try_watch({A: 15}, deadline_ms=100),
+    )
+    log.high_watermarks[A] = 11
+    assert purgatory.check(A, log) == {first: {A: "done"}, second: {A: "done"}}
+    assert log.asked[A] == 3  # 5, 10 and 12; not 15
+    log.high_watermarks[B] = 1
+    assert purgatory.check(B, log) == {}  # B done, A still waits at 12
+    log.high_watermarks[A] = 15
+    assert purgatory.check(A, log) == {with_b: {A: "done", B: "done"}, last: {A: "done"}}
+    assert len(purgatory) == 0
+
+
+def test_a_check_still_asks_every_waiter_when_the_partition_fails() -> None:
+    # An error answers every required offset: nothing waits, so nothing is skipped.
+    purgatory, log = Purgatory(10), Log()
+    waiters = [purgatory.try_watch({A: offset}, deadline_ms=100) for offset in (5, 10, 15)]
+    assert purgatory.check(A, log) == {}
+    assert log.asked[A] == 1  # 5 waits, so 10 and 15 were not asked
+    log.errors[A] = Errors.NOT_LEADER_OR_FOLLOWER
+    assert purgatory.check(A, log) == {
+        waiter: {A: "NOT_LEADER_OR_FOLLOWER"} for waiter in waiters if waiter is not None
+    }

@@ -308,3 +308,53 @@ def test_bulk_index_entries_equal_one_batch_at_a_time(
         assert segment.offset_index_path.read_bytes() == offset_index
         assert segment.time_index_path.read_bytes() == time_index
         segment.close()
+
+
+def test_reads_on_from_where_the_last_ended_find_what_a_scan_finds(tmp_path: Path) -> None:
+    # Followers read on from each read's next offset (the segment remembers where that is);
+    # batches of every size, read in bounded steps, give what a scan of the batches gives.
+    segment = LogSegment(tmp_path, 0, CONFIG, now_ms=0)
+    batches: list[tuple[int, int, bytes]] = []  # (base offset, last offset, bytes)
+    offset = 0
+    for number in range(40):
+        base = batches[-1][1] + 1 if batches else 0
+        data = make_batch(base, 1 + number % 4, value_size=10 + 7 * number)
+        append(segment, data)
+        batches.append((base, base + number % 4, data))
+        for max_bytes in (1, 150, 10_000):
+            result = segment.read(offset, max_bytes, segment.size, min_one_batch=False)
+            # The scan: from the first batch holding ``offset``, whole batches within max_bytes.
+            following = [batch for batch in batches if batch[1] >= offset]
+            taken: list[bytes] = []
+            for _, _, whole in following:
+                if sum(map(len, taken)) + len(whole) > max_bytes:
+                    break
+                taken.append(whole)
+            if not following:  # all read: no batch holds the offset yet
+                assert result is None
+                continue
+            assert result is not None
+            assert result.slice.read_bytes() == b"".join(taken)
+            start = sum(len(whole) for _, last, whole in batches if last < offset)
+            assert result.slice.position == start
+            assert result.next_offset == (
+                following[len(taken) - 1][1] + 1 if taken else following[0][0]
+            )
+            offset = result.next_offset
+
+
+def test_a_read_after_truncation_and_new_batches_finds_the_new_ones(tmp_path: Path) -> None:
+    # A replica truncating after a leader change, then appending the new leader's batches of
+    # other sizes: what a read ended at before the truncation is no batch boundary any more.
+    segment = LogSegment(tmp_path, 0, CONFIG, now_ms=0)
+    fill(segment, 0, 6)
+    first = segment.read(0, 10_000, segment.size, min_one_batch=True)
+    assert first is not None and first.next_offset == 12
+    segment.truncate_to(4)
+    new = [make_batch(4 + 3 * n, 3, value_size=33) for n in range(4)]
+    for data in new:
+        append(segment, data)
+    result = segment.read(12, 10_000, segment.size, min_one_batch=True)
+    assert result is not None
+    assert result.slice.read_bytes() == b"".join(new[-2:])  # batch 10-12 holds 12
+    assert result.next_offset == 16
