@@ -83,6 +83,13 @@ Done = Callable[[str | None], None]  # a delivery callback: error text or None
 # ------------------------------------------------------------------ the two clients
 
 
+def _delivery_report(done: Done) -> Callable[[Any, Any], None]:
+    def report(error: Any, _message: Any) -> None:
+        done(None if error is None else str(error))
+
+    return report
+
+
 class Producer:
     """The little of a producer this bench needs, over confluent-kafka or kafka-python."""
 
@@ -111,6 +118,10 @@ class Producer:
                     "log_level": 2,
                 }
             )  # librdkafka logs every refused connection of a failover
+            # One delivery callback per ``done``, not a closure per record: up to 256 MB of
+            # records wait in librdkafka's queue, and a closure each made the bench's own
+            # collector walk them (11 full collections of ~75 ms in one throughput run).
+            self._reports: dict[Done, Callable[[Any, Any], None]] = {}
         else:
             from kafka import KafkaProducer
 
@@ -126,10 +137,9 @@ class Producer:
 
     def send(self, topic: str, partition: int, value: bytes, done: Done) -> None:
         if CLIENT == "confluent-kafka":
-
-            def report(error: Any, _message: Any) -> None:
-                done(None if error is None else str(error))
-
+            report = self._reports.get(done)
+            if report is None:
+                report = self._reports[done] = _delivery_report(done)
             while True:
                 try:
                     self._producer.produce(topic, value, partition=partition, on_delivery=report)
