@@ -152,6 +152,8 @@ class BrokerConnection(Generic[F]):
 
     async def versions(self) -> F:
         """The negotiated versions; connects (and negotiates) when not connected."""
+        if self._versions is not None and self._stream is not None:
+            return self._versions  # connected: no lock to take (a fetcher asks every round)
         async with self._lock:
             return await self._connect_if_needed()
 
@@ -321,7 +323,7 @@ class BrokerConnection(Generic[F]):
             raise BrokerConnectionError(
                 f"response correlation id {answered} does not match request {correlation_id}"
             )
-        return memoryview(frame)[start:]
+        return frame[start:]
 
     def _fail(self, error: BaseException, during: str) -> NoReturn:
         """Close the connection, schedule the reconnect, and raise: a ``BrokerConnectionError``

@@ -224,7 +224,8 @@ class ReplicaFetcher:
     async def do_work(self) -> None:
         """One round: resume, learn the leader's versions, maybe truncate, maybe fetch."""
         now_ms = self._clock.monotonic_ms()
-        for topic_partition, state in list(self._states.items()):
+        delayed = [(tp, s) for tp, s in self._states.items() if s.state is FetchState.DELAYED]
+        for topic_partition, state in delayed:
             self._states[topic_partition] = state.resume_if_due(now_ms)
         if not self._has_ready_partition():
             return
@@ -254,9 +255,10 @@ class ReplicaFetcher:
     async def maybe_truncate(self, offsets_for_leader_epoch_supported: bool) -> None:
         """Kafka ``maybeTruncate``: truncate or ask OffsetsForLeaderEpoch for TRUNCATING ones."""
         requests: dict[TopicPartition, LeaderEpochRequest] = {}
-        for topic_partition, state in list(self._states.items()):
+        truncating = [(tp, s) for tp, s in self._states.items() if s.is_truncating]
+        for topic_partition, state in truncating:
             log = self._log_for(topic_partition)
-            if not state.is_truncating or log is None:
+            if log is None:
                 continue
             outcome = plan_truncation(
                 state,
