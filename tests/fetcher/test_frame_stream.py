@@ -216,9 +216,30 @@ def test_unasked_for_frames_pause_reading_until_they_are_taken() -> None:
         assert isinstance(transport, RecordingTransport)
         receive(stream, frame(b"a") + frame(b"b"), [])
         assert not transport.reading  # MAX_QUEUED_FRAMES frames wait: the socket is not read
-        assert await stream.next_frame() == b"a"
+        assert bytes(await stream.next_frame()) == b"a"
         assert transport.reading
-        assert await stream.next_frame() == b"b"
+        assert bytes(await stream.next_frame()) == b"b"
 
     assert MAX_QUEUED_FRAMES == 2
+    run(check)
+
+
+def test_a_large_frames_buffer_is_filled_again_only_once_nothing_refers_to_it() -> None:
+    first, second, third = (bytes([n]) * (2 * STAGING_BYTES) for n in (1, 2, 3))
+
+    async def check(stream: FrameStream) -> None:
+        receive(stream, frame(first), [1000])
+        held = await stream.next_frame()
+        receive(stream, frame(second), [1000])
+        # The first frame is still referred to: the second got a buffer of its own.
+        assert bytes(held) == first
+        taken = await stream.next_frame()
+        assert bytes(taken) == second
+        reused = memoryview(taken).obj
+        del held, taken  # the follower appended them and let go
+        receive(stream, frame(third), [1000])
+        again = await stream.next_frame()
+        assert bytes(again) == third
+        assert memoryview(again).obj is reused  # no new megabyte buffer per response
+
     run(check)
