@@ -85,23 +85,26 @@ class FetchSessionHandler:
         if is_full(self.epoch):
             self.partitions = wanted
             return SessionFetch(self.session_id, self.epoch, tuple(wanted.values()))
-        to_send = tuple(
-            target
-            for key, target in wanted.items()
-            if key not in self.partitions
-            or self.partitions[key].partition != target.partition
-            or self.partitions[key].topic_id != target.topic_id
-        )
+        sent = self.partitions
+        to_send = []
+        for key, target in wanted.items():
+            last = sent.get(key)
+            if (
+                last is None
+                or last.partition != target.partition
+                or last.topic_id != target.topic_id
+            ):
+                to_send.append(target)
         # A partition the follower stopped fetching, or one whose topic was deleted and created
         # again under its name (Kafka's ``replaced``: the old topic id is forgotten and the new
         # one sent, else the leader's session keeps answering the old id and never the new).
-        to_forget = tuple(
-            target
-            for key, target in self.partitions.items()
-            if key not in wanted or wanted[key].topic_id != target.topic_id
-        )
+        to_forget = []
+        for key, held in sent.items():
+            now = wanted.get(key)
+            if now is None or now.topic_id != held.topic_id:
+                to_forget.append(held)
         self.partitions = wanted
-        return SessionFetch(self.session_id, self.epoch, to_send, to_forget)
+        return SessionFetch(self.session_id, self.epoch, tuple(to_send), tuple(to_forget))
 
     def handle_response(self, error: Errors, session_id: int) -> bool:
         """Move to the next session state; False when the answer's partitions must be ignored."""
