@@ -84,6 +84,10 @@ class FrameStream(asyncio.BufferedProtocol):
             if self._error is not None:
                 raise self._error
 
+    def abort(self, error: BaseException) -> None:
+        """Fail the waiter and every later wait with ``error``, and close the connection."""
+        self._fail(error)
+
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)
 
