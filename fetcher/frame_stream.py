@@ -9,11 +9,11 @@ frame: the size prefix, then the socket reads into a buffer of exactly that fram
 becomes the response. Bytes that arrive ahead of a frame's end (small frames, the next prefix)
 land in a small staging buffer and are carried over.
 
-A large frame's buffer is used again for a later frame once nothing refers to the first any more
-(no memoryview of it is alive: the records a follower appended from it are written and dropped),
-so a follower does not allocate, zero and fault in a fresh megabyte buffer for every Fetch
-response (issue 18: a third of ``FrameStream``'s time). A frame still referred to is never
-written over: the next one gets a buffer of its own.
+A frame's buffer (of ``SMALL_FRAME_BYTES`` and more) is used again for a later frame once
+nothing refers to the first any more (no memoryview of it is alive: the records a follower
+appended from it are written and dropped), so a follower does not allocate, zero and fault in a
+fresh buffer of up to megabytes for every Fetch response (issue 18: a third of ``FrameStream``'s
+time). A frame still referred to is never written over: the next one gets a buffer of its own.
 
 One request at a time (``BlockingSend``): ``next_frame`` waits for the next whole frame; a frame
 over ``max_bytes`` (``FrameError``), end of stream or a lost connection fail the waiter and every
@@ -31,6 +31,12 @@ from pykraft.protocol.framing import SIZE_PREFIX_BYTES
 from pykraft.protocol.wire import INT32
 
 STAGING_BYTES = 256 * 1024
+# Frames this long or longer are received into the spare buffer when it is free; shorter ones
+# get a bytearray of their own (cheap at that size).
+SMALL_FRAME_BYTES = 4096
+# Bound (STYLE.md §7) on the buffer kept between frames: a connection idle after a catch-up's
+# large responses holds at most this much.
+SPARE_BYTES_MAX = 4 * 1024 * 1024
 # Bound (STYLE.md §7): frames received and not yet taken before reading pauses. One request is
 # in flight at a time, so only a peer sending unasked-for frames reaches it.
 MAX_QUEUED_FRAMES = 2
@@ -46,8 +52,8 @@ class FrameStream(asyncio.BufferedProtocol):
         # The frame being filled past the staging buffer: its first _frame_size bytes of _spare.
         self._frame: memoryview | None = None
         self._filled = 0
-        # Invariant: the last large frame's buffer (at least as long as its frame), kept to be
-        # filled again when no view of it remains (``_is_referred_to``).
+        # Invariant: None or a buffer of at most SPARE_BYTES_MAX bytes, filled again for a
+        # later frame only when no view of it remains (``_is_referred_to``).
         self._spare: bytearray | None = None
         self._frames: collections.deque[memoryview] = collections.deque()
         self._reading_paused = False
@@ -124,7 +130,13 @@ class FrameStream(asyncio.BufferedProtocol):
                 return
             body = start + SIZE_PREFIX_BYTES
             if self._staged - body >= size:
-                self._deliver(memoryview(bytearray(view[body : body + size])))
+                whole = view[body : body + size]
+                if size < SMALL_FRAME_BYTES:
+                    self._deliver(memoryview(bytearray(whole)))
+                else:
+                    frame = self._buffer_for(size)
+                    frame[:] = whole
+                    self._deliver(frame)
                 start = body + size
                 continue
             frame = self._buffer_for(size)
@@ -140,12 +152,16 @@ class FrameStream(asyncio.BufferedProtocol):
         view.release()
 
     def _buffer_for(self, size: int) -> memoryview:
-        """A writable view of ``size`` bytes for the next large frame: the spare buffer when it
-        is long enough and nothing refers to it any more, else a new one (then the spare)."""
+        """A writable view of ``size`` bytes for a frame of ``SMALL_FRAME_BYTES`` or more: the
+        spare buffer when it is long enough and nothing refers to it any more, else a new one,
+        kept as the spare when it is the longer and at most ``SPARE_BYTES_MAX``."""
         spare = self._spare
-        if spare is None or len(spare) < size or _is_referred_to(spare):
-            spare = self._spare = bytearray(size)
-        return memoryview(spare)[:size]
+        if spare is not None and len(spare) >= size and not _is_referred_to(spare):
+            return memoryview(spare)[:size]
+        buffer = bytearray(size)
+        if size <= SPARE_BYTES_MAX and (spare is None or size >= len(spare)):
+            self._spare = buffer
+        return memoryview(buffer)
 
     def _deliver(self, frame: memoryview) -> None:
         self._frames.append(frame)

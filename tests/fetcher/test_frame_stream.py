@@ -16,7 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pykraft.fetcher.frame_stream import MAX_QUEUED_FRAMES, STAGING_BYTES, FrameStream
+from pykraft.fetcher.frame_stream import (
+    MAX_QUEUED_FRAMES,
+    SPARE_BYTES_MAX,
+    STAGING_BYTES,
+    FrameStream,
+)
 from pykraft.protocol.errors import FrameError
 from tests.tls_material import make_tls_material
 
@@ -87,8 +92,11 @@ def test_frames_come_out_whole_and_in_order_however_split(
 ) -> None:
     async def check(stream: FrameStream) -> None:
         receive(stream, b"".join(frame(body) for body in frames), cuts)
-        got = [bytes(await stream.next_frame()) for _ in frames]
-        assert got == frames
+        held = [await stream.next_frame() for _ in frames]  # every one still referred to
+        assert [bytes(view) for view in held] == frames
+        del held  # let go: their buffers may be filled again, never one a frame still uses
+        receive(stream, b"".join(frame(body) for body in frames), cuts)
+        assert [bytes(await stream.next_frame()) for _ in frames] == frames
 
     run(check)
 
@@ -243,3 +251,19 @@ def test_a_large_frames_buffer_is_filled_again_only_once_nothing_refers_to_it() 
         assert memoryview(again).obj is reused  # no new megabyte buffer per response
 
     run(check)
+
+
+def test_a_buffer_over_the_bound_is_not_kept_between_frames() -> None:
+    body = b"x" * (SPARE_BYTES_MAX + 1)
+
+    async def main() -> None:
+        stream = FrameStream(max_bytes=2 * SPARE_BYTES_MAX)
+        stream.connection_made(RecordingTransport())
+        receive(stream, frame(body), [1000])
+        first = await stream.next_frame()
+        buffer = memoryview(first).obj
+        del first
+        receive(stream, frame(body), [1000])
+        assert memoryview(await stream.next_frame()).obj is not buffer
+
+    asyncio.run(main())
