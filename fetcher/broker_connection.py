@@ -162,7 +162,9 @@ class BrokerConnection(Generic[F]):
     ) -> tuple[int, memoryview]:
         """Send one request built for the negotiated versions; return (version, body)."""
         async with self._lock:
-            versions = await self._connect_if_needed()
+            versions = self._versions
+            if versions is None or self._stream is None:
+                versions = await self._connect_if_needed()
             version, body = build(versions)
             return version, await self._send_or_fail(api_key, version, body)
 

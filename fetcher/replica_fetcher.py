@@ -321,8 +321,18 @@ class ReplicaFetcher:
             return
         for target in request.targets:
             answer = answers.get(target.topic_partition)
-            if answer is not None and self._unchanged(target):
-                await self._on_fetch_answer(target, answer)
+            if answer is None or not self._unchanged(target):
+                continue
+            outcome = self._on_fetch_answer(target, answer)
+            if outcome is None:
+                continue
+            topic_partition = target.topic_partition
+            if isinstance(outcome.action, ResolveOutOfRange):
+                resolved = await self._resolve_out_of_range(topic_partition, outcome.action)
+                if resolved is not None:
+                    self._apply(topic_partition, resolved)
+            else:
+                self._apply(topic_partition, outcome)
 
     def _should_throttle(self, topic_partition: TopicPartition, state: PartitionFetchState) -> bool:
         """Kafka ``shouldFollowerThrottle``: a replica not caught up (lag > 0 or unknown), on a
@@ -375,7 +385,9 @@ class ReplicaFetcher:
             and state.fetch_offset == target.partition.fetch_offset
         )
 
-    async def _on_fetch_answer(self, target: FetchTarget, answer: PartitionData) -> None:
+    def _on_fetch_answer(self, target: FetchTarget, answer: PartitionData) -> FetchOutcome | None:
+        """What one partition's answer makes it do (None: it failed for want of a log). Not a
+        coroutine: only an out-of-range answer awaits (``maybe_fetch``), not every append."""
         topic_partition = target.topic_partition
         if self.quota is not None and answer.records and self.quota.is_throttled(topic_partition):
             # Kafka's ReplicaFetcherThread.processPartitionData: quota.record(records.sizeInBytes)
@@ -384,8 +396,8 @@ class ReplicaFetcher:
         state, log = self._states[topic_partition], self._log_for(topic_partition)
         if log is None:
             self._fail_partition(topic_partition, FailureReason.UNEXPECTED_ERROR)
-            return
-        outcome = on_fetch_response(
+            return None
+        return on_fetch_response(
             state,
             target.partition,
             answer,
@@ -394,12 +406,6 @@ class ReplicaFetcher:
             fetch_backoff_ms=self.config.fetch_backoff_ms,
             truncate_on_fetch=self._truncate_on_fetch,
         )
-        if isinstance(outcome.action, ResolveOutOfRange):
-            resolved = await self._resolve_out_of_range(topic_partition, outcome.action)
-            if resolved is not None:
-                self._apply(topic_partition, resolved)
-            return
-        self._apply(topic_partition, outcome)
 
     async def _resolve_out_of_range(
         self, topic_partition: TopicPartition, action: ResolveOutOfRange
