@@ -91,6 +91,11 @@ def check_transition(
     topic_partition: TopicPartition, old: PartitionState, new: PartitionState
 ) -> None:
     """The role and ISR transitions ``partition_state`` and ``isr`` list; a bug otherwise."""
+    if (
+        new.role is old.role is not PartitionRole.NONE
+        and new.pending_isr_change is old.pending_isr_change
+    ):
+        return  # a follower's progress moved: leader -> leader, the ISR state kept (both legal)
     if new.role not in LEGAL_TRANSITIONS[old.role]:
         raise AssertionError(
             f"{topic_partition}: illegal transition {old.role.name} -> {new.role.name}"
