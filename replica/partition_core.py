@@ -218,7 +218,8 @@ class PartitionCore:
     ) -> Ready:
         """Kafka ``updateFollowerFetchState``: progress, maybe an ISR expansion, maybe the high
         watermark. A fetch from an older broker incarnation is NOT_LEADER_OR_FOLLOWER."""
-        if is_stale_broker_epoch(view.brokers(replica_id), broker_epoch):
+        broker = view.brokers(replica_id)
+        if is_stale_broker_epoch(broker, broker_epoch):
             raise PartitionError(
                 Errors.NOT_LEADER_OR_FOLLOWER,
                 f"{self.topic_partition}: stale fetch from broker {replica_id} with broker "
@@ -235,7 +236,7 @@ class PartitionCore:
         )
         state = with_follower(self.state, replica_id, updated)
         proposal = None
-        if needs_expand_isr(state, replica_id, view.high_watermark, view.brokers(replica_id)):
+        if needs_expand_isr(state, replica_id, view.high_watermark, broker):
             state = prepare_isr_expand(state, replica_id, view.local_broker_epoch)
             proposal = state.pending_isr_change
         moved = updated.log_end_offset != previous.log_end_offset
