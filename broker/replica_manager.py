@@ -209,9 +209,6 @@ class ReplicaManager:
             else TransactionalAppends(self, transaction_verifier)
         )
         self._timer: Timer | None = None
-        # What the timer is armed for (None: not armed). Invariant: at or before the core's
-        # next deadline; a later deadline does not re-arm it (``_arm_timer``).
-        self._armed_ms: int | None = None
         if timer is not None:
             self._timer = timer(self.on_timer)
             self.delayed_fetches.on_deadline_moved = self._arm_timer
@@ -531,21 +528,14 @@ class ReplicaManager:
         raised (a bug, logged by the event loop), so the ISR expiration never stops."""
         if self._timer is not None:
             self._timer.fired()
-            self._armed_ms = None
         try:
             self.tick()
         finally:
             self._arm_timer()
 
     def _arm_timer(self) -> None:
-        """Keep the timer at or before the next deadline. Every parked fetch moves the earliest
-        deadline later when the one before it completes: it stays armed (one early tick finds
-        nothing due and re-arms) rather than cancelled and re-created per fetch."""
         if self._timer is not None:
-            deadline_ms = self.core.next_deadline_ms()
-            if self._armed_ms is None or deadline_ms < self._armed_ms:
-                self._timer.arm(deadline_ms)
-                self._armed_ms = deadline_ms
+            self._timer.arm(self.core.next_deadline_ms())
 
     def shutdown(self) -> None:
         """Answer every waiting fetch and produce now; the timer stops."""

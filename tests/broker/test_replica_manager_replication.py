@@ -418,32 +418,6 @@ def test_one_timer_at_the_next_deadline_runs_the_isr_expiration_and_the_produce_
     run(tmp_path, scenario, timed=True)
 
 
-def test_the_timer_is_not_moved_later_when_the_earliest_waiter_completes(tmp_path: Path) -> None:
-    """A completed waiter leaves the timer where it was (every parked fetch would move it
-    otherwise); firing early finds nothing due and re-arms at the next deadline."""
-
-    async def scenario(cluster: ReplicatedCluster) -> None:
-        start_ms, timer = cluster.clock.now_ms, cluster.timers[LEADER]
-        cluster.start()
-        produce = await cluster.produce(b"a", timeout_ms=1000)
-        assert timer.armed_ms == start_ms + 1000  # before the ISR expiration
-        for follower in (F2, F2, F3, F3):
-            await cluster.replicate(follower)
-        assert (await produce)[PETS0].error is Errors.NONE
-        waiting = await cluster.produce(b"c", timeout_ms=10 * LAG_MS)  # a later deadline
-        assert cluster.leader.next_deadline_ms() == start_ms + LAG_MS // 2
-        assert timer.armed_ms == start_ms + 1000  # kept, not re-armed later
-        timer.fire(cluster.clock)
-        assert cluster.channel.requests == [] and not waiting.done()  # nothing was due
-        assert timer.armed_ms == start_ms + LAG_MS // 2
-        late = await cluster.produce(b"b", timeout_ms=1000)  # earlier again: re-armed
-        assert timer.armed_ms == start_ms + 2000
-        timer.fire(cluster.clock)
-        assert (await late)[PETS0].error is Errors.REQUEST_TIMED_OUT
-
-    run(tmp_path, scenario, timed=True)
-
-
 def test_the_timer_stays_armed_when_a_tick_fails(tmp_path: Path) -> None:
     async def scenario(cluster: ReplicatedCluster) -> None:
         timer, leader = cluster.timers[LEADER], cluster.leader
