@@ -61,11 +61,8 @@ class DelayedOperations(Generic[V, C, R]):
         if hop_trace.ENABLED:
             hop_trace.mark("delayed watch")
         deadline_ms = self._monotonic_ms() + max(0, timeout_ms)
-        waiter_id = self.purgatory.try_watch(waiting, deadline_ms)
+        answers, waiter_id = self.purgatory.try_complete_else_watch(waiting, deadline_ms, checker)
         if waiter_id is None:
-            return Watch(answers=self.purgatory.check_once(waiting, checker))
-        answers = self.purgatory.try_complete(waiter_id, checker)
-        if answers is not None:
             return Watch(answers=answers)
         self._callbacks[waiter_id] = on_done
         self._schedule()

@@ -61,11 +61,14 @@ def read_records(
     if diverging is not None:
         fetched = FetchDataInfo(LogOffsetMetadata(fetch_offset), (), fetch_offset)
     else:
-        upper = {
-            FetchIsolation.LOG_END: log_end_offset,
-            FetchIsolation.HIGH_WATERMARK: high_watermark,
-            FetchIsolation.TXN_COMMITTED: last_stable_offset,
-        }[isolation]
+        # Not a dict keyed by the isolation: an Enum hashes in Python, four times per read.
+        if isolation is FetchIsolation.LOG_END:
+            upper = log_end_offset
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            upper = high_watermark
+        else:
+            assert isolation is FetchIsolation.TXN_COMMITTED, isolation
+            upper = last_stable_offset
         try:
             fetched = log.read(fetch_offset, max_bytes, upper, min_one_batch)
         except (OffsetOutOfRangeError, OSError) as error:

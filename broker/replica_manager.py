@@ -166,6 +166,7 @@ class ReplicaManager:
         self.inter_broker_listener_name = inter_broker_listener_name
         self.min_insync_replicas = min_insync_replicas
         self._min_insync_cache: tuple[MetadataImage | None, dict[str, int]] = (None, {})
+        self._local_broker_epoch_cache: tuple[MetadataImage | None, int] = (None, NO_BROKER_EPOCH)
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._monotonic_ms = monotonic_ms
         self.core = ReplicaCore(
@@ -573,8 +574,12 @@ class ReplicaManager:
         self.delayed_delete_records.check_and_complete(topic_partition, self.low_watermark_or_error)
 
     def _local_broker_epoch(self) -> int:
-        registration = self.image.cluster.broker(self.broker_id)
-        return NO_BROKER_EPOCH if registration is None else registration.epoch
+        """Read at every append and follower fetch: once per (immutable) metadata image."""
+        if self._local_broker_epoch_cache[0] is not self.image:
+            registration = self.image.cluster.broker(self.broker_id)
+            epoch = NO_BROKER_EPOCH if registration is None else registration.epoch
+            self._local_broker_epoch_cache = (self.image, epoch)
+        return self._local_broker_epoch_cache[1]
 
     # ------------------------------------------------------------------ list offsets
 

@@ -121,9 +121,11 @@ class FetchParams:
     max_bytes: int
     isolation_level: int = 0  # 0 READ_UNCOMMITTED, 1 READ_COMMITTED
     partitions: tuple[PartitionFetch, ...]
+    # Worked out once: each partition's read and the purgatory ask it.
+    isolation: FetchIsolation = attrs.field(init=False, repr=False)
 
-    @property
-    def isolation(self) -> FetchIsolation:
+    @isolation.default
+    def _isolation(self) -> FetchIsolation:
         return FetchIsolation.of(self.replica_id, self.isolation_level)
 
 
@@ -143,9 +145,11 @@ class LogReadResult:
     # READ_COMMITTED only: the aborted transactions overlapping ``slices`` (Kafka's
     # ``FetchPartitionData.abortedTransactions``); None otherwise.
     aborted_transactions: tuple[AbortedTxn, ...] | None = None
+    # The bytes of ``slices``, summed once: a fetch asks it about five times per partition.
+    size_in_bytes: int = attrs.field(init=False, repr=False)
 
-    @property
-    def size_in_bytes(self) -> int:
+    @size_in_bytes.default
+    def _size_in_bytes(self) -> int:
         return sum(piece.length for piece in self.slices)
 
     @classmethod

@@ -67,8 +67,9 @@ class FetchPurgatory(Purgatory[_Waiter]):
         self, topic_partition: TopicPartition, isolation: FetchIsolation | None = None
     ) -> int:
         """Waiters on ``topic_partition``; with ``isolation``, only those that read so far."""
-        if isolation is None:
-            return self._index.watching(topic_partition)
+        watching = self._index.watching(topic_partition)
+        if isolation is None or not watching:
+            return watching
         return sum(
             1
             for waiter_id in self._index.watchers(topic_partition)

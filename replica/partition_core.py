@@ -91,6 +91,11 @@ def check_transition(
     topic_partition: TopicPartition, old: PartitionState, new: PartitionState
 ) -> None:
     """The role and ISR transitions ``partition_state`` and ``isr`` list; a bug otherwise."""
+    if (
+        new.role is old.role is not PartitionRole.NONE
+        and new.pending_isr_change is old.pending_isr_change
+    ):
+        return  # a follower's progress moved: leader -> leader, the ISR state kept (both legal)
     if new.role not in LEGAL_TRANSITIONS[old.role]:
         raise AssertionError(
             f"{topic_partition}: illegal transition {old.role.name} -> {new.role.name}"
@@ -213,7 +218,8 @@ class PartitionCore:
     ) -> Ready:
         """Kafka ``updateFollowerFetchState``: progress, maybe an ISR expansion, maybe the high
         watermark. A fetch from an older broker incarnation is NOT_LEADER_OR_FOLLOWER."""
-        if is_stale_broker_epoch(view.brokers(replica_id), broker_epoch):
+        broker = view.brokers(replica_id)
+        if is_stale_broker_epoch(broker, broker_epoch):
             raise PartitionError(
                 Errors.NOT_LEADER_OR_FOLLOWER,
                 f"{self.topic_partition}: stale fetch from broker {replica_id} with broker "
@@ -230,7 +236,7 @@ class PartitionCore:
         )
         state = with_follower(self.state, replica_id, updated)
         proposal = None
-        if needs_expand_isr(state, replica_id, view.high_watermark, view.brokers(replica_id)):
+        if needs_expand_isr(state, replica_id, view.high_watermark, broker):
             state = prepare_isr_expand(state, replica_id, view.local_broker_epoch)
             proposal = state.pending_isr_change
         moved = updated.log_end_offset != previous.log_end_offset

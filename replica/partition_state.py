@@ -144,7 +144,8 @@ class PartitionState:
     leader_epoch: int = -1
     partition_epoch: int = -1
     replicas: tuple[int, ...] = ()
-    # The committed ISR (leader only; followers keep none).
+    # The committed ISR (leader only; followers keep none). Invariant: no duplicates (the
+    # controller refuses them), so its length is its size.
     isr: tuple[int, ...] = ()
     # Invariant: only a leader has a pending change; its kind is PENDING_EXPAND/PENDING_SHRINK.
     pending_isr_change: PendingIsrChange | None = None
@@ -169,6 +170,26 @@ class PartitionState:
         if pending is not None and pending.kind is IsrState.PENDING_EXPAND:
             return frozenset(self.isr) | pending.changed
         return frozenset(self.isr)
+
+    def in_maximal_isr(self, replica_id: int) -> bool:
+        """``replica_id in self.maximal_isr`` without building the set: the high watermark
+        asks it for each follower at every append and follower fetch."""
+        if replica_id in self.isr:
+            return True
+        pending = self.pending_isr_change
+        return (
+            pending is not None
+            and pending.kind is IsrState.PENDING_EXPAND
+            and replica_id in pending.changed
+        )
+
+    @property
+    def maximal_isr_size(self) -> int:
+        """``len(self.maximal_isr)``, the set built only while an expansion is pending."""
+        pending = self.pending_isr_change
+        if pending is None or pending.kind is not IsrState.PENDING_EXPAND:
+            return len(self.isr)
+        return len(self.maximal_isr)
 
 
 def with_follower(state: PartitionState, replica_id: int, progress: ReplicaState) -> PartitionState:
@@ -285,12 +306,11 @@ def high_watermark_candidate(
     """
     if state.role is not PartitionRole.LEADER or is_under_min_isr(state, min_insync_replicas):
         return None
-    maximal = state.maximal_isr
     candidate = log_end_offset
     for replica_id, replica in state.followers.items():
         if replica.log_end_offset >= candidate:
             continue
-        if replica_id in maximal or (
+        if state.in_maximal_isr(replica_id) or (
             is_caught_up(replica, log_end_offset, now_ms, replica_lag_time_max_ms)
             and is_replica_isr_eligible(replica, brokers(replica_id))
         ):
@@ -307,7 +327,7 @@ def check_enough_replicas_reach_offset(
     if high_watermark < required_offset:
         return False, Errors.NONE
     # Appended with enough replicas, but the ISR shrank before the high watermark got here.
-    if effective_min_isr(state, min_insync_replicas) <= len(state.maximal_isr):
+    if effective_min_isr(state, min_insync_replicas) <= state.maximal_isr_size:
         return True, Errors.NONE
     return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 

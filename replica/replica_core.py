@@ -313,12 +313,15 @@ class ReplicaCore:
         )
 
     def next_deadline_ms(self) -> int:
-        """When ``tick`` next has something to do."""
-        deadlines = [
-            self._next_isr_expiration_ms,
+        """When ``tick`` next has something to do (asked at every parked fetch and waiting
+        produce: no list, no generator)."""
+        deadline: int = self._next_isr_expiration_ms
+        for other in (
             self._next_checkpoint_ms,
             self.fetch_waiters.next_deadline_ms(),
             self.produce_waiters.next_deadline_ms(),
             self.delete_records_waiters.next_deadline_ms(),
-        ]
-        return min(deadline for deadline in deadlines if deadline is not None)
+        ):
+            if other is not None and other < deadline:
+                deadline = other
+        return deadline

@@ -164,6 +164,23 @@ class PartitionsPurgatory(
         assert waiting, "a delayed request waits on at least one partition"
         return self._index.try_add(waiting, deadline_ms, lambda _waiter_id: self._statuses(waiting))
 
+    def try_complete_else_watch(
+        self, waiting: Mapping[TopicPartition, V], deadline_ms: int, checker: C
+    ) -> tuple[dict[TopicPartition, R] | None, int | None]:
+        """Kafka's ``tryCompleteElseWatch`` in one step: (answers, None) when no partition
+        needs to wait, or when ``max_waiters`` already wait (what is not done gives its
+        deadline's answer); else (None, the new waiter's id). Checking before adding (one
+        thread, nothing moves in between) spares the index an acks=all produce the high
+        watermark already covers: every RF=1 one (issue 18)."""
+        assert waiting, "a delayed request waits on at least one partition"
+        statuses = self._statuses(waiting)
+        if self._check_pending(statuses, checker):
+            return _answers(statuses), None
+        waiter_id = self._index.try_add(statuses, deadline_ms, lambda _waiter_id: statuses)
+        if waiter_id is None:
+            return _answers(statuses), None
+        return None, waiter_id
+
     def try_complete(self, waiter_id: int, checker: C) -> dict[TopicPartition, R] | None:
         """Check every waiting partition of one waiter; its answers (removed) when done."""
         statuses = self._index[waiter_id]

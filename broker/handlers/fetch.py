@@ -208,10 +208,11 @@ async def read_fetch(
     builder = _ResponseBuilder(services.metadata(), listener_name)
     answer = FetchAnswer(sessions, context, now_ms, builder)
     for key in keys:
-        if key in unknown:
+        # ``unknown and``: a key hashes its topic id, a uuid.UUID, in Python; mostly both empty.
+        if unknown and key in unknown:
             data = PartitionData(key[2], error_code=Errors.UNKNOWN_TOPIC_ID)
             size = 0
-        elif key in denied:
+        elif denied and key in denied:
             data = PartitionData(key[2], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
             size = 0
         else:

@@ -88,6 +88,26 @@ def test_the_produce_purgatory_is_bounded() -> None:
     assert purgatory.try_watch({A: 1}, deadline_ms=10) is not None
 
 
+def test_try_complete_else_watch_adds_a_waiter_only_when_one_must_wait() -> None:
+    # Kafka tryCompleteElseWatch: a produce the ISR already has is answered, never watched.
+    purgatory, replicas = ProducePurgatory(max_waiters=1), Replicas()
+    replicas.high_watermarks[A] = 5
+    assert purgatory.try_complete_else_watch({A: 5}, 1000, replicas) == ({A: Errors.NONE}, None)
+    assert len(purgatory) == 0 and purgatory.watching(A) == 0
+    assert purgatory.next_deadline_ms() is None
+    answers, waiter = purgatory.try_complete_else_watch({A: 5, B: 3}, 1000, replicas)
+    assert answers is None and waiter is not None
+    assert purgatory.watching(A) == 1 and purgatory.watching(B) == 1
+    # Full: one check, what is not done answers its deadline's answer.
+    assert purgatory.try_complete_else_watch({A: 5, B: 3}, 1000, replicas) == (
+        {A: Errors.NONE, B: Errors.REQUEST_TIMED_OUT},
+        None,
+    )
+    replicas.high_watermarks[B] = 3  # A was checked once already and is not asked again
+    replicas.errors[A] = Errors.NOT_LEADER_OR_FOLLOWER
+    assert purgatory.check(B, replicas) == {waiter: {A: Errors.NONE, B: Errors.NONE}}
+
+
 # ------------------------------------------------------------------ the asyncio shell
 
 

@@ -292,6 +292,12 @@ def test_the_maximal_isr_counts_a_replica_being_added_not_one_being_removed() ->
     assert expanding.maximal_isr == {LOCAL, F2, F3}
     shrinking = prepare_isr_shrink(leading((LOCAL, F2, F3), followers), frozenset({F3}), 101)
     assert shrinking.maximal_isr == {LOCAL, F2, F3}
+    committed = leading((LOCAL, F2), followers)
+    for state in (expanding, shrinking, committed):  # the set-free forms agree with the set
+        assert state.maximal_isr_size == len(state.maximal_isr)
+        for replica in (LOCAL, F2, F3, 99):
+            assert state.in_maximal_isr(replica) == (replica in state.maximal_isr)
+    assert committed.maximal_isr_size == 2 and not committed.in_maximal_isr(F3)
     for state in (expanding, shrinking):
         assert (
             high_watermark_candidate(
