@@ -15,7 +15,6 @@ slice of the response frame per partition (``records == (view,)``), ready for
 from __future__ import annotations
 
 import struct
-import uuid
 
 import attrs
 
@@ -34,6 +33,7 @@ from pykraft.protocol.fetch import (
     PartitionData,
     SnapshotId,
     check_version,
+    read_topic_id,
 )
 from pykraft.protocol.segments import Buffer
 from pykraft.protocol.wire import (
@@ -109,10 +109,6 @@ def _request_tags(request: FetchRequest, api_version: int) -> list[tuple[int, by
 # from v5 log_start_offset.
 _PARTITION_HEAD = struct.Struct(">ihqq")
 _PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
-# Topic ids already decoded, by their bytes: a follower reads the same few in every answer, and
-# uuid.UUID() took a microsecond and a half each. Bounded: cleared when full.
-_TOPIC_IDS: dict[bytes, uuid.UUID] = {}
-TOPIC_IDS_CACHED_MAX = 4096
 
 
 def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
@@ -129,7 +125,7 @@ def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
     for _ in range(reader.array_length("responses", compact=flexible)):
         topic, topic_id = "", ZERO_UUID
         if api_version >= 13:
-            topic_id = _topic_id(bytes(reader.bytes_view(16, "topic_id")))
+            topic_id = read_topic_id(reader)
         else:
             topic = reader.string("topic", compact=flexible)
         count = reader.array_length("partitions", compact=flexible)
@@ -148,15 +144,6 @@ def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
             "FetchResponse", f"{reader.remaining} bytes left after the response", reader.position
         )
     return response
-
-
-def _topic_id(raw: bytes) -> uuid.UUID:
-    topic_id = _TOPIC_IDS.get(raw)
-    if topic_id is None:
-        if len(_TOPIC_IDS) >= TOPIC_IDS_CACHED_MAX:
-            _TOPIC_IDS.clear()
-        topic_id = _TOPIC_IDS[raw] = uuid.UUID(bytes=raw)
-    return topic_id
 
 
 def _decode_partition(reader: Reader, api_version: int, flexible: bool) -> PartitionData:
