@@ -65,7 +65,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import attrs
 
@@ -77,6 +77,7 @@ from pykraft.broker.connection_quotas import (
 )
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
+from pykraft.broker.network_protocol import hand_over_input, take_over
 from pykraft.broker.network_queue import WriterQueue
 from pykraft.broker.network_writes import (
     SENDFILE_MIN_BYTES as SENDFILE_MIN_BYTES,
@@ -111,7 +112,6 @@ logger = logging.getLogger(__name__)
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
 # connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
-READ_CHUNK_BYTES = 64 * 1024
 
 
 @attrs.frozen
@@ -317,13 +317,29 @@ class _Connection:
         self._writer = writer
         self._id = connection_id
         self._client = (client_host, client_port)
-        # Invariant: at most max_in_flight_requests dispatched requests are not yet answered;
-        # the queue holds those plus at most two end/failure markers (the reader's, and the
-        # broker's one ``expire``).
-        self._in_flight = asyncio.Semaphore(listener.max_in_flight_requests)
+        self._loop = asyncio.get_running_loop()
+        # Invariant: the queue holds the dispatched requests not yet answered plus at most two
+        # end/failure markers (the reader's, and the broker's one ``expire``).
         self._queue: WriterQueue[_QueueItem] = WriterQueue()
         # Requests dispatched and not yet answered (a connection serving one is not idle).
+        # Invariant: 0 <= _unanswered <= max_in_flight_requests.
         self._unanswered = 0
+        self._decoder = FrameDecoder(listener.max_request_bytes)
+        # A frame cut from the input but not dispatched yet: the reader holds it (and reads
+        # nothing more) at the in-flight bound, while muted, or while a Produce handler starts.
+        self._held: bytearray | None = None
+        # Set once the reader queued the end of input or a failure: nothing more is read.
+        self._input_ended = False
+        # The peer finished sending (queued as the end of input once no frame is held).
+        self._eof_received = False
+        self._reading_paused = False
+        # Set while _dispatch_frames runs (it is re-entered only through call_soon).
+        self._dispatching = False
+        self._resume_scheduled = False
+        # KIP-219: waits out a client quota's mute; the reader holds its frame meanwhile.
+        self._unmuting: asyncio.Task[None] | None = None
+        # Set after an enforced Produce was dispatched: its handler runs first (below).
+        self._yielding = False
         # Invariant: the request whose response the writer awaits, every earlier one written.
         self._awaited: _Pending | None = None
         # Set once the writer took the end of input or a failure, or ended: nothing more is
@@ -338,6 +354,11 @@ class _Connection:
         new_authenticator = listener.authentication.new_sasl_authenticator
         # Invariant: not None exactly while SASL authentication is under way.
         self._authenticator = new_authenticator() if new_authenticator else None
+        if self._authenticator is not None:
+            # Kafka's sasl.server.max.receive.size: small frames until authenticated.
+            self._decoder.max_frame_bytes = min(
+                self._decoder.max_frame_bytes, SASL_SERVER_MAX_RECEIVE_SIZE
+            )
         self._out = ResponseWriter(writer, listener)
 
     @property
@@ -371,15 +392,21 @@ class _Connection:
             self._writer.close()
             self._metrics.record_connection_closed(CloseReason.AUTHENTICATION_FAILED)
             return
-        reader_task = asyncio.create_task(self._read_requests())
+        # Reads arrive in the transport's callbacks from here on (receive_data).
+        self._writer = take_over(self._writer, self)
+        self._out = ResponseWriter(self._writer, self._listener)
+        hand_over_input(self._reader, self)
         try:
             reason = await self._write_responses()
         finally:
             # No handler writes its own response any more (the writer ended: on a failure,
-            # nothing behind it is answered).
+            # nothing behind it is answered), and nothing more is read or dispatched.
             self._stopping = True
-            reader_task.cancel()
-            await asyncio.gather(reader_task, return_exceptions=True)
+            self._input_ended = True
+            self._held = None
+            if self._unmuting is not None:
+                self._unmuting.cancel()
+                await asyncio.gather(self._unmuting, return_exceptions=True)
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
@@ -389,41 +416,130 @@ class _Connection:
 
     # --- reading ---
 
-    async def _read_requests(self) -> None:
-        decoder = FrameDecoder(self._listener.max_request_bytes)
-        loop = asyncio.get_running_loop()
-        if self._authenticator is not None:
-            # Kafka's sasl.server.max.receive.size: small frames until authenticated.
-            decoder.max_frame_bytes = min(decoder.max_frame_bytes, SASL_SERVER_MAX_RECEIVE_SIZE)
+    def receive_data(self, data: bytes) -> None:
+        """Bytes read from the socket (the transport's callback): frame and dispatch them."""
+        if self._input_ended:
+            return
+        self._metrics.record_bytes_in(len(data))
+        self.last_active_ms = self._listener.monotonic_ms()
         try:
-            while True:
-                data = await self._reader.read(READ_CHUNK_BYTES)
-                if not data:
-                    self._queue.put(_Entry.END_OF_INPUT)
-                    return
-                self._metrics.record_bytes_in(len(data))
-                self.last_active_ms = self._listener.monotonic_ms()
-                decoder.receive_data(data)
-                while (frame := decoder.next_frame()) is not None:
-                    if self._authenticator is not None:
-                        if not self._authenticate(frame):
-                            return
-                        if self._authenticator is None:
-                            decoder.max_frame_bytes = self._listener.max_request_bytes
-                    elif not await self._handle_frame(frame):
-                        return
-                # The requests of this read were queued asleep (``_handle_frame``): the writer
-                # is woken behind their handlers' first steps, and not at all when each one
-                # answered at once and wrote its own response (``_answer``).
-                if len(self._queue):
-                    loop.call_soon(self._queue.wake)
+            self._decoder.receive_data(data)
         except ProtocolError as error:
-            self._queue.put(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
-        except ConnectionError as error:
-            self._queue.put(_Failure(CloseReason.CLIENT_CLOSED, str(error)))
+            # A bad size prefix: the frames before it are dispatched first.
+            self._dispatch_frames()
+            self._end_input(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
+            return
+        self._dispatch_frames()
+
+    def receive_eof(self) -> None:
+        """The peer finished sending; the end of input is queued behind every frame read."""
+        self._eof_received = True
+        self._dispatch_frames()
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if error is None:
+            self.receive_eof()
+        elif isinstance(error, ConnectionError):
+            self._end_input(_Failure(CloseReason.CLIENT_CLOSED, str(error)))
+        else:
+            logger.error("reading from connection %s failed", self._id, exc_info=error)
+            self._end_input(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+
+    def _end_input(self, item: _Failure | _Entry) -> None:
+        """Queue the end of this connection's input (once); nothing more is read."""
+        if self._input_ended:
+            return
+        self._input_ended = True
+        self._held = None
+        self._queue.put(item)
+        self._set_reading(paused=True)
+
+    def _dispatch_frames(self) -> None:
+        """Dispatch every complete frame read, in order, until one must be held; then read on
+        or hold the socket (TCP backpressure)."""
+        if self._dispatching or self._input_ended:
+            return
+        self._dispatching = True
+        try:
+            self._dispatch_until_held()
+        except ProtocolError as error:
+            self._end_input(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
         except Exception as error:
             logger.exception("reading from connection %s failed", self._id)
-            self._queue.put(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+            self._end_input(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+        finally:
+            self._dispatching = False
+        # The requests of this read were queued asleep (``_handle_frame``): the writer is
+        # woken behind their handlers' first steps, and not at all when each one answered at
+        # once and wrote its own response (``_answer``).
+        if len(self._queue):
+            self._loop.call_soon(self._queue.wake)
+        if self._input_ended:
+            return
+        if self._held is None and self._eof_received:
+            self._end_input(_Entry.END_OF_INPUT)
+            return
+        self._set_reading(paused=self._held is not None)
+
+    def _dispatch_until_held(self) -> None:
+        while not self._input_ended:
+            frame = self._held if self._held is not None else self._decoder.next_frame()
+            self._held = None
+            if frame is None:
+                return
+            if self._authenticator is not None:
+                if not self._authenticate(frame):
+                    return
+                if self._authenticator is None:
+                    self._decoder.max_frame_bytes = self._listener.max_request_bytes
+                continue
+            if self._must_hold():
+                self._held = frame
+                return
+            if not self._handle_frame(frame):
+                return
+
+    def _must_hold(self) -> bool:
+        """Whether the next request waits: for the Produce handler just started, for a client
+        quota's mute to end (KIP-219), or for an answer at the in-flight bound."""
+        if self._yielding or self._unmuting is not None:
+            return True
+        throttles = self._listener.throttles
+        monotonic_ms = self._listener.monotonic_ms
+        if throttles is not None and throttles.muted_for_ms(self._id, monotonic_ms()):
+            self._queue.wake()  # the throttled response leaves meanwhile
+            self._unmuting = self._loop.create_task(self._wait_until_unmuted(throttles))
+            return True
+        if self._unanswered >= self._listener.max_in_flight_requests:
+            self._queue.wake()
+            return True
+        return False
+
+    async def _wait_until_unmuted(self, throttles: ChannelThrottles) -> None:
+        await throttles.wait_until_unmuted(self._id, self._listener.monotonic_ms)
+        self._unmuting = None
+        self._dispatch_frames()
+
+    def _resume_dispatch(self) -> None:
+        self._resume_scheduled = False
+        self._yielding = False
+        self._dispatch_frames()
+
+    def _schedule_dispatch(self) -> None:
+        """Dispatch the held frame a loop turn later (behind the callbacks already due)."""
+        if not self._resume_scheduled:
+            self._resume_scheduled = True
+            self._loop.call_soon(self._resume_dispatch)
+
+    def _set_reading(self, *, paused: bool) -> None:
+        transport = cast(asyncio.Transport, self._writer.transport)  # reads too
+        if paused == self._reading_paused or transport.is_closing():
+            return
+        self._reading_paused = paused
+        if paused:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
 
     def _authenticate(self, frame: bytearray) -> bool:
         """Hand one frame to the SASL authenticator; False when the connection must close."""
@@ -437,29 +553,21 @@ class _Connection:
             logger.debug("connection %s authenticated as %s", self._id, step.principal)
         if step.close:
             message = f"SASL authentication failed: {step.reason}"
-            self._queue.put(_Failure(CloseReason.AUTHENTICATION_FAILED, message))
+            self._end_input(_Failure(CloseReason.AUTHENTICATION_FAILED, message))
             return False
         return True
 
-    async def _handle_frame(self, frame: bytearray) -> bool:
+    def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one request; False when the connection must stop reading."""
         # Requests are queued without waking the writer (its wake-up is scheduled behind the
         # handlers dispatched so far, so it finds their responses complete and writes them at
-        # once): wake it before any wait here, and after the read's last frame.
-        throttles = self._listener.throttles
-        monotonic_ms = self._listener.monotonic_ms
-        if throttles is not None and throttles.muted_for_ms(self._id, monotonic_ms()):
-            self._queue.wake()  # KIP-219: a client quota muted this connection
-            await throttles.wait_until_unmuted(self._id, monotonic_ms)
-        if self._in_flight.locked():
-            self._queue.wake()
-        await self._in_flight.acquire()
+        # once): it is woken before the reader holds a frame, and after the read's last one.
         started_ns = time.monotonic_ns()
         view = memoryview(frame)
         try:
             header, body_start = parse_request_header(view)
         except ProtocolError as error:
-            self._queue.put(_Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
+            self._end_input(_Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
             return False
         if hop_trace.ENABLED:
             self._mark("read", header.api_key)
@@ -470,17 +578,17 @@ class _Connection:
             response = self._listener.dispatch(context, view[body_start:])
         except ProtocolError as error:
             message = f"{_describe(header)}: {error}"
-            self._queue.put(_Failure(CloseReason.REQUEST_REJECTED, message))
+            self._end_input(_Failure(CloseReason.REQUEST_REJECTED, message))
             return False
         except Exception as error:
             logger.exception("dispatch of %s on %s failed", _describe(header), self._id)
-            self._queue.put(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+            self._end_input(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
             return False
         if response is None:
             self._record(header, started_ns)
-            self._in_flight.release()
             return True
         self._unanswered += 1
+        throttles = self._listener.throttles
         enforcing = throttles is not None and throttles.enforcing()
         pending = _Pending(context, started_ns)
         pending.response = start_request(self._answer(pending, response), enforcing)
@@ -489,7 +597,8 @@ class _Connection:
             # Let the Produce handler start: the quota it records before its first await mutes
             # this connection before the next request is dispatched (Kafka reads one at a time).
             self._queue.wake()
-            await asyncio.sleep(0)
+            self._yielding = True
+            self._schedule_dispatch()
         return True
 
     # --- writing ---
@@ -588,7 +697,8 @@ class _Connection:
     def _answered(self, item: _Pending) -> None:
         self._unanswered -= 1
         self.last_active_ms = self._listener.monotonic_ms()
-        self._in_flight.release()
+        if self._held is not None:
+            self._schedule_dispatch()  # it may wait for this answer (the in-flight bound)
 
     def _ready_buffers(self, item: _Pending) -> list[bytes | bytearray | memoryview] | None:
         """A response already complete, not yet written, that fits one write: its buffers

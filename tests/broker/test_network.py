@@ -122,13 +122,15 @@ def test_pipelined_requests_answered_at_once_leave_in_one_write() -> None:
         server_side, client_side = socket.socketpair()
         server_reader, server_writer = await asyncio.open_connection(sock=server_side)
         writes: list[bytes] = []
-        write = server_writer.write
+        # Counted at the transport: the listener writes through its own StreamWriter.
+        transport = server_writer.transport
+        write = transport.write
 
         def counted(data: bytes | bytearray | memoryview) -> None:
             writes.append(bytes(data))
             write(data)
 
-        server_writer.write = counted  # type: ignore[method-assign]
+        transport.write = counted  # type: ignore[method-assign]
         serving = asyncio.create_task(
             harness.listener.serve_connection(server_reader, server_writer)
         )
