@@ -338,8 +338,6 @@ class _Connection:
         self._resume_scheduled = False
         # KIP-219: waits out a client quota's mute; the reader holds its frame meanwhile.
         self._unmuting: asyncio.Task[None] | None = None
-        # Set after an enforced Produce was dispatched: its handler runs first (below).
-        self._yielding = False
         # Invariant: the request whose response the writer awaits, every earlier one written.
         self._awaited: _Pending | None = None
         # Set once the writer took the end of input or a failure, or ended: nothing more is
@@ -500,9 +498,9 @@ class _Connection:
                 return
 
     def _must_hold(self) -> bool:
-        """Whether the next request waits: for the Produce handler just started, for a client
-        quota's mute to end (KIP-219), or for an answer at the in-flight bound."""
-        if self._yielding or self._unmuting is not None:
+        """Whether the next request waits: for a client quota's mute to end (KIP-219), or for
+        an answer at the in-flight bound."""
+        if self._unmuting is not None:
             return True
         throttles = self._listener.throttles
         monotonic_ms = self._listener.monotonic_ms
@@ -522,7 +520,6 @@ class _Connection:
 
     def _resume_dispatch(self) -> None:
         self._resume_scheduled = False
-        self._yielding = False
         self._dispatch_frames()
 
     def _schedule_dispatch(self) -> None:
@@ -591,14 +588,13 @@ class _Connection:
         throttles = self._listener.throttles
         enforcing = throttles is not None and throttles.enforcing()
         pending = _Pending(context, started_ns)
-        pending.response = start_request(self._answer(pending, response), enforcing)
+        # Queued first: a handler that answers in its first step (run now, by start_request)
+        # finds itself the only one queued and writes its own response (``_answer``). That
+        # first step runs before the next request is dispatched, so the quota a Produce
+        # handler records before its first await mutes this connection in time (KIP-219;
+        # Kafka reads one request at a time).
         self._queue.put(pending, wake=False)
-        if enforcing and header.api_key == ApiKey.PRODUCE:
-            # Let the Produce handler start: the quota it records before its first await mutes
-            # this connection before the next request is dispatched (Kafka reads one at a time).
-            self._queue.wake()
-            self._yielding = True
-            self._schedule_dispatch()
+        pending.response = start_request(self._answer(pending, response), enforcing)
         return True
 
     # --- writing ---
@@ -624,13 +620,15 @@ class _Connection:
         return segments
 
     def _writes_alone(self, pending: _Pending) -> bool:
-        """The writer is idle, this request is the only one queued, nothing is unsent: its
-        handler's task may write the response and finish it, and the writer sleeps on."""
+        """The writer is idle, this request is the only one queued, nothing is unsent, and no
+        request read with it waits to be dispatched (their answers leave together, by the
+        writer): its handler may write the response and finish it, and the writer sleeps on."""
         return (
             self._awaited is None
             and not self._stopping
             and len(self._queue) == 1
             and self._queue.peek() is pending
+            and not (self._dispatching and self._decoder.frame_ready())
             and not self._out.unsent_bytes()
         )
 

@@ -59,6 +59,14 @@ class FrameDecoder:
         self._buffer += data
         self._pending_size()
 
+    def frame_ready(self) -> bool:
+        """Whether ``next_frame`` would return a frame (or raise for a bad size prefix)."""
+        buffered = len(self._buffer) - self._start
+        if buffered < SIZE_PREFIX_BYTES:
+            return False
+        size: int = INT32.unpack_from(self._buffer, self._start)[0]
+        return not 0 <= size <= self.max_frame_bytes or buffered >= SIZE_PREFIX_BYTES + size
+
     def next_frame(self) -> bytearray | None:
         """The next complete frame's payload, or None until more bytes arrive."""
         self._raise_if_failed()
