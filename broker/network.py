@@ -1,26 +1,31 @@
 """The Kafka listener: asyncio TCP connections that frame, order and write; no API knowledge.
 
-Theory of operation. Per connection two tasks cooperate through one bounded queue:
+Theory of operation. Per connection a reader and a writer cooperate through one queue:
 
-* the **reader** feeds socket bytes to ``protocol.framing.FrameDecoder`` (bounded by
-  ``socket.request.max.bytes``), parses each frame's request header, and calls
-  ``dispatch(context, body)``. The returned awaitable is started at once as a task, so handlers
-  run concurrently, and queued in arrival order. ``None`` (acks=0 Produce) means no response
-  and queues nothing. Handlers start in arrival order, so the part of a handler before its first
-  ``await`` (Produce's append) runs in request order too.
-* the **writer** takes queue entries in order, awaits each response, and writes it: responses
-  leave in request order even when handlers finish out of order (Kafka clients match responses
-  by position as well as correlation id).
+* the **reader** (``broker.network_reader.RequestReader``) runs in the transport's own
+  callback (``broker.network_protocol``: no ``StreamReader``, no reader task): it frames each
+  read and hands every complete frame to ``dispatch_request`` here, which parses its header and
+  calls ``dispatch(context, body)``. The handler's first step runs right then
+  (``broker.request_time.start_request``); only a handler that suspends gets a task, so
+  handlers run concurrently, and every request is queued in arrival order. ``None`` (acks=0
+  Produce) means no response and queues nothing. Handlers start in arrival order, so the part
+  of a handler before its first ``await`` (Produce's append) runs in request order too.
+* the **writer** task takes queue entries in order, awaits each response, and writes it:
+  responses leave in request order even when handlers finish out of order (Kafka clients match
+  responses by position as well as correlation id).
 
-Per request the loop does as little as it can (issue 18, ``bench/listener_requests.py``): the
-reader queues a read's requests without waking the writer (``broker.network_queue``) and wakes
-it with ``call_soon`` behind their handlers' first steps. A handler whose request is the only one
-queued, with the writer idle and nothing unsent, writes its own response and finishes it, and
-the writer sleeps on (one task step per request fewer); otherwise the writer finds the responses
-complete and writes them all in one write (a pipelining client's answers, one system call).
+Per request the loop does as little as it can (issue 18, ``bench/listener_requests.py``): a
+handler whose request is the only one queued, with the writer idle, nothing unsent and no other
+request of the same read behind it, writes its own response and finishes it — for a handler
+that answers at once, in the read's callback, with no task and no loop turn at all; the writer
+sleeps on. Otherwise the reader queues a read's requests without waking the writer
+(``broker.network_queue``) and wakes it with ``call_soon`` behind their handlers' first steps,
+and the writer finds the responses complete and writes them all in one write (a pipelining
+client's answers, one system call).
 
 At most ``MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION`` dispatched requests wait for their response
-per connection; at the bound the reader stops reading (TCP backpressure) until one is written.
+per connection; at the bound the reader holds the next frame and stops reading (TCP
+backpressure) until one is written.
 
 Failures close only their own connection, after the responses to every earlier request were
 written (Kafka reads the next request only after answering the previous one, so its clients
@@ -46,7 +51,7 @@ socket in TLS (``metadata.auth.tls_context``) before the connection starts; the 
 certificate, if any, becomes the principal (``metadata.auth.principal``, with the listener's
 ``ssl.principal.mapping.rules``). On SASL listeners every frame goes to the connection's
 ``broker.sasl_server.SaslAuthenticator`` until it completes — that pure core decides, the reader
-here only carries its answers to the writer — and frames are capped at
+(``broker.network_reader``) only carries its answers to the writer — and frames are capped at
 ``sasl.server.max.receive.size`` meanwhile. Then the SASL user is the principal. Handlers see
 it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
 
@@ -60,7 +65,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import ssl
 import time
@@ -78,7 +82,8 @@ from pykraft.broker.connection_quotas import (
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
 from pykraft.broker.network_protocol import hand_over_input, take_over
-from pykraft.broker.network_queue import WriterQueue
+from pykraft.broker.network_queue import Answer, Entry, Failure, WriterQueue
+from pykraft.broker.network_reader import RequestReader
 from pykraft.broker.network_writes import (
     SENDFILE_MIN_BYTES as SENDFILE_MIN_BYTES,
 )
@@ -89,7 +94,7 @@ from pykraft.broker.network_writes import (
 )
 from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.request_time import start_request
-from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
+from pykraft.broker.sasl_server import SaslAuthenticator
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
     DEFAULT_RULES,
@@ -101,7 +106,7 @@ from pykraft.metadata.auth.principal import (
 )
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
-from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
+from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from pykraft.protocol.headers import RequestHeader, parse_request_header
 from pykraft.protocol.segments import Segments
 from pykraft.storage import hop_trace
@@ -147,10 +152,6 @@ class NetworkMetrics(AcceptorMetrics, Protocol):
     def record_connection_closed(self, reason: CloseReason) -> None: ...
 
 
-class _Entry(enum.Enum):
-    END_OF_INPUT = "end_of_input"
-
-
 @attrs.define
 class _Pending:
     context: RequestContext
@@ -160,20 +161,7 @@ class _Pending:
     written: bool = False
 
 
-@attrs.frozen
-class _Answer:
-    """A response the SASL authenticator already built (written as it is)."""
-
-    response: Segments
-
-
-@attrs.frozen
-class _Failure:
-    reason: CloseReason
-    message: str
-
-
-_QueueItem = _Pending | _Answer | _Failure | _Entry
+_QueueItem = _Pending | Answer | Failure | Entry
 
 
 @attrs.frozen
@@ -324,20 +312,6 @@ class _Connection:
         # Requests dispatched and not yet answered (a connection serving one is not idle).
         # Invariant: 0 <= _unanswered <= max_in_flight_requests.
         self._unanswered = 0
-        self._decoder = FrameDecoder(listener.max_request_bytes)
-        # A frame cut from the input but not dispatched yet: the reader holds it (and reads
-        # nothing more) at the in-flight bound, while muted, or while a Produce handler starts.
-        self._held: bytearray | None = None
-        # Set once the reader queued the end of input or a failure: nothing more is read.
-        self._input_ended = False
-        # The peer finished sending (queued as the end of input once no frame is held).
-        self._eof_received = False
-        self._reading_paused = False
-        # Set while _dispatch_frames runs (it is re-entered only through call_soon).
-        self._dispatching = False
-        self._resume_scheduled = False
-        # KIP-219: waits out a client quota's mute; the reader holds its frame meanwhile.
-        self._unmuting: asyncio.Task[None] | None = None
         # Invariant: the request whose response the writer awaits, every earlier one written.
         self._awaited: _Pending | None = None
         # Set once the writer took the end of input or a failure, or ended: nothing more is
@@ -350,13 +324,13 @@ class _Connection:
         # Who is on the other end; ANONYMOUS until TLS or SASL says otherwise.
         self.principal = ANONYMOUS
         new_authenticator = listener.authentication.new_sasl_authenticator
-        # Invariant: not None exactly while SASL authentication is under way.
-        self._authenticator = new_authenticator() if new_authenticator else None
-        if self._authenticator is not None:
-            # Kafka's sasl.server.max.receive.size: small frames until authenticated.
-            self._decoder.max_frame_bytes = min(
-                self._decoder.max_frame_bytes, SASL_SERVER_MAX_RECEIVE_SIZE
-            )
+        # Reads arrive in the transport's callbacks once ``run`` took the transport over.
+        self._in = RequestReader(
+            self, self._queue, cast(asyncio.Transport, writer.transport),  # it reads too
+            connection_id=connection_id, max_request_bytes=listener.max_request_bytes,
+            authenticator=new_authenticator() if new_authenticator else None,
+            throttles=listener.throttles, monotonic_ms=listener.monotonic_ms,
+        )  # fmt: skip
         self._out = ResponseWriter(writer, listener)
 
     @property
@@ -368,7 +342,7 @@ class _Connection:
         if self.expiring:
             return
         self.expiring = True
-        self._queue.put(_Failure(reason, f"closed by the broker: {reason.value}"))
+        self._queue.put(Failure(reason, f"closed by the broker: {reason.value}"))
 
     def _principal_from_certificate(self) -> KafkaPrincipal:
         """The TLS client's principal; ANONYMOUS without TLS or a client certificate."""
@@ -390,21 +364,16 @@ class _Connection:
             self._writer.close()
             self._metrics.record_connection_closed(CloseReason.AUTHENTICATION_FAILED)
             return
-        # Reads arrive in the transport's callbacks from here on (receive_data).
-        self._writer = take_over(self._writer, self)
+        self._writer = take_over(self._writer, self._in)
         self._out = ResponseWriter(self._writer, self._listener)
-        hand_over_input(self._reader, self)
+        hand_over_input(self._reader, self._in)
         try:
             reason = await self._write_responses()
         finally:
             # No handler writes its own response any more (the writer ended: on a failure,
             # nothing behind it is answered), and nothing more is read or dispatched.
             self._stopping = True
-            self._input_ended = True
-            self._held = None
-            if self._unmuting is not None:
-                self._unmuting.cancel()
-                await asyncio.gather(self._unmuting, return_exceptions=True)
+            await self._in.close()
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
@@ -414,147 +383,18 @@ class _Connection:
 
     # --- reading ---
 
-    def receive_data(self, data: bytes) -> None:
-        """Bytes read from the socket (the transport's callback): frame and dispatch them."""
-        if self._input_ended:
-            return
-        self._metrics.record_bytes_in(len(data))
+    def became_active(self, byte_count: int) -> None:
+        self._metrics.record_bytes_in(byte_count)
         self.last_active_ms = self._listener.monotonic_ms()
-        try:
-            self._decoder.receive_data(data)
-        except ProtocolError as error:
-            # A bad size prefix: the frames before it are dispatched first.
-            self._dispatch_frames()
-            self._end_input(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
-            return
-        self._dispatch_frames()
 
-    def receive_eof(self) -> None:
-        """The peer finished sending; the end of input is queued behind every frame read."""
-        self._eof_received = True
-        self._dispatch_frames()
+    def at_in_flight_bound(self) -> bool:
+        return self._unanswered >= self._listener.max_in_flight_requests
 
-    def connection_lost(self, error: Exception | None) -> None:
-        if error is None:
-            self.receive_eof()
-        elif isinstance(error, ConnectionError):
-            self._end_input(_Failure(CloseReason.CLIENT_CLOSED, str(error)))
-        else:
-            logger.error("reading from connection %s failed", self._id, exc_info=error)
-            self._end_input(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+    def authenticated(self, principal: KafkaPrincipal) -> None:
+        self.principal = principal
+        logger.debug("connection %s authenticated as %s", self._id, principal)
 
-    def _end_input(self, item: _Failure | _Entry) -> None:
-        """Queue the end of this connection's input (once); nothing more is read."""
-        if self._input_ended:
-            return
-        self._input_ended = True
-        self._held = None
-        self._queue.put(item)
-        self._set_reading(paused=True)
-
-    def _dispatch_frames(self) -> None:
-        """Dispatch every complete frame read, in order, until one must be held; then read on
-        or hold the socket (TCP backpressure)."""
-        if self._dispatching or self._input_ended:
-            return
-        self._dispatching = True
-        try:
-            self._dispatch_until_held()
-        except ProtocolError as error:
-            self._end_input(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
-        except Exception as error:
-            logger.exception("reading from connection %s failed", self._id)
-            self._end_input(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
-        finally:
-            self._dispatching = False
-        # The requests of this read were queued asleep (``_handle_frame``): the writer is
-        # woken behind their handlers' first steps, and not at all when each one answered at
-        # once and wrote its own response (``_answer``).
-        if len(self._queue):
-            self._loop.call_soon(self._queue.wake)
-        if self._input_ended:
-            return
-        if self._held is None and self._eof_received:
-            self._end_input(_Entry.END_OF_INPUT)
-            return
-        self._set_reading(paused=self._held is not None)
-
-    def _dispatch_until_held(self) -> None:
-        while not self._input_ended:
-            frame = self._held if self._held is not None else self._decoder.next_frame()
-            self._held = None
-            if frame is None:
-                return
-            if self._authenticator is not None:
-                if not self._authenticate(frame):
-                    return
-                if self._authenticator is None:
-                    self._decoder.max_frame_bytes = self._listener.max_request_bytes
-                continue
-            if self._must_hold():
-                self._held = frame
-                return
-            if not self._handle_frame(frame):
-                return
-
-    def _must_hold(self) -> bool:
-        """Whether the next request waits: for a client quota's mute to end (KIP-219), or for
-        an answer at the in-flight bound."""
-        if self._unmuting is not None:
-            return True
-        throttles = self._listener.throttles
-        monotonic_ms = self._listener.monotonic_ms
-        if throttles is not None and throttles.muted_for_ms(self._id, monotonic_ms()):
-            self._queue.wake()  # the throttled response leaves meanwhile
-            self._unmuting = self._loop.create_task(self._wait_until_unmuted(throttles))
-            return True
-        if self._unanswered >= self._listener.max_in_flight_requests:
-            self._queue.wake()
-            return True
-        return False
-
-    async def _wait_until_unmuted(self, throttles: ChannelThrottles) -> None:
-        await throttles.wait_until_unmuted(self._id, self._listener.monotonic_ms)
-        self._unmuting = None
-        self._dispatch_frames()
-
-    def _resume_dispatch(self) -> None:
-        self._resume_scheduled = False
-        self._dispatch_frames()
-
-    def _schedule_dispatch(self) -> None:
-        """Dispatch the held frame a loop turn later (behind the callbacks already due)."""
-        if not self._resume_scheduled:
-            self._resume_scheduled = True
-            self._loop.call_soon(self._resume_dispatch)
-
-    def _set_reading(self, *, paused: bool) -> None:
-        transport = cast(asyncio.Transport, self._writer.transport)  # reads too
-        if paused == self._reading_paused or transport.is_closing():
-            return
-        self._reading_paused = paused
-        if paused:
-            transport.pause_reading()
-        else:
-            transport.resume_reading()
-
-    def _authenticate(self, frame: bytearray) -> bool:
-        """Hand one frame to the SASL authenticator; False when the connection must close."""
-        assert self._authenticator is not None
-        step = self._authenticator.handle_frame(bytes(frame))
-        if step.response is not None:
-            self._queue.put(_Answer(step.response))
-        if step.principal is not None:
-            self.principal = step.principal
-            self._authenticator = None
-            logger.debug("connection %s authenticated as %s", self._id, step.principal)
-        if step.close:
-            message = f"SASL authentication failed: {step.reason}"
-            self._end_input(_Failure(CloseReason.AUTHENTICATION_FAILED, message))
-            return False
-        return True
-
-    def _handle_frame(self, frame: bytearray) -> bool:
+    def dispatch_request(self, frame: bytearray) -> bool:
         """Dispatch one request; False when the connection must stop reading."""
         # Requests are queued without waking the writer (its wake-up is scheduled behind the
         # handlers dispatched so far, so it finds their responses complete and writes them at
@@ -564,7 +404,7 @@ class _Connection:
         try:
             header, body_start = parse_request_header(view)
         except ProtocolError as error:
-            self._end_input(_Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
+            self._in.end(Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
             return False
         if hop_trace.ENABLED:
             self._mark("read", header.api_key)
@@ -575,11 +415,11 @@ class _Connection:
             response = self._listener.dispatch(context, view[body_start:])
         except ProtocolError as error:
             message = f"{_describe(header)}: {error}"
-            self._end_input(_Failure(CloseReason.REQUEST_REJECTED, message))
+            self._in.end(Failure(CloseReason.REQUEST_REJECTED, message))
             return False
         except Exception as error:
             logger.exception("dispatch of %s on %s failed", _describe(header), self._id)
-            self._end_input(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+            self._in.end(Failure(CloseReason.HANDLER_FAILED, repr(error)))
             return False
         if response is None:
             self._record(header, started_ns)
@@ -628,7 +468,7 @@ class _Connection:
             and not self._stopping
             and len(self._queue) == 1
             and self._queue.peek() is pending
-            and not (self._dispatching and self._decoder.frame_ready())
+            and not self._in.more_frames_read()
             and not self._out.unsent_bytes()
         )
 
@@ -657,11 +497,11 @@ class _Connection:
     async def _write_responses(self) -> CloseReason:
         while True:
             item = await self._queue.get()
-            if item is _Entry.END_OF_INPUT or isinstance(item, _Failure):
+            if item is Entry.END_OF_INPUT or isinstance(item, Failure):
                 self._stopping = True  # nothing behind it is answered
-            if item is _Entry.END_OF_INPUT:
+            if item is Entry.END_OF_INPUT:
                 return CloseReason.CLIENT_CLOSED
-            if isinstance(item, _Failure):
+            if isinstance(item, Failure):
                 log = logger.debug if self.expiring else logger.warning
                 log("closing connection %s: %s", self._id, item.message)
                 if item.reason is CloseReason.AUTHENTICATION_FAILED:
@@ -669,7 +509,7 @@ class _Connection:
                     # the client reads the error first and a password guesser is slowed.
                     await asyncio.sleep(self._listener.failed_authentication_delay_ms / 1000)
                 return item.reason
-            if isinstance(item, _Answer):
+            if isinstance(item, Answer):
                 try:
                     self._metrics.record_bytes_out(await self._out.send(item.response))
                 except (ConnectionError, OSError) as error:
@@ -695,8 +535,7 @@ class _Connection:
     def _answered(self, item: _Pending) -> None:
         self._unanswered -= 1
         self.last_active_ms = self._listener.monotonic_ms()
-        if self._held is not None:
-            self._schedule_dispatch()  # it may wait for this answer (the in-flight bound)
+        self._in.resume()  # a frame held at the in-flight bound may go now
 
     def _ready_buffers(self, item: _Pending) -> list[bytes | bytearray | memoryview] | None:
         """A response already complete, not yet written, that fits one write: its buffers

@@ -684,3 +684,77 @@ def test_a_slice_whose_file_was_swapped_before_sending_is_never_sent(
         await harness.listener.close()
 
     run(scenario)
+
+
+def test_a_request_answered_at_once_is_written_in_the_read_callback_without_a_task() -> None:
+    # Issue 18: a handler that finishes without suspending runs in the transport's callback
+    # (no task, no loop turn) and its handler writes the response there.
+    async def scenario() -> None:
+        tasks_seen: list[asyncio.Task[Any] | None] = []
+
+        async def answer(context: RequestContext, body: memoryview) -> Segments:
+            tasks_seen.append(asyncio.current_task())
+            return echo_response(context, body)
+
+        harness = Harness(answer)
+        reader, writer = await harness.connect()
+        for cid in (1, 2):
+            writer.write(request_frame(METADATA, 0, cid, b"now"))
+            assert correlation_id(await read_frame(reader) or b"") == cid
+        assert tasks_seen == [None, None]
+        assert harness.metrics.kafka_requests.value("Metadata", "0") == 2
+        await harness.listener.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("half_closed", [False, True])
+def test_bytes_the_stream_reader_buffered_before_serving_are_answered(half_closed: bool) -> None:
+    # The listener takes the transport over from the StreamReaderProtocol the acceptor made:
+    # what that stream reader had read already (and its end of input) is not lost.
+    async def scenario() -> None:
+        harness = Harness(lambda c, b: asyncio.sleep(0, echo_response(c, b)))
+        server_side, client_side = socket.socketpair()
+        server_reader, server_writer = await asyncio.open_connection(sock=server_side)
+        reader, writer = await asyncio.open_connection(sock=client_side)
+        writer.write(request_frame(METADATA, 0, 1, b"early") + request_frame(METADATA, 0, 2))
+        if half_closed:
+            writer.write_eof()
+        await until(lambda: len(getattr(server_reader, "_buffer", b"")) > 0)
+        if half_closed:
+            await until(lambda: getattr(server_reader, "_eof", False))
+        serving = asyncio.create_task(
+            harness.listener.serve_connection(server_reader, server_writer)
+        )
+        frames = [await read_frame(reader) for _ in range(2)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2]
+        assert frames[0] is not None and frames[0][4:] == b"early"
+        if half_closed:
+            assert await read_frame(reader) is None  # closed after the answers
+            assert harness.closed(CloseReason.CLIENT_CLOSED) == 1
+        await harness.listener.close()
+        await asyncio.gather(serving, return_exceptions=True)
+
+    run(scenario)
+
+
+def test_no_module_enters_a_task_bound_construct_unless_listed() -> None:
+    # A handler's first step runs outside any task (broker.request_time.start_request), so
+    # nothing on a request's path may enter asyncio.timeout, a TaskGroup or ask current_task
+    # before its first await. These modules do it off that path (their own tasks); a new one
+    # must show it is not on a handler's way before joining the list.
+    root = Path(__file__).resolve().parents[2]
+    packages = ("broker", "coordinator", "fetcher", "metadata", "protocol", "replica", "storage")
+    constructs = ("asyncio.timeout(", "TaskGroup(", "current_task(")
+    using = {
+        str(path.relative_to(root))
+        for package in packages
+        for path in (root / package).rglob("*.py")
+        if any(construct in path.read_text() for construct in constructs)
+    }
+    assert using == {
+        "broker/heartbeat.py",  # the heartbeat task
+        "broker/network.py",  # serve_connection: the connection's own task
+        "fetcher/broker_connection.py",  # the fetcher's and the channels' own tasks
+        "storage/system_clock.py",  # Clock.wait: the cleaner, fetchers, the listener's unmute
+    }

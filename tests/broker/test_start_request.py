@@ -1,0 +1,139 @@
+"""``broker.request_time.start_request``: a request's handler runs up to its first suspension
+at once, outside any task; only a handler that suspends continues in a task (issue 18)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from pykraft.broker.request_time import REQUEST_TIME, start_request
+
+MARK: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
+
+
+def from_a_callback(
+    make: Callable[[], Coroutine[Any, Any, Any]], timing: bool = False
+) -> Callable[[], Coroutine[Any, Any, asyncio.Future[Any]]]:
+    """Start the handler from a plain loop callback, as the listener's read callback does."""
+
+    async def scenario() -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[asyncio.Future[Any]] = loop.create_future()
+        loop.call_soon(lambda: started.set_result(start_request(make(), timing)))
+        return await started
+
+    return scenario
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), timeout=10))
+
+
+def test_a_handler_that_never_suspends_is_done_at_once_without_a_task() -> None:
+    seen: list[asyncio.Task[Any] | None] = []
+
+    async def handler() -> int:
+        seen.append(asyncio.current_task())
+        return 7
+
+    async def scenario() -> None:
+        future = await from_a_callback(handler)()
+        assert future.done() and future.result() == 7
+        assert not isinstance(future, asyncio.Task) and seen == [None]
+
+    run(scenario)
+
+
+def test_a_handler_that_suspends_ran_its_first_step_and_continues_in_a_task() -> None:
+    steps: list[str] = []
+    gate: list[asyncio.Future[int]] = []
+
+    async def handler() -> int:
+        steps.append("first")
+        gate.append(asyncio.get_running_loop().create_future())
+        value = await gate[0]
+        steps.append("rest")
+        await asyncio.sleep(0)
+        return value + 1
+
+    async def scenario() -> None:
+        future = await from_a_callback(handler)()
+        assert steps == ["first"] and isinstance(future, asyncio.Task) and not future.done()
+        gate[0].set_result(41)
+        assert await future == 42 and steps == ["first", "rest"]
+
+    run(scenario)
+
+
+def test_a_failure_in_the_first_step_is_the_futures_exception() -> None:
+    async def handler() -> int:
+        raise ValueError("bad request")
+
+    async def scenario() -> None:
+        future = await from_a_callback(handler)()
+        with pytest.raises(ValueError, match="bad request"):
+            future.result()
+
+    run(scenario)
+
+
+def test_cancelling_a_handler_suspended_in_its_first_wait_reaches_the_handler() -> None:
+    cleaned_up: list[bool] = []
+
+    async def handler() -> int:
+        try:
+            await asyncio.get_running_loop().create_future()  # never answered
+        finally:
+            cleaned_up.append(True)
+        return 0
+
+    async def scenario() -> None:
+        future = await from_a_callback(handler)()
+        await asyncio.sleep(0)
+        future.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await future
+        assert cleaned_up == [True]
+
+    run(scenario)
+
+
+def test_the_handler_has_a_context_of_its_own_across_its_steps() -> None:
+    # As a task's: what a handler sets (KafkaApis' request quota) never leaks to the listener.
+    seen: list[str] = []
+
+    async def handler() -> None:
+        MARK.set("handler")
+        await asyncio.sleep(0)
+        seen.append(MARK.get())
+
+    async def scenario() -> None:
+        await (await from_a_callback(handler)())
+        assert seen == ["handler"] and MARK.get() == "unset"
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("timing", [False, True])
+def test_with_timing_the_handler_sees_its_own_request_time(timing: bool) -> None:
+    seen: list[object] = []
+
+    async def handler() -> None:
+        seen.append(REQUEST_TIME.get())
+        await asyncio.sleep(0)
+        seen.append(REQUEST_TIME.get())
+
+    async def scenario() -> None:
+        await (await from_a_callback(handler, timing)())
+        assert REQUEST_TIME.get() is None
+        if timing:
+            assert seen[0] is not None and seen[0] is seen[1]
+            assert seen[0].nanos > 0  # type: ignore[attr-defined]
+        else:
+            assert seen == [None, None]
+
+    run(scenario)
