@@ -5,9 +5,10 @@ Theory of operation. Per connection a reader and a writer cooperate through one 
 * the **reader** (``broker.network_reader.RequestReader``) runs in the transport's own
   callback (``broker.network_protocol``: no ``StreamReader``, no reader task): it frames each
   read and hands every complete frame to ``dispatch_request`` here, which parses its header and
-  calls ``dispatch(context, body)``. The handler's first step runs right then
-  (``broker.request_time.start_request``); only a handler that suspends gets a task, so
-  handlers run concurrently, and every request is queued in arrival order. ``None`` (acks=0
+  calls ``dispatch(context, body)``. A handler the dispatcher marks ``StartsAtOnce`` (Produce,
+  Fetch) runs its first step right then and gets a task only if it suspends; any other starts
+  as a task (``broker.request_time.start_request``). Handlers run concurrently, and every
+  request is queued in arrival order. ``None`` (acks=0
   Produce) means no response and queues nothing. Handlers start in arrival order, so the part
   of a handler before its first ``await`` (Produce's append) runs in request order too.
 * the **writer** task takes queue entries in order, awaits each response, and writes it:
@@ -17,8 +18,8 @@ Theory of operation. Per connection a reader and a writer cooperate through one 
 Per request the loop does as little as it can (issue 18, ``bench/listener_requests.py``): a
 handler whose request is the only one queued, with the writer idle, nothing unsent and no other
 request of the same read behind it, writes its own response and finishes it — for a handler
-that answers at once, in the read's callback, with no task and no loop turn at all; the writer
-sleeps on. Otherwise the reader queues a read's requests without waking the writer
+started at once that answers at once, in the read's callback, with no task and no loop turn at
+all; the writer sleeps on. Otherwise the reader queues a read's requests without waking the writer
 (``broker.network_queue``) and wakes it with ``call_soon`` behind their handlers' first steps,
 and the writer finds the responses complete and writes them all in one write (a pipelining
 client's answers, one system call).
@@ -93,7 +94,7 @@ from pykraft.broker.network_writes import (
     ShortFileSliceError,
 )
 from pykraft.broker.quotas_channel import ChannelThrottles
-from pykraft.broker.request_time import start_request
+from pykraft.broker.request_time import StartsAtOnce, start_request
 from pykraft.broker.sasl_server import SaslAuthenticator
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
@@ -428,13 +429,19 @@ class _Connection:
         throttles = self._listener.throttles
         enforcing = throttles is not None and throttles.enforcing()
         pending = _Pending(context, started_ns)
-        # Queued first: a handler that answers in its first step (run now, by start_request)
-        # finds itself the only one queued and writes its own response (``_answer``). That
-        # first step runs before the next request is dispatched, so the quota a Produce
-        # handler records before its first await mutes this connection in time (KIP-219;
-        # Kafka reads one request at a time).
+        # Queued first: a handler started at once that answers in its first step finds itself
+        # the only one queued and writes its own response (``_answer``).
         self._queue.put(pending, wake=False)
-        pending.response = start_request(self._answer(pending, response), enforcing)
+        at_once = type(response) is StartsAtOnce
+        pending.response = start_request(
+            self._answer(pending, response), enforcing, at_once=at_once
+        )
+        if enforcing and header.api_key == ApiKey.PRODUCE and not at_once:
+            # Let the Produce handler start: the quota it records before its first await mutes
+            # this connection before the next request is dispatched (KIP-219; Kafka reads one
+            # request at a time). One started at once has run that far already.
+            self._queue.wake()
+            self._in.wait_a_turn()
         return True
 
     # --- writing ---

@@ -12,7 +12,9 @@ backpressure, the decoder keeps at most one more read), while
 * the connection has ``max_in_flight_requests`` requests unanswered: it calls ``resume`` as
   one is answered;
 * a client quota muted the connection (KIP-219, ``broker.quotas_channel``): a task waits the
-  mute out, then dispatches on.
+  mute out, then dispatches on;
+* a Produce handler started as a task must take its first step (where it records its quota)
+  before the next request: ``wait_a_turn``.
 
 On SASL listeners every frame goes to the connection's ``broker.sasl_server.SaslAuthenticator``
 until it completes, with frames capped at ``sasl.server.max.receive.size`` meanwhile; its
@@ -100,6 +102,8 @@ class RequestReader:
         self._resume_scheduled = False
         # KIP-219: waits out a client quota's mute; the reader holds its frame meanwhile.
         self._unmuting: asyncio.Task[None] | None = None
+        # Set by ``wait_a_turn``: the next frame waits for the callbacks already due.
+        self._waiting_a_turn = False
 
     def more_frames_read(self) -> bool:
         """Whether requests read with the one being dispatched wait behind it (their answers
@@ -145,7 +149,17 @@ class RequestReader:
     def resume(self) -> None:
         """A request was answered: a frame held at the in-flight bound is dispatched a loop
         turn later (behind the callbacks already due)."""
-        if self._held is not None and not self._resume_scheduled:
+        if self._held is not None:
+            self._schedule_dispatch()
+
+    def wait_a_turn(self) -> None:
+        """Dispatch nothing more before the callbacks already due ran (a handler's task that
+        must take its first step first)."""
+        self._waiting_a_turn = True
+        self._schedule_dispatch()
+
+    def _schedule_dispatch(self) -> None:
+        if not self._resume_scheduled:
             self._resume_scheduled = True
             self._loop.call_soon(self._resume_dispatch)
 
@@ -203,7 +217,7 @@ class RequestReader:
     def _must_hold(self) -> bool:
         """Whether the next request waits: for a client quota's mute to end (KIP-219), or for
         an answer at the in-flight bound. The writer is woken first: the answers leave."""
-        if self._unmuting is not None:
+        if self._unmuting is not None or self._waiting_a_turn:
             return True
         throttles = self._throttles
         if throttles is not None and throttles.muted_for_ms(self._id, self._monotonic_ms()):
@@ -222,6 +236,7 @@ class RequestReader:
 
     def _resume_dispatch(self) -> None:
         self._resume_scheduled = False
+        self._waiting_a_turn = False
         self._dispatch_frames()
 
     def _set_reading(self, *, paused: bool) -> None:

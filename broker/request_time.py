@@ -75,24 +75,46 @@ async def timed(
     return result
 
 
-def start_request(response: Coroutine[Any, Any, T], timing: bool) -> asyncio.Future[T]:
-    """Run one request's handler up to its first suspension now, in a context of its own;
-    a task continues it from there. With ``timing`` (client quotas exist) it is timed step by
-    step and its context carries its own ``REQUEST_TIME``.
+class StartsAtOnce:
+    """A handler's coroutine the dispatcher marked safe to start outside any task: up to its
+    first ``await`` it enters no ``asyncio.timeout``, ``TaskGroup`` or library timer that asks
+    for ``current_task`` (aiohttp's does: a forwarded request must not be marked). Awaiting it
+    awaits the coroutine."""
 
-    Returns the handler's task, or, for a handler that finished without suspending (most
-    answers: Metadata, an acks=1 Produce, a Fetch that found data), a done future: no task and
-    no loop turn for it (issue 18: a task and its step cost ~5 us of the loop's ~16 per
-    request). Python 3.12's eager tasks do the same; on 3.11 the first step runs outside any
-    task, so a handler must not enter ``asyncio.timeout``, a ``TaskGroup`` or ask for
-    ``current_task`` before its first ``await`` (ARCHITECTURE.md, "Architecture invariant").
+    __slots__ = ("coroutine",)
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        self.coroutine = coroutine
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.coroutine.__await__()
+
+
+def start_request(
+    response: Coroutine[Any, Any, T], timing: bool, *, at_once: bool = False
+) -> asyncio.Future[T]:
+    """The listener's future for one request's handler; with ``timing`` (client quotas exist)
+    it is timed step by step and carries its own ``REQUEST_TIME``.
+
+    ``at_once`` (the handler is ``StartsAtOnce``): its first step runs now, in a context of its
+    own, and only a handler that suspends gets a task; one that finishes without suspending
+    (an acks=1 Produce, a Fetch that found data) is a done future: no task, no loop turn
+    (issue 18: a task and its step cost ~5 us of the loop's ~16 per request). Python 3.12's
+    eager tasks do this; on 3.11 that first step runs outside any task, hence the opt-in.
+    Otherwise the handler starts as a task a loop turn later.
     """
+    # The loop's create_task, not ensure_future: no type checks and event loop lookups (each
+    # a getpid) on every request's path (issue 18).
     loop = asyncio.get_running_loop()
+    if not at_once and not timing:
+        return loop.create_task(response)
     context = contextvars.copy_context()
     if timing:
         timer = RequestTime()
         context.run(REQUEST_TIME.set, timer)
         response = timed(response, timer)
+    if not at_once:
+        return loop.create_task(response, context=context)
     try:
         yielded = context.run(response.send, None)
     except StopIteration as done:

@@ -27,6 +27,7 @@ from pykraft.broker.network import (
     ListenerAuthentication,
     RequestContext,
 )
+from pykraft.broker.request_time import StartsAtOnce
 from pykraft.broker.sasl_mechanisms import PLAIN, PlainServer, PlainUsers
 from pykraft.broker.sasl_server import SaslAuthenticator
 from pykraft.metadata.auth.principal import ANONYMOUS, user
@@ -686,23 +687,34 @@ def test_a_slice_whose_file_was_swapped_before_sending_is_never_sent(
     run(scenario)
 
 
-def test_a_request_answered_at_once_is_written_in_the_read_callback_without_a_task() -> None:
-    # Issue 18: a handler that finishes without suspending runs in the transport's callback
-    # (no task, no loop turn) and its handler writes the response there.
+def test_a_request_started_at_once_is_answered_in_the_read_callback_without_a_task() -> None:
+    # Issue 18: a handler the dispatcher marks StartsAtOnce that finishes without suspending
+    # runs in the transport's callback (no task, no loop turn) and writes its response there;
+    # an unmarked one runs in a task of its own (it may enter asyncio.timeout at once).
     async def scenario() -> None:
-        tasks_seen: list[asyncio.Task[Any] | None] = []
+        tasks_seen: dict[int, asyncio.Task[Any] | None] = {}
 
-        async def answer(context: RequestContext, body: memoryview) -> Segments:
-            tasks_seen.append(asyncio.current_task())
+        async def answer_now(context: RequestContext, body: memoryview) -> Segments:
+            tasks_seen[context.header.correlation_id] = asyncio.current_task()
             return echo_response(context, body)
 
-        harness = Harness(answer)
+        async def answer_in_task(context: RequestContext, body: memoryview) -> Segments:
+            tasks_seen[context.header.correlation_id] = asyncio.current_task()
+            async with asyncio.timeout(5):  # raises outside a task
+                return echo_response(context, body)
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            if context.header.correlation_id < 10:
+                return StartsAtOnce(answer_now(context, body))
+            return answer_in_task(context, body)
+
+        harness = Harness(dispatch)
         reader, writer = await harness.connect()
-        for cid in (1, 2):
-            writer.write(request_frame(METADATA, 0, cid, b"now"))
+        for cid in (1, 10, 2):
+            writer.write(request_frame(METADATA, 0, cid, b"req"))
             assert correlation_id(await read_frame(reader) or b"") == cid
-        assert tasks_seen == [None, None]
-        assert harness.metrics.kafka_requests.value("Metadata", "0") == 2
+        assert tasks_seen[1] is None and tasks_seen[2] is None and tasks_seen[10] is not None
+        assert harness.metrics.kafka_requests.value("Metadata", "0") == 3
         await harness.listener.close()
 
     run(scenario)
@@ -739,10 +751,10 @@ def test_bytes_the_stream_reader_buffered_before_serving_are_answered(half_close
 
 
 def test_no_module_enters_a_task_bound_construct_unless_listed() -> None:
-    # A handler's first step runs outside any task (broker.request_time.start_request), so
-    # nothing on a request's path may enter asyncio.timeout, a TaskGroup or ask current_task
-    # before its first await. These modules do it off that path (their own tasks); a new one
-    # must show it is not on a handler's way before joining the list.
+    # The first step of a handler KafkaApis marks StartsAtOnce (Produce, Fetch, ApiVersions)
+    # runs outside any task, so nothing on their paths may enter asyncio.timeout, a TaskGroup
+    # or ask current_task before its first await. These modules do it off those paths (their
+    # own tasks); a new one must show it is not on their way before joining the list.
     root = Path(__file__).resolve().parents[2]
     packages = ("broker", "coordinator", "fetcher", "metadata", "protocol", "replica", "storage")
     constructs = ("asyncio.timeout(", "TaskGroup(", "current_task(")

@@ -1,5 +1,6 @@
-"""``broker.request_time.start_request``: a request's handler runs up to its first suspension
-at once, outside any task; only a handler that suspends continues in a task (issue 18)."""
+"""``broker.request_time.start_request``: a handler started at once runs up to its first
+suspension right then, outside any task, and only one that suspends continues in a task
+(issue 18); any other starts as a task."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ MARK: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unse
 
 
 def from_a_callback(
-    make: Callable[[], Coroutine[Any, Any, Any]], timing: bool = False
+    make: Callable[[], Coroutine[Any, Any, Any]], timing: bool = False, at_once: bool = True
 ) -> Callable[[], Coroutine[Any, Any, asyncio.Future[Any]]]:
     """Start the handler from a plain loop callback, as the listener's read callback does."""
 
     async def scenario() -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         started: asyncio.Future[asyncio.Future[Any]] = loop.create_future()
-        loop.call_soon(lambda: started.set_result(start_request(make(), timing)))
+        loop.call_soon(lambda: started.set_result(start_request(make(), timing, at_once=at_once)))
         return await started
 
     return scenario
@@ -44,6 +45,23 @@ def test_a_handler_that_never_suspends_is_done_at_once_without_a_task() -> None:
         future = await from_a_callback(handler)()
         assert future.done() and future.result() == 7
         assert not isinstance(future, asyncio.Task) and seen == [None]
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("timing", [False, True])
+def test_a_handler_not_started_at_once_starts_as_a_task(timing: bool) -> None:
+    seen: list[asyncio.Task[Any] | None] = []
+
+    async def handler() -> int:
+        seen.append(asyncio.current_task())
+        async with asyncio.timeout(5):  # a task's construct: fine here
+            return 3
+
+    async def scenario() -> None:
+        future = await from_a_callback(handler, timing, at_once=False)()
+        assert isinstance(future, asyncio.Task)
+        assert await future == 3 and seen == [future]
 
     run(scenario)
 
