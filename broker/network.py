@@ -306,7 +306,6 @@ class _Connection:
         self._writer = writer
         self._id = connection_id
         self._client = (client_host, client_port)
-        self._loop = asyncio.get_running_loop()
         # Invariant: the queue holds the dispatched requests not yet answered plus at most two
         # end/failure markers (the reader's, and the broker's one ``expire``).
         self._queue: WriterQueue[_QueueItem] = WriterQueue()
