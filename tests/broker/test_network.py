@@ -27,6 +27,7 @@ from pykraft.broker.network import (
     ListenerAuthentication,
     RequestContext,
 )
+from pykraft.broker.quotas_channel import ChannelThrottles
 from pykraft.broker.request_time import StartsAtOnce
 from pykraft.broker.sasl_mechanisms import PLAIN, PlainServer, PlainUsers
 from pykraft.broker.sasl_server import SaslAuthenticator
@@ -770,3 +771,36 @@ def test_no_module_enters_a_task_bound_construct_unless_listed() -> None:
         "fetcher/broker_connection.py",  # the fetcher's and the channels' own tasks
         "storage/system_clock.py",  # Clock.wait: the cleaner, fetchers, the listener's unmute
     }
+
+
+@pytest.mark.parametrize("at_once", [False, True])
+def test_a_produce_handler_that_throttles_in_its_first_step_mutes_the_next_request(
+    at_once: bool,
+) -> None:
+    # KIP-219: the quota a Produce handler records before its first await mutes the connection
+    # before the next request is dispatched (Kafka reads one request at a time), whether the
+    # handler starts at once or as a task (then the reader waits a loop turn for it).
+    async def scenario() -> None:
+        clock = FakeClock()
+        throttles = ChannelThrottles(clock.wait)
+        dispatched_at: dict[int, int] = {}
+
+        async def produce(context: RequestContext, body: memoryview) -> Segments:
+            if context.header.correlation_id == 1:
+                throttles.throttle(context.connection_id, clock.now_ms + 5000)
+            await asyncio.sleep(0)
+            return echo_response(context, body)
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            dispatched_at[context.header.correlation_id] = clock.now_ms
+            return StartsAtOnce(produce(context, body)) if at_once else produce(context, body)
+
+        harness = Harness(dispatch, clock=clock, throttles=throttles)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(ApiKey.PRODUCE, 9, 1) + request_frame(ApiKey.PRODUCE, 9, 2))
+        frames = [await read_frame(reader) for _ in range(2)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2]
+        assert dispatched_at == {1: 0, 2: 5000}
+        await harness.listener.close()
+
+    run(scenario)
