@@ -630,3 +630,13 @@ class _Connection:
                 # On a finished handler this also marks its failure as seen (Future.cancel
                 # clears the "exception was never retrieved" flag): the connection is gone.
                 item.response.cancel()
+                item.response.add_done_callback(_drop_cancellation)
+
+
+def _drop_cancellation(response: asyncio.Future[Segments | None]) -> None:
+    """Take a cancelled handler's CancelledError from its task: kept there, its traceback
+    holds ``_answer``'s frame, whose ``pending`` holds the task, a cycle only the cyclic GC
+    frees (with the handler's frames and the request's buffers)."""
+    if response.cancelled():
+        with contextlib.suppress(asyncio.CancelledError):
+            response.result()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
@@ -60,7 +59,8 @@ class _Timed:
                 return done.value
             finally:
                 self._timer.nanos += self._clock_ns() - started
-            sent, error = None, None
+                error = None  # raised again, its traceback holds this frame: not it too
+            sent = None
             try:
                 sent = yield yielded
             except BaseException as thrown:  # cancellation too: the handler sees it
@@ -127,7 +127,7 @@ def start_request(
         cancelled: asyncio.Future[T] = loop.create_future()
         cancelled.cancel()
         return cancelled
-    return loop.create_task(_resume(response, yielded), context=context)
+    return loop.create_task(_Resumed(response, yielded), context=context)
 
 
 def _done(loop: asyncio.AbstractEventLoop, value: T) -> asyncio.Future[T]:
@@ -136,19 +136,42 @@ def _done(loop: asyncio.AbstractEventLoop, value: T) -> asyncio.Future[T]:
     return future
 
 
-@types.coroutine
-def _resume(response: Coroutine[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
-    """Continue ``response`` in a task after the first step ``start_request`` ran: hand the
-    task what that step waits on, then run the rest (a cancellation meanwhile goes into
-    the handler, as it would have in a task from the start)."""
-    while True:
+class _Resumed(Coroutine[Any, Any, T]):
+    """The rest of ``response`` after the first step ``start_request`` ran, for a task: its
+    first ``send`` hands the task what that step waits on; everything else goes to the
+    handler. A cancellation before that first ``send`` reaches the handler too, as it would in
+    a task from the start (a generator would raise it at its own first line: the handler would
+    stay suspended, its ``finally`` blocks left to the cyclic GC as GeneratorExit)."""
+
+    __slots__ = ("_response", "_started", "_yielded")
+
+    def __init__(self, response: Coroutine[Any, Any, T], yielded: Any) -> None:
+        self._response = response
+        self._yielded: Any = yielded
+        self._started = False
+
+    def send(self, value: Any) -> Any:
+        if self._started:
+            return self._response.send(value)
+        self._started = True
+        yielded, self._yielded = self._yielded, None
+        return yielded
+
+    def throw(self, error: Any, value: Any = None, traceback: Any = None) -> Any:
+        self._started = True
+        self._yielded = None
         try:
-            yield yielded
-        except BaseException as error:
-            try:
-                yielded = response.throw(error)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            continue
-        result: T = yield from response
-        return result
+            if value is None and traceback is None:
+                return self._response.throw(error)
+            return self._response.throw(error, value, traceback)
+        finally:
+            # Raised again, the error's traceback holds this frame: not the error too (a cycle).
+            error = value = traceback = None
+
+    def close(self) -> None:
+        self._started = True
+        self._yielded = None
+        self._response.close()
+
+    def __await__(self) -> Generator[Any, None, T]:
+        raise TypeError("a task's coroutine: not awaited")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -155,3 +157,56 @@ def test_with_timing_the_handler_sees_its_own_request_time(timing: bool) -> None
             assert seen == [None, None]
 
     run(scenario)
+
+
+@pytest.mark.parametrize("timing", [False, True])
+def test_cancelling_a_handler_before_its_task_stepped_reaches_the_handler(timing: bool) -> None:
+    # The listener's _cancel_queued may cancel it in the read callback that started it (a
+    # failed request, or expire(), then a read in the same loop turn): the handler must see
+    # CancelledError at its first wait and run its finally blocks now (purgatory waiters,
+    # delayed produces), not leave them to the cyclic GC as GeneratorExit; and nothing keeps
+    # the handler's frame in a reference cycle after.
+    seen: list[str] = []
+    frames_alive: list[weakref.ref[Any]] = []
+
+    async def handler() -> int:
+        request = Request()
+        frames_alive.append(weakref.ref(request))
+        seen.append("first step")
+        try:
+            await asyncio.get_running_loop().create_future()  # e.g. a delayed produce
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        finally:
+            seen.append("finally")
+        del request
+        return 0
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[asyncio.Future[int]] = loop.create_future()
+
+        def callback() -> None:
+            future = start_request(handler(), timing, at_once=True)
+            future.cancel()  # before the task's first step
+            started.set_result(future)
+
+        loop.call_soon(callback)
+        future = await started
+        with pytest.raises(asyncio.CancelledError):
+            await future
+        del future
+        assert seen == ["first step", "cancelled", "finally"]
+        assert frames_alive[0]() is None
+
+    gc.collect()
+    gc.disable()
+    try:
+        run(scenario)
+    finally:
+        gc.enable()
+
+
+class Request:
+    """What a handler's frame holds (its request)."""
