@@ -7,10 +7,12 @@ Theory of operation. Per connection a reader and a writer cooperate through one 
   read and hands every complete frame to ``dispatch_request`` here, which parses its header and
   calls ``dispatch(context, body)``. A handler the dispatcher marks ``StartsAtOnce`` (Produce,
   Fetch) runs its first step right then and gets a task only if it suspends; any other starts
-  as a task (``broker.request_time.start_request``). Handlers run concurrently, and every
-  request is queued in arrival order. ``None`` (acks=0
-  Produce) means no response and queues nothing. Handlers start in arrival order, so the part
-  of a handler before its first ``await`` (Produce's append) runs in request order too.
+  as a task (``broker.request_time.start_request``), and so does a marked one while a handler
+  of the connection started as a task has not finished (its first step, a loop turn later or
+  after ``broker.server`` starts serving, must not be overtaken). Handlers run concurrently,
+  and every request is queued in arrival order. ``None`` (acks=0 Produce) means no response
+  and queues nothing. Handlers start in arrival order, so the part of a handler before its
+  first ``await`` (Produce's append) runs in request order too.
 * the **writer** task takes queue entries in order, awaits each response, and writes it:
   responses leave in request order even when handlers finish out of order (Kafka clients match
   responses by position as well as correlation id).
@@ -160,6 +162,8 @@ class _Pending:
     response: asyncio.Future[Segments | None] = attrs.field(init=False)
     # Set when the handler's own task wrote the response (``_Connection._answer``).
     written: bool = False
+    # Set when its handler started as a task: counted in ``_tasks_unfinished`` until it ends.
+    as_task: bool = False
 
 
 _QueueItem = _Pending | Answer | Failure | Entry
@@ -312,6 +316,13 @@ class _Connection:
         # Requests dispatched and not yet answered (a connection serving one is not idle).
         # Invariant: 0 <= _unanswered <= max_in_flight_requests.
         self._unanswered = 0
+        # Requests whose handler started as a task and has not finished. A StartsAtOnce
+        # handler starts at once only when this is 0: its first step would otherwise overtake
+        # theirs (a task's first step runs a loop turn later; a Produce held in
+        # ``broker.server._dispatch_when_serving`` runs it later still).
+        # Invariant: 0 <= _tasks_unfinished <= _unanswered, but for handlers cancelled before
+        # they started (only when the connection ends: ``_cancel_queued``).
+        self._tasks_unfinished = 0
         # Invariant: the request whose response the writer awaits, every earlier one written.
         self._awaited: _Pending | None = None
         # Set once the writer took the end of input or a failure, or ended: nothing more is
@@ -431,7 +442,10 @@ class _Connection:
         # Queued first: a handler started at once that answers in its first step finds itself
         # the only one queued and writes its own response (``_answer``).
         self._queue.put(pending, wake=False)
-        at_once = type(response) is StartsAtOnce
+        at_once = type(response) is StartsAtOnce and not self._tasks_unfinished
+        if not at_once:
+            pending.as_task = True
+            self._tasks_unfinished += 1
         pending.response = start_request(
             self._answer(pending, response), enforcing, at_once=at_once
         )
@@ -449,7 +463,11 @@ class _Connection:
         """The handler's result; written here, in the handler's task, when the writer is idle
         waiting for exactly this response and it fits one write: a loop turn sooner, and before
         handlers woken in the same turn run (two followers' Fetches woken by one append)."""
-        segments = await response
+        try:
+            segments = await response
+        finally:
+            if pending.as_task:
+                self._tasks_unfinished -= 1
         if segments is not None and self._writes_alone(pending):
             if self._answer_alone(pending, segments):
                 return segments
