@@ -48,7 +48,7 @@ from typing import Any
 
 from pykraft.broker.authorization import API_ACL_CHECKS, AuthorizerNotReadyError
 from pykraft.broker.network import RequestContext
-from pykraft.broker.request_time import REQUEST_TIME
+from pykraft.broker.request_time import REQUEST_TIME, StartsAtOnce
 from pykraft.protocol import unsupported
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import (
@@ -74,6 +74,13 @@ from pykraft.protocol.produce import (
 from pykraft.protocol.segments import Segments
 
 logger = logging.getLogger(__name__)
+
+# Handlers the listener runs up to their first await at dispatch, with no task unless they
+# suspend (``broker.request_time.StartsAtOnce``; issue 18): the hot paths, which reach no
+# ``asyncio.timeout``, ``TaskGroup`` or aiohttp before they first wait (plain futures: the
+# delayed produce and fetch). Not Metadata (auto topic creation forwards to the controller
+# through aiohttp, whose timer needs a task) nor any forwarded API.
+STARTS_AT_ONCE = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS})
 
 ResponseBody = bytes | Segments
 ApiHandler = Callable[[RequestContext, memoryview], Awaitable[ResponseBody | None]]
@@ -141,6 +148,8 @@ class KafkaApis:
             # Advertised but nothing registered: a wiring bug in the broker's start-up.
             logger.error("no handler registered for advertised API %s", ApiKey(header.api_key))
             raise UnsupportedRequestError(header.api_key, header.api_version, "no handler")
+        if header.api_key in STARTS_AT_ONCE:
+            return StartsAtOnce(self._respond(context, body, handler))
         return self._respond(context, body, handler)
 
     async def _respond(

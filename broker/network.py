@@ -1,26 +1,34 @@
 """The Kafka listener: asyncio TCP connections that frame, order and write; no API knowledge.
 
-Theory of operation. Per connection two tasks cooperate through one bounded queue:
+Theory of operation. Per connection a reader and a writer cooperate through one queue:
 
-* the **reader** feeds socket bytes to ``protocol.framing.FrameDecoder`` (bounded by
-  ``socket.request.max.bytes``), parses each frame's request header, and calls
-  ``dispatch(context, body)``. The returned awaitable is started at once as a task, so handlers
-  run concurrently, and queued in arrival order. ``None`` (acks=0 Produce) means no response
-  and queues nothing. Handlers start in arrival order, so the part of a handler before its first
-  ``await`` (Produce's append) runs in request order too.
-* the **writer** takes queue entries in order, awaits each response, and writes it: responses
-  leave in request order even when handlers finish out of order (Kafka clients match responses
-  by position as well as correlation id).
+* the **reader** (``broker.network_reader.RequestReader``) runs in the transport's own
+  callback (``broker.network_protocol``: no ``StreamReader``, no reader task): it frames each
+  read and hands every complete frame to ``dispatch_request`` here, which parses its header and
+  calls ``dispatch(context, body)``. A handler the dispatcher marks ``StartsAtOnce`` (Produce,
+  Fetch) runs its first step right then and gets a task only if it suspends; any other starts
+  as a task (``broker.request_time.start_request``), and so does a marked one while a handler
+  of the connection started as a task has not finished (its first step, a loop turn later or
+  after ``broker.server`` starts serving, must not be overtaken). Handlers run concurrently,
+  and every request is queued in arrival order. ``None`` (acks=0 Produce) means no response
+  and queues nothing. Handlers start in arrival order, so the part of a handler before its
+  first ``await`` (Produce's append) runs in request order too.
+* the **writer** task takes queue entries in order, awaits each response, and writes it:
+  responses leave in request order even when handlers finish out of order (Kafka clients match
+  responses by position as well as correlation id).
 
-Per request the loop does as little as it can (issue 18, ``bench/listener_requests.py``): the
-reader queues a read's requests without waking the writer (``broker.network_queue``) and wakes
-it with ``call_soon`` behind their handlers' first steps. A handler whose request is the only one
-queued, with the writer idle and nothing unsent, writes its own response and finishes it, and
-the writer sleeps on (one task step per request fewer); otherwise the writer finds the responses
-complete and writes them all in one write (a pipelining client's answers, one system call).
+Per request the loop does as little as it can (issue 18, ``bench/listener_requests.py``): a
+handler whose request is the only one queued, with the writer idle, nothing unsent and no other
+request of the same read behind it, writes its own response and finishes it — for a handler
+started at once that answers at once, in the read's callback, with no task and no loop turn at
+all; the writer sleeps on. Otherwise the reader queues a read's requests without waking the writer
+(``broker.network_queue``) and wakes it with ``call_soon`` behind their handlers' first steps,
+and the writer finds the responses complete and writes them all in one write (a pipelining
+client's answers, one system call).
 
 At most ``MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION`` dispatched requests wait for their response
-per connection; at the bound the reader stops reading (TCP backpressure) until one is written.
+per connection; at the bound the reader holds the next frame and stops reading (TCP
+backpressure) until one is written.
 
 Failures close only their own connection, after the responses to every earlier request were
 written (Kafka reads the next request only after answering the previous one, so its clients
@@ -46,7 +54,7 @@ socket in TLS (``metadata.auth.tls_context``) before the connection starts; the 
 certificate, if any, becomes the principal (``metadata.auth.principal``, with the listener's
 ``ssl.principal.mapping.rules``). On SASL listeners every frame goes to the connection's
 ``broker.sasl_server.SaslAuthenticator`` until it completes — that pure core decides, the reader
-here only carries its answers to the writer — and frames are capped at
+(``broker.network_reader``) only carries its answers to the writer — and frames are capped at
 ``sasl.server.max.receive.size`` meanwhile. Then the SASL user is the principal. Handlers see
 it as ``RequestContext.principal`` (``User:ANONYMOUS`` on PLAINTEXT).
 
@@ -60,12 +68,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import attrs
 
@@ -77,7 +84,9 @@ from pykraft.broker.connection_quotas import (
 )
 from pykraft.broker.file_cache import OpenFileCache
 from pykraft.broker.metrics import BrokerMetrics, CloseReason
-from pykraft.broker.network_queue import WriterQueue
+from pykraft.broker.network_protocol import hand_over_input, take_over
+from pykraft.broker.network_queue import Answer, Entry, Failure, WriterQueue
+from pykraft.broker.network_reader import RequestReader
 from pykraft.broker.network_writes import (
     SENDFILE_MIN_BYTES as SENDFILE_MIN_BYTES,
 )
@@ -87,8 +96,8 @@ from pykraft.broker.network_writes import (
     ShortFileSliceError,
 )
 from pykraft.broker.quotas_channel import ChannelThrottles
-from pykraft.broker.request_time import start_request
-from pykraft.broker.sasl_server import SASL_SERVER_MAX_RECEIVE_SIZE, SaslAuthenticator
+from pykraft.broker.request_time import StartsAtOnce, start_request
+from pykraft.broker.sasl_server import SaslAuthenticator
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
     DEFAULT_RULES,
@@ -100,7 +109,7 @@ from pykraft.metadata.auth.principal import (
 )
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import ProtocolError
-from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES, FrameDecoder
+from pykraft.protocol.framing import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from pykraft.protocol.headers import RequestHeader, parse_request_header
 from pykraft.protocol.segments import Segments
 from pykraft.storage import hop_trace
@@ -111,7 +120,6 @@ logger = logging.getLogger(__name__)
 MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION = 64
 # connection.failed.authentication.delay.ms: Kafka's default (KIP-306).
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
-READ_CHUNK_BYTES = 64 * 1024
 
 
 @attrs.frozen
@@ -147,10 +155,6 @@ class NetworkMetrics(AcceptorMetrics, Protocol):
     def record_connection_closed(self, reason: CloseReason) -> None: ...
 
 
-class _Entry(enum.Enum):
-    END_OF_INPUT = "end_of_input"
-
-
 @attrs.define
 class _Pending:
     context: RequestContext
@@ -158,22 +162,11 @@ class _Pending:
     response: asyncio.Future[Segments | None] = attrs.field(init=False)
     # Set when the handler's own task wrote the response (``_Connection._answer``).
     written: bool = False
+    # Set when its handler started as a task: counted in ``_tasks_unfinished`` until it ends.
+    as_task: bool = False
 
 
-@attrs.frozen
-class _Answer:
-    """A response the SASL authenticator already built (written as it is)."""
-
-    response: Segments
-
-
-@attrs.frozen
-class _Failure:
-    reason: CloseReason
-    message: str
-
-
-_QueueItem = _Pending | _Answer | _Failure | _Entry
+_QueueItem = _Pending | Answer | Failure | Entry
 
 
 @attrs.frozen
@@ -317,13 +310,19 @@ class _Connection:
         self._writer = writer
         self._id = connection_id
         self._client = (client_host, client_port)
-        # Invariant: at most max_in_flight_requests dispatched requests are not yet answered;
-        # the queue holds those plus at most two end/failure markers (the reader's, and the
-        # broker's one ``expire``).
-        self._in_flight = asyncio.Semaphore(listener.max_in_flight_requests)
+        # Invariant: the queue holds the dispatched requests not yet answered plus at most two
+        # end/failure markers (the reader's, and the broker's one ``expire``).
         self._queue: WriterQueue[_QueueItem] = WriterQueue()
         # Requests dispatched and not yet answered (a connection serving one is not idle).
+        # Invariant: 0 <= _unanswered <= max_in_flight_requests.
         self._unanswered = 0
+        # Requests whose handler started as a task and has not finished. A StartsAtOnce
+        # handler starts at once only when this is 0: its first step would otherwise overtake
+        # theirs (a task's first step runs a loop turn later; a Produce held in
+        # ``broker.server._dispatch_when_serving`` runs it later still).
+        # Invariant: 0 <= _tasks_unfinished <= _unanswered, but for handlers cancelled before
+        # they started (only when the connection ends: ``_cancel_queued``).
+        self._tasks_unfinished = 0
         # Invariant: the request whose response the writer awaits, every earlier one written.
         self._awaited: _Pending | None = None
         # Set once the writer took the end of input or a failure, or ended: nothing more is
@@ -336,8 +335,13 @@ class _Connection:
         # Who is on the other end; ANONYMOUS until TLS or SASL says otherwise.
         self.principal = ANONYMOUS
         new_authenticator = listener.authentication.new_sasl_authenticator
-        # Invariant: not None exactly while SASL authentication is under way.
-        self._authenticator = new_authenticator() if new_authenticator else None
+        # Reads arrive in the transport's callbacks once ``run`` took the transport over.
+        self._in = RequestReader(
+            self, self._queue, cast(asyncio.Transport, writer.transport),  # it reads too
+            connection_id=connection_id, max_request_bytes=listener.max_request_bytes,
+            authenticator=new_authenticator() if new_authenticator else None,
+            throttles=listener.throttles, monotonic_ms=listener.monotonic_ms,
+        )  # fmt: skip
         self._out = ResponseWriter(writer, listener)
 
     @property
@@ -349,7 +353,7 @@ class _Connection:
         if self.expiring:
             return
         self.expiring = True
-        self._queue.put(_Failure(reason, f"closed by the broker: {reason.value}"))
+        self._queue.put(Failure(reason, f"closed by the broker: {reason.value}"))
 
     def _principal_from_certificate(self) -> KafkaPrincipal:
         """The TLS client's principal; ANONYMOUS without TLS or a client certificate."""
@@ -371,15 +375,16 @@ class _Connection:
             self._writer.close()
             self._metrics.record_connection_closed(CloseReason.AUTHENTICATION_FAILED)
             return
-        reader_task = asyncio.create_task(self._read_requests())
+        self._writer = take_over(self._writer, self._in)
+        self._out = ResponseWriter(self._writer, self._listener)
+        hand_over_input(self._reader, self._in)
         try:
             reason = await self._write_responses()
         finally:
             # No handler writes its own response any more (the writer ended: on a failure,
-            # nothing behind it is answered).
+            # nothing behind it is answered), and nothing more is read or dispatched.
             self._stopping = True
-            reader_task.cancel()
-            await asyncio.gather(reader_task, return_exceptions=True)
+            await self._in.close()
             if self._listener.throttles is not None:
                 self._listener.throttles.forget(self._id)
             self._cancel_queued()
@@ -389,77 +394,28 @@ class _Connection:
 
     # --- reading ---
 
-    async def _read_requests(self) -> None:
-        decoder = FrameDecoder(self._listener.max_request_bytes)
-        loop = asyncio.get_running_loop()
-        if self._authenticator is not None:
-            # Kafka's sasl.server.max.receive.size: small frames until authenticated.
-            decoder.max_frame_bytes = min(decoder.max_frame_bytes, SASL_SERVER_MAX_RECEIVE_SIZE)
-        try:
-            while True:
-                data = await self._reader.read(READ_CHUNK_BYTES)
-                if not data:
-                    self._queue.put(_Entry.END_OF_INPUT)
-                    return
-                self._metrics.record_bytes_in(len(data))
-                self.last_active_ms = self._listener.monotonic_ms()
-                decoder.receive_data(data)
-                while (frame := decoder.next_frame()) is not None:
-                    if self._authenticator is not None:
-                        if not self._authenticate(frame):
-                            return
-                        if self._authenticator is None:
-                            decoder.max_frame_bytes = self._listener.max_request_bytes
-                    elif not await self._handle_frame(frame):
-                        return
-                # The requests of this read were queued asleep (``_handle_frame``): the writer
-                # is woken behind their handlers' first steps, and not at all when each one
-                # answered at once and wrote its own response (``_answer``).
-                if len(self._queue):
-                    loop.call_soon(self._queue.wake)
-        except ProtocolError as error:
-            self._queue.put(_Failure(CloseReason.MALFORMED_REQUEST, str(error)))
-        except ConnectionError as error:
-            self._queue.put(_Failure(CloseReason.CLIENT_CLOSED, str(error)))
-        except Exception as error:
-            logger.exception("reading from connection %s failed", self._id)
-            self._queue.put(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+    def became_active(self, byte_count: int) -> None:
+        self._metrics.record_bytes_in(byte_count)
+        self.last_active_ms = self._listener.monotonic_ms()
 
-    def _authenticate(self, frame: bytearray) -> bool:
-        """Hand one frame to the SASL authenticator; False when the connection must close."""
-        assert self._authenticator is not None
-        step = self._authenticator.handle_frame(bytes(frame))
-        if step.response is not None:
-            self._queue.put(_Answer(step.response))
-        if step.principal is not None:
-            self.principal = step.principal
-            self._authenticator = None
-            logger.debug("connection %s authenticated as %s", self._id, step.principal)
-        if step.close:
-            message = f"SASL authentication failed: {step.reason}"
-            self._queue.put(_Failure(CloseReason.AUTHENTICATION_FAILED, message))
-            return False
-        return True
+    def at_in_flight_bound(self) -> bool:
+        return self._unanswered >= self._listener.max_in_flight_requests
 
-    async def _handle_frame(self, frame: bytearray) -> bool:
+    def authenticated(self, principal: KafkaPrincipal) -> None:
+        self.principal = principal
+        logger.debug("connection %s authenticated as %s", self._id, principal)
+
+    def dispatch_request(self, frame: bytearray) -> bool:
         """Dispatch one request; False when the connection must stop reading."""
         # Requests are queued without waking the writer (its wake-up is scheduled behind the
         # handlers dispatched so far, so it finds their responses complete and writes them at
-        # once): wake it before any wait here, and after the read's last frame.
-        throttles = self._listener.throttles
-        monotonic_ms = self._listener.monotonic_ms
-        if throttles is not None and throttles.muted_for_ms(self._id, monotonic_ms()):
-            self._queue.wake()  # KIP-219: a client quota muted this connection
-            await throttles.wait_until_unmuted(self._id, monotonic_ms)
-        if self._in_flight.locked():
-            self._queue.wake()
-        await self._in_flight.acquire()
+        # once): it is woken before the reader holds a frame, and after the read's last one.
         started_ns = time.monotonic_ns()
         view = memoryview(frame)
         try:
             header, body_start = parse_request_header(view)
         except ProtocolError as error:
-            self._queue.put(_Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
+            self._in.end(Failure(CloseReason.MALFORMED_REQUEST, f"request header: {error}"))
             return False
         if hop_trace.ENABLED:
             self._mark("read", header.api_key)
@@ -470,26 +426,35 @@ class _Connection:
             response = self._listener.dispatch(context, view[body_start:])
         except ProtocolError as error:
             message = f"{_describe(header)}: {error}"
-            self._queue.put(_Failure(CloseReason.REQUEST_REJECTED, message))
+            self._in.end(Failure(CloseReason.REQUEST_REJECTED, message))
             return False
         except Exception as error:
             logger.exception("dispatch of %s on %s failed", _describe(header), self._id)
-            self._queue.put(_Failure(CloseReason.HANDLER_FAILED, repr(error)))
+            self._in.end(Failure(CloseReason.HANDLER_FAILED, repr(error)))
             return False
         if response is None:
             self._record(header, started_ns)
-            self._in_flight.release()
             return True
         self._unanswered += 1
+        throttles = self._listener.throttles
         enforcing = throttles is not None and throttles.enforcing()
         pending = _Pending(context, started_ns)
-        pending.response = start_request(self._answer(pending, response), enforcing)
+        # Queued first: a handler started at once that answers in its first step finds itself
+        # the only one queued and writes its own response (``_answer``).
         self._queue.put(pending, wake=False)
-        if enforcing and header.api_key == ApiKey.PRODUCE:
+        at_once = type(response) is StartsAtOnce and not self._tasks_unfinished
+        if not at_once:
+            pending.as_task = True
+            self._tasks_unfinished += 1
+        pending.response = start_request(
+            self._answer(pending, response), enforcing, at_once=at_once
+        )
+        if enforcing and header.api_key == ApiKey.PRODUCE and not at_once:
             # Let the Produce handler start: the quota it records before its first await mutes
-            # this connection before the next request is dispatched (Kafka reads one at a time).
+            # this connection before the next request is dispatched (KIP-219; Kafka reads one
+            # request at a time). One started at once has run that far already.
             self._queue.wake()
-            await asyncio.sleep(0)
+            self._in.wait_a_turn()
         return True
 
     # --- writing ---
@@ -498,7 +463,11 @@ class _Connection:
         """The handler's result; written here, in the handler's task, when the writer is idle
         waiting for exactly this response and it fits one write: a loop turn sooner, and before
         handlers woken in the same turn run (two followers' Fetches woken by one append)."""
-        segments = await response
+        try:
+            segments = await response
+        finally:
+            if pending.as_task:
+                self._tasks_unfinished -= 1
         if segments is not None and self._writes_alone(pending):
             if self._answer_alone(pending, segments):
                 return segments
@@ -515,13 +484,15 @@ class _Connection:
         return segments
 
     def _writes_alone(self, pending: _Pending) -> bool:
-        """The writer is idle, this request is the only one queued, nothing is unsent: its
-        handler's task may write the response and finish it, and the writer sleeps on."""
+        """The writer is idle, this request is the only one queued, nothing is unsent, and no
+        request read with it waits to be dispatched (their answers leave together, by the
+        writer): its handler may write the response and finish it, and the writer sleeps on."""
         return (
             self._awaited is None
             and not self._stopping
             and len(self._queue) == 1
             and self._queue.peek() is pending
+            and not self._in.more_frames_read()
             and not self._out.unsent_bytes()
         )
 
@@ -550,11 +521,11 @@ class _Connection:
     async def _write_responses(self) -> CloseReason:
         while True:
             item = await self._queue.get()
-            if item is _Entry.END_OF_INPUT or isinstance(item, _Failure):
+            if item is Entry.END_OF_INPUT or isinstance(item, Failure):
                 self._stopping = True  # nothing behind it is answered
-            if item is _Entry.END_OF_INPUT:
+            if item is Entry.END_OF_INPUT:
                 return CloseReason.CLIENT_CLOSED
-            if isinstance(item, _Failure):
+            if isinstance(item, Failure):
                 log = logger.debug if self.expiring else logger.warning
                 log("closing connection %s: %s", self._id, item.message)
                 if item.reason is CloseReason.AUTHENTICATION_FAILED:
@@ -562,7 +533,7 @@ class _Connection:
                     # the client reads the error first and a password guesser is slowed.
                     await asyncio.sleep(self._listener.failed_authentication_delay_ms / 1000)
                 return item.reason
-            if isinstance(item, _Answer):
+            if isinstance(item, Answer):
                 try:
                     self._metrics.record_bytes_out(await self._out.send(item.response))
                 except (ConnectionError, OSError) as error:
@@ -588,7 +559,7 @@ class _Connection:
     def _answered(self, item: _Pending) -> None:
         self._unanswered -= 1
         self.last_active_ms = self._listener.monotonic_ms()
-        self._in_flight.release()
+        self._in.resume()  # a frame held at the in-flight bound may go now
 
     def _ready_buffers(self, item: _Pending) -> list[bytes | bytearray | memoryview] | None:
         """A response already complete, not yet written, that fits one write: its buffers
@@ -677,3 +648,13 @@ class _Connection:
                 # On a finished handler this also marks its failure as seen (Future.cancel
                 # clears the "exception was never retrieved" flag): the connection is gone.
                 item.response.cancel()
+                item.response.add_done_callback(_drop_cancellation)
+
+
+def _drop_cancellation(response: asyncio.Future[Segments | None]) -> None:
+    """Take a cancelled handler's CancelledError from its task: kept there, its traceback
+    holds ``_answer``'s frame, whose ``pending`` holds the task, a cycle only the cyclic GC
+    frees (with the handler's frames and the request's buffers)."""
+    if response.cancelled():
+        with contextlib.suppress(asyncio.CancelledError):
+            response.result()

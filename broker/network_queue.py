@@ -4,16 +4,42 @@ Like ``asyncio.Queue`` (unbounded, one consumer), but the writer can look at the
 the one it took without taking them, and the reader can queue every request of one read before
 it wakes the writer: responses that are then all complete leave in one write
 (``broker.network._Connection._write_ready``), one system call for a pipelining client's many
-answers instead of one each.
+answers instead of one each. Besides the requests, the entries the reader and the broker queue
+for the writer: a SASL answer, the end of input, a failure (each closes the connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections import deque
 from typing import Generic, TypeVar
 
+import attrs
+
+from pykraft.broker.metrics import CloseReason
+from pykraft.protocol.segments import Segments
+
 T = TypeVar("T")
+
+
+class Entry(enum.Enum):
+    END_OF_INPUT = "end_of_input"
+
+
+@attrs.frozen
+class Answer:
+    """A response the SASL authenticator already built (written as it is)."""
+
+    response: Segments
+
+
+@attrs.frozen
+class Failure:
+    """The connection closes here, after the responses queued before."""
+
+    reason: CloseReason
+    message: str
 
 
 class WriterQueue(Generic[T]):

@@ -22,14 +22,20 @@ memory per connection is bounded by ``max_frame_bytes`` plus the read size.
 
 from __future__ import annotations
 
+import struct
+
 from pykraft.protocol.errors import FrameError
-from pykraft.protocol.headers import encode_response_header
 from pykraft.protocol.segments import Buffer, Segments
 from pykraft.protocol.wire import INT32
 
 # socket.request.max.bytes default (KafkaConfig: 100 * 1024 * 1024).
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024
 SIZE_PREFIX_BYTES = 4
+# Size prefix + response header v0 (correlation id) / v1 (and an empty tagged-field section).
+_PREFIX_V0 = struct.Struct(">ii")
+_PREFIX_V1 = struct.Struct(">iiB")
+_HEADER_V0_BYTES = 4
+_HEADER_V1_BYTES = 5
 # Compact the input buffer once this many consumed bytes sit at its front.
 _COMPACT_THRESHOLD = 64 * 1024
 
@@ -58,6 +64,14 @@ class FrameDecoder:
             self._start = 0
         self._buffer += data
         self._pending_size()
+
+    def frame_ready(self) -> bool:
+        """Whether ``next_frame`` would return a frame (or raise for a bad size prefix)."""
+        buffered = len(self._buffer) - self._start
+        if buffered < SIZE_PREFIX_BYTES:
+            return False
+        size: int = INT32.unpack_from(self._buffer, self._start)[0]
+        return not 0 <= size <= self.max_frame_bytes or buffered >= SIZE_PREFIX_BYTES + size
 
     def next_frame(self) -> bytearray | None:
         """The next complete frame's payload, or None until more bytes arrive."""
@@ -99,10 +113,16 @@ def frame_response(correlation_id: int, header_version: int, body: Segments | Bu
     ``header_version`` comes from ``headers.response_header_version`` (0, or 1 for flexible
     versions — never 1 for ApiVersions). The body is not copied.
     """
-    header = encode_response_header(correlation_id, header_version)
     if isinstance(body, Segments):
         parts, body_length = body.parts, body.length
     else:
-        parts, body_length = (body,), memoryview(body).nbytes
-    prefix = INT32.pack(len(header) + body_length) + header
+        parts = (body,)
+        body_length = len(body) if type(body) is bytes else memoryview(body).nbytes
+    # Every response's path (issue 18): the size, the correlation id and (v1) the empty
+    # tagged-field section in one pack, as ``headers.encode_response_header`` writes them.
+    if header_version == 0:
+        prefix = _PREFIX_V0.pack(_HEADER_V0_BYTES + body_length, correlation_id)
+    else:
+        assert header_version == 1, f"response header version {header_version} does not exist"
+        prefix = _PREFIX_V1.pack(_HEADER_V1_BYTES + body_length, correlation_id, 0)
     return Segments((prefix, *parts), len(prefix) + body_length)

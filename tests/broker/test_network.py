@@ -27,6 +27,8 @@ from pykraft.broker.network import (
     ListenerAuthentication,
     RequestContext,
 )
+from pykraft.broker.quotas_channel import ChannelThrottles
+from pykraft.broker.request_time import StartsAtOnce
 from pykraft.broker.sasl_mechanisms import PLAIN, PlainServer, PlainUsers
 from pykraft.broker.sasl_server import SaslAuthenticator
 from pykraft.metadata.auth.principal import ANONYMOUS, user
@@ -122,13 +124,15 @@ def test_pipelined_requests_answered_at_once_leave_in_one_write() -> None:
         server_side, client_side = socket.socketpair()
         server_reader, server_writer = await asyncio.open_connection(sock=server_side)
         writes: list[bytes] = []
-        write = server_writer.write
+        # Counted at the transport: the listener writes through its own StreamWriter.
+        transport = server_writer.transport
+        write = transport.write
 
         def counted(data: bytes | bytearray | memoryview) -> None:
             writes.append(bytes(data))
             write(data)
 
-        server_writer.write = counted  # type: ignore[method-assign]
+        transport.write = counted  # type: ignore[method-assign]
         serving = asyncio.create_task(
             harness.listener.serve_connection(server_reader, server_writer)
         )
@@ -679,6 +683,124 @@ def test_a_slice_whose_file_was_swapped_before_sending_is_never_sent(
         received = await reader.read()  # until EOF
         assert b"n" not in received
         assert harness.closed(CloseReason.SEND_FAILED) == 1
+        await harness.listener.close()
+
+    run(scenario)
+
+
+def test_a_request_started_at_once_is_answered_in_the_read_callback_without_a_task() -> None:
+    # Issue 18: a handler the dispatcher marks StartsAtOnce that finishes without suspending
+    # runs in the transport's callback (no task, no loop turn) and writes its response there;
+    # an unmarked one runs in a task of its own (it may enter asyncio.timeout at once).
+    async def scenario() -> None:
+        tasks_seen: dict[int, asyncio.Task[Any] | None] = {}
+
+        async def answer_now(context: RequestContext, body: memoryview) -> Segments:
+            tasks_seen[context.header.correlation_id] = asyncio.current_task()
+            return echo_response(context, body)
+
+        async def answer_in_task(context: RequestContext, body: memoryview) -> Segments:
+            tasks_seen[context.header.correlation_id] = asyncio.current_task()
+            async with asyncio.timeout(5):  # raises outside a task
+                return echo_response(context, body)
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            if context.header.correlation_id < 10:
+                return StartsAtOnce(answer_now(context, body))
+            return answer_in_task(context, body)
+
+        harness = Harness(dispatch)
+        reader, writer = await harness.connect()
+        for cid in (1, 10, 2):
+            writer.write(request_frame(METADATA, 0, cid, b"req"))
+            assert correlation_id(await read_frame(reader) or b"") == cid
+        assert tasks_seen[1] is None and tasks_seen[2] is None and tasks_seen[10] is not None
+        assert harness.metrics.kafka_requests.value("Metadata", "0") == 3
+        await harness.listener.close()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("half_closed", [False, True])
+def test_bytes_the_stream_reader_buffered_before_serving_are_answered(half_closed: bool) -> None:
+    # The listener takes the transport over from the StreamReaderProtocol the acceptor made:
+    # what that stream reader had read already (and its end of input) is not lost.
+    async def scenario() -> None:
+        harness = Harness(lambda c, b: asyncio.sleep(0, echo_response(c, b)))
+        server_side, client_side = socket.socketpair()
+        server_reader, server_writer = await asyncio.open_connection(sock=server_side)
+        reader, writer = await asyncio.open_connection(sock=client_side)
+        writer.write(request_frame(METADATA, 0, 1, b"early") + request_frame(METADATA, 0, 2))
+        if half_closed:
+            writer.write_eof()
+        await until(lambda: len(getattr(server_reader, "_buffer", b"")) > 0)
+        if half_closed:
+            await until(lambda: getattr(server_reader, "_eof", False))
+        serving = asyncio.create_task(
+            harness.listener.serve_connection(server_reader, server_writer)
+        )
+        frames = [await read_frame(reader) for _ in range(2)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2]
+        assert frames[0] is not None and frames[0][4:] == b"early"
+        if half_closed:
+            assert await read_frame(reader) is None  # closed after the answers
+            assert harness.closed(CloseReason.CLIENT_CLOSED) == 1
+        await harness.listener.close()
+        await asyncio.gather(serving, return_exceptions=True)
+
+    run(scenario)
+
+
+def test_no_module_enters_a_task_bound_construct_unless_listed() -> None:
+    # The first step of a handler KafkaApis marks StartsAtOnce (Produce, Fetch, ApiVersions)
+    # runs outside any task, so nothing on their paths may enter asyncio.timeout, a TaskGroup
+    # or ask current_task before its first await. These modules do it off those paths (their
+    # own tasks); a new one must show it is not on their way before joining the list.
+    root = Path(__file__).resolve().parents[2]
+    packages = ("broker", "coordinator", "fetcher", "metadata", "protocol", "replica", "storage")
+    constructs = ("asyncio.timeout(", "TaskGroup(", "current_task(")
+    using = {
+        str(path.relative_to(root))
+        for package in packages
+        for path in (root / package).rglob("*.py")
+        if any(construct in path.read_text() for construct in constructs)
+    }
+    assert using == {
+        "broker/heartbeat.py",  # the heartbeat task
+        "broker/network.py",  # serve_connection: the connection's own task
+        "fetcher/broker_connection.py",  # the fetcher's and the channels' own tasks
+        "storage/system_clock.py",  # Clock.wait: the cleaner, fetchers, the listener's unmute
+    }
+
+
+@pytest.mark.parametrize("at_once", [False, True])
+def test_a_produce_handler_that_throttles_in_its_first_step_mutes_the_next_request(
+    at_once: bool,
+) -> None:
+    # KIP-219: the quota a Produce handler records before its first await mutes the connection
+    # before the next request is dispatched (Kafka reads one request at a time), whether the
+    # handler starts at once or as a task (then the reader waits a loop turn for it).
+    async def scenario() -> None:
+        clock = FakeClock()
+        throttles = ChannelThrottles(clock.wait)
+        dispatched_at: dict[int, int] = {}
+
+        async def produce(context: RequestContext, body: memoryview) -> Segments:
+            if context.header.correlation_id == 1:
+                throttles.throttle(context.connection_id, clock.now_ms + 5000)
+            await asyncio.sleep(0)
+            return echo_response(context, body)
+
+        def dispatch(context: RequestContext, body: memoryview) -> Awaitable[Segments]:
+            dispatched_at[context.header.correlation_id] = clock.now_ms
+            return StartsAtOnce(produce(context, body)) if at_once else produce(context, body)
+
+        harness = Harness(dispatch, clock=clock, throttles=throttles)
+        reader, writer = await harness.connect()
+        writer.write(request_frame(ApiKey.PRODUCE, 9, 1) + request_frame(ApiKey.PRODUCE, 9, 2))
+        frames = [await read_frame(reader) for _ in range(2)]
+        assert [correlation_id(f) for f in frames if f] == [1, 2]
+        assert dispatched_at == {1: 0, 2: 5000}
         await harness.listener.close()
 
     run(scenario)

@@ -21,6 +21,7 @@ from pykraft.protocol.framing import (
     encode_frame,
     frame_response,
 )
+from pykraft.protocol.headers import encode_response_header
 from pykraft.protocol.segments import Segments
 
 payloads = st.lists(st.binary(max_size=300), max_size=12)
@@ -156,3 +157,22 @@ def test_frame_response_prefixes_size_and_header() -> None:
     assert flat == struct.pack(">ii", 10, 7) + b"\x00" + b"\x00\x01\x02\x03\x04"
     unframed = frame_response(7, 0, b"xy").to_bytes(lambda part: b"")
     assert unframed == struct.pack(">ii", 6, 7) + b"xy"
+
+
+@pytest.mark.parametrize("header_version", [0, 1])
+@pytest.mark.parametrize(
+    "body", [b"", b"abc", bytearray(b"abcd"), memoryview(b"abcde"), memoryview(b"xyzw")[1:3]]
+)
+def test_frame_response_is_size_then_the_encoded_header_then_the_body(
+    header_version: int, body: bytes | bytearray | memoryview
+) -> None:
+    header = encode_response_header(-5, header_version)
+    framed = frame_response(-5, header_version, body)
+    flat = framed.to_bytes(lambda part: b"")
+    assert flat == struct.pack(">i", len(header) + len(bytes(body))) + header + bytes(body)
+    assert framed.length == len(flat) and framed.parts[1] is body  # the body is not copied
+
+
+def test_frame_response_has_no_header_version_two() -> None:
+    with pytest.raises(AssertionError):
+        frame_response(1, 2, b"")
