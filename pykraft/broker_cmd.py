@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -46,12 +45,6 @@ from pykraft.storage.system_clock import SystemClock
 
 logger = logging.getLogger(__name__)
 META_PROPERTIES = "meta.properties"
-# CPython runs a young collection every 700 net container allocations and a full one every 100
-# young ones. Under bench.replication's acks=all RF=3 load each broker ran a full collection of
-# ~65 ms mid-run (a pause every partition waits behind, and ~3 % of the broker's CPU in that
-# run); with these thresholds none after start-up. The controller's policy is the same
-# (quorum/node.py).
-GC_THRESHOLDS = (10_000, 10, 10)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    gc.set_threshold(*GC_THRESHOLDS)
     limit = raise_open_files_limit()  # each partition holds a descriptor
     logger.log(logging.WARNING if limit.error else logging.INFO, "%s", limit.describe())
     try:
