@@ -96,7 +96,12 @@ from pykraft.broker.network_writes import (
     ShortFileSliceError,
 )
 from pykraft.broker.quotas_channel import ChannelThrottles
-from pykraft.broker.request_time import StartsAtOnce, start_request
+from pykraft.broker.request_time import (
+    StartsAtOnce,
+    drop_traceback,
+    forget_request,
+    start_request,
+)
 from pykraft.broker.sasl_server import SaslAuthenticator
 from pykraft.metadata.auth.principal import (
     ANONYMOUS,
@@ -372,6 +377,7 @@ class _Connection:
             self.principal = self._principal_from_certificate()
         except PrincipalError as error:
             logger.warning("closing connection %s: %s", self._id, error)
+            await self._in.close()
             self._writer.close()
             self._metrics.record_connection_closed(CloseReason.AUTHENTICATION_FAILED)
             return
@@ -612,9 +618,11 @@ class _Connection:
             response = await item.response
         except ProtocolError as error:
             logger.warning("closing connection %s: %s: %s", self._id, _describe(header), error)
+            drop_traceback(error)
             return CloseReason.REQUEST_REJECTED
-        except Exception:
+        except Exception as error:
             logger.exception("handler for %s failed; closing %s", _describe(header), self._id)
+            drop_traceback(error)
             return CloseReason.HANDLER_FAILED
         if response is not None:
             try:
@@ -645,16 +653,4 @@ class _Connection:
         while self._queue.peek() is not None:
             item = self._queue.take()
             if isinstance(item, _Pending):
-                # On a finished handler this also marks its failure as seen (Future.cancel
-                # clears the "exception was never retrieved" flag): the connection is gone.
-                item.response.cancel()
-                item.response.add_done_callback(_drop_cancellation)
-
-
-def _drop_cancellation(response: asyncio.Future[Segments | None]) -> None:
-    """Take a cancelled handler's CancelledError from its task: kept there, its traceback
-    holds ``_answer``'s frame, whose ``pending`` holds the task, a cycle only the cyclic GC
-    frees (with the handler's frames and the request's buffers)."""
-    if response.cancelled():
-        with contextlib.suppress(asyncio.CancelledError):
-            response.result()
+                forget_request(item.response)

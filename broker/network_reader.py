@@ -61,6 +61,26 @@ class RequestDispatcher(Protocol):
     def authenticated(self, principal: KafkaPrincipal) -> None: ...
 
 
+class _ConnectionEnded:
+    """The dispatcher of a reader whose connection ended (``RequestReader.close``): nothing
+    is read or dispatched any more, so nothing calls it."""
+
+    def dispatch_request(self, frame: bytearray) -> bool:
+        raise AssertionError("dispatch after the connection ended")
+
+    def at_in_flight_bound(self) -> bool:
+        raise AssertionError("dispatch after the connection ended")
+
+    def became_active(self, byte_count: int) -> None:
+        raise AssertionError("read after the connection ended")
+
+    def authenticated(self, principal: KafkaPrincipal) -> None:
+        raise AssertionError("authenticated after the connection ended")
+
+
+_CONNECTION_ENDED = _ConnectionEnded()
+
+
 class RequestReader:
     """Frames one connection's input and dispatches it, holding it when it must wait."""
 
@@ -164,9 +184,12 @@ class RequestReader:
             self._loop.call_soon(self._resume_dispatch)
 
     async def close(self) -> None:
-        """The connection ended: read and dispatch nothing more."""
+        """The connection ended: read and dispatch nothing more, and let go of the connection
+        (it holds this reader: a reference cycle, freed only by a full collection in a broker
+        that collects seldom)."""
         self.ended = True
         self._held = None
+        self._connection = _CONNECTION_ENDED
         if self._unmuting is not None:
             self._unmuting.cancel()
             await asyncio.gather(self._unmuting, return_exceptions=True)

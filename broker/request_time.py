@@ -16,12 +16,16 @@ own ``clock_ns``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+# The chained exceptions (``__context__``) whose tracebacks ``drop_traceback`` drops.
+MAX_CHAINED_TRACEBACKS = 8
 
 
 class RequestTime:
@@ -128,6 +132,44 @@ def start_request(
         cancelled.cancel()
         return cancelled
     return loop.create_task(_Resumed(response, yielded), context=context)
+
+
+def forget_request(response: asyncio.Future[Any]) -> None:
+    """A request's future whose answer nobody will read (its connection ended): the handler
+    cancelled, or its failure taken and its traceback dropped, so that reference counting
+    frees them (``drop_traceback``)."""
+    if not response.done():
+        response.cancel()
+        response.add_done_callback(_drop_cancellation)
+        return
+    try:
+        response.result()  # a future hands its traceback over to the failure it raises
+    except asyncio.CancelledError:
+        pass
+    except Exception as error:
+        drop_traceback(error)
+
+
+def _drop_cancellation(response: asyncio.Future[Any]) -> None:
+    """Take a cancelled handler's CancelledError from its task: kept there, its traceback
+    holds the listener's frame awaiting the handler, which holds the task: a cycle only the
+    cyclic GC frees (with the handler's frames and the request's buffers)."""
+    if response.cancelled():
+        with contextlib.suppress(asyncio.CancelledError):
+            response.result()
+
+
+def drop_traceback(error: BaseException) -> None:
+    """Forget a handler's failure's traceback once it was handled (logged, or nobody's to
+    report): it holds the frames the failure passed through, their locals the request's
+    future, and the future the failure — a reference cycle only a full collection frees, and
+    with it the handler's frames and the request's buffers."""
+    chained: BaseException | None = error
+    for _ in range(MAX_CHAINED_TRACEBACKS):
+        if chained is None:
+            return
+        chained.__traceback__ = None
+        chained = chained.__context__
 
 
 def _done(loop: asyncio.AbstractEventLoop, value: T) -> asyncio.Future[T]:

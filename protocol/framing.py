@@ -11,7 +11,7 @@ Theory of operation — the decoder has one state per frame, decided by what is 
 * fewer than 4 bytes buffered: waiting for a size prefix;
 * a size prefix is buffered: it is checked at once, like Kafka's ``NetworkReceive.readFrom``: a
   negative size or one above ``socket.request.max.bytes`` (100 MiB by default) raises
-  ``FrameError``. The decoder then stays failed — every later call raises the same error —
+  ``FrameError``. The decoder then stays failed — every later call raises an equal error —
   and the network layer closes only this connection;
 * ``4 + size`` bytes buffered: the payload is cut out as a fresh ``bytearray`` the caller owns
   (decoders hand out memoryview slices of it; the broker may patch record batches in place).
@@ -94,12 +94,14 @@ class FrameDecoder:
         size: int = INT32.unpack_from(self._buffer, self._start)[0]
         if size < 0 or size > self.max_frame_bytes:
             self._error = FrameError(size, self.max_frame_bytes)
-            raise self._error
+            self._raise_if_failed()
         return size
 
     def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise self._error
+        # A copy of the error each time: the one kept would hold the traceback of its raise,
+        # and so the frames and this decoder, a reference cycle.
+        if (error := self._error) is not None:
+            raise FrameError(error.size, error.max_frame_bytes)
 
 
 def encode_frame(payload: Buffer) -> bytes:
