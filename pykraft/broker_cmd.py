@@ -36,7 +36,7 @@ from pathlib import Path
 
 from pykraft.broker.config import BrokerConfig, BrokerConfigError
 from pykraft.broker.server import BrokerServer
-from pykraft.broker.server_run import run_broker
+from pykraft.broker.server_run import run_broker, set_collector_policy
 from pykraft.event_loop import EventLoopChoiceError, loop_factory
 from pykraft.metadata.records import uuid_to_kafka_string
 from pykraft.open_files import raise_open_files_limit
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         server = BrokerServer(config, cluster_id=cluster_id, clock=SystemClock())
         return await run_broker(server, stop)
 
+    set_collector_policy()
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main())
 
