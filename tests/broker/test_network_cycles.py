@@ -109,12 +109,12 @@ class Harness:
         (transport, _), client = await asyncio.gather(accepting, connecting)
         writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         asyncio.get_running_loop().create_task(self.listener.serve_connection(reader, writer))
-        await turns(lambda: self.listener.connection_count == 1)
+        await until(lambda: self.listener.connection_count == 1)
         return client
 
     async def wait_closed(self) -> None:
-        await turns(lambda: self.listener.connection_count == 0)
-        await turns(lambda: False, at_least=20)  # transports' close callbacks
+        await until(lambda: self.listener.connection_count == 0)
+        await spin(20)  # transports' close callbacks
 
 
 async def _answer(answer: Segments) -> Segments:
@@ -135,14 +135,19 @@ async def _fail_later() -> Segments:
     raise RuntimeError("failed in its task")
 
 
-async def turns(done: Callable[[], bool], at_least: int = 0) -> None:
+async def until(done: Callable[[], bool]) -> None:
     """Loop turns (I/O included) until ``done``; no wall-clock waiting."""
-    for turn in range(10_000):
-        if turn >= at_least and done():
+    for _ in range(10_000):
+        if done():
             return
         await asyncio.sleep(0)
-    if at_least == 0:
-        raise AssertionError("condition never became true")
+    raise AssertionError("condition never became true")
+
+
+async def spin(turns: int) -> None:
+    """Let the loop run ``turns`` times (callbacks and I/O already due)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
 
 
 async def close(writer: asyncio.StreamWriter) -> None:
@@ -223,9 +228,9 @@ async def failure_behind_a_parked_fetch_when_the_peer_left(harness: Harness) -> 
     # The failed handler's future is still queued when the connection ends.
     _, writer = await harness.connect()
     writer.write(request_frame(FETCH, 12, 1) + request_frame(PRODUCE, 9, FAILS_AT_ONCE))
-    await turns(lambda: False, at_least=5)
+    await spin(5)
     writer.transport.abort()
-    await turns(lambda: False, at_least=5)
+    await spin(5)
     harness.fetch_wait.set()  # the long poll ends; its answer goes nowhere
     await harness.wait_closed()
     harness.fetch_wait.clear()
@@ -234,9 +239,9 @@ async def failure_behind_a_parked_fetch_when_the_peer_left(harness: Harness) -> 
 async def peer_closes_during_a_parked_fetch(harness: Harness) -> None:
     _, writer = await harness.connect()
     writer.write(request_frame(FETCH, 12, 1))
-    await turns(lambda: False, at_least=5)
+    await spin(5)
     await close(writer)
-    await turns(lambda: False, at_least=5)
+    await spin(5)
     harness.fetch_wait.set()
     await harness.wait_closed()
     harness.fetch_wait.clear()
@@ -245,7 +250,7 @@ async def peer_closes_during_a_parked_fetch(harness: Harness) -> None:
 async def broker_shuts_down_during_a_parked_fetch(harness: Harness) -> None:
     reader, writer = await harness.connect()
     writer.write(request_frame(FETCH, 12, 1))
-    await turns(lambda: False, at_least=5)
+    await spin(5)
     await harness.listener.close()
     assert await read_until_closed(reader) == []
     await close(writer)
@@ -254,7 +259,7 @@ async def broker_shuts_down_during_a_parked_fetch(harness: Harness) -> None:
 async def peer_leaves_mid_sasl(harness: Harness) -> None:
     _, writer = await harness.connect()
     writer.write(sasl_frames(b"alice-secret")[:30])
-    await turns(lambda: False, at_least=5)
+    await spin(5)
     await close(writer)
 
 
@@ -341,7 +346,9 @@ class _FormatOnly(logging.Handler):
 async def collected_after(scenario: Scenario, harness: Harness) -> list[object]:
     enabled = gc.isenabled()
     gc.disable()
-    gc.collect()
+    # What exists already is not watched, nor walked: the collection below costs only the
+    # objects made since.
+    gc.freeze()
     gc.garbage.clear()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
@@ -353,6 +360,7 @@ async def collected_after(scenario: Scenario, harness: Harness) -> list[object]:
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
+        gc.unfreeze()
         if enabled:
             gc.enable()
 
