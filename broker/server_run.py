@@ -24,8 +24,10 @@ logger = logging.getLogger(__name__)
 # The broker process's collector policy (issue 18), the controller's thresholds
 # (``quorum/node.py``). CPython runs a young collection every 700 net container allocations and
 # a full one about every 100 young ones; under acks=all RF=3 a broker's full collection walked
-# its whole start-up heap (modules, schemas, the metadata image) for ~60 ms of CPU mid-run.
-# After start-up that heap is frozen (``gc.freeze``): collections walk only what came after.
+# its whole start-up heap (modules, schemas, the metadata image) for ~60 ms of CPU mid-run, and
+# collections were 5.6-7.3% of the servers' CPU in bench.replication's acks=all runs (none with
+# this). After start-up that heap is frozen (``gc.freeze``): collections walk only what came
+# after.
 # Closed connections leave no reference cycles (``tests/broker/test_network_cycles.py``), so
 # collecting seldom keeps no memory waiting for a full collection.
 GC_THRESHOLDS = (10_000, 10, 10)
