@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -51,13 +52,17 @@ TOPIC = "failover"
 PARTITIONS = 6
 SEND_INTERVAL_S = 0.005
 FAULT_TIMEOUT_S = 60.0
+logger = logging.getLogger("bench.failover")
 ASSIGNMENTS = [[10, 11, 12], [11, 12, 10], [12, 10, 11], [10, 12, 11], [11, 10, 12], [12, 11, 10]]
 
 
 class Probe:
     """A producer writing every partition every 5 ms; remembers the first ack after the fault."""
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, debug: logging.Logger | None = None) -> None:
+        trace: dict[str, Any] = {}
+        if debug is not None:  # librdkafka's own account of a failover, to a file
+            trace = {"debug": "metadata,broker,topic,msg", "logger": debug, "log_level": 7}
         self._producer = confluent_kafka.Producer(
             {
                 "bootstrap.servers": bootstrap_servers,
@@ -73,6 +78,7 @@ class Probe:
                 "socket.timeout.ms": 1000,
                 "topic.metadata.refresh.fast.interval.ms": 50,
                 "log_level": 2,  # librdkafka logs every refused connection of a failover
+                **trace,
             }
         )
         self._lock = threading.Lock()
@@ -150,6 +156,7 @@ def one_round(cluster: Cluster, probe: Probe, victim: int, fault: str) -> dict[s
     led = [partition for partition, leader in leaders(cluster).items() if leader == victim]
     probe.fault()
     stop_watch = threading.Event()
+    logger.info("%s of broker %d, the leader of partitions %s", fault, victim, led)
     cluster.signal(victim, signal.SIGKILL if fault == "kill9" else signal.SIGSTOP)
     moved = watch_leaders(cluster, victim, led, time.monotonic(), stop_watch)
     try:
@@ -170,11 +177,25 @@ def one_round(cluster: Cluster, probe: Probe, victim: int, fault: str) -> dict[s
             cluster.signal(victim, signal.SIGCONT)
     wait_for(lambda: healed(cluster), "every ISR full again", FAULT_TIMEOUT_S)
     times = dict(probe.first_ack_s)
+    logger.info("first acks %s, leaders moved %s", times, moved)
     return {
         "victim": [times[p] for p in led],
         "others": [times[p] for p in range(PARTITIONS) if p not in led],
         "leader_moved": [moved[p] for p in led],
     }
+
+
+def trace_to(path: Path) -> logging.Logger:
+    """The faults (this module's log) and librdkafka's debug lines, to one file, timestamped
+    the way the cluster's own logs are."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    client = logging.getLogger("bench.failover.librdkafka")
+    for each in (logger, client):
+        each.addHandler(handler)
+        each.setLevel(logging.DEBUG)
+    client.propagate = False
+    return client
 
 
 def summary(samples: list[float]) -> dict[str, float]:
@@ -187,13 +208,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--faults", default="kill9,sigstop", help="comma-separated, in order: kill9, sigstop"
     )
+    parser.add_argument(
+        "--debug",
+        type=Path,
+        metavar="DIR",
+        help="write librdkafka's debug log (metadata,broker,topic,msg) and the faults to "
+        "DIR/client.log, and keep the cluster's logs in DIR/logs",
+    )
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="pykraft-bench-failover-"))
+    client_log = None
+    if args.debug is not None:
+        args.debug.mkdir(parents=True, exist_ok=True)
+        client_log = trace_to(args.debug / "client.log")
     figures: dict[str, Any] = {"partitions": PARTITIONS, "session_timeout_s": SESSION_TIMEOUT_S}
     try:
         with Cluster(root) as cluster:
             cluster.create_topic(TOPIC, ASSIGNMENTS, **{"min.insync.replicas": "2"})
-            probe = Probe(cluster.bootstrap_servers)
+            probe = Probe(cluster.bootstrap_servers, client_log)
             probe.start()
             try:
                 time.sleep(1.0)  # a second of normal traffic first
@@ -218,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             if probe.failed:
                 figures["failed_deliveries"] = len(probe.failed)
     finally:
+        if args.debug is not None:
+            shutil.copytree(root / "cluster" / "logs", args.debug / "logs", dirs_exist_ok=True)
         shutil.rmtree(root, ignore_errors=True)
     figures["kill9_target_s"] = 2.0
     figures["sigstop_limit_s"] = SESSION_TIMEOUT_S + 1
