@@ -27,6 +27,12 @@ when the request ended:
 The poll alone missed a killed broker whose loop was between two polls (busy with produce
 traffic in ``bench/failover.py``: fenced only at the session timeout); the heartbeat connection
 is idle almost all the time.
+
+Each report says which connections closed (``Closed``): ``suspect`` when one of them closed in
+its telling state, ``poll_closed`` / ``heartbeat_closed`` for each connection seen closed in any
+state. A process that exits closes both at once (the latest poll's, waiting or idle in the pool,
+and the idle heartbeat's); ``managers/sessions.py`` ends the session at once when both closed,
+and waits for a call-in otherwise.
 """
 
 from __future__ import annotations
@@ -37,6 +43,20 @@ import attrs
 
 # Bound (STYLE.md §7): one entry per broker id; a cluster has far fewer brokers.
 MAX_BROKERS = 100_000
+
+
+@attrs.frozen
+class Closed:
+    """What closed of one broker incarnation's connections since the last look."""
+
+    broker_id: int
+    broker_epoch: int
+    # One closed in the state where only a dead process closes it: its session ends soon.
+    suspect: bool = False
+    # The latest long poll's connection closed, waiting or idle.
+    poll_closed: bool = False
+    # The heartbeat connection closed while idle (never by a live broker).
+    heartbeat_closed: bool = False
 
 
 @attrs.define
@@ -75,13 +95,29 @@ class BrokerChannels:
             else:
                 latest.in_flight = False
 
-    def closed(self) -> list[tuple[int, int]]:
-        """(broker id, broker epoch) of every broker whose latest poll's connection closed
-        while the poll waited, or whose latest heartbeat's closed while idle; each connection
-        closed is forgotten after, whether it counted or not."""
-        gone = _closed(self._polls, counts_in_flight=True)
-        gone += _closed(self._heartbeats, counts_in_flight=False)
-        return sorted(set(gone))
+    def closed(self) -> list[Closed]:
+        """Every broker (incarnation) whose latest poll's or latest heartbeat's connection
+        closed since the last call, by broker id; each connection closed is forgotten after."""
+        found: dict[tuple[int, int], Closed] = {}
+        for broker_id, request in _closed(self._polls):
+            key = (broker_id, request.broker_epoch)
+            previous = found.get(key, Closed(broker_id, request.broker_epoch))
+            # Telling only while the poll waited: between polls the broker's pool may close it.
+            found[key] = attrs.evolve(
+                previous, suspect=previous.suspect or request.in_flight, poll_closed=True
+            )
+        for broker_id, request in _closed(self._heartbeats):
+            key = (broker_id, request.broker_epoch)
+            previous = found.get(key, Closed(broker_id, request.broker_epoch))
+            # Telling only while idle: one in flight closes when the broker's deadline passed.
+            idle = not request.in_flight
+            found[key] = attrs.evolve(
+                previous,
+                suspect=previous.suspect or idle,
+                heartbeat_closed=previous.heartbeat_closed or idle,
+            )
+        # A heartbeat connection closed under its heartbeat tells nothing.
+        return [found[key] for key in sorted(found) if found[key] != Closed(*key)]
 
     def clear(self) -> None:
         self._polls.clear()
@@ -93,8 +129,8 @@ def _remember(latest: dict[int, _Latest], broker_id: int, request: _Latest) -> N
         latest[broker_id] = request
 
 
-def _closed(latest: dict[int, _Latest], *, counts_in_flight: bool) -> list[tuple[int, int]]:
+def _closed(latest: dict[int, _Latest]) -> list[tuple[int, _Latest]]:
     gone = [(broker_id, r) for broker_id, r in latest.items() if r.transport.is_closing()]
     for broker_id, _ in gone:
         del latest[broker_id]
-    return [(broker_id, r.broker_epoch) for broker_id, r in gone if r.in_flight == counts_in_flight]
+    return gone

@@ -118,7 +118,8 @@ class ControllerConfig:
     broker_session_timeout_ms: int = 9000
     # pykraft.broker.channel.closed.timeout.ms (not in Kafka): a broker whose metadata long-poll
     # connection was closed (its process died) is fenced after this long unless it calls in
-    # again, instead of after broker.session.timeout.ms (quorum/managers/sessions.py); -1: off.
+    # again, instead of after broker.session.timeout.ms (quorum/managers/sessions.py); -1: off
+    # (this, and fencing at once a broker whose poll and idle heartbeat connections both closed).
     broker_channel_closed_timeout_ms: int = 1000
     # broker.heartbeat.interval.ms: told to brokers in the registration answer.
     broker_heartbeat_interval_ms: int = 2000

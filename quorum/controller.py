@@ -380,12 +380,29 @@ class QuorumController:
         self.sessions.channel_opened(image, broker_id, broker_epoch)
 
     def broker_channel_closed(
-        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        broker_epoch: int,
+        now_ms: int,
+        *,
+        suspect: bool = True,
+        poll_closed: bool = False,
+        heartbeat_closed: bool = False,
     ) -> None:
-        """Its long-poll connection was closed by the broker's side: if it does not call in
-        again within ``pykraft.broker.channel.closed.timeout.ms``, its session ends
-        (``managers/sessions.py``), and ``fence_stale_brokers`` fences it."""
-        self.sessions.channel_closed(image, broker_id, broker_epoch, now_ms)
+        """Its connections were closed by the broker's side: if one closed as only a dead
+        process closes it (``suspect``) and it does not call in again within
+        ``pykraft.broker.channel.closed.timeout.ms``, or both closed (its process exited), its
+        session ends (``managers/sessions.py``), and ``fence_stale_brokers`` fences it."""
+        self.sessions.channel_closed(
+            image,
+            broker_id,
+            broker_epoch,
+            now_ms,
+            suspect=suspect,
+            poll_closed=poll_closed,
+            heartbeat_closed=heartbeat_closed,
+        )
 
     def unregister_broker(
         self, image: MetadataImage, request: UnregisterBrokerRequest, now_ms: int

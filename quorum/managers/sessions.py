@@ -20,8 +20,14 @@ closes both; a paused or partitioned process keeps them open. So the timer repor
 heartbeat connection closed while idle (``quorum/broker_channels.py``: the two states in which
 a live broker never closes them), and unless the same incarnation calls in again — a new long
 poll (``channel_opened``) or a heartbeat (``heard_from``) — within
-``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns it off), the session ends
-there instead of at ``broker.session.timeout.ms``. A poll that failed (timed out on a slow
+``pykraft.broker.channel.closed.timeout.ms`` (default 1000; -1 turns this off, and the next
+rule), the session ends there instead of at ``broker.session.timeout.ms``. When both closed —
+the idle heartbeat connection and the latest poll's, waiting or idle — the process exited: the
+kernel closes every socket of a process that ends, while a live broker never closes its idle
+heartbeat connection (one side alone can also be a middlebox's reset, and gets the timeout), so
+the session ends at once (``exited_ms``). Issue 18: the timeout alone kept a killed leader's
+partitions and every ISR it was in waiting a second, and clients asking in that second were
+told the dead broker still led. A poll that failed (timed out on a slow
 controller, reset) makes the broker heartbeat at once (``MetadataLoader.run``'s
 ``on_failure``), because its retry may go to a standby controller, which this one never hears
 of.
@@ -109,9 +115,19 @@ class BrokerSession:
     controlled_shutdown_offset: int = -1
     # (topic id, partition id) of the replicas on offline log dirs, as last reported.
     offline_replicas: frozenset[tuple[str, int]] = frozenset()
-    # When its metadata long-poll connection was seen closed, None while it is connected (or
-    # called in since).
+    # When a connection of it was seen closed as only a dead process closes it, None while it
+    # is connected (or called in since).
     channel_closed_ms: int | None = None
+    # Which of its connections were seen closed since it last called in (any state).
+    poll_closed: bool = False
+    heartbeat_closed: bool = False
+    # When both were: the process exited. None while either is open (or it called in since).
+    exited_ms: int | None = None
+
+    def called_in(self) -> None:
+        """A call of this incarnation arrived: whatever closed before, it is connected."""
+        self.channel_closed_ms = self.exited_ms = None
+        self.poll_closed = self.heartbeat_closed = False
 
 
 @attrs.frozen
@@ -190,7 +206,7 @@ class BrokerSessions:
         session = self.session(registration)
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
         session.metadata_offset = metadata_offset
-        session.channel_closed_ms = None
+        session.called_in()
 
     def heard_from(
         self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
@@ -204,24 +220,38 @@ class BrokerSessions:
         if registration is not None and registration.epoch == broker_epoch:
             session = self.session(registration)
             session.last_contact_ms = max(session.last_contact_ms, now_ms)
-            session.channel_closed_ms = None
+            session.called_in()
 
     def channel_opened(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
         """A long poll of this incarnation arrived: it is connected."""
         registration = image.cluster.brokers.get(broker_id)
         if registration is not None and registration.epoch == broker_epoch:
-            self.session(registration).channel_closed_ms = None
+            self.session(registration).called_in()
 
     def channel_closed(
-        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        broker_epoch: int,
+        now_ms: int,
+        *,
+        suspect: bool = True,
+        poll_closed: bool = False,
+        heartbeat_closed: bool = False,
     ) -> None:
-        """A connection of this incarnation closed as only a dead process closes it."""
+        """Connections of this incarnation closed: ``suspect`` if one closed as only a dead
+        process closes it; ``poll_closed`` (its latest long poll's, in any state) and
+        ``heartbeat_closed`` (its heartbeat's, while idle) say which."""
         registration = image.cluster.brokers.get(broker_id)
         if registration is None or registration.epoch != broker_epoch:
             return
         session = self.session(registration)
-        if session.channel_closed_ms is None:
+        session.poll_closed = session.poll_closed or poll_closed
+        session.heartbeat_closed = session.heartbeat_closed or heartbeat_closed
+        if session.channel_closed_ms is None and suspect:
             session.channel_closed_ms = now_ms
+        if session.exited_ms is None and session.poll_closed and session.heartbeat_closed:
+            session.exited_ms = now_ms
 
     def report_offline_replicas(
         self, registration: BrokerRegistration, replicas: frozenset[tuple[str, int]]
@@ -255,8 +285,12 @@ class BrokerSessions:
     def _expiry_ms(self, session: BrokerSession) -> int:
         """The first time at which the session is no longer valid."""
         expiry = session.last_contact_ms + self.session_timeout_ms + 1
+        if self.channel_closed_timeout_ms < 0:
+            return expiry
+        if session.exited_ms is not None:
+            return min(expiry, session.exited_ms + 1)
         closed = session.channel_closed_ms
-        if closed is not None and self.channel_closed_timeout_ms >= 0:
+        if closed is not None:
             expiry = min(expiry, closed + self.channel_closed_timeout_ms + 1)
         return expiry
 
@@ -267,6 +301,11 @@ class BrokerSessions:
         closed = session.channel_closed_ms
         if now_ms > session.last_contact_ms + self.session_timeout_ms or closed is None:
             return f"no heartbeat for {silent_ms} ms (broker.session.timeout.ms)"
+        if session.exited_ms is not None:
+            return (
+                f"its process exited {now_ms - session.exited_ms} ms ago (its long-poll and idle "
+                f"heartbeat connections closed), no heartbeat for {silent_ms} ms"
+            )
         return (
             f"its connection closed {now_ms - closed} ms ago, no heartbeat for "
             f"{silent_ms} ms (pykraft.broker.channel.closed.timeout.ms)"

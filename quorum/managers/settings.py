@@ -17,7 +17,8 @@ class ControllerSettings:
     broker_session_timeout_ms: int = 9000
     # pykraft.broker.channel.closed.timeout.ms (not in Kafka): a broker whose metadata long-poll
     # connection closed and that has not called in since is fenced after this long, not after
-    # the whole session (managers/sessions.py); -1: off.
+    # the whole session (managers/sessions.py); -1: off (this, and fencing at once a broker whose
+    # poll and idle heartbeat connections both closed).
     broker_channel_closed_timeout_ms: int = 1000
     # metadata.max.idle.interval.ms: append a NoOpRecord when nothing was written this long.
     metadata_max_idle_interval_ms: int = 500

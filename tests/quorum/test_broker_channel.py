@@ -13,7 +13,7 @@ import pytest
 
 from pykraft.metadata.records import BrokerRegistrationChangeRecord, PartitionChangeRecord
 from pykraft.protocol.errors import Errors
-from pykraft.quorum.broker_channels import BrokerChannels
+from pykraft.quorum.broker_channels import BrokerChannels, Closed
 from pykraft.quorum.controller import BrokerHeartbeatRequest
 from pykraft.quorum.managers.settings import ControllerSettings
 from tests.quorum.helpers import Harness, image_with, partition, topic_id
@@ -113,9 +113,59 @@ def test_an_open_channel_of_another_incarnation_does_not_cancel_the_close() -> N
     assert h.controller.fence_stale_brokers(h.image, 3001).response == (1,)
 
 
+def exited(h: Harness, broker_id: int, now_ms: int) -> None:
+    """Both connections of the broker closed, as when its process ends."""
+    h.controller.broker_channel_closed(
+        h.image, broker_id, epoch(h, broker_id), now_ms, poll_closed=True, heartbeat_closed=True
+    )
+
+
+def test_a_broker_whose_process_exited_is_fenced_at_once() -> None:
+    # Issue 18: the kernel closed its long-poll and idle heartbeat connections together; the
+    # closed timeout (a second) kept its partitions leaderless and every ISR it was in stalled.
+    h = harness()
+    exited(h, 1, 2000)
+    assert h.controller.sessions.next_expiry_ms(h.image) == 2001
+    assert h.controller.fence_stale_brokers(h.image, 2000).records == ()
+    assert h.controller.fence_stale_brokers(h.image, 2001).response == (1,)
+    assert h.controller.sessions.why_stale(h.image.cluster.brokers[1], 2001) == (
+        "its process exited 1 ms ago (its long-poll and idle heartbeat connections closed), "
+        "no heartbeat for 2001 ms"
+    )
+
+
+def test_the_two_closes_count_when_seen_apart() -> None:
+    # The idle heartbeat connection's close seen on one look, the poll's (idle in the broker's
+    # pool: not suspect alone) on the next: exited then.
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000, heartbeat_closed=True)
+    assert h.controller.sessions.next_expiry_ms(h.image) == 2000 + CLOSED_MS + 1
+    h.controller.broker_channel_closed(
+        h.image, 1, epoch(h, 1), 2100, suspect=False, poll_closed=True
+    )
+    assert h.controller.fence_stale_brokers(h.image, 2101).response == (1,)
+
+
+@pytest.mark.parametrize("call_in", ["poll", "heartbeat"])
+def test_a_call_in_between_the_two_closes_keeps_the_broker(call_in: str) -> None:
+    # Alive after all (the first close was a middlebox's reset): the second close, of a pool's
+    # idle connection, is not an exit.
+    h = harness()
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000, heartbeat_closed=True)
+    if call_in == "poll":
+        h.controller.broker_channel_opened(h.image, 1, epoch(h, 1))
+    else:
+        h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2050)
+    h.controller.broker_channel_closed(
+        h.image, 1, epoch(h, 1), 2100, suspect=False, poll_closed=True
+    )
+    assert h.controller.fence_stale_brokers(h.image, 2000 + CLOSED_MS + 1).records == ()
+
+
 def test_minus_one_turns_it_off() -> None:
     h = harness(closed_timeout_ms=-1)
     h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
+    exited(h, 1, 2000)
     assert h.controller.fence_stale_brokers(h.image, SESSION_MS).records == ()
     assert h.controller.fence_stale_brokers(h.image, SESSION_MS + 1).response == (1,)
 
@@ -169,7 +219,7 @@ def test_a_connection_closed_under_a_waiting_poll_is_reported_once() -> None:
     channels, connection = channels_with_poll()
     assert channels.closed() == []
     connection.closed = True
-    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
     assert channels.closed() == []
 
 
@@ -177,22 +227,24 @@ def test_a_close_during_the_wait_counts_when_the_poll_ends_before_the_timer_look
     channels, connection = channels_with_poll()
     connection.closed = True
     channels.answered(1, connection)  # type: ignore[arg-type]
-    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
 
 
-def test_a_connection_closed_after_its_poll_was_answered_is_not_reported() -> None:
+def test_a_connection_closed_after_its_poll_was_answered_is_not_suspect() -> None:
     # Issue 18 (bench/scale.py, 30,000 partitions on 3 brokers): between two polls the
     # connection sits in the broker's HTTP pool, which closes it after its keep-alive time or
-    # lends it to a call that times out; the broker is alive, its next poll just late.
+    # lends it to a call that times out; the broker is alive, its next poll just late. Reported
+    # only as one half of an exit (with the idle heartbeat connection's close).
     channels, connection = channels_with_poll()
     channels.answered(1, connection)  # type: ignore[arg-type]
     connection.closed = True
-    assert channels.closed() == []
+    assert channels.closed() == [Closed(1, 5, suspect=False, poll_closed=True)]
     # Forgotten: the next poll is watched afresh.
+    assert channels.closed() == []
     later = Connection()
     channels.polled(1, 5, later)  # type: ignore[arg-type]
     later.closed = True
-    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
 
 
 def test_an_older_polls_connection_closing_is_not_reported() -> None:
@@ -204,7 +256,7 @@ def test_an_older_polls_connection_closing_is_not_reported() -> None:
     channels.answered(1, first)  # type: ignore[arg-type]
     assert channels.closed() == []
     second.closed = True
-    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
 
 
 def test_an_idle_heartbeat_connection_closed_is_reported() -> None:
@@ -217,8 +269,28 @@ def test_an_idle_heartbeat_connection_closed_is_reported() -> None:
     channels.heartbeat_answered(1, heartbeat)  # type: ignore[arg-type]
     assert channels.closed() == []
     poll.closed = heartbeat.closed = True
-    assert channels.closed() == [(1, 5)]
+    assert channels.closed() == [
+        Closed(1, 5, suspect=True, poll_closed=True, heartbeat_closed=True)
+    ]
     assert channels.closed() == []
+
+
+def test_each_broker_is_reported_once_with_what_closed() -> None:
+    # Broker 1 killed while its poll waited (both close); broker 2's idle heartbeat connection
+    # reset alone (its poll waits on, open); broker 3's heartbeat timed out at the broker.
+    channels, poll_1 = channels_with_poll(1, 5)
+    poll_2, heartbeats = Connection(), {b: Connection() for b in (1, 2, 3)}
+    channels.polled(2, 6, poll_2)  # type: ignore[arg-type]
+    for broker_id, connection in heartbeats.items():
+        channels.heartbeat_arrived(broker_id, broker_id + 4, connection)  # type: ignore[arg-type]
+        if broker_id != 3:
+            channels.heartbeat_answered(broker_id, connection)  # type: ignore[arg-type]
+        connection.closed = True
+    poll_1.closed = True
+    assert channels.closed() == [
+        Closed(1, 5, suspect=True, poll_closed=True, heartbeat_closed=True),
+        Closed(2, 6, suspect=True, heartbeat_closed=True),
+    ]
 
 
 def test_a_heartbeat_connection_closed_under_its_heartbeat_is_not_reported() -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import pytest
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from pykraft.metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -22,7 +24,13 @@ from pykraft.quorum.broker_channels import BrokerChannels
 from pykraft.quorum.controller import ControllerSettings, QuorumController
 from pykraft.quorum.metadata_view import MetadataView
 from pykraft.quorum.node import Operation, ServiceError
-from pykraft.quorum.runner import TIMER_MAX_DELAY_MS, TIMER_MIN_DELAY_MS, run_timer, timer_delay_ms
+from pykraft.quorum.runner import (
+    TIMER_MAX_DELAY_MS,
+    TIMER_MIN_DELAY_MS,
+    run_timer,
+    timer_delay_ms,
+    wake_on_connection_lost,
+)
 from tests.fake_clock import FakeClock
 from tests.quorum.helpers import apply, endpoint, image_with, incarnation
 
@@ -111,8 +119,10 @@ class TimedNode:
         )
 
 
-async def run_until(node: TimedNode, clock: FakeClock, end_ms: int) -> None:
-    timer = asyncio.ensure_future(run_timer(node, clock))
+async def run_until(
+    node: TimedNode, clock: FakeClock, end_ms: int, rearm: asyncio.Event | None = None
+) -> None:
+    timer = asyncio.ensure_future(run_timer(node, clock, rearm))
     while clock.now_ms < end_ms:  # each of the timer's waits moves the clock and yields
         await asyncio.sleep(0)
         assert not timer.done()
@@ -197,6 +207,35 @@ def test_a_live_broker_whose_idle_connection_closed_keeps_its_session() -> None:
     # With broker 2, silent as long (since 0).
     assert [broker for _, broker in fencings(node)] == [1, 2]
     assert all(9_001 <= at_ms <= 9_001 + TIMER_MAX_DELAY_MS for at_ms, _ in fencings(node))
+
+
+def test_a_lost_connection_wakes_the_timer_and_an_exited_broker_is_fenced_at_once() -> None:
+    # Issue 18: broker 1 is killed at 2,900; the kernel closes its long poll's and its idle
+    # heartbeat's connections, and the server's connection_lost sets the timer's re-arm event
+    # (runner.wake_on_connection_lost). The timer looks at once, sees both closed (an exit) and
+    # fences on its next turn — before: on its next periodic turn (3,000 here, up to
+    # TIMER_MAX_DELAY_MS late) plus pykraft.broker.channel.closed.timeout.ms (1,000).
+    poll, heartbeat = Connection(), Connection()
+    rearm = asyncio.Event()
+
+    def arrive() -> None:
+        poll.closed = heartbeat.closed = True
+        rearm.set()
+
+    clock = ArrivalClock(2_900, arrive)
+    node = TimedNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=60_000),
+    )
+    epoch = node.image.cluster.brokers[1].epoch
+    node.broker_channels.polled(1, epoch, poll)  # type: ignore[arg-type]
+    node.broker_channels.heartbeat_arrived(1, epoch, heartbeat)  # type: ignore[arg-type]
+    node.broker_channels.heartbeat_answered(1, heartbeat)  # type: ignore[arg-type]
+    node.heartbeat(2)
+    asyncio.run(run_until(node, clock, 4_000, rearm))
+    [(fenced_ms, broker)] = fencings(node)
+    assert broker == 1
+    assert 2_901 <= fenced_ms <= 2_901 + TIMER_MIN_DELAY_MS
 
 
 def test_connections_watched_in_an_earlier_term_do_not_count_in_a_new_one() -> None:
@@ -362,3 +401,27 @@ def test_a_failed_balancing_write_runs_again_after_the_next_write() -> None:
     # interval), not leader.imbalance.check.interval later (at 10 s, past the end here).
     [at_ms] = balanced_at("not controller")
     assert 5_000 < at_ms <= 6_000 + 2 * TIMER_MIN_DELAY_MS + 10
+
+
+def test_the_server_wakes_the_timer_when_a_connection_is_lost() -> None:
+    # What the controller process installs on its aiohttp server (runner.serve): the server
+    # still forgets the connection, and the timer's re-arm event is set.
+    class Handler:
+        _task_handler = None
+
+    async def answer(request: web.BaseRequest) -> web.StreamResponse:
+        return web.Response()
+
+    async def scenario() -> None:
+        server = web.Server(answer)
+        wake = asyncio.Event()
+        wake_on_connection_lost(server, wake)
+        handler = cast(RequestHandler, Handler())
+        server.connection_made(handler, cast(asyncio.Transport, object()))
+        assert server.connections == [handler]
+        assert not wake.is_set()
+        server.connection_lost(handler, ConnectionResetError())
+        assert server.connections == []
+        assert wake.is_set()
+
+    asyncio.run(scenario())
