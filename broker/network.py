@@ -71,7 +71,7 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Protocol, cast
 
 import attrs
@@ -441,6 +441,10 @@ class _Connection:
         if response is None:
             self._record(header, started_ns)
             return True
+        if header.api_key == ApiKey.METADATA and self._unanswered:
+            earlier = self._produces_unanswered()
+            if earlier:
+                response = _after(earlier, response)
         self._unanswered += 1
         throttles = self._listener.throttles
         enforcing = throttles is not None and throttles.enforcing()
@@ -462,6 +466,17 @@ class _Connection:
             self._queue.wake()
             self._in.wait_a_turn()
         return True
+
+    def _produces_unanswered(self) -> list[asyncio.Future[Segments | None]]:
+        """The responses of the Produce requests dispatched and not yet written."""
+        unwritten = [item for item in self._queue if isinstance(item, _Pending)]
+        if self._awaited is not None:
+            unwritten.append(self._awaited)
+        return [
+            item.response
+            for item in unwritten
+            if item.context.header.api_key == ApiKey.PRODUCE and not item.response.done()
+        ]
 
     # --- writing ---
 
@@ -654,3 +669,23 @@ class _Connection:
             item = self._queue.take()
             if isinstance(item, _Pending):
                 forget_request(item.response)
+
+
+async def _after(
+    earlier: list[asyncio.Future[Segments | None]], response: ResponseFuture
+) -> Segments | None:
+    """``response`` (a Metadata handler's, not started) once the connection's earlier Produce
+    requests completed. Kafka reads a connection's next request only after answering the
+    previous one, so its Metadata answer is made after them: behind an acks=all Produce waiting
+    for a dead follower it names the leaders of the image whose fencing completed that Produce.
+    Made while the Produce waited, it named the dead leader (issue 18: librdkafka asks on a
+    connection carrying Produce right after a leader's connection resets, then only on its 1 s
+    scan). Behind other requests only (a consumer's Fetch long poll) it is made at once, as
+    before: their completion does not wait for the metadata to change."""
+    try:
+        await asyncio.wait(earlier)
+    except BaseException:
+        if isinstance(response, Coroutine):
+            response.close()  # never started: no "never awaited" warning
+        raise
+    return await response

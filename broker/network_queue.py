@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import deque
+from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 import attrs
@@ -85,3 +86,7 @@ class WriterQueue(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def __iter__(self) -> Iterator[T]:
+        """The entries queued, first first (not to be changed while iterated)."""
+        return iter(self._items)
