@@ -69,14 +69,15 @@ class Probe:
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 0,
-                "retry.backoff.ms": 20,
                 # A stopped leader never answers and its connection stays up: without these a
                 # request to it waits librdkafka's default 60 s socket timeout (a Java producer's
                 # 30 s request timeout) before the producer turns to the new leader, and the bench
-                # would measure the client's timeout, not the cluster's failover.
+                # would measure the client's timeout, not the cluster's failover. Everything
+                # else is librdkafka's default (issue 18: how soon the client asks for metadata
+                # again, retry.backoff.ms and topic.metadata.refresh.fast.interval.ms 100, is
+                # what a Kafka user would have).
                 "request.timeout.ms": 1000,
                 "socket.timeout.ms": 1000,
-                "topic.metadata.refresh.fast.interval.ms": 50,
                 "log_level": 2,  # librdkafka logs every refused connection of a failover
                 **trace,
             }
