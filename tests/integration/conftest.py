@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,8 @@ class Cluster:
         password_file.write_text(PASSWORD)
         password_file.chmod(0o600)
         self.controllers: list[Controller] = []
+        # The stand-in brokers' heartbeat connections, kept open (``register_brokers``).
+        self.stand_in_connections: list[HTTPConnection] = []
         for index in range(size):
             node_id = index + 1
             data_dir = root / f"controller-{node_id}"
@@ -277,20 +280,30 @@ class Cluster:
         pending = set(broker_ids)
         while pending and time.monotonic() < deadline:
             for broker_id in sorted(pending):
-                # Claim to have read everything: these brokers follow no metadata log.
-                answer = self.request(
-                    "POST",
-                    "/v1/brokers/heartbeat",
-                    {
-                        "broker_id": broker_id,
-                        "broker_epoch": epochs[broker_id],
-                        "current_metadata_offset": 2**62,
-                    },
-                )
-                if not answer["is_fenced"]:
+                if not self._heartbeat_kept_open(broker_id, epochs[broker_id]).get("is_fenced"):
                     pending.discard(broker_id)
         assert not pending, f"brokers {sorted(pending)} stayed fenced"
         return epochs
+
+    def _heartbeat_kept_open(self, broker_id: int, broker_epoch: int) -> Any:
+        """One heartbeat to the leader on a connection left open, idle, as a live broker's
+        is between beats: the active controller fences at once a broker whose heartbeat
+        connection closed while idle and whose poll's closed too, and one second after the
+        heartbeat's alone (quorum/broker_channels.py) — urllib's closes after each request."""
+        leader = self.wait_for_leader()
+        connection = HTTPConnection(leader.host, leader.http_port, timeout=REQUEST_TIMEOUT_S)
+        # Claim to have read everything: these brokers follow no metadata log.
+        body = {
+            "broker_id": broker_id,
+            "broker_epoch": broker_epoch,
+            "current_metadata_offset": 2**62,
+        }
+        connection.request(
+            "POST", "/v1/brokers/heartbeat", json.dumps(body), {"Content-Type": "application/json"}
+        )
+        answer = json.loads(connection.getresponse().read())
+        self.stand_in_connections.append(connection)
+        return answer
 
 
 # Stand-in brokers register once and never heartbeat again: give them a long session.
