@@ -10,9 +10,10 @@ Theory of operation. Per connection a reader and a writer cooperate through one 
   as a task (``broker.request_time.start_request``), and so does a marked one while a handler
   of the connection started as a task has not finished (its first step, a loop turn later or
   after ``broker.server`` starts serving, must not be overtaken). Handlers run concurrently,
-  and every request is queued in arrival order. ``None`` (acks=0 Produce) means no response
-  and queues nothing. Handlers start in arrival order, so the part of a handler before its
-  first ``await`` (Produce's append) runs in request order too.
+  and every request is queued in arrival order; but a Metadata request starts only once the
+  Produce requests before it completed (``_after``: Kafka answers them first). ``None``
+  (acks=0 Produce) means no response and queues nothing. Handlers start in arrival order, so
+  the part of a handler before its first ``await`` (Produce's append) runs in request order too.
 * the **writer** task takes queue entries in order, awaits each response, and writes it:
   responses leave in request order even when handlers finish out of order (Kafka clients match
   responses by position as well as correlation id).
