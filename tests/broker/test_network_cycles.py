@@ -49,7 +49,7 @@ from tests.tls_material import make_tls_material
 CONNECTIONS = 3
 PRODUCE, FETCH, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA
 # Correlation ids the dispatcher below treats specially.
-REJECTED, FAILS_IN_TASK, FAILS_AT_ONCE = 666, 667, 668
+REJECTED, FAILS_IN_TASK, FAILS_AT_ONCE, PARKED = 666, 667, 668, 669
 
 
 class Harness:
@@ -88,7 +88,7 @@ class Harness:
             return StartsAtOnce(_fail_at_once())
         if header.correlation_id == FAILS_IN_TASK:
             return _fail_later()
-        if header.api_key == FETCH:
+        if header.api_key == FETCH or header.correlation_id == PARKED:  # acks=all waits too
             return StartsAtOnce(_answer_after(self.fetch_wait, answer))
         if header.api_key == PRODUCE:
             return StartsAtOnce(_answer(answer))
@@ -247,6 +247,18 @@ async def peer_closes_during_a_parked_fetch(harness: Harness) -> None:
     harness.fetch_wait.clear()
 
 
+async def peer_closes_while_a_metadata_waits_for_a_parked_produce(harness: Harness) -> None:
+    # broker/network.py's _after: a Metadata starts once the Produce before it completed.
+    _, writer = await harness.connect()
+    writer.write(request_frame(PRODUCE, 9, PARKED) + request_frame(METADATA, 0, 2))
+    await spin(5)
+    await close(writer)
+    await spin(5)
+    harness.fetch_wait.set()
+    await harness.wait_closed()
+    harness.fetch_wait.clear()
+
+
 async def broker_shuts_down_during_a_parked_fetch(harness: Harness) -> None:
     reader, writer = await harness.connect()
     writer.write(request_frame(FETCH, 12, 1))
@@ -283,6 +295,7 @@ PLAINTEXT: list[Scenario] = [
     peer_closes_after_its_answers, closed_when_idle, bad_size_prefix, rejected_request,
     handler_fails_in_its_task, handler_fails_in_its_first_step,
     failure_behind_a_parked_fetch_when_the_peer_left, peer_closes_during_a_parked_fetch,
+    peer_closes_while_a_metadata_waits_for_a_parked_produce,
     broker_shuts_down_during_a_parked_fetch,
 ]  # fmt: skip
 SASL: list[Scenario] = [peer_leaves_mid_sasl, sasl_fails, sasl_then_requests]
