@@ -171,13 +171,18 @@ def encode_fetch_request(
         )
         for key, group in _grouped(session.to_send, by_id).items()
     )
-    forgotten = tuple(
-        ForgottenTopic(
-            tuple(target.partition.partition for target in group),
-            topic="" if by_id else key,
-            topic_id=key if by_id else ZERO_UUID,
+    # Nothing to forget in every round but one after a partition left: no grouping then.
+    forgotten = (
+        tuple(
+            ForgottenTopic(
+                tuple(target.partition.partition for target in group),
+                topic="" if by_id else key,
+                topic_id=key if by_id else ZERO_UUID,
+            )
+            for key, group in _grouped(session.to_forget, by_id).items()
         )
-        for key, group in _grouped(session.to_forget, by_id).items()
+        if session.to_forget
+        else ()
     )
     message = FetchRequest(
         replica_id=replica_id,

@@ -48,6 +48,10 @@ from pykraft.protocol.wire import (
     encode_tagged_fields,
 )
 
+# partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
+# partition_max_bytes: a partition of a Fetch request from v12 on.
+_PARTITION_V12 = struct.Struct(">iiqiqi")
+
 
 def encode_fetch_request(request: FetchRequest, api_version: int) -> bytes:
     """Encode a Fetch request body (no size, no header) for ``api_version``."""
@@ -65,6 +69,17 @@ def encode_fetch_request(request: FetchRequest, api_version: int) -> bytes:
         out += _topic_key(topic.topic, topic.topic_id.bytes, api_version, flexible)
         out += encode_array_length(len(topic.partitions), compact=flexible)
         for p in topic.partitions:
+            if api_version >= 12:  # every field of a follower's partition in one pack (issue 18)
+                out += _PARTITION_V12.pack(
+                    p.partition,
+                    p.current_leader_epoch,
+                    p.fetch_offset,
+                    p.last_fetched_epoch,
+                    p.log_start_offset,
+                    p.partition_max_bytes,
+                )
+                out += b"\x00" if flexible else b""
+                continue
             out += INT32.pack(p.partition)
             if api_version >= 9:
                 out += INT32.pack(p.current_leader_epoch)
@@ -109,6 +124,7 @@ def _request_tags(request: FetchRequest, api_version: int) -> list[tuple[int, by
 # from v5 log_start_offset.
 _PARTITION_HEAD = struct.Struct(">ihqq")
 _PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
+_TOP_LEVEL = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id (v7+)
 
 
 def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
@@ -116,11 +132,15 @@ def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
     check_version(api_version)
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
     reader = Reader(body)
-    throttle_time_ms = reader.int32("throttle_time_ms")
     error_code, session_id = 0, 0
-    if api_version >= 7:
-        error_code = reader.int16("error_code")
-        session_id = reader.int32("session_id")
+    if api_version >= 7 and reader.remaining >= _TOP_LEVEL.size:
+        head = reader.bytes_view(_TOP_LEVEL.size, "FetchResponse fixed fields")
+        throttle_time_ms, error_code, session_id = _TOP_LEVEL.unpack(head)
+    else:
+        throttle_time_ms = reader.int32("throttle_time_ms")
+        if api_version >= 7:
+            error_code = reader.int16("error_code")
+            session_id = reader.int32("session_id")
     responses = []
     for _ in range(reader.array_length("responses", compact=flexible)):
         topic, topic_id = "", ZERO_UUID
@@ -146,7 +166,16 @@ def decode_fetch_response(body: Buffer, api_version: int) -> FetchResponse:
     return response
 
 
+# A flexible (v12+) partition answer's fixed fields, then its usual next ones: null aborted
+# transactions (compact count 0) and preferred_read_replica.
+_USUAL_PARTITION_FIXED = struct.Struct(">ihqqqBi")
+
+
 def _decode_partition(reader: Reader, api_version: int, flexible: bool) -> PartitionData:
+    if flexible:
+        fast = _decode_usual_partition(reader)
+        if fast is not None:
+            return fast
     if api_version >= 5:
         head = reader.bytes_view(_PARTITION_HEAD_V5.size, "PartitionData fixed fields")
         fields = _PARTITION_HEAD_V5.unpack(head)
@@ -186,6 +215,42 @@ def _decode_partition(reader: Reader, api_version: int, flexible: bool) -> Parti
         preferred_read_replica,
         records,
     )
+
+
+def _decode_usual_partition(reader: Reader) -> PartitionData | None:
+    """A follower's every answer (issue 18): a flexible partition with null aborted
+    transactions and no tagged fields, read with one unpack and four reads instead of a read
+    per field; None (the reader where it was) for any other shape, which the general path
+    reads and checks field by field."""
+    start = reader.position
+    if reader.remaining <= _USUAL_PARTITION_FIXED.size:
+        return None
+    fixed = reader.bytes_view(_USUAL_PARTITION_FIXED.size, "PartitionData fixed fields")
+    (
+        partition_index,
+        error_code,
+        high_watermark,
+        last_stable_offset,
+        log_start_offset,
+        aborted_count,
+        preferred_read_replica,
+    ) = _USUAL_PARTITION_FIXED.unpack(fixed)
+    if aborted_count == 0:  # compact 0: null aborted transactions
+        size = reader.uvarint("records") - 1
+        if 0 <= size < reader.remaining:
+            records = reader.bytes_view(size, "records")
+            if reader.bytes_view(1, "PartitionData tagged fields")[0] == 0:
+                return PartitionData(
+                    partition_index,
+                    error_code,
+                    high_watermark,
+                    last_stable_offset,
+                    log_start_offset,
+                    preferred_read_replica=preferred_read_replica,
+                    records=(records,) if size else (),
+                )
+    reader.position = start  # another shape: null records, aborted transactions or tags
+    return None
 
 
 def _decode_aborted(reader: Reader, flexible: bool) -> AbortedTransaction:

@@ -266,6 +266,8 @@ class ProducerStateManager:
         self._remove_unreplicated_txns(high_watermark)
 
     def _remove_unreplicated_txns(self, offset: int) -> None:
+        if not self._unreplicated_txns:  # no marker waits: every follower fetch of plain data
+            return
         for first_offset, completed in list(self._unreplicated_txns.items()):
             if completed.last_offset < offset:
                 del self._unreplicated_txns[first_offset]

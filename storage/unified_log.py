@@ -288,17 +288,19 @@ class UnifiedLog:
                 [], first_offset, log_start_offset=self._log_start_offset, valid_bytes=0
             )
         self.leader_epoch_cache.write_pending()
+        latest = self.leader_epoch_cache.latest_epoch
         for item in validated:
             epoch = item.header.partition_leader_epoch
-            if epoch >= 0 and epoch != self.leader_epoch_cache.latest_epoch:
+            if epoch >= 0 and epoch != latest:
                 self.leader_epoch_cache.assign(epoch, item.header.base_offset)
+                latest = self.leader_epoch_cache.latest_epoch
         view = memoryview(batches)
         try:
             # One write per segment the batches go to: usually one for the whole fetch.
             for chunk in segment_sized_chunks(validated, self.config.segment_bytes):
                 start = chunk[0].position
                 end = chunk[-1].position + chunk[-1].header.size_in_bytes
-                max_timestamp = max(-1, *(item.header.max_timestamp for item in chunk))
+                max_timestamp = max([item.header.max_timestamp for item in chunk], default=-1)
                 self._write(
                     view[start:end],
                     chunk,

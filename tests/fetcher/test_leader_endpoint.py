@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from pykraft.fetcher.broker_connection import decode_api_versions_response
+from pykraft.fetcher.fetch_session import FetchSessionHandler
 from pykraft.fetcher.leader_codecs import (
     FetchTarget,
     LeaderFeatures,
@@ -139,6 +140,28 @@ def test_fetch_request_decodes_on_the_leader(version: int) -> None:
     if version < 5:
         expected = [_without_log_start_offset(p) for p in expected]
     assert sent == expected
+
+
+@pytest.mark.parametrize("version", [7, 12, 13, 16])
+def test_an_incremental_fetch_forgets_what_the_follower_stopped_fetching(version: int) -> None:
+    # KIP-227: partitions the follower no longer fetches go out as forgotten_topics_data.
+    session = FetchSessionHandler()
+    session.build(FETCH.targets)
+    assert session.handle_response(Errors.NONE, 9)
+    kept = ReplicaFetch(FETCH.targets[:1], 500, 1, 10 << 20)
+    body = encode_fetch_request(kept, version, 2, 42, session.build(kept.targets))
+    request = decode_fetch_request(body, version)
+    assert (request.session_id, request.session_epoch) == (9, 1)
+    assert [p for t in request.topics for p in t.partitions] == []  # O0 unchanged since
+    forgotten = {
+        (t.topic_id if version >= 13 else t.topic, p)
+        for t in request.forgotten_topics_data
+        for p in t.partitions
+    }
+    names = (ORDERS, PAYMENTS) if version >= 13 else ("orders", "payments")
+    assert forgotten == {(names[0], 1), (names[1], 0)}
+    again = encode_fetch_request(kept, version, 2, 42, session.build(kept.targets))
+    assert decode_fetch_request(again, version).forgotten_topics_data == ()
 
 
 def _without_last_fetched_epoch(p: FetchPartition) -> FetchPartition:

@@ -18,6 +18,7 @@ from pykraft.protocol.errors import MalformedRequestError
 from pykraft.protocol.fetch import (
     NO_DIVERGING_EPOCH,
     NO_SNAPSHOT_ID,
+    AbortedTransaction,
     EpochEndOffset,
     FetchableTopicResponse,
     FetchRequest,
@@ -116,6 +117,31 @@ def test_diverging_epoch_reaches_the_follower() -> None:
     assert partition.current_leader == LeaderIdAndEpoch(2, 5)
     assert partition.snapshot_id == SnapshotId(10, 1)
     assert decode_fetch_response(body, 16).node_endpoints == (NodeEndpoint(2, "b2", 9092, None),)
+
+
+# A follower's usual answer (null aborted transactions, no tags) is read by a fast path; every
+# other shape falls back to the field-by-field reader, with the reader where it was.
+PARTITION_SHAPES = [
+    PartitionData(0, high_watermark=5, log_start_offset=2, records=(b"batches",)),
+    PartitionData(1, preferred_read_replica=3, records=(b"x" * 300,)),  # a 2-byte length
+    PartitionData(2, records=()),
+    PartitionData(3, records=None),
+    PartitionData(4, aborted_transactions=(), records=(b"r",)),
+    PartitionData(5, aborted_transactions=(AbortedTransaction(7, 9),), records=(b"r",)),
+    PartitionData(6, diverging_epoch=EpochEndOffset(4, 77), records=(b"r",)),  # tags follow
+    PartitionData(7, error_code=1, records=None, current_leader=LeaderIdAndEpoch(2, 5)),
+]
+
+
+@pytest.mark.parametrize("version", [12, 13, 16])
+@pytest.mark.parametrize("first", PARTITION_SHAPES)
+def test_each_partition_shape_decodes_as_sent(version: int, first: PartitionData) -> None:
+    after = PartitionData(9, high_watermark=11, records=(b"next",))
+    response = FetchResponse(
+        (FetchableTopicResponse((first, after), "t", uuid.UUID(int=5)),), session_id=8
+    )
+    body = encode_fetch_response(response, version).to_bytes(read_fake)
+    assert decode_fetch_response(body, version) == visible_response(response, version)
 
 
 @pytest.mark.parametrize("version", [4, 11, 12, 16])
