@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 import attrs
 from immutables import Map
@@ -136,8 +137,10 @@ class LeaderAndIsr:
 # ---------------------------------------------------------------------------- the state
 
 
-@attrs.frozen(kw_only=True)
-class PartitionState:
+class PartitionState(NamedTuple):
+    """A partition's state as one immutable value (a NamedTuple: every follower fetch builds one
+    with that follower's progress, ``with_follower``). Changed with ``_replace``."""
+
     role: PartitionRole = PartitionRole.NONE
     leader_id: int = NO_LEADER
     # Invariant: leader_epoch and partition_epoch never decrease.
@@ -152,7 +155,7 @@ class PartitionState:
     # Leader only: the log end offset at which this leader epoch started.
     leader_epoch_start_offset: int | None = None
     # Leader only: each follower's progress. Invariant: keys are the replicas but the leader.
-    followers: Map[int, ReplicaState] = attrs.field(factory=Map)
+    followers: Map[int, ReplicaState] = Map()  # (immutable: one empty Map serves every default)
 
     @property
     def isr_state(self) -> IsrState:
@@ -194,17 +197,18 @@ class PartitionState:
 
 def with_follower(state: PartitionState, replica_id: int, progress: ReplicaState) -> PartitionState:
     """``state`` with one follower's progress replaced: every follower fetch makes one, so it
-    is built field by field (``attrs.evolve`` looks the fields up each time)."""
+    is built positionally from the tuple (``_replace`` goes through a map and a dict)."""
+    role, leader_id, leader_epoch, partition_epoch, replicas, isr, pending, start, followers = state
     return PartitionState(
-        role=state.role,
-        leader_id=state.leader_id,
-        leader_epoch=state.leader_epoch,
-        partition_epoch=state.partition_epoch,
-        replicas=state.replicas,
-        isr=state.isr,
-        pending_isr_change=state.pending_isr_change,
-        leader_epoch_start_offset=state.leader_epoch_start_offset,
-        followers=state.followers.set(replica_id, progress),
+        role,
+        leader_id,
+        leader_epoch,
+        partition_epoch,
+        replicas,
+        isr,
+        pending,
+        start,
+        followers.set(replica_id, progress),
     )
 
 
@@ -437,7 +441,7 @@ def _pending(
         new_isr=_with_broker_epochs(state, new_isr, local_broker_epoch),
         changed=changed,
     )
-    return attrs.evolve(state, pending_isr_change=change)
+    return state._replace(pending_isr_change=change)
 
 
 def handle_alter_partition_result(
@@ -450,13 +454,12 @@ def handle_alter_partition_result(
     if result.error is not Errors.NONE:
         outcome = alter_partition_error_outcome(result.error)
         if outcome is AlterPartitionOutcome.RESET:
-            return attrs.evolve(state, pending_isr_change=None), outcome
+            return state._replace(pending_isr_change=None), outcome
         return state, outcome
     if result.leader_epoch != state.leader_epoch or result.partition_epoch < state.partition_epoch:
         # An answer for another epoch: stay pending until the metadata says more.
         return state, AlterPartitionOutcome.IGNORED
-    committed = attrs.evolve(
-        state,
+    committed = state._replace(
         isr=result.isr,
         partition_epoch=result.partition_epoch,
         pending_isr_change=None,
