@@ -224,13 +224,15 @@ class Partition:
 
     def log_view(self) -> LogView:
         """What the core reads for one input: the log's offsets, metadata facts, the time."""
+        log, context = self.log, self.context
+        # Positional, in LogView's field order (every append and follower fetch builds one).
         return LogView(
-            log_end_offset=self.log.log_end_offset,
-            high_watermark=self.log.high_watermark,
-            now_ms=self.context.monotonic_ms(),
-            min_insync_replicas=self.context.min_insync_replicas(self.topic_partition.topic),
-            brokers=self.context.broker,
-            local_broker_epoch=self.context.local_broker_epoch(),
+            log.log_end_offset,
+            log.high_watermark,
+            context.monotonic_ms(),
+            context.min_insync_replicas(self.topic_partition.topic),
+            context.broker,
+            context.local_broker_epoch(),
         )
 
     def carry_out(self, ready: Ready) -> None:

@@ -133,15 +133,13 @@ class PartitionCore:
     ) -> Ready:
         """A Ready from the current state to ``new_state``, transitions checked, with the high
         watermark ``new_state`` allows when ``view`` is given. The same state is no transition."""
-        if new_state is not self.state:
-            check_transition(self.topic_partition, self.state, new_state)
+        base = self.state
+        if new_state is not base:
+            check_transition(self.topic_partition, base, new_state)
+        high_watermark = None if view is None else self._high_watermark_move(new_state, view)
+        # Positional, in Ready's field order (every append and follower fetch builds one).
         return Ready(
-            base=self.state,
-            epoch_start=epoch_start,
-            state=new_state,
-            high_watermark=None if view is None else self._high_watermark_move(new_state, view),
-            partition_changed=partition_changed,
-            alter_partition=alter_partition,
+            base, new_state, epoch_start, high_watermark, partition_changed, alter_partition
         )
 
     def advance(self, ready: Ready) -> None:

@@ -84,6 +84,7 @@ CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 
 BrokerLookup = Callable[[int], BrokerRegistration | None]
+_NOBODY: frozenset[int] = frozenset()
 
 
 class PartitionRole(enum.Enum):
@@ -287,12 +288,6 @@ def effective_min_isr(state: PartitionState, min_insync_replicas: int) -> int:
     return min(min_insync_replicas, len(state.followers) + 1)
 
 
-def is_under_min_isr(state: PartitionState, min_insync_replicas: int) -> bool:
-    return state.role is PartitionRole.LEADER and len(state.isr) < effective_min_isr(
-        state, min_insync_replicas
-    )
-
-
 def high_watermark_candidate(
     state: PartitionState,
     *,
@@ -308,17 +303,34 @@ def high_watermark_candidate(
     nothing); so does one outside the ISR that is caught up and eligible to join, so that it
     can reach the high watermark and join instead of chasing a moving target.
     """
-    if state.role is not PartitionRole.LEADER or is_under_min_isr(state, min_insync_replicas):
+    followers, isr = state.followers, state.isr
+    # Under the effective min ISR (``effective_min_isr``, inline: every append and every
+    # follower fetch that moves a log end asks) the high watermark stays (KIP-966).
+    if state.role is not PartitionRole.LEADER or len(isr) < min(
+        min_insync_replicas, len(followers) + 1
+    ):
         return None
+    pending = state.pending_isr_change
+    # The replica being added counts at once (KIP-497's maximal ISR, ``in_maximal_isr``).
+    adding = (
+        pending.changed
+        if pending is not None and pending.kind is IsrState.PENDING_EXPAND
+        else _NOBODY
+    )
     candidate = log_end_offset
-    for replica_id, replica in state.followers.items():
-        if replica.log_end_offset >= candidate:
+    for replica_id, replica in followers.items():
+        end = replica.log_end_offset
+        if end >= candidate:
             continue
-        if state.in_maximal_isr(replica_id) or (
-            is_caught_up(replica, log_end_offset, now_ms, replica_lag_time_max_ms)
-            and is_replica_isr_eligible(replica, brokers(replica_id))
+        if (
+            replica_id in isr
+            or replica_id in adding
+            or (
+                is_caught_up(replica, log_end_offset, now_ms, replica_lag_time_max_ms)
+                and is_replica_isr_eligible(replica, brokers(replica_id))
+            )
         ):
-            candidate = replica.log_end_offset
+            candidate = end
     return candidate
 
 
