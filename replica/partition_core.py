@@ -287,6 +287,13 @@ class PartitionCore:
         """Kafka ``fetchRecords``' checks: the leader epoch, leadership, and for a follower
         that it is a replica (``followerReplicaOrThrow``: with an epoch the pair may just not be
         known yet, a reassignment, so the follower retries on UNKNOWN_LEADER_EPOCH)."""
+        state = self.state
+        if (
+            state.role is PartitionRole.LEADER
+            and current_leader_epoch in (NO_PARTITION_LEADER_EPOCH, state.leader_epoch)
+            and (replica_id < 0 or replica_id in state.followers)
+        ):
+            return None  # every check passes (each fetch of every partition asks)
         error = self.leader_epoch_error(current_leader_epoch, require_leader=True)
         if error is not None or replica_id < 0 or replica_id in self.state.followers:
             return error

@@ -226,3 +226,15 @@ def test_a_fetch_from_a_broker_that_is_not_a_replica() -> None:
     assert reassigned is not None and reassigned.error is Errors.UNKNOWN_LEADER_EPOCH
     fenced = core.fetch_error(F2, current_leader_epoch=0)
     assert fenced is not None and fenced.error is Errors.FENCED_LEADER_EPOCH
+    # KIP-320 both ways, and no epoch at all, for a replica too.
+    newer = core.fetch_error(F2, current_leader_epoch=2)
+    assert newer is not None and newer.error is Errors.UNKNOWN_LEADER_EPOCH
+    assert core.fetch_error(F2, current_leader_epoch=-1) is None
+
+
+def test_a_fetch_from_a_follower_of_this_broker_is_refused() -> None:
+    core = PartitionCore(TP, LOCAL, LAG_MS)
+    advanced(core, core.make_follower(change(leader=F2, replicas=(LOCAL, F2))))
+    for replica_id, epoch in ((F2, 1), (-1, -1), (-1, 1)):
+        refused = core.fetch_error(replica_id, current_leader_epoch=epoch)
+        assert refused is not None and refused.error is Errors.NOT_LEADER_OR_FOLLOWER
