@@ -309,15 +309,18 @@ class PartitionCore:
         )
 
     def append_error(self, required_acks: int, min_insync_replicas: int) -> PartitionError | None:
-        """Kafka ``appendRecordsToLeader``'s checks before the log is touched."""
-        error = self.leader_epoch_error(NO_PARTITION_LEADER_EPOCH, require_leader=True)
-        if error is not None:
-            return error
-        min_isr = effective_min_isr(self.state, min_insync_replicas)
-        if required_acks == -1 and len(self.state.isr) < min_isr:
+        """Kafka ``appendRecordsToLeader``'s checks before the log is touched (no leader epoch
+        to check: only that this broker leads, then acks=all's min ISR)."""
+        state = self.state
+        if state.role is not PartitionRole.LEADER:
+            return self.leader_epoch_error(NO_PARTITION_LEADER_EPOCH, require_leader=True)
+        if required_acks != -1:
+            return None
+        min_isr = effective_min_isr(state, min_insync_replicas)
+        if len(state.isr) < min_isr:
             return PartitionError(
                 Errors.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {list(self.state.isr)} is insufficient to satisfy "
+                f"The size of the current ISR {list(state.isr)} is insufficient to satisfy "
                 f"the min.isr requirement of {min_isr} for partition {self.topic_partition}",
             )
         return None

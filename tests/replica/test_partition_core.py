@@ -160,6 +160,11 @@ def test_appends_are_refused_before_the_log_is_touched() -> None:
     error = core.append_error(required_acks=-1, min_insync_replicas=2)
     assert error is not None and error.error is Errors.NOT_ENOUGH_REPLICAS
     assert core.append_error(required_acks=1, min_insync_replicas=2) is None
+    assert core.append_error(required_acks=0, min_insync_replicas=2) is None
+    # min.insync.replicas 1, or capped at the replication factor (2) but the ISR has 1.
+    assert core.append_error(required_acks=-1, min_insync_replicas=1) is None
+    capped = core.append_error(required_acks=-1, min_insync_replicas=3)
+    assert capped is not None and "min.isr requirement of 2" in capped.message
 
 
 def test_an_illegal_transition_names_both_roles() -> None:
