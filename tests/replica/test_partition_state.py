@@ -126,17 +126,19 @@ def test_update_fetch_state(
     updated = update_fetch_state(
         replica,
         fetch_offset=fetch,
-        log_start_offset=0,
+        log_start_offset=3,
         fetch_time_ms=now,
         leader_end_offset=leader_end,
         broker_epoch=7,
     )
+    # Every field (update_fetch_state builds the value positionally).
     assert updated.last_caught_up_time_ms == expected_caught_up
-    assert (updated.log_end_offset, updated.last_fetch_time_ms, updated.broker_epoch) == (
-        fetch,
-        now,
-        7,
-    )
+    assert (
+        updated.log_start_offset,
+        updated.log_end_offset,
+        updated.last_fetch_time_ms,
+        updated.broker_epoch,
+    ) == (3, fetch, now, 7)
     assert updated.last_fetch_leader_log_end_offset == max(
         leader_end, replica.last_fetch_leader_log_end_offset
     )
