@@ -301,11 +301,8 @@ class Partition:
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
         """Whether a waiting acks=all produce ending before ``required_offset`` is done."""
-        state, high_watermark = self.core.state, self.log.high_watermark
-        if high_watermark < required_offset and state.role is PartitionRole.LEADER:
-            return False, Errors.NONE  # not there yet; the min ISR is looked up only once it is
         return check_enough_replicas_reach_offset(
-            state, high_watermark, required_offset, self.min_insync_replicas
+            self.state, self.log.high_watermark, required_offset, self.min_insync_replicas
         )
 
     # ------------------------------------------------------------------ ISR
