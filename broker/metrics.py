@@ -25,6 +25,7 @@ byte counters and metadata lag, which Kafka's rules do not name.
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple, Protocol
 
 from pykraft.broker.broker_topic_stats import BrokerTopicStats
 from pykraft.broker.lifecycle import BrokerState
@@ -80,6 +81,24 @@ def api_name(api_key: int) -> str:
     return _API_NAMES.get(api_key, "Unknown")
 
 
+# At most this many (API key, version) pairs keep their series at hand: a client may name any
+# pair (an unknown one is still recorded, as "Unknown"), so past it the labels are looked up.
+MAX_REQUEST_KINDS = 1024
+
+
+class _Observed(Protocol):
+    def observe(self, value: float) -> None: ...
+
+
+class _RequestSeries(NamedTuple):
+    """What ``record_request`` updates for one (API key, version), looked up once."""
+
+    name: str
+    version: str
+    duration: _Observed  # pykraft_request_duration_seconds{api=name}
+    total_time_ms: _Observed  # kafka_network_requestmetrics_totaltimems{request=name}
+
+
 class BrokerMetrics:
     """The broker's metrics (Kafka's MBean in brackets); the network listener's hooks.
 
@@ -112,6 +131,8 @@ class BrokerMetrics:
             "(RequestMetrics TotalTimeMs).",
             ["api"],
         )
+        # Every request updates three families: their series by (API key, version), made once.
+        self._request_series: dict[tuple[int, int], _RequestSeries] = {}
         self.bytes_in = Counter(
             "pykraft_network_bytes_in_total", "Bytes read from Kafka client connections."
         )
@@ -226,10 +247,24 @@ class BrokerMetrics:
     # --- NetworkMetrics hooks (broker.network) ---
 
     def record_request(self, api_key: int, api_version: int, latency_seconds: float) -> None:
+        series = self._request_series.get((api_key, api_version))
+        if series is None:
+            series = self._series_of_request(api_key, api_version)
+        series.duration.observe(latency_seconds)
+        self.kafka_requests.inc(series.name, series.version)
+        series.total_time_ms.observe(latency_seconds * 1000.0)
+
+    def _series_of_request(self, api_key: int, api_version: int) -> _RequestSeries:
         name = api_name(api_key)
-        self.request_duration.observe(latency_seconds, name)
-        self.kafka_requests.inc(name, str(api_version))
-        self.total_time_ms.observe(latency_seconds * 1000.0, name)
+        series = _RequestSeries(
+            name,
+            str(api_version),
+            self.request_duration.series(name),
+            self.total_time_ms.series(name),
+        )
+        if len(self._request_series) < MAX_REQUEST_KINDS:
+            self._request_series[api_key, api_version] = series
+        return series
 
     def record_bytes_in(self, count: int) -> None:
         self.bytes_in.inc(amount=count)

@@ -224,24 +224,33 @@ class Partition:
 
     def log_view(self) -> LogView:
         """What the core reads for one input: the log's offsets, metadata facts, the time."""
+        log, context = self.log, self.context
+        # Positional, in LogView's field order (every append and follower fetch builds one).
         return LogView(
-            log_end_offset=self.log.log_end_offset,
-            high_watermark=self.log.high_watermark,
-            now_ms=self.context.monotonic_ms(),
-            min_insync_replicas=self.context.min_insync_replicas(self.topic_partition.topic),
-            brokers=self.context.broker,
-            local_broker_epoch=self.context.local_broker_epoch(),
+            log.log_end_offset,
+            log.high_watermark,
+            context.monotonic_ms(),
+            context.min_insync_replicas(self.topic_partition.topic),
+            context.broker,
+            context.local_broker_epoch(),
         )
 
-    def carry_out(self, ready: Ready) -> None:
-        """The one order (``replica.ready``): persist, then apply, then answer."""
+    def carry_out(self, ready: Ready, last_stable_offset: int | None = None) -> None:
+        """The one order (``replica.ready``): persist, then apply, then answer.
+
+        ``last_stable_offset``: the log's LSO when the caller sampled it with nothing written
+        since (a follower fetch's read did), so a moving high watermark need not work it out
+        again; None: read it here."""
         if ready.epoch_start is not None:
             self.log.leader_epoch_cache.assign(
                 ready.epoch_start.leader_epoch, ready.epoch_start.offset
             )
         self.core.advance(ready)
         if ready.high_watermark is not None:
-            old, old_stable = self.log.high_watermark, self.log.last_stable_offset
+            old = self.log.high_watermark
+            old_stable = (
+                self.log.last_stable_offset if last_stable_offset is None else last_stable_offset
+            )
             new = self.log.update_high_watermark(ready.high_watermark)
             self.context.on_high_watermark_moved(self.topic_partition, old, new)
             new_stable = self.log.last_stable_offset
@@ -447,7 +456,8 @@ class Partition:
                 broker_epoch=replica_epoch,
                 view=self.log_view(),
             )
-            self.carry_out(ready)
+            # The read sampled the LSO and wrote nothing: the old LSO if the HW moves.
+            self.carry_out(ready, last_stable_offset=info.last_stable_offset)
         return info
 
     def _read_records(

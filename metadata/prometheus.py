@@ -179,10 +179,6 @@ class _Observations:
         self.sum = 0.0
         self.count = 0
 
-    def add(self, value: float) -> None:
-        self.sum += value
-        self.count += 1
-
 
 _SeriesT = TypeVar("_SeriesT", bound=_Observations)
 
@@ -201,6 +197,11 @@ class _ObservedFamily(Family, Generic[_SeriesT]):
         super().__init__(name, help_text, label_names)
         self._new_series = new_series
         self._series: dict[Labels, _SeriesT] = {}
+
+    def series(self, *label_values: str) -> _SeriesT:
+        """One label set's series (made now if new), for a hot path that keeps it and calls its
+        ``observe`` without looking the labels up each time (``BrokerMetrics.record_request``)."""
+        return self._series_for(label_values)
 
     def _series_for(self, label_values: tuple[str, ...]) -> _SeriesT:
         labels = self._labels(label_values)
@@ -223,11 +224,19 @@ class _ObservedFamily(Family, Generic[_SeriesT]):
 
 
 class _HistogramSeries(_Observations):
-    def __init__(self, bucket_count: int) -> None:
+    def __init__(self, buckets: tuple[float, ...]) -> None:
         super().__init__()
+        self.buckets = buckets
         # Invariant: counts[i] observations fell in (bounds[i-1], bounds[i]]; the last slot is
         # the +Inf bucket, so sum(counts) == count.
-        self.counts = [0] * (bucket_count + 1)
+        self.counts = [0] * (len(buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        # The first bucket whose bound is >= value; NaN (no bound holds it) counts in +Inf.
+        index = bisect_left(self.buckets, value) if value == value else len(self.buckets)
+        self.counts[index] += 1
+        self.sum += value
+        self.count += 1
 
 
 class Histogram(_ObservedFamily[_HistogramSeries]):
@@ -242,15 +251,11 @@ class Histogram(_ObservedFamily[_HistogramSeries]):
     ) -> None:
         assert list(buckets) == sorted(set(buckets)) and buckets, "buckets must increase"
         assert "le" not in label_names
-        super().__init__(name, help_text, label_names, lambda: _HistogramSeries(len(self.buckets)))
+        super().__init__(name, help_text, label_names, lambda: _HistogramSeries(self.buckets))
         self.buckets = tuple(float(bound) for bound in buckets)
 
     def observe(self, value: float, *label_values: str) -> None:
-        series = self._series_for(label_values)
-        # The first bucket whose bound is >= value; NaN (no bound holds it) counts in +Inf.
-        index = bisect_left(self.buckets, value) if value == value else len(self.buckets)
-        series.counts[index] += 1
-        series.add(value)
+        self._series_for(label_values).observe(value)
 
     def samples(self) -> Iterator[str]:
         for labels, series in self._sorted_series():
@@ -279,6 +284,11 @@ class _SummarySeries(_Observations):
         super().__init__()
         # Invariant: at most RESERVOIR_SIZE samples, the latest observed.
         self.window: deque[float] = deque(maxlen=RESERVOIR_SIZE)
+
+    def observe(self, value: float) -> None:
+        self.window.append(value)
+        self.sum += value
+        self.count += 1
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -310,9 +320,7 @@ class Summary(_ObservedFamily[_SummarySeries]):
         super().__init__(name, help_text, label_names, _SummarySeries)
 
     def observe(self, value: float, *label_values: str) -> None:
-        series = self._series_for(label_values)
-        series.window.append(value)
-        series.add(value)
+        self._series_for(label_values).observe(value)
 
     def samples(self) -> Iterator[str]:
         for labels, series in self._sorted_series():

@@ -33,6 +33,7 @@ legal transitions:
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 import attrs
 
@@ -62,9 +63,10 @@ LEGAL_ISR_TRANSITIONS: dict[IsrState, frozenset[IsrState]] = {
 # ---------------------------------------------------------------------------- followers
 
 
-@attrs.frozen(kw_only=True)
-class ReplicaState:
-    """What the leader knows of one follower (Kafka's ``ReplicaState``)."""
+class ReplicaState(NamedTuple):
+    """What the leader knows of one follower (Kafka's ``ReplicaState``): an immutable
+    NamedTuple, since every follower fetch builds one (a third of the cost of a frozen attrs
+    class built by keyword)."""
 
     log_start_offset: int = UNKNOWN_OFFSET
     log_end_offset: int = UNKNOWN_OFFSET
@@ -104,15 +106,15 @@ def update_fetch_state(
         caught_up = max(replica.last_caught_up_time_ms, replica.last_fetch_time_ms)
     else:
         caught_up = replica.last_caught_up_time_ms
+    last_fetch_leader_end = replica.last_fetch_leader_log_end_offset
+    # Positional (the field order above), the fastest build: every follower fetch makes one.
     return ReplicaState(
-        log_start_offset=log_start_offset,
-        log_end_offset=fetch_offset,
-        last_fetch_leader_log_end_offset=max(
-            leader_end_offset, replica.last_fetch_leader_log_end_offset
-        ),
-        last_fetch_time_ms=fetch_time_ms,
-        last_caught_up_time_ms=caught_up,
-        broker_epoch=broker_epoch,
+        log_start_offset,  # log_start_offset
+        fetch_offset,  # log_end_offset
+        max(leader_end_offset, last_fetch_leader_end),  # last_fetch_leader_log_end_offset
+        fetch_time_ms,  # last_fetch_time_ms
+        caught_up,  # last_caught_up_time_ms
+        broker_epoch,  # broker_epoch
     )
 
 
@@ -131,8 +133,7 @@ def reset_replica_state(
         return ReplicaState(
             last_fetch_leader_log_end_offset=UNKNOWN_OFFSET, last_caught_up_time_ms=caught_up
         )
-    return attrs.evolve(
-        replica,
+    return replica._replace(
         last_fetch_leader_log_end_offset=leader_end_offset,
         last_fetch_time_ms=now_ms if is_in_sync else 0,
         last_caught_up_time_ms=caught_up,

@@ -133,15 +133,13 @@ class PartitionCore:
     ) -> Ready:
         """A Ready from the current state to ``new_state``, transitions checked, with the high
         watermark ``new_state`` allows when ``view`` is given. The same state is no transition."""
-        if new_state is not self.state:
-            check_transition(self.topic_partition, self.state, new_state)
+        base = self.state
+        if new_state is not base:
+            check_transition(self.topic_partition, base, new_state)
+        high_watermark = None if view is None else self._high_watermark_move(new_state, view)
+        # Positional, in Ready's field order (every append and follower fetch builds one).
         return Ready(
-            base=self.state,
-            epoch_start=epoch_start,
-            state=new_state,
-            high_watermark=None if view is None else self._high_watermark_move(new_state, view),
-            partition_changed=partition_changed,
-            alter_partition=alter_partition,
+            base, new_state, epoch_start, high_watermark, partition_changed, alter_partition
         )
 
     def advance(self, ready: Ready) -> None:
@@ -289,6 +287,13 @@ class PartitionCore:
         """Kafka ``fetchRecords``' checks: the leader epoch, leadership, and for a follower
         that it is a replica (``followerReplicaOrThrow``: with an epoch the pair may just not be
         known yet, a reassignment, so the follower retries on UNKNOWN_LEADER_EPOCH)."""
+        state = self.state
+        if (
+            state.role is PartitionRole.LEADER
+            and current_leader_epoch in (NO_PARTITION_LEADER_EPOCH, state.leader_epoch)
+            and (replica_id < 0 or replica_id in state.followers)
+        ):
+            return None  # every check passes (each fetch of every partition asks)
         error = self.leader_epoch_error(current_leader_epoch, require_leader=True)
         if error is not None or replica_id < 0 or replica_id in self.state.followers:
             return error
@@ -304,15 +309,18 @@ class PartitionCore:
         )
 
     def append_error(self, required_acks: int, min_insync_replicas: int) -> PartitionError | None:
-        """Kafka ``appendRecordsToLeader``'s checks before the log is touched."""
-        error = self.leader_epoch_error(NO_PARTITION_LEADER_EPOCH, require_leader=True)
-        if error is not None:
-            return error
-        min_isr = effective_min_isr(self.state, min_insync_replicas)
-        if required_acks == -1 and len(self.state.isr) < min_isr:
+        """Kafka ``appendRecordsToLeader``'s checks before the log is touched (no leader epoch
+        to check: only that this broker leads, then acks=all's min ISR)."""
+        state = self.state
+        if state.role is not PartitionRole.LEADER:
+            return self.leader_epoch_error(NO_PARTITION_LEADER_EPOCH, require_leader=True)
+        if required_acks != -1:
+            return None
+        min_isr = effective_min_isr(state, min_insync_replicas)
+        if len(state.isr) < min_isr:
             return PartitionError(
                 Errors.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {list(self.state.isr)} is insufficient to satisfy "
+                f"The size of the current ISR {list(state.isr)} is insufficient to satisfy "
                 f"the min.isr requirement of {min_isr} for partition {self.topic_partition}",
             )
         return None

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 import attrs
 from immutables import Map
@@ -83,6 +84,7 @@ CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 
 BrokerLookup = Callable[[int], BrokerRegistration | None]
+_NOBODY: frozenset[int] = frozenset()
 
 
 class PartitionRole(enum.Enum):
@@ -136,8 +138,10 @@ class LeaderAndIsr:
 # ---------------------------------------------------------------------------- the state
 
 
-@attrs.frozen(kw_only=True)
-class PartitionState:
+class PartitionState(NamedTuple):
+    """A partition's state as one immutable value (a NamedTuple: every follower fetch builds one
+    with that follower's progress, ``with_follower``). Changed with ``_replace``."""
+
     role: PartitionRole = PartitionRole.NONE
     leader_id: int = NO_LEADER
     # Invariant: leader_epoch and partition_epoch never decrease.
@@ -152,7 +156,7 @@ class PartitionState:
     # Leader only: the log end offset at which this leader epoch started.
     leader_epoch_start_offset: int | None = None
     # Leader only: each follower's progress. Invariant: keys are the replicas but the leader.
-    followers: Map[int, ReplicaState] = attrs.field(factory=Map)
+    followers: Map[int, ReplicaState] = Map()  # (immutable: one empty Map serves every default)
 
     @property
     def isr_state(self) -> IsrState:
@@ -194,17 +198,18 @@ class PartitionState:
 
 def with_follower(state: PartitionState, replica_id: int, progress: ReplicaState) -> PartitionState:
     """``state`` with one follower's progress replaced: every follower fetch makes one, so it
-    is built field by field (``attrs.evolve`` looks the fields up each time)."""
+    is built positionally from the tuple (``_replace`` goes through a map and a dict)."""
+    role, leader_id, leader_epoch, partition_epoch, replicas, isr, pending, start, followers = state
     return PartitionState(
-        role=state.role,
-        leader_id=state.leader_id,
-        leader_epoch=state.leader_epoch,
-        partition_epoch=state.partition_epoch,
-        replicas=state.replicas,
-        isr=state.isr,
-        pending_isr_change=state.pending_isr_change,
-        leader_epoch_start_offset=state.leader_epoch_start_offset,
-        followers=state.followers.set(replica_id, progress),
+        role,
+        leader_id,
+        leader_epoch,
+        partition_epoch,
+        replicas,
+        isr,
+        pending,
+        start,
+        followers.set(replica_id, progress),
     )
 
 
@@ -283,12 +288,6 @@ def effective_min_isr(state: PartitionState, min_insync_replicas: int) -> int:
     return min(min_insync_replicas, len(state.followers) + 1)
 
 
-def is_under_min_isr(state: PartitionState, min_insync_replicas: int) -> bool:
-    return state.role is PartitionRole.LEADER and len(state.isr) < effective_min_isr(
-        state, min_insync_replicas
-    )
-
-
 def high_watermark_candidate(
     state: PartitionState,
     *,
@@ -304,17 +303,34 @@ def high_watermark_candidate(
     nothing); so does one outside the ISR that is caught up and eligible to join, so that it
     can reach the high watermark and join instead of chasing a moving target.
     """
-    if state.role is not PartitionRole.LEADER or is_under_min_isr(state, min_insync_replicas):
+    followers, isr = state.followers, state.isr
+    # Under the effective min ISR (``effective_min_isr``, inline: every append and every
+    # follower fetch that moves a log end asks) the high watermark stays (KIP-966).
+    if state.role is not PartitionRole.LEADER or len(isr) < min(
+        min_insync_replicas, len(followers) + 1
+    ):
         return None
+    pending = state.pending_isr_change
+    # The replica being added counts at once (KIP-497's maximal ISR, ``in_maximal_isr``).
+    adding = (
+        pending.changed
+        if pending is not None and pending.kind is IsrState.PENDING_EXPAND
+        else _NOBODY
+    )
     candidate = log_end_offset
-    for replica_id, replica in state.followers.items():
-        if replica.log_end_offset >= candidate:
+    for replica_id, replica in followers.items():
+        end = replica.log_end_offset
+        if end >= candidate:
             continue
-        if state.in_maximal_isr(replica_id) or (
-            is_caught_up(replica, log_end_offset, now_ms, replica_lag_time_max_ms)
-            and is_replica_isr_eligible(replica, brokers(replica_id))
+        if (
+            replica_id in isr
+            or replica_id in adding
+            or (
+                is_caught_up(replica, log_end_offset, now_ms, replica_lag_time_max_ms)
+                and is_replica_isr_eligible(replica, brokers(replica_id))
+            )
         ):
-            candidate = replica.log_end_offset
+            candidate = end
     return candidate
 
 
@@ -437,7 +453,7 @@ def _pending(
         new_isr=_with_broker_epochs(state, new_isr, local_broker_epoch),
         changed=changed,
     )
-    return attrs.evolve(state, pending_isr_change=change)
+    return state._replace(pending_isr_change=change)
 
 
 def handle_alter_partition_result(
@@ -450,13 +466,12 @@ def handle_alter_partition_result(
     if result.error is not Errors.NONE:
         outcome = alter_partition_error_outcome(result.error)
         if outcome is AlterPartitionOutcome.RESET:
-            return attrs.evolve(state, pending_isr_change=None), outcome
+            return state._replace(pending_isr_change=None), outcome
         return state, outcome
     if result.leader_epoch != state.leader_epoch or result.partition_epoch < state.partition_epoch:
         # An answer for another epoch: stay pending until the metadata says more.
         return state, AlterPartitionOutcome.IGNORED
-    committed = attrs.evolve(
-        state,
+    committed = state._replace(
         isr=result.isr,
         partition_epoch=result.partition_epoch,
         pending_isr_change=None,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pykraft.broker import metrics as metrics_module
 from pykraft.broker.lifecycle import BrokerState
 from pykraft.broker.metrics import (
     BrokerMetrics,
@@ -183,6 +184,23 @@ def test_broker_metrics_render_and_parse_back() -> None:
     assert value(total_time, request="Produce", quantile="0.50") == pytest.approx(21_350)
     assert value(total_time, request="Produce", quantile="0.99") == 42_000
     assert {f["type"] for f in families.values()} == {"counter", "gauge", "histogram", "summary"}
+
+
+def test_request_kinds_past_the_cached_bound_are_still_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # record_request keeps each (API key, version)'s series at hand up to MAX_REQUEST_KINDS (a
+    # client names any pair); the ones past it take the lookup each time, and count the same.
+    monkeypatch.setattr(metrics_module, "MAX_REQUEST_KINDS", 1)
+    metrics = BrokerMetrics()
+    for api_key, api_version, seconds in ((18, 3, 0.25), (1, 12, 0.5), (1, 12, 2.0)):
+        metrics.record_request(api_key, api_version, seconds)
+    assert metrics.kafka_requests.value("ApiVersions", "3") == 1
+    assert metrics.kafka_requests.value("Fetch", "12") == 2
+    assert metrics.request_duration.count("Fetch") == 2
+    assert metrics.total_time_ms.count("Fetch") == 2
+    assert metrics.request_duration.series("Fetch").sum == pytest.approx(2.5)
+    assert metrics.total_time_ms.series("ApiVersions").sum == pytest.approx(250.0)
 
 
 def test_fresh_metrics_parse_and_metadata_offset_starts_before_zero() -> None:

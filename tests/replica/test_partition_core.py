@@ -160,6 +160,11 @@ def test_appends_are_refused_before_the_log_is_touched() -> None:
     error = core.append_error(required_acks=-1, min_insync_replicas=2)
     assert error is not None and error.error is Errors.NOT_ENOUGH_REPLICAS
     assert core.append_error(required_acks=1, min_insync_replicas=2) is None
+    assert core.append_error(required_acks=0, min_insync_replicas=2) is None
+    # min.insync.replicas 1, or capped at the replication factor (2) but the ISR has 1.
+    assert core.append_error(required_acks=-1, min_insync_replicas=1) is None
+    capped = core.append_error(required_acks=-1, min_insync_replicas=3)
+    assert capped is not None and "min.isr requirement of 2" in capped.message
 
 
 def test_an_illegal_transition_names_both_roles() -> None:
@@ -226,3 +231,15 @@ def test_a_fetch_from_a_broker_that_is_not_a_replica() -> None:
     assert reassigned is not None and reassigned.error is Errors.UNKNOWN_LEADER_EPOCH
     fenced = core.fetch_error(F2, current_leader_epoch=0)
     assert fenced is not None and fenced.error is Errors.FENCED_LEADER_EPOCH
+    # KIP-320 both ways, and no epoch at all, for a replica too.
+    newer = core.fetch_error(F2, current_leader_epoch=2)
+    assert newer is not None and newer.error is Errors.UNKNOWN_LEADER_EPOCH
+    assert core.fetch_error(F2, current_leader_epoch=-1) is None
+
+
+def test_a_fetch_from_a_follower_of_this_broker_is_refused() -> None:
+    core = PartitionCore(TP, LOCAL, LAG_MS)
+    advanced(core, core.make_follower(change(leader=F2, replicas=(LOCAL, F2))))
+    for replica_id, epoch in ((F2, 1), (-1, -1), (-1, 1)):
+        refused = core.fetch_error(replica_id, current_leader_epoch=epoch)
+        assert refused is not None and refused.error is Errors.NOT_LEADER_OR_FOLLOWER

@@ -126,17 +126,19 @@ def test_update_fetch_state(
     updated = update_fetch_state(
         replica,
         fetch_offset=fetch,
-        log_start_offset=0,
+        log_start_offset=3,
         fetch_time_ms=now,
         leader_end_offset=leader_end,
         broker_epoch=7,
     )
+    # Every field (update_fetch_state builds the value positionally).
     assert updated.last_caught_up_time_ms == expected_caught_up
-    assert (updated.log_end_offset, updated.last_fetch_time_ms, updated.broker_epoch) == (
-        fetch,
-        now,
-        7,
-    )
+    assert (
+        updated.log_start_offset,
+        updated.log_end_offset,
+        updated.last_fetch_time_ms,
+        updated.broker_epoch,
+    ) == (3, fetch, now, 7)
     assert updated.last_fetch_leader_log_end_offset == max(
         leader_end, replica.last_fetch_leader_log_end_offset
     )
@@ -349,7 +351,7 @@ def test_check_enough_replicas_reach_offset(
     state = leading(isr, {F2: at(6, epoch=102), F3: at(6, epoch=103)})
     if pending_f3:
         state = prepare_isr_expand(state, F3, 101)
-    state = attrs.evolve(state, role=role)
+    state = state._replace(role=role)
     assert check_enough_replicas_reach_offset(state, high_watermark, 6, min_isr) == expected
 
 
@@ -467,12 +469,12 @@ def test_with_follower_is_evolve_of_one_follower_for_every_field() -> None:
         "leader_epoch_start_offset": 40,
         "followers": Map({F2: at(10)}),
     }
-    assert set(values) == {field.name for field in attrs.fields(PartitionState)}
+    assert set(values) == set(PartitionState._fields)
     state = PartitionState(**values)  # type: ignore[arg-type]
     assert all(
-        getattr(state, name) != field.default
-        for name, field in attrs.fields_dict(PartitionState).items()
+        getattr(state, name) != PartitionState._field_defaults.get(name)
+        for name in PartitionState._fields
     )
-    assert with_follower(state, F3, at(12)) == attrs.evolve(
-        state, followers=state.followers.set(F3, at(12))
+    assert with_follower(state, F3, at(12)) == state._replace(
+        followers=state.followers.set(F3, at(12))
     )
