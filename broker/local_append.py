@@ -12,7 +12,10 @@ appends (markers, offset commits) never ask.
 
 ``start_append`` is ``ReplicaManager.start_append_records`` with a future for its answer, and
 ``answer`` awaits it (forgetting the waiting produce if the wait is cancelled): the append itself
-happens in ``start_append``, before any ``await``.
+happens in ``start_append``, before any ``await``. A client's waiting acks=all produce resumes
+inside the follower fetch that moved the high watermark past it (``broker.waking_future``, as
+Kafka's ``DelayedProduce`` completes on that fetch's thread), so its answer is written before
+that fetch goes on.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from pykraft.broker.waking_future import WakingFuture
 from pykraft.replica.data_path import AppendResult, append_refusal, invalid_acks
 from pykraft.replica.partition_state import PartitionError
 from pykraft.storage.log_validator import AppendOrigin
@@ -41,7 +45,7 @@ NO_GUARDS: Guards = {}
 class StartedAppend:
     """An append done, its answer to come (``waiter_id`` while it waits for the ISR)."""
 
-    future: asyncio.Future[dict[TopicPartition, AppendResult]]
+    future: WakingFuture[dict[TopicPartition, AppendResult]]
     waiter_id: int | None
 
 
@@ -57,13 +61,15 @@ def start_append(
     verification_guards: Guards = NO_GUARDS,
 ) -> StartedAppend:
     """Append now (``ReplicaManager.start_append_records``); the future gets the answer."""
-    future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
-        asyncio.get_running_loop().create_future()
-    )
+    # A client's waiting acks=all produce answers inside the follower fetch that moved the high
+    # watermark far enough, as Kafka's DelayedProduce does (``broker.waking_future``); what a
+    # coordinator does once its append is done (more appends, answers) waits for a loop turn.
+    future = WakingFuture[dict[TopicPartition, AppendResult]](loop=asyncio.get_running_loop())
+    wake = future.wake if origin is AppendOrigin.CLIENT else future.set_result
 
     def respond(results: dict[TopicPartition, AppendResult]) -> None:
         if not future.done():
-            future.set_result(results)
+            wake(results)
 
     waiter_id = replica_manager.start_append_records(
         entries,

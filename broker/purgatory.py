@@ -1,6 +1,9 @@
 """Delayed fetches' asyncio shell: one future per waiting fetch over the pure
 ``replica.fetch_waiters.FetchPurgatory`` (Kafka's ``DelayedFetch``; the rules are described
-there). It reads the monotonic clock it is given (``storage.clock``).
+there). It reads the monotonic clock it is given (``storage.clock``). A waiter that has enough
+bytes resumes inside the call that says so (``broker.waking_future``: Kafka completes a
+``DelayedFetch`` on the appending thread), so a follower's answer is read and written before
+the append that woke it goes on; a deadline or a partition change answers a loop turn later.
 
 Deadlines: inside a ``ReplicaManager`` with a timer, the purgatory belongs to its
 ``replica.replica_core.ReplicaCore``, whose ``tick`` expires the waiters; the shell only says
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Iterable
 
+from pykraft.broker.waking_future import WakingFuture
 from pykraft.replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
 from pykraft.replica.partition_state import FetchIsolation
 from pykraft.storage import hop_trace
@@ -33,7 +37,7 @@ class DelayedFetches:
     ) -> None:
         self.purgatory = FetchPurgatory(max_waiters)
         self._monotonic_ms = monotonic_ms
-        self._futures: dict[int, asyncio.Future[FetchCompletion]] = {}
+        self._futures: dict[int, WakingFuture[FetchCompletion]] = {}
         self._timer = DeadlineTimer(monotonic_ms, self.expire_due)
         # Set by the owner of a shared timer (ReplicaManager): called instead of arming ours.
         self.on_deadline_moved: Callable[[], None] | None = None
@@ -58,7 +62,7 @@ class DelayedFetches:
         )
         if waiter_id is None:
             return FetchCompletion.PURGATORY_FULL
-        future: asyncio.Future[FetchCompletion] = asyncio.get_running_loop().create_future()
+        future = WakingFuture[FetchCompletion](loop=asyncio.get_running_loop())
         self._futures[waiter_id] = future
         self._schedule()
         try:
@@ -119,7 +123,12 @@ class DelayedFetches:
             if future is not None and not future.done():
                 if hop_trace.ENABLED:
                     hop_trace.mark(f"fetch woken {completion.name}")
-                future.set_result(completion)
+                if completion is FetchCompletion.ENOUGH_BYTES:
+                    # Kafka's DelayedFetch completes on the appending thread: the fetch reads
+                    # and answers now, inside the append (or high watermark move) that woke it.
+                    future.wake(completion)
+                else:
+                    future.set_result(completion)
 
     def _schedule(self) -> None:
         """Keep one timer armed for the earliest deadline (the shared one, when there is one)."""

@@ -29,6 +29,7 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from pykraft.broker.request_time import start_request
 from pykraft.metadata.api.brokers import (
     AlterPartitionResult,
     alter_partition_request_from_json,
@@ -270,6 +271,31 @@ def test_acks_all_completes_when_the_isr_has_the_batch(tmp_path: Path) -> None:
         # The followers learn the high watermark on their next fetch.
         await cluster.replicate(F2)
         assert cluster.managers[F2].partition_or_error(PETS0).high_watermark == 2
+
+    run(tmp_path, scenario)
+
+
+def test_acks_all_is_answered_inside_the_fetch_that_moved_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    # Kafka's DelayedProduce completes on the thread of the follower fetch that moved the high
+    # watermark: started outside any task, as the listener starts a Fetch, that fetch's first
+    # step resumes the waiting produce (broker.waking_future) before it returns.
+    async def scenario(cluster: ReplicatedCluster) -> None:
+        cluster.start(isr=(LEADER, F2))
+        produce = await cluster.produce(b"a")
+        await cluster.replicate(F2)  # fetches the batch
+        loop = asyncio.get_running_loop()
+        seen: list[bool] = []
+
+        def fetch_at_once() -> None:  # the listener's read callback
+            start_request(cluster.replicate(F2), False, at_once=True)
+            seen.append(produce.done())
+
+        loop.call_soon(fetch_at_once)
+        await settle()
+        assert seen == [True]
+        assert (await produce)[PETS0].error is Errors.NONE
 
     run(tmp_path, scenario)
 
