@@ -159,11 +159,13 @@ def _append_one(
             error=error.error, error_message=error.message, record_errors=error.record_errors
         )
     appended = 0 if info.duplicate else info.valid_bytes
+    if appended:
+        # First: the waiting followers read and answer now (broker.waking_future), the
+        # bookkeeping below waits for them.
+        replica_manager.delayed_fetches.on_bytes_appended(topic_partition, appended)
     replica_manager.broker_topic_stats.record_append(
         topic_partition.topic, len(records), 0 if info.duplicate else info.records_count
     )
-    if appended:
-        replica_manager.delayed_fetches.on_bytes_appended(topic_partition, appended)
     return AppendResult(
         base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time_ms,
