@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from pykraft.broker.waking_future import WakingFuture
+from pykraft.broker.waking_future import wake
 from pykraft.replica.data_path import AppendResult, append_refusal, invalid_acks
 from pykraft.replica.partition_state import PartitionError
 from pykraft.storage.log_validator import AppendOrigin
@@ -45,7 +45,7 @@ NO_GUARDS: Guards = {}
 class StartedAppend:
     """An append done, its answer to come (``waiter_id`` while it waits for the ISR)."""
 
-    future: WakingFuture[dict[TopicPartition, AppendResult]]
+    future: asyncio.Future[dict[TopicPartition, AppendResult]]
     waiter_id: int | None
 
 
@@ -64,12 +64,18 @@ def start_append(
     # A client's waiting acks=all produce answers inside the follower fetch that moved the high
     # watermark far enough, as Kafka's DelayedProduce does (``broker.waking_future``); what a
     # coordinator does once its append is done (more appends, answers) waits for a loop turn.
-    future = WakingFuture[dict[TopicPartition, AppendResult]](loop=asyncio.get_running_loop())
-    wake = future.wake if origin is AppendOrigin.CLIENT else future.set_result
+    future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
+        asyncio.get_running_loop().create_future()
+    )
+    eager = origin is AppendOrigin.CLIENT
 
     def respond(results: dict[TopicPartition, AppendResult]) -> None:
-        if not future.done():
-            wake(results)
+        if future.done():
+            return
+        if eager:
+            wake(future, results)
+        else:
+            future.set_result(results)
 
     waiter_id = replica_manager.start_append_records(
         entries,

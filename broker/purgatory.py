@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Iterable
 
-from pykraft.broker.waking_future import WakingFuture
+from pykraft.broker.waking_future import wake
 from pykraft.replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
 from pykraft.replica.partition_state import FetchIsolation
 from pykraft.storage import hop_trace
@@ -37,7 +37,7 @@ class DelayedFetches:
     ) -> None:
         self.purgatory = FetchPurgatory(max_waiters)
         self._monotonic_ms = monotonic_ms
-        self._futures: dict[int, WakingFuture[FetchCompletion]] = {}
+        self._futures: dict[int, asyncio.Future[FetchCompletion]] = {}
         self._timer = DeadlineTimer(monotonic_ms, self.expire_due)
         # Set by the owner of a shared timer (ReplicaManager): called instead of arming ours.
         self.on_deadline_moved: Callable[[], None] | None = None
@@ -62,7 +62,7 @@ class DelayedFetches:
         )
         if waiter_id is None:
             return FetchCompletion.PURGATORY_FULL
-        future = WakingFuture[FetchCompletion](loop=asyncio.get_running_loop())
+        future: asyncio.Future[FetchCompletion] = asyncio.get_running_loop().create_future()
         self._futures[waiter_id] = future
         self._schedule()
         try:
@@ -126,7 +126,7 @@ class DelayedFetches:
                 if completion is FetchCompletion.ENOUGH_BYTES:
                     # Kafka's DelayedFetch completes on the appending thread: the fetch reads
                     # and answers now, inside the append (or high watermark move) that woke it.
-                    future.wake(completion)
+                    wake(future, completion)
                 else:
                     future.set_result(completion)
 

@@ -1,4 +1,4 @@
-"""``broker.waking_future.WakingFuture``: ``wake`` runs the waiting task's next step inside the
+"""``broker.waking_future.wake``: the task waiting on a future takes its next step inside the
 call when no task runs and no request is timed (Kafka's purgatory completes an operation on
 the completing thread), else it is ``set_result`` and the task resumes a loop turn later."""
 
@@ -12,7 +12,7 @@ import pytest
 import uvloop
 
 from pykraft.broker.request_time import REQUEST_TIME, RequestTime
-from pykraft.broker.waking_future import WakingFuture
+from pykraft.broker.waking_future import wake
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "asyncio": asyncio.new_event_loop,
@@ -25,7 +25,7 @@ def run(loop_name: str, scenario: Callable[[], Coroutine[Any, Any, None]]) -> No
         runner.run(asyncio.wait_for(scenario(), timeout=10))
 
 
-async def waiter(future: WakingFuture[str], log: list[str]) -> None:
+async def waiter(future: asyncio.Future[str], log: list[str]) -> None:
     log.append(f"woken with {await future}")
 
 
@@ -38,16 +38,16 @@ async def settle() -> None:
 def test_a_wake_from_a_callback_runs_the_waiting_task_inside_it(loop_name: str) -> None:
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        future = WakingFuture[str](loop=loop)
+        future: asyncio.Future[str] = loop.create_future()
         log: list[str] = []
         task = loop.create_task(waiter(future, log))
         await settle()  # the task waits on the future
 
-        def wake() -> None:
-            future.wake("bytes")
+        def waking() -> None:
+            wake(future, "bytes")
             log.append("wake returned")
 
-        loop.call_soon(wake)
+        loop.call_soon(waking)
         await settle()
         assert log == ["woken with bytes", "wake returned"]
         assert task.done() and task.result() is None
@@ -58,11 +58,11 @@ def test_a_wake_from_a_callback_runs_the_waiting_task_inside_it(loop_name: str) 
 def test_a_wake_from_inside_a_task_resumes_the_waiter_a_turn_later() -> None:
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        future = WakingFuture[str](loop=loop)
+        future: asyncio.Future[str] = loop.create_future()
         log: list[str] = []
         task = loop.create_task(waiter(future, log))
         await settle()
-        future.wake("bytes")  # this scenario is a task: asyncio runs one at a time
+        wake(future, "bytes")  # this scenario is a task: asyncio runs one at a time
         log.append("wake returned")
         await settle()
         assert log == ["wake returned", "woken with bytes"] and task.done()
@@ -73,14 +73,14 @@ def test_a_wake_from_inside_a_task_resumes_the_waiter_a_turn_later() -> None:
 def test_a_wake_while_a_request_is_timed_resumes_the_waiter_a_turn_later() -> None:
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        future = WakingFuture[str](loop=loop)
+        future: asyncio.Future[str] = loop.create_future()
         log: list[str] = []
         task = loop.create_task(waiter(future, log))
         await settle()
 
         def timed_wake() -> None:  # a quota-timed handler's step: the woken one is not its time
             REQUEST_TIME.set(RequestTime())
-            future.wake("bytes")
+            wake(future, "bytes")
             log.append("wake returned")
 
         loop.call_soon(timed_wake)
@@ -93,30 +93,32 @@ def test_a_wake_while_a_request_is_timed_resumes_the_waiter_a_turn_later() -> No
 def test_a_wake_before_anyone_waits_is_a_result() -> None:
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        future = WakingFuture[str](loop=loop)
-        loop.call_soon(future.wake, "early")
+        future: asyncio.Future[str] = loop.create_future()
+        loop.call_soon(wake, future, "early")
         await settle()
         assert future.done() and await future == "early"
 
     run("asyncio", scenario)
 
 
-def test_other_callbacks_still_run_a_turn_later() -> None:
+def test_a_future_with_other_callbacks_is_a_result() -> None:
+    # Only a lone waiting task is resumed inside wake: a plain done callback (or a task
+    # waiting beside one) keeps its loop turn, in the order it was added.
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        future = WakingFuture[str](loop=loop)
+        future: asyncio.Future[str] = loop.create_future()
         log: list[str] = []
         task = loop.create_task(waiter(future, log))
         await settle()
         future.add_done_callback(lambda done: log.append(f"callback saw {done.result()}"))
 
-        def wake() -> None:
-            future.wake("bytes")
+        def waking() -> None:
+            wake(future, "bytes")
             log.append("wake returned")
 
-        loop.call_soon(wake)
+        loop.call_soon(waking)
         await settle()
-        assert log == ["woken with bytes", "wake returned", "callback saw bytes"] and task.done()
+        assert log == ["wake returned", "woken with bytes", "callback saw bytes"] and task.done()
 
     run("asyncio", scenario)
 
@@ -124,7 +126,7 @@ def test_other_callbacks_still_run_a_turn_later() -> None:
 def test_a_cancelled_waiter_is_cancelled_and_never_woken() -> None:
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        future = WakingFuture[str](loop=loop)
+        future: asyncio.Future[str] = loop.create_future()
         log: list[str] = []
         task = loop.create_task(waiter(future, log))
         await settle()
@@ -135,19 +137,19 @@ def test_a_cancelled_waiter_is_cancelled_and_never_woken() -> None:
     run("asyncio", scenario)
 
 
-def test_a_removed_wake_up_is_not_run_by_wake() -> None:
+def test_a_lone_plain_callback_keeps_its_loop_turn() -> None:
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
-        future = WakingFuture[str](loop=loop)
+        future: asyncio.Future[str] = loop.create_future()
         log: list[str] = []
+        future.add_done_callback(lambda done: log.append(done.result()))
 
-        def record(done: asyncio.Future[str]) -> None:
-            log.append(done.result())
+        def waking() -> None:
+            wake(future, "bytes")
+            log.append("wake returned")
 
-        future.add_done_callback(record)
-        assert future.remove_done_callback(record) == 1
-        loop.call_soon(future.wake, "bytes")
+        loop.call_soon(waking)
         await settle()
-        assert future.result() == "bytes" and log == []
+        assert log == ["wake returned", "bytes"]
 
     run("asyncio", scenario)
