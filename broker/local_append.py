@@ -133,6 +133,15 @@ def append_to_local_log(
             origin,
             guard,
         )
+    # The waiting followers read once every partition of the request is appended, as Kafka
+    # completes its DelayedFetches after the request's appends (the action queue it runs when
+    # the request is handled): a fetch over several of them gets all their new batches at once.
+    # They answer inside this call (``broker.waking_future``), before the request goes on.
+    for topic_partition, result in results.items():
+        if result.appended_bytes:
+            replica_manager.delayed_fetches.on_bytes_appended(
+                topic_partition, result.appended_bytes
+            )
     return results
 
 
@@ -165,10 +174,6 @@ def _append_one(
             error=error.error, error_message=error.message, record_errors=error.record_errors
         )
     appended = 0 if info.duplicate else info.valid_bytes
-    if appended:
-        # First: the waiting followers read and answer now (broker.waking_future), the
-        # bookkeeping below waits for them.
-        replica_manager.delayed_fetches.on_bytes_appended(topic_partition, appended)
     replica_manager.broker_topic_stats.record_append(
         topic_partition.topic, len(records), 0 if info.duplicate else info.records_count
     )
