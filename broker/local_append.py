@@ -12,10 +12,10 @@ appends (markers, offset commits) never ask.
 
 ``start_append`` is ``ReplicaManager.start_append_records`` with a future for its answer, and
 ``answer`` awaits it (forgetting the waiting produce if the wait is cancelled): the append itself
-happens in ``start_append``, before any ``await``. A client's waiting acks=all produce resumes
-inside the follower fetch that moved the high watermark past it (``broker.waking_future``, as
-Kafka's ``DelayedProduce`` completes on that fetch's thread), so its answer is written before
-that fetch goes on.
+happens in ``start_append``, before any ``await``. A client's waiting acks=all produce, once
+acknowledged, resumes inside the follower fetch that moved the high watermark past it
+(``broker.waking_future``, as Kafka's ``DelayedProduce`` completes on that fetch's thread), so
+its answer is written before that fetch goes on.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from pykraft.broker.waking_future import wake
+from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import AppendResult, append_refusal, invalid_acks
 from pykraft.replica.partition_state import PartitionError
 from pykraft.storage.log_validator import AppendOrigin
@@ -62,8 +63,10 @@ def start_append(
 ) -> StartedAppend:
     """Append now (``ReplicaManager.start_append_records``); the future gets the answer."""
     # A client's waiting acks=all produce answers inside the follower fetch that moved the high
-    # watermark far enough, as Kafka's DelayedProduce does (``broker.waking_future``); what a
-    # coordinator does once its append is done (more appends, answers) waits for a loop turn.
+    # watermark far enough, as Kafka's DelayedProduce does (``broker.waking_future``). What a
+    # coordinator does once its append is done (more appends, answers) waits for a loop turn, and
+    # so does a failed answer: NOT_LEADER_OR_FOLLOWER comes from a leadership change still being
+    # applied, and its current-leader hint (KIP-951) reads the image that change publishes.
     future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
         asyncio.get_running_loop().create_future()
     )
@@ -72,7 +75,7 @@ def start_append(
     def respond(results: dict[TopicPartition, AppendResult]) -> None:
         if future.done():
             return
-        if eager:
+        if eager and all(result.error is Errors.NONE for result in results.values()):
             wake(future, results)
         else:
             future.set_result(results)

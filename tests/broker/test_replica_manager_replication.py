@@ -387,12 +387,21 @@ def test_min_insync_replicas_refuses_and_times_out_acks_all(tmp_path: Path) -> N
 
 
 def test_a_leader_change_answers_a_waiting_produce(tmp_path: Path) -> None:
+    # Answered a loop turn after the change (not inside it, as an acknowledgement is:
+    # broker.local_append), so the handler's current-leader hint reads the published image.
     async def scenario(cluster: ReplicatedCluster) -> None:
         cluster.start()
         produce = await cluster.produce(b"a")
         await settle()
-        cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=F2))
+        seen: list[bool] = []
+
+        def change_leader() -> None:  # outside any task, as a wake could run the produce
+            cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=F2))
+            seen.append(produce.done())
+
+        asyncio.get_running_loop().call_soon(change_leader)
         results = await produce
+        assert seen == [False]
         assert results[PETS0].error is Errors.NOT_LEADER_OR_FOLLOWER
 
     run(tmp_path, scenario)
