@@ -12,7 +12,10 @@ appends (markers, offset commits) never ask.
 
 ``start_append`` is ``ReplicaManager.start_append_records`` with a future for its answer, and
 ``answer`` awaits it (forgetting the waiting produce if the wait is cancelled): the append itself
-happens in ``start_append``, before any ``await``.
+happens in ``start_append``, before any ``await``. A client's waiting acks=all produce, once
+acknowledged, resumes inside the follower fetch that moved the high watermark past it
+(``broker.waking_future``, as Kafka's ``DelayedProduce`` completes on that fetch's thread), so
+its answer is written before that fetch goes on.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from pykraft.broker.waking_future import wake
+from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import AppendResult, append_refusal, invalid_acks
 from pykraft.replica.partition_state import PartitionError
 from pykraft.storage.log_validator import AppendOrigin
@@ -57,12 +62,22 @@ def start_append(
     verification_guards: Guards = NO_GUARDS,
 ) -> StartedAppend:
     """Append now (``ReplicaManager.start_append_records``); the future gets the answer."""
+    # A client's waiting acks=all produce answers inside the follower fetch that moved the high
+    # watermark far enough, as Kafka's DelayedProduce does (``broker.waking_future``). What a
+    # coordinator does once its append is done (more appends, answers) waits for a loop turn, and
+    # so does a failed answer: NOT_LEADER_OR_FOLLOWER comes from a leadership change still being
+    # applied, and its current-leader hint (KIP-951) reads the image that change publishes.
     future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
         asyncio.get_running_loop().create_future()
     )
+    eager = origin is AppendOrigin.CLIENT
 
     def respond(results: dict[TopicPartition, AppendResult]) -> None:
-        if not future.done():
+        if future.done():
+            return
+        if eager and all(result.error is Errors.NONE for result in results.values()):
+            wake(future, results)
+        else:
             future.set_result(results)
 
     waiter_id = replica_manager.start_append_records(
@@ -121,6 +136,15 @@ def append_to_local_log(
             origin,
             guard,
         )
+    # The waiting followers read once every partition of the request is appended, as Kafka
+    # completes its DelayedFetches after the request's appends (the action queue it runs when
+    # the request is handled): a fetch over several of them gets all their new batches at once.
+    # They answer inside this call (``broker.waking_future``), before the request goes on.
+    for topic_partition, result in results.items():
+        if result.appended_bytes:
+            replica_manager.delayed_fetches.on_bytes_appended(
+                topic_partition, result.appended_bytes
+            )
     return results
 
 
@@ -156,8 +180,6 @@ def _append_one(
     replica_manager.broker_topic_stats.record_append(
         topic_partition.topic, len(records), 0 if info.duplicate else info.records_count
     )
-    if appended:
-        replica_manager.delayed_fetches.on_bytes_appended(topic_partition, appended)
     return AppendResult(
         base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time_ms,

@@ -122,6 +122,18 @@ _HEAD_V7 = struct.Struct(">iiibii")
 def decode_fetch_request(body: Buffer, api_version: int) -> FetchRequest:
     """Decode a Fetch request body; raises ``MalformedRequestError`` on bad bytes."""
     check_version(api_version)
+    if api_version >= FIRST_FLEXIBLE_VERSION:
+        try:
+            decoded = _decode_common(memoryview(body), api_version)
+        except (IndexError, ValueError, struct.error):
+            decoded = None
+        if decoded is not None:
+            return decoded
+    return _decode_checked(body, api_version)
+
+
+def _decode_checked(body: Buffer, api_version: int) -> FetchRequest:
+    """Every field read through ``Reader``, which names the field a bad request breaks."""
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
     reader = Reader(body)
     replica_id, session_id, session_epoch = -1, 0, -1
@@ -182,6 +194,121 @@ def decode_fetch_request(body: Buffer, api_version: int) -> FetchRequest:
 # partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
 # partition_max_bytes (v12+).
 _PARTITION_V12 = struct.Struct(">iiqiqi")
+# ReplicaState (v15+, tag 1): replica_id, replica_epoch, its empty tagged fields.
+_REPLICA_STATE = struct.Struct(">iqb")
+
+
+def _decode_common(view: memoryview, api_version: int) -> FetchRequest | None:
+    """A flexible request as brokers and clients send it (counts and lengths below 127, no
+    tagged fields but the request's own), read without ``Reader``'s per-field calls: a
+    follower's one-partition fetch in about a third of the time (issue 18: the leader decodes
+    two per acks=all record). None — or an ``IndexError``, ``ValueError`` or ``struct.error`` —
+    leaves the request to the checked path, so every malformed request still gets its named
+    error there. Every length is checked against the frame: a slice past its end would
+    shorten, not fail."""
+    end = len(view)
+    replica_id, position = -1, 0
+    if api_version <= 14:
+        replica_id, position = INT32.unpack_from(view, 0)[0], 4
+    max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch = (
+        _HEAD_V7.unpack_from(view, position)
+    )
+    position += _HEAD_V7.size
+    by_id = api_version >= 13
+    topics = []
+    topic_count, position = _small_count(view, position)
+    for _ in range(topic_count):
+        topic, topic_id, position = _topic_key(view, position, by_id, end)
+        partitions = []
+        partition_count, position = _small_count(view, position)
+        for _ in range(partition_count):
+            fields = _PARTITION_V12.unpack_from(view, position)
+            position += _PARTITION_V12.size
+            if view[position]:  # the partition's tagged fields (v17's ReplicaDirectoryId)
+                return None
+            position += 1
+            partitions.append(
+                FetchPartition(fields[0], fields[2], fields[5], fields[1], fields[3], fields[4])
+            )
+        if view[position]:
+            return None
+        position += 1
+        topics.append(FetchTopic(tuple(partitions), topic, topic_id))
+    forgotten = []
+    forgotten_count, position = _small_count(view, position)
+    for _ in range(forgotten_count):
+        topic, topic_id, position = _topic_key(view, position, by_id, end)
+        count, position = _small_count(view, position)
+        numbers = struct.unpack_from(f">{count}i", view, position)
+        position += 4 * count
+        if view[position]:
+            return None
+        position += 1
+        forgotten.append(ForgottenTopic(numbers, topic, topic_id))
+    size, position = _small_count(view, position)
+    if position + size > end:
+        return None
+    rack_id = str(view[position : position + size], "utf-8")
+    position += size
+    cluster_id, replica_state = None, NO_REPLICA_STATE
+    tag_count = view[position]
+    if tag_count >= 0x80:
+        return None
+    position += 1
+    for _ in range(tag_count):
+        tag, size = view[position], view[position + 1]
+        position += 2
+        if tag >= 0x80 or size >= 0x80 or position + size > end:
+            return None
+        if tag == 0:
+            cluster_id = Reader(view[position : position + size]).nullable_string(
+                "cluster_id", compact=True
+            )
+        elif tag == 1 and api_version >= 15:
+            if size != _REPLICA_STATE.size or view[position + size - 1]:
+                return None
+            replica_id, replica_epoch, _ = _REPLICA_STATE.unpack_from(view, position)
+            replica_state = ReplicaState(replica_id, replica_epoch)
+        position += size
+    return FetchRequest(
+        replica_id,
+        max_wait_ms,
+        min_bytes,
+        tuple(topics),
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        tuple(forgotten),
+        rack_id,
+        cluster_id,
+        replica_state,
+    )
+
+
+def _small_count(view: memoryview, position: int) -> tuple[int, int]:
+    """A compact array's count or string's length in one varint byte, and the position after
+    it; ``ValueError`` for a null or longer one (the checked path says which)."""
+    byte = view[position]
+    if byte == 0 or byte >= 0x80:
+        raise ValueError(byte)
+    return byte - 1, position + 1
+
+
+def _topic_key(
+    view: memoryview, position: int, by_id: bool, end: int
+) -> tuple[str, uuid.UUID, int]:
+    """A topic's name (v12) or id (v13+), and the position after it."""
+    if by_id:
+        if position + 16 > end:
+            raise ValueError(position)
+        return "", _cached_topic_id(bytes(view[position : position + 16])), position + 16
+    size, position = _small_count(view, position)
+    if position + size > end:
+        raise ValueError(position)
+    return str(view[position : position + size], "utf-8"), ZERO_UUID, position + size
+
+
 # Topic ids decoded lately, by their 16 bytes, for Fetch requests and responses alike: a follower
 # names the same few topics in every round, and building a ``uuid.UUID`` (~1.5 us) costs more
 # than the rest of a topic's head. Bounded: cleared when full.
@@ -191,7 +318,10 @@ MAX_CACHED_TOPIC_IDS = 10_000
 
 def read_topic_id(reader: Reader) -> uuid.UUID:
     """A Fetch topic's 16-byte id (``MalformedRequestError`` naming ``topic_id`` if short)."""
-    raw = bytes(reader.bytes_view(16, "topic_id"))
+    return _cached_topic_id(bytes(reader.bytes_view(16, "topic_id")))
+
+
+def _cached_topic_id(raw: bytes) -> uuid.UUID:
     topic_id = _TOPIC_IDS.get(raw)
     if topic_id is None:
         if len(_TOPIC_IDS) >= MAX_CACHED_TOPIC_IDS:

@@ -29,6 +29,7 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
+from pykraft.broker.request_time import start_request
 from pykraft.metadata.api.brokers import (
     AlterPartitionResult,
     alter_partition_request_from_json,
@@ -274,6 +275,31 @@ def test_acks_all_completes_when_the_isr_has_the_batch(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
+def test_acks_all_is_answered_inside_the_fetch_that_moved_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    # Kafka's DelayedProduce completes on the thread of the follower fetch that moved the high
+    # watermark: started outside any task, as the listener starts a Fetch, that fetch's first
+    # step resumes the waiting produce (broker.waking_future) before it returns.
+    async def scenario(cluster: ReplicatedCluster) -> None:
+        cluster.start(isr=(LEADER, F2))
+        produce = await cluster.produce(b"a")
+        await cluster.replicate(F2)  # fetches the batch
+        loop = asyncio.get_running_loop()
+        seen: list[bool] = []
+
+        def fetch_at_once() -> None:  # the listener's read callback
+            start_request(cluster.replicate(F2), False, at_once=True)
+            seen.append(produce.done())
+
+        loop.call_soon(fetch_at_once)
+        await settle()
+        assert seen == [True]
+        assert (await produce)[PETS0].error is Errors.NONE
+
+    run(tmp_path, scenario)
+
+
 def test_a_waiting_consumer_wakes_when_the_high_watermark_moves(tmp_path: Path) -> None:
     async def scenario(cluster: ReplicatedCluster) -> None:
         cluster.start(isr=(LEADER, F2))
@@ -361,12 +387,21 @@ def test_min_insync_replicas_refuses_and_times_out_acks_all(tmp_path: Path) -> N
 
 
 def test_a_leader_change_answers_a_waiting_produce(tmp_path: Path) -> None:
+    # Answered a loop turn after the change (not inside it, as an acknowledgement is:
+    # broker.local_append), so the handler's current-leader hint reads the published image.
     async def scenario(cluster: ReplicatedCluster) -> None:
         cluster.start()
         produce = await cluster.produce(b"a")
         await settle()
-        cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=F2))
+        seen: list[bool] = []
+
+        def change_leader() -> None:  # outside any task, as a wake could run the produce
+            cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=F2))
+            seen.append(produce.done())
+
+        asyncio.get_running_loop().call_soon(change_leader)
         results = await produce
+        assert seen == [False]
         assert results[PETS0].error is Errors.NOT_LEADER_OR_FOLLOWER
 
     run(tmp_path, scenario)

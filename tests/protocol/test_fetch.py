@@ -8,6 +8,7 @@ chunks (buffers and file slices) pass through untouched.
 from __future__ import annotations
 
 import dataclasses
+import struct
 import uuid
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,68 @@ def test_garbage_raises_only_protocol_errors(version: int, body: bytes) -> None:
         assert error.args
     else:
         assert isinstance(decoded, FetchRequest)
+
+
+@pytest.mark.parametrize("version", range(12, 18))
+@settings(max_examples=30, deadline=None)
+@given(request=fetch_requests)
+def test_the_common_shape_reads_as_the_checked_path_reads_it(
+    version: int, request: FetchRequest
+) -> None:
+    # The leader decodes two follower fetches per acks=all record (issue 18): requests with
+    # counts and lengths below 127 take the fast path, which must read what Reader reads.
+    body = request_as_kafka_python(request, version)
+    fast = fetch_codec._decode_common(memoryview(body), version)
+    assert fast is not None and fast == fetch_codec._decode_checked(body, version)
+
+
+def fast_agrees_with_checked(body: bytes, version: int) -> None:
+    """The fast path declines (None or one of the errors decode_fetch_request catches),
+    raises the checked path's own error, or reads exactly what the checked path reads."""
+    try:
+        fast = fetch_codec._decode_common(memoryview(body), version)
+    except (IndexError, ValueError, struct.error):
+        return
+    except MalformedRequestError:
+        with pytest.raises(MalformedRequestError):
+            fetch_codec._decode_checked(body, version)
+        return
+    if fast is not None:
+        assert fast == fetch_codec._decode_checked(body, version)
+
+
+@pytest.mark.parametrize("version", [12, 13, 15, 17])
+def test_the_fast_path_never_reads_what_the_checked_path_refuses(version: int) -> None:
+    # Every byte of a request with two topics, forgotten partitions, a rack, a cluster id and
+    # a replica state, changed to values that matter to varints and tags, and every cut.
+    request = FetchRequest(
+        replica_id=3,
+        max_wait_ms=500,
+        min_bytes=1,
+        topics=(
+            FetchTopic(
+                (FetchPartition(0, 42, 1 << 20, 7, 6, 0), FetchPartition(2, 9, 1 << 20, 7, 6, 0)),
+                "pets",
+                uuid.uuid4(),
+            ),
+            FetchTopic((FetchPartition(1, 5, 1 << 20, 3, 2, 1),), "birds", uuid.uuid4()),
+        ),
+        forgotten_topics_data=(ForgottenTopic((4, 5), "old", uuid.uuid4()),),
+        rack_id="rack-a",
+        cluster_id="cluster",
+        replica_state=ReplicaState(3, 9),
+    )
+    body = request_as_kafka_python(request, version)
+    assert fetch_codec._decode_common(memoryview(body), version) == visible_request(
+        request, version
+    )
+    for index in range(len(body)):
+        for value in (0x00, 0x01, 0x02, 0x03, 0x0D, 0x7F, 0x80, 0xFF):
+            changed = bytearray(body)
+            changed[index] = value
+            fast_agrees_with_checked(bytes(changed), version)
+    for cut in range(len(body)):
+        fast_agrees_with_checked(body[:cut], version)
 
 
 @pytest.mark.parametrize("version", [3, 18])
