@@ -23,12 +23,14 @@ handshake and never reaches HTTP.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import ssl
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,7 @@ class Doors:
             if name != ANONYMOUS:
                 context.load_cert_chain(str(tls.clients[name].path))
             self.contexts[name] = context
+        self.kept_open: list[http.client.HTTPSConnection] = []
 
     def call(
         self,
@@ -80,6 +83,27 @@ class Doors:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
+
+    def heartbeat_kept_open(self, who: str, body: dict[str, Any]) -> Any:
+        """A heartbeat on a connection then left open and idle, as a live broker's is between
+        beats: the controller fences a broker one second after its idle heartbeat connection
+        closed (quorum/broker_channels.py), and urllib closes its connection after each call."""
+        host, port = self.base.removeprefix("https://").split(":")
+        connection = http.client.HTTPSConnection(
+            host, int(port), timeout=REQUEST_TIMEOUT_S, context=self.contexts[who]
+        )
+        self.kept_open.append(connection)
+        connection.request(
+            "POST", "/v1/brokers/heartbeat", json.dumps(body), {"Content-Type": "application/json"}
+        )
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        assert response.status == 200, (response.status, answer)
+        return answer
+
+    def close(self) -> None:
+        for connection in self.kept_open:
+            connection.close()
 
     def ok(self, who: str, method: str, path: str, body: Any = None) -> Any:
         status, answer = self.call(who, method, path, body)
@@ -158,8 +182,7 @@ def register_stand_in(doors: Doors, broker_id: int) -> int:
     ]
 
     def unfenced() -> bool:
-        answer = doors.ok(who, "POST", "/v1/brokers/heartbeat", heartbeat(broker_id, epoch))
-        return not answer["is_fenced"]
+        return not doors.heartbeat_kept_open(who, heartbeat(broker_id, epoch))["is_fenced"]
 
     wait_until(unfenced, f"stand-in broker {broker_id} unfenced")
     return int(epoch)
@@ -204,7 +227,7 @@ def start_secure_controller(
 @pytest.fixture
 def secure(
     cluster_factory: Any, brokers: list[BrokerProcess], tmp_path: Path
-) -> tuple[Doors, BrokerProcess]:
+) -> Iterator[tuple[Doors, BrokerProcess]]:
     doors, cluster, tls = start_secure_controller(cluster_factory, tmp_path, "requested")
     controller = cluster.controllers[0]
     broker = BrokerProcess(tmp_path, 10, f"127.0.0.1:{controller.http_port}")
@@ -213,7 +236,8 @@ def secure(
     brokers.append(broker)
     broker.start()
     broker.wait_running()
-    return doors, broker
+    yield doors, broker
+    doors.close()
 
 
 def test_every_attack_on_the_controller_is_refused_and_changes_nothing(
