@@ -123,7 +123,7 @@ async def watch_broker_channels(node: TimedNode) -> None:
     # The term's controller first: a new term clears the channels a past term of ours watched
     # (their connections may have closed for any reason while we stood by).
     node.active_controller()
-    closed = node.broker_channels.closed()
+    closed = node.broker_channels.closed(node.clock.monotonic_ms())
     if not closed:
         return
 
@@ -135,7 +135,7 @@ async def watch_broker_channels(node: TimedNode) -> None:
                 image,
                 each.broker_id,
                 each.broker_epoch,
-                now_ms,
+                each.seen_ms,
                 suspect=each.suspect,
                 poll_closed=each.poll_closed,
                 heartbeat_closed=each.heartbeat_closed,
