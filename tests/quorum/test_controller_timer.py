@@ -242,6 +242,56 @@ def test_a_lost_connection_wakes_the_timer_and_an_exited_broker_is_fenced_after_
     assert exited_ms <= fenced_ms <= exited_ms + TIMER_MIN_DELAY_MS
 
 
+class SlowWriteNode(TimedNode):
+    """A node whose next write, once ``during_next_write`` is set, takes 10 ms, in which that
+    happens (as a write waits for the write lock and the Raft commit)."""
+
+    def __init__(self, clock: FakeClock, settings: ControllerSettings) -> None:
+        super().__init__(clock, settings, {1: "unfenced", 2: "unfenced", 3: "unfenced"})
+        self.during_next_write: Callable[[], None] | None = None
+
+    async def write(self, operation: Operation[T]) -> T:
+        during, self.during_next_write = self.during_next_write, None
+        if during is not None:
+            self.clock.now_ms += 10
+            during()
+        return await super().write(operation)
+
+
+def test_a_connection_lost_during_a_write_of_the_timer_wakes_its_next_turn() -> None:
+    # Brokers 1 and 2 killed 10 ms apart: broker 2's closes arrive while the timer's turn waits
+    # for its write marking broker 1's. Before, the turn cleared the wake-up when it ended and
+    # looked again only at broker 1's fencing (its next deadline): broker 2 was marked 200 ms
+    # late and fenced 200 ms after broker 1.
+    connections = {b: (Connection(), Connection()) for b in (1, 2)}
+    rearm = asyncio.Event()
+
+    def kill(broker_id: int) -> None:
+        poll, heartbeat = connections[broker_id]
+        poll.closed = heartbeat.closed = True
+        rearm.set()
+
+    def kill_1_then_2() -> None:
+        kill(1)
+        node.during_next_write = lambda: kill(2)
+
+    clock = ArrivalClock(2_900, kill_1_then_2)
+    node = SlowWriteNode(
+        clock,
+        ControllerSettings(broker_session_timeout_ms=9_000, metadata_max_idle_interval_ms=60_000),
+    )
+    for broker_id, (poll, heartbeat) in connections.items():
+        epoch = node.image.cluster.brokers[broker_id].epoch
+        node.broker_channels.polled(broker_id, epoch, poll)  # type: ignore[arg-type]
+        node.broker_channels.heartbeat_arrived(broker_id, epoch, heartbeat)  # type: ignore[arg-type]
+        node.broker_channels.heartbeat_answered(broker_id, heartbeat)  # type: ignore[arg-type]
+    node.heartbeat(3)
+    asyncio.run(run_until(node, clock, 4_000, rearm))
+    assert [broker for _, broker in fencings(node)] == [1, 2]
+    (fenced_1_ms, _), (fenced_2_ms, _) = fencings(node)
+    assert fenced_2_ms - fenced_1_ms <= 50
+
+
 def test_connections_watched_in_an_earlier_term_do_not_count_in_a_new_one() -> None:
     # Leadership left and came back: the broker's idle heartbeat connection to us closed in
     # between (keep-alive expiry, or it moved to the new leader). Our new term starts with a full
