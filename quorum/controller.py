@@ -361,10 +361,22 @@ class QuorumController:
         )
 
     def broker_heartbeat(
-        self, image: MetadataImage, request: BrokerHeartbeatRequest, now_ms: int
+        self,
+        image: MetadataImage,
+        request: BrokerHeartbeatRequest,
+        now_ms: int,
+        received_ms: int | None = None,
     ) -> ControllerResult[BrokerHeartbeatResponse]:
+        """``received_ms``: when it arrived (``broker_heartbeat_arrived``), if before ``now_ms``."""
         return self._wrote(
-            cluster.broker_heartbeat(image, request, self.sessions, now_ms, self._unclean(image)),
+            cluster.broker_heartbeat(
+                image,
+                request,
+                self.sessions,
+                now_ms,
+                self._unclean(image),
+                now_ms if received_ms is None else received_ms,
+            ),
             now_ms,
         )
 

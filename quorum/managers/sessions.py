@@ -138,10 +138,12 @@ class BrokerSession:
     # When both were: the process exited. None while either is open (or it called in since).
     exited_ms: int | None = None
 
-    def called_in(self, now_ms: int) -> None:
-        """A call of this incarnation arrived: whatever closed before, it is connected."""
-        if self.last_call_in_ms is None or now_ms > self.last_call_in_ms:
-            self.last_call_in_ms = now_ms
+    def called_in(self, arrived_ms: int) -> None:
+        """A call of this incarnation arrived: whatever closed before, it is connected. One no
+        newer than the last call-in changes nothing: every close kept was seen after that."""
+        if self.last_call_in_ms is not None and arrived_ms <= self.last_call_in_ms:
+            return
+        self.last_call_in_ms = arrived_ms
         self.channel_closed_ms = self.exited_ms = None
         self.poll_closed = self.heartbeat_closed = False
 
@@ -224,11 +226,19 @@ class BrokerSessions:
         """A (re-)registration starts a new session for the new broker epoch."""
         self._sessions[broker_id] = BrokerSession(broker_epoch=broker_epoch, last_contact_ms=now_ms)
 
-    def touch(self, registration: BrokerRegistration, now_ms: int, metadata_offset: int) -> None:
+    def touch(
+        self,
+        registration: BrokerRegistration,
+        now_ms: int,
+        metadata_offset: int,
+        received_ms: int | None = None,
+    ) -> None:
+        """A heartbeat's write at ``now_ms``; its call-in is its arrival (``received_ms``): a
+        close seen between the two (the broker died meanwhile) still counts."""
         session = self.session(registration)
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
         session.metadata_offset = metadata_offset
-        session.called_in(now_ms)
+        session.called_in(now_ms if received_ms is None else received_ms)
 
     def heard_from(
         self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int

@@ -171,6 +171,19 @@ def test_a_close_seen_before_a_call_in_does_not_count_when_marked_after_it(call_
     assert h.controller.fence_stale_brokers(h.image, 2006 + EXITED_GRACE_MS + 1).response == (1,)
 
 
+def test_a_close_seen_after_a_heartbeats_arrival_counts_when_its_write_comes_later() -> None:
+    # The broker died with a heartbeat in flight: it arrived at 2000, its connections closed at
+    # 2010, and its write (behind the write lock, at 2030) came before the timer's mark.
+    h = harness()
+    heartbeat = BrokerHeartbeatRequest(
+        broker_id=1, broker_epoch=epoch(h, 1), current_metadata_offset=0
+    )
+    h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2000)
+    h.controller.broker_heartbeat(h.image, heartbeat, 2030, received_ms=2000)
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2010)
+    assert h.controller.fence_stale_brokers(h.image, 2010 + CLOSED_MS + 1).response == (1,)
+
+
 def test_the_two_closes_count_when_seen_apart() -> None:
     # The idle heartbeat connection's close seen on one look, the poll's (idle in the broker's
     # pool: not suspect alone) on the next: exited then.
