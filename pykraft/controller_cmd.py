@@ -239,6 +239,7 @@ def load_controller_config(props: Properties) -> ControllerConfig:
         broker_channel_closed_timeout_ms=props.get_int(
             "pykraft.broker.channel.closed.timeout.ms", 1000
         ),
+        broker_exited_grace_ms=props.get_int("pykraft.broker.exited.grace.ms", 200),
         broker_heartbeat_interval_ms=props.get_int("broker.heartbeat.interval.ms", 2000),
         metadata_max_idle_interval_ms=props.get_int("metadata.max.idle.interval.ms", 500),
         snapshot_interval_records=props.get_int(

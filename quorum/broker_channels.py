@@ -6,10 +6,13 @@ killed process's sockets, a paused or partitioned process keeps them open
 (``managers/sessions.py`` has the rule and why it is safe). A broker names itself (id, epoch)
 in its long polls (``GET /v1/metadata/records``) and heartbeats; ``BrokerChannels`` keeps the
 transport of the latest of each and whether that request is still in flight (from ``polled`` /
-``heartbeat_arrived`` until ``answered`` / ``heartbeat_answered``). ``closed`` reports a broker
-whose connection closed in the one state where only a dead process closes it — seen by the
-timer (``runner.watch_broker_channels``, every turn, at most ``TIMER_MAX_DELAY_MS`` apart) or
-when the request ended:
+``heartbeat_arrived`` until ``answered`` / ``heartbeat_answered``). ``closed(now_ms)``, called
+by the timer (``runner.watch_broker_channels``, every turn, at most ``TIMER_MAX_DELAY_MS``
+apart, and at once when the server loses a connection), reports each broker incarnation whose
+latest poll's or heartbeat's connection closed since the last look, stamped with when it was
+seen (``seen_ms``: the session ignores a close seen before the broker's last call-in): which
+of the two closed, and whether one closed in the state where only a dead process closes it
+(``suspect``) — checked by the timer or when the request ended:
 
 * the long poll's, while the poll waited on it. Between two polls the connection is the broker's
   to use and close: it sits in the main HTTP client's pool, which closes it after its keep-alive
@@ -31,8 +34,9 @@ is idle almost all the time.
 Each report says which connections closed (``Closed``): ``suspect`` when one of them closed in
 its telling state, ``poll_closed`` / ``heartbeat_closed`` for each connection seen closed in any
 state. A process that exits closes both at once (the latest poll's, waiting or idle in the pool,
-and the idle heartbeat's); ``managers/sessions.py`` ends the session at once when both closed,
-and waits for a call-in otherwise.
+and the idle heartbeat's); ``managers/sessions.py`` ends the session
+``pykraft.broker.exited.grace.ms`` (200 ms) after both closed unless the broker calls in, and
+waits longer for a call-in otherwise.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ class Closed:
 
     broker_id: int
     broker_epoch: int
+    # When the timer saw the close(s) (monotonic ms): the mark counts only if the broker has
+    # not called in since (its write waits for the write lock; call-ins do not).
+    seen_ms: int
     # One closed in the state where only a dead process closes it: its session ends soon.
     suspect: bool = False
     # The latest long poll's connection closed, waiting or idle.
@@ -95,20 +102,21 @@ class BrokerChannels:
             else:
                 latest.in_flight = False
 
-    def closed(self) -> list[Closed]:
+    def closed(self, now_ms: int) -> list[Closed]:
         """Every broker (incarnation) whose latest poll's or latest heartbeat's connection
-        closed since the last call, by broker id; each connection closed is forgotten after."""
+        closed since the last call, by broker id, seen at ``now_ms``; each connection closed is
+        forgotten after."""
         found: dict[tuple[int, int], Closed] = {}
         for broker_id, request in _closed(self._polls):
             key = (broker_id, request.broker_epoch)
-            previous = found.get(key, Closed(broker_id, request.broker_epoch))
+            previous = found.get(key, Closed(broker_id, request.broker_epoch, now_ms))
             # Telling only while the poll waited: between polls the broker's pool may close it.
             found[key] = attrs.evolve(
                 previous, suspect=previous.suspect or request.in_flight, poll_closed=True
             )
         for broker_id, request in _closed(self._heartbeats):
             key = (broker_id, request.broker_epoch)
-            previous = found.get(key, Closed(broker_id, request.broker_epoch))
+            previous = found.get(key, Closed(broker_id, request.broker_epoch, now_ms))
             # Telling only while idle: one in flight closes when the broker's deadline passed.
             idle = not request.in_flight
             found[key] = attrs.evolve(
@@ -117,7 +125,7 @@ class BrokerChannels:
                 heartbeat_closed=previous.heartbeat_closed or idle,
             )
         # A heartbeat connection closed under its heartbeat tells nothing.
-        return [found[key] for key in sorted(found) if found[key] != Closed(*key)]
+        return [found[key] for key in sorted(found) if found[key] != Closed(*key, now_ms)]
 
     def clear(self) -> None:
         self._polls.clear()

@@ -119,8 +119,13 @@ class ControllerConfig:
     # pykraft.broker.channel.closed.timeout.ms (not in Kafka): a broker whose metadata long-poll
     # connection was closed (its process died) is fenced after this long unless it calls in
     # again, instead of after broker.session.timeout.ms (quorum/managers/sessions.py); -1: off
-    # (this, and fencing at once a broker whose poll and idle heartbeat connections both closed).
+    # (this, and the shorter grace of a broker whose poll and idle heartbeat connections both
+    # closed, below).
     broker_channel_closed_timeout_ms: int = 1000
+    # pykraft.broker.exited.grace.ms (not in Kafka): a broker whose poll and idle heartbeat
+    # connections both closed is fenced after this long unless it calls in again (long enough
+    # for a live broker's call-in after a middlebox closed both; quorum/managers/sessions.py).
+    broker_exited_grace_ms: int = 200
     # broker.heartbeat.interval.ms: told to brokers in the registration answer.
     broker_heartbeat_interval_ms: int = 2000
     # metadata.max.idle.interval.ms: the active controller appends a NoOpRecord this often.

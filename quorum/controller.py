@@ -272,6 +272,7 @@ class QuorumController:
             self.settings.broker_session_timeout_ms,
             now_ms,
             self.settings.broker_channel_closed_timeout_ms,
+            self.settings.broker_exited_grace_ms,
         )
         self._last_write_ms = now_ms
         self._next_token_sweep_ms = now_ms + self.settings.delegation_token_expiry_check_interval_ms
@@ -360,10 +361,22 @@ class QuorumController:
         )
 
     def broker_heartbeat(
-        self, image: MetadataImage, request: BrokerHeartbeatRequest, now_ms: int
+        self,
+        image: MetadataImage,
+        request: BrokerHeartbeatRequest,
+        now_ms: int,
+        received_ms: int | None = None,
     ) -> ControllerResult[BrokerHeartbeatResponse]:
+        """``received_ms``: when it arrived (``broker_heartbeat_arrived``), if before ``now_ms``."""
         return self._wrote(
-            cluster.broker_heartbeat(image, request, self.sessions, now_ms, self._unclean(image)),
+            cluster.broker_heartbeat(
+                image,
+                request,
+                self.sessions,
+                now_ms,
+                self._unclean(image),
+                now_ms if received_ms is None else received_ms,
+            ),
             now_ms,
         )
 
@@ -374,31 +387,32 @@ class QuorumController:
         self.sessions.heard_from(image, broker_id, broker_epoch, now_ms)
 
     def broker_channel_opened(
-        self, image: MetadataImage, broker_id: int, broker_epoch: int
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
     ) -> None:
         """A metadata long poll of this broker incarnation arrived (soft state only)."""
-        self.sessions.channel_opened(image, broker_id, broker_epoch)
+        self.sessions.channel_opened(image, broker_id, broker_epoch, now_ms)
 
     def broker_channel_closed(
         self,
         image: MetadataImage,
         broker_id: int,
         broker_epoch: int,
-        now_ms: int,
+        seen_ms: int,
         *,
         suspect: bool = True,
         poll_closed: bool = False,
         heartbeat_closed: bool = False,
     ) -> None:
-        """Its connections were closed by the broker's side: if one closed as only a dead
-        process closes it (``suspect``) and it does not call in again within
-        ``pykraft.broker.channel.closed.timeout.ms``, or both closed (its process exited), its
-        session ends (``managers/sessions.py``), and ``fence_stale_brokers`` fences it."""
+        """Its connections were seen closed at ``seen_ms`` (not counted if it called in since):
+        if one closed as only a dead process closes it (``suspect``) and it does not call in
+        again within ``pykraft.broker.channel.closed.timeout.ms``, or both closed (its process
+        exited) and it does not within ``pykraft.broker.exited.grace.ms``, its session ends
+        (``managers/sessions.py``), and ``fence_stale_brokers`` fences it."""
         self.sessions.channel_closed(
             image,
             broker_id,
             broker_epoch,
-            now_ms,
+            seen_ms,
             suspect=suspect,
             poll_closed=poll_closed,
             heartbeat_closed=heartbeat_closed,

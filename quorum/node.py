@@ -147,6 +147,7 @@ class ControllerNode:
         self._settings = ControllerSettings(
             broker_session_timeout_ms=config.broker_session_timeout_ms,
             broker_channel_closed_timeout_ms=config.broker_channel_closed_timeout_ms,
+            broker_exited_grace_ms=config.broker_exited_grace_ms,
             metadata_max_idle_interval_ms=config.metadata_max_idle_interval_ms,
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,

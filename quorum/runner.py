@@ -123,7 +123,7 @@ async def watch_broker_channels(node: TimedNode) -> None:
     # The term's controller first: a new term clears the channels a past term of ours watched
     # (their connections may have closed for any reason while we stood by).
     node.active_controller()
-    closed = node.broker_channels.closed()
+    closed = node.broker_channels.closed(node.clock.monotonic_ms())
     if not closed:
         return
 
@@ -135,7 +135,7 @@ async def watch_broker_channels(node: TimedNode) -> None:
                 image,
                 each.broker_id,
                 each.broker_epoch,
-                now_ms,
+                each.seen_ms,
                 suspect=each.suspect,
                 poll_closed=each.poll_closed,
                 heartbeat_closed=each.heartbeat_closed,
@@ -209,7 +209,12 @@ async def run_timer(node: TimedNode, clock: Clock, rearm: asyncio.Event | None =
     and re-arms."""
     log_moved = asyncio.Event() if rearm is None else rearm
     node.view.observers.append(lambda _applied: log_moved.set())
-    while True:  # until cancelled; every turn waits at least TIMER_MIN_DELAY_MS
+    while True:  # until cancelled; turns are TIMER_MIN_DELAY_MS apart at least unless woken
+        # Cleared as the turn starts, not as it ends: a connection lost (or the log moved)
+        # while this turn awaits its writes starts the next turn at once, not up to
+        # TIMER_MAX_DELAY_MS later. A turn that never yields cannot be woken: no spin.
+        woken = log_moved.is_set()
+        log_moved.clear()
         delay_ms = TIMER_MAX_DELAY_MS
         if node.is_leader():
             # Every turn, busy log or not: a dead broker's closed connection starts its short
@@ -221,10 +226,9 @@ async def run_timer(node: TimedNode, clock: Clock, rearm: asyncio.Event | None =
             # The operations run when the timer fired (at the deadline, or after the longest
             # wait) or are due; a wake-up by the log only re-arms, so a busy log does not
             # queue them behind every write.
-            if not log_moved.is_set() or clock.monotonic_ms() >= node.next_deadline_ms():
+            if not woken or clock.monotonic_ms() >= node.next_deadline_ms():
                 await run_timed_operations(node)
             delay_ms = timer_delay_ms(node.next_deadline_ms(), clock.monotonic_ms())
-        log_moved.clear()
         await clock.wait(log_moved, delay_ms)
 
 

@@ -72,7 +72,7 @@ async def get_records(request: web.Request) -> web.Response:
         # A registered broker's poll: it is connected, and this connection is the one to
         # watch while the poll waits (quorum/broker_channels.py; the timer reports it closed).
         node.active_controller().broker_channel_opened(
-            node.view.image, query.broker_id, query.broker_epoch
+            node.view.image, query.broker_id, query.broker_epoch, node.clock.monotonic_ms()
         )
         node.broker_channels.polled(query.broker_id, query.broker_epoch, watched)
     try:

@@ -86,7 +86,9 @@ async def _handle_heartbeat(
             heartbeat.counters_refused,
         )
     response = await node.write(
-        lambda controller, image, now_ms: controller.broker_heartbeat(image, heartbeat, now_ms)
+        lambda controller, image, now_ms: controller.broker_heartbeat(
+            image, heartbeat, now_ms, received_ms
+        )
     )
     raise_for(response.error)
     # After the write: an accepted heartbeat only, once (a write may run its operation again).

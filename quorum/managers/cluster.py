@@ -266,8 +266,10 @@ def broker_heartbeat(
     sessions: BrokerSessions,
     now_ms: int,
     unclean: UncleanPolicy,
+    received_ms: int,
 ) -> ControllerResult[BrokerHeartbeatResponse]:
-    """Kafka's ``ReplicationControlManager.processBrokerHeartbeat``."""
+    """Kafka's ``ReplicationControlManager.processBrokerHeartbeat``; ``received_ms`` is when
+    it arrived (its call-in: ``managers/sessions.py``)."""
     error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
     if error.is_success():
         error = validate_offline_dirs(request.offline_log_dirs, request.offline_replicas)
@@ -305,7 +307,7 @@ def broker_heartbeat(
                 sessions.replica_offline(image),
             )
         )
-    sessions.touch(registration, now_ms, request.current_metadata_offset)
+    sessions.touch(registration, now_ms, request.current_metadata_offset, received_ms)
     return ControllerResult(
         tuple(records),
         BrokerHeartbeatResponse(

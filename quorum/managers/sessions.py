@@ -24,13 +24,24 @@ poll (``channel_opened``) or a heartbeat (``heard_from``) — within
 rule), the session ends there instead of at ``broker.session.timeout.ms``. When both closed —
 the idle heartbeat connection and the latest poll's, waiting or idle — the process exited: the
 kernel closes every socket of a process that ends, while a live broker never closes its idle
-heartbeat connection (one side alone can also be a middlebox's reset, and gets the timeout), so
-the session ends at once (``exited_ms``). Issue 18: the timeout alone kept a killed leader's
-partitions and every ISR it was in waiting a second, and clients asking in that second were
-told the dead broker still led. A poll that failed (timed out on a slow
-controller, reset) makes the broker heartbeat at once (``MetadataLoader.run``'s
-``on_failure``), because its retry may go to a standby controller, which this one never hears
-of.
+heartbeat connection, so the session ends after only ``pykraft.broker.exited.grace.ms``
+(default 200; ``exited_ms``). Not at once: a proxy, sidecar or load balancer between broker and
+controller may close both connections of a live broker, whose poll then fails and which
+heartbeats and polls again at once; the grace lets that call-in land (one side alone closed
+gets the longer timeout). Issue 18: the timeout alone kept a killed leader's partitions and
+every ISR it was in waiting a second, and clients asking in that second were told the dead
+broker still led; the grace keeps the move well under its 2 s goal.
+
+A close counts only if the timer saw it after the incarnation's last call-in
+(``last_call_in_ms``): the timer takes its look (``BrokerChannels.closed``, stamped with the
+time) and then waits for the write lock to mark it, while call-ins (``heard_from``,
+``channel_opened``) do not wait for that lock — a call-in landing in between is newer than the
+close. A close seen in the same millisecond as a call-in is taken as older: the live broker's
+cost would be a fencing, the dead one's only the session timeout.
+
+A poll that failed (timed out on a slow controller, reset) makes the broker heartbeat at once
+(``MetadataLoader.run``'s ``on_failure``), because its retry may go to a standby controller,
+which this one never hears of.
 
 Why ending a session early cannot elect a replica that lacks acknowledged data: it only brings
 the fencing forward; fencing is the same batch as on expiry (``cluster.fence_records``: the
@@ -115,6 +126,9 @@ class BrokerSession:
     controlled_shutdown_offset: int = -1
     # (topic id, partition id) of the replicas on offline log dirs, as last reported.
     offline_replicas: frozenset[tuple[str, int]] = frozenset()
+    # When a call of this incarnation last arrived (a heartbeat or a long poll), None if none
+    # since this controller's activation. Invariant: every close below was seen after it.
+    last_call_in_ms: int | None = None
     # When a connection of it was seen closed as only a dead process closes it, None while it
     # is connected (or called in since).
     channel_closed_ms: int | None = None
@@ -124,8 +138,12 @@ class BrokerSession:
     # When both were: the process exited. None while either is open (or it called in since).
     exited_ms: int | None = None
 
-    def called_in(self) -> None:
-        """A call of this incarnation arrived: whatever closed before, it is connected."""
+    def called_in(self, arrived_ms: int) -> None:
+        """A call of this incarnation arrived: whatever closed before, it is connected. One no
+        newer than the last call-in changes nothing: every close kept was seen after that."""
+        if self.last_call_in_ms is not None and arrived_ms <= self.last_call_in_ms:
+            return
+        self.last_call_in_ms = arrived_ms
         self.channel_closed_ms = self.exited_ms = None
         self.poll_closed = self.heartbeat_closed = False
 
@@ -179,11 +197,17 @@ class BrokerSessions:
     """Heartbeat soft state of the active controller; see the module docstring."""
 
     def __init__(
-        self, session_timeout_ms: int, activated_ms: int, channel_closed_timeout_ms: int = -1
+        self,
+        session_timeout_ms: int,
+        activated_ms: int,
+        channel_closed_timeout_ms: int = -1,
+        exited_grace_ms: int = 0,
     ) -> None:
         self.session_timeout_ms = session_timeout_ms
         # pykraft.broker.channel.closed.timeout.ms; negative: a closed channel changes nothing.
         self.channel_closed_timeout_ms = channel_closed_timeout_ms
+        # pykraft.broker.exited.grace.ms: how long after both connections closed it ends.
+        self.exited_grace_ms = exited_grace_ms
         self.activated_ms = activated_ms
         self._sessions: dict[int, BrokerSession] = {}
 
@@ -202,11 +226,19 @@ class BrokerSessions:
         """A (re-)registration starts a new session for the new broker epoch."""
         self._sessions[broker_id] = BrokerSession(broker_epoch=broker_epoch, last_contact_ms=now_ms)
 
-    def touch(self, registration: BrokerRegistration, now_ms: int, metadata_offset: int) -> None:
+    def touch(
+        self,
+        registration: BrokerRegistration,
+        now_ms: int,
+        metadata_offset: int,
+        received_ms: int | None = None,
+    ) -> None:
+        """A heartbeat's write at ``now_ms``; its call-in is its arrival (``received_ms``): a
+        close seen between the two (the broker died meanwhile) still counts."""
         session = self.session(registration)
         session.last_contact_ms = max(session.last_contact_ms, now_ms)
         session.metadata_offset = metadata_offset
-        session.called_in()
+        session.called_in(now_ms if received_ms is None else received_ms)
 
     def heard_from(
         self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
@@ -220,38 +252,43 @@ class BrokerSessions:
         if registration is not None and registration.epoch == broker_epoch:
             session = self.session(registration)
             session.last_contact_ms = max(session.last_contact_ms, now_ms)
-            session.called_in()
+            session.called_in(now_ms)
 
-    def channel_opened(self, image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
+    def channel_opened(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> None:
         """A long poll of this incarnation arrived: it is connected."""
         registration = image.cluster.brokers.get(broker_id)
         if registration is not None and registration.epoch == broker_epoch:
-            self.session(registration).called_in()
+            self.session(registration).called_in(now_ms)
 
     def channel_closed(
         self,
         image: MetadataImage,
         broker_id: int,
         broker_epoch: int,
-        now_ms: int,
+        seen_ms: int,
         *,
         suspect: bool = True,
         poll_closed: bool = False,
         heartbeat_closed: bool = False,
     ) -> None:
-        """Connections of this incarnation closed: ``suspect`` if one closed as only a dead
-        process closes it; ``poll_closed`` (its latest long poll's, in any state) and
-        ``heartbeat_closed`` (its heartbeat's, while idle) say which."""
+        """Connections of this incarnation were seen closed at ``seen_ms``: ``suspect`` if one
+        closed as only a dead process closes it; ``poll_closed`` (its latest long poll's, in
+        any state) and ``heartbeat_closed`` (its heartbeat's, while idle) say which. Ignored
+        if it called in since (see the module docstring)."""
         registration = image.cluster.brokers.get(broker_id)
         if registration is None or registration.epoch != broker_epoch:
             return
         session = self.session(registration)
+        if session.last_call_in_ms is not None and seen_ms <= session.last_call_in_ms:
+            return
         session.poll_closed = session.poll_closed or poll_closed
         session.heartbeat_closed = session.heartbeat_closed or heartbeat_closed
         if session.channel_closed_ms is None and suspect:
-            session.channel_closed_ms = now_ms
+            session.channel_closed_ms = seen_ms
         if session.exited_ms is None and session.poll_closed and session.heartbeat_closed:
-            session.exited_ms = now_ms
+            session.exited_ms = seen_ms
 
     def report_offline_replicas(
         self, registration: BrokerRegistration, replicas: frozenset[tuple[str, int]]
@@ -288,7 +325,7 @@ class BrokerSessions:
         if self.channel_closed_timeout_ms < 0:
             return expiry
         if session.exited_ms is not None:
-            return min(expiry, session.exited_ms + 1)
+            expiry = min(expiry, session.exited_ms + self.exited_grace_ms + 1)
         closed = session.channel_closed_ms
         if closed is not None:
             expiry = min(expiry, closed + self.channel_closed_timeout_ms + 1)

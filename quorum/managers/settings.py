@@ -17,9 +17,13 @@ class ControllerSettings:
     broker_session_timeout_ms: int = 9000
     # pykraft.broker.channel.closed.timeout.ms (not in Kafka): a broker whose metadata long-poll
     # connection closed and that has not called in since is fenced after this long, not after
-    # the whole session (managers/sessions.py); -1: off (this, and fencing at once a broker whose
-    # poll and idle heartbeat connections both closed).
+    # the whole session (managers/sessions.py); -1: off (this, and the shorter grace of a broker
+    # whose poll and idle heartbeat connections both closed, below).
     broker_channel_closed_timeout_ms: int = 1000
+    # pykraft.broker.exited.grace.ms (not in Kafka): a broker whose poll and idle heartbeat
+    # connections both closed (its process exited, or a middlebox closed both of a live one's)
+    # is fenced after this long unless it calls in again (managers/sessions.py).
+    broker_exited_grace_ms: int = 200
     # metadata.max.idle.interval.ms: append a NoOpRecord when nothing was written this long.
     metadata_max_idle_interval_ms: int = 500
     # num.partitions / default.replication.factor: used when CreateTopics says -1.
@@ -73,4 +77,8 @@ class ControllerSettings:
             raise ValueError(
                 "broker_channel_closed_timeout_ms must be -1 (off) or at least 0, got "
                 f"{self.broker_channel_closed_timeout_ms}"
+            )
+        if self.broker_exited_grace_ms < 0:
+            raise ValueError(
+                f"broker_exited_grace_ms must be at least 0, got {self.broker_exited_grace_ms}"
             )

@@ -8,8 +8,9 @@ a real client (kafka-python):
   heartbeat, and loses its leaderships then — not before, not much later; each new leader's
   epoch is higher; the broker rejoins every ISR when it comes back;
 * a killed (SIGKILL) leader is fenced sooner: its connections close, and the active controller
-  ends its session at once when its metadata long poll's and idle heartbeat's connections both
-  closed (``pykraft.broker.channel.closed.timeout.ms``, 1 s, after one alone) — before any
+  ends its session ``pykraft.broker.exited.grace.ms`` (200 ms) after its metadata long poll's and
+  idle heartbeat's connections both closed (``pykraft.broker.channel.closed.timeout.ms``, 1 s,
+  after one alone) — before any
   session expiry could have fenced it;
 * a SIGTERM runs a controlled shutdown that moves leadership away at once; a preferred-leader
   election (POST /v1/elections) moves it back; a producer meanwhile gets NOT_LEADER_OR_FOLLOWER,

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from http.client import HTTPConnection
+from http.client import HTTPConnection, HTTPException
 from pathlib import Path
 from typing import Any
 
@@ -280,16 +280,21 @@ class Cluster:
         pending = set(broker_ids)
         while pending and time.monotonic() < deadline:
             for broker_id in sorted(pending):
-                if not self._heartbeat_kept_open(broker_id, epochs[broker_id]).get("is_fenced"):
+                if self._heartbeat_kept_open(broker_id, epochs[broker_id]) is False:
                     pending.discard(broker_id)
+            if pending:
+                time.sleep(0.05)
         assert not pending, f"brokers {sorted(pending)} stayed fenced"
         return epochs
 
-    def _heartbeat_kept_open(self, broker_id: int, broker_epoch: int) -> Any:
+    def _heartbeat_kept_open(self, broker_id: int, broker_epoch: int) -> bool | None:
         """One heartbeat to the leader on a connection left open, idle, as a live broker's
-        is between beats: the active controller fences at once a broker whose heartbeat
-        connection closed while idle and whose poll's closed too, and one second after the
-        heartbeat's alone (quorum/broker_channels.py) — urllib's closes after each request."""
+        is between beats: the active controller fences a broker whose heartbeat connection
+        closed while idle and whose poll's closed too, and one second after the heartbeat's
+        alone (quorum/broker_channels.py) — urllib's closes after each request. Returns the
+        answer's ``is_fenced``, or None when there was no answer to it (the leader moved:
+        NOT_CONTROLLER; not ready; a connection refused or reset): ask again, as ``request``
+        does — the next call asks the leader of then."""
         leader = self.wait_for_leader()
         connection = HTTPConnection(leader.host, leader.http_port, timeout=REQUEST_TIMEOUT_S)
         # Claim to have read everything: these brokers follow no metadata log.
@@ -298,12 +303,33 @@ class Cluster:
             "broker_epoch": broker_epoch,
             "current_metadata_offset": 2**62,
         }
-        connection.request(
-            "POST", "/v1/brokers/heartbeat", json.dumps(body), {"Content-Type": "application/json"}
-        )
-        answer = json.loads(connection.getresponse().read())
+        try:
+            connection.request(
+                "POST",
+                "/v1/brokers/heartbeat",
+                json.dumps(body),
+                {"Content-Type": "application/json"},
+            )
+            response = connection.getresponse()
+            status, text = response.status, response.read()
+        except (OSError, HTTPException):
+            connection.close()
+            return None
+        # Kept open even when it answered an error: closed idle, it would count as this
+        # broker's heartbeat connection closing.
         self.stand_in_connections.append(connection)
-        return answer
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            return None
+        if status != 200 or not isinstance(answer, dict) or "is_fenced" not in answer:
+            return None
+        return bool(answer["is_fenced"])
+
+    def close_stand_in_connections(self) -> None:
+        for connection in self.stand_in_connections:
+            connection.close()
+        self.stand_in_connections.clear()
 
 
 # Stand-in brokers register once and never heartbeat again: give them a long session.
@@ -328,6 +354,7 @@ def clusters_under(root: Path) -> Iterator[Any]:
         for cluster in clusters:
             for controller in cluster.controllers:
                 controller.kill()
+            cluster.close_stand_in_connections()
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from tests.quorum.helpers import Harness, image_with, partition, topic_id
 
 SESSION_MS = 9000  # broker.session.timeout.ms
 CLOSED_MS = 1000  # pykraft.broker.channel.closed.timeout.ms
+EXITED_GRACE_MS = 200  # pykraft.broker.exited.grace.ms
 
 
 def harness(closed_timeout_ms: int = CLOSED_MS) -> Harness:
@@ -62,7 +63,7 @@ def test_a_new_long_poll_of_the_same_incarnation_keeps_the_broker() -> None:
     # A live broker whose connection dropped polls again at once.
     h = harness()
     h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
-    h.controller.broker_channel_opened(h.image, 1, epoch(h, 1))
+    h.controller.broker_channel_opened(h.image, 1, epoch(h, 1), 2050)
     assert h.controller.fence_stale_brokers(h.image, 5000).records == ()
     assert h.controller.fence_stale_brokers(h.image, SESSION_MS + 1).response == (1,)
 
@@ -109,7 +110,7 @@ def test_a_closed_channel_of_another_incarnation_changes_nothing() -> None:
 def test_an_open_channel_of_another_incarnation_does_not_cancel_the_close() -> None:
     h = harness()
     h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000)
-    h.controller.broker_channel_opened(h.image, 1, epoch(h, 1) + 7)
+    h.controller.broker_channel_opened(h.image, 1, epoch(h, 1) + 7, 2050)
     assert h.controller.fence_stale_brokers(h.image, 3001).response == (1,)
 
 
@@ -120,18 +121,67 @@ def exited(h: Harness, broker_id: int, now_ms: int) -> None:
     )
 
 
-def test_a_broker_whose_process_exited_is_fenced_at_once() -> None:
+def test_a_broker_whose_process_exited_is_fenced_once_the_grace_passed() -> None:
     # Issue 18: the kernel closed its long-poll and idle heartbeat connections together; the
     # closed timeout (a second) kept its partitions leaderless and every ISR it was in stalled.
     h = harness()
     exited(h, 1, 2000)
-    assert h.controller.sessions.next_expiry_ms(h.image) == 2001
-    assert h.controller.fence_stale_brokers(h.image, 2000).records == ()
-    assert h.controller.fence_stale_brokers(h.image, 2001).response == (1,)
-    assert h.controller.sessions.why_stale(h.image.cluster.brokers[1], 2001) == (
-        "its process exited 1 ms ago (its long-poll and idle heartbeat connections closed), "
-        "no heartbeat for 2001 ms"
+    assert h.controller.sessions.next_expiry_ms(h.image) == 2000 + EXITED_GRACE_MS + 1
+    assert h.controller.fence_stale_brokers(h.image, 2000 + EXITED_GRACE_MS).records == ()
+    assert h.controller.fence_stale_brokers(h.image, 2000 + EXITED_GRACE_MS + 1).response == (1,)
+    assert h.controller.sessions.why_stale(h.image.cluster.brokers[1], 2201) == (
+        "its process exited 201 ms ago (its long-poll and idle heartbeat connections closed), "
+        "no heartbeat for 2201 ms"
     )
+
+
+@pytest.mark.parametrize("call_in", ["poll", "heartbeat"])
+def test_a_live_broker_whose_two_connections_a_middlebox_closed_keeps_its_session(
+    call_in: str,
+) -> None:
+    # A proxy or load balancer closed both connections of a live broker: its poll fails, and it
+    # heartbeats (MetadataLoader.run's on_failure) and polls again within a few tens of ms.
+    h = harness()
+    exited(h, 1, 2000)
+    assert h.controller.fence_stale_brokers(h.image, 2010).records == ()
+    if call_in == "poll":
+        h.controller.broker_channel_opened(h.image, 1, epoch(h, 1), 2030)
+    else:
+        h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2030)
+    assert h.controller.fence_stale_brokers(h.image, 2000 + CLOSED_MS + 1).records == ()
+
+
+@pytest.mark.parametrize("call_in", ["poll", "heartbeat"])
+def test_a_close_seen_before_a_call_in_does_not_count_when_marked_after_it(call_in: str) -> None:
+    # runner.watch_broker_channels saw the closes at 2000, then its mark waited for the write
+    # lock; the broker's call-in (not behind the lock) landed at 2005, the mark at 2010.
+    h = harness()
+    if call_in == "poll":
+        h.controller.broker_channel_opened(h.image, 1, epoch(h, 1), 2005)
+    else:
+        h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2005)
+    exited(h, 1, 2000)
+    assert h.controller.sessions.next_expiry_ms(h.image) == SESSION_MS + 1  # broker 2's
+    assert h.controller.fence_stale_brokers(h.image, 2000 + CLOSED_MS + 1).records == ()
+    # Nor one seen in the call-in's millisecond (which came first is unknown: taken as older).
+    exited(h, 1, 2005)
+    assert h.controller.fence_stale_brokers(h.image, 2000 + CLOSED_MS + 1).records == ()
+    # A close seen after the call-in counts.
+    exited(h, 1, 2006)
+    assert h.controller.fence_stale_brokers(h.image, 2006 + EXITED_GRACE_MS + 1).response == (1,)
+
+
+def test_a_close_seen_after_a_heartbeats_arrival_counts_when_its_write_comes_later() -> None:
+    # The broker died with a heartbeat in flight: it arrived at 2000, its connections closed at
+    # 2010, and its write (behind the write lock, at 2030) came before the timer's mark.
+    h = harness()
+    heartbeat = BrokerHeartbeatRequest(
+        broker_id=1, broker_epoch=epoch(h, 1), current_metadata_offset=0
+    )
+    h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2000)
+    h.controller.broker_heartbeat(h.image, heartbeat, 2030, received_ms=2000)
+    h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2010)
+    assert h.controller.fence_stale_brokers(h.image, 2010 + CLOSED_MS + 1).response == (1,)
 
 
 def test_the_two_closes_count_when_seen_apart() -> None:
@@ -143,7 +193,8 @@ def test_the_two_closes_count_when_seen_apart() -> None:
     h.controller.broker_channel_closed(
         h.image, 1, epoch(h, 1), 2100, suspect=False, poll_closed=True
     )
-    assert h.controller.fence_stale_brokers(h.image, 2101).response == (1,)
+    assert h.controller.fence_stale_brokers(h.image, 2100 + EXITED_GRACE_MS).records == ()
+    assert h.controller.fence_stale_brokers(h.image, 2100 + EXITED_GRACE_MS + 1).response == (1,)
 
 
 @pytest.mark.parametrize("call_in", ["poll", "heartbeat"])
@@ -153,7 +204,7 @@ def test_a_call_in_between_the_two_closes_keeps_the_broker(call_in: str) -> None
     h = harness()
     h.controller.broker_channel_closed(h.image, 1, epoch(h, 1), 2000, heartbeat_closed=True)
     if call_in == "poll":
-        h.controller.broker_channel_opened(h.image, 1, epoch(h, 1))
+        h.controller.broker_channel_opened(h.image, 1, epoch(h, 1), 2050)
     else:
         h.controller.broker_heartbeat_arrived(h.image, 1, epoch(h, 1), 2050)
     h.controller.broker_channel_closed(
@@ -197,6 +248,8 @@ def test_a_timeout_below_minus_one_is_refused(value: int) -> None:
 
 # ---- which closed connections count (quorum/broker_channels.py)
 
+SEEN_MS = 3000  # when the timer looked (BrokerChannels.closed)
+
 
 class Connection:
     """What ``BrokerChannels`` keeps of a long poll's connection: whether it is closing."""
@@ -217,17 +270,17 @@ def channels_with_poll(broker_id: int = 1, epoch_: int = 5) -> tuple[BrokerChann
 def test_a_connection_closed_under_a_waiting_poll_is_reported_once() -> None:
     # A killed broker: the kernel closes the connection its long poll waits on.
     channels, connection = channels_with_poll()
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == []
     connection.closed = True
-    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == [Closed(1, 5, SEEN_MS, suspect=True, poll_closed=True)]
+    assert channels.closed(SEEN_MS) == []
 
 
 def test_a_close_during_the_wait_counts_when_the_poll_ends_before_the_timer_looks() -> None:
     channels, connection = channels_with_poll()
     connection.closed = True
     channels.answered(1, connection)  # type: ignore[arg-type]
-    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
+    assert channels.closed(SEEN_MS) == [Closed(1, 5, SEEN_MS, suspect=True, poll_closed=True)]
 
 
 def test_a_connection_closed_after_its_poll_was_answered_is_not_suspect() -> None:
@@ -238,13 +291,13 @@ def test_a_connection_closed_after_its_poll_was_answered_is_not_suspect() -> Non
     channels, connection = channels_with_poll()
     channels.answered(1, connection)  # type: ignore[arg-type]
     connection.closed = True
-    assert channels.closed() == [Closed(1, 5, suspect=False, poll_closed=True)]
+    assert channels.closed(SEEN_MS) == [Closed(1, 5, SEEN_MS, suspect=False, poll_closed=True)]
     # Forgotten: the next poll is watched afresh.
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == []
     later = Connection()
     channels.polled(1, 5, later)  # type: ignore[arg-type]
     later.closed = True
-    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
+    assert channels.closed(SEEN_MS) == [Closed(1, 5, SEEN_MS, suspect=True, poll_closed=True)]
 
 
 def test_an_older_polls_connection_closing_is_not_reported() -> None:
@@ -254,9 +307,9 @@ def test_an_older_polls_connection_closing_is_not_reported() -> None:
     channels.polled(1, 5, second)  # type: ignore[arg-type]
     first.closed = True
     channels.answered(1, first)  # type: ignore[arg-type]
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == []
     second.closed = True
-    assert channels.closed() == [Closed(1, 5, suspect=True, poll_closed=True)]
+    assert channels.closed(SEEN_MS) == [Closed(1, 5, SEEN_MS, suspect=True, poll_closed=True)]
 
 
 def test_an_idle_heartbeat_connection_closed_is_reported() -> None:
@@ -267,12 +320,12 @@ def test_an_idle_heartbeat_connection_closed_is_reported() -> None:
     heartbeat = Connection()
     channels.heartbeat_arrived(1, 5, heartbeat)  # type: ignore[arg-type]
     channels.heartbeat_answered(1, heartbeat)  # type: ignore[arg-type]
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == []
     poll.closed = heartbeat.closed = True
-    assert channels.closed() == [
-        Closed(1, 5, suspect=True, poll_closed=True, heartbeat_closed=True)
+    assert channels.closed(SEEN_MS) == [
+        Closed(1, 5, SEEN_MS, suspect=True, poll_closed=True, heartbeat_closed=True)
     ]
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == []
 
 
 def test_each_broker_is_reported_once_with_what_closed() -> None:
@@ -287,9 +340,9 @@ def test_each_broker_is_reported_once_with_what_closed() -> None:
             channels.heartbeat_answered(broker_id, connection)  # type: ignore[arg-type]
         connection.closed = True
     poll_1.closed = True
-    assert channels.closed() == [
-        Closed(1, 5, suspect=True, poll_closed=True, heartbeat_closed=True),
-        Closed(2, 6, suspect=True, heartbeat_closed=True),
+    assert channels.closed(SEEN_MS) == [
+        Closed(1, 5, SEEN_MS, suspect=True, poll_closed=True, heartbeat_closed=True),
+        Closed(2, 6, SEEN_MS, suspect=True, heartbeat_closed=True),
     ]
 
 
@@ -298,11 +351,11 @@ def test_a_heartbeat_connection_closed_under_its_heartbeat_is_not_reported() -> 
     channels, heartbeat = BrokerChannels(), Connection()
     channels.heartbeat_arrived(1, 5, heartbeat)  # type: ignore[arg-type]
     heartbeat.closed = True
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == []
     later = Connection()
     channels.heartbeat_arrived(1, 5, later)  # type: ignore[arg-type]
     heartbeat_closed_late = Connection()
     channels.heartbeat_answered(1, heartbeat_closed_late)  # type: ignore[arg-type]  # not the latest
     later.closed = True
     channels.heartbeat_answered(1, later)  # type: ignore[arg-type]
-    assert channels.closed() == []
+    assert channels.closed(SEEN_MS) == []
