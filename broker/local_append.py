@@ -124,27 +124,34 @@ def append_to_local_log(
     verifying = replica_manager.transactional_appends is not None and origin is AppendOrigin.CLIENT
     unguarded = SENTINEL if verifying else None
     results = {}
-    for topic_partition, records in entries.items():
-        guard = verification_guards.get(topic_partition, unguarded)
-        results[topic_partition] = _append_one(
-            replica_manager,
-            topic_partition,
-            records,
-            required_acks,
-            now_ms,
-            internal_topics_allowed,
-            origin,
-            guard,
-        )
-    # The waiting followers read once every partition of the request is appended, as Kafka
-    # completes its DelayedFetches after the request's appends (the action queue it runs when
-    # the request is handled): a fetch over several of them gets all their new batches at once.
-    # They answer inside this call (``broker.waking_future``), before the request goes on.
+    # The fetches and produces the appends make completable (a high watermark or last stable
+    # offset moved in an append, bytes for the followers) resume once every partition of the
+    # request is appended, as Kafka's action queue completes them after the request's appends:
+    # a fetch over several of them reads all their new batches at once. They answer inside this
+    # call (``broker.waking_future``), before the request goes on — or, when an outer holder
+    # (``broker.txn_markers``) holds the queue, inside its call.
+    actions = replica_manager.action_queue
+    outermost = actions.hold()
+    try:
+        for topic_partition, records in entries.items():
+            guard = verification_guards.get(topic_partition, unguarded)
+            results[topic_partition] = _append_one(
+                replica_manager,
+                topic_partition,
+                records,
+                required_acks,
+                now_ms,
+                internal_topics_allowed,
+                origin,
+                guard,
+            )
+    finally:
+        if outermost:
+            actions.release()
+    on_bytes_appended = replica_manager.delayed_fetches.on_bytes_appended
     for topic_partition, result in results.items():
         if result.appended_bytes:
-            replica_manager.delayed_fetches.on_bytes_appended(
-                topic_partition, result.appended_bytes
-            )
+            actions.defer(on_bytes_appended, topic_partition, result.appended_bytes)
     return results
 
 

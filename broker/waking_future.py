@@ -22,8 +22,10 @@ is safe, else it is ``future.set_result``:
 
 The future stays a plain ``asyncio.Future`` (the task's fast path in C): its waiting task is
 found in ``_callbacks``, the (callback, context) pairs both asyncio's C and Python futures keep.
-The waking code must be ready for the woken handler to run inside it: whatever it changed is
-consistent, and what it does next does not depend on the waiter still waiting.
+When the task's context cannot be entered (the waking code already runs inside it) the step
+is scheduled instead. The waking code must be ready for the woken handler to run inside it:
+whatever it changed is consistent, and what it does next does not depend on the waiter still
+waiting.
 """
 
 from __future__ import annotations
@@ -58,4 +60,10 @@ def wake(future: asyncio.Future[T], result: T) -> None:
     wake_up, context = waiting[0]
     future.remove_done_callback(wake_up)  # set_result would schedule it for a later turn
     future.set_result(result)
-    context.run(wake_up, future)
+    try:
+        context.run(wake_up, future)
+    except RuntimeError:
+        # "cannot enter context: already entered" (the waking code runs inside the task's own
+        # context), raised before the step starts: without its callback the task would never
+        # resume, so it is scheduled as set_result would have.
+        future.get_loop().call_soon(wake_up, future, context=context)

@@ -608,3 +608,32 @@ def test_the_replica_core_holds_the_core_of_every_hosted_partition(cluster: Clus
     assert cluster.replica_manager.core.partitions == {PETS0: partition.core}
     cluster.publish(RemoveTopicRecord(topic_id=PETS_ID))
     assert cluster.replica_manager.core.partitions == {}
+
+
+def test_a_consumer_woken_by_a_request_reads_all_its_partitions_appends(cluster: Cluster) -> None:
+    # With the leader alone in the ISR the high watermark moves inside each partition's append;
+    # Kafka completes the DelayedFetches it makes completable after the request's appends (its
+    # action queue): the consumer, answered inside the append (broker.waking_future), reads
+    # every partition the request appended, not the first one.
+    cluster.start(*pets_led_here(), partition_record(PETS_ID, 1, (LOCAL,)))
+    consumer = FetchParams(
+        replica_id=-1,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        partitions=(at(PETS0, 0), at(PETS1, 0)),
+    )
+
+    async def scenario() -> list[LogReadResult]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(consumer))
+        await asyncio.sleep(0)
+        loop.call_soon(
+            lambda: cluster.replica_manager.append_to_local_log(
+                {PETS0: batch(b"a"), PETS1: batch(b"b")}, required_acks=1, now_ms=NOW_MS
+            )
+        )
+        return await task
+
+    results = asyncio.run(scenario())
+    assert [result.size_in_bytes for result in results] == [len(batch(b"a")), len(batch(b"b"))]

@@ -57,6 +57,7 @@ from pykraft.quorum.controller import (
 from pykraft.replica.partition_core import LogView
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.log_manager import LogManager
+from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     NOW_MS,
@@ -215,12 +216,20 @@ class ReplicatedCluster:
         return result
 
     async def produce(
-        self, *values: bytes, acks: int = -1, timeout_ms: int = 5000
+        self,
+        *values: bytes,
+        acks: int = -1,
+        timeout_ms: int = 5000,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> asyncio.Task[dict[TopicPartition, AppendResult]]:
         """Start a produce; the append is done when this returns, the answer may wait."""
         task = asyncio.ensure_future(
             self.leader.append_records(
-                {PETS0: batch(*values)}, required_acks=acks, timeout_ms=timeout_ms, now_ms=NOW_MS
+                {PETS0: batch(*values)},
+                required_acks=acks,
+                timeout_ms=timeout_ms,
+                now_ms=NOW_MS,
+                origin=origin,
             )
         )
         await asyncio.sleep(0)  # a yield: the append runs before the task's first await
@@ -275,15 +284,19 @@ def test_acks_all_completes_when_the_isr_has_the_batch(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
+@pytest.mark.parametrize(
+    ("origin", "answered_inside"), [(AppendOrigin.CLIENT, True), (AppendOrigin.COORDINATOR, False)]
+)
 def test_acks_all_is_answered_inside_the_fetch_that_moved_the_high_watermark(
-    tmp_path: Path,
+    tmp_path: Path, origin: AppendOrigin, answered_inside: bool
 ) -> None:
     # Kafka's DelayedProduce completes on the thread of the follower fetch that moved the high
     # watermark: started outside any task, as the listener starts a Fetch, that fetch's first
-    # step resumes the waiting produce (broker.waking_future) before it returns.
+    # step resumes a client's waiting produce (broker.waking_future) before it returns. What a
+    # coordinator does once its append is done waits for a loop turn (broker.local_append).
     async def scenario(cluster: ReplicatedCluster) -> None:
         cluster.start(isr=(LEADER, F2))
-        produce = await cluster.produce(b"a")
+        produce = await cluster.produce(b"a", origin=origin)
         await cluster.replicate(F2)  # fetches the batch
         loop = asyncio.get_running_loop()
         seen: list[bool] = []
@@ -294,7 +307,7 @@ def test_acks_all_is_answered_inside_the_fetch_that_moved_the_high_watermark(
 
         loop.call_soon(fetch_at_once)
         await settle()
-        assert seen == [True]
+        assert seen == [answered_inside]
         assert (await produce)[PETS0].error is Errors.NONE
 
     run(tmp_path, scenario)

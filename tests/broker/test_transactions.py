@@ -19,7 +19,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from pykraft.broker.handlers.list_offsets import list_offsets_handler
 from pykraft.broker.replica_manager import FetchParams, LogReadResult
-from pykraft.metadata.records import MetadataRecord, TopicRecord
+from pykraft.metadata.records import MetadataRecord, PartitionChangeRecord, TopicRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX
@@ -35,6 +35,7 @@ from tests.broker.replica_harness import (
     OTHER,
     PETS0,
     PETS1,
+    PETS_ID,
     Cluster,
     at,
     call,
@@ -389,3 +390,58 @@ def test_restart_rebuilds_the_aborted_transaction_index(tmp_path: Path) -> None:
         assert list_latest(restarted, READ_COMMITTED) == 5
     finally:
         restarted.close()
+
+
+def read(result: LogReadResult) -> bytes:
+    return b"".join(piece.read_bytes() for piece in result.slices)
+
+
+def committed_fetch_of_both_pets(cluster: Cluster, *markers: TxnMarker) -> list[LogReadResult]:
+    """A READ_COMMITTED consumer of pets-0 and pets-1 (each led here alone) waits, then one
+    WriteTxnMarkers request writes ``markers``: what the consumer reads."""
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=1, isr=(LOCAL,)))
+    consumer = FetchParams(
+        replica_id=-1, max_wait_ms=30_000, min_bytes=1, max_bytes=1 << 20,
+        isolation_level=READ_COMMITTED, partitions=(at(PETS0, 0), at(PETS1, 0)),
+    )  # fmt: skip
+
+    async def scenario() -> list[LogReadResult]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(consumer))
+        await asyncio.sleep(0)
+        assert not task.done()  # the open transactions keep the LSO at 0
+        loop.call_soon(
+            lambda: cluster.replica_manager.append_txn_markers(
+                markers, timeout_ms=30_000, now_ms=NOW_MS
+            )
+        )
+        return await task
+
+    return asyncio.run(scenario())
+
+
+def test_a_read_committed_consumer_woken_by_a_marker_reads_all_its_partitions(
+    cluster: Cluster,
+) -> None:
+    # The LSO moves inside each partition's marker append (the leader is alone in the ISR);
+    # Kafka completes the DelayedFetches after the request's appends (its action queue).
+    producer = TransactionalProducer(cluster, 7)
+    producer.send(PETS0, b"a")
+    producer.send(PETS1, b"b")
+    results = committed_fetch_of_both_pets(cluster, marker(7, PETS0, PETS1, commit=True))
+    assert [result.last_stable_offset for result in results] == [2, 2]
+    assert [consume(read(result), ()) for result in results] == [[b"a"], [b"b"]]
+
+
+def test_a_read_committed_consumer_woken_by_a_write_txn_markers_reads_all_its_markers(
+    cluster: Cluster,
+) -> None:
+    # One WriteTxnMarkers request, one marker per producer: Kafka runs the action queue once
+    # the handler has appended every marker.
+    TransactionalProducer(cluster, 7).send(PETS0, b"a")
+    TransactionalProducer(cluster, 8).send(PETS1, b"b")
+    results = committed_fetch_of_both_pets(
+        cluster, marker(7, PETS0, commit=True), marker(8, PETS1, commit=True)
+    )
+    assert [result.last_stable_offset for result in results] == [2, 2]
+    assert [consume(read(result), ()) for result in results] == [[b"a"], [b"b"]]

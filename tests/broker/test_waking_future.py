@@ -5,6 +5,7 @@ the completing thread), else it is ``set_result`` and the task resumes a loop tu
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -123,18 +124,58 @@ def test_a_future_with_other_callbacks_is_a_result() -> None:
     run("asyncio", scenario)
 
 
-def test_a_cancelled_waiter_is_cancelled_and_never_woken() -> None:
+def test_a_cancelled_waiter_is_never_woken() -> None:
+    # Cancelling the task cancels the future it waits on: a wake after that is refused as
+    # set_result refuses it (the purgatories check done() first), and the task never runs on.
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[str] = loop.create_future()
         log: list[str] = []
         task = loop.create_task(waiter(future, log))
         await settle()
-        task.cancel()
+
+        def cancel_then_wake() -> None:
+            task.cancel()
+            try:
+                wake(future, "late")
+            except asyncio.InvalidStateError:
+                log.append("wake refused")
+
+        loop.call_soon(cancel_then_wake)
         await settle()
-        assert task.cancelled() and future.cancelled() and log == []
+        assert task.cancelled() and future.cancelled() and log == ["wake refused"]
 
     run("asyncio", scenario)
+
+
+@pytest.mark.parametrize("loop_name", sorted(LOOPS))
+def test_a_wake_inside_the_waiting_tasks_own_context_resumes_it_a_turn_later(
+    loop_name: str,
+) -> None:
+    # The task's context is already entered (a callback scheduled in it): running its step
+    # there raises "cannot enter context", so it is scheduled as set_result would — not lost.
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+        log: list[str] = []
+        context = contextvars.copy_context()
+        task = loop.create_task(waiter(future, log), context=context)
+        await settle()
+
+        def waking() -> None:
+            wake(future, "bytes")
+            log.append("wake returned")
+
+        loop.call_soon(waking, context=context)
+        await settle()
+        assert log == ["wake returned", "woken with bytes"] and task.done()
+
+    # Not ``run``: its shutdown would wait forever for a task that was never scheduled.
+    loop = LOOPS[loop_name]()
+    try:
+        loop.run_until_complete(asyncio.wait_for(scenario(), timeout=10))
+    finally:
+        loop.close()
 
 
 def test_a_lone_plain_callback_keeps_its_loop_turn() -> None:
