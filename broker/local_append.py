@@ -12,10 +12,7 @@ appends (markers, offset commits) never ask.
 
 ``start_append`` is ``ReplicaManager.start_append_records`` with a future for its answer, and
 ``answer`` awaits it (forgetting the waiting produce if the wait is cancelled): the append itself
-happens in ``start_append``, before any ``await``. A client's waiting acks=all produce, once
-acknowledged, resumes inside the follower fetch that moved the high watermark past it
-(``broker.waking_future``, as Kafka's ``DelayedProduce`` completes on that fetch's thread), so
-its answer is written before that fetch goes on.
+happens in ``start_append``, before any ``await``.
 """
 
 from __future__ import annotations
@@ -26,8 +23,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from pykraft.broker.waking_future import wake
-from pykraft.protocol.errors import Errors
 from pykraft.replica.data_path import AppendResult, append_refusal, invalid_acks
 from pykraft.replica.partition_state import PartitionError
 from pykraft.storage.log_validator import AppendOrigin
@@ -62,22 +57,12 @@ def start_append(
     verification_guards: Guards = NO_GUARDS,
 ) -> StartedAppend:
     """Append now (``ReplicaManager.start_append_records``); the future gets the answer."""
-    # A client's waiting acks=all produce answers inside the follower fetch that moved the high
-    # watermark far enough, as Kafka's DelayedProduce does (``broker.waking_future``). What a
-    # coordinator does once its append is done (more appends, answers) waits for a loop turn, and
-    # so does a failed answer: NOT_LEADER_OR_FOLLOWER comes from a leadership change still being
-    # applied, and its current-leader hint (KIP-951) reads the image that change publishes.
     future: asyncio.Future[dict[TopicPartition, AppendResult]] = (
         asyncio.get_running_loop().create_future()
     )
-    eager = origin is AppendOrigin.CLIENT
 
     def respond(results: dict[TopicPartition, AppendResult]) -> None:
-        if future.done():
-            return
-        if eager and all(result.error is Errors.NONE for result in results.values()):
-            wake(future, results)
-        else:
+        if not future.done():
             future.set_result(results)
 
     waiter_id = replica_manager.start_append_records(
@@ -124,34 +109,18 @@ def append_to_local_log(
     verifying = replica_manager.transactional_appends is not None and origin is AppendOrigin.CLIENT
     unguarded = SENTINEL if verifying else None
     results = {}
-    # The fetches and produces the appends make completable (a high watermark or last stable
-    # offset moved in an append, bytes for the followers) resume once every partition of the
-    # request is appended, as Kafka's action queue completes them after the request's appends:
-    # a fetch over several of them reads all their new batches at once. They answer inside this
-    # call (``broker.waking_future``), before the request goes on — or, when an outer holder
-    # (``broker.txn_markers``) holds the queue, inside its call.
-    actions = replica_manager.action_queue
-    outermost = actions.hold()
-    try:
-        for topic_partition, records in entries.items():
-            guard = verification_guards.get(topic_partition, unguarded)
-            results[topic_partition] = _append_one(
-                replica_manager,
-                topic_partition,
-                records,
-                required_acks,
-                now_ms,
-                internal_topics_allowed,
-                origin,
-                guard,
-            )
-    finally:
-        if outermost:
-            actions.release()
-    on_bytes_appended = replica_manager.delayed_fetches.on_bytes_appended
-    for topic_partition, result in results.items():
-        if result.appended_bytes:
-            actions.defer(on_bytes_appended, topic_partition, result.appended_bytes)
+    for topic_partition, records in entries.items():
+        guard = verification_guards.get(topic_partition, unguarded)
+        results[topic_partition] = _append_one(
+            replica_manager,
+            topic_partition,
+            records,
+            required_acks,
+            now_ms,
+            internal_topics_allowed,
+            origin,
+            guard,
+        )
     return results
 
 
@@ -187,6 +156,8 @@ def _append_one(
     replica_manager.broker_topic_stats.record_append(
         topic_partition.topic, len(records), 0 if info.duplicate else info.records_count
     )
+    if appended:
+        replica_manager.delayed_fetches.on_bytes_appended(topic_partition, appended)
     return AppendResult(
         base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time_ms,

@@ -1,9 +1,6 @@
 """Delayed fetches' asyncio shell: one future per waiting fetch over the pure
 ``replica.fetch_waiters.FetchPurgatory`` (Kafka's ``DelayedFetch``; the rules are described
-there). It reads the monotonic clock it is given (``storage.clock``). A waiter that has enough
-bytes resumes inside the call that says so (``broker.waking_future``: Kafka completes a
-``DelayedFetch`` on the appending thread), so a follower's answer is read and written before
-the append that woke it goes on; a deadline or a partition change answers a loop turn later.
+there). It reads the monotonic clock it is given (``storage.clock``).
 
 Deadlines: inside a ``ReplicaManager`` with a timer, the purgatory belongs to its
 ``replica.replica_core.ReplicaCore``, whose ``tick`` expires the waiters; the shell only says
@@ -16,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Iterable
 
-from pykraft.broker.waking_future import wake
 from pykraft.replica.fetch_waiters import MAX_DELAYED_FETCHES, FetchCompletion, FetchPurgatory
 from pykraft.replica.partition_state import FetchIsolation
 from pykraft.storage import hop_trace
@@ -123,12 +119,7 @@ class DelayedFetches:
             if future is not None and not future.done():
                 if hop_trace.ENABLED:
                     hop_trace.mark(f"fetch woken {completion.name}")
-                if completion is FetchCompletion.ENOUGH_BYTES:
-                    # Kafka's DelayedFetch completes on the appending thread: the fetch reads
-                    # and answers now, inside the append (or high watermark move) that woke it.
-                    wake(future, completion)
-                else:
-                    future.set_result(completion)
+                future.set_result(completion)
 
     def _schedule(self) -> None:
         """Keep one timer armed for the earliest deadline (the shared one, when there is one)."""

@@ -49,7 +49,6 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import attrs
 
-from pykraft.broker.action_queue import ActionQueue
 from pykraft.broker.alter_partition import AlterPartitionSubmitter, RecordedAlterPartitions
 from pykraft.broker.broker_topic_stats import BrokerTopicStats
 from pykraft.broker.delayed_produce import DelayedProduces
@@ -180,8 +179,6 @@ class ReplicaManager:
             produce_waiters=self.delayed_produces.purgatory,
             delete_records_waiters=self.delayed_delete_records.purgatory,
         )
-        # A request's appends hold it: the waiters they make completable resume after the last.
-        self.action_queue = ActionQueue()
         self.partition_context = PartitionContext(
             monotonic_ms=monotonic_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
@@ -551,19 +548,15 @@ class ReplicaManager:
 
     def _on_high_watermark_moved(self, topic_partition: TopicPartition, old: int, new: int) -> None:
         """A hosted partition's high watermark moved from ``old`` to ``new`` (Kafka's
-        ``tryCompleteDelayedRequests``): consumers may read more, produces may be done — after
-        the request's appends when one moved it (``broker.action_queue``)."""
+        ``tryCompleteDelayedRequests``): consumers may read more, produces may be done."""
         if hop_trace.ENABLED:
             hop_trace.mark("high watermark moved")
-        self.action_queue.defer(self._complete_high_watermark_move, topic_partition, old, new)
-
-    def _complete_high_watermark_move(self, tp: TopicPartition, old: int, new: int) -> None:
-        self._wake_fetches(tp, FetchIsolation.HIGH_WATERMARK, old, new)
-        self.delayed_produces.check_and_complete(tp, self.check_enough_replicas)
+        self._wake_fetches(topic_partition, FetchIsolation.HIGH_WATERMARK, old, new)
+        self.delayed_produces.check_and_complete(topic_partition, self.check_enough_replicas)
 
     def _on_last_stable_offset_moved(self, tp: TopicPartition, old: int, new: int) -> None:
         """READ_COMMITTED fetches read up to the last stable offset (Kafka's DelayedFetch)."""
-        self.action_queue.defer(self._wake_fetches, tp, FetchIsolation.TXN_COMMITTED, old, new)
+        self._wake_fetches(tp, FetchIsolation.TXN_COMMITTED, old, new)
 
     def _wake_fetches(
         self, topic_partition: TopicPartition, isolation: FetchIsolation, start: int, end: int

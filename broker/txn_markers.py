@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pykraft.protocol.errors import Errors
@@ -52,6 +52,7 @@ def append_txn_markers(
     answer: asyncio.Future[MarkerErrors] = asyncio.get_running_loop().create_future()
     errors: MarkerErrors = {}
     outstanding = len(markers)
+    waiter_ids: list[int] = []
 
     def on_answered(producer_id: int, results: Mapping[TopicPartition, AppendResult]) -> None:
         nonlocal outstanding
@@ -61,37 +62,6 @@ def append_txn_markers(
         if outstanding == 0 and not answer.done():
             answer.set_result(errors)
 
-    # Waiting fetches and produces resume after the request's last marker is appended
-    # (``broker.action_queue``: Kafka runs its action queue once the handler has appended all).
-    actions = replica_manager.action_queue
-    outermost = actions.hold()
-    try:
-        waiter_ids = _append_each(replica_manager, markers, errors, on_answered, timeout_ms, now_ms)
-    finally:
-        if outermost:
-            actions.release()
-    if not markers:
-        answer.set_result(errors)
-
-    def forget_if_cancelled(future: asyncio.Future[MarkerErrors]) -> None:
-        if future.cancelled():
-            for waiter_id in waiter_ids:
-                replica_manager.delayed_produces.forget(waiter_id)  # no-op once answered
-
-    answer.add_done_callback(forget_if_cancelled)
-    return answer
-
-
-def _append_each(
-    replica_manager: ReplicaManager,
-    markers: Sequence[TxnMarker],
-    errors: MarkerErrors,
-    on_answered: Callable[[int, Mapping[TopicPartition, AppendResult]], None],
-    timeout_ms: int,
-    now_ms: int,
-) -> list[int]:
-    """Each marker's append, in request order; the ids of the appends still waiting."""
-    waiter_ids: list[int] = []
     for marker in markers:
         entries: dict[TopicPartition, bytearray | memoryview | None] = {}
         for topic_partition in marker.partitions:
@@ -113,4 +83,13 @@ def _append_each(
         )
         if waiter_id is not None:
             waiter_ids.append(waiter_id)
-    return waiter_ids
+    if not markers:
+        answer.set_result(errors)
+
+    def forget_if_cancelled(future: asyncio.Future[MarkerErrors]) -> None:
+        if future.cancelled():
+            for waiter_id in waiter_ids:
+                replica_manager.delayed_produces.forget(waiter_id)  # no-op once answered
+
+    answer.add_done_callback(forget_if_cancelled)
+    return answer

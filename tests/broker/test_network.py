@@ -768,7 +768,6 @@ def test_no_module_enters_a_task_bound_construct_unless_listed() -> None:
     assert using == {
         "broker/heartbeat.py",  # the heartbeat task
         "broker/network.py",  # serve_connection: the connection's own task
-        "broker/waking_future.py",  # asks whether a task runs: None outside one is its answer
         "storage/system_clock.py",  # Clock.wait: the cleaner, fetchers, the listener's unmute
     }
 

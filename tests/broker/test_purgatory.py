@@ -162,66 +162,6 @@ async def _test_shell_wakes_a_waiter_on_enough_bytes() -> None:
     fetches.close()
 
 
-def test_an_append_answers_its_waiting_followers_before_it_returns() -> None:
-    # Kafka's DelayedFetch completes on the appending thread: the fetch reads and answers
-    # inside the append that woke it (broker.waking_future), the rest of the append after.
-    asyncio.run(_test_an_append_answers_its_waiting_followers_before_it_returns())
-
-
-async def _test_an_append_answers_its_waiting_followers_before_it_returns() -> None:
-    loop = asyncio.get_running_loop()
-    fetches = DelayedFetches(monotonic_ms=FakeClock(10_000).monotonic_ms)
-    log: list[str] = []
-
-    async def follower(name: str) -> None:
-        completion = await fetches.wait([A], min_bytes=1, accumulated_bytes=0, max_wait_ms=500)
-        log.append(f"{name} answered: {completion.name}")
-
-    followers = [loop.create_task(follower(name)) for name in ("follower 2", "follower 3")]
-    await asyncio.sleep(0)
-
-    def append() -> None:  # the listener's read callback: a Produce's first step, no task
-        fetches.on_bytes_appended(A, 10)
-        log.append("append returned")
-
-    loop.call_soon(append)
-    await asyncio.gather(*followers)
-    assert log == [
-        "follower 2 answered: ENOUGH_BYTES",
-        "follower 3 answered: ENOUGH_BYTES",
-        "append returned",
-    ]
-    fetches.close()
-
-
-def test_a_deadline_answers_its_waiter_a_loop_turn_later() -> None:
-    asyncio.run(_test_a_deadline_answers_its_waiter_a_loop_turn_later())
-
-
-async def _test_a_deadline_answers_its_waiter_a_loop_turn_later() -> None:
-    loop = asyncio.get_running_loop()
-    clock = FakeClock(10_000)
-    fetches = DelayedFetches(monotonic_ms=clock.monotonic_ms)
-    log: list[str] = []
-
-    async def follower() -> None:
-        completion = await fetches.wait([A], min_bytes=1, accumulated_bytes=0, max_wait_ms=500)
-        log.append(f"answered: {completion.name}")
-
-    task = loop.create_task(follower())
-    await asyncio.sleep(0)
-    clock.now_ms += 500
-
-    def expire() -> None:
-        fetches.expire_due()
-        log.append("expiry returned")
-
-    loop.call_soon(expire)
-    await task
-    assert log == ["expiry returned", "answered: DEADLINE"]
-    fetches.close()
-
-
 def test_shell_expires_waiters_by_the_fake_clock() -> None:
     asyncio.run(_test_shell_expires_waiters_by_the_fake_clock())
 

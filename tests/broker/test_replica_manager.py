@@ -447,8 +447,8 @@ def test_a_follower_woken_by_a_request_reads_all_its_partitions_appends(
     cluster: Cluster,
 ) -> None:
     # Kafka completes the DelayedFetches a produce makes completable after the request's
-    # appends (its action queue): the follower, answered inside the append here
-    # (broker.waking_future), reads every partition the request appended, not the first one.
+    # appends (its action queue): the woken follower reads every partition the request
+    # appended, not the first one.
     cluster.start(
         *pets_led_here(replicas=(LOCAL, OTHER)), partition_record(PETS_ID, 1, (LOCAL, OTHER))
     )
@@ -459,24 +459,19 @@ def test_a_follower_woken_by_a_request_reads_all_its_partitions_appends(
         max_bytes=1 << 20,
         partitions=(at(PETS0, 0), at(PETS1, 0)),
     )
-    seen: list[bool] = []
 
     async def scenario() -> list[LogReadResult]:
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(follower))
         await asyncio.sleep(0)
-
-        def produce() -> None:  # the listener's read callback: a Produce's first step
-            cluster.replica_manager.append_to_local_log(
+        loop.call_soon(  # the listener's read callback: a Produce's first step
+            lambda: cluster.replica_manager.append_to_local_log(
                 {PETS0: batch(b"a"), PETS1: batch(b"b")}, required_acks=1, now_ms=NOW_MS
             )
-            seen.append(task.done())
-
-        loop.call_soon(produce)
+        )
         return await task
 
     results = asyncio.run(scenario())
-    assert seen == [True]  # answered inside the append
     assert [result.size_in_bytes for result in results] == [len(batch(b"a")), len(batch(b"b"))]
 
 
@@ -613,8 +608,8 @@ def test_the_replica_core_holds_the_core_of_every_hosted_partition(cluster: Clus
 def test_a_consumer_woken_by_a_request_reads_all_its_partitions_appends(cluster: Cluster) -> None:
     # With the leader alone in the ISR the high watermark moves inside each partition's append;
     # Kafka completes the DelayedFetches it makes completable after the request's appends (its
-    # action queue): the consumer, answered inside the append (broker.waking_future), reads
-    # every partition the request appended, not the first one.
+    # action queue): the woken consumer reads every partition the request appended, not the
+    # first one.
     cluster.start(*pets_led_here(), partition_record(PETS_ID, 1, (LOCAL,)))
     consumer = FetchParams(
         replica_id=-1,

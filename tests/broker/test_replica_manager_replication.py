@@ -29,7 +29,6 @@ from pykraft.broker.replica_manager import (
     RecordedFetcherManager,
     ReplicaManager,
 )
-from pykraft.broker.request_time import start_request
 from pykraft.metadata.api.brokers import (
     AlterPartitionResult,
     alter_partition_request_from_json,
@@ -57,7 +56,6 @@ from pykraft.quorum.controller import (
 from pykraft.replica.partition_core import LogView
 from pykraft.storage.log_config import LogConfig
 from pykraft.storage.log_manager import LogManager
-from pykraft.storage.log_validator import AppendOrigin
 from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     NOW_MS,
@@ -216,20 +214,12 @@ class ReplicatedCluster:
         return result
 
     async def produce(
-        self,
-        *values: bytes,
-        acks: int = -1,
-        timeout_ms: int = 5000,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
+        self, *values: bytes, acks: int = -1, timeout_ms: int = 5000
     ) -> asyncio.Task[dict[TopicPartition, AppendResult]]:
         """Start a produce; the append is done when this returns, the answer may wait."""
         task = asyncio.ensure_future(
             self.leader.append_records(
-                {PETS0: batch(*values)},
-                required_acks=acks,
-                timeout_ms=timeout_ms,
-                now_ms=NOW_MS,
-                origin=origin,
+                {PETS0: batch(*values)}, required_acks=acks, timeout_ms=timeout_ms, now_ms=NOW_MS
             )
         )
         await asyncio.sleep(0)  # a yield: the append runs before the task's first await
@@ -280,35 +270,6 @@ def test_acks_all_completes_when_the_isr_has_the_batch(tmp_path: Path) -> None:
         # The followers learn the high watermark on their next fetch.
         await cluster.replicate(F2)
         assert cluster.managers[F2].partition_or_error(PETS0).high_watermark == 2
-
-    run(tmp_path, scenario)
-
-
-@pytest.mark.parametrize(
-    ("origin", "answered_inside"), [(AppendOrigin.CLIENT, True), (AppendOrigin.COORDINATOR, False)]
-)
-def test_acks_all_is_answered_inside_the_fetch_that_moved_the_high_watermark(
-    tmp_path: Path, origin: AppendOrigin, answered_inside: bool
-) -> None:
-    # Kafka's DelayedProduce completes on the thread of the follower fetch that moved the high
-    # watermark: started outside any task, as the listener starts a Fetch, that fetch's first
-    # step resumes a client's waiting produce (broker.waking_future) before it returns. What a
-    # coordinator does once its append is done waits for a loop turn (broker.local_append).
-    async def scenario(cluster: ReplicatedCluster) -> None:
-        cluster.start(isr=(LEADER, F2))
-        produce = await cluster.produce(b"a", origin=origin)
-        await cluster.replicate(F2)  # fetches the batch
-        loop = asyncio.get_running_loop()
-        seen: list[bool] = []
-
-        def fetch_at_once() -> None:  # the listener's read callback
-            start_request(cluster.replicate(F2), False, at_once=True)
-            seen.append(produce.done())
-
-        loop.call_soon(fetch_at_once)
-        await settle()
-        assert seen == [answered_inside]
-        assert (await produce)[PETS0].error is Errors.NONE
 
     run(tmp_path, scenario)
 
@@ -400,21 +361,12 @@ def test_min_insync_replicas_refuses_and_times_out_acks_all(tmp_path: Path) -> N
 
 
 def test_a_leader_change_answers_a_waiting_produce(tmp_path: Path) -> None:
-    # Answered a loop turn after the change (not inside it, as an acknowledgement is:
-    # broker.local_append), so the handler's current-leader hint reads the published image.
     async def scenario(cluster: ReplicatedCluster) -> None:
         cluster.start()
         produce = await cluster.produce(b"a")
         await settle()
-        seen: list[bool] = []
-
-        def change_leader() -> None:  # outside any task, as a wake could run the produce
-            cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=F2))
-            seen.append(produce.done())
-
-        asyncio.get_running_loop().call_soon(change_leader)
+        cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=F2))
         results = await produce
-        assert seen == [False]
         assert results[PETS0].error is Errors.NOT_LEADER_OR_FOLLOWER
 
     run(tmp_path, scenario)
