@@ -196,32 +196,29 @@ async def closed_when_idle(harness: Harness) -> None:
     await close(writer)
 
 
-async def bad_size_prefix(harness: Harness) -> None:
+async def closed_by_the_broker_after(harness: Harness, frames: bytes, answered: list[int]) -> None:
+    """Send ``frames``; the broker answers ``answered`` (correlation ids), then closes."""
     reader, writer = await harness.connect()
-    writer.write(request_frame(METADATA, 0, 1) + struct.pack(">i", -1))
-    assert await read_until_closed(reader) == [1]
+    writer.write(frames)
+    assert await read_until_closed(reader) == answered
     await close(writer)
+
+
+async def bad_size_prefix(harness: Harness) -> None:
+    frames = request_frame(METADATA, 0, 1) + struct.pack(">i", -1)
+    await closed_by_the_broker_after(harness, frames, [1])
 
 
 async def rejected_request(harness: Harness) -> None:
-    reader, writer = await harness.connect()
-    writer.write(request_frame(METADATA, 0, REJECTED))
-    assert await read_until_closed(reader) == []
-    await close(writer)
+    await closed_by_the_broker_after(harness, request_frame(METADATA, 0, REJECTED), [])
 
 
 async def handler_fails_in_its_task(harness: Harness) -> None:
-    reader, writer = await harness.connect()
-    writer.write(request_frame(METADATA, 0, FAILS_IN_TASK))
-    assert await read_until_closed(reader) == []
-    await close(writer)
+    await closed_by_the_broker_after(harness, request_frame(METADATA, 0, FAILS_IN_TASK), [])
 
 
 async def handler_fails_in_its_first_step(harness: Harness) -> None:
-    reader, writer = await harness.connect()
-    writer.write(request_frame(PRODUCE, 9, FAILS_AT_ONCE))
-    assert await read_until_closed(reader) == []
-    await close(writer)
+    await closed_by_the_broker_after(harness, request_frame(PRODUCE, 9, FAILS_AT_ONCE), [])
 
 
 async def failure_behind_a_parked_fetch_when_the_peer_left(harness: Harness) -> None:

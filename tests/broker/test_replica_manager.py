@@ -443,6 +443,33 @@ def test_a_waiting_fetch_is_woken_by_an_append(cluster: Cluster) -> None:
     assert result.size_in_bytes == len(batch(b"a"))
 
 
+def fetch_woken_by_one_produce_over_both_pets(
+    cluster: Cluster, replica_id: int
+) -> list[LogReadResult]:
+    """A fetch of pets-0 and pets-1 waits; one Produce request appends to both (from a loop
+    callback, as the listener's read callback runs a Produce's first step)."""
+    params = FetchParams(
+        replica_id=replica_id,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        partitions=(at(PETS0, 0), at(PETS1, 0)),
+    )
+
+    async def scenario() -> list[LogReadResult]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(params))
+        await asyncio.sleep(0)
+        loop.call_soon(
+            lambda: cluster.replica_manager.append_to_local_log(
+                {PETS0: batch(b"a"), PETS1: batch(b"b")}, required_acks=1, now_ms=NOW_MS
+            )
+        )
+        return await task
+
+    return asyncio.run(scenario())
+
+
 def test_a_follower_woken_by_a_request_reads_all_its_partitions_appends(
     cluster: Cluster,
 ) -> None:
@@ -452,26 +479,7 @@ def test_a_follower_woken_by_a_request_reads_all_its_partitions_appends(
     cluster.start(
         *pets_led_here(replicas=(LOCAL, OTHER)), partition_record(PETS_ID, 1, (LOCAL, OTHER))
     )
-    follower = FetchParams(
-        replica_id=OTHER,
-        max_wait_ms=500,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        partitions=(at(PETS0, 0), at(PETS1, 0)),
-    )
-
-    async def scenario() -> list[LogReadResult]:
-        loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(follower))
-        await asyncio.sleep(0)
-        loop.call_soon(  # the listener's read callback: a Produce's first step
-            lambda: cluster.replica_manager.append_to_local_log(
-                {PETS0: batch(b"a"), PETS1: batch(b"b")}, required_acks=1, now_ms=NOW_MS
-            )
-        )
-        return await task
-
-    results = asyncio.run(scenario())
+    results = fetch_woken_by_one_produce_over_both_pets(cluster, replica_id=OTHER)
     assert [result.size_in_bytes for result in results] == [len(batch(b"a")), len(batch(b"b"))]
 
 
@@ -611,24 +619,5 @@ def test_a_consumer_woken_by_a_request_reads_all_its_partitions_appends(cluster:
     # action queue): the woken consumer reads every partition the request appended, not the
     # first one.
     cluster.start(*pets_led_here(), partition_record(PETS_ID, 1, (LOCAL,)))
-    consumer = FetchParams(
-        replica_id=-1,
-        max_wait_ms=500,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        partitions=(at(PETS0, 0), at(PETS1, 0)),
-    )
-
-    async def scenario() -> list[LogReadResult]:
-        loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(cluster.replica_manager.fetch_messages(consumer))
-        await asyncio.sleep(0)
-        loop.call_soon(
-            lambda: cluster.replica_manager.append_to_local_log(
-                {PETS0: batch(b"a"), PETS1: batch(b"b")}, required_acks=1, now_ms=NOW_MS
-            )
-        )
-        return await task
-
-    results = asyncio.run(scenario())
+    results = fetch_woken_by_one_produce_over_both_pets(cluster, replica_id=-1)
     assert [result.size_in_bytes for result in results] == [len(batch(b"a")), len(batch(b"b"))]
