@@ -68,6 +68,18 @@ class PartitionOutcome:
     diverging_epoch: bool = False
     preferred_read_replica: bool = False
 
+    @property
+    def applied_high_watermark(self) -> int:
+        """The high watermark the fetcher takes from this answer: none from an error or a
+        diverging epoch, which it answers by backing off or truncating (Kafka's follower reads
+        the high watermark only from an answer it appends). The session remembers this one,
+        so an answer it drops is followed by one that carries the high watermark again: a
+        follower that truncated after an unclean election otherwise kept a stale high
+        watermark until the leader's next moved."""
+        if self.error is not Errors.NONE or self.diverging_epoch:
+            return NO_OFFSET
+        return self.high_watermark
+
 
 @attrs.define
 class CachedPartition(Generic[R]):
@@ -77,20 +89,15 @@ class CachedPartition(Generic[R]):
 
     def must_respond(self, outcome: PartitionOutcome, update: bool = True) -> bool:
         """``maybeUpdateResponseData``: include this partition? Remembers what was sent."""
-        respond = outcome.records_bytes > 0
+        respond = outcome.records_bytes > 0 or outcome.error is not Errors.NONE
         if self.high_watermark != outcome.high_watermark:
             respond = True
-            if update:
-                self.high_watermark = outcome.high_watermark
+        if update:
+            self.high_watermark = outcome.applied_high_watermark
         if self.local_log_start_offset != outcome.log_start_offset:
             respond = True
             if update:
                 self.local_log_start_offset = outcome.log_start_offset
-        if outcome.error is not Errors.NONE:
-            # Re-sent once the error is gone.
-            if update:
-                self.high_watermark = NO_OFFSET
-            respond = True
         return respond or outcome.diverging_epoch or outcome.preferred_read_replica
 
 
@@ -227,7 +234,9 @@ class FetchSessionCache(Generic[K, R]):
         def cached() -> dict[K, CachedPartition[R]]:
             return {
                 key: CachedPartition(
-                    request, outcomes[key].high_watermark, outcomes[key].log_start_offset
+                    request,
+                    outcomes[key].applied_high_watermark,
+                    outcomes[key].log_start_offset,
                 )
                 for key, request in context.partitions.items()
             }

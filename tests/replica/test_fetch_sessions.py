@@ -149,11 +149,34 @@ def test_hw_and_log_start_moves_errors_and_diverging_epochs_must_be_answered() -
         # The error reset the cached HW: the same HW is answered again once the error is gone.
         (6, outcome(11), [FOO0]),
         (7, outcome(11, diverging_epoch=True), [FOO0]),
-        (8, outcome(11, preferred_read_replica=True), [FOO0]),
+        # The follower truncated instead of taking that HW: it is answered again.
+        (8, outcome(11), [FOO0]),
+        (9, outcome(11), []),
+        (10, outcome(11, preferred_read_replica=True), [FOO0]),
     ]:
         context = incremental(sessions, session_id, epoch)
         assert isinstance(context, IncrementalContext)
         assert sessions.incremental_response(context, {FOO0: answer}) == (Errors.NONE, expected)
+
+
+def test_a_session_opened_by_a_diverging_answer_answers_its_high_watermark_again() -> None:
+    """A follower restarted after an unclean election fetches past the new leader's log end:
+    the full answer that opens its session carries the divergence, which it truncates to,
+    not the high watermark. The next answer carries the same high watermark once more (the
+    chaos test that found this: test_unclean_leader_election_is_off_by_default_...)."""
+    sessions = cache()
+    full = sessions.new_context(
+        INVALID_SESSION_ID, INITIAL_EPOCH, {FOO0: 20}, (),
+        privileged=True, uses_topic_ids=True, now_ms=0,
+    )  # fmt: skip
+    assert isinstance(full, FullContext)
+    session_id = sessions.full_response(full, {FOO0: outcome(10, diverging_epoch=True)}, 0)
+    answers = []
+    for epoch, fetch_offset in [(1, 10), (2, 10)]:
+        context = incremental(sessions, session_id, epoch, {FOO0: fetch_offset})
+        assert isinstance(context, IncrementalContext)
+        answers.append(sessions.incremental_response(context, {FOO0: outcome(10)}))
+    assert answers == [(Errors.NONE, [FOO0]), (Errors.NONE, [])]
 
 
 def test_a_duplicate_incremental_request_gets_invalid_epoch_when_answered() -> None:
