@@ -55,7 +55,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity import stop_after_delay as tenacity_stop_after_delay
 
 from pykraft.broker.controller_api import ControllerError
-from pykraft.metadata.api import errors, routes
+from pykraft.metadata.api import errors, records, routes
 from pykraft.metadata.api.errors import ErrorBody, SnapshotRef
 from pykraft.metadata.api.json_fields import Fields, JsonBodyError, JsonObject, parse_json_object
 
@@ -259,6 +259,7 @@ class ControllerTransport:
                     )
                 payload = await response.read()
                 status = response.status
+                active = response.headers.get(records.ACTIVE_CONTROLLER_HEADER)
         except (
             aiohttp.ClientConnectorError,
             aiohttp.ServerDisconnectedError,
@@ -275,6 +276,8 @@ class ControllerTransport:
                 raise failure from None
             raise _Retry(failure) from None
         if status < 400:
+            if active is not None and normalize_url(active) != url:
+                self._leader_url = normalize_url(active)  # a standby named the leader
             return payload
         return self._raise_error(url, status, error_body_of(status, payload), idempotent)
 

@@ -32,6 +32,7 @@ from pykraft.metadata.api.errors import (
 )
 from pykraft.metadata.api.json_fields import MAX_REQUEST_BODY_BYTES
 from pykraft.metadata.api.records import (
+    ACTIVE_CONTROLLER_HEADER,
     MAX_FETCH_RECORDS,
     EncodedBatch,
     SnapshotListing,
@@ -67,7 +68,13 @@ async def get_records(request: web.Request) -> web.Response:
     query = records_query_from_params(request.query)
     max_wait_ms = min(query.max_wait_ms, node.config.fetch_max_wait_ms)
     max_records = min(query.max_records, MAX_FETCH_RECORDS)
-    watched = request.transport if query.broker_id >= 0 and node.is_leader() else None
+    leader = node.is_leader()
+    watched = request.transport if query.broker_id >= 0 and leader else None
+    # A broker that polls a standby (its last known leader died) is sent to the leader: answered
+    # at once, naming it. Only the leader watches a broker's connections.
+    redirect = None if leader or query.broker_id < 0 else node.leader_url()
+    if redirect is not None:
+        max_wait_ms = 0
     if watched is not None:
         # A registered broker's poll: it is connected, and this connection is the one to
         # watch while the poll waits (quorum/broker_channels.py; the timer reports it closed).
@@ -76,10 +83,13 @@ async def get_records(request: web.Request) -> web.Response:
         )
         node.broker_channels.polled(query.broker_id, query.broker_epoch, watched)
     try:
-        return await _records_answer(node, query.from_offset, max_wait_ms, max_records)
+        answer = await _records_answer(node, query.from_offset, max_wait_ms, max_records)
     finally:
         if watched is not None:
             node.broker_channels.answered(query.broker_id, watched)
+    if redirect is not None:
+        answer.headers[ACTIVE_CONTROLLER_HEADER] = redirect
+    return answer
 
 
 async def _records_answer(

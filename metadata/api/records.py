@@ -31,6 +31,13 @@ DEFAULT_FETCH_RECORDS = 10_000
 MAX_FETCH_RECORDS = 100_000
 
 
+# The answer header with which a standby names the active controller to a registered broker's
+# poll. The broker polls the active controller next (as KRaft's observers fetch from the
+# leader): only the active controller watches a broker's connections, and a killed broker is
+# fenced fast only when both of its connections were there (quorum/broker_channels.py).
+ACTIVE_CONTROLLER_HEADER = "X-Active-Controller"
+
+
 @attrs.frozen(kw_only=True)
 class RecordsQuery:
     """The query of ``GET /v1/metadata/records``."""

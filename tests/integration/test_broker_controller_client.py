@@ -153,3 +153,45 @@ def test_a_broker_far_behind_loads_the_snapshot_then_the_log(cluster_factory: An
             assert image.offset >= required.value.snapshot.end_offset - 1
 
     run(scenario())
+
+
+def test_a_broker_polling_a_standby_is_pointed_at_the_active_controller(
+    cluster_factory: Any,
+) -> None:
+    """Only the active controller watches a broker's connections, so a killed broker is fenced
+    within ``pykraft.broker.exited.grace.ms`` only if its long poll is there: a broker whose
+    last known leader died and whose next bootstrap controller is a standby must move its polls
+    (quorum/broker_channels.py). A standby answers a registered broker's poll at once, naming
+    the leader; anyone else's poll it serves as before."""
+    # No NoOpRecord every 500 ms: a poll at the log's end waits its whole time for a write.
+    cluster: Cluster = cluster_factory(size=3, extra={"metadata.max.idle.interval.ms": "60000"})
+    leader = cluster.wait_for_leader()
+    standby = next(c for c in cluster.controllers if c is not leader)
+    epoch = cluster.register_brokers([1])[1]
+
+    async def scenario() -> None:
+        async with ControllerClient([standby.url]) as tool:
+            end = 0
+            while page := await tool.fetch_records(end, max_wait_ms=500, max_records=100):
+                if not page.batches:  # the standby has all the leader committed
+                    break
+                end = page.next_offset
+            assert end > 0 and tool.leader_url is None
+        async with ControllerClient([standby.url]) as broker:
+            broker.identify_as(lambda: (1, epoch))
+            started = time.monotonic()
+            page = await broker.fetch_records(end, max_wait_ms=5000, max_records=10)
+            assert time.monotonic() - started < 2.5, "the standby held the poll"
+            assert page.batches == () and broker.leader_url == leader.url
+            # The next poll is the leader's: a long poll it holds until records come.
+            started = time.monotonic()
+            waiting = asyncio.ensure_future(
+                broker.fetch_records(end, max_wait_ms=5000, max_records=10)
+            )
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+            cluster.request("POST", "/v1/topics", {"name": "woken", "partitions": 1})
+            woken = await waiting
+            assert woken.batches and time.monotonic() - started < 4.5
+
+    run(scenario())
