@@ -138,12 +138,7 @@ def _paths() -> dict[str, Any]:
                     _query("from", "first offset wanted", True),
                     _query("max_wait_ms", "wait up to this long for new records"),
                     _query("max_records", "about this many records at most"),
-                    _query(
-                        "broker_id",
-                        "the registered broker asking: the active controller watches its"
-                        " connection; a standby answers it at once, naming the active"
-                        " controller in the X-Active-Controller header",
-                    ),
+                    _query("broker_id", "a registered broker (a standby names the leader)"),
                     _query("broker_epoch", "that broker's epoch"),
                 ],
                 extra_errors={

@@ -11,7 +11,8 @@ a real client (kafka-python):
   ends its session ``pykraft.broker.exited.grace.ms`` (200 ms) after its metadata long poll's and
   idle heartbeat's connections both closed (``pykraft.broker.channel.closed.timeout.ms``, 1 s,
   after one alone) — before any
-  session expiry could have fenced it;
+  session expiry could have fenced it; also when the broker began polling a standby, which
+  names the active controller so its polls move there;
 * a SIGTERM runs a controlled shutdown that moves leadership away at once; a preferred-leader
   election (POST /v1/elections) moves it back; a producer meanwhile gets NOT_LEADER_OR_FOLLOWER,
   refreshes its metadata and carries on, losing no acknowledged record;
@@ -38,6 +39,7 @@ from tests.chaos.checker import (
 )
 from tests.chaos.election_checker import check_cluster
 from tests.chaos.harness import (
+    BROKER_IDS,
     HEARTBEAT_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
     ChaosBroker,
@@ -191,6 +193,47 @@ def test_a_killed_leader_is_fenced_before_its_session_could_expire(cluster: Chao
         workload.stop()
     assert_nothing_lost(workload, cluster, 3)
     cluster.eventually(lambda: cluster.in_sync(topic), "replicas converge")
+
+
+def test_a_killed_broker_polling_a_standby_first_is_fenced_as_exited(
+    cluster: ChaosCluster,
+) -> None:
+    """Only the active controller watches a broker's connections. A broker starts polling the
+    first bootstrap controller; made a standby here, it names the active controller in its
+    answer and the broker polls there from then on (quorum/service.py ``get_records``), so a
+    kill -9 still closes both watched connections and the exited-process rule fences it."""
+    controllers = cluster.controllers
+    first = controllers.controllers[0]
+    try:
+        if controllers.wait_for_leader() is first:
+            first.kill()
+            controllers.wait_for_leader(exclude=first.node_id)
+            first.start()
+        victim = cluster.broker(BROKER_IDS[-1])
+        victim.kill()
+        cluster.eventually(lambda: fenced(cluster, victim.node_id), "the first kill is fenced")
+        cluster.restart(victim)  # a new process: its metadata client starts at `first`
+        leader = controllers.wait_for_leader()
+        assert leader is not first
+        time.sleep(1.0)  # the answer naming the leader, and a poll waiting there
+        logged = leader.log_path.read_text(errors="replace")
+        victim.kill()
+        cluster.eventually(lambda: fenced(cluster, victim.node_id), "the second kill is fenced")
+        fences = [
+            line
+            for line in leader.log_path.read_text(errors="replace")[len(logged) :].splitlines()
+            if f"fenced broker(s) [{victim.node_id}]" in line
+        ]
+        assert len(fences) == 1 and "its process exited" in fences[0], fences
+    finally:
+        if not first.alive():
+            first.start()
+        controllers.wait_for_leader()
+
+
+def fenced(cluster: ChaosCluster, broker_id: int) -> bool:
+    brokers = cluster.request("GET", "/v1/brokers")["brokers"]
+    return any(b["broker_id"] == broker_id and b["fenced"] for b in brokers)
 
 
 def test_controlled_shutdown_and_preferred_election_move_leadership_and_clients_follow(
