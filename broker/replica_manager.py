@@ -511,8 +511,9 @@ class ReplicaManager:
         deadline."""
         ready = self.core.tick(self._monotonic_ms(), self._log_view)
         if ready.checkpoint_high_watermarks:
-            # A dir whose file cannot be written goes offline inside (handleLogDirFailure).
-            self.log_manager.checkpoint_high_watermarks()
+            # Written off the loop when the broker set a writer; a dir whose file cannot be
+            # written goes offline (handleLogDirFailure).
+            self.log_manager.checkpoint_high_watermarks(background=True)
         self._carry_out_isr_shrinks(ready.isr_shrinks)
         if ready.expired_fetches:
             self.delayed_fetches.resolve_expired(ready.expired_fetches)

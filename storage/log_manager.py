@@ -22,7 +22,11 @@ retention every ``log.retention.check.interval.ms``, recovery points and log sta
 ``log.flush.offset.checkpoint.interval.ms`` / ``log.flush.start.offset.checkpoint.interval.ms``.
 High watermarks are checkpointed when the replica layer says (``checkpoint_high_watermarks``;
 Kafka's ``ReplicaManager`` schedules that task, every
-``replica.high.watermark.checkpoint.interval.ms``).
+``replica.high.watermark.checkpoint.interval.ms``). These three periodic checkpoints take their
+offsets here and, once the broker gave the manager a ``checkpoint_writer``
+(``storage.checkpoint_writer``), are written on its thread: a write fsyncs, and under load that
+stalled every request for up to 134 ms. Without one (the simulation, tools) they are written
+inline; so are ``checkpoint_all``'s, after any write of the same file under way.
 
 Topic configs: a log opens with its topic's ``LogConfig`` when ``topic_configs`` names one,
 else the broker default. The broker learns topic overrides from the metadata only after the logs
@@ -63,12 +67,14 @@ error) and never none.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
+from pykraft.storage.checkpoint_writer import CheckpointWriter
 from pykraft.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -155,6 +161,8 @@ class LogManager:
         self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
         self.cleaner: CleanerHooks | None = None  # set by storage.log_cleaner.LogCleaner
+        # Set by the broker: the periodic checkpoints are written off its event loop.
+        self.checkpoint_writer: CheckpointWriter[tuple[Path, str]] | None = None
         self.future_logs = FutureLogs(self._stores, self.config_for)
         # Kafka's preferredLogDirs: where AlterReplicaLogDirs asked a replica not hosted yet to
         # be created; used once, by the next get_or_create_log of the partition.
@@ -493,12 +501,12 @@ class LogManager:
             (
                 "recovery-point",
                 s.log_flush_offset_checkpoint_interval_ms,
-                lambda now_ms: self.checkpoint_recovery_points(),
+                lambda now_ms: self.checkpoint_recovery_points(background=True),
             ),
             (
                 "log-start-offset",
                 s.log_flush_start_offset_checkpoint_interval_ms,
-                lambda now_ms: self.checkpoint_log_start_offsets(),
+                lambda now_ms: self.checkpoint_log_start_offsets(background=True),
             ),
             (
                 "producer-expiration",
@@ -545,24 +553,47 @@ class LogManager:
     def _run_retention(self, now_ms: int) -> None:
         self._for_each_log(lambda tp, log: log.delete_old_segments(now_ms))
 
-    def _checkpoint(self, file_name: str, offset_of: Callable[[PartitionLog], int]) -> None:
+    def _checkpoint(
+        self, file_name: str, offset_of: Callable[[PartitionLog], int], background: bool
+    ) -> None:
+        """Take ``file_name``'s offsets of each online dir now; write them now, or on the
+        ``checkpoint_writer``'s thread when ``background`` and the broker gave one."""
+        writer = self.checkpoint_writer
         for log_dir in self.online_dirs:
             offsets = {
                 tp: offset_of(log) for tp, log in self._logs.items() if self._dir_of[tp] == log_dir
             }
+            write = functools.partial(self._stores[log_dir].write_checkpoint, file_name, offsets)
             try:
-                self._stores[log_dir].write_checkpoint(file_name, offsets)
+                if writer is None:
+                    write()
+                elif background:
+                    writer.submit((log_dir, file_name), write)
+                else:
+                    writer.write_now((log_dir, file_name), write)
             except OSError as error:
-                self.handle_log_dir_failure(log_dir, f"writing {file_name}: {error}")
+                self._checkpoint_failed((log_dir, file_name), error)
 
-    def checkpoint_high_watermarks(self) -> None:
-        self._checkpoint(REPLICATION_CHECKPOINT, lambda log: log.high_watermark)
+    def _checkpoint_failed(self, file: tuple[Path, str], error: OSError) -> None:
+        log_dir, file_name = file
+        self.handle_log_dir_failure(log_dir, f"writing {file_name}: {error}")
 
-    def checkpoint_recovery_points(self) -> None:
-        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+    def write_checkpoints_on(
+        self, call_soon: Callable[[Callable[[], None]], object]
+    ) -> CheckpointWriter[tuple[Path, str]]:
+        """Write the periodic checkpoints on a thread from now on; a failed write takes its
+        dir offline through ``call_soon`` (the event loop's ``call_soon_threadsafe``)."""
+        self.checkpoint_writer = CheckpointWriter(call_soon, self._checkpoint_failed)
+        return self.checkpoint_writer
 
-    def checkpoint_log_start_offsets(self) -> None:
-        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+    def checkpoint_high_watermarks(self, *, background: bool = False) -> None:
+        self._checkpoint(REPLICATION_CHECKPOINT, lambda log: log.high_watermark, background)
+
+    def checkpoint_recovery_points(self, *, background: bool = False) -> None:
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, background)
+
+    def checkpoint_log_start_offsets(self, *, background: bool = False) -> None:
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, background)
 
     def checkpoint_all(self) -> None:
         self.checkpoint_high_watermarks()
@@ -612,6 +643,8 @@ class LogManager:
         if self._shut_down:
             return
         self._shut_down = True
+        if self.checkpoint_writer is not None:
+            self.checkpoint_writer.close()  # what it queued is written before the final ones
         self._close_logs()
         self.future_logs.close_all()
         self.checkpoint_all()
