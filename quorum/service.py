@@ -68,13 +68,16 @@ async def get_records(request: web.Request) -> web.Response:
     query = records_query_from_params(request.query)
     max_wait_ms = min(query.max_wait_ms, node.config.fetch_max_wait_ms)
     max_records = min(query.max_records, MAX_FETCH_RECORDS)
-    leader = node.is_leader()
+    leader_id = node.leader_id()  # read once: the Raft thread changes it
+    leader = leader_id == node.config.node_id
     watched = request.transport if query.broker_id >= 0 and leader else None
-    # A broker that polls a standby (its last known leader died) is sent to the leader: answered
-    # at once, naming it. Only the leader watches a broker's connections.
-    redirect = None if leader or query.broker_id < 0 else node.leader_url()
-    if redirect is not None:
-        max_wait_ms = 0
+    # A broker that polls a standby (its last known leader died) is told, in the answer, where
+    # the leader is, and polls there next: only the leader watches a broker's connections. The
+    # poll still waits as usual, so a broker that cannot reach that leader and comes back here
+    # does so once per poll, never in a loop of answers at once.
+    redirect = None
+    if not leader and leader_id is not None and query.broker_id >= 0:
+        redirect = node.http_url(leader_id)
     if watched is not None:
         # A registered broker's poll: it is connected, and this connection is the one to
         # watch while the poll waits (quorum/broker_channels.py; the timer reports it closed).

@@ -23,7 +23,9 @@ deleted with DeleteRecords back after a restart.
 
 A failed background write is handed to ``on_error`` through ``call_soon`` (the event loop's
 ``call_soon_threadsafe``): the log manager takes the dir offline there, as it did when it wrote
-inline. ``close`` writes what is queued, then stops the thread.
+inline. ``discard`` drops the queued writes of a dir gone offline. ``close`` (the log manager's
+shutdown, on its own thread) writes what is queued, stops the thread and returns the writes that
+failed meanwhile, for the caller to handle: posted to the loop they would race the shutdown.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class CheckpointWriter(Generic[K]):
         self._file_locks: dict[K, threading.Lock] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._failed_while_closing: list[tuple[K, OSError]] = []
 
     def submit(self, key: K, write: Write) -> None:
         """Write on the worker thread, replacing a queued write of the same file; on the
@@ -82,14 +85,25 @@ class CheckpointWriter(Generic[K]):
             self._queued.pop(key, None)  # older than this one
         self._write(key, generation, write)
 
-    def close(self) -> None:
-        """Write what is queued, then stop the worker; later writes run on the caller."""
+    def discard(self, dropped: Callable[[K], bool]) -> None:
+        """Forget the queued writes whose key is ``dropped`` (a dir gone offline)."""
+        with self._lock:
+            for key in [key for key in self._queued if dropped(key)]:
+                del self._queued[key]
+
+    def close(self) -> list[tuple[K, OSError]]:
+        """Write what is queued, then stop the worker; later writes run on the caller.
+        Returns the writes that failed after ``close`` began (their dirs are the caller's to
+        take offline)."""
         with self._lock:
             self._closed = True
             self._changed.notify()
             thread = self._thread
         if thread is not None:
             thread.join()
+        with self._lock:
+            failed, self._failed_while_closing = self._failed_while_closing, []
+        return failed
 
     def _run(self) -> None:
         while True:
@@ -119,6 +133,10 @@ class CheckpointWriter(Generic[K]):
                 self._written[key] = generation
 
     def _report(self, key: K, error: OSError) -> None:
+        with self._lock:
+            if self._closed:
+                self._failed_while_closing.append((key, error))
+                return
         try:
             self._call_soon(lambda: self._on_error(key, error))
         except RuntimeError:  # the loop is closed: the broker is stopping anyway

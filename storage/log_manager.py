@@ -387,6 +387,8 @@ class LogManager:
     def _mark_dir_offline(self, log_dir: Path, reason: str) -> list[TopicPartition]:
         logger.error("log dir %s is offline: %s", log_dir, reason)
         self.offline_dirs[log_dir] = reason
+        if self.checkpoint_writer is not None:
+            self.checkpoint_writer.discard(lambda file: file[0] == log_dir)
         self.future_logs.forget_dir(log_dir)
         gone = sorted(tp for tp, d in self._dir_of.items() if d == log_dir and tp in self._logs)
         for tp in gone:
@@ -578,12 +580,20 @@ class LogManager:
         log_dir, file_name = file
         self.handle_log_dir_failure(log_dir, f"writing {file_name}: {error}")
 
+    def _background_checkpoint_failed(self, file: tuple[Path, str], error: OSError) -> None:
+        """On the loop: a write the worker failed. Once shutdown began (on its own thread),
+        ``shutdown`` handles the failures itself."""
+        if self._shut_down:
+            logger.error("writing checkpoint %s failed during shutdown: %s", file, error)
+            return
+        self._checkpoint_failed(file, error)
+
     def write_checkpoints_on(
         self, call_soon: Callable[[Callable[[], None]], object]
     ) -> CheckpointWriter[tuple[Path, str]]:
         """Write the periodic checkpoints on a thread from now on; a failed write takes its
         dir offline through ``call_soon`` (the event loop's ``call_soon_threadsafe``)."""
-        self.checkpoint_writer = CheckpointWriter(call_soon, self._checkpoint_failed)
+        self.checkpoint_writer = CheckpointWriter(call_soon, self._background_checkpoint_failed)
         return self.checkpoint_writer
 
     def checkpoint_high_watermarks(self, *, background: bool = False) -> None:
@@ -644,7 +654,9 @@ class LogManager:
             return
         self._shut_down = True
         if self.checkpoint_writer is not None:
-            self.checkpoint_writer.close()  # what it queued is written before the final ones
+            # What it queued is written before the final ones; a failure is handled here.
+            for file, error in self.checkpoint_writer.close():
+                self._checkpoint_failed(file, error)
         self._close_logs()
         self.future_logs.close_all()
         self.checkpoint_all()

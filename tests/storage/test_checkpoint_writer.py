@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -137,6 +138,53 @@ def test_a_failed_write_is_reported_on_the_loop_and_later_writes_go_on() -> None
         checkpoints.write_now("hw", fail)  # on the caller: the caller's error
 
 
+def test_a_write_failing_while_closing_is_returned_not_posted_and_discard_drops_queued() -> None:
+    """Shutdown closes the writer on its own thread: a failure posted to the loop then would
+    race it. A dir gone offline has its queued writes dropped."""
+    loop = Loop()
+    errors: list[tuple[tuple[str, str], OSError]] = []
+    checkpoints = CheckpointWriter[tuple[str, str]](
+        loop.call_soon, lambda key, error: errors.append((key, error))
+    )
+    started, release = threading.Event(), threading.Event()
+    written: list[str] = []
+
+    def fail_later() -> None:
+        started.set()
+        assert release.wait(WAIT_S)
+        raise OSError(28, "No space left on device")
+
+    checkpoints.submit(("d1", "hw"), fail_later)
+    assert started.wait(WAIT_S)
+    checkpoints.submit(("d1", "lso"), lambda: written.append("d1 lso"))
+    checkpoints.submit(("d2", "hw"), lambda: written.append("d2 hw"))
+    checkpoints.discard(lambda key: key[0] == "d1")
+    closed: list[list[tuple[tuple[str, str], OSError]]] = []
+    closing = threading.Thread(target=lambda: closed.append(checkpoints.close()))
+    closing.start()
+    closing.join(0.2)
+    assert closing.is_alive()  # waits for the write under way
+    release.set()
+    closing.join(WAIT_S)
+    assert [(key, error.errno) for key, error in closed[0]] == [(("d1", "hw"), 28)]
+    assert written == ["d2 hw"] and loop.callbacks == [] and errors == []
+
+
+def test_shutdown_writes_the_final_checkpoints_after_what_was_queued(tmp_path: Path) -> None:
+    manager = LogManager.open(
+        [tmp_path], LogConfig(segment_bytes=1024), 0, settings=LogManagerSettings()
+    )
+    manager.write_checkpoints_on(Loop().call_soon)
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 10)
+    for high_watermark in (3, 5, 8):
+        log.update_high_watermark(high_watermark)
+        manager.checkpoint_high_watermarks(background=True)
+    log.update_high_watermark(10)
+    manager.shutdown()
+    assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == {ORDERS_0: 10}
+
+
 def append(log: PartitionLog, count: int) -> None:
     for n in range(count):
         data = build_batch([SimpleRecord(value=b"x" * 100, timestamp=1000 + n)])
@@ -160,7 +208,10 @@ def test_the_log_manager_writes_its_periodic_checkpoints_on_the_writer(tmp_path:
     checkpoints = manager.write_checkpoints_on(loop.call_soon)
     shutil.rmtree(tmp_path)  # the disk is gone
     manager.checkpoint_log_start_offsets(background=True)
-    checkpoints.close()
+    deadline = time.monotonic() + WAIT_S
+    while not loop.callbacks:  # posted by the worker
+        assert time.monotonic() < deadline, "the failure was not posted"
+        time.sleep(0.01)
     assert manager.offline_dirs == {}
     loop.run()
     assert list(manager.offline_dirs) == [tmp_path]
