@@ -260,12 +260,10 @@ class ControllerTransport:
                 payload = await response.read()
                 status = response.status
                 active = response.headers.get(records.ACTIVE_CONTROLLER_HEADER)
-        except (
-            aiohttp.ClientConnectorError,
-            aiohttp.ServerDisconnectedError,
-            aiohttp.ClientOSError,
-            TimeoutError,
-        ) as error:
+        except (aiohttp.ClientConnectionError, TimeoutError) as error:
+            # Every connection failure: refused, reset (also while writing the request on a
+            # pooled connection the controller closed: ClientConnectionResetError, which once
+            # stopped a broker's metadata loader when a controller was killed), disconnected.
             self._forget(url)
             failure = ControllerError(
                 "REQUEST_TIMED_OUT", f"controller {url} is unreachable: {error or 'timed out'}"

@@ -173,3 +173,48 @@ def test_an_idle_connection_is_kept_for_the_keepalive_timeout(
 
     first, second = asyncio.run(scenario())
     assert (first == second) is same_connection
+
+
+def test_a_connection_reset_while_sending_is_retried_like_any_lost_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiohttp raises ClientConnectionResetError ("Cannot write to closing transport") when
+    the pooled connection a request is written on was closed by a controller that died. A
+    metadata poll is idempotent: the transport retries it (here at a live controller), as it
+    does a refused connection, instead of letting the broker's metadata loader die of it."""
+    from aiohttp import ClientConnectionResetError, ClientSession, web
+
+    from pykraft.broker.controller_client import ControllerClient
+    from pykraft.free_ports import pick_free_ports
+    from pykraft.metadata.api.records import records_page_json
+
+    async def records(request: web.Request) -> web.Response:
+        return web.Response(body=records_page_json(7, 7, 7, []), content_type="application/json")
+
+    calls = []
+    real_request = ClientSession.request
+
+    def request(self: ClientSession, *args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        if len(calls) == 1:
+            raise ClientConnectionResetError("Cannot write to closing transport")
+        return real_request(self, *args, **kwargs)
+
+    monkeypatch.setattr(ClientSession, "request", request)
+
+    async def scenario() -> Any:
+        app = web.Application()
+        app.router.add_get("/v1/metadata/records", records)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        [port] = pick_free_ports(1)
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        try:
+            async with ControllerClient([f"127.0.0.1:{port}"]) as client:
+                return await client.fetch_records(7, max_wait_ms=0, max_records=10)
+        finally:
+            await runner.cleanup()
+
+    page = asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    assert (page.next_offset, page.batches) == (7, ())
+    assert len(calls) == 2
