@@ -18,13 +18,8 @@ from pykraft.storage.checkpoints import (
     REPLICATION_CHECKPOINT,
     read_offset_checkpoint,
 )
-from pykraft.storage.log_config import LogConfig
-from pykraft.storage.log_manager import LogManager, LogManagerSettings
-from pykraft.storage.partition_log import PartitionLog
-from pykraft.storage.records import SimpleRecord, build_batch
-from pykraft.storage.topic_partition import TopicPartition
+from tests.storage.test_log_manager import ORDERS_0, append, open_manager
 
-ORDERS_0 = TopicPartition("orders", 0)
 WAIT_S = 10.0
 
 
@@ -171,9 +166,7 @@ def test_a_write_failing_while_closing_is_returned_not_posted_and_discard_drops_
 
 
 def test_shutdown_writes_the_final_checkpoints_after_what_was_queued(tmp_path: Path) -> None:
-    manager = LogManager.open(
-        [tmp_path], LogConfig(segment_bytes=1024), 0, settings=LogManagerSettings()
-    )
+    manager = open_manager([tmp_path])
     manager.write_checkpoints_on(Loop().call_soon)
     log = manager.get_or_create_log(ORDERS_0, now_ms=0)
     append(log, 10)
@@ -185,16 +178,8 @@ def test_shutdown_writes_the_final_checkpoints_after_what_was_queued(tmp_path: P
     assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == {ORDERS_0: 10}
 
 
-def append(log: PartitionLog, count: int) -> None:
-    for n in range(count):
-        data = build_batch([SimpleRecord(value=b"x" * 100, timestamp=1000 + n)])
-        log.append_as_leader(bytearray(data), leader_epoch=0, now_ms=0)
-
-
 def test_the_log_manager_writes_its_periodic_checkpoints_on_the_writer(tmp_path: Path) -> None:
-    manager = LogManager.open(
-        [tmp_path], LogConfig(segment_bytes=1024), 0, settings=LogManagerSettings()
-    )
+    manager = open_manager([tmp_path])
     loop = Loop()
     checkpoints = manager.write_checkpoints_on(loop.call_soon)
     log = manager.get_or_create_log(ORDERS_0, now_ms=0)
