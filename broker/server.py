@@ -196,8 +196,8 @@ class BrokerServer:
         await self._start_http()
         now_ms = self.clock.wall_clock_ms()
         self.log_manager = await asyncio.to_thread(self._open_logs, now_ms)
-        # The periodic checkpoints fsync: written off this loop (storage/checkpoint_writer.py).
-        self.log_manager.write_checkpoints_on(asyncio.get_running_loop().call_soon_threadsafe)
+        # Checkpoints and rolled segments fsync: synced off this loop (storage/log_manager.py).
+        self.log_manager.sync_off_loop(asyncio.get_running_loop().call_soon_threadsafe)
         fetcher_config = self._fetcher_config()
         self.replication_quotas = ReplicationQuotas(
             self.config.node_id,

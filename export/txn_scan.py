@@ -86,8 +86,11 @@ class _ReadOnlySnapshots:
             raise CorruptSnapshotError(f"over {SNAPSHOT_BYTES_MAX} bytes")
         return decode_snapshot(data)
 
-    def write(self, offset: int, data: bytes) -> None:
+    def write(self, offset: int, data: bytes, *, durable: bool = True) -> None:
         raise AssertionError(f"a scan never writes producer snapshots ({offset})")
+
+    def sync(self, offset: int) -> None:
+        raise AssertionError(f"a scan never syncs producer snapshots ({offset})")
 
     def delete(self, offset: int) -> None:
         raise AssertionError(f"a scan never deletes producer snapshots ({offset})")

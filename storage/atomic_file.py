@@ -50,6 +50,19 @@ def sync_file(path: Path) -> None:
     fsync_directory(path.parent)
 
 
+def sync_if_exists(path: Path) -> None:
+    """fsync a file or directory by name, off the thread that owns it (``RolledFlush``): one
+    deleted or renamed meanwhile needs no sync, so a missing ``path`` is no error."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_directory(directory: Path) -> None:
     """Make the directory's entries (creates, renames, deletes) durable."""
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

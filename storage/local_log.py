@@ -7,20 +7,22 @@ below it is fsync'd) in step. ``PartitionLog`` on top decides
 what may be appended and owns the log start offset, the high watermark, the leader-epoch cache
 and producer state.
 
-Flushing follows Kafka: a rolled segment is not fsync'd on the append path but marked pending
-(``flush_rolled``, which ``LogManager`` calls on its periodic tick, is Kafka's asynchronous
-``flushUptoOffsetExclusive``); ``flush.messages`` forces a flush inline.
+Flushing follows Kafka: a rolled segment is not fsync'd on the append path but marked pending;
+``LogManager`` flushes it on its periodic tick, off the loop when the broker gave it a thread
+(``prepare_rolled_flush``, ``RolledFlush.run``, ``complete_rolled_flush``: Kafka's "flush-log"
+task, ``flushUptoOffsetExclusive`` on its scheduler). ``flush.messages`` forces a flush inline.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pykraft.storage.aborted_txn import TXN_INDEX_SUFFIX, AbortedTxn
-from pykraft.storage.atomic_file import fsync_directory
+from pykraft.storage.atomic_file import fsync_directory, sync_if_exists
 from pykraft.storage.corruption import CorruptBatch
 from pykraft.storage.fetch_data import FetchDataInfo
 from pykraft.storage.index import OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
@@ -29,7 +31,12 @@ from pykraft.storage.log_reader import fetch_offset_for_timestamp, read_segments
 from pykraft.storage.read_verification import verified
 from pykraft.storage.record_batch import BatchHeader
 from pykraft.storage.segment import LogSegment, segment_file_name
-from pykraft.storage.segment_store import AppendedBatch, no_flush_hook, should_roll
+from pykraft.storage.segment_store import (
+    AppendedBatch,
+    RolledFlush,
+    no_flush_hook,
+    should_roll,
+)
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
 
@@ -50,7 +57,9 @@ class LocalLog:
         self._segments = segments
         self.log_end_offset = segments[-1].read_next_offset()
         self.recovery_point = recovery_point
-        self._directory_dirty = False  # a segment file was created since the last flush
+        # Segment files created, and how many of those creations the directory has synced.
+        self._directory_changes = self._directory_synced = 0
+        self._truncations = 0  # a rolled flush prepared before one may not move the point
         self._pending_flush_offset = recovery_point  # rolled segments await a flush up to here
         # Called before the recovery point moves up (the log syncs its epoch history there).
         self.before_flush: Callable[[], None] = no_flush_hook
@@ -105,7 +114,7 @@ class LocalLog:
             segment.discard()  # the old segment stays active; the next append tries again
             raise
         self._segments.append(segment)
-        self._directory_dirty = True
+        self._directory_changes += 1
         self._pending_flush_offset = base
         return True
 
@@ -187,12 +196,14 @@ class LocalLog:
         self.log_end_offset = self.active_segment.read_next_offset()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._pending_flush_offset = min(self._pending_flush_offset, self.log_end_offset)
+        self._truncations += 1
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         for segment in reversed(self._segments):
             segment.delete()
         self._segments = [LogSegment(self.directory, offset, self.config, now_ms)]
-        self._directory_dirty = True
+        self._directory_changes += 1
+        self._truncations += 1
         self.log_end_offset = self.recovery_point = self._pending_flush_offset = offset
 
     def delete_segments(self, base_offsets: Sequence[int]) -> None:
@@ -242,17 +253,31 @@ class LocalLog:
                 if segment.base_offset >= target:
                     break
                 segment.flush()
-        if self._directory_dirty:
+        if self._directory_synced != self._directory_changes:
+            changes = self._directory_changes
             fsync_directory(self.directory)
-            self._directory_dirty = False
+            self._directory_synced = changes
         self.recovery_point = max(self.recovery_point, target)
 
-    def flush_rolled(self) -> bool:
-        """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
-        if self._pending_flush_offset <= self.recovery_point:
-            return False
-        self.flush(self._pending_flush_offset)
-        return True
+    def prepare_rolled_flush(self) -> RolledFlush | None:
+        """What ``flush(pending)`` would sync, by name, for ``RolledFlush.run`` on any thread
+        (a file deleted meanwhile needs no sync; a truncation voids the flush)."""
+        target = self._pending_flush_offset
+        if target <= self.recovery_point:
+            return None
+        self.before_flush()
+        rolled = self._segments[self.floor_segment(self.recovery_point) : -1]
+        paths = [path for s in rolled if s.base_offset < target for path in s.file_paths()]
+        if self._directory_synced != self._directory_changes:
+            paths.append(self.directory)
+        syncs: list[Callable[[], None]] = [functools.partial(sync_if_exists, p) for p in paths]
+        return RolledFlush(target, syncs, self._truncations, self._directory_changes)
+
+    def complete_rolled_flush(self, flush: RolledFlush) -> None:
+        if flush.truncations != self._truncations:
+            return
+        self._directory_synced = max(self._directory_synced, flush.directory_changes)
+        self.recovery_point = max(self.recovery_point, min(flush.target, self.log_end_offset))
 
     def close(self) -> None:
         self.flush()

@@ -23,10 +23,13 @@ retention every ``log.retention.check.interval.ms``, recovery points and log sta
 High watermarks are checkpointed when the replica layer says (``checkpoint_high_watermarks``;
 Kafka's ``ReplicaManager`` schedules that task, every
 ``replica.high.watermark.checkpoint.interval.ms``). These three periodic checkpoints take their
-offsets here and, once the broker gave the manager a ``checkpoint_writer``
-(``storage.checkpoint_writer``), are written on its thread: a write fsyncs, and under load that
-stalled every request for up to 134 ms. Without one (the simulation, tools) they are written
-inline; so are ``checkpoint_all``'s, after any write of the same file under way.
+offsets here and, once the broker called ``sync_off_loop``, are written on a
+``checkpoint_writer``'s thread (``storage.checkpoint_writer``): a write fsyncs, and under load
+that stalled every request for up to 134 ms. Without one (the simulation, tools) they are
+written inline; so are ``checkpoint_all``'s, after any write of the same file under way.
+``sync_off_loop`` also moves the flush of rolled segments to a thread of its own
+(``storage.rolled_flusher``), as Kafka's "flush-log" task runs on its scheduler: the loop moves
+the recovery point once the thread's fsyncs are done.
 
 Topic configs: a log opens with its topic's ``LogConfig`` when ``topic_configs`` names one,
 else the broker default. The broker learns topic overrides from the metadata only after the logs
@@ -89,7 +92,8 @@ from pykraft.storage.log_config import LONG_MAX, LogConfig
 from pykraft.storage.log_dir_load import load_partitions, read_log_dir
 from pykraft.storage.log_dir_store import STRAY_DIR_SUFFIX, LogDirStore
 from pykraft.storage.partition_log import PartitionLog
-from pykraft.storage.segment_store import RecoveryReport
+from pykraft.storage.rolled_flusher import RolledFlusher
+from pykraft.storage.segment_store import RecoveryReport, RolledFlush
 from pykraft.storage.topic_partition import TopicPartition, delete_dir_name
 
 logger = logging.getLogger(__name__)
@@ -161,8 +165,10 @@ class LogManager:
         self.directory_ids: dict[Path, str] = {}
         self.on_log_dir_failure: LogDirFailureListener | None = None
         self.cleaner: CleanerHooks | None = None  # set by storage.log_cleaner.LogCleaner
-        # Set by the broker: the periodic checkpoints are written off its event loop.
+        # Set by the broker (``sync_off_loop``): checkpoints and rolled segments are synced
+        # off its event loop.
         self.checkpoint_writer: CheckpointWriter[tuple[Path, str]] | None = None
+        self._flusher: RolledFlusher[TopicPartition] | None = None
         self.future_logs = FutureLogs(self._stores, self.config_for)
         # Kafka's preferredLogDirs: where AlterReplicaLogDirs asked a replica not hosted yet to
         # be created; used once, by the next get_or_create_log of the partition.
@@ -523,7 +529,7 @@ class LogManager:
         An ``OSError`` of one log takes its log dir offline; the rest of the work goes on.
         """
         # Kafka flushes rolled segments asynchronously, right away.
-        self._for_each_log(lambda tp, log: log.flush_rolled())
+        self._for_each_log(self._flush_rolled)
         for name, interval, run in self._tasks():
             if now_ms >= self._next_due[name]:
                 run(now_ms)
@@ -538,6 +544,26 @@ class LogManager:
                 work(tp, log)
             except OSError as error:
                 self._on_io_error(tp, error)
+
+    def _flush_rolled(self, tp: TopicPartition, log: PartitionLog) -> None:
+        if self._flusher is None:
+            log.flush_rolled()
+        else:
+            self._flusher.submit(tp, log, functools.partial(self._rolled_flush_done, tp, log))
+
+    def _rolled_flush_done(
+        self, tp: TopicPartition, log: PartitionLog, flush: RolledFlush, error: BaseException | None
+    ) -> None:
+        """On the loop: the recovery point moves, or an ``OSError`` takes the dir offline.
+        A log deleted, moved or taken offline meanwhile has nothing left to move."""
+        if self._shut_down or self._logs.get(tp) is not log:
+            return
+        if error is None:
+            log.complete_rolled_flush(flush)
+        elif isinstance(error, OSError):
+            self._on_io_error(tp, error)
+        else:  # a bug: logged; the next tick prepares the flush again
+            logger.error("flushing the rolled segments of %s failed", tp, exc_info=error)
 
     def _flush_due_logs(self, now_ms: int) -> None:
         def flush(tp: TopicPartition, log: PartitionLog) -> None:
@@ -588,12 +614,14 @@ class LogManager:
             return
         self._checkpoint_failed(file, error)
 
-    def write_checkpoints_on(
+    def sync_off_loop(
         self, call_soon: Callable[[Callable[[], None]], object]
     ) -> CheckpointWriter[tuple[Path, str]]:
-        """Write the periodic checkpoints on a thread from now on; a failed write takes its
-        dir offline through ``call_soon`` (the event loop's ``call_soon_threadsafe``)."""
+        """From now on write the periodic checkpoints on one thread and flush rolled segments
+        on another; their outcomes (a failed write takes its dir offline, a flush moves the
+        recovery point) come back through ``call_soon`` (the loop's ``call_soon_threadsafe``)."""
         self.checkpoint_writer = CheckpointWriter(call_soon, self._background_checkpoint_failed)
+        self._flusher = RolledFlusher(call_soon)
         return self.checkpoint_writer
 
     def checkpoint_high_watermarks(self, *, background: bool = False) -> None:
@@ -653,6 +681,8 @@ class LogManager:
         if self._shut_down:
             return
         self._shut_down = True
+        if self._flusher is not None:  # the closes below flush whatever it did not
+            self._flusher.shutdown()
         if self.checkpoint_writer is not None:
             # What it queued is written before the final ones; a failure is handled here.
             for file, error in self.checkpoint_writer.close():

@@ -105,8 +105,11 @@ class MemorySnapshots:
     def read(self, offset: int) -> list[ProducerStateEntry]:
         return decode_snapshot(self.data[offset])
 
-    def write(self, offset: int, data: bytes) -> None:
+    def write(self, offset: int, data: bytes, *, durable: bool = True) -> None:
         self.data[offset] = bytes(data)
+
+    def sync(self, offset: int) -> None:
+        """Nothing to do: a crash of the memory disk keeps every snapshot written."""
 
     def delete(self, offset: int) -> None:
         self.data.pop(offset, None)

@@ -35,7 +35,13 @@ from pykraft.storage.memory_disk import MemoryDisk, MemoryEpochCheckpoint, Memor
 from pykraft.storage.producer_entry import NO_TIMESTAMP
 from pykraft.storage.record_batch import BatchHeader, CorruptRecordError, parse_header
 from pykraft.storage.records import iter_records
-from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, no_flush_hook, should_roll
+from pykraft.storage.segment_store import (
+    AppendedBatch,
+    RecoveryReport,
+    RolledFlush,
+    no_flush_hook,
+    should_roll,
+)
 from pykraft.storage.txn_markers import EndTransactionMarker, decode_end_txn_marker
 
 
@@ -51,6 +57,7 @@ class MemorySegmentStore:
         self.config = config
         self._recovery_point = recovery_point
         self._pending_flush_offset = recovery_point
+        self._truncations = 0  # as ``LocalLog._truncations``
         self._open = True
         self.before_flush: Callable[[], None] = no_flush_hook  # as ``LocalLog.before_flush``
 
@@ -231,11 +238,13 @@ class MemorySegmentStore:
         end = self.log_end_offset
         self._recovery_point = min(self._recovery_point, end)
         self._pending_flush_offset = min(self._pending_flush_offset, end)
+        self._truncations += 1
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         self._check("truncate")
         self.disk.segments[:] = [MemorySegment(offset, now_ms)]
         self._recovery_point = self._pending_flush_offset = offset
+        self._truncations += 1
 
     def delete_segments(self, base_offsets: Sequence[int]) -> None:
         self._check()
@@ -264,11 +273,17 @@ class MemorySegmentStore:
                     segment.flushed_size = segment.size  # fsync writes the whole file
         self._recovery_point = max(self._recovery_point, target)
 
-    def flush_rolled(self) -> bool:
+    def prepare_rolled_flush(self) -> RolledFlush | None:
+        """Nothing to sync off the loop in memory: the completion does the flush."""
         if self._pending_flush_offset <= self._recovery_point:
-            return False
-        self.flush(self._pending_flush_offset)
-        return True
+            return None
+        self._check("flush")
+        self.before_flush()
+        return RolledFlush(self._pending_flush_offset, [], self._truncations, 0)
+
+    def complete_rolled_flush(self, flush: RolledFlush) -> None:
+        if flush.truncations == self._truncations:
+            self._flush(flush.target)
 
     def close(self) -> None:
         self.flush()

@@ -55,9 +55,10 @@ ended. Entries are in memory only (never in snapshots) and expire with idle prod
 
 from __future__ import annotations
 
+import functools
 import logging
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -96,8 +97,12 @@ class SnapshotStore(Protocol):
         """The snapshot at ``offset``; raises ``CorruptSnapshotError``."""
         ...
 
-    def write(self, offset: int, data: bytes) -> None:
-        """Store a snapshot durably and atomically."""
+    def write(self, offset: int, data: bytes, *, durable: bool = True) -> None:
+        """Store a snapshot atomically; durably unless ``durable`` is False (``sync`` later)."""
+        ...
+
+    def sync(self, offset: int) -> None:
+        """Make a snapshot written with ``durable=False`` durable (any thread; gone: no-op)."""
         ...
 
     def delete(self, offset: int) -> None: ...
@@ -292,8 +297,12 @@ class ProducerStateManager:
         for producer_id in lingering:
             del self._verification_states[producer_id]
 
-    def take_snapshot(self, offset: int) -> None:
-        """Write the state as of ``offset`` (the log end when called) to its snapshot file."""
+    def take_snapshot(self, offset: int, *, durable: bool = True) -> Callable[[], None] | None:
+        """Write the state as of ``offset`` (the log end when called) to its snapshot file.
+
+        ``durable=False`` (a roll, on the append path) skips the fsyncs and returns the sync
+        to run later, off the loop (Kafka ``takeSnapshot(false)``, then
+        ``flushProducerStateSnapshot`` in the "flush-log" task)."""
         if offset < self._map_end_offset:
             raise ValueError(
                 f"snapshot offset {offset} is below the map end offset {self._map_end_offset}: "
@@ -301,8 +310,9 @@ class ProducerStateManager:
             )
         self._map_end_offset = offset
         if offset == self.last_snapshot_offset:
-            return  # Kafka testSkipSnapshotIfOffsetUnchanged: nothing new since that snapshot
-        self.snapshots.write(offset, encode_snapshot(self._producers.values()))
+            return None  # Kafka testSkipSnapshotIfOffsetUnchanged: nothing new since then
+        self.snapshots.write(offset, encode_snapshot(self._producers.values()), durable=durable)
+        return None if durable else functools.partial(self.snapshots.sync, offset)
 
     def load(self, log_end_offset: int, log_start_offset: int = 0) -> int:
         """Rebuild from the newest good snapshot in (log start, log end]; return the replay offset.

@@ -446,6 +446,10 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
+    def file_paths(self) -> tuple[Path, ...]:
+        """Its four files: what ``flush`` syncs, for a flush off the loop by name."""
+        return (self.log_path, self.offset_index_path, self.time_index_path, self.txn_index_path)
+
     def flush(self) -> None:
         os.fsync(self._fd)
         self.offset_index.flush()

@@ -56,6 +56,26 @@ class AppendedBatch(NamedTuple):
     max_timestamp: int
 
 
+@attrs.define
+class RolledFlush:
+    """The flush of the segments rolled below ``target`` (Kafka's "flush-log" task on roll).
+
+    Its store prepares it on the loop (``prepare_rolled_flush``: the epoch history is synced
+    there, first), ``run`` does the fsyncs on any thread, and the store's
+    ``complete_rolled_flush`` then moves the recovery point to ``target`` — unless the log was
+    truncated since (``truncations``: the range may hold new bytes ``run`` never synced).
+    ``directory_changes`` is the store's count of file creations the directory sync covers."""
+
+    target: int
+    syncs: list[Callable[[], None]]
+    truncations: int
+    directory_changes: int
+
+    def run(self) -> None:
+        for sync in self.syncs:
+            sync()
+
+
 @attrs.frozen
 class RecoveryReport:
     """What opening a store found and did (``storage.recovery`` for files)."""
@@ -209,8 +229,13 @@ class SegmentStore(Protocol):
         """Make [recovery point, ``up_to_offset``) durable; moves the recovery point."""
         ...
 
-    def flush_rolled(self) -> bool:
-        """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
+    def prepare_rolled_flush(self) -> RolledFlush | None:
+        """The flush of the segments rolled since the last one, to ``run`` on any thread;
+        None when there are none."""
+        ...
+
+    def complete_rolled_flush(self, flush: RolledFlush) -> None:
+        """``flush`` ran: move the recovery point, unless a truncation came between."""
         ...
 
     def close(self) -> None:

@@ -85,7 +85,13 @@ from pykraft.storage.record_batch import (
     patch_partition_leader_epoch,
 )
 from pykraft.storage.retention import RetentionDecision, SegmentInfo, decide_retention
-from pykraft.storage.segment_store import AppendedBatch, RecoveryReport, SegmentStore, SegmentView
+from pykraft.storage.segment_store import (
+    AppendedBatch,
+    RecoveryReport,
+    RolledFlush,
+    SegmentStore,
+    SegmentView,
+)
 from pykraft.storage.verification_guard import SENTINEL, VerificationGuard
 
 
@@ -123,6 +129,8 @@ class UnifiedLog:
         self.load_report = load_report
         self.corruptions = CorruptionReports()
         self.truncation_listener: TruncationListener | None = None
+        # Snapshots taken at a roll, unsynced until its flush (``prepare_rolled_flush``).
+        self._snapshot_syncs: list[Callable[[], None]] = []
 
     @classmethod
     def loaded(
@@ -392,7 +400,9 @@ class UnifiedLog:
         while the active one is empty); producer state is snapshotted at the log end."""
         active = self.active_segment
         if active.size or (base_offset is not None and base_offset > active.base_offset):
-            self.producer_state.take_snapshot(self.log_end_offset)
+            sync = self.producer_state.take_snapshot(self.log_end_offset, durable=False)
+            if sync is not None:
+                self._snapshot_syncs.append(sync)
             self.store.roll(now_ms, base_offset)
 
     def maybe_start_transaction_verification(
@@ -597,15 +607,40 @@ class UnifiedLog:
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""
+        self._sync_snapshots()
         self.store.flush(up_to_offset)
 
+    def _sync_snapshots(self) -> None:
+        syncs, self._snapshot_syncs = self._snapshot_syncs, []
+        for sync in syncs:
+            sync()
+
+    def prepare_rolled_flush(self) -> RolledFlush | None:
+        """The flush of the segments rolled since the last one and of the producer snapshots
+        taken at those rolls, to ``run`` on any thread (Kafka's "flush-log" task); None when
+        nothing was rolled."""
+        flush = self.store.prepare_rolled_flush()
+        if flush is not None:
+            flush.syncs[:0], self._snapshot_syncs = self._snapshot_syncs, []
+        return flush
+
+    def complete_rolled_flush(self, flush: RolledFlush) -> None:
+        """``flush`` ran: the recovery point moves (unless a truncation came between)."""
+        self.store.complete_rolled_flush(flush)
+
     def flush_rolled(self) -> bool:
-        """Flush segments rolled since the last flush (Kafka's async flush on roll)."""
-        return self.store.flush_rolled()
+        """Flush segments rolled since the last flush, on this thread."""
+        flush = self.prepare_rolled_flush()
+        if flush is None:
+            return False
+        flush.run()
+        self.complete_rolled_flush(flush)
+        return True
 
     def close(self) -> None:
         """Snapshot producer state, flush, trim indexes and release files (clean shutdown)."""
         self.producer_state.take_snapshot(self.log_end_offset)
+        self._sync_snapshots()
         self.store.close()
 
     def close_handlers(self) -> None:

@@ -167,7 +167,7 @@ def test_a_write_failing_while_closing_is_returned_not_posted_and_discard_drops_
 
 def test_shutdown_writes_the_final_checkpoints_after_what_was_queued(tmp_path: Path) -> None:
     manager = open_manager([tmp_path])
-    manager.write_checkpoints_on(Loop().call_soon)
+    manager.sync_off_loop(Loop().call_soon)
     log = manager.get_or_create_log(ORDERS_0, now_ms=0)
     append(log, 10)
     for high_watermark in (3, 5, 8):
@@ -181,7 +181,7 @@ def test_shutdown_writes_the_final_checkpoints_after_what_was_queued(tmp_path: P
 def test_the_log_manager_writes_its_periodic_checkpoints_on_the_writer(tmp_path: Path) -> None:
     manager = open_manager([tmp_path])
     loop = Loop()
-    checkpoints = manager.write_checkpoints_on(loop.call_soon)
+    checkpoints = manager.sync_off_loop(loop.call_soon)
     log = manager.get_or_create_log(ORDERS_0, now_ms=0)
     append(log, 10)
     log.update_high_watermark(7)
@@ -190,7 +190,7 @@ def test_the_log_manager_writes_its_periodic_checkpoints_on_the_writer(tmp_path:
     assert read_offset_checkpoint(tmp_path / REPLICATION_CHECKPOINT) == {ORDERS_0: 7}
 
     # A dir whose checkpoint cannot be written goes offline, on the loop's side.
-    checkpoints = manager.write_checkpoints_on(loop.call_soon)
+    checkpoints = manager.sync_off_loop(loop.call_soon)
     shutil.rmtree(tmp_path)  # the disk is gone
     manager.checkpoint_log_start_offsets(background=True)
     deadline = time.monotonic() + WAIT_S

@@ -451,6 +451,32 @@ def test_flush_moves_the_recovery_point(tmp_path: Path) -> None:
     assert log.recovery_point == 20
 
 
+def test_a_rolled_flush_moves_the_recovery_point_only_once_it_ran(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 20)
+    flush = log.prepare_rolled_flush()
+    assert flush is not None and flush.target == log.active_segment.base_offset
+    assert log.recovery_point == 0  # prepared on the loop, not run yet
+    flush.run()
+    log.complete_rolled_flush(flush)
+    assert log.recovery_point == flush.target
+    assert log.prepare_rolled_flush() is None  # nothing rolled since
+
+
+def test_a_truncation_while_a_rolled_flush_runs_keeps_the_recovery_point(tmp_path: Path) -> None:
+    """The flushed range may hold other bytes after a truncation (a follower's): the flush
+    that ran before them cannot vouch for them."""
+    log = open_log(tmp_path)
+    fill(log, 20)
+    flush = log.prepare_rolled_flush()
+    assert flush is not None and flush.target > 4
+    log.truncate_to(4)
+    fill(log, 20)  # new batches from offset 4 on, rolled again, not synced
+    flush.run()
+    log.complete_rolled_flush(flush)
+    assert log.recovery_point <= 4
+
+
 def test_flush_messages_forces_a_flush(tmp_path: Path) -> None:
     log = open_log(tmp_path, attrs.evolve(CONFIG, flush_messages=3))
     fill(log, 2)
