@@ -41,13 +41,10 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
 
 
 def sync_file(path: Path) -> None:
-    """Make a file written with ``durable=False`` durable: its bytes, then its name."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_directory(path.parent)
+    """Make a file written with ``durable=False`` durable: its bytes, then its name. Any
+    thread may: a file deleted meanwhile (its partition with it) needs neither."""
+    sync_if_exists(path)
+    sync_if_exists(path.parent)
 
 
 def sync_if_exists(path: Path) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Callable
 from typing import Protocol
 
 import attrs
@@ -201,6 +202,7 @@ class LeaderEpochCache:
         # What was read may be an unsynced write of an earlier process (killed, or stopped
         # before any flush): only the page cache holds it, so the first flush syncs it too.
         self._unsynced = bool(self._entries)
+        self._writes = 0  # which write ``synced`` is told about
 
     @property
     def entries(self) -> Entries:
@@ -261,6 +263,19 @@ class LeaderEpochCache:
             self.checkpoint.sync()
             self._unsynced = False
 
+    def prepare_flush(self) -> tuple[Callable[[], None], int] | None:
+        """``flush`` for a flush off the loop: the write here, and the fsync to run on any thread
+        (the file by name), with the token to pass ``synced`` once it ran; None: nothing to
+        sync."""
+        self.write_pending()
+        return (self.checkpoint.sync, self._writes) if self._unsynced else None
+
+    def synced(self, writes: int) -> None:
+        """The sync ``prepare_flush`` returned ran: unless the file was written again since,
+        the history is durable."""
+        if writes == self._writes:
+            self._unsynced = False
+
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> OffsetAndEpoch:
         return end_offset_for(self._entries, requested_epoch, log_end_offset)
 
@@ -301,3 +316,4 @@ class LeaderEpochCache:
         self.checkpoint.write(self._entries, durable=durable)
         self._written = self._entries
         self._unsynced = not durable
+        self._writes += 1

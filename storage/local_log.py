@@ -265,7 +265,6 @@ class LocalLog:
         target = self._pending_flush_offset
         if target <= self.recovery_point:
             return None
-        self.before_flush()
         rolled = self._segments[self.floor_segment(self.recovery_point) : -1]
         paths = [path for s in rolled if s.base_offset < target for path in s.file_paths()]
         if self._directory_synced != self._directory_changes:

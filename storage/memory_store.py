@@ -278,7 +278,6 @@ class MemorySegmentStore:
         if self._pending_flush_offset <= self._recovery_point:
             return None
         self._check("flush")
-        self.before_flush()
         return RolledFlush(self._pending_flush_offset, [], self._truncations, 0)
 
     def complete_rolled_flush(self, flush: RolledFlush) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pykraft.storage.atomic_file import sync_if_exists, write_atomically
+from pykraft.storage.atomic_file import sync_file, write_atomically
 from pykraft.storage.producer_append import PRODUCER_ID_EXPIRATION_MS
 from pykraft.storage.producer_entry import ProducerStateEntry
 from pykraft.storage.producer_snapshot import decode_snapshot, snapshot_file
@@ -52,8 +52,7 @@ class SnapshotDirectory:
         write_atomically(snapshot_file(self.directory, offset), data, durable=durable)
 
     def sync(self, offset: int) -> None:
-        sync_if_exists(snapshot_file(self.directory, offset))
-        sync_if_exists(self.directory)  # its name
+        sync_file(snapshot_file(self.directory, offset))
 
     def delete(self, offset: int) -> None:
         delete_snapshot(self.directory, offset)

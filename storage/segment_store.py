@@ -60,16 +60,18 @@ class AppendedBatch(NamedTuple):
 class RolledFlush:
     """The flush of the segments rolled below ``target`` (Kafka's "flush-log" task on roll).
 
-    Its store prepares it on the loop (``prepare_rolled_flush``: the epoch history is synced
-    there, first), ``run`` does the fsyncs on any thread, and the store's
-    ``complete_rolled_flush`` then moves the recovery point to ``target`` — unless the log was
-    truncated since (``truncations``: the range may hold new bytes ``run`` never synced).
-    ``directory_changes`` is the store's count of file creations the directory sync covers."""
+    Its store prepares it on the loop (``prepare_rolled_flush``), ``run`` does the fsyncs on
+    any thread, and the store's ``complete_rolled_flush`` then moves the recovery point to
+    ``target`` — unless the log was truncated since (``truncations``: the range may hold new
+    bytes ``run`` never synced). ``directory_changes`` is the store's count of file creations
+    the directory sync covers. The log puts what ``before_flush`` would sync inline first in
+    ``syncs``, and what marks it synced in ``after``, run when the flush completes."""
 
     target: int
     syncs: list[Callable[[], None]]
     truncations: int
     directory_changes: int
+    after: list[Callable[[], None]] = attrs.Factory(list)
 
     def run(self) -> None:
         for sync in self.syncs:
@@ -231,7 +233,7 @@ class SegmentStore(Protocol):
 
     def prepare_rolled_flush(self) -> RolledFlush | None:
         """The flush of the segments rolled since the last one, to ``run`` on any thread;
-        None when there are none."""
+        None when there are none. Unlike ``flush``, it leaves ``before_flush`` to the caller."""
         ...
 
     def complete_rolled_flush(self, flush: RolledFlush) -> None:

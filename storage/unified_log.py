@@ -124,7 +124,8 @@ class UnifiedLog:
         self.leader_epoch_cache = leader_epoch_cache
         # An epoch entry is written without fsync (``LeaderEpochCache.assign``): it is synced
         # before the recovery point can pass it, which is all recovery needs.
-        store.before_flush = leader_epoch_cache.flush
+        store.before_flush = self._before_flush
+        self._unsynced_directory: Callable[[], None] | None = None  # sync_before_first_flush
         self.producer_state = producer_state
         self.load_report = load_report
         self.corruptions = CorruptionReports()
@@ -596,14 +597,13 @@ class UnifiedLog:
         entry in its log dir (Kafka KAFKA-3968, apache/kafka#10680: flushed at the first flush,
         since an fsync per created partition made creating thousands of them too slow). Until
         then nothing of the log is durable, so losing the whole directory loses no more."""
-        flush_epochs = self.leader_epoch_cache.flush
+        self._unsynced_directory = sync
 
-        def first() -> None:
-            sync()
-            self.store.before_flush = flush_epochs
-            flush_epochs()
-
-        self.store.before_flush = first
+    def _before_flush(self) -> None:
+        if self._unsynced_directory is not None:
+            self._unsynced_directory()
+            self._unsynced_directory = None
+        self.leader_epoch_cache.flush()
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync up to ``up_to_offset`` (default: the log end); moves the recovery point."""
@@ -616,16 +616,31 @@ class UnifiedLog:
             sync()
 
     def prepare_rolled_flush(self) -> RolledFlush | None:
-        """The flush of the segments rolled since the last one and of the producer snapshots
-        taken at those rolls, to ``run`` on any thread (Kafka's "flush-log" task); None when
-        nothing was rolled."""
+        """The flush of the segments rolled since the last one, to ``run`` on any thread
+        (Kafka's "flush-log" task); None when nothing was rolled. It syncs first what
+        ``_before_flush`` would inline — the directory's entry, the epoch history — and the
+        producer snapshots taken at the rolls; a flush on the loop meanwhile still syncs them
+        itself, since they count as synced only once this one completes."""
         flush = self.store.prepare_rolled_flush()
-        if flush is not None:
-            flush.syncs[:0], self._snapshot_syncs = self._snapshot_syncs, []
+        if flush is None:
+            return None
+        directory, epochs = self._unsynced_directory, self.leader_epoch_cache.prepare_flush()
+        first = [sync for sync in (directory, epochs and epochs[0]) if sync is not None]
+        flush.syncs[:0], self._snapshot_syncs = [*first, *self._snapshot_syncs], []
+
+        def synced() -> None:
+            if directory is not None and self._unsynced_directory is directory:
+                self._unsynced_directory = None
+            if epochs is not None:
+                self.leader_epoch_cache.synced(epochs[1])
+
+        flush.after.append(synced)
         return flush
 
     def complete_rolled_flush(self, flush: RolledFlush) -> None:
         """``flush`` ran: the recovery point moves (unless a truncation came between)."""
+        for after in flush.after:
+            after()
         self.store.complete_rolled_flush(flush)
 
     def flush_rolled(self) -> bool:

@@ -386,3 +386,22 @@ def test_reopening_an_empty_log_and_leading_it_in_the_same_epoch_writes_nothing(
     log.append_as_leader(bytearray(build_batch([SimpleRecord(b"v")])), 7, now_ms=0)
     log.close()
     assert PartitionLog.open(directory, LogConfig()).leader_epoch_cache.entries == (E(7, 0),)
+
+
+def test_a_sync_off_the_loop_counts_only_if_no_write_came_after_it() -> None:
+    """``prepare_flush`` hands the fsync to the rolled flush's thread; an ``assign`` written
+    meanwhile is a new unsynced write, which the next flush still syncs."""
+    checkpoint = RecordingCheckpoint()
+    cache = LeaderEpochCache(checkpoint)
+    assert cache.prepare_flush() is None  # nothing written, nothing to sync
+    cache.assign(1, 0)
+    prepared = cache.prepare_flush()
+    assert prepared is not None
+    sync, token = prepared
+    cache.assign(2, 5)  # written while the sync is on the thread
+    sync()
+    cache.synced(token)
+    cache.flush()
+    assert checkpoint.syncs == 2  # epoch 2's write was synced by the flush, not taken as synced
+    prepared = cache.prepare_flush()
+    assert prepared is None  # and is synced now

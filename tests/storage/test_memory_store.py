@@ -140,6 +140,24 @@ def test_a_flush_syncs_the_epoch_before_moving_the_recovery_point() -> None:
     assert reopened.leader_epoch_cache.latest_epoch == 2
 
 
+def test_a_rolled_flush_syncs_the_epoch_it_lets_the_recovery_point_pass() -> None:
+    # The epoch's sync runs with the segments' (on the flusher thread, for files).
+    disk = MemoryDisk(Path("memory/t-0"))
+    log = PartitionLog.open(disk, attrs.evolve(CONFIG, segment_bytes=200))
+    for n in range(3):
+        log.append_as_leader(batch(n), leader_epoch=2, now_ms=0)
+    flush = log.prepare_rolled_flush()
+    assert flush is not None
+    assert disk.synced_epoch_entries == ()  # not yet: prepared, not run
+    flush.run()
+    log.complete_rolled_flush(flush)
+    assert log.recovery_point == flush.target > 0
+    log.close_handlers()
+    disk.crash()
+    reopened = PartitionLog.open(disk, CONFIG, recovery_point=flush.target)
+    assert reopened.leader_epoch_cache.latest_epoch == 2
+
+
 def test_an_inline_flush_syncs_the_new_epoch_of_the_batch_it_makes_durable() -> None:
     # flush.messages=1: the leader's append flushes inside the write, so its new epoch must be
     # recorded (and synced by before_flush) before the write, as Kafka's UnifiedLog.append does.
