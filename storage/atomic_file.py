@@ -40,20 +40,25 @@ def write_atomically(path: Path, data: bytes, *, durable: bool = True) -> None:
         fsync_directory(path.parent)
 
 
-def sync_file(path: Path) -> None:
-    """Make a file written with ``durable=False`` durable: its bytes, then its name. Any
-    thread may: a file deleted meanwhile (its partition with it) needs neither."""
-    sync_if_exists(path)
-    sync_if_exists(path.parent)
+def sync_file(path: Path, *, gone_is_synced: bool = False) -> None:
+    """Make a file written with ``durable=False`` durable: its bytes, then its name.
+    ``gone_is_synced``: a file deleted meanwhile (a producer snapshot below the log start)
+    needs no sync; its directory must still be there."""
+    (sync_if_exists if gone_is_synced else _fsync_path)(path)
+    fsync_directory(path.parent)
 
 
 def sync_if_exists(path: Path) -> None:
-    """fsync a file or directory by name, off the thread that owns it (``RolledFlush``): one
-    deleted or renamed meanwhile needs no sync, so a missing ``path`` is no error."""
+    """fsync a file by name, off the thread that owns it (``RolledFlush``): one deleted
+    meanwhile (retention, truncation) needs no sync, so a missing ``path`` is no error."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        _fsync_path(path)
     except FileNotFoundError:
         return
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

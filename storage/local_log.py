@@ -267,9 +267,11 @@ class LocalLog:
             return None
         rolled = self._segments[self.floor_segment(self.recovery_point) : -1]
         paths = [path for s in rolled if s.base_offset < target for path in s.file_paths()]
-        if self._directory_synced != self._directory_changes:
-            paths.append(self.directory)
+        # A segment file deleted meanwhile (retention) needs no sync; the directory must be
+        # there (a deleted log's flush is dropped by its caller).
         syncs: list[Callable[[], None]] = [functools.partial(sync_if_exists, p) for p in paths]
+        if self._directory_synced != self._directory_changes:
+            syncs.append(functools.partial(fsync_directory, self.directory))
         return RolledFlush(target, syncs, self._truncations, self._directory_changes)
 
     def complete_rolled_flush(self, flush: RolledFlush) -> None:

@@ -555,7 +555,9 @@ class LogManager:
         self, tp: TopicPartition, log: PartitionLog, flush: RolledFlush, error: BaseException | None
     ) -> None:
         """On the loop: the recovery point moves, or an ``OSError`` takes the dir offline.
-        A log deleted, moved or taken offline meanwhile has nothing left to move."""
+        A log deleted, moved or taken offline meanwhile has nothing left to move. (Shutdown
+        runs on its own thread: a completion past this check may still run beside its closes,
+        which is harmless, since both only move the recovery point up.)"""
         if self._shut_down or self._logs.get(tp) is not log:
             return
         if error is None:
@@ -621,6 +623,8 @@ class LogManager:
         on another; their outcomes (a failed write takes its dir offline, a flush moves the
         recovery point) come back through ``call_soon`` (the loop's ``call_soon_threadsafe``)."""
         self.checkpoint_writer = CheckpointWriter(call_soon, self._background_checkpoint_failed)
+        if self._flusher is not None:
+            self._flusher.shutdown()
         self._flusher = RolledFlusher(call_soon)
         return self.checkpoint_writer
 

@@ -263,11 +263,14 @@ class MemorySegmentStore:
         self._check("flush")
         self._flush(up_to_offset)
 
-    def _flush(self, up_to_offset: int | None) -> None:
+    def _flush(self, up_to_offset: int | None, *, synced_before: bool = False) -> None:
+        """``synced_before``: what ``before_flush`` syncs was synced already (a rolled flush
+        ran it, off the loop for files)."""
         end = self.log_end_offset
         target = end if up_to_offset is None else min(up_to_offset, end)
         if target > self._recovery_point:
-            self.before_flush()
+            if not synced_before:
+                self.before_flush()
             for segment in self.disk.segments:
                 if segment.next_offset > self._recovery_point and segment.base_offset < target:
                     segment.flushed_size = segment.size  # fsync writes the whole file
@@ -282,7 +285,7 @@ class MemorySegmentStore:
 
     def complete_rolled_flush(self, flush: RolledFlush) -> None:
         if flush.truncations == self._truncations:
-            self._flush(flush.target)
+            self._flush(flush.target, synced_before=True)
 
     def close(self) -> None:
         self.flush()

@@ -52,7 +52,7 @@ class SnapshotDirectory:
         write_atomically(snapshot_file(self.directory, offset), data, durable=durable)
 
     def sync(self, offset: int) -> None:
-        sync_file(snapshot_file(self.directory, offset))
+        sync_file(snapshot_file(self.directory, offset), gone_is_synced=True)
 
     def delete(self, offset: int) -> None:
         delete_snapshot(self.directory, offset)

@@ -16,9 +16,9 @@ waits for the flush under way; the logs' closes flush the rest.
 
 from __future__ import annotations
 
-import concurrent.futures
-import functools
+import collections
 import logging
+import threading
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -38,36 +38,61 @@ class FlushableLog(Protocol):
 class RolledFlusher(Generic[K]):
     def __init__(self, call_soon: Callable[[Callable[[], None]], object]) -> None:
         self._call_soon = call_soon
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="log-flusher")
-        self._flushing: set[K] = set()  # touched on the loop only
+        self._flushing: set[K] = set()  # on the thread or queued for it; the loop's only
+        self._lock = threading.Lock()  # guards the fields below
+        self._queued: collections.deque[tuple[K, RolledFlush, Done]] = collections.deque()
+        self._changed = threading.Condition(self._lock)
+        self._stopped = False
+        # A daemon, as the checkpoint writer's: a stuck fsync of a failing disk must not hold
+        # the interpreter's exit (shutdown waits for the flush under way).
+        self._thread = threading.Thread(target=self._run, name="log-flusher", daemon=True)
+        self._thread.start()
 
     def submit(self, key: K, log: FlushableLog, done: Done) -> None:
-        """Prepare ``log``'s rolled flush and run it on the thread, unless one of ``key`` is
-        there already; an ``OSError`` of the preparation is the caller's."""
+        """Prepare ``log``'s rolled flush and queue it for the thread, unless one of ``key``
+        is there already; an ``OSError`` of the preparation is the caller's."""
         if key in self._flushing:
             return
         flush = log.prepare_rolled_flush()
         if flush is None:
             return
-        self._flushing.add(key)
-        future = self._executor.submit(flush.run)
-        future.add_done_callback(
-            lambda ran: self._post(functools.partial(self._finish, key, flush, ran, done))
-        )
-
-    def _post(self, callback: Callable[[], None]) -> None:
-        try:
-            self._call_soon(callback)
-        except RuntimeError:  # the loop is closed: the broker is stopping, its closes flush
-            logger.info("a rolled flush finished after the event loop closed")
-
-    def _finish(
-        self, key: K, flush: RolledFlush, ran: concurrent.futures.Future[None], done: Done
-    ) -> None:
-        self._flushing.discard(key)
-        if not ran.cancelled():  # cancelled: by ``shutdown``
-            done(flush, ran.exception())
+        with self._lock:
+            if self._stopped:
+                return  # the logs' closes flush it
+            self._flushing.add(key)
+            self._queued.append((key, flush, done))
+            self._changed.notify()
 
     def shutdown(self) -> None:
-        """Wait for the flush under way; no more run."""
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        """Wait for the flush under way and drop the queued ones (what they would have synced
+        is still pending in their logs, for the closes)."""
+        with self._lock:
+            self._stopped = True
+            self._queued.clear()
+            self._changed.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queued and not self._stopped:
+                    self._changed.wait()
+                if self._stopped:
+                    return
+                key, flush, done = self._queued.popleft()
+            error: BaseException | None = None
+            try:
+                flush.run()
+            except Exception as failed:  # an OSError takes the dir offline; others are logged
+                error = failed
+            self._post(key, flush, done, error)
+
+    def _post(self, key: K, flush: RolledFlush, done: Done, error: BaseException | None) -> None:
+        def finish() -> None:
+            self._flushing.discard(key)
+            done(flush, error)
+
+        try:
+            self._call_soon(finish)
+        except RuntimeError:  # the loop is closed: the broker is stopping, its closes flush
+            logger.info("a rolled flush finished after the event loop closed")

@@ -600,9 +600,11 @@ class UnifiedLog:
         self._unsynced_directory = sync
 
     def _before_flush(self) -> None:
+        """What must be durable before the recovery point moves (the store calls it)."""
         if self._unsynced_directory is not None:
             self._unsynced_directory()
             self._unsynced_directory = None
+        self._sync_snapshots()
         self.leader_epoch_cache.flush()
 
     def flush(self, up_to_offset: int | None = None) -> None:
@@ -618,19 +620,23 @@ class UnifiedLog:
     def prepare_rolled_flush(self) -> RolledFlush | None:
         """The flush of the segments rolled since the last one, to ``run`` on any thread
         (Kafka's "flush-log" task); None when nothing was rolled. It syncs first what
-        ``_before_flush`` would inline — the directory's entry, the epoch history — and the
-        producer snapshots taken at the rolls; a flush on the loop meanwhile still syncs them
-        itself, since they count as synced only once this one completes."""
+        ``_before_flush`` would inline — the directory's entry, the producer snapshots taken
+        at the rolls, the epoch history. They count as synced only once this flush completes:
+        a flush on the loop meanwhile syncs them itself, and one that never completes
+        (cancelled at shutdown, failed) leaves them to the next flush or ``close``."""
         flush = self.store.prepare_rolled_flush()
         if flush is None:
             return None
-        directory, epochs = self._unsynced_directory, self.leader_epoch_cache.prepare_flush()
+        directory, snapshots = self._unsynced_directory, list(self._snapshot_syncs)
+        epochs = self.leader_epoch_cache.prepare_flush()
         first = [sync for sync in (directory, epochs and epochs[0]) if sync is not None]
-        flush.syncs[:0], self._snapshot_syncs = [*first, *self._snapshot_syncs], []
+        flush.syncs[:0] = [*first, *snapshots]
 
         def synced() -> None:
             if directory is not None and self._unsynced_directory is directory:
                 self._unsynced_directory = None
+            done = {id(sync) for sync in snapshots}
+            self._snapshot_syncs = [s for s in self._snapshot_syncs if id(s) not in done]
             if epochs is not None:
                 self.leader_epoch_cache.synced(epochs[1])
 

@@ -477,6 +477,20 @@ def test_a_truncation_while_a_rolled_flush_runs_keeps_the_recovery_point(tmp_pat
     assert log.recovery_point <= 4
 
 
+def test_a_log_restarted_while_a_rolled_flush_runs_keeps_the_recovery_point(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path)
+    fill(log, 20)
+    flush = log.prepare_rolled_flush()
+    assert flush is not None
+    log.truncate_fully_and_start_at(5, now_ms=0)  # a follower's restart below the leader
+    fill(log, 20)
+    flush.run()
+    log.complete_rolled_flush(flush)
+    assert log.recovery_point == 5
+
+
 def test_flush_messages_forces_a_flush(tmp_path: Path) -> None:
     log = open_log(tmp_path, attrs.evolve(CONFIG, flush_messages=3))
     fill(log, 2)

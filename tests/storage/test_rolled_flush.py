@@ -105,6 +105,35 @@ def test_a_file_gone_before_the_flush_runs_needs_no_sync(tmp_path: Path) -> None
     assert log.recovery_point == flush.target
 
 
+def test_a_flush_on_the_loop_meanwhile_syncs_what_the_rolled_flush_has_not_yet(
+    tmp_path: Path, fsyncs: Fsyncs
+) -> None:
+    """The directory's entry, the roll's snapshot and the epoch history count as synced only
+    when the rolled flush completes: a flush before that syncs them itself."""
+    manager = open_manager([tmp_path])
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 20)
+    flush = log.prepare_rolled_flush()
+    assert flush is not None
+    log.flush()
+    snapshot = snapshot_file(log.directory, files_of(log).active_segment.base_offset)
+    epochs = log.directory / "leader-epoch-checkpoint"
+    assert {file_of(tmp_path), file_of(snapshot), file_of(epochs)} <= fsyncs.files()
+    manager.shutdown()
+
+
+def test_a_rolled_flush_that_never_ran_leaves_the_snapshot_to_close(
+    tmp_path: Path, fsyncs: Fsyncs
+) -> None:
+    log = PartitionLog.open(tmp_path / "orders-0", CONFIG)
+    append(log, 20)
+    snapshot = snapshot_file(log.directory, files_of(log).active_segment.base_offset)
+    assert log.prepare_rolled_flush() is not None  # then dropped: a shutdown cancelled it
+    fsyncs.calls.clear()
+    log.close()
+    assert file_of(snapshot) in fsyncs.files()
+
+
 def wait_for_callbacks(loop: Loop) -> None:
     deadline = time.monotonic() + WAIT_S
     while not loop.callbacks:  # posted by the flusher thread
@@ -150,4 +179,26 @@ def test_a_failed_rolled_flush_takes_the_dir_offline_on_the_loop(
     assert "Input/output error" in manager.offline_dirs[tmp_path]
     # Kafka's testRecoveryPointNotIncrementedOnProducerStateSnapshotFlushFailure
     assert log.recovery_point == 0
+    manager.shutdown()
+
+
+def test_a_flush_of_a_log_deleted_meanwhile_leaves_its_successor_alone(
+    tmp_path: Path, fsyncs: Fsyncs
+) -> None:
+    """The deleted log's directory is gone under its flush (FileNotFoundError on the thread):
+    that takes no dir offline, and the partition's new log keeps its own recovery point."""
+    manager = open_manager([tmp_path])
+    loop = Loop()
+    manager.sync_off_loop(loop.call_soon)
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 20)
+    fsyncs.fail_on = lambda thread: thread.startswith("log-flusher")
+    manager.maybe_run_periodic(now_ms=0)
+    wait_for_callbacks(loop)
+    manager.delete_log(ORDERS_0)
+    successor = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(successor, 20)
+    loop.run()  # the old log's failed flush
+    assert manager.offline_dirs == {}
+    assert successor.recovery_point == 0
     manager.shutdown()
