@@ -116,9 +116,23 @@ class Probe:
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
-        self._admin = AdminClient(
+        self._client: AdminClient | None = AdminClient(
             {"bootstrap.servers": bootstrap, "log_level": LOG_WARNING, "client.id": "console"}
         )
+
+    @property
+    def _admin(self) -> AdminClient:
+        if self._client is None:
+            raise ProbeError("The console's broker client was closed.")
+        return self._client
+
+    def close(self) -> None:
+        """Destroy the client now, on this thread. librdkafka aborts the process when a client
+        is destroyed on one of its own threads, and the garbage collector may run on those (they
+        call into Python to complete the admin futures): a worker of the test suite died so,
+        collecting a Probe that a failed load's traceback kept in a reference cycle. Closed, a
+        Probe holds nothing of librdkafka's, wherever it is collected."""
+        self._client = None
 
     def _request_timeout(self, budget: Budget) -> float:
         return max(0.1, budget.left())
@@ -258,6 +272,7 @@ class Probes:
     def _probe_for(self, bootstrap: str) -> Probe:
         """Runs in the pool: the AdminClient is made and dropped on its threads only."""
         if self._probe is None or self._probe.bootstrap != bootstrap:
+            self._drop_probe()
             self._probe = Probe(bootstrap)
         return self._probe
 
@@ -303,7 +318,9 @@ class Probes:
         self._pool.shutdown(wait=False)
 
     def _drop_probe(self) -> None:
-        self._probe = None
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.close()
 
 
 def _finished(load: _Load, monotonic_ms: Callable[[], int]) -> None:

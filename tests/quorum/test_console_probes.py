@@ -6,6 +6,7 @@ short page deadline."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import time
@@ -105,9 +106,12 @@ def test_a_groups_page_asks_every_group_at_once_under_one_budget(
     groups = [f"grp-{n:03}" for n in range(100)]
     budget = Budget(CLOCK.monotonic_ms() + round(DEADLINE_S * 1000), CLOCK.monotonic_ms)
     began = time.monotonic()
-    described = probe.describe_groups(groups, budget)
-    committed = probe.committed(groups, budget)
-    ends = probe.log_end_offsets([("t", n) for n in range(50)], budget)
+    try:
+        described = probe.describe_groups(groups, budget)
+        committed = probe.committed(groups, budget)
+        ends = probe.log_end_offsets([("t", n) for n in range(50)], budget)
+    finally:
+        probe.close()
     elapsed = time.monotonic() - began
     # Serially, 201 calls of DEADLINE_S each; together, one budget.
     assert elapsed < DEADLINE_S + 1.0
@@ -136,3 +140,45 @@ def test_failing_loads_reuse_one_client(silent_broker: MetadataImage) -> None:
         assert threads() <= after_one  # one AdminClient's threads, not one per load
     finally:
         probes.close()
+
+
+def _librdkafka_threads() -> set[str]:
+    """The task ids of this process's librdkafka threads (named ``rdk:...``)."""
+    found = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if comm.read().startswith("rdk:"):
+                    found.add(task)
+        except OSError:  # the thread ended since the listing
+            continue
+    return found
+
+
+def test_closing_destroys_the_client_without_the_garbage_collector(
+    silent_broker: MetadataImage,
+) -> None:
+    """A failed load's traceback keeps its Probe in a reference cycle, which the collector may
+    free on one of librdkafka's own threads: librdkafka then aborts the process. ``close``
+    destroys the client on the pool's thread, so none of its threads outlive it."""
+    earlier = _librdkafka_threads()  # the clients of earlier tests, perhaps still closing
+    gc.disable()  # what a collection would free must not count
+    try:
+        probes = Probes(
+            CLOCK.monotonic_ms, threads=2, max_in_flight=4, deadline_s=DEADLINE_S, cache_s=0
+        )
+
+        async def wave() -> list[object]:
+            pages = [probes.ask(("w", i), silent_broker, list_groups) for i in range(4)]
+            return await asyncio.gather(*pages, return_exceptions=True)
+
+        answers = asyncio.run(wave())
+        assert all(isinstance(a, ProbeError) for a in answers)
+        assert _librdkafka_threads() - earlier  # this test's client
+        probes.close()
+        deadline = time.monotonic() + 10
+        while _librdkafka_threads() - earlier and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _librdkafka_threads() - earlier == set()
+    finally:
+        gc.enable()
