@@ -34,6 +34,7 @@ from pykraft.coordinator.group.consumer_member import ConsumerGroupMember
 from pykraft.coordinator.group.effects import ConsumerGroupHeartbeatResult
 from pykraft.coordinator.group.shell import GroupCoordinatorShell
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.metadata.auth.authorizer import operations_bitfield
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.records import kafka_string_to_uuid
 from pykraft.protocol.api_keys import ApiKey
@@ -83,7 +84,7 @@ def consumer_group_handlers(
             if request.include_authorized_operations:
                 operations = authorizer.authorized_operations(context, ResourceType.GROUP, group_id)
                 # The schema's int32: bit n set when operation code n is allowed (KIP-430).
-                described.authorized_operations = sum(1 << code for code in operations)
+                described.authorized_operations = operations_bitfield(operations)
             groups.append(described)
         return _DESCRIBE(version=0, throttle_time_ms=0, groups=groups)
 

@@ -38,6 +38,7 @@ from pykraft.broker.kafka_apis import ApiHandler, kafka_python_handler
 from pykraft.broker.network import RequestContext
 from pykraft.broker.replica_manager import INTERNAL_TOPICS
 from pykraft.metadata.auth.acl import AclOperation, ResourceType
+from pykraft.metadata.auth.authorizer import operations_bitfield
 from pykraft.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.apis import response_class
@@ -169,10 +170,6 @@ def invalid_request(message: Any) -> Any:
     )
 
 
-def _bitfield(operations: set[int]) -> int:
-    return sum(1 << operation for operation in operations)
-
-
 def describe_topic_partitions(
     services: BrokerServices, context: RequestContext, message: Any
 ) -> Any:
@@ -200,7 +197,7 @@ def describe_topic_partitions(
         image, authorized, context.listener_name, cursor, limit, report_missing=not fetch_all
     )
     for topic in topics:
-        topic.topic_authorized_operations = _bitfield(
+        topic.topic_authorized_operations = operations_bitfield(
             authorizer.authorized_operations(context, ResourceType.TOPIC, topic.name)
         )
     topics += [

@@ -63,7 +63,7 @@ class BrokerServices:
     delegation_token_secret_key: str | None = attrs.field(default=None, repr=False)
     # Topics this broker asked the controller to auto-create and awaits: another Metadata
     # request naming one does not ask again (Kafka's AutoTopicCreationManager inflightTopics);
-    # at most MAX_AUTO_CREATES_IN_FLIGHT (broker/handlers/metadata.py).
+    # at most MAX_AUTO_CREATES_IN_FLIGHT (broker/handlers/auto_create.py).
     auto_create_in_flight: set[str] = attrs.field(factory=set)
     # KIP-227 incremental fetch sessions (broker.handlers.fetch), keyed as a request names
     # its partitions; max.incremental.fetch.session.cache.slots.

@@ -110,9 +110,10 @@ class AuthorizerSettings:
         return cls(names, allow_everyone_if_no_acl_found)
 
 
-def operations_bitfield(operations: Iterable[AclOperation]) -> int:
-    """KIP-430's ``authorizedOperations`` int32: bit ``code`` set per operation."""
-    return sum(1 << operation.value for operation in set(operations))
+def operations_bitfield(operations: Iterable[int]) -> int:
+    """KIP-430's ``authorizedOperations`` int32: bit ``code`` set per operation (an
+    ``AclOperation`` or its code)."""
+    return sum(1 << int(operation) for operation in set(operations))
 
 
 @attrs.frozen

@@ -15,7 +15,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from pykraft.broker.handlers.metadata import metadata_handler
 from pykraft.broker.handlers.services import topic_uuid
 from pykraft.broker.partition import PartitionRole
-from pykraft.metadata.records import TopicRecord
+from pykraft.metadata.records import FenceBrokerRecord, PartitionChangeRecord, TopicRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
 from pykraft.storage.topic_partition import TopicPartition
@@ -252,3 +252,25 @@ def test_a_topic_being_auto_created_is_not_asked_for_again(cluster: Cluster) -> 
     assert [c[0] for c in controller.calls] == ["create_topic"]
     again = metadata(cluster, 12, ["fresh"], controller=controller, auto_create_topics_enable=True)
     assert again.topics[0].error_code == Errors.NONE  # created once, then found
+
+
+def test_a_handler_answers_what_changed_since_its_last_answer(cluster: Cluster) -> None:
+    """The handler keeps each topic's encoded entry while the topic and the brokers stay as
+    they are: a leader that moved, a broker fenced, a new topic each show in the next answer."""
+    handler = metadata_handler(services(cluster))
+    request = MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
+
+    def ask() -> Any:
+        body = call(handler, ApiKey.METADATA, 12, encode(request, 12))
+        assert body is not None
+        return MetadataResponse.decode(body, version=12)
+
+    assert partitions(ask(), "pets")[1][1:3] == (OTHER, 2)
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=1, leader=LOCAL))
+    assert partitions(ask(), "pets")[1][1:3] == (LOCAL, 3)
+    assert partitions(ask(), "birds")[0][5] == []  # an unchanged topic, answered again
+    cluster.publish(FenceBrokerRecord(id=OTHER, epoch=100 + OTHER))
+    assert partitions(ask(), "birds")[0][5] == [OTHER]  # its replica's broker is fenced now
+    assert partitions(ask(), "pets")[1][5] == [OTHER]
+    cluster.publish(TopicRecord(name="fish", topic_id=ORPHAN_ID))
+    assert "fish" in [t.name for t in ask().topics]
