@@ -108,34 +108,37 @@ class TopicEntries:
     The metadata image is immutable and shares what a delta did not change: a topic's
     ``TopicImage`` is the same object until one of its partitions changes, and the cluster's
     brokers (fencing, endpoints: what makes a replica offline) the same ``ClusterImage``. So an
-    entry is keyed by its topic object, per version and listener, and all of a version's
-    entries go when the brokers change."""
+    entry is kept per version and listener under its topic's id, with the ``TopicImage`` it
+    was encoded from, and every entry goes when the brokers change. Deleted topics' entries
+    linger until ``DELETED_ENTRIES_MAX`` more than the image's topics, then all start again."""
+
+    DELETED_ENTRIES_MAX = 64
 
     def __init__(self) -> None:
-        self._by_version: dict[tuple[int, str], tuple[ClusterImage, dict[int, _Kept]]] = {}
+        self._cluster: ClusterImage | None = None
+        self._by_version: dict[tuple[int, str], dict[str, _Kept]] = {}
+
+    def __len__(self) -> int:
+        """Entries kept, over every version and listener."""
+        return sum(len(kept) for kept in self._by_version.values())
 
     def entry(self, image: MetadataImage, topic: TopicImage, version: int, listener: str) -> bytes:
-        key = (version, listener)
-        kept = self._by_version.get(key)
-        if kept is None or kept[0] is not image.cluster or len(kept[1]) > _limit(image):
-            kept = (image.cluster, {})
-            self._by_version[key] = kept
-        found = kept[1].get(id(topic))
+        if image.cluster is not self._cluster:
+            self._cluster, self._by_version = image.cluster, {}
+        kept = self._by_version.setdefault((version, listener), {})
+        if len(kept) > len(image.topics.by_id) + self.DELETED_ENTRIES_MAX:
+            kept.clear()
+        found = kept.get(topic.topic_id)
         if found is not None and found.topic is topic:
             return found.entry
         entry = _encode_topic(image, topic, version, listener)
-        kept[1][id(topic)] = _Kept(topic, entry)  # holding the topic keeps its id unique
+        kept[topic.topic_id] = _Kept(topic, entry)
         return entry
 
 
 class _Kept(NamedTuple):
     topic: TopicImage
     entry: bytes
-
-
-def _limit(image: MetadataImage) -> int:
-    """Entries past this many are mostly of topics since changed or deleted: start again."""
-    return 2 * len(image.topics.by_id) + 64
 
 
 @attrs.define
@@ -145,6 +148,7 @@ class _Unknown:
     name: str | None
     topic_id: bytes
     error_code: int
+    authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
 
 
 async def handle_metadata(
@@ -161,6 +165,9 @@ async def handle_metadata(
     quota's throttle counts the handler's time)."""
     version = request.version
     check_version(version)
+    invalid = _invalid_before_v12(request)
+    if invalid is not None:
+        return _error_response(request, invalid, throttle_time_ms())
     image = services.metadata()
     entries = entries or TopicEntries()
     alive = alive_brokers(image, listener_name)
@@ -180,15 +187,15 @@ async def handle_metadata(
             error = (
                 Errors.UNKNOWN_TOPIC_OR_PARTITION if name is not None else Errors.UNKNOWN_TOPIC_ID
             )
-            topics.append(_Unknown(name, _topic_id_of(found), error))
+            unknown = _Unknown(name, _topic_id_of(found), error)
+            if with_operations and name is not None:
+                assert context is not None
+                unknown.authorized_operations = _topic_operations(services, context, name)
+            topics.append(unknown)
         elif with_operations:
             assert context is not None
-            operations = services.authorizer.authorized_operations(
-                context, ResourceType.TOPIC, name
-            )
-            topics.append(
-                _encode_topic(image, found, version, listener_name, operations_bitfield(operations))
-            )
+            operations = _topic_operations(services, context, name)
+            topics.append(_encode_topic(image, found, version, listener_name, operations))
         else:
             topics.append(entries.entry(image, found, version, listener_name))
     missing = [
@@ -228,10 +235,54 @@ async def handle_metadata(
         topics=[
             t
             if isinstance(t, bytes)
-            else encode_topic(version, t.error_code, t.name, t.topic_id, False, ())
+            else encode_topic(
+                version, t.error_code, t.name, t.topic_id, False, (), t.authorized_operations
+            )
             for t in topics
         ],
         cluster_authorized_operations=cluster_operations,
+    )
+
+
+def _invalid_before_v12(request: Any) -> str | None:
+    """Kafka's ``handleTopicMetadataRequest``: before v12 a topic is asked by name only."""
+    if request.version >= 12 or not request.topics:
+        return None
+    for topic in request.topics:
+        if topic.name is None:
+            return f"Topic name can not be null for version {request.version}"
+        if getattr(topic, "topic_id", None) not in (None, ZERO_UUID):
+            return f"Topic IDs are not supported in requests for version {request.version}"
+    return None
+
+
+def _error_response(request: Any, reason: str, throttle_time_ms: int) -> bytes:
+    """Kafka's ``MetadataRequest.getErrorResponse`` for an ``InvalidRequestException``: each
+    topic asked for with INVALID_REQUEST (a null name as ""), no brokers, controller -1."""
+    logger.info("Metadata v%d refused: %s", request.version, reason)
+    return encode_response(
+        request.version,
+        throttle_time_ms=throttle_time_ms,
+        brokers=[],
+        cluster_id=None,
+        controller_id=-1,
+        topics=[
+            encode_topic(
+                request.version,
+                Errors.INVALID_REQUEST,
+                topic.name or "",
+                _topic_id_of(topic),
+                False,
+                (),
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+def _topic_operations(services: BrokerServices, context: RequestContext, name: str) -> int:
+    return operations_bitfield(
+        services.authorizer.authorized_operations(context, ResourceType.TOPIC, name)
     )
 
 

@@ -282,6 +282,14 @@ def test_metadata_reports_the_topics_authorized_operations(cluster: Cluster) -> 
     assert pets.authorized_operations == {AclOperation.READ, AclOperation.DESCRIBE}
 
 
+def test_metadata_reports_the_operations_on_a_topic_that_does_not_exist(cluster: Cluster) -> None:
+    """Kafka sets them on every topic it describes, unknown ones included."""
+    apis = apis_for(cluster, authorizer(acl(AclOperation.READ, name="nothing-here")))
+    [missing] = metadata(apis, ["nothing-here"]).topics
+    assert missing.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert missing.authorized_operations == {AclOperation.READ, AclOperation.DESCRIBE}
+
+
 def fetch(replica_id: int) -> Any:
     partition = FetchRequest.FetchTopic.FetchPartition(
         partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from pykraft.broker.handlers.metadata import metadata_handler
+from pykraft.broker.handlers.metadata import TopicEntries, metadata_handler
 from pykraft.broker.handlers.services import topic_uuid
 from pykraft.broker.partition import PartitionRole
 from pykraft.metadata.records import FenceBrokerRecord, PartitionChangeRecord, TopicRecord
@@ -274,3 +274,28 @@ def test_a_handler_answers_what_changed_since_its_last_answer(cluster: Cluster) 
     assert partitions(ask(), "pets")[1][5] == [OTHER]
     cluster.publish(TopicRecord(name="fish", topic_id=ORPHAN_ID))
     assert "fish" in [t.name for t in ask().topics]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_a_topic_asked_by_id_before_v12_is_an_invalid_request(
+    cluster: Cluster, version: int
+) -> None:
+    """Kafka's handleTopicMetadataRequest: topic ids in requests only from v12; the answer is
+    MetadataRequest.getErrorResponse (each topic INVALID_REQUEST, a null name as "")."""
+    response = metadata(cluster, version, [uuid.UUID(bytes=topic_uuid(PETS_ID).bytes), "pets"])
+    assert [(t.error_code, t.name, t.partitions) for t in response.topics] == [
+        (Errors.INVALID_REQUEST, "", []),
+        (Errors.INVALID_REQUEST, "pets", []),
+    ]
+    assert response.brokers == [] and response.controller_id == -1
+
+
+def test_a_changed_topic_replaces_its_kept_entry(cluster: Cluster) -> None:
+    """A topic's entry is kept under its id: its leader moving a hundred times keeps one."""
+    entries = TopicEntries()
+    for _ in range(100):
+        cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=1, leader=LOCAL))
+        cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=1, leader=OTHER))
+        for topic in cluster.image.topics.by_id.values():
+            entries.entry(cluster.image, topic, 12, "PLAINTEXT")
+    assert len(entries) == len(cluster.image.topics.by_id)
