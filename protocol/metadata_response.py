@@ -4,8 +4,9 @@ Why by hand: a broker answers a client's Metadata for every topic it asks about,
 10,000 partitions building kafka-python's objects and encoding them took 50 ms of the broker's
 loop on an idle machine and 0.4-0.5 s on a loaded one (issue 18's scale runs: librdkafka asks
 again at every leader change, and a broker answered nothing else meanwhile). Each topic's entry
-is encoded on its own (``encode_topic``), so the broker can keep an entry's bytes while the
-topic and the brokers it names stay as they are, and ``encode_response`` joins the entries.
+is encoded on its own (``encode_topic``), and each partition's within it (``encode_partition``),
+so the broker can keep their bytes while the topic, the partition and the brokers they name stay
+as they are; ``encode_response`` joins the entries.
 
 Layout, from Kafka's ``MetadataResponse.json``: ``throttle_time_ms`` (v3+); brokers (node id,
 host, port, rack v1+); ``cluster_id`` (v2+); ``controller_id`` (v1+); topics (error, name —
@@ -18,7 +19,7 @@ and arrays, and an empty tagged-field section closing every struct.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from pykraft.protocol.wire import (
@@ -70,10 +71,11 @@ def encode_topic(
     name: str | None,
     topic_id: bytes,
     is_internal: bool,
-    partitions: Iterable[PartitionEntry],
+    partitions: Sequence[bytes],
     authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED,
 ) -> bytes:
-    """One entry of the response's topics array; ``topic_id`` is the 16 bytes of the UUID."""
+    """One entry of the response's topics array; ``topic_id`` is the 16 bytes of the UUID,
+    ``partitions`` each from ``encode_partition`` at ``version``."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
     out = bytearray(_INT16.pack(error_code))
     if name is None and version < 12:
@@ -83,10 +85,8 @@ def encode_topic(
         out += topic_id
     if version >= 1:
         out.append(1 if is_internal else 0)
-    entries = list(partitions)
-    out += encode_array_length(len(entries), compact=flexible)
-    for partition in entries:
-        _encode_partition(out, partition, version, flexible)
+    out += encode_array_length(len(partitions), compact=flexible)
+    out += b"".join(partitions)
     if version >= 8:
         out += _UINT32.pack(authorized_operations)
     if flexible:
@@ -94,9 +94,10 @@ def encode_topic(
     return bytes(out)
 
 
-def _encode_partition(
-    out: bytearray, partition: PartitionEntry, version: int, flexible: bool
-) -> None:
+def encode_partition(version: int, partition: PartitionEntry) -> bytes:
+    """One entry of a topic's partitions array."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    out = bytearray()
     if version >= 7:
         out += _PARTITION_HEAD_V7.pack(
             partition.error_code,
@@ -114,6 +115,7 @@ def _encode_partition(
         out += _int32_array(partition.offline_replicas, flexible)
     if flexible:
         out += EMPTY_TAGGED_FIELDS
+    return bytes(out)
 
 
 def _int32_array(values: Sequence[int], flexible: bool) -> bytes:

@@ -65,6 +65,7 @@ from pykraft.protocol.metadata_response import (
     BrokerEntry,
     PartitionEntry,
     check_version,
+    encode_partition,
     encode_response,
     encode_topic,
 )
@@ -131,14 +132,26 @@ class TopicEntries:
         found = kept.get(topic.topic_id)
         if found is not None and found.topic is topic:
             return found.entry
-        entry = _encode_topic(image, topic, version, listener)
-        kept[topic.topic_id] = _Kept(topic, entry)
-        return entry
+        # A partition's entry stays while its registration does: most changes of a topic are
+        # of one partition (a leader, an ISR, a log dir assigned: KIP-858).
+        before = found.partitions if found is not None else {}
+        partitions = {}
+        for index, registration in sorted(topic.partitions.items()):
+            old = before.get(index)
+            if old is not None and old[0] is registration:
+                partitions[index] = old
+            else:
+                entry = _partition(image, index, registration, version, listener)
+                partitions[index] = (registration, encode_partition(version, entry))
+        encoded = _topic_entry(topic, version, [entry for _, entry in partitions.values()])
+        kept[topic.topic_id] = _Kept(topic, encoded, partitions)
+        return encoded
 
 
 class _Kept(NamedTuple):
     topic: TopicImage
     entry: bytes
+    partitions: dict[int, tuple[PartitionRegistration, bytes]]
 
 
 @attrs.define
@@ -169,7 +182,8 @@ async def handle_metadata(
     if invalid is not None:
         return _error_response(request, invalid, throttle_time_ms())
     image = services.metadata()
-    entries = entries or TopicEntries()
+    if entries is None:
+        entries = TopicEntries()
     alive = alive_brokers(image, listener_name)
     all_topics = request.topics is None or (request.version == 0 and not request.topics)
     with_operations = context is not None and bool(
@@ -332,6 +346,19 @@ def _encode_topic(
     topic: TopicImage,
     version: int,
     listener: str,
+    authorized_operations: int,
+) -> bytes:
+    partitions = [
+        encode_partition(version, _partition(image, index, registration, version, listener))
+        for index, registration in sorted(topic.partitions.items())
+    ]
+    return _topic_entry(topic, version, partitions, authorized_operations)
+
+
+def _topic_entry(
+    topic: TopicImage,
+    version: int,
+    partitions: Sequence[bytes],
     authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED,
 ) -> bytes:
     return encode_topic(
@@ -340,10 +367,7 @@ def _encode_topic(
         topic.name,
         topic_uuid(topic.topic_id).bytes if version >= FIRST_TOPIC_ID_VERSION else ZERO_ID,
         topic.name in INTERNAL_TOPICS,
-        (
-            _partition(image, index, registration, version, listener)
-            for index, registration in sorted(topic.partitions.items())
-        ),
+        partitions,
         authorized_operations,
     )
 

@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from pykraft.broker.handlers import metadata as metadata_module
 from pykraft.broker.handlers.metadata import TopicEntries, metadata_handler
 from pykraft.broker.handlers.services import topic_uuid
 from pykraft.broker.partition import PartitionRole
 from pykraft.metadata.records import FenceBrokerRecord, PartitionChangeRecord, TopicRecord
 from pykraft.protocol.api_keys import ApiKey
 from pykraft.protocol.errors import Errors
+from pykraft.protocol.metadata_response import encode_partition
 from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     BIRDS_ID,
@@ -265,9 +267,12 @@ def test_a_handler_answers_what_changed_since_its_last_answer(cluster: Cluster) 
         assert body is not None
         return MetadataResponse.decode(body, version=12)
 
-    assert partitions(ask(), "pets")[1][1:3] == (OTHER, 2)
+    before = partitions(ask(), "pets")
+    assert before[1][1:3] == (OTHER, 2)
     cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=1, leader=LOCAL))
-    assert partitions(ask(), "pets")[1][1:3] == (LOCAL, 3)
+    after = partitions(ask(), "pets")
+    assert after[1][1:3] == (LOCAL, 3)
+    assert after[0] == before[0]  # the partition that did not change, as it was
     assert partitions(ask(), "birds")[0][5] == []  # an unchanged topic, answered again
     cluster.publish(FenceBrokerRecord(id=OTHER, epoch=100 + OTHER))
     assert partitions(ask(), "birds")[0][5] == [OTHER]  # its replica's broker is fenced now
@@ -299,3 +304,25 @@ def test_a_changed_topic_replaces_its_kept_entry(cluster: Cluster) -> None:
         for topic in cluster.image.topics.by_id.values():
             entries.entry(cluster.image, topic, 12, "PLAINTEXT")
     assert len(entries) == len(cluster.image.topics.by_id)
+
+
+def test_a_handler_encodes_a_partition_once_while_it_stays_as_it_is(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[int] = []
+    real = encode_partition
+
+    def counting(version: int, partition: Any) -> bytes:
+        encoded.append(partition.partition_index)
+        return real(version, partition)
+
+    monkeypatch.setattr(metadata_module, "encode_partition", counting)
+    handler = metadata_handler(services(cluster))
+    body = encode(MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False), 12)
+    first = call(handler, ApiKey.METADATA, 12, body)
+    assert len(encoded) == 4  # pets 0 and 1, birds 0, __consumer_offsets 0
+    assert call(handler, ApiKey.METADATA, 12, body) == first
+    assert len(encoded) == 4  # kept
+    cluster.publish(PartitionChangeRecord(topic_id=PETS_ID, partition_id=1, leader=LOCAL))
+    call(handler, ApiKey.METADATA, 12, body)
+    assert encoded[4:] == [1]  # only the partition that changed

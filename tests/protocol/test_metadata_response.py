@@ -16,6 +16,7 @@ from pykraft.protocol.metadata_response import (
     AUTHORIZED_OPERATIONS_OMITTED,
     BrokerEntry,
     PartitionEntry,
+    encode_partition,
     encode_response,
     encode_topic,
 )
@@ -123,7 +124,7 @@ def ours(response: dict[str, Any], version: int) -> bytes:
                 t["name"],
                 t["topic_id"].bytes,
                 t["is_internal"],
-                t["partitions"],
+                [encode_partition(version, p) for p in t["partitions"]],
                 t["authorized_operations"],
             )
             for t in response["topics"]
