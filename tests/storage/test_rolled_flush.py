@@ -16,6 +16,7 @@ import pytest
 
 from pykraft.storage.local_log import LocalLog
 from pykraft.storage.log_config import LogConfig
+from pykraft.storage.log_manager import LogManager
 from pykraft.storage.partition_log import PartitionLog
 from pykraft.storage.producer_snapshot import snapshot_file
 from tests.storage.test_checkpoint_writer import WAIT_S, Loop
@@ -134,6 +135,16 @@ def test_a_rolled_flush_that_never_ran_leaves_the_snapshot_to_close(
     assert file_of(snapshot) in fsyncs.files()
 
 
+def flushing_manager(tmp_path: Path) -> tuple[LogManager, Loop, PartitionLog]:
+    """A log manager flushing off its loop, with one log just rolled."""
+    manager = open_manager([tmp_path])
+    loop = Loop()
+    manager.sync_off_loop(loop.call_soon)
+    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
+    append(log, 20)
+    return manager, loop, log
+
+
 def wait_for_callbacks(loop: Loop) -> None:
     deadline = time.monotonic() + WAIT_S
     while not loop.callbacks:  # posted by the flusher thread
@@ -144,11 +155,7 @@ def wait_for_callbacks(loop: Loop) -> None:
 def test_the_log_manager_flushes_rolled_segments_on_its_flusher_thread(
     tmp_path: Path, fsyncs: Fsyncs
 ) -> None:
-    manager = open_manager([tmp_path])
-    loop = Loop()
-    manager.sync_off_loop(loop.call_soon)
-    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
-    append(log, 20)
+    manager, loop, log = flushing_manager(tmp_path)
     manager.maybe_run_periodic(now_ms=0)
     wait_for_callbacks(loop)
     assert log.recovery_point == 0  # moved on the loop, not on the flusher
@@ -165,11 +172,7 @@ def test_the_log_manager_flushes_rolled_segments_on_its_flusher_thread(
 def test_a_failed_rolled_flush_takes_the_dir_offline_on_the_loop(
     tmp_path: Path, fsyncs: Fsyncs
 ) -> None:
-    manager = open_manager([tmp_path])
-    loop = Loop()
-    manager.sync_off_loop(loop.call_soon)
-    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
-    append(log, 20)
+    manager, loop, log = flushing_manager(tmp_path)
     fsyncs.fail_on = lambda thread: thread.startswith("log-flusher")
     manager.maybe_run_periodic(now_ms=0)
     wait_for_callbacks(loop)
@@ -187,11 +190,7 @@ def test_a_flush_of_a_log_deleted_meanwhile_leaves_its_successor_alone(
 ) -> None:
     """The deleted log's directory is gone under its flush (FileNotFoundError on the thread):
     that takes no dir offline, and the partition's new log keeps its own recovery point."""
-    manager = open_manager([tmp_path])
-    loop = Loop()
-    manager.sync_off_loop(loop.call_soon)
-    log = manager.get_or_create_log(ORDERS_0, now_ms=0)
-    append(log, 20)
+    manager, loop, _ = flushing_manager(tmp_path)
     fsyncs.fail_on = lambda thread: thread.startswith("log-flusher")
     manager.maybe_run_periodic(now_ms=0)
     wait_for_callbacks(loop)
