@@ -123,29 +123,29 @@ class TopicEntries:
         """Entries kept, over every version and listener."""
         return sum(len(kept) for kept in self._by_version.values())
 
-    def entry(self, image: MetadataImage, topic: TopicImage, version: int, listener: str) -> bytes:
+    def entry(
+        self,
+        image: MetadataImage,
+        topic: TopicImage,
+        version: int,
+        listener: str,
+        authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED,
+    ) -> bytes:
+        """The topic's entry; with ``authorized_operations`` (KIP-430, the asker's own) it is
+        built from the kept partition entries and not kept."""
         if image.cluster is not self._cluster:
             self._cluster, self._by_version = image.cluster, {}
         kept = self._by_version.setdefault((version, listener), {})
         if len(kept) > len(image.topics.by_id) + self.DELETED_ENTRIES_MAX:
             kept.clear()
         found = kept.get(topic.topic_id)
-        if found is not None and found.topic is topic:
+        if found is None or found.topic is not topic:
+            found = _encode_topic(image, topic, version, listener, found)
+            kept[topic.topic_id] = found
+        if authorized_operations == AUTHORIZED_OPERATIONS_OMITTED:
             return found.entry
-        # A partition's entry stays while its registration does: most changes of a topic are
-        # of one partition (a leader, an ISR, a log dir assigned: KIP-858).
-        before = found.partitions if found is not None else {}
-        partitions = {}
-        for index, registration in sorted(topic.partitions.items()):
-            old = before.get(index)
-            if old is not None and old[0] is registration:
-                partitions[index] = old
-            else:
-                entry = _partition(image, index, registration, version, listener)
-                partitions[index] = (registration, encode_partition(version, entry))
-        encoded = _topic_entry(topic, version, [entry for _, entry in partitions.values()])
-        kept[topic.topic_id] = _Kept(topic, encoded, partitions)
-        return encoded
+        partitions = [entry for _, entry in found.partitions.values()]
+        return _topic_entry(topic, version, partitions, authorized_operations)
 
 
 class _Kept(NamedTuple):
@@ -206,12 +206,12 @@ async def handle_metadata(
                 assert context is not None
                 unknown.authorized_operations = _topic_operations(services, context, name)
             topics.append(unknown)
-        elif with_operations:
-            assert context is not None
-            operations = _topic_operations(services, context, name)
-            topics.append(_encode_topic(image, found, version, listener_name, operations))
         else:
-            topics.append(entries.entry(image, found, version, listener_name))
+            operations = AUTHORIZED_OPERATIONS_OMITTED
+            if with_operations:
+                assert context is not None
+                operations = _topic_operations(services, context, name)
+            topics.append(entries.entry(image, found, version, listener_name, operations))
     missing = [
         t
         for t in topics
@@ -342,17 +342,22 @@ def _requested_topics(image: MetadataImage, request: Any) -> list[TopicImage | A
 
 
 def _encode_topic(
-    image: MetadataImage,
-    topic: TopicImage,
-    version: int,
-    listener: str,
-    authorized_operations: int,
-) -> bytes:
-    partitions = [
-        encode_partition(version, _partition(image, index, registration, version, listener))
-        for index, registration in sorted(topic.partitions.items())
-    ]
-    return _topic_entry(topic, version, partitions, authorized_operations)
+    image: MetadataImage, topic: TopicImage, version: int, listener: str, before: _Kept | None
+) -> _Kept:
+    """``topic``'s entry, re-using ``before``'s partition entries whose registration stayed:
+    most changes of a topic are of one partition (a leader, an ISR, a log dir assigned:
+    KIP-858)."""
+    kept = before.partitions if before is not None else {}
+    partitions = {}
+    for index, registration in sorted(topic.partitions.items()):
+        old = kept.get(index)
+        if old is not None and old[0] is registration:
+            partitions[index] = old
+        else:
+            entry = _partition(image, index, registration, version, listener)
+            partitions[index] = (registration, encode_partition(version, entry))
+    encoded = _topic_entry(topic, version, [entry for _, entry in partitions.values()])
+    return _Kept(topic, encoded, partitions)
 
 
 def _topic_entry(
