@@ -10,6 +10,10 @@ Measures, in one run of one ``pykraft dev`` cluster with Kafka's default timeout
   by each broker; best of ``--repeats`` runs, the configurations taking turns) and the p50/p99
   latency of one record at a time (send, wait for the ack) for acks=all on RF=3
   (``min.insync.replicas=2``), acks=1 on RF=3, and RF=1;
+* the servers' CPU microseconds per record during each of those one-at-a-time runs
+  (``*_one_at_a_time_server_cpu_us``, the brokers and the controller): one record at a time,
+  most of it lies on the record's path (the leader's Produce, each follower's Fetch round and
+  the leader's side of it), so it shows how much of the latency is CPU rather than waiting;
 * the floor under that latency, in the same run (``bench/null_broker.py``): the same client and
   loop against a null broker that answers Produce at once and stores nothing
   (``null_broker_p50_ms``, ``null_broker_p99_ms``), and a raw loopback TCP round trip
@@ -506,8 +510,13 @@ def measure(
     if throughput_only:
         return figures
     for name, topic, acks in CONFIGURATIONS:
+        before = cpu_seconds(cluster.server_pids())
         p50, p99 = latency_ms(cluster.bootstrap_servers, topic, acks, latency_samples)
+        used = cpu_seconds(cluster.server_pids()) - before
         figures[f"{name}_p50_ms"], figures[f"{name}_p99_ms"] = round(p50, 2), round(p99, 2)
+        # What the servers' cores did per record meanwhile: one record at a time, most of it
+        # lies on the record's path (the leader's Produce, each follower's Fetch round).
+        figures[f"{name}_one_at_a_time_server_cpu_us"] = round(used / latency_samples * 1e6)
     # The floor under those: librdkafka, this loop and loopback against a broker that stores
     # nothing, and a raw TCP round trip (bench/null_broker.py), in the same sitting.
     figures.update(measure_floors(latency_samples, latency_ms))
