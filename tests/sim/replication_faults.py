@@ -19,13 +19,19 @@ random source, and injects it if the rules allow (else it skips this turn):
 A data-centre outage (``OUTAGE``) is scheduled, not drawn: with ``SimSettings.outage_at_ms``
 every broker loses power at once — running, paused or already down (a dead process's page
 cache goes too) — and all come back together after a seeded 1-10 s; no broker starts in
-between. It ignores the crash rule: it is the case the rule keeps out (every replica of a
-partition losing its unflushed tail at once), which only ``flush.messages`` survives: each
-append is fsynced before the leader counts it or a follower's next fetch reports it, so an
-acknowledged record is durable on every ISR member. With Kafka's default (no flush.messages,
-leave it to the OS and replication) the outage loses acknowledged records — the trade-off
-Kafka documents — and ``flush.ms`` bounds the loss to records acknowledged within flush.ms
-(plus log.flush.scheduler.interval.ms, how often brokers check it) of the outage. The
+between. Until a record is acknowledged (early faults can keep the producer from it) an outage
+puts nothing at stake, so it waits for the first acknowledgement. It ignores the crash rule:
+it is the case the rule keeps out (every replica of a partition losing its unflushed tail at
+once), which only ``flush.messages`` survives: each append is fsynced before the leader counts
+it or a follower's next fetch reports it, so an acknowledged record is durable on every ISR
+member. With Kafka's default (no flush.messages, leave it to the OS and replication) the
+outage loses acknowledged records — the trade-off Kafka documents — and ``flush.ms`` bounds
+what a running broker loses to records acknowledged within flush.ms (plus
+log.flush.scheduler.interval.ms, how often brokers check it) of the outage; a killed or
+paused process flushes nothing. One replica's loss can be enough: the controller fences the
+brokers one at a time, the last member of an ISR stays in it (Kafka without KIP-966) and is
+elected once it registers again, whatever it lost. So the outage records what each replica
+lost (``outage_unflushed``) as well as what no replica kept (``outage_lost``). The
 controller keeps running: its journal's durability is ``journal_faults``' concern.
 
 Besides, a committed leader or ISR change sometimes draws a fault at the partition's leader
@@ -50,7 +56,7 @@ from pykraft.broker.lifecycle import BrokerState
 from pykraft.metadata.records import MetadataRecord, PartitionChangeRecord
 from pykraft.quorum.controller import ElectionType, ElectLeadersRequest
 from tests.sim.replication_broker import SimBroker
-from tests.sim.replication_checks import fail
+from tests.sim.replication_checks import PartitionKey, fail
 from tests.sim.replication_log import describe
 from tests.sim.replication_log import records as log_records
 
@@ -65,6 +71,8 @@ MAX_HISTORY = 12
 SLOW_LINK_EXTRA_MS = (100, 1500)
 # How often a committed leader or ISR change draws a targeted fault at the partition's leader.
 REACT_PROBABILITY = 0.15
+# How often a scheduled outage that found nothing acknowledged yet looks again.
+OUTAGE_RETRY_MS = 500
 
 
 class CrashRule(enum.Enum):
@@ -126,9 +134,13 @@ class FaultInjector:
         self.injected: Counter[FaultKind] = Counter()
         # Until then every broker is without power (an outage): nothing restarts.
         self.powered_off_until = 0
-        # What the outage found: acknowledged records then, and the ones no replica kept.
+        # What the outage found: acknowledged records then, the ones each broker held and
+        # lost (unflushed there), and the ones no replica kept; and, per broker whose process
+        # ran unpaused, since when its ``LogManager`` had been flushing.
         self.outage_acked: dict[tuple[str, int], dict[int, str]] = {}
+        self.outage_unflushed: dict[int, dict[PartitionKey, dict[int, str]]] = {}
         self.outage_lost: dict[tuple[str, int], dict[int, str]] = {}
+        self.outage_running_since: dict[int, int] = {}
         # The latest faults and restarts, for the failure message.
         self.history: deque[str] = deque(maxlen=MAX_HISTORY)
 
@@ -267,14 +279,24 @@ class FaultInjector:
         self._restart_later(broker_id, self.sim.rng.randint(200, 15_000))
 
     def outage(self) -> None:
-        """Every broker loses power at once (see the module docstring); all restart together."""
+        """Every broker loses power at once (see the module docstring); all restart together.
+        With nothing acknowledged yet it looks again every ``OUTAGE_RETRY_MS``."""
         sim = self.sim
         if not self.active:
+            return
+        if not any(sim.checker.acked.values()):
+            sim.queue.after(OUTAGE_RETRY_MS, "outage (nothing acknowledged yet)", self.outage)
             return
         self.injected[FaultKind.OUTAGE] += 1
         sim.checker.stats[f"faults: {FaultKind.OUTAGE.value}"] += 1
         self._note("FAULT outage: every broker loses power")
         self.outage_acked = {key: dict(acked) for key, acked in sim.checker.acked.items()}
+        held = self.acknowledged_on_disk()
+        self.outage_running_since = {
+            broker_id: sim.paused_until[broker_id]  # its start (start_broker) or last pause's end
+            for broker_id, broker in sim.brokers.items()
+            if broker is not None and sim.paused_until[broker_id] <= sim.now_ms
+        }
         for broker_id in sim.brokers:
             self._power_off(broker_id, lose_unflushed=True)
         kept = {
@@ -290,8 +312,19 @@ class FaultInjector:
             key: {o: v for o, v in acked.items() if (o, v) not in kept[key]}
             for key, acked in self.outage_acked.items()
         }
+        after = self.acknowledged_on_disk()
+        self.outage_unflushed = {
+            broker_id: {
+                key: dict(sorted(records - after[broker_id].get(key, set())))
+                for key, records in on_disk.items()
+            }
+            for broker_id, on_disk in held.items()
+        }
         sim.checker.stats["outage: acknowledged records before it"] += sum(
             map(len, self.outage_acked.values())
+        )
+        sim.checker.stats["outage: acknowledged records lost by a replica in it"] += sum(
+            len(records) for lost in self.outage_unflushed.values() for records in lost.values()
         )
         sim.checker.stats["outage: acknowledged records on no replica after it"] += sum(
             map(len, self.outage_lost.values())
@@ -304,6 +337,19 @@ class FaultInjector:
                 sim.start_broker(broker_id)
 
         sim.queue.at(self.powered_off_until, "power back", power_back)
+
+    def acknowledged_on_disk(self) -> dict[int, dict[PartitionKey, set[tuple[int, str]]]]:
+        """Per broker and partition, the acknowledged ``(offset, value)`` records its disk
+        holds."""
+        acked = self.sim.checker.acked
+        return {
+            broker_id: {
+                key: {(o, v) for o, _, v in log_records(log) if acked[key].get(o) == v}
+                for key, log in disk.logs.items()
+                if key in acked
+            }
+            for broker_id, disk in self.sim.disks.items()
+        }
 
     def _power_off(self, broker_id: int, *, lose_unflushed: bool) -> None:
         """The process dies (if it runs); with ``lose_unflushed`` the page cache goes too."""
