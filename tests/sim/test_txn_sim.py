@@ -93,6 +93,11 @@ def finished(seed: int, steps: int) -> TransactionSimulation:
 @pytest.mark.parametrize("seed", _seeds())
 def test_transaction_simulation(seed: int) -> None:
     stats = finished(seed, STEPS).checker.stats
+    if not stats["transactions committed by their producer"]:
+        # Dense faults can abort every transaction of a run, as Kafka would (seeds 64 and 94 of
+        # 100: transactions outlive their timeout, and the aborts' markers wait out seconds of
+        # a single-member ISR or a leader restarted): the same run twice as long must commit.
+        stats = finished(seed, 2 * STEPS).checker.stats
     assert stats["transactions committed by their producer"] > 0, dict(stats)
     assert stats["records read by read_committed consumers"] > 0, dict(stats)
 
