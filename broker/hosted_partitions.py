@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Mapping
 from pykraft.broker.offline_storage import OfflineStorage
 from pykraft.broker.partition import Partition, PartitionContext
 from pykraft.broker.topic_configs import broker_default_log_config, dynamic_broker_configs
-from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.image import ConfigsImage, MetadataImage
 from pykraft.metadata.local_changes import LocalReplicaChanges
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.replica.data_path import FetcherManager
@@ -59,8 +59,10 @@ class HostedPartitions:
         self._partitions: dict[TopicPartition, Partition] = {}
         # server.properties' log.* settings; the dynamic broker configs apply over them.
         self._static_log_config = log_manager.default_config
-        # The dynamic broker configs the log manager's default was last built from.
+        # The dynamic broker configs the log manager's default was last built from, and the
+        # image's configs they and the topics' were last read from.
         self._broker_configs: dict[str, str] = {}
+        self._configs: ConfigsImage | None = None
         self.offline_storage = OfflineStorage(
             broker_id, log_manager, fetcher_manager, forget_partition=self._forget_partition
         )
@@ -88,6 +90,11 @@ class HostedPartitions:
         cleanup.policy, segment.bytes, ...) reaches open logs without a restart. A changed
         dynamic broker config (this broker's or the cluster default) becomes the log manager's
         default and reaches every hosted topic (``LogManager.reconfigureDefaultLogConfig``)."""
+        if not topics and new_image.configs is self._configs:
+            # No config changed since (images share what a delta left alone): a NoOpRecord
+            # every 500 ms walked every log here, 1 ms per publish at 10,000 partitions.
+            return
+        self._configs = new_image.configs
         hosted = {topic_partition.topic for topic_partition in self.log_manager.logs}
         broker_configs = dynamic_broker_configs(new_image, self.broker_id)
         if broker_configs != self._broker_configs:

@@ -252,7 +252,10 @@ class ReplicaManager:
         """Act on one metadata delta: deletes, then leaders, then followers (Kafka's order, as
         ``ReplicaCore.apply_metadata`` lays it out). ``wall_clock_ms`` dates the logs it
         creates; follower lag runs on the monotonic clock."""
-        ready = self.core.apply_metadata(changes, new_image, self.hosted.topic_ids())
+        # Each hosted partition's topic id, for the partitions that change only (every
+        # NoOpRecord's publish built it for all of them).
+        hosted = self.hosted.topic_ids() if changes.leaders or changes.followers else {}
+        ready = self.core.apply_metadata(changes, new_image, hosted)
         self.hosted.carry_out(ready, wall_clock_ms)
 
     def update_topic_configs(self, topics: Collection[str], new_image: MetadataImage) -> None:

@@ -29,7 +29,7 @@ from pykraft.fetcher.replication_quota import (
     parse_throttled_replicas,
     throttled_bytes,
 )
-from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.image import ConfigsImage, MetadataImage
 from pykraft.metadata.records import ConfigResourceType
 from pykraft.replica.data_path import LogReadResult
 
@@ -74,8 +74,14 @@ class ReplicationQuotas:
         self.broker_id = broker_id
         self.leader = ReplicationQuota(window_num=window_num, window_size_ms=window_size_ms)
         self.follower = ReplicationQuota(window_num=window_num, window_size_ms=window_size_ms)
+        self._configs: ConfigsImage | None = None  # what the settings were last read from
 
     def update(self, image: MetadataImage) -> None:
+        """The throttles of ``image``; its configs are all they come from, so an image whose
+        configs are the last one's (a delta that changed none) changes nothing."""
+        if image.configs is self._configs:
+            return
+        self._configs = image.configs
         leader, follower = throttle_settings(image, self.broker_id)
         self.leader.update(leader)
         self.follower.update(follower)

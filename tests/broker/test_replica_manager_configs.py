@@ -15,7 +15,7 @@ from pykraft.broker.config import BrokerConfig
 from pykraft.broker.metadata_publisher import BrokerMetadataPublisher
 from pykraft.broker.replica_manager import RecordedFetcherManager, ReplicaManager
 from pykraft.broker.server import BrokerServer
-from pykraft.broker.topic_configs import changed_topic_configs
+from pykraft.broker.topic_configs import changed_topic_configs, dynamic_broker_configs
 from pykraft.metadata.delta import MetadataDelta
 from pykraft.metadata.image import MetadataImage
 from pykraft.metadata.local_changes import local_changes
@@ -23,6 +23,8 @@ from pykraft.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -202,6 +204,39 @@ def test_a_retention_ms_change_reaches_the_open_log(tmp_path: Path) -> None:
     # Deleting the override: the log follows the broker default again.
     node.publish_records(topic_config("pets", "retention.ms", None))
     assert log.config == BROKER_DEFAULTS
+    node.close()
+
+
+def test_a_delta_that_changes_no_config_and_no_partition_walks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's NoOpRecord every 500 ms: its publish read no config and listed no
+    hosted partition (1 ms at 10,000 partitions); real changes still reach the logs."""
+    node = Broker(tmp_path)
+    node.publish_records(*hosted_topics())
+    hosted = node.replica_manager.hosted
+    config_reads: list[MetadataImage] = []
+    listings: list[int] = []
+    list_topic_ids = hosted.topic_ids
+
+    def counted_configs(image: MetadataImage, broker_id: int) -> dict[str, str]:
+        config_reads.append(image)
+        return dynamic_broker_configs(image, broker_id)
+
+    def counted_topic_ids() -> dict[TopicPartition, str]:
+        listings.append(1)
+        return list_topic_ids()
+
+    monkeypatch.setattr("pykraft.broker.hosted_partitions.dynamic_broker_configs", counted_configs)
+    monkeypatch.setattr(hosted, "topic_ids", counted_topic_ids)
+    node.publish_records(NoOpRecord())
+    assert (config_reads, listings) == ([], [])
+    node.publish_records(topic_config("pets", "retention.ms", "60000"))
+    assert node.log().config.retention_ms == 60_000
+    assert (len(config_reads), listings) == (1, [])
+    node.publish_records(PartitionChangeRecord(topic_id=PETS_ID, partition_id=0, leader=OTHER))
+    assert node.replica_manager.get_partition(PETS0) is not None
+    assert (len(config_reads), listings) == (1, [1])
     node.close()
 
 

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from pykraft.broker import replication_quotas
 from pykraft.broker.replica_manager import FetchParams, LogReadResult
 from pykraft.broker.replication_quotas import ReplicationQuotas
 from pykraft.fetcher.replication_quota import ThrottleSettings
-from pykraft.metadata.records import ConfigRecord, ConfigResourceType, TopicRecord
+from pykraft.metadata.image import MetadataImage
+from pykraft.metadata.records import ConfigRecord, ConfigResourceType, NoOpRecord, TopicRecord
 from pykraft.storage.topic_partition import TopicPartition
 from tests.broker.replica_harness import (
     LOCAL,
@@ -122,6 +124,36 @@ def test_throttles_follow_the_published_configs(cluster: Cluster) -> None:
     quotas.update(cluster.image)
     assert quotas.leader.settings == ThrottleSettings(5000, {"pets": frozenset({0})})
     assert quotas.follower.settings == ThrottleSettings()
+
+
+def test_an_image_with_the_same_configs_is_not_read_again(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's NoOpRecord every 500 ms publishes an image sharing the last one's
+    configs: the throttles stay as they are, and the configs are not walked again."""
+    rate = "leader.replication.throttled.rate"
+    broker = ConfigResourceType.BROKER
+    cluster.publish(
+        ConfigRecord(resource_type=broker, resource_name=str(LOCAL), name=rate, value="5000")
+    )
+    reads: list[MetadataImage] = []
+    read = replication_quotas.throttle_settings
+
+    def counted(image: MetadataImage, broker_id: int) -> tuple[ThrottleSettings, ThrottleSettings]:
+        reads.append(image)
+        return read(image, broker_id)
+
+    monkeypatch.setattr(replication_quotas, "throttle_settings", counted)
+    quotas = ReplicationQuotas(LOCAL)
+    quotas.update(cluster.image)
+    cluster.publish(NoOpRecord())
+    quotas.update(cluster.image)
+    assert (len(reads), quotas.leader.settings) == (1, ThrottleSettings(5000, {}))
+    cluster.publish(
+        ConfigRecord(resource_type=broker, resource_name=str(LOCAL), name=rate, value=None)
+    )
+    quotas.update(cluster.image)
+    assert (len(reads), quotas.leader.settings) == (2, ThrottleSettings())
 
 
 def test_the_metrics_show_each_sides_rate_and_bytes() -> None:
