@@ -33,6 +33,8 @@ TIMEOUT_S = 30.0
 # How long the surviving member keeps polling after a restart: several heartbeat intervals, in
 # which a rebalance would have reached it.
 QUIET_S = 3.0
+# How long each kafka-python poll may wait (see the test's ``poll``).
+POLL_MS = 1000
 
 
 def wait_until(condition: Callable[[], bool], poll: Callable[[], None], what: str) -> None:
@@ -188,7 +190,12 @@ def test_kafka_python_static_member_restart_and_fencing(cluster: DevCluster) -> 
     def poll(*consumers: KafkaConsumer) -> Callable[[], None]:
         def each() -> None:
             for consumer in consumers:
-                consumer.poll(timeout_ms=100)
+                # Long polls: a rebalance's JoinGroup/SyncGroup round then ends within the poll
+                # that began it. One that outlives its poll is lost by kafka-python 3.0.12 (see
+                # kafka_python_member): the next poll finds its task done and sends a new
+                # JoinGroup, a new rebalance, which with 100 ms polls on a loaded CI machine
+                # could repeat until the test timed out ("both members own half").
+                consumer.poll(timeout_ms=POLL_MS)
 
         return each
 
