@@ -299,20 +299,15 @@ class FaultInjector:
         }
         for broker_id in sim.brokers:
             self._power_off(broker_id, lose_unflushed=True)
+        after = self.acknowledged_on_disk()
         kept = {
-            key: {
-                (offset, value)
-                for disk in sim.disks.values()
-                if key in disk.logs
-                for offset, _, value in log_records(disk.logs[key])
-            }
+            key: set().union(*(on_disk.get(key, set()) for on_disk in after.values()))
             for key in self.outage_acked
         }
         self.outage_lost = {
             key: {o: v for o, v in acked.items() if (o, v) not in kept[key]}
             for key, acked in self.outage_acked.items()
         }
-        after = self.acknowledged_on_disk()
         self.outage_unflushed = {
             broker_id: {
                 key: dict(sorted(records - after[broker_id].get(key, set())))
