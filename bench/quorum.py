@@ -74,7 +74,11 @@ class Quorum:
                 f"controller.quorum.http.voters={http_voters}\n"
                 f"listeners=CONTROLLER://127.0.0.1:{self.http_ports[index]}\n"
                 f"metadata.log.dir={root / f'c{index + 1}'}\n"
-                "controller.quorum.password=bench\nbroker.session.timeout.ms=600000\n" + extra
+                "controller.quorum.password=bench\nbroker.session.timeout.ms=600000\n"
+                # The brokers here are a few HTTP calls (``register_brokers``), whose connections
+                # close at once: left on, the dead-process rule (quorum/broker_channels.py) would
+                # fence them a second later, and topics would find no broker to go to.
+                "pykraft.broker.channel.closed.timeout.ms=-1\n" + extra
             )
             self.configs.append(path)
         self.processes: list[subprocess.Popen[bytes] | None] = [None] * size
