@@ -120,3 +120,37 @@ def test_a_new_commit_index_rides_on_the_next_entries() -> None:
     leader._send_new_entries_at(100.0 + COMMIT_NOTICE_DELAY_S / 2)
     leader._send_new_entries_at(100.0 + 2 * COMMIT_NOTICE_DELAY_S)
     assert leader.sends == [11]  # the entries' AppendEntries told the followers
+
+
+class Notices:
+    """A wake pipe that counts its wake-ups."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def notify(self) -> None:
+        self.count += 1
+
+
+def test_a_quorum_of_one_wakes_its_raft_thread_once_per_entry_to_commit() -> None:
+    leader = PromptLeader()
+    leader._SyncObj__otherNodes = set()
+    leader._SyncObj__connectedNodes = set()
+    leader._SyncObj__raftNextIndex = {}
+    notices = Notices()
+    leader._wake = notices  # type: ignore[assignment]
+    leader._send_new_entries_at(100.0)
+    assert notices.count == 0  # everything committed: the poll may wait its tick
+    leader.log_index = 11  # a write appended in this tick; no follower will answer for it
+    leader._send_new_entries_at(100.0)
+    assert notices.count == 1  # the next tick syncs and commits it at once
+    leader._send_new_entries_at(100.0)
+    assert notices.count == 1  # not committed in that tick (an older term's): no spinning
+    leader.log_index = 12
+    leader._send_new_entries_at(100.0)
+    assert notices.count == 2
+    leader._SyncObj__raftCommitIndex = 12
+    leader.log_index = 12
+    leader._send_new_entries_at(100.0)
+    assert notices.count == 2
+    assert leader.sends == []  # nobody to send AppendEntries to
